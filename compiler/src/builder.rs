@@ -1,0 +1,198 @@
+//! A small builder over the IR: every instruction it adds has its shape
+//! inferred and checked on the spot, so a builder bug is reported where it is
+//! made, not by the verifier later.
+
+use crate::computation::{Computation, InstrId};
+use crate::instruction::Instruction;
+use crate::literal::Literal;
+use crate::op::{BinaryOp, Op, UnaryOp};
+use crate::shape_inference::{infer_shape, CalleeSignature, ShapeError};
+use crate::types::{ElementType, Shape};
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[error("building '{computation}': {opcode} {operands}: {source}")]
+pub struct BuildError {
+    pub computation: String,
+    pub opcode: &'static str,
+    /// The operand shapes, for the message.
+    pub operands: String,
+    #[source]
+    pub source: ShapeError,
+}
+
+pub struct Builder {
+    comp: Computation,
+    callees: BTreeMap<String, CalleeSignature>,
+    counters: BTreeMap<&'static str, usize>,
+    next_param: i64,
+}
+
+impl Builder {
+    pub fn new(name: impl Into<String>) -> Self {
+        Builder {
+            comp: Computation::new(name),
+            callees: BTreeMap::new(),
+            counters: BTreeMap::new(),
+            next_param: 0,
+        }
+    }
+
+    /// Makes `c` callable from instructions this builder adds (reduce, call, scatter).
+    pub fn register_callee(&mut self, c: &Computation) {
+        if let Some(root) = c.root() {
+            self.callees.insert(
+                c.name.clone(),
+                CalleeSignature {
+                    params: c
+                        .parameters()
+                        .into_iter()
+                        .map(|p| c.instr(p).shape.clone())
+                        .collect(),
+                    result: c.instr(root).shape.clone(),
+                },
+            );
+        }
+    }
+
+    pub fn shape(&self, id: InstrId) -> &Shape {
+        &self.comp.instr(id).shape
+    }
+
+    fn fresh_name(&mut self, opcode: &'static str) -> String {
+        let n = self.counters.entry(opcode).or_insert(0);
+        *n += 1;
+        format!("{opcode}.{n}")
+    }
+
+    /// Adds `op` over `operands`; `shape` is needed only for ops that take
+    /// (part of) their result shape from the instruction.
+    pub fn add(
+        &mut self,
+        op: Op,
+        operands: &[InstrId],
+        shape: Option<Shape>,
+    ) -> Result<InstrId, BuildError> {
+        let shapes: Vec<&Shape> = operands
+            .iter()
+            .map(|&o| &self.comp.instr(o).shape)
+            .collect();
+        let callees = &self.callees;
+        let inferred = infer_shape(&op, &shapes, shape.as_ref(), &|n| callees.get(n).cloned())
+            .map_err(|source| BuildError {
+                computation: self.comp.name.clone(),
+                opcode: op.opcode(),
+                operands: format!(
+                    "({})",
+                    shapes
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                source,
+            })?;
+        let name = self.fresh_name(op.opcode());
+        Ok(self
+            .comp
+            .add(Instruction::new(name, inferred, op), operands))
+    }
+
+    /// Adds a named instruction (names must be unique in the computation).
+    pub fn add_named(
+        &mut self,
+        name: &str,
+        op: Op,
+        operands: &[InstrId],
+        shape: Option<Shape>,
+    ) -> Result<InstrId, BuildError> {
+        let id = self.add(op, operands, shape)?;
+        self.comp.instr_mut(id).name = name.to_string();
+        Ok(id)
+    }
+
+    /// The next parameter, numbered in call order.
+    pub fn parameter(&mut self, name: &str, shape: Shape) -> InstrId {
+        let n = self.next_param;
+        self.next_param += 1;
+        self.comp
+            .add(Instruction::new(name, shape, Op::Parameter(n)), &[])
+    }
+
+    pub fn constant(&mut self, lit: Literal) -> InstrId {
+        let name = self.fresh_name("constant");
+        let shape = Shape::Array(lit.shape.clone());
+        self.comp
+            .add(Instruction::new(name, shape, Op::Constant(lit)), &[])
+    }
+
+    pub fn scalar(&mut self, ty: ElementType, value: f64) -> InstrId {
+        let lit = Literal::from_scalars(ty, vec![], &[crate::Scalar::Float(value)])
+            .or_else(|_| Literal::from_scalars(ty, vec![], &[crate::Scalar::Int(value as i64)]))
+            .expect("a scalar converts to any element type");
+        self.constant(lit)
+    }
+
+    pub fn unary(&mut self, op: UnaryOp, x: InstrId) -> Result<InstrId, BuildError> {
+        self.add(Op::Unary(op), &[x], None)
+    }
+
+    pub fn binary(&mut self, op: BinaryOp, x: InstrId, y: InstrId) -> Result<InstrId, BuildError> {
+        self.add(Op::Binary(op), &[x, y], None)
+    }
+
+    /// Broadcasts `x` to `dims`, mapping operand dimension i to `mapping[i]`.
+    pub fn broadcast(
+        &mut self,
+        x: InstrId,
+        dims: &[i64],
+        mapping: &[i64],
+    ) -> Result<InstrId, BuildError> {
+        let ty = self.elem_type(x);
+        self.add(
+            Op::Broadcast {
+                dimensions: mapping.to_vec(),
+            },
+            &[x],
+            Some(Shape::array(ty, dims.to_vec())),
+        )
+    }
+
+    pub fn reshape(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        let ty = self.elem_type(x);
+        self.add(Op::Reshape, &[x], Some(Shape::array(ty, dims.to_vec())))
+    }
+
+    pub fn convert(&mut self, x: InstrId, ty: ElementType) -> Result<InstrId, BuildError> {
+        let dims = self
+            .shape(x)
+            .as_array()
+            .map(|a| a.dims.clone())
+            .unwrap_or_default();
+        self.add(Op::Convert, &[x], Some(Shape::array(ty, dims)))
+    }
+
+    fn elem_type(&self, x: InstrId) -> ElementType {
+        self.shape(x)
+            .as_array()
+            .map(|a| a.ty)
+            .unwrap_or(ElementType::F32)
+    }
+
+    /// Sets the root and returns the finished computation.
+    pub fn finish(mut self, root: InstrId) -> Computation {
+        self.comp.set_root(root);
+        self.comp
+    }
+}
+
+/// `(a, b) -> a + b` over scalars of `ty`: the reducer of sums.
+pub fn scalar_reducer(name: &str, ty: ElementType, op: BinaryOp) -> Computation {
+    let mut b = Builder::new(name);
+    let x = b.parameter("x", Shape::scalar(ty));
+    let y = b.parameter("y", Shape::scalar(ty));
+    let r = b
+        .binary(op, x, y)
+        .expect("a binary op over equal scalars is well-formed");
+    b.finish(r)
+}

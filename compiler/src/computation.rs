@@ -1,0 +1,233 @@
+//! A computation: instructions in a petgraph `StableGraph`, edges from operand
+//! to user weighted by operand position, so node ids survive removals.
+
+use crate::instruction::Instruction;
+use crate::op::Op;
+use petgraph::stable_graph::{NodeIndex, StableGraph};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use std::collections::{BTreeMap, HashMap};
+
+pub type InstrId = NodeIndex<u32>;
+
+#[derive(Clone, Debug, Default)]
+pub struct Computation {
+    pub name: String,
+    graph: StableGraph<Instruction, u32>,
+    root: Option<InstrId>,
+}
+
+impl Computation {
+    pub fn new(name: impl Into<String>) -> Self {
+        Computation {
+            name: name.into(),
+            graph: StableGraph::new(),
+            root: None,
+        }
+    }
+
+    /// Adds an instruction reading `operands` in order. No checks: the
+    /// verifier owns them, so importers can build first and report later.
+    pub fn add(&mut self, instr: Instruction, operands: &[InstrId]) -> InstrId {
+        let id = self.graph.add_node(instr);
+        for (i, &o) in operands.iter().enumerate() {
+            self.graph.add_edge(o, id, i as u32);
+        }
+        id
+    }
+
+    /// Appends operands to `id`, after any it already has.
+    pub fn connect_operands(&mut self, id: InstrId, operands: &[InstrId]) {
+        let base = self.graph.edges_directed(id, Direction::Incoming).count() as u32;
+        for (i, &o) in operands.iter().enumerate() {
+            self.graph.add_edge(o, id, base + i as u32);
+        }
+    }
+
+    pub fn instr(&self, id: InstrId) -> &Instruction {
+        &self.graph[id]
+    }
+
+    pub fn instr_mut(&mut self, id: InstrId) -> &mut Instruction {
+        &mut self.graph[id]
+    }
+
+    pub fn contains(&self, id: InstrId) -> bool {
+        self.graph.contains_node(id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.graph.node_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.graph.node_count() == 0
+    }
+
+    pub fn root(&self) -> Option<InstrId> {
+        self.root
+    }
+
+    pub fn set_root(&mut self, id: InstrId) {
+        self.root = Some(id);
+    }
+
+    pub fn graph(&self) -> &StableGraph<Instruction, u32> {
+        &self.graph
+    }
+
+    /// All instruction ids in node-index order (stable, but not topological).
+    pub fn ids(&self) -> impl Iterator<Item = InstrId> + '_ {
+        self.graph.node_indices()
+    }
+
+    /// Operands in positional order.
+    pub fn operands(&self, id: InstrId) -> Vec<InstrId> {
+        let mut edges: Vec<(u32, InstrId)> = self
+            .graph
+            .edges_directed(id, Direction::Incoming)
+            .map(|e| (*e.weight(), e.source()))
+            .collect();
+        edges.sort_unstable_by_key(|(i, _)| *i);
+        edges.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// Distinct users, in node-index order.
+    pub fn users(&self, id: InstrId) -> Vec<InstrId> {
+        let mut u: Vec<InstrId> = self
+            .graph
+            .neighbors_directed(id, Direction::Outgoing)
+            .collect();
+        u.sort_unstable();
+        u.dedup();
+        u
+    }
+
+    /// Parameters sorted by parameter number.
+    pub fn parameters(&self) -> Vec<InstrId> {
+        let mut params: Vec<(i64, InstrId)> = self
+            .graph
+            .node_indices()
+            .filter_map(|id| match self.graph[id].op {
+                Op::Parameter(n) => Some((n, id)),
+                _ => None,
+            })
+            .collect();
+        params.sort_unstable();
+        params.into_iter().map(|(_, id)| id).collect()
+    }
+
+    pub fn find(&self, name: &str) -> Option<InstrId> {
+        self.graph
+            .node_indices()
+            .find(|&id| self.graph[id].name == name)
+    }
+
+    /// Points every use of `old` at `new` (and the root, if it was `old`).
+    pub fn replace_all_uses(&mut self, old: InstrId, new: InstrId) {
+        let uses: Vec<(petgraph::stable_graph::EdgeIndex<u32>, InstrId, u32)> = self
+            .graph
+            .edges_directed(old, Direction::Outgoing)
+            .map(|e| (e.id(), e.target(), *e.weight()))
+            .collect();
+        for (edge, user, pos) in uses {
+            self.graph.remove_edge(edge);
+            self.graph.add_edge(new, user, pos);
+        }
+        if self.root == Some(old) {
+            self.root = Some(new);
+        }
+    }
+
+    pub fn remove(&mut self, id: InstrId) -> Option<Instruction> {
+        if self.root == Some(id) {
+            self.root = None;
+        }
+        self.graph.remove_node(id)
+    }
+
+    /// A deterministic topological order: depth-first post-order from every
+    /// instruction nobody uses (in node order), the root last. Iterative, so
+    /// 100k-deep chains do not overflow the stack.
+    pub fn post_order(&self) -> Vec<InstrId> {
+        let mut order = Vec::with_capacity(self.len());
+        let mut visited: HashMap<InstrId, bool> = HashMap::with_capacity(self.len());
+        let mut sinks: Vec<InstrId> = self
+            .graph
+            .node_indices()
+            .filter(|&id| {
+                Some(id) != self.root
+                    && self
+                        .graph
+                        .neighbors_directed(id, Direction::Outgoing)
+                        .next()
+                        .is_none()
+            })
+            .collect();
+        sinks.extend(self.root);
+        for start in sinks {
+            if visited.contains_key(&start) {
+                continue;
+            }
+            // (node, operands expanded?)
+            let mut stack = vec![(start, false)];
+            while let Some((id, expanded)) = stack.pop() {
+                if expanded {
+                    if visited.get(&id) == Some(&false) {
+                        visited.insert(id, true);
+                        order.push(id);
+                    }
+                    continue;
+                }
+                if visited.contains_key(&id) {
+                    continue;
+                }
+                visited.insert(id, false);
+                stack.push((id, true));
+                for o in self.operands(id).into_iter().rev() {
+                    if !visited.contains_key(&o) {
+                        stack.push((o, false));
+                    }
+                }
+            }
+        }
+        // Nodes on a cycle are never reached from a sink; keep them so the
+        // verifier can see and report them.
+        if order.len() != self.len() {
+            for id in self.graph.node_indices() {
+                if visited.get(&id) != Some(&true) {
+                    order.push(id);
+                }
+            }
+        }
+        order
+    }
+
+    /// Structural equality up to node ids and instruction order: the same
+    /// instructions by name, with the same contents and operands.
+    pub fn structurally_eq(&self, other: &Computation) -> bool {
+        fn canon(c: &Computation) -> Option<BTreeMap<&str, (&Instruction, Vec<&str>)>> {
+            let mut m = BTreeMap::new();
+            for id in c.ids() {
+                let ops = c
+                    .operands(id)
+                    .into_iter()
+                    .map(|o| c.instr(o).name.as_str())
+                    .collect();
+                if m.insert(c.instr(id).name.as_str(), (c.instr(id), ops))
+                    .is_some()
+                {
+                    return None;
+                }
+            }
+            Some(m)
+        }
+        let root_name = |c: &Computation| c.root.map(|r| c.instr(r).name.clone());
+        self.name == other.name
+            && root_name(self) == root_name(other)
+            && match (canon(self), canon(other)) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            }
+    }
+}

@@ -1,0 +1,30 @@
+//! The hlatc compiler core: an HLO-like IR held in a petgraph `StableGraph`,
+//! shape inference, a verifier, XLA's HLO text format and `HloModuleProto`.
+//!
+//! ```
+//! use hlatc_compiler::{text, verify};
+//! let m = text::parse_module("HloModule m\nENTRY e { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }").unwrap();
+//! verify(&m).unwrap();
+//! assert!(text::print_module(&m).contains("negate(p)"));
+//! ```
+
+pub mod builder;
+pub mod computation;
+pub mod instruction;
+pub mod literal;
+pub mod module;
+pub mod op;
+pub mod proto;
+pub mod shape_inference;
+pub mod text;
+pub mod types;
+pub mod verifier;
+
+pub use computation::{Computation, InstrId};
+pub use instruction::{Instruction, Metadata};
+pub use literal::{Literal, LiteralError, Scalar};
+pub use module::{AliasKind, IoAlias, Module};
+pub use op::Op;
+pub use shape_inference::{infer_shape, CalleeSignature, ShapeError};
+pub use types::{ArrayShape, ElementType, Shape};
+pub use verifier::{verify, VerifyError};

@@ -1,0 +1,381 @@
+//! Dense host values: constants in the IR and tensors moved to and from a device.
+//!
+//! The payload is little-endian bytes in row-major order, so one type serves
+//! constants, proto literals, safetensors and PJRT buffers without conversion.
+
+use crate::types::{ArrayShape, ElementType};
+use half::{bf16, f16};
+use std::fmt;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LiteralError {
+    #[error("{ty}{dims:?} needs {expected} bytes, got {actual}")]
+    ByteCount {
+        ty: ElementType,
+        dims: Vec<i64>,
+        expected: usize,
+        actual: usize,
+    },
+    #[error("negative dimension in {0:?}")]
+    NegativeDim(Vec<i64>),
+    #[error("value {value} is not representable as {ty}")]
+    OutOfRange { value: String, ty: ElementType },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Literal {
+    pub shape: ArrayShape,
+    data: Vec<u8>,
+}
+
+/// A scalar read out of a literal, widened losslessly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+}
+
+impl Literal {
+    /// Wraps raw little-endian bytes; the byte count must match the shape.
+    pub fn from_bytes(
+        ty: ElementType,
+        dims: Vec<i64>,
+        data: Vec<u8>,
+    ) -> Result<Self, LiteralError> {
+        if dims.iter().any(|&d| d < 0) {
+            return Err(LiteralError::NegativeDim(dims));
+        }
+        let expected = dims
+            .iter()
+            .try_fold(ty.byte_size(), |acc, &d| acc.checked_mul(d as usize))
+            .unwrap_or(usize::MAX);
+        if expected != data.len() {
+            return Err(LiteralError::ByteCount {
+                ty,
+                dims,
+                expected,
+                actual: data.len(),
+            });
+        }
+        Ok(Literal {
+            shape: ArrayShape::new(ty, dims),
+            data,
+        })
+    }
+
+    pub fn zeros(ty: ElementType, dims: Vec<i64>) -> Self {
+        let n = dims.iter().product::<i64>().max(0) as usize * ty.byte_size();
+        Literal {
+            shape: ArrayShape::new(ty, dims),
+            data: vec![0; n],
+        }
+    }
+
+    pub fn ty(&self) -> ElementType {
+        self.shape.ty
+    }
+
+    pub fn dims(&self) -> &[i64] {
+        &self.shape.dims
+    }
+
+    pub fn element_count(&self) -> usize {
+        self.data.len() / self.ty().byte_size()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.data
+    }
+
+    pub fn from_f32(dims: Vec<i64>, values: &[f32]) -> Result<Self, LiteralError> {
+        Self::from_bytes(
+            ElementType::F32,
+            dims,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn from_f64(dims: Vec<i64>, values: &[f64]) -> Result<Self, LiteralError> {
+        Self::from_bytes(
+            ElementType::F64,
+            dims,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn from_s32(dims: Vec<i64>, values: &[i32]) -> Result<Self, LiteralError> {
+        Self::from_bytes(
+            ElementType::S32,
+            dims,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn from_u32(dims: Vec<i64>, values: &[u32]) -> Result<Self, LiteralError> {
+        Self::from_bytes(
+            ElementType::U32,
+            dims,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn from_pred(dims: Vec<i64>, values: &[bool]) -> Result<Self, LiteralError> {
+        Self::from_bytes(
+            ElementType::Pred,
+            dims,
+            values.iter().map(|&v| v as u8).collect(),
+        )
+    }
+
+    pub fn scalar_f32(v: f32) -> Self {
+        Self::from_f32(vec![], &[v]).expect("one f32 is four bytes")
+    }
+
+    /// Builds a literal of any element type from scalars, rounding floats to
+    /// nearest-even and range-checking integers.
+    pub fn from_scalars(
+        ty: ElementType,
+        dims: Vec<i64>,
+        values: &[Scalar],
+    ) -> Result<Self, LiteralError> {
+        let mut data = Vec::with_capacity(values.len() * ty.byte_size());
+        for v in values {
+            encode_scalar(ty, *v, &mut data)?;
+        }
+        Self::from_bytes(ty, dims, data)
+    }
+
+    /// Element `i` in row-major order.
+    pub fn get(&self, i: usize) -> Scalar {
+        let w = self.ty().byte_size();
+        let b = &self.data[i * w..(i + 1) * w];
+        let mut buf = [0u8; 8];
+        buf[..w].copy_from_slice(b);
+        match self.ty() {
+            ElementType::Pred => Scalar::Bool(b[0] != 0),
+            ElementType::S8 => Scalar::Int(b[0] as i8 as i64),
+            ElementType::S32 => Scalar::Int(i32::from_le_bytes(b.try_into().unwrap()) as i64),
+            ElementType::S64 => Scalar::Int(i64::from_le_bytes(buf)),
+            ElementType::U8 | ElementType::U32 | ElementType::U64 => {
+                Scalar::UInt(u64::from_le_bytes(buf))
+            }
+            ElementType::F16 => Scalar::Float(f16::from_le_bytes([b[0], b[1]]).to_f64()),
+            ElementType::Bf16 => Scalar::Float(bf16::from_le_bytes([b[0], b[1]]).to_f64()),
+            ElementType::F32 => Scalar::Float(f32::from_le_bytes(b.try_into().unwrap()) as f64),
+            ElementType::F64 => Scalar::Float(f64::from_le_bytes(buf)),
+        }
+    }
+
+    /// Every element widened to f64 (booleans as 0/1). For comparisons in tests
+    /// and summaries; integers beyond 2^53 lose precision.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        (0..self.element_count())
+            .map(|i| self.get(i).as_f64())
+            .collect()
+    }
+
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        self.to_f64_vec().into_iter().map(|v| v as f32).collect()
+    }
+
+    pub fn to_i64_vec(&self) -> Vec<i64> {
+        (0..self.element_count())
+            .map(|i| match self.get(i) {
+                Scalar::Bool(b) => b as i64,
+                Scalar::Int(v) => v,
+                Scalar::UInt(v) => v as i64,
+                Scalar::Float(v) => v as i64,
+            })
+            .collect()
+    }
+
+    /// The same values with a new shape of equal element count.
+    pub fn reshaped(&self, dims: Vec<i64>) -> Result<Self, LiteralError> {
+        Self::from_bytes(self.ty(), dims, self.data.clone())
+    }
+}
+
+impl Scalar {
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Scalar::Bool(b) => b as u8 as f64,
+            Scalar::Int(v) => v as f64,
+            Scalar::UInt(v) => v as f64,
+            Scalar::Float(v) => v,
+        }
+    }
+}
+
+fn encode_scalar(ty: ElementType, v: Scalar, out: &mut Vec<u8>) -> Result<(), LiteralError> {
+    let out_of_range = || LiteralError::OutOfRange {
+        value: format!("{v}"),
+        ty,
+    };
+    let as_int = |v: Scalar| -> Option<i128> {
+        match v {
+            Scalar::Bool(b) => Some(b as i128),
+            Scalar::Int(x) => Some(x as i128),
+            Scalar::UInt(x) => Some(x as i128),
+            Scalar::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(f as i128),
+            Scalar::Float(_) => None,
+        }
+    };
+    match ty {
+        ElementType::Pred => match v {
+            Scalar::Bool(b) => out.push(b as u8),
+            _ => match as_int(v) {
+                Some(0) => out.push(0),
+                Some(1) => out.push(1),
+                _ => return Err(out_of_range()),
+            },
+        },
+        ElementType::F16 => out.extend(f16::from_f64(v.as_f64()).to_le_bytes()),
+        ElementType::Bf16 => out.extend(bf16::from_f64(v.as_f64()).to_le_bytes()),
+        ElementType::F32 => out.extend((v.as_f64() as f32).to_le_bytes()),
+        ElementType::F64 => out.extend(v.as_f64().to_le_bytes()),
+        _ => {
+            let x = as_int(v).ok_or_else(out_of_range)?;
+            let (lo, hi): (i128, i128) = match ty {
+                ElementType::S8 => (i8::MIN as i128, i8::MAX as i128),
+                ElementType::S32 => (i32::MIN as i128, i32::MAX as i128),
+                ElementType::S64 => (i64::MIN as i128, i64::MAX as i128),
+                ElementType::U8 => (0, u8::MAX as i128),
+                ElementType::U32 => (0, u32::MAX as i128),
+                _ => (0, u64::MAX as i128),
+            };
+            if x < lo || x > hi {
+                return Err(out_of_range());
+            }
+            out.extend_from_slice(&x.to_le_bytes()[..ty.byte_size()]);
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Scalar {
+    /// XLA-parsable spelling: `true`, `-3`, `1.5`, `1e-08`, `inf`, `nan`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Scalar::Bool(b) => write!(f, "{b}"),
+            Scalar::Int(v) => write!(f, "{v}"),
+            Scalar::UInt(v) => write!(f, "{v}"),
+            Scalar::Float(v) => write_float(f, v),
+        }
+    }
+}
+
+fn write_float(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {
+    if v.is_nan() {
+        return f.write_str("nan");
+    }
+    if v.is_infinite() {
+        return f.write_str(if v < 0.0 { "-inf" } else { "inf" });
+    }
+    let a = v.abs();
+    if a == 0.0 || (1e-4..1e15).contains(&a) {
+        write!(f, "{v}")
+    } else {
+        write!(f, "{v:e}")
+    }
+}
+
+impl Literal {
+    /// Element `i` widened for printing: floats narrower than f64 print their
+    /// own shortest round-trip decimal rather than the f64 one.
+    fn display_scalar(&self, i: usize) -> DisplayScalar {
+        match (self.ty(), self.get(i)) {
+            (ElementType::F64, s) => DisplayScalar::Wide(s),
+            (_, Scalar::Float(v)) => DisplayScalar::Narrow(v as f32),
+            (_, s) => DisplayScalar::Wide(s),
+        }
+    }
+}
+
+enum DisplayScalar {
+    Wide(Scalar),
+    Narrow(f32),
+}
+
+impl fmt::Display for DisplayScalar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DisplayScalar::Wide(s) => s.fmt(f),
+            DisplayScalar::Narrow(v) => {
+                if v.is_nan() || v.is_infinite() {
+                    return Scalar::Float(*v as f64).fmt(f);
+                }
+                let a = v.abs();
+                if a == 0.0 || (1e-4..1e15).contains(&a) {
+                    write!(f, "{v}")
+                } else {
+                    write!(f, "{v:e}")
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Literal {
+    /// The payload of `constant(...)`: a bare scalar, or nested braces.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn rec(
+            lit: &Literal,
+            f: &mut fmt::Formatter<'_>,
+            dim: usize,
+            offset: &mut usize,
+        ) -> fmt::Result {
+            let dims = lit.dims();
+            if dim == dims.len() {
+                let r = write!(f, "{}", lit.display_scalar(*offset));
+                *offset += 1;
+                return r;
+            }
+            f.write_str("{")?;
+            for i in 0..dims[dim] {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                rec(lit, f, dim + 1, offset)?;
+            }
+            f.write_str("}")
+        }
+        let mut offset = 0;
+        rec(self, f, 0, &mut offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prints_nested_braces() {
+        let l = Literal::from_s32(vec![2, 2], &[1, 2, 3, -4]).unwrap();
+        assert_eq!(l.to_string(), "{{1, 2}, {3, -4}}");
+        assert_eq!(Literal::scalar_f32(0.1).to_string(), "0.1");
+        assert_eq!(Literal::scalar_f32(f32::NEG_INFINITY).to_string(), "-inf");
+        assert_eq!(Literal::scalar_f32(1e-8).to_string(), "1e-8");
+        assert_eq!(Literal::scalar_f32(3.4e38).to_string(), "3.4e38");
+    }
+
+    #[test]
+    fn byte_count_is_checked() {
+        let e = Literal::from_bytes(ElementType::F32, vec![3], vec![0; 8]).unwrap_err();
+        assert_eq!(e.to_string(), "f32[3] needs 12 bytes, got 8");
+    }
+
+    #[test]
+    fn integers_are_range_checked() {
+        assert!(Literal::from_scalars(ElementType::U8, vec![], &[Scalar::Int(256)]).is_err());
+        assert!(Literal::from_scalars(ElementType::S8, vec![], &[Scalar::Int(-128)]).is_ok());
+        let bf =
+            Literal::from_scalars(ElementType::Bf16, vec![], &[Scalar::Float(1.0 / 3.0)]).unwrap();
+        assert_eq!(bf.get(0), Scalar::Float(0.333984375));
+    }
+}

@@ -1,0 +1,173 @@
+//! An HLO module: computations (callees and the entry), buffer aliasing and
+//! module-level annotations.
+
+use crate::computation::Computation;
+use crate::types::Shape;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AliasKind {
+    MayAlias,
+    MustAlias,
+}
+
+impl AliasKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AliasKind::MayAlias => "may-alias",
+            AliasKind::MustAlias => "must-alias",
+        }
+    }
+}
+
+/// One `input_output_alias` entry: output `{output_index}` reuses the buffer
+/// of parameter `parameter` at `{parameter_index}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct IoAlias {
+    pub output_index: Vec<i64>,
+    pub parameter: i64,
+    pub parameter_index: Vec<i64>,
+    pub kind: AliasKind,
+}
+
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub name: String,
+    /// Callees and the entry. Printing and emission order them callees first.
+    pub computations: Vec<Computation>,
+    /// Index of the entry computation in `computations`.
+    pub entry: usize,
+    pub input_output_alias: Vec<IoAlias>,
+    pub frontend_attributes: BTreeMap<String, String>,
+}
+
+impl Module {
+    /// A module whose entry is `entry`.
+    pub fn new(name: impl Into<String>, entry: Computation) -> Self {
+        Module {
+            name: name.into(),
+            computations: vec![entry],
+            entry: 0,
+            input_output_alias: Vec::new(),
+            frontend_attributes: BTreeMap::new(),
+        }
+    }
+
+    pub fn entry(&self) -> &Computation {
+        &self.computations[self.entry]
+    }
+
+    pub fn entry_mut(&mut self) -> &mut Computation {
+        &mut self.computations[self.entry]
+    }
+
+    pub fn computation(&self, name: &str) -> Option<&Computation> {
+        self.computations.iter().find(|c| c.name == name)
+    }
+
+    /// Adds a callee computation and returns its name.
+    pub fn add_computation(&mut self, c: Computation) -> String {
+        let name = c.name.clone();
+        self.computations.push(c);
+        name
+    }
+
+    /// Parameter shapes of the entry, by parameter number.
+    pub fn entry_parameter_shapes(&self) -> Vec<Shape> {
+        let e = self.entry();
+        e.parameters()
+            .into_iter()
+            .map(|p| e.instr(p).shape.clone())
+            .collect()
+    }
+
+    pub fn entry_result_shape(&self) -> Option<Shape> {
+        let e = self.entry();
+        e.root().map(|r| e.instr(r).shape.clone())
+    }
+
+    /// Computations in definition order: every callee before its callers, the
+    /// entry last; unreachable ones keep their relative order before the entry.
+    pub fn computation_order(&self) -> Vec<usize> {
+        let index: BTreeMap<&str, usize> = self
+            .computations
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_str(), i))
+            .collect();
+        let mut done = vec![false; self.computations.len()];
+        let mut order = Vec::with_capacity(self.computations.len());
+        let visit = |start: usize, order: &mut Vec<usize>, done: &mut Vec<bool>| {
+            let mut stack = vec![(start, false)];
+            let mut on_stack = vec![false; self.computations.len()];
+            while let Some((c, expanded)) = stack.pop() {
+                if expanded {
+                    on_stack[c] = false;
+                    if !done[c] {
+                        done[c] = true;
+                        order.push(c);
+                    }
+                    continue;
+                }
+                if done[c] || on_stack[c] {
+                    continue;
+                }
+                on_stack[c] = true;
+                stack.push((c, true));
+                let comp = &self.computations[c];
+                let mut callees: Vec<usize> = Vec::new();
+                for id in comp.post_order() {
+                    for name in comp.instr(id).op.called_computations() {
+                        if let Some(&k) = index.get(name) {
+                            if !callees.contains(&k) {
+                                callees.push(k);
+                            }
+                        }
+                    }
+                }
+                for k in callees.into_iter().rev() {
+                    if !done[k] && !on_stack[k] {
+                        stack.push((k, false));
+                    }
+                }
+            }
+        };
+        visit(self.entry, &mut order, &mut done);
+        let mut rest = Vec::new();
+        for i in 0..self.computations.len() {
+            if !done[i] {
+                visit(i, &mut rest, &mut done);
+            }
+        }
+        // Entry stays last.
+        let entry = order.pop();
+        rest.extend(order);
+        rest.extend(entry);
+        rest
+    }
+
+    /// Total instruction count over all computations.
+    pub fn instruction_count(&self) -> usize {
+        self.computations.iter().map(|c| c.len()).sum()
+    }
+}
+
+impl PartialEq for Module {
+    /// Structural: same computations by name, same instructions by name with
+    /// the same contents and operands; node ids and order do not matter.
+    fn eq(&self, other: &Module) -> bool {
+        if self.name != other.name
+            || self.input_output_alias != other.input_output_alias
+            || self.frontend_attributes != other.frontend_attributes
+            || self.entry().name != other.entry().name
+            || self.computations.len() != other.computations.len()
+        {
+            return false;
+        }
+        self.computations.iter().all(|c| {
+            other
+                .computation(&c.name)
+                .is_some_and(|o| c.structurally_eq(o))
+        })
+    }
+}

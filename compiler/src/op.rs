@@ -1,0 +1,542 @@
+//! The operations of the IR and their attributes.
+//!
+//! Each variant carries exactly the attributes XLA gives that opcode, so the
+//! text printer, the parser and proto emission agree by construction.
+
+use crate::literal::Literal;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Abs,
+    Negate,
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Logistic,
+    Floor,
+    Ceil,
+    RoundNearestEven,
+    Sign,
+    Not,
+    IsFinite,
+    Copy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Remainder,
+    Maximum,
+    Minimum,
+    Power,
+    Atan2,
+    And,
+    Or,
+    Xor,
+    ShiftLeft,
+    ShiftRightLogical,
+    ShiftRightArithmetic,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ComparisonDirection {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl ComparisonDirection {
+    pub const ALL: [ComparisonDirection; 6] = [
+        ComparisonDirection::Eq,
+        ComparisonDirection::Ne,
+        ComparisonDirection::Lt,
+        ComparisonDirection::Le,
+        ComparisonDirection::Gt,
+        ComparisonDirection::Ge,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ComparisonDirection::Eq => "EQ",
+            ComparisonDirection::Ne => "NE",
+            ComparisonDirection::Lt => "LT",
+            ComparisonDirection::Le => "LE",
+            ComparisonDirection::Gt => "GT",
+            ComparisonDirection::Ge => "GE",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+/// XLA's comparison type (`type=` in text); absent means the default for the
+/// element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ComparisonType {
+    Float,
+    TotalOrder,
+    Signed,
+    Unsigned,
+}
+
+impl ComparisonType {
+    pub const ALL: [ComparisonType; 4] = [
+        ComparisonType::Float,
+        ComparisonType::TotalOrder,
+        ComparisonType::Signed,
+        ComparisonType::Unsigned,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ComparisonType::Float => "FLOAT",
+            ComparisonType::TotalOrder => "TOTALORDER",
+            ComparisonType::Signed => "SIGNED",
+            ComparisonType::Unsigned => "UNSIGNED",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == s)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    Default,
+    High,
+    Highest,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Default => "default",
+            Precision::High => "high",
+            Precision::Highest => "highest",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        [Precision::Default, Precision::High, Precision::Highest]
+            .into_iter()
+            .find(|p| p.name() == s)
+    }
+
+    pub fn proto(self) -> i32 {
+        self as i32
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        [Precision::Default, Precision::High, Precision::Highest]
+            .get(usize::try_from(v).ok()?)
+            .copied()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RngAlgorithm {
+    Default,
+    ThreeFry,
+    Philox,
+}
+
+impl RngAlgorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            RngAlgorithm::Default => "rng_default",
+            RngAlgorithm::ThreeFry => "rng_three_fry",
+            RngAlgorithm::Philox => "rng_philox",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        [
+            RngAlgorithm::Default,
+            RngAlgorithm::ThreeFry,
+            RngAlgorithm::Philox,
+        ]
+        .into_iter()
+        .find(|p| p.name() == s)
+    }
+
+    pub fn proto(self) -> i32 {
+        self as i32
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        [
+            RngAlgorithm::Default,
+            RngAlgorithm::ThreeFry,
+            RngAlgorithm::Philox,
+        ]
+        .get(usize::try_from(v).ok()?)
+        .copied()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SliceDim {
+    pub start: i64,
+    pub limit: i64,
+    pub stride: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PadDim {
+    pub low: i64,
+    pub high: i64,
+    pub interior: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct DotDims {
+    pub lhs_batch: Vec<i64>,
+    pub lhs_contracting: Vec<i64>,
+    pub rhs_batch: Vec<i64>,
+    pub rhs_contracting: Vec<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct GatherDims {
+    pub offset_dims: Vec<i64>,
+    pub collapsed_slice_dims: Vec<i64>,
+    pub start_index_map: Vec<i64>,
+    pub operand_batching_dims: Vec<i64>,
+    pub start_indices_batching_dims: Vec<i64>,
+    pub index_vector_dim: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ScatterDims {
+    pub update_window_dims: Vec<i64>,
+    pub inserted_window_dims: Vec<i64>,
+    pub scatter_dims_to_operand_dims: Vec<i64>,
+    pub input_batching_dims: Vec<i64>,
+    pub scatter_indices_batching_dims: Vec<i64>,
+    pub index_vector_dim: i64,
+}
+
+/// `custom_call_api_version` (hlo.proto `CustomCallApiVersion`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum CustomCallApiVersion {
+    #[default]
+    Unspecified,
+    Original,
+    StatusReturning,
+    StatusReturningUnified,
+    TypedFfi,
+}
+
+impl CustomCallApiVersion {
+    const ALL: [CustomCallApiVersion; 5] = [
+        CustomCallApiVersion::Unspecified,
+        CustomCallApiVersion::Original,
+        CustomCallApiVersion::StatusReturning,
+        CustomCallApiVersion::StatusReturningUnified,
+        CustomCallApiVersion::TypedFfi,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CustomCallApiVersion::Unspecified => "API_VERSION_UNSPECIFIED",
+            CustomCallApiVersion::Original => "API_VERSION_ORIGINAL",
+            CustomCallApiVersion::StatusReturning => "API_VERSION_STATUS_RETURNING",
+            CustomCallApiVersion::StatusReturningUnified => "API_VERSION_STATUS_RETURNING_UNIFIED",
+            CustomCallApiVersion::TypedFfi => "API_VERSION_TYPED_FFI",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == s)
+    }
+
+    pub fn proto(self) -> i32 {
+        self as i32
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        Self::ALL.get(usize::try_from(v).ok()?).copied()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CustomCall {
+    pub target: String,
+    pub backend_config: String,
+    pub api_version: CustomCallApiVersion,
+    pub has_side_effect: bool,
+}
+
+/// An operation with its attributes. Called computations are referenced by
+/// name; the module resolves them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Parameter(i64),
+    Constant(Literal),
+    Iota {
+        dimension: i64,
+    },
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare {
+        direction: ComparisonDirection,
+        kind: Option<ComparisonType>,
+    },
+    Select,
+    Clamp,
+    Convert,
+    BitcastConvert,
+    Broadcast {
+        dimensions: Vec<i64>,
+    },
+    Reshape,
+    Transpose {
+        permutation: Vec<i64>,
+    },
+    Reverse {
+        dimensions: Vec<i64>,
+    },
+    Slice {
+        slices: Vec<SliceDim>,
+    },
+    DynamicSlice {
+        sizes: Vec<i64>,
+    },
+    DynamicUpdateSlice,
+    Concatenate {
+        dimension: i64,
+    },
+    Pad {
+        config: Vec<PadDim>,
+    },
+    Dot {
+        dims: DotDims,
+        precision: Vec<Precision>,
+    },
+    Reduce {
+        dimensions: Vec<i64>,
+        to_apply: String,
+    },
+    Tuple,
+    GetTupleElement {
+        index: i64,
+    },
+    Call {
+        to_apply: String,
+    },
+    Gather {
+        dims: GatherDims,
+        slice_sizes: Vec<i64>,
+        indices_are_sorted: bool,
+    },
+    Scatter {
+        dims: ScatterDims,
+        to_apply: String,
+        indices_are_sorted: bool,
+        unique_indices: bool,
+    },
+    RngBitGenerator {
+        algorithm: RngAlgorithm,
+    },
+    CustomCall(CustomCall),
+}
+
+/// One table for the opcode spelling of the simple elementwise ops, used by
+/// printer, parser and proto in both directions.
+const UNARY_NAMES: [(UnaryOp, &str); 19] = [
+    (UnaryOp::Abs, "abs"),
+    (UnaryOp::Negate, "negate"),
+    (UnaryOp::Exp, "exponential"),
+    (UnaryOp::Expm1, "exponential-minus-one"),
+    (UnaryOp::Log, "log"),
+    (UnaryOp::Log1p, "log-plus-one"),
+    (UnaryOp::Sqrt, "sqrt"),
+    (UnaryOp::Rsqrt, "rsqrt"),
+    (UnaryOp::Sin, "sine"),
+    (UnaryOp::Cos, "cosine"),
+    (UnaryOp::Tanh, "tanh"),
+    (UnaryOp::Logistic, "logistic"),
+    (UnaryOp::Floor, "floor"),
+    (UnaryOp::Ceil, "ceil"),
+    (UnaryOp::RoundNearestEven, "round-nearest-even"),
+    (UnaryOp::Sign, "sign"),
+    (UnaryOp::Not, "not"),
+    (UnaryOp::IsFinite, "is-finite"),
+    (UnaryOp::Copy, "copy"),
+];
+
+const BINARY_NAMES: [(BinaryOp, &str); 15] = [
+    (BinaryOp::Add, "add"),
+    (BinaryOp::Subtract, "subtract"),
+    (BinaryOp::Multiply, "multiply"),
+    (BinaryOp::Divide, "divide"),
+    (BinaryOp::Remainder, "remainder"),
+    (BinaryOp::Maximum, "maximum"),
+    (BinaryOp::Minimum, "minimum"),
+    (BinaryOp::Power, "power"),
+    (BinaryOp::Atan2, "atan2"),
+    (BinaryOp::And, "and"),
+    (BinaryOp::Or, "or"),
+    (BinaryOp::Xor, "xor"),
+    (BinaryOp::ShiftLeft, "shift-left"),
+    (BinaryOp::ShiftRightLogical, "shift-right-logical"),
+    (BinaryOp::ShiftRightArithmetic, "shift-right-arithmetic"),
+];
+
+/// Opcodes whose attributes come from text/proto fields rather than the name.
+pub const STRUCTURED_OPCODES: [&str; 25] = [
+    "parameter",
+    "constant",
+    "iota",
+    "compare",
+    "select",
+    "clamp",
+    "convert",
+    "bitcast-convert",
+    "broadcast",
+    "reshape",
+    "transpose",
+    "reverse",
+    "slice",
+    "dynamic-slice",
+    "dynamic-update-slice",
+    "concatenate",
+    "pad",
+    "dot",
+    "reduce",
+    "tuple",
+    "get-tuple-element",
+    "call",
+    "gather",
+    "scatter",
+    "rng-bit-generator",
+];
+
+impl UnaryOp {
+    pub fn opcode(self) -> &'static str {
+        UNARY_NAMES
+            .iter()
+            .find(|(o, _)| *o == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
+    }
+
+    pub fn from_opcode(s: &str) -> Option<Self> {
+        UNARY_NAMES.iter().find(|(_, n)| *n == s).map(|(o, _)| *o)
+    }
+}
+
+impl BinaryOp {
+    pub fn opcode(self) -> &'static str {
+        BINARY_NAMES
+            .iter()
+            .find(|(o, _)| *o == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("?")
+    }
+
+    pub fn from_opcode(s: &str) -> Option<Self> {
+        BINARY_NAMES.iter().find(|(_, n)| *n == s).map(|(o, _)| *o)
+    }
+}
+
+/// Every opcode spelling the IR accepts, for `--help` and error messages.
+pub fn all_opcodes() -> Vec<&'static str> {
+    let mut v: Vec<&str> = UNARY_NAMES.iter().map(|(_, n)| *n).collect();
+    v.extend(BINARY_NAMES.iter().map(|(_, n)| *n));
+    v.extend(STRUCTURED_OPCODES);
+    v.push("custom-call");
+    v.sort_unstable();
+    v
+}
+
+impl Op {
+    /// XLA's opcode spelling.
+    pub fn opcode(&self) -> &'static str {
+        match self {
+            Op::Parameter(_) => "parameter",
+            Op::Constant(_) => "constant",
+            Op::Iota { .. } => "iota",
+            Op::Unary(u) => u.opcode(),
+            Op::Binary(b) => b.opcode(),
+            Op::Compare { .. } => "compare",
+            Op::Select => "select",
+            Op::Clamp => "clamp",
+            Op::Convert => "convert",
+            Op::BitcastConvert => "bitcast-convert",
+            Op::Broadcast { .. } => "broadcast",
+            Op::Reshape => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Reverse { .. } => "reverse",
+            Op::Slice { .. } => "slice",
+            Op::DynamicSlice { .. } => "dynamic-slice",
+            Op::DynamicUpdateSlice => "dynamic-update-slice",
+            Op::Concatenate { .. } => "concatenate",
+            Op::Pad { .. } => "pad",
+            Op::Dot { .. } => "dot",
+            Op::Reduce { .. } => "reduce",
+            Op::Tuple => "tuple",
+            Op::GetTupleElement { .. } => "get-tuple-element",
+            Op::Call { .. } => "call",
+            Op::Gather { .. } => "gather",
+            Op::Scatter { .. } => "scatter",
+            Op::RngBitGenerator { .. } => "rng-bit-generator",
+            Op::CustomCall(_) => "custom-call",
+        }
+    }
+
+    /// Names of the computations this op calls.
+    pub fn called_computations(&self) -> Vec<&str> {
+        match self {
+            Op::Reduce { to_apply, .. } | Op::Call { to_apply } | Op::Scatter { to_apply, .. } => {
+                vec![to_apply.as_str()]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn called_computations_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            Op::Reduce { to_apply, .. } | Op::Call { to_apply } | Op::Scatter { to_apply, .. } => {
+                vec![to_apply]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcode_tables_are_bijective() {
+        let all = all_opcodes();
+        let mut dedup = all.clone();
+        dedup.dedup();
+        assert_eq!(all, dedup, "an opcode is spelled twice");
+        for (op, name) in UNARY_NAMES {
+            assert_eq!(UnaryOp::from_opcode(name), Some(op));
+            assert_eq!(op.opcode(), name);
+        }
+        for (op, name) in BINARY_NAMES {
+            assert_eq!(BinaryOp::from_opcode(name), Some(op));
+            assert_eq!(op.opcode(), name);
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! [`Module`] to `HloModuleProto`. Deterministic: ids are assigned in
+//! definition order, maps are ordered, so the same module gives the same bytes.
+
+use super::messages::*;
+use crate::computation::Computation;
+use crate::literal::Literal;
+use crate::module::{AliasKind, Module};
+use crate::op::Op;
+use crate::types::{ElementType, Shape};
+use prost::Message;
+use std::collections::{BTreeMap, HashMap};
+
+pub fn shape_to_proto(s: &Shape) -> ShapeProto {
+    match s {
+        Shape::Array(a) => ShapeProto {
+            element_type: a.ty.primitive_type(),
+            dimensions: a.dims.clone(),
+            tuple_shapes: Vec::new(),
+            // Every array shape carries a layout: XLA rejects constants
+            // without one, and compile caches key on it.
+            layout: Some(LayoutProto {
+                minor_to_major: a.minor_to_major.clone(),
+            }),
+            is_dynamic_dimension: vec![false; a.dims.len()],
+        },
+        Shape::Tuple(elems) => ShapeProto {
+            element_type: 13, // TUPLE
+            dimensions: Vec::new(),
+            tuple_shapes: elems.iter().map(shape_to_proto).collect(),
+            layout: None,
+            is_dynamic_dimension: Vec::new(),
+        },
+    }
+}
+
+fn literal_to_proto(lit: &Literal) -> LiteralProto {
+    let mut p = LiteralProto {
+        shape: Some(shape_to_proto(&Shape::Array(lit.shape.clone()))),
+        ..Default::default()
+    };
+    let b = lit.bytes();
+    fn words<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
+        b.chunks_exact(N)
+            .map(|c| c.try_into().expect("chunks_exact yields N bytes"))
+    }
+    match lit.ty() {
+        ElementType::Pred => p.preds = b.iter().map(|&x| x != 0).collect(),
+        ElementType::S8 => p.s8s = b.to_vec(),
+        ElementType::U8 => p.u8s = b.to_vec(),
+        ElementType::S32 => p.s32s = words(b).map(i32::from_le_bytes).collect(),
+        ElementType::S64 => p.s64s = words(b).map(i64::from_le_bytes).collect(),
+        ElementType::U32 => p.u32s = words(b).map(u32::from_le_bytes).collect(),
+        ElementType::U64 => p.u64s = words(b).map(u64::from_le_bytes).collect(),
+        ElementType::F32 => p.f32s = words(b).map(f32::from_le_bytes).collect(),
+        ElementType::F64 => p.f64s = words(b).map(f64::from_le_bytes).collect(),
+        ElementType::F16 => p.f16s = b.to_vec(),
+        ElementType::Bf16 => p.bf16s = b.to_vec(),
+    }
+    p
+}
+
+fn frontend(attrs: &BTreeMap<String, String>) -> Option<FrontendAttributes> {
+    (!attrs.is_empty()).then(|| FrontendAttributes { map: attrs.clone() })
+}
+
+fn program_shape(c: &Computation) -> ProgramShapeProto {
+    let params = c.parameters();
+    ProgramShapeProto {
+        parameters: params
+            .iter()
+            .map(|&p| shape_to_proto(&c.instr(p).shape))
+            .collect(),
+        result: c.root().map(|r| shape_to_proto(&c.instr(r).shape)),
+        parameter_names: params.iter().map(|&p| c.instr(p).name.clone()).collect(),
+    }
+}
+
+/// Builds the proto. The module should have passed [`crate::verify`].
+pub fn module_to_proto(m: &Module) -> HloModuleProto {
+    let order = m.computation_order();
+    let comp_ids: HashMap<&str, i64> = order
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| (m.computations[i].name.as_str(), k as i64 + 1))
+        .collect();
+    let mut next_id = 1i64;
+    let mut computations = Vec::with_capacity(order.len());
+    for &i in &order {
+        let c = &m.computations[i];
+        let post = c.post_order();
+        let mut ids = HashMap::with_capacity(post.len());
+        let mut instructions = Vec::with_capacity(post.len());
+        for id in post {
+            let instr = c.instr(id);
+            let my_id = next_id;
+            next_id += 1;
+            ids.insert(id, my_id);
+            let mut p = HloInstructionProto {
+                name: instr.name.clone(),
+                opcode: instr.op.opcode().to_string(),
+                shape: Some(shape_to_proto(&instr.shape)),
+                id: my_id,
+                operand_ids: c.operands(id).iter().map(|o| ids[o]).collect(),
+                called_computation_ids: instr
+                    .op
+                    .called_computations()
+                    .iter()
+                    .map(|n| comp_ids.get(n).copied().unwrap_or(-1))
+                    .collect(),
+                frontend_attributes: frontend(&instr.frontend_attributes),
+                ..Default::default()
+            };
+            if !instr.metadata.is_empty() {
+                let md = &instr.metadata;
+                p.metadata = Some(OpMetadata {
+                    op_type: md.op_type.clone(),
+                    op_name: md.op_name.clone(),
+                    source_file: md.source_file.clone(),
+                    source_line: md.source_line as i32,
+                });
+            }
+            fill_op_fields(&instr.op, &mut p);
+            instructions.push(p);
+        }
+        computations.push(HloComputationProto {
+            name: c.name.clone(),
+            instructions,
+            program_shape: Some(program_shape(c)),
+            id: comp_ids[c.name.as_str()],
+            root_id: c.root().map(|r| ids[&r]).unwrap_or(-1),
+        });
+    }
+    let entry = m.entry();
+    let alias = (!m.input_output_alias.is_empty()).then(|| HloInputOutputAliasProto {
+        entries: m
+            .input_output_alias
+            .iter()
+            .map(|a| AliasEntryProto {
+                output_shape_index: a.output_index.clone(),
+                parameter_number: a.parameter,
+                parameter_shape_index: a.parameter_index.clone(),
+                kind: match a.kind {
+                    AliasKind::MayAlias => 1,
+                    AliasKind::MustAlias => 2,
+                },
+            })
+            .collect(),
+    });
+    HloModuleProto {
+        name: m.name.clone(),
+        entry_computation_name: entry.name.clone(),
+        computations,
+        host_program_shape: Some(program_shape(entry)),
+        id: 1,
+        entry_computation_id: comp_ids[entry.name.as_str()],
+        input_output_alias: alias,
+        frontend_attributes: frontend(&m.frontend_attributes),
+    }
+}
+
+fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
+    match op {
+        Op::Parameter(n) => p.parameter_number = *n,
+        Op::Constant(lit) => p.literal = Some(literal_to_proto(lit)),
+        Op::Iota { dimension } => p.dimensions = vec![*dimension],
+        Op::Compare { direction, kind } => {
+            p.comparison_direction = direction.name().to_string();
+            if let Some(k) = kind {
+                p.comparison_type = k.name().to_string();
+            }
+        }
+        Op::Broadcast { dimensions } | Op::Reverse { dimensions } => {
+            p.dimensions = dimensions.clone()
+        }
+        Op::Transpose { permutation } => p.dimensions = permutation.clone(),
+        Op::Concatenate { dimension } => p.dimensions = vec![*dimension],
+        Op::Slice { slices } => {
+            p.slice_dimensions = slices
+                .iter()
+                .map(|s| SliceDimensions {
+                    start: s.start,
+                    limit: s.limit,
+                    stride: s.stride,
+                })
+                .collect()
+        }
+        Op::DynamicSlice { sizes } => p.dynamic_slice_sizes = sizes.clone(),
+        Op::Pad { config } => {
+            p.padding_config = Some(PaddingConfig {
+                dimensions: config
+                    .iter()
+                    .map(|d| PaddingConfigDimension {
+                        edge_padding_low: d.low,
+                        edge_padding_high: d.high,
+                        interior_padding: d.interior,
+                    })
+                    .collect(),
+            })
+        }
+        Op::Dot { dims, precision } => {
+            p.dot_dimension_numbers = Some(DotDimensionNumbers {
+                lhs_contracting_dimensions: dims.lhs_contracting.clone(),
+                rhs_contracting_dimensions: dims.rhs_contracting.clone(),
+                lhs_batch_dimensions: dims.lhs_batch.clone(),
+                rhs_batch_dimensions: dims.rhs_batch.clone(),
+            });
+            if !precision.is_empty() {
+                p.precision_config = Some(PrecisionConfig {
+                    operand_precision: precision.iter().map(|x| x.proto()).collect(),
+                });
+            }
+        }
+        Op::Reduce { dimensions, .. } => p.dimensions = dimensions.clone(),
+        Op::GetTupleElement { index } => p.tuple_index = *index,
+        Op::Gather {
+            dims,
+            slice_sizes,
+            indices_are_sorted,
+        } => {
+            p.gather_dimension_numbers = Some(GatherDimensionNumbers {
+                offset_dims: dims.offset_dims.clone(),
+                collapsed_slice_dims: dims.collapsed_slice_dims.clone(),
+                start_index_map: dims.start_index_map.clone(),
+                index_vector_dim: dims.index_vector_dim,
+                operand_batching_dims: dims.operand_batching_dims.clone(),
+                start_indices_batching_dims: dims.start_indices_batching_dims.clone(),
+            });
+            p.gather_slice_sizes = slice_sizes.clone();
+            p.indices_are_sorted = *indices_are_sorted;
+        }
+        Op::Scatter {
+            dims,
+            indices_are_sorted,
+            unique_indices,
+            ..
+        } => {
+            p.scatter_dimension_numbers = Some(ScatterDimensionNumbers {
+                update_window_dims: dims.update_window_dims.clone(),
+                inserted_window_dims: dims.inserted_window_dims.clone(),
+                scatter_dims_to_operand_dims: dims.scatter_dims_to_operand_dims.clone(),
+                index_vector_dim: dims.index_vector_dim,
+                input_batching_dims: dims.input_batching_dims.clone(),
+                scatter_indices_batching_dims: dims.scatter_indices_batching_dims.clone(),
+            });
+            p.indices_are_sorted = *indices_are_sorted;
+            p.unique_indices = *unique_indices;
+        }
+        Op::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.proto(),
+        Op::CustomCall(cc) => {
+            p.custom_call_target = cc.target.clone();
+            p.backend_config = cc.backend_config.clone().into_bytes();
+            p.custom_call_api_version = cc.api_version.proto();
+            p.custom_call_has_side_effect = cc.has_side_effect;
+        }
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert
+        | Op::BitcastConvert
+        | Op::Reshape
+        | Op::DynamicUpdateSlice
+        | Op::Tuple
+        | Op::Call { .. } => {}
+    }
+}
+
+/// Serialized `HloModuleProto` bytes.
+pub fn encode_module(m: &Module) -> Vec<u8> {
+    module_to_proto(m).encode_to_vec()
+}

@@ -1,0 +1,423 @@
+//! `HloModuleProto` to [`Module`], validating everything an untrusted proto
+//! can get wrong (unknown ids, types, opcodes) as typed errors.
+
+use super::messages::*;
+use crate::computation::{Computation, InstrId};
+use crate::instruction::{Instruction, Metadata};
+use crate::literal::Literal;
+use crate::module::{AliasKind, IoAlias, Module};
+use crate::op::*;
+use crate::types::{ArrayShape, ElementType, Shape};
+use prost::Message;
+use std::collections::HashMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    #[error("not a valid HloModuleProto: {0}")]
+    Decode(#[from] prost::DecodeError),
+    #[error("computation '{computation}'{}: {message}", instruction.as_ref().map(|i| format!(", instruction '{i}'")).unwrap_or_default())]
+    Invalid {
+        computation: String,
+        instruction: Option<String>,
+        message: String,
+    },
+}
+
+pub fn decode_module(bytes: &[u8]) -> Result<Module, ProtoError> {
+    module_from_proto(&HloModuleProto::decode(bytes)?)
+}
+
+fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {
+    if depth > 64 {
+        return Err("shape nesting is too deep".into());
+    }
+    if p.element_type == 13 {
+        return Ok(Shape::Tuple(
+            p.tuple_shapes
+                .iter()
+                .map(|s| shape_from_proto(s, depth + 1))
+                .collect::<Result<_, _>>()?,
+        ));
+    }
+    let ty = ElementType::from_primitive_type(p.element_type).ok_or_else(|| {
+        format!(
+            "unsupported element type {} (PrimitiveType number)",
+            p.element_type
+        )
+    })?;
+    if let Some(d) = p.dimensions.iter().find(|&&d| d < 0) {
+        return Err(format!("negative dimension {d}"));
+    }
+    if p.is_dynamic_dimension.iter().any(|&d| d) {
+        return Err("dynamic dimensions are not supported".into());
+    }
+    let mut a = ArrayShape::new(ty, p.dimensions.clone());
+    if let Some(l) = &p.layout {
+        if l.minor_to_major.len() == a.rank() {
+            a.minor_to_major = l.minor_to_major.clone();
+        } else if !l.minor_to_major.is_empty() {
+            return Err(format!(
+                "layout has {} entries for rank {}",
+                l.minor_to_major.len(),
+                a.rank()
+            ));
+        }
+    }
+    Ok(Shape::Array(a))
+}
+
+fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String> {
+    let a = shape
+        .as_array()
+        .ok_or("tuple constants are not supported")?;
+    let n = usize::try_from(a.element_count()).map_err(|_| "constant is too large")?;
+    let bytes: Vec<u8> = match a.ty {
+        ElementType::Pred => p.preds.iter().map(|&b| b as u8).collect(),
+        ElementType::S8 => p.s8s.clone(),
+        ElementType::U8 => p.u8s.clone(),
+        ElementType::S32 => p.s32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ElementType::S64 => p.s64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ElementType::U32 => p.u32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ElementType::U64 => p.u64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ElementType::F32 => p.f32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ElementType::F64 => p.f64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ElementType::F16 => p.f16s.clone(),
+        ElementType::Bf16 => p.bf16s.clone(),
+    };
+    if bytes.len() != n * a.ty.byte_size() {
+        return Err(format!(
+            "literal for {a} holds {} bytes, needs {}",
+            bytes.len(),
+            n * a.ty.byte_size()
+        ));
+    }
+    let mut lit = Literal::from_bytes(a.ty, a.dims.clone(), bytes).map_err(|e| e.to_string())?;
+    lit.shape.minor_to_major = a.minor_to_major.clone();
+    Ok(lit)
+}
+
+pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
+    let module_err = |message: String| ProtoError::Invalid {
+        computation: p.name.clone(),
+        instruction: None,
+        message,
+    };
+    let mut comp_names: HashMap<i64, String> = HashMap::new();
+    for c in &p.computations {
+        if comp_names.insert(c.id, c.name.clone()).is_some() {
+            return Err(module_err(format!("computation id {} is used twice", c.id)));
+        }
+    }
+    let mut computations = Vec::with_capacity(p.computations.len());
+    let mut entry = None;
+    for (k, c) in p.computations.iter().enumerate() {
+        if c.id == p.entry_computation_id
+            || (entry.is_none()
+                && c.name == p.entry_computation_name
+                && p.entry_computation_id == 0)
+        {
+            entry = Some(k);
+        }
+        computations.push(computation_from_proto(c, &comp_names)?);
+    }
+    let entry = entry.ok_or_else(|| {
+        module_err(format!(
+            "entry computation id {} not found",
+            p.entry_computation_id
+        ))
+    })?;
+    let mut input_output_alias = Vec::new();
+    if let Some(a) = &p.input_output_alias {
+        for e in &a.entries {
+            input_output_alias.push(IoAlias {
+                output_index: e.output_shape_index.clone(),
+                parameter: e.parameter_number,
+                parameter_index: e.parameter_shape_index.clone(),
+                kind: if e.kind == 2 {
+                    AliasKind::MustAlias
+                } else {
+                    AliasKind::MayAlias
+                },
+            });
+        }
+    }
+    Ok(Module {
+        name: p.name.clone(),
+        computations,
+        entry,
+        input_output_alias,
+        frontend_attributes: p
+            .frontend_attributes
+            .as_ref()
+            .map(|f| f.map.clone())
+            .unwrap_or_default(),
+    })
+}
+
+fn computation_from_proto(
+    c: &HloComputationProto,
+    comp_names: &HashMap<i64, String>,
+) -> Result<Computation, ProtoError> {
+    let err = |instr: Option<&str>, message: String| ProtoError::Invalid {
+        computation: c.name.clone(),
+        instruction: instr.map(str::to_string),
+        message,
+    };
+    let mut comp = Computation::new(c.name.clone());
+    let mut ids: HashMap<i64, InstrId> = HashMap::with_capacity(c.instructions.len());
+    for ip in &c.instructions {
+        let here = Some(ip.name.as_str());
+        let shape = shape_from_proto(
+            ip.shape
+                .as_ref()
+                .ok_or_else(|| err(here, "has no shape".into()))?,
+            0,
+        )
+        .map_err(|m| err(here, m))?;
+        let called: Vec<String> = ip
+            .called_computation_ids
+            .iter()
+            .map(|id| {
+                comp_names
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| err(here, format!("calls unknown computation id {id}")))
+            })
+            .collect::<Result<_, _>>()?;
+        let op = op_from_proto(ip, &shape, &called).map_err(|m| err(here, m))?;
+        let metadata = ip
+            .metadata
+            .as_ref()
+            .map(|m| Metadata {
+                op_type: m.op_type.clone(),
+                op_name: m.op_name.clone(),
+                source_file: m.source_file.clone(),
+                source_line: m.source_line as i64,
+            })
+            .unwrap_or_default();
+        let instr = Instruction {
+            name: ip.name.clone(),
+            shape,
+            op,
+            metadata,
+            frontend_attributes: ip
+                .frontend_attributes
+                .as_ref()
+                .map(|f| f.map.clone())
+                .unwrap_or_default(),
+        };
+        let id = comp.add(instr, &[]);
+        if ids.insert(ip.id, id).is_some() {
+            return Err(err(here, format!("instruction id {} is used twice", ip.id)));
+        }
+    }
+    for ip in &c.instructions {
+        let operands: Vec<InstrId> = ip
+            .operand_ids
+            .iter()
+            .map(|o| {
+                ids.get(o).copied().ok_or_else(|| {
+                    err(
+                        Some(&ip.name),
+                        format!("operand id {o} is not in this computation"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        comp.connect_operands(ids[&ip.id], &operands);
+    }
+    let root = ids
+        .get(&c.root_id)
+        .copied()
+        .ok_or_else(|| err(None, format!("root id {} not found", c.root_id)))?;
+    comp.set_root(root);
+    Ok(comp)
+}
+
+fn one_callee(called: &[String]) -> Result<String, String> {
+    match called {
+        [c] => Ok(c.clone()),
+        _ => Err(format!(
+            "needs exactly one called computation, has {}",
+            called.len()
+        )),
+    }
+}
+
+fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> Result<Op, String> {
+    if let Some(u) = UnaryOp::from_opcode(&p.opcode) {
+        return Ok(Op::Unary(u));
+    }
+    if let Some(b) = BinaryOp::from_opcode(&p.opcode) {
+        return Ok(Op::Binary(b));
+    }
+    let single_dim = |what: &str| match p.dimensions.as_slice() {
+        [d] => Ok(*d),
+        other => Err(format!("{what} needs exactly one dimension, has {other:?}")),
+    };
+    Ok(match p.opcode.as_str() {
+        "parameter" => Op::Parameter(p.parameter_number),
+        "constant" => Op::Constant(literal_from_proto(
+            p.literal.as_ref().ok_or("constant has no literal")?,
+            shape,
+        )?),
+        "iota" => Op::Iota {
+            dimension: single_dim("iota")?,
+        },
+        "compare" => Op::Compare {
+            direction: ComparisonDirection::from_name(&p.comparison_direction).ok_or_else(
+                || format!("unknown comparison direction '{}'", p.comparison_direction),
+            )?,
+            kind: if p.comparison_type.is_empty() {
+                None
+            } else {
+                Some(
+                    ComparisonType::from_name(&p.comparison_type).ok_or_else(|| {
+                        format!("unknown comparison type '{}'", p.comparison_type)
+                    })?,
+                )
+            },
+        },
+        "select" => Op::Select,
+        "clamp" => Op::Clamp,
+        "convert" => Op::Convert,
+        "bitcast-convert" => Op::BitcastConvert,
+        "broadcast" => Op::Broadcast {
+            dimensions: p.dimensions.clone(),
+        },
+        "reshape" => Op::Reshape,
+        "transpose" => Op::Transpose {
+            permutation: p.dimensions.clone(),
+        },
+        "reverse" => Op::Reverse {
+            dimensions: p.dimensions.clone(),
+        },
+        "slice" => Op::Slice {
+            slices: p
+                .slice_dimensions
+                .iter()
+                .map(|s| SliceDim {
+                    start: s.start,
+                    limit: s.limit,
+                    stride: s.stride,
+                })
+                .collect(),
+        },
+        "dynamic-slice" => Op::DynamicSlice {
+            sizes: p.dynamic_slice_sizes.clone(),
+        },
+        "dynamic-update-slice" => Op::DynamicUpdateSlice,
+        "concatenate" => Op::Concatenate {
+            dimension: single_dim("concatenate")?,
+        },
+        "pad" => Op::Pad {
+            config: p
+                .padding_config
+                .as_ref()
+                .ok_or("pad has no padding_config")?
+                .dimensions
+                .iter()
+                .map(|d| PadDim {
+                    low: d.edge_padding_low,
+                    high: d.edge_padding_high,
+                    interior: d.interior_padding,
+                })
+                .collect(),
+        },
+        "dot" => {
+            let d = p
+                .dot_dimension_numbers
+                .as_ref()
+                .ok_or("dot has no dot_dimension_numbers")?;
+            Op::Dot {
+                dims: DotDims {
+                    lhs_batch: d.lhs_batch_dimensions.clone(),
+                    lhs_contracting: d.lhs_contracting_dimensions.clone(),
+                    rhs_batch: d.rhs_batch_dimensions.clone(),
+                    rhs_contracting: d.rhs_contracting_dimensions.clone(),
+                },
+                precision: p
+                    .precision_config
+                    .as_ref()
+                    .map(|pc| {
+                        pc.operand_precision
+                            .iter()
+                            .map(|&v| {
+                                Precision::from_proto(v)
+                                    .ok_or_else(|| format!("unknown precision {v}"))
+                            })
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .transpose()?
+                    .unwrap_or_default(),
+            }
+        }
+        "reduce" => Op::Reduce {
+            dimensions: p.dimensions.clone(),
+            to_apply: one_callee(called)?,
+        },
+        "tuple" => Op::Tuple,
+        "get-tuple-element" => Op::GetTupleElement {
+            index: p.tuple_index,
+        },
+        "call" => Op::Call {
+            to_apply: one_callee(called)?,
+        },
+        "gather" => {
+            let d = p
+                .gather_dimension_numbers
+                .as_ref()
+                .ok_or("gather has no gather_dimension_numbers")?;
+            Op::Gather {
+                dims: GatherDims {
+                    offset_dims: d.offset_dims.clone(),
+                    collapsed_slice_dims: d.collapsed_slice_dims.clone(),
+                    start_index_map: d.start_index_map.clone(),
+                    operand_batching_dims: d.operand_batching_dims.clone(),
+                    start_indices_batching_dims: d.start_indices_batching_dims.clone(),
+                    index_vector_dim: d.index_vector_dim,
+                },
+                slice_sizes: p.gather_slice_sizes.clone(),
+                indices_are_sorted: p.indices_are_sorted,
+            }
+        }
+        "scatter" => {
+            let d = p
+                .scatter_dimension_numbers
+                .as_ref()
+                .ok_or("scatter has no scatter_dimension_numbers")?;
+            Op::Scatter {
+                dims: ScatterDims {
+                    update_window_dims: d.update_window_dims.clone(),
+                    inserted_window_dims: d.inserted_window_dims.clone(),
+                    scatter_dims_to_operand_dims: d.scatter_dims_to_operand_dims.clone(),
+                    input_batching_dims: d.input_batching_dims.clone(),
+                    scatter_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
+                    index_vector_dim: d.index_vector_dim,
+                },
+                to_apply: one_callee(called)?,
+                indices_are_sorted: p.indices_are_sorted,
+                unique_indices: p.unique_indices,
+            }
+        }
+        "rng-bit-generator" => Op::RngBitGenerator {
+            algorithm: RngAlgorithm::from_proto(p.rng_algorithm)
+                .ok_or_else(|| format!("unknown rng algorithm {}", p.rng_algorithm))?,
+        },
+        "custom-call" => Op::CustomCall(CustomCall {
+            target: p.custom_call_target.clone(),
+            backend_config: String::from_utf8(p.backend_config.clone())
+                .map_err(|_| "backend_config is not UTF-8")?,
+            api_version: CustomCallApiVersion::from_proto(p.custom_call_api_version).ok_or_else(
+                || {
+                    format!(
+                        "unknown custom-call api version {}",
+                        p.custom_call_api_version
+                    )
+                },
+            )?,
+            has_side_effect: p.custom_call_has_side_effect,
+        }),
+        other => return Err(format!("unsupported opcode '{other}'")),
+    })
+}

@@ -1,0 +1,11 @@
+//! `HloModuleProto`: the binary form `neuronx-cc` and PJRT consume.
+//!
+//! The messages are declared here with `prost` (field numbers from
+//! xla/service/hlo.proto and xla/xla_data.proto), so no protoc is needed.
+
+mod emit;
+mod import;
+pub mod messages;
+
+pub use emit::{encode_module, module_to_proto};
+pub use import::{decode_module, module_from_proto, ProtoError};

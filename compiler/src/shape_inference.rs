@@ -1,0 +1,726 @@
+//! Result shapes of ops from their operands, following XLA's rules.
+//!
+//! Some ops (parameter, broadcast, reshape, convert, iota, custom-call, ...)
+//! take part of their result from the instruction's declared shape; for them
+//! the declared shape is required and checked against the operands instead.
+
+use crate::op::{BinaryOp, Op, UnaryOp};
+use crate::types::{ArrayShape, ElementType, Shape};
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ShapeError {
+    #[error("expects {expected} operand(s), got {got}")]
+    OperandCount { expected: String, got: usize },
+    #[error("operand {index} must be an array, got tuple {shape}")]
+    TupleOperand { index: usize, shape: String },
+    #[error("needs an explicit result shape")]
+    NeedsResultShape,
+    #[error("calls unknown computation '{0}'")]
+    UnknownComputation(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The signature of a called computation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CalleeSignature {
+    pub params: Vec<Shape>,
+    pub result: Shape,
+}
+
+fn invalid<T>(msg: impl Into<String>) -> Result<T, ShapeError> {
+    Err(ShapeError::Invalid(msg.into()))
+}
+
+fn arity(operands: &[&Shape], expected: usize) -> Result<(), ShapeError> {
+    if operands.len() != expected {
+        return Err(ShapeError::OperandCount {
+            expected: expected.to_string(),
+            got: operands.len(),
+        });
+    }
+    Ok(())
+}
+
+fn array<'a>(operands: &[&'a Shape], index: usize) -> Result<&'a ArrayShape, ShapeError> {
+    operands[index]
+        .as_array()
+        .ok_or_else(|| ShapeError::TupleOperand {
+            index,
+            shape: operands[index].to_string(),
+        })
+}
+
+fn declared_array(declared: Option<&Shape>) -> Result<&ArrayShape, ShapeError> {
+    match declared {
+        Some(Shape::Array(a)) => Ok(a),
+        Some(t) => invalid(format!("result must be an array, declared {t}")),
+        None => Err(ShapeError::NeedsResultShape),
+    }
+}
+
+fn check_dims_in_range(dims: &[i64], rank: usize, what: &str) -> Result<(), ShapeError> {
+    let mut seen = vec![false; rank];
+    for &d in dims {
+        if d < 0 || d as usize >= rank {
+            return invalid(format!("{what} dimension {d} out of range for rank {rank}"));
+        }
+        if std::mem::replace(&mut seen[d as usize], true) {
+            return invalid(format!("{what} dimension {d} repeated"));
+        }
+    }
+    Ok(())
+}
+
+fn same_type(a: &ArrayShape, b: &ArrayShape, what: &str) -> Result<(), ShapeError> {
+    if a.ty != b.ty {
+        return invalid(format!(
+            "{what}: element types differ ({} vs {})",
+            a.ty, b.ty
+        ));
+    }
+    Ok(())
+}
+
+fn arr(ty: ElementType, dims: Vec<i64>) -> Shape {
+    Shape::Array(ArrayShape::new(ty, dims))
+}
+
+/// Infers the result shape of `op` applied to `operands`. `declared` is the
+/// instruction's own shape where it has one; `callee` looks up the signature
+/// of a called computation.
+pub fn infer_shape(
+    op: &Op,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+    callee: &dyn Fn(&str) -> Option<CalleeSignature>,
+) -> Result<Shape, ShapeError> {
+    let get_callee =
+        |name: &str| callee(name).ok_or_else(|| ShapeError::UnknownComputation(name.to_string()));
+    match op {
+        Op::Parameter(n) => {
+            arity(operands, 0)?;
+            if *n < 0 {
+                return invalid(format!("parameter number {n} is negative"));
+            }
+            declared.cloned().ok_or(ShapeError::NeedsResultShape)
+        }
+        Op::Constant(lit) => {
+            arity(operands, 0)?;
+            Ok(Shape::Array(lit.shape.clone()))
+        }
+        Op::Iota { dimension } => {
+            arity(operands, 0)?;
+            let d = declared_array(declared)?;
+            if *dimension < 0 || *dimension as usize >= d.rank() {
+                return invalid(format!(
+                    "iota_dimension {dimension} out of range for rank {}",
+                    d.rank()
+                ));
+            }
+            if d.ty == ElementType::Pred {
+                return invalid("iota cannot produce pred");
+            }
+            Ok(Shape::Array(d.clone()))
+        }
+        Op::Unary(u) => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            let ok = match u {
+                UnaryOp::Not => a.ty == ElementType::Pred || a.ty.is_integer(),
+                UnaryOp::Abs | UnaryOp::Negate | UnaryOp::Sign => a.ty != ElementType::Pred,
+                UnaryOp::Copy => true,
+                _ => a.ty.is_float(),
+            };
+            if !ok {
+                return invalid(format!("{} does not accept {}", u.opcode(), a.ty));
+            }
+            let ty = if *u == UnaryOp::IsFinite {
+                ElementType::Pred
+            } else {
+                a.ty
+            };
+            Ok(arr(ty, a.dims.clone()))
+        }
+        Op::Binary(b) => {
+            arity(operands, 2)?;
+            let (x, y) = (array(operands, 0)?, array(operands, 1)?);
+            if x.dims != y.dims {
+                return invalid(format!("operand dimensions differ: {x} vs {y}"));
+            }
+            same_type(x, y, b.opcode())?;
+            let ok = match b {
+                BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                    x.ty == ElementType::Pred || x.ty.is_integer()
+                }
+                BinaryOp::ShiftLeft
+                | BinaryOp::ShiftRightLogical
+                | BinaryOp::ShiftRightArithmetic => x.ty.is_integer(),
+                BinaryOp::Atan2 => x.ty.is_float(),
+                _ => x.ty != ElementType::Pred,
+            };
+            if !ok {
+                return invalid(format!("{} does not accept {}", b.opcode(), x.ty));
+            }
+            Ok(arr(x.ty, x.dims.clone()))
+        }
+        Op::Compare { .. } => {
+            arity(operands, 2)?;
+            let (x, y) = (array(operands, 0)?, array(operands, 1)?);
+            if x.dims != y.dims {
+                return invalid(format!("operand dimensions differ: {x} vs {y}"));
+            }
+            same_type(x, y, "compare")?;
+            Ok(arr(ElementType::Pred, x.dims.clone()))
+        }
+        Op::Select => {
+            arity(operands, 3)?;
+            let (p, t, f) = (
+                array(operands, 0)?,
+                array(operands, 1)?,
+                array(operands, 2)?,
+            );
+            if p.ty != ElementType::Pred {
+                return invalid(format!("select predicate must be pred, got {}", p.ty));
+            }
+            if !t.same_dims_and_type(f) {
+                return invalid(format!("select branches differ: {t} vs {f}"));
+            }
+            if p.dims != t.dims && !p.dims.is_empty() {
+                return invalid(format!("select predicate {p} does not match branches {t}"));
+            }
+            Ok(Shape::Array(ArrayShape::new(t.ty, t.dims.clone())))
+        }
+        Op::Clamp => {
+            arity(operands, 3)?;
+            let (lo, x, hi) = (
+                array(operands, 0)?,
+                array(operands, 1)?,
+                array(operands, 2)?,
+            );
+            for (b, what) in [(lo, "min"), (hi, "max")] {
+                same_type(b, x, "clamp")?;
+                if b.dims != x.dims && !b.dims.is_empty() {
+                    return invalid(format!("clamp {what} {b} does not match operand {x}"));
+                }
+            }
+            Ok(arr(x.ty, x.dims.clone()))
+        }
+        Op::Convert => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            let d = declared_array(declared)?;
+            if a.dims != d.dims {
+                return invalid(format!("convert changes dimensions: {a} to {d}"));
+            }
+            Ok(arr(d.ty, a.dims.clone()))
+        }
+        Op::BitcastConvert => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            let d = declared_array(declared)?;
+            let (wi, wo) = (a.ty.bit_width(), d.ty.bit_width());
+            let dims = if wi == wo {
+                a.dims.clone()
+            } else if wi > wo {
+                let mut v = a.dims.clone();
+                v.push((wi / wo) as i64);
+                v
+            } else {
+                match a.dims.split_last() {
+                    Some((&last, rest)) if last as usize == wo / wi => rest.to_vec(),
+                    _ => {
+                        return invalid(format!(
+                            "bitcast-convert from {a} to {} needs a last dimension of {}",
+                            d.ty,
+                            wo / wi
+                        ))
+                    }
+                }
+            };
+            if a.ty == ElementType::Pred || d.ty == ElementType::Pred {
+                return invalid("bitcast-convert does not accept pred");
+            }
+            Ok(arr(d.ty, dims))
+        }
+        Op::Broadcast { dimensions } => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            let d = declared_array(declared)?;
+            if dimensions.len() != a.rank() {
+                return invalid(format!(
+                    "broadcast dimensions {dimensions:?} must have one entry per operand dimension ({})",
+                    a.rank()
+                ));
+            }
+            check_dims_in_range(dimensions, d.rank(), "broadcast")?;
+            for (i, &od) in dimensions.iter().enumerate() {
+                if a.dims[i] != d.dims[od as usize] && a.dims[i] != 1 {
+                    return invalid(format!(
+                        "broadcast operand dimension {i} (size {}) does not match result dimension {od} (size {})",
+                        a.dims[i], d.dims[od as usize]
+                    ));
+                }
+            }
+            Ok(arr(a.ty, d.dims.clone()))
+        }
+        Op::Reshape => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            let d = declared_array(declared)?;
+            if a.element_count() != d.element_count() {
+                return invalid(format!("reshape changes the element count: {a} to {d}"));
+            }
+            Ok(arr(a.ty, d.dims.clone()))
+        }
+        Op::Transpose { permutation } => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            if permutation.len() != a.rank() {
+                return invalid(format!(
+                    "transpose permutation {permutation:?} does not match rank {}",
+                    a.rank()
+                ));
+            }
+            check_dims_in_range(permutation, a.rank(), "transpose")?;
+            Ok(arr(
+                a.ty,
+                permutation.iter().map(|&p| a.dims[p as usize]).collect(),
+            ))
+        }
+        Op::Reverse { dimensions } => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            check_dims_in_range(dimensions, a.rank(), "reverse")?;
+            Ok(arr(a.ty, a.dims.clone()))
+        }
+        Op::Slice { slices } => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            if slices.len() != a.rank() {
+                return invalid(format!(
+                    "slice has {} ranges for rank {}",
+                    slices.len(),
+                    a.rank()
+                ));
+            }
+            let mut dims = Vec::with_capacity(slices.len());
+            for (i, s) in slices.iter().enumerate() {
+                if s.start < 0 || s.start > s.limit || s.limit > a.dims[i] || s.stride < 1 {
+                    return invalid(format!(
+                        "slice range [{}:{}:{}] invalid for dimension {i} of size {}",
+                        s.start, s.limit, s.stride, a.dims[i]
+                    ));
+                }
+                dims.push((s.limit - s.start + s.stride - 1) / s.stride);
+            }
+            Ok(arr(a.ty, dims))
+        }
+        Op::DynamicSlice { sizes } => {
+            if operands.is_empty() {
+                return Err(ShapeError::OperandCount {
+                    expected: "1 + rank".into(),
+                    got: 0,
+                });
+            }
+            let a = array(operands, 0)?;
+            check_start_indices(operands, 1, a.rank())?;
+            if sizes.len() != a.rank() || sizes.iter().zip(&a.dims).any(|(s, d)| *s < 0 || s > d) {
+                return invalid(format!("dynamic_slice_sizes {sizes:?} invalid for {a}"));
+            }
+            Ok(arr(a.ty, sizes.clone()))
+        }
+        Op::DynamicUpdateSlice => {
+            if operands.len() < 2 {
+                return Err(ShapeError::OperandCount {
+                    expected: "2 + rank".into(),
+                    got: operands.len(),
+                });
+            }
+            let (a, u) = (array(operands, 0)?, array(operands, 1)?);
+            same_type(a, u, "dynamic-update-slice")?;
+            if u.rank() != a.rank() || u.dims.iter().zip(&a.dims).any(|(x, y)| x > y) {
+                return invalid(format!("update {u} does not fit in {a}"));
+            }
+            check_start_indices(operands, 2, a.rank())?;
+            Ok(arr(a.ty, a.dims.clone()))
+        }
+        Op::Concatenate { dimension } => {
+            if operands.is_empty() {
+                return Err(ShapeError::OperandCount {
+                    expected: "at least 1".into(),
+                    got: 0,
+                });
+            }
+            let first = array(operands, 0)?;
+            let d = *dimension;
+            if d < 0 || d as usize >= first.rank() {
+                return invalid(format!(
+                    "concatenate dimension {d} out of range for rank {}",
+                    first.rank()
+                ));
+            }
+            let mut dims = first.dims.clone();
+            dims[d as usize] = 0;
+            for i in 0..operands.len() {
+                let o = array(operands, i)?;
+                same_type(first, o, "concatenate")?;
+                if o.rank() != first.rank()
+                    || o.dims
+                        .iter()
+                        .zip(&first.dims)
+                        .enumerate()
+                        .any(|(k, (x, y))| k != d as usize && x != y)
+                {
+                    return invalid(format!(
+                        "concatenate operand {i} {o} does not match {first}"
+                    ));
+                }
+                dims[d as usize] += o.dims[d as usize];
+            }
+            Ok(arr(first.ty, dims))
+        }
+        Op::Pad { config } => {
+            arity(operands, 2)?;
+            let (a, v) = (array(operands, 0)?, array(operands, 1)?);
+            same_type(a, v, "pad")?;
+            if v.rank() != 0 {
+                return invalid(format!("padding value must be a scalar, got {v}"));
+            }
+            if config.len() != a.rank() {
+                return invalid(format!(
+                    "padding has {} dimensions for rank {}",
+                    config.len(),
+                    a.rank()
+                ));
+            }
+            let mut dims = Vec::with_capacity(a.rank());
+            for (n, p) in a.dims.iter().zip(config) {
+                if p.interior < 0 {
+                    return invalid("interior padding must be non-negative");
+                }
+                let out = p.low + p.high + n + (n - 1).max(0) * p.interior;
+                if out < 0 {
+                    return invalid(format!(
+                        "padding {}_{}_{} makes dimension of size {n} negative",
+                        p.low, p.high, p.interior
+                    ));
+                }
+                dims.push(out);
+            }
+            Ok(arr(a.ty, dims))
+        }
+        Op::Dot { dims, precision } => {
+            arity(operands, 2)?;
+            let (l, r) = (array(operands, 0)?, array(operands, 1)?);
+            if !precision.is_empty() && precision.len() != 2 {
+                return invalid("operand_precision needs one entry per operand");
+            }
+            if l.ty.is_float() != r.ty.is_float() || l.ty == ElementType::Pred {
+                return invalid(format!(
+                    "dot operand types {} and {} are incompatible",
+                    l.ty, r.ty
+                ));
+            }
+            if dims.lhs_batch.len() != dims.rhs_batch.len()
+                || dims.lhs_contracting.len() != dims.rhs_contracting.len()
+            {
+                return invalid("dot needs as many lhs as rhs batch and contracting dimensions");
+            }
+            let lhs_all: Vec<i64> = dims
+                .lhs_batch
+                .iter()
+                .chain(&dims.lhs_contracting)
+                .copied()
+                .collect();
+            let rhs_all: Vec<i64> = dims
+                .rhs_batch
+                .iter()
+                .chain(&dims.rhs_contracting)
+                .copied()
+                .collect();
+            check_dims_in_range(&lhs_all, l.rank(), "lhs")?;
+            check_dims_in_range(&rhs_all, r.rank(), "rhs")?;
+            for (a, b) in dims
+                .lhs_batch
+                .iter()
+                .zip(&dims.rhs_batch)
+                .chain(dims.lhs_contracting.iter().zip(&dims.rhs_contracting))
+            {
+                if l.dims[*a as usize] != r.dims[*b as usize] {
+                    return invalid(format!(
+                        "dot dimension sizes differ: lhs dim {a} is {}, rhs dim {b} is {}",
+                        l.dims[*a as usize], r.dims[*b as usize]
+                    ));
+                }
+            }
+            let mut out: Vec<i64> = dims.lhs_batch.iter().map(|&d| l.dims[d as usize]).collect();
+            out.extend(
+                (0..l.rank() as i64)
+                    .filter(|d| !lhs_all.contains(d))
+                    .map(|d| l.dims[d as usize]),
+            );
+            out.extend(
+                (0..r.rank() as i64)
+                    .filter(|d| !rhs_all.contains(d))
+                    .map(|d| r.dims[d as usize]),
+            );
+            let ty = match declared {
+                Some(Shape::Array(d))
+                    if d.ty.is_float() == l.ty.is_float() && d.ty != ElementType::Pred =>
+                {
+                    d.ty
+                }
+                _ => l.ty,
+            };
+            Ok(arr(ty, out))
+        }
+        Op::Reduce {
+            dimensions,
+            to_apply,
+        } => {
+            if operands.is_empty() || operands.len() % 2 != 0 {
+                return Err(ShapeError::OperandCount {
+                    expected: "an even number (inputs, then inits)".into(),
+                    got: operands.len(),
+                });
+            }
+            let n = operands.len() / 2;
+            let first = array(operands, 0)?;
+            check_dims_in_range(dimensions, first.rank(), "reduce")?;
+            let mut results = Vec::with_capacity(n);
+            for i in 0..n {
+                let (x, init) = (array(operands, i)?, array(operands, n + i)?);
+                if x.dims != first.dims {
+                    return invalid(format!(
+                        "reduce inputs differ in dimensions: {x} vs {first}"
+                    ));
+                }
+                if init.rank() != 0 || init.ty != x.ty {
+                    return invalid(format!("reduce init {init} must be a {} scalar", x.ty));
+                }
+                let kept = (0..x.rank() as i64)
+                    .filter(|d| !dimensions.contains(d))
+                    .map(|d| x.dims[d as usize])
+                    .collect();
+                results.push(arr(x.ty, kept));
+            }
+            let sig = get_callee(to_apply)?;
+            let scalars: Vec<Shape> = (0..n)
+                .map(|i| {
+                    Shape::scalar(array(operands, i).map(|a| a.ty).unwrap_or(ElementType::F32))
+                })
+                .collect();
+            let expect_params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+            let expect_result = if n == 1 {
+                scalars[0].clone()
+            } else {
+                Shape::Tuple(scalars)
+            };
+            check_signature(to_apply, &sig, &expect_params, &expect_result)?;
+            Ok(if n == 1 {
+                results.pop().expect("one result")
+            } else {
+                Shape::Tuple(results)
+            })
+        }
+        Op::Tuple => Ok(Shape::Tuple(
+            operands.iter().map(|s| (*s).clone()).collect(),
+        )),
+        Op::GetTupleElement { index } => {
+            arity(operands, 1)?;
+            match operands[0] {
+                Shape::Tuple(elems) => usize::try_from(*index)
+                    .ok()
+                    .and_then(|i| elems.get(i))
+                    .cloned()
+                    .ok_or_else(|| {
+                        ShapeError::Invalid(format!(
+                            "tuple index {index} out of range for {}",
+                            operands[0]
+                        ))
+                    }),
+                s => invalid(format!("get-tuple-element needs a tuple operand, got {s}")),
+            }
+        }
+        Op::Call { to_apply } => {
+            let sig = get_callee(to_apply)?;
+            if sig.params.len() != operands.len() {
+                return Err(ShapeError::OperandCount {
+                    expected: sig.params.len().to_string(),
+                    got: operands.len(),
+                });
+            }
+            for (i, (p, o)) in sig.params.iter().zip(operands).enumerate() {
+                if !p.compatible(o) {
+                    return invalid(format!(
+                        "call operand {i} is {o} but '{to_apply}' expects {p}"
+                    ));
+                }
+            }
+            Ok(sig.result)
+        }
+        Op::Gather {
+            dims, slice_sizes, ..
+        } => {
+            arity(operands, 2)?;
+            let (a, idx) = (array(operands, 0)?, array(operands, 1)?);
+            if !idx.ty.is_integer() {
+                return invalid(format!("gather indices must be integers, got {}", idx.ty));
+            }
+            if slice_sizes.len() != a.rank()
+                || slice_sizes
+                    .iter()
+                    .zip(&a.dims)
+                    .any(|(s, d)| *s < 0 || s > d)
+            {
+                return invalid(format!("slice_sizes {slice_sizes:?} invalid for {a}"));
+            }
+            let ivd = dims.index_vector_dim;
+            if ivd < 0 || ivd as usize > idx.rank() {
+                return invalid(format!(
+                    "index_vector_dim {ivd} out of range for indices {idx}"
+                ));
+            }
+            let skipped: Vec<i64> = dims
+                .collapsed_slice_dims
+                .iter()
+                .chain(&dims.operand_batching_dims)
+                .copied()
+                .collect();
+            check_dims_in_range(&skipped, a.rank(), "collapsed/batching")?;
+            check_dims_in_range(&dims.start_index_map, a.rank(), "start_index_map")?;
+            let batch: Vec<i64> = (0..idx.rank())
+                .filter(|&d| d as i64 != ivd)
+                .map(|d| idx.dims[d])
+                .collect();
+            let offsets: Vec<i64> = (0..a.rank() as i64)
+                .filter(|d| !skipped.contains(d))
+                .map(|d| slice_sizes[d as usize])
+                .collect();
+            if offsets.len() != dims.offset_dims.len() {
+                return invalid(format!(
+                    "gather has {} offset_dims but {} uncollapsed slice dimensions",
+                    dims.offset_dims.len(),
+                    offsets.len()
+                ));
+            }
+            let rank = batch.len() + offsets.len();
+            check_dims_in_range(&dims.offset_dims, rank, "offset")?;
+            let (mut bi, mut oi) = (batch.into_iter(), offsets.into_iter());
+            let out: Vec<i64> = (0..rank as i64)
+                .map(|d| {
+                    if dims.offset_dims.contains(&d) {
+                        oi.next()
+                    } else {
+                        bi.next()
+                    }
+                })
+                .collect::<Option<Vec<i64>>>()
+                .ok_or_else(|| {
+                    ShapeError::Invalid("gather offset_dims inconsistent with indices".into())
+                })?;
+            Ok(arr(a.ty, out))
+        }
+        Op::Scatter { dims, to_apply, .. } => {
+            arity(operands, 3)?;
+            let (a, idx, upd) = (
+                array(operands, 0)?,
+                array(operands, 1)?,
+                array(operands, 2)?,
+            );
+            if !idx.ty.is_integer() {
+                return invalid(format!("scatter indices must be integers, got {}", idx.ty));
+            }
+            same_type(a, upd, "scatter")?;
+            let covered = dims.update_window_dims.len()
+                + dims.inserted_window_dims.len()
+                + dims.input_batching_dims.len();
+            if covered != a.rank() {
+                return invalid(format!(
+                    "scatter window, inserted and batching dims cover {covered} dimensions of rank-{} operand",
+                    a.rank()
+                ));
+            }
+            check_dims_in_range(&dims.update_window_dims, upd.rank(), "update_window")?;
+            let scalar = Shape::scalar(a.ty);
+            check_signature(
+                to_apply,
+                &get_callee(to_apply)?,
+                &[scalar.clone(), scalar.clone()],
+                &scalar,
+            )?;
+            Ok(arr(a.ty, a.dims.clone()))
+        }
+        Op::RngBitGenerator { .. } => {
+            arity(operands, 1)?;
+            let state = array(operands, 0)?;
+            match declared {
+                Some(Shape::Tuple(elems)) if elems.len() == 2 => {
+                    if !elems[0].compatible(operands[0]) {
+                        return invalid(format!(
+                            "rng-bit-generator state result {} must match {state}",
+                            elems[0]
+                        ));
+                    }
+                    match &elems[1] {
+                        Shape::Array(o) if o.ty.is_integer() => Ok(Shape::Tuple(elems.clone())),
+                        o => invalid(format!(
+                            "rng-bit-generator output must be an integer array, got {o}"
+                        )),
+                    }
+                }
+                Some(s) => invalid(format!(
+                    "rng-bit-generator result must be (state, bits), got {s}"
+                )),
+                None => Err(ShapeError::NeedsResultShape),
+            }
+        }
+        Op::CustomCall(_) => declared.cloned().ok_or(ShapeError::NeedsResultShape),
+    }
+}
+
+fn check_start_indices(operands: &[&Shape], from: usize, rank: usize) -> Result<(), ShapeError> {
+    if operands.len() != from + rank {
+        return Err(ShapeError::OperandCount {
+            expected: format!("{} ({} + one start index per dimension)", from + rank, from),
+            got: operands.len(),
+        });
+    }
+    for i in from..operands.len() {
+        let s = array(operands, i)?;
+        if s.rank() != 0 || !s.ty.is_integer() {
+            return invalid(format!(
+                "start index {} must be an integer scalar, got {s}",
+                i - from
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_signature(
+    name: &str,
+    sig: &CalleeSignature,
+    params: &[Shape],
+    result: &Shape,
+) -> Result<(), ShapeError> {
+    let ok = sig.params.len() == params.len()
+        && sig.params.iter().zip(params).all(|(a, b)| a.compatible(b))
+        && sig.result.compatible(result);
+    if !ok {
+        let list = |v: &[Shape]| {
+            v.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return invalid(format!(
+            "'{name}' has signature ({}) -> {} but ({}) -> {result} is required",
+            list(&sig.params),
+            sig.result,
+            list(params)
+        ));
+    }
+    Ok(())
+}

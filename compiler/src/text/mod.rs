@@ -1,0 +1,9 @@
+//! XLA's HLO text syntax: a printer whose output XLA's parser accepts, and a
+//! `pest` parser for what the printer writes and what JAX and torch-xla dump.
+
+mod escape;
+mod parser;
+mod printer;
+
+pub use parser::{parse_module, ParseError};
+pub use printer::{print_computation, print_instruction, print_module};

@@ -1,0 +1,931 @@
+//! HLO text to [`Module`]. Syntax errors come from the pest grammar with
+//! line:column and what was expected; semantic errors (unknown opcode, bad
+//! attribute, undefined operand) carry the position of the offending token.
+
+use super::escape::unescape;
+use crate::computation::{Computation, InstrId};
+use crate::instruction::{Instruction, Metadata};
+use crate::literal::{Literal, Scalar};
+use crate::module::{AliasKind, IoAlias, Module};
+use crate::op::*;
+use crate::types::{ArrayShape, ElementType, Shape};
+use pest::iterators::Pair;
+use pest::Parser;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+#[derive(pest_derive::Parser)]
+#[grammar = "text/hlo.pest"]
+struct HloParser;
+
+/// A parse failure at `line:column` (1-based).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct ParseError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)
+    }
+}
+
+fn err_at<T>(pair: &Pair<Rule>, message: impl Into<String>) -> Result<T, ParseError> {
+    let (line, column) = pair.as_span().start_pos().line_col();
+    Err(ParseError {
+        line,
+        column,
+        message: message.into(),
+    })
+}
+
+fn rule_name(r: &Rule) -> &'static str {
+    match r {
+        Rule::module => "HloModule header",
+        Rule::computation => "a computation",
+        Rule::instruction => "an instruction",
+        Rule::name => "a name",
+        Rule::shape | Rule::array_shape | Rule::tuple_shape => "a shape such as f32[2,3]",
+        Rule::elem_type => "an element type",
+        Rule::dims | Rule::int => "an integer",
+        Rule::layout => "a layout such as {1,0}",
+        Rule::opcode => "an opcode",
+        Rule::operand => "an operand",
+        Rule::literal | Rule::literal_list | Rule::scalar => "a literal value",
+        Rule::attribute => "an attribute (key=value)",
+        Rule::attr_name => "an attribute name",
+        Rule::string => "a quoted string",
+        Rule::number => "a number",
+        Rule::word => "a word",
+        Rule::root_kw => "ROOT",
+        Rule::entry_kw => "ENTRY",
+        Rule::signature => "a signature",
+        Rule::alias_entry => "an alias entry such as {0}: (0, {})",
+        Rule::program_shape => "a program shape (params)->result",
+        Rule::EOI => "end of input",
+        _ => "valid HLO",
+    }
+}
+
+fn syntax_error(e: pest::error::Error<Rule>) -> ParseError {
+    let (line, column) = match e.line_col {
+        pest::error::LineColLocation::Pos(p) | pest::error::LineColLocation::Span(p, _) => p,
+    };
+    let message = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } if !positives.is_empty() => {
+            let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
+            names.sort_unstable();
+            names.dedup();
+            let found = e
+                .line()
+                .chars()
+                .skip(column.saturating_sub(1))
+                .take(24)
+                .collect::<String>();
+            format!(
+                "expected {}, found `{}`",
+                names.join(" or "),
+                found.trim_end()
+            )
+        }
+        pest::error::ErrorVariant::ParsingError { .. } => "syntax error".to_string(),
+        pest::error::ErrorVariant::CustomError { message } => message.clone(),
+    };
+    ParseError {
+        line,
+        column,
+        message,
+    }
+}
+
+/// Parses a whole module. The result is well-formed as a graph (every operand
+/// resolved, every computation rooted); call [`crate::verify`] for shapes.
+pub fn parse_module(text: &str) -> Result<Module, ParseError> {
+    let mut pairs = HloParser::parse(Rule::module, text).map_err(syntax_error)?;
+    let module_pair = pairs.next().expect("the module rule produces one pair");
+    let mut inner = module_pair.into_inner();
+    let name = strip_sigil(inner.next().expect("grammar: module name").as_str()).to_string();
+    let mut aliases = Vec::new();
+    let mut frontend_attributes = BTreeMap::new();
+    let mut computations = Vec::new();
+    let mut entry = None;
+    for p in inner {
+        match p.as_rule() {
+            Rule::alias_attr => {
+                for e in p.into_inner() {
+                    aliases.push(alias_entry(e)?);
+                }
+            }
+            Rule::layout_attr => {}
+            Rule::attribute => {
+                let (key, value, pair) = attribute(p)?;
+                match key.as_str() {
+                    "frontend_attributes" => frontend_attributes = value.into_string_map(&pair)?,
+                    // Scheduling and SPMD hints that do not change what the
+                    // program computes.
+                    "is_scheduled"
+                    | "allow_spmd_sharding_propagation_to_output"
+                    | "allow_spmd_sharding_propagation_to_parameters"
+                    | "replica_count"
+                    | "num_partitions" => {}
+                    _ => return err_at(&pair, format!("unsupported module attribute '{key}'")),
+                }
+            }
+            Rule::computation => {
+                let (c, is_entry) = computation(p.clone())?;
+                if is_entry {
+                    if entry.is_some() {
+                        return err_at(&p, "a second ENTRY computation");
+                    }
+                    entry = Some(computations.len());
+                }
+                computations.push(c);
+            }
+            Rule::EOI => {}
+            r => unreachable!("grammar: unexpected {r:?} in module"),
+        }
+    }
+    let entry = entry.unwrap_or(computations.len() - 1);
+    Ok(Module {
+        name,
+        computations,
+        entry,
+        input_output_alias: aliases,
+        frontend_attributes,
+    })
+}
+
+fn strip_sigil(s: &str) -> &str {
+    s.strip_prefix('%').unwrap_or(s)
+}
+
+fn int(p: &Pair<Rule>) -> Result<i64, ParseError> {
+    p.as_str()
+        .parse()
+        .or_else(|_| err_at(p, format!("integer {} is out of range", p.as_str())))
+}
+
+fn shape_index(p: Pair<Rule>) -> Result<Vec<i64>, ParseError> {
+    p.into_inner().map(|i| int(&i)).collect()
+}
+
+fn alias_entry(p: Pair<Rule>) -> Result<IoAlias, ParseError> {
+    let mut it = p.into_inner();
+    let output_index = shape_index(it.next().expect("grammar: output index"))?;
+    let parameter = int(&it.next().expect("grammar: parameter"))?;
+    let parameter_index = shape_index(it.next().expect("grammar: parameter index"))?;
+    let kind = match it.next().map(|k| k.as_str().to_string()).as_deref() {
+        Some("must-alias") => AliasKind::MustAlias,
+        _ => AliasKind::MayAlias,
+    };
+    Ok(IoAlias {
+        output_index,
+        parameter,
+        parameter_index,
+        kind,
+    })
+}
+
+fn shape(p: Pair<Rule>) -> Result<Shape, ParseError> {
+    let inner = p.into_inner().next().expect("grammar: shape has one child");
+    match inner.as_rule() {
+        Rule::tuple_shape => Ok(Shape::Tuple(
+            inner.into_inner().map(shape).collect::<Result<_, _>>()?,
+        )),
+        Rule::array_shape => {
+            let mut it = inner.into_inner();
+            let ty_pair = it.next().expect("grammar: element type");
+            let ty = match ElementType::from_name(ty_pair.as_str()) {
+                Some(t) => t,
+                None => {
+                    let known: Vec<&str> = ElementType::ALL.iter().map(|t| t.name()).collect();
+                    return err_at(
+                        &ty_pair,
+                        format!(
+                            "unsupported element type '{}' (supported: {})",
+                            ty_pair.as_str(),
+                            known.join(", ")
+                        ),
+                    );
+                }
+            };
+            let dims_pair = it.next().expect("grammar: dims");
+            let dims: Vec<i64> = dims_pair
+                .clone()
+                .into_inner()
+                .map(|d| int(&d))
+                .collect::<Result<_, _>>()?;
+            if let Some(d) = dims.iter().find(|&&d| d < 0) {
+                return err_at(&dims_pair, format!("negative dimension {d}"));
+            }
+            let mut a = ArrayShape::new(ty, dims);
+            if let Some(layout) = it.next() {
+                let m2m: Vec<i64> = layout
+                    .clone()
+                    .into_inner()
+                    .map(|d| int(&d))
+                    .collect::<Result<_, _>>()?;
+                if !m2m.is_empty() || a.rank() == 0 {
+                    if m2m.len() != a.rank() {
+                        return err_at(
+                            &layout,
+                            format!("layout has {} entries for rank {}", m2m.len(), a.rank()),
+                        );
+                    }
+                    a.minor_to_major = m2m;
+                }
+            }
+            Ok(Shape::Array(a))
+        }
+        r => unreachable!("grammar: unexpected {r:?} in shape"),
+    }
+}
+
+/// A parsed attribute value, before the opcode gives it meaning.
+#[derive(Debug, Clone)]
+enum Value {
+    Str(String),
+    Number(String),
+    Word(String),
+    Ints(Vec<i64>),
+    Words(Vec<String>),
+    Map(Vec<(String, Value)>),
+    Slices(Vec<SliceDim>),
+    Padding(Vec<PadDim>),
+}
+
+impl Value {
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "a string",
+            Value::Number(_) => "a number",
+            Value::Word(_) => "a word",
+            Value::Ints(_) => "an integer list",
+            Value::Words(_) => "a word list",
+            Value::Map(_) => "a key=value map",
+            Value::Slices(_) => "slice ranges",
+            Value::Padding(_) => "a padding spec",
+        }
+    }
+
+    fn into_string_map(self, at: &Pair<Rule>) -> Result<BTreeMap<String, String>, ParseError> {
+        match self {
+            Value::Map(kvs) => kvs
+                .into_iter()
+                .map(|(k, v)| match v {
+                    Value::Str(s) | Value::Word(s) | Value::Number(s) => Ok((k, s)),
+                    other => err_at(
+                        at,
+                        format!("attribute '{k}' must be a string, got {}", other.kind()),
+                    ),
+                })
+                .collect(),
+            Value::Ints(v) if v.is_empty() => Ok(BTreeMap::new()),
+            other => err_at(
+                at,
+                format!("expected a {{key=\"value\"}} map, got {}", other.kind()),
+            ),
+        }
+    }
+}
+
+fn value(p: Pair<Rule>) -> Result<Value, ParseError> {
+    Ok(match p.as_rule() {
+        Rule::string => {
+            let raw = p
+                .clone()
+                .into_inner()
+                .next()
+                .map(|s| s.as_str())
+                .unwrap_or("");
+            match unescape(raw) {
+                Some(s) => Value::Str(s),
+                None => return err_at(&p, "malformed escape sequence in string"),
+            }
+        }
+        Rule::number => Value::Number(p.as_str().to_string()),
+        Rule::word => Value::Word(strip_sigil(p.as_str()).to_string()),
+        Rule::int_list => Value::Ints(p.into_inner().map(|i| int(&i)).collect::<Result<_, _>>()?),
+        Rule::word_list => Value::Words(p.into_inner().map(|w| w.as_str().to_string()).collect()),
+        Rule::kv_map => Value::Map(
+            p.into_inner()
+                .map(|kv| {
+                    let mut it = kv.into_inner();
+                    let k = it.next().expect("grammar: key").as_str().to_string();
+                    Ok((k, value(it.next().expect("grammar: value"))?))
+                })
+                .collect::<Result<_, ParseError>>()?,
+        ),
+        Rule::slice_list => Value::Slices(
+            p.into_inner()
+                .map(|s| {
+                    let v: Vec<i64> = s.into_inner().map(|i| int(&i)).collect::<Result<_, _>>()?;
+                    Ok(SliceDim {
+                        start: v[0],
+                        limit: v[1],
+                        stride: v.get(2).copied().unwrap_or(1),
+                    })
+                })
+                .collect::<Result<_, ParseError>>()?,
+        ),
+        Rule::padding => {
+            let mut dims = Vec::new();
+            for d in p.as_str().split('x') {
+                let v: Vec<i64> = match d.split('_').map(str::parse).collect() {
+                    Ok(v) => v,
+                    Err(_) => return err_at(&p, format!("malformed padding '{d}'")),
+                };
+                dims.push(PadDim {
+                    low: v[0],
+                    high: v[1],
+                    interior: v.get(2).copied().unwrap_or(0),
+                });
+            }
+            Value::Padding(dims)
+        }
+        r => unreachable!("grammar: unexpected {r:?} as attribute value"),
+    })
+}
+
+fn attribute(p: Pair<Rule>) -> Result<(String, Value, Pair<Rule>), ParseError> {
+    let mut it = p.clone().into_inner();
+    let key = it
+        .next()
+        .expect("grammar: attribute name")
+        .as_str()
+        .to_string();
+    let v = value(it.next().expect("grammar: attribute value"))?;
+    Ok((key, v, p))
+}
+
+/// The attributes of one instruction, consumed by the opcode that owns them;
+/// whatever is left over is reported as unsupported.
+struct Attrs<'i> {
+    map: BTreeMap<String, (Value, Pair<'i, Rule>)>,
+    at: Pair<'i, Rule>,
+    opcode: String,
+}
+
+impl<'i> Attrs<'i> {
+    fn take(&mut self, key: &str) -> Option<(Value, Pair<'i, Rule>)> {
+        self.map.remove(key)
+    }
+
+    fn required(&mut self, key: &str) -> Result<(Value, Pair<'i, Rule>), ParseError> {
+        match self.take(key) {
+            Some(v) => Ok(v),
+            None => err_at(&self.at, format!("{} needs attribute '{key}'", self.opcode)),
+        }
+    }
+
+    fn ints(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
+        match self.required(key)? {
+            (Value::Ints(v), _) => Ok(v),
+            (other, p) => err_at(
+                &p,
+                format!(
+                    "'{key}' must be an integer list like {{0,1}}, got {}",
+                    other.kind()
+                ),
+            ),
+        }
+    }
+
+    fn ints_or_empty(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
+        if self.map.contains_key(key) {
+            self.ints(key)
+        } else {
+            Ok(Vec::new())
+        }
+    }
+
+    fn int(&mut self, key: &str) -> Result<i64, ParseError> {
+        match self.required(key)? {
+            (Value::Number(n), p) => n
+                .parse()
+                .or_else(|_| err_at(&p, format!("'{key}' must be an integer, got {n}"))),
+            (other, p) => err_at(
+                &p,
+                format!("'{key}' must be an integer, got {}", other.kind()),
+            ),
+        }
+    }
+
+    fn word(&mut self, key: &str) -> Result<(String, Pair<'i, Rule>), ParseError> {
+        match self.required(key)? {
+            (Value::Word(w), p) => Ok((w, p)),
+            (other, p) => err_at(
+                &p,
+                format!("'{key}' must be a bare word, got {}", other.kind()),
+            ),
+        }
+    }
+
+    fn string(&mut self, key: &str) -> Result<Option<String>, ParseError> {
+        match self.take(key) {
+            None => Ok(None),
+            Some((Value::Str(s), _)) => Ok(Some(s)),
+            Some((other, p)) => err_at(
+                &p,
+                format!("'{key}' must be a quoted string, got {}", other.kind()),
+            ),
+        }
+    }
+
+    fn flag(&mut self, key: &str) -> Result<bool, ParseError> {
+        match self.take(key) {
+            None => Ok(false),
+            Some((Value::Word(w), p)) => match w.as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => err_at(&p, format!("'{key}' must be true or false, got {w}")),
+            },
+            Some((other, p)) => err_at(
+                &p,
+                format!("'{key}' must be true or false, got {}", other.kind()),
+            ),
+        }
+    }
+
+    fn finish(self) -> Result<(), ParseError> {
+        if let Some((key, (_, p))) = self.map.into_iter().next() {
+            return err_at(
+                &p,
+                format!("unsupported attribute '{key}' on {}", self.opcode),
+            );
+        }
+        Ok(())
+    }
+}
+
+struct PendingInstr<'i> {
+    id: InstrId,
+    operands: Vec<Pair<'i, Rule>>,
+}
+
+fn computation(p: Pair<Rule>) -> Result<(Computation, bool), ParseError> {
+    let mut it = p.into_inner().peekable();
+    let is_entry = it.peek().is_some_and(|q| q.as_rule() == Rule::entry_kw);
+    if is_entry {
+        it.next();
+    }
+    let name_pair = it.next().expect("grammar: computation name");
+    let mut comp = Computation::new(strip_sigil(name_pair.as_str()));
+    let mut pending = Vec::new();
+    let mut by_name: HashMap<String, InstrId> = HashMap::new();
+    let mut root = None;
+    let mut last = None;
+    for q in it {
+        match q.as_rule() {
+            Rule::signature => {}
+            Rule::instruction => {
+                let (instr, operands, is_root, at) = instruction(q)?;
+                let name = instr.name.clone();
+                let id = comp.add(instr, &[]);
+                if by_name.insert(name.clone(), id).is_some() {
+                    return err_at(&at, format!("instruction name '{name}' is defined twice"));
+                }
+                if is_root {
+                    if root.is_some() {
+                        return err_at(&at, "a second ROOT instruction");
+                    }
+                    root = Some(id);
+                }
+                last = Some(id);
+                pending.push(PendingInstr { id, operands });
+            }
+            r => unreachable!("grammar: unexpected {r:?} in computation"),
+        }
+    }
+    // Operands may name instructions defined further down, as in XLA.
+    let mut edges = Vec::new();
+    for PendingInstr { id, operands } in pending {
+        let mut ids = Vec::with_capacity(operands.len());
+        for o in operands {
+            let name_pair = o
+                .clone()
+                .into_inner()
+                .last()
+                .expect("grammar: operand name");
+            let n = strip_sigil(name_pair.as_str());
+            match by_name.get(n) {
+                Some(&oid) => ids.push(oid),
+                None => {
+                    return err_at(
+                        &name_pair,
+                        format!(
+                            "operand '{n}' is not defined in computation '{}'",
+                            comp.name
+                        ),
+                    )
+                }
+            }
+        }
+        edges.push((id, ids));
+    }
+    for (id, ops) in edges {
+        comp.connect_operands(id, &ops);
+    }
+    match root.or(last) {
+        Some(r) => comp.set_root(r),
+        None => {
+            return err_at(
+                &name_pair,
+                format!("computation '{}' has no instructions", comp.name),
+            )
+        }
+    }
+    Ok((comp, is_entry))
+}
+
+type ParsedInstruction<'i> = (Instruction, Vec<Pair<'i, Rule>>, bool, Pair<'i, Rule>);
+
+fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseError> {
+    let at = p.clone();
+    let mut it = p.into_inner().peekable();
+    let is_root = it.peek().is_some_and(|q| q.as_rule() == Rule::root_kw);
+    if is_root {
+        it.next();
+    }
+    let name = strip_sigil(it.next().expect("grammar: name").as_str()).to_string();
+    let shape_pair = it.next().expect("grammar: shape");
+    let declared = shape(shape_pair.clone())?;
+    let body = it.next().expect("grammar: body");
+    let mut attrs = Attrs {
+        map: BTreeMap::new(),
+        at: at.clone(),
+        opcode: String::new(),
+    };
+    for a in it {
+        let (k, v, ap) = attribute(a)?;
+        if attrs.map.contains_key(&k) {
+            return err_at(&ap, format!("attribute '{k}' given twice"));
+        }
+        attrs.map.insert(k, (v, ap));
+    }
+    let mut operands = Vec::new();
+    let op = match body.as_rule() {
+        Rule::parameter_body => {
+            attrs.opcode = "parameter".into();
+            Op::Parameter(int(&body
+                .into_inner()
+                .next()
+                .expect("grammar: parameter number"))?)
+        }
+        Rule::constant_body => {
+            attrs.opcode = "constant".into();
+            let lit = body.into_inner().next().expect("grammar: literal");
+            if lit.as_rule() == Rule::elided {
+                return err_at(
+                    &lit,
+                    "constant value was elided as {...}; dump with large constants printed",
+                );
+            }
+            Op::Constant(literal(lit, &declared, &shape_pair)?)
+        }
+        Rule::op_body => {
+            let mut bi = body.into_inner();
+            let opcode_pair = bi.next().expect("grammar: opcode");
+            operands = bi.collect();
+            attrs.opcode = opcode_pair.as_str().to_string();
+            op_from_attrs(&opcode_pair, &mut attrs)?
+        }
+        r => unreachable!("grammar: unexpected {r:?} as instruction body"),
+    };
+    let metadata = match attrs.take("metadata") {
+        None => Metadata::default(),
+        Some((v, p)) => metadata(v.into_string_map(&p)?, &p)?,
+    };
+    let frontend_attributes = match attrs.take("frontend_attributes") {
+        None => BTreeMap::new(),
+        Some((v, p)) => v.into_string_map(&p)?,
+    };
+    attrs.finish()?;
+    let instr = Instruction {
+        name,
+        shape: declared,
+        op,
+        metadata,
+        frontend_attributes,
+    };
+    Ok((instr, operands, is_root, at))
+}
+
+fn metadata(mut m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata, ParseError> {
+    let source_line = match m.remove("source_line") {
+        Some(s) => s
+            .parse()
+            .or_else(|_| err_at(at, format!("source_line must be an integer, got {s}")))?,
+        None => 0,
+    };
+    let md = Metadata {
+        op_type: m.remove("op_type").unwrap_or_default(),
+        op_name: m.remove("op_name").unwrap_or_default(),
+        source_file: m.remove("source_file").unwrap_or_default(),
+        source_line,
+    };
+    // Newer XLA adds fields (source_end_line, scheduling_name, ...) that carry
+    // no semantics; they are dropped rather than rejected.
+    Ok(md)
+}
+
+fn parse_enum<T>(
+    attrs: &mut Attrs,
+    key: &str,
+    from: fn(&str) -> Option<T>,
+    choices: &str,
+) -> Result<T, ParseError> {
+    let (w, p) = attrs.word(key)?;
+    from(&w).map_or_else(
+        || {
+            err_at(
+                &p,
+                format!("unknown {key} '{w}' (expected one of {choices})"),
+            )
+        },
+        Ok,
+    )
+}
+
+fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseError> {
+    let opcode = opcode_pair.as_str();
+    if let Some(u) = UnaryOp::from_opcode(opcode) {
+        return Ok(Op::Unary(u));
+    }
+    if let Some(b) = BinaryOp::from_opcode(opcode) {
+        return Ok(Op::Binary(b));
+    }
+    Ok(match opcode {
+        "iota" => Op::Iota {
+            dimension: a.int("iota_dimension")?,
+        },
+        "compare" => {
+            let direction = parse_enum(
+                a,
+                "direction",
+                ComparisonDirection::from_name,
+                "EQ, NE, LT, LE, GT, GE",
+            )?;
+            let kind = if a.map.contains_key("type") {
+                Some(parse_enum(
+                    a,
+                    "type",
+                    ComparisonType::from_name,
+                    "FLOAT, TOTALORDER, SIGNED, UNSIGNED",
+                )?)
+            } else {
+                None
+            };
+            Op::Compare { direction, kind }
+        }
+        "select" => Op::Select,
+        "clamp" => Op::Clamp,
+        "convert" => Op::Convert,
+        "bitcast-convert" => Op::BitcastConvert,
+        "broadcast" => Op::Broadcast {
+            dimensions: a.ints("dimensions")?,
+        },
+        "reshape" => Op::Reshape,
+        "transpose" => Op::Transpose {
+            permutation: a.ints("dimensions")?,
+        },
+        "reverse" => Op::Reverse {
+            dimensions: a.ints("dimensions")?,
+        },
+        "slice" => match a.required("slice")? {
+            (Value::Slices(slices), _) => Op::Slice { slices },
+            (Value::Ints(v), _) if v.is_empty() => Op::Slice { slices: Vec::new() },
+            (other, p) => {
+                return err_at(
+                    &p,
+                    format!(
+                        "'slice' must be ranges like {{[0:2]}}, got {}",
+                        other.kind()
+                    ),
+                )
+            }
+        },
+        "dynamic-slice" => Op::DynamicSlice {
+            sizes: a.ints("dynamic_slice_sizes")?,
+        },
+        "dynamic-update-slice" => Op::DynamicUpdateSlice,
+        "concatenate" => {
+            let d = a.ints("dimensions")?;
+            match d.as_slice() {
+                [dimension] => Op::Concatenate {
+                    dimension: *dimension,
+                },
+                _ => {
+                    return err_at(
+                        opcode_pair,
+                        format!("concatenate needs exactly one dimension, got {d:?}"),
+                    )
+                }
+            }
+        }
+        "pad" => match a.required("padding")? {
+            (Value::Padding(config), _) => Op::Pad { config },
+            (other, p) => {
+                return err_at(
+                    &p,
+                    format!("'padding' must look like 0_0x1_2, got {}", other.kind()),
+                )
+            }
+        },
+        "dot" => {
+            let dims = DotDims {
+                lhs_batch: a.ints_or_empty("lhs_batch_dims")?,
+                lhs_contracting: a.ints_or_empty("lhs_contracting_dims")?,
+                rhs_batch: a.ints_or_empty("rhs_batch_dims")?,
+                rhs_contracting: a.ints_or_empty("rhs_contracting_dims")?,
+            };
+            let precision = match a.take("operand_precision") {
+                None => Vec::new(),
+                Some((Value::Words(ws), p)) => ws
+                    .iter()
+                    .map(|w| {
+                        Precision::from_name(w)
+                            .map_or_else(|| err_at(&p, format!("unknown precision '{w}'")), Ok)
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some((other, p)) => {
+                    return err_at(
+                        &p,
+                        format!(
+                            "'operand_precision' must be a word list, got {}",
+                            other.kind()
+                        ),
+                    )
+                }
+            };
+            Op::Dot { dims, precision }
+        }
+        "reduce" => Op::Reduce {
+            dimensions: a.ints("dimensions")?,
+            to_apply: a.word("to_apply")?.0,
+        },
+        "tuple" => Op::Tuple,
+        "get-tuple-element" => Op::GetTupleElement {
+            index: a.int("index")?,
+        },
+        "call" => Op::Call {
+            to_apply: a.word("to_apply")?.0,
+        },
+        "gather" => Op::Gather {
+            dims: GatherDims {
+                offset_dims: a.ints("offset_dims")?,
+                collapsed_slice_dims: a.ints_or_empty("collapsed_slice_dims")?,
+                start_index_map: a.ints("start_index_map")?,
+                operand_batching_dims: a.ints_or_empty("operand_batching_dims")?,
+                start_indices_batching_dims: a.ints_or_empty("start_indices_batching_dims")?,
+                index_vector_dim: a.int("index_vector_dim")?,
+            },
+            slice_sizes: a.ints("slice_sizes")?,
+            indices_are_sorted: a.flag("indices_are_sorted")?,
+        },
+        "scatter" => Op::Scatter {
+            dims: ScatterDims {
+                update_window_dims: a.ints("update_window_dims")?,
+                inserted_window_dims: a.ints_or_empty("inserted_window_dims")?,
+                scatter_dims_to_operand_dims: a.ints("scatter_dims_to_operand_dims")?,
+                input_batching_dims: a.ints_or_empty("input_batching_dims")?,
+                scatter_indices_batching_dims: a.ints_or_empty("scatter_indices_batching_dims")?,
+                index_vector_dim: a.int("index_vector_dim")?,
+            },
+            to_apply: a.word("to_apply")?.0,
+            indices_are_sorted: a.flag("indices_are_sorted")?,
+            unique_indices: a.flag("unique_indices")?,
+        },
+        "rng-bit-generator" => Op::RngBitGenerator {
+            algorithm: parse_enum(
+                a,
+                "algorithm",
+                RngAlgorithm::from_name,
+                "rng_default, rng_three_fry, rng_philox",
+            )?,
+        },
+        "custom-call" => {
+            let target = match a.string("custom_call_target")? {
+                Some(t) => t,
+                None => return err_at(opcode_pair, "custom-call needs custom_call_target=\"...\""),
+            };
+            let api_version = if a.map.contains_key("api_version") {
+                parse_enum(
+                    a,
+                    "api_version",
+                    CustomCallApiVersion::from_name,
+                    "API_VERSION_*",
+                )?
+            } else {
+                CustomCallApiVersion::Unspecified
+            };
+            Op::CustomCall(CustomCall {
+                target,
+                backend_config: a.string("backend_config")?.unwrap_or_default(),
+                api_version,
+                has_side_effect: a.flag("custom_call_has_side_effect")?,
+            })
+        }
+        _ => {
+            return err_at(
+                opcode_pair,
+                format!(
+                    "unsupported opcode '{opcode}' (supported: {})",
+                    all_opcodes().join(", ")
+                ),
+            )
+        }
+    })
+}
+
+fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, ParseError> {
+    let arr = match declared {
+        Shape::Array(a) => a,
+        Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
+    };
+    let mut values = Vec::new();
+    collect_literal(p, arr, 0, &mut values)?;
+    let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
+        .or_else(|e| err_at(at, e.to_string()))?;
+    lit.shape.minor_to_major = arr.minor_to_major.clone();
+    Ok(lit)
+}
+
+fn collect_literal(
+    p: Pair<Rule>,
+    arr: &ArrayShape,
+    depth: usize,
+    out: &mut Vec<Scalar>,
+) -> Result<(), ParseError> {
+    let inner = p
+        .into_inner()
+        .next()
+        .expect("grammar: literal has one child");
+    match inner.as_rule() {
+        Rule::literal_list => {
+            if depth >= arr.rank() {
+                return err_at(
+                    &inner,
+                    format!("literal is nested deeper than the rank of {arr}"),
+                );
+            }
+            let items: Vec<_> = inner.clone().into_inner().collect();
+            if items.len() as i64 != arr.dims[depth] {
+                return err_at(
+                    &inner,
+                    format!(
+                        "literal has {} elements in dimension {depth}, {arr} needs {}",
+                        items.len(),
+                        arr.dims[depth]
+                    ),
+                );
+            }
+            for it in items {
+                collect_literal(it, arr, depth + 1, out)?;
+            }
+            Ok(())
+        }
+        Rule::scalar => {
+            if depth != arr.rank() {
+                return err_at(
+                    &inner,
+                    format!("scalar value where {arr} needs nested braces"),
+                );
+            }
+            out.push(scalar(&inner, arr.ty)?);
+            Ok(())
+        }
+        r => unreachable!("grammar: unexpected {r:?} in literal"),
+    }
+}
+
+fn scalar(p: &Pair<Rule>, ty: ElementType) -> Result<Scalar, ParseError> {
+    let s = p.as_str();
+    let bad = || err_at(p, format!("'{s}' is not a valid {ty} value"));
+    match s {
+        "true" | "false" if ty == ElementType::Pred => return Ok(Scalar::Bool(s == "true")),
+        "true" | "false" => return bad(),
+        _ => {}
+    }
+    if ty.is_float() {
+        let v = match s {
+            "inf" => f64::INFINITY,
+            "-inf" => f64::NEG_INFINITY,
+            "nan" | "-nan" => f64::NAN,
+            _ => match s.parse::<f64>() {
+                Ok(v) => v,
+                Err(_) => return bad(),
+            },
+        };
+        return Ok(Scalar::Float(v));
+    }
+    if let Ok(v) = s.parse::<i64>() {
+        return Ok(Scalar::Int(v));
+    }
+    if let Ok(v) = s.parse::<u64>() {
+        return Ok(Scalar::UInt(v));
+    }
+    bad()
+}

@@ -1,0 +1,304 @@
+//! Prints modules in XLA's HLO text syntax (the modern short form: no `%`
+//! sigils, no operand shapes, layouts always written).
+
+use super::escape::escape;
+use crate::computation::{Computation, InstrId};
+use crate::instruction::Instruction;
+use crate::module::Module;
+use crate::op::{Op, PadDim};
+use crate::types::write_joined;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+pub fn print_module(m: &Module) -> String {
+    let mut out = String::with_capacity(m.instruction_count() * 96);
+    let _ = write!(out, "HloModule {}", m.name);
+    if !m.input_output_alias.is_empty() {
+        out.push_str(", input_output_alias={ ");
+        for (i, a) in m.input_output_alias.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push('{');
+            let _ = write_joined(&mut out, &a.output_index);
+            let _ = write!(out, "}}: ({}, {{", a.parameter);
+            let _ = write_joined(&mut out, &a.parameter_index);
+            let _ = write!(out, "}}, {})", a.kind.name());
+        }
+        out.push_str(" }");
+    }
+    if !m.frontend_attributes.is_empty() {
+        out.push_str(", ");
+        write_frontend_attributes(&mut out, &m.frontend_attributes);
+    }
+    if m.entry < m.computations.len() {
+        out.push_str(", entry_computation_layout={(");
+        for (i, s) in m.entry_parameter_shapes().iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{s}");
+        }
+        out.push_str(")->");
+        if let Some(r) = m.entry_result_shape() {
+            let _ = write!(out, "{r}");
+        }
+        out.push('}');
+    }
+    out.push_str("\n\n");
+    let order = m.computation_order();
+    for (k, &i) in order.iter().enumerate() {
+        if k > 0 {
+            out.push('\n');
+        }
+        if i == m.entry {
+            out.push_str("ENTRY ");
+        }
+        print_computation_into(&mut out, &m.computations[i]);
+    }
+    out
+}
+
+pub fn print_computation(c: &Computation) -> String {
+    let mut out = String::new();
+    print_computation_into(&mut out, c);
+    out
+}
+
+fn print_computation_into(out: &mut String, c: &Computation) {
+    let _ = writeln!(out, "{} {{", c.name);
+    for id in c.post_order() {
+        out.push_str("  ");
+        if c.root() == Some(id) {
+            out.push_str("ROOT ");
+        }
+        print_instruction_into(out, c, id);
+        out.push('\n');
+    }
+    out.push_str("}\n");
+}
+
+/// One instruction line, without indentation or `ROOT`.
+pub fn print_instruction(c: &Computation, id: InstrId) -> String {
+    let mut out = String::new();
+    print_instruction_into(&mut out, c, id);
+    out
+}
+
+fn print_instruction_into(out: &mut String, c: &Computation, id: InstrId) {
+    let instr = c.instr(id);
+    let _ = write!(
+        out,
+        "{} = {} {}(",
+        instr.name,
+        instr.shape,
+        instr.op.opcode()
+    );
+    match &instr.op {
+        Op::Parameter(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Op::Constant(lit) => {
+            let _ = write!(out, "{lit}");
+        }
+        _ => {
+            for (i, o) in c.operands(id).into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&c.instr(o).name);
+            }
+        }
+    }
+    out.push(')');
+    write_attributes(out, instr);
+}
+
+fn list(out: &mut String, key: &str, v: &[i64]) {
+    let _ = write!(out, ", {key}={{");
+    let _ = write_joined(out, v);
+    out.push('}');
+}
+
+fn list_if_any(out: &mut String, key: &str, v: &[i64]) {
+    if !v.is_empty() {
+        list(out, key, v);
+    }
+}
+
+fn flag(out: &mut String, key: &str, on: bool) {
+    if on {
+        let _ = write!(out, ", {key}=true");
+    }
+}
+
+fn write_attributes(out: &mut String, instr: &Instruction) {
+    match &instr.op {
+        Op::Iota { dimension } => {
+            let _ = write!(out, ", iota_dimension={dimension}");
+        }
+        Op::Compare { direction, kind } => {
+            let _ = write!(out, ", direction={}", direction.name());
+            if let Some(k) = kind {
+                let _ = write!(out, ", type={}", k.name());
+            }
+        }
+        Op::Broadcast { dimensions } | Op::Reverse { dimensions } => {
+            list(out, "dimensions", dimensions)
+        }
+        Op::Transpose { permutation } => list(out, "dimensions", permutation),
+        Op::Concatenate { dimension } => list(out, "dimensions", &[*dimension]),
+        Op::Slice { slices } => {
+            out.push_str(", slice={");
+            for (i, s) in slices.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "[{}:{}", s.start, s.limit);
+                if s.stride != 1 {
+                    let _ = write!(out, ":{}", s.stride);
+                }
+                out.push(']');
+            }
+            out.push('}');
+        }
+        Op::DynamicSlice { sizes } => list(out, "dynamic_slice_sizes", sizes),
+        Op::Pad { config } => {
+            out.push_str(", padding=");
+            write_padding(out, config);
+        }
+        Op::Dot { dims, precision } => {
+            list_if_any(out, "lhs_batch_dims", &dims.lhs_batch);
+            list(out, "lhs_contracting_dims", &dims.lhs_contracting);
+            list_if_any(out, "rhs_batch_dims", &dims.rhs_batch);
+            list(out, "rhs_contracting_dims", &dims.rhs_contracting);
+            if !precision.is_empty() {
+                let names: Vec<&str> = precision.iter().map(|p| p.name()).collect();
+                let _ = write!(out, ", operand_precision={{{}}}", names.join(","));
+            }
+        }
+        Op::Reduce {
+            dimensions,
+            to_apply,
+        } => {
+            list(out, "dimensions", dimensions);
+            let _ = write!(out, ", to_apply={to_apply}");
+        }
+        Op::GetTupleElement { index } => {
+            let _ = write!(out, ", index={index}");
+        }
+        Op::Call { to_apply } => {
+            let _ = write!(out, ", to_apply={to_apply}");
+        }
+        Op::Gather {
+            dims,
+            slice_sizes,
+            indices_are_sorted,
+        } => {
+            list(out, "offset_dims", &dims.offset_dims);
+            list(out, "collapsed_slice_dims", &dims.collapsed_slice_dims);
+            list(out, "start_index_map", &dims.start_index_map);
+            list_if_any(out, "operand_batching_dims", &dims.operand_batching_dims);
+            list_if_any(
+                out,
+                "start_indices_batching_dims",
+                &dims.start_indices_batching_dims,
+            );
+            let _ = write!(out, ", index_vector_dim={}", dims.index_vector_dim);
+            list(out, "slice_sizes", slice_sizes);
+            flag(out, "indices_are_sorted", *indices_are_sorted);
+        }
+        Op::Scatter {
+            dims,
+            to_apply,
+            indices_are_sorted,
+            unique_indices,
+        } => {
+            list(out, "update_window_dims", &dims.update_window_dims);
+            list(out, "inserted_window_dims", &dims.inserted_window_dims);
+            list(
+                out,
+                "scatter_dims_to_operand_dims",
+                &dims.scatter_dims_to_operand_dims,
+            );
+            list_if_any(out, "input_batching_dims", &dims.input_batching_dims);
+            list_if_any(
+                out,
+                "scatter_indices_batching_dims",
+                &dims.scatter_indices_batching_dims,
+            );
+            let _ = write!(out, ", index_vector_dim={}", dims.index_vector_dim);
+            flag(out, "indices_are_sorted", *indices_are_sorted);
+            flag(out, "unique_indices", *unique_indices);
+            let _ = write!(out, ", to_apply={to_apply}");
+        }
+        Op::RngBitGenerator { algorithm } => {
+            let _ = write!(out, ", algorithm={}", algorithm.name());
+        }
+        Op::CustomCall(cc) => {
+            let _ = write!(out, ", custom_call_target=\"{}\"", escape(&cc.target));
+            flag(out, "custom_call_has_side_effect", cc.has_side_effect);
+            if !cc.backend_config.is_empty() {
+                let _ = write!(out, ", backend_config=\"{}\"", escape(&cc.backend_config));
+            }
+            if cc.api_version != Default::default() {
+                let _ = write!(out, ", api_version={}", cc.api_version.name());
+            }
+        }
+        Op::Parameter(_)
+        | Op::Constant(_)
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert
+        | Op::BitcastConvert
+        | Op::Reshape
+        | Op::DynamicUpdateSlice
+        | Op::Tuple => {}
+    }
+    let md = &instr.metadata;
+    if !md.is_empty() {
+        let mut fields = Vec::new();
+        for (k, v) in [
+            ("op_type", &md.op_type),
+            ("op_name", &md.op_name),
+            ("source_file", &md.source_file),
+        ] {
+            if !v.is_empty() {
+                fields.push(format!("{k}=\"{}\"", escape(v)));
+            }
+        }
+        if md.source_line != 0 {
+            fields.push(format!("source_line={}", md.source_line));
+        }
+        let _ = write!(out, ", metadata={{{}}}", fields.join(" "));
+    }
+    if !instr.frontend_attributes.is_empty() {
+        out.push_str(", ");
+        write_frontend_attributes(out, &instr.frontend_attributes);
+    }
+}
+
+fn write_padding(out: &mut String, config: &[PadDim]) {
+    for (i, p) in config.iter().enumerate() {
+        if i > 0 {
+            out.push('x');
+        }
+        let _ = write!(out, "{}_{}", p.low, p.high);
+        if p.interior != 0 {
+            let _ = write!(out, "_{}", p.interior);
+        }
+    }
+}
+
+fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>) {
+    out.push_str("frontend_attributes={");
+    for (i, (k, v)) in attrs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{k}=\"{}\"", escape(v));
+    }
+    out.push('}');
+}

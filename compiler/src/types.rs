@@ -1,0 +1,291 @@
+//! Element types and shapes, with XLA's spelling and proto numbering.
+
+use std::fmt;
+
+/// The element types the IR supports. The proto numbers are XLA's `PrimitiveType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ElementType {
+    Pred,
+    S8,
+    S32,
+    S64,
+    U8,
+    U32,
+    U64,
+    F16,
+    Bf16,
+    F32,
+    F64,
+}
+
+impl ElementType {
+    pub const ALL: [ElementType; 11] = [
+        ElementType::Pred,
+        ElementType::S8,
+        ElementType::S32,
+        ElementType::S64,
+        ElementType::U8,
+        ElementType::U32,
+        ElementType::U64,
+        ElementType::F16,
+        ElementType::Bf16,
+        ElementType::F32,
+        ElementType::F64,
+    ];
+
+    /// XLA's text spelling (`f32`, `bf16`, `pred`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ElementType::Pred => "pred",
+            ElementType::S8 => "s8",
+            ElementType::S32 => "s32",
+            ElementType::S64 => "s64",
+            ElementType::U8 => "u8",
+            ElementType::U32 => "u32",
+            ElementType::U64 => "u64",
+            ElementType::F16 => "f16",
+            ElementType::Bf16 => "bf16",
+            ElementType::F32 => "f32",
+            ElementType::F64 => "f64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// `PrimitiveType` in xla_data.proto.
+    pub fn primitive_type(self) -> i32 {
+        match self {
+            ElementType::Pred => 1,
+            ElementType::S8 => 2,
+            ElementType::S32 => 4,
+            ElementType::S64 => 5,
+            ElementType::U8 => 6,
+            ElementType::U32 => 8,
+            ElementType::U64 => 9,
+            ElementType::F16 => 10,
+            ElementType::F32 => 11,
+            ElementType::F64 => 12,
+            ElementType::Bf16 => 16,
+        }
+    }
+
+    pub fn from_primitive_type(value: i32) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.primitive_type() == value)
+    }
+
+    pub fn byte_size(self) -> usize {
+        match self {
+            ElementType::Pred | ElementType::S8 | ElementType::U8 => 1,
+            ElementType::F16 | ElementType::Bf16 => 2,
+            ElementType::S32 | ElementType::U32 | ElementType::F32 => 4,
+            ElementType::S64 | ElementType::U64 | ElementType::F64 => 8,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(
+            self,
+            ElementType::F16 | ElementType::Bf16 | ElementType::F32 | ElementType::F64
+        )
+    }
+
+    pub fn is_signed_int(self) -> bool {
+        matches!(self, ElementType::S8 | ElementType::S32 | ElementType::S64)
+    }
+
+    pub fn is_unsigned_int(self) -> bool {
+        matches!(self, ElementType::U8 | ElementType::U32 | ElementType::U64)
+    }
+
+    pub fn is_integer(self) -> bool {
+        self.is_signed_int() || self.is_unsigned_int()
+    }
+
+    /// Number of bits, for shifts and bitcast-convert.
+    pub fn bit_width(self) -> usize {
+        self.byte_size() * 8
+    }
+}
+
+impl fmt::Display for ElementType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A dense array: element type, dimensions and a layout (`minor_to_major`).
+///
+/// The layout is always present so that text, proto and the runtime agree on
+/// it; shapes written without one get XLA's default (row-major).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArrayShape {
+    pub ty: ElementType,
+    pub dims: Vec<i64>,
+    pub minor_to_major: Vec<i64>,
+}
+
+impl ArrayShape {
+    pub fn new(ty: ElementType, dims: Vec<i64>) -> Self {
+        let minor_to_major = default_layout(dims.len());
+        ArrayShape {
+            ty,
+            dims,
+            minor_to_major,
+        }
+    }
+
+    pub fn scalar(ty: ElementType) -> Self {
+        ArrayShape::new(ty, Vec::new())
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    pub fn element_count(&self) -> i64 {
+        self.dims.iter().product()
+    }
+
+    pub fn has_default_layout(&self) -> bool {
+        self.minor_to_major == default_layout(self.dims.len())
+    }
+
+    /// Same element type and dimensions; layouts may differ.
+    pub fn same_dims_and_type(&self, other: &ArrayShape) -> bool {
+        self.ty == other.ty && self.dims == other.dims
+    }
+}
+
+/// Row-major `minor_to_major`: `{rank-1, ..., 0}`.
+pub fn default_layout(rank: usize) -> Vec<i64> {
+    (0..rank as i64).rev().collect()
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Shape {
+    Array(ArrayShape),
+    Tuple(Vec<Shape>),
+}
+
+impl Shape {
+    pub fn array(ty: ElementType, dims: impl Into<Vec<i64>>) -> Shape {
+        Shape::Array(ArrayShape::new(ty, dims.into()))
+    }
+
+    pub fn scalar(ty: ElementType) -> Shape {
+        Shape::Array(ArrayShape::scalar(ty))
+    }
+
+    pub fn as_array(&self) -> Option<&ArrayShape> {
+        match self {
+            Shape::Array(a) => Some(a),
+            Shape::Tuple(_) => None,
+        }
+    }
+
+    pub fn is_tuple(&self) -> bool {
+        matches!(self, Shape::Tuple(_))
+    }
+
+    /// Equal up to layouts, recursively.
+    pub fn compatible(&self, other: &Shape) -> bool {
+        match (self, other) {
+            (Shape::Array(a), Shape::Array(b)) => a.same_dims_and_type(b),
+            (Shape::Tuple(a), Shape::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
+            }
+            _ => false,
+        }
+    }
+
+    /// The sub-shape at a tuple index path (`{}` is the shape itself).
+    pub fn subshape(&self, index: &[i64]) -> Option<&Shape> {
+        let mut s = self;
+        for &i in index {
+            match s {
+                Shape::Tuple(elems) => s = elems.get(usize::try_from(i).ok()?)?,
+                Shape::Array(_) => return None,
+            }
+        }
+        Some(s)
+    }
+}
+
+impl fmt::Display for ArrayShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.ty)?;
+        write_joined(f, &self.dims)?;
+        f.write_str("]")?;
+        if !self.dims.is_empty() {
+            f.write_str("{")?;
+            write_joined(f, &self.minor_to_major)?;
+            f.write_str("}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Shape::Array(a) => a.fmt(f),
+            Shape::Tuple(elems) => {
+                f.write_str("(")?;
+                for (i, e) in elems.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    e.fmt(f)?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+/// Writes `a,b,c` (XLA's spelling for dimension lists).
+pub(crate) fn write_joined<T: fmt::Display>(f: &mut impl fmt::Write, items: &[T]) -> fmt::Result {
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_char(',')?;
+        }
+        write!(f, "{x}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_print_like_xla() {
+        assert_eq!(
+            Shape::array(ElementType::F32, [2, 3]).to_string(),
+            "f32[2,3]{1,0}"
+        );
+        assert_eq!(Shape::scalar(ElementType::Bf16).to_string(), "bf16[]");
+        let t = Shape::Tuple(vec![
+            Shape::scalar(ElementType::F32),
+            Shape::array(ElementType::S32, [4]),
+        ]);
+        assert_eq!(t.to_string(), "(f32[], s32[4]{0})");
+        assert_eq!(t.subshape(&[1]), Some(&Shape::array(ElementType::S32, [4])));
+        assert_eq!(t.subshape(&[2]), None);
+    }
+
+    #[test]
+    fn primitive_types_round_trip() {
+        for t in ElementType::ALL {
+            assert_eq!(
+                ElementType::from_primitive_type(t.primitive_type()),
+                Some(t)
+            );
+            assert_eq!(ElementType::from_name(t.name()), Some(t));
+        }
+        assert_eq!(ElementType::Bf16.primitive_type(), 16);
+        assert_eq!(ElementType::from_primitive_type(13), None);
+    }
+}

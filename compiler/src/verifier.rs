@@ -1,0 +1,246 @@
+//! Structural and shape checks over a whole module. Every error names the
+//! computation, the instruction and the rule it breaks.
+
+use crate::computation::Computation;
+use crate::module::Module;
+use crate::op::Op;
+use crate::shape_inference::{infer_shape, CalleeSignature};
+use crate::types::Shape;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct VerifyError {
+    pub computation: String,
+    /// The offending instruction, when the rule is about one.
+    pub instruction: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.instruction {
+            Some(i) => write!(
+                f,
+                "computation '{}', instruction '{}': {}",
+                self.computation, i, self.message
+            ),
+            None => write!(f, "computation '{}': {}", self.computation, self.message),
+        }
+    }
+}
+
+/// Signatures of every computation that has a root, by name.
+pub fn callee_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
+    module
+        .computations
+        .iter()
+        .filter_map(|c| {
+            let root = c.root().filter(|&r| c.contains(r))?;
+            Some((
+                c.name.clone(),
+                CalleeSignature {
+                    params: c
+                        .parameters()
+                        .into_iter()
+                        .map(|p| c.instr(p).shape.clone())
+                        .collect(),
+                    result: c.instr(root).shape.clone(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Checks the module; returns the first problem found.
+pub fn verify(module: &Module) -> Result<(), VerifyError> {
+    let module_err = |message: String| VerifyError {
+        computation: module.name.clone(),
+        instruction: None,
+        message,
+    };
+    if module.entry >= module.computations.len() {
+        return Err(module_err("module has no entry computation".into()));
+    }
+    let mut names = BTreeSet::new();
+    for c in &module.computations {
+        if !names.insert(c.name.as_str()) {
+            return Err(module_err(format!(
+                "two computations are named '{}'",
+                c.name
+            )));
+        }
+    }
+    let sigs = callee_signatures(module);
+    let entry_name = module.entry().name.clone();
+    for c in &module.computations {
+        verify_computation(c, &sigs, &entry_name)?;
+    }
+    check_call_graph_acyclic(module)?;
+    verify_aliases(module)
+}
+
+fn verify_computation(
+    c: &Computation,
+    sigs: &BTreeMap<String, CalleeSignature>,
+    entry_name: &str,
+) -> Result<(), VerifyError> {
+    let err = |instr: Option<&str>, message: String| VerifyError {
+        computation: c.name.clone(),
+        instruction: instr.map(str::to_string),
+        message,
+    };
+    if !c.root().is_some_and(|r| c.contains(r)) {
+        return Err(err(None, "has no ROOT instruction".into()));
+    }
+    if petgraph::algo::is_cyclic_directed(c.graph()) {
+        return Err(err(None, "instructions form a cycle".into()));
+    }
+    let mut names = BTreeSet::new();
+    let mut param_numbers = BTreeMap::new();
+    let lookup = |name: &str| -> Option<CalleeSignature> {
+        if name == entry_name {
+            return None;
+        }
+        sigs.get(name).cloned()
+    };
+    for id in c.post_order() {
+        let instr = c.instr(id);
+        let here = Some(instr.name.as_str());
+        if instr.name.is_empty() {
+            return Err(err(
+                None,
+                format!("an instruction ({}) has an empty name", instr.op.opcode()),
+            ));
+        }
+        if !names.insert(instr.name.as_str()) {
+            return Err(err(here, "name is used twice in this computation".into()));
+        }
+        check_layouts(&instr.shape).map_err(|m| err(here, m))?;
+        if let Op::Parameter(n) = instr.op {
+            if let Some(prev) = param_numbers.insert(n, instr.name.clone()) {
+                return Err(err(
+                    here,
+                    format!("parameter number {n} is also used by '{prev}'"),
+                ));
+            }
+        }
+        let operand_shapes: Vec<&Shape> = c
+            .operands(id)
+            .into_iter()
+            .map(|o| &c.instr(o).shape)
+            .collect();
+        let inferred = infer_shape(&instr.op, &operand_shapes, Some(&instr.shape), &lookup)
+            .map_err(|e| err(here, format!("{}: {e}", instr.op.opcode())))?;
+        if !inferred.compatible(&instr.shape) {
+            return Err(err(
+                here,
+                format!(
+                    "{} produces {inferred} but the instruction declares {}",
+                    instr.op.opcode(),
+                    instr.shape
+                ),
+            ));
+        }
+    }
+    for (expected, (&n, name)) in param_numbers.iter().enumerate() {
+        if n != expected as i64 {
+            return Err(err(
+                Some(name),
+                format!(
+                    "parameter numbers must be 0..{} without gaps; found {n}",
+                    param_numbers.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_layouts(shape: &Shape) -> Result<(), String> {
+    match shape {
+        Shape::Array(a) => {
+            if a.dims.iter().any(|&d| d < 0) {
+                return Err(format!("shape {a} has a negative dimension"));
+            }
+            let mut sorted = a.minor_to_major.clone();
+            sorted.sort_unstable();
+            if sorted != (0..a.rank() as i64).collect::<Vec<_>>() {
+                return Err(format!(
+                    "layout {:?} of {a} is not a permutation of its dimensions",
+                    a.minor_to_major
+                ));
+            }
+            Ok(())
+        }
+        Shape::Tuple(elems) => elems.iter().try_for_each(check_layouts),
+    }
+}
+
+fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
+    // A computation may only call computations defined before it in
+    // dependency order; `computation_order` breaks cycles, so recheck here.
+    let order = module.computation_order();
+    let position: BTreeMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(pos, &i)| (module.computations[i].name.as_str(), pos))
+        .collect();
+    for (pos, &i) in order.iter().enumerate() {
+        let c = &module.computations[i];
+        for id in c.ids() {
+            for callee in c.instr(id).op.called_computations() {
+                if position.get(callee).is_some_and(|&p| p >= pos) {
+                    return Err(VerifyError {
+                        computation: c.name.clone(),
+                        instruction: Some(c.instr(id).name.clone()),
+                        message: format!("calls '{callee}', which is recursive or the entry"),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn verify_aliases(module: &Module) -> Result<(), VerifyError> {
+    let entry = module.entry();
+    let err = |message: String| VerifyError {
+        computation: entry.name.clone(),
+        instruction: None,
+        message: format!("input_output_alias: {message}"),
+    };
+    let params = module.entry_parameter_shapes();
+    let result = module
+        .entry_result_shape()
+        .ok_or_else(|| err("entry has no root".into()))?;
+    let mut outputs = BTreeSet::new();
+    for a in &module.input_output_alias {
+        let out = result.subshape(&a.output_index).ok_or_else(|| {
+            err(format!(
+                "output index {:?} does not exist in {result}",
+                a.output_index
+            ))
+        })?;
+        let p = usize::try_from(a.parameter)
+            .ok()
+            .and_then(|p| params.get(p))
+            .ok_or_else(|| err(format!("parameter {} does not exist", a.parameter)))?;
+        let ps = p.subshape(&a.parameter_index).ok_or_else(|| {
+            err(format!(
+                "parameter {} has no index {:?}",
+                a.parameter, a.parameter_index
+            ))
+        })?;
+        if !ps.compatible(out) {
+            return Err(err(format!(
+                "output {:?} ({out}) cannot alias parameter {} ({ps})",
+                a.output_index, a.parameter
+            )));
+        }
+        if !outputs.insert(a.output_index.clone()) {
+            return Err(err(format!("output {:?} is aliased twice", a.output_index)));
+        }
+    }
+    Ok(())
+}
