@@ -126,7 +126,7 @@ def write_safetensors(path, tensors):
     header, offset, blobs = {}, 0, []
     dt = {np.float32: "F32", np.int32: "I32"}
     for name, arr in tensors:
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")  # ascontiguousarray would turn 0-d into 1-d
         raw = arr.tobytes()
         header[name] = {"dtype": dt[arr.dtype.type], "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
         offset += len(raw)

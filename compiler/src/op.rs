@@ -232,10 +232,12 @@ pub struct ScatterDims {
 }
 
 /// `custom_call_api_version` (hlo.proto `CustomCallApiVersion`).
+/// XLA's text parser assumes `Original` when `api_version` is absent (and
+/// its compiler rejects `Unspecified`), so that is the default here too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum CustomCallApiVersion {
-    #[default]
     Unspecified,
+    #[default]
     Original,
     StatusReturning,
     StatusReturningUnified,

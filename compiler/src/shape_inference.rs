@@ -479,7 +479,7 @@ pub fn infer_shape(
             dimensions,
             to_apply,
         } => {
-            if operands.is_empty() || operands.len() % 2 != 0 {
+            if operands.is_empty() || !operands.len().is_multiple_of(2) {
                 return Err(ShapeError::OperandCount {
                     expected: "an even number (inputs, then inits)".into(),
                     got: operands.len(),

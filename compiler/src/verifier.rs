@@ -76,6 +76,7 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
     for c in &module.computations {
         verify_computation(c, &sigs, &entry_name)?;
     }
+    check_names_unique_in_module(module)?;
     check_call_graph_acyclic(module)?;
     verify_aliases(module)
 }
@@ -152,6 +153,25 @@ fn verify_computation(
                     param_numbers.len()
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// XLA requires instruction names to be unique across the whole module (its
+/// compiler RET_CHECKs this), not just within a computation.
+fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    for c in &module.computations {
+        for id in c.ids() {
+            let name = c.instr(id).name.as_str();
+            if let Some(other) = seen.insert(name, c.name.as_str()) {
+                return Err(VerifyError {
+                    computation: c.name.clone(),
+                    instruction: Some(name.to_string()),
+                    message: format!("name is also used in computation '{other}'; XLA needs module-wide unique names"),
+                });
+            }
         }
     }
     Ok(())

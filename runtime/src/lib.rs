@@ -1,1 +1,169 @@
+//! Runs hlatc modules on XLA's CPU backend through the PJRT C API, and the
+//! harness that compares what they compute.
+//!
+//! ```no_run
+//! use hlatc_compiler::{text, Literal};
+//! let m = text::parse_module("HloModule m\nENTRY e { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }").unwrap();
+//! let rt = hlatc_runtime::Runtime::shared().unwrap();
+//! let out = rt.compile(&m).unwrap().run(&[Literal::from_f32(vec![2], &[1.0, -2.0]).unwrap()]).unwrap();
+//! assert_eq!(out[0].to_f32_vec(), vec![-1.0, 2.0]);
+//! ```
 
+pub mod compare;
+pub mod compile_options;
+pub mod inputs;
+mod pjrt;
+pub mod plugin;
+pub mod tensors;
+
+pub use compare::{assert_close, ErrorStats, Mismatch};
+pub use pjrt::PjrtError;
+pub use tensors::{read_safetensors, write_safetensors, TensorFileError};
+
+use hlatc_compiler::{proto, verify, Literal, Module, Shape, VerifyError};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("XLA CPU PJRT plugin not found (looked in {}); {}", .searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), plugin::FETCH_HINT)]
+    PluginNotFound { searched: Vec<PathBuf> },
+    #[error(transparent)]
+    Pjrt(#[from] PjrtError),
+    #[error("module does not verify: {0}")]
+    Verify(#[from] VerifyError),
+    #[error("the module returns {0}; only arrays and flat tuples of arrays can be read back")]
+    UnsupportedResult(String),
+    #[error("the module takes {expected} parameter(s), {got} input(s) were given")]
+    InputCount { expected: usize, got: usize },
+    #[error("input {index} ('{name}') is {got}, parameter expects {expected}")]
+    InputMismatch {
+        index: usize,
+        name: String,
+        expected: String,
+        got: String,
+    },
+    #[error("the plugin returned {got} output(s), the module declares {expected}")]
+    OutputCount { expected: usize, got: usize },
+}
+
+/// A PJRT client on XLA CPU.
+#[derive(Clone)]
+pub struct Runtime {
+    client: pjrt::Client,
+}
+
+static SHARED: OnceLock<Result<Runtime, RuntimeError>> = OnceLock::new();
+
+impl Runtime {
+    /// Loads the plugin found by [`plugin::find_plugin`].
+    pub fn new() -> Result<Runtime, RuntimeError> {
+        let path =
+            plugin::find_plugin().map_err(|searched| RuntimeError::PluginNotFound { searched })?;
+        Self::with_plugin(&path)
+    }
+
+    pub fn with_plugin(path: &Path) -> Result<Runtime, RuntimeError> {
+        Ok(Runtime {
+            client: pjrt::Client::load(path)?,
+        })
+    }
+
+    /// One runtime per process: loading the 260 MB plugin once is what makes
+    /// many small runs (tests) cheap.
+    pub fn shared() -> Result<Runtime, RuntimeError> {
+        SHARED.get_or_init(Runtime::new).clone()
+    }
+
+    pub fn platform_name(&self) -> &str {
+        self.client.platform_name()
+    }
+
+    pub fn plugin_path(&self) -> &Path {
+        self.client.plugin_path()
+    }
+
+    /// Verifies `module` and compiles it. Everything that could make the
+    /// plugin abort instead of returning an error is checked here first.
+    pub fn compile(&self, module: &Module) -> Result<Program, RuntimeError> {
+        verify(module)?;
+        let result = module
+            .entry_result_shape()
+            .expect("a verified module has a root");
+        let outputs = match &result {
+            Shape::Array(_) => vec![result.clone()],
+            Shape::Tuple(elems) if elems.iter().all(|e| !e.is_tuple()) => elems.clone(),
+            other => return Err(RuntimeError::UnsupportedResult(other.to_string())),
+        };
+        let e = module.entry();
+        let params = e
+            .parameters()
+            .into_iter()
+            .map(|p| (e.instr(p).name.clone(), e.instr(p).shape.clone()))
+            .collect::<Vec<_>>();
+        if let Some((name, s)) = params.iter().find(|(_, s)| s.is_tuple()) {
+            return Err(RuntimeError::UnsupportedResult(format!(
+                "tuple parameter '{name}' ({s})"
+            )));
+        }
+        let exe = self.client.compile(
+            &proto::encode_module(module),
+            &compile_options::single_device(),
+        )?;
+        let got = exe.num_outputs()?;
+        if got != outputs.len() {
+            return Err(RuntimeError::OutputCount {
+                expected: outputs.len(),
+                got,
+            });
+        }
+        Ok(Program {
+            exe,
+            params,
+            outputs,
+        })
+    }
+}
+
+/// A compiled module with its entry signature.
+pub struct Program {
+    exe: pjrt::LoadedExecutable,
+    params: Vec<(String, Shape)>,
+    outputs: Vec<Shape>,
+}
+
+impl Program {
+    /// Parameter names and shapes, by parameter number.
+    pub fn parameters(&self) -> &[(String, Shape)] {
+        &self.params
+    }
+
+    /// One shape per output (the elements of a tuple result).
+    pub fn outputs(&self) -> &[Shape] {
+        &self.outputs
+    }
+
+    /// Runs once; inputs must match the parameters exactly (type and dims).
+    pub fn run(&self, inputs: &[Literal]) -> Result<Vec<Literal>, RuntimeError> {
+        if inputs.len() != self.params.len() {
+            return Err(RuntimeError::InputCount {
+                expected: self.params.len(),
+                got: inputs.len(),
+            });
+        }
+        for (i, (lit, (name, shape))) in inputs.iter().zip(&self.params).enumerate() {
+            let ok = shape
+                .as_array()
+                .is_some_and(|a| a.same_dims_and_type(&lit.shape));
+            if !ok {
+                return Err(RuntimeError::InputMismatch {
+                    index: i,
+                    name: name.clone(),
+                    expected: shape.to_string(),
+                    got: lit.shape.to_string(),
+                });
+            }
+        }
+        Ok(self.exe.execute(inputs)?)
+    }
+}

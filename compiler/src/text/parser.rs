@@ -819,7 +819,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
                     "API_VERSION_*",
                 )?
             } else {
-                CustomCallApiVersion::Unspecified
+                CustomCallApiVersion::default()
             };
             Op::CustomCall(CustomCall {
                 target,

@@ -1,0 +1,45 @@
+//! Deterministic pseudo-random inputs for running a module without data.
+
+use hlatc_compiler::{ArrayShape, ElementType, Literal, Scalar};
+
+/// SplitMix64: tiny, fast and good enough for test inputs; the same seed
+/// always gives the same stream on every platform.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Values for one parameter: floats uniform in [-1, 1), signed and unsigned
+/// integers in [0, 16) (valid as small indices), random booleans; 32- and
+/// 64-bit unsigned integers use their full range (RNG states).
+pub fn random_literal(shape: &ArrayShape, rng: &mut SplitMix64) -> Literal {
+    let n = shape.element_count().max(0) as usize;
+    let values: Vec<Scalar> = (0..n)
+        .map(|_| match shape.ty {
+            t if t.is_float() => Scalar::Float(rng.next_f64() * 2.0 - 1.0),
+            ElementType::Pred => Scalar::Bool(rng.next_u64() & 1 == 1),
+            ElementType::U32 => Scalar::UInt(rng.next_u64() >> 32),
+            ElementType::U64 => Scalar::UInt(rng.next_u64()),
+            _ => Scalar::Int((rng.next_u64() % 16) as i64),
+        })
+        .collect();
+    Literal::from_scalars(shape.ty, shape.dims.clone(), &values)
+        .expect("generated values fit their element type")
+}

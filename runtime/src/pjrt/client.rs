@@ -1,0 +1,495 @@
+//! Safe owners of PJRT objects. Every raw pointer is owned by exactly one
+//! Rust value and destroyed once in `Drop`; the plugin library is kept alive
+//! (through `Arc`) for as long as any object created by it exists.
+
+use super::ffi::{self, slot, ApiFn};
+use hlatc_compiler::{ElementType, Literal};
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A failed PJRT call, with the plugin's own message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PjrtError {
+    #[error("cannot load PJRT plugin {path}: {message}")]
+    Load { path: PathBuf, message: String },
+    #[error("PJRT plugin {path} has API {major}.{minor}; hlatc needs 0.{min_minor} or newer with the same major version")]
+    Version {
+        path: PathBuf,
+        major: i32,
+        minor: i32,
+        min_minor: i32,
+    },
+    #[error("PJRT plugin lacks {0}")]
+    MissingFunction(&'static str),
+    #[error("{call} failed (code {code}): {message}")]
+    Call {
+        call: &'static str,
+        code: i32,
+        message: String,
+    },
+    #[error("PJRT returned {0}")]
+    Unexpected(String),
+}
+
+/// The lowest API minor version whose structs match ours.
+const MIN_MINOR: i32 = 81;
+
+struct Plugin {
+    // Keeps the shared object mapped while `api` is in use.
+    _lib: libloading::Library,
+    api: *const ffi::PJRT_Api,
+    path: PathBuf,
+}
+
+// SAFETY: `api` points at a static, immutable function table inside the
+// loaded library, which `_lib` keeps mapped; PJRT's C API is documented as
+// thread-safe for concurrent calls on distinct or shared clients.
+unsafe impl Send for Plugin {}
+// SAFETY: as above; the table is never written after `GetPjrtApi` returns.
+unsafe impl Sync for Plugin {}
+
+impl Plugin {
+    fn load(path: &Path) -> Result<Plugin, PjrtError> {
+        let load_err = |message: String| PjrtError::Load {
+            path: path.to_path_buf(),
+            message,
+        };
+        // SAFETY: loading a shared object runs its initializers. The path is
+        // the PJRT plugin the user or the set-up script chose; nothing else
+        // in the process depends on its symbols.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_err(e.to_string()))?;
+        // SAFETY: `GetPjrtApi` is the PJRT plugin entry point, declared in
+        // pjrt_c_api.h as `const PJRT_Api* GetPjrtApi()`.
+        let get: libloading::Symbol<unsafe extern "C" fn() -> *const ffi::PJRT_Api> =
+            unsafe { lib.get(b"GetPjrtApi\0") }
+                .map_err(|e| load_err(format!("no GetPjrtApi symbol: {e}")))?;
+        // SAFETY: calling the entry point has no preconditions.
+        let api = unsafe { get() };
+        if api.is_null() {
+            return Err(load_err("GetPjrtApi returned null".into()));
+        }
+        // SAFETY: `api` is non-null and points at a PJRT_Api, whose header
+        // (struct_size and version) is present in every API version.
+        let (size, major, minor) = unsafe {
+            let a = &*api;
+            (
+                a.struct_size,
+                a.pjrt_api_version.major_version,
+                a.pjrt_api_version.minor_version,
+            )
+        };
+        if major != 0 || minor < MIN_MINOR {
+            return Err(PjrtError::Version {
+                path: path.to_path_buf(),
+                major,
+                minor,
+                min_minor: MIN_MINOR,
+            });
+        }
+        if size < std::mem::size_of::<ffi::PJRT_Api>() {
+            return Err(load_err(format!(
+                "PJRT_Api is {size} bytes, too small for the functions hlatc uses"
+            )));
+        }
+        let plugin = Plugin {
+            _lib: lib,
+            api,
+            path: path.to_path_buf(),
+        };
+        let mut args = ffi::PJRT_Plugin_Initialize_Args::new();
+        plugin.call(slot::PLUGIN_INITIALIZE, "PJRT_Plugin_Initialize", &mut args)?;
+        Ok(plugin)
+    }
+
+    fn function(
+        &self,
+        index: usize,
+        name: &'static str,
+    ) -> Result<unsafe extern "C" fn(*mut c_void) -> *mut c_void, PjrtError> {
+        // SAFETY: `api` is valid (see `load`) and `index < slot::COUNT`, which
+        // `load` checked lies inside the plugin's table.
+        let f: ApiFn = unsafe { (*self.api).fns[index] };
+        f.ok_or(PjrtError::MissingFunction(name))
+    }
+
+    /// Calls entry point `index` with `args`, turning a returned
+    /// `PJRT_Error` into [`PjrtError::Call`] (and freeing it).
+    fn call<T>(&self, index: usize, name: &'static str, args: &mut T) -> Result<(), PjrtError> {
+        let f = self.function(index, name)?;
+        // SAFETY: `T` is the `#[repr(C)]` args struct of entry point `index`
+        // (each call site pairs them), initialised by `T::new()` with its
+        // struct_size, and it outlives the call.
+        let err = unsafe { f(args as *mut T as *mut c_void) };
+        if err.is_null() {
+            return Ok(());
+        }
+        Err(self.take_error(err, name))
+    }
+
+    fn take_error(&self, err: *mut c_void, call: &'static str) -> PjrtError {
+        let mut msg = ffi::PJRT_Error_Message_Args::new();
+        msg.error = err;
+        let message = match self.function(slot::ERROR_MESSAGE, "PJRT_Error_Message") {
+            Ok(f) => {
+                // SAFETY: `err` is a live PJRT_Error returned by the plugin.
+                unsafe { f(&mut msg as *mut _ as *mut c_void) };
+                if msg.message.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: PJRT returns a pointer/length pair valid until
+                    // the error is destroyed, which happens below.
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts(msg.message as *const u8, msg.message_size)
+                    };
+                    String::from_utf8_lossy(bytes).into_owned()
+                }
+            }
+            Err(_) => "(no PJRT_Error_Message)".into(),
+        };
+        let mut code = ffi::PJRT_Error_GetCode_Args::new();
+        code.error = err;
+        if let Ok(f) = self.function(slot::ERROR_GET_CODE, "PJRT_Error_GetCode") {
+            // SAFETY: as above, `err` is live.
+            unsafe { f(&mut code as *mut _ as *mut c_void) };
+        }
+        let mut destroy = ffi::PJRT_Error_Destroy_Args::new();
+        destroy.error = err;
+        if let Ok(f) = self.function(slot::ERROR_DESTROY, "PJRT_Error_Destroy") {
+            // SAFETY: `err` is destroyed exactly once, here.
+            unsafe { f(&mut destroy as *mut _ as *mut c_void) };
+        }
+        PjrtError::Call {
+            call,
+            code: code.code,
+            message,
+        }
+    }
+
+    fn await_and_destroy_event(
+        &self,
+        event: *mut c_void,
+        what: &'static str,
+    ) -> Result<(), PjrtError> {
+        if event.is_null() {
+            return Ok(());
+        }
+        let mut a = ffi::PJRT_Event_Await_Args::new();
+        a.event = event;
+        let r = self.call(slot::EVENT_AWAIT, what, &mut a);
+        let mut d = ffi::PJRT_Event_Destroy_Args::new();
+        d.event = event;
+        let _ = self.call(slot::EVENT_DESTROY, "PJRT_Event_Destroy", &mut d);
+        r
+    }
+}
+
+struct ClientInner {
+    plugin: Arc<Plugin>,
+    client: *mut c_void,
+    device: *mut c_void,
+    platform: String,
+}
+
+// SAFETY: a PJRT_Client is thread-safe by the PJRT contract; the pointers are
+// owned here and destroyed once in Drop.
+unsafe impl Send for ClientInner {}
+// SAFETY: see above.
+unsafe impl Sync for ClientInner {}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        let mut a = ffi::PJRT_Client_Destroy_Args::new();
+        a.client = self.client;
+        let _ = self
+            .plugin
+            .call(slot::CLIENT_DESTROY, "PJRT_Client_Destroy", &mut a);
+    }
+}
+
+/// A PJRT client on the plugin's first addressable device.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+impl Client {
+    /// Loads the plugin at `path` and creates a client.
+    pub fn load(path: &Path) -> Result<Client, PjrtError> {
+        let plugin = Arc::new(Plugin::load(path)?);
+        let mut c = ffi::PJRT_Client_Create_Args::new();
+        plugin.call(slot::CLIENT_CREATE, "PJRT_Client_Create", &mut c)?;
+        if c.client.is_null() {
+            return Err(PjrtError::Unexpected("a null client".into()));
+        }
+        let mut name = ffi::PJRT_Client_PlatformName_Args::new();
+        name.client = c.client;
+        let platform = match plugin.call(
+            slot::CLIENT_PLATFORM_NAME,
+            "PJRT_Client_PlatformName",
+            &mut name,
+        ) {
+            // SAFETY: PJRT returns a pointer/length pair owned by the client.
+            Ok(()) if !name.platform_name.is_null() => String::from_utf8_lossy(unsafe {
+                std::slice::from_raw_parts(name.platform_name as *const u8, name.platform_name_size)
+            })
+            .into_owned(),
+            _ => "unknown".into(),
+        };
+        let mut d = ffi::PJRT_Client_AddressableDevices_Args::new();
+        d.client = c.client;
+        // Owned from here on, so an error below still destroys the client.
+        let mut inner = ClientInner {
+            plugin: plugin.clone(),
+            client: c.client,
+            device: std::ptr::null_mut(),
+            platform,
+        };
+        plugin.call(
+            slot::CLIENT_ADDRESSABLE_DEVICES,
+            "PJRT_Client_AddressableDevices",
+            &mut d,
+        )?;
+        if d.num_addressable_devices == 0 || d.addressable_devices.is_null() {
+            return Err(PjrtError::Unexpected("no addressable devices".into()));
+        }
+        // SAFETY: PJRT returned a non-empty array of device pointers owned by
+        // the client, which outlives every use through `ClientInner`.
+        inner.device = unsafe { *d.addressable_devices };
+        Ok(Client {
+            inner: Arc::new(inner),
+        })
+    }
+
+    pub fn platform_name(&self) -> &str {
+        &self.inner.platform
+    }
+
+    pub fn plugin_path(&self) -> &Path {
+        &self.inner.plugin.path
+    }
+
+    /// Compiles serialized `HloModuleProto` bytes with serialized
+    /// `CompileOptionsProto` bytes.
+    pub fn compile(
+        &self,
+        hlo_module_proto: &[u8],
+        compile_options: &[u8],
+    ) -> Result<LoadedExecutable, PjrtError> {
+        let plugin = &self.inner.plugin;
+        let format = b"hlo";
+        let mut program = ffi::PJRT_Program::new();
+        // PJRT takes `char*` but only reads the code for compilation.
+        program.code = hlo_module_proto.as_ptr() as *mut _;
+        program.code_size = hlo_module_proto.len();
+        program.format = format.as_ptr() as *const _;
+        program.format_size = format.len();
+        let mut a = ffi::PJRT_Client_Compile_Args::new();
+        a.client = self.inner.client;
+        a.program = &program;
+        a.compile_options = compile_options.as_ptr() as *const _;
+        a.compile_options_size = compile_options.len();
+        plugin.call(slot::CLIENT_COMPILE, "PJRT_Client_Compile", &mut a)?;
+        if a.executable.is_null() {
+            return Err(PjrtError::Unexpected("a null executable".into()));
+        }
+        let exe = LoadedExecutable {
+            client: self.inner.clone(),
+            exe: a.executable,
+        };
+        Ok(exe)
+    }
+
+    fn buffer_from_literal(&self, lit: &Literal) -> Result<Buffer, PjrtError> {
+        let plugin = &self.inner.plugin;
+        let mut a = ffi::PJRT_Client_BufferFromHostBuffer_Args::new();
+        a.client = self.inner.client;
+        a.data = lit.bytes().as_ptr() as *const c_void;
+        a.type_ = buffer_type(lit.ty());
+        a.dims = lit.dims().as_ptr();
+        a.num_dims = lit.dims().len();
+        a.host_buffer_semantics = ffi::HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL;
+        a.device = self.inner.device;
+        plugin.call(
+            slot::CLIENT_BUFFER_FROM_HOST_BUFFER,
+            "PJRT_Client_BufferFromHostBuffer",
+            &mut a,
+        )?;
+        let buffer = Buffer {
+            client: self.inner.clone(),
+            buf: a.buffer,
+        };
+        plugin.await_and_destroy_event(
+            a.done_with_host_buffer,
+            "PJRT_Event_Await (host to device)",
+        )?;
+        Ok(buffer)
+    }
+}
+
+struct Buffer {
+    client: Arc<ClientInner>,
+    buf: *mut c_void,
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if !self.buf.is_null() {
+            let mut a = ffi::PJRT_Buffer_Destroy_Args::new();
+            a.buffer = self.buf;
+            let _ = self
+                .client
+                .plugin
+                .call(slot::BUFFER_DESTROY, "PJRT_Buffer_Destroy", &mut a);
+        }
+    }
+}
+
+impl Buffer {
+    fn to_literal(&self) -> Result<Literal, PjrtError> {
+        let plugin = &self.client.plugin;
+        let mut t = ffi::PJRT_Buffer_ElementType_Args::new();
+        t.buffer = self.buf;
+        plugin.call(slot::BUFFER_ELEMENT_TYPE, "PJRT_Buffer_ElementType", &mut t)?;
+        let ty = element_type(t.type_).ok_or_else(|| {
+            PjrtError::Unexpected(format!("unsupported output buffer type {}", t.type_))
+        })?;
+        let mut d = ffi::PJRT_Buffer_Dimensions_Args::new();
+        d.buffer = self.buf;
+        plugin.call(slot::BUFFER_DIMENSIONS, "PJRT_Buffer_Dimensions", &mut d)?;
+        let dims: Vec<i64> = if d.num_dims == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: PJRT returns `num_dims` dimensions owned by the buffer,
+            // which is alive for this borrow.
+            unsafe { std::slice::from_raw_parts(d.dims, d.num_dims) }.to_vec()
+        };
+        let len = dims.iter().product::<i64>().max(0) as usize * ty.byte_size();
+        let mut bytes = vec![0u8; len];
+        let mut a = ffi::PJRT_Buffer_ToHostBuffer_Args::new();
+        a.src = self.buf;
+        a.dst = bytes.as_mut_ptr() as *mut c_void;
+        a.dst_size = bytes.len();
+        plugin.call(
+            slot::BUFFER_TO_HOST_BUFFER,
+            "PJRT_Buffer_ToHostBuffer",
+            &mut a,
+        )?;
+        plugin.await_and_destroy_event(a.event, "PJRT_Event_Await (device to host)")?;
+        Literal::from_bytes(ty, dims, bytes).map_err(|e| PjrtError::Unexpected(e.to_string()))
+    }
+}
+
+/// A compiled program, ready to run on the client's device.
+pub struct LoadedExecutable {
+    client: Arc<ClientInner>,
+    exe: *mut c_void,
+}
+
+// SAFETY: PJRT executables may be executed from any thread; the pointer is
+// owned here and destroyed once in Drop.
+unsafe impl Send for LoadedExecutable {}
+// SAFETY: see above.
+unsafe impl Sync for LoadedExecutable {}
+
+impl Drop for LoadedExecutable {
+    fn drop(&mut self) {
+        let mut a = ffi::PJRT_LoadedExecutable_Destroy_Args::new();
+        a.executable = self.exe;
+        let _ = self.client.plugin.call(
+            slot::LOADED_EXECUTABLE_DESTROY,
+            "PJRT_LoadedExecutable_Destroy",
+            &mut a,
+        );
+    }
+}
+
+impl LoadedExecutable {
+    pub fn num_outputs(&self) -> Result<usize, PjrtError> {
+        let plugin = &self.client.plugin;
+        let mut g = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
+        g.loaded_executable = self.exe;
+        plugin.call(
+            slot::LOADED_EXECUTABLE_GET_EXECUTABLE,
+            "PJRT_LoadedExecutable_GetExecutable",
+            &mut g,
+        )?;
+        let mut n = ffi::PJRT_Executable_NumOutputs_Args::new();
+        n.executable = g.executable;
+        let r = plugin.call(
+            slot::EXECUTABLE_NUM_OUTPUTS,
+            "PJRT_Executable_NumOutputs",
+            &mut n,
+        );
+        let mut d = ffi::PJRT_Executable_Destroy_Args::new();
+        d.executable = g.executable;
+        let _ = plugin.call(slot::EXECUTABLE_DESTROY, "PJRT_Executable_Destroy", &mut d);
+        r.map(|_| n.num_outputs)
+    }
+
+    /// Runs once with `inputs` in parameter order. The caller has checked the
+    /// inputs against the program's parameters; a top-level tuple result
+    /// comes back as one literal per element.
+    pub fn execute(&self, inputs: &[Literal]) -> Result<Vec<Literal>, PjrtError> {
+        let client = Client {
+            inner: self.client.clone(),
+        };
+        let buffers: Vec<Buffer> = inputs
+            .iter()
+            .map(|l| client.buffer_from_literal(l))
+            .collect::<Result<_, _>>()?;
+        let arg_ptrs: Vec<*mut c_void> = buffers.iter().map(|b| b.buf).collect();
+        let arg_lists: [*const *mut c_void; 1] = [arg_ptrs.as_ptr()];
+        let num_outputs = self.num_outputs()?;
+        let mut out_ptrs: Vec<*mut c_void> = vec![std::ptr::null_mut(); num_outputs];
+        let out_lists: [*mut *mut c_void; 1] = [out_ptrs.as_mut_ptr()];
+        let mut events: [*mut c_void; 1] = [std::ptr::null_mut()];
+        let mut options = ffi::PJRT_ExecuteOptions::new();
+        let mut a = ffi::PJRT_LoadedExecutable_Execute_Args::new();
+        a.executable = self.exe;
+        a.options = &mut options;
+        a.argument_lists = arg_lists.as_ptr();
+        a.num_devices = 1;
+        a.num_args = arg_ptrs.len();
+        a.output_lists = out_lists.as_ptr();
+        a.device_complete_events = events.as_mut_ptr();
+        let plugin = &self.client.plugin;
+        plugin.call(
+            slot::LOADED_EXECUTABLE_EXECUTE,
+            "PJRT_LoadedExecutable_Execute",
+            &mut a,
+        )?;
+        // Own the outputs first so they are freed even if the wait fails.
+        let outputs: Vec<Buffer> = out_ptrs
+            .into_iter()
+            .map(|buf| Buffer {
+                client: self.client.clone(),
+                buf,
+            })
+            .collect();
+        plugin.await_and_destroy_event(events[0], "PJRT_Event_Await (execution)")?;
+        drop(buffers);
+        outputs.iter().map(Buffer::to_literal).collect()
+    }
+}
+
+/// `PJRT_Buffer_Type` numbering (differs from XLA's `PrimitiveType` for bf16).
+fn buffer_type(t: ElementType) -> i32 {
+    match t {
+        ElementType::Pred => 1,
+        ElementType::S8 => 2,
+        ElementType::S32 => 4,
+        ElementType::S64 => 5,
+        ElementType::U8 => 6,
+        ElementType::U32 => 8,
+        ElementType::U64 => 9,
+        ElementType::F16 => 10,
+        ElementType::F32 => 11,
+        ElementType::F64 => 12,
+        ElementType::Bf16 => 13,
+    }
+}
+
+fn element_type(t: i32) -> Option<ElementType> {
+    ElementType::ALL.into_iter().find(|&e| buffer_type(e) == t)
+}

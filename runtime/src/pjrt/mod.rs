@@ -1,0 +1,9 @@
+//! PJRT through its C API: load a plugin, create a client, compile
+//! `HloModuleProto`s, move host tensors in and out, execute.
+//!
+//! This module is the only place in hlatc with `unsafe` code.
+
+mod client;
+mod ffi;
+
+pub use client::{Client, LoadedExecutable, PjrtError};

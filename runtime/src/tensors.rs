@@ -1,0 +1,94 @@
+//! Named host tensors in safetensors files.
+
+use hlatc_compiler::{ElementType, Literal};
+use safetensors::{tensor::TensorView, Dtype, SafeTensors};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TensorFileError {
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{path}: not a valid safetensors file: {message}")]
+    Format { path: String, message: String },
+    #[error("{path}: tensor '{name}' has dtype {dtype:?}, which hlatc does not support")]
+    Dtype {
+        path: String,
+        name: String,
+        dtype: Dtype,
+    },
+}
+
+fn to_dtype(t: ElementType) -> Dtype {
+    match t {
+        ElementType::Pred => Dtype::BOOL,
+        ElementType::S8 => Dtype::I8,
+        ElementType::S32 => Dtype::I32,
+        ElementType::S64 => Dtype::I64,
+        ElementType::U8 => Dtype::U8,
+        ElementType::U32 => Dtype::U32,
+        ElementType::U64 => Dtype::U64,
+        ElementType::F16 => Dtype::F16,
+        ElementType::Bf16 => Dtype::BF16,
+        ElementType::F32 => Dtype::F32,
+        ElementType::F64 => Dtype::F64,
+    }
+}
+
+fn from_dtype(d: Dtype) -> Option<ElementType> {
+    ElementType::ALL.into_iter().find(|&t| to_dtype(t) == d)
+}
+
+/// Reads every tensor, keyed by name.
+pub fn read_safetensors(path: &Path) -> Result<BTreeMap<String, Literal>, TensorFileError> {
+    let p = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| TensorFileError::Io {
+        path: p.clone(),
+        message: e.to_string(),
+    })?;
+    let st = SafeTensors::deserialize(&bytes).map_err(|e| TensorFileError::Format {
+        path: p.clone(),
+        message: e.to_string(),
+    })?;
+    let mut out = BTreeMap::new();
+    for (name, view) in st.tensors() {
+        let ty = from_dtype(view.dtype()).ok_or_else(|| TensorFileError::Dtype {
+            path: p.clone(),
+            name: name.clone(),
+            dtype: view.dtype(),
+        })?;
+        let dims = view.shape().iter().map(|&d| d as i64).collect();
+        let lit = Literal::from_bytes(ty, dims, view.data().to_vec()).map_err(|e| {
+            TensorFileError::Format {
+                path: p.clone(),
+                message: format!("tensor '{name}': {e}"),
+            }
+        })?;
+        out.insert(name, lit);
+    }
+    Ok(out)
+}
+
+/// Writes tensors in the given order (safetensors sorts them by name on disk).
+pub fn write_safetensors(
+    path: &Path,
+    tensors: &[(String, Literal)],
+) -> Result<(), TensorFileError> {
+    let p = path.display().to_string();
+    let views: Vec<(String, TensorView)> = tensors
+        .iter()
+        .map(|(n, l)| {
+            let shape = l.dims().iter().map(|&d| d as usize).collect();
+            TensorView::new(to_dtype(l.ty()), shape, l.bytes())
+                .map(|v| (n.clone(), v))
+                .map_err(|e| TensorFileError::Format {
+                    path: p.clone(),
+                    message: e.to_string(),
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    safetensors::serialize_to_file(views, &None, path).map_err(|e| TensorFileError::Io {
+        path: p,
+        message: e.to_string(),
+    })
+}

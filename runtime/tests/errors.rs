@@ -1,0 +1,77 @@
+//! Failures surface as errors with their cause, never as aborts.
+
+mod common;
+use common::*;
+use hlatc_compiler::text;
+use hlatc_runtime::{plugin, Runtime, RuntimeError};
+
+#[test]
+fn pjrt_errors_carry_the_plugin_message() {
+    // XLA CPU has no handler for a Neuron custom call: compilation fails in
+    // the plugin, and its message reaches the caller.
+    let m = text::parse_module(&entry(
+        "  x = f32[4] parameter(0)\n  ROOT r = f32[4] custom-call(x), custom_call_target=\"AwsNeuronSoftmax\"",
+    ))
+    .unwrap();
+    let e = runtime().compile(&m).err().expect("compile must fail");
+    let msg = e.to_string();
+    assert!(matches!(e, RuntimeError::Pjrt(_)), "{msg}");
+    assert!(
+        msg.contains("PJRT_Client_Compile failed") && msg.contains("AwsNeuronSoftmax"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn inputs_are_checked_before_the_plugin_sees_them() {
+    let m = text::parse_module(&entry(
+        "  x = f32[4] parameter(0)\n  ROOT r = f32[4] negate(x)",
+    ))
+    .unwrap();
+    let p = runtime().compile(&m).unwrap();
+    let e = p.run(&[f32s(&[3], &[1.0, 2.0, 3.0])]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "input 0 ('x') is f32[3]{0}, parameter expects f32[4]{0}"
+    );
+    let e = p.run(&[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the module takes 1 parameter(s), 0 input(s) were given"
+    );
+}
+
+#[test]
+fn modules_that_do_not_verify_are_refused() {
+    let m = text::parse_module(&entry(
+        "  x = f32[4] parameter(0)\n  ROOT r = f32[5] negate(x)",
+    ))
+    .unwrap();
+    let e = runtime().compile(&m).err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        "module does not verify: computation 'main', instruction 'r': negate produces f32[4]{0} but the instruction declares f32[5]{0}"
+    );
+}
+
+#[test]
+fn a_missing_plugin_says_how_to_fetch_it() {
+    let e = Runtime::with_plugin(std::path::Path::new("/nonexistent/xla_cpu_pjrt.so"))
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("cannot load PJRT plugin /nonexistent/xla_cpu_pjrt.so"),
+        "{e}"
+    );
+    let e = RuntimeError::PluginNotFound {
+        searched: vec!["/a/b.so".into()],
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("/a/b.so")
+            && msg.contains("scripts/fetch-xla-cpu-plugin.sh")
+            && msg.contains(plugin::PLUGIN_ENV),
+        "{msg}"
+    );
+}

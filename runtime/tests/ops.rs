@@ -1,0 +1,461 @@
+//! Every op of the IR, run on XLA CPU through PJRT, against values worked
+//! out by hand (or, for transcendental functions, by Rust's libm in f64).
+
+mod common;
+use common::*;
+use hlatc_compiler::ElementType::*;
+
+fn unary(op: &str, ty: &str, out_ty: &str, x: &[f64], expected: &[f64], rel: f64) {
+    let n = x.len();
+    let hlo = entry(&format!(
+        "  x = {ty}[{n}] parameter(0)\n  ROOT r = {out_ty}[{n}] {op}(x)"
+    ));
+    let t = hlatc_compiler::ElementType::from_name(ty).unwrap();
+    let out = run(&hlo, &[lit(t, &[n as i64], x)]);
+    assert_values(&out[0], expected, rel);
+}
+
+#[test]
+fn unary_float_ops() {
+    let x = [-1.5, -0.5, 0.25, 2.0];
+    let each = |f: fn(f64) -> f64| x.iter().map(|&v| f(v)).collect::<Vec<_>>();
+    unary("abs", "f32", "f32", &x, &[1.5, 0.5, 0.25, 2.0], 0.0);
+    unary("negate", "f32", "f32", &x, &[1.5, 0.5, -0.25, -2.0], 0.0);
+    unary("exponential", "f32", "f32", &x, &each(f64::exp), 1e-6);
+    unary(
+        "exponential-minus-one",
+        "f32",
+        "f32",
+        &x,
+        &each(f64::exp_m1),
+        1e-6,
+    );
+    unary("sine", "f32", "f32", &x, &each(f64::sin), 1e-6);
+    unary("cosine", "f32", "f32", &x, &each(f64::cos), 1e-6);
+    unary("tanh", "f32", "f32", &x, &each(f64::tanh), 1e-6);
+    unary(
+        "logistic",
+        "f32",
+        "f32",
+        &x,
+        &each(|v| 1.0 / (1.0 + (-v).exp())),
+        1e-6,
+    );
+    unary("floor", "f32", "f32", &x, &[-2.0, -1.0, 0.0, 2.0], 0.0);
+    unary("ceil", "f32", "f32", &x, &[-1.0, -0.0, 1.0, 2.0], 0.0);
+    unary(
+        "round-nearest-even",
+        "f32",
+        "f32",
+        &[-1.5, -0.5, 2.5, 0.75],
+        &[-2.0, -0.0, 2.0, 1.0],
+        0.0,
+    );
+    unary("sign", "f32", "f32", &x, &[-1.0, -1.0, 1.0, 1.0], 0.0);
+    unary("copy", "f32", "f32", &x, &x, 0.0);
+    let pos = [0.25, 1.0, 4.0, 9.0];
+    let each_pos = |f: fn(f64) -> f64| pos.iter().map(|&v| f(v)).collect::<Vec<_>>();
+    unary("log", "f32", "f32", &pos, &each_pos(f64::ln), 1e-6);
+    unary(
+        "log-plus-one",
+        "f32",
+        "f32",
+        &pos,
+        &each_pos(f64::ln_1p),
+        1e-6,
+    );
+    unary("sqrt", "f32", "f32", &pos, &[0.5, 1.0, 2.0, 3.0], 1e-7);
+    unary(
+        "rsqrt",
+        "f32",
+        "f32",
+        &pos,
+        &[2.0, 1.0, 0.5, 1.0 / 3.0],
+        1e-6,
+    );
+    unary(
+        "is-finite",
+        "f32",
+        "pred",
+        &[1.0, f64::INFINITY, f64::NAN, -3.0],
+        &[1.0, 0.0, 0.0, 1.0],
+        0.0,
+    );
+}
+
+#[test]
+fn unary_integer_and_bool_ops() {
+    unary("not", "pred", "pred", &[1.0, 0.0], &[0.0, 1.0], 0.0);
+    unary(
+        "not",
+        "s32",
+        "s32",
+        &[0.0, 5.0, -1.0],
+        &[-1.0, -6.0, 0.0],
+        0.0,
+    );
+    unary("abs", "s32", "s32", &[-7.0, 3.0], &[7.0, 3.0], 0.0);
+    unary("negate", "s32", "s32", &[-7.0, 3.0], &[7.0, -3.0], 0.0);
+}
+
+fn binary(op: &str, ty: &str, x: &[f64], y: &[f64], expected: &[f64], rel: f64) {
+    let n = x.len();
+    let hlo = entry(&format!(
+        "  x = {ty}[{n}] parameter(0)\n  y = {ty}[{n}] parameter(1)\n  ROOT r = {ty}[{n}] {op}(x, y)"
+    ));
+    let t = hlatc_compiler::ElementType::from_name(ty).unwrap();
+    let out = run(&hlo, &[lit(t, &[n as i64], x), lit(t, &[n as i64], y)]);
+    assert_values(&out[0], expected, rel);
+}
+
+#[test]
+fn binary_ops() {
+    let x = [6.0, -3.0, 2.5, 0.5];
+    let y = [4.0, 2.0, -0.5, 2.0];
+    binary("add", "f32", &x, &y, &[10.0, -1.0, 2.0, 2.5], 0.0);
+    binary("subtract", "f32", &x, &y, &[2.0, -5.0, 3.0, -1.5], 0.0);
+    binary("multiply", "f32", &x, &y, &[24.0, -6.0, -1.25, 1.0], 0.0);
+    binary("divide", "f32", &x, &y, &[1.5, -1.5, -5.0, 0.25], 0.0);
+    binary("remainder", "f32", &x, &y, &[2.0, -1.0, 0.0, 0.5], 0.0);
+    binary("maximum", "f32", &x, &y, &[6.0, 2.0, 2.5, 2.0], 0.0);
+    binary("minimum", "f32", &x, &y, &[4.0, -3.0, -0.5, 0.5], 0.0);
+    binary(
+        "power",
+        "f32",
+        &[2.0, 9.0, 4.0],
+        &[3.0, 0.5, -1.0],
+        &[8.0, 3.0, 0.25],
+        1e-6,
+    );
+    binary(
+        "atan2",
+        "f32",
+        &[1.0, -1.0],
+        &[1.0, 0.0],
+        &[std::f64::consts::FRAC_PI_4, -std::f64::consts::FRAC_PI_2],
+        1e-6,
+    );
+    binary(
+        "divide",
+        "s32",
+        &[7.0, -7.0],
+        &[2.0, 2.0],
+        &[3.0, -3.0],
+        0.0,
+    );
+    binary(
+        "remainder",
+        "s32",
+        &[7.0, -7.0],
+        &[3.0, 3.0],
+        &[1.0, -1.0],
+        0.0,
+    );
+    binary(
+        "and",
+        "pred",
+        &[1.0, 1.0, 0.0, 0.0],
+        &[1.0, 0.0, 1.0, 0.0],
+        &[1.0, 0.0, 0.0, 0.0],
+        0.0,
+    );
+    binary(
+        "or",
+        "pred",
+        &[1.0, 1.0, 0.0, 0.0],
+        &[1.0, 0.0, 1.0, 0.0],
+        &[1.0, 1.0, 1.0, 0.0],
+        0.0,
+    );
+    binary(
+        "xor",
+        "pred",
+        &[1.0, 1.0, 0.0, 0.0],
+        &[1.0, 0.0, 1.0, 0.0],
+        &[0.0, 1.0, 1.0, 0.0],
+        0.0,
+    );
+    binary("and", "u32", &[12.0], &[10.0], &[8.0], 0.0);
+    binary("or", "u32", &[12.0], &[10.0], &[14.0], 0.0);
+    binary("xor", "u32", &[12.0], &[10.0], &[6.0], 0.0);
+    binary(
+        "shift-left",
+        "u32",
+        &[1.0, 3.0],
+        &[4.0, 1.0],
+        &[16.0, 6.0],
+        0.0,
+    );
+    binary(
+        "shift-right-logical",
+        "u32",
+        &[4294967295.0, 256.0],
+        &[16.0, 4.0],
+        &[65535.0, 16.0],
+        0.0,
+    );
+    binary(
+        "shift-right-arithmetic",
+        "s32",
+        &[-16.0, 16.0],
+        &[2.0, 2.0],
+        &[-4.0, 4.0],
+        0.0,
+    );
+}
+
+#[test]
+fn compare_every_direction() {
+    let cases = [
+        ("EQ", [0.0, 1.0, 0.0]),
+        ("NE", [1.0, 0.0, 1.0]),
+        ("LT", [1.0, 0.0, 0.0]),
+        ("LE", [1.0, 1.0, 0.0]),
+        ("GT", [0.0, 0.0, 1.0]),
+        ("GE", [0.0, 1.0, 1.0]),
+    ];
+    for (dir, expected) in cases {
+        let hlo = entry(&format!(
+            "  x = f32[3] parameter(0)\n  y = f32[3] parameter(1)\n  ROOT r = pred[3] compare(x, y), direction={dir}"
+        ));
+        let out = run(
+            &hlo,
+            &[f32s(&[3], &[1.0, 2.0, 3.0]), f32s(&[3], &[2.0, 2.0, 2.0])],
+        );
+        assert_values(&out[0], &expected, 0.0);
+    }
+    // A total order puts NaN above +inf.
+    let hlo = entry("  x = f32[2] parameter(0)\n  y = f32[2] parameter(1)\n  ROOT r = pred[2] compare(x, y), direction=GT, type=TOTALORDER");
+    let out = run(
+        &hlo,
+        &[
+            f32s(&[2], &[f32::NAN, 1.0]),
+            f32s(&[2], &[f32::INFINITY, 2.0]),
+        ],
+    );
+    assert_values(&out[0], &[1.0, 0.0], 0.0);
+}
+
+#[test]
+fn select_clamp_convert_bitcast() {
+    let hlo = entry(
+        "  p = pred[3] parameter(0)\n  x = f32[3] parameter(1)\n  y = f32[3] parameter(2)\n  ROOT r = f32[3] select(p, x, y)",
+    );
+    let out = run(
+        &hlo,
+        &[
+            lit(Pred, &[3], &[1.0, 0.0, 1.0]),
+            f32s(&[3], &[1.0, 2.0, 3.0]),
+            f32s(&[3], &[-1.0, -2.0, -3.0]),
+        ],
+    );
+    assert_values(&out[0], &[1.0, -2.0, 3.0], 0.0);
+
+    let hlo = entry("  lo = f32[] constant(-1)\n  hi = f32[] constant(1)\n  x = f32[4] parameter(0)\n  ROOT r = f32[4] clamp(lo, x, hi)");
+    let out = run(&hlo, &[f32s(&[4], &[-3.0, -0.5, 0.5, 3.0])]);
+    assert_values(&out[0], &[-1.0, -0.5, 0.5, 1.0], 0.0);
+
+    // f32 -> bf16 rounds to nearest even; -> s32 truncates toward zero.
+    let hlo = entry("  x = f32[3] parameter(0)\n  ROOT r = bf16[3] convert(x)");
+    let out = run(&hlo, &[f32s(&[3], &[1.00390625, 1.01171875, -2.5])]);
+    assert_eq!(out[0].ty(), Bf16);
+    assert_values(&out[0], &[1.0, 1.015625, -2.5], 0.0);
+    let hlo = entry("  x = f32[3] parameter(0)\n  ROOT r = s32[3] convert(x)");
+    assert_values(
+        &run(&hlo, &[f32s(&[3], &[2.7, -2.7, 0.2])])[0],
+        &[2.0, -2.0, 0.0],
+        0.0,
+    );
+    let hlo = entry("  x = bf16[2] parameter(0)\n  ROOT r = f16[2] convert(x)");
+    assert_values(
+        &run(&hlo, &[lit(Bf16, &[2], &[0.5, -3.0])])[0],
+        &[0.5, -3.0],
+        0.0,
+    );
+
+    let hlo = entry("  x = f32[2] parameter(0)\n  ROOT r = u32[2] bitcast-convert(x)");
+    let out = run(&hlo, &[f32s(&[2], &[1.0, -2.0])]);
+    assert_values(
+        &out[0],
+        &[0x3f80_0000u32 as f64, 0xc000_0000u32 as f64],
+        0.0,
+    );
+}
+
+#[test]
+fn shape_ops() {
+    let x = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let cases: [(&str, &[f64]); 8] = [
+        (
+            "ROOT r = f32[3,2] transpose(x), dimensions={1,0}",
+            &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0],
+        ),
+        (
+            "ROOT r = f32[3,2] reshape(x)",
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        ),
+        (
+            "ROOT r = f32[2,3] reverse(x), dimensions={1}",
+            &[3.0, 2.0, 1.0, 6.0, 5.0, 4.0],
+        ),
+        (
+            "ROOT r = f32[1,2] slice(x), slice={[1:2], [0:3:2]}",
+            &[4.0, 6.0],
+        ),
+        (
+            "ROOT r = f32[2,2,3] broadcast(x), dimensions={0,2}",
+            &[1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 4.0, 5.0, 6.0],
+        ),
+        (
+            "ROOT r = f32[4,3] concatenate(x, x), dimensions={0}",
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        ),
+        (
+            "z = f32[] constant(0)\n  ROOT r = f32[3,4] pad(x, z), padding=1_0x0_1",
+            &[0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 0.0],
+        ),
+        (
+            "z = f32[] constant(9)\n  ROOT r = f32[2,5] pad(x, z), padding=0_0x0_0_1",
+            &[1.0, 9.0, 2.0, 9.0, 3.0, 4.0, 9.0, 5.0, 9.0, 6.0],
+        ),
+    ];
+    for (body, expected) in cases {
+        let hlo = entry(&format!("  x = f32[2,3] parameter(0)\n  {body}"));
+        assert_values(&run(&hlo, std::slice::from_ref(&x))[0], expected, 0.0);
+    }
+}
+
+#[test]
+fn iota_constant_and_tuples() {
+    let hlo = entry("  ROOT r = s32[2,3] iota(), iota_dimension=1");
+    assert_values(&run(&hlo, &[])[0], &[0.0, 1.0, 2.0, 0.0, 1.0, 2.0], 0.0);
+    let hlo = entry("  ROOT r = f32[2,2] constant({{1.5, -2}, {inf, 0.125}})");
+    assert_values(&run(&hlo, &[])[0], &[1.5, -2.0, f64::INFINITY, 0.125], 0.0);
+    let hlo = entry(
+        "  x = f32[2] parameter(0)\n  y = s32[] parameter(1)\n  t = (f32[2], s32[]) tuple(x, y)\n  a = f32[2] get-tuple-element(t), index=0\n  b = s32[] get-tuple-element(t), index=1\n  ROOT r = (s32[], f32[2]) tuple(b, a)",
+    );
+    let out = run(&hlo, &[f32s(&[2], &[1.0, 2.0]), s32s(&[], &[7])]);
+    assert_values(&out[0], &[7.0], 0.0);
+    assert_values(&out[1], &[1.0, 2.0], 0.0);
+}
+
+#[test]
+fn dynamic_slices() {
+    let hlo = entry(
+        "  x = f32[4] parameter(0)\n  i = s32[] parameter(1)\n  ROOT r = f32[2] dynamic-slice(x, i), dynamic_slice_sizes={2}",
+    );
+    let x = f32s(&[4], &[10.0, 11.0, 12.0, 13.0]);
+    assert_values(
+        &run(&hlo, &[x.clone(), s32s(&[], &[1])])[0],
+        &[11.0, 12.0],
+        0.0,
+    );
+    // Out-of-range starts are clamped so the slice stays in bounds.
+    assert_values(
+        &run(&hlo, &[x.clone(), s32s(&[], &[5])])[0],
+        &[12.0, 13.0],
+        0.0,
+    );
+    let hlo = entry(
+        "  x = f32[4] parameter(0)\n  u = f32[2] parameter(1)\n  i = s32[] parameter(2)\n  ROOT r = f32[4] dynamic-update-slice(x, u, i)",
+    );
+    let out = run(&hlo, &[x, f32s(&[2], &[-1.0, -2.0]), s32s(&[], &[2])]);
+    assert_values(&out[0], &[10.0, 11.0, -1.0, -2.0], 0.0);
+}
+
+#[test]
+fn dot_general() {
+    // Matrix product [2,3] x [3,2].
+    let hlo = entry(
+        "  a = f32[2,3] parameter(0)\n  b = f32[3,2] parameter(1)\n  ROOT r = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    );
+    let a = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = f32s(&[3, 2], &[7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
+    assert_values(&run(&hlo, &[a, b])[0], &[58.0, 64.0, 139.0, 154.0], 0.0);
+    // Batched, contracting the last dims of both (q @ k^T per batch).
+    let hlo = entry(
+        "  q = f32[2,1,2] parameter(0)\n  k = f32[2,2,2] parameter(1)\n  ROOT r = f32[2,1,2] dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}, operand_precision={highest,highest}",
+    );
+    let q = f32s(&[2, 1, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let k = f32s(&[2, 2, 2], &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 2.0, -1.0]);
+    assert_values(&run(&hlo, &[q, k])[0], &[1.0, 2.0, 7.0, 2.0], 0.0);
+    // bf16 inputs accumulated into f32 (preferred element type).
+    let hlo = entry(
+        "  a = bf16[1,2] parameter(0)\n  b = bf16[2,1] parameter(1)\n  ROOT r = f32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    );
+    assert_values(
+        &run(
+            &hlo,
+            &[
+                lit(Bf16, &[1, 2], &[1.5, 2.0]),
+                lit(Bf16, &[2, 1], &[4.0, 0.25]),
+            ],
+        )[0],
+        &[6.5],
+        0.0,
+    );
+}
+
+const ADD_F32: &str = "add_f32 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n";
+
+#[test]
+fn reduce_and_call() {
+    let hlo = format!(
+        "HloModule test\n\n{ADD_F32}max_f32 {{\n  ma = f32[] parameter(0)\n  mb = f32[] parameter(1)\n  ROOT m = f32[] maximum(ma, mb)\n}}\n\nENTRY main {{\n  x = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n  ninf = f32[] constant(-inf)\n  rows = f32[2] reduce(x, z), dimensions={{1}}, to_apply=add_f32\n  cols = f32[3] reduce(x, ninf), dimensions={{0}}, to_apply=max_f32\n  all = f32[] reduce(x, z), dimensions={{0,1}}, to_apply=add_f32\n  ROOT t = (f32[2], f32[3], f32[]) tuple(rows, cols, all)\n}}\n"
+    );
+    let out = run(&hlo, &[f32s(&[2, 3], &[1.0, 5.0, 3.0, 4.0, 2.0, 6.0])]);
+    assert_values(&out[0], &[9.0, 12.0], 0.0);
+    assert_values(&out[1], &[4.0, 5.0, 6.0], 0.0);
+    assert_values(&out[2], &[21.0], 0.0);
+
+    let hlo = format!(
+        "HloModule test\n\n{ADD_F32}ENTRY main {{\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT c = f32[] call(x, y), to_apply=add_f32\n}}\n"
+    );
+    assert_values(
+        &run(&hlo, &[f32s(&[], &[2.0]), f32s(&[], &[0.5])])[0],
+        &[2.5],
+        0.0,
+    );
+}
+
+#[test]
+fn gather_and_scatter() {
+    // Embedding lookup: rows 2, 0, 2 of a [3,2] table.
+    let hlo = entry(
+        "  t = f32[3,2] parameter(0)\n  i = s32[3,1] parameter(1)\n  ROOT r = f32[3,2] gather(t, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}",
+    );
+    let table = f32s(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let out = run(&hlo, &[table, s32s(&[3, 1], &[2, 0, 2])]);
+    assert_values(&out[0], &[5.0, 6.0, 1.0, 2.0, 5.0, 6.0], 0.0);
+    // Its gradient: scatter-add of rows into zeros; row 2 receives twice.
+    let hlo = format!(
+        "HloModule test\n\n{ADD_F32}ENTRY main {{\n  z = f32[3,2] parameter(0)\n  i = s32[3,1] parameter(1)\n  u = f32[3,2] parameter(2)\n  ROOT r = f32[3,2] scatter(z, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add_f32\n}}\n"
+    );
+    let out = run(
+        &hlo,
+        &[
+            f32s(&[3, 2], &[0.0; 6]),
+            s32s(&[3, 1], &[2, 0, 2]),
+            f32s(&[3, 2], &[1.0, 1.0, 10.0, 20.0, 100.0, 200.0]),
+        ],
+    );
+    assert_values(&out[0], &[10.0, 20.0, 0.0, 0.0, 101.0, 201.0], 0.0);
+}
+
+#[test]
+fn rng_bit_generator_is_deterministic_and_advances_state() {
+    let hlo = entry(
+        "  s = u64[2] parameter(0)\n  r = (u64[2], u32[4]) rng-bit-generator(s), algorithm=rng_default\n  ROOT o = u32[4] get-tuple-element(r), index=1",
+    );
+    let state = lit(U64, &[2], &[1.0, 2.0]);
+    let a = run(&hlo, std::slice::from_ref(&state));
+    let b = run(&hlo, std::slice::from_ref(&state));
+    assert_eq!(a[0], b[0], "same state, same bits");
+    let c = run(&hlo, &[lit(U64, &[2], &[3.0, 2.0])]);
+    assert_ne!(a[0], c[0], "a different state gives different bits");
+    let v = a[0].to_i64_vec();
+    assert!(
+        v.iter().any(|&x| x != v[0]),
+        "four equal words are not random: {v:?}"
+    );
+}
