@@ -9,6 +9,7 @@
 //! ```
 
 pub mod builder;
+pub mod canonical;
 pub mod computation;
 pub mod instruction;
 pub mod literal;

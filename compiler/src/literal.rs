@@ -265,20 +265,29 @@ impl fmt::Display for Scalar {
             Scalar::Bool(b) => write!(f, "{b}"),
             Scalar::Int(v) => write!(f, "{v}"),
             Scalar::UInt(v) => write!(f, "{v}"),
-            Scalar::Float(v) => write_float(f, v),
+            Scalar::Float(v) => write_float(f, v, v),
         }
     }
 }
 
-fn write_float(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {
-    if v.is_nan() {
+/// XLA-parsable float spelling of `v` (printed at its own precision `T`):
+/// plain decimals in the usual range, exponents outside it.
+fn write_float<T: fmt::Display + fmt::LowerExp>(
+    f: &mut fmt::Formatter<'_>,
+    v: T,
+    wide: f64,
+) -> fmt::Result {
+    if wide.is_nan() {
         return f.write_str("nan");
     }
-    if v.is_infinite() {
-        return f.write_str(if v < 0.0 { "-inf" } else { "inf" });
+    if wide.is_infinite() {
+        return f.write_str(if wide < 0.0 { "-inf" } else { "inf" });
     }
-    let a = v.abs();
-    if a == 0.0 || (1e-4..1e15).contains(&a) {
+    let a = wide.abs();
+    if wide == 0.0 && wide.is_sign_negative() {
+        // XLA's parser reads `-0` as the integer 0 and loses the sign.
+        f.write_str("-0.0")
+    } else if a == 0.0 || (1e-4..1e15).contains(&a) {
         write!(f, "{v}")
     } else {
         write!(f, "{v:e}")
@@ -286,6 +295,12 @@ fn write_float(f: &mut fmt::Formatter<'_>, v: f64) -> fmt::Result {
 }
 
 impl Literal {
+    /// Element `i` as HLO text spells it (shortest round-trip decimal for
+    /// its own precision).
+    pub fn element_string(&self, i: usize) -> String {
+        self.display_scalar(i).to_string()
+    }
+
     /// Element `i` widened for printing: floats narrower than f64 print their
     /// own shortest round-trip decimal rather than the f64 one.
     fn display_scalar(&self, i: usize) -> DisplayScalar {
@@ -306,17 +321,7 @@ impl fmt::Display for DisplayScalar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DisplayScalar::Wide(s) => s.fmt(f),
-            DisplayScalar::Narrow(v) => {
-                if v.is_nan() || v.is_infinite() {
-                    return Scalar::Float(*v as f64).fmt(f);
-                }
-                let a = v.abs();
-                if a == 0.0 || (1e-4..1e15).contains(&a) {
-                    write!(f, "{v}")
-                } else {
-                    write!(f, "{v:e}")
-                }
-            }
+            DisplayScalar::Narrow(v) => write_float(f, *v, *v as f64),
         }
     }
 }

@@ -141,7 +141,7 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
             });
         }
     }
-    Ok(Module {
+    let mut m = Module {
         name: p.name.clone(),
         computations,
         entry,
@@ -151,7 +151,9 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
             .as_ref()
             .map(|f| f.map.clone())
             .unwrap_or_default(),
-    })
+    };
+    crate::canonical::drop_default_attributes(&mut m);
+    Ok(m)
 }
 
 fn computation_from_proto(

@@ -148,13 +148,15 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
         }
     }
     let entry = entry.unwrap_or(computations.len() - 1);
-    Ok(Module {
+    let mut m = Module {
         name,
         computations,
         entry,
         input_output_alias: aliases,
         frontend_attributes,
-    })
+    };
+    crate::canonical::drop_default_attributes(&mut m);
+    Ok(m)
 }
 
 fn strip_sigil(s: &str) -> &str {

@@ -1,0 +1,46 @@
+//! One spelling per meaning: attributes that restate XLA's defaults are
+//! dropped on import, so a module reads back equal whether it came from our
+//! printer, XLA's printer or a proto (XLA's proto writer fills defaults in).
+
+use crate::module::Module;
+use crate::op::{ComparisonType, Op, Precision};
+use crate::types::ElementType;
+
+/// The comparison type XLA assumes for operands of `ty`.
+pub fn default_comparison_type(ty: ElementType) -> ComparisonType {
+    if ty.is_float() {
+        ComparisonType::Float
+    } else if ty.is_signed_int() {
+        ComparisonType::Signed
+    } else {
+        ComparisonType::Unsigned
+    }
+}
+
+/// Removes default comparison types and all-default operand precisions.
+pub fn drop_default_attributes(m: &mut Module) {
+    for c in &mut m.computations {
+        let ids: Vec<_> = c.ids().collect();
+        for id in ids {
+            let operand_ty = c
+                .operands(id)
+                .first()
+                .and_then(|&o| c.instr(o).shape.as_array().map(|a| a.ty));
+            match &mut c.instr_mut(id).op {
+                Op::Compare { kind, .. } => {
+                    if let (Some(k), Some(ty)) = (*kind, operand_ty) {
+                        if k == default_comparison_type(ty) {
+                            *kind = None;
+                        }
+                    }
+                }
+                Op::Dot { precision, .. } => {
+                    if precision.iter().all(|&p| p == Precision::Default) {
+                        precision.clear();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! parse(print(m)) == m and decode(encode(m)) == m for every test module,
+//! and emission is deterministic.
+
+use hlatc_compiler::{proto, text, verify, Module};
+use std::path::PathBuf;
+
+fn modules() -> Vec<(PathBuf, String)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = Vec::new();
+    for dir in ["tests/fixtures/hlo", "tests/fixtures/jax", "benches/data"] {
+        let mut entries: Vec<_> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.extension().is_some_and(|e| e == "hlo") {
+                let t = std::fs::read_to_string(&p).unwrap();
+                out.push((p, t));
+            }
+        }
+    }
+    assert!(out.len() >= 4, "fixtures missing: {out:?}");
+    out
+}
+
+fn parse(path: &PathBuf, t: &str) -> Module {
+    let m = text::parse_module(t).unwrap_or_else(|e| panic!("{}:{e}", path.display()));
+    verify(&m).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    m
+}
+
+#[test]
+fn text_round_trip_recovers_the_module() {
+    for (path, t) in modules() {
+        let m = parse(&path, &t);
+        let printed = text::print_module(&m);
+        let again = text::parse_module(&printed)
+            .unwrap_or_else(|e| panic!("{}: reparse {e}", path.display()));
+        assert!(again == m, "{}: parse(print(m)) != m", path.display());
+        assert_eq!(
+            text::print_module(&again),
+            printed,
+            "{}: printing is not idempotent",
+            path.display()
+        );
+        assert_eq!(m.instruction_count(), again.instruction_count());
+    }
+}
+
+#[test]
+fn proto_round_trip_recovers_the_module() {
+    for (path, t) in modules() {
+        let m = parse(&path, &t);
+        let bytes = proto::encode_module(&m);
+        let back =
+            proto::decode_module(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(back == m, "{}: decode(encode(m)) != m", path.display());
+        verify(&back).unwrap();
+        assert_eq!(
+            proto::encode_module(&back),
+            bytes,
+            "{}: re-encoding changed bytes",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn emission_is_deterministic() {
+    for (path, t) in modules() {
+        let a = parse(&path, &t);
+        let b = parse(&path, &t);
+        assert_eq!(
+            text::print_module(&a),
+            text::print_module(&b),
+            "{}",
+            path.display()
+        );
+        assert_eq!(
+            proto::encode_module(&a),
+            proto::encode_module(&b),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn every_opcode_is_covered_by_the_fixtures() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hlo/all_ops.hlo");
+    let m = parse(&root, &std::fs::read_to_string(&root).unwrap());
+    let mut seen: Vec<&str> = m
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(|i| c.instr(i).op.opcode()))
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen, hlatc_compiler::op::all_opcodes());
+}
+
+#[test]
+fn classic_xla_syntax_is_read() {
+    let root =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hlo/xla_classic.hlo");
+    let m = parse(&root, &std::fs::read_to_string(&root).unwrap());
+    assert_eq!(m.name, "classic_style");
+    assert_eq!(m.entry().name, "main.14");
+    assert_eq!(
+        m.input_output_alias[0].kind,
+        hlatc_compiler::AliasKind::MustAlias
+    );
+    let e = m.entry();
+    let mul = e.find("multiply.3").unwrap();
+    assert_eq!(e.instr(mul).metadata.source_line, 2);
+    assert_eq!(e.instr(mul).metadata.op_name, "jit(f)/mul");
+    let names: Vec<&str> = e
+        .operands(mul)
+        .iter()
+        .map(|&o| e.instr(o).name.as_str())
+        .collect();
+    assert_eq!(names, ["Arg_0.1", "Arg_1.2"]);
+    // Parameter order is by number, not by position in the text.
+    let params: Vec<&str> = e
+        .parameters()
+        .iter()
+        .map(|&p| e.instr(p).name.as_str())
+        .collect();
+    assert_eq!(params, ["Arg_0.1", "Arg_1.2"]);
+}
+
+#[test]
+fn literals_keep_every_bit() {
+    let t = "HloModule m\nENTRY e {\n  a = f32[3] constant({0.1, 3.4028235e38, 1.4e-45})\n  b = bf16[2] constant({0.1, -0})\n  c = s64[2] constant({-9223372036854775808, 9223372036854775807})\n  ROOT t = (f32[3], bf16[2], s64[2]) tuple(a, b, c)\n}\n";
+    let m = text::parse_module(t).unwrap();
+    let again = text::parse_module(&text::print_module(&m)).unwrap();
+    assert!(again == m);
+    let e = m.entry();
+    let a = e.find("a").unwrap();
+    match &e.instr(a).op {
+        hlatc_compiler::Op::Constant(l) => {
+            assert_eq!(l.to_f32_vec(), vec![0.1f32, f32::MAX, 1.4e-45f32]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        text::print_module(&m).contains("b = bf16[2]{0} constant({0.100097656, -0.0})"),
+        "{}",
+        text::print_module(&m)
+    );
+}
