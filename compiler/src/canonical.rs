@@ -34,10 +34,8 @@ pub fn drop_default_attributes(m: &mut Module) {
                         }
                     }
                 }
-                Op::Dot { precision, .. } => {
-                    if precision.iter().all(|&p| p == Precision::Default) {
-                        precision.clear();
-                    }
+                Op::Dot { precision, .. } if precision.iter().all(|&p| p == Precision::Default) => {
+                    precision.clear();
                 }
                 _ => {}
             }
