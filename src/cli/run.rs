@@ -3,7 +3,7 @@
 use hlatc::runtime::{assert_close, inputs, read_safetensors, write_safetensors, Runtime};
 use hlatc::{Error, Literal};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -93,7 +93,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 }
 
 fn inputs_from_file(
-    path: &PathBuf,
+    path: &Path,
     params: &[(String, hlatc::compiler::Shape)],
 ) -> Result<Vec<Literal>, Error> {
     let mut tensors = read_safetensors(path)?;
@@ -125,7 +125,7 @@ fn inputs_from_file(
 }
 
 fn compare(
-    path: &PathBuf,
+    path: &Path,
     outputs: &[Literal],
     rtol: f64,
     atol: Option<f64>,
