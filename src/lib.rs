@@ -67,17 +67,20 @@ impl Format {
         }
     }
 
-    /// By content: HLO text starts (after blank lines and comments) with
-    /// `HloModule`; anything else is taken for a proto.
+    /// By content: serialized protos contain control bytes (field tags and
+    /// lengths) right from the start; HLO text never does.
     pub fn sniff(bytes: &[u8]) -> Format {
-        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]);
-        let first = text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with("//"));
-        match first {
-            Some(l) if l.starts_with("HloModule") => Format::Text,
-            _ => Format::Proto,
+        let head = &bytes[..bytes.len().min(4096)];
+        let binary = head.iter().any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
+        let utf8 = match std::str::from_utf8(head) {
+            Ok(_) => true,
+            // A multi-byte character cut at the 4096-byte boundary is fine.
+            Err(e) => e.error_len().is_none(),
+        };
+        if binary || !utf8 || head.is_empty() {
+            Format::Proto
+        } else {
+            Format::Text
         }
     }
 }

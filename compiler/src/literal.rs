@@ -66,7 +66,7 @@ impl Literal {
     }
 
     pub fn zeros(ty: ElementType, dims: Vec<i64>) -> Self {
-        let n = dims.iter().product::<i64>().max(0) as usize * ty.byte_size();
+        let n = ArrayShape::new(ty, dims.clone()).element_count().max(0) as usize * ty.byte_size();
         Literal {
             shape: ArrayShape::new(ty, dims),
             data: vec![0; n],

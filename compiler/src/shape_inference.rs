@@ -312,7 +312,9 @@ pub fn infer_shape(
                         s.start, s.limit, s.stride, a.dims[i]
                     ));
                 }
-                dims.push((s.limit - s.start + s.stride - 1) / s.stride);
+                // start <= limit was checked, so the span is non-negative.
+                let span = s.limit - s.start;
+                dims.push(span / s.stride + i64::from(span % s.stride != 0));
             }
             Ok(arr(a.ty, dims))
         }
@@ -376,7 +378,7 @@ pub fn infer_shape(
                         "concatenate operand {i} {o} does not match {first}"
                     ));
                 }
-                dims[d as usize] += o.dims[d as usize];
+                dims[d as usize] = dims[d as usize].saturating_add(o.dims[d as usize]);
             }
             Ok(arr(first.ty, dims))
         }
@@ -399,7 +401,13 @@ pub fn infer_shape(
                 if p.interior < 0 {
                     return invalid("interior padding must be non-negative");
                 }
-                let out = p.low + p.high + n + (n - 1).max(0) * p.interior;
+                let out = (n - 1)
+                    .max(0)
+                    .checked_mul(p.interior)
+                    .and_then(|x| x.checked_add(*n))
+                    .and_then(|x| x.checked_add(p.low))
+                    .and_then(|x| x.checked_add(p.high))
+                    .unwrap_or(-1);
                 if out < 0 {
                     return invalid(format!(
                         "padding {}_{}_{} makes dimension of size {n} negative",

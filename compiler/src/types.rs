@@ -144,8 +144,15 @@ impl ArrayShape {
         self.dims.len()
     }
 
+    /// Product of the dimensions; `None` if it does not fit in an i64.
+    pub fn checked_element_count(&self) -> Option<i64> {
+        self.dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))
+    }
+
+    /// Product of the dimensions, saturating at `i64::MAX` (the verifier
+    /// rejects shapes that large).
     pub fn element_count(&self) -> i64 {
-        self.dims.iter().product()
+        self.checked_element_count().unwrap_or(i64::MAX)
     }
 
     pub fn has_default_layout(&self) -> bool {

@@ -183,6 +183,9 @@ fn check_layouts(shape: &Shape) -> Result<(), String> {
             if a.dims.iter().any(|&d| d < 0) {
                 return Err(format!("shape {a} has a negative dimension"));
             }
+            if a.checked_element_count().is_none_or(|n| n.checked_mul(a.ty.byte_size() as i64).is_none()) {
+                return Err(format!("shape {a} is too large to address"));
+            }
             let mut sorted = a.minor_to_major.clone();
             sorted.sort_unstable();
             if sorted != (0..a.rank() as i64).collect::<Vec<_>>() {

@@ -59,8 +59,8 @@ fn rule_name(r: &Rule) -> &'static str {
         Rule::string => "a quoted string",
         Rule::number => "a number",
         Rule::word => "a word",
-        Rule::root_kw => "ROOT",
-        Rule::entry_kw => "ENTRY",
+        Rule::root_kw => "`ROOT`",
+        Rule::entry_kw => "`ENTRY`",
         Rule::signature => "a signature",
         Rule::alias_entry => "an alias entry such as {0}: (0, {})",
         Rule::program_shape => "a program shape (params)->result",
@@ -69,41 +69,87 @@ fn rule_name(r: &Rule) -> &'static str {
     }
 }
 
-fn syntax_error(e: pest::error::Error<Rule>) -> ParseError {
+fn syntax_error(e: pest::error::Error<Rule>, input: &str) -> ParseError {
+    // Report the furthest point the grammar reached, with the literal tokens
+    // and rules it would have accepted there.
+    if let Some(attempts) = e.parse_attempts() {
+        let pos = attempts.max_position.min(input.len());
+        let before = &input[..pos];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        // Whitespace, comments and the characters that would merely continue
+        // a name are always acceptable; listing them drowns the real choice.
+        let noise = |t: &str| {
+            t.trim().is_empty()
+                || t == "/*"
+                || t == "//"
+                || t == "%"
+                || t.contains("..")
+                || (t.len() == 1 && t.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)))
+        };
+        let mut expected: Vec<String> = attempts
+            .expected_tokens()
+            .iter()
+            .map(|t| t.to_string())
+            .filter(|t| !noise(t))
+            .map(|t| format!("`{t}`"))
+            .collect();
+        let mut parents = Vec::new();
+        for stack in attempts.call_stacks() {
+            if let Some(r) = stack.deepest.get_rule() {
+                expected.push(rule_name(r).to_string());
+            } else if let Some(r) = stack.parent {
+                parents.push(rule_name(&r).to_string());
+            }
+        }
+        if expected.is_empty() {
+            expected = parents;
+        }
+        expected.sort();
+        expected.dedup();
+        let found: String = input[pos..].chars().take_while(|&c| c != '\n').take(24).collect();
+        let found = if found.is_empty() { "end of line".to_string() } else { format!("`{}`", found.trim_end()) };
+        let message = if expected.is_empty() {
+            format!("syntax error at {found}")
+        } else {
+            format!("expected {}, found {found}", expected.join(" or "))
+        };
+        return ParseError { line, column, message };
+    }
     let (line, column) = match e.line_col {
         pest::error::LineColLocation::Pos(p) | pest::error::LineColLocation::Span(p, _) => p,
-    };
-    let message = match &e.variant {
-        pest::error::ErrorVariant::ParsingError { positives, .. } if !positives.is_empty() => {
-            let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
-            names.sort_unstable();
-            names.dedup();
-            let found = e
-                .line()
-                .chars()
-                .skip(column.saturating_sub(1))
-                .take(24)
-                .collect::<String>();
-            format!(
-                "expected {}, found `{}`",
-                names.join(" or "),
-                found.trim_end()
-            )
-        }
-        pest::error::ErrorVariant::ParsingError { .. } => "syntax error".to_string(),
-        pest::error::ErrorVariant::CustomError { message } => message.clone(),
     };
     ParseError {
         line,
         column,
-        message,
+        message: e.variant.message().into_owned(),
+    }
+}
+
+/// Re-parses failing input with pest's attempt tracking on, which names the
+/// tokens expected at the furthest point reached. Tracking is a process-wide
+/// switch that slows parsing, so it is on only during this retry; the lock
+/// keeps concurrent retries from switching it off under each other.
+fn detailed_syntax_error(text: &str) -> ParseError {
+    static DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = DETAIL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    pest::set_error_detail(true);
+    let result = HloParser::parse(Rule::module, text);
+    pest::set_error_detail(false);
+    match result {
+        Err(e) => syntax_error(e, text),
+        Ok(_) => ParseError {
+            line: 1,
+            column: 1,
+            message: "internal error: input parsed only on the second attempt".into(),
+        },
     }
 }
 
 /// Parses a whole module. The result is well-formed as a graph (every operand
 /// resolved, every computation rooted); call [`crate::verify`] for shapes.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
-    let mut pairs = HloParser::parse(Rule::module, text).map_err(syntax_error)?;
+    let mut pairs = HloParser::parse(Rule::module, text).map_err(|_| detailed_syntax_error(text))?;
     let module_pair = pairs.next().expect("the module rule produces one pair");
     let mut inner = module_pair.into_inner();
     let name = strip_sigil(inner.next().expect("grammar: module name").as_str()).to_string();
@@ -848,9 +894,10 @@ fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, 
         Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
     };
     let mut values = Vec::new();
+    let whole = p.clone();
     collect_literal(p, arr, 0, &mut values)?;
     let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
-        .or_else(|e| err_at(at, e.to_string()))?;
+        .or_else(|e| err_at(&whole, e.to_string()))?;
     lit.shape.minor_to_major = arr.minor_to_major.clone();
     Ok(lit)
 }

@@ -1,0 +1,126 @@
+//! Bad input gives an error that names the problem and where it is.
+
+use hlatc_compiler::{proto, text, verify};
+
+fn parse_err(src: &str) -> String {
+    match text::parse_module(src) {
+        Ok(_) => panic!("expected a parse error for:\n{src}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn entry(body: &str) -> String {
+    format!("HloModule m\n\nENTRY e {{\n{body}\n}}\n")
+}
+
+#[test]
+fn syntax_errors_give_line_column_and_expectation() {
+    let cases = [
+        (entry("  x f32[] parameter(0)"), "4:5: expected `=` or an instruction, found `f32[] parameter(0)`"),
+        ("HloModule m\nENTRY e {\n  x = f32[2 parameter(0)\n}\n".to_string(), "3:13: expected `,` or `]` or an integer, found `parameter(0)`"),
+        (entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] broadcast(x), dimensions={0,}"), "5:47: expected an integer, found `}`"),
+        ("HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)".to_string(), "3:30: expected `,` or `ROOT` or `}` or a name or an instruction, found end of line"),
+        ("HloMod m".to_string(), "1:1: expected HloModule header or `HloModule`, found `HloMod m`"),
+    ];
+    for (src, want) in cases {
+        let got = parse_err(&src);
+        assert_eq!(got, want, "src:\n{src}");
+    }
+}
+
+#[test]
+fn semantic_errors_point_at_the_token() {
+    let cases = [
+        (entry("  x = f32[] parameter(0)\n  ROOT y = f32[] frobnicate(x)"), "5:18: unsupported opcode 'frobnicate' (supported: abs, add,"),
+        (entry("  ROOT y = f32[] negate(z)"), "4:25: operand 'z' is not defined in computation 'e'"),
+        (entry("  ROOT x = c64[2] parameter(0)"), "4:12: unsupported element type 'c64' (supported: pred, s8, s32"),
+        (entry("  x = f32[] parameter(0)\n  ROOT y = f32[2] broadcast(x)"), "5:3: broadcast needs attribute 'dimensions'"),
+        (entry("  x = f32[] parameter(0)\n  ROOT y = f32[] negate(x), foo=1"), "5:29: unsupported attribute 'foo' on negate"),
+        (entry("  ROOT c = f32[3] constant({1, 2})"), "4:28: literal has 2 elements in dimension 0, f32[3]{0} needs 3"),
+        (entry("  ROOT c = f32[3] constant({...})"), "4:28: constant value was elided"),
+        (entry("  ROOT c = s8[] constant(300)"), "4:26: value 300 is not representable as s8"),
+        (entry("  ROOT c = pred[] constant(2.5)"), "4:28: '2.5' is not a valid pred value"),
+        (entry("  x = f32[] parameter(0)\n  x = f32[] parameter(1)\n  ROOT y = f32[] add(x, x)"), "5:3: instruction name 'x' is defined twice"),
+        (entry("  ROOT x = f32[] custom-call(), custom_call_target=\"a\\qb\""), "4:53: malformed escape sequence in string"),
+        (entry("  x = f32[] parameter(0)\n  ROOT y = pred[] compare(x, x), direction=SIDEWAYS"), "5:45: unknown direction 'SIDEWAYS' (expected one of EQ, NE, LT, LE, GT, GE)"),
+        (entry("  ROOT x = f32[2,3]{0} parameter(0)"), "4:21: layout has 1 entries for rank 2"),
+        ("HloModule m, num_replicas=8\nENTRY e {\n ROOT x = f32[] parameter(0)\n}\n".to_string(), "1:14: unsupported module attribute 'num_replicas'"),
+    ];
+    for (src, want) in cases {
+        let got = parse_err(&src);
+        assert!(got.starts_with(want), "\nwant: {want}\ngot:  {got}\nsrc:\n{src}");
+    }
+}
+
+fn verify_err(src: &str) -> String {
+    let m = text::parse_module(src).unwrap_or_else(|e| panic!("{e}"));
+    verify(&m).expect_err("expected a verifier error").to_string()
+}
+
+#[test]
+fn verifier_errors_name_instruction_and_rule() {
+    let cases = [
+        (
+            entry("  a = f32[2,3] parameter(0)\n  b = f32[4,2] parameter(1)\n  ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+            "computation 'e', instruction 'd': dot: dot dimension sizes differ: lhs dim 1 is 3, rhs dim 0 is 4",
+        ),
+        (
+            entry("  a = f32[2] parameter(0)\n  b = f32[2] parameter(2)\n  ROOT s = f32[2] add(a, b)"),
+            "computation 'e', instruction 'b': parameter numbers must be 0..2 without gaps; found 2",
+        ),
+        (
+            entry("  a = f32[2] parameter(0)\n  ROOT s = f32[3] add(a, a)"),
+            "computation 'e', instruction 's': add produces f32[2]{0} but the instruction declares f32[3]{0}",
+        ),
+        (
+            entry("  a = f32[2] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=nowhere"),
+            "computation 'e', instruction 'r': reduce: calls unknown computation 'nowhere'",
+        ),
+        (
+            entry("  a = f32[2] add(b, b)\n  ROOT b = f32[2] add(a, a)"),
+            "computation 'e': instructions form a cycle",
+        ),
+        (
+            "HloModule m, input_output_alias={ {0}: (0, {}, may-alias) }\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT c = s32[2] convert(a)\n}\n".to_string(),
+            "computation 'e': input_output_alias: output index [0] does not exist in s32[2]{0}",
+        ),
+        (
+            "HloModule m\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\nENTRY e {\n  x = f32[2] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add\n}\n".to_string(),
+            "computation 'e', instruction 'x': name is also used in computation 'add'",
+        ),
+        (
+            "HloModule m\nmul {\n  x = f32[] parameter(0)\n  ROOT n = f32[] negate(x)\n}\nENTRY e {\n  a = f32[2] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=mul\n}\n".to_string(),
+            "computation 'e', instruction 'r': reduce: 'mul' has signature (f32[]) -> f32[] but (f32[], f32[]) -> f32[] is required",
+        ),
+        (
+            entry("  ROOT a = f32[4611686018427387904,4] parameter(0)"),
+            "computation 'e', instruction 'a': shape f32[4611686018427387904,4]{1,0} is too large to address",
+        ),
+    ];
+    for (src, want) in cases {
+        let got = verify_err(&src);
+        assert!(got.starts_with(want), "\nwant: {want}\ngot:  {got}\nsrc:\n{src}");
+    }
+}
+
+#[test]
+fn malformed_protos_are_errors() {
+    assert!(matches!(proto::decode_module(&[0xff, 0xff, 0xff]), Err(proto::ProtoError::Decode(_))));
+    // Valid wire format, but the entry computation does not exist.
+    let e = proto::decode_module(&[0x0a, 0x01, b'm', 0x30, 0x07]).unwrap_err();
+    assert_eq!(e.to_string(), "computation 'm': entry computation id 7 not found");
+    // An instruction whose operand id is not in its computation.
+    let m = text::parse_module(&entry("  a = f32[2] parameter(0)\n  ROOT n = f32[2] negate(a)")).unwrap();
+    let mut p = proto::module_to_proto(&m);
+    p.computations[0].instructions[1].operand_ids = vec![99];
+    let e = proto::module_from_proto(&p).unwrap_err();
+    assert_eq!(e.to_string(), "computation 'e', instruction 'n': operand id 99 is not in this computation");
+    let mut p = proto::module_to_proto(&m);
+    p.computations[0].instructions[1].opcode = "fusion".into();
+    let e = proto::module_from_proto(&p).unwrap_err();
+    assert_eq!(e.to_string(), "computation 'e', instruction 'n': unsupported opcode 'fusion'");
+    let mut p = proto::module_to_proto(&m);
+    p.computations[0].instructions[0].shape.as_mut().unwrap().element_type = 15; // C64
+    let e = proto::module_from_proto(&p).unwrap_err();
+    assert_eq!(e.to_string(), "computation 'e', instruction 'a': unsupported element type 15 (PrimitiveType number)");
+}
