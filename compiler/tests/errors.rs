@@ -41,9 +41,9 @@ fn semantic_errors_point_at_the_token() {
         (entry("  ROOT c = s8[] constant(300)"), "4:26: value 300 is not representable as s8"),
         (entry("  ROOT c = pred[] constant(2.5)"), "4:28: '2.5' is not a valid pred value"),
         (entry("  x = f32[] parameter(0)\n  x = f32[] parameter(1)\n  ROOT y = f32[] add(x, x)"), "5:3: instruction name 'x' is defined twice"),
-        (entry("  ROOT x = f32[] custom-call(), custom_call_target=\"a\\qb\""), "4:53: malformed escape sequence in string"),
-        (entry("  x = f32[] parameter(0)\n  ROOT y = pred[] compare(x, x), direction=SIDEWAYS"), "5:45: unknown direction 'SIDEWAYS' (expected one of EQ, NE, LT, LE, GT, GE)"),
-        (entry("  ROOT x = f32[2,3]{0} parameter(0)"), "4:21: layout has 1 entries for rank 2"),
+        (entry("  ROOT x = f32[] custom-call(), custom_call_target=\"a\\qb\""), "4:52: malformed escape sequence in string"),
+        (entry("  x = f32[] parameter(0)\n  ROOT y = pred[] compare(x, x), direction=SIDEWAYS"), "5:34: unknown direction 'SIDEWAYS' (expected one of EQ, NE, LT, LE, GT, GE)"),
+        (entry("  ROOT x = f32[2,3]{0} parameter(0)"), "4:20: layout has 1 entries for rank 2"),
         ("HloModule m, num_replicas=8\nENTRY e {\n ROOT x = f32[] parameter(0)\n}\n".to_string(), "1:14: unsupported module attribute 'num_replicas'"),
     ];
     for (src, want) in cases {
