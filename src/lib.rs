@@ -71,7 +71,9 @@ impl Format {
     /// lengths) right from the start; HLO text never does.
     pub fn sniff(bytes: &[u8]) -> Format {
         let head = &bytes[..bytes.len().min(4096)];
-        let binary = head.iter().any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
+        let binary = head
+            .iter()
+            .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
         let utf8 = match std::str::from_utf8(head) {
             Ok(_) => true,
             // A multi-byte character cut at the 4096-byte boundary is fine.

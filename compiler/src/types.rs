@@ -146,7 +146,9 @@ impl ArrayShape {
 
     /// Product of the dimensions; `None` if it does not fit in an i64.
     pub fn checked_element_count(&self) -> Option<i64> {
-        self.dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))
+        self.dims
+            .iter()
+            .try_fold(1i64, |acc, &d| acc.checked_mul(d))
     }
 
     /// Product of the dimensions, saturating at `i64::MAX` (the verifier

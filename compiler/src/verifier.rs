@@ -62,8 +62,21 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
     if module.entry >= module.computations.len() {
         return Err(module_err("module has no entry computation".into()));
     }
+    if !is_hlo_name(&module.name) {
+        return Err(module_err(format!(
+            "module name {:?} is not a valid HLO name",
+            module.name
+        )));
+    }
+    check_attribute_keys(&module.frontend_attributes).map_err(module_err)?;
     let mut names = BTreeSet::new();
     for c in &module.computations {
+        if !is_hlo_name(&c.name) {
+            return Err(module_err(format!(
+                "computation name {:?} is not a valid HLO name",
+                c.name
+            )));
+        }
         if !names.insert(c.name.as_str()) {
             return Err(module_err(format!(
                 "two computations are named '{}'",
@@ -114,9 +127,16 @@ fn verify_computation(
                 format!("an instruction ({}) has an empty name", instr.op.opcode()),
             ));
         }
+        if !is_hlo_name(&instr.name) {
+            return Err(err(
+                None,
+                format!("instruction name {:?} is not a valid HLO name", instr.name),
+            ));
+        }
         if !names.insert(instr.name.as_str()) {
             return Err(err(here, "name is used twice in this computation".into()));
         }
+        check_attribute_keys(&instr.frontend_attributes).map_err(|m| err(here, m))?;
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
         if let Op::Parameter(n) = instr.op {
             if let Some(prev) = param_numbers.insert(n, instr.name.clone()) {
@@ -158,6 +178,30 @@ fn verify_computation(
     Ok(())
 }
 
+/// What XLA's lexer reads as a name: `[A-Za-z_][A-Za-z0-9_.-]*`. Names from
+/// protos are checked so that every verified module prints as parsable text.
+pub fn is_hlo_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), String> {
+    for k in attrs.keys() {
+        let mut chars = k.chars();
+        let ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(format!("frontend attribute key {k:?} is not an identifier"));
+        }
+    }
+    Ok(())
+}
+
 /// XLA requires instruction names to be unique across the whole module (its
 /// compiler RET_CHECKs this), not just within a computation.
 fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
@@ -183,7 +227,9 @@ fn check_layouts(shape: &Shape) -> Result<(), String> {
             if a.dims.iter().any(|&d| d < 0) {
                 return Err(format!("shape {a} has a negative dimension"));
             }
-            if a.checked_element_count().is_none_or(|n| n.checked_mul(a.ty.byte_size() as i64).is_none()) {
+            if a.checked_element_count()
+                .is_none_or(|n| n.checked_mul(a.ty.byte_size() as i64).is_none())
+            {
                 return Err(format!("shape {a} is too large to address"));
             }
             let mut sorted = a.minor_to_major.clone();

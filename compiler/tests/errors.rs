@@ -16,11 +16,26 @@ fn entry(body: &str) -> String {
 #[test]
 fn syntax_errors_give_line_column_and_expectation() {
     let cases = [
-        (entry("  x f32[] parameter(0)"), "4:5: expected `=` or an instruction, found `f32[] parameter(0)`"),
-        ("HloModule m\nENTRY e {\n  x = f32[2 parameter(0)\n}\n".to_string(), "3:13: expected `,` or `]` or an integer, found `parameter(0)`"),
-        (entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] broadcast(x), dimensions={0,}"), "5:47: expected an integer, found `}`"),
-        ("HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)".to_string(), "3:30: expected `,` or `ROOT` or `}` or a name or an instruction, found end of line"),
-        ("HloMod m".to_string(), "1:1: expected HloModule header or `HloModule`, found `HloMod m`"),
+        (
+            entry("  x f32[] parameter(0)"),
+            "4:5: expected `=` or an instruction, found `f32[] parameter(0)`",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  x = f32[2 parameter(0)\n}\n".to_string(),
+            "3:13: expected `,` or `]` or an integer, found `parameter(0)`",
+        ),
+        (
+            entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] broadcast(x), dimensions={0,}"),
+            "5:47: expected an integer, found `}`",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)".to_string(),
+            "3:30: expected `,` or `ROOT` or `}` or a name or an instruction, found end of line",
+        ),
+        (
+            "HloMod m".to_string(),
+            "1:1: expected HloModule header or `HloModule`, found `HloMod m`",
+        ),
     ];
     for (src, want) in cases {
         let got = parse_err(&src);
@@ -31,30 +46,77 @@ fn syntax_errors_give_line_column_and_expectation() {
 #[test]
 fn semantic_errors_point_at_the_token() {
     let cases = [
-        (entry("  x = f32[] parameter(0)\n  ROOT y = f32[] frobnicate(x)"), "5:18: unsupported opcode 'frobnicate' (supported: abs, add,"),
-        (entry("  ROOT y = f32[] negate(z)"), "4:25: operand 'z' is not defined in computation 'e'"),
-        (entry("  ROOT x = c64[2] parameter(0)"), "4:12: unsupported element type 'c64' (supported: pred, s8, s32"),
-        (entry("  x = f32[] parameter(0)\n  ROOT y = f32[2] broadcast(x)"), "5:3: broadcast needs attribute 'dimensions'"),
-        (entry("  x = f32[] parameter(0)\n  ROOT y = f32[] negate(x), foo=1"), "5:29: unsupported attribute 'foo' on negate"),
-        (entry("  ROOT c = f32[3] constant({1, 2})"), "4:28: literal has 2 elements in dimension 0, f32[3]{0} needs 3"),
-        (entry("  ROOT c = f32[3] constant({...})"), "4:28: constant value was elided"),
-        (entry("  ROOT c = s8[] constant(300)"), "4:26: value 300 is not representable as s8"),
-        (entry("  ROOT c = pred[] constant(2.5)"), "4:28: '2.5' is not a valid pred value"),
-        (entry("  x = f32[] parameter(0)\n  x = f32[] parameter(1)\n  ROOT y = f32[] add(x, x)"), "5:3: instruction name 'x' is defined twice"),
-        (entry("  ROOT x = f32[] custom-call(), custom_call_target=\"a\\qb\""), "4:52: malformed escape sequence in string"),
-        (entry("  x = f32[] parameter(0)\n  ROOT y = pred[] compare(x, x), direction=SIDEWAYS"), "5:34: unknown direction 'SIDEWAYS' (expected one of EQ, NE, LT, LE, GT, GE)"),
-        (entry("  ROOT x = f32[2,3]{0} parameter(0)"), "4:20: layout has 1 entries for rank 2"),
-        ("HloModule m, num_replicas=8\nENTRY e {\n ROOT x = f32[] parameter(0)\n}\n".to_string(), "1:14: unsupported module attribute 'num_replicas'"),
+        (
+            entry("  x = f32[] parameter(0)\n  ROOT y = f32[] frobnicate(x)"),
+            "5:18: unsupported opcode 'frobnicate' (supported: abs, add,",
+        ),
+        (
+            entry("  ROOT y = f32[] negate(z)"),
+            "4:25: operand 'z' is not defined in computation 'e'",
+        ),
+        (
+            entry("  ROOT x = c64[2] parameter(0)"),
+            "4:12: unsupported element type 'c64' (supported: pred, s8, s32",
+        ),
+        (
+            entry("  x = f32[] parameter(0)\n  ROOT y = f32[2] broadcast(x)"),
+            "5:3: broadcast needs attribute 'dimensions'",
+        ),
+        (
+            entry("  x = f32[] parameter(0)\n  ROOT y = f32[] negate(x), foo=1"),
+            "5:29: unsupported attribute 'foo' on negate",
+        ),
+        (
+            entry("  ROOT c = f32[3] constant({1, 2})"),
+            "4:28: literal has 2 elements in dimension 0, f32[3]{0} needs 3",
+        ),
+        (
+            entry("  ROOT c = f32[3] constant({...})"),
+            "4:28: constant value was elided",
+        ),
+        (
+            entry("  ROOT c = s8[] constant(300)"),
+            "4:26: value 300 is not representable as s8",
+        ),
+        (
+            entry("  ROOT c = pred[] constant(2.5)"),
+            "4:28: '2.5' is not a valid pred value",
+        ),
+        (
+            entry("  x = f32[] parameter(0)\n  x = f32[] parameter(1)\n  ROOT y = f32[] add(x, x)"),
+            "5:3: instruction name 'x' is defined twice",
+        ),
+        (
+            entry("  ROOT x = f32[] custom-call(), custom_call_target=\"a\\qb\""),
+            "4:52: malformed escape sequence in string",
+        ),
+        (
+            entry("  x = f32[] parameter(0)\n  ROOT y = pred[] compare(x, x), direction=SIDEWAYS"),
+            "5:34: unknown direction 'SIDEWAYS' (expected one of EQ, NE, LT, LE, GT, GE)",
+        ),
+        (
+            entry("  ROOT x = f32[2,3]{0} parameter(0)"),
+            "4:20: layout has 1 entries for rank 2",
+        ),
+        (
+            "HloModule m, num_replicas=8\nENTRY e {\n ROOT x = f32[] parameter(0)\n}\n".to_string(),
+            "1:14: unsupported module attribute 'num_replicas'",
+        ),
     ];
     for (src, want) in cases {
         let got = parse_err(&src);
-        assert!(got.starts_with(want), "\nwant: {want}\ngot:  {got}\nsrc:\n{src}");
+        assert!(
+            got.starts_with(want),
+            "\nwant: {want}\ngot:  {got}\nsrc:\n{src}"
+        );
     }
 }
 
 fn verify_err(src: &str) -> String {
     let m = text::parse_module(src).unwrap_or_else(|e| panic!("{e}"));
-    verify(&m).expect_err("expected a verifier error").to_string()
+    verify(&m)
+        .expect_err("expected a verifier error")
+        .to_string()
 }
 
 #[test]
@@ -99,28 +161,53 @@ fn verifier_errors_name_instruction_and_rule() {
     ];
     for (src, want) in cases {
         let got = verify_err(&src);
-        assert!(got.starts_with(want), "\nwant: {want}\ngot:  {got}\nsrc:\n{src}");
+        assert!(
+            got.starts_with(want),
+            "\nwant: {want}\ngot:  {got}\nsrc:\n{src}"
+        );
     }
 }
 
 #[test]
 fn malformed_protos_are_errors() {
-    assert!(matches!(proto::decode_module(&[0xff, 0xff, 0xff]), Err(proto::ProtoError::Decode(_))));
+    assert!(matches!(
+        proto::decode_module(&[0xff, 0xff, 0xff]),
+        Err(proto::ProtoError::Decode(_))
+    ));
     // Valid wire format, but the entry computation does not exist.
     let e = proto::decode_module(&[0x0a, 0x01, b'm', 0x30, 0x07]).unwrap_err();
-    assert_eq!(e.to_string(), "computation 'm': entry computation id 7 not found");
+    assert_eq!(
+        e.to_string(),
+        "computation 'm': entry computation id 7 not found"
+    );
     // An instruction whose operand id is not in its computation.
-    let m = text::parse_module(&entry("  a = f32[2] parameter(0)\n  ROOT n = f32[2] negate(a)")).unwrap();
+    let m = text::parse_module(&entry(
+        "  a = f32[2] parameter(0)\n  ROOT n = f32[2] negate(a)",
+    ))
+    .unwrap();
     let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[1].operand_ids = vec![99];
     let e = proto::module_from_proto(&p).unwrap_err();
-    assert_eq!(e.to_string(), "computation 'e', instruction 'n': operand id 99 is not in this computation");
+    assert_eq!(
+        e.to_string(),
+        "computation 'e', instruction 'n': operand id 99 is not in this computation"
+    );
     let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[1].opcode = "fusion".into();
     let e = proto::module_from_proto(&p).unwrap_err();
-    assert_eq!(e.to_string(), "computation 'e', instruction 'n': unsupported opcode 'fusion'");
+    assert_eq!(
+        e.to_string(),
+        "computation 'e', instruction 'n': unsupported opcode 'fusion'"
+    );
     let mut p = proto::module_to_proto(&m);
-    p.computations[0].instructions[0].shape.as_mut().unwrap().element_type = 15; // C64
+    p.computations[0].instructions[0]
+        .shape
+        .as_mut()
+        .unwrap()
+        .element_type = 15; // C64
     let e = proto::module_from_proto(&p).unwrap_err();
-    assert_eq!(e.to_string(), "computation 'e', instruction 'a': unsupported element type 15 (PrimitiveType number)");
+    assert_eq!(
+        e.to_string(),
+        "computation 'e', instruction 'a': unsupported element type 15 (PrimitiveType number)"
+    );
 }

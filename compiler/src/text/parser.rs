@@ -85,7 +85,9 @@ fn syntax_error(e: pest::error::Error<Rule>, input: &str) -> ParseError {
                 || t == "//"
                 || t == "%"
                 || t.contains("..")
-                || (t.len() == 1 && t.chars().all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)))
+                || (t.len() == 1
+                    && t.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)))
         };
         let mut expected: Vec<String> = attempts
             .expected_tokens()
@@ -107,14 +109,26 @@ fn syntax_error(e: pest::error::Error<Rule>, input: &str) -> ParseError {
         }
         expected.sort();
         expected.dedup();
-        let found: String = input[pos..].chars().take_while(|&c| c != '\n').take(24).collect();
-        let found = if found.is_empty() { "end of line".to_string() } else { format!("`{}`", found.trim_end()) };
+        let found: String = input[pos..]
+            .chars()
+            .take_while(|&c| c != '\n')
+            .take(24)
+            .collect();
+        let found = if found.is_empty() {
+            "end of line".to_string()
+        } else {
+            format!("`{}`", found.trim_end())
+        };
         let message = if expected.is_empty() {
             format!("syntax error at {found}")
         } else {
             format!("expected {}, found {found}", expected.join(" or "))
         };
-        return ParseError { line, column, message };
+        return ParseError {
+            line,
+            column,
+            message,
+        };
     }
     let (line, column) = match e.line_col {
         pest::error::LineColLocation::Pos(p) | pest::error::LineColLocation::Span(p, _) => p,
@@ -132,7 +146,9 @@ fn syntax_error(e: pest::error::Error<Rule>, input: &str) -> ParseError {
 /// keeps concurrent retries from switching it off under each other.
 fn detailed_syntax_error(text: &str) -> ParseError {
     static DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = DETAIL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = DETAIL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     pest::set_error_detail(true);
     let result = HloParser::parse(Rule::module, text);
     pest::set_error_detail(false);
@@ -149,7 +165,8 @@ fn detailed_syntax_error(text: &str) -> ParseError {
 /// Parses a whole module. The result is well-formed as a graph (every operand
 /// resolved, every computation rooted); call [`crate::verify`] for shapes.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
-    let mut pairs = HloParser::parse(Rule::module, text).map_err(|_| detailed_syntax_error(text))?;
+    let mut pairs =
+        HloParser::parse(Rule::module, text).map_err(|_| detailed_syntax_error(text))?;
     let module_pair = pairs.next().expect("the module rule produces one pair");
     let mut inner = module_pair.into_inner();
     let name = strip_sigil(inner.next().expect("grammar: module name").as_str()).to_string();
