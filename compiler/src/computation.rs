@@ -4,9 +4,9 @@
 use crate::instruction::Instruction;
 use crate::op::Op;
 use petgraph::stable_graph::{NodeIndex, StableGraph};
-use petgraph::visit::EdgeRef;
+use petgraph::visit::{EdgeRef, NodeIndexable};
 use petgraph::Direction;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub type InstrId = NodeIndex<u32>;
 
@@ -150,8 +150,11 @@ impl Computation {
     /// instruction nobody uses (in node order), the root last. Iterative, so
     /// 100k-deep chains do not overflow the stack.
     pub fn post_order(&self) -> Vec<InstrId> {
+        const NEW: u8 = 0;
+        const OPEN: u8 = 1;
+        const DONE: u8 = 2;
+        let mut state = vec![NEW; self.graph.node_bound()];
         let mut order = Vec::with_capacity(self.len());
-        let mut visited: HashMap<InstrId, bool> = HashMap::with_capacity(self.len());
         let mut sinks: Vec<InstrId> = self
             .graph
             .node_indices()
@@ -165,27 +168,29 @@ impl Computation {
             })
             .collect();
         sinks.extend(self.root);
+        let mut stack: Vec<(InstrId, bool)> = Vec::new();
         for start in sinks {
-            if visited.contains_key(&start) {
+            if state[start.index()] != NEW {
                 continue;
             }
-            // (node, operands expanded?)
-            let mut stack = vec![(start, false)];
+            // (node, operands already pushed?)
+            stack.push((start, false));
             while let Some((id, expanded)) = stack.pop() {
+                let s = &mut state[id.index()];
                 if expanded {
-                    if visited.get(&id) == Some(&false) {
-                        visited.insert(id, true);
+                    if *s == OPEN {
+                        *s = DONE;
                         order.push(id);
                     }
                     continue;
                 }
-                if visited.contains_key(&id) {
+                if *s != NEW {
                     continue;
                 }
-                visited.insert(id, false);
+                *s = OPEN;
                 stack.push((id, true));
                 for o in self.operands(id).into_iter().rev() {
-                    if !visited.contains_key(&o) {
+                    if state[o.index()] == NEW {
                         stack.push((o, false));
                     }
                 }
@@ -194,11 +199,11 @@ impl Computation {
         // Nodes on a cycle are never reached from a sink; keep them so the
         // verifier can see and report them.
         if order.len() != self.len() {
-            for id in self.graph.node_indices() {
-                if visited.get(&id) != Some(&true) {
-                    order.push(id);
-                }
-            }
+            order.extend(
+                self.graph
+                    .node_indices()
+                    .filter(|id| state[id.index()] != DONE),
+            );
         }
         order
     }

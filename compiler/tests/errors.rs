@@ -22,11 +22,11 @@ fn syntax_errors_give_line_column_and_expectation() {
         ),
         (
             "HloModule m\nENTRY e {\n  x = f32[2 parameter(0)\n}\n".to_string(),
-            "3:13: expected `,` or `]` or an integer, found `parameter(0)`",
+            "3:13: expected `,` or `]` or dimensions such as 2,3, found `parameter(0)`",
         ),
         (
             entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] broadcast(x), dimensions={0,}"),
-            "5:47: expected an integer, found `}`",
+            "5:47: expected an integer list such as {0,1}, found `}`",
         ),
         (
             "HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)".to_string(),

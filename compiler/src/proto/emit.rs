@@ -88,19 +88,20 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
     for &i in &order {
         let c = &m.computations[i];
         let post = c.post_order();
-        let mut ids = HashMap::with_capacity(post.len());
+        // Proto ids by node index (node indices are dense enough to index).
+        let mut ids = vec![0i64; post.iter().map(|id| id.index() + 1).max().unwrap_or(0)];
         let mut instructions = Vec::with_capacity(post.len());
         for id in post {
             let instr = c.instr(id);
             let my_id = next_id;
             next_id += 1;
-            ids.insert(id, my_id);
+            ids[id.index()] = my_id;
             let mut p = HloInstructionProto {
                 name: instr.name.clone(),
                 opcode: instr.op.opcode().to_string(),
                 shape: Some(shape_to_proto(&instr.shape)),
                 id: my_id,
-                operand_ids: c.operands(id).iter().map(|o| ids[o]).collect(),
+                operand_ids: c.operands(id).iter().map(|o| ids[o.index()]).collect(),
                 called_computation_ids: instr
                     .op
                     .called_computations()
@@ -127,7 +128,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             instructions,
             program_shape: Some(program_shape(c)),
             id: comp_ids[c.name.as_str()],
-            root_id: c.root().map(|r| ids[&r]).unwrap_or(-1),
+            root_id: c.root().map(|r| ids[r.index()]).unwrap_or(-1),
         });
     }
     let entry = m.entry();

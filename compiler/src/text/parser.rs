@@ -49,7 +49,9 @@ fn rule_name(r: &Rule) -> &'static str {
         Rule::name => "a name",
         Rule::shape | Rule::array_shape | Rule::tuple_shape => "a shape such as f32[2,3]",
         Rule::elem_type => "an element type",
-        Rule::dims | Rule::int => "an integer",
+        Rule::int => "an integer",
+        Rule::dims => "dimensions such as 2,3",
+        Rule::int_list => "an integer list such as {0,1}",
         Rule::layout => "a layout such as {1,0}",
         Rule::opcode => "an opcode",
         Rule::operand => "an operand",
@@ -232,6 +234,25 @@ fn int(p: &Pair<Rule>) -> Result<i64, ParseError> {
         .or_else(|_| err_at(p, format!("integer {} is out of range", p.as_str())))
 }
 
+/// The integers of an atomic list token such as `{1, 0}` or `2,3`.
+fn ints_in(p: &Pair<Rule>) -> Result<Vec<i64>, ParseError> {
+    let body = p
+        .as_str()
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}');
+    if body.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    body.split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<i64>()
+                .or_else(|_| err_at(p, format!("integer {} is out of range", t.trim())))
+        })
+        .collect()
+}
+
 fn shape_index(p: Pair<Rule>) -> Result<Vec<i64>, ParseError> {
     p.into_inner().map(|i| int(&i)).collect()
 }
@@ -277,21 +298,13 @@ fn shape(p: Pair<Rule>) -> Result<Shape, ParseError> {
                 }
             };
             let dims_pair = it.next().expect("grammar: dims");
-            let dims: Vec<i64> = dims_pair
-                .clone()
-                .into_inner()
-                .map(|d| int(&d))
-                .collect::<Result<_, _>>()?;
+            let dims = ints_in(&dims_pair)?;
             if let Some(d) = dims.iter().find(|&&d| d < 0) {
                 return err_at(&dims_pair, format!("negative dimension {d}"));
             }
             let mut a = ArrayShape::new(ty, dims);
             if let Some(layout) = it.next() {
-                let m2m: Vec<i64> = layout
-                    .clone()
-                    .into_inner()
-                    .map(|d| int(&d))
-                    .collect::<Result<_, _>>()?;
+                let m2m = ints_in(&layout)?;
                 if !m2m.is_empty() || a.rank() == 0 {
                     if m2m.len() != a.rank() {
                         return err_at(
@@ -372,7 +385,7 @@ fn value(p: Pair<Rule>) -> Result<Value, ParseError> {
         }
         Rule::number => Value::Number(p.as_str().to_string()),
         Rule::word => Value::Word(strip_sigil(p.as_str()).to_string()),
-        Rule::int_list => Value::Ints(p.into_inner().map(|i| int(&i)).collect::<Result<_, _>>()?),
+        Rule::int_list => Value::Ints(ints_in(&p)?),
         Rule::word_list => Value::Words(p.into_inner().map(|w| w.as_str().to_string()).collect()),
         Rule::kv_map => Value::Map(
             p.into_inner()
