@@ -1,0 +1,248 @@
+//! The `hlatc` binary, end to end: what a user types and what they see.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn hlatc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(rel: &str) -> String {
+    root().join(rel).display().to_string()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hlatc-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn fmt_prints_canonical_text_deterministically() {
+    let f = fixture("tests/fixtures/hlo/xla_classic.hlo");
+    let a = hlatc(&["fmt", &f]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let text = stdout(&a);
+    assert!(
+        text.starts_with(
+            "HloModule classic_style, input_output_alias={ {0}: (1, {}, must-alias) }"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("ROOT tuple.13 = (f32[4]{0}, f32[]) tuple(multiply.3, reduce.11)"),
+        "{text}"
+    );
+    assert!(!text.contains('%'));
+    assert_eq!(stdout(&hlatc(&["fmt", &f])), text);
+    // Formatting canonical text is the identity.
+    let p = tmp("canon.hlo");
+    std::fs::write(&p, &text).unwrap();
+    assert_eq!(stdout(&hlatc(&["fmt", p.to_str().unwrap()])), text);
+}
+
+#[test]
+fn convert_round_trips_through_the_proto() {
+    let f = fixture("tests/fixtures/jax/llama_tiny_step.hlo");
+    let pb = tmp("step.hlo_module.pb");
+    let txt = tmp("step.txt");
+    let o = hlatc(&["convert", &f, "-o", pb.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = std::fs::read(&pb).unwrap();
+    assert!(bytes.len() > 10_000 && bytes[0] == 0x0a, "not a proto");
+    let o = hlatc(&["convert", pb.to_str().unwrap(), "-o", txt.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(&txt).unwrap(),
+        stdout(&hlatc(&["fmt", &f]))
+    );
+    // Converting again gives the same bytes.
+    let pb2 = tmp("again.bin");
+    let o = hlatc(&[
+        "convert",
+        txt.to_str().unwrap(),
+        "-o",
+        pb2.to_str().unwrap(),
+        "--to",
+        "proto",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&pb2).unwrap(), bytes);
+}
+
+#[test]
+fn run_matches_jax_and_writes_outputs() {
+    let base = "tests/fixtures/jax/llama_tiny_step";
+    let out = tmp("out.safetensors");
+    let o = hlatc(&[
+        "run",
+        &fixture(&format!("{base}.hlo")),
+        "--inputs",
+        &fixture(&format!("{base}.inputs.safetensors")),
+        "--expect",
+        &fixture(&format!("{base}.outputs.safetensors")),
+        "--outputs",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let s = stdout(&o);
+    assert!(s.starts_with("out0  f32[]            = 4.5762"), "{s}");
+    assert!(s.contains("out63  f32[64,32]"), "{s}");
+    assert!(s.contains("all 64 outputs match"), "{s}");
+    let written = hlatc::runtime::read_safetensors(&out).unwrap();
+    assert_eq!(written.len(), 64);
+    assert_eq!(written["out1"].dims(), &[64, 32]);
+}
+
+#[test]
+fn run_without_inputs_is_seeded_and_deterministic() {
+    let f = fixture("tests/fixtures/hlo/xla_classic.hlo");
+    let a = hlatc(&["run", &f, "--seed", "7"]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(stdout(&a), stdout(&hlatc(&["run", &f, "--seed", "7"])));
+    assert_ne!(stdout(&a), stdout(&hlatc(&["run", &f, "--seed", "8"])));
+    let lines: Vec<String> = stdout(&a).lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("out0  f32[4]") && lines[1].starts_with("out1  f32[]"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn run_reports_a_mismatch_with_status_1() {
+    let base = "tests/fixtures/jax/llama_tiny_step";
+    // Wrong reference: the inputs file has other tensors under other names.
+    let o = hlatc(&[
+        "run",
+        &fixture(&format!("{base}.hlo")),
+        "--inputs",
+        &fixture(&format!("{base}.inputs.safetensors")),
+        "--expect",
+        &fixture(&format!("{base}.inputs.safetensors")),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("mismatch: ")
+            && stderr(&o).contains("holds 66 tensors, the module returned 64 outputs"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_status_1() {
+    let bad = tmp("bad.hlo");
+    std::fs::write(
+        &bad,
+        "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[3] negate(x)\n}\n",
+    )
+    .unwrap();
+    let o = hlatc(&["fmt", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "error: {}: computation 'e', instruction 'y': negate produces f32[2]{{0}} but the instruction declares f32[3]{{0}}\n",
+            bad.display()
+        )
+    );
+    std::fs::write(
+        &bad,
+        "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] neg(x)\n}\n",
+    )
+    .unwrap();
+    let e = stderr(&hlatc(&["fmt", bad.to_str().unwrap()]));
+    assert!(
+        e.starts_with(&format!(
+            "error: {}:4:19: unsupported opcode 'neg'",
+            bad.display()
+        )),
+        "{e}"
+    );
+    let e = stderr(&hlatc(&["fmt", "/nonexistent.hlo"]));
+    assert_eq!(
+        e,
+        "error: /nonexistent.hlo: No such file or directory (os error 2)\n"
+    );
+    let junk = tmp("junk.pb");
+    std::fs::write(&junk, [0x0a, 0xff, 0xff, 0x01]).unwrap();
+    let e = stderr(&hlatc(&["fmt", junk.to_str().unwrap()]));
+    assert!(
+        e.starts_with(&format!(
+            "error: {}: not a valid HloModuleProto",
+            junk.display()
+        )),
+        "{e}"
+    );
+}
+
+#[test]
+fn run_names_missing_inputs_and_missing_plugin() {
+    let f = fixture("tests/fixtures/hlo/xla_classic.hlo");
+    let inputs = tmp("partial.safetensors");
+    let one = hlatc::Literal::from_f32(vec![4], &[1.0; 4]).unwrap();
+    hlatc::runtime::write_safetensors(&inputs, &[("Arg_0.1".into(), one)]).unwrap();
+    let o = hlatc(&["run", &f, "--inputs", inputs.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no tensor for parameter 'Arg_1.2' (or 'arg1')"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args(["run", &f])
+        .env("HLATC_PJRT_PLUGIN", "/nowhere/xla_cpu_pjrt.so")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("plugin not found (looked in /nowhere/xla_cpu_pjrt.so)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn help_teaches_every_subcommand() {
+    let h = stdout(&hlatc(&["--help"]));
+    for word in [
+        "fmt",
+        "convert",
+        "run",
+        "HloModuleProto",
+        "scripts/fetch-xla-cpu-plugin.sh",
+        "Examples:",
+    ] {
+        assert!(h.contains(word), "--help lacks {word}:\n{h}");
+    }
+    let h = stdout(&hlatc(&["run", "--help"]));
+    for word in [
+        "--inputs",
+        "--outputs",
+        "--seed",
+        "--expect",
+        "--rtol",
+        "--atol",
+        "arg0",
+    ] {
+        assert!(h.contains(word), "run --help lacks {word}:\n{h}");
+    }
+    assert!(Path::new(env!("CARGO_BIN_EXE_hlatc")).exists());
+}
