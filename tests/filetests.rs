@@ -5,7 +5,8 @@
 //!
 //! Bless new expectations with `HLATC_BLESS=1 cargo test --test filetests`.
 //!
-//! Commands: `fmt` (parse, verify, print canonical text).
+//! Commands: `fmt` (parse, verify, print canonical text) and
+//! `opt PASS,PASS,...` (run passes through the pass manager, then print).
 
 use std::path::{Path, PathBuf};
 
@@ -23,12 +24,23 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn run_command(command: &str, path: &Path) -> Result<String, String> {
-    match command.trim() {
-        "fmt" => hlatc::load_module(path)
-            .map(|m| hlatc::text::print_module(&m))
-            .map_err(|e| e.to_string()),
-        other => Err(format!("unknown RUN command '{other}' (known: fmt)")),
+    let mut words = command.split_whitespace();
+    let mut m = hlatc::load_module(path).map_err(|e| e.to_string())?;
+    match (words.next(), words.next(), words.next()) {
+        (Some("fmt"), None, None) => {}
+        (Some("opt"), Some(passes), None) => {
+            let names: Vec<&str> = passes.split(',').collect();
+            let pm = hlatc::passes::PassManager::from_names(&names).map_err(|e| e.to_string())?;
+            pm.run(&mut m).map_err(|e| e.to_string())?;
+        }
+        _ => {
+            return Err(format!(
+                "unknown RUN command '{}' (known: fmt, opt PASS,...)",
+                command.trim()
+            ))
+        }
     }
+    Ok(hlatc::text::print_module(&m))
 }
 
 #[test]

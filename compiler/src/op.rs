@@ -286,7 +286,7 @@ pub struct CustomCall {
 
 /// An operation with its attributes. Called computations are referenced by
 /// name; the module resolves them.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Parameter(i64),
     Constant(Literal),

@@ -2,7 +2,7 @@
 //! and emission is deterministic.
 
 use hlatc_compiler::{proto, text, verify, Module};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn modules() -> Vec<(PathBuf, String)> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -24,7 +24,7 @@ fn modules() -> Vec<(PathBuf, String)> {
     out
 }
 
-fn parse(path: &PathBuf, t: &str) -> Module {
+fn parse(path: &Path, t: &str) -> Module {
     let m = text::parse_module(t).unwrap_or_else(|e| panic!("{}:{e}", path.display()));
     verify(&m).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     m

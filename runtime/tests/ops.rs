@@ -257,7 +257,11 @@ fn select_clamp_convert_bitcast() {
 
     // f32 -> bf16 rounds to nearest even; -> s32 truncates toward zero.
     let hlo = entry("  x = f32[3] parameter(0)\n  ROOT r = bf16[3] convert(x)");
-    let out = run(&hlo, &[f32s(&[3], &[1.00390625, 1.01171875, -2.5])]);
+    // Exact ties between neighbouring bf16 values: 1 + 2^-8 and 1 + 3 * 2^-8.
+    let out = run(
+        &hlo,
+        &[f32s(&[3], &[1.0 + 1.0 / 256.0, 1.0 + 3.0 / 256.0, -2.5])],
+    );
     assert_eq!(out[0].ty(), Bf16);
     assert_values(&out[0], &[1.0, 1.015625, -2.5], 0.0);
     let hlo = entry("  x = f32[3] parameter(0)\n  ROOT r = s32[3] convert(x)");

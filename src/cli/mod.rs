@@ -3,6 +3,7 @@
 
 mod convert;
 mod fmt;
+mod opt;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,7 @@ HLATC_PJRT_PLUGIN at xla_cpu_pjrt.so).",
     after_help = "Examples:\n  \
 hlatc fmt dump.txt                          canonical HLO text of a JAX/XLA dump\n  \
 hlatc convert model.hlo_module.pb -o m.txt  proto to text (and back, by extension)\n  \
+hlatc opt m.txt --passes=cse,dce            run passes by name (--list-passes)\n  \
 hlatc run m.txt --inputs in.safetensors --outputs out.safetensors\n  \
 hlatc run m.txt --expect ref.safetensors    run and compare with reference outputs"
 )]
@@ -35,6 +37,7 @@ pub struct Cli {
 enum Command {
     Fmt(fmt::Args),
     Convert(convert::Args),
+    Opt(opt::Args),
     Run(run::Args),
 }
 
@@ -42,6 +45,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Fmt(a) => fmt::main(a),
         Command::Convert(a) => convert::main(a),
+        Command::Opt(a) => opt::main(a),
         Command::Run(a) => run::main(a),
     }
 }

@@ -1,0 +1,72 @@
+//! Dead-code elimination.
+
+use crate::pass::{Pass, PassError};
+use hlatc_compiler::{Module, Op};
+use std::collections::BTreeSet;
+
+/// Removes instructions the root does not depend on (parameters stay: they
+/// are the signature) and computations that nothing reachable calls.
+pub struct Dce;
+
+impl Pass for Dce {
+    fn name(&self) -> &'static str {
+        "dce"
+    }
+
+    fn run(&self, module: &mut Module) -> Result<bool, PassError> {
+        let mut changed = false;
+        for c in &mut module.computations {
+            let Some(root) = c.root() else { continue };
+            let mut live = vec![false; c.ids().map(|i| i.index() + 1).max().unwrap_or(0)];
+            let mut stack = vec![root];
+            while let Some(id) = stack.pop() {
+                if std::mem::replace(&mut live[id.index()], true) {
+                    continue;
+                }
+                stack.extend(c.operands(id));
+            }
+            let dead: Vec<_> = c
+                .ids()
+                .filter(|&id| !live[id.index()] && !matches!(c.instr(id).op, Op::Parameter(_)))
+                .filter(|&id| !has_side_effect(&c.instr(id).op))
+                .collect();
+            changed |= !dead.is_empty();
+            for id in dead {
+                c.remove(id);
+            }
+        }
+        // Computations reachable from the entry through calls.
+        let order = module.computation_order();
+        let mut called: BTreeSet<String> = BTreeSet::new();
+        called.insert(module.entry().name.clone());
+        for &i in order.iter().rev() {
+            let c = &module.computations[i];
+            if !called.contains(&c.name) {
+                continue;
+            }
+            for id in c.ids() {
+                called.extend(
+                    c.instr(id)
+                        .op
+                        .called_computations()
+                        .into_iter()
+                        .map(str::to_string),
+                );
+            }
+        }
+        let entry_name = module.entry().name.clone();
+        let before = module.computations.len();
+        module.computations.retain(|c| called.contains(&c.name));
+        module.entry = module
+            .computations
+            .iter()
+            .position(|c| c.name == entry_name)
+            .expect("the entry is kept");
+        Ok(changed || module.computations.len() != before)
+    }
+}
+
+/// Instructions whose effect is not their value.
+pub(crate) fn has_side_effect(op: &Op) -> bool {
+    matches!(op, Op::CustomCall(cc) if cc.has_side_effect)
+}
