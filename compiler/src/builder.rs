@@ -40,18 +40,8 @@ impl Builder {
 
     /// Makes `c` callable from instructions this builder adds (reduce, call, scatter).
     pub fn register_callee(&mut self, c: &Computation) {
-        if let Some(root) = c.root() {
-            self.callees.insert(
-                c.name.clone(),
-                CalleeSignature {
-                    params: c
-                        .parameters()
-                        .into_iter()
-                        .map(|p| c.instr(p).shape.clone())
-                        .collect(),
-                    result: c.instr(root).shape.clone(),
-                },
-            );
+        if let Some(sig) = c.signature() {
+            self.callees.insert(c.name.clone(), sig);
         }
     }
 

@@ -117,6 +117,19 @@ impl Computation {
         params.into_iter().map(|(_, id)| id).collect()
     }
 
+    /// Parameter shapes (by number) and the root's shape; `None` without a root.
+    pub fn signature(&self) -> Option<crate::shape_inference::CalleeSignature> {
+        let root = self.root.filter(|&r| self.contains(r))?;
+        Some(crate::shape_inference::CalleeSignature {
+            params: self
+                .parameters()
+                .into_iter()
+                .map(|p| self.instr(p).shape.clone())
+                .collect(),
+            result: self.instr(root).shape.clone(),
+        })
+    }
+
     pub fn find(&self, name: &str) -> Option<InstrId> {
         self.graph
             .node_indices()

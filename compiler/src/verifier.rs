@@ -35,20 +35,7 @@ pub fn callee_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
     module
         .computations
         .iter()
-        .filter_map(|c| {
-            let root = c.root().filter(|&r| c.contains(r))?;
-            Some((
-                c.name.clone(),
-                CalleeSignature {
-                    params: c
-                        .parameters()
-                        .into_iter()
-                        .map(|p| c.instr(p).shape.clone())
-                        .collect(),
-                    result: c.instr(root).shape.clone(),
-                },
-            ))
-        })
+        .filter_map(|c| Some((c.name.clone(), c.signature()?)))
         .collect()
 }
 
