@@ -24,6 +24,9 @@ pub struct BuildError {
 pub struct Builder {
     comp: Computation,
     callees: BTreeMap<String, CalleeSignature>,
+    /// Scalar reducers made on demand by `reduce_*`, added to the module by
+    /// `into_module`.
+    reducers: BTreeMap<String, Computation>,
     counters: BTreeMap<&'static str, usize>,
     next_param: i64,
 }
@@ -33,9 +36,15 @@ impl Builder {
         Builder {
             comp: Computation::new(name),
             callees: BTreeMap::new(),
+            reducers: BTreeMap::new(),
             counters: BTreeMap::new(),
             next_param: 0,
         }
+    }
+
+    /// The computation built so far.
+    pub fn computation(&self) -> &Computation {
+        &self.comp
     }
 
     /// Makes `c` callable from instructions this builder adds (reduce, call, scatter).
@@ -173,6 +182,211 @@ impl Builder {
     pub fn finish(mut self, root: InstrId) -> Computation {
         self.comp.set_root(root);
         self.comp
+    }
+
+    /// Sets the root and wraps the computation, with the reducers it uses,
+    /// into a module.
+    pub fn into_module(mut self, name: &str, root: InstrId) -> crate::Module {
+        self.comp.set_root(root);
+        let mut m = crate::Module::new(name, self.comp);
+        for (_, c) in std::mem::take(&mut self.reducers) {
+            m.add_computation(c);
+        }
+        m
+    }
+
+    pub fn array_shape(&self, id: InstrId) -> &crate::ArrayShape {
+        self.shape(id)
+            .as_array()
+            .expect("builder helpers take arrays")
+    }
+
+    pub fn dims(&self, id: InstrId) -> Vec<i64> {
+        self.array_shape(id).dims.clone()
+    }
+
+    pub fn ty(&self, id: InstrId) -> ElementType {
+        self.array_shape(id).ty
+    }
+
+    /// A scalar reducer (`a op b`) callable by reduce and scatter.
+    pub fn reducer(&mut self, op: BinaryOp, ty: ElementType) -> String {
+        let name = format!("{}_{}", op.opcode(), ty.name());
+        if !self.reducers.contains_key(&name) {
+            let mut b = Builder::new(name.clone());
+            let x = b.parameter(&format!("{name}.lhs"), Shape::scalar(ty));
+            let y = b.parameter(&format!("{name}.rhs"), Shape::scalar(ty));
+            let r = b
+                .add_named(&format!("{name}.out"), Op::Binary(op), &[x, y], None)
+                .expect("a binary op over equal scalars is well-formed");
+            let c = b.finish(r);
+            self.register_callee(&c);
+            self.reducers.insert(name.clone(), c);
+        }
+        name
+    }
+
+    /// The binary op a reducer made by [`Builder::reducer`] applies.
+    pub fn reducer_op(&self, name: &str) -> Option<BinaryOp> {
+        let c = self.reducers.get(name)?;
+        match c.instr(c.root()?).op {
+            Op::Binary(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    /// `x` of any shape reduced with `op` over `dims`, starting from `init`.
+    pub fn reduce(
+        &mut self,
+        op: BinaryOp,
+        x: InstrId,
+        dims: &[i64],
+        init: f64,
+    ) -> Result<InstrId, BuildError> {
+        let ty = self.ty(x);
+        let to_apply = self.reducer(op, ty);
+        let init = self.scalar(ty, init);
+        self.add(
+            Op::Reduce {
+                dimensions: dims.to_vec(),
+                to_apply,
+            },
+            &[x, init],
+            None,
+        )
+    }
+
+    pub fn reduce_sum(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        self.reduce(BinaryOp::Add, x, dims, 0.0)
+    }
+
+    pub fn reduce_max(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        self.reduce(BinaryOp::Maximum, x, dims, f64::NEG_INFINITY)
+    }
+
+    /// A constant of `value` in the shape of `like`.
+    pub fn full_like(&mut self, like: InstrId, value: f64) -> Result<InstrId, BuildError> {
+        let (ty, dims) = (self.ty(like), self.dims(like));
+        self.full(ty, &dims, value)
+    }
+
+    pub fn full(
+        &mut self,
+        ty: ElementType,
+        dims: &[i64],
+        value: f64,
+    ) -> Result<InstrId, BuildError> {
+        let s = self.scalar(ty, value);
+        if dims.is_empty() {
+            return Ok(s);
+        }
+        self.broadcast(s, dims, &[])
+    }
+
+    pub fn transpose(&mut self, x: InstrId, permutation: &[i64]) -> Result<InstrId, BuildError> {
+        self.add(
+            Op::Transpose {
+                permutation: permutation.to_vec(),
+            },
+            &[x],
+            None,
+        )
+    }
+
+    /// `[start, limit)` of dimension `dim`, everything of the others.
+    pub fn slice_dim(
+        &mut self,
+        x: InstrId,
+        dim: usize,
+        start: i64,
+        limit: i64,
+    ) -> Result<InstrId, BuildError> {
+        let slices = self
+            .dims(x)
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| crate::op::SliceDim {
+                start: if i == dim { start } else { 0 },
+                limit: if i == dim { limit } else { n },
+                stride: 1,
+            })
+            .collect();
+        self.add(Op::Slice { slices }, &[x], None)
+    }
+
+    pub fn concatenate(&mut self, xs: &[InstrId], dimension: i64) -> Result<InstrId, BuildError> {
+        self.add(Op::Concatenate { dimension }, xs, None)
+    }
+
+    pub fn dot(
+        &mut self,
+        x: InstrId,
+        y: InstrId,
+        dims: crate::op::DotDims,
+    ) -> Result<InstrId, BuildError> {
+        self.add(
+            Op::Dot {
+                dims,
+                precision: Vec::new(),
+            },
+            &[x, y],
+            None,
+        )
+    }
+
+    pub fn compare(
+        &mut self,
+        x: InstrId,
+        y: InstrId,
+        direction: crate::op::ComparisonDirection,
+    ) -> Result<InstrId, BuildError> {
+        self.add(
+            Op::Compare {
+                direction,
+                kind: None,
+            },
+            &[x, y],
+            None,
+        )
+    }
+
+    pub fn select(&mut self, p: InstrId, t: InstrId, f: InstrId) -> Result<InstrId, BuildError> {
+        self.add(Op::Select, &[p, t, f], None)
+    }
+
+    pub fn iota(
+        &mut self,
+        ty: ElementType,
+        dims: &[i64],
+        dimension: i64,
+    ) -> Result<InstrId, BuildError> {
+        self.add(
+            Op::Iota { dimension },
+            &[],
+            Some(Shape::array(ty, dims.to_vec())),
+        )
+    }
+
+    pub fn mul(&mut self, x: InstrId, y: InstrId) -> Result<InstrId, BuildError> {
+        self.binary(BinaryOp::Multiply, x, y)
+    }
+
+    pub fn add2(&mut self, x: InstrId, y: InstrId) -> Result<InstrId, BuildError> {
+        self.binary(BinaryOp::Add, x, y)
+    }
+
+    pub fn sub(&mut self, x: InstrId, y: InstrId) -> Result<InstrId, BuildError> {
+        self.binary(BinaryOp::Subtract, x, y)
+    }
+
+    pub fn div(&mut self, x: InstrId, y: InstrId) -> Result<InstrId, BuildError> {
+        self.binary(BinaryOp::Divide, x, y)
+    }
+
+    /// `x * c` for a scalar constant `c`, broadcast to `x`'s shape.
+    pub fn scale(&mut self, x: InstrId, c: f64) -> Result<InstrId, BuildError> {
+        let k = self.full_like(x, c)?;
+        self.mul(x, k)
     }
 }
 

@@ -8,6 +8,7 @@
 //! assert!(text::print_module(&m).contains("negate(p)"));
 //! ```
 
+pub mod autodiff;
 pub mod builder;
 pub mod canonical;
 pub mod computation;

@@ -255,7 +255,7 @@ pub fn infer_shape(
             }
             check_dims_in_range(dimensions, d.rank(), "broadcast")?;
             for (i, &od) in dimensions.iter().enumerate() {
-                if a.dims[i] != d.dims[od as usize] && a.dims[i] != 1 {
+                if a.dims[i] != d.dims[od as usize] {
                     return invalid(format!(
                         "broadcast operand dimension {i} (size {}) does not match result dimension {od} (size {})",
                         a.dims[i], d.dims[od as usize]

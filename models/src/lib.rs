@@ -1,1 +1,10 @@
+//! Llama / HLAT model definitions for hlatc: configurations (presets and
+//! Hugging Face `config.json`), the forward graph, parameter specs and the
+//! scaled initialization.
 
+pub mod config;
+pub mod init;
+pub mod llama;
+
+pub use config::{BatchShape, ConfigError, ModelConfig, PRESETS};
+pub use llama::{declare_params, forward, param_specs, ForwardOutputs, Init, ParamSpec};

@@ -1,0 +1,60 @@
+//! Deterministic initialization of a model's parameters on the host.
+
+use crate::config::ModelConfig;
+use crate::llama::{param_specs, Init};
+use hlatc_compiler::{ElementType, Literal, Scalar};
+
+/// SplitMix64 stream with Box-Muller normals: platform-independent, so a
+/// seed names the same weights everywhere.
+struct Normal {
+    state: u64,
+    spare: Option<f64>,
+}
+
+impl Normal {
+    fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f64 {
+        // (0, 1]: never 0, so the logarithm below is finite.
+        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+
+    fn sample(&mut self) -> f64 {
+        if let Some(s) = self.spare.take() {
+            return s;
+        }
+        let (u, v) = (self.uniform(), self.uniform());
+        let r = (-2.0 * u.ln()).sqrt();
+        let t = 2.0 * std::f64::consts::PI * v;
+        self.spare = Some(r * t.sin());
+        r * t.cos()
+    }
+}
+
+/// Every parameter, initialized HLAT's way: normal(0, 0.02), output
+/// projections normal(0, 0.02 / sqrt(2 * layers)), norms one.
+pub fn init_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String, Literal)> {
+    let mut rng = Normal {
+        state: seed,
+        spare: None,
+    };
+    param_specs(cfg)
+        .into_iter()
+        .map(|p| {
+            let n = p.dims.iter().product::<i64>() as usize;
+            let values: Vec<Scalar> = match p.init {
+                Init::Ones => vec![Scalar::Float(1.0); n],
+                Init::Normal(std) => (0..n).map(|_| Scalar::Float(std * rng.sample())).collect(),
+            };
+            let lit = Literal::from_scalars(ty, p.dims.clone(), &values)
+                .expect("floats fit any float type");
+            (p.name, lit)
+        })
+        .collect()
+}
