@@ -16,6 +16,12 @@ pub use hlatc_runtime as runtime;
 
 pub use hlatc_compiler::{proto, text, verify, Literal, Module};
 
+pub mod bundle;
+pub mod check;
+pub mod data;
+pub mod train_step;
+pub mod trainer;
+
 use std::path::{Path, PathBuf};
 
 /// Everything the facade and CLI can fail with, each naming the file.

@@ -27,6 +27,8 @@ pub struct Builder {
     /// Scalar reducers made on demand by `reduce_*`, added to the module by
     /// `into_module`.
     reducers: BTreeMap<String, Computation>,
+    /// Callees that apply one binary op to their two scalar parameters.
+    reducer_ops: BTreeMap<String, BinaryOp>,
     counters: BTreeMap<&'static str, usize>,
     next_param: i64,
 }
@@ -37,6 +39,7 @@ impl Builder {
             comp: Computation::new(name),
             callees: BTreeMap::new(),
             reducers: BTreeMap::new(),
+            reducer_ops: BTreeMap::new(),
             counters: BTreeMap::new(),
             next_param: 0,
         }
@@ -51,6 +54,9 @@ impl Builder {
     pub fn register_callee(&mut self, c: &Computation) {
         if let Some(sig) = c.signature() {
             self.callees.insert(c.name.clone(), sig);
+        }
+        if let Some(op) = binary_reducer_op(c) {
+            self.reducer_ops.insert(c.name.clone(), op);
         }
     }
 
@@ -226,13 +232,9 @@ impl Builder {
         name
     }
 
-    /// The binary op a reducer made by [`Builder::reducer`] applies.
+    /// The binary op a registered callee applies, if it is `p0 op p1`.
     pub fn reducer_op(&self, name: &str) -> Option<BinaryOp> {
-        let c = self.reducers.get(name)?;
-        match c.instr(c.root()?).op {
-            Op::Binary(op) => Some(op),
-            _ => None,
-        }
+        self.reducer_ops.get(name).copied()
     }
 
     /// `x` of any shape reduced with `op` over `dims`, starting from `init`.
@@ -388,6 +390,16 @@ impl Builder {
         let k = self.full_like(x, c)?;
         self.mul(x, k)
     }
+}
+
+/// `Some(op)` when `c` computes `op(parameter 0, parameter 1)` on scalars.
+pub fn binary_reducer_op(c: &Computation) -> Option<BinaryOp> {
+    let root = c.root()?;
+    let Op::Binary(op) = c.instr(root).op else {
+        return None;
+    };
+    let params = c.parameters();
+    (params.len() == 2 && c.operands(root) == params).then_some(op)
 }
 
 /// `(a, b) -> a + b` over scalars of `ty`: the reducer of sums.

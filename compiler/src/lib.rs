@@ -16,6 +16,7 @@ pub mod instruction;
 pub mod literal;
 pub mod module;
 pub mod op;
+pub mod optimizer;
 pub mod proto;
 pub mod shape_inference;
 pub mod text;

@@ -55,7 +55,7 @@ impl ModelConfig {
             rms_norm_eps: 1e-5,
             rope_theta: 10000.0,
             tie_word_embeddings: false,
-            max_position_embeddings: 64,
+            max_position_embeddings: 16,
         }
     }
 
@@ -256,6 +256,30 @@ impl ModelConfig {
             );
         }
         Ok(())
+    }
+
+    /// The same architecture at toy scale: the GQA ratio, tying, norm and
+    /// rotary settings and the FFN/hidden ratio are kept; widths, depth and
+    /// vocabulary shrink so a step runs on XLA CPU in milliseconds.
+    pub fn miniature(&self) -> ModelConfig {
+        let ratio = self.num_attention_heads / self.num_key_value_heads;
+        let kv = self.num_key_value_heads.min(2);
+        let heads = kv * ratio;
+        let hidden = heads * 8;
+        let ffn = ((hidden * self.intermediate_size) as f64 / self.hidden_size as f64 / 8.0)
+            .round()
+            .max(1.0) as i64
+            * 8;
+        ModelConfig {
+            vocab_size: 256,
+            hidden_size: hidden,
+            intermediate_size: ffn,
+            num_attention_heads: heads,
+            num_key_value_heads: kv,
+            num_hidden_layers: self.num_hidden_layers.min(2),
+            max_position_embeddings: 16,
+            ..self.clone()
+        }
     }
 
     /// Number of trainable parameters.

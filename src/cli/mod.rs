@@ -1,10 +1,14 @@
 //! Subcommands. Each lives in its own module; this one declares the
 //! interface clap parses and dispatches.
 
+mod compile;
 mod convert;
 mod fmt;
+mod model_args;
 mod opt;
 mod run;
+mod train;
+mod verify;
 
 use clap::{Parser, Subcommand};
 use hlatc::Error;
@@ -35,6 +39,8 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Compile(compile::Args),
+    Train(train::Args),
     Fmt(fmt::Args),
     Convert(convert::Args),
     Opt(opt::Args),
@@ -43,6 +49,8 @@ enum Command {
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
+        Command::Compile(a) => compile::main(a),
+        Command::Train(a) => train::main(a),
         Command::Fmt(a) => fmt::main(a),
         Command::Convert(a) => convert::main(a),
         Command::Opt(a) => opt::main(a),

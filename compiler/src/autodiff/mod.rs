@@ -15,7 +15,6 @@ pub mod rules;
 
 use crate::builder::{BuildError, Builder};
 use crate::computation::InstrId;
-use crate::op::BinaryOp;
 use crate::types::Shape;
 use std::collections::{HashMap, HashSet};
 
@@ -33,19 +32,16 @@ pub enum AutodiffError {
     Build(#[from] BuildError),
 }
 
-/// What `grad` needs to know about called computations: which binary op a
-/// reducer applies (sum and max reductions have rules, others do not).
-pub type ReducerLookup<'a> = &'a dyn Fn(&str) -> Option<BinaryOp>;
-
 /// Appends d(loss)/d(x) for every `x` in `wrt` to `b` and returns them in
 /// order. Values in `stop` are treated as constants (their dependence on the
-/// inputs is not followed), like JAX's `stop_gradient`.
+/// inputs is not followed), like JAX's `stop_gradient`. Reductions are
+/// differentiable when their reducer is a sum, max or min callee the builder
+/// knows ([`Builder::reducer_op`]).
 pub fn grad(
     b: &mut Builder,
     loss: InstrId,
     wrt: &[InstrId],
     stop: &[InstrId],
-    reducer: ReducerLookup,
 ) -> Result<Vec<InstrId>, AutodiffError> {
     let loss_shape = b.shape(loss).clone();
     match &loss_shape {
@@ -71,7 +67,7 @@ pub fn grad(
             if !needed.contains(&x) {
                 continue;
             }
-            if let Some(contribution) = rules::vjp(b, n, i, g, reducer)? {
+            if let Some(contribution) = rules::vjp(b, n, i, g)? {
                 let total = match adjoint.get(&x) {
                     Some(&prev) => b.add2(prev, contribution)?,
                     None => contribution,

@@ -2,7 +2,7 @@
 //! operand `i`, given the output's adjoint `g`, and the forward values the
 //! rule reads ([`saves`]).
 
-use super::{AutodiffError, ReducerLookup};
+use super::AutodiffError;
 use crate::builder::Builder;
 use crate::computation::InstrId;
 use crate::op::*;
@@ -98,7 +98,6 @@ pub fn vjp(
     n: InstrId,
     i: usize,
     g: InstrId,
-    reducer: ReducerLookup,
 ) -> Result<Option<InstrId>, AutodiffError> {
     let instr = b.computation().instr(n).clone();
     let ops = b.computation().operands(n);
@@ -230,7 +229,7 @@ pub fn vjp(
                 .filter(|d| !dimensions.contains(d))
                 .collect();
             let gb = b.broadcast(g, &xd, &kept)?;
-            match reducer(to_apply) {
+            match b.reducer_op(to_apply) {
                 Some(BinaryOp::Add) => Some(gb),
                 Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
                     // Ties share the adjoint equally, as JAX does.
@@ -277,7 +276,7 @@ pub fn vjp(
             _ => None,
         },
         Op::Scatter { dims, to_apply, .. } => {
-            if reducer(to_apply) != Some(BinaryOp::Add) {
+            if b.reducer_op(to_apply) != Some(BinaryOp::Add) {
                 return not_differentiable(b, n, "only scatter-add has a gradient");
             }
             match i {

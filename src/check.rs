@@ -1,0 +1,121 @@
+//! Checking a written bundle: the bytes on disk are the module we meant, and
+//! the recipe computes a sane training step on XLA CPU.
+
+use crate::bundle::{MANIFEST_FILE, PROTO_FILE};
+use crate::data::SyntheticData;
+use crate::train_step::{StepConfig, TrainStep};
+use crate::trainer::Trainer;
+use crate::Error;
+use hlatc_models::{init::init_params, BatchShape};
+use hlatc_runtime::Runtime;
+use std::path::Path;
+
+/// Models whose step state (parameters and two Adam moments) is larger than
+/// this are checked through their miniature instead.
+pub const MAX_HOST_STATE_BYTES: i64 = 512 << 20;
+
+/// What was checked, one line per check, for the user.
+pub struct CheckReport {
+    pub lines: Vec<String>,
+}
+
+fn fail(msg: String) -> Error {
+    Error::Usage(format!("verification failed: {msg}"))
+}
+
+/// Re-reads the bundle in `dir`, then runs the step on XLA CPU.
+pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<CheckReport, Error> {
+    let mut lines = Vec::new();
+    let proto_path = dir.join(PROTO_FILE);
+    let back = crate::load_module(&proto_path)?;
+    if back != step.module {
+        return Err(fail(format!(
+            "{} does not decode to the compiled module",
+            proto_path.display()
+        )));
+    }
+    let manifest: serde_json::Value = std::fs::read_to_string(dir.join(MANIFEST_FILE))
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .ok_or_else(|| {
+            fail(format!(
+                "{} is missing or not JSON",
+                dir.join(MANIFEST_FILE).display()
+            ))
+        })?;
+    let bytes = std::fs::read(&proto_path).map_err(|e| fail(e.to_string()))?;
+    let sha: String =
+        sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(&bytes))
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+    if manifest["module"]["sha256"] != sha.as_str() {
+        return Err(fail(
+            "the manifest's sha256 does not match the proto".into(),
+        ));
+    }
+    lines.push(format!("{PROTO_FILE} decodes, verifies and equals the compiled module (sha256 matches the manifest)"));
+
+    let state_bytes = cfg.model.parameter_count() * 3 * cfg.dtype.byte_size() as i64;
+    let (model, batch, what) = if state_bytes <= MAX_HOST_STATE_BYTES {
+        (cfg.model.clone(), cfg.batch, "the model itself")
+    } else {
+        let mini = cfg.model.miniature();
+        let b = BatchShape {
+            batch_size: 2,
+            seq_len: mini.max_position_embeddings,
+        };
+        (mini, b, "its miniature (same structure, toy widths)")
+    };
+    let run_cfg = StepConfig {
+        model: model.clone(),
+        batch,
+        ..cfg.clone()
+    };
+    let rt = Runtime::new()?;
+    let params: Vec<_> = init_params(&model, cfg.dtype, 0)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let mut trainer = Trainer::new(&rt, &run_cfg, params)?;
+    let data = SyntheticData::permutation(model.vocab_size, 0);
+    let b0 = data.batch(0, batch.batch_size, batch.seq_len);
+    let uniform = (model.vocab_size as f64).ln();
+    for k in 0..2 {
+        let s = trainer.step(&b0)?;
+        let want_lr = cfg.optimizer.learning_rate(k);
+        if !(s.loss.is_finite() && s.grad_norm.is_finite() && s.grad_norm > 0.0) {
+            return Err(fail(format!(
+                "step {k}: loss {} grad norm {} are not finite and positive",
+                s.loss, s.grad_norm
+            )));
+        }
+        if (s.loss - uniform).abs() > 0.25 * uniform {
+            return Err(fail(format!(
+                "step {k}: loss {:.4} is far from ln(vocab) = {uniform:.4} at initialization",
+                s.loss
+            )));
+        }
+        if (s.learning_rate - want_lr).abs() > 1e-5 * want_lr.max(1e-12) + 1e-12 {
+            return Err(fail(format!(
+                "step {k}: learning rate {} but the schedule says {want_lr}",
+                s.learning_rate
+            )));
+        }
+        lines.push(format!(
+            "XLA CPU, {what}, step {}: loss {:.4} (ln vocab {uniform:.4}), grad norm {:.4}, lr {:.3e}",
+            k + 1,
+            s.loss,
+            s.grad_norm,
+            s.learning_rate
+        ));
+    }
+    if trainer.steps_done() != 2 {
+        return Err(fail(format!(
+            "the step counter reads {} after 2 steps",
+            trainer.steps_done()
+        )));
+    }
+    lines.push("step counter, parameters and Adam state carried through input_output_alias".into());
+    Ok(CheckReport { lines })
+}

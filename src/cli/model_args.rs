@@ -1,0 +1,117 @@
+//! Options shared by `compile` and `train`: which model, which batch shape,
+//! which optimizer settings.
+
+use hlatc::compiler::optimizer::AdamWConfig;
+use hlatc::models::{BatchShape, ModelConfig, PRESETS};
+use hlatc::Error;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct ModelArgs {
+    /// Built-in model: tiny (2 layers, GQA; runs on XLA CPU), hlat-7b
+    /// (Llama-2-7B shapes), hlat-70b (Llama-2-70B shapes, 8 KV heads)
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(PRESETS), conflicts_with = "config")]
+    pub model: Option<String>,
+    /// Hugging Face LlamaConfig `config.json` instead of a preset
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Sequences per step [default: compile 1, train 8]
+    #[arg(long)]
+    pub batch_size: Option<i64>,
+    /// Tokens per sequence [default: compile min(4096, max_position_embeddings), train min(16, ...)]
+    #[arg(long)]
+    pub seq_len: Option<i64>,
+}
+
+impl ModelArgs {
+    /// The model and its name for messages; `default` when neither flag is given.
+    pub fn resolve(&self, default: &str) -> Result<(ModelConfig, String), Error> {
+        match (&self.model, &self.config) {
+            (_, Some(path)) => {
+                let cfg =
+                    ModelConfig::from_hf_file(path).map_err(|e| Error::Usage(e.to_string()))?;
+                Ok((cfg, path.display().to_string()))
+            }
+            (m, None) => {
+                let name = m.as_deref().unwrap_or(default);
+                Ok((
+                    ModelConfig::preset(name).map_err(|e| Error::Usage(e.to_string()))?,
+                    name.to_string(),
+                ))
+            }
+        }
+    }
+
+    pub fn batch(&self, cfg: &ModelConfig, default_batch: i64, default_seq: i64) -> BatchShape {
+        BatchShape {
+            batch_size: self.batch_size.unwrap_or(default_batch),
+            seq_len: self
+                .seq_len
+                .unwrap_or(default_seq.min(cfg.max_position_embeddings)),
+        }
+    }
+}
+
+/// AdamW and schedule settings; unset ones keep the command's defaults.
+#[derive(clap::Args)]
+pub struct OptimizerArgs {
+    /// Peak learning rate (after warmup)
+    #[arg(long)]
+    pub lr_max: Option<f64>,
+    /// Final learning rate (end of the cosine decay)
+    #[arg(long)]
+    pub lr_min: Option<f64>,
+    /// Linear warmup steps
+    #[arg(long)]
+    pub warmup_steps: Option<i64>,
+    /// Step at which the cosine decay reaches --lr-min
+    #[arg(long)]
+    pub total_steps: Option<i64>,
+    #[arg(long)]
+    pub beta1: Option<f64>,
+    #[arg(long)]
+    pub beta2: Option<f64>,
+    #[arg(long)]
+    pub adam_eps: Option<f64>,
+    /// Decoupled weight decay on every parameter
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// Global gradient-norm clip; 0 disables clipping
+    #[arg(long)]
+    pub clip_norm: Option<f64>,
+}
+
+impl OptimizerArgs {
+    pub fn apply(&self, mut c: AdamWConfig) -> Result<AdamWConfig, Error> {
+        if let Some(v) = self.lr_max {
+            c.max_lr = v;
+        }
+        if let Some(v) = self.lr_min {
+            c.min_lr = v;
+        }
+        if let Some(v) = self.warmup_steps {
+            c.warmup_steps = v;
+        }
+        if let Some(v) = self.total_steps {
+            c.total_steps = v;
+        }
+        if let Some(v) = self.beta1 {
+            c.beta1 = v;
+        }
+        if let Some(v) = self.beta2 {
+            c.beta2 = v;
+        }
+        if let Some(v) = self.adam_eps {
+            c.eps = v;
+        }
+        if let Some(v) = self.weight_decay {
+            c.weight_decay = v;
+        }
+        if let Some(v) = self.clip_norm {
+            c.clip_norm = (v > 0.0).then_some(v);
+        }
+        c.validate()
+            .map_err(|e| Error::Usage(format!("optimizer: {e}")))?;
+        Ok(c)
+    }
+}

@@ -1,0 +1,238 @@
+//! The training step: the model's forward pass, its backward pass and the
+//! AdamW update, in one HLO module, with every input and output described.
+
+use hlatc_compiler::autodiff::{self, AutodiffError};
+use hlatc_compiler::builder::{BuildError, Builder};
+use hlatc_compiler::optimizer::{adamw, AdamWConfig};
+use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
+use hlatc_models::{declare_params, forward, param_specs, BatchShape, ConfigError, ModelConfig};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// What a training step is built from.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepConfig {
+    pub model: ModelConfig,
+    pub batch: BatchShape,
+    pub optimizer: AdamWConfig,
+    /// Element type of weights, optimizer state and all compute.
+    #[serde(serialize_with = "ser_type")]
+    pub dtype: ElementType,
+}
+
+fn ser_type<S: serde::Serializer>(t: &ElementType, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(t.name())
+}
+
+/// What a buffer is for, so a runtime knows what to feed and keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Parameter,
+    AdamM,
+    AdamV,
+    Step,
+    Tokens,
+    Targets,
+    Loss,
+    GradNorm,
+    LearningRate,
+}
+
+/// One input or output of the step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TensorSpec {
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<i64>,
+    pub role: Role,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("optimizer: {0}")]
+    Optimizer(String),
+    #[error("dtype {0} is not a floating-point type")]
+    Dtype(ElementType),
+    #[error("building the graph: {0}")]
+    Build(#[from] BuildError),
+    #[error(transparent)]
+    Autodiff(#[from] AutodiffError),
+}
+
+/// Time spent in each stage of building the step.
+#[derive(Clone, Debug, Default)]
+pub struct StageTimes {
+    pub forward: Duration,
+    pub autodiff: Duration,
+    pub optimizer: Duration,
+}
+
+pub struct TrainStep {
+    pub module: Module,
+    pub inputs: Vec<TensorSpec>,
+    pub outputs: Vec<TensorSpec>,
+    pub times: StageTimes,
+}
+
+/// Input name prefixes of the Adam moments.
+pub const ADAM_M_PREFIX: &str = "adam_m.";
+pub const ADAM_V_PREFIX: &str = "adam_v.";
+
+fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
+    TensorSpec {
+        name: name.to_string(),
+        dtype: ty.name().to_string(),
+        shape: shape.to_vec(),
+        role,
+    }
+}
+
+fn check(cfg: &StepConfig) -> Result<(), StepError> {
+    cfg.model.validate("model")?;
+    cfg.batch.validate(&cfg.model)?;
+    cfg.optimizer.validate().map_err(StepError::Optimizer)?;
+    if !cfg.dtype.is_float() {
+        return Err(StepError::Dtype(cfg.dtype));
+    }
+    Ok(())
+}
+
+/// Builds the whole step. Inputs, in order: parameters, Adam m, Adam v, the
+/// step counter (`s32[]`, completed steps), tokens and targets
+/// (`s32[batch, seq]`). Outputs: loss, grad norm, learning rate, then the
+/// updated parameters, m, v and step, each aliasing its input buffer.
+pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
+    check(cfg)?;
+    let (ty, m) = (cfg.dtype, &cfg.model);
+    let specs = param_specs(m);
+    let t0 = Instant::now();
+    let mut b = Builder::new("train_step");
+    let params = declare_params(&mut b, m, ty);
+    let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {
+        specs
+            .iter()
+            .map(|p| {
+                b.parameter(
+                    &format!("{prefix}{}", p.name),
+                    Shape::array(ty, p.dims.clone()),
+                )
+            })
+            .collect()
+    };
+    let adam_m = declare(&mut b, ADAM_M_PREFIX);
+    let adam_v = declare(&mut b, ADAM_V_PREFIX);
+    let step = b.parameter("step", Shape::scalar(ElementType::S32));
+    let bd = [cfg.batch.batch_size, cfg.batch.seq_len];
+    let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
+    let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
+    let fwd = forward(&mut b, m, cfg.batch, &params, tokens, targets)?;
+    let t1 = Instant::now();
+    let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.stop_gradient)?;
+    let t2 = Instant::now();
+    let opt = adamw(
+        &mut b,
+        &cfg.optimizer,
+        &params,
+        &grads,
+        &adam_m,
+        &adam_v,
+        step,
+    )?;
+    let mut results = vec![fwd.loss, opt.grad_norm, opt.learning_rate];
+    results.extend(&opt.params);
+    results.extend(&opt.m);
+    results.extend(&opt.v);
+    results.push(opt.step);
+    let root = b.add(Op::Tuple, &results, None)?;
+    let mut module = b.into_module("hlatc_train_step", root);
+    let t3 = Instant::now();
+
+    let mut inputs = Vec::new();
+    for (prefix, role) in [
+        ("", Role::Parameter),
+        (ADAM_M_PREFIX, Role::AdamM),
+        (ADAM_V_PREFIX, Role::AdamV),
+    ] {
+        inputs.extend(
+            specs
+                .iter()
+                .map(|p| spec(&format!("{prefix}{}", p.name), ty, &p.dims, role)),
+        );
+    }
+    inputs.push(spec("step", ElementType::S32, &[], Role::Step));
+    inputs.push(spec("tokens", ElementType::S32, &bd, Role::Tokens));
+    inputs.push(spec("targets", ElementType::S32, &bd, Role::Targets));
+    let mut outputs = vec![
+        spec("loss", ty, &[], Role::Loss),
+        spec("grad_norm", ty, &[], Role::GradNorm),
+        spec("learning_rate", ty, &[], Role::LearningRate),
+    ];
+    // Updated state reuses its input's buffer: output 3 + k aliases input k.
+    let state = 3 * specs.len() + 1;
+    outputs.extend(inputs[..state].iter().cloned());
+    module.input_output_alias = (0..state)
+        .map(|k| IoAlias {
+            output_index: vec![3 + k as i64],
+            parameter: k as i64,
+            parameter_index: vec![],
+            kind: AliasKind::MayAlias,
+        })
+        .collect();
+    Ok(TrainStep {
+        module,
+        inputs,
+        outputs,
+        times: StageTimes {
+            forward: t1 - t0,
+            autodiff: t2 - t1,
+            optimizer: t3 - t2,
+        },
+    })
+}
+
+/// Loss and the gradient of every parameter (no optimizer): the module the
+/// gradient checks and the JAX parity test run. Inputs: parameters, tokens,
+/// targets. Output: `(loss, grad...)` in parameter order.
+pub fn build_loss_and_grads(
+    model: &ModelConfig,
+    batch: BatchShape,
+    ty: ElementType,
+) -> Result<Module, StepError> {
+    let mut b = Builder::new("loss_and_grads");
+    let params = declare_params(&mut b, model, ty);
+    let bd = [batch.batch_size, batch.seq_len];
+    let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
+    let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
+    let fwd = forward(&mut b, model, batch, &params, tokens, targets)?;
+    let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.stop_gradient)?;
+    let mut results = vec![fwd.loss];
+    results.extend(grads);
+    let root = b.add(Op::Tuple, &results, None)?;
+    Ok(b.into_module("hlatc_loss_and_grads", root))
+}
+
+/// The forward pass returning logits `[batch, seq, vocab]`. Inputs:
+/// parameters, tokens, targets (targets only feed the unused loss).
+pub fn build_logits(
+    model: &ModelConfig,
+    batch: BatchShape,
+    ty: ElementType,
+) -> Result<Module, StepError> {
+    let mut b = Builder::new("logits");
+    let params = declare_params(&mut b, model, ty);
+    let bd = [batch.batch_size, batch.seq_len];
+    let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
+    let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
+    let fwd = forward(&mut b, model, batch, &params, tokens, targets)?;
+    let logits = b.reshape(
+        fwd.logits,
+        &[batch.batch_size, batch.seq_len, model.vocab_size],
+    )?;
+    let mut m = b.into_module("hlatc_logits", logits);
+    // The loss is not needed here; dead-code elimination cannot fail.
+    let _ = hlatc_passes::Pass::run(&hlatc_passes::Dce, &mut m);
+    Ok(m)
+}

@@ -1,0 +1,127 @@
+//! Runs the compiled training step on XLA CPU, carrying the parameters and
+//! optimizer state from one step to the next.
+
+use crate::data::Batch;
+use crate::train_step::{build_train_step, StepConfig};
+use crate::Error;
+use hlatc_compiler::{ElementType, Literal};
+use hlatc_models::param_specs;
+use hlatc_runtime::{Program, Runtime};
+use std::collections::BTreeMap;
+
+/// What one step reported.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepStats {
+    pub loss: f64,
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+}
+
+pub struct Trainer {
+    program: Program,
+    names: Vec<String>,
+    /// Parameters, Adam m, Adam v, step: the aliased state, in input order.
+    state: Vec<Literal>,
+}
+
+impl Trainer {
+    /// Compiles the step for `cfg` and starts from `params` (in
+    /// `param_specs` order) with zero optimizer state at step 0.
+    pub fn new(rt: &Runtime, cfg: &StepConfig, params: Vec<Literal>) -> Result<Trainer, Error> {
+        let step = build_train_step(cfg).map_err(|e| Error::Usage(e.to_string()))?;
+        let program = rt.compile(&step.module)?;
+        let names: Vec<String> = param_specs(&cfg.model)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        let zeros: Vec<Literal> = params
+            .iter()
+            .map(|p| Literal::zeros(p.ty(), p.dims().to_vec()))
+            .collect();
+        let mut state = params;
+        state.extend(zeros.iter().cloned());
+        state.extend(zeros);
+        state.push(Literal::from_s32(vec![], &[0]).expect("a scalar"));
+        Ok(Trainer {
+            program,
+            names,
+            state,
+        })
+    }
+
+    /// One optimizer step on `batch`.
+    pub fn step(&mut self, batch: &Batch) -> Result<StepStats, Error> {
+        let mut inputs = self.state.clone();
+        inputs.push(batch.tokens.clone());
+        inputs.push(batch.targets.clone());
+        let mut out = self.program.run(&inputs)?;
+        let scalar = |l: &Literal| l.to_f64_vec()[0];
+        let stats = StepStats {
+            loss: scalar(&out[0]),
+            grad_norm: scalar(&out[1]),
+            learning_rate: scalar(&out[2]),
+        };
+        self.state = out.split_off(3);
+        Ok(stats)
+    }
+
+    /// The current parameters by Hugging Face name.
+    pub fn params(&self) -> Vec<(String, Literal)> {
+        self.names
+            .iter()
+            .cloned()
+            .zip(self.state.iter().cloned())
+            .collect()
+    }
+
+    /// Completed steps.
+    pub fn steps_done(&self) -> i64 {
+        self.state.last().map_or(0, |s| s.to_i64_vec()[0])
+    }
+}
+
+/// Parameters for `cfg` from named tensors (a safetensors checkpoint): every
+/// parameter must be present with its exact shape; it is converted to `ty`.
+pub fn params_from_tensors(
+    cfg: &hlatc_models::ModelConfig,
+    ty: ElementType,
+    mut tensors: BTreeMap<String, Literal>,
+    source: &str,
+) -> Result<(Vec<Literal>, Vec<String>), Error> {
+    let mut out = Vec::new();
+    for p in param_specs(cfg) {
+        let t = tensors.remove(&p.name).ok_or_else(|| {
+            Error::Usage(format!(
+                "{source}: no tensor '{}' (shape {:?})",
+                p.name, p.dims
+            ))
+        })?;
+        if t.dims() != p.dims.as_slice() {
+            return Err(Error::Usage(format!(
+                "{source}: tensor '{}' has shape {:?}, the model needs {:?}",
+                p.name,
+                t.dims(),
+                p.dims
+            )));
+        }
+        if !t.ty().is_float() {
+            return Err(Error::Usage(format!(
+                "{source}: tensor '{}' is {}, not a float",
+                p.name,
+                t.ty()
+            )));
+        }
+        let converted = if t.ty() == ty {
+            t
+        } else {
+            let values: Vec<hlatc_compiler::Scalar> = t
+                .to_f64_vec()
+                .into_iter()
+                .map(hlatc_compiler::Scalar::Float)
+                .collect();
+            Literal::from_scalars(ty, p.dims.clone(), &values).expect("floats convert")
+        };
+        out.push(converted);
+    }
+    Ok((out, tensors.into_keys().collect()))
+}
