@@ -62,6 +62,15 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         optimizer: a.optimizer.apply(defaults)?,
         dtype: ElementType::F32,
     };
+    let state = model.parameter_count() * 3 * cfg.dtype.byte_size() as i64;
+    if state > hlatc::check::MAX_HOST_STATE_BYTES {
+        return Err(Error::Usage(format!(
+            "{name}'s training state (parameters and two Adam moments) takes {:.1} GB; `train` runs on XLA CPU \
+             and stops at {} MiB. Use a smaller --config, or `hlatc compile --target neuron`.",
+            state as f64 / 1e9,
+            hlatc::check::MAX_HOST_STATE_BYTES >> 20
+        )));
+    }
     let params = match &a.init {
         Some(path) => {
             let (params, unused) = params_from_tensors(

@@ -1,0 +1,262 @@
+//! `hlatc compile`: bundles are complete, described, deterministic and
+//! verifiable; bad configs are refused with the field named.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn hlatc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hlatc-compile-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn compiling_twice_gives_byte_identical_bundles() {
+    let (a, b) = (tmp("a"), tmp("b"));
+    ok(&hlatc(&[
+        "compile",
+        "--model",
+        "hlat-7b",
+        "--out",
+        a.to_str().unwrap(),
+    ]));
+    ok(&hlatc(&[
+        "compile",
+        "--model",
+        "hlat-7b",
+        "--out",
+        b.to_str().unwrap(),
+    ]));
+    let (fa, fb) = (files(&a), files(&b));
+    let names: Vec<&str> = fa.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "compile_flags.json",
+            "manifest.json",
+            "model.hlo.txt",
+            "model.hlo_module.pb",
+            "neuronx-cc.sh"
+        ]
+    );
+    assert!(fa == fb, "bundles differ");
+}
+
+#[test]
+fn the_manifest_describes_every_buffer() {
+    let d = tmp("manifest");
+    let out = ok(&hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--out",
+        d.to_str().unwrap(),
+        "--seq-len",
+        "8",
+        "--batch-size",
+        "2",
+    ]));
+    assert!(out.contains("compiled tiny training step for cpu"), "{out}");
+    assert!(
+        !d.join("compile_flags.json").exists(),
+        "cpu bundles carry no neuron flags"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
+    let inputs = m["inputs"].as_array().unwrap();
+    let n = hlatc::models::param_specs(&hlatc::models::ModelConfig::tiny()).len();
+    assert_eq!(inputs.len(), 3 * n + 3);
+    assert_eq!(inputs[0]["name"], "model.embed_tokens.weight");
+    assert_eq!(inputs[0]["shape"], serde_json::json!([64, 32]));
+    assert_eq!(inputs[0]["dtype"], "f32");
+    assert_eq!(inputs[0]["role"], "parameter");
+    assert_eq!(inputs[n]["name"], "adam_m.model.embed_tokens.weight");
+    assert_eq!(inputs[n]["role"], "adam_m");
+    assert_eq!(inputs[2 * n]["role"], "adam_v");
+    assert_eq!(inputs[3 * n]["name"], "step");
+    assert_eq!(inputs[3 * n]["dtype"], "s32");
+    assert_eq!(inputs[3 * n + 1]["role"], "tokens");
+    assert_eq!(inputs[3 * n + 1]["shape"], serde_json::json!([2, 8]));
+    let outputs = m["outputs"].as_array().unwrap();
+    let roles: Vec<&str> = outputs[..3]
+        .iter()
+        .map(|o| o["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["loss", "grad_norm", "learning_rate"]);
+    let alias = m["input_output_alias"].as_array().unwrap();
+    assert_eq!(alias.len(), 3 * n + 1);
+    assert_eq!(alias[0], serde_json::json!({"output": 3, "input": 0}));
+    assert_eq!(
+        alias[3 * n],
+        serde_json::json!({"output": 3 * n + 3, "input": 3 * n})
+    );
+    assert_eq!(m["config"]["optimizer"]["beta2"], 0.95);
+    assert_eq!(m["config"]["optimizer"]["weight_decay"], 0.1);
+    assert_eq!(m["config"]["model"]["num_key_value_heads"], 2);
+    // The module's own aliasing agrees with the manifest.
+    let module = hlatc::load_module(&d.join("model.hlo_module.pb")).unwrap();
+    assert_eq!(module.input_output_alias.len(), alias.len());
+    assert_eq!(m["module"]["instructions"], module.instruction_count());
+}
+
+#[test]
+fn neuron_bundles_carry_flags_and_a_ready_command() {
+    let d = tmp("neuron");
+    ok(&hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    let flags: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(d.join("compile_flags.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        flags,
+        [
+            "--framework=XLA",
+            "--target=trn1",
+            "--model-type=transformer",
+            "--distribution-strategy=llm-training"
+        ]
+    );
+    let script = std::fs::read_to_string(d.join("neuronx-cc.sh")).unwrap();
+    assert!(script.contains("export NEURON_FUSE_SOFTMAX=1"));
+    assert!(script.contains("neuronx-cc compile --framework=XLA --target=trn1 model.hlo_module.pb --output model.neff --model-type=transformer --distribution-strategy=llm-training"));
+}
+
+#[test]
+fn verify_runs_the_recipe_on_xla_cpu() {
+    let d = tmp("verify-tiny");
+    let out = ok(&hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--out",
+        d.to_str().unwrap(),
+        "--verify",
+    ]));
+    assert!(
+        out.contains("verified:") && out.contains("XLA CPU, the model itself, step 2"),
+        "{out}"
+    );
+    let d = tmp("verify-70b");
+    let out = ok(&hlatc(&[
+        "compile",
+        "--model",
+        "hlat-70b",
+        "--out",
+        d.to_str().unwrap(),
+        "--verify",
+    ]));
+    assert!(out.contains("instructions  45130"), "{out}");
+    assert!(
+        out.contains("XLA CPU, its miniature (same structure, toy widths), step 2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_configs_name_the_field() {
+    let d = tmp("bad");
+    std::fs::create_dir_all(&d).unwrap();
+    let cases = [
+        (
+            r#"{"vocab_size": 100, "hidden_size": 30, "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}"#,
+            "hidden_size: 30 is not divisible by num_attention_heads = 4",
+        ),
+        (
+            r#"{"vocab_size": 100, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 3, "num_hidden_layers": 2}"#,
+            "num_key_value_heads: 3 does not divide num_attention_heads = 4",
+        ),
+        (
+            r#"{"vocab_size": 100, "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2}"#,
+            "intermediate_size: is missing",
+        ),
+        (
+            r#"{"vocab_size": "many", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}"#,
+            "vocab_size: must be an integer, got \"many\"",
+        ),
+        (
+            r#"{"model_type": "gpt2", "vocab_size": 100}"#,
+            "model_type: 'gpt2' is not a Llama model",
+        ),
+        (
+            r#"{"vocab_size": 100, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "rope_scaling": {"type": "linear", "factor": 2.0}}"#,
+            "rope_scaling: {\"factor\":2.0,\"type\":\"linear\"} is not supported yet",
+        ),
+        ("{not json", "not valid JSON"),
+    ];
+    for (json, want) in cases {
+        let p = d.join("config.json");
+        std::fs::write(&p, json).unwrap();
+        let o = hlatc(&[
+            "compile",
+            "--config",
+            p.to_str().unwrap(),
+            "--out",
+            d.join("o").to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{json}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("{}: {want}", p.display())),
+            "want {want}\ngot {err}"
+        );
+    }
+    let o = hlatc(&["compile", "--model", "llama-9000", "--out", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("[possible values: tiny, hlat-7b, hlat-70b]")
+    );
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--seq-len",
+        "4096",
+        "--out",
+        "x",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("seq_len: 4096 exceeds max_position_embeddings = 16"));
+    let o = hlatc(&["compile", "--model", "tiny", "--beta2", "1.5", "--out", "x"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("optimizer: beta2 must be in [0, 1), got 1.5")
+    );
+}
