@@ -19,18 +19,23 @@ use std::process::ExitCode;
 #[command(
     name = "hlatc",
     version,
-    about = "Compile Llama-family training steps to XLA HLO, and inspect, convert and run HLO on XLA CPU",
-    long_about = "hlatc reads and writes XLA HLO in both of its forms: text (what XLA, JAX and torch-xla \
-print) and HloModuleProto (*.pb, what neuronx-cc and PJRT consume). Every module is verified \
-(shapes, names, aliasing) when it is loaded, and can be run on XLA's CPU backend through the \
-PJRT C API.\n\nThe CPU plugin is fetched once with scripts/fetch-xla-cpu-plugin.sh (or point \
-HLATC_PJRT_PLUGIN at xla_cpu_pjrt.so).",
+    about = "Compile Llama-family training steps to XLA HLO for Trainium, and verify them on XLA CPU",
+    long_about = "hlatc compiles a Llama-family model (a built-in preset or a Hugging Face config.json) \
+into one XLA HLO program that does the whole training step: forward pass, backward pass (reverse-mode \
+autodiff), global grad-norm clipping, the learning-rate schedule and the AdamW update. It writes a \
+bundle neuronx-cc compiles unchanged, and runs the same HLO on XLA's CPU backend to prove it.\n\n\
+It also reads and writes HLO from other stacks in both forms: text (what XLA, JAX and torch-xla \
+print) and HloModuleProto (*.pb). Every module is verified when it is loaded.\n\n\
+The CPU plugin is fetched once with scripts/fetch-xla-cpu-plugin.sh (or point HLATC_PJRT_PLUGIN \
+at xla_cpu_pjrt.so).",
     after_help = "Examples:\n  \
-hlatc fmt dump.txt                          canonical HLO text of a JAX/XLA dump\n  \
-hlatc convert model.hlo_module.pb -o m.txt  proto to text (and back, by extension)\n  \
-hlatc opt m.txt --passes=cse,dce            run passes by name (--list-passes)\n  \
-hlatc run m.txt --inputs in.safetensors --outputs out.safetensors\n  \
-hlatc run m.txt --expect ref.safetensors    run and compare with reference outputs"
+hlatc compile --model hlat-7b --out build/7b --verify   bundle for neuronx-cc, checked on XLA CPU\n  \
+hlatc compile --config config.json --out build/m      any Llama config.json\n  \
+hlatc train --model tiny --steps 100                   train on XLA CPU (synthetic data)\n  \
+hlatc fmt dump.txt                                     canonical HLO text of a JAX/XLA dump\n  \
+hlatc convert model.hlo_module.pb -o m.txt             proto to text (and back, by extension)\n  \
+hlatc opt m.txt --passes=cse,dce                       run passes by name (--list-passes)\n  \
+hlatc run m.txt --inputs in.safetensors --expect ref.safetensors"
 )]
 pub struct Cli {
     #[command(subcommand)]

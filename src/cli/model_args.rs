@@ -10,6 +10,7 @@ use std::path::PathBuf;
 pub struct ModelArgs {
     /// Built-in model: tiny (2 layers, GQA; runs on XLA CPU), hlat-7b
     /// (Llama-2-7B shapes), hlat-70b (Llama-2-70B shapes, 8 KV heads)
+    /// [default: compile hlat-7b, train tiny]
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(PRESETS), conflicts_with = "config")]
     pub model: Option<String>,
     /// Hugging Face LlamaConfig `config.json` instead of a preset
@@ -55,28 +56,31 @@ impl ModelArgs {
 /// AdamW and schedule settings; unset ones keep the command's defaults.
 #[derive(clap::Args)]
 pub struct OptimizerArgs {
-    /// Peak learning rate (after warmup)
+    /// Peak learning rate after warmup [default: compile 3e-4, train 1e-2]
     #[arg(long)]
     pub lr_max: Option<f64>,
-    /// Final learning rate (end of the cosine decay)
+    /// Final learning rate, end of the cosine decay [default: compile 3e-5, train 1e-3]
     #[arg(long)]
     pub lr_min: Option<f64>,
-    /// Linear warmup steps
+    /// Linear warmup steps [default: compile 2000, train steps/10]
     #[arg(long)]
     pub warmup_steps: Option<i64>,
-    /// Step at which the cosine decay reaches --lr-min
+    /// Step at which the cosine decay reaches --lr-min [default: compile 100000, train --steps]
     #[arg(long)]
     pub total_steps: Option<i64>,
+    /// AdamW first-moment decay [default: 0.9]
     #[arg(long)]
     pub beta1: Option<f64>,
+    /// AdamW second-moment decay [default: 0.95; HLAT found 0.99 unstable in bf16]
     #[arg(long)]
     pub beta2: Option<f64>,
+    /// AdamW epsilon [default: 1e-8]
     #[arg(long)]
     pub adam_eps: Option<f64>,
-    /// Decoupled weight decay on every parameter
+    /// Decoupled weight decay on every parameter, norms included [default: 0.1]
     #[arg(long)]
     pub weight_decay: Option<f64>,
-    /// Global gradient-norm clip; 0 disables clipping
+    /// Global gradient-norm clip; 0 disables clipping [default: 1.0]
     #[arg(long)]
     pub clip_norm: Option<f64>,
 }

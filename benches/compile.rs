@@ -1,0 +1,49 @@
+//! Ahead-of-time compile time of the full training steps (forward graph,
+//! autodiff, AdamW with clipping and schedule, HloModuleProto emission) for
+//! HLAT-7B and HLAT-70B at batch 1 x 4096.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use hlatc::compiler::optimizer::AdamWConfig;
+use hlatc::compiler::{proto, ElementType};
+use hlatc::models::{BatchShape, ModelConfig};
+use hlatc::train_step::{build_train_step, StepConfig};
+
+fn step_config(model: ModelConfig) -> StepConfig {
+    StepConfig {
+        model,
+        batch: BatchShape {
+            batch_size: 1,
+            seq_len: 4096,
+        },
+        optimizer: AdamWConfig::default(),
+        dtype: ElementType::F32,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("compile_train_step");
+    g.sample_size(20);
+    for (name, model) in [
+        ("hlat-7b", ModelConfig::hlat_7b()),
+        ("hlat-70b", ModelConfig::hlat_70b()),
+    ] {
+        let cfg = step_config(model);
+        g.bench_function(format!("{name}/graph+autodiff+optimizer+emit"), |b| {
+            b.iter(|| {
+                let step = build_train_step(black_box(&cfg)).unwrap();
+                proto::encode_module(&step.module)
+            })
+        });
+        let step = build_train_step(&cfg).unwrap();
+        g.bench_function(format!("{name}/emit_proto"), |b| {
+            b.iter(|| proto::encode_module(black_box(&step.module)))
+        });
+        g.bench_function(format!("{name}/print_text"), |b| {
+            b.iter(|| hlatc::text::print_module(black_box(&step.module)))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
