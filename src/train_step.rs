@@ -100,6 +100,38 @@ fn check(cfg: &StepConfig) -> Result<(), StepError> {
     Ok(())
 }
 
+/// A builder holding the model's parameters (first, in `param_specs`
+/// order), whatever `between` declares, then `tokens` and `targets`, and the
+/// forward pass over them.
+struct ModelGraph<T> {
+    b: Builder,
+    params: Vec<InstrId>,
+    extra: T,
+    fwd: hlatc_models::ForwardOutputs,
+}
+
+fn model_graph<T>(
+    name: &str,
+    model: &ModelConfig,
+    batch: BatchShape,
+    ty: ElementType,
+    between: impl FnOnce(&mut Builder) -> T,
+) -> Result<ModelGraph<T>, StepError> {
+    let mut b = Builder::new(name);
+    let params = declare_params(&mut b, model, ty);
+    let extra = between(&mut b);
+    let bd = [batch.batch_size, batch.seq_len];
+    let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
+    let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
+    let fwd = forward(&mut b, model, batch, &params, tokens, targets)?;
+    Ok(ModelGraph {
+        b,
+        params,
+        extra,
+        fwd,
+    })
+}
+
 /// Builds the whole step. Inputs, in order: parameters, Adam m, Adam v, the
 /// step counter (`s32[]`, completed steps), tokens and targets
 /// (`s32[batch, seq]`). Outputs: loss, grad norm, learning rate, then the
@@ -109,26 +141,30 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     let (ty, m) = (cfg.dtype, &cfg.model);
     let specs = param_specs(m);
     let t0 = Instant::now();
-    let mut b = Builder::new("train_step");
-    let params = declare_params(&mut b, m, ty);
-    let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {
-        specs
-            .iter()
-            .map(|p| {
-                b.parameter(
-                    &format!("{prefix}{}", p.name),
-                    Shape::array(ty, p.dims.clone()),
-                )
-            })
-            .collect()
-    };
-    let adam_m = declare(&mut b, ADAM_M_PREFIX);
-    let adam_v = declare(&mut b, ADAM_V_PREFIX);
-    let step = b.parameter("step", Shape::scalar(ElementType::S32));
+    let g = model_graph("train_step", m, cfg.batch, ty, |b| {
+        let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {
+            specs
+                .iter()
+                .map(|p| {
+                    b.parameter(
+                        &format!("{prefix}{}", p.name),
+                        Shape::array(ty, p.dims.clone()),
+                    )
+                })
+                .collect()
+        };
+        let adam_m = declare(b, ADAM_M_PREFIX);
+        let adam_v = declare(b, ADAM_V_PREFIX);
+        let step = b.parameter("step", Shape::scalar(ElementType::S32));
+        (adam_m, adam_v, step)
+    })?;
+    let ModelGraph {
+        mut b,
+        params,
+        extra: (adam_m, adam_v, step),
+        fwd,
+    } = g;
     let bd = [cfg.batch.batch_size, cfg.batch.seq_len];
-    let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
-    let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
-    let fwd = forward(&mut b, m, cfg.batch, &params, tokens, targets)?;
     let t1 = Instant::now();
     let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.stop_gradient)?;
     let t2 = Instant::now();
@@ -201,12 +237,9 @@ pub fn build_loss_and_grads(
     batch: BatchShape,
     ty: ElementType,
 ) -> Result<Module, StepError> {
-    let mut b = Builder::new("loss_and_grads");
-    let params = declare_params(&mut b, model, ty);
-    let bd = [batch.batch_size, batch.seq_len];
-    let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
-    let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
-    let fwd = forward(&mut b, model, batch, &params, tokens, targets)?;
+    let ModelGraph {
+        mut b, params, fwd, ..
+    } = model_graph("loss_and_grads", model, batch, ty, |_| ())?;
     let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.stop_gradient)?;
     let mut results = vec![fwd.loss];
     results.extend(grads);
@@ -221,12 +254,7 @@ pub fn build_logits(
     batch: BatchShape,
     ty: ElementType,
 ) -> Result<Module, StepError> {
-    let mut b = Builder::new("logits");
-    let params = declare_params(&mut b, model, ty);
-    let bd = [batch.batch_size, batch.seq_len];
-    let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
-    let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
-    let fwd = forward(&mut b, model, batch, &params, tokens, targets)?;
+    let ModelGraph { mut b, fwd, .. } = model_graph("logits", model, batch, ty, |_| ())?;
     let logits = b.reshape(
         fwd.logits,
         &[batch.batch_size, batch.seq_len, model.vocab_size],

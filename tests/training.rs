@@ -13,6 +13,15 @@ fn rt() -> Runtime {
     Runtime::shared().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The number after `loss ` on a `hlatc train` progress line.
+fn loss_on_line(line: &str) -> f64 {
+    let after = line
+        .split("loss ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no loss in {line:?}"));
+    after.split_whitespace().next().unwrap().parse().unwrap()
+}
+
 #[test]
 fn hlatc_train_tiny_100_steps_halves_the_loss() {
     let out = Command::new(env!("CARGO_BIN_EXE_hlatc"))
@@ -28,16 +37,7 @@ fn hlatc_train_tiny_100_steps_halves_the_loss() {
     let losses: Vec<f64> = stdout
         .lines()
         .filter(|l| l.starts_with("step "))
-        .map(|l| {
-            l.split("loss ")
-                .nth(1)
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap()
-        })
+        .map(loss_on_line)
         .collect();
     assert_eq!(losses.len(), 100, "{stdout}");
     let (first, last) = (losses[0], losses[99]);
@@ -192,18 +192,7 @@ fn save_and_init_round_trip_through_safetensors() {
         hlatc::models::param_specs(&ModelConfig::tiny()).len()
     );
     let resumed = run(&["train", "--steps", "1", "--init", saved.to_str().unwrap()]);
-    let loss: f64 = resumed
-        .lines()
-        .next()
-        .unwrap()
-        .split("loss ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let loss = loss_on_line(resumed.lines().next().unwrap());
     assert!(
         loss < 0.5 * (64f64).ln(),
         "resumed from trained weights, yet loss {loss}"
