@@ -113,12 +113,12 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             };
             if !instr.metadata.is_empty() {
                 let md = &instr.metadata;
-                p.metadata = Some(OpMetadata {
+                p.metadata = Some(Box::new(OpMetadata {
                     op_type: md.op_type.clone(),
                     op_name: md.op_name.clone(),
                     source_file: md.source_file.clone(),
                     source_line: md.source_line as i32,
-                });
+                }));
             }
             fill_op_fields(&instr.op, &mut p);
             instructions.push(p);
@@ -162,7 +162,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
 fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
     match op {
         Op::Parameter(n) => p.parameter_number = *n,
-        Op::Constant(lit) => p.literal = Some(literal_to_proto(lit)),
+        Op::Constant(lit) => p.literal = Some(Box::new(literal_to_proto(lit))),
         Op::Iota { dimension } => p.dimensions = vec![*dimension],
         Op::Compare { direction, kind } => {
             p.comparison_direction = direction.name().to_string();
@@ -199,12 +199,12 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             })
         }
         Op::Dot { dims, precision } => {
-            p.dot_dimension_numbers = Some(DotDimensionNumbers {
+            p.dot_dimension_numbers = Some(Box::new(DotDimensionNumbers {
                 lhs_contracting_dimensions: dims.lhs_contracting.clone(),
                 rhs_contracting_dimensions: dims.rhs_contracting.clone(),
                 lhs_batch_dimensions: dims.lhs_batch.clone(),
                 rhs_batch_dimensions: dims.rhs_batch.clone(),
-            });
+            }));
             if !precision.is_empty() {
                 p.precision_config = Some(PrecisionConfig {
                     operand_precision: precision.iter().map(|x| x.proto()).collect(),
@@ -218,14 +218,14 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             slice_sizes,
             indices_are_sorted,
         } => {
-            p.gather_dimension_numbers = Some(GatherDimensionNumbers {
+            p.gather_dimension_numbers = Some(Box::new(GatherDimensionNumbers {
                 offset_dims: dims.offset_dims.clone(),
                 collapsed_slice_dims: dims.collapsed_slice_dims.clone(),
                 start_index_map: dims.start_index_map.clone(),
                 index_vector_dim: dims.index_vector_dim,
                 operand_batching_dims: dims.operand_batching_dims.clone(),
                 start_indices_batching_dims: dims.start_indices_batching_dims.clone(),
-            });
+            }));
             p.gather_slice_sizes = slice_sizes.clone();
             p.indices_are_sorted = *indices_are_sorted;
         }
@@ -235,14 +235,14 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             unique_indices,
             ..
         } => {
-            p.scatter_dimension_numbers = Some(ScatterDimensionNumbers {
+            p.scatter_dimension_numbers = Some(Box::new(ScatterDimensionNumbers {
                 update_window_dims: dims.update_window_dims.clone(),
                 inserted_window_dims: dims.inserted_window_dims.clone(),
                 scatter_dims_to_operand_dims: dims.scatter_dims_to_operand_dims.clone(),
                 index_vector_dim: dims.index_vector_dim,
                 input_batching_dims: dims.input_batching_dims.clone(),
                 scatter_indices_batching_dims: dims.scatter_indices_batching_dims.clone(),
-            });
+            }));
             p.indices_are_sorted = *indices_are_sorted;
             p.unique_indices = *unique_indices;
         }

@@ -47,6 +47,8 @@ pub struct SliceDimensions {
     pub stride: i64,
 }
 
+/// Rare, large sub-messages are boxed: tens of thousands of instructions
+/// are built per module, and inline they would triple its footprint.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct HloInstructionProto {
     #[prost(string, tag = "1")]
@@ -55,10 +57,10 @@ pub struct HloInstructionProto {
     pub opcode: String,
     #[prost(message, optional, tag = "3")]
     pub shape: Option<ShapeProto>,
-    #[prost(message, optional, tag = "7")]
-    pub metadata: Option<OpMetadata>,
-    #[prost(message, optional, tag = "8")]
-    pub literal: Option<LiteralProto>,
+    #[prost(message, optional, boxed, tag = "7")]
+    pub metadata: Option<Box<OpMetadata>>,
+    #[prost(message, optional, boxed, tag = "8")]
+    pub literal: Option<Box<LiteralProto>>,
     #[prost(int64, tag = "9")]
     pub parameter_number: i64,
     #[prost(int64, tag = "13")]
@@ -73,10 +75,10 @@ pub struct HloInstructionProto {
     pub padding_config: Option<PaddingConfig>,
     #[prost(string, tag = "28")]
     pub custom_call_target: String,
-    #[prost(message, optional, tag = "30")]
-    pub dot_dimension_numbers: Option<DotDimensionNumbers>,
-    #[prost(message, optional, tag = "33")]
-    pub gather_dimension_numbers: Option<GatherDimensionNumbers>,
+    #[prost(message, optional, boxed, tag = "30")]
+    pub dot_dimension_numbers: Option<Box<DotDimensionNumbers>>,
+    #[prost(message, optional, boxed, tag = "33")]
+    pub gather_dimension_numbers: Option<Box<GatherDimensionNumbers>>,
     #[prost(int64, repeated, tag = "34")]
     pub gather_slice_sizes: Vec<i64>,
     #[prost(int64, tag = "35")]
@@ -87,8 +89,8 @@ pub struct HloInstructionProto {
     pub called_computation_ids: Vec<i64>,
     #[prost(bytes = "vec", tag = "43")]
     pub backend_config: Vec<u8>,
-    #[prost(message, optional, tag = "48")]
-    pub scatter_dimension_numbers: Option<ScatterDimensionNumbers>,
+    #[prost(message, optional, boxed, tag = "48")]
+    pub scatter_dimension_numbers: Option<Box<ScatterDimensionNumbers>>,
     #[prost(message, optional, tag = "51")]
     pub precision_config: Option<PrecisionConfig>,
     #[prost(string, tag = "63")]
