@@ -20,7 +20,7 @@ pub struct CheckReport {
 }
 
 fn fail(msg: String) -> Error {
-    Error::Usage(format!("verification failed: {msg}"))
+    Error::Verification(msg)
 }
 
 /// Re-reads the bundle in `dir`, then runs the step on XLA CPU.

@@ -51,6 +51,16 @@ pub enum Error {
     Runtime(#[from] runtime::RuntimeError),
     #[error(transparent)]
     Tensors(#[from] runtime::TensorFileError),
+    #[error(transparent)]
+    Config(#[from] models::ConfigError),
+    #[error(transparent)]
+    Step(#[from] train_step::StepError),
+    #[error(transparent)]
+    Pass(#[from] passes::PassError),
+    /// A check of a written bundle failed (`compile --verify`).
+    #[error("verification failed: {0}")]
+    Verification(String),
+    /// Inputs that do not fit together (checkpoint vs model, flags).
     #[error("{0}")]
     Usage(String),
 }

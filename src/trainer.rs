@@ -28,7 +28,7 @@ impl Trainer {
     /// Compiles the step for `cfg` and starts from `params` (in
     /// `param_specs` order) with zero optimizer state at step 0.
     pub fn new(rt: &Runtime, cfg: &StepConfig, params: Vec<Literal>) -> Result<Trainer, Error> {
-        let step = build_train_step(cfg).map_err(|e| Error::Usage(e.to_string()))?;
+        let step = build_train_step(cfg)?;
         let program = rt.compile(&step.module)?;
         let names: Vec<String> = param_specs(&cfg.model)
             .into_iter()

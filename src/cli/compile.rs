@@ -55,7 +55,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         optimizer: a.optimizer.apply(AdamWConfig::default())?,
         dtype: ElementType::F32,
     };
-    let step = build_train_step(&cfg).map_err(|e| Error::Usage(e.to_string()))?;
+    let step = build_train_step(&cfg)?;
     let target = match a.target {
         TargetArg::Neuron => Target::Neuron,
         TargetArg::Cpu => Target::Cpu,

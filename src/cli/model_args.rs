@@ -29,16 +29,12 @@ impl ModelArgs {
     pub fn resolve(&self, default: &str) -> Result<(ModelConfig, String), Error> {
         match (&self.model, &self.config) {
             (_, Some(path)) => {
-                let cfg =
-                    ModelConfig::from_hf_file(path).map_err(|e| Error::Usage(e.to_string()))?;
+                let cfg = ModelConfig::from_hf_file(path)?;
                 Ok((cfg, path.display().to_string()))
             }
             (m, None) => {
                 let name = m.as_deref().unwrap_or(default);
-                Ok((
-                    ModelConfig::preset(name).map_err(|e| Error::Usage(e.to_string()))?,
-                    name.to_string(),
-                ))
+                Ok((ModelConfig::preset(name)?, name.to_string()))
             }
         }
     }

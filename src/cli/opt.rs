@@ -39,7 +39,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     }
     let file = a.file.expect("clap requires FILE without --list-passes");
     let mut module = hlatc::load_module(&file)?;
-    let mut pm = PassManager::from_names(&a.passes).map_err(|e| Error::Usage(e.to_string()))?;
+    let mut pm = PassManager::from_names(&a.passes)?;
     if let Some(d) = a.dump_dir {
         pm.dump_to(d);
     }
