@@ -329,78 +329,54 @@ fn shape_rules_match_finite_differences() {
 
 #[test]
 fn contraction_and_reduction_rules() {
-    check(case(
+    let dot = |name: &'static str, lhs: &[i64], rhs: &[i64], seed: u64, dims: DotDims| {
+        case(
+            name,
+            vec![
+                random(lhs, seed, -1.0, 1.0),
+                random(rhs, seed + 1, -1.0, 1.0),
+            ],
+            vec![0, 1],
+            move |b, p| b.dot(p[0], p[1], dims.clone()).unwrap(),
+        )
+    };
+    let contract = |l: Vec<i64>, r: Vec<i64>| DotDims {
+        lhs_contracting: l,
+        rhs_contracting: r,
+        ..Default::default()
+    };
+    check(dot(
         "dot matmul",
-        vec![
-            random(&[2, 3], 20, -1.0, 1.0),
-            random(&[3, 4], 21, -1.0, 1.0),
-        ],
-        vec![0, 1],
-        |b, p| {
-            b.dot(
-                p[0],
-                p[1],
-                DotDims {
-                    lhs_contracting: vec![1],
-                    rhs_contracting: vec![0],
-                    ..Default::default()
-                },
-            )
-            .unwrap()
-        },
+        &[2, 3],
+        &[3, 4],
+        20,
+        contract(vec![1], vec![0]),
     ));
-    check(case(
+    check(dot(
         "dot x.W^T",
-        vec![
-            random(&[2, 3], 22, -1.0, 1.0),
-            random(&[4, 3], 23, -1.0, 1.0),
-        ],
-        vec![0, 1],
-        |b, p| {
-            b.dot(
-                p[0],
-                p[1],
-                DotDims {
-                    lhs_contracting: vec![1],
-                    rhs_contracting: vec![1],
-                    ..Default::default()
-                },
-            )
-            .unwrap()
-        },
+        &[2, 3],
+        &[4, 3],
+        22,
+        contract(vec![1], vec![1]),
     ));
-    check(case(
+    check(dot(
         "dot batched attention",
-        vec![
-            random(&[2, 3, 2, 4], 24, -1.0, 1.0),
-            random(&[2, 5, 2, 4], 25, -1.0, 1.0),
-        ],
-        vec![0, 1],
-        |b, p| {
-            let dims = DotDims {
-                lhs_batch: vec![0, 2],
-                lhs_contracting: vec![3],
-                rhs_batch: vec![0, 2],
-                rhs_contracting: vec![3],
-            };
-            b.dot(p[0], p[1], dims).unwrap()
+        &[2, 3, 2, 4],
+        &[2, 5, 2, 4],
+        24,
+        DotDims {
+            lhs_batch: vec![0, 2],
+            lhs_contracting: vec![3],
+            rhs_batch: vec![0, 2],
+            rhs_contracting: vec![3],
         },
     ));
-    check(case(
+    check(dot(
         "dot two contracting dims",
-        vec![
-            random(&[3, 2, 4], 26, -1.0, 1.0),
-            random(&[4, 5, 3], 27, -1.0, 1.0),
-        ],
-        vec![0, 1],
-        |b, p| {
-            let dims = DotDims {
-                lhs_contracting: vec![0, 2],
-                rhs_contracting: vec![2, 0],
-                ..Default::default()
-            };
-            b.dot(p[0], p[1], dims).unwrap()
-        },
+        &[3, 2, 4],
+        &[4, 5, 3],
+        26,
+        contract(vec![0, 2], vec![2, 0]),
     ));
     check(case(
         "reduce sum",
