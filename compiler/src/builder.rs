@@ -8,7 +8,7 @@ use crate::literal::Literal;
 use crate::op::{BinaryOp, Op, UnaryOp};
 use crate::shape_inference::{infer_shape, CalleeSignature, ShapeError};
 use crate::types::{ElementType, Shape};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 #[error("building '{computation}': {opcode} {operands}: {source}")]
@@ -31,6 +31,52 @@ pub struct Builder {
     reducer_ops: BTreeMap<String, BinaryOp>,
     counters: BTreeMap<&'static str, usize>,
     next_param: i64,
+    /// Value numbering: every pure instruction built so far, by what it
+    /// computes. Asking for the same value again returns the same
+    /// instruction, so built graphs hold no duplicates for cse to find.
+    values: HashMap<(Op, Vec<InstrId>, Shape), InstrId, BuildFxHasher>,
+}
+
+/// The Fx hash (rustc's): much faster than SipHash for these small keys,
+/// and no attacker chooses what a model builder builds.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type BuildFxHasher = std::hash::BuildHasherDefault<FxHasher>;
+
+/// Whether two instructions with the same op and operands are the same value.
+fn is_pure(op: &Op) -> bool {
+    match op {
+        Op::Parameter(_) | Op::RngBitGenerator { .. } => false,
+        Op::CustomCall(cc) => !cc.has_side_effect,
+        _ => true,
+    }
 }
 
 impl Builder {
@@ -42,6 +88,7 @@ impl Builder {
             reducer_ops: BTreeMap::new(),
             counters: BTreeMap::new(),
             next_param: 0,
+            values: HashMap::default(),
         }
     }
 
@@ -71,20 +118,31 @@ impl Builder {
     }
 
     /// Adds `op` over `operands`; `shape` is needed only for ops that take
-    /// (part of) their result shape from the instruction.
+    /// (part of) their result shape from the instruction. Building a pure
+    /// value that exists already returns the existing instruction.
     pub fn add(
         &mut self,
         op: Op,
         operands: &[InstrId],
         shape: Option<Shape>,
     ) -> Result<InstrId, BuildError> {
+        let inferred = self.infer(&op, operands, shape)?;
+        Ok(self.insert(op, operands, inferred, true))
+    }
+
+    fn infer(
+        &self,
+        op: &Op,
+        operands: &[InstrId],
+        shape: Option<Shape>,
+    ) -> Result<Shape, BuildError> {
         let shapes: Vec<&Shape> = operands
             .iter()
             .map(|&o| &self.comp.instr(o).shape)
             .collect();
         let callees = &self.callees;
-        let inferred = infer_shape(&op, &shapes, shape.as_ref(), &|n| callees.get(n).cloned())
-            .map_err(|source| BuildError {
+        infer_shape(op, &shapes, shape.as_ref(), &|n| callees.get(n).cloned()).map_err(|source| {
+            BuildError {
                 computation: self.comp.name.clone(),
                 opcode: op.opcode(),
                 operands: format!(
@@ -96,14 +154,27 @@ impl Builder {
                         .join(", ")
                 ),
                 source,
-            })?;
-        let name = self.fresh_name(op.opcode());
-        Ok(self
-            .comp
-            .add(Instruction::new(name, inferred, op), operands))
+            }
+        })
     }
 
-    /// Adds a named instruction (names must be unique in the computation).
+    /// Adds the instruction, or returns the existing one computing the same
+    /// value when `share` allows it.
+    fn insert(&mut self, op: Op, operands: &[InstrId], shape: Shape, share: bool) -> InstrId {
+        let key = (share && is_pure(&op)).then(|| (op.clone(), operands.to_vec(), shape.clone()));
+        if let Some(&id) = key.as_ref().and_then(|k| self.values.get(k)) {
+            return id;
+        }
+        let name = self.fresh_name(op.opcode());
+        let id = self.comp.add(Instruction::new(name, shape, op), operands);
+        if let Some(k) = key {
+            self.values.insert(k, id);
+        }
+        id
+    }
+
+    /// Adds a new instruction with this name (unique in the computation);
+    /// named instructions are never shared.
     pub fn add_named(
         &mut self,
         name: &str,
@@ -111,7 +182,8 @@ impl Builder {
         operands: &[InstrId],
         shape: Option<Shape>,
     ) -> Result<InstrId, BuildError> {
-        let id = self.add(op, operands, shape)?;
+        let inferred = self.infer(&op, operands, shape)?;
+        let id = self.insert(op, operands, inferred, false);
         self.comp.instr_mut(id).name = name.to_string();
         Ok(id)
     }
@@ -125,10 +197,8 @@ impl Builder {
     }
 
     pub fn constant(&mut self, lit: Literal) -> InstrId {
-        let name = self.fresh_name("constant");
         let shape = Shape::Array(lit.shape.clone());
-        self.comp
-            .add(Instruction::new(name, shape, Op::Constant(lit)), &[])
+        self.insert(Op::Constant(lit), &[], shape, true)
     }
 
     pub fn scalar(&mut self, ty: ElementType, value: f64) -> InstrId {
