@@ -270,12 +270,18 @@ fn built_steps_hold_no_duplicate_values() {
     for model in [ModelConfig::tiny(), ModelConfig::hlat_7b()] {
         let cfg = StepConfig {
             model,
-            batch: BatchShape { batch_size: 1, seq_len: 16 },
+            batch: BatchShape {
+                batch_size: 1,
+                seq_len: 16,
+            },
             optimizer: AdamWConfig::default(),
             dtype: ElementType::F32,
         };
         let mut m = build_train_step(&cfg).unwrap().module;
-        let report = hlatc::passes::PassManager::from_names(&["cse", "dce"]).unwrap().run(&mut m).unwrap();
+        let report = hlatc::passes::PassManager::from_names(&["cse", "dce"])
+            .unwrap()
+            .run(&mut m)
+            .unwrap();
         assert!(!report.changed(), "{:?}", report.runs);
     }
 }
