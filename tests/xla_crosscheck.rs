@@ -1,5 +1,6 @@
 //! XLA itself reads what hlatc writes, and reads it as hlatc meant it: every
-//! fixture is printed and emitted by hlatc, parsed/loaded by XLA (through
+//! fixture, and the tiny model's compiled training step, is printed and
+//! emitted by hlatc, parsed/loaded by XLA (through
 //! jaxlib, `tools/xla_crosscheck.py`), written back by XLA as a proto, and
 //! that proto decodes to the module we started from.
 //!
@@ -27,10 +28,31 @@ fn fixtures() -> Vec<PathBuf> {
 fn xla_reads_our_text_and_protos_as_we_meant_them() {
     let dir = std::env::temp_dir().join(format!("hlatc-xla-crosscheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let mut modules: Vec<(String, hlatc::Module)> = fixtures()
+        .into_iter()
+        .map(|f| {
+            (
+                f.file_stem().unwrap().to_string_lossy().to_string(),
+                hlatc::load_module(&f).unwrap(),
+            )
+        })
+        .collect();
+    // hlatc's own output: the tiny model's whole training step.
+    let cfg = hlatc::train_step::StepConfig {
+        model: hlatc::models::ModelConfig::tiny(),
+        batch: hlatc::models::BatchShape {
+            batch_size: 2,
+            seq_len: 8,
+        },
+        optimizer: Default::default(),
+        dtype: hlatc::compiler::ElementType::F32,
+    };
+    modules.push((
+        "tiny_train_step".into(),
+        hlatc::train_step::build_train_step(&cfg).unwrap().module,
+    ));
     let mut originals = Vec::new();
-    for f in fixtures() {
-        let m = hlatc::load_module(&f).unwrap();
-        let stem = f.file_stem().unwrap().to_string_lossy().to_string();
+    for (stem, m) in modules {
         hlatc::save_module(&m, &dir.join(format!("{stem}.txt"))).unwrap();
         hlatc::save_module(&m, &dir.join(format!("{stem}.pb"))).unwrap();
         originals.push((stem, m));
