@@ -9,6 +9,7 @@ use crate::Error;
 use hlatc_models::{init::init_params, BatchShape};
 use hlatc_runtime::Runtime;
 use std::path::Path;
+use std::time::Instant;
 
 /// Models whose step state (parameters and two Adam moments) is larger than
 /// this are checked through their miniature instead.
@@ -56,28 +57,52 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
     }
     lines.push(format!("{PROTO_FILE} decodes, verifies and equals the compiled module (sha256 matches the manifest)"));
 
+    let rt = Runtime::new()?;
+    let t = Instant::now();
+    let program = rt.compile(&back)?;
+    lines.push(format!(
+        "XLA CPU compiles {PROTO_FILE} as written ({:.1} s)",
+        t.elapsed().as_secs_f64()
+    ));
+
     let state_bytes = cfg.model.parameter_count() * 3 * cfg.dtype.byte_size() as i64;
-    let (model, batch, what) = if state_bytes <= MAX_HOST_STATE_BYTES {
-        (cfg.model.clone(), cfg.batch, "the model itself")
+    let (model, batch, what, mut trainer) = if state_bytes <= MAX_HOST_STATE_BYTES {
+        let params = init_params(&cfg.model, cfg.dtype, 0)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        let trainer = Trainer::with_program(program, cfg, params);
+        (
+            cfg.model.clone(),
+            cfg.batch,
+            "the bundle's own module",
+            trainer,
+        )
     } else {
+        // Running needs the whole state in host memory: run the miniature.
+        drop(program);
         let mini = cfg.model.miniature();
         let b = BatchShape {
             batch_size: 2,
             seq_len: mini.max_position_embeddings,
         };
-        (mini, b, "its miniature (same structure, toy widths)")
+        let run_cfg = StepConfig {
+            model: mini.clone(),
+            batch: b,
+            ..cfg.clone()
+        };
+        let params = init_params(&mini, cfg.dtype, 0)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        let trainer = Trainer::new(&rt, &run_cfg, params)?;
+        (
+            mini,
+            b,
+            "its miniature (same structure, toy widths)",
+            trainer,
+        )
     };
-    let run_cfg = StepConfig {
-        model: model.clone(),
-        batch,
-        ..cfg.clone()
-    };
-    let rt = Runtime::new()?;
-    let params: Vec<_> = init_params(&model, cfg.dtype, 0)
-        .into_iter()
-        .map(|(_, l)| l)
-        .collect();
-    let mut trainer = Trainer::new(&rt, &run_cfg, params)?;
     let data = SyntheticData::permutation(model.vocab_size, 0);
     let b0 = data.batch(0, batch.batch_size, batch.seq_len);
     let uniform = (model.vocab_size as f64).ln();

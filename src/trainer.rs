@@ -29,7 +29,12 @@ impl Trainer {
     /// `param_specs` order) with zero optimizer state at step 0.
     pub fn new(rt: &Runtime, cfg: &StepConfig, params: Vec<Literal>) -> Result<Trainer, Error> {
         let step = build_train_step(cfg)?;
-        let program = rt.compile(&step.module)?;
+        Ok(Self::with_program(rt.compile(&step.module)?, cfg, params))
+    }
+
+    /// Starts from an already compiled step for `cfg` (for instance the
+    /// bundle's own module, read back from disk).
+    pub fn with_program(program: Program, cfg: &StepConfig, params: Vec<Literal>) -> Trainer {
         let names: Vec<String> = param_specs(&cfg.model)
             .into_iter()
             .map(|p| p.name)
@@ -42,11 +47,11 @@ impl Trainer {
         state.extend(zeros.iter().cloned());
         state.extend(zeros);
         state.push(Literal::from_s32(vec![], &[0]).expect("a scalar"));
-        Ok(Trainer {
+        Trainer {
             program,
             names,
             state,
-        })
+        }
     }
 
     /// One optimizer step on `batch`.

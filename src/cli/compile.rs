@@ -25,9 +25,11 @@ enum TargetArg {
 /// Optimizer defaults are HLAT's: AdamW betas 0.9/0.95, weight decay 0.1 on
 /// every parameter, clip 1.0, cosine LR 3e-4 -> 3e-5 with 2000 warmup steps.
 ///
-/// --verify reads the written proto back and checks it, then runs the same
-/// recipe on XLA CPU: the model itself when it fits in memory, otherwise a
-/// miniature with the same structure (GQA ratio, tying, depth pattern).
+/// --verify reads the written proto back and checks it against the compiled
+/// module and the manifest's sha256, compiles exactly those bytes on XLA
+/// CPU, and runs two training steps: of the bundle's own module when its
+/// state fits in host memory (512 MiB), otherwise of a miniature with the
+/// same structure (GQA ratio, tying, norm and rotary settings).
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
