@@ -34,6 +34,14 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const FLAGS_FILE: &str = "compile_flags.json";
 pub const NEURON_SCRIPT: &str = "neuronx-cc.sh";
 
+/// The lowercase hex SHA-256 of `bytes`: the module hash in the manifest.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Flags for `neuronx-cc compile`, as the Neuron compile cache stores them.
 pub fn neuron_flags() -> Vec<&'static str> {
     vec![
@@ -148,10 +156,7 @@ pub fn write_bundle(
     let text = hlatc_compiler::text::print_module(&step.module);
     let emit_time = t0.elapsed();
     let t1 = Instant::now();
-    let sha256: String = Sha256::digest(&proto)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = sha256_hex(&proto);
     std::fs::create_dir_all(dir).map_err(|e| Error::Io {
         path: dir.to_path_buf(),
         message: e.to_string(),

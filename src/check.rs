@@ -45,12 +45,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
             ))
         })?;
     let bytes = std::fs::read(&proto_path).map_err(|e| fail(e.to_string()))?;
-    let sha: String =
-        sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(&bytes))
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-    if manifest["module"]["sha256"] != sha.as_str() {
+    if manifest["module"]["sha256"] != crate::bundle::sha256_hex(&bytes).as_str() {
         return Err(fail(
             "the manifest's sha256 does not match the proto".into(),
         ));
@@ -65,8 +60,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
         t.elapsed().as_secs_f64()
     ));
 
-    let state_bytes = cfg.model.parameter_count() * 3 * cfg.dtype.byte_size() as i64;
-    let (model, batch, what, mut trainer) = if state_bytes <= MAX_HOST_STATE_BYTES {
+    let (model, batch, what, mut trainer) = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
         let params = init_params(&cfg.model, cfg.dtype, 0)
             .into_iter()
             .map(|(_, l)| l)

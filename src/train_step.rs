@@ -24,6 +24,13 @@ fn ser_type<S: serde::Serializer>(t: &ElementType, s: S) -> Result<S::Ok, S::Err
     s.serialize_str(t.name())
 }
 
+impl StepConfig {
+    /// Bytes of the state a step carries: parameters and both Adam moments.
+    pub fn state_bytes(&self) -> i64 {
+        self.model.parameter_count() * 3 * self.dtype.byte_size() as i64
+    }
+}
+
 /// What a buffer is for, so a runtime knows what to feed and keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

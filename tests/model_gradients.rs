@@ -64,7 +64,7 @@ fn loss_and_every_gradient_match_jax() {
         let mut worst = 0f64;
         for (p, got) in specs.iter().zip(&out[1..]) {
             let e = &reference[&format!("grad.{}", p.name)];
-            let scale = e.to_f64_vec().iter().fold(0f64, |m, x| m.max(x.abs()));
+            let scale = hlatc::runtime::max_abs(e);
             assert!(scale > 0.0, "{name}: JAX's gradient of {} is zero", p.name);
             let stats = assert_close(e, got, 1e-4, 1e-4 * scale)
                 .unwrap_or_else(|m| panic!("{name}: grad of {}: {m}", p.name));

@@ -25,6 +25,15 @@ pub struct ErrorStats {
     pub max_rel: f64,
 }
 
+/// The largest finite magnitude in `l` (0 for none): the scale that
+/// tolerances relative to a whole output are taken against.
+pub fn max_abs(l: &Literal) -> f64 {
+    l.to_f64_vec()
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(0f64, |m, x| m.max(x.abs()))
+}
+
 /// Checks |a - e| <= atol + rtol * |e| elementwise (NaN equals NaN, infinities
 /// must match exactly), like numpy's `allclose`.
 pub fn assert_close(

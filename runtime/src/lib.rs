@@ -16,7 +16,7 @@ mod pjrt;
 pub mod plugin;
 pub mod tensors;
 
-pub use compare::{assert_close, ErrorStats, Mismatch};
+pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use pjrt::PjrtError;
 pub use tensors::{read_safetensors, write_safetensors, TensorFileError};
 

@@ -25,7 +25,7 @@ fn ordered(map: &BTreeMap<String, Literal>, prefix: &str) -> Vec<Literal> {
 fn check_outputs(got: &[Literal], expected: &[Literal]) {
     assert_eq!(got.len(), expected.len());
     for (i, (g, e)) in got.iter().zip(expected).enumerate() {
-        let scale = e.to_f64_vec().iter().fold(0f64, |m, x| m.max(x.abs()));
+        let scale = hlatc_runtime::max_abs(e);
         assert_close(e, g, 1e-5, 1e-5 * scale).unwrap_or_else(|m| panic!("output {i}: {m}"));
     }
 }

@@ -1,6 +1,6 @@
 //! `hlatc run`: execute a module on XLA CPU.
 
-use hlatc::runtime::{assert_close, inputs, read_safetensors, write_safetensors, Runtime};
+use hlatc::runtime::{assert_close, inputs, max_abs, read_safetensors, write_safetensors, Runtime};
 use hlatc::{Error, Literal};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -149,10 +149,7 @@ fn compare(
             failed += 1;
             continue;
         };
-        let scale =
-            e.to_f64_vec()
-                .iter()
-                .fold(0f64, |m, x| if x.is_finite() { m.max(x.abs()) } else { m });
+        let scale = max_abs(e);
         match assert_close(e, got, rtol, atol.unwrap_or(rtol * scale)) {
             Ok(stats) => {
                 worst_rel = worst_rel.max(if scale > 0.0 {

@@ -62,7 +62,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         optimizer: a.optimizer.apply(defaults)?,
         dtype: ElementType::F32,
     };
-    let state = model.parameter_count() * 3 * cfg.dtype.byte_size() as i64;
+    let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
         return Err(Error::Usage(format!(
             "{name}'s training state (parameters and two Adam moments) takes {:.1} GB; `train` runs on XLA CPU \
