@@ -70,15 +70,6 @@ impl std::hash::Hasher for FxHasher {
 
 type BuildFxHasher = std::hash::BuildHasherDefault<FxHasher>;
 
-/// Whether two instructions with the same op and operands are the same value.
-fn is_pure(op: &Op) -> bool {
-    match op {
-        Op::Parameter(_) | Op::RngBitGenerator { .. } => false,
-        Op::CustomCall(cc) => !cc.has_side_effect,
-        _ => true,
-    }
-}
-
 impl Builder {
     pub fn new(name: impl Into<String>) -> Self {
         Builder {
@@ -161,7 +152,7 @@ impl Builder {
     /// Adds the instruction, or returns the existing one computing the same
     /// value when `share` allows it.
     fn insert(&mut self, op: Op, operands: &[InstrId], shape: Shape, share: bool) -> InstrId {
-        let key = (share && is_pure(&op)).then(|| (op.clone(), operands.to_vec(), shape.clone()));
+        let key = (share && op.is_pure()).then(|| (op.clone(), operands.to_vec(), shape.clone()));
         if let Some(&id) = key.as_ref().and_then(|k| self.values.get(k)) {
             return id;
         }

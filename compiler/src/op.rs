@@ -502,6 +502,19 @@ impl Op {
         }
     }
 
+    /// Whether the op's effect is more than its value (a custom call marked
+    /// `custom_call_has_side_effect`): such instructions are never removed.
+    pub fn has_side_effect(&self) -> bool {
+        matches!(self, Op::CustomCall(cc) if cc.has_side_effect)
+    }
+
+    /// Whether two instructions with this op and the same operands are the
+    /// same value, so one can stand for both (value numbering, cse).
+    /// Parameters are distinct inputs; each RNG draw is its own.
+    pub fn is_pure(&self) -> bool {
+        !matches!(self, Op::Parameter(_) | Op::RngBitGenerator { .. }) && !self.has_side_effect()
+    }
+
     /// Names of the computations this op calls.
     pub fn called_computations(&self) -> Vec<&str> {
         match self {

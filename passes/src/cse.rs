@@ -1,6 +1,5 @@
 //! Common-subexpression elimination.
 
-use crate::dce::has_side_effect;
 use crate::pass::{Pass, PassError};
 use hlatc_compiler::{InstrId, Module, Op, Shape};
 use std::collections::{BTreeMap, HashMap};
@@ -25,9 +24,7 @@ impl Pass for Cse {
             // Post-order: operands are canonical before their users are keyed.
             for id in c.post_order() {
                 let instr = c.instr(id);
-                if matches!(instr.op, Op::Parameter(_) | Op::RngBitGenerator { .. })
-                    || has_side_effect(&instr.op)
-                {
+                if !instr.op.is_pure() {
                     continue;
                 }
                 let key = (

@@ -28,7 +28,7 @@ impl Pass for Dce {
             let dead: Vec<_> = c
                 .ids()
                 .filter(|&id| !live[id.index()] && !matches!(c.instr(id).op, Op::Parameter(_)))
-                .filter(|&id| !has_side_effect(&c.instr(id).op))
+                .filter(|&id| !c.instr(id).op.has_side_effect())
                 .collect();
             changed |= !dead.is_empty();
             for id in dead {
@@ -64,9 +64,4 @@ impl Pass for Dce {
             .expect("the entry is kept");
         Ok(changed || module.computations.len() != before)
     }
-}
-
-/// Instructions whose effect is not their value.
-pub(crate) fn has_side_effect(op: &Op) -> bool {
-    matches!(op, Op::CustomCall(cc) if cc.has_side_effect)
 }
