@@ -60,9 +60,32 @@ pub enum Error {
     /// A check of a written bundle failed (`compile --verify`).
     #[error("verification failed: {0}")]
     Verification(String),
+    /// Standard output or error could not be written (a closed pipe, a
+    /// full disk).
+    #[error("cannot write to {stream}: {message}")]
+    Output {
+        stream: &'static str,
+        kind: std::io::ErrorKind,
+        message: String,
+    },
     /// Inputs that do not fit together (checkpoint vs model, flags).
     #[error("{0}")]
     Usage(String),
+}
+
+impl Error {
+    /// A reader closed our standard output (`hlatc ... | head`): like other
+    /// Unix tools, stop quietly and successfully.
+    pub fn is_closed_stdout(&self) -> bool {
+        matches!(
+            self,
+            Error::Output {
+                stream: "standard output",
+                kind: std::io::ErrorKind::BrokenPipe,
+                ..
+            }
+        )
+    }
 }
 
 /// On-disk formats of a module.

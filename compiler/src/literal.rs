@@ -16,6 +16,8 @@ pub enum LiteralError {
         expected: usize,
         actual: usize,
     },
+    #[error("pred element {index} is the byte {byte}; a bool must be 0 or 1")]
+    BadBool { index: usize, byte: u8 },
     #[error("negative dimension in {0:?}")]
     NegativeDim(Vec<i64>),
     #[error("value {value} is not representable as {ty}")]
@@ -58,6 +60,16 @@ impl Literal {
                 expected,
                 actual: data.len(),
             });
+        }
+        // XLA reads a pred byte as a C++ bool: anything but 0 or 1 is
+        // undefined behaviour there, so such bytes never become a literal.
+        if ty == ElementType::Pred {
+            if let Some(index) = data.iter().position(|&b| b > 1) {
+                return Err(LiteralError::BadBool {
+                    index,
+                    byte: data[index],
+                });
+            }
         }
         Ok(Literal {
             shape: ArrayShape::new(ty, dims),

@@ -9,6 +9,7 @@
 //! assert_eq!(out[0].to_f32_vec(), vec![-1.0, 2.0]);
 //! ```
 
+pub mod atomic_file;
 pub mod compare;
 pub mod compile_options;
 pub mod inputs;

@@ -51,3 +51,61 @@ pub fn find_plugin() -> Result<PathBuf, Vec<PathBuf>> {
         .cloned()
         .ok_or(candidates)
 }
+
+/// Checks that `path` is a whole 64-bit ELF shared object before it is
+/// loaded: `dlopen` of a truncated file maps pages past its end, and the
+/// first touch of one kills the process with SIGBUS. When the wheel's
+/// `RECORD` lies beside the install (as `scripts/fetch-xla-cpu-plugin.sh`
+/// leaves it), the size must also match what it lists.
+pub fn check_plugin_file(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read it: {e}"))?
+        .len();
+    let mut header = [0u8; 64];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .map_err(|_| format!("{size} bytes is too short for a shared library"))?;
+    if &header[..4] != b"\x7fELF" {
+        return Err("not an ELF shared library".into());
+    }
+    if header[4] != 2 || header[5] != 1 {
+        return Err("not a 64-bit little-endian ELF file".into());
+    }
+    let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
+    let u16_at = |o: usize| u64::from(u16::from_le_bytes([header[o], header[o + 1]]));
+    // The section header table is the last thing a linker writes.
+    let table_end = u64_at(0x28).saturating_add(u16_at(0x3A).saturating_mul(u16_at(0x3C)));
+    if table_end > size {
+        return Err(format!(
+            "truncated: {size} bytes, but its section table ends at byte {table_end}"
+        ));
+    }
+    if let Some(listed) = record_size(path) {
+        if listed != size {
+            return Err(format!(
+                "{size} bytes, but the wheel's RECORD lists {listed}: the install is incomplete"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The size `RECORD` lists for the plugin, when it is installed the way the
+/// fetch script leaves it (`<root>/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so`
+/// beside `<root>/*.dist-info/RECORD`).
+fn record_size(path: &Path) -> Option<u64> {
+    let root = path.parent()?.parent()?.parent()?;
+    let rel = path.strip_prefix(root).ok()?.to_str()?.replace('\\', "/");
+    let dist_info = std::fs::read_dir(root).ok()?.find_map(|e| {
+        let p = e.ok()?.path();
+        p.extension().is_some_and(|x| x == "dist-info").then_some(p)
+    })?;
+    let record = std::fs::read_to_string(dist_info.join("RECORD")).ok()?;
+    record.lines().find_map(|line| {
+        let mut fields = line.rsplitn(3, ',');
+        let size = fields.next()?;
+        let _hash = fields.next()?;
+        (fields.next()? == rel).then(|| size.parse().ok())?
+    })
+}

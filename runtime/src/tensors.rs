@@ -1,7 +1,7 @@
 //! Named host tensors in safetensors files.
 
 use hlatc_compiler::{ElementType, Literal};
-use safetensors::{tensor::TensorView, Dtype, SafeTensors};
+use safetensors::{tensor::TensorView, Dtype, SafeTensorError, SafeTensors};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -48,7 +48,7 @@ pub fn read_safetensors(path: &Path) -> Result<BTreeMap<String, Literal>, Tensor
     })?;
     let st = SafeTensors::deserialize(&bytes).map_err(|e| TensorFileError::Format {
         path: p.clone(),
-        message: e.to_string(),
+        message: explain(&e, bytes.len()),
     })?;
     let mut out = BTreeMap::new();
     for (name, view) in st.tensors() {
@@ -87,8 +87,51 @@ pub fn write_safetensors(
                 })
         })
         .collect::<Result<_, _>>()?;
-    safetensors::serialize_to_file(views, &None, path).map_err(|e| TensorFileError::Io {
+    let bytes = safetensors::serialize(views, &None).map_err(|e| TensorFileError::Format {
+        path: p.clone(),
+        message: explain(&e, 0),
+    })?;
+    crate::atomic_file::write_atomic(path, &bytes).map_err(|e| TensorFileError::Io {
         path: p,
         message: e.to_string(),
     })
+}
+
+/// The safetensors crate's errors print as bare enum names
+/// (`HeaderTooLarge`); say what is wrong with the file in words.
+fn explain(e: &SafeTensorError, file_len: usize) -> String {
+    match e {
+        SafeTensorError::HeaderTooSmall => format!(
+            "{file_len} bytes is too short: a safetensors file starts with an 8-byte header length"
+        ),
+        SafeTensorError::HeaderTooLarge | SafeTensorError::InvalidHeaderLength => format!(
+            "its first 8 bytes do not give a header length that fits the file ({file_len} bytes); \
+             is it a safetensors file at all?"
+        ),
+        SafeTensorError::InvalidHeader | SafeTensorError::InvalidHeaderStart => {
+            "the JSON header is not valid UTF-8 or does not start with '{'".into()
+        }
+        SafeTensorError::InvalidHeaderDeserialization => {
+            "the JSON header does not describe tensors (name: dtype, shape, data_offsets)".into()
+        }
+        SafeTensorError::MetadataIncompleteBuffer => format!(
+            "the tensors' data offsets do not cover the data section exactly ({file_len} bytes in all); \
+             the file is truncated or its header is wrong"
+        ),
+        SafeTensorError::TensorInvalidInfo => {
+            "a tensor's shape, dtype and data offsets disagree in size".into()
+        }
+        SafeTensorError::InvalidOffset(name) => {
+            format!("tensor '{name}' has data offsets outside the data section or overlapping another")
+        }
+        SafeTensorError::ValidationOverflow => {
+            "a tensor's shape is so large that its byte size overflows".into()
+        }
+        SafeTensorError::TensorNotFound(name) => format!("no tensor '{name}'"),
+        SafeTensorError::InvalidTensorView(dtype, shape, len) => format!(
+            "a {dtype:?} tensor of shape {shape:?} cannot hold {len} bytes"
+        ),
+        SafeTensorError::IoError(e) => e.to_string(),
+        SafeTensorError::JsonError(e) => format!("the JSON header is malformed: {e}"),
+    }
 }

@@ -1,5 +1,6 @@
 //! `hlatc compile`: a model's whole training step, ahead of time, as a bundle.
 
+use super::console::out;
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{write_bundle, Target, MANIFEST_FILE, PROTO_FILE};
 use hlatc::compiler::optimizer::AdamWConfig;
@@ -66,12 +67,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let total = t0.elapsed();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let params = cfg.model.parameter_count();
-    println!(
+    out!(
         "compiled {name} training step for {} -> {}",
         target.name(),
         a.out.display()
-    );
-    println!(
+    )?;
+    out!(
         "  parameters    {:.3} B in {} tensors; batch {} x {} tokens",
         params as f64 / 1e9,
         step.inputs
@@ -80,16 +81,16 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             .count(),
         batch.batch_size,
         batch.seq_len
-    );
-    println!(
+    )?;
+    out!(
         "  instructions  {} in {} computations; {} inputs, {} outputs, {} aliased",
         step.module.instruction_count(),
         step.module.computations.len(),
         step.inputs.len(),
         step.outputs.len(),
         step.module.input_output_alias.len()
-    );
-    println!(
+    )?;
+    out!(
         "  time          forward {:.1} ms, autodiff {:.1} ms, optimizer {:.1} ms, emit {:.1} ms, write {:.1} ms; total {:.1} ms",
         ms(step.times.forward),
         ms(step.times.autodiff),
@@ -97,14 +98,14 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         ms(report.emit_time),
         ms(report.write_time),
         ms(total)
-    );
-    println!(
+    )?;
+    out!(
         "  module        {PROTO_FILE} ({:.1} MB), sha256 {}; see {MANIFEST_FILE}",
         report.proto_bytes as f64 / 1e6,
         report.sha256
-    );
+    )?;
     if target == Target::Neuron {
-        println!("  next          cd {} && ./neuronx-cc.sh", a.out.display());
+        out!("  next          cd {} && ./neuronx-cc.sh", a.out.display())?;
     }
     if a.verify {
         super::verify::verify_bundle(&a.out, &step, &cfg)?;

@@ -2,6 +2,7 @@
 //! interface clap parses and dispatches.
 
 mod compile;
+mod console;
 mod convert;
 mod fmt;
 mod model_args;
@@ -65,15 +66,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
 
 /// Writes to `path`, or to stdout for `None`.
 fn write_output(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), Error> {
-    use std::io::Write;
     match path {
-        Some(p) => std::fs::write(p, bytes).map_err(|e| Error::Io {
+        Some(p) => hlatc::runtime::atomic_file::write_atomic(p, bytes).map_err(|e| Error::Io {
             path: p.clone(),
             message: e.to_string(),
         }),
-        None => std::io::stdout().write_all(bytes).map_err(|e| Error::Io {
-            path: "<stdout>".into(),
-            message: e.to_string(),
-        }),
+        None => console::out_bytes(bytes),
     }
 }

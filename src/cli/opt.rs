@@ -1,5 +1,6 @@
 //! `hlatc opt`: run passes by name over a module, like XLA's `hlo-opt`.
 
+use super::console::{note, out};
 use hlatc::passes::{registry, PassManager};
 use hlatc::{Error, Format};
 use std::path::PathBuf;
@@ -33,7 +34,7 @@ pub struct Args {
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     if a.list_passes {
         for p in registry() {
-            println!("{:<8} {}", p.name, p.description);
+            out!("{:<8} {}", p.name, p.description)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -47,14 +48,14 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         .run(&mut module)
         .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
     for r in &report.runs {
-        eprintln!(
+        note!(
             "{:<8} {:<9} {:>6} -> {:<6} instructions  {:.2} ms",
             r.pass,
             if r.changed { "changed" } else { "unchanged" },
             r.instructions_before,
             r.instructions_after,
             r.time.as_secs_f64() * 1e3
-        );
+        )?;
     }
     let format = a.output.as_deref().map_or(Format::Text, Format::from_path);
     super::write_output(a.output.as_ref(), &hlatc::module_bytes(&module, format))?;

@@ -1,5 +1,6 @@
 //! `hlatc run`: execute a module on XLA CPU.
 
+use super::console::{note, out};
 use hlatc::runtime::{assert_close, inputs, max_abs, read_safetensors, write_safetensors, Runtime};
 use hlatc::{Error, Literal};
 use std::collections::BTreeMap;
@@ -66,16 +67,16 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t1 = Instant::now();
     let outputs = program.run(&args)?;
     let run_time = t1.elapsed();
-    eprintln!(
+    note!(
         "ran {} on {} ({}): compile {:.1} ms, execute {:.1} ms",
         module.name,
         rt.platform_name(),
         rt.plugin_path().display(),
         compile_time.as_secs_f64() * 1e3,
         run_time.as_secs_f64() * 1e3
-    );
+    )?;
     for (i, o) in outputs.iter().enumerate() {
-        println!("out{i}  {}", summarize(o));
+        out!("out{i}  {}", summarize(o))?;
     }
     if let Some(path) = &a.outputs {
         let named: Vec<(String, Literal)> = outputs
@@ -84,7 +85,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             .map(|(i, o)| (format!("out{i}"), o.clone()))
             .collect();
         write_safetensors(path, &named)?;
-        eprintln!("wrote {} output(s) to {}", named.len(), path.display());
+        note!("wrote {} output(s) to {}", named.len(), path.display())?;
     }
     if let Some(path) = &a.expect {
         return compare(path, &outputs, a.rtol, a.atol);
@@ -116,10 +117,10 @@ fn inputs_from_file(
         )));
     }
     for unused in tensors.keys() {
-        eprintln!(
+        note!(
             "warning: {}: tensor '{unused}' matches no parameter and is ignored",
             path.display()
-        );
+        )?;
     }
     Ok(out)
 }
@@ -132,12 +133,12 @@ fn compare(
 ) -> Result<ExitCode, Error> {
     let expected: BTreeMap<String, Literal> = read_safetensors(path)?;
     if expected.len() != outputs.len() {
-        eprintln!(
+        note!(
             "mismatch: {} holds {} tensors, the module returned {} outputs",
             path.display(),
             expected.len(),
             outputs.len()
-        );
+        )?;
         return Ok(ExitCode::FAILURE);
     }
     let mut failed = 0;
@@ -145,7 +146,7 @@ fn compare(
     for (i, got) in outputs.iter().enumerate() {
         let name = format!("out{i}");
         let Some(e) = expected.get(&name) else {
-            eprintln!("mismatch: {} has no tensor '{name}'", path.display());
+            note!("mismatch: {} has no tensor '{name}'", path.display())?;
             failed += 1;
             continue;
         };
@@ -159,25 +160,25 @@ fn compare(
                 })
             }
             Err(m) => {
-                eprintln!("mismatch in {name}: {m}");
+                note!("mismatch in {name}: {m}")?;
                 failed += 1;
             }
         }
     }
     if failed > 0 {
-        eprintln!(
+        note!(
             "{failed} of {} outputs differ from {}",
             outputs.len(),
             path.display()
-        );
+        )?;
         return Ok(ExitCode::FAILURE);
     }
-    println!(
+    out!(
         "all {} outputs match {} (worst error {:.2e} of the output's largest magnitude)",
         outputs.len(),
         path.display(),
         worst_rel
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,5 +1,6 @@
 //! `hlatc train`: run the compiled training step on XLA CPU.
 
+use super::console::{note, out};
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;
@@ -80,10 +81,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                 &path.display().to_string(),
             )?;
             for u in unused {
-                eprintln!(
+                note!(
                     "warning: {}: tensor '{u}' is not a parameter of this model; ignored",
                     path.display()
-                );
+                )?;
             }
             params
         }
@@ -95,7 +96,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let mut trainer = Trainer::new(&rt, &cfg, params)?;
-    eprintln!(
+    note!(
         "training {name} ({:.2} M parameters) on {}: batch {} x {}, {} steps, compiled in {:.0} ms",
         model.parameter_count() as f64 / 1e6,
         rt.platform_name(),
@@ -103,7 +104,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         batch.seq_len,
         a.steps,
         t0.elapsed().as_secs_f64() * 1e3
-    );
+    )?;
     let data = SyntheticData::permutation(model.vocab_size, a.seed);
     let t1 = Instant::now();
     let width = a.steps.to_string().len();
@@ -121,7 +122,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         last = s.loss;
         let done = k + 1;
         let per_step = t1.elapsed().as_secs_f64() / done as f64;
-        println!(
+        out!(
             "step {done:>width$}/{}  ({:>3.0}%)  loss {:.4}  grad-norm {:.4}  lr {:.2e}  {:.1} ms/step  eta {:.1} s",
             a.steps,
             100.0 * done as f64 / a.steps as f64,
@@ -130,21 +131,21 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             s.learning_rate,
             per_step * 1e3,
             per_step * (a.steps - done) as f64
-        );
+        )?;
     }
     let first = first.unwrap_or(last);
-    println!(
+    out!(
         "loss {first:.4} -> {last:.4} ({:.1}% of the start) in {:.2} s",
         100.0 * last / first,
         t1.elapsed().as_secs_f64()
-    );
+    )?;
     if let Some(path) = &a.save {
         write_safetensors(path, &trainer.params())?;
-        eprintln!(
+        note!(
             "saved {} tensors to {}",
             trainer.params().len(),
             path.display()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -36,8 +36,12 @@ pub enum PjrtError {
 const MIN_MINOR: i32 = 81;
 
 struct Plugin {
-    // Keeps the shared object mapped while `api` is in use.
-    _lib: libloading::Library,
+    // Never unloaded: the plugin registers process-exit handlers and
+    // thread-local destructors (absl, its thread pools) that run after every
+    // Rust owner is gone. `dlclose` before exit turns each of them into a
+    // jump into unmapped memory (SIGSEGV at exit after any plugin error), so
+    // the mapping must live as long as the process.
+    _lib: std::mem::ManuallyDrop<libloading::Library>,
     api: *const ffi::PJRT_Api,
     path: PathBuf,
 }
@@ -55,10 +59,14 @@ impl Plugin {
             path: path.to_path_buf(),
             message,
         };
+        crate::plugin::check_plugin_file(path).map_err(load_err)?;
         // SAFETY: loading a shared object runs its initializers. The path is
         // the PJRT plugin the user or the set-up script chose; nothing else
         // in the process depends on its symbols.
         let lib = unsafe { libloading::Library::new(path) }.map_err(|e| load_err(e.to_string()))?;
+        // From here on every path keeps the library mapped (see `Plugin::_lib`):
+        // its initializers have run, so its exit handlers are registered.
+        let lib = std::mem::ManuallyDrop::new(lib);
         // SAFETY: `GetPjrtApi` is the PJRT plugin entry point, declared in
         // pjrt_c_api.h as `const PJRT_Api* GetPjrtApi()`.
         let get: libloading::Symbol<unsafe extern "C" fn() -> *const ffi::PJRT_Api> =
