@@ -135,7 +135,7 @@ pub struct BundleReport {
 }
 
 fn write(path: PathBuf, bytes: &[u8], files: &mut Vec<PathBuf>) -> Result<(), Error> {
-    std::fs::write(&path, bytes).map_err(|e| Error::Io {
+    write_synced(&path, bytes).map_err(|e| Error::Io {
         path: path.clone(),
         message: e.to_string(),
     })?;
@@ -143,27 +143,178 @@ fn write(path: PathBuf, bytes: &[u8], files: &mut Vec<PathBuf>) -> Result<(), Er
     Ok(())
 }
 
-/// Writes the bundle into `dir` (created if needed). Deterministic: the same
-/// step and config always give byte-identical files.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Whether `dir` holds a bundle hlatc wrote (its manifest says so).
+fn is_bundle(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join(MANIFEST_FILE))
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .is_some_and(|m| {
+            m["format"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("hlatc-bundle/"))
+        })
+}
+
+/// Checks, before any work, that a bundle can be written to `dir`: it is
+/// absent, an empty directory, or an earlier bundle (which is replaced
+/// whole), and its parent directory is writable.
+pub fn check_destination(dir: &Path) -> Result<(), Error> {
+    if dir.exists() {
+        if !dir.is_dir() {
+            return Err(io_error(dir, "exists and is not a directory"));
+        }
+        let empty = std::fs::read_dir(dir)
+            .map_err(|e| io_error(dir, e))?
+            .next()
+            .is_none();
+        if !empty && !is_bundle(dir) {
+            return Err(io_error(
+                dir,
+                format!(
+                    "is a directory that holds files but no hlatc {MANIFEST_FILE}; \
+                     hlatc replaces a bundle directory whole, so it will not write into this one"
+                ),
+            ));
+        }
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(|e| io_error(&parent, e))?;
+    let probe = hlatc_runtime::atomic_file::temp_beside(dir, "probe");
+    std::fs::create_dir(&probe)
+        .map_err(|e| io_error(&parent, format!("cannot write here: {e}")))?;
+    let _ = std::fs::remove_dir(&probe);
+    Ok(())
+}
+
+/// A complete bundle written to a hidden staging directory beside its
+/// destination. [`StagedBundle::commit`] moves it into place whole;
+/// dropping it uncommitted removes it, so no partial bundle is ever visible
+/// under the destination's name.
+pub struct StagedBundle {
+    staging: PathBuf,
+    dest: PathBuf,
+    report: BundleReport,
+    committed: bool,
+}
+
+impl StagedBundle {
+    /// Where the staged files are now (for checks before the commit).
+    pub fn path(&self) -> &Path {
+        &self.staging
+    }
+
+    /// Replaces the destination with the staged bundle: an older bundle
+    /// there is moved aside, the new one renamed in, the old one deleted.
+    /// Files of the old bundle that the new one lacks go with it.
+    pub fn commit(mut self) -> Result<BundleReport, Error> {
+        let old = hlatc_runtime::atomic_file::temp_beside(&self.dest, "old");
+        let had_old = self.dest.exists();
+        if had_old {
+            std::fs::rename(&self.dest, &old).map_err(|e| io_error(&self.dest, e))?;
+        }
+        if let Err(e) = std::fs::rename(&self.staging, &self.dest) {
+            if had_old {
+                let _ = std::fs::rename(&old, &self.dest);
+            }
+            return Err(io_error(&self.dest, e));
+        }
+        self.committed = true;
+        if had_old {
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        let mut report = std::mem::replace(
+            &mut self.report,
+            BundleReport {
+                files: Vec::new(),
+                sha256: String::new(),
+                proto_bytes: 0,
+                emit_time: Duration::ZERO,
+                write_time: Duration::ZERO,
+            },
+        );
+        for f in &mut report.files {
+            if let Some(name) = f.file_name() {
+                *f = self.dest.join(name);
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl Drop for StagedBundle {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+/// Verifies the step, writes the bundle and moves it into `dir`, replacing
+/// an older bundle there whole. Deterministic: the same step and config
+/// always give byte-identical files.
 pub fn write_bundle(
     step: &TrainStep,
     cfg: &StepConfig,
     target: Target,
     dir: &Path,
 ) -> Result<BundleReport, Error> {
+    stage_bundle(step, cfg, target, dir)?.commit()
+}
+
+/// Verifies the step and writes the whole bundle into a staging directory
+/// beside `dir`; nothing under `dir` changes until [`StagedBundle::commit`].
+pub fn stage_bundle(
+    step: &TrainStep,
+    cfg: &StepConfig,
+    target: Target,
+    dir: &Path,
+) -> Result<StagedBundle, Error> {
+    check_destination(dir)?;
+    hlatc_compiler::verify(&step.module).map_err(|source| Error::Verify {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let t0 = Instant::now();
     let proto = hlatc_compiler::proto::encode_module(&step.module);
     let text = hlatc_compiler::text::print_module(&step.module);
     let emit_time = t0.elapsed();
     let t1 = Instant::now();
     let sha256 = sha256_hex(&proto);
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io {
-        path: dir.to_path_buf(),
-        message: e.to_string(),
-    })?;
-    let mut files = Vec::new();
-    write(dir.join(PROTO_FILE), &proto, &mut files)?;
-    write(dir.join(TEXT_FILE), text.as_bytes(), &mut files)?;
+    let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
+    std::fs::create_dir(&staging).map_err(|e| io_error(&staging, e))?;
+    let mut staged = StagedBundle {
+        staging: staging.clone(),
+        dest: dir.to_path_buf(),
+        report: BundleReport {
+            files: Vec::new(),
+            sha256: sha256.clone(),
+            proto_bytes: proto.len(),
+            emit_time,
+            write_time: Duration::ZERO,
+        },
+        committed: false,
+    };
+    let dir = staging.as_path();
+    let files = &mut staged.report.files;
+    write(dir.join(PROTO_FILE), &proto, files)?;
+    write(dir.join(TEXT_FILE), text.as_bytes(), files)?;
     let neuron = (target == Target::Neuron).then(|| NeuronInfo {
         command: neuron_command(),
         flags: neuron_flags(),
@@ -171,11 +322,7 @@ pub fn write_bundle(
     });
     if target == Target::Neuron {
         let flags = serde_json::to_string_pretty(&neuron_flags()).expect("strings serialize");
-        write(
-            dir.join(FLAGS_FILE),
-            format!("{flags}\n").as_bytes(),
-            &mut files,
-        )?;
+        write(dir.join(FLAGS_FILE), format!("{flags}\n").as_bytes(), files)?;
         let env: String = neuron_env()
             .iter()
             .map(|(k, v)| format!("export {k}={v}\n"))
@@ -184,14 +331,13 @@ pub fn write_bundle(
             "#!/usr/bin/env bash\n# Compiles this bundle for Trainium. Generated by hlatc.\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\n{env}exec {} \"$@\"\n",
             neuron_command()
         );
-        write(dir.join(NEURON_SCRIPT), script.as_bytes(), &mut files)?;
+        write(dir.join(NEURON_SCRIPT), script.as_bytes(), files)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(
-                dir.join(NEURON_SCRIPT),
-                std::fs::Permissions::from_mode(0o755),
-            );
+            let script = dir.join(NEURON_SCRIPT);
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| io_error(&script, e))?;
         }
     }
     let out_std = 0.02 / (2.0 * cfg.model.num_hidden_layers as f64).sqrt();
@@ -232,13 +378,8 @@ pub fn write_bundle(
     write(
         dir.join(MANIFEST_FILE),
         format!("{json}\n").as_bytes(),
-        &mut files,
-    )?;
-    Ok(BundleReport {
         files,
-        sha256,
-        proto_bytes: proto.len(),
-        emit_time,
-        write_time: t1.elapsed(),
-    })
+    )?;
+    staged.report.write_time = t1.elapsed();
+    Ok(staged)
 }

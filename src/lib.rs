@@ -106,19 +106,25 @@ impl Format {
         }
     }
 
-    /// By content: serialized protos contain control bytes (field tags and
-    /// lengths) right from the start; HLO text never does.
+    /// By content. HLO text never holds control bytes other than tab,
+    /// newline and carriage return; a serialized proto has them within its
+    /// first bytes (field tags such as 0x12 and short lengths). A stray
+    /// non-UTF-8 byte does not make text a proto: it is read as text, and
+    /// the error names the byte's line and column.
     pub fn sniff(bytes: &[u8]) -> Format {
         let head = &bytes[..bytes.len().min(4096)];
+        let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        let unmarked = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+        let start = unmarked.iter().position(|b| !is_space(b)).unwrap_or(0);
+        if let Some(rest) = unmarked[start..].strip_prefix(b"HloModule") {
+            if rest.first().is_some_and(is_space) {
+                return Format::Text;
+            }
+        }
         let binary = head
             .iter()
             .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'));
-        let utf8 = match std::str::from_utf8(head) {
-            Ok(_) => true,
-            // A multi-byte character cut at the 4096-byte boundary is fine.
-            Err(e) => e.error_len().is_none(),
-        };
-        if binary || !utf8 || head.is_empty() {
+        if binary {
             Format::Proto
         } else {
             Format::Text
@@ -128,15 +134,41 @@ impl Format {
 
 /// Reads a module in either format (decided by content) and verifies it.
 pub fn load_module(path: &Path) -> Result<Module, Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Io {
+    let io = |message: String| Error::Io {
         path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+        message,
+    };
+    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
+    if bytes.is_empty() {
+        return Err(io(
+            "the file is empty; expected HLO text or a serialized HloModuleProto".into(),
+        ));
+    }
     let module = match Format::sniff(&bytes) {
         Format::Text => {
-            let s = std::str::from_utf8(&bytes).map_err(|e| Error::Io {
-                path: path.to_path_buf(),
-                message: format!("not UTF-8 text: {e}"),
+            let s = std::str::from_utf8(&bytes).map_err(|e| {
+                let at = e.valid_up_to();
+                let before = &bytes[..at];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                let line_start = before
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |p| p + 1);
+                let column = String::from_utf8_lossy(&before[line_start..])
+                    .chars()
+                    .count()
+                    + 1;
+                Error::Parse {
+                    path: path.to_path_buf(),
+                    source: text::ParseError {
+                        line,
+                        column,
+                        message: format!(
+                            "byte 0x{:02x} is not UTF-8; HLO text must be UTF-8",
+                            bytes[at]
+                        ),
+                    },
+                }
             })?;
             text::parse_module(s).map_err(|source| Error::Parse {
                 path: path.to_path_buf(),
@@ -165,8 +197,9 @@ pub fn module_bytes(module: &Module, format: Format) -> Vec<u8> {
 
 /// Writes `module` in the format its extension names.
 pub fn save_module(module: &Module, path: &Path) -> Result<(), Error> {
-    std::fs::write(path, module_bytes(module, Format::from_path(path))).map_err(|e| Error::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
+    runtime::atomic_file::write_atomic(path, &module_bytes(module, Format::from_path(path)))
+        .map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
 }

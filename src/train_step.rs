@@ -27,7 +27,9 @@ fn ser_type<S: serde::Serializer>(t: &ElementType, s: S) -> Result<S::Ok, S::Err
 impl StepConfig {
     /// Bytes of the state a step carries: parameters and both Adam moments.
     pub fn state_bytes(&self) -> i64 {
-        self.model.parameter_count() * 3 * self.dtype.byte_size() as i64
+        self.model
+            .parameter_count()
+            .saturating_mul(3 * self.dtype.byte_size() as i64)
     }
 }
 

@@ -121,6 +121,19 @@ impl Builder {
         Ok(self.insert(op, operands, inferred, true))
     }
 
+    /// Adds a new instruction that value numbering never merges with an
+    /// existing one: a backward rule's recomputation from its saved values
+    /// must not silently read a forward value it did not declare.
+    pub fn add_fresh(
+        &mut self,
+        op: Op,
+        operands: &[InstrId],
+        shape: Option<Shape>,
+    ) -> Result<InstrId, BuildError> {
+        let inferred = self.infer(&op, operands, shape)?;
+        Ok(self.insert(op, operands, inferred, false))
+    }
+
     fn infer(
         &self,
         op: &Op,
@@ -192,10 +205,23 @@ impl Builder {
         self.insert(Op::Constant(lit), &[], shape, true)
     }
 
+    /// A scalar constant of `value`. Integer and pred types take `value`
+    /// rounded toward zero and clamped to the type's range (so -inf is the
+    /// type's lowest value, the identity of a max-reduction).
     pub fn scalar(&mut self, ty: ElementType, value: f64) -> InstrId {
         let lit = Literal::from_scalars(ty, vec![], &[crate::Scalar::Float(value)])
-            .or_else(|_| Literal::from_scalars(ty, vec![], &[crate::Scalar::Int(value as i64)]))
-            .expect("a scalar converts to any element type");
+            .or_else(|_| {
+                let (lo, hi) = ty.integer_range().unwrap_or((0, 1));
+                let v = if value.is_nan() { 0.0 } else { value };
+                // `as` saturates, then the type's own range clamps.
+                let v = (v as i128).clamp(lo, hi);
+                let s = match i64::try_from(v) {
+                    Ok(i) => crate::Scalar::Int(i),
+                    Err(_) => crate::Scalar::UInt(v as u64),
+                };
+                Literal::from_scalars(ty, vec![], &[s])
+            })
+            .expect("a value clamped to the type's range converts");
         self.constant(lit)
     }
 

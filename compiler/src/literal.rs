@@ -253,14 +253,7 @@ fn encode_scalar(ty: ElementType, v: Scalar, out: &mut Vec<u8>) -> Result<(), Li
         ElementType::F64 => out.extend(v.as_f64().to_le_bytes()),
         _ => {
             let x = as_int(v).ok_or_else(out_of_range)?;
-            let (lo, hi): (i128, i128) = match ty {
-                ElementType::S8 => (i8::MIN as i128, i8::MAX as i128),
-                ElementType::S32 => (i32::MIN as i128, i32::MAX as i128),
-                ElementType::S64 => (i64::MIN as i128, i64::MAX as i128),
-                ElementType::U8 => (0, u8::MAX as i128),
-                ElementType::U32 => (0, u32::MAX as i128),
-                _ => (0, u64::MAX as i128),
-            };
+            let (lo, hi) = ty.integer_range().ok_or_else(out_of_range)?;
             if x < lo || x > hi {
                 return Err(out_of_range());
             }

@@ -54,6 +54,17 @@ impl AdamWConfig {
         };
         unit("beta1", self.beta1)?;
         unit("beta2", self.beta2)?;
+        for (name, v) in [
+            ("eps", self.eps),
+            ("weight_decay", self.weight_decay),
+            ("max_lr", self.max_lr),
+            ("min_lr", self.min_lr),
+            ("clip_norm", self.clip_norm.unwrap_or(1.0)),
+        ] {
+            if !v.is_finite() {
+                return Err(format!("{name} must be a finite number, got {v}"));
+            }
+        }
         // `is_nan() ||` keeps NaN out: it fails every comparison.
         if self.eps.is_nan() || self.eps <= 0.0 {
             return Err(format!("eps must be positive, got {}", self.eps));

@@ -75,6 +75,20 @@ impl ElementType {
         Self::ALL.into_iter().find(|t| t.primitive_type() == value)
     }
 
+    /// The lowest and highest value of an integer or pred type.
+    pub fn integer_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            ElementType::Pred => (0, 1),
+            ElementType::S8 => (i8::MIN.into(), i8::MAX.into()),
+            ElementType::S32 => (i32::MIN.into(), i32::MAX.into()),
+            ElementType::S64 => (i64::MIN.into(), i64::MAX.into()),
+            ElementType::U8 => (0, u8::MAX.into()),
+            ElementType::U32 => (0, u32::MAX.into()),
+            ElementType::U64 => (0, u64::MAX.into()),
+            _ => return None,
+        })
+    }
+
     pub fn byte_size(self) -> usize {
         match self {
             ElementType::Pred | ElementType::S8 | ElementType::U8 => 1,

@@ -94,7 +94,8 @@ fn verify_computation(
     if !c.root().is_some_and(|r| c.contains(r)) {
         return Err(err(None, "has no ROOT instruction".into()));
     }
-    if petgraph::algo::is_cyclic_directed(c.graph()) {
+    let order = c.post_order();
+    if has_cycle(c, &order) {
         return Err(err(None, "instructions form a cycle".into()));
     }
     let mut names = BTreeSet::new();
@@ -105,7 +106,7 @@ fn verify_computation(
         }
         sigs.get(name).cloned()
     };
-    for id in c.post_order() {
+    for id in order {
         let instr = c.instr(id);
         let here = Some(instr.name.as_str());
         if instr.name.is_empty() {
@@ -165,6 +166,23 @@ fn verify_computation(
     Ok(())
 }
 
+/// Whether some instruction does not come after all its operands in `order`
+/// (a post-order, which puts nodes on a cycle last). Linear and without
+/// recursion, unlike a depth-first cycle search, so a chain of 100k
+/// instructions cannot overflow the stack.
+fn has_cycle(c: &Computation, order: &[crate::InstrId]) -> bool {
+    use petgraph::visit::NodeIndexable;
+    let mut position = vec![usize::MAX; c.graph().node_bound()];
+    for (i, id) in order.iter().enumerate() {
+        position[id.index()] = i;
+    }
+    order.iter().any(|&id| {
+        c.operands(id)
+            .iter()
+            .any(|o| position[o.index()] >= position[id.index()])
+    })
+}
+
 /// What XLA's lexer reads as a name: `[A-Za-z_][A-Za-z0-9_.-]*`. Names from
 /// protos are checked so that every verified module prints as parsable text.
 pub fn is_hlo_name(s: &str) -> bool {
@@ -208,9 +226,19 @@ fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
     Ok(())
 }
 
+/// The most dimensions an array may have. Literals are printed and read one
+/// nesting level per dimension, so the rank bounds their recursion.
+pub const MAX_RANK: usize = 64;
+
 fn check_layouts(shape: &Shape) -> Result<(), String> {
     match shape {
         Shape::Array(a) => {
+            if a.rank() > MAX_RANK {
+                return Err(format!(
+                    "rank {} is above the {MAX_RANK} dimensions hlatc supports",
+                    a.rank()
+                ));
+            }
             if a.dims.iter().any(|&d| d < 0) {
                 return Err(format!("shape {a} has a negative dimension"));
             }
@@ -271,6 +299,7 @@ fn verify_aliases(module: &Module) -> Result<(), VerifyError> {
         .entry_result_shape()
         .ok_or_else(|| err("entry has no root".into()))?;
     let mut outputs = BTreeSet::new();
+    let mut donated = BTreeMap::new();
     for a in &module.input_output_alias {
         let out = result.subshape(&a.output_index).ok_or_else(|| {
             err(format!(
@@ -296,6 +325,15 @@ fn verify_aliases(module: &Module) -> Result<(), VerifyError> {
         }
         if !outputs.insert(a.output_index.clone()) {
             return Err(err(format!("output {:?} is aliased twice", a.output_index)));
+        }
+        // One input buffer can become only one output; XLA aborts otherwise.
+        if let Some(other) =
+            donated.insert((a.parameter, a.parameter_index.clone()), &a.output_index)
+        {
+            return Err(err(format!(
+                "parameter {} {:?} is aliased by outputs {other:?} and {:?}",
+                a.parameter, a.parameter_index, a.output_index
+            )));
         }
     }
     Ok(())

@@ -38,6 +38,11 @@ pub enum ConfigError {
     UnknownPreset { name: String, known: String },
 }
 
+/// The widest attention head a config may ask for. The rotary frequency
+/// table is computed on the host, one value per pair of head dimensions;
+/// published models use 64 to 256.
+pub const MAX_HEAD_DIM: i64 = 1 << 16;
+
 /// The presets `--model` accepts.
 pub const PRESETS: [&str; 3] = ["tiny", "hlat-7b", "hlat-70b"];
 
@@ -243,6 +248,21 @@ impl ModelConfig {
                 ),
             );
         }
+        if self.head_dim() > MAX_HEAD_DIM {
+            return err(
+                "hidden_size",
+                format!(
+                    "head dimension {} (hidden_size / num_attention_heads) is above the {MAX_HEAD_DIM} hlatc supports",
+                    self.head_dim()
+                ),
+            );
+        }
+        if self.checked_parameter_count().is_none() {
+            return err(
+                "hidden_size",
+                "the model would have more than 2^63 parameters; check the sizes".into(),
+            );
+        }
         if !(self.rms_norm_eps > 0.0 && self.rms_norm_eps.is_finite()) {
             return err(
                 "rms_norm_eps",
@@ -282,15 +302,31 @@ impl ModelConfig {
         }
     }
 
-    /// Number of trainable parameters.
+    /// Number of trainable parameters, saturating at `i64::MAX` (which
+    /// [`ModelConfig::validate`] refuses), so it is never negative.
     pub fn parameter_count(&self) -> i64 {
+        self.checked_parameter_count().unwrap_or(i64::MAX)
+    }
+
+    /// Number of trainable parameters, or `None` when it overflows an i64.
+    pub fn checked_parameter_count(&self) -> Option<i64> {
         let (d, f, v) = (self.hidden_size, self.intermediate_size, self.vocab_size);
-        let kv = self.num_key_value_heads * self.head_dim();
-        let per_layer = 2 * d + d * d + 2 * kv * d + d * d + 3 * d * f;
-        v * d
-            + self.num_hidden_layers * per_layer
-            + d
-            + if self.tie_word_embeddings { 0 } else { v * d }
+        let kv = self.num_key_value_heads.checked_mul(self.head_dim())?;
+        let dd = d.checked_mul(d)?;
+        let per_layer = [
+            d.checked_mul(2)?,
+            dd,
+            kv.checked_mul(d)?.checked_mul(2)?,
+            dd,
+            d.checked_mul(f)?.checked_mul(3)?,
+        ]
+        .into_iter()
+        .try_fold(0i64, i64::checked_add)?;
+        let vd = v.checked_mul(d)?;
+        let head = if self.tie_word_embeddings { 0 } else { vd };
+        [vd, self.num_hidden_layers.checked_mul(per_layer)?, d, head]
+            .into_iter()
+            .try_fold(0i64, i64::checked_add)
     }
 }
 

@@ -4,8 +4,9 @@ use crate::pass::{Pass, PassError};
 use hlatc_compiler::{Module, Op};
 use std::collections::BTreeSet;
 
-/// Removes instructions the root does not depend on (parameters stay: they
-/// are the signature) and computations that nothing reachable calls.
+/// Removes instructions that neither the root nor a side-effecting
+/// instruction depends on (parameters stay: they are the signature), and
+/// computations that nothing reachable calls.
 pub struct Dce;
 
 impl Pass for Dce {
@@ -18,7 +19,13 @@ impl Pass for Dce {
         for c in &mut module.computations {
             let Some(root) = c.root() else { continue };
             let mut live = vec![false; c.ids().map(|i| i.index() + 1).max().unwrap_or(0)];
-            let mut stack = vec![root];
+            // A side-effecting instruction is live even when nothing reads
+            // it, and so is everything it reads.
+            let mut stack: Vec<_> = c
+                .ids()
+                .filter(|&id| c.instr(id).op.has_side_effect())
+                .collect();
+            stack.push(root);
             while let Some(id) = stack.pop() {
                 if std::mem::replace(&mut live[id.index()], true) {
                     continue;
@@ -28,7 +35,6 @@ impl Pass for Dce {
             let dead: Vec<_> = c
                 .ids()
                 .filter(|&id| !live[id.index()] && !matches!(c.instr(id).op, Op::Parameter(_)))
-                .filter(|&id| !c.instr(id).op.has_side_effect())
                 .collect();
             changed |= !dead.is_empty();
             for id in dead {

@@ -12,6 +12,8 @@
 pub mod atomic_file;
 pub mod compare;
 pub mod compile_options;
+pub mod cpu_preflight;
+pub mod host_memory;
 pub mod inputs;
 mod pjrt;
 pub mod plugin;
@@ -33,6 +35,18 @@ pub enum RuntimeError {
     Pjrt(#[from] PjrtError),
     #[error("module does not verify: {0}")]
     Verify(#[from] VerifyError),
+    #[error("XLA CPU cannot run module '{module}': {source}")]
+    Preflight {
+        module: String,
+        #[source]
+        source: cpu_preflight::PreflightError,
+    },
+    #[error("XLA CPU rejected module '{module}'{}: {message}", .instruction.as_ref().map(|i| format!(" (its message names instruction '{i}')")).unwrap_or_default())]
+    Rejected {
+        module: String,
+        instruction: Option<String>,
+        message: String,
+    },
     #[error("the module returns {0}; only arrays and flat tuples of arrays can be read back")]
     UnsupportedResult(String),
     #[error("the module takes {expected} parameter(s), {got} input(s) were given")]
@@ -44,6 +58,8 @@ pub enum RuntimeError {
         expected: String,
         got: String,
     },
+    #[error("{0}")]
+    HostMemory(String),
     #[error("the plugin returned {got} output(s), the module declares {expected}")]
     OutputCount { expected: usize, got: usize },
 }
@@ -107,10 +123,17 @@ impl Runtime {
                 "tuple parameter '{name}' ({s})"
             )));
         }
-        let exe = self.client.compile(
-            &proto::encode_module(module),
-            &compile_options::single_device(),
-        )?;
+        cpu_preflight::check(module).map_err(|source| RuntimeError::Preflight {
+            module: module.name.clone(),
+            source,
+        })?;
+        let exe = self
+            .client
+            .compile(
+                &proto::encode_module(module),
+                &compile_options::single_device(),
+            )
+            .map_err(|e| rejected(module, e))?;
         let got = exe.num_outputs()?;
         if got != outputs.len() {
             return Err(RuntimeError::OutputCount {
@@ -119,6 +142,7 @@ impl Runtime {
             });
         }
         Ok(Program {
+            name: module.name.clone(),
             exe,
             params,
             outputs,
@@ -126,8 +150,35 @@ impl Runtime {
     }
 }
 
+/// XLA's compile errors name neither the module nor, always, the
+/// instruction: say which module, and the instruction its message names.
+fn rejected(module: &Module, e: PjrtError) -> RuntimeError {
+    let PjrtError::Call { message, .. } = &e else {
+        return RuntimeError::Pjrt(e);
+    };
+    let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    let words: std::collections::BTreeSet<&str> = message
+        .split(|c: char| !is_name_char(c))
+        .filter(|w| !w.is_empty())
+        .collect();
+    // The longest named instruction, so `add.12` wins over `add`.
+    let instruction = module
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| c.instr(id).name.as_str()))
+        .filter(|n| words.contains(n))
+        .max_by_key(|n| n.len())
+        .map(str::to_string);
+    RuntimeError::Rejected {
+        module: module.name.clone(),
+        instruction,
+        message: message.clone(),
+    }
+}
+
 /// A compiled module with its entry signature.
 pub struct Program {
+    name: String,
     exe: pjrt::LoadedExecutable,
     params: Vec<(String, Shape)>,
     outputs: Vec<Shape>,
@@ -142,6 +193,27 @@ impl Program {
     /// One shape per output (the elements of a tuple result).
     pub fn outputs(&self) -> &[Shape] {
         &self.outputs
+    }
+
+    /// Host bytes one run holds at least: every input and every output.
+    pub fn host_bytes(&self) -> u64 {
+        self.params
+            .iter()
+            .map(|(_, s)| s)
+            .chain(&self.outputs)
+            .fold(0u64, |acc, s| {
+                acc.saturating_add(host_memory::shape_bytes(s))
+            })
+    }
+
+    /// Fails, before anything is allocated, when a run could not fit in the
+    /// host's available memory.
+    pub fn ensure_fits(&self) -> Result<(), RuntimeError> {
+        host_memory::ensure_fits(
+            &format!("running '{}' (its inputs and outputs)", self.name),
+            self.host_bytes(),
+        )
+        .map_err(RuntimeError::HostMemory)
     }
 
     /// Runs once; inputs must match the parameters exactly (type and dims).
@@ -165,6 +237,7 @@ impl Program {
                 });
             }
         }
+        self.ensure_fits()?;
         Ok(self.exe.execute(inputs)?)
     }
 }

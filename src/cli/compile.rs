@@ -2,7 +2,7 @@
 
 use super::console::out;
 use super::model_args::{ModelArgs, OptimizerArgs};
-use hlatc::bundle::{write_bundle, Target, MANIFEST_FILE, PROTO_FILE};
+use hlatc::bundle::{check_destination, stage_bundle, Target, MANIFEST_FILE, PROTO_FILE};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;
 use hlatc::train_step::{build_train_step, StepConfig};
@@ -50,6 +50,7 @@ pub struct Args {
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t0 = Instant::now();
+    check_destination(&a.out)?;
     let (model, name) = a.model.resolve("hlat-7b")?;
     let batch = a.model.batch(&model, 1, 4096);
     let cfg = StepConfig {
@@ -63,7 +64,22 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         TargetArg::Neuron => Target::Neuron,
         TargetArg::Cpu => Target::Cpu,
     };
-    let report = write_bundle(&step, &cfg, target, &a.out)?;
+    let staged = stage_bundle(&step, &cfg, target, &a.out)?;
+    // A bundle that fails its check never takes the destination's name:
+    // the staged copy is removed and whatever was there stays.
+    let checks = if a.verify {
+        Some(
+            hlatc::check::verify_bundle(staged.path(), &step, &cfg).map_err(|e| {
+                Error::Verification(format!(
+                    "{e}\nnothing was written to {}; an earlier bundle there is untouched",
+                    a.out.display()
+                ))
+            })?,
+        )
+    } else {
+        None
+    };
+    let report = staged.commit()?;
     let total = t0.elapsed();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let params = cfg.model.parameter_count();
@@ -107,8 +123,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     if target == Target::Neuron {
         out!("  next          cd {} && ./neuronx-cc.sh", a.out.display())?;
     }
-    if a.verify {
-        super::verify::verify_bundle(&a.out, &step, &cfg)?;
+    if let Some(checks) = checks {
+        out!("verified:")?;
+        for l in checks.lines {
+            out!("  {l}")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,7 +9,6 @@ mod model_args;
 mod opt;
 mod run;
 mod train;
-mod verify;
 
 use clap::{Parser, Subcommand};
 use hlatc::Error;

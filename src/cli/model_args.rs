@@ -108,7 +108,9 @@ impl OptimizerArgs {
             c.weight_decay = v;
         }
         if let Some(v) = self.clip_norm {
-            c.clip_norm = (v > 0.0).then_some(v);
+            // Only an exact 0 turns clipping off; a negative or NaN value is
+            // a mistake, not a request to disable it.
+            c.clip_norm = (v != 0.0).then_some(v);
         }
         c.validate()
             .map_err(|e| Error::Usage(format!("optimizer: {e}")))?;

@@ -43,11 +43,27 @@ pub struct Args {
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
+    if !(a.rtol.is_finite() && a.rtol >= 0.0) {
+        return Err(Error::Usage(format!(
+            "--rtol must be a finite number >= 0, got {}",
+            a.rtol
+        )));
+    }
+    if let Some(atol) = a.atol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+        return Err(Error::Usage(format!(
+            "--atol must be a finite number >= 0, got {atol}"
+        )));
+    }
+    if let Some(path) = &a.outputs {
+        hlatc::runtime::atomic_file::check_writable(path)
+            .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
+    }
     let module = hlatc::load_module(&a.module)?;
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let program = rt.compile(&module)?;
     let compile_time = t0.elapsed();
+    program.ensure_fits()?;
     let args = match &a.inputs {
         Some(path) => inputs_from_file(path, program.parameters())?,
         None => {

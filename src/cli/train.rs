@@ -48,6 +48,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     if a.steps == 0 {
         return Err(Error::Usage("--steps must be at least 1".into()));
     }
+    if let Some(path) = &a.save {
+        // Checked now, not after training, so the weights are never lost.
+        hlatc::runtime::atomic_file::check_writable(path)
+            .map_err(|m| Error::Usage(format!("--save {}: {m}", path.display())))?;
+    }
     let (model, name) = a.model.resolve("tiny")?;
     let batch = a.model.batch(&model, 8, 16);
     let defaults = AdamWConfig {
@@ -72,6 +77,19 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             hlatc::check::MAX_HOST_STATE_BYTES >> 20
         )));
     }
+    cfg.batch
+        .validate(&cfg.model)
+        .map_err(hlatc::train_step::StepError::from)?;
+    // Each step holds the state twice (inputs and updated outputs) and a
+    // batch of tokens and targets.
+    let batch_bytes = (batch.batch_size as u64)
+        .saturating_mul(batch.seq_len as u64)
+        .saturating_mul(8);
+    hlatc::runtime::host_memory::ensure_fits(
+        &format!("training {name}"),
+        (state as u64).saturating_mul(2).saturating_add(batch_bytes),
+    )
+    .map_err(Error::Usage)?;
     let params = match &a.init {
         Some(path) => {
             let (params, unused) = params_from_tensors(

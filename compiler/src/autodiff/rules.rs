@@ -375,12 +375,15 @@ fn unary(
             let d = b.scale(o3, -0.5)?;
             b.mul(g, d)?
         }
+        // Recomputed fresh from the saved operand: rotary embeddings take
+        // both sin and cos of the same angles, and a shared forward value
+        // would be read without being declared in `saves`.
         UnaryOp::Sin => {
-            let c = b.unary(UnaryOp::Cos, x)?;
+            let c = b.add_fresh(Op::Unary(UnaryOp::Cos), &[x], None)?;
             b.mul(g, c)?
         }
         UnaryOp::Cos => {
-            let s = b.unary(UnaryOp::Sin, x)?;
+            let s = b.add_fresh(Op::Unary(UnaryOp::Sin), &[x], None)?;
             let ns = b.unary(UnaryOp::Negate, s)?;
             b.mul(g, ns)?
         }

@@ -2,8 +2,10 @@
 //! `pest` parser for what the printer writes and what JAX and torch-xla dump.
 
 mod escape;
+mod nesting;
 mod parser;
 mod printer;
 
+pub use nesting::MAX_NESTING;
 pub use parser::{parse_module, ParseError};
 pub use printer::{print_computation, print_instruction, print_module};

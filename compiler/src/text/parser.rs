@@ -167,6 +167,10 @@ fn detailed_syntax_error(text: &str) -> ParseError {
 /// Parses a whole module. The result is well-formed as a graph (every operand
 /// resolved, every computation rooted); call [`crate::verify`] for shapes.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
+    // A byte-order mark, as some editors write, is invisible to the user, so
+    // columns are counted without it.
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    super::nesting::check_nesting(text)?;
     let mut pairs =
         HloParser::parse(Rule::module, text).map_err(|_| detailed_syntax_error(text))?;
     let module_pair = pairs.next().expect("the module rule produces one pair");

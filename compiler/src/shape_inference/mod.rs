@@ -4,7 +4,9 @@
 //! take part of their result from the instruction's declared shape; for them
 //! the declared shape is required and checked against the operands instead.
 
-use crate::op::{BinaryOp, Op, UnaryOp};
+mod gather_scatter;
+
+use crate::op::{BinaryOp, ComparisonType, Op, UnaryOp};
 use crate::types::{ArrayShape, ElementType, Shape};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -128,7 +130,10 @@ pub fn infer_shape(
             let a = array(operands, 0)?;
             let ok = match u {
                 UnaryOp::Not => a.ty == ElementType::Pred || a.ty.is_integer(),
-                UnaryOp::Abs | UnaryOp::Negate | UnaryOp::Sign => a.ty != ElementType::Pred,
+                // XLA CPU has no abs or sign of an unsigned integer and
+                // aborts on one.
+                UnaryOp::Abs | UnaryOp::Sign => a.ty.is_float() || a.ty.is_signed_int(),
+                UnaryOp::Negate => a.ty != ElementType::Pred,
                 UnaryOp::Copy => true,
                 _ => a.ty.is_float(),
             };
@@ -164,13 +169,16 @@ pub fn infer_shape(
             }
             Ok(arr(x.ty, x.dims.clone()))
         }
-        Op::Compare { .. } => {
+        Op::Compare { kind, .. } => {
             arity(operands, 2)?;
             let (x, y) = (array(operands, 0)?, array(operands, 1)?);
             if x.dims != y.dims {
                 return invalid(format!("operand dimensions differ: {x} vs {y}"));
             }
             same_type(x, y, "compare")?;
+            if let Some(k) = kind {
+                check_comparison_type(*k, x.ty)?;
+            }
             Ok(arr(ElementType::Pred, x.dims.clone()))
         }
         Op::Select => {
@@ -313,7 +321,15 @@ pub fn infer_shape(
                     ));
                 }
                 // start <= limit was checked, so the span is non-negative.
+                // XLA rounds up as (span + stride - 1) / stride, which must
+                // not overflow either.
                 let span = s.limit - s.start;
+                if span.checked_add(s.stride - 1).is_none() {
+                    return invalid(format!(
+                        "slice stride {} of dimension {i} is too large",
+                        s.stride
+                    ));
+                }
                 dims.push(span / s.stride + i64::from(span % s.stride != 0));
             }
             Ok(arr(a.ty, dims))
@@ -572,97 +588,29 @@ pub fn infer_shape(
             dims, slice_sizes, ..
         } => {
             arity(operands, 2)?;
-            let (a, idx) = (array(operands, 0)?, array(operands, 1)?);
-            if !idx.ty.is_integer() {
-                return invalid(format!("gather indices must be integers, got {}", idx.ty));
-            }
-            if slice_sizes.len() != a.rank()
-                || slice_sizes
-                    .iter()
-                    .zip(&a.dims)
-                    .any(|(s, d)| *s < 0 || s > d)
-            {
-                return invalid(format!("slice_sizes {slice_sizes:?} invalid for {a}"));
-            }
-            let ivd = dims.index_vector_dim;
-            if ivd < 0 || ivd as usize > idx.rank() {
-                return invalid(format!(
-                    "index_vector_dim {ivd} out of range for indices {idx}"
-                ));
-            }
-            let skipped: Vec<i64> = dims
-                .collapsed_slice_dims
-                .iter()
-                .chain(&dims.operand_batching_dims)
-                .copied()
-                .collect();
-            check_dims_in_range(&skipped, a.rank(), "collapsed/batching")?;
-            check_dims_in_range(&dims.start_index_map, a.rank(), "start_index_map")?;
-            let batch: Vec<i64> = (0..idx.rank())
-                .filter(|&d| d as i64 != ivd)
-                .map(|d| idx.dims[d])
-                .collect();
-            let offsets: Vec<i64> = (0..a.rank() as i64)
-                .filter(|d| !skipped.contains(d))
-                .map(|d| slice_sizes[d as usize])
-                .collect();
-            if offsets.len() != dims.offset_dims.len() {
-                return invalid(format!(
-                    "gather has {} offset_dims but {} uncollapsed slice dimensions",
-                    dims.offset_dims.len(),
-                    offsets.len()
-                ));
-            }
-            let rank = batch.len() + offsets.len();
-            check_dims_in_range(&dims.offset_dims, rank, "offset")?;
-            let (mut bi, mut oi) = (batch.into_iter(), offsets.into_iter());
-            let out: Vec<i64> = (0..rank as i64)
-                .map(|d| {
-                    if dims.offset_dims.contains(&d) {
-                        oi.next()
-                    } else {
-                        bi.next()
-                    }
-                })
-                .collect::<Option<Vec<i64>>>()
-                .ok_or_else(|| {
-                    ShapeError::Invalid("gather offset_dims inconsistent with indices".into())
-                })?;
-            Ok(arr(a.ty, out))
+            gather_scatter::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes)
         }
         Op::Scatter { dims, to_apply, .. } => {
             arity(operands, 3)?;
-            let (a, idx, upd) = (
+            gather_scatter::scatter(
                 array(operands, 0)?,
                 array(operands, 1)?,
                 array(operands, 2)?,
-            );
-            if !idx.ty.is_integer() {
-                return invalid(format!("scatter indices must be integers, got {}", idx.ty));
-            }
-            same_type(a, upd, "scatter")?;
-            let covered = dims.update_window_dims.len()
-                + dims.inserted_window_dims.len()
-                + dims.input_batching_dims.len();
-            if covered != a.rank() {
-                return invalid(format!(
-                    "scatter window, inserted and batching dims cover {covered} dimensions of rank-{} operand",
-                    a.rank()
-                ));
-            }
-            check_dims_in_range(&dims.update_window_dims, upd.rank(), "update_window")?;
-            let scalar = Shape::scalar(a.ty);
-            check_signature(
+                dims,
                 to_apply,
                 &get_callee(to_apply)?,
-                &[scalar.clone(), scalar.clone()],
-                &scalar,
-            )?;
-            Ok(arr(a.ty, a.dims.clone()))
+            )
         }
         Op::RngBitGenerator { .. } => {
             arity(operands, 1)?;
             let state = array(operands, 0)?;
+            // The state is a u64 counter/key pair (or triple for Philox);
+            // XLA CPU aborts on anything else.
+            if state.ty != ElementType::U64 || !matches!(state.dims.as_slice(), [2] | [3]) {
+                return invalid(format!(
+                    "rng-bit-generator state must be u64[2] or u64[3], got {state}"
+                ));
+            }
             match declared {
                 Some(Shape::Tuple(elems)) if elems.len() == 2 => {
                     if !elems[0].compatible(operands[0]) {
@@ -672,9 +620,11 @@ pub fn infer_shape(
                         ));
                     }
                     match &elems[1] {
-                        Shape::Array(o) if o.ty.is_integer() => Ok(Shape::Tuple(elems.clone())),
+                        Shape::Array(o) if matches!(o.ty, ElementType::U32 | ElementType::U64) => {
+                            Ok(Shape::Tuple(elems.clone()))
+                        }
                         o => invalid(format!(
-                            "rng-bit-generator output must be an integer array, got {o}"
+                            "rng-bit-generator output must be a u32 or u64 array, got {o}"
                         )),
                     }
                 }
@@ -703,6 +653,33 @@ fn check_start_indices(operands: &[&Shape], from: usize, rank: usize) -> Result<
                 i - from
             ));
         }
+        let first = array(operands, from)?;
+        if s.ty != first.ty {
+            return invalid(format!(
+                "start indices must all have one type: index 0 is {}, index {} is {}",
+                first.ty,
+                i - from,
+                s.ty
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The comparison types XLA accepts for an element type: FLOAT or
+/// TOTALORDER for floats, SIGNED for signed integers, UNSIGNED for unsigned
+/// integers and pred. Any other pairing aborts XLA's compiler.
+fn check_comparison_type(kind: ComparisonType, ty: ElementType) -> Result<(), ShapeError> {
+    let ok = match kind {
+        ComparisonType::Float | ComparisonType::TotalOrder => ty.is_float(),
+        ComparisonType::Signed => ty.is_signed_int(),
+        ComparisonType::Unsigned => ty == ElementType::Pred || ty.is_unsigned_int(),
+    };
+    if !ok {
+        return invalid(format!(
+            "comparison type {} does not apply to {ty}",
+            kind.name()
+        ));
     }
     Ok(())
 }

@@ -1,0 +1,254 @@
+//! Gather and scatter: XLA's dimension-number rules
+//! (`ValidateGatherDimensionNumbers`, `ValidateScatterDimensionNumbers`).
+//! XLA CPU's emitters assume every one of them; an inconsistent set that
+//! slipped through used to abort inside the plugin.
+
+use super::{check_dims_in_range, check_signature, invalid, ShapeError};
+use crate::op::{GatherDims, ScatterDims};
+use crate::types::{ArrayShape, Shape};
+
+/// `dims` is sorted ascending without repeats, each in `0..bound`.
+fn sorted_unique_in_range(dims: &[i64], bound: usize, what: &str) -> Result<(), ShapeError> {
+    check_dims_in_range(dims, bound, what)?;
+    if dims.windows(2).any(|w| w[0] >= w[1]) {
+        return invalid(format!(
+            "{what} dims {dims:?} must be sorted without repeats"
+        ));
+    }
+    Ok(())
+}
+
+/// `dims` has no repeats, each in `0..bound`.
+fn unique_in_range(dims: &[i64], bound: usize, what: &str) -> Result<(), ShapeError> {
+    check_dims_in_range(dims, bound, what)?;
+    let mut sorted = dims.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return invalid(format!("{what} dims {dims:?} repeat a dimension"));
+    }
+    Ok(())
+}
+
+fn disjoint(a: &[i64], b: &[i64], what: &str) -> Result<(), ShapeError> {
+    if let Some(d) = a.iter().find(|d| b.contains(d)) {
+        return invalid(format!("dimension {d} is in both {what}"));
+    }
+    Ok(())
+}
+
+/// The index vector's length and the batch dimensions of the indices.
+fn index_vector(idx: &ArrayShape, ivd: i64, what: &str) -> Result<(i64, Vec<i64>), ShapeError> {
+    if ivd < 0 || ivd as usize > idx.rank() {
+        return invalid(format!(
+            "{what} index_vector_dim {ivd} out of range for indices {idx}"
+        ));
+    }
+    let ivd = ivd as usize;
+    let len = if ivd < idx.rank() { idx.dims[ivd] } else { 1 };
+    let batch = (0..idx.rank())
+        .filter(|&d| d != ivd)
+        .map(|d| idx.dims[d])
+        .collect();
+    Ok((len, batch))
+}
+
+/// Batching dims on the indices side: as many as on the operand side,
+/// unique, in range, and never the index vector dimension.
+fn indices_batching(
+    dims: &[i64],
+    operand_side: &[i64],
+    idx: &ArrayShape,
+    ivd: i64,
+    what: &str,
+) -> Result<(), ShapeError> {
+    if dims.len() != operand_side.len() {
+        return invalid(format!(
+            "{what}: {} batching dims on the indices but {} on the operand",
+            dims.len(),
+            operand_side.len()
+        ));
+    }
+    unique_in_range(dims, idx.rank(), what)?;
+    if dims.contains(&ivd) {
+        return invalid(format!("{what} includes index_vector_dim {ivd}"));
+    }
+    Ok(())
+}
+
+pub(super) fn gather(
+    a: &ArrayShape,
+    idx: &ArrayShape,
+    dims: &GatherDims,
+    slice_sizes: &[i64],
+) -> Result<Shape, ShapeError> {
+    if !idx.ty.is_integer() {
+        return invalid(format!("gather indices must be integers, got {}", idx.ty));
+    }
+    if slice_sizes.len() != a.rank()
+        || slice_sizes
+            .iter()
+            .zip(&a.dims)
+            .any(|(s, d)| *s < 0 || s > d)
+    {
+        return invalid(format!("slice_sizes {slice_sizes:?} invalid for {a}"));
+    }
+    let (index_len, batch) = index_vector(idx, dims.index_vector_dim, "gather")?;
+    sorted_unique_in_range(&dims.collapsed_slice_dims, a.rank(), "collapsed_slice")?;
+    sorted_unique_in_range(&dims.operand_batching_dims, a.rank(), "operand_batching")?;
+    disjoint(
+        &dims.collapsed_slice_dims,
+        &dims.operand_batching_dims,
+        "collapsed_slice_dims and operand_batching_dims",
+    )?;
+    unique_in_range(&dims.start_index_map, a.rank(), "start_index_map")?;
+    disjoint(
+        &dims.start_index_map,
+        &dims.operand_batching_dims,
+        "start_index_map and operand_batching_dims",
+    )?;
+    if dims.start_index_map.len() as i64 != index_len {
+        return invalid(format!(
+            "start_index_map has {} entries but the index vector has {index_len}",
+            dims.start_index_map.len()
+        ));
+    }
+    indices_batching(
+        &dims.start_indices_batching_dims,
+        &dims.operand_batching_dims,
+        idx,
+        dims.index_vector_dim,
+        "start_indices_batching",
+    )?;
+    for &d in dims
+        .collapsed_slice_dims
+        .iter()
+        .chain(&dims.operand_batching_dims)
+    {
+        if slice_sizes[d as usize] > 1 {
+            return invalid(format!(
+                "dimension {d} is collapsed or batching, so its slice size must be 0 or 1, got {}",
+                slice_sizes[d as usize]
+            ));
+        }
+    }
+    let skipped: Vec<i64> = dims
+        .collapsed_slice_dims
+        .iter()
+        .chain(&dims.operand_batching_dims)
+        .copied()
+        .collect();
+    let offsets: Vec<i64> = (0..a.rank() as i64)
+        .filter(|d| !skipped.contains(d))
+        .map(|d| slice_sizes[d as usize])
+        .collect();
+    if offsets.len() != dims.offset_dims.len() {
+        return invalid(format!(
+            "gather has {} offset_dims but {} uncollapsed slice dimensions",
+            dims.offset_dims.len(),
+            offsets.len()
+        ));
+    }
+    let rank = batch.len() + offsets.len();
+    sorted_unique_in_range(&dims.offset_dims, rank, "offset")?;
+    let (mut bi, mut oi) = (batch.into_iter(), offsets.into_iter());
+    let out: Vec<i64> = (0..rank as i64)
+        .map(|d| {
+            if dims.offset_dims.contains(&d) {
+                oi.next()
+            } else {
+                bi.next()
+            }
+        })
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| {
+            ShapeError::Invalid("gather offset_dims inconsistent with indices".into())
+        })?;
+    Ok(Shape::Array(ArrayShape::new(a.ty, out)))
+}
+
+pub(super) fn scatter(
+    a: &ArrayShape,
+    idx: &ArrayShape,
+    upd: &ArrayShape,
+    dims: &ScatterDims,
+    to_apply: &str,
+    callee: &super::CalleeSignature,
+) -> Result<Shape, ShapeError> {
+    if !idx.ty.is_integer() {
+        return invalid(format!("scatter indices must be integers, got {}", idx.ty));
+    }
+    super::same_type(a, upd, "scatter")?;
+    let (index_len, scatter_batch) = index_vector(idx, dims.index_vector_dim, "scatter")?;
+    sorted_unique_in_range(&dims.update_window_dims, upd.rank(), "update_window")?;
+    sorted_unique_in_range(&dims.inserted_window_dims, a.rank(), "inserted_window")?;
+    sorted_unique_in_range(&dims.input_batching_dims, a.rank(), "input_batching")?;
+    disjoint(
+        &dims.inserted_window_dims,
+        &dims.input_batching_dims,
+        "inserted_window_dims and input_batching_dims",
+    )?;
+    let covered = dims.update_window_dims.len()
+        + dims.inserted_window_dims.len()
+        + dims.input_batching_dims.len();
+    if covered != a.rank() {
+        return invalid(format!(
+            "scatter window, inserted and batching dims cover {covered} dimensions of rank-{} operand",
+            a.rank()
+        ));
+    }
+    unique_in_range(
+        &dims.scatter_dims_to_operand_dims,
+        a.rank(),
+        "scatter_dims_to_operand",
+    )?;
+    disjoint(
+        &dims.scatter_dims_to_operand_dims,
+        &dims.input_batching_dims,
+        "scatter_dims_to_operand_dims and input_batching_dims",
+    )?;
+    if dims.scatter_dims_to_operand_dims.len() as i64 != index_len {
+        return invalid(format!(
+            "scatter_dims_to_operand_dims has {} entries but the index vector has {index_len}",
+            dims.scatter_dims_to_operand_dims.len()
+        ));
+    }
+    indices_batching(
+        &dims.scatter_indices_batching_dims,
+        &dims.input_batching_dims,
+        idx,
+        dims.index_vector_dim,
+        "scatter_indices_batching",
+    )?;
+    // The updates are the scatter batch dimensions, in order, with the
+    // window dimensions at `update_window_dims`.
+    if upd.rank() != scatter_batch.len() + dims.update_window_dims.len() {
+        return invalid(format!(
+            "updates {upd} have rank {}, but {} scatter and {} window dimensions are needed",
+            upd.rank(),
+            scatter_batch.len(),
+            dims.update_window_dims.len()
+        ));
+    }
+    let window_operand_dims = (0..a.rank() as i64).filter(|d| {
+        !dims.inserted_window_dims.contains(d) && !dims.input_batching_dims.contains(d)
+    });
+    for (&u, o) in dims.update_window_dims.iter().zip(window_operand_dims) {
+        if upd.dims[u as usize] > a.dims[o as usize] {
+            return invalid(format!(
+                "update window dimension {u} ({}) is larger than operand dimension {o} ({})",
+                upd.dims[u as usize], a.dims[o as usize]
+            ));
+        }
+    }
+    let update_scatter_dims = (0..upd.rank() as i64)
+        .filter(|d| !dims.update_window_dims.contains(d))
+        .map(|d| upd.dims[d as usize]);
+    if !update_scatter_dims.eq(scatter_batch.iter().copied()) {
+        return invalid(format!(
+            "the scatter dimensions of updates {upd} do not match indices {idx}"
+        ));
+    }
+    let scalar = Shape::scalar(a.ty);
+    check_signature(to_apply, callee, &[scalar.clone(), scalar.clone()], &scalar)?;
+    Ok(Shape::Array(ArrayShape::new(a.ty, a.dims.clone())))
+}

@@ -1,0 +1,96 @@
+//! A bound on bracket nesting, checked before the grammar runs. The pest
+//! parser and the shape and literal readers recurse once per level, so a
+//! tuple shape nested thousands deep would overflow the stack; no real
+//! module comes near the limit (a rank-64 constant inside a computation
+//! needs 66 levels).
+
+use super::ParseError;
+
+/// Deepest `(`, `{` and `[` nesting accepted in HLO text.
+pub const MAX_NESTING: usize = 256;
+
+/// Fails at the first bracket that opens level `MAX_NESTING + 1`. Brackets
+/// inside strings and comments do not count.
+pub fn check_nesting(text: &str) -> Result<(), ParseError> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut line, mut line_start) = (0usize, 1usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => {
+                line += 1;
+                line_start = i + 1;
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    } else if bytes[i] == b'\n' {
+                        line += 1;
+                        line_start = i + 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < bytes.len() && !(bytes[i] == b'*' && bytes.get(i + 1) == Some(&b'/')) {
+                    if bytes[i] == b'\n' {
+                        line += 1;
+                        line_start = i + 1;
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'(' | b'{' | b'[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(ParseError {
+                        line,
+                        column: text[line_start..i].chars().count() + 1,
+                        message: format!(
+                            "brackets nest more than {MAX_NESTING} deep here; hlatc refuses such input \
+                             rather than risk running out of stack"
+                        ),
+                    });
+                }
+            }
+            b')' | b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_nesting_is_refused_where_it_happens() {
+        let deep = format!("HloModule m\n  {}", "(".repeat(MAX_NESTING + 1));
+        let e = check_nesting(&deep).unwrap_err();
+        assert_eq!((e.line, e.column), (2, MAX_NESTING + 3), "{e}");
+        assert!(check_nesting(&"(".repeat(MAX_NESTING)).is_ok());
+    }
+
+    #[test]
+    fn strings_and_comments_do_not_count() {
+        let s = format!(
+            "\"{}\" /* {} */ // {}\n",
+            "(".repeat(1000),
+            "{".repeat(1000),
+            "[".repeat(1000)
+        );
+        assert!(check_nesting(&s).is_ok());
+    }
+}

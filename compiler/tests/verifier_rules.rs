@@ -1,0 +1,169 @@
+//! Each rule that keeps XLA from aborting is a verifier rule, shown here by
+//! a module that breaks it (and, where the line is fine, one that keeps it).
+//! Every module below passed hlatc's verifier before the rule existed and
+//! took the XLA CPU plugin (and the process) down with it.
+
+use hlatc_compiler::{text, verify, Module};
+
+fn module(body: &str) -> Module {
+    module_with(body, "")
+}
+
+fn module_with(body: &str, header: &str) -> Module {
+    let src = format!("HloModule m{header}\n\nadd {{\n  ax = f32[] parameter(0)\n  ay = f32[] parameter(1)\n  ROOT as = f32[] add(ax, ay)\n}}\n\nENTRY e {{\n{body}\n}}\n");
+    text::parse_module(&src).unwrap_or_else(|e| panic!("{e}\n{src}"))
+}
+
+fn refused(body: &str) -> String {
+    refused_with(body, "")
+}
+
+fn refused_with(body: &str, header: &str) -> String {
+    verify(&module_with(body, header))
+        .expect_err("the verifier must refuse this module")
+        .to_string()
+}
+
+fn accepted(body: &str) {
+    let m = module(body);
+    verify(&m).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn comparison_type_must_fit_the_element_type() {
+    let e = refused(
+        "  p = s32[4] parameter(0)\n  ROOT c = pred[4] compare(p, p), direction=LT, type=FLOAT",
+    );
+    assert!(
+        e.ends_with("compare: comparison type FLOAT does not apply to s32"),
+        "{e}"
+    );
+    let e = refused(
+        "  p = f32[4] parameter(0)\n  ROOT c = pred[4] compare(p, p), direction=LT, type=UNSIGNED",
+    );
+    assert!(e.contains("UNSIGNED does not apply to f32"), "{e}");
+    accepted("  p = f32[4] parameter(0)\n  ROOT c = pred[4] compare(p, p), direction=LT, type=TOTALORDER");
+    accepted(
+        "  p = u8[4] parameter(0)\n  ROOT c = pred[4] compare(p, p), direction=LT, type=UNSIGNED",
+    );
+    accepted(
+        "  p = pred[4] parameter(0)\n  ROOT c = pred[4] compare(p, p), direction=EQ, type=UNSIGNED",
+    );
+}
+
+#[test]
+fn abs_and_sign_need_a_signed_type() {
+    for op in ["abs", "sign"] {
+        let e = refused(&format!(
+            "  p = u32[4] parameter(0)\n  ROOT r = u32[4] {op}(p)"
+        ));
+        assert!(e.ends_with(&format!("{op} does not accept u32")), "{e}");
+        accepted(&format!(
+            "  p = s32[4] parameter(0)\n  ROOT r = s32[4] {op}(p)"
+        ));
+    }
+}
+
+#[test]
+fn gather_dimension_numbers_must_be_consistent() {
+    let gather = |attrs: &str| {
+        format!("  t = f32[8,4] parameter(0)\n  i = s32[3] parameter(1)\n  ROOT g = f32[3,4] gather(t, i), {attrs}")
+    };
+    accepted(&gather("offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}"));
+    let e = refused(&gather("offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,4}"));
+    assert!(
+        e.contains("start_index_map has 2 entries but the index vector has 1"),
+        "{e}"
+    );
+    let e = refused(&gather("offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={8,4}"));
+    assert!(e.contains("slice size must be 0 or 1, got 8"), "{e}");
+    let e = refused(&gather("offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=1, slice_sizes={1,4}"));
+    assert!(
+        e.contains("dimension 0 is in both collapsed_slice_dims and operand_batching_dims"),
+        "{e}"
+    );
+}
+
+#[test]
+fn scatter_dimension_numbers_must_be_consistent() {
+    let scatter = |attrs: &str, updates: &str| {
+        format!("  t = f32[8,4] parameter(0)\n  i = s32[3,1] parameter(1)\n  u = {updates} parameter(2)\n  ROOT s = f32[8,4] scatter(t, i, u), {attrs}, to_apply=add")
+    };
+    let good = "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1";
+    accepted(&scatter(good, "f32[3,4]"));
+    let e = refused(&scatter(good, "f32[2,4]"));
+    assert!(
+        e.contains("scatter dimensions of updates f32[2,4]{1,0} do not match indices"),
+        "{e}"
+    );
+    let e = refused(&scatter(good, "f32[3,9]"));
+    assert!(
+        e.contains("update window dimension 1 (9) is larger than operand dimension 1 (4)"),
+        "{e}"
+    );
+    let e = refused(&scatter("update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0,0}, index_vector_dim=1", "f32[3,4]"));
+    assert!(
+        e.contains("scatter_dims_to_operand dimension 0 repeated"),
+        "{e}"
+    );
+    let e = refused(&scatter("update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=3", "f32[3,4]"));
+    assert!(e.contains("index_vector_dim 3 out of range"), "{e}");
+}
+
+#[test]
+fn dynamic_slice_indices_share_one_type() {
+    let e = refused("  p = f32[4,4] parameter(0)\n  a = s32[] parameter(1)\n  b = s64[] parameter(2)\n  ROOT d = f32[2,2] dynamic-slice(p, a, b), dynamic_slice_sizes={2,2}");
+    assert!(
+        e.contains("start indices must all have one type: index 0 is s32, index 1 is s64"),
+        "{e}"
+    );
+    accepted("  p = f32[4,4] parameter(0)\n  a = s64[] parameter(1)\n  b = s64[] parameter(2)\n  ROOT d = f32[2,2] dynamic-slice(p, a, b), dynamic_slice_sizes={2,2}");
+}
+
+#[test]
+fn rng_bit_generator_state_and_output_types() {
+    let e = refused("  s = u32[2] parameter(0)\n  ROOT r = (u32[2], u32[4]) rng-bit-generator(s), algorithm=rng_default");
+    assert!(
+        e.contains("state must be u64[2] or u64[3], got u32[2]"),
+        "{e}"
+    );
+    let e = refused("  s = u64[4] parameter(0)\n  ROOT r = (u64[4], u32[4]) rng-bit-generator(s), algorithm=rng_default");
+    assert!(e.contains("state must be u64[2] or u64[3]"), "{e}");
+    let e = refused("  s = u64[2] parameter(0)\n  ROOT r = (u64[2], s32[4]) rng-bit-generator(s), algorithm=rng_default");
+    assert!(e.contains("output must be a u32 or u64 array"), "{e}");
+    accepted("  s = u64[3] parameter(0)\n  ROOT r = (u64[3], u64[4]) rng-bit-generator(s), algorithm=rng_philox");
+}
+
+#[test]
+fn slice_strides_cannot_overflow() {
+    let e = refused(
+        "  p = f32[4] parameter(0)\n  ROOT s = f32[1] slice(p), slice={[1:4:9223372036854775807]}",
+    );
+    assert!(
+        e.contains("slice stride 9223372036854775807 of dimension 0 is too large"),
+        "{e}"
+    );
+    accepted("  p = f32[4] parameter(0)\n  ROOT s = f32[1] slice(p), slice={[1:4:1000]}");
+}
+
+#[test]
+fn one_parameter_cannot_alias_two_outputs() {
+    let e = refused_with(
+        "  p = f32[4] parameter(0)\n  a = f32[4] negate(p)\n  ROOT t = (f32[4], f32[4]) tuple(a, a)",
+        ", input_output_alias={ {0}: (0, {}, may-alias), {1}: (0, {}, may-alias) }",
+    );
+    assert!(
+        e.contains("parameter 0 [] is aliased by outputs [0] and [1]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn huge_ranks_are_refused() {
+    let dims = vec!["1"; 65].join(",");
+    let e = refused(&format!("  ROOT p = f32[{dims}] parameter(0)"));
+    assert!(
+        e.contains("rank 65 is above the 64 dimensions hlatc supports"),
+        "{e}"
+    );
+}

@@ -1,0 +1,121 @@
+//! Checks only XLA CPU needs. The verifier accepts any custom-call target
+//! (neuronx-cc has its own), but XLA CPU implements a few targets itself and
+//! trusts their operands blindly: a wrong operand count or shape there
+//! aborts the process instead of returning an error. Those are checked, or
+//! refused, here before the module reaches the plugin.
+
+use hlatc_compiler::op::CustomCall;
+use hlatc_compiler::{ElementType, Module, Op, Shape};
+
+/// Where a module breaks an XLA CPU contract.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("computation '{computation}', instruction '{instruction}': {message}")]
+pub struct PreflightError {
+    pub computation: String,
+    pub instruction: String,
+    pub message: String,
+}
+
+/// Checks every custom call in `module` against XLA CPU's own targets.
+pub fn check(module: &Module) -> Result<(), PreflightError> {
+    for c in &module.computations {
+        for id in c.ids() {
+            let instr = c.instr(id);
+            let Op::CustomCall(call) = &instr.op else {
+                continue;
+            };
+            let operands: Vec<&Shape> = c
+                .operands(id)
+                .into_iter()
+                .map(|o| &c.instr(o).shape)
+                .collect();
+            check_target(call, &operands, &instr.shape).map_err(|message| PreflightError {
+                computation: c.name.clone(),
+                instruction: instr.name.clone(),
+                message,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn check_target(call: &CustomCall, operands: &[&Shape], result: &Shape) -> Result<(), String> {
+    let target = call.target.as_str();
+    match target {
+        "Sharding" | "SPMDFullToShardShape" | "SPMDShardToFullShape" => {
+            let [x] = operands else {
+                return Err(format!(
+                    "custom call '{target}' takes exactly one operand, got {}",
+                    operands.len()
+                ));
+            };
+            let same = match (x, result) {
+                (Shape::Array(a), Shape::Array(r)) => {
+                    a.ty == r.ty && (target != "Sharding" || a.dims == r.dims)
+                }
+                _ => false,
+            };
+            if !same {
+                return Err(format!(
+                    "custom call '{target}' must return its operand's {} ({x}), not {result}",
+                    if target == "Sharding" {
+                        "shape"
+                    } else {
+                        "element type"
+                    }
+                ));
+            }
+            Ok(())
+        }
+        "TopK" => check_top_k(operands, result),
+        "SliceToDynamic" | "PadToStatic" => Err(format!(
+            "custom call '{target}' works on dynamic shapes, which hlatc does not support"
+        )),
+        t if t.starts_with("__onednn$") || t.starts_with("__cpu$") || t.starts_with("__xnn") => {
+            Err(format!(
+                "custom call '{target}' is internal to XLA CPU (its own rewrites create it with a \
+             backend config it trusts); it cannot be run from a module"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `TopK(x)`: `x` is `f32[n]` or `f32[b, n]`; the result is
+/// `(f32[.., k], s32[.., k])` with `k <= n`.
+fn check_top_k(operands: &[&Shape], result: &Shape) -> Result<(), String> {
+    let [Shape::Array(x)] = operands else {
+        return Err("custom call 'TopK' takes exactly one array operand".into());
+    };
+    if x.ty != ElementType::F32 || !(1..=2).contains(&x.rank()) {
+        return Err(format!(
+            "custom call 'TopK' needs an f32 operand of rank 1 or 2, got {x}"
+        ));
+    }
+    let Shape::Tuple(elems) = result else {
+        return Err(format!(
+            "custom call 'TopK' returns (values, indices), not {result}"
+        ));
+    };
+    let (Some(Shape::Array(v)), Some(Shape::Array(i)), 2) =
+        (elems.first(), elems.get(1), elems.len())
+    else {
+        return Err(format!(
+            "custom call 'TopK' returns (values, indices), not {result}"
+        ));
+    };
+    let batch = &x.dims[..x.rank() - 1];
+    let n = x.dims[x.rank() - 1];
+    let ok = |s: &hlatc_compiler::ArrayShape, ty| {
+        s.ty == ty
+            && s.rank() == x.rank()
+            && &s.dims[..s.rank() - 1] == batch
+            && s.dims[s.rank() - 1] <= n
+    };
+    if !ok(v, ElementType::F32) || !ok(i, ElementType::S32) || v.dims != i.dims {
+        return Err(format!(
+            "custom call 'TopK' on {x} must return (f32[..,k], s32[..,k]) with k <= {n}, not {result}"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! How much host memory a run may take. XLA CPU aborts the whole process
+//! when an allocation fails, and hlatc's own input generation would grow
+//! until the kernel kills it; both are refused here first, with the sizes.
+
+use hlatc_compiler::Shape;
+
+/// Bytes of memory the kernel says are available now (`MemAvailable` in
+/// `/proc/meminfo`), or `None` where that cannot be read.
+pub fn available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The bytes one buffer of `shape` takes on the host (tuples: all elements),
+/// saturating where it would not fit in a u64.
+pub fn shape_bytes(shape: &Shape) -> u64 {
+    match shape {
+        Shape::Array(a) => u64::try_from(a.element_count())
+            .unwrap_or(u64::MAX)
+            .saturating_mul(a.ty.byte_size() as u64),
+        Shape::Tuple(elems) => elems
+            .iter()
+            .fold(0u64, |acc, s| acc.saturating_add(shape_bytes(s))),
+    }
+}
+
+/// A size in words: `1.5 GB`, `12.0 MB`, `512 bytes`.
+pub fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GB", b as f64 / 1e9),
+        b if b >= 1 << 20 => format!("{:.1} MB", b as f64 / 1e6),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// Fails when `what` needs more than the available memory. Where the
+/// available memory cannot be read, anything up to the size of the address
+/// space passes.
+pub fn ensure_fits(what: &str, bytes: u64) -> Result<(), String> {
+    let available = available_bytes();
+    if bytes <= available.unwrap_or(u64::MAX >> 1) {
+        return Ok(());
+    }
+    Err(match available {
+        Some(a) => format!(
+            "{what} needs {} of host memory, but only {} is available",
+            human(bytes),
+            human(a)
+        ),
+        None => format!("{what} needs {}, more than can be addressed", human(bytes)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hlatc_compiler::{ArrayShape, ElementType};
+
+    #[test]
+    fn sizes_saturate_and_huge_runs_are_refused() {
+        let big = Shape::Array(ArrayShape::new(ElementType::F32, vec![1 << 40, 1 << 40]));
+        assert_eq!(shape_bytes(&big), u64::MAX);
+        let small = Shape::Array(ArrayShape::new(ElementType::F64, vec![3, 5]));
+        assert_eq!(shape_bytes(&Shape::Tuple(vec![small.clone(), small])), 240);
+        let e = ensure_fits("running m", 1 << 60).unwrap_err();
+        assert!(
+            e.starts_with("running m needs 1152921504.6 GB of host memory"),
+            "{e}"
+        );
+        assert!(ensure_fits("running m", 1 << 10).is_ok());
+    }
+}
