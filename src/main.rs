@@ -7,7 +7,24 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    // clap would print help and usage errors itself and ignore a failed
+    // write; render them here so a full or closed stream is still reported.
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            let text = e.render().to_string();
+            let written = if e.use_stderr() {
+                std::io::stderr().lock().write_all(text.as_bytes())
+            } else {
+                std::io::stdout().lock().write_all(text.as_bytes())
+            };
+            return match written {
+                Ok(()) => ExitCode::from(e.exit_code() as u8),
+                Err(w) if w.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(_) => ExitCode::FAILURE,
+            };
+        }
+    };
     match cli::dispatch(args) {
         Ok(code) => code,
         Err(e) if e.is_closed_stdout() => ExitCode::SUCCESS,

@@ -101,6 +101,7 @@ fn a_closed_stdout_is_a_quiet_success() {
         vec!["train", "--steps", "300"],
         vec!["fmt", big.as_str()],
         vec!["opt", "--list-passes"],
+        vec!["--help"],
         vec!["run", big.as_str()],
     ] {
         let mut child = hlatc()

@@ -122,16 +122,27 @@ fn dynamic_slice_indices_share_one_type() {
 
 #[test]
 fn rng_bit_generator_state_and_output_types() {
-    let e = refused("  s = u32[2] parameter(0)\n  ROOT r = (u32[2], u32[4]) rng-bit-generator(s), algorithm=rng_default");
+    let rng = |state: &str, bits: &str, algorithm: &str| {
+        format!("  s = {state} parameter(0)\n  ROOT r = ({state}, {bits}) rng-bit-generator(s), algorithm={algorithm}")
+    };
+    let e = refused(&rng("u32[2]", "u32[4]", "rng_default"));
     assert!(
-        e.contains("state must be u64[2] or u64[3], got u32[2]"),
+        e.contains("state for rng_default must be u64[2], got u32[2]{0}"),
         "{e}"
     );
-    let e = refused("  s = u64[4] parameter(0)\n  ROOT r = (u64[4], u32[4]) rng-bit-generator(s), algorithm=rng_default");
-    assert!(e.contains("state must be u64[2] or u64[3]"), "{e}");
-    let e = refused("  s = u64[2] parameter(0)\n  ROOT r = (u64[2], s32[4]) rng-bit-generator(s), algorithm=rng_default");
+    let e = refused(&rng("u64[3]", "u32[4]", "rng_three_fry"));
+    assert!(
+        e.contains("state for rng_three_fry must be u64[2], got u64[3]{0}"),
+        "{e}"
+    );
+    let e = refused(&rng("u64[4]", "u32[4]", "rng_philox"));
+    assert!(
+        e.contains("state for rng_philox must be u64[2] or u64[3], got u64[4]{0}"),
+        "{e}"
+    );
+    let e = refused(&rng("u64[2]", "s32[4]", "rng_default"));
     assert!(e.contains("output must be a u32 or u64 array"), "{e}");
-    accepted("  s = u64[3] parameter(0)\n  ROOT r = (u64[3], u64[4]) rng-bit-generator(s), algorithm=rng_philox");
+    accepted(&rng("u64[3]", "u64[4]", "rng_philox"));
 }
 
 #[test]

@@ -463,3 +463,28 @@ fn rng_bit_generator_is_deterministic_and_advances_state() {
         "four equal words are not random: {v:?}"
     );
 }
+
+/// Builder reductions and scalars work for integer types: the identity of a
+/// max-reduction is the type's lowest value (it used to panic on s32), and
+/// out-of-range scalars clamp to the type.
+#[test]
+fn builder_integer_reductions_and_scalars() {
+    use hlatc_compiler::builder::Builder;
+    use hlatc_compiler::{ElementType, Shape};
+    let mut b = Builder::new("int_max");
+    let x = b.parameter("x", Shape::array(ElementType::S32, [2, 3]));
+    let max = b.reduce_max(x, &[1]).unwrap();
+    let big = b.scalar(ElementType::U8, 1e9);
+    let low = b.scalar(ElementType::S8, f64::NEG_INFINITY);
+    let root = b
+        .add(hlatc_compiler::Op::Tuple, &[max, big, low], None)
+        .unwrap();
+    let m = b.into_module("int_max", root);
+    let p = runtime().compile(&m).unwrap();
+    let out = p
+        .run(&[s32s(&[2, 3], &[-7, -9, -8, i32::MIN, i32::MIN, i32::MIN])])
+        .unwrap();
+    assert_eq!(out[0].to_i64_vec(), vec![-7, i32::MIN as i64]);
+    assert_eq!(out[1].to_i64_vec(), vec![255]);
+    assert_eq!(out[2].to_i64_vec(), vec![-128]);
+}

@@ -6,7 +6,7 @@
 
 mod gather_scatter;
 
-use crate::op::{BinaryOp, ComparisonType, Op, UnaryOp};
+use crate::op::{BinaryOp, ComparisonType, Op, RngAlgorithm, UnaryOp};
 use crate::types::{ArrayShape, ElementType, Shape};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -601,14 +601,26 @@ pub fn infer_shape(
                 &get_callee(to_apply)?,
             )
         }
-        Op::RngBitGenerator { .. } => {
+        Op::RngBitGenerator { algorithm } => {
             arity(operands, 1)?;
             let state = array(operands, 0)?;
-            // The state is a u64 counter/key pair (or triple for Philox);
-            // XLA CPU aborts on anything else.
-            if state.ty != ElementType::U64 || !matches!(state.dims.as_slice(), [2] | [3]) {
+            // The state is a u64 key and counter: two words, or three for
+            // Philox. XLA CPU aborts on any other state, and refuses a third
+            // word for ThreeFry and the default algorithm (ThreeFry there).
+            let ok = state.ty == ElementType::U64
+                && match algorithm {
+                    RngAlgorithm::Philox => matches!(state.dims.as_slice(), [2] | [3]),
+                    _ => state.dims == [2],
+                };
+            if !ok {
                 return invalid(format!(
-                    "rng-bit-generator state must be u64[2] or u64[3], got {state}"
+                    "rng-bit-generator state for {} must be u64[2]{}, got {state}",
+                    algorithm.name(),
+                    if *algorithm == RngAlgorithm::Philox {
+                        " or u64[3]"
+                    } else {
+                        ""
+                    }
                 ));
             }
             match declared {
