@@ -124,13 +124,8 @@ impl Builder {
     /// Adds a new instruction that value numbering never merges with an
     /// existing one: a backward rule's recomputation from its saved values
     /// must not silently read a forward value it did not declare.
-    pub fn add_fresh(
-        &mut self,
-        op: Op,
-        operands: &[InstrId],
-        shape: Option<Shape>,
-    ) -> Result<InstrId, BuildError> {
-        let inferred = self.infer(&op, operands, shape)?;
+    pub fn add_fresh(&mut self, op: Op, operands: &[InstrId]) -> Result<InstrId, BuildError> {
+        let inferred = self.infer(&op, operands, None)?;
         Ok(self.insert(op, operands, inferred, false))
     }
 

@@ -441,6 +441,11 @@ impl UnaryOp {
     pub fn from_opcode(s: &str) -> Option<Self> {
         UNARY_NAMES.iter().find(|(_, n)| *n == s).map(|(o, _)| *o)
     }
+
+    /// Every unary op, in the opcode table's order.
+    pub fn all() -> impl Iterator<Item = UnaryOp> {
+        UNARY_NAMES.iter().map(|(o, _)| *o)
+    }
 }
 
 impl BinaryOp {
@@ -454,6 +459,11 @@ impl BinaryOp {
 
     pub fn from_opcode(s: &str) -> Option<Self> {
         BINARY_NAMES.iter().find(|(_, n)| *n == s).map(|(o, _)| *o)
+    }
+
+    /// Every binary op, in the opcode table's order.
+    pub fn all() -> impl Iterator<Item = BinaryOp> {
+        BINARY_NAMES.iter().map(|(o, _)| *o)
     }
 }
 

@@ -379,11 +379,11 @@ fn unary(
         // both sin and cos of the same angles, and a shared forward value
         // would be read without being declared in `saves`.
         UnaryOp::Sin => {
-            let c = b.add_fresh(Op::Unary(UnaryOp::Cos), &[x], None)?;
+            let c = b.add_fresh(Op::Unary(UnaryOp::Cos), &[x])?;
             b.mul(g, c)?
         }
         UnaryOp::Cos => {
-            let s = b.add_fresh(Op::Unary(UnaryOp::Sin), &[x], None)?;
+            let s = b.add_fresh(Op::Unary(UnaryOp::Sin), &[x])?;
             let ns = b.unary(UnaryOp::Negate, s)?;
             b.mul(g, ns)?
         }

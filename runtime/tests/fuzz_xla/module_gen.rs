@@ -13,62 +13,12 @@ use hlatc_compiler::{
 };
 use hlatc_runtime::inputs::SplitMix64;
 
-const TYPES: [ElementType; 11] = [
-    ElementType::Pred,
-    ElementType::S8,
-    ElementType::S32,
-    ElementType::S64,
-    ElementType::U8,
-    ElementType::U32,
-    ElementType::U64,
-    ElementType::F16,
-    ElementType::Bf16,
-    ElementType::F32,
-    ElementType::F64,
-];
-
-const UNARY: [UnaryOp; 19] = [
-    UnaryOp::Abs,
-    UnaryOp::Negate,
-    UnaryOp::Exp,
-    UnaryOp::Expm1,
-    UnaryOp::Log,
-    UnaryOp::Log1p,
-    UnaryOp::Sqrt,
-    UnaryOp::Rsqrt,
-    UnaryOp::Sin,
-    UnaryOp::Cos,
-    UnaryOp::Tanh,
-    UnaryOp::Logistic,
-    UnaryOp::Floor,
-    UnaryOp::Ceil,
-    UnaryOp::RoundNearestEven,
-    UnaryOp::Sign,
-    UnaryOp::Not,
-    UnaryOp::IsFinite,
-    UnaryOp::Copy,
-];
-
-const BINARY: [BinaryOp; 15] = [
-    BinaryOp::Add,
-    BinaryOp::Subtract,
-    BinaryOp::Multiply,
-    BinaryOp::Divide,
-    BinaryOp::Remainder,
-    BinaryOp::Maximum,
-    BinaryOp::Minimum,
-    BinaryOp::Power,
-    BinaryOp::Atan2,
-    BinaryOp::And,
-    BinaryOp::Or,
-    BinaryOp::Xor,
-    BinaryOp::ShiftLeft,
-    BinaryOp::ShiftRightLogical,
-    BinaryOp::ShiftRightArithmetic,
-];
+const TYPES: [ElementType; 11] = ElementType::ALL;
 
 pub struct ModuleGen {
     rng: SplitMix64,
+    unary: Vec<UnaryOp>,
+    binary: Vec<BinaryOp>,
     entry: Computation,
     reducers: Vec<Computation>,
     pool: Vec<(InstrId, ArrayShape)>,
@@ -80,6 +30,8 @@ impl ModuleGen {
     pub fn new(seed: u64) -> Self {
         ModuleGen {
             rng: SplitMix64::new(seed),
+            unary: UnaryOp::all().collect(),
+            binary: BinaryOp::all().collect(),
             entry: Computation::new("main"),
             reducers: Vec::new(),
             pool: Vec::new(),
@@ -252,11 +204,13 @@ impl ModuleGen {
         let r = xs.rank();
         match self.below(24) {
             0 => {
-                let u = self.pick(&UNARY);
+                let i = self.below(self.unary.len());
+                let u = self.unary[i];
                 self.try_add(Op::Unary(u), &[x], None);
             }
             1 => {
-                let b = self.pick(&BINARY);
+                let i = self.below(self.binary.len());
+                let b = self.binary[i];
                 let y = self.value_like(&xs);
                 self.try_add(Op::Binary(b), &[x, y], None);
             }
