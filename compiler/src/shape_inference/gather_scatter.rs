@@ -52,6 +52,27 @@ fn index_vector(idx: &ArrayShape, ivd: i64, what: &str) -> Result<(i64, Vec<i64>
     Ok((len, batch))
 }
 
+/// The map from index-vector entries to operand dimensions
+/// (`start_index_map`, `scatter_dims_to_operand_dims`): one entry per index,
+/// each an operand dimension that is named once and is not a batching one.
+fn index_map(
+    map: &[i64],
+    batching: &[i64],
+    rank: usize,
+    index_len: i64,
+    (name, batching_name): (&str, &str),
+) -> Result<(), ShapeError> {
+    unique_in_range(map, rank, name.trim_end_matches("_dims"))?;
+    disjoint(map, batching, &format!("{name} and {batching_name}"))?;
+    if map.len() as i64 != index_len {
+        return invalid(format!(
+            "{name} has {} entries but the index vector has {index_len}",
+            map.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Batching dims on the indices side: as many as on the operand side,
 /// unique, in range, and never the index vector dimension.
 fn indices_batching(
@@ -100,18 +121,13 @@ pub(super) fn gather(
         &dims.operand_batching_dims,
         "collapsed_slice_dims and operand_batching_dims",
     )?;
-    unique_in_range(&dims.start_index_map, a.rank(), "start_index_map")?;
-    disjoint(
+    index_map(
         &dims.start_index_map,
         &dims.operand_batching_dims,
-        "start_index_map and operand_batching_dims",
+        a.rank(),
+        index_len,
+        ("start_index_map", "operand_batching_dims"),
     )?;
-    if dims.start_index_map.len() as i64 != index_len {
-        return invalid(format!(
-            "start_index_map has {} entries but the index vector has {index_len}",
-            dims.start_index_map.len()
-        ));
-    }
     indices_batching(
         &dims.start_indices_batching_dims,
         &dims.operand_batching_dims,
@@ -196,22 +212,13 @@ pub(super) fn scatter(
             a.rank()
         ));
     }
-    unique_in_range(
-        &dims.scatter_dims_to_operand_dims,
-        a.rank(),
-        "scatter_dims_to_operand",
-    )?;
-    disjoint(
+    index_map(
         &dims.scatter_dims_to_operand_dims,
         &dims.input_batching_dims,
-        "scatter_dims_to_operand_dims and input_batching_dims",
+        a.rank(),
+        index_len,
+        ("scatter_dims_to_operand_dims", "input_batching_dims"),
     )?;
-    if dims.scatter_dims_to_operand_dims.len() as i64 != index_len {
-        return invalid(format!(
-            "scatter_dims_to_operand_dims has {} entries but the index vector has {index_len}",
-            dims.scatter_dims_to_operand_dims.len()
-        ));
-    }
     indices_batching(
         &dims.scatter_indices_batching_dims,
         &dims.input_batching_dims,
