@@ -49,6 +49,13 @@ pub enum Error {
     },
     #[error(transparent)]
     Runtime(#[from] runtime::RuntimeError),
+    /// XLA CPU could not compile or run the module read from `path`.
+    #[error("{path}: {source}")]
+    RunModule {
+        path: PathBuf,
+        #[source]
+        source: runtime::RuntimeError,
+    },
     #[error(transparent)]
     Tensors(#[from] runtime::TensorFileError),
     #[error(transparent)]

@@ -82,7 +82,7 @@ fn plugin_side_errors_exit_cleanly() {
         &d.join("cc.hlo"),
         "HloModule cc\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT c = f32[4] custom-call(p), custom_call_target=\"NoSuchTarget\"\n}\n",
     );
-    fails_with(&run(&["run", &cc]), "XLA CPU rejected module 'cc'");
+    fails_with(&run(&["run", &cc]), "cc.hlo: XLA CPU rejected module 'cc'");
     let nested = write(
         &d.join("nested.hlo"),
         "HloModule t\nENTRY e {\n  p = f32[4] parameter(0)\n  t = (f32[4]) tuple(p)\n  ROOT r = ((f32[4]), f32[4]) tuple(t, p)\n}\n",
@@ -210,6 +210,12 @@ fn sizes_are_checked_before_anything_is_allocated() {
     let d = dir("sizes");
     let huge = write(&d.join("huge.hlo"), "HloModule h\nENTRY e {\n  p = f32[1000000000000000] parameter(0)\n  ROOT n = f32[1000000000000000] negate(p)\n}\n");
     fails_with(&run(&["run", &huge]), "of host memory, but only");
+    // Without inputs, `run` would generate the JAX 7B step's 162 GB of
+    // them; it is refused from the signature, before XLA compiles anything.
+    let step = root().join("benches/data/jax_llama_7b_step.hlo");
+    if hlatc::runtime::host_memory::available_bytes().is_some_and(|a| a < 160 << 30) {
+        fails_with(&run(&["run", step.to_str().unwrap()]), "jax_llama_7b_step.hlo: running 'jit_step' (its inputs and outputs) needs 161.7 GB of host memory");
+    }
     fails_with(
         &run(&["train", "--batch-size", "1000000000000", "--steps", "1"]),
         "of host memory, but only",

@@ -26,6 +26,17 @@ pub fn shape_bytes(shape: &Shape) -> u64 {
     }
 }
 
+/// Host bytes one run of `module` holds at least: every entry parameter and
+/// the whole result. Known before compiling, so a run that cannot fit is
+/// refused before XLA spends seconds compiling it.
+pub fn module_bytes(module: &hlatc_compiler::Module) -> u64 {
+    let result = module.entry_result_shape().map_or(0, |r| shape_bytes(&r));
+    module
+        .entry_parameter_shapes()
+        .iter()
+        .fold(result, |acc, s| acc.saturating_add(shape_bytes(s)))
+}
+
 /// A size in words: `1.5 GB`, `12.0 MB`, `512 bytes`.
 pub fn human(bytes: u64) -> String {
     match bytes {

@@ -61,9 +61,17 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let module = hlatc::load_module(&a.module)?;
     let rt = Runtime::new()?;
     let t0 = Instant::now();
-    let program = rt.compile(&module)?;
+    let in_file = |source| Error::RunModule {
+        path: a.module.clone(),
+        source,
+    };
+    hlatc::runtime::host_memory::ensure_fits(
+        &format!("running '{}' (its inputs and outputs)", module.name),
+        hlatc::runtime::host_memory::module_bytes(&module),
+    )
+    .map_err(|m| in_file(hlatc::runtime::RuntimeError::HostMemory(m)))?;
+    let program = rt.compile(&module).map_err(in_file)?;
     let compile_time = t0.elapsed();
-    program.ensure_fits()?;
     let args = match &a.inputs {
         Some(path) => inputs_from_file(path, program.parameters())?,
         None => {
@@ -81,7 +89,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         }
     };
     let t1 = Instant::now();
-    let outputs = program.run(&args)?;
+    let outputs = program.run(&args).map_err(in_file)?;
     let run_time = t1.elapsed();
     note!(
         "ran {} on {} ({}): compile {:.1} ms, execute {:.1} ms",
