@@ -223,7 +223,7 @@ fn sizes_are_checked_before_anything_is_allocated() {
     let cfg = |name: &str, vocab: &str, hidden: &str, heads: &str| {
         write(
             &d.join(name),
-            format!("{{\"vocab_size\": {vocab}, \"hidden_size\": {hidden}, \"intermediate_size\": 64, \"num_attention_heads\": {heads}, \"num_hidden_layers\": 1, \"max_position_embeddings\": 16}}"),
+            format!("{{\"model_type\": \"llama\", \"vocab_size\": {vocab}, \"hidden_size\": {hidden}, \"intermediate_size\": 64, \"num_attention_heads\": {heads}, \"num_hidden_layers\": 1, \"max_position_embeddings\": 16}}"),
         )
     };
     let out = d.join("bundle");

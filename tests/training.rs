@@ -198,7 +198,7 @@ fn save_and_init_round_trip_through_safetensors() {
         "resumed from trained weights, yet loss {loss}"
     );
     let bigger = dir.join("config.json");
-    std::fs::write(&bigger, r#"{"vocab_size": 128, "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, "num_hidden_layers": 2}"#).unwrap();
+    std::fs::write(&bigger, r#"{"model_type": "llama", "vocab_size": 128, "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, "num_hidden_layers": 2}"#).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_hlatc"))
         .args([
             "train",

@@ -1,23 +1,61 @@
 //! Model configuration: the architecture (Hugging Face `LlamaConfig` fields)
 //! and the training shape (batch, sequence length).
 
+pub use crate::rope::RopeScaling;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// Which member of the Llama family: they share the graph and differ in
+/// what `config.json` may ask of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelType {
+    Llama,
+    /// Llama with a sliding attention window.
+    Mistral,
+    /// Llama with q/k/v projection biases.
+    Qwen2,
+}
+
+impl ModelType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelType::Llama => "llama",
+            ModelType::Mistral => "mistral",
+            ModelType::Qwen2 => "qwen2",
+        }
+    }
+}
+
 /// A Llama-family architecture. Field names are Hugging Face's, so a
-/// `config.json` maps one to one.
+/// `config.json` maps one to one; the manifest records every value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelConfig {
+    pub model_type: ModelType,
     pub vocab_size: i64,
     pub hidden_size: i64,
     pub intermediate_size: i64,
     pub num_attention_heads: i64,
     pub num_key_value_heads: i64,
+    /// Width of one attention head (Hugging Face's default is
+    /// `hidden_size / num_attention_heads`; some models set it apart).
+    pub head_dim: i64,
     pub num_hidden_layers: i64,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
+    pub rope_scaling: Option<RopeScaling>,
     pub tie_word_embeddings: bool,
     pub max_position_embeddings: i64,
+    /// Biases on the q, k and v projections (Llama's `attention_bias`,
+    /// always on for Qwen2).
+    pub qkv_bias: bool,
+    /// A bias on the output projection (Llama's `attention_bias`).
+    pub o_proj_bias: bool,
+    /// Biases on gate, up and down projections (`mlp_bias`).
+    pub mlp_bias: bool,
+    /// Each query attends to at most this many positions, itself included
+    /// (Mistral's `sliding_window`).
+    pub sliding_window: Option<i64>,
 }
 
 /// Where a config is wrong: the field and the rule it breaks.
@@ -47,10 +85,35 @@ pub const MAX_HEAD_DIM: i64 = 1 << 16;
 pub const PRESETS: [&str; 3] = ["tiny", "hlat-7b", "hlat-70b"];
 
 impl ModelConfig {
+    /// The fields a plain Llama leaves at Hugging Face's defaults; sizes
+    /// are placeholders every preset and config sets.
+    pub fn llama_defaults() -> Self {
+        ModelConfig {
+            model_type: ModelType::Llama,
+            vocab_size: 0,
+            hidden_size: 0,
+            intermediate_size: 0,
+            num_attention_heads: 0,
+            num_key_value_heads: 0,
+            head_dim: 0,
+            num_hidden_layers: 0,
+            rms_norm_eps: 1e-6,
+            rope_theta: 10000.0,
+            rope_scaling: None,
+            tie_word_embeddings: false,
+            max_position_embeddings: 2048,
+            qkv_bias: false,
+            o_proj_bias: false,
+            mlp_bias: false,
+            sliding_window: None,
+        }
+    }
+
     /// A 2-layer model with GQA, small enough that a whole training step runs
     /// on XLA CPU in milliseconds.
     pub fn tiny() -> Self {
         ModelConfig {
+            head_dim: 8,
             vocab_size: 64,
             hidden_size: 32,
             intermediate_size: 48,
@@ -61,12 +124,14 @@ impl ModelConfig {
             rope_theta: 10000.0,
             tie_word_embeddings: false,
             max_position_embeddings: 16,
+            ..Self::llama_defaults()
         }
     }
 
     /// HLAT-7B: the Llama-2-7B shapes.
     pub fn hlat_7b() -> Self {
         ModelConfig {
+            head_dim: 128,
             vocab_size: 32000,
             hidden_size: 4096,
             intermediate_size: 11008,
@@ -77,12 +142,14 @@ impl ModelConfig {
             rope_theta: 10000.0,
             tie_word_embeddings: false,
             max_position_embeddings: 4096,
+            ..Self::llama_defaults()
         }
     }
 
     /// HLAT-70B: the Llama-2-70B shapes, GQA with 8 KV heads.
     pub fn hlat_70b() -> Self {
         ModelConfig {
+            head_dim: 128,
             vocab_size: 32000,
             hidden_size: 8192,
             intermediate_size: 28672,
@@ -93,6 +160,7 @@ impl ModelConfig {
             rope_theta: 10000.0,
             tie_word_embeddings: false,
             max_position_embeddings: 4096,
+            ..Self::llama_defaults()
         }
     }
 
@@ -109,85 +177,14 @@ impl ModelConfig {
     }
 
     pub fn head_dim(&self) -> i64 {
-        self.hidden_size / self.num_attention_heads
+        self.head_dim
     }
 
-    /// Reads a Hugging Face `config.json`. Unknown keys are ignored;
-    /// `num_key_value_heads` defaults to `num_attention_heads`, the others to
-    /// Hugging Face's `LlamaConfig` defaults only where HF has one that does
-    /// not change the shapes (eps, theta, tying).
+    /// Reads a Hugging Face `config.json` (`transformers` 4 or 5 layout);
+    /// see [`crate::hf_config`] for which keys change the model and which
+    /// are known not to.
     pub fn from_hf_json(text: &str, source_name: &str) -> Result<Self, ConfigError> {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| ConfigError::File {
-            source_name: source_name.to_string(),
-            message: format!("not valid JSON: {e}"),
-        })?;
-        let obj = v.as_object().ok_or_else(|| ConfigError::File {
-            source_name: source_name.to_string(),
-            message: "expected a JSON object".into(),
-        })?;
-        let field_err = |field: &str, message: String| ConfigError::Field {
-            source_name: source_name.to_string(),
-            field: field.to_string(),
-            message,
-        };
-        let int = |field: &str| -> Result<Option<i64>, ConfigError> {
-            match obj.get(field) {
-                None | Some(serde_json::Value::Null) => Ok(None),
-                Some(x) => x
-                    .as_i64()
-                    .map(Some)
-                    .ok_or_else(|| field_err(field, format!("must be an integer, got {x}"))),
-            }
-        };
-        let float = |field: &str| -> Result<Option<f64>, ConfigError> {
-            match obj.get(field) {
-                None | Some(serde_json::Value::Null) => Ok(None),
-                Some(x) => x
-                    .as_f64()
-                    .map(Some)
-                    .ok_or_else(|| field_err(field, format!("must be a number, got {x}"))),
-            }
-        };
-        let required = |field: &str| -> Result<i64, ConfigError> {
-            int(field)?.ok_or_else(|| field_err(field, "is missing".into()))
-        };
-        if let Some(mt) = obj.get("model_type").and_then(|m| m.as_str()) {
-            if mt != "llama" {
-                return Err(field_err(
-                    "model_type",
-                    format!("'{mt}' is not a Llama model (expected \"llama\")"),
-                ));
-            }
-        }
-        for unsupported in ["rope_scaling", "attention_bias", "mlp_bias"] {
-            match obj.get(unsupported) {
-                None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {}
-                Some(x) => return Err(field_err(unsupported, format!("{x} is not supported yet"))),
-            }
-        }
-        let heads = required("num_attention_heads")?;
-        let cfg = ModelConfig {
-            vocab_size: required("vocab_size")?,
-            hidden_size: required("hidden_size")?,
-            intermediate_size: required("intermediate_size")?,
-            num_attention_heads: heads,
-            num_key_value_heads: int("num_key_value_heads")?.unwrap_or(heads),
-            num_hidden_layers: required("num_hidden_layers")?,
-            rms_norm_eps: float("rms_norm_eps")?.unwrap_or(1e-6),
-            rope_theta: float("rope_theta")?.unwrap_or(10000.0),
-            tie_word_embeddings: match obj.get("tie_word_embeddings") {
-                None | Some(serde_json::Value::Null) => false,
-                Some(x) => x.as_bool().ok_or_else(|| {
-                    field_err(
-                        "tie_word_embeddings",
-                        format!("must be true or false, got {x}"),
-                    )
-                })?,
-            },
-            max_position_embeddings: int("max_position_embeddings")?.unwrap_or(2048),
-        };
-        cfg.validate(source_name)?;
-        Ok(cfg)
+        crate::hf_config::read(text, source_name)
     }
 
     pub fn from_hf_file(path: &Path) -> Result<Self, ConfigError> {
@@ -221,13 +218,10 @@ impl ModelConfig {
                 return err(field, format!("must be positive, got {v}"));
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if self.head_dim <= 0 {
             return err(
-                "hidden_size",
-                format!(
-                    "{} is not divisible by num_attention_heads = {}",
-                    self.hidden_size, self.num_attention_heads
-                ),
+                "head_dim",
+                format!("must be positive, got {}", self.head_dim),
             );
         }
         if self.num_attention_heads % self.num_key_value_heads != 0 {
@@ -241,7 +235,7 @@ impl ModelConfig {
         }
         if self.head_dim() % 2 != 0 {
             return err(
-                "hidden_size",
+                "head_dim",
                 format!(
                     "head dimension {} must be even for rotary embeddings",
                     self.head_dim()
@@ -250,9 +244,9 @@ impl ModelConfig {
         }
         if self.head_dim() > MAX_HEAD_DIM {
             return err(
-                "hidden_size",
+                "head_dim",
                 format!(
-                    "head dimension {} (hidden_size / num_attention_heads) is above the {MAX_HEAD_DIM} hlatc supports",
+                    "head dimension {} is above the {MAX_HEAD_DIM} hlatc supports",
                     self.head_dim()
                 ),
             );
@@ -275,6 +269,16 @@ impl ModelConfig {
                 format!("must be greater than 1, got {}", self.rope_theta),
             );
         }
+        if let Some(r) = &self.rope_scaling {
+            if let Err(m) = r.validate() {
+                return err("rope_scaling", m);
+            }
+        }
+        if let Some(w) = self.sliding_window {
+            if w <= 0 {
+                return err("sliding_window", format!("must be positive, got {w}"));
+            }
+        }
         Ok(())
     }
 
@@ -296,8 +300,11 @@ impl ModelConfig {
             intermediate_size: ffn,
             num_attention_heads: heads,
             num_key_value_heads: kv,
+            head_dim: 8,
             num_hidden_layers: self.num_hidden_layers.min(2),
             max_position_embeddings: 16,
+            // A window shorter than the miniature's sequence keeps the band.
+            sliding_window: self.sliding_window.map(|w| w.min(8)),
             ..self.clone()
         }
     }
@@ -309,24 +316,9 @@ impl ModelConfig {
     }
 
     /// Number of trainable parameters, or `None` when it overflows an i64.
+    /// Counted from the parameter specs themselves, so the two agree.
     pub fn checked_parameter_count(&self) -> Option<i64> {
-        let (d, f, v) = (self.hidden_size, self.intermediate_size, self.vocab_size);
-        let kv = self.num_key_value_heads.checked_mul(self.head_dim())?;
-        let dd = d.checked_mul(d)?;
-        let per_layer = [
-            d.checked_mul(2)?,
-            dd,
-            kv.checked_mul(d)?.checked_mul(2)?,
-            dd,
-            d.checked_mul(f)?.checked_mul(3)?,
-        ]
-        .into_iter()
-        .try_fold(0i64, i64::checked_add)?;
-        let vd = v.checked_mul(d)?;
-        let head = if self.tie_word_embeddings { 0 } else { vd };
-        [vd, self.num_hidden_layers.checked_mul(per_layer)?, d, head]
-            .into_iter()
-            .try_fold(0i64, i64::checked_add)
+        crate::llama::checked_parameter_count(self)
     }
 }
 

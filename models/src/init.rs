@@ -38,7 +38,7 @@ impl Normal {
 }
 
 /// Every parameter, initialized HLAT's way: normal(0, 0.02), output
-/// projections normal(0, 0.02 / sqrt(2 * layers)), norms one.
+/// projections normal(0, 0.02 / sqrt(2 * layers)), norms one, biases zero.
 pub fn init_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String, Literal)> {
     let mut rng = Normal {
         state: seed,
@@ -50,6 +50,7 @@ pub fn init_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String
             let n = p.dims.iter().product::<i64>() as usize;
             let values: Vec<Scalar> = match p.init {
                 Init::Ones => vec![Scalar::Float(1.0); n],
+                Init::Zeros => vec![Scalar::Float(0.0); n],
                 Init::Normal(std) => (0..n).map(|_| Scalar::Float(std * rng.sample())).collect(),
             };
             let lit = Literal::from_scalars(ty, p.dims.clone(), &values)

@@ -3,8 +3,12 @@
 //! scaled initialization.
 
 pub mod config;
+pub mod hf_config;
 pub mod init;
 pub mod llama;
+pub mod rope;
 
-pub use config::{BatchShape, ConfigError, ModelConfig, PRESETS};
-pub use llama::{declare_params, forward, param_specs, ForwardOutputs, Init, ParamSpec};
+pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, PRESETS};
+pub use llama::{
+    declare_params, forward, param_specs, ForwardOutputs, Init, ParamSpec, IGNORE_INDEX,
+};

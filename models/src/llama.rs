@@ -7,8 +7,9 @@
 
 use crate::config::{BatchShape, ModelConfig};
 use hlatc_compiler::builder::{BuildError, Builder};
-use hlatc_compiler::op::{ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
+use hlatc_compiler::op::{BinaryOp, ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, Shape};
+use std::collections::HashMap;
 
 /// How a parameter is initialized (the scaled scheme that kept HLAT stable).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -16,6 +17,7 @@ pub enum Init {
     /// Normal with this standard deviation.
     Normal(f64),
     Ones,
+    Zeros,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -25,74 +27,103 @@ pub struct ParamSpec {
     pub init: Init,
 }
 
-/// Every trainable parameter in Hugging Face order and naming.
-pub fn param_specs(cfg: &ModelConfig) -> Vec<ParamSpec> {
-    let (d, f, v, hd) = (
-        cfg.hidden_size,
-        cfg.intermediate_size,
-        cfg.vocab_size,
-        cfg.head_dim(),
-    );
+/// The parameters of layer `i`, in Hugging Face order and naming; biases
+/// follow their weights where the config asks for them.
+fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
+    let (d, f, hd) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim());
     let (q, kv) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
     let std = 0.02;
     // Output projections write into the residual stream once per layer, so
     // they start smaller: std / sqrt(2 * layers).
     let out_std = std / (2.0 * cfg.num_hidden_layers as f64).sqrt();
-    let p = |name: String, dims: Vec<i64>, init: Init| ParamSpec { name, dims, init };
-    let mut specs = vec![p(
-        "model.embed_tokens.weight".into(),
-        vec![v, d],
-        Init::Normal(std),
-    )];
-    for i in 0..cfg.num_hidden_layers {
-        let l = format!("model.layers.{i}.");
-        specs.push(p(format!("{l}input_layernorm.weight"), vec![d], Init::Ones));
-        specs.push(p(
-            format!("{l}self_attn.q_proj.weight"),
-            vec![q, d],
-            Init::Normal(std),
-        ));
-        specs.push(p(
-            format!("{l}self_attn.k_proj.weight"),
-            vec![kv, d],
-            Init::Normal(std),
-        ));
-        specs.push(p(
-            format!("{l}self_attn.v_proj.weight"),
-            vec![kv, d],
-            Init::Normal(std),
-        ));
-        specs.push(p(
-            format!("{l}self_attn.o_proj.weight"),
-            vec![d, q],
-            Init::Normal(out_std),
-        ));
-        specs.push(p(
-            format!("{l}post_attention_layernorm.weight"),
-            vec![d],
-            Init::Ones,
-        ));
-        specs.push(p(
-            format!("{l}mlp.gate_proj.weight"),
-            vec![f, d],
-            Init::Normal(std),
-        ));
-        specs.push(p(
-            format!("{l}mlp.up_proj.weight"),
-            vec![f, d],
-            Init::Normal(std),
-        ));
-        specs.push(p(
-            format!("{l}mlp.down_proj.weight"),
-            vec![d, f],
-            Init::Normal(out_std),
-        ));
-    }
-    specs.push(p("model.norm.weight".into(), vec![d], Init::Ones));
-    if !cfg.tie_word_embeddings {
-        specs.push(p("lm_head.weight".into(), vec![v, d], Init::Normal(std)));
-    }
+    let l = format!("model.layers.{i}.");
+    let mut specs = Vec::with_capacity(16);
+    let mut linear = |name: &str, out: i64, inp: i64, init: Init, bias: bool| {
+        specs.push(ParamSpec {
+            name: format!("{l}{name}.weight"),
+            dims: vec![out, inp],
+            init,
+        });
+        if bias {
+            specs.push(ParamSpec {
+                name: format!("{l}{name}.bias"),
+                dims: vec![out],
+                init: Init::Zeros,
+            });
+        }
+    };
+    linear("self_attn.q_proj", q, d, Init::Normal(std), cfg.qkv_bias);
+    linear("self_attn.k_proj", kv, d, Init::Normal(std), cfg.qkv_bias);
+    linear("self_attn.v_proj", kv, d, Init::Normal(std), cfg.qkv_bias);
+    linear(
+        "self_attn.o_proj",
+        d,
+        q,
+        Init::Normal(out_std),
+        cfg.o_proj_bias,
+    );
+    linear("mlp.gate_proj", f, d, Init::Normal(std), cfg.mlp_bias);
+    linear("mlp.up_proj", f, d, Init::Normal(std), cfg.mlp_bias);
+    linear("mlp.down_proj", d, f, Init::Normal(out_std), cfg.mlp_bias);
+    let norm = |name: &str| ParamSpec {
+        name: format!("{l}{name}.weight"),
+        dims: vec![d],
+        init: Init::Ones,
+    };
+    specs.insert(0, norm("input_layernorm"));
+    let at = specs
+        .iter()
+        .position(|p| p.name.contains("mlp.gate_proj"))
+        .expect("every layer has an MLP");
+    specs.insert(at, norm("post_attention_layernorm"));
     specs
+}
+
+/// Parameters outside the layers: the embedding first, then the final norm
+/// and the LM head (absent when tied).
+fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
+    let (d, v) = (cfg.hidden_size, cfg.vocab_size);
+    let embed = ParamSpec {
+        name: "model.embed_tokens.weight".into(),
+        dims: vec![v, d],
+        init: Init::Normal(0.02),
+    };
+    let mut tail = vec![ParamSpec {
+        name: "model.norm.weight".into(),
+        dims: vec![d],
+        init: Init::Ones,
+    }];
+    if !cfg.tie_word_embeddings {
+        tail.push(ParamSpec {
+            name: "lm_head.weight".into(),
+            dims: vec![v, d],
+            init: Init::Normal(0.02),
+        });
+    }
+    (embed, tail)
+}
+
+/// Every trainable parameter in Hugging Face order and naming.
+pub fn param_specs(cfg: &ModelConfig) -> Vec<ParamSpec> {
+    let (embed, tail) = outer_specs(cfg);
+    let mut specs = vec![embed];
+    for i in 0..cfg.num_hidden_layers {
+        specs.extend(layer_specs(cfg, i));
+    }
+    specs.extend(tail);
+    specs
+}
+
+/// The number of parameters without listing every layer's (a config may ask
+/// for absurd depths), or `None` when it overflows an i64.
+pub(crate) fn checked_parameter_count(cfg: &ModelConfig) -> Option<i64> {
+    let size = |p: &ParamSpec| p.dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d));
+    let sum = |ps: &[ParamSpec]| ps.iter().try_fold(0i64, |acc, p| acc.checked_add(size(p)?));
+    let (embed, tail) = outer_specs(cfg);
+    let layers = cfg
+        .num_hidden_layers
+        .checked_mul(sum(&layer_specs(cfg, 0))?)?;
+    size(&embed)?.checked_add(layers)?.checked_add(sum(&tail)?)
 }
 
 /// What the forward pass produced.
@@ -127,6 +158,9 @@ fn linear_dims() -> DotDims {
 struct Llama<'a> {
     b: &'a mut Builder,
     cfg: &'a ModelConfig,
+    /// The parameters by Hugging Face name: the layout comes from the
+    /// names, never from positions.
+    params: HashMap<String, InstrId>,
     batch: BatchShape,
     ty: ElementType,
     stop: Vec<InstrId>,
@@ -139,6 +173,28 @@ impl Llama<'_> {
 
     fn linear(&mut self, x: InstrId, w: InstrId) -> Result<InstrId, BuildError> {
         self.b.dot(x, w, linear_dims())
+    }
+
+    /// `x W^T + b` for the projection named `name` (`...q_proj`): its bias
+    /// is added when the model has one.
+    fn projection(&mut self, x: InstrId, name: &str) -> Result<InstrId, BuildError> {
+        let w = self.param(&format!("{name}.weight"));
+        let y = self.linear(x, w)?;
+        match self.params.get(format!("{name}.bias").as_str()) {
+            None => Ok(y),
+            Some(&bias) => {
+                let dims = self.b.dims(y);
+                let bb = self.b.broadcast(bias, &dims, &[1])?;
+                self.b.add2(y, bb)
+            }
+        }
+    }
+
+    fn param(&self, name: &str) -> InstrId {
+        *self
+            .params
+            .get(name)
+            .unwrap_or_else(|| panic!("param_specs declares '{name}'"))
     }
 
     /// x [N, D] * rsqrt(mean(x^2) + eps) * w
@@ -158,23 +214,35 @@ impl Llama<'_> {
     }
 
     /// cos and sin tables `[S, hd]`, computed in the graph from positions.
+    /// Always in f32 and then converted, as `transformers` does (its rotary
+    /// embedding disables autocast and computes in f32 for every model
+    /// dtype), so a checkpoint sees the same angles in any precision.
     fn rope_tables(&mut self) -> Result<(InstrId, InstrId), BuildError> {
         let (s, hd) = (self.batch.seq_len, self.cfg.head_dim());
         let half = hd / 2;
-        let inv: Vec<Scalar> = (0..half)
-            .map(|i| Scalar::Float(1.0 / self.cfg.rope_theta.powf(2.0 * i as f64 / hd as f64)))
-            .collect();
-        let inv = self.b.constant(
-            Literal::from_scalars(self.ty, vec![half], &inv).expect("finite frequencies"),
-        );
+        let f32 = ElementType::F32;
+        let inv: Vec<Scalar> = crate::rope::inverse_frequencies(
+            self.cfg.rope_theta,
+            hd,
+            self.cfg.rope_scaling.as_ref(),
+        )
+        .into_iter()
+        .map(Scalar::Float)
+        .collect();
+        let inv = self
+            .b
+            .constant(Literal::from_scalars(f32, vec![half], &inv).expect("finite frequencies"));
         let b = &mut *self.b;
-        let pos = b.iota(self.ty, &[s, half], 0)?;
+        let pos = b.iota(f32, &[s, half], 0)?;
         let invb = b.broadcast(inv, &[s, half], &[1])?;
         let ang = b.mul(pos, invb)?;
         let ang = b.concatenate(&[ang, ang], 1)?;
         let cos = b.unary(UnaryOp::Cos, ang)?;
         let sin = b.unary(UnaryOp::Sin, ang)?;
-        Ok((cos, sin))
+        if self.ty == f32 {
+            return Ok((cos, sin));
+        }
+        Ok((b.convert(cos, self.ty)?, b.convert(sin, self.ty)?))
     }
 
     /// Rotates `x` `[B, S, H, hd]` by position (rotate-half convention).
@@ -212,7 +280,7 @@ impl Llama<'_> {
     fn attention(
         &mut self,
         h: InstrId,
-        w: &[InstrId; 4],
+        layer: &str,
         tables: (InstrId, InstrId),
     ) -> Result<InstrId, BuildError> {
         let c = self.cfg;
@@ -223,9 +291,9 @@ impl Llama<'_> {
             c.num_key_value_heads,
             c.head_dim(),
         );
-        let q = self.linear(h, w[0])?;
-        let k = self.linear(h, w[1])?;
-        let v = self.linear(h, w[2])?;
+        let q = self.projection(h, &format!("{layer}self_attn.q_proj"))?;
+        let k = self.projection(h, &format!("{layer}self_attn.k_proj"))?;
+        let v = self.projection(h, &format!("{layer}self_attn.v_proj"))?;
         let q = self.b.reshape(q, &[bs, s, hq, hd])?;
         let k = self.b.reshape(k, &[bs, s, hkv, hd])?;
         let v = self.b.reshape(v, &[bs, s, hkv, hd])?;
@@ -256,10 +324,7 @@ impl Llama<'_> {
             },
         )?;
         let scores = b.scale(scores, 1.0 / (hd as f64).sqrt())?;
-        // Causal mask generated in the graph: key position <= query position.
-        let qi = b.iota(ElementType::S32, &[s, s], 0)?;
-        let ki = b.iota(ElementType::S32, &[s, s], 1)?;
-        let allowed = b.compare(qi, ki, ComparisonDirection::Ge)?;
+        let allowed = attention_mask(b, s, c.sliding_window)?;
         let allowed = b.broadcast(allowed, &[bs, hq, s, s], &[2, 3])?;
         let masked = b.full_like(scores, -1e9)?;
         let scores = b.select(allowed, scores, masked)?;
@@ -278,20 +343,21 @@ impl Llama<'_> {
         )?;
         let att = b.transpose(att, &[0, 2, 1, 3])?;
         let att = b.reshape(att, &[bs * s, hq * hd])?;
-        self.linear(att, w[3])
+        self.projection(att, &format!("{layer}self_attn.o_proj"))
     }
 
-    fn mlp(&mut self, h: InstrId, w: &[InstrId; 3]) -> Result<InstrId, BuildError> {
-        let g = self.linear(h, w[0])?;
-        let u = self.linear(h, w[1])?;
+    fn mlp(&mut self, h: InstrId, layer: &str) -> Result<InstrId, BuildError> {
+        let g = self.projection(h, &format!("{layer}mlp.gate_proj"))?;
+        let u = self.projection(h, &format!("{layer}mlp.up_proj"))?;
         let b = &mut *self.b;
         let sg = b.unary(UnaryOp::Logistic, g)?;
         let silu = b.mul(g, sg)?;
         let a = b.mul(silu, u)?;
-        self.linear(a, w[2])
+        self.projection(a, &format!("{layer}mlp.down_proj"))
     }
 
-    /// Mean over tokens of logsumexp(logits) - logits[target].
+    /// Mean of logsumexp(logits) - logits[target] over the tokens whose
+    /// target is not [`IGNORE_INDEX`] (0 when every target is ignored).
     fn cross_entropy(&mut self, logits: InstrId, targets: InstrId) -> Result<InstrId, BuildError> {
         let [n, v] = [self.n(), self.cfg.vocab_size];
         let b = &mut *self.b;
@@ -310,8 +376,39 @@ impl Llama<'_> {
         let picked = b.select(hit, z, zeros)?;
         let tl = b.reduce_sum(picked, &[1])?;
         let nll = b.sub(lse, tl)?;
+        let ignore = b.full(ElementType::S32, &[n], IGNORE_INDEX as f64)?;
+        let counted = b.compare(t, ignore, ComparisonDirection::Ne)?;
+        let zero = b.full_like(nll, 0.0)?;
+        let nll = b.select(counted, nll, zero)?;
         let total = b.reduce_sum(nll, &[0])?;
-        b.scale(total, 1.0 / n as f64)
+        let ones = b.convert(counted, self.ty)?;
+        let count = b.reduce_sum(ones, &[0])?;
+        let one = b.full_like(count, 1.0)?;
+        let count = b.binary(BinaryOp::Maximum, count, one)?;
+        b.div(total, count)
+    }
+}
+
+/// Targets equal to this are left out of the loss and its mean, as
+/// `torch.nn.CrossEntropyLoss` does by default (Hugging Face pads labels
+/// with it).
+pub const IGNORE_INDEX: i64 = -100;
+
+/// Which key positions each query may attend to, `pred[S, S]`, generated in
+/// the graph: causal (key <= query), and within `window` positions (query -
+/// key < window) for a sliding window.
+fn attention_mask(b: &mut Builder, s: i64, window: Option<i64>) -> Result<InstrId, BuildError> {
+    let qi = b.iota(ElementType::S32, &[s, s], 0)?;
+    let ki = b.iota(ElementType::S32, &[s, s], 1)?;
+    let causal = b.compare(qi, ki, ComparisonDirection::Ge)?;
+    match window {
+        Some(w) if w < s => {
+            let distance = b.sub(qi, ki)?;
+            let limit = b.full(ElementType::S32, &[s, s], w as f64)?;
+            let near = b.compare(distance, limit, ComparisonDirection::Lt)?;
+            b.binary(BinaryOp::And, causal, near)
+        }
+        _ => Ok(causal),
     }
 }
 
@@ -326,15 +423,27 @@ pub fn forward(
     targets: InstrId,
 ) -> Result<ForwardOutputs, BuildError> {
     let ty = b.ty(params[0]);
+    let specs = param_specs(cfg);
+    assert_eq!(
+        specs.len(),
+        params.len(),
+        "one instruction per parameter spec"
+    );
+    let params: HashMap<String, InstrId> = specs
+        .into_iter()
+        .map(|p| p.name)
+        .zip(params.iter().copied())
+        .collect();
+    let embed = params["model.embed_tokens.weight"];
     let mut m = Llama {
         b,
         cfg,
+        params,
         batch,
         ty,
         stop: Vec::new(),
     };
     let (n, d, v) = (m.n(), cfg.hidden_size, cfg.vocab_size);
-    let embed = params[0];
     // Embedding lookup: gather rows of [V, D] by token id.
     let idx = m.b.reshape(tokens, &[n, 1])?;
     let mut x = m.b.add(
@@ -353,21 +462,22 @@ pub fn forward(
         None,
     )?;
     let tables = m.rope_tables()?;
-    for layer in 0..cfg.num_hidden_layers as usize {
-        let p = &params[1 + 9 * layer..1 + 9 * (layer + 1)];
-        let h = m.rms_norm(x, p[0])?;
-        let a = m.attention(h, &[p[1], p[2], p[3], p[4]], tables)?;
+    for layer in 0..cfg.num_hidden_layers {
+        let l = format!("model.layers.{layer}.");
+        let norm = m.param(&format!("{l}input_layernorm.weight"));
+        let h = m.rms_norm(x, norm)?;
+        let a = m.attention(h, &l, tables)?;
         x = m.b.add2(x, a)?;
-        let h = m.rms_norm(x, p[5])?;
-        let f = m.mlp(h, &[p[6], p[7], p[8]])?;
+        let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
+        let h = m.rms_norm(x, norm)?;
+        let f = m.mlp(h, &l)?;
         x = m.b.add2(x, f)?;
     }
-    let base = 1 + 9 * cfg.num_hidden_layers as usize;
-    let x = m.rms_norm(x, params[base])?;
+    let x = m.rms_norm(x, m.param("model.norm.weight"))?;
     let head = if cfg.tie_word_embeddings {
         embed
     } else {
-        params[base + 1]
+        m.param("lm_head.weight")
     };
     let logits = m.linear(x, head)?;
     debug_assert_eq!(m.b.dims(logits), vec![n, v]);

@@ -54,7 +54,7 @@ fn hugging_face_configs_read_with_their_defaults() {
     assert_eq!(c.rope_theta, 10000.0);
     assert_eq!(c, ModelConfig::hlat_7b());
     let tied = ModelConfig::from_hf_json(
-        r#"{"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1, "tie_word_embeddings": true}"#,
+        r#"{"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1, "tie_word_embeddings": true}"#,
         "t.json",
     )
     .unwrap();
@@ -68,7 +68,7 @@ fn hugging_face_configs_read_with_their_defaults() {
 fn invalid_configs_name_the_field() {
     let base = |extra: &str| {
         format!(
-            r#"{{"vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1{extra}}}"#
+            r#"{{"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1{extra}}}"#
         )
     };
     let cases = [
@@ -86,7 +86,7 @@ fn invalid_configs_name_the_field() {
         ),
         (
             base(r#", "hidden_size": 6"#),
-            "c.json: hidden_size: head dimension 3 must be even for rotary embeddings",
+            "c.json: head_dim: head dimension 3 must be even for rotary embeddings",
         ),
         ("[1, 2]".to_string(), "c.json: expected a JSON object"),
     ];

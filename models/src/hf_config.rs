@@ -1,0 +1,382 @@
+//! Reading a Hugging Face `config.json` without ever building a model other
+//! than the one it describes. Every key is either read (it changes the
+//! model), checked to hold the one value hlatc implements, or listed as
+//! known not to matter, with the reason. Any other key is refused, naming
+//! the file and the key. Both layouts are read: `transformers` 4 (top-level
+//! `rope_theta` and `rope_scaling`) and 5 (`rope_parameters`).
+
+use crate::config::{ConfigError, ModelConfig, ModelType, RopeScaling};
+use serde_json::{Map, Value};
+
+/// Keys that do not change the training step, and why.
+const IRRELEVANT: &[(&str, &str)] = &[
+    (
+        "architectures",
+        "checked against model_type; the head is always a causal LM",
+    ),
+    ("bos_token_id", "a tokenizer id; the step takes token ids"),
+    ("eos_token_id", "a tokenizer id; the step takes token ids"),
+    (
+        "pad_token_id",
+        "a tokenizer id; padding is masked through the ignore index",
+    ),
+    (
+        "torch_dtype",
+        "the checkpoint's storage type; hlatc's precision policy decides compute",
+    ),
+    (
+        "dtype",
+        "the checkpoint's storage type (transformers 5 name)",
+    ),
+    ("transformers_version", "provenance only"),
+    ("_name_or_path", "provenance only"),
+    (
+        "use_cache",
+        "the inference KV cache; a training step has none",
+    ),
+    (
+        "initializer_range",
+        "initialization; hlatc uses HLAT's scaled init, recorded in the manifest",
+    ),
+    (
+        "output_attentions",
+        "what inference returns, not what it computes",
+    ),
+    (
+        "output_hidden_states",
+        "what inference returns, not what it computes",
+    ),
+    (
+        "return_dict",
+        "what inference returns, not what it computes",
+    ),
+    ("tokenizer_class", "the tokenizer, not the model"),
+    (
+        "max_window_layers",
+        "Qwen2: which layers slide when use_sliding_window is on (checked off)",
+    ),
+];
+
+fn field_err(source: &str, field: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Field {
+        source_name: source.to_string(),
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Typed access to the object's keys; each key read is marked used.
+struct Keys<'a> {
+    obj: &'a Map<String, Value>,
+    source: &'a str,
+    used: Vec<&'static str>,
+}
+
+impl<'a> Keys<'a> {
+    fn get(&mut self, key: &'static str) -> Option<&'a Value> {
+        self.used.push(key);
+        self.obj.get(key).filter(|v| !v.is_null())
+    }
+
+    fn int(&mut self, key: &'static str) -> Result<Option<i64>, ConfigError> {
+        let source = self.source;
+        self.get(key)
+            .map(|x| {
+                x.as_i64()
+                    .ok_or_else(|| field_err(source, key, format!("must be an integer, got {x}")))
+            })
+            .transpose()
+    }
+
+    fn required(&mut self, key: &'static str) -> Result<i64, ConfigError> {
+        let source = self.source;
+        self.int(key)?
+            .ok_or_else(|| field_err(source, key, "is missing"))
+    }
+
+    fn float(&mut self, key: &'static str) -> Result<Option<f64>, ConfigError> {
+        let source = self.source;
+        self.get(key)
+            .map(|x| {
+                x.as_f64()
+                    .ok_or_else(|| field_err(source, key, format!("must be a number, got {x}")))
+            })
+            .transpose()
+    }
+
+    fn bool(&mut self, key: &'static str) -> Result<Option<bool>, ConfigError> {
+        let source = self.source;
+        self.get(key)
+            .map(|x| {
+                x.as_bool().ok_or_else(|| {
+                    field_err(source, key, format!("must be true or false, got {x}"))
+                })
+            })
+            .transpose()
+    }
+
+    fn str(&mut self, key: &'static str) -> Result<Option<&'a str>, ConfigError> {
+        let source = self.source;
+        self.get(key)
+            .map(|x| {
+                x.as_str()
+                    .ok_or_else(|| field_err(source, key, format!("must be a string, got {x}")))
+            })
+            .transpose()
+    }
+
+    /// A key whose only supported value is `expected`.
+    fn only(&mut self, key: &'static str, expected: &Value, why: &str) -> Result<(), ConfigError> {
+        match self.get(key) {
+            Some(v) if v != expected => Err(field_err(
+                self.source,
+                key,
+                format!("{v} is not supported ({why}; hlatc implements {expected})"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reads the RoPE settings from either layout: returns theta and scaling.
+fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), ConfigError> {
+    let top_theta = k.float("rope_theta")?;
+    let (params, where_) = match (k.get("rope_parameters"), k.get("rope_scaling")) {
+        (Some(p), None) => (Some(p), "rope_parameters"),
+        (None, Some(s)) => (Some(s), "rope_scaling"),
+        (None, None) => (None, "rope_scaling"),
+        (Some(_), Some(_)) => {
+            return Err(field_err(
+                k.source,
+                "rope_scaling",
+                "is given beside rope_parameters; a config holds one or the other",
+            ))
+        }
+    };
+    let Some(params) = params else {
+        return Ok((top_theta.unwrap_or(default_theta), None));
+    };
+    let source = k.source;
+    let err = |m: String| field_err(source, where_, m);
+    let obj = params
+        .as_object()
+        .ok_or_else(|| err(format!("must be an object, got {params}")))?;
+    let num = |key: &str| -> Result<Option<f64>, ConfigError> {
+        obj.get(key)
+            .filter(|v| !v.is_null())
+            .map(|v| {
+                v.as_f64()
+                    .ok_or_else(|| err(format!("{key} must be a number, got {v}")))
+            })
+            .transpose()
+    };
+    let theta = match (num("rope_theta")?, top_theta) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(err(format!(
+                "rope_theta {a} disagrees with the top-level rope_theta {b}"
+            )))
+        }
+        (Some(t), _) | (None, Some(t)) => t,
+        (None, None) => default_theta,
+    };
+    let kind = obj
+        .get("rope_type")
+        .or_else(|| obj.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let factor = || num("factor")?.ok_or_else(|| err(format!("rope_type '{kind}' needs a factor")));
+    let known: &[&str] = match kind {
+        "default" => &["rope_type", "type", "rope_theta"],
+        "linear" | "dynamic" => &["rope_type", "type", "rope_theta", "factor"],
+        "llama3" => &[
+            "rope_type",
+            "type",
+            "rope_theta",
+            "factor",
+            "low_freq_factor",
+            "high_freq_factor",
+            "original_max_position_embeddings",
+        ],
+        other => {
+            return Err(err(format!(
+                "rope_type '{other}' is not supported (hlatc implements default, linear, dynamic and llama3)"
+            )))
+        }
+    };
+    if let Some(extra) = obj.keys().find(|key| !known.contains(&key.as_str())) {
+        return Err(err(format!(
+            "key '{extra}' is not understood for rope_type '{kind}'"
+        )));
+    }
+    let scaling = match kind {
+        "default" => None,
+        "linear" => Some(RopeScaling::Linear { factor: factor()? }),
+        "dynamic" => Some(RopeScaling::Dynamic { factor: factor()? }),
+        _ => {
+            let need =
+                |key: &str| num(key)?.ok_or_else(|| err(format!("rope_type 'llama3' needs {key}")));
+            Some(RopeScaling::Llama3 {
+                factor: factor()?,
+                low_freq_factor: need("low_freq_factor")?,
+                high_freq_factor: need("high_freq_factor")?,
+                original_max_position_embeddings: need("original_max_position_embeddings")? as i64,
+            })
+        }
+    };
+    Ok((theta, scaling))
+}
+
+/// Parses and validates a `config.json`.
+pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| ConfigError::File {
+        source_name: source.to_string(),
+        message: format!("not valid JSON: {e}"),
+    })?;
+    let obj = v.as_object().ok_or_else(|| ConfigError::File {
+        source_name: source.to_string(),
+        message: "expected a JSON object".into(),
+    })?;
+    let mut k = Keys {
+        obj,
+        source,
+        used: Vec::new(),
+    };
+    let model_type = match k.str("model_type")? {
+        Some("llama") => ModelType::Llama,
+        Some("mistral") => ModelType::Mistral,
+        Some("qwen2") => ModelType::Qwen2,
+        Some(other) => {
+            return Err(field_err(
+                source,
+                "model_type",
+                format!("'{other}' is not supported (hlatc builds llama, mistral and qwen2)"),
+            ))
+        }
+        None => {
+            return Err(field_err(
+                source,
+                "model_type",
+                "is missing; it says which architecture the config describes",
+            ))
+        }
+    };
+    let expected_arch = match model_type {
+        ModelType::Llama => "LlamaForCausalLM",
+        ModelType::Mistral => "MistralForCausalLM",
+        ModelType::Qwen2 => "Qwen2ForCausalLM",
+    };
+    if let Some(arch) = obj.get("architectures").and_then(Value::as_array) {
+        if let Some(other) = arch.iter().find(|a| a.as_str() != Some(expected_arch)) {
+            return Err(field_err(
+                source,
+                "architectures",
+                format!(
+                    "{other} is not {expected_arch}, the causal LM of model_type '{}'",
+                    model_type.name()
+                ),
+            ));
+        }
+    }
+    k.only("hidden_act", &Value::from("silu"), "the MLP's activation")?;
+    k.only(
+        "attention_dropout",
+        &Value::from(0.0),
+        "dropout is not modelled",
+    )?;
+    k.only(
+        "pretraining_tp",
+        &Value::from(1),
+        "tensor-parallel slicing of the projections",
+    )?;
+    let heads = k.required("num_attention_heads")?;
+    let hidden = k.required("hidden_size")?;
+    let head_dim = match k.int("head_dim")? {
+        Some(hd) => hd,
+        None => {
+            if heads > 0 && hidden % heads != 0 {
+                return Err(field_err(
+                    source,
+                    "hidden_size",
+                    format!("{hidden} is not divisible by num_attention_heads = {heads}"),
+                ));
+            }
+            if heads > 0 {
+                hidden / heads
+            } else {
+                0
+            }
+        }
+    };
+    let defaults = ModelConfig::llama_defaults();
+    let (rope_theta, rope_scaling) = rope(&mut k, defaults.rope_theta)?;
+    let attention_bias = k.bool("attention_bias")?.unwrap_or(false);
+    let sliding_window = match model_type {
+        ModelType::Mistral => k.int("sliding_window")?,
+        ModelType::Qwen2 => {
+            // Qwen2 writes a window but uses it only with use_sliding_window.
+            k.int("sliding_window")?;
+            if k.bool("use_sliding_window")?.unwrap_or(false) {
+                return Err(field_err(source, "use_sliding_window", "true is not supported (Qwen2's per-layer windows); hlatc builds full attention"));
+            }
+            if let Some(layers) = k.get("layer_types").and_then(Value::as_array) {
+                if let Some(t) = layers.iter().find(|t| t.as_str() != Some("full_attention")) {
+                    return Err(field_err(
+                        source,
+                        "layer_types",
+                        format!("{t} is not supported; hlatc builds full_attention layers"),
+                    ));
+                }
+            }
+            None
+        }
+        ModelType::Llama => {
+            if k.int("sliding_window")?.is_some() {
+                return Err(field_err(source, "sliding_window", "Llama attends to every earlier position; a windowed model is model_type \"mistral\""));
+            }
+            None
+        }
+    };
+    let cfg = ModelConfig {
+        model_type,
+        vocab_size: k.required("vocab_size")?,
+        hidden_size: hidden,
+        intermediate_size: k.required("intermediate_size")?,
+        num_attention_heads: heads,
+        num_key_value_heads: k.int("num_key_value_heads")?.unwrap_or(heads),
+        head_dim,
+        num_hidden_layers: k.required("num_hidden_layers")?,
+        rms_norm_eps: k.float("rms_norm_eps")?.unwrap_or(defaults.rms_norm_eps),
+        rope_theta,
+        rope_scaling,
+        tie_word_embeddings: k.bool("tie_word_embeddings")?.unwrap_or(false),
+        max_position_embeddings: k
+            .int("max_position_embeddings")?
+            .unwrap_or(defaults.max_position_embeddings),
+        qkv_bias: attention_bias || model_type == ModelType::Qwen2,
+        o_proj_bias: attention_bias,
+        mlp_bias: k.bool("mlp_bias")?.unwrap_or(false),
+        sliding_window,
+    };
+    if model_type == ModelType::Qwen2 && attention_bias {
+        return Err(field_err(
+            source,
+            "attention_bias",
+            "Qwen2 has fixed q/k/v biases and no attention_bias key",
+        ));
+    }
+    let mut used = k.used;
+    used.extend([
+        "hidden_act",
+        "attention_dropout",
+        "pretraining_tp",
+        "use_sliding_window",
+        "layer_types",
+    ]);
+    for key in obj.keys() {
+        if !used.contains(&key.as_str()) && !IRRELEVANT.iter().any(|(k, _)| k == key) {
+            return Err(field_err(source, key, "is not a key hlatc knows; it may change the model, so the config is refused rather than half-read"));
+        }
+    }
+    cfg.validate(source)?;
+    Ok(cfg)
+}

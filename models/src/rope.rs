@@ -1,0 +1,128 @@
+//! Rotary position embeddings: the inverse frequencies of each rotated pair,
+//! with the scalings `transformers` implements (`ROPE_INIT_FUNCTIONS` in
+//! `modeling_rope_utils.py`), computed the same way so checkpoints trained
+//! with them see the same angles.
+
+use serde::{Deserialize, Serialize};
+
+/// How the base frequencies are rescaled for a longer context.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rope_type", rename_all = "snake_case")]
+pub enum RopeScaling {
+    /// Position interpolation: every frequency divided by `factor`.
+    Linear { factor: f64 },
+    /// Dynamic NTK: the base grows with the sequence length once it passes
+    /// `max_position_embeddings`; below that (always, for a step hlatc
+    /// builds, which refuses longer sequences) it is the unscaled rotation.
+    Dynamic { factor: f64 },
+    /// Llama 3.1's piecewise scaling: long wavelengths divided by `factor`,
+    /// short ones kept, the band between smoothly interpolated.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_position_embeddings: i64,
+    },
+}
+
+impl RopeScaling {
+    /// Checks the parameters; the message names the offending one.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{name} must be a positive number, got {v}"))
+            }
+        };
+        match *self {
+            RopeScaling::Linear { factor } | RopeScaling::Dynamic { factor } => {
+                positive("factor", factor)
+            }
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings,
+            } => {
+                positive("factor", factor)?;
+                positive("low_freq_factor", low_freq_factor)?;
+                positive("high_freq_factor", high_freq_factor)?;
+                if high_freq_factor <= low_freq_factor {
+                    return Err(format!(
+                        "high_freq_factor ({high_freq_factor}) must exceed low_freq_factor ({low_freq_factor})"
+                    ));
+                }
+                if original_max_position_embeddings <= 0 {
+                    return Err(format!(
+                        "original_max_position_embeddings must be positive, got {original_max_position_embeddings}"
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The `head_dim / 2` inverse frequencies, as `transformers` computes them
+/// (in f32: `1 / theta^(2i / head_dim)`, then the scaling).
+pub fn inverse_frequencies(theta: f64, head_dim: i64, scaling: Option<&RopeScaling>) -> Vec<f64> {
+    let base: Vec<f32> = (0..head_dim / 2)
+        .map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32))
+        .collect();
+    let scaled: Vec<f32> = match scaling {
+        None | Some(RopeScaling::Dynamic { .. }) => base,
+        Some(RopeScaling::Linear { factor }) => base.iter().map(|f| f / *factor as f32).collect(),
+        Some(&RopeScaling::Llama3 {
+            factor,
+            low_freq_factor,
+            high_freq_factor,
+            original_max_position_embeddings,
+        }) => {
+            let (factor, low, high) = (
+                factor as f32,
+                low_freq_factor as f32,
+                high_freq_factor as f32,
+            );
+            let old = original_max_position_embeddings as f32;
+            let (low_wavelen, high_wavelen) = (old / low, old / high);
+            base.iter()
+                .map(|&f| {
+                    let wavelen = 2.0 * std::f32::consts::PI / f;
+                    if wavelen > low_wavelen {
+                        f / factor
+                    } else if wavelen < high_wavelen {
+                        f
+                    } else {
+                        let smooth = (old / wavelen - low) / (high - low);
+                        (1.0 - smooth) * f / factor + smooth * f
+                    }
+                })
+                .collect()
+        }
+    };
+    scaled.into_iter().map(f64::from).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama3_keeps_short_wavelengths_and_stretches_long_ones() {
+        let s = RopeScaling::Llama3 {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192,
+        };
+        let plain = inverse_frequencies(500000.0, 128, None);
+        let scaled = inverse_frequencies(500000.0, 128, Some(&s));
+        assert_eq!(scaled[0], plain[0], "the fastest rotation is kept");
+        assert!(
+            (scaled[63] - plain[63] / 8.0).abs() < 1e-12,
+            "the slowest is divided by 8"
+        );
+        assert!(scaled.iter().zip(&plain).all(|(s, p)| s <= p));
+    }
+}
