@@ -101,6 +101,13 @@ struct InitPolicy {
     norms: &'static str,
 }
 
+/// What the `loss` output is, so a training stack can feed targets right.
+#[derive(Serialize)]
+struct LossInfo {
+    kind: &'static str,
+    ignore_index: i64,
+}
+
 #[derive(Serialize)]
 struct Manifest<'a> {
     format: &'static str,
@@ -113,6 +120,7 @@ struct Manifest<'a> {
     outputs: Vec<IndexedTensor<'a>>,
     input_output_alias: Vec<Alias>,
     config: &'a StepConfig,
+    loss: LossInfo,
     init: InitPolicy,
     #[serde(skip_serializing_if = "Option::is_none")]
     neuron: Option<NeuronInfo>,
@@ -367,10 +375,14 @@ pub fn stage_bundle(
             })
             .collect(),
         config: cfg,
+        loss: LossInfo {
+            kind: "mean cross-entropy over the targets not equal to ignore_index (0 when all are)",
+            ignore_index: hlatc_models::IGNORE_INDEX,
+        },
         init: InitPolicy {
             std: 0.02,
             output_projection_std: out_std,
-            norms: "ones",
+            norms: "ones, biases zero",
         },
         neuron,
     };

@@ -19,6 +19,7 @@ pub struct StepStats {
 
 pub struct Trainer {
     program: Program,
+    vocab_size: i64,
     names: Vec<String>,
     /// Parameters, Adam m, Adam v, step: the aliased state, in input order.
     state: Vec<Literal>,
@@ -49,13 +50,23 @@ impl Trainer {
         state.push(Literal::from_s32(vec![], &[0]).expect("a scalar"));
         Trainer {
             program,
+            vocab_size: cfg.model.vocab_size,
             names,
             state,
         }
     }
 
-    /// One optimizer step on `batch`.
+    /// One optimizer step on `batch`. Token ids must lie in the vocabulary,
+    /// and targets too unless they are the ignore index; the first that
+    /// does not is named (XLA would clamp it silently).
     pub fn step(&mut self, batch: &Batch) -> Result<StepStats, Error> {
+        check_ids("tokens", &batch.tokens, self.vocab_size, None)?;
+        check_ids(
+            "targets",
+            &batch.targets,
+            self.vocab_size,
+            Some(hlatc_models::IGNORE_INDEX),
+        )?;
         let mut inputs = self.state.clone();
         inputs.push(batch.tokens.clone());
         inputs.push(batch.targets.clone());
@@ -82,6 +93,28 @@ impl Trainer {
     /// Completed steps.
     pub fn steps_done(&self) -> i64 {
         self.state.last().map_or(0, |s| s.to_i64_vec()[0])
+    }
+}
+
+/// Fails on the first id of `ids` (`[batch, seq]`) outside `0..vocab`,
+/// other than `allowed`.
+fn check_ids(what: &str, ids: &Literal, vocab: i64, allowed: Option<i64>) -> Result<(), Error> {
+    let seq = ids.dims().get(1).copied().unwrap_or(1).max(1) as usize;
+    let values = ids.to_i64_vec();
+    match values
+        .iter()
+        .position(|&t| !(0..vocab).contains(&t) && Some(t) != allowed)
+    {
+        None => Ok(()),
+        Some(i) => Err(Error::Usage(format!(
+            "{what}[{}, {}] is {}, outside the vocabulary 0..{vocab}{}",
+            i / seq,
+            i % seq,
+            values[i],
+            allowed.map_or(String::new(), |a| format!(
+                " (and not the ignore index {a})"
+            ))
+        ))),
     }
 }
 

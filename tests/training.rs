@@ -231,3 +231,81 @@ fn save_and_init_round_trip_through_safetensors() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Mistral's sliding window, one layer deep so the receptive field is the
+/// window itself: a token is seen by its own position and the `window - 1`
+/// after it, bit for bit nobody else.
+#[test]
+fn a_sliding_window_sees_exactly_its_window() {
+    let window = 3;
+    let cfg = ModelConfig {
+        model_type: hlatc::models::ModelType::Mistral,
+        sliding_window: Some(window),
+        num_hidden_layers: 1,
+        ..ModelConfig::tiny()
+    };
+    let batch = BatchShape {
+        batch_size: 1,
+        seq_len: 8,
+    };
+    let v = cfg.vocab_size as usize;
+    let a = [5, 9, 13, 2, 40, 7, 1, 33];
+    let base = logits_at(&a, &cfg, batch);
+    for j in 0..8 {
+        let mut b = a;
+        b[j] = (b[j] + 17) % 64;
+        let changed = logits_at(&b, &cfg, batch);
+        for t in 0..8 {
+            let sees = t >= j && t - j < window as usize;
+            let same = base[t * v..(t + 1) * v] == changed[t * v..(t + 1) * v];
+            assert_eq!(
+                same, !sees,
+                "position {t}, changed token {j}: sees it = {}",
+                !same
+            );
+        }
+    }
+}
+
+/// Ids outside the vocabulary are refused by name before XLA would clamp
+/// them; the ignore index is a valid target.
+#[test]
+fn token_ids_are_checked_against_the_vocabulary() {
+    let cfg = ModelConfig::tiny();
+    let step_cfg = StepConfig {
+        model: cfg.clone(),
+        batch: BatchShape {
+            batch_size: 1,
+            seq_len: 4,
+        },
+        optimizer: Default::default(),
+        dtype: ElementType::F32,
+    };
+    let params = init_params(&cfg, ElementType::F32, 0)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let mut trainer = Trainer::new(&rt(), &step_cfg, params).unwrap();
+    let ids = |v: &[i32]| hlatc::Literal::from_s32(vec![1, 4], v).unwrap();
+    let batch = |t: &[i32], y: &[i32]| hlatc::data::Batch {
+        tokens: ids(t),
+        targets: ids(y),
+    };
+    let e = trainer
+        .step(&batch(&[1, 2, 64, 3], &[1, 2, 3, 4]))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "tokens[0, 2] is 64, outside the vocabulary 0..64"
+    );
+    let e = trainer
+        .step(&batch(&[1, 2, 3, 4], &[1, -1, 3, 4]))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "targets[0, 1] is -1, outside the vocabulary 0..64 (and not the ignore index -100)"
+    );
+    assert!(trainer
+        .step(&batch(&[1, 2, 3, 4], &[1, -100, 3, 4]))
+        .is_ok());
+}

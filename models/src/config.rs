@@ -81,8 +81,7 @@ pub enum ConfigError {
 /// published models use 64 to 256.
 pub const MAX_HEAD_DIM: i64 = 1 << 16;
 
-/// The presets `--model` accepts.
-pub const PRESETS: [&str; 3] = ["tiny", "hlat-7b", "hlat-70b"];
+pub use crate::presets::PRESETS;
 
 impl ModelConfig {
     /// The fields a plain Llama leaves at Hugging Face's defaults; sizes
@@ -165,15 +164,10 @@ impl ModelConfig {
     }
 
     pub fn preset(name: &str) -> Result<Self, ConfigError> {
-        match name {
-            "tiny" => Ok(Self::tiny()),
-            "hlat-7b" => Ok(Self::hlat_7b()),
-            "hlat-70b" => Ok(Self::hlat_70b()),
-            _ => Err(ConfigError::UnknownPreset {
-                name: name.to_string(),
-                known: PRESETS.join(", "),
-            }),
-        }
+        crate::presets::preset(name).ok_or_else(|| ConfigError::UnknownPreset {
+            name: name.to_string(),
+            known: PRESETS.join(", "),
+        })
     }
 
     pub fn head_dim(&self) -> i64 {

@@ -6,6 +6,7 @@ pub mod config;
 pub mod hf_config;
 pub mod init;
 pub mod llama;
+pub mod presets;
 pub mod rope;
 
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, PRESETS};

@@ -35,7 +35,7 @@ fn presets_have_the_llama_2_shapes() {
     match ModelConfig::preset("gpt-5") {
         Err(e @ ConfigError::UnknownPreset { .. }) => assert_eq!(
             e.to_string(),
-            "unknown model 'gpt-5' (presets: tiny, hlat-7b, hlat-70b)"
+            "unknown model 'gpt-5' (presets: tiny, hlat-7b, hlat-70b, llama3-8b, llama3.1-8b, llama3.2-1b, mistral-7b, qwen2-0.5b, tinyllama, smollm-135m)"
         ),
         other => panic!("{other:?}"),
     }
@@ -115,4 +115,152 @@ fn miniatures_keep_the_structure() {
     }
     .miniature();
     assert!(tied.tie_word_embeddings);
+}
+
+#[test]
+fn family_presets_match_their_published_parameter_counts() {
+    for (name, params) in [
+        ("llama3-8b", 8_030_261_248),
+        ("llama3.1-8b", 8_030_261_248),
+        ("llama3.2-1b", 1_235_814_400),
+        ("mistral-7b", 7_241_732_096),
+        ("qwen2-0.5b", 494_032_768),
+        ("tinyllama", 1_100_048_384),
+        ("smollm-135m", 134_515_008),
+    ] {
+        let c = ModelConfig::preset(name).unwrap();
+        c.validate(name).unwrap();
+        assert_eq!(c.parameter_count(), params, "{name}");
+    }
+    let m = ModelConfig::preset("mistral-7b").unwrap();
+    assert_eq!(m.sliding_window, Some(4096));
+    assert!(ModelConfig::preset("qwen2-0.5b").unwrap().qkv_bias);
+}
+
+/// A minimal valid config with `extra` keys added.
+fn with(extra: &str) -> String {
+    format!(
+        r#"{{"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 1{extra}}}"#
+    )
+}
+
+#[test]
+fn no_key_is_silently_ignored() {
+    // Each model-changing key with a value hlatc does not implement is
+    // refused, naming it.
+    for (extra, field, words) in [
+        (
+            r#", "hidden_act": "gelu""#,
+            "hidden_act",
+            "\"gelu\" is not supported",
+        ),
+        (
+            r#", "attention_dropout": 0.1"#,
+            "attention_dropout",
+            "0.1 is not supported",
+        ),
+        (
+            r#", "pretraining_tp": 2"#,
+            "pretraining_tp",
+            "2 is not supported",
+        ),
+        (
+            r#", "sliding_window": 4"#,
+            "sliding_window",
+            "model_type \"mistral\"",
+        ),
+        (
+            r#", "rope_scaling": {"rope_type": "yarn", "factor": 4.0}"#,
+            "rope_scaling",
+            "rope_type 'yarn' is not supported",
+        ),
+        (
+            r#", "rope_scaling": {"rope_type": "linear"}"#,
+            "rope_scaling",
+            "needs a factor",
+        ),
+        (
+            r#", "rope_scaling": {"rope_type": "linear", "factor": 2.0, "beta_fast": 32}"#,
+            "rope_scaling",
+            "key 'beta_fast' is not understood",
+        ),
+        (
+            r#", "rope_parameters": {"rope_type": "default", "rope_theta": 5.0}, "rope_theta": 7.0"#,
+            "rope_parameters",
+            "disagrees with the top-level rope_theta",
+        ),
+        (
+            r#", "architectures": ["MistralForCausalLM"]"#,
+            "architectures",
+            "is not LlamaForCausalLM",
+        ),
+        (
+            r#", "quantization_config": {"bits": 4}"#,
+            "quantization_config",
+            "is not a key hlatc knows",
+        ),
+        (
+            r#", "num_experts": 8"#,
+            "num_experts",
+            "is not a key hlatc knows",
+        ),
+    ] {
+        let e = ModelConfig::from_hf_json(&with(extra), "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!("c.json: {field}: ")) && e.contains(words),
+            "{extra}: {e}"
+        );
+    }
+    let e = ModelConfig::from_hf_json(
+        &with("").replace(r#""model_type": "llama", "#, ""),
+        "c.json",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "c.json: model_type: is missing; it says which architecture the config describes"
+    );
+    let e = ModelConfig::from_hf_json(
+        &with("")
+            .replace("llama", "qwen2")
+            .replace("}", r#", "use_sliding_window": true}"#),
+        "c.json",
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("use_sliding_window: true is not supported"),
+        "{e}"
+    );
+    // Keys known not to matter are read without complaint.
+    let quiet = r#", "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16", "use_cache": true, "initializer_range": 0.02, "transformers_version": "4.44.0""#;
+    ModelConfig::from_hf_json(&with(quiet), "c.json").unwrap();
+}
+
+#[test]
+fn both_transformers_layouts_read_the_same() {
+    // transformers 4: top-level rope_theta and rope_scaling (with "type" or
+    // "rope_type"); transformers 5: rope_parameters holding both.
+    let v4 = with(
+        r#", "rope_theta": 500000.0, "rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}"#,
+    );
+    let v5 = with(
+        r#", "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}"#,
+    );
+    let a = ModelConfig::from_hf_json(&v4, "v4.json").unwrap();
+    let b = ModelConfig::from_hf_json(&v5, "v5.json").unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.rope_theta, 500000.0);
+    assert!(
+        matches!(a.rope_scaling, Some(hlatc_models::RopeScaling::Llama3 { factor, .. }) if factor == 8.0)
+    );
+    // Without any RoPE key, theta is Hugging Face's default.
+    assert_eq!(
+        ModelConfig::from_hf_json(&with(""), "c.json")
+            .unwrap()
+            .rope_theta,
+        10000.0
+    );
 }

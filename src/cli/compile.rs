@@ -89,8 +89,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         a.out.display()
     )?;
     out!(
-        "  parameters    {:.3} B in {} tensors; batch {} x {} tokens",
-        params as f64 / 1e9,
+        "  parameters    {} in {} tensors; batch {} x {} tokens",
+        human_count(params),
         step.inputs
             .iter()
             .filter(|s| s.role == hlatc::train_step::Role::Parameter)
@@ -130,4 +130,15 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `6.74 B`, `134.5 M`, `20.5 K`, `980`.
+fn human_count(n: i64) -> String {
+    let x = n as f64;
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.2} B", x / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} M", x / 1e6),
+        n if n >= 1_000 => format!("{:.1} K", x / 1e3),
+        n => n.to_string(),
+    }
 }

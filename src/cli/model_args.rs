@@ -9,11 +9,15 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct ModelArgs {
     /// Built-in model: tiny (2 layers, GQA; runs on XLA CPU), hlat-7b
-    /// (Llama-2-7B shapes), hlat-70b (Llama-2-70B shapes, 8 KV heads)
-    /// [default: compile hlat-7b, train tiny]
+    /// (Llama-2-7B shapes), hlat-70b (Llama-2-70B shapes, 8 KV heads),
+    /// llama3-8b, llama3.1-8b (llama3 RoPE scaling), llama3.2-1b (tied),
+    /// mistral-7b (sliding window 4096), qwen2-0.5b (q/k/v biases),
+    /// tinyllama, smollm-135m [default: compile hlat-7b, train tiny]
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(PRESETS), conflicts_with = "config")]
     pub model: Option<String>,
-    /// Hugging Face LlamaConfig `config.json` instead of a preset
+    /// Hugging Face `config.json` (model_type llama, mistral or qwen2;
+    /// transformers 4 or 5 layout) instead of a preset. Every key is read,
+    /// checked or known not to matter; anything else is refused by name
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Sequences per step [default: compile 1, train 8]
