@@ -17,6 +17,7 @@ fn step_config(model: ModelConfig) -> StepConfig {
         },
         optimizer: AdamWConfig::default(),
         dtype: ElementType::F32,
+        packed: false,
     }
 }
 

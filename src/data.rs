@@ -14,10 +14,12 @@ pub struct SyntheticData {
     iid: bool,
 }
 
-/// One batch: tokens and next-token targets, both `s32[batch, seq]`.
+/// One batch: tokens and next-token targets, both `s32[batch, seq]`, and
+/// for packed rows the document of each token.
 pub struct Batch {
     pub tokens: Literal,
     pub targets: Literal,
+    pub segment_ids: Option<Literal>,
 }
 
 impl SyntheticData {
@@ -65,6 +67,50 @@ impl SyntheticData {
         Batch {
             tokens: Literal::from_s32(dims.clone(), &tokens).expect("sizes match"),
             targets: Literal::from_s32(dims, &targets).expect("sizes match"),
+            segment_ids: None,
+        }
+    }
+
+    /// Batch number `index` packed: each row holds documents of random
+    /// lengths (at least 2 tokens), each following the language from a
+    /// fresh random start. A document's last target would be the next
+    /// document's unpredictable first token, so it is the ignore index.
+    pub fn packed_batch(&self, index: u64, batch_size: i64, seq_len: i64) -> Batch {
+        let plain = self.batch(index, batch_size, seq_len);
+        let mut rng = SplitMix64::new(self.seed.wrapping_mul(0x51ED_270B).wrapping_add(index));
+        let (mut tokens, mut targets) = (plain.tokens.to_i64_vec(), plain.targets.to_i64_vec());
+        let mut segments = Vec::with_capacity(tokens.len());
+        let v = self.perm.len() as u64;
+        for row in 0..batch_size as usize {
+            let (mut doc, mut left) = (0i64, 0i64);
+            for i in 0..seq_len as usize {
+                let at = row * seq_len as usize + i;
+                if left == 0 {
+                    doc += 1;
+                    left = 2 + (rng.next_u64() % seq_len.max(2) as u64) as i64;
+                    let t = (rng.next_u64() % v) as i64;
+                    tokens[at] = t;
+                } else {
+                    tokens[at] = targets[at - 1];
+                }
+                targets[at] = if self.iid {
+                    (rng.next_u64() % v) as i64
+                } else {
+                    i64::from(self.perm[tokens[at] as usize])
+                };
+                left -= 1;
+                if left == 0 || i + 1 == seq_len as usize {
+                    targets[at] = hlatc_models::IGNORE_INDEX;
+                }
+                segments.push(doc as i32);
+            }
+        }
+        let to_i32 = |v: Vec<i64>| -> Vec<i32> { v.into_iter().map(|x| x as i32).collect() };
+        let dims = vec![batch_size, seq_len];
+        Batch {
+            tokens: Literal::from_s32(dims.clone(), &to_i32(tokens)).expect("sizes match"),
+            targets: Literal::from_s32(dims.clone(), &to_i32(targets)).expect("sizes match"),
+            segment_ids: Some(Literal::from_s32(dims, &segments).expect("sizes match")),
         }
     }
 }

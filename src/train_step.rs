@@ -18,6 +18,10 @@ pub struct StepConfig {
     /// Element type of weights, optimizer state and all compute.
     #[serde(serialize_with = "ser_type")]
     pub dtype: ElementType,
+    /// Rows hold several documents: the step takes `segment_ids`
+    /// (`s32[batch, seq]`, one id per document), attention stays within a
+    /// document and positions restart at each document's start.
+    pub packed: bool,
 }
 
 fn ser_type<S: serde::Serializer>(t: &ElementType, s: S) -> Result<S::Ok, S::Error> {
@@ -43,6 +47,7 @@ pub enum Role {
     Step,
     Tokens,
     Targets,
+    SegmentIds,
     Loss,
     GradNorm,
     LearningRate,
@@ -124,6 +129,7 @@ fn model_graph<T>(
     model: &ModelConfig,
     batch: BatchShape,
     ty: ElementType,
+    packed: bool,
     between: impl FnOnce(&mut Builder) -> T,
 ) -> Result<ModelGraph<T>, StepError> {
     let mut b = Builder::new(name);
@@ -132,7 +138,8 @@ fn model_graph<T>(
     let bd = [batch.batch_size, batch.seq_len];
     let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
     let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
-    let fwd = forward(&mut b, model, batch, &params, tokens, targets)?;
+    let segments = packed.then(|| b.parameter("segment_ids", Shape::array(ElementType::S32, bd)));
+    let fwd = forward(&mut b, model, batch, &params, tokens, targets, segments)?;
     Ok(ModelGraph {
         b,
         params,
@@ -150,7 +157,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     let (ty, m) = (cfg.dtype, &cfg.model);
     let specs = param_specs(m);
     let t0 = Instant::now();
-    let g = model_graph("train_step", m, cfg.batch, ty, |b| {
+    let g = model_graph("train_step", m, cfg.batch, ty, cfg.packed, |b| {
         let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {
             specs
                 .iter()
@@ -210,6 +217,9 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     inputs.push(spec("step", ElementType::S32, &[], Role::Step));
     inputs.push(spec("tokens", ElementType::S32, &bd, Role::Tokens));
     inputs.push(spec("targets", ElementType::S32, &bd, Role::Targets));
+    if cfg.packed {
+        inputs.push(spec("segment_ids", ElementType::S32, &bd, Role::SegmentIds));
+    }
     let mut outputs = vec![
         spec("loss", ty, &[], Role::Loss),
         spec("grad_norm", ty, &[], Role::GradNorm),
@@ -246,9 +256,28 @@ pub fn build_loss_and_grads(
     batch: BatchShape,
     ty: ElementType,
 ) -> Result<Module, StepError> {
+    loss_and_grads(model, batch, ty, false)
+}
+
+/// [`build_loss_and_grads`] for packed rows: a `segment_ids` input follows
+/// the targets.
+pub fn build_packed_loss_and_grads(
+    model: &ModelConfig,
+    batch: BatchShape,
+    ty: ElementType,
+) -> Result<Module, StepError> {
+    loss_and_grads(model, batch, ty, true)
+}
+
+fn loss_and_grads(
+    model: &ModelConfig,
+    batch: BatchShape,
+    ty: ElementType,
+    packed: bool,
+) -> Result<Module, StepError> {
     let ModelGraph {
         mut b, params, fwd, ..
-    } = model_graph("loss_and_grads", model, batch, ty, |_| ())?;
+    } = model_graph("loss_and_grads", model, batch, ty, packed, |_| ())?;
     let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.stop_gradient)?;
     let mut results = vec![fwd.loss];
     results.extend(grads);
@@ -263,7 +292,7 @@ pub fn build_logits(
     batch: BatchShape,
     ty: ElementType,
 ) -> Result<Module, StepError> {
-    let ModelGraph { mut b, fwd, .. } = model_graph("logits", model, batch, ty, |_| ())?;
+    let ModelGraph { mut b, fwd, .. } = model_graph("logits", model, batch, ty, false, |_| ())?;
     let logits = b.reshape(
         fwd.logits,
         &[batch.batch_size, batch.seq_len, model.vocab_size],

@@ -20,6 +20,7 @@ pub struct StepStats {
 pub struct Trainer {
     program: Program,
     vocab_size: i64,
+    packed: bool,
     names: Vec<String>,
     /// Parameters, Adam m, Adam v, step: the aliased state, in input order.
     state: Vec<Literal>,
@@ -51,6 +52,7 @@ impl Trainer {
         Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
+            packed: cfg.packed,
             names,
             state,
         }
@@ -70,6 +72,21 @@ impl Trainer {
         let mut inputs = self.state.clone();
         inputs.push(batch.tokens.clone());
         inputs.push(batch.targets.clone());
+        match (&batch.segment_ids, self.packed) {
+            (Some(s), true) => inputs.push(s.clone()),
+            (None, false) => {}
+            (_, packed) => {
+                return Err(Error::Usage(format!(
+                    "the step was compiled {} but the batch {} segment ids",
+                    if packed {
+                        "for packed rows"
+                    } else {
+                        "unpacked"
+                    },
+                    if packed { "has no" } else { "has" }
+                )))
+            }
+        }
         let mut out = self.program.run(&inputs)?;
         let scalar = |l: &Literal| l.to_f64_vec()[0];
         let stats = StepStats {

@@ -282,6 +282,7 @@ fn built_steps_hold_no_duplicate_values() {
             },
             optimizer: AdamWConfig::default(),
             dtype: ElementType::F32,
+            packed: false,
         };
         let mut m = build_train_step(&cfg).unwrap().module;
         let report = hlatc::passes::PassManager::from_names(&["cse", "dce"])

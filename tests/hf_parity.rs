@@ -18,13 +18,14 @@ use hlatc::compiler::{ElementType, Literal};
 use hlatc::data::Batch;
 use hlatc::models::{param_specs, BatchShape, ModelConfig, ModelType, RopeScaling};
 use hlatc::runtime::{assert_close, max_abs, read_safetensors, Runtime};
-use hlatc::train_step::{build_loss_and_grads, StepConfig};
+use hlatc::train_step::{build_loss_and_grads, build_packed_loss_and_grads, StepConfig};
 use hlatc::trainer::{params_from_tensors, Trainer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-const CASES: [&str; 6] = [
+const CASES: [&str; 7] = [
     "llama31",
+    "llama_packed",
     "llama32_tied",
     "llama_bias_linear",
     "head_dim",
@@ -92,6 +93,7 @@ fn load(case: &str) -> Case {
     let batch = Batch {
         tokens: b["tokens"].clone(),
         targets: b["targets"].clone(),
+        segment_ids: b.get("segment_ids").cloned(),
     };
     let shape = BatchShape {
         batch_size: batch.tokens.dims()[0],
@@ -146,11 +148,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
     for case in CASES {
         let c = load(case);
         // Loss and every gradient.
-        let module = build_loss_and_grads(&c.cfg, c.shape, ElementType::F64).unwrap();
-        let mut inputs = c.params.clone();
-        inputs.push(c.batch.tokens.clone());
-        inputs.push(c.batch.targets.clone());
-        let out = rt().compile(&module).unwrap().run(&inputs).unwrap();
+        let out = loss_and_grads(&c, &c.params, ElementType::F64);
         let mut worst: f64 = close(&format!("{case}: loss"), &c.reference["loss"], &out[0]);
         for (spec, got) in param_specs(&c.cfg).iter().zip(&out[1..]) {
             let want = &c.reference[&format!("grad.{}", spec.name)];
@@ -162,6 +160,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             batch: c.shape,
             optimizer: torch_adamw(),
             dtype: ElementType::F64,
+            packed: c.batch.segment_ids.is_some(),
         };
         let mut trainer = Trainer::new(&rt(), &cfg, c.params.clone()).unwrap();
         let stats = trainer.step(&c.batch).unwrap();
@@ -189,11 +188,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             ..cfg
         };
         let params32: Vec<Literal> = c.params.iter().map(to_f32).collect();
-        let module32 = build_loss_and_grads(&c.cfg, c.shape, ElementType::F32).unwrap();
-        let mut inputs32 = params32.clone();
-        inputs32.push(c.batch.tokens.clone());
-        inputs32.push(c.batch.targets.clone());
-        let out32 = rt().compile(&module32).unwrap().run(&inputs32).unwrap();
+        let out32 = loss_and_grads(&c, &params32, ElementType::F32);
         let mut worst32: f64 = 0.0;
         for (spec, got) in param_specs(&c.cfg).iter().zip(&out32[1..]) {
             let want = &c.reference[&format!("grad.{}", spec.name)];
@@ -263,6 +258,21 @@ fn close_after_adam(what: &str, want: &Literal, got: &Literal, grad: &Literal, c
         worst = worst.max(err / w_scale);
     }
     worst
+}
+
+/// `(loss, grad...)` of `params` on the case's batch, packed when it has
+/// segment ids.
+fn loss_and_grads(c: &Case, params: &[Literal], ty: ElementType) -> Vec<Literal> {
+    let module = match c.batch.segment_ids {
+        Some(_) => build_packed_loss_and_grads(&c.cfg, c.shape, ty),
+        None => build_loss_and_grads(&c.cfg, c.shape, ty),
+    }
+    .unwrap();
+    let mut inputs = params.to_vec();
+    inputs.push(c.batch.tokens.clone());
+    inputs.push(c.batch.targets.clone());
+    inputs.extend(c.batch.segment_ids.clone());
+    rt().compile(&module).unwrap().run(&inputs).unwrap()
 }
 
 fn to_f32(l: &Literal) -> Literal {

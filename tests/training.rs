@@ -109,6 +109,7 @@ fn the_loss_cannot_fall_by_cheating() {
             ..Default::default()
         },
         dtype: ElementType::F32,
+        packed: false,
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()
@@ -280,6 +281,7 @@ fn token_ids_are_checked_against_the_vocabulary() {
         },
         optimizer: Default::default(),
         dtype: ElementType::F32,
+        packed: false,
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()
@@ -290,6 +292,7 @@ fn token_ids_are_checked_against_the_vocabulary() {
     let batch = |t: &[i32], y: &[i32]| hlatc::data::Batch {
         tokens: ids(t),
         targets: ids(y),
+        segment_ids: None,
     };
     let e = trainer
         .step(&batch(&[1, 2, 64, 3], &[1, 2, 3, 4]))

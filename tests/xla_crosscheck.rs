@@ -46,6 +46,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
         },
         optimizer: Default::default(),
         dtype: hlatc::compiler::ElementType::F32,
+        packed: false,
     };
     modules.push((
         "tiny_train_step".into(),

@@ -72,6 +72,12 @@ CASES = {
 
 IGNORED = {"mistral_window"}
 
+# Packed rows: documents laid end to end, a segment id per token. The
+# reference runs every document on its own (positions from 0) and averages
+# the loss over all counted targets, which is what packing must equal.
+PACKED = {"llama_packed": [[1, 1, 1, 2, 2, 2, 2, 2], [1, 1, 1, 1, 1, 2, 2, 3]]}
+CASES["llama_packed"] = CASES["llama31"]
+
 
 def case(name, config_class, kwargs):
     torch.manual_seed(sum(map(ord, name)))
@@ -98,9 +104,23 @@ def case(name, config_class, kwargs):
 
     model = model.double()
     params = dict(model.named_parameters())
-    logits = model(input_ids=tokens).logits
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, config.vocab_size), targets.reshape(-1), ignore_index=-100)
+    if name in PACKED:
+        segments = torch.tensor(PACKED[name], dtype=torch.int32)
+        save_file({"tokens": tokens.int(), "targets": targets.int(), "segment_ids": segments},
+                  os.path.join(d, "batch.safetensors"))
+        total, count = 0.0, 0
+        for row in range(BATCH):
+            for doc in segments[row].unique().tolist():
+                idx = (segments[row] == doc).nonzero().flatten()
+                logits = model(input_ids=tokens[row, idx][None]).logits[0]
+                total = total + torch.nn.functional.cross_entropy(
+                    logits, targets[row, idx], ignore_index=-100, reduction="sum")
+                count += int((targets[row, idx] != -100).sum())
+        loss = total / count
+    else:
+        logits = model(input_ids=tokens).logits
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, config.vocab_size), targets.reshape(-1), ignore_index=-100)
     loss.backward()
     ref = {"loss": loss.detach().reshape(())}
     for n, p in params.items():

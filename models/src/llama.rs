@@ -213,12 +213,20 @@ impl Llama<'_> {
         b.mul(y, wb)
     }
 
-    /// cos and sin tables `[S, hd]`, computed in the graph from positions.
-    /// Always in f32 and then converted, as `transformers` does (its rotary
-    /// embedding disables autocast and computes in f32 for every model
-    /// dtype), so a checkpoint sees the same angles in any precision.
-    fn rope_tables(&mut self) -> Result<(InstrId, InstrId), BuildError> {
-        let (s, hd) = (self.batch.seq_len, self.cfg.head_dim());
+    /// cos and sin tables, computed in the graph from positions: `[S, hd]`
+    /// from 0..S, or `[B, S, hd]` from `positions` (`s32[B, S]`, packed
+    /// rows). Always in f32 and then converted, as `transformers` does (its
+    /// rotary embedding disables autocast and computes in f32 for every
+    /// model dtype), so a checkpoint sees the same angles in any precision.
+    fn rope_tables(
+        &mut self,
+        positions: Option<InstrId>,
+    ) -> Result<(InstrId, InstrId), BuildError> {
+        let (bs, s, hd) = (
+            self.batch.batch_size,
+            self.batch.seq_len,
+            self.cfg.head_dim(),
+        );
         let half = hd / 2;
         let f32 = ElementType::F32;
         let inv: Vec<Scalar> = crate::rope::inverse_frequencies(
@@ -233,10 +241,17 @@ impl Llama<'_> {
             .b
             .constant(Literal::from_scalars(f32, vec![half], &inv).expect("finite frequencies"));
         let b = &mut *self.b;
-        let pos = b.iota(f32, &[s, half], 0)?;
-        let invb = b.broadcast(inv, &[s, half], &[1])?;
+        let (pos, dims) = match positions {
+            None => (b.iota(f32, &[s, half], 0)?, vec![s, half]),
+            Some(p) => {
+                let p = b.convert(p, f32)?;
+                (b.broadcast(p, &[bs, s, half], &[0, 1])?, vec![bs, s, half])
+            }
+        };
+        let last = dims.len() as i64 - 1;
+        let invb = b.broadcast(inv, &dims, &[last])?;
         let ang = b.mul(pos, invb)?;
-        let ang = b.concatenate(&[ang, ang], 1)?;
+        let ang = b.concatenate(&[ang, ang], last)?;
         let cos = b.unary(UnaryOp::Cos, ang)?;
         let sin = b.unary(UnaryOp::Sin, ang)?;
         if self.ty == f32 {
@@ -254,8 +269,14 @@ impl Llama<'_> {
         let x2 = b.slice_dim(x, 3, hd / 2, hd)?;
         let nx2 = b.unary(UnaryOp::Negate, x2)?;
         let rot = b.concatenate(&[nx2, x1], 3)?;
-        let cb = b.broadcast(cos, &dims, &[1, 3])?;
-        let sb = b.broadcast(sin, &dims, &[1, 3])?;
+        // Tables are [S, hd], or [B, S, hd] when positions differ per row.
+        let mapping: &[i64] = if b.dims(cos).len() == 2 {
+            &[1, 3]
+        } else {
+            &[0, 1, 3]
+        };
+        let cb = b.broadcast(cos, &dims, mapping)?;
+        let sb = b.broadcast(sin, &dims, mapping)?;
         let a = b.mul(x, cb)?;
         let r = b.mul(rot, sb)?;
         b.add2(a, r)
@@ -282,6 +303,7 @@ impl Llama<'_> {
         h: InstrId,
         layer: &str,
         tables: (InstrId, InstrId),
+        allowed: InstrId,
     ) -> Result<InstrId, BuildError> {
         let c = self.cfg;
         let (bs, s, hq, hkv, hd) = (
@@ -324,8 +346,13 @@ impl Llama<'_> {
             },
         )?;
         let scores = b.scale(scores, 1.0 / (hd as f64).sqrt())?;
-        let allowed = attention_mask(b, s, c.sliding_window)?;
-        let allowed = b.broadcast(allowed, &[bs, hq, s, s], &[2, 3])?;
+        // [S, S] for every row alike, or [B, S, S] with packed documents.
+        let mapping: &[i64] = if b.dims(allowed).len() == 2 {
+            &[2, 3]
+        } else {
+            &[0, 2, 3]
+        };
+        let allowed = b.broadcast(allowed, &[bs, hq, s, s], mapping)?;
         let masked = b.full_like(scores, -1e9)?;
         let scores = b.select(allowed, scores, masked)?;
         let probs = self.softmax_last(scores)?;
@@ -412,6 +439,28 @@ fn attention_mask(b: &mut Builder, s: i64, window: Option<i64>) -> Result<InstrI
     }
 }
 
+/// For packed rows (`segments`: `s32[B, S]`, documents contiguous): which
+/// key each query may see by document (`pred[B, S, S]`, same segment), and
+/// each token's position within its document (`s32[B, S]`: its index minus
+/// the index where its document starts).
+fn packed_documents(
+    b: &mut Builder,
+    segments: InstrId,
+    bs: i64,
+    s: i64,
+) -> Result<(InstrId, InstrId), BuildError> {
+    let q = b.broadcast(segments, &[bs, s, s], &[0, 1])?;
+    let k = b.broadcast(segments, &[bs, s, s], &[0, 2])?;
+    let same = b.compare(q, k, ComparisonDirection::Eq)?;
+    let key_index = b.iota(ElementType::S32, &[bs, s, s], 2)?;
+    let beyond = b.full(ElementType::S32, &[bs, s, s], s as f64)?;
+    let candidates = b.select(same, key_index, beyond)?;
+    let start = b.reduce(BinaryOp::Minimum, candidates, &[2], f64::INFINITY)?;
+    let index = b.iota(ElementType::S32, &[bs, s], 1)?;
+    let positions = b.sub(index, start)?;
+    Ok((same, positions))
+}
+
 /// Builds the forward pass into `b` over already-declared `params` (in
 /// [`param_specs`] order) and `tokens` / `targets` (`s32[batch, seq]`).
 pub fn forward(
@@ -421,6 +470,7 @@ pub fn forward(
     params: &[InstrId],
     tokens: InstrId,
     targets: InstrId,
+    segments: Option<InstrId>,
 ) -> Result<ForwardOutputs, BuildError> {
     let ty = b.ty(params[0]);
     let specs = param_specs(cfg);
@@ -461,12 +511,23 @@ pub fn forward(
         &[embed, idx],
         None,
     )?;
-    let tables = m.rope_tables()?;
+    let s = batch.seq_len;
+    let mut allowed = attention_mask(m.b, s, cfg.sliding_window)?;
+    let positions = match segments {
+        None => None,
+        Some(seg) => {
+            let (mask, positions) = packed_documents(m.b, seg, batch.batch_size, s)?;
+            let causal = m.b.broadcast(allowed, &[batch.batch_size, s, s], &[1, 2])?;
+            allowed = m.b.binary(BinaryOp::And, causal, mask)?;
+            Some(positions)
+        }
+    };
+    let tables = m.rope_tables(positions)?;
     for layer in 0..cfg.num_hidden_layers {
         let l = format!("model.layers.{layer}.");
         let norm = m.param(&format!("{l}input_layernorm.weight"));
         let h = m.rms_norm(x, norm)?;
-        let a = m.attention(h, &l, tables)?;
+        let a = m.attention(h, &l, tables, allowed)?;
         x = m.b.add2(x, a)?;
         let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
         let h = m.rms_norm(x, norm)?;

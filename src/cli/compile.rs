@@ -58,6 +58,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         batch,
         optimizer: a.optimizer.apply(AdamWConfig::default())?,
         dtype: ElementType::F32,
+        packed: a.model.packed,
     };
     let step = build_train_step(&cfg)?;
     let target = match a.target {

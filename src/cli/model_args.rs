@@ -26,6 +26,11 @@ pub struct ModelArgs {
     /// Tokens per sequence [default: compile min(4096, max_position_embeddings), train min(16, ...)]
     #[arg(long)]
     pub seq_len: Option<i64>,
+    /// Pack several documents per row: the step takes a `segment_ids`
+    /// input (s32[batch, seq], one id per document, documents contiguous);
+    /// attention stays within a document and positions restart at its start
+    #[arg(long)]
+    pub packed: bool,
 }
 
 impl ModelArgs {

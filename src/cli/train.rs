@@ -67,6 +67,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         batch,
         optimizer: a.optimizer.apply(defaults)?,
         dtype: ElementType::F32,
+        packed: a.model.packed,
     };
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
@@ -128,7 +129,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let width = a.steps.to_string().len();
     let (mut first, mut last) = (None, 0.0);
     for k in 0..a.steps {
-        let s = trainer.step(&data.batch(k, batch.batch_size, batch.seq_len))?;
+        let b = if cfg.packed {
+            data.packed_batch(k, batch.batch_size, batch.seq_len)
+        } else {
+            data.batch(k, batch.batch_size, batch.seq_len)
+        };
+        let s = trainer.step(&b)?;
         if !s.loss.is_finite() {
             return Err(Error::Usage(format!(
                 "step {}: the loss is {}; training diverged",
