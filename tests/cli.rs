@@ -246,3 +246,92 @@ fn help_teaches_every_subcommand() {
     }
     assert!(Path::new(env!("CARGO_BIN_EXE_hlatc")).exists());
 }
+
+/// A bundle runs by directory: inputs and outputs carry the manifest's
+/// names, one step's outputs are the next step's state, and int64 token
+/// files (what torch writes) are converted when every id fits.
+#[test]
+fn run_a_bundle_step_after_step() {
+    let dir = tmp("bundle-run");
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--seq-len",
+        "4",
+        "--batch-size",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let d = dir.to_str().unwrap();
+    let first = tmp("step1.safetensors");
+    let o = hlatc(&["run", d, "--outputs", first.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.starts_with("loss "), "{s}");
+    assert!(
+        s.contains("\nmodel.embed_tokens.weight ") && s.contains("\nstep "),
+        "{s}"
+    );
+    let state = hlatc::runtime::read_safetensors(&first).unwrap();
+    let ids = |v: &[i64]| {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        hlatc::Literal::from_bytes(hlatc::compiler::ElementType::S64, vec![1, 4], bytes).unwrap()
+    };
+    let batch = tmp("batch.safetensors");
+    let write_batch = |targets: &[i64]| {
+        hlatc::runtime::write_safetensors(
+            &batch,
+            &[
+                ("tokens".into(), ids(&[1, 2, 3, 4])),
+                ("targets".into(), ids(targets)),
+            ],
+        )
+        .unwrap()
+    };
+    write_batch(&[2, 3, 4, -100]);
+    let second = tmp("step2.safetensors");
+    let o = hlatc(&[
+        "run",
+        d,
+        "--inputs",
+        first.to_str().unwrap(),
+        "--inputs",
+        batch.to_str().unwrap(),
+        "--outputs",
+        second.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("tensor 'loss' matches no parameter and is ignored"),
+        "{}",
+        stderr(&o)
+    );
+    let next = hlatc::runtime::read_safetensors(&second).unwrap();
+    assert_eq!(
+        next["step"].to_i64_vec()[0],
+        state["step"].to_i64_vec()[0] + 1
+    );
+    // An id that does not fit the parameter's s32 is named.
+    write_batch(&[2, 3, 1 << 40, 0]);
+    let o = hlatc(&[
+        "run",
+        d,
+        "--inputs",
+        first.to_str().unwrap(),
+        "--inputs",
+        batch.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(
+            "tensor 'targets' element 2 is 1099511627776, which does not fit the parameter's s32"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -8,29 +8,38 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// Run a module on XLA's CPU backend through PJRT.
+/// Run a module, or a bundle hlatc compiled, on XLA's CPU backend through PJRT.
 ///
-/// Inputs are taken from --inputs by parameter name, or by position as
-/// arg0, arg1, ... . Without --inputs, every parameter gets deterministic
-/// pseudo-random values from --seed: floats uniform in [-1, 1), integers in
-/// [0, 16), random booleans. Each output's shape, dtype and a summary are
-/// printed; outputs are named out0, out1, ... (the elements of a tuple
-/// result, in order).
+/// Inputs are taken from the --inputs files by parameter name, or by
+/// position as arg0, arg1, ... . Integer tensors of another integer type
+/// (torch writes token ids as int64) are converted when every value fits.
+/// Without --inputs, every parameter gets deterministic pseudo-random values
+/// from --seed: floats uniform in [-1, 1), integers in [0, 16), random
+/// booleans. Each output's shape, dtype and a summary are printed.
+///
+/// Outputs are named out0, out1, ... (the elements of a tuple result, in
+/// order). For a bundle directory they carry the manifest's names instead
+/// (loss, grad_norm, learning_rate, then each parameter, moment and the step
+/// by the name of the input it updates), so `--outputs` of one step is the
+/// state `--inputs` of the next.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Module to run (HLO text or HloModuleProto)
+    /// Module to run (HLO text or HloModuleProto), or a bundle directory
+    /// from `hlatc compile`
     module: PathBuf,
-    /// Safetensors file with the inputs
+    /// Safetensors file with inputs; repeat it to take them from several
+    /// files (state and batch, say)
     #[arg(long, value_name = "FILE")]
-    inputs: Option<PathBuf>,
+    inputs: Vec<PathBuf>,
     /// Write every output to this safetensors file
     #[arg(long, value_name = "FILE")]
     outputs: Option<PathBuf>,
     /// Seed for generated inputs (ignored with --inputs)
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Compare the outputs with the tensors out0, out1, ... in this
-    /// safetensors file; exit with status 1 on a mismatch
+    /// Compare the outputs with the tensors of the same names (out0, out1,
+    /// ..., or a bundle's output names) in this safetensors file; exit with
+    /// status 1 on a mismatch
     #[arg(long, value_name = "FILE")]
     expect: Option<PathBuf>,
     /// Relative tolerance for --expect
@@ -58,11 +67,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         hlatc::runtime::atomic_file::check_writable(path)
             .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
     }
-    let module = hlatc::load_module(&a.module)?;
+    let (module_path, output_names) = resolve_module(&a.module)?;
+    let module = hlatc::load_module(&module_path)?;
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {
-        path: a.module.clone(),
+        path: module_path.clone(),
         source,
     };
     hlatc::runtime::host_memory::ensure_fits(
@@ -72,9 +82,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     .map_err(|m| in_file(hlatc::runtime::RuntimeError::HostMemory(m)))?;
     let program = rt.compile(&module).map_err(in_file)?;
     let compile_time = t0.elapsed();
-    let args = match &a.inputs {
-        Some(path) => inputs_from_file(path, program.parameters())?,
-        None => {
+    let args = match a.inputs.as_slice() {
+        [] => {
             let mut rng = inputs::SplitMix64::new(a.seed);
             program
                 .parameters()
@@ -87,6 +96,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                 })
                 .collect()
         }
+        files => inputs_from_files(files, program.parameters())?,
     };
     let t1 = Instant::now();
     let outputs = program.run(&args).map_err(in_file)?;
@@ -99,48 +109,95 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         compile_time.as_secs_f64() * 1e3,
         run_time.as_secs_f64() * 1e3
     )?;
-    for (i, o) in outputs.iter().enumerate() {
-        out!("out{i}  {}", summarize(o))?;
+    // A bundle's names line up in a column; out0, out1, ... need none.
+    let (names, width): (Vec<String>, usize) = match output_names {
+        Some(names) if names.len() == outputs.len() => {
+            let width = names.iter().map(String::len).max().unwrap_or(0);
+            (names, width)
+        }
+        _ => ((0..outputs.len()).map(|i| format!("out{i}")).collect(), 0),
+    };
+    for (name, o) in names.iter().zip(&outputs) {
+        out!("{name:<width$}  {}", summarize(o))?;
     }
     if let Some(path) = &a.outputs {
-        let named: Vec<(String, Literal)> = outputs
-            .iter()
-            .enumerate()
-            .map(|(i, o)| (format!("out{i}"), o.clone()))
-            .collect();
+        let named: Vec<(String, Literal)> =
+            names.iter().cloned().zip(outputs.iter().cloned()).collect();
         write_safetensors(path, &named)?;
         note!("wrote {} output(s) to {}", named.len(), path.display())?;
     }
     if let Some(path) = &a.expect {
-        return compare(path, &outputs, a.rtol, a.atol);
+        return compare(path, &names, &outputs, a.rtol, a.atol);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn inputs_from_file(
-    path: &Path,
+/// The module file of `path` and, for a bundle directory, its output names
+/// from the manifest.
+fn resolve_module(path: &Path) -> Result<(PathBuf, Option<Vec<String>>), Error> {
+    if !path.is_dir() {
+        return Ok((path.to_path_buf(), None));
+    }
+    let manifest_path = path.join(hlatc::bundle::MANIFEST_FILE);
+    let manifest: serde_json::Value = std::fs::read_to_string(&manifest_path)
+        .map_err(|e| Error::Io {
+            path: manifest_path.clone(),
+            message: format!("{e} (a directory to run must be a bundle from `hlatc compile`)"),
+        })
+        .and_then(|t| {
+            serde_json::from_str(&t).map_err(|e| Error::Io {
+                path: manifest_path.clone(),
+                message: format!("not valid JSON: {e}"),
+            })
+        })?;
+    let names = manifest["outputs"].as_array().map(|outs| {
+        outs.iter()
+            .filter_map(|o| o["name"].as_str().map(str::to_string))
+            .collect()
+    });
+    Ok((path.join(hlatc::bundle::PROTO_FILE), names))
+}
+
+/// Each parameter's tensor, by name (or `argN`) from any of `files`.
+fn inputs_from_files(
+    files: &[PathBuf],
     params: &[(String, hlatc::compiler::Shape)],
 ) -> Result<Vec<Literal>, Error> {
-    let mut tensors = read_safetensors(path)?;
+    let mut tensors: BTreeMap<String, (Literal, &Path)> = BTreeMap::new();
+    for path in files {
+        for (name, t) in read_safetensors(path)? {
+            if let Some((_, first)) = tensors.insert(name.clone(), (t, path)) {
+                return Err(Error::Usage(format!(
+                    "tensor '{name}' is in both {} and {}",
+                    first.display(),
+                    path.display()
+                )));
+            }
+        }
+    }
     let mut out = Vec::with_capacity(params.len());
     let mut missing = Vec::new();
-    for (i, (name, _)) in params.iter().enumerate() {
+    for (i, (name, shape)) in params.iter().enumerate() {
         match tensors
             .remove(name)
             .or_else(|| tensors.remove(&format!("arg{i}")))
         {
-            Some(t) => out.push(t),
+            Some((t, path)) => out.push(convert_integers(t, shape, name, path)?),
             None => missing.push(format!("'{name}' (or 'arg{i}')")),
         }
     }
     if !missing.is_empty() {
         return Err(Error::Usage(format!(
-            "{}: no tensor for parameter {}",
-            path.display(),
-            missing.join(", ")
+            "no tensor for parameter {} in {}",
+            missing.join(", "),
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
-    for unused in tensors.keys() {
+    for (unused, (_, path)) in &tensors {
         note!(
             "warning: {}: tensor '{unused}' matches no parameter and is ignored",
             path.display()
@@ -149,8 +206,59 @@ fn inputs_from_file(
     Ok(out)
 }
 
+/// An integer tensor of another integer type than the parameter's (torch
+/// writes token ids as int64) becomes the parameter's type when every value
+/// fits; the first that does not is named.
+fn convert_integers(
+    t: Literal,
+    shape: &hlatc::compiler::Shape,
+    name: &str,
+    path: &Path,
+) -> Result<Literal, Error> {
+    let Some(want) = shape.as_array() else {
+        return Ok(t);
+    };
+    if t.ty() == want.ty || !t.ty().is_integer() || !want.ty.is_integer() {
+        return Ok(t);
+    }
+    let (lo, hi) = want.ty.integer_range().expect("an integer type");
+    let values: Vec<hlatc::compiler::Scalar> = match t.ty().is_unsigned_int() {
+        true => t
+            .bytes()
+            .chunks(t.ty().byte_size())
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b[..c.len()].copy_from_slice(c);
+                hlatc::compiler::Scalar::UInt(u64::from_le_bytes(b))
+            })
+            .collect(),
+        false => t
+            .to_i64_vec()
+            .into_iter()
+            .map(hlatc::compiler::Scalar::Int)
+            .collect(),
+    };
+    for (i, v) in values.iter().enumerate() {
+        let x: i128 = match *v {
+            hlatc::compiler::Scalar::UInt(u) => u.into(),
+            hlatc::compiler::Scalar::Int(s) => s.into(),
+            _ => unreachable!("integers"),
+        };
+        if x < lo || x > hi {
+            return Err(Error::Usage(format!(
+                "{}: tensor '{name}' element {i} is {x}, which does not fit the parameter's {}",
+                path.display(),
+                want.ty
+            )));
+        }
+    }
+    Literal::from_scalars(want.ty, t.dims().to_vec(), &values)
+        .map_err(|e| Error::Usage(format!("{}: tensor '{name}': {e}", path.display())))
+}
+
 fn compare(
     path: &Path,
+    names: &[String],
     outputs: &[Literal],
     rtol: f64,
     atol: Option<f64>,
@@ -167,9 +275,8 @@ fn compare(
     }
     let mut failed = 0;
     let mut worst_rel: f64 = 0.0;
-    for (i, got) in outputs.iter().enumerate() {
-        let name = format!("out{i}");
-        let Some(e) = expected.get(&name) else {
+    for (name, got) in names.iter().zip(outputs) {
+        let Some(e) = expected.get(name) else {
             note!("mismatch: {} has no tensor '{name}'", path.display())?;
             failed += 1;
             continue;
