@@ -6,6 +6,7 @@ use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;
 use hlatc::data::SyntheticData;
 use hlatc::runtime::{read_safetensors, write_safetensors, Runtime};
+use hlatc::token_data::{RawDtype, TokenData};
 use hlatc::train_step::StepConfig;
 use hlatc::trainer::{params_from_tensors, Trainer};
 use hlatc::Error;
@@ -42,6 +43,33 @@ pub struct Args {
     /// Write the final weights here (safetensors, Hugging Face names)
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
+    /// Train on pre-tokenized data instead of the synthetic language: a
+    /// flat stream of token ids (raw little-endian, see --data-dtype, as
+    /// nanoGPT and Megatron write it) or a 1-D integer .npy. Windows of the
+    /// stream become packed rows (implies --packed); documents end at --eos
+    #[arg(long, value_name = "FILE")]
+    data: Option<PathBuf>,
+    /// How a raw (non-.npy) --data file stores each id
+    #[arg(long, value_enum, default_value = "u16")]
+    data_dtype: DataDtype,
+    /// The end-of-text id that ends each document in --data [default: none,
+    /// the stream is one document]
+    #[arg(long, value_name = "ID")]
+    eos: Option<u32>,
+    /// Fraction of --data, from its end, held out to report evaluation loss;
+    /// 0 turns evaluation off
+    #[arg(long, default_value_t = 0.05)]
+    eval_fraction: f64,
+    /// Report held-out loss every N steps, and after the last [default:
+    /// steps/10]
+    #[arg(long, value_name = "N")]
+    eval_every: Option<u64>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DataDtype {
+    U16,
+    U32,
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -52,6 +80,15 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         // Checked now, not after training, so the weights are never lost.
         hlatc::runtime::atomic_file::check_writable(path)
             .map_err(|m| Error::Usage(format!("--save {}: {m}", path.display())))?;
+    }
+    if !(0.0..1.0).contains(&a.eval_fraction) {
+        return Err(Error::Usage(format!(
+            "--eval-fraction must be in [0, 1), got {}",
+            a.eval_fraction
+        )));
+    }
+    if a.eval_every == Some(0) {
+        return Err(Error::Usage("--eval-every must be at least 1".into()));
     }
     let (model, name) = a.model.resolve("tiny")?;
     let batch = a.model.batch(&model, 8, 16);
@@ -67,7 +104,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         batch,
         optimizer: a.optimizer.apply(defaults)?,
         dtype: ElementType::F32,
-        packed: a.model.packed,
+        packed: a.model.packed || a.data.is_some(),
     };
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
@@ -112,6 +149,18 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             .map(|(_, l)| l)
             .collect(),
     };
+    let tokens = match &a.data {
+        None => None,
+        Some(path) => {
+            let raw = match a.data_dtype {
+                DataDtype::U16 => RawDtype::U16,
+                DataDtype::U32 => RawDtype::U32,
+            };
+            let d = TokenData::read(path, raw, model.vocab_size, a.eos, a.eval_fraction)?;
+            d.check_fits(batch.batch_size, batch.seq_len, path)?;
+            Some(d)
+        }
+    };
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let mut trainer = Trainer::new(&rt, &cfg, params)?;
@@ -125,14 +174,19 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         t0.elapsed().as_secs_f64() * 1e3
     )?;
     let data = SyntheticData::permutation(model.vocab_size, a.seed);
+    let eval = match &tokens {
+        Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
+        _ => None,
+    };
+    let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
     let t1 = Instant::now();
     let width = a.steps.to_string().len();
     let (mut first, mut last) = (None, 0.0);
     for k in 0..a.steps {
-        let b = if cfg.packed {
-            data.packed_batch(k, batch.batch_size, batch.seq_len)
-        } else {
-            data.batch(k, batch.batch_size, batch.seq_len)
+        let b = match &tokens {
+            Some(d) => d.train_batch(k, a.seed, batch.batch_size, batch.seq_len),
+            None if cfg.packed => data.packed_batch(k, batch.batch_size, batch.seq_len),
+            None => data.batch(k, batch.batch_size, batch.seq_len),
         };
         let s = trainer.step(&b)?;
         if !s.loss.is_finite() {
@@ -156,6 +210,16 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             per_step * 1e3,
             per_step * (a.steps - done) as f64
         )?;
+        if let Some(e) = &eval {
+            if done % eval_every == 0 || done == a.steps {
+                out!(
+                    "step {done:>width$}/{}  held-out loss {:.4}  ({} batches)",
+                    a.steps,
+                    e.loss(&trainer)?,
+                    e.batches.len()
+                )?;
+            }
+        }
     }
     let first = first.unwrap_or(last);
     out!(
@@ -172,4 +236,34 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Mean loss over the held-out batches, with the weights as they are.
+struct Evaluator {
+    program: hlatc::runtime::Program,
+    batches: Vec<hlatc::data::Batch>,
+}
+
+impl Evaluator {
+    fn new(rt: &Runtime, cfg: &StepConfig, d: &TokenData) -> Result<Evaluator, Error> {
+        let module =
+            hlatc::train_step::build_packed_loss_and_grads(&cfg.model, cfg.batch, cfg.dtype)?;
+        Ok(Evaluator {
+            program: rt.compile(&module)?,
+            batches: d.eval_batches(cfg.batch.batch_size, cfg.batch.seq_len),
+        })
+    }
+
+    fn loss(&self, trainer: &Trainer) -> Result<f64, Error> {
+        let params: Vec<hlatc::Literal> = trainer.params().into_iter().map(|(_, l)| l).collect();
+        let mut total = 0.0;
+        for b in &self.batches {
+            let mut inputs = params.clone();
+            inputs.push(b.tokens.clone());
+            inputs.push(b.targets.clone());
+            inputs.extend(b.segment_ids.clone());
+            total += self.program.run(&inputs)?[0].to_f64_vec()[0];
+        }
+        Ok(total / self.batches.len().max(1) as f64)
+    }
 }
