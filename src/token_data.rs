@@ -77,23 +77,24 @@ fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
             format!("the .npy array has shape ({shape}); token data is 1-D"),
         ));
     }
-    let (signed, width) =
-        match descr.trim_start_matches(['<', '|', '=']) {
-            "u1" => (false, 1),
-            "u2" => (false, 2),
-            "u4" => (false, 4),
-            "u8" => (false, 8),
-            "i1" => (true, 1),
-            "i2" => (true, 2),
-            "i4" => (true, 4),
-            "i8" => (true, 8),
-            other => return Err(bad(
+    let (signed, width) = match descr.trim_start_matches(['<', '|', '=']) {
+        "u1" => (false, 1),
+        "u2" => (false, 2),
+        "u4" => (false, 4),
+        "u8" => (false, 8),
+        "i1" => (true, 1),
+        "i2" => (true, 2),
+        "i4" => (true, 4),
+        "i8" => (true, 8),
+        other => {
+            return Err(bad(
                 path,
                 format!(
                     ".npy dtype '{other}' is not an integer type hlatc reads (or is big-endian)"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     let data = &bytes[start + header_len..];
     let n: usize = dims[0]
         .parse()

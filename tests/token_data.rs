@@ -154,5 +154,8 @@ fn train_on_a_token_file_reports_a_falling_held_out_loss() {
     // From ln(64) = 4.16 at the start to well under a quarter of it, and
     // still falling: the first token of each document is the only one left
     // to guess.
-    assert!(held[2] < held[0] && held[2] < 0.25 * 64f64.ln(), "held-out loss {held:?}");
+    assert!(
+        held[2] < held[0] && held[2] < 0.25 * 64f64.ln(),
+        "held-out loss {held:?}"
+    );
 }
