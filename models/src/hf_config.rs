@@ -364,14 +364,7 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
             "Qwen2 has fixed q/k/v biases and no attention_bias key",
         ));
     }
-    let mut used = k.used;
-    used.extend([
-        "hidden_act",
-        "attention_dropout",
-        "pretraining_tp",
-        "use_sliding_window",
-        "layer_types",
-    ]);
+    let used = k.used;
     for key in obj.keys() {
         if !used.contains(&key.as_str()) && !IRRELEVANT.iter().any(|(k, _)| k == key) {
             return Err(field_err(source, key, "is not a key hlatc knows; it may change the model, so the config is refused rather than half-read"));

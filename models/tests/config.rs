@@ -234,6 +234,16 @@ fn no_key_is_silently_ignored() {
             .contains("use_sliding_window: true is not supported"),
         "{e}"
     );
+    // Qwen2's window switches mean nothing to a Llama: refused, not skipped.
+    for extra in [
+        r#", "use_sliding_window": true"#,
+        r#", "layer_types": ["sliding_attention"]"#,
+    ] {
+        let e = ModelConfig::from_hf_json(&with(extra), "c.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a key hlatc knows"), "{extra}: {e}");
+    }
     // Keys known not to matter are read without complaint.
     let quiet = r#", "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16", "use_cache": true, "initializer_range": 0.02, "transformers_version": "4.44.0""#;
     ModelConfig::from_hf_json(&with(quiet), "c.json").unwrap();
