@@ -142,12 +142,26 @@ impl Runtime {
             });
         }
         Ok(Program {
-            name: module.name.clone(),
             exe,
             params,
             outputs,
+            fits: OnceLock::new(),
+            name: module.name.clone(),
+            host_bytes: host_memory::module_bytes(module),
         })
     }
+}
+
+/// Fails when one run of `module` (its inputs and outputs) could not fit in
+/// the host's available memory. Known from the signature alone, so callers
+/// can refuse a run before XLA spends seconds compiling it.
+pub fn ensure_fits(module: &Module) -> Result<(), RuntimeError> {
+    fits(&module.name, host_memory::module_bytes(module))
+}
+
+fn fits(name: &str, bytes: u64) -> Result<(), RuntimeError> {
+    host_memory::ensure_fits(&format!("running '{name}' (its inputs and outputs)"), bytes)
+        .map_err(RuntimeError::HostMemory)
 }
 
 /// XLA's compile errors name neither the module nor, always, the
@@ -178,10 +192,16 @@ fn rejected(module: &Module, e: PjrtError) -> RuntimeError {
 
 /// A compiled module with its entry signature.
 pub struct Program {
-    name: String,
     exe: pjrt::LoadedExecutable,
     params: Vec<(String, Shape)>,
     outputs: Vec<Shape>,
+    /// Whether a run fits in host memory, decided at the first run: the
+    /// training loop calls `run` every step and need not re-read
+    /// `/proc/meminfo` each time.
+    fits: OnceLock<Result<(), RuntimeError>>,
+    name: String,
+    /// Host bytes one run holds at least: every input and every output.
+    host_bytes: u64,
 }
 
 impl Program {
@@ -195,25 +215,12 @@ impl Program {
         &self.outputs
     }
 
-    /// Host bytes one run holds at least: every input and every output.
-    pub fn host_bytes(&self) -> u64 {
-        self.params
-            .iter()
-            .map(|(_, s)| s)
-            .chain(&self.outputs)
-            .fold(0u64, |acc, s| {
-                acc.saturating_add(host_memory::shape_bytes(s))
-            })
-    }
-
     /// Fails, before anything is allocated, when a run could not fit in the
-    /// host's available memory.
+    /// host's available memory (checked once per program).
     pub fn ensure_fits(&self) -> Result<(), RuntimeError> {
-        host_memory::ensure_fits(
-            &format!("running '{}' (its inputs and outputs)", self.name),
-            self.host_bytes(),
-        )
-        .map_err(RuntimeError::HostMemory)
+        self.fits
+            .get_or_init(|| fits(&self.name, self.host_bytes))
+            .clone()
     }
 
     /// Runs once; inputs must match the parameters exactly (type and dims).

@@ -75,11 +75,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         path: module_path.clone(),
         source,
     };
-    hlatc::runtime::host_memory::ensure_fits(
-        &format!("running '{}' (its inputs and outputs)", module.name),
-        hlatc::runtime::host_memory::module_bytes(&module),
-    )
-    .map_err(|m| in_file(hlatc::runtime::RuntimeError::HostMemory(m)))?;
+    hlatc::runtime::ensure_fits(&module).map_err(in_file)?;
     let program = rt.compile(&module).map_err(in_file)?;
     let compile_time = t0.elapsed();
     let args = match a.inputs.as_slice() {
