@@ -134,6 +134,7 @@ fn indexed(v: &[TensorSpec]) -> Vec<IndexedTensor<'_>> {
 }
 
 /// What `write_bundle` wrote and how long it took.
+#[derive(Default)]
 pub struct BundleReport {
     pub files: Vec<PathBuf>,
     pub sha256: String,
@@ -143,19 +144,12 @@ pub struct BundleReport {
 }
 
 fn write(path: PathBuf, bytes: &[u8], files: &mut Vec<PathBuf>) -> Result<(), Error> {
-    write_synced(&path, bytes).map_err(|e| Error::Io {
+    hlatc_runtime::atomic_file::write_synced(&path, bytes).map_err(|e| Error::Io {
         path: path.clone(),
         message: e.to_string(),
     })?;
     files.push(path);
     Ok(())
-}
-
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -247,16 +241,7 @@ impl StagedBundle {
         if had_old {
             let _ = std::fs::remove_dir_all(&old);
         }
-        let mut report = std::mem::replace(
-            &mut self.report,
-            BundleReport {
-                files: Vec::new(),
-                sha256: String::new(),
-                proto_bytes: 0,
-                emit_time: Duration::ZERO,
-                write_time: Duration::ZERO,
-            },
-        );
+        let mut report = std::mem::take(&mut self.report);
         for f in &mut report.files {
             if let Some(name) = f.file_name() {
                 *f = self.dest.join(name);

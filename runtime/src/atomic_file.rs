@@ -24,9 +24,7 @@ pub fn temp_beside(path: &Path, what: &str) -> PathBuf {
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = temp_beside(path, "tmp");
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+        write_synced(&tmp, bytes)?;
         // Keep an existing file's permissions (an executable script stays so).
         if let Ok(meta) = std::fs::metadata(path) {
             std::fs::set_permissions(&tmp, meta.permissions())?;
@@ -37,6 +35,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Creates `path` with `bytes` and waits until they are on disk: a file
+/// that is renamed into place, or a directory that is, must be whole first.
+pub fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
 }
 
 /// Fails early, before long work, when `path` could not be written: its
