@@ -98,11 +98,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
         )
     };
     let data = SyntheticData::permutation(model.vocab_size, 0);
-    let b0 = if cfg.packed {
-        data.packed_batch(0, batch.batch_size, batch.seq_len)
-    } else {
-        data.batch(0, batch.batch_size, batch.seq_len)
-    };
+    let b0 = data.step_batch(cfg.packed, 0, batch.batch_size, batch.seq_len);
     let uniform = (model.vocab_size as f64).ln();
     for k in 0..2 {
         let s = trainer.step(&b0)?;

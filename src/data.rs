@@ -22,6 +22,17 @@ pub struct Batch {
     pub segment_ids: Option<Literal>,
 }
 
+impl Batch {
+    /// The step's batch inputs in their order: tokens, targets, and the
+    /// segment ids of packed rows.
+    pub fn inputs(&self) -> impl Iterator<Item = Literal> + '_ {
+        [&self.tokens, &self.targets]
+            .into_iter()
+            .chain(&self.segment_ids)
+            .cloned()
+    }
+}
+
 impl SyntheticData {
     pub fn permutation(vocab: i64, seed: u64) -> Self {
         let mut rng = SplitMix64::new(seed ^ 0xDA7A);
@@ -71,15 +82,24 @@ impl SyntheticData {
         }
     }
 
+    /// Batch number `index`, packed into documents when `packed`.
+    pub fn step_batch(&self, packed: bool, index: u64, batch_size: i64, seq_len: i64) -> Batch {
+        if packed {
+            self.packed_batch(index, batch_size, seq_len)
+        } else {
+            self.batch(index, batch_size, seq_len)
+        }
+    }
+
     /// Batch number `index` packed: each row holds documents of random
     /// lengths (at least 2 tokens), each following the language from a
     /// fresh random start. A document's last target would be the next
     /// document's unpredictable first token, so it is the ignore index.
     pub fn packed_batch(&self, index: u64, batch_size: i64, seq_len: i64) -> Batch {
-        let plain = self.batch(index, batch_size, seq_len);
         let mut rng = SplitMix64::new(self.seed.wrapping_mul(0x51ED_270B).wrapping_add(index));
-        let (mut tokens, mut targets) = (plain.tokens.to_i64_vec(), plain.targets.to_i64_vec());
-        let mut segments = Vec::with_capacity(tokens.len());
+        let n = (batch_size * seq_len) as usize;
+        let (mut tokens, mut targets) = (vec![0i64; n], vec![0i64; n]);
+        let mut segments = Vec::with_capacity(n);
         let v = self.perm.len() as u64;
         for row in 0..batch_size as usize {
             let (mut doc, mut left) = (0i64, 0i64);

@@ -69,24 +69,18 @@ impl Trainer {
             self.vocab_size,
             Some(hlatc_models::IGNORE_INDEX),
         )?;
-        let mut inputs = self.state.clone();
-        inputs.push(batch.tokens.clone());
-        inputs.push(batch.targets.clone());
-        match (&batch.segment_ids, self.packed) {
-            (Some(s), true) => inputs.push(s.clone()),
-            (None, false) => {}
-            (_, packed) => {
-                return Err(Error::Usage(format!(
-                    "the step was compiled {} but the batch {} segment ids",
-                    if packed {
-                        "for packed rows"
-                    } else {
-                        "unpacked"
-                    },
-                    if packed { "has no" } else { "has" }
-                )))
-            }
+        if batch.segment_ids.is_some() != self.packed {
+            return Err(Error::Usage(
+                if self.packed {
+                    "the step was compiled for packed rows but the batch has no segment ids"
+                } else {
+                    "the step was compiled unpacked but the batch has segment ids"
+                }
+                .into(),
+            ));
         }
+        let mut inputs = self.state.clone();
+        inputs.extend(batch.inputs());
         let mut out = self.program.run(&inputs)?;
         let scalar = |l: &Literal| l.to_f64_vec()[0];
         let stats = StepStats {

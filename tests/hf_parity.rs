@@ -269,9 +269,7 @@ fn loss_and_grads(c: &Case, params: &[Literal], ty: ElementType) -> Vec<Literal>
     }
     .unwrap();
     let mut inputs = params.to_vec();
-    inputs.push(c.batch.tokens.clone());
-    inputs.push(c.batch.targets.clone());
-    inputs.extend(c.batch.segment_ids.clone());
+    inputs.extend(c.batch.inputs());
     rt().compile(&module).unwrap().run(&inputs).unwrap()
 }
 

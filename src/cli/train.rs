@@ -185,8 +185,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     for k in 0..a.steps {
         let b = match &tokens {
             Some(d) => d.train_batch(k, a.seed, batch.batch_size, batch.seq_len),
-            None if cfg.packed => data.packed_batch(k, batch.batch_size, batch.seq_len),
-            None => data.batch(k, batch.batch_size, batch.seq_len),
+            None => data.step_batch(cfg.packed, k, batch.batch_size, batch.seq_len),
         };
         let s = trainer.step(&b)?;
         if !s.loss.is_finite() {
@@ -259,9 +258,7 @@ impl Evaluator {
         let mut total = 0.0;
         for b in &self.batches {
             let mut inputs = params.clone();
-            inputs.push(b.tokens.clone());
-            inputs.push(b.targets.clone());
-            inputs.extend(b.segment_ids.clone());
+            inputs.extend(b.inputs());
             total += self.program.run(&inputs)?[0].to_f64_vec()[0];
         }
         Ok(total / self.batches.len().max(1) as f64)
