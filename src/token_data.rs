@@ -32,6 +32,13 @@ fn bad(path: &Path, message: impl Into<String>) -> Error {
     }
 }
 
+/// A little-endian unsigned integer of 1 to 8 bytes.
+fn le_u64(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(b)
+}
+
 /// The ids of a `.npy` file: a 1-D C-order array of `u1/u2/u4/u8/i1/i2/i4/i8`.
 fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
     if !bytes.starts_with(b"\x93NUMPY") || bytes.len() < 10 {
@@ -111,9 +118,7 @@ fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
     data.chunks(width)
         .enumerate()
         .map(|(i, c)| {
-            let mut b = [0u8; 8];
-            b[..width].copy_from_slice(c);
-            let v = u64::from_le_bytes(b);
+            let v = le_u64(c);
             let negative = signed && c[width - 1] & 0x80 != 0;
             if negative {
                 return Err(bad(path, format!("token {i} is negative")));
@@ -150,14 +155,7 @@ impl TokenData {
                     ),
                 ));
             }
-            bytes
-                .chunks(width)
-                .map(|c| {
-                    let mut b = [0u8; 8];
-                    b[..width].copy_from_slice(c);
-                    u64::from_le_bytes(b)
-                })
-                .collect()
+            bytes.chunks(width).map(le_u64).collect()
         };
         if let Some(i) = ids.iter().position(|&t| t >= vocab as u64) {
             return Err(bad(

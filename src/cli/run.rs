@@ -218,22 +218,7 @@ fn convert_integers(
         return Ok(t);
     }
     let (lo, hi) = want.ty.integer_range().expect("an integer type");
-    let values: Vec<hlatc::compiler::Scalar> = match t.ty().is_unsigned_int() {
-        true => t
-            .bytes()
-            .chunks(t.ty().byte_size())
-            .map(|c| {
-                let mut b = [0u8; 8];
-                b[..c.len()].copy_from_slice(c);
-                hlatc::compiler::Scalar::UInt(u64::from_le_bytes(b))
-            })
-            .collect(),
-        false => t
-            .to_i64_vec()
-            .into_iter()
-            .map(hlatc::compiler::Scalar::Int)
-            .collect(),
-    };
+    let values: Vec<hlatc::compiler::Scalar> = (0..t.element_count()).map(|i| t.get(i)).collect();
     for (i, v) in values.iter().enumerate() {
         let x: i128 = match *v {
             hlatc::compiler::Scalar::UInt(u) => u.into(),
