@@ -37,45 +37,69 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
     // they start smaller: std / sqrt(2 * layers).
     let out_std = std / (2.0 * cfg.num_hidden_layers as f64).sqrt();
     let l = format!("model.layers.{i}.");
-    let mut specs = Vec::with_capacity(16);
-    let mut linear = |name: &str, out: i64, inp: i64, init: Init, bias: bool| {
-        specs.push(ParamSpec {
+    let linear = |name: &str, out: i64, inp: i64, init: Init, bias: bool| {
+        let weight = ParamSpec {
             name: format!("{l}{name}.weight"),
             dims: vec![out, inp],
             init,
+        };
+        let bias = bias.then(|| ParamSpec {
+            name: format!("{l}{name}.bias"),
+            dims: vec![out],
+            init: Init::Zeros,
         });
-        if bias {
-            specs.push(ParamSpec {
-                name: format!("{l}{name}.bias"),
-                dims: vec![out],
-                init: Init::Zeros,
-            });
-        }
+        std::iter::once(weight).chain(bias)
     };
-    linear("self_attn.q_proj", q, d, Init::Normal(std), cfg.qkv_bias);
-    linear("self_attn.k_proj", kv, d, Init::Normal(std), cfg.qkv_bias);
-    linear("self_attn.v_proj", kv, d, Init::Normal(std), cfg.qkv_bias);
-    linear(
-        "self_attn.o_proj",
-        d,
-        q,
-        Init::Normal(out_std),
-        cfg.o_proj_bias,
-    );
-    linear("mlp.gate_proj", f, d, Init::Normal(std), cfg.mlp_bias);
-    linear("mlp.up_proj", f, d, Init::Normal(std), cfg.mlp_bias);
-    linear("mlp.down_proj", d, f, Init::Normal(out_std), cfg.mlp_bias);
     let norm = |name: &str| ParamSpec {
         name: format!("{l}{name}.weight"),
         dims: vec![d],
         init: Init::Ones,
     };
-    specs.insert(0, norm("input_layernorm"));
-    let at = specs
-        .iter()
-        .position(|p| p.name.contains("mlp.gate_proj"))
-        .expect("every layer has an MLP");
-    specs.insert(at, norm("post_attention_layernorm"));
+    let mut specs = vec![norm("input_layernorm")];
+    specs.extend(linear(
+        "self_attn.q_proj",
+        q,
+        d,
+        Init::Normal(std),
+        cfg.qkv_bias,
+    ));
+    specs.extend(linear(
+        "self_attn.k_proj",
+        kv,
+        d,
+        Init::Normal(std),
+        cfg.qkv_bias,
+    ));
+    specs.extend(linear(
+        "self_attn.v_proj",
+        kv,
+        d,
+        Init::Normal(std),
+        cfg.qkv_bias,
+    ));
+    specs.extend(linear(
+        "self_attn.o_proj",
+        d,
+        q,
+        Init::Normal(out_std),
+        cfg.o_proj_bias,
+    ));
+    specs.push(norm("post_attention_layernorm"));
+    specs.extend(linear(
+        "mlp.gate_proj",
+        f,
+        d,
+        Init::Normal(std),
+        cfg.mlp_bias,
+    ));
+    specs.extend(linear("mlp.up_proj", f, d, Init::Normal(std), cfg.mlp_bias));
+    specs.extend(linear(
+        "mlp.down_proj",
+        d,
+        f,
+        Init::Normal(out_std),
+        cfg.mlp_bias,
+    ));
     specs
 }
 
