@@ -1,12 +1,15 @@
 //! Ahead-of-time compile time of the full training steps (forward graph,
 //! autodiff, AdamW with clipping and schedule, HloModuleProto emission) for
-//! HLAT-7B and HLAT-70B at batch 1 x 4096.
+//! HLAT-7B and HLAT-70B at batch 1 x 4096, without and with the neuron
+//! target's default pass pipeline (verified once, after the pipeline, as a
+//! release `hlatc compile` does).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::{proto, ElementType};
 use hlatc::models::{BatchShape, ModelConfig};
-use hlatc::train_step::{build_train_step, StepConfig};
+use hlatc::passes::{default_pipeline, CheckPolicy, Target};
+use hlatc::train_step::{build_train_step, optimize, StepConfig};
 
 fn step_config(model: ModelConfig) -> StepConfig {
     StepConfig {
@@ -35,6 +38,18 @@ fn bench(c: &mut Criterion) {
                 proto::encode_module(&step.module)
             })
         });
+        let mut pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
+        pipeline.check_policy(CheckPolicy::End);
+        g.bench_function(
+            format!("{name}/graph+autodiff+optimizer+passes+emit"),
+            |b| {
+                b.iter(|| {
+                    let mut step = build_train_step(black_box(&cfg)).unwrap();
+                    optimize(&mut step, &pipeline, Target::Neuron).unwrap();
+                    proto::encode_module(&step.module)
+                })
+            },
+        );
         let step = build_train_step(&cfg).unwrap();
         g.bench_function(format!("{name}/emit_proto"), |b| {
             b.iter(|| proto::encode_module(black_box(&step.module)))

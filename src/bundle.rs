@@ -10,23 +10,8 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Target {
-    /// AWS Trainium through `neuronx-cc`.
-    Neuron,
-    /// XLA's CPU backend (verification).
-    Cpu,
-}
-
-impl Target {
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Neuron => "neuron",
-            Target::Cpu => "cpu",
-        }
-    }
-}
+/// Which compiler a bundle is for (the passes' target).
+pub use hlatc_passes::Target;
 
 pub const PROTO_FILE: &str = "model.hlo_module.pb";
 pub const TEXT_FILE: &str = "model.hlo.txt";
@@ -112,7 +97,9 @@ struct LossInfo {
 struct Manifest<'a> {
     format: &'static str,
     hlatc_version: &'static str,
-    target: Target,
+    target: &'static str,
+    /// The passes that ran over the module, in order.
+    passes: &'a [String],
     module: ModuleInfo<'a>,
     parameter_count: i64,
     parameter_tensors: usize,
@@ -337,7 +324,8 @@ pub fn stage_bundle(
     let manifest = Manifest {
         format: "hlatc-bundle/1",
         hlatc_version: env!("CARGO_PKG_VERSION"),
-        target,
+        target: target.name(),
+        passes: &step.passes,
         module: ModuleInfo {
             name: &step.module.name,
             proto: PROTO_FILE,

@@ -3,10 +3,11 @@
 
 use crate::bundle::{MANIFEST_FILE, PROTO_FILE};
 use crate::data::SyntheticData;
-use crate::train_step::{StepConfig, TrainStep};
+use crate::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use crate::trainer::Trainer;
 use crate::Error;
 use hlatc_models::{init::init_params, BatchShape};
+use hlatc_passes::{PassContext, Target};
 use hlatc_runtime::Runtime;
 use std::path::Path;
 use std::time::Instant;
@@ -54,11 +55,23 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
 
     let rt = Runtime::new()?;
     let t = Instant::now();
-    let program = rt.compile(&back)?;
-    lines.push(format!(
-        "XLA CPU compiles {PROTO_FILE} as written ({:.1} s)",
-        t.elapsed().as_secs_f64()
-    ));
+    // XLA CPU has no Neuron custom calls: map them to the same math.
+    let mut runnable = back;
+    let lowered = hlatc_passes::pipeline_from_names("check", &["lower-neuron-calls"])?
+        .run_module(&mut runnable, &mut PassContext::new(Target::Cpu))?
+        .changed();
+    let program = rt.compile(&runnable)?;
+    lines.push(if lowered {
+        format!(
+            "XLA CPU compiles {PROTO_FILE} with its Neuron custom calls mapped to plain HLO ({:.1} s)",
+            t.elapsed().as_secs_f64()
+        )
+    } else {
+        format!(
+            "XLA CPU compiles {PROTO_FILE} as written ({:.1} s)",
+            t.elapsed().as_secs_f64()
+        )
+    });
 
     let (model, batch, what, mut trainer) = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
         let params = init_params(&cfg.model, cfg.dtype, 0)
@@ -89,7 +102,11 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
             .into_iter()
             .map(|(_, l)| l)
             .collect();
-        let trainer = Trainer::new(&rt, &run_cfg, params)?;
+        // The miniature goes through the same passes (for cpu).
+        let mut mini_step = build_train_step(&run_cfg)?;
+        let pipeline = hlatc_passes::pipeline_from_names("miniature", &step.passes)?;
+        optimize(&mut mini_step, &pipeline, Target::Cpu)?;
+        let trainer = Trainer::with_program(rt.compile(&mini_step.module)?, &run_cfg, params);
         (
             mini,
             b,

@@ -211,3 +211,20 @@ pub fn save_module(module: &Module, path: &Path) -> Result<(), Error> {
             message: e.to_string(),
         })
 }
+
+/// The tensor to bind to parameter `name` (`opt --bind`): the file's tensor
+/// of that name, or its only tensor.
+pub fn read_bound_tensor(path: &Path, name: &str) -> Result<hlatc_compiler::Literal, Error> {
+    let mut tensors = runtime::tensors::read_safetensors(path)?;
+    if let Some(t) = tensors.remove(name) {
+        return Ok(t);
+    }
+    if tensors.len() == 1 {
+        return Ok(tensors.into_values().next().expect("one tensor"));
+    }
+    Err(Error::Usage(format!(
+        "{}: no tensor named '{name}' and not exactly one tensor to choose (tensors: {})",
+        path.display(),
+        tensors.keys().cloned().collect::<Vec<_>>().join(", ")
+    )))
+}

@@ -89,6 +89,32 @@ pub struct TrainStep {
     pub inputs: Vec<TensorSpec>,
     pub outputs: Vec<TensorSpec>,
     pub times: StageTimes,
+    /// The passes [`optimize`] ran over the module, in order, with their
+    /// report; empty for the step as built.
+    pub passes: Vec<String>,
+    pub pass_report: hlatc_passes::PipelineReport,
+}
+
+/// Runs `pipeline` for `target` over the step's module and records what ran
+/// in the step (the manifest lists it). The step's inputs and outputs keep
+/// their order: no pass changes the entry signature.
+pub fn optimize(
+    step: &mut TrainStep,
+    pipeline: &hlatc_passes::Pipeline,
+    target: hlatc_passes::Target,
+) -> Result<(), hlatc_passes::PassError> {
+    let mut ctx = hlatc_passes::PassContext::new(target);
+    // The step's weights are separate inputs; concatenating them in the
+    // graph would copy every weight every step.
+    ctx.concat_entry_parameters = false;
+    let report = pipeline.run_module(&mut step.module, &mut ctx)?;
+    step.passes = pipeline
+        .registered_names()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    step.pass_report = report;
+    Ok(())
 }
 
 /// Input name prefixes of the Adam moments.
@@ -182,7 +208,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     } = g;
     let bd = [cfg.batch.batch_size, cfg.batch.seq_len];
     let t1 = Instant::now();
-    let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.stop_gradient)?;
+    let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?;
     let t2 = Instant::now();
     let opt = adamw(
         &mut b,
@@ -245,6 +271,8 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
             autodiff: t2 - t1,
             optimizer: t3 - t2,
         },
+        passes: Vec::new(),
+        pass_report: Default::default(),
     })
 }
 
@@ -278,7 +306,7 @@ fn loss_and_grads(
     let ModelGraph {
         mut b, params, fwd, ..
     } = model_graph("loss_and_grads", model, batch, ty, packed, |_| ())?;
-    let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.stop_gradient)?;
+    let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?;
     let mut results = vec![fwd.loss];
     results.extend(grads);
     let root = b.add(Op::Tuple, &results, None)?;
@@ -299,6 +327,7 @@ pub fn build_logits(
     )?;
     let mut m = b.into_module("hlatc_logits", logits);
     // The loss is not needed here; dead-code elimination cannot fail.
-    let _ = hlatc_passes::Pass::run(&hlatc_passes::Dce, &mut m);
+    let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
+    let _ = hlatc_passes::Pass::run(&hlatc_passes::Dce, &mut m, &mut ctx);
     Ok(m)
 }

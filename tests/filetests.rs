@@ -1,12 +1,16 @@
 //! File-driven golden tests, in the style of Cranelift's filetests and XLA's
-//! hlo-opt tests: each `tests/filetests/**/NAME.hlo` starts with a
-//! `// RUN: <command>` line; the command's output must equal
-//! `NAME.expected` beside it. A mismatch prints a unified diff.
+//! hlo-opt tests: each `tests/filetests/**/NAME.hlo` and
+//! `tests/golden/<pass>/NAME.hlo` starts with a `// RUN: <command>` line;
+//! the command's output must equal `NAME.expected` beside it. A mismatch
+//! prints a unified diff.
 //!
 //! Bless new expectations with `HLATC_BLESS=1 cargo test --test filetests`.
 //!
 //! Commands: `fmt` (parse, verify, print canonical text) and
-//! `opt PASS,PASS,...` (run passes through the pass manager, then print).
+//! `opt [--target=neuron|cpu] PASS,PASS,...` (run the passes as a
+//! pipeline, verifying after each, then print what the passes noted as
+//! `// note:` lines and the module). Every `opt` case is also checked for
+//! idempotence: the same passes over the output change nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -24,32 +28,60 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn run_command(command: &str, path: &Path) -> Result<String, String> {
-    let mut words = command.split_whitespace();
+    use hlatc::passes::{pipeline_from_names, PassContext, Target};
+    let words: Vec<&str> = command.split_whitespace().collect();
     let mut m = hlatc::load_module(path).map_err(|e| e.to_string())?;
-    match (words.next(), words.next(), words.next()) {
-        (Some("fmt"), None, None) => {}
-        (Some("opt"), Some(passes), None) => {
-            let names: Vec<&str> = passes.split(',').collect();
-            let pm = hlatc::passes::PassManager::from_names(&names).map_err(|e| e.to_string())?;
-            pm.run(&mut m).map_err(|e| e.to_string())?;
+    let (target, passes) = match words[..] {
+        ["fmt"] => return Ok(hlatc::text::print_module(&m)),
+        ["opt", passes] => (Target::Cpu, passes),
+        ["opt", target, passes] => {
+            let t = target
+                .strip_prefix("--target=")
+                .and_then(Target::from_name)
+                .ok_or_else(|| format!("bad target '{target}'"))?;
+            (t, passes)
         }
         _ => {
             return Err(format!(
-                "unknown RUN command '{}' (known: fmt, opt PASS,...)",
+                "unknown RUN command '{}' (known: fmt, opt [--target=T] PASS,...)",
                 command.trim()
             ))
         }
+    };
+    let names: Vec<&str> = passes.split(',').collect();
+    let pm = pipeline_from_names("filetest", &names).map_err(|e| e.to_string())?;
+    let report = pm
+        .run_module(&mut m, &mut PassContext::new(target))
+        .map_err(|e| e.to_string())?;
+    let printed = hlatc::text::print_module(&m);
+    let again = pm
+        .run_module(&mut m, &mut PassContext::new(target))
+        .map_err(|e| e.to_string())?;
+    if again.changed() || hlatc::text::print_module(&m) != printed {
+        return Err(format!(
+            "not idempotent: a second run of {passes} changed the module"
+        ));
     }
-    Ok(hlatc::text::print_module(&m))
+    let notes: String = report
+        .notes
+        .iter()
+        .map(|n| format!("// note: {n}\n"))
+        .collect();
+    Ok(notes + &printed)
 }
 
 #[test]
 fn filetests() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    collect(&root, &mut files);
+    collect(&root.join("tests/filetests"), &mut files);
+    collect(&root.join("tests/golden"), &mut files);
     files.sort();
-    assert!(!files.is_empty(), "no filetests under {}", root.display());
+    assert!(
+        files.len() > 10,
+        "filetests missing under {}",
+        root.display()
+    );
     let bless = std::env::var_os(BLESS_ENV).is_some_and(|v| v != "0");
     let mut failures = Vec::new();
     for f in &files {

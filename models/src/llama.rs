@@ -6,6 +6,7 @@
 //! checkpoints map one to one.
 
 use crate::config::{BatchShape, ModelConfig};
+use hlatc_compiler::autodiff::{Composite, CompositeRule, GradHints};
 use hlatc_compiler::builder::{BuildError, Builder};
 use hlatc_compiler::op::{BinaryOp, ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, Shape};
@@ -158,8 +159,9 @@ pub struct ForwardOutputs {
     /// `[batch * seq, vocab]`, rows in (batch, position) order.
     pub logits: InstrId,
     /// Values gradients must not flow through (the max-subtractions that
-    /// keep softmax and log-sum-exp finite; they cancel exactly).
-    pub stop_gradient: Vec<InstrId>,
+    /// keep softmax and log-sum-exp finite; they cancel exactly), and the
+    /// softmaxes, whose gradient autodiff takes in closed form.
+    pub grad_hints: GradHints,
 }
 
 /// Declares the model's parameters (in [`param_specs`] order) in `b`.
@@ -187,7 +189,7 @@ struct Llama<'a> {
     params: HashMap<String, InstrId>,
     batch: BatchShape,
     ty: ElementType,
-    stop: Vec<InstrId>,
+    hints: GradHints,
 }
 
 impl Llama<'_> {
@@ -313,13 +315,19 @@ impl Llama<'_> {
         let last = dims.len() as i64 - 1;
         let keep: Vec<i64> = (0..last).collect();
         let m = b.reduce_max(x, &[last])?;
-        self.stop.push(m);
+        self.hints.stop.push(m);
         let mb = b.broadcast(m, &dims, &keep)?;
         let z = b.sub(x, mb)?;
         let e = b.unary(UnaryOp::Exp, z)?;
         let s = b.reduce_sum(e, &[last])?;
         let sb = b.broadcast(s, &dims, &keep)?;
-        b.div(e, sb)
+        let y = b.div(e, sb)?;
+        self.hints.composites.push(Composite {
+            input: x,
+            output: y,
+            rule: CompositeRule::Softmax { axis: last },
+        });
+        Ok(y)
     }
 
     fn attention(
@@ -413,7 +421,7 @@ impl Llama<'_> {
         let [n, v] = [self.n(), self.cfg.vocab_size];
         let b = &mut *self.b;
         let m = b.reduce_max(logits, &[1])?;
-        self.stop.push(m);
+        self.hints.stop.push(m);
         let mb = b.broadcast(m, &[n, v], &[0])?;
         let z = b.sub(logits, mb)?;
         let e = b.unary(UnaryOp::Exp, z)?;
@@ -515,7 +523,7 @@ pub fn forward(
         params,
         batch,
         ty,
-        stop: Vec::new(),
+        hints: GradHints::default(),
     };
     let (n, d, v) = (m.n(), cfg.hidden_size, cfg.vocab_size);
     // Embedding lookup: gather rows of [V, D] by token id.
@@ -570,6 +578,6 @@ pub fn forward(
     Ok(ForwardOutputs {
         loss,
         logits,
-        stop_gradient: m.stop,
+        grad_hints: m.hints,
     })
 }

@@ -1,5 +1,6 @@
 //! Common-subexpression elimination.
 
+use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use hlatc_compiler::{InstrId, Module, Op, Shape};
 use std::collections::{BTreeMap, HashMap};
@@ -12,11 +13,11 @@ use std::collections::{BTreeMap, HashMap};
 pub struct Cse;
 
 impl Pass for Cse {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "cse"
     }
 
-    fn run(&self, module: &mut Module) -> Result<bool, PassError> {
+    fn run(&self, module: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut changed = false;
         for c in &mut module.computations {
             type Key = (Op, Shape, Vec<InstrId>, BTreeMap<String, String>);

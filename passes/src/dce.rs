@@ -1,5 +1,6 @@
 //! Dead-code elimination.
 
+use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use hlatc_compiler::{Module, Op};
 use std::collections::BTreeSet;
@@ -10,11 +11,11 @@ use std::collections::BTreeSet;
 pub struct Dce;
 
 impl Pass for Dce {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "dce"
     }
 
-    fn run(&self, module: &mut Module) -> Result<bool, PassError> {
+    fn run(&self, module: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut changed = false;
         for c in &mut module.computations {
             let Some(root) = c.root() else { continue };

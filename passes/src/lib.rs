@@ -1,21 +1,41 @@
-//! Optimization passes over the hlatc IR and the pass manager that runs
-//! them, verifying the module after every pass.
+//! Optimization passes over the hlatc IR, the rewriting machinery they
+//! share (a rewriter, a pattern matcher, a context that carries the target)
+//! and pipelines that run them, checking invariants after every pass.
 //!
 //! ```
 //! use hlatc_compiler::text;
-//! use hlatc_passes::PassManager;
+//! use hlatc_passes::{pipeline_from_names, PassContext, Target};
 //! let mut m = text::parse_module("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  dead = f32[2] negate(p)\n  ROOT r = f32[2] abs(p)\n}\n").unwrap();
-//! let report = PassManager::from_names(&["dce"]).unwrap().run(&mut m).unwrap();
+//! let mut ctx = PassContext::new(Target::Cpu);
+//! let report = pipeline_from_names("example", &["dce"]).unwrap().run_module(&mut m, &mut ctx).unwrap();
 //! assert!(report.changed());
 //! assert_eq!(m.entry().len(), 2);
 //! ```
 
+pub mod bind;
+mod coalesce_linear;
+mod context;
 mod cse;
 mod dce;
-mod manager;
+mod fold_causal_mask;
+mod fuse_softmax;
+mod lower_neuron_calls;
 mod pass;
+pub mod pattern;
+mod pipeline;
+mod registry;
+pub mod rewriter;
+mod simplify;
+pub mod softmax_math;
 
+pub use coalesce_linear::CoalesceLinear;
+pub use context::{PassContext, Target};
 pub use cse::Cse;
 pub use dce::Dce;
-pub use manager::{PassManager, PassRun, PipelineReport};
-pub use pass::{registry, Pass, PassError, PassInfo};
+pub use fold_causal_mask::FoldCausalMask;
+pub use fuse_softmax::FuseSoftmax;
+pub use lower_neuron_calls::LowerNeuronCalls;
+pub use pass::{Pass, PassError};
+pub use pipeline::{CheckPolicy, Checker, Fixpoint, PassRun, Pipeline, PipelineReport};
+pub use registry::{default_pass_names, default_pipeline, pipeline_from_names, registry, PassInfo};
+pub use simplify::Simplify;

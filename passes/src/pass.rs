@@ -1,13 +1,20 @@
-//! What a pass is, and the registry that finds passes by name.
+//! What a pass is, and how one fails.
 
+use crate::context::PassContext;
+use crate::rewriter::RewriteError;
 use hlatc_compiler::{Module, VerifyError};
 
 /// A transformation of a module. Like XLA's HloPassInterface: it has a name
 /// and reports whether it changed anything. It must keep the program's
 /// meaning: the same numbers on XLA CPU with the pass on and off.
 pub trait Pass {
-    fn name(&self) -> &'static str;
-    fn run(&self, module: &mut Module) -> Result<bool, PassError>;
+    fn name(&self) -> &str;
+    fn run(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError>;
+    /// The registry name that makes this pass again (a fixpoint wrapper
+    /// gives its pass's), for recording a pipeline so it can be rebuilt.
+    fn registered_name(&self) -> &str {
+        self.name()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -16,34 +23,29 @@ pub enum PassError {
     UnknownPass { name: String, known: String },
     #[error("the module does not verify before the first pass: {0}")]
     InvalidInput(VerifyError),
-    #[error("pass '{pass}' produced a module that does not verify: {error}")]
+    #[error("pass '{pass}' produced a module that breaks invariant '{checker}': {message}")]
     BrokeModule {
-        pass: &'static str,
-        error: VerifyError,
+        pass: String,
+        checker: &'static str,
+        message: String,
+    },
+    #[error("pass '{pass}' did not reach a fixpoint in {iterations} iterations")]
+    NoFixpoint { pass: String, iterations: usize },
+    #[error("pass '{pass}': {source}")]
+    Rewrite {
+        pass: String,
+        #[source]
+        source: Box<RewriteError>,
     },
     #[error("pass '{pass}': {message}")]
-    Failed { pass: &'static str, message: String },
+    Failed { pass: String, message: String },
 }
 
-/// A registered pass: its name, what it does, and how to make one.
-pub struct PassInfo {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub make: fn() -> Box<dyn Pass>,
-}
-
-/// Every pass `--passes` can name, in a stable order.
-pub fn registry() -> Vec<PassInfo> {
-    vec![
-        PassInfo {
-            name: "cse",
-            description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
-            make: || Box::new(crate::Cse),
-        },
-        PassInfo {
-            name: "dce",
-            description: "dead-code elimination: removes instructions the root does not need and computations nothing calls",
-            make: || Box::new(crate::Dce),
-        },
-    ]
+impl PassError {
+    pub fn rewrite(pass: &str) -> impl FnOnce(RewriteError) -> PassError + '_ {
+        move |source| PassError::Rewrite {
+            pass: pass.to_string(),
+            source: Box::new(source),
+        }
+    }
 }

@@ -81,7 +81,7 @@ fn build(case: &Case, with_grads: bool) -> Module {
     };
     let root = if with_grads {
         let wrt: Vec<InstrId> = case.wrt.iter().map(|&i| params[i]).collect();
-        let grads = autodiff::grad(&mut b, loss, &wrt, &[])
+        let grads = autodiff::grad(&mut b, loss, &wrt, &Default::default())
             .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let mut all = vec![loss];
         all.extend(grads);

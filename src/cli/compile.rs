@@ -5,16 +5,26 @@ use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{check_destination, stage_bundle, Target, MANIFEST_FILE, PROTO_FILE};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;
-use hlatc::train_step::{build_train_step, StepConfig};
+use hlatc::passes::{default_pipeline, pipeline_from_names, CheckPolicy};
+use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use hlatc::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum TargetArg {
+pub(super) enum TargetArg {
     Neuron,
     Cpu,
+}
+
+impl From<TargetArg> for Target {
+    fn from(t: TargetArg) -> Target {
+        match t {
+            TargetArg::Neuron => Target::Neuron,
+            TargetArg::Cpu => Target::Cpu,
+        }
+    }
 }
 
 /// Compile a model's training step (forward, backward, AdamW) to a bundle.
@@ -25,6 +35,11 @@ enum TargetArg {
 /// sha256) and, for --target neuron, compile_flags.json and neuronx-cc.sh.
 /// Optimizer defaults are HLAT's: AdamW betas 0.9/0.95, weight decay 0.1 on
 /// every parameter, clip 1.0, cosine LR 3e-4 -> 3e-5 with 2000 warmup steps.
+///
+/// The target's default pass pipeline runs over the step before anything is
+/// written (`hlatc passes` lists it): --passes replaces it, --disable-pass
+/// leaves passes out, --passes= (empty) runs none. The module is verified
+/// after every pass.
 ///
 /// --verify reads the written proto back and checks it against the compiled
 /// module and the manifest's sha256, compiles exactly those bytes on XLA
@@ -46,6 +61,20 @@ pub struct Args {
     /// Check the bundle on XLA CPU after writing it
     #[arg(long)]
     verify: bool,
+    /// Run exactly these passes, in order, instead of the default pipeline
+    /// (comma-separated; empty for none)
+    #[arg(long, value_delimiter = ',', value_name = "PASSES")]
+    passes: Option<Vec<String>>,
+    /// Leave this pass out of the default pipeline (repeatable)
+    #[arg(long, value_name = "NAME", conflicts_with = "passes")]
+    disable_pass: Vec<String>,
+    /// Print what every pass did
+    #[arg(long)]
+    pass_report: bool,
+    /// Run the verifier after every pass, not only after the pipeline
+    /// (the default in debug builds)
+    #[arg(long)]
+    verify_each_pass: bool,
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -60,11 +89,24 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         dtype: ElementType::F32,
         packed: a.model.packed,
     };
-    let step = build_train_step(&cfg)?;
-    let target = match a.target {
-        TargetArg::Neuron => Target::Neuron,
-        TargetArg::Cpu => Target::Cpu,
+    let mut step = build_train_step(&cfg)?;
+    let target: Target = a.target.into();
+    let mut pipeline = match &a.passes {
+        None => default_pipeline(target, &a.disable_pass)?,
+        Some(names) => {
+            let names: Vec<&String> = names.iter().filter(|n| !n.trim().is_empty()).collect();
+            pipeline_from_names(target.name(), &names)?
+        }
     };
+    pipeline.check_policy(if a.verify_each_pass {
+        CheckPolicy::EachPass
+    } else {
+        CheckPolicy::for_build()
+    });
+    let instructions_built = step.module.instruction_count();
+    let t_passes = Instant::now();
+    optimize(&mut step, &pipeline, target)?;
+    let passes_time = t_passes.elapsed();
     let staged = stage_bundle(&step, &cfg, target, &a.out)?;
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
@@ -108,10 +150,36 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         step.module.input_output_alias.len()
     )?;
     out!(
-        "  time          forward {:.1} ms, autodiff {:.1} ms, optimizer {:.1} ms, emit {:.1} ms, write {:.1} ms; total {:.1} ms",
+        "  passes        {} -> {} instructions: {}",
+        instructions_built,
+        step.module.instruction_count(),
+        if step.passes.is_empty() {
+            "none".to_string()
+        } else {
+            let fired: Vec<&str> = step
+                .pass_report
+                .runs
+                .iter()
+                .filter(|r| r.changed && r.depth == 0)
+                .map(|r| r.pass.as_str())
+                .collect();
+            format!(
+                "{} ran, {} changed the module",
+                step.passes.join(","),
+                if fired.is_empty() {
+                    "none".to_string()
+                } else {
+                    fired.join(",")
+                }
+            )
+        }
+    )?;
+    out!(
+        "  time          forward {:.1} ms, autodiff {:.1} ms, optimizer {:.1} ms, passes {:.1} ms, emit {:.1} ms, write {:.1} ms; total {:.1} ms",
         ms(step.times.forward),
         ms(step.times.autodiff),
         ms(step.times.optimizer),
+        ms(passes_time),
         ms(report.emit_time),
         ms(report.write_time),
         ms(total)
@@ -123,6 +191,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     )?;
     if target == Target::Neuron {
         out!("  next          cd {} && ./neuronx-cc.sh", a.out.display())?;
+    }
+    if a.pass_report {
+        super::opt::print_report(&step.pass_report)?;
     }
     if let Some(checks) = checks {
         out!("verified:")?;

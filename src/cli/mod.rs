@@ -7,6 +7,7 @@ mod convert;
 mod fmt;
 mod model_args;
 mod opt;
+mod passes;
 mod run;
 mod train;
 
@@ -34,7 +35,9 @@ hlatc compile --config config.json --out build/m      any Llama config.json\n  \
 hlatc train --model tiny --steps 100                   train on XLA CPU (synthetic data)\n  \
 hlatc fmt dump.txt                                     canonical HLO text of a JAX/XLA dump\n  \
 hlatc convert model.hlo_module.pb -o m.txt             proto to text (and back, by extension)\n  \
-hlatc opt m.txt --passes=cse,dce                       run passes by name (--list-passes)\n  \
+hlatc opt m.txt --passes=cse,dce                       run passes by name\n  \
+hlatc opt step.txt --bind mask=mask.safetensors        fold a mask fed as a parameter\n  \
+hlatc passes                                           what each pass does; default pipelines\n  \
 hlatc run m.txt --inputs in.safetensors --expect ref.safetensors"
 )]
 pub struct Cli {
@@ -49,6 +52,7 @@ enum Command {
     Fmt(fmt::Args),
     Convert(convert::Args),
     Opt(opt::Args),
+    Passes(passes::Args),
     Run(run::Args),
 }
 
@@ -59,6 +63,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
         Command::Fmt(a) => fmt::main(a),
         Command::Convert(a) => convert::main(a),
         Command::Opt(a) => opt::main(a),
+        Command::Passes(a) => passes::main(a),
         Command::Run(a) => run::main(a),
     }
 }

@@ -1,63 +1,128 @@
 //! `hlatc opt`: run passes by name over a module, like XLA's `hlo-opt`.
 
-use super::console::{note, out};
-use hlatc::passes::{registry, PassManager};
+use super::console::note;
+use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext, PipelineReport};
 use hlatc::{Error, Format};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Run optimization passes over a module and print the result.
 ///
-/// Passes run in the order given; the module is verified before the first
-/// pass and after every pass, and the first broken invariant stops the
-/// pipeline with the pass's name. A per-pass summary (changed or not,
-/// instruction counts, time) goes to standard error.
+/// Without --passes the target's default pipeline runs (see `hlatc
+/// passes`); with it, exactly the passes named, in that order. The module
+/// is verified before the first pass and after every pass, and the first
+/// broken invariant stops the pipeline with the pass's name. A per-pass
+/// summary (changed or not, instruction counts, time) and what the passes
+/// noted go to standard error.
+///
+/// --bind NAME=FILE.safetensors turns the entry parameter NAME into the
+/// constant the file holds (the tensor named NAME, or the file's only
+/// tensor), checked against the parameter's shape and type, before the
+/// passes run: a causal mask that arrives as a parameter can then be
+/// folded. The parameter stays in the signature, unread, unless
+/// --drop-unused-parameters removes it (the new signature is printed).
 #[derive(clap::Args)]
 pub struct Args {
     /// Module to optimize (HLO text or HloModuleProto)
     #[arg(required_unless_present = "list_passes")]
     file: Option<PathBuf>,
-    /// Comma-separated pass names, e.g. --passes=cse,dce
-    #[arg(long, value_delimiter = ',', required_unless_present = "list_passes")]
+    /// Comma-separated pass names, e.g. --passes=cse,dce (default: the
+    /// target's default pipeline)
+    #[arg(long, value_delimiter = ',')]
     passes: Vec<String>,
+    /// Leave this pass out of the default pipeline (repeatable)
+    #[arg(long, value_name = "NAME", conflicts_with = "passes")]
+    disable_pass: Vec<String>,
+    /// Which compiler the output is for: neuron allows Neuron custom calls
+    #[arg(long, value_enum, default_value = "cpu")]
+    target: super::compile::TargetArg,
+    /// Bind an entry parameter to a tensor: NAME=FILE.safetensors
+    #[arg(long, value_name = "NAME=FILE")]
+    bind: Vec<String>,
+    /// Remove entry parameters nothing reads, renumbering the rest
+    #[arg(long)]
+    drop_unused_parameters: bool,
     /// Write here (format by extension) instead of text to standard output
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Dump the module before and after every pass into this directory
     #[arg(long, value_name = "DIR")]
     dump_dir: Option<PathBuf>,
-    /// List the available passes and exit
+    /// List the available passes and exit (same as `hlatc passes`)
     #[arg(long)]
     list_passes: bool,
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     if a.list_passes {
-        for p in registry() {
-            out!("{:<8} {}", p.name, p.description)?;
-        }
-        return Ok(ExitCode::SUCCESS);
+        return super::passes::list();
     }
     let file = a.file.expect("clap requires FILE without --list-passes");
     let mut module = hlatc::load_module(&file)?;
-    let mut pm = PassManager::from_names(&a.passes)?;
-    if let Some(d) = a.dump_dir {
-        pm.dump_to(d);
+    let at = |e: &dyn std::fmt::Display| Error::Usage(format!("{}: {e}", file.display()));
+    for b in &a.bind {
+        let (name, path) = b
+            .split_once('=')
+            .ok_or_else(|| Error::Usage(format!("--bind {b}: expected NAME=FILE.safetensors")))?;
+        let lit = hlatc::read_bound_tensor(std::path::Path::new(path), name)?;
+        hlatc::passes::bind::bind_parameter(&mut module, name, lit).map_err(|e| at(&e))?;
+        note!("bound parameter '{name}' to {path}")?;
     }
-    let report = pm
-        .run(&mut module)
-        .map_err(|e| Error::Usage(format!("{}: {e}", file.display())))?;
-    for r in &report.runs {
+    let target = a.target.into();
+    let mut pipeline = if a.passes.is_empty() {
+        default_pipeline(target, &a.disable_pass)?
+    } else {
+        pipeline_from_names("opt", &a.passes)?
+    };
+    if let Some(d) = a.dump_dir {
+        pipeline.dump_to(d);
+    }
+    let mut ctx = PassContext::new(target);
+    let report = pipeline
+        .run_module(&mut module, &mut ctx)
+        .map_err(|e| at(&e))?;
+    print_report(&report)?;
+    if a.drop_unused_parameters {
+        let dropped = hlatc::passes::bind::drop_unused_parameters(&mut module);
+        for d in &dropped {
+            note!("dropped unused parameter '{d}'")?;
+        }
         note!(
-            "{:<8} {:<9} {:>6} -> {:<6} instructions  {:.2} ms",
-            r.pass,
-            if r.changed { "changed" } else { "unchanged" },
-            r.instructions_before,
-            r.instructions_after,
-            r.time.as_secs_f64() * 1e3
+            "signature: ({})",
+            module
+                .entry()
+                .parameters()
+                .iter()
+                .map(|&p| format!(
+                    "{}: {}",
+                    module.entry().instr(p).name,
+                    module.entry().instr(p).shape
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
         )?;
     }
     let format = a.output.as_deref().map_or(Format::Text, Format::from_path);
     super::write_output(a.output.as_ref(), &hlatc::module_bytes(&module, format))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The per-pass lines and the notes, on standard error.
+pub(super) fn print_report(report: &PipelineReport) -> Result<(), Error> {
+    for r in &report.runs {
+        note!(
+            "{:indent$}{:<28} {:<9} {:>7} -> {:<7} instructions  {:.2} ms",
+            "",
+            r.leaf(),
+            if r.changed { "changed" } else { "unchanged" },
+            r.instructions_before,
+            r.instructions_after,
+            r.time.as_secs_f64() * 1e3,
+            indent = 2 * r.depth
+        )?;
+    }
+    for n in &report.notes {
+        note!("{n}")?;
+    }
+    Ok(())
 }

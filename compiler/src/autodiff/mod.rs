@@ -11,7 +11,10 @@
 //! forward values it reads ([`rules::saves`]): that is the contract the
 //! rematerialization policy builds on.
 
+mod composite;
 pub mod rules;
+
+pub use composite::{Composite, CompositeRule, GradHints};
 
 use crate::builder::{BuildError, Builder};
 use crate::computation::InstrId;
@@ -33,16 +36,20 @@ pub enum AutodiffError {
 }
 
 /// Appends d(loss)/d(x) for every `x` in `wrt` to `b` and returns them in
-/// order. Values in `stop` are treated as constants (their dependence on the
-/// inputs is not followed), like JAX's `stop_gradient`. Reductions are
-/// differentiable when their reducer is a sum, max or min callee the builder
-/// knows ([`Builder::reducer_op`]).
+/// order. Values in `hints.stop` are treated as constants (their dependence
+/// on the inputs is not followed), like JAX's `stop_gradient`; the regions
+/// in `hints.composites` are differentiated by their closed form.
+/// Reductions are differentiable when their reducer is a sum, max or min
+/// callee the builder knows ([`Builder::reducer_op`]).
 pub fn grad(
     b: &mut Builder,
     loss: InstrId,
     wrt: &[InstrId],
-    stop: &[InstrId],
+    hints: &GradHints,
 ) -> Result<Vec<InstrId>, AutodiffError> {
+    let stop = &hints.stop;
+    let composites: HashMap<InstrId, Composite> =
+        hints.composites.iter().map(|c| (c.output, *c)).collect();
     let loss_shape = b.shape(loss).clone();
     match &loss_shape {
         Shape::Array(a) if a.rank() == 0 && a.ty.is_float() => {}
@@ -62,6 +69,17 @@ pub fn grad(
     }
     for &n in order.iter().rev() {
         let Some(&g) = adjoint.get(&n) else { continue };
+        if let Some(c) = composites.get(&n) {
+            if needed.contains(&c.input) {
+                let contribution = composite::vjp(b, c, g)?;
+                let total = match adjoint.get(&c.input) {
+                    Some(&prev) => b.add2(prev, contribution)?,
+                    None => contribution,
+                };
+                adjoint.insert(c.input, total);
+            }
+            continue;
+        }
         let operands = b.computation().operands(n);
         for (i, &x) in operands.iter().enumerate() {
             if !needed.contains(&x) {

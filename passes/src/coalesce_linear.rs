@@ -1,0 +1,399 @@
+//! `coalesce-linear`: fewer, larger matmuls.
+//!
+//! - Dots that read the same operand on the same side, with the same
+//!   dimension numbers, whose other operands differ only in their one free
+//!   dimension, become one dot on the other operands concatenated along that
+//!   dimension, followed by slices: q/k/v become one `qkv` dot (GQA's
+//!   narrower k/v included), gate/up one `gate_up` dot, and the weight
+//!   gradients that share the layer input merge the same way.
+//! - `dot(a1, b1) + dot(a2, b2)`, where the pairs differ only in one
+//!   contracted dimension, becomes one dot over both concatenated along it:
+//!   the input gradient summed over q/k/v (or gate/up) is one dot.
+//!
+//! Where the concatenated operands are entry parameters (weights imported
+//! as inputs), the concatenation happens every step; the report says how
+//! many bytes that copies.
+
+use crate::context::PassContext;
+use crate::pass::{Pass, PassError};
+use crate::pattern;
+use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use hlatc_compiler::op::{BinaryOp, DotDims, Precision, SliceDim};
+use hlatc_compiler::{Computation, InstrId, Module, Op};
+use std::collections::{HashMap, HashSet};
+
+pub struct CoalesceLinear;
+
+impl Pass for CoalesceLinear {
+    fn name(&self) -> &str {
+        "coalesce-linear"
+    }
+
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let mut rw = ModuleRewriter::new(m);
+        let mut changed = false;
+        let entry = m.entry;
+        let allow = ctx.concat_entry_parameters;
+        for (ci, c) in m.computations.iter_mut().enumerate() {
+            let mut r = rw.on(c);
+            let is_entry = ci == entry;
+            let (mut copied_bytes, mut kept_apart) = (0i64, 0usize);
+            for group in shared_operand_groups(r.comp()) {
+                let bytes =
+                    parameter_bytes(r.comp(), group.members.iter().map(|m| m.other), is_entry);
+                if bytes > 0 && !allow {
+                    kept_apart += 1;
+                    continue;
+                }
+                copied_bytes += bytes;
+                merge_group(&mut r, &group).map_err(PassError::rewrite(self.name()))?;
+                changed = true;
+            }
+            for (add, a, b) in sums_of_dots(r.comp()) {
+                let rhs = [a, b].map(|d| r.comp().operands(d)[1]);
+                let bytes = parameter_bytes(r.comp(), rhs.into_iter(), is_entry);
+                if bytes > 0 && !allow {
+                    kept_apart += 1;
+                    continue;
+                }
+                copied_bytes += bytes;
+                merge_sum(&mut r, add, a, b).map_err(PassError::rewrite(self.name()))?;
+                changed = true;
+            }
+            if kept_apart > 0 {
+                ctx.note(
+                    self.name(),
+                    format!(
+                        "'{}': left {kept_apart} dot groups apart whose merge would concatenate entry parameters every step",
+                        r.comp().name
+                    ),
+                );
+            }
+            r.remove_dead();
+            if copied_bytes > 0 {
+                // Counted over the result, so a weight in two merged
+                // groups (forward and input gradient) counts once.
+                let c = r.comp();
+                let concatenated: Vec<InstrId> = c
+                    .parameters()
+                    .into_iter()
+                    .filter(|&p| {
+                        c.users(p)
+                            .iter()
+                            .any(|&u| matches!(c.instr(u).op, Op::Concatenate { .. }))
+                    })
+                    .collect();
+                let bytes = parameter_bytes(c, concatenated.iter().copied(), true);
+                ctx.note(
+                    self.name(),
+                    format!(
+                        "'{}': {} weight parameters ({}) are concatenated in the graph every step",
+                        c.name,
+                        concatenated.len(),
+                        human_bytes(bytes)
+                    ),
+                );
+            }
+        }
+        Ok(changed)
+    }
+}
+
+/// A dot seen from one of its operands.
+#[derive(Clone, Debug)]
+struct Member {
+    dot: InstrId,
+    other: InstrId,
+    /// The other operand's one free dimension.
+    free: usize,
+}
+
+/// Dots that may merge: same shared operand, side, dimension numbers and
+/// precision, and other operands alike except in their free dimension.
+struct Group {
+    shared_is_lhs: bool,
+    shared: InstrId,
+    dims: DotDims,
+    precision: Vec<Precision>,
+    members: Vec<Member>,
+}
+
+fn dot_parts(
+    c: &Computation,
+    id: InstrId,
+) -> Option<(&DotDims, &Vec<Precision>, InstrId, InstrId)> {
+    let Op::Dot { dims, precision } = &c.instr(id).op else {
+        return None;
+    };
+    let o = c.operands(id);
+    Some((dims, precision, o[0], o[1]))
+}
+
+/// The dimensions of a rank-`rank` operand that are neither batch nor
+/// contracting.
+fn free_dims(rank: usize, batch: &[i64], contracting: &[i64]) -> Vec<usize> {
+    (0..rank)
+        .filter(|&d| !batch.contains(&(d as i64)) && !contracting.contains(&(d as i64)))
+        .collect()
+}
+
+fn dims_of(c: &Computation, id: InstrId) -> Vec<i64> {
+    c.instr(id)
+        .shape
+        .as_array()
+        .map(|a| a.dims.clone())
+        .unwrap_or_default()
+}
+
+fn shared_operand_groups(c: &Computation) -> Vec<Group> {
+    type Key = (
+        InstrId,
+        bool,
+        DotDims,
+        Vec<Precision>,
+        Vec<i64>,
+        usize,
+        String,
+    );
+    let mut groups: HashMap<Key, Vec<Member>> = HashMap::new();
+    let mut order: Vec<Key> = Vec::new();
+    for id in c.post_order() {
+        let Some((dims, precision, l, rr)) = dot_parts(c, id) else {
+            continue;
+        };
+        if l == rr {
+            continue;
+        }
+        for shared_is_lhs in [true, false] {
+            let (shared, other) = if shared_is_lhs { (l, rr) } else { (rr, l) };
+            let (batch, contracting) = if shared_is_lhs {
+                (&dims.rhs_batch, &dims.rhs_contracting)
+            } else {
+                (&dims.lhs_batch, &dims.lhs_contracting)
+            };
+            let od = dims_of(c, other);
+            let free = free_dims(od.len(), batch, contracting);
+            let [f] = free[..] else { continue };
+            let mut like = od.clone();
+            like[f] = 0;
+            let ty = c.instr(id).shape.to_string();
+            let ty = ty.split('[').next().unwrap_or("").to_string();
+            let key = (
+                shared,
+                shared_is_lhs,
+                dims.clone(),
+                precision.clone(),
+                like,
+                f,
+                ty,
+            );
+            let e = groups.entry(key.clone()).or_default();
+            if e.is_empty() {
+                order.push(key);
+            }
+            e.push(Member {
+                dot: id,
+                other,
+                free: f,
+            });
+        }
+    }
+    // A dot joins at most one group: the first, in program order, where it
+    // has company.
+    let mut used: HashSet<InstrId> = HashSet::new();
+    let mut out = Vec::new();
+    for key in order {
+        let members: Vec<Member> = groups[&key]
+            .iter()
+            .filter(|m| !used.contains(&m.dot))
+            .cloned()
+            .collect();
+        let distinct: HashSet<InstrId> = members.iter().map(|m| m.other).collect();
+        if members.len() < 2 || distinct.len() != members.len() {
+            continue;
+        }
+        used.extend(members.iter().map(|m| m.dot));
+        out.push(Group {
+            shared_is_lhs: key.1,
+            shared: key.0,
+            dims: key.2,
+            precision: key.3,
+            members,
+        });
+    }
+    out
+}
+
+/// Bytes of the entry parameters among `operands` (a merge concatenates
+/// them every step).
+fn parameter_bytes(
+    c: &Computation,
+    operands: impl Iterator<Item = InstrId>,
+    is_entry: bool,
+) -> i64 {
+    if !is_entry {
+        return 0;
+    }
+    operands
+        .filter(|&o| matches!(c.instr(o).op, Op::Parameter(_)))
+        .filter_map(|o| c.instr(o).shape.as_array())
+        .map(|a| a.dims.iter().product::<i64>() * a.ty.byte_size() as i64)
+        .sum()
+}
+
+fn slice_along(dims: &[i64], dim: usize, start: i64, limit: i64) -> Op {
+    Op::Slice {
+        slices: dims
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| SliceDim {
+                start: if k == dim { start } else { 0 },
+                limit: if k == dim { limit } else { n },
+                stride: 1,
+            })
+            .collect(),
+    }
+}
+
+fn merge_group(r: &mut Rewriter<'_>, g: &Group) -> Result<(), RewriteError> {
+    let f = g.members[0].free;
+    let others: Vec<InstrId> = g.members.iter().map(|m| m.other).collect();
+    r.set_metadata(r.metadata_of(g.members[0].dot));
+    let cat = r.add(
+        Op::Concatenate {
+            dimension: f as i64,
+        },
+        &others,
+        None,
+    )?;
+    let operands = if g.shared_is_lhs {
+        [g.shared, cat]
+    } else {
+        [cat, g.shared]
+    };
+    let dot = r.add(
+        Op::Dot {
+            dims: g.dims.clone(),
+            precision: g.precision.clone(),
+        },
+        &operands,
+        None,
+    )?;
+    // Where the other operand's free dimension lands in the result: after
+    // the batch dims, and after the lhs free dims when it is the rhs.
+    let nb = g.dims.lhs_batch.len();
+    let out_dim = if g.shared_is_lhs {
+        let lhs_rank = r.shape(g.shared).as_array().map_or(0, |a| a.rank());
+        nb + free_dims(lhs_rank, &g.dims.lhs_batch, &g.dims.lhs_contracting).len()
+    } else {
+        nb
+    };
+    let merged_dims = dims_of(r.comp(), dot);
+    let mut start = 0;
+    for m in &g.members {
+        let width = dims_of(r.comp(), m.other)[f];
+        r.set_metadata(r.metadata_of(m.dot));
+        let part = r.add(
+            slice_along(&merged_dims, out_dim, start, start + width),
+            &[dot],
+            None,
+        )?;
+        r.replace(m.dot, part)?;
+        start += width;
+    }
+    Ok(())
+}
+
+/// `add(d1, d2)` of two dots read by nothing else, with the same dimension
+/// numbers, whose operands differ only in one contracted dimension pair.
+fn sums_of_dots(c: &Computation) -> Vec<(InstrId, InstrId, InstrId)> {
+    let mut out = Vec::new();
+    let mut used = HashSet::new();
+    for id in c.post_order() {
+        let Some((a, b)) = pattern::binary(c, id, BinaryOp::Add) else {
+            continue;
+        };
+        if a == b || used.contains(&a) || used.contains(&b) {
+            continue;
+        }
+        if contracted_pair(c, a, b).is_some() && c.users(a) == [id] && c.users(b) == [id] {
+            used.extend([a, b]);
+            out.push((id, a, b));
+        }
+    }
+    out
+}
+
+/// The contracted dimension pair along which two dots' operands may be
+/// concatenated: `(lhs dim, rhs dim)`.
+fn contracted_pair(c: &Computation, a: InstrId, b: InstrId) -> Option<(usize, usize)> {
+    let (da, pa, la, ra) = dot_parts(c, a)?;
+    let (db, pb, lb, rb) = dot_parts(c, b)?;
+    if da != db || pa != pb || c.instr(a).shape != c.instr(b).shape {
+        return None;
+    }
+    let (dla, dlb, dra, drb) = (
+        dims_of(c, la),
+        dims_of(c, lb),
+        dims_of(c, ra),
+        dims_of(c, rb),
+    );
+    if dla.len() != dlb.len() || dra.len() != drb.len() {
+        return None;
+    }
+    let differ =
+        |x: &[i64], y: &[i64]| -> Vec<usize> { (0..x.len()).filter(|&k| x[k] != y[k]).collect() };
+    let (dl, dr) = (differ(&dla, &dlb), differ(&dra, &drb));
+    let ty = |i: InstrId| c.instr(i).shape.as_array().map(|s| s.ty);
+    if ty(la) != ty(lb) || ty(ra) != ty(rb) {
+        return None;
+    }
+    // Either they differ in exactly one contracted pair, or (same sizes)
+    // any contracted pair will do; pick the first.
+    da.lhs_contracting
+        .iter()
+        .zip(&da.rhs_contracting)
+        .map(|(&l, &r)| (l as usize, r as usize))
+        .find(|&(l, r)| dl.iter().all(|&k| k == l) && dr.iter().all(|&k| k == r))
+}
+
+fn merge_sum(
+    r: &mut Rewriter<'_>,
+    add: InstrId,
+    a: InstrId,
+    b: InstrId,
+) -> Result<(), RewriteError> {
+    let (l, rr) = contracted_pair(r.comp(), a, b).expect("checked when collected");
+    let (oa, ob) = (r.comp().operands(a), r.comp().operands(b));
+    let Op::Dot { dims, precision } = r.comp().instr(a).op.clone() else {
+        unreachable!("sums_of_dots collects dots")
+    };
+    r.set_metadata(r.metadata_of(add));
+    let lhs = r.add(
+        Op::Concatenate {
+            dimension: l as i64,
+        },
+        &[oa[0], ob[0]],
+        None,
+    )?;
+    let rhs = r.add(
+        Op::Concatenate {
+            dimension: rr as i64,
+        },
+        &[oa[1], ob[1]],
+        None,
+    )?;
+    let dot = r.add(Op::Dot { dims, precision }, &[lhs, rhs], None)?;
+    r.replace(add, dot)
+}
+
+/// `812 B`, `4.1 KB`, `17.9 GB`.
+fn human_bytes(n: i64) -> String {
+    let x = n as f64;
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.1} GB", x / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} MB", x / 1e6),
+        n if n >= 1_000 => format!("{:.1} KB", x / 1e3),
+        n => format!("{n} B"),
+    }
+}

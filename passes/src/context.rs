@@ -1,0 +1,84 @@
+//! What a pass knows about the compilation it is part of: the target and
+//! the policies. The manager hands it to every pass; passes never consult
+//! globals, so the same pass object serves every target.
+
+use crate::pipeline::PassRun;
+use std::fmt;
+
+/// Which compiler consumes the module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// AWS Trainium through `neuronx-cc`: Neuron custom calls are allowed.
+    Neuron,
+    /// XLA's CPU backend (verification): plain HLO only.
+    Cpu,
+}
+
+impl Target {
+    pub const ALL: [Target; 2] = [Target::Neuron, Target::Cpu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Neuron => "neuron",
+            Target::Cpu => "cpu",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Target> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The target and policies every pass reads, and the notes passes leave for
+/// the report (what was folded, bound, or what a rewrite costs).
+#[derive(Clone, Debug)]
+pub struct PassContext {
+    pub target: Target,
+    /// Whether a pass may concatenate entry parameters in the graph (the
+    /// weights of `coalesce-linear`), which copies them every step. Right
+    /// for an imported module, whose weights arrive as separate inputs; a
+    /// step hlatc builds turns it off until its weights are stored fused.
+    pub concat_entry_parameters: bool,
+    notes: Vec<String>,
+    /// Every pass run so far, outer before inner.
+    pub(crate) runs: Vec<PassRun>,
+    /// The pipelines the current pass runs inside, outermost first.
+    pub(crate) scope: Vec<String>,
+    /// Whether nested pipelines run their checkers after every pass (the
+    /// outermost pipeline's [`crate::CheckPolicy`] decides).
+    pub(crate) check_each_pass: bool,
+}
+
+impl PassContext {
+    pub fn new(target: Target) -> Self {
+        PassContext {
+            target,
+            concat_entry_parameters: true,
+            notes: Vec::new(),
+            runs: Vec::new(),
+            scope: Vec::new(),
+            check_each_pass: true,
+        }
+    }
+
+    /// Records a line for the pass report, prefixed with the pass's name.
+    /// A note repeated word for word (a pass run to a fixpoint says the
+    /// same each round) is kept once.
+    pub fn note(&mut self, pass: &str, message: impl fmt::Display) {
+        let line = format!("{pass}: {message}");
+        if !self.notes.contains(&line) {
+            self.notes.push(line);
+        }
+    }
+
+    /// Everything passes have noted so far, in order.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+}

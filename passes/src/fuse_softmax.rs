@@ -1,0 +1,226 @@
+//! `fuse-softmax`: recognizes softmax, `exp(x - max(x)) / sum(exp(x -
+//! max(x)))`, and its backward, `y * (dy - sum(dy * y))`, over one axis,
+//! through the reshapes, broadcasts and converts frameworks put around the
+//! reductions. On `neuron` each becomes the `AwsNeuronSoftmax` /
+//! `AwsNeuronSoftmaxBackward` custom call; on `cpu` a `call` of the same
+//! math, so the structure is exercised where it can be run.
+
+use crate::context::{PassContext, Target};
+use crate::pass::{Pass, PassError};
+use crate::pattern::{self, Region};
+use crate::rewriter::ModuleRewriter;
+use crate::softmax_math::{neuron_call, plain_callee, Direction, SoftmaxCallees};
+use hlatc_compiler::op::{BinaryOp, UnaryOp};
+use hlatc_compiler::{ArrayShape, Computation, InstrId, Module, Op};
+use std::collections::HashMap;
+
+pub struct FuseSoftmax;
+
+/// A recognized softmax or softmax backward.
+struct Match {
+    direction: Direction,
+    region: Region,
+    /// `{x}` forward, `{y, dy}` backward: the custom call's operand order.
+    operands: Vec<InstrId>,
+    axis: i64,
+}
+
+impl Pass for FuseSoftmax {
+    fn name(&self) -> &str {
+        "fuse-softmax"
+    }
+
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let reducers = pattern::reducer_ops(m);
+        let mut rw = ModuleRewriter::new(m);
+        let mut callees = SoftmaxCallees::new();
+        let mut changed = false;
+        for ci in 0..m.computations.len() {
+            let is_entry = ci == m.entry;
+            let matches = find_matches(&m.computations[ci], is_entry, &reducers, ctx, self.name());
+            // A backward's `y` may be a forward output fused just before.
+            let mut replaced: HashMap<InstrId, InstrId> = HashMap::new();
+            for mt in matches {
+                let operands: Vec<InstrId> = mt
+                    .operands
+                    .iter()
+                    .map(|o| *replaced.get(o).unwrap_or(o))
+                    .collect();
+                let shape = m.computations[ci]
+                    .instr(mt.region.output)
+                    .shape
+                    .as_array()
+                    .cloned()
+                    .expect("matches are arrays");
+                let op = match ctx.target {
+                    Target::Neuron => neuron_call(mt.direction, mt.axis),
+                    Target::Cpu => {
+                        let to_apply =
+                            plain_callee(&mut rw, m, &mut callees, mt.direction, &shape, mt.axis)
+                                .map_err(|e| PassError::Failed {
+                                pass: self.name().into(),
+                                message: e.to_string(),
+                            })?;
+                        Op::Call { to_apply }
+                    }
+                };
+                let c = &mut m.computations[ci];
+                let mut r = rw.on(c);
+                r.set_metadata(r.metadata_of(mt.region.output));
+                let stem = match ctx.target {
+                    Target::Neuron => mt.direction.target(),
+                    Target::Cpu => mt.direction.stem(),
+                };
+                let fused = r
+                    .add_named(
+                        stem,
+                        op,
+                        &operands,
+                        Some(hlatc_compiler::Shape::Array(shape)),
+                    )
+                    .map_err(PassError::rewrite(self.name()))?;
+                r.replace(mt.region.output, fused)
+                    .map_err(PassError::rewrite(self.name()))?;
+                replaced.insert(mt.region.output, fused);
+                changed = true;
+            }
+            if changed {
+                rw.on(&mut m.computations[ci]).remove_dead();
+            }
+        }
+        Ok(changed)
+    }
+}
+
+/// Every non-overlapping softmax region of `c`, forward and backward.
+fn find_matches(
+    c: &Computation,
+    is_entry: bool,
+    reducers: &HashMap<String, BinaryOp>,
+    ctx: &mut PassContext,
+    pass: &str,
+) -> Vec<Match> {
+    let mut found: Vec<Match> = Vec::new();
+    let mut taken = std::collections::HashSet::new();
+    for id in c.post_order() {
+        let Some(mt) = forward(c, reducers, id).or_else(|| backward(c, reducers, id)) else {
+            continue;
+        };
+        if let Some(e) = mt.region.escape(c) {
+            ctx.note(
+                pass,
+                format!(
+                    "left '{}' alone: '{}' inside the softmax is read outside it",
+                    c.instr(id).name,
+                    c.instr(e).name
+                ),
+            );
+            continue;
+        }
+        if mt.region.interior.iter().any(|i| taken.contains(i)) || (!is_entry && is_whole(c, &mt)) {
+            continue;
+        }
+        taken.extend(mt.region.interior.iter().copied());
+        found.push(mt);
+    }
+    found
+}
+
+/// Whether `c` is nothing but this softmax: a callee that is not the entry
+/// (one an earlier run made on `cpu`) is fused already.
+fn is_whole(c: &Computation, mt: &Match) -> bool {
+    c.root() == Some(mt.region.output)
+        && c.parameters().len() == mt.operands.len()
+        && mt
+            .operands
+            .iter()
+            .all(|&o| matches!(c.instr(o).op, Op::Parameter(_)))
+}
+
+fn rank_of(c: &Computation, id: InstrId) -> Option<usize> {
+    c.instr(id).shape.as_array().map(ArrayShape::rank)
+}
+
+/// `reduce(v, op)` over one axis, read back through a broadcast over that
+/// axis: returns the reduced value (seen through layout ops), the axis, and
+/// every instruction on the way.
+fn reduced_back(
+    c: &Computation,
+    reducers: &HashMap<String, BinaryOp>,
+    broadcast: InstrId,
+    op: BinaryOp,
+    rank: usize,
+) -> Option<(InstrId, i64, Vec<InstrId>)> {
+    let (red, chain) = pattern::through_layout(c, broadcast);
+    let r = pattern::reduce(c, reducers, red)?;
+    if r.op != op || r.dimensions.len() != 1 {
+        return None;
+    }
+    let axis = r.dimensions[0];
+    if !pattern::broadcasts_back(c, &chain, rank, axis) {
+        return None;
+    }
+    let identity = pattern::splat_value(c, r.init)?;
+    let ok = match op {
+        BinaryOp::Add => identity == 0.0,
+        BinaryOp::Maximum => identity == f64::NEG_INFINITY || identity <= -3.0e38,
+        _ => false,
+    };
+    ok.then_some(())?;
+    let (input, input_chain) = pattern::through_layout(c, r.input);
+    let mut claimed = chain;
+    claimed.push(red);
+    claimed.extend(input_chain);
+    Some((input, axis, claimed))
+}
+
+/// `divide(e, broadcast(sum(e)))` with `e = exp(x - broadcast(max(x)))`.
+fn forward(c: &Computation, reducers: &HashMap<String, BinaryOp>, d: InstrId) -> Option<Match> {
+    let rank = rank_of(c, d)?;
+    let (e, denom) = pattern::binary(c, d, BinaryOp::Divide)?;
+    if c.instr(e).op != Op::Unary(UnaryOp::Exp) {
+        return None;
+    }
+    let (summed, axis, sum_chain) = reduced_back(c, reducers, denom, BinaryOp::Add, rank)?;
+    (summed == e).then_some(())?;
+    let z = c.operands(e)[0];
+    let (x, shift) = pattern::binary(c, z, BinaryOp::Subtract)?;
+    let (maxed, max_axis, max_chain) = reduced_back(c, reducers, shift, BinaryOp::Maximum, rank)?;
+    (maxed == x && max_axis == axis).then_some(())?;
+    (c.instr(x).shape == c.instr(d).shape).then_some(())?;
+    let mut region = Region::new(d);
+    region
+        .claim([d, e, z])
+        .claim(sum_chain)
+        .claim(max_chain.into_iter().filter(|&i| i != x));
+    Some(Match {
+        direction: Direction::Forward,
+        region,
+        operands: vec![x],
+        axis,
+    })
+}
+
+/// `multiply(y, subtract(dy, broadcast(sum(multiply(dy, y)))))`, operands
+/// of the multiplies in either order.
+fn backward(c: &Computation, reducers: &HashMap<String, BinaryOp>, m: InstrId) -> Option<Match> {
+    let rank = rank_of(c, m)?;
+    let is_diff = |t: InstrId| pattern::binary(c, t, BinaryOp::Subtract).is_some();
+    let (t, y) = pattern::commuted(c, m, BinaryOp::Multiply, is_diff)?;
+    let (dy, sb) = pattern::binary(c, t, BinaryOp::Subtract)?;
+    let (p, axis, chain) = reduced_back(c, reducers, sb, BinaryOp::Add, rank)?;
+    let (a, b) = pattern::binary(c, p, BinaryOp::Multiply)?;
+    if !((a == dy && b == y) || (a == y && b == dy)) {
+        return None;
+    }
+    let shape = &c.instr(m).shape;
+    (&c.instr(y).shape == shape && &c.instr(dy).shape == shape).then_some(())?;
+    let mut region = Region::new(m);
+    region.claim([m, t, p]).claim(chain);
+    Some(Match {
+        direction: Direction::Backward,
+        region,
+        operands: vec![y, dy],
+        axis,
+    })
+}

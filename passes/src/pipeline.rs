@@ -1,0 +1,341 @@
+//! Pipelines are passes, so they nest. Each runs its passes in order, runs
+//! its invariant checkers after every one, and records what each did in the
+//! context. [`Fixpoint`] repeats a pass until it stops changing the module,
+//! with an iteration cap, like XLA's `HloPassFix`.
+
+use crate::context::PassContext;
+use crate::pass::{Pass, PassError};
+use hlatc_compiler::{text, verify, Module, VerifyError};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A property every module between passes must have.
+#[derive(Clone, Copy)]
+pub struct Checker {
+    pub name: &'static str,
+    pub check: fn(&Module) -> Result<(), String>,
+}
+
+impl Checker {
+    /// The verifier: shapes, operands, names, callees, aliasing.
+    pub const VERIFIER: Checker = Checker {
+        name: "verifier",
+        check: |m| verify(m).map_err(|e| e.to_string()),
+    };
+}
+
+/// What one pass run did. A pass inside a pipeline is reported with its
+/// path (`cpu/cleanup/cse`) and its depth.
+#[derive(Debug, Clone)]
+pub struct PassRun {
+    pub pass: String,
+    pub depth: usize,
+    pub changed: bool,
+    pub instructions_before: usize,
+    pub instructions_after: usize,
+    pub time: Duration,
+}
+
+impl PassRun {
+    /// The pass's own name, without the pipelines around it.
+    pub fn leaf(&self) -> &str {
+        self.pass.rsplit('/').next().unwrap_or(&self.pass)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PipelineReport {
+    /// Every pass run, a pipeline before the passes inside it.
+    pub runs: Vec<PassRun>,
+    /// What passes noted: bindings, folds, costs.
+    pub notes: Vec<String>,
+}
+
+impl PipelineReport {
+    pub fn changed(&self) -> bool {
+        self.runs.iter().any(|r| r.changed)
+    }
+
+    /// Whether a pass of this name (at any depth) changed the module.
+    pub fn fired(&self, name: &str) -> bool {
+        self.runs.iter().any(|r| r.leaf() == name && r.changed)
+    }
+}
+
+/// Runs `pass`, then every checker, and records the run in `ctx`, reserving
+/// its place first so a pipeline is listed before what runs inside it.
+fn run_checked(
+    pass: &dyn Pass,
+    checkers: &[Checker],
+    module: &mut Module,
+    ctx: &mut PassContext,
+) -> Result<bool, PassError> {
+    let slot = ctx.runs.len();
+    let mut path = ctx.scope.clone();
+    path.push(pass.name().to_string());
+    ctx.runs.push(PassRun {
+        pass: path.join("/"),
+        depth: ctx.scope.len(),
+        changed: false,
+        instructions_before: module.instruction_count(),
+        instructions_after: 0,
+        time: Duration::ZERO,
+    });
+    let t = Instant::now();
+    let changed = pass.run(module, ctx)?;
+    let time = t.elapsed();
+    for c in checkers {
+        (c.check)(module).map_err(|message| PassError::BrokeModule {
+            pass: pass.name().to_string(),
+            checker: c.name,
+            message,
+        })?;
+    }
+    let run = &mut ctx.runs[slot];
+    run.changed = changed;
+    run.instructions_after = module.instruction_count();
+    run.time = time;
+    Ok(changed)
+}
+
+/// When a pipeline runs its checkers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckPolicy {
+    /// After every pass (and every fixpoint round): a broken invariant is
+    /// blamed on the pass that broke it.
+    EachPass,
+    /// Once, after the last pass: what a release `compile` does, since the
+    /// verifier costs about as much as a pass. Like XLA's
+    /// `AddInvariantCheckerDebug`, the per-pass checks are for debug builds
+    /// and for asking.
+    End,
+}
+
+impl CheckPolicy {
+    /// Each pass in debug builds (tests), the end in release builds.
+    pub fn for_build() -> CheckPolicy {
+        if cfg!(debug_assertions) {
+            CheckPolicy::EachPass
+        } else {
+            CheckPolicy::End
+        }
+    }
+}
+
+/// Passes in order, with checkers after each.
+pub struct Pipeline {
+    name: String,
+    passes: Vec<Box<dyn Pass>>,
+    checkers: Vec<Checker>,
+    policy: CheckPolicy,
+    dump_dir: Option<PathBuf>,
+}
+
+impl Pipeline {
+    /// An empty pipeline that runs the verifier after every pass.
+    pub fn new(name: impl Into<String>) -> Self {
+        Pipeline {
+            name: name.into(),
+            passes: Vec::new(),
+            checkers: vec![Checker::VERIFIER],
+            policy: CheckPolicy::EachPass,
+            dump_dir: None,
+        }
+    }
+
+    /// When the checkers run; [`CheckPolicy::EachPass`] unless set.
+    pub fn check_policy(&mut self, policy: CheckPolicy) -> &mut Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn add(&mut self, pass: Box<dyn Pass>) -> &mut Self {
+        self.passes.push(pass);
+        self
+    }
+
+    pub fn with(mut self, pass: Box<dyn Pass>) -> Self {
+        self.passes.push(pass);
+        self
+    }
+
+    pub fn add_checker(&mut self, c: Checker) -> &mut Self {
+        self.checkers.push(c);
+        self
+    }
+
+    /// Writes `NN-<pass>.before.hlo` / `.after.hlo` into `dir` for every
+    /// pass directly inside.
+    pub fn dump_to(&mut self, dir: PathBuf) -> &mut Self {
+        self.dump_dir = Some(dir);
+        self
+    }
+
+    /// This pipeline as a pass, to nest in another.
+    pub fn into_boxed(self) -> Box<dyn Pass> {
+        Box::new(self)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.passes.is_empty()
+    }
+
+    /// The names of the passes directly inside, in order.
+    pub fn pass_names(&self) -> Vec<&str> {
+        self.passes.iter().map(|p| p.name()).collect()
+    }
+
+    /// The registry names of the passes directly inside, in order: what
+    /// [`crate::pipeline_from_names`] takes to build this pipeline again.
+    pub fn registered_names(&self) -> Vec<&str> {
+        self.passes.iter().map(|p| p.registered_name()).collect()
+    }
+
+    /// Runs the pipeline as the outermost one: checks the input first, and
+    /// returns the runs of the passes inside (not the pipeline itself) and
+    /// what they noted.
+    pub fn run_module(
+        &self,
+        module: &mut Module,
+        ctx: &mut PassContext,
+    ) -> Result<PipelineReport, PassError> {
+        for c in &self.checkers {
+            (c.check)(module).map_err(|message| {
+                PassError::InvalidInput(VerifyError {
+                    computation: module.entry().name.clone(),
+                    instruction: None,
+                    message: format!("{}: {message}", c.name),
+                })
+            })?;
+        }
+        let (runs0, notes0) = (ctx.runs.len(), ctx.notes().len());
+        let saved = std::mem::replace(
+            &mut ctx.check_each_pass,
+            self.policy == CheckPolicy::EachPass,
+        );
+        let result = self.run_passes(module, ctx, false);
+        ctx.check_each_pass = saved;
+        result?;
+        if self.policy == CheckPolicy::End {
+            let last = self
+                .pass_names()
+                .last()
+                .map_or("(none)".to_string(), |s| s.to_string());
+            for c in &self.checkers {
+                (c.check)(module).map_err(|message| PassError::BrokeModule {
+                    pass: format!("{} (checked after the last pass, {last})", self.name),
+                    checker: c.name,
+                    message,
+                })?;
+            }
+        }
+        Ok(PipelineReport {
+            runs: ctx.runs[runs0..].to_vec(),
+            notes: ctx.notes()[notes0..].to_vec(),
+        })
+    }
+
+    fn run_passes(
+        &self,
+        module: &mut Module,
+        ctx: &mut PassContext,
+        nested: bool,
+    ) -> Result<bool, PassError> {
+        if nested {
+            ctx.scope.push(self.name.clone());
+        }
+        let result = (|| {
+            let mut changed = false;
+            for (i, pass) in self.passes.iter().enumerate() {
+                self.dump(i, pass.name(), "before", module)?;
+                let checkers: &[Checker] = if ctx.check_each_pass {
+                    &self.checkers
+                } else {
+                    &[]
+                };
+                changed |= run_checked(pass.as_ref(), checkers, module, ctx)?;
+                self.dump(i, pass.name(), "after", module)?;
+            }
+            Ok(changed)
+        })();
+        if nested {
+            ctx.scope.pop();
+        }
+        result
+    }
+
+    fn dump(&self, index: usize, pass: &str, when: &str, m: &Module) -> Result<(), PassError> {
+        let Some(dir) = &self.dump_dir else {
+            return Ok(());
+        };
+        let path = dir.join(format!("{:02}-{pass}.{when}.hlo", index + 1));
+        std::fs::create_dir_all(dir)
+            .and_then(|_| std::fs::write(&path, text::print_module(m)))
+            .map_err(|e| PassError::Failed {
+                pass: pass.to_string(),
+                message: format!("cannot dump to {}: {e}", path.display()),
+            })
+    }
+}
+
+impl Pass for Pipeline {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn run(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        self.run_passes(module, ctx, true)
+    }
+}
+
+/// Runs a pass until it reports no change, at most `max_iterations` times;
+/// a pass still changing the module then is an error, not a silent stop.
+pub struct Fixpoint {
+    name: String,
+    pass: Box<dyn Pass>,
+    max_iterations: usize,
+}
+
+impl Fixpoint {
+    pub const DEFAULT_ITERATIONS: usize = 8;
+
+    pub fn new(pass: Box<dyn Pass>, max_iterations: usize) -> Self {
+        Fixpoint {
+            name: format!("fixpoint({})", pass.name()),
+            pass,
+            max_iterations,
+        }
+    }
+}
+
+impl Pass for Fixpoint {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn registered_name(&self) -> &str {
+        self.pass.registered_name()
+    }
+
+    fn run(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        ctx.scope.push(self.name.clone());
+        let result = (|| {
+            for i in 0..self.max_iterations {
+                let checkers: &[Checker] = if ctx.check_each_pass {
+                    &[Checker::VERIFIER]
+                } else {
+                    &[]
+                };
+                if !run_checked(self.pass.as_ref(), checkers, module, ctx)? {
+                    return Ok(i > 0);
+                }
+            }
+            Err(PassError::NoFixpoint {
+                pass: self.pass.name().to_string(),
+                iterations: self.max_iterations,
+            })
+        })();
+        ctx.scope.pop();
+        result
+    }
+}

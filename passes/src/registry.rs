@@ -1,0 +1,120 @@
+//! Every pass by name, and each target's default pipeline.
+
+use crate::context::Target;
+use crate::pass::{Pass, PassError};
+use crate::pipeline::{Fixpoint, Pipeline};
+
+/// A registered pass: its name, what it does, and how to make one.
+pub struct PassInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub make: fn() -> Box<dyn Pass>,
+    /// Whether pipelines run it to a fixpoint: one round of its rewrites
+    /// can enable another.
+    pub to_fixpoint: bool,
+}
+
+/// Every pass `--passes` can name, in a stable order.
+pub fn registry() -> Vec<PassInfo> {
+    vec![
+        PassInfo {
+            name: "simplify",
+            description: "algebraic simplification and constant folding: identity reshapes, transposes, broadcasts and converts, x*1, x+0, double negation, nested concatenates, slices that tile their operand, scalar arithmetic on constants",
+            make: || Box::new(crate::Simplify),
+            to_fixpoint: true,
+        },
+        PassInfo {
+            name: "fold-causal-mask",
+            description: "replaces a constant lower-triangular attention mask (pred, 0/-inf or 0/-large bias, 1/0) by the same pattern generated from iota and compare; a mask that is not causal is left alone",
+            make: || Box::new(crate::FoldCausalMask),
+            to_fixpoint: false,
+        },
+        PassInfo {
+            name: "coalesce-linear",
+            description: "merges dots that read the same input into one dot on concatenated operands followed by slices (q/k/v -> qkv, gate/up -> gate_up), and sums of dots into one dot, so the backward shrinks too",
+            make: || Box::new(crate::CoalesceLinear),
+            to_fixpoint: true,
+        },
+        PassInfo {
+            name: "fuse-softmax",
+            description: "recognizes softmax and its backward; neuron: AwsNeuronSoftmax / AwsNeuronSoftmaxBackward custom calls, cpu: a call of the same math",
+            make: || Box::new(crate::FuseSoftmax),
+            to_fixpoint: false,
+        },
+        PassInfo {
+            name: "lower-neuron-calls",
+            description: "maps the Neuron softmax custom calls back to plain HLO, so a neuron module can be checked on XLA CPU",
+            make: || Box::new(crate::LowerNeuronCalls),
+            to_fixpoint: false,
+        },
+        PassInfo {
+            name: "cse",
+            description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
+            make: || Box::new(crate::Cse),
+            to_fixpoint: false,
+        },
+        PassInfo {
+            name: "dce",
+            description: "dead-code elimination: removes instructions the root does not need and computations nothing calls",
+            make: || Box::new(crate::Dce),
+            to_fixpoint: false,
+        },
+    ]
+}
+
+/// The default pipeline's passes for a target, in order. The same list
+/// for both targets: the passes read the target from the context.
+pub fn default_pass_names(_target: Target) -> Vec<&'static str> {
+    vec![
+        "fold-causal-mask",
+        "coalesce-linear",
+        "simplify",
+        "cse",
+        "fuse-softmax",
+        "dce",
+    ]
+}
+
+fn find(name: &str) -> Result<PassInfo, PassError> {
+    let reg = registry();
+    let known = reg.iter().map(|p| p.name).collect::<Vec<_>>().join(", ");
+    reg.into_iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| PassError::UnknownPass {
+            name: name.to_string(),
+            known,
+        })
+}
+
+/// A pipeline of registered passes, in the given order. Passes marked
+/// `to_fixpoint` repeat until they change nothing (at most
+/// [`Fixpoint::DEFAULT_ITERATIONS`] rounds).
+pub fn pipeline_from_names<S: AsRef<str>>(name: &str, names: &[S]) -> Result<Pipeline, PassError> {
+    let mut p = Pipeline::new(name);
+    for n in names {
+        let info = find(n.as_ref().trim())?;
+        let pass = (info.make)();
+        p.add(if info.to_fixpoint {
+            Box::new(Fixpoint::new(pass, Fixpoint::DEFAULT_ITERATIONS))
+        } else {
+            pass
+        });
+    }
+    Ok(p)
+}
+
+/// The target's default pipeline without the passes in `disabled` (each
+/// must name a registered pass).
+pub fn default_pipeline<S: AsRef<str>>(
+    target: Target,
+    disabled: &[S],
+) -> Result<Pipeline, PassError> {
+    for d in disabled {
+        find(d.as_ref().trim())?;
+    }
+    let names: Vec<&str> = default_pass_names(target)
+        .into_iter()
+        .filter(|n| !disabled.iter().any(|d| d.as_ref().trim() == *n))
+        .collect();
+    pipeline_from_names(target.name(), &names)
+}

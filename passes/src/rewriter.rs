@@ -1,0 +1,320 @@
+//! The one way passes change a computation: add instructions with their
+//! shapes inferred and checked, give them names unique across the module,
+//! point uses at replacements and sweep what died.
+
+use hlatc_compiler::verifier::callee_signatures;
+use hlatc_compiler::{
+    infer_shape, CalleeSignature, Computation, InstrId, Instruction, Metadata, Module, Op, Shape,
+    ShapeError,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// A rewrite that would break the module, caught where it is made.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("computation '{computation}': {opcode} over ({operands}): {source}")]
+    Shape {
+        computation: String,
+        opcode: &'static str,
+        operands: String,
+        #[source]
+        source: ShapeError,
+    },
+    #[error(
+        "computation '{computation}': cannot replace '{old}' ({old_shape}) with '{new}' ({new_shape}): shapes differ"
+    )]
+    ShapeChange {
+        computation: String,
+        old: String,
+        old_shape: String,
+        new: String,
+        new_shape: String,
+    },
+}
+
+/// Instruction and computation names in use anywhere in a module. XLA
+/// requires instruction names to be unique across the whole module, not
+/// just within a computation.
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    used: HashSet<String>,
+    next: HashMap<String, usize>,
+}
+
+impl Names {
+    pub fn of_module(m: &Module) -> Self {
+        let mut used = HashSet::new();
+        for c in &m.computations {
+            used.insert(c.name.clone());
+            for id in c.ids() {
+                used.insert(c.instr(id).name.clone());
+            }
+        }
+        Names {
+            used,
+            next: HashMap::new(),
+        }
+    }
+
+    /// `stem` itself when it is free, otherwise `stem.N` for the first free N.
+    pub fn fresh(&mut self, stem: &str) -> String {
+        if self.used.insert(stem.to_string()) {
+            return stem.to_string();
+        }
+        let n = self.next.entry(stem.to_string()).or_insert(0);
+        loop {
+            *n += 1;
+            let name = format!("{stem}.{n}");
+            if self.used.insert(name.clone()) {
+                return name;
+            }
+        }
+    }
+}
+
+/// Module-wide state for rewriting its computations one at a time.
+pub struct ModuleRewriter {
+    pub names: Names,
+    pub callees: BTreeMap<String, CalleeSignature>,
+}
+
+impl ModuleRewriter {
+    pub fn new(m: &Module) -> Self {
+        ModuleRewriter {
+            names: Names::of_module(m),
+            callees: callee_signatures(m),
+        }
+    }
+
+    /// A rewriter over `c`, which must belong to the module this was made
+    /// from (its names are already counted).
+    pub fn on<'a>(&'a mut self, c: &'a mut Computation) -> Rewriter<'a> {
+        Rewriter {
+            comp: c,
+            names: &mut self.names,
+            callees: &self.callees,
+            values: None,
+            metadata: Metadata::default(),
+            frontend_attributes: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `c` to `m` as a callee, under a module-unique name (returned),
+    /// and makes it callable from rewriters made afterwards.
+    pub fn add_computation(&mut self, m: &mut Module, mut c: Computation) -> String {
+        c.name = self.names.fresh(&c.name);
+        if let Some(sig) = c.signature() {
+            self.callees.insert(c.name.clone(), sig);
+        }
+        m.add_computation(c)
+    }
+}
+
+type ValueKey = (Op, Vec<InstrId>, Shape);
+
+pub struct Rewriter<'a> {
+    comp: &'a mut Computation,
+    names: &'a mut Names,
+    callees: &'a BTreeMap<String, CalleeSignature>,
+    /// Opt-in value numbering: `add` returns an existing instruction that
+    /// computes the same pure value. Off by default, because a
+    /// rematerialized value must stay apart from the one it recomputes.
+    values: Option<HashMap<ValueKey, InstrId>>,
+    metadata: Metadata,
+    frontend_attributes: BTreeMap<String, String>,
+}
+
+impl Rewriter<'_> {
+    pub fn comp(&self) -> &Computation {
+        self.comp
+    }
+
+    /// Turns on value numbering over what the computation holds now.
+    pub fn share_values(&mut self) -> &mut Self {
+        let mut values = HashMap::new();
+        for id in self.comp.ids() {
+            let i = self.comp.instr(id);
+            if i.op.is_pure() && i.frontend_attributes.is_empty() {
+                values
+                    .entry((i.op.clone(), self.comp.operands(id), i.shape.clone()))
+                    .or_insert(id);
+            }
+        }
+        self.values = Some(values);
+        self
+    }
+
+    /// Provenance for what is added next: a rewrite inherits the metadata
+    /// of what it replaces, so a dump still names the layer and op.
+    pub fn set_metadata(&mut self, m: Metadata) -> &mut Self {
+        self.metadata = m;
+        self
+    }
+
+    /// The metadata of `id`, for [`Rewriter::set_metadata`].
+    pub fn metadata_of(&self, id: InstrId) -> Metadata {
+        self.comp.instr(id).metadata.clone()
+    }
+
+    /// Frontend attributes given to everything added next (for example a
+    /// remat tag, so value numbering and cse keep clones apart).
+    pub fn set_frontend_attributes(&mut self, attrs: BTreeMap<String, String>) -> &mut Self {
+        self.frontend_attributes = attrs;
+        self
+    }
+
+    pub fn shape(&self, id: InstrId) -> &Shape {
+        &self.comp.instr(id).shape
+    }
+
+    /// Adds `op` over `operands`; `shape` is needed only for ops whose
+    /// result shape is (partly) their own attribute. The name is derived
+    /// from the opcode and unique in the module.
+    pub fn add(
+        &mut self,
+        op: Op,
+        operands: &[InstrId],
+        shape: Option<Shape>,
+    ) -> Result<InstrId, RewriteError> {
+        let stem = op.opcode();
+        self.add_named(stem, op, operands, shape)
+    }
+
+    /// [`Rewriter::add`] with a name stem (made unique in the module).
+    pub fn add_named(
+        &mut self,
+        stem: &str,
+        op: Op,
+        operands: &[InstrId],
+        shape: Option<Shape>,
+    ) -> Result<InstrId, RewriteError> {
+        let shape = self.infer(&op, operands, shape)?;
+        let shareable = op.is_pure() && self.frontend_attributes.is_empty();
+        let key = shareable
+            .then_some(self.values.as_ref())
+            .flatten()
+            .map(|_| (op.clone(), operands.to_vec(), shape.clone()));
+        if let Some(&id) = key
+            .as_ref()
+            .and_then(|k| self.values.as_ref().and_then(|v| v.get(k)))
+        {
+            return Ok(id);
+        }
+        let mut instr = Instruction::new(self.names.fresh(stem), shape, op);
+        instr.metadata = self.metadata.clone();
+        instr.frontend_attributes = self.frontend_attributes.clone();
+        let id = self.comp.add(instr, operands);
+        if let (Some(k), Some(v)) = (key, self.values.as_mut()) {
+            v.insert(k, id);
+        }
+        Ok(id)
+    }
+
+    fn infer(
+        &self,
+        op: &Op,
+        operands: &[InstrId],
+        declared: Option<Shape>,
+    ) -> Result<Shape, RewriteError> {
+        let shapes: Vec<&Shape> = operands.iter().map(|&o| self.shape(o)).collect();
+        let callees = self.callees;
+        infer_shape(op, &shapes, declared.as_ref(), &|n| callees.get(n).cloned()).map_err(
+            |source| RewriteError::Shape {
+                computation: self.comp.name.clone(),
+                opcode: op.opcode(),
+                operands: shapes
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                source,
+            },
+        )
+    }
+
+    /// Points every use of `old` (and the root) at `new`, which must have
+    /// the same shape. `old` stays until [`Rewriter::remove_dead`].
+    pub fn replace(&mut self, old: InstrId, new: InstrId) -> Result<(), RewriteError> {
+        if old == new {
+            return Ok(());
+        }
+        let (o, n) = (self.comp.instr(old), self.comp.instr(new));
+        if o.shape != n.shape {
+            return Err(RewriteError::ShapeChange {
+                computation: self.comp.name.clone(),
+                old: o.name.clone(),
+                old_shape: o.shape.to_string(),
+                new: n.name.clone(),
+                new_shape: n.shape.to_string(),
+            });
+        }
+        self.comp.replace_all_uses(old, new);
+        Ok(())
+    }
+
+    /// Removes every instruction nothing reads that is neither the root, a
+    /// parameter nor side-effecting; returns how many went.
+    pub fn remove_dead(&mut self) -> usize {
+        remove_dead(self.comp)
+    }
+}
+
+/// Removes unread instructions (not the root, parameters or side effects),
+/// following operands so whole dead chains go in one call.
+pub fn remove_dead(c: &mut Computation) -> usize {
+    let root = c.root();
+    let removable = |c: &Computation, id: InstrId| {
+        Some(id) != root
+            && c.users(id).is_empty()
+            && !matches!(c.instr(id).op, Op::Parameter(_))
+            && !c.instr(id).op.has_side_effect()
+    };
+    let mut stack: Vec<InstrId> = c.ids().filter(|&id| removable(c, id)).collect();
+    let mut removed = 0;
+    while let Some(id) = stack.pop() {
+        if !c.contains(id) || !removable(c, id) {
+            continue;
+        }
+        let operands = c.operands(id);
+        c.remove(id);
+        removed += 1;
+        stack.extend(operands);
+    }
+    removed
+}
+
+impl ModuleRewriter {
+    /// Moves every computation of `part` into `m` under module-unique names
+    /// (instructions renamed too), and returns the new name of `part`'s
+    /// entry. Lets a pass build a callee with the [`Builder`] and its
+    /// reducers, then call it.
+    ///
+    /// [`Builder`]: hlatc_compiler::builder::Builder
+    pub fn graft(&mut self, m: &mut Module, part: Module) -> String {
+        let renamed: HashMap<String, String> = part
+            .computations
+            .iter()
+            .map(|c| (c.name.clone(), self.names.fresh(&c.name)))
+            .collect();
+        let entry = renamed[&part.entry().name].clone();
+        for mut c in part.computations {
+            c.name = renamed[&c.name].clone();
+            let ids: Vec<InstrId> = c.ids().collect();
+            for id in ids {
+                let i = c.instr_mut(id);
+                i.name = self.names.fresh(&i.name);
+                if let Op::Reduce { to_apply, .. }
+                | Op::Call { to_apply }
+                | Op::Scatter { to_apply, .. } = &mut i.op
+                {
+                    *to_apply = renamed[to_apply.as_str()].clone();
+                }
+            }
+            if let Some(sig) = c.signature() {
+                self.callees.insert(c.name.clone(), sig);
+            }
+            m.add_computation(c);
+        }
+        entry
+    }
+}

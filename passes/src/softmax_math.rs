@@ -1,0 +1,122 @@
+//! Softmax and its backward as plain HLO computations, and the Neuron
+//! custom calls that stand for them. `fuse-softmax` calls these on `cpu`
+//! and emits the custom calls on `neuron`; `lower-neuron` maps the custom
+//! calls back to these computations, so both give the same numbers.
+
+use crate::rewriter::ModuleRewriter;
+use hlatc_compiler::builder::{BuildError, Builder};
+use hlatc_compiler::op::{CustomCall, CustomCallApiVersion};
+use hlatc_compiler::{ArrayShape, Module, Op, Shape};
+
+pub const SOFTMAX_TARGET: &str = "AwsNeuronSoftmax";
+pub const SOFTMAX_BACKWARD_TARGET: &str = "AwsNeuronSoftmaxBackward";
+
+/// Which of the two a custom call or callee computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    Forward,
+    Backward,
+}
+
+impl Direction {
+    pub fn target(self) -> &'static str {
+        match self {
+            Direction::Forward => SOFTMAX_TARGET,
+            Direction::Backward => SOFTMAX_BACKWARD_TARGET,
+        }
+    }
+
+    pub fn from_target(t: &str) -> Option<Direction> {
+        [Direction::Forward, Direction::Backward]
+            .into_iter()
+            .find(|d| d.target() == t)
+    }
+
+    /// The name stem of a plain callee or a call of one.
+    pub fn stem(self) -> &'static str {
+        match self {
+            Direction::Forward => "softmax",
+            Direction::Backward => "softmax_backward",
+        }
+    }
+}
+
+/// The Neuron custom call: operands `{x}` forward, `{y, dy}` backward; the
+/// axis as a bare decimal `backend_config`; API version 1 (original).
+pub fn neuron_call(d: Direction, axis: i64) -> Op {
+    Op::CustomCall(CustomCall {
+        target: d.target().to_string(),
+        backend_config: axis.to_string(),
+        api_version: CustomCallApiVersion::Original,
+        has_side_effect: false,
+    })
+}
+
+/// The axis a Neuron softmax custom call names, if `op` is one and its
+/// `backend_config` is a valid axis for rank `rank`.
+pub fn neuron_call_axis(op: &Op, rank: usize) -> Option<(Direction, i64)> {
+    let Op::CustomCall(cc) = op else { return None };
+    let d = Direction::from_target(&cc.target)?;
+    let axis: i64 = cc.backend_config.trim().parse().ok()?;
+    (0..rank as i64).contains(&axis).then_some((d, axis))
+}
+
+/// Callees made so far, by what they compute.
+pub type SoftmaxCallees = std::collections::HashMap<(Direction, ArrayShape, i64), String>;
+
+/// A callee computing softmax (or its backward) over `axis` of `shape`,
+/// added to `m` through `rw`, by name. Callees are made once per module
+/// and shape: `cache` remembers them.
+pub fn plain_callee(
+    rw: &mut ModuleRewriter,
+    m: &mut Module,
+    cache: &mut SoftmaxCallees,
+    d: Direction,
+    shape: &ArrayShape,
+    axis: i64,
+) -> Result<String, BuildError> {
+    if let Some(name) = cache.get(&(d, shape.clone(), axis)) {
+        return Ok(name.clone());
+    }
+    let part = match d {
+        Direction::Forward => softmax_module(shape, axis)?,
+        Direction::Backward => softmax_backward_module(shape, axis)?,
+    };
+    let name = rw.graft(m, part);
+    cache.insert((d, shape.clone(), axis), name.clone());
+    Ok(name)
+}
+
+fn kept_dims(rank: usize, axis: i64) -> Vec<i64> {
+    (0..rank as i64).filter(|&k| k != axis).collect()
+}
+
+/// `exp(x - max(x)) / sum(exp(x - max(x)))` over `axis`.
+fn softmax_module(shape: &ArrayShape, axis: i64) -> Result<Module, BuildError> {
+    let mut b = Builder::new(Direction::Forward.stem());
+    let x = b.parameter("x", Shape::Array(shape.clone()));
+    let keep = kept_dims(shape.rank(), axis);
+    let m = b.reduce_max(x, &[axis])?;
+    let mb = b.broadcast(m, &shape.dims, &keep)?;
+    let z = b.sub(x, mb)?;
+    let e = b.unary(hlatc_compiler::op::UnaryOp::Exp, z)?;
+    let s = b.reduce_sum(e, &[axis])?;
+    let sb = b.broadcast(s, &shape.dims, &keep)?;
+    let y = b.div(e, sb)?;
+    Ok(b.into_module(Direction::Forward.stem(), y))
+}
+
+/// `y * (dy - sum(dy * y))` over `axis`: the gradient through a softmax
+/// whose output is `y`.
+fn softmax_backward_module(shape: &ArrayShape, axis: i64) -> Result<Module, BuildError> {
+    let mut b = Builder::new(Direction::Backward.stem());
+    let y = b.parameter("y", Shape::Array(shape.clone()));
+    let dy = b.parameter("dy", Shape::Array(shape.clone()));
+    let keep = kept_dims(shape.rank(), axis);
+    let p = b.mul(dy, y)?;
+    let s = b.reduce_sum(p, &[axis])?;
+    let sb = b.broadcast(s, &shape.dims, &keep)?;
+    let t = b.sub(dy, sb)?;
+    let dx = b.mul(y, t)?;
+    Ok(b.into_module(Direction::Backward.stem(), dx))
+}

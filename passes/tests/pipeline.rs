@@ -1,0 +1,155 @@
+//! Pipelines verify between passes and blame the pass that broke the
+//! module, nest with their runs reported by path, cap fixpoints, and dump.
+
+use hlatc_compiler::{text, ElementType, Module, Shape};
+use hlatc_passes::{
+    pipeline_from_names, CheckPolicy, Fixpoint, Pass, PassContext, PassError, Pipeline, Target,
+};
+
+struct BreakShapes;
+
+impl Pass for BreakShapes {
+    fn name(&self) -> &str {
+        "break-shapes"
+    }
+    fn run(&self, m: &mut Module, _: &mut PassContext) -> Result<bool, PassError> {
+        let e = m.entry_mut();
+        let root = e.root().unwrap();
+        e.instr_mut(root).shape = Shape::array(ElementType::F32, [99]);
+        Ok(true)
+    }
+}
+
+/// Claims a change every time: a fixpoint over it must stop at its cap.
+struct NeverSettles;
+
+impl Pass for NeverSettles {
+    fn name(&self) -> &str {
+        "never-settles"
+    }
+    fn run(&self, _: &mut Module, _: &mut PassContext) -> Result<bool, PassError> {
+        Ok(true)
+    }
+}
+
+fn module() -> Module {
+    text::parse_module("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  a = f32[2] negate(p)\n  b = f32[2] negate(p)\n  ROOT r = f32[2] add(a, b)\n}\n").unwrap()
+}
+
+fn ctx() -> PassContext {
+    PassContext::new(Target::Cpu)
+}
+
+#[test]
+fn a_pass_that_breaks_the_module_is_named() {
+    let mut p = Pipeline::new("p");
+    p.add(Box::new(BreakShapes));
+    let e = p.run_module(&mut module(), &mut ctx()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "pass 'break-shapes' produced a module that breaks invariant 'verifier': computation 'e', instruction 'r': add produces f32[2]{0} but the instruction declares f32[99]{0}"
+    );
+    // Checked once at the end, the pipeline is blamed, naming its last pass.
+    p.check_policy(CheckPolicy::End);
+    let e = p.run_module(&mut module(), &mut ctx()).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("pass 'p (checked after the last pass, break-shapes)' produced a module that breaks invariant 'verifier'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_broken_pass_inside_a_nested_pipeline_is_named() {
+    let inner = Pipeline::new("inner").with(Box::new(BreakShapes));
+    let outer = Pipeline::new("outer").with(Box::new(inner));
+    let e = outer.run_module(&mut module(), &mut ctx()).unwrap_err();
+    assert!(e.to_string().starts_with("pass 'break-shapes'"), "{e}");
+}
+
+#[test]
+fn a_fixpoint_that_never_settles_is_an_error_at_its_cap() {
+    let p = Pipeline::new("p").with(Box::new(Fixpoint::new(Box::new(NeverSettles), 3)));
+    let e = p.run_module(&mut module(), &mut ctx()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "pass 'never-settles' did not reach a fixpoint in 3 iterations"
+    );
+}
+
+#[test]
+fn nested_runs_are_reported_by_path_and_depth() {
+    let inner = pipeline_from_names("cleanup", &["cse", "dce"]).unwrap();
+    let outer = Pipeline::new("all").with(Box::new(inner)).with(
+        pipeline_from_names("x", &["simplify"])
+            .unwrap()
+            .into_boxed(),
+    );
+    let mut m = module();
+    let report = outer.run_module(&mut m, &mut ctx()).unwrap();
+    let paths: Vec<(String, usize, bool)> = report
+        .runs
+        .iter()
+        .map(|r| (r.pass.clone(), r.depth, r.changed))
+        .collect();
+    let want = [
+        ("cleanup", 0, true),
+        ("cleanup/cse", 1, true),
+        ("cleanup/dce", 1, false),
+        ("x", 0, false),
+        ("x/fixpoint(simplify)", 1, false),
+        ("x/fixpoint(simplify)/simplify", 2, false),
+    ];
+    let want: Vec<(String, usize, bool)> = want
+        .iter()
+        .map(|(p, d, c)| (p.to_string(), *d, *c))
+        .collect();
+    assert_eq!(paths, want);
+}
+
+#[test]
+fn reports_and_dumps_each_pass() {
+    let dir = std::env::temp_dir().join(format!("hlatc-dump-{}", std::process::id()));
+    let mut p = pipeline_from_names("p", &["cse", "dce", "cse"]).unwrap();
+    p.dump_to(dir.clone());
+    let mut m = module();
+    let report = p.run_module(&mut m, &mut ctx()).unwrap();
+    let summary: Vec<(&str, bool, usize, usize)> = report
+        .runs
+        .iter()
+        .map(|r| {
+            (
+                r.pass.as_str(),
+                r.changed,
+                r.instructions_before,
+                r.instructions_after,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("cse", true, 4, 3),
+            ("dce", false, 3, 3),
+            ("cse", false, 3, 3)
+        ]
+    );
+    assert!(text::print_module(&m).contains("ROOT r = f32[2]{0} add(a, a)"));
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "01-cse.after.hlo",
+            "01-cse.before.hlo",
+            "02-dce.after.hlo",
+            "02-dce.before.hlo",
+            "03-cse.after.hlo",
+            "03-cse.before.hlo"
+        ]
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
