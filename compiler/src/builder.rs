@@ -467,11 +467,48 @@ impl Builder {
         self.binary(BinaryOp::Divide, x, y)
     }
 
+    /// Softmax over `axis`, `exp(x - max) / sum(exp(x - max))`: returns the
+    /// result and the max, a shift that cancels exactly (a caller that
+    /// differentiates treats it as a constant).
+    pub fn softmax(&mut self, x: InstrId, axis: i64) -> Result<(InstrId, InstrId), BuildError> {
+        let dims = self.dims(x);
+        let keep = all_but(dims.len(), axis);
+        let m = self.reduce_max(x, &[axis])?;
+        let mb = self.broadcast(m, &dims, &keep)?;
+        let z = self.sub(x, mb)?;
+        let e = self.unary(UnaryOp::Exp, z)?;
+        let s = self.reduce_sum(e, &[axis])?;
+        let sb = self.broadcast(s, &dims, &keep)?;
+        Ok((self.div(e, sb)?, m))
+    }
+
+    /// `y * (dy - sum(dy * y))` over `axis`: the gradient through a softmax
+    /// whose output is `y`, given the gradient `dy` of `y`.
+    pub fn softmax_backward(
+        &mut self,
+        y: InstrId,
+        dy: InstrId,
+        axis: i64,
+    ) -> Result<InstrId, BuildError> {
+        let dims = self.dims(y);
+        let p = self.mul(dy, y)?;
+        let s = self.reduce_sum(p, &[axis])?;
+        let sb = self.broadcast(s, &dims, &all_but(dims.len(), axis))?;
+        let t = self.sub(dy, sb)?;
+        self.mul(y, t)
+    }
+
     /// `x * c` for a scalar constant `c`, broadcast to `x`'s shape.
     pub fn scale(&mut self, x: InstrId, c: f64) -> Result<InstrId, BuildError> {
         let k = self.full_like(x, c)?;
         self.mul(x, k)
     }
+}
+
+/// The dimensions `0..rank` except `axis`: where a value reduced over
+/// `axis` is broadcast back from.
+fn all_but(rank: usize, axis: i64) -> Vec<i64> {
+    (0..rank as i64).filter(|&k| k != axis).collect()
 }
 
 /// `Some(op)` when `c` computes `op(parameter 0, parameter 1)` on scalars.

@@ -310,18 +310,9 @@ impl Llama<'_> {
 
     /// Softmax over the last dimension; the max is a constant shift.
     fn softmax_last(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
-        let b = &mut *self.b;
-        let dims = b.dims(x);
-        let last = dims.len() as i64 - 1;
-        let keep: Vec<i64> = (0..last).collect();
-        let m = b.reduce_max(x, &[last])?;
+        let last = self.b.dims(x).len() as i64 - 1;
+        let (y, m) = self.b.softmax(x, last)?;
         self.hints.stop.push(m);
-        let mb = b.broadcast(m, &dims, &keep)?;
-        let z = b.sub(x, mb)?;
-        let e = b.unary(UnaryOp::Exp, z)?;
-        let s = b.reduce_sum(e, &[last])?;
-        let sb = b.broadcast(s, &dims, &keep)?;
-        let y = b.div(e, sb)?;
         self.hints.composites.push(Composite {
             input: x,
             output: y,

@@ -87,22 +87,11 @@ pub fn plain_callee(
     Ok(name)
 }
 
-fn kept_dims(rank: usize, axis: i64) -> Vec<i64> {
-    (0..rank as i64).filter(|&k| k != axis).collect()
-}
-
 /// `exp(x - max(x)) / sum(exp(x - max(x)))` over `axis`.
 fn softmax_module(shape: &ArrayShape, axis: i64) -> Result<Module, BuildError> {
     let mut b = Builder::new(Direction::Forward.stem());
     let x = b.parameter("x", Shape::Array(shape.clone()));
-    let keep = kept_dims(shape.rank(), axis);
-    let m = b.reduce_max(x, &[axis])?;
-    let mb = b.broadcast(m, &shape.dims, &keep)?;
-    let z = b.sub(x, mb)?;
-    let e = b.unary(hlatc_compiler::op::UnaryOp::Exp, z)?;
-    let s = b.reduce_sum(e, &[axis])?;
-    let sb = b.broadcast(s, &shape.dims, &keep)?;
-    let y = b.div(e, sb)?;
+    let (y, _) = b.softmax(x, axis)?;
     Ok(b.into_module(Direction::Forward.stem(), y))
 }
 
@@ -112,11 +101,6 @@ fn softmax_backward_module(shape: &ArrayShape, axis: i64) -> Result<Module, Buil
     let mut b = Builder::new(Direction::Backward.stem());
     let y = b.parameter("y", Shape::Array(shape.clone()));
     let dy = b.parameter("dy", Shape::Array(shape.clone()));
-    let keep = kept_dims(shape.rank(), axis);
-    let p = b.mul(dy, y)?;
-    let s = b.reduce_sum(p, &[axis])?;
-    let sb = b.broadcast(s, &shape.dims, &keep)?;
-    let t = b.sub(dy, sb)?;
-    let dx = b.mul(y, t)?;
+    let dx = b.softmax_backward(y, dy, axis)?;
     Ok(b.into_module(Direction::Backward.stem(), dx))
 }

@@ -37,15 +37,6 @@ pub struct GradHints {
 /// The adjoint of `c.input` given the adjoint `g` of `c.output`.
 pub(super) fn vjp(b: &mut Builder, c: &Composite, g: InstrId) -> Result<InstrId, AutodiffError> {
     match c.rule {
-        CompositeRule::Softmax { axis } => {
-            let y = c.output;
-            let dims = b.dims(y);
-            let keep: Vec<i64> = (0..dims.len() as i64).filter(|&k| k != axis).collect();
-            let p = b.mul(g, y)?;
-            let s = b.reduce_sum(p, &[axis])?;
-            let sb = b.broadcast(s, &dims, &keep)?;
-            let t = b.sub(g, sb)?;
-            Ok(b.mul(y, t)?)
-        }
+        CompositeRule::Softmax { axis } => Ok(b.softmax_backward(c.output, g, axis)?),
     }
 }
