@@ -5,11 +5,10 @@
 //! `AwsNeuronSoftmaxBackward` custom call; on `cpu` a `call` of the same
 //! math, so the structure is exercised where it can be run.
 
-use crate::context::{PassContext, Target};
+use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use crate::pattern::{self, Region};
-use crate::rewriter::ModuleRewriter;
-use crate::softmax_math::{neuron_call, plain_callee, Direction, SoftmaxCallees};
+use crate::softmax_math::{Direction, SoftmaxWriter};
 use hlatc_compiler::op::{BinaryOp, UnaryOp};
 use hlatc_compiler::{ArrayShape, Computation, InstrId, Module, Op};
 use std::collections::HashMap;
@@ -32,12 +31,14 @@ impl Pass for FuseSoftmax {
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         let reducers = pattern::reducer_ops(m);
-        let mut rw = ModuleRewriter::new(m);
-        let mut callees = SoftmaxCallees::new();
+        let mut writer = SoftmaxWriter::new(m, ctx.target);
         let mut changed = false;
         for ci in 0..m.computations.len() {
             let is_entry = ci == m.entry;
             let matches = find_matches(&m.computations[ci], is_entry, &reducers, ctx, self.name());
+            if matches.is_empty() {
+                continue;
+            }
             // A backward's `y` may be a forward output fused just before.
             let mut replaced: HashMap<InstrId, InstrId> = HashMap::new();
             for mt in matches {
@@ -46,47 +47,18 @@ impl Pass for FuseSoftmax {
                     .iter()
                     .map(|o| *replaced.get(o).unwrap_or(o))
                     .collect();
-                let shape = m.computations[ci]
-                    .instr(mt.region.output)
-                    .shape
-                    .as_array()
-                    .cloned()
-                    .expect("matches are arrays");
-                let op = match ctx.target {
-                    Target::Neuron => neuron_call(mt.direction, mt.axis),
-                    Target::Cpu => {
-                        let to_apply =
-                            plain_callee(&mut rw, m, &mut callees, mt.direction, &shape, mt.axis)
-                                .map_err(|e| PassError::Failed {
-                                pass: self.name().into(),
-                                message: e.to_string(),
-                            })?;
-                        Op::Call { to_apply }
-                    }
-                };
-                let c = &mut m.computations[ci];
-                let mut r = rw.on(c);
-                r.set_metadata(r.metadata_of(mt.region.output));
-                let stem = match ctx.target {
-                    Target::Neuron => mt.direction.target(),
-                    Target::Cpu => mt.direction.stem(),
-                };
-                let fused = r
-                    .add_named(
-                        stem,
-                        op,
-                        &operands,
-                        Some(hlatc_compiler::Shape::Array(shape)),
-                    )
-                    .map_err(PassError::rewrite(self.name()))?;
-                r.replace(mt.region.output, fused)
-                    .map_err(PassError::rewrite(self.name()))?;
+                let fused = writer.replace(
+                    self.name(),
+                    m,
+                    ci,
+                    (mt.direction, mt.axis),
+                    &operands,
+                    mt.region.output,
+                )?;
                 replaced.insert(mt.region.output, fused);
-                changed = true;
             }
-            if changed {
-                rw.on(&mut m.computations[ci]).remove_dead();
-            }
+            writer.remove_dead(m, ci);
+            changed = true;
         }
         Ok(changed)
     }

@@ -3,10 +3,12 @@
 //! and emits the custom calls on `neuron`; `lower-neuron` maps the custom
 //! calls back to these computations, so both give the same numbers.
 
+use crate::context::Target;
+use crate::pass::PassError;
 use crate::rewriter::ModuleRewriter;
 use hlatc_compiler::builder::{BuildError, Builder};
 use hlatc_compiler::op::{CustomCall, CustomCallApiVersion};
-use hlatc_compiler::{ArrayShape, Module, Op, Shape};
+use hlatc_compiler::{ArrayShape, InstrId, Module, Op, Shape};
 
 pub const SOFTMAX_TARGET: &str = "AwsNeuronSoftmax";
 pub const SOFTMAX_BACKWARD_TARGET: &str = "AwsNeuronSoftmaxBackward";
@@ -43,7 +45,7 @@ impl Direction {
 
 /// The Neuron custom call: operands `{x}` forward, `{y, dy}` backward; the
 /// axis as a bare decimal `backend_config`; API version 1 (original).
-pub fn neuron_call(d: Direction, axis: i64) -> Op {
+fn neuron_call(d: Direction, axis: i64) -> Op {
     Op::CustomCall(CustomCall {
         target: d.target().to_string(),
         backend_config: axis.to_string(),
@@ -61,13 +63,74 @@ pub fn neuron_call_axis(op: &Op, rank: usize) -> Option<(Direction, i64)> {
     (0..rank as i64).contains(&axis).then_some((d, axis))
 }
 
+/// Writes softmaxes into a module in the form a target runs: the Neuron
+/// custom call, or a `call` of a plain callee (made once per shape).
+pub struct SoftmaxWriter {
+    target: Target,
+    rw: ModuleRewriter,
+    callees: SoftmaxCallees,
+}
+
+impl SoftmaxWriter {
+    pub fn new(m: &Module, target: Target) -> Self {
+        SoftmaxWriter {
+            target,
+            rw: ModuleRewriter::new(m),
+            callees: SoftmaxCallees::new(),
+        }
+    }
+
+    /// Puts the softmax (or its backward) over `axis` of `operands` in
+    /// place of `old` in computation `ci`, with `old`'s metadata, and
+    /// returns it. `old` stays until [`SoftmaxWriter::remove_dead`].
+    pub fn replace(
+        &mut self,
+        pass: &str,
+        m: &mut Module,
+        ci: usize,
+        (d, axis): (Direction, i64),
+        operands: &[InstrId],
+        old: InstrId,
+    ) -> Result<InstrId, PassError> {
+        let shape = m.computations[ci]
+            .instr(old)
+            .shape
+            .as_array()
+            .cloned()
+            .expect("softmax values are arrays");
+        let (op, stem) = match self.target {
+            Target::Neuron => (neuron_call(d, axis), d.target()),
+            Target::Cpu => {
+                let to_apply = plain_callee(&mut self.rw, m, &mut self.callees, d, &shape, axis)
+                    .map_err(|e| PassError::Failed {
+                        pass: pass.to_string(),
+                        message: e.to_string(),
+                    })?;
+                (Op::Call { to_apply }, d.stem())
+            }
+        };
+        let mut r = self.rw.on(&mut m.computations[ci]);
+        r.set_metadata(r.metadata_of(old));
+        let new = r
+            .add_named(stem, op, operands, Some(Shape::Array(shape)))
+            .map_err(PassError::rewrite(pass))?;
+        r.replace(old, new).map_err(PassError::rewrite(pass))?;
+        Ok(new)
+    }
+
+    /// Sweeps what the replacements left unread in computation `ci`.
+    pub fn remove_dead(&mut self, m: &mut Module, ci: usize) {
+        self.rw.on(&mut m.computations[ci]).remove_dead();
+    }
+}
+
 /// Callees made so far, by what they compute.
-pub type SoftmaxCallees = std::collections::HashMap<(Direction, ArrayShape, i64), String>;
+type SoftmaxCallees = std::collections::HashMap<(Direction, ArrayShape, i64), String>;
 
 /// A callee computing softmax (or its backward) over `axis` of `shape`,
 /// added to `m` through `rw`, by name. Callees are made once per module
 /// and shape: `cache` remembers them.
-pub fn plain_callee(
+fn plain_callee(
     rw: &mut ModuleRewriter,
     m: &mut Module,
     cache: &mut SoftmaxCallees,
