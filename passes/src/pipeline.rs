@@ -62,6 +62,31 @@ impl PipelineReport {
     }
 }
 
+/// The first checker `m` fails, by name, with its message.
+fn first_failure(checkers: &[Checker], m: &Module) -> Result<(), (&'static str, String)> {
+    checkers
+        .iter()
+        .try_for_each(|c| (c.check)(m).map_err(|message| (c.name, message)))
+}
+
+/// `checkers` when the outermost pipeline checks after every pass, else none.
+fn per_pass<'a>(ctx: &PassContext, checkers: &'a [Checker]) -> &'a [Checker] {
+    if ctx.check_each_pass {
+        checkers
+    } else {
+        &[]
+    }
+}
+
+/// Runs `f` with `name` pushed on the context's scope, so the runs inside
+/// are reported under it; the scope is restored on error too.
+fn in_scope<T>(ctx: &mut PassContext, name: &str, f: impl FnOnce(&mut PassContext) -> T) -> T {
+    ctx.scope.push(name.to_string());
+    let result = f(ctx);
+    ctx.scope.pop();
+    result
+}
+
 /// Runs `pass`, then every checker, and records the run in `ctx`, reserving
 /// its place first so a pipeline is listed before what runs inside it.
 fn run_checked(
@@ -84,13 +109,11 @@ fn run_checked(
     let t = Instant::now();
     let changed = pass.run(module, ctx)?;
     let time = t.elapsed();
-    for c in checkers {
-        (c.check)(module).map_err(|message| PassError::BrokeModule {
-            pass: pass.name().to_string(),
-            checker: c.name,
-            message,
-        })?;
-    }
+    first_failure(checkers, module).map_err(|(checker, message)| PassError::BrokeModule {
+        pass: pass.name().to_string(),
+        checker,
+        message,
+    })?;
     let run = &mut ctx.runs[slot];
     run.changed = changed;
     run.instructions_after = module.instruction_count();
@@ -199,21 +222,19 @@ impl Pipeline {
         module: &mut Module,
         ctx: &mut PassContext,
     ) -> Result<PipelineReport, PassError> {
-        for c in &self.checkers {
-            (c.check)(module).map_err(|message| {
-                PassError::InvalidInput(VerifyError {
-                    computation: module.entry().name.clone(),
-                    instruction: None,
-                    message: format!("{}: {message}", c.name),
-                })
-            })?;
-        }
+        first_failure(&self.checkers, module).map_err(|(checker, message)| {
+            PassError::InvalidInput(VerifyError {
+                computation: module.entry().name.clone(),
+                instruction: None,
+                message: format!("{checker}: {message}"),
+            })
+        })?;
         let (runs0, notes0) = (ctx.runs.len(), ctx.notes().len());
         let saved = std::mem::replace(
             &mut ctx.check_each_pass,
             self.policy == CheckPolicy::EachPass,
         );
-        let result = self.run_passes(module, ctx, false);
+        let result = self.run_passes(module, ctx);
         ctx.check_each_pass = saved;
         result?;
         if self.policy == CheckPolicy::End {
@@ -221,13 +242,13 @@ impl Pipeline {
                 .pass_names()
                 .last()
                 .map_or("(none)".to_string(), |s| s.to_string());
-            for c in &self.checkers {
-                (c.check)(module).map_err(|message| PassError::BrokeModule {
+            first_failure(&self.checkers, module).map_err(|(checker, message)| {
+                PassError::BrokeModule {
                     pass: format!("{} (checked after the last pass, {last})", self.name),
-                    checker: c.name,
+                    checker,
                     message,
-                })?;
-            }
+                }
+            })?;
         }
         Ok(PipelineReport {
             runs: ctx.runs[runs0..].to_vec(),
@@ -235,33 +256,15 @@ impl Pipeline {
         })
     }
 
-    fn run_passes(
-        &self,
-        module: &mut Module,
-        ctx: &mut PassContext,
-        nested: bool,
-    ) -> Result<bool, PassError> {
-        if nested {
-            ctx.scope.push(self.name.clone());
+    fn run_passes(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let mut changed = false;
+        for (i, pass) in self.passes.iter().enumerate() {
+            self.dump(i, pass.name(), "before", module)?;
+            let checkers = per_pass(ctx, &self.checkers);
+            changed |= run_checked(pass.as_ref(), checkers, module, ctx)?;
+            self.dump(i, pass.name(), "after", module)?;
         }
-        let result = (|| {
-            let mut changed = false;
-            for (i, pass) in self.passes.iter().enumerate() {
-                self.dump(i, pass.name(), "before", module)?;
-                let checkers: &[Checker] = if ctx.check_each_pass {
-                    &self.checkers
-                } else {
-                    &[]
-                };
-                changed |= run_checked(pass.as_ref(), checkers, module, ctx)?;
-                self.dump(i, pass.name(), "after", module)?;
-            }
-            Ok(changed)
-        })();
-        if nested {
-            ctx.scope.pop();
-        }
-        result
+        Ok(changed)
     }
 
     fn dump(&self, index: usize, pass: &str, when: &str, m: &Module) -> Result<(), PassError> {
@@ -284,7 +287,7 @@ impl Pass for Pipeline {
     }
 
     fn run(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        self.run_passes(module, ctx, true)
+        in_scope(ctx, &self.name, |ctx| self.run_passes(module, ctx))
     }
 }
 
@@ -318,14 +321,9 @@ impl Pass for Fixpoint {
     }
 
     fn run(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        ctx.scope.push(self.name.clone());
-        let result = (|| {
+        in_scope(ctx, &self.name, |ctx| {
             for i in 0..self.max_iterations {
-                let checkers: &[Checker] = if ctx.check_each_pass {
-                    &[Checker::VERIFIER]
-                } else {
-                    &[]
-                };
+                let checkers = per_pass(ctx, &[Checker::VERIFIER]);
                 if !run_checked(self.pass.as_ref(), checkers, module, ctx)? {
                     return Ok(i > 0);
                 }
@@ -334,8 +332,6 @@ impl Pass for Fixpoint {
                 pass: self.pass.name().to_string(),
                 iterations: self.max_iterations,
             })
-        })();
-        ctx.scope.pop();
-        result
+        })
     }
 }
