@@ -19,7 +19,7 @@ use crate::pass::{Pass, PassError};
 use crate::pattern;
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
 use hlatc_compiler::op::{BinaryOp, DotDims, Precision, SliceDim};
-use hlatc_compiler::{Computation, InstrId, Module, Op};
+use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
 use std::collections::{HashMap, HashSet};
 
 pub struct CoalesceLinear;
@@ -49,15 +49,15 @@ impl Pass for CoalesceLinear {
                 merge_group(&mut r, &group).map_err(PassError::rewrite(self.name()))?;
                 changed = true;
             }
-            for (add, a, b) in sums_of_dots(r.comp()) {
-                let rhs = [a, b].map(|d| r.comp().operands(d)[1]);
+            for sum in sums_of_dots(r.comp()) {
+                let rhs = [sum.a, sum.b].map(|d| r.comp().operands(d)[1]);
                 let bytes = parameter_bytes(r.comp(), rhs.into_iter(), is_entry);
                 if bytes > 0 && !allow {
                     kept_apart += 1;
                     continue;
                 }
                 copied_bytes += bytes;
-                merge_sum(&mut r, add, a, b).map_err(PassError::rewrite(self.name()))?;
+                merge_sum(&mut r, &sum).map_err(PassError::rewrite(self.name()))?;
                 changed = true;
             }
             if kept_apart > 0 {
@@ -153,7 +153,7 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
         Vec<Precision>,
         Vec<i64>,
         usize,
-        String,
+        Option<ElementType>,
     );
     let mut groups: HashMap<Key, Vec<Member>> = HashMap::new();
     let mut order: Vec<Key> = Vec::new();
@@ -176,8 +176,7 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
             let [f] = free[..] else { continue };
             let mut like = od.clone();
             like[f] = 0;
-            let ty = c.instr(id).shape.to_string();
-            let ty = ty.split('[').next().unwrap_or("").to_string();
+            let ty = c.instr(id).shape.as_array().map(|a| a.ty);
             let key = (
                 shared,
                 shared_is_lhs,
@@ -304,9 +303,19 @@ fn merge_group(r: &mut Rewriter<'_>, g: &Group) -> Result<(), RewriteError> {
     Ok(())
 }
 
+/// `add(a, b)` of two dots whose operands may be concatenated along the
+/// contracted pair `(lhs_dim, rhs_dim)`.
+struct SumOfDots {
+    add: InstrId,
+    a: InstrId,
+    b: InstrId,
+    lhs_dim: usize,
+    rhs_dim: usize,
+}
+
 /// `add(d1, d2)` of two dots read by nothing else, with the same dimension
 /// numbers, whose operands differ only in one contracted dimension pair.
-fn sums_of_dots(c: &Computation) -> Vec<(InstrId, InstrId, InstrId)> {
+fn sums_of_dots(c: &Computation) -> Vec<SumOfDots> {
     let mut out = Vec::new();
     let mut used = HashSet::new();
     for id in c.post_order() {
@@ -316,9 +325,18 @@ fn sums_of_dots(c: &Computation) -> Vec<(InstrId, InstrId, InstrId)> {
         if a == b || used.contains(&a) || used.contains(&b) {
             continue;
         }
-        if contracted_pair(c, a, b).is_some() && c.users(a) == [id] && c.users(b) == [id] {
+        if c.users(a) != [id] || c.users(b) != [id] {
+            continue;
+        }
+        if let Some((lhs_dim, rhs_dim)) = contracted_pair(c, a, b) {
             used.extend([a, b]);
-            out.push((id, a, b));
+            out.push(SumOfDots {
+                add: id,
+                a,
+                b,
+                lhs_dim,
+                rhs_dim,
+            });
         }
     }
     out
@@ -357,13 +375,14 @@ fn contracted_pair(c: &Computation, a: InstrId, b: InstrId) -> Option<(usize, us
         .find(|&(l, r)| dl.iter().all(|&k| k == l) && dr.iter().all(|&k| k == r))
 }
 
-fn merge_sum(
-    r: &mut Rewriter<'_>,
-    add: InstrId,
-    a: InstrId,
-    b: InstrId,
-) -> Result<(), RewriteError> {
-    let (l, rr) = contracted_pair(r.comp(), a, b).expect("checked when collected");
+fn merge_sum(r: &mut Rewriter<'_>, sum: &SumOfDots) -> Result<(), RewriteError> {
+    let SumOfDots {
+        add,
+        a,
+        b,
+        lhs_dim: l,
+        rhs_dim: rr,
+    } = *sum;
     let (oa, ob) = (r.comp().operands(a), r.comp().operands(b));
     let Op::Dot { dims, precision } = r.comp().instr(a).op.clone() else {
         unreachable!("sums_of_dots collects dots")

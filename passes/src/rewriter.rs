@@ -189,16 +189,13 @@ impl Rewriter<'_> {
         shape: Option<Shape>,
     ) -> Result<InstrId, RewriteError> {
         let shape = self.infer(&op, operands, shape)?;
-        let shareable = op.is_pure() && self.frontend_attributes.is_empty();
-        let key = shareable
-            .then_some(self.values.as_ref())
-            .flatten()
-            .map(|_| (op.clone(), operands.to_vec(), shape.clone()));
-        if let Some(&id) = key
-            .as_ref()
-            .and_then(|k| self.values.as_ref().and_then(|v| v.get(k)))
-        {
-            return Ok(id);
+        let shareable =
+            self.values.is_some() && op.is_pure() && self.frontend_attributes.is_empty();
+        let key = shareable.then(|| (op.clone(), operands.to_vec(), shape.clone()));
+        if let (Some(k), Some(values)) = (&key, &self.values) {
+            if let Some(&id) = values.get(k) {
+                return Ok(id);
+            }
         }
         let mut instr = Instruction::new(self.names.fresh(stem), shape, op);
         instr.metadata = self.metadata.clone();

@@ -1,0 +1,65 @@
+//! The rewriter: names unique across the module, shapes checked where a
+//! rewrite is made, value numbering only when asked for.
+
+use hlatc_compiler::op::UnaryOp;
+use hlatc_compiler::{text, Module, Op};
+use hlatc_passes::rewriter::{ModuleRewriter, RewriteError};
+
+fn module() -> Module {
+    text::parse_module(
+        "HloModule m\nadd_f32 {\n  negate = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(negate, y)\n}\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n",
+    )
+    .unwrap()
+}
+
+#[test]
+fn names_are_unique_across_the_module() {
+    let mut m = module();
+    let mut rw = ModuleRewriter::new(&m);
+    let entry = m.entry;
+    let mut r = rw.on(&mut m.computations[entry]);
+    let p = r.comp().find("p").unwrap();
+    // `negate` is taken in another computation, so the entry's new negate
+    // may not reuse it.
+    let a = r.add(Op::Unary(UnaryOp::Negate), &[p], None).unwrap();
+    let b = r.add(Op::Unary(UnaryOp::Negate), &[p], None).unwrap();
+    assert_eq!(r.comp().instr(a).name, "negate.1");
+    assert_eq!(r.comp().instr(b).name, "negate.2");
+}
+
+#[test]
+fn value_numbering_is_opt_in() {
+    let mut m = module();
+    let mut rw = ModuleRewriter::new(&m);
+    let entry = m.entry;
+    let mut r = rw.on(&mut m.computations[entry]);
+    let p = r.comp().find("p").unwrap();
+    let n = r.comp().find("n").unwrap();
+    let fresh = r.add(Op::Unary(UnaryOp::Negate), &[p], None).unwrap();
+    assert_ne!(
+        fresh, n,
+        "without value numbering, a recomputation stays apart"
+    );
+    r.share_values();
+    let shared = r.add(Op::Unary(UnaryOp::Negate), &[p], None).unwrap();
+    assert_eq!(shared, n, "with it, the existing value is returned");
+}
+
+#[test]
+fn a_replacement_of_another_shape_is_refused_and_dead_code_swept() {
+    let mut m = module();
+    let mut rw = ModuleRewriter::new(&m);
+    let entry = m.entry;
+    let mut r = rw.on(&mut m.computations[entry]);
+    let p = r.comp().find("p").unwrap();
+    let n = r.comp().find("n").unwrap();
+    let shape = hlatc_compiler::Shape::array(hlatc_compiler::ElementType::F32, [1, 2]);
+    let reshaped = r.add(Op::Reshape, &[p], Some(shape)).unwrap();
+    let e = r.replace(n, reshaped).unwrap_err();
+    assert!(matches!(e, RewriteError::ShapeChange { .. }), "{e}");
+    assert_eq!(r.remove_dead(), 1, "the unread reshape goes");
+    let abs = r.add(Op::Unary(UnaryOp::Abs), &[p], None).unwrap();
+    r.replace(n, abs).unwrap();
+    assert_eq!(r.remove_dead(), 1, "the replaced negate goes");
+    assert_eq!(r.comp().root(), Some(abs));
+}
