@@ -8,7 +8,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::{proto, ElementType};
 use hlatc::models::{BatchShape, ModelConfig};
-use hlatc::passes::{default_pipeline, CheckPolicy, Target};
+use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 
 fn step_config(model: ModelConfig) -> StepConfig {
@@ -45,7 +45,13 @@ fn bench(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     let mut step = build_train_step(black_box(&cfg)).unwrap();
-                    optimize(&mut step, &pipeline, Target::Neuron).unwrap();
+                    optimize(
+                        &mut step,
+                        &pipeline,
+                        Target::Neuron,
+                        RematPolicy::CoreAttention,
+                    )
+                    .unwrap();
                     proto::encode_module(&step.module)
                 })
             },

@@ -100,6 +100,8 @@ struct Manifest<'a> {
     target: &'static str,
     /// The passes that ran over the module, in order.
     passes: &'a [String],
+    /// The activation-checkpointing policy `remat` ran with.
+    remat: &'static str,
     module: ModuleInfo<'a>,
     parameter_count: i64,
     parameter_tensors: usize,
@@ -326,6 +328,7 @@ pub fn stage_bundle(
         hlatc_version: env!("CARGO_PKG_VERSION"),
         target: target.name(),
         passes: &step.passes,
+        remat: step.remat.name(),
         module: ModuleInfo {
             name: &step.module.name,
             proto: PROTO_FILE,

@@ -78,7 +78,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
             .into_iter()
             .map(|(_, l)| l)
             .collect();
-        let trainer = Trainer::with_program(program, cfg, params);
+        let trainer = Trainer::with_program(program, cfg, step, params)?;
         (
             cfg.model.clone(),
             cfg.batch,
@@ -105,8 +105,9 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
         // The miniature goes through the same passes (for cpu).
         let mut mini_step = build_train_step(&run_cfg)?;
         let pipeline = hlatc_passes::pipeline_from_names("miniature", &step.passes)?;
-        optimize(&mut mini_step, &pipeline, Target::Cpu)?;
-        let trainer = Trainer::with_program(rt.compile(&mini_step.module)?, &run_cfg, params);
+        optimize(&mut mini_step, &pipeline, Target::Cpu, step.remat)?;
+        let trainer =
+            Trainer::with_program(rt.compile(&mini_step.module)?, &run_cfg, &mini_step, params)?;
         (
             mini,
             b,

@@ -53,6 +53,52 @@ pub enum Role {
     LearningRate,
 }
 
+impl Role {
+    /// Whether an input with this role is state the step carries to the
+    /// next step: an output with the same name and role updates it, in the
+    /// same buffer.
+    pub fn is_state(self) -> bool {
+        matches!(
+            self,
+            Role::Parameter | Role::AdamM | Role::AdamV | Role::Step
+        )
+    }
+}
+
+/// Where the carried state lives in the step's signature, found from the
+/// roles and names of its inputs and outputs (never from positions): for
+/// each state input, in input order, the output that updates it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateLayout {
+    /// `(input index, output index)` for each state input, in input order.
+    pub updates: Vec<(usize, usize)>,
+}
+
+impl StateLayout {
+    /// Pairs each state input with the output of the same name and role;
+    /// `None` when one has no such output (a signature that does not carry
+    /// its state).
+    pub fn of(inputs: &[TensorSpec], outputs: &[TensorSpec]) -> Option<StateLayout> {
+        let updates = inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role.is_state())
+            .map(|(i, s)| {
+                outputs
+                    .iter()
+                    .position(|o| o.role == s.role && o.name == s.name)
+                    .map(|o| (i, o))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(StateLayout { updates })
+    }
+}
+
+/// The output with role `role` (loss, grad norm, learning rate).
+pub fn output_with_role(outputs: &[TensorSpec], role: Role) -> Option<usize> {
+    outputs.iter().position(|o| o.role == role)
+}
+
 /// One input or output of the step.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TensorSpec {
@@ -93,17 +139,23 @@ pub struct TrainStep {
     /// report; empty for the step as built.
     pub passes: Vec<String>,
     pub pass_report: hlatc_passes::PipelineReport,
+    /// The activation-checkpointing policy the passes ran with.
+    pub remat: hlatc_passes::RematPolicy,
 }
 
-/// Runs `pipeline` for `target` over the step's module and records what ran
-/// in the step (the manifest lists it). The step's inputs and outputs keep
-/// their order: no pass changes the entry signature.
+/// Runs `pipeline` for `target` over the step's module, with `remat` as the
+/// checkpointing policy, and records what ran in the step (the manifest
+/// lists it). The step's inputs and outputs keep their order: no pass
+/// changes the entry signature.
 pub fn optimize(
     step: &mut TrainStep,
     pipeline: &hlatc_passes::Pipeline,
     target: hlatc_passes::Target,
+    remat: hlatc_passes::RematPolicy,
 ) -> Result<(), hlatc_passes::PassError> {
     let mut ctx = hlatc_passes::PassContext::new(target);
+    ctx.remat = remat;
+    step.remat = remat;
     // The step's weights are separate inputs; concatenating them in the
     // graph would copy every weight every step.
     ctx.concat_entry_parameters = false;
@@ -251,13 +303,15 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         spec("grad_norm", ty, &[], Role::GradNorm),
         spec("learning_rate", ty, &[], Role::LearningRate),
     ];
-    // Updated state reuses its input's buffer: output 3 + k aliases input k.
-    let state = 3 * specs.len() + 1;
-    outputs.extend(inputs[..state].iter().cloned());
-    module.input_output_alias = (0..state)
-        .map(|k| IoAlias {
-            output_index: vec![3 + k as i64],
-            parameter: k as i64,
+    // Updated state follows the statistics and reuses its input's buffer.
+    outputs.extend(inputs.iter().filter(|s| s.role.is_state()).cloned());
+    let layout = StateLayout::of(&inputs, &outputs).expect("every state input has its output");
+    module.input_output_alias = layout
+        .updates
+        .iter()
+        .map(|&(input, output)| IoAlias {
+            output_index: vec![output as i64],
+            parameter: input as i64,
             parameter_index: vec![],
             kind: AliasKind::MayAlias,
         })
@@ -273,6 +327,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         },
         passes: Vec::new(),
         pass_report: Default::default(),
+        remat: hlatc_passes::RematPolicy::None,
     })
 }
 

@@ -2,10 +2,11 @@
 //! optimizer state from one step to the next.
 
 use crate::data::Batch;
-use crate::train_step::{build_train_step, StepConfig};
+use crate::train_step::{
+    build_train_step, output_with_role, Role, StateLayout, StepConfig, TensorSpec, TrainStep,
+};
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
-use hlatc_models::param_specs;
 use hlatc_runtime::{Program, Runtime};
 use std::collections::BTreeMap;
 
@@ -20,9 +21,11 @@ pub struct StepStats {
 pub struct Trainer {
     program: Program,
     vocab_size: i64,
-    packed: bool,
-    names: Vec<String>,
-    /// Parameters, Adam m, Adam v, step: the aliased state, in input order.
+    /// The step's signature, whose roles say where everything goes.
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+    layout: StateLayout,
+    /// The carried state, one literal per state input, in input order.
     state: Vec<Literal>,
 }
 
@@ -31,31 +34,64 @@ impl Trainer {
     /// `param_specs` order) with zero optimizer state at step 0.
     pub fn new(rt: &Runtime, cfg: &StepConfig, params: Vec<Literal>) -> Result<Trainer, Error> {
         let step = build_train_step(cfg)?;
-        Ok(Self::with_program(rt.compile(&step.module)?, cfg, params))
+        Self::with_program(rt.compile(&step.module)?, cfg, &step, params)
     }
 
-    /// Starts from an already compiled step for `cfg` (for instance the
-    /// bundle's own module, read back from disk).
-    pub fn with_program(program: Program, cfg: &StepConfig, params: Vec<Literal>) -> Trainer {
-        let names: Vec<String> = param_specs(&cfg.model)
-            .into_iter()
-            .map(|p| p.name)
-            .collect();
-        let zeros: Vec<Literal> = params
+    /// Starts from an already compiled `step` for `cfg` (for instance the
+    /// bundle's own module, read back from disk). The state is laid out by
+    /// the roles of the step's inputs: `params` (in `param_specs` order)
+    /// fill the parameters, the Adam moments start at zero and the step
+    /// counter at 0.
+    pub fn with_program(
+        program: Program,
+        cfg: &StepConfig,
+        step: &TrainStep,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
+        let layout = StateLayout::of(&step.inputs, &step.outputs).ok_or_else(|| {
+            Error::Usage("the step does not return every piece of its state".into())
+        })?;
+        let wanted = step
+            .inputs
             .iter()
-            .map(|p| Literal::zeros(p.ty(), p.dims().to_vec()))
+            .filter(|s| s.role == Role::Parameter)
+            .count();
+        if params.len() != wanted {
+            return Err(Error::Usage(format!(
+                "the step takes {wanted} parameters, {} were given",
+                params.len()
+            )));
+        }
+        let mut params = params.into_iter();
+        let state = layout
+            .updates
+            .iter()
+            .map(|&(i, _)| {
+                let s = &step.inputs[i];
+                let ty = ElementType::from_name(&s.dtype).expect("specs hold XLA type names");
+                match s.role {
+                    Role::Parameter => params.next().expect("counted above"),
+                    _ => Literal::zeros(ty, s.shape.clone()),
+                }
+            })
             .collect();
-        let mut state = params;
-        state.extend(zeros.iter().cloned());
-        state.extend(zeros);
-        state.push(Literal::from_s32(vec![], &[0]).expect("a scalar"));
-        Trainer {
+        Ok(Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
-            packed: cfg.packed,
-            names,
+            inputs: step.inputs.clone(),
+            outputs: step.outputs.clone(),
+            layout,
             state,
-        }
+        })
+    }
+
+    fn state_with_role(&self, role: Role) -> impl Iterator<Item = (&TensorSpec, &Literal)> {
+        self.layout
+            .updates
+            .iter()
+            .map(|&(i, _)| &self.inputs[i])
+            .zip(&self.state)
+            .filter(move |(s, _)| s.role == role)
     }
 
     /// One optimizer step on `batch`. Token ids must lie in the vocabulary,
@@ -69,9 +105,10 @@ impl Trainer {
             self.vocab_size,
             Some(hlatc_models::IGNORE_INDEX),
         )?;
-        if batch.segment_ids.is_some() != self.packed {
+        let packed = self.inputs.iter().any(|s| s.role == Role::SegmentIds);
+        if batch.segment_ids.is_some() != packed {
             return Err(Error::Usage(
-                if self.packed {
+                if packed {
                     "the step was compiled for packed rows but the batch has no segment ids"
                 } else {
                     "the step was compiled unpacked but the batch has segment ids"
@@ -79,31 +116,55 @@ impl Trainer {
                 .into(),
             ));
         }
-        let mut inputs = self.state.clone();
-        inputs.extend(batch.inputs());
-        let mut out = self.program.run(&inputs)?;
-        let scalar = |l: &Literal| l.to_f64_vec()[0];
-        let stats = StepStats {
-            loss: scalar(&out[0]),
-            grad_norm: scalar(&out[1]),
-            learning_rate: scalar(&out[2]),
+        let mut state = self.state.iter();
+        let inputs: Vec<Literal> = self
+            .inputs
+            .iter()
+            .map(|s| match s.role {
+                Role::Tokens => batch.tokens.clone(),
+                Role::Targets => batch.targets.clone(),
+                Role::SegmentIds => batch.segment_ids.clone().expect("checked above"),
+                _ => state.next().expect("one literal per state input").clone(),
+            })
+            .collect();
+        let mut out: Vec<Option<Literal>> =
+            self.program.run(&inputs)?.into_iter().map(Some).collect();
+        let scalar = |role: Role| -> Result<f64, Error> {
+            output_with_role(&self.outputs, role)
+                .and_then(|i| out.get(i))
+                .and_then(|l| l.as_ref())
+                .map(|l| l.to_f64_vec()[0])
+                .ok_or_else(|| Error::Usage(format!("the step has no {role:?} output")))
         };
-        self.state = out.split_off(3);
+        let stats = StepStats {
+            loss: scalar(Role::Loss)?,
+            grad_norm: scalar(Role::GradNorm)?,
+            learning_rate: scalar(Role::LearningRate)?,
+        };
+        self.state = self
+            .layout
+            .updates
+            .iter()
+            .map(|&(_, o)| out.get_mut(o).and_then(Option::take))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                Error::Usage("the step returned fewer outputs than it declares".into())
+            })?;
         Ok(stats)
     }
 
     /// The current parameters by Hugging Face name.
     pub fn params(&self) -> Vec<(String, Literal)> {
-        self.names
-            .iter()
-            .cloned()
-            .zip(self.state.iter().cloned())
+        self.state_with_role(Role::Parameter)
+            .map(|(s, l)| (s.name.clone(), l.clone()))
             .collect()
     }
 
     /// Completed steps.
     pub fn steps_done(&self) -> i64 {
-        self.state.last().map_or(0, |s| s.to_i64_vec()[0])
+        self.state_with_role(Role::Step)
+            .next()
+            .map_or(0, |(_, l)| l.to_i64_vec()[0])
     }
 }
 
@@ -138,7 +199,7 @@ pub fn params_from_tensors(
     source: &str,
 ) -> Result<(Vec<Literal>, Vec<String>), Error> {
     let mut out = Vec::new();
-    for p in param_specs(cfg) {
+    for p in hlatc_models::param_specs(cfg) {
         let t = tensors.remove(&p.name).ok_or_else(|| {
             Error::Usage(format!(
                 "{source}: no tensor '{}' (shape {:?})",

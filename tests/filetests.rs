@@ -7,7 +7,8 @@
 //! Bless new expectations with `HLATC_BLESS=1 cargo test --test filetests`.
 //!
 //! Commands: `fmt` (parse, verify, print canonical text) and
-//! `opt [--target=neuron|cpu] PASS,PASS,...` (run the passes as a
+//! `opt [--target=neuron|cpu] [--remat=POLICY] PASS,PASS,...` (run the
+//! passes as a
 //! pipeline, verifying after each, then print what the passes noted as
 //! `// note:` lines and the module). Every `opt` case is also checked for
 //! idempotence: the same passes over the output change nothing.
@@ -28,34 +29,44 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn run_command(command: &str, path: &Path) -> Result<String, String> {
-    use hlatc::passes::{pipeline_from_names, PassContext, Target};
+    use hlatc::passes::{pipeline_from_names, PassContext, RematPolicy, Target};
     let words: Vec<&str> = command.split_whitespace().collect();
     let mut m = hlatc::load_module(path).map_err(|e| e.to_string())?;
-    let (target, passes) = match words[..] {
-        ["fmt"] => return Ok(hlatc::text::print_module(&m)),
-        ["opt", passes] => (Target::Cpu, passes),
-        ["opt", target, passes] => {
-            let t = target
-                .strip_prefix("--target=")
-                .and_then(Target::from_name)
-                .ok_or_else(|| format!("bad target '{target}'"))?;
-            (t, passes)
-        }
-        _ => {
-            return Err(format!(
-                "unknown RUN command '{}' (known: fmt, opt [--target=T] PASS,...)",
-                command.trim()
-            ))
-        }
+    let usage = || {
+        format!(
+            "unknown RUN command '{}' (known: fmt, opt [--target=T] [--remat=P] PASS,...)",
+            command.trim()
+        )
     };
+    let (passes, flags) = match words[..] {
+        ["fmt"] => return Ok(hlatc::text::print_module(&m)),
+        ["opt", ref rest @ .., passes] if !passes.starts_with("--") => (passes, rest),
+        _ => return Err(usage()),
+    };
+    let mut ctx = PassContext::new(Target::Cpu);
+    for flag in flags {
+        if let Some(t) = flag.strip_prefix("--target=") {
+            ctx.target = Target::from_name(t).ok_or_else(|| format!("bad target '{t}'"))?;
+        } else if let Some(p) = flag.strip_prefix("--remat=") {
+            ctx.remat =
+                RematPolicy::from_name(p).ok_or_else(|| format!("bad remat policy '{p}'"))?;
+        } else {
+            return Err(usage());
+        }
+    }
     let names: Vec<&str> = passes.split(',').collect();
     let pm = pipeline_from_names("filetest", &names).map_err(|e| e.to_string())?;
+    let fresh = || {
+        let mut c = PassContext::new(ctx.target);
+        c.remat = ctx.remat;
+        c
+    };
     let report = pm
-        .run_module(&mut m, &mut PassContext::new(target))
+        .run_module(&mut m, &mut fresh())
         .map_err(|e| e.to_string())?;
     let printed = hlatc::text::print_module(&m);
     let again = pm
-        .run_module(&mut m, &mut PassContext::new(target))
+        .run_module(&mut m, &mut fresh())
         .map_err(|e| e.to_string())?;
     if again.changed() || hlatc::text::print_module(&m) != printed {
         return Err(format!(

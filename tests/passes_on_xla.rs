@@ -12,7 +12,8 @@ use hlatc::compiler::{optimizer::AdamWConfig, ElementType};
 use hlatc::data::SyntheticData;
 use hlatc::models::{init::init_params, BatchShape, ModelConfig};
 use hlatc::passes::{
-    default_pipeline, pipeline_from_names, registry, PassContext, Pipeline, PipelineReport, Target,
+    default_pipeline, pipeline_from_names, registry, PassContext, Pipeline, PipelineReport,
+    RematPolicy, Target,
 };
 use hlatc::runtime::{read_safetensors, Runtime};
 use hlatc::train_step::{build_loss_and_grads, build_train_step, optimize, StepConfig};
@@ -30,33 +31,48 @@ fn jax_fixture() -> (Module, Vec<Literal>) {
     (m, inputs)
 }
 
-/// Every pass alone, then each target's default pipeline, as
-/// (label, target, pipeline).
-fn pipelines() -> Vec<(String, Target, Pipeline)> {
-    let mut out: Vec<(String, Target, Pipeline)> = registry()
+/// Every pass alone (remat with core-attention), then each target's
+/// default pipeline without remat and with each remat policy, as (label,
+/// target, pipeline, remat policy).
+fn pipelines() -> Vec<(String, Target, Pipeline, RematPolicy)> {
+    let mut out: Vec<(String, Target, Pipeline, RematPolicy)> = registry()
         .iter()
         .map(|p| {
             (
                 p.name.to_string(),
                 Target::Cpu,
                 pipeline_from_names(p.name, &[p.name]).unwrap(),
+                RematPolicy::CoreAttention,
             )
         })
         .collect();
-    for t in Target::ALL {
+    for (t, remat) in [
+        (Target::Neuron, RematPolicy::None),
+        (Target::Cpu, RematPolicy::None),
+        (Target::Neuron, RematPolicy::CoreAttention),
+        (Target::Cpu, RematPolicy::FullLayer),
+    ] {
         out.push((
-            format!("default pipeline for {t}"),
+            format!("default pipeline for {t}, remat {remat}"),
             t,
             default_pipeline::<&str>(t, &[]).unwrap(),
+            remat,
         ));
     }
     out
 }
 
 /// Runs `p` for `target`, then maps Neuron custom calls back for XLA CPU.
-fn optimized(m: &Module, target: Target, p: &Pipeline) -> (Module, PipelineReport) {
+fn optimized(
+    m: &Module,
+    target: Target,
+    p: &Pipeline,
+    remat: RematPolicy,
+) -> (Module, PipelineReport) {
     let mut m = m.clone();
-    let report = p.run_module(&mut m, &mut PassContext::new(target)).unwrap();
+    let mut ctx = PassContext::new(target);
+    ctx.remat = remat;
+    let report = p.run_module(&mut m, &mut ctx).unwrap();
     pipeline_from_names("lower", &["lower-neuron-calls"])
         .unwrap()
         .run_module(&mut m, &mut PassContext::new(Target::Cpu))
@@ -81,8 +97,8 @@ fn each_pass_and_default_pipeline_keep_the_jax_steps_numbers() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let (module, inputs) = jax_fixture();
     let reference = rt.compile(&module).unwrap().run(&inputs).unwrap();
-    for (label, target, p) in pipelines() {
-        let (m, report) = optimized(&module, target, &p);
+    for (label, target, p, remat) in pipelines() {
+        let (m, report) = optimized(&module, target, &p, remat);
         let got = rt.compile(&m).unwrap().run(&inputs).unwrap();
         assert_eq!(got.len(), reference.len());
         for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
@@ -150,24 +166,34 @@ fn each_pass_and_default_pipeline_keep_hlatcs_step_numbers() {
         let grads = build_loss_and_grads(&cfg.model, cfg.batch, ElementType::F32).unwrap();
         let grads_ref = rt.compile(&grads).unwrap().run(&grad_inputs).unwrap();
         let plain = build_train_step(&cfg).unwrap();
-        let mut trainer =
-            Trainer::with_program(rt.compile(&plain.module).unwrap(), &cfg, params.clone());
+        let mut trainer = Trainer::with_program(
+            rt.compile(&plain.module).unwrap(),
+            &cfg,
+            &plain,
+            params.clone(),
+        )
+        .unwrap();
         let stats_ref = trainer.step(&batch).unwrap();
         let updated_ref = trainer.params();
 
-        for (label, target, p) in pipelines() {
+        for (label, target, p, remat) in pipelines() {
             let what = format!("{variant}, {label}");
             // Loss and gradients.
-            let (m, _) = optimized(&grads, target, &p);
+            let (m, report) = optimized(&grads, target, &p, remat);
+            if label.contains("remat core") || label.contains("remat full") || label == "remat" {
+                assert!(report.fired("remat"), "{what}: {:?}", report.notes);
+            }
             let got = rt.compile(&m).unwrap().run(&grad_inputs).unwrap();
             for (i, (g, r)) in got.iter().zip(&grads_ref).enumerate() {
                 assert_close(&format!("{what}: loss/grad output {i}"), g, r, 1e-5);
             }
             // The whole step: loss, grad norm, updated weights.
             let mut step = build_train_step(&cfg).unwrap();
-            optimize(&mut step, &p, target).unwrap();
-            let (m, _) = optimized(&step.module, Target::Cpu, &Pipeline::new("none"));
-            let mut trainer = Trainer::with_program(rt.compile(&m).unwrap(), &cfg, params.clone());
+            optimize(&mut step, &p, target, remat).unwrap();
+            let (m, _) = optimized(&step.module, Target::Cpu, &Pipeline::new("none"), remat);
+            let mut trainer =
+                Trainer::with_program(rt.compile(&m).unwrap(), &cfg, &step, params.clone())
+                    .unwrap();
             let stats = trainer.step(&batch).unwrap();
             let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(1e-30);
             assert!(rel(stats.loss, stats_ref.loss) < 1e-5, "{what}: loss");

@@ -35,6 +35,11 @@ pub struct Builder {
     /// computes. Asking for the same value again returns the same
     /// instruction, so built graphs hold no duplicates for cse to find.
     values: HashMap<(Op, Vec<InstrId>, Shape), InstrId, BuildFxHasher>,
+    /// Provenance: the `/`-separated scope path (`layers.3/self_attn`)
+    /// written into `metadata.op_name` of every instruction added, so a pass
+    /// report, a dump or a policy such as remat can tell which layer and
+    /// which part of it an instruction came from.
+    scope: String,
 }
 
 /// The Fx hash (rustc's): much faster than SipHash for these small keys,
@@ -80,7 +85,37 @@ impl Builder {
             counters: BTreeMap::new(),
             next_param: 0,
             values: HashMap::default(),
+            scope: String::new(),
         }
+    }
+
+    /// Enters scope `name` (one path component, no `/`): instructions added
+    /// until the matching [`Builder::pop_scope`] carry it in their
+    /// `metadata.op_name`.
+    pub fn push_scope(&mut self, name: &str) {
+        debug_assert!(!name.is_empty() && !name.contains('/'), "scope '{name}'");
+        if !self.scope.is_empty() {
+            self.scope.push('/');
+        }
+        self.scope.push_str(name);
+    }
+
+    /// Leaves the innermost scope.
+    pub fn pop_scope(&mut self) {
+        let cut = self.scope.rfind('/').unwrap_or(0);
+        self.scope.truncate(cut);
+    }
+
+    /// The current scope path.
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// Replaces the whole scope path and returns the previous one, for
+    /// code that emits on behalf of another instruction (autodiff writes a
+    /// rule's instructions under `backward/` and the forward op's scope).
+    pub fn set_scope(&mut self, path: impl Into<String>) -> String {
+        std::mem::replace(&mut self.scope, path.into())
     }
 
     /// The computation built so far.
@@ -165,7 +200,9 @@ impl Builder {
             return id;
         }
         let name = self.fresh_name(op.opcode());
-        let id = self.comp.add(Instruction::new(name, shape, op), operands);
+        let mut instr = Instruction::new(name, shape, op);
+        instr.metadata.op_name.clone_from(&self.scope);
+        let id = self.comp.add(instr, operands);
         if let Some(k) = key {
             self.values.insert(k, id);
         }

@@ -152,6 +152,20 @@ impl Computation {
         }
     }
 
+    /// Points `user`'s reads of `old` at `new`, leaving other users alone.
+    pub fn replace_uses_in(&mut self, user: InstrId, old: InstrId, new: InstrId) {
+        let uses: Vec<(petgraph::stable_graph::EdgeIndex<u32>, u32)> = self
+            .graph
+            .edges_directed(old, Direction::Outgoing)
+            .filter(|e| e.target() == user)
+            .map(|e| (e.id(), *e.weight()))
+            .collect();
+        for (edge, pos) in uses {
+            self.graph.remove_edge(edge);
+            self.graph.add_edge(new, user, pos);
+        }
+    }
+
     pub fn remove(&mut self, id: InstrId) -> Option<Instruction> {
         if self.root == Some(id) {
             self.root = None;

@@ -18,6 +18,7 @@ pub mod module;
 pub mod op;
 pub mod optimizer;
 pub mod proto;
+pub mod scope;
 pub mod shape_inference;
 pub mod text;
 pub mod types;

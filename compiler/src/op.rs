@@ -335,6 +335,11 @@ pub enum Op {
         to_apply: String,
     },
     Tuple,
+    /// `opt-barrier`: its result is its (tuple) operand, but no optimization
+    /// moves work across it or merges values through it. Remat routes a
+    /// recomputation's inputs through one so XLA's CSE cannot fold the
+    /// recomputed values back into the saved ones.
+    OptBarrier,
     GetTupleElement {
         index: i64,
     },
@@ -401,7 +406,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 25] = [
+pub const STRUCTURED_OPCODES: [&str; 26] = [
     "parameter",
     "constant",
     "iota",
@@ -422,6 +427,7 @@ pub const STRUCTURED_OPCODES: [&str; 25] = [
     "dot",
     "reduce",
     "tuple",
+    "opt-barrier",
     "get-tuple-element",
     "call",
     "gather",
@@ -503,6 +509,7 @@ impl Op {
             Op::Dot { .. } => "dot",
             Op::Reduce { .. } => "reduce",
             Op::Tuple => "tuple",
+            Op::OptBarrier => "opt-barrier",
             Op::GetTupleElement { .. } => "get-tuple-element",
             Op::Call { .. } => "call",
             Op::Gather { .. } => "gather",
@@ -522,7 +529,10 @@ impl Op {
     /// same value, so one can stand for both (value numbering, cse).
     /// Parameters are distinct inputs; each RNG draw is its own.
     pub fn is_pure(&self) -> bool {
-        !matches!(self, Op::Parameter(_) | Op::RngBitGenerator { .. }) && !self.has_side_effect()
+        !matches!(
+            self,
+            Op::Parameter(_) | Op::RngBitGenerator { .. } | Op::OptBarrier
+        ) && !self.has_side_effect()
     }
 
     /// Names of the computations this op calls.

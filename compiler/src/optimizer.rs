@@ -132,12 +132,16 @@ pub fn adamw(
     step: InstrId,
 ) -> Result<AdamWOutputs, BuildError> {
     let ty = b.ty(params[0]);
+    b.push_scope("optimizer");
+    b.push_scope("schedule");
     let one_s32 = b.scalar(ElementType::S32, 1.0);
     let next_step = b.add2(step, one_s32)?;
     let t = b.convert(next_step, ty)?;
     let lr = schedule(b, cfg, t, ty)?;
+    b.pop_scope();
 
     // Global norm over every gradient.
+    b.push_scope("grad_norm");
     let mut total = None;
     for &g in grads {
         let sq = b.mul(g, g)?;
@@ -161,8 +165,10 @@ pub fn adamw(
         }
         None => None,
     };
+    b.pop_scope();
 
     // Bias corrections 1 - beta^t and the step size, shared by all tensors.
+    b.push_scope("bias_correction");
     let bias = |b: &mut Builder, beta: f64| -> Result<InstrId, BuildError> {
         let beta = b.scalar(ty, beta);
         let pw = b.binary(BinaryOp::Power, beta, t)?;
@@ -181,8 +187,12 @@ pub fn adamw(
         v: Vec::with_capacity(params.len()),
         step: next_step,
     };
+    b.pop_scope();
     for k in 0..params.len() {
         let (p, g) = (params[k], grads[k]);
+        // A parameter's name is a valid scope component unless it has a '/'.
+        let scope = b.computation().instr(p).name.replace('/', ".");
+        b.push_scope(&scope);
         let dims = b.dims(p);
         let bcast = |b: &mut Builder, s: InstrId| b.broadcast(s, &dims, &[]);
         let g = match clip_scale {
@@ -216,7 +226,9 @@ pub fn adamw(
         out.params.push(p_new);
         out.m.push(m_new);
         out.v.push(v_new);
+        b.pop_scope();
     }
+    b.pop_scope();
     Ok(out)
 }
 

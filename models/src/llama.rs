@@ -9,6 +9,7 @@ use crate::config::{BatchShape, ModelConfig};
 use hlatc_compiler::autodiff::{Composite, CompositeRule, GradHints};
 use hlatc_compiler::builder::{BuildError, Builder};
 use hlatc_compiler::op::{BinaryOp, ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
+use hlatc_compiler::scope;
 use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, Shape};
 use std::collections::HashMap;
 
@@ -205,15 +206,18 @@ impl Llama<'_> {
     /// is added when the model has one.
     fn projection(&mut self, x: InstrId, name: &str) -> Result<InstrId, BuildError> {
         let w = self.param(&format!("{name}.weight"));
+        self.b.push_scope(name.rsplit('.').next().unwrap_or(name));
         let y = self.linear(x, w)?;
-        match self.params.get(format!("{name}.bias").as_str()) {
-            None => Ok(y),
+        let y = match self.params.get(format!("{name}.bias").as_str()) {
+            None => y,
             Some(&bias) => {
                 let dims = self.b.dims(y);
                 let bb = self.b.broadcast(bias, &dims, &[1])?;
-                self.b.add2(y, bb)
+                self.b.add2(y, bb)?
             }
-        }
+        };
+        self.b.pop_scope();
+        Ok(y)
     }
 
     fn param(&self, name: &str) -> InstrId {
@@ -336,14 +340,21 @@ impl Llama<'_> {
             c.num_key_value_heads,
             c.head_dim(),
         );
+        self.b.push_scope("self_attn");
         let q = self.projection(h, &format!("{layer}self_attn.q_proj"))?;
         let k = self.projection(h, &format!("{layer}self_attn.k_proj"))?;
         let v = self.projection(h, &format!("{layer}self_attn.v_proj"))?;
         let q = self.b.reshape(q, &[bs, s, hq, hd])?;
         let k = self.b.reshape(k, &[bs, s, hkv, hd])?;
         let v = self.b.reshape(v, &[bs, s, hkv, hd])?;
+        self.b.push_scope("rope");
         let q = self.rope(q, tables.0, tables.1)?;
         let k = self.rope(k, tables.0, tables.1)?;
+        self.b.pop_scope();
+        // NxD's CoreAttention: everything from the rotated q, k and v to the
+        // per-head context, the part whose [B, H, S, S] activations remat's
+        // core-attention policy recomputes instead of saving.
+        self.b.push_scope(scope::CORE_ATTENTION);
         let b = &mut *self.b;
         // GQA: query head h reads key/value head h / (hq / hkv).
         let (k, v) = if hq == hkv {
@@ -392,18 +403,38 @@ impl Llama<'_> {
             },
         )?;
         let att = b.transpose(att, &[0, 2, 1, 3])?;
+        b.pop_scope();
         let att = b.reshape(att, &[bs * s, hq * hd])?;
-        self.projection(att, &format!("{layer}self_attn.o_proj"))
+        let out = self.projection(att, &format!("{layer}self_attn.o_proj"))?;
+        self.b.pop_scope();
+        Ok(out)
     }
 
     fn mlp(&mut self, h: InstrId, layer: &str) -> Result<InstrId, BuildError> {
+        self.b.push_scope("mlp");
         let g = self.projection(h, &format!("{layer}mlp.gate_proj"))?;
         let u = self.projection(h, &format!("{layer}mlp.up_proj"))?;
         let b = &mut *self.b;
+        b.push_scope("act_fn");
         let sg = b.unary(UnaryOp::Logistic, g)?;
         let silu = b.mul(g, sg)?;
         let a = b.mul(silu, u)?;
-        self.projection(a, &format!("{layer}mlp.down_proj"))
+        b.pop_scope();
+        let out = self.projection(a, &format!("{layer}mlp.down_proj"))?;
+        self.b.pop_scope();
+        Ok(out)
+    }
+
+    /// `f(self)` with scope `name` entered.
+    fn scoped<T>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut Self) -> Result<T, BuildError>,
+    ) -> Result<T, BuildError> {
+        self.b.push_scope(name);
+        let r = f(self)?;
+        self.b.pop_scope();
+        Ok(r)
     }
 
     /// Mean of logsumexp(logits) - logits[target] over the tokens whose
@@ -518,6 +549,7 @@ pub fn forward(
     };
     let (n, d, v) = (m.n(), cfg.hidden_size, cfg.vocab_size);
     // Embedding lookup: gather rows of [V, D] by token id.
+    m.b.push_scope("embed_tokens");
     let idx = m.b.reshape(tokens, &[n, 1])?;
     let mut x = m.b.add(
         Op::Gather {
@@ -534,7 +566,9 @@ pub fn forward(
         &[embed, idx],
         None,
     )?;
+    m.b.pop_scope();
     let s = batch.seq_len;
+    m.b.push_scope("attention_mask");
     let mut allowed = attention_mask(m.b, s, cfg.sliding_window)?;
     let positions = match segments {
         None => None,
@@ -545,27 +579,30 @@ pub fn forward(
             Some(positions)
         }
     };
-    let tables = m.rope_tables(positions)?;
+    m.b.pop_scope();
+    let tables = m.scoped("rotary_emb", |m| m.rope_tables(positions))?;
     for layer in 0..cfg.num_hidden_layers {
         let l = format!("model.layers.{layer}.");
+        m.b.push_scope(&scope::layer(layer));
         let norm = m.param(&format!("{l}input_layernorm.weight"));
-        let h = m.rms_norm(x, norm)?;
+        let h = m.scoped("input_layernorm", |m| m.rms_norm(x, norm))?;
         let a = m.attention(h, &l, tables, allowed)?;
         x = m.b.add2(x, a)?;
         let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
-        let h = m.rms_norm(x, norm)?;
+        let h = m.scoped("post_attention_layernorm", |m| m.rms_norm(x, norm))?;
         let f = m.mlp(h, &l)?;
         x = m.b.add2(x, f)?;
+        m.b.pop_scope();
     }
-    let x = m.rms_norm(x, m.param("model.norm.weight"))?;
+    let x = m.scoped("norm", |m| m.rms_norm(x, m.param("model.norm.weight")))?;
     let head = if cfg.tie_word_embeddings {
         embed
     } else {
         m.param("lm_head.weight")
     };
-    let logits = m.linear(x, head)?;
+    let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
     debug_assert_eq!(m.b.dims(logits), vec![n, v]);
-    let loss = m.cross_entropy(logits, targets)?;
+    let loss = m.scoped("loss", |m| m.cross_entropy(logits, targets))?;
     Ok(ForwardOutputs {
         loss,
         logits,

@@ -35,6 +35,46 @@ impl fmt::Display for Target {
     }
 }
 
+/// Which forward activations the `remat` pass recomputes in the backward
+/// pass instead of keeping them alive from the forward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RematPolicy {
+    /// Keep every activation the backward rules save.
+    #[default]
+    None,
+    /// Recompute each layer's core attention (scores, mask, softmax): the
+    /// `[B, H, S, S]` tensors go, q, k and v stay. HLAT's and NxD's choice.
+    CoreAttention,
+    /// Recompute each whole decoder layer from its input.
+    FullLayer,
+}
+
+impl RematPolicy {
+    pub const ALL: [RematPolicy; 3] = [
+        RematPolicy::None,
+        RematPolicy::CoreAttention,
+        RematPolicy::FullLayer,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RematPolicy::None => "none",
+            RematPolicy::CoreAttention => "core-attention",
+            RematPolicy::FullLayer => "full-layer",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<RematPolicy> {
+        Self::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+impl fmt::Display for RematPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The target and policies every pass reads, and the notes passes leave for
 /// the report (what was folded, bound, or what a rewrite costs).
 #[derive(Clone, Debug)]
@@ -45,6 +85,8 @@ pub struct PassContext {
     /// for an imported module, whose weights arrive as separate inputs; a
     /// step hlatc builds turns it off until its weights are stored fused.
     pub concat_entry_parameters: bool,
+    /// What `remat` recomputes.
+    pub remat: RematPolicy,
     notes: Vec<String>,
     /// Every pass run so far, outer before inner.
     pub(crate) runs: Vec<PassRun>,
@@ -60,6 +102,7 @@ impl PassContext {
         PassContext {
             target,
             concat_entry_parameters: true,
+            remat: RematPolicy::None,
             notes: Vec::new(),
             runs: Vec::new(),
             scope: Vec::new(),

@@ -42,6 +42,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "remat",
+            description: "selective activation checkpointing by the context's policy (none, core-attention, full-layer): forward values the backward reads inside each chosen region are recomputed there, behind an opt-barrier, instead of being kept",
+            make: || Box::new(crate::Remat),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "lower-neuron-calls",
             description: "maps the Neuron softmax custom calls back to plain HLO, so a neuron module can be checked on XLA CPU",
             make: || Box::new(crate::LowerNeuronCalls),
@@ -71,6 +77,7 @@ pub fn default_pass_names(_target: Target) -> Vec<&'static str> {
         "simplify",
         "cse",
         "fuse-softmax",
+        "remat",
         "dce",
     ]
 }

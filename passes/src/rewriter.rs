@@ -249,6 +249,28 @@ impl Rewriter<'_> {
         Ok(())
     }
 
+    /// Points `user`'s reads of `old` at `new` (same shape), leaving the
+    /// other users of `old` alone.
+    pub fn replace_in(
+        &mut self,
+        user: InstrId,
+        old: InstrId,
+        new: InstrId,
+    ) -> Result<(), RewriteError> {
+        let (o, n) = (self.comp.instr(old), self.comp.instr(new));
+        if o.shape != n.shape {
+            return Err(RewriteError::ShapeChange {
+                computation: self.comp.name.clone(),
+                old: o.name.clone(),
+                old_shape: o.shape.to_string(),
+                new: n.name.clone(),
+                new_shape: n.shape.to_string(),
+            });
+        }
+        self.comp.replace_uses_in(user, old, new);
+        Ok(())
+    }
+
     /// Removes every instruction nothing reads that is neither the root, a
     /// parameter nor side-effecting; returns how many went.
     pub fn remove_dead(&mut self) -> usize {

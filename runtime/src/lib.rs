@@ -20,7 +20,7 @@ pub mod plugin;
 pub mod tensors;
 
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
-pub use pjrt::PjrtError;
+pub use pjrt::{CompiledMemoryStats, PjrtError};
 pub use tensors::{read_safetensors, write_safetensors, TensorFileError};
 
 use hlatc_compiler::{proto, verify, Literal, Module, Shape, VerifyError};
@@ -221,6 +221,11 @@ impl Program {
         self.fits
             .get_or_init(|| fits(&self.name, self.host_bytes))
             .clone()
+    }
+
+    /// The memory XLA CPU's buffer assignment planned for this program.
+    pub fn memory_stats(&self) -> Result<CompiledMemoryStats, RuntimeError> {
+        Ok(self.exe.memory_stats()?)
     }
 
     /// Runs once; inputs must match the parameters exactly (type and dims).

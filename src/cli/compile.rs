@@ -5,7 +5,7 @@ use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{check_destination, stage_bundle, Target, MANIFEST_FILE, PROTO_FILE};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;
-use hlatc::passes::{default_pipeline, pipeline_from_names, CheckPolicy};
+use hlatc::passes::{default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy};
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use hlatc::Error;
 use std::path::PathBuf;
@@ -39,7 +39,10 @@ impl From<TargetArg> for Target {
 /// The target's default pass pipeline runs over the step before anything is
 /// written (`hlatc passes` lists it): --passes replaces it, --disable-pass
 /// leaves passes out, --passes= (empty) runs none. The module is verified
-/// after every pass.
+/// after every pass. Its `remat` pass checkpoints activations by --remat
+/// (core-attention unless told otherwise); every instruction carries its
+/// provenance (`layers.3/self_attn/core_attention`, `backward/...`) in
+/// metadata.op_name.
 ///
 /// --verify reads the written proto back and checks it against the compiled
 /// module and the manifest's sha256, compiles exactly those bytes on XLA
@@ -75,6 +78,27 @@ pub struct Args {
     /// (the default in debug builds)
     #[arg(long)]
     verify_each_pass: bool,
+    #[command(flatten)]
+    remat: RematArg,
+}
+
+/// `--remat POLICY`, shared by the commands that run the `remat` pass.
+#[derive(clap::Args)]
+pub(super) struct RematArg {
+    /// Activation checkpointing: which forward activations the backward
+    /// pass recomputes instead of keeping. core-attention (HLAT's and NxD's
+    /// choice) recomputes each layer's attention scores and probabilities
+    /// from q, k and v; full-layer recomputes each decoder layer from its
+    /// input; none keeps everything
+    #[arg(long = "remat", value_name = "POLICY", default_value = "core-attention", value_parser = parse_remat)]
+    pub policy: RematPolicy,
+}
+
+fn parse_remat(s: &str) -> Result<RematPolicy, String> {
+    RematPolicy::from_name(s).ok_or_else(|| {
+        let known: Vec<&str> = RematPolicy::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown remat policy '{s}' (known: {})", known.join(", "))
+    })
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -105,7 +129,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     });
     let instructions_built = step.module.instruction_count();
     let t_passes = Instant::now();
-    optimize(&mut step, &pipeline, target)?;
+    optimize(&mut step, &pipeline, target, a.remat.policy)?;
     let passes_time = t_passes.elapsed();
     let staged = stage_bundle(&step, &cfg, target, &a.out)?;
     // A bundle that fails its check never takes the destination's name:

@@ -15,6 +15,10 @@ use std::process::ExitCode;
 /// summary (changed or not, instruction counts, time) and what the passes
 /// noted go to standard error.
 ///
+/// The remat pass finds its regions by hlatc's provenance scopes
+/// (metadata.op_name); on a module without them (a JAX or torch-xla dump)
+/// it notes that nothing matched and leaves the module alone.
+///
 /// --bind NAME=FILE.safetensors turns the entry parameter NAME into the
 /// constant the file holds (the tensor named NAME, or the file's only
 /// tensor), checked against the parameter's shape and type, before the
@@ -51,6 +55,8 @@ pub struct Args {
     /// List the available passes and exit (same as `hlatc passes`)
     #[arg(long)]
     list_passes: bool,
+    #[command(flatten)]
+    remat: super::compile::RematArg,
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -78,6 +84,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         pipeline.dump_to(d);
     }
     let mut ctx = PassContext::new(target);
+    ctx.remat = a.remat.policy;
     let report = pipeline
         .run_module(&mut module, &mut ctx)
         .map_err(|e| at(&e))?;

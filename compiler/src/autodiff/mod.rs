@@ -18,6 +18,7 @@ pub use composite::{Composite, CompositeRule, GradHints};
 
 use crate::builder::{BuildError, Builder};
 use crate::computation::InstrId;
+use crate::scope;
 use crate::types::Shape;
 use std::collections::{HashMap, HashSet};
 
@@ -63,12 +64,14 @@ pub fn grad(
     let order = topological_to(b, loss);
     let needed = needs_adjoint(b, &order, wrt, stop)?;
     let mut adjoint: HashMap<InstrId, InstrId> = HashMap::new();
+    let outer_scope = b.set_scope(scope::BACKWARD);
     if needed.contains(&loss) {
         let ty = b.ty(loss);
         adjoint.insert(loss, b.scalar(ty, 1.0));
     }
     for &n in order.iter().rev() {
         let Some(&g) = adjoint.get(&n) else { continue };
+        b.set_scope(scope::backward(&b.computation().instr(n).metadata.op_name));
         if let Some(c) = composites.get(&n) {
             if needed.contains(&c.input) {
                 let contribution = composite::vjp(b, c, g)?;
@@ -94,7 +97,9 @@ pub fn grad(
             }
         }
     }
-    wrt.iter()
+    b.set_scope(scope::BACKWARD);
+    let grads = wrt
+        .iter()
         .map(|&x| match adjoint.get(&x) {
             Some(&g) => Ok(g),
             // The loss does not depend on x: its gradient is zero.
@@ -107,7 +112,9 @@ pub fn grad(
                 }),
             },
         })
-        .collect()
+        .collect();
+    b.set_scope(outer_scope);
+    grads
 }
 
 /// Everything `loss` depends on, operands before users.

@@ -319,7 +319,7 @@ pub fn vjp(
         }
         Op::Parameter(_) | Op::Constant(_) | Op::Iota { .. } | Op::RngBitGenerator { .. } => None,
         Op::Compare { .. } | Op::BitcastConvert => None,
-        Op::Tuple | Op::GetTupleElement { .. } => {
+        Op::Tuple | Op::GetTupleElement { .. } | Op::OptBarrier => {
             return not_differentiable(b, n, "tuples are not differentiated")
         }
         Op::Call { .. } => {

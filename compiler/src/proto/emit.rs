@@ -262,6 +262,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::Reshape
         | Op::DynamicUpdateSlice
         | Op::Tuple
+        | Op::OptBarrier
         | Op::Call { .. } => {}
     }
 }

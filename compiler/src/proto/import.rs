@@ -359,6 +359,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             to_apply: one_callee(called)?,
         },
         "tuple" => Op::Tuple,
+        "opt-barrier" => Op::OptBarrier,
         "get-tuple-element" => Op::GetTupleElement {
             index: p.tuple_index,
         },

@@ -551,6 +551,10 @@ pub fn infer_shape(
         Op::Tuple => Ok(Shape::Tuple(
             operands.iter().map(|s| (*s).clone()).collect(),
         )),
+        Op::OptBarrier => {
+            arity(operands, 1)?;
+            Ok(operands[0].clone())
+        }
         Op::GetTupleElement { index } => {
             arity(operands, 1)?;
             match operands[0] {

@@ -849,6 +849,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
             to_apply: a.word("to_apply")?.0,
         },
         "tuple" => Op::Tuple,
+        "opt-barrier" => Op::OptBarrier,
         "get-tuple-element" => Op::GetTupleElement {
             index: a.int("index")?,
         },

@@ -255,7 +255,8 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
         | Op::BitcastConvert
         | Op::Reshape
         | Op::DynamicUpdateSlice
-        | Op::Tuple => {}
+        | Op::Tuple
+        | Op::OptBarrier => {}
     }
     let md = &instr.metadata;
     if !md.is_empty() {

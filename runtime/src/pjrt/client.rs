@@ -412,8 +412,25 @@ impl Drop for LoadedExecutable {
     }
 }
 
+/// What XLA's buffer assignment reserved for one compiled program, in
+/// bytes (`xla::CompiledMemoryStats`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompiledMemoryStats {
+    pub generated_code: i64,
+    pub arguments: i64,
+    pub outputs: i64,
+    /// Argument bytes reused for outputs (donated buffers).
+    pub alias: i64,
+    /// Scratch for intermediate values: what activation checkpointing cuts.
+    pub temp: i64,
+}
+
 impl LoadedExecutable {
-    pub fn num_outputs(&self) -> Result<usize, PjrtError> {
+    /// Calls `f` with the executable behind this loaded one, then releases it.
+    fn with_executable<T>(
+        &self,
+        f: impl FnOnce(&Plugin, *mut c_void) -> Result<T, PjrtError>,
+    ) -> Result<T, PjrtError> {
         let plugin = &self.client.plugin;
         let mut g = ffi::PJRT_LoadedExecutable_GetExecutable_Args::new();
         g.loaded_executable = self.exe;
@@ -422,17 +439,44 @@ impl LoadedExecutable {
             "PJRT_LoadedExecutable_GetExecutable",
             &mut g,
         )?;
-        let mut n = ffi::PJRT_Executable_NumOutputs_Args::new();
-        n.executable = g.executable;
-        let r = plugin.call(
-            slot::EXECUTABLE_NUM_OUTPUTS,
-            "PJRT_Executable_NumOutputs",
-            &mut n,
-        );
+        let r = f(plugin, g.executable);
         let mut d = ffi::PJRT_Executable_Destroy_Args::new();
         d.executable = g.executable;
         let _ = plugin.call(slot::EXECUTABLE_DESTROY, "PJRT_Executable_Destroy", &mut d);
-        r.map(|_| n.num_outputs)
+        r
+    }
+
+    pub fn num_outputs(&self) -> Result<usize, PjrtError> {
+        self.with_executable(|plugin, exe| {
+            let mut n = ffi::PJRT_Executable_NumOutputs_Args::new();
+            n.executable = exe;
+            plugin.call(
+                slot::EXECUTABLE_NUM_OUTPUTS,
+                "PJRT_Executable_NumOutputs",
+                &mut n,
+            )?;
+            Ok(n.num_outputs)
+        })
+    }
+
+    /// The memory XLA planned for the program when it compiled it.
+    pub fn memory_stats(&self) -> Result<CompiledMemoryStats, PjrtError> {
+        self.with_executable(|plugin, exe| {
+            let mut s = ffi::PJRT_Executable_GetCompiledMemoryStats_Args::new();
+            s.executable = exe;
+            plugin.call(
+                slot::EXECUTABLE_GET_COMPILED_MEMORY_STATS,
+                "PJRT_Executable_GetCompiledMemoryStats",
+                &mut s,
+            )?;
+            Ok(CompiledMemoryStats {
+                generated_code: s.generated_code_size_in_bytes,
+                arguments: s.argument_size_in_bytes,
+                outputs: s.output_size_in_bytes,
+                alias: s.alias_size_in_bytes,
+                temp: s.temp_size_in_bytes,
+            })
+        })
     }
 
     /// Runs once with `inputs` in parameter order. The caller has checked the

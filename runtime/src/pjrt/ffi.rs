@@ -53,8 +53,9 @@ pub mod slot {
     pub const BUFFER_ELEMENT_TYPE: usize = 59;
     pub const BUFFER_DIMENSIONS: usize = 60;
     pub const BUFFER_TO_HOST_BUFFER: usize = 70;
+    pub const EXECUTABLE_GET_COMPILED_MEMORY_STATS: usize = 96;
     /// One past the highest slot used.
-    pub const COUNT: usize = 71;
+    pub const COUNT: usize = 97;
 }
 
 #[repr(C)]
@@ -156,6 +157,21 @@ args_struct!(PJRT_Executable_NumOutputs_Args {
     executable: *mut PJRT_Executable,
     num_outputs: usize,
 });
+args_struct!(PJRT_Executable_GetCompiledMemoryStats_Args {
+    executable: *mut PJRT_Executable,
+    generated_code_size_in_bytes: i64,
+    argument_size_in_bytes: i64,
+    output_size_in_bytes: i64,
+    alias_size_in_bytes: i64,
+    temp_size_in_bytes: i64,
+    host_generated_code_size_in_bytes: i64,
+    host_argument_size_in_bytes: i64,
+    host_output_size_in_bytes: i64,
+    host_alias_size_in_bytes: i64,
+    host_temp_size_in_bytes: i64,
+    peak_memory_in_bytes: i64,
+    total_size_in_bytes: i64,
+});
 args_struct!(PJRT_LoadedExecutable_Destroy_Args { executable: *mut PJRT_LoadedExecutable });
 args_struct!(PJRT_LoadedExecutable_GetExecutable_Args {
     loaded_executable: *mut PJRT_LoadedExecutable,
@@ -224,5 +240,16 @@ mod tests {
         assert_eq!(size_of::<PJRT_LoadedExecutable_Execute_Args>(), 80);
         assert_eq!(size_of::<PJRT_Buffer_ToHostBuffer_Args>(), 56);
         assert_eq!(offset_of!(PJRT_Api, fns), 40);
+        assert_eq!(
+            offset_of!(
+                PJRT_Executable_GetCompiledMemoryStats_Args,
+                temp_size_in_bytes
+            ),
+            56
+        );
+        assert_eq!(
+            size_of::<PJRT_Executable_GetCompiledMemoryStats_Args>(),
+            120
+        );
     }
 }

@@ -6,4 +6,4 @@
 mod client;
 mod ffi;
 
-pub use client::{Client, LoadedExecutable, PjrtError};
+pub use client::{Client, CompiledMemoryStats, LoadedExecutable, PjrtError};

@@ -1,0 +1,83 @@
+//! Provenance scopes: the `/`-separated paths the builder writes into each
+//! instruction's `metadata.op_name` (`layers.3/self_attn/core_attention`).
+//! The names here are the contract between the graphs hlatc builds and the
+//! passes that read them back (remat's policies, pass reports, dumps).
+
+/// The first component of every backward instruction: a rule's
+/// instructions carry `backward/` followed by the scope of the forward op
+/// they differentiate, so a policy can tell the two passes apart and still
+/// see which layer each belongs to.
+pub const BACKWARD: &str = "backward";
+
+/// The component under `layers.N/self_attn` that holds a layer's core
+/// attention (scores, mask, softmax, the probabilities times v): NxD's
+/// `CoreAttention`, what the `core-attention` remat policy recomputes.
+pub const CORE_ATTENTION: &str = "core_attention";
+
+/// The prefix of a decoder layer's component, `layers.N`.
+pub const LAYER_PREFIX: &str = "layers.";
+
+/// The component of decoder layer `i`.
+pub fn layer(i: i64) -> String {
+    format!("{LAYER_PREFIX}{i}")
+}
+
+/// The backward scope for a forward op whose `op_name` is `forward`.
+pub fn backward(forward: &str) -> String {
+    if forward.is_empty() {
+        BACKWARD.to_string()
+    } else {
+        format!("{BACKWARD}/{forward}")
+    }
+}
+
+/// Whether an instruction's `op_name` puts it in a backward pass.
+pub fn is_backward(op_name: &str) -> bool {
+    op_name
+        .strip_prefix(BACKWARD)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// The prefix of `op_name` up to and including the first component that
+/// `matches`, or `None` when no component does.
+pub fn prefix_through(op_name: &str, matches: impl Fn(&str) -> bool) -> Option<&str> {
+    let mut end = 0;
+    for part in op_name.split('/') {
+        end += part.len();
+        if matches(part) {
+            return Some(&op_name[..end]);
+        }
+        end += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backward_scopes_are_recognized_by_component() {
+        assert!(is_backward("backward"));
+        assert!(is_backward(&backward("layers.0/mlp")));
+        assert!(!is_backward("backwards/x"));
+        assert!(!is_backward("layers.0/backward"));
+    }
+
+    #[test]
+    fn prefixes_end_at_a_whole_component() {
+        let n = "layers.12/self_attn/core_attention";
+        assert_eq!(
+            prefix_through(n, |p| p == CORE_ATTENTION),
+            Some("layers.12/self_attn/core_attention")
+        );
+        assert_eq!(
+            prefix_through(n, |p| p.starts_with(LAYER_PREFIX)),
+            Some("layers.12")
+        );
+        assert_eq!(
+            prefix_through("layers.1/core_attentionx", |p| p == CORE_ATTENTION),
+            None
+        );
+    }
+}
