@@ -3,6 +3,7 @@
 //! made, not by the verifier later.
 
 use crate::computation::{Computation, InstrId};
+use crate::fx::BuildFxHasher;
 use crate::instruction::Instruction;
 use crate::literal::Literal;
 use crate::op::{BinaryOp, Op, UnaryOp};
@@ -41,39 +42,6 @@ pub struct Builder {
     /// which part of it an instruction came from.
     scope: String,
 }
-
-/// The Fx hash (rustc's): much faster than SipHash for these small keys,
-/// and no attacker chooses what a model builder builds.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut buf = [0u8; 8];
-            buf[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(buf));
-        }
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type BuildFxHasher = std::hash::BuildHasherDefault<FxHasher>;
 
 impl Builder {
     pub fn new(name: impl Into<String>) -> Self {

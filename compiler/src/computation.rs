@@ -83,13 +83,51 @@ impl Computation {
 
     /// Operands in positional order.
     pub fn operands(&self, id: InstrId) -> Vec<InstrId> {
-        let mut edges: Vec<(u32, InstrId)> = self
-            .graph
-            .edges_directed(id, Direction::Incoming)
-            .map(|e| (*e.weight(), e.source()))
-            .collect();
-        edges.sort_unstable_by_key(|(i, _)| *i);
-        edges.into_iter().map(|(_, s)| s).collect()
+        let mut out = Vec::new();
+        self.operands_into(id, &mut out);
+        out
+    }
+
+    /// [`Computation::operands`] into `out` (cleared first), so a walk over
+    /// every instruction can reuse one buffer instead of allocating each time.
+    pub fn operands_into(&self, id: InstrId, out: &mut Vec<InstrId>) {
+        out.clear();
+        // Edges come back newest first: operands were added in order, so
+        // reversing usually sorts them; sort only when it does not.
+        let mut last = u32::MAX;
+        let mut descending = true;
+        for e in self.graph.edges_directed(id, Direction::Incoming) {
+            let w = *e.weight();
+            descending &= w < last;
+            last = w;
+            out.push(e.source());
+        }
+        if descending {
+            out.reverse();
+        } else {
+            let mut edges: Vec<(u32, InstrId)> = self
+                .graph
+                .edges_directed(id, Direction::Incoming)
+                .map(|e| (*e.weight(), e.source()))
+                .collect();
+            edges.sort_unstable_by_key(|(i, _)| *i);
+            out.clear();
+            out.extend(edges.into_iter().map(|(_, s)| s));
+        }
+    }
+
+    /// Every operand of `id`, in no particular order (a repeated operand
+    /// comes once per use).
+    pub fn operands_unordered(&self, id: InstrId) -> impl Iterator<Item = InstrId> + '_ {
+        self.graph.neighbors_directed(id, Direction::Incoming)
+    }
+
+    /// Whether anything reads `id` (without listing the readers).
+    pub fn has_users(&self, id: InstrId) -> bool {
+        self.graph
+            .neighbors_directed(id, Direction::Outgoing)
+            .next()
+            .is_some()
     }
 
     /// Distinct users, in node-index order.
@@ -196,6 +234,7 @@ impl Computation {
             .collect();
         sinks.extend(self.root);
         let mut stack: Vec<(InstrId, bool)> = Vec::new();
+        let mut operands = Vec::new();
         for start in sinks {
             if state[start.index()] != NEW {
                 continue;
@@ -216,7 +255,8 @@ impl Computation {
                 }
                 *s = OPEN;
                 stack.push((id, true));
-                for o in self.operands(id).into_iter().rev() {
+                self.operands_into(id, &mut operands);
+                for &o in operands.iter().rev() {
                     if state[o.index()] == NEW {
                         stack.push((o, false));
                     }

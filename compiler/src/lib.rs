@@ -12,6 +12,7 @@ pub mod autodiff;
 pub mod builder;
 pub mod canonical;
 pub mod computation;
+pub mod fx;
 pub mod instruction;
 pub mod literal;
 pub mod module;

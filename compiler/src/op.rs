@@ -535,14 +535,16 @@ impl Op {
         ) && !self.has_side_effect()
     }
 
-    /// Names of the computations this op calls.
-    pub fn called_computations(&self) -> Vec<&str> {
+    /// Names of the computations this op calls (without allocating: every
+    /// pass over a module asks this of every instruction).
+    pub fn called_computations(&self) -> impl Iterator<Item = &str> {
         match self {
             Op::Reduce { to_apply, .. } | Op::Call { to_apply } | Op::Scatter { to_apply, .. } => {
-                vec![to_apply.as_str()]
+                Some(to_apply.as_str())
             }
-            _ => Vec::new(),
+            _ => None,
         }
+        .into_iter()
     }
 
     pub fn called_computations_mut(&mut self) -> Vec<&mut String> {

@@ -2,6 +2,7 @@
 //! computation, the instruction and the rule it breaks.
 
 use crate::computation::Computation;
+use crate::fx::FxHashMap;
 use crate::module::Module;
 use crate::op::Op;
 use crate::shape_inference::{infer_shape, CalleeSignature};
@@ -98,8 +99,8 @@ fn verify_computation(
     if has_cycle(c, &order) {
         return Err(err(None, "instructions form a cycle".into()));
     }
-    let mut names = BTreeSet::new();
     let mut param_numbers = BTreeMap::new();
+    let mut operands = Vec::new();
     let lookup = |name: &str| -> Option<CalleeSignature> {
         if name == entry_name {
             return None;
@@ -121,9 +122,6 @@ fn verify_computation(
                 format!("instruction name {:?} is not a valid HLO name", instr.name),
             ));
         }
-        if !names.insert(instr.name.as_str()) {
-            return Err(err(here, "name is used twice in this computation".into()));
-        }
         check_attribute_keys(&instr.frontend_attributes).map_err(|m| err(here, m))?;
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
         if let Op::Parameter(n) = instr.op {
@@ -134,11 +132,8 @@ fn verify_computation(
                 ));
             }
         }
-        let operand_shapes: Vec<&Shape> = c
-            .operands(id)
-            .into_iter()
-            .map(|o| &c.instr(o).shape)
-            .collect();
+        c.operands_into(id, &mut operands);
+        let operand_shapes: Vec<&Shape> = operands.iter().map(|&o| &c.instr(o).shape).collect();
         let inferred = infer_shape(&instr.op, &operand_shapes, Some(&instr.shape), &lookup)
             .map_err(|e| err(here, format!("{}: {e}", instr.op.opcode())))?;
         if !inferred.compatible(&instr.shape) {
@@ -177,8 +172,7 @@ fn has_cycle(c: &Computation, order: &[crate::InstrId]) -> bool {
         position[id.index()] = i;
     }
     order.iter().any(|&id| {
-        c.operands(id)
-            .iter()
+        c.operands_unordered(id)
             .any(|o| position[o.index()] >= position[id.index()])
     })
 }
@@ -210,15 +204,24 @@ fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), String> 
 /// XLA requires instruction names to be unique across the whole module (its
 /// compiler RET_CHECKs this), not just within a computation.
 fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
-    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
-    for c in &module.computations {
+    let mut seen: FxHashMap<&str, usize> = FxHashMap::default();
+    seen.reserve(module.instruction_count());
+    for (ci, c) in module.computations.iter().enumerate() {
         for id in c.ids() {
             let name = c.instr(id).name.as_str();
-            if let Some(other) = seen.insert(name, c.name.as_str()) {
+            if let Some(other) = seen.insert(name, ci) {
+                let message = if other == ci {
+                    "name is used twice in this computation".to_string()
+                } else {
+                    format!(
+                        "name is also used in computation '{}'; XLA needs module-wide unique names",
+                        module.computations[other].name
+                    )
+                };
                 return Err(VerifyError {
                     computation: c.name.clone(),
                     instruction: Some(name.to_string()),
-                    message: format!("name is also used in computation '{other}'; XLA needs module-wide unique names"),
+                    message,
                 });
             }
         }
@@ -247,9 +250,15 @@ fn check_layouts(shape: &Shape) -> Result<(), String> {
             {
                 return Err(format!("shape {a} is too large to address"));
             }
-            let mut sorted = a.minor_to_major.clone();
-            sorted.sort_unstable();
-            if sorted != (0..a.rank() as i64).collect::<Vec<_>>() {
+            // Rank is at most 64 here, so one bit per dimension.
+            let mut seen = 0u64;
+            let is_permutation = a.minor_to_major.len() == a.rank()
+                && a.minor_to_major.iter().all(|&d| {
+                    let fresh = (0..a.rank() as i64).contains(&d) && seen & (1 << d) == 0;
+                    seen |= 1u64.checked_shl(d as u32).unwrap_or(0);
+                    fresh
+                });
+            if !is_permutation {
                 return Err(format!(
                     "layout {:?} of {a} is not a permutation of its dimensions",
                     a.minor_to_major

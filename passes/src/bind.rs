@@ -78,7 +78,7 @@ pub fn drop_unused_parameters(m: &mut Module) -> Vec<String> {
         let Op::Parameter(n) = c.instr(p).op else {
             continue;
         };
-        if c.users(p).is_empty() && c.root() != Some(p) && !aliased.contains(&n) {
+        if !c.has_users(p) && c.root() != Some(p) && !aliased.contains(&n) {
             dropped.push(c.instr(p).name.clone());
             c.remove(p);
         } else {

@@ -18,9 +18,9 @@ use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use crate::pattern;
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use hlatc_compiler::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::op::{BinaryOp, DotDims, Precision, SliceDim};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
-use std::collections::{HashMap, HashSet};
 
 pub struct CoalesceLinear;
 
@@ -30,28 +30,49 @@ impl Pass for CoalesceLinear {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut rw = ModuleRewriter::new(m);
+        // Made on the first merge: a round that finds nothing (every
+        // fixpoint's last) should not pay for indexing the module's names.
+        let mut rw: Option<ModuleRewriter> = None;
         let mut changed = false;
         let entry = m.entry;
         let allow = ctx.concat_entry_parameters;
-        for (ci, c) in m.computations.iter_mut().enumerate() {
-            let mut r = rw.on(c);
+        for ci in 0..m.computations.len() {
             let is_entry = ci == entry;
-            let (mut copied_bytes, mut kept_apart) = (0i64, 0usize);
-            for group in shared_operand_groups(r.comp()) {
-                let bytes =
+            let mut copied_bytes = 0i64;
+            let c = &m.computations[ci];
+            // Groups and sums split by the policy on entry parameters.
+            let (groups, groups_kept): (Vec<Group>, Vec<Group>) =
+                shared_operand_groups(c).into_iter().partition(|g| {
+                    allow || parameter_bytes(c, g.members.iter().map(|m| m.other), is_entry) == 0
+                });
+            let sum_bytes = |c: &Computation, s: &SumOfDots| {
+                let rhs = [s.a, s.b].map(|d| c.operands(d)[1]);
+                parameter_bytes(c, rhs.into_iter(), is_entry)
+            };
+            let (sums, sums_kept): (Vec<SumOfDots>, Vec<SumOfDots>) = sums_of_dots(c)
+                .into_iter()
+                .partition(|s| allow || sum_bytes(c, s) == 0);
+            if groups.is_empty() && sums.is_empty() {
+                note_kept_apart(
+                    ctx,
+                    self.name(),
+                    &c.name,
+                    groups_kept.len() + sums_kept.len(),
+                );
+                continue;
+            }
+            let rw = rw.get_or_insert_with(|| ModuleRewriter::new(m));
+            let mut r = rw.on(&mut m.computations[ci]);
+            for group in groups {
+                copied_bytes +=
                     parameter_bytes(r.comp(), group.members.iter().map(|m| m.other), is_entry);
-                if bytes > 0 && !allow {
-                    kept_apart += 1;
-                    continue;
-                }
-                copied_bytes += bytes;
                 merge_group(&mut r, &group).map_err(PassError::rewrite(self.name()))?;
                 changed = true;
             }
+            // Merging groups rewires dots, so the sums are found again.
+            let mut kept_apart = groups_kept.len();
             for sum in sums_of_dots(r.comp()) {
-                let rhs = [sum.a, sum.b].map(|d| r.comp().operands(d)[1]);
-                let bytes = parameter_bytes(r.comp(), rhs.into_iter(), is_entry);
+                let bytes = sum_bytes(r.comp(), &sum);
                 if bytes > 0 && !allow {
                     kept_apart += 1;
                     continue;
@@ -60,15 +81,7 @@ impl Pass for CoalesceLinear {
                 merge_sum(&mut r, &sum).map_err(PassError::rewrite(self.name()))?;
                 changed = true;
             }
-            if kept_apart > 0 {
-                ctx.note(
-                    self.name(),
-                    format!(
-                        "'{}': left {kept_apart} dot groups apart whose merge would concatenate entry parameters every step",
-                        r.comp().name
-                    ),
-                );
-            }
+            note_kept_apart(ctx, self.name(), &r.comp().name, kept_apart);
             r.remove_dead();
             if copied_bytes > 0 {
                 // Counted over the result, so a weight in two merged
@@ -96,6 +109,17 @@ impl Pass for CoalesceLinear {
             }
         }
         Ok(changed)
+    }
+}
+
+fn note_kept_apart(ctx: &mut PassContext, pass: &str, computation: &str, n: usize) {
+    if n > 0 {
+        ctx.note(
+            pass,
+            format!(
+                "'{computation}': left {n} dot groups apart whose merge would concatenate entry parameters every step"
+            ),
+        );
     }
 }
 
@@ -155,8 +179,10 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
         usize,
         Option<ElementType>,
     );
-    let mut groups: HashMap<Key, Vec<Member>> = HashMap::new();
-    let mut order: Vec<Key> = Vec::new();
+    // Keys in first-seen order, with their members; the map finds a key's
+    // place without cloning it again.
+    let mut index: HashMap<Key, usize> = HashMap::default();
+    let mut order: Vec<(Key, Vec<Member>)> = Vec::new();
     for id in c.post_order() {
         let Some((dims, precision, l, rr)) = dot_parts(c, id) else {
             continue;
@@ -186,11 +212,11 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
                 f,
                 ty,
             );
-            let e = groups.entry(key.clone()).or_default();
-            if e.is_empty() {
-                order.push(key);
-            }
-            e.push(Member {
+            let slot = *index.entry(key).or_insert_with_key(|k| {
+                order.push((k.clone(), Vec::new()));
+                order.len() - 1
+            });
+            order[slot].1.push(Member {
                 dot: id,
                 other,
                 free: f,
@@ -199,14 +225,10 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
     }
     // A dot joins at most one group: the first, in program order, where it
     // has company.
-    let mut used: HashSet<InstrId> = HashSet::new();
+    let mut used: HashSet<InstrId> = HashSet::default();
     let mut out = Vec::new();
-    for key in order {
-        let members: Vec<Member> = groups[&key]
-            .iter()
-            .filter(|m| !used.contains(&m.dot))
-            .cloned()
-            .collect();
+    for (key, all) in order {
+        let members: Vec<Member> = all.into_iter().filter(|m| !used.contains(&m.dot)).collect();
         let distinct: HashSet<InstrId> = members.iter().map(|m| m.other).collect();
         if members.len() < 2 || distinct.len() != members.len() {
             continue;
@@ -317,7 +339,7 @@ struct SumOfDots {
 /// numbers, whose operands differ only in one contracted dimension pair.
 fn sums_of_dots(c: &Computation) -> Vec<SumOfDots> {
     let mut out = Vec::new();
-    let mut used = HashSet::new();
+    let mut used = HashSet::default();
     for id in c.post_order() {
         let Some((a, b)) = pattern::binary(c, id, BinaryOp::Add) else {
             continue;

@@ -2,8 +2,10 @@
 
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
-use hlatc_compiler::{InstrId, Module, Op, Shape};
-use std::collections::{BTreeMap, HashMap};
+use hlatc_compiler::fx::{BuildFxHasher, FxHashMap};
+use hlatc_compiler::Module;
+use hlatc_compiler::{Computation, InstrId};
+use std::hash::BuildHasher;
 
 /// Merges instructions that compute the same value: same op and attributes,
 /// same shape, same operands in the same order, same frontend attributes
@@ -20,32 +22,59 @@ impl Pass for Cse {
     fn run(&self, module: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut changed = false;
         for c in &mut module.computations {
-            type Key = (Op, Shape, Vec<InstrId>, BTreeMap<String, String>);
-            let mut seen: HashMap<Key, InstrId> = HashMap::new();
-            // Post-order: operands are canonical before their users are keyed.
-            for id in c.post_order() {
-                let instr = c.instr(id);
-                if !instr.op.is_pure() {
-                    continue;
-                }
-                let key = (
-                    instr.op.clone(),
-                    instr.shape.clone(),
-                    c.operands(id),
-                    instr.frontend_attributes.clone(),
-                );
-                match seen.get(&key) {
-                    Some(&first) => {
-                        c.replace_all_uses(id, first);
-                        c.remove(id);
-                        changed = true;
-                    }
-                    None => {
-                        seen.insert(key, id);
-                    }
-                }
+            let merged = duplicates(c);
+            changed |= !merged.is_empty();
+            for (dup, first) in merged {
+                c.replace_all_uses(dup, first);
+                c.remove(dup);
             }
         }
         Ok(changed)
     }
+}
+
+/// Every instruction that repeats an earlier one, with the one it repeats.
+/// Keys are hashed in place (operands through the merges found so far)
+/// rather than cloned, since a constant's op holds its whole literal.
+fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
+    let hasher = BuildFxHasher::default();
+    let bound = c.ids().map(|i| i.index() + 1).max().unwrap_or(0);
+    let mut canon: Vec<Option<InstrId>> = vec![None; bound];
+    let resolve = |canon: &[Option<InstrId>], id: InstrId| canon[id.index()].unwrap_or(id);
+    let mut buckets: FxHashMap<u64, Vec<(InstrId, Vec<InstrId>)>> = FxHashMap::default();
+    let mut merged = Vec::new();
+    let mut operands = Vec::new();
+    // Post-order: operands are canonical before their users are keyed.
+    for id in c.post_order() {
+        let instr = c.instr(id);
+        if !instr.op.is_pure() {
+            continue;
+        }
+        c.operands_into(id, &mut operands);
+        for o in operands.iter_mut() {
+            *o = resolve(&canon, *o);
+        }
+        let key = hasher.hash_one((
+            &instr.op,
+            &instr.shape,
+            &operands,
+            &instr.frontend_attributes,
+        ));
+        let bucket = buckets.entry(key).or_default();
+        let same = bucket.iter().find(|(first, ops)| {
+            let f = c.instr(*first);
+            *ops == operands
+                && f.op == instr.op
+                && f.shape == instr.shape
+                && f.frontend_attributes == instr.frontend_attributes
+        });
+        match same {
+            Some(&(first, _)) => {
+                canon[id.index()] = Some(first);
+                merged.push((id, first));
+            }
+            None => bucket.push((id, operands.clone())),
+        }
+    }
+    merged
 }

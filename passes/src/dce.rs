@@ -52,13 +52,7 @@ impl Pass for Dce {
                 continue;
             }
             for id in c.ids() {
-                called.extend(
-                    c.instr(id)
-                        .op
-                        .called_computations()
-                        .into_iter()
-                        .map(str::to_string),
-                );
+                called.extend(c.instr(id).op.called_computations().map(str::to_string));
             }
         }
         let entry_name = module.entry().name.clone();

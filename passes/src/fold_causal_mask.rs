@@ -31,9 +31,10 @@ impl Pass for FoldCausalMask {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut rw = ModuleRewriter::new(m);
+        let mut rw: Option<ModuleRewriter> = None;
         let mut changed = false;
-        for c in &mut m.computations {
+        for ci in 0..m.computations.len() {
+            let c = &m.computations[ci];
             let masks: Vec<(InstrId, CausalSplit)> = c
                 .ids()
                 .filter_map(|id| match &c.instr(id).op {
@@ -41,7 +42,11 @@ impl Pass for FoldCausalMask {
                     _ => None,
                 })
                 .collect();
-            let mut r = rw.on(c);
+            if masks.is_empty() {
+                continue;
+            }
+            let rw = rw.get_or_insert_with(|| ModuleRewriter::new(m));
+            let mut r = rw.on(&mut m.computations[ci]);
             for (id, split) in masks {
                 let shape = r
                     .shape(id)

@@ -9,9 +9,9 @@ use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use crate::pattern::{self, Region};
 use crate::softmax_math::{Direction, SoftmaxWriter};
+use hlatc_compiler::fx::FxHashMap as HashMap;
 use hlatc_compiler::op::{BinaryOp, UnaryOp};
 use hlatc_compiler::{ArrayShape, Computation, InstrId, Module, Op};
-use std::collections::HashMap;
 
 pub struct FuseSoftmax;
 
@@ -31,7 +31,10 @@ impl Pass for FuseSoftmax {
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         let reducers = pattern::reducer_ops(m);
-        let mut writer = SoftmaxWriter::new(m, ctx.target);
+        // Made on the first match, so a module without softmaxes costs
+        // only the search.
+        let mut writer: Option<SoftmaxWriter> = None;
+        let target = ctx.target;
         let mut changed = false;
         for ci in 0..m.computations.len() {
             let is_entry = ci == m.entry;
@@ -39,8 +42,9 @@ impl Pass for FuseSoftmax {
             if matches.is_empty() {
                 continue;
             }
+            let writer = writer.get_or_insert_with(|| SoftmaxWriter::new(m, target));
             // A backward's `y` may be a forward output fused just before.
-            let mut replaced: HashMap<InstrId, InstrId> = HashMap::new();
+            let mut replaced: HashMap<InstrId, InstrId> = HashMap::default();
             for mt in matches {
                 let operands: Vec<InstrId> = mt
                     .operands
@@ -73,7 +77,7 @@ fn find_matches(
     pass: &str,
 ) -> Vec<Match> {
     let mut found: Vec<Match> = Vec::new();
-    let mut taken = std::collections::HashSet::new();
+    let mut taken = hlatc_compiler::fx::FxHashSet::default();
     for id in c.post_order() {
         let Some(mt) = forward(c, reducers, id).or_else(|| backward(c, reducers, id)) else {
             continue;

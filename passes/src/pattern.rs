@@ -4,9 +4,10 @@
 //! interior values are read from outside it.
 
 use hlatc_compiler::builder::binary_reducer_op;
+use hlatc_compiler::fx::FxHashMap as HashMap;
 use hlatc_compiler::op::BinaryOp;
 use hlatc_compiler::{Computation, InstrId, Literal, Module, Op};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// Ops that move or re-type data without computing: a matcher looks
 /// through them to the value they carry.

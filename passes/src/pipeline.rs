@@ -222,13 +222,18 @@ impl Pipeline {
         module: &mut Module,
         ctx: &mut PassContext,
     ) -> Result<PipelineReport, PassError> {
-        first_failure(&self.checkers, module).map_err(|(checker, message)| {
-            PassError::InvalidInput(VerifyError {
-                computation: module.entry().name.clone(),
-                instruction: None,
-                message: format!("{checker}: {message}"),
-            })
-        })?;
+        // Checked after every pass, a broken input must not be blamed on
+        // the first pass. Checked once at the end (release `compile`, whose
+        // input the builder checked as it went), the end check covers it.
+        if self.policy == CheckPolicy::EachPass {
+            first_failure(&self.checkers, module).map_err(|(checker, message)| {
+                PassError::InvalidInput(VerifyError {
+                    computation: module.entry().name.clone(),
+                    instruction: None,
+                    message: format!("{checker}: {message}"),
+                })
+            })?;
+        }
         let (runs0, notes0) = (ctx.runs.len(), ctx.notes().len());
         let saved = std::mem::replace(
             &mut ctx.check_each_pass,

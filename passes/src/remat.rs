@@ -33,11 +33,12 @@
 use crate::context::{PassContext, RematPolicy, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use hlatc_compiler::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::op::{BinaryOp, ComparisonDirection, SliceDim};
 use hlatc_compiler::{
     scope, Computation, ElementType, InstrId, Literal, Metadata, Module, Op, Shape,
 };
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 pub struct Remat;
 
@@ -51,11 +52,8 @@ impl Pass for Remat {
         if policy == RematPolicy::None {
             return Ok(false);
         }
-        let mut rewriter = ModuleRewriter::new(m);
         let entry = m.entry;
-        let c = &mut m.computations[entry];
-        let order = Order::of(c);
-        let regions = regions(c, policy);
+        let regions = regions(&m.computations[entry], policy);
         if regions.is_empty() {
             ctx.note(
                 self.name(),
@@ -63,6 +61,9 @@ impl Pass for Remat {
             );
             return Ok(false);
         }
+        let mut rewriter = ModuleRewriter::new(m);
+        let c = &mut m.computations[entry];
+        let order = Order::of(c);
         let mut r = rewriter.on(c);
         let mut total = Totals::default();
         for (key, members) in &regions {
@@ -189,7 +190,7 @@ impl Plan {
         }
         saved.sort_by_key(|&(v, _)| order.pos(v));
         let (mut clones, mut inputs) = (Vec::new(), Vec::new());
-        let mut seen: HashSet<InstrId> = HashSet::new();
+        let mut seen: HashSet<InstrId> = HashSet::default();
         let mut stack: Vec<InstrId> = saved.iter().map(|&(v, _)| v).collect();
         while let Some(id) = stack.pop() {
             if !seen.insert(id) || matches!(c.instr(id).op, Op::Constant(_)) {
@@ -290,7 +291,7 @@ impl Plan {
             Target::Cpu => Some(always_true(r, trigger).map_err(err("remat"))?),
             Target::Neuron => None,
         };
-        let mut mapped: HashMap<InstrId, InstrId> = HashMap::new();
+        let mut mapped: HashMap<InstrId, InstrId> = HashMap::default();
         for (index, &input) in self.inputs.iter().enumerate() {
             let gte = r
                 .add(
@@ -418,7 +419,7 @@ fn feeds(
     target: InstrId,
     from: usize,
 ) -> bool {
-    let mut seen: HashSet<InstrId> = HashSet::new();
+    let mut seen: HashSet<InstrId> = HashSet::default();
     let mut stack = vec![target];
     while let Some(id) = stack.pop() {
         if readers.contains(&id) {

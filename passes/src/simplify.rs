@@ -39,10 +39,21 @@ impl Pass for Simplify {
     }
 
     fn run(&self, m: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut rw = ModuleRewriter::new(m);
+        // Made for the first computation with something to simplify: the
+        // last round of a fixpoint finds nothing and should cost only the
+        // search, not an index of the module's names.
+        let mut rw: Option<ModuleRewriter> = None;
         let mut changed = false;
-        for c in &mut m.computations {
-            let mut r = rw.on(c);
+        for ci in 0..m.computations.len() {
+            let c = &m.computations[ci];
+            if !c
+                .ids()
+                .any(|id| RULES.iter().any(|rule| rule(c, id).is_some()))
+            {
+                continue;
+            }
+            let rw = rw.get_or_insert_with(|| ModuleRewriter::new(m));
+            let mut r = rw.on(&mut m.computations[ci]);
             for id in r.comp().post_order() {
                 if !r.comp().contains(id) {
                     continue;

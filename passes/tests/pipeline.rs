@@ -40,6 +40,30 @@ fn ctx() -> PassContext {
     PassContext::new(Target::Cpu)
 }
 
+/// Checked after every pass, a broken input is refused before the first
+/// pass runs; checked once at the end, it is still caught, after the
+/// pipeline, and never reaches the caller as a verified module.
+#[test]
+fn a_broken_input_is_caught_under_either_policy() {
+    let broken = || {
+        let mut m = module();
+        let e = m.entry_mut();
+        let root = e.root().unwrap();
+        e.instr_mut(root).shape = Shape::array(ElementType::F32, [3]);
+        m
+    };
+    let mut p = pipeline_from_names("p", &["dce"]).unwrap();
+    p.check_policy(CheckPolicy::EachPass);
+    let e = p.run_module(&mut broken(), &mut ctx()).unwrap_err();
+    assert!(matches!(e, PassError::InvalidInput(_)), "{e}");
+    p.check_policy(CheckPolicy::End);
+    let e = p.run_module(&mut broken(), &mut ctx()).unwrap_err();
+    assert!(
+        e.to_string().contains("checked after the last pass, dce"),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_pass_that_breaks_the_module_is_named() {
     let mut p = Pipeline::new("p");

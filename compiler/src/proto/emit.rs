@@ -105,7 +105,6 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                 called_computation_ids: instr
                     .op
                     .called_computations()
-                    .iter()
                     .map(|n| comp_ids.get(n).copied().unwrap_or(-1))
                     .collect(),
                 frontend_attributes: frontend(&instr.frontend_attributes),
