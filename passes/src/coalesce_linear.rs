@@ -40,16 +40,17 @@ impl Pass for CoalesceLinear {
             let is_entry = ci == entry;
             let mut copied_bytes = 0i64;
             let c = &m.computations[ci];
+            let order = c.post_order();
             // Groups and sums split by the policy on entry parameters.
             let (groups, groups_kept): (Vec<Group>, Vec<Group>) =
-                shared_operand_groups(c).into_iter().partition(|g| {
+                shared_operand_groups(c, &order).into_iter().partition(|g| {
                     allow || parameter_bytes(c, g.members.iter().map(|m| m.other), is_entry) == 0
                 });
             let sum_bytes = |c: &Computation, s: &SumOfDots| {
                 let rhs = [s.a, s.b].map(|d| c.operands(d)[1]);
                 parameter_bytes(c, rhs.into_iter(), is_entry)
             };
-            let (sums, sums_kept): (Vec<SumOfDots>, Vec<SumOfDots>) = sums_of_dots(c)
+            let (sums, sums_kept): (Vec<SumOfDots>, Vec<SumOfDots>) = sums_of_dots(c, &order)
                 .into_iter()
                 .partition(|s| allow || sum_bytes(c, s) == 0);
             if groups.is_empty() && sums.is_empty() {
@@ -71,7 +72,8 @@ impl Pass for CoalesceLinear {
             }
             // Merging groups rewires dots, so the sums are found again.
             let mut kept_apart = groups_kept.len();
-            for sum in sums_of_dots(r.comp()) {
+            let order = r.comp().post_order();
+            for sum in sums_of_dots(r.comp(), &order) {
                 let bytes = sum_bytes(r.comp(), &sum);
                 if bytes > 0 && !allow {
                     kept_apart += 1;
@@ -169,7 +171,8 @@ fn dims_of(c: &Computation, id: InstrId) -> Vec<i64> {
         .unwrap_or_default()
 }
 
-fn shared_operand_groups(c: &Computation) -> Vec<Group> {
+/// `order` is `c`'s post-order, shared by the searches of one round.
+fn shared_operand_groups(c: &Computation, order: &[InstrId]) -> Vec<Group> {
     type Key = (
         InstrId,
         bool,
@@ -182,8 +185,8 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
     // Keys in first-seen order, with their members; the map finds a key's
     // place without cloning it again.
     let mut index: HashMap<Key, usize> = HashMap::default();
-    let mut order: Vec<(Key, Vec<Member>)> = Vec::new();
-    for id in c.post_order() {
+    let mut keyed: Vec<(Key, Vec<Member>)> = Vec::new();
+    for &id in order {
         let Some((dims, precision, l, rr)) = dot_parts(c, id) else {
             continue;
         };
@@ -213,10 +216,10 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
                 ty,
             );
             let slot = *index.entry(key).or_insert_with_key(|k| {
-                order.push((k.clone(), Vec::new()));
-                order.len() - 1
+                keyed.push((k.clone(), Vec::new()));
+                keyed.len() - 1
             });
-            order[slot].1.push(Member {
+            keyed[slot].1.push(Member {
                 dot: id,
                 other,
                 free: f,
@@ -227,7 +230,7 @@ fn shared_operand_groups(c: &Computation) -> Vec<Group> {
     // has company.
     let mut used: HashSet<InstrId> = HashSet::default();
     let mut out = Vec::new();
-    for (key, all) in order {
+    for (key, all) in keyed {
         let members: Vec<Member> = all.into_iter().filter(|m| !used.contains(&m.dot)).collect();
         let distinct: HashSet<InstrId> = members.iter().map(|m| m.other).collect();
         if members.len() < 2 || distinct.len() != members.len() {
@@ -337,10 +340,10 @@ struct SumOfDots {
 
 /// `add(d1, d2)` of two dots read by nothing else, with the same dimension
 /// numbers, whose operands differ only in one contracted dimension pair.
-fn sums_of_dots(c: &Computation) -> Vec<SumOfDots> {
+fn sums_of_dots(c: &Computation, order: &[InstrId]) -> Vec<SumOfDots> {
     let mut out = Vec::new();
     let mut used = HashSet::default();
-    for id in c.post_order() {
+    for &id in order {
         let Some((a, b)) = pattern::binary(c, id, BinaryOp::Add) else {
             continue;
         };
