@@ -2,11 +2,12 @@
 //! text, the compile flags, and a manifest that tells a training stack what
 //! every buffer is.
 
-use crate::train_step::{StepConfig, TensorSpec, TrainStep};
+use crate::train_step::{Role, StepConfig, TensorSpec, TrainStep, ADAM_M_PREFIX, ADAM_V_PREFIX};
 use crate::Error;
 use hlatc_models::param_specs;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -64,6 +65,10 @@ struct IndexedTensor<'a> {
     index: usize,
     #[serde(flatten)]
     spec: &'a TensorSpec,
+    /// For a fused tensor (and its Adam moments), which rows hold which
+    /// Hugging Face tensor.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    hugging_face: Vec<hlatc_models::HfPart>,
 }
 
 #[derive(Serialize)]
@@ -115,10 +120,31 @@ struct Manifest<'a> {
     neuron: Option<NeuronInfo>,
 }
 
-fn indexed(v: &[TensorSpec]) -> Vec<IndexedTensor<'_>> {
+/// `v` with indices and, for fused parameters and their moments, the
+/// Hugging Face parts (`parts`, by stored parameter name).
+fn indexed<'a>(
+    v: &'a [TensorSpec],
+    parts: &BTreeMap<String, Vec<hlatc_models::HfPart>>,
+) -> Vec<IndexedTensor<'a>> {
     v.iter()
         .enumerate()
-        .map(|(index, spec)| IndexedTensor { index, spec })
+        .map(|(index, spec)| {
+            let param = [ADAM_M_PREFIX, ADAM_V_PREFIX]
+                .iter()
+                .find_map(|p| spec.name.strip_prefix(p))
+                .unwrap_or(&spec.name);
+            let hugging_face = match spec.role {
+                Role::Parameter | Role::AdamM | Role::AdamV => {
+                    parts.get(param).cloned().unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            IndexedTensor {
+                index,
+                spec,
+                hugging_face,
+            }
+        })
         .collect()
 }
 
@@ -323,6 +349,11 @@ pub fn stage_bundle(
         }
     }
     let out_std = 0.02 / (2.0 * cfg.model.num_hidden_layers as f64).sqrt();
+    let fused_parts: BTreeMap<String, Vec<hlatc_models::HfPart>> = param_specs(&cfg.model)
+        .into_iter()
+        .filter(|p| !p.parts.is_empty())
+        .map(|p| (p.name, p.parts))
+        .collect();
     let manifest = Manifest {
         format: "hlatc-bundle/1",
         hlatc_version: env!("CARGO_PKG_VERSION"),
@@ -339,8 +370,8 @@ pub fn stage_bundle(
         },
         parameter_count: cfg.model.parameter_count(),
         parameter_tensors: param_specs(&cfg.model).len(),
-        inputs: indexed(&step.inputs),
-        outputs: indexed(&step.outputs),
+        inputs: indexed(&step.inputs, &fused_parts),
+        outputs: indexed(&step.outputs, &fused_parts),
         input_output_alias: step
             .module
             .input_output_alias

@@ -21,6 +21,7 @@ pub struct StepStats {
 pub struct Trainer {
     program: Program,
     vocab_size: i64,
+    model: hlatc_models::ModelConfig,
     /// The step's signature, whose roles say where everything goes.
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
@@ -78,6 +79,7 @@ impl Trainer {
         Ok(Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
+            model: cfg.model.clone(),
             inputs: step.inputs.clone(),
             outputs: step.outputs.clone(),
             layout,
@@ -153,11 +155,19 @@ impl Trainer {
         Ok(stats)
     }
 
-    /// The current parameters by Hugging Face name.
+    /// The current parameters as stored, by name (fused tensors included).
     pub fn params(&self) -> Vec<(String, Literal)> {
         self.state_with_role(Role::Parameter)
             .map(|(s, l)| (s.name.clone(), l.clone()))
             .collect()
+    }
+
+    /// The current parameters as Hugging Face tensors, in Hugging Face
+    /// order: fused projections are split back into theirs.
+    pub fn hugging_face_params(&self) -> Vec<(String, Literal)> {
+        let stored: BTreeMap<String, Literal> = self.params().into_iter().collect();
+        hlatc_models::layout::split(&self.model, &stored)
+            .expect("the trainer holds every parameter of its model")
     }
 
     /// Completed steps.
@@ -190,48 +200,48 @@ fn check_ids(what: &str, ids: &Literal, vocab: i64, allowed: Option<i64>) -> Res
     }
 }
 
-/// Parameters for `cfg` from named tensors (a safetensors checkpoint): every
-/// parameter must be present with its exact shape; it is converted to `ty`.
+/// Parameters for `cfg` (in `param_specs` order, fused where `cfg` fuses)
+/// from tensors by Hugging Face name (a safetensors checkpoint): every one
+/// must be present with its exact shape, and is converted to `ty`. Also
+/// returns the names of the tensors the model did not use.
 pub fn params_from_tensors(
     cfg: &hlatc_models::ModelConfig,
     ty: ElementType,
-    mut tensors: BTreeMap<String, Literal>,
+    tensors: BTreeMap<String, Literal>,
     source: &str,
 ) -> Result<(Vec<Literal>, Vec<String>), Error> {
-    let mut out = Vec::new();
-    for p in hlatc_models::param_specs(cfg) {
-        let t = tensors.remove(&p.name).ok_or_else(|| {
-            Error::Usage(format!(
-                "{source}: no tensor '{}' (shape {:?})",
-                p.name, p.dims
-            ))
-        })?;
-        if t.dims() != p.dims.as_slice() {
+    let mut tensors = tensors;
+    for (name, t) in &tensors {
+        if !t.ty().is_float() && is_parameter_name(cfg, name) {
             return Err(Error::Usage(format!(
-                "{source}: tensor '{}' has shape {:?}, the model needs {:?}",
-                p.name,
-                t.dims(),
-                p.dims
-            )));
-        }
-        if !t.ty().is_float() {
-            return Err(Error::Usage(format!(
-                "{source}: tensor '{}' is {}, not a float",
-                p.name,
+                "{source}: tensor '{name}' is {}, not a float",
                 t.ty()
             )));
         }
-        let converted = if t.ty() == ty {
-            t
-        } else {
-            let values: Vec<hlatc_compiler::Scalar> = t
-                .to_f64_vec()
-                .into_iter()
-                .map(hlatc_compiler::Scalar::Float)
-                .collect();
-            Literal::from_scalars(ty, p.dims.clone(), &values).expect("floats convert")
-        };
-        out.push(converted);
     }
+    let stored = hlatc_models::layout::join(cfg, &mut tensors)
+        .map_err(|e| Error::Usage(format!("{source}: {e}")))?;
+    let out = stored
+        .into_iter()
+        .map(|(_, t)| {
+            if t.ty() == ty {
+                t
+            } else {
+                let values: Vec<hlatc_compiler::Scalar> = t
+                    .to_f64_vec()
+                    .into_iter()
+                    .map(hlatc_compiler::Scalar::Float)
+                    .collect();
+                Literal::from_scalars(ty, t.dims().to_vec(), &values).expect("floats convert")
+            }
+        })
+        .collect();
     Ok((out, tensors.into_keys().collect()))
+}
+
+fn is_parameter_name(cfg: &hlatc_models::ModelConfig, name: &str) -> bool {
+    let hf = hlatc_models::layout::hugging_face_config(cfg);
+    hlatc_models::param_specs(&hf)
+        .iter()
+        .any(|p| p.name == name)
 }

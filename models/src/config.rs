@@ -56,6 +56,13 @@ pub struct ModelConfig {
     /// Each query attends to at most this many positions, itself included
     /// (Mistral's `sliding_window`).
     pub sliding_window: Option<i64>,
+    /// How the weights are stored, not a `config.json` key: q/k/v as one
+    /// `self_attn.qkv_proj` and gate/up as one `mlp.gate_up_proj` (their
+    /// rows stacked in that order), so each layer's forward reads its input
+    /// with 4 dots instead of 7. Checkpoints still use the Hugging Face
+    /// tensors: [`crate::layout`] maps between the two.
+    #[serde(default)]
+    pub fused_projections: bool,
 }
 
 /// Where a config is wrong: the field and the rule it breaks.
@@ -105,6 +112,7 @@ impl ModelConfig {
             o_proj_bias: false,
             mlp_bias: false,
             sliding_window: None,
+            fused_projections: false,
         }
     }
 

@@ -356,6 +356,7 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
         o_proj_bias: attention_bias,
         mlp_bias: k.bool("mlp_bias")?.unwrap_or(false),
         sliding_window,
+        fused_projections: false,
     };
     if model_type == ModelType::Qwen2 && attention_bias {
         return Err(field_err(

@@ -39,7 +39,19 @@ impl Normal {
 
 /// Every parameter, initialized HLAT's way: normal(0, 0.02), output
 /// projections normal(0, 0.02 / sqrt(2 * layers)), norms one, biases zero.
+///
+/// Drawn in the Hugging Face layout and then stored as `cfg` stores them,
+/// so a seed gives the same model whether its projections are fused or not.
 pub fn init_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String, Literal)> {
+    let hf = hugging_face_params(&crate::layout::hugging_face_config(cfg), ty, seed);
+    if !cfg.fused_projections {
+        return hf;
+    }
+    let mut by_name = hf.into_iter().collect();
+    crate::layout::join(cfg, &mut by_name).expect("the Hugging Face tensors of the same model")
+}
+
+fn hugging_face_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String, Literal)> {
     let mut rng = Normal {
         state: seed,
         spare: None,

@@ -5,11 +5,13 @@
 pub mod config;
 pub mod hf_config;
 pub mod init;
+pub mod layout;
 pub mod llama;
 pub mod presets;
 pub mod rope;
 
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, PRESETS};
 pub use llama::{
-    declare_params, forward, param_specs, ForwardOutputs, Init, ParamSpec, IGNORE_INDEX,
+    declare_params, forward, param_specs, ForwardOutputs, HfPart, Init, ParamSpec,
+    FUSED_PROJECTIONS, IGNORE_INDEX,
 };

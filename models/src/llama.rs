@@ -27,6 +27,17 @@ pub struct ParamSpec {
     pub name: String,
     pub dims: Vec<i64>,
     pub init: Init,
+    /// For a fused tensor, the Hugging Face tensors it stacks, in row
+    /// order; empty for a tensor stored under its Hugging Face name.
+    pub parts: Vec<HfPart>,
+}
+
+/// Rows `rows[0]..rows[1]` of a fused tensor are the Hugging Face tensor
+/// `name`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HfPart {
+    pub name: String,
+    pub rows: [i64; 2],
 }
 
 /// The parameters of layer `i`, in Hugging Face order and naming; biases
@@ -44,11 +55,13 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
             name: format!("{l}{name}.weight"),
             dims: vec![out, inp],
             init,
+            parts: Vec::new(),
         };
         let bias = bias.then(|| ParamSpec {
             name: format!("{l}{name}.bias"),
             dims: vec![out],
             init: Init::Zeros,
+            parts: Vec::new(),
         });
         std::iter::once(weight).chain(bias)
     };
@@ -56,6 +69,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         name: format!("{l}{name}.weight"),
         dims: vec![d],
         init: Init::Ones,
+        parts: Vec::new(),
     };
     let mut specs = vec![norm("input_layernorm")];
     specs.extend(linear(
@@ -102,6 +116,71 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         Init::Normal(out_std),
         cfg.mlp_bias,
     ));
+    if cfg.fused_projections {
+        fuse_projections(&l, specs)
+    } else {
+        specs
+    }
+}
+
+/// The fused tensors, each stacking the rows of these Hugging Face
+/// projections (weights, and biases where the model has them), in order.
+pub const FUSED_PROJECTIONS: [(&str, &[&str]); 2] = [
+    (
+        "self_attn.qkv_proj",
+        &["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
+    ),
+    ("mlp.gate_up_proj", &["mlp.gate_proj", "mlp.up_proj"]),
+];
+
+/// `specs` (one layer's, Hugging Face layout, names under `prefix`) with
+/// each group of [`FUSED_PROJECTIONS`] replaced by one tensor where its
+/// first member stood, recording which rows hold which member.
+fn fuse_projections(prefix: &str, mut specs: Vec<ParamSpec>) -> Vec<ParamSpec> {
+    for (fused, members) in FUSED_PROJECTIONS {
+        for suffix in ["weight", "bias"] {
+            let names: Vec<String> = members
+                .iter()
+                .map(|m| format!("{prefix}{m}.{suffix}"))
+                .collect();
+            let Some(at) = specs.iter().position(|p| p.name == names[0]) else {
+                continue;
+            };
+            // Members stand in order; removing from the back keeps the
+            // earlier positions valid.
+            let positions: Vec<usize> = names
+                .iter()
+                .filter_map(|n| specs.iter().position(|p| &p.name == n))
+                .collect();
+            let mut taken: Vec<ParamSpec> =
+                positions.iter().rev().map(|&i| specs.remove(i)).collect();
+            taken.reverse();
+            let mut row = 0;
+            let parts = taken
+                .iter()
+                .map(|p| {
+                    let part = HfPart {
+                        name: p.name.clone(),
+                        rows: [row, row + p.dims[0]],
+                    };
+                    row += p.dims[0];
+                    part
+                })
+                .collect();
+            debug_assert!(taken.iter().all(|p| p.init == taken[0].init));
+            let mut dims = taken[0].dims.clone();
+            dims[0] = row;
+            specs.insert(
+                at,
+                ParamSpec {
+                    name: format!("{prefix}{fused}.{suffix}"),
+                    dims,
+                    init: taken[0].init,
+                    parts,
+                },
+            );
+        }
+    }
     specs
 }
 
@@ -113,17 +192,20 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
         name: "model.embed_tokens.weight".into(),
         dims: vec![v, d],
         init: Init::Normal(0.02),
+        parts: Vec::new(),
     };
     let mut tail = vec![ParamSpec {
         name: "model.norm.weight".into(),
         dims: vec![d],
         init: Init::Ones,
+        parts: Vec::new(),
     }];
     if !cfg.tie_word_embeddings {
         tail.push(ParamSpec {
             name: "lm_head.weight".into(),
             dims: vec![v, d],
             init: Init::Normal(0.02),
+            parts: Vec::new(),
         });
     }
     (embed, tail)
@@ -341,9 +423,16 @@ impl Llama<'_> {
             c.head_dim(),
         );
         self.b.push_scope("self_attn");
-        let q = self.projection(h, &format!("{layer}self_attn.q_proj"))?;
-        let k = self.projection(h, &format!("{layer}self_attn.k_proj"))?;
-        let v = self.projection(h, &format!("{layer}self_attn.v_proj"))?;
+        let [q, k, v] = if c.fused_projections {
+            let qkv = self.projection(h, &format!("{layer}self_attn.qkv_proj"))?;
+            self.split_columns(qkv, [hq * hd, hkv * hd, hkv * hd])?
+        } else {
+            [
+                self.projection(h, &format!("{layer}self_attn.q_proj"))?,
+                self.projection(h, &format!("{layer}self_attn.k_proj"))?,
+                self.projection(h, &format!("{layer}self_attn.v_proj"))?,
+            ]
+        };
         let q = self.b.reshape(q, &[bs, s, hq, hd])?;
         let k = self.b.reshape(k, &[bs, s, hkv, hd])?;
         let v = self.b.reshape(v, &[bs, s, hkv, hd])?;
@@ -412,8 +501,16 @@ impl Llama<'_> {
 
     fn mlp(&mut self, h: InstrId, layer: &str) -> Result<InstrId, BuildError> {
         self.b.push_scope("mlp");
-        let g = self.projection(h, &format!("{layer}mlp.gate_proj"))?;
-        let u = self.projection(h, &format!("{layer}mlp.up_proj"))?;
+        let f = self.cfg.intermediate_size;
+        let [g, u] = if self.cfg.fused_projections {
+            let gate_up = self.projection(h, &format!("{layer}mlp.gate_up_proj"))?;
+            self.split_columns(gate_up, [f, f])?
+        } else {
+            [
+                self.projection(h, &format!("{layer}mlp.gate_proj"))?,
+                self.projection(h, &format!("{layer}mlp.up_proj"))?,
+            ]
+        };
         let b = &mut *self.b;
         b.push_scope("act_fn");
         let sg = b.unary(UnaryOp::Logistic, g)?;
@@ -422,6 +519,22 @@ impl Llama<'_> {
         b.pop_scope();
         let out = self.projection(a, &format!("{layer}mlp.down_proj"))?;
         self.b.pop_scope();
+        Ok(out)
+    }
+
+    /// The column blocks of `x` (`[N, sum(widths)]`), in order: the
+    /// separate projections a fused one computed.
+    fn split_columns<const K: usize>(
+        &mut self,
+        x: InstrId,
+        widths: [i64; K],
+    ) -> Result<[InstrId; K], BuildError> {
+        let mut start = 0;
+        let mut out = [x; K];
+        for (o, w) in out.iter_mut().zip(widths) {
+            *o = self.b.slice_dim(x, 1, start, start + w)?;
+            start += w;
+        }
         Ok(out)
     }
 

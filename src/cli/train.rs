@@ -227,12 +227,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         t1.elapsed().as_secs_f64()
     )?;
     if let Some(path) = &a.save {
-        write_safetensors(path, &trainer.params())?;
-        note!(
-            "saved {} tensors to {}",
-            trainer.params().len(),
-            path.display()
-        )?;
+        // Checkpoints are Hugging Face's tensors whatever the storage.
+        let tensors = trainer.hugging_face_params();
+        write_safetensors(path, &tensors)?;
+        note!("saved {} tensors to {}", tensors.len(), path.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }
