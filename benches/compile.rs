@@ -1,7 +1,8 @@
 //! Ahead-of-time compile time of the full training steps (forward graph,
 //! autodiff, AdamW with clipping and schedule, HloModuleProto emission) for
-//! HLAT-7B and HLAT-70B at batch 1 x 4096, without and with the neuron
-//! target's default pass pipeline (verified once, after the pipeline, as a
+//! HLAT-7B and HLAT-70B at batch 1 x 4096 (weights stored fused, as
+//! `hlatc compile` stores them), without and with the neuron target's
+//! default pass pipeline and core-attention remat (verified once, after the pipeline, as a
 //! release `hlatc compile` does).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
@@ -11,9 +12,13 @@ use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 
+/// The step `hlatc compile` builds: weights stored fused.
 fn step_config(model: ModelConfig) -> StepConfig {
     StepConfig {
-        model,
+        model: ModelConfig {
+            fused_projections: true,
+            ..model
+        },
         batch: BatchShape {
             batch_size: 1,
             seq_len: 4096,

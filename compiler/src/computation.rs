@@ -122,6 +122,14 @@ impl Computation {
         self.graph.neighbors_directed(id, Direction::Incoming)
     }
 
+    /// The one instruction that reads `id`, if exactly one does (however
+    /// many times), without listing the readers.
+    pub fn sole_user(&self, id: InstrId) -> Option<InstrId> {
+        let mut users = self.graph.neighbors_directed(id, Direction::Outgoing);
+        let first = users.next()?;
+        users.all(|u| u == first).then_some(first)
+    }
+
     /// Whether anything reads `id` (without listing the readers).
     pub fn has_users(&self, id: InstrId) -> bool {
         self.graph

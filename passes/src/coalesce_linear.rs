@@ -185,6 +185,7 @@ fn shared_operand_groups(c: &Computation, order: &[InstrId]) -> Vec<Group> {
     // Keys in first-seen order, with their members; the map finds a key's
     // place without cloning it again.
     let mut index: HashMap<Key, usize> = HashMap::default();
+    index.reserve(order.len() / 8);
     let mut keyed: Vec<(Key, Vec<Member>)> = Vec::new();
     for &id in order {
         let Some((dims, precision, l, rr)) = dot_parts(c, id) else {
@@ -350,7 +351,7 @@ fn sums_of_dots(c: &Computation, order: &[InstrId]) -> Vec<SumOfDots> {
         if a == b || used.contains(&a) || used.contains(&b) {
             continue;
         }
-        if c.users(a) != [id] || c.users(b) != [id] {
+        if c.sole_user(a) != Some(id) || c.sole_user(b) != Some(id) {
             continue;
         }
         if let Some((lhs_dim, rhs_dim)) = contracted_pair(c, a, b) {

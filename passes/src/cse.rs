@@ -41,9 +41,14 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
     let bound = c.ids().map(|i| i.index() + 1).max().unwrap_or(0);
     let mut canon: Vec<Option<InstrId>> = vec![None; bound];
     let resolve = |canon: &[Option<InstrId>], id: InstrId| canon[id.index()].unwrap_or(id);
-    let mut buckets: FxHashMap<u64, Vec<(InstrId, Vec<InstrId>)>> = FxHashMap::default();
+    // The first instruction with each hash; the rare others that share a
+    // hash without being equal wait in `more`. Nothing per instruction is
+    // allocated: a candidate's operands are read again when compared.
+    let mut first: FxHashMap<u64, InstrId> = FxHashMap::default();
+    first.reserve(bound);
+    let mut more: FxHashMap<u64, Vec<InstrId>> = FxHashMap::default();
     let mut merged = Vec::new();
-    let mut operands = Vec::new();
+    let (mut operands, mut theirs) = (Vec::new(), Vec::new());
     // Post-order: operands are canonical before their users are keyed.
     for id in c.post_order() {
         let instr = c.instr(id);
@@ -60,20 +65,31 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
             &operands,
             &instr.frontend_attributes,
         ));
-        let bucket = buckets.entry(key).or_default();
-        let same = bucket.iter().find(|(first, ops)| {
-            let f = c.instr(*first);
-            *ops == operands
-                && f.op == instr.op
+        let Some(&head) = first.get(&key) else {
+            first.insert(key, id);
+            continue;
+        };
+        let mut same = |other: InstrId| {
+            let f = c.instr(other);
+            c.operands_into(other, &mut theirs);
+            f.op == instr.op
                 && f.shape == instr.shape
                 && f.frontend_attributes == instr.frontend_attributes
-        });
-        match same {
-            Some(&(first, _)) => {
-                canon[id.index()] = Some(first);
-                merged.push((id, first));
+                && theirs.len() == operands.len()
+                && theirs
+                    .iter()
+                    .zip(&operands)
+                    .all(|(&t, &o)| resolve(&canon, t) == o)
+        };
+        let found = std::iter::once(head)
+            .chain(more.get(&key).into_iter().flatten().copied())
+            .find(|&other| same(other));
+        match found {
+            Some(original) => {
+                canon[id.index()] = Some(original);
+                merged.push((id, original));
             }
-            None => bucket.push((id, operands.clone())),
+            None => more.entry(key).or_default().push(id),
         }
     }
     merged
