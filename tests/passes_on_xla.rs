@@ -229,3 +229,130 @@ fn unknown_pass_names_are_errors_that_list_the_known_ones() {
         "{e}"
     );
 }
+
+/// The torch-xla dump of a Hugging Face `LlamaForCausalLM` training step
+/// (`tools/torch_xla_llama_step.py`), the name of its attention-mask
+/// parameter, and inputs for every parameter: small positive floats (Adam's
+/// second moments must not be negative), token ids below the vocabulary,
+/// a step count of 3, and the causal mask it was traced with.
+fn torch_xla_fixture() -> (Module, String, Vec<Literal>) {
+    use hlatc::compiler::Scalar;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
+    let m = hlatc::load_module(&dir.join("torch_xla_llama_step.hlo")).unwrap();
+    let mask = read_safetensors(&dir.join("causal_mask.safetensors")).unwrap();
+    let (mask_name, mask) = mask.into_iter().next().unwrap();
+    let e = m.entry();
+    let inputs = e
+        .parameters()
+        .into_iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let i = e.instr(p);
+            if i.name == mask_name {
+                return mask.clone();
+            }
+            let a = i.shape.as_array().unwrap();
+            let n = a.element_count() as usize;
+            let values: Vec<Scalar> = (0..n)
+                .map(|j| match (a.ty.is_float(), a.rank()) {
+                    (true, _) => {
+                        let golden = ((k * 7919 + j) as f64 * 0.618_033_988_7).fract();
+                        Scalar::Float(0.01 + 0.09 * golden)
+                    }
+                    (false, 0) => Scalar::Int(3),
+                    (false, _) => Scalar::Int(((k + j * 5) % 8) as i64),
+                })
+                .collect();
+            Literal::from_scalars(a.ty, a.dims.clone(), &values).unwrap()
+        })
+        .collect();
+    (m, mask_name, inputs)
+}
+
+fn assert_all_close(what: &str, got: &[Literal], want: &[Literal]) {
+    assert_eq!(got.len(), want.len(), "{what}: outputs");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            w.to_f64_vec().iter().all(|v| v.is_finite()),
+            "{what}: reference output {i} is not finite"
+        );
+        assert_close(&format!("{what}: output {i}"), g, w, 1e-5);
+    }
+}
+
+#[test]
+fn each_pass_and_default_pipeline_keep_the_torch_xla_steps_numbers() {
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let (module, _, inputs) = torch_xla_fixture();
+    let reference = rt.compile(&module).unwrap().run(&inputs).unwrap();
+    for (label, target, p, remat) in pipelines() {
+        let (m, report) = optimized(&module, target, &p, remat);
+        let got = rt.compile(&m).unwrap().run(&inputs).unwrap();
+        assert_all_close(&label, &got, &reference);
+        if label.starts_with("default") {
+            // The projections share their input once simplify and cse have
+            // merged torch-xla's per-projection copies of it.
+            for pass in ["simplify", "cse", "coalesce-linear", "fuse-softmax"] {
+                assert!(report.fired(pass), "{label}: {pass} fired");
+            }
+        }
+    }
+}
+
+/// NxD builds the causal mask on the host and torch-xla makes it an entry
+/// parameter: from the HLO alone a causal and a non-causal mask look the
+/// same. Bound to the causal mask, it folds into iota/compare and no mask
+/// tensor is read any more; bound to one that hides the past instead, the
+/// mask stays, as a constant. Either way the bound parameter is unread and
+/// can leave the signature.
+#[test]
+fn a_host_built_causal_mask_folds_once_bound_and_only_then() {
+    use hlatc::passes::bind::{bind_parameter, drop_unused_parameters};
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let (module, mask_name, inputs) = torch_xla_fixture();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
+    let mask_at = module
+        .entry()
+        .parameters()
+        .iter()
+        .position(|&p| module.entry().instr(p).name == mask_name)
+        .unwrap();
+    let mask_shape = module.entry_parameter_shapes()[mask_at].clone();
+    let holds_a_mask = |m: &Module| {
+        m.entry().ids().any(|id| {
+            let i = m.entry().instr(id);
+            i.shape == mask_shape
+                && matches!(
+                    i.op,
+                    hlatc::compiler::Op::Parameter(_) | hlatc::compiler::Op::Constant(_)
+                )
+        })
+    };
+    for (file, causal) in [("causal_mask", true), ("noncausal_mask", false)] {
+        let mask = read_safetensors(&dir.join(format!("{file}.safetensors")))
+            .unwrap()
+            .remove(&mask_name)
+            .unwrap();
+        let mut with_mask = inputs.clone();
+        with_mask[mask_at] = mask.clone();
+        let reference = rt.compile(&module).unwrap().run(&with_mask).unwrap();
+
+        let mut m = module.clone();
+        bind_parameter(&mut m, &mask_name, mask).unwrap();
+        let p = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
+        let report = p
+            .run_module(&mut m, &mut PassContext::new(Target::Cpu))
+            .unwrap();
+        assert_eq!(report.fired("fold-causal-mask"), causal, "{file}");
+        assert_eq!(drop_unused_parameters(&mut m), vec![mask_name.clone()]);
+        assert_eq!(
+            holds_a_mask(&m),
+            !causal,
+            "{file}: an [S, S] mask tensor is read"
+        );
+        let mut rest = with_mask.clone();
+        rest.remove(mask_at);
+        let got = rt.compile(&m).unwrap().run(&rest).unwrap();
+        assert_all_close(file, &got, &reference);
+    }
+}

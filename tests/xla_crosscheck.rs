@@ -11,15 +11,19 @@ use std::process::Command;
 
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut v: Vec<PathBuf> = ["tests/fixtures/hlo", "tests/fixtures/jax"]
-        .iter()
-        .flat_map(|d| {
-            std::fs::read_dir(root.join(d))
-                .unwrap()
-                .map(|e| e.unwrap().path())
-        })
-        .filter(|p| p.extension().is_some_and(|e| e == "hlo"))
-        .collect();
+    let mut v: Vec<PathBuf> = [
+        "tests/fixtures/hlo",
+        "tests/fixtures/jax",
+        "tests/fixtures/torch_xla",
+    ]
+    .iter()
+    .flat_map(|d| {
+        std::fs::read_dir(root.join(d))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+    })
+    .filter(|p| p.extension().is_some_and(|e| e == "hlo"))
+    .collect();
     v.sort();
     v
 }

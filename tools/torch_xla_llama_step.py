@@ -13,10 +13,10 @@ with a non-causal mask of the same shape for the negative check.
     python3 -m venv /tmp/txla && /tmp/txla/bin/pip install -r tools/torch_xla_requirements.txt
     /tmp/txla/bin/python tools/torch_xla_llama_step.py --out tests/fixtures/torch_xla
 
-Writes OUT/llama_tiny_step.hlo (the training step module, as XLA printed
+Writes OUT/torch_xla_llama_step.hlo (the training step module, as XLA printed
 it before optimization), OUT/causal_mask.safetensors and
-OUT/noncausal_mask.safetensors (the mask parameter's name is the tensor
-name), and OUT/README.md saying which parameter the mask is.
+OUT/noncausal_mask.safetensors, which hides the past instead of the
+future (the mask parameter's name is the tensor name), and OUT/README.md saying which parameter the mask is.
 """
 import argparse
 import glob
@@ -91,14 +91,15 @@ def main():
     texts = glob.glob(os.path.join(dump, "*before_optimizations.txt"))
     step = max(texts, key=os.path.getsize)
     os.makedirs(args.out, exist_ok=True)
-    shutil.copy(step, os.path.join(args.out, "llama_tiny_step.hlo"))
+    shutil.copy(step, os.path.join(args.out, "torch_xla_llama_step.hlo"))
     text = open(step).read()
     shape = f"f32[{b},1,{s},{s}]"
     params = re.findall(r"(\S+) = " + re.escape(shape) + r"(?:\{[^}]*\})? parameter\((\d+)\)", text)
     if len(params) != 1:
         raise SystemExit(f"expected one {shape} parameter (the mask), found {params}")
     name = params[0][0].lstrip("%")
-    noncausal = np.zeros((s, s), dtype=np.float32)
+    # Hides the past instead of the future: as large a mask, not causal.
+    noncausal = np.tril(np.full((s, s), -1e9, dtype=np.float32), k=-1)
     for m, file in [(causal, "causal_mask"), (noncausal, "noncausal_mask")]:
         full = np.broadcast_to(m, (b, 1, s, s)).astype("<f4").copy()
         write_safetensors(os.path.join(args.out, file + ".safetensors"), {name: ("F32", full.shape, full.tobytes())})
@@ -108,7 +109,7 @@ def main():
             f"training step (torch {torch.__version__}) as torch-xla's XLA dump printed it before "
             f"optimization. The attention mask is entry parameter `{name}` ({shape}); "
             "causal_mask.safetensors holds the causal mask it was traced with, "
-            "noncausal_mask.safetensors a mask that hides nothing.\n"
+            "noncausal_mask.safetensors one that hides the past instead (not causal).\n"
         )
     print(f"wrote {args.out}: {os.path.basename(step)}, mask parameter {name}")
 

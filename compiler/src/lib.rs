@@ -28,7 +28,7 @@ pub mod verifier;
 pub use computation::{Computation, InstrId};
 pub use instruction::{Instruction, Metadata};
 pub use literal::{Literal, LiteralError, Scalar};
-pub use module::{AliasKind, IoAlias, Module};
+pub use module::{AliasKind, BufferDonor, IoAlias, Module};
 pub use op::Op;
 pub use shape_inference::{infer_shape, CalleeSignature, ShapeError};
 pub use types::{ArrayShape, ElementType, Shape};

@@ -30,6 +30,16 @@ pub struct IoAlias {
     pub kind: AliasKind,
 }
 
+/// One `buffer_donor` entry: parameter `parameter` at `{parameter_index}`
+/// gives its buffer up to the program, which may reuse it for any output
+/// (torch-xla marks donated inputs so, where JAX writes
+/// `input_output_alias`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufferDonor {
+    pub parameter: i64,
+    pub parameter_index: Vec<i64>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Module {
     pub name: String,
@@ -38,6 +48,7 @@ pub struct Module {
     /// Index of the entry computation in `computations`.
     pub entry: usize,
     pub input_output_alias: Vec<IoAlias>,
+    pub buffer_donors: Vec<BufferDonor>,
     pub frontend_attributes: BTreeMap<String, String>,
 }
 
@@ -49,6 +60,7 @@ impl Module {
             computations: vec![entry],
             entry: 0,
             input_output_alias: Vec::new(),
+            buffer_donors: Vec::new(),
             frontend_attributes: BTreeMap::new(),
         }
     }
@@ -158,6 +170,7 @@ impl PartialEq for Module {
     fn eq(&self, other: &Module) -> bool {
         if self.name != other.name
             || self.input_output_alias != other.input_output_alias
+            || self.buffer_donors != other.buffer_donors
             || self.frontend_attributes != other.frontend_attributes
             || self.entry().name != other.entry().name
             || self.computations.len() != other.computations.len()

@@ -336,12 +336,44 @@ fn verify_aliases(module: &Module) -> Result<(), VerifyError> {
             return Err(err(format!("output {:?} is aliased twice", a.output_index)));
         }
         // One input buffer can become only one output; XLA aborts otherwise.
+        // (A buffer donor may not be aliased too: checked below.)
         if let Some(other) =
             donated.insert((a.parameter, a.parameter_index.clone()), &a.output_index)
         {
             return Err(err(format!(
                 "parameter {} {:?} is aliased by outputs {other:?} and {:?}",
                 a.parameter, a.parameter_index, a.output_index
+            )));
+        }
+    }
+    let donor_err = |message: String| VerifyError {
+        computation: entry.name.clone(),
+        instruction: None,
+        message: format!("buffer_donor: {message}"),
+    };
+    let mut donors = BTreeSet::new();
+    for d in &module.buffer_donors {
+        let p = usize::try_from(d.parameter)
+            .ok()
+            .and_then(|p| params.get(p))
+            .ok_or_else(|| donor_err(format!("parameter {} does not exist", d.parameter)))?;
+        if p.subshape(&d.parameter_index).is_none() {
+            return Err(donor_err(format!(
+                "parameter {} has no index {:?}",
+                d.parameter, d.parameter_index
+            )));
+        }
+        if !donors.insert((d.parameter, &d.parameter_index)) {
+            return Err(donor_err(format!(
+                "parameter {} {:?} is listed twice",
+                d.parameter, d.parameter_index
+            )));
+        }
+        // XLA refuses a buffer that is both donated and aliased.
+        if donated.contains_key(&(d.parameter, d.parameter_index.clone())) {
+            return Err(donor_err(format!(
+                "parameter {} {:?} is both a buffer donor and aliased to an output",
+                d.parameter, d.parameter_index
             )));
         }
     }

@@ -7,7 +7,12 @@ use std::path::{Path, PathBuf};
 fn modules() -> Vec<(PathBuf, String)> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out = Vec::new();
-    for dir in ["tests/fixtures/hlo", "tests/fixtures/jax", "benches/data"] {
+    for dir in [
+        "tests/fixtures/hlo",
+        "tests/fixtures/jax",
+        "tests/fixtures/torch_xla",
+        "benches/data",
+    ] {
         let mut entries: Vec<_> = std::fs::read_dir(root.join(dir))
             .unwrap()
             .map(|e| e.unwrap().path())

@@ -170,6 +170,38 @@ fn one_parameter_cannot_alias_two_outputs() {
 }
 
 #[test]
+fn buffer_donors_must_exist_once_and_not_be_aliased_too() {
+    let body = "  p = f32[4] parameter(0)\n  q = f32[4] parameter(1)\n  ROOT a = f32[4] add(p, q)";
+    // torch-xla's way of donating inputs reads, verifies and prints back.
+    let m = module_with(body, ", buffer_donor={ (0, {}), (1, {}) }");
+    verify(&m).unwrap();
+    assert!(text::print_module(&m).contains("buffer_donor={ (0, {}), (1, {}) }"));
+    let e = refused_with(body, ", buffer_donor={ (2, {}) }");
+    assert!(
+        e.contains("buffer_donor: parameter 2 does not exist"),
+        "{e}"
+    );
+    let e = refused_with(body, ", buffer_donor={ (0, {}), (0, {}) }");
+    assert!(
+        e.contains("buffer_donor: parameter 0 [] is listed twice"),
+        "{e}"
+    );
+    let e = refused_with(body, ", buffer_donor={ (0, {1}) }");
+    assert!(
+        e.contains("buffer_donor: parameter 0 has no index [1]"),
+        "{e}"
+    );
+    let e = refused_with(
+        body,
+        ", input_output_alias={ {}: (0, {}, may-alias) }, buffer_donor={ (0, {}) }",
+    );
+    assert!(
+        e.contains("parameter 0 [] is both a buffer donor and aliased to an output"),
+        "{e}"
+    );
+}
+
+#[test]
 fn huge_ranks_are_refused() {
     let dims = vec!["1"; 65].join(",");
     let e = refused(&format!("  ROOT p = f32[{dims}] parameter(0)"));

@@ -62,7 +62,9 @@ pub fn bind_parameter(m: &mut Module, name: &str, value: Literal) -> Result<(), 
 }
 
 /// Removes entry parameters nothing reads and no output aliases, numbering
-/// the rest from 0 in their old order; returns the names removed.
+/// the rest from 0 in their old order; returns the names removed. A
+/// removed parameter's buffer donation goes with it; the others follow
+/// their parameters' new numbers.
 pub fn drop_unused_parameters(m: &mut Module) -> Vec<String> {
     let aliased: Vec<i64> = m.input_output_alias.iter().map(|a| a.parameter).collect();
     let c = m.entry_mut();
@@ -87,10 +89,19 @@ pub fn drop_unused_parameters(m: &mut Module) -> Vec<String> {
             next += 1;
         }
     }
+    let new_number = |old: i64| renumber.iter().find(|(o, _)| *o == old).map(|&(_, n)| n);
     for a in &mut m.input_output_alias {
-        if let Some(&(_, new)) = renumber.iter().find(|(old, _)| *old == a.parameter) {
+        if let Some(new) = new_number(a.parameter) {
             a.parameter = new;
         }
     }
+    m.buffer_donors
+        .retain_mut(|d| match new_number(d.parameter) {
+            Some(new) => {
+                d.parameter = new;
+                true
+            }
+            None => false,
+        });
     dropped
 }

@@ -70,12 +70,15 @@ pub fn registry() -> Vec<PassInfo> {
 
 /// The default pipeline's passes for a target, in order. The same list
 /// for both targets: the passes read the target from the context.
+/// `simplify` and `cse` come before `coalesce-linear`: torch-xla gives each
+/// projection its own copy of the reshaped input, and dots only share an
+/// operand once those copies are one.
 pub fn default_pass_names(_target: Target) -> Vec<&'static str> {
     vec![
         "fold-causal-mask",
-        "coalesce-linear",
         "simplify",
         "cse",
+        "coalesce-linear",
         "fuse-softmax",
         "remat",
         "dce",

@@ -154,6 +154,16 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
         id: 1,
         entry_computation_id: comp_ids[entry.name.as_str()],
         input_output_alias: alias,
+        buffer_donor: (!m.buffer_donors.is_empty()).then(|| HloBufferDonorProto {
+            entries: m
+                .buffer_donors
+                .iter()
+                .map(|d| BufferDonorEntryProto {
+                    parameter_number: d.parameter,
+                    parameter_shape_index: d.parameter_index.clone(),
+                })
+                .collect(),
+        }),
         frontend_attributes: frontend(&m.frontend_attributes),
     }
 }

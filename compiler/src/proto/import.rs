@@ -5,6 +5,7 @@ use super::messages::*;
 use crate::computation::{Computation, InstrId};
 use crate::instruction::{Instruction, Metadata};
 use crate::literal::Literal;
+use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
 use crate::types::{ArrayShape, ElementType, Shape};
@@ -141,11 +142,21 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
             });
         }
     }
+    let buffer_donors = p
+        .buffer_donor
+        .iter()
+        .flat_map(|d| &d.entries)
+        .map(|e| BufferDonor {
+            parameter: e.parameter_number,
+            parameter_index: e.parameter_shape_index.clone(),
+        })
+        .collect();
     let mut m = Module {
         name: p.name.clone(),
         computations,
         entry,
         input_output_alias,
+        buffer_donors,
         frontend_attributes: p
             .frontend_attributes
             .as_ref()

@@ -19,6 +19,8 @@ pub struct HloModuleProto {
     pub entry_computation_id: i64,
     #[prost(message, optional, tag = "8")]
     pub input_output_alias: Option<HloInputOutputAliasProto>,
+    #[prost(message, optional, tag = "18")]
+    pub buffer_donor: Option<HloBufferDonorProto>,
     #[prost(message, optional, tag = "19")]
     pub frontend_attributes: Option<FrontendAttributes>,
 }
@@ -270,4 +272,18 @@ pub struct AliasEntryProto {
 pub struct HloInputOutputAliasProto {
     #[prost(message, repeated, tag = "1")]
     pub entries: Vec<AliasEntryProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HloBufferDonorProto {
+    #[prost(message, repeated, tag = "1")]
+    pub entries: Vec<BufferDonorEntryProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct BufferDonorEntryProto {
+    #[prost(int64, tag = "1")]
+    pub parameter_number: i64,
+    #[prost(int64, repeated, tag = "2")]
+    pub parameter_shape_index: Vec<i64>,
 }

@@ -6,6 +6,7 @@ use super::escape::unescape;
 use crate::computation::{Computation, InstrId};
 use crate::instruction::{Instruction, Metadata};
 use crate::literal::{Literal, Scalar};
+use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
 use crate::types::{ArrayShape, ElementType, Shape};
@@ -177,6 +178,7 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     let mut inner = module_pair.into_inner();
     let name = strip_sigil(inner.next().expect("grammar: module name").as_str()).to_string();
     let mut aliases = Vec::new();
+    let mut donors = Vec::new();
     let mut frontend_attributes = BTreeMap::new();
     let mut computations = Vec::new();
     let mut entry = None;
@@ -185,6 +187,18 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
             Rule::alias_attr => {
                 for e in p.into_inner() {
                     aliases.push(alias_entry(e)?);
+                }
+            }
+            Rule::donor_attr => {
+                for e in p.into_inner() {
+                    let mut it = e.into_inner();
+                    let parameter = int(&it.next().expect("grammar: parameter"))?;
+                    let parameter_index =
+                        shape_index(it.next().expect("grammar: parameter index"))?;
+                    donors.push(BufferDonor {
+                        parameter,
+                        parameter_index,
+                    });
                 }
             }
             Rule::layout_attr => {}
@@ -222,6 +236,7 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
         computations,
         entry,
         input_output_alias: aliases,
+        buffer_donors: donors,
         frontend_attributes,
     };
     crate::canonical::drop_default_attributes(&mut m);

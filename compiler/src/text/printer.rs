@@ -27,6 +27,18 @@ pub fn print_module(m: &Module) -> String {
         }
         out.push_str(" }");
     }
+    if !m.buffer_donors.is_empty() {
+        out.push_str(", buffer_donor={ ");
+        for (i, d) in m.buffer_donors.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "({}, {{", d.parameter);
+            let _ = write_joined(&mut out, &d.parameter_index);
+            out.push_str("})");
+        }
+        out.push_str(" }");
+    }
     if !m.frontend_attributes.is_empty() {
         out.push_str(", ");
         write_frontend_attributes(&mut out, &m.frontend_attributes);
