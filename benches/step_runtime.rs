@@ -14,20 +14,6 @@ use hlatc::runtime::Runtime;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use hlatc::trainer::Trainer;
 
-fn small() -> ModelConfig {
-    ModelConfig {
-        head_dim: 16,
-        vocab_size: 256,
-        hidden_size: 128,
-        intermediate_size: 256,
-        num_attention_heads: 8,
-        num_key_value_heads: 4,
-        num_hidden_layers: 4,
-        max_position_embeddings: 512,
-        ..ModelConfig::tiny()
-    }
-}
-
 fn bench(c: &mut Criterion) {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let mut g = c.benchmark_group("train_step_on_xla_cpu");
@@ -43,7 +29,7 @@ fn bench(c: &mut Criterion) {
         ),
         (
             "small-s512",
-            small(),
+            ModelConfig::small(),
             BatchShape {
                 batch_size: 1,
                 seq_len: 512,

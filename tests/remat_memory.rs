@@ -11,24 +11,6 @@ use hlatc::passes::{default_pipeline, RematPolicy, Target};
 use hlatc::runtime::{CompiledMemoryStats, Runtime};
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 
-/// Small enough to compile in seconds, with Llama's balance at S = 512:
-/// attention's `[B, H, S, S]` tensors are about two thirds of a layer's
-/// activations, as in HLAT-7B at S = 4096 (32 x 4096^2 elements against
-/// about 4096 x 74k for the rest).
-fn small() -> ModelConfig {
-    ModelConfig {
-        head_dim: 16,
-        vocab_size: 256,
-        hidden_size: 128,
-        intermediate_size: 256,
-        num_attention_heads: 8,
-        num_key_value_heads: 4,
-        num_hidden_layers: 4,
-        max_position_embeddings: 512,
-        ..ModelConfig::tiny()
-    }
-}
-
 fn stats(
     rt: &Runtime,
     model: &ModelConfig,
@@ -84,7 +66,7 @@ fn temps(rt: &Runtime, model: &ModelConfig, seq_len: i64) -> [i64; 3] {
 #[test]
 fn core_attention_cuts_temporary_memory_by_a_third_at_seq_512() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
-    let [none, core, full] = temps(&rt, &small(), 512);
+    let [none, core, full] = temps(&rt, &ModelConfig::small(), 512);
     assert!(
         (core as f64) <= 0.7 * none as f64,
         "core-attention: {core} bytes of temporaries against {none} without remat"

@@ -135,6 +135,25 @@ impl ModelConfig {
         }
     }
 
+    /// 4 layers, d 128, 8 heads over 4 KV heads, 512 positions: small
+    /// enough that XLA CPU compiles its step in seconds, with Llama's
+    /// balance at S = 512 (attention's `[B, H, S, S]` tensors are about two
+    /// thirds of a layer's activations, as in HLAT-7B at S = 4096). What
+    /// the remat measurements and the runtime bench use.
+    pub fn small() -> Self {
+        ModelConfig {
+            head_dim: 16,
+            vocab_size: 256,
+            hidden_size: 128,
+            intermediate_size: 256,
+            num_attention_heads: 8,
+            num_key_value_heads: 4,
+            num_hidden_layers: 4,
+            max_position_embeddings: 512,
+            ..Self::tiny()
+        }
+    }
+
     /// HLAT-7B: the Llama-2-7B shapes.
     pub fn hlat_7b() -> Self {
         ModelConfig {

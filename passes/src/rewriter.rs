@@ -248,16 +248,7 @@ impl Rewriter<'_> {
         if old == new {
             return Ok(());
         }
-        let (o, n) = (self.comp.instr(old), self.comp.instr(new));
-        if o.shape != n.shape {
-            return Err(RewriteError::ShapeChange {
-                computation: self.comp.name.clone(),
-                old: o.name.clone(),
-                old_shape: o.shape.to_string(),
-                new: n.name.clone(),
-                new_shape: n.shape.to_string(),
-            });
-        }
+        self.check_same_shape(old, new)?;
         self.comp.replace_all_uses(old, new);
         Ok(())
     }
@@ -270,18 +261,24 @@ impl Rewriter<'_> {
         old: InstrId,
         new: InstrId,
     ) -> Result<(), RewriteError> {
-        let (o, n) = (self.comp.instr(old), self.comp.instr(new));
-        if o.shape != n.shape {
-            return Err(RewriteError::ShapeChange {
-                computation: self.comp.name.clone(),
-                old: o.name.clone(),
-                old_shape: o.shape.to_string(),
-                new: n.name.clone(),
-                new_shape: n.shape.to_string(),
-            });
-        }
+        self.check_same_shape(old, new)?;
         self.comp.replace_uses_in(user, old, new);
         Ok(())
+    }
+
+    /// A replacement must compute a value of the replaced one's shape.
+    fn check_same_shape(&self, old: InstrId, new: InstrId) -> Result<(), RewriteError> {
+        let (o, n) = (self.comp.instr(old), self.comp.instr(new));
+        if o.shape == n.shape {
+            return Ok(());
+        }
+        Err(RewriteError::ShapeChange {
+            computation: self.comp.name.clone(),
+            old: o.name.clone(),
+            old_shape: o.shape.to_string(),
+            new: n.name.clone(),
+            new_shape: n.shape.to_string(),
+        })
     }
 
     /// Removes every instruction nothing reads that is neither the root, a
