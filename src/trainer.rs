@@ -38,6 +38,22 @@ impl Trainer {
         Self::with_program(rt.compile(&step.module)?, cfg, &step, params)
     }
 
+    /// Like [`Trainer::new`], with the step first through the `cpu` target's
+    /// default pass pipeline and `remat` as its checkpointing policy: the
+    /// program `hlatc compile --target cpu` would write.
+    pub fn optimized(
+        rt: &Runtime,
+        cfg: &StepConfig,
+        remat: hlatc_passes::RematPolicy,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
+        let mut step = build_train_step(cfg)?;
+        let target = hlatc_passes::Target::Cpu;
+        let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
+        crate::train_step::optimize(&mut step, &pipeline, target, remat)?;
+        Self::with_program(rt.compile(&step.module)?, cfg, &step, params)
+    }
+
     /// Starts from an already compiled `step` for `cfg` (for instance the
     /// bundle's own module, read back from disk). The state is laid out by
     /// the roles of the step's inputs: `params` (in `param_specs` order)

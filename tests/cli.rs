@@ -335,3 +335,22 @@ fn run_a_bundle_step_after_step() {
         stderr(&o)
     );
 }
+
+#[test]
+fn an_unknown_remat_policy_lists_the_known_ones() {
+    for command in ["compile", "train", "opt"] {
+        let mut args = vec![command, "--remat", "everything"];
+        if command == "opt" {
+            args.push("x.hlo");
+        }
+        let o = hlatc(&args);
+        assert!(!o.status.success(), "{command}");
+        assert!(
+            stderr(&o).contains(
+                "unknown remat policy 'everything' (known: none, core-attention, full-layer)"
+            ),
+            "{command}: {}",
+            stderr(&o)
+        );
+    }
+}

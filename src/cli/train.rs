@@ -16,6 +16,9 @@ use std::time::Instant;
 
 /// Train a model on XLA CPU with the compiled step, on synthetic data.
 ///
+/// The step goes through the cpu target's default pass pipeline first, with
+/// --remat as its checkpointing policy: what `compile --target cpu` writes.
+///
 /// The data is a deterministic synthetic language: each sequence starts at
 /// a random token and follows a fixed random permutation of the vocabulary,
 /// so the next token is learnable from the current one. Each step draws a
@@ -28,6 +31,8 @@ use std::time::Instant;
 pub struct Args {
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    remat: super::compile::RematArg,
     #[command(flatten)]
     optimizer: OptimizerArgs,
     /// Optimizer steps to run
@@ -163,7 +168,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     let rt = Runtime::new()?;
     let t0 = Instant::now();
-    let mut trainer = Trainer::new(&rt, &cfg, params)?;
+    let mut trainer = Trainer::optimized(&rt, &cfg, a.remat.policy, params)?;
     note!(
         "training {name} ({:.2} M parameters) on {}: batch {} x {}, {} steps, compiled in {:.0} ms",
         model.parameter_count() as f64 / 1e6,
