@@ -81,10 +81,10 @@ impl Pass for Remat {
         ctx.note(
             self.name(),
             format!(
-                "{policy}: {} regions recompute {} instructions behind opt-barriers; {} activations ({}) are no longer kept for the backward pass",
-                total.regions,
-                total.recomputed,
-                total.freed,
+                "{policy}: {}, {} recomputed behind opt-barriers; {} ({}) no longer kept for the backward pass",
+                count(total.regions, "region"),
+                count(total.recomputed, "instruction"),
+                count(total.freed, "activation"),
                 human_bytes(total.freed_bytes)
             ),
         );
@@ -460,6 +460,15 @@ fn shape_bytes(s: &Shape) -> u64 {
     match s {
         Shape::Array(a) => a.element_count().max(0) as u64 * a.ty.byte_size() as u64,
         Shape::Tuple(elems) => elems.iter().map(shape_bytes).sum(),
+    }
+}
+
+/// `n` and `noun`, plural unless `n` is 1.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
