@@ -504,6 +504,41 @@ impl Builder {
     }
 
     /// `x * c` for a scalar constant `c`, broadcast to `x`'s shape.
+    /// `x` (f32) rounded to bf16 stochastically with `random` (u32, same
+    /// dims): up with probability equal to the distance from the lower
+    /// neighbour, so the rounding is unbiased. Plain HLO that XLA CPU runs
+    /// (its `stochastic-convert` does not take f32 to bf16): the random low
+    /// 16 bits are added to the value's bits and cut off. NaN stays NaN, and
+    /// a finite value never rounds up into infinity.
+    pub fn stochastic_round_bf16(
+        &mut self,
+        x: InstrId,
+        random: InstrId,
+    ) -> Result<InstrId, BuildError> {
+        use crate::op::ComparisonDirection::{Eq, Lt, Ne};
+        let dims = self.dims(x);
+        let u32_shape = Shape::array(ElementType::U32, dims.clone());
+        let f32_shape = Shape::array(ElementType::F32, dims.clone());
+        let bits = self.add(Op::BitcastConvert, &[x], Some(u32_shape.clone()))?;
+        let low_mask = self.full(ElementType::U32, &dims, 65535.0)?;
+        let high_mask = self.full(ElementType::U32, &dims, 4_294_901_760.0)?;
+        let low = self.binary(BinaryOp::And, random, low_mask)?;
+        let sum = self.add2(bits, low)?;
+        let up = self.binary(BinaryOp::And, sum, high_mask)?;
+        let down = self.binary(BinaryOp::And, bits, high_mask)?;
+        let up = self.add(Op::BitcastConvert, &[up], Some(f32_shape.clone()))?;
+        let down = self.add(Op::BitcastConvert, &[down], Some(f32_shape))?;
+        let inf = self.full(ElementType::F32, &dims, f64::INFINITY)?;
+        let (ax, aup) = (self.unary(UnaryOp::Abs, x)?, self.unary(UnaryOp::Abs, up)?);
+        let finite = self.compare(ax, inf, Lt)?;
+        let went_infinite = self.compare(aup, inf, Eq)?;
+        let overflow = self.binary(BinaryOp::And, finite, went_infinite)?;
+        let rounded = self.select(overflow, down, up)?;
+        let nan = self.compare(x, x, Ne)?;
+        let kept = self.select(nan, x, rounded)?;
+        self.convert(kept, ElementType::Bf16)
+    }
+
     pub fn scale(&mut self, x: InstrId, c: f64) -> Result<InstrId, BuildError> {
         let k = self.full_like(x, c)?;
         self.mul(x, k)
