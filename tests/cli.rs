@@ -354,3 +354,37 @@ fn an_unknown_remat_policy_lists_the_known_ones() {
         );
     }
 }
+
+#[test]
+fn train_writes_every_steps_metrics_as_csv() {
+    let path = tmp("metrics.csv");
+    let o = hlatc(&["train", "--steps", "4", "--metrics", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(&path).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("step,loss,grad_norm,learning_rate,held_out_loss")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4);
+    // The same losses the progress lines print, to their 4 decimals.
+    let printed: Vec<f64> = stdout(&o)
+        .lines()
+        .filter_map(|l| l.split("loss ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .take(4)
+        .collect();
+    assert_eq!(printed.len(), 4, "{}", stdout(&o));
+    for (k, (row, shown)) in rows.iter().zip(&printed).enumerate() {
+        assert_eq!(row[0], (k + 1).to_string());
+        let loss: f64 = row[1].parse().unwrap();
+        assert!(
+            (loss - shown).abs() < 5e-5,
+            "step {}: {loss} vs {shown}",
+            k + 1
+        );
+        let lr: f64 = row[3].parse().unwrap();
+        assert!(lr > 0.0 && row[4].is_empty(), "{row:?}");
+    }
+}

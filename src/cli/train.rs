@@ -48,6 +48,10 @@ pub struct Args {
     /// Write the final weights here (safetensors, Hugging Face names)
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
+    /// Write every step's loss, grad norm and learning rate (and the
+    /// held-out loss where it was measured) here as CSV, once training ends
+    #[arg(long, value_name = "FILE")]
+    metrics: Option<PathBuf>,
     /// Train on pre-tokenized data instead of the synthetic language: a
     /// flat stream of token ids (raw little-endian, see --data-dtype, as
     /// nanoGPT and Megatron write it) or a 1-D integer .npy. Windows of the
@@ -81,10 +85,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     if a.steps == 0 {
         return Err(Error::Usage("--steps must be at least 1".into()));
     }
-    if let Some(path) = &a.save {
-        // Checked now, not after training, so the weights are never lost.
-        hlatc::runtime::atomic_file::check_writable(path)
-            .map_err(|m| Error::Usage(format!("--save {}: {m}", path.display())))?;
+    // Checked now, not after training, so nothing trained is lost.
+    for (flag, path) in [("--save", &a.save), ("--metrics", &a.metrics)] {
+        if let Some(path) = path {
+            hlatc::runtime::atomic_file::check_writable(path)
+                .map_err(|m| Error::Usage(format!("{flag} {}: {m}", path.display())))?;
+        }
     }
     if !(0.0..1.0).contains(&a.eval_fraction) {
         return Err(Error::Usage(format!(
@@ -187,6 +193,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t1 = Instant::now();
     let width = a.steps.to_string().len();
     let (mut first, mut last) = (None, 0.0);
+    let mut metrics = String::from("step,loss,grad_norm,learning_rate,held_out_loss\n");
     for k in 0..a.steps {
         let b = match &tokens {
             Some(d) => d.train_batch(k, a.seed, batch.batch_size, batch.seq_len),
@@ -214,16 +221,26 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             per_step * 1e3,
             per_step * (a.steps - done) as f64
         )?;
+        let mut held_out = String::new();
         if let Some(e) = &eval {
             if done % eval_every == 0 || done == a.steps {
+                let loss = e.loss(&trainer)?;
+                held_out = loss.to_string();
                 out!(
-                    "step {done:>width$}/{}  held-out loss {:.4}  ({} batches)",
+                    "step {done:>width$}/{}  held-out loss {loss:.4}  ({} batches)",
                     a.steps,
-                    e.loss(&trainer)?,
                     e.batches.len()
                 )?;
             }
         }
+        metrics.push_str(&format!(
+            "{done},{},{},{},{held_out}\n",
+            s.loss, s.grad_norm, s.learning_rate
+        ));
+    }
+    if let Some(path) = &a.metrics {
+        hlatc::runtime::atomic_file::write_atomic(path, metrics.as_bytes())
+            .map_err(|e| Error::Usage(format!("--metrics {}: {e}", path.display())))?;
     }
     let first = first.unwrap_or(last);
     out!(
