@@ -14,7 +14,7 @@
 //! as inputs), the concatenation happens every step; the report says how
 //! many bytes that copies.
 
-use crate::context::PassContext;
+use crate::context::{human_bytes, PassContext};
 use crate::pass::{Pass, PassError};
 use crate::pattern;
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
@@ -105,7 +105,7 @@ impl Pass for CoalesceLinear {
                         "'{}': {} weight parameters ({}) are concatenated in the graph every step",
                         c.name,
                         concatenated.len(),
-                        human_bytes(bytes)
+                        human_bytes(bytes.max(0) as u64)
                     ),
                 );
             }
@@ -430,15 +430,4 @@ fn merge_sum(r: &mut Rewriter<'_>, sum: &SumOfDots) -> Result<(), RewriteError> 
     )?;
     let dot = r.add(Op::Dot { dims, precision }, &[lhs, rhs], None)?;
     r.replace(add, dot)
-}
-
-/// `812 B`, `4.1 KB`, `17.9 GB`.
-fn human_bytes(n: i64) -> String {
-    let x = n as f64;
-    match n {
-        n if n >= 1_000_000_000 => format!("{:.1} GB", x / 1e9),
-        n if n >= 1_000_000 => format!("{:.1} MB", x / 1e6),
-        n if n >= 1_000 => format!("{:.1} KB", x / 1e3),
-        n => format!("{n} B"),
-    }
 }

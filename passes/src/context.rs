@@ -125,3 +125,15 @@ impl PassContext {
         &self.notes
     }
 }
+
+/// Byte counts in notes, one way for every pass: `812 B`, `4.1 KB`,
+/// `17.9 GB`.
+pub(crate) fn human_bytes(n: u64) -> String {
+    let x = n as f64;
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.1} GB", x / 1e9),
+        n if n >= 1_000_000 => format!("{:.1} MB", x / 1e6),
+        n if n >= 1_000 => format!("{:.1} KB", x / 1e3),
+        n => format!("{n} B"),
+    }
+}

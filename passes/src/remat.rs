@@ -30,7 +30,7 @@
 //!
 //! [`saves`]: hlatc_compiler::autodiff::rules::saves
 
-use crate::context::{PassContext, RematPolicy, Target};
+use crate::context::{human_bytes, PassContext, RematPolicy, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
 use hlatc_compiler::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -469,20 +469,5 @@ fn count(n: usize, noun: &str) -> String {
         format!("1 {noun}")
     } else {
         format!("{n} {noun}s")
-    }
-}
-
-fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
     }
 }
