@@ -30,8 +30,6 @@ impl Pass for CoalesceLinear {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        // Made on the first merge: a round that finds nothing (every
-        // fixpoint's last) should not pay for indexing the module's names.
         let mut rw: Option<ModuleRewriter> = None;
         let mut changed = false;
         let entry = m.entry;
@@ -62,8 +60,7 @@ impl Pass for CoalesceLinear {
                 );
                 continue;
             }
-            let rw = rw.get_or_insert_with(|| ModuleRewriter::new(m));
-            let mut r = rw.on(&mut m.computations[ci]);
+            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci);
             for group in groups {
                 copied_bytes +=
                     parameter_bytes(r.comp(), group.members.iter().map(|m| m.other), is_entry);

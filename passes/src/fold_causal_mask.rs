@@ -45,8 +45,7 @@ impl Pass for FoldCausalMask {
             if masks.is_empty() {
                 continue;
             }
-            let rw = rw.get_or_insert_with(|| ModuleRewriter::new(m));
-            let mut r = rw.on(&mut m.computations[ci]);
+            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci);
             for (id, split) in masks {
                 let shape = r
                     .shape(id)

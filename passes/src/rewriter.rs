@@ -112,6 +112,19 @@ impl ModuleRewriter {
         }
     }
 
+    /// A rewriter over computation `ci` of `m`, with the module-wide state
+    /// made on first use and kept in `slot` for the next: a pass that
+    /// searches every computation and finds nothing to rewrite (the last
+    /// round of every fixpoint) then never pays for indexing the names.
+    pub fn on_demand<'a>(
+        slot: &'a mut Option<ModuleRewriter>,
+        m: &'a mut Module,
+        ci: usize,
+    ) -> Rewriter<'a> {
+        slot.get_or_insert_with(|| ModuleRewriter::new(m))
+            .on(&mut m.computations[ci])
+    }
+
     /// Adds `c` to `m` as a callee, under a module-unique name (returned),
     /// and makes it callable from rewriters made afterwards.
     pub fn add_computation(&mut self, m: &mut Module, mut c: Computation) -> String {

@@ -39,9 +39,6 @@ impl Pass for Simplify {
     }
 
     fn run(&self, m: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
-        // Made for the first computation with something to simplify: the
-        // last round of a fixpoint finds nothing and should cost only the
-        // search, not an index of the module's names.
         let mut rw: Option<ModuleRewriter> = None;
         let mut changed = false;
         for ci in 0..m.computations.len() {
@@ -52,8 +49,7 @@ impl Pass for Simplify {
             {
                 continue;
             }
-            let rw = rw.get_or_insert_with(|| ModuleRewriter::new(m));
-            let mut r = rw.on(&mut m.computations[ci]);
+            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci);
             for id in r.comp().post_order() {
                 if !r.comp().contains(id) {
                     continue;
