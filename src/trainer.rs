@@ -227,10 +227,12 @@ pub fn params_from_tensors(
     source: &str,
 ) -> Result<(Vec<Literal>, Vec<String>), Error> {
     let mut tensors = tensors;
-    for (name, t) in &tensors {
-        if !t.ty().is_float() && is_parameter_name(cfg, name) {
+    let hf = hlatc_models::layout::hugging_face_config(cfg);
+    for p in hlatc_models::param_specs(&hf) {
+        if let Some(t) = tensors.get(&p.name).filter(|t| !t.ty().is_float()) {
             return Err(Error::Usage(format!(
-                "{source}: tensor '{name}' is {}, not a float",
+                "{source}: tensor '{}' is {}, not a float",
+                p.name,
                 t.ty()
             )));
         }
@@ -253,11 +255,4 @@ pub fn params_from_tensors(
         })
         .collect();
     Ok((out, tensors.into_keys().collect()))
-}
-
-fn is_parameter_name(cfg: &hlatc_models::ModelConfig, name: &str) -> bool {
-    let hf = hlatc_models::layout::hugging_face_config(cfg);
-    hlatc_models::param_specs(&hf)
-        .iter()
-        .any(|p| p.name == name)
 }
