@@ -7,7 +7,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::optimizer::AdamWConfig;
-use hlatc::compiler::{proto, ElementType};
+use hlatc::compiler::proto;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
@@ -24,7 +24,7 @@ fn step_config(model: ModelConfig) -> StepConfig {
             seq_len: 4096,
         },
         optimizer: AdamWConfig::default(),
-        dtype: ElementType::F32,
+        precision: hlatc::precision::Precision::Fp32,
         packed: false,
     }
 }

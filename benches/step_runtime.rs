@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
             model,
             batch,
             optimizer: AdamWConfig::default(),
-            dtype: ElementType::F32,
+            precision: hlatc::precision::Precision::Fp32,
             packed: false,
         };
         let data = SyntheticData::permutation(cfg.model.vocab_size, 0);

@@ -29,18 +29,93 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Flags for `neuronx-cc compile`, as the Neuron compile cache stores them.
+/// `--auto-cast=none`: hlatc has decided every op's precision, and by
+/// default neuronx-cc would cast f32 matmuls to bf16 on its own (turning
+/// `fp32` into something else).
 pub fn neuron_flags() -> Vec<&'static str> {
     vec![
         "--framework=XLA",
         "--target=trn1",
         "--model-type=transformer",
         "--distribution-strategy=llm-training",
+        "--auto-cast=none",
     ]
 }
 
-/// Environment HLAT compiled with.
-pub fn neuron_env() -> Vec<(&'static str, &'static str)> {
-    vec![("NEURON_FUSE_SOFTMAX", "1")]
+/// The seed the bundle gives the Neuron runtime's stochastic rounding.
+pub const NEURON_ROUNDING_SEED: &str = "0";
+
+/// Environment HLAT compiled and ran with; stochastic rounding is switched
+/// on when the module has any convert marked for it.
+pub fn neuron_env(stochastic_rounding: bool) -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![("NEURON_FUSE_SOFTMAX", "1")];
+    if stochastic_rounding {
+        env.push(("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1"));
+        env.push(("NEURON_RT_STOCHASTIC_ROUNDING_SEED", NEURON_ROUNDING_SEED));
+    }
+    env
+}
+
+/// How the converts to bf16 of a step round: counted from the module.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RoundingSummary {
+    /// Converts marked for stochastic rounding (on cpu: lowered to plain
+    /// HLO, counted by their calls).
+    pub stochastic: usize,
+    /// f32 to bf16 converts that round to nearest even.
+    pub nearest_even: usize,
+    /// Set when the device's switch is coarser than the policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl RoundingSummary {
+    pub fn of(module: &hlatc_compiler::Module, target: Target) -> RoundingSummary {
+        use hlatc_compiler::{ElementType, Op};
+        let e = module.entry();
+        let (mut stochastic, mut nearest_even) = (0, 0);
+        for id in e.ids() {
+            let i = e.instr(id);
+            match &i.op {
+                Op::Convert
+                    if i.shape
+                        .as_array()
+                        .is_some_and(|a| a.ty == ElementType::Bf16) =>
+                {
+                    let wide = e
+                        .operands(id)
+                        .first()
+                        .and_then(|&o| e.instr(o).shape.as_array())
+                        .is_some_and(|a| a.ty == ElementType::F32);
+                    let sr = i
+                        .frontend_attributes
+                        .get(hlatc_passes::ROUNDING_ATTRIBUTE)
+                        .is_some_and(|v| v == hlatc_passes::STOCHASTIC);
+                    if sr {
+                        stochastic += 1;
+                    } else if wide {
+                        nearest_even += 1;
+                    }
+                }
+                Op::Call { to_apply } if to_apply.starts_with("stochastic_round_bf16") => {
+                    stochastic += 1;
+                }
+                _ => {}
+            }
+        }
+        let warning = (target == Target::Neuron && stochastic > 0 && nearest_even > 0).then(|| {
+            format!(
+                "NEURON_RT_STOCHASTIC_ROUNDING_EN is one switch for the whole device: the {nearest_even} \
+                 converts the policy rounds to nearest even will round stochastically too on Trainium \
+                 (on XLA CPU they do not)"
+            )
+        });
+        RoundingSummary {
+            stochastic,
+            nearest_even,
+            warning,
+        }
+    }
 }
 
 pub fn neuron_command() -> String {
@@ -77,6 +152,18 @@ struct Alias {
     input: usize,
 }
 
+/// The precision the step computes in, and how it rounds.
+#[derive(Serialize)]
+struct PrecisionInfo {
+    preset: &'static str,
+    /// Type of the weights and the optimizer state.
+    storage: &'static str,
+    /// The `amp` cast policy, one line; `none` for fp32.
+    cast_policy: String,
+    rounding_policy: String,
+    rounding: RoundingSummary,
+}
+
 #[derive(Serialize)]
 struct NeuronInfo {
     command: String,
@@ -107,6 +194,7 @@ struct Manifest<'a> {
     passes: &'a [String],
     /// The activation-checkpointing policy `remat` ran with.
     remat: &'static str,
+    precision: PrecisionInfo,
     module: ModuleInfo<'a>,
     parameter_count: i64,
     parameter_tensors: usize,
@@ -323,15 +411,17 @@ pub fn stage_bundle(
     let files = &mut staged.report.files;
     write(dir.join(PROTO_FILE), &proto, files)?;
     write(dir.join(TEXT_FILE), text.as_bytes(), files)?;
+    let rounding = RoundingSummary::of(&step.module, target);
+    let env = neuron_env(rounding.stochastic > 0);
     let neuron = (target == Target::Neuron).then(|| NeuronInfo {
         command: neuron_command(),
         flags: neuron_flags(),
-        env: neuron_env().into_iter().collect(),
+        env: env.iter().copied().collect(),
     });
     if target == Target::Neuron {
         let flags = serde_json::to_string_pretty(&neuron_flags()).expect("strings serialize");
         write(dir.join(FLAGS_FILE), format!("{flags}\n").as_bytes(), files)?;
-        let env: String = neuron_env()
+        let env: String = env
             .iter()
             .map(|(k, v)| format!("export {k}={v}\n"))
             .collect();
@@ -360,6 +450,16 @@ pub fn stage_bundle(
         target: target.name(),
         passes: &step.passes,
         remat: step.remat.name(),
+        precision: PrecisionInfo {
+            preset: step.precision.name(),
+            storage: step.precision.storage().name(),
+            cast_policy: step
+                .cast_policy
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |p| p.describe()),
+            rounding_policy: step.rounding.name().to_string(),
+            rounding,
+        },
         module: ModuleInfo {
             name: &step.module.name,
             proto: PROTO_FILE,

@@ -74,7 +74,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
     });
 
     let (model, batch, what, mut trainer) = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
-        let params = init_params(&cfg.model, cfg.dtype, 0)
+        let params = init_params(&cfg.model, cfg.precision.storage(), 0)
             .into_iter()
             .map(|(_, l)| l)
             .collect();
@@ -98,12 +98,14 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
             batch: b,
             ..cfg.clone()
         };
-        let params = init_params(&mini, cfg.dtype, 0)
+        let params = init_params(&mini, cfg.precision.storage(), 0)
             .into_iter()
             .map(|(_, l)| l)
             .collect();
         // The miniature goes through the same passes (for cpu).
         let mut mini_step = build_train_step(&run_cfg)?;
+        mini_step.cast_policy.clone_from(&step.cast_policy);
+        mini_step.rounding = step.rounding.clone();
         let pipeline = hlatc_passes::pipeline_from_names("miniature", &step.passes)?;
         optimize(&mut mini_step, &pipeline, Target::Cpu, step.remat)?;
         let trainer =

@@ -1,6 +1,7 @@
 //! The training step: the model's forward pass, its backward pass and the
 //! AdamW update, in one HLO module, with every input and output described.
 
+use crate::precision::Precision;
 use hlatc_compiler::autodiff::{self, AutodiffError};
 use hlatc_compiler::builder::{BuildError, Builder};
 use hlatc_compiler::optimizer::{adamw, AdamWConfig};
@@ -15,25 +16,40 @@ pub struct StepConfig {
     pub model: ModelConfig,
     pub batch: BatchShape,
     pub optimizer: AdamWConfig,
-    /// Element type of weights, optimizer state and all compute.
-    #[serde(serialize_with = "ser_type")]
-    pub dtype: ElementType,
+    /// How weights and optimizer state are stored and which precision each
+    /// op computes in (the `amp` pass applies it when the step is
+    /// optimized).
+    pub precision: Precision,
     /// Rows hold several documents: the step takes `segment_ids`
     /// (`s32[batch, seq]`, one id per document), attention stays within a
     /// document and positions restart at each document's start.
     pub packed: bool,
 }
 
-fn ser_type<S: serde::Serializer>(t: &ElementType, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(t.name())
-}
-
 impl StepConfig {
+    /// `model` over `batch` with the default optimizer, the default
+    /// precision (bf16-mixed) and unpacked rows.
+    pub fn new(model: ModelConfig, batch: BatchShape) -> Self {
+        StepConfig {
+            model,
+            batch,
+            optimizer: AdamWConfig::default(),
+            precision: Precision::default(),
+            packed: false,
+        }
+    }
+
+    /// This config with `precision`.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
     /// Bytes of the state a step carries: parameters and both Adam moments.
     pub fn state_bytes(&self) -> i64 {
         self.model
             .parameter_count()
-            .saturating_mul(3 * self.dtype.byte_size() as i64)
+            .saturating_mul(3 * self.precision.storage().byte_size() as i64)
     }
 }
 
@@ -48,6 +64,9 @@ pub enum Role {
     Tokens,
     Targets,
     SegmentIds,
+    /// The state of the RNG that stochastic rounding draws from (`u64[2]`,
+    /// cpu), seeded once and carried from step to step.
+    RngState,
     Loss,
     GradNorm,
     LearningRate,
@@ -60,7 +79,7 @@ impl Role {
     pub fn is_state(self) -> bool {
         matches!(
             self,
-            Role::Parameter | Role::AdamM | Role::AdamV | Role::Step
+            Role::Parameter | Role::AdamM | Role::AdamV | Role::Step | Role::RngState
         )
     }
 }
@@ -114,8 +133,6 @@ pub enum StepError {
     Config(#[from] ConfigError),
     #[error("optimizer: {0}")]
     Optimizer(String),
-    #[error("dtype {0} is not a floating-point type")]
-    Dtype(ElementType),
     #[error("building the graph: {0}")]
     Build(#[from] BuildError),
     #[error(transparent)]
@@ -141,12 +158,35 @@ pub struct TrainStep {
     pub pass_report: hlatc_passes::PipelineReport,
     /// The activation-checkpointing policy the passes ran with.
     pub remat: hlatc_passes::RematPolicy,
+    /// The precision preset the step was built for.
+    pub precision: Precision,
+    /// What `amp` casts when the step is optimized: the preset's policy,
+    /// which a caller may change per op kind before [`optimize`].
+    pub cast_policy: Option<hlatc_passes::CastPolicy>,
+    /// Which converts to bf16 round stochastically when the step is
+    /// optimized: the preset's default unless a caller changes it.
+    pub rounding: hlatc_passes::RoundingPolicy,
+}
+
+impl TrainStep {
+    /// Whether any convert of the module rounds stochastically.
+    pub fn has_stochastic_rounding(&self) -> bool {
+        let e = self.module.entry();
+        e.ids().any(|id| {
+            e.instr(id)
+                .frontend_attributes
+                .get(hlatc_passes::ROUNDING_ATTRIBUTE)
+                .is_some_and(|v| v == hlatc_passes::STOCHASTIC)
+        }) || self.inputs.iter().any(|s| s.role == Role::RngState)
+    }
 }
 
 /// Runs `pipeline` for `target` over the step's module, with `remat` as the
-/// checkpointing policy, and records what ran in the step (the manifest
-/// lists it). The step's inputs and outputs keep their order: no pass
-/// changes the entry signature.
+/// checkpointing policy, the step's cast policy and rounding policy, and
+/// records what ran in the step (the manifest lists it). The step's inputs
+/// and outputs keep their order; a pass that appends carried state (the
+/// RNG state of stochastic rounding on cpu) adds an input and an output
+/// with role [`Role::RngState`] at the end.
 pub fn optimize(
     step: &mut TrainStep,
     pipeline: &hlatc_passes::Pipeline,
@@ -155,11 +195,35 @@ pub fn optimize(
 ) -> Result<(), hlatc_passes::PassError> {
     let mut ctx = hlatc_passes::PassContext::new(target);
     ctx.remat = remat;
+    ctx.cast = step.cast_policy.clone();
+    ctx.rounding = step.rounding.clone();
     step.remat = remat;
     // The step's weights are separate inputs; concatenating them in the
     // graph would copy every weight every step.
     ctx.concat_entry_parameters = false;
     let report = pipeline.run_module(&mut step.module, &mut ctx)?;
+    for added in &ctx.added_state {
+        let shape = step.module.entry().parameters()[added.parameter];
+        let shape = &step.module.entry().instr(shape).shape;
+        let Some(a) = shape.as_array() else {
+            return Err(hlatc_passes::PassError::Failed {
+                pass: "optimize".into(),
+                message: format!("added state '{}' is not an array", added.name),
+            });
+        };
+        if added.parameter != step.inputs.len() || added.output != step.outputs.len() {
+            return Err(hlatc_passes::PassError::Failed {
+                pass: "optimize".into(),
+                message: format!(
+                    "added state '{}' is input {} and output {}, not the next of each",
+                    added.name, added.parameter, added.output
+                ),
+            });
+        }
+        let s = spec(&added.name, a.ty, &a.dims, Role::RngState);
+        step.inputs.push(s.clone());
+        step.outputs.push(s);
+    }
     step.passes = pipeline
         .registered_names()
         .iter()
@@ -186,14 +250,12 @@ fn check(cfg: &StepConfig) -> Result<(), StepError> {
     cfg.model.validate("model")?;
     cfg.batch.validate(&cfg.model)?;
     cfg.optimizer.validate().map_err(StepError::Optimizer)?;
-    if !cfg.dtype.is_float() {
-        return Err(StepError::Dtype(cfg.dtype));
-    }
     Ok(())
 }
 
 /// A builder holding the model's parameters (first, in `param_specs`
-/// order), whatever `between` declares, then `tokens` and `targets`, and the
+/// order, stored as the first type and computed with as the second),
+/// whatever `between` declares, then `tokens` and `targets`, and the
 /// forward pass over them.
 struct ModelGraph<T> {
     b: Builder,
@@ -206,12 +268,13 @@ fn model_graph<T>(
     name: &str,
     model: &ModelConfig,
     batch: BatchShape,
-    ty: ElementType,
+    (ty, compute): (ElementType, ElementType),
     packed: bool,
     between: impl FnOnce(&mut Builder) -> T,
 ) -> Result<ModelGraph<T>, StepError> {
     let mut b = Builder::new(name);
-    let params = declare_params(&mut b, model, ty);
+    let stored = declare_params(&mut b, model, ty);
+    let params = widen(&mut b, &stored, compute)?;
     let extra = between(&mut b);
     let bd = [batch.batch_size, batch.seq_len];
     let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
@@ -232,10 +295,11 @@ fn model_graph<T>(
 /// updated parameters, m, v and step, each aliasing its input buffer.
 pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     check(cfg)?;
-    let (ty, m) = (cfg.dtype, &cfg.model);
+    let (ty, m) = (cfg.precision.storage(), &cfg.model);
+    let compute = cfg.precision.compute();
     let specs = param_specs(m);
     let t0 = Instant::now();
-    let g = model_graph("train_step", m, cfg.batch, ty, cfg.packed, |b| {
+    let g = model_graph("train_step", m, cfg.batch, (ty, compute), cfg.packed, |b| {
         let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {
             specs
                 .iter()
@@ -258,6 +322,8 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         extra: (adam_m, adam_v, step),
         fwd,
     } = g;
+    let adam_m = widen(&mut b, &adam_m, compute)?;
+    let adam_v = widen(&mut b, &adam_v, compute)?;
     let bd = [cfg.batch.batch_size, cfg.batch.seq_len];
     let t1 = Instant::now();
     let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?;
@@ -272,9 +338,12 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         step,
     )?;
     let mut results = vec![fwd.loss, opt.grad_norm, opt.learning_rate];
-    results.extend(&opt.params);
-    results.extend(&opt.m);
-    results.extend(&opt.v);
+    // The updates are computed in f32 and stored back in the state's type.
+    for updated in [&opt.params, &opt.m, &opt.v] {
+        for &u in updated.iter() {
+            results.push(if ty == compute { u } else { b.convert(u, ty)? });
+        }
+    }
     results.push(opt.step);
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_train_step", root);
@@ -299,9 +368,9 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         inputs.push(spec("segment_ids", ElementType::S32, &bd, Role::SegmentIds));
     }
     let mut outputs = vec![
-        spec("loss", ty, &[], Role::Loss),
-        spec("grad_norm", ty, &[], Role::GradNorm),
-        spec("learning_rate", ty, &[], Role::LearningRate),
+        spec("loss", compute, &[], Role::Loss),
+        spec("grad_norm", compute, &[], Role::GradNorm),
+        spec("learning_rate", compute, &[], Role::LearningRate),
     ];
     // Updated state follows the statistics and reuses its input's buffer.
     outputs.extend(inputs.iter().filter(|s| s.role.is_state()).cloned());
@@ -328,7 +397,22 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         passes: Vec::new(),
         pass_report: Default::default(),
         remat: hlatc_passes::RematPolicy::None,
+        precision: cfg.precision,
+        cast_policy: cfg.precision.cast_policy(),
+        rounding: cfg.precision.default_rounding(),
     })
+}
+
+/// Each of `xs` as `ty`: the stored state widened for computing (exactly;
+/// `amp` sees through the convert and keeps computing in bf16 where the
+/// policy says so).
+fn widen(b: &mut Builder, xs: &[InstrId], ty: ElementType) -> Result<Vec<InstrId>, BuildError> {
+    xs.iter()
+        .map(|&x| match b.computation().instr(x).shape.as_array() {
+            Some(a) if a.ty != ty => b.convert(x, ty),
+            _ => Ok(x),
+        })
+        .collect()
 }
 
 /// Loss and the gradient of every parameter (no optimizer): the module the
@@ -360,7 +444,7 @@ fn loss_and_grads(
 ) -> Result<Module, StepError> {
     let ModelGraph {
         mut b, params, fwd, ..
-    } = model_graph("loss_and_grads", model, batch, ty, packed, |_| ())?;
+    } = model_graph("loss_and_grads", model, batch, (ty, ty), packed, |_| ())?;
     let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?;
     let mut results = vec![fwd.loss];
     results.extend(grads);
@@ -375,7 +459,8 @@ pub fn build_logits(
     batch: BatchShape,
     ty: ElementType,
 ) -> Result<Module, StepError> {
-    let ModelGraph { mut b, fwd, .. } = model_graph("logits", model, batch, ty, false, |_| ())?;
+    let ModelGraph { mut b, fwd, .. } =
+        model_graph("logits", model, batch, (ty, ty), false, |_| ())?;
     let logits = b.reshape(
         fwd.logits,
         &[batch.batch_size, batch.seq_len, model.vocab_size],

@@ -47,7 +47,18 @@ impl Trainer {
         remat: hlatc_passes::RematPolicy,
         params: Vec<Literal>,
     ) -> Result<Trainer, Error> {
-        let mut step = build_train_step(cfg)?;
+        Self::optimized_step(rt, cfg, build_train_step(cfg)?, remat, params)
+    }
+
+    /// [`Trainer::optimized`] for a step already built for `cfg`, whose
+    /// cast and rounding policies the caller may have changed.
+    pub fn optimized_step(
+        rt: &Runtime,
+        cfg: &StepConfig,
+        mut step: TrainStep,
+        remat: hlatc_passes::RematPolicy,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
         let target = hlatc_passes::Target::Cpu;
         let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
         crate::train_step::optimize(&mut step, &pipeline, target, remat)?;
@@ -87,11 +98,16 @@ impl Trainer {
                 let s = &step.inputs[i];
                 let ty = ElementType::from_name(&s.dtype).expect("specs hold XLA type names");
                 match s.role {
-                    Role::Parameter => params.next().expect("counted above"),
-                    _ => Literal::zeros(ty, s.shape.clone()),
+                    Role::Parameter => params
+                        .next()
+                        .expect("counted above")
+                        .converted(ty)
+                        .map_err(|e| Error::Usage(format!("parameter '{}': {e}", s.name))),
+                    Role::RngState => Ok(rng_state(0)),
+                    _ => Ok(Literal::zeros(ty, s.shape.clone())),
                 }
             })
-            .collect();
+            .collect::<Result<_, Error>>()?;
         Ok(Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
@@ -101,6 +117,16 @@ impl Trainer {
             layout,
             state,
         })
+    }
+
+    /// Restarts the RNG of stochastic rounding from `seed` (it starts from
+    /// seed 0): the same seed gives the same run, bit for bit.
+    pub fn seed_rounding(&mut self, seed: u64) {
+        for (k, &(i, _)) in self.layout.updates.iter().enumerate() {
+            if self.inputs[i].role == Role::RngState {
+                self.state[k] = rng_state(seed);
+            }
+        }
     }
 
     fn state_with_role(&self, role: Role) -> impl Iterator<Item = (&TensorSpec, &Literal)> {
@@ -194,6 +220,12 @@ impl Trainer {
     }
 }
 
+/// The RNG state `rng-bit-generator` starts from for `seed`.
+fn rng_state(seed: u64) -> Literal {
+    let bytes = [seed, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    Literal::from_bytes(ElementType::U64, vec![2], bytes).expect("two u64s")
+}
+
 /// Fails on the first id of `ids` (`[batch, seq]`) outside `0..vocab`,
 /// other than `allowed`.
 fn check_ids(what: &str, ids: &Literal, vocab: i64, allowed: Option<i64>) -> Result<(), Error> {
@@ -241,18 +273,7 @@ pub fn params_from_tensors(
         .map_err(|e| Error::Usage(format!("{source}: {e}")))?;
     let out = stored
         .into_iter()
-        .map(|(_, t)| {
-            if t.ty() == ty {
-                t
-            } else {
-                let values: Vec<hlatc_compiler::Scalar> = t
-                    .to_f64_vec()
-                    .into_iter()
-                    .map(hlatc_compiler::Scalar::Float)
-                    .collect();
-                Literal::from_scalars(ty, t.dims().to_vec(), &values).expect("floats convert")
-            }
-        })
+        .map(|(_, t)| t.converted(ty).expect("floats convert to floats"))
         .collect();
     Ok((out, tensors.into_keys().collect()))
 }

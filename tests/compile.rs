@@ -172,12 +172,20 @@ fn neuron_bundles_carry_flags_and_a_ready_command() {
             "--framework=XLA",
             "--target=trn1",
             "--model-type=transformer",
-            "--distribution-strategy=llm-training"
+            "--distribution-strategy=llm-training",
+            "--auto-cast=none"
         ]
     );
+    // bf16-mixed by default, recorded with the storage type.
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["precision"]["preset"], "bf16-mixed");
+    assert_eq!(manifest["precision"]["storage"], "f32");
+    assert_eq!(manifest["precision"]["rounding"]["stochastic"], 0);
     let script = std::fs::read_to_string(d.join("neuronx-cc.sh")).unwrap();
     assert!(script.contains("export NEURON_FUSE_SOFTMAX=1"));
-    assert!(script.contains("neuronx-cc compile --framework=XLA --target=trn1 model.hlo_module.pb --output model.neff --model-type=transformer --distribution-strategy=llm-training"));
+    assert!(script.contains("neuronx-cc compile --framework=XLA --target=trn1 model.hlo_module.pb --output model.neff --model-type=transformer --distribution-strategy=llm-training --auto-cast=none"));
+    assert!(!script.contains("NEURON_RT_STOCHASTIC_ROUNDING_EN"));
 }
 
 #[test]
@@ -207,7 +215,7 @@ fn verify_runs_the_recipe_on_xla_cpu() {
     // Built with fused q/k/v and gate/up weights, then through the neuron
     // pipeline (softmaxes fused, core attention recomputed).
     assert!(
-        out.contains("passes        24342 -> 25062 instructions"),
+        out.contains("passes        24342 -> 27393 instructions"),
         "{out}"
     );
     // The 70B module itself compiles on XLA CPU, its Neuron custom calls
@@ -297,7 +305,7 @@ fn bad_configs_name_the_field() {
 
 #[test]
 fn built_steps_hold_no_duplicate_values() {
-    use hlatc::compiler::{optimizer::AdamWConfig, ElementType};
+    use hlatc::compiler::optimizer::AdamWConfig;
     use hlatc::models::{BatchShape, ModelConfig};
     use hlatc::train_step::{build_train_step, StepConfig};
     // The builder numbers values as it goes, so cse finds nothing to merge.
@@ -309,7 +317,7 @@ fn built_steps_hold_no_duplicate_values() {
                 seq_len: 16,
             },
             optimizer: AdamWConfig::default(),
-            dtype: ElementType::F32,
+            precision: hlatc::precision::Precision::Fp32,
             packed: false,
         };
         let mut m = build_train_step(&cfg).unwrap().module;

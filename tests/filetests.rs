@@ -7,8 +7,8 @@
 //! Bless new expectations with `HLATC_BLESS=1 cargo test --test filetests`.
 //!
 //! Commands: `fmt` (parse, verify, print canonical text) and
-//! `opt [--target=neuron|cpu] [--remat=POLICY] PASS,PASS,...` (run the
-//! passes as a
+//! `opt [--target=neuron|cpu] [--remat=POLICY] [--cast=bf16]
+//! [--rounding=rne|sr|state-updates] PASS,PASS,...` (run the passes as a
 //! pipeline, verifying after each, then print what the passes noted as
 //! `// note:` lines and the module). Every `opt` case is also checked for
 //! idempotence: the same passes over the output change nothing.
@@ -29,12 +29,14 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn run_command(command: &str, path: &Path) -> Result<String, String> {
-    use hlatc::passes::{pipeline_from_names, PassContext, RematPolicy, Target};
+    use hlatc::passes::{
+        pipeline_from_names, CastPolicy, PassContext, RematPolicy, RoundingPolicy, Target,
+    };
     let words: Vec<&str> = command.split_whitespace().collect();
     let mut m = hlatc::load_module(path).map_err(|e| e.to_string())?;
     let usage = || {
         format!(
-            "unknown RUN command '{}' (known: fmt, opt [--target=T] [--remat=P] PASS,...)",
+            "unknown RUN command '{}' (known: fmt, opt [--target=T] [--remat=P] [--cast=T] [--rounding=P] PASS,...)",
             command.trim()
         )
     };
@@ -50,6 +52,13 @@ fn run_command(command: &str, path: &Path) -> Result<String, String> {
         } else if let Some(p) = flag.strip_prefix("--remat=") {
             ctx.remat =
                 RematPolicy::from_name(p).ok_or_else(|| format!("bad remat policy '{p}'"))?;
+        } else if let Some(t) = flag.strip_prefix("--cast=") {
+            let low = hlatc::compiler::ElementType::from_name(t)
+                .ok_or_else(|| format!("bad low type '{t}'"))?;
+            ctx.cast = Some(CastPolicy::with_low(low));
+        } else if let Some(p) = flag.strip_prefix("--rounding=") {
+            ctx.rounding =
+                RoundingPolicy::from_name(p).ok_or_else(|| format!("bad rounding policy '{p}'"))?;
         } else {
             return Err(usage());
         }
@@ -59,6 +68,8 @@ fn run_command(command: &str, path: &Path) -> Result<String, String> {
     let fresh = || {
         let mut c = PassContext::new(ctx.target);
         c.remat = ctx.remat;
+        c.cast.clone_from(&ctx.cast);
+        c.rounding = ctx.rounding.clone();
         c
     };
     let report = pm

@@ -131,7 +131,7 @@ fn fused_and_separate_steps_agree_on_xla_cpu() {
                 model: model.clone(),
                 batch,
                 optimizer: AdamWConfig::default(),
-                dtype: ElementType::F32,
+                precision: hlatc::precision::Precision::Fp32,
                 packed: false,
             };
             let mut step = build_train_step(&cfg).unwrap();
@@ -201,7 +201,7 @@ fn the_7b_step_reads_each_layers_input_with_4_dots_not_7() {
                 seq_len: 4096,
             },
             optimizer: AdamWConfig::default(),
-            dtype: ElementType::F32,
+            precision: hlatc::precision::Precision::Fp32,
             packed: false,
         };
         let mut step = build_train_step(&cfg).unwrap();

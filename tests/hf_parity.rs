@@ -159,7 +159,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             model: c.cfg.clone(),
             batch: c.shape,
             optimizer: torch_adamw(),
-            dtype: ElementType::F64,
+            precision: hlatc::precision::Precision::Fp64,
             packed: c.batch.segment_ids.is_some(),
         };
         let mut trainer = Trainer::new(&rt(), &cfg, c.params.clone()).unwrap();
@@ -184,7 +184,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
         }
         // The f32 step, against the same f64 reference.
         let f32_cfg = StepConfig {
-            dtype: ElementType::F32,
+            precision: hlatc::precision::Precision::Fp32,
             ..cfg
         };
         let params32: Vec<Literal> = c.params.iter().map(to_f32).collect();

@@ -145,7 +145,7 @@ fn step_config(model: ModelConfig) -> StepConfig {
             seq_len: 16,
         },
         optimizer: AdamWConfig::default(),
-        dtype: ElementType::F32,
+        precision: hlatc::precision::Precision::Fp32,
         packed: false,
     }
 }

@@ -5,7 +5,7 @@
 //! The numbers themselves are checked against the unoptimized step in
 //! `tests/passes_on_xla.rs`.
 
-use hlatc::compiler::{optimizer::AdamWConfig, ElementType};
+use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, RematPolicy, Target};
 use hlatc::runtime::{CompiledMemoryStats, Runtime};
@@ -24,7 +24,7 @@ fn stats(
             seq_len,
         },
         optimizer: AdamWConfig::default(),
-        dtype: ElementType::F32,
+        precision: hlatc::precision::Precision::Fp32,
         packed: false,
     };
     let mut step = build_train_step(&cfg).unwrap();

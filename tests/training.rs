@@ -108,7 +108,7 @@ fn the_loss_cannot_fall_by_cheating() {
             total_steps: 100,
             ..Default::default()
         },
-        dtype: ElementType::F32,
+        precision: hlatc::precision::Precision::Fp32,
         packed: false,
     };
     let params = init_params(&cfg, ElementType::F32, 0)
@@ -280,7 +280,7 @@ fn token_ids_are_checked_against_the_vocabulary() {
             seq_len: 4,
         },
         optimizer: Default::default(),
-        dtype: ElementType::F32,
+        precision: hlatc::precision::Precision::Fp32,
         packed: false,
     };
     let params = init_params(&cfg, ElementType::F32, 0)

@@ -49,7 +49,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
             seq_len: 8,
         },
         optimizer: Default::default(),
-        dtype: hlatc::compiler::ElementType::F32,
+        precision: hlatc::precision::Precision::Fp32,
         packed: false,
     };
     modules.push((

@@ -163,6 +163,16 @@ impl Literal {
         Self::from_bytes(ty, dims, data)
     }
 
+    /// The same values as `ty` (floats rounded to nearest even); `self`
+    /// when it already is.
+    pub fn converted(self, ty: ElementType) -> Result<Self, LiteralError> {
+        if self.ty() == ty {
+            return Ok(self);
+        }
+        let values: Vec<Scalar> = (0..self.element_count()).map(|i| self.get(i)).collect();
+        Self::from_scalars(ty, self.dims().to_vec(), &values)
+    }
+
     /// Element `i` in row-major order.
     pub fn get(&self, i: usize) -> Scalar {
         let w = self.ty().byte_size();

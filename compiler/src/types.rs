@@ -208,6 +208,11 @@ impl Shape {
         }
     }
 
+    /// An array's dimensions; empty for a tuple.
+    pub fn array_dims(&self) -> Vec<i64> {
+        self.as_array().map(|a| a.dims.clone()).unwrap_or_default()
+    }
+
     pub fn is_tuple(&self) -> bool {
         matches!(self, Shape::Tuple(_))
     }

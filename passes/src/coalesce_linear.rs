@@ -161,11 +161,7 @@ fn free_dims(rank: usize, batch: &[i64], contracting: &[i64]) -> Vec<usize> {
 }
 
 fn dims_of(c: &Computation, id: InstrId) -> Vec<i64> {
-    c.instr(id)
-        .shape
-        .as_array()
-        .map(|a| a.dims.clone())
-        .unwrap_or_default()
+    c.instr(id).shape.array_dims()
 }
 
 /// `order` is `c`'s post-order, shared by the searches of one round.

@@ -75,6 +75,17 @@ impl fmt::Display for RematPolicy {
     }
 }
 
+/// An entry parameter a pass appended, and the root tuple element that
+/// carries its next value (aliased to it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddedState {
+    pub name: String,
+    pub parameter: usize,
+    pub output: usize,
+    /// What it is, for a manifest (`rng_state`).
+    pub kind: &'static str,
+}
+
 /// The target and policies every pass reads, and the notes passes leave for
 /// the report (what was folded, bound, or what a rewrite costs).
 #[derive(Clone, Debug)]
@@ -87,6 +98,14 @@ pub struct PassContext {
     pub concat_entry_parameters: bool,
     /// What `remat` recomputes.
     pub remat: RematPolicy,
+    /// What `amp` casts; `None` keeps the program's precision (fp32).
+    pub cast: Option<crate::CastPolicy>,
+    /// Which converts to the low type `annotate-rounding` rounds
+    /// stochastically.
+    pub rounding: crate::RoundingPolicy,
+    /// Carried state a pass added to the entry signature (the RNG state of
+    /// stochastic rounding on cpu): a runtime must feed and keep it.
+    pub added_state: Vec<AddedState>,
     notes: Vec<String>,
     /// Every pass run so far, outer before inner.
     pub(crate) runs: Vec<PassRun>,
@@ -103,6 +122,9 @@ impl PassContext {
             target,
             concat_entry_parameters: true,
             remat: RematPolicy::None,
+            cast: None,
+            rounding: crate::RoundingPolicy::default(),
+            added_state: Vec::new(),
             notes: Vec::new(),
             runs: Vec::new(),
             scope: Vec::new(),

@@ -12,7 +12,10 @@
 //! assert_eq!(m.entry().len(), 2);
 //! ```
 
+mod amp;
+mod annotate_rounding;
 pub mod bind;
+mod cast_policy;
 mod coalesce_linear;
 mod context;
 mod cse;
@@ -26,11 +29,15 @@ mod pipeline;
 mod registry;
 mod remat;
 pub mod rewriter;
+mod rounding;
 mod simplify;
 pub mod softmax_math;
 
+pub use amp::Amp;
+pub use annotate_rounding::{AnnotateRounding, RNG_STATE_NAME};
+pub use cast_policy::{CastPolicy, CastRule};
 pub use coalesce_linear::CoalesceLinear;
-pub use context::{PassContext, RematPolicy, Target};
+pub use context::{AddedState, PassContext, RematPolicy, Target};
 pub use cse::Cse;
 pub use dce::Dce;
 pub use fold_causal_mask::FoldCausalMask;
@@ -40,4 +47,5 @@ pub use pass::{Pass, PassError};
 pub use pipeline::{CheckPolicy, Checker, Fixpoint, PassRun, Pipeline, PipelineReport};
 pub use registry::{default_pass_names, default_pipeline, pipeline_from_names, registry, PassInfo};
 pub use remat::Remat;
+pub use rounding::{Rounding, RoundingChooser, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
 pub use simplify::Simplify;

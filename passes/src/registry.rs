@@ -42,6 +42,18 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "amp",
+            description: "automatic mixed precision by the context's cast policy (bf16-mixed and bf16-pure): dots take bf16 operands and accumulate in f32, layout and elementwise ops follow their operands, exp, log, reductions, norms, loss and optimizer stay f32; outputs keep their types; fp32 leaves the module alone",
+            make: || Box::new(crate::Amp),
+            to_fixpoint: false,
+        },
+        PassInfo {
+            name: "annotate-rounding",
+            description: "marks converts to bf16 that round stochastically by the rounding policy (rne, sr, state-updates); neuron: a frontend attribute; cpu: lowered to rng-bit-generator bits added below the bf16 mantissa, the RNG state an input aliased to a new last output",
+            make: || Box::new(crate::AnnotateRounding),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "remat",
             description: "selective activation checkpointing by the context's policy (none, core-attention, full-layer): forward values the backward reads inside each chosen region are recomputed there, behind an opt-barrier, instead of being kept",
             make: || Box::new(crate::Remat),
@@ -80,6 +92,8 @@ pub fn default_pass_names(_target: Target) -> Vec<&'static str> {
         "cse",
         "coalesce-linear",
         "fuse-softmax",
+        "amp",
+        "annotate-rounding",
         "remat",
         "dce",
     ]

@@ -294,6 +294,13 @@ impl Rewriter<'_> {
         })
     }
 
+    /// Makes `id` the root. Only a pass that changes the entry signature
+    /// on purpose (and says so in the context) may give the root another
+    /// shape.
+    pub fn set_root(&mut self, id: InstrId) {
+        self.comp.set_root(id);
+    }
+
     /// Removes every instruction nothing reads that is neither the root, a
     /// parameter nor side-effecting; returns how many went.
     pub fn remove_dead(&mut self) -> usize {

@@ -4,7 +4,6 @@ use super::console::out;
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{check_destination, stage_bundle, Target, MANIFEST_FILE, PROTO_FILE};
 use hlatc::compiler::optimizer::AdamWConfig;
-use hlatc::compiler::ElementType;
 use hlatc::passes::{default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy};
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use hlatc::Error;
@@ -80,6 +79,8 @@ pub struct Args {
     verify_each_pass: bool,
     #[command(flatten)]
     remat: RematArg,
+    #[command(flatten)]
+    precision: super::precision_args::PrecisionArgs,
 }
 
 /// `--remat POLICY`, shared by the commands that run the `remat` pass.
@@ -110,10 +111,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         model,
         batch,
         optimizer: a.optimizer.apply(AdamWConfig::default())?,
-        dtype: ElementType::F32,
+        precision: a.precision.precision,
         packed: a.model.packed,
     };
     let mut step = build_train_step(&cfg)?;
+    a.precision.apply(&mut step);
     let target: Target = a.target.into();
     let mut pipeline = match &a.passes {
         None => default_pipeline(target, &a.disable_pass)?,
@@ -198,6 +200,18 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             )
         }
     )?;
+    let rounding = hlatc::bundle::RoundingSummary::of(&step.module, target);
+    out!(
+        "  precision     {}: weights and Adam state {}; rounding {}: {} converts to bf16 stochastic, {} nearest-even",
+        step.precision,
+        step.precision.storage(),
+        step.rounding,
+        rounding.stochastic,
+        rounding.nearest_even
+    )?;
+    if let Some(w) = &rounding.warning {
+        out!("  warning       {w}")?;
+    }
     out!(
         "  time          forward {:.1} ms, autodiff {:.1} ms, optimizer {:.1} ms, passes {:.1} ms, emit {:.1} ms, write {:.1} ms; total {:.1} ms",
         ms(step.times.forward),

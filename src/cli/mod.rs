@@ -8,6 +8,7 @@ mod fmt;
 mod model_args;
 mod opt;
 mod passes;
+mod precision_args;
 mod run;
 mod train;
 

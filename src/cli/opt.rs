@@ -19,6 +19,13 @@ use std::process::ExitCode;
 /// (metadata.op_name); on a module without them (a JAX or torch-xla dump)
 /// it notes that nothing matched and leaves the module alone.
 ///
+/// `amp` casts by --precision (fp32 here, so nothing unless asked):
+/// `hlatc opt --passes amp --precision bf16-mixed m.hlo` puts the dots in
+/// bf16 with f32 accumulation. In a module without provenance scopes only
+/// the per-opcode rules apply (see `hlatc passes`). On --target cpu,
+/// annotate-rounding lowers stochastic converts and adds an RNG-state
+/// parameter and output.
+///
 /// --bind NAME=FILE.safetensors turns the entry parameter NAME into the
 /// constant the file holds (the tensor named NAME, or the file's only
 /// tensor), checked against the parameter's shape and type, before the
@@ -57,6 +64,17 @@ pub struct Args {
     list_passes: bool,
     #[command(flatten)]
     remat: super::compile::RematArg,
+    /// Precision the `amp` pass casts to: fp32 (the default here: an
+    /// imported module keeps its precision unless asked), bf16-mixed or
+    /// bf16-pure (the same cast policy; they differ only in how a step
+    /// hlatc builds stores its state)
+    #[arg(long, value_name = "PRESET", default_value = "fp32", value_parser = super::precision_args::parse_precision)]
+    precision: hlatc::precision::Precision,
+    /// Which converts to bf16 `annotate-rounding` rounds stochastically:
+    /// state-updates (converts that write an aliased output; the default),
+    /// sr (all) or rne (none)
+    #[arg(long, value_name = "POLICY", default_value = "state-updates", value_parser = super::precision_args::parse_rounding)]
+    rounding: hlatc::passes::RoundingPolicy,
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -85,6 +103,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     }
     let mut ctx = PassContext::new(target);
     ctx.remat = a.remat.policy;
+    ctx.cast = a.precision.cast_policy();
+    ctx.rounding = a.rounding;
     let report = pipeline
         .run_module(&mut module, &mut ctx)
         .map_err(|e| at(&e))?;

@@ -34,11 +34,13 @@ pub struct Args {
     #[command(flatten)]
     remat: super::compile::RematArg,
     #[command(flatten)]
+    precision: super::precision_args::PrecisionArgs,
+    #[command(flatten)]
     optimizer: OptimizerArgs,
     /// Optimizer steps to run
     #[arg(long, default_value_t = 100)]
     steps: u64,
-    /// Seed for initialization and data
+    /// Seed for initialization, data and stochastic rounding
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Start from these weights (safetensors, Hugging Face names) instead of
@@ -114,7 +116,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         model: model.clone(),
         batch,
         optimizer: a.optimizer.apply(defaults)?,
-        dtype: ElementType::F32,
+        precision: a.precision.precision,
         packed: a.model.packed || a.data.is_some(),
     };
     let state = cfg.state_bytes();
@@ -143,7 +145,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         Some(path) => {
             let (params, unused) = params_from_tensors(
                 &model,
-                cfg.dtype,
+                cfg.precision.storage(),
                 read_safetensors(path)?,
                 &path.display().to_string(),
             )?;
@@ -155,7 +157,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             }
             params
         }
-        None => hlatc::models::init::init_params(&model, cfg.dtype, a.seed)
+        None => hlatc::models::init::init_params(&model, cfg.precision.storage(), a.seed)
             .into_iter()
             .map(|(_, l)| l)
             .collect(),
@@ -174,10 +176,15 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     let rt = Runtime::new()?;
     let t0 = Instant::now();
-    let mut trainer = Trainer::optimized(&rt, &cfg, a.remat.policy, params)?;
+    let mut step = hlatc::train_step::build_train_step(&cfg)?;
+    a.precision.apply(&mut step);
+    let rounding = step.rounding.clone();
+    let mut trainer = Trainer::optimized_step(&rt, &cfg, step, a.remat.policy, params)?;
+    trainer.seed_rounding(a.seed);
     note!(
-        "training {name} ({:.2} M parameters) on {}: batch {} x {}, {} steps, compiled in {:.0} ms",
+        "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}: batch {} x {}, {} steps, compiled in {:.0} ms",
         model.parameter_count() as f64 / 1e6,
+        cfg.precision,
         rt.platform_name(),
         batch.batch_size,
         batch.seq_len,
@@ -259,22 +266,35 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 
 /// Mean loss over the held-out batches, with the weights as they are.
 struct Evaluator {
+    /// The type the weights are evaluated in (they may be stored narrower).
+    ty: ElementType,
     program: hlatc::runtime::Program,
     batches: Vec<hlatc::data::Batch>,
 }
 
 impl Evaluator {
     fn new(rt: &Runtime, cfg: &StepConfig, d: &TokenData) -> Result<Evaluator, Error> {
-        let module =
-            hlatc::train_step::build_packed_loss_and_grads(&cfg.model, cfg.batch, cfg.dtype)?;
+        let module = hlatc::train_step::build_packed_loss_and_grads(
+            &cfg.model,
+            cfg.batch,
+            cfg.precision.compute(),
+        )?;
         Ok(Evaluator {
+            ty: cfg.precision.compute(),
             program: rt.compile(&module)?,
             batches: d.eval_batches(cfg.batch.batch_size, cfg.batch.seq_len),
         })
     }
 
     fn loss(&self, trainer: &Trainer) -> Result<f64, Error> {
-        let params: Vec<hlatc::Literal> = trainer.params().into_iter().map(|(_, l)| l).collect();
+        let params = trainer
+            .params()
+            .into_iter()
+            .map(|(n, l)| {
+                l.converted(self.ty)
+                    .map_err(|e| Error::Usage(format!("parameter '{n}': {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let mut total = 0.0;
         for b in &self.batches {
             let mut inputs = params.clone();

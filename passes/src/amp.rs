@@ -1,0 +1,403 @@
+//! `amp`: automatic mixed precision over the entry computation, by the
+//! context's [`CastPolicy`]. Dots take low (bf16) operands and accumulate
+//! in f32; ops that follow compute in the widest type their operands carry;
+//! the rest compute as written. The entry signature does not change: every
+//! output is delivered in its original type.
+//!
+//! Each value is tracked by its *semantic* type (what followers see) and
+//! the representations already made of it, so a convert is added only
+//! where a type really changes and at most once per value and type. A
+//! dot's f32 accumulator is the f32 representation of its bf16 value (an
+//! f32 reader gets it unrounded), and a widening convert of a bf16 value is
+//! that value's f32 representation, so `bf16 -> f32 -> bf16` never appears.
+
+use crate::cast_policy::{CastPolicy, CastRule};
+use crate::context::{PassContext, Target};
+use crate::pass::{Pass, PassError};
+use crate::rewriter::{ModuleRewriter, Rewriter};
+use hlatc_compiler::fx::FxHashMap as HashMap;
+use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
+
+pub struct Amp;
+
+impl Pass for Amp {
+    fn name(&self) -> &str {
+        "amp"
+    }
+
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let Some(policy) = ctx.cast.clone() else {
+            ctx.note(self.name(), "precision fp32: nothing to cast");
+            return Ok(false);
+        };
+        let mut mr = ModuleRewriter::new(m);
+        let entry = m.entry;
+        let mut rw = mr.on(&mut m.computations[entry]);
+        let mut cast = AutoCast {
+            policy: &policy,
+            widen_low_dots: ctx.target == Target::Cpu,
+            rounded_wide: HashMap::default(),
+            values: HashMap::default(),
+            stats: Stats::default(),
+        };
+        cast.run(&mut rw).map_err(PassError::rewrite(self.name()))?;
+        rw.remove_dead();
+        let s = cast.stats;
+        let changed = s.low + s.followed + s.converts > 0;
+        if changed {
+            ctx.note(
+                self.name(),
+                format!(
+                    "{} dots in {} with f32 accumulation, {} ops follow into {}, {} kept in their precision by scope, {} converts",
+                    s.low, policy.low, s.followed, policy.low, s.kept_by_scope, s.converts
+                ),
+            );
+        }
+        Ok(changed)
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    low: usize,
+    followed: usize,
+    kept_by_scope: usize,
+    converts: usize,
+}
+
+/// What the pass knows of one original instruction's value.
+struct Value {
+    /// The float type followers compute in; `None` for non-float values.
+    sem: Option<ElementType>,
+    /// Computed from constants only: takes the type of what it meets.
+    weak: bool,
+    /// The instruction holding the value in each type made so far.
+    reps: Vec<(ElementType, InstrId)>,
+}
+
+impl Value {
+    fn single(ty: Option<ElementType>, id: InstrId, weak: bool) -> Value {
+        let ty_key = ty.unwrap_or(ElementType::Pred);
+        Value {
+            sem: ty,
+            weak,
+            reps: vec![(ty_key, id)],
+        }
+    }
+
+    fn rep(&self, ty: ElementType) -> Option<InstrId> {
+        self.reps.iter().find(|(t, _)| *t == ty).map(|&(_, id)| id)
+    }
+
+    /// The instruction carrying the value now, whatever its type.
+    fn current(&self) -> InstrId {
+        self.sem.and_then(|t| self.rep(t)).unwrap_or(self.reps[0].1)
+    }
+}
+
+struct AutoCast<'p> {
+    policy: &'p CastPolicy,
+    /// XLA CPU cannot run a dot of bf16 operands with an f32 result (its
+    /// DotThunk refuses `BF16 x BF16 = F32`). The same numbers come from
+    /// widening the rounded operands first: products of bf16 values are
+    /// exact in f32, and the sum accumulates in f32 either way.
+    widen_low_dots: bool,
+    /// The low-rounded value widened back, per value: a dot operand on cpu.
+    rounded_wide: HashMap<InstrId, InstrId>,
+    values: HashMap<InstrId, Value>,
+    stats: Stats,
+}
+
+fn float_array_type(shape: &Shape) -> Option<ElementType> {
+    match shape {
+        Shape::Array(a) if a.ty.is_float() => Some(a.ty),
+        _ => None,
+    }
+}
+
+/// `a` holds every value of `b` exactly (bf16 and f16 are both narrower
+/// than f32, but neither holds the other).
+fn widens(b: ElementType, a: ElementType) -> bool {
+    a == b || (a.byte_size() > b.byte_size() && !(b == ElementType::F16 && a == ElementType::Bf16))
+}
+
+impl AutoCast<'_> {
+    fn run(&mut self, rw: &mut Rewriter<'_>) -> Result<(), crate::rewriter::RewriteError> {
+        let order = rw.comp().post_order();
+        let mut operands = Vec::new();
+        for id in order {
+            rw.comp().operands_into(id, &mut operands);
+            let value = self.cast(rw, id, &operands)?;
+            self.values.insert(id, value);
+        }
+        // The root is delivered in its original type, like every output.
+        if let Some(root) = rw.comp().root() {
+            let new = self.as_written(rw, &[root])?[0];
+            if new != root {
+                rw.set_root(new);
+            }
+        }
+        Ok(())
+    }
+
+    fn weak(&self, operands: &[InstrId]) -> bool {
+        operands.iter().all(|o| self.values[o].weak)
+    }
+
+    fn cast(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        id: InstrId,
+        operands: &[InstrId],
+    ) -> Result<Value, crate::rewriter::RewriteError> {
+        let instr = rw.comp().instr(id);
+        let ty = float_array_type(&instr.shape);
+        match instr.op {
+            Op::Parameter(_) => return Ok(Value::single(ty, id, false)),
+            Op::Constant(_) | Op::Iota { .. } => return Ok(Value::single(ty, id, true)),
+            _ => {}
+        }
+        // Values made from constants alone stay as written.
+        if !operands.is_empty() && self.weak(operands) && instr.op.is_pure() {
+            return Ok(Value::single(ty, id, true));
+        }
+        if matches!(instr.op, Op::Convert) {
+            return self.convert(rw, id, operands[0]);
+        }
+        let rule = if self.policy.keeps_scope_of(instr) {
+            self.stats.kept_by_scope += 1;
+            CastRule::Never
+        } else {
+            self.policy.rule_of(instr.op.opcode())
+        };
+        match rule {
+            CastRule::Low => self.low(rw, id, operands),
+            CastRule::Follow => self.follow(rw, id, operands),
+            CastRule::Never => self.keep(rw, id, operands),
+        }
+    }
+
+    /// The value of `v` as `ty`, converting (once) when no representation
+    /// of that type exists yet.
+    fn materialize(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        v: InstrId,
+        ty: ElementType,
+    ) -> Result<InstrId, crate::rewriter::RewriteError> {
+        let value = &self.values[&v];
+        if value.sem.is_none() {
+            return Ok(value.current());
+        }
+        if let Some(id) = value.rep(ty) {
+            return Ok(id);
+        }
+        let source = value.current();
+        let dims = rw.shape(source).array_dims();
+        let metadata = rw.metadata_of(v);
+        rw.set_metadata(metadata);
+        let converted = rw.add(Op::Convert, &[source], Some(Shape::array(ty, dims)))?;
+        self.stats.converts += 1;
+        self.values
+            .get_mut(&v)
+            .expect("looked up above")
+            .reps
+            .push((ty, converted));
+        Ok(converted)
+    }
+
+    /// `rounded` (value `v` in the low type) widened to `ty`, once per value.
+    fn widen_rounded(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        v: InstrId,
+        rounded: InstrId,
+        ty: ElementType,
+    ) -> Result<InstrId, crate::rewriter::RewriteError> {
+        if let Some(&w) = self.rounded_wide.get(&v) {
+            return Ok(w);
+        }
+        let dims = rw.shape(rounded).array_dims();
+        let metadata = rw.metadata_of(v);
+        rw.set_metadata(metadata);
+        let w = rw.add(Op::Convert, &[rounded], Some(Shape::array(ty, dims)))?;
+        self.stats.converts += 1;
+        self.rounded_wide.insert(v, w);
+        Ok(w)
+    }
+
+    /// The original operand types, each operand as that type.
+    fn as_written(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        operands: &[InstrId],
+    ) -> Result<Vec<InstrId>, crate::rewriter::RewriteError> {
+        operands
+            .iter()
+            .map(|&o| match float_array_type(rw.shape(o)) {
+                Some(t) => self.materialize(rw, o, t),
+                None => Ok(self.values[&o].current()),
+            })
+            .collect()
+    }
+
+    /// `id` with its operands pointed at `new` (same shapes as before).
+    fn rewire(
+        &self,
+        rw: &mut Rewriter<'_>,
+        id: InstrId,
+        old: &[InstrId],
+        new: &[InstrId],
+    ) -> Result<(), crate::rewriter::RewriteError> {
+        for (&o, &n) in old.iter().zip(new) {
+            if o != n {
+                rw.replace_in(id, o, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn keep(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        id: InstrId,
+        operands: &[InstrId],
+    ) -> Result<Value, crate::rewriter::RewriteError> {
+        let new = self.as_written(rw, operands)?;
+        self.rewire(rw, id, operands, &new)?;
+        Ok(Value::single(float_array_type(rw.shape(id)), id, false))
+    }
+
+    fn convert(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        id: InstrId,
+        x: InstrId,
+    ) -> Result<Value, crate::rewriter::RewriteError> {
+        let from = float_array_type(rw.shape(x));
+        let to = float_array_type(rw.shape(id));
+        let new = self.as_written(rw, &[x])?;
+        self.rewire(rw, id, &[x], &new)?;
+        // A convert that widens a low value exactly is that value's wider
+        // representation: followers keep computing low, and converting it
+        // back to low is the value itself.
+        match (from, to) {
+            (Some(f), Some(t)) if f == self.policy.low && f != t && widens(f, t) => {
+                if t == ElementType::F32 {
+                    self.rounded_wide.insert(id, id);
+                }
+                Ok(Value {
+                    sem: Some(f),
+                    weak: false,
+                    reps: vec![(t, id), (f, new[0])],
+                })
+            }
+            _ => Ok(Value::single(to, id, false)),
+        }
+    }
+
+    fn low(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        id: InstrId,
+        operands: &[InstrId],
+    ) -> Result<Value, crate::rewriter::RewriteError> {
+        let low = self.policy.low;
+        let shape = rw.shape(id).clone();
+        let result = float_array_type(&shape);
+        let operand_types: Vec<Option<ElementType>> = operands
+            .iter()
+            .map(|&o| float_array_type(rw.shape(o)))
+            .collect();
+        // Only a float op at least as wide as the low type is lowered.
+        let lowerable = result.is_some_and(|t| widens(low, t))
+            && operand_types
+                .iter()
+                .all(|t| t.is_some_and(|t| widens(low, t)));
+        if !lowerable {
+            return self.keep(rw, id, operands);
+        }
+        let acc = result.expect("checked lowerable");
+        let mut new_operands = Vec::with_capacity(operands.len());
+        for &o in operands {
+            let rounded = self.materialize(rw, o, low)?;
+            new_operands.push(if self.widen_low_dots {
+                self.widen_rounded(rw, o, rounded, acc)?
+            } else {
+                rounded
+            });
+        }
+        if new_operands == operands {
+            // Already low (a module this pass has seen).
+            return Ok(Value {
+                sem: Some(low),
+                weak: false,
+                reps: vec![(acc, id)],
+            });
+        }
+        let op = rw.comp().instr(id).op.clone();
+        let metadata = rw.metadata_of(id);
+        rw.set_metadata(metadata);
+        let new = rw.add(op, &new_operands, Some(shape))?;
+        self.stats.low += 1;
+        let mut value = Value::single(Some(low), new, false);
+        value.reps = vec![(acc, new)];
+        Ok(value)
+    }
+
+    fn follow(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        id: InstrId,
+        operands: &[InstrId],
+    ) -> Result<Value, crate::rewriter::RewriteError> {
+        // The type the op was written in, shared by its float operands.
+        let written: Vec<ElementType> = operands
+            .iter()
+            .filter_map(|&o| float_array_type(rw.shape(o)))
+            .collect();
+        let Some(&f) = written.first() else {
+            return self.keep(rw, id, operands);
+        };
+        if written.iter().any(|&t| t != f) {
+            return self.keep(rw, id, operands);
+        }
+        // The widest semantic type among the operands that are not weak.
+        let mut widest: Option<ElementType> = None;
+        for &o in operands {
+            let v = &self.values[&o];
+            let (Some(s), false) = (v.sem, v.weak) else {
+                continue;
+            };
+            widest = match widest {
+                None => Some(s),
+                Some(w) if widens(w, s) => Some(s),
+                Some(w) if widens(s, w) => Some(w),
+                // bf16 meets f16: neither holds the other.
+                Some(_) => Some(f),
+            };
+        }
+        let t = match widest {
+            Some(t) if t != f && widens(t, f) => t,
+            _ => return self.keep(rw, id, operands),
+        };
+        let new_operands = operands
+            .iter()
+            .map(|&o| match float_array_type(rw.shape(o)) {
+                Some(_) => self.materialize(rw, o, t),
+                None => Ok(self.values[&o].current()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let instr = rw.comp().instr(id);
+        let op = instr.op.clone();
+        let shape = match &instr.shape {
+            Shape::Array(a) if a.ty == f => Shape::array(t, a.dims.clone()),
+            s => s.clone(),
+        };
+        let metadata = rw.metadata_of(id);
+        rw.set_metadata(metadata);
+        let new = rw.add(op, &new_operands, Some(shape))?;
+        self.stats.followed += 1;
+        Ok(Value::single(float_array_type(rw.shape(new)), new, false))
+    }
+}

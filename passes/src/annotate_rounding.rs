@@ -1,0 +1,246 @@
+//! `annotate-rounding`: marks the converts to the low type that round
+//! stochastically, by the context's [`RoundingPolicy`]. On `neuron` the
+//! marks stay as frontend attributes (the runtime switch that enables SR is
+//! the bundle's business). On `cpu` each marked convert is lowered to plain
+//! HLO: random bits from `rng-bit-generator`, whose state becomes an entry
+//! parameter aliased to a new last output, so the bits advance every step
+//! and a run is reproducible from its seed.
+
+use crate::context::{AddedState, PassContext, Target};
+use crate::pass::{Pass, PassError};
+use crate::rewriter::ModuleRewriter;
+use crate::rounding::{Rounding, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
+use hlatc_compiler::builder::Builder;
+use hlatc_compiler::op::RngAlgorithm;
+use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
+use std::collections::BTreeMap;
+
+pub struct AnnotateRounding;
+
+/// The entry parameter that carries the RNG state of stochastic rounding.
+pub const RNG_STATE_NAME: &str = "rounding_rng_state";
+
+impl Pass for AnnotateRounding {
+    fn name(&self) -> &str {
+        "annotate-rounding"
+    }
+
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let low = ctx.cast.as_ref().map_or(ElementType::Bf16, |c| c.low);
+        let (marked, nearest, newly) = annotate(m, &ctx.rounding, low);
+        if marked + nearest > 0 {
+            ctx.note(
+                self.name(),
+                format!(
+                    "policy {}: {marked} converts to {low} round stochastically, {nearest} to nearest even",
+                    ctx.rounding
+                ),
+            );
+        }
+        let lowered = if ctx.target == Target::Cpu {
+            lower(m, ctx).map_err(|message| PassError::Failed {
+                pass: self.name().to_string(),
+                message,
+            })?
+        } else {
+            0
+        };
+        if lowered > 0 {
+            ctx.note(
+                self.name(),
+                format!("cpu: {lowered} stochastic converts lowered to plain HLO; RNG state is input and output `{RNG_STATE_NAME}`"),
+            );
+        }
+        Ok(newly > 0 || lowered > 0)
+    }
+}
+
+/// Whether `id` converts an f32 array to `low`.
+fn is_narrowing(m: &Module, id: InstrId, low: ElementType) -> bool {
+    let c = m.entry();
+    let i = c.instr(id);
+    if !matches!(i.op, Op::Convert) || i.shape.as_array().map(|a| a.ty) != Some(low) {
+        return false;
+    }
+    c.operands(id)
+        .first()
+        .and_then(|&o| c.instr(o).shape.as_array())
+        .is_some_and(|a| a.ty == ElementType::F32)
+}
+
+fn is_stochastic(m: &Module, id: InstrId) -> bool {
+    m.entry()
+        .instr(id)
+        .frontend_attributes
+        .get(ROUNDING_ATTRIBUTE)
+        .is_some_and(|v| v == STOCHASTIC)
+}
+
+/// Root tuple operands that are aliased to an input: carried state.
+fn state_outputs(m: &Module) -> Vec<InstrId> {
+    let c = m.entry();
+    let Some(root) = c.root() else {
+        return Vec::new();
+    };
+    if !matches!(c.instr(root).op, Op::Tuple) {
+        return Vec::new();
+    }
+    let outputs = c.operands(root);
+    m.input_output_alias
+        .iter()
+        .filter_map(|a| match a.output_index.as_slice() {
+            [k] => outputs.get(*k as usize).copied(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Marks the converts the policy rounds stochastically; returns how many
+/// are marked, how many narrowing converts round to nearest even, and how
+/// many marks are new.
+fn annotate(m: &mut Module, policy: &RoundingPolicy, low: ElementType) -> (usize, usize, usize) {
+    let candidates: Vec<InstrId> = m
+        .entry()
+        .post_order()
+        .into_iter()
+        .filter(|&id| is_narrowing(m, id, low))
+        .collect();
+    if candidates.is_empty() {
+        return (0, 0, 0);
+    }
+    let state = state_outputs(m);
+    let chosen: Vec<InstrId> = candidates
+        .iter()
+        .copied()
+        .filter(|&id| {
+            let r = match policy {
+                RoundingPolicy::NearestEven => Rounding::NearestEven,
+                RoundingPolicy::Stochastic => Rounding::Stochastic,
+                RoundingPolicy::StateUpdates if state.contains(&id) => Rounding::Stochastic,
+                RoundingPolicy::StateUpdates => Rounding::NearestEven,
+                RoundingPolicy::Custom(_, choose) => choose(m, id),
+            };
+            r == Rounding::Stochastic || is_stochastic(m, id)
+        })
+        .collect();
+    let entry = m.entry;
+    let mut newly = 0;
+    for &id in &chosen {
+        let old = m.computations[entry]
+            .instr_mut(id)
+            .frontend_attributes
+            .insert(ROUNDING_ATTRIBUTE.to_string(), STOCHASTIC.to_string());
+        newly += usize::from(old.is_none());
+    }
+    (chosen.len(), candidates.len() - chosen.len(), newly)
+}
+
+/// Lowers every stochastic convert of the entry to plain HLO; returns how
+/// many there were.
+fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
+    let converts: Vec<InstrId> = m
+        .entry()
+        .post_order()
+        .into_iter()
+        .filter(|&id| is_stochastic(m, id) && matches!(m.entry().instr(id).op, Op::Convert))
+        .collect();
+    if converts.is_empty() {
+        return Ok(0);
+    }
+    for &id in &converts {
+        if !is_narrowing(m, id, ElementType::Bf16) {
+            return Err(format!(
+                "instruction '{}': stochastic rounding on cpu lowers f32 to bf16 only",
+                m.entry().instr(id).name
+            ));
+        }
+    }
+    let root = m.entry().root().ok_or("the entry has no root")?;
+    if !matches!(m.entry().instr(root).op, Op::Tuple) {
+        return Err(format!(
+            "the entry's root '{}' is not a tuple: cpu stochastic rounding carries its RNG state as an extra output of a tuple root",
+            m.entry().instr(root).name
+        ));
+    }
+    let mut mr = ModuleRewriter::new(m);
+    let mut callees: BTreeMap<Vec<i64>, String> = BTreeMap::new();
+    for &id in &converts {
+        let dims = m.entry().instr(id).shape.array_dims();
+        if let std::collections::btree_map::Entry::Vacant(slot) = callees.entry(dims) {
+            let part = rounding_module(slot.key()).map_err(|e| e.to_string())?;
+            slot.insert(mr.graft(m, part));
+        }
+    }
+    let parameter = m.entry().parameters().len();
+    let entry = m.entry;
+    let mut rw = mr.on(&mut m.computations[entry]);
+    let state_shape = Shape::array(ElementType::U64, [2]);
+    let wrap = |e: crate::rewriter::RewriteError| e.to_string();
+    let mut state = rw
+        .add_named(
+            RNG_STATE_NAME,
+            Op::Parameter(parameter as i64),
+            &[],
+            Some(state_shape.clone()),
+        )
+        .map_err(wrap)?;
+    let state_name = rw.comp().instr(state).name.clone();
+    for &id in &converts {
+        let x = rw.comp().operands(id)[0];
+        let dims = rw.shape(id).array_dims();
+        let metadata = rw.metadata_of(id);
+        rw.set_metadata(metadata);
+        let drawn = rw
+            .add(
+                Op::RngBitGenerator {
+                    algorithm: RngAlgorithm::Default,
+                },
+                &[state],
+                Some(Shape::Tuple(vec![
+                    state_shape.clone(),
+                    Shape::array(ElementType::U32, dims.clone()),
+                ])),
+            )
+            .map_err(wrap)?;
+        state = rw
+            .add(Op::GetTupleElement { index: 0 }, &[drawn], None)
+            .map_err(wrap)?;
+        let bits = rw
+            .add(Op::GetTupleElement { index: 1 }, &[drawn], None)
+            .map_err(wrap)?;
+        let to_apply = callees[&dims].clone();
+        let rounded = rw
+            .add_named("stochastic_round", Op::Call { to_apply }, &[x, bits], None)
+            .map_err(wrap)?;
+        rw.replace(id, rounded).map_err(wrap)?;
+    }
+    let mut outputs = rw.comp().operands(root);
+    outputs.push(state);
+    rw.set_metadata(rw.metadata_of(root));
+    let tuple = rw.add(Op::Tuple, &outputs, None).map_err(wrap)?;
+    rw.set_root(tuple);
+    rw.remove_dead();
+    let output = outputs.len() - 1;
+    m.input_output_alias.push(IoAlias {
+        output_index: vec![output as i64],
+        parameter: parameter as i64,
+        parameter_index: vec![],
+        kind: AliasKind::MayAlias,
+    });
+    ctx.added_state.push(AddedState {
+        name: state_name,
+        parameter,
+        output,
+        kind: "rng_state",
+    });
+    Ok(converts.len())
+}
+
+/// `(x: f32[dims], bits: u32[dims]) -> bf16[dims]`, stochastically rounded.
+fn rounding_module(dims: &[i64]) -> Result<Module, hlatc_compiler::builder::BuildError> {
+    let mut b = Builder::new("stochastic_round_bf16");
+    let x = b.parameter("x", Shape::array(ElementType::F32, dims.to_vec()));
+    let bits = b.parameter("bits", Shape::array(ElementType::U32, dims.to_vec()));
+    let y = b.stochastic_round_bf16(x, bits)?;
+    Ok(b.into_module("stochastic_round_bf16", y))
+}

@@ -1,0 +1,182 @@
+//! Which precision each op computes in under mixed precision: the policy
+//! the `amp` pass applies, in the manner of RAF's AutoCast and torch's
+//! autocast lists, but kept as data a user can read and change per op kind.
+
+use hlatc_compiler::{ElementType, Instruction};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What an op does with the low precision type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CastRule {
+    /// Compute in the low type. For a dot: low operands, accumulation and
+    /// result in the original (f32) type, as Trainium's matmult engine
+    /// accumulates in f32; consumers that compute low read it rounded once.
+    Low,
+    /// Compute in the widest type among the operands, constants and values
+    /// computed only from constants not counting (they take the type they
+    /// meet, as a scalar does in torch and a weak type in JAX).
+    Follow,
+    /// Compute exactly as the original program does: every operand in its
+    /// original type.
+    Never,
+}
+
+impl CastRule {
+    pub const ALL: [CastRule; 3] = [CastRule::Low, CastRule::Follow, CastRule::Never];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CastRule::Low => "low",
+            CastRule::Follow => "follow",
+            CastRule::Never => "never",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<CastRule> {
+        Self::ALL.into_iter().find(|r| r.name() == s)
+    }
+}
+
+impl fmt::Display for CastRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Opcodes that compute in the low type.
+const LOW: &[&str] = &["dot"];
+
+/// Opcodes that follow their operands: layout and data movement, and
+/// elementwise math whose error does not grow with the input's size.
+/// Everything else (exp, log, reductions, scatter-adds, calls, custom
+/// calls, ops this list does not know) keeps its original precision.
+const FOLLOW: &[&str] = &[
+    "abs",
+    "negate",
+    "sqrt",
+    "rsqrt",
+    "sine",
+    "cosine",
+    "tanh",
+    "logistic",
+    "floor",
+    "ceil",
+    "round-nearest-even",
+    "sign",
+    "copy",
+    "is-finite",
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "compare",
+    "select",
+    "clamp",
+    "broadcast",
+    "reshape",
+    "transpose",
+    "reverse",
+    "slice",
+    "dynamic-slice",
+    "dynamic-update-slice",
+    "concatenate",
+    "pad",
+    "gather",
+];
+
+/// Provenance scopes (a component of an instruction's `metadata.op_name`)
+/// that stay in the original precision whatever their ops: RMSNorm
+/// statistics, the loss, rotary tables and the optimizer, forward and
+/// backward. Imported modules have no scopes; only the op rules apply.
+const F32_SCOPES: &[&str] = &[
+    "input_layernorm",
+    "post_attention_layernorm",
+    "norm",
+    "loss",
+    "rotary_emb",
+    "optimizer",
+];
+
+/// The low type and a rule per opcode; what the `amp` pass applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CastPolicy {
+    /// The low precision type (bf16 on Trainium).
+    pub low: ElementType,
+    /// Rule per opcode name (`dot`, `exp`, ...); an opcode not listed is
+    /// [`CastRule::Never`].
+    pub rules: BTreeMap<String, CastRule>,
+    /// Scope components whose instructions are all [`CastRule::Never`].
+    pub keep_scopes: Vec<String>,
+}
+
+impl CastPolicy {
+    /// bf16 compute with f32 accumulation, softmax, exp and log,
+    /// reductions, norms, loss and optimizer in f32.
+    pub fn bf16() -> Self {
+        Self::with_low(ElementType::Bf16)
+    }
+
+    /// The default rules with `low` as the low type.
+    pub fn with_low(low: ElementType) -> Self {
+        let mut rules = BTreeMap::new();
+        for op in LOW {
+            rules.insert(op.to_string(), CastRule::Low);
+        }
+        for op in FOLLOW {
+            rules.insert(op.to_string(), CastRule::Follow);
+        }
+        CastPolicy {
+            low,
+            rules,
+            keep_scopes: F32_SCOPES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Overrides the rule of one opcode.
+    pub fn set(&mut self, opcode: &str, rule: CastRule) -> &mut Self {
+        self.rules.insert(opcode.to_string(), rule);
+        self
+    }
+
+    /// The rule for one instruction: its scope first, then its opcode.
+    pub fn rule_for(&self, instr: &Instruction) -> CastRule {
+        if self.keeps_scope_of(instr) {
+            return CastRule::Never;
+        }
+        self.rule_of(instr.op.opcode())
+    }
+
+    /// The rule for an opcode, scopes aside.
+    pub fn rule_of(&self, opcode: &str) -> CastRule {
+        self.rules.get(opcode).copied().unwrap_or(CastRule::Never)
+    }
+
+    /// Whether `instr` lies in a scope kept in its original precision.
+    pub fn keeps_scope_of(&self, instr: &Instruction) -> bool {
+        let scope = &instr.metadata.op_name;
+        !scope.is_empty()
+            && scope
+                .split('/')
+                .any(|part| self.keep_scopes.iter().any(|k| k == part))
+    }
+
+    /// One line per rule, for `--help`-style listings and reports.
+    pub fn describe(&self) -> String {
+        let mut by_rule: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (op, rule) in &self.rules {
+            by_rule.entry(rule.name()).or_default().push(op);
+        }
+        let mut out = format!("low type {}", self.low);
+        for (rule, ops) in by_rule {
+            out.push_str(&format!("; {rule}: {}", ops.join(" ")));
+        }
+        out.push_str(&format!(
+            "; never (by scope): {}; never: every other op",
+            self.keep_scopes.join(" ")
+        ));
+        out
+    }
+}
