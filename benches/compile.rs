@@ -10,6 +10,7 @@ use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::proto;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
+use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 
 /// The step `hlatc compile` builds: weights stored fused.
@@ -24,7 +25,7 @@ fn step_config(model: ModelConfig) -> StepConfig {
             seq_len: 4096,
         },
         optimizer: AdamWConfig::default(),
-        precision: hlatc::precision::Precision::Fp32,
+        precision: Precision::Fp32,
         packed: false,
     }
 }
@@ -36,7 +37,7 @@ fn bench(c: &mut Criterion) {
         ("hlat-7b", ModelConfig::hlat_7b()),
         ("hlat-70b", ModelConfig::hlat_70b()),
     ] {
-        let cfg = step_config(model);
+        let cfg = step_config(model.clone());
         g.bench_function(format!("{name}/graph+autodiff+optimizer+emit"), |b| {
             b.iter(|| {
                 let step = build_train_step(black_box(&cfg)).unwrap();
@@ -45,22 +46,27 @@ fn bench(c: &mut Criterion) {
         });
         let mut pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
         pipeline.check_policy(CheckPolicy::End);
-        g.bench_function(
-            format!("{name}/graph+autodiff+optimizer+passes+emit"),
-            |b| {
-                b.iter(|| {
-                    let mut step = build_train_step(black_box(&cfg)).unwrap();
-                    optimize(
-                        &mut step,
-                        &pipeline,
-                        Target::Neuron,
-                        RematPolicy::CoreAttention,
-                    )
-                    .unwrap();
-                    proto::encode_module(&step.module)
-                })
-            },
-        );
+        // fp32 (amp has nothing to do) and bf16-mixed, the default: the
+        // difference is what mixed precision costs the compile.
+        for precision in [Precision::Fp32, Precision::Bf16Mixed] {
+            let cfg = step_config(model.clone()).with_precision(precision);
+            g.bench_function(
+                format!("{name}/graph+autodiff+optimizer+passes+emit/{precision}"),
+                |b| {
+                    b.iter(|| {
+                        let mut step = build_train_step(black_box(&cfg)).unwrap();
+                        optimize(
+                            &mut step,
+                            &pipeline,
+                            Target::Neuron,
+                            RematPolicy::CoreAttention,
+                        )
+                        .unwrap();
+                        proto::encode_module(&step.module)
+                    })
+                },
+            );
+        }
         let step = build_train_step(&cfg).unwrap();
         g.bench_function(format!("{name}/emit_proto"), |b| {
             b.iter(|| proto::encode_module(black_box(&step.module)))
