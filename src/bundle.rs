@@ -71,38 +71,7 @@ pub struct RoundingSummary {
 
 impl RoundingSummary {
     pub fn of(module: &hlatc_compiler::Module, target: Target) -> RoundingSummary {
-        use hlatc_compiler::{ElementType, Op};
-        let e = module.entry();
-        let (mut stochastic, mut nearest_even) = (0, 0);
-        for id in e.ids() {
-            let i = e.instr(id);
-            match &i.op {
-                Op::Convert
-                    if i.shape
-                        .as_array()
-                        .is_some_and(|a| a.ty == ElementType::Bf16) =>
-                {
-                    let wide = e
-                        .operands(id)
-                        .first()
-                        .and_then(|&o| e.instr(o).shape.as_array())
-                        .is_some_and(|a| a.ty == ElementType::F32);
-                    let sr = i
-                        .frontend_attributes
-                        .get(hlatc_passes::ROUNDING_ATTRIBUTE)
-                        .is_some_and(|v| v == hlatc_passes::STOCHASTIC);
-                    if sr {
-                        stochastic += 1;
-                    } else if wide {
-                        nearest_even += 1;
-                    }
-                }
-                Op::Call { to_apply } if to_apply.starts_with("stochastic_round_bf16") => {
-                    stochastic += 1;
-                }
-                _ => {}
-            }
-        }
+        let (stochastic, nearest_even) = hlatc_passes::rounding_counts(module);
         let warning = (target == Target::Neuron && stochastic > 0 && nearest_even > 0).then(|| {
             format!(
                 "NEURON_RT_STOCHASTIC_ROUNDING_EN is one switch for the whole device: the {nearest_even} \

@@ -168,19 +168,6 @@ pub struct TrainStep {
     pub rounding: hlatc_passes::RoundingPolicy,
 }
 
-impl TrainStep {
-    /// Whether any convert of the module rounds stochastically.
-    pub fn has_stochastic_rounding(&self) -> bool {
-        let e = self.module.entry();
-        e.ids().any(|id| {
-            e.instr(id)
-                .frontend_attributes
-                .get(hlatc_passes::ROUNDING_ATTRIBUTE)
-                .is_some_and(|v| v == hlatc_passes::STOCHASTIC)
-        }) || self.inputs.iter().any(|s| s.role == Role::RngState)
-    }
-}
-
 /// Runs `pipeline` for `target` over the step's module, with `remat` as the
 /// checkpointing policy, the step's cast policy and rounding policy, and
 /// records what ran in the step (the manifest lists it). The step's inputs

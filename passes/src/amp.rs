@@ -85,6 +85,16 @@ impl Value {
         }
     }
 
+    /// A low value held only by its accumulator `id` of type `acc` (a
+    /// dot's f32 result); the low copy is made when a reader wants it.
+    fn accumulator(low: ElementType, acc: ElementType, id: InstrId) -> Value {
+        Value {
+            sem: Some(low),
+            weak: false,
+            reps: vec![(acc, id)],
+        }
+    }
+
     fn rep(&self, ty: ElementType) -> Option<InstrId> {
         self.reps.iter().find(|(t, _)| *t == ty).map(|&(_, id)| id)
     }
@@ -193,11 +203,7 @@ impl AutoCast<'_> {
             return Ok(id);
         }
         let source = value.current();
-        let dims = rw.shape(source).array_dims();
-        let metadata = rw.metadata_of(v);
-        rw.set_metadata(metadata);
-        let converted = rw.add(Op::Convert, &[source], Some(Shape::array(ty, dims)))?;
-        self.stats.converts += 1;
+        let converted = self.add_convert(rw, v, source, ty)?;
         self.values
             .get_mut(&v)
             .expect("looked up above")
@@ -217,13 +223,26 @@ impl AutoCast<'_> {
         if let Some(&w) = self.rounded_wide.get(&v) {
             return Ok(w);
         }
-        let dims = rw.shape(rounded).array_dims();
-        let metadata = rw.metadata_of(v);
-        rw.set_metadata(metadata);
-        let w = rw.add(Op::Convert, &[rounded], Some(Shape::array(ty, dims)))?;
-        self.stats.converts += 1;
+        let w = self.add_convert(rw, v, rounded, ty)?;
         self.rounded_wide.insert(v, w);
         Ok(w)
+    }
+
+    /// `source` (a representation of value `v`) converted to `ty`, with
+    /// `v`'s provenance.
+    fn add_convert(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        v: InstrId,
+        source: InstrId,
+        ty: ElementType,
+    ) -> Result<InstrId, crate::rewriter::RewriteError> {
+        let dims = rw.shape(source).array_dims();
+        let metadata = rw.metadata_of(v);
+        rw.set_metadata(metadata);
+        let converted = rw.add(Op::Convert, &[source], Some(Shape::array(ty, dims)))?;
+        self.stats.converts += 1;
+        Ok(converted)
     }
 
     /// The original operand types, each operand as that type.
@@ -232,10 +251,21 @@ impl AutoCast<'_> {
         rw: &mut Rewriter<'_>,
         operands: &[InstrId],
     ) -> Result<Vec<InstrId>, crate::rewriter::RewriteError> {
+        self.operands_as(rw, operands, None)
+    }
+
+    /// Each float operand as `ty` (as written when `None`); the others as
+    /// they are now.
+    fn operands_as(
+        &mut self,
+        rw: &mut Rewriter<'_>,
+        operands: &[InstrId],
+        ty: Option<ElementType>,
+    ) -> Result<Vec<InstrId>, crate::rewriter::RewriteError> {
         operands
             .iter()
             .map(|&o| match float_array_type(rw.shape(o)) {
-                Some(t) => self.materialize(rw, o, t),
+                Some(written) => self.materialize(rw, o, ty.unwrap_or(written)),
                 None => Ok(self.values[&o].current()),
             })
             .collect()
@@ -329,20 +359,14 @@ impl AutoCast<'_> {
         }
         if new_operands == operands {
             // Already low (a module this pass has seen).
-            return Ok(Value {
-                sem: Some(low),
-                weak: false,
-                reps: vec![(acc, id)],
-            });
+            return Ok(Value::accumulator(low, acc, id));
         }
         let op = rw.comp().instr(id).op.clone();
         let metadata = rw.metadata_of(id);
         rw.set_metadata(metadata);
         let new = rw.add(op, &new_operands, Some(shape))?;
         self.stats.low += 1;
-        let mut value = Value::single(Some(low), new, false);
-        value.reps = vec![(acc, new)];
-        Ok(value)
+        Ok(Value::accumulator(low, acc, new))
     }
 
     fn follow(
@@ -381,13 +405,7 @@ impl AutoCast<'_> {
             Some(t) if t != f && widens(t, f) => t,
             _ => return self.keep(rw, id, operands),
         };
-        let new_operands = operands
-            .iter()
-            .map(|&o| match float_array_type(rw.shape(o)) {
-                Some(_) => self.materialize(rw, o, t),
-                None => Ok(self.values[&o].current()),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let new_operands = self.operands_as(rw, operands, Some(t))?;
         let instr = rw.comp().instr(id);
         let op = instr.op.clone();
         let shape = match &instr.shape {

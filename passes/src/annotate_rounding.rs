@@ -19,6 +19,25 @@ pub struct AnnotateRounding;
 
 /// The entry parameter that carries the RNG state of stochastic rounding.
 pub const RNG_STATE_NAME: &str = "rounding_rng_state";
+/// The name (before uniquing) of the callees that round stochastically on
+/// cpu.
+pub const ROUNDING_CALLEE: &str = "stochastic_round_bf16";
+
+/// How the entry's converts to bf16 round: `(stochastic, nearest even)`.
+/// Stochastic ones are counted marked or, on cpu, already lowered to a call
+/// of a [`ROUNDING_CALLEE`]; nearest-even ones are f32 to bf16 converts.
+pub fn rounding_counts(m: &Module) -> (usize, usize) {
+    let (mut stochastic, mut nearest_even) = (0, 0);
+    for id in m.entry().ids() {
+        match &m.entry().instr(id).op {
+            Op::Convert if is_stochastic(m, id) => stochastic += 1,
+            Op::Convert if is_narrowing(m, id, ElementType::Bf16) => nearest_even += 1,
+            Op::Call { to_apply } if to_apply.starts_with(ROUNDING_CALLEE) => stochastic += 1,
+            _ => {}
+        }
+    }
+    (stochastic, nearest_even)
+}
 
 impl Pass for AnnotateRounding {
     fn name(&self) -> &str {
@@ -238,9 +257,9 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
 
 /// `(x: f32[dims], bits: u32[dims]) -> bf16[dims]`, stochastically rounded.
 fn rounding_module(dims: &[i64]) -> Result<Module, hlatc_compiler::builder::BuildError> {
-    let mut b = Builder::new("stochastic_round_bf16");
+    let mut b = Builder::new(ROUNDING_CALLEE);
     let x = b.parameter("x", Shape::array(ElementType::F32, dims.to_vec()));
     let bits = b.parameter("bits", Shape::array(ElementType::U32, dims.to_vec()));
     let y = b.stochastic_round_bf16(x, bits)?;
-    Ok(b.into_module("stochastic_round_bf16", y))
+    Ok(b.into_module(ROUNDING_CALLEE, y))
 }

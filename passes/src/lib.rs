@@ -34,7 +34,7 @@ mod simplify;
 pub mod softmax_math;
 
 pub use amp::Amp;
-pub use annotate_rounding::{AnnotateRounding, RNG_STATE_NAME};
+pub use annotate_rounding::{rounding_counts, AnnotateRounding, RNG_STATE_NAME, ROUNDING_CALLEE};
 pub use cast_policy::{CastPolicy, CastRule};
 pub use coalesce_linear::CoalesceLinear;
 pub use context::{AddedState, PassContext, RematPolicy, Target};
