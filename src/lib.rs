@@ -19,6 +19,8 @@ pub use hlatc_compiler::{proto, text, verify, Literal, Module};
 pub mod bundle;
 pub mod check;
 pub mod data;
+pub mod metrics;
+pub mod plot;
 pub mod precision;
 pub mod token_data;
 pub mod train_step;

@@ -8,6 +8,7 @@ mod fmt;
 mod model_args;
 mod opt;
 mod passes;
+mod plot;
 mod precision_args;
 mod run;
 mod train;
@@ -34,6 +35,8 @@ at xla_cpu_pjrt.so).",
 hlatc compile --model hlat-7b --out build/7b --verify   bundle for neuronx-cc, checked on XLA CPU\n  \
 hlatc compile --config config.json --out build/m      any Llama config.json\n  \
 hlatc train --model tiny --steps 100                   train on XLA CPU (synthetic data)\n  \
+hlatc train --metrics run.csv --plot loss.png          ... and draw its loss curve\n  \
+hlatc plot a.csv b.csv --out loss.png                  several runs' curves in one PNG\n  \
 hlatc fmt dump.txt                                     canonical HLO text of a JAX/XLA dump\n  \
 hlatc convert model.hlo_module.pb -o m.txt             proto to text (and back, by extension)\n  \
 hlatc opt m.txt --passes=cse,dce                       run passes by name\n  \
@@ -54,6 +57,7 @@ enum Command {
     Convert(convert::Args),
     Opt(opt::Args),
     Passes(passes::Args),
+    Plot(plot::Args),
     Run(run::Args),
 }
 
@@ -65,6 +69,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
         Command::Convert(a) => convert::main(a),
         Command::Opt(a) => opt::main(a),
         Command::Passes(a) => passes::main(a),
+        Command::Plot(a) => plot::main(a),
         Command::Run(a) => run::main(a),
     }
 }

@@ -5,6 +5,8 @@ use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;
 use hlatc::data::SyntheticData;
+use hlatc::metrics::{MetricsLog, Series, StepMetrics};
+use hlatc::plot::{Curve, PlotOptions};
 use hlatc::runtime::{read_safetensors, write_safetensors, Runtime};
 use hlatc::token_data::{RawDtype, TokenData};
 use hlatc::train_step::StepConfig;
@@ -54,6 +56,12 @@ pub struct Args {
     /// held-out loss where it was measured) here as CSV, once training ends
     #[arg(long, value_name = "FILE")]
     metrics: Option<PathBuf>,
+    /// Draw this run's loss curve (and its held-out loss, where measured)
+    /// into this PNG once training ends; `hlatc plot` draws several runs
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<PathBuf>,
+    #[command(flatten)]
+    plot_size: super::plot::SizeArgs,
     /// Train on pre-tokenized data instead of the synthetic language: a
     /// flat stream of token ids (raw little-endian, see --data-dtype, as
     /// nanoGPT and Megatron write it) or a 1-D integer .npy. Windows of the
@@ -88,7 +96,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         return Err(Error::Usage("--steps must be at least 1".into()));
     }
     // Checked now, not after training, so nothing trained is lost.
-    for (flag, path) in [("--save", &a.save), ("--metrics", &a.metrics)] {
+    for (flag, path) in [
+        ("--save", &a.save),
+        ("--metrics", &a.metrics),
+        ("--plot", &a.plot),
+    ] {
         if let Some(path) = path {
             hlatc::runtime::atomic_file::check_writable(path)
                 .map_err(|m| Error::Usage(format!("{flag} {}: {m}", path.display())))?;
@@ -200,7 +212,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t1 = Instant::now();
     let width = a.steps.to_string().len();
     let (mut first, mut last) = (None, 0.0);
-    let mut metrics = String::from("step,loss,grad_norm,learning_rate,held_out_loss\n");
+    let mut metrics = MetricsLog::default();
     for k in 0..a.steps {
         let b = match &tokens {
             Some(d) => d.train_batch(k, a.seed, batch.batch_size, batch.seq_len),
@@ -228,11 +240,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             per_step * 1e3,
             per_step * (a.steps - done) as f64
         )?;
-        let mut held_out = String::new();
+        let mut held_out_loss = None;
         if let Some(e) = &eval {
             if done % eval_every == 0 || done == a.steps {
                 let loss = e.loss(&trainer)?;
-                held_out = loss.to_string();
+                held_out_loss = Some(loss);
                 out!(
                     "step {done:>width$}/{}  held-out loss {loss:.4}  ({} batches)",
                     a.steps,
@@ -240,14 +252,20 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                 )?;
             }
         }
-        metrics.push_str(&format!(
-            "{done},{},{},{},{held_out}\n",
-            s.loss, s.grad_norm, s.learning_rate
-        ));
+        metrics.push(StepMetrics {
+            step: done,
+            loss: s.loss,
+            grad_norm: s.grad_norm,
+            learning_rate: s.learning_rate,
+            held_out_loss,
+        });
     }
     if let Some(path) = &a.metrics {
-        hlatc::runtime::atomic_file::write_atomic(path, metrics.as_bytes())
+        hlatc::runtime::atomic_file::write_atomic(path, metrics.to_csv().as_bytes())
             .map_err(|e| Error::Usage(format!("--metrics {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &a.plot {
+        plot_run(&a, &name, &metrics, path)?;
     }
     let first = first.unwrap_or(last);
     out!(
@@ -303,4 +321,47 @@ impl Evaluator {
         }
         Ok(total / self.batches.len().max(1) as f64)
     }
+}
+
+/// This run's training loss, and its held-out loss where it was measured,
+/// into `path`.
+fn plot_run(
+    a: &Args,
+    model: &str,
+    metrics: &MetricsLog,
+    path: &std::path::Path,
+) -> Result<(), Error> {
+    let mut opts = PlotOptions::new(Series::Loss);
+    opts.title = format!(
+        "{model}, {}, {} steps",
+        a.precision.precision.name(),
+        a.steps
+    );
+    opts.width = a.plot_size.width;
+    opts.height = a.plot_size.height;
+    let mut curves = vec![Curve {
+        label: "training loss".into(),
+        log: metrics,
+    }];
+    // The held-out points, as their own curve of the loss column.
+    let held_out = MetricsLog {
+        steps: metrics
+            .steps
+            .iter()
+            .filter_map(|m| {
+                m.held_out_loss.map(|loss| StepMetrics {
+                    loss,
+                    held_out_loss: None,
+                    ..m.clone()
+                })
+            })
+            .collect(),
+    };
+    if !held_out.steps.is_empty() {
+        curves.push(Curve {
+            label: "held-out loss".into(),
+            log: &held_out,
+        });
+    }
+    super::plot::write_plot(&curves, &opts, path)
 }

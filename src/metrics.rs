@@ -1,0 +1,297 @@
+//! A training run's per-step metrics, as the CSV `hlatc train --metrics`
+//! writes and `hlatc plot` reads back.
+//!
+//! The columns are fixed: `step,loss,grad_norm,learning_rate,held_out_loss`,
+//! the last empty on steps where no held-out loss was measured. Reading is
+//! strict: a missing or unknown column, a short row or a value that is not
+//! a number is an error naming the file, line and column.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The header every metrics file starts with.
+pub const HEADER: [&str; 5] = [
+    "step",
+    "loss",
+    "grad_norm",
+    "learning_rate",
+    "held_out_loss",
+];
+
+/// One optimizer step's numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepMetrics {
+    pub step: u64,
+    pub loss: f64,
+    pub grad_norm: f64,
+    pub learning_rate: f64,
+    /// Measured on some steps only.
+    pub held_out_loss: Option<f64>,
+}
+
+/// The column a curve is drawn from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Series {
+    Loss,
+    GradNorm,
+    LearningRate,
+    HeldOutLoss,
+}
+
+impl Series {
+    pub const ALL: [Series; 4] = [
+        Series::Loss,
+        Series::GradNorm,
+        Series::LearningRate,
+        Series::HeldOutLoss,
+    ];
+
+    /// The column's name in the CSV header.
+    pub fn column(self) -> &'static str {
+        match self {
+            Series::Loss => "loss",
+            Series::GradNorm => "grad_norm",
+            Series::LearningRate => "learning_rate",
+            Series::HeldOutLoss => "held_out_loss",
+        }
+    }
+
+    pub fn from_column(name: &str) -> Option<Series> {
+        Self::ALL.into_iter().find(|s| s.column() == name)
+    }
+
+    /// The value on one step, where there is one.
+    pub fn of(self, m: &StepMetrics) -> Option<f64> {
+        match self {
+            Series::Loss => Some(m.loss),
+            Series::GradNorm => Some(m.grad_norm),
+            Series::LearningRate => Some(m.learning_rate),
+            Series::HeldOutLoss => m.held_out_loss,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}:{line}:{column}: {message}")]
+    Syntax {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+/// Every step of one run, in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetricsLog {
+    pub steps: Vec<StepMetrics>,
+}
+
+impl MetricsLog {
+    pub fn push(&mut self, m: StepMetrics) {
+        self.steps.push(m);
+    }
+
+    /// `(step, value)` for every step that has a value of `series`.
+    pub fn points(&self, series: Series) -> Vec<(f64, f64)> {
+        self.steps
+            .iter()
+            .filter_map(|m| series.of(m).map(|v| (m.step as f64, v)))
+            .collect()
+    }
+
+    /// The CSV text, header first. Floats print in Rust's shortest
+    /// round-trip form, so reading it back gives the same numbers.
+    pub fn to_csv(&self) -> String {
+        let mut out = HEADER.join(",");
+        out.push('\n');
+        for m in &self.steps {
+            let held_out = m.held_out_loss.map(|v| v.to_string()).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{held_out}",
+                m.step, m.loss, m.grad_norm, m.learning_rate
+            );
+        }
+        out
+    }
+
+    pub fn read(path: &Path) -> Result<MetricsLog, MetricsError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| MetricsError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// Parses `text`; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<MetricsLog, MetricsError> {
+        let err = |line: usize, column: usize, message: String| MetricsError::Syntax {
+            file: file.to_string(),
+            line,
+            column,
+            message,
+        };
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+        let Some((_, header)) = lines.next() else {
+            return Err(err(1, 1, "empty file; expected the metrics header".into()));
+        };
+        let mut column = 1;
+        let names: Vec<&str> = header.split(',').collect();
+        for (k, name) in names.iter().enumerate() {
+            match HEADER.get(k) {
+                Some(want) if want == name => {}
+                Some(want) => {
+                    return Err(err(
+                        1,
+                        column,
+                        format!(
+                            "column {} is `{name}`, expected `{want}` (the header is `{}`)",
+                            k + 1,
+                            HEADER.join(",")
+                        ),
+                    ))
+                }
+                None => return Err(err(1, column, format!("unknown column `{name}`"))),
+            }
+            column += name.len() + 1;
+        }
+        if names.len() < HEADER.len() {
+            return Err(err(
+                1,
+                header.len() + 1,
+                format!("missing column `{}`", HEADER[names.len()]),
+            ));
+        }
+        let mut log = MetricsLog::default();
+        for (line, row) in lines {
+            if row.trim().is_empty() {
+                continue;
+            }
+            let fields: Vec<&str> = row.split(',').collect();
+            if fields.len() != HEADER.len() {
+                return Err(err(
+                    line,
+                    1,
+                    format!(
+                        "{} fields, expected {} ({})",
+                        fields.len(),
+                        HEADER.len(),
+                        HEADER.join(",")
+                    ),
+                ));
+            }
+            let mut at = Vec::with_capacity(fields.len());
+            let mut col = 1;
+            for f in &fields {
+                at.push(col);
+                col += f.len() + 1;
+            }
+            let number = |k: usize| -> Result<f64, MetricsError> {
+                fields[k].trim().parse::<f64>().map_err(|_| {
+                    err(
+                        line,
+                        at[k],
+                        format!("{} `{}` is not a number", HEADER[k], fields[k]),
+                    )
+                })
+            };
+            let step = fields[0].trim().parse::<u64>().map_err(|_| {
+                err(
+                    line,
+                    1,
+                    format!("step `{}` is not a step number", fields[0]),
+                )
+            })?;
+            if let Some(prev) = log.steps.last() {
+                if step <= prev.step {
+                    return Err(err(
+                        line,
+                        1,
+                        format!("step {step} does not follow step {}", prev.step),
+                    ));
+                }
+            }
+            log.push(StepMetrics {
+                step,
+                loss: number(1)?,
+                grad_norm: number(2)?,
+                learning_rate: number(3)?,
+                held_out_loss: if fields[4].trim().is_empty() {
+                    None
+                } else {
+                    Some(number(4)?)
+                },
+            });
+        }
+        Ok(log)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(step: u64, loss: f64, held_out_loss: Option<f64>) -> StepMetrics {
+        StepMetrics {
+            step,
+            loss,
+            grad_norm: 0.5,
+            learning_rate: 1e-3,
+            held_out_loss,
+        }
+    }
+
+    #[test]
+    fn csv_round_trips_exactly() {
+        let mut log = MetricsLog::default();
+        log.push(step(1, 4.158_883_083_359_672, None));
+        log.push(step(2, 0.1 + 0.2, Some(3.25)));
+        let text = log.to_csv();
+        assert!(text.starts_with("step,loss,grad_norm,learning_rate,held_out_loss\n"));
+        assert_eq!(MetricsLog::parse(&text, "m.csv").unwrap(), log);
+        assert_eq!(log.points(Series::HeldOutLoss), vec![(2.0, 3.25)]);
+        assert_eq!(log.points(Series::Loss).len(), 2);
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let bad =
+            "step,loss,grad_norm,learning_rate,held_out_loss\n1,4.1,0.5,1e-3,\n2,oops,0.5,1e-3,\n";
+        let e = MetricsLog::parse(bad, "m.csv").unwrap_err().to_string();
+        assert_eq!(e, "m.csv:3:3: loss `oops` is not a number");
+        let e = MetricsLog::parse("step,loss,grad,learning_rate,held_out_loss\n", "m.csv")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("m.csv:1:11: column 3 is `grad`, expected `grad_norm`"),
+            "{e}"
+        );
+        let e = MetricsLog::parse("step,loss\n", "m.csv")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "m.csv:1:10: missing column `grad_norm`");
+        let e = MetricsLog::parse(
+            "step,loss,grad_norm,learning_rate,held_out_loss\n2,1,1,1,\n2,1,1,1,\n",
+            "m.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "m.csv:3:1: step 2 does not follow step 2");
+        let e = MetricsLog::parse(
+            "step,loss,grad_norm,learning_rate,held_out_loss\n1,2\n",
+            "m.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("m.csv:2:1: 2 fields, expected 5"), "{e}");
+        assert!(MetricsLog::parse("", "m.csv").is_err());
+    }
+}
