@@ -198,6 +198,23 @@ impl Computation {
         }
     }
 
+    /// Points `user`'s operands at `operands` (one per operand it has, in
+    /// order); edges already right are left alone.
+    pub fn set_operands(&mut self, user: InstrId, operands: &[InstrId]) {
+        let stale: Vec<(petgraph::stable_graph::EdgeIndex<u32>, u32)> = self
+            .graph
+            .edges_directed(user, Direction::Incoming)
+            .filter(|e| operands.get(*e.weight() as usize) != Some(&e.source()))
+            .map(|e| (e.id(), *e.weight()))
+            .collect();
+        for (edge, index) in stale {
+            self.graph.remove_edge(edge);
+            if let Some(&new) = operands.get(index as usize) {
+                self.graph.add_edge(new, user, index);
+            }
+        }
+    }
+
     /// Points `user`'s reads of `old` at `new`, leaving other users alone.
     pub fn replace_uses_in(&mut self, user: InstrId, old: InstrId, new: InstrId) {
         let uses: Vec<(petgraph::stable_graph::EdgeIndex<u32>, u32)> = self

@@ -37,7 +37,8 @@ impl Pass for Amp {
             policy: &policy,
             widen_low_dots: ctx.target == Target::Cpu,
             rounded_wide: HashMap::default(),
-            values: HashMap::default(),
+            values: Vec::new(),
+            kept_scopes: HashMap::default(),
             stats: Stats::default(),
         };
         cast.run(&mut rw).map_err(PassError::rewrite(self.name()))?;
@@ -67,21 +68,65 @@ struct Stats {
 
 /// What the pass knows of one original instruction's value.
 struct Value {
+    /// The float type the module was written with; `None` for non-float
+    /// values. The instruction itself may since have been retyped in place.
+    written: Option<ElementType>,
     /// The float type followers compute in; `None` for non-float values.
     sem: Option<ElementType>,
     /// Computed from constants only: takes the type of what it meets.
     weak: bool,
     /// The instruction holding the value in each type made so far.
-    reps: Vec<(ElementType, InstrId)>,
+    reps: Reps,
+}
+
+/// A value's representations: the one it was made with, then any converts
+/// made of it. Most values never get a second, so that one is not a `Vec`
+/// (an allocation per instruction showed in profiles).
+struct Reps {
+    first: (ElementType, InstrId),
+    more: Vec<(ElementType, InstrId)>,
+}
+
+impl Reps {
+    fn one(ty: ElementType, id: InstrId) -> Reps {
+        Reps {
+            first: (ty, id),
+            more: Vec::new(),
+        }
+    }
+
+    fn two(a: (ElementType, InstrId), b: (ElementType, InstrId)) -> Reps {
+        Reps {
+            first: a,
+            more: vec![b],
+        }
+    }
+
+    fn push(&mut self, rep: (ElementType, InstrId)) {
+        self.more.push(rep);
+    }
+
+    fn get(&self, ty: ElementType) -> Option<InstrId> {
+        std::iter::once(&self.first)
+            .chain(&self.more)
+            .find(|(t, _)| *t == ty)
+            .map(|&(_, id)| id)
+    }
 }
 
 impl Value {
-    fn single(ty: Option<ElementType>, id: InstrId, weak: bool) -> Value {
+    fn single(
+        written: Option<ElementType>,
+        ty: Option<ElementType>,
+        id: InstrId,
+        weak: bool,
+    ) -> Value {
         let ty_key = ty.unwrap_or(ElementType::Pred);
         Value {
+            written,
             sem: ty,
             weak,
-            reps: vec![(ty_key, id)],
+            reps: Reps::one(ty_key, id),
         }
     }
 
@@ -89,19 +134,22 @@ impl Value {
     /// dot's f32 result); the low copy is made when a reader wants it.
     fn accumulator(low: ElementType, acc: ElementType, id: InstrId) -> Value {
         Value {
+            written: Some(acc),
             sem: Some(low),
             weak: false,
-            reps: vec![(acc, id)],
+            reps: Reps::one(acc, id),
         }
     }
 
     fn rep(&self, ty: ElementType) -> Option<InstrId> {
-        self.reps.iter().find(|(t, _)| *t == ty).map(|&(_, id)| id)
+        self.reps.get(ty)
     }
 
     /// The instruction carrying the value now, whatever its type.
     fn current(&self) -> InstrId {
-        self.sem.and_then(|t| self.rep(t)).unwrap_or(self.reps[0].1)
+        self.sem
+            .and_then(|t| self.rep(t))
+            .unwrap_or(self.reps.first.1)
     }
 }
 
@@ -114,7 +162,11 @@ struct AutoCast<'p> {
     widen_low_dots: bool,
     /// The low-rounded value widened back, per value: a dot operand on cpu.
     rounded_wide: HashMap<InstrId, InstrId>,
-    values: HashMap<InstrId, Value>,
+    /// Per original instruction, by index.
+    values: Vec<Option<Value>>,
+    /// Whether an `op_name` lies in a scope kept in its precision: names
+    /// repeat across instructions, and splitting each showed in profiles.
+    kept_scopes: HashMap<String, bool>,
     stats: Stats,
 }
 
@@ -134,11 +186,16 @@ fn widens(b: ElementType, a: ElementType) -> bool {
 impl AutoCast<'_> {
     fn run(&mut self, rw: &mut Rewriter<'_>) -> Result<(), crate::rewriter::RewriteError> {
         let order = rw.comp().post_order();
+        self.values = Vec::with_capacity(order.len());
+        self.values.resize_with(
+            order.iter().map(|id| id.index() + 1).max().unwrap_or(0),
+            || None,
+        );
         let mut operands = Vec::new();
         for id in order {
             rw.comp().operands_into(id, &mut operands);
             let value = self.cast(rw, id, &operands)?;
-            self.values.insert(id, value);
+            self.values[id.index()] = Some(value);
         }
         // The root is delivered in its original type, like every output.
         if let Some(root) = rw.comp().root() {
@@ -150,8 +207,32 @@ impl AutoCast<'_> {
         Ok(())
     }
 
+    fn value(&self, id: InstrId) -> &Value {
+        self.values[id.index()]
+            .as_ref()
+            .expect("operands come before their users in post order")
+    }
+
+    fn value_mut(&mut self, id: InstrId) -> &mut Value {
+        self.values[id.index()]
+            .as_mut()
+            .expect("operands come before their users in post order")
+    }
+
     fn weak(&self, operands: &[InstrId]) -> bool {
-        operands.iter().all(|o| self.values[o].weak)
+        operands.iter().all(|&o| self.value(o).weak)
+    }
+
+    fn keeps_scope(&mut self, instr_scope: &str) -> bool {
+        if instr_scope.is_empty() {
+            return false;
+        }
+        if let Some(&kept) = self.kept_scopes.get(instr_scope) {
+            return kept;
+        }
+        let kept = self.policy.keeps_scope(instr_scope);
+        self.kept_scopes.insert(instr_scope.to_string(), kept);
+        kept
     }
 
     fn cast(
@@ -163,23 +244,24 @@ impl AutoCast<'_> {
         let instr = rw.comp().instr(id);
         let ty = float_array_type(&instr.shape);
         match instr.op {
-            Op::Parameter(_) => return Ok(Value::single(ty, id, false)),
-            Op::Constant(_) | Op::Iota { .. } => return Ok(Value::single(ty, id, true)),
+            Op::Parameter(_) => return Ok(Value::single(ty, ty, id, false)),
+            Op::Constant(_) | Op::Iota { .. } => return Ok(Value::single(ty, ty, id, true)),
             _ => {}
         }
         // Values made from constants alone stay as written.
         if !operands.is_empty() && self.weak(operands) && instr.op.is_pure() {
-            return Ok(Value::single(ty, id, true));
+            return Ok(Value::single(ty, ty, id, true));
         }
         if matches!(instr.op, Op::Convert) {
             return self.convert(rw, id, operands[0]);
         }
-        let rule = if self.policy.keeps_scope_of(instr) {
+        // The opcode's rule first: a scope only matters to an op that would
+        // otherwise change type.
+        let mut rule = self.policy.rule_of(instr.op.opcode());
+        if rule != CastRule::Never && self.keeps_scope(&rw.comp().instr(id).metadata.op_name) {
             self.stats.kept_by_scope += 1;
-            CastRule::Never
-        } else {
-            self.policy.rule_of(instr.op.opcode())
-        };
+            rule = CastRule::Never;
+        }
         match rule {
             CastRule::Low => self.low(rw, id, operands),
             CastRule::Follow => self.follow(rw, id, operands),
@@ -195,7 +277,7 @@ impl AutoCast<'_> {
         v: InstrId,
         ty: ElementType,
     ) -> Result<InstrId, crate::rewriter::RewriteError> {
-        let value = &self.values[&v];
+        let value = self.value(v);
         if value.sem.is_none() {
             return Ok(value.current());
         }
@@ -204,11 +286,7 @@ impl AutoCast<'_> {
         }
         let source = value.current();
         let converted = self.add_convert(rw, v, source, ty)?;
-        self.values
-            .get_mut(&v)
-            .expect("looked up above")
-            .reps
-            .push((ty, converted));
+        self.value_mut(v).reps.push((ty, converted));
         Ok(converted)
     }
 
@@ -264,14 +342,14 @@ impl AutoCast<'_> {
     ) -> Result<Vec<InstrId>, crate::rewriter::RewriteError> {
         operands
             .iter()
-            .map(|&o| match float_array_type(rw.shape(o)) {
+            .map(|&o| match self.value(o).written {
                 Some(written) => self.materialize(rw, o, ty.unwrap_or(written)),
-                None => Ok(self.values[&o].current()),
+                None => Ok(self.value(o).current()),
             })
             .collect()
     }
 
-    /// `id` with its operands pointed at `new` (same shapes as before).
+    /// `id` with its operands pointed at `new`, its shape as written.
     fn rewire(
         &self,
         rw: &mut Rewriter<'_>,
@@ -279,12 +357,18 @@ impl AutoCast<'_> {
         old: &[InstrId],
         new: &[InstrId],
     ) -> Result<(), crate::rewriter::RewriteError> {
-        for (&o, &n) in old.iter().zip(new) {
-            if o != n {
-                rw.replace_in(id, o, n)?;
-            }
+        if old == new {
+            return Ok(());
         }
-        Ok(())
+        rw.rewrite_in_place(id, new, None)
+    }
+
+    /// Whether every operand is still the instruction the module wrote.
+    fn untouched(&self, operands: &[InstrId]) -> bool {
+        operands.iter().all(|&o| {
+            let v = self.value(o);
+            v.written.is_none() || v.rep(v.written.expect("checked")) == Some(o)
+        })
     }
 
     fn keep(
@@ -293,9 +377,12 @@ impl AutoCast<'_> {
         id: InstrId,
         operands: &[InstrId],
     ) -> Result<Value, crate::rewriter::RewriteError> {
-        let new = self.as_written(rw, operands)?;
-        self.rewire(rw, id, operands, &new)?;
-        Ok(Value::single(float_array_type(rw.shape(id)), id, false))
+        if !self.untouched(operands) {
+            let new = self.as_written(rw, operands)?;
+            self.rewire(rw, id, operands, &new)?;
+        }
+        let ty = float_array_type(rw.shape(id));
+        Ok(Value::single(ty, ty, id, false))
     }
 
     fn convert(
@@ -304,7 +391,7 @@ impl AutoCast<'_> {
         id: InstrId,
         x: InstrId,
     ) -> Result<Value, crate::rewriter::RewriteError> {
-        let from = float_array_type(rw.shape(x));
+        let from = self.value(x).written;
         let to = float_array_type(rw.shape(id));
         let new = self.as_written(rw, &[x])?;
         self.rewire(rw, id, &[x], &new)?;
@@ -317,12 +404,13 @@ impl AutoCast<'_> {
                     self.rounded_wide.insert(id, id);
                 }
                 Ok(Value {
+                    written: to,
                     sem: Some(f),
                     weak: false,
-                    reps: vec![(t, id), (f, new[0])],
+                    reps: Reps::two((t, id), (f, new[0])),
                 })
             }
-            _ => Ok(Value::single(to, id, false)),
+            _ => Ok(Value::single(to, to, id, false)),
         }
     }
 
@@ -335,10 +423,8 @@ impl AutoCast<'_> {
         let low = self.policy.low;
         let shape = rw.shape(id).clone();
         let result = float_array_type(&shape);
-        let operand_types: Vec<Option<ElementType>> = operands
-            .iter()
-            .map(|&o| float_array_type(rw.shape(o)))
-            .collect();
+        let operand_types: Vec<Option<ElementType>> =
+            operands.iter().map(|&o| self.value(o).written).collect();
         // Only a float op at least as wide as the low type is lowered.
         let lowerable = result.is_some_and(|t| widens(low, t))
             && operand_types
@@ -361,12 +447,9 @@ impl AutoCast<'_> {
             // Already low (a module this pass has seen).
             return Ok(Value::accumulator(low, acc, id));
         }
-        let op = rw.comp().instr(id).op.clone();
-        let metadata = rw.metadata_of(id);
-        rw.set_metadata(metadata);
-        let new = rw.add(op, &new_operands, Some(shape))?;
+        rw.rewrite_in_place(id, &new_operands, Some(shape))?;
         self.stats.low += 1;
-        Ok(Value::accumulator(low, acc, new))
+        Ok(Value::accumulator(low, acc, id))
     }
 
     fn follow(
@@ -378,7 +461,7 @@ impl AutoCast<'_> {
         // The type the op was written in, shared by its float operands.
         let written: Vec<ElementType> = operands
             .iter()
-            .filter_map(|&o| float_array_type(rw.shape(o)))
+            .filter_map(|&o| self.value(o).written)
             .collect();
         let Some(&f) = written.first() else {
             return self.keep(rw, id, operands);
@@ -389,7 +472,7 @@ impl AutoCast<'_> {
         // The widest semantic type among the operands that are not weak.
         let mut widest: Option<ElementType> = None;
         for &o in operands {
-            let v = &self.values[&o];
+            let v = self.value(o);
             let (Some(s), false) = (v.sem, v.weak) else {
                 continue;
             };
@@ -407,15 +490,18 @@ impl AutoCast<'_> {
         };
         let new_operands = self.operands_as(rw, operands, Some(t))?;
         let instr = rw.comp().instr(id);
-        let op = instr.op.clone();
+        let written = float_array_type(&instr.shape);
         let shape = match &instr.shape {
             Shape::Array(a) if a.ty == f => Shape::array(t, a.dims.clone()),
             s => s.clone(),
         };
-        let metadata = rw.metadata_of(id);
-        rw.set_metadata(metadata);
-        let new = rw.add(op, &new_operands, Some(shape))?;
+        rw.rewrite_in_place(id, &new_operands, Some(shape))?;
         self.stats.followed += 1;
-        Ok(Value::single(float_array_type(rw.shape(new)), new, false))
+        Ok(Value::single(
+            written,
+            float_array_type(rw.shape(id)),
+            id,
+            false,
+        ))
     }
 }

@@ -156,7 +156,12 @@ impl CastPolicy {
 
     /// Whether `instr` lies in a scope kept in its original precision.
     pub fn keeps_scope_of(&self, instr: &Instruction) -> bool {
-        let scope = &instr.metadata.op_name;
+        self.keeps_scope(&instr.metadata.op_name)
+    }
+
+    /// Whether a provenance scope (`metadata.op_name`, components joined
+    /// by `/`) lies in a scope kept in its original precision.
+    pub fn keeps_scope(&self, scope: &str) -> bool {
         !scope.is_empty()
             && scope
                 .split('/')

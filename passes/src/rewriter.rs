@@ -33,6 +33,16 @@ pub enum RewriteError {
         new: String,
         new_shape: String,
     },
+    #[error(
+        "computation '{computation}': '{instr}' would be {declared}, but {opcode} over its new operands gives {inferred}"
+    )]
+    Declared {
+        computation: String,
+        instr: String,
+        opcode: &'static str,
+        declared: String,
+        inferred: String,
+    },
 }
 
 /// Instruction and computation names in use anywhere in a module. XLA
@@ -276,6 +286,35 @@ impl Rewriter<'_> {
     ) -> Result<(), RewriteError> {
         self.check_same_shape(old, new)?;
         self.comp.replace_uses_in(user, old, new);
+        Ok(())
+    }
+
+    /// Rewrites `user` in place to read `operands` (one per operand it
+    /// has, in order) and to have `shape` (its own when `None`), checked by
+    /// inference: the op over the new operands must give that shape. For a
+    /// pass that changes types in place, as `amp` does: a user may read a
+    /// retyped operand until it is rewritten in turn, and the verifier
+    /// after the pass checks the result.
+    pub fn rewrite_in_place(
+        &mut self,
+        user: InstrId,
+        operands: &[InstrId],
+        shape: Option<Shape>,
+    ) -> Result<(), RewriteError> {
+        let instr = self.comp.instr(user);
+        let declared = shape.unwrap_or_else(|| instr.shape.clone());
+        let shape = self.infer(&instr.op, operands, Some(declared.clone()))?;
+        if !shape.compatible(&declared) {
+            return Err(RewriteError::Declared {
+                computation: self.comp.name.clone(),
+                instr: instr.name.clone(),
+                opcode: instr.op.opcode(),
+                declared: declared.to_string(),
+                inferred: shape.to_string(),
+            });
+        }
+        self.comp.set_operands(user, operands);
+        self.comp.instr_mut(user).shape = shape;
         Ok(())
     }
 

@@ -63,3 +63,52 @@ fn a_replacement_of_another_shape_is_refused_and_dead_code_swept() {
     assert_eq!(r.remove_dead(), 1, "the replaced negate goes");
     assert_eq!(r.comp().root(), Some(abs));
 }
+
+#[test]
+fn an_in_place_rewrite_is_checked_by_inference() {
+    use hlatc_compiler::op::BinaryOp;
+    use hlatc_compiler::{ElementType, Shape};
+    let mut m = text::parse_module(
+        "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(1)\n  ROOT s = f32[2] multiply(p, q)\n}\n",
+    )
+    .unwrap();
+    let mut rw = ModuleRewriter::new(&m);
+    let entry = m.entry;
+    let mut r = rw.on(&mut m.computations[entry]);
+    let [p, q, s] = ["p", "q", "s"].map(|n| r.comp().find(n).unwrap());
+    assert!(matches!(
+        r.comp().instr(s).op,
+        Op::Binary(BinaryOp::Multiply)
+    ));
+    let pb = r
+        .add(
+            Op::Convert,
+            &[p],
+            Some(Shape::array(ElementType::Bf16, [2])),
+        )
+        .unwrap();
+    // Operands of two types do not multiply: refused, nothing changed.
+    let e = r
+        .rewrite_in_place(s, &[pb, q], Some(Shape::array(ElementType::Bf16, [2])))
+        .unwrap_err();
+    assert!(matches!(e, RewriteError::Shape { .. }), "{e}");
+    assert_eq!(r.comp().operands(s), vec![p, q]);
+    // Both operands bf16, the result declared bf16: accepted, same name,
+    // the same operand read twice.
+    r.rewrite_in_place(s, &[pb, pb], Some(Shape::array(ElementType::Bf16, [2])))
+        .unwrap();
+    assert_eq!(r.comp().operands(s), vec![pb, pb]);
+    assert_eq!(r.comp().instr(s).name, "s");
+    assert_eq!(
+        r.comp().instr(s).shape,
+        Shape::array(ElementType::Bf16, [2])
+    );
+    // A declared shape inference disagrees with is refused.
+    let e = r
+        .rewrite_in_place(s, &[pb, pb], Some(Shape::array(ElementType::F32, [3])))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "computation 'e': 's' would be f32[3]{0}, but multiply over its new operands gives bf16[2]{0}"
+    );
+}
