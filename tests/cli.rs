@@ -40,7 +40,7 @@ fn fmt_prints_canonical_text_deterministically() {
     let text = stdout(&a);
     assert!(
         text.starts_with(
-            "HloModule classic_style, input_output_alias={ {0}: (1, {}, must-alias) }"
+            "HloModule classic_style, is_scheduled=true, input_output_alias={ {0}: (1, {}, must-alias) }"
         ),
         "{text}"
     );

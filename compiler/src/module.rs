@@ -50,6 +50,64 @@ pub struct Module {
     pub input_output_alias: Vec<IoAlias>,
     pub buffer_donors: Vec<BufferDonor>,
     pub frontend_attributes: BTreeMap<String, String>,
+    /// XLA's `is_scheduled=true`: each computation's instruction order (the
+    /// order instructions were added) is its schedule, kept when printed
+    /// and emitted. A pass that changes the module drops it.
+    pub is_scheduled: bool,
+    /// XLA's `entry_computation_layout` where it differs from the entry
+    /// computation's own parameter and root layouts (same dimensions and
+    /// types): the layouts the program's buffers have at its boundary, as
+    /// torch-xla writes for outputs it transposed inside. `None` when the
+    /// entry's own layouts are the boundary's.
+    pub entry_layout: Option<EntryLayout>,
+}
+
+/// The entry's boundary layouts: each parameter's shape and the result's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryLayout {
+    pub parameters: Vec<Shape>,
+    pub result: Shape,
+}
+
+impl EntryLayout {
+    /// `Ok(None)` when `parameters` and `result` are exactly the entry's
+    /// own shapes, `Ok(Some)` when only layouts differ, and the first
+    /// difference of dimensions or type otherwise.
+    pub fn against(
+        m: &Module,
+        parameters: Vec<Shape>,
+        result: Shape,
+    ) -> Result<Option<EntryLayout>, String> {
+        let own = m.entry_parameter_shapes();
+        if own.len() != parameters.len() {
+            return Err(format!(
+                "entry_computation_layout lists {} parameters, the entry computation has {}",
+                parameters.len(),
+                own.len()
+            ));
+        }
+        let own_result = m.entry_result_shape();
+        let pairs = parameters
+            .iter()
+            .zip(&own)
+            .enumerate()
+            .map(|(i, (w, o))| (format!("parameter {i}"), w, o))
+            .chain(
+                own_result
+                    .iter()
+                    .map(|o| ("the result".to_string(), &result, o)),
+            );
+        let mut same = true;
+        for (what, written, o) in pairs {
+            if !written.compatible(o) {
+                return Err(format!(
+                    "entry_computation_layout gives {what} as {written}, the entry computation as {o}"
+                ));
+            }
+            same &= written == o;
+        }
+        Ok((!same).then_some(EntryLayout { parameters, result }))
+    }
 }
 
 impl Module {
@@ -62,6 +120,8 @@ impl Module {
             input_output_alias: Vec::new(),
             buffer_donors: Vec::new(),
             frontend_attributes: BTreeMap::new(),
+            is_scheduled: false,
+            entry_layout: None,
         }
     }
 

@@ -57,6 +57,10 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         )));
     }
     check_attribute_keys(&module.frontend_attributes).map_err(module_err)?;
+    if let Some(l) = &module.entry_layout {
+        crate::module::EntryLayout::against(module, l.parameters.clone(), l.result.clone())
+            .map_err(module_err)?;
+    }
     let mut names = BTreeSet::new();
     for c in &module.computations {
         if !is_hlo_name(&c.name) {

@@ -240,6 +240,13 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
     rw.set_root(tuple);
     rw.remove_dead();
     let output = outputs.len() - 1;
+    // The added state's boundary layout is its own.
+    if let Some(l) = &mut m.entry_layout {
+        l.parameters.push(state_shape.clone());
+        if let Shape::Tuple(elements) = &mut l.result {
+            elements.push(state_shape.clone());
+        }
+    }
     m.input_output_alias.push(IoAlias {
         output_index: vec![output as i64],
         parameter: parameter as i64,

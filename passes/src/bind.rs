@@ -74,6 +74,7 @@ pub fn drop_unused_parameters(m: &mut Module) -> Vec<String> {
         _ => unreachable!("parameters() returns parameters"),
     });
     let mut dropped = Vec::new();
+    let mut dropped_numbers = Vec::new();
     let mut renumber = Vec::new();
     let mut next = 0i64;
     for p in params {
@@ -82,11 +83,20 @@ pub fn drop_unused_parameters(m: &mut Module) -> Vec<String> {
         };
         if !c.has_users(p) && c.root() != Some(p) && !aliased.contains(&n) {
             dropped.push(c.instr(p).name.clone());
+            dropped_numbers.push(n as usize);
             c.remove(p);
         } else {
             c.instr_mut(p).op = Op::Parameter(next);
             renumber.push((n, next));
             next += 1;
+        }
+    }
+    // The boundary layouts of the parameters that stay stay theirs.
+    if let Some(l) = &mut m.entry_layout {
+        for &n in dropped_numbers.iter().rev() {
+            if n < l.parameters.len() {
+                l.parameters.remove(n);
+            }
         }
     }
     let new_number = |old: i64| renumber.iter().find(|(o, _)| *o == old).map(|&(_, n)| n);

@@ -109,6 +109,14 @@ fn run_checked(
     let t = Instant::now();
     let changed = pass.run(module, ctx)?;
     let time = t.elapsed();
+    if changed && module.is_scheduled {
+        // The rewriter appends what it adds, so the order is no schedule.
+        module.is_scheduled = false;
+        ctx.note(
+            pass.name(),
+            "changed a scheduled module; its schedule is dropped (is_scheduled=false)",
+        );
+    }
     first_failure(checkers, module).map_err(|(checker, message)| PassError::BrokeModule {
         pass: pass.name().to_string(),
         checker,

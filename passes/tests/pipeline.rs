@@ -177,3 +177,23 @@ fn reports_and_dumps_each_pass() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn a_pass_that_changes_a_scheduled_module_drops_its_schedule_with_a_note() {
+    let src = "HloModule s, is_scheduled=true\n\nENTRY e {\n  p = f32[2]{0} parameter(0)\n  n = f32[2]{0} negate(p)\n  d = f32[2]{0} negate(p)\n  ROOT r = f32[2]{0} add(n, d)\n}\n";
+    let mut m = hlatc_compiler::text::parse_module(src).unwrap();
+    assert!(m.is_scheduled);
+    let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
+    let cse = hlatc_passes::pipeline_from_names("cse", &["cse"]).unwrap();
+    let report = cse.run_module(&mut m, &mut ctx).unwrap();
+    assert!(report.changed(), "cse merges the two negates");
+    assert!(!m.is_scheduled);
+    assert!(
+        ctx.notes()
+            .iter()
+            .any(|n| n.contains("schedule is dropped")),
+        "{:?}",
+        ctx.notes()
+    );
+    assert!(!hlatc_compiler::text::print_module(&m).contains("is_scheduled"));
+}

@@ -127,12 +127,20 @@ impl Runtime {
             module: module.name.clone(),
             source,
         })?;
+        // XLA CPU schedules a module itself, and a schedule handed to it
+        // aborts the process (a check on instruction ids while it copies
+        // the module), so a scheduled module is compiled without one; the
+        // schedule does not change what it computes.
+        let bytes = if module.is_scheduled {
+            let mut unscheduled = module.clone();
+            unscheduled.is_scheduled = false;
+            proto::encode_module(&unscheduled)
+        } else {
+            proto::encode_module(module)
+        };
         let exe = self
             .client
-            .compile(
-                &proto::encode_module(module),
-                &compile_options::single_device(),
-            )
+            .compile(&bytes, &compile_options::single_device())
             .map_err(|e| rejected(module, e))?;
         let got = exe.num_outputs()?;
         if got != outputs.len() {

@@ -2,7 +2,7 @@
 //! definition order, maps are ordered, so the same module gives the same bytes.
 
 use super::messages::*;
-use crate::computation::Computation;
+use crate::computation::{Computation, InstrId};
 use crate::literal::Literal;
 use crate::module::{AliasKind, Module};
 use crate::op::Op;
@@ -85,9 +85,15 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
         .collect();
     let mut next_id = 1i64;
     let mut computations = Vec::with_capacity(order.len());
+    let mut schedule = BTreeMap::new();
     for &i in &order {
         let c = &m.computations[i];
-        let post = c.post_order();
+        // A scheduled module keeps its order; it is the schedule.
+        let post: Vec<InstrId> = if m.is_scheduled {
+            c.ids().collect()
+        } else {
+            c.post_order()
+        };
         // Proto ids by node index (node indices are dense enough to index).
         let mut ids = vec![0i64; post.iter().map(|id| id.index() + 1).max().unwrap_or(0)];
         let mut instructions = Vec::with_capacity(post.len());
@@ -122,6 +128,14 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             fill_op_fields(&instr.op, &mut p);
             instructions.push(p);
         }
+        if m.is_scheduled {
+            schedule.insert(
+                comp_ids[c.name.as_str()],
+                InstructionSequence {
+                    instruction_ids: instructions.iter().map(|p| p.id).collect(),
+                },
+            );
+        }
         computations.push(HloComputationProto {
             name: c.name.clone(),
             instructions,
@@ -150,9 +164,19 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
         name: m.name.clone(),
         entry_computation_name: entry.name.clone(),
         computations,
-        host_program_shape: Some(program_shape(entry)),
+        host_program_shape: Some(match &m.entry_layout {
+            Some(l) => ProgramShapeProto {
+                parameters: l.parameters.iter().map(shape_to_proto).collect(),
+                result: Some(shape_to_proto(&l.result)),
+                ..program_shape(entry)
+            },
+            None => program_shape(entry),
+        }),
         id: 1,
         entry_computation_id: comp_ids[entry.name.as_str()],
+        schedule: m.is_scheduled.then_some(HloScheduleProto {
+            sequences: schedule,
+        }),
         input_output_alias: alias,
         buffer_donor: (!m.buffer_donors.is_empty()).then(|| HloBufferDonorProto {
             entries: m

@@ -97,6 +97,56 @@ fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String
     Ok(lit)
 }
 
+/// `c` with its instructions in the order of `p`'s schedule, when it has
+/// one for `c`: hlatc keeps a schedule as each computation's instruction
+/// order, while XLA lists a proto's instructions in post-order. A schedule
+/// that is not a permutation of the computation's instructions is refused.
+fn in_schedule_order<'a>(
+    p: &HloModuleProto,
+    c: &'a HloComputationProto,
+) -> Result<std::borrow::Cow<'a, HloComputationProto>, ProtoError> {
+    let Some(seq) = p.schedule.as_ref().and_then(|s| s.sequences.get(&c.id)) else {
+        return Ok(std::borrow::Cow::Borrowed(c));
+    };
+    let listed: Vec<i64> = c.instructions.iter().map(|i| i.id).collect();
+    if seq.instruction_ids == listed {
+        return Ok(std::borrow::Cow::Borrowed(c));
+    }
+    let by_id: HashMap<i64, &HloInstructionProto> =
+        c.instructions.iter().map(|i| (i.id, i)).collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut ordered = Vec::with_capacity(c.instructions.len());
+    for id in &seq.instruction_ids {
+        match by_id.get(id) {
+            Some(i) if seen.insert(*id) => ordered.push((*i).clone()),
+            _ => {
+                return Err(ProtoError::Invalid {
+                    computation: c.name.clone(),
+                    instruction: None,
+                    message: format!(
+                        "the schedule lists instruction id {id}, which the computation does not hold once"
+                    ),
+                })
+            }
+        }
+    }
+    if ordered.len() != c.instructions.len() {
+        return Err(ProtoError::Invalid {
+            computation: c.name.clone(),
+            instruction: None,
+            message: format!(
+                "the schedule orders {} of its {} instructions",
+                ordered.len(),
+                c.instructions.len()
+            ),
+        });
+    }
+    Ok(std::borrow::Cow::Owned(HloComputationProto {
+        instructions: ordered,
+        ..c.clone()
+    }))
+}
+
 pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
     let module_err = |message: String| ProtoError::Invalid {
         computation: p.name.clone(),
@@ -119,7 +169,8 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
         {
             entry = Some(k);
         }
-        computations.push(computation_from_proto(c, &comp_names)?);
+        let c = in_schedule_order(p, c)?;
+        computations.push(computation_from_proto(&c, &comp_names)?);
     }
     let entry = entry.ok_or_else(|| {
         module_err(format!(
@@ -151,7 +202,10 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
             parameter_index: e.parameter_shape_index.clone(),
         })
         .collect();
+    let is_scheduled = p.schedule.is_some();
     let mut m = Module {
+        is_scheduled,
+        entry_layout: None,
         name: p.name.clone(),
         computations,
         entry,
@@ -163,6 +217,21 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
             .map(|f| f.map.clone())
             .unwrap_or_default(),
     };
+    if let Some(ps) = &p.host_program_shape {
+        let shapes = ps
+            .parameters
+            .iter()
+            .map(|s| shape_from_proto(s, 0))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(&module_err)?;
+        if let Some(r) = &ps.result {
+            let result = shape_from_proto(r, 0).map_err(&module_err)?;
+            m.entry_layout =
+                crate::module::EntryLayout::against(&m, shapes, result).map_err(|e| {
+                    module_err(e.replace("entry_computation_layout", "host_program_shape"))
+                })?;
+        }
+    }
     crate::canonical::drop_default_attributes(&mut m);
     Ok(m)
 }

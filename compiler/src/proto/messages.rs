@@ -17,12 +17,27 @@ pub struct HloModuleProto {
     pub id: i64,
     #[prost(int64, tag = "6")]
     pub entry_computation_id: i64,
+    #[prost(message, optional, tag = "7")]
+    pub schedule: Option<HloScheduleProto>,
     #[prost(message, optional, tag = "8")]
     pub input_output_alias: Option<HloInputOutputAliasProto>,
     #[prost(message, optional, tag = "18")]
     pub buffer_donor: Option<HloBufferDonorProto>,
     #[prost(message, optional, tag = "19")]
     pub frontend_attributes: Option<FrontendAttributes>,
+}
+
+/// `is_scheduled`: per computation id, its instructions in schedule order.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HloScheduleProto {
+    #[prost(btree_map = "int64, message", tag = "1")]
+    pub sequences: BTreeMap<i64, InstructionSequence>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InstructionSequence {
+    #[prost(int64, repeated, tag = "1")]
+    pub instruction_ids: Vec<i64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

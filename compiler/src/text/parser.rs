@@ -180,6 +180,8 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     let mut aliases = Vec::new();
     let mut donors = Vec::new();
     let mut frontend_attributes = BTreeMap::new();
+    let mut entry_layout = None;
+    let mut is_scheduled = None;
     let mut computations = Vec::new();
     let mut entry = None;
     for p in inner {
@@ -201,18 +203,37 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
                     });
                 }
             }
-            Rule::layout_attr => {}
+            Rule::layout_attr => {
+                let at = p.clone();
+                let program = p.into_inner().next().expect("grammar: program shape");
+                let mut shapes = program
+                    .into_inner()
+                    .map(shape)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let result = shapes.pop().expect("grammar: result shape");
+                entry_layout = Some((at, shapes, result));
+            }
             Rule::attribute => {
                 let (key, value, pair) = attribute(p)?;
                 match key.as_str() {
                     "frontend_attributes" => frontend_attributes = value.into_string_map(&pair)?,
-                    // Scheduling and SPMD hints that do not change what the
-                    // program computes.
-                    "is_scheduled"
+                    // Written by XLA with their default values; anything
+                    // else would be lost, so it is refused by name.
+                    "is_scheduled" if value.is_word("false") => {}
+                    "is_scheduled" if value.is_word("true") => is_scheduled = Some(pair),
+                    "replica_count" | "num_partitions" if value.is_word("1") => {}
+                    "replica_count"
+                    | "num_partitions"
                     | "allow_spmd_sharding_propagation_to_output"
-                    | "allow_spmd_sharding_propagation_to_parameters"
-                    | "replica_count"
-                    | "num_partitions" => {}
+                    | "allow_spmd_sharding_propagation_to_parameters" => {
+                        return err_at(
+                            &pair,
+                            format!(
+                                "module attribute '{key}': multi-device (replicated or SPMD) \
+                                 modules are not modeled yet, and the setting would be lost"
+                            ),
+                        )
+                    }
                     _ => return err_at(&pair, format!("unsupported module attribute '{key}'")),
                 }
             }
@@ -238,9 +259,45 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
         input_output_alias: aliases,
         buffer_donors: donors,
         frontend_attributes,
+        is_scheduled: is_scheduled.is_some(),
+        entry_layout: None,
     };
+    if let Some(at) = is_scheduled {
+        check_schedule(&m, &at)?;
+    }
+    if let Some((at, params, result)) = entry_layout {
+        if m.entry < m.computations.len() {
+            m.entry_layout = crate::module::EntryLayout::against(&m, params, result)
+                .or_else(|message| err_at(&at, message))?;
+        }
+    }
     crate::canonical::drop_default_attributes(&mut m);
     Ok(m)
+}
+
+/// A schedule is the order instructions are written in, so each must come
+/// after its operands.
+fn check_schedule(m: &Module, at: &Pair<Rule>) -> Result<(), ParseError> {
+    for c in &m.computations {
+        let mut seen = std::collections::HashSet::new();
+        let mut operands = Vec::new();
+        for id in c.ids() {
+            c.operands_into(id, &mut operands);
+            if let Some(o) = operands.iter().find(|o| !seen.contains(*o)) {
+                return err_at(
+                    at,
+                    format!(
+                        "is_scheduled=true, but in '{}' instruction '{}' comes before its operand '{}'",
+                        c.name,
+                        c.instr(id).name,
+                        c.instr(*o).name
+                    ),
+                );
+            }
+            seen.insert(id);
+        }
+    }
+    Ok(())
 }
 
 fn strip_sigil(s: &str) -> &str {
@@ -365,6 +422,10 @@ impl Value {
             Value::Slices(_) => "slice ranges",
             Value::Padding(_) => "a padding spec",
         }
+    }
+
+    fn is_word(&self, w: &str) -> bool {
+        matches!(self, Value::Word(s) | Value::Number(s) if s == w)
     }
 
     fn into_string_map(self, at: &Pair<Rule>) -> Result<BTreeMap<String, String>, ParseError> {

@@ -13,6 +13,9 @@ use std::fmt::Write;
 pub fn print_module(m: &Module) -> String {
     let mut out = String::with_capacity(m.instruction_count() * 96);
     let _ = write!(out, "HloModule {}", m.name);
+    if m.is_scheduled {
+        out.push_str(", is_scheduled=true");
+    }
     if !m.input_output_alias.is_empty() {
         out.push_str(", input_output_alias={ ");
         for (i, a) in m.input_output_alias.iter().enumerate() {
@@ -44,15 +47,19 @@ pub fn print_module(m: &Module) -> String {
         write_frontend_attributes(&mut out, &m.frontend_attributes);
     }
     if m.entry < m.computations.len() {
+        let (params, result) = match &m.entry_layout {
+            Some(l) => (l.parameters.clone(), Some(l.result.clone())),
+            None => (m.entry_parameter_shapes(), m.entry_result_shape()),
+        };
         out.push_str(", entry_computation_layout={(");
-        for (i, s) in m.entry_parameter_shapes().iter().enumerate() {
+        for (i, s) in params.iter().enumerate() {
             if i > 0 {
                 out.push_str(", ");
             }
             let _ = write!(out, "{s}");
         }
         out.push_str(")->");
-        if let Some(r) = m.entry_result_shape() {
+        if let Some(r) = result {
             let _ = write!(out, "{r}");
         }
         out.push('}');
@@ -66,20 +73,27 @@ pub fn print_module(m: &Module) -> String {
         if i == m.entry {
             out.push_str("ENTRY ");
         }
-        print_computation_into(&mut out, &m.computations[i]);
+        print_computation_into(&mut out, &m.computations[i], m.is_scheduled);
     }
     out
 }
 
 pub fn print_computation(c: &Computation) -> String {
     let mut out = String::new();
-    print_computation_into(&mut out, c);
+    print_computation_into(&mut out, c, false);
     out
 }
 
-fn print_computation_into(out: &mut String, c: &Computation) {
+/// `scheduled`: in the order instructions were added (the schedule),
+/// otherwise in hlatc's deterministic post-order.
+fn print_computation_into(out: &mut String, c: &Computation, scheduled: bool) {
     let _ = writeln!(out, "{} {{", c.name);
-    for id in c.post_order() {
+    let order: Vec<InstrId> = if scheduled {
+        c.ids().collect()
+    } else {
+        c.post_order()
+    };
+    for id in order {
         out.push_str("  ");
         if c.root() == Some(id) {
             out.push_str("ROOT ");

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""XLA's reading of the conformance modules and of what hlatc made of them.
+
+    python3 tools/xla_conformance.py DIR
+
+For every DIR/NAME.orig.txt (a module as XLA's tests wrote it) this parses,
+with XLA's own parser (jaxlib), the original, DIR/NAME.hlatc.txt (hlatc's
+printed text) and DIR/NAME.hlatc.pb (hlatc's HloModuleProto), and writes one
+JSON line per module to stdout:
+
+  {"name": NAME, "forms": {"orig": R, "text": R, "proto": R}}
+
+where each R is {"layout": <entry_computation_layout>, "instructions": N,
+"scheduled": <is_scheduled>} or
+{"error": <XLA's message>}. hlatc's conformance test (tests/conformance.rs)
+checks that hlatc's two forms give XLA the same program shape, instruction
+count and scheduling as the original.
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+from jax._src.lib import xla_client as xc
+
+INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?[^\s=(){}]+\s*=\s*\S")
+LAYOUT_KEY = "entry_computation_layout={"
+
+
+def describe(module):
+    text = module.to_string()
+    header = text.split("\n", 1)[0]
+    layout = None
+    start = header.find(LAYOUT_KEY)
+    if start >= 0:
+        # The layout's own braces: other attributes may follow it.
+        i, depth = start + len(LAYOUT_KEY), 1
+        while i < len(header) and depth:
+            depth += {"{": 1, "}": -1}.get(header[i], 0)
+            i += 1
+        layout = header[start + len(LAYOUT_KEY): i - 1]
+    count = sum(1 for line in text.splitlines() if INSTRUCTION.match(line))
+    return {"layout": layout, "instructions": count, "scheduled": "is_scheduled=true" in header}
+
+
+def read(path, parse):
+    try:
+        return describe(parse(path))
+    except Exception as e:  # XLA raises its own status errors
+        return {"error": str(e).splitlines()[0][:300]}
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    d = sys.argv[1]
+    text = lambda p: xc.hlo.hlo_module_from_text(open(p).read())
+    proto = lambda p: xc.hlo.HloModule.from_serialized_hlo_module_proto(open(p, "rb").read())
+    for orig in sorted(glob.glob(os.path.join(d, "*.orig.txt"))):
+        name = os.path.basename(orig)[: -len(".orig.txt")]
+        base = os.path.join(d, name)
+        forms = {
+            "orig": read(orig, text),
+            "text": read(base + ".hlatc.txt", text),
+            "proto": read(base + ".hlatc.pb", proto),
+        }
+        print(json.dumps({"name": name, "forms": forms}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
