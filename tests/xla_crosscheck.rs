@@ -6,6 +6,7 @@
 //!
 //! Needs `pip install -r tools/requirements.txt` (scripts/test.sh does it).
 
+use hlatc::compiler::stack_frames::ResolvedLocation;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -77,7 +78,24 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
     for (stem, m) in &originals {
         for suffix in ["xla_text", "xla_proto"] {
             let p = dir.join(format!("{stem}.{suffix}.pb"));
-            let back = hlatc::load_module(&p).unwrap_or_else(|e| panic!("{e}"));
+            let mut back = hlatc::load_module(&p).unwrap_or_else(|e| panic!("{e}"));
+            // XLA's config flags have no field in HloModuleProto: XLA's own
+            // proto of our text lacks them, as its proto dumps do.
+            back.allow_spmd_sharding_propagation = m.allow_spmd_sharding_propagation.clone();
+            // XLA renumbers stack-frame tables as it reads them: compare
+            // what each instruction's frame means, then the rest.
+            let (mut ours, theirs) = (m.clone(), &mut back);
+            let (a, b) = (frame_chains(&ours), frame_chains(theirs));
+            let first = a.iter().zip(&b).find(|(x, y)| x != y);
+            assert!(
+                a.len() == b.len() && first.is_none(),
+                "{stem}: XLA's reading ({suffix}) gives other source locations ({} and {} instructions); first difference:\n{first:#?}",
+                a.len(),
+                b.len()
+            );
+            strip_frames(&mut ours);
+            strip_frames(theirs);
+            let m = &ours;
             assert!(
                 &back == m,
                 "{stem}: XLA's reading ({suffix}) differs from ours:\n--- ours\n{}\n--- XLA\n{}",
@@ -87,4 +105,76 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
         }
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Every instruction's stack-frame chain, by computation and name.
+fn frame_chains(m: &hlatc::Module) -> Vec<(String, String, Vec<ResolvedLocation>)> {
+    let mut out = Vec::new();
+    for c in &m.computations {
+        for id in c.ids() {
+            let i = c.instr(id);
+            out.push((
+                c.name.clone(),
+                i.name.clone(),
+                m.stack_frames.chain(i.metadata.stack_frame_id),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn strip_frames(m: &mut hlatc::Module) {
+    m.stack_frames = Default::default();
+    for c in &mut m.computations {
+        let ids: Vec<_> = c.ids().collect();
+        for id in ids {
+            c.instr_mut(id).metadata.stack_frame_id = 0;
+        }
+    }
+}
+
+/// A JAX `--xla_dump_to` dump of the tiny Llama step, as written (stack-frame
+/// tables, `stack_frame_id`, SPMD flags; `tools/jax_dump.py`), is read and
+/// gives JAX's own outputs on XLA CPU.
+#[test]
+fn a_jax_dump_with_stack_frames_runs_with_jaxs_outputs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
+    let m = hlatc::load_module(&dir.join("llama_tiny_step.dump.hlo")).unwrap();
+    assert!(m.stack_frames.stack_frames.len() > 10);
+    let with_frame = m
+        .entry()
+        .ids()
+        .filter(|&id| m.entry().instr(id).metadata.stack_frame_id != 0)
+        .count();
+    assert!(with_frame > 100, "{with_frame} instructions carry a frame");
+    // The first dot's innermost frame is in the model's source.
+    let chains: Vec<_> = m
+        .entry()
+        .ids()
+        .map(|id| {
+            m.stack_frames
+                .chain(m.entry().instr(id).metadata.stack_frame_id)
+        })
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert!(chains
+        .iter()
+        .any(|c| c[0].0.ends_with("jax_llama_step.py") && c.len() >= 3));
+    let ins =
+        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.inputs.safetensors")).unwrap();
+    let want =
+        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.outputs.safetensors")).unwrap();
+    let inputs: Vec<_> = (0..ins.len())
+        .map(|i| ins[&format!("arg{i}")].clone())
+        .collect();
+    let rt = hlatc::runtime::Runtime::shared().unwrap();
+    let out = rt.compile(&m).unwrap().run(&inputs).unwrap();
+    assert_eq!(out.len(), want.len());
+    for (i, got) in out.iter().enumerate() {
+        let e = &want[&format!("out{i}")];
+        let scale = hlatc::runtime::max_abs(e).max(1e-30);
+        hlatc::runtime::assert_close(e, got, 1e-5, 1e-5 * scale)
+            .unwrap_or_else(|m| panic!("out{i}: {m}"));
+    }
 }

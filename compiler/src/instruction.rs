@@ -11,6 +11,13 @@ pub struct Metadata {
     pub op_name: String,
     pub source_file: String,
     pub source_line: i64,
+    pub source_end_line: i64,
+    pub source_column: i64,
+    pub source_end_column: i64,
+    /// Index into the module's stack-frame tables (1-based; 0: none).
+    pub stack_frame_id: i32,
+    pub scheduling_name: String,
+    pub deduplicated_name: String,
 }
 
 impl Metadata {

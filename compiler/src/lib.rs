@@ -21,6 +21,7 @@ pub mod optimizer;
 pub mod proto;
 pub mod scope;
 pub mod shape_inference;
+pub mod stack_frames;
 pub mod text;
 pub mod types;
 pub mod verifier;

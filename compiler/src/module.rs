@@ -60,6 +60,22 @@ pub struct Module {
     /// torch-xla writes for outputs it transposed inside. `None` when the
     /// entry's own layouts are the boundary's.
     pub entry_layout: Option<EntryLayout>,
+    /// The stack-frame tables instructions' `metadata.stack_frame_id`
+    /// point into (JAX writes them); empty when there are none.
+    pub stack_frames: crate::stack_frames::StackFrameIndex,
+    /// XLA's `allow_spmd_sharding_propagation_to_parameters` and
+    /// `..._to_output` (JAX writes them on every module), kept through
+    /// text. They belong to XLA's module config, not to `HloModuleProto`,
+    /// so a proto carries them no more than XLA's own proto dumps do.
+    pub allow_spmd_sharding_propagation: SpmdPropagation,
+}
+
+/// Where XLA's SPMD partitioner may change shardings, per parameter and
+/// per output; empty when not written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpmdPropagation {
+    pub to_parameters: Vec<bool>,
+    pub to_output: Vec<bool>,
 }
 
 /// The entry's boundary layouts: each parameter's shape and the result's.
@@ -122,6 +138,8 @@ impl Module {
             frontend_attributes: BTreeMap::new(),
             is_scheduled: false,
             entry_layout: None,
+            stack_frames: Default::default(),
+            allow_spmd_sharding_propagation: Default::default(),
         }
     }
 

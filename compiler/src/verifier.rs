@@ -57,6 +57,26 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         )));
     }
     check_attribute_keys(&module.frontend_attributes).map_err(module_err)?;
+    module
+        .stack_frames
+        .check()
+        .map_err(|e| module_err(format!("stack-frame tables: {e}")))?;
+    for c in &module.computations {
+        for id in c.ids() {
+            let i = c.instr(id);
+            if !module.stack_frames.has_frame(i.metadata.stack_frame_id) {
+                return Err(VerifyError {
+                    computation: c.name.clone(),
+                    instruction: Some(i.name.clone()),
+                    message: format!(
+                        "metadata stack_frame_id {} is not among the module's {} stack frames",
+                        i.metadata.stack_frame_id,
+                        module.stack_frames.stack_frames.len()
+                    ),
+                });
+            }
+        }
+    }
     if let Some(l) = &module.entry_layout {
         crate::module::EntryLayout::against(module, l.parameters.clone(), l.result.clone())
             .map_err(module_err)?;

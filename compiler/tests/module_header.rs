@@ -63,12 +63,8 @@ fn a_schedule_must_put_operands_first() {
 }
 
 #[test]
-fn header_settings_hlatc_does_not_model_are_refused_by_name() {
-    for (attr, line_col) in [
-        ("replica_count=2", (1, 14)),
-        ("num_partitions=8", (1, 14)),
-        ("allow_spmd_sharding_propagation_to_output={true}", (1, 14)),
-    ] {
+fn multi_device_header_settings_are_refused_by_name_and_spmd_flags_kept() {
+    for (attr, line_col) in [("replica_count=2", (1, 14)), ("num_partitions=8", (1, 14))] {
         let src = SCHEDULED.replace("is_scheduled=true", attr);
         let e = text::parse_module(&src).unwrap_err();
         let key = attr.split('=').next().unwrap();
@@ -80,6 +76,14 @@ fn header_settings_hlatc_does_not_model_are_refused_by_name() {
             e.message
         );
     }
+    // JAX's SPMD propagation flags are kept through text.
+    let spmd = SCHEDULED.replace(
+        "is_scheduled=true",
+        "allow_spmd_sharding_propagation_to_output={true}",
+    );
+    let m = text::parse_module(&spmd).unwrap();
+    assert_eq!(m.allow_spmd_sharding_propagation.to_output, vec![true]);
+    assert!(text::print_module(&m).contains("allow_spmd_sharding_propagation_to_output={true}"));
     // Their default values say nothing and are accepted.
     let defaults = SCHEDULED.replace("is_scheduled=true", "replica_count=1, num_partitions=1");
     assert!(text::parse_module(&defaults).is_ok());
@@ -121,5 +125,105 @@ ENTRY e {
     assert_eq!(
         e.message,
         "entry_computation_layout gives the result as f32[3,3]{1,0}, the entry computation as f32[3,2]{0,1}"
+    );
+}
+
+const WITH_FRAMES: &str = "HloModule f
+
+FileNames
+1 \"model.py\"
+
+FunctionNames
+1 \"<module>\"
+2 \"loss\"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=9 end_line=9 column=1 end_column=20}
+2 {file_name_id=1 function_name_id=2 line=3 end_line=3 column=5 end_column=12}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=2}
+
+ENTRY e {
+  p = f32[2]{0} parameter(0)
+  ROOT n = f32[2]{0} negate(p), metadata={op_name=\"jit(loss)/neg\" stack_frame_id=2 source_end_line=4 scheduling_name=\"n\"}
+}
+";
+
+#[test]
+fn stack_frame_tables_are_read_kept_and_resolved() {
+    let m = text::parse_module(WITH_FRAMES).unwrap();
+    hlatc_compiler::verify(&m).unwrap();
+    let n = m.entry().root().unwrap();
+    let md = &m.entry().instr(n).metadata;
+    assert_eq!((md.stack_frame_id, md.source_end_line), (2, 4));
+    assert_eq!(md.scheduling_name, "n");
+    // Frame 2's parent is written as 2 (XLA prints parent + 1): frame 1.
+    assert_eq!(
+        m.stack_frames.chain(2),
+        vec![
+            ("model.py".to_string(), "loss".to_string(), 3, 5, 3, 12),
+            ("model.py".to_string(), "<module>".to_string(), 9, 1, 9, 20),
+        ]
+    );
+    let printed = text::print_module(&m);
+    assert!(printed.contains("StackFrames\n1 {file_location_id=1 parent_frame_id=1}\n2 {file_location_id=2 parent_frame_id=2}\n"), "{printed}");
+    assert_eq!(
+        text::print_module(&text::parse_module(&printed).unwrap()),
+        printed
+    );
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(back, m, "the proto carries the tables and the metadata");
+}
+
+#[test]
+fn bad_stack_frame_tables_are_refused_where_they_are_wrong() {
+    let cases = [
+        (
+            "2 {file_location_id=2 parent_frame_id=2}",
+            "3 {file_location_id=2 parent_frame_id=2}",
+            (16, 1),
+            "StackFrames entry `3`: expected id 2",
+        ),
+        (
+            "line=3 end_line=3",
+            "line=3 lines=3",
+            (12, 3),
+            "FileLocations entry 2: unknown field `lines`",
+        ),
+        (
+            "1 {file_location_id=1 parent_frame_id=1}",
+            "1 {file_location_id=1 parent_frame_id=0}",
+            (15, 3),
+            "parent_frame_id=0; XLA writes the parent's id plus one",
+        ),
+        (
+            "2 {file_location_id=2 parent_frame_id=2}",
+            "2 {file_location_id=7 parent_frame_id=2}",
+            (3, 1),
+            "StackFrames 2: file_location_id 7 is not among the 2 listed",
+        ),
+        ("2 \"loss\"", "2 loss", (8, 3), "expected a quoted string"),
+    ];
+    for (from, to, at, want) in cases {
+        let e = text::parse_module(&WITH_FRAMES.replace(from, to)).unwrap_err();
+        assert!(e.message.contains(want), "{to}: {}", e.message);
+        assert_eq!((e.line, e.column), at, "{to}: {}", e.message);
+    }
+    let m =
+        text::parse_module(&WITH_FRAMES.replace("stack_frame_id=2", "stack_frame_id=5")).unwrap();
+    let e = hlatc_compiler::verify(&m).unwrap_err().to_string();
+    assert!(
+        e.contains("stack_frame_id 5 is not among the module's 2 stack frames"),
+        "{e}"
+    );
+    let e =
+        text::parse_module(&WITH_FRAMES.replace("scheduling_name", "profile_kind")).unwrap_err();
+    assert!(
+        e.message
+            .contains("unsupported metadata field 'profile_kind'"),
+        "{}",
+        e.message
     );
 }

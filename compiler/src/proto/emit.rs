@@ -123,6 +123,12 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                     op_name: md.op_name.clone(),
                     source_file: md.source_file.clone(),
                     source_line: md.source_line as i32,
+                    deduplicated_name: md.deduplicated_name.clone(),
+                    stack_frame_id: md.stack_frame_id,
+                    scheduling_name: md.scheduling_name.clone(),
+                    source_end_line: md.source_end_line as i32,
+                    source_column: md.source_column as i32,
+                    source_end_column: md.source_end_column as i32,
                 }));
             }
             fill_op_fields(&instr.op, &mut p);
@@ -178,6 +184,8 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             sequences: schedule,
         }),
         input_output_alias: alias,
+        stack_frame_index: (!m.stack_frames.is_empty())
+            .then(|| stack_frames_to_proto(&m.stack_frames)),
         buffer_donor: (!m.buffer_donors.is_empty()).then(|| HloBufferDonorProto {
             entries: m
                 .buffer_donors
@@ -189,6 +197,33 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                 .collect(),
         }),
         frontend_attributes: frontend(&m.frontend_attributes),
+    }
+}
+
+fn stack_frames_to_proto(s: &crate::stack_frames::StackFrameIndex) -> StackFrameIndexProto {
+    StackFrameIndexProto {
+        file_names: s.file_names.clone(),
+        function_names: s.function_names.clone(),
+        file_locations: s
+            .file_locations
+            .iter()
+            .map(|l| FileLocationProto {
+                file_name_id: l.file_name_id,
+                function_name_id: l.function_name_id,
+                line: l.line,
+                column: l.column,
+                end_line: l.end_line,
+                end_column: l.end_column,
+            })
+            .collect(),
+        stack_frames: s
+            .stack_frames
+            .iter()
+            .map(|f| StackFrameProto {
+                file_location_id: f.file_location_id,
+                parent_frame_id: f.parent_frame_id,
+            })
+            .collect(),
     }
 }
 

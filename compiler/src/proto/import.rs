@@ -206,6 +206,12 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
     let mut m = Module {
         is_scheduled,
         entry_layout: None,
+        allow_spmd_sharding_propagation: Default::default(),
+        stack_frames: p
+            .stack_frame_index
+            .as_ref()
+            .map(stack_frames_from_proto)
+            .unwrap_or_default(),
         name: p.name.clone(),
         computations,
         entry,
@@ -234,6 +240,34 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
     }
     crate::canonical::drop_default_attributes(&mut m);
     Ok(m)
+}
+
+fn stack_frames_from_proto(p: &StackFrameIndexProto) -> crate::stack_frames::StackFrameIndex {
+    use crate::stack_frames::{FileLocation, StackFrame, StackFrameIndex};
+    StackFrameIndex {
+        file_names: p.file_names.clone(),
+        function_names: p.function_names.clone(),
+        file_locations: p
+            .file_locations
+            .iter()
+            .map(|l| FileLocation {
+                file_name_id: l.file_name_id,
+                function_name_id: l.function_name_id,
+                line: l.line,
+                end_line: l.end_line,
+                column: l.column,
+                end_column: l.end_column,
+            })
+            .collect(),
+        stack_frames: p
+            .stack_frames
+            .iter()
+            .map(|f| StackFrame {
+                file_location_id: f.file_location_id,
+                parent_frame_id: f.parent_frame_id,
+            })
+            .collect(),
+    }
 }
 
 fn computation_from_proto(
@@ -275,6 +309,12 @@ fn computation_from_proto(
                 op_name: m.op_name.clone(),
                 source_file: m.source_file.clone(),
                 source_line: m.source_line as i64,
+                source_end_line: m.source_end_line as i64,
+                source_column: m.source_column as i64,
+                source_end_column: m.source_end_column as i64,
+                stack_frame_id: m.stack_frame_id,
+                scheduling_name: m.scheduling_name.clone(),
+                deduplicated_name: m.deduplicated_name.clone(),
             })
             .unwrap_or_default();
         let instr = Instruction {

@@ -21,6 +21,8 @@ pub struct HloModuleProto {
     pub schedule: Option<HloScheduleProto>,
     #[prost(message, optional, tag = "8")]
     pub input_output_alias: Option<HloInputOutputAliasProto>,
+    #[prost(message, optional, tag = "17")]
+    pub stack_frame_index: Option<StackFrameIndexProto>,
     #[prost(message, optional, tag = "18")]
     pub buffer_donor: Option<HloBufferDonorProto>,
     #[prost(message, optional, tag = "19")]
@@ -196,6 +198,55 @@ pub struct OpMetadata {
     pub source_file: String,
     #[prost(int32, tag = "4")]
     pub source_line: i32,
+    #[prost(string, tag = "12")]
+    pub deduplicated_name: String,
+    #[prost(int32, tag = "15")]
+    pub stack_frame_id: i32,
+    #[prost(string, tag = "16")]
+    pub scheduling_name: String,
+    #[prost(int32, tag = "17")]
+    pub source_end_line: i32,
+    #[prost(int32, tag = "18")]
+    pub source_column: i32,
+    #[prost(int32, tag = "19")]
+    pub source_end_column: i32,
+}
+
+/// The stack-frame tables (`HloModuleProto.stack_frame_index`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StackFrameIndexProto {
+    #[prost(string, repeated, tag = "1")]
+    pub file_names: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    pub function_names: Vec<String>,
+    #[prost(message, repeated, tag = "3")]
+    pub file_locations: Vec<FileLocationProto>,
+    #[prost(message, repeated, tag = "4")]
+    pub stack_frames: Vec<StackFrameProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct FileLocationProto {
+    #[prost(int32, tag = "1")]
+    pub file_name_id: i32,
+    #[prost(int32, tag = "2")]
+    pub function_name_id: i32,
+    #[prost(int32, tag = "3")]
+    pub line: i32,
+    #[prost(int32, tag = "4")]
+    pub column: i32,
+    #[prost(int32, tag = "5")]
+    pub end_line: i32,
+    #[prost(int32, tag = "6")]
+    pub end_column: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StackFrameProto {
+    #[prost(int32, tag = "1")]
+    pub file_location_id: i32,
+    #[prost(int32, tag = "2")]
+    pub parent_frame_id: i32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -5,7 +5,9 @@ mod escape;
 mod nesting;
 mod parser;
 mod printer;
+mod stack_frame_tables;
 
+pub use escape::{escape, unescape};
 pub use nesting::MAX_NESTING;
 pub use parser::{parse_module, ParseError};
 pub use printer::{print_computation, print_instruction, print_module};

@@ -171,6 +171,8 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     // A byte-order mark, as some editors write, is invisible to the user, so
     // columns are counted without it.
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+    let (text, stack_frames) = super::stack_frame_tables::take_tables(text)?;
+    let text: &str = &text;
     super::nesting::check_nesting(text)?;
     let mut pairs =
         HloParser::parse(Rule::module, text).map_err(|_| detailed_syntax_error(text))?;
@@ -182,6 +184,7 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
     let mut frontend_attributes = BTreeMap::new();
     let mut entry_layout = None;
     let mut is_scheduled = None;
+    let mut spmd = crate::module::SpmdPropagation::default();
     let mut computations = Vec::new();
     let mut entry = None;
     for p in inner {
@@ -222,10 +225,13 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
                     "is_scheduled" if value.is_word("false") => {}
                     "is_scheduled" if value.is_word("true") => is_scheduled = Some(pair),
                     "replica_count" | "num_partitions" if value.is_word("1") => {}
-                    "replica_count"
-                    | "num_partitions"
-                    | "allow_spmd_sharding_propagation_to_output"
-                    | "allow_spmd_sharding_propagation_to_parameters" => {
+                    "allow_spmd_sharding_propagation_to_output" => {
+                        spmd.to_output = bools(value, &pair)?
+                    }
+                    "allow_spmd_sharding_propagation_to_parameters" => {
+                        spmd.to_parameters = bools(value, &pair)?
+                    }
+                    "replica_count" | "num_partitions" => {
                         return err_at(
                             &pair,
                             format!(
@@ -261,6 +267,8 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
         frontend_attributes,
         is_scheduled: is_scheduled.is_some(),
         entry_layout: None,
+        stack_frames,
+        allow_spmd_sharding_propagation: spmd,
     };
     if let Some(at) = is_scheduled {
         check_schedule(&m, &at)?;
@@ -298,6 +306,23 @@ fn check_schedule(m: &Module, at: &Pair<Rule>) -> Result<(), ParseError> {
         }
     }
     Ok(())
+}
+
+/// `{true,false,...}`.
+fn bools(v: Value, at: &Pair<Rule>) -> Result<Vec<bool>, ParseError> {
+    let words = match v {
+        Value::Words(w) => w,
+        Value::Word(w) => vec![w],
+        _ => return err_at(at, "expected a list of true/false, such as {true,false}"),
+    };
+    words
+        .iter()
+        .map(|w| match w.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => err_at(at, format!("expected true or false, found `{other}`")),
+        })
+        .collect()
 }
 
 fn strip_sigil(s: &str) -> &str {
@@ -772,20 +797,40 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
 }
 
 fn metadata(mut m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata, ParseError> {
-    let source_line = match m.remove("source_line") {
-        Some(s) => s
-            .parse()
-            .or_else(|_| err_at(at, format!("source_line must be an integer, got {s}")))?,
-        None => 0,
+    let mut int = |key: &str| -> Result<i64, ParseError> {
+        match m.remove(key) {
+            Some(s) => s
+                .parse()
+                .or_else(|_| err_at(at, format!("metadata {key} must be an integer, got {s}"))),
+            None => Ok(0),
+        }
     };
+    let source_line = int("source_line")?;
+    let source_end_line = int("source_end_line")?;
+    let source_column = int("source_column")?;
+    let source_end_column = int("source_end_column")?;
+    let stack_frame_id = int("stack_frame_id")?;
+    let stack_frame_id = i32::try_from(stack_frame_id).or_else(|_| {
+        err_at(
+            at,
+            format!("metadata stack_frame_id {stack_frame_id} is out of range"),
+        )
+    })?;
     let md = Metadata {
         op_type: m.remove("op_type").unwrap_or_default(),
         op_name: m.remove("op_name").unwrap_or_default(),
         source_file: m.remove("source_file").unwrap_or_default(),
         source_line,
+        source_end_line,
+        source_column,
+        source_end_column,
+        stack_frame_id,
+        scheduling_name: m.remove("scheduling_name").unwrap_or_default(),
+        deduplicated_name: m.remove("deduplicated_name").unwrap_or_default(),
     };
-    // Newer XLA adds fields (source_end_line, scheduling_name, ...) that carry
-    // no semantics; they are dropped rather than rejected.
+    if let Some(key) = m.keys().next() {
+        return err_at(at, format!("unsupported metadata field '{key}'"));
+    }
     Ok(md)
 }
 

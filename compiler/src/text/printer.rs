@@ -64,7 +64,24 @@ pub fn print_module(m: &Module) -> String {
         }
         out.push('}');
     }
+    let spmd = &m.allow_spmd_sharding_propagation;
+    for (key, values) in [
+        (
+            "allow_spmd_sharding_propagation_to_parameters",
+            &spmd.to_parameters,
+        ),
+        ("allow_spmd_sharding_propagation_to_output", &spmd.to_output),
+    ] {
+        if !values.is_empty() {
+            let list: Vec<&str> = values
+                .iter()
+                .map(|&b| if b { "true" } else { "false" })
+                .collect();
+            let _ = write!(out, ", {key}={{{}}}", list.join(","));
+        }
+    }
     out.push_str("\n\n");
+    m.stack_frames.print_into(&mut out);
     let order = m.computation_order();
     for (k, &i) in order.iter().enumerate() {
         if k > 0 {
@@ -296,8 +313,30 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
                 fields.push(format!("{k}=\"{}\"", escape(v)));
             }
         }
-        if md.source_line != 0 {
-            fields.push(format!("source_line={}", md.source_line));
+        for (k, v) in [
+            ("source_line", md.source_line),
+            ("source_end_line", md.source_end_line),
+            ("source_column", md.source_column),
+            ("source_end_column", md.source_end_column),
+        ] {
+            if v != 0 {
+                fields.push(format!("{k}={v}"));
+            }
+        }
+        if !md.deduplicated_name.is_empty() {
+            fields.push(format!(
+                "deduplicated_name=\"{}\"",
+                escape(&md.deduplicated_name)
+            ));
+        }
+        if md.stack_frame_id != 0 {
+            fields.push(format!("stack_frame_id={}", md.stack_frame_id));
+        }
+        if !md.scheduling_name.is_empty() {
+            fields.push(format!(
+                "scheduling_name=\"{}\"",
+                escape(&md.scheduling_name)
+            ));
         }
         let _ = write!(out, ", metadata={{{}}}", fields.join(" "));
     }
