@@ -144,7 +144,15 @@ impl Format {
 }
 
 /// Reads a module in either format (decided by content) and verifies it.
+/// Instruction names repeated across computations are renamed as XLA
+/// renames them; [`load_module_noted`] says which.
 pub fn load_module(path: &Path) -> Result<Module, Error> {
+    load_module_noted(path).map(|(m, _)| m)
+}
+
+/// [`load_module`], with a note for each change made while reading (see
+/// [`text::parse_module_noted`]).
+pub fn load_module_noted(path: &Path) -> Result<(Module, Vec<String>), Error> {
     let io = |message: String| Error::Io {
         path: path.to_path_buf(),
         message,
@@ -155,6 +163,7 @@ pub fn load_module(path: &Path) -> Result<Module, Error> {
             "the file is empty; expected HLO text or a serialized HloModuleProto".into(),
         ));
     }
+    let mut notes = Vec::new();
     let module = match Format::sniff(&bytes) {
         Format::Text => {
             let s = std::str::from_utf8(&bytes).map_err(|e| {
@@ -181,10 +190,12 @@ pub fn load_module(path: &Path) -> Result<Module, Error> {
                     },
                 }
             })?;
-            text::parse_module(s).map_err(|source| Error::Parse {
+            let (m, n) = text::parse_module_noted(s).map_err(|source| Error::Parse {
                 path: path.to_path_buf(),
                 source,
-            })?
+            })?;
+            notes = n;
+            m
         }
         Format::Proto => proto::decode_module(&bytes).map_err(|source| Error::Proto {
             path: path.to_path_buf(),
@@ -195,7 +206,7 @@ pub fn load_module(path: &Path) -> Result<Module, Error> {
         path: path.to_path_buf(),
         source,
     })?;
-    Ok(module)
+    Ok((module, notes))
 }
 
 /// The bytes of `module` in `format`.

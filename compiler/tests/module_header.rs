@@ -227,3 +227,41 @@ fn bad_stack_frame_tables_are_refused_where_they_are_wrong() {
         e.message
     );
 }
+
+#[test]
+fn names_repeated_across_computations_are_renamed_with_a_note() {
+    let src = "HloModule r
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+ENTRY e {
+  x = f32[4]{0} parameter(0)
+  z = f32[] constant(0)
+  ROOT s = f32[] reduce(x, z), dimensions={0}, to_apply=add
+}
+";
+    let (m, notes) = text::parse_module_noted(src).unwrap();
+    hlatc_compiler::verify(&m).unwrap();
+    let names: Vec<String> = m
+        .entry()
+        .ids()
+        .map(|id| m.entry().instr(id).name.clone())
+        .collect();
+    assert_eq!(names, ["x.1", "z", "s.1"]);
+    assert_eq!(
+        notes,
+        [
+            "instruction 'x' in computation 'e' renamed to 'x.1': 'x' is taken in computation 'add', and XLA needs module-wide unique names",
+            "instruction 's' in computation 'e' renamed to 's.1': 's' is taken in computation 'add', and XLA needs module-wide unique names",
+        ]
+    );
+    // A name twice in one computation is still an error.
+    let twice = src.replace("  z = f32[] constant(0)", "  x = f32[] constant(0)");
+    let e = text::parse_module(&twice).unwrap_err();
+    assert_eq!((e.line, e.column), (11, 3));
+    assert_eq!(e.message, "instruction name 'x' is defined twice");
+}

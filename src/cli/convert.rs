@@ -29,7 +29,7 @@ pub struct Args {
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
-    let m = hlatc::load_module(&a.input)?;
+    let m = super::load(&a.input)?;
     let format = match a.to {
         Some(To::Text) => Format::Text,
         Some(To::Proto) => Format::Proto,

@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
-    let m = hlatc::load_module(&a.file)?;
+    let m = super::load(&a.file)?;
     super::write_output(a.output.as_ref(), &hlatc::module_bytes(&m, Format::Text))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -74,6 +74,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     }
 }
 
+/// Reads a module for a command, and says on stderr what reading changed
+/// (names made module-wide unique, as XLA makes them).
+fn load(path: &std::path::Path) -> Result<hlatc::Module, Error> {
+    let (m, notes) = hlatc::load_module_noted(path)?;
+    for n in notes {
+        console::note!("{}: {n}", path.display())?;
+    }
+    Ok(m)
+}
+
 /// Writes to `path`, or to stdout for `None`.
 fn write_output(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), Error> {
     match path {

@@ -82,7 +82,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         return super::passes::list();
     }
     let file = a.file.expect("clap requires FILE without --list-passes");
-    let mut module = hlatc::load_module(&file)?;
+    let mut module = super::load(&file)?;
     let at = |e: &dyn std::fmt::Display| Error::Usage(format!("{}: {e}", file.display()));
     for b in &a.bind {
         let (name, path) = b

@@ -68,7 +68,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
     }
     let (module_path, output_names) = resolve_module(&a.module)?;
-    let module = hlatc::load_module(&module_path)?;
+    let module = super::load(&module_path)?;
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {

@@ -9,5 +9,5 @@ mod stack_frame_tables;
 
 pub use escape::{escape, unescape};
 pub use nesting::MAX_NESTING;
-pub use parser::{parse_module, ParseError};
+pub use parser::{parse_module, parse_module_noted, ParseError};
 pub use printer::{print_computation, print_instruction, print_module};

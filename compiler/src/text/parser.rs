@@ -168,6 +168,13 @@ fn detailed_syntax_error(text: &str) -> ParseError {
 /// Parses a whole module. The result is well-formed as a graph (every operand
 /// resolved, every computation rooted); call [`crate::verify`] for shapes.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
+    parse_module_noted(text).map(|(m, _)| m)
+}
+
+/// [`parse_module`], with a note for each change made to read the module
+/// as XLA does: an instruction name repeated in another computation is
+/// renamed (XLA's parser makes names module-wide unique the same way).
+pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseError> {
     // A byte-order mark, as some editors write, is invisible to the user, so
     // columns are counted without it.
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
@@ -279,8 +286,49 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
                 .or_else(|message| err_at(&at, message))?;
         }
     }
+    let notes = uniquify_instruction_names(&mut m);
     crate::canonical::drop_default_attributes(&mut m);
-    Ok(m)
+    Ok((m, notes))
+}
+
+/// Renames instructions whose name an earlier computation already uses to
+/// `name.N`, the first N free anywhere in the module; one note per rename.
+fn uniquify_instruction_names(m: &mut Module) -> Vec<String> {
+    let mut used: std::collections::HashSet<String> =
+        m.computations.iter().map(|c| c.name.clone()).collect();
+    let mut owner: HashMap<String, usize> = HashMap::new();
+    for (ci, c) in m.computations.iter().enumerate() {
+        for id in c.ids() {
+            owner.entry(c.instr(id).name.clone()).or_insert(ci);
+            used.insert(c.instr(id).name.clone());
+        }
+    }
+    let mut notes = Vec::new();
+    for ci in 0..m.computations.len() {
+        let ids: Vec<_> = m.computations[ci].ids().collect();
+        let mut here = std::collections::HashSet::new();
+        for id in ids {
+            let name = m.computations[ci].instr(id).name.clone();
+            // A name twice in one computation is an error the verifier
+            // reports, as XLA does; only names another computation took
+            // first are renamed.
+            if !here.insert(name.clone()) || owner.get(&name) == Some(&ci) {
+                continue;
+            }
+            let fresh = (1..)
+                .map(|n| format!("{name}.{n}"))
+                .find(|candidate| !used.contains(candidate))
+                .expect("some suffix is free");
+            used.insert(fresh.clone());
+            notes.push(format!(
+                "instruction '{name}' in computation '{}' renamed to '{fresh}': '{name}' is taken in computation '{}', and XLA needs module-wide unique names",
+                m.computations[ci].name,
+                m.computations[owner[&name]].name
+            ));
+            m.computations[ci].instr_mut(id).name = fresh;
+        }
+    }
+    notes
 }
 
 /// A schedule is the order instructions are written in, so each must come
