@@ -26,7 +26,7 @@ fn syntax_errors_give_line_column_and_expectation() {
         ),
         (
             entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] broadcast(x), dimensions={0,}"),
-            "5:47: expected an integer list such as {0,1}, found `}`",
+            "5:33: 'dimensions' must be an integer list like {0,1}, got `{0,}`",
         ),
         (
             "HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)".to_string(),

@@ -247,6 +247,18 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                             ),
                         )
                     }
+                    // The dedicated rule did not read it: its shapes use
+                    // syntax hlatc does not read yet.
+                    "entry_computation_layout" => {
+                        return err_at(
+                            &pair,
+                            format!(
+                                "entry_computation_layout {}: its shapes use syntax hlatc does not read yet \
+                                 (layout tiles, memory spaces or dynamic dimensions)",
+                                value.kind()
+                            ),
+                        )
+                    }
                     _ => return err_at(&pair, format!("unsupported module attribute '{key}'")),
                 }
             }
@@ -481,19 +493,27 @@ enum Value {
     Map(Vec<(String, Value)>),
     Slices(Vec<SliceDim>),
     Padding(Vec<PadDim>),
+    /// A braced value no other form reads (its text); no attribute hlatc
+    /// models takes one.
+    Raw(String),
 }
 
 impl Value {
-    fn kind(&self) -> &'static str {
+    fn kind(&self) -> String {
         match self {
-            Value::Str(_) => "a string",
-            Value::Number(_) => "a number",
-            Value::Word(_) => "a word",
-            Value::Ints(_) => "an integer list",
-            Value::Words(_) => "a word list",
-            Value::Map(_) => "a key=value map",
-            Value::Slices(_) => "slice ranges",
-            Value::Padding(_) => "a padding spec",
+            Value::Str(_) => "a string".to_string(),
+            Value::Number(_) => "a number".to_string(),
+            Value::Word(_) => "a word".to_string(),
+            Value::Ints(_) => "an integer list".to_string(),
+            Value::Words(_) => "a word list".to_string(),
+            Value::Map(_) => "a key=value map".to_string(),
+            Value::Slices(_) => "slice ranges".to_string(),
+            Value::Padding(_) => "a padding spec".to_string(),
+            Value::Raw(text) => {
+                let short: String = text.chars().take(60).collect();
+                let more = if text.chars().count() > 60 { "..." } else { "" };
+                format!("`{short}{more}`")
+            }
         }
     }
 
@@ -540,6 +560,7 @@ fn value(p: Pair<Rule>) -> Result<Value, ParseError> {
         Rule::word => Value::Word(strip_sigil(p.as_str()).to_string()),
         Rule::int_list => Value::Ints(ints_in(&p)?),
         Rule::word_list => Value::Words(p.into_inner().map(|w| w.as_str().to_string()).collect()),
+        Rule::raw_value => Value::Raw(p.as_str().to_string()),
         Rule::kv_map => Value::Map(
             p.into_inner()
                 .map(|kv| {
