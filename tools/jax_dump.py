@@ -23,13 +23,12 @@ DUMP = tempfile.mkdtemp(prefix="hlatc-jax-dump-")
 # Before JAX starts its backend.
 os.environ["XLA_FLAGS"] = f"--xla_dump_to={DUMP}"
 
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402, F401
 
-from jax_llama_step import PRESETS, make_step, param_shapes  # noqa: E402
+from jax_llama_step import PRESETS, make_step, step_inputs  # noqa: E402
 
 
 def main():
@@ -37,19 +36,8 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     c = PRESETS["tiny"]
-    shapes = param_shapes(c)
     step = make_step(c)
-    tok_shape = (c["batch"], c["seq"])
-    # The same inputs as jax_llama_step.py.
-    rng = np.random.default_rng(0)
-    params = [(rng.standard_normal(s) * (1.0 if len(s) == 1 else 0.1)).astype(np.float32) for _, s in shapes]
-    params = [p + 1.0 if p.ndim == 1 else p for p in params]
-    m = [(rng.standard_normal(s) * 1e-3).astype(np.float32) for _, s in shapes]
-    v = [np.abs(rng.standard_normal(s) * 1e-4).astype(np.float32) for _, s in shapes]
-    count = np.array(3.0, dtype=np.float32)
-    tokens = rng.integers(0, c["vocab"], size=tok_shape).astype(np.int32)
-    targets = rng.integers(0, c["vocab"], size=tok_shape).astype(np.int32)
-    args = params + m + v + [count, tokens, targets]
+    args = step_inputs(c)
     outs = jax.jit(step)(*args)
     jax.block_until_ready(outs)
     found = sorted(glob.glob(os.path.join(DUMP, "*jit_step*before_optimizations.txt")))

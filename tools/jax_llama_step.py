@@ -140,6 +140,23 @@ def write_safetensors(path, tensors):
             f.write(raw)
 
 
+def step_inputs(c):
+    """The step's deterministic inputs: parameters, Adam moments, the step
+    count, tokens and targets (seed 0)."""
+    shapes = param_shapes(c)
+    tok_shape = (c["batch"], c["seq"])
+    rng = np.random.default_rng(0)
+    params = [(rng.standard_normal(s) * (1.0 if len(s) == 1 else 0.1)).astype(np.float32) for _, s in shapes]
+    params = [p + 1.0 if p.ndim == 1 else p for p in params]
+    m = [(rng.standard_normal(s) * 1e-3).astype(np.float32) for _, s in shapes]
+    v = [np.abs(rng.standard_normal(s) * 1e-4).astype(np.float32) for _, s in shapes]
+    count = np.array(3.0, dtype=np.float32)
+    tokens = rng.integers(0, c["vocab"], size=tok_shape).astype(np.int32)
+    targets = rng.integers(0, c["vocab"], size=tok_shape).astype(np.int32)
+    args = params + m + v + [count, tokens, targets]
+    return args
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
@@ -158,15 +175,7 @@ def main():
         with open(os.path.join(a.out, f"llama_{a.preset}_step.hlo"), "w") as f:
             f.write(text)
         return
-    rng = np.random.default_rng(0)
-    params = [(rng.standard_normal(s) * (1.0 if len(s) == 1 else 0.1)).astype(np.float32) for _, s in shapes]
-    params = [p + 1.0 if p.ndim == 1 else p for p in params]
-    m = [(rng.standard_normal(s) * 1e-3).astype(np.float32) for _, s in shapes]
-    v = [np.abs(rng.standard_normal(s) * 1e-4).astype(np.float32) for _, s in shapes]
-    count = np.array(3.0, dtype=np.float32)
-    tokens = rng.integers(0, c["vocab"], size=tok_shape).astype(np.int32)
-    targets = rng.integers(0, c["vocab"], size=tok_shape).astype(np.int32)
-    args = params + m + v + [count, tokens, targets]
+    args = step_inputs(c)
     lowered = jax.jit(step).lower(*args)
     text = lowered.as_text(dialect="hlo")
     outs = jax.jit(step)(*args)

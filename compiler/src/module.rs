@@ -94,6 +94,20 @@ impl EntryLayout {
         parameters: Vec<Shape>,
         result: Shape,
     ) -> Result<Option<EntryLayout>, String> {
+        let differs = Self::layouts_differ(m, &parameters, &result)?;
+        Ok(differs.then_some(EntryLayout { parameters, result }))
+    }
+
+    /// Whether this boundary still fits `m`'s entry (what the verifier
+    /// asks after every pass).
+    pub fn check(&self, m: &Module) -> Result<(), String> {
+        Self::layouts_differ(m, &self.parameters, &self.result).map(|_| ())
+    }
+
+    /// Whether `parameters` and `result` differ from the entry's own only
+    /// in layouts (`Ok(true)`), not at all (`Ok(false)`), or otherwise
+    /// (the first difference).
+    fn layouts_differ(m: &Module, parameters: &[Shape], result: &Shape) -> Result<bool, String> {
         let own = m.entry_parameter_shapes();
         if own.len() != parameters.len() {
             return Err(format!(
@@ -111,7 +125,7 @@ impl EntryLayout {
             .chain(
                 own_result
                     .iter()
-                    .map(|o| ("the result".to_string(), &result, o)),
+                    .map(|o| ("the result".to_string(), result, o)),
             );
         let mut same = true;
         for (what, written, o) in pairs {
@@ -122,7 +136,7 @@ impl EntryLayout {
             }
             same &= written == o;
         }
-        Ok((!same).then_some(EntryLayout { parameters, result }))
+        Ok(!same)
     }
 }
 

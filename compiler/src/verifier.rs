@@ -78,8 +78,7 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         }
     }
     if let Some(l) = &module.entry_layout {
-        crate::module::EntryLayout::against(module, l.parameters.clone(), l.result.clone())
-            .map_err(module_err)?;
+        l.check(module).map_err(module_err)?;
     }
     let mut names = BTreeSet::new();
     for c in &module.computations {

@@ -367,7 +367,7 @@ impl AutoCast<'_> {
     fn untouched(&self, operands: &[InstrId]) -> bool {
         operands.iter().all(|&o| {
             let v = self.value(o);
-            v.written.is_none() || v.rep(v.written.expect("checked")) == Some(o)
+            v.written.is_none_or(|w| v.rep(w) == Some(o))
         })
     }
 

@@ -129,15 +129,11 @@ impl Runtime {
         })?;
         // XLA CPU schedules a module itself, and a schedule handed to it
         // aborts the process (a check on instruction ids while it copies
-        // the module), so a scheduled module is compiled without one; the
-        // schedule does not change what it computes.
-        let bytes = if module.is_scheduled {
-            let mut unscheduled = module.clone();
-            unscheduled.is_scheduled = false;
-            proto::encode_module(&unscheduled)
-        } else {
-            proto::encode_module(module)
-        };
+        // the module), so the proto goes without one; the schedule does
+        // not change what the module computes.
+        let mut unscheduled = proto::module_to_proto(module);
+        unscheduled.schedule = None;
+        let bytes = prost::Message::encode_to_vec(&unscheduled);
         let exe = self
             .client
             .compile(&bytes, &compile_options::single_device())
