@@ -5,6 +5,10 @@
 //! default pass pipeline and core-attention remat (verified once, after the pipeline, as a
 //! release `hlatc compile` does).
 
+/// The allocator the `hlatc` binary uses, so the figures are what it does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::proto;

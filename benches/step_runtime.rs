@@ -4,6 +4,10 @@
 //! time. The tiny model at 2 x 16 tokens, and a small one (4 layers,
 //! d 128, 8 heads over 4) at 1 x 512.
 
+/// The allocator the `hlatc` binary uses, so the figures are what it does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;

@@ -2,6 +2,10 @@
 //! Llama-7B training step (32 layers, forward + backward + AdamW, ~18k
 //! instructions, 1.36 MB of text; `tools/jax_llama_step.py --preset 7b`).
 
+/// The allocator the `hlatc` binary uses, so the figures are what it does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use hlatc::{proto, text, verify};
 

@@ -2,6 +2,11 @@
 
 mod cli;
 
+/// A compile is ~10^5 small allocations and frees; mimalloc makes it about
+/// a quarter faster than glibc's malloc (benches/compile.rs uses it too).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use std::io::Write;
 use std::process::ExitCode;

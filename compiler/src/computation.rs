@@ -1,10 +1,11 @@
 //! A computation: instructions in a petgraph `StableGraph`, edges from operand
 //! to user weighted by operand position, so node ids survive removals.
 
+use crate::fx::FxHashMap;
 use crate::instruction::Instruction;
 use crate::op::Op;
 use petgraph::stable_graph::{NodeIndex, StableGraph};
-use petgraph::visit::{EdgeRef, NodeIndexable};
+use petgraph::visit::{EdgeRef, IntoEdgeReferences, NodeIndexable};
 use petgraph::Direction;
 use std::collections::BTreeMap;
 
@@ -212,6 +213,39 @@ impl Computation {
             if let Some(&new) = operands.get(index as usize) {
                 self.graph.add_edge(new, user, index);
             }
+        }
+    }
+
+    /// [`Computation::set_operands`] for many users at once, each given
+    /// its whole operand list. Removing one edge walks its source's user
+    /// list, so rewiring the readers of a value read hundreds of times (a
+    /// broadcast scale in every layer) one by one is quadratic; here every
+    /// edge is laid again once.
+    pub fn set_operands_of_many(&mut self, updates: &FxHashMap<InstrId, Vec<InstrId>>) {
+        if updates.is_empty() {
+            return;
+        }
+        // Kept edges are read in storage order (a sequential scan, where
+        // walking each user's list chases pointers); each user's edges are
+        // laid in operand order, so its list reads back already sorted.
+        let mut edges: Vec<(InstrId, InstrId, u32)> = (&self.graph)
+            .edge_references()
+            .filter(|e| !updates.contains_key(&e.target()))
+            .map(|e| (e.source(), e.target(), *e.weight()))
+            .collect();
+        let mut users: Vec<InstrId> = updates.keys().copied().collect();
+        users.sort_unstable();
+        for user in users {
+            edges.extend(
+                updates[&user]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &o)| (o, user, i as u32)),
+            );
+        }
+        self.graph.clear_edges();
+        for (source, user, index) in edges {
+            self.graph.add_edge(source, user, index);
         }
     }
 

@@ -30,7 +30,7 @@ impl Pass for Amp {
             ctx.note(self.name(), "precision fp32: nothing to cast");
             return Ok(false);
         };
-        let mut mr = ModuleRewriter::new(m);
+        let mut mr = ModuleRewriter::for_pass(m, ctx);
         let entry = m.entry;
         let mut rw = mr.on(&mut m.computations[entry]);
         let mut cast = AutoCast {
@@ -39,10 +39,14 @@ impl Pass for Amp {
             rounded_wide: HashMap::default(),
             values: Vec::new(),
             kept_scopes: HashMap::default(),
+            last_scope: None,
+            rules: HashMap::default(),
             stats: Stats::default(),
         };
         cast.run(&mut rw).map_err(PassError::rewrite(self.name()))?;
         rw.remove_dead();
+        drop(rw);
+        mr.finish(ctx);
         let s = cast.stats;
         let changed = s.low + s.followed + s.converts > 0;
         if changed {
@@ -167,6 +171,9 @@ struct AutoCast<'p> {
     /// Whether an `op_name` lies in a scope kept in its precision: names
     /// repeat across instructions, and splitting each showed in profiles.
     kept_scopes: HashMap<String, bool>,
+    /// The scope asked last, and its answer.
+    last_scope: Option<(String, bool)>,
+    rules: HashMap<(usize, usize), CastRule>,
     stats: Stats,
 }
 
@@ -227,12 +234,41 @@ impl AutoCast<'_> {
         if instr_scope.is_empty() {
             return false;
         }
-        if let Some(&kept) = self.kept_scopes.get(instr_scope) {
-            return kept;
+        // Neighbours in post order mostly share a scope: comparing with the
+        // last one is cheaper than hashing the whole path again.
+        if let Some((last, kept)) = &self.last_scope {
+            if last == instr_scope {
+                return *kept;
+            }
         }
-        let kept = self.policy.keeps_scope(instr_scope);
-        self.kept_scopes.insert(instr_scope.to_string(), kept);
+        let kept = match self.kept_scopes.get(instr_scope) {
+            Some(&kept) => kept,
+            None => {
+                let kept = self.policy.keeps_scope(instr_scope);
+                self.kept_scopes.insert(instr_scope.to_string(), kept);
+                kept
+            }
+        };
+        match &mut self.last_scope {
+            Some((last, k)) => {
+                last.clear();
+                last.push_str(instr_scope);
+                *k = kept;
+            }
+            None => self.last_scope = Some((instr_scope.to_string(), kept)),
+        }
         kept
+    }
+
+    /// The policy's rule for an opcode, looked up once per opcode. Keyed
+    /// by where the static name lies (equal keys are equal names), not by
+    /// hashing it for every instruction.
+    fn rule_of(&mut self, opcode: &'static str) -> CastRule {
+        let policy = self.policy;
+        *self
+            .rules
+            .entry((opcode.as_ptr() as usize, opcode.len()))
+            .or_insert_with(|| policy.rule_of(opcode))
     }
 
     fn cast(
@@ -257,7 +293,7 @@ impl AutoCast<'_> {
         }
         // The opcode's rule first: a scope only matters to an op that would
         // otherwise change type.
-        let mut rule = self.policy.rule_of(instr.op.opcode());
+        let mut rule = self.rule_of(instr.op.opcode());
         if rule != CastRule::Never && self.keeps_scope(&rw.comp().instr(id).metadata.op_name) {
             self.stats.kept_by_scope += 1;
             rule = CastRule::Never;
@@ -316,8 +352,7 @@ impl AutoCast<'_> {
         ty: ElementType,
     ) -> Result<InstrId, crate::rewriter::RewriteError> {
         let dims = rw.shape(source).array_dims();
-        let metadata = rw.metadata_of(v);
-        rw.set_metadata(metadata);
+        rw.provenance_of(v);
         let converted = rw.add(Op::Convert, &[source], Some(Shape::array(ty, dims)))?;
         self.stats.converts += 1;
         Ok(converted)

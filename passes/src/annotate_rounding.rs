@@ -11,6 +11,7 @@ use crate::pass::{Pass, PassError};
 use crate::rewriter::ModuleRewriter;
 use crate::rounding::{Rounding, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
 use hlatc_compiler::builder::Builder;
+use hlatc_compiler::fx::FxHashSet;
 use hlatc_compiler::op::RngAlgorithm;
 use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
 use std::collections::BTreeMap;
@@ -47,6 +48,8 @@ impl Pass for AnnotateRounding {
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         let low = ctx.cast.as_ref().map_or(ElementType::Bf16, |c| c.low);
         let (marked, nearest, newly) = annotate(m, &ctx.rounding, low);
+        // Marks are attributes: no instruction or name is added.
+        ctx.names_unchanged();
         if marked + nearest > 0 {
             ctx.note(
                 self.name(),
@@ -81,9 +84,10 @@ fn is_narrowing(m: &Module, id: InstrId, low: ElementType) -> bool {
     if !matches!(i.op, Op::Convert) || i.shape.as_array().map(|a| a.ty) != Some(low) {
         return false;
     }
-    c.operands(id)
-        .first()
-        .and_then(|&o| c.instr(o).shape.as_array())
+    // A convert has one operand.
+    c.operands_unordered(id)
+        .next()
+        .and_then(|o| c.instr(o).shape.as_array())
         .is_some_and(|a| a.ty == ElementType::F32)
 }
 
@@ -118,16 +122,16 @@ fn state_outputs(m: &Module) -> Vec<InstrId> {
 /// are marked, how many narrowing converts round to nearest even, and how
 /// many marks are new.
 fn annotate(m: &mut Module, policy: &RoundingPolicy, low: ElementType) -> (usize, usize, usize) {
+    // Index order: deterministic, and no graph walk to find the converts.
     let candidates: Vec<InstrId> = m
         .entry()
-        .post_order()
-        .into_iter()
+        .ids()
         .filter(|&id| is_narrowing(m, id, low))
         .collect();
     if candidates.is_empty() {
         return (0, 0, 0);
     }
-    let state = state_outputs(m);
+    let state: FxHashSet<InstrId> = state_outputs(m).into_iter().collect();
     let chosen: Vec<InstrId> = candidates
         .iter()
         .copied()
@@ -181,7 +185,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
             m.entry().instr(root).name
         ));
     }
-    let mut mr = ModuleRewriter::new(m);
+    let mut mr = ModuleRewriter::for_pass(m, ctx);
     let mut callees: BTreeMap<Vec<i64>, String> = BTreeMap::new();
     for &id in &converts {
         let dims = m.entry().instr(id).shape.array_dims();
@@ -207,8 +211,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
     for &id in &converts {
         let x = rw.comp().operands(id)[0];
         let dims = rw.shape(id).array_dims();
-        let metadata = rw.metadata_of(id);
-        rw.set_metadata(metadata);
+        rw.provenance_of(id);
         let drawn = rw
             .add(
                 Op::RngBitGenerator {
@@ -235,10 +238,12 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
     }
     let mut outputs = rw.comp().operands(root);
     outputs.push(state);
-    rw.set_metadata(rw.metadata_of(root));
+    rw.provenance_of(root);
     let tuple = rw.add(Op::Tuple, &outputs, None).map_err(wrap)?;
     rw.set_root(tuple);
     rw.remove_dead();
+    drop(rw);
+    mr.finish(ctx);
     let output = outputs.len() - 1;
     // The added state's boundary layout is its own.
     if let Some(l) = &mut m.entry_layout {

@@ -60,7 +60,7 @@ impl Pass for CoalesceLinear {
                 );
                 continue;
             }
-            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci);
+            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
             for group in groups {
                 copied_bytes +=
                     parameter_bytes(r.comp(), group.members.iter().map(|m| m.other), is_entry);
@@ -107,6 +107,7 @@ impl Pass for CoalesceLinear {
                 );
             }
         }
+        ModuleRewriter::finish_on_demand(rw, ctx);
         Ok(changed)
     }
 }
@@ -276,7 +277,7 @@ fn slice_along(dims: &[i64], dim: usize, start: i64, limit: i64) -> Op {
 fn merge_group(r: &mut Rewriter<'_>, g: &Group) -> Result<(), RewriteError> {
     let f = g.members[0].free;
     let others: Vec<InstrId> = g.members.iter().map(|m| m.other).collect();
-    r.set_metadata(r.metadata_of(g.members[0].dot));
+    r.provenance_of(g.members[0].dot);
     let cat = r.add(
         Op::Concatenate {
             dimension: f as i64,
@@ -310,7 +311,7 @@ fn merge_group(r: &mut Rewriter<'_>, g: &Group) -> Result<(), RewriteError> {
     let mut start = 0;
     for m in &g.members {
         let width = dims_of(r.comp(), m.other)[f];
-        r.set_metadata(r.metadata_of(m.dot));
+        r.provenance_of(m.dot);
         let part = r.add(
             slice_along(&merged_dims, out_dim, start, start + width),
             &[dot],
@@ -406,7 +407,7 @@ fn merge_sum(r: &mut Rewriter<'_>, sum: &SumOfDots) -> Result<(), RewriteError> 
     let Op::Dot { dims, precision } = r.comp().instr(a).op.clone() else {
         unreachable!("sums_of_dots collects dots")
     };
-    r.set_metadata(r.metadata_of(add));
+    r.provenance_of(add);
     let lhs = r.add(
         Op::Concatenate {
             dimension: l as i64,

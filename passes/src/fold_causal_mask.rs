@@ -45,14 +45,14 @@ impl Pass for FoldCausalMask {
             if masks.is_empty() {
                 continue;
             }
-            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci);
+            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
             for (id, split) in masks {
                 let shape = r
                     .shape(id)
                     .as_array()
                     .cloned()
                     .expect("constants are arrays");
-                r.set_metadata(r.metadata_of(id));
+                r.provenance_of(id);
                 let generated =
                     generate(&mut r, &shape, &split).map_err(PassError::rewrite(self.name()))?;
                 if r.shape(generated) != r.shape(id) {
@@ -74,6 +74,7 @@ impl Pass for FoldCausalMask {
             }
             r.remove_dead();
         }
+        ModuleRewriter::finish_on_demand(rw, ctx);
         Ok(changed)
     }
 }

@@ -42,7 +42,7 @@ impl Pass for FuseSoftmax {
             if matches.is_empty() {
                 continue;
             }
-            let writer = writer.get_or_insert_with(|| SoftmaxWriter::new(m, target));
+            let writer = writer.get_or_insert_with(|| SoftmaxWriter::new(m, target, ctx));
             // A backward's `y` may be a forward output fused just before.
             let mut replaced: HashMap<InstrId, InstrId> = HashMap::default();
             for mt in matches {
@@ -63,6 +63,9 @@ impl Pass for FuseSoftmax {
             }
             writer.remove_dead(m, ci);
             changed = true;
+        }
+        if let Some(w) = writer {
+            w.finish(ctx);
         }
         Ok(changed)
     }

@@ -14,8 +14,8 @@ impl Pass for LowerNeuronCalls {
         "lower-neuron-calls"
     }
 
-    fn run(&self, m: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut writer = SoftmaxWriter::new(m, Target::Cpu);
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let mut writer = SoftmaxWriter::new(m, Target::Cpu, ctx);
         let mut changed = false;
         for ci in 0..m.computations.len() {
             let c = &m.computations[ci];
@@ -37,6 +37,7 @@ impl Pass for LowerNeuronCalls {
             writer.remove_dead(m, ci);
             changed = true;
         }
+        writer.finish(ctx);
         Ok(changed)
     }
 }

@@ -107,8 +107,16 @@ fn run_checked(
         time: Duration::ZERO,
     });
     let t = Instant::now();
-    let changed = pass.run(module, ctx)?;
+    let outer_lent = std::mem::replace(&mut ctx.names_lent, false);
+    let result = pass.run(module, ctx);
     let time = t.elapsed();
+    // A pass that changed the module without the shared name index may
+    // have added names it does not hold.
+    if !matches!(result, Ok(false)) && !ctx.names_lent {
+        ctx.names = None;
+    }
+    ctx.names_lent |= outer_lent;
+    let changed = result?;
     if changed && module.is_scheduled {
         // The rewriter appends what it adds, so the order is no schedule.
         module.is_scheduled = false;

@@ -61,7 +61,7 @@ impl Pass for Remat {
             );
             return Ok(false);
         }
-        let mut rewriter = ModuleRewriter::new(m);
+        let mut rewriter = ModuleRewriter::for_pass(m, ctx);
         let c = &mut m.computations[entry];
         let order = Order::of(c);
         let mut r = rewriter.on(c);
@@ -75,6 +75,8 @@ impl Pass for Remat {
                 Err(why) => ctx.note(self.name(), format!("{policy}: '{key}' left as is: {why}")),
             }
         }
+        drop(r);
+        rewriter.finish(ctx);
         if total.regions == 0 {
             return Ok(false);
         }

@@ -2,6 +2,7 @@
 //! shapes inferred and checked, give them names unique across the module,
 //! point uses at replacements and sweep what died.
 
+use crate::context::PassContext;
 use hlatc_compiler::fx::FxHashMap as HashMap;
 use hlatc_compiler::fx::{BuildFxHasher, FxHashMap, FxHashSet};
 use hlatc_compiler::verifier::callee_signatures;
@@ -109,6 +110,30 @@ impl ModuleRewriter {
         }
     }
 
+    /// Module-wide state for a pass: the name index an earlier pass handed
+    /// on through `ctx` (or a new one), to be handed on again with
+    /// [`ModuleRewriter::finish`]. A pass that takes it must add names to
+    /// the module only through it.
+    pub fn for_pass(m: &Module, ctx: &mut PassContext) -> Self {
+        ctx.names_lent = true;
+        ModuleRewriter {
+            names: ctx.names.take().unwrap_or_else(|| Names::of_module(m)),
+            callees: callee_signatures(m),
+        }
+    }
+
+    /// Hands the name index on to the passes after this one.
+    pub fn finish(self, ctx: &mut PassContext) {
+        ctx.names = Some(self.names);
+    }
+
+    /// [`ModuleRewriter::finish`] for one made on demand, if it was made.
+    pub fn finish_on_demand(slot: Option<ModuleRewriter>, ctx: &mut PassContext) {
+        if let Some(mr) = slot {
+            mr.finish(ctx);
+        }
+    }
+
     /// A rewriter over `c`, which must belong to the module this was made
     /// from (its names are already counted).
     pub fn on<'a>(&'a mut self, c: &'a mut Computation) -> Rewriter<'a> {
@@ -117,8 +142,9 @@ impl ModuleRewriter {
             names: &mut self.names,
             callees: &self.callees,
             values: None,
-            metadata: Metadata::default(),
+            provenance: Provenance::Given(Metadata::default()),
             frontend_attributes: BTreeMap::new(),
+            rewired: FxHashMap::default(),
         }
     }
 
@@ -130,8 +156,9 @@ impl ModuleRewriter {
         slot: &'a mut Option<ModuleRewriter>,
         m: &'a mut Module,
         ci: usize,
+        ctx: &mut PassContext,
     ) -> Rewriter<'a> {
-        slot.get_or_insert_with(|| ModuleRewriter::new(m))
+        slot.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
             .on(&mut m.computations[ci])
     }
 
@@ -148,6 +175,12 @@ impl ModuleRewriter {
 
 type ValueKey = (Op, Vec<InstrId>, Shape);
 
+/// Where the metadata of added instructions comes from.
+enum Provenance {
+    Given(Metadata),
+    Of(InstrId),
+}
+
 pub struct Rewriter<'a> {
     comp: &'a mut Computation,
     names: &'a mut Names,
@@ -156,8 +189,11 @@ pub struct Rewriter<'a> {
     /// computes the same pure value. Off by default, because a
     /// rematerialized value must stay apart from the one it recomputes.
     values: Option<HashMap<ValueKey, InstrId>>,
-    metadata: Metadata,
+    provenance: Provenance,
     frontend_attributes: BTreeMap<String, String>,
+    /// Operand lists given by [`Rewriter::rewrite_in_place`], laid as
+    /// edges together by [`Rewriter::commit_rewiring`].
+    rewired: FxHashMap<InstrId, Vec<InstrId>>,
 }
 
 impl Rewriter<'_> {
@@ -183,13 +219,28 @@ impl Rewriter<'_> {
     /// Provenance for what is added next: a rewrite inherits the metadata
     /// of what it replaces, so a dump still names the layer and op.
     pub fn set_metadata(&mut self, m: Metadata) -> &mut Self {
-        self.metadata = m;
+        self.provenance = Provenance::Given(m);
+        self
+    }
+
+    /// What is added next has `id`'s metadata (read when it is added, so
+    /// it is copied once per instruction, not once more on the way).
+    pub fn provenance_of(&mut self, id: InstrId) -> &mut Self {
+        self.provenance = Provenance::Of(id);
         self
     }
 
     /// The metadata of `id`, for [`Rewriter::set_metadata`].
     pub fn metadata_of(&self, id: InstrId) -> Metadata {
         self.comp.instr(id).metadata.clone()
+    }
+
+    fn provenance(&self) -> Metadata {
+        match &self.provenance {
+            Provenance::Given(m) => m.clone(),
+            Provenance::Of(id) if self.comp.contains(*id) => self.metadata_of(*id),
+            Provenance::Of(_) => Metadata::default(),
+        }
     }
 
     /// Frontend attributes given to everything added next (for example a
@@ -224,7 +275,7 @@ impl Rewriter<'_> {
         operands: &[InstrId],
         shape: Option<Shape>,
     ) -> Result<InstrId, RewriteError> {
-        let shape = self.infer(&op, operands, shape)?;
+        let shape = self.infer(&op, operands, shape.as_ref())?;
         let shareable =
             self.values.is_some() && op.is_pure() && self.frontend_attributes.is_empty();
         let key = shareable.then(|| (op.clone(), operands.to_vec(), shape.clone()));
@@ -234,7 +285,7 @@ impl Rewriter<'_> {
             }
         }
         let mut instr = Instruction::new(self.names.fresh(stem), shape, op);
-        instr.metadata = self.metadata.clone();
+        instr.metadata = self.provenance();
         instr.frontend_attributes = self.frontend_attributes.clone();
         let id = self.comp.add(instr, operands);
         if let (Some(k), Some(v)) = (key, self.values.as_mut()) {
@@ -247,12 +298,12 @@ impl Rewriter<'_> {
         &self,
         op: &Op,
         operands: &[InstrId],
-        declared: Option<Shape>,
+        declared: Option<&Shape>,
     ) -> Result<Shape, RewriteError> {
         let shapes: Vec<&Shape> = operands.iter().map(|&o| self.shape(o)).collect();
         let callees = self.callees;
-        infer_shape(op, &shapes, declared.as_ref(), &|n| callees.get(n).cloned()).map_err(
-            |source| RewriteError::Shape {
+        infer_shape(op, &shapes, declared, &|n| callees.get(n).cloned()).map_err(|source| {
+            RewriteError::Shape {
                 computation: self.comp.name.clone(),
                 opcode: op.opcode(),
                 operands: shapes
@@ -261,8 +312,8 @@ impl Rewriter<'_> {
                     .collect::<Vec<_>>()
                     .join(", "),
                 source,
-            },
-        )
+            }
+        })
     }
 
     /// Points every use of `old` (and the root) at `new`, which must have
@@ -272,6 +323,7 @@ impl Rewriter<'_> {
             return Ok(());
         }
         self.check_same_shape(old, new)?;
+        self.commit_rewiring();
         self.comp.replace_all_uses(old, new);
         Ok(())
     }
@@ -285,6 +337,7 @@ impl Rewriter<'_> {
         new: InstrId,
     ) -> Result<(), RewriteError> {
         self.check_same_shape(old, new)?;
+        self.commit_rewiring();
         self.comp.replace_uses_in(user, old, new);
         Ok(())
     }
@@ -295,6 +348,12 @@ impl Rewriter<'_> {
     /// pass that changes types in place, as `amp` does: a user may read a
     /// retyped operand until it is rewritten in turn, and the verifier
     /// after the pass checks the result.
+    ///
+    /// The shape changes now; the operand edges are laid by
+    /// [`Rewriter::commit_rewiring`] (which every rewriter method that
+    /// reads or moves edges calls first), all at once, because moving
+    /// edges one user at a time is quadratic in a value's readers. Until
+    /// then `comp()` still shows `user`'s old operands.
     pub fn rewrite_in_place(
         &mut self,
         user: InstrId,
@@ -302,9 +361,9 @@ impl Rewriter<'_> {
         shape: Option<Shape>,
     ) -> Result<(), RewriteError> {
         let instr = self.comp.instr(user);
-        let declared = shape.unwrap_or_else(|| instr.shape.clone());
-        let shape = self.infer(&instr.op, operands, Some(declared.clone()))?;
-        if !shape.compatible(&declared) {
+        let declared = shape.as_ref().unwrap_or(&instr.shape);
+        let shape = self.infer(&instr.op, operands, Some(declared))?;
+        if !shape.compatible(declared) {
             return Err(RewriteError::Declared {
                 computation: self.comp.name.clone(),
                 instr: instr.name.clone(),
@@ -313,9 +372,17 @@ impl Rewriter<'_> {
                 inferred: shape.to_string(),
             });
         }
-        self.comp.set_operands(user, operands);
+        self.rewired.insert(user, operands.to_vec());
         self.comp.instr_mut(user).shape = shape;
         Ok(())
+    }
+
+    /// Lays the operand edges [`Rewriter::rewrite_in_place`] recorded.
+    pub fn commit_rewiring(&mut self) {
+        if !self.rewired.is_empty() {
+            self.comp.set_operands_of_many(&self.rewired);
+            self.rewired.clear();
+        }
     }
 
     /// A replacement must compute a value of the replaced one's shape.
@@ -343,7 +410,20 @@ impl Rewriter<'_> {
     /// Removes every instruction nothing reads that is neither the root, a
     /// parameter nor side-effecting; returns how many went.
     pub fn remove_dead(&mut self) -> usize {
+        self.commit_rewiring();
+        // A removed id's slot may be reused by the next instruction added.
+        if let Provenance::Of(_) = self.provenance {
+            self.provenance = Provenance::Given(self.provenance());
+        }
         remove_dead(self.comp)
+    }
+}
+
+/// A rewrite recorded is never lost: what was not committed is laid when
+/// the rewriter goes.
+impl Drop for Rewriter<'_> {
+    fn drop(&mut self) {
+        self.commit_rewiring();
     }
 }
 

@@ -38,7 +38,7 @@ impl Pass for Simplify {
         "simplify"
     }
 
-    fn run(&self, m: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut rw: Option<ModuleRewriter> = None;
         let mut changed = false;
         for ci in 0..m.computations.len() {
@@ -49,7 +49,7 @@ impl Pass for Simplify {
             {
                 continue;
             }
-            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci);
+            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
             for id in r.comp().post_order() {
                 if !r.comp().contains(id) {
                     continue;
@@ -61,6 +61,7 @@ impl Pass for Simplify {
             }
             r.remove_dead();
         }
+        ModuleRewriter::finish_on_demand(rw, ctx);
         Ok(changed)
     }
 }
@@ -74,7 +75,7 @@ fn apply(
     let new = match action {
         Action::Use(v) => v,
         Action::New(op, operands) => {
-            r.set_metadata(r.metadata_of(id));
+            r.provenance_of(id);
             r.add(op, &operands, Some(shape.clone()))?
         }
     };

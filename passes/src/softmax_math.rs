@@ -3,7 +3,7 @@
 //! and emits the custom calls on `neuron`; `lower-neuron` maps the custom
 //! calls back to these computations, so both give the same numbers.
 
-use crate::context::Target;
+use crate::context::{PassContext, Target};
 use crate::pass::PassError;
 use crate::rewriter::ModuleRewriter;
 use hlatc_compiler::builder::{BuildError, Builder};
@@ -72,12 +72,17 @@ pub struct SoftmaxWriter {
 }
 
 impl SoftmaxWriter {
-    pub fn new(m: &Module, target: Target) -> Self {
+    pub fn new(m: &Module, target: Target, ctx: &mut PassContext) -> Self {
         SoftmaxWriter {
             target,
-            rw: ModuleRewriter::new(m),
+            rw: ModuleRewriter::for_pass(m, ctx),
             callees: SoftmaxCallees::new(),
         }
+    }
+
+    /// Hands the module's name index on (see [`ModuleRewriter::finish`]).
+    pub fn finish(self, ctx: &mut PassContext) {
+        self.rw.finish(ctx);
     }
 
     /// Puts the softmax (or its backward) over `axis` of `operands` in
@@ -110,7 +115,7 @@ impl SoftmaxWriter {
             }
         };
         let mut r = self.rw.on(&mut m.computations[ci]);
-        r.set_metadata(r.metadata_of(old));
+        r.provenance_of(old);
         let new = r
             .add_named(stem, op, operands, Some(Shape::Array(shape)))
             .map_err(PassError::rewrite(pass))?;

@@ -197,3 +197,91 @@ fn a_pass_that_changes_a_scheduled_module_drops_its_schedule_with_a_note() {
     );
     assert!(!hlatc_compiler::text::print_module(&m).contains("is_scheduled"));
 }
+
+/// Adds a negate of the entry's first parameter, named from the stem `k`
+/// through the name index passes hand on.
+struct AddThroughIndex;
+
+impl Pass for AddThroughIndex {
+    fn name(&self) -> &str {
+        "add-through-index"
+    }
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        use hlatc_compiler::op::UnaryOp;
+        let mut mr = hlatc_passes::rewriter::ModuleRewriter::for_pass(m, ctx);
+        let entry = m.entry;
+        let mut r = mr.on(&mut m.computations[entry]);
+        let p = r.comp().parameters()[0];
+        let k = r
+            .add_named("k", hlatc_compiler::Op::Unary(UnaryOp::Negate), &[p], None)
+            .map_err(PassError::rewrite(self.name()))?;
+        let root = r.comp().root().unwrap();
+        let sum = r
+            .add(
+                hlatc_compiler::Op::Binary(hlatc_compiler::op::BinaryOp::Add),
+                &[root, k],
+                None,
+            )
+            .map_err(PassError::rewrite(self.name()))?;
+        r.set_root(sum);
+        drop(r);
+        mr.finish(ctx);
+        Ok(true)
+    }
+}
+
+/// Adds `k.1` straight into the computation, bypassing the name index.
+struct AddBehindIndex;
+
+impl Pass for AddBehindIndex {
+    fn name(&self) -> &str {
+        "add-behind-index"
+    }
+    fn run(&self, m: &mut Module, _: &mut PassContext) -> Result<bool, PassError> {
+        use hlatc_compiler::op::UnaryOp;
+        let e = m.entry_mut();
+        let p = e.parameters()[0];
+        let root = e.root().unwrap();
+        let shape = e.instr(p).shape.clone();
+        let k1 = e.add(
+            hlatc_compiler::Instruction::new(
+                "k.1",
+                shape.clone(),
+                hlatc_compiler::Op::Unary(UnaryOp::Negate),
+            ),
+            &[p],
+        );
+        let sum = e.add(
+            hlatc_compiler::Instruction::new(
+                "sum.behind",
+                shape,
+                hlatc_compiler::Op::Binary(hlatc_compiler::op::BinaryOp::Add),
+            ),
+            &[root, k1],
+        );
+        e.set_root(sum);
+        Ok(true)
+    }
+}
+
+#[test]
+fn the_name_index_handed_between_passes_is_dropped_after_a_pass_that_bypassed_it() {
+    let mut m = module();
+    let mut pipeline = Pipeline::new("names");
+    pipeline
+        .add(Box::new(AddThroughIndex))
+        .add(Box::new(AddBehindIndex))
+        .add(Box::new(AddThroughIndex));
+    pipeline.run_module(&mut m, &mut ctx()).unwrap();
+    let names: Vec<String> = m
+        .entry()
+        .ids()
+        .map(|id| m.entry().instr(id).name.clone())
+        .filter(|n| n.starts_with('k'))
+        .collect();
+    // A stale index would have handed out `k.1` again.
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["k", "k.1", "k.2"], "{names:?}");
+    hlatc_compiler::verifier::verify(&m).unwrap();
+}

@@ -97,6 +97,9 @@ fn an_in_place_rewrite_is_checked_by_inference() {
     // the same operand read twice.
     r.rewrite_in_place(s, &[pb, pb], Some(Shape::array(ElementType::Bf16, [2])))
         .unwrap();
+    // The edges are laid together, when committed.
+    assert_eq!(r.comp().operands(s), vec![p, q]);
+    r.commit_rewiring();
     assert_eq!(r.comp().operands(s), vec![pb, pb]);
     assert_eq!(r.comp().instr(s).name, "s");
     assert_eq!(
