@@ -4,7 +4,8 @@
 //!
 //! Every module hlatc accepts must be read, verified, printed and read back
 //! to the same text, and XLA must read hlatc's text and proto to the same
-//! program shape and instruction count as the original. Every module hlatc
+//! program shape, instruction count, scheduling and shardings as the
+//! original. Every module hlatc
 //! refuses must be in `tests/fixtures/conformance/refused.tsv` with the
 //! reason's category; a module that is refused for another reason, or no
 //! longer refused, fails the test until the list is blessed

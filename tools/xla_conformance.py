@@ -11,10 +11,11 @@ JSON line per module to stdout:
   {"name": NAME, "forms": {"orig": R, "text": R, "proto": R}}
 
 where each R is {"layout": <entry_computation_layout>, "instructions": N,
-"scheduled": <is_scheduled>} or
+"scheduled": <is_scheduled>, "shardings": [every `sharding={...}` as XLA
+prints it, in order]} or
 {"error": <XLA's message>}. hlatc's conformance test (tests/conformance.rs)
 checks that hlatc's two forms give XLA the same program shape, instruction
-count and scheduling as the original.
+count, scheduling and shardings as the original.
 """
 import glob
 import json
@@ -26,6 +27,27 @@ from jax._src.lib import xla_client as xc
 
 INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?[^\s=(){}]+\s*=\s*\S")
 LAYOUT_KEY = "entry_computation_layout={"
+SHARDING_KEY = "sharding={"
+
+
+def braced(text, start):
+    """The text of the braces that open just before `start`."""
+    i, depth = start, 1
+    while i < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    return text[start: i - 1]
+
+
+def shardings(text):
+    out = []
+    for line in text.splitlines():
+        if not INSTRUCTION.match(line):
+            continue
+        start = line.find(", " + SHARDING_KEY)
+        if start >= 0:
+            out.append(braced(line, start + 2 + len(SHARDING_KEY)))
+    return out
 
 
 def describe(module):
@@ -35,13 +57,14 @@ def describe(module):
     start = header.find(LAYOUT_KEY)
     if start >= 0:
         # The layout's own braces: other attributes may follow it.
-        i, depth = start + len(LAYOUT_KEY), 1
-        while i < len(header) and depth:
-            depth += {"{": 1, "}": -1}.get(header[i], 0)
-            i += 1
-        layout = header[start + len(LAYOUT_KEY): i - 1]
+        layout = braced(header, start + len(LAYOUT_KEY))
     count = sum(1 for line in text.splitlines() if INSTRUCTION.match(line))
-    return {"layout": layout, "instructions": count, "scheduled": "is_scheduled=true" in header}
+    return {
+        "layout": layout,
+        "instructions": count,
+        "scheduled": "is_scheduled=true" in header,
+        "shardings": shardings(text),
+    }
 
 
 def read(path, parse):

@@ -5,7 +5,7 @@ use crate::types::Shape;
 use std::collections::BTreeMap;
 
 /// XLA's `OpMetadata`, kept so that imported programs keep their provenance.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Metadata {
     pub op_type: String,
     pub op_name: String,
@@ -35,6 +35,8 @@ pub struct Instruction {
     /// Per-op annotations (`frontend_attributes={...}`), e.g. a rounding mode
     /// or a remat policy. Ordered so emission is deterministic.
     pub frontend_attributes: BTreeMap<String, String>,
+    /// How the value is split across devices (`sharding={...}`), as read.
+    pub sharding: Option<crate::sharding::Sharding>,
 }
 
 impl Instruction {
@@ -45,6 +47,7 @@ impl Instruction {
             op,
             metadata: Metadata::default(),
             frontend_attributes: BTreeMap::new(),
+            sharding: None,
         }
     }
 }

@@ -64,6 +64,7 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
             &instr.shape,
             &operands,
             &instr.frontend_attributes,
+            &instr.sharding,
         ));
         let Some(&head) = first.get(&key) else {
             first.insert(key, id);
@@ -75,6 +76,7 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
             f.op == instr.op
                 && f.shape == instr.shape
                 && f.frontend_attributes == instr.frontend_attributes
+                && f.sharding == instr.sharding
                 && theirs.len() == operands.len()
                 && theirs
                     .iter()

@@ -206,7 +206,7 @@ impl Rewriter<'_> {
         let mut values = HashMap::default();
         for id in self.comp.ids() {
             let i = self.comp.instr(id);
-            if i.op.is_pure() && i.frontend_attributes.is_empty() {
+            if i.op.is_pure() && i.frontend_attributes.is_empty() && i.sharding.is_none() {
                 values
                     .entry((i.op.clone(), self.comp.operands(id), i.shape.clone()))
                     .or_insert(id);

@@ -117,20 +117,14 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                 ..Default::default()
             };
             if !instr.metadata.is_empty() {
-                let md = &instr.metadata;
-                p.metadata = Some(Box::new(OpMetadata {
-                    op_type: md.op_type.clone(),
-                    op_name: md.op_name.clone(),
-                    source_file: md.source_file.clone(),
-                    source_line: md.source_line as i32,
-                    deduplicated_name: md.deduplicated_name.clone(),
-                    stack_frame_id: md.stack_frame_id,
-                    scheduling_name: md.scheduling_name.clone(),
-                    source_end_line: md.source_end_line as i32,
-                    source_column: md.source_column as i32,
-                    source_end_column: md.source_end_column as i32,
-                }));
+                p.metadata = Some(Box::new(super::sharding::metadata_to_proto(
+                    &instr.metadata,
+                )));
             }
+            p.sharding = instr
+                .sharding
+                .as_ref()
+                .map(|s| Box::new(super::sharding::to_proto(s)));
             fill_op_fields(&instr.op, &mut p);
             instructions.push(p);
         }

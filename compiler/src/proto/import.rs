@@ -3,7 +3,7 @@
 
 use super::messages::*;
 use crate::computation::{Computation, InstrId};
-use crate::instruction::{Instruction, Metadata};
+use crate::instruction::Instruction;
 use crate::literal::Literal;
 use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
@@ -304,19 +304,14 @@ fn computation_from_proto(
         let metadata = ip
             .metadata
             .as_ref()
-            .map(|m| Metadata {
-                op_type: m.op_type.clone(),
-                op_name: m.op_name.clone(),
-                source_file: m.source_file.clone(),
-                source_line: m.source_line as i64,
-                source_end_line: m.source_end_line as i64,
-                source_column: m.source_column as i64,
-                source_end_column: m.source_end_column as i64,
-                stack_frame_id: m.stack_frame_id,
-                scheduling_name: m.scheduling_name.clone(),
-                deduplicated_name: m.deduplicated_name.clone(),
-            })
+            .map(|m| super::sharding::metadata_from_proto(m))
             .unwrap_or_default();
+        let sharding = ip
+            .sharding
+            .as_ref()
+            .map(|s| super::sharding::from_proto(s))
+            .transpose()
+            .map_err(|m| err(here, format!("sharding: {m}")))?;
         let instr = Instruction {
             name: ip.name.clone(),
             shape,
@@ -327,6 +322,7 @@ fn computation_from_proto(
                 .as_ref()
                 .map(|f| f.map.clone())
                 .unwrap_or_default(),
+            sharding,
         };
         let id = comp.add(instr, &[]);
         if ids.insert(ip.id, id).is_some() {

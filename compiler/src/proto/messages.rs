@@ -128,6 +128,8 @@ pub struct HloInstructionProto {
     pub comparison_type: String,
     #[prost(int32, tag = "77")]
     pub custom_call_api_version: i32,
+    #[prost(message, optional, boxed, tag = "40")]
+    pub sharding: Option<Box<OpSharding>>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -186,6 +188,37 @@ pub struct LiteralProto {
     pub bf16s: Vec<u8>,
     #[prost(bytes = "vec", tag = "15")]
     pub s8s: Vec<u8>,
+}
+
+/// `xla.OpSharding` (xla_data.proto), without `named_sharding` (14).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OpSharding {
+    #[prost(int32, tag = "1")]
+    pub r#type: i32,
+    #[prost(message, optional, tag = "2")]
+    pub tile_shape: Option<ShapeProto>,
+    #[prost(int64, repeated, tag = "3")]
+    pub tile_assignment_dimensions: Vec<i64>,
+    #[prost(int64, repeated, tag = "4")]
+    pub tile_assignment_devices: Vec<i64>,
+    #[prost(message, repeated, tag = "5")]
+    pub tuple_shardings: Vec<OpSharding>,
+    #[prost(bool, tag = "6")]
+    pub replicate_on_last_tile_dim: bool,
+    #[prost(message, repeated, tag = "7")]
+    pub metadata: Vec<OpMetadata>,
+    #[prost(int32, repeated, tag = "8")]
+    pub last_tile_dims: Vec<i32>,
+    #[prost(int64, repeated, tag = "9")]
+    pub iota_reshape_dims: Vec<i64>,
+    #[prost(int32, repeated, tag = "10")]
+    pub iota_transpose_perm: Vec<i32>,
+    #[prost(bool, tag = "11")]
+    pub is_shard_group: bool,
+    #[prost(int64, tag = "12")]
+    pub shard_group_id: i64,
+    #[prost(int32, tag = "13")]
+    pub shard_group_type: i32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -6,6 +6,7 @@
 mod emit;
 mod import;
 pub mod messages;
+mod sharding;
 
 pub use emit::{encode_module, module_to_proto};
 pub use import::{decode_module, module_from_proto, ProtoError};

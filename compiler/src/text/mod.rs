@@ -5,6 +5,7 @@ mod escape;
 mod nesting;
 mod parser;
 mod printer;
+mod sharding;
 mod stack_frame_tables;
 
 pub use escape::{escape, unescape};

@@ -9,6 +9,7 @@ use crate::literal::{Literal, Scalar};
 use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
+use crate::sharding::Sharding;
 use crate::types::{ArrayShape, ElementType, Shape};
 use pest::iterators::Pair;
 use pest::Parser;
@@ -854,6 +855,10 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         None => BTreeMap::new(),
         Some((v, p)) => v.into_string_map(&p)?,
     };
+    let sharding = match attrs.take("sharding") {
+        None => None,
+        Some((_, p)) => Some(sharding(&p)?),
+    };
     attrs.finish()?;
     let instr = Instruction {
         name,
@@ -861,16 +866,22 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         op,
         metadata,
         frontend_attributes,
+        sharding,
     };
     Ok((instr, operands, is_root, at))
 }
 
-fn metadata(mut m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata, ParseError> {
-    let mut int = |key: &str| -> Result<i64, ParseError> {
+fn metadata(m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata, ParseError> {
+    metadata_fields(m).or_else(|message| err_at(at, message))
+}
+
+/// Metadata from its `key=value` fields, refusing a field it does not know.
+fn metadata_fields(mut m: BTreeMap<String, String>) -> Result<Metadata, String> {
+    let mut int = |key: &str| -> Result<i64, String> {
         match m.remove(key) {
             Some(s) => s
                 .parse()
-                .or_else(|_| err_at(at, format!("metadata {key} must be an integer, got {s}"))),
+                .map_err(|_| format!("metadata {key} must be an integer, got {s}")),
             None => Ok(0),
         }
     };
@@ -879,12 +890,8 @@ fn metadata(mut m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata
     let source_column = int("source_column")?;
     let source_end_column = int("source_end_column")?;
     let stack_frame_id = int("stack_frame_id")?;
-    let stack_frame_id = i32::try_from(stack_frame_id).or_else(|_| {
-        err_at(
-            at,
-            format!("metadata stack_frame_id {stack_frame_id} is out of range"),
-        )
-    })?;
+    let stack_frame_id = i32::try_from(stack_frame_id)
+        .map_err(|_| format!("metadata stack_frame_id {stack_frame_id} is out of range"))?;
     let md = Metadata {
         op_type: m.remove("op_type").unwrap_or_default(),
         op_name: m.remove("op_name").unwrap_or_default(),
@@ -898,9 +905,30 @@ fn metadata(mut m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata
         deduplicated_name: m.remove("deduplicated_name").unwrap_or_default(),
     };
     if let Some(key) = m.keys().next() {
-        return err_at(at, format!("unsupported metadata field '{key}'"));
+        return Err(format!("unsupported metadata field '{key}'"));
     }
     Ok(md)
+}
+
+/// The sharding of a `sharding=...` attribute, with an error pointing
+/// inside its text.
+fn sharding(attribute: &Pair<Rule>) -> Result<Sharding, ParseError> {
+    let value = attribute
+        .clone()
+        .into_inner()
+        .nth(1)
+        .expect("grammar: attribute value");
+    super::sharding::parse_sharding(value.as_str(), &metadata_fields).map_err(|e| {
+        let start = value.as_span().start() + e.offset;
+        let (line, column) = pest::Position::new(value.get_input(), start)
+            .unwrap_or_else(|| value.as_span().start_pos())
+            .line_col();
+        ParseError {
+            line,
+            column,
+            message: format!("sharding: {}", e.message),
+        }
+    })
 }
 
 fn parse_enum<T>(

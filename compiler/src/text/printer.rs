@@ -3,7 +3,7 @@
 
 use super::escape::escape;
 use crate::computation::{Computation, InstrId};
-use crate::instruction::Instruction;
+use crate::instruction::{Instruction, Metadata};
 use crate::module::Module;
 use crate::op::{Op, PadDim};
 use crate::types::write_joined;
@@ -301,49 +301,57 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
         | Op::Tuple
         | Op::OptBarrier => {}
     }
-    let md = &instr.metadata;
-    if !md.is_empty() {
-        let mut fields = Vec::new();
-        for (k, v) in [
-            ("op_type", &md.op_type),
-            ("op_name", &md.op_name),
-            ("source_file", &md.source_file),
-        ] {
-            if !v.is_empty() {
-                fields.push(format!("{k}=\"{}\"", escape(v)));
-            }
-        }
-        for (k, v) in [
-            ("source_line", md.source_line),
-            ("source_end_line", md.source_end_line),
-            ("source_column", md.source_column),
-            ("source_end_column", md.source_end_column),
-        ] {
-            if v != 0 {
-                fields.push(format!("{k}={v}"));
-            }
-        }
-        if !md.deduplicated_name.is_empty() {
-            fields.push(format!(
-                "deduplicated_name=\"{}\"",
-                escape(&md.deduplicated_name)
-            ));
-        }
-        if md.stack_frame_id != 0 {
-            fields.push(format!("stack_frame_id={}", md.stack_frame_id));
-        }
-        if !md.scheduling_name.is_empty() {
-            fields.push(format!(
-                "scheduling_name=\"{}\"",
-                escape(&md.scheduling_name)
-            ));
-        }
-        let _ = write!(out, ", metadata={{{}}}", fields.join(" "));
+    if let Some(s) = &instr.sharding {
+        out.push_str(", sharding=");
+        super::sharding::write_sharding(out, s, &metadata_fields);
+    }
+    if !instr.metadata.is_empty() {
+        let _ = write!(out, ", metadata={{{}}}", metadata_fields(&instr.metadata));
     }
     if !instr.frontend_attributes.is_empty() {
         out.push_str(", ");
         write_frontend_attributes(out, &instr.frontend_attributes);
     }
+}
+
+/// The `key=value` fields of metadata, space separated, as XLA prints them.
+fn metadata_fields(md: &Metadata) -> String {
+    let mut fields = Vec::new();
+    for (k, v) in [
+        ("op_type", &md.op_type),
+        ("op_name", &md.op_name),
+        ("source_file", &md.source_file),
+    ] {
+        if !v.is_empty() {
+            fields.push(format!("{k}=\"{}\"", escape(v)));
+        }
+    }
+    for (k, v) in [
+        ("source_line", md.source_line),
+        ("source_end_line", md.source_end_line),
+        ("source_column", md.source_column),
+        ("source_end_column", md.source_end_column),
+    ] {
+        if v != 0 {
+            fields.push(format!("{k}={v}"));
+        }
+    }
+    if !md.deduplicated_name.is_empty() {
+        fields.push(format!(
+            "deduplicated_name=\"{}\"",
+            escape(&md.deduplicated_name)
+        ));
+    }
+    if md.stack_frame_id != 0 {
+        fields.push(format!("stack_frame_id={}", md.stack_frame_id));
+    }
+    if !md.scheduling_name.is_empty() {
+        fields.push(format!(
+            "scheduling_name=\"{}\"",
+            escape(&md.scheduling_name)
+        ));
+    }
+    fields.join(" ")
 }
 
 fn write_padding(out: &mut String, config: &[PadDim]) {

@@ -1,0 +1,423 @@
+//! Reading and writing `sharding={...}`, XLA's sharding syntax:
+//!
+//! ```text
+//! {replicated}   {manual}   {unknown shard_as 1}   {maximal device=3}
+//! {devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}
+//! {devices=[2,2]<=[2,2]T(1,0) last_tile_dims={manual} metadata={op_name="a"}}
+//! {{replicated}, {devices=[2]0,1}}            (one per tuple leaf)
+//! ```
+//!
+//! Read by hand from the attribute's text: the HLO grammar takes it whole,
+//! so an error here points at the offending character inside it.
+
+use super::escape::unescape;
+use crate::instruction::Metadata;
+use crate::sharding::{
+    join, ShardGroup, Sharding, ShardingKind, SingleSharding, SubgroupKind, Subgroups, TileDevices,
+    TiledSharding,
+};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// A problem at a byte offset of the sharding's text.
+pub(crate) struct ShardingSyntaxError {
+    pub offset: usize,
+    pub message: String,
+}
+
+type Result<T> = std::result::Result<T, ShardingSyntaxError>;
+
+/// Reads a whole `{...}` sharding; `metadata` turns the fields of a
+/// `metadata={...}` into metadata (or says which field it refuses).
+pub(crate) fn parse_sharding(
+    text: &str,
+    metadata: &dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>,
+) -> Result<Sharding> {
+    let mut c = Cursor {
+        text,
+        pos: 0,
+        metadata,
+    };
+    c.expect("{")?;
+    c.skip_ws();
+    let sharding = if c.peek() == Some(b'{') || c.peek() == Some(b'}') {
+        let mut leaves = Vec::new();
+        while c.peek() == Some(b'{') {
+            c.pos += 1;
+            leaves.push(c.single()?);
+            c.expect("}")?;
+            c.skip_ws();
+            if c.peek() == Some(b',') {
+                c.pos += 1;
+                c.skip_ws();
+            } else {
+                break;
+            }
+        }
+        Sharding::Tuple(leaves)
+    } else {
+        Sharding::Single(c.single()?)
+    };
+    c.expect("}")?;
+    c.skip_ws();
+    if c.pos != text.len() {
+        return c.fail("unexpected text after the sharding");
+    }
+    sharding
+        .check()
+        .map_err(|message| ShardingSyntaxError { offset: 0, message })?;
+    Ok(sharding)
+}
+
+struct Cursor<'t> {
+    text: &'t str,
+    pos: usize,
+    metadata: &'t dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>,
+}
+
+impl Cursor<'_> {
+    fn fail<T>(&self, message: impl Into<String>) -> Result<T> {
+        Err(ShardingSyntaxError {
+            offset: self.pos,
+            message: message.into(),
+        })
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.pos).copied()
+    }
+
+    fn rest(&self) -> &str {
+        &self.text[self.pos..]
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
+            self.pos += 1;
+        }
+    }
+
+    fn eat(&mut self, s: &str) -> bool {
+        self.skip_ws();
+        if self.rest().starts_with(s) {
+            self.pos += s.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, s: &str) -> Result<()> {
+        if self.eat(s) {
+            Ok(())
+        } else {
+            let found: String = self.rest().chars().take(20).collect();
+            self.fail(format!("expected `{s}`, found `{found}`"))
+        }
+    }
+
+    fn word(&mut self) -> &str {
+        self.skip_ws();
+        let start = self.pos;
+        while self
+            .peek()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            self.pos += 1;
+        }
+        &self.text[start..self.pos]
+    }
+
+    fn int(&mut self) -> Result<i64> {
+        self.skip_ws();
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        match self.text[start..self.pos].parse() {
+            Ok(v) => Ok(v),
+            Err(_) => {
+                self.pos = start;
+                self.fail("expected an integer")
+            }
+        }
+    }
+
+    /// `a,b,c` (at least one).
+    fn ints(&mut self) -> Result<Vec<i64>> {
+        let mut v = vec![self.int()?];
+        while self.eat(",") {
+            v.push(self.int()?);
+        }
+        Ok(v)
+    }
+
+    /// `[a,b,c]`.
+    fn bracketed(&mut self, open: &str, close: &str) -> Result<Vec<i64>> {
+        self.expect(open)?;
+        let v = self.ints()?;
+        self.expect(close)?;
+        Ok(v)
+    }
+
+    /// The body of one `{...}` sharding, up to its closing brace.
+    fn single(&mut self) -> Result<SingleSharding> {
+        let mut kind: Option<ShardingKind> = None;
+        let mut maximal = false;
+        let mut device: Option<i64> = None;
+        let mut tiled: Option<(Vec<i64>, TileDevices)> = None;
+        let mut subgroups = Subgroups::None;
+        let mut metadata = Vec::new();
+        let mut shard_group = None;
+        loop {
+            self.skip_ws();
+            if matches!(self.peek(), Some(b'}') | None) {
+                break;
+            }
+            let at = self.pos;
+            let word = self.word().to_string();
+            let simple = match word.as_str() {
+                "replicated" => Some(ShardingKind::Replicated),
+                "manual" => Some(ShardingKind::Manual),
+                "unknown" => Some(ShardingKind::Unknown),
+                "unreduced" => Some(ShardingKind::Unreduced),
+                _ => None,
+            };
+            if let Some(k) = simple {
+                kind = Some(k);
+                continue;
+            }
+            match word.as_str() {
+                "maximal" => maximal = true,
+                "device" => {
+                    self.expect("=")?;
+                    device = Some(self.int()?);
+                }
+                "devices" => {
+                    self.expect("=")?;
+                    let dims = self.bracketed("[", "]")?;
+                    let devices = if self.eat("<=") {
+                        let reshape = self.bracketed("[", "]")?;
+                        let transpose = if self.rest().starts_with('T') {
+                            self.pos += 1;
+                            self.bracketed("(", ")")?
+                        } else {
+                            Vec::new()
+                        };
+                        TileDevices::Iota { reshape, transpose }
+                    } else {
+                        TileDevices::List(self.ints()?)
+                    };
+                    tiled = Some((dims, devices));
+                }
+                "last_tile_dim_replicate" => subgroups = Subgroups::ReplicateLast,
+                "last_tile_dims" => {
+                    self.expect("=")?;
+                    self.expect("{")?;
+                    let mut kinds = Vec::new();
+                    loop {
+                        let at = self.pos;
+                        let w = self.word().to_string();
+                        match SubgroupKind::from_name(&w) {
+                            Some(k) => kinds.push(k),
+                            None => {
+                                self.pos = at;
+                                self.skip_ws();
+                                return self.fail(format!(
+                                    "unknown subgroup kind '{w}' (expected replicated, manual or unreduced)"
+                                ));
+                            }
+                        }
+                        if !self.eat(",") {
+                            break;
+                        }
+                    }
+                    self.expect("}")?;
+                    subgroups = Subgroups::Kinds(kinds);
+                }
+                "metadata" => {
+                    self.expect("=")?;
+                    self.expect("{")?;
+                    self.skip_ws();
+                    if self.peek() == Some(b'{') {
+                        loop {
+                            self.expect("{")?;
+                            metadata.push(self.metadata_fields()?);
+                            self.expect("}")?;
+                            if !self.eat(",") {
+                                break;
+                            }
+                        }
+                    } else {
+                        metadata.push(self.metadata_fields()?);
+                    }
+                    self.expect("}")?;
+                }
+                "shard_as" | "shard_like" => {
+                    shard_group = Some(ShardGroup {
+                        id: self.int()?,
+                        like: word == "shard_like",
+                    });
+                }
+                "" => {
+                    self.pos = at;
+                    let found: String = self.rest().chars().take(20).collect();
+                    return self.fail(format!("expected a sharding keyword, found `{found}`"));
+                }
+                other => {
+                    self.pos = at;
+                    return self.fail(format!("unknown sharding keyword '{other}'"));
+                }
+            }
+        }
+        let kind = match (kind, maximal, device, tiled) {
+            (Some(k), false, None, None) => k,
+            (None, true, Some(device), None) => ShardingKind::Maximal { device },
+            (None, false, None, Some((dims, devices))) => ShardingKind::Tiled(TiledSharding {
+                dims,
+                devices,
+                subgroups: std::mem::replace(&mut subgroups, Subgroups::None),
+            }),
+            (None, true, None, _) => return self.fail("maximal sharding needs device=N"),
+            (None, false, None, None) => {
+                return self.fail(
+                    "empty sharding: expected replicated, manual, unknown, maximal or devices=",
+                )
+            }
+            _ => return self.fail("conflicting sharding kinds"),
+        };
+        if subgroups != Subgroups::None {
+            return self.fail("last_tile_dim_replicate and last_tile_dims need devices=");
+        }
+        Ok(SingleSharding {
+            kind,
+            metadata,
+            shard_group,
+        })
+    }
+
+    /// `op_name="a" source_line=3 ...` up to the closing brace.
+    fn metadata_fields(&mut self) -> Result<Metadata> {
+        let start = self.pos;
+        let mut fields = BTreeMap::new();
+        loop {
+            self.skip_ws();
+            if matches!(self.peek(), Some(b'}') | None) {
+                break;
+            }
+            let key = self.word().to_string();
+            if key.is_empty() {
+                return self.fail("expected a metadata field name");
+            }
+            self.expect("=")?;
+            self.skip_ws();
+            let value = if self.peek() == Some(b'"') {
+                let open = self.pos;
+                self.pos += 1;
+                while let Some(b) = self.peek() {
+                    match b {
+                        b'\\' => self.pos += 2,
+                        b'"' => break,
+                        _ => self.pos += 1,
+                    }
+                }
+                if self.peek() != Some(b'"') {
+                    self.pos = open;
+                    return self.fail("unterminated string");
+                }
+                let raw = &self.text[open + 1..self.pos];
+                self.pos += 1;
+                match unescape(raw) {
+                    Some(s) => s,
+                    None => {
+                        self.pos = open;
+                        return self.fail("malformed escape sequence in string");
+                    }
+                }
+            } else {
+                let v = self.int()?;
+                v.to_string()
+            };
+            fields.insert(key, value);
+            self.eat(",");
+        }
+        (self.metadata)(fields).map_err(|message| ShardingSyntaxError {
+            offset: start,
+            message,
+        })
+    }
+}
+
+/// `{...}` as XLA prints it; `metadata` writes one metadata's fields.
+pub(crate) fn write_sharding(
+    out: &mut String,
+    s: &Sharding,
+    metadata: &dyn Fn(&Metadata) -> String,
+) {
+    match s {
+        Sharding::Single(s) => write_single(out, s, metadata),
+        Sharding::Tuple(leaves) => {
+            out.push('{');
+            for (i, leaf) in leaves.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_single(out, leaf, metadata);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_single(out: &mut String, s: &SingleSharding, metadata: &dyn Fn(&Metadata) -> String) {
+    out.push('{');
+    match &s.kind {
+        ShardingKind::Replicated => out.push_str("replicated"),
+        ShardingKind::Manual => out.push_str("manual"),
+        ShardingKind::Unknown => out.push_str("unknown"),
+        ShardingKind::Unreduced => out.push_str("unreduced"),
+        ShardingKind::Maximal { device } => {
+            let _ = write!(out, "maximal device={device}");
+        }
+        ShardingKind::Tiled(t) => {
+            let _ = write!(out, "devices=[{}]", join(&t.dims));
+            match &t.devices {
+                TileDevices::List(d) => out.push_str(&join(d)),
+                TileDevices::Iota { reshape, transpose } => {
+                    let _ = write!(out, "<=[{}]", join(reshape));
+                    if !transpose.is_empty() {
+                        let _ = write!(out, "T({})", join(transpose));
+                    }
+                }
+            }
+            match &t.subgroups {
+                Subgroups::None => {}
+                Subgroups::ReplicateLast => out.push_str(" last_tile_dim_replicate"),
+                Subgroups::Kinds(k) => {
+                    let names: Vec<&str> = k.iter().map(|k| k.name()).collect();
+                    let _ = write!(out, " last_tile_dims={{{}}}", names.join(", "));
+                }
+            }
+        }
+    }
+    match s.metadata.as_slice() {
+        [] => {}
+        [one] => {
+            let _ = write!(out, " metadata={{{}}}", metadata(one));
+        }
+        many => {
+            let all: Vec<String> = many
+                .iter()
+                .map(|m| format!("{{{}}}", metadata(m)))
+                .collect();
+            let _ = write!(out, " metadata={{{}}}", all.join(", "));
+        }
+    }
+    if let Some(g) = s.shard_group {
+        let _ = write!(out, " {} {}", g.keyword(), g.id);
+    }
+    out.push('}');
+}
