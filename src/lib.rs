@@ -163,8 +163,7 @@ pub fn load_module_noted(path: &Path) -> Result<(Module, Vec<String>), Error> {
             "the file is empty; expected HLO text or a serialized HloModuleProto".into(),
         ));
     }
-    let mut notes = Vec::new();
-    let module = match Format::sniff(&bytes) {
+    let (module, notes) = match Format::sniff(&bytes) {
         Format::Text => {
             let s = std::str::from_utf8(&bytes).map_err(|e| {
                 let at = e.valid_up_to();
@@ -190,14 +189,12 @@ pub fn load_module_noted(path: &Path) -> Result<(Module, Vec<String>), Error> {
                     },
                 }
             })?;
-            let (m, n) = text::parse_module_noted(s).map_err(|source| Error::Parse {
+            text::parse_module_noted(s).map_err(|source| Error::Parse {
                 path: path.to_path_buf(),
                 source,
-            })?;
-            notes = n;
-            m
+            })?
         }
-        Format::Proto => proto::decode_module(&bytes).map_err(|source| Error::Proto {
+        Format::Proto => proto::decode_module_noted(&bytes).map_err(|source| Error::Proto {
             path: path.to_path_buf(),
             source,
         })?,

@@ -16,6 +16,9 @@ use std::collections::HashMap;
 pub enum ProtoError {
     #[error("not a valid HloModuleProto: {0}")]
     Decode(#[from] prost::DecodeError),
+    /// A field XLA writes that hlatc does not model, by its path.
+    #[error("{0}")]
+    Unmodeled(String),
     #[error("computation '{computation}'{}: {message}", instruction.as_ref().map(|i| format!(", instruction '{i}'")).unwrap_or_default())]
     Invalid {
         computation: String,
@@ -24,8 +27,35 @@ pub enum ProtoError {
     },
 }
 
+/// Reads a serialized `HloModuleProto`, or the module of an `xla.HloProto`
+/// (what `--xla_dump_hlo_as_proto` writes). A field hlatc does not model
+/// is refused by name.
 pub fn decode_module(bytes: &[u8]) -> Result<Module, ProtoError> {
-    module_from_proto(&HloModuleProto::decode(bytes)?)
+    decode_module_noted(bytes).map(|(m, _)| m)
+}
+
+/// [`decode_module`], with a note of what the bytes held besides the
+/// module: an `xla.HloProto`'s buffer assignment, which XLA derived from
+/// compiling the module and which is not part of the program.
+pub fn decode_module_noted(bytes: &[u8]) -> Result<(Module, Vec<String>), ProtoError> {
+    let mut notes = Vec::new();
+    let module_bytes = match super::wire::unwrap_hlo_proto(bytes) {
+        Some((module, has_assignment)) => {
+            notes.push(if has_assignment {
+                "an xla.HloProto: its module is read; its buffer_assignment (XLA's analysis of the compiled module) is not part of the program and is not kept".to_string()
+            } else {
+                "an xla.HloProto: its module is read".to_string()
+            });
+            module
+        }
+        None => bytes,
+    };
+    super::wire::check_modeled(module_bytes, &super::wire::HLO_MODULE)
+        .map_err(ProtoError::Unmodeled)?;
+    Ok((
+        module_from_proto(&HloModuleProto::decode(module_bytes)?)?,
+        notes,
+    ))
 }
 
 fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {

@@ -7,6 +7,7 @@ mod emit;
 mod import;
 pub mod messages;
 mod sharding;
+mod wire;
 
 pub use emit::{encode_module, module_to_proto};
-pub use import::{decode_module, module_from_proto, ProtoError};
+pub use import::{decode_module, decode_module_noted, module_from_proto, ProtoError};

@@ -1,0 +1,136 @@
+//! A proto field hlatc does not model is refused by its path and XLA's
+//! name, never skipped as protobuf would; an `xla.HloProto` wrapper (what
+//! `--xla_dump_hlo_as_proto` writes) is read as its module.
+
+use hlatc_compiler::{proto, text};
+
+const MODULE: &str =
+    "HloModule m\n\nENTRY e {\n  p = f32[2]{0} parameter(0)\n  ROOT n = f32[2]{0} negate(p)\n}\n";
+
+fn module_bytes() -> Vec<u8> {
+    proto::encode_module(&text::parse_module(MODULE).unwrap())
+}
+
+/// A length-delimited field: key, length, payload.
+fn message_field(number: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint((number << 3 | 2) as u64, &mut out);
+    varint(payload.len() as u64, &mut out);
+    out.extend_from_slice(payload);
+    out
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+#[test]
+fn an_unmodeled_module_field_is_refused_by_name() {
+    // HloModuleProto.is_dynamic (11) = true, appended (protobuf merges).
+    let mut bytes = module_bytes();
+    bytes.extend_from_slice(&[11 << 3, 1]);
+    let e = proto::decode_module(&bytes).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "HloModuleProto: field 11 (is_dynamic) of HloModuleProto is not modeled by hlatc"
+    );
+}
+
+#[test]
+fn a_control_dependency_deep_inside_is_refused_at_its_path() {
+    // A second computation whose first instruction has
+    // control_predecessor_ids (37) = [5].
+    let mut instruction = Vec::new();
+    varint(37 << 3, &mut instruction);
+    varint(5, &mut instruction);
+    let computation = message_field(2, &instruction);
+    let mut bytes = module_bytes();
+    bytes.extend(message_field(3, &computation));
+    let e = proto::decode_module(&bytes).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "HloModuleProto.computations[1].instructions[0]: field 37 (control_predecessor_ids) of HloInstructionProto is not modeled by hlatc"
+    );
+}
+
+#[test]
+fn a_layout_tile_in_a_shape_is_refused_by_name() {
+    let m = text::parse_module(MODULE).unwrap();
+    let mut p = proto::module_to_proto(&m);
+    // Tiles (LayoutProto field 6) written straight into the first shape's
+    // layout bytes: re-encode the module with the layout's bytes extended.
+    let shape = p.computations[0].instructions[0].shape.as_mut().unwrap();
+    let layout = shape.layout.take().unwrap();
+    let mut layout_bytes = prost::Message::encode_to_vec(&layout);
+    // A tile of dimensions [8]: Tile.dimensions (1) = [8].
+    layout_bytes.extend(message_field(6, &message_field(1, &[8])));
+    let mut shape_bytes = prost::Message::encode_to_vec(&*shape);
+    shape_bytes.extend(message_field(5, &layout_bytes));
+    let mut instr_bytes = Vec::new();
+    p.computations[0].instructions[0].shape = None;
+    prost::Message::encode(&p.computations[0].instructions[0], &mut instr_bytes).unwrap();
+    instr_bytes.extend(message_field(3, &shape_bytes));
+    let mut comp = p.computations[0].clone();
+    comp.instructions.clear();
+    let mut comp_bytes = prost::Message::encode_to_vec(&comp);
+    comp_bytes.extend(message_field(2, &instr_bytes));
+    p.computations.clear();
+    let mut bytes = prost::Message::encode_to_vec(&p);
+    bytes.extend(message_field(3, &comp_bytes));
+    let e = proto::decode_module(&bytes).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "HloModuleProto.computations[0].instructions[0].shape[0].layout[0]: field 6 (tiles) of LayoutProto is not modeled by hlatc"
+    );
+}
+
+#[test]
+fn an_hlo_proto_wrapper_is_read_as_its_module_with_a_note() {
+    let module = module_bytes();
+    let wrapped = message_field(1, &module);
+    let (m, notes) = proto::decode_module_noted(&wrapped).unwrap();
+    assert_eq!(
+        text::print_module(&m),
+        text::print_module(&text::parse_module(MODULE).unwrap())
+    );
+    assert_eq!(notes, ["an xla.HloProto: its module is read"]);
+
+    // With a buffer assignment (field 3), the note says it is not kept.
+    let mut with_assignment = wrapped.clone();
+    with_assignment.extend(message_field(3, &[]));
+    let (_, notes) = proto::decode_module_noted(&with_assignment).unwrap();
+    assert!(notes[0].contains("buffer_assignment"), "{notes:?}");
+
+    // A bare module is not taken for a wrapper.
+    let (_, notes) = proto::decode_module_noted(&module).unwrap();
+    assert!(notes.is_empty());
+}
+
+#[test]
+fn a_field_xla_writes_at_its_default_is_accepted_only_at_that_default() {
+    // feature_group_count (50): XLA writes 1 on every instruction.
+    let with = |value: u64| {
+        let mut instruction = Vec::new();
+        varint(50 << 3, &mut instruction);
+        varint(value, &mut instruction);
+        let mut bytes = module_bytes();
+        bytes.extend(message_field(3, &message_field(2, &instruction)));
+        proto::decode_module(&bytes).unwrap_err().to_string()
+    };
+    assert!(!with(1).contains("feature_group_count"), "{}", with(1));
+    assert!(
+        with(2).ends_with(
+            "field 50 (feature_group_count) of HloInstructionProto is not modeled by hlatc"
+        ),
+        "{}",
+        with(2)
+    );
+}
