@@ -182,9 +182,10 @@ impl Literal {
         match self.ty() {
             ElementType::Pred => Scalar::Bool(b[0] != 0),
             ElementType::S8 => Scalar::Int(b[0] as i8 as i64),
+            ElementType::S16 => Scalar::Int(i16::from_le_bytes([b[0], b[1]]) as i64),
             ElementType::S32 => Scalar::Int(i32::from_le_bytes(b.try_into().unwrap()) as i64),
             ElementType::S64 => Scalar::Int(i64::from_le_bytes(buf)),
-            ElementType::U8 | ElementType::U32 | ElementType::U64 => {
+            ElementType::U8 | ElementType::U16 | ElementType::U32 | ElementType::U64 => {
                 Scalar::UInt(u64::from_le_bytes(buf))
             }
             ElementType::F16 => Scalar::Float(f16::from_le_bytes([b[0], b[1]]).to_f64()),

@@ -7,9 +7,11 @@ use std::fmt;
 pub enum ElementType {
     Pred,
     S8,
+    S16,
     S32,
     S64,
     U8,
+    U16,
     U32,
     U64,
     F16,
@@ -19,12 +21,14 @@ pub enum ElementType {
 }
 
 impl ElementType {
-    pub const ALL: [ElementType; 11] = [
+    pub const ALL: [ElementType; 13] = [
         ElementType::Pred,
         ElementType::S8,
+        ElementType::S16,
         ElementType::S32,
         ElementType::S64,
         ElementType::U8,
+        ElementType::U16,
         ElementType::U32,
         ElementType::U64,
         ElementType::F16,
@@ -38,9 +42,11 @@ impl ElementType {
         match self {
             ElementType::Pred => "pred",
             ElementType::S8 => "s8",
+            ElementType::S16 => "s16",
             ElementType::S32 => "s32",
             ElementType::S64 => "s64",
             ElementType::U8 => "u8",
+            ElementType::U16 => "u16",
             ElementType::U32 => "u32",
             ElementType::U64 => "u64",
             ElementType::F16 => "f16",
@@ -59,9 +65,11 @@ impl ElementType {
         match self {
             ElementType::Pred => 1,
             ElementType::S8 => 2,
+            ElementType::S16 => 3,
             ElementType::S32 => 4,
             ElementType::S64 => 5,
             ElementType::U8 => 6,
+            ElementType::U16 => 7,
             ElementType::U32 => 8,
             ElementType::U64 => 9,
             ElementType::F16 => 10,
@@ -80,9 +88,11 @@ impl ElementType {
         Some(match self {
             ElementType::Pred => (0, 1),
             ElementType::S8 => (i8::MIN.into(), i8::MAX.into()),
+            ElementType::S16 => (i16::MIN.into(), i16::MAX.into()),
             ElementType::S32 => (i32::MIN.into(), i32::MAX.into()),
             ElementType::S64 => (i64::MIN.into(), i64::MAX.into()),
             ElementType::U8 => (0, u8::MAX.into()),
+            ElementType::U16 => (0, u16::MAX.into()),
             ElementType::U32 => (0, u32::MAX.into()),
             ElementType::U64 => (0, u64::MAX.into()),
             _ => return None,
@@ -92,7 +102,7 @@ impl ElementType {
     pub fn byte_size(self) -> usize {
         match self {
             ElementType::Pred | ElementType::S8 | ElementType::U8 => 1,
-            ElementType::F16 | ElementType::Bf16 => 2,
+            ElementType::F16 | ElementType::Bf16 | ElementType::S16 | ElementType::U16 => 2,
             ElementType::S32 | ElementType::U32 | ElementType::F32 => 4,
             ElementType::S64 | ElementType::U64 | ElementType::F64 => 8,
         }
@@ -106,11 +116,17 @@ impl ElementType {
     }
 
     pub fn is_signed_int(self) -> bool {
-        matches!(self, ElementType::S8 | ElementType::S32 | ElementType::S64)
+        matches!(
+            self,
+            ElementType::S8 | ElementType::S16 | ElementType::S32 | ElementType::S64
+        )
     }
 
     pub fn is_unsigned_int(self) -> bool {
-        matches!(self, ElementType::U8 | ElementType::U32 | ElementType::U64)
+        matches!(
+            self,
+            ElementType::U8 | ElementType::U16 | ElementType::U32 | ElementType::U64
+        )
     }
 
     pub fn is_integer(self) -> bool {

@@ -56,7 +56,7 @@ fn semantic_errors_point_at_the_token() {
         ),
         (
             entry("  ROOT x = c64[2] parameter(0)"),
-            "4:12: unsupported element type 'c64' (supported: pred, s8, s32",
+            "4:12: unsupported element type 'c64' (supported: pred, s8, s16, s32",
         ),
         (
             entry("  x = f32[] parameter(0)\n  ROOT y = f32[2] broadcast(x)"),

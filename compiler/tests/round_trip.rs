@@ -155,3 +155,27 @@ fn literals_keep_every_bit() {
         text::print_module(&m)
     );
 }
+
+#[test]
+fn sixteen_bit_integers_round_trip_at_their_limits_and_refuse_beyond() {
+    let src = "HloModule m, entry_computation_layout={()->(s16[3]{0}, u16[3]{0})}\n\nENTRY e {\n  a = s16[3]{0} constant({-32768, 7, 32767})\n  b = u16[3]{0} constant({0, 1, 65535})\n  ROOT t = (s16[3]{0}, u16[3]{0}) tuple(a, b)\n}\n";
+    let m = hlatc_compiler::text::parse_module(src).unwrap();
+    assert_eq!(hlatc_compiler::text::print_module(&m), src);
+    let back =
+        hlatc_compiler::proto::decode_module(&hlatc_compiler::proto::encode_module(&m)).unwrap();
+    assert_eq!(hlatc_compiler::text::print_module(&back), src);
+    for (ty, v) in [
+        ("s16", "32768"),
+        ("s16", "-32769"),
+        ("u16", "65536"),
+        ("u16", "-1"),
+    ] {
+        let bad = format!("HloModule m\nENTRY e {{\n  ROOT a = {ty}[1] constant({{{v}}})\n}}\n");
+        let e = hlatc_compiler::text::parse_module(&bad).unwrap_err();
+        assert_eq!(
+            e.message,
+            format!("value {v} is not representable as {ty}"),
+            "{e}"
+        );
+    }
+}

@@ -23,9 +23,11 @@ fn to_dtype(t: ElementType) -> Dtype {
     match t {
         ElementType::Pred => Dtype::BOOL,
         ElementType::S8 => Dtype::I8,
+        ElementType::S16 => Dtype::I16,
         ElementType::S32 => Dtype::I32,
         ElementType::S64 => Dtype::I64,
         ElementType::U8 => Dtype::U8,
+        ElementType::U16 => Dtype::U16,
         ElementType::U32 => Dtype::U32,
         ElementType::U64 => Dtype::U64,
         ElementType::F16 => Dtype::F16,

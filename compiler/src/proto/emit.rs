@@ -55,6 +55,8 @@ fn literal_to_proto(lit: &Literal) -> LiteralProto {
         ElementType::F64 => p.f64s = words(b).map(f64::from_le_bytes).collect(),
         ElementType::F16 => p.f16s = b.to_vec(),
         ElementType::Bf16 => p.bf16s = b.to_vec(),
+        ElementType::S16 => p.s16s = b.to_vec(),
+        ElementType::U16 => p.u16s = b.to_vec(),
     }
     p
 }

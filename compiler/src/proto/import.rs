@@ -114,6 +114,8 @@ fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String
         ElementType::F64 => p.f64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
         ElementType::F16 => p.f16s.clone(),
         ElementType::Bf16 => p.bf16s.clone(),
+        ElementType::S16 => p.s16s.clone(),
+        ElementType::U16 => p.u16s.clone(),
     };
     if bytes.len() != n * a.ty.byte_size() {
         return Err(format!(

@@ -188,6 +188,11 @@ pub struct LiteralProto {
     pub bf16s: Vec<u8>,
     #[prost(bytes = "vec", tag = "15")]
     pub s8s: Vec<u8>,
+    /// Little-endian, as `f16s`.
+    #[prost(bytes = "vec", tag = "16")]
+    pub u16s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "17")]
+    pub s16s: Vec<u8>,
 }
 
 /// `xla.OpSharding` (xla_data.proto), without `named_sharding` (14).

@@ -530,9 +530,11 @@ fn buffer_type(t: ElementType) -> i32 {
     match t {
         ElementType::Pred => 1,
         ElementType::S8 => 2,
+        ElementType::S16 => 3,
         ElementType::S32 => 4,
         ElementType::S64 => 5,
         ElementType::U8 => 6,
+        ElementType::U16 => 7,
         ElementType::U32 => 8,
         ElementType::U64 => 9,
         ElementType::F16 => 10,

@@ -13,7 +13,7 @@ use hlatc_compiler::{
 };
 use hlatc_runtime::inputs::SplitMix64;
 
-const TYPES: [ElementType; 11] = ElementType::ALL;
+const TYPES: [ElementType; ElementType::ALL.len()] = ElementType::ALL;
 
 pub struct ModuleGen {
     rng: SplitMix64,
