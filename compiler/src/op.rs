@@ -303,6 +303,9 @@ pub enum Op {
     Clamp,
     Convert,
     BitcastConvert,
+    /// `bitcast`: the operand's bytes read as the declared shape (which may
+    /// differ in dimensions, layout or element type, not in byte size).
+    Bitcast,
     Broadcast {
         dimensions: Vec<i64>,
     },
@@ -497,6 +500,7 @@ impl Op {
             Op::Clamp => "clamp",
             Op::Convert => "convert",
             Op::BitcastConvert => "bitcast-convert",
+            Op::Bitcast => "bitcast",
             Op::Broadcast { .. } => "broadcast",
             Op::Reshape => "reshape",
             Op::Transpose { .. } => "transpose",

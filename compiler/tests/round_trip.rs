@@ -179,3 +179,26 @@ fn sixteen_bit_integers_round_trip_at_their_limits_and_refuse_beyond() {
         );
     }
 }
+
+#[test]
+fn bitcast_keeps_its_declared_shape_and_refuses_a_new_byte_size() {
+    let src = "HloModule m, entry_computation_layout={(f32[2,3]{1,0})->(f32[6]{0}, f32[3,2]{0,1}, u32[6]{0})}\n\nENTRY e {\n  p = f32[2,3]{1,0} parameter(0)\n  a = f32[6]{0} bitcast(p)\n  b = f32[3,2]{0,1} bitcast(p)\n  c = u32[6]{0} bitcast(a)\n  ROOT t = (f32[6]{0}, f32[3,2]{0,1}, u32[6]{0}) tuple(a, b, c)\n}\n";
+    let m = hlatc_compiler::text::parse_module(src).unwrap();
+    hlatc_compiler::verify(&m).unwrap();
+    assert_eq!(hlatc_compiler::text::print_module(&m), src);
+    let back =
+        hlatc_compiler::proto::decode_module(&hlatc_compiler::proto::encode_module(&m)).unwrap();
+    assert_eq!(hlatc_compiler::text::print_module(&back), src);
+    let bad = src.replace("a = f32[6]{0} bitcast(p)", "a = f32[7]{0} bitcast(p)");
+    let e = hlatc_compiler::text::parse_module(&bad)
+        .map(|m| hlatc_compiler::verify(&m))
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with(
+            "bitcast from f32[2,3]{1,0} (24 bytes) to f32[7]{0} (28 bytes) changes the byte size"
+        ),
+        "{e}"
+    );
+}

@@ -322,6 +322,7 @@ pub fn vjp(
         Op::Tuple | Op::GetTupleElement { .. } | Op::OptBarrier => {
             return not_differentiable(b, n, "tuples are not differentiated")
         }
+        Op::Bitcast => return not_differentiable(b, n, "bitcast reinterprets bytes by layout"),
         Op::Call { .. } => {
             return not_differentiable(b, n, "calls are not differentiated; inline the callee")
         }

@@ -323,6 +323,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::Clamp
         | Op::Convert
         | Op::BitcastConvert
+        | Op::Bitcast
         | Op::Reshape
         | Op::DynamicUpdateSlice
         | Op::Tuple

@@ -432,6 +432,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "clamp" => Op::Clamp,
         "convert" => Op::Convert,
         "bitcast-convert" => Op::BitcastConvert,
+        "bitcast" => Op::Bitcast,
         "broadcast" => Op::Broadcast {
             dimensions: p.dimensions.clone(),
         },

@@ -223,6 +223,23 @@ pub fn infer_shape(
             }
             Ok(arr(d.ty, a.dims.clone()))
         }
+        Op::Bitcast => {
+            arity(operands, 1)?;
+            let a = array(operands, 0)?;
+            let d = declared_array(declared)?;
+            let bytes = |s: &ArrayShape| s.element_count().saturating_mul(s.ty.byte_size() as i64);
+            if bytes(a) != bytes(d) {
+                return invalid(format!(
+                    "bitcast from {a} ({} bytes) to {d} ({} bytes) changes the byte size",
+                    bytes(a),
+                    bytes(d)
+                ));
+            }
+            if (a.ty == ElementType::Pred) != (d.ty == ElementType::Pred) {
+                return invalid("bitcast between pred and another type");
+            }
+            Ok(Shape::Array(d.clone()))
+        }
         Op::BitcastConvert => {
             arity(operands, 1)?;
             let a = array(operands, 0)?;

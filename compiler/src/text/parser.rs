@@ -984,6 +984,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         "clamp" => Op::Clamp,
         "convert" => Op::Convert,
         "bitcast-convert" => Op::BitcastConvert,
+        "bitcast" => Op::Bitcast,
         "broadcast" => Op::Broadcast {
             dimensions: a.ints("dimensions")?,
         },

@@ -296,6 +296,7 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
         | Op::Clamp
         | Op::Convert
         | Op::BitcastConvert
+        | Op::Bitcast
         | Op::Reshape
         | Op::DynamicUpdateSlice
         | Op::Tuple
