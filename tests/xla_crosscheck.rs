@@ -82,6 +82,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
             // XLA's config flags have no field in HloModuleProto: XLA's own
             // proto of our text lacks them, as its proto dumps do.
             back.allow_spmd_sharding_propagation = m.allow_spmd_sharding_propagation.clone();
+            back.devices = m.devices;
             // XLA renumbers stack-frame tables as it reads them: compare
             // what each instruction's frame means, then the rest.
             let (mut ours, theirs) = (m.clone(), &mut back);

@@ -68,6 +68,33 @@ pub struct Module {
     /// text. They belong to XLA's module config, not to `HloModuleProto`,
     /// so a proto carries them no more than XLA's own proto dumps do.
     pub allow_spmd_sharding_propagation: SpmdPropagation,
+    /// XLA's `replica_count` and `num_partitions`, kept through text (also
+    /// module config: a proto has no field for them).
+    pub devices: DeviceCounts,
+}
+
+/// How many copies of the program run side by side (`replica_count`) and
+/// into how many SPMD partitions it is split (`num_partitions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCounts {
+    pub replica_count: i64,
+    pub num_partitions: i64,
+}
+
+impl Default for DeviceCounts {
+    fn default() -> Self {
+        DeviceCounts {
+            replica_count: 1,
+            num_partitions: 1,
+        }
+    }
+}
+
+impl DeviceCounts {
+    /// One replica, one partition: what runs on a single device.
+    pub fn is_single(self) -> bool {
+        self == DeviceCounts::default()
+    }
 }
 
 /// Where XLA's SPMD partitioner may change shardings, per parameter and
@@ -154,6 +181,7 @@ impl Module {
             entry_layout: None,
             stack_frames: Default::default(),
             allow_spmd_sharding_propagation: Default::default(),
+            devices: DeviceCounts::default(),
         }
     }
 

@@ -63,17 +63,34 @@ fn a_schedule_must_put_operands_first() {
 }
 
 #[test]
-fn multi_device_header_settings_are_refused_by_name_and_spmd_flags_kept() {
-    for (attr, line_col) in [("replica_count=2", (1, 14)), ("num_partitions=8", (1, 14))] {
-        let src = SCHEDULED.replace("is_scheduled=true", attr);
-        let e = text::parse_module(&src).unwrap_err();
-        let key = attr.split('=').next().unwrap();
-        assert_eq!((e.line, e.column), line_col, "{attr}");
-        assert!(
-            e.message.contains(&format!("module attribute '{key}'"))
-                && e.message.contains("would be lost"),
-            "{attr}: {}",
-            e.message
+fn device_counts_and_spmd_flags_are_kept() {
+    let src = SCHEDULED.replace("is_scheduled=true", "replica_count=2, num_partitions=8");
+    let m = text::parse_module(&src).unwrap();
+    assert_eq!((m.devices.replica_count, m.devices.num_partitions), (2, 8));
+    let printed = text::print_module(&m);
+    assert!(
+        printed.starts_with("HloModule s, entry_computation_layout={(f32[2]{0})->f32[2]{0}}, replica_count=2, num_partitions=8\n"),
+        "{printed}"
+    );
+    assert_eq!(
+        text::print_module(&text::parse_module(&printed).unwrap()),
+        printed
+    );
+    for (attr, want) in [
+        (
+            "replica_count=0",
+            "module attribute 'replica_count' must be a positive integer, got 0",
+        ),
+        (
+            "num_partitions=two",
+            "module attribute 'num_partitions' must be a positive integer, got a word",
+        ),
+    ] {
+        let e = text::parse_module(&SCHEDULED.replace("is_scheduled=true", attr)).unwrap_err();
+        assert_eq!(
+            (e.line, e.column, e.message.as_str()),
+            (1, 14, want),
+            "{attr}"
         );
     }
     // JAX's SPMD propagation flags are kept through text.

@@ -47,6 +47,12 @@ pub enum RuntimeError {
         instruction: Option<String>,
         message: String,
     },
+    #[error("module '{module}' is for {replica_count} replica(s) x {num_partitions} partition(s); the XLA CPU runtime runs single-device modules")]
+    MultiDevice {
+        module: String,
+        replica_count: i64,
+        num_partitions: i64,
+    },
     #[error("the module returns {0}; only arrays and flat tuples of arrays can be read back")]
     UnsupportedResult(String),
     #[error("the module takes {expected} parameter(s), {got} input(s) were given")]
@@ -104,6 +110,13 @@ impl Runtime {
     /// plugin abort instead of returning an error is checked here first.
     pub fn compile(&self, module: &Module) -> Result<Program, RuntimeError> {
         verify(module)?;
+        if !module.devices.is_single() {
+            return Err(RuntimeError::MultiDevice {
+                module: module.name.clone(),
+                replica_count: module.devices.replica_count,
+                num_partitions: module.devices.num_partitions,
+            });
+        }
         let result = module
             .entry_result_shape()
             .expect("a verified module has a root");

@@ -76,3 +76,17 @@ fn a_missing_plugin_says_how_to_fetch_it() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_multi_device_module_is_refused_before_the_plugin() {
+    let m = text::parse_module(
+        "HloModule m, num_partitions=4\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+    )
+    .unwrap();
+    let e = runtime().compile(&m).err().expect("compile must fail");
+    assert!(matches!(e, RuntimeError::MultiDevice { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs single-device modules"
+    );
+}

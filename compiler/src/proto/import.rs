@@ -239,6 +239,7 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
         is_scheduled,
         entry_layout: None,
         allow_spmd_sharding_propagation: Default::default(),
+        devices: Default::default(),
         stack_frames: p
             .stack_frame_index
             .as_ref()

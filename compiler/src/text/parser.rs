@@ -193,6 +193,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
     let mut entry_layout = None;
     let mut is_scheduled = None;
     let mut spmd = crate::module::SpmdPropagation::default();
+    let mut devices = crate::module::DeviceCounts::default();
     let mut computations = Vec::new();
     let mut entry = None;
     for p in inner {
@@ -232,22 +233,14 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                     // else would be lost, so it is refused by name.
                     "is_scheduled" if value.is_word("false") => {}
                     "is_scheduled" if value.is_word("true") => is_scheduled = Some(pair),
-                    "replica_count" | "num_partitions" if value.is_word("1") => {}
                     "allow_spmd_sharding_propagation_to_output" => {
                         spmd.to_output = bools(value, &pair)?
                     }
                     "allow_spmd_sharding_propagation_to_parameters" => {
                         spmd.to_parameters = bools(value, &pair)?
                     }
-                    "replica_count" | "num_partitions" => {
-                        return err_at(
-                            &pair,
-                            format!(
-                                "module attribute '{key}': multi-device (replicated or SPMD) \
-                                 modules are not modeled yet, and the setting would be lost"
-                            ),
-                        )
-                    }
+                    "replica_count" => devices.replica_count = device_count(&key, &value, &pair)?,
+                    "num_partitions" => devices.num_partitions = device_count(&key, &value, &pair)?,
                     // The dedicated rule did not read it: its shapes use
                     // syntax hlatc does not read yet.
                     "entry_computation_layout" => {
@@ -289,6 +282,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
         entry_layout: None,
         stack_frames,
         allow_spmd_sharding_propagation: spmd,
+        devices,
     };
     if let Some(at) = is_scheduled {
         check_schedule(&m, &at)?;
@@ -929,6 +923,26 @@ fn sharding(attribute: &Pair<Rule>) -> Result<Sharding, ParseError> {
             message: format!("sharding: {}", e.message),
         }
     })
+}
+
+/// `replica_count=N` / `num_partitions=N`: a positive count.
+fn device_count(key: &str, value: &Value, at: &Pair<Rule>) -> Result<i64, ParseError> {
+    match value {
+        Value::Number(n) => match n.parse::<i64>() {
+            Ok(v) if v >= 1 => Ok(v),
+            _ => err_at(
+                at,
+                format!("module attribute '{key}' must be a positive integer, got {n}"),
+            ),
+        },
+        other => err_at(
+            at,
+            format!(
+                "module attribute '{key}' must be a positive integer, got {}",
+                other.kind()
+            ),
+        ),
+    }
 }
 
 fn parse_enum<T>(

@@ -64,6 +64,12 @@ pub fn print_module(m: &Module) -> String {
         }
         out.push('}');
     }
+    if m.devices.replica_count != 1 {
+        let _ = write!(out, ", replica_count={}", m.devices.replica_count);
+    }
+    if m.devices.num_partitions != 1 {
+        let _ = write!(out, ", num_partitions={}", m.devices.num_partitions);
+    }
     let spmd = &m.allow_spmd_sharding_propagation;
     for (key, values) in [
         (
