@@ -202,3 +202,31 @@ fn bitcast_keeps_its_declared_shape_and_refuses_a_new_byte_size() {
         "{e}"
     );
 }
+
+#[test]
+fn an_instruction_without_a_result_shape_gets_the_one_xla_infers() {
+    let src = "HloModule m\nENTRY e {\n  p = f32[5,4]{0,1} parameter(0)\n  s = sqrt(p)\n  t = transpose(s), dimensions={1,0}\n  ROOT c = f16[4,5] convert(t)\n}\n";
+    let m = hlatc_compiler::text::parse_module(src).unwrap();
+    let e = m.entry();
+    let shape = |n: &str| e.instr(e.find(n).unwrap()).shape.to_string();
+    // Elementwise: the operand's layout; transpose: the operand's permuted,
+    // as XLA's parser gives them.
+    assert_eq!(shape("s"), "f32[5,4]{0,1}");
+    assert_eq!(shape("t"), "f32[4,5]{1,0}");
+    for (line, want) in [
+        (
+            "  x = convert(p)",
+            "4:3: 'x' has no result shape and convert cannot infer one",
+        ),
+        (
+            "  x = parameter(1)",
+            "4:7: a parameter or constant needs its result shape written",
+        ),
+    ] {
+        let bad = src.replace("  s = sqrt(p)", &format!("{line}\n  s = sqrt(p)"));
+        let err = hlatc_compiler::text::parse_module(&bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with(want), "{err}");
+    }
+}

@@ -257,7 +257,14 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                 }
             }
             Rule::computation => {
-                let (c, is_entry) = computation(p.clone())?;
+                // Callees come before their callers, as XLA prints them.
+                let callees = |n: &str| {
+                    computations
+                        .iter()
+                        .find(|c: &&Computation| c.name == n)
+                        .and_then(Computation::signature)
+                };
+                let (c, is_entry) = computation(p.clone(), &callees)?;
                 if is_entry {
                     if entry.is_some() {
                         return err_at(&p, "a second ENTRY computation");
@@ -710,9 +717,14 @@ impl<'i> Attrs<'i> {
 struct PendingInstr<'i> {
     id: InstrId,
     operands: Vec<Pair<'i, Rule>>,
+    /// Written without a result shape: inferred once its operands are.
+    unshaped: Option<Pair<'i, Rule>>,
 }
 
-fn computation(p: Pair<Rule>) -> Result<(Computation, bool), ParseError> {
+fn computation(
+    p: Pair<Rule>,
+    callees: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
+) -> Result<(Computation, bool), ParseError> {
     let mut it = p.into_inner().peekable();
     let is_entry = it.peek().is_some_and(|q| q.as_rule() == Rule::entry_kw);
     if is_entry {
@@ -728,7 +740,7 @@ fn computation(p: Pair<Rule>) -> Result<(Computation, bool), ParseError> {
         match q.as_rule() {
             Rule::signature => {}
             Rule::instruction => {
-                let (instr, operands, is_root, at) = instruction(q)?;
+                let (instr, operands, is_root, at, unshaped) = instruction(q)?;
                 let name = instr.name.clone();
                 let id = comp.add(instr, &[]);
                 if by_name.insert(name.clone(), id).is_some() {
@@ -741,14 +753,24 @@ fn computation(p: Pair<Rule>) -> Result<(Computation, bool), ParseError> {
                     root = Some(id);
                 }
                 last = Some(id);
-                pending.push(PendingInstr { id, operands });
+                pending.push(PendingInstr {
+                    id,
+                    operands,
+                    unshaped: unshaped.then(|| at.clone()),
+                });
             }
             r => unreachable!("grammar: unexpected {r:?} in computation"),
         }
     }
     // Operands may name instructions defined further down, as in XLA.
     let mut edges = Vec::new();
-    for PendingInstr { id, operands } in pending {
+    let mut unshaped = Vec::new();
+    for PendingInstr {
+        id,
+        operands,
+        unshaped: without_shape,
+    } in pending
+    {
         let mut ids = Vec::with_capacity(operands.len());
         for o in operands {
             let name_pair = o
@@ -770,11 +792,15 @@ fn computation(p: Pair<Rule>) -> Result<(Computation, bool), ParseError> {
                 }
             }
         }
+        if let Some(at) = without_shape {
+            unshaped.push((id, ids.clone(), at));
+        }
         edges.push((id, ids));
     }
     for (id, ops) in edges {
         comp.connect_operands(id, &ops);
     }
+    infer_unwritten_shapes(&mut comp, unshaped, callees)?;
     match root.or(last) {
         Some(r) => comp.set_root(r),
         None => {
@@ -787,7 +813,95 @@ fn computation(p: Pair<Rule>) -> Result<(Computation, bool), ParseError> {
     Ok((comp, is_entry))
 }
 
-type ParsedInstruction<'i> = (Instruction, Vec<Pair<'i, Rule>>, bool, Pair<'i, Rule>);
+/// Gives each instruction written without a result shape the one its op
+/// infers from its operands, operands first (they may be unwritten too).
+fn infer_unwritten_shapes(
+    comp: &mut Computation,
+    mut todo: Vec<(InstrId, Vec<InstrId>, Pair<Rule>)>,
+    callees: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
+) -> Result<(), ParseError> {
+    let mut unknown: std::collections::HashSet<InstrId> = todo.iter().map(|t| t.0).collect();
+    while !todo.is_empty() {
+        let before = todo.len();
+        let mut waiting = Vec::new();
+        for (id, operands, at) in todo {
+            if operands.iter().any(|o| unknown.contains(o)) {
+                waiting.push((id, operands, at));
+                continue;
+            }
+            let shapes: Vec<&Shape> = operands.iter().map(|&o| &comp.instr(o).shape).collect();
+            let instr = comp.instr(id);
+            let shape = crate::shape_inference::infer_shape(&instr.op, &shapes, None, callees)
+                .or_else(|e| {
+                    err_at(
+                        &at,
+                        format!(
+                            "'{}' has no result shape and {} cannot infer one: {e}",
+                            instr.name,
+                            instr.op.opcode()
+                        ),
+                    )
+                })?;
+            let shape = with_inferred_layout(shape, &instr.op, &shapes);
+            comp.instr_mut(id).shape = shape;
+            unknown.remove(&id);
+        }
+        if waiting.len() == before {
+            let at = &waiting[0].2;
+            return err_at(
+                at,
+                format!(
+                    "'{}' has no result shape and its operands' shapes depend on it",
+                    comp.instr(waiting[0].0).name
+                ),
+            );
+        }
+        todo = waiting;
+    }
+    Ok(())
+}
+
+/// The layout XLA's parser gives an inferred shape: an elementwise op's
+/// is its first operand's, a transpose's is its operand's permuted (so the
+/// transpose moves no bytes), any other op's the default.
+fn with_inferred_layout(mut shape: Shape, op: &Op, operands: &[&Shape]) -> Shape {
+    let Shape::Array(out) = &mut shape else {
+        return shape;
+    };
+    let first = operands.first().and_then(|s| s.as_array());
+    let elementwise = matches!(
+        op,
+        Op::Unary(_) | Op::Binary(_) | Op::Compare { .. } | Op::Select | Op::Clamp
+    );
+    match (op, first) {
+        (_, Some(a)) if elementwise && a.dims == out.dims => {
+            out.minor_to_major = a.minor_to_major.clone();
+        }
+        (Op::Transpose { permutation }, Some(a)) if permutation.len() == a.rank() => {
+            let mut inverse = vec![0; permutation.len()];
+            for (i, &p) in permutation.iter().enumerate() {
+                if let Some(slot) = usize::try_from(p).ok().and_then(|p| inverse.get_mut(p)) {
+                    *slot = i as i64;
+                }
+            }
+            out.minor_to_major = a
+                .minor_to_major
+                .iter()
+                .map(|&d| {
+                    usize::try_from(d)
+                        .ok()
+                        .and_then(|d| inverse.get(d))
+                        .copied()
+                        .unwrap_or(d)
+                })
+                .collect();
+        }
+        _ => {}
+    }
+    shape
+}
+
+type ParsedInstruction<'i> = (Instruction, Vec<Pair<'i, Rule>>, bool, Pair<'i, Rule>, bool);
 
 fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseError> {
     let at = p.clone();
@@ -797,9 +911,20 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         it.next();
     }
     let name = strip_sigil(it.next().expect("grammar: name").as_str()).to_string();
-    let shape_pair = it.next().expect("grammar: shape");
-    let declared = shape(shape_pair.clone())?;
+    let shape_pair = it.next_if(|q| q.as_rule() == Rule::shape);
+    let unshaped = shape_pair.is_none();
+    let declared = match &shape_pair {
+        Some(s) => shape(s.clone())?,
+        // A placeholder until the operands are known.
+        None => Shape::Tuple(Vec::new()),
+    };
     let body = it.next().expect("grammar: body");
+    if unshaped && body.as_rule() != Rule::op_body {
+        return err_at(
+            &body,
+            "a parameter or constant needs its result shape written",
+        );
+    }
     let mut attrs = Attrs {
         map: BTreeMap::new(),
         at: at.clone(),
@@ -830,6 +955,7 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
                     "constant value was elided as {...}; dump with large constants printed",
                 );
             }
+            let shape_pair = shape_pair.expect("checked: written");
             Op::Constant(literal(lit, &declared, &shape_pair)?)
         }
         Rule::op_body => {
@@ -862,7 +988,7 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         frontend_attributes,
         sharding,
     };
-    Ok((instr, operands, is_root, at))
+    Ok((instr, operands, is_root, at, unshaped))
 }
 
 fn metadata(m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata, ParseError> {
