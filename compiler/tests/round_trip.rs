@@ -230,3 +230,26 @@ fn an_instruction_without_a_result_shape_gets_the_one_xla_infers() {
         assert!(err.starts_with(want), "{err}");
     }
 }
+
+#[test]
+fn a_json_backend_config_written_bare_is_kept_as_its_text() {
+    let src = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p), custom_call_target=\"foo\", backend_config={\"a\":{\"b\":[1,2]},\"s\":\"x y\"}\n}\n";
+    let m = hlatc_compiler::text::parse_module(src).unwrap();
+    let e = m.entry();
+    let hlatc_compiler::Op::CustomCall(cc) = &e.instr(e.root().unwrap()).op else {
+        panic!("a custom call")
+    };
+    assert_eq!(cc.backend_config, r#"{"a":{"b":[1,2]},"s":"x y"}"#);
+    let printed = hlatc_compiler::text::print_module(&m);
+    let again = hlatc_compiler::text::parse_module(&printed).unwrap();
+    assert_eq!(hlatc_compiler::text::print_module(&again), printed);
+    let bad = src.replace(
+        "backend_config={\"a\":{\"b\":[1,2]},\"s\":\"x y\"}",
+        "backend_config=7",
+    );
+    let err = hlatc_compiler::text::parse_module(&bad).unwrap_err();
+    assert!(
+        err.message == "'backend_config' must be a quoted string or a JSON object, got a number",
+        "{err}"
+    );
+}

@@ -688,6 +688,24 @@ impl<'i> Attrs<'i> {
         }
     }
 
+    /// `backend_config`: a quoted string, or JSON written bare
+    /// (`backend_config={"k":1}`), kept as its text.
+    fn backend_config(&mut self) -> Result<String, ParseError> {
+        match self.take("backend_config") {
+            None => Ok(String::new()),
+            Some((Value::Str(s), _)) => Ok(s),
+            Some((Value::Raw(text), _)) if text.starts_with('{') => Ok(text),
+            Some((Value::Ints(v), _)) if v.is_empty() => Ok("{}".to_string()),
+            Some((other, p)) => err_at(
+                &p,
+                format!(
+                    "'backend_config' must be a quoted string or a JSON object, got {}",
+                    other.kind()
+                ),
+            ),
+        }
+    }
+
     fn flag(&mut self, key: &str) -> Result<bool, ParseError> {
         match self.take(key) {
             None => Ok(false),
@@ -1265,7 +1283,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
             };
             Op::CustomCall(CustomCall {
                 target,
-                backend_config: a.string("backend_config")?.unwrap_or_default(),
+                backend_config: a.backend_config()?,
                 api_version,
                 has_side_effect: a.flag("custom_call_has_side_effect")?,
             })
