@@ -199,28 +199,11 @@ impl Computation {
         }
     }
 
-    /// Points `user`'s operands at `operands` (one per operand it has, in
-    /// order); edges already right are left alone.
-    pub fn set_operands(&mut self, user: InstrId, operands: &[InstrId]) {
-        let stale: Vec<(petgraph::stable_graph::EdgeIndex<u32>, u32)> = self
-            .graph
-            .edges_directed(user, Direction::Incoming)
-            .filter(|e| operands.get(*e.weight() as usize) != Some(&e.source()))
-            .map(|e| (e.id(), *e.weight()))
-            .collect();
-        for (edge, index) in stale {
-            self.graph.remove_edge(edge);
-            if let Some(&new) = operands.get(index as usize) {
-                self.graph.add_edge(new, user, index);
-            }
-        }
-    }
-
-    /// [`Computation::set_operands`] for many users at once, each given
-    /// its whole operand list. Removing one edge walks its source's user
-    /// list, so rewiring the readers of a value read hundreds of times (a
-    /// broadcast scale in every layer) one by one is quadratic; here every
-    /// edge is laid again once.
+    /// Points each user's operands at its new list (one per operand it
+    /// has, in order). Removing one edge walks its source's user list, so
+    /// rewiring the readers of a value read hundreds of times (a broadcast
+    /// scale in every layer) one by one is quadratic; here every edge is
+    /// laid again once.
     pub fn set_operands_of_many(&mut self, updates: &FxHashMap<InstrId, Vec<InstrId>>) {
         if updates.is_empty() {
             return;

@@ -104,8 +104,12 @@ pub struct ModuleRewriter {
 
 impl ModuleRewriter {
     pub fn new(m: &Module) -> Self {
+        Self::with_names(m, Names::of_module(m))
+    }
+
+    fn with_names(m: &Module, names: Names) -> Self {
         ModuleRewriter {
-            names: Names::of_module(m),
+            names,
             callees: callee_signatures(m),
         }
     }
@@ -116,10 +120,8 @@ impl ModuleRewriter {
     /// the module only through it.
     pub fn for_pass(m: &Module, ctx: &mut PassContext) -> Self {
         ctx.names_lent = true;
-        ModuleRewriter {
-            names: ctx.names.take().unwrap_or_else(|| Names::of_module(m)),
-            callees: callee_signatures(m),
-        }
+        let names = ctx.names.take().unwrap_or_else(|| Names::of_module(m));
+        Self::with_names(m, names)
     }
 
     /// Hands the name index on to the passes after this one.
