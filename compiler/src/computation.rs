@@ -45,18 +45,22 @@ impl Computation {
         }
     }
 
+    #[inline]
     pub fn instr(&self, id: InstrId) -> &Instruction {
         &self.graph[id]
     }
 
+    #[inline]
     pub fn instr_mut(&mut self, id: InstrId) -> &mut Instruction {
         &mut self.graph[id]
     }
 
+    #[inline]
     pub fn contains(&self, id: InstrId) -> bool {
         self.graph.contains_node(id)
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.graph.node_count()
     }
@@ -65,6 +69,7 @@ impl Computation {
         self.graph.node_count() == 0
     }
 
+    #[inline]
     pub fn root(&self) -> Option<InstrId> {
         self.root
     }
@@ -132,6 +137,19 @@ impl Computation {
     }
 
     /// Whether anything reads `id` (without listing the readers).
+    /// Whether `id`'s operands are exactly `operands`, in order.
+    pub fn reads_exactly(&self, id: InstrId, operands: &[InstrId]) -> bool {
+        let mut count = 0;
+        for e in self.graph.edges_directed(id, Direction::Incoming) {
+            count += 1;
+            if operands.get(*e.weight() as usize) != Some(&e.source()) {
+                return false;
+            }
+        }
+        count == operands.len()
+    }
+
+    #[inline]
     pub fn has_users(&self, id: InstrId) -> bool {
         self.graph
             .neighbors_directed(id, Direction::Outgoing)
@@ -200,25 +218,44 @@ impl Computation {
     }
 
     /// Points each user's operands at its new list (one per operand it
-    /// has, in order). Removing one edge walks its source's user list, so
-    /// rewiring the readers of a value read hundreds of times (a broadcast
-    /// scale in every layer) one by one is quadratic; here every edge is
-    /// laid again once.
-    pub fn set_operands_of_many(&mut self, updates: &FxHashMap<InstrId, Vec<InstrId>>) {
-        if updates.is_empty() {
-            return;
-        }
+    /// has, in order). Returns the operands the users read before, so a
+    /// caller can remove what no longer has a reader.
+    ///
+    /// Removing one edge walks its source's user list, so rewiring the
+    /// readers of a value read hundreds of times one by one is quadratic
+    /// (in amp, 288 pads of one zero constant read by 688); every edge is
+    /// laid again once instead.
+    pub fn set_operands_of_many(
+        &mut self,
+        updates: &FxHashMap<InstrId, Vec<InstrId>>,
+    ) -> Vec<InstrId> {
+        let mut users: Vec<InstrId> = updates.keys().copied().collect();
+        users.sort_unstable();
+        let dropped = users
+            .iter()
+            .flat_map(|&u| self.graph.neighbors_directed(u, Direction::Incoming))
+            .collect();
+        self.relay_edges(&users, updates);
+        dropped
+    }
+
+    /// Lays every edge again, the `users`' from `updates`.
+    fn relay_edges(&mut self, users: &[InstrId], updates: &FxHashMap<InstrId, Vec<InstrId>>) {
         // Kept edges are read in storage order (a sequential scan, where
         // walking each user's list chases pointers); each user's edges are
         // laid in operand order, so its list reads back already sorted.
-        let mut edges: Vec<(InstrId, InstrId, u32)> = (&self.graph)
-            .edge_references()
-            .filter(|e| !updates.contains_key(&e.target()))
-            .map(|e| (e.source(), e.target(), *e.weight()))
-            .collect();
-        let mut users: Vec<InstrId> = updates.keys().copied().collect();
-        users.sort_unstable();
+        let mut updated = vec![false; self.graph.node_bound()];
         for user in users {
+            updated[user.index()] = true;
+        }
+        let mut edges: Vec<(InstrId, InstrId, u32)> = Vec::with_capacity(self.graph.edge_count());
+        edges.extend(
+            (&self.graph)
+                .edge_references()
+                .filter(|e| !updated[e.target().index()])
+                .map(|e| (e.source(), e.target(), *e.weight())),
+        );
+        for &user in users {
             edges.extend(
                 updates[&user]
                     .iter()
@@ -257,6 +294,38 @@ impl Computation {
     /// instruction nobody uses (in node order), the root last. Iterative, so
     /// 100k-deep chains do not overflow the stack.
     pub fn post_order(&self) -> Vec<InstrId> {
+        self.walk_post_order(|_, _| {})
+    }
+
+    /// [`Computation::post_order`] with every instruction's operands as the
+    /// walk read them: a pass that visits in this order and reads operands
+    /// (as `amp` does for every instruction) need not walk the edges twice.
+    pub fn post_order_with_operands(&self) -> PostOrder {
+        let mut spans = vec![(0u32, 0u32); self.graph.node_bound()];
+        let mut flat = Vec::with_capacity(self.graph.edge_count());
+        let mut order = self.walk_post_order(|id, operands| {
+            spans[id.index()] = (flat.len() as u32, operands.len() as u32);
+            flat.extend_from_slice(operands);
+        });
+        // Instructions on a cycle are listed without being expanded.
+        let mut operands = Vec::new();
+        for &id in &order {
+            if spans[id.index()].1 == 0 {
+                self.operands_into(id, &mut operands);
+                spans[id.index()] = (flat.len() as u32, operands.len() as u32);
+                flat.extend_from_slice(&operands);
+            }
+        }
+        PostOrder {
+            order: std::mem::take(&mut order),
+            spans,
+            flat,
+        }
+    }
+
+    /// The post-order walk; `expand` sees each instruction's operands when
+    /// the walk first reaches it.
+    fn walk_post_order(&self, mut expand: impl FnMut(InstrId, &[InstrId])) -> Vec<InstrId> {
         const NEW: u8 = 0;
         const OPEN: u8 = 1;
         const DONE: u8 = 2;
@@ -298,6 +367,7 @@ impl Computation {
                 *s = OPEN;
                 stack.push((id, true));
                 self.operands_into(id, &mut operands);
+                expand(id, &operands);
                 for &o in operands.iter().rev() {
                     if state[o.index()] == NEW {
                         stack.push((o, false));
@@ -343,5 +413,22 @@ impl Computation {
                 (Some(a), Some(b)) => a == b,
                 _ => false,
             }
+    }
+}
+
+/// A computation's instructions in post order, with the operands each had
+/// when the order was taken.
+pub struct PostOrder {
+    pub order: Vec<InstrId>,
+    spans: Vec<(u32, u32)>,
+    flat: Vec<InstrId>,
+}
+
+impl PostOrder {
+    /// `id`'s operands, in operand order, as they were when the order was
+    /// taken.
+    pub fn operands(&self, id: InstrId) -> &[InstrId] {
+        let (start, len) = self.spans[id.index()];
+        &self.flat[start as usize..(start + len) as usize]
     }
 }

@@ -40,6 +40,20 @@ pub fn callee_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
         .collect()
 }
 
+/// [`callee_signatures`] of every computation an instruction may call:
+/// all but the entry, which the verifier refuses as a callee. The entry is
+/// the one large computation, so a pass that only needs callees skips
+/// finding its parameters.
+pub fn callable_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
+    module
+        .computations
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != module.entry)
+        .filter_map(|(_, c)| Some((c.name.clone(), c.signature()?)))
+        .collect()
+}
+
 /// Checks the module; returns the first problem found.
 pub fn verify(module: &Module) -> Result<(), VerifyError> {
     let module_err = |message: String| VerifyError {

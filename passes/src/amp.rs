@@ -44,7 +44,7 @@ impl Pass for Amp {
             stats: Stats::default(),
         };
         cast.run(&mut rw).map_err(PassError::rewrite(self.name()))?;
-        rw.remove_dead();
+        rw.remove_orphans();
         drop(rw);
         mr.finish(ctx);
         let s = cast.stats;
@@ -192,16 +192,18 @@ fn widens(b: ElementType, a: ElementType) -> bool {
 
 impl AutoCast<'_> {
     fn run(&mut self, rw: &mut Rewriter<'_>) -> Result<(), crate::rewriter::RewriteError> {
-        let order = rw.comp().post_order();
-        self.values = Vec::with_capacity(order.len());
+        let walk = rw.comp().post_order_with_operands();
+        self.values = Vec::with_capacity(walk.order.len());
         self.values.resize_with(
-            order.iter().map(|id| id.index() + 1).max().unwrap_or(0),
+            walk.order
+                .iter()
+                .map(|id| id.index() + 1)
+                .max()
+                .unwrap_or(0),
             || None,
         );
-        let mut operands = Vec::new();
-        for id in order {
-            rw.comp().operands_into(id, &mut operands);
-            let value = self.cast(rw, id, &operands)?;
+        for &id in &walk.order {
+            let value = self.cast(rw, id, walk.operands(id))?;
             self.values[id.index()] = Some(value);
         }
         // The root is delivered in its original type, like every output.
@@ -291,18 +293,20 @@ impl AutoCast<'_> {
         if matches!(instr.op, Op::Convert) {
             return self.convert(rw, id, operands[0]);
         }
-        // The opcode's rule first: a scope only matters to an op that would
-        // otherwise change type.
-        let mut rule = self.rule_of(instr.op.opcode());
-        if rule != CastRule::Never && self.keeps_scope(&rw.comp().instr(id).metadata.op_name) {
-            self.stats.kept_by_scope += 1;
-            rule = CastRule::Never;
-        }
-        match rule {
+        match self.rule_of(instr.op.opcode()) {
             CastRule::Low => self.low(rw, id, operands),
             CastRule::Follow => self.follow(rw, id, operands),
             CastRule::Never => self.keep(rw, id, operands),
         }
+    }
+
+    /// Whether `id`'s scope keeps it in its precision, asked only of an op
+    /// about to change type: most instructions never would (the optimizer's
+    /// f32 arithmetic), and the scope of each showed in profiles.
+    fn kept_by_scope(&mut self, rw: &Rewriter<'_>, id: InstrId) -> bool {
+        let kept = self.keeps_scope(&rw.comp().instr(id).metadata.op_name);
+        self.stats.kept_by_scope += usize::from(kept);
+        kept
     }
 
     /// The value of `v` as `ty`, converting (once) when no representation
@@ -458,14 +462,12 @@ impl AutoCast<'_> {
         let low = self.policy.low;
         let shape = rw.shape(id).clone();
         let result = float_array_type(&shape);
-        let operand_types: Vec<Option<ElementType>> =
-            operands.iter().map(|&o| self.value(o).written).collect();
         // Only a float op at least as wide as the low type is lowered.
         let lowerable = result.is_some_and(|t| widens(low, t))
-            && operand_types
+            && operands
                 .iter()
-                .all(|t| t.is_some_and(|t| widens(low, t)));
-        if !lowerable {
+                .all(|&o| self.value(o).written.is_some_and(|t| widens(low, t)));
+        if !lowerable || self.kept_by_scope(rw, id) {
             return self.keep(rw, id, operands);
         }
         let acc = result.expect("checked lowerable");
@@ -494,14 +496,11 @@ impl AutoCast<'_> {
         operands: &[InstrId],
     ) -> Result<Value, crate::rewriter::RewriteError> {
         // The type the op was written in, shared by its float operands.
-        let written: Vec<ElementType> = operands
-            .iter()
-            .filter_map(|&o| self.value(o).written)
-            .collect();
-        let Some(&f) = written.first() else {
+        let mut written = operands.iter().filter_map(|&o| self.value(o).written);
+        let Some(f) = written.next() else {
             return self.keep(rw, id, operands);
         };
-        if written.iter().any(|&t| t != f) {
+        if written.any(|t| t != f) {
             return self.keep(rw, id, operands);
         }
         // The widest semantic type among the operands that are not weak.
@@ -520,7 +519,7 @@ impl AutoCast<'_> {
             };
         }
         let t = match widest {
-            Some(t) if t != f && widens(t, f) => t,
+            Some(t) if t != f && widens(t, f) && !self.kept_by_scope(rw, id) => t,
             _ => return self.keep(rw, id, operands),
         };
         let new_operands = self.operands_as(rw, operands, Some(t))?;

@@ -5,7 +5,7 @@
 use crate::context::PassContext;
 use hlatc_compiler::fx::FxHashMap as HashMap;
 use hlatc_compiler::fx::{BuildFxHasher, FxHashMap, FxHashSet};
-use hlatc_compiler::verifier::callee_signatures;
+use hlatc_compiler::verifier::callable_signatures;
 use hlatc_compiler::{
     infer_shape, CalleeSignature, Computation, InstrId, Instruction, Metadata, Module, Op, Shape,
     ShapeError,
@@ -81,14 +81,39 @@ impl Names {
         if self.used.insert(name_hash(stem)) {
             return stem.to_string();
         }
-        let n = self.next.entry(stem.to_string()).or_insert(0);
+        if !self.next.contains_key(stem) {
+            self.next.insert(stem.to_string(), 0);
+        }
+        let n = self.next.get_mut(stem).expect("inserted above");
+        // `format!` costs more than the rest of this together, and amp
+        // names hundreds of converts.
+        let mut name = String::with_capacity(stem.len() + 8);
         loop {
             *n += 1;
-            let name = format!("{stem}.{n}");
+            name.clear();
+            name.push_str(stem);
+            name.push('.');
+            push_decimal(&mut name, *n);
             if self.used.insert(name_hash(&name)) {
                 return name;
             }
         }
+    }
+}
+
+fn push_decimal(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
     }
 }
 
@@ -110,7 +135,7 @@ impl ModuleRewriter {
     fn with_names(m: &Module, names: Names) -> Self {
         ModuleRewriter {
             names,
-            callees: callee_signatures(m),
+            callees: callable_signatures(m),
         }
     }
 
@@ -147,6 +172,7 @@ impl ModuleRewriter {
             provenance: Provenance::Given(Metadata::default()),
             frontend_attributes: BTreeMap::new(),
             rewired: FxHashMap::default(),
+            orphans: Vec::new(),
         }
     }
 
@@ -196,6 +222,8 @@ pub struct Rewriter<'a> {
     /// Operand lists given by [`Rewriter::rewrite_in_place`], laid as
     /// edges together by [`Rewriter::commit_rewiring`].
     rewired: FxHashMap<InstrId, Vec<InstrId>>,
+    /// What a rewrite stopped reading, for [`Rewriter::remove_orphans`].
+    orphans: Vec<InstrId>,
 }
 
 impl Rewriter<'_> {
@@ -327,6 +355,7 @@ impl Rewriter<'_> {
         self.check_same_shape(old, new)?;
         self.commit_rewiring();
         self.comp.replace_all_uses(old, new);
+        self.orphans.push(old);
         Ok(())
     }
 
@@ -341,6 +370,7 @@ impl Rewriter<'_> {
         self.check_same_shape(old, new)?;
         self.commit_rewiring();
         self.comp.replace_uses_in(user, old, new);
+        self.orphans.push(old);
         Ok(())
     }
 
@@ -374,7 +404,17 @@ impl Rewriter<'_> {
                 inferred: shape.to_string(),
             });
         }
-        self.rewired.insert(user, operands.to_vec());
+        // A retyping that keeps the operands (a follower of a follower, in
+        // amp) lays no edges.
+        let unchanged = match self.rewired.get(&user) {
+            Some(pending) => pending.as_slice() == operands,
+            None => self.comp.reads_exactly(user, operands),
+        };
+        if !unchanged {
+            if let Some(before) = self.rewired.insert(user, operands.to_vec()) {
+                self.orphans.extend(before);
+            }
+        }
         self.comp.instr_mut(user).shape = shape;
         Ok(())
     }
@@ -382,7 +422,8 @@ impl Rewriter<'_> {
     /// Lays the operand edges [`Rewriter::rewrite_in_place`] recorded.
     pub fn commit_rewiring(&mut self) {
         if !self.rewired.is_empty() {
-            self.comp.set_operands_of_many(&self.rewired);
+            let dropped = self.comp.set_operands_of_many(&self.rewired);
+            self.orphans.extend(dropped);
             self.rewired.clear();
         }
     }
@@ -406,7 +447,22 @@ impl Rewriter<'_> {
     /// on purpose (and says so in the context) may give the root another
     /// shape.
     pub fn set_root(&mut self, id: InstrId) {
+        self.orphans.extend(self.comp.root());
         self.comp.set_root(id);
+    }
+
+    /// Removes what this rewriter's rewiring, replacing and re-rooting
+    /// left unread (and what only those read); returns how many went.
+    /// Unlike [`Rewriter::remove_dead`] it leaves alone what was dead
+    /// before, and looks at the instructions rewired away from, not at
+    /// every instruction.
+    pub fn remove_orphans(&mut self) -> usize {
+        self.commit_rewiring();
+        if let Provenance::Of(_) = self.provenance {
+            self.provenance = Provenance::Given(self.provenance());
+        }
+        let seeds = std::mem::take(&mut self.orphans);
+        remove_dead_from(self.comp, seeds)
     }
 
     /// Removes every instruction nothing reads that is neither the root, a
@@ -432,14 +488,22 @@ impl Drop for Rewriter<'_> {
 /// Removes unread instructions (not the root, parameters or side effects),
 /// following operands so whole dead chains go in one call.
 pub fn remove_dead(c: &mut Computation) -> usize {
-    let root = c.root();
-    let removable = |c: &Computation, id: InstrId| {
-        Some(id) != root
-            && !c.has_users(id)
-            && !matches!(c.instr(id).op, Op::Parameter(_))
-            && !c.instr(id).op.has_side_effect()
-    };
-    let mut stack: Vec<InstrId> = c.ids().filter(|&id| removable(c, id)).collect();
+    let seeds: Vec<InstrId> = c.ids().filter(|&id| removable(c, id)).collect();
+    remove_dead_from(c, seeds)
+}
+
+/// Whether nothing needs `id`: it is unread and neither the root, a
+/// parameter nor a side effect.
+fn removable(c: &Computation, id: InstrId) -> bool {
+    Some(id) != c.root()
+        && !c.has_users(id)
+        && !matches!(c.instr(id).op, Op::Parameter(_))
+        && !c.instr(id).op.has_side_effect()
+}
+
+/// Removes each of `seeds` that nothing needs, then what only the removed
+/// read.
+fn remove_dead_from(c: &mut Computation, mut stack: Vec<InstrId>) -> usize {
     let mut removed = 0;
     while let Some(id) = stack.pop() {
         if !c.contains(id) || !removable(c, id) {
