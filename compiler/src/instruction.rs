@@ -37,6 +37,10 @@ pub struct Instruction {
     pub frontend_attributes: BTreeMap<String, String>,
     /// How the value is split across devices (`sharding={...}`), as read.
     pub sharding: Option<crate::sharding::Sharding>,
+    /// XLA's `backend_config`: opaque to hlatc (a custom call's argument, a
+    /// GPU fusion's launch choice, a loop's known trip count), kept as
+    /// written; empty when absent.
+    pub backend_config: String,
 }
 
 impl Instruction {
@@ -48,6 +52,32 @@ impl Instruction {
             metadata: Metadata::default(),
             frontend_attributes: BTreeMap::new(),
             sharding: None,
+            backend_config: String::new(),
         }
     }
+
+    /// What tells two instructions with the same op, shape and operands
+    /// apart: their annotations. Value numbering and cse merge only equal
+    /// ones.
+    pub fn annotations(&self) -> Annotations<'_> {
+        (
+            &self.frontend_attributes,
+            &self.sharding,
+            &self.backend_config,
+        )
+    }
+
+    /// Whether the instruction carries no annotation at all.
+    pub fn is_unannotated(&self) -> bool {
+        self.frontend_attributes.is_empty()
+            && self.sharding.is_none()
+            && self.backend_config.is_empty()
+    }
 }
+
+/// See [`Instruction::annotations`].
+pub type Annotations<'a> = (
+    &'a BTreeMap<String, String>,
+    &'a Option<crate::sharding::Sharding>,
+    &'a String,
+);

@@ -11,9 +11,11 @@
 pub mod autodiff;
 pub mod builder;
 pub mod canonical;
+pub mod collective;
 pub mod computation;
 pub mod fx;
 pub mod instruction;
+pub mod iota;
 pub mod literal;
 pub mod module;
 pub mod op;

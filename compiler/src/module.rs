@@ -168,6 +168,19 @@ impl EntryLayout {
 }
 
 impl Module {
+    /// The computations a `fusion` calls: XLA marks them
+    /// `is_fusion_computation` in a proto.
+    pub fn fused_computations(&self) -> std::collections::BTreeSet<&str> {
+        self.computations
+            .iter()
+            .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
+            .filter_map(|op| match op {
+                crate::op::Op::Fusion { calls, .. } => Some(calls.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A module whose entry is `entry`.
     pub fn new(name: impl Into<String>, entry: Computation) -> Self {
         Module {

@@ -3,6 +3,7 @@
 //! Each variant carries exactly the attributes XLA gives that opcode, so the
 //! text printer, the parser and proto emission agree by construction.
 
+use crate::collective::Collective;
 use crate::literal::Literal;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -276,10 +277,77 @@ impl CustomCallApiVersion {
     }
 }
 
+/// `rng`'s distribution (`distribution=` in text, `RandomDistribution` in
+/// the proto).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RngDistribution {
+    Uniform,
+    Normal,
+}
+
+impl RngDistribution {
+    pub fn name(self) -> &'static str {
+        match self {
+            RngDistribution::Uniform => "rng_uniform",
+            RngDistribution::Normal => "rng_normal",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        [RngDistribution::Uniform, RngDistribution::Normal]
+            .into_iter()
+            .find(|d| d.name() == s)
+    }
+
+    pub fn proto(self) -> i32 {
+        match self {
+            RngDistribution::Uniform => 1,
+            RngDistribution::Normal => 2,
+        }
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        [RngDistribution::Uniform, RngDistribution::Normal]
+            .into_iter()
+            .find(|d| d.proto() == v)
+    }
+}
+
+/// A fusion's kind (`kind=` in text, `fusion_kind` in the proto): how XLA's
+/// backend would emit the fused computation. hlatc keeps it as written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FusionKind {
+    Loop,
+    Input,
+    Output,
+    Custom,
+}
+
+impl FusionKind {
+    const ALL: [FusionKind; 4] = [
+        FusionKind::Loop,
+        FusionKind::Input,
+        FusionKind::Output,
+        FusionKind::Custom,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FusionKind::Loop => "kLoop",
+            FusionKind::Input => "kInput",
+            FusionKind::Output => "kOutput",
+            FusionKind::Custom => "kCustom",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CustomCall {
     pub target: String,
-    pub backend_config: String,
     pub api_version: CustomCallApiVersion,
     pub has_side_effect: bool,
 }
@@ -349,6 +417,76 @@ pub enum Op {
     Call {
         to_apply: String,
     },
+    /// `while`: runs `body` on its (one) operand while `condition` of it is
+    /// true; the result is the last value.
+    While {
+        condition: String,
+        body: String,
+    },
+    /// `conditional`: runs one branch on its operand. A pred selector
+    /// picks the first branch (`true_computation`) when true; an s32 index
+    /// picks that branch, or the last when out of range.
+    Conditional {
+        branches: Vec<String>,
+    },
+    /// `fusion`: a call whose callee XLA's backend emits as one kernel.
+    Fusion {
+        kind: FusionKind,
+        calls: String,
+    },
+    /// `sort`: sorts its operands together along `dimension`, ordered by
+    /// `comparator` over the elements of every operand.
+    Sort {
+        dimension: i64,
+        is_stable: bool,
+        comparator: String,
+    },
+    /// `map`: applies the scalar computation `to_apply` to each element of
+    /// its operands (`dimensions` lists every dimension, in order, or none).
+    Map {
+        dimensions: Vec<i64>,
+        to_apply: String,
+    },
+    /// `rng`: random values of the declared shape, between (uniform) or
+    /// around (normal) its two scalar operands.
+    Rng {
+        distribution: RngDistribution,
+    },
+    /// `all-reduce`: every participant gets the reduction (by `to_apply`)
+    /// of all participants' operands.
+    AllReduce {
+        collective: Collective,
+        to_apply: String,
+    },
+    /// `all-gather`: the participants' operands concatenated along
+    /// `dimension`.
+    AllGather {
+        collective: Collective,
+        dimension: i64,
+    },
+    /// `reduce-scatter`: reduced as by all-reduce, then split along
+    /// `dimension`, one piece per participant.
+    ReduceScatter {
+        collective: Collective,
+        dimension: i64,
+        to_apply: String,
+    },
+    /// `all-to-all`: with a `dimension`, the operand is split along it and
+    /// piece i goes to participant i; without, operand i does.
+    AllToAll {
+        collective: Collective,
+        dimension: Option<i64>,
+    },
+    /// `collective-permute`: each source sends its operand to its target;
+    /// a participant nobody sends to gets zeros.
+    CollectivePermute {
+        channel_id: Option<i64>,
+        pairs: Vec<(i64, i64)>,
+    },
+    /// `replica-id`: this device's replica number, `u32[]`.
+    ReplicaId,
+    /// `partition-id`: this device's partition number, `u32[]`.
+    PartitionId,
     Gather {
         dims: GatherDims,
         slice_sizes: Vec<i64>,
@@ -409,7 +547,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 26] = [
+pub const STRUCTURED_OPCODES: [&str; 40] = [
     "parameter",
     "constant",
     "iota",
@@ -433,6 +571,20 @@ pub const STRUCTURED_OPCODES: [&str; 26] = [
     "opt-barrier",
     "get-tuple-element",
     "call",
+    "while",
+    "conditional",
+    "fusion",
+    "bitcast",
+    "sort",
+    "map",
+    "rng",
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "replica-id",
+    "partition-id",
     "gather",
     "scatter",
     "rng-bit-generator",
@@ -486,6 +638,32 @@ pub fn all_opcodes() -> Vec<&'static str> {
     v
 }
 
+/// The computations an op calls as (first, second, the rest), in XLA's
+/// order; one match for shared and mutable access alike (match ergonomics
+/// give `&` or `&mut` bindings), so the two cannot drift apart.
+macro_rules! callee_slots {
+    ($op:expr) => {
+        match $op {
+            Op::Reduce { to_apply, .. }
+            | Op::Call { to_apply }
+            | Op::Scatter { to_apply, .. }
+            | Op::AllReduce { to_apply, .. }
+            | Op::ReduceScatter { to_apply, .. }
+            | Op::Map { to_apply, .. }
+            | Op::Sort {
+                comparator: to_apply,
+                ..
+            }
+            | Op::Fusion {
+                calls: to_apply, ..
+            } => (Some(to_apply), None, None),
+            Op::While { condition, body } => (Some(body), Some(condition), None),
+            Op::Conditional { branches } => (None, None, Some(branches)),
+            _ => (None, None, None),
+        }
+    };
+}
+
 impl Op {
     /// XLA's opcode spelling.
     pub fn opcode(&self) -> &'static str {
@@ -516,6 +694,19 @@ impl Op {
             Op::OptBarrier => "opt-barrier",
             Op::GetTupleElement { .. } => "get-tuple-element",
             Op::Call { .. } => "call",
+            Op::While { .. } => "while",
+            Op::Conditional { .. } => "conditional",
+            Op::Fusion { .. } => "fusion",
+            Op::Sort { .. } => "sort",
+            Op::Map { .. } => "map",
+            Op::Rng { .. } => "rng",
+            Op::AllReduce { .. } => "all-reduce",
+            Op::AllGather { .. } => "all-gather",
+            Op::ReduceScatter { .. } => "reduce-scatter",
+            Op::AllToAll { .. } => "all-to-all",
+            Op::CollectivePermute { .. } => "collective-permute",
+            Op::ReplicaId => "replica-id",
+            Op::PartitionId => "partition-id",
             Op::Gather { .. } => "gather",
             Op::Scatter { .. } => "scatter",
             Op::RngBitGenerator { .. } => "rng-bit-generator",
@@ -532,32 +723,56 @@ impl Op {
     /// Whether two instructions with this op and the same operands are the
     /// same value, so one can stand for both (value numbering, cse).
     /// Parameters are distinct inputs; each RNG draw is its own.
+    /// Ops that run other computations as a whole (loops, branches,
+    /// fusions) are never merged: hlatc does not look into their callees
+    /// for draws or side effects. Nor are collectives: each is a separate
+    /// exchange between devices.
     pub fn is_pure(&self) -> bool {
         !matches!(
             self,
-            Op::Parameter(_) | Op::RngBitGenerator { .. } | Op::OptBarrier
-        ) && !self.has_side_effect()
+            Op::Parameter(_)
+                | Op::RngBitGenerator { .. }
+                | Op::Rng { .. }
+                | Op::OptBarrier
+                | Op::While { .. }
+                | Op::Conditional { .. }
+                | Op::Fusion { .. }
+        ) && !self.is_collective()
+            && !self.has_side_effect()
     }
 
-    /// Names of the computations this op calls (without allocating: every
-    /// pass over a module asks this of every instruction).
+    /// Whether the op exchanges data between devices.
+    pub fn is_collective(&self) -> bool {
+        matches!(
+            self,
+            Op::AllReduce { .. }
+                | Op::AllGather { .. }
+                | Op::ReduceScatter { .. }
+                | Op::AllToAll { .. }
+                | Op::CollectivePermute { .. }
+        )
+    }
+
+    /// Names of the computations this op calls, in XLA's order of
+    /// `called_computation_ids` (a while's body before its condition),
+    /// without allocating: every pass over a module asks this of every
+    /// instruction.
     pub fn called_computations(&self) -> impl Iterator<Item = &str> {
-        match self {
-            Op::Reduce { to_apply, .. } | Op::Call { to_apply } | Op::Scatter { to_apply, .. } => {
-                Some(to_apply.as_str())
-            }
-            _ => None,
-        }
-        .into_iter()
+        let (first, second, rest) = callee_slots!(self);
+        first
+            .into_iter()
+            .chain(second)
+            .chain(rest.into_iter().flatten())
+            .map(String::as_str)
     }
 
     pub fn called_computations_mut(&mut self) -> Vec<&mut String> {
-        match self {
-            Op::Reduce { to_apply, .. } | Op::Call { to_apply } | Op::Scatter { to_apply, .. } => {
-                vec![to_apply]
-            }
-            _ => Vec::new(),
-        }
+        let (first, second, rest) = callee_slots!(self);
+        first
+            .into_iter()
+            .chain(second)
+            .chain(rest.into_iter().flat_map(|v| v.iter_mut()))
+            .collect()
     }
 }
 

@@ -224,17 +224,7 @@ impl TiledSharding {
                         join(reshape)
                     ));
                 }
-                if !transpose.is_empty() {
-                    let mut p = transpose.clone();
-                    p.sort_unstable();
-                    if p != (0..reshape.len() as i64).collect::<Vec<_>>() {
-                        return Err(format!(
-                            "T({}) does not permute the {} iota dimensions",
-                            join(transpose),
-                            reshape.len()
-                        ));
-                    }
-                }
+                crate::iota::check_permutation(transpose, reshape.len())?;
             }
         }
         Ok(())

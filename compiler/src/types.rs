@@ -224,6 +224,12 @@ impl Shape {
         }
     }
 
+    /// Whether this is a scalar (rank-0 array) of `ty`.
+    pub fn is_scalar_of(&self, ty: ElementType) -> bool {
+        self.as_array()
+            .is_some_and(|a| a.ty == ty && a.dims.is_empty())
+    }
+
     /// An array's dimensions; empty for a tuple.
     pub fn array_dims(&self) -> Vec<i64> {
         self.as_array().map(|a| a.dims.clone()).unwrap_or_default()

@@ -206,11 +206,18 @@ fn malformed_protos_are_errors() {
         "computation 'e', instruction 'n': operand id 99 is not in this computation"
     );
     let mut p = proto::module_to_proto(&m);
+    p.computations[0].instructions[1].opcode = "convolution".into();
+    let e = proto::module_from_proto(&p).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "computation 'e', instruction 'n': unsupported opcode 'convolution'"
+    );
+    let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[1].opcode = "fusion".into();
     let e = proto::module_from_proto(&p).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "computation 'e', instruction 'n': unsupported opcode 'fusion'"
+        "computation 'e', instruction 'n': has unknown fusion_kind \"\""
     );
     let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[0]

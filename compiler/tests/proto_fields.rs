@@ -134,3 +134,27 @@ fn a_field_xla_writes_at_its_default_is_accepted_only_at_that_default() {
         with(2)
     );
 }
+
+#[test]
+fn is_fusion_computation_is_set_on_fused_callees_and_refused_elsewhere() {
+    let src = "HloModule m\n\nfused {\n  x = f32[2]{0} parameter(0)\n  ROOT y = f32[2]{0} negate(x)\n}\n\nplain {\n  a = f32[2]{0} parameter(0)\n  ROOT b = f32[2]{0} negate(a)\n}\n\nENTRY e {\n  p = f32[2]{0} parameter(0)\n  f = f32[2]{0} fusion(p), kind=kLoop, calls=fused\n  ROOT c = f32[2]{0} call(f), to_apply=plain\n}\n";
+    let mut p = proto::module_to_proto(&text::parse_module(src).unwrap());
+    let flag = |p: &proto::messages::HloModuleProto, name: &str| {
+        p.computations
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .is_fusion_computation
+    };
+    assert!(flag(&p, "fused"));
+    assert!(!flag(&p, "plain"));
+    proto::module_from_proto(&p).unwrap();
+    for c in &mut p.computations {
+        c.is_fusion_computation |= c.name == "plain";
+    }
+    let e = proto::module_from_proto(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("computation 'plain' is marked is_fusion_computation but no fusion calls it"),
+        "{e}"
+    );
+}

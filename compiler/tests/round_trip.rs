@@ -236,10 +236,9 @@ fn a_json_backend_config_written_bare_is_kept_as_its_text() {
     let src = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p), custom_call_target=\"foo\", backend_config={\"a\":{\"b\":[1,2]},\"s\":\"x y\"}\n}\n";
     let m = hlatc_compiler::text::parse_module(src).unwrap();
     let e = m.entry();
-    let hlatc_compiler::Op::CustomCall(cc) = &e.instr(e.root().unwrap()).op else {
-        panic!("a custom call")
-    };
-    assert_eq!(cc.backend_config, r#"{"a":{"b":[1,2]},"s":"x y"}"#);
+    let instr = e.instr(e.root().unwrap());
+    assert!(matches!(instr.op, hlatc_compiler::Op::CustomCall(_)));
+    assert_eq!(instr.backend_config, r#"{"a":{"b":[1,2]},"s":"x y"}"#);
     let printed = hlatc_compiler::text::print_module(&m);
     let again = hlatc_compiler::text::parse_module(&printed).unwrap();
     assert_eq!(hlatc_compiler::text::print_module(&again), printed);
@@ -252,4 +251,22 @@ fn a_json_backend_config_written_bare_is_kept_as_its_text() {
         err.message == "'backend_config' must be a quoted string or a JSON object, got a number",
         "{err}"
     );
+}
+
+#[test]
+fn any_op_keeps_its_backend_config_and_cse_keeps_differently_configured_ones_apart() {
+    let src = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  p = f32[2] parameter(0)\n  c = f32[2] call(p, p), to_apply=add2, backend_config={\"known_trip_count\":{\"n\":\"5\"}}\n  ROOT n = f32[2] negate(c), backend_config=\"plain\"\n}\n".replace("add2", "add_v").replace("ENTRY", "add_v {\n  x = f32[2] parameter(0)\n  y = f32[2] parameter(1)\n  ROOT z = f32[2] add(x, y)\n}\n\nENTRY");
+    let m = hlatc_compiler::text::parse_module(&src).unwrap();
+    let e = m.entry();
+    let config = |name: &str| e.instr(e.find(name).unwrap()).backend_config.clone();
+    assert_eq!(config("c"), r#"{"known_trip_count":{"n":"5"}}"#);
+    assert_eq!(config("n"), "plain");
+    let printed = hlatc_compiler::text::print_module(&m);
+    assert!(
+        printed.contains("negate(c), backend_config=\"plain\""),
+        "{printed}"
+    );
+    let back =
+        hlatc_compiler::proto::decode_module(&hlatc_compiler::proto::encode_module(&m)).unwrap();
+    assert_eq!(hlatc_compiler::text::print_module(&back), printed);
 }

@@ -59,13 +59,7 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
         for o in operands.iter_mut() {
             *o = resolve(&canon, *o);
         }
-        let key = hasher.hash_one((
-            &instr.op,
-            &instr.shape,
-            &operands,
-            &instr.frontend_attributes,
-            &instr.sharding,
-        ));
+        let key = hasher.hash_one((&instr.op, &instr.shape, &operands, instr.annotations()));
         let Some(&head) = first.get(&key) else {
             first.insert(key, id);
             continue;
@@ -75,8 +69,7 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
             c.operands_into(other, &mut theirs);
             f.op == instr.op
                 && f.shape == instr.shape
-                && f.frontend_attributes == instr.frontend_attributes
-                && f.sharding == instr.sharding
+                && f.annotations() == instr.annotations()
                 && theirs.len() == operands.len()
                 && theirs
                     .iter()

@@ -23,7 +23,7 @@ impl Pass for LowerNeuronCalls {
                 .ids()
                 .filter_map(|id| {
                     let shape = c.instr(id).shape.as_array()?;
-                    let (d, axis) = neuron_call_axis(&c.instr(id).op, shape.rank())?;
+                    let (d, axis) = neuron_call_axis(c.instr(id), shape.rank())?;
                     Some((id, d, axis))
                 })
                 .collect();

@@ -329,6 +329,7 @@ impl Plan {
             let clone = r
                 .add_named(&stem, op, &operands, Some(shape))
                 .map_err(err("remat"))?;
+            r.copy_value_annotations(id, clone);
             mapped.insert(id, clone);
         }
         let mut freed_bytes = 0;

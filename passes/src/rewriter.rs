@@ -236,7 +236,7 @@ impl Rewriter<'_> {
         let mut values = HashMap::default();
         for id in self.comp.ids() {
             let i = self.comp.instr(id);
-            if i.op.is_pure() && i.frontend_attributes.is_empty() && i.sharding.is_none() {
+            if i.op.is_pure() && i.is_unannotated() {
                 values
                     .entry((i.op.clone(), self.comp.operands(id), i.shape.clone()))
                     .or_insert(id);
@@ -278,6 +278,23 @@ impl Rewriter<'_> {
     pub fn set_frontend_attributes(&mut self, attrs: BTreeMap<String, String>) -> &mut Self {
         self.frontend_attributes = attrs;
         self
+    }
+
+    /// Gives `id` XLA's opaque `backend_config` (a custom call's argument).
+    pub fn set_backend_config(&mut self, id: InstrId, config: String) {
+        self.comp.instr_mut(id).backend_config = config;
+    }
+
+    /// Gives `to` the sharding and `backend_config` of `from`, for a copy
+    /// that computes the same value (a rematerialized clone).
+    pub fn copy_value_annotations(&mut self, from: InstrId, to: InstrId) {
+        let (sharding, config) = {
+            let f = self.comp.instr(from);
+            (f.sharding.clone(), f.backend_config.clone())
+        };
+        let t = self.comp.instr_mut(to);
+        t.sharding = sharding;
+        t.backend_config = config;
     }
 
     pub fn shape(&self, id: InstrId) -> &Shape {

@@ -8,7 +8,7 @@ use crate::pass::PassError;
 use crate::rewriter::ModuleRewriter;
 use hlatc_compiler::builder::{BuildError, Builder};
 use hlatc_compiler::op::{CustomCall, CustomCallApiVersion};
-use hlatc_compiler::{ArrayShape, InstrId, Module, Op, Shape};
+use hlatc_compiler::{ArrayShape, InstrId, Instruction, Module, Op, Shape};
 
 pub const SOFTMAX_TARGET: &str = "AwsNeuronSoftmax";
 pub const SOFTMAX_BACKWARD_TARGET: &str = "AwsNeuronSoftmaxBackward";
@@ -44,22 +44,25 @@ impl Direction {
 }
 
 /// The Neuron custom call: operands `{x}` forward, `{y, dy}` backward; the
-/// axis as a bare decimal `backend_config`; API version 1 (original).
-fn neuron_call(d: Direction, axis: i64) -> Op {
-    Op::CustomCall(CustomCall {
+/// axis as a bare decimal `backend_config` (its second half); API version
+/// 1 (original).
+fn neuron_call(d: Direction, axis: i64) -> (Op, String) {
+    let op = Op::CustomCall(CustomCall {
         target: d.target().to_string(),
-        backend_config: axis.to_string(),
         api_version: CustomCallApiVersion::Original,
         has_side_effect: false,
-    })
+    });
+    (op, axis.to_string())
 }
 
-/// The axis a Neuron softmax custom call names, if `op` is one and its
+/// The axis a Neuron softmax custom call names, if `instr` is one and its
 /// `backend_config` is a valid axis for rank `rank`.
-pub fn neuron_call_axis(op: &Op, rank: usize) -> Option<(Direction, i64)> {
-    let Op::CustomCall(cc) = op else { return None };
+pub fn neuron_call_axis(instr: &Instruction, rank: usize) -> Option<(Direction, i64)> {
+    let Op::CustomCall(cc) = &instr.op else {
+        return None;
+    };
     let d = Direction::from_target(&cc.target)?;
-    let axis: i64 = cc.backend_config.trim().parse().ok()?;
+    let axis: i64 = instr.backend_config.trim().parse().ok()?;
     (0..rank as i64).contains(&axis).then_some((d, axis))
 }
 
@@ -103,15 +106,18 @@ impl SoftmaxWriter {
             .as_array()
             .cloned()
             .expect("softmax values are arrays");
-        let (op, stem) = match self.target {
-            Target::Neuron => (neuron_call(d, axis), d.target()),
+        let (op, backend_config, stem) = match self.target {
+            Target::Neuron => {
+                let (op, config) = neuron_call(d, axis);
+                (op, config, d.target())
+            }
             Target::Cpu => {
                 let to_apply = plain_callee(&mut self.rw, m, &mut self.callees, d, &shape, axis)
                     .map_err(|e| PassError::Failed {
                         pass: pass.to_string(),
                         message: e.to_string(),
                     })?;
-                (Op::Call { to_apply }, d.stem())
+                (Op::Call { to_apply }, String::new(), d.stem())
             }
         };
         let mut r = self.rw.on(&mut m.computations[ci]);
@@ -119,6 +125,7 @@ impl SoftmaxWriter {
         let new = r
             .add_named(stem, op, operands, Some(Shape::Array(shape)))
             .map_err(PassError::rewrite(pass))?;
+        r.set_backend_config(new, backend_config);
         r.replace(old, new).map_err(PassError::rewrite(pass))?;
         Ok(new)
     }

@@ -323,8 +323,23 @@ pub fn vjp(
             return not_differentiable(b, n, "tuples are not differentiated")
         }
         Op::Bitcast => return not_differentiable(b, n, "bitcast reinterprets bytes by layout"),
-        Op::Call { .. } => {
+        Op::Call { .. } | Op::Fusion { .. } => {
             return not_differentiable(b, n, "calls are not differentiated; inline the callee")
+        }
+        Op::ReplicaId | Op::PartitionId => None,
+        Op::Rng { .. } => None,
+        Op::Sort { .. } | Op::Map { .. } => {
+            return not_differentiable(b, n, "sort and map have no gradient rule in hlatc")
+        }
+        Op::AllReduce { .. }
+        | Op::AllGather { .. }
+        | Op::ReduceScatter { .. }
+        | Op::AllToAll { .. }
+        | Op::CollectivePermute { .. } => {
+            return not_differentiable(b, n, "collectives have no gradient rule in hlatc")
+        }
+        Op::While { .. } | Op::Conditional { .. } => {
+            return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
         Op::CustomCall(cc) => {
             return not_differentiable(

@@ -1,6 +1,7 @@
 //! [`Module`] to `HloModuleProto`. Deterministic: ids are assigned in
 //! definition order, maps are ordered, so the same module gives the same bytes.
 
+use super::collective::fill_collective;
 use super::messages::*;
 use crate::computation::{Computation, InstrId};
 use crate::literal::Literal;
@@ -85,6 +86,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
         .enumerate()
         .map(|(k, &i)| (m.computations[i].name.as_str(), k as i64 + 1))
         .collect();
+    let fused = m.fused_computations();
     let mut next_id = 1i64;
     let mut computations = Vec::with_capacity(order.len());
     let mut schedule = BTreeMap::new();
@@ -127,6 +129,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                 .sharding
                 .as_ref()
                 .map(|s| Box::new(super::sharding::to_proto(s)));
+            p.backend_config = instr.backend_config.clone().into_bytes();
             fill_op_fields(&instr.op, &mut p);
             instructions.push(p);
         }
@@ -144,6 +147,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             program_shape: Some(program_shape(c)),
             id: comp_ids[c.name.as_str()],
             root_id: c.root().map(|r| ids[r.index()]).unwrap_or(-1),
+            is_fusion_computation: fused.contains(c.name.as_str()),
         });
     }
     let entry = m.entry();
@@ -311,9 +315,43 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.unique_indices = *unique_indices;
         }
         Op::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.proto(),
+        Op::Fusion { kind, .. } => p.fusion_kind = kind.name().to_string(),
+        Op::Sort {
+            dimension,
+            is_stable,
+            ..
+        } => {
+            p.dimensions = vec![*dimension];
+            p.is_stable = *is_stable;
+        }
+        Op::Map { dimensions, .. } => p.dimensions = dimensions.clone(),
+        Op::Rng { distribution } => p.distribution = distribution.proto(),
+        Op::AllReduce { collective, .. } => fill_collective(collective, p),
+        Op::AllGather {
+            collective,
+            dimension,
+        }
+        | Op::ReduceScatter {
+            collective,
+            dimension,
+            ..
+        } => {
+            fill_collective(collective, p);
+            p.dimensions = vec![*dimension];
+        }
+        Op::AllToAll {
+            collective,
+            dimension,
+        } => {
+            fill_collective(collective, p);
+            p.dimensions = dimension.iter().copied().collect();
+        }
+        Op::CollectivePermute { channel_id, pairs } => {
+            p.channel_id = channel_id.unwrap_or(0);
+            p.source_target_pairs = super::collective::pairs_to_proto(pairs);
+        }
         Op::CustomCall(cc) => {
             p.custom_call_target = cc.target.clone();
-            p.backend_config = cc.backend_config.clone().into_bytes();
             p.custom_call_api_version = cc.api_version.proto();
             p.custom_call_has_side_effect = cc.has_side_effect;
         }
@@ -328,7 +366,11 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::DynamicUpdateSlice
         | Op::Tuple
         | Op::OptBarrier
-        | Op::Call { .. } => {}
+        | Op::Call { .. }
+        | Op::While { .. }
+        | Op::Conditional { .. }
+        | Op::ReplicaId
+        | Op::PartitionId => {}
     }
 }
 

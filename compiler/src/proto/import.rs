@@ -1,6 +1,7 @@
 //! `HloModuleProto` to [`Module`], validating everything an untrusted proto
 //! can get wrong (unknown ids, types, opcodes) as typed errors.
 
+use super::collective::{channel_from_proto, collective_from_proto, pairs_from_proto};
 use super::messages::*;
 use crate::computation::{Computation, InstrId};
 use crate::instruction::Instruction;
@@ -271,6 +272,19 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
                 })?;
         }
     }
+    // The flag is derived (a computation is fused when a fusion calls it);
+    // one set on anything else would be lost, so it is refused.
+    let fused = m.fused_computations();
+    if let Some(c) = p
+        .computations
+        .iter()
+        .find(|c| c.is_fusion_computation && !fused.contains(c.name.as_str()))
+    {
+        return Err(module_err(format!(
+            "computation '{}' is marked is_fusion_computation but no fusion calls it",
+            c.name
+        )));
+    }
     crate::canonical::drop_default_attributes(&mut m);
     Ok(m)
 }
@@ -345,9 +359,12 @@ fn computation_from_proto(
             .map(|s| super::sharding::from_proto(s))
             .transpose()
             .map_err(|m| err(here, format!("sharding: {m}")))?;
+        let backend_config = String::from_utf8(ip.backend_config.clone())
+            .map_err(|_| err(here, "backend_config is not UTF-8".into()))?;
         let instr = Instruction {
             name: ip.name.clone(),
             shape,
+            backend_config,
             op,
             metadata,
             frontend_attributes: ip
@@ -383,6 +400,16 @@ fn computation_from_proto(
         .ok_or_else(|| err(None, format!("root id {} not found", c.root_id)))?;
     comp.set_root(root);
     Ok(comp)
+}
+
+fn one_dimension(p: &HloInstructionProto) -> Result<i64, String> {
+    match p.dimensions[..] {
+        [d] => Ok(d),
+        _ => Err(format!(
+            "{} needs exactly one dimension, has {:?}",
+            p.opcode, p.dimensions
+        )),
+    }
 }
 
 fn one_callee(called: &[String]) -> Result<String, String> {
@@ -516,6 +543,65 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "call" => Op::Call {
             to_apply: one_callee(called)?,
         },
+        "sort" => Op::Sort {
+            dimension: one_dimension(p)?,
+            is_stable: p.is_stable,
+            comparator: one_callee(called)?,
+        },
+        "map" => Op::Map {
+            dimensions: p.dimensions.clone(),
+            to_apply: one_callee(called)?,
+        },
+        "rng" => Op::Rng {
+            distribution: RngDistribution::from_proto(p.distribution)
+                .ok_or_else(|| format!("has unknown distribution {}", p.distribution))?,
+        },
+        "all-reduce" => Op::AllReduce {
+            collective: collective_from_proto(p)?,
+            to_apply: one_callee(called)?,
+        },
+        "all-gather" => Op::AllGather {
+            collective: collective_from_proto(p)?,
+            dimension: one_dimension(p)?,
+        },
+        "reduce-scatter" => Op::ReduceScatter {
+            collective: collective_from_proto(p)?,
+            dimension: one_dimension(p)?,
+            to_apply: one_callee(called)?,
+        },
+        "all-to-all" => Op::AllToAll {
+            collective: collective_from_proto(p)?,
+            dimension: match p.dimensions[..] {
+                [] => None,
+                _ => Some(one_dimension(p)?),
+            },
+        },
+        "collective-permute" => Op::CollectivePermute {
+            channel_id: channel_from_proto(p),
+            pairs: pairs_from_proto(p),
+        },
+        "replica-id" => Op::ReplicaId,
+        "partition-id" => Op::PartitionId,
+        "fusion" => Op::Fusion {
+            kind: FusionKind::from_name(&p.fusion_kind)
+                .ok_or_else(|| format!("has unknown fusion_kind {:?}", p.fusion_kind))?,
+            calls: one_callee(called)?,
+        },
+        "while" => match called {
+            [body, condition] => Op::While {
+                condition: condition.clone(),
+                body: body.clone(),
+            },
+            _ => {
+                return Err(format!(
+                    "while needs its body and condition as called computations, has {}",
+                    called.len()
+                ))
+            }
+        },
+        "conditional" => Op::Conditional {
+            branches: called.to_vec(),
+        },
         "gather" => {
             let d = p
                 .gather_dimension_numbers
@@ -559,8 +645,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         },
         "custom-call" => Op::CustomCall(CustomCall {
             target: p.custom_call_target.clone(),
-            backend_config: String::from_utf8(p.backend_config.clone())
-                .map_err(|_| "backend_config is not UTF-8")?,
             api_version: CustomCallApiVersion::from_proto(p.custom_call_api_version).ok_or_else(
                 || {
                     format!(

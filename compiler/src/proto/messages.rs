@@ -54,6 +54,8 @@ pub struct HloComputationProto {
     pub id: i64,
     #[prost(int64, tag = "6")]
     pub root_id: i64,
+    #[prost(bool, tag = "7")]
+    pub is_fusion_computation: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -82,6 +84,8 @@ pub struct HloInstructionProto {
     pub literal: Option<Box<LiteralProto>>,
     #[prost(int64, tag = "9")]
     pub parameter_number: i64,
+    #[prost(string, tag = "11")]
+    pub fusion_kind: String,
     #[prost(int64, tag = "13")]
     pub tuple_index: i64,
     #[prost(int64, repeated, tag = "14")]
@@ -130,6 +134,24 @@ pub struct HloInstructionProto {
     pub custom_call_api_version: i32,
     #[prost(message, optional, boxed, tag = "40")]
     pub sharding: Option<Box<OpSharding>>,
+    #[prost(int64, tag = "26")]
+    pub channel_id: i64,
+    #[prost(int32, tag = "23")]
+    pub distribution: i32,
+    #[prost(bool, tag = "60")]
+    pub is_stable: bool,
+    #[prost(message, repeated, tag = "49")]
+    pub replica_groups: Vec<ReplicaGroup>,
+    #[prost(message, repeated, tag = "52")]
+    pub source_target_pairs: Vec<SourceTarget>,
+    #[prost(bool, tag = "56")]
+    pub constrain_layout: bool,
+    #[prost(bool, tag = "71")]
+    pub use_global_device_ids: bool,
+    #[prost(message, optional, boxed, tag = "87")]
+    pub collective_device_list: Option<Box<CollectiveDeviceListProto>>,
+    #[prost(message, optional, boxed, tag = "92")]
+    pub iota_collective_device_list: Option<Box<IotaReplicaGroupListProto>>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -390,4 +412,38 @@ pub struct BufferDonorEntryProto {
     pub parameter_number: i64,
     #[prost(int64, repeated, tag = "2")]
     pub parameter_shape_index: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReplicaGroup {
+    #[prost(int64, repeated, tag = "1")]
+    pub replica_ids: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SourceTarget {
+    #[prost(int64, tag = "1")]
+    pub source: i64,
+    #[prost(int64, tag = "2")]
+    pub target: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CollectiveDeviceListProto {
+    #[prost(message, repeated, tag = "1")]
+    pub replica_groups: Vec<ReplicaGroup>,
+    #[prost(message, optional, tag = "2")]
+    pub iota_replica_group_list: Option<IotaReplicaGroupListProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IotaReplicaGroupListProto {
+    #[prost(int64, tag = "1")]
+    pub num_replica_groups: i64,
+    #[prost(int64, tag = "2")]
+    pub num_devices_per_group: i64,
+    #[prost(int64, repeated, tag = "3")]
+    pub iota_reshape_dims: Vec<i64>,
+    #[prost(int32, repeated, tag = "4")]
+    pub iota_transpose_perm: Vec<i32>,
 }

@@ -86,8 +86,9 @@ schema!(
         (4, "program_shape", PROGRAM_SHAPE),
         (5, "id"),
         (6, "root_id"),
+        (7, "is_fusion_computation"),
     ],
-    [(7, "is_fusion_computation"), (8, "execution_thread")]
+    [(8, "execution_thread")]
 );
 schema!(
     HLO_INSTRUCTION,
@@ -99,6 +100,7 @@ schema!(
         (7, "metadata", OP_METADATA),
         (8, "literal", LITERAL),
         (9, "parameter_number"),
+        (11, "fusion_kind"),
         (13, "tuple_index"),
         (14, "dimensions"),
         (17, "slice_dimensions", SLICE_DIMENSIONS),
@@ -123,18 +125,24 @@ schema!(
         (70, "rng_algorithm"),
         (72, "comparison_type"),
         (77, "custom_call_api_version"),
+        (60, "is_stable"),
+        (23, "distribution"),
+        (87, "collective_device_list", COLLECTIVE_DEVICE_LIST),
+        (92, "iota_collective_device_list", IOTA_REPLICA_GROUP_LIST),
+        (71, "use_global_device_ids"),
+        (56, "constrain_layout"),
+        (52, "source_target_pairs", SOURCE_TARGET),
+        (49, "replica_groups", REPLICA_GROUP),
+        (26, "channel_id"),
     ],
     [
-        (11, "fusion_kind"),
         (15, "window"),
         (16, "convolution_dimension_numbers"),
         (18, "exponent_bits"),
         (19, "mantissa_bits"),
         (22, "outfeed_config"),
-        (23, "distribution"),
         (24, "epsilon"),
         (25, "feature_index"),
-        (26, "channel_id"),
         (27, "infeed_config"),
         (29, "outfeed_shape"),
         (31, "fft_type"),
@@ -142,20 +150,15 @@ schema!(
         (37, "control_predecessor_ids"),
         (45, "all_reduce_id"),
         (47, "is_host_transfer"),
-        (49, "replica_groups"),
         (50, "feature_group_count"),
-        (52, "source_target_pairs"),
         (54, "domain_entry_sharding"),
         (55, "domain_exit_sharding"),
-        (56, "constrain_layout"),
         (57, "operand_shapes_with_layout"),
         (58, "batch_group_count"),
         (59, "triangular_solve_options"),
-        (60, "is_stable"),
         (61, "parameter_replication"),
         (62, "cholesky_options"),
         (66, "delta"),
-        (71, "use_global_device_ids"),
         (73, "is_cross_program_prefetch"),
         (74, "output_operand_aliasing"),
         (75, "padding_type"),
@@ -166,13 +169,39 @@ schema!(
         (82, "statistics_viz"),
         (85, "largest"),
         (86, "dot_sparsity"),
-        (87, "collective_device_list"),
         (88, "original_value"),
         (89, "is_composite"),
         (90, "ragged_dot_dimension_numbers"),
         (91, "result_accuracy"),
     ],
     defaults [(50, 1), (58, 1)]
+);
+schema!(REPLICA_GROUP, "ReplicaGroup", [(1, "replica_ids")], []);
+schema!(
+    SOURCE_TARGET,
+    "SourceTarget",
+    [(1, "source"), (2, "target")],
+    []
+);
+schema!(
+    COLLECTIVE_DEVICE_LIST,
+    "CollectiveDeviceListProto",
+    [
+        (1, "replica_groups", REPLICA_GROUP),
+        (2, "iota_replica_group_list", IOTA_REPLICA_GROUP_LIST),
+    ],
+    []
+);
+schema!(
+    IOTA_REPLICA_GROUP_LIST,
+    "IotaReplicaGroupListProto",
+    [
+        (1, "num_replica_groups"),
+        (2, "num_devices_per_group"),
+        (3, "iota_reshape_dims"),
+        (4, "iota_transpose_perm"),
+    ],
+    []
 );
 schema!(
     SHAPE,
@@ -560,7 +589,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 26] = [
+    const DECLARED: [(&str, &Schema); 30] = [
         ("HloModuleProto", &HLO_MODULE),
         ("HloScheduleProto", &SCHEDULE),
         ("InstructionSequence", &INSTRUCTION_SEQUENCE),
@@ -587,6 +616,10 @@ mod tests {
         ("HloInputOutputAliasProto", &IO_ALIAS),
         ("HloBufferDonorProto", &BUFFER_DONOR),
         ("BufferDonorEntryProto", &BUFFER_DONOR_ENTRY),
+        ("ReplicaGroup", &REPLICA_GROUP),
+        ("SourceTarget", &SOURCE_TARGET),
+        ("CollectiveDeviceListProto", &COLLECTIVE_DEVICE_LIST),
+        ("IotaReplicaGroupListProto", &IOTA_REPLICA_GROUP_LIST),
     ];
 
     /// The tags of each `pub struct` in `messages.rs`, read from its

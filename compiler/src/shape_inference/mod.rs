@@ -4,9 +4,12 @@
 //! take part of their result from the instruction's declared shape; for them
 //! the declared shape is required and checked against the operands instead.
 
+mod collective;
+mod control_flow;
 mod gather_scatter;
+mod scalar_callee;
 
-use crate::op::{BinaryOp, ComparisonType, Op, RngAlgorithm, UnaryOp};
+use crate::op::{BinaryOp, ComparisonType, Op, RngAlgorithm, RngDistribution, UnaryOp};
 use crate::types::{ArrayShape, ElementType, Shape};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -28,6 +31,14 @@ pub enum ShapeError {
 pub struct CalleeSignature {
     pub params: Vec<Shape>,
     pub result: Shape,
+}
+
+impl CalleeSignature {
+    /// `(params) -> result`, for messages.
+    pub fn text(&self) -> String {
+        let params: Vec<String> = self.params.iter().map(Shape::to_string).collect();
+        format!("({}) -> {}", params.join(", "), self.result)
+    }
 }
 
 fn invalid<T>(msg: impl Into<String>) -> Result<T, ShapeError> {
@@ -589,21 +600,82 @@ pub fn infer_shape(
             }
         }
         Op::Call { to_apply } => {
-            let sig = get_callee(to_apply)?;
-            if sig.params.len() != operands.len() {
-                return Err(ShapeError::OperandCount {
-                    expected: sig.params.len().to_string(),
-                    got: operands.len(),
-                });
+            control_flow::call("call", to_apply, get_callee(to_apply)?, operands)
+        }
+        Op::Fusion { calls, .. } => {
+            control_flow::call("fusion", calls, get_callee(calls)?, operands)
+        }
+        Op::While { condition, body } => control_flow::while_loop(
+            (condition, get_callee(condition)?),
+            (body, get_callee(body)?),
+            operands,
+        ),
+        Op::Sort {
+            dimension,
+            comparator,
+            ..
+        } => scalar_callee::sort(*dimension, (comparator, get_callee(comparator)?), operands),
+        Op::Map {
+            dimensions,
+            to_apply,
+        } => scalar_callee::map(dimensions, (to_apply, get_callee(to_apply)?), operands),
+        Op::Rng { distribution } => {
+            arity(operands, 2)?;
+            let (a, b) = (array(operands, 0)?, array(operands, 1)?);
+            let d = declared_array(declared)?;
+            if a.rank() != 0 || b.rank() != 0 || a.ty != d.ty || b.ty != d.ty {
+                return invalid(format!(
+                    "rng parameters must be two {} scalars, got {a} and {b}",
+                    d.ty
+                ));
             }
-            for (i, (p, o)) in sig.params.iter().zip(operands).enumerate() {
-                if !p.compatible(o) {
-                    return invalid(format!(
-                        "call operand {i} is {o} but '{to_apply}' expects {p}"
-                    ));
-                }
+            let ok = match distribution {
+                RngDistribution::Uniform => d.ty.is_float() || d.ty.is_integer(),
+                RngDistribution::Normal => d.ty.is_float(),
+            };
+            if !ok {
+                return invalid(format!("{} cannot produce {}", distribution.name(), d.ty));
             }
-            Ok(sig.result)
+            Ok(Shape::Array(d.clone()))
+        }
+        Op::AllReduce {
+            collective,
+            to_apply,
+        } => collective::all_reduce(collective, (to_apply, get_callee(to_apply)?), operands),
+        Op::AllGather {
+            collective,
+            dimension,
+        } => collective::resized(
+            "all-gather",
+            collective,
+            *dimension,
+            true,
+            operands,
+            declared,
+        ),
+        Op::ReduceScatter {
+            collective,
+            dimension,
+            to_apply,
+        } => collective::reduce_scatter(
+            collective,
+            *dimension,
+            (to_apply, get_callee(to_apply)?),
+            operands,
+            declared,
+        ),
+        Op::AllToAll {
+            collective,
+            dimension,
+        } => collective::all_to_all(collective, *dimension, operands),
+        Op::CollectivePermute { pairs, .. } => collective::collective_permute(pairs, operands),
+        Op::ReplicaId | Op::PartitionId => collective::device_id(operands),
+        Op::Conditional { branches } => {
+            let sigs = branches
+                .iter()
+                .map(|b| Ok((b.as_str(), get_callee(b)?)))
+                .collect::<Result<Vec<_>, ShapeError>>()?;
+            control_flow::conditional(&sigs, operands)
         }
         Op::Gather {
             dims, slice_sizes, ..
@@ -727,17 +799,14 @@ fn check_signature(
         && sig.params.iter().zip(params).all(|(a, b)| a.compatible(b))
         && sig.result.compatible(result);
     if !ok {
-        let list = |v: &[Shape]| {
-            v.iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+        let required = CalleeSignature {
+            params: params.to_vec(),
+            result: result.clone(),
         };
         return invalid(format!(
-            "'{name}' has signature ({}) -> {} but ({}) -> {result} is required",
-            list(&sig.params),
-            sig.result,
-            list(params)
+            "'{name}' has signature {} but {} is required",
+            sig.text(),
+            required.text()
         ));
     }
     Ok(())

@@ -1,6 +1,8 @@
 //! XLA's HLO text syntax: a printer whose output XLA's parser accepts, and a
 //! `pest` parser for what the printer writes and what JAX and torch-xla dump.
 
+mod collective;
+mod cursor;
 mod escape;
 mod nesting;
 mod parser;

@@ -3,6 +3,7 @@
 //! attribute, undefined operand) carry the position of the offending token.
 
 use super::escape::unescape;
+use crate::collective::{Collective, ReplicaGroups};
 use crate::computation::{Computation, InstrId};
 use crate::instruction::{Instruction, Metadata};
 use crate::literal::{Literal, Scalar};
@@ -667,6 +668,14 @@ impl<'i> Attrs<'i> {
         }
     }
 
+    fn optional_int(&mut self, key: &str) -> Result<Option<i64>, ParseError> {
+        if self.map.contains_key(key) {
+            self.int(key).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     fn word(&mut self, key: &str) -> Result<(String, Pair<'i, Rule>), ParseError> {
         match self.required(key)? {
             (Value::Word(w), p) => Ok((w, p)),
@@ -997,6 +1006,7 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         None => None,
         Some((_, p)) => Some(sharding(&p)?),
     };
+    let backend_config = attrs.backend_config()?;
     attrs.finish()?;
     let instr = Instruction {
         name,
@@ -1005,6 +1015,7 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         metadata,
         frontend_attributes,
         sharding,
+        backend_config,
     };
     Ok((instr, operands, is_root, at, unshaped))
 }
@@ -1051,12 +1062,24 @@ fn metadata_fields(mut m: BTreeMap<String, String>) -> Result<Metadata, String> 
 /// The sharding of a `sharding=...` attribute, with an error pointing
 /// inside its text.
 fn sharding(attribute: &Pair<Rule>) -> Result<Sharding, ParseError> {
+    read_whole_value(attribute, "sharding", |text| {
+        super::sharding::parse_sharding(text, &metadata_fields)
+    })
+}
+
+/// Reads an attribute's value (taken whole by the grammar) with `read`; an
+/// error points at the byte inside the value where it went wrong.
+fn read_whole_value<T>(
+    attribute: &Pair<Rule>,
+    what: &str,
+    read: impl FnOnce(&str) -> Result<T, super::cursor::AttrSyntaxError>,
+) -> Result<T, ParseError> {
     let value = attribute
         .clone()
         .into_inner()
         .nth(1)
         .expect("grammar: attribute value");
-    super::sharding::parse_sharding(value.as_str(), &metadata_fields).map_err(|e| {
+    read(value.as_str()).map_err(|e| {
         let start = value.as_span().start() + e.offset;
         let (line, column) = pest::Position::new(value.get_input(), start)
             .unwrap_or_else(|| value.as_span().start_pos())
@@ -1064,9 +1087,57 @@ fn sharding(attribute: &Pair<Rule>) -> Result<Sharding, ParseError> {
         ParseError {
             line,
             column,
-            message: format!("sharding: {}", e.message),
+            message: format!("{what}: {}", e.message),
         }
     })
+}
+
+/// `replica_groups`, `channel_id`, `use_global_device_ids` and
+/// `constrain_layout`.
+fn collective(a: &mut Attrs) -> Result<Collective, ParseError> {
+    let replica_groups = match a.take("replica_groups") {
+        None => ReplicaGroups::default(),
+        Some((Value::Ints(v), _)) if v.is_empty() => ReplicaGroups::default(),
+        Some((_, p)) => read_whole_value(&p, "replica_groups", |text| {
+            super::collective::parse_replica_groups(text)
+        })?,
+    };
+    Ok(Collective {
+        replica_groups,
+        channel_id: channel_id(a)?,
+        use_global_device_ids: a.flag("use_global_device_ids")?,
+        constrain_layout: a.flag("constrain_layout")?,
+    })
+}
+
+/// `channel_id=N`. XLA reads a non-positive id as none (its proto cannot
+/// tell `channel_id=0` from no channel), and so does hlatc.
+fn channel_id(a: &mut Attrs) -> Result<Option<i64>, ParseError> {
+    Ok(a.optional_int("channel_id")?.filter(|&id| id > 0))
+}
+
+/// `dimensions={d}`: exactly one dimension, or none where `optional`.
+fn one_dimension(
+    at: &Pair<Rule>,
+    a: &mut Attrs,
+    optional: bool,
+) -> Result<Option<i64>, ParseError> {
+    let dims = if optional {
+        a.ints_or_empty("dimensions")?
+    } else {
+        a.ints("dimensions")?
+    };
+    match dims[..] {
+        [] if optional => Ok(None),
+        [d] => Ok(Some(d)),
+        _ => err_at(
+            at,
+            format!(
+                "{} takes one dimension in dimensions={{..}}, got {dims:?}",
+                a.opcode
+            ),
+        ),
+    }
 }
 
 /// `replica_count=N` / `num_partitions=N`: a positive count.
@@ -1105,6 +1176,37 @@ fn parse_enum<T>(
         },
         Ok,
     )
+}
+
+/// A conditional's branches: `branch_computations={...}`, or the pred
+/// form's `true_computation` and `false_computation`.
+fn conditional_branches(at: &Pair<Rule>, a: &mut Attrs) -> Result<Vec<String>, ParseError> {
+    let listed = a.take("branch_computations");
+    let pred_form =
+        a.map.contains_key("true_computation") || a.map.contains_key("false_computation");
+    match listed {
+        Some((_, p)) if pred_form => err_at(
+            &p,
+            "conditional has both branch_computations and true_computation/false_computation",
+        ),
+        Some((Value::Words(ws), _)) => Ok(ws.iter().map(|w| strip_sigil(w).to_string()).collect()),
+        Some((Value::Word(w), _)) => Ok(vec![w]),
+        Some((other, p)) => err_at(
+            &p,
+            format!(
+                "'branch_computations' must list computations like {{%a, %b}}, got {}",
+                other.kind()
+            ),
+        ),
+        None if pred_form => Ok(vec![
+            a.word("true_computation")?.0,
+            a.word("false_computation")?.0,
+        ]),
+        None => err_at(
+            at,
+            "conditional needs branch_computations={...} or true_computation and false_computation",
+        ),
+    }
 }
 
 fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseError> {
@@ -1233,6 +1335,68 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         "call" => Op::Call {
             to_apply: a.word("to_apply")?.0,
         },
+        "sort" => Op::Sort {
+            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+            is_stable: a.flag("is_stable")?,
+            comparator: a.word("to_apply")?.0,
+        },
+        "map" => Op::Map {
+            dimensions: a.ints_or_empty("dimensions")?,
+            to_apply: a.word("to_apply")?.0,
+        },
+        "rng" => Op::Rng {
+            distribution: parse_enum(
+                a,
+                "distribution",
+                RngDistribution::from_name,
+                "rng_uniform, rng_normal",
+            )?,
+        },
+        "all-reduce" => Op::AllReduce {
+            collective: collective(a)?,
+            to_apply: a.word("to_apply")?.0,
+        },
+        "all-gather" => Op::AllGather {
+            collective: collective(a)?,
+            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+        },
+        "reduce-scatter" => Op::ReduceScatter {
+            collective: collective(a)?,
+            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+            to_apply: a.word("to_apply")?.0,
+        },
+        "all-to-all" => Op::AllToAll {
+            collective: collective(a)?,
+            dimension: one_dimension(opcode_pair, a, true)?,
+        },
+        "collective-permute" => Op::CollectivePermute {
+            channel_id: channel_id(a)?,
+            pairs: match a.take("source_target_pairs") {
+                None => Vec::new(),
+                Some((Value::Ints(v), _)) if v.is_empty() => Vec::new(),
+                Some((_, p)) => read_whole_value(&p, "source_target_pairs", |text| {
+                    super::collective::parse_pairs(text)
+                })?,
+            },
+        },
+        "replica-id" => Op::ReplicaId,
+        "partition-id" => Op::PartitionId,
+        "fusion" => Op::Fusion {
+            kind: parse_enum(
+                a,
+                "kind",
+                FusionKind::from_name,
+                "kLoop, kInput, kOutput, kCustom",
+            )?,
+            calls: a.word("calls")?.0,
+        },
+        "while" => Op::While {
+            condition: a.word("condition")?.0,
+            body: a.word("body")?.0,
+        },
+        "conditional" => Op::Conditional {
+            branches: conditional_branches(opcode_pair, a)?,
+        },
         "gather" => Op::Gather {
             dims: GatherDims {
                 offset_dims: a.ints("offset_dims")?,
@@ -1283,7 +1447,6 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
             };
             Op::CustomCall(CustomCall {
                 target,
-                backend_config: a.backend_config()?,
                 api_version,
                 has_side_effect: a.flag("custom_call_has_side_effect")?,
             })

@@ -2,11 +2,12 @@
 //! sigils, no operand shapes, layouts always written).
 
 use super::escape::escape;
+use crate::collective::Collective;
 use crate::computation::{Computation, InstrId};
-use crate::instruction::{Instruction, Metadata};
+use crate::instruction::Metadata;
 use crate::module::Module;
 use crate::op::{Op, PadDim};
-use crate::types::write_joined;
+use crate::types::{write_joined, ElementType};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -160,7 +161,18 @@ fn print_instruction_into(out: &mut String, c: &Computation, id: InstrId) {
         }
     }
     out.push(')');
-    write_attributes(out, instr);
+    write_attributes(out, c, id);
+}
+
+/// The attributes every replica-grouped collective has, as XLA prints them.
+fn write_collective(out: &mut String, c: &Collective) {
+    out.push_str(", replica_groups=");
+    super::collective::write_replica_groups(out, &c.replica_groups);
+    if let Some(id) = c.channel_id {
+        let _ = write!(out, ", channel_id={id}");
+    }
+    flag(out, "use_global_device_ids", c.use_global_device_ids);
+    flag(out, "constrain_layout", c.constrain_layout);
 }
 
 fn list(out: &mut String, key: &str, v: &[i64]) {
@@ -181,7 +193,8 @@ fn flag(out: &mut String, key: &str, on: bool) {
     }
 }
 
-fn write_attributes(out: &mut String, instr: &Instruction) {
+fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
+    let instr = c.instr(id);
     match &instr.op {
         Op::Iota { dimension } => {
             let _ = write!(out, ", iota_dimension={dimension}");
@@ -239,6 +252,84 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
         Op::Call { to_apply } => {
             let _ = write!(out, ", to_apply={to_apply}");
         }
+        Op::Sort {
+            dimension,
+            is_stable,
+            comparator,
+        } => {
+            let _ = write!(out, ", dimensions={{{dimension}}}");
+            flag(out, "is_stable", *is_stable);
+            let _ = write!(out, ", to_apply={comparator}");
+        }
+        Op::Map {
+            dimensions,
+            to_apply,
+        } => {
+            list_if_any(out, "dimensions", dimensions);
+            let _ = write!(out, ", to_apply={to_apply}");
+        }
+        Op::Rng { distribution } => {
+            let _ = write!(out, ", distribution={}", distribution.name());
+        }
+        Op::AllReduce {
+            collective,
+            to_apply,
+        } => {
+            write_collective(out, collective);
+            let _ = write!(out, ", to_apply={to_apply}");
+        }
+        Op::AllGather {
+            collective,
+            dimension,
+        } => {
+            write_collective(out, collective);
+            let _ = write!(out, ", dimensions={{{dimension}}}");
+        }
+        Op::ReduceScatter {
+            collective,
+            dimension,
+            to_apply,
+        } => {
+            write_collective(out, collective);
+            let _ = write!(out, ", dimensions={{{dimension}}}, to_apply={to_apply}");
+        }
+        Op::AllToAll {
+            collective,
+            dimension,
+        } => {
+            write_collective(out, collective);
+            if let Some(d) = dimension {
+                let _ = write!(out, ", dimensions={{{d}}}");
+            }
+        }
+        Op::CollectivePermute { channel_id, pairs } => {
+            out.push_str(", source_target_pairs=");
+            super::collective::write_pairs(out, pairs);
+            if let Some(id) = channel_id {
+                let _ = write!(out, ", channel_id={id}");
+            }
+        }
+        Op::Fusion { kind, calls } => {
+            let _ = write!(out, ", kind={}, calls={calls}", kind.name());
+        }
+        Op::While { condition, body } => {
+            let _ = write!(out, ", condition={condition}, body={body}");
+        }
+        Op::Conditional { branches } => {
+            // XLA requires the pred form's own names for a pred selector.
+            let selector_is_pred = c
+                .operands(id)
+                .first()
+                .is_some_and(|&s| c.instr(s).shape.is_scalar_of(ElementType::Pred));
+            match branches.as_slice() {
+                [t, f] if selector_is_pred => {
+                    let _ = write!(out, ", true_computation={t}, false_computation={f}");
+                }
+                _ => {
+                    let _ = write!(out, ", branch_computations={{{}}}", branches.join(", "));
+                }
+            }
+        }
         Op::Gather {
             dims,
             slice_sizes,
@@ -287,9 +378,6 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
         Op::CustomCall(cc) => {
             let _ = write!(out, ", custom_call_target=\"{}\"", escape(&cc.target));
             flag(out, "custom_call_has_side_effect", cc.has_side_effect);
-            if !cc.backend_config.is_empty() {
-                let _ = write!(out, ", backend_config=\"{}\"", escape(&cc.backend_config));
-            }
             if cc.api_version != Default::default() {
                 let _ = write!(out, ", api_version={}", cc.api_version.name());
             }
@@ -306,7 +394,9 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
         | Op::Reshape
         | Op::DynamicUpdateSlice
         | Op::Tuple
-        | Op::OptBarrier => {}
+        | Op::OptBarrier
+        | Op::ReplicaId
+        | Op::PartitionId => {}
     }
     if let Some(s) = &instr.sharding {
         out.push_str(", sharding=");
@@ -318,6 +408,13 @@ fn write_attributes(out: &mut String, instr: &Instruction) {
     if !instr.frontend_attributes.is_empty() {
         out.push_str(", ");
         write_frontend_attributes(out, &instr.frontend_attributes);
+    }
+    if !instr.backend_config.is_empty() {
+        let _ = write!(
+            out,
+            ", backend_config=\"{}\"",
+            escape(&instr.backend_config)
+        );
     }
 }
 

@@ -10,6 +10,7 @@
 //! Read by hand from the attribute's text: the HLO grammar takes it whole,
 //! so an error here points at the offending character inside it.
 
+use super::cursor::{AttrSyntaxError, Cursor};
 use super::escape::unescape;
 use crate::instruction::Metadata;
 use crate::sharding::{
@@ -19,32 +20,24 @@ use crate::sharding::{
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// A problem at a byte offset of the sharding's text.
-pub(crate) struct ShardingSyntaxError {
-    pub offset: usize,
-    pub message: String,
-}
+type Result<T> = std::result::Result<T, AttrSyntaxError>;
 
-type Result<T> = std::result::Result<T, ShardingSyntaxError>;
+/// Turns a `metadata={...}`'s fields into metadata, or names the field it
+/// refuses.
+pub(crate) type MetadataFields =
+    dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>;
 
 /// Reads a whole `{...}` sharding; `metadata` turns the fields of a
 /// `metadata={...}` into metadata (or says which field it refuses).
-pub(crate) fn parse_sharding(
-    text: &str,
-    metadata: &dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>,
-) -> Result<Sharding> {
-    let mut c = Cursor {
-        text,
-        pos: 0,
-        metadata,
-    };
+pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sharding> {
+    let mut c = Cursor::new(text);
     c.expect("{")?;
     c.skip_ws();
     let sharding = if c.peek() == Some(b'{') || c.peek() == Some(b'}') {
         let mut leaves = Vec::new();
         while c.peek() == Some(b'{') {
             c.pos += 1;
-            leaves.push(c.single()?);
+            leaves.push(c.single(metadata)?);
             c.expect("}")?;
             c.skip_ws();
             if c.peek() == Some(b',') {
@@ -56,7 +49,7 @@ pub(crate) fn parse_sharding(
         }
         Sharding::Tuple(leaves)
     } else {
-        Sharding::Single(c.single()?)
+        Sharding::Single(c.single(metadata)?)
     };
     c.expect("}")?;
     c.skip_ws();
@@ -65,106 +58,15 @@ pub(crate) fn parse_sharding(
     }
     sharding
         .check()
-        .map_err(|message| ShardingSyntaxError { offset: 0, message })?;
+        .map_err(|message| AttrSyntaxError { offset: 0, message })?;
     Ok(sharding)
 }
 
-struct Cursor<'t> {
-    text: &'t str,
-    pos: usize,
-    metadata: &'t dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>,
-}
-
+/// The sharding-specific readers; `metadata` turns a `metadata={...}`'s
+/// fields into metadata (or says which field it refuses).
 impl Cursor<'_> {
-    fn fail<T>(&self, message: impl Into<String>) -> Result<T> {
-        Err(ShardingSyntaxError {
-            offset: self.pos,
-            message: message.into(),
-        })
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.pos).copied()
-    }
-
-    fn rest(&self) -> &str {
-        &self.text[self.pos..]
-    }
-
-    fn skip_ws(&mut self) {
-        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
-            self.pos += 1;
-        }
-    }
-
-    fn eat(&mut self, s: &str) -> bool {
-        self.skip_ws();
-        if self.rest().starts_with(s) {
-            self.pos += s.len();
-            true
-        } else {
-            false
-        }
-    }
-
-    fn expect(&mut self, s: &str) -> Result<()> {
-        if self.eat(s) {
-            Ok(())
-        } else {
-            let found: String = self.rest().chars().take(20).collect();
-            self.fail(format!("expected `{s}`, found `{found}`"))
-        }
-    }
-
-    fn word(&mut self) -> &str {
-        self.skip_ws();
-        let start = self.pos;
-        while self
-            .peek()
-            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-        {
-            self.pos += 1;
-        }
-        &self.text[start..self.pos]
-    }
-
-    fn int(&mut self) -> Result<i64> {
-        self.skip_ws();
-        let start = self.pos;
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
-            self.pos += 1;
-        }
-        match self.text[start..self.pos].parse() {
-            Ok(v) => Ok(v),
-            Err(_) => {
-                self.pos = start;
-                self.fail("expected an integer")
-            }
-        }
-    }
-
-    /// `a,b,c` (at least one).
-    fn ints(&mut self) -> Result<Vec<i64>> {
-        let mut v = vec![self.int()?];
-        while self.eat(",") {
-            v.push(self.int()?);
-        }
-        Ok(v)
-    }
-
-    /// `[a,b,c]`.
-    fn bracketed(&mut self, open: &str, close: &str) -> Result<Vec<i64>> {
-        self.expect(open)?;
-        let v = self.ints()?;
-        self.expect(close)?;
-        Ok(v)
-    }
-
     /// The body of one `{...}` sharding, up to its closing brace.
-    fn single(&mut self) -> Result<SingleSharding> {
+    fn single(&mut self, read_metadata: &MetadataFields) -> Result<SingleSharding> {
         let mut kind: Option<ShardingKind> = None;
         let mut maximal = false;
         let mut device: Option<i64> = None;
@@ -200,13 +102,7 @@ impl Cursor<'_> {
                     self.expect("=")?;
                     let dims = self.bracketed("[", "]")?;
                     let devices = if self.eat("<=") {
-                        let reshape = self.bracketed("[", "]")?;
-                        let transpose = if self.rest().starts_with('T') {
-                            self.pos += 1;
-                            self.bracketed("(", ")")?
-                        } else {
-                            Vec::new()
-                        };
+                        let (reshape, transpose) = self.iota()?;
                         TileDevices::Iota { reshape, transpose }
                     } else {
                         TileDevices::List(self.ints()?)
@@ -245,14 +141,14 @@ impl Cursor<'_> {
                     if self.peek() == Some(b'{') {
                         loop {
                             self.expect("{")?;
-                            metadata.push(self.metadata_fields()?);
+                            metadata.push(self.metadata_fields(read_metadata)?);
                             self.expect("}")?;
                             if !self.eat(",") {
                                 break;
                             }
                         }
                     } else {
-                        metadata.push(self.metadata_fields()?);
+                        metadata.push(self.metadata_fields(read_metadata)?);
                     }
                     self.expect("}")?;
                 }
@@ -300,7 +196,7 @@ impl Cursor<'_> {
     }
 
     /// `op_name="a" source_line=3 ...` up to the closing brace.
-    fn metadata_fields(&mut self) -> Result<Metadata> {
+    fn metadata_fields(&mut self, read_metadata: &MetadataFields) -> Result<Metadata> {
         let start = self.pos;
         let mut fields = BTreeMap::new();
         loop {
@@ -344,7 +240,7 @@ impl Cursor<'_> {
             fields.insert(key, value);
             self.eat(",");
         }
-        (self.metadata)(fields).map_err(|message| ShardingSyntaxError {
+        read_metadata(fields).map_err(|message| AttrSyntaxError {
             offset: start,
             message,
         })

@@ -57,3 +57,14 @@ pub fn assert_values(got: &Literal, expected: &[f64], rel: f64) {
         assert!(ok, "element {i}: got {a}, expected {e} (all: {g:?})");
     }
 }
+
+/// The printed text reads back to itself, and the proto carries it
+/// unchanged.
+pub fn round_trips(hlo: &str) {
+    let printed = text::print_module(&text::parse_module(hlo).unwrap());
+    let m = text::parse_module(&printed).unwrap();
+    assert_eq!(text::print_module(&m), printed);
+    let back =
+        hlatc_compiler::proto::decode_module(&hlatc_compiler::proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), printed);
+}

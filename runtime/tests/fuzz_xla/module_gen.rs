@@ -443,7 +443,6 @@ impl ModuleGen {
                 };
                 let call = CustomCall {
                     target: target.to_string(),
-                    backend_config: String::new(),
                     api_version: CustomCallApiVersion::Original,
                     has_side_effect: false,
                 };

@@ -1,0 +1,129 @@
+//! A collective's participants in `HloInstructionProto`: the explicit
+//! groups in `replica_groups` (49), which every XLA reads. An iota goes in
+//! `iota_collective_device_list` (92), where current XLA writes and reads
+//! it, with the same groups spelled out in 49 for older readers
+//! (neuronx-cc's among them), which skip 92. An iota or a list in
+//! `collective_device_list` (87), as XLA writes in between, is read too.
+
+use super::messages::{
+    CollectiveDeviceListProto, HloInstructionProto, IotaReplicaGroupListProto, ReplicaGroup,
+    SourceTarget,
+};
+use crate::collective::{Collective, ReplicaGroups};
+use crate::iota::without_identity;
+
+pub(super) fn fill_collective(c: &Collective, p: &mut HloInstructionProto) {
+    p.replica_groups = c
+        .replica_groups
+        .expanded()
+        .into_iter()
+        .map(|replica_ids| ReplicaGroup { replica_ids })
+        .collect();
+    if let ReplicaGroups::Iota {
+        groups,
+        group_size,
+        reshape,
+        transpose,
+    } = &c.replica_groups
+    {
+        p.iota_collective_device_list = Some(Box::new(IotaReplicaGroupListProto {
+            num_replica_groups: *groups,
+            num_devices_per_group: *group_size,
+            iota_reshape_dims: reshape.clone(),
+            iota_transpose_perm: transpose.iter().map(|&d| d as i32).collect(),
+        }));
+    }
+    p.channel_id = c.channel_id.unwrap_or(0);
+    p.use_global_device_ids = c.use_global_device_ids;
+    p.constrain_layout = c.constrain_layout;
+}
+
+/// The channel id, where one is set (XLA: a non-positive one is none).
+pub(super) fn channel_from_proto(p: &HloInstructionProto) -> Option<i64> {
+    (p.channel_id > 0).then_some(p.channel_id)
+}
+
+pub(super) fn collective_from_proto(p: &HloInstructionProto) -> Result<Collective, String> {
+    let listed: Vec<Vec<i64>> = p
+        .replica_groups
+        .iter()
+        .map(|g| g.replica_ids.clone())
+        .collect();
+    let replica_groups = match (
+        p.collective_device_list.as_deref(),
+        p.iota_collective_device_list.as_deref(),
+    ) {
+        (Some(_), Some(_)) => return Err(
+            "collective_device_list and iota_collective_device_list are both set (XLA sets one)"
+                .into(),
+        ),
+        (None, Some(iota)) => {
+            let groups = iota_from_proto(iota);
+            if !listed.is_empty() && groups.expanded() != listed {
+                return Err(
+                    "replica_groups and iota_collective_device_list name different groups".into(),
+                );
+            }
+            groups
+        }
+        (None, None) => ReplicaGroups::List(listed),
+        (
+            Some(CollectiveDeviceListProto {
+                replica_groups,
+                iota_replica_group_list,
+            }),
+            None,
+        ) => {
+            let groups = match iota_replica_group_list {
+                Some(iota) => iota_from_proto(iota),
+                None => ReplicaGroups::List(
+                    replica_groups
+                        .iter()
+                        .map(|g| g.replica_ids.clone())
+                        .collect(),
+                ),
+            };
+            // Both fields set must agree, or one of them would be lost.
+            if !listed.is_empty() && groups.expanded() != listed {
+                return Err(
+                    "replica_groups and collective_device_list name different groups".into(),
+                );
+            }
+            groups
+        }
+    };
+    Ok(Collective {
+        replica_groups,
+        channel_id: channel_from_proto(p),
+        use_global_device_ids: p.use_global_device_ids,
+        constrain_layout: p.constrain_layout,
+    })
+}
+
+fn iota_from_proto(iota: &IotaReplicaGroupListProto) -> ReplicaGroups {
+    ReplicaGroups::Iota {
+        groups: iota.num_replica_groups,
+        group_size: iota.num_devices_per_group,
+        reshape: iota.iota_reshape_dims.clone(),
+        transpose: without_identity(
+            iota.iota_transpose_perm
+                .iter()
+                .map(|&d| i64::from(d))
+                .collect(),
+        ),
+    }
+}
+
+pub(super) fn pairs_to_proto(pairs: &[(i64, i64)]) -> Vec<SourceTarget> {
+    pairs
+        .iter()
+        .map(|&(source, target)| SourceTarget { source, target })
+        .collect()
+}
+
+pub(super) fn pairs_from_proto(p: &HloInstructionProto) -> Vec<(i64, i64)> {
+    p.source_target_pairs
+        .iter()
+        .map(|st| (st.source, st.target))
+        .collect()
+}

@@ -1,0 +1,248 @@
+//! Collectives: the result is the operand's shape, or (for all-gather and
+//! reduce-scatter) the operand's with one dimension scaled by the group
+//! size, which the written result shape gives when the groups do not.
+
+use super::{array, check_signature, invalid, CalleeSignature, ShapeError};
+use crate::collective::Collective;
+use crate::types::{ArrayShape, ElementType, Shape};
+
+/// The operands' shapes, as one value: the array itself for one operand, a
+/// tuple for several.
+fn same_as_operands(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    for i in 0..operands.len() {
+        array(operands, i)?;
+    }
+    Ok(match operands {
+        [one] => (*one).clone(),
+        _ => Shape::Tuple(operands.iter().map(|s| (*s).clone()).collect()),
+    })
+}
+
+fn at_least_one(operands: &[&Shape]) -> Result<(), ShapeError> {
+    if operands.is_empty() {
+        return Err(ShapeError::OperandCount {
+            expected: "at least 1".into(),
+            got: 0,
+        });
+    }
+    Ok(())
+}
+
+fn check_groups(c: &Collective, same_size: bool) -> Result<(), ShapeError> {
+    c.replica_groups.check(same_size).or_else(invalid)?;
+    if c.use_global_device_ids && c.channel_id.is_none() {
+        return invalid("use_global_device_ids=true needs a (positive) channel_id");
+    }
+    Ok(())
+}
+
+/// A channel without global device ids groups replicas across every
+/// partition (or, in XLA's cross-partition mode, partitions): the
+/// participants are then a group times a count only the device assignment
+/// knows, so the group size only bounds them.
+fn spans_partitions(c: &Collective) -> bool {
+    c.channel_id.is_some() && !c.use_global_device_ids
+}
+
+/// The reducer reduces two scalars of the operands' one element type.
+fn check_reducer(
+    opcode: &str,
+    name: &str,
+    sig: &CalleeSignature,
+    operands: &[&Shape],
+) -> Result<(), ShapeError> {
+    let ty = array(operands, 0)?.ty;
+    for i in 1..operands.len() {
+        let other = array(operands, i)?.ty;
+        if other != ty {
+            return invalid(format!(
+                "{opcode} operands must share one element type (the reducer's), got {ty} and {other}"
+            ));
+        }
+    }
+    let s = Shape::scalar(ty);
+    check_signature(name, sig, &[s.clone(), s.clone()], &s)
+}
+
+pub(super) fn all_reduce(
+    c: &Collective,
+    (name, sig): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    at_least_one(operands)?;
+    check_groups(c, false)?;
+    check_reducer("all-reduce", name, &sig, operands)?;
+    same_as_operands(operands)
+}
+
+/// The declared result leaves, one per operand.
+fn declared_leaves<'d>(
+    opcode: &str,
+    declared: Option<&'d Shape>,
+    count: usize,
+) -> Result<Vec<&'d ArrayShape>, ShapeError> {
+    let leaves: Vec<&Shape> = match declared {
+        None => return Err(ShapeError::NeedsResultShape),
+        Some(Shape::Tuple(t)) if count > 1 => t.iter().collect(),
+        Some(s) => vec![s],
+    };
+    if leaves.len() != count {
+        return invalid(format!(
+            "{opcode} of {count} operands must declare {count} results, got {}",
+            leaves.len()
+        ));
+    }
+    leaves
+        .into_iter()
+        .map(|s| match s {
+            Shape::Array(a) => Ok(a),
+            t => invalid(format!("{opcode} results must be arrays, declared {t}")),
+        })
+        .collect()
+}
+
+/// All-gather (`grow`) or reduce-scatter (`!grow`): along `dimension`, the
+/// result is the operand times (or divided by) the group size; the other
+/// dimensions and the element type stay.
+pub(super) fn resized(
+    opcode: &str,
+    c: &Collective,
+    dimension: i64,
+    grow: bool,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    at_least_one(operands)?;
+    check_groups(c, true)?;
+    let leaves = declared_leaves(opcode, declared, operands.len())?;
+    let mut results = Vec::with_capacity(leaves.len());
+    for (i, result) in leaves.into_iter().enumerate() {
+        let x = array(operands, i)?;
+        let d = usize::try_from(dimension)
+            .ok()
+            .filter(|&d| d < x.rank())
+            .map_or_else(
+                || {
+                    invalid(format!(
+                        "{opcode} dimension {dimension} out of range for {x}"
+                    ))
+                },
+                Ok,
+            )?;
+        let (small, big) = if grow { (x, result) } else { (result, x) };
+        let same_elsewhere = result.ty == x.ty
+            && result.rank() == x.rank()
+            && (0..x.rank()).all(|k| k == d || result.dims[k] == x.dims[k]);
+        let factor = match (small.dims[d], big.dims[d]) {
+            (0, 0) => c.replica_groups.group_size(),
+            (s, b) if s > 0 && b % s == 0 => Some(b / s),
+            _ => None,
+        };
+        let fits = match (factor, c.replica_groups.group_size()) {
+            (Some(f), Some(g)) if spans_partitions(c) => f >= g && f % g == 0,
+            (Some(f), Some(g)) => f == g,
+            (Some(f), None) => f >= 1,
+            (None, _) => false,
+        };
+        if !same_elsewhere || !fits {
+            let by = match c.replica_groups.group_size() {
+                Some(g) if spans_partitions(c) => format!("a multiple of {g}"),
+                Some(g) => g.to_string(),
+                None => "the group size".to_string(),
+            };
+            let how = if grow { "multiplied" } else { "divided" };
+            return invalid(format!(
+                "{opcode} of {x} along dimension {d} cannot give {result}: dimension {d} is {how} by {by}, the rest stays"
+            ));
+        }
+        results.push(Shape::Array(result.clone()));
+    }
+    Ok(match results.len() {
+        1 => results.pop().expect("one result"),
+        _ => Shape::Tuple(results),
+    })
+}
+
+pub(super) fn reduce_scatter(
+    c: &Collective,
+    dimension: i64,
+    (name, sig): (&str, CalleeSignature),
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    at_least_one(operands)?;
+    check_reducer("reduce-scatter", name, &sig, operands)?;
+    resized("reduce-scatter", c, dimension, false, operands, declared)
+}
+
+pub(super) fn all_to_all(
+    c: &Collective,
+    dimension: Option<i64>,
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    at_least_one(operands)?;
+    check_groups(c, true)?;
+    if let Some(d) = dimension {
+        if operands.len() != 1 {
+            return invalid(format!(
+                "an all-to-all with a split dimension takes one operand, got {}",
+                operands.len()
+            ));
+        }
+        let x = array(operands, 0)?;
+        let size = usize::try_from(d)
+            .ok()
+            .and_then(|d| x.dims.get(d))
+            .copied()
+            .map_or_else(
+                || invalid(format!("all-to-all dimension {d} out of range for {x}")),
+                Ok,
+            )?;
+        if let Some(g) = c.replica_groups.group_size() {
+            if size % g != 0 {
+                return invalid(format!(
+                    "all-to-all splits dimension {d} of {x} into {g} pieces, which does not divide it"
+                ));
+            }
+        }
+        return same_as_operands(operands);
+    }
+    // The tuple form: operand i goes to participant i, and the result is a
+    // tuple even of one.
+    for i in 0..operands.len() {
+        array(operands, i)?;
+    }
+    Ok(Shape::Tuple(
+        operands.iter().map(|s| (*s).clone()).collect(),
+    ))
+}
+
+pub(super) fn collective_permute(
+    pairs: &[(i64, i64)],
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    if operands.len() != 1 {
+        return Err(ShapeError::OperandCount {
+            expected: "1 (hlatc does not model the in-place form)".into(),
+            got: operands.len(),
+        });
+    }
+    let mut sources: Vec<i64> = pairs.iter().map(|p| p.0).collect();
+    let mut targets: Vec<i64> = pairs.iter().map(|p| p.1).collect();
+    for (ids, what) in [(&mut sources, "source"), (&mut targets, "target")] {
+        ids.sort_unstable();
+        if let Some(id) = ids.iter().find(|&&id| id < 0) {
+            return invalid(format!("collective-permute {what} {id} is negative"));
+        }
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return invalid(format!("collective-permute names {what} {} twice", w[0]));
+        }
+    }
+    same_as_operands(operands)
+}
+
+/// `replica-id` and `partition-id`: a `u32[]`.
+pub(super) fn device_id(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    super::arity(operands, 0)?;
+    Ok(Shape::scalar(ElementType::U32))
+}

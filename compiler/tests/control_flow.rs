@@ -1,0 +1,159 @@
+//! `while`, `conditional` and `fusion`: each callee must take exactly what
+//! the op hands it and give what the op returns; a module that breaks this
+//! is refused by name, in text and in the proto.
+
+use hlatc_compiler::{proto, text, verify, Module, Op};
+
+const CALLEES: &str = "cond {
+  cs = (s32[], f32[4]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=0
+  ten = s32[] constant(10)
+  ROOT lt = pred[] compare(ci, ten), direction=LT
+}
+
+body {
+  bs = (s32[], f32[4]) parameter(0)
+  bi = s32[] get-tuple-element(bs), index=0
+  bx = f32[4] get-tuple-element(bs), index=1
+  one = s32[] constant(1)
+  bi2 = s32[] add(bi, one)
+  bx2 = f32[4] add(bx, bx)
+  ROOT bt = (s32[], f32[4]) tuple(bi2, bx2)
+}
+
+neg {
+  nx = f32[4] parameter(0)
+  ROOT nn = f32[4] negate(nx)
+}
+
+half {
+  hx = f32[2] parameter(0)
+  ROOT hn = f32[2] negate(hx)
+}
+";
+
+fn parse(entry: &str) -> Result<Module, String> {
+    let src = format!("HloModule m\n\n{CALLEES}\nENTRY e {{\n{entry}\n}}\n");
+    let m = text::parse_module(&src).map_err(|e| e.to_string())?;
+    verify(&m).map_err(|e| e.to_string())?;
+    Ok(m)
+}
+
+fn refused(entry: &str) -> String {
+    parse(entry).expect_err("hlatc must refuse this module")
+}
+
+#[test]
+fn ops_keep_their_callees_in_xla_order() {
+    let m = parse(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  w = (s32[], f32[4]) while(s), condition=cond, body=body\n  k = s32[] constant(1)\n  ROOT c = f32[4] conditional(k, x, x), branch_computations={%neg, %neg}",
+    )
+    .unwrap();
+    let e = m.entry();
+    let w = &e.instr(e.find("w").unwrap()).op;
+    assert_eq!(
+        w,
+        &Op::While {
+            condition: "cond".into(),
+            body: "body".into()
+        }
+    );
+    // XLA's called_computation_ids: the body first, then the condition.
+    assert_eq!(
+        w.called_computations().collect::<Vec<_>>(),
+        ["body", "cond"]
+    );
+    let c = &e.instr(e.find("c").unwrap()).op;
+    assert_eq!(c.called_computations().collect::<Vec<_>>(), ["neg", "neg"]);
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), text::print_module(&m));
+}
+
+#[test]
+fn a_while_whose_callees_do_not_fit_the_state_is_refused() {
+    let e =
+        refused("  x = f32[4] parameter(0)\n  ROOT w = f32[4] while(x), condition=cond, body=body");
+    assert!(
+        e.contains("while body 'body' must map the loop state f32[4]{0} to itself"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  ROOT w = (s32[], f32[4]) while(s), condition=body, body=body",
+    );
+    assert!(
+        e.contains("while condition 'body' must map the loop state") && e.contains("to pred[]"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  ROOT w = (s32[], f32[4]) while(s), condition=cond, body=nowhere",
+    );
+    assert!(e.contains("unknown computation 'nowhere'"), "{e}");
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  ROOT w = (s32[], f32[4]) while(s), body=body",
+    );
+    assert!(e.contains("while needs attribute 'condition'"), "{e}");
+}
+
+#[test]
+fn a_conditional_must_select_and_feed_its_branches() {
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  p = pred[] constant(true)\n  ROOT c = f32[4] conditional(p, x, x, x), branch_computations={neg, neg, neg}",
+    );
+    assert!(
+        e.contains("a conditional on a pred[] needs 2 branches, got 3"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  k = s32[2] constant({0, 1})\n  ROOT c = f32[4] conditional(k, x), branch_computations={neg}",
+    );
+    assert!(
+        e.contains("conditional selector must be pred[] or s32[]"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  k = s32[] constant(0)\n  ROOT c = f32[4] conditional(k, x), branch_computations={neg, neg}",
+    );
+    assert!(
+        e.contains("expects 3 (the selector and one per branch)"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  y = f32[2] parameter(1)\n  k = s32[] constant(0)\n  ROOT c = f32[4] conditional(k, x, y), branch_computations={neg, half}",
+    );
+    assert!(
+        e.contains(
+            "conditional branch 1 'half' returns f32[2]{0} but branch 0 'neg' returns f32[4]{0}"
+        ),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  p = pred[] constant(true)\n  ROOT c = f32[4] conditional(p, x, x), branch_computations={neg, neg}, true_computation=neg",
+    );
+    assert!(
+        e.contains("both branch_computations and true_computation"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_fusion_names_its_kind_and_feeds_its_callee() {
+    let e =
+        refused("  x = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(x), kind=kFancy, calls=neg");
+    assert!(
+        e.contains("unknown kind 'kFancy' (expected one of kLoop, kInput, kOutput, kCustom)"),
+        "{e}"
+    );
+    let e =
+        refused("  x = f32[2] parameter(0)\n  ROOT f = f32[4] fusion(x), kind=kLoop, calls=neg");
+    assert!(
+        e.contains("fusion operand 0 is f32[2]{0} but 'neg' expects f32[4]{0}"),
+        "{e}"
+    );
+    let m =
+        parse("  x = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(x), kind=kOutput, calls=neg")
+            .unwrap();
+    let bytes = proto::encode_module(&m);
+    let back = proto::decode_module(&bytes).unwrap();
+    assert_eq!(text::print_module(&back), text::print_module(&m));
+    assert!(text::print_module(&m).contains("fusion(x), kind=kOutput, calls=neg"));
+}

@@ -1,0 +1,138 @@
+//! `while`, `conditional` and `fusion` run on XLA CPU with the values their
+//! callees give, through hlatc's text and its proto alike.
+
+mod common;
+use common::*;
+
+/// Sums 1..=n of a counter with a while loop: state (i, acc), body adds i
+/// to acc and bumps i, condition is i <= n.
+const WHILE_SUM: &str = "HloModule test
+
+cond {
+  s = (s32[], f32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] get-tuple-element(s), index=2
+  ROOT le = pred[] compare(i, n), direction=LE
+}
+
+body {
+  s = (s32[], f32[], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  acc = f32[] get-tuple-element(s), index=1
+  n = s32[] get-tuple-element(s), index=2
+  fi = f32[] convert(i)
+  acc2 = f32[] add(acc, fi)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], f32[], s32[]) tuple(i2, acc2, n)
+}
+
+ENTRY main {
+  n = s32[] parameter(0)
+  one = s32[] constant(1)
+  zero = f32[] constant(0)
+  init = (s32[], f32[], s32[]) tuple(one, zero, n)
+  w = (s32[], f32[], s32[]) while(init), condition=cond, body=body
+  ROOT acc = f32[] get-tuple-element(w), index=1
+}
+";
+
+/// Branch 0 doubles, branch 1 negates, branch 2 (and any index out of
+/// range) squares.
+const SWITCH: &str = "HloModule test
+
+double {
+  x = f32[2] parameter(0)
+  ROOT d = f32[2] add(x, x)
+}
+
+neg {
+  x = f32[2] parameter(0)
+  ROOT n = f32[2] negate(x)
+}
+
+square {
+  x = f32[2] parameter(0)
+  ROOT s = f32[2] multiply(x, x)
+}
+
+ENTRY main {
+  k = s32[] parameter(0)
+  x = f32[2] parameter(1)
+  ROOT c = f32[2] conditional(k, x, x, x), branch_computations={double, neg, square}
+}
+";
+
+const IF_ELSE: &str = "HloModule test
+
+double {
+  x = f32[2] parameter(0)
+  ROOT d = f32[2] add(x, x)
+}
+
+neg {
+  x = f32[2] parameter(0)
+  ROOT n = f32[2] negate(x)
+}
+
+ENTRY main {
+  p = pred[] parameter(0)
+  x = f32[2] parameter(1)
+  ROOT c = f32[2] conditional(p, x, x), true_computation=double, false_computation=neg
+}
+";
+
+const FUSED: &str = "HloModule test
+
+fused_computation {
+  a = f32[3] parameter(0)
+  b = f32[3] parameter(1)
+  m = f32[3] multiply(a, b)
+  ROOT r = f32[3] add(m, a)
+}
+
+ENTRY main {
+  x = f32[3] parameter(0)
+  y = f32[3] parameter(1)
+  ROOT f = f32[3] fusion(x, y), kind=kLoop, calls=fused_computation
+}
+";
+
+#[test]
+fn while_loop_runs_its_body_until_the_condition_fails() {
+    round_trips(WHILE_SUM);
+    for (n, sum) in [(0, 0.0), (1, 1.0), (4, 10.0), (100, 5050.0)] {
+        let out = run(
+            WHILE_SUM,
+            &[lit(hlatc_compiler::ElementType::S32, &[], &[n as f64])],
+        );
+        assert_values(&out[0], &[sum], 0.0);
+    }
+}
+
+#[test]
+fn conditional_runs_the_selected_branch() {
+    round_trips(SWITCH);
+    round_trips(IF_ELSE);
+    let x = f32s(&[2], &[3.0, -1.5]);
+    let s32 = |k: f64| lit(hlatc_compiler::ElementType::S32, &[], &[k]);
+    assert_values(&run(SWITCH, &[s32(0.0), x.clone()])[0], &[6.0, -3.0], 0.0);
+    assert_values(&run(SWITCH, &[s32(1.0), x.clone()])[0], &[-3.0, 1.5], 0.0);
+    assert_values(&run(SWITCH, &[s32(2.0), x.clone()])[0], &[9.0, 2.25], 0.0);
+    // Out of range, either way: the last branch.
+    assert_values(&run(SWITCH, &[s32(7.0), x.clone()])[0], &[9.0, 2.25], 0.0);
+    assert_values(&run(SWITCH, &[s32(-1.0), x.clone()])[0], &[9.0, 2.25], 0.0);
+    let p = |b: f64| lit(hlatc_compiler::ElementType::Pred, &[], &[b]);
+    assert_values(&run(IF_ELSE, &[p(1.0), x.clone()])[0], &[6.0, -3.0], 0.0);
+    assert_values(&run(IF_ELSE, &[p(0.0), x])[0], &[-3.0, 1.5], 0.0);
+}
+
+#[test]
+fn fusion_computes_its_fused_computation() {
+    round_trips(FUSED);
+    let out = run(
+        FUSED,
+        &[f32s(&[3], &[1.0, 2.0, -3.0]), f32s(&[3], &[4.0, 0.5, 2.0])],
+    );
+    assert_values(&out[0], &[5.0, 3.0, -9.0], 0.0);
+}
