@@ -41,6 +41,9 @@ pub struct Instruction {
     /// GPU fusion's launch choice, a loop's known trip count), kept as
     /// written; empty when absent.
     pub backend_config: String,
+    /// A parameter's `parameter_replication={...}`: per leaf buffer, whether
+    /// every replica holds the same value (SPMD may then skip a broadcast).
+    pub parameter_replication: Option<Vec<bool>>,
 }
 
 impl Instruction {
@@ -53,6 +56,7 @@ impl Instruction {
             frontend_attributes: BTreeMap::new(),
             sharding: None,
             backend_config: String::new(),
+            parameter_replication: None,
         }
     }
 

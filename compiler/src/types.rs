@@ -230,6 +230,15 @@ impl Shape {
             .is_some_and(|a| a.ty == ty && a.dims.is_empty())
     }
 
+    /// How many arrays the shape holds: 1 for an array, the sum over its
+    /// elements for a tuple.
+    pub fn leaf_count(&self) -> usize {
+        match self {
+            Shape::Array(_) => 1,
+            Shape::Tuple(t) => t.iter().map(Shape::leaf_count).sum(),
+        }
+    }
+
     /// An array's dimensions; empty for a tuple.
     pub fn array_dims(&self) -> Vec<i64> {
         self.as_array().map(|a| a.dims.clone()).unwrap_or_default()

@@ -161,6 +161,25 @@ fn verify_computation(
         }
         check_attribute_keys(&instr.frontend_attributes).map_err(|m| err(here, m))?;
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
+        if let Some(r) = &instr.parameter_replication {
+            let leaves = instr.shape.leaf_count();
+            if !matches!(instr.op, Op::Parameter(_)) {
+                return Err(err(
+                    here,
+                    "parameter_replication is set on an instruction that is not a parameter".into(),
+                ));
+            }
+            if r.len() != leaves {
+                return Err(err(
+                    here,
+                    format!(
+                        "parameter_replication has {} entries but {} has {leaves} leaf buffers",
+                        r.len(),
+                        instr.shape
+                    ),
+                ));
+            }
+        }
         if let Op::Parameter(n) = instr.op {
             if let Some(prev) = param_numbers.insert(n, instr.name.clone()) {
                 return Err(err(

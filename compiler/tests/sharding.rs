@@ -104,3 +104,42 @@ fn malformed_shardings_are_refused_where_they_go_wrong() {
     let e = text::parse_module(src).unwrap_err();
     assert_eq!((e.line, e.column), (3, 74), "{e}");
 }
+
+#[test]
+fn parameter_replication_is_kept_per_leaf_and_checked() {
+    let src = "HloModule m, entry_computation_layout={(f32[2]{0}, (f32[2]{0}, s32[]))->f32[2]{0}}\n\nENTRY e {\n  p1 = (f32[2]{0}, s32[]) parameter(1), parameter_replication={false,true}\n  p0 = f32[2]{0} parameter(0), parameter_replication={true}\n  ROOT n = f32[2]{0} negate(p0)\n}\n";
+    let m = text::parse_module(src).unwrap();
+    assert_eq!(text::print_module(&m), src);
+    let e = m.entry();
+    assert_eq!(
+        e.instr(e.find("p1").unwrap()).parameter_replication,
+        Some(vec![false, true])
+    );
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), src);
+
+    let bad = src.replace("{false,true}", "{false}");
+    let e = hlatc_compiler::verify(&text::parse_module(&bad).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with(
+            "parameter_replication has 1 entries but (f32[2]{0}, s32[]) has 2 leaf buffers"
+        ),
+        "{e}"
+    );
+    let bad = src.replace("negate(p0)", "negate(p0), parameter_replication={true}");
+    let e = hlatc_compiler::verify(&text::parse_module(&bad).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.ends_with("parameter_replication is set on an instruction that is not a parameter"),
+        "{e}"
+    );
+    let bad = src.replace("{true}", "{yes}");
+    let e = text::parse_module(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("'parameter_replication' lists true or false, got 'yes'"),
+        "{e}"
+    );
+}

@@ -130,6 +130,13 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                 .as_ref()
                 .map(|s| Box::new(super::sharding::to_proto(s)));
             p.backend_config = instr.backend_config.clone().into_bytes();
+            p.parameter_replication =
+                instr
+                    .parameter_replication
+                    .as_ref()
+                    .map(|r| ParameterReplication {
+                        replicated_at_leaf_buffers: r.clone(),
+                    });
             fill_op_fields(&instr.op, &mut p);
             instructions.push(p);
         }

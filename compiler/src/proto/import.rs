@@ -361,10 +361,15 @@ fn computation_from_proto(
             .map_err(|m| err(here, format!("sharding: {m}")))?;
         let backend_config = String::from_utf8(ip.backend_config.clone())
             .map_err(|_| err(here, "backend_config is not UTF-8".into()))?;
+        let parameter_replication = ip
+            .parameter_replication
+            .as_ref()
+            .map(|r| r.replicated_at_leaf_buffers.clone());
         let instr = Instruction {
             name: ip.name.clone(),
             shape,
             backend_config,
+            parameter_replication,
             op,
             metadata,
             frontend_attributes: ip

@@ -140,6 +140,8 @@ pub struct HloInstructionProto {
     pub distribution: i32,
     #[prost(bool, tag = "60")]
     pub is_stable: bool,
+    #[prost(message, optional, tag = "61")]
+    pub parameter_replication: Option<ParameterReplication>,
     #[prost(message, repeated, tag = "49")]
     pub replica_groups: Vec<ReplicaGroup>,
     #[prost(message, repeated, tag = "52")]
@@ -446,4 +448,10 @@ pub struct IotaReplicaGroupListProto {
     pub iota_reshape_dims: Vec<i64>,
     #[prost(int32, repeated, tag = "4")]
     pub iota_transpose_perm: Vec<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ParameterReplication {
+    #[prost(bool, repeated, tag = "1")]
+    pub replicated_at_leaf_buffers: Vec<bool>,
 }

@@ -125,6 +125,7 @@ schema!(
         (70, "rng_algorithm"),
         (72, "comparison_type"),
         (77, "custom_call_api_version"),
+        (61, "parameter_replication", PARAMETER_REPLICATION),
         (60, "is_stable"),
         (23, "distribution"),
         (87, "collective_device_list", COLLECTIVE_DEVICE_LIST),
@@ -156,7 +157,6 @@ schema!(
         (57, "operand_shapes_with_layout"),
         (58, "batch_group_count"),
         (59, "triangular_solve_options"),
-        (61, "parameter_replication"),
         (62, "cholesky_options"),
         (66, "delta"),
         (73, "is_cross_program_prefetch"),
@@ -177,6 +177,12 @@ schema!(
     defaults [(50, 1), (58, 1)]
 );
 schema!(REPLICA_GROUP, "ReplicaGroup", [(1, "replica_ids")], []);
+schema!(
+    PARAMETER_REPLICATION,
+    "ParameterReplication",
+    [(1, "replicated_at_leaf_buffers")],
+    []
+);
 schema!(
     SOURCE_TARGET,
     "SourceTarget",
@@ -589,7 +595,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 30] = [
+    const DECLARED: [(&str, &Schema); 31] = [
         ("HloModuleProto", &HLO_MODULE),
         ("HloScheduleProto", &SCHEDULE),
         ("InstructionSequence", &INSTRUCTION_SEQUENCE),
@@ -617,6 +623,7 @@ mod tests {
         ("HloBufferDonorProto", &BUFFER_DONOR),
         ("BufferDonorEntryProto", &BUFFER_DONOR_ENTRY),
         ("ReplicaGroup", &REPLICA_GROUP),
+        ("ParameterReplication", &PARAMETER_REPLICATION),
         ("SourceTarget", &SOURCE_TARGET),
         ("CollectiveDeviceListProto", &COLLECTIVE_DEVICE_LIST),
         ("IotaReplicaGroupListProto", &IOTA_REPLICA_GROUP_LIST),

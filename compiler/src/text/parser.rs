@@ -1007,6 +1007,30 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         Some((_, p)) => Some(sharding(&p)?),
     };
     let backend_config = attrs.backend_config()?;
+    let parameter_replication = match attrs.take("parameter_replication") {
+        None => None,
+        Some((Value::Words(ws), p)) => Some(
+            ws.iter()
+                .map(|w| match w.as_str() {
+                    "true" => Ok(true),
+                    "false" => Ok(false),
+                    other => err_at(
+                        &p,
+                        format!("'parameter_replication' lists true or false, got '{other}'"),
+                    ),
+                })
+                .collect::<Result<Vec<bool>, _>>()?,
+        ),
+        Some((other, p)) => {
+            return err_at(
+                &p,
+                format!(
+                    "'parameter_replication' must be a list like {{true,false}}, got {}",
+                    other.kind()
+                ),
+            )
+        }
+    };
     attrs.finish()?;
     let instr = Instruction {
         name,
@@ -1016,6 +1040,7 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         frontend_attributes,
         sharding,
         backend_config,
+        parameter_replication,
     };
     Ok((instr, operands, is_root, at, unshaped))
 }

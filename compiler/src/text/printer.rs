@@ -409,6 +409,13 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         out.push_str(", ");
         write_frontend_attributes(out, &instr.frontend_attributes);
     }
+    if let Some(replicated) = &instr.parameter_replication {
+        let flags: Vec<&str> = replicated
+            .iter()
+            .map(|&r| if r { "true" } else { "false" })
+            .collect();
+        let _ = write!(out, ", parameter_replication={{{}}}", flags.join(","));
+    }
     if !instr.backend_config.is_empty() {
         let _ = write!(
             out,
