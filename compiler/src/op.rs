@@ -277,6 +277,14 @@ impl CustomCallApiVersion {
     }
 }
 
+/// Which asynchronous collective a `-done` completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AsyncCollective {
+    AllReduce,
+    AllGather,
+    CollectivePermute,
+}
+
 /// `rng`'s distribution (`distribution=` in text, `RandomDistribution` in
 /// the proto).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -483,6 +491,27 @@ pub enum Op {
         channel_id: Option<i64>,
         pairs: Vec<(i64, i64)>,
     },
+    /// `all-reduce-start`: an all-reduce begun; its value (the same as the
+    /// all-reduce's) is read through `all-reduce-done`.
+    AllReduceStart {
+        collective: Collective,
+        to_apply: String,
+    },
+    /// `all-gather-start`: an all-gather begun; its value is the tuple
+    /// (operands, results), and `all-gather-done` gives the results.
+    AllGatherStart {
+        collective: Collective,
+        dimension: i64,
+    },
+    /// `collective-permute-start`: the tuple (operand, result) or (operand,
+    /// result, u32[], u32[]) with the transfer's context;
+    /// `collective-permute-done` gives the result.
+    CollectivePermuteStart {
+        channel_id: Option<i64>,
+        pairs: Vec<(i64, i64)>,
+    },
+    /// `all-reduce-done`, `all-gather-done`, `collective-permute-done`.
+    CollectiveDone(AsyncCollective),
     /// `replica-id`: this device's replica number, `u32[]`.
     ReplicaId,
     /// `partition-id`: this device's partition number, `u32[]`.
@@ -547,7 +576,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 40] = [
+pub const STRUCTURED_OPCODES: [&str; 46] = [
     "parameter",
     "constant",
     "iota",
@@ -585,6 +614,12 @@ pub const STRUCTURED_OPCODES: [&str; 40] = [
     "collective-permute",
     "replica-id",
     "partition-id",
+    "all-reduce-start",
+    "all-reduce-done",
+    "all-gather-start",
+    "all-gather-done",
+    "collective-permute-start",
+    "collective-permute-done",
     "gather",
     "scatter",
     "rng-bit-generator",
@@ -648,6 +683,7 @@ macro_rules! callee_slots {
             | Op::Call { to_apply }
             | Op::Scatter { to_apply, .. }
             | Op::AllReduce { to_apply, .. }
+            | Op::AllReduceStart { to_apply, .. }
             | Op::ReduceScatter { to_apply, .. }
             | Op::Map { to_apply, .. }
             | Op::Sort {
@@ -705,6 +741,12 @@ impl Op {
             Op::ReduceScatter { .. } => "reduce-scatter",
             Op::AllToAll { .. } => "all-to-all",
             Op::CollectivePermute { .. } => "collective-permute",
+            Op::AllReduceStart { .. } => "all-reduce-start",
+            Op::AllGatherStart { .. } => "all-gather-start",
+            Op::CollectivePermuteStart { .. } => "collective-permute-start",
+            Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done",
+            Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done",
+            Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done",
             Op::ReplicaId => "replica-id",
             Op::PartitionId => "partition-id",
             Op::Gather { .. } => "gather",
@@ -750,6 +792,10 @@ impl Op {
                 | Op::ReduceScatter { .. }
                 | Op::AllToAll { .. }
                 | Op::CollectivePermute { .. }
+                | Op::AllReduceStart { .. }
+                | Op::AllGatherStart { .. }
+                | Op::CollectivePermuteStart { .. }
+                | Op::CollectiveDone(_)
         )
     }
 

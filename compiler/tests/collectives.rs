@@ -227,3 +227,36 @@ fn channels_widen_groups_across_partitions_and_all_to_all_without_a_dimension_is
         "{e}"
     );
 }
+
+#[test]
+fn async_starts_hold_operands_and_results_and_dones_read_the_results() {
+    let m = parse(
+        "  s = (f32[8,4], f32[16,4]) all-gather-start(x), replica_groups={{0,1}}, dimensions={0}\n  ROOT d = f32[16,4] all-gather-done(s)",
+    )
+    .unwrap();
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("all-gather-start(x), replica_groups={{0,1}}, dimensions={0}"),
+        "{printed}"
+    );
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), printed);
+    let e = refused("  s = (f32[8,4], f32[24,4]) all-gather-start(x), replica_groups={{0,1}}, dimensions={0}\n  ROOT d = f32[24,4] all-gather-done(s)");
+    assert!(e.contains("dimension 0 is multiplied by 2"), "{e}");
+    let e =
+        refused("  ROOT s = f32[16,4] all-gather-start(x), replica_groups={{0,1}}, dimensions={0}");
+    assert!(
+        e.contains("an async collective start is the tuple (operands, results, ...); declare it"),
+        "{e}"
+    );
+    let e = refused("  s = (f32[8,4], f32[8,4], s32[]) collective-permute-start(x), source_target_pairs={{0,1}}\n  ROOT d = f32[8,4] collective-permute-done(s)");
+    assert!(e.contains("(operand, result, u32[], u32[])"), "{e}");
+    let e = refused("  ROOT d = f32[8,4] all-gather-done(x)");
+    assert!(
+        e.contains(
+            "a collective done reads its start's tuple (operands, results), got f32[8,4]{1,0}"
+        ),
+        "{e}"
+    );
+    parse("  s = f32[8,4] all-reduce-start(x), replica_groups={}, to_apply=sum\n  ROOT d = f32[8,4] all-reduce-done(s)").unwrap();
+}

@@ -335,7 +335,11 @@ pub fn vjp(
         | Op::AllGather { .. }
         | Op::ReduceScatter { .. }
         | Op::AllToAll { .. }
-        | Op::CollectivePermute { .. } => {
+        | Op::CollectivePermute { .. }
+        | Op::AllReduceStart { .. }
+        | Op::AllGatherStart { .. }
+        | Op::CollectivePermuteStart { .. }
+        | Op::CollectiveDone(_) => {
             return not_differentiable(b, n, "collectives have no gradient rule in hlatc")
         }
         Op::While { .. } | Op::Conditional { .. } => {

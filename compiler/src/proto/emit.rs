@@ -333,8 +333,14 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         }
         Op::Map { dimensions, .. } => p.dimensions = dimensions.clone(),
         Op::Rng { distribution } => p.distribution = distribution.proto(),
-        Op::AllReduce { collective, .. } => fill_collective(collective, p),
+        Op::AllReduce { collective, .. } | Op::AllReduceStart { collective, .. } => {
+            fill_collective(collective, p)
+        }
         Op::AllGather {
+            collective,
+            dimension,
+        }
+        | Op::AllGatherStart {
             collective,
             dimension,
         }
@@ -353,7 +359,8 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             fill_collective(collective, p);
             p.dimensions = dimension.iter().copied().collect();
         }
-        Op::CollectivePermute { channel_id, pairs } => {
+        Op::CollectivePermute { channel_id, pairs }
+        | Op::CollectivePermuteStart { channel_id, pairs } => {
             p.channel_id = channel_id.unwrap_or(0);
             p.source_target_pairs = super::collective::pairs_to_proto(pairs);
         }
@@ -377,7 +384,8 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::While { .. }
         | Op::Conditional { .. }
         | Op::ReplicaId
-        | Op::PartitionId => {}
+        | Op::PartitionId
+        | Op::CollectiveDone(_) => {}
     }
 }
 

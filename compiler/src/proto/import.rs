@@ -585,6 +585,21 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             channel_id: channel_from_proto(p),
             pairs: pairs_from_proto(p),
         },
+        "all-reduce-start" => Op::AllReduceStart {
+            collective: collective_from_proto(p)?,
+            to_apply: one_callee(called)?,
+        },
+        "all-gather-start" => Op::AllGatherStart {
+            collective: collective_from_proto(p)?,
+            dimension: one_dimension(p)?,
+        },
+        "collective-permute-start" => Op::CollectivePermuteStart {
+            channel_id: channel_from_proto(p),
+            pairs: pairs_from_proto(p),
+        },
+        "all-reduce-done" => Op::CollectiveDone(AsyncCollective::AllReduce),
+        "all-gather-done" => Op::CollectiveDone(AsyncCollective::AllGather),
+        "collective-permute-done" => Op::CollectiveDone(AsyncCollective::CollectivePermute),
         "replica-id" => Op::ReplicaId,
         "partition-id" => Op::PartitionId,
         "fusion" => Op::Fusion {

@@ -4,6 +4,7 @@
 
 use super::{array, check_signature, invalid, CalleeSignature, ShapeError};
 use crate::collective::Collective;
+use crate::op::AsyncCollective;
 use crate::types::{ArrayShape, ElementType, Shape};
 
 /// The operands' shapes, as one value: the array itself for one operand, a
@@ -245,4 +246,61 @@ pub(super) fn collective_permute(
 pub(super) fn device_id(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     super::arity(operands, 0)?;
     Ok(Shape::scalar(ElementType::U32))
+}
+
+/// An async start's value: the tuple (operands, results, and any context
+/// the backend keeps), its results as `result` finds them given their
+/// declared shape.
+pub(super) fn started(
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+    result: impl FnOnce(Option<&Shape>) -> Result<Shape, ShapeError>,
+) -> Result<Shape, ShapeError> {
+    let Some(Shape::Tuple(parts)) = declared else {
+        return invalid(
+            "an async collective start is the tuple (operands, results, ...); declare it",
+        );
+    };
+    let context_ok = parts.len() == 2
+        || parts[2..].iter().all(|p| {
+            p.is_scalar_of(ElementType::U32)
+                || p.as_array().is_some_and(|a| a.ty == ElementType::U32)
+        });
+    if parts.len() < 2 || !context_ok {
+        return invalid(format!(
+            "an async collective start is the tuple (operands, results) or (operand, result, u32[], u32[]), declared {} elements",
+            parts.len()
+        ));
+    }
+    let inputs = match operands {
+        [one] => (*one).clone(),
+        _ => Shape::Tuple(operands.iter().map(|s| (*s).clone()).collect()),
+    };
+    if !parts[0].compatible(&inputs) {
+        return invalid(format!(
+            "an async collective start holds its operands {inputs} first, declared {}",
+            parts[0]
+        ));
+    }
+    let results = result(Some(&parts[1]))?;
+    if !results.compatible(&parts[1]) {
+        return invalid(format!(
+            "the collective gives {results} but its start declares {}",
+            parts[1]
+        ));
+    }
+    Ok(Shape::Tuple(parts.clone()))
+}
+
+/// A `-done`: an all-reduce's value as started, or the results held in
+/// the start's tuple.
+pub(super) fn done(kind: AsyncCollective, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    super::arity(operands, 1)?;
+    match (kind, operands[0]) {
+        (AsyncCollective::AllReduce, s) => Ok(s.clone()),
+        (_, Shape::Tuple(parts)) if parts.len() >= 2 => Ok(parts[1].clone()),
+        (_, s) => invalid(format!(
+            "a collective done reads its start's tuple (operands, results), got {s}"
+        )),
+    }
 }

@@ -670,6 +670,27 @@ pub fn infer_shape(
         } => collective::all_to_all(collective, *dimension, operands),
         Op::CollectivePermute { pairs, .. } => collective::collective_permute(pairs, operands),
         Op::ReplicaId | Op::PartitionId => collective::device_id(operands),
+        Op::AllReduceStart {
+            collective,
+            to_apply,
+        } => collective::all_reduce(collective, (to_apply, get_callee(to_apply)?), operands),
+        Op::AllGatherStart {
+            collective,
+            dimension,
+        } => collective::started(operands, declared, |results| {
+            collective::resized(
+                "all-gather",
+                collective,
+                *dimension,
+                true,
+                operands,
+                results,
+            )
+        }),
+        Op::CollectivePermuteStart { pairs, .. } => collective::started(operands, declared, |_| {
+            collective::collective_permute(pairs, operands)
+        }),
+        Op::CollectiveDone(kind) => collective::done(*kind, operands),
         Op::Conditional { branches } => {
             let sigs = branches
                 .iter()

@@ -1141,6 +1141,17 @@ fn channel_id(a: &mut Attrs) -> Result<Option<i64>, ParseError> {
     Ok(a.optional_int("channel_id")?.filter(|&id| id > 0))
 }
 
+/// `source_target_pairs={{0,1},...}`.
+fn source_target_pairs(a: &mut Attrs) -> Result<Vec<(i64, i64)>, ParseError> {
+    match a.take("source_target_pairs") {
+        None => Ok(Vec::new()),
+        Some((Value::Ints(v), _)) if v.is_empty() => Ok(Vec::new()),
+        Some((_, p)) => read_whole_value(&p, "source_target_pairs", |text| {
+            super::collective::parse_pairs(text)
+        }),
+    }
+}
+
 /// `dimensions={d}`: exactly one dimension, or none where `optional`.
 fn one_dimension(
     at: &Pair<Rule>,
@@ -1396,14 +1407,23 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         },
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_id(a)?,
-            pairs: match a.take("source_target_pairs") {
-                None => Vec::new(),
-                Some((Value::Ints(v), _)) if v.is_empty() => Vec::new(),
-                Some((_, p)) => read_whole_value(&p, "source_target_pairs", |text| {
-                    super::collective::parse_pairs(text)
-                })?,
-            },
+            pairs: source_target_pairs(a)?,
         },
+        "all-reduce-start" => Op::AllReduceStart {
+            collective: collective(a)?,
+            to_apply: a.word("to_apply")?.0,
+        },
+        "all-gather-start" => Op::AllGatherStart {
+            collective: collective(a)?,
+            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+        },
+        "collective-permute-start" => Op::CollectivePermuteStart {
+            channel_id: channel_id(a)?,
+            pairs: source_target_pairs(a)?,
+        },
+        "all-reduce-done" => Op::CollectiveDone(AsyncCollective::AllReduce),
+        "all-gather-done" => Op::CollectiveDone(AsyncCollective::AllGather),
+        "collective-permute-done" => Op::CollectiveDone(AsyncCollective::CollectivePermute),
         "replica-id" => Op::ReplicaId,
         "partition-id" => Op::PartitionId,
         "fusion" => Op::Fusion {

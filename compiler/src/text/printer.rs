@@ -274,11 +274,19 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         Op::AllReduce {
             collective,
             to_apply,
+        }
+        | Op::AllReduceStart {
+            collective,
+            to_apply,
         } => {
             write_collective(out, collective);
             let _ = write!(out, ", to_apply={to_apply}");
         }
         Op::AllGather {
+            collective,
+            dimension,
+        }
+        | Op::AllGatherStart {
             collective,
             dimension,
         } => {
@@ -302,7 +310,8 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 let _ = write!(out, ", dimensions={{{d}}}");
             }
         }
-        Op::CollectivePermute { channel_id, pairs } => {
+        Op::CollectivePermute { channel_id, pairs }
+        | Op::CollectivePermuteStart { channel_id, pairs } => {
             out.push_str(", source_target_pairs=");
             super::collective::write_pairs(out, pairs);
             if let Some(id) = channel_id {
@@ -396,7 +405,8 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         | Op::Tuple
         | Op::OptBarrier
         | Op::ReplicaId
-        | Op::PartitionId => {}
+        | Op::PartitionId
+        | Op::CollectiveDone(_) => {}
     }
     if let Some(s) = &instr.sharding {
         out.push_str(", sharding=");
