@@ -136,7 +136,6 @@ impl Computation {
         users.all(|u| u == first).then_some(first)
     }
 
-    /// Whether anything reads `id` (without listing the readers).
     /// Whether `id`'s operands are exactly `operands`, in order.
     pub fn reads_exactly(&self, id: InstrId, operands: &[InstrId]) -> bool {
         let mut count = 0;
@@ -149,6 +148,7 @@ impl Computation {
         count == operands.len()
     }
 
+    /// Whether anything reads `id` (without listing the readers).
     #[inline]
     pub fn has_users(&self, id: InstrId) -> bool {
         self.graph
@@ -301,26 +301,23 @@ impl Computation {
     /// walk read them: a pass that visits in this order and reads operands
     /// (as `amp` does for every instruction) need not walk the edges twice.
     pub fn post_order_with_operands(&self) -> PostOrder {
-        let mut spans = vec![(0u32, 0u32); self.graph.node_bound()];
+        const UNEXPANDED: (u32, u32) = (u32::MAX, 0);
+        let mut spans = vec![UNEXPANDED; self.graph.node_bound()];
         let mut flat = Vec::with_capacity(self.graph.edge_count());
-        let mut order = self.walk_post_order(|id, operands| {
+        let order = self.walk_post_order(|id, operands| {
             spans[id.index()] = (flat.len() as u32, operands.len() as u32);
             flat.extend_from_slice(operands);
         });
         // Instructions on a cycle are listed without being expanded.
         let mut operands = Vec::new();
         for &id in &order {
-            if spans[id.index()].1 == 0 {
+            if spans[id.index()] == UNEXPANDED {
                 self.operands_into(id, &mut operands);
                 spans[id.index()] = (flat.len() as u32, operands.len() as u32);
                 flat.extend_from_slice(&operands);
             }
         }
-        PostOrder {
-            order: std::mem::take(&mut order),
-            spans,
-            flat,
-        }
+        PostOrder { order, spans, flat }
     }
 
     /// The post-order walk; `expand` sees each instruction's operands when

@@ -33,9 +33,13 @@ impl fmt::Display for VerifyError {
 
 /// Signatures of every computation that has a root, by name.
 pub fn callee_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
-    module
-        .computations
-        .iter()
+    signatures_of(module.computations.iter())
+}
+
+fn signatures_of<'m>(
+    computations: impl Iterator<Item = &'m crate::Computation>,
+) -> BTreeMap<String, CalleeSignature> {
+    computations
         .filter_map(|c| Some((c.name.clone(), c.signature()?)))
         .collect()
 }
@@ -45,13 +49,14 @@ pub fn callee_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
 /// the one large computation, so a pass that only needs callees skips
 /// finding its parameters.
 pub fn callable_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
-    module
-        .computations
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != module.entry)
-        .filter_map(|(_, c)| Some((c.name.clone(), c.signature()?)))
-        .collect()
+    signatures_of(
+        module
+            .computations
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != module.entry)
+            .map(|(_, c)| c),
+    )
 }
 
 /// Checks the module; returns the first problem found.

@@ -11,6 +11,7 @@ use hlatc_compiler::{
     ShapeError,
 };
 use std::collections::BTreeMap;
+use std::fmt::Write;
 use std::hash::BuildHasher;
 
 /// A rewrite that would break the module, caught where it is made.
@@ -85,35 +86,17 @@ impl Names {
             self.next.insert(stem.to_string(), 0);
         }
         let n = self.next.get_mut(stem).expect("inserted above");
-        // `format!` costs more than the rest of this together, and amp
-        // names hundreds of converts.
+        // One buffer for every try: a `format!` each showed in profiles
+        // (amp names hundreds of converts).
         let mut name = String::with_capacity(stem.len() + 8);
         loop {
             *n += 1;
             name.clear();
-            name.push_str(stem);
-            name.push('.');
-            push_decimal(&mut name, *n);
+            let _ = write!(name, "{stem}.{n}");
             if self.used.insert(name_hash(&name)) {
                 return name;
             }
         }
-    }
-}
-
-fn push_decimal(out: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
     }
 }
 
@@ -171,6 +154,7 @@ impl ModuleRewriter {
             values: None,
             provenance: Provenance::Given(Metadata::default()),
             frontend_attributes: BTreeMap::new(),
+            backend_config: String::new(),
             rewired: FxHashMap::default(),
             orphans: Vec::new(),
         }
@@ -219,6 +203,8 @@ pub struct Rewriter<'a> {
     values: Option<HashMap<ValueKey, InstrId>>,
     provenance: Provenance,
     frontend_attributes: BTreeMap<String, String>,
+    /// XLA's `backend_config` for everything added next.
+    backend_config: String,
     /// Operand lists given by [`Rewriter::rewrite_in_place`], laid as
     /// edges together by [`Rewriter::commit_rewiring`].
     rewired: FxHashMap<InstrId, Vec<InstrId>>,
@@ -280,9 +266,12 @@ impl Rewriter<'_> {
         self
     }
 
-    /// Gives `id` XLA's opaque `backend_config` (a custom call's argument).
-    pub fn set_backend_config(&mut self, id: InstrId, config: String) {
-        self.comp.instr_mut(id).backend_config = config;
+    /// XLA's opaque `backend_config` (a custom call's argument) for
+    /// everything added next; value numbering never shares an instruction
+    /// added with one.
+    pub fn set_backend_config(&mut self, config: String) -> &mut Self {
+        self.backend_config = config;
+        self
     }
 
     /// Gives `to` the sharding and `backend_config` of `from`, for a copy
@@ -323,8 +312,10 @@ impl Rewriter<'_> {
         shape: Option<Shape>,
     ) -> Result<InstrId, RewriteError> {
         let shape = self.infer(&op, operands, shape.as_ref())?;
-        let shareable =
-            self.values.is_some() && op.is_pure() && self.frontend_attributes.is_empty();
+        let shareable = self.values.is_some()
+            && op.is_pure()
+            && self.frontend_attributes.is_empty()
+            && self.backend_config.is_empty();
         let key = shareable.then(|| (op.clone(), operands.to_vec(), shape.clone()));
         if let (Some(k), Some(values)) = (&key, &self.values) {
             if let Some(&id) = values.get(k) {
@@ -334,6 +325,7 @@ impl Rewriter<'_> {
         let mut instr = Instruction::new(self.names.fresh(stem), shape, op);
         instr.metadata = self.provenance();
         instr.frontend_attributes = self.frontend_attributes.clone();
+        instr.backend_config = self.backend_config.clone();
         let id = self.comp.add(instr, operands);
         if let (Some(k), Some(v)) = (key, self.values.as_mut()) {
             v.insert(k, id);
@@ -468,6 +460,15 @@ impl Rewriter<'_> {
         self.comp.set_root(id);
     }
 
+    /// Copies the provenance out of the instruction it names, before that
+    /// instruction may be removed: a removed id's slot may be reused by the
+    /// next instruction added.
+    fn hold_provenance(&mut self) {
+        if let Provenance::Of(_) = self.provenance {
+            self.provenance = Provenance::Given(self.provenance());
+        }
+    }
+
     /// Removes what this rewriter's rewiring, replacing and re-rooting
     /// left unread (and what only those read); returns how many went.
     /// Unlike [`Rewriter::remove_dead`] it leaves alone what was dead
@@ -475,9 +476,7 @@ impl Rewriter<'_> {
     /// every instruction.
     pub fn remove_orphans(&mut self) -> usize {
         self.commit_rewiring();
-        if let Provenance::Of(_) = self.provenance {
-            self.provenance = Provenance::Given(self.provenance());
-        }
+        self.hold_provenance();
         let seeds = std::mem::take(&mut self.orphans);
         remove_dead_from(self.comp, seeds)
     }
@@ -486,10 +485,7 @@ impl Rewriter<'_> {
     /// parameter nor side-effecting; returns how many went.
     pub fn remove_dead(&mut self) -> usize {
         self.commit_rewiring();
-        // A removed id's slot may be reused by the next instruction added.
-        if let Provenance::Of(_) = self.provenance {
-            self.provenance = Provenance::Given(self.provenance());
-        }
+        self.hold_provenance();
         remove_dead(self.comp)
     }
 }

@@ -121,11 +121,10 @@ impl SoftmaxWriter {
             }
         };
         let mut r = self.rw.on(&mut m.computations[ci]);
-        r.provenance_of(old);
+        r.provenance_of(old).set_backend_config(backend_config);
         let new = r
             .add_named(stem, op, operands, Some(Shape::Array(shape)))
             .map_err(PassError::rewrite(pass))?;
-        r.set_backend_config(new, backend_config);
         r.replace(old, new).map_err(PassError::rewrite(pass))?;
         Ok(new)
     }

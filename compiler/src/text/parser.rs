@@ -1007,30 +1007,7 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         Some((_, p)) => Some(sharding(&p)?),
     };
     let backend_config = attrs.backend_config()?;
-    let parameter_replication = match attrs.take("parameter_replication") {
-        None => None,
-        Some((Value::Words(ws), p)) => Some(
-            ws.iter()
-                .map(|w| match w.as_str() {
-                    "true" => Ok(true),
-                    "false" => Ok(false),
-                    other => err_at(
-                        &p,
-                        format!("'parameter_replication' lists true or false, got '{other}'"),
-                    ),
-                })
-                .collect::<Result<Vec<bool>, _>>()?,
-        ),
-        Some((other, p)) => {
-            return err_at(
-                &p,
-                format!(
-                    "'parameter_replication' must be a list like {{true,false}}, got {}",
-                    other.kind()
-                ),
-            )
-        }
-    };
+    let parameter_replication = parameter_replication(&mut attrs)?;
     attrs.finish()?;
     let instr = Instruction {
         name,
@@ -1082,6 +1059,34 @@ fn metadata_fields(mut m: BTreeMap<String, String>) -> Result<Metadata, String> 
         return Err(format!("unsupported metadata field '{key}'"));
     }
     Ok(md)
+}
+
+/// `parameter_replication={true,false}`: one flag per leaf buffer.
+fn parameter_replication(attrs: &mut Attrs) -> Result<Option<Vec<bool>>, ParseError> {
+    Ok(match attrs.take("parameter_replication") {
+        None => None,
+        Some((Value::Words(ws), p)) => Some(
+            ws.iter()
+                .map(|w| match w.as_str() {
+                    "true" => Ok(true),
+                    "false" => Ok(false),
+                    other => err_at(
+                        &p,
+                        format!("'parameter_replication' lists true or false, got '{other}'"),
+                    ),
+                })
+                .collect::<Result<Vec<bool>, _>>()?,
+        ),
+        Some((other, p)) => {
+            return err_at(
+                &p,
+                format!(
+                    "'parameter_replication' must be a list like {{true,false}}, got {}",
+                    other.kind()
+                ),
+            )
+        }
+    })
 }
 
 /// The sharding of a `sharding=...` attribute, with an error pointing
@@ -1152,26 +1157,27 @@ fn source_target_pairs(a: &mut Attrs) -> Result<Vec<(i64, i64)>, ParseError> {
     }
 }
 
-/// `dimensions={d}`: exactly one dimension, or none where `optional`.
-fn one_dimension(
-    at: &Pair<Rule>,
-    a: &mut Attrs,
-    optional: bool,
-) -> Result<Option<i64>, ParseError> {
-    let dims = if optional {
-        a.ints_or_empty("dimensions")?
-    } else {
-        a.ints("dimensions")?
-    };
-    match dims[..] {
-        [] if optional => Ok(None),
-        [d] => Ok(Some(d)),
+/// `dimensions={d}`: exactly one dimension.
+fn one_dimension(at: &Pair<Rule>, a: &mut Attrs) -> Result<i64, ParseError> {
+    let dims = a.ints("dimensions")?;
+    only_dimension(at, &a.opcode, &dims)
+}
+
+/// `dimensions={d}`, or none (absent or `{}`).
+fn optional_dimension(at: &Pair<Rule>, a: &mut Attrs) -> Result<Option<i64>, ParseError> {
+    let dims = a.ints_or_empty("dimensions")?;
+    if dims.is_empty() {
+        return Ok(None);
+    }
+    only_dimension(at, &a.opcode, &dims).map(Some)
+}
+
+fn only_dimension(at: &Pair<Rule>, opcode: &str, dims: &[i64]) -> Result<i64, ParseError> {
+    match dims {
+        [d] => Ok(*d),
         _ => err_at(
             at,
-            format!(
-                "{} takes one dimension in dimensions={{..}}, got {dims:?}",
-                a.opcode
-            ),
+            format!("{opcode} takes one dimension in dimensions={{..}}, got {dims:?}"),
         ),
     }
 }
@@ -1372,7 +1378,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
             to_apply: a.word("to_apply")?.0,
         },
         "sort" => Op::Sort {
-            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+            dimension: one_dimension(opcode_pair, a)?,
             is_stable: a.flag("is_stable")?,
             comparator: a.word("to_apply")?.0,
         },
@@ -1394,16 +1400,16 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         },
         "all-gather" => Op::AllGather {
             collective: collective(a)?,
-            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+            dimension: one_dimension(opcode_pair, a)?,
         },
         "reduce-scatter" => Op::ReduceScatter {
             collective: collective(a)?,
-            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+            dimension: one_dimension(opcode_pair, a)?,
             to_apply: a.word("to_apply")?.0,
         },
         "all-to-all" => Op::AllToAll {
             collective: collective(a)?,
-            dimension: one_dimension(opcode_pair, a, true)?,
+            dimension: optional_dimension(opcode_pair, a)?,
         },
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_id(a)?,
@@ -1415,7 +1421,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         },
         "all-gather-start" => Op::AllGatherStart {
             collective: collective(a)?,
-            dimension: one_dimension(opcode_pair, a, false)?.expect("required"),
+            dimension: one_dimension(opcode_pair, a)?,
         },
         "collective-permute-start" => Op::CollectivePermuteStart {
             channel_id: channel_id(a)?,
