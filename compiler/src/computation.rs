@@ -1,21 +1,41 @@
-//! A computation: instructions in a petgraph `StableGraph`, edges from operand
-//! to user weighted by operand position, so node ids survive removals.
+//! A computation: instructions in a petgraph `StableGraph`, so node ids
+//! survive removals. Each node keeps its operands in order and its users
+//! (one entry per use) inline: walking operands is a slice read, where
+//! petgraph's edge lists chased a pointer per edge and showed in every
+//! pass's profile.
 
-use crate::fx::FxHashMap;
 use crate::instruction::Instruction;
 use crate::op::Op;
 use petgraph::stable_graph::{NodeIndex, StableGraph};
-use petgraph::visit::{EdgeRef, IntoEdgeReferences, NodeIndexable};
-use petgraph::Direction;
+use petgraph::visit::NodeIndexable;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 pub type InstrId = NodeIndex<u32>;
 
+/// Most instructions read at most four values and are read by a few.
+pub type IdList = SmallVec<[InstrId; 4]>;
+
+#[derive(Clone, Debug)]
+struct Node {
+    instr: Instruction,
+    operands: IdList,
+    /// One entry per use: a user reading this twice is listed twice.
+    users: IdList,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Computation {
     pub name: String,
-    graph: StableGraph<Instruction, u32>,
+    graph: StableGraph<Node, ()>,
     root: Option<InstrId>,
+}
+
+/// Removes one `user` entry from a user list (one use dropped).
+fn drop_use(users: &mut IdList, user: InstrId) {
+    if let Some(i) = users.iter().position(|&u| u == user) {
+        users.remove(i);
+    }
 }
 
 impl Computation {
@@ -29,30 +49,35 @@ impl Computation {
 
     /// Adds an instruction reading `operands` in order. No checks: the
     /// verifier owns them, so importers can build first and report later.
+    /// Every operand must be an instruction of this computation.
     pub fn add(&mut self, instr: Instruction, operands: &[InstrId]) -> InstrId {
-        let id = self.graph.add_node(instr);
-        for (i, &o) in operands.iter().enumerate() {
-            self.graph.add_edge(o, id, i as u32);
+        let id = self.graph.add_node(Node {
+            instr,
+            operands: IdList::from_slice(operands),
+            users: IdList::new(),
+        });
+        for &o in operands {
+            self.graph[o].users.push(id);
         }
         id
     }
 
     /// Appends operands to `id`, after any it already has.
     pub fn connect_operands(&mut self, id: InstrId, operands: &[InstrId]) {
-        let base = self.graph.edges_directed(id, Direction::Incoming).count() as u32;
-        for (i, &o) in operands.iter().enumerate() {
-            self.graph.add_edge(o, id, base + i as u32);
+        self.graph[id].operands.extend_from_slice(operands);
+        for &o in operands {
+            self.graph[o].users.push(id);
         }
     }
 
     #[inline]
     pub fn instr(&self, id: InstrId) -> &Instruction {
-        &self.graph[id]
+        &self.graph[id].instr
     }
 
     #[inline]
     pub fn instr_mut(&mut self, id: InstrId) -> &mut Instruction {
-        &mut self.graph[id]
+        &mut self.graph[id].instr
     }
 
     #[inline]
@@ -78,8 +103,10 @@ impl Computation {
         self.root = Some(id);
     }
 
-    pub fn graph(&self) -> &StableGraph<Instruction, u32> {
-        &self.graph
+    /// One past the largest id in use: a table indexed by `id.index()`
+    /// needs this many slots.
+    pub fn id_bound(&self) -> usize {
+        self.graph.node_bound()
     }
 
     /// All instruction ids in node-index order (stable, but not topological).
@@ -89,80 +116,50 @@ impl Computation {
 
     /// Operands in positional order.
     pub fn operands(&self, id: InstrId) -> Vec<InstrId> {
-        let mut out = Vec::new();
-        self.operands_into(id, &mut out);
-        out
+        self.graph[id].operands.to_vec()
+    }
+
+    /// Operands in positional order, borrowed.
+    #[inline]
+    pub fn operand_ids(&self, id: InstrId) -> &[InstrId] {
+        &self.graph[id].operands
     }
 
     /// [`Computation::operands`] into `out` (cleared first), so a walk over
     /// every instruction can reuse one buffer instead of allocating each time.
     pub fn operands_into(&self, id: InstrId, out: &mut Vec<InstrId>) {
         out.clear();
-        // Edges come back newest first: operands were added in order, so
-        // reversing usually sorts them; sort only when it does not.
-        let mut last = u32::MAX;
-        let mut descending = true;
-        for e in self.graph.edges_directed(id, Direction::Incoming) {
-            let w = *e.weight();
-            descending &= w < last;
-            last = w;
-            out.push(e.source());
-        }
-        if descending {
-            out.reverse();
-        } else {
-            let mut edges: Vec<(u32, InstrId)> = self
-                .graph
-                .edges_directed(id, Direction::Incoming)
-                .map(|e| (*e.weight(), e.source()))
-                .collect();
-            edges.sort_unstable_by_key(|(i, _)| *i);
-            out.clear();
-            out.extend(edges.into_iter().map(|(_, s)| s));
-        }
+        out.extend_from_slice(&self.graph[id].operands);
     }
 
-    /// Every operand of `id`, in no particular order (a repeated operand
-    /// comes once per use).
+    /// Every operand of `id` (a repeated operand comes once per use).
     pub fn operands_unordered(&self, id: InstrId) -> impl Iterator<Item = InstrId> + '_ {
-        self.graph.neighbors_directed(id, Direction::Incoming)
+        self.graph[id].operands.iter().copied()
     }
 
     /// The one instruction that reads `id`, if exactly one does (however
     /// many times), without listing the readers.
     pub fn sole_user(&self, id: InstrId) -> Option<InstrId> {
-        let mut users = self.graph.neighbors_directed(id, Direction::Outgoing);
+        let mut users = self.graph[id].users.iter().copied();
         let first = users.next()?;
         users.all(|u| u == first).then_some(first)
     }
 
     /// Whether `id`'s operands are exactly `operands`, in order.
+    #[inline]
     pub fn reads_exactly(&self, id: InstrId, operands: &[InstrId]) -> bool {
-        let mut count = 0;
-        for e in self.graph.edges_directed(id, Direction::Incoming) {
-            count += 1;
-            if operands.get(*e.weight() as usize) != Some(&e.source()) {
-                return false;
-            }
-        }
-        count == operands.len()
+        self.graph[id].operands.as_slice() == operands
     }
 
     /// Whether anything reads `id` (without listing the readers).
     #[inline]
     pub fn has_users(&self, id: InstrId) -> bool {
-        self.graph
-            .neighbors_directed(id, Direction::Outgoing)
-            .next()
-            .is_some()
+        !self.graph[id].users.is_empty()
     }
 
     /// Distinct users, in node-index order.
     pub fn users(&self, id: InstrId) -> Vec<InstrId> {
-        let mut u: Vec<InstrId> = self
-            .graph
-            .neighbors_directed(id, Direction::Outgoing)
-            .collect();
+        let mut u: Vec<InstrId> = self.graph[id].users.to_vec();
         u.sort_unstable();
         u.dedup();
         u
@@ -173,7 +170,7 @@ impl Computation {
         let mut params: Vec<(i64, InstrId)> = self
             .graph
             .node_indices()
-            .filter_map(|id| match self.graph[id].op {
+            .filter_map(|id| match self.graph[id].instr.op {
                 Op::Parameter(n) => Some((n, id)),
                 _ => None,
             })
@@ -198,151 +195,96 @@ impl Computation {
     pub fn find(&self, name: &str) -> Option<InstrId> {
         self.graph
             .node_indices()
-            .find(|&id| self.graph[id].name == name)
+            .find(|&id| self.graph[id].instr.name == name)
     }
 
     /// Points every use of `old` at `new` (and the root, if it was `old`).
     pub fn replace_all_uses(&mut self, old: InstrId, new: InstrId) {
-        let uses: Vec<(petgraph::stable_graph::EdgeIndex<u32>, InstrId, u32)> = self
-            .graph
-            .edges_directed(old, Direction::Outgoing)
-            .map(|e| (e.id(), e.target(), *e.weight()))
-            .collect();
-        for (edge, user, pos) in uses {
-            self.graph.remove_edge(edge);
-            self.graph.add_edge(new, user, pos);
+        if old != new {
+            let mut users = std::mem::take(&mut self.graph[old].users);
+            users.sort_unstable();
+            users.dedup();
+            for user in users {
+                self.replace_uses_in(user, old, new);
+            }
         }
         if self.root == Some(old) {
             self.root = Some(new);
         }
     }
 
-    /// Points each user's operands at its new list (one per operand it
-    /// has, in order). Returns the operands the users read before, so a
-    /// caller can remove what no longer has a reader.
-    ///
-    /// Removing one edge walks its source's user list, so rewiring the
-    /// readers of a value read hundreds of times one by one is quadratic
-    /// (in amp, 288 pads of one zero constant read by 688); every edge is
-    /// laid again once instead.
-    pub fn set_operands_of_many(
-        &mut self,
-        updates: &FxHashMap<InstrId, Vec<InstrId>>,
-    ) -> Vec<InstrId> {
-        let mut users: Vec<InstrId> = updates.keys().copied().collect();
-        users.sort_unstable();
-        let dropped = users
-            .iter()
-            .flat_map(|&u| self.graph.neighbors_directed(u, Direction::Incoming))
-            .collect();
-        self.relay_edges(&users, updates);
-        dropped
-    }
-
-    /// Lays every edge again, the `users`' from `updates`.
-    fn relay_edges(&mut self, users: &[InstrId], updates: &FxHashMap<InstrId, Vec<InstrId>>) {
-        // Kept edges are read in storage order (a sequential scan, where
-        // walking each user's list chases pointers); each user's edges are
-        // laid in operand order, so its list reads back already sorted.
-        let mut updated = vec![false; self.graph.node_bound()];
-        for user in users {
-            updated[user.index()] = true;
+    /// Points `user`'s operands at `operands` (one per operand it has, in
+    /// order). Returns the operands it read before, so a caller can remove
+    /// what no longer has a reader.
+    pub fn set_operands(&mut self, user: InstrId, operands: &[InstrId]) -> IdList {
+        let old = std::mem::replace(&mut self.graph[user].operands, IdList::from_slice(operands));
+        for &o in &old {
+            drop_use(&mut self.graph[o].users, user);
         }
-        let mut edges: Vec<(InstrId, InstrId, u32)> = Vec::with_capacity(self.graph.edge_count());
-        edges.extend(
-            (&self.graph)
-                .edge_references()
-                .filter(|e| !updated[e.target().index()])
-                .map(|e| (e.source(), e.target(), *e.weight())),
-        );
-        for &user in users {
-            edges.extend(
-                updates[&user]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &o)| (o, user, i as u32)),
-            );
+        for &n in operands {
+            self.graph[n].users.push(user);
         }
-        self.graph.clear_edges();
-        for (source, user, index) in edges {
-            self.graph.add_edge(source, user, index);
-        }
+        old
     }
 
     /// Points `user`'s reads of `old` at `new`, leaving other users alone.
     pub fn replace_uses_in(&mut self, user: InstrId, old: InstrId, new: InstrId) {
-        let uses: Vec<(petgraph::stable_graph::EdgeIndex<u32>, u32)> = self
-            .graph
-            .edges_directed(old, Direction::Outgoing)
-            .filter(|e| e.target() == user)
-            .map(|e| (e.id(), *e.weight()))
-            .collect();
-        for (edge, pos) in uses {
-            self.graph.remove_edge(edge);
-            self.graph.add_edge(new, user, pos);
+        if old == new {
+            return;
+        }
+        let mut uses = 0;
+        for o in self.graph[user].operands.iter_mut() {
+            if *o == old {
+                *o = new;
+                uses += 1;
+            }
+        }
+        for _ in 0..uses {
+            drop_use(&mut self.graph[old].users, user);
+            self.graph[new].users.push(user);
         }
     }
 
+    /// Removes `id`; what it read loses a user, and what read it (nothing,
+    /// once a pass has rewired its users) loses that operand.
     pub fn remove(&mut self, id: InstrId) -> Option<Instruction> {
         if self.root == Some(id) {
             self.root = None;
         }
-        self.graph.remove_node(id)
+        let node = self.graph.remove_node(id)?;
+        for &o in &node.operands {
+            if let Some(n) = self.graph.node_weight_mut(o) {
+                drop_use(&mut n.users, id);
+            }
+        }
+        for &u in &node.users {
+            if let Some(n) = self.graph.node_weight_mut(u) {
+                n.operands.retain(|o| *o != id);
+            }
+        }
+        Some(node.instr)
     }
 
     /// A deterministic topological order: depth-first post-order from every
     /// instruction nobody uses (in node order), the root last. Iterative, so
     /// 100k-deep chains do not overflow the stack.
     pub fn post_order(&self) -> Vec<InstrId> {
-        self.walk_post_order(|_, _| {})
+        self.walk_post_order()
     }
 
-    /// [`Computation::post_order`] with every instruction's operands as the
-    /// walk read them: a pass that visits in this order and reads operands
-    /// (as `amp` does for every instruction) need not walk the edges twice.
-    pub fn post_order_with_operands(&self) -> PostOrder {
-        const UNEXPANDED: (u32, u32) = (u32::MAX, 0);
-        let mut spans = vec![UNEXPANDED; self.graph.node_bound()];
-        let mut flat = Vec::with_capacity(self.graph.edge_count());
-        let order = self.walk_post_order(|id, operands| {
-            spans[id.index()] = (flat.len() as u32, operands.len() as u32);
-            flat.extend_from_slice(operands);
-        });
-        // Instructions on a cycle are listed without being expanded.
-        let mut operands = Vec::new();
-        for &id in &order {
-            if spans[id.index()] == UNEXPANDED {
-                self.operands_into(id, &mut operands);
-                spans[id.index()] = (flat.len() as u32, operands.len() as u32);
-                flat.extend_from_slice(&operands);
-            }
-        }
-        PostOrder { order, spans, flat }
-    }
-
-    /// The post-order walk; `expand` sees each instruction's operands when
-    /// the walk first reaches it.
-    fn walk_post_order(&self, mut expand: impl FnMut(InstrId, &[InstrId])) -> Vec<InstrId> {
+    /// The post-order walk.
+    fn walk_post_order(&self) -> Vec<InstrId> {
         const NEW: u8 = 0;
         const OPEN: u8 = 1;
         const DONE: u8 = 2;
         let mut state = vec![NEW; self.graph.node_bound()];
         let mut order = Vec::with_capacity(self.len());
-        let mut sinks: Vec<InstrId> = self
+        let sinks = self
             .graph
             .node_indices()
-            .filter(|&id| {
-                Some(id) != self.root
-                    && self
-                        .graph
-                        .neighbors_directed(id, Direction::Outgoing)
-                        .next()
-                        .is_none()
-            })
-            .collect();
-        sinks.extend(self.root);
+            .filter(|&id| Some(id) != self.root && !self.has_users(id))
+            .chain(self.root);
         let mut stack: Vec<(InstrId, bool)> = Vec::new();
-        let mut operands = Vec::new();
         for start in sinks {
             if state[start.index()] != NEW {
                 continue;
@@ -363,9 +305,7 @@ impl Computation {
                 }
                 *s = OPEN;
                 stack.push((id, true));
-                self.operands_into(id, &mut operands);
-                expand(id, &operands);
-                for &o in operands.iter().rev() {
+                for &o in self.operand_ids(id).iter().rev() {
                     if state[o.index()] == NEW {
                         stack.push((o, false));
                     }
@@ -410,22 +350,5 @@ impl Computation {
                 (Some(a), Some(b)) => a == b,
                 _ => false,
             }
-    }
-}
-
-/// A computation's instructions in post order, with the operands each had
-/// when the order was taken.
-pub struct PostOrder {
-    pub order: Vec<InstrId>,
-    spans: Vec<(u32, u32)>,
-    flat: Vec<InstrId>,
-}
-
-impl PostOrder {
-    /// `id`'s operands, in operand order, as they were when the order was
-    /// taken.
-    pub fn operands(&self, id: InstrId) -> &[InstrId] {
-        let (start, len) = self.spans[id.index()];
-        &self.flat[start as usize..(start + len) as usize]
     }
 }

@@ -29,7 +29,7 @@ pub mod text;
 pub mod types;
 pub mod verifier;
 
-pub use computation::{Computation, InstrId, PostOrder};
+pub use computation::{Computation, IdList, InstrId};
 pub use instruction::{Instruction, Metadata};
 pub use literal::{Literal, LiteralError, Scalar};
 pub use module::{AliasKind, BufferDonor, IoAlias, Module};

@@ -756,6 +756,45 @@ impl Op {
         }
     }
 
+    /// Whether the op carries its float operands' element type through to
+    /// its result unchanged, whatever float type that is (elementwise
+    /// arithmetic and data movement): over operands of the same dims whose
+    /// float type moves from one float type to another, a valid instruction
+    /// stays valid with its result's float type moved the same way.
+    /// Comparisons and `is-finite` give pred either way. Not `convert`,
+    /// dots, reductions or anything with a called computation.
+    pub fn carries_float_type(&self) -> bool {
+        match self {
+            Op::Unary(u) => !matches!(u, UnaryOp::Not),
+            Op::Binary(b) => matches!(
+                b,
+                BinaryOp::Add
+                    | BinaryOp::Subtract
+                    | BinaryOp::Multiply
+                    | BinaryOp::Divide
+                    | BinaryOp::Remainder
+                    | BinaryOp::Maximum
+                    | BinaryOp::Minimum
+                    | BinaryOp::Power
+                    | BinaryOp::Atan2
+            ),
+            Op::Compare { .. }
+            | Op::Select
+            | Op::Clamp
+            | Op::Broadcast { .. }
+            | Op::Reshape
+            | Op::Transpose { .. }
+            | Op::Reverse { .. }
+            | Op::Slice { .. }
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::Concatenate { .. }
+            | Op::Pad { .. }
+            | Op::Gather { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Whether the op's effect is more than its value (a custom call marked
     /// `custom_call_has_side_effect`): such instructions are never removed.
     pub fn has_side_effect(&self) -> bool {

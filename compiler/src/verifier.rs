@@ -227,8 +227,7 @@ fn verify_computation(
 /// recursion, unlike a depth-first cycle search, so a chain of 100k
 /// instructions cannot overflow the stack.
 fn has_cycle(c: &Computation, order: &[crate::InstrId]) -> bool {
-    use petgraph::visit::NodeIndexable;
-    let mut position = vec![usize::MAX; c.graph().node_bound()];
+    let mut position = vec![usize::MAX; c.id_bound()];
     for (i, id) in order.iter().enumerate() {
         position[id.index()] = i;
     }

@@ -11,12 +11,12 @@
 //! f32 reader gets it unrounded), and a widening convert of a bf16 value is
 //! that value's f32 representation, so `bf16 -> f32 -> bf16` never appears.
 
-use crate::cast_policy::{CastPolicy, CastRule};
+use crate::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
 use crate::context::{PassContext, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, Rewriter};
 use hlatc_compiler::fx::FxHashMap as HashMap;
-use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
+use hlatc_compiler::{ElementType, IdList, InstrId, Module, Op, Shape};
 
 pub struct Amp;
 
@@ -35,11 +35,11 @@ impl Pass for Amp {
         let mut rw = mr.on(&mut m.computations[entry]);
         let mut cast = AutoCast {
             policy: &policy,
+            scopes: policy.scope_matcher(),
+            last_scope: (String::new(), false),
             widen_low_dots: ctx.target == Target::Cpu,
             rounded_wide: HashMap::default(),
             values: Vec::new(),
-            kept_scopes: HashMap::default(),
-            last_scope: None,
             rules: HashMap::default(),
             stats: Stats::default(),
         };
@@ -159,6 +159,9 @@ impl Value {
 
 struct AutoCast<'p> {
     policy: &'p CastPolicy,
+    scopes: ScopeMatcher<'p>,
+    /// The scope asked last, and its answer.
+    last_scope: (String, bool),
     /// XLA CPU cannot run a dot of bf16 operands with an f32 result (its
     /// DotThunk refuses `BF16 x BF16 = F32`). The same numbers come from
     /// widening the rounded operands first: products of bf16 values are
@@ -168,11 +171,6 @@ struct AutoCast<'p> {
     rounded_wide: HashMap<InstrId, InstrId>,
     /// Per original instruction, by index.
     values: Vec<Option<Value>>,
-    /// Whether an `op_name` lies in a scope kept in its precision: names
-    /// repeat across instructions, and splitting each showed in profiles.
-    kept_scopes: HashMap<String, bool>,
-    /// The scope asked last, and its answer.
-    last_scope: Option<(String, bool)>,
     rules: HashMap<(usize, usize), CastRule>,
     stats: Stats,
 }
@@ -192,18 +190,13 @@ fn widens(b: ElementType, a: ElementType) -> bool {
 
 impl AutoCast<'_> {
     fn run(&mut self, rw: &mut Rewriter<'_>) -> Result<(), crate::rewriter::RewriteError> {
-        let walk = rw.comp().post_order_with_operands();
-        self.values = Vec::with_capacity(walk.order.len());
-        self.values.resize_with(
-            walk.order
-                .iter()
-                .map(|id| id.index() + 1)
-                .max()
-                .unwrap_or(0),
-            || None,
-        );
-        for &id in &walk.order {
-            let value = self.cast(rw, id, walk.operands(id))?;
+        let order = rw.comp().post_order();
+        self.values.resize_with(rw.comp().id_bound(), || None);
+        // Visiting an instruction rewires only its own operands, so each
+        // is read as the module wrote it.
+        for &id in &order {
+            let operands = IdList::from_slice(rw.comp().operand_ids(id));
+            let value = self.cast(rw, id, &operands)?;
             self.values[id.index()] = Some(value);
         }
         // The root is delivered in its original type, like every output.
@@ -230,36 +223,6 @@ impl AutoCast<'_> {
 
     fn weak(&self, operands: &[InstrId]) -> bool {
         operands.iter().all(|&o| self.value(o).weak)
-    }
-
-    fn keeps_scope(&mut self, instr_scope: &str) -> bool {
-        if instr_scope.is_empty() {
-            return false;
-        }
-        // Neighbours in post order mostly share a scope: comparing with the
-        // last one is cheaper than hashing the whole path again.
-        if let Some((last, kept)) = &self.last_scope {
-            if last == instr_scope {
-                return *kept;
-            }
-        }
-        let kept = match self.kept_scopes.get(instr_scope) {
-            Some(&kept) => kept,
-            None => {
-                let kept = self.policy.keeps_scope(instr_scope);
-                self.kept_scopes.insert(instr_scope.to_string(), kept);
-                kept
-            }
-        };
-        match &mut self.last_scope {
-            Some((last, k)) => {
-                last.clear();
-                last.push_str(instr_scope);
-                *k = kept;
-            }
-            None => self.last_scope = Some((instr_scope.to_string(), kept)),
-        }
-        kept
     }
 
     /// The policy's rule for an opcode, looked up once per opcode. Keyed
@@ -304,7 +267,18 @@ impl AutoCast<'_> {
     /// about to change type: most instructions never would (the optimizer's
     /// f32 arithmetic), and the scope of each showed in profiles.
     fn kept_by_scope(&mut self, rw: &Rewriter<'_>, id: InstrId) -> bool {
-        let kept = self.keeps_scope(&rw.comp().instr(id).metadata.op_name);
+        let scope = &rw.comp().instr(id).metadata.op_name;
+        // Neighbours in post order mostly share a scope: comparing with the
+        // last one is cheaper than splitting the path again.
+        let kept = if self.last_scope.0 == *scope {
+            self.last_scope.1
+        } else {
+            let kept = self.scopes.keeps(scope);
+            self.last_scope.0.clear();
+            self.last_scope.0.push_str(scope);
+            self.last_scope.1 = kept;
+            kept
+        };
         self.stats.kept_by_scope += usize::from(kept);
         kept
     }
@@ -367,7 +341,7 @@ impl AutoCast<'_> {
         &mut self,
         rw: &mut Rewriter<'_>,
         operands: &[InstrId],
-    ) -> Result<Vec<InstrId>, crate::rewriter::RewriteError> {
+    ) -> Result<IdList, crate::rewriter::RewriteError> {
         self.operands_as(rw, operands, None)
     }
 
@@ -378,7 +352,7 @@ impl AutoCast<'_> {
         rw: &mut Rewriter<'_>,
         operands: &[InstrId],
         ty: Option<ElementType>,
-    ) -> Result<Vec<InstrId>, crate::rewriter::RewriteError> {
+    ) -> Result<IdList, crate::rewriter::RewriteError> {
         operands
             .iter()
             .map(|&o| match self.value(o).written {
@@ -523,13 +497,8 @@ impl AutoCast<'_> {
             _ => return self.keep(rw, id, operands),
         };
         let new_operands = self.operands_as(rw, operands, Some(t))?;
-        let instr = rw.comp().instr(id);
-        let written = float_array_type(&instr.shape);
-        let shape = match &instr.shape {
-            Shape::Array(a) if a.ty == f => Shape::array(t, a.dims.clone()),
-            s => s.clone(),
-        };
-        rw.rewrite_in_place(id, &new_operands, Some(shape))?;
+        let written = float_array_type(rw.shape(id));
+        rw.retype_in_place(id, &new_operands, t)?;
         self.stats.followed += 1;
         Ok(Value::single(
             written,

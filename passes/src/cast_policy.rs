@@ -162,10 +162,22 @@ impl CastPolicy {
     /// Whether a provenance scope (`metadata.op_name`, components joined
     /// by `/`) lies in a scope kept in its original precision.
     pub fn keeps_scope(&self, scope: &str) -> bool {
-        !scope.is_empty()
-            && scope
-                .split('/')
-                .any(|part| self.keep_scopes.iter().any(|k| k == part))
+        self.scope_matcher().keeps(scope)
+    }
+
+    /// [`CastPolicy::keeps_scope`] for asking many times: `amp` asks of
+    /// every op it would move to the low type.
+    pub fn scope_matcher(&self) -> ScopeMatcher<'_> {
+        let lengths = self
+            .keep_scopes
+            .iter()
+            .filter(|k| k.len() < 64)
+            .fold(0u64, |m, k| m | 1 << k.len());
+        ScopeMatcher {
+            keep: &self.keep_scopes,
+            lengths,
+            any_long: self.keep_scopes.iter().any(|k| k.len() >= 64),
+        }
     }
 
     /// One line per rule, for `--help`-style listings and reports.
@@ -183,5 +195,30 @@ impl CastPolicy {
             self.keep_scopes.join(" ")
         ));
         out
+    }
+}
+
+/// The kept scopes, with the lengths they come in: a path component of
+/// another length is passed over without comparing any text.
+pub struct ScopeMatcher<'p> {
+    keep: &'p [String],
+    /// Bit `n` set when some kept scope is `n` bytes long (below 64).
+    lengths: u64,
+    any_long: bool,
+}
+
+impl ScopeMatcher<'_> {
+    /// Whether some `/`-separated component of `scope` is a kept scope.
+    pub fn keeps(&self, scope: &str) -> bool {
+        // Split as bytes: `str::split` cost twice as much per call here.
+        scope.as_bytes().split(|&b| b == b'/').any(|part| {
+            let n = part.len();
+            let maybe = if n < 64 {
+                self.lengths & (1 << n) != 0
+            } else {
+                self.any_long
+            };
+            maybe && self.keep.iter().any(|k| k.as_bytes() == part)
+        })
     }
 }

@@ -35,7 +35,7 @@ pub mod softmax_math;
 
 pub use amp::Amp;
 pub use annotate_rounding::{rounding_counts, AnnotateRounding, RNG_STATE_NAME, ROUNDING_CALLEE};
-pub use cast_policy::{CastPolicy, CastRule};
+pub use cast_policy::{CastPolicy, CastRule, ScopeMatcher};
 pub use coalesce_linear::CoalesceLinear;
 pub use context::{AddedState, PassContext, RematPolicy, Target};
 pub use cse::Cse;

@@ -7,11 +7,10 @@ use hlatc_compiler::fx::FxHashMap as HashMap;
 use hlatc_compiler::fx::{BuildFxHasher, FxHashMap, FxHashSet};
 use hlatc_compiler::verifier::callable_signatures;
 use hlatc_compiler::{
-    infer_shape, CalleeSignature, Computation, InstrId, Instruction, Metadata, Module, Op, Shape,
-    ShapeError,
+    infer_shape, CalleeSignature, Computation, ElementType, InstrId, Instruction, Metadata, Module,
+    Op, Shape, ShapeError,
 };
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::hash::BuildHasher;
 
 /// A rewrite that would break the module, caught where it is made.
@@ -58,7 +57,7 @@ pub enum RewriteError {
 #[derive(Clone, Debug, Default)]
 pub struct Names {
     used: FxHashSet<u64>,
-    next: FxHashMap<String, usize>,
+    next: FxHashMap<u64, usize>,
 }
 
 impl Names {
@@ -79,23 +78,48 @@ impl Names {
 
     /// `stem` itself when it is free, otherwise `stem.N` for the first free N.
     pub fn fresh(&mut self, stem: &str) -> String {
-        if self.used.insert(name_hash(stem)) {
+        let stem_hash = name_hash(stem);
+        if self.used.insert(stem_hash) {
             return stem.to_string();
         }
-        if !self.next.contains_key(stem) {
-            self.next.insert(stem.to_string(), 0);
-        }
-        let n = self.next.get_mut(stem).expect("inserted above");
-        // One buffer for every try: a `format!` each showed in profiles
-        // (amp names hundreds of converts).
+        // Counters are keyed by the stem's hash, found once: two stems
+        // sharing one only skip numbers, and `used` still decides.
+        let n = self.next.entry(stem_hash).or_insert(0);
         let mut name = String::with_capacity(stem.len() + 8);
+        name.push_str(stem);
+        name.push('.');
         loop {
             *n += 1;
-            name.clear();
-            let _ = write!(name, "{stem}.{n}");
+            name.truncate(stem.len() + 1);
+            push_decimal(&mut name, *n);
             if self.used.insert(name_hash(&name)) {
                 return name;
             }
+        }
+    }
+}
+
+/// Appends `n` in decimal: names are made by the hundred in every pass,
+/// and `write!` through the formatting machinery showed in profiles.
+fn push_decimal(out: &mut String, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| char::from(d)));
+}
+
+/// A float array shape moved to `to`; any other shape as it is.
+fn retype(shape: &mut Shape, to: ElementType) {
+    if let Shape::Array(a) = shape {
+        if a.ty.is_float() {
+            a.ty = to;
         }
     }
 }
@@ -155,7 +179,6 @@ impl ModuleRewriter {
             provenance: Provenance::Given(Metadata::default()),
             frontend_attributes: BTreeMap::new(),
             backend_config: String::new(),
-            rewired: FxHashMap::default(),
             orphans: Vec::new(),
         }
     }
@@ -205,9 +228,6 @@ pub struct Rewriter<'a> {
     frontend_attributes: BTreeMap<String, String>,
     /// XLA's `backend_config` for everything added next.
     backend_config: String,
-    /// Operand lists given by [`Rewriter::rewrite_in_place`], laid as
-    /// edges together by [`Rewriter::commit_rewiring`].
-    rewired: FxHashMap<InstrId, Vec<InstrId>>,
     /// What a rewrite stopped reading, for [`Rewriter::remove_orphans`].
     orphans: Vec<InstrId>,
 }
@@ -362,7 +382,6 @@ impl Rewriter<'_> {
             return Ok(());
         }
         self.check_same_shape(old, new)?;
-        self.commit_rewiring();
         self.comp.replace_all_uses(old, new);
         self.orphans.push(old);
         Ok(())
@@ -377,7 +396,6 @@ impl Rewriter<'_> {
         new: InstrId,
     ) -> Result<(), RewriteError> {
         self.check_same_shape(old, new)?;
-        self.commit_rewiring();
         self.comp.replace_uses_in(user, old, new);
         self.orphans.push(old);
         Ok(())
@@ -388,13 +406,8 @@ impl Rewriter<'_> {
     /// inference: the op over the new operands must give that shape. For a
     /// pass that changes types in place, as `amp` does: a user may read a
     /// retyped operand until it is rewritten in turn, and the verifier
-    /// after the pass checks the result.
-    ///
-    /// The shape changes now; the operand edges are laid by
-    /// [`Rewriter::commit_rewiring`] (which every rewriter method that
-    /// reads or moves edges calls first), all at once, because moving
-    /// edges one user at a time is quadratic in a value's readers. Until
-    /// then `comp()` still shows `user`'s old operands.
+    /// after the pass checks the result. What `user` stops reading is
+    /// looked at by [`Rewriter::remove_orphans`].
     pub fn rewrite_in_place(
         &mut self,
         user: InstrId,
@@ -413,28 +426,58 @@ impl Rewriter<'_> {
                 inferred: shape.to_string(),
             });
         }
-        // A retyping that keeps the operands (a follower of a follower, in
-        // amp) lays no edges.
-        let unchanged = match self.rewired.get(&user) {
-            Some(pending) => pending.as_slice() == operands,
-            None => self.comp.reads_exactly(user, operands),
-        };
-        if !unchanged {
-            if let Some(before) = self.rewired.insert(user, operands.to_vec()) {
-                self.orphans.extend(before);
-            }
+        if !self.comp.reads_exactly(user, operands) {
+            let before = self.comp.set_operands(user, operands);
+            self.orphans.extend(before);
         }
         self.comp.instr_mut(user).shape = shape;
         Ok(())
     }
 
-    /// Lays the operand edges [`Rewriter::rewrite_in_place`] recorded.
-    pub fn commit_rewiring(&mut self) {
-        if !self.rewired.is_empty() {
-            let dropped = self.comp.set_operands_of_many(&self.rewired);
-            self.orphans.extend(dropped);
-            self.rewired.clear();
+    /// [`Rewriter::rewrite_in_place`] for a retyping: `user` reads
+    /// `operands`, each of the dims of the operand it replaces, every float
+    /// one now of type `to`, and its float result becomes `to` too. For an
+    /// op that carries its float type through ([`Op::carries_float_type`])
+    /// that rule is the check: shape inference (which showed in `amp`'s
+    /// profile, run for every op it moves to bf16) would only say the same
+    /// of an instruction that was valid before. Any other op, or operands
+    /// that break the rule, are checked by inference.
+    pub fn retype_in_place(
+        &mut self,
+        user: InstrId,
+        operands: &[InstrId],
+        to: ElementType,
+    ) -> Result<(), RewriteError> {
+        let instr = self.comp.instr(user);
+        let old = self.comp.operand_ids(user);
+        let by_rule = to.is_float()
+            && instr.op.carries_float_type()
+            && old.len() == operands.len()
+            && old
+                .iter()
+                .zip(operands)
+                .all(|(&o, &n)| match (self.shape(o), self.shape(n)) {
+                    (Shape::Array(a), Shape::Array(b)) if a.dims == b.dims => {
+                        if b.ty.is_float() {
+                            a.ty.is_float() && b.ty == to
+                        } else {
+                            a.ty == b.ty
+                        }
+                    }
+                    _ => false,
+                });
+        if !by_rule {
+            let mut shape = instr.shape.clone();
+            retype(&mut shape, to);
+            return self.rewrite_in_place(user, operands, Some(shape));
         }
+        if !self.comp.reads_exactly(user, operands) {
+            let before = self.comp.set_operands(user, operands);
+            self.orphans.extend(before);
+        }
+        // Only the element type moves: no new shape is built.
+        retype(&mut self.comp.instr_mut(user).shape, to);
+        Ok(())
     }
 
     /// A replacement must compute a value of the replaced one's shape.
@@ -475,7 +518,6 @@ impl Rewriter<'_> {
     /// before, and looks at the instructions rewired away from, not at
     /// every instruction.
     pub fn remove_orphans(&mut self) -> usize {
-        self.commit_rewiring();
         self.hold_provenance();
         let seeds = std::mem::take(&mut self.orphans);
         remove_dead_from(self.comp, seeds)
@@ -484,17 +526,8 @@ impl Rewriter<'_> {
     /// Removes every instruction nothing reads that is neither the root, a
     /// parameter nor side-effecting; returns how many went.
     pub fn remove_dead(&mut self) -> usize {
-        self.commit_rewiring();
         self.hold_provenance();
         remove_dead(self.comp)
-    }
-}
-
-/// A rewrite recorded is never lost: what was not committed is laid when
-/// the rewriter goes.
-impl Drop for Rewriter<'_> {
-    fn drop(&mut self) {
-        self.commit_rewiring();
     }
 }
 

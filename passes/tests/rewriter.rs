@@ -97,9 +97,6 @@ fn an_in_place_rewrite_is_checked_by_inference() {
     // the same operand read twice.
     r.rewrite_in_place(s, &[pb, pb], Some(Shape::array(ElementType::Bf16, [2])))
         .unwrap();
-    // The edges are laid together, when committed.
-    assert_eq!(r.comp().operands(s), vec![p, q]);
-    r.commit_rewiring();
     assert_eq!(r.comp().operands(s), vec![pb, pb]);
     assert_eq!(r.comp().instr(s).name, "s");
     assert_eq!(
@@ -114,4 +111,73 @@ fn an_in_place_rewrite_is_checked_by_inference() {
         e.to_string(),
         "computation 'e': 's' would be f32[3]{0}, but multiply over its new operands gives bf16[2]{0}"
     );
+}
+
+#[test]
+fn fresh_names_skip_those_taken_and_count_past_nine() {
+    use hlatc_passes::rewriter::Names;
+    let m = text::parse_module(
+        "HloModule m\nENTRY e {\n  c = f32[] parameter(0)\n  c.2 = f32[] negate(c)\n  ROOT c.10 = f32[] negate(c.2)\n}\n",
+    )
+    .unwrap();
+    let mut names = Names::of_module(&m);
+    let made: Vec<String> = (0..10).map(|_| names.fresh("c")).collect();
+    assert_eq!(
+        made,
+        ["c.1", "c.3", "c.4", "c.5", "c.6", "c.7", "c.8", "c.9", "c.11", "c.12"]
+    );
+    assert_eq!(names.fresh("d"), "d");
+    assert_eq!(names.fresh("d"), "d.1");
+}
+
+#[test]
+fn a_retyping_is_checked_by_rule_or_else_by_inference() {
+    use hlatc_compiler::{ElementType, Shape};
+    let mut m = text::parse_module(
+        "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(1)\n  w = f32[3] parameter(2)\n  s = f32[2] add(p, q)\n  ROOT t = pred[2] compare(s, q), direction=LT\n}\n",
+    )
+    .unwrap();
+    let mut rw = ModuleRewriter::new(&m);
+    let entry = m.entry;
+    let mut r = rw.on(&mut m.computations[entry]);
+    let [p, q, w, s, t] = ["p", "q", "w", "s", "t"].map(|n| r.comp().find(n).unwrap());
+    let bf16 = |r: &mut hlatc_passes::rewriter::Rewriter<'_>, x, dims: &[i64]| {
+        r.add(
+            Op::Convert,
+            &[x],
+            Some(Shape::array(ElementType::Bf16, dims.to_vec())),
+        )
+        .unwrap()
+    };
+    let (pb, qb, wb) = (
+        bf16(&mut r, p, &[2]),
+        bf16(&mut r, q, &[2]),
+        bf16(&mut r, w, &[3]),
+    );
+    // An operand of other dims breaks the rule; inference then refuses it,
+    // and nothing changes.
+    let e = r
+        .retype_in_place(s, &[pb, wb], ElementType::Bf16)
+        .unwrap_err();
+    assert!(matches!(e, RewriteError::Shape { .. }), "{e}");
+    assert_eq!(r.comp().operands(s), vec![p, q]);
+    // So does a float operand left in another type.
+    let e = r
+        .retype_in_place(s, &[pb, q], ElementType::Bf16)
+        .unwrap_err();
+    assert!(matches!(e, RewriteError::Shape { .. }), "{e}");
+    // Both bf16: the sum is bf16, the comparison stays pred.
+    r.retype_in_place(s, &[pb, qb], ElementType::Bf16).unwrap();
+    r.retype_in_place(t, &[s, qb], ElementType::Bf16).unwrap();
+    assert_eq!(r.comp().operands(s), vec![pb, qb]);
+    assert_eq!(
+        r.comp().instr(s).shape,
+        Shape::array(ElementType::Bf16, [2])
+    );
+    assert_eq!(
+        r.comp().instr(t).shape,
+        Shape::array(ElementType::Pred, [2])
+    );
+    drop(r);
+    hlatc_compiler::verify(&m).unwrap();
 }
