@@ -36,5 +36,5 @@ pub use module::{AliasKind, BufferDonor, IoAlias, Module};
 pub use op::Op;
 pub use shape_inference::{infer_shape, CalleeSignature, ShapeError};
 pub use sharding::Sharding;
-pub use types::{ArrayShape, ElementType, Shape};
+pub use types::{ArrayShape, ElementType, PhysicalLayout, Shape, SplitConfig, COMBINE_DIMENSION};
 pub use verifier::{verify, VerifyError};

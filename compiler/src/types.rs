@@ -154,6 +154,10 @@ pub struct ArrayShape {
     pub ty: ElementType,
     pub dims: Vec<i64>,
     pub minor_to_major: Vec<i64>,
+    /// What the layout says beyond the order of dimensions (tiles, memory
+    /// space, ...); `None` when it says nothing more, as in every shape
+    /// hlatc builds.
+    pub physical: Option<Box<PhysicalLayout>>,
 }
 
 impl ArrayShape {
@@ -163,6 +167,7 @@ impl ArrayShape {
             ty,
             dims,
             minor_to_major,
+            physical: None,
         }
     }
 
@@ -194,6 +199,94 @@ impl ArrayShape {
     /// Same element type and dimensions; layouts may differ.
     pub fn same_dims_and_type(&self, other: &ArrayShape) -> bool {
         self.ty == other.ty && self.dims == other.dims
+    }
+}
+
+/// A tile dimension that combines the dimensions it covers (`*` in text).
+pub const COMBINE_DIMENSION: i64 = i64::MIN;
+
+/// The parts of an XLA layout after the `:` of `{1,0:T(8,128)(2,1)S(1)}`,
+/// which place an array in a device's memory rather than order its
+/// dimensions: tiles (`T`), the tail padding alignment in elements (`L`),
+/// the element size in bits (`E`), the memory space (`S`) and split
+/// configs (`SC`). Kept as written and carried through text and proto;
+/// shape inference gives none, and no pass reads them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PhysicalLayout {
+    /// Each tile's dimensions, outermost tile first; a dimension may be
+    /// [`COMBINE_DIMENSION`].
+    pub tiles: Vec<Vec<i64>>,
+    /// 1 unless written.
+    pub tail_padding_alignment_in_elements: i64,
+    /// 0 (the element type's own size) unless written.
+    pub element_size_in_bits: i64,
+    /// 0 (device memory) unless written.
+    pub memory_space: i64,
+    pub split_configs: Vec<SplitConfig>,
+}
+
+/// `SC(dimension:index,index)`: where a dimension is split in memory.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SplitConfig {
+    pub dimension: i64,
+    pub split_indices: Vec<i64>,
+}
+
+impl Default for PhysicalLayout {
+    fn default() -> Self {
+        PhysicalLayout {
+            tiles: Vec::new(),
+            tail_padding_alignment_in_elements: 1,
+            element_size_in_bits: 0,
+            memory_space: 0,
+            split_configs: Vec::new(),
+        }
+    }
+}
+
+impl PhysicalLayout {
+    /// `None` for a layout that says nothing beyond the dimension order, so
+    /// that an `ArrayShape` has one spelling of "nothing more".
+    pub fn boxed_unless_default(self) -> Option<Box<PhysicalLayout>> {
+        (self != PhysicalLayout::default()).then(|| Box::new(self))
+    }
+}
+
+/// XLA's spelling, in XLA's order: `T(8,128)(2,1)L(2)E(4)S(1)SC(0:10)`.
+impl fmt::Display for PhysicalLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.tiles.is_empty() {
+            f.write_str("T")?;
+            for tile in &self.tiles {
+                f.write_str("(")?;
+                for (i, &d) in tile.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    if d == COMBINE_DIMENSION {
+                        f.write_str("*")?;
+                    } else {
+                        write!(f, "{d}")?;
+                    }
+                }
+                f.write_str(")")?;
+            }
+        }
+        if self.tail_padding_alignment_in_elements != 1 {
+            write!(f, "L({})", self.tail_padding_alignment_in_elements)?;
+        }
+        if self.element_size_in_bits != 0 {
+            write!(f, "E({})", self.element_size_in_bits)?;
+        }
+        if self.memory_space != 0 {
+            write!(f, "S({})", self.memory_space)?;
+        }
+        for sc in &self.split_configs {
+            write!(f, "SC({}:", sc.dimension)?;
+            write_joined(f, &sc.split_indices)?;
+            f.write_str(")")?;
+        }
+        Ok(())
     }
 }
 
@@ -277,9 +370,12 @@ impl fmt::Display for ArrayShape {
         write!(f, "{}[", self.ty)?;
         write_joined(f, &self.dims)?;
         f.write_str("]")?;
-        if !self.dims.is_empty() {
+        if !self.dims.is_empty() || self.physical.is_some() {
             f.write_str("{")?;
             write_joined(f, &self.minor_to_major)?;
+            if let Some(p) = &self.physical {
+                write!(f, ":{p}")?;
+            }
             f.write_str("}")?;
         }
         Ok(())

@@ -293,6 +293,43 @@ fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
 /// nesting level per dimension, so the rank bounds their recursion.
 pub const MAX_RANK: usize = 64;
 
+/// What XLA's layout validation asks of tiles, sizes, memory spaces and
+/// split configs.
+fn check_physical_layout(a: &crate::ArrayShape, p: &crate::PhysicalLayout) -> Result<(), String> {
+    if let Some(t) = p.tiles.iter().find(|t| {
+        t.is_empty()
+            || t.iter()
+                .any(|&d| d <= 0 && d != crate::types::COMBINE_DIMENSION)
+    }) {
+        return Err(format!(
+            "layout of {a} has a tile {t:?} with no dimensions or one below 1"
+        ));
+    }
+    if p.tail_padding_alignment_in_elements < 1 {
+        return Err(format!(
+            "layout of {a} aligns tail padding to {} elements (at least 1)",
+            p.tail_padding_alignment_in_elements
+        ));
+    }
+    if p.element_size_in_bits < 0 || p.memory_space < 0 {
+        return Err(format!(
+            "layout of {a} has a negative element size or memory space"
+        ));
+    }
+    for sc in &p.split_configs {
+        let in_rank = (0..a.rank() as i64).contains(&sc.dimension);
+        let ascending = sc.split_indices.windows(2).all(|w| w[0] < w[1])
+            && sc.split_indices.first().is_none_or(|&i| i > 0);
+        if !in_rank || !ascending {
+            return Err(format!(
+                "layout of {a} splits dimension {} at {:?} (a dimension of the shape, at ascending positive indices)",
+                sc.dimension, sc.split_indices
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_layouts(shape: &Shape) -> Result<(), String> {
     match shape {
         Shape::Array(a) => {
@@ -323,6 +360,9 @@ fn check_layouts(shape: &Shape) -> Result<(), String> {
                     "layout {:?} of {a} is not a permutation of its dimensions",
                     a.minor_to_major
                 ));
+            }
+            if let Some(p) = &a.physical {
+                check_physical_layout(a, p)?;
             }
             Ok(())
         }

@@ -59,8 +59,8 @@ fn semantic_errors_point_at_the_token() {
             "4:12: unsupported element type 'c64' (supported: pred, s8, s16, s32",
         ),
         (
-            entry("  x = f32[] parameter(0)\n  ROOT y = f32[2] broadcast(x)"),
-            "5:3: broadcast needs attribute 'dimensions'",
+            entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] transpose(x)"),
+            "5:3: transpose needs attribute 'dimensions'",
         ),
         (
             entry("  x = f32[] parameter(0)\n  ROOT y = f32[] negate(x), foo=1"),
@@ -229,5 +229,27 @@ fn malformed_protos_are_errors() {
     assert_eq!(
         e.to_string(),
         "computation 'e', instruction 'a': unsupported element type 15 (PrimitiveType number)"
+    );
+}
+
+#[test]
+fn a_broadcast_leaves_out_dimensions_only_for_a_scalar() {
+    // XLA's parser reads a scalar's broadcast without its empty list.
+    let m = text::parse_module(&entry(
+        "  x = f32[] parameter(0)\n  ROOT y = f32[2,3] broadcast(x)",
+    ))
+    .unwrap();
+    verify(&m).unwrap();
+    assert!(text::print_module(&m).contains("broadcast(x), dimensions={}"));
+    // Over anything else the missing list is an error at the instruction.
+    let e = match text::parse_module(&entry(
+        "  x = f32[3] parameter(0)\n  ROOT y = f32[2,3] broadcast(x)",
+    )) {
+        Err(e) => e.to_string(),
+        Ok(m) => verify(&m).unwrap_err().to_string(),
+    };
+    assert!(
+        e.contains("broadcast dimensions [] must have one entry per operand dimension (1)"),
+        "{e}"
     );
 }

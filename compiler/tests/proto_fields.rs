@@ -61,17 +61,15 @@ fn a_control_dependency_deep_inside_is_refused_at_its_path() {
     );
 }
 
-#[test]
-fn a_layout_tile_in_a_shape_is_refused_by_name() {
+/// The module with `extra` appended to the first instruction's layout
+/// bytes (protobuf merges repeated and later fields).
+fn with_layout_bytes(extra: &[u8]) -> Vec<u8> {
     let m = text::parse_module(MODULE).unwrap();
     let mut p = proto::module_to_proto(&m);
-    // Tiles (LayoutProto field 6) written straight into the first shape's
-    // layout bytes: re-encode the module with the layout's bytes extended.
     let shape = p.computations[0].instructions[0].shape.as_mut().unwrap();
     let layout = shape.layout.take().unwrap();
     let mut layout_bytes = prost::Message::encode_to_vec(&layout);
-    // A tile of dimensions [8]: Tile.dimensions (1) = [8].
-    layout_bytes.extend(message_field(6, &message_field(1, &[8])));
+    layout_bytes.extend_from_slice(extra);
     let mut shape_bytes = prost::Message::encode_to_vec(&*shape);
     shape_bytes.extend(message_field(5, &layout_bytes));
     let mut instr_bytes = Vec::new();
@@ -79,16 +77,41 @@ fn a_layout_tile_in_a_shape_is_refused_by_name() {
     prost::Message::encode(&p.computations[0].instructions[0], &mut instr_bytes).unwrap();
     instr_bytes.extend(message_field(3, &shape_bytes));
     let mut comp = p.computations[0].clone();
+    let rest = comp.instructions.split_off(1);
     comp.instructions.clear();
     let mut comp_bytes = prost::Message::encode_to_vec(&comp);
     comp_bytes.extend(message_field(2, &instr_bytes));
+    for i in &rest {
+        comp_bytes.extend(message_field(2, &prost::Message::encode_to_vec(i)));
+    }
     p.computations.clear();
     let mut bytes = prost::Message::encode_to_vec(&p);
     bytes.extend(message_field(3, &comp_bytes));
-    let e = proto::decode_module(&bytes).unwrap_err().to_string();
+    bytes
+}
+
+#[test]
+fn a_layout_field_hlatc_does_not_model_is_refused_by_name() {
+    // An index primitive type (LayoutProto field 11) of PRED.
+    let e = proto::decode_module(&with_layout_bytes(&[11 << 3, 1]))
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
-        "HloModuleProto.computations[0].instructions[0].shape[0].layout[0]: field 6 (tiles) of LayoutProto is not modeled by hlatc"
+        "HloModuleProto.computations[0].instructions[0].shape[0].layout[0]: field 11 (index_primitive_type) of LayoutProto is not modeled by hlatc"
+    );
+}
+
+#[test]
+fn layout_tiles_and_memory_space_are_read() {
+    // Tile.dimensions (1) = [8] in tiles (6), then memory_space (8) = 1.
+    let mut extra = message_field(6, &message_field(1, &[8]));
+    extra.extend_from_slice(&[8 << 3, 1]);
+    let m = proto::decode_module(&with_layout_bytes(&extra)).unwrap();
+    assert!(
+        text::print_module(&m).contains("p = f32[2]{0:T(8)S(1)} parameter(0)"),
+        "{}",
+        text::print_module(&m)
     );
 }
 

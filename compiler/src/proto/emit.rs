@@ -7,7 +7,7 @@ use crate::computation::{Computation, InstrId};
 use crate::literal::Literal;
 use crate::module::{AliasKind, Module};
 use crate::op::Op;
-use crate::types::{ElementType, Shape};
+use crate::types::{ArrayShape, ElementType, Shape};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 
@@ -19,9 +19,7 @@ pub fn shape_to_proto(s: &Shape) -> ShapeProto {
             tuple_shapes: Vec::new(),
             // Every array shape carries a layout: XLA rejects constants
             // without one, and compile caches key on it.
-            layout: Some(LayoutProto {
-                minor_to_major: a.minor_to_major.clone(),
-            }),
+            layout: Some(layout_to_proto(a)),
             is_dynamic_dimension: vec![false; a.dims.len()],
         },
         Shape::Tuple(elems) => ShapeProto {
@@ -32,6 +30,36 @@ pub fn shape_to_proto(s: &Shape) -> ShapeProto {
             is_dynamic_dimension: Vec::new(),
         },
     }
+}
+
+fn layout_to_proto(a: &ArrayShape) -> LayoutProto {
+    let mut l = LayoutProto {
+        minor_to_major: a.minor_to_major.clone(),
+        ..Default::default()
+    };
+    if let Some(p) = &a.physical {
+        l.tiles = p
+            .tiles
+            .iter()
+            .map(|t| TileProto {
+                dimensions: t.clone(),
+            })
+            .collect();
+        l.element_size_in_bits = p.element_size_in_bits;
+        l.memory_space = p.memory_space;
+        if p.tail_padding_alignment_in_elements != 1 {
+            l.tail_padding_alignment_in_elements = p.tail_padding_alignment_in_elements;
+        }
+        l.split_configs = p
+            .split_configs
+            .iter()
+            .map(|sc| SplitConfigProto {
+                dimension: sc.dimension,
+                split_indices: sc.split_indices.clone(),
+            })
+            .collect();
+    }
+    l
 }
 
 fn literal_to_proto(lit: &Literal) -> LiteralProto {

@@ -9,7 +9,7 @@ use crate::literal::Literal;
 use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
-use crate::types::{ArrayShape, ElementType, Shape};
+use crate::types::{ArrayShape, ElementType, PhysicalLayout, Shape, SplitConfig};
 use prost::Message;
 use std::collections::HashMap;
 
@@ -94,8 +94,28 @@ fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {
                 a.rank()
             ));
         }
+        a.physical = physical_layout_from_proto(l);
     }
     Ok(Shape::Array(a))
+}
+
+fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
+    PhysicalLayout {
+        tiles: l.tiles.iter().map(|t| t.dimensions.clone()).collect(),
+        // XLA writes 1 for "none", and an unwritten field reads 0.
+        tail_padding_alignment_in_elements: l.tail_padding_alignment_in_elements.max(1),
+        element_size_in_bits: l.element_size_in_bits,
+        memory_space: l.memory_space,
+        split_configs: l
+            .split_configs
+            .iter()
+            .map(|sc| SplitConfig {
+                dimension: sc.dimension,
+                split_indices: sc.split_indices.clone(),
+            })
+            .collect(),
+    }
+    .boxed_unless_default()
 }
 
 fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String> {
@@ -127,6 +147,7 @@ fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String
     }
     let mut lit = Literal::from_bytes(a.ty, a.dims.clone(), bytes).map_err(|e| e.to_string())?;
     lit.shape.minor_to_major = a.minor_to_major.clone();
+    lit.shape.physical = a.physical.clone();
     Ok(lit)
 }
 

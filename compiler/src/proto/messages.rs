@@ -174,6 +174,31 @@ pub struct ShapeProto {
 pub struct LayoutProto {
     #[prost(int64, repeated, tag = "1")]
     pub minor_to_major: Vec<i64>,
+    #[prost(message, repeated, tag = "6")]
+    pub tiles: Vec<TileProto>,
+    #[prost(int64, tag = "7")]
+    pub element_size_in_bits: i64,
+    #[prost(int64, tag = "8")]
+    pub memory_space: i64,
+    /// 0 when unwritten, which XLA reads as 1.
+    #[prost(int64, tag = "16")]
+    pub tail_padding_alignment_in_elements: i64,
+    #[prost(message, repeated, tag = "17")]
+    pub split_configs: Vec<SplitConfigProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TileProto {
+    #[prost(int64, repeated, tag = "1")]
+    pub dimensions: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SplitConfigProto {
+    #[prost(int64, tag = "1")]
+    pub dimension: i64,
+    #[prost(int64, repeated, tag = "2")]
+    pub split_indices: Vec<i64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

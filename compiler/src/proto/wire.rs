@@ -224,19 +224,30 @@ schema!(
 schema!(
     LAYOUT,
     "LayoutProto",
-    [(1, "minor_to_major")],
     [
-        (6, "tiles"),
+        (1, "minor_to_major"),
+        (6, "tiles", TILE),
         (7, "element_size_in_bits"),
         (8, "memory_space"),
+        (16, "tail_padding_alignment_in_elements"),
+        (17, "split_configs", SPLIT_CONFIG),
+    ],
+    [
+        (9, "dim_level_types"),
         (10, "physical_shape"),
         (11, "index_primitive_type"),
         (12, "pointer_primitive_type"),
+        (13, "dim_unique"),
+        (14, "dim_ordered"),
         (15, "dynamic_shape_metadata_prefix_bytes"),
-        (16, "tail_padding_alignment_in_elements"),
-        (17, "split_configs"),
-    ],
-    defaults[(16, 1)]
+    ]
+);
+schema!(TILE, "TileProto", [(1, "dimensions")], []);
+schema!(
+    SPLIT_CONFIG,
+    "SplitConfigProto",
+    [(1, "dimension"), (2, "split_indices")],
+    []
 );
 schema!(
     PROGRAM_SHAPE,
@@ -595,7 +606,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 31] = [
+    const DECLARED: [(&str, &Schema); 33] = [
         ("HloModuleProto", &HLO_MODULE),
         ("HloScheduleProto", &SCHEDULE),
         ("InstructionSequence", &INSTRUCTION_SEQUENCE),
@@ -604,6 +615,8 @@ mod tests {
         ("HloInstructionProto", &HLO_INSTRUCTION),
         ("ShapeProto", &SHAPE),
         ("LayoutProto", &LAYOUT),
+        ("TileProto", &TILE),
+        ("SplitConfigProto", &SPLIT_CONFIG),
         ("ProgramShapeProto", &PROGRAM_SHAPE),
         ("LiteralProto", &LITERAL),
         ("OpSharding", &OP_SHARDING),

@@ -4,6 +4,7 @@
 mod collective;
 mod cursor;
 mod escape;
+mod layout;
 mod nesting;
 mod parser;
 mod printer;

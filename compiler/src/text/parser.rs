@@ -405,6 +405,11 @@ fn ints_in(p: &Pair<Rule>) -> Result<Vec<i64>, ParseError> {
         .trim()
         .trim_start_matches('{')
         .trim_end_matches('}');
+    ints_of(body, p)
+}
+
+/// The comma-separated integers of `body` (part of `p`'s text).
+fn ints_of(body: &str, p: &Pair<Rule>) -> Result<Vec<i64>, ParseError> {
     if body.trim().is_empty() {
         return Ok(Vec::new());
     }
@@ -468,7 +473,20 @@ fn shape(p: Pair<Rule>) -> Result<Shape, ParseError> {
             }
             let mut a = ArrayShape::new(ty, dims);
             if let Some(layout) = it.next() {
-                let m2m = ints_in(&layout)?;
+                let text = layout.as_str();
+                let (order, tail) = match text.find(':') {
+                    Some(colon) => (
+                        &text[1..colon],
+                        Some((colon + 1, &text[colon + 1..text.len() - 1])),
+                    ),
+                    None => (&text[1..text.len() - 1], None),
+                };
+                let m2m = ints_of(order, &layout)?;
+                if let Some((offset, tail)) = tail {
+                    a.physical = read_text_at(&layout, offset, "layout", || {
+                        super::layout::parse_physical_layout(tail)
+                    })?;
+                }
                 if !m2m.is_empty() || a.rank() == 0 {
                     if m2m.len() != a.rank() {
                         return err_at(
@@ -1109,8 +1127,19 @@ fn read_whole_value<T>(
         .into_inner()
         .nth(1)
         .expect("grammar: attribute value");
-    read(value.as_str()).map_err(|e| {
-        let start = value.as_span().start() + e.offset;
+    read_text_at(&value, 0, what, || read(value.as_str()))
+}
+
+/// Runs `read` over text that starts `offset` bytes into `value`; an
+/// error points at the byte where it went wrong.
+fn read_text_at<T>(
+    value: &Pair<Rule>,
+    offset: usize,
+    what: &str,
+    read: impl FnOnce() -> Result<T, super::cursor::AttrSyntaxError>,
+) -> Result<T, ParseError> {
+    read().map_err(|e| {
+        let start = value.as_span().start() + offset + e.offset;
         let (line, column) = pest::Position::new(value.get_input(), start)
             .unwrap_or_else(|| value.as_span().start_pos())
             .line_col();
@@ -1287,8 +1316,11 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         "convert" => Op::Convert,
         "bitcast-convert" => Op::BitcastConvert,
         "bitcast" => Op::Bitcast,
+        // XLA's parser lets a scalar's broadcast leave out its (empty)
+        // dimensions; over any other operand, inference then reports the
+        // missing ones.
         "broadcast" => Op::Broadcast {
-            dimensions: a.ints("dimensions")?,
+            dimensions: a.ints_or_empty("dimensions")?,
         },
         "reshape" => Op::Reshape,
         "transpose" => Op::Transpose {
@@ -1525,6 +1557,7 @@ fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, 
     let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
         .or_else(|e| err_at(&whole, e.to_string()))?;
     lit.shape.minor_to_major = arr.minor_to_major.clone();
+    lit.shape.physical = arr.physical.clone();
     Ok(lit)
 }
 
