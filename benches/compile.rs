@@ -10,7 +10,6 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::proto;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
@@ -18,21 +17,19 @@ use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use std::time::{Duration, Instant};
 
+/// Batch 1 x 4096, as the README's compile figures are taken.
+const BATCH: BatchShape = BatchShape {
+    batch_size: 1,
+    seq_len: 4096,
+};
+
 /// The step `hlatc compile` builds: weights stored fused.
 fn step_config(model: ModelConfig) -> StepConfig {
-    StepConfig {
-        model: ModelConfig {
-            fused_projections: true,
-            ..model
-        },
-        batch: BatchShape {
-            batch_size: 1,
-            seq_len: 4096,
-        },
-        optimizer: AdamWConfig::default(),
-        precision: Precision::Fp32,
-        packed: false,
-    }
+    let model = ModelConfig {
+        fused_projections: true,
+        ..model
+    };
+    StepConfig::new(model, BATCH).with_precision(Precision::Fp32)
 }
 
 fn bench(c: &mut Criterion) {

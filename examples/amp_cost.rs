@@ -17,7 +17,6 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::proto;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
@@ -25,6 +24,12 @@ use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use std::hint::black_box;
 use std::time::Instant;
+
+/// Batch 1 x 4096, as the README's compile figures are taken.
+const BATCH: BatchShape = BatchShape {
+    batch_size: 1,
+    seq_len: 4096,
+};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -45,22 +50,12 @@ fn main() {
         }
     };
     let precisions = [Precision::Fp32, Precision::Bf16Mixed];
-    let cfgs = precisions.map(|p| {
-        StepConfig {
-            model: ModelConfig {
-                fused_projections: true,
-                ..model.clone()
-            },
-            batch: BatchShape {
-                batch_size: 1,
-                seq_len: 4096,
-            },
-            optimizer: AdamWConfig::default(),
-            precision: Precision::Fp32,
-            packed: false,
-        }
-        .with_precision(p)
-    });
+    // The step `hlatc compile` builds: weights stored fused.
+    let model = ModelConfig {
+        fused_projections: true,
+        ..model
+    };
+    let cfgs = precisions.map(|p| StepConfig::new(model.clone(), BATCH).with_precision(p));
     let mut pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
     pipeline.check_policy(CheckPolicy::End);
     // Seconds per precision this round: (build, whole compile).
