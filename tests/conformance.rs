@@ -89,9 +89,7 @@ fn attribute_at(line: &str, column: usize) -> Option<String> {
 /// What a syntax error is really about, where its text says so.
 fn syntax_category(msg: &str, line: &str, column: usize) -> String {
     // Only an expectation message says what it found.
-    let found = msg
-        .rsplit_once("found `")
-        .map_or("", |(_, found)| found);
+    let found = msg.rsplit_once("found `").map_or("", |(_, found)| found);
     if found.starts_with('"') && found.contains("_config") {
         return "backend_config as JSON".into();
     }

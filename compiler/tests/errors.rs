@@ -253,3 +253,14 @@ fn a_broadcast_leaves_out_dimensions_only_for_a_scalar() {
         "{e}"
     );
 }
+
+#[test]
+fn control_dependencies_are_refused_by_name() {
+    let e = parse_err(&entry(
+        "  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p), control-predecessors={p}",
+    ));
+    assert_eq!(
+        e,
+        "5:30: unsupported attribute 'control-predecessors' on negate"
+    );
+}
