@@ -795,6 +795,14 @@ impl Op {
         }
     }
 
+    /// Whether the op's result type is its own (a dot's accumulation type,
+    /// a convert's target) while its dims come from its operands' dims:
+    /// over operands of the same dims whose float types move between float
+    /// types, a valid instruction stays valid with the same result shape.
+    pub fn result_ignores_float_operand_types(&self) -> bool {
+        matches!(self, Op::Dot { .. } | Op::Convert)
+    }
+
     /// Whether the op's effect is more than its value (a custom call marked
     /// `custom_call_has_side_effect`): such instructions are never removed.
     pub fn has_side_effect(&self) -> bool {

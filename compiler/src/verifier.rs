@@ -142,7 +142,6 @@ fn verify_computation(
         return Err(err(None, "instructions form a cycle".into()));
     }
     let mut param_numbers = BTreeMap::new();
-    let mut operands = Vec::new();
     let lookup = |name: &str| -> Option<CalleeSignature> {
         if name == entry_name {
             return None;
@@ -193,8 +192,11 @@ fn verify_computation(
                 ));
             }
         }
-        c.operands_into(id, &mut operands);
-        let operand_shapes: Vec<&Shape> = operands.iter().map(|&o| &c.instr(o).shape).collect();
+        let operand_shapes: Vec<&Shape> = c
+            .operand_ids(id)
+            .iter()
+            .map(|&o| &c.instr(o).shape)
+            .collect();
         let inferred = infer_shape(&instr.op, &operand_shapes, Some(&instr.shape), &lookup)
             .map_err(|e| err(here, format!("{}: {e}", instr.op.opcode())))?;
         if !inferred.compatible(&instr.shape) {

@@ -48,7 +48,7 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
     first.reserve(bound);
     let mut more: FxHashMap<u64, Vec<InstrId>> = FxHashMap::default();
     let mut merged = Vec::new();
-    let (mut operands, mut theirs) = (Vec::new(), Vec::new());
+    let mut operands = Vec::new();
     // Post-order: operands are canonical before their users are keyed.
     for id in c.post_order() {
         let instr = c.instr(id);
@@ -64,9 +64,9 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
             first.insert(key, id);
             continue;
         };
-        let mut same = |other: InstrId| {
+        let same = |other: InstrId| {
             let f = c.instr(other);
-            c.operands_into(other, &mut theirs);
+            let theirs = c.operand_ids(other);
             f.op == instr.op
                 && f.shape == instr.shape
                 && f.annotations() == instr.annotations()

@@ -416,6 +416,17 @@ impl Rewriter<'_> {
     ) -> Result<(), RewriteError> {
         let instr = self.comp.instr(user);
         let declared = shape.as_ref().unwrap_or(&instr.shape);
+        // A dot moved to bf16 operands keeps its f32 result: for an op
+        // whose result type is its own, only the operands' dims decide the
+        // shape, and those did not move (inference of each dot `amp`
+        // lowers showed in its profile).
+        if *declared == instr.shape
+            && instr.op.result_ignores_float_operand_types()
+            && self.only_float_types_move(user, operands, None)
+        {
+            self.set_operands(user, operands);
+            return Ok(());
+        }
         let shape = self.infer(&instr.op, operands, Some(declared))?;
         if !shape.compatible(declared) {
             return Err(RewriteError::Declared {
@@ -426,10 +437,7 @@ impl Rewriter<'_> {
                 inferred: shape.to_string(),
             });
         }
-        if !self.comp.reads_exactly(user, operands) {
-            let before = self.comp.set_operands(user, operands);
-            self.orphans.extend(before);
-        }
+        self.set_operands(user, operands);
         self.comp.instr_mut(user).shape = shape;
         Ok(())
     }
@@ -449,35 +457,55 @@ impl Rewriter<'_> {
         to: ElementType,
     ) -> Result<(), RewriteError> {
         let instr = self.comp.instr(user);
-        let old = self.comp.operand_ids(user);
         let by_rule = to.is_float()
             && instr.op.carries_float_type()
-            && old.len() == operands.len()
+            && self.only_float_types_move(user, operands, Some(to));
+        if !by_rule {
+            let mut shape = instr.shape.clone();
+            retype(&mut shape, to);
+            return self.rewrite_in_place(user, operands, Some(shape));
+        }
+        self.set_operands(user, operands);
+        // Only the element type moves: no new shape is built.
+        retype(&mut self.comp.instr_mut(user).shape, to);
+        Ok(())
+    }
+
+    /// Points `user` at `operands`; what it stops reading is looked at by
+    /// [`Rewriter::remove_orphans`]. A list that is already `user`'s is
+    /// left alone (a retyping that keeps its operands moves nothing).
+    /// Whether `operands`, one for each of `user`'s, each have the dims of
+    /// the operand they replace, with a float type where it had one (`to`
+    /// when given) and the same type otherwise: all that moves between the
+    /// two lists is which float type each operand carries.
+    fn only_float_types_move(
+        &self,
+        user: InstrId,
+        operands: &[InstrId],
+        to: Option<ElementType>,
+    ) -> bool {
+        let old = self.comp.operand_ids(user);
+        old.len() == operands.len()
             && old
                 .iter()
                 .zip(operands)
                 .all(|(&o, &n)| match (self.shape(o), self.shape(n)) {
                     (Shape::Array(a), Shape::Array(b)) if a.dims == b.dims => {
                         if b.ty.is_float() {
-                            a.ty.is_float() && b.ty == to
+                            a.ty.is_float() && to.is_none_or(|t| b.ty == t)
                         } else {
                             a.ty == b.ty
                         }
                     }
                     _ => false,
-                });
-        if !by_rule {
-            let mut shape = instr.shape.clone();
-            retype(&mut shape, to);
-            return self.rewrite_in_place(user, operands, Some(shape));
-        }
+                })
+    }
+
+    fn set_operands(&mut self, user: InstrId, operands: &[InstrId]) {
         if !self.comp.reads_exactly(user, operands) {
             let before = self.comp.set_operands(user, operands);
             self.orphans.extend(before);
         }
-        // Only the element type moves: no new shape is built.
-        retype(&mut self.comp.instr_mut(user).shape, to);
-        Ok(())
     }
 
     /// A replacement must compute a value of the replaced one's shape.

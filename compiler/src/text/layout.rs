@@ -17,11 +17,21 @@ const UNMODELED: &[(&str, &str)] = &[
     ("M(", "dynamic shape metadata"),
 ];
 
+/// The items hlatc reads, and whether one may be written more than once.
+/// `SC` comes before `S`: one prefix starts the other.
+const ITEMS: [(&str, bool); 5] = [
+    ("SC", true),
+    ("T", false),
+    ("L", false),
+    ("E", false),
+    ("S", false),
+];
+
 /// `None` when the text says nothing beyond XLA's defaults.
 pub(crate) fn parse_physical_layout(text: &str) -> Result<Option<Box<PhysicalLayout>>> {
     let mut c = Cursor::new(text);
     let mut p = PhysicalLayout::default();
-    // The single-valued items already read, one bit each.
+    // The single-valued items already read, one bit per index in `ITEMS`.
     let mut seen = 0u8;
     loop {
         c.skip_ws();
@@ -32,10 +42,10 @@ pub(crate) fn parse_physical_layout(text: &str) -> Result<Option<Box<PhysicalLay
         if let Some((pre, what)) = UNMODELED.iter().find(|(pre, _)| c.rest().starts_with(pre)) {
             return c.fail(format!("`{pre}...)` ({what}) is not supported in a layout"));
         }
-        // `SC(` before `S(`: one prefix starts the other.
-        let item = ["SC", "T", "L", "E", "S"]
-            .into_iter()
-            .find(|k| c.rest().starts_with(k))
+        let (index, &(item, repeats)) = ITEMS
+            .iter()
+            .enumerate()
+            .find(|(_, (k, _))| c.rest().starts_with(k))
             .ok_or_else(|| AttrSyntaxError {
                 offset: at,
                 message: format!(
@@ -43,17 +53,12 @@ pub(crate) fn parse_physical_layout(text: &str) -> Result<Option<Box<PhysicalLay
                     c.rest().chars().take(12).collect::<String>()
                 ),
             })?;
-        let bit = match item {
-            "L" => 1,
-            "E" => 2,
-            "S" => 4,
-            "T" => 8,
-            _ => 0,
-        };
-        if seen & bit != 0 {
-            return c.fail(format!("`{item}` is written twice in one layout"));
+        if !repeats {
+            if seen & 1 << index != 0 {
+                return c.fail(format!("`{item}` is written twice in one layout"));
+            }
+            seen |= 1 << index;
         }
-        seen |= bit;
         c.pos += item.len();
         match item {
             "T" => {

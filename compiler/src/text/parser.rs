@@ -351,10 +351,8 @@ fn uniquify_instruction_names(m: &mut Module) -> Vec<String> {
 fn check_schedule(m: &Module, at: &Pair<Rule>) -> Result<(), ParseError> {
     for c in &m.computations {
         let mut seen = std::collections::HashSet::new();
-        let mut operands = Vec::new();
         for id in c.ids() {
-            c.operands_into(id, &mut operands);
-            if let Some(o) = operands.iter().find(|o| !seen.contains(*o)) {
+            if let Some(o) = c.operand_ids(id).iter().find(|o| !seen.contains(*o)) {
                 return err_at(
                     at,
                     format!(
