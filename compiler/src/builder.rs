@@ -417,6 +417,7 @@ impl Builder {
             Op::Dot {
                 dims,
                 precision: Vec::new(),
+                algorithm: Default::default(),
             },
             &[x, y],
             None,

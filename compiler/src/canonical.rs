@@ -34,7 +34,10 @@ pub fn drop_default_attributes(m: &mut Module) {
                         }
                     }
                 }
-                Op::Dot { precision, .. } if precision.iter().all(|&p| p == Precision::Default) => {
+                // XLA's reader fills in a convolution's two.
+                Op::Dot { precision, .. } | Op::Convolution { precision, .. }
+                    if precision.iter().all(|&p| p == Precision::Default) =>
+                {
                     precision.clear();
                 }
                 _ => {}

@@ -24,11 +24,23 @@ struct Node {
     users: IdList,
 }
 
+/// An instruction's control dependencies: what must run before it, and
+/// what waits for it, with no value passing between them.
+#[derive(Clone, Debug, Default)]
+struct ControlEdges {
+    predecessors: IdList,
+    successors: IdList,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Computation {
     pub name: String,
     graph: StableGraph<Node, ()>,
     root: Option<InstrId>,
+    /// Control dependencies, by instruction. Beside the graph rather than
+    /// in each node: imported modules have a few, hlatc's own none, and
+    /// every walk can skip them when this is empty.
+    control: BTreeMap<InstrId, ControlEdges>,
 }
 
 /// Removes one `user` entry from a user list (one use dropped).
@@ -44,6 +56,7 @@ impl Computation {
             name: name.into(),
             graph: StableGraph::new(),
             root: None,
+            control: BTreeMap::new(),
         }
     }
 
@@ -245,11 +258,84 @@ impl Computation {
         }
     }
 
+    /// Makes `successor` wait for `predecessor` (XLA's
+    /// `control-predecessors`); a dependency already there is not repeated.
+    pub fn add_control_dependency(&mut self, predecessor: InstrId, successor: InstrId) {
+        let preds = &mut self.control.entry(successor).or_default().predecessors;
+        if preds.contains(&predecessor) {
+            return;
+        }
+        preds.push(predecessor);
+        self.control
+            .entry(predecessor)
+            .or_default()
+            .successors
+            .push(successor);
+    }
+
+    /// What must run before `id`, in the order the dependencies were added.
+    pub fn control_predecessors(&self, id: InstrId) -> &[InstrId] {
+        self.control.get(&id).map_or(&[], |e| &e.predecessors)
+    }
+
+    /// What waits for `id`.
+    pub fn control_successors(&self, id: InstrId) -> &[InstrId] {
+        self.control.get(&id).map_or(&[], |e| &e.successors)
+    }
+
+    /// Whether any instruction of the computation has a control dependency.
+    pub fn has_control_dependencies(&self) -> bool {
+        !self.control.is_empty()
+    }
+
+    /// Gives `to` every control dependency `from` has, both ways (a
+    /// replacement keeps the ordering its original had).
+    pub fn copy_control_dependencies(&mut self, from: InstrId, to: InstrId) {
+        let preds = self.control_predecessors(from).to_vec();
+        let succs = self.control_successors(from).to_vec();
+        for p in preds.into_iter().filter(|&p| p != to) {
+            self.add_control_dependency(p, to);
+        }
+        for s in succs.into_iter().filter(|&s| s != to) {
+            self.add_control_dependency(to, s);
+        }
+    }
+
+    /// Drops `id`'s control dependencies, handing each of its predecessors
+    /// to each of its successors, so the order among the rest still holds
+    /// (XLA's `SafelyDropAllControlDependencies`).
+    fn drop_control_dependencies(&mut self, id: InstrId) {
+        let Some(edges) = self.control.remove(&id) else {
+            return;
+        };
+        for &p in &edges.predecessors {
+            if let Some(e) = self.control.get_mut(&p) {
+                e.successors.retain(|s| *s != id);
+            }
+        }
+        for &s in &edges.successors {
+            if let Some(e) = self.control.get_mut(&s) {
+                e.predecessors.retain(|p| *p != id);
+            }
+        }
+        for &p in &edges.predecessors {
+            for &s in &edges.successors {
+                self.add_control_dependency(p, s);
+            }
+        }
+        self.control
+            .retain(|_, e| !e.predecessors.is_empty() || !e.successors.is_empty());
+    }
+
     /// Removes `id`; what it read loses a user, and what read it (nothing,
-    /// once a pass has rewired its users) loses that operand.
+    /// once a pass has rewired its users) loses that operand. Its control
+    /// dependencies are handed on (see `drop_control_dependencies`).
     pub fn remove(&mut self, id: InstrId) -> Option<Instruction> {
         if self.root == Some(id) {
             self.root = None;
+        }
+        if !self.control.is_empty() {
+            self.drop_control_dependencies(id);
         }
         let node = self.graph.remove_node(id)?;
         for &o in &node.operands {
@@ -279,10 +365,16 @@ impl Computation {
         const DONE: u8 = 2;
         let mut state = vec![NEW; self.graph.node_bound()];
         let mut order = Vec::with_capacity(self.len());
+        // A control predecessor is reached from what waits for it.
+        let control = !self.control.is_empty();
         let sinks = self
             .graph
             .node_indices()
-            .filter(|&id| Some(id) != self.root && !self.has_users(id))
+            .filter(|&id| {
+                Some(id) != self.root
+                    && !self.has_users(id)
+                    && (!control || self.control_successors(id).is_empty())
+            })
             .chain(self.root);
         let mut stack: Vec<(InstrId, bool)> = Vec::new();
         for start in sinks {
@@ -305,6 +397,13 @@ impl Computation {
                 }
                 *s = OPEN;
                 stack.push((id, true));
+                if control {
+                    for &o in self.control_predecessors(id).iter().rev() {
+                        if state[o.index()] == NEW {
+                            stack.push((o, false));
+                        }
+                    }
+                }
                 for &o in self.operand_ids(id).iter().rev() {
                     if state[o.index()] == NEW {
                         stack.push((o, false));
@@ -327,15 +426,16 @@ impl Computation {
     /// Structural equality up to node ids and instruction order: the same
     /// instructions by name, with the same contents and operands.
     pub fn structurally_eq(&self, other: &Computation) -> bool {
-        fn canon(c: &Computation) -> Option<BTreeMap<&str, (&Instruction, Vec<&str>)>> {
+        type Canon<'a> = BTreeMap<&'a str, (&'a Instruction, Vec<&'a str>, Vec<&'a str>)>;
+        fn canon(c: &Computation) -> Option<Canon<'_>> {
             let mut m = BTreeMap::new();
+            let names = |ids: &[InstrId]| -> Vec<&str> {
+                ids.iter().map(|&o| c.instr(o).name.as_str()).collect()
+            };
             for id in c.ids() {
-                let ops = c
-                    .operands(id)
-                    .into_iter()
-                    .map(|o| c.instr(o).name.as_str())
-                    .collect();
-                if m.insert(c.instr(id).name.as_str(), (c.instr(id), ops))
+                let ops = names(c.operand_ids(id));
+                let control = names(c.control_predecessors(id));
+                if m.insert(c.instr(id).name.as_str(), (c.instr(id), ops, control))
                     .is_some()
                 {
                     return None;

@@ -17,6 +17,7 @@ pub mod fx;
 pub mod instruction;
 pub mod iota;
 pub mod literal;
+pub mod minifloat;
 pub mod module;
 pub mod op;
 pub mod optimizer;
@@ -28,6 +29,7 @@ pub mod stack_frames;
 pub mod text;
 pub mod types;
 pub mod verifier;
+pub mod window;
 
 pub use computation::{Computation, IdList, InstrId};
 pub use instruction::{Instruction, Metadata};

@@ -18,6 +18,13 @@ pub enum LiteralError {
     },
     #[error("pred element {index} is the byte {byte}; a bool must be 0 or 1")]
     BadBool { index: usize, byte: u8 },
+    #[error("{ty} element {index} is the byte {byte:#04x}; only its low {bits} bits may be set")]
+    WideByte {
+        ty: ElementType,
+        index: usize,
+        byte: u8,
+        bits: usize,
+    },
     #[error("negative dimension in {0:?}")]
     NegativeDim(Vec<i64>),
     #[error("value {value} is not representable as {ty}")]
@@ -68,6 +75,17 @@ impl Literal {
                 return Err(LiteralError::BadBool {
                     index,
                     byte: data[index],
+                });
+            }
+        }
+        let bits = ty.bit_width();
+        if bits < 8 {
+            if let Some(index) = data.iter().position(|&b| b >> bits != 0) {
+                return Err(LiteralError::WideByte {
+                    ty,
+                    index,
+                    byte: data[index],
+                    bits,
                 });
             }
         }
@@ -179,19 +197,39 @@ impl Literal {
         let b = &self.data[i * w..(i + 1) * w];
         let mut buf = [0u8; 8];
         buf[..w].copy_from_slice(b);
-        match self.ty() {
+        let ty = self.ty();
+        if let Some(format) = ty.minifloat() {
+            return Scalar::Float(format.decode(b[0]));
+        }
+        match ty {
             ElementType::Pred => Scalar::Bool(b[0] != 0),
+            // The low bits of the byte, sign-extended (`ml_dtypes` keeps a
+            // sub-byte integer in the low bits, as XLA's literals do).
+            ElementType::S2 | ElementType::S4 => {
+                let unused = 8 - ty.bit_width() as u32;
+                Scalar::Int(i64::from(((b[0] << unused) as i8) >> unused))
+            }
             ElementType::S8 => Scalar::Int(b[0] as i8 as i64),
             ElementType::S16 => Scalar::Int(i16::from_le_bytes([b[0], b[1]]) as i64),
             ElementType::S32 => Scalar::Int(i32::from_le_bytes(b.try_into().unwrap()) as i64),
             ElementType::S64 => Scalar::Int(i64::from_le_bytes(buf)),
-            ElementType::U8 | ElementType::U16 | ElementType::U32 | ElementType::U64 => {
-                Scalar::UInt(u64::from_le_bytes(buf))
-            }
+            ElementType::U2
+            | ElementType::U4
+            | ElementType::U8
+            | ElementType::U16
+            | ElementType::U32
+            | ElementType::U64 => Scalar::UInt(u64::from_le_bytes(buf)),
             ElementType::F16 => Scalar::Float(f16::from_le_bytes([b[0], b[1]]).to_f64()),
             ElementType::Bf16 => Scalar::Float(bf16::from_le_bytes([b[0], b[1]]).to_f64()),
             ElementType::F32 => Scalar::Float(f32::from_le_bytes(b.try_into().unwrap()) as f64),
             ElementType::F64 => Scalar::Float(f64::from_le_bytes(buf)),
+            ElementType::F8E5M2
+            | ElementType::F8E4M3
+            | ElementType::F8E4M3FN
+            | ElementType::F8E4M3B11FNUZ
+            | ElementType::F8E3M4
+            | ElementType::F8E5M2FNUZ
+            | ElementType::F8E4M3FNUZ => unreachable!("decoded above"),
         }
     }
 
@@ -262,13 +300,24 @@ fn encode_scalar(ty: ElementType, v: Scalar, out: &mut Vec<u8>) -> Result<(), Li
         ElementType::Bf16 => out.extend(bf16::from_f64(v.as_f64()).to_le_bytes()),
         ElementType::F32 => out.extend((v.as_f64() as f32).to_le_bytes()),
         ElementType::F64 => out.extend(v.as_f64().to_le_bytes()),
+        _ if ty.is_float() => {
+            let format = ty
+                .minifloat()
+                .expect("every other float type is matched above");
+            out.push(format.encode(v.as_f64()).ok_or_else(out_of_range)?);
+        }
         _ => {
             let x = as_int(v).ok_or_else(out_of_range)?;
             let (lo, hi) = ty.integer_range().ok_or_else(out_of_range)?;
             if x < lo || x > hi {
                 return Err(out_of_range());
             }
-            out.extend_from_slice(&x.to_le_bytes()[..ty.byte_size()]);
+            if ty.bit_width() < 8 {
+                // Only the low bits, as `ml_dtypes` keeps them.
+                out.push((x as u8) & ((1u8 << ty.bit_width()) - 1));
+            } else {
+                out.extend_from_slice(&x.to_le_bytes()[..ty.byte_size()]);
+            }
         }
     }
     Ok(())

@@ -5,6 +5,7 @@
 
 use crate::collective::Collective;
 use crate::literal::Literal;
+use crate::window::{ConvDims, Window};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
@@ -146,6 +147,78 @@ impl Precision {
         [Precision::Default, Precision::High, Precision::Highest]
             .get(usize::try_from(v).ok()?)
             .copied()
+    }
+}
+
+/// How a dot is evaluated (`algorithm=dot_bf16_bf16_f32`, XLA's
+/// `PrecisionConfig.Algorithm`): the types its operands are rounded to, the
+/// accumulation type, and how many passes. `Unset` leaves it to the
+/// operand precisions, and is not written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum DotAlgorithm {
+    #[default]
+    Unset,
+    AnyF8AnyF8F32,
+    AnyF8AnyF8F32FastAccum,
+    F16F16F16,
+    F16F16F32,
+    Bf16Bf16Bf16,
+    Bf16Bf16F32,
+    Bf16Bf16F32X3,
+    Bf16Bf16F32X6,
+    Tf32Tf32F32,
+    Tf32Tf32F32X3,
+    F32F32F32,
+    F64F64F64,
+    Bf16Bf16F32X9,
+}
+
+/// Text spelling, in proto order (the index is the proto number).
+const DOT_ALGORITHMS: [(DotAlgorithm, &str); 14] = [
+    (DotAlgorithm::Unset, "unset"),
+    (DotAlgorithm::AnyF8AnyF8F32, "dot_any_f8_any_f8_f32"),
+    (
+        DotAlgorithm::AnyF8AnyF8F32FastAccum,
+        "dot_any_f8_any_f8_f32_fast_accum",
+    ),
+    (DotAlgorithm::F16F16F16, "dot_f16_f16_f16"),
+    (DotAlgorithm::F16F16F32, "dot_f16_f16_f32"),
+    (DotAlgorithm::Bf16Bf16Bf16, "dot_bf16_bf16_bf16"),
+    (DotAlgorithm::Bf16Bf16F32, "dot_bf16_bf16_f32"),
+    (DotAlgorithm::Bf16Bf16F32X3, "dot_bf16_bf16_f32_x3"),
+    (DotAlgorithm::Bf16Bf16F32X6, "dot_bf16_bf16_f32_x6"),
+    (DotAlgorithm::Tf32Tf32F32, "dot_tf32_tf32_f32"),
+    (DotAlgorithm::Tf32Tf32F32X3, "dot_tf32_tf32_f32_x3"),
+    (DotAlgorithm::F32F32F32, "dot_f32_f32_f32"),
+    (DotAlgorithm::F64F64F64, "dot_f64_f64_f64"),
+    (DotAlgorithm::Bf16Bf16F32X9, "dot_bf16_bf16_f32_x9"),
+];
+
+impl DotAlgorithm {
+    pub fn name(self) -> &'static str {
+        DOT_ALGORITHMS[self as usize].1
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        DOT_ALGORITHMS
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(a, _)| *a)
+    }
+
+    pub fn proto(self) -> i32 {
+        self as i32
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        DOT_ALGORITHMS
+            .get(usize::try_from(v).ok()?)
+            .map(|(a, _)| *a)
+    }
+
+    /// Every spelling but `unset`, for error messages.
+    pub fn names() -> Vec<&'static str> {
+        DOT_ALGORITHMS[1..].iter().map(|(_, n)| *n).collect()
     }
 }
 
@@ -408,9 +481,26 @@ pub enum Op {
     Dot {
         dims: DotDims,
         precision: Vec<Precision>,
+        algorithm: DotAlgorithm,
     },
     Reduce {
         dimensions: Vec<i64>,
+        to_apply: String,
+    },
+    /// A window slid over the input (`lhs`), each position contracted with
+    /// the kernel (`rhs`); features split into groups by the two counts.
+    Convolution {
+        window: Window,
+        /// Boxed: inline, it would make every `Op` larger.
+        dims: Box<ConvDims>,
+        feature_group_count: i64,
+        batch_group_count: i64,
+        precision: Vec<Precision>,
+    },
+    /// `to_apply` folded over each position of a window (inputs, then one
+    /// init per input, as `reduce`).
+    ReduceWindow {
+        window: Window,
         to_apply: String,
     },
     Tuple,
@@ -576,7 +666,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 46] = [
+pub const STRUCTURED_OPCODES: [&str; 48] = [
     "parameter",
     "constant",
     "iota",
@@ -596,6 +686,8 @@ pub const STRUCTURED_OPCODES: [&str; 46] = [
     "pad",
     "dot",
     "reduce",
+    "convolution",
+    "reduce-window",
     "tuple",
     "opt-barrier",
     "get-tuple-element",
@@ -680,6 +772,7 @@ macro_rules! callee_slots {
     ($op:expr) => {
         match $op {
             Op::Reduce { to_apply, .. }
+            | Op::ReduceWindow { to_apply, .. }
             | Op::Call { to_apply }
             | Op::Scatter { to_apply, .. }
             | Op::AllReduce { to_apply, .. }
@@ -726,6 +819,8 @@ impl Op {
             Op::Pad { .. } => "pad",
             Op::Dot { .. } => "dot",
             Op::Reduce { .. } => "reduce",
+            Op::Convolution { .. } => "convolution",
+            Op::ReduceWindow { .. } => "reduce-window",
             Op::Tuple => "tuple",
             Op::OptBarrier => "opt-barrier",
             Op::GetTupleElement { .. } => "get-tuple-element",

@@ -3,129 +3,164 @@
 use std::fmt;
 
 /// The element types the IR supports. The proto numbers are XLA's `PrimitiveType`.
+///
+/// The 2- and 4-bit integers and the 8-bit floats take one byte per element
+/// in a [`crate::Literal`] and in a proto literal, as in XLA's own literals;
+/// how densely a device packs them is its layout's `element_size_in_bits`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ElementType {
     Pred,
+    S2,
+    S4,
     S8,
     S16,
     S32,
     S64,
+    U2,
+    U4,
     U8,
     U16,
     U32,
     U64,
+    F8E5M2,
+    F8E4M3,
+    F8E4M3FN,
+    F8E4M3B11FNUZ,
+    F8E3M4,
+    F8E5M2FNUZ,
+    F8E4M3FNUZ,
     F16,
     Bf16,
     F32,
     F64,
 }
 
+/// One row per type: text spelling, `PrimitiveType`, bits per element.
+const TABLE: [(ElementType, &str, i32, usize); 24] = [
+    (ElementType::Pred, "pred", 1, 8),
+    (ElementType::S2, "s2", 26, 2),
+    (ElementType::S4, "s4", 21, 4),
+    (ElementType::S8, "s8", 2, 8),
+    (ElementType::S16, "s16", 3, 16),
+    (ElementType::S32, "s32", 4, 32),
+    (ElementType::S64, "s64", 5, 64),
+    (ElementType::U2, "u2", 27, 2),
+    (ElementType::U4, "u4", 22, 4),
+    (ElementType::U8, "u8", 6, 8),
+    (ElementType::U16, "u16", 7, 16),
+    (ElementType::U32, "u32", 8, 32),
+    (ElementType::U64, "u64", 9, 64),
+    (ElementType::F8E5M2, "f8e5m2", 19, 8),
+    (ElementType::F8E4M3, "f8e4m3", 28, 8),
+    (ElementType::F8E4M3FN, "f8e4m3fn", 20, 8),
+    (ElementType::F8E4M3B11FNUZ, "f8e4m3b11fnuz", 23, 8),
+    (ElementType::F8E3M4, "f8e3m4", 29, 8),
+    (ElementType::F8E5M2FNUZ, "f8e5m2fnuz", 24, 8),
+    (ElementType::F8E4M3FNUZ, "f8e4m3fnuz", 25, 8),
+    (ElementType::F16, "f16", 10, 16),
+    (ElementType::Bf16, "bf16", 16, 16),
+    (ElementType::F32, "f32", 11, 32),
+    (ElementType::F64, "f64", 12, 64),
+];
+
 impl ElementType {
-    pub const ALL: [ElementType; 13] = [
-        ElementType::Pred,
-        ElementType::S8,
-        ElementType::S16,
-        ElementType::S32,
-        ElementType::S64,
-        ElementType::U8,
-        ElementType::U16,
-        ElementType::U32,
-        ElementType::U64,
-        ElementType::F16,
-        ElementType::Bf16,
-        ElementType::F32,
-        ElementType::F64,
-    ];
+    pub const ALL: [ElementType; 24] = {
+        let mut all = [ElementType::Pred; 24];
+        let mut i = 0;
+        while i < TABLE.len() {
+            all[i] = TABLE[i].0;
+            i += 1;
+        }
+        all
+    };
+
+    fn row(self) -> &'static (ElementType, &'static str, i32, usize) {
+        // The table lists the variants in declaration order.
+        &TABLE[self as usize]
+    }
 
     /// XLA's text spelling (`f32`, `bf16`, `pred`, ...).
     pub fn name(self) -> &'static str {
-        match self {
-            ElementType::Pred => "pred",
-            ElementType::S8 => "s8",
-            ElementType::S16 => "s16",
-            ElementType::S32 => "s32",
-            ElementType::S64 => "s64",
-            ElementType::U8 => "u8",
-            ElementType::U16 => "u16",
-            ElementType::U32 => "u32",
-            ElementType::U64 => "u64",
-            ElementType::F16 => "f16",
-            ElementType::Bf16 => "bf16",
-            ElementType::F32 => "f32",
-            ElementType::F64 => "f64",
-        }
+        self.row().1
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
+        TABLE.iter().find(|r| r.1 == name).map(|r| r.0)
     }
 
     /// `PrimitiveType` in xla_data.proto.
     pub fn primitive_type(self) -> i32 {
-        match self {
-            ElementType::Pred => 1,
-            ElementType::S8 => 2,
-            ElementType::S16 => 3,
-            ElementType::S32 => 4,
-            ElementType::S64 => 5,
-            ElementType::U8 => 6,
-            ElementType::U16 => 7,
-            ElementType::U32 => 8,
-            ElementType::U64 => 9,
-            ElementType::F16 => 10,
-            ElementType::F32 => 11,
-            ElementType::F64 => 12,
-            ElementType::Bf16 => 16,
-        }
+        self.row().2
     }
 
     pub fn from_primitive_type(value: i32) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.primitive_type() == value)
+        TABLE.iter().find(|r| r.2 == value).map(|r| r.0)
     }
 
     /// The lowest and highest value of an integer or pred type.
     pub fn integer_range(self) -> Option<(i128, i128)> {
-        Some(match self {
-            ElementType::Pred => (0, 1),
-            ElementType::S8 => (i8::MIN.into(), i8::MAX.into()),
-            ElementType::S16 => (i16::MIN.into(), i16::MAX.into()),
-            ElementType::S32 => (i32::MIN.into(), i32::MAX.into()),
-            ElementType::S64 => (i64::MIN.into(), i64::MAX.into()),
-            ElementType::U8 => (0, u8::MAX.into()),
-            ElementType::U16 => (0, u16::MAX.into()),
-            ElementType::U32 => (0, u32::MAX.into()),
-            ElementType::U64 => (0, u64::MAX.into()),
-            _ => return None,
-        })
-    }
-
-    pub fn byte_size(self) -> usize {
-        match self {
-            ElementType::Pred | ElementType::S8 | ElementType::U8 => 1,
-            ElementType::F16 | ElementType::Bf16 | ElementType::S16 | ElementType::U16 => 2,
-            ElementType::S32 | ElementType::U32 | ElementType::F32 => 4,
-            ElementType::S64 | ElementType::U64 | ElementType::F64 => 8,
+        let bits = self.bit_width() as u32;
+        if self == ElementType::Pred {
+            Some((0, 1))
+        } else if self.is_signed_int() {
+            Some((-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1))
+        } else if self.is_unsigned_int() {
+            Some((0, (1i128 << bits) - 1))
+        } else {
+            None
         }
     }
 
+    /// Bytes per element in a literal (a sub-byte integer takes a byte).
+    pub fn byte_size(self) -> usize {
+        self.bit_width().div_ceil(8)
+    }
+
+    /// Every float type (asked for every instruction in several passes, so
+    /// a plain match rather than through [`ElementType::minifloat`]).
     pub fn is_float(self) -> bool {
         matches!(
             self,
-            ElementType::F16 | ElementType::Bf16 | ElementType::F32 | ElementType::F64
+            ElementType::F8E5M2
+                | ElementType::F8E4M3
+                | ElementType::F8E4M3FN
+                | ElementType::F8E4M3B11FNUZ
+                | ElementType::F8E3M4
+                | ElementType::F8E5M2FNUZ
+                | ElementType::F8E4M3FNUZ
+                | ElementType::F16
+                | ElementType::Bf16
+                | ElementType::F32
+                | ElementType::F64
         )
+    }
+
+    /// The 8-bit float formats' encoding; `None` for every other type.
+    pub fn minifloat(self) -> Option<crate::minifloat::Format> {
+        crate::minifloat::Format::of(self)
     }
 
     pub fn is_signed_int(self) -> bool {
         matches!(
             self,
-            ElementType::S8 | ElementType::S16 | ElementType::S32 | ElementType::S64
+            ElementType::S2
+                | ElementType::S4
+                | ElementType::S8
+                | ElementType::S16
+                | ElementType::S32
+                | ElementType::S64
         )
     }
 
     pub fn is_unsigned_int(self) -> bool {
         matches!(
             self,
-            ElementType::U8 | ElementType::U16 | ElementType::U32 | ElementType::U64
+            ElementType::U2
+                | ElementType::U4
+                | ElementType::U8
+                | ElementType::U16
+                | ElementType::U32
+                | ElementType::U64
         )
     }
 
@@ -133,9 +168,10 @@ impl ElementType {
         self.is_signed_int() || self.is_unsigned_int()
     }
 
-    /// Number of bits, for shifts and bitcast-convert.
+    /// Number of bits of a value, for shifts and bitcast-convert (4 for
+    /// `s4`, whatever it takes in memory).
     pub fn bit_width(self) -> usize {
-        self.byte_size() * 8
+        self.row().3
     }
 }
 
@@ -442,5 +478,25 @@ mod tests {
         }
         assert_eq!(ElementType::Bf16.primitive_type(), 16);
         assert_eq!(ElementType::from_primitive_type(13), None);
+        for (i, t) in ElementType::ALL.into_iter().enumerate() {
+            assert_eq!(
+                t as usize, i,
+                "{t}: the table follows the declaration order"
+            );
+        }
+        assert_eq!(ElementType::S4.integer_range(), Some((-8, 7)));
+        assert_eq!(ElementType::U2.integer_range(), Some((0, 3)));
+        assert_eq!(
+            (ElementType::S4.byte_size(), ElementType::S4.bit_width()),
+            (1, 4)
+        );
+        for t in ElementType::ALL {
+            let known = t.minifloat().is_some()
+                || matches!(
+                    t,
+                    ElementType::F16 | ElementType::Bf16 | ElementType::F32 | ElementType::F64
+                );
+            assert_eq!(t.is_float(), known, "{t}");
+        }
     }
 }

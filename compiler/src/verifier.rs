@@ -235,6 +235,7 @@ fn has_cycle(c: &Computation, order: &[crate::InstrId]) -> bool {
     }
     order.iter().any(|&id| {
         c.operands_unordered(id)
+            .chain(c.control_predecessors(id).iter().copied())
             .any(|o| position[o.index()] >= position[id.index()])
     })
 }

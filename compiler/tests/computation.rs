@@ -127,3 +127,47 @@ fn post_order_puts_operands_first_and_lists_cycles_last() {
     assert_eq!(order.len(), c.len());
     assert_eq!(&order[order.len() - 2..], &[a, b]);
 }
+
+/// Control dependencies order instructions that share no value: the post
+/// order puts each predecessor first, removing an instruction hands its
+/// predecessors to its successors, and a cycle through them is refused.
+#[test]
+fn control_dependencies_order_without_values_and_survive_removal() {
+    let mut c = Computation::new("c");
+    let p0 = param(&mut c, 0);
+    let p1 = param(&mut c, 1);
+    let a = add(&mut c, "a", p0, p0);
+    let b = add(&mut c, "b", p1, p1);
+    let mid = add(&mut c, "mid", p1, p1);
+    let root = add(&mut c, "root", a, b);
+    c.set_root(root);
+    // b before mid before a: nothing but the dependencies says so.
+    c.add_control_dependency(b, mid);
+    c.add_control_dependency(mid, a);
+    c.add_control_dependency(mid, a);
+    assert_eq!(c.control_predecessors(a), &[mid], "added once");
+    let order = c.post_order();
+    let at = |id| order.iter().position(|&x| x == id).unwrap();
+    assert!(at(b) < at(mid) && at(mid) < at(a), "{order:?}");
+    assert_eq!(order.len(), 6, "mid has no user but is reached through a");
+
+    // Removing mid leaves b before a.
+    c.remove(mid);
+    assert_eq!(c.control_predecessors(a), &[b]);
+    assert_eq!(c.control_successors(b), &[a]);
+    assert!(c.control_predecessors(mid).is_empty());
+    let order = c.post_order();
+    assert!(
+        order.iter().position(|&x| x == b) < order.iter().position(|&x| x == a),
+        "{order:?}"
+    );
+
+    // A control edge against the data flow makes a cycle.
+    c.add_control_dependency(root, a);
+    let mut m = hlatc_compiler::Module::new("m", c);
+    let e = hlatc_compiler::verify(&m).unwrap_err().to_string();
+    assert!(e.contains("instructions form a cycle"), "{e}");
+    let c = &mut m.computations[0];
+    c.remove(a);
+    assert_consistent(c);
+}

@@ -45,11 +45,10 @@ fn an_unmodeled_module_field_is_refused_by_name() {
 }
 
 #[test]
-fn a_control_dependency_deep_inside_is_refused_at_its_path() {
-    // A second computation whose first instruction has
-    // control_predecessor_ids (37) = [5].
+fn an_unmodeled_field_deep_inside_is_refused_at_its_path() {
+    // A second computation whose first instruction has all_reduce_id (45).
     let mut instruction = Vec::new();
-    varint(37 << 3, &mut instruction);
+    varint(45 << 3, &mut instruction);
     varint(5, &mut instruction);
     let computation = message_field(2, &instruction);
     let mut bytes = module_bytes();
@@ -57,7 +56,26 @@ fn a_control_dependency_deep_inside_is_refused_at_its_path() {
     let e = proto::decode_module(&bytes).unwrap_err().to_string();
     assert_eq!(
         e,
-        "HloModuleProto.computations[1].instructions[0]: field 37 (control_predecessor_ids) of HloInstructionProto is not modeled by hlatc"
+        "HloModuleProto.computations[1].instructions[0]: field 45 (all_reduce_id) of HloInstructionProto is not modeled by hlatc"
+    );
+}
+
+#[test]
+fn control_predecessors_are_read_by_id_within_their_computation() {
+    let mut p = proto::module_to_proto(&text::parse_module(MODULE).unwrap());
+    let param_id = p.computations[0].instructions[0].id;
+    p.computations[0].instructions[1].control_predecessor_ids = vec![param_id];
+    let m = proto::decode_module(&prost::Message::encode_to_vec(&p)).unwrap();
+    assert!(
+        text::print_module(&m).contains("ROOT n = f32[2]{0} negate(p), control-predecessors={p}"),
+        "{}",
+        text::print_module(&m)
+    );
+    p.computations[0].instructions[1].control_predecessor_ids = vec![99];
+    let e = proto::decode_module(&prost::Message::encode_to_vec(&p)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "computation 'e', instruction 'n': control predecessor id 99 is not in this computation"
     );
 }
 
@@ -138,23 +156,32 @@ fn an_hlo_proto_wrapper_is_read_as_its_module_with_a_note() {
 }
 
 #[test]
-fn a_field_xla_writes_at_its_default_is_accepted_only_at_that_default() {
-    // feature_group_count (50): XLA writes 1 on every instruction.
-    let with = |value: u64| {
-        let mut instruction = Vec::new();
-        varint(50 << 3, &mut instruction);
-        varint(value, &mut instruction);
-        let mut bytes = module_bytes();
-        bytes.extend(message_field(3, &message_field(2, &instruction)));
-        proto::decode_module(&bytes).unwrap_err().to_string()
+fn group_counts_and_windows_are_read_only_where_they_mean_something() {
+    // XLA writes feature_group_count (50) and batch_group_count (58) as 1
+    // on every instruction: 1 says nothing, anything else on a negate would
+    // be lost.
+    let with = |field: fn(&mut proto::messages::HloInstructionProto)| {
+        let mut p = proto::module_to_proto(&text::parse_module(MODULE).unwrap());
+        field(&mut p.computations[0].instructions[1]);
+        proto::decode_module(&prost::Message::encode_to_vec(&p))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     };
-    assert!(!with(1).contains("feature_group_count"), "{}", with(1));
+    assert_eq!(with(|i| i.feature_group_count = 1), Ok(()));
+    assert_eq!(with(|i| i.batch_group_count = 1), Ok(()));
+    assert_eq!(
+        with(|i| i.feature_group_count = 2).unwrap_err(),
+        "computation 'e', instruction 'n': negate has field feature_group_count (50), which hlatc reads only on convolution; here it would be lost"
+    );
+    assert!(with(|i| i.batch_group_count = 4)
+        .unwrap_err()
+        .contains("batch_group_count (58)"));
+    let e = with(|i| i.window = Some(Default::default())).unwrap_err();
     assert!(
-        with(2).ends_with(
-            "field 50 (feature_group_count) of HloInstructionProto is not modeled by hlatc"
+        e.contains(
+            "negate has field window (15), which hlatc reads only on convolution and reduce-window"
         ),
-        "{}",
-        with(2)
+        "{e}"
     );
 }
 

@@ -19,7 +19,7 @@ use crate::pass::{Pass, PassError};
 use crate::pattern;
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
 use hlatc_compiler::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
-use hlatc_compiler::op::{BinaryOp, DotDims, Precision, SliceDim};
+use hlatc_compiler::op::{BinaryOp, DotAlgorithm, DotDims, Precision, SliceDim};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
 
 pub struct CoalesceLinear;
@@ -146,7 +146,13 @@ fn dot_parts(
     c: &Computation,
     id: InstrId,
 ) -> Option<(&DotDims, &Vec<Precision>, InstrId, InstrId)> {
-    let Op::Dot { dims, precision } = &c.instr(id).op else {
+    // A dot with an evaluation algorithm of its own is left as written.
+    let Op::Dot {
+        dims,
+        precision,
+        algorithm: DotAlgorithm::Unset,
+    } = &c.instr(id).op
+    else {
         return None;
     };
     let o = c.operands(id);
@@ -294,6 +300,7 @@ fn merge_group(r: &mut Rewriter<'_>, g: &Group) -> Result<(), RewriteError> {
         Op::Dot {
             dims: g.dims.clone(),
             precision: g.precision.clone(),
+            algorithm: DotAlgorithm::Unset,
         },
         &operands,
         None,
@@ -404,7 +411,12 @@ fn merge_sum(r: &mut Rewriter<'_>, sum: &SumOfDots) -> Result<(), RewriteError> 
         rhs_dim: rr,
     } = *sum;
     let (oa, ob) = (r.comp().operands(a), r.comp().operands(b));
-    let Op::Dot { dims, precision } = r.comp().instr(a).op.clone() else {
+    let Op::Dot {
+        dims,
+        precision,
+        algorithm,
+    } = r.comp().instr(a).op.clone()
+    else {
         unreachable!("sums_of_dots collects dots")
     };
     r.provenance_of(add);
@@ -422,6 +434,14 @@ fn merge_sum(r: &mut Rewriter<'_>, sum: &SumOfDots) -> Result<(), RewriteError> 
         &[oa[1], ob[1]],
         None,
     )?;
-    let dot = r.add(Op::Dot { dims, precision }, &[lhs, rhs], None)?;
+    let dot = r.add(
+        Op::Dot {
+            dims,
+            precision,
+            algorithm,
+        },
+        &[lhs, rhs],
+        None,
+    )?;
     r.replace(add, dot)
 }

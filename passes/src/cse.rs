@@ -49,10 +49,15 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
     let mut more: FxHashMap<u64, Vec<InstrId>> = FxHashMap::default();
     let mut merged = Vec::new();
     let mut operands = Vec::new();
+    let ordered = c.has_control_dependencies();
     // Post-order: operands are canonical before their users are keyed.
     for id in c.post_order() {
         let instr = c.instr(id);
-        if !instr.op.is_pure() {
+        // An instruction ordered by control dependencies is kept as itself.
+        if !instr.op.is_pure()
+            || ordered
+                && (!c.control_predecessors(id).is_empty() || !c.control_successors(id).is_empty())
+        {
             continue;
         }
         c.operands_into(id, &mut operands);

@@ -383,6 +383,10 @@ impl Rewriter<'_> {
         }
         self.check_same_shape(old, new)?;
         self.comp.replace_all_uses(old, new);
+        // The replacement runs where the original had to.
+        if self.comp.has_control_dependencies() {
+            self.comp.copy_control_dependencies(old, new);
+        }
         self.orphans.push(old);
         Ok(())
     }
@@ -611,11 +615,8 @@ impl ModuleRewriter {
             for id in ids {
                 let i = c.instr_mut(id);
                 i.name = self.names.fresh(&i.name);
-                if let Op::Reduce { to_apply, .. }
-                | Op::Call { to_apply }
-                | Op::Scatter { to_apply, .. } = &mut i.op
-                {
-                    *to_apply = renamed[to_apply.as_str()].clone();
+                for callee in i.op.called_computations_mut() {
+                    *callee = renamed[callee.as_str()].clone();
                 }
             }
             if let Some(sig) = c.signature() {

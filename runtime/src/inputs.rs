@@ -27,7 +27,8 @@ impl SplitMix64 {
 }
 
 /// Values for one parameter: floats uniform in [-1, 1), signed and unsigned
-/// integers in [0, 16) (valid as small indices), random booleans; 32- and
+/// integers in [0, 16) and within their type (valid as small indices),
+/// random booleans; 32- and
 /// 64-bit unsigned integers use their full range (RNG states).
 pub fn random_literal(shape: &ArrayShape, rng: &mut SplitMix64) -> Literal {
     let n = shape.element_count().max(0) as usize;
@@ -37,7 +38,11 @@ pub fn random_literal(shape: &ArrayShape, rng: &mut SplitMix64) -> Literal {
             ElementType::Pred => Scalar::Bool(rng.next_u64() & 1 == 1),
             ElementType::U32 => Scalar::UInt(rng.next_u64() >> 32),
             ElementType::U64 => Scalar::UInt(rng.next_u64()),
-            _ => Scalar::Int((rng.next_u64() % 16) as i64),
+            // Below 16 and within the type: `s4` holds 0..=7, `u2` 0..=3.
+            t => {
+                let (_, hi) = t.integer_range().expect("every other type is an integer");
+                Scalar::Int((rng.next_u64() % (hi.min(15) as u64 + 1)) as i64)
+            }
         })
         .collect();
     Literal::from_scalars(shape.ty, shape.dims.clone(), &values)

@@ -17,10 +17,19 @@ pub enum TensorFileError {
         name: String,
         dtype: Dtype,
     },
+    #[error("{path}: tensor '{name}' is {ty}, which safetensors has no dtype for")]
+    NoDtype {
+        path: String,
+        name: String,
+        ty: ElementType,
+    },
 }
 
-fn to_dtype(t: ElementType) -> Dtype {
-    match t {
+/// safetensors' dtype for `t`; `None` for the types it has no dtype for
+/// (the 2- and 4-bit integers and most 8-bit floats). Its `F8_E4M3` is
+/// torch's `float8_e4m3fn`.
+fn to_dtype(t: ElementType) -> Option<Dtype> {
+    Some(match t {
         ElementType::Pred => Dtype::BOOL,
         ElementType::S8 => Dtype::I8,
         ElementType::S16 => Dtype::I16,
@@ -30,15 +39,28 @@ fn to_dtype(t: ElementType) -> Dtype {
         ElementType::U16 => Dtype::U16,
         ElementType::U32 => Dtype::U32,
         ElementType::U64 => Dtype::U64,
+        ElementType::F8E5M2 => Dtype::F8_E5M2,
+        ElementType::F8E4M3FN => Dtype::F8_E4M3,
         ElementType::F16 => Dtype::F16,
         ElementType::Bf16 => Dtype::BF16,
         ElementType::F32 => Dtype::F32,
         ElementType::F64 => Dtype::F64,
-    }
+        ElementType::S2
+        | ElementType::S4
+        | ElementType::U2
+        | ElementType::U4
+        | ElementType::F8E4M3
+        | ElementType::F8E4M3B11FNUZ
+        | ElementType::F8E3M4
+        | ElementType::F8E5M2FNUZ
+        | ElementType::F8E4M3FNUZ => return None,
+    })
 }
 
 fn from_dtype(d: Dtype) -> Option<ElementType> {
-    ElementType::ALL.into_iter().find(|&t| to_dtype(t) == d)
+    ElementType::ALL
+        .into_iter()
+        .find(|&t| to_dtype(t) == Some(d))
 }
 
 /// Reads every tensor, keyed by name.
@@ -81,7 +103,12 @@ pub fn write_safetensors(
         .iter()
         .map(|(n, l)| {
             let shape = l.dims().iter().map(|&d| d as usize).collect();
-            TensorView::new(to_dtype(l.ty()), shape, l.bytes())
+            let dtype = to_dtype(l.ty()).ok_or_else(|| TensorFileError::NoDtype {
+                path: p.clone(),
+                name: n.clone(),
+                ty: l.ty(),
+            })?;
+            TensorView::new(dtype, shape, l.bytes())
                 .map(|v| (n.clone(), v))
                 .map_err(|e| TensorFileError::Format {
                     path: p.clone(),

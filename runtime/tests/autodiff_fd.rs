@@ -496,6 +496,7 @@ fn rules_read_only_what_they_declare_saved() {
                     ..Default::default()
                 },
                 precision: vec![],
+                algorithm: Default::default(),
             },
             2,
         ),

@@ -55,6 +55,28 @@ fn modules_that_do_not_verify_are_refused() {
     );
 }
 
+/// XLA CPU aborts the process on a concatenate of 2-bit integers (found by
+/// the fuzzer); the preflight refuses it first. 4-bit ones run.
+#[test]
+fn concatenating_two_bit_integers_is_refused_before_the_plugin() {
+    let m = text::parse_module(&entry(
+        "  x = u2[4] parameter(0)\n  ROOT r = u2[8] concatenate(x, x), dimensions={0}",
+    ))
+    .unwrap();
+    let e = runtime().compile(&m).err().unwrap();
+    assert!(
+        e.to_string().ends_with(
+            "computation 'main', instruction 'r': XLA CPU aborts when concatenating u2 arrays (2-bit elements); convert them to s8 or u8 first"
+        ),
+        "{e}"
+    );
+    let m = text::parse_module(&entry(
+        "  x = s4[4] parameter(0)\n  ROOT r = s4[8] concatenate(x, x), dimensions={0}",
+    ))
+    .unwrap();
+    assert!(runtime().compile(&m).is_ok());
+}
+
 #[test]
 fn a_missing_plugin_says_how_to_fetch_it() {
     let e = Runtime::with_plugin(std::path::Path::new("/nonexistent/xla_cpu_pjrt.so"))

@@ -488,3 +488,131 @@ fn builder_integer_reductions_and_scalars() {
     assert_eq!(out[1].to_i64_vec(), vec![255]);
     assert_eq!(out[2].to_i64_vec(), vec![-128]);
 }
+
+/// The 2- and 4-bit integers and 8-bit floats go to XLA CPU and come back
+/// a byte per element, and compute as XLA does: `s4` addition wraps, an
+/// f8 product rounds to the nearest f8, and converts are exact widenings.
+#[test]
+fn narrow_types_cross_to_the_device_and_back() {
+    let hlo = entry(
+        "  p0 = s4[3] parameter(0)
+  p1 = f8e4m3fn[2] parameter(1)
+  p2 = u2[2] parameter(2)
+  p3 = f8e5m2fnuz[2] parameter(3)
+  c = s4[3] constant({-8, -1, 7})
+  scale = f8e4m3fn[2] constant({448, 0.1015625})
+  sum = s4[3] add(p0, c)
+  scaled = f8e4m3fn[2] multiply(p1, scale)
+  wide = f32[2] convert(scaled)
+  narrow = f8e5m2fnuz[2] convert(wide)
+  ROOT out = (s4[3], f8e4m3fn[2], f32[2], u2[2], f8e5m2fnuz[2], f8e5m2fnuz[2]) tuple(sum, scaled, wide, p2, narrow, p3)",
+    );
+    let out = run(
+        &hlo,
+        &[
+            lit(S4, &[3], &[7, 4, 7].map(f64::from)),
+            lit(F8E4M3FN, &[2], &[0.9375, -0.875]),
+            lit(U2, &[2], &[3.0, 1.0]),
+            lit(F8E5M2FNUZ, &[2], &[-0.0, f64::NAN]),
+        ],
+    );
+    assert_eq!(
+        out[0].to_i64_vec(),
+        vec![-1, 3, -2],
+        "7 + 7 wraps to -2 in s4"
+    );
+    assert_eq!(out[0].bytes(), &[0x0f, 0x03, 0x0e]);
+    // 0.9375 * 448 = 420 rounds to 416; -0.875 * 0.1015625 = -0.0888671875
+    // rounds to -0.0859375 (f8e4m3fn has 3 mantissa bits).
+    assert_values(&out[1], &[416.0, -0.0859375], 0.0);
+    assert_values(&out[2], &[416.0, -0.0859375], 0.0);
+    assert_eq!(out[3].to_i64_vec(), vec![3, 1]);
+    // Both are ties in f8e5m2fnuz (2 mantissa bits): 416 lies halfway
+    // between 384 and 448, 0.0859375 between 0.078125 and 0.09375; each
+    // goes to the even code, as hlatc's own rounding says.
+    assert_values(&out[4], &[384.0, -0.09375], 0.0);
+    let fnuz = F8E5M2FNUZ.minifloat().unwrap();
+    assert_eq!(
+        [416.0, -0.0859375].map(|v| fnuz.decode(fnuz.encode(v).unwrap())),
+        [384.0, -0.09375]
+    );
+    // FNUZ has one zero: -0.0 is stored as 0, and NaN is the code 0x80.
+    assert_eq!(out[5].bytes(), &[0x00, 0x80]);
+}
+
+/// `convolution` against sums worked out by hand: a 1-D edge filter over
+/// zero padding, and a grouped 2-D convolution in NCHW where each group
+/// sees only its own channel.
+#[test]
+fn convolution_slides_its_kernel_over_the_padded_input() {
+    let hlo = entry(
+        "  x = f32[1,5,1] parameter(0)
+  k = f32[3,1,1] parameter(1)
+  ROOT y = f32[1,5,1] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f",
+    );
+    let out = run(
+        &hlo,
+        &[
+            f32s(&[1, 5, 1], &[1.0, 2.0, 3.0, 4.0, 5.0]),
+            f32s(&[3, 1, 1], &[1.0, 0.0, -1.0]),
+        ],
+    );
+    // y[i] = x[i-1] - x[i+1], zero outside.
+    assert_values(&out[0], &[-2.0, -2.0, -2.0, -2.0, 4.0], 0.0);
+
+    let hlo = entry(
+        "  x = f32[1,2,3,3] parameter(0)
+  k = f32[2,1,2,2] parameter(1)
+  ROOT y = f32[1,2,1,2] convolution(x, k), window={size=2x2 stride=2x1}, dim_labels=bf01_oi01->bf01, feature_group_count=2",
+    );
+    let x: Vec<f32> = (0..18)
+        .map(|i| if i < 9 { 1.0 } else { i as f32 })
+        .collect();
+    let out = run(
+        &hlo,
+        &[f32s(&[1, 2, 3, 3], &x), f32s(&[2, 1, 2, 2], &[1.0; 8])],
+    );
+    // Channel 0 is all ones: each 2x2 window sums to 4. Channel 1 holds
+    // 9..17 row-major; rows 0-1, columns 0-1 and 1-2: 9+10+12+13, 10+11+13+14.
+    assert_values(&out[0], &[4.0, 4.0, 44.0, 48.0], 0.0);
+}
+
+/// `reduce-window` as max pooling (stride 2) and as the running sum
+/// Hugging Face's Llama lowers `cumsum` to (window the whole length,
+/// padded before).
+#[test]
+fn reduce_window_pools_and_accumulates() {
+    let hlo = "HloModule test
+
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+add {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT s = s32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  lowest = f32[] constant(-inf)
+  pooled = f32[2] reduce-window(x, lowest), window={size=2 stride=2}, to_apply=max
+  i = s32[4] parameter(1)
+  zero = s32[] constant(0)
+  running = s32[4] reduce-window(i, zero), window={size=4 pad=3_0}, to_apply=add
+  ROOT out = (f32[2], s32[4]) tuple(pooled, running)
+}
+";
+    let out = run(
+        hlo,
+        &[
+            f32s(&[4], &[3.0, -1.0, 0.5, 7.0]),
+            s32s(&[4], &[1, 2, 3, 4]),
+        ],
+    );
+    assert_values(&out[0], &[3.0, 7.0], 0.0);
+    assert_eq!(out[1].to_i64_vec(), vec![1, 3, 6, 10]);
+}

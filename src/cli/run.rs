@@ -14,8 +14,8 @@ use std::time::Instant;
 /// position as arg0, arg1, ... . Integer tensors of another integer type
 /// (torch writes token ids as int64) are converted when every value fits.
 /// Without --inputs, every parameter gets deterministic pseudo-random values
-/// from --seed: floats uniform in [-1, 1), integers in [0, 16), random
-/// booleans. Each output's shape, dtype and a summary are printed.
+/// from --seed: floats uniform in [-1, 1), integers in [0, 16) and within
+/// their type (s4 in [0, 8)), random booleans. Each output's shape, dtype and a summary are printed.
 ///
 /// Outputs are named out0, out1, ... (the elements of a tuple result, in
 /// order). For a bundle directory they carry the manifest's names instead

@@ -331,6 +331,9 @@ pub fn vjp(
         Op::Sort { .. } | Op::Map { .. } => {
             return not_differentiable(b, n, "sort and map have no gradient rule in hlatc")
         }
+        Op::Convolution { .. } | Op::ReduceWindow { .. } => {
+            return not_differentiable(b, n, "windowed ops have no gradient rule in hlatc")
+        }
         Op::AllReduce { .. }
         | Op::AllGather { .. }
         | Op::ReduceScatter { .. }

@@ -3,10 +3,11 @@
 
 use super::collective::fill_collective;
 use super::messages::*;
+use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::computation::{Computation, InstrId};
 use crate::literal::Literal;
 use crate::module::{AliasKind, Module};
-use crate::op::Op;
+use crate::op::{DotAlgorithm, Op, Precision};
 use crate::types::{ArrayShape, ElementType, Shape};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -72,22 +73,28 @@ fn literal_to_proto(lit: &Literal) -> LiteralProto {
         b.chunks_exact(N)
             .map(|c| c.try_into().expect("chunks_exact yields N bytes"))
     }
+    if let Some(field) = p.bytes_of_mut(lit.ty()) {
+        *field = b.to_vec();
+        return p;
+    }
     match lit.ty() {
         ElementType::Pred => p.preds = b.iter().map(|&x| x != 0).collect(),
-        ElementType::S8 => p.s8s = b.to_vec(),
-        ElementType::U8 => p.u8s = b.to_vec(),
         ElementType::S32 => p.s32s = words(b).map(i32::from_le_bytes).collect(),
         ElementType::S64 => p.s64s = words(b).map(i64::from_le_bytes).collect(),
         ElementType::U32 => p.u32s = words(b).map(u32::from_le_bytes).collect(),
         ElementType::U64 => p.u64s = words(b).map(u64::from_le_bytes).collect(),
         ElementType::F32 => p.f32s = words(b).map(f32::from_le_bytes).collect(),
         ElementType::F64 => p.f64s = words(b).map(f64::from_le_bytes).collect(),
-        ElementType::F16 => p.f16s = b.to_vec(),
-        ElementType::Bf16 => p.bf16s = b.to_vec(),
-        ElementType::S16 => p.s16s = b.to_vec(),
-        ElementType::U16 => p.u16s = b.to_vec(),
+        ty => unreachable!("{ty} literals are raw bytes"),
     }
     p
+}
+
+fn precision_to_proto(precision: &[Precision], algorithm: DotAlgorithm) -> Option<PrecisionConfig> {
+    (!precision.is_empty() || algorithm != DotAlgorithm::Unset).then(|| PrecisionConfig {
+        operand_precision: precision.iter().map(|x| x.proto()).collect(),
+        algorithm: algorithm.proto(),
+    })
 }
 
 fn frontend(attrs: &BTreeMap<String, String>) -> Option<FrontendAttributes> {
@@ -127,19 +134,28 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             c.post_order()
         };
         // Proto ids by node index (node indices are dense enough to index).
+        // Numbered in order up front: a control predecessor may be listed
+        // by id before it is written.
         let mut ids = vec![0i64; post.iter().map(|id| id.index() + 1).max().unwrap_or(0)];
+        for &id in &post {
+            ids[id.index()] = next_id;
+            next_id += 1;
+        }
         let mut instructions = Vec::with_capacity(post.len());
         for id in post {
             let instr = c.instr(id);
-            let my_id = next_id;
-            next_id += 1;
-            ids[id.index()] = my_id;
+            let my_id = ids[id.index()];
             let mut p = HloInstructionProto {
                 name: instr.name.clone(),
                 opcode: instr.op.opcode().to_string(),
                 shape: Some(shape_to_proto(&instr.shape)),
                 id: my_id,
                 operand_ids: c.operands(id).iter().map(|o| ids[o.index()]).collect(),
+                control_predecessor_ids: c
+                    .control_predecessors(id)
+                    .iter()
+                    .map(|p| ids[p.index()])
+                    .collect(),
                 called_computation_ids: instr
                     .op
                     .called_computations()
@@ -301,20 +317,34 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
                     .collect(),
             })
         }
-        Op::Dot { dims, precision } => {
+        Op::Dot {
+            dims,
+            precision,
+            algorithm,
+        } => {
             p.dot_dimension_numbers = Some(Box::new(DotDimensionNumbers {
                 lhs_contracting_dimensions: dims.lhs_contracting.clone(),
                 rhs_contracting_dimensions: dims.rhs_contracting.clone(),
                 lhs_batch_dimensions: dims.lhs_batch.clone(),
                 rhs_batch_dimensions: dims.rhs_batch.clone(),
             }));
-            if !precision.is_empty() {
-                p.precision_config = Some(PrecisionConfig {
-                    operand_precision: precision.iter().map(|x| x.proto()).collect(),
-                });
-            }
+            p.precision_config = precision_to_proto(precision, *algorithm);
         }
         Op::Reduce { dimensions, .. } => p.dimensions = dimensions.clone(),
+        Op::Convolution {
+            window,
+            dims,
+            feature_group_count,
+            batch_group_count,
+            precision,
+        } => {
+            p.window = window_to_proto(window);
+            p.convolution_dimension_numbers = Some(Box::new(conv_dims_to_proto(dims)));
+            p.feature_group_count = *feature_group_count;
+            p.batch_group_count = *batch_group_count;
+            p.precision_config = precision_to_proto(precision, DotAlgorithm::Unset);
+        }
+        Op::ReduceWindow { window, .. } => p.window = window_to_proto(window),
         Op::GetTupleElement { index } => p.tuple_index = *index,
         Op::Gather {
             dims,

@@ -3,6 +3,7 @@
 
 use super::collective::{channel_from_proto, collective_from_proto, pairs_from_proto};
 use super::messages::*;
+use super::window::{conv_dims_from_proto, window_from_proto};
 use crate::computation::{Computation, InstrId};
 use crate::instruction::Instruction;
 use crate::literal::Literal;
@@ -118,25 +119,70 @@ fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
     .boxed_unless_default()
 }
 
+/// The window and convolution fields mean something only on the ops that
+/// have them. XLA writes both group counts as 1 on every instruction, so 1
+/// says nothing; any other value elsewhere would be lost, and is refused.
+fn refuse_window_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
+    let convolution = matches!(op, Op::Convolution { .. });
+    let windowed = convolution || matches!(op, Op::ReduceWindow { .. });
+    let stray = if !windowed && p.window.is_some() {
+        Some("window (15)")
+    } else if !convolution && p.convolution_dimension_numbers.is_some() {
+        Some("convolution_dimension_numbers (16)")
+    } else if !convolution && p.feature_group_count > 1 {
+        Some("feature_group_count (50)")
+    } else if !convolution && p.batch_group_count > 1 {
+        Some("batch_group_count (58)")
+    } else {
+        None
+    };
+    match stray {
+        Some(field) => Err(format!(
+            "{} has field {field}, which hlatc reads only on {}; here it would be lost",
+            op.opcode(),
+            if field.starts_with("window") {
+                "convolution and reduce-window"
+            } else {
+                "convolution"
+            }
+        )),
+        None => Ok(op),
+    }
+}
+
+fn algorithm_from_proto(p: &HloInstructionProto) -> Result<DotAlgorithm, String> {
+    let v = p.precision_config.as_ref().map_or(0, |pc| pc.algorithm);
+    DotAlgorithm::from_proto(v).ok_or_else(|| format!("unknown precision_config.algorithm {v}"))
+}
+
+fn precision_from_proto(p: &HloInstructionProto) -> Result<Vec<Precision>, String> {
+    p.precision_config
+        .as_ref()
+        .map(|pc| {
+            pc.operand_precision
+                .iter()
+                .map(|&v| Precision::from_proto(v).ok_or_else(|| format!("unknown precision {v}")))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()
+        .map(Option::unwrap_or_default)
+}
+
 fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String> {
     let a = shape
         .as_array()
         .ok_or("tuple constants are not supported")?;
     let n = usize::try_from(a.element_count()).map_err(|_| "constant is too large")?;
-    let bytes: Vec<u8> = match a.ty {
-        ElementType::Pred => p.preds.iter().map(|&b| b as u8).collect(),
-        ElementType::S8 => p.s8s.clone(),
-        ElementType::U8 => p.u8s.clone(),
-        ElementType::S32 => p.s32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ElementType::S64 => p.s64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ElementType::U32 => p.u32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ElementType::U64 => p.u64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ElementType::F32 => p.f32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ElementType::F64 => p.f64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        ElementType::F16 => p.f16s.clone(),
-        ElementType::Bf16 => p.bf16s.clone(),
-        ElementType::S16 => p.s16s.clone(),
-        ElementType::U16 => p.u16s.clone(),
+    let bytes: Vec<u8> = match (p.bytes_of(a.ty), a.ty) {
+        (Some(raw), _) => raw.clone(),
+        (None, ElementType::Pred) => p.preds.iter().map(|&b| b as u8).collect(),
+        (None, ElementType::S32) => p.s32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ElementType::S64) => p.s64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ElementType::U32) => p.u32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ElementType::U64) => p.u64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ElementType::F32) => p.f32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ElementType::F64) => p.f64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ty) => unreachable!("{ty} literals are raw bytes"),
     };
     if bytes.len() != n * a.ty.byte_size() {
         return Err(format!(
@@ -368,7 +414,9 @@ fn computation_from_proto(
                     .ok_or_else(|| err(here, format!("calls unknown computation id {id}")))
             })
             .collect::<Result<_, _>>()?;
-        let op = op_from_proto(ip, &shape, &called).map_err(|m| err(here, m))?;
+        let op = op_from_proto(ip, &shape, &called)
+            .and_then(|op| refuse_window_fields_elsewhere(ip, op))
+            .map_err(|m| err(here, m))?;
         let metadata = ip
             .metadata
             .as_ref()
@@ -419,6 +467,15 @@ fn computation_from_proto(
             })
             .collect::<Result<_, _>>()?;
         comp.connect_operands(ids[&ip.id], &operands);
+        for p in &ip.control_predecessor_ids {
+            let pred = ids.get(p).copied().ok_or_else(|| {
+                err(
+                    Some(&ip.name),
+                    format!("control predecessor id {p} is not in this computation"),
+                )
+            })?;
+            comp.add_control_dependency(pred, ids[&ip.id]);
+        }
     }
     let root = ids
         .get(&c.root_id)
@@ -541,24 +598,36 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                     rhs_batch: d.rhs_batch_dimensions.clone(),
                     rhs_contracting: d.rhs_contracting_dimensions.clone(),
                 },
-                precision: p
-                    .precision_config
-                    .as_ref()
-                    .map(|pc| {
-                        pc.operand_precision
-                            .iter()
-                            .map(|&v| {
-                                Precision::from_proto(v)
-                                    .ok_or_else(|| format!("unknown precision {v}"))
-                            })
-                            .collect::<Result<Vec<_>, _>>()
-                    })
-                    .transpose()?
-                    .unwrap_or_default(),
+                precision: precision_from_proto(p)?,
+                algorithm: algorithm_from_proto(p)?,
             }
         }
         "reduce" => Op::Reduce {
             dimensions: p.dimensions.clone(),
+            to_apply: one_callee(called)?,
+        },
+        "convolution" => Op::Convolution {
+            window: window_from_proto(p.window.as_ref()),
+            dims: Box::new(conv_dims_from_proto(
+                p.convolution_dimension_numbers
+                    .as_deref()
+                    .ok_or("convolution has no convolution_dimension_numbers")?,
+            )),
+            // An unwritten count reads 0 on the wire; XLA means 1.
+            feature_group_count: match algorithm_from_proto(p)? {
+                DotAlgorithm::Unset => p.feature_group_count.max(1),
+                a => {
+                    return Err(format!(
+                    "convolution has precision_config.algorithm {}, which hlatc reads only on dot",
+                    a.name()
+                ))
+                }
+            },
+            batch_group_count: p.batch_group_count.max(1),
+            precision: precision_from_proto(p)?,
+        },
+        "reduce-window" => Op::ReduceWindow {
+            window: window_from_proto(p.window.as_ref()),
             to_apply: one_callee(called)?,
         },
         "tuple" => Op::Tuple,

@@ -108,6 +108,8 @@ pub struct HloInstructionProto {
     pub id: i64,
     #[prost(int64, repeated, tag = "36")]
     pub operand_ids: Vec<i64>,
+    #[prost(int64, repeated, tag = "37")]
+    pub control_predecessor_ids: Vec<i64>,
     #[prost(int64, repeated, tag = "38")]
     pub called_computation_ids: Vec<i64>,
     #[prost(bytes = "vec", tag = "43")]
@@ -116,6 +118,14 @@ pub struct HloInstructionProto {
     pub scatter_dimension_numbers: Option<Box<ScatterDimensionNumbers>>,
     #[prost(message, optional, tag = "51")]
     pub precision_config: Option<PrecisionConfig>,
+    #[prost(message, optional, tag = "15")]
+    pub window: Option<WindowProto>,
+    #[prost(message, optional, boxed, tag = "16")]
+    pub convolution_dimension_numbers: Option<Box<ConvolutionDimensionNumbers>>,
+    #[prost(int64, tag = "50")]
+    pub feature_group_count: i64,
+    #[prost(int64, tag = "58")]
+    pub batch_group_count: i64,
     #[prost(string, tag = "63")]
     pub comparison_direction: String,
     #[prost(bool, tag = "65")]
@@ -242,7 +252,72 @@ pub struct LiteralProto {
     pub u16s: Vec<u8>,
     #[prost(bytes = "vec", tag = "17")]
     pub s16s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "19")]
+    pub f8e5m2s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "20")]
+    pub f8e4m3fns: Vec<u8>,
+    /// One byte per element, the value in its low bits (as `ml_dtypes`).
+    #[prost(bytes = "vec", tag = "21")]
+    pub s4s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "22")]
+    pub u4s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "23")]
+    pub f8e4m3b11fnuzs: Vec<u8>,
+    #[prost(bytes = "vec", tag = "24")]
+    pub f8e5m2fnuzs: Vec<u8>,
+    #[prost(bytes = "vec", tag = "25")]
+    pub f8e4m3fnuzs: Vec<u8>,
+    #[prost(bytes = "vec", tag = "26")]
+    pub s2s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "27")]
+    pub u2s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "28")]
+    pub f8e4m3s: Vec<u8>,
+    #[prost(bytes = "vec", tag = "29")]
+    pub f8e3m4s: Vec<u8>,
 }
+
+/// The `bytes` field that holds a literal of each type XLA writes as raw
+/// little-endian bytes; the other types have repeated numeric fields.
+macro_rules! literal_bytes_fields {
+    ($($ty:ident => $field:ident),* $(,)?) => {
+        impl LiteralProto {
+            pub fn bytes_of(&self, ty: crate::types::ElementType) -> Option<&Vec<u8>> {
+                match ty {
+                    $(crate::types::ElementType::$ty => Some(&self.$field),)*
+                    _ => None,
+                }
+            }
+
+            pub fn bytes_of_mut(&mut self, ty: crate::types::ElementType) -> Option<&mut Vec<u8>> {
+                match ty {
+                    $(crate::types::ElementType::$ty => Some(&mut self.$field),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+literal_bytes_fields!(
+    S2 => s2s,
+    S4 => s4s,
+    S8 => s8s,
+    S16 => s16s,
+    U2 => u2s,
+    U4 => u4s,
+    U8 => u8s,
+    U16 => u16s,
+    F8E5M2 => f8e5m2s,
+    F8E4M3 => f8e4m3s,
+    F8E4M3FN => f8e4m3fns,
+    F8E4M3B11FNUZ => f8e4m3b11fnuzs,
+    F8E3M4 => f8e3m4s,
+    F8E5M2FNUZ => f8e5m2fnuzs,
+    F8E4M3FNUZ => f8e4m3fnuzs,
+    F16 => f16s,
+    Bf16 => bf16s,
+);
 
 /// `xla.OpSharding` (xla_data.proto), without `named_sharding` (14).
 #[derive(Clone, PartialEq, prost::Message)]
@@ -354,6 +429,53 @@ pub struct DotDimensionNumbers {
     pub rhs_batch_dimensions: Vec<i64>,
 }
 
+/// `xla.Window` (xla_data.proto).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WindowProto {
+    #[prost(message, repeated, tag = "1")]
+    pub dimensions: Vec<WindowDimension>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WindowDimension {
+    #[prost(int64, tag = "1")]
+    pub size: i64,
+    #[prost(int64, tag = "2")]
+    pub stride: i64,
+    #[prost(int64, tag = "3")]
+    pub padding_low: i64,
+    #[prost(int64, tag = "4")]
+    pub padding_high: i64,
+    #[prost(int64, tag = "5")]
+    pub window_dilation: i64,
+    #[prost(int64, tag = "6")]
+    pub base_dilation: i64,
+    #[prost(bool, tag = "7")]
+    pub window_reversal: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ConvolutionDimensionNumbers {
+    #[prost(int64, tag = "7")]
+    pub input_batch_dimension: i64,
+    #[prost(int64, tag = "8")]
+    pub input_feature_dimension: i64,
+    #[prost(int64, repeated, tag = "11")]
+    pub input_spatial_dimensions: Vec<i64>,
+    #[prost(int64, tag = "3")]
+    pub kernel_input_feature_dimension: i64,
+    #[prost(int64, tag = "4")]
+    pub kernel_output_feature_dimension: i64,
+    #[prost(int64, repeated, tag = "6")]
+    pub kernel_spatial_dimensions: Vec<i64>,
+    #[prost(int64, tag = "9")]
+    pub output_batch_dimension: i64,
+    #[prost(int64, tag = "10")]
+    pub output_feature_dimension: i64,
+    #[prost(int64, repeated, tag = "12")]
+    pub output_spatial_dimensions: Vec<i64>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct GatherDimensionNumbers {
     #[prost(int64, repeated, tag = "1")]
@@ -406,6 +528,8 @@ pub struct PaddingConfig {
 pub struct PrecisionConfig {
     #[prost(int32, repeated, tag = "1")]
     pub operand_precision: Vec<i32>,
+    #[prost(int32, tag = "2")]
+    pub algorithm: i32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

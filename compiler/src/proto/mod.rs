@@ -8,6 +8,7 @@ mod emit;
 mod import;
 pub mod messages;
 mod sharding;
+mod window;
 mod wire;
 
 pub use emit::{encode_module, module_to_proto};

@@ -112,6 +112,7 @@ schema!(
         (34, "gather_slice_sizes"),
         (35, "id"),
         (36, "operand_ids"),
+        (37, "control_predecessor_ids"),
         (38, "called_computation_ids"),
         (40, "sharding", OP_SHARDING),
         (43, "backend_config"),
@@ -135,10 +136,16 @@ schema!(
         (52, "source_target_pairs", SOURCE_TARGET),
         (49, "replica_groups", REPLICA_GROUP),
         (26, "channel_id"),
+        (15, "window", WINDOW),
+        (
+            16,
+            "convolution_dimension_numbers",
+            CONVOLUTION_DIMENSION_NUMBERS
+        ),
+        (50, "feature_group_count"),
+        (58, "batch_group_count"),
     ],
     [
-        (15, "window"),
-        (16, "convolution_dimension_numbers"),
         (18, "exponent_bits"),
         (19, "mantissa_bits"),
         (22, "outfeed_config"),
@@ -148,14 +155,11 @@ schema!(
         (29, "outfeed_shape"),
         (31, "fft_type"),
         (32, "fft_length"),
-        (37, "control_predecessor_ids"),
         (45, "all_reduce_id"),
         (47, "is_host_transfer"),
-        (50, "feature_group_count"),
         (54, "domain_entry_sharding"),
         (55, "domain_exit_sharding"),
         (57, "operand_shapes_with_layout"),
-        (58, "batch_group_count"),
         (59, "triangular_solve_options"),
         (62, "cholesky_options"),
         (66, "delta"),
@@ -173,8 +177,7 @@ schema!(
         (89, "is_composite"),
         (90, "ragged_dot_dimension_numbers"),
         (91, "result_accuracy"),
-    ],
-    defaults [(50, 1), (58, 1)]
+    ]
 );
 schema!(REPLICA_GROUP, "ReplicaGroup", [(1, "replica_ids")], []);
 schema!(
@@ -277,8 +280,28 @@ schema!(
         (15, "s8s"),
         (16, "u16s"),
         (17, "s16s"),
+        (19, "f8e5m2s"),
+        (20, "f8e4m3fns"),
+        (21, "s4s"),
+        (22, "u4s"),
+        (23, "f8e4m3b11fnuzs"),
+        (24, "f8e5m2fnuzs"),
+        (25, "f8e4m3fnuzs"),
+        (26, "s2s"),
+        (27, "u2s"),
+        (28, "f8e4m3s"),
+        (29, "f8e3m4s"),
     ],
-    [(10, "tuple_literals"), (12, "c64s"), (18, "c128s")]
+    [
+        (10, "tuple_literals"),
+        (12, "c64s"),
+        (14, "sparse_indices"),
+        (18, "c128s"),
+        (30, "s1s"),
+        (31, "u1s"),
+        (32, "f4e2m1fns"),
+        (33, "f8e8m0fnus"),
+    ]
 );
 schema!(
     OP_SHARDING,
@@ -376,6 +399,37 @@ schema!(
     ],
     []
 );
+schema!(WINDOW, "Window", [(1, "dimensions", WINDOW_DIMENSION)], []);
+schema!(
+    WINDOW_DIMENSION,
+    "WindowDimension",
+    [
+        (1, "size"),
+        (2, "stride"),
+        (3, "padding_low"),
+        (4, "padding_high"),
+        (5, "window_dilation"),
+        (6, "base_dilation"),
+        (7, "window_reversal"),
+    ],
+    []
+);
+schema!(
+    CONVOLUTION_DIMENSION_NUMBERS,
+    "ConvolutionDimensionNumbers",
+    [
+        (7, "input_batch_dimension"),
+        (8, "input_feature_dimension"),
+        (11, "input_spatial_dimensions"),
+        (3, "kernel_input_feature_dimension"),
+        (4, "kernel_output_feature_dimension"),
+        (6, "kernel_spatial_dimensions"),
+        (9, "output_batch_dimension"),
+        (10, "output_feature_dimension"),
+        (12, "output_spatial_dimensions"),
+    ],
+    []
+);
 schema!(
     GATHER_DIMENSION_NUMBERS,
     "GatherDimensionNumbers",
@@ -427,8 +481,8 @@ schema!(
 schema!(
     PRECISION_CONFIG,
     "PrecisionConfig",
-    [(1, "operand_precision")],
-    [(2, "algorithm")]
+    [(1, "operand_precision"), (2, "algorithm")],
+    []
 );
 schema!(
     IO_ALIAS,
@@ -606,7 +660,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 33] = [
+    const DECLARED: [(&str, &Schema); 36] = [
         ("HloModuleProto", &HLO_MODULE),
         ("HloScheduleProto", &SCHEDULE),
         ("InstructionSequence", &INSTRUCTION_SEQUENCE),
@@ -626,6 +680,12 @@ mod tests {
         ("StackFrameProto", &STACK_FRAME),
         ("FrontendAttributes", &FRONTEND_ATTRIBUTES),
         ("DotDimensionNumbers", &DOT_DIMENSION_NUMBERS),
+        ("WindowProto", &WINDOW),
+        ("WindowDimension", &WINDOW_DIMENSION),
+        (
+            "ConvolutionDimensionNumbers",
+            &CONVOLUTION_DIMENSION_NUMBERS,
+        ),
         ("GatherDimensionNumbers", &GATHER_DIMENSION_NUMBERS),
         ("ScatterDimensionNumbers", &SCATTER_DIMENSION_NUMBERS),
         ("PaddingConfigDimension", &PADDING_DIMENSION),

@@ -8,6 +8,7 @@ mod collective;
 mod control_flow;
 mod gather_scatter;
 mod scalar_callee;
+mod windowed;
 
 use crate::op::{BinaryOp, ComparisonType, Op, RngAlgorithm, RngDistribution, UnaryOp};
 use crate::types::{ArrayShape, ElementType, Shape};
@@ -462,18 +463,15 @@ pub fn infer_shape(
             }
             Ok(arr(a.ty, dims))
         }
-        Op::Dot { dims, precision } => {
+        Op::Dot {
+            dims, precision, ..
+        } => {
             arity(operands, 2)?;
             let (l, r) = (array(operands, 0)?, array(operands, 1)?);
             if !precision.is_empty() && precision.len() != 2 {
                 return invalid("operand_precision needs one entry per operand");
             }
-            if l.ty.is_float() != r.ty.is_float() || l.ty == ElementType::Pred {
-                return invalid(format!(
-                    "dot operand types {} and {} are incompatible",
-                    l.ty, r.ty
-                ));
-            }
+            let ty = contraction_type("dot", l, r, declared)?;
             if dims.lhs_batch.len() != dims.rhs_batch.len()
                 || dims.lhs_contracting.len() != dims.rhs_contracting.len()
             {
@@ -517,64 +515,42 @@ pub fn infer_shape(
                     .filter(|d| !rhs_all.contains(d))
                     .map(|d| r.dims[d as usize]),
             );
-            let ty = match declared {
-                Some(Shape::Array(d))
-                    if d.ty.is_float() == l.ty.is_float() && d.ty != ElementType::Pred =>
-                {
-                    d.ty
-                }
-                _ => l.ty,
-            };
             Ok(arr(ty, out))
         }
         Op::Reduce {
             dimensions,
             to_apply,
         } => {
-            if operands.is_empty() || !operands.len().is_multiple_of(2) {
-                return Err(ShapeError::OperandCount {
-                    expected: "an even number (inputs, then inits)".into(),
-                    got: operands.len(),
-                });
-            }
-            let n = operands.len() / 2;
-            let first = array(operands, 0)?;
-            check_dims_in_range(dimensions, first.rank(), "reduce")?;
-            let mut results = Vec::with_capacity(n);
-            for i in 0..n {
-                let (x, init) = (array(operands, i)?, array(operands, n + i)?);
-                if x.dims != first.dims {
-                    return invalid(format!(
-                        "reduce inputs differ in dimensions: {x} vs {first}"
-                    ));
-                }
-                if init.rank() != 0 || init.ty != x.ty {
-                    return invalid(format!("reduce init {init} must be a {} scalar", x.ty));
-                }
+            let inputs = inputs_and_inits("reduce", operands)?;
+            check_dims_in_range(dimensions, inputs[0].rank(), "reduce")?;
+            check_reducer(to_apply, &get_callee(to_apply)?, &inputs)?;
+            let results = inputs.iter().map(|x| {
                 let kept = (0..x.rank() as i64)
                     .filter(|d| !dimensions.contains(d))
                     .map(|d| x.dims[d as usize])
                     .collect();
-                results.push(arr(x.ty, kept));
-            }
-            let sig = get_callee(to_apply)?;
-            let scalars: Vec<Shape> = (0..n)
-                .map(|i| {
-                    Shape::scalar(array(operands, i).map(|a| a.ty).unwrap_or(ElementType::F32))
-                })
-                .collect();
-            let expect_params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
-            let expect_result = if n == 1 {
-                scalars[0].clone()
-            } else {
-                Shape::Tuple(scalars)
-            };
-            check_signature(to_apply, &sig, &expect_params, &expect_result)?;
-            Ok(if n == 1 {
-                results.pop().expect("one result")
-            } else {
-                Shape::Tuple(results)
-            })
+                arr(x.ty, kept)
+            });
+            Ok(one_or_tuple(results.collect()))
+        }
+        Op::Convolution {
+            window,
+            dims,
+            feature_group_count,
+            batch_group_count,
+            precision,
+        } => windowed::convolution(
+            window,
+            dims,
+            (*feature_group_count, *batch_group_count),
+            precision,
+            operands,
+            declared,
+        ),
+        Op::ReduceWindow { window, to_apply } => {
+            let inputs = inputs_and_inits("reduce-window", operands)?;
+            check_reducer(to_apply, &get_callee(to_apply)?, &inputs)?;
+            windowed::reduce_window(window, &inputs)
         }
         Op::Tuple => Ok(Shape::Tuple(
             operands.iter().map(|s| (*s).clone()).collect(),
@@ -808,6 +784,90 @@ fn check_comparison_type(kind: ComparisonType, ty: ElementType) -> Result<(), Sh
         ));
     }
     Ok(())
+}
+
+/// The element type of a dot or convolution of `l` and `r`: the written
+/// one (an accumulation type), else the operands'. Integer weights may meet
+/// float activations (`s4` x `bf16`), as XLA allows; the result is then a
+/// float type, written.
+fn contraction_type(
+    opcode: &str,
+    l: &ArrayShape,
+    r: &ArrayShape,
+    declared: Option<&Shape>,
+) -> Result<ElementType, ShapeError> {
+    let mixed = l.ty.is_float() != r.ty.is_float();
+    if l.ty == ElementType::Pred || r.ty == ElementType::Pred {
+        return invalid(format!(
+            "{opcode} operand types {} and {} are incompatible",
+            l.ty, r.ty
+        ));
+    }
+    Ok(match declared {
+        Some(Shape::Array(d))
+            if (d.ty.is_float() == l.ty.is_float() || mixed && d.ty.is_float())
+                && d.ty != ElementType::Pred =>
+        {
+            d.ty
+        }
+        _ if mixed => {
+            return invalid(format!(
+                "a {opcode} of {} and {} gives a float type, written as its result",
+                l.ty, r.ty
+            ))
+        }
+        _ => l.ty,
+    })
+}
+
+/// A reduction's operands: inputs of one shape, then a scalar init of each
+/// input's type. Returns the inputs.
+fn inputs_and_inits<'a>(
+    opcode: &str,
+    operands: &[&'a Shape],
+) -> Result<Vec<&'a ArrayShape>, ShapeError> {
+    if operands.is_empty() || !operands.len().is_multiple_of(2) {
+        return Err(ShapeError::OperandCount {
+            expected: "an even number (inputs, then inits)".into(),
+            got: operands.len(),
+        });
+    }
+    let n = operands.len() / 2;
+    let first = array(operands, 0)?;
+    let mut inputs = Vec::with_capacity(n);
+    for i in 0..n {
+        let (x, init) = (array(operands, i)?, array(operands, n + i)?);
+        if x.dims != first.dims {
+            return invalid(format!(
+                "{opcode} inputs differ in dimensions: {x} vs {first}"
+            ));
+        }
+        if init.rank() != 0 || init.ty != x.ty {
+            return invalid(format!("{opcode} init {init} must be a {} scalar", x.ty));
+        }
+        inputs.push(x);
+    }
+    Ok(inputs)
+}
+
+/// A reducer over `inputs`: (T1.., T1..) -> T1, or a tuple for several.
+fn check_reducer(
+    name: &str,
+    sig: &CalleeSignature,
+    inputs: &[&ArrayShape],
+) -> Result<(), ShapeError> {
+    let scalars: Vec<Shape> = inputs.iter().map(|x| Shape::scalar(x.ty)).collect();
+    let params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+    check_signature(name, sig, &params, &one_or_tuple(scalars))
+}
+
+/// One result as itself, several as a tuple (variadic reductions).
+fn one_or_tuple(mut results: Vec<Shape>) -> Shape {
+    if results.len() == 1 {
+        results.pop().expect("one result")
+    } else {
+        Shape::Tuple(results)
+    }
 }
 
 fn check_signature(

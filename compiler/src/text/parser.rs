@@ -12,6 +12,7 @@ use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
 use crate::sharding::Sharding;
 use crate::types::{ArrayShape, ElementType, Shape};
+use crate::window::{ConvDims, Window};
 use pest::iterators::Pair;
 use pest::Parser;
 use std::collections::{BTreeMap, HashMap};
@@ -352,14 +353,18 @@ fn check_schedule(m: &Module, at: &Pair<Rule>) -> Result<(), ParseError> {
     for c in &m.computations {
         let mut seen = std::collections::HashSet::new();
         for id in c.ids() {
-            if let Some(o) = c.operand_ids(id).iter().find(|o| !seen.contains(*o)) {
+            let early = |deps: &[InstrId]| deps.iter().find(|o| !seen.contains(*o)).copied();
+            let found = early(c.operand_ids(id))
+                .map(|o| ("operand", o))
+                .or_else(|| early(c.control_predecessors(id)).map(|o| ("control predecessor", o)));
+            if let Some((what, o)) = found {
                 return err_at(
                     at,
                     format!(
-                        "is_scheduled=true, but in '{}' instruction '{}' comes before its operand '{}'",
+                        "is_scheduled=true, but in '{}' instruction '{}' comes before its {what} '{}'",
                         c.name,
                         c.instr(id).name,
-                        c.instr(*o).name
+                        c.instr(o).name
                     ),
                 );
             }
@@ -579,7 +584,7 @@ fn value(p: Pair<Rule>) -> Result<Value, ParseError> {
         Rule::word => Value::Word(strip_sigil(p.as_str()).to_string()),
         Rule::int_list => Value::Ints(ints_in(&p)?),
         Rule::word_list => Value::Words(p.into_inner().map(|w| w.as_str().to_string()).collect()),
-        Rule::raw_value => Value::Raw(p.as_str().to_string()),
+        Rule::raw_value | Rule::arrow_value => Value::Raw(p.as_str().to_string()),
         Rule::kv_map => Value::Map(
             p.into_inner()
                 .map(|kv| {
@@ -746,6 +751,50 @@ impl<'i> Attrs<'i> {
         }
     }
 
+    /// An attribute's value as written (`window={size=3 pad=1_1}` gives
+    /// `{size=3 pad=1_1}`): for values with a syntax of their own, which
+    /// the attribute grammar reads as raw text or, by accident, as a map.
+    fn text(&mut self, key: &str) -> Option<(String, Pair<'i, Rule>)> {
+        let (_, p) = self.take(key)?;
+        let written = p.as_str().split_once('=').map_or("", |(_, v)| v.trim());
+        Some((written.to_string(), p))
+    }
+
+    /// `window={...}`; an op without one slides over no dimensions.
+    fn window(&mut self) -> Result<Window, ParseError> {
+        let Some((text, p)) = self.text("window") else {
+            return Ok(Window::default());
+        };
+        let inner = text
+            .strip_prefix('{')
+            .and_then(|t| t.strip_suffix('}'))
+            .map_or_else(
+                || err_at(&p, "'window' must be braced: window={size=3x3 ...}"),
+                Ok,
+            )?;
+        Window::parse(inner).or_else(|e| err_at(&p, e))
+    }
+
+    fn precision(&mut self) -> Result<Vec<Precision>, ParseError> {
+        match self.take("operand_precision") {
+            None => Ok(Vec::new()),
+            Some((Value::Words(ws), p)) => ws
+                .iter()
+                .map(|w| {
+                    Precision::from_name(w)
+                        .map_or_else(|| err_at(&p, format!("unknown precision '{w}'")), Ok)
+                })
+                .collect(),
+            Some((other, p)) => err_at(
+                &p,
+                format!(
+                    "'operand_precision' must be a word list, got {}",
+                    other.kind()
+                ),
+            ),
+        }
+    }
+
     fn finish(self) -> Result<(), ParseError> {
         if let Some((key, (_, p))) = self.map.into_iter().next() {
             return err_at(
@@ -776,6 +825,7 @@ fn computation(
     let name_pair = it.next().expect("grammar: computation name");
     let mut comp = Computation::new(strip_sigil(name_pair.as_str()));
     let mut pending = Vec::new();
+    let mut control = Vec::new();
     let mut by_name: HashMap<String, InstrId> = HashMap::new();
     let mut root = None;
     let mut last = None;
@@ -783,7 +833,14 @@ fn computation(
         match q.as_rule() {
             Rule::signature => {}
             Rule::instruction => {
-                let (instr, operands, is_root, at, unshaped) = instruction(q)?;
+                let ParsedInstruction {
+                    instr,
+                    operands,
+                    is_root,
+                    at,
+                    unshaped,
+                    control: written_control,
+                } = instruction(q)?;
                 let name = instr.name.clone();
                 let id = comp.add(instr, &[]);
                 if by_name.insert(name.clone(), id).is_some() {
@@ -796,6 +853,9 @@ fn computation(
                     root = Some(id);
                 }
                 last = Some(id);
+                if let Some(c) = written_control {
+                    control.push((id, c));
+                }
                 pending.push(PendingInstr {
                     id,
                     operands,
@@ -842,6 +902,22 @@ fn computation(
     }
     for (id, ops) in edges {
         comp.connect_operands(id, &ops);
+    }
+    for (id, (names, at)) in control {
+        for n in names {
+            match by_name.get(&n) {
+                Some(&pred) => comp.add_control_dependency(pred, id),
+                None => {
+                    return err_at(
+                        &at,
+                        format!(
+                            "control predecessor '{n}' is not defined in computation '{}'",
+                            comp.name
+                        ),
+                    )
+                }
+            }
+        }
     }
     infer_unwritten_shapes(&mut comp, unshaped, callees)?;
     match root.or(last) {
@@ -911,7 +987,14 @@ fn with_inferred_layout(mut shape: Shape, op: &Op, operands: &[&Shape]) -> Shape
     let Shape::Array(out) = &mut shape else {
         return shape;
     };
-    let first = operands.first().and_then(|s| s.as_array());
+    // XLA's inference copies one operand's shape: a select's `on_true`, a
+    // clamp's operand, otherwise the first. Its whole layout comes along
+    // (tiles, element size) where the element type stays.
+    let copied = match op {
+        Op::Select | Op::Clamp => operands.get(1),
+        _ => operands.first(),
+    };
+    let first = copied.and_then(|s| s.as_array());
     let elementwise = matches!(
         op,
         Op::Unary(_) | Op::Binary(_) | Op::Compare { .. } | Op::Select | Op::Clamp
@@ -919,6 +1002,9 @@ fn with_inferred_layout(mut shape: Shape, op: &Op, operands: &[&Shape]) -> Shape
     match (op, first) {
         (_, Some(a)) if elementwise && a.dims == out.dims => {
             out.minor_to_major = a.minor_to_major.clone();
+            if a.ty == out.ty {
+                out.physical = a.physical.clone();
+            }
         }
         (Op::Transpose { permutation }, Some(a)) if permutation.len() == a.rank() => {
             let mut inverse = vec![0; permutation.len()];
@@ -944,7 +1030,16 @@ fn with_inferred_layout(mut shape: Shape, op: &Op, operands: &[&Shape]) -> Shape
     shape
 }
 
-type ParsedInstruction<'i> = (Instruction, Vec<Pair<'i, Rule>>, bool, Pair<'i, Rule>, bool);
+/// An instruction as written, before names resolve.
+struct ParsedInstruction<'i> {
+    instr: Instruction,
+    operands: Vec<Pair<'i, Rule>>,
+    is_root: bool,
+    at: Pair<'i, Rule>,
+    unshaped: bool,
+    /// `control-predecessors={a, b}`: the names, and where they are.
+    control: Option<(Vec<String>, Pair<'i, Rule>)>,
+}
 
 fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseError> {
     let at = p.clone();
@@ -1024,6 +1119,23 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
     };
     let backend_config = attrs.backend_config()?;
     let parameter_replication = parameter_replication(&mut attrs)?;
+    let control = match attrs.take("control-predecessors") {
+        None => None,
+        Some((Value::Words(names), p)) => Some((
+            names.iter().map(|n| strip_sigil(n).to_string()).collect(),
+            p,
+        )),
+        Some((Value::Ints(v), p)) if v.is_empty() => Some((Vec::new(), p)),
+        Some((other, p)) => {
+            return err_at(
+                &p,
+                format!(
+                    "'control-predecessors' must list instruction names, got {}",
+                    other.kind()
+                ),
+            )
+        }
+    };
     attrs.finish()?;
     let instr = Instruction {
         name,
@@ -1035,7 +1147,14 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         backend_config,
         parameter_replication,
     };
-    Ok((instr, operands, is_root, at, unshaped))
+    Ok(ParsedInstruction {
+        instr,
+        operands,
+        is_root,
+        at,
+        unshaped,
+        control,
+    })
 }
 
 fn metadata(m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata, ParseError> {
@@ -1374,29 +1493,43 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
                 rhs_batch: a.ints_or_empty("rhs_batch_dims")?,
                 rhs_contracting: a.ints_or_empty("rhs_contracting_dims")?,
             };
-            let precision = match a.take("operand_precision") {
-                None => Vec::new(),
-                Some((Value::Words(ws), p)) => ws
-                    .iter()
-                    .map(|w| {
-                        Precision::from_name(w)
-                            .map_or_else(|| err_at(&p, format!("unknown precision '{w}'")), Ok)
-                    })
-                    .collect::<Result<_, _>>()?,
-                Some((other, p)) => {
-                    return err_at(
-                        &p,
-                        format!(
-                            "'operand_precision' must be a word list, got {}",
-                            other.kind()
-                        ),
-                    )
-                }
+            let precision = a.precision()?;
+            let algorithm = if a.map.contains_key("algorithm") {
+                parse_enum(
+                    a,
+                    "algorithm",
+                    DotAlgorithm::from_name,
+                    &DotAlgorithm::names().join(", "),
+                )?
+            } else {
+                DotAlgorithm::Unset
             };
-            Op::Dot { dims, precision }
+            Op::Dot {
+                dims,
+                precision,
+                algorithm,
+            }
         }
         "reduce" => Op::Reduce {
             dimensions: a.ints("dimensions")?,
+            to_apply: a.word("to_apply")?.0,
+        },
+        "convolution" => {
+            let window = a.window()?;
+            let dims = match a.text("dim_labels") {
+                Some((labels, p)) => ConvDims::parse(&labels).or_else(|e| err_at(&p, e))?,
+                None => return err_at(opcode_pair, "convolution needs dim_labels=b01f_01io->b01f"),
+            };
+            Op::Convolution {
+                window,
+                dims: Box::new(dims),
+                feature_group_count: a.optional_int("feature_group_count")?.unwrap_or(1),
+                batch_group_count: a.optional_int("batch_group_count")?.unwrap_or(1),
+                precision: a.precision()?,
+            }
+        }
+        "reduce-window" => Op::ReduceWindow {
+            window: a.window()?,
             to_apply: a.word("to_apply")?.0,
         },
         "tuple" => Op::Tuple,

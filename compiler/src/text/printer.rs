@@ -6,7 +6,7 @@ use crate::collective::Collective;
 use crate::computation::{Computation, InstrId};
 use crate::instruction::Metadata;
 use crate::module::Module;
-use crate::op::{Op, PadDim};
+use crate::op::{DotAlgorithm, Op, PadDim, Precision};
 use crate::types::{write_joined, ElementType};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -229,14 +229,18 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             out.push_str(", padding=");
             write_padding(out, config);
         }
-        Op::Dot { dims, precision } => {
+        Op::Dot {
+            dims,
+            precision,
+            algorithm,
+        } => {
             list_if_any(out, "lhs_batch_dims", &dims.lhs_batch);
             list(out, "lhs_contracting_dims", &dims.lhs_contracting);
             list_if_any(out, "rhs_batch_dims", &dims.rhs_batch);
             list(out, "rhs_contracting_dims", &dims.rhs_contracting);
-            if !precision.is_empty() {
-                let names: Vec<&str> = precision.iter().map(|p| p.name()).collect();
-                let _ = write!(out, ", operand_precision={{{}}}", names.join(","));
+            write_precision(out, precision);
+            if *algorithm != DotAlgorithm::Unset {
+                let _ = write!(out, ", algorithm={}", algorithm.name());
             }
         }
         Op::Reduce {
@@ -245,6 +249,28 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         } => {
             list(out, "dimensions", dimensions);
             let _ = write!(out, ", to_apply={to_apply}");
+        }
+        Op::Convolution {
+            window,
+            dims,
+            feature_group_count,
+            batch_group_count,
+            precision,
+        } => {
+            if !window.dims.is_empty() {
+                let _ = write!(out, ", window={{{window}}}");
+            }
+            let _ = write!(out, ", dim_labels={dims}");
+            if *feature_group_count != 1 {
+                let _ = write!(out, ", feature_group_count={feature_group_count}");
+            }
+            if *batch_group_count != 1 {
+                let _ = write!(out, ", batch_group_count={batch_group_count}");
+            }
+            write_precision(out, precision);
+        }
+        Op::ReduceWindow { window, to_apply } => {
+            let _ = write!(out, ", window={{{window}}}, to_apply={to_apply}");
         }
         Op::GetTupleElement { index } => {
             let _ = write!(out, ", index={index}");
@@ -412,6 +438,17 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         out.push_str(", sharding=");
         super::sharding::write_sharding(out, s, &metadata_fields);
     }
+    let preds = c.control_predecessors(id);
+    if !preds.is_empty() {
+        out.push_str(", control-predecessors={");
+        for (i, &p) in preds.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&c.instr(p).name);
+        }
+        out.push('}');
+    }
     if !instr.metadata.is_empty() {
         let _ = write!(out, ", metadata={{{}}}", metadata_fields(&instr.metadata));
     }
@@ -496,4 +533,11 @@ fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>)
         let _ = write!(out, "{k}=\"{}\"", escape(v));
     }
     out.push('}');
+}
+
+fn write_precision(out: &mut String, precision: &[Precision]) {
+    if !precision.is_empty() {
+        let names: Vec<&str> = precision.iter().map(|p| p.name()).collect();
+        let _ = write!(out, ", operand_precision={{{}}}", names.join(","));
+    }
 }

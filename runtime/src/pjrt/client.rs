@@ -541,6 +541,17 @@ fn buffer_type(t: ElementType) -> i32 {
         ElementType::F32 => 11,
         ElementType::F64 => 12,
         ElementType::Bf16 => 13,
+        ElementType::F8E5M2 => 16,
+        ElementType::F8E4M3FN => 17,
+        ElementType::F8E4M3B11FNUZ => 18,
+        ElementType::F8E5M2FNUZ => 19,
+        ElementType::F8E4M3FNUZ => 20,
+        ElementType::S4 => 21,
+        ElementType::U4 => 22,
+        ElementType::S2 => 24,
+        ElementType::U2 => 25,
+        ElementType::F8E4M3 => 26,
+        ElementType::F8E3M4 => 27,
     }
 }
 

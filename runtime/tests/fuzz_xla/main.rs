@@ -5,7 +5,8 @@
 //!
 //! `HLATC_FUZZ_MODULES` sets how many modules (CI runs the default 1,500;
 //! the README's figure is from a 10,000-module run), `HLATC_FUZZ_SEED` the
-//! first seed.
+//! first seed; `HLATC_FUZZ_TRACE` prints each module before it is compiled,
+//! so the last one printed is the one an abort came from.
 
 mod module_gen;
 
@@ -43,6 +44,11 @@ fn verified_modules_never_abort_xla_cpu() {
             Err(e) => panic!("seed {seed}: the generator built a module the verifier refuses: {e}"),
         };
         instructions += m.instruction_count();
+        // An abort takes the process down before any report: with
+        // HLATC_FUZZ_TRACE set, each module is printed before XLA sees it.
+        if std::env::var("HLATC_FUZZ_TRACE").is_ok() {
+            eprintln!("seed {seed}:\n{}", print_module(&m));
+        }
         let program = match rt.compile(&m) {
             Ok(p) => p,
             Err(hlatc_runtime::RuntimeError::Preflight { .. }) => {

@@ -356,6 +356,7 @@ impl ModuleGen {
                     Op::Dot {
                         dims,
                         precision: vec![],
+                        algorithm: Default::default(),
                     },
                     &[x, y],
                     None,

@@ -1,0 +1,343 @@
+//! How `convolution` and `reduce-window` slide over their input: XLA's
+//! `Window` (a size, stride, padding and dilation per dimension) and a
+//! convolution's dimension numbers, with their text forms
+//! (`window={size=3x3 stride=2x2 pad=1_1x1_1}`, `dim_labels=b01f_01io->b01f`).
+
+use std::fmt;
+
+/// One dimension of a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WindowDim {
+    pub size: i64,
+    pub stride: i64,
+    pub padding_low: i64,
+    pub padding_high: i64,
+    /// `rhs_dilate`: holes between the window's elements.
+    pub window_dilation: i64,
+    /// `lhs_dilate`: holes between the input's elements.
+    pub base_dilation: i64,
+    pub window_reversal: bool,
+}
+
+impl WindowDim {
+    /// A window of `size` with stride 1, no padding and no dilation.
+    pub fn of_size(size: i64) -> WindowDim {
+        WindowDim {
+            size,
+            stride: 1,
+            padding_low: 0,
+            padding_high: 0,
+            window_dilation: 1,
+            base_dilation: 1,
+            window_reversal: false,
+        }
+    }
+
+    /// How many positions the window takes over an input dimension of
+    /// `base` elements (XLA's dilated, padded, strided bound).
+    pub fn output_size(&self, base: i64) -> Result<i64, String> {
+        if self.size <= 0 || self.stride <= 0 {
+            return Err(format!(
+                "window size {} and stride {} must be positive",
+                self.size, self.stride
+            ));
+        }
+        if self.window_dilation < 1 || self.base_dilation < 1 {
+            return Err(format!(
+                "window dilations must be at least 1, got lhs_dilate {} and rhs_dilate {}",
+                self.base_dilation, self.window_dilation
+            ));
+        }
+        let dilated = |n: i64, d: i64| -> Option<i64> {
+            if n == 0 {
+                Some(0)
+            } else {
+                (n - 1).checked_mul(d)?.checked_add(1)
+            }
+        };
+        let too_large = || format!("window over {base} elements is too large");
+        let padded = dilated(base, self.base_dilation)
+            .and_then(|b| {
+                b.checked_add(self.padding_low)?
+                    .checked_add(self.padding_high)
+            })
+            .ok_or_else(too_large)?;
+        if padded < 0 {
+            return Err(format!(
+                "padding {}_{} leaves fewer than no elements of {base}",
+                self.padding_low, self.padding_high
+            ));
+        }
+        let window = dilated(self.size, self.window_dilation).ok_or_else(too_large)?;
+        Ok(if window > padded {
+            0
+        } else {
+            (padded - window) / self.stride + 1
+        })
+    }
+}
+
+/// A window: one [`WindowDim`] per dimension it slides over.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Window {
+    pub dims: Vec<WindowDim>,
+}
+
+impl Window {
+    /// Reads what XLA writes inside `window={...}`: `size=` (required when
+    /// anything is written), then any of `stride=`, `pad=`, `lhs_dilate=`,
+    /// `rhs_dilate=` and `rhs_reversal=`, each with one `x`-separated entry
+    /// per dimension.
+    pub fn parse(text: &str) -> Result<Window, String> {
+        let mut fields: Vec<(&str, Vec<&str>)> = Vec::new();
+        for item in text.split_whitespace() {
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("window item '{item}' is not key=value"))?;
+            if fields.iter().any(|(k, _)| *k == key) {
+                return Err(format!("window gives '{key}' twice"));
+            }
+            fields.push((key, value.split('x').collect()));
+        }
+        if fields.is_empty() {
+            return Ok(Window::default());
+        }
+        let Some(sizes) = fields.iter().find(|(k, _)| *k == "size").map(|(_, v)| v) else {
+            return Err("window needs 'size='".into());
+        };
+        let mut dims: Vec<WindowDim> = sizes
+            .iter()
+            .map(|s| int(s, "size").map(WindowDim::of_size))
+            .collect::<Result<_, _>>()?;
+        for (key, values) in &fields {
+            if values.len() != dims.len() {
+                return Err(format!(
+                    "window '{key}' has {} entries, 'size' has {}",
+                    values.len(),
+                    dims.len()
+                ));
+            }
+            for (d, v) in dims.iter_mut().zip(values) {
+                match *key {
+                    "size" => {}
+                    "stride" => d.stride = int(v, key)?,
+                    "lhs_dilate" => d.base_dilation = int(v, key)?,
+                    "rhs_dilate" => d.window_dilation = int(v, key)?,
+                    "rhs_reversal" => {
+                        d.window_reversal = match *v {
+                            "0" => false,
+                            "1" => true,
+                            _ => return Err(format!("window rhs_reversal '{v}' must be 0 or 1")),
+                        }
+                    }
+                    "pad" => {
+                        let (lo, hi) = v
+                            .split_once('_')
+                            .ok_or_else(|| format!("window pad '{v}' is not low_high"))?;
+                        d.padding_low = int(lo, key)?;
+                        d.padding_high = int(hi, key)?;
+                    }
+                    other => {
+                        return Err(format!(
+                            "unknown window item '{other}' (size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal)"
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(Window { dims })
+    }
+
+    /// Every dimension's output size over `base`, in order.
+    pub fn output_dims(&self, base: &[i64]) -> Result<Vec<i64>, String> {
+        self.dims
+            .iter()
+            .zip(base)
+            .map(|(d, &b)| d.output_size(b))
+            .collect()
+    }
+}
+
+fn int(s: &str, key: &str) -> Result<i64, String> {
+    s.parse()
+        .map_err(|_| format!("window {key} '{s}' is not an integer"))
+}
+
+impl fmt::Display for Window {
+    /// XLA's spelling: `size` always, each other item only where some
+    /// dimension differs from the default.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.dims;
+        let field = |f: &mut fmt::Formatter<'_>,
+                     first: bool,
+                     key: &str,
+                     item: &dyn Fn(&WindowDim) -> String|
+         -> fmt::Result {
+            if !first {
+                f.write_str(" ")?;
+            }
+            let items: Vec<String> = d.iter().map(item).collect();
+            write!(f, "{key}={}", items.join("x"))
+        };
+        if d.is_empty() {
+            return Ok(());
+        }
+        field(f, true, "size", &|w| w.size.to_string())?;
+        if d.iter().any(|w| w.stride != 1) {
+            field(f, false, "stride", &|w| w.stride.to_string())?;
+        }
+        if d.iter().any(|w| w.padding_low != 0 || w.padding_high != 0) {
+            field(f, false, "pad", &|w| {
+                format!("{}_{}", w.padding_low, w.padding_high)
+            })?;
+        }
+        if d.iter().any(|w| w.base_dilation != 1) {
+            field(f, false, "lhs_dilate", &|w| w.base_dilation.to_string())?;
+        }
+        if d.iter().any(|w| w.window_dilation != 1) {
+            field(f, false, "rhs_dilate", &|w| w.window_dilation.to_string())?;
+        }
+        if d.iter().any(|w| w.window_reversal) {
+            field(f, false, "rhs_reversal", &|w| {
+                u8::from(w.window_reversal).to_string()
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Which dimension of a convolution's input, kernel and output is which
+/// (XLA's `ConvolutionDimensionNumbers`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ConvDims {
+    pub input_batch: i64,
+    pub input_feature: i64,
+    pub input_spatial: Vec<i64>,
+    pub kernel_input_feature: i64,
+    pub kernel_output_feature: i64,
+    pub kernel_spatial: Vec<i64>,
+    pub output_batch: i64,
+    pub output_feature: i64,
+    pub output_spatial: Vec<i64>,
+}
+
+/// One operand's labels: the dimension holding each of the two named
+/// roles, then each spatial dimension's.
+type Labelled = (i64, i64, Vec<i64>);
+
+fn read_labels(labels: &str, roles: [char; 2], what: &str) -> Result<Labelled, String> {
+    let rank = labels.chars().count();
+    let spatial_count = rank
+        .checked_sub(2)
+        .ok_or_else(|| format!("{what} labels '{labels}' need at least the two roles {roles:?}"))?;
+    let (mut first, mut second) = (None, None);
+    let mut spatial = vec![None; spatial_count];
+    for (i, c) in labels.chars().enumerate() {
+        let slot = if c == roles[0] {
+            &mut first
+        } else if c == roles[1] {
+            &mut second
+        } else if let Some(s) = c.to_digit(10).and_then(|s| spatial.get_mut(s as usize)) {
+            s
+        } else {
+            return Err(format!(
+                "{what} labels '{labels}': '{c}' is neither {} nor {} nor a spatial dimension below {spatial_count}",
+                roles[0], roles[1]
+            ));
+        };
+        if slot.replace(i as i64).is_some() {
+            return Err(format!("{what} labels '{labels}' name '{c}' twice"));
+        }
+    }
+    let missing = |r: char| format!("{what} labels '{labels}' have no '{r}'");
+    Ok((
+        first.ok_or_else(|| missing(roles[0]))?,
+        second.ok_or_else(|| missing(roles[1]))?,
+        spatial
+            .into_iter()
+            .map(|s| s.expect("each of rank - 2 digits below rank - 2 is named once"))
+            .collect(),
+    ))
+}
+
+fn write_labels(
+    f: &mut fmt::Formatter<'_>,
+    roles: [char; 2],
+    l: (i64, i64, &[i64]),
+) -> fmt::Result {
+    let mut out = vec!['?'; l.2.len() + 2];
+    let mut put = |dim: i64, c: char| {
+        if let Some(slot) = usize::try_from(dim).ok().and_then(|d| out.get_mut(d)) {
+            *slot = c;
+        }
+    };
+    put(l.0, roles[0]);
+    put(l.1, roles[1]);
+    for (i, &d) in l.2.iter().enumerate() {
+        put(d, char::from_digit(i as u32 % 10, 10).expect("a digit"));
+    }
+    f.write_str(&out.into_iter().collect::<String>())
+}
+
+impl ConvDims {
+    /// Reads `dim_labels` (`b01f_01io->b01f`): the input's batch, feature
+    /// and spatial dimensions, the kernel's input and output features and
+    /// spatial dimensions, then the output's.
+    pub fn parse(text: &str) -> Result<ConvDims, String> {
+        let (operands, output) = text
+            .split_once("->")
+            .ok_or_else(|| format!("dim_labels '{text}' needs '->'"))?;
+        let (input, kernel) = operands
+            .split_once('_')
+            .ok_or_else(|| format!("dim_labels '{text}' needs '_' between input and kernel"))?;
+        let (input_batch, input_feature, input_spatial) = read_labels(input, ['b', 'f'], "input")?;
+        let (kernel_input_feature, kernel_output_feature, kernel_spatial) =
+            read_labels(kernel, ['i', 'o'], "kernel")?;
+        let (output_batch, output_feature, output_spatial) =
+            read_labels(output, ['b', 'f'], "output")?;
+        if input_spatial.len() != kernel_spatial.len()
+            || input_spatial.len() != output_spatial.len()
+        {
+            return Err(format!(
+                "dim_labels '{text}' give input, kernel and output different numbers of spatial dimensions"
+            ));
+        }
+        Ok(ConvDims {
+            input_batch,
+            input_feature,
+            input_spatial,
+            kernel_input_feature,
+            kernel_output_feature,
+            kernel_spatial,
+            output_batch,
+            output_feature,
+            output_spatial,
+        })
+    }
+}
+
+impl fmt::Display for ConvDims {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_labels(
+            f,
+            ['b', 'f'],
+            (self.input_batch, self.input_feature, &self.input_spatial),
+        )?;
+        f.write_str("_")?;
+        write_labels(
+            f,
+            ['i', 'o'],
+            (
+                self.kernel_input_feature,
+                self.kernel_output_feature,
+                &self.kernel_spatial,
+            ),
+        )?;
+        f.write_str("->")?;
+        write_labels(
+            f,
+            ['b', 'f'],
+            (self.output_batch, self.output_feature, &self.output_spatial),
+        )
+    }
+}
