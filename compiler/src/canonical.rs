@@ -17,7 +17,8 @@ pub fn default_comparison_type(ty: ElementType) -> ComparisonType {
     }
 }
 
-/// Removes default comparison types and all-default operand precisions.
+/// Removes default comparison types and all-default operand precisions
+/// (and a custom call's convolution attributes left with nothing to say).
 pub fn drop_default_attributes(m: &mut Module) {
     for c in &mut m.computations {
         let ids: Vec<_> = c.ids().collect();
@@ -39,6 +40,16 @@ pub fn drop_default_attributes(m: &mut Module) {
                     if precision.iter().all(|&p| p == Precision::Default) =>
                 {
                     precision.clear();
+                }
+                Op::CustomCall(cc) => {
+                    if let Some(conv) = &mut cc.convolution {
+                        if conv.precision.iter().all(|&p| p == Precision::Default) {
+                            conv.precision.clear();
+                        }
+                        if conv.is_empty() {
+                            cc.convolution = None;
+                        }
+                    }
                 }
                 _ => {}
             }

@@ -3,7 +3,7 @@
 //! The payload is little-endian bytes in row-major order, so one type serves
 //! constants, proto literals, safetensors and PJRT buffers without conversion.
 
-use crate::types::{ArrayShape, ElementType};
+use crate::types::{f8_types, ArrayShape, ElementType};
 use half::{bf16, f16};
 use std::fmt;
 
@@ -223,13 +223,7 @@ impl Literal {
             ElementType::Bf16 => Scalar::Float(bf16::from_le_bytes([b[0], b[1]]).to_f64()),
             ElementType::F32 => Scalar::Float(f32::from_le_bytes(b.try_into().unwrap()) as f64),
             ElementType::F64 => Scalar::Float(f64::from_le_bytes(buf)),
-            ElementType::F8E5M2
-            | ElementType::F8E4M3
-            | ElementType::F8E4M3FN
-            | ElementType::F8E4M3B11FNUZ
-            | ElementType::F8E3M4
-            | ElementType::F8E5M2FNUZ
-            | ElementType::F8E4M3FNUZ => unreachable!("decoded above"),
+            f8_types!() => unreachable!("decoded above"),
         }
     }
 
@@ -359,7 +353,87 @@ fn write_float<T: fmt::Display + fmt::LowerExp>(
     }
 }
 
+/// An IEEE-style float type's mantissa and total width in bits: where its
+/// NaNs keep their sign and payload.
+fn ieee_layout(ty: ElementType) -> Option<(u32, u32)> {
+    match ty {
+        ElementType::F16 => Some((10, 16)),
+        ElementType::Bf16 => Some((7, 16)),
+        ElementType::F32 => Some((23, 32)),
+        ElementType::F64 => Some((52, 64)),
+        _ => None,
+    }
+}
+
 impl Literal {
+    fn element_bits(&self, i: usize) -> u64 {
+        let w = self.ty().byte_size();
+        let mut buf = [0u8; 8];
+        buf[..w].copy_from_slice(&self.data[i * w..(i + 1) * w]);
+        u64::from_le_bytes(buf)
+    }
+
+    /// Element `i`'s sign and payload, when it is a NaN: the payload is
+    /// `None` for the quiet NaN without one (what `nan` means in HLO text).
+    pub fn nan_parts(&self, i: usize) -> Option<(bool, Option<u64>)> {
+        let ty = self.ty();
+        if !matches!(self.get(i), Scalar::Float(v) if v.is_nan()) {
+            return None;
+        }
+        let Some((mantissa, width)) = ieee_layout(ty) else {
+            // The 8-bit floats have one NaN (two in FN formats, by sign).
+            let negative = self.data[i] & 0x80 != 0
+                && ty.minifloat().is_some_and(|f| {
+                    f.specials != crate::minifloat::Specials::FiniteNegativeZeroNan
+                });
+            return Some((negative, None));
+        };
+        let bits = self.element_bits(i);
+        let payload = bits & ((1u64 << mantissa) - 1);
+        let quiet = 1u64 << (mantissa - 1);
+        Some((
+            bits >> (width - 1) & 1 == 1,
+            (payload != quiet).then_some(payload),
+        ))
+    }
+
+    /// Makes element `i` a NaN of the given sign and payload (`None`: the
+    /// quiet NaN without one), as HLO text's `-nan(0x1)` says.
+    pub fn set_nan(
+        &mut self,
+        i: usize,
+        negative: bool,
+        payload: Option<u64>,
+    ) -> Result<(), LiteralError> {
+        let ty = self.ty();
+        let spelled = || LiteralError::OutOfRange {
+            value: format!(
+                "{}nan{}",
+                if negative { "-" } else { "" },
+                payload.map_or(String::new(), |p| format!("(0x{p:x})"))
+            ),
+            ty,
+        };
+        let Some((mantissa, width)) = ieee_layout(ty) else {
+            let format = ty.minifloat().ok_or_else(spelled)?;
+            if payload.is_some() {
+                return Err(spelled());
+            }
+            let nan = if negative { -f64::NAN } else { f64::NAN };
+            self.data[i] = format.encode(nan).ok_or_else(spelled)?;
+            return Ok(());
+        };
+        let p = payload.unwrap_or(1u64 << (mantissa - 1));
+        if p == 0 || p >> mantissa != 0 {
+            return Err(spelled());
+        }
+        let exponent = ((1u64 << (width - 1 - mantissa)) - 1) << mantissa;
+        let bits = (u64::from(negative) << (width - 1)) | exponent | p;
+        let w = ty.byte_size();
+        self.data[i * w..(i + 1) * w].copy_from_slice(&bits.to_le_bytes()[..w]);
+        Ok(())
+    }
+
     /// Element `i` as HLO text spells it (shortest round-trip decimal for
     /// its own precision).
     pub fn element_string(&self, i: usize) -> String {
@@ -369,6 +443,9 @@ impl Literal {
     /// Element `i` widened for printing: floats narrower than f64 print their
     /// own shortest round-trip decimal rather than the f64 one.
     fn display_scalar(&self, i: usize) -> DisplayScalar {
+        if let Some((negative, payload)) = self.nan_parts(i) {
+            return DisplayScalar::Nan(negative, payload);
+        }
         match (self.ty(), self.get(i)) {
             (ElementType::F64, s) => DisplayScalar::Wide(s),
             (_, Scalar::Float(v)) => DisplayScalar::Narrow(v as f32),
@@ -380,6 +457,8 @@ impl Literal {
 enum DisplayScalar {
     Wide(Scalar),
     Narrow(f32),
+    /// XLA's `nan`, `-nan`, `nan(0x1)`.
+    Nan(bool, Option<u64>),
 }
 
 impl fmt::Display for DisplayScalar {
@@ -387,6 +466,16 @@ impl fmt::Display for DisplayScalar {
         match self {
             DisplayScalar::Wide(s) => s.fmt(f),
             DisplayScalar::Narrow(v) => write_float(f, *v, *v as f64),
+            DisplayScalar::Nan(negative, payload) => {
+                if *negative {
+                    f.write_str("-")?;
+                }
+                f.write_str("nan")?;
+                match payload {
+                    Some(p) => write!(f, "(0x{p:x})"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

@@ -431,6 +431,33 @@ pub struct CustomCall {
     pub target: String,
     pub api_version: CustomCallApiVersion,
     pub has_side_effect: bool,
+    /// The convolution attributes a call may carry (cuDNN's convolutions
+    /// do), kept for the target to read; `None` when none is written.
+    pub convolution: Option<Box<CallConvolution>>,
+}
+
+/// A custom call's `window`, `dim_labels`, group counts and operand
+/// precision: what `convolution` has, each optional here.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CallConvolution {
+    /// Written even when empty (`window={}`), as XLA keeps it.
+    pub window: Option<Window>,
+    pub dims: Option<ConvDims>,
+    pub feature_group_count: i64,
+    pub batch_group_count: i64,
+    pub precision: Vec<Precision>,
+}
+
+impl CallConvolution {
+    /// Whether it says nothing a call without it would not: such a call is
+    /// kept as one without, so text and proto read back the same.
+    pub fn is_empty(&self) -> bool {
+        self.window.is_none()
+            && self.dims.is_none()
+            && self.feature_group_count == 1
+            && self.batch_group_count == 1
+            && self.precision.is_empty()
+    }
 }
 
 /// An operation with its attributes. Called computations are referenced by

@@ -35,6 +35,21 @@ pub enum ElementType {
     F64,
 }
 
+/// The 8-bit float types, as a pattern (one list for every match that
+/// names them).
+macro_rules! f8_types {
+    () => {
+        ElementType::F8E5M2
+            | ElementType::F8E4M3
+            | ElementType::F8E4M3FN
+            | ElementType::F8E4M3B11FNUZ
+            | ElementType::F8E3M4
+            | ElementType::F8E5M2FNUZ
+            | ElementType::F8E4M3FNUZ
+    };
+}
+pub(crate) use f8_types;
+
 /// One row per type: text spelling, `PrimitiveType`, bits per element.
 const TABLE: [(ElementType, &str, i32, usize); 24] = [
     (ElementType::Pred, "pred", 1, 8),
@@ -121,13 +136,7 @@ impl ElementType {
     pub fn is_float(self) -> bool {
         matches!(
             self,
-            ElementType::F8E5M2
-                | ElementType::F8E4M3
-                | ElementType::F8E4M3FN
-                | ElementType::F8E4M3B11FNUZ
-                | ElementType::F8E3M4
-                | ElementType::F8E5M2FNUZ
-                | ElementType::F8E4M3FNUZ
+            f8_types!()
                 | ElementType::F16
                 | ElementType::Bf16
                 | ElementType::F32

@@ -121,6 +121,10 @@ fn semantic_errors_point_at_the_token() {
             "6:63: kernel labels '01ix': 'x' is neither i nor o nor a spatial dimension below 2",
         ),
         (
+            entry("  ROOT a = bf16[] constant(nan(0x80))"),
+            "4:28: value nan(0x80) is not representable as bf16",
+        ),
+        (
             entry(
                 "  x = f32[2,2] parameter(0)\n  ROOT d = f32[2,2] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}, algorithm=dot_f32_f32_f17",
             ),

@@ -171,7 +171,7 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
     assert_eq!(with(|i| i.batch_group_count = 1), Ok(()));
     assert_eq!(
         with(|i| i.feature_group_count = 2).unwrap_err(),
-        "computation 'e', instruction 'n': negate has field feature_group_count (50), which hlatc reads only on convolution; here it would be lost"
+        "computation 'e', instruction 'n': negate has field feature_group_count (50), which hlatc reads only on convolution and custom-call; here it would be lost"
     );
     assert!(with(|i| i.batch_group_count = 4)
         .unwrap_err()
@@ -179,7 +179,7 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
     let e = with(|i| i.window = Some(Default::default())).unwrap_err();
     assert!(
         e.contains(
-            "negate has field window (15), which hlatc reads only on convolution and reduce-window"
+            "negate has field window (15), which hlatc reads only on convolution, reduce-window and custom-call"
         ),
         "{e}"
     );

@@ -51,6 +51,7 @@ fn neuron_call(d: Direction, axis: i64) -> (Op, String) {
         target: d.target().to_string(),
         api_version: CustomCallApiVersion::Original,
         has_side_effect: false,
+        convolution: None,
     });
     (op, axis.to_string())
 }

@@ -426,6 +426,14 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.custom_call_target = cc.target.clone();
             p.custom_call_api_version = cc.api_version.proto();
             p.custom_call_has_side_effect = cc.has_side_effect;
+            if let Some(conv) = &cc.convolution {
+                p.window = conv.window.as_ref().and_then(window_to_proto);
+                p.convolution_dimension_numbers =
+                    conv.dims.as_ref().map(|d| Box::new(conv_dims_to_proto(d)));
+                p.feature_group_count = conv.feature_group_count;
+                p.batch_group_count = conv.batch_group_count;
+                p.precision_config = precision_to_proto(&conv.precision, DotAlgorithm::Unset);
+            }
         }
         Op::Unary(_)
         | Op::Binary(_)

@@ -123,7 +123,7 @@ fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
 /// have them. XLA writes both group counts as 1 on every instruction, so 1
 /// says nothing; any other value elsewhere would be lost, and is refused.
 fn refuse_window_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
-    let convolution = matches!(op, Op::Convolution { .. });
+    let convolution = matches!(op, Op::Convolution { .. } | Op::CustomCall(_));
     let windowed = convolution || matches!(op, Op::ReduceWindow { .. });
     let stray = if !windowed && p.window.is_some() {
         Some("window (15)")
@@ -141,13 +141,43 @@ fn refuse_window_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op,
             "{} has field {field}, which hlatc reads only on {}; here it would be lost",
             op.opcode(),
             if field.starts_with("window") {
-                "convolution and reduce-window"
+                "convolution, reduce-window and custom-call"
             } else {
-                "convolution"
+                "convolution and custom-call"
             }
         )),
         None => Ok(op),
     }
+}
+
+/// A custom call's convolution attributes, when any is written.
+fn call_convolution_from_proto(
+    p: &HloInstructionProto,
+) -> Result<Option<Box<CallConvolution>>, String> {
+    if algorithm_from_proto(p)? != DotAlgorithm::Unset {
+        return Err(
+            "custom-call has precision_config.algorithm, which hlatc reads only on dot".into(),
+        );
+    }
+    let any = p.window.is_some()
+        || p.convolution_dimension_numbers.is_some()
+        || p.feature_group_count > 1
+        || p.batch_group_count > 1
+        || p.precision_config.is_some();
+    if !any {
+        return Ok(None);
+    }
+    let conv = CallConvolution {
+        window: p.window.as_ref().map(|w| window_from_proto(Some(w))),
+        dims: p
+            .convolution_dimension_numbers
+            .as_deref()
+            .map(conv_dims_from_proto),
+        feature_group_count: p.feature_group_count.max(1),
+        batch_group_count: p.batch_group_count.max(1),
+        precision: precision_from_proto(p)?,
+    };
+    Ok((!conv.is_empty()).then(|| Box::new(conv)))
 }
 
 fn algorithm_from_proto(p: &HloInstructionProto) -> Result<DotAlgorithm, String> {
@@ -764,6 +794,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 },
             )?,
             has_side_effect: p.custom_call_has_side_effect,
+            convolution: call_convolution_from_proto(p)?,
         }),
         other => return Err(format!("unsupported opcode '{other}'")),
     })

@@ -44,6 +44,13 @@ pub(super) fn convolution(
     }
     let ty = contraction_type("convolution", lhs, rhs, declared)?;
     let spatial = dims.input_spatial.len();
+    if dims.kernel_spatial.len() != spatial || dims.output_spatial.len() != spatial {
+        return invalid(format!(
+            "convolution dimension numbers give input, kernel and output {spatial}, {} and {} spatial dimensions",
+            dims.kernel_spatial.len(),
+            dims.output_spatial.len()
+        ));
+    }
     let roles = |a: i64, b: i64, s: &[i64]| [&[a, b][..], s].concat();
     check_roles(
         "input",

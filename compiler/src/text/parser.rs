@@ -775,6 +775,13 @@ impl<'i> Attrs<'i> {
         Window::parse(inner).or_else(|e| err_at(&p, e))
     }
 
+    /// `dim_labels=b01f_01io->b01f`, when written.
+    fn dim_labels(&mut self) -> Result<Option<ConvDims>, ParseError> {
+        self.text("dim_labels")
+            .map(|(labels, p)| ConvDims::parse(&labels).or_else(|e| err_at(&p, e)))
+            .transpose()
+    }
+
     fn precision(&mut self) -> Result<Vec<Precision>, ParseError> {
         match self.take("operand_precision") {
             None => Ok(Vec::new()),
@@ -1516,9 +1523,8 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         },
         "convolution" => {
             let window = a.window()?;
-            let dims = match a.text("dim_labels") {
-                Some((labels, p)) => ConvDims::parse(&labels).or_else(|e| err_at(&p, e))?,
-                None => return err_at(opcode_pair, "convolution needs dim_labels=b01f_01io->b01f"),
+            let Some(dims) = a.dim_labels()? else {
+                return err_at(opcode_pair, "convolution needs dim_labels=b01f_01io->b01f");
             };
             Op::Convolution {
                 window,
@@ -1659,10 +1665,35 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
             } else {
                 CustomCallApiVersion::default()
             };
+            let convolution = [
+                "window",
+                "dim_labels",
+                "feature_group_count",
+                "batch_group_count",
+                "operand_precision",
+            ]
+            .iter()
+            .any(|k| a.map.contains_key(*k))
+            .then(|| -> Result<_, ParseError> {
+                let window = a
+                    .map
+                    .contains_key("window")
+                    .then(|| a.window())
+                    .transpose()?;
+                Ok(Box::new(CallConvolution {
+                    window,
+                    dims: a.dim_labels()?,
+                    feature_group_count: a.optional_int("feature_group_count")?.unwrap_or(1),
+                    batch_group_count: a.optional_int("batch_group_count")?.unwrap_or(1),
+                    precision: a.precision()?,
+                }))
+            })
+            .transpose()?;
             Op::CustomCall(CustomCall {
                 target,
                 api_version,
                 has_side_effect: a.flag("custom_call_has_side_effect")?,
+                convolution,
             })
         }
         _ => {
@@ -1687,6 +1718,13 @@ fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, 
     collect_literal(p, arr, 0, &mut values)?;
     let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
         .or_else(|e| err_at(&whole, e.to_string()))?;
+    // A NaN's sign and payload, which a value of the literal's scalars
+    // does not carry, are set bit for bit.
+    for (i, pair) in nans(&whole) {
+        let (negative, payload) = nan_spelling(&pair)?;
+        lit.set_nan(i, negative, payload)
+            .or_else(|e| err_at(&pair, e.to_string()))?;
+    }
     lit.shape.minor_to_major = arr.minor_to_major.clone();
     lit.shape.physical = arr.physical.clone();
     Ok(lit)
@@ -1740,6 +1778,34 @@ fn collect_literal(
     }
 }
 
+/// The scalars of a literal that spell a NaN, by element index (row-major,
+/// as the literal's values are collected).
+fn nans<'i>(p: &Pair<'i, Rule>) -> Vec<(usize, Pair<'i, Rule>)> {
+    p.clone()
+        .into_inner()
+        .flatten()
+        .filter(|q| q.as_rule() == Rule::scalar)
+        .enumerate()
+        .filter(|(_, q)| q.as_str().trim_start_matches('-').starts_with("nan"))
+        .collect()
+}
+
+/// `-nan(0x1)` as (negative, payload); `nan` has none.
+fn nan_spelling(p: &Pair<Rule>) -> Result<(bool, Option<u64>), ParseError> {
+    let s = p.as_str();
+    let payload = match s.split_once("(0x") {
+        None => None,
+        Some((_, rest)) => {
+            let hex = rest.trim_end_matches(')');
+            match u64::from_str_radix(hex, 16) {
+                Ok(v) => Some(v),
+                Err(_) => return err_at(p, format!("NaN payload 0x{hex} does not fit in 64 bits")),
+            }
+        }
+    };
+    Ok((s.starts_with('-'), payload))
+}
+
 fn scalar(p: &Pair<Rule>, ty: ElementType) -> Result<Scalar, ParseError> {
     let s = p.as_str();
     let bad = || err_at(p, format!("'{s}' is not a valid {ty} value"));
@@ -1752,7 +1818,7 @@ fn scalar(p: &Pair<Rule>, ty: ElementType) -> Result<Scalar, ParseError> {
         let v = match s {
             "inf" => f64::INFINITY,
             "-inf" => f64::NEG_INFINITY,
-            "nan" | "-nan" => f64::NAN,
+            _ if s.trim_start_matches('-').starts_with("nan") => f64::NAN,
             _ => match s.parse::<f64>() {
                 Ok(v) => v,
                 Err(_) => return bad(),

@@ -8,6 +8,7 @@ use crate::instruction::Metadata;
 use crate::module::Module;
 use crate::op::{DotAlgorithm, Op, PadDim, Precision};
 use crate::types::{write_joined, ElementType};
+use crate::window::{ConvDims, Window};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -256,19 +257,13 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             feature_group_count,
             batch_group_count,
             precision,
-        } => {
-            if !window.dims.is_empty() {
-                let _ = write!(out, ", window={{{window}}}");
-            }
-            let _ = write!(out, ", dim_labels={dims}");
-            if *feature_group_count != 1 {
-                let _ = write!(out, ", feature_group_count={feature_group_count}");
-            }
-            if *batch_group_count != 1 {
-                let _ = write!(out, ", batch_group_count={batch_group_count}");
-            }
-            write_precision(out, precision);
-        }
+        } => write_convolution_attributes(
+            out,
+            Some(window).filter(|w| !w.dims.is_empty()),
+            Some(dims),
+            (*feature_group_count, *batch_group_count),
+            precision,
+        ),
         Op::ReduceWindow { window, to_apply } => {
             let _ = write!(out, ", window={{{window}}}, to_apply={to_apply}");
         }
@@ -411,6 +406,15 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             let _ = write!(out, ", algorithm={}", algorithm.name());
         }
         Op::CustomCall(cc) => {
+            if let Some(conv) = &cc.convolution {
+                write_convolution_attributes(
+                    out,
+                    conv.window.as_ref(),
+                    conv.dims.as_ref(),
+                    (conv.feature_group_count, conv.batch_group_count),
+                    &conv.precision,
+                );
+            }
             let _ = write!(out, ", custom_call_target=\"{}\"", escape(&cc.target));
             flag(out, "custom_call_has_side_effect", cc.has_side_effect);
             if cc.api_version != Default::default() {
@@ -533,6 +537,30 @@ fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>)
         let _ = write!(out, "{k}=\"{}\"", escape(v));
     }
     out.push('}');
+}
+
+/// What a convolution (or a custom call standing for one) writes, in
+/// XLA's order; group counts of 1 are not written.
+fn write_convolution_attributes(
+    out: &mut String,
+    window: Option<&Window>,
+    dims: Option<&ConvDims>,
+    (feature_groups, batch_groups): (i64, i64),
+    precision: &[Precision],
+) {
+    if let Some(w) = window {
+        let _ = write!(out, ", window={{{w}}}");
+    }
+    if let Some(d) = dims {
+        let _ = write!(out, ", dim_labels={d}");
+    }
+    if feature_groups != 1 {
+        let _ = write!(out, ", feature_group_count={feature_groups}");
+    }
+    if batch_groups != 1 {
+        let _ = write!(out, ", batch_group_count={batch_groups}");
+    }
+    write_precision(out, precision);
 }
 
 fn write_precision(out: &mut String, precision: &[Precision]) {

@@ -446,6 +446,7 @@ impl ModuleGen {
                     target: target.to_string(),
                     api_version: CustomCallApiVersion::Original,
                     has_side_effect: false,
+                    convolution: None,
                 };
                 self.try_add(Op::CustomCall(call), &[x], Some(result));
             }
