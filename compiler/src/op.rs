@@ -5,6 +5,7 @@
 
 use crate::collective::Collective;
 use crate::literal::Literal;
+use crate::types::Shape;
 use crate::window::{ConvDims, Window};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -434,6 +435,81 @@ pub struct CustomCall {
     /// The convolution attributes a call may carry (cuDNN's convolutions
     /// do), kept for the target to read; `None` when none is written.
     pub convolution: Option<Box<CallConvolution>>,
+    /// `operand_layout_constraints`: the layout each operand must arrive
+    /// in (XLA's layout-constrained custom call); `None` when free.
+    pub operand_layouts: Option<Vec<Shape>>,
+    pub aliasing: Vec<OperandAlias>,
+}
+
+/// One entry of `output_to_operand_aliasing={{0}: (1, {})}`: the output at
+/// `output_index` reuses the buffer of operand `operand` at `operand_index`
+/// (custom calls and fusions that update in place).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OperandAlias {
+    pub output_index: Vec<i64>,
+    pub operand: i64,
+    pub operand_index: Vec<i64>,
+}
+
+impl OperandAlias {
+    /// Reads XLA's text, the braces included:
+    /// `{{}: (0, {}), {1}: (2, {0,1})}`.
+    pub fn parse_list(text: &str) -> Result<Vec<OperandAlias>, String> {
+        let bad = || {
+            format!("output_to_operand_aliasing '{text}' is not {{{{index}}: (operand, {{index}}), ...}}")
+        };
+        let inner = text
+            .trim()
+            .strip_prefix('{')
+            .and_then(|t| t.strip_suffix('}'))
+            .ok_or_else(bad)?;
+        let index = |s: &str| -> Result<Vec<i64>, String> {
+            let s = s
+                .trim()
+                .strip_prefix('{')
+                .and_then(|t| t.strip_suffix('}'))
+                .ok_or_else(bad)?;
+            s.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse().map_err(|_| bad()))
+                .collect()
+        };
+        let mut out = Vec::new();
+        let mut rest = inner.trim();
+        while !rest.is_empty() {
+            let (output, after) = rest.split_once(':').ok_or_else(bad)?;
+            let after = after.trim_start().strip_prefix('(').ok_or_else(bad)?;
+            let (inside, tail) = after.split_once(')').ok_or_else(bad)?;
+            let (operand, operand_index) = inside.split_once(',').ok_or_else(bad)?;
+            out.push(OperandAlias {
+                output_index: index(output)?,
+                operand: operand.trim().parse().map_err(|_| bad())?,
+                operand_index: index(operand_index)?,
+            });
+            rest = tail.trim_start();
+            rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
+        }
+        Ok(out)
+    }
+}
+
+impl std::fmt::Display for OperandAlias {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let index = |v: &[i64]| {
+            v.iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        write!(
+            f,
+            "{{{}}}: ({}, {{{}}})",
+            index(&self.output_index),
+            self.operand,
+            index(&self.operand_index)
+        )
+    }
 }
 
 /// A custom call's `window`, `dim_labels`, group counts and operand
@@ -558,6 +634,7 @@ pub enum Op {
     Fusion {
         kind: FusionKind,
         calls: String,
+        aliasing: Vec<OperandAlias>,
     },
     /// `sort`: sorts its operands together along `dimension`, ordered by
     /// `comparator` over the elements of every operand.

@@ -188,6 +188,18 @@ fn verifier_errors_name_instruction_and_rule() {
             "computation 'e': instructions form a cycle",
         ),
         (
+            entry("  x = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(x), custom_call_target=\"t\", operand_layout_constraints={f32[2]{0}, f32[2]{0}}"),
+            "computation 'e', instruction 'c': custom-call: operand_layout_constraints lists 2 shapes for 1 operands",
+        ),
+        (
+            entry("  x = f32[2] parameter(0)\n  ROOT c = f32[3] custom-call(x), custom_call_target=\"t\", output_to_operand_aliasing={{}: (0, {})}"),
+            "computation 'e', instruction 'c': custom-call: output_to_operand_aliasing {}: (0, {}) does not name an output and an operand part of one shape",
+        ),
+        (
+            entry("  x = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(x), custom_call_target=\"t\", operand_layout_constraints={s32[2]{0}}"),
+            "computation 'e', instruction 'c': custom-call: operand_layout_constraints gives operand 0 as s32[2]{0}, but it is f32[2]{0}",
+        ),
+        (
             "HloModule m, input_output_alias={ {0}: (0, {}, may-alias) }\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT c = s32[2] convert(a)\n}\n".to_string(),
             "computation 'e': input_output_alias: output index [0] does not exist in s32[2]{0}",
         ),

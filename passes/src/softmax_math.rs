@@ -52,6 +52,8 @@ fn neuron_call(d: Direction, axis: i64) -> (Op, String) {
         api_version: CustomCallApiVersion::Original,
         has_side_effect: false,
         convolution: None,
+        operand_layouts: None,
+        aliasing: Vec::new(),
     });
     (op, axis.to_string())
 }

@@ -7,7 +7,7 @@ use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::computation::{Computation, InstrId};
 use crate::literal::Literal;
 use crate::module::{AliasKind, Module};
-use crate::op::{DotAlgorithm, Op, Precision};
+use crate::op::{DotAlgorithm, Op, OperandAlias, Precision};
 use crate::types::{ArrayShape, ElementType, Shape};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -88,6 +88,17 @@ fn literal_to_proto(lit: &Literal) -> LiteralProto {
         ty => unreachable!("{ty} literals are raw bytes"),
     }
     p
+}
+
+fn aliasing_to_proto(aliasing: &[OperandAlias]) -> Vec<OutputOperandAliasing> {
+    aliasing
+        .iter()
+        .map(|a| OutputOperandAliasing {
+            output_shape_index: a.output_index.clone(),
+            operand_index: a.operand,
+            operand_shape_index: a.operand_index.clone(),
+        })
+        .collect()
 }
 
 fn precision_to_proto(precision: &[Precision], algorithm: DotAlgorithm) -> Option<PrecisionConfig> {
@@ -380,7 +391,10 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.unique_indices = *unique_indices;
         }
         Op::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.proto(),
-        Op::Fusion { kind, .. } => p.fusion_kind = kind.name().to_string(),
+        Op::Fusion { kind, aliasing, .. } => {
+            p.fusion_kind = kind.name().to_string();
+            p.output_operand_aliasing = aliasing_to_proto(aliasing);
+        }
         Op::Sort {
             dimension,
             is_stable,
@@ -426,6 +440,11 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.custom_call_target = cc.target.clone();
             p.custom_call_api_version = cc.api_version.proto();
             p.custom_call_has_side_effect = cc.has_side_effect;
+            p.output_operand_aliasing = aliasing_to_proto(&cc.aliasing);
+            if let Some(layouts) = &cc.operand_layouts {
+                p.constrain_layout = true;
+                p.operand_shapes_with_layout = layouts.iter().map(shape_to_proto).collect();
+            }
             if let Some(conv) = &cc.convolution {
                 p.window = conv.window.as_ref().and_then(window_to_proto);
                 p.convolution_dimension_numbers =

@@ -119,13 +119,18 @@ fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
     .boxed_unless_default()
 }
 
-/// The window and convolution fields mean something only on the ops that
-/// have them. XLA writes both group counts as 1 on every instruction, so 1
+/// The window, convolution, aliasing and layout-constraint fields mean
+/// something only on the ops that have them. XLA writes both group counts as 1 on every instruction, so 1
 /// says nothing; any other value elsewhere would be lost, and is refused.
-fn refuse_window_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
+fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
     let convolution = matches!(op, Op::Convolution { .. } | Op::CustomCall(_));
     let windowed = convolution || matches!(op, Op::ReduceWindow { .. });
-    let stray = if !windowed && p.window.is_some() {
+    let in_place = matches!(op, Op::Fusion { .. } | Op::CustomCall(_));
+    let stray = if !in_place && !p.output_operand_aliasing.is_empty() {
+        Some("output_operand_aliasing (74)")
+    } else if !matches!(op, Op::CustomCall(_)) && !p.operand_shapes_with_layout.is_empty() {
+        Some("operand_shapes_with_layout (57)")
+    } else if !windowed && p.window.is_some() {
         Some("window (15)")
     } else if !convolution && p.convolution_dimension_numbers.is_some() {
         Some("convolution_dimension_numbers (16)")
@@ -142,6 +147,10 @@ fn refuse_window_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op,
             op.opcode(),
             if field.starts_with("window") {
                 "convolution, reduce-window and custom-call"
+            } else if field.starts_with("output") {
+                "fusion and custom-call"
+            } else if field.starts_with("operand") {
+                "custom-call"
             } else {
                 "convolution and custom-call"
             }
@@ -178,6 +187,17 @@ fn call_convolution_from_proto(
         precision: precision_from_proto(p)?,
     };
     Ok((!conv.is_empty()).then(|| Box::new(conv)))
+}
+
+fn aliasing_from_proto(p: &HloInstructionProto) -> Vec<OperandAlias> {
+    p.output_operand_aliasing
+        .iter()
+        .map(|a| OperandAlias {
+            output_index: a.output_shape_index.clone(),
+            operand: a.operand_index,
+            operand_index: a.operand_shape_index.clone(),
+        })
+        .collect()
 }
 
 fn algorithm_from_proto(p: &HloInstructionProto) -> Result<DotAlgorithm, String> {
@@ -445,7 +465,7 @@ fn computation_from_proto(
             })
             .collect::<Result<_, _>>()?;
         let op = op_from_proto(ip, &shape, &called)
-            .and_then(|op| refuse_window_fields_elsewhere(ip, op))
+            .and_then(|op| refuse_fields_elsewhere(ip, op))
             .map_err(|m| err(here, m))?;
         let metadata = ip
             .metadata
@@ -726,6 +746,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             kind: FusionKind::from_name(&p.fusion_kind)
                 .ok_or_else(|| format!("has unknown fusion_kind {:?}", p.fusion_kind))?,
             calls: one_callee(called)?,
+            aliasing: aliasing_from_proto(p),
         },
         "while" => match called {
             [body, condition] => Op::While {
@@ -795,6 +816,21 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             )?,
             has_side_effect: p.custom_call_has_side_effect,
             convolution: call_convolution_from_proto(p)?,
+            aliasing: aliasing_from_proto(p),
+            operand_layouts: if p.constrain_layout {
+                Some(
+                    p.operand_shapes_with_layout
+                        .iter()
+                        .map(|s| shape_from_proto(s, 0))
+                        .collect::<Result<_, _>>()?,
+                )
+            } else if p.operand_shapes_with_layout.is_empty() {
+                None
+            } else {
+                return Err(
+                    "custom-call has operand_shapes_with_layout without constrain_layout".into(),
+                );
+            },
         }),
         other => return Err(format!("unsupported opcode '{other}'")),
     })

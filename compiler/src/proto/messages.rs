@@ -158,6 +158,10 @@ pub struct HloInstructionProto {
     pub source_target_pairs: Vec<SourceTarget>,
     #[prost(bool, tag = "56")]
     pub constrain_layout: bool,
+    #[prost(message, repeated, tag = "57")]
+    pub operand_shapes_with_layout: Vec<ShapeProto>,
+    #[prost(message, repeated, tag = "74")]
+    pub output_operand_aliasing: Vec<OutputOperandAliasing>,
     #[prost(bool, tag = "71")]
     pub use_global_device_ids: bool,
     #[prost(message, optional, boxed, tag = "87")]
@@ -427,6 +431,16 @@ pub struct DotDimensionNumbers {
     pub lhs_batch_dimensions: Vec<i64>,
     #[prost(int64, repeated, tag = "4")]
     pub rhs_batch_dimensions: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OutputOperandAliasing {
+    #[prost(int64, repeated, tag = "1")]
+    pub output_shape_index: Vec<i64>,
+    #[prost(int64, tag = "2")]
+    pub operand_index: i64,
+    #[prost(int64, repeated, tag = "3")]
+    pub operand_shape_index: Vec<i64>,
 }
 
 /// `xla.Window` (xla_data.proto).

@@ -133,6 +133,8 @@ schema!(
         (92, "iota_collective_device_list", IOTA_REPLICA_GROUP_LIST),
         (71, "use_global_device_ids"),
         (56, "constrain_layout"),
+        (57, "operand_shapes_with_layout", SHAPE),
+        (74, "output_operand_aliasing", OUTPUT_OPERAND_ALIASING),
         (52, "source_target_pairs", SOURCE_TARGET),
         (49, "replica_groups", REPLICA_GROUP),
         (26, "channel_id"),
@@ -159,12 +161,10 @@ schema!(
         (47, "is_host_transfer"),
         (54, "domain_entry_sharding"),
         (55, "domain_exit_sharding"),
-        (57, "operand_shapes_with_layout"),
         (59, "triangular_solve_options"),
         (62, "cholesky_options"),
         (66, "delta"),
         (73, "is_cross_program_prefetch"),
-        (74, "output_operand_aliasing"),
         (75, "padding_type"),
         (76, "custom_call_schedule"),
         (79, "async_execution_thread"),
@@ -396,6 +396,16 @@ schema!(
         (2, "rhs_contracting_dimensions"),
         (3, "lhs_batch_dimensions"),
         (4, "rhs_batch_dimensions"),
+    ],
+    []
+);
+schema!(
+    OUTPUT_OPERAND_ALIASING,
+    "OutputOperandAliasing",
+    [
+        (1, "output_shape_index"),
+        (2, "operand_index"),
+        (3, "operand_shape_index"),
     ],
     []
 );
@@ -660,7 +670,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 36] = [
+    const DECLARED: [(&str, &Schema); 37] = [
         ("HloModuleProto", &HLO_MODULE),
         ("HloScheduleProto", &SCHEDULE),
         ("InstructionSequence", &INSTRUCTION_SEQUENCE),
@@ -681,6 +691,7 @@ mod tests {
         ("FrontendAttributes", &FRONTEND_ATTRIBUTES),
         ("DotDimensionNumbers", &DOT_DIMENSION_NUMBERS),
         ("WindowProto", &WINDOW),
+        ("OutputOperandAliasing", &OUTPUT_OPERAND_ALIASING),
         ("WindowDimension", &WINDOW_DIMENSION),
         (
             "ConvolutionDimensionNumbers",

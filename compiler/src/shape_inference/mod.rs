@@ -578,8 +578,12 @@ pub fn infer_shape(
         Op::Call { to_apply } => {
             control_flow::call("call", to_apply, get_callee(to_apply)?, operands)
         }
-        Op::Fusion { calls, .. } => {
-            control_flow::call("fusion", calls, get_callee(calls)?, operands)
+        Op::Fusion {
+            calls, aliasing, ..
+        } => {
+            let result = control_flow::call("fusion", calls, get_callee(calls)?, operands)?;
+            check_operand_aliasing(aliasing, operands, &result)?;
+            Ok(result)
         }
         Op::While { condition, body } => control_flow::while_loop(
             (condition, get_callee(condition)?),
@@ -736,7 +740,30 @@ pub fn infer_shape(
                 None => Err(ShapeError::NeedsResultShape),
             }
         }
-        Op::CustomCall(_) => declared.cloned().ok_or(ShapeError::NeedsResultShape),
+        Op::CustomCall(cc) => {
+            if let Some(layouts) = &cc.operand_layouts {
+                if layouts.len() != operands.len() {
+                    return invalid(format!(
+                        "operand_layout_constraints lists {} shapes for {} operands",
+                        layouts.len(),
+                        operands.len()
+                    ));
+                }
+                if let Some((i, (l, o))) = layouts
+                    .iter()
+                    .zip(operands)
+                    .enumerate()
+                    .find(|(_, (l, o))| !l.compatible(o))
+                {
+                    return invalid(format!(
+                        "operand_layout_constraints gives operand {i} as {l}, but it is {o}"
+                    ));
+                }
+            }
+            let result = declared.cloned().ok_or(ShapeError::NeedsResultShape)?;
+            check_operand_aliasing(&cc.aliasing, operands, &result)?;
+            Ok(result)
+        }
     }
 }
 
@@ -782,6 +809,31 @@ fn check_comparison_type(kind: ComparisonType, ty: ElementType) -> Result<(), Sh
             "comparison type {} does not apply to {ty}",
             kind.name()
         ));
+    }
+    Ok(())
+}
+
+/// Each aliased output and operand part exists, and the two have one shape
+/// up to layout.
+fn check_operand_aliasing(
+    aliasing: &[crate::op::OperandAlias],
+    operands: &[&Shape],
+    result: &Shape,
+) -> Result<(), ShapeError> {
+    for a in aliasing {
+        let operand = usize::try_from(a.operand)
+            .ok()
+            .and_then(|i| operands.get(i))
+            .and_then(|s| s.subshape(&a.operand_index));
+        let output = result.subshape(&a.output_index);
+        match (output, operand) {
+            (Some(o), Some(i)) if o.compatible(i) => {}
+            _ => {
+                return invalid(format!(
+                    "output_to_operand_aliasing {a} does not name an output and an operand part of one shape"
+                ))
+            }
+        }
     }
     Ok(())
 }

@@ -517,6 +517,7 @@ enum Value {
     Map(Vec<(String, Value)>),
     Slices(Vec<SliceDim>),
     Padding(Vec<PadDim>),
+    Shapes(Vec<Shape>),
     /// A braced value no other form reads (its text); no attribute hlatc
     /// models takes one.
     Raw(String),
@@ -533,6 +534,7 @@ impl Value {
             Value::Map(_) => "a key=value map".to_string(),
             Value::Slices(_) => "slice ranges".to_string(),
             Value::Padding(_) => "a padding spec".to_string(),
+            Value::Shapes(_) => "a shape list".to_string(),
             Value::Raw(text) => {
                 let short: String = text.chars().take(60).collect();
                 let more = if text.chars().count() > 60 { "..." } else { "" };
@@ -585,6 +587,7 @@ fn value(p: Pair<Rule>) -> Result<Value, ParseError> {
         Rule::int_list => Value::Ints(ints_in(&p)?),
         Rule::word_list => Value::Words(p.into_inner().map(|w| w.as_str().to_string()).collect()),
         Rule::raw_value | Rule::arrow_value => Value::Raw(p.as_str().to_string()),
+        Rule::shape_list => Value::Shapes(p.into_inner().map(shape).collect::<Result<_, _>>()?),
         Rule::kv_map => Value::Map(
             p.into_inner()
                 .map(|kv| {
@@ -773,6 +776,14 @@ impl<'i> Attrs<'i> {
                 Ok,
             )?;
         Window::parse(inner).or_else(|e| err_at(&p, e))
+    }
+
+    /// `output_to_operand_aliasing={{0}: (1, {})}`; none when not written.
+    fn operand_aliasing(&mut self) -> Result<Vec<OperandAlias>, ParseError> {
+        match self.text("output_to_operand_aliasing") {
+            None => Ok(Vec::new()),
+            Some((text, p)) => OperandAlias::parse_list(&text).or_else(|e| err_at(&p, e)),
+        }
     }
 
     /// `dim_labels=b01f_01io->b01f`, when written.
@@ -1609,6 +1620,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
                 "kLoop, kInput, kOutput, kCustom",
             )?,
             calls: a.word("calls")?.0,
+            aliasing: a.operand_aliasing()?,
         },
         "while" => Op::While {
             condition: a.word("condition")?.0,
@@ -1689,11 +1701,27 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
                 }))
             })
             .transpose()?;
+            let operand_layouts = match a.take("operand_layout_constraints") {
+                None => None,
+                Some((Value::Shapes(shapes), _)) => Some(shapes),
+                Some((Value::Ints(v), _)) if v.is_empty() => Some(Vec::new()),
+                Some((other, p)) => {
+                    return err_at(
+                        &p,
+                        format!(
+                            "'operand_layout_constraints' must list one shape per operand, got {}",
+                            other.kind()
+                        ),
+                    )
+                }
+            };
             Op::CustomCall(CustomCall {
                 target,
                 api_version,
                 has_side_effect: a.flag("custom_call_has_side_effect")?,
                 convolution,
+                operand_layouts,
+                aliasing: a.operand_aliasing()?,
             })
         }
         _ => {

@@ -6,7 +6,7 @@ use crate::collective::Collective;
 use crate::computation::{Computation, InstrId};
 use crate::instruction::Metadata;
 use crate::module::Module;
-use crate::op::{DotAlgorithm, Op, PadDim, Precision};
+use crate::op::{DotAlgorithm, Op, OperandAlias, PadDim, Precision};
 use crate::types::{write_joined, ElementType};
 use crate::window::{ConvDims, Window};
 use std::collections::BTreeMap;
@@ -339,8 +339,13 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 let _ = write!(out, ", channel_id={id}");
             }
         }
-        Op::Fusion { kind, calls } => {
+        Op::Fusion {
+            kind,
+            calls,
+            aliasing,
+        } => {
             let _ = write!(out, ", kind={}, calls={calls}", kind.name());
+            write_aliasing(out, aliasing);
         }
         Op::While { condition, body } => {
             let _ = write!(out, ", condition={condition}, body={body}");
@@ -419,6 +424,17 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             flag(out, "custom_call_has_side_effect", cc.has_side_effect);
             if cc.api_version != Default::default() {
                 let _ = write!(out, ", api_version={}", cc.api_version.name());
+            }
+            write_aliasing(out, &cc.aliasing);
+            if let Some(layouts) = &cc.operand_layouts {
+                out.push_str(", operand_layout_constraints={");
+                for (i, s) in layouts.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    let _ = write!(out, "{s}");
+                }
+                out.push('}');
             }
         }
         Op::Parameter(_)
@@ -537,6 +553,19 @@ fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>)
         let _ = write!(out, "{k}=\"{}\"", escape(v));
     }
     out.push('}');
+}
+
+fn write_aliasing(out: &mut String, aliasing: &[OperandAlias]) {
+    if !aliasing.is_empty() {
+        out.push_str(", output_to_operand_aliasing={");
+        for (i, a) in aliasing.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{a}");
+        }
+        out.push('}');
+    }
 }
 
 /// What a convolution (or a custom call standing for one) writes, in

@@ -447,6 +447,8 @@ impl ModuleGen {
                     api_version: CustomCallApiVersion::Original,
                     has_side_effect: false,
                     convolution: None,
+                    operand_layouts: None,
+                    aliasing: Vec::new(),
                 };
                 self.try_add(Op::CustomCall(call), &[x], Some(result));
             }
