@@ -439,6 +439,8 @@ pub struct CustomCall {
     /// in (XLA's layout-constrained custom call); `None` when free.
     pub operand_layouts: Option<Vec<Shape>>,
     pub aliasing: Vec<OperandAlias>,
+    /// `called_computations={a, b}`: computations the target may run.
+    pub called: Vec<String>,
 }
 
 /// One entry of `output_to_operand_aliasing={{0}: (1, {})}`: the output at
@@ -892,6 +894,7 @@ macro_rules! callee_slots {
             } => (Some(to_apply), None, None),
             Op::While { condition, body } => (Some(body), Some(condition), None),
             Op::Conditional { branches } => (None, None, Some(branches)),
+            Op::CustomCall(CustomCall { called, .. }) => (None, None, Some(called)),
             _ => (None, None, None),
         }
     };

@@ -192,6 +192,10 @@ fn verifier_errors_name_instruction_and_rule() {
             "computation 'e', instruction 'c': custom-call: operand_layout_constraints lists 2 shapes for 1 operands",
         ),
         (
+            entry("  x = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(x), custom_call_target=\"t\", called_computations={nowhere}"),
+            "computation 'e', instruction 'c': custom-call: calls unknown computation 'nowhere'",
+        ),
+        (
             entry("  x = f32[2] parameter(0)\n  ROOT c = f32[3] custom-call(x), custom_call_target=\"t\", output_to_operand_aliasing={{}: (0, {})}"),
             "computation 'e', instruction 'c': custom-call: output_to_operand_aliasing {}: (0, {}) does not name an output and an operand part of one shape",
         ),

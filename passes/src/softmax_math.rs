@@ -54,6 +54,7 @@ fn neuron_call(d: Direction, axis: i64) -> (Op, String) {
         convolution: None,
         operand_layouts: None,
         aliasing: Vec::new(),
+        called: Vec::new(),
     });
     (op, axis.to_string())
 }

@@ -817,6 +817,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             has_side_effect: p.custom_call_has_side_effect,
             convolution: call_convolution_from_proto(p)?,
             aliasing: aliasing_from_proto(p),
+            called: called.to_vec(),
             operand_layouts: if p.constrain_layout {
                 Some(
                     p.operand_shapes_with_layout

@@ -760,6 +760,9 @@ pub fn infer_shape(
                     ));
                 }
             }
+            for name in &cc.called {
+                get_callee(name)?;
+            }
             let result = declared.cloned().ok_or(ShapeError::NeedsResultShape)?;
             check_operand_aliasing(&cc.aliasing, operands, &result)?;
             Ok(result)

@@ -1722,6 +1722,22 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
                 convolution,
                 operand_layouts,
                 aliasing: a.operand_aliasing()?,
+                called: match a.take("called_computations") {
+                    None => Vec::new(),
+                    Some((Value::Words(names), _)) => {
+                        names.iter().map(|n| strip_sigil(n).to_string()).collect()
+                    }
+                    Some((Value::Ints(v), _)) if v.is_empty() => Vec::new(),
+                    Some((other, p)) => {
+                        return err_at(
+                            &p,
+                            format!(
+                                "'called_computations' must list computation names, got {}",
+                                other.kind()
+                            ),
+                        )
+                    }
+                },
             })
         }
         _ => {

@@ -425,6 +425,9 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             if cc.api_version != Default::default() {
                 let _ = write!(out, ", api_version={}", cc.api_version.name());
             }
+            if !cc.called.is_empty() {
+                let _ = write!(out, ", called_computations={{{}}}", cc.called.join(", "));
+            }
             write_aliasing(out, &cc.aliasing);
             if let Some(layouts) = &cc.operand_layouts {
                 out.push_str(", operand_layout_constraints={");

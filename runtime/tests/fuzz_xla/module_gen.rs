@@ -449,6 +449,7 @@ impl ModuleGen {
                     convolution: None,
                     operand_layouts: None,
                     aliasing: Vec::new(),
+                    called: Vec::new(),
                 };
                 self.try_add(Op::CustomCall(call), &[x], Some(result));
             }
