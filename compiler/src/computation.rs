@@ -323,8 +323,16 @@ impl Computation {
                 self.add_control_dependency(p, s);
             }
         }
-        self.control
-            .retain(|_, e| !e.predecessors.is_empty() || !e.successors.is_empty());
+        // Only the neighbours can have been left with no edges.
+        for n in edges.predecessors.iter().chain(&edges.successors) {
+            if self
+                .control
+                .get(n)
+                .is_some_and(|e| e.predecessors.is_empty() && e.successors.is_empty())
+            {
+                self.control.remove(n);
+            }
+        }
     }
 
     /// Removes `id`; what it read loses a user, and what read it (nothing,

@@ -57,8 +57,14 @@ impl Format {
         (1 << self.mantissa) - 1
     }
 
-    pub fn has_infinity(self) -> bool {
-        self.specials == Specials::Ieee
+    /// The code of the largest finite value; every code from 0 up to it
+    /// is finite, in increasing order of value.
+    fn largest_finite_code(self) -> u8 {
+        match self.specials {
+            Specials::Ieee => ((self.max_exponent_code() << self.mantissa) - 1) as u8,
+            Specials::FiniteAllOnesNan => 0x7e,
+            Specials::FiniteNegativeZeroNan => 0x7f,
+        }
     }
 
     /// The code of a positive quiet NaN: the top mantissa bit under an
@@ -114,10 +120,7 @@ impl Format {
 
     /// The largest finite value.
     pub fn max(self) -> f64 {
-        (0..0x80u8)
-            .map(|c| self.decode(c))
-            .filter(|v| v.is_finite())
-            .fold(0.0, f64::max)
+        self.decode(self.largest_finite_code())
     }
 
     /// `v` rounded to the nearest code, ties to even. `None` when a finite
@@ -139,41 +142,38 @@ impl Format {
             });
         }
         let a = v.abs();
-        // The non-negative codes in increasing order of value: the nearest
-        // one below and above `a` decide, ties to the even code.
-        let finite = (0..0x80u8).filter(|&c| self.decode(c).is_finite());
-        let mut below = 0u8;
-        let mut above = None;
-        for c in finite {
-            let x = self.decode(c);
-            if x <= a {
-                below = c;
+        // The codes 0..=top rise with their value: find the last one at or
+        // below `a` by bisection, then round between it and the next.
+        let top = self.largest_finite_code();
+        let (mut below, mut past) = (0u8, top + 1);
+        while past - below > 1 {
+            let mid = below + (past - below) / 2;
+            if self.decode(mid) <= a {
+                below = mid;
             } else {
-                above = Some(c);
-                break;
+                past = mid;
             }
         }
         let lo = self.decode(below);
-        let code = match above {
-            _ if lo == a => below,
-            Some(hi_code) => {
-                let hi = self.decode(hi_code);
-                match (a - lo).partial_cmp(&(hi - a)) {
-                    Some(std::cmp::Ordering::Less) => below,
-                    Some(std::cmp::Ordering::Greater) => hi_code,
-                    _ if below.is_multiple_of(2) => below,
-                    _ => hi_code,
-                }
-            }
-            None => {
-                // Beyond the largest finite value: it still rounds down to
-                // it from within half an ulp of the next step up.
-                let ulp = lo - self.decode(below - 1);
-                if a - lo < ulp / 2.0 || (a - lo == ulp / 2.0 && below.is_multiple_of(2)) {
-                    below
-                } else {
-                    return None;
-                }
+        let code = if lo == a {
+            below
+        } else {
+            // Past the largest finite value, the next step up is one ulp
+            // further, and rounding to it overflows.
+            let (hi, up) = if below < top {
+                (self.decode(below + 1), Some(below + 1))
+            } else {
+                (lo + (lo - self.decode(below - 1)), None)
+            };
+            let round_up = match (a - lo).partial_cmp(&(hi - a)) {
+                Some(std::cmp::Ordering::Less) => false,
+                Some(std::cmp::Ordering::Greater) => true,
+                _ => !below.is_multiple_of(2),
+            };
+            if round_up {
+                up?
+            } else {
+                below
             }
         };
         if code == 0 && self.specials == Specials::FiniteNegativeZeroNan {

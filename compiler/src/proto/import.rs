@@ -120,40 +120,60 @@ fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
 }
 
 /// The window, convolution, aliasing and layout-constraint fields mean
-/// something only on the ops that have them. XLA writes both group counts as 1 on every instruction, so 1
-/// says nothing; any other value elsewhere would be lost, and is refused.
+/// something only on the ops that have them. XLA writes both group counts
+/// as 1 on every instruction, so 1 says nothing; any other value elsewhere
+/// would be lost, and is refused.
 fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
-    let convolution = matches!(op, Op::Convolution { .. } | Op::CustomCall(_));
+    let call = matches!(op, Op::CustomCall(_));
+    let convolution = call || matches!(op, Op::Convolution { .. });
     let windowed = convolution || matches!(op, Op::ReduceWindow { .. });
-    let in_place = matches!(op, Op::Fusion { .. } | Op::CustomCall(_));
-    let stray = if !in_place && !p.output_operand_aliasing.is_empty() {
-        Some("output_operand_aliasing (74)")
-    } else if !matches!(op, Op::CustomCall(_)) && !p.operand_shapes_with_layout.is_empty() {
-        Some("operand_shapes_with_layout (57)")
-    } else if !windowed && p.window.is_some() {
-        Some("window (15)")
-    } else if !convolution && p.convolution_dimension_numbers.is_some() {
-        Some("convolution_dimension_numbers (16)")
-    } else if !convolution && p.feature_group_count > 1 {
-        Some("feature_group_count (50)")
-    } else if !convolution && p.batch_group_count > 1 {
-        Some("batch_group_count (58)")
-    } else {
-        None
-    };
-    match stray {
-        Some(field) => Err(format!(
-            "{} has field {field}, which hlatc reads only on {}; here it would be lost",
-            op.opcode(),
-            if field.starts_with("window") {
-                "convolution, reduce-window and custom-call"
-            } else if field.starts_with("output") {
-                "fusion and custom-call"
-            } else if field.starts_with("operand") {
-                "custom-call"
-            } else {
-                "convolution and custom-call"
-            }
+    let in_place = call || matches!(op, Op::Fusion { .. });
+    // (written, field, the ops that carry it, whether this op does)
+    let fields = [
+        (
+            !p.output_operand_aliasing.is_empty(),
+            "output_operand_aliasing (74)",
+            "fusion and custom-call",
+            in_place,
+        ),
+        (
+            !p.operand_shapes_with_layout.is_empty(),
+            "operand_shapes_with_layout (57)",
+            "custom-call",
+            call,
+        ),
+        (
+            p.window.is_some(),
+            "window (15)",
+            "convolution, reduce-window and custom-call",
+            windowed,
+        ),
+        (
+            p.convolution_dimension_numbers.is_some(),
+            "convolution_dimension_numbers (16)",
+            "convolution and custom-call",
+            convolution,
+        ),
+        (
+            p.feature_group_count > 1,
+            "feature_group_count (50)",
+            "convolution and custom-call",
+            convolution,
+        ),
+        (
+            p.batch_group_count > 1,
+            "batch_group_count (58)",
+            "convolution and custom-call",
+            convolution,
+        ),
+    ];
+    match fields
+        .iter()
+        .find(|(written, _, _, carried)| *written && !carried)
+    {
+        Some((_, field, carriers, _)) => Err(format!(
+            "{} has field {field}, which hlatc reads only on {carriers}; here it would be lost",
+            op.opcode()
         )),
         None => Ok(op),
     }
@@ -177,7 +197,7 @@ fn call_convolution_from_proto(
         return Ok(None);
     }
     let conv = CallConvolution {
-        window: p.window.as_ref().map(|w| window_from_proto(Some(w))),
+        window: p.window.as_ref().map(window_from_proto),
         dims: p
             .convolution_dimension_numbers
             .as_deref()
@@ -657,7 +677,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             to_apply: one_callee(called)?,
         },
         "convolution" => Op::Convolution {
-            window: window_from_proto(p.window.as_ref()),
+            window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
             dims: Box::new(conv_dims_from_proto(
                 p.convolution_dimension_numbers
                     .as_deref()
@@ -677,7 +697,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             precision: precision_from_proto(p)?,
         },
         "reduce-window" => Op::ReduceWindow {
-            window: window_from_proto(p.window.as_ref()),
+            window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
             to_apply: one_callee(called)?,
         },
         "tuple" => Op::Tuple,

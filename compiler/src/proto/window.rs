@@ -24,12 +24,11 @@ pub(super) fn window_to_proto(w: &Window) -> Option<WindowProto> {
 }
 
 /// An unwritten stride or dilation reads 0 on the wire; XLA means 1.
-pub(super) fn window_from_proto(w: Option<&WindowProto>) -> Window {
+pub(super) fn window_from_proto(w: &WindowProto) -> Window {
     let at_least_one = |v: i64| if v == 0 { 1 } else { v };
     Window {
         dims: w
-            .map(|w| w.dimensions.as_slice())
-            .unwrap_or_default()
+            .dimensions
             .iter()
             .map(|d| WindowDim {
                 size: d.size,

@@ -1758,13 +1758,14 @@ fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, 
         Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
     };
     let mut values = Vec::new();
+    let mut nans = Vec::new();
     let whole = p.clone();
-    collect_literal(p, arr, 0, &mut values)?;
+    collect_literal(p, arr, 0, &mut values, &mut nans)?;
     let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
         .or_else(|e| err_at(&whole, e.to_string()))?;
     // A NaN's sign and payload, which a value of the literal's scalars
     // does not carry, are set bit for bit.
-    for (i, pair) in nans(&whole) {
+    for (i, pair) in nans {
         let (negative, payload) = nan_spelling(&pair)?;
         lit.set_nan(i, negative, payload)
             .or_else(|e| err_at(&pair, e.to_string()))?;
@@ -1774,11 +1775,14 @@ fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, 
     Ok(lit)
 }
 
-fn collect_literal(
-    p: Pair<Rule>,
+/// The literal's values in row-major order into `out`, and each value
+/// spelled as a NaN, by index, into `nans`.
+fn collect_literal<'i>(
+    p: Pair<'i, Rule>,
     arr: &ArrayShape,
     depth: usize,
     out: &mut Vec<Scalar>,
+    nans: &mut Vec<(usize, Pair<'i, Rule>)>,
 ) -> Result<(), ParseError> {
     let inner = p
         .into_inner()
@@ -1804,7 +1808,7 @@ fn collect_literal(
                 );
             }
             for it in items {
-                collect_literal(it, arr, depth + 1, out)?;
+                collect_literal(it, arr, depth + 1, out, nans)?;
             }
             Ok(())
         }
@@ -1815,6 +1819,9 @@ fn collect_literal(
                     format!("scalar value where {arr} needs nested braces"),
                 );
             }
+            if spells_nan(inner.as_str()) {
+                nans.push((out.len(), inner.clone()));
+            }
             out.push(scalar(&inner, arr.ty)?);
             Ok(())
         }
@@ -1822,16 +1829,9 @@ fn collect_literal(
     }
 }
 
-/// The scalars of a literal that spell a NaN, by element index (row-major,
-/// as the literal's values are collected).
-fn nans<'i>(p: &Pair<'i, Rule>) -> Vec<(usize, Pair<'i, Rule>)> {
-    p.clone()
-        .into_inner()
-        .flatten()
-        .filter(|q| q.as_rule() == Rule::scalar)
-        .enumerate()
-        .filter(|(_, q)| q.as_str().trim_start_matches('-').starts_with("nan"))
-        .collect()
+/// `nan`, `-nan`, `nan(0x1)`, ...
+fn spells_nan(s: &str) -> bool {
+    s.trim_start_matches('-').starts_with("nan")
 }
 
 /// `-nan(0x1)` as (negative, payload); `nan` has none.
@@ -1862,7 +1862,7 @@ fn scalar(p: &Pair<Rule>, ty: ElementType) -> Result<Scalar, ParseError> {
         let v = match s {
             "inf" => f64::INFINITY,
             "-inf" => f64::NEG_INFINITY,
-            _ if s.trim_start_matches('-').starts_with("nan") => f64::NAN,
+            _ if spells_nan(s) => f64::NAN,
             _ => match s.parse::<f64>() {
                 Ok(v) => v,
                 Err(_) => return bad(),

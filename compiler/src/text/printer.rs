@@ -54,12 +54,7 @@ pub fn print_module(m: &Module) -> String {
             None => (m.entry_parameter_shapes(), m.entry_result_shape()),
         };
         out.push_str(", entry_computation_layout={(");
-        for (i, s) in params.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            let _ = write!(out, "{s}");
-        }
+        write_list(&mut out, &params);
         out.push_str(")->");
         if let Some(r) = result {
             let _ = write!(out, "{r}");
@@ -152,14 +147,7 @@ fn print_instruction_into(out: &mut String, c: &Computation, id: InstrId) {
         Op::Constant(lit) => {
             let _ = write!(out, "{lit}");
         }
-        _ => {
-            for (i, o) in c.operands(id).into_iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&c.instr(o).name);
-            }
-        }
+        _ => write_names(out, c, c.operand_ids(id)),
     }
     out.push(')');
     write_attributes(out, c, id);
@@ -431,12 +419,7 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             write_aliasing(out, &cc.aliasing);
             if let Some(layouts) = &cc.operand_layouts {
                 out.push_str(", operand_layout_constraints={");
-                for (i, s) in layouts.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    let _ = write!(out, "{s}");
-                }
+                write_list(out, layouts);
                 out.push('}');
             }
         }
@@ -464,12 +447,7 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
     let preds = c.control_predecessors(id);
     if !preds.is_empty() {
         out.push_str(", control-predecessors={");
-        for (i, &p) in preds.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            out.push_str(&c.instr(p).name);
-        }
+        write_names(out, c, preds);
         out.push('}');
     }
     if !instr.metadata.is_empty() {
@@ -561,13 +539,28 @@ fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>)
 fn write_aliasing(out: &mut String, aliasing: &[OperandAlias]) {
     if !aliasing.is_empty() {
         out.push_str(", output_to_operand_aliasing={");
-        for (i, a) in aliasing.iter().enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            let _ = write!(out, "{a}");
-        }
+        write_list(out, aliasing);
         out.push('}');
+    }
+}
+
+/// `a, b, c`: the items, separated as XLA separates list entries.
+fn write_list<T: std::fmt::Display>(out: &mut String, items: &[T]) {
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{x}");
+    }
+}
+
+/// The names of `ids`, as a list.
+fn write_names(out: &mut String, c: &Computation, ids: &[InstrId]) {
+    for (i, &id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&c.instr(id).name);
     }
 }
 
