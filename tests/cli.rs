@@ -110,6 +110,50 @@ fn run_matches_jax_and_writes_outputs() {
 }
 
 #[test]
+fn run_one_device_runs_a_sharded_module_before_partitioning() {
+    let base = "tests/fixtures/jax/llama_tiny_step";
+    let sharded = fixture(&format!("{base}.sharded.dump.hlo"));
+    let args = |one_device: bool| {
+        let mut v = vec![
+            "run".to_string(),
+            sharded.clone(),
+            "--inputs".into(),
+            fixture(&format!("{base}.inputs.safetensors")),
+            "--expect".into(),
+            fixture(&format!("{base}.outputs.safetensors")),
+        ];
+        if one_device {
+            v.push("--one-device".into());
+        }
+        v
+    };
+    let run = |one_device| {
+        let a = args(one_device);
+        hlatc(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let refused = run(false);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("is for 1 replica(s) x 8 partition(s)")
+            && stderr(&refused).contains("--one-device"),
+        "{}",
+        stderr(&refused)
+    );
+    let o = run(true);
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("all 64 outputs match"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("--one-device: running 'jit_step' (written for 1 replica(s) x 8 partition(s)) as one device's program"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn run_without_inputs_is_seeded_and_deterministic() {
     let f = fixture("tests/fixtures/hlo/xla_classic.hlo");
     let a = hlatc(&["run", &f, "--seed", "7"]);

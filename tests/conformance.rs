@@ -99,8 +99,8 @@ fn syntax_category(msg: &str, line: &str, column: usize) -> String {
     if found.starts_with("<=") {
         return "dynamic dimensions".into();
     }
-    if msg.contains("expected `[` or an element type") {
-        return "instruction without a result shape".into();
+    if msg.contains("expected `[`") && found.starts_with('(') {
+        return "buffer shapes, b(...)".into();
     }
     if msg.starts_with("entry_computation_layout gives") {
         return "entry_computation_layout unlike the entry's (not kept)".into();

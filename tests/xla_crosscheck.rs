@@ -179,3 +179,63 @@ fn a_jax_dump_with_stack_frames_runs_with_jaxs_outputs() {
             .unwrap_or_else(|m| panic!("out{i}: {m}"));
     }
 }
+
+/// JAX's dumps of the same step written three other ways (`tools/jax_dump.py
+/// --variant`): the layers as a `jax.lax.scan` (a while loop), each layer
+/// under `jax.checkpoint`, and the step sharded over a 2 x 4 mesh of CPU
+/// devices (Shardy's attributes, tuple shardings). Each is read as written
+/// and gives JAX's outputs for the same inputs on XLA CPU; the sharded one,
+/// not yet partitioned, runs as one device's program.
+#[test]
+fn jax_dumps_of_scanned_rematerialized_and_sharded_steps_run_with_jaxs_outputs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
+    let ins =
+        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.inputs.safetensors")).unwrap();
+    let want =
+        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.outputs.safetensors")).unwrap();
+    let inputs: Vec<_> = (0..ins.len())
+        .map(|i| ins[&format!("arg{i}")].clone())
+        .collect();
+    let rt = hlatc::runtime::Runtime::shared().unwrap();
+    for variant in ["scan", "remat", "sharded"] {
+        let mut m =
+            hlatc::load_module(&dir.join(format!("llama_tiny_step.{variant}.dump.hlo"))).unwrap();
+        let count = |op: &str| {
+            m.computations
+                .iter()
+                .flat_map(|c| c.ids().map(move |id| c.instr(id).op.opcode()))
+                .filter(|o| *o == op)
+                .count()
+        };
+        match variant {
+            "scan" => {
+                // The forward scan and its transpose in the backward pass.
+                assert_eq!(count("while"), 2, "{variant}");
+            }
+            "remat" => {
+                // jax.checkpoint keeps the recomputation apart with
+                // optimization barriers.
+                assert!(count("opt-barrier") >= 2, "{variant}");
+            }
+            _ => {
+                assert_eq!(m.devices.num_partitions, 8);
+                assert!(m.frontend_attributes["xla.sdy.meshes"].contains("\"model\"=4"));
+                let sharded = m
+                    .entry()
+                    .ids()
+                    .filter(|&id| m.entry().instr(id).sharding.is_some())
+                    .count();
+                assert!(sharded > 50, "{sharded} sharded instructions");
+                m.devices = Default::default();
+            }
+        }
+        let out = rt.compile(&m).unwrap().run(&inputs).unwrap();
+        assert_eq!(out.len(), want.len(), "{variant}");
+        for (i, got) in out.iter().enumerate() {
+            let e = &want[&format!("out{i}")];
+            let scale = hlatc::runtime::max_abs(e).max(1e-30);
+            hlatc::runtime::assert_close(e, got, 1e-5, 1e-5 * scale)
+                .unwrap_or_else(|msg| panic!("{variant} out{i}: {msg}"));
+        }
+    }
+}

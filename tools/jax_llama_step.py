@@ -66,32 +66,61 @@ def rope(x, theta=10000.0):
     return x * cos + rot * sin
 
 
-def forward_loss(c, params, tokens, targets):
+LAYER_KEYS = [
+    "input_layernorm.weight",
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight",
+    "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+]
+
+
+def decoder_layer(c, x, lp, mask):
+    """One decoder layer over `x`, with its parameters `lp` by LAYER_KEYS."""
+    hd = c["d"] // c["heads"]
+    b, s, _ = x.shape
+    h = rms_norm(x, lp["input_layernorm.weight"])
+    qs = (h @ lp["self_attn.q_proj.weight"].T).reshape(b, s, c["heads"], hd)
+    ks = (h @ lp["self_attn.k_proj.weight"].T).reshape(b, s, c["kv_heads"], hd)
+    vs = (h @ lp["self_attn.v_proj.weight"].T).reshape(b, s, c["kv_heads"], hd)
+    qs, ks = rope(qs), rope(ks)
+    rep = c["heads"] // c["kv_heads"]
+    ks = jnp.repeat(ks, rep, axis=2)
+    vs = jnp.repeat(vs, rep, axis=2)
+    scores = jnp.einsum("bqhd,bkhd->bhqk", qs, ks) / jnp.sqrt(jnp.float32(hd))
+    scores = jnp.where(mask[None, None], scores, jnp.float32(-1e9))
+    probs = jax.nn.softmax(scores, axis=-1)
+    att = jnp.einsum("bhqk,bkhd->bqhd", probs, vs).reshape(b, s, c["heads"] * hd)
+    x = x + att @ lp["self_attn.o_proj.weight"].T
+    h = rms_norm(x, lp["post_attention_layernorm.weight"])
+    g = h @ lp["mlp.gate_proj.weight"].T
+    u = h @ lp["mlp.up_proj.weight"].T
+    return x + (jax.nn.silu(g) * u) @ lp["mlp.down_proj.weight"].T
+
+
+def forward_loss(c, params, tokens, targets, scan=False, remat=False):
+    """The mean next-token loss. `scan` runs the layers as one
+    `jax.lax.scan` over their stacked parameters (a while loop in HLO);
+    `remat` wraps each layer in `jax.checkpoint`."""
     names = [n for n, _ in param_shapes(c)]
     p = dict(zip(names, params))
-    hd = c["d"] // c["heads"]
-    b, s = tokens.shape
     x = p["model.embed_tokens.weight"][tokens]
+    s = tokens.shape[1]
     mask = jnp.tril(jnp.ones((s, s), dtype=bool))
-    for i in range(c["layers"]):
-        q = f"model.layers.{i}."
-        h = rms_norm(x, p[q + "input_layernorm.weight"])
-        qs = (h @ p[q + "self_attn.q_proj.weight"].T).reshape(b, s, c["heads"], hd)
-        ks = (h @ p[q + "self_attn.k_proj.weight"].T).reshape(b, s, c["kv_heads"], hd)
-        vs = (h @ p[q + "self_attn.v_proj.weight"].T).reshape(b, s, c["kv_heads"], hd)
-        qs, ks = rope(qs), rope(ks)
-        rep = c["heads"] // c["kv_heads"]
-        ks = jnp.repeat(ks, rep, axis=2)
-        vs = jnp.repeat(vs, rep, axis=2)
-        scores = jnp.einsum("bqhd,bkhd->bhqk", qs, ks) / jnp.sqrt(jnp.float32(hd))
-        scores = jnp.where(mask[None, None], scores, jnp.float32(-1e9))
-        probs = jax.nn.softmax(scores, axis=-1)
-        att = jnp.einsum("bhqk,bkhd->bqhd", probs, vs).reshape(b, s, c["heads"] * hd)
-        x = x + att @ p[q + "self_attn.o_proj.weight"].T
-        h = rms_norm(x, p[q + "post_attention_layernorm.weight"])
-        g = h @ p[q + "mlp.gate_proj.weight"].T
-        u = h @ p[q + "mlp.up_proj.weight"].T
-        x = x + (jax.nn.silu(g) * u) @ p[q + "mlp.down_proj.weight"].T
+    layer = lambda x, lp: decoder_layer(c, x, lp, mask)  # noqa: E731
+    if remat:
+        layer = jax.checkpoint(layer)
+    per_layer = [{k: p[f"model.layers.{i}.{k}"] for k in LAYER_KEYS} for i in range(c["layers"])]
+    if scan:
+        stacked = {k: jnp.stack([lp[k] for lp in per_layer]) for k in LAYER_KEYS}
+        x, _ = jax.lax.scan(lambda x, lp: (layer(x, lp), None), x, stacked)
+    else:
+        for lp in per_layer:
+            x = layer(x, lp)
     x = rms_norm(x, p["model.norm.weight"])
     logits = x @ p["lm_head.weight"].T
     logp = jax.nn.log_softmax(logits, axis=-1)
@@ -99,13 +128,13 @@ def forward_loss(c, params, tokens, targets):
     return jnp.mean(nll)
 
 
-def make_step(c, lr=1e-2, b1=0.9, b2=0.95, eps=1e-8, wd=0.1):
+def make_step(c, lr=1e-2, b1=0.9, b2=0.95, eps=1e-8, wd=0.1, scan=False, remat=False):
     n = len(param_shapes(c))
 
     def step(*args):
         params, m, v = list(args[:n]), list(args[n : 2 * n]), list(args[2 * n : 3 * n])
         count, tokens, targets = args[3 * n], args[3 * n + 1], args[3 * n + 2]
-        loss, grads = jax.value_and_grad(lambda ps: forward_loss(c, ps, tokens, targets))(params)
+        loss, grads = jax.value_and_grad(lambda ps: forward_loss(c, ps, tokens, targets, scan, remat))(params)
         t = count + 1.0
         new_p, new_m, new_v = [], [], []
         for w, g, mi, vi in zip(params, grads, m, v):

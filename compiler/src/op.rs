@@ -617,8 +617,12 @@ pub enum Op {
     GetTupleElement {
         index: i64,
     },
+    /// `call`: `to_apply` on the operands. A composite call
+    /// (`is_composite=true`) stands for the op its frontend attributes
+    /// name (`composite.name`), `to_apply` being its decomposition.
     Call {
         to_apply: String,
+        is_composite: bool,
     },
     /// `while`: runs `body` on its (one) operand while `condition` of it is
     /// true; the result is the last value.
@@ -879,7 +883,7 @@ macro_rules! callee_slots {
         match $op {
             Op::Reduce { to_apply, .. }
             | Op::ReduceWindow { to_apply, .. }
-            | Op::Call { to_apply }
+            | Op::Call { to_apply, .. }
             | Op::Scatter { to_apply, .. }
             | Op::AllReduce { to_apply, .. }
             | Op::AllReduceStart { to_apply, .. }

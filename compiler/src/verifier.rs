@@ -164,6 +164,15 @@ fn verify_computation(
             ));
         }
         check_attribute_keys(&instr.frontend_attributes).map_err(|m| err(here, m))?;
+        if matches!(
+            instr.op,
+            Op::Call {
+                is_composite: true,
+                ..
+            }
+        ) {
+            check_composite(&instr.frontend_attributes).map_err(|m| err(here, m))?;
+        }
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
         if let Some(r) = &instr.parameter_replication {
             let leaves = instr.shape.leaf_count();
@@ -251,17 +260,32 @@ pub fn is_hlo_name(s: &str) -> bool {
 }
 
 fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), String> {
+    // XLA reads a key as an attribute name: a name's characters, dots
+    // included (Shardy's `xla.sdy.sharding`).
     for k in attrs.keys() {
-        let mut chars = k.chars();
-        let ok = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok {
-            return Err(format!("frontend attribute key {k:?} is not an identifier"));
+        if !is_hlo_name(k) {
+            return Err(format!(
+                "frontend attribute key {k:?} is not a name XLA reads ([A-Za-z_][A-Za-z0-9_.-]*)"
+            ));
         }
     }
     Ok(())
+}
+
+/// A composite call names the op it stands for, and its version when
+/// given is a count (XLA checks both when it builds the call).
+fn check_composite(attrs: &BTreeMap<String, String>) -> Result<(), String> {
+    if attrs.get("composite.name").is_none_or(|n| n.is_empty()) {
+        return Err(
+            "a composite call (is_composite=true) needs a non-empty frontend attribute composite.name".into(),
+        );
+    }
+    match attrs.get("composite.version") {
+        Some(v) if !v.parse::<i64>().is_ok_and(|n| n >= 0) => Err(format!(
+            "a composite call's composite.version must be a non-negative integer, got {v:?}"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// XLA requires instruction names to be unique across the whole module (its

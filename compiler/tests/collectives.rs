@@ -161,6 +161,20 @@ fn malformed_groups_and_pairs_are_refused_where_they_go_wrong() {
         e.contains("a source-target pair has two ids, got {0,1,2}"),
         "{e}"
     );
+    // The mesh form XLA writes in partitioned programs is named, with or
+    // without its device ids, not taken for a syntax error.
+    for groups in [
+        "mesh['a'=2,'b'=4] {'b'}",
+        "mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a','b':(2)2}",
+    ] {
+        let e = refused(&format!(
+            "  ROOT r = f32[8,4] all-reduce(x), channel_id=1, replica_groups={groups}, use_global_device_ids=true, to_apply=sum"
+        ));
+        assert!(
+            e.starts_with("11:65: replica_groups: replica groups over a mesh (`mesh[...] {...}`, as XLA writes them in partitioned programs) are not read yet"),
+            "{e}"
+        );
+    }
 }
 
 #[test]

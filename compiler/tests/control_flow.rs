@@ -157,3 +157,43 @@ fn a_fusion_names_its_kind_and_feeds_its_callee() {
     assert_eq!(text::print_module(&back), text::print_module(&m));
     assert!(text::print_module(&m).contains("fusion(x), kind=kOutput, calls=neg"));
 }
+
+/// A composite call (`is_composite=true`) stands for the op its frontend
+/// attributes name; its callee is the decomposition. Shardy and StableHLO
+/// composites write the attributes as an unquoted dictionary.
+#[test]
+fn a_composite_call_keeps_its_flag_and_names_its_op() {
+    let call = |attrs: &str| {
+        format!("  x = f32[4] parameter(0)\n  ROOT c = f32[4] call(x), to_apply=neg, is_composite=true, frontend_attributes={{{attrs}}}")
+    };
+    let m = parse(&call(
+        "composite.attributes={n = 1 : i32},composite.name=\"foo.bar\",composite.version=\"1\"",
+    ))
+    .unwrap();
+    let e = m.entry();
+    let c = e.instr(e.find("c").unwrap());
+    assert_eq!(
+        c.op,
+        Op::Call {
+            to_apply: "neg".into(),
+            is_composite: true
+        }
+    );
+    assert_eq!(
+        c.frontend_attributes["composite.attributes"],
+        "{n = 1 : i32}"
+    );
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("to_apply=neg, is_composite=true"),
+        "{printed}"
+    );
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), printed);
+    assert!(refused(&call("composite.version=\"1\""))
+        .contains("needs a non-empty frontend attribute composite.name"));
+    assert!(
+        refused(&call("composite.name=\"f\",composite.version=\"-1\""))
+            .contains("composite.version must be a non-negative integer, got \"-1\"")
+    );
+}

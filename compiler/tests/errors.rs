@@ -18,11 +18,11 @@ fn syntax_errors_give_line_column_and_expectation() {
     let cases = [
         (
             entry("  x f32[] parameter(0)"),
-            "4:5: expected `=` or an instruction, found `f32[] parameter(0)`",
+            "4:5: expected `=`, found `f32[] parameter(0)`",
         ),
         (
             "HloModule m\nENTRY e {\n  x = f32[2 parameter(0)\n}\n".to_string(),
-            "3:13: expected `,` or `]` or dimensions such as 2,3, found `parameter(0)`",
+            "3:13: expected `,` or `]`, found `parameter(0)`",
         ),
         (
             entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] broadcast(x), dimensions={0,}"),
@@ -30,11 +30,27 @@ fn syntax_errors_give_line_column_and_expectation() {
         ),
         (
             "HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)".to_string(),
-            "3:30: expected `,` or `ROOT` or `}` or a name or an instruction, found end of line",
+            "3:30: expected `,` or `}` or an instruction, found end of line",
         ),
         (
             "HloMod m".to_string(),
-            "1:1: expected HloModule header or `HloModule`, found `HloMod m`",
+            "1:1: expected `HloModule`, found `HloMod m`",
+        ),
+        (
+            entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate(x), foo=@@"),
+            "5:34: expected an attribute value, found `@@`",
+        ),
+        (
+            entry("  x = f32[2,<=4] parameter(0)"),
+            "4:13: expected a static dimension (hlatc does not read dynamic dimensions yet), found `<=4] parameter(0)`",
+        ),
+        (
+            entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate(x"),
+            "6:1: expected `)` or `,`, found `}`",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)\n}\n}".to_string(),
+            "5:1: expected a computation or end of input, found `}`",
         ),
     ];
     for (src, want) in cases {

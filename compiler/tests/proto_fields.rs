@@ -183,6 +183,11 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
         ),
         "{e}"
     );
+    let e = with(|i| i.is_composite = true).unwrap_err();
+    assert!(
+        e.contains("negate has field is_composite (89), which hlatc reads only on call"),
+        "{e}"
+    );
 }
 
 #[test]

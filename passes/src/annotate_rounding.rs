@@ -33,7 +33,7 @@ pub fn rounding_counts(m: &Module) -> (usize, usize) {
         match &m.entry().instr(id).op {
             Op::Convert if is_stochastic(m, id) => stochastic += 1,
             Op::Convert if is_narrowing(m, id, ElementType::Bf16) => nearest_even += 1,
-            Op::Call { to_apply } if to_apply.starts_with(ROUNDING_CALLEE) => stochastic += 1,
+            Op::Call { to_apply, .. } if to_apply.starts_with(ROUNDING_CALLEE) => stochastic += 1,
             _ => {}
         }
     }
@@ -232,7 +232,15 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
             .map_err(wrap)?;
         let to_apply = callees[&dims].clone();
         let rounded = rw
-            .add_named("stochastic_round", Op::Call { to_apply }, &[x, bits], None)
+            .add_named(
+                "stochastic_round",
+                Op::Call {
+                    to_apply,
+                    is_composite: false,
+                },
+                &[x, bits],
+                None,
+            )
             .map_err(wrap)?;
         rw.replace(id, rounded).map_err(wrap)?;
     }

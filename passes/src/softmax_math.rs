@@ -121,7 +121,14 @@ impl SoftmaxWriter {
                         pass: pass.to_string(),
                         message: e.to_string(),
                     })?;
-                (Op::Call { to_apply }, String::new(), d.stem())
+                (
+                    Op::Call {
+                        to_apply,
+                        is_composite: false,
+                    },
+                    String::new(),
+                    d.stem(),
+                )
             }
         };
         let mut r = self.rw.on(&mut m.computations[ci]);

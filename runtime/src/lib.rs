@@ -47,7 +47,7 @@ pub enum RuntimeError {
         instruction: Option<String>,
         message: String,
     },
-    #[error("module '{module}' is for {replica_count} replica(s) x {num_partitions} partition(s); the XLA CPU runtime runs single-device modules")]
+    #[error("module '{module}' is for {replica_count} replica(s) x {num_partitions} partition(s); the XLA CPU runtime runs single-device modules (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)")]
     MultiDevice {
         module: String,
         replica_count: i64,

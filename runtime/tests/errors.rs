@@ -109,6 +109,6 @@ fn a_multi_device_module_is_refused_before_the_plugin() {
     assert!(matches!(e, RuntimeError::MultiDevice { .. }), "{e}");
     assert_eq!(
         e.to_string(),
-        "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs single-device modules"
+        "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs single-device modules (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
     );
 }

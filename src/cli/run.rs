@@ -49,6 +49,13 @@ pub struct Args {
     /// magnitude in that expected output]
     #[arg(long)]
     atol: Option<f64>,
+    /// Run a module written for several devices (num_partitions or
+    /// replica_count above 1) as one device's program. Right for a module
+    /// not yet partitioned, whose shardings annotate one global program
+    /// (JAX's `before_optimizations` dumps): it computes the same values.
+    /// Wrong for a partitioned one, whose collectives need every device.
+    #[arg(long)]
+    one_device: bool,
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -68,7 +75,16 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
     }
     let (module_path, output_names) = resolve_module(&a.module)?;
-    let module = super::load(&module_path)?;
+    let mut module = super::load(&module_path)?;
+    if a.one_device && module.devices != Default::default() {
+        note!(
+            "--one-device: running '{}' (written for {} replica(s) x {} partition(s)) as one device's program; its shardings do not apply",
+            module.name,
+            module.devices.replica_count,
+            module.devices.num_partitions
+        )?;
+        module.devices = Default::default();
+    }
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {

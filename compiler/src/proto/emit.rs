@@ -404,6 +404,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.is_stable = *is_stable;
         }
         Op::Map { dimensions, .. } => p.dimensions = dimensions.clone(),
+        Op::Call { is_composite, .. } => p.is_composite = *is_composite,
         Op::Rng { distribution } => p.distribution = distribution.proto(),
         Op::AllReduce { collective, .. } | Op::AllReduceStart { collective, .. } => {
             fill_collective(collective, p)
@@ -465,7 +466,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::DynamicUpdateSlice
         | Op::Tuple
         | Op::OptBarrier
-        | Op::Call { .. }
         | Op::While { .. }
         | Op::Conditional { .. }
         | Op::ReplicaId

@@ -128,6 +128,7 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
     let convolution = call || matches!(op, Op::Convolution { .. });
     let windowed = convolution || matches!(op, Op::ReduceWindow { .. });
     let in_place = call || matches!(op, Op::Fusion { .. });
+    let composite = matches!(op, Op::Call { .. });
     // (written, field, the ops that carry it, whether this op does)
     let fields = [
         (
@@ -166,6 +167,7 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "convolution and custom-call",
             convolution,
         ),
+        (p.is_composite, "is_composite (89)", "call", composite),
     ];
     match fields
         .iter()
@@ -707,6 +709,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         },
         "call" => Op::Call {
             to_apply: one_callee(called)?,
+            is_composite: p.is_composite,
         },
         "sort" => Op::Sort {
             dimension: one_dimension(p)?,

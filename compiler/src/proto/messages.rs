@@ -150,6 +150,8 @@ pub struct HloInstructionProto {
     pub distribution: i32,
     #[prost(bool, tag = "60")]
     pub is_stable: bool,
+    #[prost(bool, tag = "89")]
+    pub is_composite: bool,
     #[prost(message, optional, tag = "61")]
     pub parameter_replication: Option<ParameterReplication>,
     #[prost(message, repeated, tag = "49")]

@@ -128,6 +128,7 @@ schema!(
         (77, "custom_call_api_version"),
         (61, "parameter_replication", PARAMETER_REPLICATION),
         (60, "is_stable"),
+        (89, "is_composite"),
         (23, "distribution"),
         (87, "collective_device_list", COLLECTIVE_DEVICE_LIST),
         (92, "iota_collective_device_list", IOTA_REPLICA_GROUP_LIST),
@@ -174,7 +175,6 @@ schema!(
         (85, "largest"),
         (86, "dot_sparsity"),
         (88, "original_value"),
-        (89, "is_composite"),
         (90, "ragged_dot_dimension_numbers"),
         (91, "result_accuracy"),
     ]

@@ -575,7 +575,7 @@ pub fn infer_shape(
                 s => invalid(format!("get-tuple-element needs a tuple operand, got {s}")),
             }
         }
-        Op::Call { to_apply } => {
+        Op::Call { to_apply, .. } => {
             control_flow::call("call", to_apply, get_callee(to_apply)?, operands)
         }
         Op::Fusion {

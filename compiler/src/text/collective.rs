@@ -19,6 +19,11 @@ type Result<T> = std::result::Result<T, AttrSyntaxError>;
 pub(crate) fn parse_replica_groups(text: &str) -> Result<ReplicaGroups> {
     let mut c = Cursor::new(text);
     c.skip_ws();
+    if c.rest().starts_with("mesh[") {
+        return c.fail(
+            "replica groups over a mesh (`mesh[...] {...}`, as XLA writes them in partitioned programs) are not read yet",
+        );
+    }
     let groups = if c.rest().starts_with('[') {
         let at = c.pos;
         let dims = c.bracketed("[", "]")?;

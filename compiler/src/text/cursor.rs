@@ -35,9 +35,17 @@ impl<'t> Cursor<'t> {
         &self.text[self.pos..]
     }
 
+    /// Whitespace and `/* */` comments (XLA numbers the elements of long
+    /// tuple shardings with `/*index=5*/`).
     pub(crate) fn skip_ws(&mut self) {
-        while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
-            self.pos += 1;
+        loop {
+            while self.peek().is_some_and(|b| b.is_ascii_whitespace()) {
+                self.pos += 1;
+            }
+            match self.rest().strip_prefix("/*").and_then(|r| r.find("*/")) {
+                Some(end) => self.pos += 2 + end + 2,
+                None => return,
+            }
         }
     }
 

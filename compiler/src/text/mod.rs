@@ -1,5 +1,5 @@
 //! XLA's HLO text syntax: a printer whose output XLA's parser accepts, and a
-//! `pest` parser for what the printer writes and what JAX and torch-xla dump.
+//! hand-written parser for what the printer writes and what JAX and torch-xla dump.
 
 mod collective;
 mod cursor;
@@ -10,6 +10,7 @@ mod parser;
 mod printer;
 mod sharding;
 mod stack_frame_tables;
+mod syntax;
 
 pub use escape::{escape, unescape};
 pub use nesting::MAX_NESTING;

@@ -1,10 +1,12 @@
-//! HLO text to [`Module`]. Syntax errors come from the pest grammar with
-//! line:column and what was expected; semantic errors (unknown opcode, bad
+//! HLO text to [`Module`]. Syntax errors come from the grammar
+//! ([`super::syntax`]) with line:column and what was expected; semantic errors (unknown opcode, bad
 //! attribute, undefined operand) carry the position of the offending token.
 
 use super::escape::unescape;
+use super::syntax::{self, Pair, Rule, SyntaxError};
 use crate::collective::{Collective, ReplicaGroups};
 use crate::computation::{Computation, InstrId};
+use crate::fx::{FxHashMap, FxHashSet};
 use crate::instruction::{Instruction, Metadata};
 use crate::literal::{Literal, Scalar};
 use crate::module::BufferDonor;
@@ -13,14 +15,8 @@ use crate::op::*;
 use crate::sharding::Sharding;
 use crate::types::{ArrayShape, ElementType, Shape};
 use crate::window::{ConvDims, Window};
-use pest::iterators::Pair;
-use pest::Parser;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
-
-#[derive(pest_derive::Parser)]
-#[grammar = "text/hlo.pest"]
-struct HloParser;
 
 /// A parse failure at `line:column` (1-based).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -36,8 +32,8 @@ impl fmt::Display for ParseError {
     }
 }
 
-fn err_at<T>(pair: &Pair<Rule>, message: impl Into<String>) -> Result<T, ParseError> {
-    let (line, column) = pair.as_span().start_pos().line_col();
+fn err_at<T>(pair: &Pair<'_>, message: impl Into<String>) -> Result<T, ParseError> {
+    let (line, column) = pair.line_col();
     Err(ParseError {
         line,
         column,
@@ -45,126 +41,30 @@ fn err_at<T>(pair: &Pair<Rule>, message: impl Into<String>) -> Result<T, ParseEr
     })
 }
 
-fn rule_name(r: &Rule) -> &'static str {
-    match r {
-        Rule::module => "HloModule header",
-        Rule::computation => "a computation",
-        Rule::instruction => "an instruction",
-        Rule::name => "a name",
-        Rule::shape | Rule::array_shape | Rule::tuple_shape => "a shape such as f32[2,3]",
-        Rule::elem_type => "an element type",
-        Rule::int => "an integer",
-        Rule::dims => "dimensions such as 2,3",
-        Rule::int_list => "an integer list such as {0,1}",
-        Rule::layout => "a layout such as {1,0}",
-        Rule::opcode => "an opcode",
-        Rule::operand => "an operand",
-        Rule::literal | Rule::literal_list | Rule::scalar => "a literal value",
-        Rule::attribute => "an attribute (key=value)",
-        Rule::attr_name => "an attribute name",
-        Rule::string => "a quoted string",
-        Rule::number => "a number",
-        Rule::word => "a word",
-        Rule::root_kw => "`ROOT`",
-        Rule::entry_kw => "`ENTRY`",
-        Rule::signature => "a signature",
-        Rule::alias_entry => "an alias entry such as {0}: (0, {})",
-        Rule::program_shape => "a program shape (params)->result",
-        Rule::EOI => "end of input",
-        _ => "valid HLO",
-    }
-}
-
-fn syntax_error(e: pest::error::Error<Rule>, input: &str) -> ParseError {
-    // Report the furthest point the grammar reached, with the literal tokens
-    // and rules it would have accepted there.
-    if let Some(attempts) = e.parse_attempts() {
-        let pos = attempts.max_position.min(input.len());
-        let before = &input[..pos];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        // Whitespace, comments and the characters that would merely continue
-        // a name are always acceptable; listing them drowns the real choice.
-        let noise = |t: &str| {
-            t.trim().is_empty()
-                || t == "/*"
-                || t == "//"
-                || t == "%"
-                || t.contains("..")
-                || (t.len() == 1
-                    && t.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c)))
-        };
-        let mut expected: Vec<String> = attempts
-            .expected_tokens()
-            .iter()
-            .map(|t| t.to_string())
-            .filter(|t| !noise(t))
-            .map(|t| format!("`{t}`"))
-            .collect();
-        let mut parents = Vec::new();
-        for stack in attempts.call_stacks() {
-            if let Some(r) = stack.deepest.get_rule() {
-                expected.push(rule_name(r).to_string());
-            } else if let Some(r) = stack.parent {
-                parents.push(rule_name(&r).to_string());
-            }
-        }
-        if expected.is_empty() {
-            expected = parents;
-        }
-        expected.sort();
-        expected.dedup();
-        let found: String = input[pos..]
-            .chars()
-            .take_while(|&c| c != '\n')
-            .take(24)
-            .collect();
-        let found = if found.is_empty() {
-            "end of line".to_string()
-        } else {
-            format!("`{}`", found.trim_end())
-        };
-        let message = if expected.is_empty() {
-            format!("syntax error at {found}")
-        } else {
-            format!("expected {}, found {found}", expected.join(" or "))
-        };
-        return ParseError {
-            line,
-            column,
-            message,
-        };
-    }
-    let (line, column) = match e.line_col {
-        pest::error::LineColLocation::Pos(p) | pest::error::LineColLocation::Span(p, _) => p,
+/// Where the grammar stopped, what it would have accepted there, and the
+/// text it found instead.
+fn syntax_error(e: SyntaxError, input: &str) -> ParseError {
+    let pos = syntax::char_floor(input, e.offset);
+    let (line, column) = syntax::line_col(input, pos);
+    let found: String = input[pos..]
+        .chars()
+        .take_while(|&c| c != '\n')
+        .take(24)
+        .collect();
+    let found = if found.trim().is_empty() {
+        "end of line".to_string()
+    } else {
+        format!("`{}`", found.trim_end())
+    };
+    let message = if e.expected.is_empty() {
+        format!("syntax error at {found}")
+    } else {
+        format!("expected {}, found {found}", e.expected.join(" or "))
     };
     ParseError {
         line,
         column,
-        message: e.variant.message().into_owned(),
-    }
-}
-
-/// Re-parses failing input with pest's attempt tracking on, which names the
-/// tokens expected at the furthest point reached. Tracking is a process-wide
-/// switch that slows parsing, so it is on only during this retry; the lock
-/// keeps concurrent retries from switching it off under each other.
-fn detailed_syntax_error(text: &str) -> ParseError {
-    static DETAIL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = DETAIL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    pest::set_error_detail(true);
-    let result = HloParser::parse(Rule::module, text);
-    pest::set_error_detail(false);
-    match result {
-        Err(e) => syntax_error(e, text),
-        Ok(_) => ParseError {
-            line: 1,
-            column: 1,
-            message: "internal error: input parsed only on the second attempt".into(),
-        },
+        message,
     }
 }
 
@@ -184,10 +84,8 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
     let (text, stack_frames) = super::stack_frame_tables::take_tables(text)?;
     let text: &str = &text;
     super::nesting::check_nesting(text)?;
-    let mut pairs =
-        HloParser::parse(Rule::module, text).map_err(|_| detailed_syntax_error(text))?;
-    let module_pair = pairs.next().expect("the module rule produces one pair");
-    let mut inner = module_pair.into_inner();
+    let tree = syntax::parse(text).map_err(|e| syntax_error(e, text))?;
+    let mut inner = tree.root().into_inner();
     let name = strip_sigil(inner.next().expect("grammar: module name").as_str()).to_string();
     let mut aliases = Vec::new();
     let mut donors = Vec::new();
@@ -218,7 +116,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                 }
             }
             Rule::layout_attr => {
-                let at = p.clone();
+                let at = p;
                 let program = p.into_inner().next().expect("grammar: program shape");
                 let mut shapes = program
                     .into_inner()
@@ -266,7 +164,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                         .find(|c: &&Computation| c.name == n)
                         .and_then(Computation::signature)
                 };
-                let (c, is_entry) = computation(p.clone(), &callees)?;
+                let (c, is_entry) = computation(p, &callees)?;
                 if is_entry {
                     if entry.is_some() {
                         return err_at(&p, "a second ENTRY computation");
@@ -275,7 +173,6 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                 }
                 computations.push(c);
             }
-            Rule::EOI => {}
             r => unreachable!("grammar: unexpected {r:?} in module"),
         }
     }
@@ -310,46 +207,54 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
 /// Renames instructions whose name an earlier computation already uses to
 /// `name.N`, the first N free anywhere in the module; one note per rename.
 fn uniquify_instruction_names(m: &mut Module) -> Vec<String> {
+    // Clashes are found on borrowed names (most modules have none); the
+    // first computation to use a name keeps it. A name twice in one
+    // computation is an error the verifier reports, as XLA does, so only
+    // its first use there is renamed.
+    let clashes: Vec<(usize, InstrId, usize)> = {
+        let mut owner: FxHashMap<&str, usize> = FxHashMap::default();
+        let mut clashes = Vec::new();
+        let mut renamed: FxHashSet<(usize, &str)> = FxHashSet::default();
+        for (ci, c) in m.computations.iter().enumerate() {
+            for id in c.ids() {
+                let name = c.instr(id).name.as_str();
+                let first = *owner.entry(name).or_insert(ci);
+                if first != ci && renamed.insert((ci, name)) {
+                    clashes.push((ci, id, first));
+                }
+            }
+        }
+        clashes
+    };
+    if clashes.is_empty() {
+        return Vec::new();
+    }
     let mut used: std::collections::HashSet<String> =
         m.computations.iter().map(|c| c.name.clone()).collect();
-    let mut owner: HashMap<String, usize> = HashMap::new();
-    for (ci, c) in m.computations.iter().enumerate() {
-        for id in c.ids() {
-            owner.entry(c.instr(id).name.clone()).or_insert(ci);
-            used.insert(c.instr(id).name.clone());
-        }
+    for c in &m.computations {
+        used.extend(c.ids().map(|id| c.instr(id).name.clone()));
     }
     let mut notes = Vec::new();
-    for ci in 0..m.computations.len() {
-        let ids: Vec<_> = m.computations[ci].ids().collect();
-        let mut here = std::collections::HashSet::new();
-        for id in ids {
-            let name = m.computations[ci].instr(id).name.clone();
-            // A name twice in one computation is an error the verifier
-            // reports, as XLA does; only names another computation took
-            // first are renamed.
-            if !here.insert(name.clone()) || owner.get(&name) == Some(&ci) {
-                continue;
-            }
-            let fresh = (1..)
-                .map(|n| format!("{name}.{n}"))
-                .find(|candidate| !used.contains(candidate))
-                .expect("some suffix is free");
-            used.insert(fresh.clone());
-            notes.push(format!(
-                "instruction '{name}' in computation '{}' renamed to '{fresh}': '{name}' is taken in computation '{}', and XLA needs module-wide unique names",
-                m.computations[ci].name,
-                m.computations[owner[&name]].name
-            ));
-            m.computations[ci].instr_mut(id).name = fresh;
-        }
+    for (ci, id, owner) in clashes {
+        let name = m.computations[ci].instr(id).name.clone();
+        let fresh = (1..)
+            .map(|n| format!("{name}.{n}"))
+            .find(|candidate| !used.contains(candidate))
+            .expect("some suffix is free");
+        used.insert(fresh.clone());
+        notes.push(format!(
+            "instruction '{name}' in computation '{}' renamed to '{fresh}': '{name}' is taken in computation '{}', and XLA needs module-wide unique names",
+            m.computations[ci].name,
+            m.computations[owner].name
+        ));
+        m.computations[ci].instr_mut(id).name = fresh;
     }
     notes
 }
 
 /// A schedule is the order instructions are written in, so each must come
 /// after its operands.
-fn check_schedule(m: &Module, at: &Pair<Rule>) -> Result<(), ParseError> {
+fn check_schedule(m: &Module, at: &Pair<'_>) -> Result<(), ParseError> {
     for c in &m.computations {
         let mut seen = std::collections::HashSet::new();
         for id in c.ids() {
@@ -375,7 +280,7 @@ fn check_schedule(m: &Module, at: &Pair<Rule>) -> Result<(), ParseError> {
 }
 
 /// `{true,false,...}`.
-fn bools(v: Value, at: &Pair<Rule>) -> Result<Vec<bool>, ParseError> {
+fn bools(v: Value, at: &Pair<'_>) -> Result<Vec<bool>, ParseError> {
     let words = match v {
         Value::Words(w) => w,
         Value::Word(w) => vec![w],
@@ -395,14 +300,14 @@ fn strip_sigil(s: &str) -> &str {
     s.strip_prefix('%').unwrap_or(s)
 }
 
-fn int(p: &Pair<Rule>) -> Result<i64, ParseError> {
+fn int(p: &Pair<'_>) -> Result<i64, ParseError> {
     p.as_str()
         .parse()
         .or_else(|_| err_at(p, format!("integer {} is out of range", p.as_str())))
 }
 
 /// The integers of an atomic list token such as `{1, 0}` or `2,3`.
-fn ints_in(p: &Pair<Rule>) -> Result<Vec<i64>, ParseError> {
+fn ints_in(p: &Pair<'_>) -> Result<Vec<i64>, ParseError> {
     let body = p
         .as_str()
         .trim()
@@ -411,25 +316,63 @@ fn ints_in(p: &Pair<Rule>) -> Result<Vec<i64>, ParseError> {
     ints_of(body, p)
 }
 
-/// The comma-separated integers of `body` (part of `p`'s text).
-fn ints_of(body: &str, p: &Pair<Rule>) -> Result<Vec<i64>, ParseError> {
-    if body.trim().is_empty() {
-        return Ok(Vec::new());
+/// The comma-separated integers of `body` (part of `p`'s text), read
+/// by hand: every shape's dims and layout come through here.
+fn ints_of(body: &str, p: &Pair<'_>) -> Result<Vec<i64>, ParseError> {
+    let bytes = body.as_bytes();
+    let mut out = Vec::with_capacity(bytes.iter().filter(|&&b| b == b',').count() + 1);
+    let mut i = 0;
+    let skip_space = |i: &mut usize| {
+        while *i < bytes.len() && bytes[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    skip_space(&mut i);
+    if i == bytes.len() {
+        return Ok(out);
     }
-    body.split(',')
-        .map(|t| {
-            t.trim()
-                .parse::<i64>()
-                .or_else(|_| err_at(p, format!("integer {} is out of range", t.trim())))
-        })
-        .collect()
+    loop {
+        let start = i;
+        let negative = bytes.get(i) == Some(&b'-');
+        i += usize::from(negative);
+        let mut value: Option<i64> = Some(0);
+        let digits_start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            let digit = i64::from(bytes[i] - b'0');
+            value = value.and_then(|v| v.checked_mul(10)).and_then(|v| {
+                if negative {
+                    v.checked_sub(digit)
+                } else {
+                    v.checked_add(digit)
+                }
+            });
+            i += 1;
+        }
+        match value {
+            Some(v) if i > digits_start => out.push(v),
+            Some(_) => return err_at(p, format!("expected an integer, found `{}`", body.trim())),
+            None => {
+                let token = &body[start..i];
+                return err_at(p, format!("integer {token} is out of range"));
+            }
+        }
+        skip_space(&mut i);
+        if i == bytes.len() {
+            return Ok(out);
+        }
+        if bytes[i] != b',' {
+            return err_at(p, format!("expected an integer, found `{}`", body.trim()));
+        }
+        i += 1;
+        skip_space(&mut i);
+    }
 }
 
-fn shape_index(p: Pair<Rule>) -> Result<Vec<i64>, ParseError> {
+fn shape_index(p: Pair<'_>) -> Result<Vec<i64>, ParseError> {
     p.into_inner().map(|i| int(&i)).collect()
 }
 
-fn alias_entry(p: Pair<Rule>) -> Result<IoAlias, ParseError> {
+fn alias_entry(p: Pair<'_>) -> Result<IoAlias, ParseError> {
     let mut it = p.into_inner();
     let output_index = shape_index(it.next().expect("grammar: output index"))?;
     let parameter = int(&it.next().expect("grammar: parameter"))?;
@@ -446,7 +389,7 @@ fn alias_entry(p: Pair<Rule>) -> Result<IoAlias, ParseError> {
     })
 }
 
-fn shape(p: Pair<Rule>) -> Result<Shape, ParseError> {
+fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
     let inner = p.into_inner().next().expect("grammar: shape has one child");
     match inner.as_rule() {
         Rule::tuple_shape => Ok(Shape::Tuple(
@@ -547,12 +490,16 @@ impl Value {
         matches!(self, Value::Word(s) | Value::Number(s) if s == w)
     }
 
-    fn into_string_map(self, at: &Pair<Rule>) -> Result<BTreeMap<String, String>, ParseError> {
+    fn into_string_map(self, at: &Pair<'_>) -> Result<BTreeMap<String, String>, ParseError> {
         match self {
             Value::Map(kvs) => kvs
                 .into_iter()
                 .map(|(k, v)| match v {
                     Value::Str(s) | Value::Word(s) | Value::Number(s) => Ok((k, s)),
+                    // A dictionary written unquoted, as Shardy's meshes
+                    // are (`xla.sdy.meshes={mesh = #sdy.mesh<...>}`): XLA
+                    // keeps its text, braces included, as the value.
+                    Value::Raw(s) if s.starts_with('{') => Ok((k, s)),
                     other => err_at(
                         at,
                         format!("attribute '{k}' must be a string, got {}", other.kind()),
@@ -568,15 +515,10 @@ impl Value {
     }
 }
 
-fn value(p: Pair<Rule>) -> Result<Value, ParseError> {
+fn value(p: Pair<'_>) -> Result<Value, ParseError> {
     Ok(match p.as_rule() {
         Rule::string => {
-            let raw = p
-                .clone()
-                .into_inner()
-                .next()
-                .map(|s| s.as_str())
-                .unwrap_or("");
+            let raw = p.into_inner().next().map(|s| s.as_str()).unwrap_or("");
             match unescape(raw) {
                 Some(s) => Value::Str(s),
                 None => return err_at(&p, "malformed escape sequence in string"),
@@ -628,8 +570,8 @@ fn value(p: Pair<Rule>) -> Result<Value, ParseError> {
     })
 }
 
-fn attribute(p: Pair<Rule>) -> Result<(String, Value, Pair<Rule>), ParseError> {
-    let mut it = p.clone().into_inner();
+fn attribute(p: Pair<'_>) -> Result<(String, Value, Pair<'_>), ParseError> {
+    let mut it = p.into_inner();
     let key = it
         .next()
         .expect("grammar: attribute name")
@@ -642,17 +584,17 @@ fn attribute(p: Pair<Rule>) -> Result<(String, Value, Pair<Rule>), ParseError> {
 /// The attributes of one instruction, consumed by the opcode that owns them;
 /// whatever is left over is reported as unsupported.
 struct Attrs<'i> {
-    map: BTreeMap<String, (Value, Pair<'i, Rule>)>,
-    at: Pair<'i, Rule>,
+    map: BTreeMap<String, (Value, Pair<'i>)>,
+    at: Pair<'i>,
     opcode: String,
 }
 
 impl<'i> Attrs<'i> {
-    fn take(&mut self, key: &str) -> Option<(Value, Pair<'i, Rule>)> {
+    fn take(&mut self, key: &str) -> Option<(Value, Pair<'i>)> {
         self.map.remove(key)
     }
 
-    fn required(&mut self, key: &str) -> Result<(Value, Pair<'i, Rule>), ParseError> {
+    fn required(&mut self, key: &str) -> Result<(Value, Pair<'i>), ParseError> {
         match self.take(key) {
             Some(v) => Ok(v),
             None => err_at(&self.at, format!("{} needs attribute '{key}'", self.opcode)),
@@ -700,7 +642,7 @@ impl<'i> Attrs<'i> {
         }
     }
 
-    fn word(&mut self, key: &str) -> Result<(String, Pair<'i, Rule>), ParseError> {
+    fn word(&mut self, key: &str) -> Result<(String, Pair<'i>), ParseError> {
         match self.required(key)? {
             (Value::Word(w), p) => Ok((w, p)),
             (other, p) => err_at(
@@ -757,7 +699,7 @@ impl<'i> Attrs<'i> {
     /// An attribute's value as written (`window={size=3 pad=1_1}` gives
     /// `{size=3 pad=1_1}`): for values with a syntax of their own, which
     /// the attribute grammar reads as raw text or, by accident, as a map.
-    fn text(&mut self, key: &str) -> Option<(String, Pair<'i, Rule>)> {
+    fn text(&mut self, key: &str) -> Option<(String, Pair<'i>)> {
         let (_, p) = self.take(key)?;
         let written = p.as_str().split_once('=').map_or("", |(_, v)| v.trim());
         Some((written.to_string(), p))
@@ -826,13 +768,13 @@ impl<'i> Attrs<'i> {
 
 struct PendingInstr<'i> {
     id: InstrId,
-    operands: Vec<Pair<'i, Rule>>,
+    operands: Vec<Pair<'i>>,
     /// Written without a result shape: inferred once its operands are.
-    unshaped: Option<Pair<'i, Rule>>,
+    unshaped: Option<Pair<'i>>,
 }
 
 fn computation(
-    p: Pair<Rule>,
+    p: Pair<'_>,
     callees: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
 ) -> Result<(Computation, bool), ParseError> {
     let mut it = p.into_inner().peekable();
@@ -844,7 +786,7 @@ fn computation(
     let mut comp = Computation::new(strip_sigil(name_pair.as_str()));
     let mut pending = Vec::new();
     let mut control = Vec::new();
-    let mut by_name: HashMap<String, InstrId> = HashMap::new();
+    let mut by_name: FxHashMap<&str, InstrId> = FxHashMap::default();
     let mut root = None;
     let mut last = None;
     for q in it {
@@ -858,10 +800,11 @@ fn computation(
                     at,
                     unshaped,
                     control: written_control,
+                    source_name,
                 } = instruction(q)?;
-                let name = instr.name.clone();
                 let id = comp.add(instr, &[]);
-                if by_name.insert(name.clone(), id).is_some() {
+                if by_name.insert(source_name, id).is_some() {
+                    let name = &comp.instr(id).name;
                     return err_at(&at, format!("instruction name '{name}' is defined twice"));
                 }
                 if is_root {
@@ -877,7 +820,7 @@ fn computation(
                 pending.push(PendingInstr {
                     id,
                     operands,
-                    unshaped: unshaped.then(|| at.clone()),
+                    unshaped: unshaped.then_some(at),
                 });
             }
             r => unreachable!("grammar: unexpected {r:?} in computation"),
@@ -894,11 +837,7 @@ fn computation(
     {
         let mut ids = Vec::with_capacity(operands.len());
         for o in operands {
-            let name_pair = o
-                .clone()
-                .into_inner()
-                .last()
-                .expect("grammar: operand name");
+            let name_pair = o.into_inner().last().expect("grammar: operand name");
             let n = strip_sigil(name_pair.as_str());
             match by_name.get(n) {
                 Some(&oid) => ids.push(oid),
@@ -923,7 +862,7 @@ fn computation(
     }
     for (id, (names, at)) in control {
         for n in names {
-            match by_name.get(&n) {
+            match by_name.get(n.as_str()) {
                 Some(&pred) => comp.add_control_dependency(pred, id),
                 None => {
                     return err_at(
@@ -954,7 +893,7 @@ fn computation(
 /// infers from its operands, operands first (they may be unwritten too).
 fn infer_unwritten_shapes(
     comp: &mut Computation,
-    mut todo: Vec<(InstrId, Vec<InstrId>, Pair<Rule>)>,
+    mut todo: Vec<(InstrId, Vec<InstrId>, Pair<'_>)>,
     callees: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
 ) -> Result<(), ParseError> {
     let mut unknown: std::collections::HashSet<InstrId> = todo.iter().map(|t| t.0).collect();
@@ -1051,26 +990,29 @@ fn with_inferred_layout(mut shape: Shape, op: &Op, operands: &[&Shape]) -> Shape
 /// An instruction as written, before names resolve.
 struct ParsedInstruction<'i> {
     instr: Instruction,
-    operands: Vec<Pair<'i, Rule>>,
+    operands: Vec<Pair<'i>>,
     is_root: bool,
-    at: Pair<'i, Rule>,
+    at: Pair<'i>,
     unshaped: bool,
     /// `control-predecessors={a, b}`: the names, and where they are.
-    control: Option<(Vec<String>, Pair<'i, Rule>)>,
+    control: Option<(Vec<String>, Pair<'i>)>,
+    /// The name as written, without its sigil: the key operands name it by.
+    source_name: &'i str,
 }
 
-fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseError> {
-    let at = p.clone();
+fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
+    let at = p;
     let mut it = p.into_inner().peekable();
     let is_root = it.peek().is_some_and(|q| q.as_rule() == Rule::root_kw);
     if is_root {
         it.next();
     }
-    let name = strip_sigil(it.next().expect("grammar: name").as_str()).to_string();
+    let source_name = strip_sigil(it.next().expect("grammar: name").as_str());
+    let name = source_name.to_string();
     let shape_pair = it.next_if(|q| q.as_rule() == Rule::shape);
     let unshaped = shape_pair.is_none();
     let declared = match &shape_pair {
-        Some(s) => shape(s.clone())?,
+        Some(s) => shape(*s)?,
         // A placeholder until the operands are known.
         None => Shape::Tuple(Vec::new()),
     };
@@ -1083,7 +1025,7 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
     }
     let mut attrs = Attrs {
         map: BTreeMap::new(),
-        at: at.clone(),
+        at,
         opcode: String::new(),
     };
     for a in it {
@@ -1172,10 +1114,11 @@ fn instruction<'i>(p: Pair<'i, Rule>) -> Result<ParsedInstruction<'i>, ParseErro
         at,
         unshaped,
         control,
+        source_name,
     })
 }
 
-fn metadata(m: BTreeMap<String, String>, at: &Pair<Rule>) -> Result<Metadata, ParseError> {
+fn metadata(m: BTreeMap<String, String>, at: &Pair<'_>) -> Result<Metadata, ParseError> {
     metadata_fields(m).or_else(|message| err_at(at, message))
 }
 
@@ -1244,7 +1187,7 @@ fn parameter_replication(attrs: &mut Attrs) -> Result<Option<Vec<bool>>, ParseEr
 
 /// The sharding of a `sharding=...` attribute, with an error pointing
 /// inside its text.
-fn sharding(attribute: &Pair<Rule>) -> Result<Sharding, ParseError> {
+fn sharding(attribute: &Pair<'_>) -> Result<Sharding, ParseError> {
     read_whole_value(attribute, "sharding", |text| {
         super::sharding::parse_sharding(text, &metadata_fields)
     })
@@ -1253,12 +1196,11 @@ fn sharding(attribute: &Pair<Rule>) -> Result<Sharding, ParseError> {
 /// Reads an attribute's value (taken whole by the grammar) with `read`; an
 /// error points at the byte inside the value where it went wrong.
 fn read_whole_value<T>(
-    attribute: &Pair<Rule>,
+    attribute: &Pair<'_>,
     what: &str,
     read: impl FnOnce(&str) -> Result<T, super::cursor::AttrSyntaxError>,
 ) -> Result<T, ParseError> {
-    let value = attribute
-        .clone()
+    let value = (*attribute)
         .into_inner()
         .nth(1)
         .expect("grammar: attribute value");
@@ -1268,16 +1210,13 @@ fn read_whole_value<T>(
 /// Runs `read` over text that starts `offset` bytes into `value`; an
 /// error points at the byte where it went wrong.
 fn read_text_at<T>(
-    value: &Pair<Rule>,
+    value: &Pair<'_>,
     offset: usize,
     what: &str,
     read: impl FnOnce() -> Result<T, super::cursor::AttrSyntaxError>,
 ) -> Result<T, ParseError> {
     read().map_err(|e| {
-        let start = value.as_span().start() + offset + e.offset;
-        let (line, column) = pest::Position::new(value.get_input(), start)
-            .unwrap_or_else(|| value.as_span().start_pos())
-            .line_col();
+        let (line, column) = value.line_col_at(offset + e.offset);
         ParseError {
             line,
             column,
@@ -1322,13 +1261,13 @@ fn source_target_pairs(a: &mut Attrs) -> Result<Vec<(i64, i64)>, ParseError> {
 }
 
 /// `dimensions={d}`: exactly one dimension.
-fn one_dimension(at: &Pair<Rule>, a: &mut Attrs) -> Result<i64, ParseError> {
+fn one_dimension(at: &Pair<'_>, a: &mut Attrs) -> Result<i64, ParseError> {
     let dims = a.ints("dimensions")?;
     only_dimension(at, &a.opcode, &dims)
 }
 
 /// `dimensions={d}`, or none (absent or `{}`).
-fn optional_dimension(at: &Pair<Rule>, a: &mut Attrs) -> Result<Option<i64>, ParseError> {
+fn optional_dimension(at: &Pair<'_>, a: &mut Attrs) -> Result<Option<i64>, ParseError> {
     let dims = a.ints_or_empty("dimensions")?;
     if dims.is_empty() {
         return Ok(None);
@@ -1336,7 +1275,7 @@ fn optional_dimension(at: &Pair<Rule>, a: &mut Attrs) -> Result<Option<i64>, Par
     only_dimension(at, &a.opcode, &dims).map(Some)
 }
 
-fn only_dimension(at: &Pair<Rule>, opcode: &str, dims: &[i64]) -> Result<i64, ParseError> {
+fn only_dimension(at: &Pair<'_>, opcode: &str, dims: &[i64]) -> Result<i64, ParseError> {
     match dims {
         [d] => Ok(*d),
         _ => err_at(
@@ -1347,7 +1286,7 @@ fn only_dimension(at: &Pair<Rule>, opcode: &str, dims: &[i64]) -> Result<i64, Pa
 }
 
 /// `replica_count=N` / `num_partitions=N`: a positive count.
-fn device_count(key: &str, value: &Value, at: &Pair<Rule>) -> Result<i64, ParseError> {
+fn device_count(key: &str, value: &Value, at: &Pair<'_>) -> Result<i64, ParseError> {
     match value {
         Value::Number(n) => match n.parse::<i64>() {
             Ok(v) if v >= 1 => Ok(v),
@@ -1386,7 +1325,7 @@ fn parse_enum<T>(
 
 /// A conditional's branches: `branch_computations={...}`, or the pred
 /// form's `true_computation` and `false_computation`.
-fn conditional_branches(at: &Pair<Rule>, a: &mut Attrs) -> Result<Vec<String>, ParseError> {
+fn conditional_branches(at: &Pair<'_>, a: &mut Attrs) -> Result<Vec<String>, ParseError> {
     let listed = a.take("branch_computations");
     let pred_form =
         a.map.contains_key("true_computation") || a.map.contains_key("false_computation");
@@ -1415,7 +1354,7 @@ fn conditional_branches(at: &Pair<Rule>, a: &mut Attrs) -> Result<Vec<String>, P
     }
 }
 
-fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseError> {
+fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
     let opcode = opcode_pair.as_str();
     if let Some(u) = UnaryOp::from_opcode(opcode) {
         return Ok(Op::Unary(u));
@@ -1556,6 +1495,7 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
         },
         "call" => Op::Call {
             to_apply: a.word("to_apply")?.0,
+            is_composite: a.flag("is_composite")?,
         },
         "sort" => Op::Sort {
             dimension: one_dimension(opcode_pair, a)?,
@@ -1752,14 +1692,14 @@ fn op_from_attrs(opcode_pair: &Pair<Rule>, a: &mut Attrs) -> Result<Op, ParseErr
     })
 }
 
-fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, ParseError> {
+fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<Literal, ParseError> {
     let arr = match declared {
         Shape::Array(a) => a,
         Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
     };
     let mut values = Vec::new();
     let mut nans = Vec::new();
-    let whole = p.clone();
+    let whole = p;
     collect_literal(p, arr, 0, &mut values, &mut nans)?;
     let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
         .or_else(|e| err_at(&whole, e.to_string()))?;
@@ -1778,11 +1718,11 @@ fn literal(p: Pair<Rule>, declared: &Shape, at: &Pair<Rule>) -> Result<Literal, 
 /// The literal's values in row-major order into `out`, and each value
 /// spelled as a NaN, by index, into `nans`.
 fn collect_literal<'i>(
-    p: Pair<'i, Rule>,
+    p: Pair<'i>,
     arr: &ArrayShape,
     depth: usize,
     out: &mut Vec<Scalar>,
-    nans: &mut Vec<(usize, Pair<'i, Rule>)>,
+    nans: &mut Vec<(usize, Pair<'i>)>,
 ) -> Result<(), ParseError> {
     let inner = p
         .into_inner()
@@ -1796,7 +1736,7 @@ fn collect_literal<'i>(
                     format!("literal is nested deeper than the rank of {arr}"),
                 );
             }
-            let items: Vec<_> = inner.clone().into_inner().collect();
+            let items: Vec<_> = inner.into_inner().collect();
             if items.len() as i64 != arr.dims[depth] {
                 return err_at(
                     &inner,
@@ -1820,7 +1760,7 @@ fn collect_literal<'i>(
                 );
             }
             if spells_nan(inner.as_str()) {
-                nans.push((out.len(), inner.clone()));
+                nans.push((out.len(), inner));
             }
             out.push(scalar(&inner, arr.ty)?);
             Ok(())
@@ -1835,7 +1775,7 @@ fn spells_nan(s: &str) -> bool {
 }
 
 /// `-nan(0x1)` as (negative, payload); `nan` has none.
-fn nan_spelling(p: &Pair<Rule>) -> Result<(bool, Option<u64>), ParseError> {
+fn nan_spelling(p: &Pair<'_>) -> Result<(bool, Option<u64>), ParseError> {
     let s = p.as_str();
     let payload = match s.split_once("(0x") {
         None => None,
@@ -1850,7 +1790,7 @@ fn nan_spelling(p: &Pair<Rule>) -> Result<(bool, Option<u64>), ParseError> {
     Ok((s.starts_with('-'), payload))
 }
 
-fn scalar(p: &Pair<Rule>, ty: ElementType) -> Result<Scalar, ParseError> {
+fn scalar(p: &Pair<'_>, ty: ElementType) -> Result<Scalar, ParseError> {
     let s = p.as_str();
     let bad = || err_at(p, format!("'{s}' is not a valid {ty} value"));
     match s {

@@ -258,8 +258,12 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         Op::GetTupleElement { index } => {
             let _ = write!(out, ", index={index}");
         }
-        Op::Call { to_apply } => {
+        Op::Call {
+            to_apply,
+            is_composite,
+        } => {
             let _ = write!(out, ", to_apply={to_apply}");
+            flag(out, "is_composite", *is_composite);
         }
         Op::Sort {
             dimension,
