@@ -162,6 +162,13 @@ fn a_jax_dump_with_stack_frames_runs_with_jaxs_outputs() {
     assert!(chains
         .iter()
         .any(|c| c[0].0.ends_with("jax_llama_step.py") && c.len() >= 3));
+    assert_runs_with_jaxs_outputs(&m, "unrolled");
+}
+
+/// Runs `m` on the tiny step's inputs (`tools/jax_llama_step.py`) and
+/// checks every output against JAX's to f32 rounding.
+fn assert_runs_with_jaxs_outputs(m: &hlatc::Module, what: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
     let ins =
         hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.inputs.safetensors")).unwrap();
     let want =
@@ -170,13 +177,13 @@ fn a_jax_dump_with_stack_frames_runs_with_jaxs_outputs() {
         .map(|i| ins[&format!("arg{i}")].clone())
         .collect();
     let rt = hlatc::runtime::Runtime::shared().unwrap();
-    let out = rt.compile(&m).unwrap().run(&inputs).unwrap();
-    assert_eq!(out.len(), want.len());
+    let out = rt.compile(m).unwrap().run(&inputs).unwrap();
+    assert_eq!(out.len(), want.len(), "{what}");
     for (i, got) in out.iter().enumerate() {
         let e = &want[&format!("out{i}")];
         let scale = hlatc::runtime::max_abs(e).max(1e-30);
         hlatc::runtime::assert_close(e, got, 1e-5, 1e-5 * scale)
-            .unwrap_or_else(|m| panic!("out{i}: {m}"));
+            .unwrap_or_else(|msg| panic!("{what} out{i}: {msg}"));
     }
 }
 
@@ -189,14 +196,6 @@ fn a_jax_dump_with_stack_frames_runs_with_jaxs_outputs() {
 #[test]
 fn jax_dumps_of_scanned_rematerialized_and_sharded_steps_run_with_jaxs_outputs() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
-    let ins =
-        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.inputs.safetensors")).unwrap();
-    let want =
-        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.outputs.safetensors")).unwrap();
-    let inputs: Vec<_> = (0..ins.len())
-        .map(|i| ins[&format!("arg{i}")].clone())
-        .collect();
-    let rt = hlatc::runtime::Runtime::shared().unwrap();
     for variant in ["scan", "remat", "sharded"] {
         let mut m =
             hlatc::load_module(&dir.join(format!("llama_tiny_step.{variant}.dump.hlo"))).unwrap();
@@ -229,13 +228,6 @@ fn jax_dumps_of_scanned_rematerialized_and_sharded_steps_run_with_jaxs_outputs()
                 m.devices = Default::default();
             }
         }
-        let out = rt.compile(&m).unwrap().run(&inputs).unwrap();
-        assert_eq!(out.len(), want.len(), "{variant}");
-        for (i, got) in out.iter().enumerate() {
-            let e = &want[&format!("out{i}")];
-            let scale = hlatc::runtime::max_abs(e).max(1e-30);
-            hlatc::runtime::assert_close(e, got, 1e-5, 1e-5 * scale)
-                .unwrap_or_else(|msg| panic!("{variant} out{i}: {msg}"));
-        }
+        assert_runs_with_jaxs_outputs(&m, variant);
     }
 }

@@ -550,12 +550,13 @@ impl<'i> Reader<'i> {
 
     fn alias_attr(&mut self) -> bool {
         self.rule(Rule::alias_attr, |r| {
-            r.lit("input_output_alias")
-                && r.then("=")
-                && r.then("{")
-                && r.list(Self::alias_entry)
-                && r.then("}")
+            r.braced_list_attr("input_output_alias", Self::alias_entry)
         })
+    }
+
+    /// `key = { (item ("," item)*)? }`: the module's alias and donor lists.
+    fn braced_list_attr(&mut self, key: &'static str, item: Item<'i>) -> bool {
+        self.lit(key) && self.then("=") && self.then("{") && self.list(item) && self.then("}")
     }
 
     fn alias_entry(&mut self) -> bool {
@@ -581,11 +582,7 @@ impl<'i> Reader<'i> {
 
     fn donor_attr(&mut self) -> bool {
         self.rule(Rule::donor_attr, |r| {
-            r.lit("buffer_donor")
-                && r.then("=")
-                && r.then("{")
-                && r.list(Self::donor_entry)
-                && r.then("}")
+            r.braced_list_attr("buffer_donor", Self::donor_entry)
         })
     }
 
@@ -616,13 +613,17 @@ impl<'i> Reader<'i> {
     }
 
     fn program_shape(&mut self) -> bool {
-        self.rule(Rule::program_shape, |r| {
-            r.lit("(")
-                && r.list(Self::shape)
-                && r.then(")")
-                && r.then("->")
-                && r.then_item(Self::shape)
-        })
+        self.rule(Rule::program_shape, |r| r.arrow(Self::shape))
+    }
+
+    /// `"(" (param ("," param)*)? ")" "->" shape`: a program shape, or a
+    /// computation's signature.
+    fn arrow(&mut self, param: Item<'i>) -> bool {
+        self.lit("(")
+            && self.list(param)
+            && self.then(")")
+            && self.then("->")
+            && self.then_item(Self::shape)
     }
 
     fn computation(&mut self) -> bool {
@@ -655,13 +656,7 @@ impl<'i> Reader<'i> {
     }
 
     fn signature(&mut self) -> bool {
-        self.rule(Rule::signature, |r| {
-            r.lit("(")
-                && r.list(Self::sig_param)
-                && r.then(")")
-                && r.then("->")
-                && r.then_item(Self::shape)
-        })
+        self.rule(Rule::signature, |r| r.arrow(Self::sig_param))
     }
 
     fn sig_param(&mut self) -> bool {
