@@ -231,3 +231,42 @@ fn jax_dumps_of_scanned_rematerialized_and_sharded_steps_run_with_jaxs_outputs()
         assert_runs_with_jaxs_outputs(&m, variant);
     }
 }
+
+/// The program XLA partitions the sharded step into (one device's part of
+/// it) is read too: its collectives name their groups over the mesh
+/// (`replica_groups=mesh[...] {...}`), which survive text and proto (the
+/// cross-check above has XLA read both).
+#[test]
+fn a_partitioned_jax_program_keeps_its_groups_over_the_mesh() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
+    let m = hlatc::load_module(&dir.join("llama_tiny_step.sharded.partitioned.hlo")).unwrap();
+    assert_eq!(m.devices.num_partitions, 8);
+    let mut over_mesh = 0;
+    for c in &m.computations {
+        for id in c.ids() {
+            let Some(coll) = c.instr(id).op.collective() else {
+                continue;
+            };
+            if let hlatc::compiler::collective::ReplicaGroups::Mesh(g) = &coll.replica_groups {
+                over_mesh += 1;
+                // Every group spans part of the 8 devices, each once.
+                let groups = g.expanded();
+                let mut ids: Vec<i64> = groups.iter().flatten().copied().collect();
+                ids.sort_unstable();
+                assert_eq!(ids, (0..8).collect::<Vec<_>>(), "{}", c.instr(id).name);
+                assert!(groups.iter().all(|gr| gr.len() as i64 == g.group_size()));
+            }
+        }
+    }
+    assert!(over_mesh >= 20, "{over_mesh} collectives over the mesh");
+    let printed = hlatc::text::print_module(&m);
+    assert_eq!(
+        hlatc::text::print_module(&hlatc::text::parse_module(&printed).unwrap()),
+        printed
+    );
+    let back = hlatc::proto::decode_module(&hlatc::proto::encode_module(&m)).unwrap();
+    let mut back = back;
+    back.devices = m.devices;
+    back.allow_spmd_sharding_propagation = m.allow_spmd_sharding_propagation.clone();
+    assert_eq!(hlatc::text::print_module(&back), printed);
+}

@@ -19,9 +19,10 @@ jax_llama_step.py writes, serve them all):
             while loop in HLO
   remat     unrolled, each layer under jax.checkpoint
   sharded   over 8 CPU devices (a 2 x 4 mesh: batch over "data", heads,
-            FFN and vocabulary over "model"), before XLA partitions it.
-            The partitioned program (`after_optimizations.txt`) is not
-            copied: hlatc does not read its mesh-form replica groups yet.
+            FFN and vocabulary over "model"), before XLA partitions it;
+            also copies the program XLA partitions and optimizes it into
+            (`after_optimizations.txt`, one device's part, with its
+            collectives) to llama_tiny_step.sharded.partitioned.hlo
 """
 import argparse
 import glob
@@ -96,6 +97,8 @@ def main():
     jax.block_until_ready(outs)
     stem = "llama_tiny_step" + ("" if v == "unrolled" else f".{v}")
     copy_one("*jit_step*before_optimizations.txt", os.path.join(ARGS.out, f"{stem}.dump.hlo"))
+    if v == "sharded":
+        copy_one("*jit_step*after_optimizations.txt", os.path.join(ARGS.out, f"{stem}.partitioned.hlo"))
     shutil.rmtree(DUMP)
     print(f"jax {jax.__version__}, loss {float(outs[0]):.6f}")
 

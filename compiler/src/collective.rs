@@ -2,6 +2,7 @@
 //! replica groups, and the channel that makes it cross-partition.
 
 use crate::iota::{check_permutation, iota_devices};
+use crate::mesh_groups::MeshGroups;
 use crate::sharding::join;
 
 /// `replica_groups=`: an explicit list of groups, or an iota of all device
@@ -18,6 +19,8 @@ pub enum ReplicaGroups {
         /// Empty when written without `T(...)`.
         transpose: Vec<i64>,
     },
+    /// `mesh['a'=2,'b'=4] {'b'}`: groups along axes of a named mesh.
+    Mesh(MeshGroups),
 }
 
 impl Default for ReplicaGroups {
@@ -53,6 +56,7 @@ impl ReplicaGroups {
                 .chunks((*group_size).max(1) as usize)
                 .map(<[i64]>::to_vec)
                 .collect(),
+            ReplicaGroups::Mesh(m) => m.expanded(),
         }
     }
 
@@ -62,6 +66,7 @@ impl ReplicaGroups {
         match self {
             ReplicaGroups::List(groups) => groups.first().map(|g| g.len() as i64),
             ReplicaGroups::Iota { group_size, .. } => Some(*group_size),
+            ReplicaGroups::Mesh(m) => Some(m.group_size()),
         }
     }
 
@@ -110,6 +115,7 @@ impl ReplicaGroups {
                 }
                 check_permutation(transpose, reshape.len())
             }
+            ReplicaGroups::Mesh(m) => m.check(),
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod fx;
 pub mod instruction;
 pub mod iota;
 pub mod literal;
+pub mod mesh_groups;
 pub mod minifloat;
 pub mod module;
 pub mod op;

@@ -1056,6 +1056,19 @@ impl Op {
     /// `called_computation_ids` (a while's body before its condition),
     /// without allocating: every pass over a module asks this of every
     /// instruction.
+    /// The replica groups and channel of a replica-grouped collective.
+    pub fn collective(&self) -> Option<&Collective> {
+        match self {
+            Op::AllReduce { collective, .. }
+            | Op::AllGather { collective, .. }
+            | Op::ReduceScatter { collective, .. }
+            | Op::AllToAll { collective, .. }
+            | Op::AllReduceStart { collective, .. }
+            | Op::AllGatherStart { collective, .. } => Some(collective),
+            _ => None,
+        }
+    }
+
     pub fn called_computations(&self) -> impl Iterator<Item = &str> {
         let (first, second, rest) = callee_slots!(self);
         first

@@ -161,20 +161,60 @@ fn malformed_groups_and_pairs_are_refused_where_they_go_wrong() {
         e.contains("a source-target pair has two ids, got {0,1,2}"),
         "{e}"
     );
-    // The mesh form XLA writes in partitioned programs is named, with or
-    // without its device ids, not taken for a syntax error.
-    for groups in [
-        "mesh['a'=2,'b'=4] {'b'}",
-        "mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a','b':(2)2}",
+    // Groups over a mesh, where they go wrong.
+    for (groups, want) in [
+        (
+            "mesh['a'=2,'b'=4] {'c'}",
+            "11:70: replica_groups: 'c' is not an axis of the mesh",
+        ),
+        (
+            "mesh['a'=2,'b'=4] {'b':(3)2}",
+            "all-reduce: sub-axis 'b':(3)2 does not divide the axis (size 4)",
+        ),
+        (
+            "mesh['a'=2,'b'=4], device_ids=(0,1,2) {'a'}",
+            "all-reduce: device_ids=(0,1,2) are not the 8 devices of the mesh, each once",
+        ),
+        (
+            "mesh['a'=2,'a'=4] {'a'}",
+            "all-reduce: mesh axis 'a' is named twice",
+        ),
     ] {
         let e = refused(&format!(
-            "  ROOT r = f32[8,4] all-reduce(x), channel_id=1, replica_groups={groups}, use_global_device_ids=true, to_apply=sum"
+            "  ROOT r = f32[8,4] all-reduce(x), replica_groups={groups}, to_apply=sum"
         ));
-        assert!(
-            e.starts_with("11:65: replica_groups: replica groups over a mesh (`mesh[...] {...}`, as XLA writes them in partitioned programs) are not read yet"),
-            "{e}"
-        );
+        assert!(e.starts_with(want) || e.ends_with(want), "{groups}: {e}");
     }
+}
+
+#[test]
+fn groups_over_a_mesh_survive_text_and_proto() {
+    let m = parse(
+        "  r = f32[8,4] all-reduce(x), channel_id=1, replica_groups=mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a','b':(2)2}, use_global_device_ids=true, to_apply=sum\n  ROOT g = f32[8,16] all-gather(r), replica_groups=mesh['a'=2,'b'=4], device_ids=(7,6,5,4,3,2,1,0) {'b'}, dimensions={1}",
+    )
+    .unwrap();
+    let Op::AllReduce { collective, .. } = op_of(&m, "r") else {
+        panic!("all-reduce")
+    };
+    let ReplicaGroups::Mesh(g) = &collective.replica_groups else {
+        panic!("{:?}", collective.replica_groups)
+    };
+    // Devices 0..8 as [4,2] transposed: 0,2,4,6,1,3,5,7 over a 2 x 4
+    // mesh; the groups span a and the minor half of b.
+    assert_eq!(g.group_size(), 4);
+    assert_eq!(g.expanded(), [vec![0, 2, 1, 3], vec![4, 6, 5, 7]]);
+    let printed = text::print_module(&m);
+    assert!(
+        printed
+            .contains("replica_groups=mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a','b':(2)2}"),
+        "{printed}"
+    );
+    assert_eq!(
+        text::print_module(&text::parse_module(&printed).unwrap()),
+        printed
+    );
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), printed);
 }
 
 #[test]

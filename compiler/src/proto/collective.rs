@@ -4,21 +4,29 @@
 //! it, with the same groups spelled out in 49 for older readers
 //! (neuronx-cc's among them), which skip 92. An iota or a list in
 //! `collective_device_list` (87), as XLA writes in between, is read too.
+//! Groups over a mesh go in `mesh_axes_replica_group_list` (93) alone, as
+//! XLA writes them: the order it spells their members out in is its own.
 
 use super::messages::{
-    CollectiveDeviceListProto, HloInstructionProto, IotaReplicaGroupListProto, ReplicaGroup,
-    SourceTarget,
+    AxisRefProto, CollectiveDeviceListProto, HloInstructionProto, IotaDeviceIdsProto,
+    IotaReplicaGroupListProto, MeshAxesReplicaGroupListProto, MeshAxisProto, MeshProto,
+    ReplicaGroup, SourceTarget, SubAxisProto,
 };
 use crate::collective::{Collective, ReplicaGroups};
 use crate::iota::without_identity;
+use crate::mesh_groups::{AxisRef, MeshDevices, MeshGroups};
 
 pub(super) fn fill_collective(c: &Collective, p: &mut HloInstructionProto) {
-    p.replica_groups = c
-        .replica_groups
-        .expanded()
-        .into_iter()
-        .map(|replica_ids| ReplicaGroup { replica_ids })
-        .collect();
+    if let ReplicaGroups::Mesh(m) = &c.replica_groups {
+        p.mesh_axes_replica_group_list = Some(Box::new(mesh_to_proto(m)));
+    } else {
+        p.replica_groups = c
+            .replica_groups
+            .expanded()
+            .into_iter()
+            .map(|replica_ids| ReplicaGroup { replica_ids })
+            .collect();
+    }
     if let ReplicaGroups::Iota {
         groups,
         group_size,
@@ -49,6 +57,24 @@ pub(super) fn collective_from_proto(p: &HloInstructionProto) -> Result<Collectiv
         .iter()
         .map(|g| g.replica_ids.clone())
         .collect();
+    if let Some(mesh) = p.mesh_axes_replica_group_list.as_deref() {
+        if !listed.is_empty()
+            || p.collective_device_list.is_some()
+            || p.iota_collective_device_list.is_some()
+        {
+            return Err(
+                "mesh_axes_replica_group_list is set beside other replica groups (XLA sets one)"
+                    .into(),
+            );
+        }
+        let groups = mesh_from_proto(mesh)?;
+        return Ok(Collective {
+            replica_groups: ReplicaGroups::Mesh(groups),
+            channel_id: channel_from_proto(p),
+            use_global_device_ids: p.use_global_device_ids,
+            constrain_layout: p.constrain_layout,
+        });
+    }
     let replica_groups = match (
         p.collective_device_list.as_deref(),
         p.iota_collective_device_list.as_deref(),
@@ -98,6 +124,80 @@ pub(super) fn collective_from_proto(p: &HloInstructionProto) -> Result<Collectiv
         use_global_device_ids: p.use_global_device_ids,
         constrain_layout: p.constrain_layout,
     })
+}
+
+fn mesh_to_proto(m: &MeshGroups) -> MeshAxesReplicaGroupListProto {
+    let (device_ids, iota_device_ids) = match &m.devices {
+        MeshDevices::Iota => (Vec::new(), None),
+        MeshDevices::List(ids) => (ids.clone(), None),
+        MeshDevices::Tile { reshape, transpose } => (
+            Vec::new(),
+            Some(IotaDeviceIdsProto {
+                reshape_dims: reshape.clone(),
+                transpose_perm: transpose.iter().map(|&d| d as i32).collect(),
+            }),
+        ),
+    };
+    MeshAxesReplicaGroupListProto {
+        mesh: Some(MeshProto {
+            axes: m
+                .axes
+                .iter()
+                .map(|(name, size)| MeshAxisProto {
+                    name: name.clone(),
+                    size: *size,
+                })
+                .collect(),
+            device_ids,
+            iota_device_ids,
+        }),
+        axes: m
+            .spans
+            .iter()
+            .map(|r| AxisRefProto {
+                mesh_axis_index: r.axis as i64,
+                sub_axis_info: r
+                    .sub
+                    .map(|(pre_size, size)| SubAxisProto { pre_size, size }),
+            })
+            .collect(),
+    }
+}
+
+fn mesh_from_proto(p: &MeshAxesReplicaGroupListProto) -> Result<MeshGroups, String> {
+    let mesh = p.mesh.clone().unwrap_or_default();
+    let devices = match (mesh.device_ids.is_empty(), &mesh.iota_device_ids) {
+        (true, None) => MeshDevices::Iota,
+        (false, None) => MeshDevices::List(mesh.device_ids),
+        (true, Some(iota)) => MeshDevices::Tile {
+            reshape: iota.reshape_dims.clone(),
+            transpose: without_identity(
+                iota.transpose_perm.iter().map(|&d| i64::from(d)).collect(),
+            ),
+        },
+        (false, Some(_)) => {
+            return Err("MeshProto has both device_ids and iota_device_ids (XLA sets one)".into())
+        }
+    };
+    let spans = p
+        .axes
+        .iter()
+        .map(|r| {
+            usize::try_from(r.mesh_axis_index)
+                .map(|axis| AxisRef {
+                    axis,
+                    sub: r.sub_axis_info.as_ref().map(|s| (s.pre_size, s.size)),
+                })
+                .map_err(|_| format!("mesh axis index {} is negative", r.mesh_axis_index))
+        })
+        .collect::<Result<_, _>>()?;
+    let groups = MeshGroups {
+        axes: mesh.axes.into_iter().map(|a| (a.name, a.size)).collect(),
+        devices,
+        spans,
+    };
+    groups.check()?;
+    Ok(groups)
 }
 
 fn iota_from_proto(iota: &IotaReplicaGroupListProto) -> ReplicaGroups {

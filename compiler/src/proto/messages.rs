@@ -170,6 +170,8 @@ pub struct HloInstructionProto {
     pub collective_device_list: Option<Box<CollectiveDeviceListProto>>,
     #[prost(message, optional, boxed, tag = "92")]
     pub iota_collective_device_list: Option<Box<IotaReplicaGroupListProto>>,
+    #[prost(message, optional, boxed, tag = "93")]
+    pub mesh_axes_replica_group_list: Option<Box<MeshAxesReplicaGroupListProto>>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -613,6 +615,58 @@ pub struct IotaReplicaGroupListProto {
     pub iota_reshape_dims: Vec<i64>,
     #[prost(int32, repeated, tag = "4")]
     pub iota_transpose_perm: Vec<i32>,
+}
+
+/// Replica groups along axes of a named mesh (field 93).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MeshAxesReplicaGroupListProto {
+    #[prost(message, optional, tag = "1")]
+    pub mesh: Option<MeshProto>,
+    #[prost(message, repeated, tag = "2")]
+    pub axes: Vec<AxisRefProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MeshProto {
+    #[prost(message, repeated, tag = "1")]
+    pub axes: Vec<MeshAxisProto>,
+    #[prost(int64, repeated, tag = "2")]
+    pub device_ids: Vec<i64>,
+    #[prost(message, optional, tag = "3")]
+    pub iota_device_ids: Option<IotaDeviceIdsProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MeshAxisProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(int64, tag = "2")]
+    pub size: i64,
+}
+
+/// A mesh's device ids as an iota, reshaped and transposed.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct IotaDeviceIdsProto {
+    #[prost(int64, repeated, tag = "1")]
+    pub reshape_dims: Vec<i64>,
+    #[prost(int32, repeated, tag = "2")]
+    pub transpose_perm: Vec<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AxisRefProto {
+    #[prost(int64, tag = "1")]
+    pub mesh_axis_index: i64,
+    #[prost(message, optional, tag = "2")]
+    pub sub_axis_info: Option<SubAxisProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SubAxisProto {
+    #[prost(int64, tag = "1")]
+    pub pre_size: i64,
+    #[prost(int64, tag = "2")]
+    pub size: i64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -132,6 +132,11 @@ schema!(
         (23, "distribution"),
         (87, "collective_device_list", COLLECTIVE_DEVICE_LIST),
         (92, "iota_collective_device_list", IOTA_REPLICA_GROUP_LIST),
+        (
+            93,
+            "mesh_axes_replica_group_list",
+            MESH_AXES_REPLICA_GROUP_LIST
+        ),
         (71, "use_global_device_ids"),
         (56, "constrain_layout"),
         (57, "operand_shapes_with_layout", SHAPE),
@@ -199,6 +204,46 @@ schema!(
         (1, "replica_groups", REPLICA_GROUP),
         (2, "iota_replica_group_list", IOTA_REPLICA_GROUP_LIST),
     ],
+    []
+);
+schema!(
+    MESH_AXES_REPLICA_GROUP_LIST,
+    "MeshAxesReplicaGroupListProto",
+    [(1, "mesh", MESH), (2, "axes", AXIS_REF)],
+    []
+);
+schema!(
+    MESH,
+    "MeshProto",
+    [
+        (1, "axes", MESH_AXIS),
+        (2, "device_ids"),
+        (3, "iota_device_ids", IOTA_DEVICE_IDS),
+    ],
+    []
+);
+schema!(
+    MESH_AXIS,
+    "MeshProto.MeshAxis",
+    [(1, "name"), (2, "size")],
+    []
+);
+schema!(
+    IOTA_DEVICE_IDS,
+    "MeshProto.IotaDeviceIds",
+    [(1, "reshape_dims"), (2, "transpose_perm")],
+    []
+);
+schema!(
+    AXIS_REF,
+    "AxisRefProto",
+    [(1, "mesh_axis_index"), (2, "sub_axis_info", SUB_AXIS)],
+    []
+);
+schema!(
+    SUB_AXIS,
+    "AxisRefProto.SubAxis",
+    [(1, "pre_size"), (2, "size")],
     []
 );
 schema!(
@@ -670,7 +715,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 37] = [
+    const DECLARED: [(&str, &Schema); 43] = [
         ("HloModuleProto", &HLO_MODULE),
         ("HloScheduleProto", &SCHEDULE),
         ("InstructionSequence", &INSTRUCTION_SEQUENCE),
@@ -711,6 +756,15 @@ mod tests {
         ("SourceTarget", &SOURCE_TARGET),
         ("CollectiveDeviceListProto", &COLLECTIVE_DEVICE_LIST),
         ("IotaReplicaGroupListProto", &IOTA_REPLICA_GROUP_LIST),
+        (
+            "MeshAxesReplicaGroupListProto",
+            &MESH_AXES_REPLICA_GROUP_LIST,
+        ),
+        ("MeshProto", &MESH),
+        ("MeshAxisProto", &MESH_AXIS),
+        ("IotaDeviceIdsProto", &IOTA_DEVICE_IDS),
+        ("AxisRefProto", &AXIS_REF),
+        ("SubAxisProto", &SUB_AXIS),
     ];
 
     /// The tags of each `pub struct` in `messages.rs`, read from its

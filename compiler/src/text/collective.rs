@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! replica_groups={}   replica_groups={{0,1},{2,3}}   replica_groups=[2,4]<=[4,2]T(1,0)
+//! replica_groups=mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a','b':(2)2}
 //! source_target_pairs={{0,1},{1,2},{2,0}}
 //! ```
 //!
@@ -10,6 +11,7 @@
 
 use super::cursor::{AttrSyntaxError, Cursor};
 use crate::collective::ReplicaGroups;
+use crate::mesh_groups::{AxisRef, MeshDevices, MeshGroups};
 use crate::sharding::join;
 use std::fmt::Write;
 
@@ -19,12 +21,9 @@ type Result<T> = std::result::Result<T, AttrSyntaxError>;
 pub(crate) fn parse_replica_groups(text: &str) -> Result<ReplicaGroups> {
     let mut c = Cursor::new(text);
     c.skip_ws();
-    if c.rest().starts_with("mesh[") {
-        return c.fail(
-            "replica groups over a mesh (`mesh[...] {...}`, as XLA writes them in partitioned programs) are not read yet",
-        );
-    }
-    let groups = if c.rest().starts_with('[') {
+    let groups = if c.rest().starts_with("mesh[") {
+        ReplicaGroups::Mesh(mesh_groups(&mut c)?)
+    } else if c.rest().starts_with('[') {
         let at = c.pos;
         let dims = c.bracketed("[", "]")?;
         let [groups, group_size] = dims[..] else {
@@ -47,6 +46,81 @@ pub(crate) fn parse_replica_groups(text: &str) -> Result<ReplicaGroups> {
     };
     c.finish()?;
     Ok(groups)
+}
+
+/// `mesh['a'=2,'b'=4]`, then `, device_ids=(...)` if written, then the
+/// spanned axes `{'a','b':(2)2}`.
+fn mesh_groups(c: &mut Cursor) -> Result<MeshGroups> {
+    c.expect("mesh[")?;
+    let mut axes = Vec::new();
+    loop {
+        let name = quoted_name(c)?;
+        c.expect("=")?;
+        axes.push((name, c.int()?));
+        if !c.eat(",") {
+            break;
+        }
+    }
+    c.expect("]")?;
+    let devices = if c.eat(",") {
+        c.expect("device_ids=")?;
+        c.expect("(")?;
+        let devices = if c.rest().trim_start().starts_with('[') {
+            let (reshape, transpose) = c.iota()?;
+            MeshDevices::Tile {
+                reshape,
+                transpose: crate::iota::without_identity(transpose),
+            }
+        } else {
+            MeshDevices::List(c.ints()?)
+        };
+        c.expect(")")?;
+        devices
+    } else {
+        MeshDevices::Iota
+    };
+    c.expect("{")?;
+    let mut spans = Vec::new();
+    loop {
+        let at = c.pos;
+        let name = quoted_name(c)?;
+        let Some(axis) = axes.iter().position(|(n, _)| *n == name) else {
+            c.pos = at;
+            return c.fail(format!("'{name}' is not an axis of the mesh"));
+        };
+        let sub = if c.eat(":") {
+            let pre = c.bracketed("(", ")")?;
+            let [pre] = pre[..] else {
+                c.pos = at;
+                return c.fail("a sub-axis is written 'name':(pre_size)size");
+            };
+            Some((pre, c.int()?))
+        } else {
+            None
+        };
+        spans.push(AxisRef { axis, sub });
+        if !c.eat(",") {
+            break;
+        }
+    }
+    c.expect("}")?;
+    Ok(MeshGroups {
+        axes,
+        devices,
+        spans,
+    })
+}
+
+/// `'name'`.
+fn quoted_name(c: &mut Cursor) -> Result<String> {
+    c.expect("'")?;
+    let rest = c.rest();
+    let Some(end) = rest.find('\'') else {
+        return c.fail("a mesh axis name has no closing `'`");
+    };
+    let name = rest[..end].to_string();
+    c.pos += end + 1;
+    Ok(name)
 }
 
 /// `{{source,target},...}`.
@@ -105,7 +179,39 @@ pub(crate) fn write_replica_groups(out: &mut String, groups: &ReplicaGroups) {
                 let _ = write!(out, "T({})", join(transpose));
             }
         }
+        ReplicaGroups::Mesh(m) => write_mesh_groups(out, m),
     }
+}
+
+fn write_mesh_groups(out: &mut String, m: &MeshGroups) {
+    out.push_str("mesh[");
+    for (i, (name, size)) in m.axes.iter().enumerate() {
+        let sep = if i > 0 { "," } else { "" };
+        let _ = write!(out, "{sep}'{name}'={size}");
+    }
+    out.push(']');
+    match &m.devices {
+        MeshDevices::Iota => {}
+        MeshDevices::List(ids) => {
+            let _ = write!(out, ", device_ids=({})", join(ids));
+        }
+        MeshDevices::Tile { reshape, transpose } => {
+            let _ = write!(out, ", device_ids=([{}]", join(reshape));
+            if !transpose.is_empty() {
+                let _ = write!(out, "T({})", join(transpose));
+            }
+            out.push(')');
+        }
+    }
+    out.push_str(" {");
+    for (i, r) in m.spans.iter().enumerate() {
+        let sep = if i > 0 { "," } else { "" };
+        let _ = write!(out, "{sep}'{}'", m.axes[r.axis].0);
+        if let Some((pre, size)) = r.sub {
+            let _ = write!(out, ":({pre}){size}");
+        }
+    }
+    out.push('}');
 }
 
 pub(crate) fn write_pairs(out: &mut String, pairs: &[(i64, i64)]) {

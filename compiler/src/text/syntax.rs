@@ -1088,8 +1088,8 @@ impl<'i> Reader<'i> {
 
     /// Replica groups over a mesh, as XLA writes them in programs it has
     /// partitioned: `mesh['a'=2,'b'=4]`, an optional `, device_ids=(...)`,
-    /// then the axes, `{'a','b':(2)2}`. Read whole, as one value, so the
-    /// attribute is refused by name.
+    /// then the axes, `{'a','b':(2)2}`. Taken whole, as one value, for
+    /// `text::collective` to read.
     fn mesh_groups(&mut self) -> bool {
         self.atomic(Rule::raw_value, |r| {
             r.eat("mesh[")
