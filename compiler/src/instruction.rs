@@ -21,8 +21,35 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// Field by field, without comparing against a default value: that
+    /// compared every string with `memcmp`, which was half of printing a
+    /// module on one VM. The destructuring names every field, so a new one
+    /// cannot be left out.
     pub fn is_empty(&self) -> bool {
-        self == &Metadata::default()
+        let Metadata {
+            op_type,
+            op_name,
+            source_file,
+            source_line,
+            source_end_line,
+            source_column,
+            source_end_column,
+            stack_frame_id,
+            scheduling_name,
+            deduplicated_name,
+        } = self;
+        op_type.is_empty()
+            && op_name.is_empty()
+            && source_file.is_empty()
+            && scheduling_name.is_empty()
+            && deduplicated_name.is_empty()
+            && [
+                *source_line,
+                *source_end_line,
+                *source_column,
+                *source_end_column,
+            ] == [0; 4]
+            && *stack_frame_id == 0
     }
 }
 
