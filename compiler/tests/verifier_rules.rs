@@ -210,3 +210,43 @@ fn huge_ranks_are_refused() {
         "{e}"
     );
 }
+
+/// A scatter of several inputs (one update each, one reducer over all of
+/// them) gives a tuple, as XLA's variadic scatter does.
+#[test]
+fn a_variadic_scatter_gives_one_result_per_input() {
+    let src = |reducer_result: &str, second_update: &str| {
+        format!(
+            "HloModule m\n\nboth {{\n  a = f32[] parameter(0)\n  b = s32[] parameter(1)\n  c = f32[] parameter(2)\n  d = s32[] parameter(3)\n  x = f32[] add(a, c)\n  y = s32[] maximum(b, d)\n  ROOT t = {reducer_result} tuple(x, y)\n}}\n\nENTRY e {{\n  t = f32[8,4] parameter(0)\n  v = s32[8,4] parameter(1)\n  i = s32[3,1] parameter(2)\n  u = f32[3,4] parameter(3)\n  w = {second_update} parameter(4)\n  ROOT s = (f32[8,4], s32[8,4]) scatter(t, v, i, u, w), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=both\n}}\n"
+        )
+    };
+    let m = text::parse_module(&src("(f32[], s32[])", "s32[3,4]")).unwrap();
+    verify(&m).unwrap();
+    let printed = text::print_module(&m);
+    assert_eq!(
+        text::print_module(
+            &hlatc_compiler::proto::decode_module(&hlatc_compiler::proto::encode_module(&m))
+                .unwrap()
+        ),
+        printed
+    );
+    let e = verify(&text::parse_module(&src("(f32[], s32[])", "f32[3,4]")).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("scatter: element types differ (s32 vs f32)"),
+        "{e}"
+    );
+    // The reducer takes every input's scalar, then every update's.
+    let wrong = src("(f32[], s32[])", "s32[3,4]").replace(
+        "scatter(t, v, i, u, w), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=both",
+        "scatter(t, v, i, u, w), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add",
+    ).replace("HloModule m\n\n", "HloModule m\n\nadd {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT r = f32[] add(p, q)\n}\n\n");
+    let e = verify(&text::parse_module(&wrong).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("'add' has signature (f32[], f32[]) -> f32[] but (f32[], s32[], f32[], s32[]) -> (f32[], s32[]) is required"),
+        "{e}"
+    );
+}

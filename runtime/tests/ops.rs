@@ -444,6 +444,21 @@ fn gather_and_scatter() {
         ],
     );
     assert_values(&out[0], &[10.0, 20.0, 0.0, 0.0, 101.0, 201.0], 0.0);
+    // Variadic: the same rows summed into one input and their largest
+    // count kept in the other, by one reducer over both.
+    let hlo = "HloModule test\n\nboth {\n  a = f32[] parameter(0)\n  b = s32[] parameter(1)\n  c = f32[] parameter(2)\n  d = s32[] parameter(3)\n  x = f32[] add(a, c)\n  y = s32[] maximum(b, d)\n  ROOT t = (f32[], s32[]) tuple(x, y)\n}\n\nENTRY main {\n  z = f32[3,2] parameter(0)\n  k = s32[3,2] parameter(1)\n  i = s32[3,1] parameter(2)\n  u = f32[3,2] parameter(3)\n  n = s32[3,2] parameter(4)\n  ROOT r = (f32[3,2], s32[3,2]) scatter(z, k, i, u, n), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=both\n}\n";
+    let out = run(
+        hlo,
+        &[
+            f32s(&[3, 2], &[0.0; 6]),
+            s32s(&[3, 2], &[0; 6]),
+            s32s(&[3, 1], &[2, 0, 2]),
+            f32s(&[3, 2], &[1.0, 1.0, 10.0, 20.0, 100.0, 200.0]),
+            s32s(&[3, 2], &[7, 1, 3, 4, 5, 9]),
+        ],
+    );
+    assert_values(&out[0], &[10.0, 20.0, 0.0, 0.0, 101.0, 201.0], 0.0);
+    assert_values(&out[1], &[3.0, 4.0, 0.0, 0.0, 7.0, 9.0], 0.0);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! XLA CPU's emitters assume every one of them; an inconsistent set that
 //! slipped through used to abort inside the plugin.
 
-use super::{check_dims_in_range, check_signature, invalid, ShapeError};
+use super::{check_dims_in_range, invalid, ShapeError};
 use crate::op::{GatherDims, ScatterDims};
 use crate::types::{ArrayShape, Shape};
 
@@ -169,18 +169,28 @@ pub(super) fn gather(
     Ok(Shape::Array(ArrayShape::new(a.ty, out)))
 }
 
+/// `scatter` of `inputs` (one or more, of one shape) by `idx`, with one
+/// update per input: one result, or a tuple of them.
 pub(super) fn scatter(
-    a: &ArrayShape,
+    inputs: &[&ArrayShape],
     idx: &ArrayShape,
-    upd: &ArrayShape,
+    updates: &[&ArrayShape],
     dims: &ScatterDims,
     to_apply: &str,
     callee: &super::CalleeSignature,
 ) -> Result<Shape, ShapeError> {
+    let (a, upd) = (inputs[0], updates[0]);
     if !idx.ty.is_integer() {
         return invalid(format!("scatter indices must be integers, got {}", idx.ty));
     }
-    super::same_type(a, upd, "scatter")?;
+    for (x, u) in inputs.iter().zip(updates) {
+        super::same_type(x, u, "scatter")?;
+        if x.dims != a.dims || u.dims != upd.dims {
+            return invalid(format!(
+                "scatter inputs and updates each share one shape: {x} and {u} beside {a} and {upd}"
+            ));
+        }
+    }
     let (index_len, scatter_batch) = index_vector(idx, dims.index_vector_dim, "scatter")?;
     sorted_unique_in_range(&dims.update_window_dims, upd.rank(), "update_window")?;
     sorted_unique_in_range(&dims.inserted_window_dims, a.rank(), "inserted_window")?;
@@ -242,7 +252,11 @@ pub(super) fn scatter(
             "the scatter dimensions of updates {upd} do not match indices {idx}"
         ));
     }
-    let scalar = Shape::scalar(a.ty);
-    check_signature(to_apply, callee, &[scalar.clone(), scalar.clone()], &scalar)?;
-    Ok(Shape::Array(ArrayShape::new(a.ty, a.dims.clone())))
+    super::check_reducer(to_apply, callee, inputs)?;
+    Ok(super::one_or_tuple(
+        inputs
+            .iter()
+            .map(|x| Shape::Array(ArrayShape::new(x.ty, x.dims.clone())))
+            .collect(),
+    ))
 }

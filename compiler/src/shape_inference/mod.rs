@@ -685,11 +685,23 @@ pub fn infer_shape(
             gather_scatter::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes)
         }
         Op::Scatter { dims, to_apply, .. } => {
-            arity(operands, 3)?;
+            // Variadic: N inputs, the indices, then N updates.
+            if operands.len() < 3 || operands.len().is_multiple_of(2) {
+                return Err(ShapeError::OperandCount {
+                    expected: "an odd number, at least 3 (inputs, indices, updates)".into(),
+                    got: operands.len(),
+                });
+            }
+            let n = operands.len() / 2;
+            let arrays = |range: std::ops::Range<usize>| {
+                range
+                    .map(|i| array(operands, i))
+                    .collect::<Result<Vec<_>, _>>()
+            };
             gather_scatter::scatter(
-                array(operands, 0)?,
-                array(operands, 1)?,
-                array(operands, 2)?,
+                &arrays(0..n)?,
+                array(operands, n)?,
+                &arrays(n + 1..2 * n + 1)?,
                 dims,
                 to_apply,
                 &get_callee(to_apply)?,
