@@ -264,8 +264,7 @@ fn a_partitioned_jax_program_keeps_its_groups_over_the_mesh() {
         hlatc::text::print_module(&hlatc::text::parse_module(&printed).unwrap()),
         printed
     );
-    let back = hlatc::proto::decode_module(&hlatc::proto::encode_module(&m)).unwrap();
-    let mut back = back;
+    let mut back = hlatc::proto::decode_module(&hlatc::proto::encode_module(&m)).unwrap();
     back.devices = m.devices;
     back.allow_spmd_sharding_propagation = m.allow_spmd_sharding_propagation.clone();
     assert_eq!(hlatc::text::print_module(&back), printed);

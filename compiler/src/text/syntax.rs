@@ -935,13 +935,10 @@ impl<'i> Reader<'i> {
     }
 
     fn string_inner(&mut self) -> bool {
-        let quiet = std::mem::replace(&mut self.track, false);
-        let ok = self.rule(Rule::string_inner, |r| {
+        self.atomic(Rule::string_inner, |r| {
             r.string_text();
             true
-        });
-        self.track = quiet;
-        ok
+        })
     }
 
     /// The text of a string up to its closing quote, escapes included.
