@@ -214,6 +214,39 @@ pub fn module_bytes(module: &Module, format: Format) -> Vec<u8> {
     }
 }
 
+/// What `format` cannot carry of `module`, a sentence each. HLO text has
+/// no syntax for a proto's `device_assignment`, and `HloModuleProto` no
+/// field for the module config that text keeps (`replica_count`,
+/// `num_partitions`, the SPMD propagation flags). XLA drops them the same
+/// way; hlatc says so instead of dropping them silently.
+pub fn unwritten(module: &Module, format: Format) -> Vec<String> {
+    let mut out = Vec::new();
+    match format {
+        Format::Text => {
+            if let Some(d) = &module.device_assignment {
+                out.push(format!(
+                    "its device_assignment ({d}) has no HLO text syntax and is not written; the proto form keeps it"
+                ));
+            }
+        }
+        Format::Proto => {
+            if !module.devices.is_single() {
+                out.push(format!(
+                    "replica_count={} and num_partitions={} are module config, which HloModuleProto has no field for, and are not written; the text form keeps them",
+                    module.devices.replica_count, module.devices.num_partitions
+                ));
+            }
+            if module.allow_spmd_sharding_propagation != Default::default() {
+                out.push(
+                    "allow_spmd_sharding_propagation_to_parameters/_to_output are module config, which HloModuleProto has no field for, and are not written; the text form keeps them"
+                        .to_string(),
+                );
+            }
+        }
+    }
+    out
+}
+
 /// Writes `module` in the format its extension names.
 pub fn save_module(module: &Module, path: &Path) -> Result<(), Error> {
     runtime::atomic_file::write_atomic(path, &module_bytes(module, Format::from_path(path)))

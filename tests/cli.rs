@@ -432,3 +432,28 @@ fn train_writes_every_steps_metrics_as_csv() {
         assert!(lr > 0.0 && row[4].is_empty(), "{row:?}");
     }
 }
+
+/// Converting between forms says what the target form cannot carry, rather
+/// than dropping it silently: module config has no proto field, and a
+/// proto's device assignment no text syntax.
+#[test]
+fn converting_notes_what_the_target_form_cannot_carry() {
+    let pb = tmp("sharded.pb");
+    let sharded = fixture("tests/fixtures/jax/llama_tiny_step.sharded.dump.hlo");
+    let o = hlatc(&["convert", &sharded, "-o", pb.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("'jit_step': replica_count=1 and num_partitions=8 are module config, which HloModuleProto has no field for, and are not written; the text form keeps them"),
+        "{}",
+        stderr(&o)
+    );
+    let dumped = fixture("tests/fixtures/torch_xla/torch_xla_llama_step.causal.hlo.pb");
+    let o = hlatc(&["fmt", &dumped]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("its device_assignment (1 replica(s) x 1 computation(s) on devices [[0]]) has no HLO text syntax and is not written; the proto form keeps it"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).contains("reduce-window("));
+}

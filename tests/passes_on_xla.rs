@@ -356,3 +356,34 @@ fn a_host_built_causal_mask_folds_once_bound_and_only_then() {
         assert_all_close(file, &got, &reference);
     }
 }
+
+/// torch-xla's dump of the usual training call (no mask passed: Hugging
+/// Face builds it, and its cumsum is a `reduce-window`), through each
+/// default pipeline, still gives the outputs torch-xla computed for the
+/// values its parameters had (`tools/torch_xla_llama_step.py --variant
+/// causal`).
+#[test]
+fn default_pipelines_keep_torch_xlas_own_outputs_for_its_causal_step() {
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
+    let module = hlatc::load_module(&dir.join("torch_xla_llama_step.causal.hlo")).unwrap();
+    let ins =
+        read_safetensors(&dir.join("torch_xla_llama_step.causal.inputs.safetensors")).unwrap();
+    let outs =
+        read_safetensors(&dir.join("torch_xla_llama_step.causal.outputs.safetensors")).unwrap();
+    let inputs: Vec<Literal> = (0..ins.len())
+        .map(|i| ins[&format!("arg{i}")].clone())
+        .collect();
+    let want: Vec<Literal> = (0..outs.len())
+        .map(|i| outs[&format!("out{i}")].clone())
+        .collect();
+    for (label, target, p, remat) in pipelines()
+        .into_iter()
+        .filter(|(label, ..)| label.starts_with("default"))
+    {
+        let (m, report) = optimized(&module, target, &p, remat);
+        assert!(report.fired("cse"), "{label}: cse fired");
+        let got = rt.compile(&m).unwrap().run(&inputs).unwrap();
+        assert_all_close(&label, &got, &want);
+    }
+}

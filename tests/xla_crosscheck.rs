@@ -169,10 +169,21 @@ fn a_jax_dump_with_stack_frames_runs_with_jaxs_outputs() {
 /// checks every output against JAX's to f32 rounding.
 fn assert_runs_with_jaxs_outputs(m: &hlatc::Module, what: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
-    let ins =
-        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.inputs.safetensors")).unwrap();
-    let want =
-        hlatc::runtime::read_safetensors(&dir.join("llama_tiny_step.outputs.safetensors")).unwrap();
+    assert_runs_with_recorded_outputs(m, what, &dir.join("llama_tiny_step"));
+}
+
+/// Runs `m` on XLA CPU with `{stem}.inputs.safetensors` (`arg0`, ...) and
+/// compares each output with `{stem}.outputs.safetensors` (`out0`, ...), to
+/// 1e-5 of the output's largest magnitude: what the stack that wrote the
+/// dump computed.
+fn assert_runs_with_recorded_outputs(m: &hlatc::Module, what: &str, stem: &Path) {
+    let file = |suffix: &str| {
+        let mut p = stem.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    let ins = hlatc::runtime::read_safetensors(&file(".inputs.safetensors")).unwrap();
+    let want = hlatc::runtime::read_safetensors(&file(".outputs.safetensors")).unwrap();
     let inputs: Vec<_> = (0..ins.len())
         .map(|i| ins[&format!("arg{i}")].clone())
         .collect();
@@ -185,6 +196,48 @@ fn assert_runs_with_jaxs_outputs(m: &hlatc::Module, what: &str) {
         hlatc::runtime::assert_close(e, got, 1e-5, 1e-5 * scale)
             .unwrap_or_else(|msg| panic!("{what} out{i}: {msg}"));
     }
+}
+
+/// torch-xla's dumps of a Hugging Face LlamaForCausalLM training step called
+/// the usual way (`tools/torch_xla_llama_step.py --variant causal`: no mask
+/// passed, `use_cache=False`, parameter aliasing on): the text dump and the
+/// `xla.HloProto` that `--xla_dump_hlo_as_proto` writes. Each is read as
+/// written, is the same program, and gives torch-xla's outputs for the
+/// values its parameters had.
+#[test]
+fn torch_xlas_text_and_proto_dumps_run_with_torch_xlas_outputs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
+    let stem = dir.join("torch_xla_llama_step.causal");
+    let (text, _) = hlatc::load_module_noted(&dir.join("torch_xla_llama_step.causal.hlo")).unwrap();
+    let (proto, notes) =
+        hlatc::load_module_noted(&dir.join("torch_xla_llama_step.causal.hlo.pb")).unwrap();
+    assert_eq!(notes, ["an xla.HloProto: its module is read"]);
+    // Hugging Face's packed-sequence check is a cumsum: a reduce-window.
+    let windows = text
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| c.instr(id).op.opcode()))
+        .filter(|&o| o == "reduce-window")
+        .count();
+    assert!(windows >= 1, "{windows} reduce-windows");
+    assert!(
+        text.buffer_donors.len() > 10,
+        "torch-xla donates the weights"
+    );
+    // The proto also says where the program ran; text has no syntax for it.
+    let assignment = proto.device_assignment.clone().unwrap();
+    assert_eq!(assignment.single_device(), Some(0));
+    assert_eq!(hlatc::unwritten(&proto, hlatc::Format::Text).len(), 1);
+    let mut same = proto.clone();
+    same.device_assignment = None;
+    assert!(same == text, "the text and proto dumps differ");
+    assert_runs_with_recorded_outputs(&text, "torch-xla text", &stem);
+    assert_runs_with_recorded_outputs(&proto, "torch-xla proto", &stem);
+    // hlatc's own proto keeps the assignment.
+    let back =
+        hlatc::compiler::proto::decode_module(&hlatc::compiler::proto::encode_module(&proto))
+            .unwrap();
+    assert_eq!(back.device_assignment, Some(assignment));
 }
 
 /// JAX's dumps of the same step written three other ways (`tools/jax_dump.py

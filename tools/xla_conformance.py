@@ -12,7 +12,7 @@ JSON line per module to stdout:
 
 where each R is {"layout": <entry_computation_layout>, "instructions": N,
 "scheduled": <is_scheduled>, "shardings": [every `sharding={...}` as XLA
-prints it, in order]} or
+prints it, sorted]} or
 {"error": <XLA's message>}. hlatc's conformance test (tests/conformance.rs)
 checks that hlatc's two forms give XLA the same program shape, instruction
 count, scheduling and shardings as the original.
@@ -40,6 +40,10 @@ def braced(text, start):
 
 
 def shardings(text):
+    """Every instruction's sharding, sorted: XLA prints a module in an
+    order of its own choosing among equally valid ones (it depends on the
+    order of the text it read), so only which shardings occur, and how
+    often, is compared."""
     out = []
     for line in text.splitlines():
         if not INSTRUCTION.match(line):
@@ -47,7 +51,7 @@ def shardings(text):
         start = line.find(", " + SHARDING_KEY)
         if start >= 0:
             out.append(braced(line, start + 2 + len(SHARDING_KEY)))
-    return out
+    return sorted(out)
 
 
 def describe(module):

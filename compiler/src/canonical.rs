@@ -18,15 +18,16 @@ pub fn default_comparison_type(ty: ElementType) -> ComparisonType {
 }
 
 /// Removes default comparison types and all-default operand precisions
-/// (and a custom call's convolution attributes left with nothing to say).
+/// (and a custom call's convolution attributes left with nothing to say),
+/// and an outfeed_shape that is the data's own.
 pub fn drop_default_attributes(m: &mut Module) {
     for c in &mut m.computations {
         let ids: Vec<_> = c.ids().collect();
         for id in ids {
-            let operand_ty = c
-                .operands(id)
-                .first()
-                .and_then(|&o| c.instr(o).shape.as_array().map(|a| a.ty));
+            let first = c.operands(id).first().map(|&o| &c.instr(o).shape);
+            let operand_ty = first.and_then(|s| s.as_array().map(|a| a.ty));
+            let restates_data = matches!(&c.instr(id).op,
+                Op::Outfeed { shape: Some(s), .. } if Some(&**s) == first);
             match &mut c.instr_mut(id).op {
                 Op::Compare { kind, .. } => {
                     if let (Some(k), Some(ty)) = (*kind, operand_ty) {
@@ -40,6 +41,10 @@ pub fn drop_default_attributes(m: &mut Module) {
                     if precision.iter().all(|&p| p == Precision::Default) =>
                 {
                     precision.clear();
+                }
+                // XLA writes it always, as the data's shape when unset.
+                Op::Outfeed { shape, .. } if restates_data => {
+                    *shape = None;
                 }
                 Op::CustomCall(cc) => {
                     if let Some(conv) = &mut cc.convolution {

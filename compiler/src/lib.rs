@@ -13,6 +13,7 @@ pub mod builder;
 pub mod canonical;
 pub mod collective;
 pub mod computation;
+pub mod device_assignment;
 pub mod fx;
 pub mod instruction;
 pub mod iota;

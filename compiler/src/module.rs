@@ -71,6 +71,9 @@ pub struct Module {
     /// XLA's `replica_count` and `num_partitions`, kept through text (also
     /// module config: a proto has no field for them).
     pub devices: DeviceCounts,
+    /// The proto's `device_assignment`, kept through the proto (HLO text
+    /// has no syntax for it); `None` when not written.
+    pub device_assignment: Option<crate::device_assignment::DeviceAssignment>,
 }
 
 /// How many copies of the program run side by side (`replica_count`) and
@@ -195,6 +198,7 @@ impl Module {
             stack_frames: Default::default(),
             allow_spmd_sharding_propagation: Default::default(),
             devices: DeviceCounts::default(),
+            device_assignment: None,
         }
     }
 

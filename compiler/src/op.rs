@@ -21,6 +21,9 @@ pub enum UnaryOp {
     Sin,
     Cos,
     Tanh,
+    Tan,
+    Cbrt,
+    Erf,
     Logistic,
     Floor,
     Ceil,
@@ -29,6 +32,8 @@ pub enum UnaryOp {
     Not,
     IsFinite,
     Copy,
+    /// `popcnt`: the number of set bits of each integer.
+    PopulationCount,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -357,6 +362,49 @@ pub enum AsyncCollective {
     AllReduce,
     AllGather,
     CollectivePermute,
+}
+
+/// Which step of a point-to-point transfer: `send` and `recv` start one
+/// (their value is the data, a u32 context and a token), `send-done` and
+/// `recv-done` wait for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransferStep {
+    Send,
+    SendDone,
+    Recv,
+    RecvDone,
+}
+
+impl TransferStep {
+    const ALL: [TransferStep; 4] = [
+        TransferStep::Send,
+        TransferStep::SendDone,
+        TransferStep::Recv,
+        TransferStep::RecvDone,
+    ];
+
+    pub fn opcode(self) -> &'static str {
+        match self {
+            TransferStep::Send => "send",
+            TransferStep::SendDone => "send-done",
+            TransferStep::Recv => "recv",
+            TransferStep::RecvDone => "recv-done",
+        }
+    }
+
+    pub fn from_opcode(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.opcode() == s)
+    }
+}
+
+/// A `send`, `recv` or their `-done`: the four share their attributes.
+/// `channel_id` pairs a send with its recv (XLA's text may leave it out);
+/// `is_host_transfer` says the other end is the host, not a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transfer {
+    pub step: TransferStep,
+    pub channel_id: Option<i64>,
+    pub is_host_transfer: bool,
 }
 
 /// `rng`'s distribution (`distribution=` in text, `RandomDistribution` in
@@ -731,11 +779,40 @@ pub enum Op {
         algorithm: RngAlgorithm,
     },
     CustomCall(CustomCall),
+    /// `after-all`: a token ordered after every operand token (none: a
+    /// fresh token).
+    AfterAll,
+    /// `add-dependency`: its first operand's value, ordered after the token
+    /// that is its second.
+    AddDependency,
+    /// `send`, `send-done`, `recv`, `recv-done`.
+    Transfer(Transfer),
+    /// `copy-start`: a copy begun, usually between memory spaces; its value
+    /// is (destination, source, u32[] context), the destination's layout
+    /// its own. `cross_program_prefetch_index` marks XLA's prefetch of a
+    /// parameter across program runs.
+    CopyStart {
+        cross_program_prefetch_index: Option<i32>,
+    },
+    /// `copy-done`: the destination of the copy its operand began.
+    CopyDone,
+    /// `infeed`: reads the declared data from the host, after the token;
+    /// its value is (data, token). `config` is for the host side, as written.
+    Infeed {
+        config: String,
+    },
+    /// `outfeed`: writes its operand to the host, after the token; its
+    /// value is a token. `shape` is what the host is told to expect
+    /// (`outfeed_shape`), `None` meaning the operand's own shape.
+    Outfeed {
+        config: String,
+        shape: Option<Box<Shape>>,
+    },
 }
 
 /// One table for the opcode spelling of the simple elementwise ops, used by
 /// printer, parser and proto in both directions.
-const UNARY_NAMES: [(UnaryOp, &str); 19] = [
+const UNARY_NAMES: [(UnaryOp, &str); 23] = [
     (UnaryOp::Abs, "abs"),
     (UnaryOp::Negate, "negate"),
     (UnaryOp::Exp, "exponential"),
@@ -747,6 +824,9 @@ const UNARY_NAMES: [(UnaryOp, &str); 19] = [
     (UnaryOp::Sin, "sine"),
     (UnaryOp::Cos, "cosine"),
     (UnaryOp::Tanh, "tanh"),
+    (UnaryOp::Tan, "tan"),
+    (UnaryOp::Cbrt, "cbrt"),
+    (UnaryOp::Erf, "erf"),
     (UnaryOp::Logistic, "logistic"),
     (UnaryOp::Floor, "floor"),
     (UnaryOp::Ceil, "ceil"),
@@ -755,6 +835,7 @@ const UNARY_NAMES: [(UnaryOp, &str); 19] = [
     (UnaryOp::Not, "not"),
     (UnaryOp::IsFinite, "is-finite"),
     (UnaryOp::Copy, "copy"),
+    (UnaryOp::PopulationCount, "popcnt"),
 ];
 
 const BINARY_NAMES: [(BinaryOp, &str); 15] = [
@@ -776,7 +857,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 48] = [
+pub const STRUCTURED_OPCODES: [&str; 58] = [
     "parameter",
     "constant",
     "iota",
@@ -825,6 +906,16 @@ pub const STRUCTURED_OPCODES: [&str; 48] = [
     "gather",
     "scatter",
     "rng-bit-generator",
+    "copy-start",
+    "copy-done",
+    "after-all",
+    "add-dependency",
+    "send",
+    "send-done",
+    "recv",
+    "recv-done",
+    "infeed",
+    "outfeed",
 ];
 
 impl UnaryOp {
@@ -959,6 +1050,13 @@ impl Op {
             Op::Scatter { .. } => "scatter",
             Op::RngBitGenerator { .. } => "rng-bit-generator",
             Op::CustomCall(_) => "custom-call",
+            Op::CopyStart { .. } => "copy-start",
+            Op::CopyDone => "copy-done",
+            Op::AfterAll => "after-all",
+            Op::AddDependency => "add-dependency",
+            Op::Transfer(t) => t.step.opcode(),
+            Op::Infeed { .. } => "infeed",
+            Op::Outfeed { .. } => "outfeed",
         }
     }
 
@@ -971,7 +1069,7 @@ impl Op {
     /// dots, reductions or anything with a called computation.
     pub fn carries_float_type(&self) -> bool {
         match self {
-            Op::Unary(u) => !matches!(u, UnaryOp::Not),
+            Op::Unary(u) => !matches!(u, UnaryOp::Not | UnaryOp::PopulationCount),
             Op::Binary(b) => matches!(
                 b,
                 BinaryOp::Add
@@ -1010,9 +1108,14 @@ impl Op {
     }
 
     /// Whether the op's effect is more than its value (a custom call marked
-    /// `custom_call_has_side_effect`): such instructions are never removed.
+    /// `custom_call_has_side_effect`, a transfer, infeed or outfeed): such
+    /// instructions are never removed or merged.
     pub fn has_side_effect(&self) -> bool {
-        matches!(self, Op::CustomCall(cc) if cc.has_side_effect)
+        match self {
+            Op::CustomCall(cc) => cc.has_side_effect,
+            Op::Transfer(_) | Op::Infeed { .. } | Op::Outfeed { .. } => true,
+            _ => false,
+        }
     }
 
     /// Whether two instructions with this op and the same operands are the
@@ -1052,10 +1155,6 @@ impl Op {
         )
     }
 
-    /// Names of the computations this op calls, in XLA's order of
-    /// `called_computation_ids` (a while's body before its condition),
-    /// without allocating: every pass over a module asks this of every
-    /// instruction.
     /// The replica groups and channel of a replica-grouped collective.
     pub fn collective(&self) -> Option<&Collective> {
         match self {
@@ -1069,6 +1168,10 @@ impl Op {
         }
     }
 
+    /// Names of the computations this op calls, in XLA's order of
+    /// `called_computation_ids` (a while's body before its condition),
+    /// without allocating: every pass over a module asks this of every
+    /// instruction.
     pub fn called_computations(&self) -> impl Iterator<Item = &str> {
         let (first, second, rest) = callee_slots!(self);
         first

@@ -344,7 +344,13 @@ pub fn default_layout(rank: usize) -> Vec<i64> {
 pub enum Shape {
     Array(ArrayShape),
     Tuple(Vec<Shape>),
+    /// `token[]`: no data, only an order between side effects (`after-all`,
+    /// `send`, `infeed`, ...). XLA's `PrimitiveType` `TOKEN`.
+    Token,
 }
+
+/// `PrimitiveType` `TOKEN` in xla_data.proto.
+pub const TOKEN_PRIMITIVE_TYPE: i32 = 17;
 
 impl Shape {
     pub fn array(ty: ElementType, dims: impl Into<Vec<i64>>) -> Shape {
@@ -358,8 +364,12 @@ impl Shape {
     pub fn as_array(&self) -> Option<&ArrayShape> {
         match self {
             Shape::Array(a) => Some(a),
-            Shape::Tuple(_) => None,
+            Shape::Tuple(_) | Shape::Token => None,
         }
+    }
+
+    pub fn is_token(&self) -> bool {
+        matches!(self, Shape::Token)
     }
 
     /// Whether this is a scalar (rank-0 array) of `ty`.
@@ -372,8 +382,23 @@ impl Shape {
     /// elements for a tuple.
     pub fn leaf_count(&self) -> usize {
         match self {
-            Shape::Array(_) => 1,
+            Shape::Array(_) | Shape::Token => 1,
             Shape::Tuple(t) => t.iter().map(Shape::leaf_count).sum(),
+        }
+    }
+
+    /// The bytes its arrays take in a row-major host buffer (a tuple: all
+    /// its elements; a token: none), saturating where that would not fit in
+    /// a u64.
+    pub fn byte_size(&self) -> u64 {
+        match self {
+            Shape::Array(a) => u64::try_from(a.element_count())
+                .unwrap_or(u64::MAX)
+                .saturating_mul(a.ty.byte_size() as u64),
+            Shape::Tuple(elems) => elems
+                .iter()
+                .fold(0u64, |acc, s| acc.saturating_add(s.byte_size())),
+            Shape::Token => 0,
         }
     }
 
@@ -393,6 +418,7 @@ impl Shape {
             (Shape::Tuple(a), Shape::Tuple(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
             }
+            (Shape::Token, Shape::Token) => true,
             _ => false,
         }
     }
@@ -403,7 +429,7 @@ impl Shape {
         for &i in index {
             match s {
                 Shape::Tuple(elems) => s = elems.get(usize::try_from(i).ok()?)?,
-                Shape::Array(_) => return None,
+                Shape::Array(_) | Shape::Token => return None,
             }
         }
         Some(s)
@@ -431,6 +457,7 @@ impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Shape::Array(a) => a.fmt(f),
+            Shape::Token => f.write_str("token[]"),
             Shape::Tuple(elems) => {
                 f.write_str("(")?;
                 for (i, e) in elems.iter().enumerate() {
@@ -472,6 +499,15 @@ mod tests {
             Shape::array(ElementType::S32, [4]),
         ]);
         assert_eq!(t.to_string(), "(f32[], s32[4]{0})");
+        let sent = Shape::Tuple(vec![
+            t.clone(),
+            Shape::scalar(ElementType::U32),
+            Shape::Token,
+        ]);
+        assert_eq!(sent.to_string(), "((f32[], s32[4]{0}), u32[], token[])");
+        assert_eq!(sent.leaf_count(), 4);
+        assert!(Shape::Token.compatible(&Shape::Token));
+        assert!(!Shape::Token.compatible(&Shape::Tuple(vec![])));
         assert_eq!(t.subshape(&[1]), Some(&Shape::array(ElementType::S32, [4])));
         assert_eq!(t.subshape(&[2]), None);
     }

@@ -76,6 +76,9 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         )));
     }
     check_attribute_keys(&module.frontend_attributes).map_err(module_err)?;
+    if let Some(d) = &module.device_assignment {
+        d.check().map_err(module_err)?;
+    }
     module
         .stack_frames
         .check()
@@ -174,6 +177,7 @@ fn verify_computation(
             check_composite(&instr.frontend_attributes).map_err(|m| err(here, m))?;
         }
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
+        check_transfer_done(c, id).map_err(|m| err(here, m))?;
         if let Some(r) = &instr.parameter_replication {
             let leaves = instr.shape.leaf_count();
             if !matches!(instr.op, Op::Parameter(_)) {
@@ -231,6 +235,32 @@ fn verify_computation(
         }
     }
     Ok(())
+}
+
+/// A `send-done` takes its `send` and a `recv-done` its `recv` directly,
+/// not a tuple of the same shape from elsewhere: XLA's text parser lets
+/// that pass, but XLA's proto reader RET_CHECKs it (hlatc's proto of such
+/// a module would be refused by XLA).
+fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), String> {
+    use crate::op::{Transfer, TransferStep};
+    let Op::Transfer(Transfer { step, .. }) = c.instr(id).op else {
+        return Ok(());
+    };
+    let started = match step {
+        TransferStep::SendDone => TransferStep::Send,
+        TransferStep::RecvDone => TransferStep::Recv,
+        TransferStep::Send | TransferStep::Recv => return Ok(()),
+    };
+    match c.operands(id).first().map(|&o| c.instr(o)) {
+        Some(o) if !matches!(o.op, Op::Transfer(t) if t.step == started) => Err(format!(
+            "{} takes '{}', a {}, where XLA requires the {} itself",
+            step.opcode(),
+            o.name,
+            o.op.opcode(),
+            started.opcode()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Whether some instruction does not come after all its operands in `order`
@@ -394,6 +424,7 @@ fn check_layouts(shape: &Shape) -> Result<(), String> {
             Ok(())
         }
         Shape::Tuple(elems) => elems.iter().try_for_each(check_layouts),
+        Shape::Token => Ok(()),
     }
 }
 

@@ -280,6 +280,54 @@ fn write_labels(
 }
 
 impl ConvDims {
+    /// Whether `dim_labels` can spell these: each operand's dimension
+    /// numbers name each of its dimensions once, with at most ten spatial
+    /// dimensions (a digit each). A convolution's are also checked against
+    /// its operands; a custom call's have only this.
+    pub fn check_writable(&self) -> Result<(), String> {
+        let operands = [
+            (
+                "input",
+                self.input_batch,
+                self.input_feature,
+                &self.input_spatial,
+            ),
+            (
+                "kernel",
+                self.kernel_input_feature,
+                self.kernel_output_feature,
+                &self.kernel_spatial,
+            ),
+            (
+                "output",
+                self.output_batch,
+                self.output_feature,
+                &self.output_spatial,
+            ),
+        ];
+        for (what, a, b, spatial) in operands {
+            if spatial.len() > 10 {
+                return Err(format!(
+                    "{what} has {} spatial dimensions; dim_labels spells at most 10",
+                    spatial.len()
+                ));
+            }
+            let rank = spatial.len() + 2;
+            let mut seen = vec![false; rank];
+            for d in [a, b].into_iter().chain(spatial.iter().copied()) {
+                match usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) {
+                    Some(s) if !*s => *s = true,
+                    _ => {
+                        return Err(format!(
+                            "{what} dimension {d} is out of range for rank {rank} or named twice"
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads `dim_labels` (`b01f_01io->b01f`): the input's batch, feature
     /// and spatial dimensions, the kernel's input and output features and
     /// spatial dimensions, then the output's.

@@ -188,6 +188,67 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
         e.contains("negate has field is_composite (89), which hlatc reads only on call"),
         "{e}"
     );
+    // The transfer and feed fields, on an op that has none of them.
+    let e = with(|i| i.is_host_transfer = true).unwrap_err();
+    assert!(
+        e.contains("negate has field is_host_transfer (47), which hlatc reads only on send, send-done, recv and recv-done"),
+        "{e}"
+    );
+    let e = with(|i| i.infeed_config = b"cfg".to_vec()).unwrap_err();
+    assert!(e.contains("infeed_config (27)"), "{e}");
+    let e = with(|i| i.outfeed_shape = Some(Default::default())).unwrap_err();
+    assert!(
+        e.contains("outfeed_config (22) or outfeed_shape (29)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn transfers_and_feeds_keep_their_fields_through_the_proto() {
+    let src = "HloModule m
+
+ENTRY e {
+  p = f32[4]{0} parameter(0)
+  t = token[] after-all()
+  s = (f32[4]{0}, u32[], token[]) send(p, t), channel_id=3, is_host_transfer=true
+  sd = token[] send-done(s), channel_id=3, is_host_transfer=true
+  r = (f32[4]{0}, u32[], token[]) recv(sd), channel_id=4
+  rd = (f32[4]{0}, token[]) recv-done(r), channel_id=4
+  x = f32[4]{0} get-tuple-element(rd), index=0
+  i = ((f32[4]{0}, s32[]), token[]) infeed(t), infeed_config=\"in\"
+  o = token[] outfeed(x, t), outfeed_shape=f32[4]{0}, outfeed_config=\"out\"
+  o2 = token[] outfeed(p, o), outfeed_shape=f32[4]{0:T(4)}
+  ROOT out = (f32[4]{0}, ((f32[4]{0}, s32[]), token[]), token[]) tuple(x, i, o2)
+}
+";
+    let m = text::parse_module(src).unwrap();
+    let p = proto::module_to_proto(&m);
+    let field = |name: &str| {
+        p.computations[0]
+            .instructions
+            .iter()
+            .find(|i| i.name == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        (field("s").channel_id, field("s").is_host_transfer),
+        (3, true)
+    );
+    assert_eq!(
+        (field("r").channel_id, field("r").is_host_transfer),
+        (4, false)
+    );
+    assert_eq!(field("i").infeed_config, b"in");
+    assert_eq!(field("o").outfeed_config, b"out");
+    // XLA writes outfeed_shape always: the data's own when none is set.
+    let written = |name: &str| field(name).outfeed_shape.unwrap().layout.unwrap();
+    assert!(written("o").tiles.is_empty());
+    assert_eq!(written("o2").tiles[0].dimensions, [4]);
+    assert_eq!(field("t").shape.unwrap().element_type, 17);
+    let back = proto::decode_module(&prost::Message::encode_to_vec(&p)).unwrap();
+    assert_eq!(text::print_module(&back), text::print_module(&m));
+    assert!(text::print_module(&m).contains("outfeed_shape=f32[4]{0:T(4)}"));
 }
 
 #[test]
@@ -210,6 +271,36 @@ fn is_fusion_computation_is_set_on_fused_callees_and_refused_elsewhere() {
     let e = proto::module_from_proto(&p).unwrap_err().to_string();
     assert!(
         e.contains("computation 'plain' is marked is_fusion_computation but no fusion calls it"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_device_assignment_is_kept_and_checked() {
+    let mut p = proto::module_to_proto(&text::parse_module(MODULE).unwrap());
+    p.device_assignment = Some(proto::messages::DeviceAssignmentProto {
+        replica_count: 2,
+        computation_count: 1,
+        computation_devices: vec![proto::messages::ComputationDevice {
+            replica_device_ids: vec![3, 1],
+        }],
+    });
+    let m = proto::decode_module(&prost::Message::encode_to_vec(&p)).unwrap();
+    hlatc_compiler::verify(&m).unwrap();
+    let kept = m.device_assignment.as_ref().unwrap();
+    assert_eq!(kept.devices, [[3, 1]]);
+    assert_eq!(
+        proto::module_to_proto(&m).device_assignment,
+        p.device_assignment
+    );
+    // One device per replica, as XLA's reader requires.
+    p.device_assignment.as_mut().unwrap().computation_devices[0]
+        .replica_device_ids
+        .pop();
+    let m = proto::decode_module(&prost::Message::encode_to_vec(&p)).unwrap();
+    let e = hlatc_compiler::verify(&m).unwrap_err().to_string();
+    assert!(
+        e.ends_with("device_assignment gives computation 0 1 device(s), its replica_count is 2"),
         "{e}"
     );
 }

@@ -232,6 +232,53 @@ fn an_instruction_without_a_result_shape_gets_the_one_xla_infers() {
 }
 
 #[test]
+fn a_shape_xla_derives_replaces_the_written_one_with_a_note() {
+    // An older send was written (data, token[]); XLA's parser builds every
+    // send as (data, u32[], token[]) whatever is written, and so does hlatc.
+    let src = "HloModule m\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  t = token[] after-all()\n  s = (f32[4], token[]) send(p, t), channel_id=1\n  d = (f32[4], token[]) send-done(s), channel_id=1\n  ROOT r = f32[4]{0} add-dependency(p, d)\n}\n";
+    let (m, notes) = hlatc_compiler::text::parse_module_noted(src).unwrap();
+    let e = m.entry();
+    let shape = |n: &str| e.instr(e.find(n).unwrap()).shape.to_string();
+    assert_eq!(shape("s"), "(f32[4]{0}, u32[], token[])");
+    assert_eq!(shape("d"), "token[]");
+    assert_eq!(
+        notes,
+        [
+            "5:3: 's' is written as (f32[4]{0}, token[]); XLA's parser gives a send the shape (f32[4]{0}, u32[], token[]) its operands make, and so does hlatc",
+            "6:3: 'd' is written as (f32[4]{0}, token[]); XLA's parser gives a send-done the shape token[] its operands make, and so does hlatc",
+        ]
+    );
+    hlatc_compiler::verify(&m).unwrap();
+    // A token has no dimensions, layout or value.
+    for (bad, want) in [
+        (
+            "token[2]",
+            "4:7: a token is written token[], with no dimensions or layout",
+        ),
+        (
+            "token[]{}",
+            "4:7: a token is written token[], with no dimensions or layout",
+        ),
+    ] {
+        let err = hlatc_compiler::text::parse_module(
+            &src.replace("token[] after-all", &format!("{bad} after-all")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with(want), "{err}");
+    }
+    let err = hlatc_compiler::text::parse_module(
+        &src.replace("token[] after-all()", "token[] constant(0)"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("a token has no value to write as a constant"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_json_backend_config_written_bare_is_kept_as_its_text() {
     let src = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p), custom_call_target=\"foo\", backend_config={\"a\":{\"b\":[1,2]},\"s\":\"x y\"}\n}\n";
     let m = hlatc_compiler::text::parse_module(src).unwrap();

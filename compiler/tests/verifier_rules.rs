@@ -250,3 +250,56 @@ fn a_variadic_scatter_gives_one_result_per_input() {
         "{e}"
     );
 }
+
+#[test]
+fn tokens_go_where_tokens_belong() {
+    let e = refused("  p = f32[] parameter(0)\n  ROOT t = token[] after-all(p)");
+    assert!(
+        e.ends_with("after-all: operand 0 must be a token, got f32[]"),
+        "{e}"
+    );
+    let e = refused(
+        "  p = f32[4] parameter(0)\n  ROOT s = (f32[4], u32[], token[]) send(p, p), channel_id=1",
+    );
+    assert!(
+        e.ends_with("send: send's operand 1 must be a token, got f32[4]{0}"),
+        "{e}"
+    );
+    accepted("  p = f32[4] parameter(0)\n  t = token[] after-all()\n  s = (f32[4], u32[], token[]) send(p, t), channel_id=1\n  ROOT d = token[] send-done(s), channel_id=1");
+}
+
+#[test]
+fn a_transfer_is_finished_by_its_own_done() {
+    // XLA's text parser lets a send-done take a tuple of the send's shape
+    // from elsewhere; its proto reader does not, so neither does hlatc.
+    let e = refused("  p = f32[4] parameter(0)\n  t = token[] after-all()\n  s = (f32[4], u32[], token[]) send(p, t), channel_id=1\n  w = ((f32[4], u32[], token[])) tuple(s)\n  g = (f32[4], u32[], token[]) get-tuple-element(w), index=0\n  ROOT d = token[] send-done(g), channel_id=1");
+    assert!(
+        e.ends_with("send-done takes 'g', a get-tuple-element, where XLA requires the send itself"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_custom_calls_dim_labels_must_be_spellable() {
+    let src = "HloModule m\n\nENTRY e {\n  x = f32[2,4,1] parameter(0)\n  k = f32[3,1,1] parameter(1)\n  ROOT c = f32[2,4,1] custom-call(x, k), dim_labels=b0f_0io->b0f, custom_call_target=\"conv\"\n}\n";
+    let mut m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let e = m.entry_mut();
+    let root = e.root().unwrap();
+    if let hlatc_compiler::Op::CustomCall(cc) = &mut e.instr_mut(root).op {
+        cc.convolution
+            .as_mut()
+            .unwrap()
+            .dims
+            .as_mut()
+            .unwrap()
+            .kernel_spatial = vec![5];
+    }
+    let err = verify(&m).unwrap_err().to_string();
+    assert!(
+        err.ends_with(
+            "custom-call: dim_labels: kernel dimension 5 is out of range for rank 3 or named twice"
+        ),
+        "{err}"
+    );
+}

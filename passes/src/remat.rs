@@ -334,7 +334,7 @@ impl Plan {
         }
         let mut freed_bytes = 0;
         for (v, readers) in &self.saved {
-            freed_bytes += shape_bytes(r.shape(*v));
+            freed_bytes += r.shape(*v).byte_size();
             for &u in readers {
                 r.replace_in(u, *v, mapped[v]).map_err(err("remat"))?;
             }
@@ -456,13 +456,6 @@ impl Totals {
         self.recomputed += s.recomputed;
         self.freed += s.freed;
         self.freed_bytes += s.freed_bytes;
-    }
-}
-
-fn shape_bytes(s: &Shape) -> u64 {
-    match s {
-        Shape::Array(a) => a.element_count().max(0) as u64 * a.ty.byte_size() as u64,
-        Shape::Tuple(elems) => elems.iter().map(shape_bytes).sum(),
     }
 }
 

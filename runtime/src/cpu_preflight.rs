@@ -18,12 +18,14 @@ pub struct PreflightError {
 }
 
 /// Checks every custom call in `module` against XLA CPU's own targets,
-/// and refuses what XLA CPU would abort on.
+/// and refuses what XLA CPU would abort or hang on.
 pub fn check(module: &Module) -> Result<(), PreflightError> {
     for c in &module.computations {
         for id in c.ids() {
             let instr = c.instr(id);
-            if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape) {
+            if let Some(message) =
+                aborts_xla_cpu(&instr.op, &instr.shape).or_else(|| waits_forever(&instr.op))
+            {
                 return Err(PreflightError {
                     computation: c.name.clone(),
                     instruction: instr.name.clone(),
@@ -46,6 +48,17 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
         }
     }
     Ok(())
+}
+
+/// What XLA CPU would wait on forever: hlatc's runtime is no host side for
+/// `infeed` and `outfeed`, so nothing would ever fill or drain them.
+fn waits_forever(op: &Op) -> Option<String> {
+    matches!(op, Op::Infeed { .. } | Op::Outfeed { .. }).then(|| {
+        format!(
+            "hlatc runs modules without a host side for {}, so XLA CPU would wait on it forever",
+            op.opcode()
+        )
+    })
 }
 
 /// Valid HLO that XLA CPU aborts on (found by `runtime/tests/fuzz_xla`,

@@ -2,8 +2,6 @@
 //! when an allocation fails, and hlatc's own input generation would grow
 //! until the kernel kills it; both are refused here first, with the sizes.
 
-use hlatc_compiler::Shape;
-
 /// Bytes of memory the kernel says are available now (`MemAvailable` in
 /// `/proc/meminfo`), or `None` where that cannot be read.
 pub fn available_bytes() -> Option<u64> {
@@ -13,28 +11,15 @@ pub fn available_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// The bytes one buffer of `shape` takes on the host (tuples: all elements),
-/// saturating where it would not fit in a u64.
-pub fn shape_bytes(shape: &Shape) -> u64 {
-    match shape {
-        Shape::Array(a) => u64::try_from(a.element_count())
-            .unwrap_or(u64::MAX)
-            .saturating_mul(a.ty.byte_size() as u64),
-        Shape::Tuple(elems) => elems
-            .iter()
-            .fold(0u64, |acc, s| acc.saturating_add(shape_bytes(s))),
-    }
-}
-
 /// Host bytes one run of `module` holds at least: every entry parameter and
 /// the whole result. Known before compiling, so a run that cannot fit is
 /// refused before XLA spends seconds compiling it.
 pub fn module_bytes(module: &hlatc_compiler::Module) -> u64 {
-    let result = module.entry_result_shape().map_or(0, |r| shape_bytes(&r));
+    let result = module.entry_result_shape().map_or(0, |r| r.byte_size());
     module
         .entry_parameter_shapes()
         .iter()
-        .fold(result, |acc, s| acc.saturating_add(shape_bytes(s)))
+        .fold(result, |acc, s| acc.saturating_add(s.byte_size()))
 }
 
 /// A size in words: `1.5 GB`, `12.0 MB`, `512 bytes`.
@@ -67,14 +52,14 @@ pub fn ensure_fits(what: &str, bytes: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hlatc_compiler::{ArrayShape, ElementType};
+    use hlatc_compiler::{ArrayShape, ElementType, Shape};
 
     #[test]
     fn sizes_saturate_and_huge_runs_are_refused() {
         let big = Shape::Array(ArrayShape::new(ElementType::F32, vec![1 << 40, 1 << 40]));
-        assert_eq!(shape_bytes(&big), u64::MAX);
+        assert_eq!(big.byte_size(), u64::MAX);
         let small = Shape::Array(ArrayShape::new(ElementType::F64, vec![3, 5]));
-        assert_eq!(shape_bytes(&Shape::Tuple(vec![small.clone(), small])), 240);
+        assert_eq!(Shape::Tuple(vec![small.clone(), small]).byte_size(), 240);
         let e = ensure_fits("running m", 1 << 60).unwrap_err();
         assert!(
             e.starts_with("running m needs 1152921504.6 GB of host memory"),

@@ -53,8 +53,12 @@ pub enum RuntimeError {
         replica_count: i64,
         num_partitions: i64,
     },
+    #[error("module '{module}' has a device assignment of {assignment}; the XLA CPU runtime runs single-device modules (`hlatc run --one-device` runs it as one device's program)")]
+    MultiDeviceAssignment { module: String, assignment: String },
     #[error("the module returns {0}; only arrays and flat tuples of arrays can be read back")]
     UnsupportedResult(String),
+    #[error("parameter '{name}' is {shape}; only arrays can be passed in")]
+    UnsupportedParameter { name: String, shape: String },
     #[error("the module takes {expected} parameter(s), {got} input(s) were given")]
     InputCount { expected: usize, got: usize },
     #[error("input {index} ('{name}') is {got}, parameter expects {expected}")]
@@ -117,12 +121,22 @@ impl Runtime {
                 num_partitions: module.devices.num_partitions,
             });
         }
+        if let Some(d) = module
+            .device_assignment
+            .as_ref()
+            .filter(|d| d.single_device().is_none())
+        {
+            return Err(RuntimeError::MultiDeviceAssignment {
+                module: module.name.clone(),
+                assignment: d.to_string(),
+            });
+        }
         let result = module
             .entry_result_shape()
             .expect("a verified module has a root");
         let outputs = match &result {
             Shape::Array(_) => vec![result.clone()],
-            Shape::Tuple(elems) if elems.iter().all(|e| !e.is_tuple()) => elems.clone(),
+            Shape::Tuple(elems) if elems.iter().all(|e| e.as_array().is_some()) => elems.clone(),
             other => return Err(RuntimeError::UnsupportedResult(other.to_string())),
         };
         let e = module.entry();
@@ -131,10 +145,11 @@ impl Runtime {
             .into_iter()
             .map(|p| (e.instr(p).name.clone(), e.instr(p).shape.clone()))
             .collect::<Vec<_>>();
-        if let Some((name, s)) = params.iter().find(|(_, s)| s.is_tuple()) {
-            return Err(RuntimeError::UnsupportedResult(format!(
-                "tuple parameter '{name}' ({s})"
-            )));
+        if let Some((name, s)) = params.iter().find(|(_, s)| s.as_array().is_none()) {
+            return Err(RuntimeError::UnsupportedParameter {
+                name: name.clone(),
+                shape: s.to_string(),
+            });
         }
         cpu_preflight::check(module).map_err(|source| RuntimeError::Preflight {
             module: module.name.clone(),
@@ -146,6 +161,9 @@ impl Runtime {
         // not change what the module computes.
         let mut unscheduled = proto::module_to_proto(module);
         unscheduled.schedule = None;
+        // Compiled for the one device PJRT is given, whichever device the
+        // dump ran on (a many-device assignment was refused above).
+        unscheduled.device_assignment = None;
         let bytes = prost::Message::encode_to_vec(&unscheduled);
         let exe = self
             .client

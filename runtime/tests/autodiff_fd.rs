@@ -153,6 +153,9 @@ fn unary_rules_match_finite_differences() {
         un("sine", UnaryOp::Sin, -2.0, 2.0),
         un("cosine", UnaryOp::Cos, -2.0, 2.0),
         un("tanh", UnaryOp::Tanh, -2.0, 2.0),
+        un("tan", UnaryOp::Tan, -1.2, 1.2),
+        un("cbrt", UnaryOp::Cbrt, 0.3, 3.0),
+        un("erf", UnaryOp::Erf, -2.0, 2.0),
         un("logistic", UnaryOp::Logistic, -3.0, 3.0),
         un("copy", UnaryOp::Copy, -2.0, 2.0),
         un("floor", UnaryOp::Floor, 0.1, 0.9),
@@ -474,6 +477,9 @@ fn rules_read_only_what_they_declare_saved() {
         (Op::Unary(UnaryOp::Rsqrt), 1),
         (Op::Unary(UnaryOp::Logistic), 1),
         (Op::Unary(UnaryOp::Tanh), 1),
+        (Op::Unary(UnaryOp::Tan), 1),
+        (Op::Unary(UnaryOp::Cbrt), 1),
+        (Op::Unary(UnaryOp::Erf), 1),
         (Op::Unary(UnaryOp::Sin), 1),
         (Op::Unary(UnaryOp::Cos), 1),
         (Op::Unary(UnaryOp::Negate), 1),
@@ -544,6 +550,6 @@ fn rules_read_only_what_they_declare_saved() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 15);
+    assert_eq!(checked, 18);
     let _ = Scalar::Float(0.0);
 }

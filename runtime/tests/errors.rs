@@ -112,3 +112,32 @@ fn a_multi_device_module_is_refused_before_the_plugin() {
         "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs single-device modules (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
     );
 }
+
+/// XLA CPU would wait forever on an infeed or outfeed nobody serves (found
+/// by running one: the process hung), and a token cannot be passed in or
+/// read back; each is refused with its reason instead.
+#[test]
+fn feeds_and_tokens_at_the_boundary_are_refused_not_hung() {
+    let refused = |body: &str| {
+        let m = text::parse_module(&entry(body)).unwrap();
+        runtime()
+            .compile(&m)
+            .err()
+            .expect("must be refused")
+            .to_string()
+    };
+    let e = refused("  t = token[] after-all()\n  i = (f32[4], token[]) infeed(t)\n  ROOT x = f32[4] get-tuple-element(i), index=0");
+    assert!(
+        e.ends_with("instruction 'i': hlatc runs modules without a host side for infeed, so XLA CPU would wait on it forever"),
+        "{e}"
+    );
+    let e = refused("  p = f32[4] parameter(0)\n  t = token[] after-all()\n  o = token[] outfeed(p, t)\n  ROOT d = f32[4] add-dependency(p, o)");
+    assert!(e.contains("without a host side for outfeed"), "{e}");
+    let e = refused("  p = f32[4] parameter(0)\n  t = token[] parameter(1)\n  ROOT d = f32[4] add-dependency(p, t)");
+    assert_eq!(e, "parameter 't' is token[]; only arrays can be passed in");
+    let e = refused("  p = f32[4] parameter(0)\n  t = token[] after-all()\n  ROOT r = (f32[4], token[]) tuple(p, t)");
+    assert_eq!(
+        e,
+        "the module returns (f32[4]{0}, token[]); only arrays and flat tuples of arrays can be read back"
+    );
+}

@@ -81,6 +81,24 @@ fn unary_float_ops() {
         &[1.0, 0.0, 0.0, 1.0],
         0.0,
     );
+    unary("tan", "f32", "f32", &x, &each(f64::tan), 1e-6);
+    unary(
+        "cbrt",
+        "f32",
+        "f32",
+        &[-8.0, 0.125, 2.0, 27.0],
+        &[-2.0, 0.5, 2f64.cbrt(), 3.0],
+        1e-6,
+    );
+    // erf has no std implementation; values from Abramowitz & Stegun's table.
+    unary(
+        "erf",
+        "f32",
+        "f32",
+        &[-1.5, 0.0, 0.5, 1.0],
+        &[-0.966_105_146_5, 0.0, 0.520_499_877_8, 0.842_700_792_9],
+        1e-6,
+    );
 }
 
 #[test]
@@ -96,6 +114,16 @@ fn unary_integer_and_bool_ops() {
     );
     unary("abs", "s32", "s32", &[-7.0, 3.0], &[7.0, 3.0], 0.0);
     unary("negate", "s32", "s32", &[-7.0, 3.0], &[7.0, -3.0], 0.0);
+    // Two's complement: -1 has every bit set.
+    unary(
+        "popcnt",
+        "s32",
+        "s32",
+        &[0.0, 7.0, -1.0, 256.0],
+        &[0.0, 3.0, 32.0, 1.0],
+        0.0,
+    );
+    unary("popcnt", "u8", "u8", &[255.0, 170.0], &[8.0, 4.0], 0.0);
 }
 
 fn binary(op: &str, ty: &str, x: &[f64], y: &[f64], expected: &[f64], rel: f64) {
@@ -630,4 +658,25 @@ ENTRY main {
     );
     assert_values(&out[0], &[3.0, 7.0], 0.0);
     assert_eq!(out[1].to_i64_vec(), vec![1, 3, 6, 10]);
+}
+
+/// Tokens order side effects and carry no data: `add-dependency` passes its
+/// value through, whatever tokens it waits on.
+#[test]
+fn tokens_order_without_changing_values() {
+    let hlo = entry(
+        "  x = f32[3] parameter(0)\n  t0 = token[] after-all()\n  t1 = token[] after-all(t0, t0)\n  d = f32[3] add-dependency(x, t1)\n  ROOT r = f32[3] multiply(d, d)",
+    );
+    let out = run(&hlo, &[f32s(&[3], &[1.5, -2.0, 3.0])]);
+    assert_values(&out[0], &[2.25, 4.0, 9.0], 0.0);
+}
+
+/// A copy of a tuple is a tuple of copies, as XLA's inference allows.
+#[test]
+fn a_tuple_copies_whole() {
+    let hlo = entry(
+        "  p = f32[3] parameter(0)\n  q = f32[3] negate(p)\n  t = (f32[3], f32[3]) tuple(p, q)\n  c = (f32[3], f32[3]) copy(t)\n  a = f32[3] get-tuple-element(c), index=0\n  b = f32[3] get-tuple-element(c), index=1\n  ROOT r = f32[3] multiply(a, b)",
+    );
+    let out = run(&hlo, &[f32s(&[3], &[1.0, -2.0, 3.0])]);
+    assert_values(&out[0], &[-1.0, -4.0, -9.0], 0.0);
 }

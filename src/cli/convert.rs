@@ -35,6 +35,6 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         Some(To::Proto) => Format::Proto,
         None => Format::from_path(&a.output),
     };
-    super::write_output(Some(&a.output), &hlatc::module_bytes(&m, format))?;
+    super::write_module(Some(&a.output), &m, format)?;
     Ok(ExitCode::SUCCESS)
 }

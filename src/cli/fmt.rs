@@ -21,6 +21,6 @@ pub struct Args {
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     let m = super::load(&a.file)?;
-    super::write_output(a.output.as_ref(), &hlatc::module_bytes(&m, Format::Text))?;
+    super::write_module(a.output.as_ref(), &m, Format::Text)?;
     Ok(ExitCode::SUCCESS)
 }

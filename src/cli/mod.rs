@@ -84,6 +84,19 @@ fn load(path: &std::path::Path) -> Result<hlatc::Module, Error> {
     Ok(m)
 }
 
+/// Writes `module` in `format` to `path` (stdout for `None`), first saying
+/// on stderr what that format cannot carry.
+fn write_module(
+    path: Option<&PathBuf>,
+    module: &hlatc::Module,
+    format: hlatc::Format,
+) -> Result<(), Error> {
+    for n in hlatc::unwritten(module, format) {
+        console::note!("'{}': {n}", module.name)?;
+    }
+    write_output(path, &hlatc::module_bytes(module, format))
+}
+
 /// Writes to `path`, or to stdout for `None`.
 fn write_output(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), Error> {
     match path {

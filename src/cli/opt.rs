@@ -130,7 +130,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         )?;
     }
     let format = a.output.as_deref().map_or(Format::Text, Format::from_path);
-    super::write_output(a.output.as_ref(), &hlatc::module_bytes(&module, format))?;
+    super::write_module(a.output.as_ref(), &module, format)?;
     Ok(ExitCode::SUCCESS)
 }
 

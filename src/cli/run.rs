@@ -85,6 +85,15 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         )?;
         module.devices = Default::default();
     }
+    if let Some(d) = module
+        .device_assignment
+        .take_if(|d| a.one_device && d.single_device().is_none())
+    {
+        note!(
+            "--one-device: running '{}' (assigned to {d}) on one device",
+            module.name
+        )?;
+    }
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {
@@ -102,7 +111,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                 .iter()
                 .map(|(_, s)| {
                     inputs::random_literal(
-                        s.as_array().expect("compile rejects tuple parameters"),
+                        s.as_array().expect("compile takes only array parameters"),
                         &mut rng,
                     )
                 })

@@ -23,7 +23,12 @@ pub fn saves(op: &Op, reducer: Option<BinaryOp>) -> Vec<Saved> {
     use Saved::*;
     match op {
         Op::Unary(u) => match u {
-            UnaryOp::Abs | UnaryOp::Log | UnaryOp::Log1p | UnaryOp::Sin | UnaryOp::Cos => {
+            UnaryOp::Abs
+            | UnaryOp::Log
+            | UnaryOp::Log1p
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Erf => {
                 vec![Operand(0)]
             }
             UnaryOp::Exp
@@ -31,6 +36,8 @@ pub fn saves(op: &Op, reducer: Option<BinaryOp>) -> Vec<Saved> {
             | UnaryOp::Sqrt
             | UnaryOp::Rsqrt
             | UnaryOp::Tanh
+            | UnaryOp::Tan
+            | UnaryOp::Cbrt
             | UnaryOp::Logistic => {
                 vec![Output]
             }
@@ -348,6 +355,20 @@ pub fn vjp(
         Op::While { .. } | Op::Conditional { .. } => {
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
+        Op::CopyStart { .. } | Op::CopyDone => {
+            return not_differentiable(b, n, "asynchronous copies have no gradient rule in hlatc")
+        }
+        Op::AfterAll
+        | Op::AddDependency
+        | Op::Transfer(_)
+        | Op::Infeed { .. }
+        | Op::Outfeed { .. } => {
+            return not_differentiable(
+                b,
+                n,
+                "ops ordered by tokens (transfers, feeds) have no gradient rule in hlatc",
+            )
+        }
         Op::CustomCall(cc) => {
             return not_differentiable(
                 b,
@@ -422,12 +443,34 @@ fn unary(
             let d = b.mul(out, c)?;
             b.mul(g, d)?
         }
+        // d/dx tan x = 1 + tan^2 x
+        UnaryOp::Tan => {
+            let o2 = b.mul(out, out)?;
+            let one = b.full_like(out, 1.0)?;
+            let d = b.add2(one, o2)?;
+            b.mul(g, d)?
+        }
+        // d/dx x^(1/3) = 1 / (3 out^2)
+        UnaryOp::Cbrt => {
+            let o2 = b.mul(out, out)?;
+            let d = b.scale(o2, 3.0)?;
+            b.div(g, d)?
+        }
+        // d/dx erf x = 2/sqrt(pi) exp(-x^2); x^2 made fresh, as sin's cos
+        // is, so it cannot be a forward value read undeclared.
+        UnaryOp::Erf => {
+            let x2 = b.add_fresh(Op::Binary(BinaryOp::Multiply), &[x, x])?;
+            let n = b.unary(UnaryOp::Negate, x2)?;
+            let e = b.unary(UnaryOp::Exp, n)?;
+            let d = b.scale(e, std::f64::consts::FRAC_2_SQRT_PI)?;
+            b.mul(g, d)?
+        }
         UnaryOp::Copy => g,
         // Piecewise constant: zero derivative almost everywhere.
         UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::RoundNearestEven | UnaryOp::Sign => {
             return Ok(None)
         }
-        UnaryOp::Not | UnaryOp::IsFinite => return Ok(None),
+        UnaryOp::Not | UnaryOp::IsFinite | UnaryOp::PopulationCount => return Ok(None),
     };
     Ok(Some(r))
 }

@@ -30,6 +30,10 @@ pub fn shape_to_proto(s: &Shape) -> ShapeProto {
             layout: None,
             is_dynamic_dimension: Vec::new(),
         },
+        Shape::Token => ShapeProto {
+            element_type: crate::types::TOKEN_PRIMITIVE_TYPE,
+            ..Default::default()
+        },
     }
 }
 
@@ -193,6 +197,13 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                         replicated_at_leaf_buffers: r.clone(),
                     });
             fill_op_fields(&instr.op, &mut p);
+            if let Op::Outfeed { shape: None, .. } = &instr.op {
+                // XLA writes it always; unset, it is the data's own shape.
+                p.outfeed_shape = c
+                    .operands(id)
+                    .first()
+                    .map(|&d| shape_to_proto(&c.instr(d).shape));
+            }
             instructions.push(p);
         }
         if m.is_scheduled {
@@ -259,6 +270,17 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                 .collect(),
         }),
         frontend_attributes: frontend(&m.frontend_attributes),
+        device_assignment: m.device_assignment.as_ref().map(|d| DeviceAssignmentProto {
+            replica_count: d.replica_count,
+            computation_count: d.computation_count,
+            computation_devices: d
+                .devices
+                .iter()
+                .map(|ids| ComputationDevice {
+                    replica_device_ids: ids.clone(),
+                })
+                .collect(),
+        }),
     }
 }
 
@@ -455,8 +477,23 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
                 p.precision_config = precision_to_proto(&conv.precision, DotAlgorithm::Unset);
             }
         }
+        Op::Transfer(t) => {
+            p.channel_id = t.channel_id.unwrap_or(0);
+            p.is_host_transfer = t.is_host_transfer;
+        }
+        Op::Infeed { config } => p.infeed_config = config.clone().into_bytes(),
+        Op::CopyStart {
+            cross_program_prefetch_index,
+        } => p.cross_program_prefetch_index = *cross_program_prefetch_index,
+        Op::Outfeed { config, shape } => {
+            p.outfeed_config = config.clone().into_bytes();
+            p.outfeed_shape = shape.as_deref().map(shape_to_proto);
+        }
         Op::Unary(_)
         | Op::Binary(_)
+        | Op::AfterAll
+        | Op::AddDependency
+        | Op::CopyDone
         | Op::Select
         | Op::Clamp
         | Op::Convert

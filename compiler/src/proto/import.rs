@@ -5,6 +5,7 @@ use super::collective::{channel_from_proto, collective_from_proto, pairs_from_pr
 use super::messages::*;
 use super::window::{conv_dims_from_proto, window_from_proto};
 use crate::computation::{Computation, InstrId};
+use crate::device_assignment::DeviceAssignment;
 use crate::instruction::Instruction;
 use crate::literal::Literal;
 use crate::module::BufferDonor;
@@ -71,6 +72,12 @@ fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {
                 .map(|s| shape_from_proto(s, depth + 1))
                 .collect::<Result<_, _>>()?,
         ));
+    }
+    if p.element_type == crate::types::TOKEN_PRIMITIVE_TYPE {
+        return match (&p.dimensions[..], &p.tuple_shapes[..]) {
+            ([], []) => Ok(Shape::Token),
+            _ => Err("a token shape has dimensions or elements".into()),
+        };
     }
     let ty = ElementType::from_primitive_type(p.element_type).ok_or_else(|| {
         format!(
@@ -168,6 +175,30 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             convolution,
         ),
         (p.is_composite, "is_composite (89)", "call", composite),
+        (
+            p.cross_program_prefetch_index.is_some(),
+            "cross_program_prefetch_index (80)",
+            "copy-start",
+            matches!(op, Op::CopyStart { .. }),
+        ),
+        (
+            p.is_host_transfer,
+            "is_host_transfer (47)",
+            "send, send-done, recv and recv-done",
+            matches!(op, Op::Transfer(_)),
+        ),
+        (
+            !p.infeed_config.is_empty(),
+            "infeed_config (27)",
+            "infeed",
+            matches!(op, Op::Infeed { .. }),
+        ),
+        (
+            !p.outfeed_config.is_empty() || p.outfeed_shape.is_some(),
+            "outfeed_config (22) or outfeed_shape (29)",
+            "outfeed",
+            matches!(op, Op::Outfeed { .. }),
+        ),
     ];
     match fields
         .iter()
@@ -179,6 +210,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
         )),
         None => Ok(op),
     }
+}
+
+/// A feed's configuration: bytes on the wire, text in hlatc (as in XLA's
+/// text, where it is a quoted string).
+fn utf8_config(bytes: &[u8], field: &str) -> Result<String, String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| format!("{field} is not UTF-8"))
 }
 
 /// A custom call's convolution attributes, when any is written.
@@ -380,6 +417,15 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
         entry_layout: None,
         allow_spmd_sharding_propagation: Default::default(),
         devices: Default::default(),
+        device_assignment: p.device_assignment.as_ref().map(|d| DeviceAssignment {
+            replica_count: d.replica_count,
+            computation_count: d.computation_count,
+            devices: d
+                .computation_devices
+                .iter()
+                .map(|c| c.replica_device_ids.clone())
+                .collect(),
+        }),
         stack_frames: p
             .stack_frame_index
             .as_ref()
@@ -823,6 +869,28 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 unique_indices: p.unique_indices,
             }
         }
+        "copy-start" => Op::CopyStart {
+            cross_program_prefetch_index: p.cross_program_prefetch_index,
+        },
+        "copy-done" => Op::CopyDone,
+        "after-all" => Op::AfterAll,
+        "add-dependency" => Op::AddDependency,
+        "send" | "send-done" | "recv" | "recv-done" => Op::Transfer(Transfer {
+            step: TransferStep::from_opcode(&p.opcode).expect("matched: a transfer's opcode"),
+            channel_id: channel_from_proto(p),
+            is_host_transfer: p.is_host_transfer,
+        }),
+        "infeed" => Op::Infeed {
+            config: utf8_config(&p.infeed_config, "infeed_config")?,
+        },
+        "outfeed" => Op::Outfeed {
+            config: utf8_config(&p.outfeed_config, "outfeed_config")?,
+            shape: p
+                .outfeed_shape
+                .as_ref()
+                .map(|s| shape_from_proto(s, 0).map(Box::new))
+                .transpose()?,
+        },
         "rng-bit-generator" => Op::RngBitGenerator {
             algorithm: RngAlgorithm::from_proto(p.rng_algorithm)
                 .ok_or_else(|| format!("unknown rng algorithm {}", p.rng_algorithm))?,

@@ -27,9 +27,29 @@ pub struct HloModuleProto {
     pub buffer_donor: Option<HloBufferDonorProto>,
     #[prost(message, optional, tag = "19")]
     pub frontend_attributes: Option<FrontendAttributes>,
+    #[prost(message, optional, tag = "15")]
+    pub device_assignment: Option<DeviceAssignmentProto>,
 }
 
 /// `is_scheduled`: per computation id, its instructions in schedule order.
+/// xla_data.proto's `DeviceAssignmentProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DeviceAssignmentProto {
+    #[prost(int32, tag = "1")]
+    pub replica_count: i32,
+    #[prost(int32, tag = "2")]
+    pub computation_count: i32,
+    #[prost(message, repeated, tag = "3")]
+    pub computation_devices: Vec<ComputationDevice>,
+}
+
+/// `DeviceAssignmentProto.ComputationDevice`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ComputationDevice {
+    #[prost(int64, repeated, tag = "1")]
+    pub replica_device_ids: Vec<i64>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct HloScheduleProto {
     #[prost(btree_map = "int64, message", tag = "1")]
@@ -146,6 +166,17 @@ pub struct HloInstructionProto {
     pub sharding: Option<Box<OpSharding>>,
     #[prost(int64, tag = "26")]
     pub channel_id: i64,
+    #[prost(bool, tag = "47")]
+    pub is_host_transfer: bool,
+    /// A oneof in hlo.proto: 0 is an index, unset is none.
+    #[prost(int32, optional, tag = "80")]
+    pub cross_program_prefetch_index: Option<i32>,
+    #[prost(bytes = "vec", tag = "27")]
+    pub infeed_config: Vec<u8>,
+    #[prost(bytes = "vec", tag = "22")]
+    pub outfeed_config: Vec<u8>,
+    #[prost(message, optional, tag = "29")]
+    pub outfeed_shape: Option<ShapeProto>,
     #[prost(int32, tag = "23")]
     pub distribution: i32,
     #[prost(bool, tag = "60")]

@@ -48,6 +48,7 @@ schema!(
         (17, "stack_frame_index", STACK_FRAME_INDEX),
         (18, "buffer_donor", BUFFER_DONOR),
         (19, "frontend_attributes", FRONTEND_ATTRIBUTES),
+        (15, "device_assignment", DEVICE_ASSIGNMENT),
     ],
     [
         (10, "cross_program_prefetches"),
@@ -55,9 +56,24 @@ schema!(
         (12, "spmd_output_sharding"),
         (13, "profile_info"),
         (14, "spmd_parameters_shardings"),
-        (15, "device_assignment"),
         (16, "use_auto_spmd_partitioning"),
     ]
+);
+schema!(
+    DEVICE_ASSIGNMENT,
+    "DeviceAssignmentProto",
+    [
+        (1, "replica_count"),
+        (2, "computation_count"),
+        (3, "computation_devices", COMPUTATION_DEVICE),
+    ],
+    []
+);
+schema!(
+    COMPUTATION_DEVICE,
+    "DeviceAssignmentProto.ComputationDevice",
+    [(1, "replica_device_ids")],
+    []
 );
 schema!(
     SCHEDULE,
@@ -144,6 +160,11 @@ schema!(
         (52, "source_target_pairs", SOURCE_TARGET),
         (49, "replica_groups", REPLICA_GROUP),
         (26, "channel_id"),
+        (47, "is_host_transfer"),
+        (80, "cross_program_prefetch_index"),
+        (27, "infeed_config"),
+        (22, "outfeed_config"),
+        (29, "outfeed_shape", SHAPE),
         (15, "window", WINDOW),
         (
             16,
@@ -156,15 +177,11 @@ schema!(
     [
         (18, "exponent_bits"),
         (19, "mantissa_bits"),
-        (22, "outfeed_config"),
         (24, "epsilon"),
         (25, "feature_index"),
-        (27, "infeed_config"),
-        (29, "outfeed_shape"),
         (31, "fft_type"),
         (32, "fft_length"),
         (45, "all_reduce_id"),
-        (47, "is_host_transfer"),
         (54, "domain_entry_sharding"),
         (55, "domain_exit_sharding"),
         (59, "triangular_solve_options"),
@@ -174,7 +191,6 @@ schema!(
         (75, "padding_type"),
         (76, "custom_call_schedule"),
         (79, "async_execution_thread"),
-        (80, "cross_program_prefetch_index"),
         (81, "k"),
         (82, "statistics_viz"),
         (85, "largest"),
@@ -715,8 +731,10 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 43] = [
+    const DECLARED: [(&str, &Schema); 45] = [
         ("HloModuleProto", &HLO_MODULE),
+        ("DeviceAssignmentProto", &DEVICE_ASSIGNMENT),
+        ("ComputationDevice", &COMPUTATION_DEVICE),
         ("HloScheduleProto", &SCHEDULE),
         ("InstructionSequence", &INSTRUCTION_SEQUENCE),
         ("HloComputationProto", &HLO_COMPUTATION),

@@ -8,6 +8,7 @@ mod collective;
 mod control_flow;
 mod gather_scatter;
 mod scalar_callee;
+mod token;
 mod windowed;
 
 use crate::op::{BinaryOp, ComparisonType, Op, RngAlgorithm, RngDistribution, UnaryOp};
@@ -17,7 +18,7 @@ use crate::types::{ArrayShape, ElementType, Shape};
 pub enum ShapeError {
     #[error("expects {expected} operand(s), got {got}")]
     OperandCount { expected: String, got: usize },
-    #[error("operand {index} must be an array, got tuple {shape}")]
+    #[error("operand {index} must be an array, got {shape}")]
     TupleOperand { index: usize, shape: String },
     #[error("needs an explicit result shape")]
     NeedsResultShape,
@@ -137,16 +138,22 @@ pub fn infer_shape(
             }
             Ok(Shape::Array(d.clone()))
         }
+        // A copy of any shape is that shape, a tuple's included, as XLA's
+        // inference has it (there is no copy opcode in its proto-level ops).
+        Op::Unary(UnaryOp::Copy) => {
+            arity(operands, 1)?;
+            Ok(operands[0].clone())
+        }
         Op::Unary(u) => {
             arity(operands, 1)?;
             let a = array(operands, 0)?;
             let ok = match u {
                 UnaryOp::Not => a.ty == ElementType::Pred || a.ty.is_integer(),
+                UnaryOp::PopulationCount => a.ty.is_integer(),
                 // XLA CPU has no abs or sign of an unsigned integer and
                 // aborts on one.
                 UnaryOp::Abs | UnaryOp::Sign => a.ty.is_float() || a.ty.is_signed_int(),
                 UnaryOp::Negate => a.ty != ElementType::Pred,
-                UnaryOp::Copy => true,
                 _ => a.ty.is_float(),
             };
             if !ok {
@@ -775,10 +782,54 @@ pub fn infer_shape(
             for name in &cc.called {
                 get_callee(name)?;
             }
+            if let Some(dims) = cc.convolution.as_ref().and_then(|c| c.dims.as_ref()) {
+                dims.check_writable()
+                    .map_err(|m| ShapeError::Invalid(format!("dim_labels: {m}")))?;
+            }
             let result = declared.cloned().ok_or(ShapeError::NeedsResultShape)?;
             check_operand_aliasing(&cc.aliasing, operands, &result)?;
             Ok(result)
         }
+        Op::CopyStart { .. } => copy_start(operands, declared),
+        Op::CopyDone => copy_done(operands),
+        Op::AfterAll => token::after_all(operands),
+        Op::AddDependency => token::add_dependency(operands),
+        Op::Transfer(t) => token::transfer(t, operands, declared),
+        Op::Infeed { .. } => token::infeed(operands, declared),
+        Op::Outfeed { shape, .. } => token::outfeed(operands, shape.as_deref()),
+    }
+}
+
+/// `(destination, source, u32[])`: both the operand's shape up to layout,
+/// as XLA's verifier compares them (the destination's memory space is its
+/// own).
+fn copy_start(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    let x = operands[0];
+    match declared {
+        Some(Shape::Tuple(e))
+            if e.len() == 3
+                && e[0].compatible(x)
+                && e[1].compatible(x)
+                && e[2].is_scalar_of(ElementType::U32) =>
+        {
+            Ok(Shape::Tuple(e.clone()))
+        }
+        Some(s) => invalid(format!(
+            "copy-start of {x} gives (destination, source, u32[]), both {x} up to layout; declared {s}"
+        )),
+        None => Err(ShapeError::NeedsResultShape),
+    }
+}
+
+/// The destination of the copy a `copy-start` began.
+fn copy_done(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    match operands[0] {
+        Shape::Tuple(e) if e.len() == 3 && e[2].is_scalar_of(ElementType::U32) => Ok(e[0].clone()),
+        s => invalid(format!(
+            "copy-done takes a copy-start's (destination, source, u32[]), got {s}"
+        )),
     }
 }
 

@@ -96,6 +96,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
     let mut devices = crate::module::DeviceCounts::default();
     let mut computations = Vec::new();
     let mut entry = None;
+    let mut notes = Vec::new();
     for p in inner {
         match p.as_rule() {
             Rule::alias_attr => {
@@ -164,7 +165,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                         .find(|c: &&Computation| c.name == n)
                         .and_then(Computation::signature)
                 };
-                let (c, is_entry) = computation(p, &callees)?;
+                let (c, is_entry) = computation(p, &callees, &mut notes)?;
                 if is_entry {
                     if entry.is_some() {
                         return err_at(&p, "a second ENTRY computation");
@@ -189,6 +190,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
         stack_frames,
         allow_spmd_sharding_propagation: spmd,
         devices,
+        device_assignment: None,
     };
     if let Some(at) = is_scheduled {
         check_schedule(&m, &at)?;
@@ -199,7 +201,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                 .or_else(|message| err_at(&at, message))?;
         }
     }
-    let notes = uniquify_instruction_names(&mut m);
+    notes.extend(uniquify_instruction_names(&mut m));
     crate::canonical::drop_default_attributes(&mut m);
     Ok((m, notes))
 }
@@ -398,6 +400,16 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
         Rule::array_shape => {
             let mut it = inner.into_inner();
             let ty_pair = it.next().expect("grammar: element type");
+            if ty_pair.as_str() == "token" {
+                let dims_pair = it.next().expect("grammar: dims");
+                return match (dims_pair.as_str().trim(), it.next()) {
+                    ("", None) => Ok(Shape::Token),
+                    _ => err_at(
+                        &inner,
+                        "a token is written token[], with no dimensions or layout",
+                    ),
+                };
+            }
             let ty = match ElementType::from_name(ty_pair.as_str()) {
                 Some(t) => t,
                 None => {
@@ -405,7 +417,7 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
                     return err_at(
                         &ty_pair,
                         format!(
-                            "unsupported element type '{}' (supported: {})",
+                            "unsupported element type '{}' (supported: {}, and token[])",
                             ty_pair.as_str(),
                             known.join(", ")
                         ),
@@ -461,6 +473,7 @@ enum Value {
     Slices(Vec<SliceDim>),
     Padding(Vec<PadDim>),
     Shapes(Vec<Shape>),
+    Shape(Shape),
     /// A braced value no other form reads (its text); no attribute hlatc
     /// models takes one.
     Raw(String),
@@ -478,6 +491,7 @@ impl Value {
             Value::Slices(_) => "slice ranges".to_string(),
             Value::Padding(_) => "a padding spec".to_string(),
             Value::Shapes(_) => "a shape list".to_string(),
+            Value::Shape(s) => format!("the shape {s}"),
             Value::Raw(text) => {
                 let short: String = text.chars().take(60).collect();
                 let more = if text.chars().count() > 60 { "..." } else { "" };
@@ -530,6 +544,7 @@ fn value(p: Pair<'_>) -> Result<Value, ParseError> {
         Rule::word_list => Value::Words(p.into_inner().map(|w| w.as_str().to_string()).collect()),
         Rule::raw_value | Rule::arrow_value => Value::Raw(p.as_str().to_string()),
         Rule::shape_list => Value::Shapes(p.into_inner().map(shape).collect::<Result<_, _>>()?),
+        Rule::shape => Value::Shape(shape(p)?),
         Rule::kv_map => Value::Map(
             p.into_inner()
                 .map(|kv| {
@@ -769,13 +784,15 @@ impl<'i> Attrs<'i> {
 struct PendingInstr<'i> {
     id: InstrId,
     operands: Vec<Pair<'i>>,
-    /// Written without a result shape: inferred once its operands are.
-    unshaped: Option<Pair<'i>>,
+    /// Written without a result shape, or with one XLA's parser replaces:
+    /// inferred once its operands are.
+    unshaped: Option<(Pair<'i>, Option<Shape>)>,
 }
 
 fn computation(
     p: Pair<'_>,
     callees: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
+    notes: &mut Vec<String>,
 ) -> Result<(Computation, bool), ParseError> {
     let mut it = p.into_inner().peekable();
     let is_entry = it.peek().is_some_and(|q| q.as_rule() == Rule::entry_kw);
@@ -802,6 +819,11 @@ fn computation(
                     control: written_control,
                     source_name,
                 } = instruction(q)?;
+                let unshaped = if xla_derives_shape(&instr.op) {
+                    Some(Some(instr.shape.clone()).filter(|_| !unshaped))
+                } else {
+                    unshaped.then_some(None)
+                };
                 let id = comp.add(instr, &[]);
                 if by_name.insert(source_name, id).is_some() {
                     let name = &comp.instr(id).name;
@@ -820,7 +842,7 @@ fn computation(
                 pending.push(PendingInstr {
                     id,
                     operands,
-                    unshaped: unshaped.then_some(at),
+                    unshaped: unshaped.map(|written| (at, written)),
                 });
             }
             r => unreachable!("grammar: unexpected {r:?} in computation"),
@@ -852,8 +874,8 @@ fn computation(
                 }
             }
         }
-        if let Some(at) = without_shape {
-            unshaped.push((id, ids.clone(), at));
+        if let Some((at, written)) = without_shape {
+            unshaped.push((id, ids.clone(), at, written));
         }
         edges.push((id, ids));
     }
@@ -876,7 +898,7 @@ fn computation(
             }
         }
     }
-    infer_unwritten_shapes(&mut comp, unshaped, callees)?;
+    infer_unwritten_shapes(&mut comp, unshaped, callees, notes)?;
     match root.or(last) {
         Some(r) => comp.set_root(r),
         None => {
@@ -889,27 +911,54 @@ fn computation(
     Ok((comp, is_entry))
 }
 
-/// Gives each instruction written without a result shape the one its op
-/// infers from its operands, operands first (they may be unwritten too).
+/// The ops whose result shape XLA's parser derives from their operands,
+/// whatever shape is written: XLA builds them with constructors that take
+/// no shape, so a written one that differs (an older tuple form of a send,
+/// say) is replaced, not refused.
+fn xla_derives_shape(op: &Op) -> bool {
+    match op {
+        Op::AfterAll | Op::AddDependency | Op::Outfeed { .. } => true,
+        Op::Transfer(t) => t.step != TransferStep::Recv,
+        _ => false,
+    }
+}
+
+/// An instruction whose shape is inferred: its operands, where it is, and
+/// the shape written for it, if any (which XLA's parser would replace).
+type Unshaped<'i> = (InstrId, Vec<InstrId>, Pair<'i>, Option<Shape>);
+
+/// Gives each instruction written without a result shape, or whose shape
+/// XLA's parser derives, the one its op infers from its operands, operands
+/// first (they may be unwritten too). A written shape that differs is
+/// replaced, with a note.
 fn infer_unwritten_shapes(
     comp: &mut Computation,
-    mut todo: Vec<(InstrId, Vec<InstrId>, Pair<'_>)>,
+    mut todo: Vec<Unshaped<'_>>,
     callees: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
+    notes: &mut Vec<String>,
 ) -> Result<(), ParseError> {
     let mut unknown: std::collections::HashSet<InstrId> = todo.iter().map(|t| t.0).collect();
     while !todo.is_empty() {
         let before = todo.len();
         let mut waiting = Vec::new();
-        for (id, operands, at) in todo {
+        for (id, operands, at, written) in todo {
             if operands.iter().any(|o| unknown.contains(o)) {
-                waiting.push((id, operands, at));
+                waiting.push((id, operands, at, written));
                 continue;
             }
             let shapes: Vec<&Shape> = operands.iter().map(|&o| &comp.instr(o).shape).collect();
             let instr = comp.instr(id);
-            let shape = crate::shape_inference::infer_shape(&instr.op, &shapes, None, callees)
-                .or_else(|e| {
-                    err_at(
+            let shape = match crate::shape_inference::infer_shape(&instr.op, &shapes, None, callees)
+            {
+                Ok(s) => s,
+                // A shape XLA would derive from operands that give none:
+                // the written one stays, for the verifier to refuse.
+                Err(_) if written.is_some() => {
+                    unknown.remove(&id);
+                    continue;
+                }
+                Err(e) => {
+                    return err_at(
                         &at,
                         format!(
                             "'{}' has no result shape and {} cannot infer one: {e}",
@@ -917,8 +966,18 @@ fn infer_unwritten_shapes(
                             instr.op.opcode()
                         ),
                     )
-                })?;
+                }
+            };
             let shape = with_inferred_layout(shape, &instr.op, &shapes);
+            if let Some(w) = written.filter(|w| *w != shape) {
+                let (line, col) = at.line_col();
+                notes.push(format!(
+                    "{line}:{col}: '{}' is written as {w}; XLA's parser gives a {} the shape {shape} \
+                     its operands make, and so does hlatc",
+                    instr.name,
+                    instr.op.opcode()
+                ));
+            }
             comp.instr_mut(id).shape = shape;
             unknown.remove(&id);
         }
@@ -1594,6 +1653,41 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             indices_are_sorted: a.flag("indices_are_sorted")?,
             unique_indices: a.flag("unique_indices")?,
         },
+        "copy-start" => Op::CopyStart {
+            cross_program_prefetch_index: match a.optional_int("cross_program_prefetch_index")? {
+                None => None,
+                Some(i) => Some(i32::try_from(i).or_else(|_| {
+                    err_at(
+                        opcode_pair,
+                        format!("cross_program_prefetch_index {i} is out of range"),
+                    )
+                })?),
+            },
+        },
+        "copy-done" => Op::CopyDone,
+        "after-all" => Op::AfterAll,
+        "add-dependency" => Op::AddDependency,
+        "send" | "send-done" | "recv" | "recv-done" => Op::Transfer(Transfer {
+            step: TransferStep::from_opcode(opcode).expect("matched: a transfer's opcode"),
+            channel_id: channel_id(a)?,
+            is_host_transfer: a.flag("is_host_transfer")?,
+        }),
+        "infeed" => Op::Infeed {
+            config: a.string("infeed_config")?.unwrap_or_default(),
+        },
+        "outfeed" => Op::Outfeed {
+            config: a.string("outfeed_config")?.unwrap_or_default(),
+            shape: match a.take("outfeed_shape") {
+                None => None,
+                Some((Value::Shape(s), _)) => Some(Box::new(s)),
+                Some((other, p)) => {
+                    return err_at(
+                        &p,
+                        format!("'outfeed_shape' must be a shape, got {}", other.kind()),
+                    )
+                }
+            },
+        },
         "rng-bit-generator" => Op::RngBitGenerator {
             algorithm: parse_enum(
                 a,
@@ -1696,6 +1790,7 @@ fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<Literal, Pars
     let arr = match declared {
         Shape::Array(a) => a,
         Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
+        Shape::Token => return err_at(at, "a token has no value to write as a constant"),
     };
     let mut values = Vec::new();
     let mut nans = Vec::new();

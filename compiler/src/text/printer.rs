@@ -182,6 +182,13 @@ fn flag(out: &mut String, key: &str, on: bool) {
     }
 }
 
+/// A feed's `key="config"`, left out when empty as XLA leaves it.
+fn config_attribute(out: &mut String, key: &str, config: &str) {
+    if !config.is_empty() {
+        let _ = write!(out, ", {key}=\"{}\"", escape(config));
+    }
+}
+
 fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
     let instr = c.instr(id);
     match &instr.op {
@@ -427,7 +434,33 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 out.push('}');
             }
         }
+        Op::Transfer(t) => {
+            if let Some(id) = t.channel_id {
+                let _ = write!(out, ", channel_id={id}");
+            }
+            flag(out, "is_host_transfer", t.is_host_transfer);
+        }
+        Op::Infeed { config } => config_attribute(out, "infeed_config", config),
+        Op::CopyStart {
+            cross_program_prefetch_index: Some(i),
+        } => {
+            let _ = write!(out, ", cross_program_prefetch_index={i}");
+        }
+        Op::Outfeed { config, shape } => {
+            // XLA writes it always; unset, it is the data's own shape.
+            let data = c.operands(id).first().map(|&d| &c.instr(d).shape);
+            if let Some(s) = shape.as_deref().or(data) {
+                let _ = write!(out, ", outfeed_shape={s}");
+            }
+            config_attribute(out, "outfeed_config", config);
+        }
         Op::Parameter(_)
+        | Op::CopyStart {
+            cross_program_prefetch_index: None,
+        }
+        | Op::CopyDone
+        | Op::AfterAll
+        | Op::AddDependency
         | Op::Constant(_)
         | Op::Unary(_)
         | Op::Binary(_)

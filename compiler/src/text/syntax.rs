@@ -45,7 +45,7 @@
 //! attribute      = attr_name "=" attr_value
 //! attr_name      = (ALPHA | "_") name_char*                        (atomic)
 //! attr_value     = string | arrow_value | padding | slice_list | int_list | kv_map
-//!                | word_list | shape_list | number | raw_value | mesh_groups | word
+//!                | word_list | shape_list | number | raw_value | mesh_groups | shape | word
 //! string         = "\"" string_inner "\""                          (compound)
 //! string_inner   = ("\\" ANY | !("\"" | "\\") ANY)*                (atomic)
 //! arrow_value    = (!"->" (name_char | "?"))+ "->" (name_char | "?")+   (atomic)
@@ -912,6 +912,7 @@ impl<'i> Reader<'i> {
                             Self::number,
                             Self::raw_value,
                             Self::mesh_groups,
+                            Self::shape,
                             Self::word,
                         ])
                     })

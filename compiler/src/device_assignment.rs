@@ -1,0 +1,117 @@
+//! XLA's `DeviceAssignmentProto` (`HloModuleProto.device_assignment`, field
+//! 15): which device runs each replica of each computation (partition).
+//! torch-xla's proto dumps carry one. HLO text has no syntax for it, so it
+//! lives in the proto only, as in XLA.
+
+/// `devices[computation][replica]` is a device id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceAssignment {
+    pub replica_count: i32,
+    pub computation_count: i32,
+    pub devices: Vec<Vec<i64>>,
+}
+
+impl DeviceAssignment {
+    /// What XLA's `DeviceAssignment::Deserialize` requires: positive
+    /// counts, one list per computation, one device per replica. A device
+    /// may not run two replicas or computations.
+    pub fn check(&self) -> Result<(), String> {
+        if self.replica_count <= 0 || self.computation_count <= 0 {
+            return Err(format!(
+                "device_assignment has replica_count {} and computation_count {}; both must be positive",
+                self.replica_count, self.computation_count
+            ));
+        }
+        if self.devices.len() != self.computation_count as usize {
+            return Err(format!(
+                "device_assignment lists devices for {} computation(s), its computation_count is {}",
+                self.devices.len(),
+                self.computation_count
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (c, replicas) in self.devices.iter().enumerate() {
+            if replicas.len() != self.replica_count as usize {
+                return Err(format!(
+                    "device_assignment gives computation {c} {} device(s), its replica_count is {}",
+                    replicas.len(),
+                    self.replica_count
+                ));
+            }
+            if let Some(d) = replicas.iter().find(|&&d| d < 0 || !seen.insert(d)) {
+                return Err(format!(
+                    "device_assignment uses device {d} twice or as a negative id"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether it puts the program on exactly one device, and which.
+    pub fn single_device(&self) -> Option<i64> {
+        match self.devices.as_slice() {
+            [replicas] => match replicas.as_slice() {
+                [d] => Some(*d),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceAssignment {
+    /// `2 replica(s) x 1 computation(s) on devices [[0, 1]]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} replica(s) x {} computation(s) on devices {:?}",
+            self.replica_count, self.computation_count, self.devices
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_assignment_is_checked_as_xla_reads_it() {
+        let one = DeviceAssignment {
+            replica_count: 1,
+            computation_count: 1,
+            devices: vec![vec![0]],
+        };
+        assert_eq!(one.check(), Ok(()));
+        assert_eq!(one.single_device(), Some(0));
+        assert_eq!(
+            one.to_string(),
+            "1 replica(s) x 1 computation(s) on devices [[0]]"
+        );
+        let two = DeviceAssignment {
+            replica_count: 2,
+            computation_count: 1,
+            devices: vec![vec![0, 1]],
+        };
+        assert_eq!(two.check(), Ok(()));
+        assert_eq!(two.single_device(), None);
+        let short = DeviceAssignment {
+            devices: vec![vec![0]],
+            ..two.clone()
+        };
+        assert_eq!(
+            short.check().unwrap_err(),
+            "device_assignment gives computation 0 1 device(s), its replica_count is 2"
+        );
+        let twice = DeviceAssignment {
+            devices: vec![vec![1, 1]],
+            ..two
+        };
+        assert!(twice.check().unwrap_err().contains("device 1 twice"));
+        let empty = DeviceAssignment {
+            replica_count: 0,
+            computation_count: 1,
+            devices: vec![vec![]],
+        };
+        assert!(empty.check().unwrap_err().contains("both must be positive"));
+    }
+}
