@@ -423,6 +423,25 @@ impl Shape {
         }
     }
 
+    /// Equal up to layouts and up to which float type an array holds
+    /// (XLA's `CompatibleIgnoringFpPrecision`, what its reducer checks
+    /// ask): `bf16[]` against `f32[]` passes, `s32[]` against `f32[]` not.
+    pub fn compatible_ignoring_fp_precision(&self, other: &Shape) -> bool {
+        match (self, other) {
+            (Shape::Array(a), Shape::Array(b)) => {
+                a.dims == b.dims && (a.ty == b.ty || (a.ty.is_float() && b.ty.is_float()))
+            }
+            (Shape::Tuple(a), Shape::Tuple(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(x, y)| x.compatible_ignoring_fp_precision(y))
+            }
+            (Shape::Token, Shape::Token) => true,
+            _ => false,
+        }
+    }
+
     /// The sub-shape at a tuple index path (`{}` is the shape itself).
     pub fn subshape(&self, index: &[i64]) -> Option<&Shape> {
         let mut s = self;

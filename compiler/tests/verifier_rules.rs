@@ -303,3 +303,28 @@ fn a_custom_calls_dim_labels_must_be_spellable() {
         "{err}"
     );
 }
+
+#[test]
+fn reducers_may_differ_in_float_width_where_xla_allows_it() {
+    let src = |body: &str| {
+        format!("HloModule m\n\nmax {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}}\n\nENTRY e {{\n  p = bf16[4,8] parameter(0)\n{body}\n}}\n")
+    };
+    let verified =
+        |body: &str| verify(&text::parse_module(&src(body)).unwrap()).map_err(|e| e.to_string());
+    // The collectives and scatter keep their operands' type.
+    verified("  ROOT r = bf16[4,8] all-reduce(p), to_apply=max").unwrap();
+    // reduce takes its result type from the reducer in XLA, so an f32
+    // reducer over bf16 cannot give the bf16 result written here.
+    let e = verified(
+        "  z = bf16[] constant(0)\n  ROOT r = bf16[4] reduce(p, z), dimensions={1}, to_apply=max",
+    )
+    .unwrap_err();
+    assert!(
+        e.ends_with("reduce: 'max' has signature (f32[], f32[]) -> f32[] but (bf16[], bf16[]) -> bf16[] is required"),
+        "{e}"
+    );
+    // An integer reducer over floats is refused everywhere.
+    let e = verified("  c = s32[4,8] convert(p)\n  ROOT r = s32[4,8] all-reduce(c), to_apply=max")
+        .unwrap_err();
+    assert!(e.contains("is required"), "{e}");
+}

@@ -680,3 +680,29 @@ fn a_tuple_copies_whole() {
     let out = run(&hlo, &[f32s(&[3], &[1.0, -2.0, 3.0])]);
     assert_values(&out[0], &[-1.0, -4.0, -9.0], 0.0);
 }
+
+/// A scatter may combine in another float type than its operands' (an f32
+/// `add` over bf16 values), as XLA's checks allow; the result keeps the
+/// operands' type.
+#[test]
+fn a_scatter_combines_in_its_reducers_float_type() {
+    let hlo = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY main {\n  p = bf16[4] parameter(0)\n  i = s32[2,1] parameter(1)\n  u = bf16[2] parameter(2)\n  ROOT r = bf16[4] scatter(p, i, u), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
+    let out = run(
+        hlo,
+        &[
+            lit(Bf16, &[4], &[1.0, 2.0, 3.0, 4.0]),
+            s32s(&[2, 1], &[1, 3]),
+            lit(Bf16, &[2], &[0.5, 0.25]),
+        ],
+    );
+    assert_values(&out[0], &[1.0, 2.5, 3.0, 4.25], 0.0);
+}
+
+/// A reducer may return its one value as a one-element tuple, as XLA
+/// allows: the reduce's result is then a one-element tuple too.
+#[test]
+fn a_reducer_returning_a_one_element_tuple() {
+    let hlo = "HloModule m\n\nfn {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  s = f32[] add(a, b)\n  ROOT t = (f32[]) tuple(s)\n}\n\nENTRY main {\n  p = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = (f32[2]) reduce(p, z), dimensions={1}, to_apply=fn\n}\n";
+    let out = run(hlo, &[f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]);
+    assert_values(&out[0], &[6.0, 15.0], 0.0);
+}

@@ -2,7 +2,8 @@
 //! reduce-scatter) the operand's with one dimension scaled by the group
 //! size, which the written result shape gives when the groups do not.
 
-use super::{array, check_signature, invalid, CalleeSignature, ShapeError};
+use super::reduction::check_reducer_signature;
+use super::{array, invalid, CalleeSignature, ShapeError};
 use crate::collective::Collective;
 use crate::op::AsyncCollective;
 use crate::types::{ArrayShape, ElementType, Shape};
@@ -62,7 +63,7 @@ fn check_reducer(
         }
     }
     let s = Shape::scalar(ty);
-    check_signature(name, sig, &[s.clone(), s.clone()], &s)
+    check_reducer_signature(name, sig, &[s.clone(), s.clone()], &s)
 }
 
 pub(super) fn all_reduce(

@@ -3,7 +3,8 @@
 //! XLA CPU's emitters assume every one of them; an inconsistent set that
 //! slipped through used to abort inside the plugin.
 
-use super::{check_dims_in_range, invalid, ShapeError};
+use super::reduction::{check_reducer, FloatTypes};
+use super::{array, check_dims_in_range, invalid, CalleeSignature, ShapeError};
 use crate::op::{GatherDims, ScatterDims};
 use crate::types::{ArrayShape, Shape};
 
@@ -252,11 +253,43 @@ pub(super) fn scatter(
             "the scatter dimensions of updates {upd} do not match indices {idx}"
         ));
     }
-    super::check_reducer(to_apply, callee, inputs)?;
+    if check_reducer(to_apply, callee, inputs, FloatTypes::AnyWidth)? && inputs.len() == 1 {
+        return invalid(format!(
+            "scatter's reducer '{to_apply}' returns a one-element tuple; hlatc reads that only for reduce and reduce-window"
+        ));
+    }
     Ok(super::one_or_tuple(
         inputs
             .iter()
             .map(|x| Shape::Array(ArrayShape::new(x.ty, x.dims.clone())))
             .collect(),
     ))
+}
+
+pub(super) fn scatter_operands(
+    dims: &ScatterDims,
+    (to_apply, callee): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    // Variadic: N inputs, the indices, then N updates.
+    if operands.len() < 3 || operands.len().is_multiple_of(2) {
+        return Err(ShapeError::OperandCount {
+            expected: "an odd number, at least 3 (inputs, indices, updates)".into(),
+            got: operands.len(),
+        });
+    }
+    let n = operands.len() / 2;
+    let arrays = |range: std::ops::Range<usize>| {
+        range
+            .map(|i| array(operands, i))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    scatter(
+        &arrays(0..n)?,
+        array(operands, n)?,
+        &arrays(n + 1..2 * n + 1)?,
+        dims,
+        to_apply,
+        &callee,
+    )
 }

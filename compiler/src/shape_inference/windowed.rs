@@ -1,7 +1,8 @@
 //! Ops that slide a window over their input: `convolution` and
 //! `reduce-window`.
 
-use super::{arity, array, contraction_type, invalid, one_or_tuple, ShapeError};
+use super::contraction::contraction_type;
+use super::{arity, array, invalid, one_or_tuple, ShapeError};
 use crate::op::Precision;
 use crate::types::{ArrayShape, Shape};
 use crate::window::{ConvDims, Window};

@@ -1,0 +1,101 @@
+//! Ops that call a computation or a target as a whole, and tuples:
+//! `opt-barrier`, `get-tuple-element`, `fusion`, `custom-call`.
+
+use super::{arity, control_flow, invalid, CalleeSignature, ShapeError};
+use crate::op::{CustomCall, OperandAlias};
+use crate::types::Shape;
+
+pub(super) fn opt_barrier(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    Ok(operands[0].clone())
+}
+
+pub(super) fn get_tuple_element(index: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    match operands[0] {
+        Shape::Tuple(elems) => usize::try_from(index)
+            .ok()
+            .and_then(|i| elems.get(i))
+            .cloned()
+            .ok_or_else(|| {
+                ShapeError::Invalid(format!(
+                    "tuple index {index} out of range for {}",
+                    operands[0]
+                ))
+            }),
+        s => invalid(format!("get-tuple-element needs a tuple operand, got {s}")),
+    }
+}
+
+pub(super) fn fusion(
+    calls: &str,
+    aliasing: &[OperandAlias],
+    callee: CalleeSignature,
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    let result = control_flow::call("fusion", calls, callee, operands)?;
+    check_operand_aliasing(aliasing, operands, &result)?;
+    Ok(result)
+}
+
+pub(super) fn custom_call(
+    cc: &CustomCall,
+    callee: &dyn Fn(&str) -> Result<CalleeSignature, ShapeError>,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    if let Some(layouts) = &cc.operand_layouts {
+        if layouts.len() != operands.len() {
+            return invalid(format!(
+                "operand_layout_constraints lists {} shapes for {} operands",
+                layouts.len(),
+                operands.len()
+            ));
+        }
+        if let Some((i, (l, o))) = layouts
+            .iter()
+            .zip(operands)
+            .enumerate()
+            .find(|(_, (l, o))| !l.compatible(o))
+        {
+            return invalid(format!(
+                "operand_layout_constraints gives operand {i} as {l}, but it is {o}"
+            ));
+        }
+    }
+    for name in &cc.called {
+        callee(name)?;
+    }
+    if let Some(dims) = cc.convolution.as_ref().and_then(|c| c.dims.as_ref()) {
+        dims.check_writable()
+            .map_err(|m| ShapeError::Invalid(format!("dim_labels: {m}")))?;
+    }
+    let result = declared.cloned().ok_or(ShapeError::NeedsResultShape)?;
+    check_operand_aliasing(&cc.aliasing, operands, &result)?;
+    Ok(result)
+}
+
+/// Each aliased output and operand part exists, and the two have one shape
+/// up to layout.
+pub(super) fn check_operand_aliasing(
+    aliasing: &[crate::op::OperandAlias],
+    operands: &[&Shape],
+    result: &Shape,
+) -> Result<(), ShapeError> {
+    for a in aliasing {
+        let operand = usize::try_from(a.operand)
+            .ok()
+            .and_then(|i| operands.get(i))
+            .and_then(|s| s.subshape(&a.operand_index));
+        let output = result.subshape(&a.output_index);
+        match (output, operand) {
+            (Some(o), Some(i)) if o.compatible(i) => {}
+            _ => {
+                return invalid(format!(
+                    "output_to_operand_aliasing {a} does not name an output and an operand part of one shape"
+                ))
+            }
+        }
+    }
+    Ok(())
+}

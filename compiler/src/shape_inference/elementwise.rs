@@ -1,0 +1,173 @@
+//! Elementwise ops: `unary` and `binary` arithmetic, `compare`, `select`,
+//! `clamp`, and the conversions between element types.
+
+use super::{arity, arr, array, declared_array, invalid, same_type, ShapeError};
+use crate::op::{BinaryOp, ComparisonType, UnaryOp};
+use crate::types::{ArrayShape, ElementType, Shape};
+
+// A copy of any shape is that shape, a tuple's included, as XLA's
+// inference has it (there is no copy opcode in its proto-level ops).
+pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    // A copy of any shape is that shape, a tuple's included, as XLA's
+    // inference has it (there is no copy opcode in its proto-level ops).
+    if u == UnaryOp::Copy {
+        return Ok(operands[0].clone());
+    }
+    let a = array(operands, 0)?;
+    let ok = match u {
+        UnaryOp::Not => a.ty == ElementType::Pred || a.ty.is_integer(),
+        UnaryOp::PopulationCount => a.ty.is_integer(),
+        // XLA CPU has no abs or sign of an unsigned integer and
+        // aborts on one.
+        UnaryOp::Abs | UnaryOp::Sign => a.ty.is_float() || a.ty.is_signed_int(),
+        UnaryOp::Negate => a.ty != ElementType::Pred,
+        _ => a.ty.is_float(),
+    };
+    if !ok {
+        return invalid(format!("{} does not accept {}", u.opcode(), a.ty));
+    }
+    let ty = if u == UnaryOp::IsFinite {
+        ElementType::Pred
+    } else {
+        a.ty
+    };
+    Ok(arr(ty, a.dims.clone()))
+}
+
+pub(super) fn binary(b: BinaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 2)?;
+    let (x, y) = (array(operands, 0)?, array(operands, 1)?);
+    if x.dims != y.dims {
+        return invalid(format!("operand dimensions differ: {x} vs {y}"));
+    }
+    same_type(x, y, b.opcode())?;
+    let ok = match b {
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+            x.ty == ElementType::Pred || x.ty.is_integer()
+        }
+        BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic => {
+            x.ty.is_integer()
+        }
+        BinaryOp::Atan2 => x.ty.is_float(),
+        _ => x.ty != ElementType::Pred,
+    };
+    if !ok {
+        return invalid(format!("{} does not accept {}", b.opcode(), x.ty));
+    }
+    Ok(arr(x.ty, x.dims.clone()))
+}
+
+pub(super) fn compare(
+    kind: Option<ComparisonType>,
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    arity(operands, 2)?;
+    let (x, y) = (array(operands, 0)?, array(operands, 1)?);
+    if x.dims != y.dims {
+        return invalid(format!("operand dimensions differ: {x} vs {y}"));
+    }
+    same_type(x, y, "compare")?;
+    if let Some(k) = kind {
+        check_comparison_type(k, x.ty)?;
+    }
+    Ok(arr(ElementType::Pred, x.dims.clone()))
+}
+
+pub(super) fn select(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 3)?;
+    let (p, t, f) = (
+        array(operands, 0)?,
+        array(operands, 1)?,
+        array(operands, 2)?,
+    );
+    if p.ty != ElementType::Pred {
+        return invalid(format!("select predicate must be pred, got {}", p.ty));
+    }
+    if !t.same_dims_and_type(f) {
+        return invalid(format!("select branches differ: {t} vs {f}"));
+    }
+    if p.dims != t.dims && !p.dims.is_empty() {
+        return invalid(format!("select predicate {p} does not match branches {t}"));
+    }
+    Ok(Shape::Array(ArrayShape::new(t.ty, t.dims.clone())))
+}
+
+pub(super) fn clamp(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 3)?;
+    let (lo, x, hi) = (
+        array(operands, 0)?,
+        array(operands, 1)?,
+        array(operands, 2)?,
+    );
+    for (b, what) in [(lo, "min"), (hi, "max")] {
+        same_type(b, x, "clamp")?;
+        if b.dims != x.dims && !b.dims.is_empty() {
+            return invalid(format!("clamp {what} {b} does not match operand {x}"));
+        }
+    }
+    Ok(arr(x.ty, x.dims.clone()))
+}
+
+pub(super) fn convert(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    let a = array(operands, 0)?;
+    let d = declared_array(declared)?;
+    if a.dims != d.dims {
+        return invalid(format!("convert changes dimensions: {a} to {d}"));
+    }
+    Ok(arr(d.ty, a.dims.clone()))
+}
+
+pub(super) fn bitcast_convert(
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    let a = array(operands, 0)?;
+    let d = declared_array(declared)?;
+    let (wi, wo) = (a.ty.bit_width(), d.ty.bit_width());
+    let dims = if wi == wo {
+        a.dims.clone()
+    } else if wi > wo {
+        let mut v = a.dims.clone();
+        v.push((wi / wo) as i64);
+        v
+    } else {
+        match a.dims.split_last() {
+            Some((&last, rest)) if last as usize == wo / wi => rest.to_vec(),
+            _ => {
+                return invalid(format!(
+                    "bitcast-convert from {a} to {} needs a last dimension of {}",
+                    d.ty,
+                    wo / wi
+                ))
+            }
+        }
+    };
+    if a.ty == ElementType::Pred || d.ty == ElementType::Pred {
+        return invalid("bitcast-convert does not accept pred");
+    }
+    Ok(arr(d.ty, dims))
+}
+
+/// The comparison types XLA accepts for an element type: FLOAT or
+/// TOTALORDER for floats, SIGNED for signed integers, UNSIGNED for unsigned
+/// integers and pred. Any other pairing aborts XLA's compiler.
+pub(super) fn check_comparison_type(
+    kind: ComparisonType,
+    ty: ElementType,
+) -> Result<(), ShapeError> {
+    let ok = match kind {
+        ComparisonType::Float | ComparisonType::TotalOrder => ty.is_float(),
+        ComparisonType::Signed => ty.is_signed_int(),
+        ComparisonType::Unsigned => ty == ElementType::Pred || ty.is_unsigned_int(),
+    };
+    if !ok {
+        return invalid(format!(
+            "comparison type {} does not apply to {ty}",
+            kind.name()
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! `reduce` and `reduce-window`, and how a reducer's signature is checked
+//! (also for `scatter` and the collectives).
+
+use super::{
+    arr, array, check_dims_in_range, check_signature, invalid, one_or_tuple, windowed,
+    CalleeSignature, ShapeError,
+};
+use crate::types::{ArrayShape, Shape};
+use crate::window::Window;
+
+pub(super) fn reduce(
+    dimensions: &[i64],
+    (to_apply, callee): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    let inputs = inputs_and_inits("reduce", operands)?;
+    check_dims_in_range(dimensions, inputs[0].rank(), "reduce")?;
+    let tupled = check_reducer(to_apply, &callee, &inputs, FloatTypes::Exact)?;
+    let results = inputs.iter().map(|x| {
+        let kept = (0..x.rank() as i64)
+            .filter(|d| !dimensions.contains(d))
+            .map(|d| x.dims[d as usize])
+            .collect();
+        arr(x.ty, kept)
+    });
+    Ok(reduced(results.collect(), tupled))
+}
+
+pub(super) fn reduce_window(
+    window: &Window,
+    (to_apply, callee): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    let inputs = inputs_and_inits("reduce-window", operands)?;
+    let tupled = check_reducer(to_apply, &callee, &inputs, FloatTypes::Exact)?;
+    match windowed::reduce_window(window, &inputs)? {
+        Shape::Array(a) => Ok(reduced(vec![Shape::Array(a)], tupled)),
+        several => Ok(several),
+    }
+}
+
+/// A reduction's operands: inputs of one shape, then a scalar init of each
+/// input's type. Returns the inputs.
+pub(super) fn inputs_and_inits<'a>(
+    opcode: &str,
+    operands: &[&'a Shape],
+) -> Result<Vec<&'a ArrayShape>, ShapeError> {
+    if operands.is_empty() || !operands.len().is_multiple_of(2) {
+        return Err(ShapeError::OperandCount {
+            expected: "an even number (inputs, then inits)".into(),
+            got: operands.len(),
+        });
+    }
+    let n = operands.len() / 2;
+    let first = array(operands, 0)?;
+    let mut inputs = Vec::with_capacity(n);
+    for i in 0..n {
+        let (x, init) = (array(operands, i)?, array(operands, n + i)?);
+        if x.dims != first.dims {
+            return invalid(format!(
+                "{opcode} inputs differ in dimensions: {x} vs {first}"
+            ));
+        }
+        if init.rank() != 0 || init.ty != x.ty {
+            return invalid(format!("{opcode} init {init} must be a {} scalar", x.ty));
+        }
+        inputs.push(x);
+    }
+    Ok(inputs)
+}
+
+/// How exactly a reducer's scalar types must match its inputs'.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum FloatTypes {
+    /// `reduce` and `reduce-window`: XLA takes their result type from the
+    /// reducer, so a reducer of another float type changes the result and
+    /// XLA's verifier refuses the written one.
+    Exact,
+    /// `scatter` and the collectives keep their operands' types whatever
+    /// float type the reducer computes in, as XLA's checks allow.
+    AnyWidth,
+}
+
+/// A reducer over `inputs`: (T1.., T1..) -> T1, or a tuple for several.
+/// One input's reducer may also return a one-element tuple, as XLA allows;
+/// the op's result is then a one-element tuple too. Says whether the
+/// reducer returns a tuple.
+pub(super) fn check_reducer(
+    name: &str,
+    sig: &CalleeSignature,
+    inputs: &[&ArrayShape],
+    floats: FloatTypes,
+) -> Result<bool, ShapeError> {
+    let scalars: Vec<Shape> = inputs.iter().map(|x| Shape::scalar(x.ty)).collect();
+    let params: Vec<Shape> = scalars.iter().chain(&scalars).cloned().collect();
+    let tupled = sig.result.is_tuple();
+    let result = if tupled {
+        Shape::Tuple(scalars)
+    } else {
+        one_or_tuple(scalars)
+    };
+    match floats {
+        FloatTypes::Exact => check_signature(name, sig, &params, &result)?,
+        FloatTypes::AnyWidth => check_reducer_signature(name, sig, &params, &result)?,
+    }
+    Ok(tupled)
+}
+
+/// The results of a reduction, as a tuple where its reducer returns one.
+pub(super) fn reduced(mut results: Vec<Shape>, tupled: bool) -> Shape {
+    if tupled && results.len() == 1 {
+        Shape::Tuple(vec![results.pop().expect("one result")])
+    } else {
+        one_or_tuple(results)
+    }
+}
+
+/// A reducer's signature up to which float type each scalar is (an f32
+/// `max` may reduce bf16 values), as XLA compares those of `scatter` and
+/// the collectives; XLA CPU runs such a scatter.
+pub(super) fn check_reducer_signature(
+    name: &str,
+    sig: &CalleeSignature,
+    params: &[Shape],
+    result: &Shape,
+) -> Result<(), ShapeError> {
+    let ok = sig.params.len() == params.len()
+        && sig
+            .params
+            .iter()
+            .zip(params)
+            .all(|(a, b)| a.compatible_ignoring_fp_precision(b))
+        && sig.result.compatible_ignoring_fp_precision(result);
+    if ok {
+        Ok(())
+    } else {
+        check_signature(name, sig, params, result)
+    }
+}
