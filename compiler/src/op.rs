@@ -604,6 +604,16 @@ pub enum Op {
     Select,
     Clamp,
     Convert,
+    /// `stochastic-convert`: a float operand converted to the declared type,
+    /// rounding up or down by its second operand's random bits (unsigned,
+    /// as wide as the operand's type) instead of to nearest.
+    StochasticConvert,
+    /// `reduce-precision`: each float rounded to the nearest value with
+    /// `exponent_bits` and `mantissa_bits`, kept in its own type.
+    ReducePrecision {
+        exponent_bits: i32,
+        mantissa_bits: i32,
+    },
     BitcastConvert,
     /// `bitcast`: the operand's bytes read as the declared shape (which may
     /// differ in dimensions, layout or element type, not in byte size).
@@ -857,7 +867,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 58] = [
+pub const STRUCTURED_OPCODES: [&str; 60] = [
     "parameter",
     "constant",
     "iota",
@@ -865,6 +875,8 @@ pub const STRUCTURED_OPCODES: [&str; 58] = [
     "select",
     "clamp",
     "convert",
+    "stochastic-convert",
+    "reduce-precision",
     "bitcast-convert",
     "broadcast",
     "reshape",
@@ -956,6 +968,30 @@ impl BinaryOp {
     }
 }
 
+/// The ops with no attribute besides the elementwise ones: their opcode is
+/// all there is to read or write of them. The text parser and the proto
+/// reader both build them from here, and spell them through [`Op::opcode`].
+const WITHOUT_ATTRIBUTES: [Op; 18] = [
+    Op::Select,
+    Op::Clamp,
+    Op::Convert,
+    Op::StochasticConvert,
+    Op::BitcastConvert,
+    Op::Bitcast,
+    Op::Reshape,
+    Op::DynamicUpdateSlice,
+    Op::Tuple,
+    Op::OptBarrier,
+    Op::CollectiveDone(AsyncCollective::AllReduce),
+    Op::CollectiveDone(AsyncCollective::AllGather),
+    Op::CollectiveDone(AsyncCollective::CollectivePermute),
+    Op::ReplicaId,
+    Op::PartitionId,
+    Op::CopyDone,
+    Op::AfterAll,
+    Op::AddDependency,
+];
+
 /// Every opcode spelling the IR accepts, for `--help` and error messages.
 pub fn all_opcodes() -> Vec<&'static str> {
     let mut v: Vec<&str> = UNARY_NAMES.iter().map(|(_, n)| *n).collect();
@@ -996,6 +1032,21 @@ macro_rules! callee_slots {
 }
 
 impl Op {
+    /// The op `opcode` names when it has no attributes to read: an
+    /// elementwise unary or binary op, or one of [`WITHOUT_ATTRIBUTES`].
+    pub fn without_attributes(opcode: &str) -> Option<Op> {
+        if let Some(u) = UnaryOp::from_opcode(opcode) {
+            return Some(Op::Unary(u));
+        }
+        if let Some(b) = BinaryOp::from_opcode(opcode) {
+            return Some(Op::Binary(b));
+        }
+        WITHOUT_ATTRIBUTES
+            .iter()
+            .find(|op| op.opcode() == opcode)
+            .cloned()
+    }
+
     /// XLA's opcode spelling.
     pub fn opcode(&self) -> &'static str {
         match self {
@@ -1008,6 +1059,8 @@ impl Op {
             Op::Select => "select",
             Op::Clamp => "clamp",
             Op::Convert => "convert",
+            Op::StochasticConvert => "stochastic-convert",
+            Op::ReducePrecision { .. } => "reduce-precision",
             Op::BitcastConvert => "bitcast-convert",
             Op::Bitcast => "bitcast",
             Op::Broadcast { .. } => "broadcast",
@@ -1209,5 +1262,14 @@ mod tests {
             assert_eq!(BinaryOp::from_opcode(name), Some(op));
             assert_eq!(op.opcode(), name);
         }
+        for op in WITHOUT_ATTRIBUTES {
+            assert!(all.contains(&op.opcode()), "{}", op.opcode());
+            assert_eq!(Op::without_attributes(op.opcode()), Some(op.clone()));
+        }
+        assert_eq!(
+            Op::without_attributes("add"),
+            Some(Op::Binary(BinaryOp::Add))
+        );
+        assert_eq!(Op::without_attributes("iota"), None);
     }
 }

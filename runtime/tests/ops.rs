@@ -706,3 +706,42 @@ fn a_reducer_returning_a_one_element_tuple() {
     let out = run(hlo, &[f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]);
     assert_values(&out[0], &[6.0, 15.0], 0.0);
 }
+
+/// `reduce-precision` rounds to the nearest value of a narrower format,
+/// ties to even, in the operand's own type: to bf16's 8 exponent and 7
+/// mantissa bits, 1 + 2^-8 (a tie) stays 1 and 1 + 3 * 2^-9 becomes
+/// 1 + 2^-7.
+#[test]
+fn reduce_precision_rounds_to_the_narrower_format() {
+    let hlo = entry(
+        "  p = f32[4] parameter(0)\n  ROOT r = f32[4] reduce-precision(p), exponent_bits=8, mantissa_bits=7",
+    );
+    let x = [
+        1.0 + 2f64.powi(-8),
+        1.0 + 3.0 * 2f64.powi(-9),
+        1.0 + 2f64.powi(-9),
+        -3.0,
+    ];
+    let out = run(&hlo, &[lit(F32, &[4], &x)]);
+    assert_values(&out[0], &[1.0, 1.0 + 2f64.powi(-7), 1.0, -3.0], 0.0);
+}
+
+/// `stochastic-convert` to an integer rounds away from zero exactly when
+/// the random bits are below the fraction's share of their range: 1.25
+/// (fraction 1/4, threshold 2^30) rounds up with bits 0 and down with all
+/// bits set; -2.75 (threshold 3 * 2^30) goes to -3 with 2^30; 2.5 stays 2
+/// with 3 * 2^30.
+#[test]
+fn stochastic_convert_rounds_by_its_random_bits() {
+    let hlo = entry(
+        "  p = f32[4] parameter(0)\n  r = u32[4] parameter(1)\n  ROOT c = s32[4] stochastic-convert(p, r)",
+    );
+    let out = run(
+        &hlo,
+        &[
+            lit(F32, &[4], &[1.25, 1.25, -2.75, 2.5]),
+            lit(U32, &[4], &[0.0, 4294967295.0, 1073741824.0, 3221225472.0]),
+        ],
+    );
+    assert_values(&out[0], &[2.0, 1.0, -3.0, 2.0], 0.0);
+}

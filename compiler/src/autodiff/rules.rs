@@ -355,6 +355,11 @@ pub fn vjp(
         Op::While { .. } | Op::Conditional { .. } => {
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
+        Op::StochasticConvert | Op::ReducePrecision { .. } => return not_differentiable(
+            b,
+            n,
+            "rounding ops (stochastic-convert, reduce-precision) have no gradient rule in hlatc",
+        ),
         Op::CopyStart { .. } | Op::CopyDone => {
             return not_differentiable(b, n, "asynchronous copies have no gradient rule in hlatc")
         }

@@ -482,6 +482,13 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.is_host_transfer = t.is_host_transfer;
         }
         Op::Infeed { config } => p.infeed_config = config.clone().into_bytes(),
+        Op::ReducePrecision {
+            exponent_bits,
+            mantissa_bits,
+        } => {
+            p.exponent_bits = *exponent_bits;
+            p.mantissa_bits = *mantissa_bits;
+        }
         Op::CopyStart {
             cross_program_prefetch_index,
         } => p.cross_program_prefetch_index = *cross_program_prefetch_index,
@@ -494,6 +501,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::AfterAll
         | Op::AddDependency
         | Op::CopyDone
+        | Op::StochasticConvert
         | Op::Select
         | Op::Clamp
         | Op::Convert

@@ -176,6 +176,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
         ),
         (p.is_composite, "is_composite (89)", "call", composite),
         (
+            p.exponent_bits != 0 || p.mantissa_bits != 0,
+            "exponent_bits (18) or mantissa_bits (19)",
+            "reduce-precision",
+            matches!(op, Op::ReducePrecision { .. }),
+        ),
+        (
             p.cross_program_prefetch_index.is_some(),
             "cross_program_prefetch_index (80)",
             "copy-start",
@@ -624,11 +630,8 @@ fn one_callee(called: &[String]) -> Result<String, String> {
 }
 
 fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> Result<Op, String> {
-    if let Some(u) = UnaryOp::from_opcode(&p.opcode) {
-        return Ok(Op::Unary(u));
-    }
-    if let Some(b) = BinaryOp::from_opcode(&p.opcode) {
-        return Ok(Op::Binary(b));
+    if let Some(op) = Op::without_attributes(&p.opcode) {
+        return Ok(op);
     }
     let single_dim = |what: &str| match p.dimensions.as_slice() {
         [d] => Ok(*d),
@@ -657,15 +660,9 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 )
             },
         },
-        "select" => Op::Select,
-        "clamp" => Op::Clamp,
-        "convert" => Op::Convert,
-        "bitcast-convert" => Op::BitcastConvert,
-        "bitcast" => Op::Bitcast,
         "broadcast" => Op::Broadcast {
             dimensions: p.dimensions.clone(),
         },
-        "reshape" => Op::Reshape,
         "transpose" => Op::Transpose {
             permutation: p.dimensions.clone(),
         },
@@ -686,7 +683,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "dynamic-slice" => Op::DynamicSlice {
             sizes: p.dynamic_slice_sizes.clone(),
         },
-        "dynamic-update-slice" => Op::DynamicUpdateSlice,
         "concatenate" => Op::Concatenate {
             dimension: single_dim("concatenate")?,
         },
@@ -748,8 +744,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
             to_apply: one_callee(called)?,
         },
-        "tuple" => Op::Tuple,
-        "opt-barrier" => Op::OptBarrier,
         "get-tuple-element" => Op::GetTupleElement {
             index: p.tuple_index,
         },
@@ -806,11 +800,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             channel_id: channel_from_proto(p),
             pairs: pairs_from_proto(p),
         },
-        "all-reduce-done" => Op::CollectiveDone(AsyncCollective::AllReduce),
-        "all-gather-done" => Op::CollectiveDone(AsyncCollective::AllGather),
-        "collective-permute-done" => Op::CollectiveDone(AsyncCollective::CollectivePermute),
-        "replica-id" => Op::ReplicaId,
-        "partition-id" => Op::PartitionId,
         "fusion" => Op::Fusion {
             kind: FusionKind::from_name(&p.fusion_kind)
                 .ok_or_else(|| format!("has unknown fusion_kind {:?}", p.fusion_kind))?,
@@ -869,12 +858,13 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 unique_indices: p.unique_indices,
             }
         }
+        "reduce-precision" => Op::ReducePrecision {
+            exponent_bits: p.exponent_bits,
+            mantissa_bits: p.mantissa_bits,
+        },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: p.cross_program_prefetch_index,
         },
-        "copy-done" => Op::CopyDone,
-        "after-all" => Op::AfterAll,
-        "add-dependency" => Op::AddDependency,
         "send" | "send-done" | "recv" | "recv-done" => Op::Transfer(Transfer {
             step: TransferStep::from_opcode(&p.opcode).expect("matched: a transfer's opcode"),
             channel_id: channel_from_proto(p),

@@ -168,6 +168,10 @@ pub struct HloInstructionProto {
     pub channel_id: i64,
     #[prost(bool, tag = "47")]
     pub is_host_transfer: bool,
+    #[prost(int32, tag = "18")]
+    pub exponent_bits: i32,
+    #[prost(int32, tag = "19")]
+    pub mantissa_bits: i32,
     /// A oneof in hlo.proto: 0 is an index, unset is none.
     #[prost(int32, optional, tag = "80")]
     pub cross_program_prefetch_index: Option<i32>,

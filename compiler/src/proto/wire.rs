@@ -161,6 +161,8 @@ schema!(
         (49, "replica_groups", REPLICA_GROUP),
         (26, "channel_id"),
         (47, "is_host_transfer"),
+        (18, "exponent_bits"),
+        (19, "mantissa_bits"),
         (80, "cross_program_prefetch_index"),
         (27, "infeed_config"),
         (22, "outfeed_config"),
@@ -175,8 +177,6 @@ schema!(
         (58, "batch_group_count"),
     ],
     [
-        (18, "exponent_bits"),
-        (19, "mantissa_bits"),
         (24, "epsilon"),
         (25, "feature_index"),
         (31, "fft_type"),

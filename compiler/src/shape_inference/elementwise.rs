@@ -119,6 +119,51 @@ pub(super) fn convert(operands: &[&Shape], declared: Option<&Shape>) -> Result<S
     Ok(arr(d.ty, a.dims.clone()))
 }
 
+pub(super) fn stochastic_convert(
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    arity(operands, 2)?;
+    let (x, random) = (array(operands, 0)?, array(operands, 1)?);
+    let d = declared_array(declared)?;
+    if !x.ty.is_float() {
+        return invalid(format!("stochastic-convert converts floats, got {}", x.ty));
+    }
+    if !random.ty.is_unsigned_int() || random.ty.bit_width() != x.ty.bit_width() {
+        return invalid(format!(
+            "stochastic-convert of {} takes random bits as u{}, got {}",
+            x.ty,
+            x.ty.bit_width(),
+            random.ty
+        ));
+    }
+    if random.dims != x.dims || d.dims != x.dims {
+        return invalid(format!(
+            "stochastic-convert of {x} needs random bits and a result of its dimensions, got {random} and {d}"
+        ));
+    }
+    Ok(arr(d.ty, x.dims.clone()))
+}
+
+/// Rounds within the operand's own float type, so the bits must fit it
+/// (XLA's rule: an exponent of at least one bit, a non-negative mantissa).
+pub(super) fn reduce_precision(
+    (exponent_bits, mantissa_bits): (i32, i32),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    let x = array(operands, 0)?;
+    if !x.ty.is_float() {
+        return invalid(format!("reduce-precision rounds floats, got {}", x.ty));
+    }
+    if exponent_bits < 1 || mantissa_bits < 0 {
+        return invalid(format!(
+            "reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0, got {exponent_bits} and {mantissa_bits}"
+        ));
+    }
+    Ok(arr(x.ty, x.dims.clone()))
+}
+
 pub(super) fn bitcast_convert(
     operands: &[&Shape],
     declared: Option<&Shape>,

@@ -143,6 +143,11 @@ pub fn infer_shape(
         Op::Select => elementwise::select(operands),
         Op::Clamp => elementwise::clamp(operands),
         Op::Convert => elementwise::convert(operands, declared),
+        Op::StochasticConvert => elementwise::stochastic_convert(operands, declared),
+        Op::ReducePrecision {
+            exponent_bits,
+            mantissa_bits,
+        } => elementwise::reduce_precision((*exponent_bits, *mantissa_bits), operands),
         Op::Bitcast => data_movement::bitcast(operands, declared),
         Op::BitcastConvert => elementwise::bitcast_convert(operands, declared),
         Op::Broadcast { dimensions } => data_movement::broadcast(dimensions, operands, declared),

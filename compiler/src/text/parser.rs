@@ -1302,6 +1302,12 @@ fn collective(a: &mut Attrs) -> Result<Collective, ParseError> {
     })
 }
 
+/// A required bit count that fits XLA's `int32` field.
+fn bits(at: &Pair<'_>, a: &mut Attrs, key: &str) -> Result<i32, ParseError> {
+    let n = a.int(key)?;
+    i32::try_from(n).or_else(|_| err_at(at, format!("{key}={n} is out of range")))
+}
+
 /// `channel_id=N`. XLA reads a non-positive id as none (its proto cannot
 /// tell `channel_id=0` from no channel), and so does hlatc.
 fn channel_id(a: &mut Attrs) -> Result<Option<i64>, ParseError> {
@@ -1415,11 +1421,8 @@ fn conditional_branches(at: &Pair<'_>, a: &mut Attrs) -> Result<Vec<String>, Par
 
 fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
     let opcode = opcode_pair.as_str();
-    if let Some(u) = UnaryOp::from_opcode(opcode) {
-        return Ok(Op::Unary(u));
-    }
-    if let Some(b) = BinaryOp::from_opcode(opcode) {
-        return Ok(Op::Binary(b));
+    if let Some(op) = Op::without_attributes(opcode) {
+        return Ok(op);
     }
     Ok(match opcode {
         "iota" => Op::Iota {
@@ -1444,18 +1447,12 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             };
             Op::Compare { direction, kind }
         }
-        "select" => Op::Select,
-        "clamp" => Op::Clamp,
-        "convert" => Op::Convert,
-        "bitcast-convert" => Op::BitcastConvert,
-        "bitcast" => Op::Bitcast,
         // XLA's parser lets a scalar's broadcast leave out its (empty)
         // dimensions; over any other operand, inference then reports the
         // missing ones.
         "broadcast" => Op::Broadcast {
             dimensions: a.ints_or_empty("dimensions")?,
         },
-        "reshape" => Op::Reshape,
         "transpose" => Op::Transpose {
             permutation: a.ints("dimensions")?,
         },
@@ -1478,7 +1475,6 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
         "dynamic-slice" => Op::DynamicSlice {
             sizes: a.ints("dynamic_slice_sizes")?,
         },
-        "dynamic-update-slice" => Op::DynamicUpdateSlice,
         "concatenate" => {
             let d = a.ints("dimensions")?;
             match d.as_slice() {
@@ -1547,8 +1543,6 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             window: a.window()?,
             to_apply: a.word("to_apply")?.0,
         },
-        "tuple" => Op::Tuple,
-        "opt-barrier" => Op::OptBarrier,
         "get-tuple-element" => Op::GetTupleElement {
             index: a.int("index")?,
         },
@@ -1606,11 +1600,6 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             channel_id: channel_id(a)?,
             pairs: source_target_pairs(a)?,
         },
-        "all-reduce-done" => Op::CollectiveDone(AsyncCollective::AllReduce),
-        "all-gather-done" => Op::CollectiveDone(AsyncCollective::AllGather),
-        "collective-permute-done" => Op::CollectiveDone(AsyncCollective::CollectivePermute),
-        "replica-id" => Op::ReplicaId,
-        "partition-id" => Op::PartitionId,
         "fusion" => Op::Fusion {
             kind: parse_enum(
                 a,
@@ -1653,6 +1642,10 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             indices_are_sorted: a.flag("indices_are_sorted")?,
             unique_indices: a.flag("unique_indices")?,
         },
+        "reduce-precision" => Op::ReducePrecision {
+            exponent_bits: bits(opcode_pair, a, "exponent_bits")?,
+            mantissa_bits: bits(opcode_pair, a, "mantissa_bits")?,
+        },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: match a.optional_int("cross_program_prefetch_index")? {
                 None => None,
@@ -1664,9 +1657,6 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
                 })?),
             },
         },
-        "copy-done" => Op::CopyDone,
-        "after-all" => Op::AfterAll,
-        "add-dependency" => Op::AddDependency,
         "send" | "send-done" | "recv" | "recv-done" => Op::Transfer(Transfer {
             step: TransferStep::from_opcode(opcode).expect("matched: a transfer's opcode"),
             channel_id: channel_id(a)?,

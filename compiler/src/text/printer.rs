@@ -441,6 +441,15 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             flag(out, "is_host_transfer", t.is_host_transfer);
         }
         Op::Infeed { config } => config_attribute(out, "infeed_config", config),
+        Op::ReducePrecision {
+            exponent_bits,
+            mantissa_bits,
+        } => {
+            let _ = write!(
+                out,
+                ", exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits}"
+            );
+        }
         Op::CopyStart {
             cross_program_prefetch_index: Some(i),
         } => {
@@ -459,6 +468,7 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             cross_program_prefetch_index: None,
         }
         | Op::CopyDone
+        | Op::StochasticConvert
         | Op::AfterAll
         | Op::AddDependency
         | Op::Constant(_)
