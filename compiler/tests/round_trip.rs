@@ -317,3 +317,33 @@ fn any_op_keeps_its_backend_config_and_cse_keeps_differently_configured_ones_apa
         hlatc_compiler::proto::decode_module(&hlatc_compiler::proto::encode_module(&m)).unwrap();
     assert_eq!(hlatc_compiler::text::print_module(&back), printed);
 }
+
+#[test]
+fn one_value_for_an_array_constant_is_its_first_element_as_in_xla() {
+    // XLA's parser reads `f32[2,2] constant(5)` as {{5, 0}, {0, 0}}.
+    let src = "HloModule m\nENTRY e {\n  c = f32[2,2] constant(5)\n  p = pred[3] constant(true)\n  ROOT t = (f32[2,2], pred[3]) tuple(c, p)\n}\n";
+    let (m, notes) = hlatc_compiler::text::parse_module_noted(src).unwrap();
+    let e = m.entry();
+    let value = |n: &str| match &e.instr(e.find(n).unwrap()).op {
+        hlatc_compiler::Op::Constant(l) => l.to_f64_vec(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(value("c"), [5.0, 0.0, 0.0, 0.0]);
+    assert_eq!(value("p"), [1.0, 0.0, 0.0]);
+    assert_eq!(
+        notes[0],
+        "3:25: 'c' writes one value for f32[2,2]{1,0}; XLA's parser makes it the first element and every other element zero, and so does hlatc"
+    );
+    assert!(hlatc_compiler::text::print_module(&m).contains("constant({{5, 0}, {0, 0}})"));
+    // An empty array has no first element: refused, as XLA refuses it.
+    let err = hlatc_compiler::text::parse_module(
+        "HloModule m\nENTRY e {\n  ROOT c = f32[0] constant(5)\n}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("needs nested braces"), "{err}");
+    // Operand precisions are read in any case, as XLA reads them.
+    let src = "HloModule m\nENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = f32[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={HIGH,highest}\n}\n";
+    let m = hlatc_compiler::text::parse_module(src).unwrap();
+    assert!(hlatc_compiler::text::print_module(&m).contains("operand_precision={high,highest}"));
+}

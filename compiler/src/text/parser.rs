@@ -755,8 +755,9 @@ impl<'i> Attrs<'i> {
             None => Ok(Vec::new()),
             Some((Value::Words(ws), p)) => ws
                 .iter()
+                // XLA reads the names in any case (`HIGH` as `high`).
                 .map(|w| {
-                    Precision::from_name(w)
+                    Precision::from_name(&w.to_ascii_lowercase())
                         .map_or_else(|| err_at(&p, format!("unknown precision '{w}'")), Ok)
                 })
                 .collect(),
@@ -818,7 +819,9 @@ fn computation(
                     unshaped,
                     control: written_control,
                     source_name,
+                    note,
                 } = instruction(q)?;
+                notes.extend(note);
                 let unshaped = if xla_derives_shape(&instr.op) {
                     Some(Some(instr.shape.clone()).filter(|_| !unshaped))
                 } else {
@@ -1057,6 +1060,8 @@ struct ParsedInstruction<'i> {
     control: Option<(Vec<String>, Pair<'i>)>,
     /// The name as written, without its sigil: the key operands name it by.
     source_name: &'i str,
+    /// What reading it changed or assumed, for the module's notes.
+    note: Option<String>,
 }
 
 fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
@@ -1095,6 +1100,7 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         attrs.map.insert(k, (v, ap));
     }
     let mut operands = Vec::new();
+    let mut note = None;
     let op = match body.as_rule() {
         Rule::parameter_body => {
             attrs.opcode = "parameter".into();
@@ -1113,7 +1119,14 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
                 );
             }
             let shape_pair = shape_pair.expect("checked: written");
-            Op::Constant(literal(lit, &declared, &shape_pair)?)
+            let (value, first_only) = literal(lit, &declared, &shape_pair)?;
+            if first_only {
+                let (line, col) = lit.line_col();
+                note = Some(format!(
+                    "{line}:{col}: '{name}' writes one value for {declared}; XLA's parser makes it the first element and every other element zero, and so does hlatc"
+                ));
+            }
+            Op::Constant(value)
         }
         Rule::op_body => {
             let mut bi = body.into_inner();
@@ -1174,6 +1187,7 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         unshaped,
         control,
         source_name,
+        note,
     })
 }
 
@@ -1776,7 +1790,10 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
     })
 }
 
-fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<Literal, ParseError> {
+/// A constant's value, and whether it was one value written for a whole
+/// array: XLA's parser takes that as the first element with every other
+/// element zero (`f32[3] constant(2)` is `{2, 0, 0}`), and so does hlatc.
+fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<(Literal, bool), ParseError> {
     let arr = match declared {
         Shape::Array(a) => a,
         Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
@@ -1785,7 +1802,24 @@ fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<Literal, Pars
     let mut values = Vec::new();
     let mut nans = Vec::new();
     let whole = p;
-    collect_literal(p, arr, 0, &mut values, &mut nans)?;
+    let first_only = arr.rank() > 0
+        && arr.element_count() > 0
+        && p.into_inner()
+            .next()
+            .is_some_and(|v| v.as_rule() == Rule::scalar);
+    if first_only {
+        let only = ArrayShape::scalar(arr.ty);
+        collect_literal(p, &only, 0, &mut values, &mut nans)?;
+        let zero = match arr.ty {
+            ElementType::Pred => Scalar::Bool(false),
+            t if t.is_signed_int() => Scalar::Int(0),
+            t if t.is_unsigned_int() => Scalar::UInt(0),
+            _ => Scalar::Float(0.0),
+        };
+        values.resize(arr.element_count() as usize, zero);
+    } else {
+        collect_literal(p, arr, 0, &mut values, &mut nans)?;
+    }
     let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
         .or_else(|e| err_at(&whole, e.to_string()))?;
     // A NaN's sign and payload, which a value of the literal's scalars
@@ -1797,7 +1831,7 @@ fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<Literal, Pars
     }
     lit.shape.minor_to_major = arr.minor_to_major.clone();
     lit.shape.physical = arr.physical.clone();
-    Ok(lit)
+    Ok((lit, first_only))
 }
 
 /// The literal's values in row-major order into `out`, and each value
