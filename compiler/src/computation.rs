@@ -52,9 +52,15 @@ fn drop_use(users: &mut IdList, user: InstrId) {
 
 impl Computation {
     pub fn new(name: impl Into<String>) -> Self {
+        Self::with_capacity(name, 0)
+    }
+
+    /// An empty computation with room for `instructions` (a reader that
+    /// knows how many are coming saves the graph's regrowth).
+    pub fn with_capacity(name: impl Into<String>, instructions: usize) -> Self {
         Computation {
             name: name.into(),
-            graph: StableGraph::new(),
+            graph: StableGraph::with_capacity(instructions, 0),
             root: None,
             control: BTreeMap::new(),
         }

@@ -347,3 +347,33 @@ fn one_value_for_an_array_constant_is_its_first_element_as_in_xla() {
     let m = hlatc_compiler::text::parse_module(src).unwrap();
     assert!(hlatc_compiler::text::print_module(&m).contains("operand_precision={high,highest}"));
 }
+
+#[test]
+fn instructions_written_as_operands_are_named_as_xla_names_them() {
+    let src = "HloModule m\nENTRY e {\n  parameter.anon = f32[10] parameter(3)\n  ROOT root = add(f32[10] parameter(0), multiply(f32[10] parameter(1), f32[10] parameter(2)))\n}\n";
+    let m = hlatc_compiler::text::parse_module(src).unwrap();
+    hlatc_compiler::verify(&m).unwrap();
+    let e = m.entry();
+    let root = e.root().unwrap();
+    let names = |id| -> Vec<String> {
+        e.operands(id)
+            .iter()
+            .map(|&o| e.instr(o).name.clone())
+            .collect()
+    };
+    // A written name keeps its own; the nested ones count on past it.
+    assert_eq!(names(root), ["parameter.anon.1", "multiply.anon"]);
+    let mul = e.find("multiply.anon").unwrap();
+    assert_eq!(names(mul), ["parameter.anon.2", "parameter.anon.3"]);
+    assert_eq!(e.instr(mul).shape.to_string(), "f32[10]{0}");
+    assert_eq!(e.parameters().len(), 4);
+    // A nested parameter needs its shape, as a named one does.
+    let err =
+        hlatc_compiler::text::parse_module(&src.replace("f32[10] parameter(0)", "parameter(0)"))
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains("a parameter or constant needs its result shape written"),
+        "{err}"
+    );
+}

@@ -68,8 +68,15 @@ fn layout_to_proto(a: &ArrayShape) -> LayoutProto {
 }
 
 fn literal_to_proto(lit: &Literal) -> LiteralProto {
+    let mut shape = shape_to_proto(&Shape::Array(lit.shape.clone()));
+    // A literal's values are one byte or more each, unpacked: XLA's reader
+    // refuses a literal shape that packs them (`E(4)`), though the
+    // constant instruction's own shape may say so.
+    if let Some(l) = shape.layout.as_mut() {
+        l.element_size_in_bits = 0;
+    }
     let mut p = LiteralProto {
-        shape: Some(shape_to_proto(&Shape::Array(lit.shape.clone()))),
+        shape: Some(shape),
         ..Default::default()
     };
     let b = lit.bytes();

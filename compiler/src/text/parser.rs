@@ -784,10 +784,87 @@ impl<'i> Attrs<'i> {
 
 struct PendingInstr<'i> {
     id: InstrId,
-    operands: Vec<Pair<'i>>,
+    operands: Vec<OperandRef<'i>>,
     /// Written without a result shape, or with one XLA's parser replaces:
     /// inferred once its operands are.
     unshaped: Option<(Pair<'i>, Option<Shape>)>,
+}
+
+/// An operand as written: a name to look up once the computation is read,
+/// or an instruction written in its place, already added.
+enum OperandRef<'i> {
+    Named(Pair<'i>),
+    Nested(InstrId),
+}
+
+/// Where an instruction's shape comes from: the operands (written without
+/// one, or one XLA's parser replaces, kept for the note) or as written.
+fn shape_source<'i>(
+    op: &Op,
+    declared: &Shape,
+    unshaped: bool,
+    at: Pair<'i>,
+) -> Option<(Pair<'i>, Option<Shape>)> {
+    if xla_derives_shape(op) {
+        Some((at, Some(declared.clone()).filter(|_| !unshaped)))
+    } else {
+        unshaped.then_some((at, None))
+    }
+}
+
+/// Adds the instructions written in place of operands, depth first, and
+/// refers to each by its id. They are named later, when every written name
+/// is known.
+fn add_nested<'i>(
+    operands: Vec<Pair<'i>>,
+    comp: &mut Computation,
+    pending: &mut Vec<PendingInstr<'i>>,
+    anonymous: &mut Vec<InstrId>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<OperandRef<'i>>, ParseError> {
+    let mut refs = Vec::with_capacity(operands.len());
+    for o in operands {
+        let is_body = o.into_inner().last().is_some_and(|n| {
+            matches!(
+                n.as_rule(),
+                Rule::op_body | Rule::constant_body | Rule::parameter_body
+            )
+        });
+        if !is_body {
+            refs.push(OperandRef::Named(o));
+            continue;
+        }
+        let (instr, inner, unshaped, note) = nested_instruction(o)?;
+        notes.extend(note);
+        let source = shape_source(&instr.op, &instr.shape, unshaped, o);
+        let id = comp.add(instr, &[]);
+        anonymous.push(id);
+        let inner = add_nested(inner, comp, pending, anonymous, notes)?;
+        pending.push(PendingInstr {
+            id,
+            operands: inner,
+            unshaped: source,
+        });
+        refs.push(OperandRef::Nested(id));
+    }
+    Ok(refs)
+}
+
+/// Names each instruction written in place of an operand as XLA does,
+/// `{opcode}.anon`, then `.anon.1`, ... past every name already taken.
+fn name_nested(comp: &mut Computation, anonymous: &[InstrId], written: &FxHashMap<&str, InstrId>) {
+    let mut taken: FxHashSet<String> = FxHashSet::default();
+    for &id in anonymous {
+        let base = format!("{}.anon", comp.instr(id).op.opcode());
+        let mut name = base.clone();
+        let mut k = 0;
+        while written.contains_key(name.as_str()) || taken.contains(&name) {
+            k += 1;
+            name = format!("{base}.{k}");
+        }
+        taken.insert(name.clone());
+        comp.instr_mut(id).name = name;
+    }
 }
 
 fn computation(
@@ -801,10 +878,16 @@ fn computation(
         it.next();
     }
     let name_pair = it.next().expect("grammar: computation name");
-    let mut comp = Computation::new(strip_sigil(name_pair.as_str()));
-    let mut pending = Vec::new();
+    let written = p
+        .into_inner()
+        .filter(|q| q.as_rule() == Rule::instruction)
+        .count();
+    let mut comp = Computation::with_capacity(strip_sigil(name_pair.as_str()), written);
+    let mut pending = Vec::with_capacity(written);
     let mut control = Vec::new();
-    let mut by_name: FxHashMap<&str, InstrId> = FxHashMap::default();
+    let mut by_name: FxHashMap<&str, InstrId> =
+        FxHashMap::with_capacity_and_hasher(written, Default::default());
+    let mut anonymous = Vec::new();
     let mut root = None;
     let mut last = None;
     for q in it {
@@ -822,11 +905,7 @@ fn computation(
                     note,
                 } = instruction(q)?;
                 notes.extend(note);
-                let unshaped = if xla_derives_shape(&instr.op) {
-                    Some(Some(instr.shape.clone()).filter(|_| !unshaped))
-                } else {
-                    unshaped.then_some(None)
-                };
+                let source = shape_source(&instr.op, &instr.shape, unshaped, at);
                 let id = comp.add(instr, &[]);
                 if by_name.insert(source_name, id).is_some() {
                     let name = &comp.instr(id).name;
@@ -842,17 +921,19 @@ fn computation(
                 if let Some(c) = written_control {
                     control.push((id, c));
                 }
+                let operands =
+                    add_nested(operands, &mut comp, &mut pending, &mut anonymous, notes)?;
                 pending.push(PendingInstr {
                     id,
                     operands,
-                    unshaped: unshaped.map(|written| (at, written)),
+                    unshaped: source,
                 });
             }
             r => unreachable!("grammar: unexpected {r:?} in computation"),
         }
     }
     // Operands may name instructions defined further down, as in XLA.
-    let mut edges = Vec::new();
+    let mut edges = Vec::with_capacity(pending.len());
     let mut unshaped = Vec::new();
     for PendingInstr {
         id,
@@ -862,6 +943,13 @@ fn computation(
     {
         let mut ids = Vec::with_capacity(operands.len());
         for o in operands {
+            let o = match o {
+                OperandRef::Nested(nid) => {
+                    ids.push(nid);
+                    continue;
+                }
+                OperandRef::Named(o) => o,
+            };
             let name_pair = o.into_inner().last().expect("grammar: operand name");
             let n = strip_sigil(name_pair.as_str());
             match by_name.get(n) {
@@ -901,6 +989,7 @@ fn computation(
             }
         }
     }
+    name_nested(&mut comp, &anonymous, &by_name);
     infer_unwritten_shapes(&mut comp, unshaped, callees, notes)?;
     match root.or(last) {
         Some(r) => comp.set_root(r),
@@ -1064,40 +1153,21 @@ struct ParsedInstruction<'i> {
     note: Option<String>,
 }
 
-fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
-    let at = p;
-    let mut it = p.into_inner().peekable();
-    let is_root = it.peek().is_some_and(|q| q.as_rule() == Rule::root_kw);
-    if is_root {
-        it.next();
-    }
-    let source_name = strip_sigil(it.next().expect("grammar: name").as_str());
-    let name = source_name.to_string();
-    let shape_pair = it.next_if(|q| q.as_rule() == Rule::shape);
-    let unshaped = shape_pair.is_none();
-    let declared = match &shape_pair {
-        Some(s) => shape(*s)?,
-        // A placeholder until the operands are known.
-        None => Shape::Tuple(Vec::new()),
-    };
-    let body = it.next().expect("grammar: body");
-    if unshaped && body.as_rule() != Rule::op_body {
+/// The op an instruction's body writes, its operands as written, and a
+/// note when reading it assumed something. Shared by named instructions and
+/// those written in place of an operand.
+fn instruction_body<'i>(
+    body: Pair<'i>,
+    shape_pair: Option<Pair<'i>>,
+    declared: &Shape,
+    name: &str,
+    attrs: &mut Attrs<'i>,
+) -> Result<(Op, Vec<Pair<'i>>, Option<String>), ParseError> {
+    if shape_pair.is_none() && body.as_rule() != Rule::op_body {
         return err_at(
             &body,
             "a parameter or constant needs its result shape written",
         );
-    }
-    let mut attrs = Attrs {
-        map: BTreeMap::new(),
-        at,
-        opcode: String::new(),
-    };
-    for a in it {
-        let (k, v, ap) = attribute(a)?;
-        if attrs.map.contains_key(&k) {
-            return err_at(&ap, format!("attribute '{k}' given twice"));
-        }
-        attrs.map.insert(k, (v, ap));
     }
     let mut operands = Vec::new();
     let mut note = None;
@@ -1119,7 +1189,7 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
                 );
             }
             let shape_pair = shape_pair.expect("checked: written");
-            let (value, first_only) = literal(lit, &declared, &shape_pair)?;
+            let (value, first_only) = literal(lit, declared, &shape_pair)?;
             if first_only {
                 let (line, col) = lit.line_col();
                 note = Some(format!(
@@ -1133,10 +1203,81 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
             let opcode_pair = bi.next().expect("grammar: opcode");
             operands = bi.collect();
             attrs.opcode = opcode_pair.as_str().to_string();
-            op_from_attrs(&opcode_pair, &mut attrs)?
+            op_from_attrs(&opcode_pair, attrs)?
         }
         r => unreachable!("grammar: unexpected {r:?} as instruction body"),
     };
+    Ok((op, operands, note))
+}
+
+/// An instruction written in place of an operand: its op, its own operands,
+/// whether it was written without a shape, and a note. It has no name until
+/// [`name_nested`] gives it XLA's, and no attributes.
+fn nested_instruction<'i>(
+    p: Pair<'i>,
+) -> Result<(Instruction, Vec<Pair<'i>>, bool, Option<String>), ParseError> {
+    let mut it = p.into_inner();
+    let first = it.next().expect("grammar: nested body");
+    let (shape_pair, body) = if first.as_rule() == Rule::shape {
+        (Some(first), it.next().expect("grammar: nested body"))
+    } else {
+        (None, first)
+    };
+    let declared = match &shape_pair {
+        Some(s) => shape(*s)?,
+        None => Shape::Tuple(Vec::new()),
+    };
+    let mut attrs = Attrs {
+        map: BTreeMap::new(),
+        at: p,
+        opcode: String::new(),
+    };
+    let (op, operands, note) =
+        instruction_body(body, shape_pair, &declared, "(nested)", &mut attrs)?;
+    attrs.finish()?;
+    let instr = Instruction {
+        name: String::new(),
+        shape: declared,
+        op,
+        metadata: Metadata::default(),
+        frontend_attributes: BTreeMap::new(),
+        sharding: None,
+        backend_config: String::new(),
+        parameter_replication: None,
+    };
+    Ok((instr, operands, shape_pair.is_none(), note))
+}
+
+fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
+    let at = p;
+    let mut it = p.into_inner().peekable();
+    let is_root = it.peek().is_some_and(|q| q.as_rule() == Rule::root_kw);
+    if is_root {
+        it.next();
+    }
+    let source_name = strip_sigil(it.next().expect("grammar: name").as_str());
+    let name = source_name.to_string();
+    let shape_pair = it.next_if(|q| q.as_rule() == Rule::shape);
+    let unshaped = shape_pair.is_none();
+    let declared = match &shape_pair {
+        Some(s) => shape(*s)?,
+        // A placeholder until the operands are known.
+        None => Shape::Tuple(Vec::new()),
+    };
+    let body = it.next().expect("grammar: body");
+    let mut attrs = Attrs {
+        map: BTreeMap::new(),
+        at,
+        opcode: String::new(),
+    };
+    for a in it {
+        let (k, v, ap) = attribute(a)?;
+        if attrs.map.contains_key(&k) {
+            return err_at(&ap, format!("attribute '{k}' given twice"));
+        }
+        attrs.map.insert(k, (v, ap));
+    }
+    let (op, operands, note) = instruction_body(body, shape_pair, &declared, &name, &mut attrs)?;
     let metadata = match attrs.take("metadata") {
         None => Metadata::default(),
         Some((v, p)) => metadata(v.into_string_map(&p)?, &p)?,

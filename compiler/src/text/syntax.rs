@@ -30,7 +30,7 @@
 //! elided         = "{" "..." "}"
 //! parameter_body = "parameter" "(" int ")"
 //! op_body        = opcode "(" (operand ("," operand)*)? ")"
-//! operand        = shape? name
+//! operand        = shape? (&(name_char+ "(") body | name)
 //! opcode         = ALPHA (ALNUM | "-" | "_")*                      (atomic)
 //! literal        = literal_list | scalar
 //! literal_list   = "{" (literal ("," literal)*)? ","? "}"
@@ -709,13 +709,28 @@ impl<'i> Reader<'i> {
         })
     }
 
+    /// An operand: a name, or an instruction written in its place, without
+    /// a name or attributes (`add(f32[10] parameter(0), multiply(p, q))`),
+    /// as XLA's parser reads it. A word followed by `(` is the latter; the
+    /// look-ahead keeps the common case, a name, from being read twice.
     fn operand(&mut self) -> bool {
         self.rule(Rule::operand, |r| {
             if r.attempt(Self::shape) {
                 r.skip();
             }
-            r.name()
+            if r.at_call() {
+                r.choice(&[Self::constant_body, Self::parameter_body, Self::op_body])
+            } else {
+                r.name()
+            }
         })
+    }
+
+    /// Whether a word (name characters) and then `(` come next.
+    fn at_call(&self) -> bool {
+        let rest = &self.s[self.pos..];
+        let word = rest.iter().take_while(|&&b| is_name_char(b)).count();
+        word > 0 && rest.get(word) == Some(&b'(')
     }
 
     fn opcode(&mut self) -> bool {
