@@ -743,6 +743,17 @@ pub enum Op {
         collective: Collective,
         dimension: Option<i64>,
     },
+    /// `collective-broadcast`: every participant of a group gets the
+    /// operand of the group's first participant.
+    CollectiveBroadcast {
+        collective: Collective,
+    },
+    /// `topk`: the `k` largest (or, with `largest` false, smallest) values
+    /// along the last dimension, and their indices as s32.
+    TopK {
+        k: i64,
+        largest: bool,
+    },
     /// `collective-permute`: each source sends its operand to its target;
     /// a participant nobody sends to gets zeros.
     CollectivePermute {
@@ -867,7 +878,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 60] = [
+pub const STRUCTURED_OPCODES: [&str; 62] = [
     "parameter",
     "constant",
     "iota",
@@ -906,6 +917,8 @@ pub const STRUCTURED_OPCODES: [&str; 60] = [
     "all-gather",
     "reduce-scatter",
     "all-to-all",
+    "collective-broadcast",
+    "topk",
     "collective-permute",
     "replica-id",
     "partition-id",
@@ -1090,6 +1103,8 @@ impl Op {
             Op::AllGather { .. } => "all-gather",
             Op::ReduceScatter { .. } => "reduce-scatter",
             Op::AllToAll { .. } => "all-to-all",
+            Op::CollectiveBroadcast { .. } => "collective-broadcast",
+            Op::TopK { .. } => "topk",
             Op::CollectivePermute { .. } => "collective-permute",
             Op::AllReduceStart { .. } => "all-reduce-start",
             Op::AllGatherStart { .. } => "all-gather-start",
@@ -1200,6 +1215,7 @@ impl Op {
                 | Op::AllGather { .. }
                 | Op::ReduceScatter { .. }
                 | Op::AllToAll { .. }
+                | Op::CollectiveBroadcast { .. }
                 | Op::CollectivePermute { .. }
                 | Op::AllReduceStart { .. }
                 | Op::AllGatherStart { .. }
@@ -1215,6 +1231,7 @@ impl Op {
             | Op::AllGather { collective, .. }
             | Op::ReduceScatter { collective, .. }
             | Op::AllToAll { collective, .. }
+            | Op::CollectiveBroadcast { collective }
             | Op::AllReduceStart { collective, .. }
             | Op::AllGatherStart { collective, .. } => Some(collective),
             _ => None,

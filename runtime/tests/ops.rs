@@ -745,3 +745,21 @@ fn stochastic_convert_rounds_by_its_random_bits() {
     );
     assert_values(&out[0], &[2.0, 1.0, -3.0, 2.0], 0.0);
 }
+
+/// `topk` along the last dimension, largest or smallest first, with the
+/// indices of the values it picked.
+#[test]
+fn topk_picks_along_the_last_dimension() {
+    let x = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0];
+    for (largest, values, indices) in [
+        ("true", [5.0, 4.0, 9.0, 6.0], [4.0, 2.0, 0.0, 2.0]),
+        ("false", [1.0, 1.0, 2.0, 3.0], [1.0, 3.0, 1.0, 4.0]),
+    ] {
+        let hlo = entry(&format!(
+            "  p = f32[2,5] parameter(0)\n  ROOT t = (f32[2,2], s32[2,2]) topk(p), k=2, largest={largest}"
+        ));
+        let out = run(&hlo, &[lit(F32, &[2, 5], &x)]);
+        assert_values(&out[0], &values, 0.0);
+        assert_values(&out[1], &indices, 0.0);
+    }
+}

@@ -345,6 +345,7 @@ pub fn vjp(
         | Op::AllGather { .. }
         | Op::ReduceScatter { .. }
         | Op::AllToAll { .. }
+        | Op::CollectiveBroadcast { .. }
         | Op::CollectivePermute { .. }
         | Op::AllReduceStart { .. }
         | Op::AllGatherStart { .. }
@@ -355,6 +356,7 @@ pub fn vjp(
         Op::While { .. } | Op::Conditional { .. } => {
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
+        Op::TopK { .. } => return not_differentiable(b, n, "topk has no gradient rule in hlatc"),
         Op::StochasticConvert | Op::ReducePrecision { .. } => return not_differentiable(
             b,
             n,

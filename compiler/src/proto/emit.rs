@@ -435,8 +435,12 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         Op::Map { dimensions, .. } => p.dimensions = dimensions.clone(),
         Op::Call { is_composite, .. } => p.is_composite = *is_composite,
         Op::Rng { distribution } => p.distribution = distribution.proto(),
-        Op::AllReduce { collective, .. } | Op::AllReduceStart { collective, .. } => {
-            fill_collective(collective, p)
+        Op::AllReduce { collective, .. }
+        | Op::AllReduceStart { collective, .. }
+        | Op::CollectiveBroadcast { collective } => fill_collective(collective, p),
+        Op::TopK { k, largest } => {
+            p.k = *k;
+            p.largest = *largest;
         }
         Op::AllGather {
             collective,

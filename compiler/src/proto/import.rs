@@ -176,6 +176,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
         ),
         (p.is_composite, "is_composite (89)", "call", composite),
         (
+            p.k != 0 || p.largest,
+            "k (81) or largest (85)",
+            "topk",
+            matches!(op, Op::TopK { .. }),
+        ),
+        (
             p.exponent_bits != 0 || p.mantissa_bits != 0,
             "exponent_bits (18) or mantissa_bits (19)",
             "reduce-precision",
@@ -861,6 +867,13 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "reduce-precision" => Op::ReducePrecision {
             exponent_bits: p.exponent_bits,
             mantissa_bits: p.mantissa_bits,
+        },
+        "collective-broadcast" => Op::CollectiveBroadcast {
+            collective: collective_from_proto(p)?,
+        },
+        "topk" => Op::TopK {
+            k: p.k,
+            largest: p.largest,
         },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: p.cross_program_prefetch_index,

@@ -168,6 +168,10 @@ pub struct HloInstructionProto {
     pub channel_id: i64,
     #[prost(bool, tag = "47")]
     pub is_host_transfer: bool,
+    #[prost(int64, tag = "81")]
+    pub k: i64,
+    #[prost(bool, tag = "85")]
+    pub largest: bool,
     #[prost(int32, tag = "18")]
     pub exponent_bits: i32,
     #[prost(int32, tag = "19")]

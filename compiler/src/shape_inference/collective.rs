@@ -244,6 +244,17 @@ pub(super) fn collective_permute(
 }
 
 /// `replica-id` and `partition-id`: a `u32[]`.
+/// Each participant's value is the group's first participant's operand:
+/// the operand's shape.
+pub(super) fn collective_broadcast(
+    c: &Collective,
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    super::arity(operands, 1)?;
+    check_groups(c, false)?;
+    Ok(operands[0].clone())
+}
+
 pub(super) fn device_id(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     super::arity(operands, 0)?;
     Ok(Shape::scalar(ElementType::U32))

@@ -27,6 +27,27 @@ pub(super) fn iota(
     Ok(Shape::Array(d.clone()))
 }
 
+/// `(values, s32 indices)`, both the operand's dimensions with the last
+/// cut to `k`.
+pub(super) fn top_k(k: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    let x = array(operands, 0)?;
+    let Some(&last) = x.dims.last() else {
+        return invalid(format!("topk needs an operand of rank 1 or more, got {x}"));
+    };
+    if k < 0 || k > last {
+        return invalid(format!(
+            "topk k={k} must be between 0 and the last dimension of {x}"
+        ));
+    }
+    let mut dims = x.dims.clone();
+    *dims.last_mut().expect("rank checked") = k;
+    Ok(Shape::Tuple(vec![
+        arr(x.ty, dims.clone()),
+        arr(ElementType::S32, dims),
+    ]))
+}
+
 pub(super) fn bitcast(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
     arity(operands, 1)?;
     let a = array(operands, 0)?;

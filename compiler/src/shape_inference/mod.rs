@@ -241,6 +241,10 @@ pub fn infer_shape(
         } => collective::all_to_all(collective, *dimension, operands),
         Op::CollectivePermute { pairs, .. } => collective::collective_permute(pairs, operands),
         Op::ReplicaId | Op::PartitionId => collective::device_id(operands),
+        Op::CollectiveBroadcast { collective } => {
+            collective::collective_broadcast(collective, operands)
+        }
+        Op::TopK { k, .. } => data_movement::top_k(*k, operands),
         Op::AllReduceStart {
             collective,
             to_apply,

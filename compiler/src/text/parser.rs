@@ -1801,6 +1801,14 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             exponent_bits: bits(opcode_pair, a, "exponent_bits")?,
             mantissa_bits: bits(opcode_pair, a, "mantissa_bits")?,
         },
+        "collective-broadcast" => Op::CollectiveBroadcast {
+            collective: collective(a)?,
+        },
+        // XLA's parser takes the largest when `largest` is not written.
+        "topk" => Op::TopK {
+            k: a.int("k")?,
+            largest: !a.map.contains_key("largest") || a.flag("largest")?,
+        },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: match a.optional_int("cross_program_prefetch_index")? {
                 None => None,

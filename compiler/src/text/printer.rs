@@ -321,6 +321,10 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             write_collective(out, collective);
             let _ = write!(out, ", dimensions={{{dimension}}}, to_apply={to_apply}");
         }
+        Op::CollectiveBroadcast { collective } => write_collective(out, collective),
+        Op::TopK { k, largest } => {
+            let _ = write!(out, ", k={k}, largest={largest}");
+        }
         Op::AllToAll {
             collective,
             dimension,
