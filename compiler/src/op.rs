@@ -743,6 +743,14 @@ pub enum Op {
         collective: Collective,
         dimension: Option<i64>,
     },
+    /// `domain`: its operand, marking where one sharding domain ends and
+    /// another begins (`domain={kind="sharding", entry=..., exit=...}`).
+    /// XLA keeps `exit` on the operand's side (proto field 54,
+    /// `domain_entry_sharding`) and `entry` on the users' (55).
+    Domain {
+        entry: Box<crate::sharding::Sharding>,
+        exit: Box<crate::sharding::Sharding>,
+    },
     /// `collective-broadcast`: every participant of a group gets the
     /// operand of the group's first participant.
     CollectiveBroadcast {
@@ -878,7 +886,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 62] = [
+pub const STRUCTURED_OPCODES: [&str; 63] = [
     "parameter",
     "constant",
     "iota",
@@ -919,6 +927,7 @@ pub const STRUCTURED_OPCODES: [&str; 62] = [
     "all-to-all",
     "collective-broadcast",
     "topk",
+    "domain",
     "collective-permute",
     "replica-id",
     "partition-id",
@@ -1105,6 +1114,7 @@ impl Op {
             Op::AllToAll { .. } => "all-to-all",
             Op::CollectiveBroadcast { .. } => "collective-broadcast",
             Op::TopK { .. } => "topk",
+            Op::Domain { .. } => "domain",
             Op::CollectivePermute { .. } => "collective-permute",
             Op::AllReduceStart { .. } => "all-reduce-start",
             Op::AllGatherStart { .. } => "all-gather-start",
@@ -1200,6 +1210,7 @@ impl Op {
                 | Op::RngBitGenerator { .. }
                 | Op::Rng { .. }
                 | Op::OptBarrier
+                | Op::Domain { .. }
                 | Op::While { .. }
                 | Op::Conditional { .. }
                 | Op::Fusion { .. }

@@ -763,3 +763,13 @@ fn topk_picks_along_the_last_dimension() {
         assert_values(&out[1], &indices, 0.0);
     }
 }
+
+/// A sharding `domain` marks a boundary and passes its operand through.
+#[test]
+fn a_domain_passes_its_operand_through() {
+    let hlo = entry(
+        "  p = f32[3] parameter(0)\n  d = f32[3] domain(p), domain={kind=\"sharding\", entry={}, exit={maximal device=0}}\n  ROOT r = f32[3] negate(d)",
+    );
+    let out = run(&hlo, &[f32s(&[3], &[1.0, -2.0, 0.5])]);
+    assert_values(&out[0], &[-1.0, 2.0, -0.5], 0.0);
+}

@@ -438,6 +438,10 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         Op::AllReduce { collective, .. }
         | Op::AllReduceStart { collective, .. }
         | Op::CollectiveBroadcast { collective } => fill_collective(collective, p),
+        Op::Domain { entry, exit } => {
+            p.domain_entry_sharding = Some(Box::new(super::sharding::to_proto(exit)));
+            p.domain_exit_sharding = Some(Box::new(super::sharding::to_proto(entry)));
+        }
         Op::TopK { k, largest } => {
             p.k = *k;
             p.largest = *largest;

@@ -176,6 +176,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
         ),
         (p.is_composite, "is_composite (89)", "call", composite),
         (
+            p.domain_entry_sharding.is_some() || p.domain_exit_sharding.is_some(),
+            "domain_entry_sharding (54) or domain_exit_sharding (55)",
+            "domain",
+            matches!(op, Op::Domain { .. }),
+        ),
+        (
             p.k != 0 || p.largest,
             "k (81) or largest (85)",
             "topk",
@@ -868,6 +874,18 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             exponent_bits: p.exponent_bits,
             mantissa_bits: p.mantissa_bits,
         },
+        // XLA writes the operand's side (text `exit`) as the entry.
+        "domain" => {
+            let side = |s: &Option<Box<OpSharding>>, field: &str| {
+                s.as_deref()
+                    .ok_or_else(|| format!("domain has no {field}"))
+                    .and_then(|s| super::sharding::from_proto(s).map(Box::new))
+            };
+            Op::Domain {
+                exit: side(&p.domain_entry_sharding, "domain_entry_sharding (54)")?,
+                entry: side(&p.domain_exit_sharding, "domain_exit_sharding (55)")?,
+            }
+        }
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective_from_proto(p)?,
         },

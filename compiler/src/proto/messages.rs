@@ -168,6 +168,10 @@ pub struct HloInstructionProto {
     pub channel_id: i64,
     #[prost(bool, tag = "47")]
     pub is_host_transfer: bool,
+    #[prost(message, optional, boxed, tag = "54")]
+    pub domain_entry_sharding: Option<Box<OpSharding>>,
+    #[prost(message, optional, boxed, tag = "55")]
+    pub domain_exit_sharding: Option<Box<OpSharding>>,
     #[prost(int64, tag = "81")]
     pub k: i64,
     #[prost(bool, tag = "85")]

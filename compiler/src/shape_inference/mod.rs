@@ -186,7 +186,7 @@ pub fn infer_shape(
         Op::Tuple => Ok(Shape::Tuple(
             operands.iter().map(|s| (*s).clone()).collect(),
         )),
-        Op::OptBarrier => calls::opt_barrier(operands),
+        Op::OptBarrier | Op::Domain { .. } => calls::opt_barrier(operands),
         Op::GetTupleElement { index } => calls::get_tuple_element(*index, operands),
         Op::Call { to_apply, .. } => {
             control_flow::call("call", to_apply, get_callee(to_apply)?, operands)

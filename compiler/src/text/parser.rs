@@ -1457,6 +1457,59 @@ fn collective(a: &mut Attrs) -> Result<Collective, ParseError> {
     })
 }
 
+/// `domain={kind="sharding", entry={...}, exit={...}}`: the one kind of
+/// domain XLA's text writes.
+fn domain(at: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
+    let (value, p) = a.required("domain")?;
+    let Value::Map(entries) = value else {
+        return err_at(
+            &p,
+            format!(
+                "'domain' must be {{kind=..., entry=..., exit=...}}, got {}",
+                value.kind()
+            ),
+        );
+    };
+    let mut kind = None;
+    let (mut entry, mut exit) = (None, None);
+    for (k, v) in entries {
+        match (k.as_str(), v) {
+            ("kind", Value::Str(s)) => kind = Some(s),
+            ("entry", Value::Raw(text)) => entry = Some(text),
+            ("exit", Value::Raw(text)) => exit = Some(text),
+            (other, v) => {
+                return err_at(
+                    &p,
+                    format!(
+                        "domain has '{other}' ({}), which hlatc does not read",
+                        v.kind()
+                    ),
+                )
+            }
+        }
+    }
+    if kind.as_deref() != Some("sharding") {
+        return err_at(
+            at,
+            format!("domain of kind {kind:?}: hlatc reads sharding domains only"),
+        );
+    }
+    let sharding = |text: Option<String>, side: &str| -> Result<Box<Sharding>, ParseError> {
+        let text = text.ok_or_else(|| ParseError {
+            line: p.line_col().0,
+            column: p.line_col().1,
+            message: format!("domain needs its {side} sharding"),
+        })?;
+        super::sharding::parse_sharding(&text, &metadata_fields)
+            .map(Box::new)
+            .or_else(|e| err_at(&p, format!("domain {side}: {}", e.message)))
+    };
+    Ok(Op::Domain {
+        entry: sharding(entry, "entry")?,
+        exit: sharding(exit, "exit")?,
+    })
+}
+
 /// A required bit count that fits XLA's `int32` field.
 fn bits(at: &Pair<'_>, a: &mut Attrs, key: &str) -> Result<i32, ParseError> {
     let n = a.int(key)?;
@@ -1801,6 +1854,7 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             exponent_bits: bits(opcode_pair, a, "exponent_bits")?,
             mantissa_bits: bits(opcode_pair, a, "mantissa_bits")?,
         },
+        "domain" => domain(opcode_pair, a)?,
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective(a)?,
         },

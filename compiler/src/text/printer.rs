@@ -322,6 +322,13 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             let _ = write!(out, ", dimensions={{{dimension}}}, to_apply={to_apply}");
         }
         Op::CollectiveBroadcast { collective } => write_collective(out, collective),
+        Op::Domain { entry, exit } => {
+            out.push_str(", domain={kind=\"sharding\", entry=");
+            super::sharding::write_sharding(out, entry, &metadata_fields);
+            out.push_str(", exit=");
+            super::sharding::write_sharding(out, exit, &metadata_fields);
+            out.push('}');
+        }
         Op::TopK { k, largest } => {
             let _ = write!(out, ", k={k}, largest={largest}");
         }
