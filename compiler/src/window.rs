@@ -279,6 +279,20 @@ fn write_labels(
     f.write_str(&out.into_iter().collect::<String>())
 }
 
+/// The first of `dims` that is out of `0..rank` or repeats one before it.
+pub(crate) fn misplaced_dimension(dims: impl IntoIterator<Item = i64>, rank: usize) -> Option<i64> {
+    let mut seen = vec![false; rank];
+    dims.into_iter().find(
+        |&d| match usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) {
+            Some(s) if !*s => {
+                *s = true;
+                false
+            }
+            _ => true,
+        },
+    )
+}
+
 impl ConvDims {
     /// Whether `dim_labels` can spell these: each operand's dimension
     /// numbers name each of its dimensions once, with at most ten spatial
@@ -313,16 +327,11 @@ impl ConvDims {
                 ));
             }
             let rank = spatial.len() + 2;
-            let mut seen = vec![false; rank];
-            for d in [a, b].into_iter().chain(spatial.iter().copied()) {
-                match usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) {
-                    Some(s) if !*s => *s = true,
-                    _ => {
-                        return Err(format!(
-                            "{what} dimension {d} is out of range for rank {rank} or named twice"
-                        ))
-                    }
-                }
+            let dims = [a, b].into_iter().chain(spatial.iter().copied());
+            if let Some(d) = misplaced_dimension(dims, rank) {
+                return Err(format!(
+                    "{what} dimension {d} is out of range for rank {rank} or named twice"
+                ));
             }
         }
         Ok(())

@@ -3,7 +3,8 @@
 //! `concatenate`, `pad` and the asynchronous `copy-start`/`copy-done`.
 
 use super::{
-    arity, arr, array, check_dims_in_range, declared_array, invalid, same_type, ShapeError,
+    arity, arr, array, check_dims_in_range, declared_array, invalid, operand_and_declared,
+    same_type, ShapeError,
 };
 use crate::op::{PadDim, SliceDim};
 use crate::types::{ArrayShape, ElementType, Shape};
@@ -49,9 +50,7 @@ pub(super) fn top_k(k: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
 }
 
 pub(super) fn bitcast(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
-    let a = array(operands, 0)?;
-    let d = declared_array(declared)?;
+    let (a, d) = operand_and_declared(operands, declared)?;
     let bytes = |s: &ArrayShape| s.element_count().saturating_mul(s.ty.byte_size() as i64);
     if bytes(a) != bytes(d) {
         return invalid(format!(
@@ -71,9 +70,7 @@ pub(super) fn broadcast(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
-    let a = array(operands, 0)?;
-    let d = declared_array(declared)?;
+    let (a, d) = operand_and_declared(operands, declared)?;
     if dimensions.len() != a.rank() {
         return invalid(format!(
             "broadcast dimensions {dimensions:?} must have one entry per operand dimension ({})",
@@ -93,9 +90,7 @@ pub(super) fn broadcast(
 }
 
 pub(super) fn reshape(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
-    let a = array(operands, 0)?;
-    let d = declared_array(declared)?;
+    let (a, d) = operand_and_declared(operands, declared)?;
     if a.element_count() != d.element_count() {
         return invalid(format!("reshape changes the element count: {a} to {d}"));
     }

@@ -1,7 +1,9 @@
 //! Elementwise ops: `unary` and `binary` arithmetic, `compare`, `select`,
 //! `clamp`, and the conversions between element types.
 
-use super::{arity, arr, array, declared_array, invalid, same_type, ShapeError};
+use super::{
+    arity, arr, array, declared_array, invalid, operand_and_declared, same_type, ShapeError,
+};
 use crate::op::{BinaryOp, ComparisonType, UnaryOp};
 use crate::types::{ArrayShape, ElementType, Shape};
 
@@ -110,9 +112,7 @@ pub(super) fn clamp(operands: &[&Shape]) -> Result<Shape, ShapeError> {
 }
 
 pub(super) fn convert(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
-    let a = array(operands, 0)?;
-    let d = declared_array(declared)?;
+    let (a, d) = operand_and_declared(operands, declared)?;
     if a.dims != d.dims {
         return invalid(format!("convert changes dimensions: {a} to {d}"));
     }
@@ -168,9 +168,7 @@ pub(super) fn bitcast_convert(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
-    let a = array(operands, 0)?;
-    let d = declared_array(declared)?;
+    let (a, d) = operand_and_declared(operands, declared)?;
     let (wi, wo) = (a.ty.bit_width(), d.ty.bit_width());
     let dims = if wi == wo {
         a.dims.clone()

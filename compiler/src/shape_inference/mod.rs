@@ -86,6 +86,16 @@ fn declared_array(declared: Option<&Shape>) -> Result<&ArrayShape, ShapeError> {
     }
 }
 
+/// The one operand of an op that takes part of its result from the
+/// declared shape (convert, broadcast, reshape, ...), and that shape.
+fn operand_and_declared<'a>(
+    operands: &[&'a Shape],
+    declared: Option<&'a Shape>,
+) -> Result<(&'a ArrayShape, &'a ArrayShape), ShapeError> {
+    arity(operands, 1)?;
+    Ok((array(operands, 0)?, declared_array(declared)?))
+}
+
 fn check_dims_in_range(dims: &[i64], rank: usize, what: &str) -> Result<(), ShapeError> {
     let mut seen = vec![false; rank];
     for &d in dims {
@@ -311,9 +321,21 @@ fn check_signature(
     params: &[Shape],
     result: &Shape,
 ) -> Result<(), ShapeError> {
+    check_signature_as(name, sig, params, result, Shape::compatible)
+}
+
+/// A callee's signature against the one an op needs, shape by shape as
+/// `same` compares them.
+fn check_signature_as(
+    name: &str,
+    sig: &CalleeSignature,
+    params: &[Shape],
+    result: &Shape,
+    same: fn(&Shape, &Shape) -> bool,
+) -> Result<(), ShapeError> {
     let ok = sig.params.len() == params.len()
-        && sig.params.iter().zip(params).all(|(a, b)| a.compatible(b))
-        && sig.result.compatible(result);
+        && sig.params.iter().zip(params).all(|(a, b)| same(a, b))
+        && same(&sig.result, result);
     if !ok {
         let required = CalleeSignature {
             params: params.to_vec(),

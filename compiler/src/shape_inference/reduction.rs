@@ -2,8 +2,8 @@
 //! (also for `scatter` and the collectives).
 
 use super::{
-    arr, array, check_dims_in_range, check_signature, invalid, one_or_tuple, windowed,
-    CalleeSignature, ShapeError,
+    arr, array, check_dims_in_range, check_signature, check_signature_as, invalid, one_or_tuple,
+    windowed, CalleeSignature, ShapeError,
 };
 use crate::types::{ArrayShape, Shape};
 use crate::window::Window;
@@ -124,16 +124,11 @@ pub(super) fn check_reducer_signature(
     params: &[Shape],
     result: &Shape,
 ) -> Result<(), ShapeError> {
-    let ok = sig.params.len() == params.len()
-        && sig
-            .params
-            .iter()
-            .zip(params)
-            .all(|(a, b)| a.compatible_ignoring_fp_precision(b))
-        && sig.result.compatible_ignoring_fp_precision(result);
-    if ok {
-        Ok(())
-    } else {
-        check_signature(name, sig, params, result)
-    }
+    check_signature_as(
+        name,
+        sig,
+        params,
+        result,
+        Shape::compatible_ignoring_fp_precision,
+    )
 }

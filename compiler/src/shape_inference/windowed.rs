@@ -16,18 +16,12 @@ fn check_roles(what: &str, dims: &[i64], a: &ArrayShape) -> Result<(), ShapeErro
             a.rank()
         ));
     }
-    let mut seen = vec![false; a.rank()];
-    for &d in dims {
-        match usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) {
-            Some(s) if !*s => *s = true,
-            _ => {
-                return invalid(format!(
-                    "convolution {what} dimension {d} is out of range or named twice"
-                ))
-            }
-        }
+    match crate::window::misplaced_dimension(dims.iter().copied(), a.rank()) {
+        Some(d) => invalid(format!(
+            "convolution {what} dimension {d} is out of range or named twice"
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 pub(super) fn convolution(

@@ -1235,16 +1235,7 @@ fn nested_instruction<'i>(
     let (op, operands, note) =
         instruction_body(body, shape_pair, &declared, "(nested)", &mut attrs)?;
     attrs.finish()?;
-    let instr = Instruction {
-        name: String::new(),
-        shape: declared,
-        op,
-        metadata: Metadata::default(),
-        frontend_attributes: BTreeMap::new(),
-        sharding: None,
-        backend_config: String::new(),
-        parameter_replication: None,
-    };
+    let instr = Instruction::new(String::new(), declared, op);
     Ok((instr, operands, shape_pair.is_none(), note))
 }
 
