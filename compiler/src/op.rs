@@ -407,6 +407,43 @@ pub struct Transfer {
     pub is_host_transfer: bool,
 }
 
+/// How `triangular-solve` uses its matrix (`transpose_a=`, XLA's
+/// `TriangularSolveOptions.Transpose`; proto number = index + 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransposeA {
+    NoTranspose,
+    Transpose,
+    Adjoint,
+}
+
+impl TransposeA {
+    const ALL: [TransposeA; 3] = [
+        TransposeA::NoTranspose,
+        TransposeA::Transpose,
+        TransposeA::Adjoint,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TransposeA::NoTranspose => "NO_TRANSPOSE",
+            TransposeA::Transpose => "TRANSPOSE",
+            TransposeA::Adjoint => "ADJOINT",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn proto(self) -> i32 {
+        self as i32 + 1
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.proto() == v)
+    }
+}
+
 /// `rng`'s distribution (`distribution=` in text, `RandomDistribution` in
 /// the proto).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -751,6 +788,21 @@ pub enum Op {
         entry: Box<crate::sharding::Sharding>,
         exit: Box<crate::sharding::Sharding>,
     },
+    /// `triangular-solve`: solves `a x = b` (or `x a = b` unless
+    /// `left_side`) for a triangular `a`, over leading batch dimensions.
+    /// `transpose_a` is `None` where it is not written (XLA's
+    /// `TRANSPOSE_INVALID`, which it prints as nothing).
+    TriangularSolve {
+        left_side: bool,
+        lower: bool,
+        unit_diagonal: bool,
+        transpose_a: Option<TransposeA>,
+    },
+    /// `cholesky`: the lower (or upper) triangular factor of a symmetric
+    /// positive definite matrix; the other triangle is unspecified.
+    Cholesky {
+        lower: bool,
+    },
     /// `collective-broadcast`: every participant of a group gets the
     /// operand of the group's first participant.
     CollectiveBroadcast {
@@ -886,7 +938,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 63] = [
+pub const STRUCTURED_OPCODES: [&str; 65] = [
     "parameter",
     "constant",
     "iota",
@@ -927,6 +979,8 @@ pub const STRUCTURED_OPCODES: [&str; 63] = [
     "all-to-all",
     "collective-broadcast",
     "topk",
+    "triangular-solve",
+    "cholesky",
     "domain",
     "collective-permute",
     "replica-id",
@@ -1114,6 +1168,8 @@ impl Op {
             Op::AllToAll { .. } => "all-to-all",
             Op::CollectiveBroadcast { .. } => "collective-broadcast",
             Op::TopK { .. } => "topk",
+            Op::TriangularSolve { .. } => "triangular-solve",
+            Op::Cholesky { .. } => "cholesky",
             Op::Domain { .. } => "domain",
             Op::CollectivePermute { .. } => "collective-permute",
             Op::AllReduceStart { .. } => "all-reduce-start",

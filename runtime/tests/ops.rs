@@ -773,3 +773,27 @@ fn a_domain_passes_its_operand_through() {
     let out = run(&hlo, &[f32s(&[3], &[1.0, -2.0, 0.5])]);
     assert_values(&out[0], &[-1.0, 2.0, -0.5], 0.0);
 }
+
+/// `triangular-solve` from the left with a lower matrix: 2 x1 = 2 and
+/// x1 + x2 = 3 give (1, 2); `cholesky` of [[4, 2], [2, 3]] has the lower
+/// factor [[2, 0], [1, sqrt 2]] (its other triangle is unspecified).
+#[test]
+fn triangular_solve_and_cholesky() {
+    let hlo = entry(
+        "  a = f32[2,2] parameter(0)\n  b = f32[2,1] parameter(1)\n  ROOT x = f32[2,1] triangular-solve(a, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE",
+    );
+    let out = run(
+        &hlo,
+        &[
+            f32s(&[2, 2], &[2.0, 0.0, 1.0, 1.0]),
+            f32s(&[2, 1], &[2.0, 3.0]),
+        ],
+    );
+    assert_values(&out[0], &[1.0, 2.0], 1e-6);
+    let hlo = entry("  a = f32[2,2] parameter(0)\n  ROOT l = f32[2,2] cholesky(a), lower=true");
+    let out = run(&hlo, &[f32s(&[2, 2], &[4.0, 2.0, 2.0, 3.0])]);
+    let l = out[0].to_f64_vec();
+    for (got, want) in [(l[0], 2.0), (l[2], 1.0), (l[3], 2f64.sqrt())] {
+        assert!((got - want).abs() < 1e-6, "{l:?}");
+    }
+}

@@ -357,6 +357,9 @@ pub fn vjp(
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
         Op::TopK { .. } => return not_differentiable(b, n, "topk has no gradient rule in hlatc"),
+        Op::TriangularSolve { .. } | Op::Cholesky { .. } => {
+            return not_differentiable(b, n, "linear-algebra ops have no gradient rule in hlatc")
+        }
         Op::Domain { .. } => {
             return not_differentiable(b, n, "sharding domains have no gradient rule in hlatc")
         }

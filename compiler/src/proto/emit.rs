@@ -442,6 +442,20 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.domain_entry_sharding = Some(Box::new(super::sharding::to_proto(exit)));
             p.domain_exit_sharding = Some(Box::new(super::sharding::to_proto(entry)));
         }
+        Op::TriangularSolve {
+            left_side,
+            lower,
+            unit_diagonal,
+            transpose_a,
+        } => {
+            p.triangular_solve_options = Some(TriangularSolveOptions {
+                left_side: *left_side,
+                lower: *lower,
+                unit_diagonal: *unit_diagonal,
+                transpose_a: transpose_a.map_or(0, |t| t.proto()),
+            })
+        }
+        Op::Cholesky { lower } => p.cholesky_options = Some(CholeskyOptions { lower: *lower }),
         Op::TopK { k, largest } => {
             p.k = *k;
             p.largest = *largest;

@@ -182,6 +182,18 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             matches!(op, Op::Domain { .. }),
         ),
         (
+            p.triangular_solve_options.is_some(),
+            "triangular_solve_options (59)",
+            "triangular-solve",
+            matches!(op, Op::TriangularSolve { .. }),
+        ),
+        (
+            p.cholesky_options.is_some(),
+            "cholesky_options (62)",
+            "cholesky",
+            matches!(op, Op::Cholesky { .. }),
+        ),
+        (
             p.k != 0 || p.largest,
             "k (81) or largest (85)",
             "topk",
@@ -886,6 +898,23 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 entry: side(&p.domain_exit_sharding, "domain_exit_sharding (55)")?,
             }
         }
+        "triangular-solve" => {
+            let o = p.triangular_solve_options.clone().unwrap_or_default();
+            Op::TriangularSolve {
+                left_side: o.left_side,
+                lower: o.lower,
+                unit_diagonal: o.unit_diagonal,
+                transpose_a: match o.transpose_a {
+                    0 => None,
+                    v => Some(TransposeA::from_proto(v).ok_or_else(|| {
+                        format!("triangular_solve_options has unknown transpose_a {v}")
+                    })?),
+                },
+            }
+        }
+        "cholesky" => Op::Cholesky {
+            lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
+        },
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective_from_proto(p)?,
         },

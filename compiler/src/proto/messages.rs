@@ -32,6 +32,27 @@ pub struct HloModuleProto {
 }
 
 /// `is_scheduled`: per computation id, its instructions in schedule order.
+/// xla_data.proto's `TriangularSolveOptions`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TriangularSolveOptions {
+    #[prost(bool, tag = "1")]
+    pub left_side: bool,
+    #[prost(bool, tag = "2")]
+    pub lower: bool,
+    #[prost(bool, tag = "3")]
+    pub unit_diagonal: bool,
+    /// 0 is `TRANSPOSE_INVALID`, what XLA writes when none is given.
+    #[prost(int32, tag = "4")]
+    pub transpose_a: i32,
+}
+
+/// xla_data.proto's `CholeskyOptions`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CholeskyOptions {
+    #[prost(bool, tag = "1")]
+    pub lower: bool,
+}
+
 /// xla_data.proto's `DeviceAssignmentProto`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct DeviceAssignmentProto {
@@ -172,6 +193,10 @@ pub struct HloInstructionProto {
     pub domain_entry_sharding: Option<Box<OpSharding>>,
     #[prost(message, optional, boxed, tag = "55")]
     pub domain_exit_sharding: Option<Box<OpSharding>>,
+    #[prost(message, optional, tag = "59")]
+    pub triangular_solve_options: Option<TriangularSolveOptions>,
+    #[prost(message, optional, tag = "62")]
+    pub cholesky_options: Option<CholeskyOptions>,
     #[prost(int64, tag = "81")]
     pub k: i64,
     #[prost(bool, tag = "85")]

@@ -60,6 +60,18 @@ schema!(
     ]
 );
 schema!(
+    TRIANGULAR_SOLVE_OPTIONS,
+    "TriangularSolveOptions",
+    [
+        (1, "left_side"),
+        (2, "lower"),
+        (3, "unit_diagonal"),
+        (4, "transpose_a"),
+    ],
+    []
+);
+schema!(CHOLESKY_OPTIONS, "CholeskyOptions", [(1, "lower")], []);
+schema!(
     DEVICE_ASSIGNMENT,
     "DeviceAssignmentProto",
     [
@@ -165,6 +177,8 @@ schema!(
         (19, "mantissa_bits"),
         (81, "k"),
         (85, "largest"),
+        (59, "triangular_solve_options", TRIANGULAR_SOLVE_OPTIONS),
+        (62, "cholesky_options", CHOLESKY_OPTIONS),
         (54, "domain_entry_sharding", OP_SHARDING),
         (55, "domain_exit_sharding", OP_SHARDING),
         (80, "cross_program_prefetch_index"),
@@ -186,8 +200,6 @@ schema!(
         (31, "fft_type"),
         (32, "fft_length"),
         (45, "all_reduce_id"),
-        (59, "triangular_solve_options"),
-        (62, "cholesky_options"),
         (66, "delta"),
         (73, "is_cross_program_prefetch"),
         (75, "padding_type"),
@@ -731,7 +743,9 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 45] = [
+    const DECLARED: [(&str, &Schema); 47] = [
+        ("TriangularSolveOptions", &TRIANGULAR_SOLVE_OPTIONS),
+        ("CholeskyOptions", &CHOLESKY_OPTIONS),
         ("HloModuleProto", &HLO_MODULE),
         ("DeviceAssignmentProto", &DEVICE_ASSIGNMENT),
         ("ComputationDevice", &COMPUTATION_DEVICE),

@@ -4,6 +4,50 @@ use super::{arity, arr, array, check_dims_in_range, invalid, ShapeError};
 use crate::op::{DotDims, Precision};
 use crate::types::{ArrayShape, ElementType, Shape};
 
+/// The matrices of `a` (`[..., m, m]`) and what it solves against: `b`
+/// is `[..., m, n]` from the left, `[..., n, m]` from the right, with the
+/// same batch dimensions and type. The result is `b`'s shape.
+pub(super) fn triangular_solve(left_side: bool, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 2)?;
+    let (a, b) = (array(operands, 0)?, array(operands, 1)?);
+    let m = square_matrix("triangular-solve", a)?;
+    if a.ty != b.ty || b.rank() != a.rank() || b.dims[..b.rank() - 2] != a.dims[..a.rank() - 2] {
+        return invalid(format!(
+            "triangular-solve of {a} needs a right-hand side of its type and batch dimensions, got {b}"
+        ));
+    }
+    let solved = if left_side {
+        b.dims[b.rank() - 2]
+    } else {
+        b.dims[b.rank() - 1]
+    };
+    if solved != m {
+        return invalid(format!(
+            "triangular-solve of {a} from the {} needs {m} there in {b}",
+            if left_side { "left" } else { "right" }
+        ));
+    }
+    Ok(Shape::Array(b.clone()))
+}
+
+/// `cholesky` of a float `[..., n, n]`: the same shape.
+pub(super) fn cholesky(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 1)?;
+    let a = array(operands, 0)?;
+    square_matrix("cholesky", a)?;
+    Ok(Shape::Array(a.clone()))
+}
+
+/// The size of the square float matrices at the end of `a`'s dimensions.
+fn square_matrix(opcode: &str, a: &ArrayShape) -> Result<i64, ShapeError> {
+    match a.dims.as_slice() {
+        [.., m, n] if m == n && a.ty.is_float() => Ok(*m),
+        _ => invalid(format!(
+            "{opcode} needs float square matrices in the last two dimensions, got {a}"
+        )),
+    }
+}
+
 pub(super) fn dot(
     dims: &DotDims,
     precision: &[Precision],

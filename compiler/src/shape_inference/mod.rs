@@ -255,6 +255,10 @@ pub fn infer_shape(
             collective::collective_broadcast(collective, operands)
         }
         Op::TopK { k, .. } => data_movement::top_k(*k, operands),
+        Op::TriangularSolve { left_side, .. } => {
+            contraction::triangular_solve(*left_side, operands)
+        }
+        Op::Cholesky { .. } => contraction::cholesky(operands),
         Op::AllReduceStart {
             collective,
             to_apply,

@@ -1846,6 +1846,24 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
             mantissa_bits: bits(opcode_pair, a, "mantissa_bits")?,
         },
         "domain" => domain(opcode_pair, a)?,
+        "triangular-solve" => Op::TriangularSolve {
+            left_side: a.flag("left_side")?,
+            lower: a.flag("lower")?,
+            unit_diagonal: a.flag("unit_diagonal")?,
+            transpose_a: if a.map.contains_key("transpose_a") {
+                Some(parse_enum(
+                    a,
+                    "transpose_a",
+                    TransposeA::from_name,
+                    "NO_TRANSPOSE, TRANSPOSE, ADJOINT",
+                )?)
+            } else {
+                None
+            },
+        },
+        "cholesky" => Op::Cholesky {
+            lower: a.flag("lower")?,
+        },
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective(a)?,
         },

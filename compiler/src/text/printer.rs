@@ -329,6 +329,20 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             super::sharding::write_sharding(out, exit, &metadata_fields);
             out.push('}');
         }
+        Op::TriangularSolve {
+            left_side,
+            lower,
+            unit_diagonal,
+            transpose_a,
+        } => {
+            flag(out, "left_side", *left_side);
+            flag(out, "lower", *lower);
+            flag(out, "unit_diagonal", *unit_diagonal);
+            if let Some(t) = transpose_a {
+                let _ = write!(out, ", transpose_a={}", t.name());
+            }
+        }
+        Op::Cholesky { lower } => flag(out, "lower", *lower),
         Op::TopK { k, largest } => {
             let _ = write!(out, ", k={k}, largest={largest}");
         }
