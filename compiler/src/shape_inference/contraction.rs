@@ -54,12 +54,7 @@ pub(super) fn dot(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
-    let (l, r) = (array(operands, 0)?, array(operands, 1)?);
-    if !precision.is_empty() && precision.len() != 2 {
-        return invalid("operand_precision needs one entry per operand");
-    }
-    let ty = contraction_type("dot", l, r, declared)?;
+    let (l, r, ty) = contraction_operands("dot", precision, operands, declared)?;
     if dims.lhs_batch.len() != dims.rhs_batch.len()
         || dims.lhs_contracting.len() != dims.rhs_contracting.len()
     {
@@ -106,11 +101,27 @@ pub(super) fn dot(
     Ok(arr(ty, out))
 }
 
+/// A dot's or convolution's two operands, with one operand precision each
+/// if any is written, and the element type they contract to.
+pub(super) fn contraction_operands<'a>(
+    opcode: &str,
+    precision: &[Precision],
+    operands: &[&'a Shape],
+    declared: Option<&Shape>,
+) -> Result<(&'a ArrayShape, &'a ArrayShape, ElementType), ShapeError> {
+    arity(operands, 2)?;
+    let (l, r) = (array(operands, 0)?, array(operands, 1)?);
+    if !precision.is_empty() && precision.len() != 2 {
+        return invalid("operand_precision needs one entry per operand");
+    }
+    Ok((l, r, contraction_type(opcode, l, r, declared)?))
+}
+
 /// The element type of a dot or convolution of `l` and `r`: the written
 /// one (an accumulation type), else the operands'. Integer weights may meet
 /// float activations (`s4` x `bf16`), as XLA allows; the result is then a
 /// float type, written.
-pub(super) fn contraction_type(
+fn contraction_type(
     opcode: &str,
     l: &ArrayShape,
     r: &ArrayShape,

@@ -1,8 +1,8 @@
 //! Ops that slide a window over their input: `convolution` and
 //! `reduce-window`.
 
-use super::contraction::contraction_type;
-use super::{arity, array, invalid, one_or_tuple, ShapeError};
+use super::contraction::contraction_operands;
+use super::{invalid, one_or_tuple, ShapeError};
 use crate::op::Precision;
 use crate::types::{ArrayShape, Shape};
 use crate::window::{ConvDims, Window};
@@ -32,12 +32,7 @@ pub(super) fn convolution(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
-    let (lhs, rhs) = (array(operands, 0)?, array(operands, 1)?);
-    if !precision.is_empty() && precision.len() != 2 {
-        return invalid("operand_precision needs one entry per operand");
-    }
-    let ty = contraction_type("convolution", lhs, rhs, declared)?;
+    let (lhs, rhs, ty) = contraction_operands("convolution", precision, operands, declared)?;
     let spatial = dims.input_spatial.len();
     if dims.kernel_spatial.len() != spatial || dims.output_spatial.len() != spatial {
         return invalid(format!(

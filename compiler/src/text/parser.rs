@@ -806,7 +806,7 @@ fn shape_source<'i>(
     at: Pair<'i>,
 ) -> Option<(Pair<'i>, Option<Shape>)> {
     if xla_derives_shape(op) {
-        Some((at, Some(declared.clone()).filter(|_| !unshaped)))
+        Some((at, (!unshaped).then(|| declared.clone())))
     } else {
         unshaped.then_some((at, None))
     }
@@ -1486,11 +1486,9 @@ fn domain(at: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
         );
     }
     let sharding = |text: Option<String>, side: &str| -> Result<Box<Sharding>, ParseError> {
-        let text = text.ok_or_else(|| ParseError {
-            line: p.line_col().0,
-            column: p.line_col().1,
-            message: format!("domain needs its {side} sharding"),
-        })?;
+        let Some(text) = text else {
+            return err_at(&p, format!("domain needs its {side} sharding"));
+        };
         super::sharding::parse_sharding(&text, &metadata_fields)
             .map(Box::new)
             .or_else(|e| err_at(&p, format!("domain {side}: {}", e.message)))
