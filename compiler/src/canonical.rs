@@ -8,7 +8,7 @@ use crate::types::ElementType;
 
 /// The comparison type XLA assumes for operands of `ty`.
 pub fn default_comparison_type(ty: ElementType) -> ComparisonType {
-    if ty.is_float() {
+    if ty.is_float() || ty.is_complex() {
         ComparisonType::Float
     } else if ty.is_signed_int() {
         ComparisonType::Signed

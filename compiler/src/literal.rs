@@ -44,6 +44,8 @@ pub enum Scalar {
     Int(i64),
     UInt(u64),
     Float(f64),
+    /// A `c64` or `c128` element: (real, imaginary).
+    Complex(f64, f64),
 }
 
 impl Literal {
@@ -195,9 +197,13 @@ impl Literal {
     pub fn get(&self, i: usize) -> Scalar {
         let w = self.ty().byte_size();
         let b = &self.data[i * w..(i + 1) * w];
+        let ty = self.ty();
+        if ty.is_complex() {
+            let parts = self.complex_parts(i);
+            return Scalar::Complex(parts.get(0).as_f64(), parts.get(1).as_f64());
+        }
         let mut buf = [0u8; 8];
         buf[..w].copy_from_slice(b);
-        let ty = self.ty();
         if let Some(format) = ty.minifloat() {
             return Scalar::Float(format.decode(b[0]));
         }
@@ -223,13 +229,36 @@ impl Literal {
             ElementType::Bf16 => Scalar::Float(bf16::from_le_bytes([b[0], b[1]]).to_f64()),
             ElementType::F32 => Scalar::Float(f32::from_le_bytes(b.try_into().unwrap()) as f64),
             ElementType::F64 => Scalar::Float(f64::from_le_bytes(buf)),
-            f8_types!() => unreachable!("decoded above"),
+            f8_types!() | ElementType::C64 | ElementType::C128 => unreachable!("decoded above"),
         }
     }
 
-    /// Every element widened to f64 (booleans as 0/1). For comparisons in tests
-    /// and summaries; integers beyond 2^53 lose precision.
+    /// Element `i` of a complex literal as a literal of its two parts
+    /// (real, imaginary) in the component type, bit for bit.
+    fn complex_parts(&self, i: usize) -> Literal {
+        let ty = self.ty();
+        let part = ty
+            .complex_component()
+            .expect("complex_parts is asked of complex literals");
+        let w = ty.byte_size();
+        Literal {
+            shape: ArrayShape::new(part, vec![2]),
+            data: self.data[i * w..(i + 1) * w].to_vec(),
+        }
+    }
+
+    /// Every element widened to f64 (booleans as 0/1; a complex element as
+    /// its real and then its imaginary part, as it lies in memory). For
+    /// comparisons in tests and summaries; integers beyond 2^53 lose
+    /// precision.
     pub fn to_f64_vec(&self) -> Vec<f64> {
+        if let (true, Some(part)) = (self.ty().is_complex(), self.ty().complex_component()) {
+            let parts = Literal {
+                shape: ArrayShape::new(part, vec![2 * self.element_count() as i64]),
+                data: self.data.clone(),
+            };
+            return parts.to_f64_vec();
+        }
         (0..self.element_count())
             .map(|i| self.get(i).as_f64())
             .collect()
@@ -245,7 +274,7 @@ impl Literal {
                 Scalar::Bool(b) => b as i64,
                 Scalar::Int(v) => v,
                 Scalar::UInt(v) => v as i64,
-                Scalar::Float(v) => v as i64,
+                Scalar::Float(v) | Scalar::Complex(v, _) => v as i64,
             })
             .collect()
     }
@@ -257,12 +286,21 @@ impl Literal {
 }
 
 impl Scalar {
+    /// The value as f64; a complex value's real part.
     pub fn as_f64(self) -> f64 {
         match self {
             Scalar::Bool(b) => b as u8 as f64,
             Scalar::Int(v) => v as f64,
             Scalar::UInt(v) => v as f64,
-            Scalar::Float(v) => v,
+            Scalar::Float(v) | Scalar::Complex(v, _) => v,
+        }
+    }
+
+    /// The value as (real, imaginary): a real value's imaginary part is 0.
+    pub fn as_complex(self) -> (f64, f64) {
+        match self {
+            Scalar::Complex(re, im) => (re, im),
+            v => (v.as_f64(), 0.0),
         }
     }
 }
@@ -278,7 +316,7 @@ fn encode_scalar(ty: ElementType, v: Scalar, out: &mut Vec<u8>) -> Result<(), Li
             Scalar::Int(x) => Some(x as i128),
             Scalar::UInt(x) => Some(x as i128),
             Scalar::Float(f) if f.fract() == 0.0 && f.is_finite() => Some(f as i128),
-            Scalar::Float(_) => None,
+            Scalar::Float(_) | Scalar::Complex(..) => None,
         }
     };
     match ty {
@@ -294,6 +332,16 @@ fn encode_scalar(ty: ElementType, v: Scalar, out: &mut Vec<u8>) -> Result<(), Li
         ElementType::Bf16 => out.extend(bf16::from_f64(v.as_f64()).to_le_bytes()),
         ElementType::F32 => out.extend((v.as_f64() as f32).to_le_bytes()),
         ElementType::F64 => out.extend(v.as_f64().to_le_bytes()),
+        ElementType::C64 => {
+            let (re, im) = v.as_complex();
+            out.extend((re as f32).to_le_bytes());
+            out.extend((im as f32).to_le_bytes());
+        }
+        ElementType::C128 => {
+            let (re, im) = v.as_complex();
+            out.extend(re.to_le_bytes());
+            out.extend(im.to_le_bytes());
+        }
         _ if ty.is_float() => {
             let format = ty
                 .minifloat()
@@ -325,6 +373,13 @@ impl fmt::Display for Scalar {
             Scalar::Int(v) => write!(f, "{v}"),
             Scalar::UInt(v) => write!(f, "{v}"),
             Scalar::Float(v) => write_float(f, v, v),
+            Scalar::Complex(re, im) => {
+                f.write_str("(")?;
+                write_float(f, re, re)?;
+                f.write_str(", ")?;
+                write_float(f, im, im)?;
+                f.write_str(")")
+            }
         }
     }
 }
@@ -443,6 +498,13 @@ impl Literal {
     /// Element `i` widened for printing: floats narrower than f64 print their
     /// own shortest round-trip decimal rather than the f64 one.
     fn display_scalar(&self, i: usize) -> DisplayScalar {
+        if self.ty().is_complex() {
+            let parts = self.complex_parts(i);
+            return DisplayScalar::Complex(Box::new([
+                parts.display_scalar(0),
+                parts.display_scalar(1),
+            ]));
+        }
         if let Some((negative, payload)) = self.nan_parts(i) {
             return DisplayScalar::Nan(negative, payload);
         }
@@ -459,6 +521,8 @@ enum DisplayScalar {
     Narrow(f32),
     /// XLA's `nan`, `-nan`, `nan(0x1)`.
     Nan(bool, Option<u64>),
+    /// `(re, im)`, each part spelled as its component type's value.
+    Complex(Box<[DisplayScalar; 2]>),
 }
 
 impl fmt::Display for DisplayScalar {
@@ -476,6 +540,7 @@ impl fmt::Display for DisplayScalar {
                     None => Ok(()),
                 }
             }
+            DisplayScalar::Complex(parts) => write!(f, "({}, {})", parts[0], parts[1]),
         }
     }
 }

@@ -34,6 +34,10 @@ pub enum UnaryOp {
     Copy,
     /// `popcnt`: the number of set bits of each integer.
     PopulationCount,
+    /// A complex value's real part (a float's own value).
+    Real,
+    /// A complex value's imaginary part (zero for a float).
+    Imag,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,6 +57,8 @@ pub enum BinaryOp {
     ShiftLeft,
     ShiftRightLogical,
     ShiftRightArithmetic,
+    /// `complex(re, im)`: f32 or f64 parts to c64 or c128.
+    Complex,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -444,6 +450,45 @@ impl TransposeA {
     }
 }
 
+/// Which transform `fft` computes (`fft_type=`, XLA's `FftType`; proto
+/// number = index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FftType {
+    /// Complex to complex, forward.
+    Fft,
+    /// Complex to complex, inverse.
+    Ifft,
+    /// Real to complex: the non-negative frequencies only.
+    Rfft,
+    /// Complex (non-negative frequencies) to real.
+    Irfft,
+}
+
+impl FftType {
+    const ALL: [FftType; 4] = [FftType::Fft, FftType::Ifft, FftType::Rfft, FftType::Irfft];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FftType::Fft => "FFT",
+            FftType::Ifft => "IFFT",
+            FftType::Rfft => "RFFT",
+            FftType::Irfft => "IRFFT",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn proto(self) -> i32 {
+        self as i32
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.proto() == v)
+    }
+}
+
 /// `rng`'s distribution (`distribution=` in text, `RandomDistribution` in
 /// the proto).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -803,6 +848,12 @@ pub enum Op {
     Cholesky {
         lower: bool,
     },
+    /// `fft`: a discrete Fourier transform over the last
+    /// `fft_length.len()` (1 to 3) dimensions.
+    Fft {
+        fft_type: FftType,
+        fft_length: Vec<i64>,
+    },
     /// `collective-broadcast`: every participant of a group gets the
     /// operand of the group's first participant.
     CollectiveBroadcast {
@@ -893,7 +944,7 @@ pub enum Op {
 
 /// One table for the opcode spelling of the simple elementwise ops, used by
 /// printer, parser and proto in both directions.
-const UNARY_NAMES: [(UnaryOp, &str); 23] = [
+const UNARY_NAMES: [(UnaryOp, &str); 25] = [
     (UnaryOp::Abs, "abs"),
     (UnaryOp::Negate, "negate"),
     (UnaryOp::Exp, "exponential"),
@@ -917,9 +968,11 @@ const UNARY_NAMES: [(UnaryOp, &str); 23] = [
     (UnaryOp::IsFinite, "is-finite"),
     (UnaryOp::Copy, "copy"),
     (UnaryOp::PopulationCount, "popcnt"),
+    (UnaryOp::Real, "real"),
+    (UnaryOp::Imag, "imag"),
 ];
 
-const BINARY_NAMES: [(BinaryOp, &str); 15] = [
+const BINARY_NAMES: [(BinaryOp, &str); 16] = [
     (BinaryOp::Add, "add"),
     (BinaryOp::Subtract, "subtract"),
     (BinaryOp::Multiply, "multiply"),
@@ -935,10 +988,11 @@ const BINARY_NAMES: [(BinaryOp, &str); 15] = [
     (BinaryOp::ShiftLeft, "shift-left"),
     (BinaryOp::ShiftRightLogical, "shift-right-logical"),
     (BinaryOp::ShiftRightArithmetic, "shift-right-arithmetic"),
+    (BinaryOp::Complex, "complex"),
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 65] = [
+pub const STRUCTURED_OPCODES: [&str; 66] = [
     "parameter",
     "constant",
     "iota",
@@ -981,6 +1035,7 @@ pub const STRUCTURED_OPCODES: [&str; 65] = [
     "topk",
     "triangular-solve",
     "cholesky",
+    "fft",
     "domain",
     "collective-permute",
     "replica-id",
@@ -1170,6 +1225,7 @@ impl Op {
             Op::TopK { .. } => "topk",
             Op::TriangularSolve { .. } => "triangular-solve",
             Op::Cholesky { .. } => "cholesky",
+            Op::Fft { .. } => "fft",
             Op::Domain { .. } => "domain",
             Op::CollectivePermute { .. } => "collective-permute",
             Op::AllReduceStart { .. } => "all-reduce-start",

@@ -33,6 +33,10 @@ pub enum ElementType {
     Bf16,
     F32,
     F64,
+    /// A pair of f32 (real, imaginary), interleaved in memory.
+    C64,
+    /// A pair of f64 (real, imaginary), interleaved in memory.
+    C128,
 }
 
 /// The 8-bit float types, as a pattern (one list for every match that
@@ -51,7 +55,7 @@ macro_rules! f8_types {
 pub(crate) use f8_types;
 
 /// One row per type: text spelling, `PrimitiveType`, bits per element.
-const TABLE: [(ElementType, &str, i32, usize); 24] = [
+const TABLE: [(ElementType, &str, i32, usize); 26] = [
     (ElementType::Pred, "pred", 1, 8),
     (ElementType::S2, "s2", 26, 2),
     (ElementType::S4, "s4", 21, 4),
@@ -76,11 +80,13 @@ const TABLE: [(ElementType, &str, i32, usize); 24] = [
     (ElementType::Bf16, "bf16", 16, 16),
     (ElementType::F32, "f32", 11, 32),
     (ElementType::F64, "f64", 12, 64),
+    (ElementType::C64, "c64", 15, 64),
+    (ElementType::C128, "c128", 18, 128),
 ];
 
 impl ElementType {
-    pub const ALL: [ElementType; 24] = {
-        let mut all = [ElementType::Pred; 24];
+    pub const ALL: [ElementType; 26] = {
+        let mut all = [ElementType::Pred; 26];
         let mut i = 0;
         while i < TABLE.len() {
             all[i] = TABLE[i].0;
@@ -142,6 +148,33 @@ impl ElementType {
                 | ElementType::F32
                 | ElementType::F64
         )
+    }
+
+    /// `c64` and `c128`: not floats (no order, no float conversions), but
+    /// most float arithmetic applies to them.
+    pub fn is_complex(self) -> bool {
+        matches!(self, ElementType::C64 | ElementType::C128)
+    }
+
+    /// A complex type's real and imaginary part type (f32 for c64); a
+    /// float's own type, as XLA's `real` and `imag` take it.
+    pub fn complex_component(self) -> Option<ElementType> {
+        match self {
+            ElementType::C64 => Some(ElementType::F32),
+            ElementType::C128 => Some(ElementType::F64),
+            t if t.is_float() => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The complex type whose parts are `self` (c64 for f32); only f32 and
+    /// f64 have one, as XLA's `complex` requires.
+    pub fn complex_of(self) -> Option<ElementType> {
+        match self {
+            ElementType::F32 => Some(ElementType::C64),
+            ElementType::F64 => Some(ElementType::C128),
+            _ => None,
+        }
     }
 
     /// The 8-bit float formats' encoding; `None` for every other type.

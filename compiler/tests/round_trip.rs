@@ -377,3 +377,86 @@ fn instructions_written_as_operands_are_named_as_xla_names_them() {
         "{err}"
     );
 }
+
+/// A complex element is `(re, im)`; its parts are read as the part type and
+/// keep their bits through text and proto. The bytes, c64 (1, -2.5) and
+/// c128 (-0.0, inf), are checked one by one.
+#[test]
+fn complex_constants_read_print_and_encode_their_parts() {
+    let src = "HloModule m\nENTRY e {\n  a = c64[2] constant({(1, -2.5), (3, 0.5)})\n  b = c128[] constant((-0.0, inf))\n  ROOT t = (c64[2], c128[]) tuple(a, b)\n}\n";
+    let (m, notes) = hlatc_compiler::text::parse_module_noted(src).unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let e = m.entry();
+    let literal = |n: &str| match &e.instr(e.find(n).unwrap()).op {
+        hlatc_compiler::Op::Constant(l) => l.clone(),
+        other => panic!("{other:?}"),
+    };
+    let a = literal("a");
+    assert_eq!(a.to_f64_vec(), [1.0, -2.5, 3.0, 0.5]);
+    assert_eq!(&a.bytes()[..8], &[0, 0, 0x80, 0x3f, 0, 0, 0x20, 0xc0]);
+    assert_eq!(
+        a.get(1),
+        hlatc_compiler::Scalar::Complex(3.0, 0.5),
+        "element 1 as (re, im)"
+    );
+    let b = literal("b");
+    assert_eq!(b.bytes()[7], 0x80, "the real part keeps its negative zero");
+    assert_eq!(&b.bytes()[8..], &f64::INFINITY.to_le_bytes());
+    let printed = hlatc_compiler::text::print_module(&m);
+    assert!(
+        printed.contains("constant({(1, -2.5), (3, 0.5)})")
+            && printed.contains("constant((-0.0, inf))"),
+        "{printed}"
+    );
+    let back =
+        hlatc_compiler::proto::decode_module(&hlatc_compiler::proto::encode_module(&m)).unwrap();
+    assert_eq!(back, m);
+}
+
+/// XLA's parser (measured through jaxlib) copies a NaN real part into the
+/// imaginary part and reads a c64's imaginary NaN through f64, losing its
+/// payload; hlatc reads them the same way and says so.
+#[test]
+fn complex_nan_parts_are_read_as_xla_reads_them() {
+    let src = "HloModule m\nENTRY e {\n  ROOT a = c64[3] constant({(-nan(0x7), 2), (1, -nan(0x5)), (nan, nan)})\n}\n";
+    let (m, notes) = hlatc_compiler::text::parse_module_noted(src).unwrap();
+    let e = m.entry();
+    let hlatc_compiler::Op::Constant(l) = &e.instr(e.root().unwrap()).op else {
+        panic!("a constant")
+    };
+    let words: Vec<u32> = l
+        .bytes()
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        words,
+        [
+            0xff80_0007,
+            0xff80_0007,
+            0x3f80_0000,
+            0xffc0_0000,
+            0x7fc0_0000,
+            0x7fc0_0000
+        ]
+    );
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].starts_with("3:28: 'a' writes a complex value with a NaN part"),
+        "{notes:?}"
+    );
+    // A complex value is written (re, im), a real value is not.
+    for (value, message) in [
+        ("c64[] constant(1)", "a c64 value is written (re, im)"),
+        (
+            "f32[] constant((1, 2))",
+            "(re, im) is a complex value; f32 is not complex",
+        ),
+    ] {
+        let src = format!("HloModule m\nENTRY e {{\n  ROOT a = {value}\n}}\n");
+        let err = hlatc_compiler::text::parse_module(&src)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(message), "{err}");
+    }
+}

@@ -328,3 +328,45 @@ fn reducers_may_differ_in_float_width_where_xla_allows_it() {
         .unwrap_err();
     assert!(e.contains("is required"), "{e}");
 }
+
+/// Complex values take the float arithmetic XLA gives them and nothing
+/// more: no conversion drops an imaginary part, `complex` builds from f32
+/// or f64 only, and an fft's operand must be of its transform's kind and
+/// length (a transform reading past its operand would crash XLA CPU).
+#[test]
+fn complex_types_take_their_own_ops() {
+    accepted("  p = c64[4] parameter(0)\n  e = c64[4] exponential(p)\n  a = f32[4] abs(e)\n  f = c64[4] fft(e), fft_type=FFT, fft_length={4}\n  ROOT c = pred[4] compare(e, f), direction=EQ");
+    for (body, message) in [
+        (
+            "  p = c64[4] parameter(0)\n  ROOT c = f32[4] convert(p)",
+            "convert from c64 to f32 would drop the imaginary part; use real or imag",
+        ),
+        (
+            "  p = bf16[4] parameter(0)\n  ROOT c = c64[4] complex(p, p)",
+            "complex does not accept bf16",
+        ),
+        (
+            "  p = c64[4] parameter(0)\n  ROOT f = f32[4] floor(p)",
+            "floor does not accept c64",
+        ),
+        (
+            "  p = c64[4] parameter(0)\n  ROOT f = c64[4] fft(p), fft_type=RFFT, fft_length={4}",
+            "RFFT transforms f32 or f64, got c64",
+        ),
+        (
+            "  p = c64[8] parameter(0)\n  ROOT f = c64[8] fft(p), fft_type=FFT, fft_length={4}",
+            "FFT with fft_length=[4] needs those innermost dimensions, got c64[8]",
+        ),
+        (
+            "  p = c64[4] parameter(0)\n  ROOT f = f32[8] fft(p), fft_type=IRFFT, fft_length={8}",
+            "IRFFT of length 8 needs 5 frequencies in the last dimension of c64[4]",
+        ),
+        (
+            "  p = c64[2,2,2,2] parameter(0)\n  ROOT f = c64[2,2,2,2] fft(p), fft_type=FFT, fft_length={2,2,2,2}",
+            "fft transforms 1 to 3 dimensions, fft_length has 4",
+        ),
+    ] {
+        let e = refused(body);
+        assert!(e.contains(message), "{e}");
+    }
+}

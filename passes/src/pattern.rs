@@ -78,10 +78,11 @@ pub fn splat_value(c: &Computation, id: InstrId) -> Option<f64> {
     uniform_value(lit)
 }
 
-/// The one value all elements of `lit` hold (as f64), if they agree.
+/// The one value all elements of `lit` hold (as f64), if they agree. A
+/// complex literal has none: one f64 cannot say its imaginary part.
 pub fn uniform_value(lit: &Literal) -> Option<f64> {
     let n = lit.element_count();
-    if n == 0 {
+    if n == 0 || lit.ty().is_complex() {
         return None;
     }
     let stride = lit.ty().byte_size();

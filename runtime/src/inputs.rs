@@ -26,7 +26,8 @@ impl SplitMix64 {
     }
 }
 
-/// Values for one parameter: floats uniform in [-1, 1), signed and unsigned
+/// Values for one parameter: floats (and both parts of a complex value)
+/// uniform in [-1, 1), signed and unsigned
 /// integers in [0, 16) and within their type (valid as small indices),
 /// random booleans; 32- and
 /// 64-bit unsigned integers use their full range (RNG states).
@@ -35,6 +36,10 @@ pub fn random_literal(shape: &ArrayShape, rng: &mut SplitMix64) -> Literal {
     let values: Vec<Scalar> = (0..n)
         .map(|_| match shape.ty {
             t if t.is_float() => Scalar::Float(rng.next_f64() * 2.0 - 1.0),
+            t if t.is_complex() => {
+                let re = rng.next_f64() * 2.0 - 1.0;
+                Scalar::Complex(re, rng.next_f64() * 2.0 - 1.0)
+            }
             ElementType::Pred => Scalar::Bool(rng.next_u64() & 1 == 1),
             ElementType::U32 => Scalar::UInt(rng.next_u64() >> 32),
             ElementType::U64 => Scalar::UInt(rng.next_u64()),

@@ -53,7 +53,9 @@ fn to_dtype(t: ElementType) -> Option<Dtype> {
         | ElementType::F8E4M3B11FNUZ
         | ElementType::F8E3M4
         | ElementType::F8E5M2FNUZ
-        | ElementType::F8E4M3FNUZ => return None,
+        | ElementType::F8E4M3FNUZ
+        | ElementType::C64
+        | ElementType::C128 => return None,
     })
 }
 

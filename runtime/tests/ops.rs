@@ -797,3 +797,64 @@ fn triangular_solve_and_cholesky() {
         assert!((got - want).abs() < 1e-6, "{l:?}");
     }
 }
+
+/// c64 values from (re, im) pairs.
+fn c64s(dims: &[i64], v: &[(f64, f64)]) -> hlatc_compiler::Literal {
+    let s: Vec<_> = v
+        .iter()
+        .map(|&(re, im)| hlatc_compiler::Scalar::Complex(re, im))
+        .collect();
+    hlatc_compiler::Literal::from_scalars(C64, dims.to_vec(), &s).unwrap()
+}
+
+/// `got`'s values (a complex value as re, im) within `tol` of `want`.
+fn assert_near(got: &hlatc_compiler::Literal, want: &[f64], tol: f64) {
+    let g = got.to_f64_vec();
+    assert_eq!(g.len(), want.len(), "{}", got.shape);
+    for (i, (a, e)) in g.iter().zip(want).enumerate() {
+        assert!(
+            (a - e).abs() <= tol,
+            "part {i}: got {a}, expected {e} (all: {g:?})"
+        );
+    }
+}
+
+/// Complex arithmetic by hand: (1+2i)(3-i) = 5+5i, |3+4i| = 5, the parts
+/// of complex(x, y), a f32 converted to c64 with a zero imaginary part,
+/// and a c64 constant passed through.
+#[test]
+fn complex_values_and_their_parts() {
+    let hlo = entry(
+        "  a = c64[2] parameter(0)\n  b = c64[2] parameter(1)\n  x = f32[2] parameter(2)\n  m = c64[2] multiply(a, b)\n  n = f32[2] abs(b)\n  z = c64[2] complex(x, n)\n  re = f32[2] real(z)\n  im = f32[2] imag(z)\n  k = c64[2] convert(x)\n  c = c64[2] constant({(0.5, -0.25), (-1, 2)})\n  s = c64[2] add(k, c)\n  ROOT t = (c64[2], f32[2], f32[2], f32[2], c64[2]) tuple(m, n, re, im, s)",
+    );
+    let out = run(
+        &hlo,
+        &[
+            c64s(&[2], &[(1.0, 2.0), (0.0, 1.0)]),
+            c64s(&[2], &[(3.0, -1.0), (3.0, 4.0)]),
+            f32s(&[2], &[1.5, -2.0]),
+        ],
+    );
+    // (0+i)(3+4i) = -4+3i.
+    assert_near(&out[0], &[5.0, 5.0, -4.0, 3.0], 1e-6);
+    assert_near(&out[1], &[10f64.sqrt(), 5.0], 1e-6);
+    assert_near(&out[2], &[1.5, -2.0], 0.0);
+    assert_near(&out[3], &[10f64.sqrt(), 5.0], 1e-6);
+    assert_near(&out[4], &[2.0, -0.25, -3.0, 2.0], 0.0);
+}
+
+/// The transforms of [1, 2, 3, 4]: its DFT is [10, -2+2i, -2, -2-2i];
+/// IFFT brings it back; RFFT keeps the first 3 frequencies and IRFFT
+/// rebuilds the signal from them.
+#[test]
+fn fft_of_every_type() {
+    let hlo = entry(
+        "  x = f32[4] parameter(0)\n  z = f32[4] broadcast(f32[] constant(0)), dimensions={}\n  c = c64[4] complex(x, z)\n  f = c64[4] fft(c), fft_type=FFT, fft_length={4}\n  i = c64[4] fft(f), fft_type=IFFT, fft_length={4}\n  r = c64[3] fft(x), fft_type=RFFT, fft_length={4}\n  ir = f32[4] fft(r), fft_type=IRFFT, fft_length={4}\n  ROOT t = (c64[4], c64[4], c64[3], f32[4]) tuple(f, i, r, ir)",
+    );
+    let out = run(&hlo, &[f32s(&[4], &[1.0, 2.0, 3.0, 4.0])]);
+    let spectrum = [10.0, 0.0, -2.0, 2.0, -2.0, 0.0, -2.0, -2.0];
+    assert_near(&out[0], &spectrum, 1e-5);
+    assert_near(&out[1], &[1.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0, 0.0], 1e-5);
+    assert_near(&out[2], &spectrum[..6], 1e-5);
+    assert_near(&out[3], &[1.0, 2.0, 3.0, 4.0], 1e-5);
+}

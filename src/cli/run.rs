@@ -14,8 +14,10 @@ use std::time::Instant;
 /// position as arg0, arg1, ... . Integer tensors of another integer type
 /// (torch writes token ids as int64) are converted when every value fits.
 /// Without --inputs, every parameter gets deterministic pseudo-random values
-/// from --seed: floats uniform in [-1, 1), integers in [0, 16) and within
-/// their type (s4 in [0, 8)), random booleans. Each output's shape, dtype and a summary are printed.
+/// from --seed: floats (and both parts of a complex value) uniform in
+/// [-1, 1), integers in [0, 16) and within their type (s4 in [0, 8)),
+/// random booleans. Each output's shape, dtype and a summary are printed
+/// (a complex output's by its elements' magnitudes).
 ///
 /// Outputs are named out0, out1, ... (the elements of a tuple result, in
 /// order). For a bundle directory they carry the manifest's names instead
@@ -320,8 +322,15 @@ fn compare(
 }
 
 /// `f32[2,3] mean 0.1 min -1 max 2 [0.5, 1, ...]`, or the value of a scalar.
+/// A complex tensor is summarized by its elements' magnitudes.
 fn summarize(l: &Literal) -> String {
-    let v = l.to_f64_vec();
+    let parts = l.to_f64_vec();
+    let (v, of): (Vec<f64>, &str) = if l.ty().is_complex() {
+        let magnitudes = parts.chunks_exact(2).map(|z| z[0].hypot(z[1]));
+        (magnitudes.collect(), " |z|")
+    } else {
+        (parts, "")
+    };
     let shape = format!(
         "{}[{}]",
         l.ty(),
@@ -344,7 +353,7 @@ fn summarize(l: &Literal) -> String {
     let head: Vec<String> = (0..v.len().min(4)).map(|i| l.element_string(i)).collect();
     let non_finite = v.len() - finite.len();
     format!(
-        "{shape:<16} mean {mean:.6} min {min:.6} max {max:.6}{} [{}{}]",
+        "{shape:<16}{of} mean {mean:.6} min {min:.6} max {max:.6}{} [{}{}]",
         if non_finite > 0 {
             format!(" ({non_finite} non-finite)")
         } else {

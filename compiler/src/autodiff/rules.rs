@@ -109,6 +109,10 @@ pub fn vjp(
     let instr = b.computation().instr(n).clone();
     let ops = b.computation().operands(n);
     let x = ops[i];
+    let complex = |s: &crate::types::Shape| s.as_array().is_some_and(|a| a.ty.is_complex());
+    if complex(&instr.shape) || complex(&b.computation().instr(x).shape) {
+        return not_differentiable(b, n, "complex values have no gradient rules in hlatc");
+    }
     let r = match &instr.op {
         Op::Unary(u) => unary(b, *u, ops[0], n, g)?,
         Op::Binary(op) => binary(b, *op, &ops, n, i, g)?,
@@ -357,7 +361,7 @@ pub fn vjp(
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
         Op::TopK { .. } => return not_differentiable(b, n, "topk has no gradient rule in hlatc"),
-        Op::TriangularSolve { .. } | Op::Cholesky { .. } => {
+        Op::TriangularSolve { .. } | Op::Cholesky { .. } | Op::Fft { .. } => {
             return not_differentiable(b, n, "linear-algebra ops have no gradient rule in hlatc")
         }
         Op::Domain { .. } => {
@@ -478,7 +482,10 @@ fn unary(
             let d = b.scale(e, std::f64::consts::FRAC_2_SQRT_PI)?;
             b.mul(g, d)?
         }
-        UnaryOp::Copy => g,
+        // Of a float (a complex operand is refused in `vjp`): the value
+        // itself, and zero.
+        UnaryOp::Copy | UnaryOp::Real => g,
+        UnaryOp::Imag => return Ok(None),
         // Piecewise constant: zero derivative almost everywhere.
         UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::RoundNearestEven | UnaryOp::Sign => {
             return Ok(None)
@@ -560,6 +567,8 @@ fn binary(
             let t = b.mul(g, q)?;
             b.unary(UnaryOp::Negate, t)?
         }
+        // Never reached: its result is complex, which `vjp` refuses.
+        (BinaryOp::Complex, _) => return Ok(None),
         (BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, _)
         | (BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic, _) => {
             return Ok(None)

@@ -96,6 +96,8 @@ fn literal_to_proto(lit: &Literal) -> LiteralProto {
         ElementType::U64 => p.u64s = words(b).map(u64::from_le_bytes).collect(),
         ElementType::F32 => p.f32s = words(b).map(f32::from_le_bytes).collect(),
         ElementType::F64 => p.f64s = words(b).map(f64::from_le_bytes).collect(),
+        ElementType::C64 => p.c64s = words(b).map(f32::from_le_bytes).collect(),
+        ElementType::C128 => p.c128s = words(b).map(f64::from_le_bytes).collect(),
         ty => unreachable!("{ty} literals are raw bytes"),
     }
     p
@@ -456,6 +458,13 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             })
         }
         Op::Cholesky { lower } => p.cholesky_options = Some(CholeskyOptions { lower: *lower }),
+        Op::Fft {
+            fft_type,
+            fft_length,
+        } => {
+            p.fft_type = fft_type.proto();
+            p.fft_length = fft_length.clone();
+        }
         Op::TopK { k, largest } => {
             p.k = *k;
             p.largest = *largest;

@@ -194,6 +194,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             matches!(op, Op::Cholesky { .. }),
         ),
         (
+            p.fft_type != 0 || !p.fft_length.is_empty(),
+            "fft_type (31) or fft_length (32)",
+            "fft",
+            matches!(op, Op::Fft { .. }),
+        ),
+        (
             p.k != 0 || p.largest,
             "k (81) or largest (85)",
             "topk",
@@ -321,6 +327,8 @@ fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String
         (None, ElementType::U64) => p.u64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
         (None, ElementType::F32) => p.f32s.iter().flat_map(|v| v.to_le_bytes()).collect(),
         (None, ElementType::F64) => p.f64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ElementType::C64) => p.c64s.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        (None, ElementType::C128) => p.c128s.iter().flat_map(|v| v.to_le_bytes()).collect(),
         (None, ty) => unreachable!("{ty} literals are raw bytes"),
     };
     if bytes.len() != n * a.ty.byte_size() {
@@ -914,6 +922,11 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         }
         "cholesky" => Op::Cholesky {
             lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
+        },
+        "fft" => Op::Fft {
+            fft_type: FftType::from_proto(p.fft_type)
+                .ok_or_else(|| format!("unknown fft_type {}", p.fft_type))?,
+            fft_length: p.fft_length.clone(),
         },
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective_from_proto(p)?,

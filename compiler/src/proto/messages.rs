@@ -197,6 +197,10 @@ pub struct HloInstructionProto {
     pub triangular_solve_options: Option<TriangularSolveOptions>,
     #[prost(message, optional, tag = "62")]
     pub cholesky_options: Option<CholeskyOptions>,
+    #[prost(int32, tag = "31")]
+    pub fft_type: i32,
+    #[prost(int64, repeated, tag = "32")]
+    pub fft_length: Vec<i64>,
     #[prost(int64, tag = "81")]
     pub k: i64,
     #[prost(bool, tag = "85")]
@@ -317,6 +321,11 @@ pub struct LiteralProto {
     pub f32s: Vec<f32>,
     #[prost(double, repeated, tag = "9")]
     pub f64s: Vec<f64>,
+    /// Real and imaginary parts interleaved, as they lie in memory.
+    #[prost(float, repeated, tag = "12")]
+    pub c64s: Vec<f32>,
+    #[prost(double, repeated, tag = "18")]
+    pub c128s: Vec<f64>,
     #[prost(bytes = "vec", tag = "11")]
     pub f16s: Vec<u8>,
     #[prost(bytes = "vec", tag = "13")]

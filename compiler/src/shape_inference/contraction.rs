@@ -41,9 +41,9 @@ pub(super) fn cholesky(operands: &[&Shape]) -> Result<Shape, ShapeError> {
 /// The size of the square float matrices at the end of `a`'s dimensions.
 fn square_matrix(opcode: &str, a: &ArrayShape) -> Result<i64, ShapeError> {
     match a.dims.as_slice() {
-        [.., m, n] if m == n && a.ty.is_float() => Ok(*m),
+        [.., m, n] if m == n && (a.ty.is_float() || a.ty.is_complex()) => Ok(*m),
         _ => invalid(format!(
-            "{opcode} needs float square matrices in the last two dimensions, got {a}"
+            "{opcode} needs float or complex square matrices in the last two dimensions, got {a}"
         )),
     }
 }

@@ -17,22 +17,46 @@ pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError
         return Ok(operands[0].clone());
     }
     let a = array(operands, 0)?;
+    let (float, complex) = (a.ty.is_float(), a.ty.is_complex());
+    // Which types each op takes, as XLA's inference says.
     let ok = match u {
         UnaryOp::Not => a.ty == ElementType::Pred || a.ty.is_integer(),
         UnaryOp::PopulationCount => a.ty.is_integer(),
         // XLA CPU has no abs or sign of an unsigned integer and
         // aborts on one.
-        UnaryOp::Abs | UnaryOp::Sign => a.ty.is_float() || a.ty.is_signed_int(),
+        UnaryOp::Abs | UnaryOp::Sign => float || complex || a.ty.is_signed_int(),
         UnaryOp::Negate => a.ty != ElementType::Pred,
-        _ => a.ty.is_float(),
+        UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::RoundNearestEven
+        | UnaryOp::IsFinite
+        | UnaryOp::Erf => float,
+        UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Sin
+        | UnaryOp::Cos
+        | UnaryOp::Tanh
+        | UnaryOp::Tan
+        | UnaryOp::Cbrt
+        | UnaryOp::Logistic
+        | UnaryOp::Real
+        | UnaryOp::Imag => float || complex,
+        UnaryOp::Copy => true,
     };
     if !ok {
         return invalid(format!("{} does not accept {}", u.opcode(), a.ty));
     }
-    let ty = if u == UnaryOp::IsFinite {
-        ElementType::Pred
-    } else {
-        a.ty
+    let ty = match u {
+        UnaryOp::IsFinite => ElementType::Pred,
+        // A complex value's magnitude and parts are of its part type.
+        UnaryOp::Abs | UnaryOp::Real | UnaryOp::Imag if complex => {
+            a.ty.complex_component().expect("complex")
+        }
+        _ => a.ty,
     };
     Ok(arr(ty, a.dims.clone()))
 }
@@ -51,13 +75,18 @@ pub(super) fn binary(b: BinaryOp, operands: &[&Shape]) -> Result<Shape, ShapeErr
         BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic => {
             x.ty.is_integer()
         }
-        BinaryOp::Atan2 => x.ty.is_float(),
+        BinaryOp::Atan2 => x.ty.is_float() || x.ty.is_complex(),
+        BinaryOp::Complex => x.ty.complex_of().is_some(),
         _ => x.ty != ElementType::Pred,
     };
     if !ok {
         return invalid(format!("{} does not accept {}", b.opcode(), x.ty));
     }
-    Ok(arr(x.ty, x.dims.clone()))
+    let ty = match b {
+        BinaryOp::Complex => x.ty.complex_of().expect("checked above"),
+        _ => x.ty,
+    };
+    Ok(arr(ty, x.dims.clone()))
 }
 
 pub(super) fn compare(
@@ -115,6 +144,13 @@ pub(super) fn convert(operands: &[&Shape], declared: Option<&Shape>) -> Result<S
     let (a, d) = operand_and_declared(operands, declared)?;
     if a.dims != d.dims {
         return invalid(format!("convert changes dimensions: {a} to {d}"));
+    }
+    // XLA has no conversion that drops an imaginary part: `real` says so.
+    if a.ty.is_complex() && !d.ty.is_complex() {
+        return invalid(format!(
+            "convert from {} to {} would drop the imaginary part; use real or imag",
+            a.ty, d.ty
+        ));
     }
     Ok(arr(d.ty, a.dims.clone()))
 }
@@ -191,6 +227,12 @@ pub(super) fn bitcast_convert(
     if a.ty == ElementType::Pred || d.ty == ElementType::Pred {
         return invalid("bitcast-convert does not accept pred");
     }
+    if a.ty.is_complex() != d.ty.is_complex() {
+        return invalid(format!(
+            "bitcast-convert between complex and real types ({} to {})",
+            a.ty, d.ty
+        ));
+    }
     Ok(arr(d.ty, dims))
 }
 
@@ -202,7 +244,7 @@ pub(super) fn check_comparison_type(
     ty: ElementType,
 ) -> Result<(), ShapeError> {
     let ok = match kind {
-        ComparisonType::Float | ComparisonType::TotalOrder => ty.is_float(),
+        ComparisonType::Float | ComparisonType::TotalOrder => ty.is_float() || ty.is_complex(),
         ComparisonType::Signed => ty.is_signed_int(),
         ComparisonType::Unsigned => ty == ElementType::Pred || ty.is_unsigned_int(),
     };

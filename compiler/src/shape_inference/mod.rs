@@ -16,6 +16,7 @@ mod contraction;
 mod control_flow;
 mod data_movement;
 mod elementwise;
+mod fft;
 mod gather_scatter;
 mod random;
 mod reduction;
@@ -259,6 +260,10 @@ pub fn infer_shape(
             contraction::triangular_solve(*left_side, operands)
         }
         Op::Cholesky { .. } => contraction::cholesky(operands),
+        Op::Fft {
+            fft_type,
+            fft_length,
+        } => fft::fft(*fft_type, fft_length, operands),
         Op::AllReduceStart {
             collective,
             to_apply,

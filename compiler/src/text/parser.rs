@@ -1189,13 +1189,17 @@ fn instruction_body<'i>(
                 );
             }
             let shape_pair = shape_pair.expect("checked: written");
-            let (value, first_only) = literal(lit, declared, &shape_pair)?;
-            if first_only {
-                let (line, col) = lit.line_col();
-                note = Some(format!(
+            let (value, reading) = literal(lit, declared, &shape_pair)?;
+            let (line, col) = lit.line_col();
+            note = match reading {
+                LiteralReading::AsWritten => None,
+                LiteralReading::FirstOnly => Some(format!(
                     "{line}:{col}: '{name}' writes one value for {declared}; XLA's parser makes it the first element and every other element zero, and so does hlatc"
-                ));
-            }
+                )),
+                LiteralReading::ComplexNan => Some(format!(
+                    "{line}:{col}: '{name}' writes a complex value with a NaN part; XLA's parser copies a NaN real part into the imaginary part and reads an imaginary NaN through f64, and so does hlatc"
+                )),
+            };
             Op::Constant(value)
         }
         Rule::op_body => {
@@ -1862,6 +1866,10 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
         "cholesky" => Op::Cholesky {
             lower: a.flag("lower")?,
         },
+        "fft" => Op::Fft {
+            fft_type: parse_enum(a, "fft_type", FftType::from_name, "FFT, IFFT, RFFT, IRFFT")?,
+            fft_length: a.ints("fft_length")?,
+        },
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective(a)?,
         },
@@ -2000,14 +2008,36 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
     })
 }
 
-/// A constant's value, and whether it was one value written for a whole
-/// array: XLA's parser takes that as the first element with every other
-/// element zero (`f32[3] constant(2)` is `{2, 0, 0}`), and so does hlatc.
-fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<(Literal, bool), ParseError> {
+/// Where a constant's value, as XLA's parser reads it, is not what its text
+/// says at face value.
+enum LiteralReading {
+    AsWritten,
+    /// One value written for a whole array: XLA's parser takes it as the
+    /// first element with every other element zero (`f32[3] constant(2)`
+    /// is `{2, 0, 0}`).
+    FirstOnly,
+    /// A complex element with a NaN part, which XLA's parser reads its
+    /// own way (see [`complex_nans_as_xla_reads_them`]).
+    ComplexNan,
+}
+
+/// A constant's value, read as XLA's parser reads it, and where that
+/// differs from the text's face value.
+fn literal(
+    p: Pair<'_>,
+    declared: &Shape,
+    at: &Pair<'_>,
+) -> Result<(Literal, LiteralReading), ParseError> {
     let arr = match declared {
         Shape::Array(a) => a,
         Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
         Shape::Token => return err_at(at, "a token has no value to write as a constant"),
+    };
+    // A complex element is read as its two parts, each a value of the part
+    // type, so the parts keep their NaN signs and payloads as a float does.
+    let (part_ty, per_element) = match arr.ty {
+        ty if ty.is_complex() => (ty.complex_component().expect("complex"), 2),
+        ty => (ty, 1),
     };
     let mut values = Vec::new();
     let mut nans = Vec::new();
@@ -2016,21 +2046,26 @@ fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<(Literal, boo
         && arr.element_count() > 0
         && p.into_inner()
             .next()
-            .is_some_and(|v| v.as_rule() == Rule::scalar);
+            .is_some_and(|v| matches!(v.as_rule(), Rule::scalar | Rule::complex_scalar));
     if first_only {
         let only = ArrayShape::scalar(arr.ty);
         collect_literal(p, &only, 0, &mut values, &mut nans)?;
-        let zero = match arr.ty {
+        let zero = match part_ty {
             ElementType::Pred => Scalar::Bool(false),
             t if t.is_signed_int() => Scalar::Int(0),
             t if t.is_unsigned_int() => Scalar::UInt(0),
             _ => Scalar::Float(0.0),
         };
-        values.resize(arr.element_count() as usize, zero);
+        values.resize(arr.element_count() as usize * per_element, zero);
     } else {
         collect_literal(p, arr, 0, &mut values, &mut nans)?;
     }
-    let mut lit = Literal::from_scalars(arr.ty, arr.dims.clone(), &values)
+    let parts_dims = if per_element == 1 {
+        arr.dims.clone()
+    } else {
+        vec![values.len() as i64]
+    };
+    let mut lit = Literal::from_scalars(part_ty, parts_dims, &values)
         .or_else(|e| err_at(&whole, e.to_string()))?;
     // A NaN's sign and payload, which a value of the literal's scalars
     // does not carry, are set bit for bit.
@@ -2039,9 +2074,59 @@ fn literal(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<(Literal, boo
         lit.set_nan(i, negative, payload)
             .or_else(|e| err_at(&pair, e.to_string()))?;
     }
+    let mut reading = if first_only {
+        LiteralReading::FirstOnly
+    } else {
+        LiteralReading::AsWritten
+    };
+    if per_element != 1 {
+        let mut bytes = lit.into_bytes();
+        if complex_nans_as_xla_reads_them(part_ty, &mut bytes) {
+            reading = LiteralReading::ComplexNan;
+        }
+        lit = Literal::from_bytes(arr.ty, arr.dims.clone(), bytes)
+            .or_else(|e| err_at(&whole, e.to_string()))?;
+    }
     lit.shape.minor_to_major = arr.minor_to_major.clone();
     lit.shape.physical = arr.physical.clone();
-    Ok((lit, first_only))
+    Ok((lit, reading))
+}
+
+/// XLA's parser, measured through jaxlib: a NaN real part is copied, sign
+/// and payload, into the imaginary part (`(nan, 2)` is `(nan, nan)`); an
+/// imaginary NaN of a c64 goes through f64, so its sign stays and its
+/// payload becomes the quiet NaN's (`(1, nan(0x5))` is `(1, nan)`). `parts`
+/// holds (re, im) pairs of `part` (f32 or f64), little-endian. Says whether
+/// a value changed.
+fn complex_nans_as_xla_reads_them(part: ElementType, parts: &mut [u8]) -> bool {
+    let w = part.byte_size();
+    let (nan_exponent, quiet) = if part == ElementType::F32 {
+        (0x7f80_0000u64, 0x0040_0000u64)
+    } else {
+        (0x7ff0_0000_0000_0000, 0x0008_0000_0000_0000)
+    };
+    let mantissa = 2 * quiet - 1;
+    let is_nan = |b: u64| b & nan_exponent == nan_exponent && b & mantissa != 0;
+    let bits = |b: &[u8]| {
+        let mut buf = [0u8; 8];
+        buf[..w].copy_from_slice(b);
+        u64::from_le_bytes(buf)
+    };
+    let mut changed = false;
+    for pair in parts.chunks_exact_mut(2 * w) {
+        let (re, im) = pair.split_at_mut(w);
+        if is_nan(bits(re)) {
+            changed |= re != im;
+            im.copy_from_slice(re);
+        } else if part == ElementType::F32 && is_nan(bits(im)) {
+            let sign = bits(im) & 0x8000_0000;
+            let read = (sign | nan_exponent | quiet).to_le_bytes();
+            // `changed` compares the bytes as written with XLA's.
+            changed |= im != &read[..w];
+            im.copy_from_slice(&read[..w]);
+        }
+    }
+    changed
 }
 
 /// The literal's values in row-major order into `out`, and each value
@@ -2088,14 +2173,45 @@ fn collect_literal<'i>(
                     format!("scalar value where {arr} needs nested braces"),
                 );
             }
-            if spells_nan(inner.as_str()) {
-                nans.push((out.len(), inner));
+            if arr.ty.is_complex() {
+                return err_at(&inner, format!("a {} value is written (re, im)", arr.ty));
             }
-            out.push(scalar(&inner, arr.ty)?);
+            scalar_into(inner, arr.ty, out, nans)
+        }
+        Rule::complex_scalar => {
+            if depth != arr.rank() {
+                return err_at(
+                    &inner,
+                    format!("scalar value where {arr} needs nested braces"),
+                );
+            }
+            let Some(part) = arr.ty.complex_component().filter(|_| arr.ty.is_complex()) else {
+                return err_at(
+                    &inner,
+                    format!("(re, im) is a complex value; {} is not complex", arr.ty),
+                );
+            };
+            for p in inner.into_inner() {
+                scalar_into(p, part, out, nans)?;
+            }
             Ok(())
         }
         r => unreachable!("grammar: unexpected {r:?} in literal"),
     }
+}
+
+/// One value, read as `ty`, onto `out`; noted in `nans` when it is one.
+fn scalar_into<'i>(
+    p: Pair<'i>,
+    ty: ElementType,
+    out: &mut Vec<Scalar>,
+    nans: &mut Vec<(usize, Pair<'i>)>,
+) -> Result<(), ParseError> {
+    out.push(scalar(&p, ty)?);
+    if spells_nan(p.as_str()) {
+        nans.push((out.len() - 1, p));
+    }
+    Ok(())
 }
 
 /// `nan`, `-nan`, `nan(0x1)`, ...

@@ -343,6 +343,13 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             }
         }
         Op::Cholesky { lower } => flag(out, "lower", *lower),
+        Op::Fft {
+            fft_type,
+            fft_length,
+        } => {
+            let _ = write!(out, ", fft_type={}", fft_type.name());
+            list(out, "fft_length", fft_length);
+        }
         Op::TopK { k, largest } => {
             let _ = write!(out, ", k={k}, largest={largest}");
         }

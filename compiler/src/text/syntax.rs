@@ -99,6 +99,8 @@ pub(crate) enum Rule {
     opcode,
     literal,
     literal_list,
+    /// `(re, im)`: one element of a c64 or c128 literal.
+    complex_scalar,
     scalar,
     shape,
     tuple_shape,
@@ -744,7 +746,17 @@ impl<'i> Reader<'i> {
 
     fn literal(&mut self) -> bool {
         self.rule(Rule::literal, |r| {
-            r.choice(&[Self::literal_list, Self::scalar])
+            r.choice(&[Self::literal_list, Self::complex_scalar, Self::scalar])
+        })
+    }
+
+    fn complex_scalar(&mut self) -> bool {
+        self.rule(Rule::complex_scalar, |r| {
+            r.lit("(")
+                && r.then_item(Self::scalar)
+                && r.then(",")
+                && r.then_item(Self::scalar)
+                && r.then(")")
         })
     }
 

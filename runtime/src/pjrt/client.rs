@@ -541,6 +541,8 @@ fn buffer_type(t: ElementType) -> i32 {
         ElementType::F32 => 11,
         ElementType::F64 => 12,
         ElementType::Bf16 => 13,
+        ElementType::C64 => 14,
+        ElementType::C128 => 15,
         ElementType::F8E5M2 => 16,
         ElementType::F8E4M3FN => 17,
         ElementType::F8E4M3B11FNUZ => 18,
