@@ -228,6 +228,7 @@ pub fn unwritten(module: &Module, format: Format) -> Vec<String> {
                     "its device_assignment ({d}) has no HLO text syntax and is not written; the proto form keeps it"
                 ));
             }
+            out.extend(hlatc_compiler::text::unprintable(module));
         }
         Format::Proto => {
             if !module.devices.is_single() {

@@ -387,3 +387,42 @@ fn default_pipelines_keep_torch_xlas_own_outputs_for_its_causal_step() {
         assert_all_close(&label, &got, &want);
     }
 }
+
+/// XLA CPU compiles no async op; `async-to-sync` makes each a call where
+/// its done stands, and the values are the computation's: with a = (1, 2,
+/// 3) and b = (4, 4, 4), -(a - b) * -a = (-3, -4, -3). A start whose bundle
+/// another instruction reads is left alone.
+#[test]
+fn async_ops_run_synchronously_with_their_computations_values() {
+    let src = "HloModule m\n\nneg_diff {\n  p = f32[3] parameter(0)\n  q = f32[3] parameter(1)\n  s = f32[3] subtract(p, q)\n  ROOT n = f32[3] negate(s)\n}, execution_thread=\"side\"\n\nENTRY e {\n  a = f32[3] parameter(0)\n  b = f32[3] parameter(1)\n  st = ((f32[3], f32[3]), f32[3], u32[]) async-start(a, b), async_execution_thread=\"side\", calls=neg_diff\n  up = ((f32[3], f32[3]), f32[3], u32[]) async-update(st)\n  d = f32[3] async-done(up)\n  ns = ((f32[3]), f32[3], s32[]) negate-start(a)\n  nd = f32[3] negate-done(ns)\n  ROOT r = f32[3] multiply(d, nd)\n}\n";
+    let mut m = hlatc::text::parse_module(src).unwrap();
+    let mut ctx = PassContext::new(Target::Cpu);
+    let p = pipeline_from_names("sync", &["async-to-sync"]).unwrap();
+    assert!(p.run_module(&mut m, &mut ctx).unwrap().changed());
+    let printed = hlatc::text::print_module(&m);
+    assert!(!printed.contains("async-"), "{printed}");
+    assert!(!printed.contains("execution_thread"), "{printed}");
+    assert!(
+        printed.contains("d = f32[3]{0} call(a, b), to_apply=neg_diff"),
+        "{printed}"
+    );
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let a = Literal::from_f32(vec![3], &[1.0, 2.0, 3.0]).unwrap();
+    let b = Literal::from_f32(vec![3], &[4.0, 4.0, 4.0]).unwrap();
+    let got = rt.compile(&m).unwrap().run(&[a, b]).unwrap();
+    assert_eq!(got[0].to_f64_vec(), [-3.0, -4.0, -3.0]);
+
+    let read_elsewhere = src.replace(
+        "  ROOT r = f32[3] multiply(d, nd)",
+        "  g = f32[3] get-tuple-element(st), index=1\n  ROOT r = f32[3] multiply(d, g)",
+    );
+    let mut m = hlatc::text::parse_module(&read_elsewhere).unwrap();
+    let report = p.run_module(&mut m, &mut ctx).unwrap();
+    let printed = hlatc::text::print_module(&m);
+    assert!(printed.contains("async-start(a, b)"), "{printed}");
+    assert!(
+        printed.contains("negate-start") || printed.contains("call(a), to_apply=async_wrapped"),
+        "{printed}"
+    );
+    assert!(report.changed(), "the negate chain has no other reader");
+}

@@ -35,6 +35,10 @@ struct ControlEdges {
 #[derive(Clone, Debug, Default)]
 pub struct Computation {
     pub name: String,
+    /// The thread it runs on when not the main one (`execution_thread=` in
+    /// text, proto field 8): a computation an `async-start` wraps runs on
+    /// the async ops' thread.
+    pub execution_thread: Option<String>,
     graph: StableGraph<Node, ()>,
     root: Option<InstrId>,
     /// Control dependencies, by instruction. Beside the graph rather than
@@ -42,6 +46,9 @@ pub struct Computation {
     /// every walk can skip them when this is empty.
     control: BTreeMap<InstrId, ControlEdges>,
 }
+
+/// The name XLA gives the main thread, which hlatc models as no thread.
+pub const MAIN_THREAD: &str = "main";
 
 /// Removes one `user` entry from a user list (one use dropped).
 fn drop_use(users: &mut IdList, user: InstrId) {
@@ -60,6 +67,7 @@ impl Computation {
     pub fn with_capacity(name: impl Into<String>, instructions: usize) -> Self {
         Computation {
             name: name.into(),
+            execution_thread: None,
             graph: StableGraph::with_capacity(instructions, 0),
             root: None,
             control: BTreeMap::new(),
@@ -440,6 +448,9 @@ impl Computation {
     /// Structural equality up to node ids and instruction order: the same
     /// instructions by name, with the same contents and operands.
     pub fn structurally_eq(&self, other: &Computation) -> bool {
+        if self.execution_thread != other.execution_thread {
+            return false;
+        }
         type Canon<'a> = BTreeMap<&'a str, (&'a Instruction, Vec<&'a str>, Vec<&'a str>)>;
         fn canon(c: &Computation) -> Option<Canon<'_>> {
             let mut m = BTreeMap::new();

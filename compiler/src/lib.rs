@@ -8,6 +8,7 @@
 //! assert!(text::print_module(&m).contains("negate(p)"));
 //! ```
 
+pub mod async_ops;
 pub mod autodiff;
 pub mod builder;
 pub mod canonical;

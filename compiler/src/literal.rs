@@ -516,6 +516,61 @@ impl Literal {
     }
 }
 
+/// XLA's parser, measured through jaxlib: a NaN real part is copied, sign
+/// and payload, into the imaginary part (`(nan, 2)` is `(nan, nan)`); an
+/// imaginary NaN of a c64 goes through f64, so its sign stays and its
+/// payload becomes the quiet NaN's (`(1, nan(0x5))` is `(1, nan)`). `parts`
+/// holds (re, im) pairs of `part` (f32 or f64), little-endian. Says whether
+/// a value changed.
+pub(crate) fn complex_nans_as_xla_reads_them(part: ElementType, parts: &mut [u8]) -> bool {
+    let w = part.byte_size();
+    let (nan_exponent, quiet) = if part == ElementType::F32 {
+        (0x7f80_0000u64, 0x0040_0000u64)
+    } else {
+        (0x7ff0_0000_0000_0000, 0x0008_0000_0000_0000)
+    };
+    let mantissa = 2 * quiet - 1;
+    let is_nan = |b: u64| b & nan_exponent == nan_exponent && b & mantissa != 0;
+    let bits = |b: &[u8]| {
+        let mut buf = [0u8; 8];
+        buf[..w].copy_from_slice(b);
+        u64::from_le_bytes(buf)
+    };
+    let mut changed = false;
+    for pair in parts.chunks_exact_mut(2 * w) {
+        let (re, im) = pair.split_at_mut(w);
+        if is_nan(bits(re)) {
+            changed |= re != im;
+            im.copy_from_slice(re);
+        } else if part == ElementType::F32 && is_nan(bits(im)) {
+            let sign = bits(im) & 0x8000_0000;
+            let read = (sign | nan_exponent | quiet).to_le_bytes();
+            // `changed` compares the bytes as written with XLA's.
+            changed |= im != &read[..w];
+            im.copy_from_slice(&read[..w]);
+        }
+    }
+    changed
+}
+
+impl Literal {
+    /// Whether XLA's text reader (and hlatc's, which reads as XLA does)
+    /// takes this literal's printed text for another value: a complex
+    /// value with a NaN part other than one XLA's reader makes (see
+    /// [`complex_nans_as_xla_reads_them`]). Only the proto carries such a
+    /// value.
+    pub fn text_reads_otherwise(&self) -> bool {
+        let Some(part) = self
+            .ty()
+            .complex_component()
+            .filter(|_| self.ty().is_complex())
+        else {
+            return false;
+        };
+        complex_nans_as_xla_reads_them(part, &mut self.data.clone())
+    }
+}
+
 enum DisplayScalar {
     Wide(Scalar),
     Narrow(f32),

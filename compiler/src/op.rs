@@ -403,6 +403,42 @@ impl TransferStep {
     }
 }
 
+/// Which of the three async ops: `async-start` begins running its wrapped
+/// computation, `async-update` passes the running bundle on, `async-done`
+/// waits for the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AsyncStep {
+    Start,
+    Update,
+    Done,
+}
+
+impl AsyncStep {
+    pub const ALL: [AsyncStep; 3] = [AsyncStep::Start, AsyncStep::Update, AsyncStep::Done];
+
+    pub fn opcode(self) -> &'static str {
+        match self {
+            AsyncStep::Start => "async-start",
+            AsyncStep::Update => "async-update",
+            AsyncStep::Done => "async-done",
+        }
+    }
+
+    /// The suffix of XLA's short form (`call-start`, `negate-done`): the
+    /// wrapped op's opcode, then this.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            AsyncStep::Start => "-start",
+            AsyncStep::Update => "-update",
+            AsyncStep::Done => "-done",
+        }
+    }
+
+    pub fn from_opcode(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.opcode() == s)
+    }
+}
+
 /// A `send`, `recv` or their `-done`: the four share their attributes.
 /// `channel_id` pairs a send with its recv (XLA's text may leave it out);
 /// `is_host_transfer` says the other end is the host, not a device.
@@ -919,6 +955,16 @@ pub enum Op {
     AddDependency,
     /// `send`, `send-done`, `recv`, `recv-done`.
     Transfer(Transfer),
+    /// `async-start`, `async-update`, `async-done`: `calls` (a computation
+    /// whose root is the one instruction run asynchronously) on `thread`
+    /// (`async_execution_thread`; `None` is the main thread). An
+    /// async-start's value is ((operands), result, context...), which the
+    /// update passes on and from which the done takes the result.
+    Async {
+        step: AsyncStep,
+        calls: String,
+        thread: Option<String>,
+    },
     /// `copy-start`: a copy begun, usually between memory spaces; its value
     /// is (destination, source, u32[] context), the destination's layout
     /// its own. `cross_program_prefetch_index` marks XLA's prefetch of a
@@ -992,7 +1038,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 16] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 66] = [
+pub const STRUCTURED_OPCODES: [&str; 69] = [
     "parameter",
     "constant",
     "iota",
@@ -1036,6 +1082,9 @@ pub const STRUCTURED_OPCODES: [&str; 66] = [
     "triangular-solve",
     "cholesky",
     "fft",
+    "async-start",
+    "async-update",
+    "async-done",
     "domain",
     "collective-permute",
     "replica-id",
@@ -1153,6 +1202,9 @@ macro_rules! callee_slots {
             }
             | Op::Fusion {
                 calls: to_apply, ..
+            }
+            | Op::Async {
+                calls: to_apply, ..
             } => (Some(to_apply), None, None),
             Op::While { condition, body } => (Some(body), Some(condition), None),
             Op::Conditional { branches } => (None, None, Some(branches)),
@@ -1245,6 +1297,7 @@ impl Op {
             Op::AfterAll => "after-all",
             Op::AddDependency => "add-dependency",
             Op::Transfer(t) => t.step.opcode(),
+            Op::Async { step, .. } => step.opcode(),
             Op::Infeed { .. } => "infeed",
             Op::Outfeed { .. } => "outfeed",
         }
@@ -1312,8 +1365,9 @@ impl Op {
     /// same value, so one can stand for both (value numbering, cse).
     /// Parameters are distinct inputs; each RNG draw is its own.
     /// Ops that run other computations as a whole (loops, branches,
-    /// fusions) are never merged: hlatc does not look into their callees
-    /// for draws or side effects. Nor are collectives: each is a separate
+    /// fusions, async ops) are never merged: hlatc does not look into
+    /// their callees for draws or side effects, and a merged async-start
+    /// would have two dones. Nor are collectives: each is a separate
     /// exchange between devices.
     pub fn is_pure(&self) -> bool {
         !matches!(
@@ -1326,6 +1380,7 @@ impl Op {
                 | Op::While { .. }
                 | Op::Conditional { .. }
                 | Op::Fusion { .. }
+                | Op::Async { .. }
         ) && !self.is_collective()
             && !self.has_side_effect()
     }

@@ -124,6 +124,7 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
     }
     check_names_unique_in_module(module)?;
     check_call_graph_acyclic(module)?;
+    check_async_threads(module)?;
     verify_aliases(module)
 }
 
@@ -178,6 +179,7 @@ fn verify_computation(
         }
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
         check_transfer_done(c, id).map_err(|m| err(here, m))?;
+        check_async_chain(c, id).map_err(|m| err(here, m))?;
         if let Some(r) = &instr.parameter_replication {
             let leaves = instr.shape.leaf_count();
             if !matches!(instr.op, Op::Parameter(_)) {
@@ -261,6 +263,77 @@ fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), String
         )),
         _ => Ok(()),
     }
+}
+
+/// An `async-update` or `async-done` continues an `async-start` or
+/// `async-update` of the same computation: the bundle it takes is that
+/// op's own, not a tuple of the same shape from elsewhere.
+fn check_async_chain(c: &Computation, id: crate::InstrId) -> Result<(), String> {
+    use crate::op::AsyncStep;
+    let Op::Async { step, calls, .. } = &c.instr(id).op else {
+        return Ok(());
+    };
+    if *step == AsyncStep::Start {
+        return Ok(());
+    }
+    match c.operands(id).first().map(|&o| c.instr(o)) {
+        Some(o) => match &o.op {
+            Op::Async {
+                step: AsyncStep::Start | AsyncStep::Update,
+                calls: theirs,
+                ..
+            } if theirs == calls => Ok(()),
+            Op::Async {
+                step: AsyncStep::Start | AsyncStep::Update,
+                calls: theirs,
+                ..
+            } => Err(format!(
+                "{} runs '{calls}', but '{}' began '{theirs}'",
+                step.opcode(),
+                o.name
+            )),
+            _ => Err(format!(
+                "{} takes '{}', a {}, where it needs an async-start or async-update",
+                step.opcode(),
+                o.name,
+                o.op.opcode()
+            )),
+        },
+        None => Ok(()),
+    }
+}
+
+/// An async op and the computation it wraps run on one thread: XLA sets
+/// the wrapped computation's `execution_thread` from the async ops'.
+fn check_async_threads(module: &Module) -> Result<(), VerifyError> {
+    for c in &module.computations {
+        for id in c.ids() {
+            let instr = c.instr(id);
+            let Op::Async { calls, thread, .. } = &instr.op else {
+                continue;
+            };
+            let Some(callee) = module.computation(calls) else {
+                continue;
+            };
+            if callee.execution_thread != *thread {
+                let name = |t: &Option<String>| {
+                    t.clone()
+                        .unwrap_or_else(|| crate::computation::MAIN_THREAD.to_string())
+                };
+                return Err(VerifyError {
+                    computation: c.name.clone(),
+                    instruction: Some(instr.name.clone()),
+                    message: format!(
+                        "{} runs on thread '{}', but '{calls}' is on thread '{}'",
+                        instr.op.opcode(),
+                        name(thread),
+                        name(&callee.execution_thread)
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether some instruction does not come after all its operands in `order`

@@ -50,7 +50,7 @@ fn syntax_errors_give_line_column_and_expectation() {
         ),
         (
             "HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0)\n}\n}".to_string(),
-            "5:1: expected a computation or end of input, found `}`",
+            "5:1: expected `,` or a computation or end of input, found `}`",
         ),
     ];
     for (src, want) in cases {
@@ -71,8 +71,8 @@ fn semantic_errors_point_at_the_token() {
             "4:25: operand 'z' is not defined in computation 'e'",
         ),
         (
-            entry("  ROOT x = c64[2] parameter(0)"),
-            "4:12: unsupported element type 'c64' (supported: pred, s2, s4, s8, s16, s32",
+            entry("  ROOT x = f4e2m1fn[2] parameter(0)"),
+            "4:12: unsupported element type 'f4e2m1fn' (supported: pred, s2, s4, s8, s16, s32",
         ),
         (
             entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] transpose(x)"),
@@ -284,11 +284,11 @@ fn malformed_protos_are_errors() {
         .shape
         .as_mut()
         .unwrap()
-        .element_type = 15; // C64
+        .element_type = 32; // F4E2M1FN
     let e = proto::module_from_proto(&p).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "computation 'e', instruction 'a': unsupported element type 15 (PrimitiveType number)"
+        "computation 'e', instruction 'a': unsupported element type 32 (PrimitiveType number)"
     );
 }
 

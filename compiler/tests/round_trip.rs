@@ -460,3 +460,26 @@ fn complex_nan_parts_are_read_as_xla_reads_them() {
         assert!(err.contains(message), "{err}");
     }
 }
+
+/// A complex constant whose NaN part XLA's text reader would change (a
+/// proto can hold one) is named as something text cannot carry.
+#[test]
+fn a_complex_nan_text_cannot_carry_is_named() {
+    let mut m = hlatc_compiler::text::parse_module(
+        "HloModule m\nENTRY e {\n  ROOT a = c64[] constant((1, 2))\n}\n",
+    )
+    .unwrap();
+    assert!(hlatc_compiler::text::unprintable(&m).is_empty());
+    let c = m.entry_mut();
+    let root = c.root().unwrap();
+    let nan_real = hlatc_compiler::Literal::from_scalars(
+        hlatc_compiler::ElementType::C64,
+        vec![],
+        &[hlatc_compiler::Scalar::Complex(f64::NAN, 2.0)],
+    )
+    .unwrap();
+    c.instr_mut(root).op = hlatc_compiler::Op::Constant(nan_real);
+    let notes = hlatc_compiler::text::unprintable(&m);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].starts_with("constant 'a' in 'e' holds a complex value with a NaN part"));
+}

@@ -14,6 +14,7 @@
 
 mod amp;
 mod annotate_rounding;
+mod async_to_sync;
 pub mod bind;
 mod cast_policy;
 mod coalesce_linear;
@@ -35,6 +36,7 @@ pub mod softmax_math;
 
 pub use amp::Amp;
 pub use annotate_rounding::{rounding_counts, AnnotateRounding, RNG_STATE_NAME, ROUNDING_CALLEE};
+pub use async_to_sync::AsyncToSync;
 pub use cast_policy::{CastPolicy, CastRule, ScopeMatcher};
 pub use coalesce_linear::CoalesceLinear;
 pub use context::{AddedState, PassContext, RematPolicy, Target};

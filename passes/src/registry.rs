@@ -66,6 +66,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "async-to-sync",
+            description: "runs each async op's computation where its async-done stands, as a call on the start's operands (XLA CPU compiles no async op; `run` applies it); a chain whose bundles have other readers is left alone",
+            make: || Box::new(crate::AsyncToSync),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "cse",
             description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
             make: || Box::new(crate::Cse),

@@ -361,6 +361,9 @@ pub fn vjp(
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
         Op::TopK { .. } => return not_differentiable(b, n, "topk has no gradient rule in hlatc"),
+        Op::Async { .. } => {
+            return not_differentiable(b, n, "async ops have no gradient rule in hlatc")
+        }
         Op::TriangularSolve { .. } | Op::Cholesky { .. } | Op::Fft { .. } => {
             return not_differentiable(b, n, "linear-algebra ops have no gradient rule in hlatc")
         }

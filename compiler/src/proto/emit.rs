@@ -7,7 +7,7 @@ use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::computation::{Computation, InstrId};
 use crate::literal::Literal;
 use crate::module::{AliasKind, Module};
-use crate::op::{DotAlgorithm, Op, OperandAlias, Precision};
+use crate::op::{AsyncStep, DotAlgorithm, Op, OperandAlias, Precision};
 use crate::types::{ArrayShape, ElementType, Shape};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -180,11 +180,19 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                     .iter()
                     .map(|p| ids[p.index()])
                     .collect(),
-                called_computation_ids: instr
-                    .op
-                    .called_computations()
-                    .map(|n| comp_ids.get(n).copied().unwrap_or(-1))
-                    .collect(),
+                called_computation_ids: match instr.op {
+                    // As XLA writes them: the computation on the start
+                    // only, the update and done taking their start's.
+                    Op::Async {
+                        step: AsyncStep::Update | AsyncStep::Done,
+                        ..
+                    } => Vec::new(),
+                    _ => instr
+                        .op
+                        .called_computations()
+                        .map(|n| comp_ids.get(n).copied().unwrap_or(-1))
+                        .collect(),
+                },
                 frontend_attributes: frontend(&instr.frontend_attributes),
                 ..Default::default()
             };
@@ -230,6 +238,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             id: comp_ids[c.name.as_str()],
             root_id: c.root().map(|r| ids[r.index()]).unwrap_or(-1),
             is_fusion_computation: fused.contains(c.name.as_str()),
+            execution_thread: c.execution_thread.clone().unwrap_or_default(),
         });
     }
     let entry = m.entry();
@@ -518,6 +527,10 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         Op::Transfer(t) => {
             p.channel_id = t.channel_id.unwrap_or(0);
             p.is_host_transfer = t.is_host_transfer;
+        }
+        // The callee is written with every op's called computations.
+        Op::Async { thread, .. } => {
+            p.async_execution_thread = thread.clone().unwrap_or_default();
         }
         Op::Infeed { config } => p.infeed_config = config.clone().into_bytes(),
         Op::ReducePrecision {

@@ -224,6 +224,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             matches!(op, Op::Transfer(_)),
         ),
         (
+            !p.async_execution_thread.is_empty(),
+            "async_execution_thread (79)",
+            "async-start, async-update and async-done",
+            matches!(op, Op::Async { .. }),
+        ),
+        (
             !p.infeed_config.is_empty(),
             "infeed_config (27)",
             "infeed",
@@ -311,6 +317,11 @@ fn precision_from_proto(p: &HloInstructionProto) -> Result<Vec<Precision>, Strin
         })
         .transpose()
         .map(Option::unwrap_or_default)
+}
+
+/// XLA writes the main thread's name, `main`; hlatc models it as none.
+fn thread_from_proto(name: &str) -> Option<String> {
+    (!name.is_empty() && name != crate::computation::MAIN_THREAD).then(|| name.to_string())
 }
 
 fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String> {
@@ -550,6 +561,7 @@ fn computation_from_proto(
         message,
     };
     let mut comp = Computation::new(c.name.clone());
+    comp.execution_thread = thread_from_proto(&c.execution_thread);
     let mut ids: HashMap<i64, InstrId> = HashMap::with_capacity(c.instructions.len());
     for ip in &c.instructions {
         let here = Some(ip.name.as_str());
@@ -638,6 +650,7 @@ fn computation_from_proto(
         .copied()
         .ok_or_else(|| err(None, format!("root id {} not found", c.root_id)))?;
     comp.set_root(root);
+    crate::async_ops::find_async_callees(&mut comp).map_err(|m| err(None, m))?;
     Ok(comp)
 }
 
@@ -938,6 +951,19 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: p.cross_program_prefetch_index,
         },
+        "async-start" | "async-update" | "async-done" => {
+            let step = AsyncStep::from_opcode(&p.opcode).expect("matched: an async opcode");
+            Op::Async {
+                step,
+                // XLA lists the computation on the start only; the update
+                // and done take their start's (`async_ops`).
+                calls: match (step, called) {
+                    (AsyncStep::Update | AsyncStep::Done, []) => String::new(),
+                    _ => one_callee(called)?,
+                },
+                thread: thread_from_proto(&p.async_execution_thread),
+            }
+        }
         "send" | "send-done" | "recv" | "recv-done" => Op::Transfer(Transfer {
             step: TransferStep::from_opcode(&p.opcode).expect("matched: a transfer's opcode"),
             channel_id: channel_from_proto(p),

@@ -97,6 +97,9 @@ pub struct HloComputationProto {
     pub root_id: i64,
     #[prost(bool, tag = "7")]
     pub is_fusion_computation: bool,
+    /// XLA writes `main` for the main thread; hlatc writes nothing.
+    #[prost(string, tag = "8")]
+    pub execution_thread: String,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -189,6 +192,8 @@ pub struct HloInstructionProto {
     pub channel_id: i64,
     #[prost(bool, tag = "47")]
     pub is_host_transfer: bool,
+    #[prost(string, tag = "79")]
+    pub async_execution_thread: String,
     #[prost(message, optional, boxed, tag = "54")]
     pub domain_entry_sharding: Option<Box<OpSharding>>,
     #[prost(message, optional, boxed, tag = "55")]

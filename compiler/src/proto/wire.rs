@@ -115,8 +115,9 @@ schema!(
         (5, "id"),
         (6, "root_id"),
         (7, "is_fusion_computation"),
+        (8, "execution_thread"),
     ],
-    [(8, "execution_thread")]
+    []
 );
 schema!(
     HLO_INSTRUCTION,
@@ -173,6 +174,7 @@ schema!(
         (49, "replica_groups", REPLICA_GROUP),
         (26, "channel_id"),
         (47, "is_host_transfer"),
+        (79, "async_execution_thread"),
         (18, "exponent_bits"),
         (19, "mantissa_bits"),
         (81, "k"),
@@ -204,7 +206,6 @@ schema!(
         (73, "is_cross_program_prefetch"),
         (75, "padding_type"),
         (76, "custom_call_schedule"),
-        (79, "async_execution_thread"),
         (82, "statistics_viz"),
         (86, "dot_sparsity"),
         (88, "original_value"),

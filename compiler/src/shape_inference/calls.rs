@@ -1,8 +1,9 @@
 //! Ops that call a computation or a target as a whole, and tuples:
-//! `opt-barrier`, `get-tuple-element`, `fusion`, `custom-call`.
+//! `opt-barrier`, `get-tuple-element`, `fusion`, `custom-call`, and the
+//! async ops.
 
 use super::{arity, control_flow, invalid, CalleeSignature, ShapeError};
-use crate::op::{CustomCall, OperandAlias};
+use crate::op::{AsyncStep, CustomCall, OperandAlias};
 use crate::types::Shape;
 
 pub(super) fn opt_barrier(operands: &[&Shape]) -> Result<Shape, ShapeError> {
@@ -36,6 +37,58 @@ pub(super) fn fusion(
     let result = control_flow::call("fusion", calls, callee, operands)?;
     check_operand_aliasing(aliasing, operands, &result)?;
     Ok(result)
+}
+
+/// An `async-start`'s value is ((operands), the callee's result,
+/// context...), with the context (what the runtime keeps while it runs) as
+/// written; an `async-update` passes that bundle on, and an `async-done`
+/// gives its result. Whether an update's or done's operand is a start or
+/// update of the same callee is the verifier's check.
+pub(super) fn async_op(
+    step: AsyncStep,
+    calls: &str,
+    callee: CalleeSignature,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    let opcode = step.opcode();
+    let (bundle, result) = match step {
+        AsyncStep::Start => {
+            let result = control_flow::call(opcode, calls, callee, operands)?;
+            (declared.ok_or(ShapeError::NeedsResultShape)?, result)
+        }
+        AsyncStep::Update | AsyncStep::Done => {
+            arity(operands, 1)?;
+            (operands[0], callee.result)
+        }
+    };
+    let parts = match bundle {
+        Shape::Tuple(parts) if parts.len() >= 2 => parts,
+        other => {
+            return invalid(format!(
+                "{opcode} needs the async bundle ((operands), result, context...), got {other}"
+            ))
+        }
+    };
+    if step == AsyncStep::Start {
+        let given = Shape::Tuple(operands.iter().map(|&s| s.clone()).collect());
+        if !parts[0].compatible(&given) {
+            return invalid(format!(
+                "async-start's bundle begins with {}, but its operands are {given}",
+                parts[0]
+            ));
+        }
+    }
+    if !parts[1].compatible(&result) {
+        return invalid(format!(
+            "{opcode}'s bundle holds the result {}, but '{calls}' returns {result}",
+            parts[1]
+        ));
+    }
+    Ok(match step {
+        AsyncStep::Start | AsyncStep::Update => bundle.clone(),
+        AsyncStep::Done => parts[1].clone(),
+    })
 }
 
 pub(super) fn custom_call(

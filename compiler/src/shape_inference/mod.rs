@@ -310,6 +310,9 @@ pub fn infer_shape(
         Op::AfterAll => token::after_all(operands),
         Op::AddDependency => token::add_dependency(operands),
         Op::Transfer(t) => token::transfer(t, operands, declared),
+        Op::Async { step, calls, .. } => {
+            calls::async_op(*step, calls, get_callee(calls)?, operands, declared)
+        }
         Op::Infeed { .. } => token::infeed(operands, declared),
         Op::Outfeed { shape, .. } => token::outfeed(operands, shape.as_deref()),
     }

@@ -165,7 +165,8 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                         .find(|c: &&Computation| c.name == n)
                         .and_then(Computation::signature)
                 };
-                let (c, is_entry) = computation(p, &callees, &mut notes)?;
+                let (c, is_entry, wrapped) = computation(p, &callees, &mut notes)?;
+                computations.extend(wrapped);
                 if is_entry {
                     if entry.is_some() {
                         return err_at(&p, "a second ENTRY computation");
@@ -602,6 +603,9 @@ struct Attrs<'i> {
     map: BTreeMap<String, (Value, Pair<'i>)>,
     at: Pair<'i>,
     opcode: String,
+    /// The op an async start's short form (`call-start`, ...) wraps,
+    /// for the computation the reader builds around it.
+    wrapped: Option<Op>,
 }
 
 impl<'i> Attrs<'i> {
@@ -867,11 +871,13 @@ fn name_nested(comp: &mut Computation, anonymous: &[InstrId], written: &FxHashMa
     }
 }
 
+/// One computation, and the computations its short-form async starts wrap
+/// (which come before it, as callees do).
 fn computation(
     p: Pair<'_>,
     callees: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
     notes: &mut Vec<String>,
-) -> Result<(Computation, bool), ParseError> {
+) -> Result<(Computation, bool, Vec<Computation>), ParseError> {
     let mut it = p.into_inner().peekable();
     let is_entry = it.peek().is_some_and(|q| q.as_rule() == Rule::entry_kw);
     if is_entry {
@@ -888,11 +894,31 @@ fn computation(
     let mut by_name: FxHashMap<&str, InstrId> =
         FxHashMap::with_capacity_and_hasher(written, Default::default());
     let mut anonymous = Vec::new();
+    let mut wrapped_ops = Vec::new();
     let mut root = None;
     let mut last = None;
     for q in it {
         match q.as_rule() {
             Rule::signature => {}
+            Rule::attribute => {
+                let (key, value, at) = attribute(q)?;
+                match (key.as_str(), value) {
+                    ("execution_thread", Value::Str(thread)) => {
+                        comp.execution_thread =
+                            (thread != crate::computation::MAIN_THREAD).then_some(thread)
+                    }
+                    ("execution_thread", other) => {
+                        return err_at(
+                            &at,
+                            format!(
+                                "'execution_thread' must be a quoted string, got {}",
+                                other.kind()
+                            ),
+                        )
+                    }
+                    _ => return err_at(&at, format!("unsupported computation attribute '{key}'")),
+                }
+            }
             Rule::instruction => {
                 let ParsedInstruction {
                     instr,
@@ -903,10 +929,14 @@ fn computation(
                     control: written_control,
                     source_name,
                     note,
+                    wrapped,
                 } = instruction(q)?;
                 notes.extend(note);
                 let source = shape_source(&instr.op, &instr.shape, unshaped, at);
                 let id = comp.add(instr, &[]);
+                if let Some(op) = wrapped {
+                    wrapped_ops.push((id, op, at));
+                }
                 if by_name.insert(source_name, id).is_some() {
                     let name = &comp.instr(id).name;
                     return err_at(&at, format!("instruction name '{name}' is defined twice"));
@@ -990,7 +1020,16 @@ fn computation(
         }
     }
     name_nested(&mut comp, &anonymous, &by_name);
-    infer_unwritten_shapes(&mut comp, unshaped, callees, notes)?;
+    let wrapped = wrap_async_starts(&mut comp, wrapped_ops, callees)?;
+    crate::async_ops::find_async_callees(&mut comp).or_else(|m| err_at(&name_pair, m))?;
+    let callees = |n: &str| {
+        wrapped
+            .iter()
+            .find(|c| c.name == n)
+            .and_then(Computation::signature)
+            .or_else(|| callees(n))
+    };
+    infer_unwritten_shapes(&mut comp, unshaped, &callees, notes)?;
     match root.or(last) {
         Some(r) => comp.set_root(r),
         None => {
@@ -1000,7 +1039,66 @@ fn computation(
             )
         }
     }
-    Ok((comp, is_entry))
+    Ok((comp, is_entry, wrapped))
+}
+
+/// For each short-form async start (`call-start(a, b), to_apply=f`), the
+/// computation XLA's reader builds around the op it wraps: one parameter
+/// per operand, of the shapes the start's bundle lists, and the op as the
+/// root, of the bundle's result shape. The computation is named
+/// `async_wrapped` (made unique against `taken`), as XLA names it.
+fn wrap_async_starts(
+    comp: &mut Computation,
+    starts: Vec<(InstrId, Op, Pair<'_>)>,
+    taken: &dyn Fn(&str) -> Option<crate::shape_inference::CalleeSignature>,
+) -> Result<Vec<Computation>, ParseError> {
+    let mut made: Vec<Computation> = Vec::new();
+    for (id, op, at) in starts {
+        let start = comp.instr(id);
+        let (params, result) = match &start.shape {
+            Shape::Tuple(parts) if parts.len() >= 2 => match &parts[0] {
+                Shape::Tuple(params) => (params.clone(), parts[1].clone()),
+                other => (vec![other.clone()], parts[1].clone()),
+            },
+            other => {
+                return err_at(
+                    &at,
+                    format!(
+                        "{}-start needs its bundle shape ((operands), result, context...) written, got {other}",
+                        op.opcode()
+                    ),
+                )
+            }
+        };
+        let mut name = "async_wrapped".to_string();
+        let mut k = 0;
+        while taken(&name).is_some() || made.iter().any(|c| c.name == name) {
+            k += 1;
+            name = format!("async_wrapped.{k}");
+        }
+        let mut wrapped = Computation::new(name.clone());
+        wrapped.execution_thread = match &start.op {
+            Op::Async { thread, .. } => thread.clone(),
+            _ => None,
+        };
+        let args: Vec<InstrId> = params
+            .into_iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                let param =
+                    Instruction::new(format!("{name}.param.{i}"), shape, Op::Parameter(i as i64));
+                wrapped.add(param, &[])
+            })
+            .collect();
+        let root_name = format!("{name}.{}", op.opcode());
+        let root = wrapped.add(Instruction::new(root_name, result, op), &args);
+        wrapped.set_root(root);
+        if let Op::Async { calls, .. } = &mut comp.instr_mut(id).op {
+            *calls = name;
+        }
+        made.push(wrapped);
+    }
+    Ok(made)
 }
 
 /// The ops whose result shape XLA's parser derives from their operands,
@@ -1151,6 +1249,8 @@ struct ParsedInstruction<'i> {
     source_name: &'i str,
     /// What reading it changed or assumed, for the module's notes.
     note: Option<String>,
+    /// The op a short-form async start wraps (see [`Attrs::wrapped`]).
+    wrapped: Option<Op>,
 }
 
 /// The op an instruction's body writes, its operands as written, and a
@@ -1235,9 +1335,16 @@ fn nested_instruction<'i>(
         map: BTreeMap::new(),
         at: p,
         opcode: String::new(),
+        wrapped: None,
     };
     let (op, operands, note) =
         instruction_body(body, shape_pair, &declared, "(nested)", &mut attrs)?;
+    if attrs.wrapped.is_some() {
+        return err_at(
+            &p,
+            "an async start written in place of an operand; give it a name",
+        );
+    }
     attrs.finish()?;
     let instr = Instruction::new(String::new(), declared, op);
     Ok((instr, operands, shape_pair.is_none(), note))
@@ -1264,6 +1371,7 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         map: BTreeMap::new(),
         at,
         opcode: String::new(),
+        wrapped: None,
     };
     for a in it {
         let (k, v, ap) = attribute(a)?;
@@ -1273,6 +1381,7 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         attrs.map.insert(k, (v, ap));
     }
     let (op, operands, note) = instruction_body(body, shape_pair, &declared, &name, &mut attrs)?;
+    let wrapped = attrs.wrapped.take();
     let metadata = match attrs.take("metadata") {
         None => Metadata::default(),
         Some((v, p)) => metadata(v.into_string_map(&p)?, &p)?,
@@ -1324,6 +1433,7 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         control,
         source_name,
         note,
+        wrapped,
     })
 }
 
@@ -1621,7 +1731,13 @@ fn conditional_branches(at: &Pair<'_>, a: &mut Attrs) -> Result<Vec<String>, Par
 }
 
 fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
-    let opcode = opcode_pair.as_str();
+    op_named(opcode_pair.as_str(), opcode_pair, a)
+}
+
+/// The op `opcode` with its attributes from `a`; `opcode_pair` is where
+/// it is written (for a short-form async op, the wrapped op's opcode is
+/// part of the word).
+fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
     if let Some(op) = Op::without_attributes(opcode) {
         return Ok(op);
     }
@@ -1996,16 +2112,70 @@ fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError
                 },
             })
         }
-        _ => {
-            return err_at(
-                opcode_pair,
-                format!(
-                    "unsupported opcode '{opcode}' (supported: {})",
-                    all_opcodes().join(", ")
-                ),
-            )
+        "async-start" | "async-update" | "async-done" => {
+            let step = AsyncStep::from_opcode(opcode).expect("matched: an async opcode");
+            // An update or done may leave out the computation: it is its
+            // start's, found once the operands are known.
+            let calls = if step == AsyncStep::Start || a.map.contains_key("calls") {
+                a.word("calls")?.0
+            } else {
+                String::new()
+            };
+            Op::Async {
+                step,
+                calls,
+                thread: async_thread(a)?,
+            }
         }
+        _ => match async_short_form(opcode, opcode_pair, a)? {
+            Some(op) => op,
+            None => {
+                return err_at(
+                    opcode_pair,
+                    format!(
+                        "unsupported opcode '{opcode}' (supported: {}, and an async form \
+                         `<opcode>-start`, `-update`, `-done` of each)",
+                        all_opcodes().join(", ")
+                    ),
+                )
+            }
+        },
     })
+}
+
+/// `async_execution_thread="..."`; the main thread is none.
+fn async_thread(a: &mut Attrs) -> Result<Option<String>, ParseError> {
+    Ok(a.string("async_execution_thread")?
+        .filter(|t| t != crate::computation::MAIN_THREAD))
+}
+
+/// XLA's short form of the async ops: `call-start(a, b), to_apply=f` is an
+/// `async-start` of a computation whose root is that `call`, built by the
+/// reader (see [`wrap_async_starts`]); `call-update` and `call-done` are
+/// the update and done of it. `None` when `opcode` is not such a form.
+fn async_short_form(
+    opcode: &str,
+    opcode_pair: &Pair<'_>,
+    a: &mut Attrs,
+) -> Result<Option<Op>, ParseError> {
+    let Some((step, wrapped)) = AsyncStep::ALL
+        .into_iter()
+        .find_map(|s| opcode.strip_suffix(s.suffix()).map(|w| (s, w)))
+    else {
+        return Ok(None);
+    };
+    if !all_opcodes().contains(&wrapped) {
+        return Ok(None);
+    }
+    let thread = async_thread(a)?;
+    if step == AsyncStep::Start {
+        a.wrapped = Some(op_named(wrapped, opcode_pair, a)?);
+    }
+    Ok(Some(Op::Async {
+        step,
+        calls: String::new(),
+        thread,
+    }))
 }
 
 /// Where a constant's value, as XLA's parser reads it, is not what its text
@@ -2017,7 +2187,7 @@ enum LiteralReading {
     /// is `{2, 0, 0}`).
     FirstOnly,
     /// A complex element with a NaN part, which XLA's parser reads its
-    /// own way (see [`complex_nans_as_xla_reads_them`]).
+    /// own way (see [`crate::literal::complex_nans_as_xla_reads_them`]).
     ComplexNan,
 }
 
@@ -2081,7 +2251,7 @@ fn literal(
     };
     if per_element != 1 {
         let mut bytes = lit.into_bytes();
-        if complex_nans_as_xla_reads_them(part_ty, &mut bytes) {
+        if crate::literal::complex_nans_as_xla_reads_them(part_ty, &mut bytes) {
             reading = LiteralReading::ComplexNan;
         }
         lit = Literal::from_bytes(arr.ty, arr.dims.clone(), bytes)
@@ -2090,43 +2260,6 @@ fn literal(
     lit.shape.minor_to_major = arr.minor_to_major.clone();
     lit.shape.physical = arr.physical.clone();
     Ok((lit, reading))
-}
-
-/// XLA's parser, measured through jaxlib: a NaN real part is copied, sign
-/// and payload, into the imaginary part (`(nan, 2)` is `(nan, nan)`); an
-/// imaginary NaN of a c64 goes through f64, so its sign stays and its
-/// payload becomes the quiet NaN's (`(1, nan(0x5))` is `(1, nan)`). `parts`
-/// holds (re, im) pairs of `part` (f32 or f64), little-endian. Says whether
-/// a value changed.
-fn complex_nans_as_xla_reads_them(part: ElementType, parts: &mut [u8]) -> bool {
-    let w = part.byte_size();
-    let (nan_exponent, quiet) = if part == ElementType::F32 {
-        (0x7f80_0000u64, 0x0040_0000u64)
-    } else {
-        (0x7ff0_0000_0000_0000, 0x0008_0000_0000_0000)
-    };
-    let mantissa = 2 * quiet - 1;
-    let is_nan = |b: u64| b & nan_exponent == nan_exponent && b & mantissa != 0;
-    let bits = |b: &[u8]| {
-        let mut buf = [0u8; 8];
-        buf[..w].copy_from_slice(b);
-        u64::from_le_bytes(buf)
-    };
-    let mut changed = false;
-    for pair in parts.chunks_exact_mut(2 * w) {
-        let (re, im) = pair.split_at_mut(w);
-        if is_nan(bits(re)) {
-            changed |= re != im;
-            im.copy_from_slice(re);
-        } else if part == ElementType::F32 && is_nan(bits(im)) {
-            let sign = bits(im) & 0x8000_0000;
-            let read = (sign | nan_exponent | quiet).to_le_bytes();
-            // `changed` compares the bytes as written with XLA's.
-            changed |= im != &read[..w];
-            im.copy_from_slice(&read[..w]);
-        }
-    }
-    changed
 }
 
 /// The literal's values in row-major order into `out`, and each value

@@ -121,7 +121,11 @@ fn print_computation_into(out: &mut String, c: &Computation, scheduled: bool) {
         print_instruction_into(out, c, id);
         out.push('\n');
     }
-    out.push_str("}\n");
+    out.push('}');
+    if let Some(thread) = &c.execution_thread {
+        let _ = write!(out, ", execution_thread=\"{}\"", escape(thread));
+    }
+    out.push('\n');
 }
 
 /// One instruction line, without indentation or `ROOT`.
@@ -465,6 +469,12 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 write_list(out, layouts);
                 out.push('}');
             }
+        }
+        Op::Async { calls, thread, .. } => {
+            if let Some(t) = thread {
+                config_attribute(out, "async_execution_thread", t);
+            }
+            let _ = write!(out, ", calls={calls}");
         }
         Op::Transfer(t) => {
             if let Some(id) = t.channel_id {

@@ -642,6 +642,11 @@ impl<'i> Reader<'i> {
                     while r.attempt(|r| r.then_item(Self::instruction)) {}
                     r.then("}")
                 }
+                && {
+                    // `}, execution_thread="host"`, read as an attribute.
+                    while r.attempt(|r| r.then(",") && r.then_item(Self::attribute)) {}
+                    true
+                }
         })
     }
 
