@@ -37,7 +37,9 @@ pub fn drop_default_attributes(m: &mut Module) {
                     }
                 }
                 // XLA's reader fills in a convolution's two.
-                Op::Dot { precision, .. } | Op::Convolution { precision, .. }
+                Op::Dot { precision, .. }
+                | Op::RaggedDot { precision, .. }
+                | Op::Convolution { precision, .. }
                     if precision.iter().all(|&p| p == Precision::Default) =>
                 {
                     precision.clear();

@@ -297,6 +297,15 @@ pub struct DotDims {
     pub rhs_contracting: Vec<i64>,
 }
 
+/// What makes a `ragged-dot` ragged: the lhs dimension split into groups
+/// by the group sizes operand, and, when that dimension is not contracted
+/// or a batch dimension, the rhs dimension that picks each group's matrix.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct RaggedDims {
+    pub lhs_ragged: Vec<i64>,
+    pub rhs_group: Vec<i64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct GatherDims {
     pub offset_dims: Vec<i64>,
@@ -764,6 +773,17 @@ pub enum Op {
         precision: Vec<Precision>,
         algorithm: DotAlgorithm,
     },
+    /// `ragged-dot(lhs, rhs, group_sizes)`: a dot whose lhs dimension
+    /// `ragged.lhs_ragged` is cut into consecutive groups of the sizes the
+    /// third operand gives (a mixture of experts' tokens per expert). Not
+    /// contracted, each group meets its own rhs matrix (`rhs_group`);
+    /// contracted, each group's partial product is its own result row.
+    RaggedDot {
+        dims: DotDims,
+        ragged: RaggedDims,
+        precision: Vec<Precision>,
+        algorithm: DotAlgorithm,
+    },
     Reduce {
         dimensions: Vec<i64>,
         to_apply: String,
@@ -860,6 +880,14 @@ pub enum Op {
     AllToAll {
         collective: Collective,
         dimension: Option<i64>,
+    },
+    /// `ragged-all-to-all(input, output, input_offsets, send_sizes,
+    /// output_offsets, recv_sizes)`: each participant sends a run of its
+    /// input's rows to every other, of sizes and at offsets the four index
+    /// operands give; its value is `output` with the received runs written
+    /// in.
+    RaggedAllToAll {
+        collective: Collective,
     },
     /// `domain`: its operand, marking where one sharding domain ends and
     /// another begins (`domain={kind="sharding", entry=..., exit=...}`).
@@ -1038,7 +1066,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 16] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 69] = [
+pub const STRUCTURED_OPCODES: [&str; 71] = [
     "parameter",
     "constant",
     "iota",
@@ -1059,6 +1087,8 @@ pub const STRUCTURED_OPCODES: [&str; 69] = [
     "concatenate",
     "pad",
     "dot",
+    "ragged-dot",
+    "ragged-all-to-all",
     "reduce",
     "convolution",
     "reduce-window",
@@ -1256,6 +1286,7 @@ impl Op {
             Op::Concatenate { .. } => "concatenate",
             Op::Pad { .. } => "pad",
             Op::Dot { .. } => "dot",
+            Op::RaggedDot { .. } => "ragged-dot",
             Op::Reduce { .. } => "reduce",
             Op::Convolution { .. } => "convolution",
             Op::ReduceWindow { .. } => "reduce-window",
@@ -1273,6 +1304,7 @@ impl Op {
             Op::AllGather { .. } => "all-gather",
             Op::ReduceScatter { .. } => "reduce-scatter",
             Op::AllToAll { .. } => "all-to-all",
+            Op::RaggedAllToAll { .. } => "ragged-all-to-all",
             Op::CollectiveBroadcast { .. } => "collective-broadcast",
             Op::TopK { .. } => "topk",
             Op::TriangularSolve { .. } => "triangular-solve",
@@ -1393,6 +1425,7 @@ impl Op {
                 | Op::AllGather { .. }
                 | Op::ReduceScatter { .. }
                 | Op::AllToAll { .. }
+                | Op::RaggedAllToAll { .. }
                 | Op::CollectiveBroadcast { .. }
                 | Op::CollectivePermute { .. }
                 | Op::AllReduceStart { .. }
@@ -1409,6 +1442,7 @@ impl Op {
             | Op::AllGather { collective, .. }
             | Op::ReduceScatter { collective, .. }
             | Op::AllToAll { collective, .. }
+            | Op::RaggedAllToAll { collective }
             | Op::CollectiveBroadcast { collective }
             | Op::AllReduceStart { collective, .. }
             | Op::AllGatherStart { collective, .. } => Some(collective),

@@ -370,3 +370,35 @@ fn complex_types_take_their_own_ops() {
         assert!(e.contains(message), "{e}");
     }
 }
+
+/// `ragged-dot` in XLA's three modes: the ragged lhs dimension not
+/// contracted (each row group meets the rhs matrix its group picks),
+/// contracted (the group count leads the result) and a batch dimension;
+/// and what each mode refuses.
+#[test]
+fn ragged_dot_shapes_by_mode() {
+    accepted("  a = f32[8,5] parameter(0)\n  b = f32[3,5,7] parameter(1)\n  g = s64[3] parameter(2)\n  ROOT d = f32[8,7] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}");
+    accepted("  a = f32[11,8] parameter(0)\n  b = f32[8,7] parameter(1)\n  g = s32[3] parameter(2)\n  ROOT d = f32[3,11,7] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}");
+    accepted("  a = f32[4,11,8] parameter(0)\n  b = f32[4,8,7] parameter(1)\n  g = s32[2] parameter(2)\n  ROOT d = f32[4,11,7] ragged-dot(a, b, g), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={0}");
+    for (body, message) in [
+        (
+            "  a = f32[8,5] parameter(0)\n  b = f32[3,5,7] parameter(1)\n  g = s64[4] parameter(2)\n  ROOT d = f32[8,7] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}",
+            "ragged-dot has 4 groups in s64[4]{0}, but rhs dimension 0 of f32[3,5,7]{2,1,0} holds 3",
+        ),
+        (
+            "  a = f32[8,5] parameter(0)\n  b = f32[3,5,7] parameter(1)\n  g = s64[3] parameter(2)\n  ROOT d = f32[8,7] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}",
+            "a ragged-dot whose ragged dimension is not contracted needs one rhs_group_dims, got []",
+        ),
+        (
+            "  a = f32[11,8] parameter(0)\n  b = f32[8,7] parameter(1)\n  g = f32[3] parameter(2)\n  ROOT d = f32[3,11,7] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}",
+            "ragged-dot's group sizes are an integer array, got f32[3]{0}",
+        ),
+        (
+            "  a = f32[11,8] parameter(0)\n  b = f32[8,7] parameter(1)\n  g = s32[3] parameter(2)\n  ROOT d = f32[11,7] ragged-dot(a, b, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}",
+            "ragged-dot produces f32[3,11,7]",
+        ),
+    ] {
+        let e = refused(body);
+        assert!(e.contains(message), "{e}");
+    }
+}

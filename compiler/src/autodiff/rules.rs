@@ -349,6 +349,7 @@ pub fn vjp(
         | Op::AllGather { .. }
         | Op::ReduceScatter { .. }
         | Op::AllToAll { .. }
+        | Op::RaggedAllToAll { .. }
         | Op::CollectiveBroadcast { .. }
         | Op::CollectivePermute { .. }
         | Op::AllReduceStart { .. }
@@ -361,6 +362,9 @@ pub fn vjp(
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
         Op::TopK { .. } => return not_differentiable(b, n, "topk has no gradient rule in hlatc"),
+        Op::RaggedDot { .. } => {
+            return not_differentiable(b, n, "ragged-dot has no gradient rule in hlatc")
+        }
         Op::Async { .. } => {
             return not_differentiable(b, n, "async ops have no gradient rule in hlatc")
         }

@@ -7,7 +7,7 @@ use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::computation::{Computation, InstrId};
 use crate::literal::Literal;
 use crate::module::{AliasKind, Module};
-use crate::op::{AsyncStep, DotAlgorithm, Op, OperandAlias, Precision};
+use crate::op::{AsyncStep, DotAlgorithm, DotDims, Op, OperandAlias, Precision};
 use crate::types::{ArrayShape, ElementType, Shape};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -101,6 +101,15 @@ fn literal_to_proto(lit: &Literal) -> LiteralProto {
         ty => unreachable!("{ty} literals are raw bytes"),
     }
     p
+}
+
+fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
+    DotDimensionNumbers {
+        lhs_contracting_dimensions: dims.lhs_contracting.clone(),
+        rhs_contracting_dimensions: dims.rhs_contracting.clone(),
+        lhs_batch_dimensions: dims.lhs_batch.clone(),
+        rhs_batch_dimensions: dims.rhs_batch.clone(),
+    }
 }
 
 fn aliasing_to_proto(aliasing: &[OperandAlias]) -> Vec<OutputOperandAliasing> {
@@ -373,12 +382,20 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             precision,
             algorithm,
         } => {
-            p.dot_dimension_numbers = Some(Box::new(DotDimensionNumbers {
-                lhs_contracting_dimensions: dims.lhs_contracting.clone(),
-                rhs_contracting_dimensions: dims.rhs_contracting.clone(),
-                lhs_batch_dimensions: dims.lhs_batch.clone(),
-                rhs_batch_dimensions: dims.rhs_batch.clone(),
-            }));
+            p.dot_dimension_numbers = Some(Box::new(dot_dims_to_proto(dims)));
+            p.precision_config = precision_to_proto(precision, *algorithm);
+        }
+        Op::RaggedDot {
+            dims,
+            ragged,
+            precision,
+            algorithm,
+        } => {
+            p.ragged_dot_dimension_numbers = Some(RaggedDotDimensionNumbers {
+                dot_dimension_numbers: Some(dot_dims_to_proto(dims)),
+                lhs_ragged_dimensions: ragged.lhs_ragged.clone(),
+                rhs_group_dimensions: ragged.rhs_group.clone(),
+            });
             p.precision_config = precision_to_proto(precision, *algorithm);
         }
         Op::Reduce { dimensions, .. } => p.dimensions = dimensions.clone(),
@@ -494,6 +511,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             fill_collective(collective, p);
             p.dimensions = vec![*dimension];
         }
+        Op::RaggedAllToAll { collective } => fill_collective(collective, p),
         Op::AllToAll {
             collective,
             dimension,

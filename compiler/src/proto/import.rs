@@ -188,6 +188,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             matches!(op, Op::TriangularSolve { .. }),
         ),
         (
+            p.ragged_dot_dimension_numbers.is_some(),
+            "ragged_dot_dimension_numbers (90)",
+            "ragged-dot",
+            matches!(op, Op::RaggedDot { .. }),
+        ),
+        (
             p.cholesky_options.is_some(),
             "cholesky_options (62)",
             "cholesky",
@@ -299,6 +305,15 @@ fn aliasing_from_proto(p: &HloInstructionProto) -> Vec<OperandAlias> {
             operand_index: a.operand_shape_index.clone(),
         })
         .collect()
+}
+
+fn dot_dims_from_proto(d: &DotDimensionNumbers) -> DotDims {
+    DotDims {
+        lhs_batch: d.lhs_batch_dimensions.clone(),
+        lhs_contracting: d.lhs_contracting_dimensions.clone(),
+        rhs_batch: d.rhs_batch_dimensions.clone(),
+        rhs_contracting: d.rhs_contracting_dimensions.clone(),
+    }
 }
 
 fn algorithm_from_proto(p: &HloInstructionProto) -> Result<DotAlgorithm, String> {
@@ -751,11 +766,23 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 .as_ref()
                 .ok_or("dot has no dot_dimension_numbers")?;
             Op::Dot {
-                dims: DotDims {
-                    lhs_batch: d.lhs_batch_dimensions.clone(),
-                    lhs_contracting: d.lhs_contracting_dimensions.clone(),
-                    rhs_batch: d.rhs_batch_dimensions.clone(),
-                    rhs_contracting: d.rhs_contracting_dimensions.clone(),
+                dims: dot_dims_from_proto(d),
+                precision: precision_from_proto(p)?,
+                algorithm: algorithm_from_proto(p)?,
+            }
+        }
+        "ragged-dot" => {
+            let r = p
+                .ragged_dot_dimension_numbers
+                .as_ref()
+                .ok_or("ragged-dot has no ragged_dot_dimension_numbers")?;
+            Op::RaggedDot {
+                dims: dot_dims_from_proto(r.dot_dimension_numbers.as_ref().ok_or(
+                    "ragged-dot's ragged_dot_dimension_numbers has no dot_dimension_numbers",
+                )?),
+                ragged: RaggedDims {
+                    lhs_ragged: r.lhs_ragged_dimensions.clone(),
+                    rhs_group: r.rhs_group_dimensions.clone(),
                 },
                 precision: precision_from_proto(p)?,
                 algorithm: algorithm_from_proto(p)?,
@@ -821,6 +848,9 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             collective: collective_from_proto(p)?,
             dimension: one_dimension(p)?,
             to_apply: one_callee(called)?,
+        },
+        "ragged-all-to-all" => Op::RaggedAllToAll {
+            collective: collective_from_proto(p)?,
         },
         "all-to-all" => Op::AllToAll {
             collective: collective_from_proto(p)?,

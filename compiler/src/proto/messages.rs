@@ -144,6 +144,8 @@ pub struct HloInstructionProto {
     pub custom_call_target: String,
     #[prost(message, optional, boxed, tag = "30")]
     pub dot_dimension_numbers: Option<Box<DotDimensionNumbers>>,
+    #[prost(message, optional, tag = "90")]
+    pub ragged_dot_dimension_numbers: Option<RaggedDotDimensionNumbers>,
     #[prost(message, optional, boxed, tag = "33")]
     pub gather_dimension_numbers: Option<Box<GatherDimensionNumbers>>,
     #[prost(int64, repeated, tag = "34")]
@@ -517,6 +519,17 @@ pub struct DotDimensionNumbers {
     pub lhs_batch_dimensions: Vec<i64>,
     #[prost(int64, repeated, tag = "4")]
     pub rhs_batch_dimensions: Vec<i64>,
+}
+
+/// xla_data.proto's `RaggedDotDimensionNumbers`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RaggedDotDimensionNumbers {
+    #[prost(message, optional, tag = "1")]
+    pub dot_dimension_numbers: Option<DotDimensionNumbers>,
+    #[prost(int64, repeated, tag = "2")]
+    pub lhs_ragged_dimensions: Vec<i64>,
+    #[prost(int64, repeated, tag = "3")]
+    pub rhs_group_dimensions: Vec<i64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -137,6 +137,11 @@ schema!(
         (21, "padding_config", PADDING_CONFIG),
         (28, "custom_call_target"),
         (30, "dot_dimension_numbers", DOT_DIMENSION_NUMBERS),
+        (
+            90,
+            "ragged_dot_dimension_numbers",
+            RAGGED_DOT_DIMENSION_NUMBERS
+        ),
         (33, "gather_dimension_numbers", GATHER_DIMENSION_NUMBERS),
         (34, "gather_slice_sizes"),
         (35, "id"),
@@ -209,7 +214,6 @@ schema!(
         (82, "statistics_viz"),
         (86, "dot_sparsity"),
         (88, "original_value"),
-        (90, "ragged_dot_dimension_numbers"),
         (91, "result_accuracy"),
     ]
 );
@@ -470,6 +474,16 @@ schema!(
         (2, "rhs_contracting_dimensions"),
         (3, "lhs_batch_dimensions"),
         (4, "rhs_batch_dimensions"),
+    ],
+    []
+);
+schema!(
+    RAGGED_DOT_DIMENSION_NUMBERS,
+    "RaggedDotDimensionNumbers",
+    [
+        (1, "dot_dimension_numbers", DOT_DIMENSION_NUMBERS),
+        (2, "lhs_ragged_dimensions"),
+        (3, "rhs_group_dimensions"),
     ],
     []
 );
@@ -744,7 +758,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 47] = [
+    const DECLARED: [(&str, &Schema); 48] = [
         ("TriangularSolveOptions", &TRIANGULAR_SOLVE_OPTIONS),
         ("CholeskyOptions", &CHOLESKY_OPTIONS),
         ("HloModuleProto", &HLO_MODULE),
@@ -768,6 +782,7 @@ mod tests {
         ("StackFrameProto", &STACK_FRAME),
         ("FrontendAttributes", &FRONTEND_ATTRIBUTES),
         ("DotDimensionNumbers", &DOT_DIMENSION_NUMBERS),
+        ("RaggedDotDimensionNumbers", &RAGGED_DOT_DIMENSION_NUMBERS),
         ("WindowProto", &WINDOW),
         ("OutputOperandAliasing", &OUTPUT_OPERAND_ALIASING),
         ("WindowDimension", &WINDOW_DIMENSION),

@@ -177,6 +177,39 @@ pub(super) fn reduce_scatter(
     resized("reduce-scatter", c, dimension, false, operands, declared)
 }
 
+/// `ragged-all-to-all(input, output, input_offsets, send_sizes,
+/// output_offsets, recv_sizes)` writes runs of input rows into `output`,
+/// whose shape it has: input and output hold rows of one shape and type,
+/// and the four index operands are s32 or s64 arrays of one type, of rank
+/// 1 or 2 (XLA's tests give offsets a second dimension where one peer
+/// takes several runs).
+pub(super) fn ragged_all_to_all(c: &Collective, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    super::arity(operands, 6)?;
+    check_groups(c, false)?;
+    let (input, output) = (array(operands, 0)?, array(operands, 1)?);
+    if input.ty != output.ty
+        || input.rank() == 0
+        || input.dims[1..] != output.dims[1.min(output.rank())..]
+    {
+        return invalid(format!(
+            "ragged-all-to-all moves rows of one shape and type, got input {input} and output {output}"
+        ));
+    }
+    let offsets = array(operands, 2)?;
+    for i in 2..6 {
+        let index = array(operands, i)?;
+        if !matches!(index.ty, ElementType::S32 | ElementType::S64)
+            || !(1..=2).contains(&index.rank())
+            || index.ty != offsets.ty
+        {
+            return invalid(format!(
+                "ragged-all-to-all's offsets and sizes are s32 or s64 arrays of rank 1 or 2 and one type, got {offsets} and operand {i} {index}"
+            ));
+        }
+    }
+    Ok(Shape::Array(output.clone()))
+}
+
 pub(super) fn all_to_all(
     c: &Collective,
     dimension: Option<i64>,

@@ -1,7 +1,7 @@
-//! `dot` and the result type of a contraction (shared with `convolution`).
+//! `dot`, `ragged-dot` and the result type of a contraction (shared with `convolution`).
 
 use super::{arity, arr, array, check_dims_in_range, invalid, ShapeError};
-use crate::op::{DotDims, Precision};
+use crate::op::{DotDims, Precision, RaggedDims};
 use crate::types::{ArrayShape, ElementType, Shape};
 
 /// The matrices of `a` (`[..., m, m]`) and what it solves against: `b`
@@ -99,6 +99,92 @@ pub(super) fn dot(
             .map(|d| r.dims[d as usize]),
     );
     Ok(arr(ty, out))
+}
+
+/// `ragged-dot(lhs, rhs, group_sizes)`, in XLA's three modes, by where the
+/// ragged lhs dimension is: not contracted, each group of rows meets the
+/// rhs matrix its `rhs_group` index picks, and the result is the dot's
+/// with that dimension gone from rhs; contracted, each group's partial
+/// product is its own result, so the group count leads the dot's shape;
+/// a batch dimension, it is the dot's shape. The group count is the last
+/// dimension of `group_sizes` (an integer array).
+pub(super) fn ragged_dot(
+    dims: &DotDims,
+    ragged: &RaggedDims,
+    precision: &[Precision],
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    arity(operands, 3)?;
+    let (l, r, sizes) = (
+        array(operands, 0)?,
+        array(operands, 1)?,
+        array(operands, 2)?,
+    );
+    let Some(&groups) = sizes.dims.last().filter(|_| sizes.ty.is_integer()) else {
+        return invalid(format!(
+            "ragged-dot's group sizes are an integer array, got {sizes}"
+        ));
+    };
+    let &[ragged_dim] = ragged.lhs_ragged.as_slice() else {
+        return invalid(format!(
+            "ragged-dot needs one lhs_ragged_dims, got {:?}",
+            ragged.lhs_ragged
+        ));
+    };
+    check_dims_in_range(&[ragged_dim], l.rank(), "lhs")?;
+    let two = [operands[0], operands[1]];
+    if dims.lhs_contracting.contains(&ragged_dim) || dims.lhs_batch.contains(&ragged_dim) {
+        if !ragged.rhs_group.is_empty() {
+            return invalid(
+                "a ragged-dot whose ragged dimension is contracted or a batch dimension takes no rhs_group_dims",
+            );
+        }
+        let dot_shape = dot(dims, precision, &two, declared)?;
+        if dims.lhs_batch.contains(&ragged_dim) {
+            return Ok(dot_shape);
+        }
+        let Shape::Array(mut a) = dot_shape else {
+            return invalid("a dot's shape is an array");
+        };
+        a.dims.insert(0, groups);
+        return Ok(arr(a.ty, a.dims));
+    }
+    let &[group] = ragged.rhs_group.as_slice() else {
+        return invalid(format!(
+            "a ragged-dot whose ragged dimension is not contracted needs one rhs_group_dims, got {:?}",
+            ragged.rhs_group
+        ));
+    };
+    check_dims_in_range(&[group], r.rank(), "rhs")?;
+    if dims.rhs_batch.contains(&group) || dims.rhs_contracting.contains(&group) {
+        return invalid(format!(
+            "ragged-dot's rhs group dimension {group} is also a batch or contracting dimension"
+        ));
+    }
+    if r.dims[group as usize] != groups {
+        return invalid(format!(
+            "ragged-dot has {groups} groups in {sizes}, but rhs dimension {group} of {r} holds {}",
+            r.dims[group as usize]
+        ));
+    }
+    // The dot of lhs with one group's rhs matrix: rhs without its group
+    // dimension, the dimensions after it numbered one lower.
+    let mut matrix = r.clone();
+    matrix.dims.remove(group as usize);
+    let renumber = |v: &[i64]| -> Vec<i64> {
+        v.iter()
+            .map(|&d| if d > group { d - 1 } else { d })
+            .collect()
+    };
+    let per_group = DotDims {
+        lhs_batch: dims.lhs_batch.clone(),
+        lhs_contracting: dims.lhs_contracting.clone(),
+        rhs_batch: renumber(&dims.rhs_batch),
+        rhs_contracting: renumber(&dims.rhs_contracting),
+    };
+    let matrix = Shape::array(matrix.ty, matrix.dims);
+    dot(&per_group, precision, &[operands[0], &matrix], declared)
 }
 
 /// A dot's or convolution's two operands, with one operand precision each

@@ -250,6 +250,13 @@ pub fn infer_shape(
             collective,
             dimension,
         } => collective::all_to_all(collective, *dimension, operands),
+        Op::RaggedAllToAll { collective } => collective::ragged_all_to_all(collective, operands),
+        Op::RaggedDot {
+            dims,
+            ragged,
+            precision,
+            ..
+        } => contraction::ragged_dot(dims, ragged, precision, operands, declared),
         Op::CollectivePermute { pairs, .. } => collective::collective_permute(pairs, operands),
         Op::ReplicaId | Op::PartitionId => collective::device_id(operands),
         Op::CollectiveBroadcast { collective } => {

@@ -1816,25 +1816,22 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             }
         },
         "dot" => {
-            let dims = DotDims {
-                lhs_batch: a.ints_or_empty("lhs_batch_dims")?,
-                lhs_contracting: a.ints_or_empty("lhs_contracting_dims")?,
-                rhs_batch: a.ints_or_empty("rhs_batch_dims")?,
-                rhs_contracting: a.ints_or_empty("rhs_contracting_dims")?,
-            };
-            let precision = a.precision()?;
-            let algorithm = if a.map.contains_key("algorithm") {
-                parse_enum(
-                    a,
-                    "algorithm",
-                    DotAlgorithm::from_name,
-                    &DotAlgorithm::names().join(", "),
-                )?
-            } else {
-                DotAlgorithm::Unset
-            };
+            let (dims, precision, algorithm) = dot_attributes(a)?;
             Op::Dot {
                 dims,
+                precision,
+                algorithm,
+            }
+        }
+        "ragged-dot" => {
+            let ragged = RaggedDims {
+                lhs_ragged: a.ints_or_empty("lhs_ragged_dims")?,
+                rhs_group: a.ints_or_empty("rhs_group_dims")?,
+            };
+            let (dims, precision, algorithm) = dot_attributes(a)?;
+            Op::RaggedDot {
+                dims,
+                ragged,
                 precision,
                 algorithm,
             }
@@ -1896,6 +1893,9 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             collective: collective(a)?,
             dimension: one_dimension(opcode_pair, a)?,
             to_apply: a.word("to_apply")?.0,
+        },
+        "ragged-all-to-all" => Op::RaggedAllToAll {
+            collective: collective(a)?,
         },
         "all-to-all" => Op::AllToAll {
             collective: collective(a)?,
@@ -2141,6 +2141,28 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             }
         },
     })
+}
+
+/// A dot's (or ragged dot's) dimension numbers, precisions and algorithm.
+fn dot_attributes(a: &mut Attrs) -> Result<(DotDims, Vec<Precision>, DotAlgorithm), ParseError> {
+    let dims = DotDims {
+        lhs_batch: a.ints_or_empty("lhs_batch_dims")?,
+        lhs_contracting: a.ints_or_empty("lhs_contracting_dims")?,
+        rhs_batch: a.ints_or_empty("rhs_batch_dims")?,
+        rhs_contracting: a.ints_or_empty("rhs_contracting_dims")?,
+    };
+    let precision = a.precision()?;
+    let algorithm = if a.map.contains_key("algorithm") {
+        parse_enum(
+            a,
+            "algorithm",
+            DotAlgorithm::from_name,
+            &DotAlgorithm::names().join(", "),
+        )?
+    } else {
+        DotAlgorithm::Unset
+    };
+    Ok((dims, precision, algorithm))
 }
 
 /// `async_execution_thread="..."`; the main thread is none.

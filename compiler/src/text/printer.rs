@@ -6,7 +6,7 @@ use crate::collective::Collective;
 use crate::computation::{Computation, InstrId};
 use crate::instruction::Metadata;
 use crate::module::Module;
-use crate::op::{DotAlgorithm, Op, OperandAlias, PadDim, Precision};
+use crate::op::{DotAlgorithm, DotDims, Op, OperandAlias, PadDim, Precision, RaggedDims};
 use crate::types::{write_joined, ElementType};
 use crate::window::{ConvDims, Window};
 use std::collections::BTreeMap;
@@ -233,16 +233,13 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             dims,
             precision,
             algorithm,
-        } => {
-            list_if_any(out, "lhs_batch_dims", &dims.lhs_batch);
-            list(out, "lhs_contracting_dims", &dims.lhs_contracting);
-            list_if_any(out, "rhs_batch_dims", &dims.rhs_batch);
-            list(out, "rhs_contracting_dims", &dims.rhs_contracting);
-            write_precision(out, precision);
-            if *algorithm != DotAlgorithm::Unset {
-                let _ = write!(out, ", algorithm={}", algorithm.name());
-            }
-        }
+        } => write_dot(out, dims, None, precision, *algorithm),
+        Op::RaggedDot {
+            dims,
+            ragged,
+            precision,
+            algorithm,
+        } => write_dot(out, dims, Some(ragged), precision, *algorithm),
         Op::Reduce {
             dimensions,
             to_apply,
@@ -357,6 +354,7 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         Op::TopK { k, largest } => {
             let _ = write!(out, ", k={k}, largest={largest}");
         }
+        Op::RaggedAllToAll { collective } => write_collective(out, collective),
         Op::AllToAll {
             collective,
             dimension,
@@ -675,6 +673,30 @@ fn write_convolution_attributes(
         let _ = write!(out, ", batch_group_count={batch_groups}");
     }
     write_precision(out, precision);
+}
+
+/// A dot's dimension numbers (a ragged dot's ragged and group dimensions
+/// after the contracting ones, as XLA prints them), precisions and
+/// algorithm.
+fn write_dot(
+    out: &mut String,
+    dims: &DotDims,
+    ragged: Option<&RaggedDims>,
+    precision: &[Precision],
+    algorithm: DotAlgorithm,
+) {
+    list_if_any(out, "lhs_batch_dims", &dims.lhs_batch);
+    list(out, "lhs_contracting_dims", &dims.lhs_contracting);
+    list_if_any(out, "rhs_batch_dims", &dims.rhs_batch);
+    list(out, "rhs_contracting_dims", &dims.rhs_contracting);
+    if let Some(r) = ragged {
+        list_if_any(out, "lhs_ragged_dims", &r.lhs_ragged);
+        list_if_any(out, "rhs_group_dims", &r.rhs_group);
+    }
+    write_precision(out, precision);
+    if algorithm != DotAlgorithm::Unset {
+        let _ = write!(out, ", algorithm={}", algorithm.name());
+    }
 }
 
 fn write_precision(out: &mut String, precision: &[Precision]) {
