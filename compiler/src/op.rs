@@ -297,6 +297,60 @@ pub struct DotDims {
     pub rhs_contracting: Vec<i64>,
 }
 
+/// An f32 attribute kept by its bits (`epsilon=0.001`), so ops stay `Eq`
+/// and `Hash` and the value comes back exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct F32Bits(pub u32);
+
+impl F32Bits {
+    pub fn new(v: f32) -> Self {
+        F32Bits(v.to_bits())
+    }
+
+    pub fn get(self) -> f32 {
+        f32::from_bits(self.0)
+    }
+}
+
+impl std::fmt::Display for F32Bits {
+    /// The shortest decimal that reads back to the same f32.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
+
+/// Which batch normalization: `batch-norm-training(x, scale, offset)`
+/// gives (normalized, mean, variance) over every dimension but the
+/// feature one; `batch-norm-inference(x, scale, offset, mean, variance)`
+/// normalizes by the given statistics; `batch-norm-grad(x, scale, mean,
+/// variance, grad)` gives (d x, d scale, d offset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BatchNormKind {
+    Training,
+    Inference,
+    Grad,
+}
+
+impl BatchNormKind {
+    pub const ALL: [BatchNormKind; 3] = [
+        BatchNormKind::Training,
+        BatchNormKind::Inference,
+        BatchNormKind::Grad,
+    ];
+
+    pub fn opcode(self) -> &'static str {
+        match self {
+            BatchNormKind::Training => "batch-norm-training",
+            BatchNormKind::Inference => "batch-norm-inference",
+            BatchNormKind::Grad => "batch-norm-grad",
+        }
+    }
+
+    pub fn from_opcode(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.opcode() == s)
+    }
+}
+
 /// What makes a `ragged-dot` ragged: the lhs dimension split into groups
 /// by the group sizes operand, and, when that dimension is not contracted
 /// or a batch dimension, the rhs dimension that picks each group's matrix.
@@ -804,6 +858,16 @@ pub enum Op {
         window: Window,
         to_apply: String,
     },
+    /// `select-and-scatter(operand, source, init)`: in each window of the
+    /// operand, `select` picks one element (a max pool's argmax, say), and
+    /// the source value of that window is combined by `scatter` into that
+    /// position of a result that starts as `init` everywhere: the gradient
+    /// of a max pool.
+    SelectAndScatter {
+        window: Window,
+        select: String,
+        scatter: String,
+    },
     Tuple,
     /// `opt-barrier`: its result is its (tuple) operand, but no optimization
     /// moves work across it or merges values through it. Remat routes a
@@ -880,6 +944,14 @@ pub enum Op {
     AllToAll {
         collective: Collective,
         dimension: Option<i64>,
+    },
+    /// The batch normalizations (see [`BatchNormKind`]): `epsilon` is
+    /// added to the variance, `feature_index` is the dimension whose
+    /// entries keep their own statistics.
+    BatchNorm {
+        kind: BatchNormKind,
+        epsilon: F32Bits,
+        feature_index: i64,
     },
     /// `ragged-all-to-all(input, output, input_offsets, send_sizes,
     /// output_offsets, recv_sizes)`: each participant sends a run of its
@@ -1066,7 +1138,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 16] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 71] = [
+pub const STRUCTURED_OPCODES: [&str; 75] = [
     "parameter",
     "constant",
     "iota",
@@ -1089,9 +1161,13 @@ pub const STRUCTURED_OPCODES: [&str; 71] = [
     "dot",
     "ragged-dot",
     "ragged-all-to-all",
+    "batch-norm-training",
+    "batch-norm-inference",
+    "batch-norm-grad",
     "reduce",
     "convolution",
     "reduce-window",
+    "select-and-scatter",
     "tuple",
     "opt-barrier",
     "get-tuple-element",
@@ -1237,6 +1313,9 @@ macro_rules! callee_slots {
                 calls: to_apply, ..
             } => (Some(to_apply), None, None),
             Op::While { condition, body } => (Some(body), Some(condition), None),
+            Op::SelectAndScatter {
+                select, scatter, ..
+            } => (Some(select), Some(scatter), None),
             Op::Conditional { branches } => (None, None, Some(branches)),
             Op::CustomCall(CustomCall { called, .. }) => (None, None, Some(called)),
             _ => (None, None, None),
@@ -1290,6 +1369,7 @@ impl Op {
             Op::Reduce { .. } => "reduce",
             Op::Convolution { .. } => "convolution",
             Op::ReduceWindow { .. } => "reduce-window",
+            Op::SelectAndScatter { .. } => "select-and-scatter",
             Op::Tuple => "tuple",
             Op::OptBarrier => "opt-barrier",
             Op::GetTupleElement { .. } => "get-tuple-element",
@@ -1305,6 +1385,7 @@ impl Op {
             Op::ReduceScatter { .. } => "reduce-scatter",
             Op::AllToAll { .. } => "all-to-all",
             Op::RaggedAllToAll { .. } => "ragged-all-to-all",
+            Op::BatchNorm { kind, .. } => kind.opcode(),
             Op::CollectiveBroadcast { .. } => "collective-broadcast",
             Op::TopK { .. } => "topk",
             Op::TriangularSolve { .. } => "triangular-solve",

@@ -402,3 +402,31 @@ fn ragged_dot_shapes_by_mode() {
         assert!(e.contains(message), "{e}");
     }
 }
+
+/// Batch normalization keeps one statistic per entry of the feature
+/// dimension; select-and-scatter takes one source value per window and
+/// a `select` that answers pred.
+#[test]
+fn batch_norm_and_select_and_scatter_shapes() {
+    for (body, message) in [
+        (
+            "  x = f32[2,3] parameter(0)\n  s = f32[2] parameter(1)\n  ROOT t = (f32[2,3], f32[3], f32[3]) batch-norm-training(x, s, s), epsilon=0.001, feature_index=1",
+            "batch-norm-training operand 1 must be f32[3], one entry per feature, got f32[2]{0}",
+        ),
+        (
+            "  x = f32[2,3] parameter(0)\n  s = f32[3] parameter(1)\n  ROOT y = f32[2,3] batch-norm-inference(x, s, s, s, s), epsilon=0.001, feature_index=2",
+            "batch-norm-inference's feature_index 2 is not a dimension of f32[2,3]{1,0}",
+        ),
+        (
+            "  x = f32[4] parameter(0)\n  g = f32[3] parameter(1)\n  z = f32[] constant(0)\n  ROOT r = f32[4] select-and-scatter(x, g, z), window={size=2 stride=2}, select=add, scatter=add",
+            "select-and-scatter's source must have one value per window, f32[2]{0}, got f32[3]{0}",
+        ),
+        (
+            "  x = f32[4] parameter(0)\n  g = f32[2] parameter(1)\n  z = f32[] constant(0)\n  ROOT r = f32[4] select-and-scatter(x, g, z), window={size=2 stride=2}, select=add, scatter=add",
+            "'add'",
+        ),
+    ] {
+        let e = refused(body);
+        assert!(e.contains(message), "{e}");
+    }
+}

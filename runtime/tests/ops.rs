@@ -858,3 +858,67 @@ fn fft_of_every_type() {
     assert_near(&out[2], &spectrum[..6], 1e-5);
     assert_near(&out[3], &[1.0, 2.0, 3.0, 4.0], 1e-5);
 }
+
+/// Batch normalization of [[1, 2], [3, 4]] by its columns (feature 1,
+/// epsilon 0): means (2, 3), variances (1, 1), normalized rows -1 and 1.
+/// The inference op with those statistics, scale (2, 1) and offset
+/// (0, 10) gives 2 x_hat and x_hat + 10; the grad of a constant output
+/// gradient is 0 for x and scale, the batch size for offset.
+#[test]
+fn batch_norm_training_inference_and_grad() {
+    let x = f32s(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let hlo = entry(
+        "  x = f32[2,2] parameter(0)\n  s = f32[2] parameter(1)\n  o = f32[2] parameter(2)\n  ROOT t = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, o), epsilon=0, feature_index=1",
+    );
+    let out = run(
+        &hlo,
+        &[x.clone(), f32s(&[2], &[1.0, 1.0]), f32s(&[2], &[0.0, 0.0])],
+    );
+    assert_values(&out[0], &[-1.0, -1.0, 1.0, 1.0], 1e-6);
+    assert_values(&out[1], &[2.0, 3.0], 1e-6);
+    assert_values(&out[2], &[1.0, 1.0], 1e-6);
+    let hlo = entry(
+        "  x = f32[2,2] parameter(0)\n  s = f32[2] parameter(1)\n  o = f32[2] parameter(2)\n  m = f32[2] parameter(3)\n  v = f32[2] parameter(4)\n  ROOT y = f32[2,2] batch-norm-inference(x, s, o, m, v), epsilon=0, feature_index=1",
+    );
+    let stats = [f32s(&[2], &[2.0, 3.0]), f32s(&[2], &[1.0, 1.0])];
+    let out = run(
+        &hlo,
+        &[
+            x.clone(),
+            f32s(&[2], &[2.0, 1.0]),
+            f32s(&[2], &[0.0, 10.0]),
+            stats[0].clone(),
+            stats[1].clone(),
+        ],
+    );
+    assert_values(&out[0], &[-2.0, 9.0, 2.0, 11.0], 1e-6);
+    let hlo = entry(
+        "  x = f32[2,2] parameter(0)\n  s = f32[2] parameter(1)\n  m = f32[2] parameter(2)\n  v = f32[2] parameter(3)\n  g = f32[2,2] parameter(4)\n  ROOT t = (f32[2,2], f32[2], f32[2]) batch-norm-grad(x, s, m, v, g), epsilon=0, feature_index=1",
+    );
+    let out = run(
+        &hlo,
+        &[
+            x,
+            f32s(&[2], &[1.0, 1.0]),
+            stats[0].clone(),
+            stats[1].clone(),
+            f32s(&[2, 2], &[1.0; 4]),
+        ],
+    );
+    assert_values(&out[0], &[0.0; 4], 0.0);
+    assert_values(&out[1], &[0.0, 0.0], 0.0);
+    assert_values(&out[2], &[2.0, 2.0], 1e-6);
+}
+
+/// The gradient of a max pool: in windows [1, 5] and [3, 2] of (1, 5, 3,
+/// 2), `select` (>=) picks 5 and 3, so source values 10 and 20 land there
+/// and everything else keeps the init 0.
+#[test]
+fn select_and_scatter_routes_each_window_to_its_pick() {
+    let hlo = "HloModule m\n\nge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY main {\n  x = f32[4] parameter(0)\n  g = f32[2] parameter(1)\n  z = f32[] constant(0)\n  ROOT r = f32[4] select-and-scatter(x, g, z), window={size=2 stride=2}, select=ge, scatter=add\n}\n";
+    let out = run(
+        hlo,
+        &[f32s(&[4], &[1.0, 5.0, 3.0, 2.0]), f32s(&[2], &[10.0, 20.0])],
+    );
+    assert_values(&out[0], &[0.0, 10.0, 20.0, 0.0], 0.0);
+}

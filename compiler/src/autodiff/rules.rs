@@ -342,7 +342,7 @@ pub fn vjp(
         Op::Sort { .. } | Op::Map { .. } => {
             return not_differentiable(b, n, "sort and map have no gradient rule in hlatc")
         }
-        Op::Convolution { .. } | Op::ReduceWindow { .. } => {
+        Op::Convolution { .. } | Op::ReduceWindow { .. } | Op::SelectAndScatter { .. } => {
             return not_differentiable(b, n, "windowed ops have no gradient rule in hlatc")
         }
         Op::AllReduce { .. }
@@ -362,6 +362,9 @@ pub fn vjp(
             return not_differentiable(b, n, "control flow has no gradient rule in hlatc")
         }
         Op::TopK { .. } => return not_differentiable(b, n, "topk has no gradient rule in hlatc"),
+        Op::BatchNorm { .. } => {
+            return not_differentiable(b, n, "batch-norm ops have no gradient rule in hlatc")
+        }
         Op::RaggedDot { .. } => {
             return not_differentiable(b, n, "ragged-dot has no gradient rule in hlatc")
         }

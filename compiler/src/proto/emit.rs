@@ -412,7 +412,9 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.batch_group_count = *batch_group_count;
             p.precision_config = precision_to_proto(precision, DotAlgorithm::Unset);
         }
-        Op::ReduceWindow { window, .. } => p.window = window_to_proto(window),
+        Op::ReduceWindow { window, .. } | Op::SelectAndScatter { window, .. } => {
+            p.window = window_to_proto(window)
+        }
         Op::GetTupleElement { index } => p.tuple_index = *index,
         Op::Gather {
             dims,
@@ -512,6 +514,14 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.dimensions = vec![*dimension];
         }
         Op::RaggedAllToAll { collective } => fill_collective(collective, p),
+        Op::BatchNorm {
+            epsilon,
+            feature_index,
+            ..
+        } => {
+            p.epsilon = epsilon.get();
+            p.feature_index = *feature_index;
+        }
         Op::AllToAll {
             collective,
             dimension,

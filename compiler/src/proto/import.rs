@@ -133,7 +133,8 @@ fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
 fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
     let call = matches!(op, Op::CustomCall(_));
     let convolution = call || matches!(op, Op::Convolution { .. });
-    let windowed = convolution || matches!(op, Op::ReduceWindow { .. });
+    let windowed =
+        convolution || matches!(op, Op::ReduceWindow { .. } | Op::SelectAndScatter { .. });
     let in_place = call || matches!(op, Op::Fusion { .. });
     let composite = matches!(op, Op::Call { .. });
     // (written, field, the ops that carry it, whether this op does)
@@ -186,6 +187,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "triangular_solve_options (59)",
             "triangular-solve",
             matches!(op, Op::TriangularSolve { .. }),
+        ),
+        (
+            p.epsilon != 0.0 || p.feature_index != 0,
+            "epsilon (24) or feature_index (25)",
+            "batch-norm-training, batch-norm-inference and batch-norm-grad",
+            matches!(op, Op::BatchNorm { .. }),
         ),
         (
             p.ragged_dot_dimension_numbers.is_some(),
@@ -812,6 +819,19 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             batch_group_count: p.batch_group_count.max(1),
             precision: precision_from_proto(p)?,
         },
+        "select-and-scatter" => match called {
+            [select, scatter] => Op::SelectAndScatter {
+                window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
+                select: select.clone(),
+                scatter: scatter.clone(),
+            },
+            _ => {
+                return Err(format!(
+                    "select-and-scatter needs two called computations (select, scatter), has {}",
+                    called.len()
+                ))
+            }
+        },
         "reduce-window" => Op::ReduceWindow {
             window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
             to_apply: one_callee(called)?,
@@ -848,6 +868,11 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             collective: collective_from_proto(p)?,
             dimension: one_dimension(p)?,
             to_apply: one_callee(called)?,
+        },
+        "batch-norm-training" | "batch-norm-inference" | "batch-norm-grad" => Op::BatchNorm {
+            kind: BatchNormKind::from_opcode(&p.opcode).expect("matched: a batch-norm opcode"),
+            epsilon: F32Bits::new(p.epsilon),
+            feature_index: p.feature_index,
         },
         "ragged-all-to-all" => Op::RaggedAllToAll {
             collective: collective_from_proto(p)?,

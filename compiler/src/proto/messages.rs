@@ -204,6 +204,10 @@ pub struct HloInstructionProto {
     pub triangular_solve_options: Option<TriangularSolveOptions>,
     #[prost(message, optional, tag = "62")]
     pub cholesky_options: Option<CholeskyOptions>,
+    #[prost(float, tag = "24")]
+    pub epsilon: f32,
+    #[prost(int64, tag = "25")]
+    pub feature_index: i64,
     #[prost(int32, tag = "31")]
     pub fft_type: i32,
     #[prost(int64, repeated, tag = "32")]

@@ -188,6 +188,8 @@ schema!(
         (62, "cholesky_options", CHOLESKY_OPTIONS),
         (31, "fft_type"),
         (32, "fft_length"),
+        (24, "epsilon"),
+        (25, "feature_index"),
         (54, "domain_entry_sharding", OP_SHARDING),
         (55, "domain_exit_sharding", OP_SHARDING),
         (80, "cross_program_prefetch_index"),
@@ -204,8 +206,6 @@ schema!(
         (58, "batch_group_count"),
     ],
     [
-        (24, "epsilon"),
-        (25, "feature_index"),
         (45, "all_reduce_id"),
         (66, "delta"),
         (73, "is_cross_program_prefetch"),

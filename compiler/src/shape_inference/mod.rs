@@ -10,6 +10,7 @@
 //! `control_flow`, `collective`, `random`, `token`), beside the helpers
 //! they share here.
 
+mod batch_norm;
 mod calls;
 mod collective;
 mod contraction;
@@ -194,6 +195,16 @@ pub fn infer_shape(
         Op::ReduceWindow { window, to_apply } => {
             reduction::reduce_window(window, (to_apply, get_callee(to_apply)?), operands)
         }
+        Op::SelectAndScatter {
+            window,
+            select,
+            scatter,
+        } => reduction::select_and_scatter(
+            window,
+            (select, get_callee(select)?),
+            (scatter, get_callee(scatter)?),
+            operands,
+        ),
         Op::Tuple => Ok(Shape::Tuple(
             operands.iter().map(|s| (*s).clone()).collect(),
         )),
@@ -251,6 +262,11 @@ pub fn infer_shape(
             dimension,
         } => collective::all_to_all(collective, *dimension, operands),
         Op::RaggedAllToAll { collective } => collective::ragged_all_to_all(collective, operands),
+        Op::BatchNorm {
+            kind,
+            feature_index,
+            ..
+        } => batch_norm::batch_norm(*kind, *feature_index, operands),
         Op::RaggedDot {
             dims,
             ragged,

@@ -1,5 +1,6 @@
-//! `reduce` and `reduce-window`, and how a reducer's signature is checked
-//! (also for `scatter` and the collectives).
+//! `reduce`, `reduce-window` and its gradient `select-and-scatter`, and
+//! how a reducer's signature is checked (also for `scatter` and the
+//! collectives).
 
 use super::{
     arr, array, check_dims_in_range, check_signature, check_signature_as, invalid, one_or_tuple,
@@ -37,6 +38,56 @@ pub(super) fn reduce_window(
         Shape::Array(a) => Ok(reduced(vec![Shape::Array(a)], tupled)),
         several => Ok(several),
     }
+}
+
+/// `select-and-scatter(operand, source, init)`: `source` has the shape a
+/// reduce-window of the operand with this window has, `init` is a scalar
+/// of the operand's type, `select` compares two of its elements and
+/// `scatter` combines two; the result has the operand's shape.
+pub(super) fn select_and_scatter(
+    window: &Window,
+    (select, select_sig): (&str, CalleeSignature),
+    (scatter, scatter_sig): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    super::arity(operands, 3)?;
+    let (x, source, init) = (
+        array(operands, 0)?,
+        array(operands, 1)?,
+        array(operands, 2)?,
+    );
+    let scalar = Shape::scalar(x.ty);
+    if init.rank() != 0 || init.ty != x.ty {
+        return invalid(format!(
+            "select-and-scatter's init value must be {scalar}, got {init}"
+        ));
+    }
+    let windows = windowed::reduce_window(window, &[x])?;
+    let expected = Shape::array(
+        x.ty,
+        windows
+            .as_array()
+            .map(|a| a.dims.clone())
+            .unwrap_or_default(),
+    );
+    if !Shape::Array(source.clone()).compatible(&expected) {
+        return invalid(format!(
+            "select-and-scatter's source must have one value per window, {expected}, got {source}"
+        ));
+    }
+    check_signature(
+        select,
+        &select_sig,
+        &[scalar.clone(), scalar.clone()],
+        &Shape::scalar(crate::types::ElementType::Pred),
+    )?;
+    check_signature(
+        scatter,
+        &scatter_sig,
+        &[scalar.clone(), scalar.clone()],
+        &scalar,
+    )?;
+    Ok(Shape::Array(ArrayShape::new(x.ty, x.dims.clone())))
 }
 
 /// A reduction's operands: inputs of one shape, then a scalar init of each

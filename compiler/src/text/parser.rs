@@ -653,6 +653,21 @@ impl<'i> Attrs<'i> {
         }
     }
 
+    /// A float attribute, read as XLA reads it: as a double, then rounded
+    /// to f32.
+    fn f32(&mut self, key: &str) -> Result<F32Bits, ParseError> {
+        match self.required(key)? {
+            (Value::Number(n), p) => n
+                .parse::<f64>()
+                .map(|v| F32Bits::new(v as f32))
+                .or_else(|_| err_at(&p, format!("'{key}' must be a number, got {n}"))),
+            (other, p) => err_at(
+                &p,
+                format!("'{key}' must be a number, got {}", other.kind()),
+            ),
+        }
+    }
+
     fn optional_int(&mut self, key: &str) -> Result<Option<i64>, ParseError> {
         if self.map.contains_key(key) {
             self.int(key).map(Some)
@@ -1853,6 +1868,11 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 precision: a.precision()?,
             }
         }
+        "select-and-scatter" => Op::SelectAndScatter {
+            window: a.window()?,
+            select: a.word("select")?.0,
+            scatter: a.word("scatter")?.0,
+        },
         "reduce-window" => Op::ReduceWindow {
             window: a.window()?,
             to_apply: a.word("to_apply")?.0,
@@ -1893,6 +1913,11 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             collective: collective(a)?,
             dimension: one_dimension(opcode_pair, a)?,
             to_apply: a.word("to_apply")?.0,
+        },
+        "batch-norm-training" | "batch-norm-inference" | "batch-norm-grad" => Op::BatchNorm {
+            kind: BatchNormKind::from_opcode(opcode).expect("matched: a batch-norm opcode"),
+            epsilon: a.f32("epsilon")?,
+            feature_index: a.int("feature_index")?,
         },
         "ragged-all-to-all" => Op::RaggedAllToAll {
             collective: collective(a)?,

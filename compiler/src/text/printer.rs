@@ -263,6 +263,16 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         Op::ReduceWindow { window, to_apply } => {
             let _ = write!(out, ", window={{{window}}}, to_apply={to_apply}");
         }
+        Op::SelectAndScatter {
+            window,
+            select,
+            scatter,
+        } => {
+            let _ = write!(
+                out,
+                ", window={{{window}}}, select={select}, scatter={scatter}"
+            );
+        }
         Op::GetTupleElement { index } => {
             let _ = write!(out, ", index={index}");
         }
@@ -355,6 +365,13 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             let _ = write!(out, ", k={k}, largest={largest}");
         }
         Op::RaggedAllToAll { collective } => write_collective(out, collective),
+        Op::BatchNorm {
+            epsilon,
+            feature_index,
+            ..
+        } => {
+            let _ = write!(out, ", epsilon={epsilon}, feature_index={feature_index}");
+        }
         Op::AllToAll {
             collective,
             dimension,
