@@ -834,7 +834,9 @@ pub enum Op {
     /// contracted, each group's partial product is its own result row.
     RaggedDot {
         dims: DotDims,
-        ragged: RaggedDims,
+        /// Boxed: every op is as large as the largest, and ragged dots
+        /// are rare.
+        ragged: Box<RaggedDims>,
         precision: Vec<Precision>,
         algorithm: DotAlgorithm,
     },

@@ -266,11 +266,18 @@ fn malformed_protos_are_errors() {
         "computation 'e', instruction 'n': operand id 99 is not in this computation"
     );
     let mut p = proto::module_to_proto(&m);
+    p.computations[0].instructions[1].opcode = "batch-norm-frobnicate".into();
+    let e = proto::module_from_proto(&p).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "computation 'e', instruction 'n': unsupported opcode 'batch-norm-frobnicate'"
+    );
+    let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[1].opcode = "select-and-scatter".into();
     let e = proto::module_from_proto(&p).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "computation 'e', instruction 'n': unsupported opcode 'select-and-scatter'"
+        "computation 'e', instruction 'n': select-and-scatter needs two called computations (select, scatter), has 0"
     );
     let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[1].opcode = "fusion".into();

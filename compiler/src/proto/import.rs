@@ -787,10 +787,10 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 dims: dot_dims_from_proto(r.dot_dimension_numbers.as_ref().ok_or(
                     "ragged-dot's ragged_dot_dimension_numbers has no dot_dimension_numbers",
                 )?),
-                ragged: RaggedDims {
+                ragged: Box::new(RaggedDims {
                     lhs_ragged: r.lhs_ragged_dimensions.clone(),
                     rhs_group: r.rhs_group_dimensions.clone(),
-                },
+                }),
                 precision: precision_from_proto(p)?,
                 algorithm: algorithm_from_proto(p)?,
             }

@@ -604,8 +604,9 @@ struct Attrs<'i> {
     at: Pair<'i>,
     opcode: String,
     /// The op an async start's short form (`call-start`, ...) wraps,
-    /// for the computation the reader builds around it.
-    wrapped: Option<Op>,
+    /// for the computation the reader builds around it. Boxed: rare, and
+    /// every instruction carries the slot.
+    wrapped: Option<Box<Op>>,
 }
 
 impl<'i> Attrs<'i> {
@@ -910,6 +911,7 @@ fn computation(
         FxHashMap::with_capacity_and_hasher(written, Default::default());
     let mut anonymous = Vec::new();
     let mut wrapped_ops = Vec::new();
+    let mut async_without_callee = false;
     let mut root = None;
     let mut last = None;
     for q in it {
@@ -948,9 +950,11 @@ fn computation(
                 } = instruction(q)?;
                 notes.extend(note);
                 let source = shape_source(&instr.op, &instr.shape, unshaped, at);
+                async_without_callee |=
+                    matches!(&instr.op, Op::Async { calls, .. } if calls.is_empty());
                 let id = comp.add(instr, &[]);
                 if let Some(op) = wrapped {
-                    wrapped_ops.push((id, op, at));
+                    wrapped_ops.push((id, *op, at));
                 }
                 if by_name.insert(source_name, id).is_some() {
                     let name = &comp.instr(id).name;
@@ -1036,7 +1040,9 @@ fn computation(
     }
     name_nested(&mut comp, &anonymous, &by_name);
     let wrapped = wrap_async_starts(&mut comp, wrapped_ops, callees)?;
-    crate::async_ops::find_async_callees(&mut comp).or_else(|m| err_at(&name_pair, m))?;
+    if async_without_callee {
+        crate::async_ops::find_async_callees(&mut comp).or_else(|m| err_at(&name_pair, m))?;
+    }
     let callees = |n: &str| {
         wrapped
             .iter()
@@ -1265,7 +1271,7 @@ struct ParsedInstruction<'i> {
     /// What reading it changed or assumed, for the module's notes.
     note: Option<String>,
     /// The op a short-form async start wraps (see [`Attrs::wrapped`]).
-    wrapped: Option<Op>,
+    wrapped: Option<Box<Op>>,
 }
 
 /// The op an instruction's body writes, its operands as written, and a
@@ -1305,14 +1311,21 @@ fn instruction_body<'i>(
             }
             let shape_pair = shape_pair.expect("checked: written");
             let (value, reading) = literal(lit, declared, &shape_pair)?;
-            let (line, col) = lit.line_col();
+            // Where the note points is found only for a note: finding a
+            // line and column scans the text from its start.
+            let at = || {
+                let (line, col) = lit.line_col();
+                format!("{line}:{col}: '{name}'")
+            };
             note = match reading {
                 LiteralReading::AsWritten => None,
                 LiteralReading::FirstOnly => Some(format!(
-                    "{line}:{col}: '{name}' writes one value for {declared}; XLA's parser makes it the first element and every other element zero, and so does hlatc"
+                    "{} writes one value for {declared}; XLA's parser makes it the first element and every other element zero, and so does hlatc",
+                    at()
                 )),
                 LiteralReading::ComplexNan => Some(format!(
-                    "{line}:{col}: '{name}' writes a complex value with a NaN part; XLA's parser copies a NaN real part into the imaginary part and reads an imaginary NaN through f64, and so does hlatc"
+                    "{} writes a complex value with a NaN part; XLA's parser copies a NaN real part into the imaginary part and reads an imaginary NaN through f64, and so does hlatc",
+                    at()
                 )),
             };
             Op::Constant(value)
@@ -1839,10 +1852,10 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             }
         }
         "ragged-dot" => {
-            let ragged = RaggedDims {
+            let ragged = Box::new(RaggedDims {
                 lhs_ragged: a.ints_or_empty("lhs_ragged_dims")?,
                 rhs_group: a.ints_or_empty("rhs_group_dims")?,
-            };
+            });
             let (dims, precision, algorithm) = dot_attributes(a)?;
             Op::RaggedDot {
                 dims,
@@ -2216,7 +2229,7 @@ fn async_short_form(
     }
     let thread = async_thread(a)?;
     if step == AsyncStep::Start {
-        a.wrapped = Some(op_named(wrapped, opcode_pair, a)?);
+        a.wrapped = Some(Box::new(op_named(wrapped, opcode_pair, a)?));
     }
     Ok(Some(Op::Async {
         step,

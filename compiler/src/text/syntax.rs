@@ -751,7 +751,13 @@ impl<'i> Reader<'i> {
 
     fn literal(&mut self) -> bool {
         self.rule(Rule::literal, |r| {
-            r.choice(&[Self::literal_list, Self::complex_scalar, Self::scalar])
+            // Large constants have millions of elements: the first byte
+            // picks the one form that can match, instead of trying each.
+            if r.peek_is(|b| b == b'(') {
+                r.complex_scalar()
+            } else {
+                r.choice(&[Self::literal_list, Self::scalar])
+            }
         })
     }
 
