@@ -670,6 +670,47 @@ pub struct CustomCall {
     pub aliasing: Vec<OperandAlias>,
     /// `called_computations={a, b}`: computations the target may run.
     pub called: Vec<String>,
+    /// `schedule=`: where a scheduler should place the call.
+    pub schedule: CustomCallSchedule,
+}
+
+/// Where a scheduler should place a custom call (`schedule=`, XLA's
+/// `CustomCallSchedule`; proto number = index): anywhere, as late or as
+/// early as it can.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CustomCallSchedule {
+    #[default]
+    None,
+    Latest,
+    Earliest,
+}
+
+impl CustomCallSchedule {
+    const ALL: [CustomCallSchedule; 3] = [
+        CustomCallSchedule::None,
+        CustomCallSchedule::Latest,
+        CustomCallSchedule::Earliest,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CustomCallSchedule::None => "SCHEDULE_NONE",
+            CustomCallSchedule::Latest => "SCHEDULE_LATEST",
+            CustomCallSchedule::Earliest => "SCHEDULE_EARLIEST",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn proto(self) -> i32 {
+        self as i32
+    }
+
+    pub fn from_proto(v: i32) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.proto() == v)
+    }
 }
 
 /// One entry of `output_to_operand_aliasing={{0}: (1, {})}`: the output at

@@ -179,7 +179,7 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
     let e = with(|i| i.window = Some(Default::default())).unwrap_err();
     assert!(
         e.contains(
-            "negate has field window (15), which hlatc reads only on convolution, reduce-window and custom-call"
+            "negate has field window (15), which hlatc reads only on convolution, reduce-window, select-and-scatter and custom-call"
         ),
         "{e}"
     );
@@ -201,6 +201,27 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
         e.contains("outfeed_config (22) or outfeed_shape (29)"),
         "{e}"
     );
+    // The attributes of the complex, async, ragged, batch-norm and
+    // custom-call ops, each on an op that has none of them.
+    for (field, name) in [
+        (
+            (|i| i.fft_length = vec![4]) as fn(&mut proto::messages::HloInstructionProto),
+            "fft_type (31) or fft_length (32)",
+        ),
+        (
+            |i| i.async_execution_thread = "host".into(),
+            "async_execution_thread (79)",
+        ),
+        (|i| i.epsilon = 0.5, "epsilon (24) or feature_index (25)"),
+        (
+            |i| i.ragged_dot_dimension_numbers = Some(Default::default()),
+            "ragged_dot_dimension_numbers (90)",
+        ),
+        (|i| i.custom_call_schedule = 1, "custom_call_schedule (76)"),
+    ] {
+        let e = with(field).unwrap_err();
+        assert!(e.contains(&format!("negate has field {name}")), "{e}");
+    }
 }
 
 #[test]

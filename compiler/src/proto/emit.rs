@@ -538,6 +538,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.custom_call_target = cc.target.clone();
             p.custom_call_api_version = cc.api_version.proto();
             p.custom_call_has_side_effect = cc.has_side_effect;
+            p.custom_call_schedule = cc.schedule.proto();
             p.output_operand_aliasing = aliasing_to_proto(&cc.aliasing);
             if let Some(layouts) = &cc.operand_layouts {
                 p.constrain_layout = true;

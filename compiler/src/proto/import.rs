@@ -154,7 +154,7 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
         (
             p.window.is_some(),
             "window (15)",
-            "convolution, reduce-window and custom-call",
+            "convolution, reduce-window, select-and-scatter and custom-call",
             windowed,
         ),
         (
@@ -193,6 +193,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "epsilon (24) or feature_index (25)",
             "batch-norm-training, batch-norm-inference and batch-norm-grad",
             matches!(op, Op::BatchNorm { .. }),
+        ),
+        (
+            p.custom_call_schedule != 0,
+            "custom_call_schedule (76)",
+            "custom-call",
+            call,
         ),
         (
             p.ragged_dot_dimension_numbers.is_some(),
@@ -1050,6 +1056,9 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 },
             )?,
             has_side_effect: p.custom_call_has_side_effect,
+            schedule: CustomCallSchedule::from_proto(p.custom_call_schedule).ok_or_else(|| {
+                format!("unknown custom_call_schedule {}", p.custom_call_schedule)
+            })?,
             convolution: call_convolution_from_proto(p)?,
             aliasing: aliasing_from_proto(p),
             called: called.to_vec(),

@@ -208,6 +208,8 @@ pub struct HloInstructionProto {
     pub epsilon: f32,
     #[prost(int64, tag = "25")]
     pub feature_index: i64,
+    #[prost(int32, tag = "76")]
+    pub custom_call_schedule: i32,
     #[prost(int32, tag = "31")]
     pub fft_type: i32,
     #[prost(int64, repeated, tag = "32")]

@@ -2129,6 +2129,16 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 target,
                 api_version,
                 has_side_effect: a.flag("custom_call_has_side_effect")?,
+                schedule: if a.map.contains_key("schedule") {
+                    parse_enum(
+                        a,
+                        "schedule",
+                        CustomCallSchedule::from_name,
+                        "SCHEDULE_NONE, SCHEDULE_LATEST, SCHEDULE_EARLIEST",
+                    )?
+                } else {
+                    CustomCallSchedule::None
+                },
                 convolution,
                 operand_layouts,
                 aliasing: a.operand_aliasing()?,

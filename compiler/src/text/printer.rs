@@ -472,6 +472,9 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             }
             let _ = write!(out, ", custom_call_target=\"{}\"", escape(&cc.target));
             flag(out, "custom_call_has_side_effect", cc.has_side_effect);
+            if cc.schedule != crate::op::CustomCallSchedule::None {
+                let _ = write!(out, ", schedule={}", cc.schedule.name());
+            }
             if cc.api_version != Default::default() {
                 let _ = write!(out, ", api_version={}", cc.api_version.name());
             }
