@@ -8,6 +8,49 @@ use crate::literal::Literal;
 use crate::types::Shape;
 use crate::window::{ConvDims, Window};
 
+/// An attribute enum as text spells it and the proto numbers it: one row
+/// per variant gives both, and the lookups both ways come from the rows.
+macro_rules! spelled_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $($(#[$vmeta:meta])* $variant:ident = ($text:literal, $number:literal)),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant),*
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// XLA's text spelling.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),*
+                }
+            }
+
+            pub fn from_name(s: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.name() == s)
+            }
+
+            /// XLA's proto enum number.
+            pub fn proto(self) -> i32 {
+                match self {
+                    $($name::$variant => $number),*
+                }
+            }
+
+            pub fn from_proto(v: i32) -> Option<Self> {
+                Self::ALL.iter().copied().find(|x| x.proto() == v)
+            }
+        }
+    };
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     Abs,
@@ -129,36 +172,12 @@ impl ComparisonType {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Precision {
-    Default,
-    High,
-    Highest,
-}
-
-impl Precision {
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Default => "default",
-            Precision::High => "high",
-            Precision::Highest => "highest",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        [Precision::Default, Precision::High, Precision::Highest]
-            .into_iter()
-            .find(|p| p.name() == s)
-    }
-
-    pub fn proto(self) -> i32 {
-        self as i32
-    }
-
-    pub fn from_proto(v: i32) -> Option<Self> {
-        [Precision::Default, Precision::High, Precision::Highest]
-            .get(usize::try_from(v).ok()?)
-            .copied()
+spelled_enum! {
+    /// An operand's precision (`operand_precision={high,default}`).
+    pub enum Precision {
+        Default = ("default", 0),
+        High = ("high", 1),
+        Highest = ("highest", 2),
     }
 }
 
@@ -234,44 +253,12 @@ impl DotAlgorithm {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RngAlgorithm {
-    Default,
-    ThreeFry,
-    Philox,
-}
-
-impl RngAlgorithm {
-    pub fn name(self) -> &'static str {
-        match self {
-            RngAlgorithm::Default => "rng_default",
-            RngAlgorithm::ThreeFry => "rng_three_fry",
-            RngAlgorithm::Philox => "rng_philox",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        [
-            RngAlgorithm::Default,
-            RngAlgorithm::ThreeFry,
-            RngAlgorithm::Philox,
-        ]
-        .into_iter()
-        .find(|p| p.name() == s)
-    }
-
-    pub fn proto(self) -> i32 {
-        self as i32
-    }
-
-    pub fn from_proto(v: i32) -> Option<Self> {
-        [
-            RngAlgorithm::Default,
-            RngAlgorithm::ThreeFry,
-            RngAlgorithm::Philox,
-        ]
-        .get(usize::try_from(v).ok()?)
-        .copied()
+spelled_enum! {
+    /// `rng-bit-generator`'s algorithm (`algorithm=rng_three_fry`).
+    pub enum RngAlgorithm {
+        Default = ("rng_default", 0),
+        ThreeFry = ("rng_three_fry", 1),
+        Philox = ("rng_philox", 2),
     }
 }
 
@@ -380,48 +367,19 @@ pub struct ScatterDims {
     pub index_vector_dim: i64,
 }
 
-/// `custom_call_api_version` (hlo.proto `CustomCallApiVersion`).
-/// XLA's text parser assumes `Original` when `api_version` is absent (and
-/// its compiler rejects `Unspecified`), so that is the default here too.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum CustomCallApiVersion {
-    Unspecified,
-    #[default]
-    Original,
-    StatusReturning,
-    StatusReturningUnified,
-    TypedFfi,
-}
-
-impl CustomCallApiVersion {
-    const ALL: [CustomCallApiVersion; 5] = [
-        CustomCallApiVersion::Unspecified,
-        CustomCallApiVersion::Original,
-        CustomCallApiVersion::StatusReturning,
-        CustomCallApiVersion::StatusReturningUnified,
-        CustomCallApiVersion::TypedFfi,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CustomCallApiVersion::Unspecified => "API_VERSION_UNSPECIFIED",
-            CustomCallApiVersion::Original => "API_VERSION_ORIGINAL",
-            CustomCallApiVersion::StatusReturning => "API_VERSION_STATUS_RETURNING",
-            CustomCallApiVersion::StatusReturningUnified => "API_VERSION_STATUS_RETURNING_UNIFIED",
-            CustomCallApiVersion::TypedFfi => "API_VERSION_TYPED_FFI",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.name() == s)
-    }
-
-    pub fn proto(self) -> i32 {
-        self as i32
-    }
-
-    pub fn from_proto(v: i32) -> Option<Self> {
-        Self::ALL.get(usize::try_from(v).ok()?).copied()
+spelled_enum! {
+    /// `custom_call_api_version` (hlo.proto `CustomCallApiVersion`).
+    /// XLA's text parser assumes `Original` when `api_version` is absent
+    /// (and its compiler rejects `Unspecified`), so that is the default
+    /// here too.
+    #[derive(Default)]
+    pub enum CustomCallApiVersion {
+        Unspecified = ("API_VERSION_UNSPECIFIED", 0),
+        #[default]
+        Original = ("API_VERSION_ORIGINAL", 1),
+        StatusReturning = ("API_VERSION_STATUS_RETURNING", 2),
+        StatusReturningUnified = ("API_VERSION_STATUS_RETURNING_UNIFIED", 3),
+        TypedFfi = ("API_VERSION_TYPED_FFI", 4),
     }
 }
 
@@ -512,115 +470,36 @@ pub struct Transfer {
     pub is_host_transfer: bool,
 }
 
-/// How `triangular-solve` uses its matrix (`transpose_a=`, XLA's
-/// `TriangularSolveOptions.Transpose`; proto number = index + 1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TransposeA {
-    NoTranspose,
-    Transpose,
-    Adjoint,
-}
-
-impl TransposeA {
-    const ALL: [TransposeA; 3] = [
-        TransposeA::NoTranspose,
-        TransposeA::Transpose,
-        TransposeA::Adjoint,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            TransposeA::NoTranspose => "NO_TRANSPOSE",
-            TransposeA::Transpose => "TRANSPOSE",
-            TransposeA::Adjoint => "ADJOINT",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == s)
-    }
-
-    pub fn proto(self) -> i32 {
-        self as i32 + 1
-    }
-
-    pub fn from_proto(v: i32) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.proto() == v)
+spelled_enum! {
+    /// How `triangular-solve` uses its matrix (`transpose_a=`, XLA's
+    /// `TriangularSolveOptions.Transpose`).
+    pub enum TransposeA {
+        NoTranspose = ("NO_TRANSPOSE", 1),
+        Transpose = ("TRANSPOSE", 2),
+        Adjoint = ("ADJOINT", 3),
     }
 }
 
-/// Which transform `fft` computes (`fft_type=`, XLA's `FftType`; proto
-/// number = index).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FftType {
-    /// Complex to complex, forward.
-    Fft,
-    /// Complex to complex, inverse.
-    Ifft,
-    /// Real to complex: the non-negative frequencies only.
-    Rfft,
-    /// Complex (non-negative frequencies) to real.
-    Irfft,
-}
-
-impl FftType {
-    const ALL: [FftType; 4] = [FftType::Fft, FftType::Ifft, FftType::Rfft, FftType::Irfft];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FftType::Fft => "FFT",
-            FftType::Ifft => "IFFT",
-            FftType::Rfft => "RFFT",
-            FftType::Irfft => "IRFFT",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == s)
-    }
-
-    pub fn proto(self) -> i32 {
-        self as i32
-    }
-
-    pub fn from_proto(v: i32) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.proto() == v)
+spelled_enum! {
+    /// Which transform `fft` computes (`fft_type=`, XLA's `FftType`).
+    pub enum FftType {
+        /// Complex to complex, forward.
+        Fft = ("FFT", 0),
+        /// Complex to complex, inverse.
+        Ifft = ("IFFT", 1),
+        /// Real to complex: the non-negative frequencies only.
+        Rfft = ("RFFT", 2),
+        /// Complex (non-negative frequencies) to real.
+        Irfft = ("IRFFT", 3),
     }
 }
 
-/// `rng`'s distribution (`distribution=` in text, `RandomDistribution` in
-/// the proto).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RngDistribution {
-    Uniform,
-    Normal,
-}
-
-impl RngDistribution {
-    pub fn name(self) -> &'static str {
-        match self {
-            RngDistribution::Uniform => "rng_uniform",
-            RngDistribution::Normal => "rng_normal",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        [RngDistribution::Uniform, RngDistribution::Normal]
-            .into_iter()
-            .find(|d| d.name() == s)
-    }
-
-    pub fn proto(self) -> i32 {
-        match self {
-            RngDistribution::Uniform => 1,
-            RngDistribution::Normal => 2,
-        }
-    }
-
-    pub fn from_proto(v: i32) -> Option<Self> {
-        [RngDistribution::Uniform, RngDistribution::Normal]
-            .into_iter()
-            .find(|d| d.proto() == v)
+spelled_enum! {
+    /// `rng`'s distribution (`distribution=` in text, `RandomDistribution`
+    /// in the proto).
+    pub enum RngDistribution {
+        Uniform = ("rng_uniform", 1),
+        Normal = ("rng_normal", 2),
     }
 }
 
@@ -674,42 +553,15 @@ pub struct CustomCall {
     pub schedule: CustomCallSchedule,
 }
 
-/// Where a scheduler should place a custom call (`schedule=`, XLA's
-/// `CustomCallSchedule`; proto number = index): anywhere, as late or as
-/// early as it can.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CustomCallSchedule {
-    #[default]
-    None,
-    Latest,
-    Earliest,
-}
-
-impl CustomCallSchedule {
-    const ALL: [CustomCallSchedule; 3] = [
-        CustomCallSchedule::None,
-        CustomCallSchedule::Latest,
-        CustomCallSchedule::Earliest,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            CustomCallSchedule::None => "SCHEDULE_NONE",
-            CustomCallSchedule::Latest => "SCHEDULE_LATEST",
-            CustomCallSchedule::Earliest => "SCHEDULE_EARLIEST",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == s)
-    }
-
-    pub fn proto(self) -> i32 {
-        self as i32
-    }
-
-    pub fn from_proto(v: i32) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.proto() == v)
+spelled_enum! {
+    /// Where a scheduler should place a custom call (`schedule=`, XLA's
+    /// `CustomCallSchedule`): anywhere, as late or as early as it can.
+    #[derive(Default)]
+    pub enum CustomCallSchedule {
+        #[default]
+        None = ("SCHEDULE_NONE", 0),
+        Latest = ("SCHEDULE_LATEST", 1),
+        Earliest = ("SCHEDULE_EARLIEST", 2),
     }
 }
 
