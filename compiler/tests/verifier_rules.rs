@@ -357,6 +357,12 @@ fn complex_types_take_their_own_ops() {
             "  p = c64[8] parameter(0)\n  ROOT f = c64[8] fft(p), fft_type=FFT, fft_length={4}",
             "FFT with fft_length=[4] needs those innermost dimensions, got c64[8]",
         ),
+        // Passed before, and aborted XLA CPU: "array sizes are not
+        // conformable".
+        (
+            "  p = c64[3,8] parameter(0)\n  ROOT f = c64[3,8] fft(p), fft_type=FFT, fft_length={5,0}",
+            "FFT with fft_length=[5, 0] needs those innermost dimensions, got c64[3,8]",
+        ),
         (
             "  p = c64[4] parameter(0)\n  ROOT f = f32[8] fft(p), fft_type=IRFFT, fft_length={8}",
             "IRFFT of length 8 needs 5 frequencies in the last dimension of c64[4]",
