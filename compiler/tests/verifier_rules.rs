@@ -357,6 +357,20 @@ fn complex_types_take_their_own_ops() {
             "  p = c64[8] parameter(0)\n  ROOT f = c64[8] fft(p), fft_type=FFT, fft_length={4}",
             "FFT with fft_length=[4] needs those innermost dimensions, got c64[8]",
         ),
+        // Found by the fuzzer: a segfault in XLA CPU.
+        (
+            "  p = c128[2] parameter(0)\n  ROOT r = c128[2] remainder(p, p)",
+            "remainder does not accept c128",
+        ),
+        (
+            "  p = c64[2] parameter(0)\n  ROOT r = c64[2] cbrt(p)",
+            "cbrt does not accept c64",
+        ),
+        // Found by the fuzzer aborting XLA CPU's bitcast expander.
+        (
+            "  p = c64[2,2] parameter(0)\n  ROOT b = c128[2] bitcast-convert(p)",
+            "bitcast-convert between complex types of different widths (c64 to c128)",
+        ),
         // Passed before, and aborted XLA CPU: "array sizes are not
         // conformable".
         (

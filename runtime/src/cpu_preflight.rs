@@ -68,7 +68,10 @@ fn waits_forever(op: &Op) -> Option<String> {
 /// - a transpose of 2- or 4-bit elements that a tuple reads throws a C++
 ///   exception out of the plugin. Read by an elementwise op it works, but
 ///   which readers are safe is not known, so every such transpose is
-///   refused.
+///   refused;
+/// - so does a scatter into 2- or 4-bit elements that a tuple reads (an
+///   `s4[2,4]` scatter returned beside its operand), refused the same
+///   way.
 fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
     let Shape::Array(a) = result else {
         return None;
@@ -76,6 +79,7 @@ fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
     let (what, width) = match op {
         Op::Concatenate { .. } if a.ty.bit_width() == 2 => ("concatenating", "2-bit"),
         Op::Transpose { .. } if a.ty.bit_width() < 8 => ("transposing", "sub-byte"),
+        Op::Scatter { .. } if a.ty.bit_width() < 8 => ("scattering into", "sub-byte"),
         _ => return None,
     };
     Some(format!(

@@ -77,6 +77,29 @@ fn concatenating_two_bit_integers_is_refused_before_the_plugin() {
     assert!(runtime().compile(&m).is_ok());
 }
 
+/// A scatter into 4-bit integers that a tuple returns throws a C++
+/// exception out of XLA CPU (found by the fuzzer once it generated ffts,
+/// which moved its random stream); the preflight refuses it first. An
+/// 8-bit one runs.
+#[test]
+fn scattering_into_sub_byte_integers_is_refused_before_the_plugin() {
+    let body = |ty: &str| {
+        format!("  p = {ty}[2,4] parameter(0)\n  i = s8[2,1] parameter(1)\n  u = {ty}[2,4] parameter(2)\n  s = {ty}[2,4] scatter(p, i, u), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{1}}, index_vector_dim=1, to_apply=add_{ty}\n  ROOT t = ({ty}[2,4], {ty}[2,4]) tuple(p, s)")
+    };
+    let module = |ty: &str| {
+        let src = format!("HloModule m\n\nadd_{ty} {{\n  a = {ty}[] parameter(0)\n  b = {ty}[] parameter(1)\n  ROOT c = {ty}[] add(a, b)\n}}\n\nENTRY main {{\n{}\n}}\n", body(ty));
+        text::parse_module(&src).unwrap()
+    };
+    let e = runtime().compile(&module("s4")).err().unwrap();
+    assert!(
+        e.to_string().ends_with(
+            "computation 'main', instruction 's': XLA CPU aborts when scattering into s4 arrays (sub-byte elements); convert them to s8 or u8 first"
+        ),
+        "{e}"
+    );
+    assert!(runtime().compile(&module("s8")).is_ok());
+}
+
 #[test]
 fn a_missing_plugin_says_how_to_fetch_it() {
     let e = Runtime::with_plugin(std::path::Path::new("/nonexistent/xla_cpu_pjrt.so"))

@@ -26,11 +26,13 @@ pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError
         // aborts on one.
         UnaryOp::Abs | UnaryOp::Sign => float || complex || a.ty.is_signed_int(),
         UnaryOp::Negate => a.ty != ElementType::Pred,
+        // XLA CPU has no complex cbrt ("Failed after pipeline-start").
         UnaryOp::Floor
         | UnaryOp::Ceil
         | UnaryOp::RoundNearestEven
         | UnaryOp::IsFinite
-        | UnaryOp::Erf => float,
+        | UnaryOp::Erf
+        | UnaryOp::Cbrt => float,
         UnaryOp::Exp
         | UnaryOp::Expm1
         | UnaryOp::Log
@@ -41,7 +43,6 @@ pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError
         | UnaryOp::Cos
         | UnaryOp::Tanh
         | UnaryOp::Tan
-        | UnaryOp::Cbrt
         | UnaryOp::Logistic
         | UnaryOp::Real
         | UnaryOp::Imag => float || complex,
@@ -76,6 +77,8 @@ pub(super) fn binary(b: BinaryOp, operands: &[&Shape]) -> Result<Shape, ShapeErr
             x.ty.is_integer()
         }
         BinaryOp::Atan2 => x.ty.is_float() || x.ty.is_complex(),
+        // A complex remainder takes XLA CPU down with a segfault.
+        BinaryOp::Remainder => x.ty != ElementType::Pred && !x.ty.is_complex(),
         BinaryOp::Complex => x.ty.complex_of().is_some(),
         _ => x.ty != ElementType::Pred,
     };
@@ -233,6 +236,14 @@ pub(super) fn bitcast_convert(
             a.ty, d.ty
         ));
     }
+    // XLA's inference allows c64 to c128 here, but XLA CPU's expander of
+    // width-changing bitcasts aborts on a complex type ("unhandled type").
+    if a.ty.is_complex() && wi != wo {
+        return invalid(format!(
+            "bitcast-convert between complex types of different widths ({} to {})",
+            a.ty, d.ty
+        ));
+    }
     Ok(arr(d.ty, dims))
 }
 
@@ -244,7 +255,9 @@ pub(super) fn check_comparison_type(
     ty: ElementType,
 ) -> Result<(), ShapeError> {
     let ok = match kind {
-        ComparisonType::Float | ComparisonType::TotalOrder => ty.is_float() || ty.is_complex(),
+        // XLA's verifier wants FLOAT for complex operands.
+        ComparisonType::Float => ty.is_float() || ty.is_complex(),
+        ComparisonType::TotalOrder => ty.is_float(),
         ComparisonType::Signed => ty.is_signed_int(),
         ComparisonType::Unsigned => ty == ElementType::Pred || ty.is_unsigned_int(),
     };

@@ -202,7 +202,7 @@ impl ModuleGen {
     fn step(&mut self) {
         let (x, xs) = self.value();
         let r = xs.rank();
-        match self.below(24) {
+        match self.below(25) {
             0 => {
                 let i = self.below(self.unary.len());
                 let u = self.unary[i];
@@ -454,12 +454,50 @@ impl ModuleGen {
                 };
                 self.try_add(Op::CustomCall(call), &[x], Some(result));
             }
+            23 if r > 0 => self.fft(x, &xs),
             _ => {
                 let lo = self.value_like(&xs);
                 let hi = self.value_like(&xs);
                 self.try_add(Op::Clamp, &[lo, x, hi], None);
             }
         }
+    }
+
+    /// An `fft` of 1 to 3 innermost dimensions, of a complex value (a
+    /// real one converted to c64 first) or, for RFFT, a real one; its
+    /// lengths now and then perturbed, zeros included.
+    fn fft(&mut self, x: InstrId, xs: &ArrayShape) {
+        let r = xs.rank();
+        let rank = 1 + self.below(r.min(3));
+        let mut length: Vec<i64> = xs.dims[r - rank..].to_vec();
+        if self.chance(25) {
+            let i = self.below(rank);
+            length[i] = self.below(5) as i64;
+        }
+        let fft_type = self.pick(&[FftType::Fft, FftType::Ifft, FftType::Rfft, FftType::Irfft]);
+        let input = if fft_type == FftType::Rfft || xs.ty.is_complex() {
+            x
+        } else {
+            let c64 = Shape::array(ElementType::C64, xs.dims.clone());
+            match self.try_add(Op::Convert, &[x], Some(c64)) {
+                Some(id) => id,
+                None => return,
+            }
+        };
+        // IRFFT reads n/2 + 1 frequencies of a length-n signal.
+        if fft_type == FftType::Irfft {
+            if let Some(last) = length.last_mut() {
+                *last = (*last - 1).max(0) * 2;
+            }
+        }
+        self.try_add(
+            Op::Fft {
+                fft_type,
+                fft_length: length,
+            },
+            &[input],
+            None,
+        );
     }
 
     /// An embedding-style gather (`table[ids]`), with one field perturbed
