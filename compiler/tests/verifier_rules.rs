@@ -357,6 +357,11 @@ fn complex_types_take_their_own_ops() {
             "  p = c64[8] parameter(0)\n  ROOT f = c64[8] fft(p), fft_type=FFT, fft_length={4}",
             "FFT with fft_length=[4] needs those innermost dimensions, got c64[8]",
         ),
+        // Found by the fuzzer: an abort in XLA CPU's evaluator.
+        (
+            "  p = c128[2] parameter(0)\n  ROOT r = pred[2] compare(p, p), direction=LT",
+            "compare of c128 values can only be EQ or NE, got LT",
+        ),
         // Found by the fuzzer: a segfault in XLA CPU.
         (
             "  p = c128[2] parameter(0)\n  ROOT r = c128[2] remainder(p, p)",
@@ -436,6 +441,11 @@ fn batch_norm_and_select_and_scatter_shapes() {
         (
             "  x = f32[2,3] parameter(0)\n  s = f32[3] parameter(1)\n  ROOT y = f32[2,3] batch-norm-inference(x, s, s, s, s), epsilon=0.001, feature_index=2",
             "batch-norm-inference's feature_index 2 is not a dimension of f32[2,3]{1,0}",
+        ),
+        // Found by the fuzzer aborting XLA CPU's expander.
+        (
+            "  x = f32[] parameter(0)\n  g = f32[] parameter(1)\n  z = f32[] constant(0)\n  ROOT r = f32[] select-and-scatter(x, g, z), window={}, select=add, scatter=add",
+            "select-and-scatter needs an operand of rank 1 or more, got f32[]",
         ),
         (
             "  x = f32[4] parameter(0)\n  g = f32[3] parameter(1)\n  z = f32[] constant(0)\n  ROOT r = f32[4] select-and-scatter(x, g, z), window={size=2 stride=2}, select=add, scatter=add",

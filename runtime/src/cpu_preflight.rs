@@ -70,8 +70,10 @@ fn waits_forever(op: &Op) -> Option<String> {
 ///   which readers are safe is not known, so every such transpose is
 ///   refused;
 /// - so does a scatter into 2- or 4-bit elements that a tuple reads (an
-///   `s4[2,4]` scatter returned beside its operand), refused the same
-///   way.
+///   `s4[2,4]` scatter returned beside its operand), and a gather of them
+///   whose slices land before its batch dimensions (XLA CPU transposes
+///   them there); both are refused the same way. A gather whose slices
+///   trail, as an embedding lookup's do, runs.
 fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
     let Shape::Array(a) = result else {
         return None;
@@ -80,12 +82,29 @@ fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
         Op::Concatenate { .. } if a.ty.bit_width() == 2 => ("concatenating", "2-bit"),
         Op::Transpose { .. } if a.ty.bit_width() < 8 => ("transposing", "sub-byte"),
         Op::Scatter { .. } if a.ty.bit_width() < 8 => ("scattering into", "sub-byte"),
+        // Slices gathered to other than the last dimensions are moved
+        // there by a transpose inside XLA CPU, which aborts as above.
+        Op::Gather { dims, .. }
+            if a.ty.bit_width() < 8 && !offsets_trail(&dims.offset_dims, a.rank()) =>
+        {
+            ("gathering (through a transpose)", "sub-byte")
+        }
         _ => return None,
     };
     Some(format!(
         "XLA CPU aborts when {what} {} arrays ({width} elements); convert them to s8 or u8 first",
         a.ty
     ))
+}
+
+/// Whether a gather's offset dimensions are the result's last ones, in
+/// order.
+fn offsets_trail(offset_dims: &[i64], rank: usize) -> bool {
+    let first = rank as i64 - offset_dims.len() as i64;
+    offset_dims
+        .iter()
+        .enumerate()
+        .all(|(i, &d)| d == first + i as i64)
 }
 
 fn check_target(call: &CustomCall, operands: &[&Shape], result: &Shape) -> Result<(), String> {

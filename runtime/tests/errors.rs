@@ -98,6 +98,22 @@ fn scattering_into_sub_byte_integers_is_refused_before_the_plugin() {
         "{e}"
     );
     assert!(runtime().compile(&module("s8")).is_ok());
+    // A gather of 2-bit values whose slices come first is transposed
+    // inside XLA CPU, and aborts it; one whose slices trail runs.
+    let gather = |offset: &str, shape: &str| {
+        text::parse_module(&entry(&format!(
+            "  p = u2[2,2] parameter(0)\n  i = s32[3] parameter(1)\n  g = {shape} gather(p, i), offset_dims={{{offset}}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,2}}\n  ROOT t = ({shape}, s32[3]) tuple(g, i)"
+        )))
+        .unwrap()
+    };
+    let e = runtime().compile(&gather("0", "u2[2,3]")).err().unwrap();
+    assert!(
+        e.to_string().ends_with(
+            "computation 'main', instruction 'g': XLA CPU aborts when gathering (through a transpose) u2 arrays (sub-byte elements); convert them to s8 or u8 first"
+        ),
+        "{e}"
+    );
+    assert!(runtime().compile(&gather("1", "u2[3,2]")).is_ok());
 }
 
 #[test]

@@ -151,7 +151,7 @@ pub fn infer_shape(
         Op::Iota { dimension } => data_movement::iota(*dimension, operands, declared),
         Op::Unary(u) => elementwise::unary(*u, operands),
         Op::Binary(b) => elementwise::binary(*b, operands),
-        Op::Compare { kind, .. } => elementwise::compare(*kind, operands),
+        Op::Compare { direction, kind } => elementwise::compare(*direction, *kind, operands),
         Op::Select => elementwise::select(operands),
         Op::Clamp => elementwise::clamp(operands),
         Op::Convert => elementwise::convert(operands, declared),

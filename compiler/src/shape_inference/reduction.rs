@@ -56,6 +56,14 @@ pub(super) fn select_and_scatter(
         array(operands, 1)?,
         array(operands, 2)?,
     );
+    // XLA's inference allows a rank-0 operand (an empty window), but XLA
+    // CPU's select-and-scatter expander aborts on one ("parameter number 1
+    // already allocated"), found by the fuzzer.
+    if x.rank() == 0 {
+        return invalid(format!(
+            "select-and-scatter needs an operand of rank 1 or more, got {x}"
+        ));
+    }
     let scalar = Shape::scalar(x.ty);
     if init.rank() != 0 || init.ty != x.ty {
         return invalid(format!(

@@ -7,6 +7,7 @@
 //! hlatc's definition, and the question is whether XLA agrees.
 
 use hlatc_compiler::op::*;
+use hlatc_compiler::window::{Window, WindowDim};
 use hlatc_compiler::{
     infer_shape, verify, ArrayShape, CalleeSignature, Computation, ElementType, InstrId,
     Instruction, Literal, Module, Op, Scalar, Shape,
@@ -202,7 +203,7 @@ impl ModuleGen {
     fn step(&mut self) {
         let (x, xs) = self.value();
         let r = xs.rank();
-        match self.below(25) {
+        match self.below(27) {
             0 => {
                 let i = self.below(self.unary.len());
                 let u = self.unary[i];
@@ -455,12 +456,133 @@ impl ModuleGen {
                 self.try_add(Op::CustomCall(call), &[x], Some(result));
             }
             23 if r > 0 => self.fft(x, &xs),
+            24 if r > 0 => self.batch_norm(x, &xs),
+            25 => self.windowed(x, &xs),
             _ => {
                 let lo = self.value_like(&xs);
                 let hi = self.value_like(&xs);
                 self.try_add(Op::Clamp, &[lo, x, hi], None);
             }
         }
+    }
+
+    /// One of the batch normalizations over a random feature dimension
+    /// (now and then one past the last), with per-feature vectors of the
+    /// operand's type.
+    fn batch_norm(&mut self, x: InstrId, xs: &ArrayShape) {
+        let r = xs.rank();
+        let past_the_last = usize::from(self.chance(10));
+        let feature_index = self.below(r + past_the_last) as i64;
+        let features = xs.dims.get(feature_index as usize).copied().unwrap_or(1);
+        let vector = ArrayShape::new(xs.ty, vec![features]);
+        let kind = self.pick(&BatchNormKind::ALL);
+        let mut operands = vec![x];
+        let vectors = match kind {
+            BatchNormKind::Training => 2,
+            BatchNormKind::Inference => 4,
+            BatchNormKind::Grad => 3,
+        };
+        for _ in 0..vectors {
+            operands.push(self.value_like(&vector));
+        }
+        if kind == BatchNormKind::Grad {
+            operands.push(self.value_like(xs));
+        }
+        let epsilon = F32Bits::new(self.pick(&[0.0, 1e-5, 0.5]));
+        if let Some(t) = self.try_add(
+            Op::BatchNorm {
+                kind,
+                epsilon,
+                feature_index,
+            },
+            &operands,
+            None,
+        ) {
+            if kind != BatchNormKind::Inference {
+                let index = self.below(3) as i64;
+                self.try_add(Op::GetTupleElement { index }, &[t], None);
+            }
+        }
+    }
+
+    /// A `reduce-window` or `select-and-scatter` (a max pool's gradient)
+    /// over a random window: sizes 1 to 3, strides 1 to 3, padding 0 or 1.
+    fn windowed(&mut self, x: InstrId, xs: &ArrayShape) {
+        let dims = (0..xs.rank())
+            .map(|_| WindowDim {
+                stride: 1 + self.below(3) as i64,
+                padding_low: self.below(2) as i64,
+                padding_high: self.below(2) as i64,
+                ..WindowDim::of_size(1 + self.below(3) as i64)
+            })
+            .collect();
+        let window = Window { dims };
+        let init = self.value_like(&ArrayShape::scalar(xs.ty));
+        let Some(scatter) = self.reducer(BinaryOp::Add, xs.ty) else {
+            return;
+        };
+        if self.chance(50) {
+            self.try_add(
+                Op::ReduceWindow {
+                    window,
+                    to_apply: scatter,
+                },
+                &[x, init],
+                None,
+            );
+            return;
+        }
+        let Ok(windows) = window.output_dims(&xs.dims) else {
+            return;
+        };
+        let source = self.value_like(&ArrayShape::new(xs.ty, windows));
+        let Some(select) = self.comparator(xs.ty) else {
+            return;
+        };
+        self.try_add(
+            Op::SelectAndScatter {
+                window,
+                select,
+                scatter,
+            },
+            &[x, source, init],
+            None,
+        );
+    }
+
+    /// A scalar `>=` computation over `ty`, for select-and-scatter, when
+    /// `ty` has an order.
+    fn comparator(&mut self, ty: ElementType) -> Option<String> {
+        let compare = Op::Compare {
+            direction: ComparisonDirection::Ge,
+            kind: None,
+        };
+        let scalar = Shape::scalar(ty);
+        infer_shape(&compare, &[&scalar, &scalar], None, &|_| None).ok()?;
+        let name = format!("select_ge_{}", ty.name());
+        if !self.reducers.iter().any(|c| c.name == name) {
+            let mut c = Computation::new(name.clone());
+            let s = Shape::scalar(ty);
+            let x = c.add(
+                Instruction::new(format!("{name}.x"), s.clone(), Op::Parameter(0)),
+                &[],
+            );
+            let y = c.add(
+                Instruction::new(format!("{name}.y"), s, Op::Parameter(1)),
+                &[],
+            );
+            let r = c.add(
+                Instruction::new(
+                    format!("{name}.r"),
+                    Shape::scalar(ElementType::Pred),
+                    compare,
+                ),
+                &[x, y],
+            );
+            c.set_root(r);
+            self.reducers.push(c);
+        }
+        Some(name)
     }
 
     /// An `fft` of 1 to 3 innermost dimensions, of a complex value (a
