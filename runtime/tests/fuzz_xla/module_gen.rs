@@ -157,24 +157,26 @@ impl ModuleGen {
 
     /// A scalar `op` computation for reductions, when `op` accepts `ty`.
     fn reducer(&mut self, op: BinaryOp, ty: ElementType) -> Option<String> {
-        let scalar = Shape::scalar(ty);
-        infer_shape(&Op::Binary(op), &[&scalar, &scalar], None, &|_| None).ok()?;
         let name = format!("reduce_{}_{}", op.opcode(), ty.name());
+        self.scalar_computation(name, ty, Op::Binary(op))
+    }
+
+    /// The computation `op(x, y)` of two scalars of `ty`, named `name`
+    /// (made once), when `op` accepts them.
+    fn scalar_computation(&mut self, name: String, ty: ElementType, op: Op) -> Option<String> {
+        let s = Shape::scalar(ty);
+        let result = infer_shape(&op, &[&s, &s], None, &|_| None).ok()?;
         if !self.reducers.iter().any(|c| c.name == name) {
             let mut c = Computation::new(name.clone());
-            let s = Shape::scalar(ty);
             let x = c.add(
                 Instruction::new(format!("{name}.x"), s.clone(), Op::Parameter(0)),
                 &[],
             );
             let y = c.add(
-                Instruction::new(format!("{name}.y"), s.clone(), Op::Parameter(1)),
+                Instruction::new(format!("{name}.y"), s, Op::Parameter(1)),
                 &[],
             );
-            let r = c.add(
-                Instruction::new(format!("{name}.r"), s, Op::Binary(op)),
-                &[x, y],
-            );
+            let r = c.add(Instruction::new(format!("{name}.r"), result, op), &[x, y]);
             c.set_root(r);
             self.reducers.push(c);
         }
@@ -557,32 +559,7 @@ impl ModuleGen {
             direction: ComparisonDirection::Ge,
             kind: None,
         };
-        let scalar = Shape::scalar(ty);
-        infer_shape(&compare, &[&scalar, &scalar], None, &|_| None).ok()?;
-        let name = format!("select_ge_{}", ty.name());
-        if !self.reducers.iter().any(|c| c.name == name) {
-            let mut c = Computation::new(name.clone());
-            let s = Shape::scalar(ty);
-            let x = c.add(
-                Instruction::new(format!("{name}.x"), s.clone(), Op::Parameter(0)),
-                &[],
-            );
-            let y = c.add(
-                Instruction::new(format!("{name}.y"), s, Op::Parameter(1)),
-                &[],
-            );
-            let r = c.add(
-                Instruction::new(
-                    format!("{name}.r"),
-                    Shape::scalar(ElementType::Pred),
-                    compare,
-                ),
-                &[x, y],
-            );
-            c.set_root(r);
-            self.reducers.push(c);
-        }
-        Some(name)
+        self.scalar_computation(format!("select_ge_{}", ty.name()), ty, compare)
     }
 
     /// An `fft` of 1 to 3 innermost dimensions, of a complex value (a
