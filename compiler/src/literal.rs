@@ -236,14 +236,20 @@ impl Literal {
     /// Element `i` of a complex literal as a literal of its two parts
     /// (real, imaginary) in the component type, bit for bit.
     fn complex_parts(&self, i: usize) -> Literal {
-        let ty = self.ty();
-        let part = ty
+        self.parts_of(i..i + 1)
+    }
+
+    /// Elements `range` of a complex literal as a vector of their parts,
+    /// real then imaginary, in the component type, bit for bit.
+    fn parts_of(&self, range: std::ops::Range<usize>) -> Literal {
+        let part = self
+            .ty()
             .complex_component()
-            .expect("complex_parts is asked of complex literals");
-        let w = ty.byte_size();
+            .expect("parts are asked of complex literals");
+        let w = self.ty().byte_size();
         Literal {
-            shape: ArrayShape::new(part, vec![2]),
-            data: self.data[i * w..(i + 1) * w].to_vec(),
+            shape: ArrayShape::new(part, vec![2 * range.len() as i64]),
+            data: self.data[range.start * w..range.end * w].to_vec(),
         }
     }
 
@@ -252,12 +258,8 @@ impl Literal {
     /// comparisons in tests and summaries; integers beyond 2^53 lose
     /// precision.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        if let (true, Some(part)) = (self.ty().is_complex(), self.ty().complex_component()) {
-            let parts = Literal {
-                shape: ArrayShape::new(part, vec![2 * self.element_count() as i64]),
-                data: self.data.clone(),
-            };
-            return parts.to_f64_vec();
+        if self.ty().is_complex() {
+            return self.parts_of(0..self.element_count()).to_f64_vec();
         }
         (0..self.element_count())
             .map(|i| self.get(i).as_f64())
@@ -560,11 +562,7 @@ impl Literal {
     /// [`complex_nans_as_xla_reads_them`]). Only the proto carries such a
     /// value.
     pub fn text_reads_otherwise(&self) -> bool {
-        let Some(part) = self
-            .ty()
-            .complex_component()
-            .filter(|_| self.ty().is_complex())
-        else {
+        let Some(part) = self.ty().complex_component() else {
             return false;
         };
         complex_nans_as_xla_reads_them(part, &mut self.data.clone())

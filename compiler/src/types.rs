@@ -156,13 +156,12 @@ impl ElementType {
         matches!(self, ElementType::C64 | ElementType::C128)
     }
 
-    /// A complex type's real and imaginary part type (f32 for c64); a
-    /// float's own type, as XLA's `real` and `imag` take it.
+    /// A complex type's real and imaginary part type (f32 for c64); `None`
+    /// for every other type.
     pub fn complex_component(self) -> Option<ElementType> {
         match self {
             ElementType::C64 => Some(ElementType::F32),
             ElementType::C128 => Some(ElementType::F64),
-            t if t.is_float() => Some(t),
             _ => None,
         }
     }

@@ -706,6 +706,33 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
     if let Some(op) = Op::without_attributes(&p.opcode) {
         return Ok(op);
     }
+    // The op families whose opcodes their step or kind spells.
+    if let Some(kind) = BatchNormKind::from_opcode(&p.opcode) {
+        return Ok(Op::BatchNorm {
+            kind,
+            epsilon: F32Bits::new(p.epsilon),
+            feature_index: p.feature_index,
+        });
+    }
+    if let Some(step) = TransferStep::from_opcode(&p.opcode) {
+        return Ok(Op::Transfer(Transfer {
+            step,
+            channel_id: channel_from_proto(p),
+            is_host_transfer: p.is_host_transfer,
+        }));
+    }
+    if let Some(step) = AsyncStep::from_opcode(&p.opcode) {
+        return Ok(Op::Async {
+            step,
+            // XLA lists the computation on the start only; the update and
+            // done take their start's (`async_ops`).
+            calls: match (step, called) {
+                (AsyncStep::Update | AsyncStep::Done, []) => String::new(),
+                _ => one_callee(called)?,
+            },
+            thread: thread_from_proto(&p.async_execution_thread),
+        });
+    }
     let single_dim = |what: &str| match p.dimensions.as_slice() {
         [d] => Ok(*d),
         other => Err(format!("{what} needs exactly one dimension, has {other:?}")),
@@ -875,11 +902,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             dimension: one_dimension(p)?,
             to_apply: one_callee(called)?,
         },
-        "batch-norm-training" | "batch-norm-inference" | "batch-norm-grad" => Op::BatchNorm {
-            kind: BatchNormKind::from_opcode(&p.opcode).expect("matched: a batch-norm opcode"),
-            epsilon: F32Bits::new(p.epsilon),
-            feature_index: p.feature_index,
-        },
         "ragged-all-to-all" => Op::RaggedAllToAll {
             collective: collective_from_proto(p)?,
         },
@@ -1012,24 +1034,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: p.cross_program_prefetch_index,
         },
-        "async-start" | "async-update" | "async-done" => {
-            let step = AsyncStep::from_opcode(&p.opcode).expect("matched: an async opcode");
-            Op::Async {
-                step,
-                // XLA lists the computation on the start only; the update
-                // and done take their start's (`async_ops`).
-                calls: match (step, called) {
-                    (AsyncStep::Update | AsyncStep::Done, []) => String::new(),
-                    _ => one_callee(called)?,
-                },
-                thread: thread_from_proto(&p.async_execution_thread),
-            }
-        }
-        "send" | "send-done" | "recv" | "recv-done" => Op::Transfer(Transfer {
-            step: TransferStep::from_opcode(&p.opcode).expect("matched: a transfer's opcode"),
-            channel_id: channel_from_proto(p),
-            is_host_transfer: p.is_host_transfer,
-        }),
         "infeed" => Op::Infeed {
             config: utf8_config(&p.infeed_config, "infeed_config")?,
         },

@@ -1769,6 +1769,35 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
     if let Some(op) = Op::without_attributes(opcode) {
         return Ok(op);
     }
+    // The op families whose opcodes their step or kind spells.
+    if let Some(kind) = BatchNormKind::from_opcode(opcode) {
+        return Ok(Op::BatchNorm {
+            kind,
+            epsilon: a.f32("epsilon")?,
+            feature_index: a.int("feature_index")?,
+        });
+    }
+    if let Some(step) = TransferStep::from_opcode(opcode) {
+        return Ok(Op::Transfer(Transfer {
+            step,
+            channel_id: channel_id(a)?,
+            is_host_transfer: a.flag("is_host_transfer")?,
+        }));
+    }
+    if let Some(step) = AsyncStep::from_opcode(opcode) {
+        // An update or done may leave out the computation: it is its
+        // start's, found once the operands are known.
+        let calls = if step == AsyncStep::Start || a.map.contains_key("calls") {
+            a.word("calls")?.0
+        } else {
+            String::new()
+        };
+        return Ok(Op::Async {
+            step,
+            calls,
+            thread: async_thread(a)?,
+        });
+    }
     Ok(match opcode {
         "iota" => Op::Iota {
             dimension: a.int("iota_dimension")?,
@@ -1927,11 +1956,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             dimension: one_dimension(opcode_pair, a)?,
             to_apply: a.word("to_apply")?.0,
         },
-        "batch-norm-training" | "batch-norm-inference" | "batch-norm-grad" => Op::BatchNorm {
-            kind: BatchNormKind::from_opcode(opcode).expect("matched: a batch-norm opcode"),
-            epsilon: a.f32("epsilon")?,
-            feature_index: a.int("feature_index")?,
-        },
         "ragged-all-to-all" => Op::RaggedAllToAll {
             collective: collective(a)?,
         },
@@ -2043,11 +2067,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 })?),
             },
         },
-        "send" | "send-done" | "recv" | "recv-done" => Op::Transfer(Transfer {
-            step: TransferStep::from_opcode(opcode).expect("matched: a transfer's opcode"),
-            channel_id: channel_id(a)?,
-            is_host_transfer: a.flag("is_host_transfer")?,
-        }),
         "infeed" => Op::Infeed {
             config: a.string("infeed_config")?.unwrap_or_default(),
         },
@@ -2160,21 +2179,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 },
             })
         }
-        "async-start" | "async-update" | "async-done" => {
-            let step = AsyncStep::from_opcode(opcode).expect("matched: an async opcode");
-            // An update or done may leave out the computation: it is its
-            // start's, found once the operands are known.
-            let calls = if step == AsyncStep::Start || a.map.contains_key("calls") {
-                a.word("calls")?.0
-            } else {
-                String::new()
-            };
-            Op::Async {
-                step,
-                calls,
-                thread: async_thread(a)?,
-            }
-        }
         _ => match async_short_form(opcode, opcode_pair, a)? {
             Some(op) => op,
             None => {
@@ -2275,9 +2279,9 @@ fn literal(
     };
     // A complex element is read as its two parts, each a value of the part
     // type, so the parts keep their NaN signs and payloads as a float does.
-    let (part_ty, per_element) = match arr.ty {
-        ty if ty.is_complex() => (ty.complex_component().expect("complex"), 2),
-        ty => (ty, 1),
+    let (part_ty, per_element) = match arr.ty.complex_component() {
+        Some(part) => (part, 2),
+        None => (arr.ty, 1),
     };
     let mut values = Vec::new();
     let mut nans = Vec::new();
@@ -2388,7 +2392,7 @@ fn collect_literal<'i>(
                     format!("scalar value where {arr} needs nested braces"),
                 );
             }
-            let Some(part) = arr.ty.complex_component().filter(|_| arr.ty.is_complex()) else {
+            let Some(part) = arr.ty.complex_component() else {
                 return err_at(
                     &inner,
                     format!("(re, im) is a complex value; {} is not complex", arr.ty),
