@@ -281,18 +281,22 @@ impl Module {
                 }
             }
         };
-        visit(self.entry, &mut order, &mut done);
-        let mut rest = Vec::new();
-        for i in 0..self.computations.len() {
-            if !done[i] {
-                visit(i, &mut rest, &mut done);
-            }
+        // What the entry does not reach comes first, each computation after
+        // its callees (which may be ones the entry reaches too), then the
+        // entry's own, and the entry last.
+        let mut reached = Vec::new();
+        visit(self.entry, &mut reached, &mut done.clone());
+        let mut is_reached = vec![false; self.computations.len()];
+        for &i in &reached {
+            is_reached[i] = true;
         }
-        // Entry stays last.
-        let entry = order.pop();
-        rest.extend(order);
-        rest.extend(entry);
-        rest
+        for (i, _) in is_reached.iter().enumerate().filter(|(_, &r)| !r) {
+            visit(i, &mut order, &mut done);
+        }
+        visit(self.entry, &mut order, &mut done);
+        order.retain(|&i| i != self.entry);
+        order.push(self.entry);
+        order
     }
 
     /// Total instruction count over all computations.

@@ -197,3 +197,20 @@ fn a_composite_call_keeps_its_flag_and_names_its_op() {
             .contains("composite.version must be a non-negative integer, got \"-1\"")
     );
 }
+
+/// A computation the entry never reaches may still call one it does (XLA's
+/// tests keep dead copies of regions that way). Both are kept, each callee
+/// printed before its caller.
+#[test]
+fn an_unreached_computation_may_call_a_reached_one() {
+    let src = "HloModule m\n\nsum {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = s32[] add(a, b)\n}\n\nENTRY e {\n  p = s32[4] parameter(0)\n  z = s32[] constant(0)\n  ROOT s = s32[] reduce(p, z), dimensions={0}, to_apply=sum\n}\n\ndead {\n  q = s32[4] parameter(0)\n  y = s32[] constant(0)\n  ROOT t = s32[] reduce(q, y), dimensions={0}, to_apply=sum\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let printed = text::print_module(&m);
+    let at = |name: &str| printed.find(name).unwrap_or_else(|| panic!("{printed}"));
+    assert!(
+        at("sum {") < at("dead {") && at("dead {") < at("ENTRY e {"),
+        "{printed}"
+    );
+    assert_eq!(text::parse_module(&printed).unwrap(), m);
+}

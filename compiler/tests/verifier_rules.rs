@@ -127,7 +127,7 @@ fn rng_bit_generator_state_and_output_types() {
     };
     let e = refused(&rng("u32[2]", "u32[4]", "rng_default"));
     assert!(
-        e.contains("state for rng_default must be u64[2], got u32[2]{0}"),
+        e.contains("state for rng_default must be u64[2] or u64[3], got u32[2]{0}"),
         "{e}"
     );
     let e = refused(&rng("u64[3]", "u32[4]", "rng_three_fry"));
@@ -143,6 +143,7 @@ fn rng_bit_generator_state_and_output_types() {
     let e = refused(&rng("u64[2]", "s32[4]", "rng_default"));
     assert!(e.contains("output must be a u32 or u64 array"), "{e}");
     accepted(&rng("u64[3]", "u64[4]", "rng_philox"));
+    accepted(&rng("u64[3]", "u32[4]", "rng_default"));
 }
 
 #[test]
@@ -253,11 +254,9 @@ fn a_variadic_scatter_gives_one_result_per_input() {
 
 #[test]
 fn tokens_go_where_tokens_belong() {
-    let e = refused("  p = f32[] parameter(0)\n  ROOT t = token[] after-all(p)");
-    assert!(
-        e.ends_with("after-all: operand 0 must be a token, got f32[]"),
-        "{e}"
-    );
+    // after-all may follow values as well as tokens, as XLA's verifier and
+    // XLA CPU allow (its AddDependency test orders work after an f32).
+    accepted("  p = f32[] parameter(0)\n  t = token[] after-all(p)\n  ROOT r = f32[] add-dependency(p, t)");
     let e = refused(
         "  p = f32[4] parameter(0)\n  ROOT s = (f32[4], u32[], token[]) send(p, p), channel_id=1",
     );
@@ -323,10 +322,9 @@ fn reducers_may_differ_in_float_width_where_xla_allows_it() {
         e.ends_with("reduce: 'max' has signature (f32[], f32[]) -> f32[] but (bf16[], bf16[]) -> bf16[] is required"),
         "{e}"
     );
-    // An integer reducer over floats is refused everywhere.
-    let e = verified("  c = s32[4,8] convert(p)\n  ROOT r = s32[4,8] all-reduce(c), to_apply=max")
-        .unwrap_err();
-    assert!(e.contains("is required"), "{e}");
+    // A collective's reducer may even be of another kind than its operands
+    // (XLA's verifier does not compare them, and XLA CPU compiles it).
+    verified("  c = s32[4,8] convert(p)\n  ROOT r = s32[4,8] all-reduce(c), to_apply=max").unwrap();
 }
 
 /// Complex values take the float arithmetic XLA gives them and nothing

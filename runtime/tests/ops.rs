@@ -922,3 +922,53 @@ fn select_and_scatter_routes_each_window_to_its_pick() {
     );
     assert_values(&out[0], &[0.0, 10.0, 20.0, 0.0], 0.0);
 }
+
+/// What XLA's verifier takes and hlatc now reads too, with the values XLA
+/// CPU gives for it.
+#[test]
+fn forms_xla_accepts_beyond_the_usual_types() {
+    // pred arithmetic on XLA CPU: add and maximum are or (true + true is
+    // true, not a wrapped 1-bit add), multiply and minimum are and.
+    let (x, y) = ([0.0, 0.0, 1.0, 1.0], [0.0, 1.0, 0.0, 1.0]);
+    binary("add", "pred", &x, &y, &[0.0, 1.0, 1.0, 1.0], 0.0);
+    binary("multiply", "pred", &x, &y, &[0.0, 0.0, 0.0, 1.0], 0.0);
+    binary("maximum", "pred", &x, &y, &[0.0, 1.0, 1.0, 1.0], 0.0);
+    binary("minimum", "pred", &x, &y, &[0.0, 0.0, 0.0, 1.0], 0.0);
+    // A dot's written type is its accumulation type, whatever the
+    // operands': s8 x s8 into bf16, and pred x pred into pred (or of ands).
+    let hlo = entry(
+        "  a = s8[1,2] parameter(0)\n  b = s8[2,1] parameter(1)\n  ROOT r = bf16[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    );
+    let out = run(
+        &hlo,
+        &[
+            lit(S8, &[1, 2], &[100.0, 100.0]),
+            lit(S8, &[2, 1], &[100.0, 3.0]),
+        ],
+    );
+    // 100*100 + 100*3 = 10300, far past s8, rounded once to bf16's step
+    // of 64 there.
+    assert_values(&out[0], &[10304.0], 0.0);
+    let hlo = entry(
+        "  a = pred[2,2] parameter(0)\n  b = pred[2,2] parameter(1)\n  ROOT r = pred[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+    );
+    let out = run(
+        &hlo,
+        &[
+            lit(Pred, &[2, 2], &[1.0, 0.0, 0.0, 0.0]),
+            lit(Pred, &[2, 2], &[1.0, 1.0, 1.0, 1.0]),
+        ],
+    );
+    assert_values(&out[0], &[1.0, 1.0, 0.0, 0.0], 0.0);
+    // dynamic-slice's first form: all start indices in one vector.
+    let hlo = entry(
+        "  x = f32[2,3] parameter(0)\n  i = s32[2] parameter(1)\n  ROOT r = f32[1,2] dynamic-slice(x, i), dynamic_slice_sizes={1,2}",
+    );
+    let x = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_values(&run(&hlo, &[x, s32s(&[2], &[1, 1])])[0], &[5.0, 6.0], 0.0);
+    // after-all orders work after a value, not only after tokens.
+    let hlo = entry(
+        "  x = f32[] parameter(0)\n  t = token[] after-all(x)\n  ROOT r = f32[] add-dependency(x, t)",
+    );
+    assert_values(&run(&hlo, &[f32s(&[], &[2.5])])[0], &[2.5], 0.0);
+}

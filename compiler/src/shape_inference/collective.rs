@@ -46,7 +46,10 @@ fn spans_partitions(c: &Collective) -> bool {
     c.channel_id.is_some() && !c.use_global_device_ids
 }
 
-/// The reducer reduces two scalars of the operands' one element type.
+/// The operands share one element type, and the reducer combines two
+/// scalars into one of their type. XLA's verifier does not hold the
+/// reducer's type to the operands' (its tests reduce s32 values with an f32
+/// adder), so neither does hlatc: the reducer's first parameter says which.
 fn check_reducer(
     opcode: &str,
     name: &str,
@@ -62,6 +65,10 @@ fn check_reducer(
             ));
         }
     }
+    let ty = match sig.params.first() {
+        Some(Shape::Array(p)) if p.rank() == 0 => p.ty,
+        _ => ty,
+    };
     let s = Shape::scalar(ty);
     check_reducer_signature(name, sig, &[s.clone(), s.clone()], &s)
 }

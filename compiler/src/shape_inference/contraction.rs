@@ -204,35 +204,23 @@ pub(super) fn contraction_operands<'a>(
 }
 
 /// The element type of a dot or convolution of `l` and `r`: the written
-/// one (an accumulation type), else the operands'. Integer weights may meet
-/// float activations (`s4` x `bf16`), as XLA allows; the result is then a
-/// float type, written.
+/// one, whatever the operands' types, as XLA's verifier takes the written
+/// type for the preferred element type (`s8` x `s8` may accumulate to
+/// `bf16`, `pred` x `pred` to `pred`, integer weights may meet float
+/// activations). Unwritten, it is the operands' common type; mixed
+/// operands must say what they give.
 fn contraction_type(
     opcode: &str,
     l: &ArrayShape,
     r: &ArrayShape,
     declared: Option<&Shape>,
 ) -> Result<ElementType, ShapeError> {
-    let mixed = l.ty.is_float() != r.ty.is_float();
-    if l.ty == ElementType::Pred || r.ty == ElementType::Pred {
-        return invalid(format!(
-            "{opcode} operand types {} and {} are incompatible",
+    match declared {
+        Some(Shape::Array(d)) => Ok(d.ty),
+        _ if l.ty != r.ty => invalid(format!(
+            "a {opcode} of {} and {} needs its result type written",
             l.ty, r.ty
-        ));
+        )),
+        _ => Ok(l.ty),
     }
-    Ok(match declared {
-        Some(Shape::Array(d))
-            if (d.ty.is_float() == l.ty.is_float() || mixed && d.ty.is_float())
-                && d.ty != ElementType::Pred =>
-        {
-            d.ty
-        }
-        _ if mixed => {
-            return invalid(format!(
-                "a {opcode} of {} and {} gives a float type, written as its result",
-                l.ty, r.ty
-            ))
-        }
-        _ => l.ty,
-    })
 }

@@ -298,6 +298,18 @@ pub(super) fn check_start_indices(
     from: usize,
     rank: usize,
 ) -> Result<(), ShapeError> {
+    // XLA still reads the first form: all start indices in one vector.
+    if operands.len() == from + 1 {
+        let v = array(operands, from)?;
+        if v.rank() == 1 {
+            if !v.ty.is_integer() || v.dims[0] != rank as i64 {
+                return invalid(format!(
+                    "a vector of start indices must be an integer array of the rank, {rank}, got {v}"
+                ));
+            }
+            return Ok(());
+        }
+    }
     if operands.len() != from + rank {
         return Err(ShapeError::OperandCount {
             expected: format!("{} ({} + one start index per dimension)", from + rank, from),

@@ -80,6 +80,9 @@ pub(super) fn binary(b: BinaryOp, operands: &[&Shape]) -> Result<Shape, ShapeErr
         // A complex remainder takes XLA CPU down with a segfault.
         BinaryOp::Remainder => x.ty != ElementType::Pred && !x.ty.is_complex(),
         BinaryOp::Complex => x.ty.complex_of().is_some(),
+        // XLA's verifier takes pred here (measured on XLA CPU), and only
+        // here: its subtract, divide and power refuse pred.
+        BinaryOp::Add | BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum => true,
         _ => x.ty != ElementType::Pred,
     };
     if !ok {
