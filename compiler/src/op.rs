@@ -709,6 +709,20 @@ pub enum Op {
         sizes: Vec<i64>,
     },
     DynamicUpdateSlice,
+    /// `set-dimension-size(operand, size)`: the operand, its dimension
+    /// `dimension` made dynamic, holding `size` (an s32 scalar) elements at
+    /// run time, at most the dimension's bound.
+    SetDimensionSize {
+        dimension: i64,
+    },
+    /// `get-dimension-size(operand)`: how many elements dimension
+    /// `dimension` holds at run time, as `s32[]`.
+    GetDimensionSize {
+        dimension: i64,
+    },
+    /// `dynamic-reshape(operand, sizes...)`: a reshape to the declared
+    /// shape, whose dimensions hold the s32 scalars `sizes` at run time.
+    DynamicReshape,
     Concatenate {
         dimension: i64,
     },
@@ -1033,7 +1047,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 16] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 75] = [
+pub const STRUCTURED_OPCODES: [&str; 78] = [
     "parameter",
     "constant",
     "iota",
@@ -1051,6 +1065,9 @@ pub const STRUCTURED_OPCODES: [&str; 75] = [
     "slice",
     "dynamic-slice",
     "dynamic-update-slice",
+    "set-dimension-size",
+    "get-dimension-size",
+    "dynamic-reshape",
     "concatenate",
     "pad",
     "dot",
@@ -1152,7 +1169,7 @@ impl BinaryOp {
 /// The ops with no attribute besides the elementwise ones: their opcode is
 /// all there is to read or write of them. The text parser and the proto
 /// reader both build them from here, and spell them through [`Op::opcode`].
-const WITHOUT_ATTRIBUTES: [Op; 18] = [
+const WITHOUT_ATTRIBUTES: [Op; 19] = [
     Op::Select,
     Op::Clamp,
     Op::Convert,
@@ -1161,6 +1178,7 @@ const WITHOUT_ATTRIBUTES: [Op; 18] = [
     Op::Bitcast,
     Op::Reshape,
     Op::DynamicUpdateSlice,
+    Op::DynamicReshape,
     Op::Tuple,
     Op::OptBarrier,
     Op::CollectiveDone(AsyncCollective::AllReduce),
@@ -1257,6 +1275,9 @@ impl Op {
             Op::Slice { .. } => "slice",
             Op::DynamicSlice { .. } => "dynamic-slice",
             Op::DynamicUpdateSlice => "dynamic-update-slice",
+            Op::SetDimensionSize { .. } => "set-dimension-size",
+            Op::GetDimensionSize { .. } => "get-dimension-size",
+            Op::DynamicReshape => "dynamic-reshape",
             Op::Concatenate { .. } => "concatenate",
             Op::Pad { .. } => "pad",
             Op::Dot { .. } => "dot",

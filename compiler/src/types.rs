@@ -235,6 +235,12 @@ pub struct ArrayShape {
     /// space, ...); `None` when it says nothing more, as in every shape
     /// hlatc builds.
     pub physical: Option<Box<PhysicalLayout>>,
+    /// Which dimensions are dynamic (`f32[<=8]`), one bit per dimension,
+    /// dimension 0 the lowest: the array holds at most `dims[i]` there,
+    /// and how many it holds is known only when the program runs. XLA's
+    /// `is_dynamic_dimension`. Kept through text and proto; shape checks
+    /// compare bounds and ignore it, as XLA's `ShapeUtil::Compatible` does.
+    pub dynamic: u64,
 }
 
 impl ArrayShape {
@@ -245,6 +251,23 @@ impl ArrayShape {
             dims,
             minor_to_major,
             physical: None,
+            dynamic: 0,
+        }
+    }
+
+    /// Whether dimension `i` is dynamic, bounded by `dims[i]`.
+    pub fn is_dynamic(&self, i: usize) -> bool {
+        i < 64 && self.dynamic >> i & 1 == 1
+    }
+
+    /// Marks dimension `i` (below 64, as every rank the verifier accepts)
+    /// dynamic or static.
+    pub fn set_dynamic(&mut self, i: usize, dynamic: bool) {
+        let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
+        if dynamic {
+            self.dynamic |= bit;
+        } else {
+            self.dynamic &= !bit;
         }
     }
 
@@ -404,6 +427,15 @@ impl Shape {
         matches!(self, Shape::Token)
     }
 
+    /// Whether no array in the shape has a dynamic dimension.
+    pub fn is_static(&self) -> bool {
+        match self {
+            Shape::Array(a) => a.dynamic == 0,
+            Shape::Tuple(t) => t.iter().all(Shape::is_static),
+            Shape::Token => true,
+        }
+    }
+
     /// Whether this is a scalar (rank-0 array) of `ty`.
     pub fn is_scalar_of(&self, ty: ElementType) -> bool {
         self.as_array()
@@ -490,7 +522,15 @@ impl Shape {
 impl fmt::Display for ArrayShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}[", self.ty)?;
-        write_joined(f, &self.dims)?;
+        if self.dynamic == 0 {
+            write_joined(f, &self.dims)?;
+        } else {
+            for (i, d) in self.dims.iter().enumerate() {
+                let sep = if i > 0 { "," } else { "" };
+                let bound = if self.is_dynamic(i) { "<=" } else { "" };
+                write!(f, "{sep}{bound}{d}")?;
+            }
+        }
         f.write_str("]")?;
         if !self.dims.is_empty() || self.physical.is_some() {
             f.write_str("{")?;

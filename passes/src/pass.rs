@@ -39,6 +39,14 @@ pub enum PassError {
     },
     #[error("pass '{pass}': {message}")]
     Failed { pass: String, message: String },
+    #[error(
+        "passes do not track dynamic dimensions yet: computation '{computation}', instruction '{instruction}' is {shape}"
+    )]
+    DynamicDimensions {
+        computation: String,
+        instruction: String,
+        shape: String,
+    },
 }
 
 impl PassError {

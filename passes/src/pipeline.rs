@@ -238,6 +238,7 @@ impl Pipeline {
         module: &mut Module,
         ctx: &mut PassContext,
     ) -> Result<PipelineReport, PassError> {
+        refuse_dynamic_dimensions(module)?;
         // Checked after every pass, a broken input must not be blamed on
         // the first pass. Checked once at the end (release `compile`, whose
         // input the builder checked as it went), the end check covers it.
@@ -355,4 +356,23 @@ impl Pass for Fixpoint {
             })
         })
     }
+}
+
+/// The passes build instructions from shape inference, which gives bounds
+/// and not which dimensions are dynamic, so a rewritten module could lose
+/// them. Until they track them, such a module is refused whole.
+fn refuse_dynamic_dimensions(module: &Module) -> Result<(), PassError> {
+    for c in &module.computations {
+        for id in c.ids() {
+            let i = c.instr(id);
+            if !i.shape.is_static() {
+                return Err(PassError::DynamicDimensions {
+                    computation: c.name.clone(),
+                    instruction: i.name.clone(),
+                    shape: i.shape.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
 }

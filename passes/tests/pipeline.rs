@@ -285,3 +285,19 @@ fn the_name_index_handed_between_passes_is_dropped_after_a_pass_that_bypassed_it
     assert_eq!(sorted, ["k", "k.1", "k.2"], "{names:?}");
     hlatc_compiler::verifier::verify(&m).unwrap();
 }
+
+/// Passes build instructions from shape inference, which gives bounds and
+/// not which of them are dynamic, so a module with dynamic dimensions is
+/// refused whole rather than rewritten into one that lost them.
+#[test]
+fn a_module_with_dynamic_dimensions_is_refused_whole() {
+    let mut m = text::parse_module("HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  n = s32[] parameter(1)\n  d = f32[<=4] set-dimension-size(p, n), dimensions={0}\n  ROOT r = f32[<=4] negate(d)\n}\n").unwrap();
+    let before = text::print_module(&m);
+    let p = pipeline_from_names("p", &["cse", "dce"]).unwrap();
+    let e = p.run_module(&mut m, &mut ctx()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "passes do not track dynamic dimensions yet: computation 'e', instruction 'd' is f32[<=4]{0}"
+    );
+    assert_eq!(text::print_module(&m), before);
+}

@@ -3,7 +3,8 @@
 //! trusts their operands blindly: a wrong operand count or shape there
 //! aborts the process instead of returning an error. Those are checked, or
 //! refused, here before the module reaches the plugin. So are the ops the
-//! fuzzer found XLA CPU aborting on for valid modules of sub-byte integers.
+//! fuzzer found XLA CPU aborting on for valid modules of sub-byte integers,
+//! and dynamic dimensions at the entry's boundary.
 
 use hlatc_compiler::op::CustomCall;
 use hlatc_compiler::{ElementType, Module, Op, Shape};
@@ -20,6 +21,7 @@ pub struct PreflightError {
 /// Checks every custom call in `module` against XLA CPU's own targets,
 /// and refuses what XLA CPU would abort or hang on.
 pub fn check(module: &Module) -> Result<(), PreflightError> {
+    static_at_the_boundary(module)?;
     for c in &module.computations {
         for id in c.ids() {
             let instr = c.instr(id);
@@ -45,6 +47,30 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
                 instruction: instr.name.clone(),
                 message,
             })?;
+        }
+    }
+    Ok(())
+}
+
+/// XLA CPU passes a dynamic array with its run-time sizes after the data,
+/// so a buffer of the bound's size aborts it ("Size mismatch on param 0");
+/// hlatc's runtime passes and reads plain arrays only. Dynamic dimensions
+/// inside the module run (XLA pads them to their bounds).
+fn static_at_the_boundary(module: &Module) -> Result<(), PreflightError> {
+    let e = module.entry();
+    let root = e.root().map(|r| (r, "the result"));
+    let params = e.parameters().into_iter().map(|p| (p, "a parameter"));
+    for (id, what) in params.chain(root) {
+        let instr = e.instr(id);
+        if !instr.shape.is_static() {
+            return Err(PreflightError {
+                computation: e.name.clone(),
+                instruction: instr.name.clone(),
+                message: format!(
+                    "{what} has dynamic dimensions ({}); hlatc passes and reads back static arrays only",
+                    instr.shape
+                ),
+            });
         }
     }
     Ok(())

@@ -180,3 +180,28 @@ fn feeds_and_tokens_at_the_boundary_are_refused_not_hung() {
         "the module returns (f32[4]{0}, token[]); only arrays and flat tuples of arrays can be read back"
     );
 }
+
+/// XLA CPU passes a dynamic array with its sizes after the data; a buffer
+/// of the bound's size aborted it ("Size mismatch on param 0", XLA test
+/// 00126). Dynamic dimensions inside a module run (`ops.rs`).
+#[test]
+fn dynamic_dimensions_at_the_boundary_are_refused_before_the_plugin() {
+    let refused = |body: &str| {
+        let m = text::parse_module(&entry(body)).unwrap();
+        runtime()
+            .compile(&m)
+            .err()
+            .expect("must be refused")
+            .to_string()
+    };
+    let e = refused("  p = f32[<=8,2] parameter(0)\n  ROOT c = f32[<=8,2] convert(p)");
+    assert!(
+        e.ends_with("instruction 'p': a parameter has dynamic dimensions (f32[<=8,2]{1,0}); hlatc passes and reads back static arrays only"),
+        "{e}"
+    );
+    let e = refused("  p = f32[8] parameter(0)\n  n = s32[] parameter(1)\n  ROOT d = f32[<=8] set-dimension-size(p, n), dimensions={0}");
+    assert!(
+        e.contains("instruction 'd': the result has dynamic dimensions"),
+        "{e}"
+    );
+}

@@ -972,3 +972,16 @@ fn forms_xla_accepts_beyond_the_usual_types() {
     );
     assert_values(&run(&hlo, &[f32s(&[], &[2.5])])[0], &[2.5], 0.0);
 }
+
+/// A dynamic dimension inside a module: XLA CPU pads it to its bound, and
+/// a reduction over it sees only the elements its run-time size holds.
+#[test]
+fn dynamic_dimensions_bound_what_ops_see() {
+    let hlo = "HloModule test\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY main {\n  x = f32[4] parameter(0)\n  n = s32[] parameter(1)\n  d = f32[<=4] set-dimension-size(x, n), dimensions={0}\n  z = f32[] constant(0)\n  s = f32[] reduce(d, z), dimensions={0}, to_apply=add\n  g = s32[] get-dimension-size(d), dimensions={0}\n  ROOT r = (f32[], s32[]) tuple(s, g)\n}\n";
+    let x = f32s(&[4], &[1.0, 2.0, 4.0, 8.0]);
+    for (n, sum) in [(4, 15.0), (2, 3.0), (0, 0.0)] {
+        let out = run(hlo, &[x.clone(), s32s(&[], &[n])]);
+        assert_values(&out[0], &[sum], 0.0);
+        assert_values(&out[1], &[f64::from(n)], 0.0);
+    }
+}

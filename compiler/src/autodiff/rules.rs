@@ -377,6 +377,9 @@ pub fn vjp(
         Op::Domain { .. } => {
             return not_differentiable(b, n, "sharding domains have no gradient rule in hlatc")
         }
+        Op::SetDimensionSize { .. } | Op::GetDimensionSize { .. } | Op::DynamicReshape => {
+            return not_differentiable(b, n, "dynamic dimensions have no gradient rules in hlatc")
+        }
         Op::StochasticConvert | Op::ReducePrecision { .. } => return not_differentiable(
             b,
             n,

@@ -21,7 +21,7 @@ pub fn shape_to_proto(s: &Shape) -> ShapeProto {
             // Every array shape carries a layout: XLA rejects constants
             // without one, and compile caches key on it.
             layout: Some(layout_to_proto(a)),
-            is_dynamic_dimension: vec![false; a.dims.len()],
+            is_dynamic_dimension: (0..a.rank()).map(|i| a.is_dynamic(i)).collect(),
         },
         Shape::Tuple(elems) => ShapeProto {
             element_type: 13, // TUPLE
@@ -353,7 +353,9 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.dimensions = dimensions.clone()
         }
         Op::Transpose { permutation } => p.dimensions = permutation.clone(),
-        Op::Concatenate { dimension } => p.dimensions = vec![*dimension],
+        Op::Concatenate { dimension }
+        | Op::SetDimensionSize { dimension }
+        | Op::GetDimensionSize { dimension } => p.dimensions = vec![*dimension],
         Op::Slice { slices } => {
             p.slice_dimensions = slices
                 .iter()
@@ -589,6 +591,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::Bitcast
         | Op::Reshape
         | Op::DynamicUpdateSlice
+        | Op::DynamicReshape
         | Op::Tuple
         | Op::OptBarrier
         | Op::While { .. }

@@ -88,10 +88,22 @@ fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {
     if let Some(d) = p.dimensions.iter().find(|&&d| d < 0) {
         return Err(format!("negative dimension {d}"));
     }
-    if p.is_dynamic_dimension.iter().any(|&d| d) {
-        return Err("dynamic dimensions are not supported".into());
-    }
     let mut a = ArrayShape::new(ty, p.dimensions.clone());
+    // XLA writes one flag per dimension, or none for a static shape.
+    let flags = &p.is_dynamic_dimension;
+    if !flags.is_empty() && flags.len() != a.rank() {
+        return Err(format!(
+            "is_dynamic_dimension has {} entries for rank {}",
+            flags.len(),
+            a.rank()
+        ));
+    }
+    if flags.iter().any(|&d| d) && a.rank() > 64 {
+        return Err("a dynamic dimension in a shape of rank over 64".into());
+    }
+    for (i, &d) in flags.iter().enumerate() {
+        a.set_dynamic(i, d);
+    }
     if let Some(l) = &p.layout {
         if l.minor_to_major.len() == a.rank() {
             a.minor_to_major = l.minor_to_major.clone();
@@ -785,6 +797,12 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         },
         "concatenate" => Op::Concatenate {
             dimension: single_dim("concatenate")?,
+        },
+        "set-dimension-size" => Op::SetDimensionSize {
+            dimension: single_dim("set-dimension-size")?,
+        },
+        "get-dimension-size" => Op::GetDimensionSize {
+            dimension: single_dim("get-dimension-size")?,
         },
         "pad" => Op::Pad {
             config: p

@@ -7,8 +7,8 @@
 //! [`infer_shape`] only dispatches: each op family's rules live in a module
 //! of their own (`elementwise`, `data_movement`, `contraction`,
 //! `reduction`, `windowed`, `gather_scatter`, `scalar_callee`, `calls`,
-//! `control_flow`, `collective`, `random`, `token`), beside the helpers
-//! they share here.
+//! `control_flow`, `collective`, `random`, `token`, `dynamic_dims`, ...),
+//! beside the helpers they share here.
 
 mod batch_norm;
 mod calls;
@@ -16,6 +16,7 @@ mod collective;
 mod contraction;
 mod control_flow;
 mod data_movement;
+mod dynamic_dims;
 mod elementwise;
 mod fft;
 mod gather_scatter;
@@ -170,6 +171,13 @@ pub fn infer_shape(
         Op::DynamicSlice { sizes } => data_movement::dynamic_slice(sizes, operands),
         Op::DynamicUpdateSlice => data_movement::dynamic_update_slice(operands),
         Op::Concatenate { dimension } => data_movement::concatenate(*dimension, operands),
+        Op::SetDimensionSize { dimension } => {
+            dynamic_dims::set_dimension_size(*dimension, operands)
+        }
+        Op::GetDimensionSize { dimension } => {
+            dynamic_dims::get_dimension_size(*dimension, operands)
+        }
+        Op::DynamicReshape => dynamic_dims::dynamic_reshape(operands, declared),
         Op::Pad { config } => data_movement::pad(config, operands),
         Op::Dot {
             dims, precision, ..

@@ -319,6 +319,29 @@ fn ints_in(p: &Pair<'_>) -> Result<Vec<i64>, ParseError> {
     ints_of(body, p)
 }
 
+/// An array shape's dimensions, and which of them are bounds (`<=8`), one
+/// bit each as `ArrayShape::dynamic` holds them.
+fn dims_in(p: &Pair<'_>) -> Result<(Vec<i64>, u64), ParseError> {
+    let text = p.as_str();
+    if !text.contains('<') {
+        return Ok((ints_of(text, p)?, 0));
+    }
+    let mut dynamic = 0u64;
+    let mut plain = String::with_capacity(text.len());
+    for (i, d) in text.split(',').enumerate() {
+        let d = d.trim();
+        let bound = d.strip_prefix("<=");
+        if bound.is_some() {
+            dynamic |= 1u64.checked_shl(i as u32).unwrap_or(0);
+        }
+        if i > 0 {
+            plain.push(',');
+        }
+        plain.push_str(bound.unwrap_or(d));
+    }
+    Ok((ints_of(&plain, p)?, dynamic))
+}
+
 /// The comma-separated integers of `body` (part of `p`'s text), read
 /// by hand: every shape's dims and layout come through here.
 fn ints_of(body: &str, p: &Pair<'_>) -> Result<Vec<i64>, ParseError> {
@@ -426,11 +449,15 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
                 }
             };
             let dims_pair = it.next().expect("grammar: dims");
-            let dims = ints_in(&dims_pair)?;
+            let (dims, dynamic) = dims_in(&dims_pair)?;
             if let Some(d) = dims.iter().find(|&&d| d < 0) {
                 return err_at(&dims_pair, format!("negative dimension {d}"));
             }
             let mut a = ArrayShape::new(ty, dims);
+            if dynamic != 0 && a.rank() > 64 {
+                return err_at(&dims_pair, "a dynamic dimension in a shape of rank over 64");
+            }
+            a.dynamic = dynamic;
             if let Some(layout) = it.next() {
                 let text = layout.as_str();
                 let (order, tail) = match text.find(':') {
@@ -1849,18 +1876,18 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
         "dynamic-slice" => Op::DynamicSlice {
             sizes: a.ints("dynamic_slice_sizes")?,
         },
-        "concatenate" => {
+        "concatenate" | "set-dimension-size" | "get-dimension-size" => {
             let d = a.ints("dimensions")?;
-            match d.as_slice() {
-                [dimension] => Op::Concatenate {
-                    dimension: *dimension,
-                },
-                _ => {
-                    return err_at(
-                        opcode_pair,
-                        format!("concatenate needs exactly one dimension, got {d:?}"),
-                    )
-                }
+            let [dimension] = d[..] else {
+                return err_at(
+                    opcode_pair,
+                    format!("{opcode} needs exactly one dimension, got {d:?}"),
+                );
+            };
+            match opcode {
+                "concatenate" => Op::Concatenate { dimension },
+                "set-dimension-size" => Op::SetDimensionSize { dimension },
+                _ => Op::GetDimensionSize { dimension },
             }
         }
         "pad" => match a.required("padding")? {

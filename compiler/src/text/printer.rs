@@ -209,7 +209,9 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             list(out, "dimensions", dimensions)
         }
         Op::Transpose { permutation } => list(out, "dimensions", permutation),
-        Op::Concatenate { dimension } => list(out, "dimensions", &[*dimension]),
+        Op::Concatenate { dimension }
+        | Op::SetDimensionSize { dimension }
+        | Op::GetDimensionSize { dimension } => list(out, "dimensions", &[*dimension]),
         Op::Slice { slices } => {
             out.push_str(", slice={");
             for (i, s) in slices.iter().enumerate() {
@@ -541,6 +543,7 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         | Op::Bitcast
         | Op::Reshape
         | Op::DynamicUpdateSlice
+        | Op::DynamicReshape
         | Op::Tuple
         | Op::OptBarrier
         | Op::ReplicaId

@@ -830,8 +830,8 @@ impl<'i> Reader<'i> {
         })
     }
 
-    /// Where the dims of an array shape stop short of their `]`: a
-    /// dynamic dimension (`<=8`, `?`) is named as one.
+    /// Where the dims of an array shape stop short of their `]`: an
+    /// unbounded dynamic dimension (`?`) is named as one.
     fn dims_refused(&mut self) {
         if !self.track {
             return;
@@ -844,10 +844,10 @@ impl<'i> Reader<'i> {
             }
         }
         let rest = &self.s[at..];
-        if rest.starts_with(b"<=") || rest.starts_with(b"?") {
+        if rest.starts_with(b"?") || rest.starts_with(b"<=?") {
             let pos = std::mem::replace(&mut self.pos, at);
             self.expect(Expect::Label(
-                "a static dimension (hlatc does not read dynamic dimensions yet)",
+                "a dimension or a bound such as <=8 (hlatc does not read unbounded dynamic dimensions yet)",
             ));
             self.pos = pos;
         } else {
@@ -881,9 +881,23 @@ impl<'i> Reader<'i> {
         self.eat_while(space);
     }
 
+    /// Like `int_run`, where each dimension may be a bound (`<=8`).
     fn dims(&mut self) -> bool {
         self.atomic(Rule::dims, |r| {
-            r.int_run(|b| b == b' ');
+            let dim = |r: &mut Self| {
+                r.attempt(|r| (r.peek() != Some(b'<') || r.lit("<=")) && r.int_text())
+            };
+            r.eat_while(|b| b == b' ');
+            if dim(r) {
+                while r.attempt(|r| {
+                    r.eat_while(|b| b == b' ');
+                    r.eat_byte(b',') && {
+                        r.eat_while(|b| b == b' ');
+                        dim(r)
+                    }
+                }) {}
+            }
+            r.eat_while(|b| b == b' ');
             true
         })
     }

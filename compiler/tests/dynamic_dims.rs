@@ -1,0 +1,127 @@
+//! Dynamic dimensions (`f32[<=8]`): a bound that the array fills only up to
+//! a size known at run time. hlatc keeps which dimensions are dynamic
+//! through text and proto, types the three ops that make and read them,
+//! and compares shapes by their bounds, as XLA's verifier does.
+
+use hlatc_compiler::{proto, text, verify, Module, Op, Shape};
+
+fn module(body: &str) -> Result<Module, String> {
+    let src = format!("HloModule m\n\nENTRY e {{\n{body}\n}}\n");
+    let m = text::parse_module(&src).map_err(|e| e.to_string())?;
+    verify(&m).map_err(|e| e.to_string())?;
+    Ok(m)
+}
+
+fn shape_of<'m>(m: &'m Module, name: &str) -> &'m Shape {
+    let e = m.entry();
+    &e.instr(e.find(name).unwrap()).shape
+}
+
+const MAKE_AND_READ: &str = "  x = f32[4,3] parameter(0)\n  n = s32[] parameter(1)\n  d = f32[<=4,3] set-dimension-size(x, n), dimensions={0}\n  g = s32[] get-dimension-size(d), dimensions={0}\n  ROOT r = f32[<=12] dynamic-reshape(d, g)";
+
+#[test]
+fn bounds_survive_text_and_proto() {
+    let m = module(MAKE_AND_READ).unwrap();
+    let d = shape_of(&m, "d").as_array().unwrap();
+    assert_eq!(d.dims, [4, 3]);
+    assert!(d.is_dynamic(0) && !d.is_dynamic(1));
+    assert_eq!(d.to_string(), "f32[<=4,3]{1,0}");
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("d = f32[<=4,3]{1,0} set-dimension-size(x, n), dimensions={0}"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("g = s32[] get-dimension-size(d), dimensions={0}"),
+        "{printed}"
+    );
+    assert_eq!(text::parse_module(&printed).unwrap(), m);
+    let p = proto::module_to_proto(&m);
+    let set = p.computations[0]
+        .instructions
+        .iter()
+        .find(|i| i.name == "d")
+        .unwrap();
+    assert_eq!(set.dimensions, [0]);
+    assert_eq!(
+        set.shape.as_ref().unwrap().is_dynamic_dimension,
+        [true, false]
+    );
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), printed);
+    assert!(matches!(
+        back.entry().instr(back.entry().find("r").unwrap()).op,
+        Op::DynamicReshape
+    ));
+}
+
+#[test]
+fn shapes_compare_by_bounds_as_in_xla() {
+    // XLA's verifier compares shapes with ShapeUtil::Compatible, which
+    // ignores dynamic-ness: a static operand may feed a bounded result.
+    module("  x = f32[4] parameter(0)\n  ROOT n = f32[<=4] negate(x)").unwrap();
+    let e = module("  x = f32[4] parameter(0)\n  ROOT n = f32[<=5] negate(x)").unwrap_err();
+    assert!(e.contains("negate produces f32[4]{0}"), "{e}");
+}
+
+#[test]
+fn the_dimension_ops_are_typed() {
+    let e = module("  x = f32[4] parameter(0)\n  n = s64[] parameter(1)\n  ROOT d = f32[<=4] set-dimension-size(x, n), dimensions={0}").unwrap_err();
+    assert!(
+        e.ends_with("set-dimension-size's size (operand 1) must be s32[], got s64[]"),
+        "{e}"
+    );
+    let e =
+        module("  x = f32[4] parameter(0)\n  ROOT g = s32[] get-dimension-size(x), dimensions={1}")
+            .unwrap_err();
+    assert!(
+        e.ends_with("get-dimension-size dimension 1 out of range for f32[4]{0}"),
+        "{e}"
+    );
+    let e =
+        module("  x = f32[4] parameter(0)\n  ROOT g = s64[] get-dimension-size(x), dimensions={0}")
+            .unwrap_err();
+    assert!(
+        e.contains("get-dimension-size produces s32[] but the instruction declares s64[]"),
+        "{e}"
+    );
+    let e = module("  x = f32[4] parameter(0)\n  n = s32[] parameter(1)\n  ROOT r = f32[<=2,2] dynamic-reshape(x, n)").unwrap_err();
+    assert!(
+        e.ends_with("expects 3 (1 + one size per result dimension) operand(s), got 2"),
+        "{e}"
+    );
+    let e = module(
+        "  x = f32[4] parameter(0)\n  ROOT d = f32[4] set-dimension-size(x), dimensions={0,1}",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("set-dimension-size needs exactly one dimension, got [0, 1]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unbounded_dimensions_are_refused_where_they_are_written() {
+    let e = module("  x = f32[?,784] parameter(0)\n  ROOT n = f32[?,784] negate(x)").unwrap_err();
+    assert!(
+        e.starts_with("4:11: expected a dimension or a bound such as <=8 (hlatc does not read unbounded dynamic dimensions yet)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_proto_must_flag_every_dimension_or_none() {
+    let m = module(MAKE_AND_READ).unwrap();
+    let mut p = proto::module_to_proto(&m);
+    let d = p.computations[0]
+        .instructions
+        .iter_mut()
+        .find(|i| i.name == "d")
+        .unwrap();
+    d.shape.as_mut().unwrap().is_dynamic_dimension = vec![true];
+    let e = proto::module_from_proto(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("is_dynamic_dimension has 1 entries for rank 2"),
+        "{e}"
+    );
+}
