@@ -910,11 +910,16 @@ pub enum Op {
         k: i64,
         largest: bool,
     },
-    /// `collective-permute`: each source sends its operand to its target;
+    /// `collective-permute`: each source sends its operands to its target;
     /// a participant nobody sends to gets zeros.
     CollectivePermute {
         channel_id: Option<i64>,
         pairs: Vec<(i64, i64)>,
+        /// Empty unless in place: then the operands are `(input, output,
+        /// input_offsets, output_offsets)`, each transfer writes a slice of
+        /// these sizes into `output` (XLA's `slice_sizes`, flattened into
+        /// `dynamic_slice_sizes` in the proto), and the result is `output`.
+        slice_sizes: Vec<Vec<i64>>,
     },
     /// `all-reduce-start`: an all-reduce begun; its value (the same as the
     /// all-reduce's) is read through `all-reduce-done`.
@@ -934,6 +939,9 @@ pub enum Op {
     CollectivePermuteStart {
         channel_id: Option<i64>,
         pairs: Vec<(i64, i64)>,
+        /// As `CollectivePermute`'s; in place, the start holds `(input,
+        /// output, u32[], u32[])`.
+        slice_sizes: Vec<Vec<i64>>,
     },
     /// `all-reduce-done`, `all-gather-done`, `collective-permute-done`.
     CollectiveDone(AsyncCollective),

@@ -310,3 +310,50 @@ fn async_starts_hold_operands_and_results_and_dones_read_the_results() {
     );
     parse("  s = f32[8,4] all-reduce-start(x), replica_groups={}, to_apply=sum\n  ROOT d = f32[8,4] all-reduce-done(s)").unwrap();
 }
+
+/// XLA combines permutes into one of several operands, and has an in-place
+/// form that writes slices of `input` into `output` at given offsets; both
+/// are read, checked as XLA's verifier checks them, and carried through
+/// text and proto (the slice sizes flattened in `dynamic_slice_sizes`).
+#[test]
+fn combined_and_in_place_permutes() {
+    let m = parse("  y = f32[8,4] negate(x)\n  c = (f32[8,4], f32[8,4]) collective-permute(x, y), source_target_pairs={{0,1},{1,0}}\n  z = s32[] constant(0)\n  o = (s32[], s32[]) tuple(z, z)\n  oo = ((s32[], s32[]), (s32[], s32[])) tuple(o, o)\n  ROOT p = f32[8,4] collective-permute(x, y, oo, oo), source_target_pairs={{0,1},{0,2},{1,0}}, slice_sizes={{1,4},{2,4}}").unwrap();
+    let Op::CollectivePermute { slice_sizes, .. } = op_of(&m, "p") else {
+        panic!("a permute");
+    };
+    assert_eq!(slice_sizes, &[vec![1, 4], vec![2, 4]]);
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("source_target_pairs={{0,1},{0,2},{1,0}}, slice_sizes={{1,4},{2,4}}"),
+        "{printed}"
+    );
+    let p = proto::module_to_proto(&m);
+    let inst = p.computations[1]
+        .instructions
+        .iter()
+        .find(|i| i.name == "p")
+        .unwrap();
+    assert_eq!(inst.dynamic_slice_sizes, [1, 4, 2, 4]);
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), printed);
+
+    // Two transfers per pair (offsets are a tuple of two index tuples), so
+    // a source may appear twice but not three times.
+    let e = refused("  y = f32[8,4] negate(x)\n  z = s32[] constant(0)\n  o = (s32[], s32[]) tuple(z, z)\n  oo = ((s32[], s32[]), (s32[], s32[])) tuple(o, o)\n  ROOT p = f32[8,4] collective-permute(x, y, oo, oo), source_target_pairs={{0,1},{0,2},{0,3}}, slice_sizes={{1,4},{2,4}}");
+    assert!(
+        e.contains("collective-permute names source 0 more than 2 times, once per transfer"),
+        "{e}"
+    );
+    let e = refused("  y = f32[8,4] negate(x)\n  z = s32[] constant(0)\n  o = (s32[]) tuple(z)\n  ROOT p = f32[8,4] collective-permute(x, y, o, o), source_target_pairs={{0,1}}, slice_sizes={{1,4}}");
+    assert!(
+        e.contains("input offset (s32[]) is not a tuple of 2 indices, or a tuple of such tuples, for f32[8,4]{1,0}"),
+        "{e}"
+    );
+    let e = refused("  y = f32[8,4] negate(x)\n  ROOT p = f32[8,4] collective-permute(x, y), source_target_pairs={{0,1}}, slice_sizes={{1,4}}");
+    assert!(
+        e.contains(
+            "expects 4 (input, output, input offsets, output offsets) in place operand(s), got 2"
+        ),
+        "{e}"
+    );
+}

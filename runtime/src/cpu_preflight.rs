@@ -99,8 +99,19 @@ fn waits_forever(op: &Op) -> Option<String> {
 ///   `s4[2,4]` scatter returned beside its operand), and a gather of them
 ///   whose slices land before its batch dimensions (XLA CPU transposes
 ///   them there); both are refused the same way. A gather whose slices
-///   trail, as an embedding lookup's do, runs.
+///   trail, as an embedding lookup's do, runs;
+/// - an in-place collective-permute (`slice_sizes`) crashes it with a
+///   segfault, even on one device.
 fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
+    if let Op::CollectivePermute { slice_sizes, .. } = op {
+        if !slice_sizes.is_empty() {
+            return Some(
+                "XLA CPU crashes (SIGSEGV) running an in-place collective-permute (slice_sizes); \
+                 one that sends its operands whole runs"
+                    .into(),
+            );
+        }
+    }
     let Shape::Array(a) = result else {
         return None;
     };

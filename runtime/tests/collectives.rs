@@ -70,3 +70,25 @@ fn async_collectives_round_trip_and_xla_cpu_refuses_them_cleanly() {
     };
     assert!(e.contains("all-reduce-start"), "{e}");
 }
+
+/// A permute of several operands (XLA's combined form) runs on one device
+/// and hands each back; the in-place form crashed XLA CPU with a segfault,
+/// so it is refused before the plugin.
+#[test]
+fn combined_permutes_run_and_in_place_ones_are_refused() {
+    let combined = entry("  x = f32[2] parameter(0)\n  y = f32[3] parameter(1)\n  ROOT p = (f32[2], f32[3]) collective-permute(x, y), source_target_pairs={{0,0}}");
+    round_trips(&combined);
+    let out = run(
+        &combined,
+        &[f32s(&[2], &[1.0, 2.0]), f32s(&[3], &[3.0, 4.0, 5.0])],
+    );
+    assert_values(&out[0], &[1.0, 2.0], 0.0);
+    assert_values(&out[1], &[3.0, 4.0, 5.0], 0.0);
+    let in_place = entry("  x = f32[4] parameter(0)\n  y = f32[4] parameter(1)\n  z = s32[] constant(0)\n  o = (s32[]) tuple(z)\n  ROOT p = f32[4] collective-permute(x, y, o, o), source_target_pairs={{0,0}}, slice_sizes={{2}}");
+    let m = hlatc_compiler::text::parse_module(&in_place).unwrap();
+    let e = runtime().compile(&m).err().expect("refused").to_string();
+    assert!(
+        e.ends_with("instruction 'p': XLA CPU crashes (SIGSEGV) running an in-place collective-permute (slice_sizes); one that sends its operands whole runs"),
+        "{e}"
+    );
+}

@@ -227,3 +227,25 @@ pub(super) fn pairs_from_proto(p: &HloInstructionProto) -> Vec<(i64, i64)> {
         .map(|st| (st.source, st.target))
         .collect()
 }
+
+/// An in-place collective-permute's slice sizes, which XLA's proto keeps
+/// flattened in `dynamic_slice_sizes`: one list per transfer, as long as
+/// the rank of the buffers (the first array the instruction's shape holds).
+pub(super) fn slice_sizes_from_proto(p: &HloInstructionProto) -> Result<Vec<Vec<i64>>, String> {
+    let flat = &p.dynamic_slice_sizes;
+    if flat.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut shape = p.shape.as_ref();
+    while let Some(s) = shape.filter(|s| !s.tuple_shapes.is_empty()) {
+        shape = s.tuple_shapes.first();
+    }
+    let rank = shape.map_or(0, |s| s.dimensions.len());
+    if rank == 0 || !flat.len().is_multiple_of(rank) {
+        return Err(format!(
+            "dynamic_slice_sizes holds {} sizes, not a whole number of slices of the buffers' rank {rank}",
+            flat.len()
+        ));
+    }
+    Ok(flat.chunks(rank).map(<[i64]>::to_vec).collect())
+}

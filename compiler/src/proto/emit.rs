@@ -531,10 +531,19 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             fill_collective(collective, p);
             p.dimensions = dimension.iter().copied().collect();
         }
-        Op::CollectivePermute { channel_id, pairs }
-        | Op::CollectivePermuteStart { channel_id, pairs } => {
+        Op::CollectivePermute {
+            channel_id,
+            pairs,
+            slice_sizes,
+        }
+        | Op::CollectivePermuteStart {
+            channel_id,
+            pairs,
+            slice_sizes,
+        } => {
             p.channel_id = channel_id.unwrap_or(0);
             p.source_target_pairs = super::collective::pairs_to_proto(pairs);
+            p.dynamic_slice_sizes = slice_sizes.concat();
         }
         Op::CustomCall(cc) => {
             p.custom_call_target = cc.target.clone();

@@ -933,6 +933,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_from_proto(p),
             pairs: pairs_from_proto(p),
+            slice_sizes: super::collective::slice_sizes_from_proto(p)?,
         },
         "all-reduce-start" => Op::AllReduceStart {
             collective: collective_from_proto(p)?,
@@ -945,6 +946,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "collective-permute-start" => Op::CollectivePermuteStart {
             channel_id: channel_from_proto(p),
             pairs: pairs_from_proto(p),
+            slice_sizes: super::collective::slice_sizes_from_proto(p)?,
         },
         "fusion" => Op::Fusion {
             kind: FusionKind::from_name(&p.fusion_kind)

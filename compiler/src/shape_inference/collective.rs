@@ -259,16 +259,21 @@ pub(super) fn all_to_all(
     ))
 }
 
+/// A collective-permute sends one or more operands whole (XLA combines
+/// permutes that way), or, in place, slices of `input` into `output`.
 pub(super) fn collective_permute(
     pairs: &[(i64, i64)],
+    slice_sizes: &[Vec<i64>],
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    if operands.len() != 1 {
-        return Err(ShapeError::OperandCount {
-            expected: "1 (hlatc does not model the in-place form)".into(),
-            got: operands.len(),
-        });
-    }
+    // A device sends and receives once, or, in place, once per transfer.
+    let allowed = if slice_sizes.is_empty() {
+        at_least_one(operands)?;
+        1
+    } else {
+        check_in_place(operands)?;
+        transfers_per_pair(operands)
+    };
     let mut sources: Vec<i64> = pairs.iter().map(|p| p.0).collect();
     let mut targets: Vec<i64> = pairs.iter().map(|p| p.1).collect();
     for (ids, what) in [(&mut sources, "source"), (&mut targets, "target")] {
@@ -276,11 +281,102 @@ pub(super) fn collective_permute(
         if let Some(id) = ids.iter().find(|&&id| id < 0) {
             return invalid(format!("collective-permute {what} {id} is negative"));
         }
-        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-            return invalid(format!("collective-permute names {what} {} twice", w[0]));
+        if let Some(w) = ids.windows(allowed + 1).find(|w| w[0] == w[allowed]) {
+            let often = match allowed {
+                1 => "twice".to_string(),
+                n => format!("more than {n} times, once per transfer"),
+            };
+            return invalid(format!("collective-permute names {what} {} {often}", w[0]));
         }
     }
-    same_as_operands(operands)
+    if slice_sizes.is_empty() {
+        same_as_operands(operands)
+    } else {
+        Ok(operands[1].clone())
+    }
+}
+
+/// `(input, output, input_offsets, output_offsets)`: two arrays, or two
+/// tuples of as many arrays, and an offset for each, as XLA's verifier
+/// checks them.
+fn check_in_place(operands: &[&Shape]) -> Result<(), ShapeError> {
+    if operands.len() != 4 {
+        return Err(ShapeError::OperandCount {
+            expected: "4 (input, output, input offsets, output offsets) in place".into(),
+            got: operands.len(),
+        });
+    }
+    let (input, output) = (operands[0], operands[1]);
+    let buffers_and_offsets = [
+        (input, operands[2], "input"),
+        (output, operands[3], "output"),
+    ];
+    match (input, output) {
+        (Shape::Array(_), Shape::Array(_)) => {
+            for (buffer, offset, what) in buffers_and_offsets {
+                check_buffer_offset(buffer, offset, what)?;
+            }
+            Ok(())
+        }
+        (Shape::Tuple(i), Shape::Tuple(o)) if i.len() == o.len() => {
+            for (buffer, offset, what) in buffers_and_offsets {
+                let (Shape::Tuple(buffers), Shape::Tuple(offsets)) = (buffer, offset) else {
+                    return invalid(format!(
+                        "in-place collective-permute needs one {what} offset per {what} buffer, got {offset}"
+                    ));
+                };
+                if buffers.len() != offsets.len() {
+                    return invalid(format!(
+                        "in-place collective-permute needs one {what} offset per {what} buffer, got {offset}"
+                    ));
+                }
+                for (b, off) in buffers.iter().zip(offsets) {
+                    check_buffer_offset(b, off, what)?;
+                }
+            }
+            Ok(())
+        }
+        _ => invalid(format!(
+            "in-place collective-permute needs input and output buffers of one kind, got {input} and {output}"
+        )),
+    }
+}
+
+/// How many transfers an in-place permute makes per source-target pair: as
+/// many as the (first) input offset lists, one when it is a single index.
+fn transfers_per_pair(operands: &[&Shape]) -> usize {
+    let offset = match (operands[0], operands[2]) {
+        (Shape::Tuple(_), Shape::Tuple(per_buffer)) => per_buffer.first(),
+        (_, offset) => Some(offset),
+    };
+    match offset {
+        Some(Shape::Tuple(parts))
+            if parts.first().is_some_and(|p| matches!(p, Shape::Tuple(_))) =>
+        {
+            parts.len()
+        }
+        _ => 1,
+    }
+}
+
+/// An offset into `buffer`: a tuple of one index per dimension, or a tuple
+/// of such tuples (one per transfer).
+fn check_buffer_offset(buffer: &Shape, offset: &Shape, what: &str) -> Result<(), ShapeError> {
+    let rank = buffer.as_array().map_or(0, ArrayShape::rank);
+    let fits = match offset {
+        Shape::Tuple(parts) if parts.iter().all(|p| p.as_array().is_some()) => parts.len() == rank,
+        Shape::Tuple(parts) => parts
+            .iter()
+            .all(|p| matches!(p, Shape::Tuple(idx) if idx.len() == rank)),
+        _ => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        invalid(format!(
+            "in-place collective-permute's {what} offset {offset} is not a tuple of {rank} indices, or a tuple of such tuples, for {buffer}"
+        ))
+    }
 }
 
 /// `replica-id` and `partition-id`: a `u32[]`.

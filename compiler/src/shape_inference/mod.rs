@@ -281,7 +281,9 @@ pub fn infer_shape(
             precision,
             ..
         } => contraction::ragged_dot(dims, ragged, precision, operands, declared),
-        Op::CollectivePermute { pairs, .. } => collective::collective_permute(pairs, operands),
+        Op::CollectivePermute {
+            pairs, slice_sizes, ..
+        } => collective::collective_permute(pairs, slice_sizes, operands),
         Op::ReplicaId | Op::PartitionId => collective::device_id(operands),
         Op::CollectiveBroadcast { collective } => {
             collective::collective_broadcast(collective, operands)
@@ -312,9 +314,19 @@ pub fn infer_shape(
                 results,
             )
         }),
-        Op::CollectivePermuteStart { pairs, .. } => collective::started(operands, declared, |_| {
-            collective::collective_permute(pairs, operands)
-        }),
+        Op::CollectivePermuteStart {
+            pairs, slice_sizes, ..
+        } => {
+            // In place, the start holds the input buffer, not the offsets.
+            let held = if slice_sizes.is_empty() {
+                operands
+            } else {
+                &operands[..operands.len().min(1)]
+            };
+            collective::started(held, declared, |_| {
+                collective::collective_permute(pairs, slice_sizes, operands)
+            })
+        }
         Op::CollectiveDone(kind) => collective::done(*kind, operands),
         Op::Conditional { branches } => {
             let sigs = branches

@@ -141,6 +141,26 @@ pub(crate) fn parse_pairs(text: &str) -> Result<Vec<(i64, i64)>> {
         .collect()
 }
 
+/// An in-place collective-permute's `{{1,8,128},{1,8,128}}`: one slice
+/// size per dimension of each transfer, none empty.
+pub(crate) fn parse_slice_sizes(text: &str) -> Result<Vec<Vec<i64>>> {
+    let mut c = Cursor::new(text);
+    let at = c.pos;
+    let lists = int_lists(&mut c)?;
+    c.finish()?;
+    if lists.iter().any(|l| l.is_empty()) {
+        return Err(AttrSyntaxError {
+            offset: at,
+            message: "a transfer's slice sizes cannot be empty".into(),
+        });
+    }
+    Ok(lists)
+}
+
+pub(crate) fn write_slice_sizes(out: &mut String, sizes: &[Vec<i64>]) {
+    write_int_lists(out, sizes.iter().map(Vec::as_slice));
+}
+
 /// `{{1,2},{3}}`, or `{}`.
 fn int_lists(c: &mut Cursor) -> Result<Vec<Vec<i64>>> {
     c.expect("{")?;

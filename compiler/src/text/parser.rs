@@ -1691,6 +1691,18 @@ fn source_target_pairs(a: &mut Attrs) -> Result<Vec<(i64, i64)>, ParseError> {
     }
 }
 
+/// An in-place collective-permute's `slice_sizes={{1,8},{1,8}}`; none
+/// (absent or `{}`) for the other forms.
+fn permute_slice_sizes(a: &mut Attrs) -> Result<Vec<Vec<i64>>, ParseError> {
+    match a.take("slice_sizes") {
+        None => Ok(Vec::new()),
+        Some((Value::Ints(v), _)) if v.is_empty() => Ok(Vec::new()),
+        Some((_, p)) => read_whole_value(&p, "slice_sizes", |text| {
+            super::collective::parse_slice_sizes(text)
+        }),
+    }
+}
+
 /// `dimensions={d}`: exactly one dimension.
 fn one_dimension(at: &Pair<'_>, a: &mut Attrs) -> Result<i64, ParseError> {
     let dims = a.ints("dimensions")?;
@@ -1993,6 +2005,7 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_id(a)?,
             pairs: source_target_pairs(a)?,
+            slice_sizes: permute_slice_sizes(a)?,
         },
         "all-reduce-start" => Op::AllReduceStart {
             collective: collective(a)?,
@@ -2005,6 +2018,7 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
         "collective-permute-start" => Op::CollectivePermuteStart {
             channel_id: channel_id(a)?,
             pairs: source_target_pairs(a)?,
+            slice_sizes: permute_slice_sizes(a)?,
         },
         "fusion" => Op::Fusion {
             kind: parse_enum(

@@ -383,12 +383,24 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 let _ = write!(out, ", dimensions={{{d}}}");
             }
         }
-        Op::CollectivePermute { channel_id, pairs }
-        | Op::CollectivePermuteStart { channel_id, pairs } => {
+        Op::CollectivePermute {
+            channel_id,
+            pairs,
+            slice_sizes,
+        }
+        | Op::CollectivePermuteStart {
+            channel_id,
+            pairs,
+            slice_sizes,
+        } => {
             out.push_str(", source_target_pairs=");
             super::collective::write_pairs(out, pairs);
             if let Some(id) = channel_id {
                 let _ = write!(out, ", channel_id={id}");
+            }
+            if !slice_sizes.is_empty() {
+                out.push_str(", slice_sizes=");
+                super::collective::write_slice_sizes(out, slice_sizes);
             }
         }
         Op::Fusion {
