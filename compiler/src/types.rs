@@ -240,8 +240,15 @@ pub struct ArrayShape {
     /// and how many it holds is known only when the program runs. XLA's
     /// `is_dynamic_dimension`. Kept through text and proto; shape checks
     /// compare bounds and ignore it, as XLA's `ShapeUtil::Compatible` does.
-    pub dynamic: u64,
+    /// 32 bits keep the shape as small as before it had them (every
+    /// instruction holds one); readers refuse a dynamic dimension past
+    /// [`MAX_DYNAMIC_DIMENSION`].
+    pub dynamic: u32,
 }
+
+/// The last dimension that may be dynamic (`ArrayShape::dynamic` has a bit
+/// for each dimension up to it).
+pub const MAX_DYNAMIC_DIMENSION: usize = 31;
 
 impl ArrayShape {
     pub fn new(ty: ElementType, dims: Vec<i64>) -> Self {
@@ -257,13 +264,13 @@ impl ArrayShape {
 
     /// Whether dimension `i` is dynamic, bounded by `dims[i]`.
     pub fn is_dynamic(&self, i: usize) -> bool {
-        i < 64 && self.dynamic >> i & 1 == 1
+        i <= MAX_DYNAMIC_DIMENSION && self.dynamic >> i & 1 == 1
     }
 
-    /// Marks dimension `i` (below 64, as every rank the verifier accepts)
-    /// dynamic or static.
+    /// Marks dimension `i` dynamic or static; a dimension past
+    /// [`MAX_DYNAMIC_DIMENSION`] is always static.
     pub fn set_dynamic(&mut self, i: usize, dynamic: bool) {
-        let bit = 1u64.checked_shl(i as u32).unwrap_or(0);
+        let bit = 1u32.checked_shl(i as u32).unwrap_or(0);
         if dynamic {
             self.dynamic |= bit;
         } else {

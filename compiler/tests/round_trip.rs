@@ -483,3 +483,40 @@ fn a_complex_nan_text_cannot_carry_is_named() {
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].starts_with("constant 'a' in 'e' holds a complex value with a NaN part"));
 }
+
+/// Spellings of older dumps and of XLA's own tests that XLA's reader still
+/// takes, read as it reads them (each checked through jaxlib).
+#[test]
+fn older_spellings_are_read_as_xla_reads_them() {
+    let read = |src: &str| {
+        text::print_module(&text::parse_module(src).unwrap_or_else(|e| panic!("{e}\n{src}")))
+    };
+    // A module name ending in a colon; a layout a space after its shape.
+    let printed = read("HloModule old_style:\n\nENTRY e {\n  p = f32[2,3] {0,1} parameter(0)\n  ROOT n = f32[2,3] {0,1} negate(p)\n}\n");
+    assert!(printed.starts_with("HloModule old_style, "), "{printed}");
+    assert!(printed.contains("n = f32[2,3]{0,1} negate(p)"), "{printed}");
+    // A computation's `{` after its result shape is no layout.
+    read("HloModule m\n\nENTRY e (p: f32[2]) -> f32[2] { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }\n");
+    // The 64-bit integers through their bits: -1 as u64 is its two's
+    // complement, and 2^63 as s64 wraps to its minimum.
+    let printed = read("HloModule m\n\nENTRY e {\n  a = u64[] constant(-1)\n  ROOT b = s64[] constant(9223372036854775808)\n}\n");
+    assert!(
+        printed.contains("u64[] constant(18446744073709551615)"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("s64[] constant(-9223372036854775808)"),
+        "{printed}"
+    );
+    let e = text::parse_module("HloModule m\n\nENTRY e {\n  ROOT a = u32[] constant(-1)\n}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("-1"), "{e}");
+    // Nested literal lists one after another without a comma, with XLA's
+    // index comments between them.
+    let printed = read("HloModule m\n\nENTRY e {\n  ROOT c = s32[2,1,2] constant({ /*i0=0*/ { {1, 2} } /*i0=1*/ { {3, 4} } })\n}\n");
+    assert!(
+        printed.contains("constant({{{1, 2}}, {{3, 4}}})"),
+        "{printed}"
+    );
+}

@@ -98,8 +98,15 @@ fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {
             a.rank()
         ));
     }
-    if flags.iter().any(|&d| d) && a.rank() > 64 {
-        return Err("a dynamic dimension in a shape of rank over 64".into());
+    if let Some(i) = flags
+        .iter()
+        .rposition(|&d| d)
+        .filter(|&i| i > crate::types::MAX_DYNAMIC_DIMENSION)
+    {
+        return Err(format!(
+            "dimension {i} is dynamic; hlatc keeps dynamic dimensions up to {} only",
+            crate::types::MAX_DYNAMIC_DIMENSION
+        ));
     }
     for (i, &d) in flags.iter().enumerate() {
         a.set_dynamic(i, d);

@@ -321,18 +321,27 @@ fn ints_in(p: &Pair<'_>) -> Result<Vec<i64>, ParseError> {
 
 /// An array shape's dimensions, and which of them are bounds (`<=8`), one
 /// bit each as `ArrayShape::dynamic` holds them.
-fn dims_in(p: &Pair<'_>) -> Result<(Vec<i64>, u64), ParseError> {
+fn dims_in(p: &Pair<'_>) -> Result<(Vec<i64>, u32), ParseError> {
     let text = p.as_str();
     if !text.contains('<') {
         return Ok((ints_of(text, p)?, 0));
     }
-    let mut dynamic = 0u64;
+    let mut dynamic = 0u32;
     let mut plain = String::with_capacity(text.len());
     for (i, d) in text.split(',').enumerate() {
         let d = d.trim();
         let bound = d.strip_prefix("<=");
         if bound.is_some() {
-            dynamic |= 1u64.checked_shl(i as u32).unwrap_or(0);
+            if i > crate::types::MAX_DYNAMIC_DIMENSION {
+                return err_at(
+                    p,
+                    format!(
+                        "dimension {i} is dynamic; hlatc keeps dynamic dimensions up to {} only",
+                        crate::types::MAX_DYNAMIC_DIMENSION
+                    ),
+                );
+            }
+            dynamic |= 1 << i;
         }
         if i > 0 {
             plain.push(',');
@@ -454,9 +463,6 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
                 return err_at(&dims_pair, format!("negative dimension {d}"));
             }
             let mut a = ArrayShape::new(ty, dims);
-            if dynamic != 0 && a.rank() > 64 {
-                return err_at(&dims_pair, "a dynamic dimension in a shape of rank over 64");
-            }
             a.dynamic = dynamic;
             if let Some(layout) = it.next() {
                 let text = layout.as_str();
@@ -2503,11 +2509,21 @@ fn scalar(p: &Pair<'_>, ty: ElementType) -> Result<Scalar, ParseError> {
         };
         return Ok(Scalar::Float(v));
     }
+    // XLA's reader takes the 64-bit integers through their bits: a
+    // negative u64 is its two's complement (`u64[] constant(-1)` is
+    // 18446744073709551615) and an s64 past i64::MAX wraps (measured
+    // through jaxlib). Narrower types are range-checked.
     if let Ok(v) = s.parse::<i64>() {
-        return Ok(Scalar::Int(v));
+        return Ok(match ty {
+            ElementType::U64 if v < 0 => Scalar::UInt(v as u64),
+            _ => Scalar::Int(v),
+        });
     }
     if let Ok(v) = s.parse::<u64>() {
-        return Ok(Scalar::UInt(v));
+        return Ok(match ty {
+            ElementType::S64 => Scalar::Int(v as i64),
+            _ => Scalar::UInt(v),
+        });
     }
     bad()
 }

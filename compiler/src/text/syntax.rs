@@ -523,6 +523,9 @@ impl<'i> Reader<'i> {
         let ok = self.lit("HloModule")
             && self.then_item(Self::name)
             && {
+                // Older dumps end the name with a colon (`HloModule m:`),
+                // which XLA's lexer takes as part of a name token.
+                self.eat_byte(b':');
                 while self.attempt(|r| r.then(",") && r.then_item(Self::module_attr)) {}
                 true
             }
@@ -771,9 +774,21 @@ impl<'i> Reader<'i> {
         })
     }
 
+    /// `{a, b, ...}`. XLA's reader also takes nested lists one after
+    /// another without a comma (`{ {1} {2} }`), as some of its tests write
+    /// them.
     fn literal_list(&mut self) -> bool {
         self.rule(Rule::literal_list, |r| {
-            r.lit("{") && r.list(Self::literal) && {
+            r.lit("{") && {
+                r.skip();
+                if r.attempt(Self::literal) {
+                    while r.attempt(|r| {
+                        (r.then(",") || {
+                            r.skip();
+                            r.peek() == Some(b'{')
+                        }) && r.then_item(Self::literal)
+                    }) {}
+                }
                 r.attempt(|r| r.then(","));
                 r.then("}")
             }
@@ -822,8 +837,16 @@ impl<'i> Reader<'i> {
                     false
                 })
                 && {
+                    // XLA's lexer lets spaces stand before a layout
+                    // (`f32[3,6] {1,0}`); a computation's `{` after its
+                    // result shape is no layout, and the attempt fails.
                     if r.peek() == Some(b'{') {
                         r.attempt(Self::layout);
+                    } else if r.peek() == Some(b' ') {
+                        r.attempt(|r| {
+                            r.eat_while(|b| b == b' ');
+                            r.peek() == Some(b'{') && r.layout()
+                        });
                     }
                     true
                 }
@@ -884,22 +907,28 @@ impl<'i> Reader<'i> {
     /// Like `int_run`, where each dimension may be a bound (`<=8`).
     fn dims(&mut self) -> bool {
         self.atomic(Rule::dims, |r| {
-            let dim = |r: &mut Self| {
-                r.attempt(|r| (r.peek() != Some(b'<') || r.lit("<=")) && r.int_text())
-            };
             r.eat_while(|b| b == b' ');
-            if dim(r) {
+            if r.dim_text() {
                 while r.attempt(|r| {
                     r.eat_while(|b| b == b' ');
                     r.eat_byte(b',') && {
                         r.eat_while(|b| b == b' ');
-                        dim(r)
+                        r.dim_text()
                     }
                 }) {}
             }
             r.eat_while(|b| b == b' ');
             true
         })
+    }
+
+    #[inline(always)]
+    fn dim_text(&mut self) -> bool {
+        if self.peek() == Some(b'<') {
+            self.attempt(|r| r.eat("<=") && r.int_text())
+        } else {
+            self.int_text()
+        }
     }
 
     fn layout(&mut self) -> bool {
