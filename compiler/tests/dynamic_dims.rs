@@ -125,3 +125,17 @@ fn a_proto_must_flag_every_dimension_or_none() {
         "{e}"
     );
 }
+
+/// A shape keeps one bit per dimension up to dimension 31; a dynamic
+/// dimension past that is refused by name rather than read as static.
+#[test]
+fn a_dynamic_dimension_past_31_is_refused() {
+    let dims: Vec<String> = (0..33)
+        .map(|i| if i == 32 { "<=1".into() } else { "1".into() })
+        .collect();
+    let e = module(&format!("  ROOT p = f32[{}] parameter(0)", dims.join(","))).unwrap_err();
+    assert!(
+        e.contains("dimension 32 is dynamic; hlatc keeps dynamic dimensions up to 31 only"),
+        "{e}"
+    );
+}
