@@ -214,3 +214,39 @@ fn an_unreached_computation_may_call_a_reached_one() {
     );
     assert_eq!(text::parse_module(&printed).unwrap(), m);
 }
+
+/// A computation may be written inline as a callee (`to_apply={ ... }`):
+/// it is read as its own computation named `_`, as XLA's reader names it
+/// (then `_.1`, ...), printed before its caller, and an error inside it
+/// points into the text where it is written.
+#[test]
+fn computations_written_inline_are_read_as_their_own() {
+    let src = "HloModule m\n\nENTRY e {\n  a = s32[4] parameter(0)\n  z = s32[] constant(0)\n  s = s32[] reduce(a, z), dimensions={0}, to_apply={\n    x = s32[] parameter(0)\n    y = s32[] parameter(1)\n    ROOT r = add(x, y)\n  }\n  ROOT c = s32[] call(s), to_apply={ p = s32[] parameter(0)\n ROOT n = s32[] negate(p) }\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let names: Vec<&str> = m.computations.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["_", "_.1", "e"]);
+    let e = m.entry();
+    assert!(
+        matches!(&e.instr(e.find("s").unwrap()).op, Op::Reduce { to_apply, .. } if to_apply == "_")
+    );
+    assert!(
+        matches!(&e.instr(e.find("c").unwrap()).op, Op::Call { to_apply, .. } if to_apply == "_.1")
+    );
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("_.1 {\n  p = s32[] parameter(0)\n  ROOT n = s32[] negate(p)\n}"),
+        "{printed}"
+    );
+    assert_eq!(text::parse_module(&printed).unwrap(), m);
+
+    let bad = src.replace("ROOT n = s32[] negate(p)", "ROOT n = s32[] frob(p)");
+    let err = text::parse_module(&bad).unwrap_err();
+    assert_eq!((err.line, err.column), (12, 17), "{err}");
+    assert!(
+        err.message.starts_with(
+            "in the computation written inline as 'to_apply': unsupported opcode 'frob'"
+        ),
+        "{err}"
+    );
+}

@@ -944,6 +944,7 @@ fn computation(
         FxHashMap::with_capacity_and_hasher(written, Default::default());
     let mut anonymous = Vec::new();
     let mut wrapped_ops = Vec::new();
+    let mut hoisted = Vec::new();
     let mut async_without_callee = false;
     let mut root = None;
     let mut last = None;
@@ -980,12 +981,17 @@ fn computation(
                     source_name,
                     note,
                     wrapped,
+                    inline,
                 } = instruction(q)?;
                 notes.extend(note);
                 let source = shape_source(&instr.op, &instr.shape, unshaped, at);
                 async_without_callee |=
                     matches!(&instr.op, Op::Async { calls, .. } if calls.is_empty());
                 let id = comp.add(instr, &[]);
+                if !inline.is_empty() {
+                    let op = &mut comp.instr_mut(id).op;
+                    adopt_inline(&mut hoisted, inline, op, &|n| callees(n).is_some());
+                }
                 if let Some(op) = wrapped {
                     wrapped_ops.push((id, *op, at));
                 }
@@ -1072,10 +1078,20 @@ fn computation(
         }
     }
     name_nested(&mut comp, &anonymous, &by_name);
-    let wrapped = wrap_async_starts(&mut comp, wrapped_ops, callees)?;
+    // Computations written inline come first: a wrapped op may call one.
+    let before = |n: &str| {
+        hoisted
+            .iter()
+            .find(|c: &&Computation| c.name == n)
+            .and_then(Computation::signature)
+            .or_else(|| callees(n))
+    };
+    let mut wrapped = wrap_async_starts(&mut comp, wrapped_ops, &before)?;
     if async_without_callee {
         crate::async_ops::find_async_callees(&mut comp).or_else(|m| err_at(&name_pair, m))?;
     }
+    hoisted.append(&mut wrapped);
+    let wrapped = hoisted;
     let callees = |n: &str| {
         wrapped
             .iter()
@@ -1305,6 +1321,9 @@ struct ParsedInstruction<'i> {
     note: Option<String>,
     /// The op a short-form async start wraps (see [`Attrs::wrapped`]).
     wrapped: Option<Box<Op>>,
+    /// Computations written inline as an attribute's value
+    /// (`to_apply={ ... }`), callees first; the op names the last as `_`.
+    inline: Vec<Computation>,
 }
 
 /// The op an instruction's body writes, its operands as written, and a
@@ -1434,10 +1453,15 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         opcode: String::new(),
         wrapped: None,
     };
+    let mut inline = Vec::new();
     for a in it {
-        let (k, v, ap) = attribute(a)?;
+        let (k, mut v, ap) = attribute(a)?;
         if attrs.map.contains_key(&k) {
             return err_at(&ap, format!("attribute '{k}' given twice"));
+        }
+        if let Some(hoisted) = inline_computation(&k, &v, &ap)? {
+            inline.extend(hoisted);
+            v = Value::Word(INLINE_NAME.to_string());
         }
         attrs.map.insert(k, (v, ap));
     }
@@ -1495,7 +1519,119 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         source_name,
         note,
         wrapped,
+        inline,
     })
+}
+
+/// What XLA's reader names a computation written inline.
+const INLINE_NAME: &str = "_";
+
+/// The attributes that name one called computation.
+const CALLEE_ATTRIBUTES: [&str; 8] = [
+    "to_apply",
+    "calls",
+    "condition",
+    "body",
+    "select",
+    "scatter",
+    "true_computation",
+    "false_computation",
+];
+
+/// A computation written in place of a callee's name (`to_apply={ x = ...
+/// ROOT r = ... }`), read as a module of its own whose entry is named
+/// `_`, as XLA's reader names it: its computations, callees first, the
+/// inline one last. None when the value is no such body.
+fn inline_computation(
+    key: &str,
+    value: &Value,
+    attribute: &Pair<'_>,
+) -> Result<Option<Vec<Computation>>, ParseError> {
+    let Value::Raw(text) = value else {
+        return Ok(None);
+    };
+    if !CALLEE_ATTRIBUTES.contains(&key) || !text.contains('=') {
+        return Ok(None);
+    }
+    const PREFIX: &str = "HloModule _\n\nENTRY _ ";
+    let src = format!("{PREFIX}{text}\n");
+    let (m, _) = parse_module_noted(&src).map_err(|e| {
+        let value = (*attribute)
+            .into_inner()
+            .nth(1)
+            .expect("grammar: attribute value");
+        // Line 3 of the module read holds the value's first line, after
+        // the prefix's `ENTRY _ `.
+        let (line, column) = value.line_col();
+        ParseError {
+            line: line + e.line.saturating_sub(3),
+            column: if e.line == 3 {
+                column
+                    + e.column
+                        .saturating_sub(PREFIX.len() - "HloModule _\n\n".len() + 1)
+            } else {
+                e.column
+            },
+            message: format!(
+                "in the computation written inline as '{key}': {}",
+                e.message
+            ),
+        }
+    })?;
+    let entry = m.entry;
+    let mut comps = m.computations;
+    let inline = comps.remove(entry);
+    comps.push(inline);
+    Ok(Some(comps))
+}
+
+/// Gives the computations `inline` names no computation in `taken` or
+/// already adopted uses (`_`, then `_.1`, ...), renaming their callers
+/// among them and in `op`, and adopts them.
+fn adopt_inline(
+    adopted: &mut Vec<Computation>,
+    mut inline: Vec<Computation>,
+    op: &mut Op,
+    taken: &dyn Fn(&str) -> bool,
+) {
+    for i in 0..inline.len() {
+        let old = inline[i].name.clone();
+        let free = |n: &str| {
+            !taken(n)
+                && !adopted.iter().any(|c| c.name == n)
+                && !inline
+                    .iter()
+                    .enumerate()
+                    .any(|(j, c)| j != i && c.name == n)
+        };
+        if free(&old) {
+            continue;
+        }
+        let base = old.split('.').next().unwrap_or(&old).to_string();
+        let new = (1..)
+            .map(|k| format!("{base}.{k}"))
+            .find(|n| free(n))
+            .expect("some suffix is free");
+        inline[i].name = new.clone();
+        for c in inline.iter_mut() {
+            let ids: Vec<_> = c.ids().collect();
+            for id in ids {
+                for callee in c.instr_mut(id).op.called_computations_mut() {
+                    if *callee == old {
+                        *callee = new.clone();
+                    }
+                }
+            }
+        }
+        if i + 1 == inline.len() {
+            for callee in op.called_computations_mut() {
+                if *callee == old {
+                    *callee = new.clone();
+                }
+            }
+        }
+    }
+    adopted.extend(inline);
 }
 
 fn metadata(m: BTreeMap<String, String>, at: &Pair<'_>) -> Result<Metadata, ParseError> {
