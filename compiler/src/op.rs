@@ -829,6 +829,11 @@ pub enum Op {
     Rng {
         distribution: RngDistribution,
     },
+    /// `rng-get-and-update-state`: the device's RNG state as `u64[2]`,
+    /// then advanced by `delta` (XLA's lowering of `rng` writes it).
+    RngGetAndUpdateState {
+        delta: i64,
+    },
     /// `all-reduce`: every participant gets the reduction (by `to_apply`)
     /// of all participants' operands.
     AllReduce {
@@ -1055,7 +1060,7 @@ const BINARY_NAMES: [(BinaryOp, &str); 16] = [
 ];
 
 /// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 78] = [
+pub const STRUCTURED_OPCODES: [&str; 79] = [
     "parameter",
     "constant",
     "iota",
@@ -1099,6 +1104,7 @@ pub const STRUCTURED_OPCODES: [&str; 78] = [
     "sort",
     "map",
     "rng",
+    "rng-get-and-update-state",
     "all-reduce",
     "all-gather",
     "reduce-scatter",
@@ -1304,6 +1310,7 @@ impl Op {
             Op::Sort { .. } => "sort",
             Op::Map { .. } => "map",
             Op::Rng { .. } => "rng",
+            Op::RngGetAndUpdateState { .. } => "rng-get-and-update-state",
             Op::AllReduce { .. } => "all-reduce",
             Op::AllGather { .. } => "all-gather",
             Op::ReduceScatter { .. } => "reduce-scatter",
@@ -1412,6 +1419,7 @@ impl Op {
             Op::Parameter(_)
                 | Op::RngBitGenerator { .. }
                 | Op::Rng { .. }
+                | Op::RngGetAndUpdateState { .. }
                 | Op::OptBarrier
                 | Op::Domain { .. }
                 | Op::While { .. }

@@ -70,6 +70,12 @@ fn semantic_errors_point_at_the_token() {
             entry("  ROOT y = f32[] negate(z)"),
             "4:25: operand 'z' is not defined in computation 'e'",
         ),
+        // One value for a shape too large to fill (found by the fuzzer as
+        // an aborting allocation).
+        (
+            entry("  ROOT c = f32[4611686018427387904] constant(1)"),
+            "4:46: a constant of f32[4611686018427387904]{0} does not fit in memory",
+        ),
         (
             entry("  ROOT x = f4e2m1fn[2] parameter(0)"),
             "4:12: unsupported element type 'f4e2m1fn' (supported: pred, s2, s4, s8, s16, s32",

@@ -88,3 +88,18 @@ fn rng_draws_inside_its_range() {
     // Uniform on [2, 3): mean 2.5, sd of the mean 0.29 / sqrt(1000).
     assert!((mean - 2.5).abs() < 0.04, "mean {mean}");
 }
+
+/// `rng-get-and-update-state` hands out the RNG state and moves it on by
+/// `delta`. XLA CPU keeps one state per instruction, so a second run of
+/// the compiled program reads the first's state plus its delta.
+#[test]
+fn rng_state_advances_by_its_delta() {
+    let hlo = entry("  ROOT a = u64[2] rng-get-and-update-state(), delta=10");
+    round_trips(&hlo);
+    let m = hlatc_compiler::text::parse_module(&hlo).unwrap();
+    let p = runtime().compile(&m).unwrap();
+    let first = p.run(&[]).unwrap()[0].to_f64_vec();
+    let second = p.run(&[]).unwrap()[0].to_f64_vec();
+    assert_eq!(second[0] - first[0], 10.0, "{first:?} {second:?}");
+    assert_eq!((first[1], second[1]), (0.0, 0.0));
+}

@@ -338,7 +338,7 @@ pub fn vjp(
             return not_differentiable(b, n, "calls are not differentiated; inline the callee")
         }
         Op::ReplicaId | Op::PartitionId => None,
-        Op::Rng { .. } => None,
+        Op::Rng { .. } | Op::RngGetAndUpdateState { .. } => None,
         Op::Sort { .. } | Op::Map { .. } => {
             return not_differentiable(b, n, "sort and map have no gradient rule in hlatc")
         }

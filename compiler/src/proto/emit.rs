@@ -495,6 +495,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.fft_type = fft_type.proto();
             p.fft_length = fft_length.clone();
         }
+        Op::RngGetAndUpdateState { delta } => p.delta = *delta,
         Op::TopK { k, largest } => {
             p.k = *k;
             p.largest = *largest;

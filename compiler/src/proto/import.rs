@@ -238,6 +238,12 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             matches!(op, Op::Fft { .. }),
         ),
         (
+            p.delta != 0,
+            "delta (66)",
+            "rng-get-and-update-state",
+            matches!(op, Op::RngGetAndUpdateState { .. }),
+        ),
+        (
             p.k != 0 || p.largest,
             "k (81) or largest (85)",
             "topk",
@@ -1054,6 +1060,7 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective_from_proto(p)?,
         },
+        "rng-get-and-update-state" => Op::RngGetAndUpdateState { delta: p.delta },
         "topk" => Op::TopK {
             k: p.k,
             largest: p.largest,

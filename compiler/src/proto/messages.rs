@@ -216,6 +216,8 @@ pub struct HloInstructionProto {
     pub fft_length: Vec<i64>,
     #[prost(int64, tag = "81")]
     pub k: i64,
+    #[prost(int64, tag = "66")]
+    pub delta: i64,
     #[prost(bool, tag = "85")]
     pub largest: bool,
     #[prost(int32, tag = "18")]

@@ -205,10 +205,10 @@ schema!(
         ),
         (50, "feature_group_count"),
         (58, "batch_group_count"),
+        (66, "delta"),
     ],
     [
         (45, "all_reduce_id"),
-        (66, "delta"),
         (73, "is_cross_program_prefetch"),
         (75, "padding_type"),
         (82, "statistics_viz"),

@@ -239,6 +239,7 @@ pub fn infer_shape(
             to_apply,
         } => scalar_callee::map(dimensions, (to_apply, get_callee(to_apply)?), operands),
         Op::Rng { distribution } => random::rng(*distribution, operands, declared),
+        Op::RngGetAndUpdateState { .. } => random::rng_state(operands),
         Op::AllReduce {
             collective,
             to_apply,

@@ -1,8 +1,14 @@
-//! Random numbers: `rng` and `rng-bit-generator`.
+//! Random numbers: `rng`, `rng-bit-generator` and `rng-get-and-update-state`.
 
 use super::{arity, array, declared_array, invalid, ShapeError};
 use crate::op::{RngAlgorithm, RngDistribution};
 use crate::types::{ElementType, Shape};
+
+/// `rng-get-and-update-state()`: the state, `u64[2]`.
+pub(super) fn rng_state(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    arity(operands, 0)?;
+    Ok(Shape::array(ElementType::U64, [2]))
+}
 
 pub(super) fn rng(
     distribution: RngDistribution,

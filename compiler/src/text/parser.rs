@@ -2235,6 +2235,9 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             collective: collective(a)?,
         },
         // XLA's parser takes the largest when `largest` is not written.
+        "rng-get-and-update-state" => Op::RngGetAndUpdateState {
+            delta: a.int("delta")?,
+        },
         "topk" => Op::TopK {
             k: a.int("k")?,
             largest: !a.map.contains_key("largest") || a.flag("largest")?,
@@ -2483,7 +2486,24 @@ fn literal(
             t if t.is_unsigned_int() => Scalar::UInt(0),
             _ => Scalar::Float(0.0),
         };
-        values.resize(arr.element_count() as usize * per_element, zero);
+        // The shape is as written, not yet verified: a mistyped dimension
+        // must be an error, not an allocation that aborts.
+        let n = arr
+            .checked_element_count()
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| n.checked_mul(per_element))
+            .filter(|&n| {
+                values
+                    .try_reserve_exact(n.saturating_sub(values.len()))
+                    .is_ok()
+            });
+        let Some(n) = n else {
+            return err_at(
+                &whole,
+                format!("a constant of {arr} does not fit in memory"),
+            );
+        };
+        values.resize(n, zero);
     } else {
         collect_literal(p, arr, 0, &mut values, &mut nans)?;
     }

@@ -363,6 +363,9 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             let _ = write!(out, ", fft_type={}", fft_type.name());
             list(out, "fft_length", fft_length);
         }
+        Op::RngGetAndUpdateState { delta } => {
+            let _ = write!(out, ", delta={delta}");
+        }
         Op::TopK { k, largest } => {
             let _ = write!(out, ", k={k}, largest={largest}");
         }
