@@ -205,3 +205,22 @@ fn dynamic_dimensions_at_the_boundary_are_refused_before_the_plugin() {
         "{e}"
     );
 }
+
+/// A dot may write any result type (XLA's verifier takes it), but one that
+/// mixes two 8-bit float formats of the same widths aborted XLA CPU
+/// (found by the fuzzer): refused before the plugin. Mixing formats XLA
+/// can order, as `f8e4m3fn` into `bf16`, runs.
+#[test]
+fn dots_of_unordered_eight_bit_floats_are_refused_before_the_plugin() {
+    let dot = |l: &str, r: &str, out: &str| {
+        entry(&format!("  a = {l}[3] parameter(0)\n  b = {r}[3,1] parameter(1)\n  ROOT d = {out}[1] dot(a, b), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}"))
+    };
+    let m = text::parse_module(&dot("f8e5m2", "f8e5m2", "f8e5m2fnuz")).unwrap();
+    let e = runtime().compile(&m).err().expect("refused").to_string();
+    assert!(
+        e.ends_with("XLA CPU aborts on a dot that mixes f8e5m2 and f8e5m2fnuz, two 8-bit float formats of the same widths whose precision it cannot order"),
+        "{e}"
+    );
+    let m = text::parse_module(&dot("f8e4m3fn", "f8e4m3fn", "bf16")).unwrap();
+    runtime().compile(&m).unwrap();
+}

@@ -349,12 +349,24 @@ impl ModuleGen {
             15 if r >= 1 => {
                 let k = xs.dims[r - 1];
                 let n = 1 + self.below(3) as i64;
-                let y = self.value_like(&ArrayShape::new(xs.ty, vec![k, n]));
+                // Now and then operands of two types, or a written result
+                // type of any kind, as XLA's verifier takes them.
+                let rhs_ty = if self.chance(25) {
+                    self.pick(&TYPES)
+                } else {
+                    xs.ty
+                };
+                let y = self.value_like(&ArrayShape::new(rhs_ty, vec![k, n]));
                 let dims = DotDims {
                     lhs_contracting: vec![r as i64 - 1],
                     rhs_contracting: vec![0],
                     ..Default::default()
                 };
+                let declared = (rhs_ty != xs.ty || self.chance(30)).then(|| {
+                    let mut out = xs.dims[..r - 1].to_vec();
+                    out.push(n);
+                    Shape::array(self.pick(&TYPES), out)
+                });
                 self.try_add(
                     Op::Dot {
                         dims,
@@ -362,7 +374,7 @@ impl ModuleGen {
                         algorithm: Default::default(),
                     },
                     &[x, y],
-                    None,
+                    declared,
                 );
             }
             16 => {
