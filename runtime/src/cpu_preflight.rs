@@ -28,7 +28,7 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
             let instr = c.instr(id);
             if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape)
                 .or_else(|| waits_forever(&instr.op))
-                .or_else(|| unordered_precisions(c, id))
+                .or_else(|| mishandled_contraction_types(c, id))
             {
                 return Err(PreflightError {
                     computation: c.name.clone(),
@@ -78,12 +78,15 @@ fn static_at_the_boundary(module: &Module) -> Result<(), PreflightError> {
     Ok(())
 }
 
-/// A dot or convolution among whose types (operands and result) are two
-/// 8-bit float formats of the same exponent and mantissa widths
-/// (`f8e5m2` and `f8e5m2fnuz`, say): XLA CPU cannot tell which is the
-/// more precise and aborts ("Check failed: a == b (19 vs. 24)" in
-/// primitive_util.h; found by the fuzzer once dots took any result type).
-fn unordered_precisions(c: &Computation, id: InstrId) -> Option<String> {
+/// A dot or convolution whose written type XLA's verifier takes but XLA CPU
+/// mishandles (both found by the fuzzer once dots took any result type):
+/// - two 8-bit float formats of the same exponent and mantissa widths
+///   among its types (`f8e5m2` and `f8e5m2fnuz`, say): XLA CPU cannot tell
+///   which is the more precise and aborts ("Check failed: a == b (19 vs.
+///   24)" in primitive_util.h);
+/// - complex operands into a real or integer type, which XLA CPU writes
+///   as garbage (a `pred` byte of 254); `convert` refuses that narrowing.
+fn mishandled_contraction_types(c: &Computation, id: InstrId) -> Option<String> {
     let instr = c.instr(id);
     if !matches!(instr.op, Op::Dot { .. } | Op::Convolution { .. }) {
         return None;
@@ -93,7 +96,16 @@ fn unordered_precisions(c: &Computation, id: InstrId) -> Option<String> {
         .into_iter()
         .filter_map(|o| c.instr(o).shape.as_array().map(|a| a.ty))
         .collect();
-    types.extend(instr.shape.as_array().map(|a| a.ty));
+    let result = instr.shape.as_array().map(|a| a.ty);
+    if let Some(r) = result.filter(|r| !r.is_complex()) {
+        if let Some(z) = types.iter().find(|t| t.is_complex()) {
+            return Some(format!(
+                "XLA CPU writes garbage for a {} of {z} values into {r}; convert its result instead",
+                instr.op.opcode()
+            ));
+        }
+    }
+    types.extend(result);
     let widths = |t: ElementType| Format::of(t).map(|f| (f.exponent, f.mantissa));
     for (i, &a) in types.iter().enumerate() {
         for &b in &types[i + 1..] {

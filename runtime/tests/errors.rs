@@ -224,3 +224,17 @@ fn dots_of_unordered_eight_bit_floats_are_refused_before_the_plugin() {
     let m = text::parse_module(&dot("f8e4m3fn", "f8e4m3fn", "bf16")).unwrap();
     runtime().compile(&m).unwrap();
 }
+
+/// A dot of complex values into a real type: XLA's verifier takes it, but
+/// XLA CPU wrote a `pred` byte of 254 (found by the fuzzer). Refused.
+#[test]
+fn dots_of_complex_values_into_real_types_are_refused_before_the_plugin() {
+    let m = text::parse_module(&entry("  a = c64[2] parameter(0)\n  b = c64[2,1] parameter(1)\n  ROOT d = pred[1] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}")).unwrap();
+    let e = runtime().compile(&m).err().expect("refused").to_string();
+    assert!(
+        e.ends_with(
+            "XLA CPU writes garbage for a dot of c64 values into pred; convert its result instead"
+        ),
+        "{e}"
+    );
+}

@@ -77,6 +77,9 @@ fn verified_modules_never_abort_xla_cpu() {
             }
             Err(e) => {
                 run_errors += 1;
+                if std::env::var("HLATC_FUZZ_SHOW").is_ok() {
+                    eprintln!("seed {seed}: {e}\n{}", print_module(&m));
+                }
                 *kinds.entry(error_kind(&e.to_string())).or_default() += 1;
             }
         }

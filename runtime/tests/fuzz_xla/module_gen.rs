@@ -205,7 +205,7 @@ impl ModuleGen {
     fn step(&mut self) {
         let (x, xs) = self.value();
         let r = xs.rank();
-        match self.below(27) {
+        match self.below(28) {
             0 => {
                 let i = self.below(self.unary.len());
                 let u = self.unary[i];
@@ -472,6 +472,7 @@ impl ModuleGen {
             23 if r > 0 => self.fft(x, &xs),
             24 if r > 0 => self.batch_norm(x, &xs),
             25 => self.windowed(x, &xs),
+            26 if r > 0 => self.dynamic_dimension(x, &xs),
             _ => {
                 let lo = self.value_like(&xs);
                 let hi = self.value_like(&xs);
@@ -566,6 +567,43 @@ impl ModuleGen {
 
     /// A scalar `>=` computation over `ty`, for select-and-scatter, when
     /// `ty` has an order.
+    /// A dimension made dynamic with any s32 size (in range or not: the
+    /// inputs are random), read back and reduced over. The dynamic value
+    /// stays inside the module, which runs only with a static boundary.
+    fn dynamic_dimension(&mut self, x: InstrId, xs: &ArrayShape) {
+        let d = self.below(xs.rank());
+        let size = self.index_scalar(ElementType::S32);
+        let Some(dynamic) = self.try_add(
+            Op::SetDimensionSize {
+                dimension: d as i64,
+            },
+            &[x, size],
+            None,
+        ) else {
+            return;
+        };
+        self.pool.retain(|(id, _)| *id != dynamic);
+        self.try_add(
+            Op::GetDimensionSize {
+                dimension: d as i64,
+            },
+            &[dynamic],
+            None,
+        );
+        let op = self.pick(&[BinaryOp::Add, BinaryOp::Maximum, BinaryOp::Multiply]);
+        if let Some(to_apply) = self.reducer(op, xs.ty) {
+            let init = self.value_like(&ArrayShape::scalar(xs.ty));
+            self.try_add(
+                Op::Reduce {
+                    dimensions: vec![d as i64],
+                    to_apply,
+                },
+                &[dynamic, init],
+                None,
+            );
+        }
+    }
+
     fn comparator(&mut self, ty: ElementType) -> Option<String> {
         let compare = Op::Compare {
             direction: ComparisonDirection::Ge,
