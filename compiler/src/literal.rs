@@ -627,6 +627,44 @@ impl fmt::Display for Literal {
     }
 }
 
+/// A tuple constant's element: an array's values, or a tuple of elements
+/// (`((f32[], f32[]), f32[2]) constant(((1, 2), {3, 4}))`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LiteralTree {
+    Array(Literal),
+    Tuple(Vec<LiteralTree>),
+}
+
+impl LiteralTree {
+    pub fn shape(&self) -> crate::types::Shape {
+        match self {
+            LiteralTree::Array(l) => crate::types::Shape::Array(l.shape.clone()),
+            LiteralTree::Tuple(elems) => {
+                crate::types::Shape::Tuple(elems.iter().map(LiteralTree::shape).collect())
+            }
+        }
+    }
+}
+
+impl fmt::Display for LiteralTree {
+    /// XLA's spelling: `(a, b)` around the elements' own.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LiteralTree::Array(l) => l.fmt(f),
+            LiteralTree::Tuple(elems) => {
+                f.write_str("(")?;
+                for (i, e) in elems.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    e.fmt(f)?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

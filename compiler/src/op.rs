@@ -4,7 +4,7 @@
 //! text printer, the parser and proto emission agree by construction.
 
 use crate::collective::Collective;
-use crate::literal::Literal;
+use crate::literal::{Literal, LiteralTree};
 use crate::types::Shape;
 use crate::window::{ConvDims, Window};
 
@@ -666,6 +666,10 @@ impl CallConvolution {
 pub enum Op {
     Parameter(i64),
     Constant(Literal),
+    /// A constant of tuple shape, its elements' values (as XLA's
+    /// `constant((a, b))`); printed and carried in the proto's
+    /// `tuple_literals`.
+    TupleConstant(Vec<LiteralTree>),
     Iota {
         dimension: i64,
     },
@@ -1270,7 +1274,7 @@ impl Op {
     pub fn opcode(&self) -> &'static str {
         match self {
             Op::Parameter(_) => "parameter",
-            Op::Constant(_) => "constant",
+            Op::Constant(_) | Op::TupleConstant(_) => "constant",
             Op::Iota { .. } => "iota",
             Op::Unary(u) => u.opcode(),
             Op::Binary(b) => b.opcode(),

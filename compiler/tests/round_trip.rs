@@ -520,3 +520,29 @@ fn older_spellings_are_read_as_xla_reads_them() {
         "{printed}"
     );
 }
+
+/// A tuple constant is read element by element against its shape, carried
+/// in the proto as one literal per element (`tuple_literals`), and a count
+/// that does not match is an error at the value.
+#[test]
+fn tuple_constants_read_by_their_shape() {
+    let src = "HloModule m\n\nENTRY e {\n  ROOT c = ((f32[], f32[]), f32[2]{0}) constant(((7, 42), {1, 2}))\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    assert!(text::print_module(&m).contains("constant(((7, 42), {1, 2}))"));
+    let p = proto::module_to_proto(&m);
+    let lit = p.computations[0].instructions[0].literal.as_ref().unwrap();
+    assert_eq!(lit.tuple_literals.len(), 2);
+    assert_eq!(lit.tuple_literals[0].tuple_literals.len(), 2);
+    assert_eq!(lit.tuple_literals[1].f32s, [1.0, 2.0]);
+    assert_eq!(proto::decode_module(&proto::encode_module(&m)).unwrap(), m);
+    let e = text::parse_module(
+        "HloModule m\n\nENTRY e {\n  ROOT c = (f32[], f32[], f32[]) constant((7, 42))\n}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        "4:43: a constant of (f32[], f32[], f32[]) needs 3 elements, got 2"
+    );
+}

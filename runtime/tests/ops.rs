@@ -985,3 +985,14 @@ fn dynamic_dimensions_bound_what_ops_see() {
         assert_values(&out[1], &[f64::from(n)], 0.0);
     }
 }
+
+/// A constant of tuple shape (nested, and with a pair of scalars that
+/// reads like a complex value's parts) runs with its elements' values.
+#[test]
+fn tuple_constants_hold_their_elements() {
+    let hlo = entry("  c = ((f32[], s32[2]), (f32[], f32[])) constant(((1.5, {3, 4}), (7, 42)))\n  a = (f32[], s32[2]) get-tuple-element(c), index=0\n  b = s32[2] get-tuple-element(a), index=1\n  p = (f32[], f32[]) get-tuple-element(c), index=1\n  q = f32[] get-tuple-element(p), index=1\n  ROOT t = (s32[2], f32[]) tuple(b, q)");
+    round_trips(&hlo);
+    let out = run(&hlo, &[]);
+    assert_values(&out[0], &[3.0, 4.0], 0.0);
+    assert_values(&out[1], &[42.0], 0.0);
+}

@@ -328,7 +328,11 @@ pub fn vjp(
                 _ => None,
             }
         }
-        Op::Parameter(_) | Op::Constant(_) | Op::Iota { .. } | Op::RngBitGenerator { .. } => None,
+        Op::Parameter(_)
+        | Op::Constant(_)
+        | Op::TupleConstant(_)
+        | Op::Iota { .. }
+        | Op::RngBitGenerator { .. } => None,
         Op::Compare { .. } | Op::BitcastConvert => None,
         Op::Tuple | Op::GetTupleElement { .. } | Op::OptBarrier => {
             return not_differentiable(b, n, "tuples are not differentiated")

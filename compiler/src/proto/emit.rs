@@ -5,7 +5,7 @@ use super::collective::fill_collective;
 use super::messages::*;
 use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::computation::{Computation, InstrId};
-use crate::literal::Literal;
+use crate::literal::{Literal, LiteralTree};
 use crate::module::{AliasKind, Module};
 use crate::op::{AsyncStep, DotAlgorithm, DotDims, Op, OperandAlias, Precision};
 use crate::types::{ArrayShape, ElementType, Shape};
@@ -65,6 +65,18 @@ fn layout_to_proto(a: &ArrayShape) -> LayoutProto {
             .collect();
     }
     l
+}
+
+/// A tuple constant's value: its shape, and one literal per element.
+fn literal_tree_to_proto(tree: &LiteralTree) -> LiteralProto {
+    match tree {
+        LiteralTree::Array(lit) => literal_to_proto(lit),
+        LiteralTree::Tuple(elems) => LiteralProto {
+            shape: Some(shape_to_proto(&tree.shape())),
+            tuple_literals: elems.iter().map(literal_tree_to_proto).collect(),
+            ..Default::default()
+        },
+    }
 }
 
 fn literal_to_proto(lit: &Literal) -> LiteralProto {
@@ -342,6 +354,10 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
     match op {
         Op::Parameter(n) => p.parameter_number = *n,
         Op::Constant(lit) => p.literal = Some(Box::new(literal_to_proto(lit))),
+        Op::TupleConstant(elems) => {
+            let tree = LiteralTree::Tuple(elems.clone());
+            p.literal = Some(Box::new(literal_tree_to_proto(&tree)));
+        }
         Op::Iota { dimension } => p.dimensions = vec![*dimension],
         Op::Compare { direction, kind } => {
             p.comparison_direction = direction.name().to_string();

@@ -7,7 +7,7 @@ use super::window::{conv_dims_from_proto, window_from_proto};
 use crate::computation::{Computation, InstrId};
 use crate::device_assignment::DeviceAssignment;
 use crate::instruction::Instruction;
-use crate::literal::Literal;
+use crate::literal::{Literal, LiteralTree};
 use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
@@ -375,6 +375,27 @@ fn precision_from_proto(p: &HloInstructionProto) -> Result<Vec<Precision>, Strin
 /// XLA writes the main thread's name, `main`; hlatc models it as none.
 fn thread_from_proto(name: &str) -> Option<String> {
     (!name.is_empty() && name != crate::computation::MAIN_THREAD).then(|| name.to_string())
+}
+
+/// A constant's value: an array's, or a tuple's from one literal per
+/// element (`tuple_literals`).
+fn literal_tree_from_proto(p: &LiteralProto, shape: &Shape) -> Result<LiteralTree, String> {
+    let Shape::Tuple(elems) = shape else {
+        return literal_from_proto(p, shape).map(LiteralTree::Array);
+    };
+    if p.tuple_literals.len() != elems.len() {
+        return Err(format!(
+            "a constant of {shape} needs {} tuple_literals, has {}",
+            elems.len(),
+            p.tuple_literals.len()
+        ));
+    }
+    p.tuple_literals
+        .iter()
+        .zip(elems)
+        .map(|(l, e)| literal_tree_from_proto(l, e))
+        .collect::<Result<_, _>>()
+        .map(LiteralTree::Tuple)
 }
 
 fn literal_from_proto(p: &LiteralProto, shape: &Shape) -> Result<Literal, String> {
@@ -764,10 +785,13 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
     };
     Ok(match p.opcode.as_str() {
         "parameter" => Op::Parameter(p.parameter_number),
-        "constant" => Op::Constant(literal_from_proto(
-            p.literal.as_ref().ok_or("constant has no literal")?,
-            shape,
-        )?),
+        "constant" => {
+            let lit = p.literal.as_ref().ok_or("constant has no literal")?;
+            match literal_tree_from_proto(lit, shape)? {
+                LiteralTree::Array(l) => Op::Constant(l),
+                LiteralTree::Tuple(elems) => Op::TupleConstant(elems),
+            }
+        }
         "iota" => Op::Iota {
             dimension: single_dim("iota")?,
         },

@@ -320,6 +320,8 @@ pub struct ProgramShapeProto {
 pub struct LiteralProto {
     #[prost(message, optional, tag = "1")]
     pub shape: Option<ShapeProto>,
+    #[prost(message, repeated, tag = "10")]
+    pub tuple_literals: Vec<LiteralProto>,
     #[prost(bool, repeated, tag = "2")]
     pub preds: Vec<bool>,
     #[prost(bytes = "vec", tag = "3")]

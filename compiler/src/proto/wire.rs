@@ -371,9 +371,9 @@ schema!(
         (27, "u2s"),
         (28, "f8e4m3s"),
         (29, "f8e3m4s"),
+        (10, "tuple_literals", LITERAL),
     ],
     [
-        (10, "tuple_literals"),
         (14, "sparse_indices"),
         (30, "s1s"),
         (31, "u1s"),

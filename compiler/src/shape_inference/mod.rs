@@ -26,6 +26,7 @@ mod scalar_callee;
 mod token;
 mod windowed;
 
+use crate::literal::LiteralTree;
 use crate::op::Op;
 use crate::types::{ArrayShape, ElementType, Shape};
 
@@ -148,6 +149,10 @@ pub fn infer_shape(
         Op::Constant(lit) => {
             arity(operands, 0)?;
             Ok(Shape::Array(lit.shape.clone()))
+        }
+        Op::TupleConstant(elems) => {
+            arity(operands, 0)?;
+            Ok(Shape::Tuple(elems.iter().map(LiteralTree::shape).collect()))
         }
         Op::Iota { dimension } => data_movement::iota(*dimension, operands, declared),
         Op::Unary(u) => elementwise::unary(*u, operands),

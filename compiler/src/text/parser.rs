@@ -8,7 +8,7 @@ use crate::collective::{Collective, ReplicaGroups};
 use crate::computation::{Computation, InstrId};
 use crate::fx::{FxHashMap, FxHashSet};
 use crate::instruction::{Instruction, Metadata};
-use crate::literal::{Literal, Scalar};
+use crate::literal::{Literal, LiteralTree, Scalar};
 use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
@@ -1362,6 +1362,12 @@ fn instruction_body<'i>(
                 );
             }
             let shape_pair = shape_pair.expect("checked: written");
+            if let Shape::Tuple(_) = declared {
+                return match literal_tree(lit, declared, &shape_pair)? {
+                    LiteralTree::Tuple(elems) => Ok((Op::TupleConstant(elems), Vec::new(), None)),
+                    LiteralTree::Array(_) => unreachable!("a tuple shape reads as a tuple"),
+                };
+            }
             let (value, reading) = literal(lit, declared, &shape_pair)?;
             // Where the note points is found only for a note: finding a
             // line and column scans the text from its start.
@@ -2451,6 +2457,39 @@ enum LiteralReading {
     ComplexNan,
 }
 
+/// A constant of `declared` shape, a tuple's elements each read as their
+/// own constant: `(a, b)` (a pair of scalars parses as a complex value's
+/// parts would, and is read here as two elements).
+fn literal_tree(p: Pair<'_>, declared: &Shape, at: &Pair<'_>) -> Result<LiteralTree, ParseError> {
+    let Shape::Tuple(elems) = declared else {
+        return literal(p, declared, at).map(|(l, _)| LiteralTree::Array(l));
+    };
+    let inner = p.into_inner().next().expect("grammar: literal has a body");
+    if !matches!(inner.as_rule(), Rule::tuple_literal | Rule::complex_scalar) {
+        return err_at(
+            &inner,
+            format!("a constant of {declared} is written as a tuple, (a, b, ...)"),
+        );
+    }
+    let values: Vec<Pair<'_>> = inner.into_inner().collect();
+    if values.len() != elems.len() {
+        return err_at(
+            &inner,
+            format!(
+                "a constant of {declared} needs {} elements, got {}",
+                elems.len(),
+                values.len()
+            ),
+        );
+    }
+    values
+        .into_iter()
+        .zip(elems)
+        .map(|(v, e)| literal_tree(v, e, at))
+        .collect::<Result<_, _>>()
+        .map(LiteralTree::Tuple)
+}
+
 /// A constant's value, read as XLA's parser reads it, and where that
 /// differs from the text's face value.
 fn literal(
@@ -2602,10 +2641,15 @@ fn collect_literal<'i>(
                 );
             };
             for p in inner.into_inner() {
-                scalar_into(p, part, out, nans)?;
+                let part_value = p.into_inner().next().expect("grammar: a scalar part");
+                scalar_into(part_value, part, out, nans)?;
             }
             Ok(())
         }
+        Rule::tuple_literal => err_at(
+            &inner,
+            format!("a tuple of values where {arr} needs an array value"),
+        ),
         r => unreachable!("grammar: unexpected {r:?} in literal"),
     }
 }

@@ -5,6 +5,7 @@ use super::escape::escape;
 use crate::collective::Collective;
 use crate::computation::{Computation, InstrId};
 use crate::instruction::Metadata;
+use crate::literal::LiteralTree;
 use crate::module::Module;
 use crate::op::{DotAlgorithm, DotDims, Op, OperandAlias, PadDim, Precision, RaggedDims};
 use crate::types::{write_joined, ElementType};
@@ -150,6 +151,9 @@ fn print_instruction_into(out: &mut String, c: &Computation, id: InstrId) {
         }
         Op::Constant(lit) => {
             let _ = write!(out, "{lit}");
+        }
+        Op::TupleConstant(elems) => {
+            let _ = write!(out, "{}", LiteralTree::Tuple(elems.clone()));
         }
         _ => write_names(out, c, c.operand_ids(id)),
     }
@@ -549,6 +553,7 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         | Op::AfterAll
         | Op::AddDependency
         | Op::Constant(_)
+        | Op::TupleConstant(_)
         | Op::Unary(_)
         | Op::Binary(_)
         | Op::Select

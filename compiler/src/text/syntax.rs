@@ -99,8 +99,11 @@ pub(crate) enum Rule {
     opcode,
     literal,
     literal_list,
-    /// `(re, im)`: one element of a c64 or c128 literal.
+    /// `(re, im)`: one element of a c64 or c128 literal, or a tuple
+    /// constant of two scalars; each part is a `literal` holding a scalar.
     complex_scalar,
+    /// `(a, b, ...)`: a tuple constant's elements, each a `literal`.
+    tuple_literal,
     scalar,
     shape,
     tuple_shape,
@@ -757,7 +760,7 @@ impl<'i> Reader<'i> {
             // Large constants have millions of elements: the first byte
             // picks the one form that can match, instead of trying each.
             if r.peek_is(|b| b == b'(') {
-                r.complex_scalar()
+                r.choice(&[Self::complex_scalar, Self::tuple_literal])
             } else {
                 r.choice(&[Self::literal_list, Self::scalar])
             }
@@ -767,10 +770,22 @@ impl<'i> Reader<'i> {
     fn complex_scalar(&mut self) -> bool {
         self.rule(Rule::complex_scalar, |r| {
             r.lit("(")
-                && r.then_item(Self::scalar)
+                && r.then_item(Self::scalar_literal)
                 && r.then(",")
-                && r.then_item(Self::scalar)
+                && r.then_item(Self::scalar_literal)
                 && r.then(")")
+        })
+    }
+
+    /// A scalar as a `literal` node, so a pair of them reads either as a
+    /// complex value's parts or as a tuple constant's elements.
+    fn scalar_literal(&mut self) -> bool {
+        self.rule(Rule::literal, Self::scalar)
+    }
+
+    fn tuple_literal(&mut self) -> bool {
+        self.rule(Rule::tuple_literal, |r| {
+            r.lit("(") && r.list(Self::literal) && r.then(")")
         })
     }
 
