@@ -286,6 +286,10 @@ impl Module {
         // entry's own, and the entry last.
         let mut reached = Vec::new();
         visit(self.entry, &mut reached, &mut done.clone());
+        if reached.len() == self.computations.len() {
+            // All reached (hlatc's own modules): the walk is the order.
+            return reached;
+        }
         let mut is_reached = vec![false; self.computations.len()];
         for &i in &reached {
             is_reached[i] = true;
