@@ -651,16 +651,7 @@ impl fmt::Display for LiteralTree {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LiteralTree::Array(l) => l.fmt(f),
-            LiteralTree::Tuple(elems) => {
-                f.write_str("(")?;
-                for (i, e) in elems.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    e.fmt(f)?;
-                }
-                f.write_str(")")
-            }
+            LiteralTree::Tuple(elems) => crate::types::write_parenthesized(f, elems),
         }
     }
 }

@@ -556,21 +556,27 @@ impl fmt::Display for Shape {
         match self {
             Shape::Array(a) => a.fmt(f),
             Shape::Token => f.write_str("token[]"),
-            Shape::Tuple(elems) => {
-                f.write_str("(")?;
-                for (i, e) in elems.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    e.fmt(f)?;
-                }
-                f.write_str(")")
-            }
+            Shape::Tuple(elems) => write_parenthesized(f, elems),
         }
     }
 }
 
 /// Writes `a,b,c` (XLA's spelling for dimension lists).
+/// `(a, b, ...)`, as XLA writes a tuple's shape or value.
+pub(crate) fn write_parenthesized<T: fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    items: &[T],
+) -> fmt::Result {
+    f.write_str("(")?;
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        x.fmt(f)?;
+    }
+    f.write_str(")")
+}
+
 pub(crate) fn write_joined<T: fmt::Display>(f: &mut impl fmt::Write, items: &[T]) -> fmt::Result {
     for (i, x) in items.iter().enumerate() {
         if i > 0 {

@@ -157,14 +157,6 @@ fn a_multi_device_module_is_refused_before_the_plugin() {
 /// read back; each is refused with its reason instead.
 #[test]
 fn feeds_and_tokens_at_the_boundary_are_refused_not_hung() {
-    let refused = |body: &str| {
-        let m = text::parse_module(&entry(body)).unwrap();
-        runtime()
-            .compile(&m)
-            .err()
-            .expect("must be refused")
-            .to_string()
-    };
     let e = refused("  t = token[] after-all()\n  i = (f32[4], token[]) infeed(t)\n  ROOT x = f32[4] get-tuple-element(i), index=0");
     assert!(
         e.ends_with("instruction 'i': hlatc runs modules without a host side for infeed, so XLA CPU would wait on it forever"),
@@ -186,14 +178,6 @@ fn feeds_and_tokens_at_the_boundary_are_refused_not_hung() {
 /// 00126). Dynamic dimensions inside a module run (`ops.rs`).
 #[test]
 fn dynamic_dimensions_at_the_boundary_are_refused_before_the_plugin() {
-    let refused = |body: &str| {
-        let m = text::parse_module(&entry(body)).unwrap();
-        runtime()
-            .compile(&m)
-            .err()
-            .expect("must be refused")
-            .to_string()
-    };
     let e = refused("  p = f32[<=8,2] parameter(0)\n  ROOT c = f32[<=8,2] convert(p)");
     assert!(
         e.ends_with("instruction 'p': a parameter has dynamic dimensions (f32[<=8,2]{1,0}); hlatc passes and reads back static arrays only"),
@@ -213,15 +197,14 @@ fn dynamic_dimensions_at_the_boundary_are_refused_before_the_plugin() {
 #[test]
 fn dots_of_unordered_eight_bit_floats_are_refused_before_the_plugin() {
     let dot = |l: &str, r: &str, out: &str| {
-        entry(&format!("  a = {l}[3] parameter(0)\n  b = {r}[3,1] parameter(1)\n  ROOT d = {out}[1] dot(a, b), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}"))
+        format!("  a = {l}[3] parameter(0)\n  b = {r}[3,1] parameter(1)\n  ROOT d = {out}[1] dot(a, b), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}")
     };
-    let m = text::parse_module(&dot("f8e5m2", "f8e5m2", "f8e5m2fnuz")).unwrap();
-    let e = runtime().compile(&m).err().expect("refused").to_string();
+    let e = refused(&dot("f8e5m2", "f8e5m2", "f8e5m2fnuz"));
     assert!(
         e.ends_with("XLA CPU aborts on a dot that mixes f8e5m2 and f8e5m2fnuz, two 8-bit float formats of the same widths whose precision it cannot order"),
         "{e}"
     );
-    let m = text::parse_module(&dot("f8e4m3fn", "f8e4m3fn", "bf16")).unwrap();
+    let m = text::parse_module(&entry(&dot("f8e4m3fn", "f8e4m3fn", "bf16"))).unwrap();
     runtime().compile(&m).unwrap();
 }
 
@@ -229,12 +212,21 @@ fn dots_of_unordered_eight_bit_floats_are_refused_before_the_plugin() {
 /// XLA CPU wrote a `pred` byte of 254 (found by the fuzzer). Refused.
 #[test]
 fn dots_of_complex_values_into_real_types_are_refused_before_the_plugin() {
-    let m = text::parse_module(&entry("  a = c64[2] parameter(0)\n  b = c64[2,1] parameter(1)\n  ROOT d = pred[1] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}")).unwrap();
-    let e = runtime().compile(&m).err().expect("refused").to_string();
+    let e = refused("  a = c64[2] parameter(0)\n  b = c64[2,1] parameter(1)\n  ROOT d = pred[1] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}");
     assert!(
         e.ends_with(
             "XLA CPU writes garbage for a dot of c64 values into pred; convert its result instead"
         ),
         "{e}"
     );
+}
+
+/// What the runtime says, refusing the module whose entry body is `body`.
+fn refused(body: &str) -> String {
+    let m = text::parse_module(&entry(body)).unwrap();
+    runtime()
+        .compile(&m)
+        .err()
+        .expect("must be refused")
+        .to_string()
 }
