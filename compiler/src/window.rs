@@ -225,15 +225,20 @@ pub struct ConvDims {
 /// roles, then each spatial dimension's.
 type Labelled = (i64, i64, Vec<i64>);
 
+/// A `?` labels a dimension of no role (cuDNN's vectorized int8
+/// convolutions write `b01f?`); the dimension numbers leave it out, as
+/// XLA's do.
 fn read_labels(labels: &str, roles: [char; 2], what: &str) -> Result<Labelled, String> {
-    let rank = labels.chars().count();
+    let rank = labels.chars().filter(|&c| c != '?').count();
     let spatial_count = rank
         .checked_sub(2)
         .ok_or_else(|| format!("{what} labels '{labels}' need at least the two roles {roles:?}"))?;
     let (mut first, mut second) = (None, None);
     let mut spatial = vec![None; spatial_count];
     for (i, c) in labels.chars().enumerate() {
-        let slot = if c == roles[0] {
+        let slot = if c == '?' {
+            continue;
+        } else if c == roles[0] {
             &mut first
         } else if c == roles[1] {
             &mut second
@@ -265,7 +270,16 @@ fn write_labels(
     roles: [char; 2],
     l: (i64, i64, &[i64]),
 ) -> fmt::Result {
-    let mut out = vec!['?'; l.2.len() + 2];
+    // As long as the highest dimension named, as XLA writes it: a `?`
+    // past the last named dimension is not written back.
+    let named = [l.0, l.1].into_iter().chain(l.2.iter().copied());
+    let len = named
+        .filter_map(|d| usize::try_from(d).ok())
+        .map(|d| d + 1)
+        .max()
+        .unwrap_or(0)
+        .max(l.2.len() + 2);
+    let mut out = vec!['?'; len];
     let mut put = |dim: i64, c: char| {
         if let Some(slot) = usize::try_from(dim).ok().and_then(|d| out.get_mut(d)) {
             *slot = c;
@@ -296,9 +310,11 @@ pub(crate) fn misplaced_dimension(dims: impl IntoIterator<Item = i64>, rank: usi
 impl ConvDims {
     /// Whether `dim_labels` can spell these: each operand's dimension
     /// numbers name each of its dimensions once, with at most ten spatial
-    /// dimensions (a digit each). A convolution's are also checked against
-    /// its operands; a custom call's have only this.
-    pub fn check_writable(&self) -> Result<(), String> {
+    /// dimensions (a digit each), and within the input's, kernel's and
+    /// output's rank where `ranks` gives it (a custom call's operands may
+    /// hold dimensions of no role, `?`). A convolution's are also checked
+    /// against its operands; a custom call's have only this.
+    pub fn check_writable(&self, ranks: [Option<usize>; 3]) -> Result<(), String> {
         let operands = [
             (
                 "input",
@@ -319,15 +335,25 @@ impl ConvDims {
                 &self.output_spatial,
             ),
         ];
-        for (what, a, b, spatial) in operands {
+        for ((what, a, b, spatial), known_rank) in operands.into_iter().zip(ranks) {
             if spatial.len() > 10 {
                 return Err(format!(
                     "{what} has {} spatial dimensions; dim_labels spells at most 10",
                     spatial.len()
                 ));
             }
-            let rank = spatial.len() + 2;
+            // Dimensions of no role (`?`) may lie between or below the
+            // named ones: without an operand's rank that could hold them
+            // all (a custom call's operands need not be a convolution's),
+            // the rank is the highest named dimension's, at most 64.
             let dims = [a, b].into_iter().chain(spatial.iter().copied());
+            let highest = dims.clone().max().unwrap_or(0);
+            let known_rank = known_rank.filter(|&r| r >= spatial.len() + 2);
+            let rank = known_rank.unwrap_or_else(|| {
+                usize::try_from(highest.saturating_add(1))
+                    .unwrap_or(0)
+                    .clamp(spatial.len() + 2, 64)
+            });
             if let Some(d) = misplaced_dimension(dims, rank) {
                 return Err(format!(
                     "{what} dimension {d} is out of range for rank {rank} or named twice"

@@ -546,3 +546,23 @@ fn tuple_constants_read_by_their_shape() {
         "4:43: a constant of (f32[], f32[], f32[]) needs 3 elements, got 2"
     );
 }
+
+/// `?` in `dim_labels` labels a dimension of no role (cuDNN's vectorized
+/// int8 convolutions): it is left out of the dimension numbers, as XLA
+/// leaves it, and printed as XLA prints it, up to the highest dimension
+/// named (checked through jaxlib on XLA's own tests).
+#[test]
+fn unlabelled_convolution_dimensions_print_as_xla_prints_them() {
+    let read = |labels: &str| {
+        let src = format!("HloModule m\n\nENTRY e {{\n  x = s8[10,20,30,42,4] parameter(0)\n  w = s8[2,2,41,4,168] parameter(1)\n  ROOT r = (s8[10,20,30,42,4], u8[0]) custom-call(x, w), window={{size=2x2}}, dim_labels={labels}, custom_call_target=\"__cudnn$convForward\"\n}}\n");
+        let m = text::parse_module(&src).unwrap_or_else(|e| panic!("{e}"));
+        verify(&m).unwrap();
+        let printed = text::print_module(&m);
+        assert_eq!(text::parse_module(&printed).unwrap(), m);
+        let at = printed.find("dim_labels=").unwrap() + "dim_labels=".len();
+        printed[at..].split(',').next().unwrap().to_string()
+    };
+    assert_eq!(read("b01f?_01i?o->b01f?"), "b01f_01i?o->b01f");
+    assert_eq!(read("bf?01_i?o01->bf?01"), "bf?01_i?o01->bf?01");
+    assert_eq!(read("b01f_01io->b01f"), "b01f_01io->b01f");
+}

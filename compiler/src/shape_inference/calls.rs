@@ -119,11 +119,22 @@ pub(super) fn custom_call(
     for name in &cc.called {
         callee(name)?;
     }
+    let result = declared.cloned().ok_or(ShapeError::NeedsResultShape)?;
     if let Some(dims) = cc.convolution.as_ref().and_then(|c| c.dims.as_ref()) {
-        dims.check_writable()
+        // cuDNN's convolutions return (result, scratch): the first array.
+        let output = match &result {
+            Shape::Tuple(parts) => parts.first(),
+            other => Some(other),
+        };
+        let rank = |s: Option<&Shape>| s.and_then(Shape::as_array).map(|a| a.rank());
+        let ranks = [
+            rank(operands.first().copied()),
+            rank(operands.get(1).copied()),
+            rank(output),
+        ];
+        dims.check_writable(ranks)
             .map_err(|m| ShapeError::Invalid(format!("dim_labels: {m}")))?;
     }
-    let result = declared.cloned().ok_or(ShapeError::NeedsResultShape)?;
     check_operand_aliasing(&cc.aliasing, operands, &result)?;
     Ok(result)
 }
