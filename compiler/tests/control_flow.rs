@@ -250,3 +250,23 @@ fn computations_written_inline_are_read_as_their_own() {
         "{err}"
     );
 }
+
+/// A custom call's `to_apply=f` is its one called computation, as XLA's
+/// reader takes it; it prints back as XLA prints it.
+#[test]
+fn a_custom_calls_to_apply_is_its_called_computation() {
+    let src = "HloModule m\n\nf {\n  a = s32[] parameter(0)\n  ROOT n = s32[] negate(a)\n}\n\nENTRY e {\n  p = s32[] parameter(0)\n  ROOT c = s32[] custom-call(p), custom_call_target=\"t\", to_apply=f\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("custom-call(p), custom_call_target=\"t\", called_computations={f}"),
+        "{printed}"
+    );
+    let both = src.replace("to_apply=f", "to_apply=f, called_computations={f}");
+    let e = text::parse_module(&both).unwrap_err().to_string();
+    assert!(
+        e.contains("unsupported attribute 'to_apply' on custom-call"),
+        "{e}"
+    );
+}

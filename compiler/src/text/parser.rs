@@ -2356,8 +2356,20 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 convolution,
                 operand_layouts,
                 aliasing: a.operand_aliasing()?,
+                // XLA's reader takes `to_apply=f` on a custom call as its
+                // one called computation, and prints it back as
+                // `called_computations={f}` (checked through jaxlib).
                 called: match a.take("called_computations") {
-                    None => Vec::new(),
+                    None => match a.take("to_apply") {
+                        None => Vec::new(),
+                        Some((Value::Word(name), _)) => vec![strip_sigil(&name).to_string()],
+                        Some((other, p)) => {
+                            return err_at(
+                                &p,
+                                format!("'to_apply' must name a computation, got {}", other.kind()),
+                            )
+                        }
+                    },
                     Some((Value::Words(names), _)) => {
                         names.iter().map(|n| strip_sigil(n).to_string()).collect()
                     }
