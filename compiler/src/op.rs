@@ -1063,89 +1063,6 @@ const BINARY_NAMES: [(BinaryOp, &str); 16] = [
     (BinaryOp::Complex, "complex"),
 ];
 
-/// Opcodes whose attributes come from text/proto fields rather than the name.
-pub const STRUCTURED_OPCODES: [&str; 79] = [
-    "parameter",
-    "constant",
-    "iota",
-    "compare",
-    "select",
-    "clamp",
-    "convert",
-    "stochastic-convert",
-    "reduce-precision",
-    "bitcast-convert",
-    "broadcast",
-    "reshape",
-    "transpose",
-    "reverse",
-    "slice",
-    "dynamic-slice",
-    "dynamic-update-slice",
-    "set-dimension-size",
-    "get-dimension-size",
-    "dynamic-reshape",
-    "concatenate",
-    "pad",
-    "dot",
-    "ragged-dot",
-    "ragged-all-to-all",
-    "batch-norm-training",
-    "batch-norm-inference",
-    "batch-norm-grad",
-    "reduce",
-    "convolution",
-    "reduce-window",
-    "select-and-scatter",
-    "tuple",
-    "opt-barrier",
-    "get-tuple-element",
-    "call",
-    "while",
-    "conditional",
-    "fusion",
-    "bitcast",
-    "sort",
-    "map",
-    "rng",
-    "rng-get-and-update-state",
-    "all-reduce",
-    "all-gather",
-    "reduce-scatter",
-    "all-to-all",
-    "collective-broadcast",
-    "topk",
-    "triangular-solve",
-    "cholesky",
-    "fft",
-    "async-start",
-    "async-update",
-    "async-done",
-    "domain",
-    "collective-permute",
-    "replica-id",
-    "partition-id",
-    "all-reduce-start",
-    "all-reduce-done",
-    "all-gather-start",
-    "all-gather-done",
-    "collective-permute-start",
-    "collective-permute-done",
-    "gather",
-    "scatter",
-    "rng-bit-generator",
-    "copy-start",
-    "copy-done",
-    "after-all",
-    "add-dependency",
-    "send",
-    "send-done",
-    "recv",
-    "recv-done",
-    "infeed",
-    "outfeed",
-];
-
 impl UnaryOp {
     pub fn opcode(self) -> &'static str {
         UNARY_NAMES
@@ -1209,13 +1126,115 @@ const WITHOUT_ATTRIBUTES: [Op; 19] = [
     Op::AddDependency,
 ];
 
+/// Declares each op's XLA opcode spelling once: `Op::opcode` matches on
+/// the table (exhaustively: a new op without a row does not compile), and
+/// `all_opcodes` lists the same names, so the two cannot disagree. The
+/// families that spell their own opcodes (elementwise ops, batch norms,
+/// transfers, async steps) give theirs through their enums.
+macro_rules! opcode_table {
+    ($($pat:pat => $name:literal,)*) => {
+        /// The opcodes the table spells.
+        const TABLE_OPCODES: &[&str] = &[$($name),*];
+
+        impl Op {
+            /// XLA's opcode spelling.
+            pub fn opcode(&self) -> &'static str {
+                match self {
+                    Op::Unary(u) => u.opcode(),
+                    Op::Binary(b) => b.opcode(),
+                    Op::BatchNorm { kind, .. } => kind.opcode(),
+                    Op::Transfer(t) => t.step.opcode(),
+                    Op::Async { step, .. } => step.opcode(),
+                    $($pat => $name,)*
+                }
+            }
+        }
+    };
+}
+
+opcode_table! {
+    Op::Parameter(_) => "parameter",
+    Op::Constant(_) | Op::TupleConstant(_) => "constant",
+    Op::Iota { .. } => "iota",
+    Op::Compare { .. } => "compare",
+    Op::Select => "select",
+    Op::Clamp => "clamp",
+    Op::Convert => "convert",
+    Op::StochasticConvert => "stochastic-convert",
+    Op::ReducePrecision { .. } => "reduce-precision",
+    Op::BitcastConvert => "bitcast-convert",
+    Op::Bitcast => "bitcast",
+    Op::Broadcast { .. } => "broadcast",
+    Op::Reshape => "reshape",
+    Op::Transpose { .. } => "transpose",
+    Op::Reverse { .. } => "reverse",
+    Op::Slice { .. } => "slice",
+    Op::DynamicSlice { .. } => "dynamic-slice",
+    Op::DynamicUpdateSlice => "dynamic-update-slice",
+    Op::SetDimensionSize { .. } => "set-dimension-size",
+    Op::GetDimensionSize { .. } => "get-dimension-size",
+    Op::DynamicReshape => "dynamic-reshape",
+    Op::Concatenate { .. } => "concatenate",
+    Op::Pad { .. } => "pad",
+    Op::Dot { .. } => "dot",
+    Op::RaggedDot { .. } => "ragged-dot",
+    Op::Reduce { .. } => "reduce",
+    Op::Convolution { .. } => "convolution",
+    Op::ReduceWindow { .. } => "reduce-window",
+    Op::SelectAndScatter { .. } => "select-and-scatter",
+    Op::Tuple => "tuple",
+    Op::OptBarrier => "opt-barrier",
+    Op::GetTupleElement { .. } => "get-tuple-element",
+    Op::Call { .. } => "call",
+    Op::While { .. } => "while",
+    Op::Conditional { .. } => "conditional",
+    Op::Fusion { .. } => "fusion",
+    Op::Sort { .. } => "sort",
+    Op::Map { .. } => "map",
+    Op::Rng { .. } => "rng",
+    Op::RngGetAndUpdateState { .. } => "rng-get-and-update-state",
+    Op::AllReduce { .. } => "all-reduce",
+    Op::AllGather { .. } => "all-gather",
+    Op::ReduceScatter { .. } => "reduce-scatter",
+    Op::AllToAll { .. } => "all-to-all",
+    Op::RaggedAllToAll { .. } => "ragged-all-to-all",
+    Op::CollectiveBroadcast { .. } => "collective-broadcast",
+    Op::TopK { .. } => "topk",
+    Op::TriangularSolve { .. } => "triangular-solve",
+    Op::Cholesky { .. } => "cholesky",
+    Op::Fft { .. } => "fft",
+    Op::Domain { .. } => "domain",
+    Op::CollectivePermute { .. } => "collective-permute",
+    Op::AllReduceStart { .. } => "all-reduce-start",
+    Op::AllGatherStart { .. } => "all-gather-start",
+    Op::CollectivePermuteStart { .. } => "collective-permute-start",
+    Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done",
+    Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done",
+    Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done",
+    Op::ReplicaId => "replica-id",
+    Op::PartitionId => "partition-id",
+    Op::Gather { .. } => "gather",
+    Op::Scatter { .. } => "scatter",
+    Op::RngBitGenerator { .. } => "rng-bit-generator",
+    Op::CustomCall(_) => "custom-call",
+    Op::CopyStart { .. } => "copy-start",
+    Op::CopyDone => "copy-done",
+    Op::AfterAll => "after-all",
+    Op::AddDependency => "add-dependency",
+    Op::Infeed { .. } => "infeed",
+    Op::Outfeed { .. } => "outfeed",
+}
+
 /// Every opcode spelling the IR accepts, for `--help` and error messages.
 pub fn all_opcodes() -> Vec<&'static str> {
     let mut v: Vec<&str> = UNARY_NAMES.iter().map(|(_, n)| *n).collect();
     v.extend(BINARY_NAMES.iter().map(|(_, n)| *n));
-    v.extend(STRUCTURED_OPCODES);
-    v.push("custom-call");
+    v.extend(TABLE_OPCODES);
+    v.extend(BatchNormKind::ALL.iter().map(|k| k.opcode()));
+    v.extend(TransferStep::ALL.iter().map(|t| t.opcode()));
+    v.extend(AsyncStep::ALL.iter().map(|a| a.opcode()));
     v.sort_unstable();
+    v.dedup();
     v
 }
 
@@ -1268,87 +1287,6 @@ impl Op {
             .iter()
             .find(|op| op.opcode() == opcode)
             .cloned()
-    }
-
-    /// XLA's opcode spelling.
-    pub fn opcode(&self) -> &'static str {
-        match self {
-            Op::Parameter(_) => "parameter",
-            Op::Constant(_) | Op::TupleConstant(_) => "constant",
-            Op::Iota { .. } => "iota",
-            Op::Unary(u) => u.opcode(),
-            Op::Binary(b) => b.opcode(),
-            Op::Compare { .. } => "compare",
-            Op::Select => "select",
-            Op::Clamp => "clamp",
-            Op::Convert => "convert",
-            Op::StochasticConvert => "stochastic-convert",
-            Op::ReducePrecision { .. } => "reduce-precision",
-            Op::BitcastConvert => "bitcast-convert",
-            Op::Bitcast => "bitcast",
-            Op::Broadcast { .. } => "broadcast",
-            Op::Reshape => "reshape",
-            Op::Transpose { .. } => "transpose",
-            Op::Reverse { .. } => "reverse",
-            Op::Slice { .. } => "slice",
-            Op::DynamicSlice { .. } => "dynamic-slice",
-            Op::DynamicUpdateSlice => "dynamic-update-slice",
-            Op::SetDimensionSize { .. } => "set-dimension-size",
-            Op::GetDimensionSize { .. } => "get-dimension-size",
-            Op::DynamicReshape => "dynamic-reshape",
-            Op::Concatenate { .. } => "concatenate",
-            Op::Pad { .. } => "pad",
-            Op::Dot { .. } => "dot",
-            Op::RaggedDot { .. } => "ragged-dot",
-            Op::Reduce { .. } => "reduce",
-            Op::Convolution { .. } => "convolution",
-            Op::ReduceWindow { .. } => "reduce-window",
-            Op::SelectAndScatter { .. } => "select-and-scatter",
-            Op::Tuple => "tuple",
-            Op::OptBarrier => "opt-barrier",
-            Op::GetTupleElement { .. } => "get-tuple-element",
-            Op::Call { .. } => "call",
-            Op::While { .. } => "while",
-            Op::Conditional { .. } => "conditional",
-            Op::Fusion { .. } => "fusion",
-            Op::Sort { .. } => "sort",
-            Op::Map { .. } => "map",
-            Op::Rng { .. } => "rng",
-            Op::RngGetAndUpdateState { .. } => "rng-get-and-update-state",
-            Op::AllReduce { .. } => "all-reduce",
-            Op::AllGather { .. } => "all-gather",
-            Op::ReduceScatter { .. } => "reduce-scatter",
-            Op::AllToAll { .. } => "all-to-all",
-            Op::RaggedAllToAll { .. } => "ragged-all-to-all",
-            Op::BatchNorm { kind, .. } => kind.opcode(),
-            Op::CollectiveBroadcast { .. } => "collective-broadcast",
-            Op::TopK { .. } => "topk",
-            Op::TriangularSolve { .. } => "triangular-solve",
-            Op::Cholesky { .. } => "cholesky",
-            Op::Fft { .. } => "fft",
-            Op::Domain { .. } => "domain",
-            Op::CollectivePermute { .. } => "collective-permute",
-            Op::AllReduceStart { .. } => "all-reduce-start",
-            Op::AllGatherStart { .. } => "all-gather-start",
-            Op::CollectivePermuteStart { .. } => "collective-permute-start",
-            Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done",
-            Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done",
-            Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done",
-            Op::ReplicaId => "replica-id",
-            Op::PartitionId => "partition-id",
-            Op::Gather { .. } => "gather",
-            Op::Scatter { .. } => "scatter",
-            Op::RngBitGenerator { .. } => "rng-bit-generator",
-            Op::CustomCall(_) => "custom-call",
-            Op::CopyStart { .. } => "copy-start",
-            Op::CopyDone => "copy-done",
-            Op::AfterAll => "after-all",
-            Op::AddDependency => "add-dependency",
-            Op::Transfer(t) => t.step.opcode(),
-            Op::Async { step, .. } => step.opcode(),
-            Op::Infeed { .. } => "infeed",
-            Op::Outfeed { .. } => "outfeed",
-        }
     }
 
     /// Whether the op carries its float operands' element type through to
