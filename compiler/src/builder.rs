@@ -252,7 +252,7 @@ impl Builder {
 
     pub fn reshape(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
         let ty = self.elem_type(x);
-        self.add(Op::Reshape, &[x], Some(Shape::array(ty, dims.to_vec())))
+        self.add(Op::RESHAPE, &[x], Some(Shape::array(ty, dims.to_vec())))
     }
 
     pub fn convert(&mut self, x: InstrId, ty: ElementType) -> Result<InstrId, BuildError> {

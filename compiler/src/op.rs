@@ -699,7 +699,13 @@ pub enum Op {
     Broadcast {
         dimensions: Vec<i64>,
     },
-    Reshape,
+    /// `reshape`: the operand's elements in the declared shape.
+    /// `inferred_dimension` names the result dimension a frontend left to
+    /// be inferred (a dynamic one); XLA keeps it in the proto's
+    /// `dimensions`.
+    Reshape {
+        inferred_dimension: Option<i64>,
+    },
     Transpose {
         permutation: Vec<i64>,
     },
@@ -1104,14 +1110,13 @@ impl BinaryOp {
 /// The ops with no attribute besides the elementwise ones: their opcode is
 /// all there is to read or write of them. The text parser and the proto
 /// reader both build them from here, and spell them through [`Op::opcode`].
-const WITHOUT_ATTRIBUTES: [Op; 19] = [
+const WITHOUT_ATTRIBUTES: [Op; 18] = [
     Op::Select,
     Op::Clamp,
     Op::Convert,
     Op::StochasticConvert,
     Op::BitcastConvert,
     Op::Bitcast,
-    Op::Reshape,
     Op::DynamicUpdateSlice,
     Op::DynamicReshape,
     Op::Tuple,
@@ -1165,7 +1170,7 @@ opcode_table! {
     Op::BitcastConvert => "bitcast-convert",
     Op::Bitcast => "bitcast",
     Op::Broadcast { .. } => "broadcast",
-    Op::Reshape => "reshape",
+    Op::Reshape { .. } => "reshape",
     Op::Transpose { .. } => "transpose",
     Op::Reverse { .. } => "reverse",
     Op::Slice { .. } => "slice",
@@ -1274,6 +1279,11 @@ macro_rules! callee_slots {
 }
 
 impl Op {
+    /// A reshape with no dimension left to infer.
+    pub const RESHAPE: Op = Op::Reshape {
+        inferred_dimension: None,
+    };
+
     /// The op `opcode` names when it has no attributes to read: an
     /// elementwise unary or binary op, or one of [`WITHOUT_ATTRIBUTES`].
     pub fn without_attributes(opcode: &str) -> Option<Op> {
@@ -1315,7 +1325,7 @@ impl Op {
             | Op::Select
             | Op::Clamp
             | Op::Broadcast { .. }
-            | Op::Reshape
+            | Op::Reshape { .. }
             | Op::Transpose { .. }
             | Op::Reverse { .. }
             | Op::Slice { .. }

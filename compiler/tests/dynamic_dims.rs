@@ -139,3 +139,34 @@ fn a_dynamic_dimension_past_31_is_refused() {
         "{e}"
     );
 }
+
+/// A reshape's `inferred_dimension` (the result dimension a frontend left
+/// to be inferred) is kept, in the proto's `dimensions` as XLA keeps it,
+/// and must be a dimension of the result.
+#[test]
+fn a_reshapes_inferred_dimension_is_kept() {
+    let m = module("  x = f32[4,3] parameter(0)\n  n = s32[] parameter(1)\n  d = f32[<=4,3] set-dimension-size(x, n), dimensions={0}\n  ROOT r = f32[<=12] reshape(d), inferred_dimension=0").unwrap();
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("r = f32[<=12]{0} reshape(d), inferred_dimension=0"),
+        "{printed}"
+    );
+    let p = proto::module_to_proto(&m);
+    let r = p.computations[0]
+        .instructions
+        .iter()
+        .find(|i| i.name == "r")
+        .unwrap();
+    assert_eq!(r.dimensions, [0]);
+    assert_eq!(
+        text::print_module(&proto::decode_module(&proto::encode_module(&m)).unwrap()),
+        printed
+    );
+    let e =
+        module("  x = f32[4,3] parameter(0)\n  ROOT r = f32[12] reshape(x), inferred_dimension=1")
+            .unwrap_err();
+    assert!(
+        e.ends_with("reshape's inferred_dimension 1 is not a dimension of f32[12]{0}"),
+        "{e}"
+    );
+}

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 pub fn is_layout_only(op: &Op) -> bool {
     matches!(
         op,
-        Op::Reshape | Op::Broadcast { .. } | Op::Transpose { .. } | Op::Convert
+        Op::Reshape { .. } | Op::Broadcast { .. } | Op::Transpose { .. } | Op::Convert
     ) || op == &Op::Unary(hlatc_compiler::op::UnaryOp::Copy)
 }
 
@@ -150,7 +150,7 @@ pub fn broadcasts_back(c: &Computation, chain: &[InstrId], rank: usize, axis: i6
     kept == want
         && chain[1..]
             .iter()
-            .all(|&i| matches!(c.instr(i).op, Op::Reshape | Op::Convert))
+            .all(|&i| matches!(c.instr(i).op, Op::Reshape { .. } | Op::Convert))
 }
 
 /// A set of instructions to be replaced together, with the one value the

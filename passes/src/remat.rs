@@ -374,7 +374,7 @@ fn always_true(r: &mut Rewriter<'_>, trigger: InstrId) -> Result<InstrId, Rewrit
         .shape(trigger)
         .as_array()
         .map_or(ElementType::F32, |a| a.ty);
-    let s = r.add(Op::Reshape, &[first], Some(Shape::scalar(ty)))?;
+    let s = r.add(Op::RESHAPE, &[first], Some(Shape::scalar(ty)))?;
     let compare = |r: &mut Rewriter<'_>, direction| {
         r.add(
             Op::Compare {

@@ -97,7 +97,7 @@ fn operand(c: &Computation, id: InstrId, i: usize) -> InstrId {
 fn identity_layout(c: &Computation, id: InstrId) -> Option<Action> {
     let i = c.instr(id);
     let identity = match &i.op {
-        Op::Reshape | Op::Convert => true,
+        Op::Reshape { .. } | Op::Convert => true,
         Op::Transpose { permutation } => {
             permutation.iter().enumerate().all(|(k, &p)| p == k as i64)
         }
@@ -112,11 +112,13 @@ fn identity_layout(c: &Computation, id: InstrId) -> Option<Action> {
 /// is one broadcast.
 fn layout_of_layout(c: &Computation, id: InstrId) -> Option<Action> {
     let x = match &c.instr(id).op {
-        Op::Reshape | Op::Broadcast { .. } => operand(c, id, 0),
+        Op::Reshape { .. } | Op::Broadcast { .. } => operand(c, id, 0),
         _ => return None,
     };
     match (&c.instr(id).op, &c.instr(x).op) {
-        (Op::Reshape, Op::Reshape) => Some(Action::New(Op::Reshape, vec![operand(c, x, 0)])),
+        (Op::Reshape { .. }, Op::Reshape { .. }) => {
+            Some(Action::New(Op::RESHAPE, vec![operand(c, x, 0)]))
+        }
         (Op::Broadcast { .. }, Op::Broadcast { .. }) => {
             let inner = operand(c, x, 0);
             (c.instr(inner).shape.as_array()?.rank() == 0)

@@ -54,7 +54,7 @@ fn a_replacement_of_another_shape_is_refused_and_dead_code_swept() {
     let p = r.comp().find("p").unwrap();
     let n = r.comp().find("n").unwrap();
     let shape = hlatc_compiler::Shape::array(hlatc_compiler::ElementType::F32, [1, 2]);
-    let reshaped = r.add(Op::Reshape, &[p], Some(shape)).unwrap();
+    let reshaped = r.add(Op::RESHAPE, &[p], Some(shape)).unwrap();
     let e = r.replace(n, reshaped).unwrap_err();
     assert!(matches!(e, RewriteError::ShapeChange { .. }), "{e}");
     assert_eq!(r.remove_dead(), 1, "the unread reshape goes");

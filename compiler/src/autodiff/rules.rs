@@ -150,7 +150,7 @@ pub fn vjp(
             Some(unbroadcast_scalar(b, gm, x)?)
         }
         Op::Convert => Some(b.convert(g, b.ty(x))?),
-        Op::Reshape => Some(b.reshape(g, &b.dims(x))?),
+        Op::Reshape { .. } => Some(b.reshape(g, &b.dims(x))?),
         Op::Transpose { permutation } => {
             let mut inverse = vec![0i64; permutation.len()];
             for (k, &p) in permutation.iter().enumerate() {

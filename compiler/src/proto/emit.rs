@@ -512,6 +512,9 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.fft_length = fft_length.clone();
         }
         Op::RngGetAndUpdateState { delta } => p.delta = *delta,
+        Op::Reshape { inferred_dimension } => {
+            p.dimensions = inferred_dimension.iter().copied().collect()
+        }
         Op::TopK { k, largest } => {
             p.k = *k;
             p.largest = *largest;
@@ -615,7 +618,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::Convert
         | Op::BitcastConvert
         | Op::Bitcast
-        | Op::Reshape
         | Op::DynamicUpdateSlice
         | Op::DynamicReshape
         | Op::Tuple

@@ -1085,6 +1085,12 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             collective: collective_from_proto(p)?,
         },
         "rng-get-and-update-state" => Op::RngGetAndUpdateState { delta: p.delta },
+        "reshape" => Op::Reshape {
+            inferred_dimension: match p.dimensions[..] {
+                [] => None,
+                _ => Some(one_dimension(p)?),
+            },
+        },
         "topk" => Op::TopK {
             k: p.k,
             largest: p.largest,

@@ -89,10 +89,23 @@ pub(super) fn broadcast(
     Ok(arr(a.ty, d.dims.clone()))
 }
 
-pub(super) fn reshape(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
+/// The declared shape, of as many elements (bounds counted); an inferred
+/// dimension must be one of the result's.
+pub(super) fn reshape(
+    inferred_dimension: Option<i64>,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
     let (a, d) = operand_and_declared(operands, declared)?;
     if a.element_count() != d.element_count() {
         return invalid(format!("reshape changes the element count: {a} to {d}"));
+    }
+    if let Some(i) =
+        inferred_dimension.filter(|&i| usize::try_from(i).map_or(true, |i| i >= d.rank()))
+    {
+        return invalid(format!(
+            "reshape's inferred_dimension {i} is not a dimension of {d}"
+        ));
     }
     Ok(arr(a.ty, d.dims.clone()))
 }

@@ -169,7 +169,9 @@ pub fn infer_shape(
         Op::Bitcast => data_movement::bitcast(operands, declared),
         Op::BitcastConvert => elementwise::bitcast_convert(operands, declared),
         Op::Broadcast { dimensions } => data_movement::broadcast(dimensions, operands, declared),
-        Op::Reshape => data_movement::reshape(operands, declared),
+        Op::Reshape { inferred_dimension } => {
+            data_movement::reshape(*inferred_dimension, operands, declared)
+        }
         Op::Transpose { permutation } => data_movement::transpose(permutation, operands),
         Op::Reverse { dimensions } => data_movement::reverse(dimensions, operands),
         Op::Slice { slices } => data_movement::slice(slices, operands),

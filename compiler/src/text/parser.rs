@@ -2244,6 +2244,9 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             collective: collective(a)?,
         },
         // XLA's parser takes the largest when `largest` is not written.
+        "reshape" => Op::Reshape {
+            inferred_dimension: a.optional_int("inferred_dimension")?,
+        },
         "rng-get-and-update-state" => Op::RngGetAndUpdateState {
             delta: a.int("delta")?,
         },

@@ -367,6 +367,14 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             let _ = write!(out, ", fft_type={}", fft_type.name());
             list(out, "fft_length", fft_length);
         }
+        Op::Reshape {
+            inferred_dimension: Some(d),
+        } => {
+            let _ = write!(out, ", inferred_dimension={d}");
+        }
+        Op::Reshape {
+            inferred_dimension: None,
+        } => {}
         Op::RngGetAndUpdateState { delta } => {
             let _ = write!(out, ", delta={delta}");
         }
@@ -561,7 +569,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         | Op::Convert
         | Op::BitcastConvert
         | Op::Bitcast
-        | Op::Reshape
         | Op::DynamicUpdateSlice
         | Op::DynamicReshape
         | Op::Tuple

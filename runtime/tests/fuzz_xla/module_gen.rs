@@ -271,7 +271,7 @@ impl ModuleGen {
                 } else {
                     vec![n]
                 };
-                self.try_add(Op::Reshape, &[x], Some(Shape::array(xs.ty, dims)));
+                self.try_add(Op::RESHAPE, &[x], Some(Shape::array(xs.ty, dims)));
             }
             8 => {
                 let mut permutation: Vec<i64> = (0..r as i64).collect();
