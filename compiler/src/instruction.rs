@@ -71,6 +71,14 @@ pub struct Instruction {
     /// A parameter's `parameter_replication={...}`: per leaf buffer, whether
     /// every replica holds the same value (SPMD may then skip a broadcast).
     pub parameter_replication: Option<Vec<bool>>,
+    /// `statistics={...}`: numbers a tool attached, kept as read.
+    pub statistics: Option<crate::statistics::Statistics>,
+    /// `result_accuracy={...}`: how exact a transcendental unary op must
+    /// be; `None` is XLA's default.
+    pub result_accuracy: Option<crate::result_accuracy::ResultAccuracy>,
+    /// `origin={...}`: the value of the program as first written that
+    /// this computes. Boxed: rare, and every instruction carries the slot.
+    pub original_value: Option<Box<crate::original_value::OriginalValue>>,
 }
 
 impl Instruction {
@@ -84,6 +92,9 @@ impl Instruction {
             sharding: None,
             backend_config: String::new(),
             parameter_replication: None,
+            statistics: None,
+            result_accuracy: None,
+            original_value: None,
         }
     }
 
@@ -95,6 +106,9 @@ impl Instruction {
             &self.frontend_attributes,
             &self.sharding,
             &self.backend_config,
+            &self.result_accuracy,
+            &self.statistics,
+            &self.original_value,
         )
     }
 
@@ -103,6 +117,9 @@ impl Instruction {
         self.frontend_attributes.is_empty()
             && self.sharding.is_none()
             && self.backend_config.is_empty()
+            && self.result_accuracy.is_none()
+            && self.statistics.is_none()
+            && self.original_value.is_none()
     }
 }
 
@@ -111,4 +128,7 @@ pub type Annotations<'a> = (
     &'a BTreeMap<String, String>,
     &'a Option<crate::sharding::Sharding>,
     &'a String,
+    &'a Option<crate::result_accuracy::ResultAccuracy>,
+    &'a Option<crate::statistics::Statistics>,
+    &'a Option<Box<crate::original_value::OriginalValue>>,
 );

@@ -388,7 +388,7 @@ impl fmt::Display for Scalar {
 
 /// XLA-parsable float spelling of `v` (printed at its own precision `T`):
 /// plain decimals in the usual range, exponents outside it.
-fn write_float<T: fmt::Display + fmt::LowerExp>(
+pub(crate) fn write_float<T: fmt::Display + fmt::LowerExp>(
     f: &mut fmt::Formatter<'_>,
     v: T,
     wide: f64,

@@ -306,6 +306,30 @@ impl std::fmt::Display for F32Bits {
     }
 }
 
+/// An f64 attribute kept by its bits (a tolerance, a statistic), so
+/// annotations stay `Eq` and `Hash` and the value comes back exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct F64Bits(pub u64);
+
+impl F64Bits {
+    pub fn new(v: f64) -> Self {
+        F64Bits(v.to_bits())
+    }
+
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+impl std::fmt::Display for F64Bits {
+    /// The shortest decimal that reads back to the same f64, with an
+    /// exponent outside the usual range. (XLA prints these with six
+    /// digits, and loses the rest.)
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::literal::write_float(f, self.get(), self.get())
+    }
+}
+
 /// Which batch normalization: `batch-norm-training(x, scale, offset)`
 /// gives (normalized, mean, variance) over every dimension but the
 /// feature one; `batch-norm-inference(x, scale, offset, mean, variance)`
@@ -535,7 +559,7 @@ impl FusionKind {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct CustomCall {
     pub target: String,
     pub api_version: CustomCallApiVersion,
@@ -551,6 +575,24 @@ pub struct CustomCall {
     pub called: Vec<String>,
     /// `schedule=`: where a scheduler should place the call.
     pub schedule: CustomCallSchedule,
+    /// `padding_type=`: how a convolution target pads (TensorFlow's
+    /// `VALID` and `SAME`, for the dynamic-shape convolutions).
+    pub padding_type: PaddingType,
+    /// `literal=s32[2]{0} {1, 2}`: a constant the target reads. Boxed:
+    /// rare.
+    pub literal: Option<Box<Literal>>,
+}
+
+spelled_enum! {
+    /// How a custom call's convolution pads (`padding_type=`, XLA's
+    /// `PaddingType`): not said, no padding, or to keep the size.
+    #[derive(Default)]
+    pub enum PaddingType {
+        #[default]
+        Invalid = ("PADDING_INVALID", 0),
+        Valid = ("PADDING_VALID", 1),
+        Same = ("PADDING_SAME", 2),
+    }
 }
 
 spelled_enum! {

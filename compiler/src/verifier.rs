@@ -178,6 +178,7 @@ fn verify_computation(
             check_composite(&instr.frontend_attributes).map_err(|m| err(here, m))?;
         }
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
+        check_annotations(instr).map_err(|m| err(here, m))?;
         check_transfer_done(c, id).map_err(|m| err(here, m))?;
         check_async_chain(c, id).map_err(|m| err(here, m))?;
         if let Some(r) = &instr.parameter_replication {
@@ -360,6 +361,33 @@ pub fn is_hlo_name(s: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// The annotations XLA aborts on, or that text could not write back.
+fn check_annotations(instr: &crate::Instruction) -> Result<(), String> {
+    if let Some(a) = &instr.result_accuracy {
+        if !matches!(instr.op, Op::Unary(u) if crate::result_accuracy::ResultAccuracy::applies_to(u))
+        {
+            return Err(format!(
+                "result_accuracy is set on {}, which XLA does not let carry it",
+                instr.op.opcode()
+            ));
+        }
+        if let Some(problem) = a.problem() {
+            return Err(problem);
+        }
+    }
+    if let Some(problem) = instr.original_value.as_ref().and_then(|v| v.problem()) {
+        return Err(problem);
+    }
+    if let Some(s) = &instr.statistics {
+        if let Some((name, _)) = s.values.iter().find(|(n, _)| !crate::text::is_stat_name(n)) {
+            return Err(format!(
+                "statistic name '{name}' cannot be written in HLO text"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), String> {

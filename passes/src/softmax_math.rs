@@ -55,7 +55,7 @@ fn neuron_call(d: Direction, axis: i64) -> (Op, String) {
         operand_layouts: None,
         aliasing: Vec::new(),
         called: Vec::new(),
-        schedule: Default::default(),
+        ..Default::default()
     });
     (op, axis.to_string())
 }

@@ -234,6 +234,18 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                     .map(|r| ParameterReplication {
                         replicated_at_leaf_buffers: r.clone(),
                     });
+            p.statistics_viz = instr
+                .statistics
+                .as_ref()
+                .map(super::annotations::statistics_to_proto);
+            p.result_accuracy = instr
+                .result_accuracy
+                .as_ref()
+                .map(super::annotations::result_accuracy_to_proto);
+            p.original_value = instr
+                .original_value
+                .as_ref()
+                .map(|v| Box::new(super::annotations::original_value_to_proto(v)));
             fill_op_fields(&instr.op, &mut p);
             if let Op::Outfeed { shape: None, .. } = &instr.op {
                 // XLA writes it always; unset, it is the data's own shape.
@@ -570,6 +582,8 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.custom_call_api_version = cc.api_version.proto();
             p.custom_call_has_side_effect = cc.has_side_effect;
             p.custom_call_schedule = cc.schedule.proto();
+            p.padding_type = cc.padding_type.proto();
+            p.literal = cc.literal.as_ref().map(|l| Box::new(literal_to_proto(l)));
             p.output_operand_aliasing = aliasing_to_proto(&cc.aliasing);
             if let Some(layouts) = &cc.operand_layouts {
                 p.constrain_layout = true;

@@ -220,6 +220,18 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             call,
         ),
         (
+            p.padding_type != 0,
+            "padding_type (75)",
+            "custom-call",
+            call,
+        ),
+        (
+            p.literal.is_some(),
+            "literal (8)",
+            "constant and custom-call",
+            call || matches!(op, Op::Constant(_) | Op::TupleConstant(_)),
+        ),
+        (
             p.ragged_dot_dimension_numbers.is_some(),
             "ragged_dot_dimension_numbers (90)",
             "ragged-dot",
@@ -676,8 +688,31 @@ fn computation_from_proto(
             .parameter_replication
             .as_ref()
             .map(|r| r.replicated_at_leaf_buffers.clone());
+        let statistics = ip
+            .statistics_viz
+            .as_ref()
+            .map(super::annotations::statistics_from_proto)
+            .transpose()
+            .map_err(|m| err(here, m))?
+            .flatten();
+        let result_accuracy = ip
+            .result_accuracy
+            .as_ref()
+            .map(super::annotations::result_accuracy_from_proto)
+            .transpose()
+            .map_err(|m| err(here, m))?
+            .flatten();
+        let original_value = ip
+            .original_value
+            .as_ref()
+            .map(|v| super::annotations::original_value_from_proto(v).map(Box::new))
+            .transpose()
+            .map_err(|m| err(here, format!("original_value: {m}")))?;
         let instr = Instruction {
             name: ip.name.clone(),
+            statistics,
+            result_accuracy,
+            original_value,
             shape,
             backend_config,
             parameter_replication,
@@ -1127,6 +1162,20 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             schedule: CustomCallSchedule::from_proto(p.custom_call_schedule).ok_or_else(|| {
                 format!("unknown custom_call_schedule {}", p.custom_call_schedule)
             })?,
+            padding_type: PaddingType::from_proto(p.padding_type)
+                .ok_or_else(|| format!("unknown padding_type {}", p.padding_type))?,
+            literal: p
+                .literal
+                .as_ref()
+                .map(|l| {
+                    let shape = l
+                        .shape
+                        .as_ref()
+                        .ok_or_else(|| "custom-call's literal has no shape".to_string())
+                        .and_then(|s| shape_from_proto(s, 0))?;
+                    literal_from_proto(l, &shape).map(Box::new)
+                })
+                .transpose()?,
             convolution: call_convolution_from_proto(p)?,
             aliasing: aliasing_from_proto(p),
             called: called.to_vec(),

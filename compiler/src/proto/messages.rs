@@ -241,6 +241,14 @@ pub struct HloInstructionProto {
     pub is_composite: bool,
     #[prost(message, optional, tag = "61")]
     pub parameter_replication: Option<ParameterReplication>,
+    #[prost(int32, tag = "75")]
+    pub padding_type: i32,
+    #[prost(message, optional, tag = "82")]
+    pub statistics_viz: Option<StatisticsViz>,
+    #[prost(message, optional, boxed, tag = "88")]
+    pub original_value: Option<Box<OriginalValueProto>>,
+    #[prost(message, optional, tag = "91")]
+    pub result_accuracy: Option<ResultAccuracyProto>,
     #[prost(message, repeated, tag = "49")]
     pub replica_groups: Vec<ReplicaGroup>,
     #[prost(message, repeated, tag = "52")]
@@ -778,4 +786,63 @@ pub struct SubAxisProto {
 pub struct ParameterReplication {
     #[prost(bool, repeated, tag = "1")]
     pub replicated_at_leaf_buffers: Vec<bool>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StatisticsViz {
+    #[prost(int64, tag = "1")]
+    pub stat_index_to_visualize: i64,
+    #[prost(message, repeated, tag = "2")]
+    pub statistics: Vec<Statistic>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Statistic {
+    #[prost(string, tag = "1")]
+    pub stat_name: String,
+    #[prost(double, tag = "2")]
+    pub stat_val: f64,
+}
+
+/// A oneof in XLA: `mode` (0 default, 1 highest) or `tolerance`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResultAccuracyProto {
+    #[prost(int32, optional, tag = "1")]
+    pub mode: Option<i32>,
+    #[prost(message, optional, tag = "2")]
+    pub tolerance: Option<ToleranceProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ToleranceProto {
+    #[prost(double, tag = "1")]
+    pub atol: f64,
+    #[prost(double, tag = "2")]
+    pub rtol: f64,
+    #[prost(int64, tag = "3")]
+    pub ulps: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OriginalValueProto {
+    #[prost(message, repeated, tag = "1")]
+    pub leaves: Vec<OriginalTensorProto>,
+    #[prost(bool, tag = "2")]
+    pub is_synthetic_call: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OriginalTensorProto {
+    #[prost(int64, repeated, tag = "1")]
+    pub leaf_shape_index: Vec<i64>,
+    #[prost(message, optional, tag = "2")]
+    pub original_array: Option<OriginalArrayProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OriginalArrayProto {
+    #[prost(string, tag = "1")]
+    pub instruction_name: String,
+    #[prost(int64, repeated, tag = "2")]
+    pub shape_index: Vec<i64>,
 }

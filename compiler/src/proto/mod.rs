@@ -3,6 +3,7 @@
 //! The messages are declared here with `prost` (field numbers from
 //! xla/service/hlo.proto and xla/xla_data.proto), so no protoc is needed.
 
+mod annotations;
 mod collective;
 mod emit;
 mod import;

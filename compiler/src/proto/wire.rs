@@ -206,16 +206,61 @@ schema!(
         (50, "feature_group_count"),
         (58, "batch_group_count"),
         (66, "delta"),
+        (75, "padding_type"),
+        (82, "statistics_viz", STATISTICS_VIZ),
+        (88, "original_value", ORIGINAL_VALUE),
+        (91, "result_accuracy", RESULT_ACCURACY),
     ],
     [
         (45, "all_reduce_id"),
         (73, "is_cross_program_prefetch"),
-        (75, "padding_type"),
-        (82, "statistics_viz"),
         (86, "dot_sparsity"),
-        (88, "original_value"),
-        (91, "result_accuracy"),
     ]
+);
+schema!(
+    STATISTICS_VIZ,
+    "StatisticsViz",
+    [(1, "stat_index_to_visualize"), (2, "statistics", STATISTIC)],
+    []
+);
+schema!(
+    STATISTIC,
+    "Statistic",
+    [(1, "stat_name"), (2, "stat_val")],
+    []
+);
+schema!(
+    RESULT_ACCURACY,
+    "ResultAccuracy",
+    [(1, "mode"), (2, "tolerance", TOLERANCE)],
+    []
+);
+schema!(
+    TOLERANCE,
+    "ResultAccuracy.Tolerance",
+    [(1, "atol"), (2, "rtol"), (3, "ulps")],
+    []
+);
+schema!(
+    ORIGINAL_VALUE,
+    "OriginalValueProto",
+    [(1, "leaves", ORIGINAL_TENSOR), (2, "is_synthetic_call")],
+    []
+);
+schema!(
+    ORIGINAL_TENSOR,
+    "OriginalTensorProto",
+    [
+        (1, "leaf_shape_index"),
+        (2, "original_array", ORIGINAL_ARRAY)
+    ],
+    []
+);
+schema!(
+    ORIGINAL_ARRAY,
+    "OriginalArrayProto",
+    [(1, "instruction_name"), (2, "shape_index")],
+    []
 );
 schema!(REPLICA_GROUP, "ReplicaGroup", [(1, "replica_ids")], []);
 schema!(
@@ -758,7 +803,7 @@ mod tests {
     use super::*;
 
     /// Every message `messages.rs` declares, with its schema here.
-    const DECLARED: [(&str, &Schema); 48] = [
+    const DECLARED: [(&str, &Schema); 55] = [
         ("TriangularSolveOptions", &TRIANGULAR_SOLVE_OPTIONS),
         ("CholeskyOptions", &CHOLESKY_OPTIONS),
         ("HloModuleProto", &HLO_MODULE),
@@ -813,6 +858,13 @@ mod tests {
         ("IotaDeviceIdsProto", &IOTA_DEVICE_IDS),
         ("AxisRefProto", &AXIS_REF),
         ("SubAxisProto", &SUB_AXIS),
+        ("StatisticsViz", &STATISTICS_VIZ),
+        ("Statistic", &STATISTIC),
+        ("ResultAccuracyProto", &RESULT_ACCURACY),
+        ("ToleranceProto", &TOLERANCE),
+        ("OriginalValueProto", &ORIGINAL_VALUE),
+        ("OriginalTensorProto", &ORIGINAL_TENSOR),
+        ("OriginalArrayProto", &ORIGINAL_ARRAY),
     ];
 
     /// The tags of each `pub struct` in `messages.rs`, read from its

@@ -98,6 +98,53 @@ impl<'t> Cursor<'t> {
         }
     }
 
+    /// A number as XLA's lexer takes one (`0.5`, `-1e-30`, `inf`), read as
+    /// an f64.
+    pub(crate) fn float(&mut self) -> Result<f64> {
+        self.skip_ws();
+        let start = self.pos;
+        while self
+            .peek()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'))
+        {
+            self.pos += 1;
+        }
+        match self.text[start..self.pos].parse() {
+            Ok(v) => Ok(v),
+            Err(_) => {
+                self.pos = start;
+                self.fail("expected a number")
+            }
+        }
+    }
+
+    /// A quoted string, its escapes read.
+    pub(crate) fn string(&mut self) -> Result<String> {
+        self.skip_ws();
+        let open = self.pos;
+        if self.peek() != Some(b'"') {
+            return self.fail("expected a string");
+        }
+        self.pos += 1;
+        while let Some(b) = self.peek() {
+            match b {
+                b'\\' => self.pos += 2,
+                b'"' => break,
+                _ => self.pos += 1,
+            }
+        }
+        if self.peek() != Some(b'"') {
+            self.pos = open;
+            return self.fail("unterminated string");
+        }
+        let raw = &self.text[open + 1..self.pos];
+        self.pos += 1;
+        super::escape::unescape(raw).ok_or_else(|| AttrSyntaxError {
+            offset: open,
+            message: "malformed escape sequence in string".into(),
+        })
+    }
+
     /// `a,b,c` (at least one).
     pub(crate) fn ints(&mut self) -> Result<Vec<i64>> {
         let mut v = vec![self.int()?];

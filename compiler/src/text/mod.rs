@@ -1,6 +1,7 @@
 //! XLA's HLO text syntax: a printer whose output XLA's parser accepts, and a
 //! hand-written parser for what the printer writes and what JAX and torch-xla dump.
 
+mod annotations;
 mod collective;
 mod cursor;
 mod escape;
@@ -12,6 +13,7 @@ mod sharding;
 mod stack_frame_tables;
 mod syntax;
 
+pub(crate) use annotations::is_stat_name;
 pub use escape::{escape, unescape};
 pub use nesting::MAX_NESTING;
 pub use parser::{parse_module, parse_module_noted, ParseError};

@@ -12,6 +12,7 @@ use crate::literal::{Literal, LiteralTree, Scalar};
 use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
+use crate::result_accuracy::ResultAccuracy;
 use crate::sharding::Sharding;
 use crate::types::{ArrayShape, ElementType, Shape};
 use crate::window::{ConvDims, Window};
@@ -508,6 +509,8 @@ enum Value {
     Padding(Vec<PadDim>),
     Shapes(Vec<Shape>),
     Shape(Shape),
+    /// `s32[2]{0} {1, 2}`: a shape and a value of it.
+    Literal(Literal),
     /// A braced value no other form reads (its text); no attribute hlatc
     /// models takes one.
     Raw(String),
@@ -526,6 +529,7 @@ impl Value {
             Value::Padding(_) => "a padding spec".to_string(),
             Value::Shapes(_) => "a shape list".to_string(),
             Value::Shape(s) => format!("the shape {s}"),
+            Value::Literal(l) => format!("the {} literal {l}", l.shape),
             Value::Raw(text) => {
                 let short: String = text.chars().take(60).collect();
                 let more = if text.chars().count() > 60 { "..." } else { "" };
@@ -579,6 +583,15 @@ fn value(p: Pair<'_>) -> Result<Value, ParseError> {
         Rule::raw_value | Rule::arrow_value => Value::Raw(p.as_str().to_string()),
         Rule::shape_list => Value::Shapes(p.into_inner().map(shape).collect::<Result<_, _>>()?),
         Rule::shape => Value::Shape(shape(p)?),
+        Rule::shaped_literal => {
+            let mut it = p.into_inner();
+            let shape_pair = it.next().expect("grammar: shape");
+            let declared = shape(shape_pair)?;
+            let lit = it.next().expect("grammar: literal");
+            // Read as a constant's value is (one scalar for many elements
+            // included), as XLA reads it.
+            Value::Literal(literal(lit, &declared, &shape_pair)?.0)
+        }
         Rule::kv_map => Value::Map(
             p.into_inner()
                 .map(|kv| {
@@ -1490,6 +1503,36 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
     };
     let backend_config = attrs.backend_config()?;
     let parameter_replication = parameter_replication(&mut attrs)?;
+    let statistics = attrs
+        .take("statistics")
+        .map(|(_, p)| read_whole_value(&p, "statistics", super::annotations::parse_statistics))
+        .transpose()?;
+    let result_accuracy = match attrs.take("result_accuracy") {
+        None => None,
+        Some((_, p)) => {
+            let accuracy = read_whole_value(&p, "result_accuracy", |text| {
+                super::annotations::parse_result_accuracy(text)
+            })?;
+            if !matches!(op, Op::Unary(u) if ResultAccuracy::applies_to(u)) {
+                return err_at(
+                    &p,
+                    format!(
+                        "{} takes no result_accuracy (XLA reads it on exponential, log, sqrt and the other transcendental unary ops)",
+                        op.opcode()
+                    ),
+                );
+            }
+            if let Some(problem) = accuracy.as_ref().and_then(ResultAccuracy::problem) {
+                return err_at(&p, problem);
+            }
+            accuracy
+        }
+    };
+    let original_value = attrs
+        .take("origin")
+        .map(|(_, p)| read_whole_value(&p, "origin", super::annotations::parse_original_value))
+        .transpose()?
+        .map(Box::new);
     let control = match attrs.take("control-predecessors") {
         None => None,
         Some((Value::Words(names), p)) => Some((
@@ -1517,6 +1560,9 @@ fn instruction<'i>(p: Pair<'i>) -> Result<ParsedInstruction<'i>, ParseError> {
         sharding,
         backend_config,
         parameter_replication,
+        statistics,
+        result_accuracy,
+        original_value,
     };
     Ok(ParsedInstruction {
         instr,
@@ -1917,6 +1963,20 @@ fn parse_enum<T>(
     )
 }
 
+/// [`parse_enum`] where the attribute is written, the default where not.
+fn optional_enum<T: Default>(
+    attrs: &mut Attrs,
+    key: &str,
+    from: fn(&str) -> Option<T>,
+    choices: &str,
+) -> Result<T, ParseError> {
+    if attrs.map.contains_key(key) {
+        parse_enum(attrs, key, from, choices)
+    } else {
+        Ok(T::default())
+    }
+}
+
 /// A conditional's branches: `branch_computations={...}`, or the pred
 /// form's `true_computation` and `false_computation`.
 fn conditional_branches(at: &Pair<'_>, a: &mut Attrs) -> Result<Vec<String>, ParseError> {
@@ -2294,16 +2354,12 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 Some(t) => t,
                 None => return err_at(opcode_pair, "custom-call needs custom_call_target=\"...\""),
             };
-            let api_version = if a.map.contains_key("api_version") {
-                parse_enum(
-                    a,
-                    "api_version",
-                    CustomCallApiVersion::from_name,
-                    "API_VERSION_*",
-                )?
-            } else {
-                CustomCallApiVersion::default()
-            };
+            let api_version = optional_enum(
+                a,
+                "api_version",
+                CustomCallApiVersion::from_name,
+                "API_VERSION_*",
+            )?;
             let convolution = [
                 "window",
                 "dim_labels",
@@ -2346,15 +2402,30 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 target,
                 api_version,
                 has_side_effect: a.flag("custom_call_has_side_effect")?,
-                schedule: if a.map.contains_key("schedule") {
-                    parse_enum(
-                        a,
-                        "schedule",
-                        CustomCallSchedule::from_name,
-                        "SCHEDULE_NONE, SCHEDULE_LATEST, SCHEDULE_EARLIEST",
-                    )?
-                } else {
-                    CustomCallSchedule::None
+                schedule: optional_enum(
+                    a,
+                    "schedule",
+                    CustomCallSchedule::from_name,
+                    "SCHEDULE_NONE, SCHEDULE_LATEST, SCHEDULE_EARLIEST",
+                )?,
+                padding_type: optional_enum(
+                    a,
+                    "padding_type",
+                    PaddingType::from_name,
+                    "PADDING_INVALID, PADDING_VALID, PADDING_SAME",
+                )?,
+                literal: match a.take("literal") {
+                    None => None,
+                    Some((Value::Literal(lit), _)) => Some(Box::new(lit)),
+                    Some((other, p)) => {
+                        return err_at(
+                            &p,
+                            format!(
+                                "'literal' must be a shape and its value, like s32[2]{{0}} {{1, 2}}, got {}",
+                                other.kind()
+                            ),
+                        )
+                    }
                 },
                 convolution,
                 operand_layouts,

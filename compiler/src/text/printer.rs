@@ -499,8 +499,14 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
                     &conv.precision,
                 );
             }
+            if cc.padding_type != crate::op::PaddingType::Invalid {
+                let _ = write!(out, ", padding_type={}", cc.padding_type.name());
+            }
             let _ = write!(out, ", custom_call_target=\"{}\"", escape(&cc.target));
             flag(out, "custom_call_has_side_effect", cc.has_side_effect);
+            if let Some(lit) = &cc.literal {
+                let _ = write!(out, ", literal={} {lit}", lit.shape);
+            }
             if cc.schedule != crate::op::CustomCallSchedule::None {
                 let _ = write!(out, ", schedule={}", cc.schedule.name());
             }
@@ -586,6 +592,16 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         out.push_str(", control-predecessors={");
         write_names(out, c, preds);
         out.push('}');
+    }
+    // In XLA's order: after the control predecessors, before metadata.
+    if let Some(s) = &instr.statistics {
+        let _ = write!(out, ", statistics={s}");
+    }
+    if let Some(a) = &instr.result_accuracy {
+        let _ = write!(out, ", result_accuracy={a}");
+    }
+    if let Some(o) = &instr.original_value {
+        let _ = write!(out, ", origin={o}");
     }
     if !instr.metadata.is_empty() {
         let _ = write!(out, ", metadata={{{}}}", metadata_fields(&instr.metadata));

@@ -11,7 +11,6 @@
 //! so an error here points at the offending character inside it.
 
 use super::cursor::{AttrSyntaxError, Cursor};
-use super::escape::unescape;
 use crate::instruction::Metadata;
 use crate::sharding::{
     join, ShardGroup, Sharding, ShardingKind, SingleSharding, SubgroupKind, Subgroups, TileDevices,
@@ -211,28 +210,7 @@ impl Cursor<'_> {
             self.expect("=")?;
             self.skip_ws();
             let value = if self.peek() == Some(b'"') {
-                let open = self.pos;
-                self.pos += 1;
-                while let Some(b) = self.peek() {
-                    match b {
-                        b'\\' => self.pos += 2,
-                        b'"' => break,
-                        _ => self.pos += 1,
-                    }
-                }
-                if self.peek() != Some(b'"') {
-                    self.pos = open;
-                    return self.fail("unterminated string");
-                }
-                let raw = &self.text[open + 1..self.pos];
-                self.pos += 1;
-                match unescape(raw) {
-                    Some(s) => s,
-                    None => {
-                        self.pos = open;
-                        return self.fail("malformed escape sequence in string");
-                    }
-                }
+                self.string()?
             } else {
                 let v = self.int()?;
                 v.to_string()

@@ -124,6 +124,8 @@ pub(crate) enum Rule {
     kv,
     word_list,
     shape_list,
+    /// `s32[2]{0} {1, 2}`: a custom call's `literal=`.
+    shaped_literal,
     number,
     raw_value,
     word,
@@ -844,8 +846,16 @@ impl<'i> Reader<'i> {
 
     fn array_shape(&mut self) -> bool {
         self.rule(Rule::array_shape, |r| {
+            // XLA's lexer takes `s32 [4]` too: spaces between tokens. The
+            // `[` is expected right after the type only, so an error after
+            // a name and a line break does not list it.
             r.elem_type()
-                && r.lit("[")
+                && (r.lit("[")
+                    || r.peek_is(|b| b.is_ascii_whitespace())
+                        && r.attempt(|r| {
+                            r.skip();
+                            r.eat("[")
+                        }))
                 && r.dims()
                 && (r.eat_byte(b']') || {
                     r.dims_refused();
@@ -1008,6 +1018,7 @@ impl<'i> Reader<'i> {
                             Self::number,
                             Self::raw_value,
                             Self::mesh_groups,
+                            Self::shaped_literal,
                             Self::shape,
                             Self::word,
                         ])
@@ -1140,6 +1151,12 @@ impl<'i> Reader<'i> {
 
     fn word_list(&mut self) -> bool {
         self.rule(Rule::word_list, |r| r.braced1(Self::word))
+    }
+
+    fn shaped_literal(&mut self) -> bool {
+        self.rule(Rule::shaped_literal, |r| {
+            r.shape() && r.then_item(Self::literal)
+        })
     }
 
     fn shape_list(&mut self) -> bool {

@@ -465,7 +465,7 @@ impl ModuleGen {
                     operand_layouts: None,
                     aliasing: Vec::new(),
                     called: Vec::new(),
-                    schedule: Default::default(),
+                    ..Default::default()
                 };
                 self.try_add(Op::CustomCall(call), &[x], Some(result));
             }
