@@ -1,4 +1,4 @@
-//! hlatc's 8-bit float codec against `ml_dtypes`, which XLA's literals use:
+//! hlatc's narrow float codec (8-bit, `f4e2m1fn`) against `ml_dtypes`, which XLA's literals use:
 //! every code's value, and how values between, at and past the codes round
 //! (`tests/fixtures/minifloat/ml_dtypes.tsv`, written by
 //! `tools/minifloat_table.py`). Then the same types through text and proto
@@ -74,7 +74,8 @@ fn every_code_decodes_and_every_probe_rounds_as_ml_dtypes_does() {
         f8,
         "every format is in the table"
     );
-    assert_eq!(decoded, 256 * f8.len());
+    let codes: usize = f8.iter().map(|t| 1 << t.bit_width()).sum();
+    assert_eq!(decoded, codes);
     assert!(
         encoded > 3000 && overflows > 30,
         "{encoded} probes, {overflows} overflows"
@@ -91,6 +92,8 @@ fn largest_finite_values_are_the_known_ones() {
     assert_eq!(max(ElementType::F8E4M3B11FNUZ), 30.0);
     assert_eq!(max(ElementType::F8E4M3), 240.0);
     assert_eq!(max(ElementType::F8E3M4), 15.5);
+    assert_eq!(max(ElementType::F4E2M1FN), 6.0);
+    assert_eq!(max(ElementType::F8E8M0FNU), 2f64.powi(127));
 }
 
 #[test]
@@ -134,4 +137,45 @@ fn narrow_literals_hold_their_values_and_refuse_what_does_not_fit() {
         e.to_string(),
         "u4 element 1 is the byte 0x1f; only its low 4 bits may be set"
     );
+}
+
+#[test]
+fn mx_types_read_literals_as_xlas_text_reader_does() {
+    // Measured through jaxlib's HLO parser (the bytes of its literals).
+    let e8m0 = ElementType::F8E8M0FNU.minifloat().unwrap();
+    let cases: [(f64, Option<u8>); 12] = [
+        (2f64.powi(-127), Some(0x00)),
+        (5.877472e-39, Some(0x01)),
+        (5.8774717e-39, Some(0x00)),
+        (1e-40, Some(0x00)),
+        (7e-39, Some(0x01)),
+        (1.4, Some(0x7f)),
+        (1.5, Some(0x80)),
+        (3.0, Some(0x81)),
+        (1.7e38, Some(0xfe)),
+        // "out of range for literal's primitive type F8E8M0FNU"
+        (0.0, None),
+        (-1.0, None),
+        (3e38, None),
+    ];
+    for (v, want) in cases {
+        assert_eq!(e8m0.encode(v), want, "f8e8m0fnu {v:e}");
+    }
+    assert_eq!(e8m0.encode(f64::NAN), Some(0xff));
+    assert_eq!(e8m0.encode(f64::INFINITY), Some(0xff));
+    // f4e2m1fn saturates, and a NaN is zero of the other sign.
+    let e2m1 = ElementType::F4E2M1FN.minifloat().unwrap();
+    let cases = [
+        (7.0, 0x7),
+        (1e9, 0x7),
+        (f64::INFINITY, 0x7),
+        (f64::NEG_INFINITY, 0xf),
+        (f64::NAN, 0x8),
+        (-f64::NAN, 0x0),
+        (0.25, 0x0),
+        (0.75, 0x2),
+    ];
+    for (v, want) in cases {
+        assert_eq!(e2m1.encode(v), Some(want), "f4e2m1fn {v}");
+    }
 }

@@ -438,11 +438,11 @@ impl Literal {
             return None;
         }
         let Some((mantissa, width)) = ieee_layout(ty) else {
-            // The 8-bit floats have one NaN (two in FN formats, by sign).
-            let negative = self.data[i] & 0x80 != 0
-                && ty.minifloat().is_some_and(|f| {
-                    f.specials != crate::minifloat::Specials::FiniteNegativeZeroNan
-                });
+            // The narrow floats have one NaN (two in FN formats, by sign).
+            let negative = ty.minifloat().is_some_and(|f| {
+                self.data[i] & f.sign_mask() != 0
+                    && f.specials != crate::minifloat::Specials::FiniteNegativeZeroNan
+            });
             return Some((negative, None));
         };
         let bits = self.element_bits(i);
@@ -511,7 +511,10 @@ impl Literal {
             return DisplayScalar::Nan(negative, payload);
         }
         match (self.ty(), self.get(i)) {
-            (ElementType::F64, s) => DisplayScalar::Wide(s),
+            // XLA reads f8e8m0fnu's smallest value, 2^-127, as the next
+            // one up when it is written a hair above it (as f32's shortest
+            // spelling is): it is written exactly.
+            (ElementType::F64 | ElementType::F8E8M0FNU, s) => DisplayScalar::Wide(s),
             (_, Scalar::Float(v)) => DisplayScalar::Narrow(v as f32),
             (_, s) => DisplayScalar::Wide(s),
         }

@@ -29,6 +29,10 @@ pub enum ElementType {
     F8E3M4,
     F8E5M2FNUZ,
     F8E4M3FNUZ,
+    /// The MX formats' 4-bit element: 1 sign, 2 exponent, 1 mantissa bits.
+    F4E2M1FN,
+    /// The MX formats' scale: an unsigned power of two.
+    F8E8M0FNU,
     F16,
     Bf16,
     F32,
@@ -39,8 +43,8 @@ pub enum ElementType {
     C128,
 }
 
-/// The 8-bit float types, as a pattern (one list for every match that
-/// names them).
+/// The narrow float types (the 8-bit ones and `f4e2m1fn`), as a pattern
+/// (one list for every match that names them).
 macro_rules! f8_types {
     () => {
         ElementType::F8E5M2
@@ -50,12 +54,14 @@ macro_rules! f8_types {
             | ElementType::F8E3M4
             | ElementType::F8E5M2FNUZ
             | ElementType::F8E4M3FNUZ
+            | ElementType::F4E2M1FN
+            | ElementType::F8E8M0FNU
     };
 }
 pub(crate) use f8_types;
 
 /// One row per type: text spelling, `PrimitiveType`, bits per element.
-const TABLE: [(ElementType, &str, i32, usize); 26] = [
+const TABLE: [(ElementType, &str, i32, usize); 28] = [
     (ElementType::Pred, "pred", 1, 8),
     (ElementType::S2, "s2", 26, 2),
     (ElementType::S4, "s4", 21, 4),
@@ -76,6 +82,8 @@ const TABLE: [(ElementType, &str, i32, usize); 26] = [
     (ElementType::F8E3M4, "f8e3m4", 29, 8),
     (ElementType::F8E5M2FNUZ, "f8e5m2fnuz", 24, 8),
     (ElementType::F8E4M3FNUZ, "f8e4m3fnuz", 25, 8),
+    (ElementType::F4E2M1FN, "f4e2m1fn", 32, 4),
+    (ElementType::F8E8M0FNU, "f8e8m0fnu", 33, 8),
     (ElementType::F16, "f16", 10, 16),
     (ElementType::Bf16, "bf16", 16, 16),
     (ElementType::F32, "f32", 11, 32),
@@ -85,8 +93,8 @@ const TABLE: [(ElementType, &str, i32, usize); 26] = [
 ];
 
 impl ElementType {
-    pub const ALL: [ElementType; 26] = {
-        let mut all = [ElementType::Pred; 26];
+    pub const ALL: [ElementType; 28] = {
+        let mut all = [ElementType::Pred; 28];
         let mut i = 0;
         while i < TABLE.len() {
             all[i] = TABLE[i].0;
@@ -176,7 +184,7 @@ impl ElementType {
         }
     }
 
-    /// The 8-bit float formats' encoding; `None` for every other type.
+    /// The narrow float formats' encoding; `None` for every other type.
     pub fn minifloat(self) -> Option<crate::minifloat::Format> {
         crate::minifloat::Format::of(self)
     }

@@ -77,8 +77,8 @@ fn semantic_errors_point_at_the_token() {
             "4:46: a constant of f32[4611686018427387904]{0} does not fit in memory",
         ),
         (
-            entry("  ROOT x = f4e2m1fn[2] parameter(0)"),
-            "4:12: unsupported element type 'f4e2m1fn' (supported: pred, s2, s4, s8, s16, s32",
+            entry("  ROOT x = s1[2] parameter(0)"),
+            "4:12: unsupported element type 's1' (supported: pred, s2, s4, s8, s16, s32",
         ),
         (
             entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] transpose(x)"),
@@ -297,11 +297,11 @@ fn malformed_protos_are_errors() {
         .shape
         .as_mut()
         .unwrap()
-        .element_type = 32; // F4E2M1FN
+        .element_type = 30; // S1, a 1-bit integer
     let e = proto::module_from_proto(&p).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "computation 'e', instruction 'a': unsupported element type 32 (PrimitiveType number)"
+        "computation 'e', instruction 'a': unsupported element type 30 (PrimitiveType number)"
     );
 }
 

@@ -35,6 +35,8 @@ pub fn random_literal(shape: &ArrayShape, rng: &mut SplitMix64) -> Literal {
     let n = shape.element_count().max(0) as usize;
     let values: Vec<Scalar> = (0..n)
         .map(|_| match shape.ty {
+            // Unsigned powers of two, zero not among them: 2^-8..=2^8.
+            ElementType::F8E8M0FNU => Scalar::Float(2f64.powi((rng.next_u64() % 17) as i32 - 8)),
             t if t.is_float() => Scalar::Float(rng.next_f64() * 2.0 - 1.0),
             t if t.is_complex() => {
                 let re = rng.next_f64() * 2.0 - 1.0;

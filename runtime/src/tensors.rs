@@ -54,6 +54,8 @@ fn to_dtype(t: ElementType) -> Option<Dtype> {
         | ElementType::F8E3M4
         | ElementType::F8E5M2FNUZ
         | ElementType::F8E4M3FNUZ
+        | ElementType::F4E2M1FN
+        | ElementType::F8E8M0FNU
         | ElementType::C64
         | ElementType::C128 => return None,
     })

@@ -385,6 +385,11 @@ pub struct LiteralProto {
     pub f8e4m3s: Vec<u8>,
     #[prost(bytes = "vec", tag = "29")]
     pub f8e3m4s: Vec<u8>,
+    /// One byte per element, the code in its low bits (as `s4s`).
+    #[prost(bytes = "vec", tag = "32")]
+    pub f4e2m1fns: Vec<u8>,
+    #[prost(bytes = "vec", tag = "33")]
+    pub f8e8m0fnus: Vec<u8>,
 }
 
 /// The `bytes` field that holds a literal of each type XLA writes as raw
@@ -425,6 +430,8 @@ literal_bytes_fields!(
     F8E3M4 => f8e3m4s,
     F8E5M2FNUZ => f8e5m2fnuzs,
     F8E4M3FNUZ => f8e4m3fnuzs,
+    F4E2M1FN => f4e2m1fns,
+    F8E8M0FNU => f8e8m0fnus,
     F16 => f16s,
     Bf16 => bf16s,
 );

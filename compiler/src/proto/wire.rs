@@ -416,15 +416,11 @@ schema!(
         (27, "u2s"),
         (28, "f8e4m3s"),
         (29, "f8e3m4s"),
-        (10, "tuple_literals", LITERAL),
-    ],
-    [
-        (14, "sparse_indices"),
-        (30, "s1s"),
-        (31, "u1s"),
         (32, "f4e2m1fns"),
         (33, "f8e8m0fnus"),
-    ]
+        (10, "tuple_literals", LITERAL),
+    ],
+    [(14, "sparse_indices"), (30, "s1s"), (31, "u1s"),]
 );
 schema!(
     OP_SHARDING,

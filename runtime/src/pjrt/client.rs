@@ -554,6 +554,8 @@ fn buffer_type(t: ElementType) -> i32 {
         ElementType::U2 => 25,
         ElementType::F8E4M3 => 26,
         ElementType::F8E3M4 => 27,
+        ElementType::F8E8M0FNU => 28,
+        ElementType::F4E2M1FN => 29,
     }
 }
 
