@@ -217,7 +217,7 @@ pub fn module_bytes(module: &Module, format: Format) -> Vec<u8> {
 /// What `format` cannot carry of `module`, a sentence each. HLO text has
 /// no syntax for a proto's `device_assignment`, and `HloModuleProto` no
 /// field for the module config that text keeps (`replica_count`,
-/// `num_partitions`, the SPMD propagation flags). XLA drops them the same
+/// `num_partitions`, the SPMD propagation flags, `alias_passthrough_params`). XLA drops them the same
 /// way; hlatc says so instead of dropping them silently.
 pub fn unwritten(module: &Module, format: Format) -> Vec<String> {
     let mut out = Vec::new();
@@ -240,6 +240,12 @@ pub fn unwritten(module: &Module, format: Format) -> Vec<String> {
             if module.allow_spmd_sharding_propagation != Default::default() {
                 out.push(
                     "allow_spmd_sharding_propagation_to_parameters/_to_output are module config, which HloModuleProto has no field for, and are not written; the text form keeps them"
+                        .to_string(),
+                );
+            }
+            if module.alias_passthrough_params {
+                out.push(
+                    "alias_passthrough_params=true is module config, which HloModuleProto has no field for, and is not written; the text form keeps it"
                         .to_string(),
                 );
             }

@@ -447,6 +447,24 @@ fn converting_notes_what_the_target_form_cannot_carry() {
         "{}",
         stderr(&o)
     );
+    let passthrough = tmp("passthrough.hlo");
+    std::fs::write(
+        &passthrough,
+        "HloModule p, alias_passthrough_params=true\n\nENTRY e {\n  ROOT x = f32[2] parameter(0)\n}\n",
+    )
+    .unwrap();
+    let o = hlatc(&[
+        "convert",
+        passthrough.to_str().unwrap(),
+        "-o",
+        pb.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("'p': alias_passthrough_params=true is module config, which HloModuleProto has no field for, and is not written; the text form keeps it"),
+        "{}",
+        stderr(&o)
+    );
     let dumped = fixture("tests/fixtures/torch_xla/torch_xla_llama_step.causal.hlo.pb");
     let o = hlatc(&["fmt", &dumped]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -266,11 +266,7 @@ fn xla_test_modules_are_read_or_listed_as_refused() {
         let bytes = proto::encode_module(m);
         let mut decoded = proto::decode_module(&bytes)
             .unwrap_or_else(|e| panic!("{name}: hlatc cannot read its own proto: {e}"));
-        // SPMD propagation flags and device counts belong to XLA's module
-        // config, which HloModuleProto does not hold (XLA's own proto dumps
-        // lack them).
-        decoded.allow_spmd_sharding_propagation = m.allow_spmd_sharding_propagation.clone();
-        decoded.devices = m.devices;
+        decoded.adopt_config(m);
         assert_eq!(
             text::print_module(&decoded),
             printed,

@@ -81,8 +81,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
             let mut back = hlatc::load_module(&p).unwrap_or_else(|e| panic!("{e}"));
             // XLA's config flags have no field in HloModuleProto: XLA's own
             // proto of our text lacks them, as its proto dumps do.
-            back.allow_spmd_sharding_propagation = m.allow_spmd_sharding_propagation.clone();
-            back.devices = m.devices;
+            back.adopt_config(m);
             // XLA renumbers stack-frame tables as it reads them: compare
             // what each instruction's frame means, then the rest.
             let (mut ours, theirs) = (m.clone(), &mut back);
@@ -318,7 +317,6 @@ fn a_partitioned_jax_program_keeps_its_groups_over_the_mesh() {
         printed
     );
     let mut back = hlatc::proto::decode_module(&hlatc::proto::encode_module(&m)).unwrap();
-    back.devices = m.devices;
-    back.allow_spmd_sharding_propagation = m.allow_spmd_sharding_propagation.clone();
+    back.adopt_config(&m);
     assert_eq!(hlatc::text::print_module(&back), printed);
 }

@@ -71,6 +71,10 @@ pub struct Module {
     /// XLA's `replica_count` and `num_partitions`, kept through text (also
     /// module config: a proto has no field for them).
     pub devices: DeviceCounts,
+    /// XLA's `alias_passthrough_params`: an output that is a parameter
+    /// returned unchanged shares the parameter's buffer. Kept through
+    /// text; module config too, so a proto has no field for it.
+    pub alias_passthrough_params: bool,
     /// The proto's `device_assignment`, kept through the proto (HLO text
     /// has no syntax for it); `None` when not written.
     pub device_assignment: Option<crate::device_assignment::DeviceAssignment>,
@@ -198,8 +202,19 @@ impl Module {
             stack_frames: Default::default(),
             allow_spmd_sharding_propagation: Default::default(),
             devices: DeviceCounts::default(),
+            alias_passthrough_params: false,
             device_assignment: None,
         }
+    }
+
+    /// Takes `other`'s module config: the device counts, the SPMD
+    /// propagation flags and `alias_passthrough_params`, which text keeps
+    /// and `HloModuleProto` has no field for (XLA's own proto dumps lack
+    /// them too). For comparing a module with its proto's reading.
+    pub fn adopt_config(&mut self, other: &Module) {
+        self.devices = other.devices;
+        self.allow_spmd_sharding_propagation = other.allow_spmd_sharding_propagation.clone();
+        self.alias_passthrough_params = other.alias_passthrough_params;
     }
 
     pub fn entry(&self) -> &Computation {

@@ -85,6 +85,10 @@ fn device_counts_and_spmd_flags_are_kept() {
             "num_partitions=two",
             "module attribute 'num_partitions' must be a positive integer, got a word",
         ),
+        (
+            "alias_passthrough_params=1",
+            "'alias_passthrough_params' is true or false, got a number",
+        ),
     ] {
         let e = text::parse_module(&SCHEDULED.replace("is_scheduled=true", attr)).unwrap_err();
         assert_eq!(
@@ -101,6 +105,14 @@ fn device_counts_and_spmd_flags_are_kept() {
     let m = text::parse_module(&spmd).unwrap();
     assert_eq!(m.allow_spmd_sharding_propagation.to_output, vec![true]);
     assert!(text::print_module(&m).contains("allow_spmd_sharding_propagation_to_output={true}"));
+    // So is alias_passthrough_params, printed where XLA prints it.
+    let passthrough = SCHEDULED.replace("is_scheduled=true", "alias_passthrough_params=true");
+    let m = text::parse_module(&passthrough).unwrap();
+    assert!(m.alias_passthrough_params);
+    assert!(text::print_module(&m)
+        .starts_with("HloModule s, alias_passthrough_params=true, entry_computation_layout="));
+    let off = SCHEDULED.replace("is_scheduled=true", "alias_passthrough_params=false");
+    assert!(!text::parse_module(&off).unwrap().alias_passthrough_params);
     // Their default values say nothing and are accepted.
     let defaults = SCHEDULED.replace("is_scheduled=true", "replica_count=1, num_partitions=1");
     assert!(text::parse_module(&defaults).is_ok());

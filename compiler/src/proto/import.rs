@@ -551,6 +551,7 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
         is_scheduled,
         entry_layout: None,
         allow_spmd_sharding_propagation: Default::default(),
+        alias_passthrough_params: false,
         devices: Default::default(),
         device_assignment: p.device_assignment.as_ref().map(|d| DeviceAssignment {
             replica_count: d.replica_count,

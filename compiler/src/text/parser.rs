@@ -95,6 +95,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
     let mut is_scheduled = None;
     let mut spmd = crate::module::SpmdPropagation::default();
     let mut devices = crate::module::DeviceCounts::default();
+    let mut alias_passthrough_params = false;
     let mut computations = Vec::new();
     let mut entry = None;
     let mut notes = Vec::new();
@@ -143,6 +144,21 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
                     }
                     "replica_count" => devices.replica_count = device_count(&key, &value, &pair)?,
                     "num_partitions" => devices.num_partitions = device_count(&key, &value, &pair)?,
+                    "alias_passthrough_params" => {
+                        alias_passthrough_params = match value {
+                            v if v.is_word("true") => true,
+                            v if v.is_word("false") => false,
+                            other => {
+                                return err_at(
+                                    &pair,
+                                    format!(
+                                        "'alias_passthrough_params' is true or false, got {}",
+                                        other.kind()
+                                    ),
+                                )
+                            }
+                        }
+                    }
                     // The dedicated rule did not read it: its shapes use
                     // syntax hlatc does not read yet.
                     "entry_computation_layout" => {
@@ -191,6 +207,7 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
         entry_layout: None,
         stack_frames,
         allow_spmd_sharding_propagation: spmd,
+        alias_passthrough_params,
         devices,
         device_assignment: None,
     };

@@ -45,6 +45,9 @@ pub fn print_module(m: &Module) -> String {
         }
         out.push_str(" }");
     }
+    if m.alias_passthrough_params {
+        out.push_str(", alias_passthrough_params=true");
+    }
     if !m.frontend_attributes.is_empty() {
         out.push_str(", ");
         write_frontend_attributes(&mut out, &m.frontend_attributes);
