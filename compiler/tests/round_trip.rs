@@ -566,3 +566,19 @@ fn unlabelled_convolution_dimensions_print_as_xla_prints_them() {
     assert_eq!(read("bf?01_i?o01->bf?01"), "bf?01_i?o01->bf?01");
     assert_eq!(read("b01f_01io->b01f"), "b01f_01io->b01f");
 }
+
+#[test]
+fn an_instruction_written_in_place_comes_before_its_user() {
+    // As XLA adds it: a scheduled module's written order then holds (XLA
+    // test 05109 nests a tuple inside a while this way).
+    let src = "HloModule m, is_scheduled=true\n\nENTRY e {\n  c = s32[] constant(1)\n  ROOT n = s32[] negate(s32[] add(c, s32[] multiply(c, c)))\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains(
+            "  multiply.anon = s32[] multiply(c, c)\n  add.anon = s32[] add(c, multiply.anon)\n  ROOT n = s32[] negate(add.anon)\n"
+        ),
+        "{printed}"
+    );
+}

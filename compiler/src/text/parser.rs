@@ -895,9 +895,10 @@ fn shape_source<'i>(
     }
 }
 
-/// Adds the instructions written in place of operands, depth first, and
-/// refers to each by its id. They are named later, when every written name
-/// is known.
+/// Adds the instructions written in place of operands, each after its own
+/// operands (as XLA adds them, so a schedule of the written order holds),
+/// and refers to each by its id. They are named later, when every written
+/// name is known, in the order they are written.
 fn add_nested<'i>(
     operands: Vec<Pair<'i>>,
     comp: &mut Computation,
@@ -920,9 +921,11 @@ fn add_nested<'i>(
         let (instr, inner, unshaped, note) = nested_instruction(o)?;
         notes.extend(note);
         let source = shape_source(&instr.op, &instr.shape, unshaped, o);
-        let id = comp.add(instr, &[]);
-        anonymous.push(id);
+        let slot = anonymous.len();
+        anonymous.push(InstrId::end());
         let inner = add_nested(inner, comp, pending, anonymous, notes)?;
+        let id = comp.add(instr, &[]);
+        anonymous[slot] = id;
         pending.push(PendingInstr {
             id,
             operands: inner,
@@ -1020,6 +1023,9 @@ fn computation(
                 let source = shape_source(&instr.op, &instr.shape, unshaped, at);
                 async_without_callee |=
                     matches!(&instr.op, Op::Async { calls, .. } if calls.is_empty());
+                // Operands written in place come first, as in XLA.
+                let operands =
+                    add_nested(operands, &mut comp, &mut pending, &mut anonymous, notes)?;
                 let id = comp.add(instr, &[]);
                 if !inline.is_empty() {
                     let op = &mut comp.instr_mut(id).op;
@@ -1042,8 +1048,6 @@ fn computation(
                 if let Some(c) = written_control {
                     control.push((id, c));
                 }
-                let operands =
-                    add_nested(operands, &mut comp, &mut pending, &mut anonymous, notes)?;
                 pending.push(PendingInstr {
                     id,
                     operands,
