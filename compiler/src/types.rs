@@ -417,10 +417,19 @@ pub enum Shape {
     /// `token[]`: no data, only an order between side effects (`after-all`,
     /// `send`, `infeed`, ...). XLA's `PrimitiveType` `TOKEN`.
     Token,
+    /// `b(f32[16])`: an array held as a buffer that is not copied, only
+    /// passed on (pinned by a custom call, threaded through a loop,
+    /// updated in place by aliasing custom calls). XLA's `PrimitiveType`
+    /// `BUFFER`. (Unboxed: no larger than `Array`.)
+    Buffer(ArrayShape),
 }
 
 /// `PrimitiveType` `TOKEN` in xla_data.proto.
 pub const TOKEN_PRIMITIVE_TYPE: i32 = 17;
+
+/// `PrimitiveType` `BUFFER` in xla_data.proto: a shape whose one
+/// `tuple_shapes` entry is the array it holds.
+pub const BUFFER_PRIMITIVE_TYPE: i32 = 34;
 
 impl Shape {
     pub fn array(ty: ElementType, dims: impl Into<Vec<i64>>) -> Shape {
@@ -434,7 +443,7 @@ impl Shape {
     pub fn as_array(&self) -> Option<&ArrayShape> {
         match self {
             Shape::Array(a) => Some(a),
-            Shape::Tuple(_) | Shape::Token => None,
+            Shape::Tuple(_) | Shape::Token | Shape::Buffer(_) => None,
         }
     }
 
@@ -442,10 +451,20 @@ impl Shape {
         matches!(self, Shape::Token)
     }
 
+    /// Whether a buffer shape occurs anywhere in it.
+    pub fn has_buffer(&self) -> bool {
+        match self {
+            Shape::Buffer(_) => true,
+            Shape::Tuple(t) => t.iter().any(Shape::has_buffer),
+            Shape::Array(_) | Shape::Token => false,
+        }
+    }
+
     /// Whether no array in the shape has a dynamic dimension.
     pub fn is_static(&self) -> bool {
         match self {
             Shape::Array(a) => a.dynamic == 0,
+            Shape::Buffer(a) => a.dynamic == 0,
             Shape::Tuple(t) => t.iter().all(Shape::is_static),
             Shape::Token => true,
         }
@@ -461,7 +480,7 @@ impl Shape {
     /// elements for a tuple.
     pub fn leaf_count(&self) -> usize {
         match self {
-            Shape::Array(_) | Shape::Token => 1,
+            Shape::Array(_) | Shape::Token | Shape::Buffer(_) => 1,
             Shape::Tuple(t) => t.iter().map(Shape::leaf_count).sum(),
         }
     }
@@ -471,7 +490,7 @@ impl Shape {
     /// a u64.
     pub fn byte_size(&self) -> u64 {
         match self {
-            Shape::Array(a) => u64::try_from(a.element_count())
+            Shape::Array(a) | Shape::Buffer(a) => u64::try_from(a.element_count())
                 .unwrap_or(u64::MAX)
                 .saturating_mul(a.ty.byte_size() as u64),
             Shape::Tuple(elems) => elems
@@ -493,7 +512,9 @@ impl Shape {
     /// Equal up to layouts, recursively.
     pub fn compatible(&self, other: &Shape) -> bool {
         match (self, other) {
-            (Shape::Array(a), Shape::Array(b)) => a.same_dims_and_type(b),
+            (Shape::Array(a), Shape::Array(b)) | (Shape::Buffer(a), Shape::Buffer(b)) => {
+                a.same_dims_and_type(b)
+            }
             (Shape::Tuple(a), Shape::Tuple(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
             }
@@ -507,7 +528,7 @@ impl Shape {
     /// ask): `bf16[]` against `f32[]` passes, `s32[]` against `f32[]` not.
     pub fn compatible_ignoring_fp_precision(&self, other: &Shape) -> bool {
         match (self, other) {
-            (Shape::Array(a), Shape::Array(b)) => {
+            (Shape::Array(a), Shape::Array(b)) | (Shape::Buffer(a), Shape::Buffer(b)) => {
                 a.dims == b.dims && (a.ty == b.ty || (a.ty.is_float() && b.ty.is_float()))
             }
             (Shape::Tuple(a), Shape::Tuple(b)) => {
@@ -527,7 +548,7 @@ impl Shape {
         for &i in index {
             match s {
                 Shape::Tuple(elems) => s = elems.get(usize::try_from(i).ok()?)?,
-                Shape::Array(_) | Shape::Token => return None,
+                Shape::Array(_) | Shape::Token | Shape::Buffer(_) => return None,
             }
         }
         Some(s)
@@ -564,6 +585,7 @@ impl fmt::Display for Shape {
         match self {
             Shape::Array(a) => a.fmt(f),
             Shape::Token => f.write_str("token[]"),
+            Shape::Buffer(a) => write!(f, "b({a})"),
             Shape::Tuple(elems) => write_parenthesized(f, elems),
         }
     }

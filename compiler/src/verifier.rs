@@ -117,6 +117,26 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
             )));
         }
     }
+    // XLA's verifier: "Seen buffers while buffers aren't allowed in this
+    // context" (XLA test 04757).
+    let entry = module.entry();
+    let boundary = entry
+        .ids()
+        .filter(|&id| matches!(entry.instr(id).op, Op::Parameter(_)))
+        .chain(entry.root());
+    for id in boundary {
+        let i = entry.instr(id);
+        if i.shape.has_buffer() {
+            return Err(VerifyError {
+                computation: entry.name.clone(),
+                instruction: Some(i.name.clone()),
+                message: format!(
+                    "the entry's parameters and result cannot hold a buffer ({}), as in XLA",
+                    i.shape
+                ),
+            });
+        }
+    }
     let sigs = callee_signatures(module);
     let entry_name = module.entry().name.clone();
     for c in &module.computations {
@@ -179,6 +199,14 @@ fn verify_computation(
         }
         check_layouts(&instr.shape).map_err(|m| err(here, m))?;
         check_annotations(instr).map_err(|m| err(here, m))?;
+        if let Op::CustomCall(cc) = &instr.op {
+            let operands: Vec<&Shape> = c
+                .operand_ids(id)
+                .iter()
+                .map(|&o| &c.instr(o).shape)
+                .collect();
+            check_buffers_passed_on(&cc.aliasing, &operands).map_err(|m| err(here, m))?;
+        }
         check_transfer_done(c, id).map_err(|m| err(here, m))?;
         check_async_chain(c, id).map_err(|m| err(here, m))?;
         if let Some(r) = &instr.parameter_replication {
@@ -363,6 +391,55 @@ pub fn is_hlo_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+/// A buffer a custom call takes is passed on: aliased to exactly one of
+/// its outputs, as XLA's verifier requires ("buffer is used in operands
+/// but not in results", "... in results multiple times").
+fn check_buffers_passed_on(
+    aliasing: &[crate::op::OperandAlias],
+    operands: &[&Shape],
+) -> Result<(), String> {
+    fn buffers(s: &Shape, index: &mut Vec<i64>, out: &mut Vec<Vec<i64>>) {
+        match s {
+            Shape::Buffer(_) => out.push(index.clone()),
+            Shape::Tuple(elems) => {
+                for (i, e) in elems.iter().enumerate() {
+                    index.push(i as i64);
+                    buffers(e, index, out);
+                    index.pop();
+                }
+            }
+            Shape::Array(_) | Shape::Token => {}
+        }
+    }
+    for (n, s) in operands.iter().enumerate() {
+        let mut found = Vec::new();
+        buffers(s, &mut Vec::new(), &mut found);
+        for index in found {
+            let uses = aliasing
+                .iter()
+                .filter(|a| a.operand == n as i64 && a.operand_index == index)
+                .count();
+            let index: Vec<String> = index.iter().map(i64::to_string).collect();
+            match uses {
+                1 => {}
+                0 => {
+                    return Err(format!(
+                        "operand {n}'s buffer at {{{}}} is not passed on: no output aliases it",
+                        index.join(",")
+                    ))
+                }
+                k => {
+                    return Err(format!(
+                        "operand {n}'s buffer at {{{}}} is aliased by {k} outputs; a buffer passes to one",
+                        index.join(",")
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The annotations XLA aborts on, or that text could not write back.
 fn check_annotations(instr: &crate::Instruction) -> Result<(), String> {
     if let Some(a) = &instr.result_accuracy {
@@ -490,7 +567,7 @@ fn check_physical_layout(a: &crate::ArrayShape, p: &crate::PhysicalLayout) -> Re
 
 fn check_layouts(shape: &Shape) -> Result<(), String> {
     match shape {
-        Shape::Array(a) => {
+        Shape::Array(a) | Shape::Buffer(a) => {
             if a.rank() > MAX_RANK {
                 return Err(format!(
                     "rank {} is above the {MAX_RANK} dimensions hlatc supports",

@@ -30,6 +30,11 @@ pub fn shape_to_proto(s: &Shape) -> ShapeProto {
             layout: None,
             is_dynamic_dimension: Vec::new(),
         },
+        Shape::Buffer(a) => ShapeProto {
+            element_type: crate::types::BUFFER_PRIMITIVE_TYPE,
+            tuple_shapes: vec![shape_to_proto(&Shape::Array(a.clone()))],
+            ..Default::default()
+        },
         Shape::Token => ShapeProto {
             element_type: crate::types::TOKEN_PRIMITIVE_TYPE,
             ..Default::default()

@@ -73,6 +73,15 @@ fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {
                 .collect::<Result<_, _>>()?,
         ));
     }
+    if p.element_type == crate::types::BUFFER_PRIMITIVE_TYPE {
+        return match (&p.dimensions[..], &p.tuple_shapes[..], &p.layout) {
+            ([], [inner], None) => match shape_from_proto(inner, depth + 1)? {
+                Shape::Array(a) => Ok(Shape::Buffer(a)),
+                other => Err(format!("a buffer holds an array, not {other}")),
+            },
+            _ => Err("a buffer shape has dimensions, a layout or other than one element".into()),
+        };
+    }
     if p.element_type == crate::types::TOKEN_PRIMITIVE_TYPE {
         return match (&p.dimensions[..], &p.tuple_shapes[..]) {
             ([], []) => Ok(Shape::Token),

@@ -139,8 +139,19 @@ pub(super) fn custom_call(
     Ok(result)
 }
 
+/// One shape up to layout, or an array and a buffer of it: a custom call
+/// pins an array into a buffer, or unpins it, in place (`Pin`, `Unpin`).
+fn same_storage(a: &Shape, b: &Shape) -> bool {
+    match (a, b) {
+        (Shape::Buffer(x), Shape::Array(y)) | (Shape::Array(x), Shape::Buffer(y)) => {
+            x.same_dims_and_type(y)
+        }
+        _ => a.compatible(b),
+    }
+}
+
 /// Each aliased output and operand part exists, and the two have one shape
-/// up to layout.
+/// up to layout (or are an array and a buffer of it).
 pub(super) fn check_operand_aliasing(
     aliasing: &[crate::op::OperandAlias],
     operands: &[&Shape],
@@ -153,7 +164,7 @@ pub(super) fn check_operand_aliasing(
             .and_then(|s| s.subshape(&a.operand_index));
         let output = result.subshape(&a.output_index);
         match (output, operand) {
-            (Some(o), Some(i)) if o.compatible(i) => {}
+            (Some(o), Some(i)) if same_storage(o, i) => {}
             _ => {
                 return invalid(format!(
                     "output_to_operand_aliasing {a} does not name an output and an operand part of one shape"

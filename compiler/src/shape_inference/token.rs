@@ -26,7 +26,7 @@ fn data<'a>(s: &'a Shape, what: &str) -> Result<&'a Shape, ShapeError> {
 fn contains_token(s: &Shape) -> bool {
     match s {
         Shape::Token => true,
-        Shape::Array(_) => false,
+        Shape::Array(_) | Shape::Buffer(_) => false,
         Shape::Tuple(elems) => elems.iter().any(contains_token),
     }
 }

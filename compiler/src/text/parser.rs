@@ -448,6 +448,13 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
         Rule::tuple_shape => Ok(Shape::Tuple(
             inner.into_inner().map(shape).collect::<Result<_, _>>()?,
         )),
+        Rule::buffer_shape => {
+            let held = inner.into_inner().next().expect("grammar: buffer's shape");
+            match shape(held)? {
+                Shape::Array(a) => Ok(Shape::Buffer(a)),
+                other => err_at(&held, format!("a buffer holds an array, not {other}")),
+            }
+        }
         Rule::array_shape => {
             let mut it = inner.into_inner();
             let ty_pair = it.next().expect("grammar: element type");
@@ -2611,6 +2618,7 @@ fn literal(
         Shape::Array(a) => a,
         Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
         Shape::Token => return err_at(at, "a token has no value to write as a constant"),
+        Shape::Buffer(_) => return err_at(at, "a buffer has no value to write as a constant"),
     };
     // A complex element is read as its two parts, each a value of the part
     // type, so the parts keep their NaN signs and payloads as a float does.

@@ -107,6 +107,8 @@ pub(crate) enum Rule {
     scalar,
     shape,
     tuple_shape,
+    /// `b(f32[16])`: an array held as a buffer.
+    buffer_shape,
     array_shape,
     elem_type,
     dims,
@@ -834,13 +836,19 @@ impl<'i> Reader<'i> {
 
     fn shape(&mut self) -> bool {
         self.rule(Rule::shape, |r| {
-            r.choice(&[Self::tuple_shape, Self::array_shape])
+            r.choice(&[Self::tuple_shape, Self::buffer_shape, Self::array_shape])
         })
     }
 
     fn tuple_shape(&mut self) -> bool {
         self.rule(Rule::tuple_shape, |r| {
             r.lit("(") && r.list(Self::shape) && r.then(")")
+        })
+    }
+
+    fn buffer_shape(&mut self) -> bool {
+        self.rule(Rule::buffer_shape, |r| {
+            r.eat("b(") && r.then_item(Self::shape) && r.then(")")
         })
     }
 
