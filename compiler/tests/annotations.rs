@@ -30,7 +30,8 @@ fn result_accuracy_is_kept_as_its_bounds() {
         "  ROOT x = f32[4] exponential(p), result_accuracy={tolerance={rtol=0.1,atol=1e-30}}",
     )
     .unwrap();
-    let ResultAccuracy::Tolerance { atol, rtol, ulps } = root(&m).result_accuracy.unwrap() else {
+    let ResultAccuracy::Tolerance { atol, rtol, ulps } = *root(&m).result_accuracy.clone().unwrap()
+    else {
         panic!("expected a tolerance");
     };
     assert_eq!((atol.get(), rtol.get(), ulps), (1e-30, 0.1, 0));
@@ -41,8 +42,8 @@ fn result_accuracy_is_kept_as_its_bounds() {
     assert_eq!(through_proto(&m), m);
     let highest = module("  ROOT x = f32[4] sqrt(p), result_accuracy={mode=HIGHEST}").unwrap();
     assert_eq!(
-        root(&highest).result_accuracy,
-        Some(ResultAccuracy::Highest)
+        root(&highest).result_accuracy.as_deref(),
+        Some(&ResultAccuracy::Highest)
     );
     // XLA's default mode is no annotation at all.
     let default = module("  ROOT x = f32[4] sqrt(p), result_accuracy={mode=default}").unwrap();

@@ -241,11 +241,11 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
                     });
             p.statistics_viz = instr
                 .statistics
-                .as_ref()
+                .as_deref()
                 .map(super::annotations::statistics_to_proto);
             p.result_accuracy = instr
                 .result_accuracy
-                .as_ref()
+                .as_deref()
                 .map(super::annotations::result_accuracy_to_proto);
             p.original_value = instr
                 .original_value

@@ -704,14 +704,16 @@ fn computation_from_proto(
             .map(super::annotations::statistics_from_proto)
             .transpose()
             .map_err(|m| err(here, m))?
-            .flatten();
+            .flatten()
+            .map(Box::new);
         let result_accuracy = ip
             .result_accuracy
             .as_ref()
             .map(super::annotations::result_accuracy_from_proto)
             .transpose()
             .map_err(|m| err(here, m))?
-            .flatten();
+            .flatten()
+            .map(Box::new);
         let original_value = ip
             .original_value
             .as_ref()

@@ -126,7 +126,8 @@ pub(crate) enum Rule {
     kv,
     word_list,
     shape_list,
-    /// `s32[2]{0} {1, 2}`: a custom call's `literal=`.
+    /// A shape as an attribute value, with its value where one is written
+    /// (`s32[2]{0} {1, 2}`: a custom call's `literal=`).
     shaped_literal,
     number,
     raw_value,
@@ -836,7 +837,15 @@ impl<'i> Reader<'i> {
 
     fn shape(&mut self) -> bool {
         self.rule(Rule::shape, |r| {
-            r.choice(&[Self::tuple_shape, Self::buffer_shape, Self::array_shape])
+            // The first bytes pick the one form that can match: shapes are
+            // read for every instruction and operand.
+            if r.peek() == Some(b'(') {
+                r.tuple_shape()
+            } else if r.peek() == Some(b'b') && r.s.get(r.pos + 1) == Some(&b'(') {
+                r.buffer_shape()
+            } else {
+                r.array_shape()
+            }
         })
     }
 
@@ -848,7 +857,7 @@ impl<'i> Reader<'i> {
 
     fn buffer_shape(&mut self) -> bool {
         self.rule(Rule::buffer_shape, |r| {
-            r.eat("b(") && r.then_item(Self::shape) && r.then(")")
+            r.lit("b(") && r.then_item(Self::shape) && r.then(")")
         })
     }
 
@@ -1027,7 +1036,6 @@ impl<'i> Reader<'i> {
                             Self::raw_value,
                             Self::mesh_groups,
                             Self::shaped_literal,
-                            Self::shape,
                             Self::word,
                         ])
                     })
@@ -1161,9 +1169,18 @@ impl<'i> Reader<'i> {
         self.rule(Rule::word_list, |r| r.braced1(Self::word))
     }
 
+    /// A shape, and a value of it where one follows on the same line (a
+    /// custom call's `literal=s32[2]{0} {1, 2}`): one rule, so a word value
+    /// is not read as a shape twice.
     fn shaped_literal(&mut self) -> bool {
         self.rule(Rule::shaped_literal, |r| {
-            r.shape() && r.then_item(Self::literal)
+            r.shape() && {
+                r.attempt(|r| {
+                    r.eat_while(|b| b == b' ');
+                    r.literal()
+                });
+                true
+            }
         })
     }
 
