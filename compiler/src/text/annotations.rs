@@ -42,18 +42,11 @@ pub(crate) fn parse_statistics(text: &str) -> Result<Statistics> {
 
 /// A statistic's name: an attribute name (`stat-0`, `mean.abs`).
 fn stat_name(c: &mut Cursor<'_>) -> Result<String> {
-    c.skip_ws();
-    let start = c.pos;
-    while c
-        .peek()
-        .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-    {
-        c.pos += 1;
-    }
-    if c.pos == start {
+    let name = c.run(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if name.is_empty() {
         return c.fail("expected a statistic's name");
     }
-    Ok(c.text[start..c.pos].to_string())
+    Ok(name.to_string())
 }
 
 /// Whether `name` can be written as a statistic's name.

@@ -69,12 +69,15 @@ impl<'t> Cursor<'t> {
     }
 
     pub(crate) fn word(&mut self) -> &str {
+        self.run(|b| b.is_ascii_alphanumeric() || b == b'_')
+    }
+
+    /// After whitespace, the bytes that `f` takes, up to the first it
+    /// does not (ASCII: positions stay on character boundaries).
+    pub(crate) fn run(&mut self, f: impl Fn(u8) -> bool) -> &'t str {
         self.skip_ws();
         let start = self.pos;
-        while self
-            .peek()
-            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-        {
+        while self.peek().is_some_and(|b| b.is_ascii() && f(b)) {
             self.pos += 1;
         }
         &self.text[start..self.pos]
@@ -101,15 +104,9 @@ impl<'t> Cursor<'t> {
     /// A number as XLA's lexer takes one (`0.5`, `-1e-30`, `inf`), read as
     /// an f64.
     pub(crate) fn float(&mut self) -> Result<f64> {
-        self.skip_ws();
-        let start = self.pos;
-        while self
-            .peek()
-            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'))
-        {
-            self.pos += 1;
-        }
-        match self.text[start..self.pos].parse() {
+        let text = self.run(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'));
+        let start = self.pos - text.len();
+        match text.parse() {
             Ok(v) => Ok(v),
             Err(_) => {
                 self.pos = start;
