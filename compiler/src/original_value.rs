@@ -36,45 +36,47 @@ impl OriginalValue {
         let OriginalValue::Tree(leaves) = self else {
             return None;
         };
-        let indices: Vec<&[i64]> = leaves.iter().map(|l| l.index.as_slice()).collect();
-        if indices.is_empty() || well_formed(&indices) {
-            None
-        } else {
-            Some(format!(
-                "origin's leaves at {indices:?} do not form a tuple tree (each tuple numbered from 0, in order)"
-            ))
+        if leaves.is_empty() || well_formed(leaves, 0) {
+            return None;
         }
+        let indices: Vec<&[i64]> = leaves.iter().map(|l| l.index.as_slice()).collect();
+        Some(format!(
+            "origin's leaves at {indices:?} do not form a tuple tree (each tuple numbered from 0, in order)"
+        ))
     }
 }
 
-/// Whether `indices` are the leaves of one tree, in order.
-fn well_formed(indices: &[&[i64]]) -> bool {
-    if let [only] = indices {
-        if only.is_empty() {
+/// The runs of `leaves` that share their index's element at `depth`, in
+/// order, each with that element (`None` for a leaf whose index ends
+/// before it): a tuple's elements, for the check and the printer alike.
+fn elements(
+    leaves: &[OriginalLeaf],
+    depth: usize,
+) -> impl Iterator<Item = (Option<i64>, &[OriginalLeaf])> {
+    let mut rest = leaves;
+    std::iter::from_fn(move || {
+        let element = rest.first()?.index.get(depth).copied();
+        let n = rest
+            .iter()
+            .take_while(|l| l.index.get(depth).copied() == element)
+            .count();
+        let (run, tail) = rest.split_at(n);
+        rest = tail;
+        Some((element, run))
+    })
+}
+
+/// Whether `leaves` (sharing their first `depth` index elements) are the
+/// leaves of one tree, in order.
+fn well_formed(leaves: &[OriginalLeaf], depth: usize) -> bool {
+    if let [leaf] = leaves {
+        if leaf.index.len() == depth {
             return true;
         }
     }
-    let mut element = 0;
-    let mut rest = indices;
-    while !rest.is_empty() {
-        let Some(&first) = rest[0].first() else {
-            return false;
-        };
-        if first != element {
-            return false;
-        }
-        let n = rest
-            .iter()
-            .take_while(|i| i.first() == Some(&first))
-            .count();
-        let inner: Vec<&[i64]> = rest[..n].iter().map(|i| &i[1..]).collect();
-        if !well_formed(&inner) {
-            return false;
-        }
-        rest = &rest[n..];
-        element += 1;
-    }
-    true
+    elements(leaves, depth)
+        .enumerate()
+        .all(|(k, (element, run))| element == Some(k as i64) && well_formed(run, depth + 1))
 }
 
 impl std::fmt::Display for OriginalValue {
@@ -98,26 +100,28 @@ fn write_tree(
     depth: usize,
 ) -> std::fmt::Result {
     if let [leaf] = leaves {
-        // `<=`: a malformed tree (the verifier names it) still ends.
+        // `<=`: a malformed tree (the verifier names it) still prints.
         if leaf.index.len() <= depth {
             return write_leaf(f, leaf.array.as_ref());
         }
     }
     f.write_str("(")?;
-    let mut rest = leaves;
-    let mut first = true;
-    while let Some(head) = rest.first() {
-        let element = head.index.get(depth);
-        let n = rest
-            .iter()
-            .take_while(|l| l.index.get(depth) == element)
-            .count();
-        if !first {
+    for (k, (element, run)) in elements(leaves, depth).enumerate() {
+        if k > 0 {
             f.write_str(", ")?;
         }
-        first = false;
-        write_tree(f, &rest[..n], depth + 1)?;
-        rest = &rest[n..];
+        if element.is_some() {
+            write_tree(f, run, depth + 1)?;
+            continue;
+        }
+        // Leaves whose index ends here, more than one (malformed): each
+        // as itself, so printing ends.
+        for (j, leaf) in run.iter().enumerate() {
+            if j > 0 {
+                f.write_str(", ")?;
+            }
+            write_leaf(f, leaf.array.as_ref())?;
+        }
     }
     f.write_str(")")
 }
@@ -128,8 +132,9 @@ fn write_leaf(f: &mut std::fmt::Formatter<'_>, array: Option<&OriginalArray>) ->
     };
     write!(f, "{{\"{}\"", crate::text::escape(&a.instruction))?;
     if !a.shape_index.is_empty() {
-        let index: Vec<String> = a.shape_index.iter().map(i64::to_string).collect();
-        write!(f, " {{{}}}", index.join(","))?;
+        f.write_str(" {")?;
+        crate::types::write_joined(f, &a.shape_index)?;
+        f.write_str("}")?;
     }
     f.write_str("}")
 }

@@ -57,6 +57,11 @@ fn result_accuracy_is_refused_where_xla_refuses_or_aborts() {
             "  ROOT x = f32[4] negate(p), result_accuracy={mode=highest}",
             "5:30: negate takes no result_accuracy",
         ),
+        // Written, even the default must fit the op, as in XLA's reader.
+        (
+            "  ROOT x = f32[4] negate(p), result_accuracy={mode=default}",
+            "5:30: negate takes no result_accuracy",
+        ),
         // XLA aborts on these (a CHECK), so they never reach it.
         (
             "  ROOT x = f32[4] log(p), result_accuracy={tolerance={ulps=-1}}",
@@ -188,4 +193,19 @@ fn a_literal_on_an_op_that_has_none_is_refused_from_a_proto() {
         e.contains("literal (8)") && e.contains("constant and custom-call"),
         "{e}"
     );
+}
+
+#[test]
+fn a_malformed_origin_is_named_and_still_prints() {
+    // Built by hand, as a library user could: two leaves at one index.
+    let leaf = |name: &str| OriginalLeaf {
+        index: vec![],
+        array: Some(OriginalArray {
+            instruction: name.into(),
+            shape_index: vec![],
+        }),
+    };
+    let v = OriginalValue::Tree(vec![leaf("a"), leaf("b")]);
+    assert!(v.problem().unwrap().contains("do not form a tuple tree"));
+    assert_eq!(v.to_string(), r#"{({"a"}, {"b"})}"#);
 }
