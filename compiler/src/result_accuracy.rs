@@ -2,7 +2,7 @@
 //! where a backend has implementations of several accuracies (XLA's
 //! `ResultAccuracy`). JAX writes it for `jax.lax.exp(x, accuracy=...)`.
 
-use crate::op::{F64Bits, UnaryOp};
+use crate::op::{F64Bits, Op, UnaryOp};
 
 /// What the instruction asks for. XLA's default mode is no annotation at
 /// all (`mode=default` reads as none, as XLA reads it).
@@ -39,6 +39,24 @@ impl ResultAccuracy {
                 | UnaryOp::Erf
                 | UnaryOp::Logistic
         )
+    }
+
+    /// Why `op` takes no `result_accuracy` at all: XLA's reader refuses
+    /// the attribute there, whatever its value (`mode=default` included).
+    pub fn refused_on(op: &Op) -> Option<String> {
+        (!matches!(op, Op::Unary(u) if Self::applies_to(*u))).then(|| {
+            format!(
+                "{} takes no result_accuracy (XLA reads it on exponential, log, sqrt and the other transcendental unary ops)",
+                op.opcode()
+            )
+        })
+    }
+
+    /// Why XLA would refuse it on `op`: [`ResultAccuracy::refused_on`],
+    /// then [`ResultAccuracy::problem`]. The text reader and the verifier
+    /// both ask.
+    pub fn problem_on(&self, op: &Op) -> Option<String> {
+        Self::refused_on(op).or_else(|| self.problem())
     }
 
     /// Why XLA would refuse it: a negative or NaN bound makes XLA abort

@@ -484,13 +484,17 @@ impl Shape {
         matches!(self, Shape::Token)
     }
 
+    /// Whether `f` holds for one of its leaves (itself, if not a tuple).
+    pub fn any_leaf(&self, f: &impl Fn(&Shape) -> bool) -> bool {
+        match self {
+            Shape::Tuple(t) => t.iter().any(|s| s.any_leaf(f)),
+            leaf => f(leaf),
+        }
+    }
+
     /// Whether a buffer shape occurs anywhere in it.
     pub fn has_buffer(&self) -> bool {
-        match self {
-            Shape::Buffer(_) => true,
-            Shape::Tuple(t) => t.iter().any(Shape::has_buffer),
-            Shape::Array(_) | Shape::Token => false,
-        }
+        self.any_leaf(&|s| matches!(s, Shape::Buffer(_)))
     }
 
     /// Whether no array in the shape has a dynamic dimension.

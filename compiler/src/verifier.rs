@@ -120,11 +120,7 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
     // XLA's verifier: "Seen buffers while buffers aren't allowed in this
     // context" (XLA test 04757).
     let entry = module.entry();
-    let boundary = entry
-        .ids()
-        .filter(|&id| matches!(entry.instr(id).op, Op::Parameter(_)))
-        .chain(entry.root());
-    for id in boundary {
+    for id in entry.parameters().into_iter().chain(entry.root()) {
         let i = entry.instr(id);
         if i.shape.has_buffer() {
             return Err(VerifyError {
@@ -419,19 +415,18 @@ fn check_buffers_passed_on(
                 .iter()
                 .filter(|a| a.operand == n as i64 && a.operand_index == index)
                 .count();
-            let index: Vec<String> = index.iter().map(i64::to_string).collect();
+            let mut at = String::new();
+            let _ = crate::types::write_joined(&mut at, &index);
             match uses {
                 1 => {}
                 0 => {
                     return Err(format!(
-                        "operand {n}'s buffer at {{{}}} is not passed on: no output aliases it",
-                        index.join(",")
+                        "operand {n}'s buffer at {{{at}}} is not passed on: no output aliases it"
                     ))
                 }
                 k => {
                     return Err(format!(
-                        "operand {n}'s buffer at {{{}}} is aliased by {k} outputs; a buffer passes to one",
-                        index.join(",")
+                        "operand {n}'s buffer at {{{at}}} is aliased by {k} outputs; a buffer passes to one"
                     ))
                 }
             }
@@ -442,17 +437,12 @@ fn check_buffers_passed_on(
 
 /// The annotations XLA aborts on, or that text could not write back.
 fn check_annotations(instr: &crate::Instruction) -> Result<(), String> {
-    if let Some(a) = &instr.result_accuracy {
-        if !matches!(instr.op, Op::Unary(u) if crate::result_accuracy::ResultAccuracy::applies_to(u))
-        {
-            return Err(format!(
-                "result_accuracy is set on {}, which XLA does not let carry it",
-                instr.op.opcode()
-            ));
-        }
-        if let Some(problem) = a.problem() {
-            return Err(problem);
-        }
+    if let Some(problem) = instr
+        .result_accuracy
+        .as_ref()
+        .and_then(|a| a.problem_on(&instr.op))
+    {
+        return Err(problem);
     }
     if let Some(problem) = instr.original_value.as_ref().and_then(|v| v.problem()) {
         return Err(problem);

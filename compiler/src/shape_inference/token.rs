@@ -17,18 +17,10 @@ fn token(operands: &[&Shape], index: usize, what: &str) -> Result<(), ShapeError
 
 /// Data that goes through a transfer or a feed: anything but a token.
 fn data<'a>(s: &'a Shape, what: &str) -> Result<&'a Shape, ShapeError> {
-    if contains_token(s) {
+    if s.any_leaf(&Shape::is_token) {
         return invalid(format!("{what} cannot hold a token, got {s}"));
     }
     Ok(s)
-}
-
-fn contains_token(s: &Shape) -> bool {
-    match s {
-        Shape::Token => true,
-        Shape::Array(_) | Shape::Buffer(_) => false,
-        Shape::Tuple(elems) => elems.iter().any(contains_token),
-    }
 }
 
 /// `(data, u32[], token[])`: a send's or recv's value while in flight.

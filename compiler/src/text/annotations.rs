@@ -42,11 +42,15 @@ pub(crate) fn parse_statistics(text: &str) -> Result<Statistics> {
 
 /// A statistic's name: an attribute name (`stat-0`, `mean.abs`).
 fn stat_name(c: &mut Cursor<'_>) -> Result<String> {
-    let name = c.run(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    let name = c.run(is_stat_name_byte);
     if name.is_empty() {
         return c.fail("expected a statistic's name");
     }
     Ok(name.to_string())
+}
+
+fn is_stat_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
 }
 
 /// Whether `name` can be written as a statistic's name.
@@ -54,9 +58,7 @@ pub(crate) fn is_stat_name(name: &str) -> bool {
     name.bytes()
         .next()
         .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        && name.bytes().all(is_stat_name_byte)
 }
 
 /// `{mode=highest}` or `{tolerance={atol=a,rtol=r,ulps=u}}`, the bounds in

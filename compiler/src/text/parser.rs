@@ -1759,16 +1759,12 @@ fn annotations(
             let accuracy = read_whole_value(&p, "result_accuracy", |text| {
                 super::annotations::parse_result_accuracy(text)
             })?;
-            if !matches!(op, Op::Unary(u) if ResultAccuracy::applies_to(*u)) {
-                return err_at(
-                    &p,
-                    format!(
-                        "{} takes no result_accuracy (XLA reads it on exponential, log, sqrt and the other transcendental unary ops)",
-                        op.opcode()
-                    ),
-                );
-            }
-            if let Some(problem) = accuracy.as_ref().and_then(ResultAccuracy::problem) {
+            // Written, it must fit the op even when it reads as none.
+            let problem = match &accuracy {
+                Some(a) => a.problem_on(op),
+                None => ResultAccuracy::refused_on(op),
+            };
+            if let Some(problem) = problem {
                 return err_at(&p, problem);
             }
             accuracy
