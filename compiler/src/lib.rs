@@ -23,6 +23,7 @@ pub mod mesh_groups;
 pub mod minifloat;
 pub mod module;
 pub mod op;
+pub mod op_description;
 pub mod optimizer;
 pub mod original_value;
 pub mod proto;

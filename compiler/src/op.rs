@@ -1173,110 +1173,11 @@ const WITHOUT_ATTRIBUTES: [Op; 18] = [
     Op::AddDependency,
 ];
 
-/// Declares each op's XLA opcode spelling once: `Op::opcode` matches on
-/// the table (exhaustively: a new op without a row does not compile), and
-/// `all_opcodes` lists the same names, so the two cannot disagree. The
-/// families that spell their own opcodes (elementwise ops, batch norms,
-/// transfers, async steps) give theirs through their enums.
-macro_rules! opcode_table {
-    ($($pat:pat => $name:literal,)*) => {
-        /// The opcodes the table spells.
-        const TABLE_OPCODES: &[&str] = &[$($name),*];
-
-        impl Op {
-            /// XLA's opcode spelling.
-            pub fn opcode(&self) -> &'static str {
-                match self {
-                    Op::Unary(u) => u.opcode(),
-                    Op::Binary(b) => b.opcode(),
-                    Op::BatchNorm { kind, .. } => kind.opcode(),
-                    Op::Transfer(t) => t.step.opcode(),
-                    Op::Async { step, .. } => step.opcode(),
-                    $($pat => $name,)*
-                }
-            }
-        }
-    };
-}
-
-opcode_table! {
-    Op::Parameter(_) => "parameter",
-    Op::Constant(_) | Op::TupleConstant(_) => "constant",
-    Op::Iota { .. } => "iota",
-    Op::Compare { .. } => "compare",
-    Op::Select => "select",
-    Op::Clamp => "clamp",
-    Op::Convert => "convert",
-    Op::StochasticConvert => "stochastic-convert",
-    Op::ReducePrecision { .. } => "reduce-precision",
-    Op::BitcastConvert => "bitcast-convert",
-    Op::Bitcast => "bitcast",
-    Op::Broadcast { .. } => "broadcast",
-    Op::Reshape { .. } => "reshape",
-    Op::Transpose { .. } => "transpose",
-    Op::Reverse { .. } => "reverse",
-    Op::Slice { .. } => "slice",
-    Op::DynamicSlice { .. } => "dynamic-slice",
-    Op::DynamicUpdateSlice => "dynamic-update-slice",
-    Op::SetDimensionSize { .. } => "set-dimension-size",
-    Op::GetDimensionSize { .. } => "get-dimension-size",
-    Op::DynamicReshape => "dynamic-reshape",
-    Op::Concatenate { .. } => "concatenate",
-    Op::Pad { .. } => "pad",
-    Op::Dot { .. } => "dot",
-    Op::RaggedDot { .. } => "ragged-dot",
-    Op::Reduce { .. } => "reduce",
-    Op::Convolution { .. } => "convolution",
-    Op::ReduceWindow { .. } => "reduce-window",
-    Op::SelectAndScatter { .. } => "select-and-scatter",
-    Op::Tuple => "tuple",
-    Op::OptBarrier => "opt-barrier",
-    Op::GetTupleElement { .. } => "get-tuple-element",
-    Op::Call { .. } => "call",
-    Op::While { .. } => "while",
-    Op::Conditional { .. } => "conditional",
-    Op::Fusion { .. } => "fusion",
-    Op::Sort { .. } => "sort",
-    Op::Map { .. } => "map",
-    Op::Rng { .. } => "rng",
-    Op::RngGetAndUpdateState { .. } => "rng-get-and-update-state",
-    Op::AllReduce { .. } => "all-reduce",
-    Op::AllGather { .. } => "all-gather",
-    Op::ReduceScatter { .. } => "reduce-scatter",
-    Op::AllToAll { .. } => "all-to-all",
-    Op::RaggedAllToAll { .. } => "ragged-all-to-all",
-    Op::CollectiveBroadcast { .. } => "collective-broadcast",
-    Op::TopK { .. } => "topk",
-    Op::TriangularSolve { .. } => "triangular-solve",
-    Op::Cholesky { .. } => "cholesky",
-    Op::Fft { .. } => "fft",
-    Op::Domain { .. } => "domain",
-    Op::CollectivePermute { .. } => "collective-permute",
-    Op::AllReduceStart { .. } => "all-reduce-start",
-    Op::AllGatherStart { .. } => "all-gather-start",
-    Op::CollectivePermuteStart { .. } => "collective-permute-start",
-    Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done",
-    Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done",
-    Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done",
-    Op::ReplicaId => "replica-id",
-    Op::PartitionId => "partition-id",
-    Op::Gather { .. } => "gather",
-    Op::Scatter { .. } => "scatter",
-    Op::RngBitGenerator { .. } => "rng-bit-generator",
-    Op::CustomCall(_) => "custom-call",
-    Op::CopyStart { .. } => "copy-start",
-    Op::CopyDone => "copy-done",
-    Op::AfterAll => "after-all",
-    Op::AddDependency => "add-dependency",
-    Op::Infeed { .. } => "infeed",
-    Op::Outfeed { .. } => "outfeed",
-}
-
 /// Every opcode spelling the IR accepts, for `--help` and error messages.
 pub fn all_opcodes() -> Vec<&'static str> {
     let mut v: Vec<&str> = UNARY_NAMES.iter().map(|(_, n)| *n).collect();
     v.extend(BINARY_NAMES.iter().map(|(_, n)| *n));
-    v.extend(TABLE_OPCODES);
+    v.extend(crate::op_description::TABLE_OPCODES);
     v.extend(BatchNormKind::ALL.iter().map(|k| k.opcode()));
     v.extend(TransferStep::ALL.iter().map(|t| t.opcode()));
     v.extend(AsyncStep::ALL.iter().map(|a| a.opcode()));

@@ -285,6 +285,26 @@ fn malformed_protos_are_errors() {
         e.to_string(),
         "computation 'e', instruction 'n': select-and-scatter needs two called computations (select, scatter), has 0"
     );
+    // The described ops' errors, worded from their descriptions.
+    for (opcode, message) in [
+        ("while", "while needs two called computations (body, condition), has 0"),
+        ("rng", "has unknown distribution (23) 0 (expected one of rng_uniform, rng_normal)"),
+        ("sort", "sort needs one called computation (to_apply), has 0"),
+        ("concatenate", "concatenate needs exactly one dimension, has []"),
+        (
+            "get-tuple-element",
+            "get-tuple-element has field dimensions (14), which hlatc reads only on all-gather, all-gather-start, all-to-all, broadcast, concatenate,",
+        ),
+    ] {
+        let mut p = proto::module_to_proto(&m);
+        let n = &mut p.computations[0].instructions[1];
+        n.opcode = opcode.into();
+        if opcode == "get-tuple-element" {
+            n.dimensions = vec![0];
+        }
+        let e = proto::module_from_proto(&p).unwrap_err().to_string();
+        assert!(e.contains(message), "{opcode}: {e}");
+    }
     let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[1].opcode = "fusion".into();
     let e = proto::module_from_proto(&p).unwrap_err();

@@ -206,7 +206,29 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
     for (field, name) in [
         (
             (|i| i.fft_length = vec![4]) as fn(&mut proto::messages::HloInstructionProto),
-            "fft_type (31) or fft_length (32)",
+            "fft_length (32), which hlatc reads only on fft",
+        ),
+        // The described ops' fields: where each may appear is read off
+        // their descriptions.
+        (
+            |i| i.tuple_index = 2,
+            "tuple_index (13), which hlatc reads only on get-tuple-element",
+        ),
+        (
+            |i| i.comparison_direction = "EQ".into(),
+            "comparison_direction (63), which hlatc reads only on compare",
+        ),
+        (
+            |i| i.is_stable = true,
+            "is_stable (60), which hlatc reads only on sort",
+        ),
+        (
+            |i| i.distribution = 1,
+            "distribution (23), which hlatc reads only on rng",
+        ),
+        (
+            |i| i.cholesky_options = Some(Default::default()),
+            "cholesky_options (62), which hlatc reads only on cholesky",
         ),
         (
             |i| i.async_execution_thread = "host".into(),

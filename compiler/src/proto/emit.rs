@@ -368,6 +368,9 @@ fn stack_frames_to_proto(s: &crate::stack_frames::StackFrameIndex) -> StackFrame
 }
 
 fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
+    if op.write_described(&mut super::described::ProtoWriter(p)) {
+        return;
+    }
     match op {
         Op::Parameter(n) => p.parameter_number = *n,
         Op::Constant(lit) => p.literal = Some(Box::new(literal_to_proto(lit))),
@@ -375,20 +378,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             let tree = LiteralTree::Tuple(elems.clone());
             p.literal = Some(Box::new(literal_tree_to_proto(&tree)));
         }
-        Op::Iota { dimension } => p.dimensions = vec![*dimension],
-        Op::Compare { direction, kind } => {
-            p.comparison_direction = direction.name().to_string();
-            if let Some(k) = kind {
-                p.comparison_type = k.name().to_string();
-            }
-        }
-        Op::Broadcast { dimensions } | Op::Reverse { dimensions } => {
-            p.dimensions = dimensions.clone()
-        }
-        Op::Transpose { permutation } => p.dimensions = permutation.clone(),
-        Op::Concatenate { dimension }
-        | Op::SetDimensionSize { dimension }
-        | Op::GetDimensionSize { dimension } => p.dimensions = vec![*dimension],
         Op::Slice { slices } => {
             p.slice_dimensions = slices
                 .iter()
@@ -399,7 +388,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
                 })
                 .collect()
         }
-        Op::DynamicSlice { sizes } => p.dynamic_slice_sizes = sizes.clone(),
         Op::Pad { config } => {
             p.padding_config = Some(PaddingConfig {
                 dimensions: config
@@ -433,7 +421,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             });
             p.precision_config = precision_to_proto(precision, *algorithm);
         }
-        Op::Reduce { dimensions, .. } => p.dimensions = dimensions.clone(),
         Op::Convolution {
             window,
             dims,
@@ -450,7 +437,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         Op::ReduceWindow { window, .. } | Op::SelectAndScatter { window, .. } => {
             p.window = window_to_proto(window)
         }
-        Op::GetTupleElement { index } => p.tuple_index = *index,
         Op::Gather {
             dims,
             slice_sizes,
@@ -484,57 +470,16 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.indices_are_sorted = *indices_are_sorted;
             p.unique_indices = *unique_indices;
         }
-        Op::RngBitGenerator { algorithm } => p.rng_algorithm = algorithm.proto(),
         Op::Fusion { kind, aliasing, .. } => {
             p.fusion_kind = kind.name().to_string();
             p.output_operand_aliasing = aliasing_to_proto(aliasing);
         }
-        Op::Sort {
-            dimension,
-            is_stable,
-            ..
-        } => {
-            p.dimensions = vec![*dimension];
-            p.is_stable = *is_stable;
-        }
-        Op::Map { dimensions, .. } => p.dimensions = dimensions.clone(),
-        Op::Call { is_composite, .. } => p.is_composite = *is_composite,
-        Op::Rng { distribution } => p.distribution = distribution.proto(),
         Op::AllReduce { collective, .. }
         | Op::AllReduceStart { collective, .. }
         | Op::CollectiveBroadcast { collective } => fill_collective(collective, p),
         Op::Domain { entry, exit } => {
             p.domain_entry_sharding = Some(Box::new(super::sharding::to_proto(exit)));
             p.domain_exit_sharding = Some(Box::new(super::sharding::to_proto(entry)));
-        }
-        Op::TriangularSolve {
-            left_side,
-            lower,
-            unit_diagonal,
-            transpose_a,
-        } => {
-            p.triangular_solve_options = Some(TriangularSolveOptions {
-                left_side: *left_side,
-                lower: *lower,
-                unit_diagonal: *unit_diagonal,
-                transpose_a: transpose_a.map_or(0, |t| t.proto()),
-            })
-        }
-        Op::Cholesky { lower } => p.cholesky_options = Some(CholeskyOptions { lower: *lower }),
-        Op::Fft {
-            fft_type,
-            fft_length,
-        } => {
-            p.fft_type = fft_type.proto();
-            p.fft_length = fft_length.clone();
-        }
-        Op::RngGetAndUpdateState { delta } => p.delta = *delta,
-        Op::Reshape { inferred_dimension } => {
-            p.dimensions = inferred_dimension.iter().copied().collect()
-        }
-        Op::TopK { k, largest } => {
-            p.k = *k;
-            p.largest = *largest;
         }
         Op::AllGather {
             collective,
@@ -612,13 +557,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.async_execution_thread = thread.clone().unwrap_or_default();
         }
         Op::Infeed { config } => p.infeed_config = config.clone().into_bytes(),
-        Op::ReducePrecision {
-            exponent_bits,
-            mantissa_bits,
-        } => {
-            p.exponent_bits = *exponent_bits;
-            p.mantissa_bits = *mantissa_bits;
-        }
         Op::CopyStart {
             cross_program_prefetch_index,
         } => p.cross_program_prefetch_index = *cross_program_prefetch_index,
@@ -641,11 +579,12 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::DynamicReshape
         | Op::Tuple
         | Op::OptBarrier
-        | Op::While { .. }
         | Op::Conditional { .. }
         | Op::ReplicaId
         | Op::PartitionId
         | Op::CollectiveDone(_) => {}
+        // Written from their description.
+        _ => {}
     }
 }
 

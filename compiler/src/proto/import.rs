@@ -2,6 +2,7 @@
 //! can get wrong (unknown ids, types, opcodes) as typed errors.
 
 use super::collective::{channel_from_proto, collective_from_proto, pairs_from_proto};
+use super::described;
 use super::messages::*;
 use super::window::{conv_dims_from_proto, window_from_proto};
 use crate::computation::{Computation, InstrId};
@@ -11,6 +12,7 @@ use crate::literal::{Literal, LiteralTree};
 use crate::module::BufferDonor;
 use crate::module::{AliasKind, IoAlias, Module};
 use crate::op::*;
+use crate::op_description::Description;
 use crate::types::{ArrayShape, ElementType, PhysicalLayout, Shape, SplitConfig};
 use prost::Message;
 use std::collections::HashMap;
@@ -164,7 +166,6 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
     let windowed =
         convolution || matches!(op, Op::ReduceWindow { .. } | Op::SelectAndScatter { .. });
     let in_place = call || matches!(op, Op::Fusion { .. });
-    let composite = matches!(op, Op::Call { .. });
     // (written, field, the ops that carry it, whether this op does)
     let fields = [
         (
@@ -203,18 +204,11 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "convolution and custom-call",
             convolution,
         ),
-        (p.is_composite, "is_composite (89)", "call", composite),
         (
             p.domain_entry_sharding.is_some() || p.domain_exit_sharding.is_some(),
             "domain_entry_sharding (54) or domain_exit_sharding (55)",
             "domain",
             matches!(op, Op::Domain { .. }),
-        ),
-        (
-            p.triangular_solve_options.is_some(),
-            "triangular_solve_options (59)",
-            "triangular-solve",
-            matches!(op, Op::TriangularSolve { .. }),
         ),
         (
             p.epsilon != 0.0 || p.feature_index != 0,
@@ -245,36 +239,6 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "ragged_dot_dimension_numbers (90)",
             "ragged-dot",
             matches!(op, Op::RaggedDot { .. }),
-        ),
-        (
-            p.cholesky_options.is_some(),
-            "cholesky_options (62)",
-            "cholesky",
-            matches!(op, Op::Cholesky { .. }),
-        ),
-        (
-            p.fft_type != 0 || !p.fft_length.is_empty(),
-            "fft_type (31) or fft_length (32)",
-            "fft",
-            matches!(op, Op::Fft { .. }),
-        ),
-        (
-            p.delta != 0,
-            "delta (66)",
-            "rng-get-and-update-state",
-            matches!(op, Op::RngGetAndUpdateState { .. }),
-        ),
-        (
-            p.k != 0 || p.largest,
-            "k (81) or largest (85)",
-            "topk",
-            matches!(op, Op::TopK { .. }),
-        ),
-        (
-            p.exponent_bits != 0 || p.mantissa_bits != 0,
-            "exponent_bits (18) or mantissa_bits (19)",
-            "reduce-precision",
-            matches!(op, Op::ReducePrecision { .. }),
         ),
         (
             p.cross_program_prefetch_index.is_some(),
@@ -315,7 +279,7 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "{} has field {field}, which hlatc reads only on {carriers}; here it would be lost",
             op.opcode()
         )),
-        None => Ok(op),
+        None => described::stray_field(p, op.opcode()).map(|()| op),
     }
 }
 
@@ -826,10 +790,12 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             thread: thread_from_proto(&p.async_execution_thread),
         });
     }
-    let single_dim = |what: &str| match p.dimensions.as_slice() {
-        [d] => Ok(*d),
-        other => Err(format!("{what} needs exactly one dimension, has {other:?}")),
-    };
+    if let Some(d) = Description::of(&p.opcode) {
+        described::check_callees(d, called)?;
+    }
+    if let Some(op) = Op::read_described(&p.opcode, &mut described::ProtoReader { p, called })? {
+        return Ok(op);
+    }
     Ok(match p.opcode.as_str() {
         "parameter" => Op::Parameter(p.parameter_number),
         "constant" => {
@@ -839,32 +805,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 LiteralTree::Tuple(elems) => Op::TupleConstant(elems),
             }
         }
-        "iota" => Op::Iota {
-            dimension: single_dim("iota")?,
-        },
-        "compare" => Op::Compare {
-            direction: ComparisonDirection::from_name(&p.comparison_direction).ok_or_else(
-                || format!("unknown comparison direction '{}'", p.comparison_direction),
-            )?,
-            kind: if p.comparison_type.is_empty() {
-                None
-            } else {
-                Some(
-                    ComparisonType::from_name(&p.comparison_type).ok_or_else(|| {
-                        format!("unknown comparison type '{}'", p.comparison_type)
-                    })?,
-                )
-            },
-        },
-        "broadcast" => Op::Broadcast {
-            dimensions: p.dimensions.clone(),
-        },
-        "transpose" => Op::Transpose {
-            permutation: p.dimensions.clone(),
-        },
-        "reverse" => Op::Reverse {
-            dimensions: p.dimensions.clone(),
-        },
         "slice" => Op::Slice {
             slices: p
                 .slice_dimensions
@@ -875,18 +815,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                     stride: s.stride,
                 })
                 .collect(),
-        },
-        "dynamic-slice" => Op::DynamicSlice {
-            sizes: p.dynamic_slice_sizes.clone(),
-        },
-        "concatenate" => Op::Concatenate {
-            dimension: single_dim("concatenate")?,
-        },
-        "set-dimension-size" => Op::SetDimensionSize {
-            dimension: single_dim("set-dimension-size")?,
-        },
-        "get-dimension-size" => Op::GetDimensionSize {
-            dimension: single_dim("get-dimension-size")?,
         },
         "pad" => Op::Pad {
             config: p
@@ -930,10 +858,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 algorithm: algorithm_from_proto(p)?,
             }
         }
-        "reduce" => Op::Reduce {
-            dimensions: p.dimensions.clone(),
-            to_apply: one_callee(called)?,
-        },
         "convolution" => Op::Convolution {
             window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
             dims: Box::new(conv_dims_from_proto(
@@ -970,26 +894,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "reduce-window" => Op::ReduceWindow {
             window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
             to_apply: one_callee(called)?,
-        },
-        "get-tuple-element" => Op::GetTupleElement {
-            index: p.tuple_index,
-        },
-        "call" => Op::Call {
-            to_apply: one_callee(called)?,
-            is_composite: p.is_composite,
-        },
-        "sort" => Op::Sort {
-            dimension: one_dimension(p)?,
-            is_stable: p.is_stable,
-            comparator: one_callee(called)?,
-        },
-        "map" => Op::Map {
-            dimensions: p.dimensions.clone(),
-            to_apply: one_callee(called)?,
-        },
-        "rng" => Op::Rng {
-            distribution: RngDistribution::from_proto(p.distribution)
-                .ok_or_else(|| format!("has unknown distribution {}", p.distribution))?,
         },
         "all-reduce" => Op::AllReduce {
             collective: collective_from_proto(p)?,
@@ -1038,18 +942,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             calls: one_callee(called)?,
             aliasing: aliasing_from_proto(p),
         },
-        "while" => match called {
-            [body, condition] => Op::While {
-                condition: condition.clone(),
-                body: body.clone(),
-            },
-            _ => {
-                return Err(format!(
-                    "while needs its body and condition as called computations, has {}",
-                    called.len()
-                ))
-            }
-        },
         "conditional" => Op::Conditional {
             branches: called.to_vec(),
         },
@@ -1090,10 +982,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 unique_indices: p.unique_indices,
             }
         }
-        "reduce-precision" => Op::ReducePrecision {
-            exponent_bits: p.exponent_bits,
-            mantissa_bits: p.mantissa_bits,
-        },
         // XLA writes the operand's side (text `exit`) as the entry.
         "domain" => {
             let side = |s: &Option<Box<OpSharding>>, field: &str| {
@@ -1106,41 +994,8 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 entry: side(&p.domain_exit_sharding, "domain_exit_sharding (55)")?,
             }
         }
-        "triangular-solve" => {
-            let o = p.triangular_solve_options.clone().unwrap_or_default();
-            Op::TriangularSolve {
-                left_side: o.left_side,
-                lower: o.lower,
-                unit_diagonal: o.unit_diagonal,
-                transpose_a: match o.transpose_a {
-                    0 => None,
-                    v => Some(TransposeA::from_proto(v).ok_or_else(|| {
-                        format!("triangular_solve_options has unknown transpose_a {v}")
-                    })?),
-                },
-            }
-        }
-        "cholesky" => Op::Cholesky {
-            lower: p.cholesky_options.as_ref().is_some_and(|o| o.lower),
-        },
-        "fft" => Op::Fft {
-            fft_type: FftType::from_proto(p.fft_type)
-                .ok_or_else(|| format!("unknown fft_type {}", p.fft_type))?,
-            fft_length: p.fft_length.clone(),
-        },
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective_from_proto(p)?,
-        },
-        "rng-get-and-update-state" => Op::RngGetAndUpdateState { delta: p.delta },
-        "reshape" => Op::Reshape {
-            inferred_dimension: match p.dimensions[..] {
-                [] => None,
-                _ => Some(one_dimension(p)?),
-            },
-        },
-        "topk" => Op::TopK {
-            k: p.k,
-            largest: p.largest,
         },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: p.cross_program_prefetch_index,
@@ -1155,10 +1010,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 .as_ref()
                 .map(|s| shape_from_proto(s, 0).map(Box::new))
                 .transpose()?,
-        },
-        "rng-bit-generator" => Op::RngBitGenerator {
-            algorithm: RngAlgorithm::from_proto(p.rng_algorithm)
-                .ok_or_else(|| format!("unknown rng algorithm {}", p.rng_algorithm))?,
         },
         "custom-call" => Op::CustomCall(CustomCall {
             target: p.custom_call_target.clone(),

@@ -5,6 +5,7 @@
 
 mod annotations;
 mod collective;
+mod described;
 mod emit;
 mod import;
 pub mod messages;

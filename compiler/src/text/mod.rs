@@ -4,6 +4,7 @@
 mod annotations;
 mod collective;
 mod cursor;
+mod described;
 mod escape;
 mod layout;
 mod nesting;

@@ -33,13 +33,17 @@ impl fmt::Display for ParseError {
     }
 }
 
-fn err_at<T>(pair: &Pair<'_>, message: impl Into<String>) -> Result<T, ParseError> {
+pub(super) fn err_at<T>(pair: &Pair<'_>, message: impl Into<String>) -> Result<T, ParseError> {
+    Err(error_at(pair, message))
+}
+
+pub(super) fn error_at(pair: &Pair<'_>, message: impl Into<String>) -> ParseError {
     let (line, column) = pair.line_col();
-    Err(ParseError {
+    ParseError {
         line,
         column,
         message: message.into(),
-    })
+    }
 }
 
 /// Where the grammar stopped, what it would have accepted there, and the
@@ -522,7 +526,7 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
 
 /// A parsed attribute value, before the opcode gives it meaning.
 #[derive(Debug, Clone)]
-enum Value {
+pub(super) enum Value {
     Str(String),
     Number(String),
     Word(String),
@@ -671,9 +675,9 @@ fn attribute(p: Pair<'_>) -> Result<(String, Value, Pair<'_>), ParseError> {
 
 /// The attributes of one instruction, consumed by the opcode that owns them;
 /// whatever is left over is reported as unsupported.
-struct Attrs<'i> {
-    map: BTreeMap<String, (Value, Pair<'i>)>,
-    at: Pair<'i>,
+pub(super) struct Attrs<'i> {
+    pub(super) map: BTreeMap<String, (Value, Pair<'i>)>,
+    pub(super) at: Pair<'i>,
     opcode: String,
     /// The op an async start's short form (`call-start`, ...) wraps,
     /// for the computation the reader builds around it. Boxed: rare, and
@@ -693,7 +697,7 @@ impl<'i> Attrs<'i> {
         }
     }
 
-    fn ints(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
+    pub(super) fn ints(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
         match self.required(key)? {
             (Value::Ints(v), _) => Ok(v),
             (other, p) => err_at(
@@ -714,7 +718,7 @@ impl<'i> Attrs<'i> {
         }
     }
 
-    fn int(&mut self, key: &str) -> Result<i64, ParseError> {
+    pub(super) fn int(&mut self, key: &str) -> Result<i64, ParseError> {
         match self.required(key)? {
             (Value::Number(n), p) => n
                 .parse()
@@ -749,7 +753,7 @@ impl<'i> Attrs<'i> {
         }
     }
 
-    fn word(&mut self, key: &str) -> Result<(String, Pair<'i>), ParseError> {
+    pub(super) fn word(&mut self, key: &str) -> Result<(String, Pair<'i>), ParseError> {
         match self.required(key)? {
             (Value::Word(w), p) => Ok((w, p)),
             (other, p) => err_at(
@@ -788,7 +792,7 @@ impl<'i> Attrs<'i> {
         }
     }
 
-    fn flag(&mut self, key: &str) -> Result<bool, ParseError> {
+    pub(super) fn flag(&mut self, key: &str) -> Result<bool, ParseError> {
         match self.take(key) {
             None => Ok(false),
             Some((Value::Word(w), p)) => match w.as_str() {
@@ -1919,12 +1923,6 @@ fn domain(at: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
     })
 }
 
-/// A required bit count that fits XLA's `int32` field.
-fn bits(at: &Pair<'_>, a: &mut Attrs, key: &str) -> Result<i32, ParseError> {
-    let n = a.int(key)?;
-    i32::try_from(n).or_else(|_| err_at(at, format!("{key}={n} is out of range")))
-}
-
 /// `channel_id=N`. XLA reads a non-positive id as none (its proto cannot
 /// tell `channel_id=0` from no channel), and so does hlatc.
 fn channel_id(a: &mut Attrs) -> Result<Option<i64>, ParseError> {
@@ -2102,41 +2100,15 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             thread: async_thread(a)?,
         });
     }
+    let mut described = super::described::TextReader {
+        attrs: a,
+        opcode,
+        last: None,
+    };
+    if let Some(op) = Op::read_described(opcode, &mut described)? {
+        return Ok(op);
+    }
     Ok(match opcode {
-        "iota" => Op::Iota {
-            dimension: a.int("iota_dimension")?,
-        },
-        "compare" => {
-            let direction = parse_enum(
-                a,
-                "direction",
-                ComparisonDirection::from_name,
-                "EQ, NE, LT, LE, GT, GE",
-            )?;
-            let kind = if a.map.contains_key("type") {
-                Some(parse_enum(
-                    a,
-                    "type",
-                    ComparisonType::from_name,
-                    "FLOAT, TOTALORDER, SIGNED, UNSIGNED",
-                )?)
-            } else {
-                None
-            };
-            Op::Compare { direction, kind }
-        }
-        // XLA's parser lets a scalar's broadcast leave out its (empty)
-        // dimensions; over any other operand, inference then reports the
-        // missing ones.
-        "broadcast" => Op::Broadcast {
-            dimensions: a.ints_or_empty("dimensions")?,
-        },
-        "transpose" => Op::Transpose {
-            permutation: a.ints("dimensions")?,
-        },
-        "reverse" => Op::Reverse {
-            dimensions: a.ints("dimensions")?,
-        },
         "slice" => match a.required("slice")? {
             (Value::Slices(slices), _) => Op::Slice { slices },
             (Value::Ints(v), _) if v.is_empty() => Op::Slice { slices: Vec::new() },
@@ -2150,23 +2122,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 )
             }
         },
-        "dynamic-slice" => Op::DynamicSlice {
-            sizes: a.ints("dynamic_slice_sizes")?,
-        },
-        "concatenate" | "set-dimension-size" | "get-dimension-size" => {
-            let d = a.ints("dimensions")?;
-            let [dimension] = d[..] else {
-                return err_at(
-                    opcode_pair,
-                    format!("{opcode} needs exactly one dimension, got {d:?}"),
-                );
-            };
-            match opcode {
-                "concatenate" => Op::Concatenate { dimension },
-                "set-dimension-size" => Op::SetDimensionSize { dimension },
-                _ => Op::GetDimensionSize { dimension },
-            }
-        }
         "pad" => match a.required("padding")? {
             (Value::Padding(config), _) => Op::Pad { config },
             (other, p) => {
@@ -2197,10 +2152,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 algorithm,
             }
         }
-        "reduce" => Op::Reduce {
-            dimensions: a.ints("dimensions")?,
-            to_apply: a.word("to_apply")?.0,
-        },
         "convolution" => {
             let window = a.window()?;
             let Some(dims) = a.dim_labels()? else {
@@ -2222,30 +2173,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
         "reduce-window" => Op::ReduceWindow {
             window: a.window()?,
             to_apply: a.word("to_apply")?.0,
-        },
-        "get-tuple-element" => Op::GetTupleElement {
-            index: a.int("index")?,
-        },
-        "call" => Op::Call {
-            to_apply: a.word("to_apply")?.0,
-            is_composite: a.flag("is_composite")?,
-        },
-        "sort" => Op::Sort {
-            dimension: one_dimension(opcode_pair, a)?,
-            is_stable: a.flag("is_stable")?,
-            comparator: a.word("to_apply")?.0,
-        },
-        "map" => Op::Map {
-            dimensions: a.ints_or_empty("dimensions")?,
-            to_apply: a.word("to_apply")?.0,
-        },
-        "rng" => Op::Rng {
-            distribution: parse_enum(
-                a,
-                "distribution",
-                RngDistribution::from_name,
-                "rng_uniform, rng_normal",
-            )?,
         },
         "all-reduce" => Op::AllReduce {
             collective: collective(a)?,
@@ -2295,10 +2222,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             calls: a.word("calls")?.0,
             aliasing: a.operand_aliasing()?,
         },
-        "while" => Op::While {
-            condition: a.word("condition")?.0,
-            body: a.word("body")?.0,
-        },
         "conditional" => Op::Conditional {
             branches: conditional_branches(opcode_pair, a)?,
         },
@@ -2327,46 +2250,9 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             indices_are_sorted: a.flag("indices_are_sorted")?,
             unique_indices: a.flag("unique_indices")?,
         },
-        "reduce-precision" => Op::ReducePrecision {
-            exponent_bits: bits(opcode_pair, a, "exponent_bits")?,
-            mantissa_bits: bits(opcode_pair, a, "mantissa_bits")?,
-        },
         "domain" => domain(opcode_pair, a)?,
-        "triangular-solve" => Op::TriangularSolve {
-            left_side: a.flag("left_side")?,
-            lower: a.flag("lower")?,
-            unit_diagonal: a.flag("unit_diagonal")?,
-            transpose_a: if a.map.contains_key("transpose_a") {
-                Some(parse_enum(
-                    a,
-                    "transpose_a",
-                    TransposeA::from_name,
-                    "NO_TRANSPOSE, TRANSPOSE, ADJOINT",
-                )?)
-            } else {
-                None
-            },
-        },
-        "cholesky" => Op::Cholesky {
-            lower: a.flag("lower")?,
-        },
-        "fft" => Op::Fft {
-            fft_type: parse_enum(a, "fft_type", FftType::from_name, "FFT, IFFT, RFFT, IRFFT")?,
-            fft_length: a.ints("fft_length")?,
-        },
         "collective-broadcast" => Op::CollectiveBroadcast {
             collective: collective(a)?,
-        },
-        // XLA's parser takes the largest when `largest` is not written.
-        "reshape" => Op::Reshape {
-            inferred_dimension: a.optional_int("inferred_dimension")?,
-        },
-        "rng-get-and-update-state" => Op::RngGetAndUpdateState {
-            delta: a.int("delta")?,
-        },
-        "topk" => Op::TopK {
-            k: a.int("k")?,
-            largest: !a.map.contains_key("largest") || a.flag("largest")?,
         },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: match a.optional_int("cross_program_prefetch_index")? {
@@ -2394,14 +2280,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                     )
                 }
             },
-        },
-        "rng-bit-generator" => Op::RngBitGenerator {
-            algorithm: parse_enum(
-                a,
-                "algorithm",
-                RngAlgorithm::from_name,
-                "rng_default, rng_three_fry, rng_philox",
-            )?,
         },
         "custom-call" => {
             let target = match a.string("custom_call_target")? {

@@ -1,6 +1,7 @@
 //! Prints modules in XLA's HLO text syntax (the modern short form: no `%`
 //! sigils, no operand shapes, layouts always written).
 
+use super::described::TextWriter;
 use super::escape::escape;
 use crate::collective::Collective;
 use crate::computation::{Computation, InstrId};
@@ -202,23 +203,15 @@ fn config_attribute(out: &mut String, key: &str, config: &str) {
 
 fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
     let instr = c.instr(id);
-    match &instr.op {
-        Op::Iota { dimension } => {
-            let _ = write!(out, ", iota_dimension={dimension}");
-        }
-        Op::Compare { direction, kind } => {
-            let _ = write!(out, ", direction={}", direction.name());
-            if let Some(k) = kind {
-                let _ = write!(out, ", type={}", k.name());
-            }
-        }
-        Op::Broadcast { dimensions } | Op::Reverse { dimensions } => {
-            list(out, "dimensions", dimensions)
-        }
-        Op::Transpose { permutation } => list(out, "dimensions", permutation),
-        Op::Concatenate { dimension }
-        | Op::SetDimensionSize { dimension }
-        | Op::GetDimensionSize { dimension } => list(out, "dimensions", &[*dimension]),
+    if !instr.op.write_described(&mut TextWriter(out)) {
+        write_spelled_attributes(out, c, id);
+    }
+    write_annotations(out, c, id);
+}
+
+/// The attributes of the ops that spell theirs by hand.
+fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
+    match &c.instr(id).op {
         Op::Slice { slices } => {
             out.push_str(", slice={");
             for (i, s) in slices.iter().enumerate() {
@@ -233,7 +226,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             }
             out.push('}');
         }
-        Op::DynamicSlice { sizes } => list(out, "dynamic_slice_sizes", sizes),
         Op::Pad { config } => {
             out.push_str(", padding=");
             write_padding(out, config);
@@ -249,13 +241,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             precision,
             algorithm,
         } => write_dot(out, dims, Some(ragged), precision, *algorithm),
-        Op::Reduce {
-            dimensions,
-            to_apply,
-        } => {
-            list(out, "dimensions", dimensions);
-            let _ = write!(out, ", to_apply={to_apply}");
-        }
         Op::Convolution {
             window,
             dims,
@@ -281,35 +266,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 out,
                 ", window={{{window}}}, select={select}, scatter={scatter}"
             );
-        }
-        Op::GetTupleElement { index } => {
-            let _ = write!(out, ", index={index}");
-        }
-        Op::Call {
-            to_apply,
-            is_composite,
-        } => {
-            let _ = write!(out, ", to_apply={to_apply}");
-            flag(out, "is_composite", *is_composite);
-        }
-        Op::Sort {
-            dimension,
-            is_stable,
-            comparator,
-        } => {
-            let _ = write!(out, ", dimensions={{{dimension}}}");
-            flag(out, "is_stable", *is_stable);
-            let _ = write!(out, ", to_apply={comparator}");
-        }
-        Op::Map {
-            dimensions,
-            to_apply,
-        } => {
-            list_if_any(out, "dimensions", dimensions);
-            let _ = write!(out, ", to_apply={to_apply}");
-        }
-        Op::Rng { distribution } => {
-            let _ = write!(out, ", distribution={}", distribution.name());
         }
         Op::AllReduce {
             collective,
@@ -348,41 +304,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             out.push_str(", exit=");
             super::sharding::write_sharding(out, exit, &metadata_fields);
             out.push('}');
-        }
-        Op::TriangularSolve {
-            left_side,
-            lower,
-            unit_diagonal,
-            transpose_a,
-        } => {
-            flag(out, "left_side", *left_side);
-            flag(out, "lower", *lower);
-            flag(out, "unit_diagonal", *unit_diagonal);
-            if let Some(t) = transpose_a {
-                let _ = write!(out, ", transpose_a={}", t.name());
-            }
-        }
-        Op::Cholesky { lower } => flag(out, "lower", *lower),
-        Op::Fft {
-            fft_type,
-            fft_length,
-        } => {
-            let _ = write!(out, ", fft_type={}", fft_type.name());
-            list(out, "fft_length", fft_length);
-        }
-        Op::Reshape {
-            inferred_dimension: Some(d),
-        } => {
-            let _ = write!(out, ", inferred_dimension={d}");
-        }
-        Op::Reshape {
-            inferred_dimension: None,
-        } => {}
-        Op::RngGetAndUpdateState { delta } => {
-            let _ = write!(out, ", delta={delta}");
-        }
-        Op::TopK { k, largest } => {
-            let _ = write!(out, ", k={k}, largest={largest}");
         }
         Op::RaggedAllToAll { collective } => write_collective(out, collective),
         Op::BatchNorm {
@@ -428,9 +349,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         } => {
             let _ = write!(out, ", kind={}, calls={calls}", kind.name());
             write_aliasing(out, aliasing);
-        }
-        Op::While { condition, body } => {
-            let _ = write!(out, ", condition={condition}, body={body}");
         }
         Op::Conditional { branches } => {
             // XLA requires the pred form's own names for a pred selector.
@@ -489,9 +407,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             flag(out, "unique_indices", *unique_indices);
             let _ = write!(out, ", to_apply={to_apply}");
         }
-        Op::RngBitGenerator { algorithm } => {
-            let _ = write!(out, ", algorithm={}", algorithm.name());
-        }
         Op::CustomCall(cc) => {
             if let Some(conv) = &cc.convolution {
                 write_convolution_attributes(
@@ -539,15 +454,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
             flag(out, "is_host_transfer", t.is_host_transfer);
         }
         Op::Infeed { config } => config_attribute(out, "infeed_config", config),
-        Op::ReducePrecision {
-            exponent_bits,
-            mantissa_bits,
-        } => {
-            let _ = write!(
-                out,
-                ", exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits}"
-            );
-        }
         Op::CopyStart {
             cross_program_prefetch_index: Some(i),
         } => {
@@ -585,7 +491,14 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
         | Op::ReplicaId
         | Op::PartitionId
         | Op::CollectiveDone(_) => {}
+        // Written from their description.
+        _ => {}
     }
+}
+
+/// What any instruction may carry after its op's attributes.
+fn write_annotations(out: &mut String, c: &Computation, id: InstrId) {
+    let instr = c.instr(id);
     if let Some(s) = &instr.sharding {
         out.push_str(", sharding=");
         super::sharding::write_sharding(out, s, &metadata_fields);

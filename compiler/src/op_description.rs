@@ -1,0 +1,699 @@
+//! One description of each op: its opcode, and for the ops whose
+//! attributes are plain values (integers, lists, flags, enum spellings,
+//! called computations) each attribute's text key, text form and proto
+//! field. The text printer and parser and proto emission and import all
+//! read the description, so adding such an op is one row here (and its
+//! shape rule); Cranelift's codegen-meta is the model.
+//!
+//! The ops whose attributes have a syntax of their own (windows,
+//! dimension numbers, shardings, collectives' groups, custom calls) still
+//! spell them by hand in each of those places; their opcodes are rows of
+//! the same table.
+
+use std::borrow::Cow;
+
+use crate::op::{
+    AsyncCollective, ComparisonDirection, ComparisonType, FftType, Op, RngAlgorithm,
+    RngDistribution, TransposeA,
+};
+
+/// How an attribute is written in text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// `key=7`.
+    Int,
+    /// `key={1,2}`, written always.
+    List,
+    /// `key={1,2}`, written always; left out, it is empty.
+    ListOrEmpty,
+    /// `key={1,2}`, left out when empty (as XLA leaves it out).
+    ListIfAny,
+    /// `key={3}`: a list of exactly one dimension.
+    OneDimension,
+    /// `key=true`, left out when false.
+    Flag,
+    /// `key=true` or `key=false`, written always; left out, it is true.
+    FlagDefaultTrue,
+    /// `key=name`: a called computation or an enum's spelling.
+    Word,
+}
+
+/// The `HloInstructionProto` field an attribute is carried in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtoField {
+    Dimensions,
+    DynamicSliceSizes,
+    TupleIndex,
+    IsStable,
+    IsComposite,
+    ComparisonDirection,
+    ComparisonType,
+    Distribution,
+    RngAlgorithm,
+    FftType,
+    FftLength,
+    Delta,
+    K,
+    Largest,
+    ExponentBits,
+    MantissaBits,
+    CholeskyLower,
+    TriangularLeftSide,
+    TriangularLower,
+    TriangularUnitDiagonal,
+    TriangularTransposeA,
+    /// The n-th of `called_computation_ids`.
+    Called(usize),
+}
+
+impl ProtoField {
+    /// The field as the proto names and numbers it, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtoField::Dimensions => "dimensions (14)",
+            ProtoField::DynamicSliceSizes => "dynamic_slice_sizes (20)",
+            ProtoField::TupleIndex => "tuple_index (13)",
+            ProtoField::IsStable => "is_stable (60)",
+            ProtoField::IsComposite => "is_composite (89)",
+            ProtoField::ComparisonDirection => "comparison_direction (63)",
+            ProtoField::ComparisonType => "comparison_type (72)",
+            ProtoField::Distribution => "distribution (23)",
+            ProtoField::RngAlgorithm => "rng_algorithm (70)",
+            ProtoField::FftType => "fft_type (31)",
+            ProtoField::FftLength => "fft_length (32)",
+            ProtoField::Delta => "delta (66)",
+            ProtoField::K => "k (81)",
+            ProtoField::Largest => "largest (85)",
+            ProtoField::ExponentBits => "exponent_bits (18)",
+            ProtoField::MantissaBits => "mantissa_bits (19)",
+            ProtoField::CholeskyLower => "cholesky_options (62)",
+            ProtoField::TriangularLeftSide
+            | ProtoField::TriangularLower
+            | ProtoField::TriangularUnitDiagonal
+            | ProtoField::TriangularTransposeA => "triangular_solve_options (59)",
+            ProtoField::Called(_) => "called_computation_ids (38)",
+        }
+    }
+
+    /// The hand-spelled ops (outside the described rows) that carry the
+    /// field too: a collective's `dimensions`, a permute's slice sizes.
+    pub fn also_on(self) -> &'static [&'static str] {
+        match self {
+            ProtoField::Dimensions => &[
+                "all-gather",
+                "all-gather-start",
+                "all-to-all",
+                "reduce-scatter",
+            ],
+            ProtoField::DynamicSliceSizes => &["collective-permute", "collective-permute-start"],
+            _ => &[],
+        }
+    }
+}
+
+/// One attribute of a described op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attribute {
+    /// The text key: `iota_dimension` in `iota_dimension=0`.
+    pub key: &'static str,
+    pub form: Form,
+    pub proto: ProtoField,
+}
+
+/// An op's opcode and its attributes in XLA's printing order.
+#[derive(Clone, Copy, Debug)]
+pub struct Description {
+    pub opcode: &'static str,
+    pub attributes: &'static [Attribute],
+}
+
+impl Description {
+    /// The description of the op `opcode` names, if its attributes are
+    /// described.
+    pub fn of(opcode: &str) -> Option<&'static Description> {
+        DESCRIPTIONS.iter().find(|d| d.opcode == opcode)
+    }
+
+    /// Its called computations' keys, in `called_computation_ids` order.
+    pub fn callees(&self) -> Vec<&'static str> {
+        let mut slots: Vec<(usize, &str)> = self
+            .attributes
+            .iter()
+            .filter_map(|a| match a.proto {
+                ProtoField::Called(i) => Some((i, a.key)),
+                _ => None,
+            })
+            .collect();
+        slots.sort_unstable();
+        slots.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// The opcodes that carry `field`, described or not, sorted.
+    pub fn carriers(field: ProtoField) -> Vec<&'static str> {
+        let mut v: Vec<&str> = DESCRIPTIONS
+            .iter()
+            .filter(|d| d.attributes.iter().any(|a| a.proto == field))
+            .map(|d| d.opcode)
+            .chain(field.also_on().iter().copied())
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// An attribute's value between an op and a reader or writer of text or
+/// proto. Readers give what they find; each field's type says what it
+/// accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttrValue<'a> {
+    Absent,
+    Int(i64),
+    Ints(Cow<'a, [i64]>),
+    Flag(bool),
+    /// A called computation's name or an enum's text spelling.
+    Word(Cow<'a, str>),
+    /// An enum the proto numbers: its spelling and its number.
+    Enum {
+        name: &'static str,
+        number: i32,
+    },
+}
+
+impl AttrValue<'_> {
+    /// The value as one integer: a single-element list counts.
+    pub fn int(&self) -> Option<i64> {
+        match self {
+            AttrValue::Int(n) => Some(*n),
+            AttrValue::Enum { number, .. } => Some(i64::from(*number)),
+            AttrValue::Ints(v) if v.len() == 1 => Some(v[0]),
+            AttrValue::Flag(b) => Some(i64::from(*b)),
+            _ => None,
+        }
+    }
+
+    /// The value as a list: a single integer is a list of one.
+    pub fn ints(&self) -> Option<Cow<'_, [i64]>> {
+        match self {
+            AttrValue::Ints(v) => Some(Cow::Borrowed(v)),
+            AttrValue::Int(n) => Some(Cow::Owned(vec![*n])),
+            _ => None,
+        }
+    }
+
+    pub fn flag(&self) -> bool {
+        matches!(self, AttrValue::Flag(true))
+    }
+
+    /// The text spelling of a word or enum.
+    pub fn word(&self) -> Option<&str> {
+        match self {
+            AttrValue::Word(w) => Some(w),
+            AttrValue::Enum { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// Why a value read does not fit its field; each reader words it for its
+/// own input, with its own position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldError {
+    Missing,
+    NotOneDimension(Vec<i64>),
+    /// An enum spelling or number that names no variant, and the
+    /// spellings that do.
+    Unknown {
+        written: String,
+        choices: String,
+    },
+    OutOfRange(i64),
+    /// The reader gave a kind of value the field does not hold.
+    WrongKind(&'static str),
+}
+
+/// A Rust type an op's described attribute is held in.
+pub trait AttrField: Sized {
+    fn to_value(&self) -> AttrValue<'_>;
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError>;
+
+    /// Whether `v` says "not set" for an optional field of this type.
+    fn is_unset(v: &AttrValue<'_>) -> bool {
+        match v {
+            AttrValue::Absent => true,
+            AttrValue::Ints(v) => v.is_empty(),
+            AttrValue::Word(w) => w.is_empty(),
+            _ => false,
+        }
+    }
+}
+
+impl AttrField for i64 {
+    fn to_value(&self) -> AttrValue<'_> {
+        AttrValue::Int(*self)
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        match v {
+            AttrValue::Absent => Err(FieldError::Missing),
+            AttrValue::Int(n) => Ok(n),
+            AttrValue::Ints(v) => match v[..] {
+                [d] => Ok(d),
+                _ => Err(FieldError::NotOneDimension(v.into_owned())),
+            },
+            _ => Err(FieldError::WrongKind("an integer")),
+        }
+    }
+}
+
+impl AttrField for i32 {
+    fn to_value(&self) -> AttrValue<'_> {
+        AttrValue::Int(i64::from(*self))
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        let n = i64::from_value(v)?;
+        i32::try_from(n).map_err(|_| FieldError::OutOfRange(n))
+    }
+}
+
+impl AttrField for Vec<i64> {
+    fn to_value(&self) -> AttrValue<'_> {
+        AttrValue::Ints(Cow::Borrowed(self))
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        match v {
+            AttrValue::Absent => Err(FieldError::Missing),
+            AttrValue::Ints(v) => Ok(v.into_owned()),
+            _ => Err(FieldError::WrongKind("an integer list")),
+        }
+    }
+}
+
+impl AttrField for bool {
+    fn to_value(&self) -> AttrValue<'_> {
+        AttrValue::Flag(*self)
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        match v {
+            AttrValue::Absent => Ok(false),
+            AttrValue::Flag(b) => Ok(b),
+            _ => Err(FieldError::WrongKind("true or false")),
+        }
+    }
+}
+
+/// A called computation's name.
+impl AttrField for String {
+    fn to_value(&self) -> AttrValue<'_> {
+        AttrValue::Word(Cow::Borrowed(self))
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        match v {
+            AttrValue::Absent => Err(FieldError::Missing),
+            AttrValue::Word(w) => Ok(w.into_owned()),
+            _ => Err(FieldError::WrongKind("a name")),
+        }
+    }
+}
+
+impl<T: AttrField> AttrField for Option<T> {
+    fn to_value(&self) -> AttrValue<'_> {
+        self.as_ref().map_or(AttrValue::Absent, T::to_value)
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        if T::is_unset(&v) {
+            return Ok(None);
+        }
+        T::from_value(v).map(Some)
+    }
+}
+
+fn choices<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
+/// Enums that text and proto both spell by name.
+macro_rules! named_enum_fields {
+    ($($ty:ty),*) => {$(
+        impl AttrField for $ty {
+            fn to_value(&self) -> AttrValue<'_> {
+                AttrValue::Word(Cow::Borrowed(self.name()))
+            }
+
+            fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+                match v {
+                    AttrValue::Absent => Err(FieldError::Missing),
+                    AttrValue::Word(w) => <$ty>::from_name(&w).ok_or_else(|| FieldError::Unknown {
+                        written: w.into_owned(),
+                        choices: choices(<$ty>::ALL.iter().map(|v| v.name())),
+                    }),
+                    _ => Err(FieldError::WrongKind("a name")),
+                }
+            }
+        }
+    )*};
+}
+
+/// Enums that text spells and the proto numbers.
+macro_rules! numbered_enum_fields {
+    ($($ty:ty),*) => {$(
+        impl AttrField for $ty {
+            fn to_value(&self) -> AttrValue<'_> {
+                AttrValue::Enum { name: self.name(), number: self.proto() }
+            }
+
+            fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+                let unknown = |written: String| FieldError::Unknown {
+                    written,
+                    choices: choices(<$ty>::ALL.iter().map(|v| v.name())),
+                };
+                match v {
+                    AttrValue::Absent => Err(FieldError::Missing),
+                    AttrValue::Word(w) => <$ty>::from_name(&w).ok_or_else(|| unknown(w.into_owned())),
+                    AttrValue::Int(n) => i32::try_from(n)
+                        .ok()
+                        .and_then(<$ty>::from_proto)
+                        .ok_or_else(|| unknown(n.to_string())),
+                    _ => Err(FieldError::WrongKind("a name")),
+                }
+            }
+
+            /// The proto's 0, when it names no variant, is the field unset.
+            fn is_unset(v: &AttrValue<'_>) -> bool {
+                match v {
+                    AttrValue::Int(0) => <$ty>::from_proto(0).is_none(),
+                    AttrValue::Absent => true,
+                    _ => false,
+                }
+            }
+        }
+    )*};
+}
+
+named_enum_fields!(ComparisonDirection, ComparisonType);
+numbered_enum_fields!(RngDistribution, RngAlgorithm, FftType, TransposeA);
+
+/// What writes an op's described attributes: the text printer, proto
+/// emission.
+pub trait AttrWriter {
+    fn write(&mut self, attribute: &'static Attribute, value: AttrValue<'_>);
+}
+
+/// What reads them: the text parser, proto import. `read` gives what is
+/// written (or `Absent`); `invalid` words a value that does not fit.
+pub trait AttrReader {
+    type Error;
+    fn read(&mut self, attribute: &'static Attribute) -> Result<AttrValue<'static>, Self::Error>;
+    fn invalid(&mut self, attribute: &'static Attribute, error: FieldError) -> Self::Error;
+}
+
+fn read_field<T: AttrField, R: AttrReader>(
+    r: &mut R,
+    attribute: &'static Attribute,
+) -> Result<T, R::Error> {
+    let v = r.read(attribute)?;
+    T::from_value(v).map_err(|e| r.invalid(attribute, e))
+}
+
+/// Declares each op's opcode once. The described rows give their
+/// attributes too (`field: Form("key") @ ProtoField`, in XLA's printing
+/// order); the spelled rows are ops whose attributes are spelled by hand.
+/// `Op::opcode` matches on both exhaustively, so a new op without a row
+/// does not compile, nor does a row that leaves out one of its variant's
+/// fields. The families that spell their own opcodes (elementwise ops,
+/// batch norms, transfers, async steps) give theirs through their enums.
+macro_rules! op_table {
+    (
+        described {
+            $($opcode:literal => $variant:ident {
+                $($field:ident : $form:ident ($key:literal) @ $proto:ident $(($slot:literal))?),* $(,)?
+            },)*
+        }
+        spelled {
+            $($pat:pat => $name:literal,)*
+        }
+    ) => {
+        /// The opcodes the table spells.
+        pub(crate) const TABLE_OPCODES: &[&str] = &[$($opcode,)* $($name,)*];
+
+        /// The described ops.
+        pub static DESCRIPTIONS: &[Description] = &[$(Description {
+            opcode: $opcode,
+            attributes: &[$(Attribute {
+                key: $key,
+                form: Form::$form,
+                proto: ProtoField::$proto $(($slot))?,
+            }),*],
+        }),*];
+
+        impl Op {
+            /// XLA's opcode spelling.
+            pub fn opcode(&self) -> &'static str {
+                match self {
+                    Op::Unary(u) => u.opcode(),
+                    Op::Binary(b) => b.opcode(),
+                    Op::BatchNorm { kind, .. } => kind.opcode(),
+                    Op::Transfer(t) => t.step.opcode(),
+                    Op::Async { step, .. } => step.opcode(),
+                    $(Op::$variant { .. } => $opcode,)*
+                    $($pat => $name,)*
+                }
+            }
+
+            /// Writes a described op's attributes in order; false for an
+            /// op whose attributes are spelled by hand.
+            pub fn write_described(&self, w: &mut impl AttrWriter) -> bool {
+                match self {
+                    $(Op::$variant { $($field),* } => {
+                        $(w.write(
+                            &Attribute {
+                                key: $key,
+                                form: Form::$form,
+                                proto: ProtoField::$proto $(($slot))?,
+                            },
+                            AttrField::to_value($field),
+                        );)*
+                        true
+                    })*
+                    _ => false,
+                }
+            }
+
+            /// Builds the described op `opcode` names from what `r` reads;
+            /// `None` when its attributes are not described.
+            pub fn read_described<R: AttrReader>(
+                opcode: &str,
+                r: &mut R,
+            ) -> Result<Option<Op>, R::Error> {
+                Ok(Some(match opcode {
+                    $($opcode => Op::$variant {
+                        $($field: read_field(r, &Attribute {
+                            key: $key,
+                            form: Form::$form,
+                            proto: ProtoField::$proto $(($slot))?,
+                        })?,)*
+                    },)*
+                    _ => return Ok(None),
+                }))
+            }
+        }
+    };
+}
+
+op_table! {
+    described {
+        "iota" => Iota { dimension: Int("iota_dimension") @ Dimensions },
+        "compare" => Compare {
+            direction: Word("direction") @ ComparisonDirection,
+            kind: Word("type") @ ComparisonType,
+        },
+        // XLA's parser lets a scalar's broadcast leave out its (empty)
+        // dimensions; over any other operand, inference then reports the
+        // missing ones.
+        "broadcast" => Broadcast { dimensions: ListOrEmpty("dimensions") @ Dimensions },
+        "transpose" => Transpose { permutation: List("dimensions") @ Dimensions },
+        "reverse" => Reverse { dimensions: List("dimensions") @ Dimensions },
+        "concatenate" => Concatenate { dimension: OneDimension("dimensions") @ Dimensions },
+        "set-dimension-size" => SetDimensionSize {
+            dimension: OneDimension("dimensions") @ Dimensions,
+        },
+        "get-dimension-size" => GetDimensionSize {
+            dimension: OneDimension("dimensions") @ Dimensions,
+        },
+        "dynamic-slice" => DynamicSlice { sizes: List("dynamic_slice_sizes") @ DynamicSliceSizes },
+        "reduce" => Reduce {
+            dimensions: List("dimensions") @ Dimensions,
+            to_apply: Word("to_apply") @ Called(0),
+        },
+        "get-tuple-element" => GetTupleElement { index: Int("index") @ TupleIndex },
+        "call" => Call {
+            to_apply: Word("to_apply") @ Called(0),
+            is_composite: Flag("is_composite") @ IsComposite,
+        },
+        "sort" => Sort {
+            dimension: OneDimension("dimensions") @ Dimensions,
+            is_stable: Flag("is_stable") @ IsStable,
+            comparator: Word("to_apply") @ Called(0),
+        },
+        "map" => Map {
+            dimensions: ListIfAny("dimensions") @ Dimensions,
+            to_apply: Word("to_apply") @ Called(0),
+        },
+        "rng" => Rng { distribution: Word("distribution") @ Distribution },
+        // XLA lists a while's body before its condition.
+        "while" => While {
+            condition: Word("condition") @ Called(1),
+            body: Word("body") @ Called(0),
+        },
+        "triangular-solve" => TriangularSolve {
+            left_side: Flag("left_side") @ TriangularLeftSide,
+            lower: Flag("lower") @ TriangularLower,
+            unit_diagonal: Flag("unit_diagonal") @ TriangularUnitDiagonal,
+            transpose_a: Word("transpose_a") @ TriangularTransposeA,
+        },
+        "cholesky" => Cholesky { lower: Flag("lower") @ CholeskyLower },
+        "fft" => Fft {
+            fft_type: Word("fft_type") @ FftType,
+            fft_length: List("fft_length") @ FftLength,
+        },
+        "reshape" => Reshape { inferred_dimension: Int("inferred_dimension") @ Dimensions },
+        "rng-get-and-update-state" => RngGetAndUpdateState { delta: Int("delta") @ Delta },
+        // XLA's parser takes the largest when `largest` is not written.
+        "topk" => TopK {
+            k: Int("k") @ K,
+            largest: FlagDefaultTrue("largest") @ Largest,
+        },
+        "rng-bit-generator" => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
+        "reduce-precision" => ReducePrecision {
+            exponent_bits: Int("exponent_bits") @ ExponentBits,
+            mantissa_bits: Int("mantissa_bits") @ MantissaBits,
+        },
+    }
+    spelled {
+        Op::Parameter(_) => "parameter",
+        Op::Constant(_) | Op::TupleConstant(_) => "constant",
+        Op::Select => "select",
+        Op::Clamp => "clamp",
+        Op::Convert => "convert",
+        Op::StochasticConvert => "stochastic-convert",
+        Op::BitcastConvert => "bitcast-convert",
+        Op::Bitcast => "bitcast",
+        Op::Slice { .. } => "slice",
+        Op::DynamicUpdateSlice => "dynamic-update-slice",
+        Op::DynamicReshape => "dynamic-reshape",
+        Op::Pad { .. } => "pad",
+        Op::Dot { .. } => "dot",
+        Op::RaggedDot { .. } => "ragged-dot",
+        Op::Convolution { .. } => "convolution",
+        Op::ReduceWindow { .. } => "reduce-window",
+        Op::SelectAndScatter { .. } => "select-and-scatter",
+        Op::Tuple => "tuple",
+        Op::OptBarrier => "opt-barrier",
+        Op::Conditional { .. } => "conditional",
+        Op::Fusion { .. } => "fusion",
+        Op::AllReduce { .. } => "all-reduce",
+        Op::AllGather { .. } => "all-gather",
+        Op::ReduceScatter { .. } => "reduce-scatter",
+        Op::AllToAll { .. } => "all-to-all",
+        Op::RaggedAllToAll { .. } => "ragged-all-to-all",
+        Op::CollectiveBroadcast { .. } => "collective-broadcast",
+        Op::Domain { .. } => "domain",
+        Op::CollectivePermute { .. } => "collective-permute",
+        Op::AllReduceStart { .. } => "all-reduce-start",
+        Op::AllGatherStart { .. } => "all-gather-start",
+        Op::CollectivePermuteStart { .. } => "collective-permute-start",
+        Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done",
+        Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done",
+        Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done",
+        Op::ReplicaId => "replica-id",
+        Op::PartitionId => "partition-id",
+        Op::Gather { .. } => "gather",
+        Op::Scatter { .. } => "scatter",
+        Op::CustomCall(_) => "custom-call",
+        Op::CopyStart { .. } => "copy-start",
+        Op::CopyDone => "copy-done",
+        Op::AfterAll => "after-all",
+        Op::AddDependency => "add-dependency",
+        Op::Infeed { .. } => "infeed",
+        Op::Outfeed { .. } => "outfeed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each field's text form and proto field hold the same kind of value,
+    /// and a called computation's slots are 0..n without gaps.
+    #[test]
+    fn descriptions_are_consistent() {
+        for d in DESCRIPTIONS {
+            for a in d.attributes {
+                let called = matches!(a.proto, ProtoField::Called(_));
+                let list = matches!(
+                    a.proto,
+                    ProtoField::Dimensions | ProtoField::DynamicSliceSizes | ProtoField::FftLength
+                );
+                match a.form {
+                    Form::List | Form::ListOrEmpty | Form::ListIfAny | Form::OneDimension => {
+                        assert!(list, "{}: {}", d.opcode, a.key)
+                    }
+                    Form::Word => assert!(!list, "{}: {}", d.opcode, a.key),
+                    Form::Int | Form::Flag | Form::FlagDefaultTrue => {
+                        assert!(!called, "{}: {}", d.opcode, a.key)
+                    }
+                }
+            }
+            let mut slots: Vec<usize> = d
+                .attributes
+                .iter()
+                .filter_map(|a| match a.proto {
+                    ProtoField::Called(i) => Some(i),
+                    _ => None,
+                })
+                .collect();
+            slots.sort_unstable();
+            assert!(slots.iter().copied().eq(0..slots.len()), "{}", d.opcode);
+            assert_eq!(Description::of(d.opcode).map(|x| x.opcode), Some(d.opcode));
+        }
+        assert_eq!(
+            Description::of("while").map(Description::callees),
+            Some(vec!["body", "condition"])
+        );
+    }
+
+    #[test]
+    fn values_convert_both_ways() {
+        assert_eq!(i64::from_value(AttrValue::Ints(vec![3].into())), Ok(3));
+        assert_eq!(
+            i64::from_value(AttrValue::Ints(vec![0, 1].into())),
+            Err(FieldError::NotOneDimension(vec![0, 1]))
+        );
+        assert_eq!(
+            i32::from_value(AttrValue::Int(1 << 40)),
+            Err(FieldError::OutOfRange(1 << 40))
+        );
+        assert_eq!(
+            Option::<i64>::from_value(AttrValue::Ints(vec![].into())),
+            Ok(None)
+        );
+        assert_eq!(
+            Option::<TransposeA>::from_value(AttrValue::Int(0)),
+            Ok(None),
+            "the proto's 0 is no transpose_a"
+        );
+        assert_eq!(FftType::from_value(AttrValue::Int(0)), Ok(FftType::Fft));
+        assert!(matches!(
+            RngDistribution::from_value(AttrValue::Int(0)),
+            Err(FieldError::Unknown { .. })
+        ));
+        assert_eq!(
+            ComparisonDirection::from_value(AttrValue::Word("GE".into())),
+            Ok(ComparisonDirection::Ge)
+        );
+    }
+}
