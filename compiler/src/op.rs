@@ -538,7 +538,7 @@ pub enum FusionKind {
 }
 
 impl FusionKind {
-    const ALL: [FusionKind; 4] = [
+    pub const ALL: [FusionKind; 4] = [
         FusionKind::Loop,
         FusionKind::Input,
         FusionKind::Output,

@@ -12,10 +12,12 @@
 
 use std::borrow::Cow;
 
+use crate::collective::Collective;
 use crate::op::{
-    AsyncCollective, ComparisonDirection, ComparisonType, FftType, Op, RngAlgorithm,
-    RngDistribution, TransposeA,
+    AsyncCollective, ComparisonDirection, ComparisonType, FftType, FusionKind, Op, OperandAlias,
+    RngAlgorithm, RngDistribution, TransposeA,
 };
+use crate::window::Window;
 
 /// How an attribute is written in text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +38,14 @@ pub enum Form {
     FlagDefaultTrue,
     /// `key=name`: a called computation or an enum's spelling.
     Word,
+    /// `window={size=3 stride=2}`, written always; left out, it slides
+    /// over no dimensions.
+    Window,
+    /// `output_to_operand_aliasing={{0}: (1, {})}`, left out when empty.
+    Aliasing,
+    /// A collective's `replica_groups=`, `channel_id=`,
+    /// `use_global_device_ids=` and `constrain_layout=`.
+    Collective,
 }
 
 /// The `HloInstructionProto` field an attribute is carried in.
@@ -62,6 +72,13 @@ pub enum ProtoField {
     TriangularLower,
     TriangularUnitDiagonal,
     TriangularTransposeA,
+    Window,
+    OutputOperandAliasing,
+    /// The replica groups in any of their fields (49, 87, 92, 93) and
+    /// `use_global_device_ids`; the channel id and `constrain_layout`
+    /// beside them are shared with other ops.
+    Collective,
+    FusionKind,
     /// The n-th of `called_computation_ids`.
     Called(usize),
 }
@@ -91,21 +108,22 @@ impl ProtoField {
             | ProtoField::TriangularLower
             | ProtoField::TriangularUnitDiagonal
             | ProtoField::TriangularTransposeA => "triangular_solve_options (59)",
+            ProtoField::Window => "window (15)",
+            ProtoField::OutputOperandAliasing => "output_operand_aliasing (74)",
+            ProtoField::Collective => "replica_groups (49)",
+            ProtoField::FusionKind => "fusion_kind (9)",
             ProtoField::Called(_) => "called_computation_ids (38)",
         }
     }
 
     /// The hand-spelled ops (outside the described rows) that carry the
-    /// field too: a collective's `dimensions`, a permute's slice sizes.
+    /// field too: a permute's slice sizes, a convolution's window, a
+    /// custom call's window and aliasing.
     pub fn also_on(self) -> &'static [&'static str] {
         match self {
-            ProtoField::Dimensions => &[
-                "all-gather",
-                "all-gather-start",
-                "all-to-all",
-                "reduce-scatter",
-            ],
             ProtoField::DynamicSliceSizes => &["collective-permute", "collective-permute-start"],
+            ProtoField::Window => &["convolution", "custom-call"],
+            ProtoField::OutputOperandAliasing => &["custom-call"],
             _ => &[],
         }
     }
@@ -177,6 +195,9 @@ pub enum AttrValue<'a> {
         name: &'static str,
         number: i32,
     },
+    Window(Cow<'a, Window>),
+    Aliasing(Cow<'a, [OperandAlias]>),
+    Collective(Cow<'a, Collective>),
 }
 
 impl AttrValue<'_> {
@@ -319,6 +340,32 @@ impl AttrField for String {
     }
 }
 
+/// The syntax-of-their-own values: each reader and writer has one codec
+/// for each, shared by every op that holds one.
+macro_rules! structured_fields {
+    ($($ty:ty => $variant:ident, $kind:literal;)*) => {$(
+        impl AttrField for $ty {
+            fn to_value(&self) -> AttrValue<'_> {
+                AttrValue::$variant(Cow::Borrowed(self))
+            }
+
+            fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+                match v {
+                    AttrValue::Absent => Ok(Default::default()),
+                    AttrValue::$variant(x) => Ok(x.into_owned()),
+                    _ => Err(FieldError::WrongKind($kind)),
+                }
+            }
+        }
+    )*};
+}
+
+structured_fields! {
+    Window => Window, "a window";
+    Vec<OperandAlias> => Aliasing, "an aliasing list";
+    Collective => Collective, "replica groups";
+}
+
 impl<T: AttrField> AttrField for Option<T> {
     fn to_value(&self) -> AttrValue<'_> {
         self.as_ref().map_or(AttrValue::Absent, T::to_value)
@@ -394,7 +441,7 @@ macro_rules! numbered_enum_fields {
     )*};
 }
 
-named_enum_fields!(ComparisonDirection, ComparisonType);
+named_enum_fields!(ComparisonDirection, ComparisonType, FusionKind);
 numbered_enum_fields!(RngDistribution, RngAlgorithm, FftType, TransposeA);
 
 /// What writes an op's described attributes: the text printer, proto
@@ -568,6 +615,51 @@ op_table! {
             largest: FlagDefaultTrue("largest") @ Largest,
         },
         "rng-bit-generator" => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
+        "reduce-window" => ReduceWindow {
+            window: Window("window") @ Window,
+            to_apply: Word("to_apply") @ Called(0),
+        },
+        "select-and-scatter" => SelectAndScatter {
+            window: Window("window") @ Window,
+            select: Word("select") @ Called(0),
+            scatter: Word("scatter") @ Called(1),
+        },
+        "fusion" => Fusion {
+            kind: Word("kind") @ FusionKind,
+            calls: Word("calls") @ Called(0),
+            aliasing: Aliasing("output_to_operand_aliasing") @ OutputOperandAliasing,
+        },
+        "all-reduce" => AllReduce {
+            collective: Collective("replica_groups") @ Collective,
+            to_apply: Word("to_apply") @ Called(0),
+        },
+        "all-reduce-start" => AllReduceStart {
+            collective: Collective("replica_groups") @ Collective,
+            to_apply: Word("to_apply") @ Called(0),
+        },
+        "all-gather" => AllGather {
+            collective: Collective("replica_groups") @ Collective,
+            dimension: OneDimension("dimensions") @ Dimensions,
+        },
+        "all-gather-start" => AllGatherStart {
+            collective: Collective("replica_groups") @ Collective,
+            dimension: OneDimension("dimensions") @ Dimensions,
+        },
+        "reduce-scatter" => ReduceScatter {
+            collective: Collective("replica_groups") @ Collective,
+            dimension: OneDimension("dimensions") @ Dimensions,
+            to_apply: Word("to_apply") @ Called(0),
+        },
+        // XLA's all-to-all splits along one dimension, or (none written)
+        // exchanges the elements of a tuple.
+        "all-to-all" => AllToAll {
+            collective: Collective("replica_groups") @ Collective,
+            dimension: OneDimension("dimensions") @ Dimensions,
+        },
+        "ragged-all-to-all" => RaggedAllToAll { collective: Collective("replica_groups") @ Collective },
+        "collective-broadcast" => CollectiveBroadcast {
+            collective: Collective("replica_groups") @ Collective,
+        },
         "reduce-precision" => ReducePrecision {
             exponent_bits: Int("exponent_bits") @ ExponentBits,
             mantissa_bits: Int("mantissa_bits") @ MantissaBits,
@@ -589,22 +681,11 @@ op_table! {
         Op::Dot { .. } => "dot",
         Op::RaggedDot { .. } => "ragged-dot",
         Op::Convolution { .. } => "convolution",
-        Op::ReduceWindow { .. } => "reduce-window",
-        Op::SelectAndScatter { .. } => "select-and-scatter",
         Op::Tuple => "tuple",
         Op::OptBarrier => "opt-barrier",
         Op::Conditional { .. } => "conditional",
-        Op::Fusion { .. } => "fusion",
-        Op::AllReduce { .. } => "all-reduce",
-        Op::AllGather { .. } => "all-gather",
-        Op::ReduceScatter { .. } => "reduce-scatter",
-        Op::AllToAll { .. } => "all-to-all",
-        Op::RaggedAllToAll { .. } => "ragged-all-to-all",
-        Op::CollectiveBroadcast { .. } => "collective-broadcast",
         Op::Domain { .. } => "domain",
         Op::CollectivePermute { .. } => "collective-permute",
-        Op::AllReduceStart { .. } => "all-reduce-start",
-        Op::AllGatherStart { .. } => "all-gather-start",
         Op::CollectivePermuteStart { .. } => "collective-permute-start",
         Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done",
         Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done",
@@ -643,6 +724,9 @@ mod tests {
                         assert!(list, "{}: {}", d.opcode, a.key)
                     }
                     Form::Word => assert!(!list, "{}: {}", d.opcode, a.key),
+                    Form::Window => assert_eq!(a.proto, ProtoField::Window),
+                    Form::Aliasing => assert_eq!(a.proto, ProtoField::OutputOperandAliasing),
+                    Form::Collective => assert_eq!(a.proto, ProtoField::Collective),
                     Form::Int | Form::Flag | Form::FlagDefaultTrue => {
                         assert!(!called, "{}: {}", d.opcode, a.key)
                     }

@@ -288,6 +288,7 @@ fn malformed_protos_are_errors() {
     // The described ops' errors, worded from their descriptions.
     for (opcode, message) in [
         ("while", "while needs two called computations (body, condition), has 0"),
+        ("fusion", "fusion needs one called computation (calls), has 0"),
         ("rng", "has unknown distribution (23) 0 (expected one of rng_uniform, rng_normal)"),
         ("sort", "sort needs one called computation (to_apply), has 0"),
         ("concatenate", "concatenate needs exactly one dimension, has []"),
@@ -305,13 +306,23 @@ fn malformed_protos_are_errors() {
         let e = proto::module_from_proto(&p).unwrap_err().to_string();
         assert!(e.contains(message), "{opcode}: {e}");
     }
-    let mut p = proto::module_to_proto(&m);
-    p.computations[0].instructions[1].opcode = "fusion".into();
-    let e = proto::module_from_proto(&p).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "computation 'e', instruction 'n': has unknown fusion_kind \"\""
-    );
+    // A fusion calling a computation, with no kind or an unknown one.
+    for (kind, message) in [
+        ("", "fusion needs fusion_kind (9)"),
+        (
+            "kFancy",
+            "has unknown fusion_kind (9) kFancy (expected one of kLoop, kInput, kOutput, kCustom)",
+        ),
+    ] {
+        let mut p = proto::module_to_proto(&m);
+        let id = p.computations[0].id;
+        let n = &mut p.computations[0].instructions[1];
+        n.opcode = "fusion".into();
+        n.called_computation_ids = vec![id];
+        n.fusion_kind = kind.into();
+        let e = proto::module_from_proto(&p).unwrap_err().to_string();
+        assert!(e.ends_with(message), "{e}");
+    }
     let mut p = proto::module_to_proto(&m);
     p.computations[0].instructions[0]
         .shape

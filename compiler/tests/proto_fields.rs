@@ -179,7 +179,7 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
     let e = with(|i| i.window = Some(Default::default())).unwrap_err();
     assert!(
         e.contains(
-            "negate has field window (15), which hlatc reads only on convolution, reduce-window, select-and-scatter and custom-call"
+            "negate has field window (15), which hlatc reads only on convolution, custom-call, reduce-window and select-and-scatter"
         ),
         "{e}"
     );
@@ -221,6 +221,18 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
         (
             |i| i.is_stable = true,
             "is_stable (60), which hlatc reads only on sort",
+        ),
+        (
+            |i| {
+                i.replica_groups = vec![proto::messages::ReplicaGroup {
+                    replica_ids: vec![0],
+                }]
+            },
+            "replica_groups (49), which hlatc reads only on all-gather, all-gather-start, all-reduce, all-reduce-start, all-to-all, collective-broadcast, ragged-all-to-all and reduce-scatter",
+        ),
+        (
+            |i| i.fusion_kind = "kLoop".into(),
+            "fusion_kind (9), which hlatc reads only on fusion",
         ),
         (
             |i| i.distribution = 1,

@@ -5,7 +5,11 @@
 
 use std::borrow::Cow;
 
+use super::collective::{collective_from_proto, fill_collective};
+use super::emit::aliasing_to_proto;
+use super::import::aliasing_from_proto;
 use super::messages::{CholeskyOptions, HloInstructionProto, TriangularSolveOptions};
+use super::window::{window_from_proto, window_to_proto};
 use crate::op_description::{
     AttrReader, AttrValue, AttrWriter, Attribute, Description, FieldError, ProtoField,
 };
@@ -48,6 +52,22 @@ impl AttrWriter for ProtoWriter<'_> {
             ProtoField::TriangularLower => triangular(p).lower = v.flag(),
             ProtoField::TriangularUnitDiagonal => triangular(p).unit_diagonal = v.flag(),
             ProtoField::TriangularTransposeA => triangular(p).transpose_a = int32,
+            ProtoField::FusionKind => p.fusion_kind = word(),
+            ProtoField::Window => {
+                if let AttrValue::Window(w) = &v {
+                    p.window = window_to_proto(w);
+                }
+            }
+            ProtoField::OutputOperandAliasing => {
+                if let AttrValue::Aliasing(a) = &v {
+                    p.output_operand_aliasing = aliasing_to_proto(a);
+                }
+            }
+            ProtoField::Collective => {
+                if let AttrValue::Collective(c) = &v {
+                    fill_collective(c, p);
+                }
+            }
             ProtoField::Called(_) => {}
         }
     }
@@ -100,6 +120,14 @@ impl AttrReader for ProtoReader<'_> {
             ProtoField::TriangularLower => AttrValue::Flag(triangular.lower),
             ProtoField::TriangularUnitDiagonal => AttrValue::Flag(triangular.unit_diagonal),
             ProtoField::TriangularTransposeA => AttrValue::Int(triangular.transpose_a.into()),
+            ProtoField::FusionKind => word(&p.fusion_kind),
+            ProtoField::Window => p.window.as_ref().map_or(AttrValue::Absent, |w| {
+                AttrValue::Window(Cow::Owned(window_from_proto(w)))
+            }),
+            ProtoField::OutputOperandAliasing => {
+                AttrValue::Aliasing(Cow::Owned(aliasing_from_proto(p)))
+            }
+            ProtoField::Collective => AttrValue::Collective(Cow::Owned(collective_from_proto(p)?)),
             ProtoField::Called(i) => self.called.get(i).map_or(AttrValue::Absent, |c| word(c)),
         })
     }
@@ -144,6 +172,16 @@ fn is_written(p: &HloInstructionProto, field: ProtoField) -> bool {
         | ProtoField::TriangularLower
         | ProtoField::TriangularUnitDiagonal
         | ProtoField::TriangularTransposeA => p.triangular_solve_options.is_some(),
+        ProtoField::FusionKind => !p.fusion_kind.is_empty(),
+        ProtoField::Window => p.window.is_some(),
+        ProtoField::OutputOperandAliasing => !p.output_operand_aliasing.is_empty(),
+        ProtoField::Collective => {
+            !p.replica_groups.is_empty()
+                || p.collective_device_list.is_some()
+                || p.iota_collective_device_list.is_some()
+                || p.mesh_axes_replica_group_list.is_some()
+                || p.use_global_device_ids
+        }
         ProtoField::Called(_) => !p.called_computation_ids.is_empty(),
     }
 }

@@ -1,7 +1,6 @@
 //! [`Module`] to `HloModuleProto`. Deterministic: ids are assigned in
 //! definition order, maps are ordered, so the same module gives the same bytes.
 
-use super::collective::fill_collective;
 use super::messages::*;
 use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::computation::{Computation, InstrId};
@@ -129,7 +128,7 @@ fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
     }
 }
 
-fn aliasing_to_proto(aliasing: &[OperandAlias]) -> Vec<OutputOperandAliasing> {
+pub(super) fn aliasing_to_proto(aliasing: &[OperandAlias]) -> Vec<OutputOperandAliasing> {
     aliasing
         .iter()
         .map(|a| OutputOperandAliasing {
@@ -434,9 +433,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.batch_group_count = *batch_group_count;
             p.precision_config = precision_to_proto(precision, DotAlgorithm::Unset);
         }
-        Op::ReduceWindow { window, .. } | Op::SelectAndScatter { window, .. } => {
-            p.window = window_to_proto(window)
-        }
         Op::Gather {
             dims,
             slice_sizes,
@@ -470,34 +466,10 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.indices_are_sorted = *indices_are_sorted;
             p.unique_indices = *unique_indices;
         }
-        Op::Fusion { kind, aliasing, .. } => {
-            p.fusion_kind = kind.name().to_string();
-            p.output_operand_aliasing = aliasing_to_proto(aliasing);
-        }
-        Op::AllReduce { collective, .. }
-        | Op::AllReduceStart { collective, .. }
-        | Op::CollectiveBroadcast { collective } => fill_collective(collective, p),
         Op::Domain { entry, exit } => {
             p.domain_entry_sharding = Some(Box::new(super::sharding::to_proto(exit)));
             p.domain_exit_sharding = Some(Box::new(super::sharding::to_proto(entry)));
         }
-        Op::AllGather {
-            collective,
-            dimension,
-        }
-        | Op::AllGatherStart {
-            collective,
-            dimension,
-        }
-        | Op::ReduceScatter {
-            collective,
-            dimension,
-            ..
-        } => {
-            fill_collective(collective, p);
-            p.dimensions = vec![*dimension];
-        }
-        Op::RaggedAllToAll { collective } => fill_collective(collective, p),
         Op::BatchNorm {
             epsilon,
             feature_index,
@@ -505,13 +477,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         } => {
             p.epsilon = epsilon.get();
             p.feature_index = *feature_index;
-        }
-        Op::AllToAll {
-            collective,
-            dimension,
-        } => {
-            fill_collective(collective, p);
-            p.dimensions = dimension.iter().copied().collect();
         }
         Op::CollectivePermute {
             channel_id,

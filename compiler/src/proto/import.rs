@@ -1,7 +1,7 @@
 //! `HloModuleProto` to [`Module`], validating everything an untrusted proto
 //! can get wrong (unknown ids, types, opcodes) as typed errors.
 
-use super::collective::{channel_from_proto, collective_from_proto, pairs_from_proto};
+use super::collective::{channel_from_proto, pairs_from_proto};
 use super::described;
 use super::messages::*;
 use super::window::{conv_dims_from_proto, window_from_proto};
@@ -156,35 +156,21 @@ fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
     .boxed_unless_default()
 }
 
-/// The window, convolution, aliasing and layout-constraint fields mean
-/// something only on the ops that have them. XLA writes both group counts
-/// as 1 on every instruction, so 1 says nothing; any other value elsewhere
-/// would be lost, and is refused.
+/// A field means something only on the ops that have it; written on any
+/// other, it would be lost, and is refused. The described ops' fields are
+/// checked from their descriptions; this table holds the hand-spelled
+/// ops'. XLA writes both group counts as 1 on every instruction, so 1
+/// says nothing.
 fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
     let call = matches!(op, Op::CustomCall(_));
     let convolution = call || matches!(op, Op::Convolution { .. });
-    let windowed =
-        convolution || matches!(op, Op::ReduceWindow { .. } | Op::SelectAndScatter { .. });
-    let in_place = call || matches!(op, Op::Fusion { .. });
     // (written, field, the ops that carry it, whether this op does)
     let fields = [
-        (
-            !p.output_operand_aliasing.is_empty(),
-            "output_operand_aliasing (74)",
-            "fusion and custom-call",
-            in_place,
-        ),
         (
             !p.operand_shapes_with_layout.is_empty(),
             "operand_shapes_with_layout (57)",
             "custom-call",
             call,
-        ),
-        (
-            p.window.is_some(),
-            "window (15)",
-            "convolution, reduce-window, select-and-scatter and custom-call",
-            windowed,
         ),
         (
             p.convolution_dimension_numbers.is_some(),
@@ -319,7 +305,7 @@ fn call_convolution_from_proto(
     Ok((!conv.is_empty()).then(|| Box::new(conv)))
 }
 
-fn aliasing_from_proto(p: &HloInstructionProto) -> Vec<OperandAlias> {
+pub(super) fn aliasing_from_proto(p: &HloInstructionProto) -> Vec<OperandAlias> {
     p.output_operand_aliasing
         .iter()
         .map(|a| OperandAlias {
@@ -739,16 +725,6 @@ fn computation_from_proto(
     Ok(comp)
 }
 
-fn one_dimension(p: &HloInstructionProto) -> Result<i64, String> {
-    match p.dimensions[..] {
-        [d] => Ok(d),
-        _ => Err(format!(
-            "{} needs exactly one dimension, has {:?}",
-            p.opcode, p.dimensions
-        )),
-    }
-}
-
 fn one_callee(called: &[String]) -> Result<String, String> {
     match called {
         [c] => Ok(c.clone()),
@@ -878,69 +854,15 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
             batch_group_count: p.batch_group_count.max(1),
             precision: precision_from_proto(p)?,
         },
-        "select-and-scatter" => match called {
-            [select, scatter] => Op::SelectAndScatter {
-                window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
-                select: select.clone(),
-                scatter: scatter.clone(),
-            },
-            _ => {
-                return Err(format!(
-                    "select-and-scatter needs two called computations (select, scatter), has {}",
-                    called.len()
-                ))
-            }
-        },
-        "reduce-window" => Op::ReduceWindow {
-            window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
-            to_apply: one_callee(called)?,
-        },
-        "all-reduce" => Op::AllReduce {
-            collective: collective_from_proto(p)?,
-            to_apply: one_callee(called)?,
-        },
-        "all-gather" => Op::AllGather {
-            collective: collective_from_proto(p)?,
-            dimension: one_dimension(p)?,
-        },
-        "reduce-scatter" => Op::ReduceScatter {
-            collective: collective_from_proto(p)?,
-            dimension: one_dimension(p)?,
-            to_apply: one_callee(called)?,
-        },
-        "ragged-all-to-all" => Op::RaggedAllToAll {
-            collective: collective_from_proto(p)?,
-        },
-        "all-to-all" => Op::AllToAll {
-            collective: collective_from_proto(p)?,
-            dimension: match p.dimensions[..] {
-                [] => None,
-                _ => Some(one_dimension(p)?),
-            },
-        },
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_from_proto(p),
             pairs: pairs_from_proto(p),
             slice_sizes: super::collective::slice_sizes_from_proto(p)?,
         },
-        "all-reduce-start" => Op::AllReduceStart {
-            collective: collective_from_proto(p)?,
-            to_apply: one_callee(called)?,
-        },
-        "all-gather-start" => Op::AllGatherStart {
-            collective: collective_from_proto(p)?,
-            dimension: one_dimension(p)?,
-        },
         "collective-permute-start" => Op::CollectivePermuteStart {
             channel_id: channel_from_proto(p),
             pairs: pairs_from_proto(p),
             slice_sizes: super::collective::slice_sizes_from_proto(p)?,
-        },
-        "fusion" => Op::Fusion {
-            kind: FusionKind::from_name(&p.fusion_kind)
-                .ok_or_else(|| format!("has unknown fusion_kind {:?}", p.fusion_kind))?,
-            calls: one_callee(called)?,
-            aliasing: aliasing_from_proto(p),
         },
         "conditional" => Op::Conditional {
             branches: called.to_vec(),
@@ -994,9 +916,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 entry: side(&p.domain_exit_sharding, "domain_exit_sharding (55)")?,
             }
         }
-        "collective-broadcast" => Op::CollectiveBroadcast {
-            collective: collective_from_proto(p)?,
-        },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: p.cross_program_prefetch_index,
         },

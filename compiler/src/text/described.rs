@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::parser::{error_at, Attrs, ParseError};
+use super::parser::{collective, error_at, Attrs, ParseError};
+use super::printer::{write_aliasing, write_collective};
 use super::syntax::Pair;
 use crate::op_description::{AttrReader, AttrValue, AttrWriter, Attribute, FieldError, Form};
 use crate::types::write_joined;
@@ -40,6 +41,21 @@ impl AttrWriter for TextWriter<'_> {
                     let _ = write!(out, ", {key}={w}");
                 }
             }
+            Form::Window => {
+                if let AttrValue::Window(w) = &v {
+                    let _ = write!(out, ", {key}={{{w}}}");
+                }
+            }
+            Form::Aliasing => {
+                if let AttrValue::Aliasing(a) = &v {
+                    write_aliasing(out, a);
+                }
+            }
+            Form::Collective => {
+                if let AttrValue::Collective(c) = &v {
+                    write_collective(out, c);
+                }
+            }
         }
     }
 }
@@ -56,12 +72,25 @@ impl AttrReader for TextReader<'_, '_> {
     type Error = ParseError;
 
     fn read(&mut self, a: &'static Attribute) -> Result<AttrValue<'static>, ParseError> {
+        // Each has its own default for what is not written.
+        match a.form {
+            Form::Window => return Ok(AttrValue::Window(Cow::Owned(self.attrs.window()?))),
+            Form::Aliasing => {
+                return Ok(AttrValue::Aliasing(Cow::Owned(
+                    self.attrs.operand_aliasing()?,
+                )))
+            }
+            Form::Collective => {
+                return Ok(AttrValue::Collective(Cow::Owned(collective(self.attrs)?)))
+            }
+            _ => {}
+        }
         let Some((_, at)) = self.attrs.map.get(a.key) else {
             return Ok(match a.form {
                 Form::ListOrEmpty | Form::ListIfAny => AttrValue::Ints(Cow::Owned(Vec::new())),
                 Form::Flag => AttrValue::Flag(false),
                 Form::FlagDefaultTrue => AttrValue::Flag(true),
-                Form::Int | Form::List | Form::OneDimension | Form::Word => AttrValue::Absent,
+                _ => AttrValue::Absent,
             });
         };
         self.last = Some(*at);
@@ -72,6 +101,7 @@ impl AttrReader for TextReader<'_, '_> {
             }
             Form::Flag | Form::FlagDefaultTrue => AttrValue::Flag(self.attrs.flag(a.key)?),
             Form::Word => AttrValue::Word(Cow::Owned(self.attrs.word(a.key)?.0)),
+            Form::Window | Form::Aliasing | Form::Collective => AttrValue::Absent,
         })
     }
 

@@ -817,7 +817,7 @@ impl<'i> Attrs<'i> {
     }
 
     /// `window={...}`; an op without one slides over no dimensions.
-    fn window(&mut self) -> Result<Window, ParseError> {
+    pub(super) fn window(&mut self) -> Result<Window, ParseError> {
         let Some((text, p)) = self.text("window") else {
             return Ok(Window::default());
         };
@@ -832,7 +832,7 @@ impl<'i> Attrs<'i> {
     }
 
     /// `output_to_operand_aliasing={{0}: (1, {})}`; none when not written.
-    fn operand_aliasing(&mut self) -> Result<Vec<OperandAlias>, ParseError> {
+    pub(super) fn operand_aliasing(&mut self) -> Result<Vec<OperandAlias>, ParseError> {
         match self.text("output_to_operand_aliasing") {
             None => Ok(Vec::new()),
             Some((text, p)) => OperandAlias::parse_list(&text).or_else(|e| err_at(&p, e)),
@@ -1856,7 +1856,7 @@ fn read_text_at<T>(
 
 /// `replica_groups`, `channel_id`, `use_global_device_ids` and
 /// `constrain_layout`.
-fn collective(a: &mut Attrs) -> Result<Collective, ParseError> {
+pub(super) fn collective(a: &mut Attrs) -> Result<Collective, ParseError> {
     let replica_groups = match a.take("replica_groups") {
         None => ReplicaGroups::default(),
         Some((Value::Ints(v), _)) if v.is_empty() => ReplicaGroups::default(),
@@ -1949,31 +1949,6 @@ fn permute_slice_sizes(a: &mut Attrs) -> Result<Vec<Vec<i64>>, ParseError> {
         Some((_, p)) => read_whole_value(&p, "slice_sizes", |text| {
             super::collective::parse_slice_sizes(text)
         }),
-    }
-}
-
-/// `dimensions={d}`: exactly one dimension.
-fn one_dimension(at: &Pair<'_>, a: &mut Attrs) -> Result<i64, ParseError> {
-    let dims = a.ints("dimensions")?;
-    only_dimension(at, &a.opcode, &dims)
-}
-
-/// `dimensions={d}`, or none (absent or `{}`).
-fn optional_dimension(at: &Pair<'_>, a: &mut Attrs) -> Result<Option<i64>, ParseError> {
-    let dims = a.ints_or_empty("dimensions")?;
-    if dims.is_empty() {
-        return Ok(None);
-    }
-    only_dimension(at, &a.opcode, &dims).map(Some)
-}
-
-fn only_dimension(at: &Pair<'_>, opcode: &str, dims: &[i64]) -> Result<i64, ParseError> {
-    match dims {
-        [d] => Ok(*d),
-        _ => err_at(
-            at,
-            format!("{opcode} takes one dimension in dimensions={{..}}, got {dims:?}"),
-        ),
     }
 }
 
@@ -2165,62 +2140,15 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
                 precision: a.precision()?,
             }
         }
-        "select-and-scatter" => Op::SelectAndScatter {
-            window: a.window()?,
-            select: a.word("select")?.0,
-            scatter: a.word("scatter")?.0,
-        },
-        "reduce-window" => Op::ReduceWindow {
-            window: a.window()?,
-            to_apply: a.word("to_apply")?.0,
-        },
-        "all-reduce" => Op::AllReduce {
-            collective: collective(a)?,
-            to_apply: a.word("to_apply")?.0,
-        },
-        "all-gather" => Op::AllGather {
-            collective: collective(a)?,
-            dimension: one_dimension(opcode_pair, a)?,
-        },
-        "reduce-scatter" => Op::ReduceScatter {
-            collective: collective(a)?,
-            dimension: one_dimension(opcode_pair, a)?,
-            to_apply: a.word("to_apply")?.0,
-        },
-        "ragged-all-to-all" => Op::RaggedAllToAll {
-            collective: collective(a)?,
-        },
-        "all-to-all" => Op::AllToAll {
-            collective: collective(a)?,
-            dimension: optional_dimension(opcode_pair, a)?,
-        },
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_id(a)?,
             pairs: source_target_pairs(a)?,
             slice_sizes: permute_slice_sizes(a)?,
         },
-        "all-reduce-start" => Op::AllReduceStart {
-            collective: collective(a)?,
-            to_apply: a.word("to_apply")?.0,
-        },
-        "all-gather-start" => Op::AllGatherStart {
-            collective: collective(a)?,
-            dimension: one_dimension(opcode_pair, a)?,
-        },
         "collective-permute-start" => Op::CollectivePermuteStart {
             channel_id: channel_id(a)?,
             pairs: source_target_pairs(a)?,
             slice_sizes: permute_slice_sizes(a)?,
-        },
-        "fusion" => Op::Fusion {
-            kind: parse_enum(
-                a,
-                "kind",
-                FusionKind::from_name,
-                "kLoop, kInput, kOutput, kCustom",
-            )?,
-            calls: a.word("calls")?.0,
-            aliasing: a.operand_aliasing()?,
         },
         "conditional" => Op::Conditional {
             branches: conditional_branches(opcode_pair, a)?,
@@ -2251,9 +2179,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
             unique_indices: a.flag("unique_indices")?,
         },
         "domain" => domain(opcode_pair, a)?,
-        "collective-broadcast" => Op::CollectiveBroadcast {
-            collective: collective(a)?,
-        },
         "copy-start" => Op::CopyStart {
             cross_program_prefetch_index: match a.optional_int("cross_program_prefetch_index")? {
                 None => None,

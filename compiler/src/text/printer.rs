@@ -166,7 +166,7 @@ fn print_instruction_into(out: &mut String, c: &Computation, id: InstrId) {
 }
 
 /// The attributes every replica-grouped collective has, as XLA prints them.
-fn write_collective(out: &mut String, c: &Collective) {
+pub(super) fn write_collective(out: &mut String, c: &Collective) {
     out.push_str(", replica_groups=");
     super::collective::write_replica_groups(out, &c.replica_groups);
     if let Some(id) = c.channel_id {
@@ -254,50 +254,6 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
             (*feature_group_count, *batch_group_count),
             precision,
         ),
-        Op::ReduceWindow { window, to_apply } => {
-            let _ = write!(out, ", window={{{window}}}, to_apply={to_apply}");
-        }
-        Op::SelectAndScatter {
-            window,
-            select,
-            scatter,
-        } => {
-            let _ = write!(
-                out,
-                ", window={{{window}}}, select={select}, scatter={scatter}"
-            );
-        }
-        Op::AllReduce {
-            collective,
-            to_apply,
-        }
-        | Op::AllReduceStart {
-            collective,
-            to_apply,
-        } => {
-            write_collective(out, collective);
-            let _ = write!(out, ", to_apply={to_apply}");
-        }
-        Op::AllGather {
-            collective,
-            dimension,
-        }
-        | Op::AllGatherStart {
-            collective,
-            dimension,
-        } => {
-            write_collective(out, collective);
-            let _ = write!(out, ", dimensions={{{dimension}}}");
-        }
-        Op::ReduceScatter {
-            collective,
-            dimension,
-            to_apply,
-        } => {
-            write_collective(out, collective);
-            let _ = write!(out, ", dimensions={{{dimension}}}, to_apply={to_apply}");
-        }
-        Op::CollectiveBroadcast { collective } => write_collective(out, collective),
         Op::Domain { entry, exit } => {
             out.push_str(", domain={kind=\"sharding\", entry=");
             super::sharding::write_sharding(out, entry, &metadata_fields);
@@ -305,22 +261,12 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
             super::sharding::write_sharding(out, exit, &metadata_fields);
             out.push('}');
         }
-        Op::RaggedAllToAll { collective } => write_collective(out, collective),
         Op::BatchNorm {
             epsilon,
             feature_index,
             ..
         } => {
             let _ = write!(out, ", epsilon={epsilon}, feature_index={feature_index}");
-        }
-        Op::AllToAll {
-            collective,
-            dimension,
-        } => {
-            write_collective(out, collective);
-            if let Some(d) = dimension {
-                let _ = write!(out, ", dimensions={{{d}}}");
-            }
         }
         Op::CollectivePermute {
             channel_id,
@@ -341,14 +287,6 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 out.push_str(", slice_sizes=");
                 super::collective::write_slice_sizes(out, slice_sizes);
             }
-        }
-        Op::Fusion {
-            kind,
-            calls,
-            aliasing,
-        } => {
-            let _ = write!(out, ", kind={}, calls={calls}", kind.name());
-            write_aliasing(out, aliasing);
         }
         Op::Conditional { branches } => {
             // XLA requires the pred form's own names for a pred selector.
@@ -605,7 +543,7 @@ fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>)
     out.push('}');
 }
 
-fn write_aliasing(out: &mut String, aliasing: &[OperandAlias]) {
+pub(super) fn write_aliasing(out: &mut String, aliasing: &[OperandAlias]) {
     if !aliasing.is_empty() {
         out.push_str(", output_to_operand_aliasing={");
         write_list(out, aliasing);
