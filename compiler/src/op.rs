@@ -5,6 +5,7 @@
 
 use crate::collective::Collective;
 use crate::literal::{Literal, LiteralTree};
+use crate::op_description::OpTraits;
 use crate::types::Shape;
 use crate::window::{ConvDims, Window};
 
@@ -1112,6 +1113,15 @@ const BINARY_NAMES: [(BinaryOp, &str); 16] = [
 ];
 
 impl UnaryOp {
+    /// A bit count or a logical not computes on integers; the rest carry
+    /// a float operand's type through.
+    pub fn traits(self) -> OpTraits {
+        match self {
+            UnaryOp::Not | UnaryOp::PopulationCount => OpTraits::NONE,
+            _ => OpTraits::CARRIES_FLOAT_TYPE,
+        }
+    }
+
     pub fn opcode(self) -> &'static str {
         UNARY_NAMES
             .iter()
@@ -1131,6 +1141,23 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
+    /// Arithmetic carries a float operand's type through; bitwise ops,
+    /// shifts and `complex` do not.
+    pub fn traits(self) -> OpTraits {
+        match self {
+            BinaryOp::Add
+            | BinaryOp::Subtract
+            | BinaryOp::Multiply
+            | BinaryOp::Divide
+            | BinaryOp::Remainder
+            | BinaryOp::Maximum
+            | BinaryOp::Minimum
+            | BinaryOp::Power
+            | BinaryOp::Atan2 => OpTraits::CARRIES_FLOAT_TYPE,
+            _ => OpTraits::NONE,
+        }
+    }
+
     pub fn opcode(self) -> &'static str {
         BINARY_NAMES
             .iter()
@@ -1250,35 +1277,7 @@ impl Op {
     /// Comparisons and `is-finite` give pred either way. Not `convert`,
     /// dots, reductions or anything with a called computation.
     pub fn carries_float_type(&self) -> bool {
-        match self {
-            Op::Unary(u) => !matches!(u, UnaryOp::Not | UnaryOp::PopulationCount),
-            Op::Binary(b) => matches!(
-                b,
-                BinaryOp::Add
-                    | BinaryOp::Subtract
-                    | BinaryOp::Multiply
-                    | BinaryOp::Divide
-                    | BinaryOp::Remainder
-                    | BinaryOp::Maximum
-                    | BinaryOp::Minimum
-                    | BinaryOp::Power
-                    | BinaryOp::Atan2
-            ),
-            Op::Compare { .. }
-            | Op::Select
-            | Op::Clamp
-            | Op::Broadcast { .. }
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Reverse { .. }
-            | Op::Slice { .. }
-            | Op::DynamicSlice { .. }
-            | Op::DynamicUpdateSlice
-            | Op::Concatenate { .. }
-            | Op::Pad { .. }
-            | Op::Gather { .. } => true,
-            _ => false,
-        }
+        self.traits().has(OpTraits::CARRIES_FLOAT_TYPE)
     }
 
     /// Whether the op's result type is its own (a dot's accumulation type,
@@ -1295,8 +1294,7 @@ impl Op {
     pub fn has_side_effect(&self) -> bool {
         match self {
             Op::CustomCall(cc) => cc.has_side_effect,
-            Op::Transfer(_) | Op::Infeed { .. } | Op::Outfeed { .. } => true,
-            _ => false,
+            _ => self.traits().has(OpTraits::SIDE_EFFECT),
         }
     }
 
@@ -1309,38 +1307,12 @@ impl Op {
     /// would have two dones. Nor are collectives: each is a separate
     /// exchange between devices.
     pub fn is_pure(&self) -> bool {
-        !matches!(
-            self,
-            Op::Parameter(_)
-                | Op::RngBitGenerator { .. }
-                | Op::Rng { .. }
-                | Op::RngGetAndUpdateState { .. }
-                | Op::OptBarrier
-                | Op::Domain { .. }
-                | Op::While { .. }
-                | Op::Conditional { .. }
-                | Op::Fusion { .. }
-                | Op::Async { .. }
-        ) && !self.is_collective()
-            && !self.has_side_effect()
+        !self.traits().has(OpTraits::IMPURE) && !self.is_collective() && !self.has_side_effect()
     }
 
     /// Whether the op exchanges data between devices.
     pub fn is_collective(&self) -> bool {
-        matches!(
-            self,
-            Op::AllReduce { .. }
-                | Op::AllGather { .. }
-                | Op::ReduceScatter { .. }
-                | Op::AllToAll { .. }
-                | Op::RaggedAllToAll { .. }
-                | Op::CollectiveBroadcast { .. }
-                | Op::CollectivePermute { .. }
-                | Op::AllReduceStart { .. }
-                | Op::AllGatherStart { .. }
-                | Op::CollectivePermuteStart { .. }
-                | Op::CollectiveDone(_)
-        )
+        self.traits().has(OpTraits::COLLECTIVE)
     }
 
     /// The replica groups and channel of a replica-grouped collective.

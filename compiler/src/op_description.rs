@@ -466,9 +466,37 @@ fn read_field<T: AttrField, R: AttrReader>(
     T::from_value(v).map_err(|e| r.invalid(attribute, e))
 }
 
+/// What an op is beyond its attributes, as a row of the table says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpTraits(u8);
+
+impl OpTraits {
+    pub const NONE: OpTraits = OpTraits(0);
+    /// Two instructions with the op and the same operands may differ: a
+    /// parameter, a random draw, a barrier, or an op that runs a
+    /// computation as a whole (a loop, a branch, a fusion).
+    pub const IMPURE: OpTraits = OpTraits(1);
+    /// Exchanges data between devices.
+    pub const COLLECTIVE: OpTraits = OpTraits(2);
+    /// Acts beyond its value: a transfer, infeed or outfeed.
+    pub const SIDE_EFFECT: OpTraits = OpTraits(4);
+    /// Carries its float operands' element type through to its result,
+    /// whatever float type that is (see [`Op::carries_float_type`]).
+    pub const CARRIES_FLOAT_TYPE: OpTraits = OpTraits(8);
+
+    pub const fn with(self, other: OpTraits) -> OpTraits {
+        OpTraits(self.0 | other.0)
+    }
+
+    pub const fn has(self, other: OpTraits) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
 /// Declares each op's opcode once. The described rows give their
 /// attributes too (`field: Form("key") @ ProtoField`, in XLA's printing
 /// order); the spelled rows are ops whose attributes are spelled by hand.
+/// A row's `[TRAITS]` are its [`OpTraits`].
 /// `Op::opcode` matches on both exhaustively, so a new op without a row
 /// does not compile, nor does a row that leaves out one of its variant's
 /// fields. The families that spell their own opcodes (elementwise ops,
@@ -476,12 +504,12 @@ fn read_field<T: AttrField, R: AttrReader>(
 macro_rules! op_table {
     (
         described {
-            $($opcode:literal => $variant:ident {
+            $($opcode:literal $([$($dtrait:ident),*])? => $variant:ident {
                 $($field:ident : $form:ident ($key:literal) @ $proto:ident $(($slot:literal))?),* $(,)?
             },)*
         }
         spelled {
-            $($pat:pat => $name:literal,)*
+            $($pat:pat => $name:literal $([$($strait:ident),*])?,)*
         }
     ) => {
         /// The opcodes the table spells.
@@ -508,6 +536,23 @@ macro_rules! op_table {
                     Op::Async { step, .. } => step.opcode(),
                     $(Op::$variant { .. } => $opcode,)*
                     $($pat => $name,)*
+                }
+            }
+
+            /// What the op is, beyond its attributes: whether it may be
+            /// merged, exchanges data, acts on the world, or carries its
+            /// float type through.
+            pub fn traits(&self) -> OpTraits {
+                match self {
+                    Op::Unary(u) => u.traits(),
+                    Op::Binary(b) => b.traits(),
+                    Op::BatchNorm { .. } => OpTraits::NONE,
+                    Op::Transfer(_) => OpTraits::SIDE_EFFECT,
+                    // Runs a computation as a whole, which hlatc does not
+                    // look into for draws or side effects.
+                    Op::Async { .. } => OpTraits::IMPURE,
+                    $(Op::$variant { .. } => OpTraits::NONE $($(.with(OpTraits::$dtrait))*)?,)*
+                    $($pat => OpTraits::NONE $($(.with(OpTraits::$strait))*)?,)*
                 }
             }
 
@@ -554,24 +599,24 @@ macro_rules! op_table {
 op_table! {
     described {
         "iota" => Iota { dimension: Int("iota_dimension") @ Dimensions },
-        "compare" => Compare {
+        "compare" [CARRIES_FLOAT_TYPE] => Compare {
             direction: Word("direction") @ ComparisonDirection,
             kind: Word("type") @ ComparisonType,
         },
         // XLA's parser lets a scalar's broadcast leave out its (empty)
         // dimensions; over any other operand, inference then reports the
         // missing ones.
-        "broadcast" => Broadcast { dimensions: ListOrEmpty("dimensions") @ Dimensions },
-        "transpose" => Transpose { permutation: List("dimensions") @ Dimensions },
-        "reverse" => Reverse { dimensions: List("dimensions") @ Dimensions },
-        "concatenate" => Concatenate { dimension: OneDimension("dimensions") @ Dimensions },
+        "broadcast" [CARRIES_FLOAT_TYPE] => Broadcast { dimensions: ListOrEmpty("dimensions") @ Dimensions },
+        "transpose" [CARRIES_FLOAT_TYPE] => Transpose { permutation: List("dimensions") @ Dimensions },
+        "reverse" [CARRIES_FLOAT_TYPE] => Reverse { dimensions: List("dimensions") @ Dimensions },
+        "concatenate" [CARRIES_FLOAT_TYPE] => Concatenate { dimension: OneDimension("dimensions") @ Dimensions },
         "set-dimension-size" => SetDimensionSize {
             dimension: OneDimension("dimensions") @ Dimensions,
         },
         "get-dimension-size" => GetDimensionSize {
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "dynamic-slice" => DynamicSlice { sizes: List("dynamic_slice_sizes") @ DynamicSliceSizes },
+        "dynamic-slice" [CARRIES_FLOAT_TYPE] => DynamicSlice { sizes: List("dynamic_slice_sizes") @ DynamicSliceSizes },
         "reduce" => Reduce {
             dimensions: List("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
@@ -590,9 +635,9 @@ op_table! {
             dimensions: ListIfAny("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "rng" => Rng { distribution: Word("distribution") @ Distribution },
+        "rng" [IMPURE] => Rng { distribution: Word("distribution") @ Distribution },
         // XLA lists a while's body before its condition.
-        "while" => While {
+        "while" [IMPURE] => While {
             condition: Word("condition") @ Called(1),
             body: Word("body") @ Called(0),
         },
@@ -607,14 +652,14 @@ op_table! {
             fft_type: Word("fft_type") @ FftType,
             fft_length: List("fft_length") @ FftLength,
         },
-        "reshape" => Reshape { inferred_dimension: Int("inferred_dimension") @ Dimensions },
-        "rng-get-and-update-state" => RngGetAndUpdateState { delta: Int("delta") @ Delta },
+        "reshape" [CARRIES_FLOAT_TYPE] => Reshape { inferred_dimension: Int("inferred_dimension") @ Dimensions },
+        "rng-get-and-update-state" [IMPURE] => RngGetAndUpdateState { delta: Int("delta") @ Delta },
         // XLA's parser takes the largest when `largest` is not written.
         "topk" => TopK {
             k: Int("k") @ K,
             largest: FlagDefaultTrue("largest") @ Largest,
         },
-        "rng-bit-generator" => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
+        "rng-bit-generator" [IMPURE] => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
         "reduce-window" => ReduceWindow {
             window: Window("window") @ Window,
             to_apply: Word("to_apply") @ Called(0),
@@ -624,40 +669,40 @@ op_table! {
             select: Word("select") @ Called(0),
             scatter: Word("scatter") @ Called(1),
         },
-        "fusion" => Fusion {
+        "fusion" [IMPURE] => Fusion {
             kind: Word("kind") @ FusionKind,
             calls: Word("calls") @ Called(0),
             aliasing: Aliasing("output_to_operand_aliasing") @ OutputOperandAliasing,
         },
-        "all-reduce" => AllReduce {
+        "all-reduce" [COLLECTIVE] => AllReduce {
             collective: Collective("replica_groups") @ Collective,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "all-reduce-start" => AllReduceStart {
+        "all-reduce-start" [COLLECTIVE] => AllReduceStart {
             collective: Collective("replica_groups") @ Collective,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "all-gather" => AllGather {
+        "all-gather" [COLLECTIVE] => AllGather {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "all-gather-start" => AllGatherStart {
+        "all-gather-start" [COLLECTIVE] => AllGatherStart {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "reduce-scatter" => ReduceScatter {
+        "reduce-scatter" [COLLECTIVE] => ReduceScatter {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
         // XLA's all-to-all splits along one dimension, or (none written)
         // exchanges the elements of a tuple.
-        "all-to-all" => AllToAll {
+        "all-to-all" [COLLECTIVE] => AllToAll {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "ragged-all-to-all" => RaggedAllToAll { collective: Collective("replica_groups") @ Collective },
-        "collective-broadcast" => CollectiveBroadcast {
+        "ragged-all-to-all" [COLLECTIVE] => RaggedAllToAll { collective: Collective("replica_groups") @ Collective },
+        "collective-broadcast" [COLLECTIVE] => CollectiveBroadcast {
             collective: Collective("replica_groups") @ Collective,
         },
         "reduce-precision" => ReducePrecision {
@@ -666,41 +711,41 @@ op_table! {
         },
     }
     spelled {
-        Op::Parameter(_) => "parameter",
+        Op::Parameter(_) => "parameter" [IMPURE],
         Op::Constant(_) | Op::TupleConstant(_) => "constant",
-        Op::Select => "select",
-        Op::Clamp => "clamp",
+        Op::Select => "select" [CARRIES_FLOAT_TYPE],
+        Op::Clamp => "clamp" [CARRIES_FLOAT_TYPE],
         Op::Convert => "convert",
         Op::StochasticConvert => "stochastic-convert",
         Op::BitcastConvert => "bitcast-convert",
         Op::Bitcast => "bitcast",
-        Op::Slice { .. } => "slice",
-        Op::DynamicUpdateSlice => "dynamic-update-slice",
+        Op::Slice { .. } => "slice" [CARRIES_FLOAT_TYPE],
+        Op::DynamicUpdateSlice => "dynamic-update-slice" [CARRIES_FLOAT_TYPE],
         Op::DynamicReshape => "dynamic-reshape",
-        Op::Pad { .. } => "pad",
+        Op::Pad { .. } => "pad" [CARRIES_FLOAT_TYPE],
         Op::Dot { .. } => "dot",
         Op::RaggedDot { .. } => "ragged-dot",
         Op::Convolution { .. } => "convolution",
         Op::Tuple => "tuple",
-        Op::OptBarrier => "opt-barrier",
-        Op::Conditional { .. } => "conditional",
-        Op::Domain { .. } => "domain",
-        Op::CollectivePermute { .. } => "collective-permute",
-        Op::CollectivePermuteStart { .. } => "collective-permute-start",
-        Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done",
-        Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done",
-        Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done",
+        Op::OptBarrier => "opt-barrier" [IMPURE],
+        Op::Conditional { .. } => "conditional" [IMPURE],
+        Op::Domain { .. } => "domain" [IMPURE],
+        Op::CollectivePermute { .. } => "collective-permute" [COLLECTIVE],
+        Op::CollectivePermuteStart { .. } => "collective-permute-start" [COLLECTIVE],
+        Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done" [COLLECTIVE],
+        Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done" [COLLECTIVE],
+        Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done" [COLLECTIVE],
         Op::ReplicaId => "replica-id",
         Op::PartitionId => "partition-id",
-        Op::Gather { .. } => "gather",
+        Op::Gather { .. } => "gather" [CARRIES_FLOAT_TYPE],
         Op::Scatter { .. } => "scatter",
         Op::CustomCall(_) => "custom-call",
         Op::CopyStart { .. } => "copy-start",
         Op::CopyDone => "copy-done",
         Op::AfterAll => "after-all",
         Op::AddDependency => "add-dependency",
-        Op::Infeed { .. } => "infeed",
-        Op::Outfeed { .. } => "outfeed",
+        Op::Infeed { .. } => "infeed" [SIDE_EFFECT],
+        Op::Outfeed { .. } => "outfeed" [SIDE_EFFECT],
     }
 }
 
@@ -747,6 +792,32 @@ mod tests {
         assert_eq!(
             Description::of("while").map(Description::callees),
             Some(vec!["body", "condition"])
+        );
+    }
+
+    #[test]
+    fn traits_come_from_the_rows() {
+        use crate::op::{BinaryOp, UnaryOp};
+        let rng = Op::Rng {
+            distribution: RngDistribution::Normal,
+        };
+        assert!(rng.traits().has(OpTraits::IMPURE) && !rng.is_pure());
+        assert!(!rng.is_collective() && !rng.has_side_effect());
+        assert!(Op::CollectiveDone(AsyncCollective::AllGather).is_collective());
+        let feed = Op::Infeed {
+            config: String::new(),
+        };
+        assert!(feed.has_side_effect() && !feed.is_pure());
+        assert!(Op::Iota { dimension: 0 }.is_pure());
+        assert!(Op::Select.carries_float_type() && !Op::Convert.carries_float_type());
+        assert!(Op::Unary(UnaryOp::Exp).carries_float_type());
+        assert!(!Op::Unary(UnaryOp::Not).carries_float_type());
+        assert!(Op::Binary(BinaryOp::Atan2).carries_float_type());
+        assert!(!Op::Binary(BinaryOp::ShiftLeft).carries_float_type());
+        assert_eq!(
+            OpTraits::IMPURE.with(OpTraits::COLLECTIVE),
+            OpTraits(3),
+            "traits combine"
         );
     }
 
