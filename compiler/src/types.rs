@@ -291,6 +291,11 @@ pub struct ArrayShape {
 /// for each dimension up to it).
 pub const MAX_DYNAMIC_DIMENSION: usize = 31;
 
+/// The size of an unbounded dynamic dimension (`f32[?]`), as XLA holds it
+/// (`Shape::kUnboundedSize`, in a proto's `dimensions` too): a dynamic
+/// dimension with no bound. Such a shape has no element count.
+pub const UNBOUNDED: i64 = i64::MIN;
+
 impl ArrayShape {
     pub fn new(ty: ElementType, dims: Vec<i64>) -> Self {
         let minor_to_major = default_layout(dims.len());
@@ -327,11 +332,23 @@ impl ArrayShape {
         self.dims.len()
     }
 
-    /// Product of the dimensions; `None` if it does not fit in an i64.
+    /// Whether dimension `i` is dynamic with no bound (`?`).
+    pub fn is_unbounded(&self, i: usize) -> bool {
+        self.dims.get(i) == Some(&UNBOUNDED) && self.is_dynamic(i)
+    }
+
+    /// Whether any dimension is unbounded.
+    pub fn has_unbounded(&self) -> bool {
+        (0..self.rank()).any(|i| self.is_unbounded(i))
+    }
+
+    /// Product of the dimensions; `None` if it does not fit in an i64, or
+    /// a dimension is unbounded.
     pub fn checked_element_count(&self) -> Option<i64> {
-        self.dims
-            .iter()
-            .try_fold(1i64, |acc, &d| acc.checked_mul(d))
+        self.dims.iter().try_fold(
+            1i64,
+            |acc, &d| if d < 0 { None } else { acc.checked_mul(d) },
+        )
     }
 
     /// Product of the dimensions, saturating at `i64::MAX` (the verifier
@@ -492,6 +509,14 @@ impl Shape {
         }
     }
 
+    /// Whether an unbounded dimension (`?`) occurs anywhere in it.
+    pub fn has_unbounded(&self) -> bool {
+        self.any_leaf(&|s| match s {
+            Shape::Array(a) | Shape::Buffer(a) => a.dynamic != 0 && a.has_unbounded(),
+            _ => false,
+        })
+    }
+
     /// Whether a buffer shape occurs anywhere in it.
     pub fn has_buffer(&self) -> bool {
         self.any_leaf(&|s| matches!(s, Shape::Buffer(_)))
@@ -600,8 +625,12 @@ impl fmt::Display for ArrayShape {
         } else {
             for (i, d) in self.dims.iter().enumerate() {
                 let sep = if i > 0 { "," } else { "" };
-                let bound = if self.is_dynamic(i) { "<=" } else { "" };
-                write!(f, "{sep}{bound}{d}")?;
+                if self.is_unbounded(i) {
+                    write!(f, "{sep}?")?;
+                } else {
+                    let bound = if self.is_dynamic(i) { "<=" } else { "" };
+                    write!(f, "{sep}{bound}{d}")?;
+                }
             }
         }
         f.write_str("]")?;

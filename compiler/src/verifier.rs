@@ -564,11 +564,12 @@ fn check_layouts(shape: &Shape) -> Result<(), String> {
                     a.rank()
                 ));
             }
-            if a.dims.iter().any(|&d| d < 0) {
+            if (0..a.rank()).any(|i| a.dims[i] < 0 && !a.is_unbounded(i)) {
                 return Err(format!("shape {a} has a negative dimension"));
             }
-            if a.checked_element_count()
-                .is_none_or(|n| n.checked_mul(a.ty.byte_size() as i64).is_none())
+            if !a.has_unbounded()
+                && a.checked_element_count()
+                    .is_none_or(|n| n.checked_mul(a.ty.byte_size() as i64).is_none())
             {
                 return Err(format!("shape {a} is too large to address"));
             }

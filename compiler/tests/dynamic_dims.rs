@@ -100,13 +100,53 @@ fn the_dimension_ops_are_typed() {
     );
 }
 
+/// An unbounded dimension (`?`) is read as XLA holds it (i64::MIN,
+/// dynamic), kept through text and proto, and passed through the ops
+/// that need no size; anything that would compute with it is refused.
 #[test]
-fn unbounded_dimensions_are_refused_where_they_are_written() {
+fn unbounded_dimensions_pass_through_parameters_calls_and_tuples() {
+    let m = module("  x = f32[?,784] parameter(0)\n  s = s64[2] parameter(1)\n  r = f32[?,?] custom-call(x, s), custom_call_target=\"mhlo.dynamic_reshape\"\n  ROOT t = (f32[?,?], f32[?,784]) tuple(r, x)").unwrap();
+    let x = shape_of(&m, "x").as_array().unwrap();
+    assert_eq!(x.dims, [i64::MIN, 784]);
+    assert!(x.is_unbounded(0) && !x.is_unbounded(1) && x.is_dynamic(0));
+    assert_eq!(x.checked_element_count(), None, "no size to count");
+    assert_eq!(x.to_string(), "f32[?,784]{1,0}");
+    let printed = text::print_module(&m);
+    assert_eq!(
+        text::print_module(&text::parse_module(&printed).unwrap()),
+        printed
+    );
+    let p = proto::module_to_proto(&m);
+    let dims = &p.computations[0].instructions[0].shape.as_ref().unwrap();
+    assert_eq!(dims.dimensions, [i64::MIN, 784]);
+    assert_eq!(dims.is_dynamic_dimension, [true, false]);
+    let back = proto::module_from_proto(&p).unwrap();
+    assert_eq!(text::print_module(&back), printed);
+
     let e = module("  x = f32[?,784] parameter(0)\n  ROOT n = f32[?,784] negate(x)").unwrap_err();
     assert!(
-        e.starts_with("4:11: expected a dimension or a bound such as <=8 (hlatc does not read unbounded dynamic dimensions yet)"),
+        e.ends_with("negate: f32[?,784]{1,0} has an unbounded dimension (?), which hlatc reads on parameters, custom calls, tuples and get-tuple-element only: no other op has a shape rule over one"),
         "{e}"
     );
+    // Without a written result shape, inference refuses it the same way.
+    let e = module("  x = f32[?] parameter(0)\n  ROOT n = reduce-precision(x), exponent_bits=5, mantissa_bits=2").unwrap_err();
+    assert!(e.contains("has an unbounded dimension (?)"), "{e}");
+    let e = module("  ROOT x = f32[<=?] parameter(0)").unwrap_err();
+    assert!(
+        e.contains("expected a dimension, a bound such as <=8, or ? for an unbounded dimension"),
+        "{e}"
+    );
+    // i64::MIN is unbounded only where the dimension is dynamic.
+    let mut p = proto::module_to_proto(&m);
+    let s = p.computations[0].instructions[0].shape.as_mut().unwrap();
+    s.is_dynamic_dimension = vec![false, false];
+    let e = proto::module_from_proto(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("negative dimension -9223372036854775808 (dimension 0)"),
+        "{e}"
+    );
+    let e = module("  ROOT x = f32[-9223372036854775808] parameter(0)").unwrap_err();
+    assert!(e.contains("negative dimension -9223372036854775808"), "{e}");
 }
 
 #[test]

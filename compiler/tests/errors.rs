@@ -41,8 +41,8 @@ fn syntax_errors_give_line_column_and_expectation() {
             "5:34: expected an attribute value, found `@@`",
         ),
         (
-            entry("  x = f32[2,?] parameter(0)"),
-            "4:13: expected a dimension or a bound such as <=8 (hlatc does not read unbounded dynamic dimensions yet), found `?] parameter(0)`",
+            entry("  x = f32[2,<=?] parameter(0)"),
+            "4:13: expected a dimension, a bound such as <=8, or ? for an unbounded dimension (which has no bound), found `<=?] parameter(0)`",
         ),
         (
             entry("  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate(x"),

@@ -104,7 +104,7 @@ fn mutate(src: &[u8], rng: &mut Rng) -> Vec<u8> {
 
 fn seeds() -> Vec<String> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hlo");
-    ["all_ops.hlo", "xla_classic.hlo"]
+    ["all_ops.hlo", "xla_classic.hlo", "unbounded_dims.hlo"]
         .iter()
         .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
         .collect()

@@ -58,7 +58,7 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
 /// so a buffer of the bound's size aborts it ("Size mismatch on param 0");
 /// hlatc's runtime passes and reads plain arrays only. Dynamic dimensions
 /// inside the module run (XLA pads them to their bounds).
-fn static_at_the_boundary(module: &Module) -> Result<(), PreflightError> {
+pub(crate) fn static_at_the_boundary(module: &Module) -> Result<(), PreflightError> {
     let e = module.entry();
     let root = e.root().map(|r| (r, "the result"));
     let params = e.parameters().into_iter().map(|p| (p, "a parameter"));

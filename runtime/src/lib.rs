@@ -191,6 +191,12 @@ impl Runtime {
 /// the host's available memory. Known from the signature alone, so callers
 /// can refuse a run before XLA spends seconds compiling it.
 pub fn ensure_fits(module: &Module) -> Result<(), RuntimeError> {
+    // A dynamic boundary (an unbounded `?` above all) has no size to
+    // count: say that it cannot run, not that it is huge.
+    cpu_preflight::static_at_the_boundary(module).map_err(|source| RuntimeError::Preflight {
+        module: module.name.clone(),
+        source,
+    })?;
     fits(&module.name, host_memory::module_bytes(module))
 }
 

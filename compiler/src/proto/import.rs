@@ -96,8 +96,15 @@ fn shape_from_proto(p: &ShapeProto, depth: usize) -> Result<Shape, String> {
             p.element_type
         )
     })?;
-    if let Some(d) = p.dimensions.iter().find(|&&d| d < 0) {
-        return Err(format!("negative dimension {d}"));
+    // A dynamic dimension may be unbounded (XLA's kUnboundedSize).
+    let unbounded = |i: usize| p.is_dynamic_dimension.get(i) == Some(&true);
+    if let Some((i, d)) = p
+        .dimensions
+        .iter()
+        .enumerate()
+        .find(|&(i, &d)| d < 0 && !(d == crate::types::UNBOUNDED && unbounded(i)))
+    {
+        return Err(format!("negative dimension {d} (dimension {i})"));
     }
     let mut a = ArrayShape::new(ty, p.dimensions.clone());
     // XLA writes one flag per dimension, or none for a static shape.

@@ -63,6 +63,29 @@ fn invalid<T>(msg: impl Into<String>) -> Result<T, ShapeError> {
     Err(ShapeError::Invalid(msg.into()))
 }
 
+/// An unbounded dimension (`f32[?]`, what StableHLO's `tensor<?xf32>`
+/// becomes) has no size to compute with, so hlatc has no shape rule over
+/// one: it passes through parameters, custom calls (whose targets define
+/// their results) and tuples, and is refused on every other op.
+fn passes_unbounded_through(
+    op: &Op,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<(), ShapeError> {
+    if matches!(
+        op,
+        Op::Parameter(_) | Op::CustomCall(_) | Op::Tuple | Op::GetTupleElement { .. }
+    ) {
+        return Ok(());
+    }
+    match operands.iter().copied().chain(declared).find(|s| s.has_unbounded()) {
+        None => Ok(()),
+        Some(s) => invalid(format!(
+            "{s} has an unbounded dimension (?), which hlatc reads on parameters, custom calls, tuples and get-tuple-element only: no other op has a shape rule over one"
+        )),
+    }
+}
+
 fn arity(operands: &[&Shape], expected: usize) -> Result<(), ShapeError> {
     if operands.len() != expected {
         return Err(ShapeError::OperandCount {
@@ -138,6 +161,7 @@ pub fn infer_shape(
 ) -> Result<Shape, ShapeError> {
     let get_callee =
         |name: &str| callee(name).ok_or_else(|| ShapeError::UnknownComputation(name.to_string()));
+    passes_unbounded_through(op, operands, declared)?;
     match op {
         Op::Parameter(n) => {
             arity(operands, 0)?;

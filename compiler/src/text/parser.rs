@@ -345,15 +345,15 @@ fn ints_in(p: &Pair<'_>) -> Result<Vec<i64>, ParseError> {
 /// bit each as `ArrayShape::dynamic` holds them.
 fn dims_in(p: &Pair<'_>) -> Result<(Vec<i64>, u32), ParseError> {
     let text = p.as_str();
-    if !text.contains('<') {
+    if !text.contains(['<', '?']) {
         return Ok((ints_of(text, p)?, 0));
     }
     let mut dynamic = 0u32;
-    let mut plain = String::with_capacity(text.len());
+    let mut dims = Vec::new();
     for (i, d) in text.split(',').enumerate() {
         let d = d.trim();
         let bound = d.strip_prefix("<=");
-        if bound.is_some() {
+        if bound.is_some() || d == "?" {
             if i > crate::types::MAX_DYNAMIC_DIMENSION {
                 return err_at(
                     p,
@@ -365,12 +365,12 @@ fn dims_in(p: &Pair<'_>) -> Result<(Vec<i64>, u32), ParseError> {
             }
             dynamic |= 1 << i;
         }
-        if i > 0 {
-            plain.push(',');
+        match d {
+            "?" => dims.push(crate::types::UNBOUNDED),
+            _ => dims.extend(ints_of(bound.unwrap_or(d), p)?),
         }
-        plain.push_str(bound.unwrap_or(d));
     }
-    Ok((ints_of(&plain, p)?, dynamic))
+    Ok((dims, dynamic))
 }
 
 /// The comma-separated integers of `body` (part of `p`'s text), read
@@ -488,7 +488,13 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
             };
             let dims_pair = it.next().expect("grammar: dims");
             let (dims, dynamic) = dims_in(&dims_pair)?;
-            if let Some(d) = dims.iter().find(|&&d| d < 0) {
+            // `?` reads as XLA's unbounded size, the one negative allowed.
+            if let Some(d) = dims
+                .iter()
+                .enumerate()
+                .find(|&(i, &d)| d < 0 && !(d == crate::types::UNBOUNDED && dynamic >> i & 1 == 1))
+                .map(|(_, d)| d)
+            {
                 return err_at(&dims_pair, format!("negative dimension {d}"));
             }
             let mut a = ArrayShape::new(ty, dims);

@@ -895,8 +895,8 @@ impl<'i> Reader<'i> {
         })
     }
 
-    /// Where the dims of an array shape stop short of their `]`: an
-    /// unbounded dynamic dimension (`?`) is named as one.
+    /// Where the dims of an array shape stop short of their `]`: a bound
+    /// on an unbounded dimension (`<=?`) is named as one.
     fn dims_refused(&mut self) {
         if !self.track {
             return;
@@ -909,10 +909,10 @@ impl<'i> Reader<'i> {
             }
         }
         let rest = &self.s[at..];
-        if rest.starts_with(b"?") || rest.starts_with(b"<=?") {
+        if rest.starts_with(b"<=?") {
             let pos = std::mem::replace(&mut self.pos, at);
             self.expect(Expect::Label(
-                "a dimension or a bound such as <=8 (hlatc does not read unbounded dynamic dimensions yet)",
+                "a dimension, a bound such as <=8, or ? for an unbounded dimension (which has no bound)",
             ));
             self.pos = pos;
         } else {
@@ -965,11 +965,12 @@ impl<'i> Reader<'i> {
     }
 
     #[inline(always)]
+    /// A dimension: `8`, a bound `<=8`, or unbounded `?`.
     fn dim_text(&mut self) -> bool {
-        if self.peek() == Some(b'<') {
-            self.attempt(|r| r.eat("<=") && r.int_text())
-        } else {
-            self.int_text()
+        match self.peek() {
+            Some(b'<') => self.attempt(|r| r.eat("<=") && r.int_text()),
+            Some(b'?') => self.eat_byte(b'?'),
+            _ => self.int_text(),
         }
     }
 
