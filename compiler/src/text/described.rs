@@ -4,7 +4,9 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::parser::{collective, error_at, Attrs, ParseError};
+use super::parser::{
+    collective, error_at, flag_value, int_value, ints_value, word_value, Attrs, ParseError,
+};
 use super::printer::{write_aliasing, write_collective};
 use super::syntax::Pair;
 use crate::op_description::{AttrReader, AttrValue, AttrWriter, Attribute, FieldError, Form};
@@ -85,7 +87,7 @@ impl AttrReader for TextReader<'_, '_> {
             }
             _ => {}
         }
-        let Some((_, at)) = self.attrs.map.get(a.key) else {
+        let Some(written) = self.attrs.take(a.key) else {
             return Ok(match a.form {
                 Form::ListOrEmpty | Form::ListIfAny => AttrValue::Ints(Cow::Owned(Vec::new())),
                 Form::Flag => AttrValue::Flag(false),
@@ -93,14 +95,15 @@ impl AttrReader for TextReader<'_, '_> {
                 _ => AttrValue::Absent,
             });
         };
-        self.last = Some(*at);
+        self.last = Some(written.1);
+        let key = a.key;
         Ok(match a.form {
-            Form::Int => AttrValue::Int(self.attrs.int(a.key)?),
+            Form::Int => AttrValue::Int(int_value(key, written)?),
             Form::List | Form::ListOrEmpty | Form::ListIfAny | Form::OneDimension => {
-                AttrValue::Ints(Cow::Owned(self.attrs.ints(a.key)?))
+                AttrValue::Ints(Cow::Owned(ints_value(key, written)?))
             }
-            Form::Flag | Form::FlagDefaultTrue => AttrValue::Flag(self.attrs.flag(a.key)?),
-            Form::Word => AttrValue::Word(Cow::Owned(self.attrs.word(a.key)?.0)),
+            Form::Flag | Form::FlagDefaultTrue => AttrValue::Flag(flag_value(key, written)?),
+            Form::Word => AttrValue::Word(Cow::Owned(word_value(key, written)?.0)),
             Form::Window | Form::Aliasing | Form::Collective => AttrValue::Absent,
         })
     }

@@ -345,7 +345,7 @@ fn ints_in(p: &Pair<'_>) -> Result<Vec<i64>, ParseError> {
 /// bit each as `ArrayShape::dynamic` holds them.
 fn dims_in(p: &Pair<'_>) -> Result<(Vec<i64>, u32), ParseError> {
     let text = p.as_str();
-    if !text.contains(['<', '?']) {
+    if !text.bytes().any(|b| b == b'<' || b == b'?') {
         return Ok((ints_of(text, p)?, 0));
     }
     let mut dynamic = 0u32;
@@ -489,13 +489,12 @@ fn shape(p: Pair<'_>) -> Result<Shape, ParseError> {
             let dims_pair = it.next().expect("grammar: dims");
             let (dims, dynamic) = dims_in(&dims_pair)?;
             // `?` reads as XLA's unbounded size, the one negative allowed.
-            if let Some(d) = dims
-                .iter()
-                .enumerate()
-                .find(|&(i, &d)| d < 0 && !(d == crate::types::UNBOUNDED && dynamic >> i & 1 == 1))
-                .map(|(_, d)| d)
-            {
-                return err_at(&dims_pair, format!("negative dimension {d}"));
+            if dims.iter().any(|&d| d < 0) {
+                if let Some(d) = dims.iter().enumerate().find_map(|(i, &d)| {
+                    (d < 0 && !(d == crate::types::UNBOUNDED && dynamic >> i & 1 == 1)).then_some(d)
+                }) {
+                    return err_at(&dims_pair, format!("negative dimension {d}"));
+                }
             }
             let mut a = ArrayShape::new(ty, dims);
             a.dynamic = dynamic;
@@ -681,6 +680,62 @@ fn attribute(p: Pair<'_>) -> Result<(String, Value, Pair<'_>), ParseError> {
 
 /// The attributes of one instruction, consumed by the opcode that owns them;
 /// whatever is left over is reported as unsupported.
+/// An attribute's value as an integer list (`key={0,1}`).
+pub(super) fn ints_value(key: &str, (v, p): (Value, Pair<'_>)) -> Result<Vec<i64>, ParseError> {
+    match v {
+        Value::Ints(v) => Ok(v),
+        other => err_at(
+            &p,
+            format!(
+                "'{key}' must be an integer list like {{0,1}}, got {}",
+                other.kind()
+            ),
+        ),
+    }
+}
+
+/// An attribute's value as an integer (`key=3`).
+pub(super) fn int_value(key: &str, (v, p): (Value, Pair<'_>)) -> Result<i64, ParseError> {
+    match v {
+        Value::Number(n) => n
+            .parse()
+            .or_else(|_| err_at(&p, format!("'{key}' must be an integer, got {n}"))),
+        other => err_at(
+            &p,
+            format!("'{key}' must be an integer, got {}", other.kind()),
+        ),
+    }
+}
+
+/// An attribute's value as a bare word (`key=name`), with where it is.
+pub(super) fn word_value<'i>(
+    key: &str,
+    (v, p): (Value, Pair<'i>),
+) -> Result<(String, Pair<'i>), ParseError> {
+    match v {
+        Value::Word(w) => Ok((w, p)),
+        other => err_at(
+            &p,
+            format!("'{key}' must be a bare word, got {}", other.kind()),
+        ),
+    }
+}
+
+/// An attribute's value as `true` or `false`.
+pub(super) fn flag_value(key: &str, (v, p): (Value, Pair<'_>)) -> Result<bool, ParseError> {
+    match v {
+        Value::Word(w) => match w.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => err_at(&p, format!("'{key}' must be true or false, got {w}")),
+        },
+        other => err_at(
+            &p,
+            format!("'{key}' must be true or false, got {}", other.kind()),
+        ),
+    }
+}
+
 pub(super) struct Attrs<'i> {
     pub(super) map: BTreeMap<String, (Value, Pair<'i>)>,
     pub(super) at: Pair<'i>,
@@ -692,7 +747,7 @@ pub(super) struct Attrs<'i> {
 }
 
 impl<'i> Attrs<'i> {
-    fn take(&mut self, key: &str) -> Option<(Value, Pair<'i>)> {
+    pub(super) fn take(&mut self, key: &str) -> Option<(Value, Pair<'i>)> {
         self.map.remove(key)
     }
 
@@ -704,16 +759,7 @@ impl<'i> Attrs<'i> {
     }
 
     pub(super) fn ints(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
-        match self.required(key)? {
-            (Value::Ints(v), _) => Ok(v),
-            (other, p) => err_at(
-                &p,
-                format!(
-                    "'{key}' must be an integer list like {{0,1}}, got {}",
-                    other.kind()
-                ),
-            ),
-        }
+        ints_value(key, self.required(key)?)
     }
 
     fn ints_or_empty(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
@@ -725,15 +771,7 @@ impl<'i> Attrs<'i> {
     }
 
     pub(super) fn int(&mut self, key: &str) -> Result<i64, ParseError> {
-        match self.required(key)? {
-            (Value::Number(n), p) => n
-                .parse()
-                .or_else(|_| err_at(&p, format!("'{key}' must be an integer, got {n}"))),
-            (other, p) => err_at(
-                &p,
-                format!("'{key}' must be an integer, got {}", other.kind()),
-            ),
-        }
+        int_value(key, self.required(key)?)
     }
 
     /// A float attribute, read as XLA reads it: as a double, then rounded
@@ -760,13 +798,7 @@ impl<'i> Attrs<'i> {
     }
 
     pub(super) fn word(&mut self, key: &str) -> Result<(String, Pair<'i>), ParseError> {
-        match self.required(key)? {
-            (Value::Word(w), p) => Ok((w, p)),
-            (other, p) => err_at(
-                &p,
-                format!("'{key}' must be a bare word, got {}", other.kind()),
-            ),
-        }
+        word_value(key, self.required(key)?)
     }
 
     fn string(&mut self, key: &str) -> Result<Option<String>, ParseError> {
@@ -799,18 +831,7 @@ impl<'i> Attrs<'i> {
     }
 
     pub(super) fn flag(&mut self, key: &str) -> Result<bool, ParseError> {
-        match self.take(key) {
-            None => Ok(false),
-            Some((Value::Word(w), p)) => match w.as_str() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => err_at(&p, format!("'{key}' must be true or false, got {w}")),
-            },
-            Some((other, p)) => err_at(
-                &p,
-                format!("'{key}' must be true or false, got {}", other.kind()),
-            ),
-        }
+        self.take(key).map_or(Ok(false), |v| flag_value(key, v))
     }
 
     /// An attribute's value as written (`window={size=3 pad=1_1}` gives
