@@ -14,10 +14,11 @@ use std::borrow::Cow;
 
 use crate::collective::Collective;
 use crate::op::{
-    AsyncCollective, ComparisonDirection, ComparisonType, FftType, FusionKind, Op, OperandAlias,
-    RngAlgorithm, RngDistribution, TransposeA,
+    AsyncCollective, ComparisonDirection, ComparisonType, DotAlgorithm, DotDims, FftType,
+    FusionKind, GatherDims, Op, OperandAlias, PadDim, Precision, RaggedDims, RngAlgorithm,
+    RngDistribution, ScatterDims, SliceDim, TransposeA,
 };
-use crate::window::Window;
+use crate::window::{ConvDims, Window};
 
 /// How an attribute is written in text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +47,30 @@ pub enum Form {
     /// A collective's `replica_groups=`, `channel_id=`,
     /// `use_global_device_ids=` and `constrain_layout=`.
     Collective,
+    /// `key=3`, left out when 1 (a convolution's group counts).
+    IntUnlessOne,
+    /// `window={...}`, left out when it slides over no dimensions.
+    WindowIfAny,
+    /// `slice={[0:2], [1:9:2]}`.
+    Slices,
+    /// `padding=0_0x1_2_1`.
+    Padding,
+    /// A gather's `offset_dims=`, `collapsed_slice_dims=`,
+    /// `start_index_map=`, batching dims and `index_vector_dim=`.
+    GatherDims,
+    /// A scatter's `update_window_dims=`, `inserted_window_dims=`,
+    /// `scatter_dims_to_operand_dims=`, batching dims and
+    /// `index_vector_dim=`.
+    ScatterDims,
+    /// A dot's `lhs_batch_dims=`, `lhs_contracting_dims=`,
+    /// `rhs_batch_dims=` and `rhs_contracting_dims=`.
+    DotDims,
+    /// A ragged dot's `lhs_ragged_dims=` and `rhs_group_dims=`.
+    RaggedDims,
+    /// `dim_labels=b01f_01io->b01f`.
+    DimLabels,
+    /// `operand_precision={high,default}`, left out when empty.
+    Precision,
 }
 
 /// The `HloInstructionProto` field an attribute is carried in.
@@ -79,6 +104,25 @@ pub enum ProtoField {
     /// beside them are shared with other ops.
     Collective,
     FusionKind,
+    SliceDimensions,
+    PaddingConfig,
+    GatherDimensionNumbers,
+    GatherSliceSizes,
+    IndicesAreSorted,
+    UniqueIndices,
+    ScatterDimensionNumbers,
+    DotDimensionNumbers,
+    /// A ragged dot's dot dimension numbers, inside field 90.
+    RaggedDotDimensions,
+    /// A ragged dot's ragged and group dimensions, inside field 90.
+    RaggedDims,
+    /// `precision_config.operand_precision`.
+    OperandPrecision,
+    /// `precision_config.algorithm`.
+    DotAlgorithm,
+    ConvolutionDimensionNumbers,
+    FeatureGroupCount,
+    BatchGroupCount,
     /// The n-th of `called_computation_ids`.
     Called(usize),
 }
@@ -112,18 +156,38 @@ impl ProtoField {
             ProtoField::OutputOperandAliasing => "output_operand_aliasing (74)",
             ProtoField::Collective => "replica_groups (49)",
             ProtoField::FusionKind => "fusion_kind (9)",
+            ProtoField::SliceDimensions => "slice_dimensions (17)",
+            ProtoField::PaddingConfig => "padding_config (21)",
+            ProtoField::GatherDimensionNumbers => "gather_dimension_numbers (33)",
+            ProtoField::GatherSliceSizes => "gather_slice_sizes (34)",
+            ProtoField::IndicesAreSorted => "indices_are_sorted (67)",
+            ProtoField::UniqueIndices => "unique_indices (69)",
+            ProtoField::ScatterDimensionNumbers => "scatter_dimension_numbers (48)",
+            ProtoField::DotDimensionNumbers => "dot_dimension_numbers (30)",
+            ProtoField::RaggedDotDimensions | ProtoField::RaggedDims => {
+                "ragged_dot_dimension_numbers (90)"
+            }
+            ProtoField::OperandPrecision => "precision_config (51)",
+            ProtoField::DotAlgorithm => "precision_config.algorithm (51.2)",
+            ProtoField::ConvolutionDimensionNumbers => "convolution_dimension_numbers (16)",
+            ProtoField::FeatureGroupCount => "feature_group_count (50)",
+            ProtoField::BatchGroupCount => "batch_group_count (58)",
             ProtoField::Called(_) => "called_computation_ids (38)",
         }
     }
 
     /// The hand-spelled ops (outside the described rows) that carry the
-    /// field too: a permute's slice sizes, a convolution's window, a
-    /// custom call's window and aliasing.
+    /// field too: a permute's slice sizes, a custom call's aliasing and
+    /// convolution attributes.
     pub fn also_on(self) -> &'static [&'static str] {
         match self {
             ProtoField::DynamicSliceSizes => &["collective-permute", "collective-permute-start"],
-            ProtoField::Window => &["convolution", "custom-call"],
-            ProtoField::OutputOperandAliasing => &["custom-call"],
+            ProtoField::Window
+            | ProtoField::OutputOperandAliasing
+            | ProtoField::ConvolutionDimensionNumbers
+            | ProtoField::FeatureGroupCount
+            | ProtoField::BatchGroupCount
+            | ProtoField::OperandPrecision => &["custom-call"],
             _ => &[],
         }
     }
@@ -198,6 +262,14 @@ pub enum AttrValue<'a> {
     Window(Cow<'a, Window>),
     Aliasing(Cow<'a, [OperandAlias]>),
     Collective(Cow<'a, Collective>),
+    Slices(Cow<'a, [SliceDim]>),
+    Padding(Cow<'a, [PadDim]>),
+    GatherDims(Cow<'a, GatherDims>),
+    ScatterDims(Cow<'a, ScatterDims>),
+    DotDims(Cow<'a, DotDims>),
+    RaggedDims(Cow<'a, RaggedDims>),
+    ConvDims(Cow<'a, ConvDims>),
+    Precision(Cow<'a, [Precision]>),
 }
 
 impl AttrValue<'_> {
@@ -341,9 +413,11 @@ impl AttrField for String {
 }
 
 /// The syntax-of-their-own values: each reader and writer has one codec
-/// for each, shared by every op that holds one.
+/// for each, shared by every op that holds one. Unwritten, a value is its
+/// default (no window, no aliasing, no groups, no precisions) or, where
+/// the op cannot go without it, missing.
 macro_rules! structured_fields {
-    ($($ty:ty => $variant:ident, $kind:literal;)*) => {$(
+    ($($ty:ty => $variant:ident, $kind:literal, $unwritten:ident;)*) => {$(
         impl AttrField for $ty {
             fn to_value(&self) -> AttrValue<'_> {
                 AttrValue::$variant(Cow::Borrowed(self))
@@ -351,19 +425,70 @@ macro_rules! structured_fields {
 
             fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
                 match v {
-                    AttrValue::Absent => Ok(Default::default()),
+                    AttrValue::Absent => structured_fields!(@unwritten $unwritten),
                     AttrValue::$variant(x) => Ok(x.into_owned()),
                     _ => Err(FieldError::WrongKind($kind)),
                 }
             }
         }
     )*};
+    (@unwritten default) => { Ok(Default::default()) };
+    (@unwritten required) => { Err(FieldError::Missing) };
 }
 
 structured_fields! {
-    Window => Window, "a window";
-    Vec<OperandAlias> => Aliasing, "an aliasing list";
-    Collective => Collective, "replica groups";
+    Window => Window, "a window", default;
+    Vec<OperandAlias> => Aliasing, "an aliasing list", default;
+    Collective => Collective, "replica groups", default;
+    Vec<Precision> => Precision, "operand precisions", default;
+    Vec<SliceDim> => Slices, "slice ranges", required;
+    Vec<PadDim> => Padding, "a padding", required;
+    GatherDims => GatherDims, "gather dimension numbers", required;
+    ScatterDims => ScatterDims, "scatter dimension numbers", required;
+    DotDims => DotDims, "dot dimension numbers", required;
+    RaggedDims => RaggedDims, "ragged dimensions", required;
+    ConvDims => ConvDims, "dimension labels", required;
+}
+
+impl<T: AttrField> AttrField for Box<T> {
+    fn to_value(&self) -> AttrValue<'_> {
+        (**self).to_value()
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        T::from_value(v).map(Box::new)
+    }
+}
+
+/// `Unset` is no algorithm written.
+impl AttrField for DotAlgorithm {
+    fn to_value(&self) -> AttrValue<'_> {
+        match self {
+            DotAlgorithm::Unset => AttrValue::Absent,
+            a => AttrValue::Enum {
+                name: a.name(),
+                number: a.proto(),
+            },
+        }
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        let unknown = |written: String| FieldError::Unknown {
+            written,
+            choices: DotAlgorithm::names().join(", "),
+        };
+        match v {
+            AttrValue::Absent => Ok(DotAlgorithm::Unset),
+            AttrValue::Word(w) => {
+                DotAlgorithm::from_name(&w).ok_or_else(|| unknown(w.into_owned()))
+            }
+            AttrValue::Int(n) => i32::try_from(n)
+                .ok()
+                .and_then(DotAlgorithm::from_proto)
+                .ok_or_else(|| unknown(n.to_string())),
+            _ => Err(FieldError::WrongKind("a name")),
+        }
+    }
 }
 
 impl<T: AttrField> AttrField for Option<T> {
@@ -705,6 +830,38 @@ op_table! {
         "collective-broadcast" [COLLECTIVE] => CollectiveBroadcast {
             collective: Collective("replica_groups") @ Collective,
         },
+        "slice" [CARRIES_FLOAT_TYPE] => Slice { slices: Slices("slice") @ SliceDimensions },
+        "pad" [CARRIES_FLOAT_TYPE] => Pad { config: Padding("padding") @ PaddingConfig },
+        "gather" [CARRIES_FLOAT_TYPE] => Gather {
+            dims: GatherDims("offset_dims") @ GatherDimensionNumbers,
+            slice_sizes: List("slice_sizes") @ GatherSliceSizes,
+            indices_are_sorted: Flag("indices_are_sorted") @ IndicesAreSorted,
+        },
+        "scatter" => Scatter {
+            dims: ScatterDims("update_window_dims") @ ScatterDimensionNumbers,
+            indices_are_sorted: Flag("indices_are_sorted") @ IndicesAreSorted,
+            unique_indices: Flag("unique_indices") @ UniqueIndices,
+            to_apply: Word("to_apply") @ Called(0),
+        },
+        "dot" => Dot {
+            dims: DotDims("lhs_contracting_dims") @ DotDimensionNumbers,
+            precision: Precision("operand_precision") @ OperandPrecision,
+            algorithm: Word("algorithm") @ DotAlgorithm,
+        },
+        // The ragged and group dimensions print after the contracting ones.
+        "ragged-dot" => RaggedDot {
+            dims: DotDims("lhs_contracting_dims") @ RaggedDotDimensions,
+            ragged: RaggedDims("lhs_ragged_dims") @ RaggedDims,
+            precision: Precision("operand_precision") @ OperandPrecision,
+            algorithm: Word("algorithm") @ DotAlgorithm,
+        },
+        "convolution" => Convolution {
+            window: WindowIfAny("window") @ Window,
+            dims: DimLabels("dim_labels") @ ConvolutionDimensionNumbers,
+            feature_group_count: IntUnlessOne("feature_group_count") @ FeatureGroupCount,
+            batch_group_count: IntUnlessOne("batch_group_count") @ BatchGroupCount,
+            precision: Precision("operand_precision") @ OperandPrecision,
+        },
         "reduce-precision" => ReducePrecision {
             exponent_bits: Int("exponent_bits") @ ExponentBits,
             mantissa_bits: Int("mantissa_bits") @ MantissaBits,
@@ -719,13 +876,8 @@ op_table! {
         Op::StochasticConvert => "stochastic-convert",
         Op::BitcastConvert => "bitcast-convert",
         Op::Bitcast => "bitcast",
-        Op::Slice { .. } => "slice" [CARRIES_FLOAT_TYPE],
         Op::DynamicUpdateSlice => "dynamic-update-slice" [CARRIES_FLOAT_TYPE],
         Op::DynamicReshape => "dynamic-reshape",
-        Op::Pad { .. } => "pad" [CARRIES_FLOAT_TYPE],
-        Op::Dot { .. } => "dot",
-        Op::RaggedDot { .. } => "ragged-dot",
-        Op::Convolution { .. } => "convolution",
         Op::Tuple => "tuple",
         Op::OptBarrier => "opt-barrier" [IMPURE],
         Op::Conditional { .. } => "conditional" [IMPURE],
@@ -737,8 +889,6 @@ op_table! {
         Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done" [COLLECTIVE],
         Op::ReplicaId => "replica-id",
         Op::PartitionId => "partition-id",
-        Op::Gather { .. } => "gather" [CARRIES_FLOAT_TYPE],
-        Op::Scatter { .. } => "scatter",
         Op::CustomCall(_) => "custom-call",
         Op::CopyStart { .. } => "copy-start",
         Op::CopyDone => "copy-done",
@@ -762,7 +912,10 @@ mod tests {
                 let called = matches!(a.proto, ProtoField::Called(_));
                 let list = matches!(
                     a.proto,
-                    ProtoField::Dimensions | ProtoField::DynamicSliceSizes | ProtoField::FftLength
+                    ProtoField::Dimensions
+                        | ProtoField::DynamicSliceSizes
+                        | ProtoField::FftLength
+                        | ProtoField::GatherSliceSizes
                 );
                 match a.form {
                     Form::List | Form::ListOrEmpty | Form::ListIfAny | Form::OneDimension => {
@@ -772,6 +925,19 @@ mod tests {
                     Form::Window => assert_eq!(a.proto, ProtoField::Window),
                     Form::Aliasing => assert_eq!(a.proto, ProtoField::OutputOperandAliasing),
                     Form::Collective => assert_eq!(a.proto, ProtoField::Collective),
+                    Form::WindowIfAny => assert_eq!(a.proto, ProtoField::Window),
+                    Form::IntUnlessOne => assert!(matches!(
+                        a.proto,
+                        ProtoField::FeatureGroupCount | ProtoField::BatchGroupCount
+                    )),
+                    Form::Slices
+                    | Form::Padding
+                    | Form::GatherDims
+                    | Form::ScatterDims
+                    | Form::DotDims
+                    | Form::RaggedDims
+                    | Form::DimLabels
+                    | Form::Precision => assert!(!list && !called, "{}: {}", d.opcode, a.key),
                     Form::Int | Form::Flag | Form::FlagDefaultTrue => {
                         assert!(!called, "{}: {}", d.opcode, a.key)
                     }

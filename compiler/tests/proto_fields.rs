@@ -235,6 +235,23 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
             "fusion_kind (9), which hlatc reads only on fusion",
         ),
         (
+            |i| i.gather_slice_sizes = vec![1],
+            "gather_slice_sizes (34), which hlatc reads only on gather",
+        ),
+        (
+            |i| i.indices_are_sorted = true,
+            "indices_are_sorted (67), which hlatc reads only on gather and scatter",
+        ),
+        (
+            |i| {
+                i.precision_config = Some(proto::messages::PrecisionConfig {
+                    operand_precision: vec![],
+                    algorithm: 2,
+                })
+            },
+            "precision_config.algorithm (51.2), which hlatc reads only on dot and ragged-dot",
+        ),
+        (
             |i| i.distribution = 1,
             "distribution (23), which hlatc reads only on rng",
         ),
@@ -358,4 +375,43 @@ fn a_device_assignment_is_kept_and_checked() {
         e.ends_with("device_assignment gives computation 0 1 device(s), its replica_count is 2"),
         "{e}"
     );
+}
+
+/// Where a described op's field may appear is read off the op table: a
+/// convolution's `precision_config.algorithm` (XLA reads it only on dots)
+/// is refused, a dot's and a ragged dot's are kept.
+#[test]
+fn a_dot_algorithm_is_kept_on_dots_and_refused_on_a_convolution() {
+    let conv = text::parse_module(
+        "HloModule m\n\nENTRY e {\n  x = f32[1,4,4,1] parameter(0)\n  k = f32[3,3,1,1] parameter(1)\n  ROOT c = f32[1,2,2,1] convolution(x, k), window={size=3x3}, dim_labels=b01f_01io->b01f\n}\n",
+    )
+    .unwrap();
+    let mut p = proto::module_to_proto(&conv);
+    p.computations[0].instructions[2].precision_config = Some(proto::messages::PrecisionConfig {
+        operand_precision: vec![],
+        algorithm: 2,
+    });
+    let e = proto::module_from_proto(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("convolution has field precision_config.algorithm (51.2), which hlatc reads only on dot and ragged-dot"),
+        "{e}"
+    );
+    let dot = text::parse_module(
+        "HloModule m\n\nENTRY e {\n  a = bf16[2,3] parameter(0)\n  b = bf16[3,4] parameter(1)\n  ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,default}, algorithm=dot_bf16_bf16_f32\n}\n",
+    )
+    .unwrap();
+    let p = proto::module_to_proto(&dot);
+    let config = p.computations[0].instructions[2]
+        .precision_config
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (config.operand_precision, config.algorithm > 0),
+        (vec![1, 0], true)
+    );
+    let back = proto::module_from_proto(&p).unwrap();
+    assert_eq!(text::print_module(&back), text::print_module(&dot));
+    assert!(text::print_module(&back).contains(
+        "lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,default}, algorithm=dot_bf16_bf16_f32"
+    ));
 }

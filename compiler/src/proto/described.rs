@@ -6,10 +6,15 @@
 use std::borrow::Cow;
 
 use super::collective::{collective_from_proto, fill_collective};
-use super::emit::aliasing_to_proto;
-use super::import::aliasing_from_proto;
-use super::messages::{CholeskyOptions, HloInstructionProto, TriangularSolveOptions};
-use super::window::{window_from_proto, window_to_proto};
+use super::emit::{aliasing_to_proto, dot_dims_to_proto};
+use super::import::{aliasing_from_proto, dot_dims_from_proto, precision_from_proto};
+use super::messages::{
+    CholeskyOptions, GatherDimensionNumbers, HloInstructionProto, PaddingConfig,
+    PaddingConfigDimension, PrecisionConfig, RaggedDotDimensionNumbers, ScatterDimensionNumbers,
+    SliceDimensions, TriangularSolveOptions,
+};
+use super::window::{conv_dims_from_proto, conv_dims_to_proto, window_from_proto, window_to_proto};
+use crate::op::{GatherDims, PadDim, RaggedDims, ScatterDims, SliceDim};
 use crate::op_description::{
     AttrReader, AttrValue, AttrWriter, Attribute, Description, FieldError, ProtoField,
 };
@@ -68,9 +73,104 @@ impl AttrWriter for ProtoWriter<'_> {
                     fill_collective(c, p);
                 }
             }
+            ProtoField::SliceDimensions => {
+                if let AttrValue::Slices(slices) = &v {
+                    p.slice_dimensions = slices
+                        .iter()
+                        .map(|s| SliceDimensions {
+                            start: s.start,
+                            limit: s.limit,
+                            stride: s.stride,
+                        })
+                        .collect();
+                }
+            }
+            ProtoField::PaddingConfig => {
+                if let AttrValue::Padding(config) = &v {
+                    p.padding_config = Some(PaddingConfig {
+                        dimensions: config
+                            .iter()
+                            .map(|d| PaddingConfigDimension {
+                                edge_padding_low: d.low,
+                                edge_padding_high: d.high,
+                                interior_padding: d.interior,
+                            })
+                            .collect(),
+                    });
+                }
+            }
+            ProtoField::GatherDimensionNumbers => {
+                if let AttrValue::GatherDims(d) = &v {
+                    p.gather_dimension_numbers = Some(Box::new(GatherDimensionNumbers {
+                        offset_dims: d.offset_dims.clone(),
+                        collapsed_slice_dims: d.collapsed_slice_dims.clone(),
+                        start_index_map: d.start_index_map.clone(),
+                        index_vector_dim: d.index_vector_dim,
+                        operand_batching_dims: d.operand_batching_dims.clone(),
+                        start_indices_batching_dims: d.start_indices_batching_dims.clone(),
+                    }));
+                }
+            }
+            ProtoField::ScatterDimensionNumbers => {
+                if let AttrValue::ScatterDims(d) = &v {
+                    p.scatter_dimension_numbers = Some(Box::new(ScatterDimensionNumbers {
+                        update_window_dims: d.update_window_dims.clone(),
+                        inserted_window_dims: d.inserted_window_dims.clone(),
+                        scatter_dims_to_operand_dims: d.scatter_dims_to_operand_dims.clone(),
+                        index_vector_dim: d.index_vector_dim,
+                        input_batching_dims: d.input_batching_dims.clone(),
+                        scatter_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
+                    }));
+                }
+            }
+            ProtoField::GatherSliceSizes => p.gather_slice_sizes = ints(),
+            ProtoField::IndicesAreSorted => p.indices_are_sorted = v.flag(),
+            ProtoField::UniqueIndices => p.unique_indices = v.flag(),
+            ProtoField::DotDimensionNumbers => {
+                if let AttrValue::DotDims(d) = &v {
+                    p.dot_dimension_numbers = Some(Box::new(dot_dims_to_proto(d)));
+                }
+            }
+            ProtoField::RaggedDotDimensions => {
+                if let AttrValue::DotDims(d) = &v {
+                    ragged(p).dot_dimension_numbers = Some(dot_dims_to_proto(d));
+                }
+            }
+            ProtoField::RaggedDims => {
+                if let AttrValue::RaggedDims(r) = &v {
+                    let numbers = ragged(p);
+                    numbers.lhs_ragged_dimensions = r.lhs_ragged.clone();
+                    numbers.rhs_group_dimensions = r.rhs_group.clone();
+                }
+            }
+            ProtoField::OperandPrecision => {
+                if let AttrValue::Precision(precision) = &v {
+                    if !precision.is_empty() {
+                        precision_config(p).operand_precision =
+                            precision.iter().map(|x| x.proto()).collect();
+                    }
+                }
+            }
+            ProtoField::DotAlgorithm => precision_config(p).algorithm = int32,
+            ProtoField::ConvolutionDimensionNumbers => {
+                if let AttrValue::ConvDims(d) = &v {
+                    p.convolution_dimension_numbers = Some(Box::new(conv_dims_to_proto(d)));
+                }
+            }
+            ProtoField::FeatureGroupCount => p.feature_group_count = int,
+            ProtoField::BatchGroupCount => p.batch_group_count = int,
             ProtoField::Called(_) => {}
         }
     }
+}
+
+fn ragged(p: &mut HloInstructionProto) -> &mut RaggedDotDimensionNumbers {
+    p.ragged_dot_dimension_numbers
+        .get_or_insert_with(Default::default)
+}
+
+fn precision_config(p: &mut HloInstructionProto) -> &mut PrecisionConfig {
+    p.precision_config.get_or_insert_with(Default::default)
 }
 
 fn triangular(p: &mut HloInstructionProto) -> &mut TriangularSolveOptions {
@@ -128,6 +228,100 @@ impl AttrReader for ProtoReader<'_> {
                 AttrValue::Aliasing(Cow::Owned(aliasing_from_proto(p)))
             }
             ProtoField::Collective => AttrValue::Collective(Cow::Owned(collective_from_proto(p)?)),
+            ProtoField::SliceDimensions => AttrValue::Slices(Cow::Owned(
+                p.slice_dimensions
+                    .iter()
+                    .map(|s| SliceDim {
+                        start: s.start,
+                        limit: s.limit,
+                        stride: s.stride,
+                    })
+                    .collect(),
+            )),
+            ProtoField::PaddingConfig => p.padding_config.as_ref().map_or(AttrValue::Absent, |c| {
+                AttrValue::Padding(Cow::Owned(
+                    c.dimensions
+                        .iter()
+                        .map(|d| PadDim {
+                            low: d.edge_padding_low,
+                            high: d.edge_padding_high,
+                            interior: d.interior_padding,
+                        })
+                        .collect(),
+                ))
+            }),
+            ProtoField::GatherDimensionNumbers => {
+                p.gather_dimension_numbers
+                    .as_deref()
+                    .map_or(AttrValue::Absent, |d| {
+                        AttrValue::GatherDims(Cow::Owned(GatherDims {
+                            offset_dims: d.offset_dims.clone(),
+                            collapsed_slice_dims: d.collapsed_slice_dims.clone(),
+                            start_index_map: d.start_index_map.clone(),
+                            operand_batching_dims: d.operand_batching_dims.clone(),
+                            start_indices_batching_dims: d.start_indices_batching_dims.clone(),
+                            index_vector_dim: d.index_vector_dim,
+                        }))
+                    })
+            }
+            ProtoField::ScatterDimensionNumbers => {
+                p.scatter_dimension_numbers
+                    .as_deref()
+                    .map_or(AttrValue::Absent, |d| {
+                        AttrValue::ScatterDims(Cow::Owned(ScatterDims {
+                            update_window_dims: d.update_window_dims.clone(),
+                            inserted_window_dims: d.inserted_window_dims.clone(),
+                            scatter_dims_to_operand_dims: d.scatter_dims_to_operand_dims.clone(),
+                            input_batching_dims: d.input_batching_dims.clone(),
+                            scatter_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
+                            index_vector_dim: d.index_vector_dim,
+                        }))
+                    })
+            }
+            ProtoField::GatherSliceSizes => ints(&p.gather_slice_sizes),
+            ProtoField::IndicesAreSorted => AttrValue::Flag(p.indices_are_sorted),
+            ProtoField::UniqueIndices => AttrValue::Flag(p.unique_indices),
+            ProtoField::DotDimensionNumbers => p
+                .dot_dimension_numbers
+                .as_deref()
+                .map_or(AttrValue::Absent, |d| {
+                    AttrValue::DotDims(Cow::Owned(dot_dims_from_proto(d)))
+                }),
+            ProtoField::RaggedDotDimensions => p
+                .ragged_dot_dimension_numbers
+                .as_ref()
+                .and_then(|r| r.dot_dimension_numbers.as_ref())
+                .map_or(AttrValue::Absent, |d| {
+                    AttrValue::DotDims(Cow::Owned(dot_dims_from_proto(d)))
+                }),
+            ProtoField::RaggedDims => {
+                p.ragged_dot_dimension_numbers
+                    .as_ref()
+                    .map_or(AttrValue::Absent, |r| {
+                        AttrValue::RaggedDims(Cow::Owned(RaggedDims {
+                            lhs_ragged: r.lhs_ragged_dimensions.clone(),
+                            rhs_group: r.rhs_group_dimensions.clone(),
+                        }))
+                    })
+            }
+            ProtoField::OperandPrecision => {
+                AttrValue::Precision(Cow::Owned(precision_from_proto(p)?))
+            }
+            ProtoField::DotAlgorithm => AttrValue::Int(
+                p.precision_config
+                    .as_ref()
+                    .map_or(0, |c| c.algorithm)
+                    .into(),
+            ),
+            ProtoField::ConvolutionDimensionNumbers => p
+                .convolution_dimension_numbers
+                .as_deref()
+                .map_or(AttrValue::Absent, |d| {
+                    AttrValue::ConvDims(Cow::Owned(conv_dims_from_proto(d)))
+                }),
+            // An unwritten count reads 0 on the wire; XLA means 1.
+            ProtoField::FeatureGroupCount => AttrValue::Int(p.feature_group_count.max(1)),
+            ProtoField::BatchGroupCount => AttrValue::Int(p.batch_group_count.max(1)),
             ProtoField::Called(i) => self.called.get(i).map_or(AttrValue::Absent, |c| word(c)),
         })
     }
@@ -182,6 +376,29 @@ fn is_written(p: &HloInstructionProto, field: ProtoField) -> bool {
                 || p.mesh_axes_replica_group_list.is_some()
                 || p.use_global_device_ids
         }
+        ProtoField::SliceDimensions => !p.slice_dimensions.is_empty(),
+        ProtoField::PaddingConfig => p.padding_config.is_some(),
+        ProtoField::GatherDimensionNumbers => p.gather_dimension_numbers.is_some(),
+        ProtoField::ScatterDimensionNumbers => p.scatter_dimension_numbers.is_some(),
+        ProtoField::GatherSliceSizes => !p.gather_slice_sizes.is_empty(),
+        ProtoField::IndicesAreSorted => p.indices_are_sorted,
+        ProtoField::UniqueIndices => p.unique_indices,
+        ProtoField::DotDimensionNumbers => p.dot_dimension_numbers.is_some(),
+        ProtoField::RaggedDotDimensions | ProtoField::RaggedDims => {
+            p.ragged_dot_dimension_numbers.is_some()
+        }
+        ProtoField::OperandPrecision => p
+            .precision_config
+            .as_ref()
+            .is_some_and(|c| !c.operand_precision.is_empty()),
+        ProtoField::DotAlgorithm => p
+            .precision_config
+            .as_ref()
+            .is_some_and(|c| c.algorithm != 0),
+        ProtoField::ConvolutionDimensionNumbers => p.convolution_dimension_numbers.is_some(),
+        // XLA writes 1 on every instruction: 1 says nothing.
+        ProtoField::FeatureGroupCount => p.feature_group_count > 1,
+        ProtoField::BatchGroupCount => p.batch_group_count > 1,
         ProtoField::Called(_) => !p.called_computation_ids.is_empty(),
     }
 }

@@ -119,7 +119,7 @@ fn literal_to_proto(lit: &Literal) -> LiteralProto {
     p
 }
 
-fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
+pub(super) fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
     DotDimensionNumbers {
         lhs_contracting_dimensions: dims.lhs_contracting.clone(),
         rhs_contracting_dimensions: dims.rhs_contracting.clone(),
@@ -376,95 +376,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         Op::TupleConstant(elems) => {
             let tree = LiteralTree::Tuple(elems.clone());
             p.literal = Some(Box::new(literal_tree_to_proto(&tree)));
-        }
-        Op::Slice { slices } => {
-            p.slice_dimensions = slices
-                .iter()
-                .map(|s| SliceDimensions {
-                    start: s.start,
-                    limit: s.limit,
-                    stride: s.stride,
-                })
-                .collect()
-        }
-        Op::Pad { config } => {
-            p.padding_config = Some(PaddingConfig {
-                dimensions: config
-                    .iter()
-                    .map(|d| PaddingConfigDimension {
-                        edge_padding_low: d.low,
-                        edge_padding_high: d.high,
-                        interior_padding: d.interior,
-                    })
-                    .collect(),
-            })
-        }
-        Op::Dot {
-            dims,
-            precision,
-            algorithm,
-        } => {
-            p.dot_dimension_numbers = Some(Box::new(dot_dims_to_proto(dims)));
-            p.precision_config = precision_to_proto(precision, *algorithm);
-        }
-        Op::RaggedDot {
-            dims,
-            ragged,
-            precision,
-            algorithm,
-        } => {
-            p.ragged_dot_dimension_numbers = Some(RaggedDotDimensionNumbers {
-                dot_dimension_numbers: Some(dot_dims_to_proto(dims)),
-                lhs_ragged_dimensions: ragged.lhs_ragged.clone(),
-                rhs_group_dimensions: ragged.rhs_group.clone(),
-            });
-            p.precision_config = precision_to_proto(precision, *algorithm);
-        }
-        Op::Convolution {
-            window,
-            dims,
-            feature_group_count,
-            batch_group_count,
-            precision,
-        } => {
-            p.window = window_to_proto(window);
-            p.convolution_dimension_numbers = Some(Box::new(conv_dims_to_proto(dims)));
-            p.feature_group_count = *feature_group_count;
-            p.batch_group_count = *batch_group_count;
-            p.precision_config = precision_to_proto(precision, DotAlgorithm::Unset);
-        }
-        Op::Gather {
-            dims,
-            slice_sizes,
-            indices_are_sorted,
-        } => {
-            p.gather_dimension_numbers = Some(Box::new(GatherDimensionNumbers {
-                offset_dims: dims.offset_dims.clone(),
-                collapsed_slice_dims: dims.collapsed_slice_dims.clone(),
-                start_index_map: dims.start_index_map.clone(),
-                index_vector_dim: dims.index_vector_dim,
-                operand_batching_dims: dims.operand_batching_dims.clone(),
-                start_indices_batching_dims: dims.start_indices_batching_dims.clone(),
-            }));
-            p.gather_slice_sizes = slice_sizes.clone();
-            p.indices_are_sorted = *indices_are_sorted;
-        }
-        Op::Scatter {
-            dims,
-            indices_are_sorted,
-            unique_indices,
-            ..
-        } => {
-            p.scatter_dimension_numbers = Some(Box::new(ScatterDimensionNumbers {
-                update_window_dims: dims.update_window_dims.clone(),
-                inserted_window_dims: dims.inserted_window_dims.clone(),
-                scatter_dims_to_operand_dims: dims.scatter_dims_to_operand_dims.clone(),
-                index_vector_dim: dims.index_vector_dim,
-                input_batching_dims: dims.input_batching_dims.clone(),
-                scatter_indices_batching_dims: dims.scatter_indices_batching_dims.clone(),
-            }));
-            p.indices_are_sorted = *indices_are_sorted;
-            p.unique_indices = *unique_indices;
         }
         Op::Domain { entry, exit } => {
             p.domain_entry_sharding = Some(Box::new(super::sharding::to_proto(exit)));

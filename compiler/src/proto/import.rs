@@ -170,7 +170,6 @@ fn physical_layout_from_proto(l: &LayoutProto) -> Option<Box<PhysicalLayout>> {
 /// says nothing.
 fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String> {
     let call = matches!(op, Op::CustomCall(_));
-    let convolution = call || matches!(op, Op::Convolution { .. });
     // (written, field, the ops that carry it, whether this op does)
     let fields = [
         (
@@ -178,24 +177,6 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "operand_shapes_with_layout (57)",
             "custom-call",
             call,
-        ),
-        (
-            p.convolution_dimension_numbers.is_some(),
-            "convolution_dimension_numbers (16)",
-            "convolution and custom-call",
-            convolution,
-        ),
-        (
-            p.feature_group_count > 1,
-            "feature_group_count (50)",
-            "convolution and custom-call",
-            convolution,
-        ),
-        (
-            p.batch_group_count > 1,
-            "batch_group_count (58)",
-            "convolution and custom-call",
-            convolution,
         ),
         (
             p.domain_entry_sharding.is_some() || p.domain_exit_sharding.is_some(),
@@ -226,12 +207,6 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "literal (8)",
             "constant and custom-call",
             call || matches!(op, Op::Constant(_) | Op::TupleConstant(_)),
-        ),
-        (
-            p.ragged_dot_dimension_numbers.is_some(),
-            "ragged_dot_dimension_numbers (90)",
-            "ragged-dot",
-            matches!(op, Op::RaggedDot { .. }),
         ),
         (
             p.cross_program_prefetch_index.is_some(),
@@ -288,7 +263,7 @@ fn call_convolution_from_proto(
 ) -> Result<Option<Box<CallConvolution>>, String> {
     if algorithm_from_proto(p)? != DotAlgorithm::Unset {
         return Err(
-            "custom-call has precision_config.algorithm, which hlatc reads only on dot".into(),
+            "custom-call has precision_config.algorithm, which hlatc reads only on dot and ragged-dot".into(),
         );
     }
     let any = p.window.is_some()
@@ -323,7 +298,7 @@ pub(super) fn aliasing_from_proto(p: &HloInstructionProto) -> Vec<OperandAlias> 
         .collect()
 }
 
-fn dot_dims_from_proto(d: &DotDimensionNumbers) -> DotDims {
+pub(super) fn dot_dims_from_proto(d: &DotDimensionNumbers) -> DotDims {
     DotDims {
         lhs_batch: d.lhs_batch_dimensions.clone(),
         lhs_contracting: d.lhs_contracting_dimensions.clone(),
@@ -337,7 +312,7 @@ fn algorithm_from_proto(p: &HloInstructionProto) -> Result<DotAlgorithm, String>
     DotAlgorithm::from_proto(v).ok_or_else(|| format!("unknown precision_config.algorithm {v}"))
 }
 
-fn precision_from_proto(p: &HloInstructionProto) -> Result<Vec<Precision>, String> {
+pub(super) fn precision_from_proto(p: &HloInstructionProto) -> Result<Vec<Precision>, String> {
     p.precision_config
         .as_ref()
         .map(|pc| {
@@ -788,79 +763,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 LiteralTree::Tuple(elems) => Op::TupleConstant(elems),
             }
         }
-        "slice" => Op::Slice {
-            slices: p
-                .slice_dimensions
-                .iter()
-                .map(|s| SliceDim {
-                    start: s.start,
-                    limit: s.limit,
-                    stride: s.stride,
-                })
-                .collect(),
-        },
-        "pad" => Op::Pad {
-            config: p
-                .padding_config
-                .as_ref()
-                .ok_or("pad has no padding_config")?
-                .dimensions
-                .iter()
-                .map(|d| PadDim {
-                    low: d.edge_padding_low,
-                    high: d.edge_padding_high,
-                    interior: d.interior_padding,
-                })
-                .collect(),
-        },
-        "dot" => {
-            let d = p
-                .dot_dimension_numbers
-                .as_ref()
-                .ok_or("dot has no dot_dimension_numbers")?;
-            Op::Dot {
-                dims: dot_dims_from_proto(d),
-                precision: precision_from_proto(p)?,
-                algorithm: algorithm_from_proto(p)?,
-            }
-        }
-        "ragged-dot" => {
-            let r = p
-                .ragged_dot_dimension_numbers
-                .as_ref()
-                .ok_or("ragged-dot has no ragged_dot_dimension_numbers")?;
-            Op::RaggedDot {
-                dims: dot_dims_from_proto(r.dot_dimension_numbers.as_ref().ok_or(
-                    "ragged-dot's ragged_dot_dimension_numbers has no dot_dimension_numbers",
-                )?),
-                ragged: Box::new(RaggedDims {
-                    lhs_ragged: r.lhs_ragged_dimensions.clone(),
-                    rhs_group: r.rhs_group_dimensions.clone(),
-                }),
-                precision: precision_from_proto(p)?,
-                algorithm: algorithm_from_proto(p)?,
-            }
-        }
-        "convolution" => Op::Convolution {
-            window: p.window.as_ref().map(window_from_proto).unwrap_or_default(),
-            dims: Box::new(conv_dims_from_proto(
-                p.convolution_dimension_numbers
-                    .as_deref()
-                    .ok_or("convolution has no convolution_dimension_numbers")?,
-            )),
-            // An unwritten count reads 0 on the wire; XLA means 1.
-            feature_group_count: match algorithm_from_proto(p)? {
-                DotAlgorithm::Unset => p.feature_group_count.max(1),
-                a => {
-                    return Err(format!(
-                    "convolution has precision_config.algorithm {}, which hlatc reads only on dot",
-                    a.name()
-                ))
-                }
-            },
-            batch_group_count: p.batch_group_count.max(1),
-            precision: precision_from_proto(p)?,
-        },
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_from_proto(p),
             pairs: pairs_from_proto(p),
@@ -874,43 +776,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
         "conditional" => Op::Conditional {
             branches: called.to_vec(),
         },
-        "gather" => {
-            let d = p
-                .gather_dimension_numbers
-                .as_ref()
-                .ok_or("gather has no gather_dimension_numbers")?;
-            Op::Gather {
-                dims: GatherDims {
-                    offset_dims: d.offset_dims.clone(),
-                    collapsed_slice_dims: d.collapsed_slice_dims.clone(),
-                    start_index_map: d.start_index_map.clone(),
-                    operand_batching_dims: d.operand_batching_dims.clone(),
-                    start_indices_batching_dims: d.start_indices_batching_dims.clone(),
-                    index_vector_dim: d.index_vector_dim,
-                },
-                slice_sizes: p.gather_slice_sizes.clone(),
-                indices_are_sorted: p.indices_are_sorted,
-            }
-        }
-        "scatter" => {
-            let d = p
-                .scatter_dimension_numbers
-                .as_ref()
-                .ok_or("scatter has no scatter_dimension_numbers")?;
-            Op::Scatter {
-                dims: ScatterDims {
-                    update_window_dims: d.update_window_dims.clone(),
-                    inserted_window_dims: d.inserted_window_dims.clone(),
-                    scatter_dims_to_operand_dims: d.scatter_dims_to_operand_dims.clone(),
-                    input_batching_dims: d.input_batching_dims.clone(),
-                    scatter_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
-                    index_vector_dim: d.index_vector_dim,
-                },
-                to_apply: one_callee(called)?,
-                indices_are_sorted: p.indices_are_sorted,
-                unique_indices: p.unique_indices,
-            }
-        }
         // XLA writes the operand's side (text `exit`) as the entry.
         "domain" => {
             let side = |s: &Option<Box<OpSharding>>, field: &str| {

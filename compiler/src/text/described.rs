@@ -5,10 +5,13 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 use super::parser::{
-    collective, error_at, flag_value, int_value, ints_value, word_value, Attrs, ParseError,
+    collective, error_at, flag_value, int_value, ints_value, word_value, Attrs, ParseError, Value,
 };
-use super::printer::{write_aliasing, write_collective};
+use super::printer::{
+    list, list_if_any, write_aliasing, write_collective, write_padding, write_precision,
+};
 use super::syntax::Pair;
+use crate::op::{DotDims, GatherDims, RaggedDims, ScatterDims, SliceDim};
 use crate::op_description::{AttrReader, AttrValue, AttrWriter, Attribute, FieldError, Form};
 use crate::types::write_joined;
 
@@ -58,8 +61,103 @@ impl AttrWriter for TextWriter<'_> {
                     write_collective(out, c);
                 }
             }
+            Form::IntUnlessOne => {
+                if let Some(n) = v.int().filter(|&n| n != 1) {
+                    let _ = write!(out, ", {key}={n}");
+                }
+            }
+            Form::WindowIfAny => {
+                if let AttrValue::Window(w) = &v {
+                    if !w.dims.is_empty() {
+                        let _ = write!(out, ", {key}={{{w}}}");
+                    }
+                }
+            }
+            Form::Slices => {
+                if let AttrValue::Slices(slices) = &v {
+                    write_slices(out, key, slices);
+                }
+            }
+            Form::Padding => {
+                if let AttrValue::Padding(config) = &v {
+                    let _ = write!(out, ", {key}=");
+                    write_padding(out, config);
+                }
+            }
+            Form::GatherDims => {
+                if let AttrValue::GatherDims(d) = &v {
+                    list(out, "offset_dims", &d.offset_dims);
+                    list(out, "collapsed_slice_dims", &d.collapsed_slice_dims);
+                    list(out, "start_index_map", &d.start_index_map);
+                    list_if_any(out, "operand_batching_dims", &d.operand_batching_dims);
+                    list_if_any(
+                        out,
+                        "start_indices_batching_dims",
+                        &d.start_indices_batching_dims,
+                    );
+                    let _ = write!(out, ", index_vector_dim={}", d.index_vector_dim);
+                }
+            }
+            Form::ScatterDims => {
+                if let AttrValue::ScatterDims(d) = &v {
+                    list(out, "update_window_dims", &d.update_window_dims);
+                    list(out, "inserted_window_dims", &d.inserted_window_dims);
+                    list(
+                        out,
+                        "scatter_dims_to_operand_dims",
+                        &d.scatter_dims_to_operand_dims,
+                    );
+                    list_if_any(out, "input_batching_dims", &d.input_batching_dims);
+                    list_if_any(
+                        out,
+                        "scatter_indices_batching_dims",
+                        &d.scatter_indices_batching_dims,
+                    );
+                    let _ = write!(out, ", index_vector_dim={}", d.index_vector_dim);
+                }
+            }
+            Form::DotDims => {
+                if let AttrValue::DotDims(d) = &v {
+                    list_if_any(out, "lhs_batch_dims", &d.lhs_batch);
+                    list(out, "lhs_contracting_dims", &d.lhs_contracting);
+                    list_if_any(out, "rhs_batch_dims", &d.rhs_batch);
+                    list(out, "rhs_contracting_dims", &d.rhs_contracting);
+                }
+            }
+            Form::RaggedDims => {
+                if let AttrValue::RaggedDims(r) = &v {
+                    list_if_any(out, "lhs_ragged_dims", &r.lhs_ragged);
+                    list_if_any(out, "rhs_group_dims", &r.rhs_group);
+                }
+            }
+            Form::DimLabels => {
+                if let AttrValue::ConvDims(d) = &v {
+                    let _ = write!(out, ", {key}={d}");
+                }
+            }
+            Form::Precision => {
+                if let AttrValue::Precision(p) = &v {
+                    write_precision(out, p);
+                }
+            }
         }
     }
+}
+
+/// `, slice={[0:2], [1:9:2]}`: a stride of 1 is left out.
+fn write_slices(out: &mut String, key: &str, slices: &[SliceDim]) {
+    let _ = write!(out, ", {key}={{");
+    for (i, s) in slices.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "[{}:{}", s.start, s.limit);
+        if s.stride != 1 {
+            let _ = write!(out, ":{}", s.stride);
+        }
+        out.push(']');
+    }
+    out.push('}');
 }
 
 /// Reads described attributes out of an instruction's attributes,
@@ -70,22 +168,96 @@ pub(super) struct TextReader<'a, 'i> {
     pub last: Option<Pair<'i>>,
 }
 
+impl TextReader<'_, '_> {
+    /// The values with a syntax of their own, each read by its own
+    /// reader with its own default for what is not written; `None` for
+    /// the plain forms.
+    fn read_structured(&mut self, a: &Attribute) -> Result<Option<AttrValue<'static>>, ParseError> {
+        let at = self.attrs.map.get(a.key).map(|(_, p)| *p);
+        let attrs = &mut *self.attrs;
+        let v = match a.form {
+            Form::Window | Form::WindowIfAny => AttrValue::Window(Cow::Owned(attrs.window()?)),
+            Form::Aliasing => AttrValue::Aliasing(Cow::Owned(attrs.operand_aliasing()?)),
+            Form::Collective => AttrValue::Collective(Cow::Owned(collective(attrs)?)),
+            Form::Precision => AttrValue::Precision(Cow::Owned(attrs.precision()?)),
+            Form::IntUnlessOne => AttrValue::Int(attrs.optional_int(a.key)?.unwrap_or(1)),
+            Form::DimLabels => attrs
+                .dim_labels()?
+                .map_or(AttrValue::Absent, |d| AttrValue::ConvDims(Cow::Owned(d))),
+            Form::Slices => match attrs.take(a.key) {
+                None => AttrValue::Absent,
+                Some((Value::Slices(s), _)) => AttrValue::Slices(Cow::Owned(s)),
+                Some((Value::Ints(v), _)) if v.is_empty() => {
+                    AttrValue::Slices(Cow::Owned(Vec::new()))
+                }
+                Some((other, p)) => {
+                    return Err(error_at(
+                        &p,
+                        format!(
+                            "'{}' must be ranges like {{[0:2]}}, got {}",
+                            a.key,
+                            other.kind()
+                        ),
+                    ))
+                }
+            },
+            Form::Padding => match attrs.take(a.key) {
+                None => AttrValue::Absent,
+                Some((Value::Padding(c), _)) => AttrValue::Padding(Cow::Owned(c)),
+                Some((other, p)) => {
+                    return Err(error_at(
+                        &p,
+                        format!("'{}' must look like 0_0x1_2, got {}", a.key, other.kind()),
+                    ))
+                }
+            },
+            Form::GatherDims => AttrValue::GatherDims(Cow::Owned(GatherDims {
+                offset_dims: attrs.ints("offset_dims")?,
+                collapsed_slice_dims: attrs.ints_or_empty("collapsed_slice_dims")?,
+                start_index_map: attrs.ints("start_index_map")?,
+                operand_batching_dims: attrs.ints_or_empty("operand_batching_dims")?,
+                start_indices_batching_dims: attrs.ints_or_empty("start_indices_batching_dims")?,
+                index_vector_dim: attrs.int("index_vector_dim")?,
+            })),
+            Form::ScatterDims => AttrValue::ScatterDims(Cow::Owned(ScatterDims {
+                update_window_dims: attrs.ints("update_window_dims")?,
+                inserted_window_dims: attrs.ints_or_empty("inserted_window_dims")?,
+                scatter_dims_to_operand_dims: attrs.ints("scatter_dims_to_operand_dims")?,
+                input_batching_dims: attrs.ints_or_empty("input_batching_dims")?,
+                scatter_indices_batching_dims: attrs
+                    .ints_or_empty("scatter_indices_batching_dims")?,
+                index_vector_dim: attrs.int("index_vector_dim")?,
+            })),
+            Form::DotDims => AttrValue::DotDims(Cow::Owned(DotDims {
+                lhs_batch: attrs.ints_or_empty("lhs_batch_dims")?,
+                lhs_contracting: attrs.ints_or_empty("lhs_contracting_dims")?,
+                rhs_batch: attrs.ints_or_empty("rhs_batch_dims")?,
+                rhs_contracting: attrs.ints_or_empty("rhs_contracting_dims")?,
+            })),
+            Form::RaggedDims => AttrValue::RaggedDims(Cow::Owned(RaggedDims {
+                lhs_ragged: attrs.ints_or_empty("lhs_ragged_dims")?,
+                rhs_group: attrs.ints_or_empty("rhs_group_dims")?,
+            })),
+            Form::Int
+            | Form::List
+            | Form::ListOrEmpty
+            | Form::ListIfAny
+            | Form::OneDimension
+            | Form::Flag
+            | Form::FlagDefaultTrue
+            | Form::Word => return Ok(None),
+        };
+        self.last = at;
+        Ok(Some(v))
+    }
+}
+
 impl AttrReader for TextReader<'_, '_> {
     type Error = ParseError;
 
     fn read(&mut self, a: &'static Attribute) -> Result<AttrValue<'static>, ParseError> {
-        // Each has its own default for what is not written.
-        match a.form {
-            Form::Window => return Ok(AttrValue::Window(Cow::Owned(self.attrs.window()?))),
-            Form::Aliasing => {
-                return Ok(AttrValue::Aliasing(Cow::Owned(
-                    self.attrs.operand_aliasing()?,
-                )))
-            }
-            Form::Collective => {
-                return Ok(AttrValue::Collective(Cow::Owned(collective(self.attrs)?)))
-            }
-            _ => {}
+        if let Some(v) = self.read_structured(a)? {
+            return Ok(v);
         }
         let Some(written) = self.attrs.take(a.key) else {
             return Ok(match a.form {
@@ -104,7 +276,7 @@ impl AttrReader for TextReader<'_, '_> {
             }
             Form::Flag | Form::FlagDefaultTrue => AttrValue::Flag(flag_value(key, written)?),
             Form::Word => AttrValue::Word(Cow::Owned(word_value(key, written)?.0)),
-            Form::Window | Form::Aliasing | Form::Collective => AttrValue::Absent,
+            _ => AttrValue::Absent,
         })
     }
 

@@ -550,7 +550,7 @@ pub(super) enum Value {
 }
 
 impl Value {
-    fn kind(&self) -> String {
+    pub(super) fn kind(&self) -> String {
         match self {
             Value::Str(_) => "a string".to_string(),
             Value::Number(_) => "a number".to_string(),
@@ -762,7 +762,7 @@ impl<'i> Attrs<'i> {
         ints_value(key, self.required(key)?)
     }
 
-    fn ints_or_empty(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
+    pub(super) fn ints_or_empty(&mut self, key: &str) -> Result<Vec<i64>, ParseError> {
         if self.map.contains_key(key) {
             self.ints(key)
         } else {
@@ -789,7 +789,7 @@ impl<'i> Attrs<'i> {
         }
     }
 
-    fn optional_int(&mut self, key: &str) -> Result<Option<i64>, ParseError> {
+    pub(super) fn optional_int(&mut self, key: &str) -> Result<Option<i64>, ParseError> {
         if self.map.contains_key(key) {
             self.int(key).map(Some)
         } else {
@@ -867,13 +867,13 @@ impl<'i> Attrs<'i> {
     }
 
     /// `dim_labels=b01f_01io->b01f`, when written.
-    fn dim_labels(&mut self) -> Result<Option<ConvDims>, ParseError> {
+    pub(super) fn dim_labels(&mut self) -> Result<Option<ConvDims>, ParseError> {
         self.text("dim_labels")
             .map(|(labels, p)| ConvDims::parse(&labels).or_else(|e| err_at(&p, e)))
             .transpose()
     }
 
-    fn precision(&mut self) -> Result<Vec<Precision>, ParseError> {
+    pub(super) fn precision(&mut self) -> Result<Vec<Precision>, ParseError> {
         match self.take("operand_precision") {
             None => Ok(Vec::new()),
             Some((Value::Words(ws), p)) => ws
@@ -2111,62 +2111,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
         return Ok(op);
     }
     Ok(match opcode {
-        "slice" => match a.required("slice")? {
-            (Value::Slices(slices), _) => Op::Slice { slices },
-            (Value::Ints(v), _) if v.is_empty() => Op::Slice { slices: Vec::new() },
-            (other, p) => {
-                return err_at(
-                    &p,
-                    format!(
-                        "'slice' must be ranges like {{[0:2]}}, got {}",
-                        other.kind()
-                    ),
-                )
-            }
-        },
-        "pad" => match a.required("padding")? {
-            (Value::Padding(config), _) => Op::Pad { config },
-            (other, p) => {
-                return err_at(
-                    &p,
-                    format!("'padding' must look like 0_0x1_2, got {}", other.kind()),
-                )
-            }
-        },
-        "dot" => {
-            let (dims, precision, algorithm) = dot_attributes(a)?;
-            Op::Dot {
-                dims,
-                precision,
-                algorithm,
-            }
-        }
-        "ragged-dot" => {
-            let ragged = Box::new(RaggedDims {
-                lhs_ragged: a.ints_or_empty("lhs_ragged_dims")?,
-                rhs_group: a.ints_or_empty("rhs_group_dims")?,
-            });
-            let (dims, precision, algorithm) = dot_attributes(a)?;
-            Op::RaggedDot {
-                dims,
-                ragged,
-                precision,
-                algorithm,
-            }
-        }
-        "convolution" => {
-            let window = a.window()?;
-            let Some(dims) = a.dim_labels()? else {
-                return err_at(opcode_pair, "convolution needs dim_labels=b01f_01io->b01f");
-            };
-            Op::Convolution {
-                window,
-                dims: Box::new(dims),
-                feature_group_count: a.optional_int("feature_group_count")?.unwrap_or(1),
-                batch_group_count: a.optional_int("batch_group_count")?.unwrap_or(1),
-                precision: a.precision()?,
-            }
-        }
         "collective-permute" => Op::CollectivePermute {
             channel_id: channel_id(a)?,
             pairs: source_target_pairs(a)?,
@@ -2179,31 +2123,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
         },
         "conditional" => Op::Conditional {
             branches: conditional_branches(opcode_pair, a)?,
-        },
-        "gather" => Op::Gather {
-            dims: GatherDims {
-                offset_dims: a.ints("offset_dims")?,
-                collapsed_slice_dims: a.ints_or_empty("collapsed_slice_dims")?,
-                start_index_map: a.ints("start_index_map")?,
-                operand_batching_dims: a.ints_or_empty("operand_batching_dims")?,
-                start_indices_batching_dims: a.ints_or_empty("start_indices_batching_dims")?,
-                index_vector_dim: a.int("index_vector_dim")?,
-            },
-            slice_sizes: a.ints("slice_sizes")?,
-            indices_are_sorted: a.flag("indices_are_sorted")?,
-        },
-        "scatter" => Op::Scatter {
-            dims: ScatterDims {
-                update_window_dims: a.ints("update_window_dims")?,
-                inserted_window_dims: a.ints_or_empty("inserted_window_dims")?,
-                scatter_dims_to_operand_dims: a.ints("scatter_dims_to_operand_dims")?,
-                input_batching_dims: a.ints_or_empty("input_batching_dims")?,
-                scatter_indices_batching_dims: a.ints_or_empty("scatter_indices_batching_dims")?,
-                index_vector_dim: a.int("index_vector_dim")?,
-            },
-            to_apply: a.word("to_apply")?.0,
-            indices_are_sorted: a.flag("indices_are_sorted")?,
-            unique_indices: a.flag("unique_indices")?,
         },
         "domain" => domain(opcode_pair, a)?,
         "copy-start" => Op::CopyStart {
@@ -2361,27 +2280,6 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
 }
 
 /// A dot's (or ragged dot's) dimension numbers, precisions and algorithm.
-fn dot_attributes(a: &mut Attrs) -> Result<(DotDims, Vec<Precision>, DotAlgorithm), ParseError> {
-    let dims = DotDims {
-        lhs_batch: a.ints_or_empty("lhs_batch_dims")?,
-        lhs_contracting: a.ints_or_empty("lhs_contracting_dims")?,
-        rhs_batch: a.ints_or_empty("rhs_batch_dims")?,
-        rhs_contracting: a.ints_or_empty("rhs_contracting_dims")?,
-    };
-    let precision = a.precision()?;
-    let algorithm = if a.map.contains_key("algorithm") {
-        parse_enum(
-            a,
-            "algorithm",
-            DotAlgorithm::from_name,
-            &DotAlgorithm::names().join(", "),
-        )?
-    } else {
-        DotAlgorithm::Unset
-    };
-    Ok((dims, precision, algorithm))
-}
-
 /// `async_execution_thread="..."`; the main thread is none.
 fn async_thread(a: &mut Attrs) -> Result<Option<String>, ParseError> {
     Ok(a.string("async_execution_thread")?

@@ -8,7 +8,7 @@ use crate::computation::{Computation, InstrId};
 use crate::instruction::Metadata;
 use crate::literal::LiteralTree;
 use crate::module::Module;
-use crate::op::{DotAlgorithm, DotDims, Op, OperandAlias, PadDim, Precision, RaggedDims};
+use crate::op::{Op, OperandAlias, PadDim, Precision};
 use crate::types::{write_joined, ElementType};
 use crate::window::{ConvDims, Window};
 use std::collections::BTreeMap;
@@ -176,13 +176,13 @@ pub(super) fn write_collective(out: &mut String, c: &Collective) {
     flag(out, "constrain_layout", c.constrain_layout);
 }
 
-fn list(out: &mut String, key: &str, v: &[i64]) {
+pub(super) fn list(out: &mut String, key: &str, v: &[i64]) {
     let _ = write!(out, ", {key}={{");
     let _ = write_joined(out, v);
     out.push('}');
 }
 
-fn list_if_any(out: &mut String, key: &str, v: &[i64]) {
+pub(super) fn list_if_any(out: &mut String, key: &str, v: &[i64]) {
     if !v.is_empty() {
         list(out, key, v);
     }
@@ -212,48 +212,6 @@ fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
 /// The attributes of the ops that spell theirs by hand.
 fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
     match &c.instr(id).op {
-        Op::Slice { slices } => {
-            out.push_str(", slice={");
-            for (i, s) in slices.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                let _ = write!(out, "[{}:{}", s.start, s.limit);
-                if s.stride != 1 {
-                    let _ = write!(out, ":{}", s.stride);
-                }
-                out.push(']');
-            }
-            out.push('}');
-        }
-        Op::Pad { config } => {
-            out.push_str(", padding=");
-            write_padding(out, config);
-        }
-        Op::Dot {
-            dims,
-            precision,
-            algorithm,
-        } => write_dot(out, dims, None, precision, *algorithm),
-        Op::RaggedDot {
-            dims,
-            ragged,
-            precision,
-            algorithm,
-        } => write_dot(out, dims, Some(ragged), precision, *algorithm),
-        Op::Convolution {
-            window,
-            dims,
-            feature_group_count,
-            batch_group_count,
-            precision,
-        } => write_convolution_attributes(
-            out,
-            Some(window).filter(|w| !w.dims.is_empty()),
-            Some(dims),
-            (*feature_group_count, *batch_group_count),
-            precision,
-        ),
         Op::Domain { entry, exit } => {
             out.push_str(", domain={kind=\"sharding\", entry=");
             super::sharding::write_sharding(out, entry, &metadata_fields);
@@ -302,48 +260,6 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
                     let _ = write!(out, ", branch_computations={{{}}}", branches.join(", "));
                 }
             }
-        }
-        Op::Gather {
-            dims,
-            slice_sizes,
-            indices_are_sorted,
-        } => {
-            list(out, "offset_dims", &dims.offset_dims);
-            list(out, "collapsed_slice_dims", &dims.collapsed_slice_dims);
-            list(out, "start_index_map", &dims.start_index_map);
-            list_if_any(out, "operand_batching_dims", &dims.operand_batching_dims);
-            list_if_any(
-                out,
-                "start_indices_batching_dims",
-                &dims.start_indices_batching_dims,
-            );
-            let _ = write!(out, ", index_vector_dim={}", dims.index_vector_dim);
-            list(out, "slice_sizes", slice_sizes);
-            flag(out, "indices_are_sorted", *indices_are_sorted);
-        }
-        Op::Scatter {
-            dims,
-            to_apply,
-            indices_are_sorted,
-            unique_indices,
-        } => {
-            list(out, "update_window_dims", &dims.update_window_dims);
-            list(out, "inserted_window_dims", &dims.inserted_window_dims);
-            list(
-                out,
-                "scatter_dims_to_operand_dims",
-                &dims.scatter_dims_to_operand_dims,
-            );
-            list_if_any(out, "input_batching_dims", &dims.input_batching_dims);
-            list_if_any(
-                out,
-                "scatter_indices_batching_dims",
-                &dims.scatter_indices_batching_dims,
-            );
-            let _ = write!(out, ", index_vector_dim={}", dims.index_vector_dim);
-            flag(out, "indices_are_sorted", *indices_are_sorted);
-            flag(out, "unique_indices", *unique_indices);
-            let _ = write!(out, ", to_apply={to_apply}");
         }
         Op::CustomCall(cc) => {
             if let Some(conv) = &cc.convolution {
@@ -520,7 +436,7 @@ fn metadata_fields(md: &Metadata) -> String {
     fields.join(" ")
 }
 
-fn write_padding(out: &mut String, config: &[PadDim]) {
+pub(super) fn write_padding(out: &mut String, config: &[PadDim]) {
     for (i, p) in config.iter().enumerate() {
         if i > 0 {
             out.push('x');
@@ -595,31 +511,7 @@ fn write_convolution_attributes(
     write_precision(out, precision);
 }
 
-/// A dot's dimension numbers (a ragged dot's ragged and group dimensions
-/// after the contracting ones, as XLA prints them), precisions and
-/// algorithm.
-fn write_dot(
-    out: &mut String,
-    dims: &DotDims,
-    ragged: Option<&RaggedDims>,
-    precision: &[Precision],
-    algorithm: DotAlgorithm,
-) {
-    list_if_any(out, "lhs_batch_dims", &dims.lhs_batch);
-    list(out, "lhs_contracting_dims", &dims.lhs_contracting);
-    list_if_any(out, "rhs_batch_dims", &dims.rhs_batch);
-    list(out, "rhs_contracting_dims", &dims.rhs_contracting);
-    if let Some(r) = ragged {
-        list_if_any(out, "lhs_ragged_dims", &r.lhs_ragged);
-        list_if_any(out, "rhs_group_dims", &r.rhs_group);
-    }
-    write_precision(out, precision);
-    if algorithm != DotAlgorithm::Unset {
-        let _ = write!(out, ", algorithm={}", algorithm.name());
-    }
-}
-
-fn write_precision(out: &mut String, precision: &[Precision]) {
+pub(super) fn write_precision(out: &mut String, precision: &[Precision]) {
     if !precision.is_empty() {
         let names: Vec<&str> = precision.iter().map(|p| p.name()).collect();
         let _ = write!(out, ", operand_precision={{{}}}", names.join(","));
