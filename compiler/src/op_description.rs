@@ -71,6 +71,16 @@ pub enum Form {
     DimLabels,
     /// `operand_precision={high,default}`, left out when empty.
     Precision,
+    /// `channel_id=N`, left out when none; a non-positive one reads as
+    /// none, as XLA reads it (its proto cannot tell 0 from none).
+    ChannelId,
+    /// `source_target_pairs={{0,1},{1,0}}`, written always.
+    Pairs,
+    /// An in-place permute's `slice_sizes={{1,8},{1,8}}`, left out when
+    /// none.
+    SliceSizes,
+    /// `key="text"`, left out when empty.
+    QuotedIfAny,
 }
 
 /// The `HloInstructionProto` field an attribute is carried in.
@@ -123,6 +133,13 @@ pub enum ProtoField {
     ConvolutionDimensionNumbers,
     FeatureGroupCount,
     BatchGroupCount,
+    ChannelId,
+    SourceTargetPairs,
+    /// An in-place permute's slice sizes, flattened into
+    /// `dynamic_slice_sizes`.
+    PermuteSliceSizes,
+    InfeedConfig,
+    CrossProgramPrefetchIndex,
     /// The n-th of `called_computation_ids`.
     Called(usize),
 }
@@ -172,16 +189,39 @@ impl ProtoField {
             ProtoField::ConvolutionDimensionNumbers => "convolution_dimension_numbers (16)",
             ProtoField::FeatureGroupCount => "feature_group_count (50)",
             ProtoField::BatchGroupCount => "batch_group_count (58)",
+            ProtoField::ChannelId => "channel_id (26)",
+            ProtoField::SourceTargetPairs => "source_target_pairs (52)",
+            ProtoField::PermuteSliceSizes => "dynamic_slice_sizes (20)",
+            ProtoField::InfeedConfig => "infeed_config (27)",
+            ProtoField::CrossProgramPrefetchIndex => "cross_program_prefetch_index (80)",
             ProtoField::Called(_) => "called_computation_ids (38)",
         }
     }
 
-    /// The hand-spelled ops (outside the described rows) that carry the
-    /// field too: a permute's slice sizes, a custom call's aliasing and
-    /// convolution attributes.
+    /// The ops that carry the field beside the rows that name it: a custom
+    /// call's aliasing and convolution attributes, a transfer's channel,
+    /// `dynamic_slice_sizes` read two ways.
     pub fn also_on(self) -> &'static [&'static str] {
         match self {
+            // One field, read two ways.
             ProtoField::DynamicSliceSizes => &["collective-permute", "collective-permute-start"],
+            ProtoField::PermuteSliceSizes => &["dynamic-slice"],
+            // The replica-grouped collectives write theirs with their
+            // groups; transfers with their own fields.
+            ProtoField::ChannelId => &[
+                "all-gather",
+                "all-gather-start",
+                "all-reduce",
+                "all-reduce-start",
+                "all-to-all",
+                "collective-broadcast",
+                "ragged-all-to-all",
+                "recv",
+                "recv-done",
+                "reduce-scatter",
+                "send",
+                "send-done",
+            ],
             ProtoField::Window
             | ProtoField::OutputOperandAliasing
             | ProtoField::ConvolutionDimensionNumbers
@@ -270,6 +310,9 @@ pub enum AttrValue<'a> {
     RaggedDims(Cow<'a, RaggedDims>),
     ConvDims(Cow<'a, ConvDims>),
     Precision(Cow<'a, [Precision]>),
+    Pairs(Cow<'a, [(i64, i64)]>),
+    /// Lists of integers: an in-place permute's slice sizes.
+    IntLists(Cow<'a, [Vec<i64>]>),
 }
 
 impl AttrValue<'_> {
@@ -441,6 +484,8 @@ structured_fields! {
     Vec<OperandAlias> => Aliasing, "an aliasing list", default;
     Collective => Collective, "replica groups", default;
     Vec<Precision> => Precision, "operand precisions", default;
+    Vec<(i64, i64)> => Pairs, "source-target pairs", default;
+    Vec<Vec<i64>> => IntLists, "lists of sizes", default;
     Vec<SliceDim> => Slices, "slice ranges", required;
     Vec<PadDim> => Padding, "a padding", required;
     GatherDims => GatherDims, "gather dimension numbers", required;
@@ -862,6 +907,20 @@ op_table! {
             batch_group_count: IntUnlessOne("batch_group_count") @ BatchGroupCount,
             precision: Precision("operand_precision") @ OperandPrecision,
         },
+        "collective-permute" [COLLECTIVE] => CollectivePermute {
+            pairs: Pairs("source_target_pairs") @ SourceTargetPairs,
+            channel_id: ChannelId("channel_id") @ ChannelId,
+            slice_sizes: SliceSizes("slice_sizes") @ PermuteSliceSizes,
+        },
+        "collective-permute-start" [COLLECTIVE] => CollectivePermuteStart {
+            pairs: Pairs("source_target_pairs") @ SourceTargetPairs,
+            channel_id: ChannelId("channel_id") @ ChannelId,
+            slice_sizes: SliceSizes("slice_sizes") @ PermuteSliceSizes,
+        },
+        "infeed" [SIDE_EFFECT] => Infeed { config: QuotedIfAny("infeed_config") @ InfeedConfig },
+        "copy-start" => CopyStart {
+            cross_program_prefetch_index: Int("cross_program_prefetch_index") @ CrossProgramPrefetchIndex,
+        },
         "reduce-precision" => ReducePrecision {
             exponent_bits: Int("exponent_bits") @ ExponentBits,
             mantissa_bits: Int("mantissa_bits") @ MantissaBits,
@@ -882,19 +941,15 @@ op_table! {
         Op::OptBarrier => "opt-barrier" [IMPURE],
         Op::Conditional { .. } => "conditional" [IMPURE],
         Op::Domain { .. } => "domain" [IMPURE],
-        Op::CollectivePermute { .. } => "collective-permute" [COLLECTIVE],
-        Op::CollectivePermuteStart { .. } => "collective-permute-start" [COLLECTIVE],
         Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done" [COLLECTIVE],
         Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done" [COLLECTIVE],
         Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done" [COLLECTIVE],
         Op::ReplicaId => "replica-id",
         Op::PartitionId => "partition-id",
         Op::CustomCall(_) => "custom-call",
-        Op::CopyStart { .. } => "copy-start",
         Op::CopyDone => "copy-done",
         Op::AfterAll => "after-all",
         Op::AddDependency => "add-dependency",
-        Op::Infeed { .. } => "infeed" [SIDE_EFFECT],
         Op::Outfeed { .. } => "outfeed" [SIDE_EFFECT],
     }
 }
@@ -937,7 +992,11 @@ mod tests {
                     | Form::DotDims
                     | Form::RaggedDims
                     | Form::DimLabels
-                    | Form::Precision => assert!(!list && !called, "{}: {}", d.opcode, a.key),
+                    | Form::Precision
+                    | Form::ChannelId
+                    | Form::Pairs
+                    | Form::SliceSizes
+                    | Form::QuotedIfAny => assert!(!list && !called, "{}: {}", d.opcode, a.key),
                     Form::Int | Form::Flag | Form::FlagDefaultTrue => {
                         assert!(!called, "{}: {}", d.opcode, a.key)
                     }

@@ -234,6 +234,11 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
             |i| i.fusion_kind = "kLoop".into(),
             "fusion_kind (9), which hlatc reads only on fusion",
         ),
+        (|i| i.channel_id = 4, "channel_id (26), which hlatc reads only on all-gather,"),
+        (
+            |i| i.source_target_pairs = vec![Default::default()],
+            "source_target_pairs (52), which hlatc reads only on collective-permute and collective-permute-start",
+        ),
         (
             |i| i.gather_slice_sizes = vec![1],
             "gather_slice_sizes (34), which hlatc reads only on gather",

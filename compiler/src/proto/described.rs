@@ -5,7 +5,10 @@
 
 use std::borrow::Cow;
 
-use super::collective::{collective_from_proto, fill_collective};
+use super::collective::{
+    channel_from_proto, collective_from_proto, fill_collective, pairs_from_proto, pairs_to_proto,
+    slice_sizes_from_proto,
+};
 use super::emit::{aliasing_to_proto, dot_dims_to_proto};
 use super::import::{aliasing_from_proto, dot_dims_from_proto, precision_from_proto};
 use super::messages::{
@@ -159,6 +162,19 @@ impl AttrWriter for ProtoWriter<'_> {
             }
             ProtoField::FeatureGroupCount => p.feature_group_count = int,
             ProtoField::BatchGroupCount => p.batch_group_count = int,
+            ProtoField::ChannelId => p.channel_id = int,
+            ProtoField::SourceTargetPairs => {
+                if let AttrValue::Pairs(pairs) = &v {
+                    p.source_target_pairs = pairs_to_proto(pairs);
+                }
+            }
+            ProtoField::PermuteSliceSizes => {
+                if let AttrValue::IntLists(sizes) = &v {
+                    p.dynamic_slice_sizes = sizes.concat();
+                }
+            }
+            ProtoField::InfeedConfig => p.infeed_config = word().into_bytes(),
+            ProtoField::CrossProgramPrefetchIndex => p.cross_program_prefetch_index = Some(int32),
             ProtoField::Called(_) => {}
         }
     }
@@ -322,6 +338,20 @@ impl AttrReader for ProtoReader<'_> {
             // An unwritten count reads 0 on the wire; XLA means 1.
             ProtoField::FeatureGroupCount => AttrValue::Int(p.feature_group_count.max(1)),
             ProtoField::BatchGroupCount => AttrValue::Int(p.batch_group_count.max(1)),
+            ProtoField::ChannelId => {
+                channel_from_proto(p).map_or(AttrValue::Absent, AttrValue::Int)
+            }
+            ProtoField::SourceTargetPairs => AttrValue::Pairs(Cow::Owned(pairs_from_proto(p))),
+            ProtoField::PermuteSliceSizes => {
+                AttrValue::IntLists(Cow::Owned(slice_sizes_from_proto(p)?))
+            }
+            ProtoField::InfeedConfig => AttrValue::Word(Cow::Owned(
+                String::from_utf8(p.infeed_config.clone())
+                    .map_err(|_| "infeed_config is not UTF-8".to_string())?,
+            )),
+            ProtoField::CrossProgramPrefetchIndex => p
+                .cross_program_prefetch_index
+                .map_or(AttrValue::Absent, |i| AttrValue::Int(i.into())),
             ProtoField::Called(i) => self.called.get(i).map_or(AttrValue::Absent, |c| word(c)),
         })
     }
@@ -399,6 +429,11 @@ fn is_written(p: &HloInstructionProto, field: ProtoField) -> bool {
         // XLA writes 1 on every instruction: 1 says nothing.
         ProtoField::FeatureGroupCount => p.feature_group_count > 1,
         ProtoField::BatchGroupCount => p.batch_group_count > 1,
+        ProtoField::ChannelId => p.channel_id > 0,
+        ProtoField::SourceTargetPairs => !p.source_target_pairs.is_empty(),
+        ProtoField::PermuteSliceSizes => !p.dynamic_slice_sizes.is_empty(),
+        ProtoField::InfeedConfig => !p.infeed_config.is_empty(),
+        ProtoField::CrossProgramPrefetchIndex => p.cross_program_prefetch_index.is_some(),
         ProtoField::Called(_) => !p.called_computation_ids.is_empty(),
     }
 }

@@ -389,20 +389,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
             p.epsilon = epsilon.get();
             p.feature_index = *feature_index;
         }
-        Op::CollectivePermute {
-            channel_id,
-            pairs,
-            slice_sizes,
-        }
-        | Op::CollectivePermuteStart {
-            channel_id,
-            pairs,
-            slice_sizes,
-        } => {
-            p.channel_id = channel_id.unwrap_or(0);
-            p.source_target_pairs = super::collective::pairs_to_proto(pairs);
-            p.dynamic_slice_sizes = slice_sizes.concat();
-        }
         Op::CustomCall(cc) => {
             p.custom_call_target = cc.target.clone();
             p.custom_call_api_version = cc.api_version.proto();
@@ -432,10 +418,6 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         Op::Async { thread, .. } => {
             p.async_execution_thread = thread.clone().unwrap_or_default();
         }
-        Op::Infeed { config } => p.infeed_config = config.clone().into_bytes(),
-        Op::CopyStart {
-            cross_program_prefetch_index,
-        } => p.cross_program_prefetch_index = *cross_program_prefetch_index,
         Op::Outfeed { config, shape } => {
             p.outfeed_config = config.clone().into_bytes();
             p.outfeed_shape = shape.as_deref().map(shape_to_proto);

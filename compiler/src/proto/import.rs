@@ -1,7 +1,7 @@
 //! `HloModuleProto` to [`Module`], validating everything an untrusted proto
 //! can get wrong (unknown ids, types, opcodes) as typed errors.
 
-use super::collective::{channel_from_proto, pairs_from_proto};
+use super::collective::channel_from_proto;
 use super::described;
 use super::messages::*;
 use super::window::{conv_dims_from_proto, window_from_proto};
@@ -209,12 +209,6 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             call || matches!(op, Op::Constant(_) | Op::TupleConstant(_)),
         ),
         (
-            p.cross_program_prefetch_index.is_some(),
-            "cross_program_prefetch_index (80)",
-            "copy-start",
-            matches!(op, Op::CopyStart { .. }),
-        ),
-        (
             p.is_host_transfer,
             "is_host_transfer (47)",
             "send, send-done, recv and recv-done",
@@ -225,12 +219,6 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
             "async_execution_thread (79)",
             "async-start, async-update and async-done",
             matches!(op, Op::Async { .. }),
-        ),
-        (
-            !p.infeed_config.is_empty(),
-            "infeed_config (27)",
-            "infeed",
-            matches!(op, Op::Infeed { .. }),
         ),
         (
             !p.outfeed_config.is_empty() || p.outfeed_shape.is_some(),
@@ -763,16 +751,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 LiteralTree::Tuple(elems) => Op::TupleConstant(elems),
             }
         }
-        "collective-permute" => Op::CollectivePermute {
-            channel_id: channel_from_proto(p),
-            pairs: pairs_from_proto(p),
-            slice_sizes: super::collective::slice_sizes_from_proto(p)?,
-        },
-        "collective-permute-start" => Op::CollectivePermuteStart {
-            channel_id: channel_from_proto(p),
-            pairs: pairs_from_proto(p),
-            slice_sizes: super::collective::slice_sizes_from_proto(p)?,
-        },
         "conditional" => Op::Conditional {
             branches: called.to_vec(),
         },
@@ -788,12 +766,6 @@ fn op_from_proto(p: &HloInstructionProto, shape: &Shape, called: &[String]) -> R
                 entry: side(&p.domain_exit_sharding, "domain_exit_sharding (55)")?,
             }
         }
-        "copy-start" => Op::CopyStart {
-            cross_program_prefetch_index: p.cross_program_prefetch_index,
-        },
-        "infeed" => Op::Infeed {
-            config: utf8_config(&p.infeed_config, "infeed_config")?,
-        },
         "outfeed" => Op::Outfeed {
             config: utf8_config(&p.outfeed_config, "outfeed_config")?,
             shape: p

@@ -4,8 +4,11 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
+use super::collective::{write_pairs, write_slice_sizes};
+use super::escape::escape;
 use super::parser::{
-    collective, error_at, flag_value, int_value, ints_value, word_value, Attrs, ParseError, Value,
+    channel_id, collective, error_at, flag_value, int_value, ints_value, permute_slice_sizes,
+    source_target_pairs, word_value, Attrs, ParseError, Value,
 };
 use super::printer::{
     list, list_if_any, write_aliasing, write_collective, write_padding, write_precision,
@@ -140,6 +143,30 @@ impl AttrWriter for TextWriter<'_> {
                     write_precision(out, p);
                 }
             }
+            Form::ChannelId => {
+                if let Some(id) = v.int() {
+                    let _ = write!(out, ", {key}={id}");
+                }
+            }
+            Form::Pairs => {
+                if let AttrValue::Pairs(pairs) = &v {
+                    let _ = write!(out, ", {key}=");
+                    write_pairs(out, pairs);
+                }
+            }
+            Form::SliceSizes => {
+                if let AttrValue::IntLists(sizes) = &v {
+                    if !sizes.is_empty() {
+                        let _ = write!(out, ", {key}=");
+                        write_slice_sizes(out, sizes);
+                    }
+                }
+            }
+            Form::QuotedIfAny => {
+                if let Some(text) = v.word().filter(|t| !t.is_empty()) {
+                    let _ = write!(out, ", {key}=\"{}\"", escape(text));
+                }
+            }
         }
     }
 }
@@ -238,6 +265,12 @@ impl TextReader<'_, '_> {
                 lhs_ragged: attrs.ints_or_empty("lhs_ragged_dims")?,
                 rhs_group: attrs.ints_or_empty("rhs_group_dims")?,
             })),
+            Form::ChannelId => channel_id(attrs)?.map_or(AttrValue::Absent, AttrValue::Int),
+            Form::Pairs => AttrValue::Pairs(Cow::Owned(source_target_pairs(attrs)?)),
+            Form::SliceSizes => AttrValue::IntLists(Cow::Owned(permute_slice_sizes(attrs)?)),
+            Form::QuotedIfAny => {
+                AttrValue::Word(Cow::Owned(attrs.string(a.key)?.unwrap_or_default()))
+            }
             Form::Int
             | Form::List
             | Form::ListOrEmpty

@@ -801,7 +801,7 @@ impl<'i> Attrs<'i> {
         word_value(key, self.required(key)?)
     }
 
-    fn string(&mut self, key: &str) -> Result<Option<String>, ParseError> {
+    pub(super) fn string(&mut self, key: &str) -> Result<Option<String>, ParseError> {
         match self.take(key) {
             None => Ok(None),
             Some((Value::Str(s), _)) => Ok(Some(s)),
@@ -1952,12 +1952,12 @@ fn domain(at: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
 
 /// `channel_id=N`. XLA reads a non-positive id as none (its proto cannot
 /// tell `channel_id=0` from no channel), and so does hlatc.
-fn channel_id(a: &mut Attrs) -> Result<Option<i64>, ParseError> {
+pub(super) fn channel_id(a: &mut Attrs) -> Result<Option<i64>, ParseError> {
     Ok(a.optional_int("channel_id")?.filter(|&id| id > 0))
 }
 
 /// `source_target_pairs={{0,1},...}`.
-fn source_target_pairs(a: &mut Attrs) -> Result<Vec<(i64, i64)>, ParseError> {
+pub(super) fn source_target_pairs(a: &mut Attrs) -> Result<Vec<(i64, i64)>, ParseError> {
     match a.take("source_target_pairs") {
         None => Ok(Vec::new()),
         Some((Value::Ints(v), _)) if v.is_empty() => Ok(Vec::new()),
@@ -1969,7 +1969,7 @@ fn source_target_pairs(a: &mut Attrs) -> Result<Vec<(i64, i64)>, ParseError> {
 
 /// An in-place collective-permute's `slice_sizes={{1,8},{1,8}}`; none
 /// (absent or `{}`) for the other forms.
-fn permute_slice_sizes(a: &mut Attrs) -> Result<Vec<Vec<i64>>, ParseError> {
+pub(super) fn permute_slice_sizes(a: &mut Attrs) -> Result<Vec<Vec<i64>>, ParseError> {
     match a.take("slice_sizes") {
         None => Ok(Vec::new()),
         Some((Value::Ints(v), _)) if v.is_empty() => Ok(Vec::new()),
@@ -2111,34 +2111,10 @@ fn op_named(opcode: &str, opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, P
         return Ok(op);
     }
     Ok(match opcode {
-        "collective-permute" => Op::CollectivePermute {
-            channel_id: channel_id(a)?,
-            pairs: source_target_pairs(a)?,
-            slice_sizes: permute_slice_sizes(a)?,
-        },
-        "collective-permute-start" => Op::CollectivePermuteStart {
-            channel_id: channel_id(a)?,
-            pairs: source_target_pairs(a)?,
-            slice_sizes: permute_slice_sizes(a)?,
-        },
         "conditional" => Op::Conditional {
             branches: conditional_branches(opcode_pair, a)?,
         },
         "domain" => domain(opcode_pair, a)?,
-        "copy-start" => Op::CopyStart {
-            cross_program_prefetch_index: match a.optional_int("cross_program_prefetch_index")? {
-                None => None,
-                Some(i) => Some(i32::try_from(i).or_else(|_| {
-                    err_at(
-                        opcode_pair,
-                        format!("cross_program_prefetch_index {i} is out of range"),
-                    )
-                })?),
-            },
-        },
-        "infeed" => Op::Infeed {
-            config: a.string("infeed_config")?.unwrap_or_default(),
-        },
         "outfeed" => Op::Outfeed {
             config: a.string("outfeed_config")?.unwrap_or_default(),
             shape: match a.take("outfeed_shape") {

@@ -226,26 +226,6 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
         } => {
             let _ = write!(out, ", epsilon={epsilon}, feature_index={feature_index}");
         }
-        Op::CollectivePermute {
-            channel_id,
-            pairs,
-            slice_sizes,
-        }
-        | Op::CollectivePermuteStart {
-            channel_id,
-            pairs,
-            slice_sizes,
-        } => {
-            out.push_str(", source_target_pairs=");
-            super::collective::write_pairs(out, pairs);
-            if let Some(id) = channel_id {
-                let _ = write!(out, ", channel_id={id}");
-            }
-            if !slice_sizes.is_empty() {
-                out.push_str(", slice_sizes=");
-                super::collective::write_slice_sizes(out, slice_sizes);
-            }
-        }
         Op::Conditional { branches } => {
             // XLA requires the pred form's own names for a pred selector.
             let selector_is_pred = c
@@ -307,12 +287,6 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
             }
             flag(out, "is_host_transfer", t.is_host_transfer);
         }
-        Op::Infeed { config } => config_attribute(out, "infeed_config", config),
-        Op::CopyStart {
-            cross_program_prefetch_index: Some(i),
-        } => {
-            let _ = write!(out, ", cross_program_prefetch_index={i}");
-        }
         Op::Outfeed { config, shape } => {
             // XLA writes it always; unset, it is the data's own shape.
             let data = c.operands(id).first().map(|&d| &c.instr(d).shape);
@@ -322,9 +296,6 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
             config_attribute(out, "outfeed_config", config);
         }
         Op::Parameter(_)
-        | Op::CopyStart {
-            cross_program_prefetch_index: None,
-        }
         | Op::CopyDone
         | Op::StochasticConvert
         | Op::AfterAll
