@@ -412,20 +412,6 @@ impl AttrField for i32 {
     }
 }
 
-impl AttrField for Vec<i64> {
-    fn to_value(&self) -> AttrValue<'_> {
-        AttrValue::Ints(Cow::Borrowed(self))
-    }
-
-    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
-        match v {
-            AttrValue::Absent => Err(FieldError::Missing),
-            AttrValue::Ints(v) => Ok(v.into_owned()),
-            _ => Err(FieldError::WrongKind("an integer list")),
-        }
-    }
-}
-
 impl AttrField for bool {
     fn to_value(&self) -> AttrValue<'_> {
         AttrValue::Flag(*self)
@@ -440,23 +426,10 @@ impl AttrField for bool {
     }
 }
 
-/// A called computation's name.
-impl AttrField for String {
-    fn to_value(&self) -> AttrValue<'_> {
-        AttrValue::Word(Cow::Borrowed(self))
-    }
-
-    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
-        match v {
-            AttrValue::Absent => Err(FieldError::Missing),
-            AttrValue::Word(w) => Ok(w.into_owned()),
-            _ => Err(FieldError::WrongKind("a name")),
-        }
-    }
-}
-
-/// The syntax-of-their-own values: each reader and writer has one codec
-/// for each, shared by every op that holds one. Unwritten, a value is its
+/// The values held whole in one [`AttrValue`] variant: integer lists,
+/// names (a called computation's, a quoted config), and the values with a
+/// syntax of their own, for each of which each reader and writer has one
+/// codec, shared by every op that holds one. Unwritten, a value is its
 /// default (no window, no aliasing, no groups, no precisions) or, where
 /// the op cannot go without it, missing.
 macro_rules! structured_fields {
@@ -480,6 +453,8 @@ macro_rules! structured_fields {
 }
 
 structured_fields! {
+    Vec<i64> => Ints, "an integer list", required;
+    String => Word, "a name", required;
     Window => Window, "a window", default;
     Vec<OperandAlias> => Aliasing, "an aliasing list", default;
     Collective => Collective, "replica groups", default;
