@@ -254,6 +254,7 @@ fn xla_test_modules_are_read_or_listed_as_refused() {
     // as a proto it reads back to the same module.
     let dir = std::env::temp_dir().join(format!("hlatc-conformance-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let run_sample = run_sample(&accepted);
     for (name, m) in &accepted {
         let printed = text::print_module(m);
         let again = text::parse_module(&printed)
@@ -273,6 +274,9 @@ fn xla_test_modules_are_read_or_listed_as_refused() {
             "{name}: the proto does not read back to the same module"
         );
         let stem = name.trim_end_matches(".hlo");
+        if sampled_for_running(&run_sample, name) {
+            std::fs::write(dir.join(format!("{stem}.run")), "").unwrap();
+        }
         std::fs::write(dir.join(format!("{stem}.orig.txt")), &corpus[name]).unwrap();
         std::fs::write(dir.join(format!("{stem}.hlatc.txt")), &printed).unwrap();
         std::fs::write(dir.join(format!("{stem}.hlatc.pb")), &bytes).unwrap();
@@ -310,6 +314,7 @@ fn xla_test_modules_are_read_or_listed_as_refused() {
         }
         checked += 1;
     }
+    let runs = run_beside_xla(&dir, &accepted, &run_sample);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(checked, accepted.len(), "XLA answered for every module");
     assert!(
@@ -319,4 +324,110 @@ fn xla_test_modules_are_read_or_listed_as_refused() {
         accepted.len(),
         mismatches[..mismatches.len().min(30)].join("\n")
     );
+    eprintln!(
+        "ran {} of {} sampled modules on XLA CPU as hlatc read them and as XLA read them, bit for bit alike; {} XLA CPU runs neither way",
+        runs.ran,
+        run_sample.len(),
+        runs.skipped.len()
+    );
+    if std::env::var_os("HLATC_CONFORMANCE_TRACE").is_some() {
+        eprintln!("{}", runs.skipped.join("\n"));
+    }
+    assert!(
+        runs.differ.is_empty(),
+        "{} sampled modules run differently as hlatc read them and as XLA read them:\n{}",
+        runs.differ.len(),
+        runs.differ.join("\n")
+    );
+    assert!(
+        runs.ran >= 60,
+        "only {} sampled modules ran; XLA CPU ran neither reading of:\n{}",
+        runs.ran,
+        runs.skipped.join("\n")
+    );
+}
+
+/// Every 16th module hlatc accepts, by name, unless it loops: random
+/// inputs may keep a `while` going for ever.
+fn run_sample(accepted: &BTreeMap<String, hlatc::Module>) -> Vec<String> {
+    accepted
+        .iter()
+        .step_by(16)
+        .filter(|(_, m)| {
+            !m.computations.iter().any(|c| {
+                c.ids()
+                    .any(|id| matches!(c.instr(id).op, hlatc::compiler::Op::While { .. }))
+            })
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+fn sampled_for_running(sample: &[String], name: &str) -> bool {
+    sample.binary_search_by(|s| s.as_str().cmp(name)).is_ok()
+}
+
+#[derive(Default)]
+struct Runs {
+    ran: usize,
+    skipped: Vec<String>,
+    differ: Vec<String>,
+}
+
+/// One run of `m` on XLA CPU with inputs drawn from a fixed seed.
+fn run_once(m: &hlatc::Module) -> Result<Vec<hlatc::Literal>, String> {
+    use hlatc::runtime::{inputs, Runtime};
+    let rt = Runtime::shared().map_err(|e| e.to_string())?;
+    hlatc::runtime::ensure_fits(m).map_err(|e| e.to_string())?;
+    let program = rt.compile(m).map_err(|e| e.to_string())?;
+    let mut rng = inputs::SplitMix64::new(7);
+    let args = program
+        .parameters()
+        .iter()
+        .map(|(name, s)| {
+            s.as_array()
+                .map(|a| inputs::random_literal(a, &mut rng))
+                .ok_or_else(|| format!("parameter {name} is {s}, not an array"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    program.run(&args).map_err(|e| e.to_string())
+}
+
+/// Runs each sampled module as hlatc read it and as XLA read it (XLA's own
+/// proto of the original, `tools/xla_conformance.py`), with the same
+/// inputs: the outputs must agree bit for bit, or neither may run.
+fn run_beside_xla(
+    dir: &Path,
+    accepted: &BTreeMap<String, hlatc::Module>,
+    sample: &[String],
+) -> Runs {
+    let mut runs = Runs::default();
+    for name in sample {
+        let stem = name.trim_end_matches(".hlo");
+        let theirs = std::fs::read(dir.join(format!("{stem}.xla.pb")))
+            .map_err(|e| e.to_string())
+            .and_then(|b| proto::decode_module(&b).map_err(|e| e.to_string()));
+        let theirs = match theirs {
+            Ok(m) => m,
+            Err(e) => {
+                runs.differ.push(format!("{name}: XLA's proto of it: {e}"));
+                continue;
+            }
+        };
+        if std::env::var_os("HLATC_CONFORMANCE_TRACE").is_some() {
+            eprintln!("running {name}");
+        }
+        match (run_once(&accepted[name]), run_once(&theirs)) {
+            (Ok(a), Ok(b)) if a == b => runs.ran += 1,
+            (Ok(_), Ok(_)) => runs.differ.push(format!("{name}: the outputs differ")),
+            (Err(a), Err(_)) => runs.skipped.push(format!("{name}: {a}")),
+            (Ok(_), Err(e)) => runs
+                .differ
+                .push(format!("{name}: only hlatc's reading runs ({e})")),
+            (Err(e), Ok(_)) => runs
+                .differ
+                .push(format!("{name}: only XLA's reading runs ({e})")),
+        }
+    }
+    runs
 }

@@ -16,6 +16,10 @@ prints it, sorted]} or
 {"error": <XLA's message>}. hlatc's conformance test (tests/conformance.rs)
 checks that hlatc's two forms give XLA the same program shape, instruction
 count, scheduling and shardings as the original.
+
+Where DIR/NAME.run exists (the modules the test runs), it also writes
+DIR/NAME.xla.pb: XLA's own HloModuleProto of the original, which the test
+runs on XLA CPU beside hlatc's reading, with the same inputs.
 """
 import glob
 import json
@@ -71,9 +75,13 @@ def describe(module):
     }
 
 
-def read(path, parse):
+def read(path, parse, proto_to=None):
     try:
-        return describe(parse(path))
+        module = parse(path)
+        if proto_to:
+            with open(proto_to, "wb") as f:
+                f.write(module.as_serialized_hlo_module_proto())
+        return describe(module)
     except Exception as e:  # XLA raises its own status errors
         return {"error": str(e).splitlines()[0][:300]}
 
@@ -87,8 +95,9 @@ def main():
     for orig in sorted(glob.glob(os.path.join(d, "*.orig.txt"))):
         name = os.path.basename(orig)[: -len(".orig.txt")]
         base = os.path.join(d, name)
+        runs = os.path.exists(base + ".run")
         forms = {
-            "orig": read(orig, text),
+            "orig": read(orig, text, base + ".xla.pb" if runs else None),
             "text": read(base + ".hlatc.txt", text),
             "proto": read(base + ".hlatc.pb", proto),
         }

@@ -29,6 +29,7 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
             if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape)
                 .or_else(|| waits_forever(&instr.op))
                 .or_else(|| mishandled_contraction_types(c, id))
+                .or_else(|| leaves_unwritten(c, id))
             {
                 return Err(PreflightError {
                     computation: c.name.clone(),
@@ -120,6 +121,33 @@ fn mishandled_contraction_types(c: &Computation, id: InstrId) -> Option<String> 
     None
 }
 
+/// An all-gather that grows its dimension on a one-device run: XLA CPU
+/// gathers the one shard there is and leaves the rest of the result
+/// unwritten, whatever memory held (XLA's tests 01605 and 06592 gave other
+/// values run to run).
+fn leaves_unwritten(c: &Computation, id: InstrId) -> Option<String> {
+    let (Op::AllGather { dimension, .. } | Op::AllGatherStart { dimension, .. }) = &c.instr(id).op
+    else {
+        return None;
+    };
+    let gathered = c
+        .operands(id)
+        .first()
+        .map(|&o| &c.instr(o).shape)?
+        .as_array()?;
+    let result = match &c.instr(id).shape {
+        Shape::Tuple(t) => t.last()?.as_array()?,
+        s => s.as_array()?,
+    };
+    let d = usize::try_from(*dimension).ok()?;
+    let (from, to) = (*gathered.dims.get(d)?, *result.dims.get(d)?);
+    (from != to).then(|| {
+        format!(
+            "on the one device hlatc runs it on, XLA CPU gathers the one shard there is ({from} along dimension {d}) and leaves the rest of the {to} unwritten"
+        )
+    })
+}
+
 /// What XLA CPU would wait on forever: hlatc's runtime is no host side for
 /// `infeed` and `outfeed`, so nothing would ever fill or drain them.
 fn waits_forever(op: &Op) -> Option<String> {
@@ -145,15 +173,29 @@ fn waits_forever(op: &Op) -> Option<String> {
 ///   them there); both are refused the same way. A gather whose slices
 ///   trail, as an embedding lookup's do, runs;
 /// - an in-place collective-permute (`slice_sizes`) crashes it with a
-///   segfault, even on one device.
+///   segfault, even on one device;
+/// - a collective-permute in which device 0, the one it runs, receives
+///   from another device throws a C++ exception out of the plugin (XLA's
+///   test 04808; sending to a missing device gives zeros and runs).
 fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
-    if let Op::CollectivePermute { slice_sizes, .. } = op {
+    if let Op::CollectivePermute {
+        slice_sizes, pairs, ..
+    }
+    | Op::CollectivePermuteStart {
+        slice_sizes, pairs, ..
+    } = op
+    {
         if !slice_sizes.is_empty() {
             return Some(
                 "XLA CPU crashes (SIGSEGV) running an in-place collective-permute (slice_sizes); \
                  one that sends its operands whole runs"
                     .into(),
             );
+        }
+        if let Some((source, _)) = pairs.iter().find(|&&(s, t)| t == 0 && s != 0) {
+            return Some(format!(
+                "XLA CPU throws out of the plugin when device 0, the one it runs on, receives from device {source}, which a one-device run does not have (source_target_pairs)"
+            ));
         }
     }
     let Shape::Array(a) = result else {

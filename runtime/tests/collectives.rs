@@ -92,3 +92,42 @@ fn combined_permutes_run_and_in_place_ones_are_refused() {
         "{e}"
     );
 }
+
+/// On its one device, a permute that sends to a device the run does not
+/// have hands back zeros; one in which device 0 receives from another
+/// throws a C++ exception out of the plugin (XLA's test 04808), so it is
+/// refused first.
+#[test]
+fn a_permute_into_device_zero_from_a_missing_device_is_refused() {
+    let sends_away = entry("  x = f32[2] parameter(0)\n  ROOT p = f32[2] collective-permute(x), source_target_pairs={{0,1},{1,2}}");
+    let out = run(&sends_away, &[f32s(&[2], &[1.0, 2.0])]);
+    assert_values(&out[0], &[0.0, 0.0], 0.0);
+    for pairs in ["{{1,0}}", "{{0,1},{2,0}}"] {
+        let src = entry(&format!(
+            "  x = f32[2] parameter(0)\n  ROOT p = f32[2] collective-permute(x), source_target_pairs={pairs}"
+        ));
+        let m = hlatc_compiler::text::parse_module(&src).unwrap();
+        let e = runtime().compile(&m).err().expect("refused").to_string();
+        assert!(
+            e.contains("instruction 'p': XLA CPU throws out of the plugin when device 0, the one it runs on, receives from device"),
+            "{pairs}: {e}"
+        );
+    }
+}
+
+/// An all-gather over the one device gives back its operand; one written
+/// to grow its dimension would leave XLA CPU's result partly unwritten
+/// (XLA's tests 01605 and 06592 gave other values run to run), so it is
+/// refused first.
+#[test]
+fn an_all_gather_that_would_leave_its_result_unwritten_is_refused() {
+    let one = entry("  x = f32[2] parameter(0)\n  ROOT g = f32[2] all-gather(x), replica_groups={}, dimensions={0}");
+    assert_values(&run(&one, &[f32s(&[2], &[1.0, 2.0])])[0], &[1.0, 2.0], 0.0);
+    let grows = entry("  x = f32[2] parameter(0)\n  ROOT g = f32[8] all-gather(x), replica_groups={}, dimensions={0}");
+    let m = hlatc_compiler::text::parse_module(&grows).unwrap();
+    let e = runtime().compile(&m).err().expect("refused").to_string();
+    assert!(
+        e.ends_with("instruction 'g': on the one device hlatc runs it on, XLA CPU gathers the one shard there is (2 along dimension 0) and leaves the rest of the 8 unwritten"),
+        "{e}"
+    );
+}

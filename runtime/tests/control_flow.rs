@@ -127,6 +127,33 @@ fn conditional_runs_the_selected_branch() {
     assert_values(&run(IF_ELSE, &[p(0.0), x])[0], &[-3.0, 1.5], 0.0);
 }
 
+/// A fusion returning a tuple, as XLA's own passes make them: XLA CPU
+/// aborts compiling one, so the runtime hands it a call (XLA test 01869).
+const MULTI_OUTPUT_FUSION: &str = "HloModule test
+
+fc {
+  p0 = s32[3] parameter(0)
+  add = s32[3] add(p0, p0)
+  mul = s32[3] multiply(p0, p0)
+  ROOT t = (s32[3], s32[3]) tuple(add, mul)
+}
+
+ENTRY entry {
+  p0 = s32[3] parameter(0)
+  f = (s32[3], s32[3]) fusion(p0), kind=kLoop, calls=fc
+  g0 = s32[3] get-tuple-element(f), index=0
+  g1 = s32[3] get-tuple-element(f), index=1
+  ROOT r = s32[3] subtract(g1, g0)
+}
+";
+
+#[test]
+fn a_multi_output_fusion_runs() {
+    round_trips(MULTI_OUTPUT_FUSION);
+    let x = lit(hlatc_compiler::ElementType::S32, &[3], &[3.0, -2.0, 0.0]);
+    assert_values(&run(MULTI_OUTPUT_FUSION, &[x])[0], &[3.0, 8.0, 0.0], 0.0);
+}
+
 #[test]
 fn fusion_computes_its_fused_computation() {
     round_trips(FUSED);
