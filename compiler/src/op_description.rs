@@ -1,14 +1,18 @@
-//! One description of each op: its opcode, and for the ops whose
-//! attributes are plain values (integers, lists, flags, enum spellings,
-//! called computations) each attribute's text key, text form and proto
-//! field. The text printer and parser and proto emission and import all
-//! read the description, so adding such an op is one row here (and its
-//! shape rule); Cranelift's codegen-meta is the model.
+//! One description of each op: its opcode, its traits, and for 46 ops
+//! each attribute's text key, text form and proto field. The text printer
+//! and parser and proto emission and import all read the description, so
+//! adding such an op is one row here (and its shape rule); Cranelift's
+//! codegen-meta is the model. Each kind of value (an integer list, a
+//! window, replica groups, dot dimension numbers, ...) has one codec per
+//! reader and writer (`text::described`, `proto::described`), shared by
+//! every op that holds one.
 //!
-//! The ops whose attributes have a syntax of their own (windows,
-//! dimension numbers, shardings, collectives' groups, custom calls) still
-//! spell them by hand in each of those places; their opcodes are rows of
-//! the same table.
+//! The ops whose attributes depend on more than themselves (a
+//! conditional's branch form on its selector's type, an outfeed's shape
+//! on its operand) or that are families under one variant (the batch
+//! norms, transfers, async steps), custom calls, parameters, constants and
+//! domains still spell their attributes by hand in each of those places;
+//! their opcodes are rows of the same table.
 
 use std::borrow::Cow;
 
