@@ -10,7 +10,7 @@ use super::collective::{
     slice_sizes_from_proto,
 };
 use super::emit::{aliasing_to_proto, dot_dims_to_proto};
-use super::import::{aliasing_from_proto, dot_dims_from_proto, precision_from_proto};
+use super::import::{aliasing_from_proto, dot_dims_from_proto, precision_from_proto, utf8_config};
 use super::messages::{
     CholeskyOptions, GatherDimensionNumbers, HloInstructionProto, PaddingConfig,
     PaddingConfigDimension, PrecisionConfig, RaggedDotDimensionNumbers, ScatterDimensionNumbers,
@@ -189,6 +189,11 @@ fn precision_config(p: &mut HloInstructionProto) -> &mut PrecisionConfig {
     p.precision_config.get_or_insert_with(Default::default)
 }
 
+/// A flag of the options as written; unwritten, false.
+fn triangular_flag(p: &HloInstructionProto, flag: fn(&TriangularSolveOptions) -> bool) -> bool {
+    p.triangular_solve_options.as_ref().is_some_and(flag)
+}
+
 fn triangular(p: &mut HloInstructionProto) -> &mut TriangularSolveOptions {
     p.triangular_solve_options
         .get_or_insert_with(Default::default)
@@ -206,7 +211,6 @@ impl AttrReader for ProtoReader<'_> {
 
     fn read(&mut self, a: &'static Attribute) -> Result<AttrValue<'static>, String> {
         let p = self.p;
-        let triangular = p.triangular_solve_options.clone().unwrap_or_default();
         let ints = |v: &[i64]| AttrValue::Ints(Cow::Owned(v.to_vec()));
         let word = |w: &str| match w {
             "" => AttrValue::Absent,
@@ -232,10 +236,17 @@ impl AttrReader for ProtoReader<'_> {
             ProtoField::CholeskyLower => {
                 AttrValue::Flag(p.cholesky_options.as_ref().is_some_and(|o| o.lower))
             }
-            ProtoField::TriangularLeftSide => AttrValue::Flag(triangular.left_side),
-            ProtoField::TriangularLower => AttrValue::Flag(triangular.lower),
-            ProtoField::TriangularUnitDiagonal => AttrValue::Flag(triangular.unit_diagonal),
-            ProtoField::TriangularTransposeA => AttrValue::Int(triangular.transpose_a.into()),
+            ProtoField::TriangularLeftSide => AttrValue::Flag(triangular_flag(p, |o| o.left_side)),
+            ProtoField::TriangularLower => AttrValue::Flag(triangular_flag(p, |o| o.lower)),
+            ProtoField::TriangularUnitDiagonal => {
+                AttrValue::Flag(triangular_flag(p, |o| o.unit_diagonal))
+            }
+            ProtoField::TriangularTransposeA => AttrValue::Int(
+                p.triangular_solve_options
+                    .as_ref()
+                    .map_or(0, |o| o.transpose_a)
+                    .into(),
+            ),
             ProtoField::FusionKind => word(&p.fusion_kind),
             ProtoField::Window => p.window.as_ref().map_or(AttrValue::Absent, |w| {
                 AttrValue::Window(Cow::Owned(window_from_proto(w)))
@@ -345,10 +356,9 @@ impl AttrReader for ProtoReader<'_> {
             ProtoField::PermuteSliceSizes => {
                 AttrValue::IntLists(Cow::Owned(slice_sizes_from_proto(p)?))
             }
-            ProtoField::InfeedConfig => AttrValue::Word(Cow::Owned(
-                String::from_utf8(p.infeed_config.clone())
-                    .map_err(|_| "infeed_config is not UTF-8".to_string())?,
-            )),
+            ProtoField::InfeedConfig => {
+                AttrValue::Word(Cow::Owned(utf8_config(&p.infeed_config, "infeed_config")?))
+            }
             ProtoField::CrossProgramPrefetchIndex => p
                 .cross_program_prefetch_index
                 .map_or(AttrValue::Absent, |i| AttrValue::Int(i.into())),
@@ -442,12 +452,15 @@ fn is_written(p: &HloInstructionProto, field: ProtoField) -> bool {
 /// lost, so it is refused by name. (Called computations are checked with
 /// the others'.)
 pub(super) fn stray_field(p: &HloInstructionProto, opcode: &str) -> Result<(), String> {
+    // An op's own fields are read, not stray: only a field it does not
+    // hold costs the (allocating) walk over every carrier.
+    let own = Description::of(opcode).map_or(&[][..], |d| d.attributes);
     let stray = crate::op_description::DESCRIPTIONS
         .iter()
         .flat_map(|d| d.attributes)
         .map(|a| a.proto)
         .filter(|f| !matches!(f, ProtoField::Called(_)))
-        .filter(|&f| is_written(p, f))
+        .filter(|&f| !own.iter().any(|a| a.proto == f) && is_written(p, f))
         .find(|&f| !Description::carriers(f).contains(&opcode));
     match stray {
         None => Ok(()),
@@ -462,10 +475,15 @@ pub(super) fn stray_field(p: &HloInstructionProto, opcode: &str) -> Result<(), S
 /// A described op that calls computations calls as many as it has
 /// callee attributes.
 pub(super) fn check_callees(d: &Description, called: &[String]) -> Result<(), String> {
-    let keys = d.callees();
-    if keys.is_empty() || keys.len() == called.len() {
+    let needed = d
+        .attributes
+        .iter()
+        .filter(|a| matches!(a.proto, ProtoField::Called(_)))
+        .count();
+    if needed == 0 || needed == called.len() {
         return Ok(());
     }
+    let keys = d.callees();
     let count = match keys.len() {
         1 => "one called computation".to_string(),
         2 => "two called computations".to_string(),

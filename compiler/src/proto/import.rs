@@ -241,7 +241,7 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, String
 
 /// A feed's configuration: bytes on the wire, text in hlatc (as in XLA's
 /// text, where it is a quoted string).
-fn utf8_config(bytes: &[u8], field: &str) -> Result<String, String> {
+pub(super) fn utf8_config(bytes: &[u8], field: &str) -> Result<String, String> {
     String::from_utf8(bytes.to_vec()).map_err(|_| format!("{field} is not UTF-8"))
 }
 

@@ -200,7 +200,6 @@ impl TextReader<'_, '_> {
     /// reader with its own default for what is not written; `None` for
     /// the plain forms.
     fn read_structured(&mut self, a: &Attribute) -> Result<Option<AttrValue<'static>>, ParseError> {
-        let at = self.attrs.map.get(a.key).map(|(_, p)| *p);
         let attrs = &mut *self.attrs;
         let v = match a.form {
             Form::Window | Form::WindowIfAny => AttrValue::Window(Cow::Owned(attrs.window()?)),
@@ -280,7 +279,9 @@ impl TextReader<'_, '_> {
             | Form::FlagDefaultTrue
             | Form::Word => return Ok(None),
         };
-        self.last = at;
+        // Each of these reports its own errors where they are written;
+        // one missing is reported at the instruction.
+        self.last = None;
         Ok(Some(v))
     }
 }
