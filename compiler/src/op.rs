@@ -5,7 +5,7 @@
 
 use crate::collective::Collective;
 use crate::literal::{Literal, LiteralTree};
-use crate::op_description::OpTraits;
+use crate::op_description::{Arity, OpTraits};
 use crate::types::Shape;
 use crate::window::{ConvDims, Window};
 
@@ -350,6 +350,15 @@ impl BatchNormKind {
         BatchNormKind::Grad,
     ];
 
+    /// The operand, scale and offset; inference adds the mean and
+    /// variance, grad the mean, variance and output gradient.
+    pub fn arity(self) -> Arity {
+        match self {
+            BatchNormKind::Training => Arity::Exactly(3),
+            BatchNormKind::Inference | BatchNormKind::Grad => Arity::Exactly(5),
+        }
+    }
+
     pub fn opcode(self) -> &'static str {
         match self {
             BatchNormKind::Training => "batch-norm-training",
@@ -447,6 +456,17 @@ impl TransferStep {
     pub fn from_opcode(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.opcode() == s)
     }
+
+    /// A send takes its data and a token, a recv a token, and each done
+    /// the transfer in flight.
+    pub fn arity(self) -> Arity {
+        match self {
+            TransferStep::Send => Arity::Exactly(2),
+            TransferStep::SendDone | TransferStep::Recv | TransferStep::RecvDone => {
+                Arity::Exactly(1)
+            }
+        }
+    }
 }
 
 /// Which of the three async ops: `async-start` begins running its wrapped
@@ -461,6 +481,15 @@ pub enum AsyncStep {
 
 impl AsyncStep {
     pub const ALL: [AsyncStep; 3] = [AsyncStep::Start, AsyncStep::Update, AsyncStep::Done];
+
+    /// A start takes its computation's operands; an update or done the
+    /// bundle before it.
+    pub fn arity(self) -> Arity {
+        match self {
+            AsyncStep::Start => Arity::Variadic,
+            AsyncStep::Update | AsyncStep::Done => Arity::Exactly(1),
+        }
+    }
 
     pub fn opcode(self) -> &'static str {
         match self {

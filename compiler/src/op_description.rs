@@ -1,6 +1,7 @@
-//! One description of each op: its opcode, its traits, and for 46 ops
-//! each attribute's text key, text form and proto field. The text printer
-//! and parser and proto emission and import all read the description, so
+//! One description of each op: its opcode, its operand count, its traits,
+//! and for 46 ops each attribute's text key, text form and proto field.
+//! The text printer and parser, proto emission and import, and shape
+//! inference's operand count all read the description, so
 //! adding such an op is one row here (and its shape rule); Cranelift's
 //! codegen-meta is the model. Each kind of value (an integer list, a
 //! window, replica groups, dot dimension numbers, ...) has one codec per
@@ -250,6 +251,7 @@ pub struct Attribute {
 #[derive(Clone, Copy, Debug)]
 pub struct Description {
     pub opcode: &'static str,
+    pub arity: Arity,
     pub attributes: &'static [Attribute],
 }
 
@@ -615,6 +617,15 @@ fn read_field<T: AttrField, R: AttrReader>(
     T::from_value(v).map_err(|e| r.invalid(attribute, e))
 }
 
+/// How many operands an op takes, as a row of the table says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arity {
+    Exactly(usize),
+    /// The count depends on the op's attributes or operands; its shape
+    /// rule checks it.
+    Variadic,
+}
+
 /// What an op is beyond its attributes, as a row of the table says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpTraits(u8);
@@ -642,10 +653,22 @@ impl OpTraits {
     }
 }
 
+/// A row's operand count: a number, or `N` where it depends on the
+/// attributes or the operands (a reduce's 2k, a dynamic-slice's 1 + rank),
+/// which the op's shape rule checks.
+macro_rules! arity {
+    (N) => {
+        Arity::Variadic
+    };
+    ($n:literal) => {
+        Arity::Exactly($n)
+    };
+}
+
 /// Declares each op's opcode once. The described rows give their
 /// attributes too (`field: Form("key") @ ProtoField`, in XLA's printing
 /// order); the spelled rows are ops whose attributes are spelled by hand.
-/// A row's `[TRAITS]` are its [`OpTraits`].
+/// A row's `(arity)` is its [`Arity`], its `[TRAITS]` its [`OpTraits`].
 /// `Op::opcode` matches on both exhaustively, so a new op without a row
 /// does not compile, nor does a row that leaves out one of its variant's
 /// fields. The families that spell their own opcodes (elementwise ops,
@@ -653,12 +676,12 @@ impl OpTraits {
 macro_rules! op_table {
     (
         described {
-            $($opcode:literal $([$($dtrait:ident),*])? => $variant:ident {
+            $($opcode:literal ($arity:tt) $([$($dtrait:ident),*])? => $variant:ident {
                 $($field:ident : $form:ident ($key:literal) @ $proto:ident $(($slot:literal))?),* $(,)?
             },)*
         }
         spelled {
-            $($pat:pat => $name:literal $([$($strait:ident),*])?,)*
+            $($pat:pat => $name:literal ($sarity:tt) $([$($strait:ident),*])?,)*
         }
     ) => {
         /// The opcodes the table spells.
@@ -667,6 +690,7 @@ macro_rules! op_table {
         /// The described ops.
         pub static DESCRIPTIONS: &[Description] = &[$(Description {
             opcode: $opcode,
+            arity: arity!($arity),
             attributes: &[$(Attribute {
                 key: $key,
                 form: Form::$form,
@@ -685,6 +709,20 @@ macro_rules! op_table {
                     Op::Async { step, .. } => step.opcode(),
                     $(Op::$variant { .. } => $opcode,)*
                     $($pat => $name,)*
+                }
+            }
+
+            /// How many operands the op takes; shape inference checks a
+            /// fixed count before the op's own rule runs.
+            pub fn arity(&self) -> Arity {
+                match self {
+                    Op::Unary(_) => Arity::Exactly(1),
+                    Op::Binary(_) => Arity::Exactly(2),
+                    Op::BatchNorm { kind, .. } => kind.arity(),
+                    Op::Transfer(t) => t.step.arity(),
+                    Op::Async { step, .. } => step.arity(),
+                    $(Op::$variant { .. } => arity!($arity),)*
+                    $($pat => arity!($sarity),)*
                 }
             }
 
@@ -747,189 +785,189 @@ macro_rules! op_table {
 
 op_table! {
     described {
-        "iota" => Iota { dimension: Int("iota_dimension") @ Dimensions },
-        "compare" [CARRIES_FLOAT_TYPE] => Compare {
+        "iota" (0) => Iota { dimension: Int("iota_dimension") @ Dimensions },
+        "compare" (2) [CARRIES_FLOAT_TYPE] => Compare {
             direction: Word("direction") @ ComparisonDirection,
             kind: Word("type") @ ComparisonType,
         },
         // XLA's parser lets a scalar's broadcast leave out its (empty)
         // dimensions; over any other operand, inference then reports the
         // missing ones.
-        "broadcast" [CARRIES_FLOAT_TYPE] => Broadcast { dimensions: ListOrEmpty("dimensions") @ Dimensions },
-        "transpose" [CARRIES_FLOAT_TYPE] => Transpose { permutation: List("dimensions") @ Dimensions },
-        "reverse" [CARRIES_FLOAT_TYPE] => Reverse { dimensions: List("dimensions") @ Dimensions },
-        "concatenate" [CARRIES_FLOAT_TYPE] => Concatenate { dimension: OneDimension("dimensions") @ Dimensions },
-        "set-dimension-size" => SetDimensionSize {
+        "broadcast" (1) [CARRIES_FLOAT_TYPE] => Broadcast { dimensions: ListOrEmpty("dimensions") @ Dimensions },
+        "transpose" (1) [CARRIES_FLOAT_TYPE] => Transpose { permutation: List("dimensions") @ Dimensions },
+        "reverse" (1) [CARRIES_FLOAT_TYPE] => Reverse { dimensions: List("dimensions") @ Dimensions },
+        "concatenate" (N) [CARRIES_FLOAT_TYPE] => Concatenate { dimension: OneDimension("dimensions") @ Dimensions },
+        "set-dimension-size" (2) => SetDimensionSize {
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "get-dimension-size" => GetDimensionSize {
+        "get-dimension-size" (1) => GetDimensionSize {
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "dynamic-slice" [CARRIES_FLOAT_TYPE] => DynamicSlice { sizes: List("dynamic_slice_sizes") @ DynamicSliceSizes },
-        "reduce" => Reduce {
+        "dynamic-slice" (N) [CARRIES_FLOAT_TYPE] => DynamicSlice { sizes: List("dynamic_slice_sizes") @ DynamicSliceSizes },
+        "reduce" (N) => Reduce {
             dimensions: List("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "get-tuple-element" => GetTupleElement { index: Int("index") @ TupleIndex },
-        "call" => Call {
+        "get-tuple-element" (1) => GetTupleElement { index: Int("index") @ TupleIndex },
+        "call" (N) => Call {
             to_apply: Word("to_apply") @ Called(0),
             is_composite: Flag("is_composite") @ IsComposite,
         },
-        "sort" => Sort {
+        "sort" (N) => Sort {
             dimension: OneDimension("dimensions") @ Dimensions,
             is_stable: Flag("is_stable") @ IsStable,
             comparator: Word("to_apply") @ Called(0),
         },
-        "map" => Map {
+        "map" (N) => Map {
             dimensions: ListIfAny("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "rng" [IMPURE] => Rng { distribution: Word("distribution") @ Distribution },
+        "rng" (2) [IMPURE] => Rng { distribution: Word("distribution") @ Distribution },
         // XLA lists a while's body before its condition.
-        "while" [IMPURE] => While {
+        "while" (1) [IMPURE] => While {
             condition: Word("condition") @ Called(1),
             body: Word("body") @ Called(0),
         },
-        "triangular-solve" => TriangularSolve {
+        "triangular-solve" (2) => TriangularSolve {
             left_side: Flag("left_side") @ TriangularLeftSide,
             lower: Flag("lower") @ TriangularLower,
             unit_diagonal: Flag("unit_diagonal") @ TriangularUnitDiagonal,
             transpose_a: Word("transpose_a") @ TriangularTransposeA,
         },
-        "cholesky" => Cholesky { lower: Flag("lower") @ CholeskyLower },
-        "fft" => Fft {
+        "cholesky" (1) => Cholesky { lower: Flag("lower") @ CholeskyLower },
+        "fft" (1) => Fft {
             fft_type: Word("fft_type") @ FftType,
             fft_length: List("fft_length") @ FftLength,
         },
-        "reshape" [CARRIES_FLOAT_TYPE] => Reshape { inferred_dimension: Int("inferred_dimension") @ Dimensions },
-        "rng-get-and-update-state" [IMPURE] => RngGetAndUpdateState { delta: Int("delta") @ Delta },
+        "reshape" (1) [CARRIES_FLOAT_TYPE] => Reshape { inferred_dimension: Int("inferred_dimension") @ Dimensions },
+        "rng-get-and-update-state" (0) [IMPURE] => RngGetAndUpdateState { delta: Int("delta") @ Delta },
         // XLA's parser takes the largest when `largest` is not written.
-        "topk" => TopK {
+        "topk" (1) => TopK {
             k: Int("k") @ K,
             largest: FlagDefaultTrue("largest") @ Largest,
         },
-        "rng-bit-generator" [IMPURE] => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
-        "reduce-window" => ReduceWindow {
+        "rng-bit-generator" (1) [IMPURE] => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
+        "reduce-window" (N) => ReduceWindow {
             window: Window("window") @ Window,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "select-and-scatter" => SelectAndScatter {
+        "select-and-scatter" (3) => SelectAndScatter {
             window: Window("window") @ Window,
             select: Word("select") @ Called(0),
             scatter: Word("scatter") @ Called(1),
         },
-        "fusion" [IMPURE] => Fusion {
+        "fusion" (N) [IMPURE] => Fusion {
             kind: Word("kind") @ FusionKind,
             calls: Word("calls") @ Called(0),
             aliasing: Aliasing("output_to_operand_aliasing") @ OutputOperandAliasing,
         },
-        "all-reduce" [COLLECTIVE] => AllReduce {
+        "all-reduce" (N) [COLLECTIVE] => AllReduce {
             collective: Collective("replica_groups") @ Collective,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "all-reduce-start" [COLLECTIVE] => AllReduceStart {
+        "all-reduce-start" (N) [COLLECTIVE] => AllReduceStart {
             collective: Collective("replica_groups") @ Collective,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "all-gather" [COLLECTIVE] => AllGather {
+        "all-gather" (N) [COLLECTIVE] => AllGather {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "all-gather-start" [COLLECTIVE] => AllGatherStart {
+        "all-gather-start" (N) [COLLECTIVE] => AllGatherStart {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "reduce-scatter" [COLLECTIVE] => ReduceScatter {
+        "reduce-scatter" (N) [COLLECTIVE] => ReduceScatter {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
         // XLA's all-to-all splits along one dimension, or (none written)
         // exchanges the elements of a tuple.
-        "all-to-all" [COLLECTIVE] => AllToAll {
+        "all-to-all" (N) [COLLECTIVE] => AllToAll {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "ragged-all-to-all" [COLLECTIVE] => RaggedAllToAll { collective: Collective("replica_groups") @ Collective },
-        "collective-broadcast" [COLLECTIVE] => CollectiveBroadcast {
+        "ragged-all-to-all" (6) [COLLECTIVE] => RaggedAllToAll { collective: Collective("replica_groups") @ Collective },
+        "collective-broadcast" (1) [COLLECTIVE] => CollectiveBroadcast {
             collective: Collective("replica_groups") @ Collective,
         },
-        "slice" [CARRIES_FLOAT_TYPE] => Slice { slices: Slices("slice") @ SliceDimensions },
-        "pad" [CARRIES_FLOAT_TYPE] => Pad { config: Padding("padding") @ PaddingConfig },
-        "gather" [CARRIES_FLOAT_TYPE] => Gather {
+        "slice" (1) [CARRIES_FLOAT_TYPE] => Slice { slices: Slices("slice") @ SliceDimensions },
+        "pad" (2) [CARRIES_FLOAT_TYPE] => Pad { config: Padding("padding") @ PaddingConfig },
+        "gather" (2) [CARRIES_FLOAT_TYPE] => Gather {
             dims: GatherDims("offset_dims") @ GatherDimensionNumbers,
             slice_sizes: List("slice_sizes") @ GatherSliceSizes,
             indices_are_sorted: Flag("indices_are_sorted") @ IndicesAreSorted,
         },
-        "scatter" => Scatter {
+        "scatter" (N) => Scatter {
             dims: ScatterDims("update_window_dims") @ ScatterDimensionNumbers,
             indices_are_sorted: Flag("indices_are_sorted") @ IndicesAreSorted,
             unique_indices: Flag("unique_indices") @ UniqueIndices,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "dot" => Dot {
+        "dot" (2) => Dot {
             dims: DotDims("lhs_contracting_dims") @ DotDimensionNumbers,
             precision: Precision("operand_precision") @ OperandPrecision,
             algorithm: Word("algorithm") @ DotAlgorithm,
         },
         // The ragged and group dimensions print after the contracting ones.
-        "ragged-dot" => RaggedDot {
+        "ragged-dot" (3) => RaggedDot {
             dims: DotDims("lhs_contracting_dims") @ RaggedDotDimensions,
             ragged: RaggedDims("lhs_ragged_dims") @ RaggedDims,
             precision: Precision("operand_precision") @ OperandPrecision,
             algorithm: Word("algorithm") @ DotAlgorithm,
         },
-        "convolution" => Convolution {
+        "convolution" (2) => Convolution {
             window: WindowIfAny("window") @ Window,
             dims: DimLabels("dim_labels") @ ConvolutionDimensionNumbers,
             feature_group_count: IntUnlessOne("feature_group_count") @ FeatureGroupCount,
             batch_group_count: IntUnlessOne("batch_group_count") @ BatchGroupCount,
             precision: Precision("operand_precision") @ OperandPrecision,
         },
-        "collective-permute" [COLLECTIVE] => CollectivePermute {
+        "collective-permute" (N) [COLLECTIVE] => CollectivePermute {
             pairs: Pairs("source_target_pairs") @ SourceTargetPairs,
             channel_id: ChannelId("channel_id") @ ChannelId,
             slice_sizes: SliceSizes("slice_sizes") @ PermuteSliceSizes,
         },
-        "collective-permute-start" [COLLECTIVE] => CollectivePermuteStart {
+        "collective-permute-start" (N) [COLLECTIVE] => CollectivePermuteStart {
             pairs: Pairs("source_target_pairs") @ SourceTargetPairs,
             channel_id: ChannelId("channel_id") @ ChannelId,
             slice_sizes: SliceSizes("slice_sizes") @ PermuteSliceSizes,
         },
-        "infeed" [SIDE_EFFECT] => Infeed { config: QuotedIfAny("infeed_config") @ InfeedConfig },
-        "copy-start" => CopyStart {
+        "infeed" (1) [SIDE_EFFECT] => Infeed { config: QuotedIfAny("infeed_config") @ InfeedConfig },
+        "copy-start" (1) => CopyStart {
             cross_program_prefetch_index: Int("cross_program_prefetch_index") @ CrossProgramPrefetchIndex,
         },
-        "reduce-precision" => ReducePrecision {
+        "reduce-precision" (1) => ReducePrecision {
             exponent_bits: Int("exponent_bits") @ ExponentBits,
             mantissa_bits: Int("mantissa_bits") @ MantissaBits,
         },
     }
     spelled {
-        Op::Parameter(_) => "parameter" [IMPURE],
-        Op::Constant(_) | Op::TupleConstant(_) => "constant",
-        Op::Select => "select" [CARRIES_FLOAT_TYPE],
-        Op::Clamp => "clamp" [CARRIES_FLOAT_TYPE],
-        Op::Convert => "convert",
-        Op::StochasticConvert => "stochastic-convert",
-        Op::BitcastConvert => "bitcast-convert",
-        Op::Bitcast => "bitcast",
-        Op::DynamicUpdateSlice => "dynamic-update-slice" [CARRIES_FLOAT_TYPE],
-        Op::DynamicReshape => "dynamic-reshape",
-        Op::Tuple => "tuple",
-        Op::OptBarrier => "opt-barrier" [IMPURE],
-        Op::Conditional { .. } => "conditional" [IMPURE],
-        Op::Domain { .. } => "domain" [IMPURE],
-        Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done" [COLLECTIVE],
-        Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done" [COLLECTIVE],
-        Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done" [COLLECTIVE],
-        Op::ReplicaId => "replica-id",
-        Op::PartitionId => "partition-id",
-        Op::CustomCall(_) => "custom-call",
-        Op::CopyDone => "copy-done",
-        Op::AfterAll => "after-all",
-        Op::AddDependency => "add-dependency",
-        Op::Outfeed { .. } => "outfeed" [SIDE_EFFECT],
+        Op::Parameter(_) => "parameter" (0) [IMPURE],
+        Op::Constant(_) | Op::TupleConstant(_) => "constant" (0),
+        Op::Select => "select" (3) [CARRIES_FLOAT_TYPE],
+        Op::Clamp => "clamp" (3) [CARRIES_FLOAT_TYPE],
+        Op::Convert => "convert" (1),
+        Op::StochasticConvert => "stochastic-convert" (2),
+        Op::BitcastConvert => "bitcast-convert" (1),
+        Op::Bitcast => "bitcast" (1),
+        Op::DynamicUpdateSlice => "dynamic-update-slice" (N) [CARRIES_FLOAT_TYPE],
+        Op::DynamicReshape => "dynamic-reshape" (N),
+        Op::Tuple => "tuple" (N),
+        Op::OptBarrier => "opt-barrier" (1) [IMPURE],
+        Op::Conditional { .. } => "conditional" (N) [IMPURE],
+        Op::Domain { .. } => "domain" (1) [IMPURE],
+        Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done" (1) [COLLECTIVE],
+        Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done" (1) [COLLECTIVE],
+        Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done" (1) [COLLECTIVE],
+        Op::ReplicaId => "replica-id" (0),
+        Op::PartitionId => "partition-id" (0),
+        Op::CustomCall(_) => "custom-call" (N),
+        Op::CopyDone => "copy-done" (1),
+        Op::AfterAll => "after-all" (N),
+        Op::AddDependency => "add-dependency" (2),
+        Op::Outfeed { .. } => "outfeed" (2) [SIDE_EFFECT],
     }
 }
 

@@ -1,7 +1,7 @@
 //! The batch normalizations: statistics per entry of the feature
 //! dimension, over every other dimension.
 
-use super::{arity, array, invalid, ShapeError};
+use super::{array, invalid, ShapeError};
 use crate::op::BatchNormKind;
 use crate::types::{ArrayShape, Shape};
 
@@ -15,13 +15,13 @@ pub(super) fn batch_norm(
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
     let name = kind.opcode();
-    // (operands, which of them besides the operand are per feature)
-    let (count, vectors): (usize, &[usize]) = match kind {
-        BatchNormKind::Training => (3, &[1, 2]),
-        BatchNormKind::Inference => (5, &[1, 2, 3, 4]),
-        BatchNormKind::Grad => (5, &[1, 2, 3]),
+    // Which operands besides the operand are per feature (the count is
+    // the kind's arity, checked before).
+    let vectors: &[usize] = match kind {
+        BatchNormKind::Training => &[1, 2],
+        BatchNormKind::Inference => &[1, 2, 3, 4],
+        BatchNormKind::Grad => &[1, 2, 3],
     };
-    arity(operands, count)?;
     let x = array(operands, 0)?;
     if !x.ty.is_float() {
         return invalid(format!("{name} normalizes floats, got {x}"));

@@ -1,6 +1,6 @@
 //! `dot`, `ragged-dot` and the result type of a contraction (shared with `convolution`).
 
-use super::{arity, arr, array, check_dims_in_range, invalid, ShapeError};
+use super::{arr, array, check_dims_in_range, invalid, ShapeError};
 use crate::op::{DotDims, Precision, RaggedDims};
 use crate::types::{ArrayShape, ElementType, Shape};
 
@@ -8,7 +8,6 @@ use crate::types::{ArrayShape, ElementType, Shape};
 /// is `[..., m, n]` from the left, `[..., n, m]` from the right, with the
 /// same batch dimensions and type. The result is `b`'s shape.
 pub(super) fn triangular_solve(left_side: bool, operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     let (a, b) = (array(operands, 0)?, array(operands, 1)?);
     let m = square_matrix("triangular-solve", a)?;
     if a.ty != b.ty || b.rank() != a.rank() || b.dims[..b.rank() - 2] != a.dims[..a.rank() - 2] {
@@ -32,7 +31,6 @@ pub(super) fn triangular_solve(left_side: bool, operands: &[&Shape]) -> Result<S
 
 /// `cholesky` of a float `[..., n, n]`: the same shape.
 pub(super) fn cholesky(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let a = array(operands, 0)?;
     square_matrix("cholesky", a)?;
     Ok(Shape::Array(a.clone()))
@@ -115,7 +113,6 @@ pub(super) fn ragged_dot(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 3)?;
     let (l, r, sizes) = (
         array(operands, 0)?,
         array(operands, 1)?,
@@ -195,7 +192,6 @@ pub(super) fn contraction_operands<'a>(
     operands: &[&'a Shape],
     declared: Option<&Shape>,
 ) -> Result<(&'a ArrayShape, &'a ArrayShape, ElementType), ShapeError> {
-    arity(operands, 2)?;
     let (l, r) = (array(operands, 0)?, array(operands, 1)?);
     if !precision.is_empty() && precision.len() != 2 {
         return invalid("operand_precision needs one entry per operand");

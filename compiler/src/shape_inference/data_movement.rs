@@ -3,18 +3,13 @@
 //! `concatenate`, `pad` and the asynchronous `copy-start`/`copy-done`.
 
 use super::{
-    arity, arr, array, check_dims_in_range, declared_array, invalid, operand_and_declared,
-    same_type, ShapeError,
+    arr, array, check_dims_in_range, declared_array, invalid, operand_and_declared, same_type,
+    ShapeError,
 };
 use crate::op::{PadDim, SliceDim};
 use crate::types::{ArrayShape, ElementType, Shape};
 
-pub(super) fn iota(
-    dimension: i64,
-    operands: &[&Shape],
-    declared: Option<&Shape>,
-) -> Result<Shape, ShapeError> {
-    arity(operands, 0)?;
+pub(super) fn iota(dimension: i64, declared: Option<&Shape>) -> Result<Shape, ShapeError> {
     let d = declared_array(declared)?;
     if dimension < 0 || dimension as usize >= d.rank() {
         return invalid(format!(
@@ -31,7 +26,6 @@ pub(super) fn iota(
 /// `(values, s32 indices)`, both the operand's dimensions with the last
 /// cut to `k`.
 pub(super) fn top_k(k: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let x = array(operands, 0)?;
     let Some(&last) = x.dims.last() else {
         return invalid(format!("topk needs an operand of rank 1 or more, got {x}"));
@@ -111,7 +105,6 @@ pub(super) fn reshape(
 }
 
 pub(super) fn transpose(permutation: &[i64], operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let a = array(operands, 0)?;
     if permutation.len() != a.rank() {
         return invalid(format!(
@@ -127,14 +120,12 @@ pub(super) fn transpose(permutation: &[i64], operands: &[&Shape]) -> Result<Shap
 }
 
 pub(super) fn reverse(dimensions: &[i64], operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let a = array(operands, 0)?;
     check_dims_in_range(dimensions, a.rank(), "reverse")?;
     Ok(arr(a.ty, a.dims.clone()))
 }
 
 pub(super) fn slice(slices: &[SliceDim], operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let a = array(operands, 0)?;
     if slices.len() != a.rank() {
         return invalid(format!(
@@ -234,7 +225,6 @@ pub(super) fn concatenate(dimension: i64, operands: &[&Shape]) -> Result<Shape, 
 }
 
 pub(super) fn pad(config: &[PadDim], operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     let (a, v) = (array(operands, 0)?, array(operands, 1)?);
     same_type(a, v, "pad")?;
     if v.rank() != 0 {
@@ -277,7 +267,6 @@ pub(super) fn copy_start(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let x = operands[0];
     match declared {
         Some(Shape::Tuple(e))
@@ -297,7 +286,6 @@ pub(super) fn copy_start(
 
 /// The destination of the copy a `copy-start` began.
 pub(super) fn copy_done(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     match operands[0] {
         Shape::Tuple(e) if e.len() == 3 && e[2].is_scalar_of(ElementType::U32) => Ok(e[0].clone()),
         s => invalid(format!(

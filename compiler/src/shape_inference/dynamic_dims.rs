@@ -2,7 +2,7 @@
 //! `get-dimension-size` and `dynamic-reshape`. A dynamic dimension's size
 //! in a shape is its bound, so every other op's rules hold unchanged.
 
-use super::{arity, arr, array, declared_array, invalid, ShapeError};
+use super::{arr, array, declared_array, invalid, ShapeError};
 use crate::types::{ArrayShape, ElementType, Shape};
 
 /// The dimension an op names, checked against the operand's rank.
@@ -26,7 +26,6 @@ fn s32_scalar(opcode: &str, what: &str, s: &Shape) -> Result<(), ShapeError> {
 /// `set-dimension-size(operand, size)`: the operand with that dimension
 /// dynamic, bounded by its size.
 pub(super) fn set_dimension_size(dimension: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     let a = array(operands, 0)?;
     let d = dimension_of("set-dimension-size", a, dimension)?;
     s32_scalar("set-dimension-size", "size (operand 1)", operands[1])?;
@@ -38,7 +37,6 @@ pub(super) fn set_dimension_size(dimension: i64, operands: &[&Shape]) -> Result<
 /// `get-dimension-size(operand)`: an `s32[]`, so the dimension's bound must
 /// fit in one.
 pub(super) fn get_dimension_size(dimension: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let a = array(operands, 0)?;
     let d = dimension_of("get-dimension-size", a, dimension)?;
     if a.dims[d] > i64::from(i32::MAX) {

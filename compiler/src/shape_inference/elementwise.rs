@@ -1,16 +1,13 @@
 //! Elementwise ops: `unary` and `binary` arithmetic, `compare`, `select`,
 //! `clamp`, and the conversions between element types.
 
-use super::{
-    arity, arr, array, declared_array, invalid, operand_and_declared, same_type, ShapeError,
-};
+use super::{arr, array, declared_array, invalid, operand_and_declared, same_type, ShapeError};
 use crate::op::{BinaryOp, ComparisonDirection, ComparisonType, UnaryOp};
 use crate::types::{ArrayShape, ElementType, Shape};
 
 // A copy of any shape is that shape, a tuple's included, as XLA's
 // inference has it (there is no copy opcode in its proto-level ops).
 pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     // A copy of any shape is that shape, a tuple's included, as XLA's
     // inference has it (there is no copy opcode in its proto-level ops).
     if u == UnaryOp::Copy {
@@ -63,7 +60,6 @@ pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError
 }
 
 pub(super) fn binary(b: BinaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     let (x, y) = (array(operands, 0)?, array(operands, 1)?);
     if x.dims != y.dims {
         return invalid(format!("operand dimensions differ: {x} vs {y}"));
@@ -100,7 +96,6 @@ pub(super) fn compare(
     kind: Option<ComparisonType>,
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     let (x, y) = (array(operands, 0)?, array(operands, 1)?);
     if x.dims != y.dims {
         return invalid(format!("operand dimensions differ: {x} vs {y}"));
@@ -124,7 +119,6 @@ pub(super) fn compare(
 }
 
 pub(super) fn select(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 3)?;
     let (p, t, f) = (
         array(operands, 0)?,
         array(operands, 1)?,
@@ -143,7 +137,6 @@ pub(super) fn select(operands: &[&Shape]) -> Result<Shape, ShapeError> {
 }
 
 pub(super) fn clamp(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 3)?;
     let (lo, x, hi) = (
         array(operands, 0)?,
         array(operands, 1)?,
@@ -177,7 +170,6 @@ pub(super) fn stochastic_convert(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     let (x, random) = (array(operands, 0)?, array(operands, 1)?);
     let d = declared_array(declared)?;
     if !x.ty.is_float() {
@@ -205,7 +197,6 @@ pub(super) fn reduce_precision(
     (exponent_bits, mantissa_bits): (i32, i32),
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let x = array(operands, 0)?;
     if !x.ty.is_float() {
         return invalid(format!("reduce-precision rounds floats, got {}", x.ty));

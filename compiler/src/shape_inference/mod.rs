@@ -4,7 +4,8 @@
 //! take part of their result from the instruction's declared shape; for them
 //! the declared shape is required and checked against the operands instead.
 //!
-//! [`infer_shape`] only dispatches: each op family's rules live in a module
+//! [`infer_shape`] checks a fixed operand count (the op table's arity)
+//! and dispatches: each op family's rules live in a module
 //! of their own (`elementwise`, `data_movement`, `contraction`,
 //! `reduction`, `windowed`, `gather_scatter`, `scalar_callee`, `calls`,
 //! `control_flow`, `collective`, `random`, `token`, `dynamic_dims`, ...),
@@ -28,6 +29,7 @@ mod windowed;
 
 use crate::literal::LiteralTree;
 use crate::op::Op;
+use crate::op_description::Arity;
 use crate::types::{ArrayShape, ElementType, Shape};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -119,7 +121,6 @@ fn operand_and_declared<'a>(
     operands: &[&'a Shape],
     declared: Option<&'a Shape>,
 ) -> Result<(&'a ArrayShape, &'a ArrayShape), ShapeError> {
-    arity(operands, 1)?;
     Ok((array(operands, 0)?, declared_array(declared)?))
 }
 
@@ -161,24 +162,22 @@ pub fn infer_shape(
 ) -> Result<Shape, ShapeError> {
     let get_callee =
         |name: &str| callee(name).ok_or_else(|| ShapeError::UnknownComputation(name.to_string()));
+    if let Arity::Exactly(n) = op.arity() {
+        arity(operands, n)?;
+    }
     passes_unbounded_through(op, operands, declared)?;
     match op {
         Op::Parameter(n) => {
-            arity(operands, 0)?;
             if *n < 0 {
                 return invalid(format!("parameter number {n} is negative"));
             }
             declared.cloned().ok_or(ShapeError::NeedsResultShape)
         }
-        Op::Constant(lit) => {
-            arity(operands, 0)?;
-            Ok(Shape::Array(lit.shape.clone()))
-        }
+        Op::Constant(lit) => Ok(Shape::Array(lit.shape.clone())),
         Op::TupleConstant(elems) => {
-            arity(operands, 0)?;
             Ok(Shape::Tuple(elems.iter().map(LiteralTree::shape).collect()))
         }
-        Op::Iota { dimension } => data_movement::iota(*dimension, operands, declared),
+        Op::Iota { dimension } => data_movement::iota(*dimension, declared),
         Op::Unary(u) => elementwise::unary(*u, operands),
         Op::Binary(b) => elementwise::binary(*b, operands),
         Op::Compare { direction, kind } => elementwise::compare(*direction, *kind, operands),
@@ -270,7 +269,7 @@ pub fn infer_shape(
             to_apply,
         } => scalar_callee::map(dimensions, (to_apply, get_callee(to_apply)?), operands),
         Op::Rng { distribution } => random::rng(*distribution, operands, declared),
-        Op::RngGetAndUpdateState { .. } => random::rng_state(operands),
+        Op::RngGetAndUpdateState { .. } => random::rng_state(),
         Op::AllReduce {
             collective,
             to_apply,
@@ -316,7 +315,7 @@ pub fn infer_shape(
         Op::CollectivePermute {
             pairs, slice_sizes, ..
         } => collective::collective_permute(pairs, slice_sizes, operands),
-        Op::ReplicaId | Op::PartitionId => collective::device_id(operands),
+        Op::ReplicaId | Op::PartitionId => collective::device_id(),
         Op::CollectiveBroadcast { collective } => {
             collective::collective_broadcast(collective, operands)
         }
@@ -369,10 +368,7 @@ pub fn infer_shape(
         }
         Op::Gather {
             dims, slice_sizes, ..
-        } => {
-            arity(operands, 2)?;
-            gather_scatter::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes)
-        }
+        } => gather_scatter::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes),
         Op::Scatter { dims, to_apply, .. } => {
             gather_scatter::scatter_operands(dims, (to_apply, get_callee(to_apply)?), operands)
         }

@@ -1,12 +1,11 @@
 //! Random numbers: `rng`, `rng-bit-generator` and `rng-get-and-update-state`.
 
-use super::{arity, array, declared_array, invalid, ShapeError};
+use super::{array, declared_array, invalid, ShapeError};
 use crate::op::{RngAlgorithm, RngDistribution};
 use crate::types::{ElementType, Shape};
 
 /// `rng-get-and-update-state()`: the state, `u64[2]`.
-pub(super) fn rng_state(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 0)?;
+pub(super) fn rng_state() -> Result<Shape, ShapeError> {
     Ok(Shape::array(ElementType::U64, [2]))
 }
 
@@ -15,7 +14,6 @@ pub(super) fn rng(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     let (a, b) = (array(operands, 0)?, array(operands, 1)?);
     let d = declared_array(declared)?;
     if a.rank() != 0 || b.rank() != 0 || a.ty != d.ty || b.ty != d.ty {
@@ -39,7 +37,6 @@ pub(super) fn rng_bit_generator(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     let state = array(operands, 0)?;
     // The state is a u64 key and counter: two words, or three for
     // Philox, which is also what XLA CPU runs for the default algorithm

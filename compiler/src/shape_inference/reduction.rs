@@ -50,7 +50,6 @@ pub(super) fn select_and_scatter(
     (scatter, scatter_sig): (&str, CalleeSignature),
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    super::arity(operands, 3)?;
     let (x, source, init) = (
         array(operands, 0)?,
         array(operands, 1)?,

@@ -3,7 +3,7 @@
 //! check that tokens go where tokens belong and build the tuples XLA gives
 //! the transfers: `(data, u32[] context, token[])` while one is in flight.
 
-use super::{arity, invalid, ShapeError};
+use super::{invalid, ShapeError};
 use crate::op::{Transfer, TransferStep};
 use crate::types::{ElementType, Shape};
 
@@ -50,7 +50,6 @@ pub(super) fn after_all(_operands: &[&Shape]) -> Result<Shape, ShapeError> {
 }
 
 pub(super) fn add_dependency(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     token(operands, 1, "the dependency (operand 1)")?;
     Ok(operands[0].clone())
 }
@@ -63,24 +62,20 @@ pub(super) fn transfer(
     let opcode = t.step.opcode();
     match t.step {
         TransferStep::Send => {
-            arity(operands, 2)?;
             token(operands, 1, "send's operand 1")?;
             Ok(in_flight(data(operands[0], "sent data")?.clone()))
         }
         TransferStep::Recv => {
-            arity(operands, 1)?;
             token(operands, 0, "recv's operand")?;
             let declared = declared.ok_or(ShapeError::NeedsResultShape)?;
             let received = in_flight_data(declared, "recv's result")?;
             Ok(in_flight(data(received, "received data")?.clone()))
         }
         TransferStep::SendDone => {
-            arity(operands, 1)?;
             in_flight_data(operands[0], opcode)?;
             Ok(Shape::Token)
         }
         TransferStep::RecvDone => {
-            arity(operands, 1)?;
             let received = in_flight_data(operands[0], opcode)?;
             Ok(Shape::Tuple(vec![received.clone(), Shape::Token]))
         }
@@ -88,7 +83,6 @@ pub(super) fn transfer(
 }
 
 pub(super) fn infeed(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
-    arity(operands, 1)?;
     token(operands, 0, "infeed's operand")?;
     match declared {
         Some(Shape::Tuple(e)) if e.len() == 2 && e[1].is_token() => {
@@ -104,7 +98,6 @@ pub(super) fn outfeed(
     operands: &[&Shape],
     outfeed_shape: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    arity(operands, 2)?;
     token(operands, 1, "outfeed's operand 1")?;
     let sent = data(operands[0], "outfeed data")?;
     if let Some(s) = outfeed_shape {
