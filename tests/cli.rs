@@ -475,3 +475,26 @@ fn converting_notes_what_the_target_form_cannot_carry() {
     );
     assert!(stdout(&o).contains("reduce-window("));
 }
+
+#[test]
+fn run_max_trips_stops_a_loop_that_never_ends() {
+    let forever = "HloModule forever\ncond {\n  s = (s32[], f32[2]) parameter(0)\n  ROOT go = pred[] constant(true)\n}\nbody {\n  s.1 = (s32[], f32[2]) parameter(0)\n  i = s32[] get-tuple-element(s.1), index=0\n  one = s32[] constant(1)\n  next = s32[] add(i, one)\n  x = f32[2] get-tuple-element(s.1), index=1\n  ROOT t = (s32[], f32[2]) tuple(next, x)\n}\nENTRY e {\n  x.1 = f32[2] parameter(0)\n  zero = s32[] constant(0)\n  init = (s32[], f32[2]) tuple(zero, x.1)\n  ROOT w = (s32[], f32[2]) while(init), condition=cond, body=body\n}\n";
+    let p = tmp("forever.hlo");
+    std::fs::write(&p, forever).unwrap();
+    let f = p.to_str().unwrap();
+    let o = hlatc(&["run", f, "--max-trips", "7"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).lines().next().unwrap().ends_with("= 7"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("--max-trips 7: running 'forever' with its 1 while loop(s) stopped after at most 7 trips"),
+        "{}",
+        stderr(&o)
+    );
+    let zero = hlatc(&["run", f, "--max-trips", "0"]);
+    assert_eq!(zero.status.code(), Some(2));
+    assert!(stderr(&zero).contains("invalid value '0' for '--max-trips <N>'"));
+}

@@ -426,3 +426,37 @@ fn async_ops_run_synchronously_with_their_computations_values() {
     );
     assert!(report.changed(), "the negate chain has no other reader");
 }
+
+/// `bound_loops` (`hlatc run --max-trips`) stops a loop that never ends
+/// after the bound, and leaves one that ends sooner computing what it did.
+#[test]
+fn bounded_loops_stop_at_the_bound_and_otherwise_compute_the_same() {
+    let counting = "HloModule m\ncond {\n  s = (s32[], f32[2]) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n  limit = s32[] constant(LIMIT)\n  ROOT lt = pred[] compare(i, limit), direction=LT\n}\nbody {\n  s.1 = (s32[], f32[2]) parameter(0)\n  i.1 = s32[] get-tuple-element(s.1), index=0\n  one = s32[] constant(1)\n  next = s32[] add(i.1, one)\n  x = f32[2] get-tuple-element(s.1), index=1\n  y = f32[2] add(x, x)\n  ROOT t = (s32[], f32[2]) tuple(next, y)\n}\nENTRY e {\n  x.1 = f32[2] parameter(0)\n  zero = s32[] constant(0)\n  init = (s32[], f32[2]) tuple(zero, x.1)\n  ROOT w = (s32[], f32[2]) while(init), condition=cond, body=body\n}\n";
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let x = Literal::from_f32(vec![2], &[1.0, -0.5]).unwrap();
+    let run = |src: &str, bound: Option<u32>| {
+        let mut m = hlatc::text::parse_module(src).unwrap();
+        if let Some(n) = bound {
+            assert_eq!(hlatc::passes::bound_loops(&mut m, n).unwrap(), 1);
+            hlatc::compiler::verify(&m).unwrap();
+        }
+        let out = rt
+            .compile(&m)
+            .unwrap()
+            .run(std::slice::from_ref(&x))
+            .unwrap();
+        (out[0].to_i64_vec()[0], out[1].to_f32_vec())
+    };
+    // Ten trips, well inside a bound of 1000: the same values.
+    let ten = counting.replace("LIMIT", "10");
+    assert_eq!(run(&ten, None), (10, vec![1024.0, -512.0]));
+    assert_eq!(run(&ten, Some(1000)), (10, vec![1024.0, -512.0]));
+    // A condition that never turns false stops after the bound.
+    let forever = ten.replace(
+        "  ROOT lt = pred[] compare(i, limit), direction=LT",
+        "  ROOT lt = pred[] compare(i, i), direction=EQ",
+    );
+    assert_eq!(run(&forever, Some(5)), (5, vec![32.0, -16.0]));
+    // A bound below the loop's own count stops it there too.
+    assert_eq!(run(&ten, Some(3)), (3, vec![8.0, -4.0]));
+}

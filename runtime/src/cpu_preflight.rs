@@ -7,7 +7,7 @@
 //! and dynamic dimensions at the entry's boundary.
 
 use hlatc_compiler::minifloat::Format;
-use hlatc_compiler::op::CustomCall;
+use hlatc_compiler::op::{AsyncStep, CustomCall};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op, Shape};
 
 /// Where a module breaks an XLA CPU contract.
@@ -23,6 +23,7 @@ pub struct PreflightError {
 /// and refuses what XLA CPU would abort or hang on.
 pub fn check(module: &Module) -> Result<(), PreflightError> {
     static_at_the_boundary(module)?;
+    async_start_in_a_loop(module)?;
     for c in &module.computations {
         for id in c.ids() {
             let instr = c.instr(id);
@@ -74,6 +75,43 @@ pub(crate) fn static_at_the_boundary(module: &Module) -> Result<(), PreflightErr
                     instr.shape
                 ),
             });
+        }
+    }
+    Ok(())
+}
+
+/// An `async-start` in a loop's body or condition, or in anything they
+/// call: XLA CPU's loop-invariant code motion hoists one whose operands the
+/// loop does not change and aborts ("Check failed: prev->opcode() ==
+/// HloOpcode::kAsyncUpdate", XLA's test 00542). XLA CPU compiles no async
+/// op anyway; `async-to-sync`, which `hlatc run` applies, makes them calls.
+fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
+    let mut in_loops: Vec<&str> = module
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
+        .filter(|op| matches!(op, Op::While { .. }))
+        .flat_map(Op::called_computations)
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(name) = in_loops.pop() {
+        let Some(c) = module.computation(name).filter(|_| seen.insert(name)) else {
+            continue;
+        };
+        for id in c.ids() {
+            let op = &c.instr(id).op;
+            if let Op::Async {
+                step: AsyncStep::Start,
+                ..
+            } = op
+            {
+                return Err(PreflightError {
+                    computation: c.name.clone(),
+                    instruction: c.instr(id).name.clone(),
+                    message: "XLA CPU aborts hoisting an async-start out of a while loop, and compiles no async op; run the module through async-to-sync first (`hlatc run` does)".into(),
+                });
+            }
+            in_loops.extend(op.called_computations());
         }
     }
     Ok(())

@@ -163,3 +163,59 @@ fn fusion_computes_its_fused_computation() {
     );
     assert_values(&out[0], &[5.0, 3.0, -9.0], 0.0);
 }
+
+/// An async-start in a loop's body whose operand the loop never changes:
+/// XLA CPU's loop-invariant code motion hoists it and aborts (XLA's test
+/// 00542), so it is refused first, naming it; made synchronous (what
+/// `hlatc run` does), the loop runs.
+#[test]
+fn an_async_start_in_a_loop_is_refused_before_xla_cpu_aborts() {
+    let src = "HloModule test
+
+negated {
+  p = f32[2] parameter(0)
+  ROOT n = f32[2] negate(p)
+}
+
+body {
+  s = (s32[], f32[2], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  src = f32[2] get-tuple-element(s), index=1
+  start = ((f32[2]), f32[2], s32[]) async-start(src), calls=negated
+  done = f32[2] async-done(start), calls=negated
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  ROOT t = (s32[], f32[2], f32[2]) tuple(next, src, done)
+}
+
+cond {
+  s = (s32[], f32[2], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  three = s32[] constant(3)
+  ROOT lt = pred[] compare(i, three), direction=LT
+}
+
+ENTRY main {
+  x = f32[2] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[2], f32[2]) tuple(zero, x, x)
+  w = (s32[], f32[2], f32[2]) while(init), condition=cond, body=body
+  ROOT r = f32[2] get-tuple-element(w), index=2
+}
+";
+    let mut m = hlatc_compiler::text::parse_module(src).unwrap();
+    let e = runtime().compile(&m).err().expect("refused").to_string();
+    assert!(
+        e.contains("computation 'body', instruction 'start': XLA CPU aborts hoisting an async-start out of a while loop"),
+        "{e}"
+    );
+    let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
+    let sync = hlatc_passes::pipeline_from_names("sync", &["async-to-sync"]).unwrap();
+    assert!(sync.run_module(&mut m, &mut ctx).unwrap().changed());
+    let out = runtime()
+        .compile(&m)
+        .unwrap()
+        .run(&[f32s(&[2], &[1.5, -2.0])])
+        .unwrap();
+    assert_values(&out[0], &[-1.5, 2.0], 0.0);
+}

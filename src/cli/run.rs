@@ -58,6 +58,13 @@ pub struct Args {
     /// Wrong for a partitioned one, whose collectives need every device.
     #[arg(long)]
     one_device: bool,
+    /// Stop every while loop after N trips. For a module run on inputs it
+    /// was not written for (the generated ones, say), whose loops may never
+    /// end: a run cannot be cut short once XLA starts it. A loop stopped
+    /// early gives its state after N trips, not the program's value; one
+    /// that ends sooner is unchanged
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_trips: Option<u32>,
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -110,6 +117,16 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         if made_sync {
             note!(
                 "running '{}' with its async ops made synchronous (async-to-sync): XLA CPU compiles no async op, and the values are the same",
+                module.name
+            )?;
+        }
+    }
+    if let Some(n) = a.max_trips {
+        let bounded = hlatc::passes::bound_loops(&mut module, n)
+            .map_err(hlatc::passes::PassError::rewrite("--max-trips"))?;
+        if bounded > 0 {
+            note!(
+                "--max-trips {n}: running '{}' with its {bounded} while loop(s) stopped after at most {n} trips",
                 module.name
             )?;
         }
