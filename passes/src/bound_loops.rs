@@ -17,6 +17,7 @@ use hlatc_compiler::{Computation, ElementType, InstrId, Literal, Module, Op, Sha
 
 /// Bounds every `while` loop of `m` (in every computation, nested ones
 /// too) to at most `max_trips` trips; returns how many loops it bounded.
+/// A scheduled module that had loops is no longer scheduled.
 pub fn bound_loops(m: &mut Module, max_trips: u32) -> Result<usize, RewriteError> {
     let loops: Vec<(usize, InstrId)> = m
         .computations
@@ -53,6 +54,9 @@ pub fn bound_loops(m: &mut Module, max_trips: u32) -> Result<usize, RewriteError
         r.replace(w, result)?;
         r.remove_orphans();
     }
+    // The new instructions are in no schedule; XLA schedules the module
+    // again, and the order does not change what it computes.
+    m.is_scheduled = false;
     Ok(loops.len())
 }
 
@@ -175,6 +179,12 @@ ENTRY e {
         // computations called from the new ones).
         assert_eq!(bound_loops(&mut m, 3).unwrap(), 1);
         verify(&m).unwrap();
+        // A schedule does not hold the new instructions (XLA's test 05001).
+        let scheduled = COUNTING.replace("HloModule m", "HloModule m, is_scheduled=true");
+        let mut m = text::parse_module(&scheduled).unwrap();
+        assert!(m.is_scheduled);
+        bound_loops(&mut m, 3).unwrap();
+        assert!(!m.is_scheduled);
     }
 
     #[test]

@@ -72,6 +72,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "bitcast-to-reshape",
+            description: "replaces each bitcast (which reads its operand's buffer by the layouts) by a transpose into the operand's physical order, a reshape and a transpose into the result's layout, ops XLA CPU compiles before layout assignment (`run` applies it); a bitcast that changes the element type is left alone",
+            make: || Box::new(crate::BitcastToReshape),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "cse",
             description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
             make: || Box::new(crate::Cse),

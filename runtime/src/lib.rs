@@ -55,6 +55,8 @@ pub enum RuntimeError {
     },
     #[error("module '{module}' has a device assignment of {assignment}; the XLA CPU runtime runs single-device modules (`hlatc run --one-device` runs it as one device's program)")]
     MultiDeviceAssignment { module: String, assignment: String },
+    #[error("cannot prepare module '{module}' for XLA CPU: {message}")]
+    Lowering { module: String, message: String },
     #[error("the module returns {0}; only arrays and flat tuples of arrays can be read back")]
     UnsupportedResult(String),
     #[error("parameter '{name}' is {shape}; only arrays can be passed in")]
@@ -159,7 +161,8 @@ impl Runtime {
         // aborts the process (a check on instruction ids while it copies
         // the module), so the proto goes without one; the schedule does
         // not change what the module computes.
-        let mut unscheduled = proto::module_to_proto(module);
+        let layout_free = bitcasts_by_physical_order(module)?;
+        let mut unscheduled = proto::module_to_proto(layout_free.as_ref().unwrap_or(module));
         unscheduled.schedule = None;
         // Compiled for the one device PJRT is given, whichever device the
         // dump ran on (a many-device assignment was refused above).
@@ -186,6 +189,32 @@ impl Runtime {
             host_bytes: host_memory::module_bytes(module),
         })
     }
+}
+
+/// XLA CPU compiles a module from before layout assignment, where it
+/// refuses or mangles a `bitcast` (which reads its operand's buffer by the
+/// layouts): the module with each one as the transposes and reshape that
+/// compute it (`bitcast-to-reshape`), or `None` when it has none.
+fn bitcasts_by_physical_order(module: &Module) -> Result<Option<Module>, RuntimeError> {
+    let has_bitcast = module.computations.iter().any(|c| {
+        c.ids()
+            .any(|id| matches!(c.instr(id).op, hlatc_compiler::Op::Bitcast))
+    });
+    if !has_bitcast {
+        return Ok(None);
+    }
+    let lowering = |e: hlatc_passes::PassError| RuntimeError::Lowering {
+        module: module.name.clone(),
+        message: e.to_string(),
+    };
+    // Through a pipeline, which verifies what the pass made and drops a
+    // schedule the new instructions are not in.
+    let pipeline =
+        hlatc_passes::pipeline_from_names("xla-cpu", &["bitcast-to-reshape"]).map_err(lowering)?;
+    let mut m = module.clone();
+    let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
+    pipeline.run_module(&mut m, &mut ctx).map_err(lowering)?;
+    Ok(Some(m))
 }
 
 /// A fusion computes what a call of its computation computes, and XLA CPU

@@ -996,3 +996,24 @@ fn tuple_constants_hold_their_elements() {
     assert_values(&out[0], &[3.0, 4.0], 0.0);
     assert_values(&out[1], &[42.0], 0.0);
 }
+
+/// A bitcast reads its operand's buffer by the layouts: XLA CPU, compiling
+/// from before layout assignment, refuses or mangles one, so `compile`
+/// hands it the transposes and reshape that compute it
+/// (`bitcast-to-reshape`).
+#[test]
+fn bitcasts_read_the_buffer_by_their_layouts() {
+    let x = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    // x column-major is 1 4 2 5 3 6 in memory.
+    let hlo = entry("  x = f32[2,3]{1,0} parameter(0)\n  t = f32[2,3]{0,1} copy(x)\n  ROOT b = f32[6]{0} bitcast(t)");
+    assert_values(&run(&hlo, &[x])[0], &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0], 0.0);
+    // 1..6 read as a column-major [2,3]: rows 1 3 5 and 2 4 6.
+    let hlo = entry("  v = f32[6]{0} parameter(0)\n  b = f32[2,3]{0,1} bitcast(v)\n  ROOT r = f32[2,3]{1,0} copy(b)");
+    let v = f32s(&[6], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    assert_values(&run(&hlo, &[v])[0], &[1.0, 3.0, 5.0, 2.0, 4.0, 6.0], 0.0);
+    // A rank change under default layouts is a reshape (XLA's test 03349,
+    // which XLA CPU refused as written).
+    let hlo = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  p = f32[8] parameter(0)\n  b = f32[2,2,2] bitcast(p)\n  z = f32[] constant(0)\n  ROOT r = f32[2,2] reduce(b, z), dimensions={1}, to_apply=add\n}\n";
+    let p = f32s(&[8], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
+    assert_values(&run(hlo, &[p])[0], &[4.0, 6.0, 12.0, 14.0], 0.0);
+}
