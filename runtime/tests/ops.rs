@@ -1017,3 +1017,74 @@ fn bitcasts_read_the_buffer_by_their_layouts() {
     let p = f32s(&[8], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]);
     assert_values(&run(hlo, &[p])[0], &[4.0, 6.0, 12.0, 14.0], 0.0);
 }
+
+/// Row-major strides of `dims` taken in `major_to_minor` order: the
+/// buffer offset of each logical index under that layout.
+fn buffer_offsets(dims: &[i64], minor_to_major: &[i64]) -> Vec<usize> {
+    let count: i64 = dims.iter().product();
+    let mut stride = vec![0i64; dims.len()];
+    let mut s = 1;
+    for &d in minor_to_major {
+        stride[d as usize] = s;
+        s *= dims[d as usize];
+    }
+    (0..count)
+        .map(|flat| {
+            // The logical (row-major) index of element `flat`.
+            let (mut rest, mut offset) = (flat, 0);
+            for k in (0..dims.len()).rev() {
+                offset += (rest % dims[k]) * stride[k];
+                rest /= dims[k];
+            }
+            offset as usize
+        })
+        .collect()
+}
+
+/// Random ranks, dimensions and layouts on both sides of a bitcast, run
+/// on XLA CPU and checked against reading one buffer by two layouts here.
+#[test]
+fn bitcasts_agree_with_a_buffer_read_by_both_layouts() {
+    let mut rng = hlatc_runtime::inputs::SplitMix64::new(11);
+    let mut pick = |n: usize| (rng.next_u64() % n as u64) as usize;
+    // Shapes of 24 elements each, and their layouts from permutations.
+    let shapes: [&[i64]; 6] = [
+        &[24],
+        &[4, 6],
+        &[2, 3, 4],
+        &[3, 8],
+        &[2, 2, 6],
+        &[2, 3, 2, 2],
+    ];
+    for case in 0..24 {
+        let from = shapes[pick(shapes.len())];
+        let to = shapes[pick(shapes.len())];
+        let mut layout = |rank: usize| {
+            let mut order: Vec<i64> = (0..rank as i64).collect();
+            for i in (1..rank).rev() {
+                order.swap(i, pick(i + 1));
+            }
+            order
+        };
+        let (from_layout, to_layout) = (layout(from.len()), layout(to.len()));
+        let list = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        let hlo = entry(&format!(
+            "  x = f32[{f}] parameter(0)\n  laid = f32[{f}]{{{fl}}} copy(x)\n  b = f32[{t}]{{{tl}}} bitcast(laid)\n  ROOT r = f32[{t}] copy(b)",
+            f = list(from),
+            fl = list(&from_layout),
+            t = list(to),
+            tl = list(&to_layout),
+        ));
+        let values: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        let mut buffer = [0.0; 24];
+        for (v, offset) in values.iter().zip(buffer_offsets(from, &from_layout)) {
+            buffer[offset] = f64::from(*v);
+        }
+        let expected: Vec<f64> = buffer_offsets(to, &to_layout)
+            .into_iter()
+            .map(|offset| buffer[offset])
+            .collect();
+        let got = run(&hlo, &[f32s(from, &values)]);
+        assert_eq!(got[0].to_f64_vec(), expected, "case {case}:\n{hlo}");
+    }
+}
