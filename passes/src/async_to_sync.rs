@@ -3,10 +3,13 @@
 //! XLA CPU compiles no async op ("not supported by XLA:CPU ThunkEmitter");
 //! waiting for the result at the done for work begun at the start computes
 //! the same values, so the synchronous program is the same program there.
+//! The split forms of single ops (`all-reduce-start`/`-done`, the
+//! all-gather's and collective-permute's, `copy-start`/`copy-done`) become
+//! those ops, for the same reason.
 
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
-use hlatc_compiler::op::AsyncStep;
+use hlatc_compiler::op::{AsyncStep, UnaryOp};
 use hlatc_compiler::{Computation, InstrId, Module, Op};
 use std::collections::BTreeSet;
 
@@ -19,6 +22,7 @@ impl Pass for AsyncToSync {
 
     fn run(&self, m: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut now_called = BTreeSet::new();
+        let mut paired = false;
         for c in &mut m.computations {
             let dones: Vec<InstrId> = c
                 .ids()
@@ -37,6 +41,13 @@ impl Pass for AsyncToSync {
                     now_called.insert(callee);
                 }
             }
+            let pair_dones: Vec<InstrId> = c
+                .ids()
+                .filter(|&id| matches!(c.instr(id).op, Op::CollectiveDone(_) | Op::CopyDone))
+                .collect();
+            for done in pair_dones {
+                paired |= pair_as_one_op(c, done);
+            }
         }
         // A computation no async op runs any more is called on the main
         // thread, as every `call` is.
@@ -54,7 +65,7 @@ impl Pass for AsyncToSync {
                 c.execution_thread = None;
             }
         }
-        Ok(!now_called.is_empty())
+        Ok(paired || !now_called.is_empty())
     }
 }
 
@@ -103,4 +114,66 @@ fn make_synchronous(c: &mut Computation, done: InstrId) -> Option<String> {
         c.remove(id);
     }
     Some(calls)
+}
+
+/// A collective's or a copy's start and done as the one op they split,
+/// where the done stands: `all-reduce-start`/`-done` as `all-reduce`,
+/// likewise `all-gather` and `collective-permute`, and `copy-start`/
+/// `copy-done` as `copy`. Left alone (false) when the start has another
+/// reader or either has control dependencies.
+fn pair_as_one_op(c: &mut Computation, done: InstrId) -> bool {
+    let Some(&start) = c.operand_ids(done).first() else {
+        return false;
+    };
+    if c.users(start).len() != 1
+        || [start, done]
+            .iter()
+            .any(|&i| !c.control_predecessors(i).is_empty() || !c.control_successors(i).is_empty())
+    {
+        return false;
+    }
+    let op = match (&c.instr(done).op, &c.instr(start).op) {
+        (
+            Op::CollectiveDone(_),
+            Op::AllReduceStart {
+                collective,
+                to_apply,
+            },
+        ) => Op::AllReduce {
+            collective: collective.clone(),
+            to_apply: to_apply.clone(),
+        },
+        (
+            Op::CollectiveDone(_),
+            Op::AllGatherStart {
+                collective,
+                dimension,
+            },
+        ) => Op::AllGather {
+            collective: collective.clone(),
+            dimension: *dimension,
+        },
+        (
+            Op::CollectiveDone(_),
+            Op::CollectivePermuteStart {
+                channel_id,
+                pairs,
+                slice_sizes,
+            },
+        ) => Op::CollectivePermute {
+            channel_id: *channel_id,
+            pairs: pairs.clone(),
+            slice_sizes: slice_sizes.clone(),
+        },
+        (Op::CopyDone, Op::CopyStart { .. }) => Op::Unary(UnaryOp::Copy),
+        _ => return false,
+    };
+    let operands = c.operands(start);
+    let mut one = c.instr(done).clone();
+    one.op = op;
+    let one = c.add(one, &operands);
+    c.replace_all_uses(done, one);
+    c.remove(done);
+    c.remove(start);
+    true
 }

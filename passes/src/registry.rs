@@ -67,7 +67,7 @@ pub fn registry() -> Vec<PassInfo> {
         },
         PassInfo {
             name: "async-to-sync",
-            description: "runs each async op's computation where its async-done stands, as a call on the start's operands (XLA CPU compiles no async op; `run` applies it); a chain whose bundles have other readers is left alone",
+            description: "runs each async op's computation where its async-done stands, as a call on the start's operands, and each split collective or copy (all-reduce-start/-done, all-gather's, collective-permute's, copy-start/-done) as the one op it splits (XLA CPU compiles none of them; `run` applies it); a chain whose bundles have other readers is left alone",
             make: || Box::new(crate::AsyncToSync),
             to_fixpoint: false,
         },

@@ -84,7 +84,8 @@ pub(crate) fn static_at_the_boundary(module: &Module) -> Result<(), PreflightErr
 /// call: XLA CPU's loop-invariant code motion hoists one whose operands the
 /// loop does not change and aborts ("Check failed: prev->opcode() ==
 /// HloOpcode::kAsyncUpdate", XLA's test 00542). XLA CPU compiles no async
-/// op anyway; `async-to-sync`, which `hlatc run` applies, makes them calls.
+/// op anyway; the runtime makes each chain a call first (`async-to-sync`),
+/// so what is left here is a start whose bundle something else reads.
 fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
     let mut in_loops: Vec<&str> = module
         .computations
@@ -108,7 +109,7 @@ fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
                 return Err(PreflightError {
                     computation: c.name.clone(),
                     instruction: c.instr(id).name.clone(),
-                    message: "XLA CPU aborts hoisting an async-start out of a while loop, and compiles no async op; run the module through async-to-sync first (`hlatc run` does)".into(),
+                    message: "XLA CPU aborts hoisting an async-start out of a while loop, and compiles no async op; this one cannot run as a call (async-to-sync), as its bundle is read by more than its done".into(),
                 });
             }
             in_loops.extend(op.called_computations());

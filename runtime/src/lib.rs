@@ -153,7 +153,9 @@ impl Runtime {
                 shape: s.to_string(),
             });
         }
-        cpu_preflight::check(module).map_err(|source| RuntimeError::Preflight {
+        let rewritten = for_xla_cpu(module)?;
+        let compiled = rewritten.as_ref().unwrap_or(module);
+        cpu_preflight::check(compiled).map_err(|source| RuntimeError::Preflight {
             module: module.name.clone(),
             source,
         })?;
@@ -161,8 +163,7 @@ impl Runtime {
         // aborts the process (a check on instruction ids while it copies
         // the module), so the proto goes without one; the schedule does
         // not change what the module computes.
-        let layout_free = bitcasts_by_physical_order(module)?;
-        let mut unscheduled = proto::module_to_proto(layout_free.as_ref().unwrap_or(module));
+        let mut unscheduled = proto::module_to_proto(compiled);
         unscheduled.schedule = None;
         // Compiled for the one device PJRT is given, whichever device the
         // dump ran on (a many-device assignment was refused above).
@@ -172,7 +173,7 @@ impl Runtime {
         let exe = self
             .client
             .compile(&bytes, &compile_options::single_device())
-            .map_err(|e| rejected(module, e))?;
+            .map_err(|e| rejected(compiled, e))?;
         let got = exe.num_outputs()?;
         if got != outputs.len() {
             return Err(RuntimeError::OutputCount {
@@ -191,26 +192,38 @@ impl Runtime {
     }
 }
 
-/// XLA CPU compiles a module from before layout assignment, where it
-/// refuses or mangles a `bitcast` (which reads its operand's buffer by the
-/// layouts): the module with each one as the transposes and reshape that
-/// compute it (`bitcast-to-reshape`), or `None` when it has none.
-fn bitcasts_by_physical_order(module: &Module) -> Result<Option<Module>, RuntimeError> {
-    let has_bitcast = module.computations.iter().any(|c| {
-        c.ids()
-            .any(|id| matches!(c.instr(id).op, hlatc_compiler::Op::Bitcast))
-    });
-    if !has_bitcast {
+/// What XLA CPU cannot compile as written but computes the same values
+/// from, rewritten (`None` when the module has none of it): async ops and
+/// the split collectives and copies, which its thunk emitter has no code
+/// for, as the ops they run (`async-to-sync`); and bitcasts, which read a
+/// buffer by the layouts while XLA CPU compiles from before layout
+/// assignment, where it refuses or mangles them, as the transposes and
+/// reshape that compute them (`bitcast-to-reshape`).
+fn for_xla_cpu(module: &Module) -> Result<Option<Module>, RuntimeError> {
+    use hlatc_compiler::Op;
+    let (mut split, mut bitcast) = (false, false);
+    for op in module
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
+    {
+        split |= matches!(op, Op::Async { .. } | Op::CollectiveDone(_) | Op::CopyDone);
+        bitcast |= matches!(op, Op::Bitcast);
+    }
+    let passes: Vec<&str> = [("async-to-sync", split), ("bitcast-to-reshape", bitcast)]
+        .into_iter()
+        .filter_map(|(name, needed)| needed.then_some(name))
+        .collect();
+    if passes.is_empty() {
         return Ok(None);
     }
     let lowering = |e: hlatc_passes::PassError| RuntimeError::Lowering {
         module: module.name.clone(),
         message: e.to_string(),
     };
-    // Through a pipeline, which verifies what the pass made and drops a
+    // Through a pipeline, which verifies what the passes made and drops a
     // schedule the new instructions are not in.
-    let pipeline =
-        hlatc_passes::pipeline_from_names("xla-cpu", &["bitcast-to-reshape"]).map_err(lowering)?;
+    let pipeline = hlatc_passes::pipeline_from_names("xla-cpu", &passes).map_err(lowering)?;
     let mut m = module.clone();
     let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
     pipeline.run_module(&mut m, &mut ctx).map_err(lowering)?;

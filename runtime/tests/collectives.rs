@@ -56,19 +56,28 @@ ENTRY main {
 }
 ";
 
-/// XLA CPU compiles no async collective (its thunk emitter has none): the
-/// module is read, checked and emitted, and XLA's refusal comes back as an
+/// XLA CPU compiles no async collective (its thunk emitter has none), so
+/// the runtime hands it each start and done as the one collective they
+/// split (`async-to-sync`): the module runs, with the collectives' values.
+/// A start read by anything else stays, and XLA's refusal comes back as an
 /// error, not a crash.
 #[test]
-fn async_collectives_round_trip_and_xla_cpu_refuses_them_cleanly() {
+fn async_collectives_run_as_the_collectives_they_split() {
     round_trips(ONE_DEVICE_ASYNC);
-    let m = hlatc_compiler::text::parse_module(ONE_DEVICE_ASYNC).unwrap();
+    let x = f32s(&[4], &[1.0, -2.0, 3.5, 0.25]);
+    let out = run(ONE_DEVICE_ASYNC, std::slice::from_ref(&x));
+    assert_values(&out[0], &[1.0, -2.0, 3.5, 0.25], 0.0);
+    let read_twice = ONE_DEVICE_ASYNC.replace(
+        "  ROOT p = f32[4] collective-permute-done(ps)",
+        "  p = f32[4] collective-permute-done(ps)\n  held = f32[4] get-tuple-element(ps), index=0\n  ROOT t = (f32[4], f32[4]) tuple(held, p)",
+    );
+    let m = hlatc_compiler::text::parse_module(&read_twice).unwrap();
     hlatc_compiler::verify(&m).unwrap();
     let e = match runtime().compile(&m) {
         Ok(_) => panic!("XLA CPU compiled an async collective"),
         Err(e) => e.to_string(),
     };
-    assert!(e.contains("all-reduce-start"), "{e}");
+    assert!(e.contains("collective-permute-start"), "{e}");
 }
 
 /// A permute of several operands (XLA's combined form) runs on one device
