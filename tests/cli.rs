@@ -498,3 +498,22 @@ fn run_max_trips_stops_a_loop_that_never_ends() {
     assert_eq!(zero.status.code(), Some(2));
     assert!(stderr(&zero).contains("invalid value '0' for '--max-trips <N>'"));
 }
+
+#[test]
+fn run_passes_a_tuple_parameter_as_its_leaves() {
+    let p = tmp("tupled.hlo");
+    std::fs::write(&p, "HloModule m\nENTRY e {\n  t = (f32[3], (s32[], f32[2])) parameter(0)\n  x = f32[3] get-tuple-element(t), index=0\n  n = f32[3] negate(x)\n  i = (s32[], f32[2]) get-tuple-element(t), index=1\n  ROOT r = (f32[3], (s32[], f32[2])) tuple(n, i)\n}\n").unwrap();
+    let o = hlatc(&["run", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("running 'm' with the tuples at its entry's edges as their leaves: parameters t.0, t.1.0, t.1.1; outputs out0..out2 in the result's order"),
+        "{}",
+        stderr(&o)
+    );
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        out.lines().nth(1).unwrap().starts_with("out1  s32[]"),
+        "{out}"
+    );
+}

@@ -13,6 +13,7 @@ pub mod atomic_file;
 pub mod compare;
 pub mod compile_options;
 pub mod cpu_preflight;
+mod flat_entry;
 pub mod host_memory;
 pub mod inputs;
 mod pjrt;
@@ -57,9 +58,9 @@ pub enum RuntimeError {
     MultiDeviceAssignment { module: String, assignment: String },
     #[error("cannot prepare module '{module}' for XLA CPU: {message}")]
     Lowering { module: String, message: String },
-    #[error("the module returns {0}; only arrays and flat tuples of arrays can be read back")]
+    #[error("the module returns {0}; only arrays, and tuples of them, can be read back")]
     UnsupportedResult(String),
-    #[error("parameter '{name}' is {shape}; only arrays can be passed in")]
+    #[error("parameter '{name}' is {shape}; only arrays, and tuples of them, can be passed in")]
     UnsupportedParameter { name: String, shape: String },
     #[error("the module takes {expected} parameter(s), {got} input(s) were given")]
     InputCount { expected: usize, got: usize },
@@ -133,15 +134,21 @@ impl Runtime {
                 assignment: d.to_string(),
             });
         }
-        let result = module
+        let rewritten = for_xla_cpu(module)?;
+        let compiled = rewritten.as_ref().unwrap_or(module);
+        let result = compiled
             .entry_result_shape()
             .expect("a verified module has a root");
         let outputs = match &result {
             Shape::Array(_) => vec![result.clone()],
             Shape::Tuple(elems) if elems.iter().all(|e| e.as_array().is_some()) => elems.clone(),
-            other => return Err(RuntimeError::UnsupportedResult(other.to_string())),
+            // Named as the module writes it, not as flattened.
+            _ => {
+                let written = module.entry_result_shape().unwrap_or(result);
+                return Err(RuntimeError::UnsupportedResult(written.to_string()));
+            }
         };
-        let e = module.entry();
+        let e = compiled.entry();
         let params = e
             .parameters()
             .into_iter()
@@ -153,8 +160,6 @@ impl Runtime {
                 shape: s.to_string(),
             });
         }
-        let rewritten = for_xla_cpu(module)?;
-        let compiled = rewritten.as_ref().unwrap_or(module);
         cpu_preflight::check(compiled).map_err(|source| RuntimeError::Preflight {
             module: module.name.clone(),
             source,
@@ -192,8 +197,10 @@ impl Runtime {
     }
 }
 
-/// What XLA CPU cannot compile as written but computes the same values
-/// from, rewritten (`None` when the module has none of it): async ops and
+/// What XLA CPU cannot compile as written, or the runtime cannot pass or
+/// read, but computes the same values from, rewritten (`None` when the
+/// module has none of it): tuples at the entry's edges as their leaves
+/// (`flat_entry`); async ops and
 /// the split collectives and copies, which its thunk emitter has no code
 /// for, as the ops they run (`async-to-sync`); and bitcasts, which read a
 /// buffer by the layouts while XLA CPU compiles from before layout
@@ -215,7 +222,7 @@ fn for_xla_cpu(module: &Module) -> Result<Option<Module>, RuntimeError> {
         .filter_map(|(name, needed)| needed.then_some(name))
         .collect();
     if passes.is_empty() {
-        return Ok(None);
+        return Ok(flat_entry::flatten_entry(module));
     }
     let lowering = |e: hlatc_passes::PassError| RuntimeError::Lowering {
         module: module.name.clone(),
@@ -227,7 +234,7 @@ fn for_xla_cpu(module: &Module) -> Result<Option<Module>, RuntimeError> {
     let mut m = module.clone();
     let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
     pipeline.run_module(&mut m, &mut ctx).map_err(lowering)?;
-    Ok(Some(m))
+    Ok(Some(flat_entry::flatten_entry(&m).unwrap_or(m)))
 }
 
 /// A fusion computes what a call of its computation computes, and XLA CPU

@@ -217,3 +217,25 @@ ENTRY main {
         "{e}"
     );
 }
+
+/// A loop over a tuple taken whole as the entry's parameter, returning a
+/// tuple inside a tuple, as XLA's own tests write them: the runtime passes
+/// the parameter as its leaves (`state.0`, `state.1`, `state.2`) and reads
+/// the result's leaves back in order.
+#[test]
+fn tuples_at_the_entry_go_in_and_come_out_as_their_leaves() {
+    // WHILE_SUM's loop, under another entry.
+    let src = format!(
+        "{}\nENTRY tupled {{\n  state = (s32[], f32[], s32[]) parameter(0)\n  w = (s32[], f32[], s32[]) while(state), condition=cond, body=body\n  acc = f32[] get-tuple-element(w), index=1\n  ROOT r = (f32[], (s32[], f32[], s32[])) tuple(acc, w)\n}}\n",
+        WHILE_SUM[..WHILE_SUM.find("ENTRY").unwrap()].trim_end()
+    );
+    let m = hlatc_compiler::text::parse_module(&src).unwrap();
+    let p = runtime().compile(&m).unwrap();
+    let names: Vec<&str> = p.parameters().iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["state.0", "state.1", "state.2"]);
+    let s32 = |v: f64| lit(hlatc_compiler::ElementType::S32, &[], &[v]);
+    let f32 = |v: f64| lit(hlatc_compiler::ElementType::F32, &[], &[v]);
+    let out = p.run(&[s32(1.0), f32(0.5), s32(4.0)]).unwrap();
+    let got: Vec<f64> = out.iter().map(|o| o.to_f64_vec()[0]).collect();
+    assert_eq!(got, [10.5, 5.0, 10.5, 4.0]);
+}

@@ -165,11 +165,27 @@ fn feeds_and_tokens_at_the_boundary_are_refused_not_hung() {
     let e = refused("  p = f32[4] parameter(0)\n  t = token[] after-all()\n  o = token[] outfeed(p, t)\n  ROOT d = f32[4] add-dependency(p, o)");
     assert!(e.contains("without a host side for outfeed"), "{e}");
     let e = refused("  p = f32[4] parameter(0)\n  t = token[] parameter(1)\n  ROOT d = f32[4] add-dependency(p, t)");
-    assert_eq!(e, "parameter 't' is token[]; only arrays can be passed in");
+    assert_eq!(
+        e,
+        "parameter 't' is token[]; only arrays, and tuples of them, can be passed in"
+    );
     let e = refused("  p = f32[4] parameter(0)\n  t = token[] after-all()\n  ROOT r = (f32[4], token[]) tuple(p, t)");
     assert_eq!(
         e,
-        "the module returns (f32[4]{0}, token[]); only arrays and flat tuples of arrays can be read back"
+        "the module returns (f32[4]{0}, token[]); only arrays, and tuples of them, can be read back"
+    );
+    // Inside a tuple, named as the module writes it.
+    let e = refused("  p = f32[4] parameter(0)\n  t = token[] after-all()\n  i = (f32[4], token[]) tuple(p, t)\n  ROOT r = ((f32[4], token[]), f32[4]) tuple(i, p)");
+    assert_eq!(
+        e,
+        "the module returns ((f32[4]{0}, token[]), f32[4]{0}); only arrays, and tuples of them, can be read back"
+    );
+    let e = refused(
+        "  q = (f32[4], token[]) parameter(0)\n  ROOT p = f32[4] get-tuple-element(q), index=0",
+    );
+    assert_eq!(
+        e,
+        "parameter 'q.1' is token[]; only arrays, and tuples of them, can be passed in"
     );
 }
 

@@ -139,6 +139,27 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     hlatc::runtime::ensure_fits(&module).map_err(in_file)?;
     let program = rt.compile(&module).map_err(in_file)?;
+    let e = module.entry();
+    let tupled_edges = e
+        .parameters()
+        .iter()
+        .any(|&p| e.instr(p).shape.as_array().is_none())
+        || module.entry_result_shape().is_some_and(|r| {
+            matches!(r, hlatc::compiler::Shape::Tuple(elems) if elems.iter().any(|s| s.as_array().is_none()))
+        });
+    if tupled_edges {
+        let leaves: Vec<&str> = program
+            .parameters()
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        note!(
+            "running '{}' with the tuples at its entry's edges as their leaves: parameters {}; outputs out0..out{} in the result's order",
+            module.name,
+            leaves.join(", "),
+            program.outputs().len().saturating_sub(1)
+        )?;
+    }
     let compile_time = t0.elapsed();
     let args = match a.inputs.as_slice() {
         [] => {
