@@ -91,29 +91,44 @@ fn make_synchronous(c: &mut Computation, done: InstrId) -> Option<String> {
     };
     chain.push(start);
     let bundles = &chain[1..];
-    if bundles.iter().any(|&b| c.users(b).len() != 1)
-        || chain
-            .iter()
-            .any(|&i| !c.control_predecessors(i).is_empty() || !c.control_successors(i).is_empty())
-    {
+    if bundles.iter().any(|&b| c.users(b).len() != 1) || has_control_edges(c, &chain) {
         return None;
     }
     let Op::Async { calls, .. } = &c.instr(done).op else {
         return None;
     };
     let calls = calls.clone();
-    let operands = c.operands(start);
-    let mut call = c.instr(done).clone();
-    call.op = Op::Call {
+    let call = Op::Call {
         to_apply: calls.clone(),
         is_composite: false,
     };
-    let call = c.add(call, &operands);
-    c.replace_all_uses(done, call);
-    for id in chain {
+    in_place_of(c, &chain, call);
+    Some(calls)
+}
+
+/// Whether any of `ids` has control dependencies, which one op in their
+/// place could not keep.
+fn has_control_edges(c: &Computation, ids: &[InstrId]) -> bool {
+    ids.iter()
+        .any(|&i| !c.control_predecessors(i).is_empty() || !c.control_successors(i).is_empty())
+}
+
+/// `op` over the operands of the chain's start (its last), where its done
+/// (its first) stands, with the done's name, shape and metadata; the chain
+/// is removed.
+fn in_place_of(c: &mut Computation, chain: &[InstrId], op: Op) {
+    let (&done, &start) = (
+        chain.first().expect("a done"),
+        chain.last().expect("a start"),
+    );
+    let operands = c.operands(start);
+    let mut one = c.instr(done).clone();
+    one.op = op;
+    let one = c.add(one, &operands);
+    c.replace_all_uses(done, one);
+    for &id in chain {
         c.remove(id);
     }
-    Some(calls)
 }
 
 /// A collective's or a copy's start and done as the one op they split,
@@ -125,11 +140,7 @@ fn pair_as_one_op(c: &mut Computation, done: InstrId) -> bool {
     let Some(&start) = c.operand_ids(done).first() else {
         return false;
     };
-    if c.users(start).len() != 1
-        || [start, done]
-            .iter()
-            .any(|&i| !c.control_predecessors(i).is_empty() || !c.control_successors(i).is_empty())
-    {
+    if c.users(start).len() != 1 || has_control_edges(c, &[done, start]) {
         return false;
     }
     let op = match (&c.instr(done).op, &c.instr(start).op) {
@@ -168,12 +179,6 @@ fn pair_as_one_op(c: &mut Computation, done: InstrId) -> bool {
         (Op::CopyDone, Op::CopyStart { .. }) => Op::Unary(UnaryOp::Copy),
         _ => return false,
     };
-    let operands = c.operands(start);
-    let mut one = c.instr(done).clone();
-    one.op = op;
-    let one = c.add(one, &operands);
-    c.replace_all_uses(done, one);
-    c.remove(done);
-    c.remove(start);
+    in_place_of(c, &[done, start], op);
     true
 }
