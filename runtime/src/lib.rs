@@ -217,23 +217,33 @@ fn for_xla_cpu(module: &Module) -> Result<Option<Module>, RuntimeError> {
         split |= matches!(op, Op::Async { .. } | Op::CollectiveDone(_) | Op::CopyDone);
         bitcast |= matches!(op, Op::Bitcast);
     }
-    let passes: Vec<&str> = [("async-to-sync", split), ("bitcast-to-reshape", bitcast)]
-        .into_iter()
-        .filter_map(|(name, needed)| needed.then_some(name))
-        .collect();
+    let passes: Vec<&dyn hlatc_passes::Pass> = [
+        (&hlatc_passes::AsyncToSync as &dyn hlatc_passes::Pass, split),
+        (&hlatc_passes::BitcastToReshape, bitcast),
+    ]
+    .into_iter()
+    .filter_map(|(pass, needed)| needed.then_some(pass))
+    .collect();
     if passes.is_empty() {
         return Ok(flat_entry::flatten_entry(module));
     }
-    let lowering = |e: hlatc_passes::PassError| RuntimeError::Lowering {
+    let lowering = |message: String| RuntimeError::Lowering {
         module: module.name.clone(),
-        message: e.to_string(),
+        message,
     };
-    // Through a pipeline, which verifies what the passes made and drops a
-    // schedule the new instructions are not in.
-    let pipeline = hlatc_passes::pipeline_from_names("xla-cpu", &passes).map_err(lowering)?;
+    // Run one by one, not in a pipeline: a pipeline refuses dynamic
+    // dimensions, which these two keep (they copy shapes or leave the op).
     let mut m = module.clone();
     let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
-    pipeline.run_module(&mut m, &mut ctx).map_err(lowering)?;
+    for pass in passes {
+        let changed = pass
+            .run(&mut m, &mut ctx)
+            .map_err(|e| lowering(e.to_string()))?;
+        // The new instructions are in no schedule; XLA CPU schedules the
+        // module itself.
+        m.is_scheduled &= !changed;
+        verify(&m).map_err(|e| lowering(format!("after {}: {e}", pass.name())))?;
+    }
     Ok(Some(flat_entry::flatten_entry(&m).unwrap_or(m)))
 }
 

@@ -984,6 +984,17 @@ fn dynamic_dimensions_bound_what_ops_see() {
         assert_values(&out[0], &[sum], 0.0);
         assert_values(&out[1], &[f64::from(n)], 0.0);
     }
+    // With a bitcast beside them, which the runtime rewrites for XLA CPU
+    // (`bitcast-to-reshape` keeps the dynamic dimensions as they are).
+    let beside = hlo.replace(
+        "  x = f32[4] parameter(0)\n",
+        "  x2 = f32[2,2] parameter(0)\n  x = f32[4] bitcast(x2)\n",
+    );
+    let out = run(
+        &beside,
+        &[f32s(&[2, 2], &[1.0, 2.0, 4.0, 8.0]), s32s(&[], &[2])],
+    );
+    assert_values(&out[0], &[3.0], 0.0);
 }
 
 /// A constant of tuple shape (nested, and with a pair of scalars that
