@@ -10,6 +10,11 @@
 //! reason's category; a module that is refused for another reason, or no
 //! longer refused, fails the test until the list is blessed
 //! (`HLATC_BLESS=1`), so the list only ever tells the truth.
+//!
+//! Every 16th accepted module also runs on XLA CPU twice, as hlatc read
+//! the text and as XLA read it (its own proto of the original), with the
+//! same seeded inputs and every loop stopped after [`MAX_TRIPS`]: the
+//! outputs must be bit for bit alike, or neither reading may run.
 
 use hlatc::compiler::{proto, text, verify};
 use std::collections::BTreeMap;
