@@ -506,7 +506,7 @@ fn run_passes_a_tuple_parameter_as_its_leaves() {
     let o = hlatc(&["run", p.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("running 'm' with the tuples at its entry's edges as their leaves: parameters t.0, t.1.0, t.1.1; outputs out0..out2 in the result's order"),
+        stderr(&o).contains("running 'm' with the tuples at its entry's edges as their leaves: parameters t.0, t.1.0, t.1.1; a tuple result's leaves in order"),
         "{}",
         stderr(&o)
     );

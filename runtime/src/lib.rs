@@ -134,7 +134,7 @@ impl Runtime {
                 assignment: d.to_string(),
             });
         }
-        let rewritten = for_xla_cpu(module)?;
+        let (rewritten, rewrites) = for_xla_cpu(module)?;
         let compiled = rewritten.as_ref().unwrap_or(module);
         let result = compiled
             .entry_result_shape()
@@ -193,20 +193,21 @@ impl Runtime {
             fits: OnceLock::new(),
             name: module.name.clone(),
             host_bytes: host_memory::module_bytes(module),
+            rewrites,
         })
     }
 }
 
 /// What XLA CPU cannot compile as written, or the runtime cannot pass or
 /// read, but computes the same values from, rewritten (`None` when the
-/// module has none of it): tuples at the entry's edges as their leaves
+/// module has none of it), with what was done: tuples at the entry's edges as their leaves
 /// (`flat_entry`); async ops and
 /// the split collectives and copies, which its thunk emitter has no code
 /// for, as the ops they run (`async-to-sync`); and bitcasts, which read a
 /// buffer by the layouts while XLA CPU compiles from before layout
 /// assignment, where it refuses or mangles them, as the transposes and
 /// reshape that compute them (`bitcast-to-reshape`).
-fn for_xla_cpu(module: &Module) -> Result<Option<Module>, RuntimeError> {
+fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), RuntimeError> {
     use hlatc_compiler::Op;
     let (mut split, mut bitcast) = (false, false);
     for op in module
@@ -217,34 +218,52 @@ fn for_xla_cpu(module: &Module) -> Result<Option<Module>, RuntimeError> {
         split |= matches!(op, Op::Async { .. } | Op::CollectiveDone(_) | Op::CopyDone);
         bitcast |= matches!(op, Op::Bitcast);
     }
-    let passes: Vec<&dyn hlatc_passes::Pass> = [
-        (&hlatc_passes::AsyncToSync as &dyn hlatc_passes::Pass, split),
-        (&hlatc_passes::BitcastToReshape, bitcast),
+    let passes: Vec<(&dyn hlatc_passes::Pass, Rewrite)> = [
+        (
+            &hlatc_passes::AsyncToSync as &dyn hlatc_passes::Pass,
+            Rewrite::AsyncToSync,
+            split,
+        ),
+        (
+            &hlatc_passes::BitcastToReshape,
+            Rewrite::BitcastToReshape,
+            bitcast,
+        ),
     ]
     .into_iter()
-    .filter_map(|(pass, needed)| needed.then_some(pass))
+    .filter_map(|(pass, rewrite, needed)| needed.then_some((pass, rewrite)))
     .collect();
-    if passes.is_empty() {
-        return Ok(flat_entry::flatten_entry(module));
-    }
     let lowering = |message: String| RuntimeError::Lowering {
         module: module.name.clone(),
         message,
     };
+    let mut rewritten: Option<Module> = None;
+    let mut rewrites = Vec::new();
     // Run one by one, not in a pipeline: a pipeline refuses dynamic
     // dimensions, which these two keep (they copy shapes or leave the op).
-    let mut m = module.clone();
     let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
-    for pass in passes {
-        let changed = pass
-            .run(&mut m, &mut ctx)
-            .map_err(|e| lowering(e.to_string()))?;
-        // The new instructions are in no schedule; XLA CPU schedules the
-        // module itself.
-        m.is_scheduled &= !changed;
-        verify(&m).map_err(|e| lowering(format!("after {}: {e}", pass.name())))?;
+    for (pass, rewrite) in passes {
+        let m = rewritten.get_or_insert_with(|| module.clone());
+        let changed = pass.run(m, &mut ctx).map_err(|e| lowering(e.to_string()))?;
+        if changed {
+            // The new instructions are in no schedule; XLA CPU schedules
+            // the module itself.
+            m.is_scheduled = false;
+            verify(m).map_err(|e| lowering(format!("after {}: {e}", pass.name())))?;
+            rewrites.push(rewrite);
+        }
     }
-    Ok(Some(flat_entry::flatten_entry(&m).unwrap_or(m)))
+    if let Some(flat) = flat_entry::flatten_entry(rewritten.as_ref().unwrap_or(module)) {
+        let e = flat.entry();
+        let parameters = e
+            .parameters()
+            .iter()
+            .map(|&p| e.instr(p).name.clone())
+            .collect();
+        rewrites.push(Rewrite::FlatEntry { parameters });
+        rewritten = Some(flat);
+    }
+    Ok((rewritten, rewrites))
 }
 
 /// A fusion computes what a call of its computation computes, and XLA CPU
@@ -322,6 +341,40 @@ pub struct Program {
     name: String,
     /// Host bytes one run holds at least: every input and every output.
     host_bytes: u64,
+    rewrites: Vec<Rewrite>,
+}
+
+/// A way the module XLA CPU compiled differs from the one given, each
+/// computing the same values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rewrite {
+    /// Async ops as calls, split collectives and copies as the op they
+    /// split (`async-to-sync`): XLA CPU's thunk emitter has none of them.
+    AsyncToSync,
+    /// Bitcasts as transposes and reshapes (`bitcast-to-reshape`): XLA CPU
+    /// compiles from before layout assignment.
+    BitcastToReshape,
+    /// Tuples at the entry's edges as their leaves; the parameters it
+    /// takes, by name.
+    FlatEntry { parameters: Vec<String> },
+}
+
+impl std::fmt::Display for Rewrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rewrite::AsyncToSync => f.write_str(
+                "its async ops as calls, and its split collectives and copies as the ops they split (async-to-sync): XLA CPU compiles none of them, and the values are the same",
+            ),
+            Rewrite::BitcastToReshape => f.write_str(
+                "its bitcasts as the transposes and reshapes that compute them (bitcast-to-reshape): XLA CPU compiles from before layout assignment",
+            ),
+            Rewrite::FlatEntry { parameters } => write!(
+                f,
+                "the tuples at its entry's edges as their leaves: parameters {}; a tuple result's leaves in order",
+                parameters.join(", ")
+            ),
+        }
+    }
 }
 
 impl Program {
@@ -333,6 +386,11 @@ impl Program {
     /// One shape per output (the elements of a tuple result).
     pub fn outputs(&self) -> &[Shape] {
         &self.outputs
+    }
+
+    /// How the module XLA CPU compiled differs from the one given.
+    pub fn rewrites(&self) -> &[Rewrite] {
+        &self.rewrites
     }
 
     /// Fails, before anything is allocated, when a run could not fit in the

@@ -67,6 +67,11 @@ fn async_collectives_run_as_the_collectives_they_split() {
     let x = f32s(&[4], &[1.0, -2.0, 3.5, 0.25]);
     let out = run(ONE_DEVICE_ASYNC, std::slice::from_ref(&x));
     assert_values(&out[0], &[1.0, -2.0, 3.5, 0.25], 0.0);
+    let m = hlatc_compiler::text::parse_module(ONE_DEVICE_ASYNC).unwrap();
+    let p = runtime().compile(&m).unwrap();
+    assert_eq!(p.rewrites(), [hlatc_runtime::Rewrite::AsyncToSync]);
+    let plain = hlatc_compiler::text::parse_module(ONE_DEVICE_COLLECTIVES).unwrap();
+    assert!(runtime().compile(&plain).unwrap().rewrites().is_empty());
     let read_twice = ONE_DEVICE_ASYNC.replace(
         "  ROOT p = f32[4] collective-permute-done(ps)",
         "  p = f32[4] collective-permute-done(ps)\n  held = f32[4] get-tuple-element(ps), index=0\n  ROOT t = (f32[4], f32[4]) tuple(held, p)",

@@ -233,6 +233,12 @@ fn tuples_at_the_entry_go_in_and_come_out_as_their_leaves() {
     let p = runtime().compile(&m).unwrap();
     let names: Vec<&str> = p.parameters().iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["state.0", "state.1", "state.2"]);
+    assert_eq!(
+        p.rewrites(),
+        [hlatc_runtime::Rewrite::FlatEntry {
+            parameters: vec!["state.0".into(), "state.1".into(), "state.2".into()]
+        }]
+    );
     let s32 = |v: f64| lit(hlatc_compiler::ElementType::S32, &[], &[v]);
     let f32 = |v: f64| lit(hlatc_compiler::ElementType::F32, &[], &[v]);
     let out = p.run(&[s32(1.0), f32(0.5), s32(4.0)]).unwrap();

@@ -1017,6 +1017,12 @@ fn bitcasts_read_the_buffer_by_their_layouts() {
     let x = f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     // x column-major is 1 4 2 5 3 6 in memory.
     let hlo = entry("  x = f32[2,3]{1,0} parameter(0)\n  t = f32[2,3]{0,1} copy(x)\n  ROOT b = f32[6]{0} bitcast(t)");
+    let m = hlatc_compiler::text::parse_module(&hlo).unwrap();
+    let compiled = runtime().compile(&m).unwrap();
+    assert_eq!(
+        compiled.rewrites(),
+        [hlatc_runtime::Rewrite::BitcastToReshape]
+    );
     assert_values(&run(&hlo, &[x])[0], &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0], 0.0);
     // 1..6 read as a column-major [2,3]: rows 1 3 5 and 2 4 6.
     let hlo = entry("  v = f32[6]{0} parameter(0)\n  b = f32[2,3]{0,1} bitcast(v)\n  ROOT r = f32[2,3]{1,0} copy(b)");

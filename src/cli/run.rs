@@ -103,24 +103,6 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             module.name
         )?;
     }
-    let has_async = module.computations.iter().any(|c| {
-        c.ids()
-            .any(|id| matches!(c.instr(id).op, hlatc::compiler::Op::Async { .. }))
-    });
-    if has_async {
-        let made_sync = hlatc::passes::pipeline_from_names("run", &["async-to-sync"])?
-            .run_module(
-                &mut module,
-                &mut hlatc::passes::PassContext::new(hlatc::passes::Target::Cpu),
-            )?
-            .changed();
-        if made_sync {
-            note!(
-                "running '{}' with its async ops made synchronous (async-to-sync): XLA CPU compiles no async op, and the values are the same",
-                module.name
-            )?;
-        }
-    }
     if let Some(n) = a.max_trips {
         let bounded = hlatc::passes::bound_loops(&mut module, n)
             .map_err(hlatc::passes::PassError::rewrite("--max-trips"))?;
@@ -139,28 +121,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     hlatc::runtime::ensure_fits(&module).map_err(in_file)?;
     let program = rt.compile(&module).map_err(in_file)?;
-    let e = module.entry();
-    let tupled_edges = e
-        .parameters()
-        .iter()
-        .any(|&p| e.instr(p).shape.as_array().is_none())
-        || module.entry_result_shape().is_some_and(|r| {
-            matches!(r, hlatc::compiler::Shape::Tuple(elems) if elems.iter().any(|s| s.as_array().is_none()))
-        });
-    if tupled_edges {
-        let leaves: Vec<&str> = program
-            .parameters()
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect();
-        note!(
-            "running '{}' with the tuples at its entry's edges as their leaves: parameters {}; outputs out0..out{} in the result's order",
-            module.name,
-            leaves.join(", "),
-            program.outputs().len().saturating_sub(1)
-        )?;
-    }
     let compile_time = t0.elapsed();
+    for rewrite in program.rewrites() {
+        note!("running '{}' with {rewrite}", module.name)?;
+    }
     let args = match a.inputs.as_slice() {
         [] => {
             let mut rng = inputs::SplitMix64::new(a.seed);
