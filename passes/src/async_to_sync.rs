@@ -20,6 +20,11 @@ impl Pass for AsyncToSync {
         "async-to-sync"
     }
 
+    /// Each op it adds is a copy of the done it replaces, shape and all.
+    fn keeps_dynamic_dimensions(&self) -> bool {
+        true
+    }
+
     fn run(&self, m: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut now_called = BTreeSet::new();
         let mut paired = false;

@@ -25,6 +25,11 @@ impl Pass for BitcastToReshape {
         "bitcast-to-reshape"
     }
 
+    /// It leaves a dynamic bitcast as it is, and builds its shapes itself.
+    fn keeps_dynamic_dimensions(&self) -> bool {
+        true
+    }
+
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut mr: Option<ModuleRewriter> = None;
         let mut changed = false;

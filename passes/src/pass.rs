@@ -15,6 +15,14 @@ pub trait Pass {
     fn registered_name(&self) -> &str {
         self.name()
     }
+    /// Whether the pass keeps dynamic dimensions as they are: it builds no
+    /// shape from inference (which gives bounds, not which dimensions are
+    /// dynamic), or leaves dynamic instructions alone. A pipeline of such
+    /// passes runs over a module with dynamic dimensions; any other
+    /// refuses one.
+    fn keeps_dynamic_dimensions(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -238,7 +238,9 @@ impl Pipeline {
         module: &mut Module,
         ctx: &mut PassContext,
     ) -> Result<PipelineReport, PassError> {
-        refuse_dynamic_dimensions(module)?;
+        if !self.keeps_dynamic_dimensions() {
+            refuse_dynamic_dimensions(module)?;
+        }
         // Checked after every pass, a broken input must not be blamed on
         // the first pass. Checked once at the end (release `compile`, whose
         // input the builder checked as it went), the end check covers it.
@@ -311,6 +313,10 @@ impl Pass for Pipeline {
     fn run(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         in_scope(ctx, &self.name, |ctx| self.run_passes(module, ctx))
     }
+
+    fn keeps_dynamic_dimensions(&self) -> bool {
+        self.passes.iter().all(|p| p.keeps_dynamic_dimensions())
+    }
 }
 
 /// Runs a pass until it reports no change, at most `max_iterations` times;
@@ -342,6 +348,10 @@ impl Pass for Fixpoint {
         self.pass.registered_name()
     }
 
+    fn keeps_dynamic_dimensions(&self) -> bool {
+        self.pass.keeps_dynamic_dimensions()
+    }
+
     fn run(&self, module: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         in_scope(ctx, &self.name, |ctx| {
             for i in 0..self.max_iterations {
@@ -358,9 +368,10 @@ impl Pass for Fixpoint {
     }
 }
 
-/// The passes build instructions from shape inference, which gives bounds
+/// Most passes build instructions from shape inference, which gives bounds
 /// and not which dimensions are dynamic, so a rewritten module could lose
-/// them. Until they track them, such a module is refused whole.
+/// them. Until they track them, such a module is refused whole by any
+/// pipeline with one of them in it.
 fn refuse_dynamic_dimensions(module: &Module) -> Result<(), PassError> {
     for c in &module.computations {
         for id in c.ids() {

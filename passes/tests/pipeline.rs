@@ -301,3 +301,29 @@ fn a_module_with_dynamic_dimensions_is_refused_whole() {
     );
     assert_eq!(text::print_module(&m), before);
 }
+
+/// A pipeline of passes that keep dynamic dimensions (`async-to-sync`,
+/// `bitcast-to-reshape`) runs over such a module; one more pass that does
+/// not makes it refuse the module again.
+#[test]
+fn passes_that_keep_dynamic_dimensions_run_over_them() {
+    let src = "HloModule m\nENTRY e {\n  p = f32[2,2] parameter(0)\n  b = f32[4] bitcast(p)\n  n = s32[] parameter(1)\n  d = f32[<=4] set-dimension-size(b, n), dimensions={0}\n  ROOT r = f32[<=4] negate(d)\n}\n";
+    let mut m = text::parse_module(src).unwrap();
+    let keeping = pipeline_from_names("p", &["async-to-sync", "bitcast-to-reshape"]).unwrap();
+    assert!(keeping
+        .run_module(&mut m, &mut ctx())
+        .unwrap()
+        .fired("bitcast-to-reshape"));
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("d = f32[<=4]{0} set-dimension-size("),
+        "{printed}"
+    );
+    assert!(!printed.contains("bitcast("), "{printed}");
+    let mut m = text::parse_module(src).unwrap();
+    let mixed = pipeline_from_names("p", &["bitcast-to-reshape", "cse"]).unwrap();
+    assert!(matches!(
+        mixed.run_module(&mut m, &mut ctx()),
+        Err(hlatc_passes::PassError::DynamicDimensions { .. })
+    ));
+}

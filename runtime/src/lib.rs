@@ -200,13 +200,13 @@ impl Runtime {
 
 /// What XLA CPU cannot compile as written, or the runtime cannot pass or
 /// read, but computes the same values from, rewritten (`None` when the
-/// module has none of it), with what was done: tuples at the entry's edges as their leaves
-/// (`flat_entry`); async ops and
-/// the split collectives and copies, which its thunk emitter has no code
-/// for, as the ops they run (`async-to-sync`); and bitcasts, which read a
-/// buffer by the layouts while XLA CPU compiles from before layout
-/// assignment, where it refuses or mangles them, as the transposes and
-/// reshape that compute them (`bitcast-to-reshape`).
+/// module has none of it), with what was done: async ops and the split
+/// collectives and copies, which its thunk emitter has no code for, as the
+/// ops they run (`async-to-sync`); bitcasts, which read a buffer by the
+/// layouts while XLA CPU compiles from before layout assignment, where it
+/// refuses or mangles them, as the transposes and reshape that compute them
+/// (`bitcast-to-reshape`); and tuples at the entry's edges as their leaves
+/// (`flat_entry`).
 fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), RuntimeError> {
     use hlatc_compiler::Op;
     let (mut split, mut bitcast) = (false, false);
@@ -218,40 +218,34 @@ fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), Runtim
         split |= matches!(op, Op::Async { .. } | Op::CollectiveDone(_) | Op::CopyDone);
         bitcast |= matches!(op, Op::Bitcast);
     }
-    let passes: Vec<(&dyn hlatc_passes::Pass, Rewrite)> = [
-        (
-            &hlatc_passes::AsyncToSync as &dyn hlatc_passes::Pass,
-            Rewrite::AsyncToSync,
-            split,
-        ),
-        (
-            &hlatc_passes::BitcastToReshape,
-            Rewrite::BitcastToReshape,
-            bitcast,
-        ),
+    let needed: Vec<(&str, Rewrite)> = [
+        ("async-to-sync", Rewrite::AsyncToSync, split),
+        ("bitcast-to-reshape", Rewrite::BitcastToReshape, bitcast),
     ]
     .into_iter()
-    .filter_map(|(pass, rewrite, needed)| needed.then_some((pass, rewrite)))
+    .filter_map(|(name, rewrite, needed)| needed.then_some((name, rewrite)))
     .collect();
-    let lowering = |message: String| RuntimeError::Lowering {
-        module: module.name.clone(),
-        message,
-    };
     let mut rewritten: Option<Module> = None;
     let mut rewrites = Vec::new();
-    // Run one by one, not in a pipeline: a pipeline refuses dynamic
-    // dimensions, which these two keep (they copy shapes or leave the op).
-    let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
-    for (pass, rewrite) in passes {
-        let m = rewritten.get_or_insert_with(|| module.clone());
-        let changed = pass.run(m, &mut ctx).map_err(|e| lowering(e.to_string()))?;
-        if changed {
-            // The new instructions are in no schedule; XLA CPU schedules
-            // the module itself.
-            m.is_scheduled = false;
-            verify(m).map_err(|e| lowering(format!("after {}: {e}", pass.name())))?;
-            rewrites.push(rewrite);
-        }
+    if !needed.is_empty() {
+        let lowering = |e: hlatc_passes::PassError| RuntimeError::Lowering {
+            module: module.name.clone(),
+            message: e.to_string(),
+        };
+        // Through a pipeline, which verifies what each pass made and drops
+        // a schedule the new instructions are not in.
+        let names: Vec<&str> = needed.iter().map(|(name, _)| *name).collect();
+        let pipeline = hlatc_passes::pipeline_from_names("xla-cpu", &names).map_err(lowering)?;
+        let mut m = module.clone();
+        let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
+        let report = pipeline.run_module(&mut m, &mut ctx).map_err(lowering)?;
+        rewrites.extend(
+            needed
+                .into_iter()
+                .filter(|(name, _)| report.fired(name))
+                .map(|(_, rewrite)| rewrite),
+        );
+        rewritten = Some(m);
     }
     if let Some(flat) = flat_entry::flatten_entry(rewritten.as_ref().unwrap_or(module)) {
         let e = flat.entry();
