@@ -10,7 +10,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use hlatc::compiler::proto;
+use hlatc::compiler::formats::proto;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
 use hlatc::precision::Precision;

@@ -9,10 +9,10 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::compiler::ElementType;
 use hlatc::data::SyntheticData;
 use hlatc::models::{init::init_params, BatchShape, ModelConfig};
+use hlatc::optimizer::AdamWConfig;
 use hlatc::passes::{default_pipeline, RematPolicy, Target};
 use hlatc::runtime::Runtime;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};

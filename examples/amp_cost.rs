@@ -17,7 +17,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use hlatc::compiler::proto;
+use hlatc::compiler::formats::proto;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
 use hlatc::precision::Precision;

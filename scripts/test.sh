@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # The XLA CPU PJRT plugin (runtime tests run emitted HLO on it).
 scripts/fetch-xla-cpu-plugin.sh
-# XLA's own HLO parser, through jaxlib, for tests/xla_crosscheck.rs.
+# XLA's own HLO parser, through jaxlib, for tests/it/xla_crosscheck.rs.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r tools/requirements.txt
 
 cargo fmt --all -- --check

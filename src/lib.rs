@@ -13,18 +13,14 @@ pub use hlatc_compiler as compiler;
 pub use hlatc_models as models;
 pub use hlatc_passes as passes;
 pub use hlatc_runtime as runtime;
+pub use hlatc_train as train;
 
-pub use hlatc_compiler::{proto, text, verify, Literal, Module};
+pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module};
 
-pub mod bundle;
-pub mod check;
-pub mod data;
+pub use hlatc_train::{bundle, check, data, optimizer, precision, token_data, train_step, trainer};
+
 pub mod metrics;
 pub mod plot;
-pub mod precision;
-pub mod token_data;
-pub mod train_step;
-pub mod trainer;
 
 use std::path::{Path, PathBuf};
 
@@ -67,10 +63,9 @@ pub enum Error {
     #[error(transparent)]
     Step(#[from] train_step::StepError),
     #[error(transparent)]
+    Train(#[from] hlatc_train::Error),
+    #[error(transparent)]
     Pass(#[from] passes::PassError),
-    /// A check of a written bundle failed (`compile --verify`).
-    #[error("verification failed: {0}")]
-    Verification(String),
     /// Standard output or error could not be written (a closed pipe, a
     /// full disk).
     #[error("cannot write to {stream}: {message}")]
@@ -228,7 +223,7 @@ pub fn unwritten(module: &Module, format: Format) -> Vec<String> {
                     "its device_assignment ({d}) has no HLO text syntax and is not written; the proto form keeps it"
                 ));
             }
-            out.extend(hlatc_compiler::text::unprintable(module));
+            out.extend(hlatc_compiler::formats::text::unprintable(module));
         }
         Format::Proto => {
             if !module.devices.is_single() {

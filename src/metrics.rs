@@ -98,6 +98,12 @@ impl MetricsLog {
         self.steps.push(m);
     }
 
+    /// The first and the last step's loss ((0, 0) for an empty log).
+    pub fn first_and_last_loss(&self) -> (f64, f64) {
+        let loss = |m: Option<&StepMetrics>| m.map_or(0.0, |m| m.loss);
+        (loss(self.steps.first()), loss(self.steps.last()))
+    }
+
     /// `(step, value)` for every step that has a value of `series`.
     pub fn points(&self, series: Series) -> Vec<(f64, f64)> {
         self.steps

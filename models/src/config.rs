@@ -63,6 +63,19 @@ pub struct ModelConfig {
     /// tensors: [`crate::layout`] maps between the two.
     #[serde(default)]
     pub fused_projections: bool,
+    /// Standard deviation of the normal initialization (Hugging Face's
+    /// `initializer_range`); output projections start smaller, at
+    /// [`ModelConfig::output_projection_std`]. Recorded in the manifest's
+    /// `init` block, not twice.
+    #[serde(skip, default = "default_initializer_range")]
+    pub initializer_range: f64,
+}
+
+/// Hugging Face's default `initializer_range`, and HLAT's.
+pub const DEFAULT_INITIALIZER_RANGE: f64 = 0.02;
+
+fn default_initializer_range() -> f64 {
+    DEFAULT_INITIALIZER_RANGE
 }
 
 /// Where a config is wrong: the field and the rule it breaks.
@@ -113,6 +126,7 @@ impl ModelConfig {
             mlp_bias: false,
             sliding_window: None,
             fused_projections: false,
+            initializer_range: DEFAULT_INITIALIZER_RANGE,
         }
     }
 
@@ -197,6 +211,13 @@ impl ModelConfig {
         })
     }
 
+    /// The output projections' (`o_proj`, `down_proj`) initial standard
+    /// deviation: they write into the residual stream once per layer, so
+    /// they start at `initializer_range / sqrt(2 * layers)`.
+    pub fn output_projection_std(&self) -> f64 {
+        self.initializer_range / (2.0 * self.num_hidden_layers as f64).sqrt()
+    }
+
     pub fn head_dim(&self) -> i64 {
         self.head_dim
     }
@@ -276,6 +297,12 @@ impl ModelConfig {
             return err(
                 "hidden_size",
                 "the model would have more than 2^63 parameters; check the sizes".into(),
+            );
+        }
+        if !(self.initializer_range > 0.0 && self.initializer_range.is_finite()) {
+            return err(
+                "initializer_range",
+                format!("must be a positive number, got {}", self.initializer_range),
             );
         }
         if !(self.rms_norm_eps > 0.0 && self.rms_norm_eps.is_finite()) {

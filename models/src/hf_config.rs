@@ -35,10 +35,6 @@ const IRRELEVANT: &[(&str, &str)] = &[
         "the inference KV cache; a training step has none",
     ),
     (
-        "initializer_range",
-        "initialization; hlatc uses HLAT's scaled init, recorded in the manifest",
-    ),
-    (
         "output_attentions",
         "what inference returns, not what it computes",
     ),
@@ -357,6 +353,9 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
         mlp_bias: k.bool("mlp_bias")?.unwrap_or(false),
         sliding_window,
         fused_projections: false,
+        initializer_range: k
+            .float("initializer_range")?
+            .unwrap_or(defaults.initializer_range),
     };
     if model_type == ModelType::Qwen2 && attention_bias {
         return Err(field_err(

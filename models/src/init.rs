@@ -37,8 +37,9 @@ impl Normal {
     }
 }
 
-/// Every parameter, initialized HLAT's way: normal(0, 0.02), output
-/// projections normal(0, 0.02 / sqrt(2 * layers)), norms one, biases zero.
+/// Every parameter, initialized HLAT's way: normal(0, `initializer_range`,
+/// 0.02 unless the config says), output projections normal(0,
+/// `initializer_range` / sqrt(2 * layers)), norms one, biases zero.
 ///
 /// Drawn in the Hugging Face layout and then stored as `cfg` stores them,
 /// so a seed gives the same model whether its projections are fused or not.

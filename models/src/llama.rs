@@ -6,10 +6,10 @@
 //! checkpoints map one to one.
 
 use crate::config::{BatchShape, ModelConfig};
-use hlatc_compiler::autodiff::{Composite, CompositeRule, GradHints};
-use hlatc_compiler::builder::{BuildError, Builder};
-use hlatc_compiler::op::{BinaryOp, ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
-use hlatc_compiler::scope;
+use hlatc_compiler::build::autodiff::{Composite, CompositeRule, GradHints};
+use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::build::scope;
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, Shape};
 use std::collections::HashMap;
 
@@ -45,10 +45,7 @@ pub struct HfPart {
 fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
     let (d, f, hd) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim());
     let (q, kv) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
-    let std = 0.02;
-    // Output projections write into the residual stream once per layer, so
-    // they start smaller: std / sqrt(2 * layers).
-    let out_std = std / (2.0 * cfg.num_hidden_layers as f64).sqrt();
+    let (std, out_std) = (cfg.initializer_range, cfg.output_projection_std());
     let l = format!("model.layers.{i}.");
     let linear = |name: &str, out: i64, inp: i64, init: Init, bias: bool| {
         let weight = ParamSpec {
@@ -191,7 +188,7 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
     let embed = ParamSpec {
         name: "model.embed_tokens.weight".into(),
         dims: vec![v, d],
-        init: Init::Normal(0.02),
+        init: Init::Normal(cfg.initializer_range),
         parts: Vec::new(),
     };
     let mut tail = vec![ParamSpec {
@@ -204,7 +201,7 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
         tail.push(ParamSpec {
             name: "lm_head.weight".into(),
             dims: vec![v, d],
-            init: Init::Normal(0.02),
+            init: Init::Normal(cfg.initializer_range),
             parts: Vec::new(),
         });
     }

@@ -15,7 +15,7 @@ use crate::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
 use crate::context::{PassContext, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, Rewriter};
-use hlatc_compiler::fx::FxHashMap as HashMap;
+use hlatc_compiler::util::fx::FxHashMap as HashMap;
 use hlatc_compiler::{ElementType, IdList, InstrId, Module, Op, Shape};
 
 pub struct Amp;

@@ -10,9 +10,9 @@ use crate::context::{AddedState, PassContext, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::ModuleRewriter;
 use crate::rounding::{Rounding, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
-use hlatc_compiler::builder::Builder;
-use hlatc_compiler::fx::FxHashSet;
-use hlatc_compiler::op::RngAlgorithm;
+use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::ir::op::RngAlgorithm;
+use hlatc_compiler::util::fx::FxHashSet;
 use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
 use std::collections::BTreeMap;
 
@@ -276,7 +276,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
 }
 
 /// `(x: f32[dims], bits: u32[dims]) -> bf16[dims]`, stochastically rounded.
-fn rounding_module(dims: &[i64]) -> Result<Module, hlatc_compiler::builder::BuildError> {
+fn rounding_module(dims: &[i64]) -> Result<Module, hlatc_compiler::build::builder::BuildError> {
     let mut b = Builder::new(ROUNDING_CALLEE);
     let x = b.parameter("x", Shape::array(ElementType::F32, dims.to_vec()));
     let bits = b.parameter("bits", Shape::array(ElementType::U32, dims.to_vec()));

@@ -9,7 +9,7 @@
 
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
-use hlatc_compiler::op::{AsyncStep, UnaryOp};
+use hlatc_compiler::ir::op::{AsyncStep, UnaryOp};
 use hlatc_compiler::{Computation, InstrId, Module, Op};
 use std::collections::BTreeSet;
 

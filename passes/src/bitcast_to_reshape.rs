@@ -131,7 +131,7 @@ fn is_identity(order: &[i64]) -> bool {
 mod tests {
     use super::*;
     use crate::context::Target;
-    use hlatc_compiler::{text, verify};
+    use hlatc_compiler::{formats::text, verify};
 
     fn rewritten(src: &str) -> String {
         let mut m = text::parse_module(src).unwrap();

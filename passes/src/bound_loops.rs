@@ -12,7 +12,7 @@
 //! new body the original (called) and the count plus one.
 
 use crate::rewriter::{ModuleRewriter, RewriteError};
-use hlatc_compiler::op::{BinaryOp, ComparisonDirection, ComparisonType};
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, ComparisonType};
 use hlatc_compiler::{Computation, ElementType, InstrId, Literal, Module, Op, Shape};
 
 /// Bounds every `while` loop of `m` (in every computation, nested ones
@@ -137,7 +137,7 @@ fn counted_body(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hlatc_compiler::{text, verify};
+    use hlatc_compiler::{formats::text, verify};
 
     const COUNTING: &str = "HloModule m
 cond {

@@ -18,8 +18,8 @@ use crate::context::{human_bytes, PassContext};
 use crate::pass::{Pass, PassError};
 use crate::pattern;
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
-use hlatc_compiler::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
-use hlatc_compiler::op::{BinaryOp, DotAlgorithm, DotDims, Precision, SliceDim};
+use hlatc_compiler::ir::op::{BinaryOp, DotAlgorithm, DotDims, Precision, SliceDim};
+use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
 
 pub struct CoalesceLinear;

@@ -2,7 +2,7 @@
 
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
-use hlatc_compiler::fx::{BuildFxHasher, FxHashMap};
+use hlatc_compiler::util::fx::{BuildFxHasher, FxHashMap};
 use hlatc_compiler::Module;
 use hlatc_compiler::{Computation, InstrId};
 use std::hash::BuildHasher;

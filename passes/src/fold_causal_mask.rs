@@ -12,7 +12,7 @@
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
-use hlatc_compiler::op::ComparisonDirection;
+use hlatc_compiler::ir::op::ComparisonDirection;
 use hlatc_compiler::{ArrayShape, ElementType, InstrId, Literal, Module, Op, Shape};
 
 pub struct FoldCausalMask;

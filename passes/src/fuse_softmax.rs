@@ -9,8 +9,8 @@ use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use crate::pattern::{self, Region};
 use crate::softmax_math::{Direction, SoftmaxWriter};
-use hlatc_compiler::fx::FxHashMap as HashMap;
-use hlatc_compiler::op::{BinaryOp, UnaryOp};
+use hlatc_compiler::ir::op::{BinaryOp, UnaryOp};
+use hlatc_compiler::util::fx::FxHashMap as HashMap;
 use hlatc_compiler::{ArrayShape, Computation, InstrId, Module, Op};
 
 pub struct FuseSoftmax;
@@ -80,7 +80,7 @@ fn find_matches(
     pass: &str,
 ) -> Vec<Match> {
     let mut found: Vec<Match> = Vec::new();
-    let mut taken = hlatc_compiler::fx::FxHashSet::default();
+    let mut taken = hlatc_compiler::util::fx::FxHashSet::default();
     for id in c.post_order() {
         let Some(mt) = forward(c, reducers, id).or_else(|| backward(c, reducers, id)) else {
             continue;

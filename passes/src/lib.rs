@@ -3,7 +3,7 @@
 //! and pipelines that run them, checking invariants after every pass.
 //!
 //! ```
-//! use hlatc_compiler::text;
+//! use hlatc_compiler::formats::text;
 //! use hlatc_passes::{pipeline_from_names, PassContext, Target};
 //! let mut m = text::parse_module("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  dead = f32[2] negate(p)\n  ROOT r = f32[2] abs(p)\n}\n").unwrap();
 //! let mut ctx = PassContext::new(Target::Cpu);
@@ -51,7 +51,9 @@ pub use fuse_softmax::FuseSoftmax;
 pub use lower_neuron_calls::LowerNeuronCalls;
 pub use pass::{Pass, PassError};
 pub use pipeline::{CheckPolicy, Checker, Fixpoint, PassRun, Pipeline, PipelineReport};
-pub use registry::{default_pass_names, default_pipeline, pipeline_from_names, registry, PassInfo};
+pub use registry::{
+    default_pass_names, default_pipeline, markdown_table, pipeline_from_names, registry, PassInfo,
+};
 pub use remat::Remat;
 pub use rounding::{Rounding, RoundingChooser, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
 pub use simplify::Simplify;

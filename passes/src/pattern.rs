@@ -3,9 +3,9 @@
 //! JAX scatter around reductions, and [`Region`] refuses a match whose
 //! interior values are read from outside it.
 
-use hlatc_compiler::builder::binary_reducer_op;
-use hlatc_compiler::fx::FxHashMap as HashMap;
-use hlatc_compiler::op::BinaryOp;
+use hlatc_compiler::build::builder::binary_reducer_op;
+use hlatc_compiler::ir::op::BinaryOp;
+use hlatc_compiler::util::fx::FxHashMap as HashMap;
 use hlatc_compiler::{Computation, InstrId, Literal, Module, Op};
 use std::collections::BTreeSet;
 
@@ -15,7 +15,7 @@ pub fn is_layout_only(op: &Op) -> bool {
     matches!(
         op,
         Op::Reshape { .. } | Op::Broadcast { .. } | Op::Transpose { .. } | Op::Convert
-    ) || op == &Op::Unary(hlatc_compiler::op::UnaryOp::Copy)
+    ) || op == &Op::Unary(hlatc_compiler::ir::op::UnaryOp::Copy)
 }
 
 /// The value under a chain of layout-only ops, and the chain itself

@@ -5,7 +5,7 @@
 
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
-use hlatc_compiler::{text, verify, Module, VerifyError};
+use hlatc_compiler::{formats::text, verify, Module, VerifyError};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -154,3 +154,32 @@ pub fn default_pipeline<S: AsRef<str>>(
         .collect();
     pipeline_from_names(target.name(), &names)
 }
+
+/// The pass reference as a markdown table (name, what it does, its place
+/// in each target's default pipeline), for `docs/src/passes.md`: generated
+/// here so the docs cannot drift from the registry (a test compares them).
+pub fn markdown_table() -> String {
+    let mut out = String::from("| pass | what it does | default pipeline |\n| --- | --- | --- |\n");
+    for p in registry() {
+        let places: Vec<String> = Target::ALL
+            .iter()
+            .filter_map(|&t| {
+                let names = default_pass_names(t);
+                let at = names.iter().position(|n| *n == p.name)?;
+                Some(format!("{t}: {} of {}", at + 1, names.len()))
+            })
+            .collect();
+        let fixpoint = if p.to_fixpoint {
+            " (to a fixpoint)"
+        } else {
+            ""
+        };
+        let place = if places.is_empty() {
+            "not in it".to_string()
+        } else {
+            places.join(", ")
+        };
+        out += &format!("| `{}` | {}{fixpoint} | {place} |\n", p.name, p.description);
+    }
+    out
+}

@@ -28,15 +28,15 @@
 //! (iotas, masks, broadcast constants) are recomputed wherever a clone
 //! needs them instead of being routed through the barrier.
 //!
-//! [`saves`]: hlatc_compiler::autodiff::rules::saves
+//! [`saves`]: hlatc_compiler::build::autodiff::rules::saves
 
 use crate::context::{human_bytes, PassContext, RematPolicy, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
-use hlatc_compiler::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
-use hlatc_compiler::op::{BinaryOp, ComparisonDirection, SliceDim};
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, SliceDim};
+use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::{
-    scope, Computation, ElementType, InstrId, Literal, Metadata, Module, Op, Shape,
+    build::scope, Computation, ElementType, InstrId, Literal, Metadata, Module, Op, Shape,
 };
 use std::collections::BTreeMap;
 

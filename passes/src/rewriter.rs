@@ -3,9 +3,9 @@
 //! point uses at replacements and sweep what died.
 
 use crate::context::PassContext;
-use hlatc_compiler::fx::FxHashMap as HashMap;
-use hlatc_compiler::fx::{BuildFxHasher, FxHashMap, FxHashSet};
-use hlatc_compiler::verifier::callable_signatures;
+use hlatc_compiler::analysis::verifier::callable_signatures;
+use hlatc_compiler::util::fx::FxHashMap as HashMap;
+use hlatc_compiler::util::fx::{BuildFxHasher, FxHashMap, FxHashSet};
 use hlatc_compiler::{
     infer_shape, CalleeSignature, Computation, ElementType, InstrId, Instruction, Metadata, Module,
     Op, Shape, ShapeError,
@@ -601,7 +601,7 @@ impl ModuleRewriter {
     /// entry. Lets a pass build a callee with the [`Builder`] and its
     /// reducers, then call it.
     ///
-    /// [`Builder`]: hlatc_compiler::builder::Builder
+    /// [`Builder`]: hlatc_compiler::build::builder::Builder
     pub fn graft(&mut self, m: &mut Module, part: Module) -> String {
         let renamed: HashMap<String, String> = part
             .computations

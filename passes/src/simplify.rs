@@ -7,7 +7,7 @@ use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use crate::pattern;
 use crate::rewriter::{ModuleRewriter, Rewriter};
-use hlatc_compiler::op::{BinaryOp, SliceDim, UnaryOp};
+use hlatc_compiler::ir::op::{BinaryOp, SliceDim, UnaryOp};
 use hlatc_compiler::{Computation, InstrId, Literal, Module, Op, Scalar};
 
 pub struct Simplify;

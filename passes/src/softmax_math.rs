@@ -6,8 +6,8 @@
 use crate::context::{PassContext, Target};
 use crate::pass::PassError;
 use crate::rewriter::ModuleRewriter;
-use hlatc_compiler::builder::{BuildError, Builder};
-use hlatc_compiler::op::{CustomCall, CustomCallApiVersion};
+use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::ir::op::{CustomCall, CustomCallApiVersion};
 use hlatc_compiler::{ArrayShape, InstrId, Instruction, Module, Op, Shape};
 
 pub const SOFTMAX_TARGET: &str = "AwsNeuronSoftmax";

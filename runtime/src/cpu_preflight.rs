@@ -6,8 +6,8 @@
 //! fuzzer found XLA CPU aborting on for valid modules of sub-byte integers,
 //! and dynamic dimensions at the entry's boundary.
 
-use hlatc_compiler::minifloat::Format;
-use hlatc_compiler::op::{AsyncStep, CustomCall};
+use hlatc_compiler::ir::op::{AsyncStep, CustomCall};
+use hlatc_compiler::ir::shape::minifloat::Format;
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op, Shape};
 
 /// Where a module breaks an XLA CPU contract.

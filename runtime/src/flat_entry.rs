@@ -115,7 +115,7 @@ fn leaves_of(c: &mut Computation, names: &mut Names, value: InstrId, out: &mut V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hlatc_compiler::{text, verify};
+    use hlatc_compiler::{formats::text, verify};
 
     #[test]
     fn tuple_parameters_and_nested_results_become_their_leaves() {

@@ -2,7 +2,7 @@
 //! harness that compares what they compute.
 //!
 //! ```no_run
-//! use hlatc_compiler::{text, Literal};
+//! use hlatc_compiler::{formats::text, Literal};
 //! let m = text::parse_module("HloModule m\nENTRY e { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }").unwrap();
 //! let rt = hlatc_runtime::Runtime::shared().unwrap();
 //! let out = rt.compile(&m).unwrap().run(&[Literal::from_f32(vec![2], &[1.0, -2.0]).unwrap()]).unwrap();
@@ -24,7 +24,7 @@ pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
 pub use tensors::{read_safetensors, write_safetensors, TensorFileError};
 
-use hlatc_compiler::{proto, verify, Literal, Module, Shape, VerifyError};
+use hlatc_compiler::{formats::proto, verify, Literal, Module, Shape, VerifyError};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 

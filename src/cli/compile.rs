@@ -2,14 +2,16 @@
 
 use super::console::out;
 use super::model_args::{ModelArgs, OptimizerArgs};
-use hlatc::bundle::{check_destination, stage_bundle, Target, MANIFEST_FILE, PROTO_FILE};
-use hlatc::compiler::optimizer::AdamWConfig;
+use hlatc::bundle::{
+    check_destination, stage_bundle, BundleReport, Target, MANIFEST_FILE, PROTO_FILE,
+};
+use hlatc::optimizer::AdamWConfig;
 use hlatc::passes::{default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy};
-use hlatc::train_step::{build_train_step, optimize, StepConfig};
+use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use hlatc::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub(super) enum TargetArg {
@@ -105,6 +107,51 @@ fn parse_remat(s: &str) -> Result<RematPolicy, String> {
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t0 = Instant::now();
     check_destination(&a.out)?;
+    let compiled = compile(&a)?;
+    let staged = stage_bundle(&compiled.step, &compiled.cfg, compiled.target, &a.out)?;
+    // A bundle that fails its check never takes the destination's name:
+    // the staged copy is removed and whatever was there stays.
+    let checks = if a.verify {
+        Some(
+            hlatc::check::verify_bundle(staged.path(), &compiled.step, &compiled.cfg).map_err(
+                |e| {
+                    hlatc::train::Error::Verification(format!(
+                        "{e}\nnothing was written to {}; an earlier bundle there is untouched",
+                        a.out.display()
+                    ))
+                },
+            )?,
+        )
+    } else {
+        None
+    };
+    let report = staged.commit()?;
+    print_summary(&a, &compiled, &report, t0.elapsed())?;
+    if a.pass_report {
+        super::opt::print_report(&compiled.step.pass_report)?;
+    }
+    if let Some(checks) = checks {
+        out!("verified:")?;
+        for l in checks.lines {
+            out!("  {l}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A step built and through its target's pipeline, with what the summary
+/// reports of how it got there.
+struct Compiled {
+    name: String,
+    cfg: StepConfig,
+    step: TrainStep,
+    target: Target,
+    instructions_built: usize,
+    passes_time: Duration,
+}
+
+/// Builds the step the flags describe and runs the pipeline over it.
+fn compile(a: &Args) -> Result<Compiled, Error> {
     let (model, name) = a.model.resolve("hlat-7b")?;
     let batch = a.model.batch(&model, 1, 4096);
     let cfg = StepConfig {
@@ -132,25 +179,34 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let instructions_built = step.module.instruction_count();
     let t_passes = Instant::now();
     optimize(&mut step, &pipeline, target, a.remat.policy)?;
-    let passes_time = t_passes.elapsed();
-    let staged = stage_bundle(&step, &cfg, target, &a.out)?;
-    // A bundle that fails its check never takes the destination's name:
-    // the staged copy is removed and whatever was there stays.
-    let checks = if a.verify {
-        Some(
-            hlatc::check::verify_bundle(staged.path(), &step, &cfg).map_err(|e| {
-                Error::Verification(format!(
-                    "{e}\nnothing was written to {}; an earlier bundle there is untouched",
-                    a.out.display()
-                ))
-            })?,
-        )
-    } else {
-        None
-    };
-    let report = staged.commit()?;
-    let total = t0.elapsed();
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    Ok(Compiled {
+        name,
+        cfg,
+        step,
+        target,
+        instructions_built,
+        passes_time: t_passes.elapsed(),
+    })
+}
+
+/// What was compiled, a line per aspect: sizes, passes, precision, time
+/// per stage, the module written, and what to run next.
+fn print_summary(
+    a: &Args,
+    compiled: &Compiled,
+    report: &BundleReport,
+    total: Duration,
+) -> Result<(), Error> {
+    let Compiled {
+        name,
+        cfg,
+        step,
+        target,
+        instructions_built,
+        passes_time,
+    } = compiled;
+    let (target, batch) = (*target, cfg.batch);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let params = cfg.model.parameter_count();
     out!(
         "compiled {name} training step for {} -> {}",
@@ -179,26 +235,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         "  passes        {} -> {} instructions: {}",
         instructions_built,
         step.module.instruction_count(),
-        if step.passes.is_empty() {
-            "none".to_string()
-        } else {
-            let fired: Vec<&str> = step
-                .pass_report
-                .runs
-                .iter()
-                .filter(|r| r.changed && r.depth == 0)
-                .map(|r| r.pass.as_str())
-                .collect();
-            format!(
-                "{} ran, {} changed the module",
-                step.passes.join(","),
-                if fired.is_empty() {
-                    "none".to_string()
-                } else {
-                    fired.join(",")
-                }
-            )
-        }
+        passes_summary(step)
     )?;
     let rounding = hlatc::bundle::RoundingSummary::of(&step.module, target);
     out!(
@@ -217,7 +254,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         ms(step.times.forward),
         ms(step.times.autodiff),
         ms(step.times.optimizer),
-        ms(passes_time),
+        ms(*passes_time),
         ms(report.emit_time),
         ms(report.write_time),
         ms(total)
@@ -230,16 +267,31 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     if target == Target::Neuron {
         out!("  next          cd {} && ./neuronx-cc.sh", a.out.display())?;
     }
-    if a.pass_report {
-        super::opt::print_report(&step.pass_report)?;
+    Ok(())
+}
+
+/// The passes that ran, and those that changed the module.
+fn passes_summary(step: &TrainStep) -> String {
+    if step.passes.is_empty() {
+        "none".to_string()
+    } else {
+        let fired: Vec<&str> = step
+            .pass_report
+            .runs
+            .iter()
+            .filter(|r| r.changed && r.depth == 0)
+            .map(|r| r.pass.as_str())
+            .collect();
+        format!(
+            "{} ran, {} changed the module",
+            step.passes.join(","),
+            if fired.is_empty() {
+                "none".to_string()
+            } else {
+                fired.join(",")
+            }
+        )
     }
-    if let Some(checks) = checks {
-        out!("verified:")?;
-        for l in checks.lines {
-            out!("  {l}")?;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `6.74 B`, `134.5 M`, `20.5 K`, `980`.

@@ -1,8 +1,8 @@
 //! Options shared by `compile` and `train`: which model, which batch shape,
 //! which optimizer settings.
 
-use hlatc::compiler::optimizer::AdamWConfig;
 use hlatc::models::{BatchShape, ModelConfig, PRESETS};
+use hlatc::optimizer::AdamWConfig;
 use hlatc::Error;
 use std::path::PathBuf;
 

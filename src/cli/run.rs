@@ -2,7 +2,7 @@
 
 use super::console::{note, out};
 use hlatc::runtime::{assert_close, inputs, max_abs, read_safetensors, write_safetensors, Runtime};
-use hlatc::{Error, Literal};
+use hlatc::{Error, Literal, Module};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -68,6 +68,16 @@ pub struct Args {
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
+    check_flags(&a)?;
+    let (module_path, output_names) = resolve_module(&a.module)?;
+    let mut module = super::load(&module_path)?;
+    adjust_module(&a, &mut module)?;
+    let outputs = execute(&a, &module, &module_path)?;
+    report_outputs(&a, output_names, &outputs)
+}
+
+/// Tolerances and the output path, refused before anything runs.
+fn check_flags(a: &Args) -> Result<(), Error> {
     if !(a.rtol.is_finite() && a.rtol >= 0.0) {
         return Err(Error::Usage(format!(
             "--rtol must be a finite number >= 0, got {}",
@@ -83,8 +93,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         hlatc::runtime::atomic_file::check_writable(path)
             .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
     }
-    let (module_path, output_names) = resolve_module(&a.module)?;
-    let mut module = super::load(&module_path)?;
+    Ok(())
+}
+
+/// What `--one-device` and `--max-trips` change about the module, each
+/// said in a note.
+fn adjust_module(a: &Args, module: &mut Module) -> Result<(), Error> {
     if a.one_device && module.devices != Default::default() {
         note!(
             "--one-device: running '{}' (written for {} replica(s) x {} partition(s)) as one device's program; its shardings do not apply",
@@ -104,7 +118,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         )?;
     }
     if let Some(n) = a.max_trips {
-        let bounded = hlatc::passes::bound_loops(&mut module, n)
+        let bounded = hlatc::passes::bound_loops(module, n)
             .map_err(hlatc::passes::PassError::rewrite("--max-trips"))?;
         if bounded > 0 {
             note!(
@@ -113,14 +127,20 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             )?;
         }
     }
+    Ok(())
+}
+
+/// Compiles the module on XLA CPU and runs it on the given inputs, or on
+/// inputs drawn from `--seed`.
+fn execute(a: &Args, module: &Module, module_path: &Path) -> Result<Vec<Literal>, Error> {
     let rt = Runtime::new()?;
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {
-        path: module_path.clone(),
+        path: module_path.to_path_buf(),
         source,
     };
-    hlatc::runtime::ensure_fits(&module).map_err(in_file)?;
-    let program = rt.compile(&module).map_err(in_file)?;
+    hlatc::runtime::ensure_fits(module).map_err(in_file)?;
+    let program = rt.compile(module).map_err(in_file)?;
     let compile_time = t0.elapsed();
     for rewrite in program.rewrites() {
         note!("running '{}' with {rewrite}", module.name)?;
@@ -152,6 +172,15 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         compile_time.as_secs_f64() * 1e3,
         run_time.as_secs_f64() * 1e3
     )?;
+    Ok(outputs)
+}
+
+/// Prints each output, writes `--outputs` and compares with `--expect`.
+fn report_outputs(
+    a: &Args,
+    output_names: Option<Vec<String>>,
+    outputs: &[Literal],
+) -> Result<ExitCode, Error> {
     // A bundle's names line up in a column; out0, out1, ... need none.
     let (names, width): (Vec<String>, usize) = match output_names {
         Some(names) if names.len() == outputs.len() => {
@@ -160,7 +189,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         }
         _ => ((0..outputs.len()).map(|i| format!("out{i}")).collect(), 0),
     };
-    for (name, o) in names.iter().zip(&outputs) {
+    for (name, o) in names.iter().zip(outputs) {
         out!("{name:<width$}  {}", summarize(o))?;
     }
     if let Some(path) = &a.outputs {
@@ -170,7 +199,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         note!("wrote {} output(s) to {}", named.len(), path.display())?;
     }
     if let Some(path) = &a.expect {
-        return compare(path, &names, &outputs, a.rtol, a.atol);
+        return compare(path, &names, outputs, a.rtol, a.atol);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,10 +2,10 @@
 
 use super::console::{note, out};
 use super::model_args::{ModelArgs, OptimizerArgs};
-use hlatc::compiler::optimizer::AdamWConfig;
-use hlatc::compiler::ElementType;
+use hlatc::compiler::{ElementType, Literal};
 use hlatc::data::SyntheticData;
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
+use hlatc::optimizer::AdamWConfig;
 use hlatc::plot::{Curve, PlotOptions};
 use hlatc::runtime::{read_safetensors, write_safetensors, Runtime};
 use hlatc::token_data::{RawDtype, TokenData};
@@ -92,10 +92,23 @@ enum DataDtype {
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
+    check_flags(&a)?;
+    let (cfg, name) = step_config(&a)?;
+    let params = initial_params(&a, &cfg)?;
+    let tokens = read_tokens(&a, &cfg)?;
+    let rt = Runtime::new()?;
+    let mut trainer = compile_trainer(&a, &rt, &cfg, &name, params)?;
+    let t1 = Instant::now();
+    let metrics = run_steps(&a, &rt, &cfg, &mut trainer, tokens.as_ref())?;
+    finish(&a, &name, &metrics, &trainer, t1)
+}
+
+/// Flags that can be refused before anything is built; the output paths
+/// are checked now, not after training, so nothing trained is lost.
+fn check_flags(a: &Args) -> Result<(), Error> {
     if a.steps == 0 {
         return Err(Error::Usage("--steps must be at least 1".into()));
     }
-    // Checked now, not after training, so nothing trained is lost.
     for (flag, path) in [
         ("--save", &a.save),
         ("--metrics", &a.metrics),
@@ -115,6 +128,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     if a.eval_every == Some(0) {
         return Err(Error::Usage("--eval-every must be at least 1".into()));
     }
+    Ok(())
+}
+
+/// The step to train, with `train`'s defaults, refused when its state
+/// would not fit in host memory.
+fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
     let (model, name) = a.model.resolve("tiny")?;
     let batch = a.model.batch(&model, 8, 16);
     let defaults = AdamWConfig {
@@ -153,10 +172,16 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         (state as u64).saturating_mul(2).saturating_add(batch_bytes),
     )
     .map_err(Error::Usage)?;
-    let params = match &a.init {
+    Ok((cfg, name))
+}
+
+/// The starting weights: a checkpoint's (`--init`) or HLAT's initialization.
+fn initial_params(a: &Args, cfg: &StepConfig) -> Result<Vec<Literal>, Error> {
+    let model = &cfg.model;
+    Ok(match &a.init {
         Some(path) => {
             let (params, unused) = params_from_tensors(
-                &model,
+                model,
                 cfg.precision.storage(),
                 read_safetensors(path)?,
                 &path.display().to_string(),
@@ -169,52 +194,77 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             }
             params
         }
-        None => hlatc::models::init::init_params(&model, cfg.precision.storage(), a.seed)
+        None => hlatc::models::init::init_params(model, cfg.precision.storage(), a.seed)
             .into_iter()
             .map(|(_, l)| l)
             .collect(),
-    };
-    let tokens = match &a.data {
+    })
+}
+
+/// The token file of `--data`, checked against the model and the batch.
+fn read_tokens(a: &Args, cfg: &StepConfig) -> Result<Option<TokenData>, Error> {
+    Ok(match &a.data {
         None => None,
         Some(path) => {
             let raw = match a.data_dtype {
                 DataDtype::U16 => RawDtype::U16,
                 DataDtype::U32 => RawDtype::U32,
             };
-            let d = TokenData::read(path, raw, model.vocab_size, a.eos, a.eval_fraction)?;
-            d.check_fits(batch.batch_size, batch.seq_len, path)?;
+            let d = TokenData::read(path, raw, cfg.model.vocab_size, a.eos, a.eval_fraction)?;
+            d.check_fits(cfg.batch.batch_size, cfg.batch.seq_len, path)?;
             Some(d)
         }
-    };
-    let rt = Runtime::new()?;
+    })
+}
+
+/// The step compiled for XLA CPU, its state loaded, and a line saying so.
+fn compile_trainer(
+    a: &Args,
+    rt: &Runtime,
+    cfg: &StepConfig,
+    name: &str,
+    params: Vec<Literal>,
+) -> Result<Trainer, Error> {
     let t0 = Instant::now();
-    let mut step = hlatc::train_step::build_train_step(&cfg)?;
+    let mut step = hlatc::train_step::build_train_step(cfg)?;
     a.precision.apply(&mut step);
     let rounding = step.rounding.clone();
-    let mut trainer = Trainer::optimized_step(&rt, &cfg, step, a.remat.policy, params)?;
+    let mut trainer = Trainer::optimized_step(rt, cfg, step, a.remat.policy, params)?;
     trainer.seed_rounding(a.seed);
     note!(
         "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}: batch {} x {}, {} steps, compiled in {:.0} ms",
-        model.parameter_count() as f64 / 1e6,
+        cfg.model.parameter_count() as f64 / 1e6,
         cfg.precision,
         rt.platform_name(),
-        batch.batch_size,
-        batch.seq_len,
+        cfg.batch.batch_size,
+        cfg.batch.seq_len,
         a.steps,
         t0.elapsed().as_secs_f64() * 1e3
     )?;
-    let data = SyntheticData::permutation(model.vocab_size, a.seed);
-    let eval = match &tokens {
-        Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
+    Ok(trainer)
+}
+
+/// Runs `--steps` steps, printing each and the held-out loss where it is
+/// measured; a loss that is not finite stops the run.
+fn run_steps(
+    a: &Args,
+    rt: &Runtime,
+    cfg: &StepConfig,
+    trainer: &mut Trainer,
+    tokens: Option<&TokenData>,
+) -> Result<MetricsLog, Error> {
+    let batch = cfg.batch;
+    let data = SyntheticData::permutation(cfg.model.vocab_size, a.seed);
+    let eval = match tokens {
+        Some(d) if d.has_eval() => Some(Evaluator::new(rt, cfg, d)?),
         _ => None,
     };
     let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
     let t1 = Instant::now();
     let width = a.steps.to_string().len();
-    let (mut first, mut last) = (None, 0.0);
     let mut metrics = MetricsLog::default();
     for k in 0..a.steps {
-        let b = match &tokens {
+        let b = match tokens {
             Some(d) => d.train_batch(k, a.seed, batch.batch_size, batch.seq_len),
             None => data.step_batch(cfg.packed, k, batch.batch_size, batch.seq_len),
         };
@@ -226,8 +276,6 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                 s.loss
             )));
         }
-        first.get_or_insert(s.loss);
-        last = s.loss;
         let done = k + 1;
         let per_step = t1.elapsed().as_secs_f64() / done as f64;
         out!(
@@ -243,7 +291,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         let mut held_out_loss = None;
         if let Some(e) = &eval {
             if done % eval_every == 0 || done == a.steps {
-                let loss = e.loss(&trainer)?;
+                let loss = e.loss(trainer)?;
                 held_out_loss = Some(loss);
                 out!(
                     "step {done:>width$}/{}  held-out loss {loss:.4}  ({} batches)",
@@ -260,14 +308,25 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             held_out_loss,
         });
     }
+    Ok(metrics)
+}
+
+/// Writes `--metrics`, `--plot` and `--save`, and the run's summary line.
+fn finish(
+    a: &Args,
+    name: &str,
+    metrics: &MetricsLog,
+    trainer: &Trainer,
+    t1: Instant,
+) -> Result<ExitCode, Error> {
     if let Some(path) = &a.metrics {
         hlatc::runtime::atomic_file::write_atomic(path, metrics.to_csv().as_bytes())
             .map_err(|e| Error::Usage(format!("--metrics {}: {e}", path.display())))?;
     }
     if let Some(path) = &a.plot {
-        plot_run(&a, &name, &metrics, path)?;
+        plot_run(a, name, metrics, path)?;
     }
-    let first = first.unwrap_or(last);
+    let (first, last) = metrics.first_and_last_loss();
     out!(
         "loss {first:.4} -> {last:.4} ({:.1}% of the start) in {:.2} s",
         100.0 * last / first,

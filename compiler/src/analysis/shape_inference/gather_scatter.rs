@@ -1,0 +1,295 @@
+//! Gather and scatter: XLA's dimension-number rules
+//! (`ValidateGatherDimensionNumbers`, `ValidateScatterDimensionNumbers`).
+//! XLA CPU's emitters assume every one of them; an inconsistent set that
+//! slipped through used to abort inside the plugin.
+
+use super::reduction::{check_reducer, FloatTypes};
+use super::{array, check_dims_in_range, invalid, CalleeSignature, ShapeError};
+use crate::ir::op::{GatherDims, ScatterDims};
+use crate::ir::shape::{ArrayShape, Shape};
+
+/// `dims` is sorted ascending, each in `0..bound` and named once.
+fn sorted_unique_in_range(dims: &[i64], bound: usize, what: &str) -> Result<(), ShapeError> {
+    check_dims_in_range(dims, bound, what)?;
+    if dims.windows(2).any(|w| w[0] > w[1]) {
+        return invalid(format!("{what} dims {dims:?} must be sorted ascending"));
+    }
+    Ok(())
+}
+
+fn disjoint(a: &[i64], b: &[i64], what: &str) -> Result<(), ShapeError> {
+    if let Some(d) = a.iter().find(|d| b.contains(d)) {
+        return invalid(format!("dimension {d} is in both {what}"));
+    }
+    Ok(())
+}
+
+/// The index vector's length and the batch dimensions of the indices.
+fn index_vector(idx: &ArrayShape, ivd: i64, what: &str) -> Result<(i64, Vec<i64>), ShapeError> {
+    if ivd < 0 || ivd as usize > idx.rank() {
+        return invalid(format!(
+            "{what} index_vector_dim {ivd} out of range for indices {idx}"
+        ));
+    }
+    let ivd = ivd as usize;
+    let len = if ivd < idx.rank() { idx.dims[ivd] } else { 1 };
+    let batch = (0..idx.rank())
+        .filter(|&d| d != ivd)
+        .map(|d| idx.dims[d])
+        .collect();
+    Ok((len, batch))
+}
+
+/// The map from index-vector entries to operand dimensions
+/// (`start_index_map`, `scatter_dims_to_operand_dims`): one entry per index,
+/// each an operand dimension that is named once and is not a batching one.
+fn index_map(
+    map: &[i64],
+    batching: &[i64],
+    rank: usize,
+    index_len: i64,
+    (name, batching_name): (&str, &str),
+) -> Result<(), ShapeError> {
+    check_dims_in_range(map, rank, name.trim_end_matches("_dims"))?;
+    disjoint(map, batching, &format!("{name} and {batching_name}"))?;
+    if map.len() as i64 != index_len {
+        return invalid(format!(
+            "{name} has {} entries but the index vector has {index_len}",
+            map.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Batching dims on the indices side: as many as on the operand side,
+/// unique, in range, and never the index vector dimension.
+fn indices_batching(
+    dims: &[i64],
+    operand_side: &[i64],
+    idx: &ArrayShape,
+    ivd: i64,
+    what: &str,
+) -> Result<(), ShapeError> {
+    if dims.len() != operand_side.len() {
+        return invalid(format!(
+            "{what}: {} batching dims on the indices but {} on the operand",
+            dims.len(),
+            operand_side.len()
+        ));
+    }
+    check_dims_in_range(dims, idx.rank(), what)?;
+    if dims.contains(&ivd) {
+        return invalid(format!("{what} includes index_vector_dim {ivd}"));
+    }
+    Ok(())
+}
+
+pub(super) fn gather(
+    a: &ArrayShape,
+    idx: &ArrayShape,
+    dims: &GatherDims,
+    slice_sizes: &[i64],
+) -> Result<Shape, ShapeError> {
+    if !idx.ty.is_integer() {
+        return invalid(format!("gather indices must be integers, got {}", idx.ty));
+    }
+    if slice_sizes.len() != a.rank()
+        || slice_sizes
+            .iter()
+            .zip(&a.dims)
+            .any(|(s, d)| *s < 0 || s > d)
+    {
+        return invalid(format!("slice_sizes {slice_sizes:?} invalid for {a}"));
+    }
+    let (index_len, batch) = index_vector(idx, dims.index_vector_dim, "gather")?;
+    sorted_unique_in_range(&dims.collapsed_slice_dims, a.rank(), "collapsed_slice")?;
+    sorted_unique_in_range(&dims.operand_batching_dims, a.rank(), "operand_batching")?;
+    disjoint(
+        &dims.collapsed_slice_dims,
+        &dims.operand_batching_dims,
+        "collapsed_slice_dims and operand_batching_dims",
+    )?;
+    index_map(
+        &dims.start_index_map,
+        &dims.operand_batching_dims,
+        a.rank(),
+        index_len,
+        ("start_index_map", "operand_batching_dims"),
+    )?;
+    indices_batching(
+        &dims.start_indices_batching_dims,
+        &dims.operand_batching_dims,
+        idx,
+        dims.index_vector_dim,
+        "start_indices_batching",
+    )?;
+    for &d in dims
+        .collapsed_slice_dims
+        .iter()
+        .chain(&dims.operand_batching_dims)
+    {
+        if slice_sizes[d as usize] > 1 {
+            return invalid(format!(
+                "dimension {d} is collapsed or batching, so its slice size must be 0 or 1, got {}",
+                slice_sizes[d as usize]
+            ));
+        }
+    }
+    let skipped: Vec<i64> = dims
+        .collapsed_slice_dims
+        .iter()
+        .chain(&dims.operand_batching_dims)
+        .copied()
+        .collect();
+    let offsets: Vec<i64> = (0..a.rank() as i64)
+        .filter(|d| !skipped.contains(d))
+        .map(|d| slice_sizes[d as usize])
+        .collect();
+    if offsets.len() != dims.offset_dims.len() {
+        return invalid(format!(
+            "gather has {} offset_dims but {} uncollapsed slice dimensions",
+            dims.offset_dims.len(),
+            offsets.len()
+        ));
+    }
+    let rank = batch.len() + offsets.len();
+    sorted_unique_in_range(&dims.offset_dims, rank, "offset")?;
+    let (mut bi, mut oi) = (batch.into_iter(), offsets.into_iter());
+    let out: Vec<i64> = (0..rank as i64)
+        .map(|d| {
+            if dims.offset_dims.contains(&d) {
+                oi.next()
+            } else {
+                bi.next()
+            }
+        })
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| {
+            ShapeError::Invalid("gather offset_dims inconsistent with indices".into())
+        })?;
+    Ok(Shape::Array(ArrayShape::new(a.ty, out)))
+}
+
+/// `scatter` of `inputs` (one or more, of one shape) by `idx`, with one
+/// update per input: one result, or a tuple of them.
+pub(super) fn scatter(
+    inputs: &[&ArrayShape],
+    idx: &ArrayShape,
+    updates: &[&ArrayShape],
+    dims: &ScatterDims,
+    to_apply: &str,
+    callee: &super::CalleeSignature,
+) -> Result<Shape, ShapeError> {
+    let (a, upd) = (inputs[0], updates[0]);
+    if !idx.ty.is_integer() {
+        return invalid(format!("scatter indices must be integers, got {}", idx.ty));
+    }
+    for (x, u) in inputs.iter().zip(updates) {
+        super::same_type(x, u, "scatter")?;
+        if x.dims != a.dims || u.dims != upd.dims {
+            return invalid(format!(
+                "scatter inputs and updates each share one shape: {x} and {u} beside {a} and {upd}"
+            ));
+        }
+    }
+    let (index_len, scatter_batch) = index_vector(idx, dims.index_vector_dim, "scatter")?;
+    sorted_unique_in_range(&dims.update_window_dims, upd.rank(), "update_window")?;
+    sorted_unique_in_range(&dims.inserted_window_dims, a.rank(), "inserted_window")?;
+    sorted_unique_in_range(&dims.input_batching_dims, a.rank(), "input_batching")?;
+    disjoint(
+        &dims.inserted_window_dims,
+        &dims.input_batching_dims,
+        "inserted_window_dims and input_batching_dims",
+    )?;
+    let covered = dims.update_window_dims.len()
+        + dims.inserted_window_dims.len()
+        + dims.input_batching_dims.len();
+    if covered != a.rank() {
+        return invalid(format!(
+            "scatter window, inserted and batching dims cover {covered} dimensions of rank-{} operand",
+            a.rank()
+        ));
+    }
+    index_map(
+        &dims.scatter_dims_to_operand_dims,
+        &dims.input_batching_dims,
+        a.rank(),
+        index_len,
+        ("scatter_dims_to_operand_dims", "input_batching_dims"),
+    )?;
+    indices_batching(
+        &dims.scatter_indices_batching_dims,
+        &dims.input_batching_dims,
+        idx,
+        dims.index_vector_dim,
+        "scatter_indices_batching",
+    )?;
+    // The updates are the scatter batch dimensions, in order, with the
+    // window dimensions at `update_window_dims`.
+    if upd.rank() != scatter_batch.len() + dims.update_window_dims.len() {
+        return invalid(format!(
+            "updates {upd} have rank {}, but {} scatter and {} window dimensions are needed",
+            upd.rank(),
+            scatter_batch.len(),
+            dims.update_window_dims.len()
+        ));
+    }
+    let window_operand_dims = (0..a.rank() as i64).filter(|d| {
+        !dims.inserted_window_dims.contains(d) && !dims.input_batching_dims.contains(d)
+    });
+    for (&u, o) in dims.update_window_dims.iter().zip(window_operand_dims) {
+        if upd.dims[u as usize] > a.dims[o as usize] {
+            return invalid(format!(
+                "update window dimension {u} ({}) is larger than operand dimension {o} ({})",
+                upd.dims[u as usize], a.dims[o as usize]
+            ));
+        }
+    }
+    let update_scatter_dims = (0..upd.rank() as i64)
+        .filter(|d| !dims.update_window_dims.contains(d))
+        .map(|d| upd.dims[d as usize]);
+    if !update_scatter_dims.eq(scatter_batch.iter().copied()) {
+        return invalid(format!(
+            "the scatter dimensions of updates {upd} do not match indices {idx}"
+        ));
+    }
+    if check_reducer(to_apply, callee, inputs, FloatTypes::AnyWidth)? && inputs.len() == 1 {
+        return invalid(format!(
+            "scatter's reducer '{to_apply}' returns a one-element tuple; hlatc reads that only for reduce and reduce-window"
+        ));
+    }
+    Ok(super::one_or_tuple(
+        inputs
+            .iter()
+            .map(|x| Shape::Array(ArrayShape::new(x.ty, x.dims.clone())))
+            .collect(),
+    ))
+}
+
+pub(super) fn scatter_operands(
+    dims: &ScatterDims,
+    (to_apply, callee): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    // Variadic: N inputs, the indices, then N updates.
+    if operands.len() < 3 || operands.len().is_multiple_of(2) {
+        return Err(ShapeError::OperandCount {
+            expected: "an odd number, at least 3 (inputs, indices, updates)".into(),
+            got: operands.len(),
+        });
+    }
+    let n = operands.len() / 2;
+    let arrays = |range: std::ops::Range<usize>| {
+        range
+            .map(|i| array(operands, i))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    scatter(
+        &arrays(0..n)?,
+        array(operands, n)?,
+        &arrays(n + 1..2 * n + 1)?,
+        dims,
+        to_apply,
+        &callee,
+    )
+}

@@ -1,0 +1,421 @@
+//! Result shapes of ops from their operands, following XLA's rules.
+//!
+//! Some ops (parameter, broadcast, reshape, convert, iota, custom-call, ...)
+//! take part of their result from the instruction's declared shape; for them
+//! the declared shape is required and checked against the operands instead.
+//!
+//! [`infer_shape`] checks a fixed operand count (the op table's arity)
+//! and dispatches: each op family's rules live in a module
+//! of their own (`elementwise`, `data_movement`, `contraction`,
+//! `reduction`, `windowed`, `gather_scatter`, `scalar_callee`, `calls`,
+//! `control_flow`, `collective`, `random`, `token`, `dynamic_dims`, ...),
+//! beside the helpers they share here.
+
+mod batch_norm;
+mod calls;
+mod collective;
+mod contraction;
+mod control_flow;
+mod data_movement;
+mod dynamic_dims;
+mod elementwise;
+mod fft;
+mod gather_scatter;
+mod random;
+mod reduction;
+mod scalar_callee;
+mod token;
+mod windowed;
+
+use crate::ir::literal::LiteralTree;
+use crate::ir::op::description::Arity;
+use crate::ir::op::Op;
+use crate::ir::shape::{ArrayShape, ElementType, Shape};
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ShapeError {
+    #[error("expects {expected} operand(s), got {got}")]
+    OperandCount { expected: String, got: usize },
+    #[error("operand {index} must be an array, got {shape}")]
+    TupleOperand { index: usize, shape: String },
+    #[error("needs an explicit result shape")]
+    NeedsResultShape,
+    #[error("calls unknown computation '{0}'")]
+    UnknownComputation(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub use crate::ir::computation::CalleeSignature;
+
+fn invalid<T>(msg: impl Into<String>) -> Result<T, ShapeError> {
+    Err(ShapeError::Invalid(msg.into()))
+}
+
+/// An unbounded dimension (`f32[?]`, what StableHLO's `tensor<?xf32>`
+/// becomes) has no size to compute with, so hlatc has no shape rule over
+/// one: it passes through parameters, custom calls (whose targets define
+/// their results) and tuples, and is refused on every other op.
+fn passes_unbounded_through(
+    op: &Op,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<(), ShapeError> {
+    if matches!(
+        op,
+        Op::Parameter(_) | Op::CustomCall(_) | Op::Tuple | Op::GetTupleElement { .. }
+    ) {
+        return Ok(());
+    }
+    match operands.iter().copied().chain(declared).find(|s| s.has_unbounded()) {
+        None => Ok(()),
+        Some(s) => invalid(format!(
+            "{s} has an unbounded dimension (?), which hlatc reads on parameters, custom calls, tuples and get-tuple-element only: no other op has a shape rule over one"
+        )),
+    }
+}
+
+fn arity(operands: &[&Shape], expected: usize) -> Result<(), ShapeError> {
+    if operands.len() != expected {
+        return Err(ShapeError::OperandCount {
+            expected: expected.to_string(),
+            got: operands.len(),
+        });
+    }
+    Ok(())
+}
+
+fn array<'a>(operands: &[&'a Shape], index: usize) -> Result<&'a ArrayShape, ShapeError> {
+    operands[index]
+        .as_array()
+        .ok_or_else(|| ShapeError::TupleOperand {
+            index,
+            shape: operands[index].to_string(),
+        })
+}
+
+fn declared_array(declared: Option<&Shape>) -> Result<&ArrayShape, ShapeError> {
+    match declared {
+        Some(Shape::Array(a)) => Ok(a),
+        Some(t) => invalid(format!("result must be an array, declared {t}")),
+        None => Err(ShapeError::NeedsResultShape),
+    }
+}
+
+/// The one operand of an op that takes part of its result from the
+/// declared shape (convert, broadcast, reshape, ...), and that shape.
+fn operand_and_declared<'a>(
+    operands: &[&'a Shape],
+    declared: Option<&'a Shape>,
+) -> Result<(&'a ArrayShape, &'a ArrayShape), ShapeError> {
+    Ok((array(operands, 0)?, declared_array(declared)?))
+}
+
+fn check_dims_in_range(dims: &[i64], rank: usize, what: &str) -> Result<(), ShapeError> {
+    let mut seen = vec![false; rank];
+    for &d in dims {
+        if d < 0 || d as usize >= rank {
+            return invalid(format!("{what} dimension {d} out of range for rank {rank}"));
+        }
+        if std::mem::replace(&mut seen[d as usize], true) {
+            return invalid(format!("{what} dimension {d} repeated"));
+        }
+    }
+    Ok(())
+}
+
+fn same_type(a: &ArrayShape, b: &ArrayShape, what: &str) -> Result<(), ShapeError> {
+    if a.ty != b.ty {
+        return invalid(format!(
+            "{what}: element types differ ({} vs {})",
+            a.ty, b.ty
+        ));
+    }
+    Ok(())
+}
+
+fn arr(ty: ElementType, dims: Vec<i64>) -> Shape {
+    Shape::Array(ArrayShape::new(ty, dims))
+}
+
+/// Infers the result shape of `op` applied to `operands`. `declared` is the
+/// instruction's own shape where it has one; `callee` looks up the signature
+/// of a called computation.
+pub fn infer_shape(
+    op: &Op,
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+    callee: &dyn Fn(&str) -> Option<CalleeSignature>,
+) -> Result<Shape, ShapeError> {
+    let get_callee =
+        |name: &str| callee(name).ok_or_else(|| ShapeError::UnknownComputation(name.to_string()));
+    if let Arity::Exactly(n) = op.arity() {
+        arity(operands, n)?;
+    }
+    passes_unbounded_through(op, operands, declared)?;
+    match op {
+        Op::Parameter(n) => {
+            if *n < 0 {
+                return invalid(format!("parameter number {n} is negative"));
+            }
+            declared.cloned().ok_or(ShapeError::NeedsResultShape)
+        }
+        Op::Constant(lit) => Ok(Shape::Array(lit.shape.clone())),
+        Op::TupleConstant(elems) => {
+            Ok(Shape::Tuple(elems.iter().map(LiteralTree::shape).collect()))
+        }
+        Op::Iota { dimension } => data_movement::iota(*dimension, declared),
+        Op::Unary(u) => elementwise::unary(*u, operands),
+        Op::Binary(b) => elementwise::binary(*b, operands),
+        Op::Compare { direction, kind } => elementwise::compare(*direction, *kind, operands),
+        Op::Select => elementwise::select(operands),
+        Op::Clamp => elementwise::clamp(operands),
+        Op::Convert => elementwise::convert(operands, declared),
+        Op::StochasticConvert => elementwise::stochastic_convert(operands, declared),
+        Op::ReducePrecision {
+            exponent_bits,
+            mantissa_bits,
+        } => elementwise::reduce_precision((*exponent_bits, *mantissa_bits), operands),
+        Op::Bitcast => data_movement::bitcast(operands, declared),
+        Op::BitcastConvert => elementwise::bitcast_convert(operands, declared),
+        Op::Broadcast { dimensions } => data_movement::broadcast(dimensions, operands, declared),
+        Op::Reshape { inferred_dimension } => {
+            data_movement::reshape(*inferred_dimension, operands, declared)
+        }
+        Op::Transpose { permutation } => data_movement::transpose(permutation, operands),
+        Op::Reverse { dimensions } => data_movement::reverse(dimensions, operands),
+        Op::Slice { slices } => data_movement::slice(slices, operands),
+        Op::DynamicSlice { sizes } => data_movement::dynamic_slice(sizes, operands),
+        Op::DynamicUpdateSlice => data_movement::dynamic_update_slice(operands),
+        Op::Concatenate { dimension } => data_movement::concatenate(*dimension, operands),
+        Op::SetDimensionSize { dimension } => {
+            dynamic_dims::set_dimension_size(*dimension, operands)
+        }
+        Op::GetDimensionSize { dimension } => {
+            dynamic_dims::get_dimension_size(*dimension, operands)
+        }
+        Op::DynamicReshape => dynamic_dims::dynamic_reshape(operands, declared),
+        Op::Pad { config } => data_movement::pad(config, operands),
+        Op::Dot {
+            dims, precision, ..
+        } => contraction::dot(dims, precision, operands, declared),
+        Op::Reduce {
+            dimensions,
+            to_apply,
+        } => reduction::reduce(dimensions, (to_apply, get_callee(to_apply)?), operands),
+        Op::Convolution {
+            window,
+            dims,
+            feature_group_count,
+            batch_group_count,
+            precision,
+        } => windowed::convolution(
+            window,
+            dims,
+            (*feature_group_count, *batch_group_count),
+            precision,
+            operands,
+            declared,
+        ),
+        Op::ReduceWindow { window, to_apply } => {
+            reduction::reduce_window(window, (to_apply, get_callee(to_apply)?), operands)
+        }
+        Op::SelectAndScatter {
+            window,
+            select,
+            scatter,
+        } => reduction::select_and_scatter(
+            window,
+            (select, get_callee(select)?),
+            (scatter, get_callee(scatter)?),
+            operands,
+        ),
+        Op::Tuple => Ok(Shape::Tuple(
+            operands.iter().map(|s| (*s).clone()).collect(),
+        )),
+        Op::OptBarrier | Op::Domain { .. } => calls::opt_barrier(operands),
+        Op::GetTupleElement { index } => calls::get_tuple_element(*index, operands),
+        Op::Call { to_apply, .. } => {
+            control_flow::call("call", to_apply, get_callee(to_apply)?, operands)
+        }
+        Op::Fusion {
+            calls, aliasing, ..
+        } => calls::fusion(calls, aliasing, get_callee(calls)?, operands),
+        Op::While { condition, body } => control_flow::while_loop(
+            (condition, get_callee(condition)?),
+            (body, get_callee(body)?),
+            operands,
+        ),
+        Op::Sort {
+            dimension,
+            comparator,
+            ..
+        } => scalar_callee::sort(*dimension, (comparator, get_callee(comparator)?), operands),
+        Op::Map {
+            dimensions,
+            to_apply,
+        } => scalar_callee::map(dimensions, (to_apply, get_callee(to_apply)?), operands),
+        Op::Rng { distribution } => random::rng(*distribution, operands, declared),
+        Op::RngGetAndUpdateState { .. } => random::rng_state(),
+        Op::AllReduce {
+            collective,
+            to_apply,
+        } => collective::all_reduce(collective, (to_apply, get_callee(to_apply)?), operands),
+        Op::AllGather {
+            collective,
+            dimension,
+        } => collective::resized(
+            "all-gather",
+            collective,
+            *dimension,
+            true,
+            operands,
+            declared,
+        ),
+        Op::ReduceScatter {
+            collective,
+            dimension,
+            to_apply,
+        } => collective::reduce_scatter(
+            collective,
+            *dimension,
+            (to_apply, get_callee(to_apply)?),
+            operands,
+            declared,
+        ),
+        Op::AllToAll {
+            collective,
+            dimension,
+        } => collective::all_to_all(collective, *dimension, operands),
+        Op::RaggedAllToAll { collective } => collective::ragged_all_to_all(collective, operands),
+        Op::BatchNorm {
+            kind,
+            feature_index,
+            ..
+        } => batch_norm::batch_norm(*kind, *feature_index, operands),
+        Op::RaggedDot {
+            dims,
+            ragged,
+            precision,
+            ..
+        } => contraction::ragged_dot(dims, ragged, precision, operands, declared),
+        Op::CollectivePermute {
+            pairs, slice_sizes, ..
+        } => collective::collective_permute(pairs, slice_sizes, operands),
+        Op::ReplicaId | Op::PartitionId => collective::device_id(),
+        Op::CollectiveBroadcast { collective } => {
+            collective::collective_broadcast(collective, operands)
+        }
+        Op::TopK { k, .. } => data_movement::top_k(*k, operands),
+        Op::TriangularSolve { left_side, .. } => {
+            contraction::triangular_solve(*left_side, operands)
+        }
+        Op::Cholesky { .. } => contraction::cholesky(operands),
+        Op::Fft {
+            fft_type,
+            fft_length,
+        } => fft::fft(*fft_type, fft_length, operands),
+        Op::AllReduceStart {
+            collective,
+            to_apply,
+        } => collective::all_reduce(collective, (to_apply, get_callee(to_apply)?), operands),
+        Op::AllGatherStart {
+            collective,
+            dimension,
+        } => collective::started(operands, declared, |results| {
+            collective::resized(
+                "all-gather",
+                collective,
+                *dimension,
+                true,
+                operands,
+                results,
+            )
+        }),
+        Op::CollectivePermuteStart {
+            pairs, slice_sizes, ..
+        } => {
+            // In place, the start holds the input buffer, not the offsets.
+            let held = if slice_sizes.is_empty() {
+                operands
+            } else {
+                &operands[..operands.len().min(1)]
+            };
+            collective::started(held, declared, |_| {
+                collective::collective_permute(pairs, slice_sizes, operands)
+            })
+        }
+        Op::CollectiveDone(kind) => collective::done(*kind, operands),
+        Op::Conditional { branches } => {
+            let sigs = branches
+                .iter()
+                .map(|b| Ok((b.as_str(), get_callee(b)?)))
+                .collect::<Result<Vec<_>, ShapeError>>()?;
+            control_flow::conditional(&sigs, operands)
+        }
+        Op::Gather {
+            dims, slice_sizes, ..
+        } => gather_scatter::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes),
+        Op::Scatter { dims, to_apply, .. } => {
+            gather_scatter::scatter_operands(dims, (to_apply, get_callee(to_apply)?), operands)
+        }
+        Op::RngBitGenerator { algorithm } => {
+            random::rng_bit_generator(*algorithm, operands, declared)
+        }
+        Op::CustomCall(cc) => calls::custom_call(cc, &get_callee, operands, declared),
+        Op::CopyStart { .. } => data_movement::copy_start(operands, declared),
+        Op::CopyDone => data_movement::copy_done(operands),
+        Op::AfterAll => token::after_all(operands),
+        Op::AddDependency => token::add_dependency(operands),
+        Op::Transfer(t) => token::transfer(t, operands, declared),
+        Op::Async { step, calls, .. } => {
+            calls::async_op(*step, calls, get_callee(calls)?, operands, declared)
+        }
+        Op::Infeed { .. } => token::infeed(operands, declared),
+        Op::Outfeed { shape, .. } => token::outfeed(operands, shape.as_deref()),
+    }
+}
+
+/// One result as itself, several as a tuple (variadic reductions).
+fn one_or_tuple(mut results: Vec<Shape>) -> Shape {
+    if results.len() == 1 {
+        results.pop().expect("one result")
+    } else {
+        Shape::Tuple(results)
+    }
+}
+
+fn check_signature(
+    name: &str,
+    sig: &CalleeSignature,
+    params: &[Shape],
+    result: &Shape,
+) -> Result<(), ShapeError> {
+    check_signature_as(name, sig, params, result, Shape::compatible)
+}
+
+/// A callee's signature against the one an op needs, shape by shape as
+/// `same` compares them.
+fn check_signature_as(
+    name: &str,
+    sig: &CalleeSignature,
+    params: &[Shape],
+    result: &Shape,
+    same: fn(&Shape, &Shape) -> bool,
+) -> Result<(), ShapeError> {
+    let ok = sig.params.len() == params.len()
+        && sig.params.iter().zip(params).all(|(a, b)| same(a, b))
+        && same(&sig.result, result);
+    if !ok {
+        let required = CalleeSignature {
+            params: params.to_vec(),
+            result: result.clone(),
+        };
+        return invalid(format!(
+            "'{name}' has signature {} but {} is required",
+            sig.text(),
+            required.text()
+        ));
+    }
+    Ok(())
+}

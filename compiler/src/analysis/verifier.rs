@@ -1,0 +1,712 @@
+//! Structural and shape checks over a whole module. Every error names the
+//! computation, the instruction and the rule it breaks.
+
+use crate::analysis::shape_inference::{infer_shape, CalleeSignature};
+use crate::ir::computation::Computation;
+use crate::ir::module::Module;
+use crate::ir::op::Op;
+use crate::ir::shape::Shape;
+use crate::util::fx::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct VerifyError {
+    pub computation: String,
+    /// The offending instruction, when the rule is about one.
+    pub instruction: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.instruction {
+            Some(i) => write!(
+                f,
+                "computation '{}', instruction '{}': {}",
+                self.computation, i, self.message
+            ),
+            None => write!(f, "computation '{}': {}", self.computation, self.message),
+        }
+    }
+}
+
+/// Signatures of every computation that has a root, by name.
+pub fn callee_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
+    signatures_of(module.computations.iter())
+}
+
+fn signatures_of<'m>(
+    computations: impl Iterator<Item = &'m crate::Computation>,
+) -> BTreeMap<String, CalleeSignature> {
+    computations
+        .filter_map(|c| Some((c.name.clone(), c.signature()?)))
+        .collect()
+}
+
+/// [`callee_signatures`] of every computation an instruction may call:
+/// all but the entry, which the verifier refuses as a callee. The entry is
+/// the one large computation, so a pass that only needs callees skips
+/// finding its parameters.
+pub fn callable_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
+    signatures_of(
+        module
+            .computations
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != module.entry)
+            .map(|(_, c)| c),
+    )
+}
+
+/// Checks the module; returns the first problem found.
+pub fn verify(module: &Module) -> Result<(), VerifyError> {
+    let module_err = |message: String| VerifyError {
+        computation: module.name.clone(),
+        instruction: None,
+        message,
+    };
+    if module.entry >= module.computations.len() {
+        return Err(module_err("module has no entry computation".into()));
+    }
+    if !is_hlo_name(&module.name) {
+        return Err(module_err(format!(
+            "module name {:?} is not a valid HLO name",
+            module.name
+        )));
+    }
+    check_attribute_keys(&module.frontend_attributes).map_err(module_err)?;
+    if let Some(d) = &module.device_assignment {
+        d.check().map_err(module_err)?;
+    }
+    module
+        .stack_frames
+        .check()
+        .map_err(|e| module_err(format!("stack-frame tables: {e}")))?;
+    for c in &module.computations {
+        for id in c.ids() {
+            let i = c.instr(id);
+            if !module.stack_frames.has_frame(i.metadata.stack_frame_id) {
+                return Err(VerifyError {
+                    computation: c.name.clone(),
+                    instruction: Some(i.name.clone()),
+                    message: format!(
+                        "metadata stack_frame_id {} is not among the module's {} stack frames",
+                        i.metadata.stack_frame_id,
+                        module.stack_frames.stack_frames.len()
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(l) = &module.entry_layout {
+        l.check(module).map_err(module_err)?;
+    }
+    let mut names = BTreeSet::new();
+    for c in &module.computations {
+        if !is_hlo_name(&c.name) {
+            return Err(module_err(format!(
+                "computation name {:?} is not a valid HLO name",
+                c.name
+            )));
+        }
+        if !names.insert(c.name.as_str()) {
+            return Err(module_err(format!(
+                "two computations are named '{}'",
+                c.name
+            )));
+        }
+    }
+    // XLA's verifier: "Seen buffers while buffers aren't allowed in this
+    // context" (XLA test 04757).
+    let entry = module.entry();
+    for id in entry.parameters().into_iter().chain(entry.root()) {
+        let i = entry.instr(id);
+        if i.shape.has_buffer() {
+            return Err(VerifyError {
+                computation: entry.name.clone(),
+                instruction: Some(i.name.clone()),
+                message: format!(
+                    "the entry's parameters and result cannot hold a buffer ({}), as in XLA",
+                    i.shape
+                ),
+            });
+        }
+    }
+    let sigs = callee_signatures(module);
+    let entry_name = module.entry().name.clone();
+    for c in &module.computations {
+        verify_computation(c, &sigs, &entry_name)?;
+    }
+    check_names_unique_in_module(module)?;
+    check_call_graph_acyclic(module)?;
+    check_async_threads(module)?;
+    verify_aliases(module)
+}
+
+fn verify_computation(
+    c: &Computation,
+    sigs: &BTreeMap<String, CalleeSignature>,
+    entry_name: &str,
+) -> Result<(), VerifyError> {
+    let err = |instr: Option<&str>, message: String| VerifyError {
+        computation: c.name.clone(),
+        instruction: instr.map(str::to_string),
+        message,
+    };
+    if !c.root().is_some_and(|r| c.contains(r)) {
+        return Err(err(None, "has no ROOT instruction".into()));
+    }
+    let order = c.post_order();
+    if has_cycle(c, &order) {
+        return Err(err(None, "instructions form a cycle".into()));
+    }
+    let mut param_numbers = BTreeMap::new();
+    let lookup = |name: &str| -> Option<CalleeSignature> {
+        if name == entry_name {
+            return None;
+        }
+        sigs.get(name).cloned()
+    };
+    for id in order {
+        let instr = c.instr(id);
+        let here = Some(instr.name.as_str());
+        if instr.name.is_empty() {
+            return Err(err(
+                None,
+                format!("an instruction ({}) has an empty name", instr.op.opcode()),
+            ));
+        }
+        if !is_hlo_name(&instr.name) {
+            return Err(err(
+                None,
+                format!("instruction name {:?} is not a valid HLO name", instr.name),
+            ));
+        }
+        check_attribute_keys(&instr.frontend_attributes).map_err(|m| err(here, m))?;
+        if matches!(
+            instr.op,
+            Op::Call {
+                is_composite: true,
+                ..
+            }
+        ) {
+            check_composite(&instr.frontend_attributes).map_err(|m| err(here, m))?;
+        }
+        check_layouts(&instr.shape).map_err(|m| err(here, m))?;
+        check_annotations(instr).map_err(|m| err(here, m))?;
+        if let Op::CustomCall(cc) = &instr.op {
+            let operands: Vec<&Shape> = c
+                .operand_ids(id)
+                .iter()
+                .map(|&o| &c.instr(o).shape)
+                .collect();
+            check_buffers_passed_on(&cc.aliasing, &operands).map_err(|m| err(here, m))?;
+        }
+        check_transfer_done(c, id).map_err(|m| err(here, m))?;
+        check_async_chain(c, id).map_err(|m| err(here, m))?;
+        if let Some(r) = &instr.parameter_replication {
+            let leaves = instr.shape.leaf_count();
+            if !matches!(instr.op, Op::Parameter(_)) {
+                return Err(err(
+                    here,
+                    "parameter_replication is set on an instruction that is not a parameter".into(),
+                ));
+            }
+            if r.len() != leaves {
+                return Err(err(
+                    here,
+                    format!(
+                        "parameter_replication has {} entries but {} has {leaves} leaf buffers",
+                        r.len(),
+                        instr.shape
+                    ),
+                ));
+            }
+        }
+        if let Op::Parameter(n) = instr.op {
+            if let Some(prev) = param_numbers.insert(n, instr.name.clone()) {
+                return Err(err(
+                    here,
+                    format!("parameter number {n} is also used by '{prev}'"),
+                ));
+            }
+        }
+        let operand_shapes: Vec<&Shape> = c
+            .operand_ids(id)
+            .iter()
+            .map(|&o| &c.instr(o).shape)
+            .collect();
+        let inferred = infer_shape(&instr.op, &operand_shapes, Some(&instr.shape), &lookup)
+            .map_err(|e| err(here, format!("{}: {e}", instr.op.opcode())))?;
+        if !inferred.compatible(&instr.shape) {
+            return Err(err(
+                here,
+                format!(
+                    "{} produces {inferred} but the instruction declares {}",
+                    instr.op.opcode(),
+                    instr.shape
+                ),
+            ));
+        }
+    }
+    for (expected, (&n, name)) in param_numbers.iter().enumerate() {
+        if n != expected as i64 {
+            return Err(err(
+                Some(name),
+                format!(
+                    "parameter numbers must be 0..{} without gaps; found {n}",
+                    param_numbers.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A `send-done` takes its `send` and a `recv-done` its `recv` directly,
+/// not a tuple of the same shape from elsewhere: XLA's text parser lets
+/// that pass, but XLA's proto reader RET_CHECKs it (hlatc's proto of such
+/// a module would be refused by XLA).
+fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), String> {
+    use crate::ir::op::{Transfer, TransferStep};
+    let Op::Transfer(Transfer { step, .. }) = c.instr(id).op else {
+        return Ok(());
+    };
+    let started = match step {
+        TransferStep::SendDone => TransferStep::Send,
+        TransferStep::RecvDone => TransferStep::Recv,
+        TransferStep::Send | TransferStep::Recv => return Ok(()),
+    };
+    match c.operands(id).first().map(|&o| c.instr(o)) {
+        Some(o) if !matches!(o.op, Op::Transfer(t) if t.step == started) => Err(format!(
+            "{} takes '{}', a {}, where XLA requires the {} itself",
+            step.opcode(),
+            o.name,
+            o.op.opcode(),
+            started.opcode()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// An `async-update` or `async-done` continues an `async-start` or
+/// `async-update` of the same computation: the bundle it takes is that
+/// op's own, not a tuple of the same shape from elsewhere.
+fn check_async_chain(c: &Computation, id: crate::InstrId) -> Result<(), String> {
+    use crate::ir::op::AsyncStep;
+    let Op::Async { step, calls, .. } = &c.instr(id).op else {
+        return Ok(());
+    };
+    if *step == AsyncStep::Start {
+        return Ok(());
+    }
+    match c.operands(id).first().map(|&o| c.instr(o)) {
+        Some(o) => match &o.op {
+            Op::Async {
+                step: AsyncStep::Start | AsyncStep::Update,
+                calls: theirs,
+                ..
+            } if theirs == calls => Ok(()),
+            Op::Async {
+                step: AsyncStep::Start | AsyncStep::Update,
+                calls: theirs,
+                ..
+            } => Err(format!(
+                "{} runs '{calls}', but '{}' began '{theirs}'",
+                step.opcode(),
+                o.name
+            )),
+            _ => Err(format!(
+                "{} takes '{}', a {}, where it needs an async-start or async-update",
+                step.opcode(),
+                o.name,
+                o.op.opcode()
+            )),
+        },
+        None => Ok(()),
+    }
+}
+
+/// An async op and the computation it wraps run on one thread: XLA sets
+/// the wrapped computation's `execution_thread` from the async ops'.
+fn check_async_threads(module: &Module) -> Result<(), VerifyError> {
+    for c in &module.computations {
+        for id in c.ids() {
+            let instr = c.instr(id);
+            let Op::Async { calls, thread, .. } = &instr.op else {
+                continue;
+            };
+            let Some(callee) = module.computation(calls) else {
+                continue;
+            };
+            if callee.execution_thread != *thread {
+                let name = |t: &Option<String>| {
+                    t.clone()
+                        .unwrap_or_else(|| crate::ir::computation::MAIN_THREAD.to_string())
+                };
+                return Err(VerifyError {
+                    computation: c.name.clone(),
+                    instruction: Some(instr.name.clone()),
+                    message: format!(
+                        "{} runs on thread '{}', but '{calls}' is on thread '{}'",
+                        instr.op.opcode(),
+                        name(thread),
+                        name(&callee.execution_thread)
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether some instruction does not come after all its operands in `order`
+/// (a post-order, which puts nodes on a cycle last). Linear and without
+/// recursion, unlike a depth-first cycle search, so a chain of 100k
+/// instructions cannot overflow the stack.
+fn has_cycle(c: &Computation, order: &[crate::InstrId]) -> bool {
+    let mut position = vec![usize::MAX; c.id_bound()];
+    for (i, id) in order.iter().enumerate() {
+        position[id.index()] = i;
+    }
+    order.iter().any(|&id| {
+        c.operands_unordered(id)
+            .chain(c.control_predecessors(id).iter().copied())
+            .any(|o| position[o.index()] >= position[id.index()])
+    })
+}
+
+/// What XLA's lexer reads as a name: `[A-Za-z_][A-Za-z0-9_.-]*`. Names from
+/// protos are checked so that every verified module prints as parsable text.
+pub fn is_hlo_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// A buffer a custom call takes is passed on: aliased to exactly one of
+/// its outputs, as XLA's verifier requires ("buffer is used in operands
+/// but not in results", "... in results multiple times").
+fn check_buffers_passed_on(
+    aliasing: &[crate::ir::op::OperandAlias],
+    operands: &[&Shape],
+) -> Result<(), String> {
+    fn buffers(s: &Shape, index: &mut Vec<i64>, out: &mut Vec<Vec<i64>>) {
+        match s {
+            Shape::Buffer(_) => out.push(index.clone()),
+            Shape::Tuple(elems) => {
+                for (i, e) in elems.iter().enumerate() {
+                    index.push(i as i64);
+                    buffers(e, index, out);
+                    index.pop();
+                }
+            }
+            Shape::Array(_) | Shape::Token => {}
+        }
+    }
+    for (n, s) in operands.iter().enumerate() {
+        let mut found = Vec::new();
+        buffers(s, &mut Vec::new(), &mut found);
+        for index in found {
+            let uses = aliasing
+                .iter()
+                .filter(|a| a.operand == n as i64 && a.operand_index == index)
+                .count();
+            let mut at = String::new();
+            let _ = crate::util::join::write_joined(&mut at, &index);
+            match uses {
+                1 => {}
+                0 => {
+                    return Err(format!(
+                        "operand {n}'s buffer at {{{at}}} is not passed on: no output aliases it"
+                    ))
+                }
+                k => {
+                    return Err(format!(
+                        "operand {n}'s buffer at {{{at}}} is aliased by {k} outputs; a buffer passes to one"
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The annotations XLA aborts on, or that text could not write back.
+fn check_annotations(instr: &crate::Instruction) -> Result<(), String> {
+    if let Some(problem) = instr
+        .result_accuracy
+        .as_ref()
+        .and_then(|a| a.problem_on(&instr.op))
+    {
+        return Err(problem);
+    }
+    if let Some(problem) = instr.original_value.as_ref().and_then(|v| v.problem()) {
+        return Err(problem);
+    }
+    if let Some(s) = &instr.statistics {
+        if let Some((name, _)) = s
+            .values
+            .iter()
+            .find(|(n, _)| !crate::ir::statistics::is_stat_name(n))
+        {
+            return Err(format!(
+                "statistic name '{name}' cannot be written in HLO text"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), String> {
+    // XLA reads a key as an attribute name: a name's characters, dots
+    // included (Shardy's `xla.sdy.sharding`).
+    for k in attrs.keys() {
+        if !is_hlo_name(k) {
+            return Err(format!(
+                "frontend attribute key {k:?} is not a name XLA reads ([A-Za-z_][A-Za-z0-9_.-]*)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A composite call names the op it stands for, and its version when
+/// given is a count (XLA checks both when it builds the call).
+fn check_composite(attrs: &BTreeMap<String, String>) -> Result<(), String> {
+    if attrs.get("composite.name").is_none_or(|n| n.is_empty()) {
+        return Err(
+            "a composite call (is_composite=true) needs a non-empty frontend attribute composite.name".into(),
+        );
+    }
+    match attrs.get("composite.version") {
+        Some(v) if !v.parse::<i64>().is_ok_and(|n| n >= 0) => Err(format!(
+            "a composite call's composite.version must be a non-negative integer, got {v:?}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// XLA requires instruction names to be unique across the whole module (its
+/// compiler RET_CHECKs this), not just within a computation.
+fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
+    let mut seen: FxHashMap<&str, usize> = FxHashMap::default();
+    seen.reserve(module.instruction_count());
+    for (ci, c) in module.computations.iter().enumerate() {
+        for id in c.ids() {
+            let name = c.instr(id).name.as_str();
+            if let Some(other) = seen.insert(name, ci) {
+                let message = if other == ci {
+                    "name is used twice in this computation".to_string()
+                } else {
+                    format!(
+                        "name is also used in computation '{}'; XLA needs module-wide unique names",
+                        module.computations[other].name
+                    )
+                };
+                return Err(VerifyError {
+                    computation: c.name.clone(),
+                    instruction: Some(name.to_string()),
+                    message,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The most dimensions an array may have. Literals are printed and read one
+/// nesting level per dimension, so the rank bounds their recursion.
+pub const MAX_RANK: usize = 64;
+
+/// What XLA's layout validation asks of tiles, sizes, memory spaces and
+/// split configs.
+fn check_physical_layout(a: &crate::ArrayShape, p: &crate::PhysicalLayout) -> Result<(), String> {
+    if let Some(t) = p.tiles.iter().find(|t| {
+        t.is_empty()
+            || t.iter()
+                .any(|&d| d <= 0 && d != crate::ir::shape::COMBINE_DIMENSION)
+    }) {
+        return Err(format!(
+            "layout of {a} has a tile {t:?} with no dimensions or one below 1"
+        ));
+    }
+    if p.tail_padding_alignment_in_elements < 1 {
+        return Err(format!(
+            "layout of {a} aligns tail padding to {} elements (at least 1)",
+            p.tail_padding_alignment_in_elements
+        ));
+    }
+    if p.element_size_in_bits < 0 || p.memory_space < 0 {
+        return Err(format!(
+            "layout of {a} has a negative element size or memory space"
+        ));
+    }
+    for sc in &p.split_configs {
+        let in_rank = (0..a.rank() as i64).contains(&sc.dimension);
+        let ascending = sc.split_indices.windows(2).all(|w| w[0] < w[1])
+            && sc.split_indices.first().is_none_or(|&i| i > 0);
+        if !in_rank || !ascending {
+            return Err(format!(
+                "layout of {a} splits dimension {} at {:?} (a dimension of the shape, at ascending positive indices)",
+                sc.dimension, sc.split_indices
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_layouts(shape: &Shape) -> Result<(), String> {
+    match shape {
+        Shape::Array(a) | Shape::Buffer(a) => {
+            if a.rank() > MAX_RANK {
+                return Err(format!(
+                    "rank {} is above the {MAX_RANK} dimensions hlatc supports",
+                    a.rank()
+                ));
+            }
+            if (0..a.rank()).any(|i| a.dims[i] < 0 && !a.is_unbounded(i)) {
+                return Err(format!("shape {a} has a negative dimension"));
+            }
+            if !a.has_unbounded()
+                && a.checked_element_count()
+                    .is_none_or(|n| n.checked_mul(a.ty.byte_size() as i64).is_none())
+            {
+                return Err(format!("shape {a} is too large to address"));
+            }
+            // Rank is at most 64 here, so one bit per dimension.
+            let mut seen = 0u64;
+            let is_permutation = a.minor_to_major.len() == a.rank()
+                && a.minor_to_major.iter().all(|&d| {
+                    let fresh = (0..a.rank() as i64).contains(&d) && seen & (1 << d) == 0;
+                    seen |= 1u64.checked_shl(d as u32).unwrap_or(0);
+                    fresh
+                });
+            if !is_permutation {
+                return Err(format!(
+                    "layout {:?} of {a} is not a permutation of its dimensions",
+                    a.minor_to_major
+                ));
+            }
+            if let Some(p) = &a.physical {
+                check_physical_layout(a, p)?;
+            }
+            Ok(())
+        }
+        Shape::Tuple(elems) => elems.iter().try_for_each(check_layouts),
+        Shape::Token => Ok(()),
+    }
+}
+
+fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
+    // A computation may only call computations defined before it in
+    // dependency order; `computation_order` breaks cycles, so recheck here.
+    let order = module.computation_order();
+    let position: BTreeMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(pos, &i)| (module.computations[i].name.as_str(), pos))
+        .collect();
+    for (pos, &i) in order.iter().enumerate() {
+        let c = &module.computations[i];
+        for id in c.ids() {
+            for callee in c.instr(id).op.called_computations() {
+                if position.get(callee).is_some_and(|&p| p >= pos) {
+                    return Err(VerifyError {
+                        computation: c.name.clone(),
+                        instruction: Some(c.instr(id).name.clone()),
+                        message: format!("calls '{callee}', which is recursive or the entry"),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn verify_aliases(module: &Module) -> Result<(), VerifyError> {
+    let entry = module.entry();
+    let err = |message: String| VerifyError {
+        computation: entry.name.clone(),
+        instruction: None,
+        message: format!("input_output_alias: {message}"),
+    };
+    let params = module.entry_parameter_shapes();
+    let result = module
+        .entry_result_shape()
+        .ok_or_else(|| err("entry has no root".into()))?;
+    let mut outputs = BTreeSet::new();
+    let mut donated = BTreeMap::new();
+    for a in &module.input_output_alias {
+        let out = result.subshape(&a.output_index).ok_or_else(|| {
+            err(format!(
+                "output index {:?} does not exist in {result}",
+                a.output_index
+            ))
+        })?;
+        let p = usize::try_from(a.parameter)
+            .ok()
+            .and_then(|p| params.get(p))
+            .ok_or_else(|| err(format!("parameter {} does not exist", a.parameter)))?;
+        let ps = p.subshape(&a.parameter_index).ok_or_else(|| {
+            err(format!(
+                "parameter {} has no index {:?}",
+                a.parameter, a.parameter_index
+            ))
+        })?;
+        if !ps.compatible(out) {
+            return Err(err(format!(
+                "output {:?} ({out}) cannot alias parameter {} ({ps})",
+                a.output_index, a.parameter
+            )));
+        }
+        if !outputs.insert(a.output_index.clone()) {
+            return Err(err(format!("output {:?} is aliased twice", a.output_index)));
+        }
+        // One input buffer can become only one output; XLA aborts otherwise.
+        // (A buffer donor may not be aliased too: checked below.)
+        if let Some(other) =
+            donated.insert((a.parameter, a.parameter_index.clone()), &a.output_index)
+        {
+            return Err(err(format!(
+                "parameter {} {:?} is aliased by outputs {other:?} and {:?}",
+                a.parameter, a.parameter_index, a.output_index
+            )));
+        }
+    }
+    let donor_err = |message: String| VerifyError {
+        computation: entry.name.clone(),
+        instruction: None,
+        message: format!("buffer_donor: {message}"),
+    };
+    let mut donors = BTreeSet::new();
+    for d in &module.buffer_donors {
+        let p = usize::try_from(d.parameter)
+            .ok()
+            .and_then(|p| params.get(p))
+            .ok_or_else(|| donor_err(format!("parameter {} does not exist", d.parameter)))?;
+        if p.subshape(&d.parameter_index).is_none() {
+            return Err(donor_err(format!(
+                "parameter {} has no index {:?}",
+                d.parameter, d.parameter_index
+            )));
+        }
+        if !donors.insert((d.parameter, &d.parameter_index)) {
+            return Err(donor_err(format!(
+                "parameter {} {:?} is listed twice",
+                d.parameter, d.parameter_index
+            )));
+        }
+        // XLA refuses a buffer that is both donated and aliased.
+        if donated.contains_key(&(d.parameter, d.parameter_index.clone())) {
+            return Err(donor_err(format!(
+                "parameter {} {:?} is both a buffer donor and aliased to an output",
+                d.parameter, d.parameter_index
+            )));
+        }
+    }
+    Ok(())
+}

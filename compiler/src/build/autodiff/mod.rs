@@ -1,0 +1,181 @@
+//! Reverse-mode automatic differentiation over the IR.
+//!
+//! [`grad`] appends the backward pass of a scalar loss to the computation
+//! being built: adjoints flow from the loss to the requested values in
+//! reverse topological order, contributions that reach one value are
+//! summed, and only values on a path from a requested input to the loss get
+//! an adjoint, so no work nothing needs is emitted. Integer and boolean
+//! values are never differentiated.
+//!
+//! Each op's backward rule lives in [`rules`] and states exactly which
+//! forward values it reads ([`rules::saves`]): that is the contract the
+//! rematerialization policy builds on.
+
+mod composite;
+pub mod rules;
+
+pub use composite::{Composite, CompositeRule, GradHints};
+pub use rules::{gradient, Gradient};
+
+use crate::build::builder::{BuildError, Builder};
+use crate::build::scope;
+use crate::ir::computation::InstrId;
+use crate::ir::shape::Shape;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AutodiffError {
+    #[error("the loss must be a floating-point scalar, '{name}' is {shape}")]
+    LossNotScalar { name: String, shape: String },
+    #[error("cannot differentiate through '{instruction}' ({opcode}): {reason}")]
+    NotDifferentiable {
+        instruction: String,
+        opcode: &'static str,
+        reason: String,
+    },
+    #[error("building the backward pass: {0}")]
+    Build(#[from] BuildError),
+}
+
+/// Appends d(loss)/d(x) for every `x` in `wrt` to `b` and returns them in
+/// order. Values in `hints.stop` are treated as constants (their dependence
+/// on the inputs is not followed), like JAX's `stop_gradient`; the regions
+/// in `hints.composites` are differentiated by their closed form.
+/// Reductions are differentiable when their reducer is a sum, max or min
+/// callee the builder knows ([`Builder::reducer_op`]).
+pub fn grad(
+    b: &mut Builder,
+    loss: InstrId,
+    wrt: &[InstrId],
+    hints: &GradHints,
+) -> Result<Vec<InstrId>, AutodiffError> {
+    let stop = &hints.stop;
+    let composites: HashMap<InstrId, Composite> =
+        hints.composites.iter().map(|c| (c.output, *c)).collect();
+    let loss_shape = b.shape(loss).clone();
+    match &loss_shape {
+        Shape::Array(a) if a.rank() == 0 && a.ty.is_float() => {}
+        s => {
+            return Err(AutodiffError::LossNotScalar {
+                name: b.computation().instr(loss).name.clone(),
+                shape: s.to_string(),
+            })
+        }
+    }
+    let order = topological_to(b, loss);
+    let needed = needs_adjoint(b, &order, wrt, stop)?;
+    let mut adjoint: HashMap<InstrId, InstrId> = HashMap::new();
+    let outer_scope = b.set_scope(scope::BACKWARD);
+    if needed.contains(&loss) {
+        let ty = b.ty(loss);
+        adjoint.insert(loss, b.scalar(ty, 1.0));
+    }
+    for &n in order.iter().rev() {
+        let Some(&g) = adjoint.get(&n) else { continue };
+        b.set_scope(scope::backward(&b.computation().instr(n).metadata.op_name));
+        if let Some(c) = composites.get(&n) {
+            if needed.contains(&c.input) {
+                let contribution = composite::vjp(b, c, g)?;
+                let total = match adjoint.get(&c.input) {
+                    Some(&prev) => b.add2(prev, contribution)?,
+                    None => contribution,
+                };
+                adjoint.insert(c.input, total);
+            }
+            continue;
+        }
+        let operands = b.computation().operands(n);
+        for (i, &x) in operands.iter().enumerate() {
+            if !needed.contains(&x) {
+                continue;
+            }
+            if let Some(contribution) = rules::vjp(b, n, i, g)? {
+                let total = match adjoint.get(&x) {
+                    Some(&prev) => b.add2(prev, contribution)?,
+                    None => contribution,
+                };
+                adjoint.insert(x, total);
+            }
+        }
+    }
+    b.set_scope(scope::BACKWARD);
+    let grads = wrt
+        .iter()
+        .map(|&x| match adjoint.get(&x) {
+            Some(&g) => Ok(g),
+            // The loss does not depend on x: its gradient is zero.
+            None => match b.shape(x).clone() {
+                Shape::Array(a) if a.ty.is_float() => Ok(b.full(a.ty, &a.dims, 0.0)?),
+                s => Err(AutodiffError::NotDifferentiable {
+                    instruction: b.computation().instr(x).name.clone(),
+                    opcode: b.computation().instr(x).op.opcode(),
+                    reason: format!("a gradient was requested for a non-float value of shape {s}"),
+                }),
+            },
+        })
+        .collect();
+    b.set_scope(outer_scope);
+    grads
+}
+
+/// Everything `loss` depends on, operands before users.
+fn topological_to(b: &Builder, loss: InstrId) -> Vec<InstrId> {
+    let c = b.computation();
+    let mut order = Vec::new();
+    let mut state: HashMap<InstrId, bool> = HashMap::new();
+    let mut stack = vec![(loss, false)];
+    while let Some((n, expanded)) = stack.pop() {
+        if expanded {
+            state.insert(n, true);
+            order.push(n);
+            continue;
+        }
+        if state.contains_key(&n) {
+            continue;
+        }
+        state.insert(n, false);
+        stack.push((n, true));
+        for o in c.operands(n).into_iter().rev() {
+            if !state.contains_key(&o) {
+                stack.push((o, false));
+            }
+        }
+    }
+    order
+}
+
+/// Float values on a path from some `wrt` to the loss, not cut by `stop`.
+/// Integer and boolean results end a path (they have no derivative); a tuple
+/// on a path is an error rather than a silently zero gradient.
+fn needs_adjoint(
+    b: &Builder,
+    order: &[InstrId],
+    wrt: &[InstrId],
+    stop: &[InstrId],
+) -> Result<HashSet<InstrId>, AutodiffError> {
+    let c = b.computation();
+    let stop: HashSet<InstrId> = stop.iter().copied().collect();
+    let is_float = |n: InstrId| c.instr(n).shape.as_array().is_some_and(|a| a.ty.is_float());
+    let mut depends: HashSet<InstrId> = wrt.iter().copied().filter(|&x| is_float(x)).collect();
+    for &n in order {
+        if stop.contains(&n)
+            || depends.contains(&n)
+            || !c.operands(n).iter().any(|o| depends.contains(o))
+        {
+            continue;
+        }
+        if c.instr(n).shape.is_tuple() {
+            return Err(AutodiffError::NotDifferentiable {
+                instruction: c.instr(n).name.clone(),
+                opcode: c.instr(n).op.opcode(),
+                reason:
+                    "tuple-shaped values are not differentiated; build the graph without tuples"
+                        .into(),
+            });
+        }
+        if is_float(n) {
+            depends.insert(n);
+        }
+    }
+    Ok(depends)
+}

@@ -1,0 +1,178 @@
+//! Backward rules of the ops that move data without arithmetic: transposes,
+//! reversals, broadcasts, slices, concatenation, padding, dynamic slices.
+
+use super::{not_differentiable, AutodiffError, Site};
+use crate::build::builder::Builder;
+use crate::ir::computation::InstrId;
+use crate::ir::op::*;
+
+/// The adjoint of `broadcast(x, dimensions)`: sum over the new dimensions,
+/// then put the kept ones back in x's dimension order.
+pub(super) fn unbroadcast(
+    b: &mut Builder,
+    g: InstrId,
+    x: InstrId,
+    dimensions: &[i64],
+) -> Result<InstrId, AutodiffError> {
+    let (xd, gd) = (b.dims(x), b.dims(g));
+    let reduce: Vec<i64> = (0..gd.len() as i64)
+        .filter(|d| !dimensions.contains(d))
+        .collect();
+    let mut r = if reduce.is_empty() {
+        g
+    } else {
+        b.reduce_sum(g, &reduce)?
+    };
+    // Remaining dims are the kept out-dims in increasing order; map them back
+    // to x's dimension order.
+    let kept: Vec<i64> = (0..gd.len() as i64)
+        .filter(|d| !reduce.contains(d))
+        .collect();
+    let x_order: Vec<i64> = dimensions
+        .iter()
+        .copied()
+        .filter(|d| kept.contains(d))
+        .collect();
+    if x_order != kept {
+        let perm: Vec<i64> = x_order
+            .iter()
+            .map(|d| kept.iter().position(|k| k == d).unwrap() as i64)
+            .collect();
+        r = b.transpose(r, &perm)?;
+    }
+    debug_assert_eq!(b.dims(r), xd);
+    Ok(r)
+}
+
+pub(super) fn slice_vjp(
+    b: &mut Builder,
+    g: InstrId,
+    x: InstrId,
+    slices: &[SliceDim],
+) -> Result<InstrId, AutodiffError> {
+    let (xd, gd) = (b.dims(x), b.dims(g));
+    if gd.contains(&0) {
+        return Ok(b.full_like(x, 0.0)?);
+    }
+    let config: Vec<PadDim> = slices
+        .iter()
+        .zip(xd.iter().zip(&gd))
+        .map(|(s, (&n, &m))| PadDim {
+            low: s.start,
+            high: n - s.start - (m - 1) * s.stride - 1,
+            interior: s.stride - 1,
+        })
+        .collect();
+    let z = b.scalar(b.ty(g), 0.0);
+    Ok(b.add(Op::Pad { config }, &[g, z], None)?)
+}
+
+pub(super) fn transpose(
+    b: &mut Builder,
+    s: &Site,
+    permutation: &[i64],
+) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { g, .. } = *s;
+    Ok({
+        let mut inverse = vec![0i64; permutation.len()];
+        for (k, &p) in permutation.iter().enumerate() {
+            inverse[p as usize] = k as i64;
+        }
+        Some(b.transpose(g, &inverse)?)
+    })
+}
+
+pub(super) fn reverse(
+    b: &mut Builder,
+    s: &Site,
+    dimensions: &[i64],
+) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { g, .. } = *s;
+    Ok(Some(b.add(
+        Op::Reverse {
+            dimensions: dimensions.to_vec(),
+        },
+        &[g],
+        None,
+    )?))
+}
+
+pub(super) fn concatenate(
+    b: &mut Builder,
+    s: &Site,
+    dimension: i64,
+) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { ops, i, x, g, .. } = *s;
+    Ok({
+        let d = dimension as usize;
+        let start: i64 = ops[..i].iter().map(|&o| b.dims(o)[d]).sum();
+        let len = b.dims(x)[d];
+        Some(b.slice_dim(g, d, start, start + len)?)
+    })
+}
+
+pub(super) fn pad(
+    b: &mut Builder,
+    s: &Site,
+    config: &[PadDim],
+) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { n, ops, i, g, .. } = *s;
+    Ok({
+        if config.iter().any(|p| p.low < 0 || p.high < 0) {
+            return not_differentiable(b, n, "negative padding");
+        }
+        let dims = b.dims(ops[0]);
+        let slices: Vec<SliceDim> = config
+            .iter()
+            .zip(&dims)
+            .map(|(p, &len)| SliceDim {
+                start: p.low,
+                limit: p.low + (len - 1).max(0) * (p.interior + 1) + i64::from(len > 0),
+                stride: p.interior + 1,
+            })
+            .collect();
+        let gx = b.add(Op::Slice { slices }, &[g], None)?;
+        if i == 0 {
+            Some(gx)
+        } else {
+            let rank: Vec<i64> = (0..dims.len() as i64).collect();
+            let all = b.reduce_sum(g, &rank)?;
+            let inner = b.reduce_sum(gx, &rank)?;
+            Some(b.sub(all, inner)?)
+        }
+    })
+}
+
+pub(super) fn dynamic_slice(b: &mut Builder, s: &Site) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { ops, i, x, g, .. } = *s;
+    Ok(match i {
+        0 => {
+            let z = b.full_like(x, 0.0)?;
+            let mut args = vec![z, g];
+            args.extend_from_slice(&ops[1..]);
+            Some(b.add(Op::DynamicUpdateSlice, &args, None)?)
+        }
+        _ => None,
+    })
+}
+
+pub(super) fn dynamic_update_slice(
+    b: &mut Builder,
+    s: &Site,
+) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { ops, i, x, g, .. } = *s;
+    Ok(match i {
+        0 => {
+            let z = b.full_like(ops[1], 0.0)?;
+            let mut args = vec![g, z];
+            args.extend_from_slice(&ops[2..]);
+            Some(b.add(Op::DynamicUpdateSlice, &args, None)?)
+        }
+        1 => {
+            let mut args = vec![g];
+            args.extend_from_slice(&ops[2..]);
+            Some(b.add(Op::DynamicSlice { sizes: b.dims(x) }, &args, None)?)
+        }
+        _ => None,
+    })
+}

@@ -1,0 +1,181 @@
+//! One backward rule per differentiable op: the vector-Jacobian product for
+//! operand `i`, given the output's adjoint `g`, and the forward values the
+//! rule reads ([`saves`]).
+
+use super::AutodiffError;
+use crate::build::builder::Builder;
+use crate::ir::computation::InstrId;
+use crate::ir::op::*;
+
+mod contraction;
+mod data_movement;
+mod elementwise;
+mod gradient;
+mod indexing;
+
+pub use gradient::{gradient, Gradient};
+
+/// A forward value a backward rule reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Saved {
+    Operand(usize),
+    /// The op's own result.
+    Output,
+    /// Operands from this position on (start indices of dynamic slices).
+    OperandsFrom(usize),
+}
+
+/// What the backward rule of `op` keeps from the forward pass. Everything
+/// else it needs is static (shapes, attributes) or the incoming adjoint.
+pub fn saves(op: &Op, reducer: Option<BinaryOp>) -> Vec<Saved> {
+    use Saved::*;
+    match op {
+        Op::Unary(u) => match u {
+            UnaryOp::Abs
+            | UnaryOp::Log
+            | UnaryOp::Log1p
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Erf => {
+                vec![Operand(0)]
+            }
+            UnaryOp::Exp
+            | UnaryOp::Expm1
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Tanh
+            | UnaryOp::Tan
+            | UnaryOp::Cbrt
+            | UnaryOp::Logistic => {
+                vec![Output]
+            }
+            _ => vec![],
+        },
+        Op::Binary(b) => match b {
+            BinaryOp::Add | BinaryOp::Subtract => vec![],
+            BinaryOp::Divide => vec![Operand(1), Output],
+            BinaryOp::Power | BinaryOp::Remainder => vec![Operand(0), Operand(1), Output],
+            _ => vec![Operand(0), Operand(1)],
+        },
+        Op::Select => vec![Operand(0)],
+        Op::Clamp => vec![Operand(0), Operand(1), Operand(2)],
+        Op::Dot { .. } => vec![Operand(0), Operand(1)],
+        Op::Reduce { .. } if reducer != Some(BinaryOp::Add) => vec![Operand(0), Output],
+        Op::DynamicSlice { .. } => vec![OperandsFrom(1)],
+        Op::DynamicUpdateSlice => vec![OperandsFrom(2)],
+        Op::Gather { .. } | Op::Scatter { .. } => vec![Operand(1)],
+        _ => vec![],
+    }
+}
+
+pub(super) fn not_differentiable<T>(
+    b: &Builder,
+    n: InstrId,
+    reason: impl Into<String>,
+) -> Result<T, AutodiffError> {
+    let instr = b.computation().instr(n);
+    Err(AutodiffError::NotDifferentiable {
+        instruction: instr.name.clone(),
+        opcode: instr.op.opcode(),
+        reason: reason.into(),
+    })
+}
+
+/// `g` masked by `p`: `p ? g : 0`.
+pub(super) fn masked(b: &mut Builder, p: InstrId, g: InstrId) -> Result<InstrId, AutodiffError> {
+    let z = b.full_like(g, 0.0)?;
+    Ok(b.select(p, g, z)?)
+}
+
+/// Sums `g` (shaped like `target` after broadcasting) back to `target`'s
+/// shape; identity when the shapes already agree.
+pub(super) fn unbroadcast_scalar(
+    b: &mut Builder,
+    g: InstrId,
+    target: InstrId,
+) -> Result<InstrId, AutodiffError> {
+    if b.dims(target).is_empty() && !b.dims(g).is_empty() {
+        let all: Vec<i64> = (0..b.dims(g).len() as i64).collect();
+        return Ok(b.reduce_sum(g, &all)?);
+    }
+    Ok(g)
+}
+
+fn as_operand_type(b: &mut Builder, g: InstrId, x: InstrId) -> Result<InstrId, AutodiffError> {
+    let ty = b.ty(x);
+    Ok(if b.ty(g) == ty { g } else { b.convert(g, ty)? })
+}
+
+/// The adjoint a rule is asked for: operand `i` (the value `x`) of the
+/// instruction `n`, whose operands are `ops`, given `g` = d(loss)/d(n).
+#[derive(Clone, Copy)]
+pub(super) struct Site<'a> {
+    pub n: InstrId,
+    pub ops: &'a [InstrId],
+    pub i: usize,
+    pub x: InstrId,
+    pub g: InstrId,
+}
+
+/// d(loss)/d(operand i of n), given d(loss)/d(n) = `g`. `None` when the
+/// operand gets no contribution (zero almost everywhere, or not a float).
+pub fn vjp(
+    b: &mut Builder,
+    n: InstrId,
+    i: usize,
+    g: InstrId,
+) -> Result<Option<InstrId>, AutodiffError> {
+    let instr = b.computation().instr(n).clone();
+    let ops = b.computation().operands(n);
+    let x = ops[i];
+    let complex = |s: &crate::ir::shape::Shape| s.as_array().is_some_and(|a| a.ty.is_complex());
+    if complex(&instr.shape) || complex(&b.computation().instr(x).shape) {
+        return not_differentiable(b, n, "complex values have no gradient rules in hlatc");
+    }
+    match gradient(&instr.op) {
+        Gradient::Rule => {}
+        Gradient::Zero => return Ok(None),
+        Gradient::Refused(reason) => return not_differentiable(b, n, reason),
+    }
+    let site = Site {
+        n,
+        ops: &ops,
+        i,
+        x,
+        g,
+    };
+    let r = match &instr.op {
+        Op::Unary(u) => elementwise::unary(b, *u, ops[0], n, g)?,
+        Op::Binary(op) => elementwise::binary(b, *op, &ops, n, i, g)?,
+        Op::Select => elementwise::select(b, &site)?,
+        Op::Clamp => elementwise::clamp(b, &site)?,
+        Op::Convert => Some(b.convert(g, b.ty(x))?),
+        Op::Reshape { .. } => Some(b.reshape(g, &b.dims(x))?),
+        Op::Transpose { permutation } => data_movement::transpose(b, &site, permutation)?,
+        Op::Reverse { dimensions } => data_movement::reverse(b, &site, dimensions)?,
+        Op::Broadcast { dimensions } => Some(data_movement::unbroadcast(b, g, x, dimensions)?),
+        Op::Slice { slices } => Some(data_movement::slice_vjp(b, g, x, slices)?),
+        Op::Concatenate { dimension } => data_movement::concatenate(b, &site, *dimension)?,
+        Op::Pad { config } => data_movement::pad(b, &site, config)?,
+        Op::DynamicSlice { .. } => data_movement::dynamic_slice(b, &site)?,
+        Op::DynamicUpdateSlice => data_movement::dynamic_update_slice(b, &site)?,
+        Op::Dot { dims, .. } => Some(contraction::dot_vjp(b, dims, ops[0], ops[1], i, g)?),
+        Op::Reduce {
+            dimensions,
+            to_apply,
+        } => contraction::reduce(b, &site, dimensions, to_apply)?,
+        Op::Gather { dims, .. } => indexing::gather(b, &site, dims)?,
+        Op::Scatter { dims, to_apply, .. } => indexing::scatter(b, &site, dims, to_apply)?,
+        other => {
+            return not_differentiable(
+                b,
+                n,
+                format!("{} has no gradient rule in hlatc", other.opcode()),
+            )
+        }
+    };
+    match r {
+        Some(v) => Ok(Some(as_operand_type(b, v, x)?)),
+        None => Ok(None),
+    }
+}

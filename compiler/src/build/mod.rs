@@ -1,0 +1,7 @@
+//! Building programs: the graph [`builder`] with value numbering, the
+//! provenance [`scope`]s it records in `metadata.op_name`, and reverse-mode
+//! [`autodiff`] over what it built.
+
+pub mod autodiff;
+pub mod builder;
+pub mod scope;

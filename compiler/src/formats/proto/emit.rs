@@ -1,0 +1,452 @@
+//! [`Module`] to `HloModuleProto`. Deterministic: ids are assigned in
+//! definition order, maps are ordered, so the same module gives the same bytes.
+
+use super::messages::*;
+use super::window::{conv_dims_to_proto, window_to_proto};
+use crate::ir::computation::{Computation, InstrId};
+use crate::ir::literal::{Literal, LiteralTree};
+use crate::ir::module::{AliasKind, Module};
+use crate::ir::op::{AsyncStep, DotAlgorithm, DotDims, Op, OperandAlias, Precision};
+use crate::ir::shape::{ArrayShape, ElementType, Shape};
+use prost::Message;
+use std::collections::{BTreeMap, HashMap};
+
+pub fn shape_to_proto(s: &Shape) -> ShapeProto {
+    match s {
+        Shape::Array(a) => ShapeProto {
+            element_type: a.ty.primitive_type(),
+            dimensions: a.dims.clone(),
+            tuple_shapes: Vec::new(),
+            // Every array shape carries a layout: XLA rejects constants
+            // without one, and compile caches key on it.
+            layout: Some(layout_to_proto(a)),
+            is_dynamic_dimension: (0..a.rank()).map(|i| a.is_dynamic(i)).collect(),
+        },
+        Shape::Tuple(elems) => ShapeProto {
+            element_type: 13, // TUPLE
+            dimensions: Vec::new(),
+            tuple_shapes: elems.iter().map(shape_to_proto).collect(),
+            layout: None,
+            is_dynamic_dimension: Vec::new(),
+        },
+        Shape::Buffer(a) => ShapeProto {
+            element_type: crate::ir::shape::BUFFER_PRIMITIVE_TYPE,
+            tuple_shapes: vec![shape_to_proto(&Shape::Array(a.clone()))],
+            ..Default::default()
+        },
+        Shape::Token => ShapeProto {
+            element_type: crate::ir::shape::TOKEN_PRIMITIVE_TYPE,
+            ..Default::default()
+        },
+    }
+}
+
+fn layout_to_proto(a: &ArrayShape) -> LayoutProto {
+    let mut l = LayoutProto {
+        minor_to_major: a.minor_to_major.clone(),
+        ..Default::default()
+    };
+    if let Some(p) = &a.physical {
+        l.tiles = p
+            .tiles
+            .iter()
+            .map(|t| TileProto {
+                dimensions: t.clone(),
+            })
+            .collect();
+        l.element_size_in_bits = p.element_size_in_bits;
+        l.memory_space = p.memory_space;
+        if p.tail_padding_alignment_in_elements != 1 {
+            l.tail_padding_alignment_in_elements = p.tail_padding_alignment_in_elements;
+        }
+        l.split_configs = p
+            .split_configs
+            .iter()
+            .map(|sc| SplitConfigProto {
+                dimension: sc.dimension,
+                split_indices: sc.split_indices.clone(),
+            })
+            .collect();
+    }
+    l
+}
+
+/// A tuple constant's value: its shape, and one literal per element.
+fn literal_tree_to_proto(tree: &LiteralTree) -> LiteralProto {
+    match tree {
+        LiteralTree::Array(lit) => literal_to_proto(lit),
+        LiteralTree::Tuple(elems) => LiteralProto {
+            shape: Some(shape_to_proto(&tree.shape())),
+            tuple_literals: elems.iter().map(literal_tree_to_proto).collect(),
+            ..Default::default()
+        },
+    }
+}
+
+fn literal_to_proto(lit: &Literal) -> LiteralProto {
+    let mut shape = shape_to_proto(&Shape::Array(lit.shape.clone()));
+    // A literal's values are one byte or more each, unpacked: XLA's reader
+    // refuses a literal shape that packs them (`E(4)`), though the
+    // constant instruction's own shape may say so.
+    if let Some(l) = shape.layout.as_mut() {
+        l.element_size_in_bits = 0;
+    }
+    let mut p = LiteralProto {
+        shape: Some(shape),
+        ..Default::default()
+    };
+    let b = lit.bytes();
+    fn words<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
+        b.chunks_exact(N)
+            .map(|c| c.try_into().expect("chunks_exact yields N bytes"))
+    }
+    if let Some(field) = p.bytes_of_mut(lit.ty()) {
+        *field = b.to_vec();
+        return p;
+    }
+    match lit.ty() {
+        ElementType::Pred => p.preds = b.iter().map(|&x| x != 0).collect(),
+        ElementType::S32 => p.s32s = words(b).map(i32::from_le_bytes).collect(),
+        ElementType::S64 => p.s64s = words(b).map(i64::from_le_bytes).collect(),
+        ElementType::U32 => p.u32s = words(b).map(u32::from_le_bytes).collect(),
+        ElementType::U64 => p.u64s = words(b).map(u64::from_le_bytes).collect(),
+        ElementType::F32 => p.f32s = words(b).map(f32::from_le_bytes).collect(),
+        ElementType::F64 => p.f64s = words(b).map(f64::from_le_bytes).collect(),
+        ElementType::C64 => p.c64s = words(b).map(f32::from_le_bytes).collect(),
+        ElementType::C128 => p.c128s = words(b).map(f64::from_le_bytes).collect(),
+        ty => unreachable!("{ty} literals are raw bytes"),
+    }
+    p
+}
+
+pub(super) fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
+    DotDimensionNumbers {
+        lhs_contracting_dimensions: dims.lhs_contracting.clone(),
+        rhs_contracting_dimensions: dims.rhs_contracting.clone(),
+        lhs_batch_dimensions: dims.lhs_batch.clone(),
+        rhs_batch_dimensions: dims.rhs_batch.clone(),
+    }
+}
+
+pub(super) fn aliasing_to_proto(aliasing: &[OperandAlias]) -> Vec<OutputOperandAliasing> {
+    aliasing
+        .iter()
+        .map(|a| OutputOperandAliasing {
+            output_shape_index: a.output_index.clone(),
+            operand_index: a.operand,
+            operand_shape_index: a.operand_index.clone(),
+        })
+        .collect()
+}
+
+fn precision_to_proto(precision: &[Precision], algorithm: DotAlgorithm) -> Option<PrecisionConfig> {
+    (!precision.is_empty() || algorithm != DotAlgorithm::Unset).then(|| PrecisionConfig {
+        operand_precision: precision.iter().map(|x| x.proto()).collect(),
+        algorithm: algorithm.proto(),
+    })
+}
+
+fn frontend(attrs: &BTreeMap<String, String>) -> Option<FrontendAttributes> {
+    (!attrs.is_empty()).then(|| FrontendAttributes { map: attrs.clone() })
+}
+
+fn program_shape(c: &Computation) -> ProgramShapeProto {
+    let params = c.parameters();
+    ProgramShapeProto {
+        parameters: params
+            .iter()
+            .map(|&p| shape_to_proto(&c.instr(p).shape))
+            .collect(),
+        result: c.root().map(|r| shape_to_proto(&c.instr(r).shape)),
+        parameter_names: params.iter().map(|&p| c.instr(p).name.clone()).collect(),
+    }
+}
+
+/// Builds the proto. The module should have passed [`crate::verify`].
+pub fn module_to_proto(m: &Module) -> HloModuleProto {
+    let order = m.computation_order();
+    let comp_ids: HashMap<&str, i64> = order
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| (m.computations[i].name.as_str(), k as i64 + 1))
+        .collect();
+    let fused = m.fused_computations();
+    let mut next_id = 1i64;
+    let mut computations = Vec::with_capacity(order.len());
+    let mut schedule = BTreeMap::new();
+    for &i in &order {
+        let c = &m.computations[i];
+        // A scheduled module keeps its order; it is the schedule.
+        let post: Vec<InstrId> = if m.is_scheduled {
+            c.ids().collect()
+        } else {
+            c.post_order()
+        };
+        // Proto ids by node index (node indices are dense enough to index).
+        // Numbered in order up front: a control predecessor may be listed
+        // by id before it is written.
+        let mut ids = vec![0i64; post.iter().map(|id| id.index() + 1).max().unwrap_or(0)];
+        for &id in &post {
+            ids[id.index()] = next_id;
+            next_id += 1;
+        }
+        let mut instructions = Vec::with_capacity(post.len());
+        for id in post {
+            let instr = c.instr(id);
+            let my_id = ids[id.index()];
+            let mut p = HloInstructionProto {
+                name: instr.name.clone(),
+                opcode: instr.op.opcode().to_string(),
+                shape: Some(shape_to_proto(&instr.shape)),
+                id: my_id,
+                operand_ids: c.operands(id).iter().map(|o| ids[o.index()]).collect(),
+                control_predecessor_ids: c
+                    .control_predecessors(id)
+                    .iter()
+                    .map(|p| ids[p.index()])
+                    .collect(),
+                called_computation_ids: match instr.op {
+                    // As XLA writes them: the computation on the start
+                    // only, the update and done taking their start's.
+                    Op::Async {
+                        step: AsyncStep::Update | AsyncStep::Done,
+                        ..
+                    } => Vec::new(),
+                    _ => instr
+                        .op
+                        .called_computations()
+                        .map(|n| comp_ids.get(n).copied().unwrap_or(-1))
+                        .collect(),
+                },
+                frontend_attributes: frontend(&instr.frontend_attributes),
+                ..Default::default()
+            };
+            if !instr.metadata.is_empty() {
+                p.metadata = Some(Box::new(super::sharding::metadata_to_proto(
+                    &instr.metadata,
+                )));
+            }
+            p.sharding = instr
+                .sharding
+                .as_ref()
+                .map(|s| Box::new(super::sharding::to_proto(s)));
+            p.backend_config = instr.backend_config.clone().into_bytes();
+            p.parameter_replication =
+                instr
+                    .parameter_replication
+                    .as_ref()
+                    .map(|r| ParameterReplication {
+                        replicated_at_leaf_buffers: r.clone(),
+                    });
+            p.statistics_viz = instr
+                .statistics
+                .as_deref()
+                .map(super::annotations::statistics_to_proto);
+            p.result_accuracy = instr
+                .result_accuracy
+                .as_deref()
+                .map(super::annotations::result_accuracy_to_proto);
+            p.original_value = instr
+                .original_value
+                .as_ref()
+                .map(|v| Box::new(super::annotations::original_value_to_proto(v)));
+            fill_op_fields(&instr.op, &mut p);
+            if let Op::Outfeed { shape: None, .. } = &instr.op {
+                // XLA writes it always; unset, it is the data's own shape.
+                p.outfeed_shape = c
+                    .operands(id)
+                    .first()
+                    .map(|&d| shape_to_proto(&c.instr(d).shape));
+            }
+            instructions.push(p);
+        }
+        if m.is_scheduled {
+            schedule.insert(
+                comp_ids[c.name.as_str()],
+                InstructionSequence {
+                    instruction_ids: instructions.iter().map(|p| p.id).collect(),
+                },
+            );
+        }
+        computations.push(HloComputationProto {
+            name: c.name.clone(),
+            instructions,
+            program_shape: Some(program_shape(c)),
+            id: comp_ids[c.name.as_str()],
+            root_id: c.root().map(|r| ids[r.index()]).unwrap_or(-1),
+            is_fusion_computation: fused.contains(c.name.as_str()),
+            execution_thread: c.execution_thread.clone().unwrap_or_default(),
+        });
+    }
+    let entry = m.entry();
+    let alias = (!m.input_output_alias.is_empty()).then(|| HloInputOutputAliasProto {
+        entries: m
+            .input_output_alias
+            .iter()
+            .map(|a| AliasEntryProto {
+                output_shape_index: a.output_index.clone(),
+                parameter_number: a.parameter,
+                parameter_shape_index: a.parameter_index.clone(),
+                kind: match a.kind {
+                    AliasKind::MayAlias => 1,
+                    AliasKind::MustAlias => 2,
+                },
+            })
+            .collect(),
+    });
+    HloModuleProto {
+        name: m.name.clone(),
+        entry_computation_name: entry.name.clone(),
+        computations,
+        host_program_shape: Some(match &m.entry_layout {
+            Some(l) => ProgramShapeProto {
+                parameters: l.parameters.iter().map(shape_to_proto).collect(),
+                result: Some(shape_to_proto(&l.result)),
+                ..program_shape(entry)
+            },
+            None => program_shape(entry),
+        }),
+        id: 1,
+        entry_computation_id: comp_ids[entry.name.as_str()],
+        schedule: m.is_scheduled.then_some(HloScheduleProto {
+            sequences: schedule,
+        }),
+        input_output_alias: alias,
+        stack_frame_index: (!m.stack_frames.is_empty())
+            .then(|| stack_frames_to_proto(&m.stack_frames)),
+        buffer_donor: (!m.buffer_donors.is_empty()).then(|| HloBufferDonorProto {
+            entries: m
+                .buffer_donors
+                .iter()
+                .map(|d| BufferDonorEntryProto {
+                    parameter_number: d.parameter,
+                    parameter_shape_index: d.parameter_index.clone(),
+                })
+                .collect(),
+        }),
+        frontend_attributes: frontend(&m.frontend_attributes),
+        device_assignment: m.device_assignment.as_ref().map(|d| DeviceAssignmentProto {
+            replica_count: d.replica_count,
+            computation_count: d.computation_count,
+            computation_devices: d
+                .devices
+                .iter()
+                .map(|ids| ComputationDevice {
+                    replica_device_ids: ids.clone(),
+                })
+                .collect(),
+        }),
+    }
+}
+
+fn stack_frames_to_proto(s: &crate::ir::stack_frames::StackFrameIndex) -> StackFrameIndexProto {
+    StackFrameIndexProto {
+        file_names: s.file_names.clone(),
+        function_names: s.function_names.clone(),
+        file_locations: s
+            .file_locations
+            .iter()
+            .map(|l| FileLocationProto {
+                file_name_id: l.file_name_id,
+                function_name_id: l.function_name_id,
+                line: l.line,
+                column: l.column,
+                end_line: l.end_line,
+                end_column: l.end_column,
+            })
+            .collect(),
+        stack_frames: s
+            .stack_frames
+            .iter()
+            .map(|f| StackFrameProto {
+                file_location_id: f.file_location_id,
+                parent_frame_id: f.parent_frame_id,
+            })
+            .collect(),
+    }
+}
+
+fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
+    if op.write_described(&mut super::described::ProtoWriter(p)) {
+        return;
+    }
+    match op {
+        Op::Parameter(n) => p.parameter_number = *n,
+        Op::Constant(lit) => p.literal = Some(Box::new(literal_to_proto(lit))),
+        Op::TupleConstant(elems) => {
+            let tree = LiteralTree::Tuple(elems.clone());
+            p.literal = Some(Box::new(literal_tree_to_proto(&tree)));
+        }
+        Op::Domain { entry, exit } => {
+            p.domain_entry_sharding = Some(Box::new(super::sharding::to_proto(exit)));
+            p.domain_exit_sharding = Some(Box::new(super::sharding::to_proto(entry)));
+        }
+        Op::BatchNorm {
+            epsilon,
+            feature_index,
+            ..
+        } => {
+            p.epsilon = epsilon.get();
+            p.feature_index = *feature_index;
+        }
+        Op::CustomCall(cc) => {
+            p.custom_call_target = cc.target.clone();
+            p.custom_call_api_version = cc.api_version.proto();
+            p.custom_call_has_side_effect = cc.has_side_effect;
+            p.custom_call_schedule = cc.schedule.proto();
+            p.padding_type = cc.padding_type.proto();
+            p.literal = cc.literal.as_ref().map(|l| Box::new(literal_to_proto(l)));
+            p.output_operand_aliasing = aliasing_to_proto(&cc.aliasing);
+            if let Some(layouts) = &cc.operand_layouts {
+                p.constrain_layout = true;
+                p.operand_shapes_with_layout = layouts.iter().map(shape_to_proto).collect();
+            }
+            if let Some(conv) = &cc.convolution {
+                p.window = conv.window.as_ref().and_then(window_to_proto);
+                p.convolution_dimension_numbers =
+                    conv.dims.as_ref().map(|d| Box::new(conv_dims_to_proto(d)));
+                p.feature_group_count = conv.feature_group_count;
+                p.batch_group_count = conv.batch_group_count;
+                p.precision_config = precision_to_proto(&conv.precision, DotAlgorithm::Unset);
+            }
+        }
+        Op::Transfer(t) => {
+            p.channel_id = t.channel_id.unwrap_or(0);
+            p.is_host_transfer = t.is_host_transfer;
+        }
+        // The callee is written with every op's called computations.
+        Op::Async { thread, .. } => {
+            p.async_execution_thread = thread.clone().unwrap_or_default();
+        }
+        Op::Outfeed { config, shape } => {
+            p.outfeed_config = config.clone().into_bytes();
+            p.outfeed_shape = shape.as_deref().map(shape_to_proto);
+        }
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::AfterAll
+        | Op::AddDependency
+        | Op::CopyDone
+        | Op::StochasticConvert
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert
+        | Op::BitcastConvert
+        | Op::Bitcast
+        | Op::DynamicUpdateSlice
+        | Op::DynamicReshape
+        | Op::Tuple
+        | Op::OptBarrier
+        | Op::Conditional { .. }
+        | Op::ReplicaId
+        | Op::PartitionId
+        | Op::CollectiveDone(_) => {}
+        // Written from their description.
+        _ => {}
+    }
+}
+
+/// Serialized `HloModuleProto` bytes.
+pub fn encode_module(m: &Module) -> Vec<u8> {
+    module_to_proto(m).encode_to_vec()
+}

@@ -1,0 +1,298 @@
+//! Reading and writing `sharding={...}`, XLA's sharding syntax:
+//!
+//! ```text
+//! {replicated}   {manual}   {unknown shard_as 1}   {maximal device=3}
+//! {devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}
+//! {devices=[2,2]<=[2,2]T(1,0) last_tile_dims={manual} metadata={op_name="a"}}
+//! {{replicated}, {devices=[2]0,1}}            (one per tuple leaf)
+//! ```
+//!
+//! Read by hand from the attribute's text: the HLO grammar takes it whole,
+//! so an error here points at the offending character inside it.
+
+use super::cursor::{AttrSyntaxError, Cursor};
+use crate::ir::metadata::Metadata;
+use crate::ir::sharding::{
+    ShardGroup, Sharding, ShardingKind, SingleSharding, SubgroupKind, Subgroups, TileDevices,
+    TiledSharding,
+};
+use crate::util::join::join;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+type Result<T> = std::result::Result<T, AttrSyntaxError>;
+
+/// Turns a `metadata={...}`'s fields into metadata, or names the field it
+/// refuses.
+pub(crate) type MetadataFields =
+    dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>;
+
+/// Reads a whole `{...}` sharding; `metadata` turns the fields of a
+/// `metadata={...}` into metadata (or says which field it refuses).
+pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sharding> {
+    let mut c = Cursor::new(text);
+    c.expect("{")?;
+    c.skip_ws();
+    let sharding = if c.peek() == Some(b'{') || c.peek() == Some(b'}') {
+        let mut leaves = Vec::new();
+        while c.peek() == Some(b'{') {
+            c.pos += 1;
+            leaves.push(c.single(metadata)?);
+            c.expect("}")?;
+            c.skip_ws();
+            if c.peek() == Some(b',') {
+                c.pos += 1;
+                c.skip_ws();
+            } else {
+                break;
+            }
+        }
+        Sharding::Tuple(leaves)
+    } else {
+        Sharding::Single(c.single(metadata)?)
+    };
+    c.expect("}")?;
+    c.skip_ws();
+    if c.pos != text.len() {
+        return c.fail("unexpected text after the sharding");
+    }
+    sharding
+        .check()
+        .map_err(|message| AttrSyntaxError { offset: 0, message })?;
+    Ok(sharding)
+}
+
+/// The sharding-specific readers; `metadata` turns a `metadata={...}`'s
+/// fields into metadata (or says which field it refuses).
+impl Cursor<'_> {
+    /// The body of one `{...}` sharding, up to its closing brace.
+    fn single(&mut self, read_metadata: &MetadataFields) -> Result<SingleSharding> {
+        let mut kind: Option<ShardingKind> = None;
+        let mut maximal = false;
+        let mut device: Option<i64> = None;
+        let mut tiled: Option<(Vec<i64>, TileDevices)> = None;
+        let mut subgroups = Subgroups::None;
+        let mut metadata = Vec::new();
+        let mut shard_group = None;
+        loop {
+            self.skip_ws();
+            if matches!(self.peek(), Some(b'}') | None) {
+                break;
+            }
+            let at = self.pos;
+            let word = self.word().to_string();
+            let simple = match word.as_str() {
+                "replicated" => Some(ShardingKind::Replicated),
+                "manual" => Some(ShardingKind::Manual),
+                "unknown" => Some(ShardingKind::Unknown),
+                "unreduced" => Some(ShardingKind::Unreduced),
+                _ => None,
+            };
+            if let Some(k) = simple {
+                kind = Some(k);
+                continue;
+            }
+            match word.as_str() {
+                "maximal" => maximal = true,
+                "device" => {
+                    self.expect("=")?;
+                    device = Some(self.int()?);
+                }
+                "devices" => {
+                    self.expect("=")?;
+                    let dims = self.bracketed("[", "]")?;
+                    let devices = if self.eat("<=") {
+                        let (reshape, transpose) = self.iota()?;
+                        TileDevices::Iota { reshape, transpose }
+                    } else {
+                        TileDevices::List(self.ints()?)
+                    };
+                    tiled = Some((dims, devices));
+                }
+                "last_tile_dim_replicate" => subgroups = Subgroups::ReplicateLast,
+                "last_tile_dims" => {
+                    self.expect("=")?;
+                    self.expect("{")?;
+                    let mut kinds = Vec::new();
+                    loop {
+                        let at = self.pos;
+                        let w = self.word().to_string();
+                        match SubgroupKind::from_name(&w) {
+                            Some(k) => kinds.push(k),
+                            None => {
+                                self.pos = at;
+                                self.skip_ws();
+                                return self.fail(format!(
+                                    "unknown subgroup kind '{w}' (expected replicated, manual or unreduced)"
+                                ));
+                            }
+                        }
+                        if !self.eat(",") {
+                            break;
+                        }
+                    }
+                    self.expect("}")?;
+                    subgroups = Subgroups::Kinds(kinds);
+                }
+                "metadata" => {
+                    self.expect("=")?;
+                    self.expect("{")?;
+                    self.skip_ws();
+                    if self.peek() == Some(b'{') {
+                        loop {
+                            self.expect("{")?;
+                            metadata.push(self.metadata_fields(read_metadata)?);
+                            self.expect("}")?;
+                            if !self.eat(",") {
+                                break;
+                            }
+                        }
+                    } else {
+                        metadata.push(self.metadata_fields(read_metadata)?);
+                    }
+                    self.expect("}")?;
+                }
+                "shard_as" | "shard_like" => {
+                    shard_group = Some(ShardGroup {
+                        id: self.int()?,
+                        like: word == "shard_like",
+                    });
+                }
+                "" => {
+                    self.pos = at;
+                    let found: String = self.rest().chars().take(20).collect();
+                    return self.fail(format!("expected a sharding keyword, found `{found}`"));
+                }
+                other => {
+                    self.pos = at;
+                    return self.fail(format!("unknown sharding keyword '{other}'"));
+                }
+            }
+        }
+        let kind = match (kind, maximal, device, tiled) {
+            (Some(k), false, None, None) => k,
+            (None, true, Some(device), None) => ShardingKind::Maximal { device },
+            (None, false, None, Some((dims, devices))) => ShardingKind::Tiled(TiledSharding {
+                dims,
+                devices,
+                subgroups: std::mem::replace(&mut subgroups, Subgroups::None),
+            }),
+            (None, true, None, _) => return self.fail("maximal sharding needs device=N"),
+            (None, false, None, None) => {
+                return self.fail(
+                    "empty sharding: expected replicated, manual, unknown, maximal or devices=",
+                )
+            }
+            _ => return self.fail("conflicting sharding kinds"),
+        };
+        if subgroups != Subgroups::None {
+            return self.fail("last_tile_dim_replicate and last_tile_dims need devices=");
+        }
+        Ok(SingleSharding {
+            kind,
+            metadata,
+            shard_group,
+        })
+    }
+
+    /// `op_name="a" source_line=3 ...` up to the closing brace.
+    fn metadata_fields(&mut self, read_metadata: &MetadataFields) -> Result<Metadata> {
+        let start = self.pos;
+        let mut fields = BTreeMap::new();
+        loop {
+            self.skip_ws();
+            if matches!(self.peek(), Some(b'}') | None) {
+                break;
+            }
+            let key = self.word().to_string();
+            if key.is_empty() {
+                return self.fail("expected a metadata field name");
+            }
+            self.expect("=")?;
+            self.skip_ws();
+            let value = if self.peek() == Some(b'"') {
+                self.string()?
+            } else {
+                let v = self.int()?;
+                v.to_string()
+            };
+            fields.insert(key, value);
+            self.eat(",");
+        }
+        read_metadata(fields).map_err(|message| AttrSyntaxError {
+            offset: start,
+            message,
+        })
+    }
+}
+
+/// `{...}` as XLA prints it; `metadata` writes one metadata's fields.
+pub(crate) fn write_sharding(
+    out: &mut String,
+    s: &Sharding,
+    metadata: &dyn Fn(&Metadata) -> String,
+) {
+    match s {
+        Sharding::Single(s) => write_single(out, s, metadata),
+        Sharding::Tuple(leaves) => {
+            out.push('{');
+            for (i, leaf) in leaves.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_single(out, leaf, metadata);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_single(out: &mut String, s: &SingleSharding, metadata: &dyn Fn(&Metadata) -> String) {
+    out.push('{');
+    match &s.kind {
+        ShardingKind::Replicated => out.push_str("replicated"),
+        ShardingKind::Manual => out.push_str("manual"),
+        ShardingKind::Unknown => out.push_str("unknown"),
+        ShardingKind::Unreduced => out.push_str("unreduced"),
+        ShardingKind::Maximal { device } => {
+            let _ = write!(out, "maximal device={device}");
+        }
+        ShardingKind::Tiled(t) => {
+            let _ = write!(out, "devices=[{}]", join(&t.dims));
+            match &t.devices {
+                TileDevices::List(d) => out.push_str(&join(d)),
+                TileDevices::Iota { reshape, transpose } => {
+                    let _ = write!(out, "<=[{}]", join(reshape));
+                    if !transpose.is_empty() {
+                        let _ = write!(out, "T({})", join(transpose));
+                    }
+                }
+            }
+            match &t.subgroups {
+                Subgroups::None => {}
+                Subgroups::ReplicateLast => out.push_str(" last_tile_dim_replicate"),
+                Subgroups::Kinds(k) => {
+                    let names: Vec<&str> = k.iter().map(|k| k.name()).collect();
+                    let _ = write!(out, " last_tile_dims={{{}}}", names.join(", "));
+                }
+            }
+        }
+    }
+    match s.metadata.as_slice() {
+        [] => {}
+        [one] => {
+            let _ = write!(out, " metadata={{{}}}", metadata(one));
+        }
+        many => {
+            let all: Vec<String> = many
+                .iter()
+                .map(|m| format!("{{{}}}", metadata(m)))
+                .collect();
+            let _ = write!(out, " metadata={{{}}}", all.join(", "));
+        }
+    }
+    if let Some(g) = s.shard_group {
+        let _ = write!(out, " {} {}", g.keyword(), g.id);
+    }
+    out.push('}');
+}

@@ -1,0 +1,195 @@
+//! Reading the stack-frame tables between the module header and the first
+//! computation. They are line-based, so they are read here by line and
+//! blanked out (newlines kept, so every later error keeps its line and
+//! column) before the grammar reads the rest.
+
+use super::parser::ParseError;
+use crate::ir::stack_frames::{FileLocation, StackFrame, StackFrameIndex, SECTIONS};
+use std::borrow::Cow;
+
+fn err<T>(line: usize, column: usize, message: impl Into<String>) -> Result<T, ParseError> {
+    Err(ParseError {
+        line,
+        column,
+        message: message.into(),
+    })
+}
+
+/// `text` without its tables, and the tables.
+pub(super) fn take_tables(text: &str) -> Result<(Cow<'_, str>, StackFrameIndex), ParseError> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut index = StackFrameIndex::default();
+    let mut consumed = vec![false; lines.len()];
+    let mut section: Option<usize> = None;
+    // The header is the first line; the tables come before any computation.
+    for (i, raw) in lines.iter().enumerate().skip(1) {
+        let line = raw.trim_end_matches('\r');
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            section = None;
+            continue;
+        }
+        if let Some(k) = SECTIONS.iter().position(|s| *s == trimmed) {
+            section = Some(k);
+            consumed[i] = true;
+            continue;
+        }
+        let Some(k) = section else {
+            break;
+        };
+        read_entry(&mut index, k, line, i + 1)?;
+        consumed[i] = true;
+    }
+    if index.is_empty() && !consumed.iter().any(|&c| c) {
+        return Ok((Cow::Borrowed(text), index));
+    }
+    if let Err(message) = index.check() {
+        let first = consumed.iter().position(|&c| c).unwrap_or(0);
+        return err(first + 1, 1, format!("stack-frame tables: {message}"));
+    }
+    let blanked: Vec<Cow<str>> = lines
+        .iter()
+        .zip(&consumed)
+        .map(|(l, &c)| {
+            if c {
+                Cow::Owned(" ".repeat(l.chars().count()))
+            } else {
+                Cow::Borrowed(*l)
+            }
+        })
+        .collect();
+    Ok((Cow::Owned(blanked.join("\n")), index))
+}
+
+/// One `N value` row of section `k`, which must be the section's next id.
+fn read_entry(
+    index: &mut StackFrameIndex,
+    k: usize,
+    line: &str,
+    line_no: usize,
+) -> Result<(), ParseError> {
+    let indent = line.len() - line.trim_start().len();
+    let body = line.trim();
+    let (id, rest) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
+    let expected = match k {
+        0 => index.file_names.len(),
+        1 => index.function_names.len(),
+        2 => index.file_locations.len(),
+        _ => index.stack_frames.len(),
+    } + 1;
+    if id.parse::<usize>().ok() != Some(expected) {
+        return err(
+            line_no,
+            indent + 1,
+            format!(
+                "{} entry `{id}`: expected id {expected} (ids count from 1 in order)",
+                SECTIONS[k]
+            ),
+        );
+    }
+    let rest = rest.trim();
+    let value_col = indent + body.len() - rest.len() + 1;
+    match k {
+        0 | 1 => {
+            let name = rest
+                .strip_prefix('"')
+                .and_then(|r| r.strip_suffix('"'))
+                .and_then(crate::util::escape::unescape);
+            let Some(name) = name else {
+                return err(
+                    line_no,
+                    value_col,
+                    format!(
+                        "{} entry {id}: expected a quoted string, found `{rest}`",
+                        SECTIONS[k]
+                    ),
+                );
+            };
+            if k == 0 {
+                index.file_names.push(name);
+            } else {
+                index.function_names.push(name);
+            }
+        }
+        2 => {
+            let mut l = FileLocation::default();
+            for (key, v) in fields(rest, line_no, value_col, SECTIONS[k])? {
+                let slot = match key.as_str() {
+                    "file_name_id" => &mut l.file_name_id,
+                    "function_name_id" => &mut l.function_name_id,
+                    "line" => &mut l.line,
+                    "end_line" => &mut l.end_line,
+                    "column" => &mut l.column,
+                    "end_column" => &mut l.end_column,
+                    _ => {
+                        return err(
+                            line_no,
+                            value_col,
+                            format!("FileLocations entry {id}: unknown field `{key}`"),
+                        )
+                    }
+                };
+                *slot = v;
+            }
+            index.file_locations.push(l);
+        }
+        _ => {
+            let mut f = StackFrame::default();
+            for (key, v) in fields(rest, line_no, value_col, SECTIONS[k])? {
+                match key.as_str() {
+                    "file_location_id" => f.file_location_id = v,
+                    // XLA prints a parent one above its id (1: no parent).
+                    "parent_frame_id" if v >= 1 => f.parent_frame_id = v - 1,
+                    "parent_frame_id" => {
+                        return err(
+                            line_no,
+                            value_col,
+                            format!(
+                                "StackFrames entry {id}: parent_frame_id={v}; XLA writes the parent's id plus one, so 1 means none"
+                            ),
+                        )
+                    }
+                    _ => {
+                        return err(
+                            line_no,
+                            value_col,
+                            format!("StackFrames entry {id}: unknown field `{key}`"),
+                        )
+                    }
+                }
+            }
+            index.stack_frames.push(f);
+        }
+    }
+    Ok(())
+}
+
+/// `{key=int key=int ...}`.
+fn fields(
+    s: &str,
+    line_no: usize,
+    col: usize,
+    section: &str,
+) -> Result<Vec<(String, i32)>, ParseError> {
+    let Some(inner) = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')) else {
+        return err(
+            line_no,
+            col,
+            format!("{section}: expected {{key=value ...}}, found `{s}`"),
+        );
+    };
+    inner
+        .split_whitespace()
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            match v.parse::<i32>() {
+                Ok(v) => Ok((k.to_string(), v)),
+                Err(_) => err(
+                    line_no,
+                    col,
+                    format!("{section}: `{kv}` is not key=integer"),
+                ),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,50 @@
+//! What the async ops share between readers: an `async-update` or
+//! `async-done` need not name its computation (XLA's text may leave
+//! `calls=` out, and XLA's proto lists it on the start only), so it is
+//! found from the start the op continues.
+
+use crate::ir::computation::{Computation, InstrId};
+use crate::ir::op::Op;
+
+/// Gives each `async-update` and `async-done` without a computation its
+/// start's computation, and its start's thread when it names none, by
+/// following first operands back to the start.
+pub fn find_async_callees(comp: &mut Computation) -> Result<(), String> {
+    let unnamed: Vec<InstrId> = comp
+        .ids()
+        .filter(|&id| matches!(&comp.instr(id).op, Op::Async { calls, .. } if calls.is_empty()))
+        .collect();
+    for id in unnamed {
+        let mut from = id;
+        // A chain longer than the computation is a cycle, which the
+        // verifier reports; here it only must not loop forever.
+        let found = (0..comp.len()).find_map(|_| {
+            let &operand = comp.operands(from).first()?;
+            match &comp.instr(operand).op {
+                Op::Async { calls, thread, .. } if !calls.is_empty() => {
+                    Some(Some((calls.clone(), thread.clone())))
+                }
+                Op::Async { .. } => {
+                    from = operand;
+                    None
+                }
+                _ => Some(None),
+            }
+        });
+        let Some(Some((callee, start_thread))) = found else {
+            let i = comp.instr(id);
+            return Err(format!(
+                "'{}' ({}) names no computation and does not continue an async-start to take it from; write calls=",
+                i.name,
+                i.op.opcode()
+            ));
+        };
+        if let Op::Async { calls, thread, .. } = &mut comp.instr_mut(id).op {
+            *calls = callee;
+            if thread.is_none() {
+                *thread = start_thread;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! Device ids as XLA writes them compactly, for shardings and replica
+//! groups alike: `<=[4,2]T(1,0)` is `0..8` laid out as 4x2, transposed.
+
+use crate::util::join::join;
+
+/// `0..n` (n the product of `reshape`) laid out as `reshape`, transposed by
+/// `transpose` (none when empty), read back in order: an iota tile
+/// assignment's devices, as in shardings.
+pub fn iota_devices(reshape: &[i64], transpose: &[i64]) -> Vec<i64> {
+    let n: i64 = reshape.iter().product();
+    if transpose.is_empty() {
+        return (0..n).collect();
+    }
+    let dims: Vec<i64> = transpose.iter().map(|&p| reshape[p as usize]).collect();
+    // Strides of the source layout, taken in transposed order.
+    let mut strides = vec![1i64; reshape.len()];
+    for d in (0..reshape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * reshape[d + 1];
+    }
+    let strides: Vec<i64> = transpose.iter().map(|&p| strides[p as usize]).collect();
+    let mut out = Vec::with_capacity(n as usize);
+    let mut index = vec![0i64; dims.len()];
+    for _ in 0..n {
+        out.push(index.iter().zip(&strides).map(|(i, s)| i * s).sum());
+        for d in (0..dims.len()).rev() {
+            index[d] += 1;
+            if index[d] < dims[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    out
+}
+
+/// `perm`, or nothing when it leaves every dimension in place: XLA writes
+/// an identity transpose into a proto but prints none.
+pub fn without_identity(perm: Vec<i64>) -> Vec<i64> {
+    if perm.iter().enumerate().all(|(i, &p)| p == i as i64) {
+        Vec::new()
+    } else {
+        perm
+    }
+}
+
+/// Whether `perm` (when given) permutes `0..rank`.
+pub fn check_permutation(perm: &[i64], rank: usize) -> Result<(), String> {
+    if perm.is_empty() {
+        return Ok(());
+    }
+    let mut p = perm.to_vec();
+    p.sort_unstable();
+    if p != (0..rank as i64).collect::<Vec<_>>() {
+        return Err(format!(
+            "T({}) does not permute the {rank} iota dimensions",
+            join(perm)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_iota_reads_in_transposed_order() {
+        assert_eq!(iota_devices(&[2, 3], &[]), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(iota_devices(&[2, 3], &[1, 0]), [0, 3, 1, 4, 2, 5]);
+        assert!(check_permutation(&[0, 0], 2).is_err());
+        check_permutation(&[1, 0], 2).unwrap();
+    }
+}

@@ -1,0 +1,285 @@
+//! Replica groups over a named mesh of devices, as XLA writes them in the
+//! programs it partitions (`MeshAxesReplicaGroupList`):
+//!
+//! ```text
+//! mesh['a'=2,'b'=4] {'b'}                                  groups along b
+//! mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a','b':(2)2}
+//! ```
+//!
+//! The mesh lays the devices out over its axes (row-major, `a` the most
+//! major); a group holds the devices that differ only along the listed
+//! axes, one group for each position along the others. `'b':(2)2` is a
+//! sub-axis: axis `b` (size 4) seen as `[2, 2, 1]`, its middle part.
+
+use crate::ir::iota::{check_permutation, iota_devices};
+use crate::util::join::join;
+
+/// Which devices sit where in the mesh.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MeshDevices {
+    /// `0, 1, 2, ...` in order: written without `device_ids=`.
+    Iota,
+    /// `device_ids=(3,2,1,0)`.
+    List(Vec<i64>),
+    /// `device_ids=([4,2]T(1,0))`: the ids in order, reshaped and
+    /// transposed (`transpose` empty when written without `T(...)`).
+    Tile {
+        reshape: Vec<i64>,
+        transpose: Vec<i64>,
+    },
+}
+
+/// One of the axes a group spans: a mesh axis by index, or part of one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AxisRef {
+    pub axis: usize,
+    /// `(pre_size, size)` of a sub-axis: the axis split as
+    /// `[pre_size, size, rest]`, major to minor, and its middle part.
+    pub sub: Option<(i64, i64)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MeshGroups {
+    /// The mesh's axes, major to minor: name and size.
+    pub axes: Vec<(String, i64)>,
+    pub devices: MeshDevices,
+    /// The axes each group spans, in the order written.
+    pub spans: Vec<AxisRef>,
+}
+
+impl MeshGroups {
+    fn device_count(&self) -> i64 {
+        self.axes.iter().map(|&(_, s)| s).product()
+    }
+
+    /// The size of an axis reference.
+    fn span_size(&self, r: &AxisRef) -> i64 {
+        match r.sub {
+            Some((_, size)) => size,
+            None => self.axes.get(r.axis).map_or(1, |&(_, size)| size),
+        }
+    }
+
+    /// Members per group: the product of the spanned sizes.
+    pub fn group_size(&self) -> i64 {
+        self.spans.iter().map(|r| self.span_size(r)).product()
+    }
+
+    /// Well formed as XLA requires: named axes of positive size, devices
+    /// a permutation of the mesh's ids, spans that name an axis (or a
+    /// part of one that divides it) at most once.
+    pub fn check(&self) -> Result<(), String> {
+        for (i, (name, size)) in self.axes.iter().enumerate() {
+            if *size < 1 {
+                return Err(format!("mesh axis '{name}' has size {size}"));
+            }
+            if self.axes[..i].iter().any(|(n, _)| n == name) {
+                return Err(format!("mesh axis '{name}' is named twice"));
+            }
+        }
+        let n = self.device_count();
+        match &self.devices {
+            MeshDevices::Iota => {}
+            MeshDevices::List(ids) => {
+                let mut sorted = ids.clone();
+                sorted.sort_unstable();
+                if sorted != (0..n).collect::<Vec<_>>() {
+                    return Err(format!(
+                        "device_ids=({}) are not the {n} devices of the mesh, each once",
+                        join(ids)
+                    ));
+                }
+            }
+            MeshDevices::Tile { reshape, transpose } => {
+                if reshape.iter().any(|&d| d < 1) || reshape.iter().product::<i64>() != n {
+                    return Err(format!(
+                        "device_ids=([{}]) do not tile the {n} devices of the mesh",
+                        join(reshape)
+                    ));
+                }
+                check_permutation(transpose, reshape.len())?;
+            }
+        }
+        if self.spans.is_empty() {
+            return Err("replica groups over a mesh span no axis".into());
+        }
+        for (i, r) in self.spans.iter().enumerate() {
+            let Some((name, size)) = self.axes.get(r.axis) else {
+                return Err(format!("axis {} is not an axis of the mesh", r.axis));
+            };
+            if let Some((pre, sub)) = r.sub {
+                if pre < 1 || sub < 1 || size % (pre * sub) != 0 {
+                    return Err(format!(
+                        "sub-axis '{name}':({pre}){sub} does not divide the axis (size {size})"
+                    ));
+                }
+            }
+            if self.spans[..i].contains(r) {
+                return Err(format!("axis '{name}' is spanned twice"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The device ids in mesh order, row-major.
+    fn device_ids(&self) -> Vec<i64> {
+        match &self.devices {
+            MeshDevices::Iota => (0..self.device_count()).collect(),
+            MeshDevices::List(ids) => ids.clone(),
+            MeshDevices::Tile { reshape, transpose } => iota_devices(reshape, transpose),
+        }
+    }
+
+    /// The groups as explicit lists of ids: one per position along the
+    /// parts of the mesh no span covers (row-major), each listing its
+    /// devices along the spans in the order written, the first most major.
+    /// Malformed groups ([`MeshGroups::check`]) expand to none.
+    pub fn expanded(&self) -> Vec<Vec<i64>> {
+        if self.check().is_err() {
+            return Vec::new();
+        }
+        // Each axis split where any span of it begins or ends.
+        let mut parts: Vec<Vec<i64>> = Vec::new();
+        for (i, &(_, size)) in self.axes.iter().enumerate() {
+            let mut cuts = vec![1, size];
+            for r in self.spans.iter().filter(|r| r.axis == i) {
+                if let Some((pre, sub)) = r.sub {
+                    cuts.extend([pre, pre * sub]);
+                }
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            parts.push(cuts.windows(2).map(|w| w[1] / w[0]).collect());
+        }
+        // Fine dimensions, major to minor, and the ones each span covers.
+        let mut dims = Vec::new();
+        let mut of_axis = Vec::new();
+        for p in &parts {
+            of_axis.push(dims.len());
+            dims.extend(p.iter().copied());
+        }
+        let covered = |r: &AxisRef| -> Vec<usize> {
+            let start = of_axis[r.axis];
+            let p = &parts[r.axis];
+            match r.sub {
+                None => (start..start + p.len()).collect(),
+                Some((pre, sub)) => {
+                    let (mut prod, mut out) = (1, Vec::new());
+                    for (k, &d) in p.iter().enumerate() {
+                        if prod >= pre && prod < pre * sub {
+                            out.push(start + k);
+                        }
+                        prod *= d;
+                    }
+                    out
+                }
+            }
+        };
+        let spanned: Vec<usize> = self.spans.iter().flat_map(covered).collect();
+        let batch: Vec<usize> = (0..dims.len()).filter(|d| !spanned.contains(d)).collect();
+        let strides: Vec<i64> = (0..dims.len())
+            .map(|d| dims[d + 1..].iter().product())
+            .collect();
+        let ids = self.device_ids();
+        let positions = |which: &[usize]| -> Vec<i64> {
+            // Offsets into the mesh of every position along `which`,
+            // row-major.
+            let mut out = vec![0i64];
+            for &d in which {
+                let (n, stride) = (dims[d], strides[d]);
+                out = out
+                    .iter()
+                    .flat_map(|&o| (0..n).map(move |k| o + k * stride))
+                    .collect();
+            }
+            out
+        };
+        let within = positions(&spanned);
+        positions(&batch)
+            .into_iter()
+            .map(|base| within.iter().map(|&o| ids[(base + o) as usize]).collect())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mesh(axes: &[(&str, i64)], spans: Vec<AxisRef>) -> MeshGroups {
+        MeshGroups {
+            axes: axes.iter().map(|&(n, s)| (n.to_string(), s)).collect(),
+            devices: MeshDevices::Iota,
+            spans,
+        }
+    }
+
+    fn axis(axis: usize) -> AxisRef {
+        AxisRef { axis, sub: None }
+    }
+
+    #[test]
+    fn groups_span_the_listed_axes_as_xla_materializes_them() {
+        // XLA's own MeshAxesReplicaGroupList test on a 2 x 2 mesh.
+        let xy = [("x", 2), ("y", 2)];
+        assert_eq!(mesh(&xy, vec![axis(0)]).expanded(), [[0, 2], [1, 3]]);
+        assert_eq!(mesh(&xy, vec![axis(1)]).expanded(), [[0, 1], [2, 3]]);
+        assert_eq!(mesh(&xy, vec![axis(0), axis(1)]).expanded(), [[0, 1, 2, 3]]);
+        let g = mesh(&[("a", 2), ("b", 4)], vec![axis(1)]);
+        assert_eq!(g.group_size(), 4);
+        g.check().unwrap();
+    }
+
+    #[test]
+    fn a_sub_axis_is_the_middle_of_its_axis() {
+        // b (size 4) as [2, 2, 1]: 'b':(2)2 is its minor half here.
+        let g = mesh(
+            &[("b", 4)],
+            vec![AxisRef {
+                axis: 0,
+                sub: Some((2, 2)),
+            }],
+        );
+        assert_eq!(g.expanded(), [[0, 1], [2, 3]]);
+        let g = mesh(
+            &[("b", 4)],
+            vec![AxisRef {
+                axis: 0,
+                sub: Some((1, 2)),
+            }],
+        );
+        assert_eq!(g.expanded(), [[0, 2], [1, 3]]);
+    }
+
+    #[test]
+    fn device_ids_place_the_devices() {
+        let mut g = mesh(&[("a", 2), ("b", 2)], vec![axis(0)]);
+        g.devices = MeshDevices::List(vec![3, 2, 1, 0]);
+        assert_eq!(g.expanded(), [[3, 1], [2, 0]]);
+        g.devices = MeshDevices::Tile {
+            reshape: vec![2, 2],
+            transpose: vec![1, 0],
+        };
+        // 0..4 as 2x2, transposed: 0, 2, 1, 3.
+        assert_eq!(g.expanded(), [[0, 1], [2, 3]]);
+    }
+
+    #[test]
+    fn malformed_meshes_are_named() {
+        let mut g = mesh(&[("a", 2), ("a", 2)], vec![axis(0)]);
+        assert_eq!(g.check().unwrap_err(), "mesh axis 'a' is named twice");
+        g.axes[1].0 = "b".into();
+        g.devices = MeshDevices::List(vec![0, 1, 2, 2]);
+        assert!(g.check().unwrap_err().contains("each once"));
+        g.devices = MeshDevices::Iota;
+        g.spans = vec![AxisRef {
+            axis: 1,
+            sub: Some((2, 2)),
+        }];
+        assert!(g.check().unwrap_err().contains("does not divide"));
+        g.spans = vec![axis(0), axis(0)];
+        assert_eq!(g.check().unwrap_err(), "axis 'a' is spanned twice");
+        g.spans = vec![];
+        assert!(g.check().unwrap_err().contains("span no axis"));
+    }
+}

@@ -1,0 +1,185 @@
+//! The stack-frame tables current XLA prints after the module header (as
+//! JAX's dumps carry them), which an instruction's `metadata.stack_frame_id`
+//! points into: source files, function names, locations in them and frames
+//! (a location and its caller frame). Ids are 1-based positions; a parent
+//! of 0 means none. XLA's text writes `parent_frame_id` one above that
+//! (1 for no parent), as its printer does; the model and the proto do not.
+//!
+//! ```text
+//! FileNames
+//! 1 "train.py"
+//!
+//! FunctionNames
+//! 1 "loss"
+//!
+//! FileLocations
+//! 1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=11 end_column=26}
+//!
+//! StackFrames
+//! 1 {file_location_id=1 parent_frame_id=1}
+//! ```
+
+use std::fmt::Write;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StackFrameIndex {
+    pub file_names: Vec<String>,
+    pub function_names: Vec<String>,
+    pub file_locations: Vec<FileLocation>,
+    pub stack_frames: Vec<StackFrame>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileLocation {
+    pub file_name_id: i32,
+    pub function_name_id: i32,
+    pub line: i32,
+    pub end_line: i32,
+    pub column: i32,
+    pub end_column: i32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackFrame {
+    pub file_location_id: i32,
+    pub parent_frame_id: i32,
+}
+
+/// A frame's location resolved: (file, function, line, column, end line,
+/// end column).
+pub type ResolvedLocation = (String, String, i32, i32, i32, i32);
+
+/// The section names, in the order XLA prints them.
+pub const SECTIONS: [&str; 4] = ["FileNames", "FunctionNames", "FileLocations", "StackFrames"];
+
+impl StackFrameIndex {
+    pub fn is_empty(&self) -> bool {
+        self == &StackFrameIndex::default()
+    }
+
+    /// Every id points at an entry (or is 0 where a parent may be none).
+    pub fn check(&self) -> Result<(), String> {
+        let within = |what: &str, id: i32, len: usize, zero_ok: bool| {
+            if (zero_ok && id == 0) || (id >= 1 && id as usize <= len) {
+                Ok(())
+            } else {
+                Err(format!("{what} {id} is not among the {len} listed"))
+            }
+        };
+        for (i, l) in self.file_locations.iter().enumerate() {
+            let at = |e: String| format!("FileLocations {}: {e}", i + 1);
+            within("file_name_id", l.file_name_id, self.file_names.len(), false).map_err(at)?;
+            within(
+                "function_name_id",
+                l.function_name_id,
+                self.function_names.len(),
+                false,
+            )
+            .map_err(at)?;
+        }
+        for (i, f) in self.stack_frames.iter().enumerate() {
+            let at = |e: String| format!("StackFrames {}: {e}", i + 1);
+            within(
+                "file_location_id",
+                f.file_location_id,
+                self.file_locations.len(),
+                false,
+            )
+            .map_err(at)?;
+            within(
+                "parent_frame_id",
+                f.parent_frame_id,
+                self.stack_frames.len(),
+                true,
+            )
+            .map_err(at)?;
+        }
+        Ok(())
+    }
+
+    /// The call chain of frame `id`, innermost first, as (file, function,
+    /// line, column, end line, end column): what the ids mean, whatever
+    /// numbering a writer chose (XLA renumbers the tables as it reads).
+    pub fn chain(&self, id: i32) -> Vec<ResolvedLocation> {
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        let mut id = id;
+        // A frame may name itself as parent (JAX writes outermost frames so).
+        while id >= 1 && (id as usize) <= self.stack_frames.len() && !seen.contains(&id) {
+            seen.push(id);
+            let f = self.stack_frames[id as usize - 1];
+            if let Some(l) = self
+                .file_locations
+                .get((f.file_location_id - 1).max(0) as usize)
+            {
+                let name = |v: &[String], i: i32| {
+                    v.get((i - 1).max(0) as usize).cloned().unwrap_or_default()
+                };
+                out.push((
+                    name(&self.file_names, l.file_name_id),
+                    name(&self.function_names, l.function_name_id),
+                    l.line,
+                    l.column,
+                    l.end_line,
+                    l.end_column,
+                ));
+            }
+            id = f.parent_frame_id;
+        }
+        out
+    }
+
+    /// Whether `metadata.stack_frame_id` `id` points at a frame (0: none).
+    pub fn has_frame(&self, id: i32) -> bool {
+        id == 0 || (id >= 1 && id as usize <= self.stack_frames.len())
+    }
+
+    /// The tables as XLA prints them, each followed by a blank line;
+    /// nothing when there are none.
+    pub fn print_into(&self, out: &mut String) {
+        if self.is_empty() {
+            return;
+        }
+        let section = |out: &mut String, name: &str, rows: Vec<String>| {
+            let _ = writeln!(out, "{name}");
+            for (i, r) in rows.iter().enumerate() {
+                let _ = writeln!(out, "{} {r}", i + 1);
+            }
+            out.push('\n');
+        };
+        let quoted = |v: &[String]| {
+            v.iter()
+                .map(|s| format!("\"{}\"", crate::util::escape::escape(s)))
+                .collect()
+        };
+        section(out, SECTIONS[0], quoted(&self.file_names));
+        section(out, SECTIONS[1], quoted(&self.function_names));
+        section(
+            out,
+            SECTIONS[2],
+            self.file_locations
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{{file_name_id={} function_name_id={} line={} end_line={} column={} end_column={}}}",
+                        l.file_name_id, l.function_name_id, l.line, l.end_line, l.column, l.end_column
+                    )
+                })
+                .collect(),
+        );
+        section(
+            out,
+            SECTIONS[3],
+            self.stack_frames
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{{file_location_id={} parent_frame_id={}}}",
+                        f.file_location_id,
+                        f.parent_frame_id + 1
+                    )
+                })
+                .collect(),
+        );
+    }
+}

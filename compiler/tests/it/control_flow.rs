@@ -1,0 +1,272 @@
+//! `while`, `conditional` and `fusion`: each callee must take exactly what
+//! the op hands it and give what the op returns; a module that breaks this
+//! is refused by name, in text and in the proto.
+
+use hlatc_compiler::{formats::proto, formats::text, verify, Module, Op};
+
+const CALLEES: &str = "cond {
+  cs = (s32[], f32[4]) parameter(0)
+  ci = s32[] get-tuple-element(cs), index=0
+  ten = s32[] constant(10)
+  ROOT lt = pred[] compare(ci, ten), direction=LT
+}
+
+body {
+  bs = (s32[], f32[4]) parameter(0)
+  bi = s32[] get-tuple-element(bs), index=0
+  bx = f32[4] get-tuple-element(bs), index=1
+  one = s32[] constant(1)
+  bi2 = s32[] add(bi, one)
+  bx2 = f32[4] add(bx, bx)
+  ROOT bt = (s32[], f32[4]) tuple(bi2, bx2)
+}
+
+neg {
+  nx = f32[4] parameter(0)
+  ROOT nn = f32[4] negate(nx)
+}
+
+half {
+  hx = f32[2] parameter(0)
+  ROOT hn = f32[2] negate(hx)
+}
+";
+
+fn parse(entry: &str) -> Result<Module, String> {
+    let src = format!("HloModule m\n\n{CALLEES}\nENTRY e {{\n{entry}\n}}\n");
+    let m = text::parse_module(&src).map_err(|e| e.to_string())?;
+    verify(&m).map_err(|e| e.to_string())?;
+    Ok(m)
+}
+
+fn refused(entry: &str) -> String {
+    parse(entry).expect_err("hlatc must refuse this module")
+}
+
+#[test]
+fn ops_keep_their_callees_in_xla_order() {
+    let m = parse(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  w = (s32[], f32[4]) while(s), condition=cond, body=body\n  k = s32[] constant(1)\n  ROOT c = f32[4] conditional(k, x, x), branch_computations={%neg, %neg}",
+    )
+    .unwrap();
+    let e = m.entry();
+    let w = &e.instr(e.find("w").unwrap()).op;
+    assert_eq!(
+        w,
+        &Op::While {
+            condition: "cond".into(),
+            body: "body".into()
+        }
+    );
+    // XLA's called_computation_ids: the body first, then the condition.
+    assert_eq!(
+        w.called_computations().collect::<Vec<_>>(),
+        ["body", "cond"]
+    );
+    let c = &e.instr(e.find("c").unwrap()).op;
+    assert_eq!(c.called_computations().collect::<Vec<_>>(), ["neg", "neg"]);
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), text::print_module(&m));
+}
+
+#[test]
+fn a_while_whose_callees_do_not_fit_the_state_is_refused() {
+    let e =
+        refused("  x = f32[4] parameter(0)\n  ROOT w = f32[4] while(x), condition=cond, body=body");
+    assert!(
+        e.contains("while body 'body' must map the loop state f32[4]{0} to itself"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  ROOT w = (s32[], f32[4]) while(s), condition=body, body=body",
+    );
+    assert!(
+        e.contains("while condition 'body' must map the loop state") && e.contains("to pred[]"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  ROOT w = (s32[], f32[4]) while(s), condition=cond, body=nowhere",
+    );
+    assert!(e.contains("unknown computation 'nowhere'"), "{e}");
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  i = s32[] constant(0)\n  s = (s32[], f32[4]) tuple(i, x)\n  ROOT w = (s32[], f32[4]) while(s), body=body",
+    );
+    assert!(e.contains("while needs attribute 'condition'"), "{e}");
+}
+
+#[test]
+fn a_conditional_must_select_and_feed_its_branches() {
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  p = pred[] constant(true)\n  ROOT c = f32[4] conditional(p, x, x, x), branch_computations={neg, neg, neg}",
+    );
+    assert!(
+        e.contains("a conditional on a pred[] needs 2 branches, got 3"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  k = s32[2] constant({0, 1})\n  ROOT c = f32[4] conditional(k, x), branch_computations={neg}",
+    );
+    assert!(
+        e.contains("conditional selector must be pred[] or s32[]"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  k = s32[] constant(0)\n  ROOT c = f32[4] conditional(k, x), branch_computations={neg, neg}",
+    );
+    assert!(
+        e.contains("expects 3 (the selector and one per branch)"),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  y = f32[2] parameter(1)\n  k = s32[] constant(0)\n  ROOT c = f32[4] conditional(k, x, y), branch_computations={neg, half}",
+    );
+    assert!(
+        e.contains(
+            "conditional branch 1 'half' returns f32[2]{0} but branch 0 'neg' returns f32[4]{0}"
+        ),
+        "{e}"
+    );
+    let e = refused(
+        "  x = f32[4] parameter(0)\n  p = pred[] constant(true)\n  ROOT c = f32[4] conditional(p, x, x), branch_computations={neg, neg}, true_computation=neg",
+    );
+    assert!(
+        e.contains("both branch_computations and true_computation"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_fusion_names_its_kind_and_feeds_its_callee() {
+    let e =
+        refused("  x = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(x), kind=kFancy, calls=neg");
+    assert!(
+        e.contains("unknown kind 'kFancy' (expected one of kLoop, kInput, kOutput, kCustom)"),
+        "{e}"
+    );
+    let e =
+        refused("  x = f32[2] parameter(0)\n  ROOT f = f32[4] fusion(x), kind=kLoop, calls=neg");
+    assert!(
+        e.contains("fusion operand 0 is f32[2]{0} but 'neg' expects f32[4]{0}"),
+        "{e}"
+    );
+    let m =
+        parse("  x = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(x), kind=kOutput, calls=neg")
+            .unwrap();
+    let bytes = proto::encode_module(&m);
+    let back = proto::decode_module(&bytes).unwrap();
+    assert_eq!(text::print_module(&back), text::print_module(&m));
+    assert!(text::print_module(&m).contains("fusion(x), kind=kOutput, calls=neg"));
+}
+
+/// A composite call (`is_composite=true`) stands for the op its frontend
+/// attributes name; its callee is the decomposition. Shardy and StableHLO
+/// composites write the attributes as an unquoted dictionary.
+#[test]
+fn a_composite_call_keeps_its_flag_and_names_its_op() {
+    let call = |attrs: &str| {
+        format!("  x = f32[4] parameter(0)\n  ROOT c = f32[4] call(x), to_apply=neg, is_composite=true, frontend_attributes={{{attrs}}}")
+    };
+    let m = parse(&call(
+        "composite.attributes={n = 1 : i32},composite.name=\"foo.bar\",composite.version=\"1\"",
+    ))
+    .unwrap();
+    let e = m.entry();
+    let c = e.instr(e.find("c").unwrap());
+    assert_eq!(
+        c.op,
+        Op::Call {
+            to_apply: "neg".into(),
+            is_composite: true
+        }
+    );
+    assert_eq!(
+        c.frontend_attributes["composite.attributes"],
+        "{n = 1 : i32}"
+    );
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("to_apply=neg, is_composite=true"),
+        "{printed}"
+    );
+    let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
+    assert_eq!(text::print_module(&back), printed);
+    assert!(refused(&call("composite.version=\"1\""))
+        .contains("needs a non-empty frontend attribute composite.name"));
+    assert!(
+        refused(&call("composite.name=\"f\",composite.version=\"-1\""))
+            .contains("composite.version must be a non-negative integer, got \"-1\"")
+    );
+}
+
+/// A computation the entry never reaches may still call one it does (XLA's
+/// tests keep dead copies of regions that way). Both are kept, each callee
+/// printed before its caller.
+#[test]
+fn an_unreached_computation_may_call_a_reached_one() {
+    let src = "HloModule m\n\nsum {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = s32[] add(a, b)\n}\n\nENTRY e {\n  p = s32[4] parameter(0)\n  z = s32[] constant(0)\n  ROOT s = s32[] reduce(p, z), dimensions={0}, to_apply=sum\n}\n\ndead {\n  q = s32[4] parameter(0)\n  y = s32[] constant(0)\n  ROOT t = s32[] reduce(q, y), dimensions={0}, to_apply=sum\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let printed = text::print_module(&m);
+    let at = |name: &str| printed.find(name).unwrap_or_else(|| panic!("{printed}"));
+    assert!(
+        at("sum {") < at("dead {") && at("dead {") < at("ENTRY e {"),
+        "{printed}"
+    );
+    assert_eq!(text::parse_module(&printed).unwrap(), m);
+}
+
+/// A computation may be written inline as a callee (`to_apply={ ... }`):
+/// it is read as its own computation named `_`, as XLA's reader names it
+/// (then `_.1`, ...), printed before its caller, and an error inside it
+/// points into the text where it is written.
+#[test]
+fn computations_written_inline_are_read_as_their_own() {
+    let src = "HloModule m\n\nENTRY e {\n  a = s32[4] parameter(0)\n  z = s32[] constant(0)\n  s = s32[] reduce(a, z), dimensions={0}, to_apply={\n    x = s32[] parameter(0)\n    y = s32[] parameter(1)\n    ROOT r = add(x, y)\n  }\n  ROOT c = s32[] call(s), to_apply={ p = s32[] parameter(0)\n ROOT n = s32[] negate(p) }\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let names: Vec<&str> = m.computations.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["_", "_.1", "e"]);
+    let e = m.entry();
+    assert!(
+        matches!(&e.instr(e.find("s").unwrap()).op, Op::Reduce { to_apply, .. } if to_apply == "_")
+    );
+    assert!(
+        matches!(&e.instr(e.find("c").unwrap()).op, Op::Call { to_apply, .. } if to_apply == "_.1")
+    );
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("_.1 {\n  p = s32[] parameter(0)\n  ROOT n = s32[] negate(p)\n}"),
+        "{printed}"
+    );
+    assert_eq!(text::parse_module(&printed).unwrap(), m);
+
+    let bad = src.replace("ROOT n = s32[] negate(p)", "ROOT n = s32[] frob(p)");
+    let err = text::parse_module(&bad).unwrap_err();
+    assert_eq!((err.line, err.column), (12, 17), "{err}");
+    assert!(
+        err.message.starts_with(
+            "in the computation written inline as 'to_apply': unsupported opcode 'frob'"
+        ),
+        "{err}"
+    );
+}
+
+/// A custom call's `to_apply=f` is its one called computation, as XLA's
+/// reader takes it; it prints back as XLA prints it.
+#[test]
+fn a_custom_calls_to_apply_is_its_called_computation() {
+    let src = "HloModule m\n\nf {\n  a = s32[] parameter(0)\n  ROOT n = s32[] negate(a)\n}\n\nENTRY e {\n  p = s32[] parameter(0)\n  ROOT c = s32[] custom-call(p), custom_call_target=\"t\", to_apply=f\n}\n";
+    let m = text::parse_module(src).unwrap();
+    verify(&m).unwrap();
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("custom-call(p), custom_call_target=\"t\", called_computations={f}"),
+        "{printed}"
+    );
+    let both = src.replace("to_apply=f", "to_apply=f, called_computations={f}");
+    let e = text::parse_module(&both).unwrap_err().to_string();
+    assert!(
+        e.contains("unsupported attribute 'to_apply' on custom-call"),
+        "{e}"
+    );
+}

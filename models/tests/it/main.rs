@@ -1,0 +1,3 @@
+//! Integration tests of the model definitions and configs. One binary.
+
+mod config;

@@ -1,0 +1,20 @@
+//! Integration tests of the hlatc CLI and facade: compiling, training,
+//! filetests, parity with JAX, Hugging Face and torch-xla references, the
+//! XLA cross-checks and conformance. One binary, one module per topic.
+
+mod cli;
+mod compile;
+mod conformance;
+mod filetests;
+mod fused_weights;
+mod hf_parity;
+mod minifloat;
+mod mixed_precision;
+mod model_gradients;
+mod passes_on_xla;
+mod plot;
+mod reliability;
+mod remat_memory;
+mod token_data;
+mod training;
+mod xla_crosscheck;

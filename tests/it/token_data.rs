@@ -1,0 +1,161 @@
+//! `train --data`: pre-tokenized streams read as nanoGPT and numpy write
+//! them, packed into rows by document, and a held-out loss that falls.
+
+use hlatc::token_data::{RawDtype, TokenData};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hlatc-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn u16_file(name: &str, ids: &[u16]) -> PathBuf {
+    let p = tmp(name);
+    std::fs::write(
+        &p,
+        ids.iter()
+            .flat_map(|t| t.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    p
+}
+
+/// A version-1 `.npy` of `<i8` ids, as `numpy.save` writes one.
+fn npy_file(name: &str, descr: &str, shape: &str, data: Vec<u8>) -> PathBuf {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.extend(data);
+    let p = tmp(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn rows_follow_documents() {
+    // Two documents ending in the end-of-text id 9, then a third.
+    let p = u16_file("docs.bin", &[1, 2, 9, 3, 4, 5, 9, 6, 7, 8, 1]);
+    let d = TokenData::read(&p, RawDtype::U16, 10, Some(9), 0.0).unwrap();
+    d.check_fits(1, 10, &p).unwrap();
+    let b = d.train_batch(0, 0, 1, 10);
+    let tokens = b.tokens.to_i64_vec();
+    let start = [1, 2, 9, 3, 4, 5, 9, 6, 7, 8, 1]
+        .windows(10)
+        .position(|w| w.iter().map(|&x| x as i64).eq(tokens.iter().copied()))
+        .expect("a window of the stream");
+    assert_eq!(start, 0, "with one possible offset, the window starts at 0");
+    assert_eq!(
+        b.targets.to_i64_vec(),
+        vec![2, 9, -100, 4, 5, 9, -100, 7, 8, 1]
+    );
+    assert_eq!(
+        b.segment_ids.unwrap().to_i64_vec(),
+        vec![1, 1, 1, 2, 2, 2, 2, 3, 3, 3]
+    );
+}
+
+#[test]
+fn npy_and_raw_read_the_same_and_bad_files_are_named() {
+    let ids: Vec<u16> = (0..40).map(|i| (i * 7 % 10) as u16).collect();
+    let raw = u16_file("a.bin", &ids);
+    let data: Vec<u8> = ids.iter().flat_map(|&t| (t as i64).to_le_bytes()).collect();
+    let npy = npy_file("a.npy", "<i8", "(40,)", data);
+    let a = TokenData::read(&raw, RawDtype::U16, 10, None, 0.0).unwrap();
+    let b = TokenData::read(&npy, RawDtype::U16, 10, None, 0.0).unwrap();
+    assert_eq!(
+        a.train_batch(3, 1, 2, 8).tokens,
+        b.train_batch(3, 1, 2, 8).tokens
+    );
+    let err = |r: Result<TokenData, hlatc::train::Error>| r.err().expect("refused").to_string();
+    let e = err(TokenData::read(&raw, RawDtype::U16, 5, None, 0.0));
+    assert!(
+        e.ends_with("a.bin: token 1 is 7, outside the vocabulary 0..5"),
+        "{e}"
+    );
+    let e = err(TokenData::read(
+        &u16_file("odd.bin", &[1]).with_extension("bin"),
+        RawDtype::U32,
+        10,
+        None,
+        0.0,
+    ));
+    assert!(
+        e.ends_with("2 bytes is not a whole number of 4-byte ids"),
+        "{e}"
+    );
+    let two_d = npy_file("b.npy", "<i8", "(4, 10)", vec![0; 320]);
+    let e = err(TokenData::read(&two_d, RawDtype::U16, 10, None, 0.0));
+    assert!(
+        e.ends_with("the .npy array has shape (4, 10); token data is 1-D"),
+        "{e}"
+    );
+    let floats = npy_file("c.npy", "<f4", "(2,)", vec![0; 8]);
+    assert!(err(TokenData::read(&floats, RawDtype::U16, 10, None, 0.0))
+        .contains("'f4' is not an integer type"));
+    let short = TokenData::read(&raw, RawDtype::U16, 10, None, 0.5).unwrap();
+    let e = short.check_fits(4, 8, &raw).unwrap_err().to_string();
+    assert!(
+        e.contains("40 ids (20 for training, 20 held out) are too few"),
+        "{e}"
+    );
+}
+
+#[test]
+fn train_on_a_token_file_reports_a_falling_held_out_loss() {
+    // Documents of the permutation language t -> 3t + 1 mod 63, ended by 63.
+    let mut ids = Vec::new();
+    let mut x: u64 = 1;
+    while ids.len() < 6000 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let (mut t, n) = ((x >> 33) % 63, 3 + (x >> 50) % 12);
+        for _ in 0..n {
+            ids.push(t as u16);
+            t = (3 * t + 1) % 63;
+        }
+        ids.push(63);
+    }
+    let p = u16_file("lang.bin", &ids);
+    let o = Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args([
+            "train",
+            "--data",
+            p.to_str().unwrap(),
+            "--eos",
+            "63",
+            "--steps",
+            "60",
+            "--eval-every",
+            "20",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let held: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split("held-out loss ").nth(1))
+        .map(|r| r.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(held.len(), 3, "{out}");
+    // From ln(64) = 4.16 at the start to well under a quarter of it, and
+    // still falling: the first token of each document is the only one left
+    // to guess.
+    assert!(
+        held[2] < held[0] && held[2] < 0.25 * 64f64.ln(),
+        "held-out loss {held:?}"
+    );
+}

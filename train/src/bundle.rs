@@ -1,0 +1,482 @@
+//! The compiled artifact on disk: the HLO proto `neuronx-cc` compiles, its
+//! text, the compile flags, and a manifest that tells a training stack what
+//! every buffer is.
+
+use crate::train_step::{Role, StepConfig, TensorSpec, TrainStep, ADAM_M_PREFIX, ADAM_V_PREFIX};
+use crate::Error;
+use hlatc_models::param_specs;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Which compiler a bundle is for (the passes' target).
+pub use hlatc_passes::Target;
+
+pub const PROTO_FILE: &str = "model.hlo_module.pb";
+pub const TEXT_FILE: &str = "model.hlo.txt";
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const FLAGS_FILE: &str = "compile_flags.json";
+pub const NEURON_SCRIPT: &str = "neuronx-cc.sh";
+
+/// The lowercase hex SHA-256 of `bytes`: the module hash in the manifest.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Which front end reads the module and which chip it is for: the part of
+/// the flags that `neuronx-cc.sh` writes before the module's path.
+pub const NEURON_INPUT_FLAGS: [&str; 2] = ["--framework=XLA", "--target=trn1"];
+
+/// How neuronx-cc should treat the model, written after the module's path.
+/// `--auto-cast=none`: hlatc has decided every op's precision, and by
+/// default neuronx-cc would cast f32 matmuls to bf16 on its own (turning
+/// `fp32` into something else).
+pub const NEURON_MODEL_FLAGS: [&str; 3] = [
+    "--model-type=transformer",
+    "--distribution-strategy=llm-training",
+    "--auto-cast=none",
+];
+
+/// Flags for `neuronx-cc compile`, as the Neuron compile cache stores them.
+pub fn neuron_flags() -> Vec<&'static str> {
+    NEURON_INPUT_FLAGS
+        .iter()
+        .chain(&NEURON_MODEL_FLAGS)
+        .copied()
+        .collect()
+}
+
+/// The seed the bundle gives the Neuron runtime's stochastic rounding.
+pub const NEURON_ROUNDING_SEED: &str = "0";
+
+/// Environment HLAT compiled and ran with; stochastic rounding is switched
+/// on when the module has any convert marked for it.
+pub fn neuron_env(stochastic_rounding: bool) -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![("NEURON_FUSE_SOFTMAX", "1")];
+    if stochastic_rounding {
+        env.push(("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1"));
+        env.push(("NEURON_RT_STOCHASTIC_ROUNDING_SEED", NEURON_ROUNDING_SEED));
+    }
+    env
+}
+
+/// How the converts to bf16 of a step round: counted from the module.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RoundingSummary {
+    /// Converts marked for stochastic rounding (on cpu: lowered to plain
+    /// HLO, counted by their calls).
+    pub stochastic: usize,
+    /// f32 to bf16 converts that round to nearest even.
+    pub nearest_even: usize,
+    /// Set when the device's switch is coarser than the policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+impl RoundingSummary {
+    pub fn of(module: &hlatc_compiler::Module, target: Target) -> RoundingSummary {
+        let (stochastic, nearest_even) = hlatc_passes::rounding_counts(module);
+        let warning = (target == Target::Neuron && stochastic > 0 && nearest_even > 0).then(|| {
+            format!(
+                "NEURON_RT_STOCHASTIC_ROUNDING_EN is one switch for the whole device: the {nearest_even} \
+                 converts the policy rounds to nearest even will round stochastically too on Trainium \
+                 (on XLA CPU they do not)"
+            )
+        });
+        RoundingSummary {
+            stochastic,
+            nearest_even,
+            warning,
+        }
+    }
+}
+
+pub fn neuron_command() -> String {
+    format!(
+        "neuronx-cc compile {} {PROTO_FILE} --output model.neff {}",
+        NEURON_INPUT_FLAGS.join(" "),
+        NEURON_MODEL_FLAGS.join(" ")
+    )
+}
+
+#[derive(Serialize)]
+struct ModuleInfo<'a> {
+    name: &'a str,
+    proto: &'static str,
+    text: &'static str,
+    sha256: String,
+    instructions: usize,
+    computations: usize,
+}
+
+#[derive(Serialize)]
+struct IndexedTensor<'a> {
+    index: usize,
+    #[serde(flatten)]
+    spec: &'a TensorSpec,
+    /// For a fused tensor (and its Adam moments), which rows hold which
+    /// Hugging Face tensor.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    hugging_face: Vec<hlatc_models::HfPart>,
+}
+
+#[derive(Serialize)]
+struct Alias {
+    output: usize,
+    input: usize,
+}
+
+/// The precision the step computes in, and how it rounds.
+#[derive(Serialize)]
+struct PrecisionInfo {
+    preset: &'static str,
+    /// Type of the weights and the optimizer state.
+    storage: &'static str,
+    /// The `amp` cast policy, one line; `none` for fp32.
+    cast_policy: String,
+    rounding_policy: String,
+    rounding: RoundingSummary,
+}
+
+#[derive(Serialize)]
+struct NeuronInfo {
+    command: String,
+    flags: Vec<&'static str>,
+    env: std::collections::BTreeMap<&'static str, &'static str>,
+}
+
+#[derive(Serialize)]
+struct InitPolicy {
+    std: f64,
+    output_projection_std: f64,
+    norms: &'static str,
+}
+
+/// What the `loss` output is, so a training stack can feed targets right.
+#[derive(Serialize)]
+struct LossInfo {
+    kind: &'static str,
+    ignore_index: i64,
+}
+
+#[derive(Serialize)]
+struct Manifest<'a> {
+    format: &'static str,
+    hlatc_version: &'static str,
+    target: &'static str,
+    /// The passes that ran over the module, in order.
+    passes: &'a [String],
+    /// The activation-checkpointing policy `remat` ran with.
+    remat: &'static str,
+    precision: PrecisionInfo,
+    module: ModuleInfo<'a>,
+    parameter_count: i64,
+    parameter_tensors: usize,
+    inputs: Vec<IndexedTensor<'a>>,
+    outputs: Vec<IndexedTensor<'a>>,
+    input_output_alias: Vec<Alias>,
+    config: &'a StepConfig,
+    loss: LossInfo,
+    init: InitPolicy,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    neuron: Option<NeuronInfo>,
+}
+
+/// `v` with indices and, for fused parameters and their moments, the
+/// Hugging Face parts (`parts`, by stored parameter name).
+fn indexed<'a>(
+    v: &'a [TensorSpec],
+    parts: &BTreeMap<String, Vec<hlatc_models::HfPart>>,
+) -> Vec<IndexedTensor<'a>> {
+    v.iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let param = [ADAM_M_PREFIX, ADAM_V_PREFIX]
+                .iter()
+                .find_map(|p| spec.name.strip_prefix(p))
+                .unwrap_or(&spec.name);
+            let hugging_face = match spec.role {
+                Role::Parameter | Role::AdamM | Role::AdamV => {
+                    parts.get(param).cloned().unwrap_or_default()
+                }
+                _ => Vec::new(),
+            };
+            IndexedTensor {
+                index,
+                spec,
+                hugging_face,
+            }
+        })
+        .collect()
+}
+
+/// What `write_bundle` wrote and how long it took.
+#[derive(Default)]
+pub struct BundleReport {
+    pub files: Vec<PathBuf>,
+    pub sha256: String,
+    pub proto_bytes: usize,
+    pub emit_time: Duration,
+    pub write_time: Duration,
+}
+
+fn write(path: PathBuf, bytes: &[u8], files: &mut Vec<PathBuf>) -> Result<(), Error> {
+    hlatc_runtime::atomic_file::write_synced(&path, bytes).map_err(|e| Error::Io {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    files.push(path);
+    Ok(())
+}
+
+fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// Whether `dir` holds a bundle hlatc wrote (its manifest says so).
+fn is_bundle(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join(MANIFEST_FILE))
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .is_some_and(|m| {
+            m["format"]
+                .as_str()
+                .is_some_and(|f| f.starts_with("hlatc-bundle/"))
+        })
+}
+
+/// Checks, before any work, that a bundle can be written to `dir`: it is
+/// absent, an empty directory, or an earlier bundle (which is replaced
+/// whole), and its parent directory is writable.
+pub fn check_destination(dir: &Path) -> Result<(), Error> {
+    if dir.exists() {
+        if !dir.is_dir() {
+            return Err(io_error(dir, "exists and is not a directory"));
+        }
+        let empty = std::fs::read_dir(dir)
+            .map_err(|e| io_error(dir, e))?
+            .next()
+            .is_none();
+        if !empty && !is_bundle(dir) {
+            return Err(io_error(
+                dir,
+                format!(
+                    "is a directory that holds files but no hlatc {MANIFEST_FILE}; \
+                     hlatc replaces a bundle directory whole, so it will not write into this one"
+                ),
+            ));
+        }
+    }
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(|e| io_error(&parent, e))?;
+    let probe = hlatc_runtime::atomic_file::temp_beside(dir, "probe");
+    std::fs::create_dir(&probe)
+        .map_err(|e| io_error(&parent, format!("cannot write here: {e}")))?;
+    let _ = std::fs::remove_dir(&probe);
+    Ok(())
+}
+
+/// A complete bundle written to a hidden staging directory beside its
+/// destination. [`StagedBundle::commit`] moves it into place whole;
+/// dropping it uncommitted removes it, so no partial bundle is ever visible
+/// under the destination's name.
+pub struct StagedBundle {
+    staging: PathBuf,
+    dest: PathBuf,
+    report: BundleReport,
+    committed: bool,
+}
+
+impl StagedBundle {
+    /// Where the staged files are now (for checks before the commit).
+    pub fn path(&self) -> &Path {
+        &self.staging
+    }
+
+    /// Replaces the destination with the staged bundle: an older bundle
+    /// there is moved aside, the new one renamed in, the old one deleted.
+    /// Files of the old bundle that the new one lacks go with it.
+    pub fn commit(mut self) -> Result<BundleReport, Error> {
+        let old = hlatc_runtime::atomic_file::temp_beside(&self.dest, "old");
+        let had_old = self.dest.exists();
+        if had_old {
+            std::fs::rename(&self.dest, &old).map_err(|e| io_error(&self.dest, e))?;
+        }
+        if let Err(e) = std::fs::rename(&self.staging, &self.dest) {
+            if had_old {
+                let _ = std::fs::rename(&old, &self.dest);
+            }
+            return Err(io_error(&self.dest, e));
+        }
+        self.committed = true;
+        if had_old {
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        let mut report = std::mem::take(&mut self.report);
+        for f in &mut report.files {
+            if let Some(name) = f.file_name() {
+                *f = self.dest.join(name);
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl Drop for StagedBundle {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+/// Verifies the step, writes the bundle and moves it into `dir`, replacing
+/// an older bundle there whole. Deterministic: the same step and config
+/// always give byte-identical files.
+pub fn write_bundle(
+    step: &TrainStep,
+    cfg: &StepConfig,
+    target: Target,
+    dir: &Path,
+) -> Result<BundleReport, Error> {
+    stage_bundle(step, cfg, target, dir)?.commit()
+}
+
+/// Verifies the step and writes the whole bundle into a staging directory
+/// beside `dir`; nothing under `dir` changes until [`StagedBundle::commit`].
+pub fn stage_bundle(
+    step: &TrainStep,
+    cfg: &StepConfig,
+    target: Target,
+    dir: &Path,
+) -> Result<StagedBundle, Error> {
+    check_destination(dir)?;
+    hlatc_compiler::verify(&step.module).map_err(|source| Error::Verify {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let t0 = Instant::now();
+    let proto = hlatc_compiler::formats::proto::encode_module(&step.module);
+    let text = hlatc_compiler::formats::text::print_module(&step.module);
+    let emit_time = t0.elapsed();
+    let t1 = Instant::now();
+    let sha256 = sha256_hex(&proto);
+    let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
+    std::fs::create_dir(&staging).map_err(|e| io_error(&staging, e))?;
+    let mut staged = StagedBundle {
+        staging: staging.clone(),
+        dest: dir.to_path_buf(),
+        report: BundleReport {
+            files: Vec::new(),
+            sha256: sha256.clone(),
+            proto_bytes: proto.len(),
+            emit_time,
+            write_time: Duration::ZERO,
+        },
+        committed: false,
+    };
+    let dir = staging.as_path();
+    let files = &mut staged.report.files;
+    write(dir.join(PROTO_FILE), &proto, files)?;
+    write(dir.join(TEXT_FILE), text.as_bytes(), files)?;
+    let rounding = RoundingSummary::of(&step.module, target);
+    let env = neuron_env(rounding.stochastic > 0);
+    let neuron = (target == Target::Neuron).then(|| NeuronInfo {
+        command: neuron_command(),
+        flags: neuron_flags(),
+        env: env.iter().copied().collect(),
+    });
+    if target == Target::Neuron {
+        let flags = serde_json::to_string_pretty(&neuron_flags()).expect("strings serialize");
+        write(dir.join(FLAGS_FILE), format!("{flags}\n").as_bytes(), files)?;
+        let env: String = env
+            .iter()
+            .map(|(k, v)| format!("export {k}={v}\n"))
+            .collect();
+        let script = format!(
+            "#!/usr/bin/env bash\n# Compiles this bundle for Trainium. Generated by hlatc.\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\n{env}exec {} \"$@\"\n",
+            neuron_command()
+        );
+        write(dir.join(NEURON_SCRIPT), script.as_bytes(), files)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let script = dir.join(NEURON_SCRIPT);
+            std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| io_error(&script, e))?;
+        }
+    }
+    let fused_parts: BTreeMap<String, Vec<hlatc_models::HfPart>> = param_specs(&cfg.model)
+        .into_iter()
+        .filter(|p| !p.parts.is_empty())
+        .map(|p| (p.name, p.parts))
+        .collect();
+    let manifest = Manifest {
+        format: "hlatc-bundle/1",
+        hlatc_version: env!("CARGO_PKG_VERSION"),
+        target: target.name(),
+        passes: &step.passes,
+        remat: step.remat.name(),
+        precision: PrecisionInfo {
+            preset: step.precision.name(),
+            storage: step.precision.storage().name(),
+            cast_policy: step
+                .cast_policy
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |p| p.describe()),
+            rounding_policy: step.rounding.name().to_string(),
+            rounding,
+        },
+        module: ModuleInfo {
+            name: &step.module.name,
+            proto: PROTO_FILE,
+            text: TEXT_FILE,
+            sha256: sha256.clone(),
+            instructions: step.module.instruction_count(),
+            computations: step.module.computations.len(),
+        },
+        parameter_count: cfg.model.parameter_count(),
+        parameter_tensors: param_specs(&cfg.model).len(),
+        inputs: indexed(&step.inputs, &fused_parts),
+        outputs: indexed(&step.outputs, &fused_parts),
+        input_output_alias: step
+            .module
+            .input_output_alias
+            .iter()
+            .map(|a| Alias {
+                output: a.output_index[0] as usize,
+                input: a.parameter as usize,
+            })
+            .collect(),
+        config: cfg,
+        loss: LossInfo {
+            kind: "mean cross-entropy over the targets not equal to ignore_index (0 when all are)",
+            ignore_index: hlatc_models::IGNORE_INDEX,
+        },
+        init: InitPolicy {
+            std: cfg.model.initializer_range,
+            output_projection_std: cfg.model.output_projection_std(),
+            norms: "ones, biases zero",
+        },
+        neuron,
+    };
+    let json = serde_json::to_string_pretty(&manifest).expect("the manifest serializes");
+    write(
+        dir.join(MANIFEST_FILE),
+        format!("{json}\n").as_bytes(),
+        files,
+    )?;
+    staged.report.write_time = t1.elapsed();
+    Ok(staged)
+}

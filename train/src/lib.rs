@@ -1,0 +1,59 @@
+//! The training step as a library: what `hlatc compile` and `hlatc train`
+//! are built from, and what a training stack embeds.
+//!
+//! - [`optimizer`]: AdamW, global grad-norm clipping and the learning-rate
+//!   schedule, built into the graph;
+//! - [`precision`]: the precision presets (storage type, cast and rounding
+//!   policy);
+//! - [`train_step`]: forward, backward and update in one module, every
+//!   input and output described by its role ([`train_step::StateLayout`]);
+//! - [`bundle`]: the module, its manifest and the Neuron compile flags on
+//!   disk, written whole or not at all; [`check`] re-reads and runs one;
+//! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU.
+
+pub mod bundle;
+pub mod check;
+pub mod data;
+pub mod optimizer;
+pub mod precision;
+pub mod token_data;
+pub mod train_step;
+pub mod trainer;
+
+use std::path::PathBuf;
+
+/// Everything the training library can fail with, each naming the file,
+/// input or setting at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("{path}: {source}")]
+    Proto {
+        path: PathBuf,
+        #[source]
+        source: hlatc_compiler::formats::proto::ProtoError,
+    },
+    #[error("{path}: {source}")]
+    Verify {
+        path: PathBuf,
+        #[source]
+        source: hlatc_compiler::VerifyError,
+    },
+    #[error(transparent)]
+    Runtime(#[from] hlatc_runtime::RuntimeError),
+    #[error(transparent)]
+    Tensors(#[from] hlatc_runtime::TensorFileError),
+    #[error(transparent)]
+    Config(#[from] hlatc_models::ConfigError),
+    #[error(transparent)]
+    Step(#[from] train_step::StepError),
+    #[error(transparent)]
+    Pass(#[from] hlatc_passes::PassError),
+    /// A check of a written bundle failed (`compile --verify`).
+    #[error("verification failed: {0}")]
+    Verification(String),
+    /// Inputs that do not fit together (checkpoint vs model, data vs batch).
+    #[error("{0}")]
+    Usage(String),
+}

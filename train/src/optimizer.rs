@@ -1,0 +1,293 @@
+//! The optimizer in the graph: global grad-norm clipping, a cosine learning
+//! rate schedule with linear warmup computed from the step counter, and
+//! AdamW with bias correction and decoupled weight decay.
+
+use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::ir::computation::InstrId;
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, UnaryOp};
+use hlatc_compiler::ir::shape::ElementType;
+use serde::{Deserialize, Serialize};
+
+/// Added to the grad norm before dividing the clip threshold by it, so a
+/// zero gradient scales by a finite number (as `torch.nn.utils.clip_grad_norm_`).
+pub const CLIP_EPSILON: f64 = 1e-6;
+
+/// AdamW and schedule hyperparameters. The defaults are HLAT's recipe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AdamWConfig {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Decoupled weight decay, applied to every parameter (norms included).
+    pub weight_decay: f64,
+    /// Global gradient-norm clip; `None` disables clipping.
+    pub clip_norm: Option<f64>,
+    pub max_lr: f64,
+    pub min_lr: f64,
+    pub warmup_steps: i64,
+    /// Steps from the start to the end of the cosine decay; after that the
+    /// rate stays at `min_lr`.
+    pub total_steps: i64,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        AdamWConfig {
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            clip_norm: Some(1.0),
+            max_lr: 3e-4,
+            min_lr: 3e-5,
+            warmup_steps: 2000,
+            total_steps: 100_000,
+        }
+    }
+}
+
+impl AdamWConfig {
+    /// Checks the values; errors name the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let unit = |name: &str, v: f64| {
+            if (0.0..1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{name} must be in [0, 1), got {v}"))
+            }
+        };
+        unit("beta1", self.beta1)?;
+        unit("beta2", self.beta2)?;
+        for (name, v) in [
+            ("eps", self.eps),
+            ("weight_decay", self.weight_decay),
+            ("max_lr", self.max_lr),
+            ("min_lr", self.min_lr),
+            ("clip_norm", self.clip_norm.unwrap_or(1.0)),
+        ] {
+            if !v.is_finite() {
+                return Err(format!("{name} must be a finite number, got {v}"));
+            }
+        }
+        // `is_nan() ||` keeps NaN out: it fails every comparison.
+        if self.eps.is_nan() || self.eps <= 0.0 {
+            return Err(format!("eps must be positive, got {}", self.eps));
+        }
+        if self.weight_decay.is_nan() || self.weight_decay < 0.0 {
+            return Err(format!(
+                "weight_decay must be non-negative, got {}",
+                self.weight_decay
+            ));
+        }
+        if let Some(c) = self.clip_norm {
+            if c.is_nan() || c <= 0.0 {
+                return Err(format!("clip_norm must be positive, got {c}"));
+            }
+        }
+        if !(self.max_lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.max_lr) {
+            return Err(format!(
+                "learning rates need 0 <= min_lr <= max_lr and max_lr > 0, got min {} max {}",
+                self.min_lr, self.max_lr
+            ));
+        }
+        if self.warmup_steps < 0 || self.total_steps < 1 {
+            return Err(format!(
+                "warmup_steps must be >= 0 and total_steps >= 1, got {} and {}",
+                self.warmup_steps, self.total_steps
+            ));
+        }
+        Ok(())
+    }
+
+    /// The learning rate after `step` completed steps, computed on the host
+    /// exactly as the graph computes it (for tests and logs).
+    pub fn learning_rate(&self, step: i64) -> f64 {
+        let t = (step + 1) as f64;
+        let warm = self.warmup_steps.max(1) as f64;
+        if t <= self.warmup_steps as f64 {
+            return self.max_lr * t / warm;
+        }
+        let span = (self.total_steps - self.warmup_steps).max(1) as f64;
+        let progress = ((t - self.warmup_steps as f64) / span).clamp(0.0, 1.0);
+        self.min_lr
+            + 0.5 * (self.max_lr - self.min_lr) * (1.0 + (std::f64::consts::PI * progress).cos())
+    }
+}
+
+/// The optimizer's results, as instructions.
+pub struct AdamWOutputs {
+    pub learning_rate: InstrId,
+    /// The global norm before clipping.
+    pub grad_norm: InstrId,
+    pub params: Vec<InstrId>,
+    pub m: Vec<InstrId>,
+    pub v: Vec<InstrId>,
+    pub step: InstrId,
+}
+
+/// Appends one AdamW step. `step` is the s32 count of completed steps.
+pub fn adamw(
+    b: &mut Builder,
+    cfg: &AdamWConfig,
+    params: &[InstrId],
+    grads: &[InstrId],
+    m: &[InstrId],
+    v: &[InstrId],
+    step: InstrId,
+) -> Result<AdamWOutputs, BuildError> {
+    let ty = b.ty(params[0]);
+    b.push_scope("optimizer");
+    b.push_scope("schedule");
+    let one_s32 = b.scalar(ElementType::S32, 1.0);
+    let next_step = b.add2(step, one_s32)?;
+    let t = b.convert(next_step, ty)?;
+    let lr = schedule(b, cfg, t, ty)?;
+    b.pop_scope();
+
+    // Global norm over every gradient.
+    b.push_scope("grad_norm");
+    let mut total = None;
+    for &g in grads {
+        let sq = b.mul(g, g)?;
+        let all: Vec<i64> = (0..b.dims(g).len() as i64).collect();
+        let s = b.reduce_sum(sq, &all)?;
+        total = Some(match total {
+            None => s,
+            Some(acc) => b.add2(acc, s)?,
+        });
+    }
+    let total = total.unwrap_or_else(|| b.scalar(ty, 0.0));
+    let norm = b.unary(UnaryOp::Sqrt, total)?;
+    let clip_scale = match cfg.clip_norm {
+        Some(c) => {
+            let eps = b.scalar(ty, CLIP_EPSILON);
+            let denom = b.add2(norm, eps)?;
+            let c = b.scalar(ty, c);
+            let ratio = b.div(c, denom)?;
+            let one = b.scalar(ty, 1.0);
+            Some(b.binary(BinaryOp::Minimum, ratio, one)?)
+        }
+        None => None,
+    };
+    b.pop_scope();
+
+    // Bias corrections 1 - beta^t and the step size, shared by all tensors.
+    b.push_scope("bias_correction");
+    let bias = |b: &mut Builder, beta: f64| -> Result<InstrId, BuildError> {
+        let beta = b.scalar(ty, beta);
+        let pw = b.binary(BinaryOp::Power, beta, t)?;
+        let one = b.scalar(ty, 1.0);
+        b.sub(one, pw)
+    };
+    let bc1 = bias(b, cfg.beta1)?;
+    let bc2 = bias(b, cfg.beta2)?;
+    let decay = b.scalar(ty, cfg.weight_decay);
+
+    let mut out = AdamWOutputs {
+        learning_rate: lr,
+        grad_norm: norm,
+        params: Vec::with_capacity(params.len()),
+        m: Vec::with_capacity(params.len()),
+        v: Vec::with_capacity(params.len()),
+        step: next_step,
+    };
+    b.pop_scope();
+    for k in 0..params.len() {
+        let (p, g) = (params[k], grads[k]);
+        // A parameter's name is a valid scope component unless it has a '/'.
+        let scope = b.computation().instr(p).name.replace('/', ".");
+        b.push_scope(&scope);
+        let dims = b.dims(p);
+        let bcast = |b: &mut Builder, s: InstrId| b.broadcast(s, &dims, &[]);
+        let g = match clip_scale {
+            Some(s) => {
+                let sb = bcast(b, s)?;
+                b.mul(g, sb)?
+            }
+            None => g,
+        };
+        let m1 = b.scale(m[k], cfg.beta1)?;
+        let gm = b.scale(g, 1.0 - cfg.beta1)?;
+        let m_new = b.add2(m1, gm)?;
+        let g2 = b.mul(g, g)?;
+        let v1 = b.scale(v[k], cfg.beta2)?;
+        let gv = b.scale(g2, 1.0 - cfg.beta2)?;
+        let v_new = b.add2(v1, gv)?;
+        let bc1b = bcast(b, bc1)?;
+        let bc2b = bcast(b, bc2)?;
+        let m_hat = b.div(m_new, bc1b)?;
+        let v_hat = b.div(v_new, bc2b)?;
+        let root = b.unary(UnaryOp::Sqrt, v_hat)?;
+        let eps = b.full_like(root, cfg.eps)?;
+        let denom = b.add2(root, eps)?;
+        let adam = b.div(m_hat, denom)?;
+        let db = bcast(b, decay)?;
+        let wd = b.mul(db, p)?;
+        let upd = b.add2(adam, wd)?;
+        let lrb = bcast(b, lr)?;
+        let delta = b.mul(lrb, upd)?;
+        let p_new = b.sub(p, delta)?;
+        out.params.push(p_new);
+        out.m.push(m_new);
+        out.v.push(v_new);
+        b.pop_scope();
+    }
+    b.pop_scope();
+    Ok(out)
+}
+
+/// Linear warmup to `max_lr`, then cosine decay to `min_lr` at `total_steps`.
+fn schedule(
+    b: &mut Builder,
+    cfg: &AdamWConfig,
+    t: InstrId,
+    ty: ElementType,
+) -> Result<InstrId, BuildError> {
+    let k = |b: &mut Builder, v: f64| b.scalar(ty, v);
+    let warm_den = k(b, cfg.warmup_steps.max(1) as f64);
+    let max_lr = k(b, cfg.max_lr);
+    let frac = b.div(t, warm_den)?;
+    let warm = b.mul(max_lr, frac)?;
+    let warmup = k(b, cfg.warmup_steps as f64);
+    let since = b.sub(t, warmup)?;
+    let span = k(b, (cfg.total_steps - cfg.warmup_steps).max(1) as f64);
+    let progress = b.div(since, span)?;
+    let (zero, one) = (k(b, 0.0), k(b, 1.0));
+    let progress = b.add(hlatc_compiler::Op::Clamp, &[zero, progress, one], None)?;
+    let pi = k(b, std::f64::consts::PI);
+    let angle = b.mul(pi, progress)?;
+    let c = b.unary(UnaryOp::Cos, angle)?;
+    let one2 = k(b, 1.0);
+    let c1 = b.add2(c, one2)?;
+    let half_range = k(b, 0.5 * (cfg.max_lr - cfg.min_lr));
+    let cos_part = b.mul(half_range, c1)?;
+    let min_lr = k(b, cfg.min_lr);
+    let decayed = b.add2(min_lr, cos_part)?;
+    let in_warmup = b.compare(t, warmup, ComparisonDirection::Le)?;
+    b.select(in_warmup, warm, decayed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_schedule_warms_up_then_decays() {
+        let c = AdamWConfig::default();
+        assert!((c.learning_rate(0) - 3e-4 / 2000.0).abs() < 1e-15);
+        assert!((c.learning_rate(1999) - 3e-4).abs() < 1e-15);
+        assert!((c.learning_rate(99_999) - 3e-5).abs() < 1e-12);
+        assert!((c.learning_rate(1_000_000) - 3e-5).abs() < 1e-12);
+        let mid = c.learning_rate(2000 + 49_000 - 1);
+        assert!((mid - (3e-5 + 0.5 * 2.7e-4)).abs() < 1e-9, "{mid}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let c = AdamWConfig {
+            beta2: 1.0,
+            ..Default::default()
+        };
+        assert_eq!(c.validate().unwrap_err(), "beta2 must be in [0, 1), got 1");
+    }
+}
