@@ -17,7 +17,7 @@ use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use std::time::{Duration, Instant};
 
-/// Batch 1 x 4096, as the README's compile figures are taken.
+/// Batch 1 x 4096, as the compile figures in benches/README.md are taken.
 const BATCH: BatchShape = BatchShape {
     batch_size: 1,
     seq_len: 4096,

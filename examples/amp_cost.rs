@@ -25,7 +25,7 @@ use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use std::hint::black_box;
 use std::time::Instant;
 
-/// Batch 1 x 4096, as the README's compile figures are taken.
+/// Batch 1 x 4096, as the compile figures in benches/README.md are taken.
 const BATCH: BatchShape = BatchShape {
     batch_size: 1,
     seq_len: 4096,

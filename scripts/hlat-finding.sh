@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Reproduces the HLAT finding on XLA CPU and draws docs/hlat-finding.png:
+# Reproduces the HLAT finding on XLA CPU and draws the picture in
+# docs/src/hlat-finding.png (copy it there from OUT_DIR to update the docs):
 # at LR 1e-5 (no weight decay, no clipping) Adam's updates fall below half
 # a bf16 ulp of most weights; bf16 weights with round-to-nearest-even stall,
 # stochastic rounding and f32 master weights keep learning.

@@ -274,3 +274,13 @@ pub fn read_bound_tensor(path: &Path, name: &str) -> Result<hlatc_compiler::Lite
         tensors.keys().cloned().collect::<Vec<_>>().join(", ")
     )))
 }
+
+/// The Rust examples of the README and the book, compiled and run as
+/// doctests so that the docs cannot drift from the API.
+#[cfg(doctest)]
+mod doc_examples {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/src/library.md")]
+    struct Library;
+}

@@ -39,8 +39,9 @@ impl From<TargetArg> for Target {
 ///
 /// The target's default pass pipeline runs over the step before anything is
 /// written (`hlatc passes` lists it): --passes replaces it, --disable-pass
-/// leaves passes out, --passes= (empty) runs none. The module is verified
-/// after every pass. Its `remat` pass checkpoints activations by --remat
+/// leaves passes out, --passes= (empty) runs none. A release build verifies
+/// the module after the pipeline and again before writing it; debug builds
+/// and --verify-each-pass verify after every pass. Its `remat` pass checkpoints activations by --remat
 /// (core-attention unless told otherwise); every instruction carries its
 /// provenance (`layers.3/self_attn/core_attention`, `backward/...`) in
 /// metadata.op_name.

@@ -11,7 +11,9 @@ pub(super) struct PrecisionArgs {
     /// softmax, exp, log, reductions, norms, loss and the optimizer stay
     /// f32) over f32 weights and f32 Adam state. bf16-pure: the same
     /// compute over bf16 weights and Adam state, updated in f32 and stored
-    /// back with stochastic rounding. fp32: everything in f32. The `amp`
+    /// back with stochastic rounding. fp32: everything in f32. fp64:
+    /// everything in f64, for checking against float64 references, not
+    /// for training. The `amp`
     /// pass applies it; the manifest records every input's dtype
     #[arg(long, value_name = "PRESET", default_value = "bf16-mixed", value_parser = parse_precision)]
     pub precision: Precision,

@@ -189,7 +189,7 @@ fn write_refused_list(refused: &BTreeMap<String, Refusal>) {
     std::fs::write(fixture("refused.tsv"), out).unwrap();
 }
 
-/// Acceptance by category, largest first, as the README states it.
+/// Acceptance by category, largest first, as docs/src/hlo-support.md states it.
 fn summary(total: usize, refused: &BTreeMap<String, Refusal>) -> String {
     let mut by: BTreeMap<&str, usize> = BTreeMap::new();
     for r in refused.values() {

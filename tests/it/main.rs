@@ -5,6 +5,7 @@
 mod cli;
 mod compile;
 mod conformance;
+mod docs;
 mod filetests;
 mod fused_weights;
 mod hf_parity;

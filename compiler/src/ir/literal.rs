@@ -562,7 +562,7 @@ impl Literal {
     /// Whether XLA's text reader (and hlatc's, which reads as XLA does)
     /// takes this literal's printed text for another value: a complex
     /// value with a NaN part other than one XLA's reader makes (see
-    /// [`complex_nans_as_xla_reads_them`]). Only the proto carries such a
+    /// `complex_nans_as_xla_reads_them`). Only the proto carries such a
     /// value.
     pub fn text_reads_otherwise(&self) -> bool {
         let Some(part) = self.ty().complex_component() else {

@@ -4,6 +4,7 @@
 
 mod annotations;
 mod arity;
+mod autodiff;
 mod buffers;
 mod collectives;
 mod computation;

@@ -510,7 +510,7 @@ impl Op {
     };
 
     /// The op `opcode` names when it has no attributes to read: an
-    /// elementwise unary or binary op, or one of [`WITHOUT_ATTRIBUTES`].
+    /// elementwise unary or binary op, or one of `WITHOUT_ATTRIBUTES`.
     pub fn without_attributes(opcode: &str) -> Option<Op> {
         if let Some(u) = UnaryOp::from_opcode(opcode) {
             return Some(Op::Unary(u));

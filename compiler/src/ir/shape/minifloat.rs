@@ -157,7 +157,7 @@ impl Format {
     }
 
     /// `v` rounded to the nearest code, ties to even (`f8e8m0fnu`: see
-    /// [`encode_power_of_two`]). `None` when a finite `v` has no code: it rounds beyond
+    /// `encode_power_of_two`). `None` when a finite `v` has no code: it rounds beyond
     /// the largest finite value, or is zero or negative in `f8e8m0fnu`
     /// (XLA refuses such a literal). An infinity becomes NaN in a format
     /// without infinities; `f4e2m1fn` saturates instead.

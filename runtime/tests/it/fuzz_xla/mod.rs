@@ -1,10 +1,10 @@
 //! Generated modules that hlatc's verifier accepts never abort XLA CPU:
 //! each one either compiles and runs, or comes back as an error. An abort
 //! inside the plugin kills this test process, so the test passing is the
-//! proof; the counts are printed for the README.
+//! proof; the counts are printed for benches/README.md.
 //!
 //! `HLATC_FUZZ_MODULES` sets how many modules (CI runs the default 1,500;
-//! the README's figure is from a 10,000-module run), `HLATC_FUZZ_SEED` the
+//! the figure in benches/README.md is from a 10,000-module run), `HLATC_FUZZ_SEED` the
 //! first seed; `HLATC_FUZZ_TRACE` prints each module before it is compiled,
 //! so the last one printed is the one an abort came from.
 

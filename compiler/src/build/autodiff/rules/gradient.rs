@@ -3,7 +3,7 @@
 //! be left out, and what the error says and the docs' op table list come
 //! from the same place.
 
-use crate::ir::op::Op;
+use crate::ir::op::{BinaryOp, Op, UnaryOp};
 use std::borrow::Cow;
 
 /// What autodiff does with an op.
@@ -26,6 +26,28 @@ fn refused(reason: impl Into<Cow<'static, str>>) -> Gradient {
 pub fn gradient(op: &Op) -> Gradient {
     use Gradient::*;
     match op {
+        // Piecewise constant, integer or boolean results, a complex
+        // value's imaginary part of a float: zero almost everywhere.
+        Op::Unary(
+            UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::RoundNearestEven
+            | UnaryOp::Sign
+            | UnaryOp::Not
+            | UnaryOp::IsFinite
+            | UnaryOp::PopulationCount
+            | UnaryOp::Imag,
+        ) => Zero,
+        Op::Binary(
+            BinaryOp::And
+            | BinaryOp::Or
+            | BinaryOp::Xor
+            | BinaryOp::ShiftLeft
+            | BinaryOp::ShiftRightLogical
+            | BinaryOp::ShiftRightArithmetic,
+        ) => Zero,
+        // Its result is complex.
+        Op::Binary(BinaryOp::Complex) => refused("complex values have no gradient rules in hlatc"),
         Op::Unary(_)
         | Op::Binary(_)
         | Op::Select

@@ -1,0 +1,69 @@
+//! What autodiff does with each op, end to end: a rule's gradient flows,
+//! an op without one is refused by name with the reason the op table
+//! gives (`build::autodiff::gradient`), and an integer-valued op passes no
+//! contribution.
+
+use hlatc_compiler::build::autodiff::{grad, gradient, AutodiffError, GradHints, Gradient};
+use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::ir::op::{BinaryOp, UnaryOp};
+use hlatc_compiler::{ElementType, Op, Shape};
+
+fn vector(b: &mut Builder, name: &str) -> hlatc_compiler::InstrId {
+    b.parameter(name, Shape::array(ElementType::F32, [4]))
+}
+
+#[test]
+fn an_op_without_a_rule_is_refused_with_the_tables_reason() {
+    let mut b = Builder::new("m");
+    let x = vector(&mut b, "x");
+    let y = b
+        .add(
+            Op::Reverse {
+                dimensions: vec![0],
+            },
+            &[x],
+            None,
+        )
+        .unwrap();
+    // Rounding ops have no rule: the reverse before it has one, so the
+    // refusal comes from the op itself.
+    let rp = b
+        .add(
+            Op::ReducePrecision {
+                exponent_bits: 8,
+                mantissa_bits: 7,
+            },
+            &[y],
+            None,
+        )
+        .unwrap();
+    let loss = b.reduce_sum(rp, &[0]).unwrap();
+    let e = grad(&mut b, loss, &[x], &GradHints::default()).unwrap_err();
+    let Gradient::Refused(reason) = gradient(&b.computation().instr(rp).op) else {
+        panic!("reduce-precision has no rule");
+    };
+    assert_eq!(
+        e,
+        AutodiffError::NotDifferentiable {
+            instruction: b.computation().instr(rp).name.clone(),
+            opcode: "reduce-precision",
+            reason: reason.into_owned(),
+        }
+    );
+}
+
+#[test]
+fn integer_valued_ops_pass_no_contribution_and_rules_flow() {
+    let mut b = Builder::new("m");
+    let x = vector(&mut b, "x");
+    // floor(x) has zero derivative almost everywhere; x * x has 2x.
+    let floor = b.unary(UnaryOp::Floor, x).unwrap();
+    assert_eq!(gradient(&b.computation().instr(floor).op), Gradient::Zero);
+    let sq = b.binary(BinaryOp::Multiply, x, x).unwrap();
+    assert_eq!(gradient(&b.computation().instr(sq).op), Gradient::Rule);
+    let sum = b.add2(floor, sq).unwrap();
+    let loss = b.reduce_sum(sum, &[0]).unwrap();
+    let g = grad(&mut b, loss, &[x], &GradHints::default()).unwrap();
+    assert_eq!(g.len(), 1);
+    assert_eq!(b.shape(g[0]), &Shape::array(ElementType::F32, [4]));
+}

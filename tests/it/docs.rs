@@ -1,0 +1,99 @@
+//! The reference tables in `docs/` that the code can produce are produced
+//! by it: the pass list from the pass registry, the op table from the op
+//! descriptions and the backward rules. Each sits between marker lines in
+//! its chapter; a mismatch prints both, and `HLATC_BLESS=1` rewrites it.
+
+use hlatc::compiler::build::autodiff::{gradient, Gradient};
+use hlatc::compiler::ir::op::description::{Arity, OpTraits};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn docs(chapter: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs/src")
+        .join(chapter)
+}
+
+/// The text between `<!-- generated:NAME:begin -->` and its `end` line.
+fn check_generated(chapter: &str, name: &str, generated: &str) {
+    let path = docs(chapter);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let begin = format!("<!-- generated:{name}:begin -->\n");
+    let end = format!("<!-- generated:{name}:end -->");
+    let (Some(b), Some(e)) = (text.find(&begin), text.find(&end)) else {
+        panic!("{}: no {begin} ... {end} markers", path.display());
+    };
+    let current = &text[b + begin.len()..e];
+    if current == generated {
+        return;
+    }
+    if std::env::var_os("HLATC_BLESS").is_some_and(|v| v != "0") {
+        let updated = format!("{}{generated}{}", &text[..b + begin.len()], &text[e..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    let diff = similar::TextDiff::from_lines(current, generated)
+        .unified_diff()
+        .header("docs", "generated")
+        .to_string();
+    panic!(
+        "{}: the {name} table differs from what the code says (bless with HLATC_BLESS=1):\n{diff}",
+        path.display()
+    );
+}
+
+#[test]
+fn the_pass_table_is_the_registry() {
+    check_generated("passes.md", "passes", &hlatc::passes::markdown_table());
+}
+
+/// One instance of every opcode XLA's parser accepts, so each row is read
+/// from an op the IR holds.
+fn op_instances() -> BTreeMap<&'static str, hlatc::compiler::Op> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hlo/all_ops.hlo");
+    let m = hlatc::load_module(&path).unwrap();
+    let mut ops = BTreeMap::new();
+    for c in &m.computations {
+        for id in c.ids() {
+            let op = &c.instr(id).op;
+            ops.entry(op.opcode()).or_insert_with(|| op.clone());
+        }
+    }
+    ops
+}
+
+fn op_table() -> String {
+    let mut out =
+        String::from("| opcode | operands | traits | gradient |\n| --- | --- | --- | --- |\n");
+    for (opcode, op) in op_instances() {
+        let operands = match op.arity() {
+            Arity::Exactly(n) => n.to_string(),
+            Arity::Variadic => "any".to_string(),
+        };
+        let traits: Vec<&str> = [
+            (OpTraits::IMPURE, "impure"),
+            (OpTraits::COLLECTIVE, "collective"),
+            (OpTraits::SIDE_EFFECT, "side effect"),
+            (OpTraits::CARRIES_FLOAT_TYPE, "carries float type"),
+        ]
+        .into_iter()
+        .filter(|(t, _)| op.traits().has(*t))
+        .map(|(_, name)| name)
+        .collect();
+        let gradient = match gradient(&op) {
+            Gradient::Rule => "rule".to_string(),
+            Gradient::Zero => "zero".to_string(),
+            Gradient::Refused(why) => format!("refused: {why}"),
+        };
+        out += &format!(
+            "| `{opcode}` | {operands} | {} | {gradient} |\n",
+            traits.join(", ")
+        );
+    }
+    out
+}
+
+#[test]
+fn the_op_table_is_the_ir_and_its_backward_rules() {
+    check_generated("hlo-support.md", "ops", &op_table());
+}
