@@ -1,0 +1,292 @@
+//! Literals: scalars (NaN payloads included), nested arrays and tuples.
+
+use super::*;
+
+/// Where a constant's value, as XLA's parser reads it, is not what its text
+/// says at face value.
+pub(super) enum LiteralReading {
+    AsWritten,
+    /// One value written for a whole array: XLA's parser takes it as the
+    /// first element with every other element zero (`f32[3] constant(2)`
+    /// is `{2, 0, 0}`).
+    FirstOnly,
+    /// A complex element with a NaN part, which XLA's parser reads its
+    /// own way (see [`crate::ir::literal::complex_nans_as_xla_reads_them`]).
+    ComplexNan,
+}
+
+/// A constant of `declared` shape, a tuple's elements each read as their
+/// own constant: `(a, b)` (a pair of scalars parses as a complex value's
+/// parts would, and is read here as two elements).
+pub(super) fn literal_tree(
+    p: Pair<'_>,
+    declared: &Shape,
+    at: &Pair<'_>,
+) -> Result<LiteralTree, ParseError> {
+    let Shape::Tuple(elems) = declared else {
+        return literal(p, declared, at).map(|(l, _)| LiteralTree::Array(l));
+    };
+    let inner = p.into_inner().next().expect("grammar: literal has a body");
+    if !matches!(inner.as_rule(), Rule::tuple_literal | Rule::complex_scalar) {
+        return err_at(
+            &inner,
+            format!("a constant of {declared} is written as a tuple, (a, b, ...)"),
+        );
+    }
+    let values: Vec<Pair<'_>> = inner.into_inner().collect();
+    if values.len() != elems.len() {
+        return err_at(
+            &inner,
+            format!(
+                "a constant of {declared} needs {} elements, got {}",
+                elems.len(),
+                values.len()
+            ),
+        );
+    }
+    values
+        .into_iter()
+        .zip(elems)
+        .map(|(v, e)| literal_tree(v, e, at))
+        .collect::<Result<_, _>>()
+        .map(LiteralTree::Tuple)
+}
+
+/// A constant's value, read as XLA's parser reads it, and where that
+/// differs from the text's face value.
+pub(super) fn literal(
+    p: Pair<'_>,
+    declared: &Shape,
+    at: &Pair<'_>,
+) -> Result<(Literal, LiteralReading), ParseError> {
+    let arr = match declared {
+        Shape::Array(a) => a,
+        Shape::Tuple(_) => return err_at(at, "tuple constants are not supported"),
+        Shape::Token => return err_at(at, "a token has no value to write as a constant"),
+        Shape::Buffer(_) => return err_at(at, "a buffer has no value to write as a constant"),
+    };
+    // A complex element is read as its two parts, each a value of the part
+    // type, so the parts keep their NaN signs and payloads as a float does.
+    let (part_ty, per_element) = match arr.ty.complex_component() {
+        Some(part) => (part, 2),
+        None => (arr.ty, 1),
+    };
+    let mut values = Vec::new();
+    let mut nans = Vec::new();
+    let whole = p;
+    let first_only = arr.rank() > 0
+        && arr.element_count() > 0
+        && p.into_inner()
+            .next()
+            .is_some_and(|v| matches!(v.as_rule(), Rule::scalar | Rule::complex_scalar));
+    if first_only {
+        let only = ArrayShape::scalar(arr.ty);
+        collect_literal(p, &only, 0, &mut values, &mut nans)?;
+        let zero = match part_ty {
+            ElementType::Pred => Scalar::Bool(false),
+            t if t.is_signed_int() => Scalar::Int(0),
+            t if t.is_unsigned_int() => Scalar::UInt(0),
+            _ => Scalar::Float(0.0),
+        };
+        // The shape is as written, not yet verified: a mistyped dimension
+        // must be an error, not an allocation that aborts.
+        let n = arr
+            .checked_element_count()
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| n.checked_mul(per_element))
+            .filter(|&n| {
+                values
+                    .try_reserve_exact(n.saturating_sub(values.len()))
+                    .is_ok()
+            });
+        let Some(n) = n else {
+            return err_at(
+                &whole,
+                format!("a constant of {arr} does not fit in memory"),
+            );
+        };
+        values.resize(n, zero);
+    } else {
+        collect_literal(p, arr, 0, &mut values, &mut nans)?;
+    }
+    let parts_dims = if per_element == 1 {
+        arr.dims.clone()
+    } else {
+        vec![values.len() as i64]
+    };
+    let mut lit = Literal::from_scalars(part_ty, parts_dims, &values)
+        .or_else(|e| err_at(&whole, e.to_string()))?;
+    // A NaN's sign and payload, which a value of the literal's scalars
+    // does not carry, are set bit for bit.
+    for (i, pair) in nans {
+        let (negative, payload) = nan_spelling(&pair)?;
+        lit.set_nan(i, negative, payload)
+            .or_else(|e| err_at(&pair, e.to_string()))?;
+    }
+    let mut reading = if first_only {
+        LiteralReading::FirstOnly
+    } else {
+        LiteralReading::AsWritten
+    };
+    if per_element != 1 {
+        let mut bytes = lit.into_bytes();
+        if crate::ir::literal::complex_nans_as_xla_reads_them(part_ty, &mut bytes) {
+            reading = LiteralReading::ComplexNan;
+        }
+        lit = Literal::from_bytes(arr.ty, arr.dims.clone(), bytes)
+            .or_else(|e| err_at(&whole, e.to_string()))?;
+    }
+    lit.shape.minor_to_major = arr.minor_to_major.clone();
+    lit.shape.physical = arr.physical.clone();
+    Ok((lit, reading))
+}
+
+/// The literal's values in row-major order into `out`, and each value
+/// spelled as a NaN, by index, into `nans`.
+pub(super) fn collect_literal<'i>(
+    p: Pair<'i>,
+    arr: &ArrayShape,
+    depth: usize,
+    out: &mut Vec<Scalar>,
+    nans: &mut Vec<(usize, Pair<'i>)>,
+) -> Result<(), ParseError> {
+    let inner = p
+        .into_inner()
+        .next()
+        .expect("grammar: literal has one child");
+    match inner.as_rule() {
+        Rule::literal_list => {
+            if depth >= arr.rank() {
+                return err_at(
+                    &inner,
+                    format!("literal is nested deeper than the rank of {arr}"),
+                );
+            }
+            let items: Vec<_> = inner.into_inner().collect();
+            if items.len() as i64 != arr.dims[depth] {
+                return err_at(
+                    &inner,
+                    format!(
+                        "literal has {} elements in dimension {depth}, {arr} needs {}",
+                        items.len(),
+                        arr.dims[depth]
+                    ),
+                );
+            }
+            for it in items {
+                collect_literal(it, arr, depth + 1, out, nans)?;
+            }
+            Ok(())
+        }
+        Rule::scalar => {
+            if depth != arr.rank() {
+                return err_at(
+                    &inner,
+                    format!("scalar value where {arr} needs nested braces"),
+                );
+            }
+            if arr.ty.is_complex() {
+                return err_at(&inner, format!("a {} value is written (re, im)", arr.ty));
+            }
+            scalar_into(inner, arr.ty, out, nans)
+        }
+        Rule::complex_scalar => {
+            if depth != arr.rank() {
+                return err_at(
+                    &inner,
+                    format!("scalar value where {arr} needs nested braces"),
+                );
+            }
+            let Some(part) = arr.ty.complex_component() else {
+                return err_at(
+                    &inner,
+                    format!("(re, im) is a complex value; {} is not complex", arr.ty),
+                );
+            };
+            for p in inner.into_inner() {
+                let part_value = p.into_inner().next().expect("grammar: a scalar part");
+                scalar_into(part_value, part, out, nans)?;
+            }
+            Ok(())
+        }
+        Rule::tuple_literal => err_at(
+            &inner,
+            format!("a tuple of values where {arr} needs an array value"),
+        ),
+        r => unreachable!("grammar: unexpected {r:?} in literal"),
+    }
+}
+
+/// One value, read as `ty`, onto `out`; noted in `nans` when it is one.
+pub(super) fn scalar_into<'i>(
+    p: Pair<'i>,
+    ty: ElementType,
+    out: &mut Vec<Scalar>,
+    nans: &mut Vec<(usize, Pair<'i>)>,
+) -> Result<(), ParseError> {
+    out.push(scalar(&p, ty)?);
+    if spells_nan(p.as_str()) {
+        nans.push((out.len() - 1, p));
+    }
+    Ok(())
+}
+
+/// `nan`, `-nan`, `nan(0x1)`, ...
+pub(super) fn spells_nan(s: &str) -> bool {
+    s.trim_start_matches('-').starts_with("nan")
+}
+
+/// `-nan(0x1)` as (negative, payload); `nan` has none.
+pub(super) fn nan_spelling(p: &Pair<'_>) -> Result<(bool, Option<u64>), ParseError> {
+    let s = p.as_str();
+    let payload = match s.split_once("(0x") {
+        None => None,
+        Some((_, rest)) => {
+            let hex = rest.trim_end_matches(')');
+            match u64::from_str_radix(hex, 16) {
+                Ok(v) => Some(v),
+                Err(_) => return err_at(p, format!("NaN payload 0x{hex} does not fit in 64 bits")),
+            }
+        }
+    };
+    Ok((s.starts_with('-'), payload))
+}
+
+pub(super) fn scalar(p: &Pair<'_>, ty: ElementType) -> Result<Scalar, ParseError> {
+    let s = p.as_str();
+    let bad = || err_at(p, format!("'{s}' is not a valid {ty} value"));
+    match s {
+        "true" | "false" if ty == ElementType::Pred => return Ok(Scalar::Bool(s == "true")),
+        "true" | "false" => return bad(),
+        _ => {}
+    }
+    if ty.is_float() {
+        let v = match s {
+            "inf" => f64::INFINITY,
+            "-inf" => f64::NEG_INFINITY,
+            _ if spells_nan(s) => f64::NAN,
+            _ => match s.parse::<f64>() {
+                Ok(v) => v,
+                Err(_) => return bad(),
+            },
+        };
+        return Ok(Scalar::Float(v));
+    }
+    // XLA's reader takes the 64-bit integers through their bits: a
+    // negative u64 is its two's complement (`u64[] constant(-1)` is
+    // 18446744073709551615) and an s64 past i64::MAX wraps (measured
+    // through jaxlib). Narrower types are range-checked.
+    if let Ok(v) = s.parse::<i64>() {
+        return Ok(match ty {
+            ElementType::U64 if v < 0 => Scalar::UInt(v as u64),
+            _ => Scalar::Int(v),
+        });
+    }
+    if let Ok(v) = s.parse::<u64>() {
+        return Ok(match ty {
+            ElementType::S64 => Scalar::Int(v as i64),
+            _ => Scalar::UInt(v),
+        });
+    }
+    bad()
+}

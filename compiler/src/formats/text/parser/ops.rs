@@ -1,0 +1,425 @@
+//! The op an opcode and its attributes name, and the attributes with syntax
+//! of their own (collectives, domains, branches, async short forms).
+
+use super::*;
+
+/// `replica_groups`, `channel_id`, `use_global_device_ids` and
+/// `constrain_layout`.
+pub(in crate::formats::text) fn collective(a: &mut Attrs) -> Result<Collective, ParseError> {
+    let replica_groups = match a.take("replica_groups") {
+        None => ReplicaGroups::default(),
+        Some((Value::Ints(v), _)) if v.is_empty() => ReplicaGroups::default(),
+        Some((_, p)) => read_whole_value(&p, "replica_groups", |text| {
+            crate::formats::text::collective::parse_replica_groups(text)
+        })?,
+    };
+    Ok(Collective {
+        replica_groups,
+        channel_id: channel_id(a)?,
+        use_global_device_ids: a.flag("use_global_device_ids")?,
+        constrain_layout: a.flag("constrain_layout")?,
+    })
+}
+
+/// `domain={kind="sharding", entry={...}, exit={...}}`: the one kind of
+/// domain XLA's text writes.
+pub(super) fn domain(at: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
+    let (value, p) = a.required("domain")?;
+    let Value::Map(entries) = value else {
+        return err_at(
+            &p,
+            format!(
+                "'domain' must be {{kind=..., entry=..., exit=...}}, got {}",
+                value.kind()
+            ),
+        );
+    };
+    let mut kind = None;
+    let (mut entry, mut exit) = (None, None);
+    for (k, v) in entries {
+        match (k.as_str(), v) {
+            ("kind", Value::Str(s)) => kind = Some(s),
+            ("entry", Value::Raw(text)) => entry = Some(text),
+            ("exit", Value::Raw(text)) => exit = Some(text),
+            (other, v) => {
+                return err_at(
+                    &p,
+                    format!(
+                        "domain has '{other}' ({}), which hlatc does not read",
+                        v.kind()
+                    ),
+                )
+            }
+        }
+    }
+    if kind.as_deref() != Some("sharding") {
+        return err_at(
+            at,
+            format!("domain of kind {kind:?}: hlatc reads sharding domains only"),
+        );
+    }
+    let sharding = |text: Option<String>, side: &str| -> Result<Box<Sharding>, ParseError> {
+        let Some(text) = text else {
+            return err_at(&p, format!("domain needs its {side} sharding"));
+        };
+        crate::formats::text::sharding::parse_sharding(&text, &metadata_fields)
+            .map(Box::new)
+            .or_else(|e| err_at(&p, format!("domain {side}: {}", e.message)))
+    };
+    Ok(Op::Domain {
+        entry: sharding(entry, "entry")?,
+        exit: sharding(exit, "exit")?,
+    })
+}
+
+/// `channel_id=N`. XLA reads a non-positive id as none (its proto cannot
+/// tell `channel_id=0` from no channel), and so does hlatc.
+pub(in crate::formats::text) fn channel_id(a: &mut Attrs) -> Result<Option<i64>, ParseError> {
+    Ok(a.optional_int("channel_id")?.filter(|&id| id > 0))
+}
+
+/// `source_target_pairs={{0,1},...}`.
+pub(in crate::formats::text) fn source_target_pairs(
+    a: &mut Attrs,
+) -> Result<Vec<(i64, i64)>, ParseError> {
+    match a.take("source_target_pairs") {
+        None => Ok(Vec::new()),
+        Some((Value::Ints(v), _)) if v.is_empty() => Ok(Vec::new()),
+        Some((_, p)) => read_whole_value(&p, "source_target_pairs", |text| {
+            crate::formats::text::collective::parse_pairs(text)
+        }),
+    }
+}
+
+/// An in-place collective-permute's `slice_sizes={{1,8},{1,8}}`; none
+/// (absent or `{}`) for the other forms.
+pub(in crate::formats::text) fn permute_slice_sizes(
+    a: &mut Attrs,
+) -> Result<Vec<Vec<i64>>, ParseError> {
+    match a.take("slice_sizes") {
+        None => Ok(Vec::new()),
+        Some((Value::Ints(v), _)) if v.is_empty() => Ok(Vec::new()),
+        Some((_, p)) => read_whole_value(&p, "slice_sizes", |text| {
+            crate::formats::text::collective::parse_slice_sizes(text)
+        }),
+    }
+}
+
+/// `replica_count=N` / `num_partitions=N`: a positive count.
+pub(super) fn device_count(key: &str, value: &Value, at: &Pair<'_>) -> Result<i64, ParseError> {
+    match value {
+        Value::Number(n) => match n.parse::<i64>() {
+            Ok(v) if v >= 1 => Ok(v),
+            _ => err_at(
+                at,
+                format!("module attribute '{key}' must be a positive integer, got {n}"),
+            ),
+        },
+        other => err_at(
+            at,
+            format!(
+                "module attribute '{key}' must be a positive integer, got {}",
+                other.kind()
+            ),
+        ),
+    }
+}
+
+pub(super) fn parse_enum<T>(
+    attrs: &mut Attrs,
+    key: &str,
+    from: fn(&str) -> Option<T>,
+    choices: &str,
+) -> Result<T, ParseError> {
+    let (w, p) = attrs.word(key)?;
+    from(&w).map_or_else(
+        || {
+            err_at(
+                &p,
+                format!("unknown {key} '{w}' (expected one of {choices})"),
+            )
+        },
+        Ok,
+    )
+}
+
+/// [`parse_enum`] where the attribute is written, the default where not.
+pub(super) fn optional_enum<T: Default>(
+    attrs: &mut Attrs,
+    key: &str,
+    from: fn(&str) -> Option<T>,
+    choices: &str,
+) -> Result<T, ParseError> {
+    if attrs.map.contains_key(key) {
+        parse_enum(attrs, key, from, choices)
+    } else {
+        Ok(T::default())
+    }
+}
+
+/// A conditional's branches: `branch_computations={...}`, or the pred
+/// form's `true_computation` and `false_computation`.
+pub(super) fn conditional_branches(
+    at: &Pair<'_>,
+    a: &mut Attrs,
+) -> Result<Vec<String>, ParseError> {
+    let listed = a.take("branch_computations");
+    let pred_form =
+        a.map.contains_key("true_computation") || a.map.contains_key("false_computation");
+    match listed {
+        Some((_, p)) if pred_form => err_at(
+            &p,
+            "conditional has both branch_computations and true_computation/false_computation",
+        ),
+        Some((Value::Words(ws), _)) => Ok(ws.iter().map(|w| strip_sigil(w).to_string()).collect()),
+        Some((Value::Word(w), _)) => Ok(vec![w]),
+        Some((other, p)) => err_at(
+            &p,
+            format!(
+                "'branch_computations' must list computations like {{%a, %b}}, got {}",
+                other.kind()
+            ),
+        ),
+        None if pred_form => Ok(vec![
+            a.word("true_computation")?.0,
+            a.word("false_computation")?.0,
+        ]),
+        None => err_at(
+            at,
+            "conditional needs branch_computations={...} or true_computation and false_computation",
+        ),
+    }
+}
+
+pub(super) fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
+    op_named(opcode_pair.as_str(), opcode_pair, a)
+}
+
+/// The op `opcode` with its attributes from `a`; `opcode_pair` is where
+/// it is written (for a short-form async op, the wrapped op's opcode is
+/// part of the word).
+pub(super) fn op_named(
+    opcode: &str,
+    opcode_pair: &Pair<'_>,
+    a: &mut Attrs,
+) -> Result<Op, ParseError> {
+    if let Some(op) = Op::without_attributes(opcode) {
+        return Ok(op);
+    }
+    // The op families whose opcodes their step or kind spells.
+    if let Some(kind) = BatchNormKind::from_opcode(opcode) {
+        return Ok(Op::BatchNorm {
+            kind,
+            epsilon: a.f32("epsilon")?,
+            feature_index: a.int("feature_index")?,
+        });
+    }
+    if let Some(step) = TransferStep::from_opcode(opcode) {
+        return Ok(Op::Transfer(Transfer {
+            step,
+            channel_id: channel_id(a)?,
+            is_host_transfer: a.flag("is_host_transfer")?,
+        }));
+    }
+    if let Some(step) = AsyncStep::from_opcode(opcode) {
+        // An update or done may leave out the computation: it is its
+        // start's, found once the operands are known.
+        let calls = if step == AsyncStep::Start || a.map.contains_key("calls") {
+            a.word("calls")?.0
+        } else {
+            String::new()
+        };
+        return Ok(Op::Async {
+            step,
+            calls,
+            thread: async_thread(a)?,
+        });
+    }
+    let mut described = crate::formats::text::described::TextReader {
+        attrs: a,
+        opcode,
+        last: None,
+    };
+    if let Some(op) = Op::read_described(opcode, &mut described)? {
+        return Ok(op);
+    }
+    Ok(match opcode {
+        "conditional" => Op::Conditional {
+            branches: conditional_branches(opcode_pair, a)?,
+        },
+        "domain" => domain(opcode_pair, a)?,
+        "outfeed" => Op::Outfeed {
+            config: a.string("outfeed_config")?.unwrap_or_default(),
+            shape: match a.take("outfeed_shape") {
+                None => None,
+                Some((Value::Shape(s), _)) => Some(Box::new(s)),
+                Some((other, p)) => {
+                    return err_at(
+                        &p,
+                        format!("'outfeed_shape' must be a shape, got {}", other.kind()),
+                    )
+                }
+            },
+        },
+        "custom-call" => {
+            let target = match a.string("custom_call_target")? {
+                Some(t) => t,
+                None => return err_at(opcode_pair, "custom-call needs custom_call_target=\"...\""),
+            };
+            let api_version = optional_enum(
+                a,
+                "api_version",
+                CustomCallApiVersion::from_name,
+                "API_VERSION_*",
+            )?;
+            let convolution = [
+                "window",
+                "dim_labels",
+                "feature_group_count",
+                "batch_group_count",
+                "operand_precision",
+            ]
+            .iter()
+            .any(|k| a.map.contains_key(*k))
+            .then(|| -> Result<_, ParseError> {
+                let window = a
+                    .map
+                    .contains_key("window")
+                    .then(|| a.window())
+                    .transpose()?;
+                Ok(Box::new(CallConvolution {
+                    window,
+                    dims: a.dim_labels()?,
+                    feature_group_count: a.optional_int("feature_group_count")?.unwrap_or(1),
+                    batch_group_count: a.optional_int("batch_group_count")?.unwrap_or(1),
+                    precision: a.precision()?,
+                }))
+            })
+            .transpose()?;
+            let operand_layouts = match a.take("operand_layout_constraints") {
+                None => None,
+                Some((Value::Shapes(shapes), _)) => Some(shapes),
+                Some((Value::Ints(v), _)) if v.is_empty() => Some(Vec::new()),
+                Some((other, p)) => {
+                    return err_at(
+                        &p,
+                        format!(
+                            "'operand_layout_constraints' must list one shape per operand, got {}",
+                            other.kind()
+                        ),
+                    )
+                }
+            };
+            Op::CustomCall(CustomCall {
+                target,
+                api_version,
+                has_side_effect: a.flag("custom_call_has_side_effect")?,
+                schedule: optional_enum(
+                    a,
+                    "schedule",
+                    CustomCallSchedule::from_name,
+                    "SCHEDULE_NONE, SCHEDULE_LATEST, SCHEDULE_EARLIEST",
+                )?,
+                padding_type: optional_enum(
+                    a,
+                    "padding_type",
+                    PaddingType::from_name,
+                    "PADDING_INVALID, PADDING_VALID, PADDING_SAME",
+                )?,
+                literal: match a.take("literal") {
+                    None => None,
+                    Some((Value::Literal(lit), _)) => Some(Box::new(lit)),
+                    Some((other, p)) => {
+                        return err_at(
+                            &p,
+                            format!(
+                                "'literal' must be a shape and its value, like s32[2]{{0}} {{1, 2}}, got {}",
+                                other.kind()
+                            ),
+                        )
+                    }
+                },
+                convolution,
+                operand_layouts,
+                aliasing: a.operand_aliasing()?,
+                // XLA's reader takes `to_apply=f` on a custom call as its
+                // one called computation, and prints it back as
+                // `called_computations={f}` (checked through jaxlib).
+                called: match a.take("called_computations") {
+                    None => match a.take("to_apply") {
+                        None => Vec::new(),
+                        Some((Value::Word(name), _)) => vec![strip_sigil(&name).to_string()],
+                        Some((other, p)) => {
+                            return err_at(
+                                &p,
+                                format!("'to_apply' must name a computation, got {}", other.kind()),
+                            )
+                        }
+                    },
+                    Some((Value::Words(names), _)) => {
+                        names.iter().map(|n| strip_sigil(n).to_string()).collect()
+                    }
+                    Some((Value::Ints(v), _)) if v.is_empty() => Vec::new(),
+                    Some((other, p)) => {
+                        return err_at(
+                            &p,
+                            format!(
+                                "'called_computations' must list computation names, got {}",
+                                other.kind()
+                            ),
+                        )
+                    }
+                },
+            })
+        }
+        _ => match async_short_form(opcode, opcode_pair, a)? {
+            Some(op) => op,
+            None => {
+                return err_at(
+                    opcode_pair,
+                    format!(
+                        "unsupported opcode '{opcode}' (supported: {}, and an async form \
+                         `<opcode>-start`, `-update`, `-done` of each)",
+                        all_opcodes().join(", ")
+                    ),
+                )
+            }
+        },
+    })
+}
+
+/// A dot's (or ragged dot's) dimension numbers, precisions and algorithm.
+/// `async_execution_thread="..."`; the main thread is none.
+pub(super) fn async_thread(a: &mut Attrs) -> Result<Option<String>, ParseError> {
+    Ok(a.string("async_execution_thread")?
+        .filter(|t| t != crate::ir::computation::MAIN_THREAD))
+}
+
+/// XLA's short form of the async ops: `call-start(a, b), to_apply=f` is an
+/// `async-start` of a computation whose root is that `call`, built by the
+/// reader (see [`wrap_async_starts`]); `call-update` and `call-done` are
+/// the update and done of it. `None` when `opcode` is not such a form.
+pub(super) fn async_short_form(
+    opcode: &str,
+    opcode_pair: &Pair<'_>,
+    a: &mut Attrs,
+) -> Result<Option<Op>, ParseError> {
+    let Some((step, wrapped)) = AsyncStep::ALL
+        .into_iter()
+        .find_map(|s| opcode.strip_suffix(s.suffix()).map(|w| (s, w)))
+    else {
+        return Ok(None);
+    };
+    if !all_opcodes().contains(&wrapped) {
+        return Ok(None);
+    }
+    let thread = async_thread(a)?;
+    if step == AsyncStep::Start {
+        a.wrapped = Some(Box::new(op_named(wrapped, opcode_pair, a)?));
+    }
+    Ok(Some(Op::Async {
+        step,
+        calls: String::new(),
+        thread,
+    }))
+}
