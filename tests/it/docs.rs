@@ -3,7 +3,7 @@
 //! descriptions and the backward rules. Each sits between marker lines in
 //! its chapter; a mismatch prints both, and `HLATC_BLESS=1` rewrites it.
 
-use hlatc::compiler::build::autodiff::{gradient, Gradient};
+use hlatc::compiler::build::autodiff::{gradient, Gradient, Saved};
 use hlatc::compiler::ir::op::description::{Arity, OpTraits};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -81,7 +81,18 @@ fn op_table() -> String {
         .map(|(_, name)| name)
         .collect();
         let gradient = match gradient(&op) {
-            Gradient::Rule => "rule".to_string(),
+            Gradient::Rule { saves: &[] } => "rule".to_string(),
+            Gradient::Rule { saves } => {
+                let saved: Vec<String> = saves
+                    .iter()
+                    .map(|s| match s {
+                        Saved::Operand(k) => format!("operand {k}"),
+                        Saved::Output => "output".to_string(),
+                        Saved::OperandsFrom(k) => format!("operands {k}.."),
+                    })
+                    .collect();
+                format!("rule, saves {}", saved.join(", "))
+            }
             Gradient::Zero => "zero".to_string(),
             Gradient::Refused(why) => format!("refused: {why}"),
         };

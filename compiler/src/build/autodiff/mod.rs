@@ -15,7 +15,7 @@ mod composite;
 pub mod rules;
 
 pub use composite::{Composite, CompositeRule, GradHints};
-pub use rules::{gradient, Gradient};
+pub use rules::{gradient, saves, Gradient, Saved};
 
 use crate::build::builder::{BuildError, Builder};
 use crate::build::scope;

@@ -1,16 +1,29 @@
-//! Which ops have a backward rule, which give no operand a contribution,
-//! and why the rest are refused: one exhaustive table, so a new op cannot
-//! be left out, and what the error says and the docs' op table list come
-//! from the same place.
+//! Which ops have a backward rule and what each rule reads from the
+//! forward pass, which give no operand a contribution, and why the rest
+//! are refused: one exhaustive table, so a new op cannot be left out, and
+//! what the error says, what remat may drop and the docs' op table list
+//! come from the same place.
 
 use crate::ir::op::{BinaryOp, Op, UnaryOp};
 use std::borrow::Cow;
 
+/// A forward value a backward rule reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Saved {
+    Operand(usize),
+    /// The op's own result.
+    Output,
+    /// Operands from this position on (start indices of dynamic slices).
+    OperandsFrom(usize),
+}
+
 /// What autodiff does with an op.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Gradient {
-    /// A rule gives each float operand's adjoint (see [`super::vjp`]).
-    Rule,
+    /// A rule gives each float operand's adjoint (see [`super::vjp`]),
+    /// reading from the forward pass only what `saves` lists; everything
+    /// else it needs is static (shapes, attributes) or the incoming adjoint.
+    Rule { saves: &'static [Saved] },
     /// No operand gets a contribution: an input, a constant, a comparison
     /// or integer result, a random draw, a device id.
     Zero,
@@ -22,9 +35,12 @@ fn refused(reason: impl Into<Cow<'static, str>>) -> Gradient {
     Gradient::Refused(reason.into())
 }
 
+const NOTHING: Gradient = Gradient::Rule { saves: &[] };
+
 /// What autodiff does with `op`.
 pub fn gradient(op: &Op) -> Gradient {
     use Gradient::*;
+    use Saved::*;
     match op {
         // Piecewise constant, integer or boolean results, a complex
         // value's imaginary part of a float: zero almost everywhere.
@@ -48,24 +64,70 @@ pub fn gradient(op: &Op) -> Gradient {
         ) => Zero,
         // Its result is complex.
         Op::Binary(BinaryOp::Complex) => refused("complex values have no gradient rules in hlatc"),
-        Op::Unary(_)
-        | Op::Binary(_)
-        | Op::Select
-        | Op::Clamp
-        | Op::Convert
+        Op::Unary(
+            UnaryOp::Abs
+            | UnaryOp::Log
+            | UnaryOp::Log1p
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Erf,
+        ) => Rule {
+            saves: &[Operand(0)],
+        },
+        Op::Unary(
+            UnaryOp::Exp
+            | UnaryOp::Expm1
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Tanh
+            | UnaryOp::Tan
+            | UnaryOp::Cbrt
+            | UnaryOp::Logistic,
+        ) => Rule { saves: &[Output] },
+        Op::Unary(UnaryOp::Negate | UnaryOp::Copy | UnaryOp::Real) => NOTHING,
+        Op::Binary(BinaryOp::Add | BinaryOp::Subtract) => NOTHING,
+        Op::Binary(BinaryOp::Divide) => Rule {
+            saves: &[Operand(1), Output],
+        },
+        Op::Binary(BinaryOp::Power | BinaryOp::Remainder) => Rule {
+            saves: &[Operand(0), Operand(1), Output],
+        },
+        Op::Binary(
+            BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Atan2,
+        ) => Rule {
+            saves: &[Operand(0), Operand(1)],
+        },
+        Op::Select => Rule {
+            saves: &[Operand(0)],
+        },
+        Op::Clamp => Rule {
+            saves: &[Operand(0), Operand(1), Operand(2)],
+        },
+        Op::Dot { .. } => Rule {
+            saves: &[Operand(0), Operand(1)],
+        },
+        // A max or min reduction's adjoint finds where the maximum was; a
+        // sum's is a broadcast and reads nothing (see `saves`).
+        Op::Reduce { .. } => Rule {
+            saves: &[Operand(0), Output],
+        },
+        Op::DynamicSlice { .. } => Rule {
+            saves: &[OperandsFrom(1)],
+        },
+        Op::DynamicUpdateSlice => Rule {
+            saves: &[OperandsFrom(2)],
+        },
+        Op::Gather { .. } | Op::Scatter { .. } => Rule {
+            saves: &[Operand(1)],
+        },
+        Op::Convert
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Reverse { .. }
         | Op::Broadcast { .. }
         | Op::Slice { .. }
         | Op::Concatenate { .. }
-        | Op::Pad { .. }
-        | Op::DynamicSlice { .. }
-        | Op::DynamicUpdateSlice
-        | Op::Dot { .. }
-        | Op::Reduce { .. }
-        | Op::Gather { .. }
-        | Op::Scatter { .. } => Rule,
+        | Op::Pad { .. } => NOTHING,
         Op::Parameter(_)
         | Op::Constant(_)
         | Op::TupleConstant(_)
@@ -124,5 +186,15 @@ pub fn gradient(op: &Op) -> Gradient {
             refused("ops ordered by tokens (transfers, feeds) have no gradient rule in hlatc")
         }
         Op::CustomCall(cc) => refused(format!("custom call '{}' has no gradient rule", cc.target)),
+    }
+}
+
+/// What the backward rule of `op` keeps from the forward pass, given the
+/// reducer of a reduction (a sum's adjoint reads nothing).
+pub fn saves(op: &Op, reducer: Option<BinaryOp>) -> Vec<Saved> {
+    match (op, gradient(op)) {
+        (Op::Reduce { .. }, _) if reducer == Some(BinaryOp::Add) => vec![],
+        (_, Gradient::Rule { saves }) => saves.to_vec(),
+        _ => vec![],
     }
 }

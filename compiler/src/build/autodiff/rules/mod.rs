@@ -1,6 +1,6 @@
 //! One backward rule per differentiable op: the vector-Jacobian product for
 //! operand `i`, given the output's adjoint `g`, and the forward values the
-//! rule reads ([`saves`]).
+//! rule reads ([`saves`], from the exhaustive table in [`gradient()`]).
 
 use super::AutodiffError;
 use crate::build::builder::Builder;
@@ -13,60 +13,7 @@ mod elementwise;
 mod gradient;
 mod indexing;
 
-pub use gradient::{gradient, Gradient};
-
-/// A forward value a backward rule reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Saved {
-    Operand(usize),
-    /// The op's own result.
-    Output,
-    /// Operands from this position on (start indices of dynamic slices).
-    OperandsFrom(usize),
-}
-
-/// What the backward rule of `op` keeps from the forward pass. Everything
-/// else it needs is static (shapes, attributes) or the incoming adjoint.
-pub fn saves(op: &Op, reducer: Option<BinaryOp>) -> Vec<Saved> {
-    use Saved::*;
-    match op {
-        Op::Unary(u) => match u {
-            UnaryOp::Abs
-            | UnaryOp::Log
-            | UnaryOp::Log1p
-            | UnaryOp::Sin
-            | UnaryOp::Cos
-            | UnaryOp::Erf => {
-                vec![Operand(0)]
-            }
-            UnaryOp::Exp
-            | UnaryOp::Expm1
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Tanh
-            | UnaryOp::Tan
-            | UnaryOp::Cbrt
-            | UnaryOp::Logistic => {
-                vec![Output]
-            }
-            _ => vec![],
-        },
-        Op::Binary(b) => match b {
-            BinaryOp::Add | BinaryOp::Subtract => vec![],
-            BinaryOp::Divide => vec![Operand(1), Output],
-            BinaryOp::Power | BinaryOp::Remainder => vec![Operand(0), Operand(1), Output],
-            _ => vec![Operand(0), Operand(1)],
-        },
-        Op::Select => vec![Operand(0)],
-        Op::Clamp => vec![Operand(0), Operand(1), Operand(2)],
-        Op::Dot { .. } => vec![Operand(0), Operand(1)],
-        Op::Reduce { .. } if reducer != Some(BinaryOp::Add) => vec![Operand(0), Output],
-        Op::DynamicSlice { .. } => vec![OperandsFrom(1)],
-        Op::DynamicUpdateSlice => vec![OperandsFrom(2)],
-        Op::Gather { .. } | Op::Scatter { .. } => vec![Operand(1)],
-        _ => vec![],
-    }
-}
+pub use gradient::{gradient, saves, Gradient, Saved};
 
 pub(super) fn not_differentiable<T>(
     b: &Builder,
@@ -133,7 +80,7 @@ pub fn vjp(
         return not_differentiable(b, n, "complex values have no gradient rules in hlatc");
     }
     match gradient(&instr.op) {
-        Gradient::Rule => {}
+        Gradient::Rule { .. } => {}
         Gradient::Zero => return Ok(None),
         Gradient::Refused(reason) => return not_differentiable(b, n, reason),
     }
