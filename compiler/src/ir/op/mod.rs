@@ -498,7 +498,66 @@ macro_rules! callee_slots {
             } => (Some(select), Some(scatter), None),
             Op::Conditional { branches } => (None, None, Some(branches)),
             Op::CustomCall(CustomCall { called, .. }) => (None, None, Some(called)),
-            _ => (None, None, None),
+            // Listed rather than `_`, so a new op must say whether it calls.
+            Op::Parameter(_)
+            | Op::Constant(_)
+            | Op::TupleConstant(_)
+            | Op::Iota { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare { .. }
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert
+            | Op::StochasticConvert
+            | Op::ReducePrecision { .. }
+            | Op::BitcastConvert
+            | Op::Bitcast
+            | Op::Broadcast { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Reverse { .. }
+            | Op::Slice { .. }
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::SetDimensionSize { .. }
+            | Op::GetDimensionSize { .. }
+            | Op::DynamicReshape
+            | Op::Concatenate { .. }
+            | Op::Pad { .. }
+            | Op::Dot { .. }
+            | Op::RaggedDot { .. }
+            | Op::Convolution { .. }
+            | Op::Tuple
+            | Op::OptBarrier
+            | Op::GetTupleElement { .. }
+            | Op::Rng { .. }
+            | Op::RngGetAndUpdateState { .. }
+            | Op::AllGather { .. }
+            | Op::AllToAll { .. }
+            | Op::BatchNorm { .. }
+            | Op::RaggedAllToAll { .. }
+            | Op::Domain { .. }
+            | Op::TriangularSolve { .. }
+            | Op::Cholesky { .. }
+            | Op::Fft { .. }
+            | Op::CollectiveBroadcast { .. }
+            | Op::TopK { .. }
+            | Op::CollectivePermute { .. }
+            | Op::AllGatherStart { .. }
+            | Op::CollectivePermuteStart { .. }
+            | Op::CollectiveDone(_)
+            | Op::ReplicaId
+            | Op::PartitionId
+            | Op::Gather { .. }
+            | Op::RngBitGenerator { .. }
+            | Op::AfterAll
+            | Op::AddDependency
+            | Op::Transfer(_)
+            | Op::CopyStart { .. }
+            | Op::CopyDone
+            | Op::Infeed { .. }
+            | Op::Outfeed { .. } => (None, None, None),
         }
     };
 }
@@ -581,7 +640,73 @@ impl Op {
             | Op::CollectiveBroadcast { collective }
             | Op::AllReduceStart { collective, .. }
             | Op::AllGatherStart { collective, .. } => Some(collective),
-            _ => None,
+            // Listed rather than `_`, so a new op must say whether it is one.
+            Op::Parameter(_)
+            | Op::Constant(_)
+            | Op::TupleConstant(_)
+            | Op::Iota { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare { .. }
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert
+            | Op::StochasticConvert
+            | Op::ReducePrecision { .. }
+            | Op::BitcastConvert
+            | Op::Bitcast
+            | Op::Broadcast { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Reverse { .. }
+            | Op::Slice { .. }
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::SetDimensionSize { .. }
+            | Op::GetDimensionSize { .. }
+            | Op::DynamicReshape
+            | Op::Concatenate { .. }
+            | Op::Pad { .. }
+            | Op::Dot { .. }
+            | Op::RaggedDot { .. }
+            | Op::Reduce { .. }
+            | Op::Convolution { .. }
+            | Op::ReduceWindow { .. }
+            | Op::SelectAndScatter { .. }
+            | Op::Tuple
+            | Op::OptBarrier
+            | Op::GetTupleElement { .. }
+            | Op::Call { .. }
+            | Op::While { .. }
+            | Op::Conditional { .. }
+            | Op::Fusion { .. }
+            | Op::Sort { .. }
+            | Op::Map { .. }
+            | Op::Rng { .. }
+            | Op::RngGetAndUpdateState { .. }
+            | Op::BatchNorm { .. }
+            | Op::Domain { .. }
+            | Op::TriangularSolve { .. }
+            | Op::Cholesky { .. }
+            | Op::Fft { .. }
+            | Op::TopK { .. }
+            | Op::CollectivePermute { .. }
+            | Op::CollectivePermuteStart { .. }
+            | Op::CollectiveDone(_)
+            | Op::ReplicaId
+            | Op::PartitionId
+            | Op::Gather { .. }
+            | Op::Scatter { .. }
+            | Op::RngBitGenerator { .. }
+            | Op::CustomCall(_)
+            | Op::AfterAll
+            | Op::AddDependency
+            | Op::Transfer(_)
+            | Op::Async { .. }
+            | Op::CopyStart { .. }
+            | Op::CopyDone
+            | Op::Infeed { .. }
+            | Op::Outfeed { .. } => None,
         }
     }
 
