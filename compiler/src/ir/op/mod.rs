@@ -468,38 +468,12 @@ pub fn all_opcodes() -> Vec<&'static str> {
     v
 }
 
-/// The computations an op calls as (first, second, the rest), in XLA's
-/// order; one match for shared and mutable access alike (match ergonomics
-/// give `&` or `&mut` bindings), so the two cannot drift apart.
-macro_rules! callee_slots {
-    ($op:expr) => {
-        match $op {
-            Op::Reduce { to_apply, .. }
-            | Op::ReduceWindow { to_apply, .. }
-            | Op::Call { to_apply, .. }
-            | Op::Scatter { to_apply, .. }
-            | Op::AllReduce { to_apply, .. }
-            | Op::AllReduceStart { to_apply, .. }
-            | Op::ReduceScatter { to_apply, .. }
-            | Op::Map { to_apply, .. }
-            | Op::Sort {
-                comparator: to_apply,
-                ..
-            }
-            | Op::Fusion {
-                calls: to_apply, ..
-            }
-            | Op::Async {
-                calls: to_apply, ..
-            } => (Some(to_apply), None, None),
-            Op::While { condition, body } => (Some(body), Some(condition), None),
-            Op::SelectAndScatter {
-                select, scatter, ..
-            } => (Some(select), Some(scatter), None),
-            Op::Conditional { branches } => (None, None, Some(branches)),
-            Op::CustomCall(CustomCall { called, .. }) => (None, None, Some(called)),
-            // Listed rather than `_`, so a new op must say whether it calls.
-            Op::Parameter(_)
+/// Every op that neither calls a computation nor is a replica-grouped
+/// collective, as a pattern: the callee slots and `collective()` both end
+/// with it, so a new op is listed once and must be placed by hand.
+macro_rules! plain_ops {
+    () => {
+        Op::Parameter(_)
             | Op::Constant(_)
             | Op::TupleConstant(_)
             | Op::Iota { .. }
@@ -533,18 +507,13 @@ macro_rules! callee_slots {
             | Op::GetTupleElement { .. }
             | Op::Rng { .. }
             | Op::RngGetAndUpdateState { .. }
-            | Op::AllGather { .. }
-            | Op::AllToAll { .. }
             | Op::BatchNorm { .. }
-            | Op::RaggedAllToAll { .. }
             | Op::Domain { .. }
             | Op::TriangularSolve { .. }
             | Op::Cholesky { .. }
             | Op::Fft { .. }
-            | Op::CollectiveBroadcast { .. }
             | Op::TopK { .. }
             | Op::CollectivePermute { .. }
-            | Op::AllGatherStart { .. }
             | Op::CollectivePermuteStart { .. }
             | Op::CollectiveDone(_)
             | Op::ReplicaId
@@ -557,7 +526,47 @@ macro_rules! callee_slots {
             | Op::CopyStart { .. }
             | Op::CopyDone
             | Op::Infeed { .. }
-            | Op::Outfeed { .. } => (None, None, None),
+            | Op::Outfeed { .. }
+    };
+}
+
+/// The computations an op calls as (first, second, the rest), in XLA's
+/// order; one match for shared and mutable access alike (match ergonomics
+/// give `&` or `&mut` bindings), so the two cannot drift apart.
+macro_rules! callee_slots {
+    ($op:expr) => {
+        match $op {
+            Op::Reduce { to_apply, .. }
+            | Op::ReduceWindow { to_apply, .. }
+            | Op::Call { to_apply, .. }
+            | Op::Scatter { to_apply, .. }
+            | Op::AllReduce { to_apply, .. }
+            | Op::AllReduceStart { to_apply, .. }
+            | Op::ReduceScatter { to_apply, .. }
+            | Op::Map { to_apply, .. }
+            | Op::Sort {
+                comparator: to_apply,
+                ..
+            }
+            | Op::Fusion {
+                calls: to_apply, ..
+            }
+            | Op::Async {
+                calls: to_apply, ..
+            } => (Some(to_apply), None, None),
+            Op::While { condition, body } => (Some(body), Some(condition), None),
+            Op::SelectAndScatter {
+                select, scatter, ..
+            } => (Some(select), Some(scatter), None),
+            Op::Conditional { branches } => (None, None, Some(branches)),
+            Op::CustomCall(CustomCall { called, .. }) => (None, None, Some(called)),
+            // Listed rather than `_`, so a new op must say whether it calls.
+            plain_ops!()
+            | Op::AllGather { .. }
+            | Op::AllToAll { .. }
+            | Op::RaggedAllToAll { .. }
+            | Op::CollectiveBroadcast { .. }
+            | Op::AllGatherStart { .. } => (None, None, None),
         }
     };
 }
@@ -641,72 +650,19 @@ impl Op {
             | Op::AllReduceStart { collective, .. }
             | Op::AllGatherStart { collective, .. } => Some(collective),
             // Listed rather than `_`, so a new op must say whether it is one.
-            Op::Parameter(_)
-            | Op::Constant(_)
-            | Op::TupleConstant(_)
-            | Op::Iota { .. }
-            | Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare { .. }
-            | Op::Select
-            | Op::Clamp
-            | Op::Convert
-            | Op::StochasticConvert
-            | Op::ReducePrecision { .. }
-            | Op::BitcastConvert
-            | Op::Bitcast
-            | Op::Broadcast { .. }
-            | Op::Reshape { .. }
-            | Op::Transpose { .. }
-            | Op::Reverse { .. }
-            | Op::Slice { .. }
-            | Op::DynamicSlice { .. }
-            | Op::DynamicUpdateSlice
-            | Op::SetDimensionSize { .. }
-            | Op::GetDimensionSize { .. }
-            | Op::DynamicReshape
-            | Op::Concatenate { .. }
-            | Op::Pad { .. }
-            | Op::Dot { .. }
-            | Op::RaggedDot { .. }
+            plain_ops!()
             | Op::Reduce { .. }
-            | Op::Convolution { .. }
             | Op::ReduceWindow { .. }
             | Op::SelectAndScatter { .. }
-            | Op::Tuple
-            | Op::OptBarrier
-            | Op::GetTupleElement { .. }
             | Op::Call { .. }
             | Op::While { .. }
             | Op::Conditional { .. }
             | Op::Fusion { .. }
             | Op::Sort { .. }
             | Op::Map { .. }
-            | Op::Rng { .. }
-            | Op::RngGetAndUpdateState { .. }
-            | Op::BatchNorm { .. }
-            | Op::Domain { .. }
-            | Op::TriangularSolve { .. }
-            | Op::Cholesky { .. }
-            | Op::Fft { .. }
-            | Op::TopK { .. }
-            | Op::CollectivePermute { .. }
-            | Op::CollectivePermuteStart { .. }
-            | Op::CollectiveDone(_)
-            | Op::ReplicaId
-            | Op::PartitionId
-            | Op::Gather { .. }
             | Op::Scatter { .. }
-            | Op::RngBitGenerator { .. }
             | Op::CustomCall(_)
-            | Op::AfterAll
-            | Op::AddDependency
-            | Op::Transfer(_)
-            | Op::Async { .. }
-            | Op::CopyStart { .. }
-            | Op::CopyDone
-            | Op::Infeed { .. }
-            | Op::Outfeed { .. } => None,
+            | Op::Async { .. } => None,
         }
     }
 
