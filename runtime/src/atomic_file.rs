@@ -45,22 +45,36 @@ pub fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Why a path cannot be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotWritable {
+    #[error("is a directory")]
+    IsDirectory,
+    #[error("directory {} does not exist", .0.display())]
+    NoDirectory(PathBuf),
+    #[error("cannot write in {}: {message}", dir.display())]
+    CannotCreate { dir: PathBuf, message: String },
+}
+
 /// Fails early, before long work, when `path` could not be written: its
 /// directory is missing or read-only, or `path` is a directory. Leaves
 /// nothing behind.
-pub fn check_writable(path: &Path) -> Result<(), String> {
+pub fn check_writable(path: &Path) -> Result<(), NotWritable> {
     if path.is_dir() {
-        return Err("is a directory".into());
+        return Err(NotWritable::IsDirectory);
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        return Err(format!("directory {} does not exist", dir.display()));
+        return Err(NotWritable::NoDirectory(dir.to_path_buf()));
     }
     let probe = temp_beside(path, "probe");
-    std::fs::File::create(&probe).map_err(|e| format!("cannot write in {}: {e}", dir.display()))?;
+    std::fs::File::create(&probe).map_err(|e| NotWritable::CannotCreate {
+        dir: dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }

@@ -31,21 +31,38 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// A run that would take more host memory than there is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TooLarge {
+    #[error("{what} needs {} of host memory, but only {} is available", human(*.needed), human(*.available))]
+    Exceeds {
+        what: String,
+        needed: u64,
+        available: u64,
+    },
+    #[error("{what} needs {}, more than can be addressed", human(*.needed))]
+    Unaddressable { what: String, needed: u64 },
+}
+
 /// Fails when `what` needs more than the available memory. Where the
 /// available memory cannot be read, anything up to the size of the address
 /// space passes.
-pub fn ensure_fits(what: &str, bytes: u64) -> Result<(), String> {
+pub fn ensure_fits(what: &str, bytes: u64) -> Result<(), TooLarge> {
     let available = available_bytes();
     if bytes <= available.unwrap_or(u64::MAX >> 1) {
         return Ok(());
     }
+    let what = what.to_string();
     Err(match available {
-        Some(a) => format!(
-            "{what} needs {} of host memory, but only {} is available",
-            human(bytes),
-            human(a)
-        ),
-        None => format!("{what} needs {}, more than can be addressed", human(bytes)),
+        Some(available) => TooLarge::Exceeds {
+            what,
+            needed: bytes,
+            available,
+        },
+        None => TooLarge::Unaddressable {
+            what,
+            needed: bytes,
+        },
     })
 }
 
@@ -60,7 +77,7 @@ mod tests {
         assert_eq!(big.byte_size(), u64::MAX);
         let small = Shape::Array(ArrayShape::new(ElementType::F64, vec![3, 5]));
         assert_eq!(Shape::Tuple(vec![small.clone(), small]).byte_size(), 240);
-        let e = ensure_fits("running m", 1 << 60).unwrap_err();
+        let e = ensure_fits("running m", 1 << 60).unwrap_err().to_string();
         assert!(
             e.starts_with("running m needs 1152921504.6 GB of host memory"),
             "{e}"

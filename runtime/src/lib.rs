@@ -71,8 +71,8 @@ pub enum RuntimeError {
         expected: String,
         got: String,
     },
-    #[error("{0}")]
-    HostMemory(String),
+    #[error(transparent)]
+    HostMemory(#[from] host_memory::TooLarge),
     #[error("the plugin returned {got} output(s), the module declares {expected}")]
     OutputCount { expected: usize, got: usize },
 }

@@ -171,7 +171,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         &format!("training {name}"),
         (state as u64).saturating_mul(2).saturating_add(batch_bytes),
     )
-    .map_err(Error::Usage)?;
+    .map_err(|e| Error::Usage(e.to_string()))?;
     Ok((cfg, name))
 }
 
