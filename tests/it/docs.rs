@@ -108,3 +108,25 @@ fn op_table() -> String {
 fn the_op_table_is_the_ir_and_its_backward_rules() {
     check_generated("hlo-support.md", "ops", &op_table());
 }
+
+/// Every chapter in `docs/src` is in the book's table of contents, and
+/// every entry there is a chapter that exists (mdBook would otherwise
+/// create an empty page for it, or leave a chapter unreachable).
+#[test]
+fn the_books_contents_list_every_chapter() {
+    let summary = std::fs::read_to_string(docs("SUMMARY.md")).unwrap();
+    let listed: std::collections::BTreeSet<String> = summary
+        .split("](")
+        .skip(1)
+        .filter_map(|rest| rest.split_once(')').map(|(target, _)| target.to_string()))
+        .collect();
+    let chapters: std::collections::BTreeSet<String> = std::fs::read_dir(docs(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md") && n != "SUMMARY.md")
+        .collect();
+    assert_eq!(
+        listed, chapters,
+        "docs/src/SUMMARY.md against the chapters in docs/src"
+    );
+}
