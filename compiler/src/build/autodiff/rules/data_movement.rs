@@ -67,48 +67,41 @@ pub(super) fn slice_vjp(
     Ok(b.add(Op::Pad { config }, &[g, z], None)?)
 }
 
+/// The adjoint of a transpose is the inverse permutation.
 pub(super) fn transpose(
     b: &mut Builder,
-    s: &Site,
+    g: InstrId,
     permutation: &[i64],
-) -> Result<Option<InstrId>, AutodiffError> {
-    let Site { g, .. } = *s;
-    Ok({
-        let mut inverse = vec![0i64; permutation.len()];
-        for (k, &p) in permutation.iter().enumerate() {
-            inverse[p as usize] = k as i64;
-        }
-        Some(b.transpose(g, &inverse)?)
-    })
+) -> Result<InstrId, AutodiffError> {
+    let mut inverse = vec![0i64; permutation.len()];
+    for (k, &p) in permutation.iter().enumerate() {
+        inverse[p as usize] = k as i64;
+    }
+    Ok(b.transpose(g, &inverse)?)
 }
 
 pub(super) fn reverse(
     b: &mut Builder,
-    s: &Site,
+    g: InstrId,
     dimensions: &[i64],
-) -> Result<Option<InstrId>, AutodiffError> {
-    let Site { g, .. } = *s;
-    Ok(Some(b.add(
-        Op::Reverse {
-            dimensions: dimensions.to_vec(),
-        },
-        &[g],
-        None,
-    )?))
+) -> Result<InstrId, AutodiffError> {
+    let reverse = Op::Reverse {
+        dimensions: dimensions.to_vec(),
+    };
+    Ok(b.add(reverse, &[g], None)?)
 }
 
+/// Operand `i`'s part of the concatenation along `dimension`.
 pub(super) fn concatenate(
     b: &mut Builder,
     s: &Site,
     dimension: i64,
-) -> Result<Option<InstrId>, AutodiffError> {
+) -> Result<InstrId, AutodiffError> {
     let Site { ops, i, x, g, .. } = *s;
-    Ok({
-        let d = dimension as usize;
-        let start: i64 = ops[..i].iter().map(|&o| b.dims(o)[d]).sum();
-        let len = b.dims(x)[d];
-        Some(b.slice_dim(g, d, start, start + len)?)
-    })
+    let d = dimension as usize;
+    let start: i64 = ops[..i].iter().map(|&o| b.dims(o)[d]).sum();
+    let len = b.dims(x)[d];
+    Ok(b.slice_dim(g, d, start, start + len)?)
 }
 
 pub(super) fn pad(
@@ -117,30 +110,28 @@ pub(super) fn pad(
     config: &[PadDim],
 ) -> Result<Option<InstrId>, AutodiffError> {
     let Site { n, ops, i, g, .. } = *s;
-    Ok({
-        if config.iter().any(|p| p.low < 0 || p.high < 0) {
-            return not_differentiable(b, n, "negative padding");
-        }
-        let dims = b.dims(ops[0]);
-        let slices: Vec<SliceDim> = config
-            .iter()
-            .zip(&dims)
-            .map(|(p, &len)| SliceDim {
-                start: p.low,
-                limit: p.low + (len - 1).max(0) * (p.interior + 1) + i64::from(len > 0),
-                stride: p.interior + 1,
-            })
-            .collect();
-        let gx = b.add(Op::Slice { slices }, &[g], None)?;
-        if i == 0 {
-            Some(gx)
-        } else {
-            let rank: Vec<i64> = (0..dims.len() as i64).collect();
-            let all = b.reduce_sum(g, &rank)?;
-            let inner = b.reduce_sum(gx, &rank)?;
-            Some(b.sub(all, inner)?)
-        }
-    })
+    if config.iter().any(|p| p.low < 0 || p.high < 0) {
+        return not_differentiable(b, n, "negative padding");
+    }
+    let dims = b.dims(ops[0]);
+    let slices: Vec<SliceDim> = config
+        .iter()
+        .zip(&dims)
+        .map(|(p, &len)| SliceDim {
+            start: p.low,
+            limit: p.low + (len - 1).max(0) * (p.interior + 1) + i64::from(len > 0),
+            stride: p.interior + 1,
+        })
+        .collect();
+    let gx = b.add(Op::Slice { slices }, &[g], None)?;
+    if i == 0 {
+        return Ok(Some(gx));
+    }
+    // The padding value's adjoint: everything the slice did not take.
+    let rank: Vec<i64> = (0..dims.len() as i64).collect();
+    let all = b.reduce_sum(g, &rank)?;
+    let inner = b.reduce_sum(gx, &rank)?;
+    Ok(Some(b.sub(all, inner)?))
 }
 
 pub(super) fn dynamic_slice(b: &mut Builder, s: &Site) -> Result<Option<InstrId>, AutodiffError> {

@@ -195,31 +195,29 @@ pub(super) fn select(b: &mut Builder, s: &Site) -> Result<Option<InstrId>, Autod
     })
 }
 
-pub(super) fn clamp(b: &mut Builder, s: &Site) -> Result<Option<InstrId>, AutodiffError> {
+pub(super) fn clamp(b: &mut Builder, s: &Site) -> Result<InstrId, AutodiffError> {
     let Site { ops, i, x, g, .. } = *s;
-    Ok({
-        let (lo, v, hi) = (ops[0], ops[1], ops[2]);
-        let dims = b.dims(v);
-        let lob = if b.dims(lo).is_empty() {
-            b.broadcast(lo, &dims, &[])?
-        } else {
-            lo
-        };
-        let hib = if b.dims(hi).is_empty() {
-            b.broadcast(hi, &dims, &[])?
-        } else {
-            hi
-        };
-        let mask = match i {
-            0 => b.compare(v, lob, ComparisonDirection::Lt)?,
-            2 => b.compare(v, hib, ComparisonDirection::Gt)?,
-            _ => {
-                let above = b.compare(v, lob, ComparisonDirection::Ge)?;
-                let below = b.compare(v, hib, ComparisonDirection::Le)?;
-                b.binary(BinaryOp::And, above, below)?
-            }
-        };
-        let gm = masked(b, mask, g)?;
-        Some(unbroadcast_scalar(b, gm, x)?)
-    })
+    let (lo, v, hi) = (ops[0], ops[1], ops[2]);
+    let dims = b.dims(v);
+    let lob = if b.dims(lo).is_empty() {
+        b.broadcast(lo, &dims, &[])?
+    } else {
+        lo
+    };
+    let hib = if b.dims(hi).is_empty() {
+        b.broadcast(hi, &dims, &[])?
+    } else {
+        hi
+    };
+    let mask = match i {
+        0 => b.compare(v, lob, ComparisonDirection::Lt)?,
+        2 => b.compare(v, hib, ComparisonDirection::Gt)?,
+        _ => {
+            let above = b.compare(v, lob, ComparisonDirection::Ge)?;
+            let below = b.compare(v, hib, ComparisonDirection::Le)?;
+            b.binary(BinaryOp::And, above, below)?
+        }
+    };
+    let gm = masked(b, mask, g)?;
+    unbroadcast_scalar(b, gm, x)
 }

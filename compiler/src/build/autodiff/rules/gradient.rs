@@ -35,6 +35,10 @@ fn refused(reason: impl Into<Cow<'static, str>>) -> Gradient {
     Gradient::Refused(reason.into())
 }
 
+/// Why nothing complex is differentiated: an op with a complex result
+/// here, and any op over complex values in `vjp`.
+pub(super) const COMPLEX: &str = "complex values have no gradient rules in hlatc";
+
 const NOTHING: Gradient = Gradient::Rule { saves: &[] };
 
 /// What autodiff does with `op`.
@@ -63,7 +67,7 @@ pub fn gradient(op: &Op) -> Gradient {
             | BinaryOp::ShiftRightArithmetic,
         ) => Zero,
         // Its result is complex.
-        Op::Binary(BinaryOp::Complex) => refused("complex values have no gradient rules in hlatc"),
+        Op::Binary(BinaryOp::Complex) => refused(COMPLEX),
         Op::Unary(
             UnaryOp::Abs
             | UnaryOp::Log

@@ -44,45 +44,43 @@ pub(super) fn scatter(
     to_apply: &str,
 ) -> Result<Option<InstrId>, AutodiffError> {
     let Site { n, ops, i, g, .. } = *s;
-    Ok({
-        if b.reducer_op(to_apply) != Some(BinaryOp::Add) {
-            return not_differentiable(b, n, "only scatter-add has a gradient");
-        }
-        match i {
-            0 => Some(g),
-            2 => {
-                let operand_rank = b.dims(ops[0]).len() as i64;
-                let upd = b.dims(ops[2]);
-                let mut window = dims.update_window_dims.iter().map(|&d| upd[d as usize]);
-                let slice_sizes: Vec<i64> = (0..operand_rank)
-                    .map(|d| {
-                        if dims.inserted_window_dims.contains(&d)
-                            || dims.input_batching_dims.contains(&d)
-                        {
-                            1
-                        } else {
-                            window.next().unwrap_or(1)
-                        }
-                    })
-                    .collect();
-                Some(b.add(
-                    Op::Gather {
-                        dims: GatherDims {
-                            offset_dims: dims.update_window_dims.clone(),
-                            collapsed_slice_dims: dims.inserted_window_dims.clone(),
-                            start_index_map: dims.scatter_dims_to_operand_dims.clone(),
-                            operand_batching_dims: dims.input_batching_dims.clone(),
-                            start_indices_batching_dims: dims.scatter_indices_batching_dims.clone(),
-                            index_vector_dim: dims.index_vector_dim,
-                        },
-                        slice_sizes,
-                        indices_are_sorted: false,
+    if b.reducer_op(to_apply) != Some(BinaryOp::Add) {
+        return not_differentiable(b, n, "only scatter-add has a gradient");
+    }
+    Ok(match i {
+        0 => Some(g),
+        2 => {
+            let operand_rank = b.dims(ops[0]).len() as i64;
+            let upd = b.dims(ops[2]);
+            let mut window = dims.update_window_dims.iter().map(|&d| upd[d as usize]);
+            let slice_sizes: Vec<i64> = (0..operand_rank)
+                .map(|d| {
+                    if dims.inserted_window_dims.contains(&d)
+                        || dims.input_batching_dims.contains(&d)
+                    {
+                        1
+                    } else {
+                        window.next().unwrap_or(1)
+                    }
+                })
+                .collect();
+            Some(b.add(
+                Op::Gather {
+                    dims: GatherDims {
+                        offset_dims: dims.update_window_dims.clone(),
+                        collapsed_slice_dims: dims.inserted_window_dims.clone(),
+                        start_index_map: dims.scatter_dims_to_operand_dims.clone(),
+                        operand_batching_dims: dims.input_batching_dims.clone(),
+                        start_indices_batching_dims: dims.scatter_indices_batching_dims.clone(),
+                        index_vector_dim: dims.index_vector_dim,
                     },
-                    &[g, ops[1]],
-                    None,
-                )?)
-            }
-            _ => None,
+                    slice_sizes,
+                    indices_are_sorted: false,
+                },
+                &[g, ops[1]],
+                None,
+            )?)
         }
+        _ => None,
     })
 }

@@ -77,7 +77,7 @@ pub fn vjp(
     let x = ops[i];
     let complex = |s: &crate::ir::shape::Shape| s.as_array().is_some_and(|a| a.ty.is_complex());
     if complex(&instr.shape) || complex(&b.computation().instr(x).shape) {
-        return not_differentiable(b, n, "complex values have no gradient rules in hlatc");
+        return not_differentiable(b, n, gradient::COMPLEX);
     }
     match gradient(&instr.op) {
         Gradient::Rule { .. } => {}
@@ -95,14 +95,14 @@ pub fn vjp(
         Op::Unary(u) => elementwise::unary(b, *u, ops[0], n, g)?,
         Op::Binary(op) => elementwise::binary(b, *op, &ops, n, i, g)?,
         Op::Select => elementwise::select(b, &site)?,
-        Op::Clamp => elementwise::clamp(b, &site)?,
+        Op::Clamp => Some(elementwise::clamp(b, &site)?),
         Op::Convert => Some(b.convert(g, b.ty(x))?),
         Op::Reshape { .. } => Some(b.reshape(g, &b.dims(x))?),
-        Op::Transpose { permutation } => data_movement::transpose(b, &site, permutation)?,
-        Op::Reverse { dimensions } => data_movement::reverse(b, &site, dimensions)?,
+        Op::Transpose { permutation } => Some(data_movement::transpose(b, g, permutation)?),
+        Op::Reverse { dimensions } => Some(data_movement::reverse(b, g, dimensions)?),
         Op::Broadcast { dimensions } => Some(data_movement::unbroadcast(b, g, x, dimensions)?),
         Op::Slice { slices } => Some(data_movement::slice_vjp(b, g, x, slices)?),
-        Op::Concatenate { dimension } => data_movement::concatenate(b, &site, *dimension)?,
+        Op::Concatenate { dimension } => Some(data_movement::concatenate(b, &site, *dimension)?),
         Op::Pad { config } => data_movement::pad(b, &site, config)?,
         Op::DynamicSlice { .. } => data_movement::dynamic_slice(b, &site)?,
         Op::DynamicUpdateSlice => data_movement::dynamic_update_slice(b, &site)?,
@@ -110,7 +110,7 @@ pub fn vjp(
         Op::Reduce {
             dimensions,
             to_apply,
-        } => contraction::reduce(b, &site, dimensions, to_apply)?,
+        } => Some(contraction::reduce(b, &site, dimensions, to_apply)?),
         Op::Gather { dims, .. } => indexing::gather(b, &site, dims)?,
         Op::Scatter { dims, to_apply, .. } => indexing::scatter(b, &site, dims, to_apply)?,
         other => {
