@@ -98,8 +98,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let tokens = read_tokens(&a, &cfg)?;
     let rt = Runtime::new()?;
     let mut trainer = compile_trainer(&a, &rt, &cfg, &name, params)?;
+    let eval = match &tokens {
+        Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
+        _ => None,
+    };
     let t1 = Instant::now();
-    let metrics = run_steps(&a, &rt, &cfg, &mut trainer, tokens.as_ref())?;
+    let metrics = run_steps(&a, &cfg, &mut trainer, tokens.as_ref(), eval.as_ref(), t1)?;
     finish(&a, &name, &metrics, &trainer, t1)
 }
 
@@ -144,7 +148,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         ..AdamWConfig::default()
     };
     let cfg = StepConfig {
-        model: model.clone(),
+        model,
         batch,
         optimizer: a.optimizer.apply(defaults)?,
         precision: a.precision.precision,
@@ -248,19 +252,15 @@ fn compile_trainer(
 /// measured; a loss that is not finite stops the run.
 fn run_steps(
     a: &Args,
-    rt: &Runtime,
     cfg: &StepConfig,
     trainer: &mut Trainer,
     tokens: Option<&TokenData>,
+    eval: Option<&Evaluator>,
+    t1: Instant,
 ) -> Result<MetricsLog, Error> {
     let batch = cfg.batch;
     let data = SyntheticData::permutation(cfg.model.vocab_size, a.seed);
-    let eval = match tokens {
-        Some(d) if d.has_eval() => Some(Evaluator::new(rt, cfg, d)?),
-        _ => None,
-    };
     let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
-    let t1 = Instant::now();
     let width = a.steps.to_string().len();
     let mut metrics = MetricsLog::default();
     for k in 0..a.steps {
@@ -289,7 +289,7 @@ fn run_steps(
             per_step * (a.steps - done) as f64
         )?;
         let mut held_out_loss = None;
-        if let Some(e) = &eval {
+        if let Some(e) = eval {
             if done % eval_every == 0 || done == a.steps {
                 let loss = e.loss(trainer)?;
                 held_out_loss = Some(loss);
