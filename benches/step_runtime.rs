@@ -12,7 +12,6 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use hlatc::compiler::ElementType;
 use hlatc::data::SyntheticData;
 use hlatc::models::{init::init_params, BatchShape, ModelConfig};
-use hlatc::optimizer::AdamWConfig;
 use hlatc::passes::{default_pipeline, RematPolicy, Target};
 use hlatc::runtime::Runtime;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
@@ -40,13 +39,7 @@ fn bench(c: &mut Criterion) {
             },
         ),
     ] {
-        let cfg = StepConfig {
-            model,
-            batch,
-            optimizer: AdamWConfig::default(),
-            precision: hlatc::precision::Precision::Fp32,
-            packed: false,
-        };
+        let cfg = StepConfig::new(model, batch).with_precision(hlatc::precision::Precision::Fp32);
         let data = SyntheticData::permutation(cfg.model.vocab_size, 0);
         let b0 = data.batch(0, batch.batch_size, batch.seq_len);
         let params: Vec<_> = init_params(&cfg.model, ElementType::F32, 0)

@@ -7,11 +7,13 @@ pub mod hf_config;
 pub mod init;
 pub mod layout;
 pub mod llama;
+pub mod parallel;
 pub mod presets;
 pub mod rope;
 
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, PRESETS};
 pub use llama::{
-    declare_params, forward, param_specs, ForwardOutputs, HfPart, Init, ParamSpec,
-    FUSED_PROJECTIONS, IGNORE_INDEX,
+    declare_params, forward, forward_on_rank, param_specs, ForwardInputs, ForwardOutputs, HfPart,
+    Init, ParamSpec, FUSED_PROJECTIONS, IGNORE_INDEX,
 };
+pub use parallel::{ParallelError, Parallelism};

@@ -6,6 +6,8 @@
 //! checkpoints map one to one.
 
 use crate::config::{BatchShape, ModelConfig};
+use crate::parallel::layers::RankContext;
+use crate::parallel::{Fault, Parallelism, TpSplit, Units};
 use hlatc_compiler::build::autodiff::{Composite, CompositeRule, GradHints};
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::build::scope;
@@ -30,6 +32,8 @@ pub struct ParamSpec {
     /// For a fused tensor, the Hugging Face tensors it stacks, in row
     /// order; empty for a tensor stored under its Hugging Face name.
     pub parts: Vec<HfPart>,
+    /// How tensor parallelism divides it, from its role.
+    pub tp: TpSplit,
 }
 
 /// Rows `rows[0]..rows[1]` of a fused tensor are the Hugging Face tensor
@@ -47,18 +51,27 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
     let (q, kv) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
     let (std, out_std) = (cfg.initializer_range, cfg.output_projection_std());
     let l = format!("model.layers.{i}.");
-    let linear = |name: &str, out: i64, inp: i64, init: Init, bias: bool| {
+    // A column-parallel projection splits its output rows (and its bias)
+    // by `units`; a row-parallel one splits its input columns, and its
+    // bias is added after the reduction, on every rank alike.
+    let linear = |name: &str, out: i64, inp: i64, init: Init, bias: bool, split: Split| {
+        let (weight_split, bias_split) = match split {
+            Split::Out(u) => (TpSplit::Rows(vec![u]), TpSplit::Rows(vec![u])),
+            Split::In(u) => (TpSplit::Columns(u), TpSplit::Replicated),
+        };
         let weight = ParamSpec {
             name: format!("{l}{name}.weight"),
             dims: vec![out, inp],
             init,
             parts: Vec::new(),
+            tp: weight_split,
         };
         let bias = bias.then(|| ParamSpec {
             name: format!("{l}{name}.bias"),
             dims: vec![out],
             init: Init::Zeros,
             parts: Vec::new(),
+            tp: bias_split,
         });
         std::iter::once(weight).chain(bias)
     };
@@ -67,7 +80,11 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         dims: vec![d],
         init: Init::Ones,
         parts: Vec::new(),
+        tp: TpSplit::Replicated,
     };
+    let heads = |count| Units { count, size: hd };
+    let columns = Units { count: f, size: 1 };
+    let (hq, hkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
     let mut specs = vec![norm("input_layernorm")];
     specs.extend(linear(
         "self_attn.q_proj",
@@ -75,6 +92,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         d,
         Init::Normal(std),
         cfg.qkv_bias,
+        Split::Out(heads(hq)),
     ));
     specs.extend(linear(
         "self_attn.k_proj",
@@ -82,6 +100,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         d,
         Init::Normal(std),
         cfg.qkv_bias,
+        Split::Out(heads(hkv)),
     ));
     specs.extend(linear(
         "self_attn.v_proj",
@@ -89,6 +108,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         d,
         Init::Normal(std),
         cfg.qkv_bias,
+        Split::Out(heads(hkv)),
     ));
     specs.extend(linear(
         "self_attn.o_proj",
@@ -96,6 +116,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         q,
         Init::Normal(out_std),
         cfg.o_proj_bias,
+        Split::In(heads(hq)),
     ));
     specs.push(norm("post_attention_layernorm"));
     specs.extend(linear(
@@ -104,20 +125,38 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         d,
         Init::Normal(std),
         cfg.mlp_bias,
+        Split::Out(columns),
     ));
-    specs.extend(linear("mlp.up_proj", f, d, Init::Normal(std), cfg.mlp_bias));
+    specs.extend(linear(
+        "mlp.up_proj",
+        f,
+        d,
+        Init::Normal(std),
+        cfg.mlp_bias,
+        Split::Out(columns),
+    ));
     specs.extend(linear(
         "mlp.down_proj",
         d,
         f,
         Init::Normal(out_std),
         cfg.mlp_bias,
+        Split::In(columns),
     ));
     if cfg.fused_projections {
         fuse_projections(&l, specs)
     } else {
         specs
     }
+}
+
+/// Which dimension of a projection tensor parallelism splits.
+#[derive(Clone, Copy)]
+enum Split {
+    /// Output rows, by these units (column-parallel).
+    Out(Units),
+    /// Input columns, by these units (row-parallel).
+    In(Units),
 }
 
 /// The fused tensors, each stacking the rows of these Hugging Face
@@ -167,6 +206,15 @@ fn fuse_projections(prefix: &str, mut specs: Vec<ParamSpec>) -> Vec<ParamSpec> {
             debug_assert!(taken.iter().all(|p| p.init == taken[0].init));
             let mut dims = taken[0].dims.clone();
             dims[0] = row;
+            // Each member keeps its own units: a rank holds its heads of q,
+            // of k and of v (or its columns of gate and of up).
+            let blocks = taken
+                .iter()
+                .flat_map(|p| match &p.tp {
+                    TpSplit::Rows(blocks) => blocks.clone(),
+                    _ => Vec::new(),
+                })
+                .collect();
             specs.insert(
                 at,
                 ParamSpec {
@@ -174,6 +222,7 @@ fn fuse_projections(prefix: &str, mut specs: Vec<ParamSpec>) -> Vec<ParamSpec> {
                     dims,
                     init: taken[0].init,
                     parts,
+                    tp: TpSplit::Rows(blocks),
                 },
             );
         }
@@ -190,12 +239,14 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
         dims: vec![v, d],
         init: Init::Normal(cfg.initializer_range),
         parts: Vec::new(),
+        tp: TpSplit::Vocab,
     };
     let mut tail = vec![ParamSpec {
         name: "model.norm.weight".into(),
         dims: vec![d],
         init: Init::Ones,
         parts: Vec::new(),
+        tp: TpSplit::Replicated,
     }];
     if !cfg.tie_word_embeddings {
         tail.push(ParamSpec {
@@ -203,6 +254,7 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
             dims: vec![v, d],
             init: Init::Normal(cfg.initializer_range),
             parts: Vec::new(),
+            tp: TpSplit::Vocab,
         });
     }
     (embed, tail)
@@ -270,6 +322,8 @@ struct Llama<'a> {
     batch: BatchShape,
     ty: ElementType,
     hints: GradHints,
+    /// On a rank of a sharded step: its collectives and vocabulary run.
+    rank: Option<RankContext>,
 }
 
 impl Llama<'_> {
@@ -299,6 +353,49 @@ impl Llama<'_> {
         Ok(y)
     }
 
+    /// A row-parallel projection (`o_proj`, `down_proj`): on a rank of a
+    /// tensor-parallel step its partial sums are reduced before the bias,
+    /// which every rank holds whole, is added.
+    fn row_parallel(&mut self, x: InstrId, name: &str) -> Result<InstrId, BuildError> {
+        if self.rank.is_none() {
+            return self.projection(x, name);
+        }
+        let w = self.param(&format!("{name}.weight"));
+        self.b.push_scope(name.rsplit('.').next().unwrap_or(name));
+        let y = self.linear(x, w)?;
+        let y = match &self.rank {
+            Some(rank) => rank.reduce_partial(self.b, y)?,
+            None => y,
+        };
+        let y = match self.params.get(format!("{name}.bias").as_str()) {
+            None => y,
+            Some(&bias) => {
+                let dims = self.b.dims(y);
+                let bb = self.b.broadcast(bias, &dims, &[1])?;
+                self.b.add2(y, bb)?
+            }
+        };
+        self.b.pop_scope();
+        Ok(y)
+    }
+
+    /// `x` as a column-parallel projection reads it: with sequence
+    /// parallelism, every rank's rows gathered.
+    fn full_sequence(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
+        match &self.rank {
+            Some(rank) => rank.full_sequence(self.b, x),
+            None => Ok(x),
+        }
+    }
+
+    /// Query and key/value heads this rank computes.
+    fn heads(&self) -> (i64, i64) {
+        match &self.rank {
+            Some(rank) => rank.local_heads(self.cfg),
+            None => (self.cfg.num_attention_heads, self.cfg.num_key_value_heads),
+        }
+    }
+
     fn param(&self, name: &str) -> InstrId {
         *self
             .params
@@ -306,9 +403,10 @@ impl Llama<'_> {
             .unwrap_or_else(|| panic!("param_specs declares '{name}'"))
     }
 
-    /// x [N, D] * rsqrt(mean(x^2) + eps) * w
+    /// x [N, D] * rsqrt(mean(x^2) + eps) * w (N is a rank's run of the
+    /// rows under sequence parallelism).
     fn rms_norm(&mut self, x: InstrId, w: InstrId) -> Result<InstrId, BuildError> {
-        let [n, d] = [self.n(), self.cfg.hidden_size];
+        let [n, d] = [self.b.dims(x)[0], self.cfg.hidden_size];
         let b = &mut *self.b;
         let sq = b.mul(x, x)?;
         let ss = b.reduce_sum(sq, &[1])?;
@@ -412,13 +510,8 @@ impl Llama<'_> {
         allowed: InstrId,
     ) -> Result<InstrId, BuildError> {
         let c = self.cfg;
-        let (bs, s, hq, hkv, hd) = (
-            self.batch.batch_size,
-            self.batch.seq_len,
-            c.num_attention_heads,
-            c.num_key_value_heads,
-            c.head_dim(),
-        );
+        let (hq, hkv) = self.heads();
+        let (bs, s, hd) = (self.batch.batch_size, self.batch.seq_len, c.head_dim());
         self.b.push_scope("self_attn");
         let [q, k, v] = if c.fused_projections {
             let qkv = self.projection(h, &format!("{layer}self_attn.qkv_proj"))?;
@@ -491,14 +584,14 @@ impl Llama<'_> {
         let att = b.transpose(att, &[0, 2, 1, 3])?;
         b.pop_scope();
         let att = b.reshape(att, &[bs * s, hq * hd])?;
-        let out = self.projection(att, &format!("{layer}self_attn.o_proj"))?;
+        let out = self.row_parallel(att, &format!("{layer}self_attn.o_proj"))?;
         self.b.pop_scope();
         Ok(out)
     }
 
     fn mlp(&mut self, h: InstrId, layer: &str) -> Result<InstrId, BuildError> {
         self.b.push_scope("mlp");
-        let f = self.cfg.intermediate_size;
+        let f = self.cfg.intermediate_size / self.rank.as_ref().map_or(1, |r| r.par.tp);
         let [g, u] = if self.cfg.fused_projections {
             let gate_up = self.projection(h, &format!("{layer}mlp.gate_up_proj"))?;
             self.split_columns(gate_up, [f, f])?
@@ -514,7 +607,7 @@ impl Llama<'_> {
         let silu = b.mul(g, sg)?;
         let a = b.mul(silu, u)?;
         b.pop_scope();
-        let out = self.projection(a, &format!("{layer}mlp.down_proj"))?;
+        let out = self.row_parallel(a, &format!("{layer}mlp.down_proj"))?;
         self.b.pop_scope();
         Ok(out)
     }
@@ -551,6 +644,7 @@ impl Llama<'_> {
     /// target is not [`IGNORE_INDEX`] (0 when every target is ignored).
     fn cross_entropy(&mut self, logits: InstrId, targets: InstrId) -> Result<InstrId, BuildError> {
         let [n, v] = [self.n(), self.cfg.vocab_size];
+        debug_assert_eq!(self.b.dims(logits), vec![n, v]);
         let b = &mut *self.b;
         let m = b.reduce_max(logits, &[1])?;
         self.hints.stop.push(m);
@@ -578,6 +672,32 @@ impl Llama<'_> {
         let count = b.binary(BinaryOp::Maximum, count, one)?;
         b.div(total, count)
     }
+}
+
+/// Embedding lookup: rows of `embed` (`[V, D]`) gathered by token id.
+fn embedding(
+    b: &mut Builder,
+    embed: InstrId,
+    tokens: InstrId,
+    n: i64,
+    d: i64,
+) -> Result<InstrId, BuildError> {
+    let idx = b.reshape(tokens, &[n, 1])?;
+    b.add(
+        Op::Gather {
+            dims: GatherDims {
+                offset_dims: vec![1],
+                collapsed_slice_dims: vec![0],
+                start_index_map: vec![0],
+                index_vector_dim: 1,
+                ..Default::default()
+            },
+            slice_sizes: vec![1, d],
+            indices_are_sorted: false,
+        },
+        &[embed, idx],
+        None,
+    )
 }
 
 /// Targets equal to this are left out of the loss and its mean, as
@@ -636,6 +756,44 @@ pub fn forward(
     targets: InstrId,
     segments: Option<InstrId>,
 ) -> Result<ForwardOutputs, BuildError> {
+    let inputs = ForwardInputs {
+        params,
+        tokens,
+        targets,
+        segments,
+    };
+    forward_on_rank(b, cfg, batch, inputs, Parallelism::SINGLE, None)
+}
+
+/// What the forward pass reads: parameters (in [`param_specs`] order, each
+/// the rank's share), tokens and targets (`s32[batch, seq]`) and, for
+/// packed rows, segment ids.
+#[derive(Clone, Copy)]
+pub struct ForwardInputs<'a> {
+    pub params: &'a [InstrId],
+    pub tokens: InstrId,
+    pub targets: InstrId,
+    pub segments: Option<InstrId>,
+}
+
+/// The forward pass one rank of a step divided by `par` runs, over its
+/// DP replica's `batch` (the global batch divided by `par.dp`). Its loss
+/// is the global batch's, the same on every rank; with `par` single it is
+/// [`forward`].
+pub fn forward_on_rank(
+    b: &mut Builder,
+    cfg: &ModelConfig,
+    batch: BatchShape,
+    inputs: ForwardInputs,
+    par: Parallelism,
+    fault: Option<Fault>,
+) -> Result<ForwardOutputs, BuildError> {
+    let ForwardInputs {
+        params,
+        tokens,
+        targets,
+        segments,
+    } = inputs;
     let ty = b.ty(params[0]);
     let specs = param_specs(cfg);
     assert_eq!(
@@ -649,6 +807,10 @@ pub fn forward(
         .zip(params.iter().copied())
         .collect();
     let embed = params["model.embed_tokens.weight"];
+    let rank = match par.is_single() {
+        true => None,
+        false => Some(RankContext::new(b, par, cfg, fault)?),
+    };
     let mut m = Llama {
         b,
         cfg,
@@ -656,26 +818,18 @@ pub fn forward(
         batch,
         ty,
         hints: GradHints::default(),
+        rank,
     };
-    let (n, d, v) = (m.n(), cfg.hidden_size, cfg.vocab_size);
+    let (n, d) = (m.n(), cfg.hidden_size);
     // Embedding lookup: gather rows of [V, D] by token id.
     m.b.push_scope("embed_tokens");
-    let idx = m.b.reshape(tokens, &[n, 1])?;
-    let mut x = m.b.add(
-        Op::Gather {
-            dims: GatherDims {
-                offset_dims: vec![1],
-                collapsed_slice_dims: vec![0],
-                start_index_map: vec![0],
-                index_vector_dim: 1,
-                ..Default::default()
-            },
-            slice_sizes: vec![1, d],
-            indices_are_sorted: false,
-        },
-        &[embed, idx],
-        None,
-    )?;
+    let mut x = match &m.rank {
+        Some(rank) => {
+            let t = m.b.reshape(tokens, &[n])?;
+            rank.embedding(m.b, embed, t)?
+        }
+        None => embedding(m.b, embed, tokens, n, d)?,
+    };
     m.b.pop_scope();
     let s = batch.seq_len;
     m.b.push_scope("attention_mask");
@@ -696,10 +850,12 @@ pub fn forward(
         m.b.push_scope(&scope::layer(layer));
         let norm = m.param(&format!("{l}input_layernorm.weight"));
         let h = m.scoped("input_layernorm", |m| m.rms_norm(x, norm))?;
+        let h = m.full_sequence(h)?;
         let a = m.attention(h, &l, tables, allowed)?;
         x = m.b.add2(x, a)?;
         let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
         let h = m.scoped("post_attention_layernorm", |m| m.rms_norm(x, norm))?;
+        let h = m.full_sequence(h)?;
         let f = m.mlp(h, &l)?;
         x = m.b.add2(x, f)?;
         m.b.pop_scope();
@@ -710,9 +866,12 @@ pub fn forward(
     } else {
         m.param("lm_head.weight")
     };
+    let x = m.full_sequence(x)?;
     let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
-    debug_assert_eq!(m.b.dims(logits), vec![n, v]);
-    let loss = m.scoped("loss", |m| m.cross_entropy(logits, targets))?;
+    let loss = m.scoped("loss", |m| match m.rank.take() {
+        None => m.cross_entropy(logits, targets),
+        Some(rank) => rank.cross_entropy(m.b, &mut m.hints, logits, targets, m.ty),
+    })?;
     Ok(ForwardOutputs {
         loss,
         logits,

@@ -84,6 +84,8 @@ pub struct Args {
     remat: RematArg,
     #[command(flatten)]
     precision: super::precision_args::PrecisionArgs,
+    #[command(flatten)]
+    parallel: super::parallel_args::ParallelArgs,
 }
 
 /// `--remat POLICY`, shared by the commands that run the `remat` pass.
@@ -161,6 +163,8 @@ fn compile(a: &Args) -> Result<Compiled, Error> {
         optimizer: a.optimizer.apply(AdamWConfig::default())?,
         precision: a.precision.precision,
         packed: a.model.packed,
+        parallel: a.parallel.parallelism(),
+        fault: None,
     };
     let mut step = build_train_step(&cfg)?;
     a.precision.apply(&mut step);

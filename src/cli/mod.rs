@@ -7,6 +7,7 @@ mod convert;
 mod fmt;
 mod model_args;
 mod opt;
+mod parallel_args;
 mod passes;
 mod plot;
 mod precision_args;

@@ -38,6 +38,8 @@ pub struct Args {
     #[command(flatten)]
     precision: super::precision_args::PrecisionArgs,
     #[command(flatten)]
+    parallel: super::parallel_args::ParallelArgs,
+    #[command(flatten)]
     optimizer: OptimizerArgs,
     /// Optimizer steps to run
     #[arg(long, default_value_t = 100)]
@@ -153,6 +155,8 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         optimizer: a.optimizer.apply(defaults)?,
         precision: a.precision.precision,
         packed: a.model.packed || a.data.is_some(),
+        parallel: a.parallel.parallelism(),
+        fault: None,
     };
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {

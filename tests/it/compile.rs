@@ -319,6 +319,8 @@ fn built_steps_hold_no_duplicate_values() {
             optimizer: AdamWConfig::default(),
             precision: hlatc::precision::Precision::Fp32,
             packed: false,
+            parallel: hlatc::models::Parallelism::SINGLE,
+            fault: None,
         };
         let mut m = build_train_step(&cfg).unwrap().module;
         let report = hlatc::passes::pipeline_from_names("t", &["cse", "dce"])

@@ -134,6 +134,8 @@ fn fused_and_separate_steps_agree_on_xla_cpu() {
                 optimizer: AdamWConfig::default(),
                 precision: hlatc::precision::Precision::Fp32,
                 packed: false,
+                parallel: hlatc::models::Parallelism::SINGLE,
+                fault: None,
             };
             let mut step = build_train_step(&cfg).unwrap();
             let p = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
@@ -204,6 +206,8 @@ fn the_7b_step_reads_each_layers_input_with_4_dots_not_7() {
             optimizer: AdamWConfig::default(),
             precision: hlatc::precision::Precision::Fp32,
             packed: false,
+            parallel: hlatc::models::Parallelism::SINGLE,
+            fault: None,
         };
         let mut step = build_train_step(&cfg).unwrap();
         let p = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();

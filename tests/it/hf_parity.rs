@@ -161,6 +161,8 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             optimizer: torch_adamw(),
             precision: hlatc::precision::Precision::Fp64,
             packed: c.batch.segment_ids.is_some(),
+            parallel: hlatc::models::Parallelism::SINGLE,
+            fault: None,
         };
         let mut trainer = Trainer::new(&rt(), &cfg, c.params.clone()).unwrap();
         let stats = trainer.step(&c.batch).unwrap();

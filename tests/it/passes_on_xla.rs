@@ -148,6 +148,8 @@ fn step_config(model: ModelConfig) -> StepConfig {
         optimizer: AdamWConfig::default(),
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
+        parallel: hlatc::models::Parallelism::SINGLE,
+        fault: None,
     }
 }
 

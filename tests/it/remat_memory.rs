@@ -26,6 +26,8 @@ fn stats(
         optimizer: AdamWConfig::default(),
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
+        parallel: hlatc::models::Parallelism::SINGLE,
+        fault: None,
     };
     let mut step = build_train_step(&cfg).unwrap();
     let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();

@@ -110,6 +110,8 @@ fn the_loss_cannot_fall_by_cheating() {
         },
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
+        parallel: hlatc::models::Parallelism::SINGLE,
+        fault: None,
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()
@@ -282,6 +284,8 @@ fn token_ids_are_checked_against_the_vocabulary() {
         optimizer: Default::default(),
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
+        parallel: hlatc::models::Parallelism::SINGLE,
+        fault: None,
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()

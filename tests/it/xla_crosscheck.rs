@@ -52,6 +52,8 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
         optimizer: Default::default(),
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
+        parallel: hlatc::models::Parallelism::SINGLE,
+        fault: None,
     };
     modules.push((
         "tiny_train_step".into(),

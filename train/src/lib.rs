@@ -7,6 +7,7 @@
 //!   policy);
 //! - [`train_step`]: forward, backward and update in one module, every
 //!   input and output described by its role ([`train_step::StateLayout`]);
+//! - [`sharding`]: a sharded step's gradient all-reduce and global norm;
 //! - [`bundle`]: the module, its manifest and the Neuron compile flags on
 //!   disk, written whole or not at all; [`check`] re-reads and runs one;
 //! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU.
@@ -16,6 +17,7 @@ pub mod check;
 pub mod data;
 pub mod optimizer;
 pub mod precision;
+pub mod sharding;
 pub mod token_data;
 pub mod train_step;
 pub mod trainer;

@@ -115,6 +115,17 @@ impl AdamWConfig {
 }
 
 /// The optimizer's results, as instructions.
+/// What one AdamW update reads: each parameter with its gradient and
+/// moments (in the same order), and the completed-step counter.
+#[derive(Clone, Copy)]
+pub struct AdamWInputs<'a> {
+    pub params: &'a [InstrId],
+    pub grads: &'a [InstrId],
+    pub m: &'a [InstrId],
+    pub v: &'a [InstrId],
+    pub step: InstrId,
+}
+
 pub struct AdamWOutputs {
     pub learning_rate: InstrId,
     /// The global norm before clipping.
@@ -129,12 +140,16 @@ pub struct AdamWOutputs {
 pub fn adamw(
     b: &mut Builder,
     cfg: &AdamWConfig,
-    params: &[InstrId],
-    grads: &[InstrId],
-    m: &[InstrId],
-    v: &[InstrId],
-    step: InstrId,
+    state: AdamWInputs,
+    norm_squared: &NormSquared<'_>,
 ) -> Result<AdamWOutputs, BuildError> {
+    let AdamWInputs {
+        params,
+        grads,
+        m,
+        v,
+        step,
+    } = state;
     let ty = b.ty(params[0]);
     b.push_scope("optimizer");
     b.push_scope("schedule");
@@ -146,17 +161,7 @@ pub fn adamw(
 
     // Global norm over every gradient.
     b.push_scope("grad_norm");
-    let mut total = None;
-    for &g in grads {
-        let sq = b.mul(g, g)?;
-        let all: Vec<i64> = (0..b.dims(g).len() as i64).collect();
-        let s = b.reduce_sum(sq, &all)?;
-        total = Some(match total {
-            None => s,
-            Some(acc) => b.add2(acc, s)?,
-        });
-    }
-    let total = total.unwrap_or_else(|| b.scalar(ty, 0.0));
+    let total = norm_squared(b, grads)?;
     let norm = b.unary(UnaryOp::Sqrt, total)?;
     let clip_scale = match cfg.clip_norm {
         Some(c) => {
@@ -237,6 +242,26 @@ pub fn adamw(
 }
 
 /// Linear warmup to `max_lr`, then cosine decay to `min_lr` at `total_steps`.
+/// How the squared global gradient norm is computed from the gradients
+/// the step holds: [`sum_of_squares`] on one device; a sharded step counts
+/// each parameter once across ranks.
+pub type NormSquared<'a> = dyn Fn(&mut Builder, &[InstrId]) -> Result<InstrId, BuildError> + 'a;
+
+/// The sum of every gradient's squares.
+pub fn sum_of_squares(b: &mut Builder, grads: &[InstrId]) -> Result<InstrId, BuildError> {
+    let mut total = None;
+    for &g in grads {
+        let sq = b.mul(g, g)?;
+        let all: Vec<i64> = (0..b.dims(g).len() as i64).collect();
+        let s = b.reduce_sum(sq, &all)?;
+        total = Some(match total {
+            None => s,
+            Some(acc) => b.add2(acc, s)?,
+        });
+    }
+    Ok(total.unwrap_or_else(|| b.scalar(ElementType::F32, 0.0)))
+}
+
 fn schedule(
     b: &mut Builder,
     cfg: &AdamWConfig,

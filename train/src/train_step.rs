@@ -1,12 +1,17 @@
 //! The training step: the model's forward pass, its backward pass and the
 //! AdamW update, in one HLO module, with every input and output described.
 
-use crate::optimizer::{adamw, AdamWConfig};
+use crate::optimizer::{adamw, sum_of_squares, AdamWConfig, AdamWInputs};
 use crate::precision::Precision;
+use crate::sharding;
 use hlatc_compiler::build::autodiff::{self, AutodiffError};
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
-use hlatc_models::{declare_params, forward, param_specs, BatchShape, ConfigError, ModelConfig};
+use hlatc_models::parallel::Fault;
+use hlatc_models::{
+    forward_on_rank, param_specs, BatchShape, ConfigError, ForwardInputs, ModelConfig,
+    ParallelError, Parallelism, ParamSpec,
+};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -24,6 +29,12 @@ pub struct StepConfig {
     /// (`s32[batch, seq]`, one id per document), attention stays within a
     /// document and positions restart at each document's start.
     pub packed: bool,
+    /// How the step is divided over ranks; `batch` is the global batch.
+    pub parallel: Parallelism,
+    /// A deliberate mistake, for the tests that prove the sharded checks
+    /// catch it; `None` in every real step.
+    #[serde(skip)]
+    pub fault: Option<Fault>,
 }
 
 impl StepConfig {
@@ -36,6 +47,8 @@ impl StepConfig {
             optimizer: AdamWConfig::default(),
             precision: Precision::default(),
             packed: false,
+            parallel: Parallelism::SINGLE,
+            fault: None,
         }
     }
 
@@ -143,6 +156,8 @@ pub enum StepError {
     Build(#[from] BuildError),
     #[error(transparent)]
     Autodiff(#[from] AutodiffError),
+    #[error(transparent)]
+    Parallel(#[from] ParallelError),
 }
 
 /// Time spent in each stage of building the step.
@@ -243,6 +258,7 @@ fn check(cfg: &StepConfig) -> Result<(), StepError> {
     cfg.model.validate("model")?;
     cfg.batch.validate(&cfg.model)?;
     cfg.optimizer.validate().map_err(StepError::Optimizer)?;
+    cfg.parallel.validate(&cfg.model, cfg.batch)?;
     Ok(())
 }
 
@@ -257,23 +273,64 @@ struct ModelGraph<T> {
     fwd: hlatc_models::ForwardOutputs,
 }
 
+/// How the graph is laid out: what it is called, the types it stores and
+/// computes in, packed rows, and its division over ranks (`batch` is the
+/// global batch; each rank reads its DP replica's share).
+struct GraphShape<'a> {
+    name: &'a str,
+    types: (ElementType, ElementType),
+    packed: bool,
+    parallel: Parallelism,
+    fault: Option<Fault>,
+}
+
+impl<'a> GraphShape<'a> {
+    fn single(name: &'a str, types: (ElementType, ElementType), packed: bool) -> Self {
+        GraphShape {
+            name,
+            types,
+            packed,
+            parallel: Parallelism::SINGLE,
+            fault: None,
+        }
+    }
+}
+
 fn model_graph<T>(
-    name: &str,
     model: &ModelConfig,
     batch: BatchShape,
-    (ty, compute): (ElementType, ElementType),
-    packed: bool,
+    shape: GraphShape,
     between: impl FnOnce(&mut Builder) -> T,
 ) -> Result<ModelGraph<T>, StepError> {
+    let GraphShape {
+        name,
+        types: (ty, compute),
+        packed,
+        parallel,
+        fault,
+    } = shape;
     let mut b = Builder::new(name);
-    let stored = declare_params(&mut b, model, ty);
+    let stored: Vec<InstrId> = param_specs(model)
+        .into_iter()
+        .map(|p| {
+            let dims = p.tp.local_dims(&p.dims, &parallel);
+            b.parameter(&p.name, Shape::array(ty, dims))
+        })
+        .collect();
     let params = widen(&mut b, &stored, compute)?;
     let extra = between(&mut b);
+    let batch = parallel.local_batch(batch);
     let bd = [batch.batch_size, batch.seq_len];
     let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
     let targets = b.parameter("targets", Shape::array(ElementType::S32, bd));
     let segments = packed.then(|| b.parameter("segment_ids", Shape::array(ElementType::S32, bd)));
-    let fwd = forward(&mut b, model, batch, &params, tokens, targets, segments)?;
+    let inputs = ForwardInputs {
+        params: &params,
+        tokens,
+        targets,
+        segments,
+    };
+    let fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;
     Ok(ModelGraph {
         b,
         params,
@@ -290,18 +347,22 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     check(cfg)?;
     let (ty, m) = (cfg.precision.storage(), &cfg.model);
     let compute = cfg.precision.compute();
+    let par = cfg.parallel;
     let specs = param_specs(m);
+    let local = |p: &ParamSpec| p.tp.local_dims(&p.dims, &par);
     let t0 = Instant::now();
-    let g = model_graph("train_step", m, cfg.batch, (ty, compute), cfg.packed, |b| {
+    let shape = GraphShape {
+        name: "train_step",
+        types: (ty, compute),
+        packed: cfg.packed,
+        parallel: par,
+        fault: cfg.fault,
+    };
+    let g = model_graph(m, cfg.batch, shape, |b| {
         let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {
             specs
                 .iter()
-                .map(|p| {
-                    b.parameter(
-                        &format!("{prefix}{}", p.name),
-                        Shape::array(ty, p.dims.clone()),
-                    )
-                })
+                .map(|p| b.parameter(&format!("{prefix}{}", p.name), Shape::array(ty, local(p))))
                 .collect()
         };
         let adam_m = declare(b, ADAM_M_PREFIX);
@@ -317,19 +378,30 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     } = g;
     let adam_m = widen(&mut b, &adam_m, compute)?;
     let adam_v = widen(&mut b, &adam_v, compute)?;
-    let bd = [cfg.batch.batch_size, cfg.batch.seq_len];
+    let batch = par.local_batch(cfg.batch);
+    let bd = [batch.batch_size, batch.seq_len];
     let t1 = Instant::now();
-    let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?;
+    let grads = if par.is_single() {
+        autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?
+    } else {
+        rank_gradients(&mut b, cfg, fwd.loss, &params, &fwd.grad_hints, &specs)?
+    };
     let t2 = Instant::now();
-    let opt = adamw(
-        &mut b,
-        &cfg.optimizer,
-        &params,
-        &grads,
-        &adam_m,
-        &adam_v,
+    let norm_squared = |b: &mut Builder, grads: &[InstrId]| {
+        if par.is_single() {
+            sum_of_squares(b, grads)
+        } else {
+            sharding::norm_squared(b, grads, &specs, &par, cfg.fault)
+        }
+    };
+    let state = AdamWInputs {
+        params: &params,
+        grads: &grads,
+        m: &adam_m,
+        v: &adam_v,
         step,
-    )?;
+    };
+    let opt = adamw(&mut b, &cfg.optimizer, state, &norm_squared)?;
     let mut results = vec![fwd.loss, opt.grad_norm, opt.learning_rate];
     // The updates are computed in f32 and stored back in the state's type.
     for updated in [&opt.params, &opt.m, &opt.v] {
@@ -340,6 +412,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     results.push(opt.step);
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_train_step", root);
+    module.devices.replica_count = par.world();
     let t3 = Instant::now();
 
     let mut inputs = Vec::new();
@@ -351,7 +424,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         inputs.extend(
             specs
                 .iter()
-                .map(|p| spec(&format!("{prefix}{}", p.name), ty, &p.dims, role)),
+                .map(|p| spec(&format!("{prefix}{}", p.name), ty, &local(p), role)),
         );
     }
     inputs.push(spec("step", ElementType::S32, &[], Role::Step));
@@ -396,6 +469,31 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     })
 }
 
+/// Every parameter's whole gradient on a rank of a sharded step: autodiff
+/// of the rank's copy of the loss over the world size (each rank holds
+/// the same loss), summed over the ranks that hold each parameter.
+fn rank_gradients(
+    b: &mut Builder,
+    cfg: &StepConfig,
+    loss: InstrId,
+    params: &[InstrId],
+    hints: &autodiff::GradHints,
+    specs: &[ParamSpec],
+) -> Result<Vec<InstrId>, StepError> {
+    let par = cfg.parallel;
+    let copies = match cfg.fault {
+        Some(Fault::GradientSummedNotAveraged) => par.tp,
+        _ => par.world(),
+    };
+    b.push_scope("backward");
+    let objective = b.scale(loss, 1.0 / copies as f64)?;
+    b.pop_scope();
+    let grads = autodiff::grad(b, objective, params, hints)?;
+    Ok(sharding::sum_over_holders(
+        b, &grads, specs, &par, cfg.fault,
+    )?)
+}
+
 /// Each of `xs` as `ty`: the stored state widened for computing (exactly;
 /// `amp` sees through the convert and keeps computing in bf16 where the
 /// policy says so).
@@ -437,7 +535,12 @@ fn loss_and_grads(
 ) -> Result<Module, StepError> {
     let ModelGraph {
         mut b, params, fwd, ..
-    } = model_graph("loss_and_grads", model, batch, (ty, ty), packed, |_| ())?;
+    } = model_graph(
+        model,
+        batch,
+        GraphShape::single("loss_and_grads", (ty, ty), packed),
+        |_| (),
+    )?;
     let grads = autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?;
     let mut results = vec![fwd.loss];
     results.extend(grads);
@@ -452,8 +555,12 @@ pub fn build_logits(
     batch: BatchShape,
     ty: ElementType,
 ) -> Result<Module, StepError> {
-    let ModelGraph { mut b, fwd, .. } =
-        model_graph("logits", model, batch, (ty, ty), false, |_| ())?;
+    let ModelGraph { mut b, fwd, .. } = model_graph(
+        model,
+        batch,
+        GraphShape::single("logits", (ty, ty), false),
+        |_| (),
+    )?;
     let logits = b.reshape(
         fwd.logits,
         &[batch.batch_size, batch.seq_len, model.vocab_size],

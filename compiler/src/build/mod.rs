@@ -4,4 +4,5 @@
 
 pub mod autodiff;
 pub mod builder;
+pub mod collectives;
 pub mod scope;

@@ -151,17 +151,18 @@ pub fn gradient(op: &Op) -> Gradient {
         Op::Convolution { .. } | Op::ReduceWindow { .. } | Op::SelectAndScatter { .. } => {
             refused("windowed ops have no gradient rule in hlatc")
         }
-        Op::AllReduce { .. }
-        | Op::AllGather { .. }
-        | Op::ReduceScatter { .. }
-        | Op::AllToAll { .. }
+        // Transposed into each other (see `collective.rs`); only sums.
+        Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => NOTHING,
+        Op::AllToAll { .. }
         | Op::RaggedAllToAll { .. }
         | Op::CollectiveBroadcast { .. }
         | Op::CollectivePermute { .. }
         | Op::AllReduceStart { .. }
         | Op::AllGatherStart { .. }
         | Op::CollectivePermuteStart { .. }
-        | Op::CollectiveDone(_) => refused("collectives have no gradient rule in hlatc"),
+        | Op::CollectiveDone(_) => refused(
+            "only all-reduce, all-gather and reduce-scatter (by sum, across replicas) have gradient rules in hlatc",
+        ),
         Op::While { .. } | Op::Conditional { .. } => {
             refused("control flow has no gradient rule in hlatc")
         }

@@ -7,6 +7,7 @@ use crate::build::builder::Builder;
 use crate::ir::computation::InstrId;
 use crate::ir::op::*;
 
+mod collective;
 mod contraction;
 mod data_movement;
 mod elementwise;
@@ -113,6 +114,21 @@ pub fn vjp(
         } => Some(contraction::reduce(b, &site, dimensions, to_apply)?),
         Op::Gather { dims, .. } => indexing::gather(b, &site, dims)?,
         Op::Scatter { dims, to_apply, .. } => indexing::scatter(b, &site, dims, to_apply)?,
+        Op::AllReduce {
+            collective,
+            to_apply,
+        } => Some(collective::all_reduce(b, &site, collective, to_apply)?),
+        Op::AllGather {
+            collective,
+            dimension,
+        } => Some(collective::all_gather(b, &site, collective, *dimension)?),
+        Op::ReduceScatter {
+            collective,
+            dimension,
+            to_apply,
+        } => Some(collective::reduce_scatter(
+            b, &site, collective, *dimension, to_apply,
+        )?),
         other => {
             return not_differentiable(
                 b,

@@ -1,0 +1,92 @@
+//! Collectives over replica groups, as the sharded training step writes
+//! them: one program every rank runs, groups of global replica ids, no
+//! channel (cross-replica, as NxD hands neuronx-cc its programs).
+
+use crate::build::builder::{BuildError, Builder};
+use crate::ir::collective::{Collective, ReplicaGroups};
+use crate::ir::computation::InstrId;
+use crate::ir::op::{BinaryOp, Op};
+use crate::ir::shape::Shape;
+
+/// Replica groups by their members' global ids, e.g. `{{0,1},{2,3}}`.
+pub fn replica_groups(groups: &[Vec<i64>]) -> Collective {
+    Collective {
+        replica_groups: ReplicaGroups::List(groups.to_vec()),
+        ..Collective::default()
+    }
+}
+
+impl Builder {
+    /// Every member of `x`'s group gets `op` over the group's values.
+    pub fn all_reduce(
+        &mut self,
+        x: InstrId,
+        op: BinaryOp,
+        groups: &Collective,
+    ) -> Result<InstrId, BuildError> {
+        let to_apply = self.reducer(op, self.ty(x));
+        self.add(
+            Op::AllReduce {
+                collective: groups.clone(),
+                to_apply,
+            },
+            &[x],
+            None,
+        )
+    }
+
+    /// The group's values concatenated along `dimension`, in group order.
+    pub fn all_gather(
+        &mut self,
+        x: InstrId,
+        dimension: i64,
+        groups: &Collective,
+    ) -> Result<InstrId, BuildError> {
+        let shape = self.resized(x, dimension, groups, |d, n| d * n);
+        self.add(
+            Op::AllGather {
+                collective: groups.clone(),
+                dimension,
+            },
+            &[x],
+            shape,
+        )
+    }
+
+    /// The group's sum split along `dimension`: member k keeps piece k.
+    pub fn reduce_scatter_sum(
+        &mut self,
+        x: InstrId,
+        dimension: i64,
+        groups: &Collective,
+    ) -> Result<InstrId, BuildError> {
+        let to_apply = self.reducer(BinaryOp::Add, self.ty(x));
+        let shape = self.resized(x, dimension, groups, |d, n| d / n);
+        self.add(
+            Op::ReduceScatter {
+                collective: groups.clone(),
+                dimension,
+                to_apply,
+            },
+            &[x],
+            shape,
+        )
+    }
+
+    /// `x`'s shape with `dimension` resized by the group size (which the
+    /// shape inference cannot know from an empty group list); `None` lets
+    /// inference say what is wrong.
+    fn resized(
+        &self,
+        x: InstrId,
+        dimension: i64,
+        groups: &Collective,
+        resize: impl Fn(i64, i64) -> i64,
+    ) -> Option<Shape> {
+        let n = groups.replica_groups.group_size()?;
+        let mut dims = self.dims(x);
+        let d = dims.get_mut(usize::try_from(dimension).ok()?)?;
+        *d = resize(*d, n);
+        Some(Shape::array(self.ty(x), dims))
+    }
+}

@@ -1,0 +1,223 @@
+//! The pieces of the forward pass that differ on a rank of a sharded
+//! step: the collectives around the projections, the vocabulary-parallel
+//! embedding and cross-entropy, and the loss averaged over data-parallel
+//! replicas. Everything else is the single-device graph over the rank's
+//! share of heads and columns.
+//!
+//! Gradients come from autodiff through these collectives (an all-reduce's
+//! transpose is an all-reduce, an all-gather's a reduce-scatter): each
+//! rank's copy of the loss is differentiated, and a parameter's gradient is
+//! the sum over the ranks that hold it (see `hlatc-train`).
+
+use super::{Fault, Parallelism};
+use crate::config::ModelConfig;
+use crate::llama::IGNORE_INDEX;
+use hlatc_compiler::build::autodiff::GradHints;
+use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::build::collectives::replica_groups;
+use hlatc_compiler::ir::collective::Collective;
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, GatherDims, Op, UnaryOp};
+use hlatc_compiler::{ElementType, InstrId};
+
+/// What one rank's forward pass knows about the division.
+pub struct RankContext {
+    pub par: Parallelism,
+    tp: Collective,
+    dp: Collective,
+    vocab: i64,
+    vocab_local: i64,
+    /// The first vocabulary row this rank holds (`s32[]`), from its
+    /// `replica-id`: the one thing that differs between ranks, computed
+    /// rather than passed, so one program serves every rank.
+    vocab_offset: Option<InstrId>,
+    fault: Option<Fault>,
+}
+
+impl RankContext {
+    pub fn new(
+        b: &mut Builder,
+        par: Parallelism,
+        cfg: &ModelConfig,
+        fault: Option<Fault>,
+    ) -> Result<Self, BuildError> {
+        let vocab_local = par.padded_vocab(cfg) / par.tp;
+        let vocab_offset = if par.tp > 1 {
+            b.push_scope("tp_rank");
+            let id = b.add(Op::ReplicaId, &[], None)?;
+            let id = b.convert(id, ElementType::S32)?;
+            let tp = b.scalar(ElementType::S32, par.tp as f64);
+            let t = b.binary(BinaryOp::Remainder, id, tp)?;
+            let rows = b.scalar(ElementType::S32, vocab_local as f64);
+            let offset = b.mul(t, rows)?;
+            b.pop_scope();
+            Some(offset)
+        } else {
+            None
+        };
+        Ok(RankContext {
+            par,
+            tp: replica_groups(&par.tp_groups()),
+            dp: replica_groups(&par.dp_groups()),
+            vocab: cfg.vocab_size,
+            vocab_local,
+            vocab_offset,
+            fault,
+        })
+    }
+
+    /// Query and key/value heads on this rank.
+    pub fn local_heads(&self, cfg: &ModelConfig) -> (i64, i64) {
+        let tp = self.par.tp;
+        (
+            cfg.num_attention_heads / tp,
+            (cfg.num_key_value_heads / tp).max(1),
+        )
+    }
+
+    fn tp_sum(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+        if self.par.tp == 1 {
+            return Ok(x);
+        }
+        b.all_reduce(x, BinaryOp::Add, &self.tp)
+    }
+
+    fn dp_sum(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+        if self.par.dp == 1 {
+            return Ok(x);
+        }
+        b.all_reduce(x, BinaryOp::Add, &self.dp)
+    }
+
+    /// A row-parallel projection's partial sums (`[N, D]`) made whole: the
+    /// full rows on every rank, or with sequence parallelism this rank's
+    /// run of them.
+    pub fn reduce_partial(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+        if self.par.sequence_parallel {
+            return b.reduce_scatter_sum(x, 0, &self.tp);
+        }
+        self.tp_sum(b, x)
+    }
+
+    /// The input of a column-parallel projection: with sequence
+    /// parallelism every rank's run of rows gathered; otherwise `x`.
+    pub fn full_sequence(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+        if self.par.sequence_parallel {
+            return b.all_gather(x, 0, &self.tp);
+        }
+        Ok(x)
+    }
+
+    /// The embedding rows of `tokens` (`s32[N]`) from this rank's run of
+    /// the vocabulary: a token another rank holds reads row 0 and is
+    /// zeroed, and the ranks' rows are summed (or reduce-scattered).
+    pub fn embedding(
+        &self,
+        b: &mut Builder,
+        embed: InstrId,
+        tokens: InstrId,
+    ) -> Result<InstrId, BuildError> {
+        let n = b.dims(tokens)[0];
+        let d = b.dims(embed)[1];
+        let (index, held) = match self.vocab_offset {
+            None => (tokens, None),
+            Some(offset) => {
+                let off = b.broadcast(offset, &[n], &[])?;
+                let local = b.sub(tokens, off)?;
+                let zero = b.full(ElementType::S32, &[n], 0.0)?;
+                let rows = b.full(ElementType::S32, &[n], self.vocab_local as f64)?;
+                let from = b.compare(local, zero, ComparisonDirection::Ge)?;
+                let below = b.compare(local, rows, ComparisonDirection::Lt)?;
+                let held = b.binary(BinaryOp::And, from, below)?;
+                (b.select(held, local, zero)?, Some(held))
+            }
+        };
+        let index = b.reshape(index, &[n, 1])?;
+        let rows = b.add(
+            Op::Gather {
+                dims: GatherDims {
+                    offset_dims: vec![1],
+                    collapsed_slice_dims: vec![0],
+                    start_index_map: vec![0],
+                    index_vector_dim: 1,
+                    ..Default::default()
+                },
+                slice_sizes: vec![1, d],
+                indices_are_sorted: false,
+            },
+            &[embed, index],
+            None,
+        )?;
+        let Some(held) = held else {
+            return Ok(rows);
+        };
+        let held = b.broadcast(held, &[n, d], &[0])?;
+        let zeros = b.full_like(rows, 0.0)?;
+        let rows = b.select(held, rows, zeros)?;
+        self.reduce_partial(b, rows)
+    }
+
+    /// Mean cross-entropy over the global batch's counted tokens, from
+    /// this rank's logits over its run of the vocabulary (`[N, V / tp]`):
+    /// no rank holds a full row of logits. The max and the sum of
+    /// exponentials are all-reduced over the TP group; padding columns are
+    /// `-inf` before either, so they never take part in the softmax nor get
+    /// gradient. Each DP replica sums its tokens' losses over the global
+    /// count, and the replicas' sums are added: every rank returns the
+    /// same global loss.
+    pub fn cross_entropy(
+        &self,
+        b: &mut Builder,
+        hints: &mut GradHints,
+        logits: InstrId,
+        targets: InstrId,
+        ty: ElementType,
+    ) -> Result<InstrId, BuildError> {
+        let [n, v] = [b.dims(logits)[0], b.dims(logits)[1]];
+        let mut column = b.iota(ElementType::S32, &[n, v], 1)?;
+        let mut logits = logits;
+        if let Some(offset) = self.vocab_offset {
+            let padding_in = self.fault == Some(Fault::PaddingInSoftmax);
+            let off = b.broadcast(offset, &[n, v], &[])?;
+            column = b.add2(column, off)?;
+            let vocab = b.full(ElementType::S32, &[n, v], self.vocab as f64)?;
+            let real = b.compare(column, vocab, ComparisonDirection::Lt)?;
+            if !padding_in {
+                let never = b.full_like(logits, f64::NEG_INFINITY)?;
+                logits = b.select(real, logits, never)?;
+            }
+        }
+        let local_max = b.reduce_max(logits, &[1])?;
+        let m = if self.par.tp > 1 {
+            b.all_reduce(local_max, BinaryOp::Maximum, &self.tp)?
+        } else {
+            local_max
+        };
+        hints.stop.push(m);
+        let mb = b.broadcast(m, &[n, v], &[0])?;
+        let z = b.sub(logits, mb)?;
+        let e = b.unary(UnaryOp::Exp, z)?;
+        let se = b.reduce_sum(e, &[1])?;
+        let se = self.tp_sum(b, se)?;
+        let lse = b.unary(UnaryOp::Log, se)?;
+        let t = b.reshape(targets, &[n])?;
+        let tb = b.broadcast(t, &[n, v], &[0])?;
+        let hit = b.compare(column, tb, ComparisonDirection::Eq)?;
+        let zeros = b.full_like(z, 0.0)?;
+        let picked = b.select(hit, z, zeros)?;
+        let tl = b.reduce_sum(picked, &[1])?;
+        let tl = self.tp_sum(b, tl)?;
+        let nll = b.sub(lse, tl)?;
+        let ignore = b.full(ElementType::S32, &[n], IGNORE_INDEX as f64)?;
+        let counted = b.compare(t, ignore, ComparisonDirection::Ne)?;
+        let zero = b.full_like(nll, 0.0)?;
+        let nll = b.select(counted, nll, zero)?;
+        let total = b.reduce_sum(nll, &[0])?;
+        let ones = b.convert(counted, ty)?;
+        let count = b.reduce_sum(ones, &[0])?;
+        let count = self.dp_sum(b, count)?;
+        let one = b.full_like(count, 1.0)?;
+        let count = b.binary(BinaryOp::Maximum, count, one)?;
+        let local = b.div(total, count)?;
+        self.dp_sum(b, local)
+    }
+}

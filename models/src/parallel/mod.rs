@@ -1,0 +1,204 @@
+//! Tensor, sequence and data parallelism: how a training step is divided
+//! over `tp * dp` ranks, as NxD divides it for neuronx-cc. One program
+//! runs on every rank; rank `r` is TP rank `r % tp` of DP replica
+//! `r / tp`, so each TP group is a run of consecutive ids (`{{0,1,2,3},
+//! {4,5,6,7}}` for TP 4 over DP 2), which keeps tensor-parallel traffic
+//! inside a node.
+//!
+//! Which part of each parameter a rank holds is [`split`]'s.
+
+pub mod layers;
+pub mod split;
+
+use crate::config::{BatchShape, ModelConfig};
+use serde::Serialize;
+
+pub use split::{Piece, TpSplit, Units};
+
+/// How a step is divided. `tp = dp = 1` is the single-device step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Parallelism {
+    /// Tensor-parallel degree: heads, MLP columns and the vocabulary are
+    /// split over this many ranks (Megatron style).
+    pub tp: i64,
+    /// Data-parallel degree: the global batch is split over this many
+    /// replicas of the TP group, and gradients are averaged over them.
+    pub dp: i64,
+    /// Norms and residuals on sequence shards (all-gather before the
+    /// column-parallel projections, reduce-scatter after the row-parallel
+    /// ones); only meaningful with `tp > 1`.
+    pub sequence_parallel: bool,
+}
+
+impl Default for Parallelism {
+    fn default() -> Self {
+        Parallelism::SINGLE
+    }
+}
+
+/// Deliberate mistakes a sharded step can be built with, each a bug
+/// sharded training has shipped with. Only the tests that prove the
+/// sharded-equals-unsharded checks catch them build these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// Gradients not all-reduced over the data-parallel replicas.
+    MissingGradientAllReduce,
+    /// Gradients summed over data-parallel replicas, not averaged.
+    GradientSummedNotAveraged,
+    /// A replicated parameter counted once per TP rank in the grad norm.
+    ReplicatedCountedPerRank,
+    /// The vocabulary padding left in the softmax.
+    PaddingInSoftmax,
+}
+
+/// A degree the model or the batch cannot be divided by.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParallelError {
+    #[error("--{flag} must be at least 1, got {got}")]
+    Degree { flag: &'static str, got: i64 },
+    #[error("--tp {tp} does not divide the {what} ({count}); use a --tp that divides it")]
+    Indivisible {
+        tp: i64,
+        what: &'static str,
+        count: i64,
+    },
+    #[error("--tp {tp} and the {kv} key/value heads: one must divide the other (each rank holds whole KV heads, replicated when there are fewer than --tp)")]
+    KvHeads { tp: i64, kv: i64 },
+    #[error("--dp {dp} does not divide the global batch of {batch} sequences")]
+    Batch { dp: i64, batch: i64 },
+    #[error("--sequence-parallel splits each rank's {tokens} tokens ({per_rank} sequences of {seq}) over --tp {tp}, which does not divide them")]
+    SequenceShards {
+        tp: i64,
+        tokens: i64,
+        per_rank: i64,
+        seq: i64,
+    },
+    #[error(
+        "--sequence-parallel needs --tp above 1 (there is nothing to shard the sequence over)"
+    )]
+    SequenceWithoutTp,
+    #[error("a world of {tp} x {dp} ranks is too large")]
+    World { tp: i64, dp: i64 },
+}
+
+impl Parallelism {
+    /// One device: the step hlatc has always emitted.
+    pub const SINGLE: Parallelism = Parallelism {
+        tp: 1,
+        dp: 1,
+        sequence_parallel: false,
+    };
+
+    pub fn world(&self) -> i64 {
+        self.tp * self.dp
+    }
+
+    pub fn is_single(&self) -> bool {
+        self.world() == 1
+    }
+
+    /// The TP rank of global rank `r`.
+    pub fn tp_rank(&self, r: i64) -> i64 {
+        r % self.tp
+    }
+
+    /// The DP replica of global rank `r`.
+    pub fn dp_rank(&self, r: i64) -> i64 {
+        r / self.tp
+    }
+
+    /// The ranks that share activations: `{{0..tp-1}, {tp..2tp-1}, ...}`.
+    pub fn tp_groups(&self) -> Vec<Vec<i64>> {
+        (0..self.dp)
+            .map(|d| (0..self.tp).map(|t| d * self.tp + t).collect())
+            .collect()
+    }
+
+    /// The ranks that hold the same shard of every parameter, one per DP
+    /// replica: `{{0, tp, 2tp, ...}, {1, tp+1, ...}, ...}`.
+    pub fn dp_groups(&self) -> Vec<Vec<i64>> {
+        (0..self.tp)
+            .map(|t| (0..self.dp).map(|d| d * self.tp + t).collect())
+            .collect()
+    }
+
+    /// Every rank, one group.
+    pub fn everyone(&self) -> Vec<Vec<i64>> {
+        vec![(0..self.world()).collect()]
+    }
+
+    /// Sequences of the global batch each DP replica takes.
+    pub fn local_batch(&self, batch: BatchShape) -> BatchShape {
+        BatchShape {
+            batch_size: batch.batch_size / self.dp,
+            ..batch
+        }
+    }
+
+    /// The vocabulary rounded up to a multiple of `tp`: each rank holds
+    /// `padded_vocab / tp` rows of the embedding and LM head, the rows past
+    /// the real vocabulary zero, masked out of the softmax and never given
+    /// gradient.
+    pub fn padded_vocab(&self, cfg: &ModelConfig) -> i64 {
+        ceil_div(cfg.vocab_size, self.tp) * self.tp
+    }
+
+    /// Whether `cfg` over the global `batch` divides as asked.
+    pub fn validate(&self, cfg: &ModelConfig, batch: BatchShape) -> Result<(), ParallelError> {
+        for (flag, got) in [("tp", self.tp), ("dp", self.dp)] {
+            if got < 1 {
+                return Err(ParallelError::Degree { flag, got });
+            }
+        }
+        if !matches!(self.tp.checked_mul(self.dp), Some(w) if w <= MAX_WORLD) {
+            return Err(ParallelError::World {
+                tp: self.tp,
+                dp: self.dp,
+            });
+        }
+        let tp = self.tp;
+        for (what, count) in [
+            ("query heads", cfg.num_attention_heads),
+            ("MLP width (intermediate_size)", cfg.intermediate_size),
+        ] {
+            if count % tp != 0 {
+                return Err(ParallelError::Indivisible { tp, what, count });
+            }
+        }
+        let kv = cfg.num_key_value_heads;
+        if kv % tp != 0 && tp % kv != 0 {
+            return Err(ParallelError::KvHeads { tp, kv });
+        }
+        if batch.batch_size % self.dp != 0 {
+            return Err(ParallelError::Batch {
+                dp: self.dp,
+                batch: batch.batch_size,
+            });
+        }
+        if self.sequence_parallel {
+            if tp == 1 {
+                return Err(ParallelError::SequenceWithoutTp);
+            }
+            let per_rank = batch.batch_size / self.dp;
+            let tokens = per_rank * batch.seq_len;
+            if tokens % tp != 0 {
+                return Err(ParallelError::SequenceShards {
+                    tp,
+                    tokens,
+                    per_rank,
+                    seq: batch.seq_len,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// More ranks than any machine has: a world this size is a typo.
+const MAX_WORLD: i64 = 1 << 20;
+
+/// `a / b` rounded up, for positive `b` (`i64::div_ceil` is unstable).
+fn ceil_div(a: i64, b: i64) -> i64 {
+    (a + b - 1) / b
+}

@@ -1,0 +1,276 @@
+//! Which part of each parameter a tensor-parallel rank holds, from the
+//! parameter's role (never from its position): a column-parallel
+//! projection (q, k, v, gate, up, stored `[out, in]`) keeps whole heads or
+//! MLP columns of its output rows; a row-parallel one (o, down) keeps the
+//! matching columns of its input; the embedding and LM head keep a run of
+//! vocabulary rows; everything else (norms, the biases added after a
+//! row-parallel reduction) is replicated.
+//!
+//! A rank's tensor is a list of [`Piece`]s: ranges of the full tensor laid
+//! side by side. Sharding and gathering copy bytes and change no value.
+
+use super::Parallelism;
+use hlatc_compiler::Literal;
+
+/// `count` units of `size` rows (or columns) each: 32 heads of 128, or
+/// 11008 MLP columns of 1. A rank keeps whole units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Units {
+    pub count: i64,
+    pub size: i64,
+}
+
+impl Units {
+    /// The units TP rank `t` of `tp` holds, and on how many ranks each of
+    /// them lives: a share of `count / tp`, or, with fewer units than
+    /// ranks (KV heads under GQA), one unit replicated on `tp / count`.
+    fn share(&self, t: i64, tp: i64) -> ([i64; 2], i64) {
+        if self.count >= tp {
+            let per = self.count / tp;
+            ([t * per, (t + 1) * per], 1)
+        } else {
+            let copies = tp / self.count;
+            let u = t / copies;
+            ([u, u + 1], copies)
+        }
+    }
+
+    /// Rows (or columns) one rank holds.
+    pub fn local(&self, tp: i64) -> i64 {
+        (self.count / tp).max(1) * self.size
+    }
+}
+
+/// How a parameter is divided over a TP group.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TpSplit {
+    /// Every rank holds all of it.
+    Replicated,
+    /// Output rows (Megatron's column-parallel linear): the tensor's rows
+    /// are blocks (a fused tensor's members, in order), each split by its
+    /// own units.
+    Rows(Vec<Units>),
+    /// Input columns (Megatron's row-parallel linear).
+    Columns(Units),
+    /// Vocabulary rows, padded to a multiple of the degree.
+    Vocab,
+}
+
+/// A range of the full tensor a rank holds: `global[0]..global[1]` along
+/// `dim`, at `local` along the same dimension of the rank's tensor. The
+/// rank's copy is one of `copies` identical ones in its TP group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Piece {
+    pub dim: usize,
+    pub global: [i64; 2],
+    pub local: i64,
+    pub copies: i64,
+    /// Which block of a [`TpSplit::Rows`] tensor (a fused tensor's
+    /// member); 0 otherwise.
+    pub block: usize,
+}
+
+impl TpSplit {
+    /// The shape TP rank holds of a parameter whose full shape is `dims`.
+    pub fn local_dims(&self, dims: &[i64], par: &Parallelism) -> Vec<i64> {
+        let tp = par.tp;
+        let mut local = dims.to_vec();
+        match self {
+            TpSplit::Replicated => {}
+            TpSplit::Rows(blocks) => local[0] = blocks.iter().map(|u| u.local(tp)).sum(),
+            TpSplit::Columns(u) => local[1] = u.local(tp),
+            TpSplit::Vocab => local[0] = super::ceil_div(dims[0], tp),
+        }
+        local
+    }
+
+    /// The ranges of the full tensor (shape `dims`) TP rank `t` holds, in
+    /// the order they lie in its tensor. Vocabulary padding is in none.
+    pub fn pieces(&self, dims: &[i64], t: i64, par: &Parallelism) -> Vec<Piece> {
+        let tp = par.tp;
+        let piece = |dim, global, local, copies, block| Piece {
+            dim,
+            global,
+            local,
+            copies,
+            block,
+        };
+        match self {
+            TpSplit::Replicated => {
+                vec![piece(0, [0, dims.first().copied().unwrap_or(1)], 0, tp, 0)]
+            }
+            TpSplit::Rows(blocks) => {
+                let (mut start, mut local) = (0, 0);
+                let mut out = Vec::with_capacity(blocks.len());
+                for (k, u) in blocks.iter().enumerate() {
+                    let ([a, b], copies) = u.share(t, tp);
+                    out.push(piece(
+                        0,
+                        [start + a * u.size, start + b * u.size],
+                        local,
+                        copies,
+                        k,
+                    ));
+                    start += u.count * u.size;
+                    local += (b - a) * u.size;
+                }
+                out
+            }
+            TpSplit::Columns(u) => {
+                let ([a, b], copies) = u.share(t, tp);
+                vec![piece(1, [a * u.size, b * u.size], 0, copies, 0)]
+            }
+            TpSplit::Vocab => {
+                let rows = super::ceil_div(dims[0], tp);
+                let (a, b) = (t * rows, ((t + 1) * rows).min(dims[0]));
+                if a >= b {
+                    return Vec::new();
+                }
+                vec![piece(0, [a, b], 0, 1, 0)]
+            }
+        }
+    }
+
+    /// TP rank `t`'s tensor of the full tensor `full`.
+    pub fn shard(&self, full: &Literal, t: i64, par: &Parallelism) -> Literal {
+        let local_dims = self.local_dims(full.dims(), par);
+        let mut local = vec![0u8; byte_len(full, &local_dims)];
+        for p in self.pieces(full.dims(), t, par) {
+            for (f, l, n) in runs(full, full.dims(), &local_dims, p) {
+                local[l..l + n].copy_from_slice(&full.bytes()[f..f + n]);
+            }
+        }
+        Literal::from_bytes(full.ty(), local_dims, local).expect("a shard's bytes fill its shape")
+    }
+
+    /// The full tensor (shape `dims`) from every TP rank's tensor, in rank
+    /// order (what [`TpSplit::shard`] gave each); a range several ranks
+    /// hold is read from the first of them, vocabulary padding from none.
+    pub fn gather(&self, locals: &[Literal], dims: &[i64], par: &Parallelism) -> Literal {
+        let ty = locals[0].ty();
+        let mut full = vec![0u8; dims.iter().product::<i64>() as usize * ty.byte_size()];
+        for (t, local) in locals.iter().enumerate().rev() {
+            for p in self.pieces(dims, t as i64, par) {
+                for (f, l, n) in runs(local, dims, local.dims(), p) {
+                    full[f..f + n].copy_from_slice(&local.bytes()[l..l + n]);
+                }
+            }
+        }
+        Literal::from_bytes(ty, dims.to_vec(), full).expect("the gathered bytes fill the shape")
+    }
+}
+
+fn byte_len(like: &Literal, dims: &[i64]) -> usize {
+    dims.iter().product::<i64>() as usize * like.ty().byte_size()
+}
+
+/// The contiguous byte runs piece `p` copies, as (offset in the full
+/// tensor, offset in the rank's tensor, length): one run per index of the
+/// dimensions before `p.dim`.
+fn runs(
+    like: &Literal,
+    full: &[i64],
+    local: &[i64],
+    p: Piece,
+) -> impl Iterator<Item = (usize, usize, usize)> {
+    let es = like.ty().byte_size();
+    let outer: i64 = full[..p.dim].iter().product();
+    let inner = full[p.dim + 1..].iter().product::<i64>() as usize * es;
+    let (full_dim, local_dim) = (full[p.dim] as usize, local[p.dim] as usize);
+    let len = (p.global[1] - p.global[0]) as usize * inner;
+    let (g, l) = (p.global[0] as usize, p.local as usize);
+    (0..outer as usize).map(move |o| ((o * full_dim + g) * inner, (o * local_dim + l) * inner, len))
+}
+
+/// The replica groups over which a range held on `copies` ranks of each TP
+/// group is the same value: its holders in every DP replica. With one copy
+/// these are the DP groups; with `tp` copies, every rank.
+pub fn holder_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
+    (0..par.tp / copies)
+        .map(|g| {
+            (0..par.dp)
+                .flat_map(|d| (0..copies).map(move |j| d * par.tp + g * copies + j))
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hlatc_compiler::ElementType;
+
+    fn par(tp: i64, dp: i64) -> Parallelism {
+        Parallelism {
+            tp,
+            dp,
+            sequence_parallel: false,
+        }
+    }
+
+    fn counting(dims: &[i64]) -> Literal {
+        let n: i64 = dims.iter().product();
+        let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        Literal::from_f32(dims.to_vec(), &v).unwrap()
+    }
+
+    #[test]
+    fn rows_keep_whole_heads_of_each_block_and_replicate_scarce_kv_heads() {
+        // q: 4 heads of 2 rows, k: 2 heads of 2 rows, over TP 4: rank 3
+        // holds q head 3 and k head 1 (shared with rank 2).
+        let split = TpSplit::Rows(vec![
+            Units { count: 4, size: 2 },
+            Units { count: 2, size: 2 },
+        ]);
+        let p = split.pieces(&[12, 3], 3, &par(4, 1));
+        assert_eq!(p[0].global, [6, 8]);
+        assert_eq!((p[1].global, p[1].local, p[1].copies), ([10, 12], 2, 2));
+        let full = counting(&[12, 3]);
+        let local = split.shard(&full, 3, &par(4, 1));
+        assert_eq!(local.dims(), &[4, 3]);
+        assert_eq!(
+            local.to_f32_vec(),
+            vec![18., 19., 20., 21., 22., 23., 30., 31., 32., 33., 34., 35.]
+        );
+        let all: Vec<Literal> = (0..4).map(|t| split.shard(&full, t, &par(4, 1))).collect();
+        assert_eq!(split.gather(&all, &[12, 3], &par(4, 1)), full);
+    }
+
+    #[test]
+    fn columns_split_the_input_dimension() {
+        let split = TpSplit::Columns(Units { count: 4, size: 1 });
+        let full = counting(&[2, 4]);
+        let local = split.shard(&full, 1, &par(2, 1));
+        assert_eq!(local.to_f32_vec(), vec![2., 3., 6., 7.]);
+        let all: Vec<Literal> = (0..2).map(|t| split.shard(&full, t, &par(2, 1))).collect();
+        assert_eq!(split.gather(&all, &[2, 4], &par(2, 1)), full);
+    }
+
+    #[test]
+    fn vocabulary_pads_the_last_rank_with_zero_rows() {
+        let full = counting(&[5, 2]);
+        let last = TpSplit::Vocab.shard(&full, 2, &par(3, 1));
+        assert_eq!(last.dims(), &[2, 2]);
+        assert_eq!(last.to_f32_vec(), vec![8., 9., 0., 0.]);
+        let all: Vec<Literal> = (0..3)
+            .map(|t| TpSplit::Vocab.shard(&full, t, &par(3, 1)))
+            .collect();
+        assert_eq!(TpSplit::Vocab.gather(&all, &[5, 2], &par(3, 1)), full);
+        assert_eq!(full.ty(), ElementType::F32);
+    }
+
+    #[test]
+    fn holders_of_a_range_span_dp_replicas() {
+        let p = par(4, 2);
+        assert_eq!(
+            holder_groups(1, &p),
+            vec![vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7]]
+        );
+        assert_eq!(
+            holder_groups(2, &p),
+            vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]
+        );
+        assert_eq!(holder_groups(4, &p), vec![(0..8).collect::<Vec<_>>()]);
+    }
+}

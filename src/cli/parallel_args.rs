@@ -1,0 +1,40 @@
+//! `--tp`, `--dp` and `--sequence-parallel`, shared by the commands that
+//! build a step.
+
+use hlatc::models::Parallelism;
+
+#[derive(clap::Args)]
+pub(super) struct ParallelArgs {
+    /// Tensor-parallel degree, Megatron style as NxD does it: q/k/v and
+    /// gate/up split by output columns (whole heads per rank; KV heads are
+    /// replicated when there are fewer than --tp), o and down split by
+    /// input rows and all-reduced, the embedding and LM head split by
+    /// vocabulary rows (padded when --tp does not divide the vocabulary)
+    /// with the cross-entropy computed without any rank holding a full row
+    /// of logits. It must divide the query heads and the MLP width, and
+    /// the KV heads must divide it or be divisible by it
+    #[arg(long, value_name = "T", default_value_t = 1)]
+    pub tp: i64,
+    /// Data-parallel degree: --batch-size stays the global batch, and each
+    /// of the D replicas of a TP group takes batch/D sequences; gradients
+    /// are averaged in f32. Ranks are numbered TP-major: rank r is TP rank
+    /// r % T of replica r / T, so TP groups are runs of T ids
+    #[arg(long, value_name = "D", default_value_t = 1)]
+    pub dp: i64,
+    /// Sequence parallelism (needs --tp above 1): norms and residuals on
+    /// each rank's share of the tokens, all-gathered before q/k/v and
+    /// gate/up and reduce-scattered after o and down, which cuts the
+    /// activation memory of those ops by T
+    #[arg(long)]
+    pub sequence_parallel: bool,
+}
+
+impl ParallelArgs {
+    pub fn parallelism(&self) -> Parallelism {
+        Parallelism {
+            tp: self.tp,
+            dp: self.dp,
+            sequence_parallel: self.sequence_parallel,
+        }
+    }
+}
