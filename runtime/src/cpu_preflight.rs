@@ -5,6 +5,15 @@
 //! refused, here before the module reaches the plugin. So are the ops the
 //! fuzzer found XLA CPU aborting on for valid modules of sub-byte integers,
 //! and dynamic dimensions at the entry's boundary.
+//!
+//! A module of several replicas (`replica_count` N above 1, one partition)
+//! has its collectives checked against N: every replica group names
+//! replicas below N, each once; all-gather, reduce-scatter and all-to-all
+//! split by the group size; permutes name replicas below N and carry no
+//! channel (which would make them permute partitions, and XLA CPU
+//! aborts); and no collective sits in a loop or a conditional, where
+//! replicas could reach it a different number of times and XLA CPU exits
+//! the process once they have waited on one another past its timeout.
 
 use hlatc_compiler::ir::op::{AsyncStep, CustomCall};
 use hlatc_compiler::ir::shape::minifloat::Format;
@@ -21,16 +30,33 @@ pub struct PreflightError {
 
 /// Checks every custom call in `module` against XLA CPU's own targets,
 /// and refuses what XLA CPU would abort or hang on.
+///
+/// The module runs on `module.devices.replica_count` replicas of one
+/// partition (what the runtime compiles); on one, the checks are those of a
+/// one-device run.
 pub fn check(module: &Module) -> Result<(), PreflightError> {
+    let replicas = module.devices.replica_count;
+    let one_device = replicas == 1;
     static_at_the_boundary(module)?;
     async_start_in_a_loop(module)?;
+    let in_control_flow = if one_device {
+        Default::default()
+    } else {
+        under_control_flow(module)
+    };
     for c in &module.computations {
+        let controlled = in_control_flow.contains(c.name.as_str());
         for id in c.ids() {
             let instr = c.instr(id);
-            if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape)
+            if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape, one_device)
                 .or_else(|| waits_forever(&instr.op))
                 .or_else(|| mishandled_contraction_types(c, id))
-                .or_else(|| leaves_unwritten(c, id))
+                .or_else(|| one_device.then(|| leaves_unwritten(c, id)).flatten())
+                .or_else(|| {
+                    (!one_device)
+                        .then(|| misfits_replicas(c, id, replicas, controlled))
+                        .flatten()
+                })
             {
                 return Err(PreflightError {
                     computation: c.name.clone(),
@@ -187,6 +213,160 @@ fn leaves_unwritten(c: &Computation, id: InstrId) -> Option<String> {
     })
 }
 
+/// The computations a `while` or `conditional` runs, and all they call.
+fn under_control_flow(module: &Module) -> std::collections::BTreeSet<&str> {
+    let mut todo: Vec<&str> = module
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
+        .filter(|op| matches!(op, Op::While { .. } | Op::Conditional { .. }))
+        .flat_map(Op::called_computations)
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(name) = todo.pop() {
+        let Some(c) = module.computation(name).filter(|_| seen.insert(name)) else {
+            continue;
+        };
+        todo.extend(
+            c.ids()
+                .flat_map(|id| c.instr(id).op.called_computations())
+                .collect::<Vec<_>>(),
+        );
+    }
+    seen
+}
+
+/// Where a collective of a module of `replicas` (above 1) replicas of one
+/// partition names replicas it does not have, splits by other than its
+/// group size, permutes partitions, or sits in control flow (`controlled`).
+/// XLA's verifier refuses most of these itself, but only after the plugin
+/// has printed its stack; a permute with a channel aborts the process.
+fn misfits_replicas(
+    c: &Computation,
+    id: InstrId,
+    replicas: i64,
+    controlled: bool,
+) -> Option<String> {
+    let instr = c.instr(id);
+    let op = &instr.op;
+    if !op.is_collective() {
+        return None;
+    }
+    let opcode = op.opcode();
+    if controlled {
+        return Some(format!(
+            "{opcode} inside a while loop or a conditional, which replicas may reach a different number of times; XLA CPU exits the process once its {replicas} replicas have waited on one another past its timeout, so a program of several replicas keeps its collectives out of control flow"
+        ));
+    }
+    if let Op::CollectivePermute {
+        channel_id, pairs, ..
+    }
+    | Op::CollectivePermuteStart {
+        channel_id, pairs, ..
+    } = op
+    {
+        if channel_id.is_some() {
+            return Some(format!(
+                "{opcode} with a channel_id permutes partitions, and the module has one (its {replicas} replicas are permuted without a channel_id); XLA CPU aborts on it"
+            ));
+        }
+        let beyond = pairs
+            .iter()
+            .flat_map(|&(s, t)| [s, t])
+            .find(|&r| !(0..replicas).contains(&r));
+        return beyond.map(|r| {
+            format!(
+                "source_target_pairs name replica {r}, and the module has {replicas} (0 to {})",
+                replicas - 1
+            )
+        });
+    }
+    let collective = op.collective()?;
+    if collective.channel_id.is_some()
+        && matches!(
+            op,
+            Op::AllToAll { .. } | Op::RaggedAllToAll { .. } | Op::CollectiveBroadcast { .. }
+        )
+    {
+        return Some(format!(
+            "{opcode} with a channel_id exchanges between partitions, and the module has one (its {replicas} replicas exchange without a channel_id); XLA CPU fails running it"
+        ));
+    }
+    let groups = collective.replica_groups.expanded();
+    let group_size = if groups.is_empty() {
+        replicas
+    } else {
+        let mut ids: Vec<i64> = groups.iter().flatten().copied().collect();
+        ids.sort_unstable();
+        let all: Vec<i64> = (0..replicas).collect();
+        if ids != all {
+            let named = match ids.iter().find(|&&r| !(0..replicas).contains(&r)) {
+                Some(r) => format!("name replica {r}"),
+                None => format!("hold {} of them", ids.len()),
+            };
+            return Some(format!(
+                "replica groups {groups:?} {named}; the module has {replicas} replicas (0 to {}), and its groups must hold each once",
+                replicas - 1
+            ));
+        }
+        groups[0].len() as i64
+    };
+    let operands: Vec<&Shape> = c
+        .operands(id)
+        .into_iter()
+        .map(|o| &c.instr(o).shape)
+        .collect();
+    match op {
+        Op::AllGather { dimension, .. }
+        | Op::AllGatherStart { dimension, .. }
+        | Op::ReduceScatter { dimension, .. } => {
+            let results = match (op, &instr.shape) {
+                (Op::AllGatherStart { .. }, Shape::Tuple(t)) => t.last()?,
+                (_, s) => s,
+            };
+            let results: Vec<&Shape> = match results {
+                Shape::Tuple(t) => t.iter().collect(),
+                s => vec![s],
+            };
+            let grow = !matches!(op, Op::ReduceScatter { .. });
+            let d = usize::try_from(*dimension).ok()?;
+            for (x, r) in operands.iter().zip(results) {
+                let (x, r) = (x.as_array()?, r.as_array()?);
+                let (from, to) = (*x.dims.get(d)?, *r.dims.get(d)?);
+                let (small, big) = if grow { (from, to) } else { (to, from) };
+                if small.checked_mul(group_size) != Some(big) {
+                    let how = if grow { "gathers" } else { "scatters" };
+                    return Some(format!(
+                        "{opcode} {how} {x} into {r}, along dimension {d} a factor other than its group size {group_size}"
+                    ));
+                }
+            }
+            None
+        }
+        Op::AllToAll {
+            dimension: Some(d),
+            ..
+        } => {
+            let x = operands.first()?.as_array()?;
+            let size = *x.dims.get(usize::try_from(*d).ok()?)?;
+            (size % group_size != 0).then(|| {
+                format!(
+                    "all-to-all splits dimension {d} of {x} into {group_size} pieces (its group size), which does not divide {size}"
+                )
+            })
+        }
+        Op::AllToAll {
+            dimension: None, ..
+        } => (operands.len() as i64 != group_size).then(|| {
+            format!(
+                "all-to-all of {} operands sends one to each replica of its group of {group_size}, so it needs {group_size}",
+                operands.len()
+            )
+        }),
+        _ => None,
+    }
+}
+
 /// What XLA CPU would wait on forever: hlatc's runtime is no host side for
 /// `infeed` and `outfeed`, so nothing would ever fill or drain them.
 fn waits_forever(op: &Op) -> Option<String> {
@@ -216,7 +396,7 @@ fn waits_forever(op: &Op) -> Option<String> {
 /// - a collective-permute in which device 0, the one it runs, receives
 ///   from another device throws a C++ exception out of the plugin (XLA's
 ///   test 04808; sending to a missing device gives zeros and runs).
-fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
+fn aborts_xla_cpu(op: &Op, result: &Shape, one_device: bool) -> Option<String> {
     if let Op::CollectivePermute {
         slice_sizes, pairs, ..
     }
@@ -231,7 +411,7 @@ fn aborts_xla_cpu(op: &Op, result: &Shape) -> Option<String> {
                     .into(),
             );
         }
-        if let Some((source, _)) = pairs.iter().find(|&&(s, t)| t == 0 && s != 0) {
+        if let Some((source, _)) = pairs.iter().find(|&&(s, t)| one_device && t == 0 && s != 0) {
             return Some(format!(
                 "XLA CPU throws out of the plugin when device 0, the one it runs on, receives from device {source}, which a one-device run does not have (source_target_pairs)"
             ));

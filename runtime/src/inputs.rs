@@ -26,6 +26,18 @@ impl SplitMix64 {
     }
 }
 
+/// The seed of replica `rank`'s inputs in a run seeded with `seed`: `seed`
+/// itself for rank 0 (a one-device run's inputs), and for the others
+/// `seed` mixed with the rank through SplitMix64's finalizer, so no two
+/// ranks draw overlapping streams (`seed + rank` would give shifted copies
+/// of one stream).
+pub fn rank_seed(seed: u64, rank: u64) -> u64 {
+    let mut z = rank;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    seed ^ z ^ (z >> 31)
+}
+
 /// Values for one parameter: floats (and both parts of a complex value)
 /// uniform in [-1, 1), signed and unsigned
 /// integers in [0, 16) and within their type (valid as small indices),
@@ -54,4 +66,22 @@ pub fn random_literal(shape: &ArrayShape, rng: &mut SplitMix64) -> Literal {
         .collect();
     Literal::from_scalars(shape.ty, shape.dims.clone(), &values)
         .expect("generated values fit their element type")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_zero_keeps_the_seed_and_other_ranks_differ() {
+        assert_eq!(rank_seed(7, 0), 7);
+        let seeds: std::collections::BTreeSet<u64> = (0..64).map(|r| rank_seed(7, r)).collect();
+        assert_eq!(seeds.len(), 64);
+        let first = |r| SplitMix64::new(rank_seed(7, r)).next_u64();
+        assert_ne!(first(1), SplitMix64::new(7).clone().next_u64());
+        // Not rank 0's stream one step on.
+        let mut zero = SplitMix64::new(7);
+        zero.next_u64();
+        assert_ne!(first(1), zero.next_u64());
+    }
 }

@@ -174,6 +174,25 @@ impl Plugin {
         }
     }
 
+    /// The id of `device`, one of a live client's devices.
+    fn device_id(&self, device: *mut c_void) -> Result<i64, PjrtError> {
+        let mut g = ffi::PJRT_Device_GetDescription_Args::new();
+        g.device = device;
+        self.call(
+            slot::DEVICE_GET_DESCRIPTION,
+            "PJRT_Device_GetDescription",
+            &mut g,
+        )?;
+        let mut a = ffi::PJRT_DeviceDescription_Id_Args::new();
+        a.device_description = g.device_description;
+        self.call(
+            slot::DEVICE_DESCRIPTION_ID,
+            "PJRT_DeviceDescription_Id",
+            &mut a,
+        )?;
+        Ok(a.id.into())
+    }
+
     fn await_and_destroy_event(
         &self,
         event: *mut c_void,
@@ -195,12 +214,16 @@ impl Plugin {
 struct ClientInner {
     plugin: Arc<Plugin>,
     client: *mut c_void,
-    device: *mut c_void,
+    /// Every addressable device, ordered by id.
+    devices: Vec<*mut c_void>,
+    /// `devices`' ids, in the same order.
+    device_ids: Vec<i64>,
     platform: String,
 }
 
-// SAFETY: a PJRT_Client is thread-safe by the PJRT contract; the pointers are
-// owned here and destroyed once in Drop.
+// SAFETY: a PJRT_Client is thread-safe by the PJRT contract; the client
+// pointer is owned here and destroyed once in Drop, and the device pointers
+// are owned by that client, which outlives them.
 unsafe impl Send for ClientInner {}
 // SAFETY: see above.
 unsafe impl Sync for ClientInner {}
@@ -215,17 +238,40 @@ impl Drop for ClientInner {
     }
 }
 
-/// A PJRT client on the plugin's first addressable device.
+/// The CPU plugin's client-create option for its number of devices
+/// (`xla::GetXlaPjrtCpuClient`'s `cpu_device_count`).
+const CPU_DEVICE_COUNT: &str = "cpu_device_count";
+
+/// A PJRT client with its addressable devices.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<ClientInner>,
 }
 
 impl Client {
-    /// Loads the plugin at `path` and creates a client.
-    pub fn load(path: &Path) -> Result<Client, PjrtError> {
+    /// Loads the plugin at `path` and creates a client with `device_count`
+    /// devices (the CPU plugin's `cpu_device_count` create option), or as
+    /// many as the plugin makes by default (four, for the CPU plugin
+    /// 0.0.1) with `None`. The caller keeps the count positive and small:
+    /// the plugin makes every device it is asked for.
+    pub fn load(path: &Path, device_count: Option<usize>) -> Result<Client, PjrtError> {
         let plugin = Arc::new(Plugin::load(path)?);
+        let name = CPU_DEVICE_COUNT.as_bytes();
+        let mut option = ffi::PJRT_NamedValue::new();
+        option.name = name.as_ptr() as *const _;
+        option.name_size = name.len();
+        option.type_ = ffi::NAMED_VALUE_INT64;
+        option.value_size = 1;
         let mut c = ffi::PJRT_Client_Create_Args::new();
+        if let Some(n) = device_count {
+            option.int64_value = i64::try_from(n)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| PjrtError::Unexpected(format!("{n} devices requested")))?;
+            // The option, and the name it points at, outlive the call.
+            c.create_options = &option;
+            c.num_options = 1;
+        }
         plugin.call(slot::CLIENT_CREATE, "PJRT_Client_Create", &mut c)?;
         if c.client.is_null() {
             return Err(PjrtError::Unexpected("a null client".into()));
@@ -250,7 +296,8 @@ impl Client {
         let mut inner = ClientInner {
             plugin: plugin.clone(),
             client: c.client,
-            device: std::ptr::null_mut(),
+            devices: Vec::new(),
+            device_ids: Vec::new(),
             platform,
         };
         plugin.call(
@@ -261,12 +308,26 @@ impl Client {
         if d.num_addressable_devices == 0 || d.addressable_devices.is_null() {
             return Err(PjrtError::Unexpected("no addressable devices".into()));
         }
-        // SAFETY: PJRT returned a non-empty array of device pointers owned by
-        // the client, which outlives every use through `ClientInner`.
-        inner.device = unsafe { *d.addressable_devices };
+        // SAFETY: PJRT returned a non-null array of `num_addressable_devices`
+        // device pointers owned by the client, which outlives every use
+        // through `ClientInner`; they are copied out here.
+        let devices =
+            unsafe { std::slice::from_raw_parts(d.addressable_devices, d.num_addressable_devices) }
+                .to_vec();
+        let mut by_id = devices
+            .into_iter()
+            .map(|dev| Ok((plugin.device_id(dev)?, dev)))
+            .collect::<Result<Vec<_>, PjrtError>>()?;
+        by_id.sort_by_key(|&(id, _)| id);
+        (inner.device_ids, inner.devices) = by_id.into_iter().unzip();
         Ok(Client {
             inner: Arc::new(inner),
         })
+    }
+
+    /// The ids of the addressable devices, ascending.
+    pub fn device_ids(&self) -> &[i64] {
+        &self.inner.device_ids
     }
 
     pub fn platform_name(&self) -> &str {
@@ -308,7 +369,15 @@ impl Client {
         Ok(exe)
     }
 
-    fn buffer_from_literal(&self, lit: &Literal) -> Result<Buffer, PjrtError> {
+    /// Copies `lit` to the device at `device` (an index into the devices
+    /// ordered by id, which the caller keeps in range).
+    fn buffer_from_literal(&self, lit: &Literal, device: usize) -> Result<Buffer, PjrtError> {
+        let device = *self.inner.devices.get(device).ok_or_else(|| {
+            PjrtError::Unexpected(format!(
+                "device {device} of a client with {}",
+                self.inner.devices.len()
+            ))
+        })?;
         let plugin = &self.inner.plugin;
         let mut a = ffi::PJRT_Client_BufferFromHostBuffer_Args::new();
         a.client = self.inner.client;
@@ -317,7 +386,7 @@ impl Client {
         a.dims = lit.dims().as_ptr();
         a.num_dims = lit.dims().len();
         a.host_buffer_semantics = ffi::HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL;
-        a.device = self.inner.device;
+        a.device = device;
         plugin.call(
             slot::CLIENT_BUFFER_FROM_HOST_BUFFER,
             "PJRT_Client_BufferFromHostBuffer",
@@ -479,30 +548,71 @@ impl LoadedExecutable {
         })
     }
 
-    /// Runs once with `inputs` in parameter order. The caller has checked the
-    /// inputs against the program's parameters; a top-level tuple result
-    /// comes back as one literal per element.
+    /// Runs once with `inputs` in parameter order, on the client's first
+    /// device. The caller has checked the inputs against the program's
+    /// parameters; a top-level tuple result comes back as one literal per
+    /// element.
     pub fn execute(&self, inputs: &[Literal]) -> Result<Vec<Literal>, PjrtError> {
+        self.execute_on_devices(&[inputs])?
+            .pop()
+            .ok_or_else(|| PjrtError::Unexpected("no output list".into()))
+    }
+
+    /// Runs once on the client's first `inputs.len()` devices (ordered by
+    /// id), argument list `i` on device `i`, and gives one output list per
+    /// device. The executable was compiled for exactly those devices in
+    /// that order (replica `i` on device `i`), and the caller has checked
+    /// every list against the program's parameters.
+    pub fn execute_on_devices(
+        &self,
+        inputs: &[&[Literal]],
+    ) -> Result<Vec<Vec<Literal>>, PjrtError> {
         let client = Client {
             inner: self.client.clone(),
         };
-        let buffers: Vec<Buffer> = inputs
+        let devices = self.client.devices.len();
+        let num_args = inputs.first().map_or(0, |l| l.len());
+        if inputs.is_empty() || inputs.len() > devices {
+            return Err(PjrtError::Unexpected(format!(
+                "{} argument lists for a client with {devices} device(s)",
+                inputs.len()
+            )));
+        }
+        if let Some(list) = inputs.iter().find(|l| l.len() != num_args) {
+            return Err(PjrtError::Unexpected(format!(
+                "argument lists of {num_args} and {} buffers",
+                list.len()
+            )));
+        }
+        let buffers: Vec<Vec<Buffer>> = inputs
             .iter()
-            .map(|l| client.buffer_from_literal(l))
+            .enumerate()
+            .map(|(device, list)| {
+                list.iter()
+                    .map(|l| client.buffer_from_literal(l, device))
+                    .collect::<Result<Vec<_>, _>>()
+            })
             .collect::<Result<_, _>>()?;
-        let arg_ptrs: Vec<*mut c_void> = buffers.iter().map(|b| b.buf).collect();
-        let arg_lists: [*const *mut c_void; 1] = [arg_ptrs.as_ptr()];
+        let arg_ptrs: Vec<Vec<*mut c_void>> = buffers
+            .iter()
+            .map(|list| list.iter().map(|b| b.buf).collect())
+            .collect();
+        let arg_lists: Vec<*const *mut c_void> = arg_ptrs.iter().map(|l| l.as_ptr()).collect();
         let num_outputs = self.num_outputs()?;
-        let mut out_ptrs: Vec<*mut c_void> = vec![std::ptr::null_mut(); num_outputs];
-        let out_lists: [*mut *mut c_void; 1] = [out_ptrs.as_mut_ptr()];
-        let mut events: [*mut c_void; 1] = [std::ptr::null_mut()];
+        let mut out_ptrs: Vec<Vec<*mut c_void>> =
+            vec![vec![std::ptr::null_mut(); num_outputs]; inputs.len()];
+        let out_lists: Vec<*mut *mut c_void> =
+            out_ptrs.iter_mut().map(|l| l.as_mut_ptr()).collect();
+        let mut events: Vec<*mut c_void> = vec![std::ptr::null_mut(); inputs.len()];
         let mut options = ffi::PJRT_ExecuteOptions::new();
         let mut a = ffi::PJRT_LoadedExecutable_Execute_Args::new();
         a.executable = self.exe;
         a.options = &mut options;
+        // One list per device, each of `num_args` buffers (and of
+        // `num_outputs` slots for the results), all alive past the call.
         a.argument_lists = arg_lists.as_ptr();
-        a.num_devices = 1;
-        a.num_args = arg_ptrs.len();
+        a.num_devices = inputs.len();
+        a.num_args = num_args;
         a.output_lists = out_lists.as_ptr();
         a.device_complete_events = events.as_mut_ptr();
         let plugin = &self.client.plugin;
@@ -511,17 +621,29 @@ impl LoadedExecutable {
             "PJRT_LoadedExecutable_Execute",
             &mut a,
         )?;
-        // Own the outputs first so they are freed even if the wait fails.
-        let outputs: Vec<Buffer> = out_ptrs
+        // Own the outputs first so they are freed even if a wait fails.
+        let outputs: Vec<Vec<Buffer>> = out_ptrs
             .into_iter()
-            .map(|buf| Buffer {
-                client: self.client.clone(),
-                buf,
+            .map(|list| {
+                list.into_iter()
+                    .map(|buf| Buffer {
+                        client: self.client.clone(),
+                        buf,
+                    })
+                    .collect()
             })
             .collect();
-        plugin.await_and_destroy_event(events[0], "PJRT_Event_Await (execution)")?;
+        // Every event is waited on and destroyed, whichever fails.
+        let waited: Vec<Result<(), PjrtError>> = events
+            .into_iter()
+            .map(|e| plugin.await_and_destroy_event(e, "PJRT_Event_Await (execution)"))
+            .collect();
+        waited.into_iter().collect::<Result<(), _>>()?;
         drop(buffers);
-        outputs.iter().map(Buffer::to_literal).collect()
+        outputs
+            .iter()
+            .map(|list| list.iter().map(Buffer::to_literal).collect())
+            .collect()
     }
 }
 

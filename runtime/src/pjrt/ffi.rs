@@ -17,6 +17,7 @@ pub type PJRT_Buffer = c_void;
 pub type PJRT_Event = c_void;
 pub type PJRT_LoadedExecutable = c_void;
 pub type PJRT_Executable = c_void;
+pub type PJRT_DeviceDescription = c_void;
 
 /// Every PJRT entry point takes one args struct and returns an error or null.
 pub type ApiFn = Option<unsafe extern "C" fn(args: *mut c_void) -> *mut PJRT_Error>;
@@ -44,6 +45,8 @@ pub mod slot {
     pub const CLIENT_ADDRESSABLE_DEVICES: usize = 16;
     pub const CLIENT_COMPILE: usize = 20;
     pub const CLIENT_BUFFER_FROM_HOST_BUFFER: usize = 22;
+    pub const DEVICE_DESCRIPTION_ID: usize = 23;
+    pub const DEVICE_GET_DESCRIPTION: usize = 29;
     pub const EXECUTABLE_DESTROY: usize = 40;
     pub const EXECUTABLE_NUM_OUTPUTS: usize = 44;
     pub const LOADED_EXECUTABLE_DESTROY: usize = 50;
@@ -102,8 +105,17 @@ args_struct!(PJRT_Error_GetCode_Args {
 args_struct!(PJRT_Plugin_Initialize_Args {});
 args_struct!(PJRT_Event_Destroy_Args { event: *mut PJRT_Event });
 args_struct!(PJRT_Event_Await_Args { event: *mut PJRT_Event });
+args_struct!(PJRT_NamedValue {
+    name: *const c_char,
+    name_size: usize,
+    type_: c_int,
+    // A union of `const char*`, `int64_t`, `const int64_t*`, `float` and
+    // `bool`: eight bytes, eight-aligned. hlatc passes int64 values only.
+    int64_value: i64,
+    value_size: usize,
+});
 args_struct!(PJRT_Client_Create_Args {
-    create_options: *const c_void,
+    create_options: *const PJRT_NamedValue,
     num_options: usize,
     kv_get_callback: *mut c_void,
     kv_get_user_arg: *mut c_void,
@@ -123,6 +135,14 @@ args_struct!(PJRT_Client_AddressableDevices_Args {
     client: *mut PJRT_Client,
     addressable_devices: *const *mut PJRT_Device,
     num_addressable_devices: usize,
+});
+args_struct!(PJRT_Device_GetDescription_Args {
+    device: *mut PJRT_Device,
+    device_description: *mut PJRT_DeviceDescription,
+});
+args_struct!(PJRT_DeviceDescription_Id_Args {
+    device_description: *mut PJRT_DeviceDescription,
+    id: c_int,
 });
 args_struct!(PJRT_Program {
     code: *mut c_char,
@@ -223,6 +243,9 @@ args_struct!(PJRT_Buffer_ToHostBuffer_Args {
 /// data before `BufferFromHostBuffer` returns.
 pub const HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL: c_int = 0;
 
+/// `PJRT_NamedValue_kInt64`: the value is `int64_value`, `value_size` 1.
+pub const NAMED_VALUE_INT64: c_int = 1;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +256,20 @@ mod tests {
     #[test]
     fn layouts_match_the_0_81_header() {
         assert_eq!(size_of::<PJRT_Client_Create_Args>(), 88);
+        assert_eq!(offset_of!(PJRT_Client_Create_Args, create_options), 16);
+        assert_eq!(offset_of!(PJRT_Client_Create_Args, num_options), 24);
+        assert_eq!(offset_of!(PJRT_NamedValue, name), 16);
+        assert_eq!(offset_of!(PJRT_NamedValue, type_), 32);
+        assert_eq!(offset_of!(PJRT_NamedValue, int64_value), 40);
+        assert_eq!(offset_of!(PJRT_NamedValue, value_size), 48);
+        assert_eq!(size_of::<PJRT_NamedValue>(), 56);
+        assert_eq!(
+            offset_of!(PJRT_Device_GetDescription_Args, device_description),
+            24
+        );
+        assert_eq!(size_of::<PJRT_Device_GetDescription_Args>(), 32);
+        assert_eq!(offset_of!(PJRT_DeviceDescription_Id_Args, id), 24);
+        assert_eq!(size_of::<PJRT_DeviceDescription_Id_Args>(), 32);
         assert_eq!(offset_of!(PJRT_Client_Create_Args, client), 64);
         assert_eq!(offset_of!(PJRT_Client_BufferFromHostBuffer_Args, dims), 40);
         assert_eq!(size_of::<PJRT_Client_BufferFromHostBuffer_Args>(), 120);

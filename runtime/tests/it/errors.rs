@@ -147,7 +147,7 @@ fn a_multi_device_module_is_refused_before_the_plugin() {
     assert!(matches!(e, RuntimeError::MultiDevice { .. }), "{e}");
     assert_eq!(
         e.to_string(),
-        "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs single-device modules (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
+        "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs replicas of one partition (hlatc emits replica-SPMD programs), not partitioned ones (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
     );
 }
 

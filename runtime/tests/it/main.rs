@@ -9,5 +9,6 @@ mod errors;
 mod fuzz_xla;
 mod jax_parity;
 mod ops;
+mod replicas;
 mod sort_map_rng;
 mod stochastic_rounding;
