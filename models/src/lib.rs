@@ -16,4 +16,4 @@ pub use llama::{
     declare_params, forward, forward_on_rank, param_specs, ForwardInputs, ForwardOutputs, HfPart,
     Init, ParamSpec, FUSED_PROJECTIONS, IGNORE_INDEX,
 };
-pub use parallel::{ParallelError, Parallelism};
+pub use parallel::{ParallelError, Parallelism, Piece, TpSplit};

@@ -8,6 +8,7 @@
 //! - [`train_step`]: forward, backward and update in one module, every
 //!   input and output described by its role ([`train_step::StateLayout`]);
 //! - [`sharding`]: a sharded step's gradient all-reduce and global norm;
+//!   [`rank_inputs`]: which part of each input a rank takes;
 //! - [`bundle`]: the module, its manifest and the Neuron compile flags on
 //!   disk, written whole or not at all; [`check`] re-reads and runs one;
 //! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU.
@@ -17,6 +18,7 @@ pub mod check;
 pub mod data;
 pub mod optimizer;
 pub mod precision;
+pub mod rank_inputs;
 pub mod sharding;
 pub mod token_data;
 pub mod train_step;

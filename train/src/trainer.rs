@@ -2,6 +2,7 @@
 //! optimizer state from one step to the next.
 
 use crate::data::Batch;
+use crate::rank_inputs::RankInputs;
 use crate::train_step::{
     build_train_step, output_with_role, Role, StateLayout, StepConfig, TensorSpec, TrainStep,
 };
@@ -26,8 +27,11 @@ pub struct Trainer {
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
     layout: StateLayout,
-    /// The carried state, one literal per state input, in input order.
-    state: Vec<Literal>,
+    /// Each rank's carried state, one literal per state input, in input
+    /// order (one rank for a single-device step).
+    state: Vec<Vec<Literal>>,
+    /// What each rank takes of the batch, and how its parameters gather.
+    ranks: RankInputs,
 }
 
 impl Trainer {
@@ -67,9 +71,10 @@ impl Trainer {
 
     /// Starts from an already compiled `step` for `cfg` (for instance the
     /// bundle's own module, read back from disk). The state is laid out by
-    /// the roles of the step's inputs: `params` (in `param_specs` order)
-    /// fill the parameters, the Adam moments start at zero and the step
-    /// counter at 0.
+    /// the roles of the step's inputs: `params` (in `param_specs` order,
+    /// whole: a sharded step's ranks each take their share) fill the
+    /// parameters, the Adam moments start at zero and the step counter
+    /// at 0.
     pub fn with_program(
         program: Program,
         cfg: &StepConfig,
@@ -90,24 +95,41 @@ impl Trainer {
                 params.len()
             )));
         }
+        let ranks = RankInputs::new(cfg);
         let mut params = params.into_iter();
-        let state = layout
+        let whole: Vec<Option<Literal>> = layout
             .updates
             .iter()
             .map(|&(i, _)| {
                 let s = &step.inputs[i];
-                let ty = s.dtype;
                 match s.role {
                     Role::Parameter => params
                         .next()
                         .expect("counted above")
-                        .converted(ty)
+                        .converted(s.dtype)
+                        .map(Some)
                         .map_err(|e| Error::Usage(format!("parameter '{}': {e}", s.name))),
-                    Role::RngState => Ok(rng_state(0)),
-                    _ => Ok(Literal::zeros(ty, s.shape.clone())),
+                    _ => Ok(None),
                 }
             })
             .collect::<Result<_, Error>>()?;
+        let state = (0..cfg.parallel.world())
+            .map(|r| {
+                layout
+                    .updates
+                    .iter()
+                    .zip(&whole)
+                    .map(|(&(i, _), whole)| {
+                        let s = &step.inputs[i];
+                        match (s.role, whole) {
+                            (_, Some(p)) => ranks.take(s, p, r),
+                            (Role::RngState, _) => rng_state(0),
+                            _ => Literal::zeros(s.dtype, s.shape.clone()),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         Ok(Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
@@ -116,6 +138,7 @@ impl Trainer {
             outputs: step.outputs.clone(),
             layout,
             state,
+            ranks,
         })
     }
 
@@ -124,18 +147,21 @@ impl Trainer {
     pub fn seed_rounding(&mut self, seed: u64) {
         for (k, &(i, _)) in self.layout.updates.iter().enumerate() {
             if self.inputs[i].role == Role::RngState {
-                self.state[k] = rng_state(seed);
+                for rank in &mut self.state {
+                    rank[k] = rng_state(seed);
+                }
             }
         }
     }
 
-    fn state_with_role(&self, role: Role) -> impl Iterator<Item = (&TensorSpec, &Literal)> {
+    /// The state inputs with `role`, with their index in the state.
+    fn state_with_role(&self, role: Role) -> impl Iterator<Item = (usize, &TensorSpec)> {
         self.layout
             .updates
             .iter()
             .map(|&(i, _)| &self.inputs[i])
-            .zip(&self.state)
-            .filter(move |(s, _)| s.role == role)
+            .enumerate()
+            .filter(move |(_, s)| s.role == role)
     }
 
     /// One optimizer step on `batch`. Token ids must lie in the vocabulary,
@@ -160,48 +186,94 @@ impl Trainer {
                 .into(),
             ));
         }
-        let mut state = self.state.iter();
-        let inputs: Vec<Literal> = self
-            .inputs
+        let inputs: Vec<Vec<Literal>> = self
+            .state
             .iter()
-            .map(|s| match s.role {
-                Role::Tokens => batch.tokens.clone(),
-                Role::Targets => batch.targets.clone(),
-                Role::SegmentIds => batch.segment_ids.clone().expect("checked above"),
-                _ => state.next().expect("one literal per state input").clone(),
+            .enumerate()
+            .map(|(rank, state)| {
+                let mut state = state.iter();
+                self.inputs
+                    .iter()
+                    .map(|s| {
+                        let from_batch = |l: &Literal| self.ranks.take(s, l, rank as i64);
+                        match s.role {
+                            Role::Tokens => from_batch(&batch.tokens),
+                            Role::Targets => from_batch(&batch.targets),
+                            Role::SegmentIds => {
+                                from_batch(batch.segment_ids.as_ref().expect("checked above"))
+                            }
+                            _ => state.next().expect("one literal per state input").clone(),
+                        }
+                    })
+                    .collect()
             })
             .collect();
-        let mut out: Vec<Option<Literal>> =
-            self.program.run(&inputs)?.into_iter().map(Some).collect();
-        let scalar = |role: Role| -> Result<f64, Error> {
-            output_with_role(&self.outputs, role)
-                .and_then(|i| out.get(i))
-                .and_then(|l| l.as_ref())
-                .map(|l| l.to_f64_vec()[0])
-                .ok_or_else(|| Error::Usage(format!("the step has no {role:?} output")))
+        let outputs = match inputs.as_slice() {
+            [one] => vec![self.program.run(one)?],
+            _ => self.program.run_replicas(&inputs)?,
         };
-        let stats = StepStats {
-            loss: scalar(Role::Loss)?,
-            grad_norm: scalar(Role::GradNorm)?,
-            learning_rate: scalar(Role::LearningRate)?,
-        };
-        self.state = self
-            .layout
-            .updates
-            .iter()
-            .map(|&(_, o)| out.get_mut(o).and_then(Option::take))
-            .collect::<Option<_>>()
-            .ok_or_else(|| {
-                Error::Usage("the step returned fewer outputs than it declares".into())
-            })?;
-        Ok(stats)
+        let mut stats = None;
+        let mut state = Vec::with_capacity(outputs.len());
+        for out in outputs {
+            let mut out: Vec<Option<Literal>> = out.into_iter().map(Some).collect();
+            let scalar = |role: Role| -> Result<f64, Error> {
+                output_with_role(&self.outputs, role)
+                    .and_then(|i| out.get(i))
+                    .and_then(|l| l.as_ref())
+                    .map(|l| l.to_f64_vec()[0])
+                    .ok_or_else(|| Error::Usage(format!("the step has no {role:?} output")))
+            };
+            // Every rank computes the same statistics; rank 0's are reported.
+            stats.get_or_insert(StepStats {
+                loss: scalar(Role::Loss)?,
+                grad_norm: scalar(Role::GradNorm)?,
+                learning_rate: scalar(Role::LearningRate)?,
+            });
+            let rank_state = self
+                .layout
+                .updates
+                .iter()
+                .map(|&(_, o)| out.get_mut(o).and_then(Option::take))
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    Error::Usage("the step returned fewer outputs than it declares".into())
+                })?;
+            state.push(rank_state);
+        }
+        self.state = state;
+        stats.ok_or_else(|| Error::Usage("the step ran on no rank".into()))
+    }
+
+    /// The whole value of state input `k` (a sharded parameter or moment
+    /// gathered from the ranks).
+    fn whole_state(&self, k: usize) -> Literal {
+        let spec = &self.inputs[self.layout.updates[k].0];
+        let locals: Vec<Literal> = self.state.iter().map(|rank| rank[k].clone()).collect();
+        self.ranks.gather(spec, &locals)
+    }
+
+    /// Each rank's value of every state input with `role`, by name, in
+    /// rank order: what the sharded-equals-unsharded checks compare.
+    pub fn rank_state(&self, role: Role) -> Vec<(String, Vec<Literal>)> {
+        self.state_with_role(role)
+            .map(|(k, s)| {
+                let ranks = self.state.iter().map(|rank| rank[k].clone()).collect();
+                (s.name.clone(), ranks)
+            })
+            .collect()
+    }
+
+    /// The whole value of every state input with `role` (Adam moments,
+    /// say), by name: sharded ones gathered from the ranks.
+    pub fn state(&self, role: Role) -> Vec<(String, Literal)> {
+        self.state_with_role(role)
+            .map(|(k, s)| (s.name.clone(), self.whole_state(k)))
+            .collect()
     }
 
     /// The current parameters as stored, by name (fused tensors included).
     pub fn params(&self) -> Vec<(String, Literal)> {
-        self.state_with_role(Role::Parameter)
-            .map(|(s, l)| (s.name.clone(), l.clone()))
-            .collect()
+        self.state(Role::Parameter)
     }
 
     /// The current parameters as Hugging Face tensors, in Hugging Face
@@ -216,7 +288,7 @@ impl Trainer {
     pub fn steps_done(&self) -> i64 {
         self.state_with_role(Role::Step)
             .next()
-            .map_or(0, |(_, l)| l.to_i64_vec()[0])
+            .map_or(0, |(k, _)| self.state[0][k].to_i64_vec()[0])
     }
 }
 

@@ -1,0 +1,270 @@
+//! Sharded equals unsharded: a step divided by tensor, sequence and data
+//! parallelism, run on as many XLA CPU devices as it has ranks, computes
+//! what the single-device step computes on the same global batch. Loss and
+//! grad norm every step, and after three steps every parameter and Adam
+//! moment gathered from the ranks, agree in f32 to 1e-5 relative: a
+//! tensor's by its Euclidean norm (`|a - e| / |e|`). Not element by
+//! element: the ranks sum partial products in another order, and AdamW
+//! turns a rounding difference in a gradient element near zero into one
+//! of up to lr in its update (`m / (sqrt(v) + eps)` with eps 1e-8); the
+//! norm-relative error measured here is at most 3.4e-6. Each
+//! deliberately broken variant (the bugs sharded training has shipped
+//! with) fails the same checks.
+
+use hlatc::compiler::Literal;
+use hlatc::data::SyntheticData;
+use hlatc::models::init::init_params;
+use hlatc::models::parallel::Fault;
+use hlatc::models::{BatchShape, ModelConfig, Parallelism};
+use hlatc::optimizer::AdamWConfig;
+use hlatc::precision::Precision;
+use hlatc::runtime::Runtime;
+use hlatc::train_step::{Role, StepConfig};
+use hlatc::trainer::{StepStats, Trainer};
+
+const STEPS: u64 = 3;
+/// In f32, as the issue asks; in f64 the same programs agree to rounding
+/// (measured: 5e-14), which shows the f32 differences are the order of
+/// summation and nothing else.
+const F32_RTOL: f64 = 1e-5;
+const F64_RTOL: f64 = 1e-10;
+
+/// Tiny GQA (4 query heads over 2 KV heads, so TP 4 replicates each KV
+/// head on two ranks), untied, with a vocabulary of 63 that neither TP 2
+/// nor TP 4 divides.
+fn gqa_odd_vocab() -> ModelConfig {
+    ModelConfig {
+        vocab_size: 63,
+        fused_projections: true,
+        ..ModelConfig::tiny()
+    }
+}
+
+/// Tiny MHA (4 heads, 4 KV heads) with tied embeddings, separate q/k/v.
+fn mha_tied() -> ModelConfig {
+    ModelConfig {
+        num_key_value_heads: 4,
+        tie_word_embeddings: true,
+        ..ModelConfig::tiny()
+    }
+}
+
+fn step_config(model: ModelConfig, parallel: Parallelism, precision: Precision) -> StepConfig {
+    StepConfig {
+        optimizer: AdamWConfig {
+            max_lr: 1e-3,
+            min_lr: 1e-4,
+            warmup_steps: 1,
+            total_steps: 10,
+            // Small enough that the clip acts: the norm is in the update.
+            clip_norm: Some(0.5),
+            ..AdamWConfig::default()
+        },
+        parallel,
+        ..StepConfig::new(
+            model,
+            BatchShape {
+                batch_size: 4,
+                seq_len: 8,
+            },
+        )
+        .with_precision(precision)
+    }
+}
+
+struct Run {
+    stats: Vec<StepStats>,
+    trainer: Trainer,
+}
+
+fn run(cfg: &StepConfig) -> Run {
+    let rt = Runtime::shared().unwrap();
+    let params = init_params(&cfg.model, cfg.precision.storage(), 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let mut trainer = Trainer::new(&rt, cfg, params).unwrap();
+    let data = SyntheticData::permutation(cfg.model.vocab_size, 3);
+    let stats = (0..STEPS)
+        .map(|k| {
+            let b = data.batch(k, cfg.batch.batch_size, cfg.batch.seq_len);
+            trainer.step(&b).unwrap()
+        })
+        .collect();
+    Run { stats, trainer }
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-30)
+}
+
+/// Where the sharded run differs from the single-device one by more than
+/// `rtol`; empty when they agree.
+fn differences(single: &Run, sharded: &Run, rtol: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, (s, p)) in single.stats.iter().zip(&sharded.stats).enumerate() {
+        for (what, a, b) in [
+            ("loss", p.loss, s.loss),
+            ("grad norm", p.grad_norm, s.grad_norm),
+        ] {
+            if rel(a, b) > rtol {
+                out.push(format!("step {k} {what}: {a} vs {b}"));
+            }
+        }
+    }
+    for role in [Role::Parameter, Role::AdamM, Role::AdamV] {
+        let expected = single.trainer.state(role);
+        for ((name, e), (_, a)) in expected.iter().zip(sharded.trainer.state(role)) {
+            let r = norm_relative(e, &a);
+            if r > rtol {
+                out.push(format!("{name}: |diff|/|value| {r:e}"));
+            }
+        }
+    }
+    out
+}
+
+/// `|a - e| / |e|` in the Euclidean norm over the whole tensor.
+fn norm_relative(e: &Literal, a: &Literal) -> f64 {
+    let (e, a) = (e.to_f64_vec(), a.to_f64_vec());
+    let diff: f64 = e.iter().zip(&a).map(|(x, y)| (x - y).powi(2)).sum();
+    let norm: f64 = e.iter().map(|x| x * x).sum();
+    (diff / norm.max(1e-300)).sqrt()
+}
+
+fn max_diff(a: &Literal, b: &Literal) -> f64 {
+    assert_eq!(a.dims(), b.dims());
+    a.to_f64_vec()
+        .iter()
+        .zip(b.to_f64_vec())
+        .fold(0f64, |m, (x, y)| m.max((x - y).abs()))
+}
+
+/// The ranks that hold the same range of a parameter hold the same value.
+fn replicas_agree(run: &Run, par: Parallelism) {
+    for (name, ranks) in run.trainer.rank_state(Role::Parameter) {
+        for r in par.tp..par.world() {
+            let twin = &ranks[par.tp_rank(r) as usize];
+            assert_eq!(
+                max_diff(twin, &ranks[r as usize]),
+                0.0,
+                "{name}: rank {r} differs from its DP twin"
+            );
+        }
+    }
+}
+
+fn check(model: ModelConfig, tp: i64, dp: i64, sequence_parallel: bool) {
+    check_in(Precision::Fp32, F32_RTOL, model, tp, dp, sequence_parallel);
+}
+
+fn check_in(
+    precision: Precision,
+    rtol: f64,
+    model: ModelConfig,
+    tp: i64,
+    dp: i64,
+    sequence_parallel: bool,
+) {
+    let par = Parallelism {
+        tp,
+        dp,
+        sequence_parallel,
+    };
+    let single = run(&step_config(model.clone(), Parallelism::SINGLE, precision));
+    let sharded = run(&step_config(model, par, precision));
+    let diffs = differences(&single, &sharded, rtol);
+    assert!(
+        diffs.is_empty(),
+        "TP {tp} x DP {dp}{}: {}",
+        if sequence_parallel { " with SP" } else { "" },
+        diffs.join("; ")
+    );
+    replicas_agree(&sharded, par);
+    // A step that did nothing would agree too: the state moved.
+    assert!(single.stats[2].loss < single.stats[0].loss);
+}
+
+macro_rules! sharded_equals_unsharded {
+    ($($name:ident: $model:expr, $tp:expr, $dp:expr, $sp:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            check($model, $tp, $dp, $sp);
+        }
+    )*};
+}
+
+sharded_equals_unsharded! {
+    gqa_tp2: gqa_odd_vocab(), 2, 1, false;
+    gqa_tp2_sp: gqa_odd_vocab(), 2, 1, true;
+    gqa_dp2: gqa_odd_vocab(), 1, 2, false;
+    gqa_tp2_dp2: gqa_odd_vocab(), 2, 2, false;
+    gqa_tp2_dp2_sp: gqa_odd_vocab(), 2, 2, true;
+    gqa_tp4_dp2: gqa_odd_vocab(), 4, 2, false;
+    gqa_tp4_dp2_sp: gqa_odd_vocab(), 4, 2, true;
+    mha_tied_tp2: mha_tied(), 2, 1, false;
+    mha_tied_tp2_sp: mha_tied(), 2, 1, true;
+    mha_tied_dp2: mha_tied(), 1, 2, false;
+    mha_tied_tp2_dp2: mha_tied(), 2, 2, false;
+    mha_tied_tp2_dp2_sp: mha_tied(), 2, 2, true;
+    mha_tied_tp4_dp2: mha_tied(), 4, 2, false;
+    mha_tied_tp4_dp2_sp: mha_tied(), 4, 2, true;
+}
+
+#[test]
+fn in_f64_sharded_is_unsharded_up_to_rounding() {
+    check_in(Precision::Fp64, F64_RTOL, gqa_odd_vocab(), 4, 2, true);
+    check_in(Precision::Fp64, F64_RTOL, mha_tied(), 2, 2, false);
+}
+
+/// `fault` built into the step TP `tp` x DP `dp` divides: what differs
+/// from the single-device run.
+fn broken(fault: Fault, model: ModelConfig, tp: i64, dp: i64) -> Vec<String> {
+    let par = Parallelism {
+        tp,
+        dp,
+        sequence_parallel: false,
+    };
+    let single = run(&step_config(
+        model.clone(),
+        Parallelism::SINGLE,
+        Precision::Fp32,
+    ));
+    let cfg = StepConfig {
+        fault: Some(fault),
+        ..step_config(model, par, Precision::Fp32)
+    };
+    differences(&single, &run(&cfg), F32_RTOL)
+}
+
+fn assert_caught(diffs: &[String], expect: &str) {
+    assert!(
+        diffs.iter().any(|d| d.contains(expect)),
+        "expected a difference in {expect}, got: {diffs:?}"
+    );
+}
+
+#[test]
+fn a_missing_gradient_all_reduce_is_caught() {
+    let diffs = broken(Fault::MissingGradientAllReduce, gqa_odd_vocab(), 2, 2);
+    assert_caught(&diffs, "grad norm");
+    assert_caught(&diffs, "adam_m.model.embed_tokens.weight");
+}
+
+#[test]
+fn gradients_summed_instead_of_averaged_are_caught() {
+    let diffs = broken(Fault::GradientSummedNotAveraged, gqa_odd_vocab(), 2, 2);
+    assert_caught(&diffs, "step 0 grad norm");
+}
+
+#[test]
+fn a_replicated_parameter_counted_per_rank_in_the_norm_is_caught() {
+    let diffs = broken(Fault::ReplicatedCountedPerRank, gqa_odd_vocab(), 2, 1);
+    assert_caught(&diffs, "step 0 grad norm");
+}
+
+#[test]
+fn vocabulary_padding_in_the_softmax_is_caught() {
+    let diffs = broken(Fault::PaddingInSoftmax, gqa_odd_vocab(), 4, 1);
+    assert_caught(&diffs, "step 0 loss");
+}

@@ -1,0 +1,157 @@
+//! Between a sharded step's ranks and the single-device step with the
+//! same global batch: which part of each single-device input a rank takes
+//! (its share of a parameter and its moments, its DP replica's rows of the
+//! batch, or all of it), and the single-device outputs gathered back from
+//! the ranks. Inputs and outputs are matched by name and role, never by
+//! position.
+
+use crate::train_step::{Role, StepConfig, TensorSpec, ADAM_M_PREFIX, ADAM_V_PREFIX};
+use hlatc_compiler::Literal;
+use hlatc_models::{param_specs, Parallelism, ParamSpec, Piece};
+use std::collections::HashMap;
+
+/// What a rank holds of one single-device input.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankSlice {
+    /// All of it (the step counter, a replicated norm weight, the RNG
+    /// state).
+    Whole,
+    /// Ranges of a parameter or moment, laid side by side (see
+    /// [`hlatc_models::parallel::split`]).
+    Pieces(Vec<Piece>),
+    /// Rows `rows[0]..rows[1]` of the global batch.
+    Rows([i64; 2]),
+}
+
+/// A rank's input that does not fit the step.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RankInputError {
+    #[error("the step has no input '{0}' to take a rank's share of")]
+    Unknown(String),
+    #[error("input '{name}' is {got:?}; the single-device step takes {want:?}")]
+    Shape {
+        name: String,
+        got: Vec<i64>,
+        want: Vec<i64>,
+    },
+    #[error("{got} value(s) for {want} input(s)")]
+    Count { got: usize, want: usize },
+}
+
+/// The parameter an input or output named `name` belongs to (itself or
+/// one of its Adam moments).
+fn parameter_of<'a>(specs: &'a HashMap<String, ParamSpec>, name: &str) -> Option<&'a ParamSpec> {
+    let base = name
+        .strip_prefix(ADAM_M_PREFIX)
+        .or_else(|| name.strip_prefix(ADAM_V_PREFIX))
+        .unwrap_or(name);
+    specs.get(base)
+}
+
+/// How a step divides its inputs over its ranks.
+pub struct RankInputs {
+    par: Parallelism,
+    specs: HashMap<String, ParamSpec>,
+    batch_rows: i64,
+}
+
+impl RankInputs {
+    pub fn new(cfg: &StepConfig) -> Self {
+        RankInputs {
+            par: cfg.parallel,
+            specs: param_specs(&cfg.model)
+                .into_iter()
+                .map(|p| (p.name.clone(), p))
+                .collect(),
+            batch_rows: cfg.parallel.local_batch(cfg.batch).batch_size,
+        }
+    }
+
+    /// What rank `rank` holds of the single-device input `spec`.
+    pub fn slice(&self, spec: &TensorSpec, rank: i64) -> RankSlice {
+        match spec.role {
+            Role::Parameter | Role::AdamM | Role::AdamV => {
+                match parameter_of(&self.specs, &spec.name) {
+                    Some(p) => {
+                        RankSlice::Pieces(p.tp.pieces(&p.dims, self.par.tp_rank(rank), &self.par))
+                    }
+                    None => RankSlice::Whole,
+                }
+            }
+            Role::Tokens | Role::Targets | Role::SegmentIds => {
+                let first = self.par.dp_rank(rank) * self.batch_rows;
+                RankSlice::Rows([first, first + self.batch_rows])
+            }
+            _ => RankSlice::Whole,
+        }
+    }
+
+    /// Rank `rank`'s value of the single-device input `spec` = `value`.
+    pub fn take(&self, spec: &TensorSpec, value: &Literal, rank: i64) -> Literal {
+        match (
+            self.slice(spec, rank),
+            parameter_of(&self.specs, &spec.name),
+        ) {
+            (RankSlice::Pieces(_), Some(p)) => p.tp.shard(value, self.par.tp_rank(rank), &self.par),
+            (RankSlice::Rows([a, b]), _) => rows(value, a, b),
+            _ => value.clone(),
+        }
+    }
+
+    /// Every rank's inputs, in rank order, from the single-device step's
+    /// inputs (`specs`, with their `values`).
+    pub fn shard(
+        &self,
+        specs: &[TensorSpec],
+        values: &[Literal],
+    ) -> Result<Vec<Vec<Literal>>, RankInputError> {
+        if specs.len() != values.len() {
+            return Err(RankInputError::Count {
+                got: values.len(),
+                want: specs.len(),
+            });
+        }
+        for (s, v) in specs.iter().zip(values) {
+            if s.shape != v.dims() {
+                return Err(RankInputError::Shape {
+                    name: s.name.clone(),
+                    got: v.dims().to_vec(),
+                    want: s.shape.clone(),
+                });
+            }
+        }
+        Ok((0..self.par.world())
+            .map(|r| {
+                specs
+                    .iter()
+                    .zip(values)
+                    .map(|(s, v)| self.take(s, v, r))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The whole value of input `spec` from every rank's value of it (in
+    /// rank order): a parameter or moment gathered from the TP ranks of DP
+    /// replica 0, anything else rank 0's.
+    pub fn gather(&self, spec: &TensorSpec, locals: &[Literal]) -> Literal {
+        let sharded = matches!(spec.role, Role::Parameter | Role::AdamM | Role::AdamV);
+        match parameter_of(&self.specs, &spec.name).filter(|_| sharded && locals.len() > 1) {
+            Some(p) => {
+                p.tp.gather(&locals[..self.par.tp as usize], &p.dims, &self.par)
+            }
+            None => locals[0].clone(),
+        }
+    }
+}
+
+/// Rows `a..b` of `value` along its first dimension.
+fn rows(value: &Literal, a: i64, b: i64) -> Literal {
+    let dims = value.dims();
+    let row_bytes = value.bytes().len() / dims[0].max(1) as usize;
+    let mut out = dims.to_vec();
+    out[0] = b - a;
+    let bytes = value.bytes()[a as usize * row_bytes..b as usize * row_bytes].to_vec();
+    Literal::from_bytes(value.ty(), out, bytes).expect("a run of whole rows")
+}
