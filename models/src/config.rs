@@ -334,14 +334,28 @@ impl ModelConfig {
     /// rotary settings and the FFN/hidden ratio are kept; widths, depth and
     /// vocabulary shrink so a step runs on XLA CPU in milliseconds.
     pub fn miniature(&self) -> ModelConfig {
+        self.miniature_for_tp(1)
+    }
+
+    /// [`ModelConfig::miniature`] that tensor parallelism of degree `tp`
+    /// divides as it divides this model: the fewest KV heads (at least
+    /// two, at most this model's) whose query heads `tp` divides and
+    /// which divide `tp` or are divided by it, and an MLP width in
+    /// multiples of `8 * tp`.
+    pub fn miniature_for_tp(&self, tp: i64) -> ModelConfig {
         let ratio = self.num_attention_heads / self.num_key_value_heads;
-        let kv = self.num_key_value_heads.min(2);
+        let fits = |k: i64| (k * ratio) % tp == 0 && (k % tp == 0 || tp % k == 0);
+        let least = self.num_key_value_heads.min(2);
+        let kv = (least..=self.num_key_value_heads)
+            .find(|&k| fits(k))
+            .unwrap_or(least);
         let heads = kv * ratio;
         let hidden = heads * 8;
-        let ffn = ((hidden * self.intermediate_size) as f64 / self.hidden_size as f64 / 8.0)
+        let unit = 8 * tp.max(1);
+        let ffn = ((hidden * self.intermediate_size) as f64 / self.hidden_size as f64 / unit as f64)
             .round()
             .max(1.0) as i64
-            * 8;
+            * unit;
         ModelConfig {
             vocab_size: 256,
             hidden_size: hidden,

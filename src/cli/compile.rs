@@ -236,6 +236,35 @@ fn print_summary(
         step.outputs.len(),
         step.module.input_output_alias.len()
     )?;
+    if !cfg.parallel.is_single() {
+        let local: i64 = step
+            .inputs
+            .iter()
+            .filter(|s| s.role == hlatc::train_step::Role::Parameter)
+            .map(|s| s.shape.iter().product::<i64>())
+            .sum();
+        out!(
+            "  ranks         {} as one program{}; each holds {} parameters ({:.2} GB with its Adam state)",
+            cfg.parallel.world(),
+            super::train::division(&cfg.parallel).trim_start_matches(&format!(" x {} devices", cfg.parallel.world())),
+            human_count(local),
+            (local * 3 * step.precision.storage().byte_size() as i64) as f64 / 1e9
+        )?;
+    }
+    if target == Target::Neuron {
+        let matmuls = hlatc::matmul_estimate::matmul_instructions(&step.module);
+        let limit = hlatc::matmul_estimate::NEURON_INSTRUCTION_LIMIT;
+        out!(
+            "  tensor engine at least {} matmul instructions per rank, of neuronx-cc's limit of {} per module{}",
+            human_count(matmuls as i64),
+            human_count(limit as i64),
+            if matmuls > limit {
+                ": over it already (raise --tp, or lower --batch-size or --seq-len)"
+            } else {
+                ""
+            }
+        )?;
+    }
     out!(
         "  passes        {} -> {} instructions: {}",
         instructions_built,

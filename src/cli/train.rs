@@ -98,7 +98,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let (cfg, name) = step_config(&a)?;
     let params = initial_params(&a, &cfg)?;
     let tokens = read_tokens(&a, &cfg)?;
-    let rt = Runtime::new()?;
+    // One XLA CPU device per rank of the step.
+    let rt = Runtime::with_devices(cfg.parallel.world() as usize)?;
     let mut trainer = compile_trainer(&a, &rt, &cfg, &name, params)?;
     let eval = match &tokens {
         Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
@@ -240,16 +241,36 @@ fn compile_trainer(
     let mut trainer = Trainer::optimized_step(rt, cfg, step, a.remat.policy, params)?;
     trainer.seed_rounding(a.seed);
     note!(
-        "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}: batch {} x {}, {} steps, compiled in {:.0} ms",
+        "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}{}: batch {} x {}, {} steps, compiled in {:.0} ms",
         cfg.model.parameter_count() as f64 / 1e6,
         cfg.precision,
         rt.platform_name(),
+        division(&cfg.parallel),
         cfg.batch.batch_size,
         cfg.batch.seq_len,
         a.steps,
         t0.elapsed().as_secs_f64() * 1e3
     )?;
     Ok(trainer)
+}
+
+/// How the step is divided, as the summary says it (nothing for one
+/// device).
+pub(super) fn division(p: &hlatc::models::Parallelism) -> String {
+    if p.is_single() {
+        return String::new();
+    }
+    format!(
+        " x {} devices (TP {} x DP {}{})",
+        p.world(),
+        p.tp,
+        p.dp,
+        if p.sequence_parallel {
+            ", sequence parallel"
+        } else {
+            ""
+        }
+    )
 }
 
 /// Runs `--steps` steps, printing each and the held-out loss where it is

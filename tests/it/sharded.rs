@@ -268,3 +268,115 @@ fn vocabulary_padding_in_the_softmax_is_caught() {
     let diffs = broken(Fault::PaddingInSoftmax, gqa_odd_vocab(), 4, 1);
     assert_caught(&diffs, "step 0 loss");
 }
+
+/// `hlatc train` with these extra flags: every step's loss and grad norm
+/// from its `--metrics`.
+fn train_metrics(extra: &[&str]) -> Vec<(f64, f64)> {
+    let dir = tempfile_dir();
+    let metrics = dir.join(format!("metrics{}.csv", extra.join("")));
+    let mut args = vec![
+        "train",
+        "--model",
+        "tiny",
+        "--steps",
+        "50",
+        "--precision",
+        "fp32",
+    ];
+    args.extend_from_slice(extra);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args(&args)
+        .arg("--metrics")
+        .arg(&metrics)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[1].parse().unwrap(), f[2].parse().unwrap())
+        })
+        .collect()
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("hlatc-sharded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn train_on_four_devices_follows_the_single_device_run() {
+    let single = train_metrics(&[]);
+    let sharded = train_metrics(&["--tp", "2", "--dp", "2"]);
+    assert_eq!(single.len(), 50);
+    assert_eq!(sharded.len(), 50);
+    for (k, (s, p)) in single.iter().zip(&sharded).enumerate() {
+        assert!(
+            rel(p.0, s.0) <= F32_RTOL,
+            "step {k} loss {} vs {}",
+            p.0,
+            s.0
+        );
+        assert!(
+            rel(p.1, s.1) <= F32_RTOL,
+            "step {k} grad norm {} vs {}",
+            p.1,
+            s.1
+        );
+    }
+    // It trained: the last loss is a fraction of the first.
+    assert!(single[49].0 < 0.5 * single[0].0);
+}
+
+/// `hlatc compile` with `args`: its exit status and stderr.
+fn compile_error(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .arg("compile")
+        .args(args)
+        .arg("--out")
+        .arg(tempfile_dir().join("never"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} compiled");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn divisions_that_do_not_divide_are_refused_with_their_numbers() {
+    let e = compile_error(&["--model", "tiny", "--tp", "3"]);
+    assert!(
+        e.contains("--tp 3 does not divide the query heads (4)"),
+        "{e}"
+    );
+    let e = compile_error(&["--model", "hlat-7b", "--tp", "8", "--dp", "2"]);
+    assert!(
+        e.contains("--dp 2 does not divide the global batch of 1 sequences"),
+        "{e}"
+    );
+    let e = compile_error(&["--model", "tiny", "--tp", "0"]);
+    assert!(e.contains("--tp must be at least 1, got 0"), "{e}");
+    let e = compile_error(&["--model", "tiny", "--sequence-parallel"]);
+    assert!(e.contains("--sequence-parallel needs --tp above 1"), "{e}");
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--tp",
+        "4",
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "2",
+        "--sequence-parallel",
+    ]);
+    assert!(e.contains("splits each rank's 2 tokens"), "{e}");
+    // Qwen2-0.5B: 14 query heads over 2 KV heads; TP 7 divides the
+    // heads, but 2 KV heads cannot be spread over 7 ranks.
+    let e = compile_error(&["--model", "qwen2-0.5b", "--tp", "7"]);
+    assert!(e.contains("--tp 7 and the 2 key/value heads"), "{e}");
+    let e = compile_error(&["--model", "qwen2-0.5b", "--tp", "2", "--dp", "0"]);
+    assert!(e.contains("--dp must be at least 1, got 0"), "{e}");
+}

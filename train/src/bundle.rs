@@ -185,6 +185,72 @@ struct Manifest<'a> {
     init: InitPolicy,
     #[serde(skip_serializing_if = "Option::is_none")]
     neuron: Option<NeuronInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel: Option<ParallelInfo>,
+}
+
+/// How a sharded step is divided: one program every rank runs, its groups,
+/// and what each rank feeds each input.
+#[derive(Serialize)]
+struct ParallelInfo {
+    world_size: i64,
+    tp: i64,
+    dp: i64,
+    sequence_parallel: bool,
+    rank_order: &'static str,
+    rank_source: &'static str,
+    tp_groups: Vec<Vec<i64>>,
+    dp_groups: Vec<Vec<i64>>,
+    ranks: Vec<RankInfo>,
+}
+
+#[derive(Serialize)]
+struct RankInfo {
+    rank: i64,
+    tp_rank: i64,
+    dp_rank: i64,
+    inputs: Vec<RankInput>,
+}
+
+#[derive(Serialize)]
+struct RankInput {
+    index: usize,
+    name: String,
+    holds: crate::rank_inputs::RankHolding,
+}
+
+fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo> {
+    let p = cfg.parallel;
+    if p.is_single() {
+        return None;
+    }
+    let ranks = crate::rank_inputs::RankInputs::new(cfg);
+    Some(ParallelInfo {
+        world_size: p.world(),
+        tp: p.tp,
+        dp: p.dp,
+        sequence_parallel: p.sequence_parallel,
+        rank_order: "rank r is TP rank r % tp of DP replica r / tp; replica r of the module runs rank r",
+        rank_source: "replica-id: the module computes its vocabulary offset from it, so every rank runs the same program",
+        tp_groups: p.tp_groups(),
+        dp_groups: p.dp_groups(),
+        ranks: (0..p.world())
+            .map(|rank| RankInfo {
+                rank,
+                tp_rank: p.tp_rank(rank),
+                dp_rank: p.dp_rank(rank),
+                inputs: inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(index, spec)| RankInput {
+                        index,
+                        name: spec.name.clone(),
+                        holds: ranks.holding(spec, rank),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    })
 }
 
 /// `v` with indices and, for fused parameters and their moments, the
@@ -470,6 +536,7 @@ pub fn stage_bundle(
             norms: "ones, biases zero",
         },
         neuron,
+        parallel: parallel_info(cfg, &step.inputs),
     };
     let json = serde_json::to_string_pretty(&manifest).expect("the manifest serializes");
     write(

@@ -64,10 +64,15 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
     }
     lines.push(format!("{PROTO_FILE} decodes, verifies and equals the compiled module (sha256 matches the manifest)"));
 
-    let rt = Runtime::new()?;
+    // One XLA CPU device per rank of the step.
+    let rt = Runtime::with_devices(cfg.parallel.world() as usize)?;
     let t = Instant::now();
     // XLA CPU has no Neuron custom calls: map them to the same math.
     let mut runnable = back;
+    // An HloModuleProto has no replica count (XLA keeps it in the module's
+    // config, and neuronx-cc reads the world from the replica groups):
+    // the manifest's division says how many devices run it.
+    runnable.devices.replica_count = cfg.parallel.world();
     let lowered = hlatc_passes::pipeline_from_names("check", &["lower-neuron-calls"])?
         .run_module(&mut runnable, &mut PassContext::new(Target::Cpu))?
         .changed();
@@ -99,9 +104,10 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
     } else {
         // Running needs the whole state in host memory: run the miniature.
         drop(program);
-        let mini = cfg.model.miniature();
+        let mini = cfg.model.miniature_for_tp(cfg.parallel.tp);
+        // Two sequences per DP replica, whose tokens SP divides.
         let b = BatchShape {
-            batch_size: 2,
+            batch_size: 2 * cfg.parallel.dp,
             seq_len: mini.max_position_embeddings,
         };
         let run_cfg = StepConfig {

@@ -16,6 +16,7 @@
 pub mod bundle;
 pub mod check;
 pub mod data;
+pub mod matmul_estimate;
 pub mod optimizer;
 pub mod precision;
 pub mod rank_inputs;

@@ -24,6 +24,31 @@ pub enum RankSlice {
     Rows([i64; 2]),
 }
 
+/// A range of a Hugging Face tensor a rank holds: `range` along `dim` of
+/// `tensor`, at `local` along the same dimension of the rank's input.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct HfSlice {
+    pub tensor: String,
+    pub dim: usize,
+    pub range: [i64; 2],
+    pub local: i64,
+    /// How many ranks of the TP group hold the same range.
+    pub copies: i64,
+}
+
+/// What a rank holds of one input, in checkpoint terms.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankHolding {
+    /// All of it, as every rank does.
+    Replicated,
+    /// Ranges of Hugging Face tensors (the rows past the vocabulary in an
+    /// embedding or LM head are padding, in none).
+    HuggingFace(Vec<HfSlice>),
+    /// Rows of the global batch.
+    BatchRows([i64; 2]),
+}
+
 /// A rank's input that does not fit the step.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RankInputError {
@@ -87,6 +112,20 @@ impl RankInputs {
         }
     }
 
+    /// What rank `rank` holds of input `spec`, named by the Hugging Face
+    /// tensors a checkpoint stores (a fused tensor's block is the member
+    /// it stacks; the Adam moments of a parameter are laid out as it is).
+    pub fn holding(&self, spec: &TensorSpec, rank: i64) -> RankHolding {
+        let param = parameter_of(&self.specs, &spec.name);
+        match (self.slice(spec, rank), param) {
+            (RankSlice::Rows(rows), _) => RankHolding::BatchRows(rows),
+            (RankSlice::Pieces(pieces), Some(p)) if !is_whole(&pieces, p) => {
+                RankHolding::HuggingFace(pieces.iter().map(|piece| hf_slice(p, piece)).collect())
+            }
+            _ => RankHolding::Replicated,
+        }
+    }
+
     /// Rank `rank`'s value of the single-device input `spec` = `value`.
     pub fn take(&self, spec: &TensorSpec, value: &Literal, rank: i64) -> Literal {
         match (
@@ -143,6 +182,28 @@ impl RankInputs {
             }
             None => locals[0].clone(),
         }
+    }
+}
+
+/// Whether `pieces` are all of `p`, on every rank.
+fn is_whole(pieces: &[Piece], p: &ParamSpec) -> bool {
+    matches!(pieces, [one] if one.global == [0, p.dims[one.dim]] && one.local == 0)
+        && p.tp == hlatc_models::TpSplit::Replicated
+}
+
+/// `piece` of stored parameter `p` as a range of the Hugging Face tensor
+/// it lies in.
+fn hf_slice(p: &ParamSpec, piece: &Piece) -> HfSlice {
+    let (tensor, offset) = match p.parts.get(piece.block) {
+        Some(part) if piece.dim == 0 => (part.name.clone(), part.rows[0]),
+        _ => (p.name.clone(), 0),
+    };
+    HfSlice {
+        tensor,
+        dim: piece.dim,
+        range: [piece.global[0] - offset, piece.global[1] - offset],
+        local: piece.local,
+        copies: piece.copies,
     }
 }
 

@@ -158,18 +158,16 @@ impl Parallelism {
             });
         }
         let tp = self.tp;
-        for (what, count) in [
-            ("query heads", cfg.num_attention_heads),
-            ("MLP width (intermediate_size)", cfg.intermediate_size),
-        ] {
-            if count % tp != 0 {
-                return Err(ParallelError::Indivisible { tp, what, count });
-            }
-        }
+        let indivisible = |what, count: i64| match count % tp {
+            0 => Ok(()),
+            _ => Err(ParallelError::Indivisible { tp, what, count }),
+        };
+        indivisible("query heads", cfg.num_attention_heads)?;
         let kv = cfg.num_key_value_heads;
         if kv % tp != 0 && tp % kv != 0 {
             return Err(ParallelError::KvHeads { tp, kv });
         }
+        indivisible("MLP width (intermediate_size)", cfg.intermediate_size)?;
         if batch.batch_size % self.dp != 0 {
             return Err(ParallelError::Batch {
                 dp: self.dp,

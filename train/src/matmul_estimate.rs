@@ -1,0 +1,103 @@
+//! A lower bound on the instructions neuronx-cc will emit for a module's
+//! matrix multiplies, against its default limit of 5,000,000 instructions
+//! per module (exceeding it is a refusal after a long compile).
+//!
+//! A NeuronCore's TensorE multiplies a stationary tile of at most 128
+//! contraction rows by 128 output rows against a moving tile of at most
+//! 512 columns per instruction, so a dot of `batch x [M, K] . [K, N]`
+//! takes at least `batch * ceil(M/128) * ceil(K/128) * ceil(N/512)` of
+//! them, whichever operand the compiler makes stationary (the smaller
+//! count of the two layouts is taken). The vector, scalar and DMA
+//! instructions around them come on top: this bound can only say a module
+//! is too large, never that it fits.
+
+use hlatc_compiler::ir::op::{DotDims, Op};
+use hlatc_compiler::Module;
+
+/// neuronx-cc's default limit on instructions per module.
+pub const NEURON_INSTRUCTION_LIMIT: u64 = 5_000_000;
+
+const PARTITIONS: u64 = 128;
+const MOVING_COLUMNS: u64 = 512;
+
+/// The fewest TensorE instructions the module's dots need.
+pub fn matmul_instructions(module: &Module) -> u64 {
+    module
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| (c, id)))
+        .filter_map(|(c, id)| match &c.instr(id).op {
+            Op::Dot { dims, .. } => {
+                let ops = c.operands(id);
+                let dims_of = |k: usize| {
+                    c.instr(ops[k])
+                        .shape
+                        .as_array()
+                        .map(|a| a.dims.clone())
+                        .unwrap_or_default()
+                };
+                Some(dot_instructions(dims, &dims_of(0), &dims_of(1)))
+            }
+            _ => None,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+fn dot_instructions(d: &DotDims, lhs: &[i64], rhs: &[i64]) -> u64 {
+    let product = |dims: &[i64], pick: &dyn Fn(usize) -> bool| -> u64 {
+        dims.iter()
+            .enumerate()
+            .filter(|(k, _)| pick(*k))
+            .map(|(_, &n)| n.max(0) as u64)
+            .product()
+    };
+    let has = |v: &[i64], k: usize| v.contains(&(k as i64));
+    let batch = product(lhs, &|k| has(&d.lhs_batch, k));
+    let contraction = product(lhs, &|k| has(&d.lhs_contracting, k));
+    let m = product(lhs, &|k| {
+        !has(&d.lhs_batch, k) && !has(&d.lhs_contracting, k)
+    });
+    let n = product(rhs, &|k| {
+        !has(&d.rhs_batch, k) && !has(&d.rhs_contracting, k)
+    });
+    let tiles = |stationary: u64, moving: u64| {
+        contraction.div_ceil(PARTITIONS)
+            * stationary.div_ceil(PARTITIONS)
+            * moving.div_ceil(MOVING_COLUMNS)
+    };
+    batch.saturating_mul(tiles(m, n).min(tiles(n, m)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dot_takes_a_tile_per_128_by_128_by_512_block() {
+        let linear = DotDims {
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![1],
+            ..Default::default()
+        };
+        // [4096, 4096] . [4096, 4096]^T: 32 x 32 x 8 either way round.
+        assert_eq!(
+            dot_instructions(&linear, &[4096, 4096], &[4096, 4096]),
+            8192
+        );
+        // A sliver: one tile.
+        assert_eq!(dot_instructions(&linear, &[1, 1], &[1, 1]), 1);
+        // [8, 300] . [1000, 300]^T: stationary 8 rows, 1000 moving columns
+        // (3 x 1 x 2 = 6) beats stationary 1000 (3 x 8 x 1 = 24).
+        assert_eq!(dot_instructions(&linear, &[8, 300], &[1000, 300]), 6);
+        let batched = DotDims {
+            lhs_batch: vec![0],
+            lhs_contracting: vec![2],
+            rhs_batch: vec![0],
+            rhs_contracting: vec![1],
+        };
+        assert_eq!(
+            dot_instructions(&batched, &[3, 128, 128], &[3, 128, 512]),
+            3
+        );
+    }
+}
