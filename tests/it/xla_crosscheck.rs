@@ -2,7 +2,8 @@
 //! fixture, and the tiny model's compiled training step, is printed and
 //! emitted by hlatc, parsed/loaded by XLA (through
 //! jaxlib, `tools/xla_crosscheck.py`), written back by XLA as a proto, and
-//! that proto decodes to the module we started from.
+//! that proto decodes to the module we started from. The sharded step's
+//! collectives are among them.
 //!
 //! Needs `pip install -r tools/requirements.txt` (scripts/test.sh does it).
 
@@ -59,6 +60,41 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
         "tiny_train_step".into(),
         hlatc::train_step::build_train_step(&cfg).unwrap().module,
     ));
+    // And its sharded form, through the cpu pipeline: every collective
+    // the sharded step emits (all-reduce by sum and max over TP, DP and
+    // holder groups, all-gather and reduce-scatter of sequence shards).
+    let sharded = hlatc::train_step::StepConfig {
+        parallel: hlatc::models::Parallelism {
+            tp: 2,
+            dp: 2,
+            sequence_parallel: true,
+        },
+        batch: hlatc::models::BatchShape {
+            batch_size: 4,
+            seq_len: 8,
+        },
+        ..cfg.clone()
+    };
+    let mut step = hlatc::train_step::build_train_step(&sharded).unwrap();
+    let target = hlatc::passes::Target::Cpu;
+    let pipeline = hlatc::passes::default_pipeline::<&str>(target, &[]).unwrap();
+    hlatc::train_step::optimize(&mut step, &pipeline, target, Default::default()).unwrap();
+    let opcodes: std::collections::BTreeSet<&str> = step
+        .module
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| c.instr(id).op.opcode()))
+        .filter(|o| o.starts_with("all-") || o.starts_with("reduce-scatter"))
+        .collect();
+    assert_eq!(
+        opcodes.into_iter().collect::<Vec<_>>(),
+        ["all-gather", "all-reduce", "reduce-scatter"]
+    );
+    let text = hlatc::text::print_module(&step.module);
+    assert_eq!(hlatc::text::parse_module(&text).unwrap(), step.module);
+    let proto = hlatc::proto::encode_module(&step.module);
+    assert_eq!(hlatc::proto::decode_module(&proto).unwrap(), step.module);
+    modules.push(("tiny_sharded_train_step".into(), step.module));
     let mut originals = Vec::new();
     for (stem, m) in modules {
         hlatc::save_module(&m, &dir.join(format!("{stem}.txt"))).unwrap();
