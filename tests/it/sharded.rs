@@ -288,6 +288,8 @@ fn train_metrics(extra: &[&str]) -> Vec<(f64, f64)> {
         .args(&args)
         .arg("--metrics")
         .arg(&metrics)
+        .arg("--save")
+        .arg(saved(extra))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -300,6 +302,11 @@ fn train_metrics(extra: &[&str]) -> Vec<(f64, f64)> {
             (f[1].parse().unwrap(), f[2].parse().unwrap())
         })
         .collect()
+}
+
+/// Where the run with these flags saves its weights.
+fn saved(extra: &[&str]) -> std::path::PathBuf {
+    tempfile_dir().join(format!("weights{}.safetensors", extra.join("")))
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
@@ -330,6 +337,17 @@ fn train_on_four_devices_follows_the_single_device_run() {
     }
     // It trained: the last loss is a fraction of the first.
     assert!(single[49].0 < 0.5 * single[0].0);
+    // And saved the same Hugging Face tensors, gathered from the ranks.
+    let read = |p: std::path::PathBuf| hlatc::runtime::read_safetensors(&p).unwrap();
+    let (one, four) = (read(saved(&[])), read(saved(&["--tp", "2", "--dp", "2"])));
+    assert_eq!(
+        one.keys().collect::<Vec<_>>(),
+        four.keys().collect::<Vec<_>>()
+    );
+    for (name, t) in &one {
+        let r = norm_relative(t, &four[name]);
+        assert!(r <= F32_RTOL, "{name}: {r:e}");
+    }
 }
 
 /// `hlatc compile` with `args`: its exit status and stderr.
