@@ -1,7 +1,9 @@
 //! `hlatc run`: execute a module on XLA CPU.
 
 use super::console::{note, out};
-use hlatc::runtime::{assert_close, inputs, max_abs, read_safetensors, write_safetensors, Runtime};
+use hlatc::runtime::{
+    assert_close, inputs, max_abs, read_safetensors, write_safetensors, Runtime, MAX_DEVICES,
+};
 use hlatc::{Error, Literal, Module};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,16 +26,33 @@ use std::time::Instant;
 /// (loss, grad_norm, learning_rate, then each parameter, moment and the step
 /// by the name of the input it updates), so `--outputs` of one step is the
 /// state `--inputs` of the next.
+///
+/// A module of N replicas (replica_count=N) runs on N devices, one replica
+/// each, its collectives computed across them (--devices N says so
+/// explicitly). Each rank (replica) takes its own inputs: a path with
+/// {rank} in it is read once per rank, with the rank's number in its place;
+/// one without is every rank's alike (the example below gives every rank
+/// the same state and each its own batch). Without --inputs, rank 0 draws
+/// what a one-device run would from --seed and each other rank its own
+/// values. Each rank's outputs are printed under its number; --outputs and
+/// --expect take {rank} alike (an --expect path without it is every rank's
+/// reference).
 #[derive(clap::Args)]
+#[command(after_long_help = "Examples:
+  hlatc run step.hlo --inputs in.safetensors --expect ref.safetensors
+  hlatc run build/tiny --inputs state.safetensors --inputs batch.safetensors --outputs next.safetensors
+  hlatc run dp.hlo --devices 4 --inputs state.safetensors --inputs batch.{rank}.safetensors --outputs out.{rank}.safetensors")]
 pub struct Args {
     /// Module to run (HLO text or HloModuleProto), or a bundle directory
     /// from `hlatc compile`
     module: PathBuf,
     /// Safetensors file with inputs; repeat it to take them from several
-    /// files (state and batch, say)
+    /// files (state and batch, say). With {rank} in the path, each rank
+    /// reads its own file
     #[arg(long, value_name = "FILE")]
     inputs: Vec<PathBuf>,
-    /// Write every output to this safetensors file
+    /// Write every output to this safetensors file (one per rank, with
+    /// {rank} in the path, for a module of several replicas)
     #[arg(long, value_name = "FILE")]
     outputs: Option<PathBuf>,
     /// Seed for generated inputs (ignored with --inputs)
@@ -41,7 +60,7 @@ pub struct Args {
     seed: u64,
     /// Compare the outputs with the tensors of the same names (out0, out1,
     /// ..., or a bundle's output names) in this safetensors file; exit with
-    /// status 1 on a mismatch
+    /// status 1 on a mismatch. With {rank} in the path, each rank's own
     #[arg(long, value_name = "FILE")]
     expect: Option<PathBuf>,
     /// Relative tolerance for --expect
@@ -56,8 +75,13 @@ pub struct Args {
     /// not yet partitioned, whose shardings annotate one global program
     /// (JAX's `before_optimizations` dumps): it computes the same values.
     /// Wrong for a partitioned one, whose collectives need every device.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "devices")]
     one_device: bool,
+    /// Run the module's N replicas on N devices, one each; N must be its
+    /// replica_count (a module of several replicas runs on that many
+    /// without this flag too)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_DEVICES as i64))]
+    devices: Option<u32>,
     /// Stop every while loop after N trips. For a module run on inputs it
     /// was not written for (the generated ones, say), whose loops may never
     /// end: a run cannot be cut short once XLA starts it. A loop stopped
@@ -72,11 +96,13 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let (module_path, output_names) = resolve_module(&a.module)?;
     let mut module = super::load(&module_path)?;
     adjust_module(&a, &mut module)?;
-    let outputs = execute(&a, &module, &module_path)?;
+    let ranks = ranks(&a, &module)?;
+    check_rank_paths(&a, ranks)?;
+    let outputs = execute(&a, &module, &module_path, ranks)?;
     report_outputs(&a, output_names, &outputs)
 }
 
-/// Tolerances and the output path, refused before anything runs.
+/// Tolerances, refused before anything runs.
 fn check_flags(a: &Args) -> Result<(), Error> {
     if !(a.rtol.is_finite() && a.rtol >= 0.0) {
         return Err(Error::Usage(format!(
@@ -89,9 +115,65 @@ fn check_flags(a: &Args) -> Result<(), Error> {
             "--atol must be a finite number >= 0, got {atol}"
         )));
     }
+    Ok(())
+}
+
+/// What stands for the rank's number in a per-rank path.
+const RANK: &str = "{rank}";
+
+/// `path` with `{rank}` replaced by `rank`; unchanged without it.
+fn for_rank(path: &Path, rank: usize) -> PathBuf {
+    match path.to_str() {
+        Some(p) if p.contains(RANK) => PathBuf::from(p.replace(RANK, &rank.to_string())),
+        _ => path.to_path_buf(),
+    }
+}
+
+fn per_rank(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| p.contains(RANK))
+}
+
+/// How many devices the module runs on, one replica each: its
+/// `replica_count`, which `--devices` must match.
+fn ranks(a: &Args, module: &Module) -> Result<usize, Error> {
+    let replicas = module.devices.replica_count;
+    if let Some(n) = a.devices.filter(|&n| i64::from(n) != replicas) {
+        return Err(Error::Usage(format!(
+            "--devices {n}: module '{}' is for {replicas} replica(s) (replica_count={replicas}), one per device; run it with --devices {replicas}",
+            module.name
+        )));
+    }
+    let ranks = usize::try_from(replicas).unwrap_or(1).max(1);
+    if ranks > MAX_DEVICES {
+        return Err(Error::Usage(format!(
+            "module '{}' is for {replicas} replicas; hlatc runs at most {MAX_DEVICES} devices",
+            module.name
+        )));
+    }
+    if ranks > 1 && a.devices.is_none() && module.devices.num_partitions == 1 {
+        note!(
+            "running '{}' on {ranks} devices, one per replica (its replica_count)",
+            module.name
+        )?;
+    }
+    Ok(ranks)
+}
+
+/// Every rank's `--outputs` file must be writable, and several ranks need
+/// `{rank}` in its path to write one each.
+fn check_rank_paths(a: &Args, ranks: usize) -> Result<(), Error> {
     if let Some(path) = &a.outputs {
-        hlatc::runtime::atomic_file::check_writable(path)
-            .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
+        if ranks > 1 && !per_rank(path) {
+            return Err(Error::Usage(format!(
+                "--outputs {}: the module runs on {ranks} ranks, so its path needs {RANK} (out.{RANK}.safetensors, say) to write one file per rank",
+                path.display()
+            )));
+        }
+        for rank in 0..ranks {
+            let path = for_rank(path, rank);
+            hlatc::runtime::atomic_file::check_writable(&path)
+                .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
+        }
     }
     Ok(())
 }
@@ -131,9 +213,19 @@ fn adjust_module(a: &Args, module: &mut Module) -> Result<(), Error> {
 }
 
 /// Compiles the module on XLA CPU and runs it on the given inputs, or on
-/// inputs drawn from `--seed`.
-fn execute(a: &Args, module: &Module, module_path: &Path) -> Result<Vec<Literal>, Error> {
-    let rt = Runtime::new()?;
+/// inputs drawn from `--seed`: one list of outputs per rank.
+fn execute(
+    a: &Args,
+    module: &Module,
+    module_path: &Path,
+    ranks: usize,
+) -> Result<Vec<Vec<Literal>>, Error> {
+    let rt = if ranks == 1 {
+        Runtime::new()?
+    } else {
+        quiet_plugin_info();
+        Runtime::with_devices(ranks)?
+    };
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {
         path: module_path.to_path_buf(),
@@ -145,28 +237,27 @@ fn execute(a: &Args, module: &Module, module_path: &Path) -> Result<Vec<Literal>
     for rewrite in program.rewrites() {
         note!("running '{}' with {rewrite}", module.name)?;
     }
-    let args = match a.inputs.as_slice() {
-        [] => {
-            let mut rng = inputs::SplitMix64::new(a.seed);
-            program
-                .parameters()
-                .iter()
-                .map(|(_, s)| {
-                    inputs::random_literal(
-                        s.as_array().expect("compile takes only array parameters"),
-                        &mut rng,
-                    )
-                })
-                .collect()
-        }
-        files => inputs_from_files(files, program.parameters())?,
+    let args = if a.inputs.is_empty() {
+        (0..ranks)
+            .map(|rank| generated_inputs(program.parameters(), a.seed, rank))
+            .collect()
+    } else {
+        inputs_from_files(&a.inputs, program.parameters(), ranks)?
     };
     let t1 = Instant::now();
-    let outputs = program.run(&args).map_err(in_file)?;
+    let outputs = match args.as_slice() {
+        [one] => vec![program.run(one).map_err(in_file)?],
+        _ => program.run_replicas(&args).map_err(in_file)?,
+    };
     let run_time = t1.elapsed();
     note!(
-        "ran {} on {} ({}): compile {:.1} ms, execute {:.1} ms",
+        "ran {}{} on {} ({}): compile {:.1} ms, execute {:.1} ms",
         module.name,
+        if ranks > 1 {
+            format!(" ({ranks} replicas)")
+        } else {
+            String::new()
+        },
         rt.platform_name(),
         rt.plugin_path().display(),
         compile_time.as_secs_f64() * 1e3,
@@ -175,32 +266,105 @@ fn execute(a: &Args, module: &Module, module_path: &Path) -> Result<Vec<Literal>
     Ok(outputs)
 }
 
-/// Prints each output, writes `--outputs` and compares with `--expect`.
+/// The CPU plugin logs the device count it is given (an absl INFO line,
+/// with absl's warning that logging is not initialized) on stderr; hlatc
+/// says what it runs in its own notes. Its level is read from
+/// `TF_CPP_MIN_LOG_LEVEL` when the plugin first logs; one the user set is
+/// kept.
+fn quiet_plugin_info() {
+    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
+        // The CLI has started no thread yet (the plugin, whose threads
+        // would read the environment, is loaded just after this), so
+        // nothing reads the environment while it changes.
+        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
+    }
+}
+
+/// Rank `rank`'s inputs drawn from `seed`: rank 0's are a one-device run's.
+fn generated_inputs(
+    params: &[(String, hlatc::compiler::Shape)],
+    seed: u64,
+    rank: usize,
+) -> Vec<Literal> {
+    let mut rng = inputs::SplitMix64::new(inputs::rank_seed(seed, rank as u64));
+    params
+        .iter()
+        .map(|(_, s)| {
+            inputs::random_literal(
+                s.as_array().expect("compile takes only array parameters"),
+                &mut rng,
+            )
+        })
+        .collect()
+}
+
+/// Prints each rank's outputs, writes `--outputs` and compares with
+/// `--expect`.
 fn report_outputs(
     a: &Args,
     output_names: Option<Vec<String>>,
-    outputs: &[Literal],
+    outputs: &[Vec<Literal>],
 ) -> Result<ExitCode, Error> {
+    let count = outputs.first().map_or(0, Vec::len);
     // A bundle's names line up in a column; out0, out1, ... need none.
     let (names, width): (Vec<String>, usize) = match output_names {
-        Some(names) if names.len() == outputs.len() => {
+        Some(names) if names.len() == count => {
             let width = names.iter().map(String::len).max().unwrap_or(0);
             (names, width)
         }
-        _ => ((0..outputs.len()).map(|i| format!("out{i}")).collect(), 0),
+        _ => ((0..count).map(|i| format!("out{i}")).collect(), 0),
     };
-    for (name, o) in names.iter().zip(outputs) {
-        out!("{name:<width$}  {}", summarize(o))?;
+    let ranks = outputs.len();
+    for (rank, outs) in outputs.iter().enumerate() {
+        let indent = if ranks > 1 {
+            out!("rank {rank}")?;
+            "  "
+        } else {
+            ""
+        };
+        for (name, o) in names.iter().zip(outs) {
+            out!("{indent}{name:<width$}  {}", summarize(o))?;
+        }
     }
-    if let Some(path) = &a.outputs {
-        let named: Vec<(String, Literal)> =
-            names.iter().cloned().zip(outputs.iter().cloned()).collect();
-        write_safetensors(path, &named)?;
-        note!("wrote {} output(s) to {}", named.len(), path.display())?;
+    if let Some(pattern) = &a.outputs {
+        for (rank, outs) in outputs.iter().enumerate() {
+            let path = for_rank(pattern, rank);
+            let named: Vec<(String, Literal)> =
+                names.iter().cloned().zip(outs.iter().cloned()).collect();
+            write_safetensors(&path, &named)?;
+            note!("wrote {} output(s) to {}", named.len(), path.display())?;
+        }
     }
-    if let Some(path) = &a.expect {
-        return compare(path, &names, outputs, a.rtol, a.atol);
+    let Some(pattern) = &a.expect else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut worst: f64 = 0.0;
+    let mut failed = false;
+    for (rank, outs) in outputs.iter().enumerate() {
+        let prefix = if ranks > 1 {
+            format!("rank {rank}: ")
+        } else {
+            String::new()
+        };
+        let path = for_rank(pattern, rank);
+        match compare(&path, &names, outs, a.rtol, a.atol, &prefix)? {
+            Some(w) => worst = worst.max(w),
+            None => failed = true,
+        }
     }
+    if failed {
+        return Ok(ExitCode::FAILURE);
+    }
+    let of_ranks = if ranks > 1 {
+        format!(" of each of {ranks} ranks")
+    } else {
+        String::new()
+    };
+    out!(
+        "all {count} outputs{of_ranks} match {} (worst error {:.2e} of the output's largest magnitude)",
+        pattern.display(),
+        worst
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,52 +394,94 @@ fn resolve_module(path: &Path) -> Result<(PathBuf, Option<Vec<String>>), Error> 
     Ok((path.join(hlatc::bundle::PROTO_FILE), names))
 }
 
-/// Each parameter's tensor, by name (or `argN`) from any of `files`.
-fn inputs_from_files(
-    files: &[PathBuf],
-    params: &[(String, hlatc::compiler::Shape)],
-) -> Result<Vec<Literal>, Error> {
-    let mut tensors: BTreeMap<String, (Literal, &Path)> = BTreeMap::new();
-    for path in files {
+/// Tensors by name, with the file each came from.
+type Tensors = BTreeMap<String, (Literal, PathBuf)>;
+
+/// The tensors of `paths`; a name in two of them, or in one of them and
+/// in `shared`, is an error naming both files.
+fn read_tensor_files(paths: &[PathBuf], shared: &Tensors) -> Result<Tensors, Error> {
+    let mut tensors = Tensors::new();
+    for path in paths {
         for (name, t) in read_safetensors(path)? {
-            if let Some((_, first)) = tensors.insert(name.clone(), (t, path)) {
+            if let Some((_, first)) = tensors.get(&name).or_else(|| shared.get(&name)) {
                 return Err(Error::Usage(format!(
                     "tensor '{name}' is in both {} and {}",
                     first.display(),
                     path.display()
                 )));
             }
+            tensors.insert(name, (t, path.clone()));
         }
     }
-    let mut out = Vec::with_capacity(params.len());
-    let mut missing = Vec::new();
-    for (i, (name, shape)) in params.iter().enumerate() {
-        match tensors
-            .remove(name)
-            .or_else(|| tensors.remove(&format!("arg{i}")))
-        {
-            Some((t, path)) => out.push(convert_integers(t, shape, name, path)?),
-            None => missing.push(format!("'{name}' (or 'arg{i}')")),
+    Ok(tensors)
+}
+
+/// Each rank's tensor for each parameter, by name (or `argN`) from any of
+/// `files`: a path with `{rank}` is each rank's own file, one without it
+/// every rank's.
+fn inputs_from_files(
+    files: &[PathBuf],
+    params: &[(String, hlatc::compiler::Shape)],
+    ranks: usize,
+) -> Result<Vec<Vec<Literal>>, Error> {
+    let (own_files, shared_files): (Vec<PathBuf>, Vec<PathBuf>) =
+        files.iter().cloned().partition(|p| per_rank(p));
+    let mut shared = read_tensor_files(&shared_files, &Tensors::new())?;
+    let mut lists = Vec::with_capacity(ranks);
+    for rank in 0..ranks {
+        let own_paths: Vec<PathBuf> = own_files.iter().map(|p| for_rank(p, rank)).collect();
+        let mut own = read_tensor_files(&own_paths, &shared)?;
+        // The last rank takes the shared tensors; the others copy them.
+        let last = rank + 1 == ranks;
+        let mut list = Vec::with_capacity(params.len());
+        let mut missing = Vec::new();
+        for (i, (name, shape)) in params.iter().enumerate() {
+            let key = [name.clone(), format!("arg{i}")]
+                .into_iter()
+                .find(|k| own.contains_key(k) || shared.contains_key(k));
+            let Some(key) = key else {
+                missing.push(format!("'{name}' (or 'arg{i}')"));
+                continue;
+            };
+            let (t, path) = match own.remove(&key) {
+                Some(found) => found,
+                None if last => shared.remove(&key).expect("found above"),
+                None => shared[&key].clone(),
+            };
+            list.push(convert_integers(t, shape, name, &path)?);
         }
-    }
-    if !missing.is_empty() {
-        return Err(Error::Usage(format!(
-            "no tensor for parameter {} in {}",
-            missing.join(", "),
-            files
+        if !missing.is_empty() {
+            let read: Vec<String> = shared_files
                 .iter()
+                .chain(&own_paths)
                 .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+                .collect();
+            return Err(Error::Usage(format!(
+                "{}no tensor for parameter {} in {}",
+                if ranks > 1 {
+                    format!("rank {rank}: ")
+                } else {
+                    String::new()
+                },
+                missing.join(", "),
+                read.join(", ")
+            )));
+        }
+        for (unused, (_, path)) in &own {
+            note!(
+                "warning: {}: tensor '{unused}' matches no parameter and is ignored",
+                path.display()
+            )?;
+        }
+        lists.push(list);
     }
-    for (unused, (_, path)) in &tensors {
+    for (unused, (_, path)) in &shared {
         note!(
             "warning: {}: tensor '{unused}' matches no parameter and is ignored",
             path.display()
         )?;
     }
-    Ok(out)
+    Ok(lists)
 }
 
 /// An integer tensor of another integer type than the parameter's (torch
@@ -313,28 +519,35 @@ fn convert_integers(
         .map_err(|e| Error::Usage(format!("{}: tensor '{name}': {e}", path.display())))
 }
 
+/// Compares one rank's outputs with `path`, each mismatch noted after
+/// `prefix`: the worst error relative to each output's largest magnitude,
+/// or `None` when any differs.
 fn compare(
     path: &Path,
     names: &[String],
     outputs: &[Literal],
     rtol: f64,
     atol: Option<f64>,
-) -> Result<ExitCode, Error> {
+    prefix: &str,
+) -> Result<Option<f64>, Error> {
     let expected: BTreeMap<String, Literal> = read_safetensors(path)?;
     if expected.len() != outputs.len() {
         note!(
-            "mismatch: {} holds {} tensors, the module returned {} outputs",
+            "{prefix}mismatch: {} holds {} tensors, the module returned {} outputs",
             path.display(),
             expected.len(),
             outputs.len()
         )?;
-        return Ok(ExitCode::FAILURE);
+        return Ok(None);
     }
     let mut failed = 0;
     let mut worst_rel: f64 = 0.0;
     for (name, got) in names.iter().zip(outputs) {
         let Some(e) = expected.get(name) else {
-            note!("mismatch: {} has no tensor '{name}'", path.display())?;
+            note!(
+                "{prefix}mismatch: {} has no tensor '{name}'",
+                path.display()
+            )?;
             failed += 1;
             continue;
         };
@@ -348,26 +561,20 @@ fn compare(
                 })
             }
             Err(m) => {
-                note!("mismatch in {name}: {m}")?;
+                note!("{prefix}mismatch in {name}: {m}")?;
                 failed += 1;
             }
         }
     }
     if failed > 0 {
         note!(
-            "{failed} of {} outputs differ from {}",
+            "{prefix}{failed} of {} outputs differ from {}",
             outputs.len(),
             path.display()
         )?;
-        return Ok(ExitCode::FAILURE);
+        return Ok(None);
     }
-    out!(
-        "all {} outputs match {} (worst error {:.2e} of the output's largest magnitude)",
-        outputs.len(),
-        path.display(),
-        worst_rel
-    )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Some(worst_rel))
 }
 
 /// `f32[2,3] mean 0.1 min -1 max 2 [0.5, 1, ...]`, or the value of a scalar.

@@ -16,6 +16,7 @@ mod passes_on_xla;
 mod plot;
 mod reliability;
 mod remat_memory;
+mod run_devices;
 mod sharded;
 mod token_data;
 mod training;
