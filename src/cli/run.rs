@@ -93,8 +93,15 @@ pub struct Args {
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_flags(&a)?;
-    let (module_path, output_names) = resolve_module(&a.module)?;
+    let Resolved {
+        module_path,
+        output_names,
+        replicas,
+    } = resolve_module(&a.module)?;
     let mut module = super::load(&module_path)?;
+    if let Some(world) = replicas {
+        module.devices.replica_count = world;
+    }
     adjust_module(&a, &mut module)?;
     let ranks = ranks(&a, &module)?;
     check_rank_paths(&a, ranks)?;
@@ -368,11 +375,25 @@ fn report_outputs(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What to run: the module file and, for a bundle directory, what its
+/// manifest says of it.
+struct Resolved {
+    module_path: PathBuf,
+    output_names: Option<Vec<String>>,
+    /// A sharded bundle's world size: an `HloModuleProto` has no replica
+    /// count (XLA keeps it in the module's config), so the manifest says.
+    replicas: Option<i64>,
+}
+
 /// The module file of `path` and, for a bundle directory, its output names
-/// from the manifest.
-fn resolve_module(path: &Path) -> Result<(PathBuf, Option<Vec<String>>), Error> {
+/// and world size from the manifest.
+fn resolve_module(path: &Path) -> Result<Resolved, Error> {
     if !path.is_dir() {
-        return Ok((path.to_path_buf(), None));
+        return Ok(Resolved {
+            module_path: path.to_path_buf(),
+            output_names: None,
+            replicas: None,
+        });
     }
     let manifest_path = path.join(hlatc::bundle::MANIFEST_FILE);
     let manifest: serde_json::Value = std::fs::read_to_string(&manifest_path)
@@ -391,7 +412,11 @@ fn resolve_module(path: &Path) -> Result<(PathBuf, Option<Vec<String>>), Error> 
             .filter_map(|o| o["name"].as_str().map(str::to_string))
             .collect()
     });
-    Ok((path.join(hlatc::bundle::PROTO_FILE), names))
+    Ok(Resolved {
+        module_path: path.join(hlatc::bundle::PROTO_FILE),
+        output_names: names,
+        replicas: manifest["parallel"]["world_size"].as_i64(),
+    })
 }
 
 /// Tensors by name, with the file each came from.

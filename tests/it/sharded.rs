@@ -398,3 +398,38 @@ fn divisions_that_do_not_divide_are_refused_with_their_numbers() {
     let e = compile_error(&["--model", "qwen2-0.5b", "--tp", "2", "--dp", "0"]);
     assert!(e.contains("--dp must be at least 1, got 0"), "{e}");
 }
+
+#[test]
+fn run_of_a_sharded_bundle_runs_every_rank() {
+    let dir = tempfile_dir().join("bundle-tp2");
+    let hlatc = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let bundle = dir.to_str().unwrap();
+    let out = hlatc(&[
+        "compile", "--model", "tiny", "--tp", "2", "--target", "cpu", "--out", bundle,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The proto has no replica count: the manifest's world size says 2.
+    let out = hlatc(&["run", bundle]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("on 2 devices") && text.contains("rank 1"),
+        "{text}"
+    );
+    let out = hlatc(&["run", bundle, "--devices", "4"]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains('4') && text.contains('2'),
+        "{text}"
+    );
+}
