@@ -115,6 +115,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
     let checks = if a.verify {
+        // Its devices are made by the plugin, which would say so.
+        super::quiet_plugin_info();
         Some(
             hlatc::check::verify_bundle(staged.path(), &compiled.step, &compiled.cfg).map_err(
                 |e| {

@@ -62,6 +62,32 @@ enum Command {
     Run(run::Args),
 }
 
+/// The CPU plugin logs the device count it is given (an absl INFO line,
+/// with absl's warning that logging is not initialized) on stderr; hlatc
+/// says what it runs in its own notes. Its level is read from
+/// `TF_CPP_MIN_LOG_LEVEL` when the plugin first logs; one the user set is
+/// kept.
+pub(super) fn quiet_plugin_info() {
+    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
+        // The CLI has started no thread yet (the plugin, whose threads
+        // would read the environment, is loaded just after this), so
+        // nothing reads the environment while it changes.
+        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
+    }
+}
+
+/// An XLA CPU runtime with a device for each of `ranks` ranks: the
+/// plugin's default client for one (as every single-device command has
+/// always had), and a client of `ranks` devices, its INFO line quieted,
+/// for more.
+pub(super) fn runtime_for(ranks: usize) -> Result<hlatc::runtime::Runtime, Error> {
+    if ranks == 1 {
+        return Ok(hlatc::runtime::Runtime::new()?);
+    }
+    quiet_plugin_info();
+    Ok(hlatc::runtime::Runtime::with_devices(ranks)?)
+}
+
 pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Compile(a) => compile::main(a),

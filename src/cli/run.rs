@@ -2,7 +2,7 @@
 
 use super::console::{note, out};
 use hlatc::runtime::{
-    assert_close, inputs, max_abs, read_safetensors, write_safetensors, Runtime, MAX_DEVICES,
+    assert_close, inputs, max_abs, read_safetensors, write_safetensors, MAX_DEVICES,
 };
 use hlatc::{Error, Literal, Module};
 use std::collections::BTreeMap;
@@ -227,12 +227,7 @@ fn execute(
     module_path: &Path,
     ranks: usize,
 ) -> Result<Vec<Vec<Literal>>, Error> {
-    let rt = if ranks == 1 {
-        Runtime::new()?
-    } else {
-        quiet_plugin_info();
-        Runtime::with_devices(ranks)?
-    };
+    let rt = super::runtime_for(ranks)?;
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {
         path: module_path.to_path_buf(),
@@ -271,20 +266,6 @@ fn execute(
         run_time.as_secs_f64() * 1e3
     )?;
     Ok(outputs)
-}
-
-/// The CPU plugin logs the device count it is given (an absl INFO line,
-/// with absl's warning that logging is not initialized) on stderr; hlatc
-/// says what it runs in its own notes. Its level is read from
-/// `TF_CPP_MIN_LOG_LEVEL` when the plugin first logs; one the user set is
-/// kept.
-fn quiet_plugin_info() {
-    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
-        // The CLI has started no thread yet (the plugin, whose threads
-        // would read the environment, is loaded just after this), so
-        // nothing reads the environment while it changes.
-        std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
-    }
 }
 
 /// Rank `rank`'s inputs drawn from `seed`: rank 0's are a one-device run's.

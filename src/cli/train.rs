@@ -99,7 +99,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let params = initial_params(&a, &cfg)?;
     let tokens = read_tokens(&a, &cfg)?;
     // One XLA CPU device per rank of the step.
-    let rt = Runtime::with_devices(cfg.parallel.world() as usize)?;
+    let rt = super::runtime_for(cfg.parallel.world() as usize)?;
     let mut trainer = compile_trainer(&a, &rt, &cfg, &name, params)?;
     let eval = match &tokens {
         Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
