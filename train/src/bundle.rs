@@ -190,7 +190,10 @@ struct Manifest<'a> {
 }
 
 /// How a sharded step is divided: one program every rank runs, its groups,
-/// and what each rank feeds each input.
+/// and what each rank feeds each input. DP replicas hold the same shares
+/// of the parameters and differ only in their batch rows, and an Adam
+/// moment is laid out as its parameter, so each share is written once per
+/// TP rank: the manifest grows with T, not with T x D x 3.
 #[derive(Serialize)]
 struct ParallelInfo {
     world_size: i64,
@@ -201,30 +204,75 @@ struct ParallelInfo {
     rank_source: &'static str,
     tp_groups: Vec<Vec<i64>>,
     dp_groups: Vec<Vec<i64>>,
-    ranks: Vec<RankInfo>,
+    /// Inputs every rank holds whole (norm weights, the step counter).
+    replicated: Vec<String>,
+    moments: &'static str,
+    /// What TP rank `t` holds of each parameter it holds a share of, in
+    /// Hugging Face tensors.
+    tp_ranks: Vec<TpRankInfo>,
+    /// Which rows of the global batch DP replica `d` takes.
+    dp_ranks: Vec<DpRankInfo>,
 }
 
 #[derive(Serialize)]
-struct RankInfo {
-    rank: i64,
+struct TpRankInfo {
     tp_rank: i64,
+    parameters: Vec<RankInput>,
+}
+
+#[derive(Serialize)]
+struct DpRankInfo {
     dp_rank: i64,
-    inputs: Vec<RankInput>,
+    batch_rows: [i64; 2],
 }
 
 #[derive(Serialize)]
 struct RankInput {
     index: usize,
     name: String,
-    holds: crate::rank_inputs::RankHolding,
+    holds: Vec<crate::rank_inputs::HfSlice>,
 }
 
 fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo> {
+    use crate::rank_inputs::RankHolding;
     let p = cfg.parallel;
     if p.is_single() {
         return None;
     }
     let ranks = crate::rank_inputs::RankInputs::new(cfg);
+    let replicated = inputs
+        .iter()
+        .filter(|s| ranks.holding(s, 0) == RankHolding::Replicated)
+        .map(|s| s.name.clone())
+        .collect();
+    let tp_ranks = (0..p.tp)
+        .map(|t| TpRankInfo {
+            tp_rank: t,
+            parameters: inputs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.role == Role::Parameter)
+                .filter_map(|(index, s)| match ranks.holding(s, t) {
+                    RankHolding::HuggingFace(holds) => Some(RankInput {
+                        index,
+                        name: s.name.clone(),
+                        holds,
+                    }),
+                    _ => None,
+                })
+                .collect(),
+        })
+        .collect();
+    let batch = inputs.iter().find(|s| s.role == Role::Tokens);
+    let dp_ranks = (0..p.dp)
+        .filter_map(|d| match batch.map(|b| ranks.holding(b, d * p.tp)) {
+            Some(RankHolding::BatchRows(batch_rows)) => Some(DpRankInfo {
+                dp_rank: d,
+                batch_rows,
+            }),
+            _ => None,
+        })
+        .collect();
     Some(ParallelInfo {
         world_size: p.world(),
         tp: p.tp,
@@ -234,22 +282,10 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         rank_source: "replica-id: the module computes its vocabulary offset from it, so every rank runs the same program",
         tp_groups: p.tp_groups(),
         dp_groups: p.dp_groups(),
-        ranks: (0..p.world())
-            .map(|rank| RankInfo {
-                rank,
-                tp_rank: p.tp_rank(rank),
-                dp_rank: p.dp_rank(rank),
-                inputs: inputs
-                    .iter()
-                    .enumerate()
-                    .map(|(index, spec)| RankInput {
-                        index,
-                        name: spec.name.clone(),
-                        holds: ranks.holding(spec, rank),
-                    })
-                    .collect(),
-            })
-            .collect(),
+        replicated,
+        moments: "adam_m.NAME and adam_v.NAME hold the same share as NAME",
+        tp_ranks,
+        dp_ranks,
     })
 }
 
