@@ -3,7 +3,8 @@
 //! HLAT-7B and HLAT-70B at batch 1 x 4096 (weights stored fused, as
 //! `hlatc compile` stores them), without and with the neuron target's
 //! default pass pipeline and core-attention remat (verified once, after the pipeline, as a
-//! release `hlatc compile` does).
+//! release `hlatc compile` does), and sharded as HLAT ran them (7B at TP 8,
+//! 70B at TP 32, both with sequence parallelism).
 
 /// The allocator the `hlatc` binary uses, so the figures are what it does.
 #[global_allocator]
@@ -11,7 +12,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::formats::proto;
-use hlatc::models::{BatchShape, ModelConfig};
+use hlatc::models::{BatchShape, ModelConfig, Parallelism};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
 use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
@@ -94,6 +95,21 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("{name}/print_text"), |b| {
             b.iter(|| hlatc::text::print_module(black_box(&step.module)))
         });
+        // HLAT's layout: one program for the ranks of TP 8 with sequence
+        // parallelism (70B at TP 32, as its state needs).
+        let tp = if name == "hlat-7b" { 8 } else { 32 };
+        let sharded = StepConfig {
+            parallel: Parallelism {
+                tp,
+                dp: 1,
+                sequence_parallel: true,
+            },
+            ..step_config(model.clone()).with_precision(Precision::Bf16Mixed)
+        };
+        g.bench_function(
+            format!("{name}/tp{tp}-sp/graph+autodiff+optimizer+passes+emit/bf16-mixed"),
+            |b| b.iter(|| compile(&sharded)),
+        );
     }
     g.finish();
 }
