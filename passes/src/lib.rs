@@ -35,6 +35,7 @@ pub mod rewriter;
 mod rounding;
 mod simplify;
 pub mod softmax_math;
+mod widen_mixed_dots;
 
 pub use amp::Amp;
 pub use annotate_rounding::{rounding_counts, AnnotateRounding, RNG_STATE_NAME, ROUNDING_CALLEE};
@@ -57,3 +58,4 @@ pub use registry::{
 pub use remat::Remat;
 pub use rounding::{Rounding, RoundingChooser, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
 pub use simplify::Simplify;
+pub use widen_mixed_dots::WidenMixedDots;

@@ -78,6 +78,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "widen-mixed-dots",
+            description: "converts the operands of a dot over narrower floats than its result (bf16 into f32, as `amp` writes them for Neuron) to the result's type first: the same values (the conversions and products are exact), in a form XLA CPU runs for every shape (`run` and `--verify` apply it)",
+            make: || Box::new(crate::WidenMixedDots),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "cse",
             description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
             make: || Box::new(crate::Cse),

@@ -348,18 +348,21 @@ fn check_device_count(requested: usize) -> Result<(), RuntimeError> {
 /// (`flat_entry`).
 fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), RuntimeError> {
     use hlatc_compiler::Op;
-    let (mut split, mut bitcast) = (false, false);
-    for op in module
+    let (mut split, mut bitcast, mut mixed_dot) = (false, false, false);
+    for (c, id) in module
         .computations
         .iter()
-        .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
+        .flat_map(|c| c.ids().map(move |id| (c, id)))
     {
+        let op = &c.instr(id).op;
         split |= matches!(op, Op::Async { .. } | Op::CollectiveDone(_) | Op::CopyDone);
         bitcast |= matches!(op, Op::Bitcast);
+        mixed_dot |= matches!(op, Op::Dot { .. }) && mixed_types(c, id);
     }
     let needed: Vec<(&str, Rewrite)> = [
         ("async-to-sync", Rewrite::AsyncToSync, split),
         ("bitcast-to-reshape", Rewrite::BitcastToReshape, bitcast),
+        ("widen-mixed-dots", Rewrite::WidenMixedDots, mixed_dot),
     ]
     .into_iter()
     .filter_map(|(name, rewrite, needed)| needed.then_some((name, rewrite)))
@@ -397,6 +400,13 @@ fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), Runtim
         rewritten = Some(flat);
     }
     Ok((rewritten, rewrites))
+}
+
+/// Whether an operand of `id` is of another element type than its result.
+fn mixed_types(c: &hlatc_compiler::Computation, id: hlatc_compiler::InstrId) -> bool {
+    let ty = |x| c.instr(x).shape.as_array().map(|a| a.ty);
+    let result = ty(id);
+    c.operand_ids(id).iter().any(|&x| ty(x) != result)
 }
 
 /// A fusion computes what a call of its computation computes, and XLA CPU
@@ -498,6 +508,10 @@ pub enum Rewrite {
     /// Tuples at the entry's edges as their leaves; the parameters it
     /// takes, by name.
     FlatEntry { parameters: Vec<String> },
+    /// Dots over narrower floats than their results over operands
+    /// converted to the result's type (`widen-mixed-dots`): XLA CPU's
+    /// `DotThunk` has no bf16 x bf16 = f32 kernel.
+    WidenMixedDots,
 }
 
 impl std::fmt::Display for Rewrite {
@@ -508,6 +522,9 @@ impl std::fmt::Display for Rewrite {
             ),
             Rewrite::BitcastToReshape => f.write_str(
                 "its bitcasts as the transposes and reshapes that compute them (bitcast-to-reshape): XLA CPU compiles from before layout assignment",
+            ),
+            Rewrite::WidenMixedDots => f.write_str(
+                "its dots over narrower floats than their results over operands converted first (widen-mixed-dots): the same values, which XLA CPU runs for every shape",
             ),
             Rewrite::FlatEntry { parameters } => write!(
                 f,

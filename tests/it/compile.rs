@@ -333,3 +333,23 @@ fn built_steps_hold_no_duplicate_values() {
         assert!(!report.changed(), "{:?}", report.runs);
     }
 }
+
+/// The neuron target's bf16 dots accumulate in f32; at batch 2 some of
+/// tiny's reach a kernel XLA CPU lacks ("Unsupported element type for
+/// DotThunk::Execute: BF16 x BF16 = F32"), so `--verify` hands XLA CPU
+/// them over f32 operands (`widen-mixed-dots`) and the check passes.
+#[test]
+fn verify_runs_bf16_dots_of_every_shape() {
+    let dir = tmp("bf16-dots");
+    let out = ok(&hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--batch-size",
+        "2",
+        "--verify",
+        "--out",
+        dir.to_str().unwrap(),
+    ]));
+    assert!(out.contains("step 2: loss"), "{out}");
+}

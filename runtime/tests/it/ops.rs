@@ -1116,3 +1116,41 @@ fn a_split_copy_runs_as_a_copy() {
         0.0,
     );
 }
+
+/// A dot over bf16 operands accumulating into f32 (what `amp` writes for
+/// Neuron): some shapes of it reach XLA CPU's `DotThunk`, which has no
+/// such kernel and fails the run, so `compile` hands XLA CPU the dot over
+/// its operands converted to f32 (`widen-mixed-dots`), which computes the
+/// same values: the conversions and the products are exact in f32.
+#[test]
+fn bf16_dots_accumulating_in_f32_run_on_xla_cpu() {
+    // The attention scores' dot of tiny's step at batch 2.
+    let dims = "lhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, rhs_contracting_dims={3}";
+    let mixed = entry(&format!(
+        "  q = bf16[2,16,4,8] parameter(0)\n  k = bf16[2,16,4,8] parameter(1)\n  ROOT s = f32[2,4,16,16] dot(q, k), {dims}"
+    ));
+    let wide = entry(&format!(
+        "  q = f32[2,16,4,8] parameter(0)\n  k = f32[2,16,4,8] parameter(1)\n  ROOT s = f32[2,4,16,16] dot(q, k), {dims}"
+    ));
+    let values = |seed: usize| -> Vec<f32> {
+        (0..2 * 16 * 4 * 8)
+            .map(|i| ((i * 37 + seed * 11) % 23) as f32 / 8.0 - 1.375)
+            .collect()
+    };
+    let (q, k) = (
+        f32s(&[2, 16, 4, 8], &values(1)),
+        f32s(&[2, 16, 4, 8], &values(2)),
+    );
+    let m = hlatc_compiler::formats::text::parse_module(&mixed).unwrap();
+    let program = runtime().compile(&m).unwrap();
+    assert_eq!(program.rewrites(), [hlatc_runtime::Rewrite::WidenMixedDots]);
+    let narrow = [
+        q.clone().converted(Bf16).unwrap(),
+        k.clone().converted(Bf16).unwrap(),
+    ];
+    let got = program.run(&narrow).unwrap();
+    // The values are multiples of 1/8 in [-1.375, 1.375]: exact in bf16.
+    let expected = run(&wide, &[q, k]);
+    assert_eq!(got[0].to_f32_vec(), expected[0].to_f32_vec());
+    assert!(got[0].to_f32_vec().iter().any(|&x| x != 0.0));
+}
