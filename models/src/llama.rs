@@ -341,16 +341,21 @@ impl Llama<'_> {
         let w = self.param(&format!("{name}.weight"));
         self.b.push_scope(name.rsplit('.').next().unwrap_or(name));
         let y = self.linear(x, w)?;
-        let y = match self.params.get(format!("{name}.bias").as_str()) {
-            None => y,
+        let y = self.add_bias(y, name)?;
+        self.b.pop_scope();
+        Ok(y)
+    }
+
+    /// `y` plus the bias of the projection `name`, when the model has one.
+    fn add_bias(&mut self, y: InstrId, name: &str) -> Result<InstrId, BuildError> {
+        match self.params.get(format!("{name}.bias").as_str()) {
+            None => Ok(y),
             Some(&bias) => {
                 let dims = self.b.dims(y);
                 let bb = self.b.broadcast(bias, &dims, &[1])?;
-                self.b.add2(y, bb)?
+                self.b.add2(y, bb)
             }
-        };
-        self.b.pop_scope();
-        Ok(y)
+        }
     }
 
     /// A row-parallel projection (`o_proj`, `down_proj`): on a rank of a
@@ -367,14 +372,7 @@ impl Llama<'_> {
             Some(rank) => rank.reduce_partial(self.b, y)?,
             None => y,
         };
-        let y = match self.params.get(format!("{name}.bias").as_str()) {
-            None => y,
-            Some(&bias) => {
-                let dims = self.b.dims(y);
-                let bb = self.b.broadcast(bias, &dims, &[1])?;
-                self.b.add2(y, bb)?
-            }
-        };
+        let y = self.add_bias(y, name)?;
         self.b.pop_scope();
         Ok(y)
     }
@@ -661,13 +659,7 @@ impl Llama<'_> {
         let picked = b.select(hit, z, zeros)?;
         let tl = b.reduce_sum(picked, &[1])?;
         let nll = b.sub(lse, tl)?;
-        let ignore = b.full(ElementType::S32, &[n], IGNORE_INDEX as f64)?;
-        let counted = b.compare(t, ignore, ComparisonDirection::Ne)?;
-        let zero = b.full_like(nll, 0.0)?;
-        let nll = b.select(counted, nll, zero)?;
-        let total = b.reduce_sum(nll, &[0])?;
-        let ones = b.convert(counted, self.ty)?;
-        let count = b.reduce_sum(ones, &[0])?;
+        let (total, count) = counted_total(b, nll, t, self.ty)?;
         let one = b.full_like(count, 1.0)?;
         let count = b.binary(BinaryOp::Maximum, count, one)?;
         b.div(total, count)
@@ -683,6 +675,16 @@ fn embedding(
     d: i64,
 ) -> Result<InstrId, BuildError> {
     let idx = b.reshape(tokens, &[n, 1])?;
+    gather_rows(b, embed, idx, d)
+}
+
+/// Rows of `table` (`[rows, d]`) at `index` (`s32[n, 1]`): `[n, d]`.
+pub(crate) fn gather_rows(
+    b: &mut Builder,
+    table: InstrId,
+    index: InstrId,
+    d: i64,
+) -> Result<InstrId, BuildError> {
     b.add(
         Op::Gather {
             dims: GatherDims {
@@ -695,9 +697,29 @@ fn embedding(
             slice_sizes: vec![1, d],
             indices_are_sorted: false,
         },
-        &[embed, idx],
+        &[table, index],
         None,
     )
+}
+
+/// The sum of the per-token losses `nll` (`[n]`) over the tokens whose
+/// target (`t`, `s32[n]`) is not [`IGNORE_INDEX`], and how many those are
+/// (as `ty`).
+pub(crate) fn counted_total(
+    b: &mut Builder,
+    nll: InstrId,
+    t: InstrId,
+    ty: ElementType,
+) -> Result<(InstrId, InstrId), BuildError> {
+    let n = b.dims(t)[0];
+    let ignore = b.full(ElementType::S32, &[n], IGNORE_INDEX as f64)?;
+    let counted = b.compare(t, ignore, ComparisonDirection::Ne)?;
+    let zero = b.full_like(nll, 0.0)?;
+    let nll = b.select(counted, nll, zero)?;
+    let total = b.reduce_sum(nll, &[0])?;
+    let ones = b.convert(counted, ty)?;
+    let count = b.reduce_sum(ones, &[0])?;
+    Ok((total, count))
 }
 
 /// Targets equal to this are left out of the loss and its mean, as

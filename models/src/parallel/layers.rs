@@ -11,12 +11,12 @@
 
 use super::{Fault, Parallelism};
 use crate::config::ModelConfig;
-use crate::llama::IGNORE_INDEX;
+use crate::llama::{counted_total, gather_rows};
 use hlatc_compiler::build::autodiff::GradHints;
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::build::collectives::replica_groups;
 use hlatc_compiler::ir::collective::Collective;
-use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, GatherDims, Op, UnaryOp};
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, Op, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId};
 
 /// What one rank's forward pass knows about the division.
@@ -132,21 +132,7 @@ impl RankContext {
             }
         };
         let index = b.reshape(index, &[n, 1])?;
-        let rows = b.add(
-            Op::Gather {
-                dims: GatherDims {
-                    offset_dims: vec![1],
-                    collapsed_slice_dims: vec![0],
-                    start_index_map: vec![0],
-                    index_vector_dim: 1,
-                    ..Default::default()
-                },
-                slice_sizes: vec![1, d],
-                indices_are_sorted: false,
-            },
-            &[embed, index],
-            None,
-        )?;
+        let rows = gather_rows(b, embed, index, d)?;
         let Some(held) = held else {
             return Ok(rows);
         };
@@ -207,13 +193,7 @@ impl RankContext {
         let tl = b.reduce_sum(picked, &[1])?;
         let tl = self.tp_sum(b, tl)?;
         let nll = b.sub(lse, tl)?;
-        let ignore = b.full(ElementType::S32, &[n], IGNORE_INDEX as f64)?;
-        let counted = b.compare(t, ignore, ComparisonDirection::Ne)?;
-        let zero = b.full_like(nll, 0.0)?;
-        let nll = b.select(counted, nll, zero)?;
-        let total = b.reduce_sum(nll, &[0])?;
-        let ones = b.convert(counted, ty)?;
-        let count = b.reduce_sum(ones, &[0])?;
+        let (total, count) = counted_total(b, nll, t, ty)?;
         let count = self.dp_sum(b, count)?;
         let one = b.full_like(count, 1.0)?;
         let count = b.binary(BinaryOp::Maximum, count, one)?;
