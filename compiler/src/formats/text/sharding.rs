@@ -11,6 +11,7 @@
 //! so an error here points at the offending character inside it.
 
 use super::cursor::{AttrSyntaxError, Cursor};
+use super::metadata::metadata_fields;
 use crate::ir::metadata::Metadata;
 use crate::ir::sharding::{
     ShardGroup, Sharding, ShardingKind, SingleSharding, SubgroupKind, Subgroups, TileDevices,
@@ -22,14 +23,8 @@ use std::fmt::Write;
 
 type Result<T> = std::result::Result<T, AttrSyntaxError>;
 
-/// Turns a `metadata={...}`'s fields into metadata, or names the field it
-/// refuses.
-pub(crate) type MetadataFields =
-    dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>;
-
-/// Reads a whole `{...}` sharding; `metadata` turns the fields of a
-/// `metadata={...}` into metadata (or says which field it refuses).
-pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sharding> {
+/// Reads a whole `{...}` sharding.
+pub(crate) fn parse_sharding(text: &str) -> Result<Sharding> {
     let mut c = Cursor::new(text);
     c.expect("{")?;
     c.skip_ws();
@@ -37,7 +32,7 @@ pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sh
         let mut leaves = Vec::new();
         while c.peek() == Some(b'{') {
             c.pos += 1;
-            leaves.push(c.single(metadata)?);
+            leaves.push(c.single()?);
             c.expect("}")?;
             c.skip_ws();
             if c.peek() == Some(b',') {
@@ -49,7 +44,7 @@ pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sh
         }
         Sharding::Tuple(leaves)
     } else {
-        Sharding::Single(c.single(metadata)?)
+        Sharding::Single(c.single()?)
     };
     c.expect("}")?;
     c.skip_ws();
@@ -62,11 +57,10 @@ pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sh
     Ok(sharding)
 }
 
-/// The sharding-specific readers; `metadata` turns a `metadata={...}`'s
-/// fields into metadata (or says which field it refuses).
+/// The sharding-specific readers.
 impl Cursor<'_> {
     /// The body of one `{...}` sharding, up to its closing brace.
-    fn single(&mut self, read_metadata: &MetadataFields) -> Result<SingleSharding> {
+    fn single(&mut self) -> Result<SingleSharding> {
         let mut kind: Option<ShardingKind> = None;
         let mut maximal = false;
         let mut device: Option<i64> = None;
@@ -141,14 +135,14 @@ impl Cursor<'_> {
                     if self.peek() == Some(b'{') {
                         loop {
                             self.expect("{")?;
-                            metadata.push(self.metadata_fields(read_metadata)?);
+                            metadata.push(self.metadata()?);
                             self.expect("}")?;
                             if !self.eat(",") {
                                 break;
                             }
                         }
                     } else {
-                        metadata.push(self.metadata_fields(read_metadata)?);
+                        metadata.push(self.metadata()?);
                     }
                     self.expect("}")?;
                 }
@@ -196,7 +190,7 @@ impl Cursor<'_> {
     }
 
     /// `op_name="a" source_line=3 ...` up to the closing brace.
-    fn metadata_fields(&mut self, read_metadata: &MetadataFields) -> Result<Metadata> {
+    fn metadata(&mut self) -> Result<Metadata> {
         let start = self.pos;
         let mut fields = BTreeMap::new();
         loop {
@@ -219,9 +213,9 @@ impl Cursor<'_> {
             fields.insert(key, value);
             self.eat(",");
         }
-        read_metadata(fields).map_err(|message| AttrSyntaxError {
+        metadata_fields(fields).map_err(|e| AttrSyntaxError {
             offset: start,
-            message,
+            message: e.to_string(),
         })
     }
 }
