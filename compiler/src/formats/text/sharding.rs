@@ -26,14 +26,14 @@ type Result<T> = std::result::Result<T, AttrSyntaxError>;
 /// Reads a whole `{...}` sharding.
 pub(crate) fn parse_sharding(text: &str) -> Result<Sharding> {
     let mut c = Cursor::new(text);
-    c.expect("{")?;
+    c.require("{")?;
     c.skip_ws();
     let sharding = if c.peek() == Some(b'{') || c.peek() == Some(b'}') {
         let mut leaves = Vec::new();
         while c.peek() == Some(b'{') {
             c.pos += 1;
             leaves.push(c.single()?);
-            c.expect("}")?;
+            c.require("}")?;
             c.skip_ws();
             if c.peek() == Some(b',') {
                 c.pos += 1;
@@ -46,7 +46,7 @@ pub(crate) fn parse_sharding(text: &str) -> Result<Sharding> {
     } else {
         Sharding::Single(c.single()?)
     };
-    c.expect("}")?;
+    c.require("}")?;
     c.skip_ws();
     if c.pos != text.len() {
         return c.fail("unexpected text after the sharding");
@@ -89,11 +89,11 @@ impl Cursor<'_> {
             match word.as_str() {
                 "maximal" => maximal = true,
                 "device" => {
-                    self.expect("=")?;
+                    self.require("=")?;
                     device = Some(self.int()?);
                 }
                 "devices" => {
-                    self.expect("=")?;
+                    self.require("=")?;
                     let dims = self.bracketed("[", "]")?;
                     let devices = if self.eat("<=") {
                         let (reshape, transpose) = self.iota()?;
@@ -105,8 +105,8 @@ impl Cursor<'_> {
                 }
                 "last_tile_dim_replicate" => subgroups = Subgroups::ReplicateLast,
                 "last_tile_dims" => {
-                    self.expect("=")?;
-                    self.expect("{")?;
+                    self.require("=")?;
+                    self.require("{")?;
                     let mut kinds = Vec::new();
                     loop {
                         let at = self.pos;
@@ -125,18 +125,18 @@ impl Cursor<'_> {
                             break;
                         }
                     }
-                    self.expect("}")?;
+                    self.require("}")?;
                     subgroups = Subgroups::Kinds(kinds);
                 }
                 "metadata" => {
-                    self.expect("=")?;
-                    self.expect("{")?;
+                    self.require("=")?;
+                    self.require("{")?;
                     self.skip_ws();
                     if self.peek() == Some(b'{') {
                         loop {
-                            self.expect("{")?;
+                            self.require("{")?;
                             metadata.push(self.metadata()?);
-                            self.expect("}")?;
+                            self.require("}")?;
                             if !self.eat(",") {
                                 break;
                             }
@@ -144,7 +144,7 @@ impl Cursor<'_> {
                     } else {
                         metadata.push(self.metadata()?);
                     }
-                    self.expect("}")?;
+                    self.require("}")?;
                 }
                 "shard_as" | "shard_like" => {
                     shard_group = Some(ShardGroup {
@@ -202,7 +202,7 @@ impl Cursor<'_> {
             if key.is_empty() {
                 return self.fail("expected a metadata field name");
             }
-            self.expect("=")?;
+            self.require("=")?;
             self.skip_ws();
             let value = if self.peek() == Some(b'"') {
                 self.string()?
