@@ -57,114 +57,142 @@ pub(crate) fn parse_sharding(text: &str) -> Result<Sharding> {
     Ok(sharding)
 }
 
+/// One sharding's keywords as read, before together they say which kind
+/// it is.
+struct Keywords {
+    kind: Option<ShardingKind>,
+    maximal: bool,
+    device: Option<i64>,
+    tiled: Option<(Vec<i64>, TileDevices)>,
+    subgroups: Subgroups,
+    metadata: Vec<Metadata>,
+    shard_group: Option<ShardGroup>,
+}
+
 /// The sharding-specific readers.
 impl Cursor<'_> {
     /// The body of one `{...}` sharding, up to its closing brace.
     fn single(&mut self) -> Result<SingleSharding> {
-        let mut kind: Option<ShardingKind> = None;
-        let mut maximal = false;
-        let mut device: Option<i64> = None;
-        let mut tiled: Option<(Vec<i64>, TileDevices)> = None;
-        let mut subgroups = Subgroups::None;
-        let mut metadata = Vec::new();
-        let mut shard_group = None;
+        let mut k = Keywords {
+            kind: None,
+            maximal: false,
+            device: None,
+            tiled: None,
+            subgroups: Subgroups::None,
+            metadata: Vec::new(),
+            shard_group: None,
+        };
         loop {
             self.skip_ws();
             if matches!(self.peek(), Some(b'}') | None) {
                 break;
             }
-            let at = self.pos;
-            let word = self.word().to_string();
-            let simple = match word.as_str() {
-                "replicated" => Some(ShardingKind::Replicated),
-                "manual" => Some(ShardingKind::Manual),
-                "unknown" => Some(ShardingKind::Unknown),
-                "unreduced" => Some(ShardingKind::Unreduced),
-                _ => None,
-            };
-            if let Some(k) = simple {
-                kind = Some(k);
-                continue;
+            self.keyword(&mut k)?;
+        }
+        self.sharding_of(k)
+    }
+
+    /// One keyword and what it is given, into `k`.
+    fn keyword(&mut self, k: &mut Keywords) -> Result<()> {
+        let at = self.pos;
+        let word = self.word().to_string();
+        match word.as_str() {
+            "replicated" => k.kind = Some(ShardingKind::Replicated),
+            "manual" => k.kind = Some(ShardingKind::Manual),
+            "unknown" => k.kind = Some(ShardingKind::Unknown),
+            "unreduced" => k.kind = Some(ShardingKind::Unreduced),
+            "maximal" => k.maximal = true,
+            "device" => {
+                self.require("=")?;
+                k.device = Some(self.int()?);
             }
-            match word.as_str() {
-                "maximal" => maximal = true,
-                "device" => {
-                    self.require("=")?;
-                    device = Some(self.int()?);
-                }
-                "devices" => {
-                    self.require("=")?;
-                    let dims = self.bracketed("[", "]")?;
-                    let devices = if self.eat("<=") {
-                        let (reshape, transpose) = self.iota()?;
-                        TileDevices::Iota { reshape, transpose }
-                    } else {
-                        TileDevices::List(self.ints()?)
-                    };
-                    tiled = Some((dims, devices));
-                }
-                "last_tile_dim_replicate" => subgroups = Subgroups::ReplicateLast,
-                "last_tile_dims" => {
-                    self.require("=")?;
-                    self.require("{")?;
-                    let mut kinds = Vec::new();
-                    loop {
-                        let at = self.pos;
-                        let w = self.word().to_string();
-                        match SubgroupKind::from_name(&w) {
-                            Some(k) => kinds.push(k),
-                            None => {
-                                self.pos = at;
-                                self.skip_ws();
-                                return self.fail(format!(
-                                    "unknown subgroup kind '{w}' (expected replicated, manual or unreduced)"
-                                ));
-                            }
-                        }
-                        if !self.eat(",") {
-                            break;
-                        }
-                    }
-                    self.require("}")?;
-                    subgroups = Subgroups::Kinds(kinds);
-                }
-                "metadata" => {
-                    self.require("=")?;
-                    self.require("{")?;
-                    self.skip_ws();
-                    if self.peek() == Some(b'{') {
-                        loop {
-                            self.require("{")?;
-                            metadata.push(self.metadata()?);
-                            self.require("}")?;
-                            if !self.eat(",") {
-                                break;
-                            }
-                        }
-                    } else {
-                        metadata.push(self.metadata()?);
-                    }
-                    self.require("}")?;
-                }
-                "shard_as" | "shard_like" => {
-                    shard_group = Some(ShardGroup {
-                        id: self.int()?,
-                        like: word == "shard_like",
-                    });
-                }
-                "" => {
-                    self.pos = at;
-                    let found: String = self.rest().chars().take(20).collect();
-                    return self.fail(format!("expected a sharding keyword, found `{found}`"));
-                }
-                other => {
-                    self.pos = at;
-                    return self.fail(format!("unknown sharding keyword '{other}'"));
-                }
+            "devices" => k.tiled = Some(self.tile_devices()?),
+            "last_tile_dim_replicate" => k.subgroups = Subgroups::ReplicateLast,
+            "last_tile_dims" => k.subgroups = Subgroups::Kinds(self.subgroup_kinds()?),
+            "metadata" => self.metadata_list(&mut k.metadata)?,
+            "shard_as" | "shard_like" => {
+                k.shard_group = Some(ShardGroup {
+                    id: self.int()?,
+                    like: word == "shard_like",
+                });
+            }
+            "" => {
+                self.pos = at;
+                let found: String = self.rest().chars().take(20).collect();
+                return self.fail(format!("expected a sharding keyword, found `{found}`"));
+            }
+            other => {
+                self.pos = at;
+                return self.fail(format!("unknown sharding keyword '{other}'"));
             }
         }
-        let kind = match (kind, maximal, device, tiled) {
-            (Some(k), false, None, None) => k,
+        Ok(())
+    }
+
+    /// `=[2,2]0,1,2,3` or `=[2,2]<=[4]T(...)`: the tile dims and devices.
+    fn tile_devices(&mut self) -> Result<(Vec<i64>, TileDevices)> {
+        self.require("=")?;
+        let dims = self.bracketed("[", "]")?;
+        let devices = if self.eat("<=") {
+            let (reshape, transpose) = self.iota()?;
+            TileDevices::Iota { reshape, transpose }
+        } else {
+            TileDevices::List(self.ints()?)
+        };
+        Ok((dims, devices))
+    }
+
+    /// `={manual, replicated}`.
+    fn subgroup_kinds(&mut self) -> Result<Vec<SubgroupKind>> {
+        self.require("=")?;
+        self.require("{")?;
+        let mut kinds = Vec::new();
+        loop {
+            let at = self.pos;
+            let w = self.word().to_string();
+            match SubgroupKind::from_name(&w) {
+                Some(k) => kinds.push(k),
+                None => {
+                    self.pos = at;
+                    self.skip_ws();
+                    return self.fail(format!(
+                        "unknown subgroup kind '{w}' (expected replicated, manual or unreduced)"
+                    ));
+                }
+            }
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.require("}")?;
+        Ok(kinds)
+    }
+
+    /// `={op_name="a"}`, or `={{...}, {...}}` for several, onto `out`.
+    fn metadata_list(&mut self, out: &mut Vec<Metadata>) -> Result<()> {
+        self.require("=")?;
+        self.require("{")?;
+        self.skip_ws();
+        if self.peek() == Some(b'{') {
+            loop {
+                self.require("{")?;
+                out.push(self.metadata()?);
+                self.require("}")?;
+                if !self.eat(",") {
+                    break;
+                }
+            }
+        } else {
+            out.push(self.metadata()?);
+        }
+        self.require("}")
+    }
+
+    /// The sharding the keywords make, or why they make none.
+    fn sharding_of(&self, k: Keywords) -> Result<SingleSharding> {
+        let mut subgroups = k.subgroups;
+        let kind = match (k.kind, k.maximal, k.device, k.tiled) {
+            (Some(kind), false, None, None) => kind,
             (None, true, Some(device), None) => ShardingKind::Maximal { device },
             (None, false, None, Some((dims, devices))) => ShardingKind::Tiled(TiledSharding {
                 dims,
@@ -184,8 +212,8 @@ impl Cursor<'_> {
         }
         Ok(SingleSharding {
             kind,
-            metadata,
-            shard_group,
+            metadata: k.metadata,
+            shard_group: k.shard_group,
         })
     }
 
