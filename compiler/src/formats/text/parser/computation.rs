@@ -128,14 +128,17 @@ impl<'i> Builder<'i> {
         callees: &Callees<'_>,
         notes: &mut Vec<String>,
     ) -> Result<(), ParseError> {
+        let mut attrs = Attrs::new(written.at);
         let ParsedInstruction {
-            instr,
+            shape,
+            op,
             operands,
-            control,
             note,
             wrapped,
             inline,
-        } = instruction(written)?;
+        } = instruction(written, &mut attrs)?;
+        let mut instr = Instruction::new(written.name.text(), shape, op);
+        let control = annotate(&mut instr, attrs)?;
         notes.extend(note);
         let at = written.at;
         let source = shape_source(&instr.op, &instr.shape, written.shape.is_none(), at);

@@ -3,11 +3,14 @@
 
 use super::*;
 
-/// An instruction as written, before names resolve.
+/// An instruction's shape, op and operands as written, before names
+/// resolve. What else it carries stays in its [`Attrs`] until the
+/// instruction is built, and is then set on it in place ([`annotate`]):
+/// an instruction is 648 bytes, and each move of one a copy.
 pub(super) struct ParsedInstruction<'i> {
-    pub(super) instr: Instruction,
+    pub(super) shape: Shape,
+    pub(super) op: Op,
     pub(super) operands: &'i [syntax::Operand<'i>],
-    pub(super) control: Option<ControlPredecessors<'i>>,
     /// What reading it changed or assumed, for the module's notes.
     pub(super) note: Option<String>,
     /// The op a short-form async start wraps (see [`Attrs::wrapped`]).
@@ -144,30 +147,27 @@ pub(super) fn nested_instruction<'i>(
     })
 }
 
+/// Reads `p` but for what any instruction may carry, which is left in
+/// `attrs` for [`annotate`].
 pub(super) fn instruction<'i>(
     p: &'i syntax::Instruction<'i>,
+    attrs: &mut Attrs<'i>,
 ) -> Result<ParsedInstruction<'i>, ParseError> {
     let declared = match &p.shape {
         Some(s) => shape(s)?,
         // A placeholder until the operands are known.
         None => Shape::Tuple(Vec::new()),
     };
-    let mut attrs = Attrs::new(p.at);
-    let inline = read_attributes(&p.attributes, &mut attrs)?;
+    let inline = read_attributes(&p.attributes, attrs)?;
     let shape_at = p.shape.as_ref().map(syntax::Shape::at);
-    let name = p.name.text();
-    let (op, operands, note) = instruction_body(&p.body, shape_at, &declared, name, &mut attrs)?;
-    let wrapped = attrs.wrapped.take();
-    let mut instr = Instruction::new(name, declared, op);
-    annotate(&mut instr, &mut attrs)?;
-    let control = control_predecessors(&mut attrs)?;
-    attrs.finish()?;
+    let (op, operands, note) =
+        instruction_body(&p.body, shape_at, &declared, p.name.text(), attrs)?;
     Ok(ParsedInstruction {
-        instr,
+        shape: declared,
+        op,
         operands,
-        control,
         note,
-        wrapped,
+        wrapped: attrs.wrapped.take(),
         inline,
     })
 }
@@ -193,9 +193,21 @@ fn read_attributes<'i>(
     Ok(inline)
 }
 
-/// What any instruction may carry, taken from `attrs` onto `instr` (in
-/// place: an instruction is 648 bytes, and each move of it a copy).
-fn annotate(instr: &mut Instruction, attrs: &mut Attrs<'_>) -> Result<(), ParseError> {
+/// What any instruction may carry, taken from `attrs` onto `instr`, and
+/// its control predecessors; an attribute left over is refused.
+pub(super) fn annotate<'i>(
+    instr: &mut Instruction,
+    mut attrs: Attrs<'i>,
+) -> Result<Option<ControlPredecessors<'i>>, ParseError> {
+    carried(instr, &mut attrs)?;
+    let control = control_predecessors(&mut attrs)?;
+    attrs.finish()?;
+    Ok(control)
+}
+
+/// Metadata, frontend attributes, sharding, backend config, parameter
+/// replication, statistics, result accuracy and origin.
+fn carried(instr: &mut Instruction, attrs: &mut Attrs<'_>) -> Result<(), ParseError> {
     if let Some((v, p)) = attrs.take("metadata") {
         instr.metadata = metadata(v.into_string_map(&p)?, &p)?;
     }
