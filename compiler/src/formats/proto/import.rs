@@ -55,8 +55,7 @@ pub fn decode_module_noted(bytes: &[u8]) -> Result<(Module, Vec<String>), ProtoE
         }
         None => bytes,
     };
-    super::wire::check_modeled(module_bytes, &super::wire::HLO_MODULE)
-        .map_err(ProtoError::Unmodeled)?;
+    super::wire::check_modeled::<HloModuleProto>(module_bytes).map_err(ProtoError::Unmodeled)?;
     Ok((
         module_from_proto(&HloModuleProto::decode(module_bytes)?)?,
         notes,

@@ -1,7 +1,9 @@
 //! `HloModuleProto`: the binary form `neuronx-cc` and PJRT consume.
 //!
-//! The messages are declared here with `prost` (field numbers from
-//! xla/service/hlo.proto and xla/xla_data.proto), so no protoc is needed.
+//! The messages are declared once, in `messages.rs`, as prost structs and
+//! the schemas the wire walk checks incoming protos against (field numbers
+//! from xla/service/hlo.proto and xla/xla_data.proto), so no protoc is
+//! needed.
 
 mod annotations;
 mod collective;
@@ -9,6 +11,7 @@ mod described;
 mod emit;
 mod import;
 pub mod messages;
+mod schema;
 mod sharding;
 mod window;
 mod wire;

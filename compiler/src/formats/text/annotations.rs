@@ -14,7 +14,7 @@ type Result<T> = std::result::Result<T, AttrSyntaxError>;
 /// entry as the index whatever its key; hlatc wants it named.
 pub(crate) fn parse_statistics(text: &str) -> Result<Statistics> {
     let mut c = Cursor::new(text);
-    c.expect("{")?;
+    c.require("{")?;
     let mut stats = Statistics::default();
     if c.eat("}") {
         return Ok(stats);
@@ -28,14 +28,14 @@ pub(crate) fn parse_statistics(text: &str) -> Result<Statistics> {
             "statistics start with visualizing_index=N, not '{key}' (XLA would take its value as the index)"
         ));
     }
-    c.expect("=")?;
+    c.require("=")?;
     stats.visualizing_index = c.int()?;
     while c.eat(",") {
         let name = stat_name(&mut c)?;
-        c.expect("=")?;
+        c.require("=")?;
         stats.values.push((name, F64Bits::new(c.float()?)));
     }
-    c.expect("}")?;
+    c.require("}")?;
     c.finish()?;
     Ok(stats)
 }
@@ -53,10 +53,10 @@ fn stat_name(c: &mut Cursor<'_>) -> Result<String> {
 /// any order and 0 where left out; `{mode=default}` is no annotation.
 pub(crate) fn parse_result_accuracy(text: &str) -> Result<Option<ResultAccuracy>> {
     let mut c = Cursor::new(text);
-    c.expect("{")?;
+    c.require("{")?;
     let at = c.pos;
     let key = c.word().to_string();
-    c.expect("=")?;
+    c.require("=")?;
     let accuracy = match key.as_str() {
         "mode" => {
             let at = c.pos;
@@ -78,19 +78,19 @@ pub(crate) fn parse_result_accuracy(text: &str) -> Result<Option<ResultAccuracy>
             return c.fail(format!("expected mode= or tolerance=, found '{key}'"));
         }
     };
-    c.expect("}")?;
+    c.require("}")?;
     c.finish()?;
     Ok(accuracy)
 }
 
 fn tolerance(c: &mut Cursor<'_>) -> Result<ResultAccuracy> {
-    c.expect("{")?;
+    c.require("{")?;
     let (mut atol, mut rtol, mut ulps) = (0.0, 0.0, 0);
     if !c.eat("}") {
         loop {
             let at = c.pos;
             let key = c.word().to_string();
-            c.expect("=")?;
+            c.require("=")?;
             match key.as_str() {
                 "atol" => atol = c.float()?,
                 "rtol" => rtol = c.float()?,
@@ -107,7 +107,7 @@ fn tolerance(c: &mut Cursor<'_>) -> Result<ResultAccuracy> {
                 break;
             }
         }
-        c.expect("}")?;
+        c.require("}")?;
     }
     Ok(ResultAccuracy::Tolerance {
         atol: F64Bits::new(atol),
@@ -120,15 +120,15 @@ fn tolerance(c: &mut Cursor<'_>) -> Result<ResultAccuracy> {
 /// `{}` for an unknown leaf, or `{[synthetic_call]}`.
 pub(crate) fn parse_original_value(text: &str) -> Result<OriginalValue> {
     let mut c = Cursor::new(text);
-    c.expect("{")?;
+    c.require("{")?;
     if c.eat("[") {
         let at = c.pos;
         if c.word() != "synthetic_call" {
             c.pos = at;
             return c.fail("expected `synthetic_call`");
         }
-        c.expect("]")?;
-        c.expect("}")?;
+        c.require("]")?;
+        c.require("}")?;
         c.finish()?;
         return Ok(OriginalValue::SyntheticCall);
     }
@@ -136,7 +136,7 @@ pub(crate) fn parse_original_value(text: &str) -> Result<OriginalValue> {
     // `origin={}`: XLA reads it as the empty tuple.
     if !c.eat("}") {
         tree(&mut c, &mut Vec::new(), &mut leaves, 0)?;
-        c.expect("}")?;
+        c.require("}")?;
     }
     c.finish()?;
     Ok(OriginalValue::Tree(leaves))
@@ -173,9 +173,9 @@ fn tree(
                 break;
             }
         }
-        return c.expect(")");
+        return c.require(")");
     }
-    c.expect("{")?;
+    c.require("{")?;
     let array = if c.eat("}") {
         None
     } else {
@@ -185,13 +185,13 @@ fn tree(
                 Vec::new()
             } else {
                 let v = c.ints()?;
-                c.expect("}")?;
+                c.require("}")?;
                 v
             }
         } else {
             Vec::new()
         };
-        c.expect("}")?;
+        c.require("}")?;
         Some(OriginalArray {
             instruction,
             shape_index,

@@ -33,7 +33,7 @@ pub(crate) fn parse_replica_groups(text: &str) -> Result<ReplicaGroups> {
                 dims.len()
             ));
         };
-        c.expect("<=")?;
+        c.require("<=")?;
         let (reshape, transpose) = c.iota()?;
         ReplicaGroups::Iota {
             groups,
@@ -51,20 +51,20 @@ pub(crate) fn parse_replica_groups(text: &str) -> Result<ReplicaGroups> {
 /// `mesh['a'=2,'b'=4]`, then `, device_ids=(...)` if written, then the
 /// spanned axes `{'a','b':(2)2}`.
 fn mesh_groups(c: &mut Cursor) -> Result<MeshGroups> {
-    c.expect("mesh[")?;
+    c.require("mesh[")?;
     let mut axes = Vec::new();
     loop {
         let name = quoted_name(c)?;
-        c.expect("=")?;
+        c.require("=")?;
         axes.push((name, c.int()?));
         if !c.eat(",") {
             break;
         }
     }
-    c.expect("]")?;
+    c.require("]")?;
     let devices = if c.eat(",") {
-        c.expect("device_ids=")?;
-        c.expect("(")?;
+        c.require("device_ids=")?;
+        c.require("(")?;
         let devices = if c.rest().trim_start().starts_with('[') {
             let (reshape, transpose) = c.iota()?;
             MeshDevices::Tile {
@@ -74,12 +74,12 @@ fn mesh_groups(c: &mut Cursor) -> Result<MeshGroups> {
         } else {
             MeshDevices::List(c.ints()?)
         };
-        c.expect(")")?;
+        c.require(")")?;
         devices
     } else {
         MeshDevices::Iota
     };
-    c.expect("{")?;
+    c.require("{")?;
     let mut spans = Vec::new();
     loop {
         let at = c.pos;
@@ -103,7 +103,7 @@ fn mesh_groups(c: &mut Cursor) -> Result<MeshGroups> {
             break;
         }
     }
-    c.expect("}")?;
+    c.require("}")?;
     Ok(MeshGroups {
         axes,
         devices,
@@ -113,7 +113,7 @@ fn mesh_groups(c: &mut Cursor) -> Result<MeshGroups> {
 
 /// `'name'`.
 fn quoted_name(c: &mut Cursor) -> Result<String> {
-    c.expect("'")?;
+    c.require("'")?;
     let rest = c.rest();
     let Some(end) = rest.find('\'') else {
         return c.fail("a mesh axis name has no closing `'`");
@@ -163,25 +163,25 @@ pub(crate) fn write_slice_sizes(out: &mut String, sizes: &[Vec<i64>]) {
 
 /// `{{1,2},{3}}`, or `{}`.
 fn int_lists(c: &mut Cursor) -> Result<Vec<Vec<i64>>> {
-    c.expect("{")?;
+    c.require("{")?;
     let mut lists = Vec::new();
     if c.eat("}") {
         return Ok(lists);
     }
     loop {
-        c.expect("{")?;
+        c.require("{")?;
         lists.push(if c.eat("}") {
             Vec::new()
         } else {
             let v = c.ints()?;
-            c.expect("}")?;
+            c.require("}")?;
             v
         });
         if !c.eat(",") {
             break;
         }
     }
-    c.expect("}")?;
+    c.require("}")?;
     Ok(lists)
 }
 

@@ -59,7 +59,8 @@ impl<'t> Cursor<'t> {
         }
     }
 
-    pub(crate) fn expect(&mut self, s: &str) -> Result<()> {
+    /// `s`, after whitespace, or an error naming it and what is there.
+    pub(crate) fn require(&mut self, s: &str) -> Result<()> {
         if self.eat(s) {
             Ok(())
         } else {
@@ -153,9 +154,9 @@ impl<'t> Cursor<'t> {
 
     /// `[a,b,c]`.
     pub(crate) fn bracketed(&mut self, open: &str, close: &str) -> Result<Vec<i64>> {
-        self.expect(open)?;
+        self.require(open)?;
         let v = self.ints()?;
-        self.expect(close)?;
+        self.require(close)?;
         Ok(v)
     }
 

@@ -7,12 +7,11 @@ use std::fmt::Write;
 use super::collective::{write_pairs, write_slice_sizes};
 use super::parser::{
     channel_id, collective, error_at, flag_value, int_value, ints_value, permute_slice_sizes,
-    source_target_pairs, word_value, Attrs, ParseError, Value,
+    source_target_pairs, word_value, AttrPlace, Attrs, ParseError, Value,
 };
 use super::printer::{
     list, list_if_any, write_aliasing, write_collective, write_padding, write_precision,
 };
-use super::syntax::Pair;
 use crate::ir::op::description::{AttrReader, AttrValue, AttrWriter, Attribute, FieldError, Form};
 use crate::ir::op::{DotDims, GatherDims, RaggedDims, ScatterDims, SliceDim};
 use crate::util::escape::escape;
@@ -192,7 +191,7 @@ fn write_slices(out: &mut String, key: &str, slices: &[SliceDim]) {
 pub(super) struct TextReader<'a, 'i> {
     pub attrs: &'a mut Attrs<'i>,
     pub opcode: &'a str,
-    pub last: Option<Pair<'i>>,
+    pub last: Option<AttrPlace<'i>>,
 }
 
 impl TextReader<'_, '_> {
@@ -317,8 +316,8 @@ impl AttrReader for TextReader<'_, '_> {
     fn invalid(&mut self, a: &'static Attribute, e: FieldError) -> ParseError {
         let (opcode, key) = (self.opcode, a.key);
         let at = match (&e, &self.last) {
-            (FieldError::Missing, _) | (_, None) => &self.attrs.at,
-            (_, Some(p)) => p,
+            (FieldError::Missing, _) | (_, None) => self.attrs.at,
+            (_, Some(p)) => p.attribute,
         };
         let message = match e {
             FieldError::Missing => format!("{opcode} needs attribute '{key}'"),
@@ -331,6 +330,6 @@ impl AttrReader for TextReader<'_, '_> {
             FieldError::OutOfRange(n) => format!("{key}={n} is out of range"),
             FieldError::WrongKind(kind) => format!("'{key}' must be {kind}"),
         };
-        error_at(at, message)
+        error_at(&at, message)
     }
 }

@@ -73,11 +73,11 @@ pub(crate) fn parse_physical_layout(text: &str) -> Result<Option<Box<PhysicalLay
             "E" => p.element_size_in_bits = single(&mut c)?,
             "S" => p.memory_space = single(&mut c)?,
             _ => {
-                c.expect("(")?;
+                c.require("(")?;
                 let dimension = c.int()?;
-                c.expect(":")?;
+                c.require(":")?;
                 let split_indices = c.ints()?;
-                c.expect(")")?;
+                c.require(")")?;
                 p.split_configs.push(SplitConfig {
                     dimension,
                     split_indices,
@@ -90,15 +90,15 @@ pub(crate) fn parse_physical_layout(text: &str) -> Result<Option<Box<PhysicalLay
 
 /// `(n)`.
 fn single(c: &mut Cursor<'_>) -> Result<i64> {
-    c.expect("(")?;
+    c.require("(")?;
     let v = c.int()?;
-    c.expect(")")?;
+    c.require(")")?;
     Ok(v)
 }
 
 /// `(8,128)`, a dimension written `*` where the tile combines dimensions.
 fn tile(c: &mut Cursor<'_>) -> Result<Vec<i64>> {
-    c.expect("(")?;
+    c.require("(")?;
     let mut dims = Vec::new();
     loop {
         dims.push(if c.eat("*") {
@@ -110,6 +110,6 @@ fn tile(c: &mut Cursor<'_>) -> Result<Vec<i64>> {
             break;
         }
     }
-    c.expect(")")?;
+    c.require(")")?;
     Ok(dims)
 }

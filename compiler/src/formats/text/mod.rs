@@ -6,6 +6,7 @@ mod collective;
 mod cursor;
 mod described;
 mod layout;
+mod metadata;
 mod nesting;
 mod parser;
 mod printer;

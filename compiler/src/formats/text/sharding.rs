@@ -11,6 +11,7 @@
 //! so an error here points at the offending character inside it.
 
 use super::cursor::{AttrSyntaxError, Cursor};
+use super::metadata::metadata_fields;
 use crate::ir::metadata::Metadata;
 use crate::ir::sharding::{
     ShardGroup, Sharding, ShardingKind, SingleSharding, SubgroupKind, Subgroups, TileDevices,
@@ -22,23 +23,17 @@ use std::fmt::Write;
 
 type Result<T> = std::result::Result<T, AttrSyntaxError>;
 
-/// Turns a `metadata={...}`'s fields into metadata, or names the field it
-/// refuses.
-pub(crate) type MetadataFields =
-    dyn Fn(BTreeMap<String, String>) -> std::result::Result<Metadata, String>;
-
-/// Reads a whole `{...}` sharding; `metadata` turns the fields of a
-/// `metadata={...}` into metadata (or says which field it refuses).
-pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sharding> {
+/// Reads a whole `{...}` sharding.
+pub(crate) fn parse_sharding(text: &str) -> Result<Sharding> {
     let mut c = Cursor::new(text);
-    c.expect("{")?;
+    c.require("{")?;
     c.skip_ws();
     let sharding = if c.peek() == Some(b'{') || c.peek() == Some(b'}') {
         let mut leaves = Vec::new();
         while c.peek() == Some(b'{') {
             c.pos += 1;
-            leaves.push(c.single(metadata)?);
-            c.expect("}")?;
+            leaves.push(c.single()?);
+            c.require("}")?;
             c.skip_ws();
             if c.peek() == Some(b',') {
                 c.pos += 1;
@@ -49,9 +44,9 @@ pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sh
         }
         Sharding::Tuple(leaves)
     } else {
-        Sharding::Single(c.single(metadata)?)
+        Sharding::Single(c.single()?)
     };
-    c.expect("}")?;
+    c.require("}")?;
     c.skip_ws();
     if c.pos != text.len() {
         return c.fail("unexpected text after the sharding");
@@ -62,115 +57,142 @@ pub(crate) fn parse_sharding(text: &str, metadata: &MetadataFields) -> Result<Sh
     Ok(sharding)
 }
 
-/// The sharding-specific readers; `metadata` turns a `metadata={...}`'s
-/// fields into metadata (or says which field it refuses).
+/// One sharding's keywords as read, before together they say which kind
+/// it is.
+struct Keywords {
+    kind: Option<ShardingKind>,
+    maximal: bool,
+    device: Option<i64>,
+    tiled: Option<(Vec<i64>, TileDevices)>,
+    subgroups: Subgroups,
+    metadata: Vec<Metadata>,
+    shard_group: Option<ShardGroup>,
+}
+
+/// The sharding-specific readers.
 impl Cursor<'_> {
     /// The body of one `{...}` sharding, up to its closing brace.
-    fn single(&mut self, read_metadata: &MetadataFields) -> Result<SingleSharding> {
-        let mut kind: Option<ShardingKind> = None;
-        let mut maximal = false;
-        let mut device: Option<i64> = None;
-        let mut tiled: Option<(Vec<i64>, TileDevices)> = None;
-        let mut subgroups = Subgroups::None;
-        let mut metadata = Vec::new();
-        let mut shard_group = None;
+    fn single(&mut self) -> Result<SingleSharding> {
+        let mut k = Keywords {
+            kind: None,
+            maximal: false,
+            device: None,
+            tiled: None,
+            subgroups: Subgroups::None,
+            metadata: Vec::new(),
+            shard_group: None,
+        };
         loop {
             self.skip_ws();
             if matches!(self.peek(), Some(b'}') | None) {
                 break;
             }
-            let at = self.pos;
-            let word = self.word().to_string();
-            let simple = match word.as_str() {
-                "replicated" => Some(ShardingKind::Replicated),
-                "manual" => Some(ShardingKind::Manual),
-                "unknown" => Some(ShardingKind::Unknown),
-                "unreduced" => Some(ShardingKind::Unreduced),
-                _ => None,
-            };
-            if let Some(k) = simple {
-                kind = Some(k);
-                continue;
+            self.keyword(&mut k)?;
+        }
+        self.sharding_of(k)
+    }
+
+    /// One keyword and what it is given, into `k`.
+    fn keyword(&mut self, k: &mut Keywords) -> Result<()> {
+        let at = self.pos;
+        let word = self.word().to_string();
+        match word.as_str() {
+            "replicated" => k.kind = Some(ShardingKind::Replicated),
+            "manual" => k.kind = Some(ShardingKind::Manual),
+            "unknown" => k.kind = Some(ShardingKind::Unknown),
+            "unreduced" => k.kind = Some(ShardingKind::Unreduced),
+            "maximal" => k.maximal = true,
+            "device" => {
+                self.require("=")?;
+                k.device = Some(self.int()?);
             }
-            match word.as_str() {
-                "maximal" => maximal = true,
-                "device" => {
-                    self.expect("=")?;
-                    device = Some(self.int()?);
-                }
-                "devices" => {
-                    self.expect("=")?;
-                    let dims = self.bracketed("[", "]")?;
-                    let devices = if self.eat("<=") {
-                        let (reshape, transpose) = self.iota()?;
-                        TileDevices::Iota { reshape, transpose }
-                    } else {
-                        TileDevices::List(self.ints()?)
-                    };
-                    tiled = Some((dims, devices));
-                }
-                "last_tile_dim_replicate" => subgroups = Subgroups::ReplicateLast,
-                "last_tile_dims" => {
-                    self.expect("=")?;
-                    self.expect("{")?;
-                    let mut kinds = Vec::new();
-                    loop {
-                        let at = self.pos;
-                        let w = self.word().to_string();
-                        match SubgroupKind::from_name(&w) {
-                            Some(k) => kinds.push(k),
-                            None => {
-                                self.pos = at;
-                                self.skip_ws();
-                                return self.fail(format!(
-                                    "unknown subgroup kind '{w}' (expected replicated, manual or unreduced)"
-                                ));
-                            }
-                        }
-                        if !self.eat(",") {
-                            break;
-                        }
-                    }
-                    self.expect("}")?;
-                    subgroups = Subgroups::Kinds(kinds);
-                }
-                "metadata" => {
-                    self.expect("=")?;
-                    self.expect("{")?;
-                    self.skip_ws();
-                    if self.peek() == Some(b'{') {
-                        loop {
-                            self.expect("{")?;
-                            metadata.push(self.metadata_fields(read_metadata)?);
-                            self.expect("}")?;
-                            if !self.eat(",") {
-                                break;
-                            }
-                        }
-                    } else {
-                        metadata.push(self.metadata_fields(read_metadata)?);
-                    }
-                    self.expect("}")?;
-                }
-                "shard_as" | "shard_like" => {
-                    shard_group = Some(ShardGroup {
-                        id: self.int()?,
-                        like: word == "shard_like",
-                    });
-                }
-                "" => {
-                    self.pos = at;
-                    let found: String = self.rest().chars().take(20).collect();
-                    return self.fail(format!("expected a sharding keyword, found `{found}`"));
-                }
-                other => {
-                    self.pos = at;
-                    return self.fail(format!("unknown sharding keyword '{other}'"));
-                }
+            "devices" => k.tiled = Some(self.tile_devices()?),
+            "last_tile_dim_replicate" => k.subgroups = Subgroups::ReplicateLast,
+            "last_tile_dims" => k.subgroups = Subgroups::Kinds(self.subgroup_kinds()?),
+            "metadata" => self.metadata_list(&mut k.metadata)?,
+            "shard_as" | "shard_like" => {
+                k.shard_group = Some(ShardGroup {
+                    id: self.int()?,
+                    like: word == "shard_like",
+                });
+            }
+            "" => {
+                self.pos = at;
+                let found: String = self.rest().chars().take(20).collect();
+                return self.fail(format!("expected a sharding keyword, found `{found}`"));
+            }
+            other => {
+                self.pos = at;
+                return self.fail(format!("unknown sharding keyword '{other}'"));
             }
         }
-        let kind = match (kind, maximal, device, tiled) {
-            (Some(k), false, None, None) => k,
+        Ok(())
+    }
+
+    /// `=[2,2]0,1,2,3` or `=[2,2]<=[4]T(...)`: the tile dims and devices.
+    fn tile_devices(&mut self) -> Result<(Vec<i64>, TileDevices)> {
+        self.require("=")?;
+        let dims = self.bracketed("[", "]")?;
+        let devices = if self.eat("<=") {
+            let (reshape, transpose) = self.iota()?;
+            TileDevices::Iota { reshape, transpose }
+        } else {
+            TileDevices::List(self.ints()?)
+        };
+        Ok((dims, devices))
+    }
+
+    /// `={manual, replicated}`.
+    fn subgroup_kinds(&mut self) -> Result<Vec<SubgroupKind>> {
+        self.require("=")?;
+        self.require("{")?;
+        let mut kinds = Vec::new();
+        loop {
+            let at = self.pos;
+            let w = self.word().to_string();
+            match SubgroupKind::from_name(&w) {
+                Some(k) => kinds.push(k),
+                None => {
+                    self.pos = at;
+                    self.skip_ws();
+                    return self.fail(format!(
+                        "unknown subgroup kind '{w}' (expected replicated, manual or unreduced)"
+                    ));
+                }
+            }
+            if !self.eat(",") {
+                break;
+            }
+        }
+        self.require("}")?;
+        Ok(kinds)
+    }
+
+    /// `={op_name="a"}`, or `={{...}, {...}}` for several, onto `out`.
+    fn metadata_list(&mut self, out: &mut Vec<Metadata>) -> Result<()> {
+        self.require("=")?;
+        self.require("{")?;
+        self.skip_ws();
+        if self.peek() == Some(b'{') {
+            loop {
+                self.require("{")?;
+                out.push(self.metadata()?);
+                self.require("}")?;
+                if !self.eat(",") {
+                    break;
+                }
+            }
+        } else {
+            out.push(self.metadata()?);
+        }
+        self.require("}")
+    }
+
+    /// The sharding the keywords make, or why they make none.
+    fn sharding_of(&self, k: Keywords) -> Result<SingleSharding> {
+        let mut subgroups = k.subgroups;
+        let kind = match (k.kind, k.maximal, k.device, k.tiled) {
+            (Some(kind), false, None, None) => kind,
             (None, true, Some(device), None) => ShardingKind::Maximal { device },
             (None, false, None, Some((dims, devices))) => ShardingKind::Tiled(TiledSharding {
                 dims,
@@ -190,13 +212,13 @@ impl Cursor<'_> {
         }
         Ok(SingleSharding {
             kind,
-            metadata,
-            shard_group,
+            metadata: k.metadata,
+            shard_group: k.shard_group,
         })
     }
 
     /// `op_name="a" source_line=3 ...` up to the closing brace.
-    fn metadata_fields(&mut self, read_metadata: &MetadataFields) -> Result<Metadata> {
+    fn metadata(&mut self) -> Result<Metadata> {
         let start = self.pos;
         let mut fields = BTreeMap::new();
         loop {
@@ -208,7 +230,7 @@ impl Cursor<'_> {
             if key.is_empty() {
                 return self.fail("expected a metadata field name");
             }
-            self.expect("=")?;
+            self.require("=")?;
             self.skip_ws();
             let value = if self.peek() == Some(b'"') {
                 self.string()?
@@ -219,9 +241,9 @@ impl Cursor<'_> {
             fields.insert(key, value);
             self.eat(",");
         }
-        read_metadata(fields).map_err(|message| AttrSyntaxError {
+        metadata_fields(fields).map_err(|e| AttrSyntaxError {
             offset: start,
-            message,
+            message: e.to_string(),
         })
     }
 }

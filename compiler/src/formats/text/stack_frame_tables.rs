@@ -88,80 +88,104 @@ fn read_entry(
         );
     }
     let rest = rest.trim();
-    let value_col = indent + body.len() - rest.len() + 1;
+    let at = Place {
+        line: line_no,
+        column: indent + body.len() - rest.len() + 1,
+    };
     match k {
         0 | 1 => {
-            let name = rest
-                .strip_prefix('"')
-                .and_then(|r| r.strip_suffix('"'))
-                .and_then(crate::util::escape::unescape);
-            let Some(name) = name else {
-                return err(
-                    line_no,
-                    value_col,
-                    format!(
-                        "{} entry {id}: expected a quoted string, found `{rest}`",
-                        SECTIONS[k]
-                    ),
-                );
-            };
+            let name = quoted(rest, id, k, at)?;
             if k == 0 {
                 index.file_names.push(name);
             } else {
                 index.function_names.push(name);
             }
         }
-        2 => {
-            let mut l = FileLocation::default();
-            for (key, v) in fields(rest, line_no, value_col, SECTIONS[k])? {
-                let slot = match key.as_str() {
-                    "file_name_id" => &mut l.file_name_id,
-                    "function_name_id" => &mut l.function_name_id,
-                    "line" => &mut l.line,
-                    "end_line" => &mut l.end_line,
-                    "column" => &mut l.column,
-                    "end_column" => &mut l.end_column,
-                    _ => {
-                        return err(
-                            line_no,
-                            value_col,
-                            format!("FileLocations entry {id}: unknown field `{key}`"),
-                        )
-                    }
-                };
-                *slot = v;
-            }
-            index.file_locations.push(l);
-        }
-        _ => {
-            let mut f = StackFrame::default();
-            for (key, v) in fields(rest, line_no, value_col, SECTIONS[k])? {
-                match key.as_str() {
-                    "file_location_id" => f.file_location_id = v,
-                    // XLA prints a parent one above its id (1: no parent).
-                    "parent_frame_id" if v >= 1 => f.parent_frame_id = v - 1,
-                    "parent_frame_id" => {
-                        return err(
-                            line_no,
-                            value_col,
-                            format!(
-                                "StackFrames entry {id}: parent_frame_id={v}; XLA writes the parent's id plus one, so 1 means none"
-                            ),
-                        )
-                    }
-                    _ => {
-                        return err(
-                            line_no,
-                            value_col,
-                            format!("StackFrames entry {id}: unknown field `{key}`"),
-                        )
-                    }
-                }
-            }
-            index.stack_frames.push(f);
-        }
+        2 => index.file_locations.push(file_location(rest, id, at)?),
+        _ => index.stack_frames.push(stack_frame(rest, id, at)?),
     }
     Ok(())
+}
+
+/// Where a row's value starts, which its errors point at.
+#[derive(Clone, Copy)]
+struct Place {
+    line: usize,
+    column: usize,
+}
+
+/// A name table's value: a quoted string.
+fn quoted(rest: &str, id: &str, k: usize, at: Place) -> Result<String, ParseError> {
+    let name = rest
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .and_then(crate::util::escape::unescape);
+    name.map_or_else(
+        || {
+            err(
+                at.line,
+                at.column,
+                format!(
+                    "{} entry {id}: expected a quoted string, found `{rest}`",
+                    SECTIONS[k]
+                ),
+            )
+        },
+        Ok,
+    )
+}
+
+/// `{file_name_id=1 function_name_id=1 line=3 ...}`.
+fn file_location(rest: &str, id: &str, at: Place) -> Result<FileLocation, ParseError> {
+    let mut l = FileLocation::default();
+    for (key, v) in fields(rest, at.line, at.column, SECTIONS[2])? {
+        let slot = match key.as_str() {
+            "file_name_id" => &mut l.file_name_id,
+            "function_name_id" => &mut l.function_name_id,
+            "line" => &mut l.line,
+            "end_line" => &mut l.end_line,
+            "column" => &mut l.column,
+            "end_column" => &mut l.end_column,
+            _ => {
+                return err(
+                    at.line,
+                    at.column,
+                    format!("FileLocations entry {id}: unknown field `{key}`"),
+                )
+            }
+        };
+        *slot = v;
+    }
+    Ok(l)
+}
+
+/// `{file_location_id=1 parent_frame_id=1}`.
+fn stack_frame(rest: &str, id: &str, at: Place) -> Result<StackFrame, ParseError> {
+    let mut f = StackFrame::default();
+    for (key, v) in fields(rest, at.line, at.column, SECTIONS[3])? {
+        match key.as_str() {
+            "file_location_id" => f.file_location_id = v,
+            // XLA prints a parent one above its id (1: no parent).
+            "parent_frame_id" if v >= 1 => f.parent_frame_id = v - 1,
+            "parent_frame_id" => {
+                return err(
+                    at.line,
+                    at.column,
+                    format!(
+                        "StackFrames entry {id}: parent_frame_id={v}; XLA writes the parent's id plus one, so 1 means none"
+                    ),
+                )
+            }
+            _ => {
+                return err(
+                    at.line,
+                    at.column,
+                    format!("StackFrames entry {id}: unknown field `{key}`"),
+                )
+            }
+        }
+    }
+    Ok(f)
 }
 
 /// `{key=int key=int ...}`.

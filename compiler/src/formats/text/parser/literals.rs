@@ -15,49 +15,58 @@ pub(super) enum LiteralReading {
     ComplexNan,
 }
 
-/// A constant of `declared` shape, a tuple's elements each read as their
-/// own constant: `(a, b)` (a pair of scalars parses as a complex value's
-/// parts would, and is read here as two elements).
-pub(super) fn literal_tree(
-    p: Pair<'_>,
+/// A tuple constant's elements, `(a, b, ...)`, each read as a constant of
+/// its element of `declared` (a pair of scalars parses as a complex
+/// value's parts would, and is read here as two elements).
+pub(super) fn tuple_elements(
+    p: &syntax::Literal<'_>,
+    elements: &[Shape],
     declared: &Shape,
-    at: &Pair<'_>,
-) -> Result<LiteralTree, ParseError> {
-    let Shape::Tuple(elems) = declared else {
-        return literal(p, declared, at).map(|(l, _)| LiteralTree::Array(l));
+    at: &Span<'_>,
+) -> Result<Vec<LiteralTree>, ParseError> {
+    let pair;
+    let (values, written) = match p {
+        syntax::Literal::Tuple { at, items } => (items.as_slice(), at),
+        syntax::Literal::Pair(two) => {
+            pair = [
+                syntax::Literal::Scalar(two.first),
+                syntax::Literal::Scalar(two.second),
+            ];
+            (pair.as_slice(), &two.at)
+        }
+        other => {
+            return err_at(
+                &other.at(),
+                format!("a constant of {declared} is written as a tuple, (a, b, ...)"),
+            )
+        }
     };
-    let inner = p.into_inner().next().expect("grammar: literal has a body");
-    if !matches!(inner.as_rule(), Rule::tuple_literal | Rule::complex_scalar) {
+    if values.len() != elements.len() {
         return err_at(
-            &inner,
-            format!("a constant of {declared} is written as a tuple, (a, b, ...)"),
-        );
-    }
-    let values: Vec<Pair<'_>> = inner.into_inner().collect();
-    if values.len() != elems.len() {
-        return err_at(
-            &inner,
+            written,
             format!(
                 "a constant of {declared} needs {} elements, got {}",
-                elems.len(),
+                elements.len(),
                 values.len()
             ),
         );
     }
     values
-        .into_iter()
-        .zip(elems)
-        .map(|(v, e)| literal_tree(v, e, at))
-        .collect::<Result<_, _>>()
-        .map(LiteralTree::Tuple)
+        .iter()
+        .zip(elements)
+        .map(|(v, e)| match e {
+            Shape::Tuple(inner) => tuple_elements(v, inner, e, at).map(LiteralTree::Tuple),
+            _ => literal(v, e, at).map(|(l, _)| LiteralTree::Array(l)),
+        })
+        .collect()
 }
 
 /// A constant's value, read as XLA's parser reads it, and where that
 /// differs from the text's face value.
 pub(super) fn literal(
-    p: Pair<'_>,
+    p: &syntax::Literal<'_>,
     declared: &Shape,
-    at: &Pair<'_>,
+    at: &Span<'_>,
 ) -> Result<(Literal, LiteralReading), ParseError> {
     let arr = match declared {
         Shape::Array(a) => a,
@@ -73,39 +82,14 @@ pub(super) fn literal(
     };
     let mut values = Vec::new();
     let mut nans = Vec::new();
-    let whole = p;
+    let whole = p.at();
     let first_only = arr.rank() > 0
         && arr.element_count() > 0
-        && p.into_inner()
-            .next()
-            .is_some_and(|v| matches!(v.as_rule(), Rule::scalar | Rule::complex_scalar));
+        && matches!(p, syntax::Literal::Scalar(_) | syntax::Literal::Pair(_));
     if first_only {
         let only = ArrayShape::scalar(arr.ty);
         collect_literal(p, &only, 0, &mut values, &mut nans)?;
-        let zero = match part_ty {
-            ElementType::Pred => Scalar::Bool(false),
-            t if t.is_signed_int() => Scalar::Int(0),
-            t if t.is_unsigned_int() => Scalar::UInt(0),
-            _ => Scalar::Float(0.0),
-        };
-        // The shape is as written, not yet verified: a mistyped dimension
-        // must be an error, not an allocation that aborts.
-        let n = arr
-            .checked_element_count()
-            .and_then(|n| usize::try_from(n).ok())
-            .and_then(|n| n.checked_mul(per_element))
-            .filter(|&n| {
-                values
-                    .try_reserve_exact(n.saturating_sub(values.len()))
-                    .is_ok()
-            });
-        let Some(n) = n else {
-            return err_at(
-                &whole,
-                format!("a constant of {arr} does not fit in memory"),
-            );
-        };
-        values.resize(n, zero);
+        pad_with_zeros(&mut values, arr, part_ty, per_element, &whole)?;
     } else {
         collect_literal(p, arr, 0, &mut values, &mut nans)?;
     }
@@ -141,35 +125,62 @@ pub(super) fn literal(
     Ok((lit, reading))
 }
 
+/// `values` (one element's) followed by zeros for every other element of
+/// `arr`, as XLA reads one value written for a whole array.
+fn pad_with_zeros(
+    values: &mut Vec<Scalar>,
+    arr: &ArrayShape,
+    part_ty: ElementType,
+    per_element: usize,
+    at: &Span<'_>,
+) -> Result<(), ParseError> {
+    let zero = match part_ty {
+        ElementType::Pred => Scalar::Bool(false),
+        t if t.is_signed_int() => Scalar::Int(0),
+        t if t.is_unsigned_int() => Scalar::UInt(0),
+        _ => Scalar::Float(0.0),
+    };
+    // The shape is as written, not yet verified: a mistyped dimension
+    // must be an error, not an allocation that aborts.
+    let n = arr
+        .checked_element_count()
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(|n| n.checked_mul(per_element))
+        .filter(|&n| {
+            values
+                .try_reserve_exact(n.saturating_sub(values.len()))
+                .is_ok()
+        });
+    let Some(n) = n else {
+        return err_at(at, format!("a constant of {arr} does not fit in memory"));
+    };
+    values.resize(n, zero);
+    Ok(())
+}
+
 /// The literal's values in row-major order into `out`, and each value
 /// spelled as a NaN, by index, into `nans`.
 pub(super) fn collect_literal<'i>(
-    p: Pair<'i>,
+    p: &syntax::Literal<'i>,
     arr: &ArrayShape,
     depth: usize,
     out: &mut Vec<Scalar>,
-    nans: &mut Vec<(usize, Pair<'i>)>,
+    nans: &mut Vec<(usize, Span<'i>)>,
 ) -> Result<(), ParseError> {
-    let inner = p
-        .into_inner()
-        .next()
-        .expect("grammar: literal has one child");
-    match inner.as_rule() {
-        Rule::literal_list => {
-            if depth >= arr.rank() {
+    match p {
+        syntax::Literal::List { at, items } => {
+            let Some(&len) = arr.dims.get(depth) else {
                 return err_at(
-                    &inner,
+                    at,
                     format!("literal is nested deeper than the rank of {arr}"),
                 );
-            }
-            let items: Vec<_> = inner.into_inner().collect();
-            if items.len() as i64 != arr.dims[depth] {
+            };
+            if items.len() as i64 != len {
                 return err_at(
-                    &inner,
+                    at,
                     format!(
-                        "literal has {} elements in dimension {depth}, {arr} needs {}",
+                        "literal has {} elements in dimension {depth}, {arr} needs {len}",
                         items.len(),
-                        arr.dims[depth]
                     ),
                 );
             }
@@ -178,51 +189,44 @@ pub(super) fn collect_literal<'i>(
             }
             Ok(())
         }
-        Rule::scalar => {
+        syntax::Literal::Scalar(s) => {
             if depth != arr.rank() {
-                return err_at(
-                    &inner,
-                    format!("scalar value where {arr} needs nested braces"),
-                );
+                return err_at(s, format!("scalar value where {arr} needs nested braces"));
             }
             if arr.ty.is_complex() {
-                return err_at(&inner, format!("a {} value is written (re, im)", arr.ty));
+                return err_at(s, format!("a {} value is written (re, im)", arr.ty));
             }
-            scalar_into(inner, arr.ty, out, nans)
+            scalar_into(*s, arr.ty, out, nans)
         }
-        Rule::complex_scalar => {
+        syntax::Literal::Pair(pair) => {
             if depth != arr.rank() {
                 return err_at(
-                    &inner,
+                    &pair.at,
                     format!("scalar value where {arr} needs nested braces"),
                 );
             }
             let Some(part) = arr.ty.complex_component() else {
                 return err_at(
-                    &inner,
+                    &pair.at,
                     format!("(re, im) is a complex value; {} is not complex", arr.ty),
                 );
             };
-            for p in inner.into_inner() {
-                let part_value = p.into_inner().next().expect("grammar: a scalar part");
-                scalar_into(part_value, part, out, nans)?;
-            }
-            Ok(())
+            scalar_into(pair.first, part, out, nans)?;
+            scalar_into(pair.second, part, out, nans)
         }
-        Rule::tuple_literal => err_at(
-            &inner,
+        syntax::Literal::Tuple { at, .. } => err_at(
+            at,
             format!("a tuple of values where {arr} needs an array value"),
         ),
-        r => unreachable!("grammar: unexpected {r:?} in literal"),
     }
 }
 
 /// One value, read as `ty`, onto `out`; noted in `nans` when it is one.
 pub(super) fn scalar_into<'i>(
-    p: Pair<'i>,
+    p: Span<'i>,
     ty: ElementType,
     out: &mut Vec<Scalar>,
-    nans: &mut Vec<(usize, Pair<'i>)>,
+    nans: &mut Vec<(usize, Span<'i>)>,
 ) -> Result<(), ParseError> {
     out.push(scalar(&p, ty)?);
     if spells_nan(p.as_str()) {
@@ -237,7 +241,7 @@ pub(super) fn spells_nan(s: &str) -> bool {
 }
 
 /// `-nan(0x1)` as (negative, payload); `nan` has none.
-pub(super) fn nan_spelling(p: &Pair<'_>) -> Result<(bool, Option<u64>), ParseError> {
+pub(super) fn nan_spelling(p: &Span<'_>) -> Result<(bool, Option<u64>), ParseError> {
     let s = p.as_str();
     let payload = match s.split_once("(0x") {
         None => None,
@@ -252,7 +256,7 @@ pub(super) fn nan_spelling(p: &Pair<'_>) -> Result<(bool, Option<u64>), ParseErr
     Ok((s.starts_with('-'), payload))
 }
 
-pub(super) fn scalar(p: &Pair<'_>, ty: ElementType) -> Result<Scalar, ParseError> {
+pub(super) fn scalar(p: &Span<'_>, ty: ElementType) -> Result<Scalar, ParseError> {
     let s = p.as_str();
     let bad = || err_at(p, format!("'{s}' is not a valid {ty} value"));
     match s {

@@ -2,13 +2,18 @@
 //! ([`super::syntax`]) with line:column and what was expected; semantic errors (unknown opcode, bad
 //! attribute, undefined operand) carry the position of the offending token.
 //!
-//! Read by grammar level, top down: this file reads the module (its header,
-//! computations and schedule); `computation` a computation's instructions
-//! and their operands; `instruction` one instruction and its annotations;
-//! `ops` the op its opcode and attributes name; `values` attribute values
-//! and shapes; `literals` constants.
+//! Read by grammar level, top down, over the typed syntax tree: this file
+//! reads the module and its computations; `header` the module's
+//! attributes; `computation` a computation's instructions and their
+//! operands, with `inline` the computations written in place of a
+//! callee's name, `async_wrapped` those async starts wrap and `inference`
+//! the shapes left unwritten; `instruction` one instruction, with `annotations` what
+//! any instruction may carry; `ops` the op its opcode and attributes
+//! name, with `custom_call` the one op with many; `attrs` an
+//! instruction's attributes; `values` attribute values; `shapes` shapes;
+//! `literals` constants.
 
-use super::syntax::{self, Pair, Rule, SyntaxError};
+use super::syntax::{self, Span, SyntaxError};
 use crate::ir::collective::{Collective, ReplicaGroups};
 use crate::ir::computation::{Computation, InstrId};
 use crate::ir::instruction::Instruction;
@@ -26,20 +31,36 @@ use crate::util::fx::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::fmt;
 
+mod annotations;
+mod async_wrapped;
+mod attrs;
 mod computation;
+mod custom_call;
+mod header;
+mod inference;
+mod inline;
 mod instruction;
 mod literals;
 mod ops;
+mod shapes;
 mod values;
 
+use annotations::*;
+use async_wrapped::*;
 use computation::*;
+use custom_call::*;
+use header::*;
+use inference::*;
+use inline::*;
 use instruction::*;
 use literals::*;
 use ops::*;
+use shapes::*;
 use values::*;
 
+pub(super) use attrs::{flag_value, int_value, ints_value, word_value, Attrs};
 pub(super) use ops::{channel_id, collective, permute_slice_sizes, source_target_pairs};
-pub(super) use values::{flag_value, int_value, ints_value, word_value, Attrs, Value};
+pub(super) use values::{AttrPlace, Located, Value};
 
 /// A parse failure at `line:column` (1-based).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -55,12 +76,15 @@ impl fmt::Display for ParseError {
     }
 }
 
-pub(super) fn err_at<T>(pair: &Pair<'_>, message: impl Into<String>) -> Result<T, ParseError> {
-    Err(error_at(pair, message))
+pub(super) fn err_at<'i, T>(
+    at: &impl Located<'i>,
+    message: impl Into<String>,
+) -> Result<T, ParseError> {
+    Err(error_at(at, message))
 }
 
-pub(super) fn error_at(pair: &Pair<'_>, message: impl Into<String>) -> ParseError {
-    let (line, column) = pair.line_col();
+pub(super) fn error_at<'i>(at: &impl Located<'i>, message: impl Into<String>) -> ParseError {
+    let (line, column) = at.span().line_col();
     ParseError {
         line,
         column,
@@ -111,144 +135,45 @@ pub fn parse_module_noted(text: &str) -> Result<(Module, Vec<String>), ParseErro
     let (text, stack_frames) = super::stack_frame_tables::take_tables(text)?;
     let text: &str = &text;
     super::nesting::check_nesting(text)?;
-    let tree = syntax::parse(text).map_err(|e| syntax_error(e, text))?;
-    let mut inner = tree.root().into_inner();
-    let name = strip_sigil(inner.next().expect("grammar: module name").as_str()).to_string();
-    let mut aliases = Vec::new();
-    let mut donors = Vec::new();
-    let mut frontend_attributes = BTreeMap::new();
-    let mut entry_layout = None;
-    let mut is_scheduled = None;
-    let mut spmd = crate::ir::module::SpmdPropagation::default();
-    let mut devices = crate::ir::module::DeviceCounts::default();
-    let mut alias_passthrough_params = false;
-    let mut computations = Vec::new();
-    let mut entry = None;
+    let tree = syntax::parse(&text).map_err(|e| syntax_error(e, text))?;
+    let header = ModuleHeader::read(&tree.attributes)?;
     let mut notes = Vec::new();
-    for p in inner {
-        match p.as_rule() {
-            Rule::alias_attr => {
-                for e in p.into_inner() {
-                    aliases.push(alias_entry(e)?);
-                }
-            }
-            Rule::donor_attr => {
-                for e in p.into_inner() {
-                    let mut it = e.into_inner();
-                    let parameter = int(&it.next().expect("grammar: parameter"))?;
-                    let parameter_index =
-                        shape_index(it.next().expect("grammar: parameter index"))?;
-                    donors.push(BufferDonor {
-                        parameter,
-                        parameter_index,
-                    });
-                }
-            }
-            Rule::layout_attr => {
-                let at = p;
-                let program = p.into_inner().next().expect("grammar: program shape");
-                let mut shapes = program
-                    .into_inner()
-                    .map(shape)
-                    .collect::<Result<Vec<_>, _>>()?;
-                let result = shapes.pop().expect("grammar: result shape");
-                entry_layout = Some((at, shapes, result));
-            }
-            Rule::attribute => {
-                let (key, value, pair) = attribute(p)?;
-                match key.as_str() {
-                    "frontend_attributes" => frontend_attributes = value.into_string_map(&pair)?,
-                    // Written by XLA with their default values; anything
-                    // else would be lost, so it is refused by name.
-                    "is_scheduled" if value.is_word("false") => {}
-                    "is_scheduled" if value.is_word("true") => is_scheduled = Some(pair),
-                    "allow_spmd_sharding_propagation_to_output" => {
-                        spmd.to_output = bools(value, &pair)?
-                    }
-                    "allow_spmd_sharding_propagation_to_parameters" => {
-                        spmd.to_parameters = bools(value, &pair)?
-                    }
-                    "replica_count" => devices.replica_count = device_count(&key, &value, &pair)?,
-                    "num_partitions" => devices.num_partitions = device_count(&key, &value, &pair)?,
-                    "alias_passthrough_params" => {
-                        alias_passthrough_params = match value {
-                            v if v.is_word("true") => true,
-                            v if v.is_word("false") => false,
-                            other => {
-                                return err_at(
-                                    &pair,
-                                    format!(
-                                        "'alias_passthrough_params' is true or false, got {}",
-                                        other.kind()
-                                    ),
-                                )
-                            }
-                        }
-                    }
-                    // The dedicated rule did not read it: its shapes use
-                    // syntax hlatc does not read yet.
-                    "entry_computation_layout" => {
-                        return err_at(
-                            &pair,
-                            format!(
-                                "entry_computation_layout {}: its shapes use syntax hlatc does not read yet \
-                                 (layout tiles, memory spaces or dynamic dimensions)",
-                                value.kind()
-                            ),
-                        )
-                    }
-                    _ => return err_at(&pair, format!("unsupported module attribute '{key}'")),
-                }
-            }
-            Rule::computation => {
-                // Callees come before their callers, as XLA prints them.
-                let callees = |n: &str| {
-                    computations
-                        .iter()
-                        .find(|c: &&Computation| c.name == n)
-                        .and_then(Computation::signature)
-                };
-                let (c, is_entry, wrapped) = computation(p, &callees, &mut notes)?;
-                computations.extend(wrapped);
-                if is_entry {
-                    if entry.is_some() {
-                        return err_at(&p, "a second ENTRY computation");
-                    }
-                    entry = Some(computations.len());
-                }
-                computations.push(c);
-            }
-            r => unreachable!("grammar: unexpected {r:?} in module"),
-        }
-    }
-    let entry = entry.unwrap_or(computations.len() - 1);
-    let mut m = Module {
-        name,
-        computations,
-        entry,
-        input_output_alias: aliases,
-        buffer_donors: donors,
-        frontend_attributes,
-        is_scheduled: is_scheduled.is_some(),
-        entry_layout: None,
-        stack_frames,
-        allow_spmd_sharding_propagation: spmd,
-        alias_passthrough_params,
-        devices,
-        device_assignment: None,
-    };
-    if let Some(at) = is_scheduled {
-        check_schedule(&m, &at)?;
-    }
-    if let Some((at, params, result)) = entry_layout {
-        if m.entry < m.computations.len() {
-            m.entry_layout = crate::ir::module::EntryLayout::against(&m, params, result)
-                .or_else(|message| err_at(&at, message))?;
-        }
-    }
+    let (computations, entry) = computations(&tree.computations, &mut notes)?;
+    let mut m = header.into_module(tree.name.text(), computations, entry, stack_frames)?;
     notes.extend(uniquify_instruction_names(&mut m));
     crate::analysis::canonical::drop_default_attributes(&mut m);
     Ok((m, notes))
+}
+
+/// The module's computations, callees first (those its short-form async
+/// starts wrap or its instructions write inline included), and which is
+/// the entry: the one marked `ENTRY`, or else the last.
+fn computations(
+    written: &[syntax::Computation<'_>],
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Computation>, usize), ParseError> {
+    let mut computations: Vec<Computation> = Vec::with_capacity(written.len());
+    let mut entry = None;
+    for c in written {
+        // Callees come before their callers, as XLA prints them.
+        let callees = |n: &str| {
+            computations
+                .iter()
+                .find(|c| c.name == n)
+                .and_then(Computation::signature)
+        };
+        let (read, wrapped) = computation(c, &callees, notes)?;
+        computations.extend(wrapped);
+        if c.is_entry {
+            if entry.is_some() {
+                return err_at(&c.at, "a second ENTRY computation");
+            }
+            entry = Some(computations.len());
+        }
+        computations.push(read);
+    }
+    let entry = entry.unwrap_or(computations.len().saturating_sub(1));
+    Ok((computations, entry))
 }
 
 /// Renames instructions whose name an earlier computation already uses to
@@ -284,10 +209,7 @@ pub(super) fn uniquify_instruction_names(m: &mut Module) -> Vec<String> {
     let mut notes = Vec::new();
     for (ci, id, owner) in clashes {
         let name = m.computations[ci].instr(id).name.clone();
-        let fresh = (1..)
-            .map(|n| format!("{name}.{n}"))
-            .find(|candidate| !used.contains(candidate))
-            .expect("some suffix is free");
+        let fresh = first_free(&name, |candidate| !used.contains(candidate));
         used.insert(fresh.clone());
         notes.push(format!(
             "instruction '{name}' in computation '{}' renamed to '{fresh}': '{name}' is taken in computation '{}', and XLA needs module-wide unique names",
@@ -301,7 +223,7 @@ pub(super) fn uniquify_instruction_names(m: &mut Module) -> Vec<String> {
 
 /// A schedule is the order instructions are written in, so each must come
 /// after its operands.
-pub(super) fn check_schedule(m: &Module, at: &Pair<'_>) -> Result<(), ParseError> {
+pub(super) fn check_schedule(m: &Module, at: &Span<'_>) -> Result<(), ParseError> {
     for c in &m.computations {
         let mut seen = std::collections::HashSet::new();
         for id in c.ids() {
@@ -324,4 +246,16 @@ pub(super) fn check_schedule(m: &Module, at: &Pair<'_>) -> Result<(), ParseError
         }
     }
     Ok(())
+}
+
+/// `base.1`, `base.2`, ...: the first that `free` takes.
+pub(super) fn first_free(base: &str, free: impl Fn(&str) -> bool) -> String {
+    let mut n = 1u64;
+    loop {
+        let candidate = format!("{base}.{n}");
+        if free(&candidate) {
+            return candidate;
+        }
+        n += 1;
+    }
 }

@@ -23,7 +23,7 @@ pub(in crate::formats::text) fn collective(a: &mut Attrs) -> Result<Collective, 
 
 /// `domain={kind="sharding", entry={...}, exit={...}}`: the one kind of
 /// domain XLA's text writes.
-pub(super) fn domain(at: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
+pub(super) fn domain(at: &Span<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
     let (value, p) = a.required("domain")?;
     let Value::Map(entries) = value else {
         return err_at(
@@ -62,7 +62,7 @@ pub(super) fn domain(at: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
         let Some(text) = text else {
             return err_at(&p, format!("domain needs its {side} sharding"));
         };
-        crate::formats::text::sharding::parse_sharding(&text, &metadata_fields)
+        crate::formats::text::sharding::parse_sharding(&text)
             .map(Box::new)
             .or_else(|e| err_at(&p, format!("domain {side}: {}", e.message)))
     };
@@ -106,7 +106,7 @@ pub(in crate::formats::text) fn permute_slice_sizes(
 }
 
 /// `replica_count=N` / `num_partitions=N`: a positive count.
-pub(super) fn device_count(key: &str, value: &Value, at: &Pair<'_>) -> Result<i64, ParseError> {
+pub(super) fn device_count(key: &str, value: &Value, at: &Span<'_>) -> Result<i64, ParseError> {
     match value {
         Value::Number(n) => match n.parse::<i64>() {
             Ok(v) if v >= 1 => Ok(v),
@@ -160,7 +160,7 @@ pub(super) fn optional_enum<T: Default>(
 /// A conditional's branches: `branch_computations={...}`, or the pred
 /// form's `true_computation` and `false_computation`.
 pub(super) fn conditional_branches(
-    at: &Pair<'_>,
+    at: &Span<'_>,
     a: &mut Attrs,
 ) -> Result<Vec<String>, ParseError> {
     let listed = a.take("branch_computations");
@@ -191,49 +191,19 @@ pub(super) fn conditional_branches(
     }
 }
 
-pub(super) fn op_from_attrs(opcode_pair: &Pair<'_>, a: &mut Attrs) -> Result<Op, ParseError> {
-    op_named(opcode_pair.as_str(), opcode_pair, a)
-}
-
-/// The op `opcode` with its attributes from `a`; `opcode_pair` is where
+/// The op `opcode` with its attributes from `a`; `opcode_at` is where
 /// it is written (for a short-form async op, the wrapped op's opcode is
 /// part of the word).
 pub(super) fn op_named(
     opcode: &str,
-    opcode_pair: &Pair<'_>,
+    opcode_at: &Span<'_>,
     a: &mut Attrs,
 ) -> Result<Op, ParseError> {
     if let Some(op) = Op::without_attributes(opcode) {
         return Ok(op);
     }
-    // The op families whose opcodes their step or kind spells.
-    if let Some(kind) = BatchNormKind::from_opcode(opcode) {
-        return Ok(Op::BatchNorm {
-            kind,
-            epsilon: a.f32("epsilon")?,
-            feature_index: a.int("feature_index")?,
-        });
-    }
-    if let Some(step) = TransferStep::from_opcode(opcode) {
-        return Ok(Op::Transfer(Transfer {
-            step,
-            channel_id: channel_id(a)?,
-            is_host_transfer: a.flag("is_host_transfer")?,
-        }));
-    }
-    if let Some(step) = AsyncStep::from_opcode(opcode) {
-        // An update or done may leave out the computation: it is its
-        // start's, found once the operands are known.
-        let calls = if step == AsyncStep::Start || a.map.contains_key("calls") {
-            a.word("calls")?.0
-        } else {
-            String::new()
-        };
-        return Ok(Op::Async {
-            step,
-            calls,
-            thread: async_thread(a)?,
-        });
+    if let Some(op) = stepped_op(opcode, a)? {
+        return Ok(op);
     }
     let mut described = crate::formats::text::described::TextReader {
         attrs: a,
@@ -245,143 +215,71 @@ pub(super) fn op_named(
     }
     Ok(match opcode {
         "conditional" => Op::Conditional {
-            branches: conditional_branches(opcode_pair, a)?,
+            branches: conditional_branches(opcode_at, a)?,
         },
-        "domain" => domain(opcode_pair, a)?,
-        "outfeed" => Op::Outfeed {
-            config: a.string("outfeed_config")?.unwrap_or_default(),
-            shape: match a.take("outfeed_shape") {
-                None => None,
-                Some((Value::Shape(s), _)) => Some(Box::new(s)),
-                Some((other, p)) => {
-                    return err_at(
-                        &p,
-                        format!("'outfeed_shape' must be a shape, got {}", other.kind()),
-                    )
-                }
-            },
-        },
-        "custom-call" => {
-            let target = match a.string("custom_call_target")? {
-                Some(t) => t,
-                None => return err_at(opcode_pair, "custom-call needs custom_call_target=\"...\""),
-            };
-            let api_version = optional_enum(
-                a,
-                "api_version",
-                CustomCallApiVersion::from_name,
-                "API_VERSION_*",
-            )?;
-            let convolution = [
-                "window",
-                "dim_labels",
-                "feature_group_count",
-                "batch_group_count",
-                "operand_precision",
-            ]
-            .iter()
-            .any(|k| a.map.contains_key(*k))
-            .then(|| -> Result<_, ParseError> {
-                let window = a
-                    .map
-                    .contains_key("window")
-                    .then(|| a.window())
-                    .transpose()?;
-                Ok(Box::new(CallConvolution {
-                    window,
-                    dims: a.dim_labels()?,
-                    feature_group_count: a.optional_int("feature_group_count")?.unwrap_or(1),
-                    batch_group_count: a.optional_int("batch_group_count")?.unwrap_or(1),
-                    precision: a.precision()?,
-                }))
-            })
-            .transpose()?;
-            let operand_layouts = match a.take("operand_layout_constraints") {
-                None => None,
-                Some((Value::Shapes(shapes), _)) => Some(shapes),
-                Some((Value::Ints(v), _)) if v.is_empty() => Some(Vec::new()),
-                Some((other, p)) => {
-                    return err_at(
-                        &p,
-                        format!(
-                            "'operand_layout_constraints' must list one shape per operand, got {}",
-                            other.kind()
-                        ),
-                    )
-                }
-            };
-            Op::CustomCall(CustomCall {
-                target,
-                api_version,
-                has_side_effect: a.flag("custom_call_has_side_effect")?,
-                schedule: optional_enum(
-                    a,
-                    "schedule",
-                    CustomCallSchedule::from_name,
-                    "SCHEDULE_NONE, SCHEDULE_LATEST, SCHEDULE_EARLIEST",
-                )?,
-                padding_type: optional_enum(
-                    a,
-                    "padding_type",
-                    PaddingType::from_name,
-                    "PADDING_INVALID, PADDING_VALID, PADDING_SAME",
-                )?,
-                literal: match a.take("literal") {
-                    None => None,
-                    Some((Value::Literal(lit), _)) => Some(Box::new(lit)),
-                    Some((other, p)) => {
-                        return err_at(
-                            &p,
-                            format!(
-                                "'literal' must be a shape and its value, like s32[2]{{0}} {{1, 2}}, got {}",
-                                other.kind()
-                            ),
-                        )
-                    }
-                },
-                convolution,
-                operand_layouts,
-                aliasing: a.operand_aliasing()?,
-                // XLA's reader takes `to_apply=f` on a custom call as its
-                // one called computation, and prints it back as
-                // `called_computations={f}` (checked through jaxlib).
-                called: match a.take("called_computations") {
-                    None => match a.take("to_apply") {
-                        None => Vec::new(),
-                        Some((Value::Word(name), _)) => vec![strip_sigil(&name).to_string()],
-                        Some((other, p)) => {
-                            return err_at(
-                                &p,
-                                format!("'to_apply' must name a computation, got {}", other.kind()),
-                            )
-                        }
-                    },
-                    Some((Value::Words(names), _)) => {
-                        names.iter().map(|n| strip_sigil(n).to_string()).collect()
-                    }
-                    Some((Value::Ints(v), _)) if v.is_empty() => Vec::new(),
-                    Some((other, p)) => {
-                        return err_at(
-                            &p,
-                            format!(
-                                "'called_computations' must list computation names, got {}",
-                                other.kind()
-                            ),
-                        )
-                    }
-                },
-            })
-        }
-        _ => match async_short_form(opcode, opcode_pair, a)? {
+        "domain" => domain(opcode_at, a)?,
+        "outfeed" => outfeed(a)?,
+        "custom-call" => custom_call(opcode_at, a)?,
+        _ => match async_short_form(opcode, opcode_at, a)? {
             Some(op) => op,
             None => {
                 return err_at(
-                    opcode_pair,
+                    opcode_at,
                     format!(
                         "unsupported opcode '{opcode}' (supported: {}, and an async form \
                          `<opcode>-start`, `-update`, `-done` of each)",
                         all_opcodes().join(", ")
                     ),
+                )
+            }
+        },
+    })
+}
+
+/// The op families whose opcodes their step or kind spells: batch norms,
+/// transfers and the async ops.
+fn stepped_op(opcode: &str, a: &mut Attrs) -> Result<Option<Op>, ParseError> {
+    if let Some(kind) = BatchNormKind::from_opcode(opcode) {
+        return Ok(Some(Op::BatchNorm {
+            kind,
+            epsilon: a.f32("epsilon")?,
+            feature_index: a.int("feature_index")?,
+        }));
+    }
+    if let Some(step) = TransferStep::from_opcode(opcode) {
+        return Ok(Some(Op::Transfer(Transfer {
+            step,
+            channel_id: channel_id(a)?,
+            is_host_transfer: a.flag("is_host_transfer")?,
+        })));
+    }
+    if let Some(step) = AsyncStep::from_opcode(opcode) {
+        // An update or done may leave out the computation: it is its
+        // start's, found once the operands are known.
+        let calls = if step == AsyncStep::Start || a.map.contains_key("calls") {
+            a.word("calls")?.0
+        } else {
+            String::new()
+        };
+        return Ok(Some(Op::Async {
+            step,
+            calls,
+            thread: async_thread(a)?,
+        }));
+    }
+    Ok(None)
+}
+
+fn outfeed(a: &mut Attrs) -> Result<Op, ParseError> {
+    Ok(Op::Outfeed {
+        config: a.string("outfeed_config")?.unwrap_or_default(),
+        shape: match a.take("outfeed_shape") {
+            None => None,
+            Some((Value::Shape(s), _)) => Some(Box::new(s)),
+            Some((other, p)) => {
+                return err_at(
+                    &p,
+                    format!("'outfeed_shape' must be a shape, got {}", other.kind()),
                 )
             }
         },
@@ -401,7 +299,7 @@ pub(super) fn async_thread(a: &mut Attrs) -> Result<Option<String>, ParseError> 
 /// the update and done of it. `None` when `opcode` is not such a form.
 pub(super) fn async_short_form(
     opcode: &str,
-    opcode_pair: &Pair<'_>,
+    opcode_at: &Span<'_>,
     a: &mut Attrs,
 ) -> Result<Option<Op>, ParseError> {
     let Some((step, wrapped)) = AsyncStep::ALL
@@ -415,7 +313,7 @@ pub(super) fn async_short_form(
     }
     let thread = async_thread(a)?;
     if step == AsyncStep::Start {
-        a.wrapped = Some(Box::new(op_named(wrapped, opcode_pair, a)?));
+        a.wrapped = Some(Box::new(op_named(wrapped, opcode_at, a)?));
     }
     Ok(Some(Op::Async {
         step,
