@@ -380,7 +380,7 @@ impl ModelConfig {
     /// Number of trainable parameters, or `None` when it overflows an i64.
     /// Counted from the parameter specs themselves, so the two agree.
     pub fn checked_parameter_count(&self) -> Option<i64> {
-        crate::llama::checked_parameter_count(self)
+        crate::params::checked_parameter_count(self)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Deterministic initialization of a model's parameters on the host.
 
 use crate::config::ModelConfig;
-use crate::llama::{param_specs, Init};
+use crate::params::{param_specs, Init};
 use hlatc_compiler::{ElementType, Literal, Scalar};
 
 /// SplitMix64 stream with Box-Muller normals: platform-independent, so a

@@ -1,12 +1,12 @@
 //! How stored parameters map to Hugging Face tensors. With
 //! `fused_projections`, `qkv_proj` and `gate_up_proj` stack the rows of the
-//! Hugging Face projections ([`crate::llama::FUSED_PROJECTIONS`]); every
+//! Hugging Face projections ([`crate::params::FUSED_PROJECTIONS`]); every
 //! other tensor is stored as it is. Rows are the leading dimension, so each
 //! part is a contiguous byte range: joining and splitting copy bytes and
 //! change no value.
 
 use crate::config::ModelConfig;
-use crate::llama::{param_specs, ParamSpec};
+use crate::params::{param_specs, ParamSpec};
 use hlatc_compiler::Literal;
 use std::collections::BTreeMap;
 

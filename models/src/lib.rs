@@ -8,12 +8,11 @@ pub mod init;
 pub mod layout;
 pub mod llama;
 pub mod parallel;
+pub mod params;
 pub mod presets;
 pub mod rope;
 
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, PRESETS};
-pub use llama::{
-    declare_params, forward, forward_on_rank, param_specs, ForwardInputs, ForwardOutputs, HfPart,
-    Init, ParamSpec, FUSED_PROJECTIONS, IGNORE_INDEX,
-};
+pub use llama::{forward, forward_on_rank, ForwardInputs, ForwardOutputs, IGNORE_INDEX};
 pub use parallel::{ParallelError, Parallelism, Piece, TpSplit};
+pub use params::{declare_params, param_specs, HfPart, Init, ParamSpec, FUSED_PROJECTIONS};
