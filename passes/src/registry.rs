@@ -79,7 +79,7 @@ pub fn registry() -> Vec<PassInfo> {
         },
         PassInfo {
             name: "widen-mixed-dots",
-            description: "converts the operands of a dot over narrower floats than its result (bf16 into f32, as `amp` writes them for Neuron) to the result's type first: the same values (the conversions and products are exact), in a form XLA CPU runs for every shape (`run` and `--verify` apply it)",
+            description: "converts the operands of a dot over narrower floats than its result (bf16 into f32, as `amp` writes them for Neuron) to the result's type first, each once: the same values (the conversions are exact), in a form XLA CPU runs for every shape (`run` and `--verify` apply it); a dot over integers, or into a type no wider than its operands', is left alone",
             make: || Box::new(crate::WidenMixedDots),
             to_fixpoint: false,
         },

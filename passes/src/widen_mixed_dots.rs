@@ -1,82 +1,150 @@
 //! `widen-mixed-dots`: a `dot` over narrower floats than its result (bf16
 //! operands accumulating into f32, as `amp` writes them for Neuron) as the
-//! same dot over its operands converted to the result's type. The values
-//! are the same: a bf16 (or f16, or 8-bit float) value converts to f32
-//! exactly, the product of two of them is exact in f32, and the dot
-//! accumulates in f32 either way. XLA CPU needs it: some shapes of such a
-//! dot reach its `DotThunk`, which has no kernel for them and fails the run
-//! ("Unsupported element type for DotThunk::Execute: BF16 x BF16 = F32",
-//! measured with tiny's step at batch 2). `run` and `--verify` apply it to
-//! what XLA CPU is handed, never to a bundle.
+//! same dot over its operands converted to the result's type: the rewrite
+//! XLA's own `OperandUpcaster` makes. The values are the same: each
+//! operand value converts to the result's type exactly, and the dot
+//! multiplies and accumulates in that type either way (for bf16 or f16
+//! into f32 each product is exact too). XLA CPU needs it: some shapes of
+//! such a dot (a batched one, as attention's) reach its `DotThunk`, which
+//! has no kernel for them and fails the run ("Unsupported element type for
+//! DotThunk::Execute: BF16 x BF16 = F32", measured with tiny's step at
+//! batch 2). `run` and `--verify` apply it to what XLA CPU is handed, never
+//! to a bundle.
+//!
+//! A dot over its result's own type, over integers, or into a narrower or
+//! equally wide type (bf16 into f16) or into an 8-bit float is left alone,
+//! as is an operand that would not convert exactly (`f8e8m0fnu`, whose
+//! exponents reach 2^127, into f16). A dot's `algorithm` is kept: its
+//! operands hold the same values, and XLA CPU runs the bf16, f16, tf32 and
+//! 8-bit algorithms over f32 operands alike.
 
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
-use crate::rewriter::ModuleRewriter;
-use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
+use crate::rewriter::{ModuleRewriter, Names};
+use hlatc_compiler::{
+    ArrayShape, Computation, ElementType, InstrId, Instruction, Metadata, Module, Op, Shape,
+};
+use std::collections::HashMap;
 
 pub struct WidenMixedDots;
+
+impl WidenMixedDots {
+    /// Whether `id` is a dot this pass rewrites: one with an operand of a
+    /// float type narrower than its result's that converts into it
+    /// exactly. The runtime asks it to know whether a module needs the
+    /// pass at all.
+    pub fn widens(c: &Computation, id: InstrId) -> bool {
+        Self::wide_type(c, id).is_some()
+    }
+
+    /// The result type of a dot this pass rewrites.
+    fn wide_type(c: &Computation, id: InstrId) -> Option<ElementType> {
+        if !matches!(c.instr(id).op, Op::Dot { .. }) {
+            return None;
+        }
+        let wide = c.instr(id).shape.as_array()?.ty;
+        c.operand_ids(id)
+            .iter()
+            .any(|&x| {
+                c.instr(x)
+                    .shape
+                    .as_array()
+                    .is_some_and(|a| widens_exactly(a.ty, wide))
+            })
+            .then_some(wide)
+    }
+}
 
 impl Pass for WidenMixedDots {
     fn name(&self) -> &str {
         "widen-mixed-dots"
     }
 
+    /// Its converts keep their operands' dimensions, dynamic ones too, and
+    /// the dot its own shape.
+    fn keeps_dynamic_dimensions(&self) -> bool {
+        true
+    }
+
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut slot: Option<ModuleRewriter> = None;
+        let mut mr: Option<ModuleRewriter> = None;
         let mut changed = false;
         for ci in 0..m.computations.len() {
             let c = &m.computations[ci];
             let mixed: Vec<(InstrId, ElementType)> = c
                 .ids()
-                .filter(|&id| matches!(c.instr(id).op, Op::Dot { .. }))
-                .filter_map(|id| {
-                    let wide = c.instr(id).shape.as_array()?.ty;
-                    let narrower = |&x: &InstrId| {
-                        c.instr(x)
-                            .shape
-                            .as_array()
-                            .is_some_and(|a| narrower_float(a.ty, wide))
-                    };
-                    c.operand_ids(id).iter().any(narrower).then_some((id, wide))
-                })
+                .filter_map(|id| Some((id, Self::wide_type(c, id)?)))
                 .collect();
             if mixed.is_empty() {
                 continue;
             }
-            let mut r = ModuleRewriter::on_demand(&mut slot, m, ci, ctx);
+            let names = &mut mr
+                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
+                .names;
+            let c = &mut m.computations[ci];
+            // One conversion of each operand to each type, however many
+            // dots read it.
+            let mut converted: HashMap<(InstrId, ElementType), InstrId> = HashMap::new();
             for (dot, wide) in mixed {
-                r.provenance_of(dot);
-                let operands = r.comp().operand_ids(dot).to_vec();
-                let widened = operands
-                    .iter()
-                    .map(|&x| match r.shape(x).as_array() {
-                        Some(a) if narrower_float(a.ty, wide) => {
-                            let shape = Shape::array(wide, a.dims.clone());
-                            r.add(Op::Convert, &[x], Some(shape))
-                        }
-                        _ => Ok(x),
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(PassError::rewrite(self.name()))?;
-                let op = r.comp().instr(dot).op.clone();
-                let shape = r.shape(dot).clone();
-                let new = r
-                    .add(op, &widened, Some(shape))
-                    .map_err(PassError::rewrite(self.name()))?;
-                r.replace(dot, new)
-                    .map_err(PassError::rewrite(self.name()))?;
+                let operands = c.operand_ids(dot).to_vec();
+                let metadata = &c.instr(dot).metadata.clone();
+                let mut widened = Vec::with_capacity(operands.len());
+                for x in operands {
+                    let narrow = c
+                        .instr(x)
+                        .shape
+                        .as_array()
+                        .filter(|a| widens_exactly(a.ty, wide))
+                        .cloned();
+                    widened.push(match narrow {
+                        Some(a) => *converted
+                            .entry((x, wide))
+                            .or_insert_with(|| widen(c, names, x, a, wide, metadata.clone())),
+                        None => x,
+                    });
+                }
+                // The dot itself stays: its name, shape, attributes and
+                // place in the order are the same, over the new operands.
+                c.set_operands(dot, &widened);
             }
-            r.remove_dead();
             changed = true;
         }
-        ModuleRewriter::finish_on_demand(slot, ctx);
+        ModuleRewriter::finish_on_demand(mr, ctx);
         Ok(changed)
     }
 }
 
-/// A float type that converts exactly into the wider float `wide`.
-fn narrower_float(ty: ElementType, wide: ElementType) -> bool {
-    ty != wide && ty.is_float() && wide.is_float() && ty.byte_size() < wide.byte_size()
+/// `x` (of shape `from`) converted to `wide`, with the dimensions, dynamic
+/// ones too, and order of `from`; its tiles and memory space stay its own.
+fn widen(
+    c: &mut Computation,
+    names: &mut Names,
+    x: InstrId,
+    from: ArrayShape,
+    wide: ElementType,
+    metadata: Metadata,
+) -> InstrId {
+    let stem = format!("{}.{wide}", c.instr(x).name);
+    let shape = Shape::Array(ArrayShape {
+        ty: wide,
+        physical: None,
+        ..from
+    });
+    let mut convert = Instruction::new(names.fresh(&stem), shape, Op::Convert);
+    convert.metadata = metadata;
+    c.add(convert, &[x])
+}
+
+/// Whether `ty` is a float type narrower than `wide` (f16, bf16, f32 or
+/// f64) whose every value `wide` holds exactly: every such pair does but
+/// `f8e8m0fnu` (exponents from 2^-127 to 2^127) into f16. A dot into an
+/// 8-bit float is left alone.
+fn widens_exactly(ty: ElementType, wide: ElementType) -> bool {
+    use ElementType::{Bf16, F16, F32, F64, F8E8M0FNU};
+    ty.is_float()
+        && matches!(wide, F16 | Bf16 | F32 | F64)
+        && ty.bit_width() < wide.bit_width()
+        && !(ty == F8E8M0FNU && wide == F16)
 }
 
 #[cfg(test)]
@@ -105,5 +173,38 @@ mod tests {
         )
         .unwrap();
         assert!(!WidenMixedDots.run(&mut same, &mut ctx).unwrap());
+    }
+
+    /// Exactly the conversions that lose nothing, into the float types a
+    /// dot accumulates in.
+    #[test]
+    fn only_exact_widenings_count() {
+        use ElementType::*;
+        for (narrow, wide) in [
+            (Bf16, F32),
+            (F16, F32),
+            (F32, F64),
+            (Bf16, F64),
+            (F8E4M3FN, F16),
+            (F8E5M2, Bf16),
+            (F8E8M0FNU, Bf16),
+            (F8E8M0FNU, F32),
+            (F4E2M1FN, F16),
+        ] {
+            assert!(widens_exactly(narrow, wide), "{narrow} into {wide}");
+        }
+        for (narrow, wide) in [
+            (F8E8M0FNU, F16),
+            (Bf16, F16),
+            (F16, Bf16),
+            (F32, F32),
+            (F32, Bf16),
+            (S8, F32),
+            (S8, S32),
+            (F4E2M1FN, F8E4M3FN),
+            (C64, C128),
+        ] {
+            assert!(!widens_exactly(narrow, wide), "{narrow} into {wide}");
+        }
     }
 }

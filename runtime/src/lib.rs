@@ -344,8 +344,10 @@ fn check_device_count(requested: usize) -> Result<(), RuntimeError> {
 /// ops they run (`async-to-sync`); bitcasts, which read a buffer by the
 /// layouts while XLA CPU compiles from before layout assignment, where it
 /// refuses or mangles them, as the transposes and reshape that compute them
-/// (`bitcast-to-reshape`); and tuples at the entry's edges as their leaves
-/// (`flat_entry`).
+/// (`bitcast-to-reshape`); dots over narrower floats than their results,
+/// some of which reach a `DotThunk` with no kernel for them, over their
+/// operands converted to the result's type (`widen-mixed-dots`); and tuples
+/// at the entry's edges as their leaves (`flat_entry`).
 fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), RuntimeError> {
     use hlatc_compiler::Op;
     let (mut split, mut bitcast, mut mixed_dot) = (false, false, false);
@@ -357,7 +359,7 @@ fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), Runtim
         let op = &c.instr(id).op;
         split |= matches!(op, Op::Async { .. } | Op::CollectiveDone(_) | Op::CopyDone);
         bitcast |= matches!(op, Op::Bitcast);
-        mixed_dot |= matches!(op, Op::Dot { .. }) && mixed_types(c, id);
+        mixed_dot |= hlatc_passes::WidenMixedDots::widens(c, id);
     }
     let needed: Vec<(&str, Rewrite)> = [
         ("async-to-sync", Rewrite::AsyncToSync, split),
@@ -400,13 +402,6 @@ fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), Runtim
         rewritten = Some(flat);
     }
     Ok((rewritten, rewrites))
-}
-
-/// Whether an operand of `id` is of another element type than its result.
-fn mixed_types(c: &hlatc_compiler::Computation, id: hlatc_compiler::InstrId) -> bool {
-    let ty = |x| c.instr(x).shape.as_array().map(|a| a.ty);
-    let result = ty(id);
-    c.operand_ids(id).iter().any(|&x| ty(x) != result)
 }
 
 /// A fusion computes what a call of its computation computes, and XLA CPU
@@ -505,13 +500,14 @@ pub enum Rewrite {
     /// Bitcasts as transposes and reshapes (`bitcast-to-reshape`): XLA CPU
     /// compiles from before layout assignment.
     BitcastToReshape,
+    /// Dots over narrower floats than their results over operands
+    /// converted to the result's type (`widen-mixed-dots`): XLA CPU's
+    /// `DotThunk`, which some shapes of them reach, has no bf16 x bf16 =
+    /// f32 kernel.
+    WidenMixedDots,
     /// Tuples at the entry's edges as their leaves; the parameters it
     /// takes, by name.
     FlatEntry { parameters: Vec<String> },
-    /// Dots over narrower floats than their results over operands
-    /// converted to the result's type (`widen-mixed-dots`): XLA CPU's
-    /// `DotThunk` has no bf16 x bf16 = f32 kernel.
-    WidenMixedDots,
 }
 
 impl std::fmt::Display for Rewrite {
@@ -524,7 +520,7 @@ impl std::fmt::Display for Rewrite {
                 "its bitcasts as the transposes and reshapes that compute them (bitcast-to-reshape): XLA CPU compiles from before layout assignment",
             ),
             Rewrite::WidenMixedDots => f.write_str(
-                "its dots over narrower floats than their results over operands converted first (widen-mixed-dots): the same values, which XLA CPU runs for every shape",
+                "its dots over narrower floats than their results (bf16 accumulating in f32) over their operands converted to the result's type (widen-mixed-dots): XLA CPU has no kernel for some shapes of them, and the values are the same",
             ),
             Rewrite::FlatEntry { parameters } => write!(
                 f,

@@ -1154,3 +1154,51 @@ fn bf16_dots_accumulating_in_f32_run_on_xla_cpu() {
     assert_eq!(got[0].to_f32_vec(), expected[0].to_f32_vec());
     assert!(got[0].to_f32_vec().iter().any(|&x| x != 0.0));
 }
+
+/// Only the narrower float operand of a dot is converted (bf16 into an
+/// f32 dot over an f32 operand: the same values as over both in f32),
+/// and a dot the pass leaves alone (over integers, into its operands'
+/// own type) is handed to XLA CPU as written, with no rewrite reported.
+#[test]
+fn only_dots_over_narrower_floats_are_widened() {
+    let dims = "lhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, rhs_contracting_dims={3}";
+    let shape = [2, 16, 4, 8];
+    let values = |seed: usize| -> Vec<f64> {
+        (0..2 * 16 * 4 * 8)
+            .map(|i| ((i * 29 + seed * 13) % 19) as f64 - 9.0)
+            .collect()
+    };
+    let one_narrow = entry(&format!(
+        "  q = bf16[2,16,4,8] parameter(0)\n  k = f32[2,16,4,8] parameter(1)\n  ROOT s = f32[2,4,16,16] dot(q, k), {dims}"
+    ));
+    let m = hlatc_compiler::formats::text::parse_module(&one_narrow).unwrap();
+    let program = runtime().compile(&m).unwrap();
+    assert_eq!(program.rewrites(), [hlatc_runtime::Rewrite::WidenMixedDots]);
+    let got = program
+        .run(&[lit(Bf16, &shape, &values(1)), lit(F32, &shape, &values(2))])
+        .unwrap();
+    let wide = entry(&format!(
+        "  q = f32[2,16,4,8] parameter(0)\n  k = f32[2,16,4,8] parameter(1)\n  ROOT s = f32[2,4,16,16] dot(q, k), {dims}"
+    ));
+    let expected = run(
+        &wide,
+        &[lit(F32, &shape, &values(1)), lit(F32, &shape, &values(2))],
+    );
+    assert_eq!(got[0].to_f32_vec(), expected[0].to_f32_vec());
+    // Integers accumulating in s32: XLA CPU runs the dot as it is.
+    let ints = entry(&format!(
+        "  q = s8[2,16,4,8] parameter(0)\n  k = s8[2,16,4,8] parameter(1)\n  ROOT s = s32[2,4,16,16] dot(q, k), {dims}"
+    ));
+    let m = hlatc_compiler::formats::text::parse_module(&ints).unwrap();
+    let program = runtime().compile(&m).unwrap();
+    assert!(program.rewrites().is_empty(), "{:?}", program.rewrites());
+    let got = program
+        .run(&[lit(S8, &shape, &values(1)), lit(S8, &shape, &values(2))])
+        .unwrap();
+    let as_f32: Vec<f64> = expected[0]
+        .to_f32_vec()
+        .iter()
+        .map(|&x| f64::from(x))
+        .collect();
+    assert_values(&got[0], &as_f32, 0.0);
+}
