@@ -10,6 +10,27 @@ use crate::ir::original_value::{OriginalArray, OriginalLeaf, OriginalValue};
 use crate::ir::result_accuracy::ResultAccuracy;
 use crate::ir::statistics::Statistics;
 
+/// Why an instruction's annotation is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AnnotationError {
+    #[error(
+        "statistic name '{0}' cannot be written in HLO text (letters, digits, '_', '-' and '.')"
+    )]
+    StatisticName(String),
+    #[error("result_accuracy sets both mode and tolerance, which XLA's oneof cannot hold")]
+    ModeAndTolerance,
+    #[error("unknown result_accuracy mode {0} (known: 0 default, 1 highest)")]
+    UnknownAccuracyMode(i32),
+    /// Read, but not an accuracy hlatc holds ([`ResultAccuracy::problem`]).
+    #[error("{0}")]
+    InvalidAccuracy(String),
+    #[error("original_value is a synthetic call and has leaves too")]
+    SyntheticCallWithLeaves,
+    /// Read, but not a value hlatc holds ([`OriginalValue::problem`]).
+    #[error("{0}")]
+    InvalidOriginalValue(String),
+}
+
 pub(super) fn statistics_to_proto(s: &Statistics) -> StatisticsViz {
     StatisticsViz {
         stat_index_to_visualize: s.visualizing_index,
@@ -25,7 +46,9 @@ pub(super) fn statistics_to_proto(s: &Statistics) -> StatisticsViz {
 }
 
 /// `None` for an empty message, as XLA writes one on every instruction.
-pub(super) fn statistics_from_proto(p: &StatisticsViz) -> Result<Option<Statistics>, String> {
+pub(super) fn statistics_from_proto(
+    p: &StatisticsViz,
+) -> Result<Option<Statistics>, AnnotationError> {
     if p.stat_index_to_visualize == 0 && p.statistics.is_empty() {
         return Ok(None);
     }
@@ -36,13 +59,10 @@ pub(super) fn statistics_from_proto(p: &StatisticsViz) -> Result<Option<Statisti
             if crate::ir::statistics::is_stat_name(&s.stat_name) {
                 Ok((s.stat_name.clone(), F64Bits::new(s.stat_val)))
             } else {
-                Err(format!(
-                    "statistic name '{}' cannot be written in HLO text (letters, digits, '_', '-' and '.')",
-                    s.stat_name
-                ))
+                Err(AnnotationError::StatisticName(s.stat_name.clone()))
             }
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, _>>()?;
     Ok(Some(Statistics {
         visualizing_index: p.stat_index_to_visualize,
         values,
@@ -69,21 +89,12 @@ pub(super) fn result_accuracy_to_proto(a: &ResultAccuracy) -> ResultAccuracyProt
 /// Mode 0 (default) is no annotation.
 pub(super) fn result_accuracy_from_proto(
     p: &ResultAccuracyProto,
-) -> Result<Option<ResultAccuracy>, String> {
+) -> Result<Option<ResultAccuracy>, AnnotationError> {
     let accuracy = match (p.mode, &p.tolerance) {
-        (Some(_), Some(_)) => {
-            return Err(
-                "result_accuracy sets both mode and tolerance, which XLA's oneof cannot hold"
-                    .into(),
-            )
-        }
+        (Some(_), Some(_)) => return Err(AnnotationError::ModeAndTolerance),
         (None | Some(0), None) => None,
         (Some(1), None) => Some(ResultAccuracy::Highest),
-        (Some(m), None) => {
-            return Err(format!(
-                "unknown result_accuracy mode {m} (known: 0 default, 1 highest)"
-            ))
-        }
+        (Some(m), None) => return Err(AnnotationError::UnknownAccuracyMode(m)),
         (None, Some(t)) => Some(ResultAccuracy::Tolerance {
             atol: F64Bits::new(t.atol),
             rtol: F64Bits::new(t.rtol),
@@ -91,7 +102,7 @@ pub(super) fn result_accuracy_from_proto(
         }),
     };
     match accuracy.as_ref().and_then(ResultAccuracy::problem) {
-        Some(problem) => Err(problem),
+        Some(problem) => Err(AnnotationError::InvalidAccuracy(problem)),
         None => Ok(accuracy),
     }
 }
@@ -118,10 +129,12 @@ pub(super) fn original_value_to_proto(v: &OriginalValue) -> OriginalValueProto {
     }
 }
 
-pub(super) fn original_value_from_proto(p: &OriginalValueProto) -> Result<OriginalValue, String> {
+pub(super) fn original_value_from_proto(
+    p: &OriginalValueProto,
+) -> Result<OriginalValue, AnnotationError> {
     if p.is_synthetic_call {
         if !p.leaves.is_empty() {
-            return Err("original_value is a synthetic call and has leaves too".into());
+            return Err(AnnotationError::SyntheticCallWithLeaves);
         }
         return Ok(OriginalValue::SyntheticCall);
     }
@@ -138,7 +151,7 @@ pub(super) fn original_value_from_proto(p: &OriginalValueProto) -> Result<Origin
             .collect(),
     );
     match v.problem() {
-        Some(problem) => Err(problem),
+        Some(problem) => Err(AnnotationError::InvalidOriginalValue(problem)),
         None => Ok(v),
     }
 }

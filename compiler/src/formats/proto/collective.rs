@@ -16,6 +16,28 @@ use crate::ir::collective::{Collective, ReplicaGroups};
 use crate::ir::iota::without_identity;
 use crate::ir::mesh_groups::{AxisRef, MeshDevices, MeshGroups};
 
+/// Why a collective's participants are refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CollectiveProtoError {
+    #[error("mesh_axes_replica_group_list is set beside other replica groups (XLA sets one)")]
+    MeshBesideOthers,
+    #[error("collective_device_list and iota_collective_device_list are both set (XLA sets one)")]
+    BothDeviceLists,
+    /// `replica_groups` (49) and the named field both set, and apart: one
+    /// of them would be lost.
+    #[error("replica_groups and {0} name different groups")]
+    GroupsDiffer(&'static str),
+    #[error("MeshProto has both device_ids and iota_device_ids (XLA sets one)")]
+    MeshDevicesTwice,
+    #[error("mesh axis index {0} is negative")]
+    NegativeMeshAxis(i64),
+    /// Read, but not groups hlatc holds ([`MeshGroups::check`]).
+    #[error("{0}")]
+    InvalidMesh(String),
+    #[error("dynamic_slice_sizes holds {sizes} sizes, not a whole number of slices of the buffers' rank {rank}")]
+    SliceSizes { sizes: usize, rank: usize },
+}
+
 pub(super) fn fill_collective(c: &Collective, p: &mut HloInstructionProto) {
     if let ReplicaGroups::Mesh(m) = &c.replica_groups {
         p.mesh_axes_replica_group_list = Some(Box::new(mesh_to_proto(m)));
@@ -51,7 +73,9 @@ pub(super) fn channel_from_proto(p: &HloInstructionProto) -> Option<i64> {
     (p.channel_id > 0).then_some(p.channel_id)
 }
 
-pub(super) fn collective_from_proto(p: &HloInstructionProto) -> Result<Collective, String> {
+pub(super) fn collective_from_proto(
+    p: &HloInstructionProto,
+) -> Result<Collective, CollectiveProtoError> {
     let listed: Vec<Vec<i64>> = p
         .replica_groups
         .iter()
@@ -62,10 +86,7 @@ pub(super) fn collective_from_proto(p: &HloInstructionProto) -> Result<Collectiv
             || p.collective_device_list.is_some()
             || p.iota_collective_device_list.is_some()
         {
-            return Err(
-                "mesh_axes_replica_group_list is set beside other replica groups (XLA sets one)"
-                    .into(),
-            );
+            return Err(CollectiveProtoError::MeshBesideOthers);
         }
         let groups = mesh_from_proto(mesh)?;
         return Ok(Collective {
@@ -79,16 +100,13 @@ pub(super) fn collective_from_proto(p: &HloInstructionProto) -> Result<Collectiv
         p.collective_device_list.as_deref(),
         p.iota_collective_device_list.as_deref(),
     ) {
-        (Some(_), Some(_)) => return Err(
-            "collective_device_list and iota_collective_device_list are both set (XLA sets one)"
-                .into(),
-        ),
+        (Some(_), Some(_)) => return Err(CollectiveProtoError::BothDeviceLists),
         (None, Some(iota)) => {
             let groups = iota_from_proto(iota);
             if !listed.is_empty() && groups.expanded() != listed {
-                return Err(
-                    "replica_groups and iota_collective_device_list name different groups".into(),
-                );
+                return Err(CollectiveProtoError::GroupsDiffer(
+                    "iota_collective_device_list",
+                ));
             }
             groups
         }
@@ -111,9 +129,7 @@ pub(super) fn collective_from_proto(p: &HloInstructionProto) -> Result<Collectiv
             };
             // Both fields set must agree, or one of them would be lost.
             if !listed.is_empty() && groups.expanded() != listed {
-                return Err(
-                    "replica_groups and collective_device_list name different groups".into(),
-                );
+                return Err(CollectiveProtoError::GroupsDiffer("collective_device_list"));
             }
             groups
         }
@@ -164,7 +180,7 @@ fn mesh_to_proto(m: &MeshGroups) -> MeshAxesReplicaGroupListProto {
     }
 }
 
-fn mesh_from_proto(p: &MeshAxesReplicaGroupListProto) -> Result<MeshGroups, String> {
+fn mesh_from_proto(p: &MeshAxesReplicaGroupListProto) -> Result<MeshGroups, CollectiveProtoError> {
     let mesh = p.mesh.clone().unwrap_or_default();
     let devices = match (mesh.device_ids.is_empty(), &mesh.iota_device_ids) {
         (true, None) => MeshDevices::Iota,
@@ -175,9 +191,7 @@ fn mesh_from_proto(p: &MeshAxesReplicaGroupListProto) -> Result<MeshGroups, Stri
                 iota.transpose_perm.iter().map(|&d| i64::from(d)).collect(),
             ),
         },
-        (false, Some(_)) => {
-            return Err("MeshProto has both device_ids and iota_device_ids (XLA sets one)".into())
-        }
+        (false, Some(_)) => return Err(CollectiveProtoError::MeshDevicesTwice),
     };
     let spans = p
         .axes
@@ -188,7 +202,7 @@ fn mesh_from_proto(p: &MeshAxesReplicaGroupListProto) -> Result<MeshGroups, Stri
                     axis,
                     sub: r.sub_axis_info.as_ref().map(|s| (s.pre_size, s.size)),
                 })
-                .map_err(|_| format!("mesh axis index {} is negative", r.mesh_axis_index))
+                .map_err(|_| CollectiveProtoError::NegativeMeshAxis(r.mesh_axis_index))
         })
         .collect::<Result<_, _>>()?;
     let groups = MeshGroups {
@@ -196,7 +210,7 @@ fn mesh_from_proto(p: &MeshAxesReplicaGroupListProto) -> Result<MeshGroups, Stri
         devices,
         spans,
     };
-    groups.check()?;
+    groups.check().map_err(CollectiveProtoError::InvalidMesh)?;
     Ok(groups)
 }
 
@@ -231,7 +245,9 @@ pub(super) fn pairs_from_proto(p: &HloInstructionProto) -> Vec<(i64, i64)> {
 /// An in-place collective-permute's slice sizes, which XLA's proto keeps
 /// flattened in `dynamic_slice_sizes`: one list per transfer, as long as
 /// the rank of the buffers (the first array the instruction's shape holds).
-pub(super) fn slice_sizes_from_proto(p: &HloInstructionProto) -> Result<Vec<Vec<i64>>, String> {
+pub(super) fn slice_sizes_from_proto(
+    p: &HloInstructionProto,
+) -> Result<Vec<Vec<i64>>, CollectiveProtoError> {
     let flat = &p.dynamic_slice_sizes;
     if flat.is_empty() {
         return Ok(Vec::new());
@@ -242,10 +258,10 @@ pub(super) fn slice_sizes_from_proto(p: &HloInstructionProto) -> Result<Vec<Vec<
     }
     let rank = shape.map_or(0, |s| s.dimensions.len());
     if rank == 0 || !flat.len().is_multiple_of(rank) {
-        return Err(format!(
-            "dynamic_slice_sizes holds {} sizes, not a whole number of slices of the buffers' rank {rank}",
-            flat.len()
-        ));
+        return Err(CollectiveProtoError::SliceSizes {
+            sizes: flat.len(),
+            rank,
+        });
     }
     Ok(flat.chunks(rank).map(<[i64]>::to_vec).collect())
 }

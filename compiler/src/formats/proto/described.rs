@@ -10,7 +10,10 @@ use super::collective::{
     slice_sizes_from_proto,
 };
 use super::emit::{aliasing_to_proto, dot_dims_to_proto};
-use super::import::{aliasing_from_proto, dot_dims_from_proto, precision_from_proto, utf8_config};
+use super::error::InstructionError;
+use super::instruction::{
+    aliasing_from_proto, dot_dims_from_proto, precision_from_proto, utf8_config,
+};
 use super::messages::{
     CholeskyOptions, GatherDimensionNumbers, HloInstructionProto, PaddingConfig,
     PaddingConfigDimension, PrecisionConfig, RaggedDotDimensionNumbers, ScatterDimensionNumbers,
@@ -207,9 +210,9 @@ pub(super) struct ProtoReader<'a> {
 }
 
 impl AttrReader for ProtoReader<'_> {
-    type Error = String;
+    type Error = InstructionError;
 
-    fn read(&mut self, a: &'static Attribute) -> Result<AttrValue<'static>, String> {
+    fn read(&mut self, a: &'static Attribute) -> Result<AttrValue<'static>, InstructionError> {
         let p = self.p;
         let ints = |v: &[i64]| AttrValue::Ints(Cow::Owned(v.to_vec()));
         let word = |w: &str| match w {
@@ -366,18 +369,18 @@ impl AttrReader for ProtoReader<'_> {
         })
     }
 
-    fn invalid(&mut self, a: &'static Attribute, e: FieldError) -> String {
-        let (opcode, field) = (&self.p.opcode, a.proto.name());
+    fn invalid(&mut self, a: &'static Attribute, e: FieldError) -> InstructionError {
+        let (opcode, field) = (self.p.opcode.clone(), a.proto.name());
         match e {
-            FieldError::Missing => format!("{opcode} needs {field}"),
-            FieldError::NotOneDimension(v) => {
-                format!("{opcode} needs exactly one dimension, has {v:?}")
-            }
-            FieldError::Unknown { written, choices } => {
-                format!("has unknown {field} {written} (expected one of {choices})")
-            }
-            FieldError::OutOfRange(n) => format!("{field} {n} is out of range"),
-            FieldError::WrongKind(kind) => format!("{field} must be {kind}"),
+            FieldError::Missing => InstructionError::MissingField { opcode, field },
+            FieldError::NotOneDimension(dims) => InstructionError::NotOneDimension { opcode, dims },
+            FieldError::Unknown { written, choices } => InstructionError::UnknownValue {
+                field,
+                written,
+                choices,
+            },
+            FieldError::OutOfRange(value) => InstructionError::OutOfRange { field, value },
+            FieldError::WrongKind(kind) => InstructionError::WrongKind { field, kind },
         }
     }
 }
@@ -451,7 +454,7 @@ fn is_written(p: &HloInstructionProto, field: ProtoField) -> bool {
 /// A described field written on an op that does not carry it: it would be
 /// lost, so it is refused by name. (Called computations are checked with
 /// the others'.)
-pub(super) fn stray_field(p: &HloInstructionProto, opcode: &str) -> Result<(), String> {
+pub(super) fn stray_field(p: &HloInstructionProto, opcode: &str) -> Result<(), InstructionError> {
     // An op's own fields are read, not stray: only a field it does not
     // hold costs the (allocating) walk over every carrier.
     let own = Description::of(opcode).map_or(&[][..], |d| d.attributes);
@@ -464,17 +467,17 @@ pub(super) fn stray_field(p: &HloInstructionProto, opcode: &str) -> Result<(), S
         .find(|&f| !Description::carriers(f).contains(&opcode));
     match stray {
         None => Ok(()),
-        Some(field) => Err(format!(
-            "{opcode} has field {}, which hlatc reads only on {}; here it would be lost",
-            field.name(),
-            and_list(&Description::carriers(field))
-        )),
+        Some(field) => Err(InstructionError::StrayField {
+            opcode: opcode.to_string(),
+            field: field.name(),
+            carriers: and_list(&Description::carriers(field)),
+        }),
     }
 }
 
 /// A described op that calls computations calls as many as it has
 /// callee attributes.
-pub(super) fn check_callees(d: &Description, called: &[String]) -> Result<(), String> {
+pub(super) fn check_callees(d: &Description, called: &[String]) -> Result<(), InstructionError> {
     let needed = d
         .attributes
         .iter()
@@ -483,18 +486,11 @@ pub(super) fn check_callees(d: &Description, called: &[String]) -> Result<(), St
     if needed == 0 || needed == called.len() {
         return Ok(());
     }
-    let keys = d.callees();
-    let count = match keys.len() {
-        1 => "one called computation".to_string(),
-        2 => "two called computations".to_string(),
-        n => format!("{n} called computations"),
-    };
-    Err(format!(
-        "{} needs {count} ({}), has {}",
-        d.opcode,
-        keys.join(", "),
-        called.len()
-    ))
+    Err(InstructionError::Callees {
+        opcode: d.opcode,
+        keys: d.callees(),
+        has: called.len(),
+    })
 }
 
 /// `a`, `a and b`, `a, b and c`.

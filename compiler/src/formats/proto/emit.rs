@@ -1,125 +1,18 @@
 //! [`Module`] to `HloModuleProto`. Deterministic: ids are assigned in
 //! definition order, maps are ordered, so the same module gives the same bytes.
 
+use super::literal::{literal_to_proto, literal_tree_to_proto};
 use super::messages::*;
+use super::shape::shape_to_proto;
 use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::ir::computation::{Computation, InstrId};
 use crate::ir::device_assignment::DeviceAssignment;
 use crate::ir::instruction::Instruction;
-use crate::ir::literal::{Literal, LiteralTree};
+use crate::ir::literal::LiteralTree;
 use crate::ir::module::{AliasKind, Module};
 use crate::ir::op::{AsyncStep, CustomCall, DotAlgorithm, DotDims, Op, OperandAlias, Precision};
-use crate::ir::shape::{ArrayShape, ElementType, Shape};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
-
-pub fn shape_to_proto(s: &Shape) -> ShapeProto {
-    match s {
-        Shape::Array(a) => ShapeProto {
-            element_type: a.ty.primitive_type(),
-            dimensions: a.dims.clone(),
-            tuple_shapes: Vec::new(),
-            // Every array shape carries a layout: XLA rejects constants
-            // without one, and compile caches key on it.
-            layout: Some(layout_to_proto(a)),
-            is_dynamic_dimension: (0..a.rank()).map(|i| a.is_dynamic(i)).collect(),
-        },
-        Shape::Tuple(elems) => ShapeProto {
-            element_type: 13, // TUPLE
-            dimensions: Vec::new(),
-            tuple_shapes: elems.iter().map(shape_to_proto).collect(),
-            layout: None,
-            is_dynamic_dimension: Vec::new(),
-        },
-        Shape::Buffer(a) => ShapeProto {
-            element_type: crate::ir::shape::BUFFER_PRIMITIVE_TYPE,
-            tuple_shapes: vec![shape_to_proto(&Shape::Array(a.clone()))],
-            ..Default::default()
-        },
-        Shape::Token => ShapeProto {
-            element_type: crate::ir::shape::TOKEN_PRIMITIVE_TYPE,
-            ..Default::default()
-        },
-    }
-}
-
-fn layout_to_proto(a: &ArrayShape) -> LayoutProto {
-    let mut l = LayoutProto {
-        minor_to_major: a.minor_to_major.clone(),
-        ..Default::default()
-    };
-    if let Some(p) = &a.physical {
-        l.tiles = p
-            .tiles
-            .iter()
-            .map(|t| TileProto {
-                dimensions: t.clone(),
-            })
-            .collect();
-        l.element_size_in_bits = p.element_size_in_bits;
-        l.memory_space = p.memory_space;
-        if p.tail_padding_alignment_in_elements != 1 {
-            l.tail_padding_alignment_in_elements = p.tail_padding_alignment_in_elements;
-        }
-        l.split_configs = p
-            .split_configs
-            .iter()
-            .map(|sc| SplitConfigProto {
-                dimension: sc.dimension,
-                split_indices: sc.split_indices.clone(),
-            })
-            .collect();
-    }
-    l
-}
-
-/// A tuple constant's value: its shape, and one literal per element.
-fn literal_tree_to_proto(tree: &LiteralTree) -> LiteralProto {
-    match tree {
-        LiteralTree::Array(lit) => literal_to_proto(lit),
-        LiteralTree::Tuple(elems) => LiteralProto {
-            shape: Some(shape_to_proto(&tree.shape())),
-            tuple_literals: elems.iter().map(literal_tree_to_proto).collect(),
-            ..Default::default()
-        },
-    }
-}
-
-fn literal_to_proto(lit: &Literal) -> LiteralProto {
-    let mut shape = shape_to_proto(&Shape::Array(lit.shape.clone()));
-    // A literal's values are one byte or more each, unpacked: XLA's reader
-    // refuses a literal shape that packs them (`E(4)`), though the
-    // constant instruction's own shape may say so.
-    if let Some(l) = shape.layout.as_mut() {
-        l.element_size_in_bits = 0;
-    }
-    let mut p = LiteralProto {
-        shape: Some(shape),
-        ..Default::default()
-    };
-    let b = lit.bytes();
-    fn words<const N: usize>(b: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
-        b.chunks_exact(N)
-            .map(|c| c.try_into().expect("chunks_exact yields N bytes"))
-    }
-    if let Some(field) = p.bytes_of_mut(lit.ty()) {
-        *field = b.to_vec();
-        return p;
-    }
-    match lit.ty() {
-        ElementType::Pred => p.preds = b.iter().map(|&x| x != 0).collect(),
-        ElementType::S32 => p.s32s = words(b).map(i32::from_le_bytes).collect(),
-        ElementType::S64 => p.s64s = words(b).map(i64::from_le_bytes).collect(),
-        ElementType::U32 => p.u32s = words(b).map(u32::from_le_bytes).collect(),
-        ElementType::U64 => p.u64s = words(b).map(u64::from_le_bytes).collect(),
-        ElementType::F32 => p.f32s = words(b).map(f32::from_le_bytes).collect(),
-        ElementType::F64 => p.f64s = words(b).map(f64::from_le_bytes).collect(),
-        ElementType::C64 => p.c64s = words(b).map(f32::from_le_bytes).collect(),
-        ElementType::C128 => p.c128s = words(b).map(f64::from_le_bytes).collect(),
-        ty => unreachable!("{ty} literals are raw bytes"),
-    }
-    p
-}
 
 pub(super) fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
     DotDimensionNumbers {

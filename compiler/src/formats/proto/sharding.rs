@@ -105,10 +105,38 @@ fn single_to_proto(s: &SingleSharding) -> OpSharding {
     p
 }
 
-pub(crate) fn from_proto(p: &OpSharding) -> Result<Sharding, String> {
+/// Why an `OpSharding` is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShardingProtoError {
+    #[error("a tuple sharding carries metadata or a shard group itself")]
+    TupleCarriesOwn,
+    #[error("OpSharding.tile_shape is not modeled")]
+    TileShape,
+    #[error("an OpSharding of type {0} lists tuple_shardings")]
+    TupleShardingsOnType(i32),
+    #[error("an OpSharding of type {0} carries a tile assignment")]
+    TileAssignmentOnType(i32),
+    #[error("a maximal sharding names {0} devices")]
+    MaximalDeviceCount(usize),
+    #[error(
+        "a tiled OpSharding needs exactly one of tile_assignment_devices and iota_reshape_dims"
+    )]
+    TiledDevices,
+    #[error("last_tile_dims names OpSharding type {0}")]
+    UnknownSubgroupKind(i32),
+    #[error("replicate_on_last_tile_dim and last_tile_dims are both set")]
+    ReplicateAndLastTileDims,
+    #[error("unknown OpSharding type {0}")]
+    UnknownType(i32),
+    /// Read, but not a sharding hlatc holds ([`Sharding::check`]).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub(crate) fn from_proto(p: &OpSharding) -> Result<Sharding, ShardingProtoError> {
     let s = if p.r#type == TUPLE {
         if !p.metadata.is_empty() || p.is_shard_group {
-            return Err("a tuple sharding carries metadata or a shard group itself".into());
+            return Err(ShardingProtoError::TupleCarriesOwn);
         }
         Sharding::Tuple(
             p.tuple_shardings
@@ -119,21 +147,18 @@ pub(crate) fn from_proto(p: &OpSharding) -> Result<Sharding, String> {
     } else {
         Sharding::Single(single_from_proto(p)?)
     };
-    s.check()?;
+    s.check().map_err(ShardingProtoError::Invalid)?;
     Ok(s)
 }
 
-fn single_from_proto(p: &OpSharding) -> Result<SingleSharding, String> {
+fn single_from_proto(p: &OpSharding) -> Result<SingleSharding, ShardingProtoError> {
     if p.tile_shape.is_some() {
-        return Err("OpSharding.tile_shape is not modeled".into());
+        return Err(ShardingProtoError::TileShape);
     }
     if !p.tuple_shardings.is_empty() && p.r#type != TUPLE {
-        return Err(format!(
-            "an OpSharding of type {} lists tuple_shardings",
-            p.r#type
-        ));
+        return Err(ShardingProtoError::TupleShardingsOnType(p.r#type));
     }
-    let bare = |kind: ShardingKind| -> Result<ShardingKind, String> {
+    let bare = |kind: ShardingKind| -> Result<ShardingKind, ShardingProtoError> {
         if p.tile_assignment_dimensions.is_empty()
             && p.tile_assignment_devices.is_empty()
             && p.iota_reshape_dims.is_empty()
@@ -142,10 +167,7 @@ fn single_from_proto(p: &OpSharding) -> Result<SingleSharding, String> {
         {
             Ok(kind)
         } else {
-            Err(format!(
-                "an OpSharding of type {} carries a tile assignment",
-                p.r#type
-            ))
+            Err(ShardingProtoError::TileAssignmentOnType(p.r#type))
         }
     };
     let kind = match p.r#type {
@@ -155,56 +177,10 @@ fn single_from_proto(p: &OpSharding) -> Result<SingleSharding, String> {
         UNREDUCED => bare(ShardingKind::Unreduced)?,
         MAXIMAL => match p.tile_assignment_devices.as_slice() {
             [device] => ShardingKind::Maximal { device: *device },
-            d => return Err(format!("a maximal sharding names {} devices", d.len())),
+            d => return Err(ShardingProtoError::MaximalDeviceCount(d.len())),
         },
-        OTHER => {
-            let devices = match (
-                p.tile_assignment_devices.is_empty(),
-                p.iota_reshape_dims.is_empty(),
-            ) {
-                (false, true) => TileDevices::List(p.tile_assignment_devices.clone()),
-                (true, false) => {
-                    let transpose: Vec<i64> =
-                        p.iota_transpose_perm.iter().map(|&d| d as i64).collect();
-                    let identity = transpose
-                        .iter()
-                        .enumerate()
-                        .all(|(i, &d)| d == i as i64);
-                    TileDevices::Iota {
-                        reshape: p.iota_reshape_dims.clone(),
-                        transpose: if identity { Vec::new() } else { transpose },
-                    }
-                }
-                _ => {
-                    return Err(
-                        "a tiled OpSharding needs exactly one of tile_assignment_devices and iota_reshape_dims"
-                            .into(),
-                    )
-                }
-            };
-            let subgroups = match (p.replicate_on_last_tile_dim, p.last_tile_dims.as_slice()) {
-                (false, []) => Subgroups::None,
-                (true, []) => Subgroups::ReplicateLast,
-                (false, kinds) => Subgroups::Kinds(
-                    kinds
-                        .iter()
-                        .map(|&k| {
-                            SubgroupKind::from_proto(k)
-                                .ok_or_else(|| format!("last_tile_dims names OpSharding type {k}"))
-                        })
-                        .collect::<Result<_, _>>()?,
-                ),
-                (true, _) => {
-                    return Err("replicate_on_last_tile_dim and last_tile_dims are both set".into())
-                }
-            };
-            ShardingKind::Tiled(TiledSharding {
-                dims: p.tile_assignment_dimensions.clone(),
-                devices,
-                subgroups,
-            })
-        }
-        t => return Err(format!("unknown OpSharding type {t}")),
+        OTHER => ShardingKind::Tiled(tiled_from_proto(p)?),
+        t => return Err(ShardingProtoError::UnknownType(t)),
     };
     Ok(SingleSharding {
         kind,
@@ -213,5 +189,41 @@ fn single_from_proto(p: &OpSharding) -> Result<SingleSharding, String> {
             id: p.shard_group_id,
             like: p.shard_group_type == SHARD_LIKE,
         }),
+    })
+}
+
+fn tiled_from_proto(p: &OpSharding) -> Result<TiledSharding, ShardingProtoError> {
+    let devices = match (
+        p.tile_assignment_devices.is_empty(),
+        p.iota_reshape_dims.is_empty(),
+    ) {
+        (false, true) => TileDevices::List(p.tile_assignment_devices.clone()),
+        (true, false) => {
+            let transpose: Vec<i64> = p.iota_transpose_perm.iter().map(|&d| d as i64).collect();
+            let identity = transpose.iter().enumerate().all(|(i, &d)| d == i as i64);
+            TileDevices::Iota {
+                reshape: p.iota_reshape_dims.clone(),
+                transpose: if identity { Vec::new() } else { transpose },
+            }
+        }
+        _ => return Err(ShardingProtoError::TiledDevices),
+    };
+    let subgroups = match (p.replicate_on_last_tile_dim, p.last_tile_dims.as_slice()) {
+        (false, []) => Subgroups::None,
+        (true, []) => Subgroups::ReplicateLast,
+        (false, kinds) => Subgroups::Kinds(
+            kinds
+                .iter()
+                .map(|&k| {
+                    SubgroupKind::from_proto(k).ok_or(ShardingProtoError::UnknownSubgroupKind(k))
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        (true, _) => return Err(ShardingProtoError::ReplicateAndLastTileDims),
+    };
+    Ok(TiledSharding {
+        dims: p.tile_assignment_dimensions.clone(),
+        devices,
+        subgroups,
     })
 }

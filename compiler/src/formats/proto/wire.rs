@@ -8,6 +8,25 @@
 
 use super::schema::{Modeled, Schema};
 
+/// Why the wire walk refuses a proto.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WireError {
+    /// A field hlatc does not model, which protobuf would skip: named by
+    /// its path, its number and, where the table has it, XLA's name.
+    #[error(
+        "{path}: field {number}{} of {message} is not modeled by hlatc",
+        xla_name.map(|name| format!(" ({name})")).unwrap_or_default()
+    )]
+    Unmodeled {
+        path: String,
+        number: u32,
+        xla_name: Option<&'static str>,
+        message: &'static str,
+    },
+    #[error("{path}: messages nest too deep")]
+    TooDeep { path: String },
+}
+
 /// A field read off the wire: its number and, when length-delimited, its
 /// payload.
 struct Field<'b> {
@@ -66,15 +85,20 @@ fn fields(bytes: &[u8]) -> Option<Vec<Field<'_>>> {
 
 /// Checks that every field in `bytes`, at any depth, is one hlatc models
 /// in `M`. Malformed bytes pass: decoding reports them.
-pub(crate) fn check_modeled<M: Modeled>(bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn check_modeled<M: Modeled>(bytes: &[u8]) -> Result<(), WireError> {
     let schema = M::schema();
     walk(bytes, schema, schema.name.to_string(), 0)
 }
 
-fn walk(bytes: &[u8], schema: &'static Schema, path: String, depth: usize) -> Result<(), String> {
+fn walk(
+    bytes: &[u8],
+    schema: &'static Schema,
+    path: String,
+    depth: usize,
+) -> Result<(), WireError> {
     // Deeper than any module nests (shapes are capped at 64 tuple levels).
     if depth > 200 {
-        return Err(format!("{path}: messages nest too deep"));
+        return Err(WireError::TooDeep { path });
     }
     let Some(fields) = fields(bytes) else {
         return Ok(());
@@ -87,15 +111,16 @@ fn walk(bytes: &[u8], schema: &'static Schema, path: String, depth: usize) -> Re
             continue;
         }
         let Some(field) = schema.fields.iter().find(|s| s.number == f.number) else {
-            let xla_name = schema
-                .unmodeled
-                .iter()
-                .find(|(n, _)| *n == f.number)
-                .map_or_else(String::new, |(_, name)| format!(" ({name})"));
-            return Err(format!(
-                "{path}: field {}{xla_name} of {} is not modeled by hlatc",
-                f.number, schema.name
-            ));
+            return Err(WireError::Unmodeled {
+                path,
+                number: f.number,
+                xla_name: schema
+                    .unmodeled
+                    .iter()
+                    .find(|(n, _)| *n == f.number)
+                    .map(|&(_, name)| name),
+                message: schema.name,
+            });
         };
         if let (Some(nested), Some(payload)) = ((field.nested)(), f.payload) {
             let index = match seen.iter_mut().find(|(n, _)| *n == f.number) {
