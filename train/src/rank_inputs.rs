@@ -7,22 +7,8 @@
 
 use crate::train_step::{Role, StepConfig, TensorSpec, ADAM_M_PREFIX, ADAM_V_PREFIX};
 use hlatc_compiler::Literal;
-use hlatc_models::{param_specs, Parallelism, ParamSpec, Piece};
+use hlatc_models::{param_specs, Parallelism, ParamSpec, Piece, TpSplit};
 use std::collections::HashMap;
-
-/// What a rank holds of one single-device input.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RankSlice {
-    /// All of it (the step counter, a replicated norm weight, the RNG
-    /// state).
-    Whole,
-    /// Ranges of a parameter or moment, laid side by side (see
-    /// [`hlatc_models::parallel::split`]).
-    Pieces(Vec<Piece>),
-    /// Rows `rows[0]..rows[1]` of the global batch.
-    Rows([i64; 2]),
-}
 
 /// A range of a Hugging Face tensor a rank holds: `range` along `dim` of
 /// `tensor`, at `local` along the same dimension of the rank's input.
@@ -47,21 +33,6 @@ pub enum RankHolding {
     HuggingFace(Vec<HfSlice>),
     /// Rows of the global batch.
     BatchRows([i64; 2]),
-}
-
-/// A rank's input that does not fit the step.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum RankInputError {
-    #[error("the step has no input '{0}' to take a rank's share of")]
-    Unknown(String),
-    #[error("input '{name}' is {got:?}; the single-device step takes {want:?}")]
-    Shape {
-        name: String,
-        got: Vec<i64>,
-        want: Vec<i64>,
-    },
-    #[error("{got} value(s) for {want} input(s)")]
-    Count { got: usize, want: usize },
 }
 
 /// The parameter an input or output named `name` belongs to (itself or
@@ -93,22 +64,23 @@ impl RankInputs {
         }
     }
 
-    /// What rank `rank` holds of the single-device input `spec`.
-    pub fn slice(&self, spec: &TensorSpec, rank: i64) -> RankSlice {
+    /// The parameter whose share input `spec` is (the parameter itself
+    /// or one of its Adam moments); `None` for any other input.
+    fn sharded(&self, spec: &TensorSpec) -> Option<&ParamSpec> {
         match spec.role {
-            Role::Parameter | Role::AdamM | Role::AdamV => {
-                match parameter_of(&self.specs, &spec.name) {
-                    Some(p) => {
-                        RankSlice::Pieces(p.tp.pieces(&p.dims, self.par.tp_rank(rank), &self.par))
-                    }
-                    None => RankSlice::Whole,
-                }
-            }
+            Role::Parameter | Role::AdamM | Role::AdamV => parameter_of(&self.specs, &spec.name),
+            _ => None,
+        }
+    }
+
+    /// The rows of the global batch rank `rank` takes, for a batch input.
+    fn batch_rows(&self, spec: &TensorSpec, rank: i64) -> Option<[i64; 2]> {
+        match spec.role {
             Role::Tokens | Role::Targets | Role::SegmentIds => {
                 let first = self.par.dp_rank(rank) * self.batch_rows;
-                RankSlice::Rows([first, first + self.batch_rows])
+                Some([first, first + self.batch_rows])
             }
-            _ => RankSlice::Whole,
+            _ => None,
         }
     }
 
@@ -116,10 +88,12 @@ impl RankInputs {
     /// tensors a checkpoint stores (a fused tensor's block is the member
     /// it stacks; the Adam moments of a parameter are laid out as it is).
     pub fn holding(&self, spec: &TensorSpec, rank: i64) -> RankHolding {
-        let param = parameter_of(&self.specs, &spec.name);
-        match (self.slice(spec, rank), param) {
-            (RankSlice::Rows(rows), _) => RankHolding::BatchRows(rows),
-            (RankSlice::Pieces(pieces), Some(p)) if !is_whole(&pieces, p) => {
+        if let Some(rows) = self.batch_rows(spec, rank) {
+            return RankHolding::BatchRows(rows);
+        }
+        match self.sharded(spec) {
+            Some(p) if p.tp != TpSplit::Replicated => {
+                let pieces = p.tp.pieces(&p.dims, self.par.tp_rank(rank), &self.par);
                 RankHolding::HuggingFace(pieces.iter().map(|piece| hf_slice(p, piece)).collect())
             }
             _ => RankHolding::Replicated,
@@ -128,67 +102,26 @@ impl RankInputs {
 
     /// Rank `rank`'s value of the single-device input `spec` = `value`.
     pub fn take(&self, spec: &TensorSpec, value: &Literal, rank: i64) -> Literal {
-        match (
-            self.slice(spec, rank),
-            parameter_of(&self.specs, &spec.name),
-        ) {
-            (RankSlice::Pieces(_), Some(p)) => p.tp.shard(value, self.par.tp_rank(rank), &self.par),
-            (RankSlice::Rows([a, b]), _) => rows(value, a, b),
-            _ => value.clone(),
+        if let Some([a, b]) = self.batch_rows(spec, rank) {
+            return rows(value, a, b);
         }
-    }
-
-    /// Every rank's inputs, in rank order, from the single-device step's
-    /// inputs (`specs`, with their `values`).
-    pub fn shard(
-        &self,
-        specs: &[TensorSpec],
-        values: &[Literal],
-    ) -> Result<Vec<Vec<Literal>>, RankInputError> {
-        if specs.len() != values.len() {
-            return Err(RankInputError::Count {
-                got: values.len(),
-                want: specs.len(),
-            });
+        match self.sharded(spec) {
+            Some(p) => p.tp.shard(value, self.par.tp_rank(rank), &self.par),
+            None => value.clone(),
         }
-        for (s, v) in specs.iter().zip(values) {
-            if s.shape != v.dims() {
-                return Err(RankInputError::Shape {
-                    name: s.name.clone(),
-                    got: v.dims().to_vec(),
-                    want: s.shape.clone(),
-                });
-            }
-        }
-        Ok((0..self.par.world())
-            .map(|r| {
-                specs
-                    .iter()
-                    .zip(values)
-                    .map(|(s, v)| self.take(s, v, r))
-                    .collect()
-            })
-            .collect())
     }
 
     /// The whole value of input `spec` from every rank's value of it (in
     /// rank order): a parameter or moment gathered from the TP ranks of DP
     /// replica 0, anything else rank 0's.
-    pub fn gather(&self, spec: &TensorSpec, locals: &[Literal]) -> Literal {
-        let sharded = matches!(spec.role, Role::Parameter | Role::AdamM | Role::AdamV);
-        match parameter_of(&self.specs, &spec.name).filter(|_| sharded && locals.len() > 1) {
+    pub fn gather(&self, spec: &TensorSpec, locals: &[&Literal]) -> Literal {
+        match self.sharded(spec).filter(|_| locals.len() > 1) {
             Some(p) => {
                 p.tp.gather(&locals[..self.par.tp as usize], &p.dims, &self.par)
             }
             None => locals[0].clone(),
         }
     }
-}
-
-/// Whether `pieces` are all of `p`, on every rank.
-fn is_whole(pieces: &[Piece], p: &ParamSpec) -> bool {
-    matches!(pieces, [one] if one.global == [0, p.dims[one.dim]] && one.local == 0)
-        && p.tp == hlatc_models::TpSplit::Replicated
 }
 
 /// `piece` of stored parameter `p` as a range of the Hugging Face tensor

@@ -21,22 +21,42 @@ use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
 use std::collections::BTreeMap;
 
-/// The contiguous ranges of a rank's tensor, along one dimension, each
-/// held on `copies` ranks of its TP group (the same on every rank).
+/// The contiguous ranges of a rank's tensor along one dimension, each
+/// held on `copies` ranks of its TP group (the same on every rank), as
+/// few as the copies allow: neighbours held alike are one range, so a
+/// tensor held alike throughout (vocabulary padding included) is one
+/// range over all of it.
 fn local_ranges(spec: &ParamSpec, par: &Parallelism) -> (usize, Vec<([i64; 2], i64)>) {
     let pieces = spec.tp.pieces(&spec.dims, 0, par);
     let local = spec.tp.local_dims(&spec.dims, par);
     let dim = pieces.first().map_or(0, |p| p.dim);
-    if pieces.len() <= 1 {
-        // The whole tensor (vocabulary padding included).
-        let copies = pieces.first().map_or(1, |p| p.copies);
-        return (dim, vec![([0, local[dim]], copies)]);
+    let mut ranges: Vec<([i64; 2], i64)> = Vec::new();
+    for p in &pieces {
+        let end = p.local + p.global[1] - p.global[0];
+        match ranges.last_mut() {
+            Some((range, copies)) if *copies == p.copies => range[1] = end,
+            _ => ranges.push(([p.local, end], p.copies)),
+        }
     }
-    let ranges = pieces
-        .iter()
-        .map(|p| ([p.local, p.local + p.global[1] - p.global[0]], p.copies))
-        .collect();
+    match ranges.as_mut_slice() {
+        [] => ranges.push(([0, local[dim]], 1)),
+        [(range, _)] => *range = [0, local[dim]],
+        _ => {}
+    }
     (dim, ranges)
+}
+
+/// `g`'s range `[a, z)` along `dim`: `g` itself when it is all of it.
+fn range_of(
+    b: &mut Builder,
+    g: InstrId,
+    dim: usize,
+    [a, z]: [i64; 2],
+) -> Result<InstrId, BuildError> {
+    if a == 0 && z == b.dims(g)[dim] {
+        return Ok(g);
+    }
+    b.slice_dim(g, dim, a, z)
 }
 
 /// Elements per gradient all-reduce: ranges with the same holders are
@@ -72,21 +92,13 @@ pub fn sum_over_holders(
     let mut dims = Vec::with_capacity(grads.len());
     for (k, (&g, spec)) in grads.iter().zip(specs).enumerate() {
         let (dim, local) = local_ranges(spec, par);
-        let uniform = local.iter().all(|r| r.1 == local[0].1);
-        for &([a, z], copies) in &local {
-            let value = if uniform {
-                g
-            } else {
-                b.slice_dim(g, dim, a, z)?
-            };
+        for (range, copies) in local {
+            let value = range_of(b, g, dim, range)?;
             ranges.push(Range {
                 grad: k,
                 value,
                 copies,
             });
-            if uniform {
-                break;
-            }
         }
         dims.push(dim);
     }
@@ -192,12 +204,8 @@ pub fn norm_squared(
     let mut by_copies: BTreeMap<i64, InstrId> = BTreeMap::new();
     for (&g, spec) in grads.iter().zip(specs) {
         let (dim, ranges) = local_ranges(spec, par);
-        for ([a, z], copies) in ranges {
-            let part = if ranges_cover(b, g, dim, a, z) {
-                g
-            } else {
-                b.slice_dim(g, dim, a, z)?
-            };
+        for (range, copies) in ranges {
+            let part = range_of(b, g, dim, range)?;
             let sq = b.mul(part, part)?;
             let all: Vec<i64> = (0..b.dims(part).len() as i64).collect();
             let s = b.reduce_sum(sq, &all)?;
@@ -229,8 +237,4 @@ pub fn norm_squared(
         shared
     };
     b.add2(shared, replicated)
-}
-
-fn ranges_cover(b: &Builder, g: InstrId, dim: usize, a: i64, z: i64) -> bool {
-    a == 0 && z == b.dims(g)[dim]
 }

@@ -248,7 +248,7 @@ impl Trainer {
     /// gathered from the ranks).
     fn whole_state(&self, k: usize) -> Literal {
         let spec = &self.inputs[self.layout.updates[k].0];
-        let locals: Vec<Literal> = self.state.iter().map(|rank| rank[k].clone()).collect();
+        let locals: Vec<&Literal> = self.state.iter().map(|rank| &rank[k]).collect();
         self.ranks.gather(spec, &locals)
     }
 

@@ -147,9 +147,9 @@ impl TpSplit {
     /// The full tensor (shape `dims`) from every TP rank's tensor, in rank
     /// order (what [`TpSplit::shard`] gave each); a range several ranks
     /// hold is read from the first of them, vocabulary padding from none.
-    pub fn gather(&self, locals: &[Literal], dims: &[i64], par: &Parallelism) -> Literal {
+    pub fn gather(&self, locals: &[&Literal], dims: &[i64], par: &Parallelism) -> Literal {
         let ty = locals[0].ty();
-        let mut full = vec![0u8; dims.iter().product::<i64>() as usize * ty.byte_size()];
+        let mut full = vec![0u8; byte_len(locals[0], dims)];
         for (t, local) in locals.iter().enumerate().rev() {
             for p in self.pieces(dims, t as i64, par) {
                 for (f, l, n) in runs(local, dims, local.dims(), p) {
@@ -234,7 +234,10 @@ mod tests {
             vec![18., 19., 20., 21., 22., 23., 30., 31., 32., 33., 34., 35.]
         );
         let all: Vec<Literal> = (0..4).map(|t| split.shard(&full, t, &par(4, 1))).collect();
-        assert_eq!(split.gather(&all, &[12, 3], &par(4, 1)), full);
+        assert_eq!(
+            split.gather(&all.iter().collect::<Vec<_>>(), &[12, 3], &par(4, 1)),
+            full
+        );
     }
 
     #[test]
@@ -244,7 +247,10 @@ mod tests {
         let local = split.shard(&full, 1, &par(2, 1));
         assert_eq!(local.to_f32_vec(), vec![2., 3., 6., 7.]);
         let all: Vec<Literal> = (0..2).map(|t| split.shard(&full, t, &par(2, 1))).collect();
-        assert_eq!(split.gather(&all, &[2, 4], &par(2, 1)), full);
+        assert_eq!(
+            split.gather(&all.iter().collect::<Vec<_>>(), &[2, 4], &par(2, 1)),
+            full
+        );
     }
 
     #[test]
@@ -256,7 +262,10 @@ mod tests {
         let all: Vec<Literal> = (0..3)
             .map(|t| TpSplit::Vocab.shard(&full, t, &par(3, 1)))
             .collect();
-        assert_eq!(TpSplit::Vocab.gather(&all, &[5, 2], &par(3, 1)), full);
+        assert_eq!(
+            TpSplit::Vocab.gather(&all.iter().collect::<Vec<_>>(), &[5, 2], &par(3, 1)),
+            full
+        );
         assert_eq!(full.ty(), ElementType::F32);
     }
 
