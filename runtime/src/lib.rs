@@ -168,6 +168,16 @@ impl Runtime {
         Self::load(Some(devices))
     }
 
+    /// A runtime with a device for each of `ranks` ranks: the plugin's
+    /// default client for one (what every single-device run has always
+    /// had), and a client of `ranks` devices for more.
+    pub fn for_ranks(ranks: usize) -> Result<Runtime, RuntimeError> {
+        match ranks {
+            1 => Self::new(),
+            n => Self::with_devices(n),
+        }
+    }
+
     fn load(devices: Option<usize>) -> Result<Runtime, RuntimeError> {
         let path =
             plugin::find_plugin().map_err(|searched| RuntimeError::PluginNotFound { searched })?;

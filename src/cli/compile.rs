@@ -246,9 +246,9 @@ fn print_summary(
             .map(|s| s.shape.iter().product::<i64>())
             .sum();
         out!(
-            "  ranks         {} as one program{}; each holds {} parameters ({:.2} GB with its Adam state)",
+            "  ranks         {} as one program ({}); each holds {} parameters ({:.2} GB with its Adam state)",
             cfg.parallel.world(),
-            super::train::division(&cfg.parallel).trim_start_matches(&format!(" x {} devices", cfg.parallel.world())),
+            cfg.parallel,
             human_count(local),
             (local * 3 * step.precision.storage().byte_size() as i64) as f64 / 1e9
         )?;

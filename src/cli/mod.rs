@@ -76,16 +76,14 @@ pub(super) fn quiet_plugin_info() {
     }
 }
 
-/// An XLA CPU runtime with a device for each of `ranks` ranks: the
-/// plugin's default client for one (as every single-device command has
-/// always had), and a client of `ranks` devices, its INFO line quieted,
-/// for more.
+/// [`hlatc::runtime::Runtime::for_ranks`], with the plugin's INFO line
+/// about the devices it is asked for quieted (a single-device client asks
+/// for none).
 pub(super) fn runtime_for(ranks: usize) -> Result<hlatc::runtime::Runtime, Error> {
-    if ranks == 1 {
-        return Ok(hlatc::runtime::Runtime::new()?);
+    if ranks > 1 {
+        quiet_plugin_info();
     }
-    quiet_plugin_info();
-    Ok(hlatc::runtime::Runtime::with_devices(ranks)?)
+    Ok(hlatc::runtime::Runtime::for_ranks(ranks)?)
 }
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {

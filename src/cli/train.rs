@@ -256,21 +256,11 @@ fn compile_trainer(
 
 /// How the step is divided, as the summary says it (nothing for one
 /// device).
-pub(super) fn division(p: &hlatc::models::Parallelism) -> String {
+fn division(p: &hlatc::models::Parallelism) -> String {
     if p.is_single() {
         return String::new();
     }
-    format!(
-        " x {} devices (TP {} x DP {}{})",
-        p.world(),
-        p.tp,
-        p.dp,
-        if p.sequence_parallel {
-            ", sequence parallel"
-        } else {
-            ""
-        }
-    )
+    format!(" x {} devices ({p})", p.world())
 }
 
 /// Runs `--steps` steps, printing each and the held-out loss where it is

@@ -64,12 +64,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
     }
     lines.push(format!("{PROTO_FILE} decodes, verifies and equals the compiled module (sha256 matches the manifest)"));
 
-    // One XLA CPU device per rank of the step (the plugin's default
-    // client for a single-device step).
-    let rt = match cfg.parallel.world() {
-        1 => Runtime::new()?,
-        world => Runtime::with_devices(world as usize)?,
-    };
+    let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
     let t = Instant::now();
     // XLA CPU has no Neuron custom calls: map them to the same math.
     let mut runnable = back;

@@ -52,6 +52,17 @@ pub enum Fault {
     PaddingInSoftmax,
 }
 
+/// `TP 8 x DP 1, sequence parallel`: how summaries name a division.
+impl std::fmt::Display for Parallelism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TP {} x DP {}", self.tp, self.dp)?;
+        if self.sequence_parallel {
+            f.write_str(", sequence parallel")?;
+        }
+        Ok(())
+    }
+}
+
 /// A degree the model or the batch cannot be divided by.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParallelError {
