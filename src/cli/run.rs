@@ -1,6 +1,7 @@
 //! `hlatc run`: execute a module on XLA CPU.
 
 use super::console::{note, out};
+use hlatc::bundle::OpenedBundle;
 use hlatc::runtime::{
     assert_close, inputs, max_abs, read_safetensors, write_safetensors, MAX_DEVICES,
 };
@@ -15,11 +16,21 @@ use std::time::Instant;
 /// Inputs are taken from the --inputs files by parameter name, or by
 /// position as arg0, arg1, ... . Integer tensors of another integer type
 /// (torch writes token ids as int64) are converted when every value fits.
-/// Without --inputs, every parameter gets deterministic pseudo-random values
-/// from --seed: floats (and both parts of a complex value) uniform in
-/// [-1, 1), integers in [0, 16) and within their type (s4 in [0, 8)),
-/// random booleans. Each output's shape, dtype and a summary are printed
-/// (a complex output's by its elements' magnitudes).
+/// Without --inputs, every parameter of a module gets deterministic
+/// pseudo-random values from --seed: floats (and both parts of a complex
+/// value) uniform in [-1, 1), integers in [0, 16) and within their type
+/// (s4 in [0, 8)), random booleans. Each output's shape, dtype and a
+/// summary are printed (a complex output's by its elements' magnitudes).
+///
+/// A bundle directory's inputs that the --inputs files do not hold (all of
+/// them without --inputs) are made from their roles in the manifest, and
+/// named: parameters initialized as the model is (from --seed), Adam
+/// moments and the step counter zero, tokens and targets a batch of a
+/// synthetic language within the vocabulary, segment ids a valid packing.
+/// Its token, target and segment ids are checked before it runs: ids
+/// within the vocabulary (a target may also be the ignore index -100),
+/// each document's segment contiguous and the ids not decreasing along a
+/// row. Its Neuron custom calls run as the same math in plain HLO.
 ///
 /// Outputs are named out0, out1, ... (the elements of a tuple result, in
 /// order). For a bundle directory they carry the manifest's names instead
@@ -55,7 +66,8 @@ pub struct Args {
     /// {rank} in the path, for a module of several replicas)
     #[arg(long, value_name = "FILE")]
     outputs: Option<PathBuf>,
-    /// Seed for generated inputs (ignored with --inputs)
+    /// Seed for generated inputs, and for a bundle's inputs made from
+    /// their roles
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Compare the outputs with the tensors of the same names (out0, out1,
@@ -93,19 +105,29 @@ pub struct Args {
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_flags(&a)?;
-    let Resolved {
-        module_path,
-        output_names,
-        replicas,
-    } = resolve_module(&a.module)?;
-    let mut module = super::load(&module_path)?;
-    if let Some(world) = replicas {
-        module.devices.replica_count = world;
-    }
+    let bundle = a
+        .module
+        .is_dir()
+        .then(|| OpenedBundle::open(&a.module))
+        .transpose()?;
+    let (module_path, mut module) = match &bundle {
+        // A bundle's module carries the manifest's world size.
+        Some(b) => {
+            let (module, lowered) = b.cpu_module()?;
+            if lowered {
+                note!(
+                    "running the bundle's Neuron custom calls as the same math in plain HLO (XLA CPU has none of them)"
+                )?;
+            }
+            (b.module_path(), module)
+        }
+        None => (a.module.clone(), super::load(&a.module)?),
+    };
     adjust_module(&a, &mut module)?;
     let ranks = ranks(&a, &module)?;
     check_rank_paths(&a, ranks)?;
-    let outputs = execute(&a, &module, &module_path, ranks)?;
+    let outputs = execute(&a, &module, &module_path, bundle.as_ref(), ranks)?;
+    let output_names = bundle.map(|b| b.outputs.into_iter().map(|o| o.name).collect());
     report_outputs(&a, output_names, &outputs)
 }
 
@@ -225,6 +247,7 @@ fn execute(
     a: &Args,
     module: &Module,
     module_path: &Path,
+    bundle: Option<&OpenedBundle>,
     ranks: usize,
 ) -> Result<Vec<Vec<Literal>>, Error> {
     let rt = super::runtime_for(ranks)?;
@@ -239,12 +262,12 @@ fn execute(
     for rewrite in program.rewrites() {
         note!("running '{}' with {rewrite}", module.name)?;
     }
-    let args = if a.inputs.is_empty() {
-        (0..ranks)
+    let args = match bundle {
+        Some(b) => bundle_inputs(a, b, program.parameters(), ranks)?,
+        None if a.inputs.is_empty() => (0..ranks)
             .map(|rank| generated_inputs(program.parameters(), a.seed, rank))
-            .collect()
-    } else {
-        inputs_from_files(&a.inputs, program.parameters(), ranks)?
+            .collect(),
+        None => inputs_from_files(&a.inputs, program.parameters(), ranks)?.all_given()?,
     };
     let t1 = Instant::now();
     let outputs = match args.as_slice() {
@@ -356,50 +379,6 @@ fn report_outputs(
     Ok(ExitCode::SUCCESS)
 }
 
-/// What to run: the module file and, for a bundle directory, what its
-/// manifest says of it.
-struct Resolved {
-    module_path: PathBuf,
-    output_names: Option<Vec<String>>,
-    /// A sharded bundle's world size: an `HloModuleProto` has no replica
-    /// count (XLA keeps it in the module's config), so the manifest says.
-    replicas: Option<i64>,
-}
-
-/// The module file of `path` and, for a bundle directory, its output names
-/// and world size from the manifest.
-fn resolve_module(path: &Path) -> Result<Resolved, Error> {
-    if !path.is_dir() {
-        return Ok(Resolved {
-            module_path: path.to_path_buf(),
-            output_names: None,
-            replicas: None,
-        });
-    }
-    let manifest_path = path.join(hlatc::bundle::MANIFEST_FILE);
-    let manifest: serde_json::Value = std::fs::read_to_string(&manifest_path)
-        .map_err(|e| Error::Io {
-            path: manifest_path.clone(),
-            message: format!("{e} (a directory to run must be a bundle from `hlatc compile`)"),
-        })
-        .and_then(|t| {
-            serde_json::from_str(&t).map_err(|e| Error::Io {
-                path: manifest_path.clone(),
-                message: format!("not valid JSON: {e}"),
-            })
-        })?;
-    let names = manifest["outputs"].as_array().map(|outs| {
-        outs.iter()
-            .filter_map(|o| o["name"].as_str().map(str::to_string))
-            .collect()
-    });
-    Ok(Resolved {
-        module_path: path.join(hlatc::bundle::PROTO_FILE),
-        output_names: names,
-        replicas: manifest["parallel"]["world_size"].as_i64(),
-    })
-}
-
 /// Tensors by name, with the file each came from.
 type Tensors = BTreeMap<String, (Literal, PathBuf)>;
 
@@ -422,6 +401,49 @@ fn read_tensor_files(paths: &[PathBuf], shared: &Tensors) -> Result<Tensors, Err
     Ok(tensors)
 }
 
+/// What the `--inputs` files hold for each rank's parameters: a tensor
+/// for each that one of them names, `None` for the others.
+struct FileInputs {
+    ranks: Vec<Vec<Option<Literal>>>,
+    /// The files read, for an error that names them.
+    read: Vec<String>,
+    /// The parameters' names.
+    names: Vec<String>,
+}
+
+impl FileInputs {
+    /// Every rank's inputs, or an error naming the first rank's missing
+    /// ones (and the files looked in).
+    fn all_given(self) -> Result<Vec<Vec<Literal>>, Error> {
+        let several = self.ranks.len() > 1;
+        self.ranks
+            .into_iter()
+            .enumerate()
+            .map(|(rank, list)| {
+                let missing: Vec<String> = list
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.is_none())
+                    .map(|(i, _)| format!("'{}' (or 'arg{i}')", self.names[i]))
+                    .collect();
+                if missing.is_empty() {
+                    return Ok(list.into_iter().flatten().collect());
+                }
+                Err(Error::Usage(format!(
+                    "{}no tensor for parameter {} in {}",
+                    if several {
+                        format!("rank {rank}: ")
+                    } else {
+                        String::new()
+                    },
+                    missing.join(", "),
+                    self.read.join(", ")
+                )))
+            })
+            .collect()
+    }
+}
+
 /// Each rank's tensor for each parameter, by name (or `argN`) from any of
 /// `files`: a path with `{rank}` is each rank's own file, one without it
 /// every rank's.
@@ -429,24 +451,28 @@ fn inputs_from_files(
     files: &[PathBuf],
     params: &[(String, hlatc::compiler::Shape)],
     ranks: usize,
-) -> Result<Vec<Vec<Literal>>, Error> {
+) -> Result<FileInputs, Error> {
     let (own_files, shared_files): (Vec<PathBuf>, Vec<PathBuf>) =
         files.iter().cloned().partition(|p| per_rank(p));
     let mut shared = read_tensor_files(&shared_files, &Tensors::new())?;
     let mut lists = Vec::with_capacity(ranks);
+    let mut read: Vec<String> = shared_files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
     for rank in 0..ranks {
         let own_paths: Vec<PathBuf> = own_files.iter().map(|p| for_rank(p, rank)).collect();
+        read.extend(own_paths.iter().map(|f| f.display().to_string()));
         let mut own = read_tensor_files(&own_paths, &shared)?;
         // The last rank takes the shared tensors; the others copy them.
         let last = rank + 1 == ranks;
         let mut list = Vec::with_capacity(params.len());
-        let mut missing = Vec::new();
         for (i, (name, shape)) in params.iter().enumerate() {
             let key = [name.clone(), format!("arg{i}")]
                 .into_iter()
                 .find(|k| own.contains_key(k) || shared.contains_key(k));
             let Some(key) = key else {
-                missing.push(format!("'{name}' (or 'arg{i}')"));
+                list.push(None);
                 continue;
             };
             let (t, path) = match own.remove(&key) {
@@ -454,24 +480,7 @@ fn inputs_from_files(
                 None if last => shared.remove(&key).expect("found above"),
                 None => shared[&key].clone(),
             };
-            list.push(convert_integers(t, shape, name, &path)?);
-        }
-        if !missing.is_empty() {
-            let read: Vec<String> = shared_files
-                .iter()
-                .chain(&own_paths)
-                .map(|f| f.display().to_string())
-                .collect();
-            return Err(Error::Usage(format!(
-                "{}no tensor for parameter {} in {}",
-                if ranks > 1 {
-                    format!("rank {rank}: ")
-                } else {
-                    String::new()
-                },
-                missing.join(", "),
-                read.join(", ")
-            )));
+            list.push(Some(convert_integers(t, shape, name, &path)?));
         }
         for (unused, (_, path)) in &own {
             note!(
@@ -487,7 +496,78 @@ fn inputs_from_files(
             path.display()
         )?;
     }
+    Ok(FileInputs {
+        ranks: lists,
+        read,
+        names: params.iter().map(|(n, _)| n.clone()).collect(),
+    })
+}
+
+/// A bundle's inputs: those the `--inputs` files hold, the others from
+/// their roles (the model's initialization from `--seed`, zero optimizer
+/// state, a synthetic batch), each rank's batch checked before it runs.
+fn bundle_inputs(
+    a: &Args,
+    bundle: &OpenedBundle,
+    params: &[(String, hlatc::compiler::Shape)],
+    ranks: usize,
+) -> Result<Vec<Vec<Literal>>, Error> {
+    let given = inputs_from_files(&a.inputs, params, ranks)?;
+    let made_up: Vec<&str> = bundle
+        .inputs
+        .iter()
+        .zip(&given.ranks[0])
+        .filter(|(_, t)| t.is_none())
+        .map(|(s, _)| s.name.as_str())
+        .collect();
+    let lists = if made_up.is_empty() {
+        given.all_given()?
+    } else {
+        if a.inputs.is_empty() {
+            note!(
+                "no --inputs: every input from its role (parameters initialized as the model's init policy says, from seed {}; Adam moments and the step counter zero; batch 0 of the synthetic language)",
+                a.seed
+            )?;
+        } else {
+            note!(
+                "{} input(s) the --inputs files do not hold, made up from their roles (seed {}): {}",
+                made_up.len(),
+                a.seed,
+                abbreviated(&made_up)
+            )?;
+        }
+        let initial = bundle.initial_inputs(a.seed)?;
+        given
+            .ranks
+            .into_iter()
+            .zip(initial)
+            .map(|(list, init)| {
+                list.into_iter()
+                    .zip(init)
+                    .map(|(t, i)| t.unwrap_or(i))
+                    .collect()
+            })
+            .collect()
+    };
+    for (rank, list) in lists.iter().enumerate() {
+        bundle.check_batch(list).map_err(|e| {
+            Error::Usage(if ranks > 1 {
+                format!("rank {rank}: {e}")
+            } else {
+                e.to_string()
+            })
+        })?;
+    }
     Ok(lists)
+}
+
+/// `names`, the first few of a long list and how many more.
+fn abbreviated(names: &[&str]) -> String {
+    const SHOWN: usize = 6;
+    match names.len() {
+        n if n <= SHOWN => names.join(", "),
+        n => format!("{}, and {} more", names[..SHOWN].join(", "), n - SHOWN),
+    }
 }
 
 /// An integer tensor of another integer type than the parameter's (torch

@@ -9,6 +9,7 @@ mod docs;
 mod filetests;
 mod fused_weights;
 mod hf_parity;
+mod inputs_checked;
 mod minifloat;
 mod mixed_precision;
 mod model_gradients;

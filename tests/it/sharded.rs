@@ -426,6 +426,19 @@ fn run_of_a_sharded_bundle_runs_every_rank() {
         text.contains("on 2 devices") && text.contains("rank 1"),
         "{text}"
     );
+    // Each rank starts from its share of the model's initialization, so
+    // both compute the loss of an untrained model.
+    let losses: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with("loss "))
+        .map(|l| l.rsplit('=').next().unwrap().trim().parse().unwrap())
+        .collect();
+    assert_eq!(losses.len(), 2, "{text}");
+    assert_eq!(losses[0], losses[1]);
+    assert!(
+        (losses[0] - 64f64.ln()).abs() < 0.1 * 64f64.ln(),
+        "{losses:?}"
+    );
     let out = hlatc(&["run", bundle, "--devices", "4"]);
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -7,7 +7,7 @@ use crate::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use crate::trainer::Trainer;
 use crate::Error;
 use hlatc_models::{init::init_params, BatchShape};
-use hlatc_passes::{PassContext, Target};
+use hlatc_passes::Target;
 use hlatc_runtime::Runtime;
 use std::path::Path;
 use std::time::Instant;
@@ -72,9 +72,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
     // config, and neuronx-cc reads the world from the replica groups):
     // the manifest's division says how many devices run it.
     runnable.devices.replica_count = cfg.parallel.world();
-    let lowered = hlatc_passes::pipeline_from_names("check", &["lower-neuron-calls"])?
-        .run_module(&mut runnable, &mut PassContext::new(Target::Cpu))?
-        .changed();
+    let lowered = crate::bundle::lower_for_cpu(&mut runnable)?;
     let program = rt.compile(&runnable)?;
     lines.push(if lowered {
         format!(

@@ -4,6 +4,7 @@
 //! current token can learn it; one that could see the future would have
 //! nothing more to gain, which is what the causal-mask tests rely on.
 
+use crate::train_step::Role;
 use hlatc_compiler::Literal;
 use hlatc_runtime::inputs::SplitMix64;
 
@@ -30,6 +31,17 @@ impl Batch {
             .into_iter()
             .chain(&self.segment_ids)
             .cloned()
+    }
+
+    /// The batch tensor an input with `role` takes; `None` for a role that
+    /// is not part of a batch (or segment ids of unpacked rows).
+    pub fn for_role(&self, role: Role) -> Option<&Literal> {
+        match role {
+            Role::Tokens => Some(&self.tokens),
+            Role::Targets => Some(&self.targets),
+            Role::SegmentIds => self.segment_ids.as_ref(),
+            _ => None,
+        }
     }
 }
 

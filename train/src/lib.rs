@@ -11,11 +11,15 @@
 //!   [`rank_inputs`]: which part of each input a rank takes;
 //! - [`bundle`]: the module, its manifest and the Neuron compile flags on
 //!   disk, written whole or not at all; [`check`] re-reads and runs one;
-//! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU.
+//! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU;
+//!   [`initial_inputs`]: every input's start value, from its role;
+//!   [`batch_check`]: token, target and segment ids checked before a run.
 
+pub mod batch_check;
 pub mod bundle;
 pub mod check;
 pub mod data;
+pub mod initial_inputs;
 pub mod matmul_estimate;
 pub mod optimizer;
 pub mod precision;
@@ -55,6 +59,8 @@ pub enum Error {
     Step(#[from] train_step::StepError),
     #[error(transparent)]
     Pass(#[from] hlatc_passes::PassError),
+    #[error(transparent)]
+    Batch(#[from] batch_check::BatchError),
     /// A check of a written bundle failed (`compile --verify`).
     #[error("verification failed: {0}")]
     Verification(String),

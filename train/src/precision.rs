@@ -89,3 +89,17 @@ impl serde::Serialize for Precision {
         s.serialize_str(self.name())
     }
 }
+
+/// A manifest's `precision`, read back by name.
+impl<'de> serde::Deserialize<'de> for Precision {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Precision::from_name(&name).ok_or_else(|| {
+            let known: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+            serde::de::Error::custom(format!(
+                "unknown precision '{name}' (known: {})",
+                known.join(", ")
+            ))
+        })
+    }
+}

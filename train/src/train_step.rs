@@ -15,8 +15,10 @@ use hlatc_models::{
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
-/// What a training step is built from.
-#[derive(Clone, Debug, Serialize)]
+/// What a training step is built from. A bundle's manifest records it
+/// (`config`), and [`crate::bundle::OpenedBundle`] reads it back.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StepConfig {
     pub model: ModelConfig,
     pub batch: BatchShape,
@@ -67,7 +69,7 @@ impl StepConfig {
 }
 
 /// What a buffer is for, so a runtime knows what to feed and keep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Parameter,
@@ -135,12 +137,23 @@ fn serialize_element_type<S: serde::Serializer>(t: &ElementType, s: S) -> Result
     s.serialize_str(t.name())
 }
 
+fn deserialize_element_type<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<ElementType, D::Error> {
+    let name = <String as serde::Deserialize>::deserialize(d)?;
+    ElementType::from_name(&name)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown element type '{name}'")))
+}
+
 /// One input or output of the step.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct TensorSpec {
     pub name: String,
     /// Written in the manifest as XLA spells it (`bf16`).
-    #[serde(serialize_with = "serialize_element_type")]
+    #[serde(
+        serialize_with = "serialize_element_type",
+        deserialize_with = "deserialize_element_type"
+    )]
     pub dtype: ElementType,
     pub shape: Vec<i64>,
     pub role: Role,

@@ -1,7 +1,9 @@
 //! Runs the compiled training step on XLA CPU, carrying the parameters and
 //! optimizer state from one step to the next.
 
+use crate::batch_check::check_batch_input;
 use crate::data::Batch;
+use crate::initial_inputs::{fresh_state, rng_state};
 use crate::rank_inputs::RankInputs;
 use crate::train_step::{
     build_train_step, output_with_role, Role, StateLayout, StepConfig, TensorSpec, TrainStep,
@@ -121,10 +123,9 @@ impl Trainer {
                     .zip(&whole)
                     .map(|(&(i, _), whole)| {
                         let s = &step.inputs[i];
-                        match (s.role, whole) {
-                            (_, Some(p)) => ranks.take(s, p, r),
-                            (Role::RngState, _) => rng_state(0),
-                            _ => Literal::zeros(s.dtype, s.shape.clone()),
+                        match whole {
+                            Some(p) => ranks.take(s, p, r),
+                            None => fresh_state(s, 0).expect("a state input"),
                         }
                     })
                     .collect()
@@ -165,16 +166,10 @@ impl Trainer {
     }
 
     /// One optimizer step on `batch`. Token ids must lie in the vocabulary,
-    /// and targets too unless they are the ignore index; the first that
-    /// does not is named (XLA would clamp it silently).
+    /// targets too unless they are the ignore index, and segment ids must
+    /// be a packing; the first that is not is named (XLA would take it
+    /// silently), see [`crate::batch_check`].
     pub fn step(&mut self, batch: &Batch) -> Result<StepStats, Error> {
-        check_ids("tokens", &batch.tokens, self.vocab_size, None)?;
-        check_ids(
-            "targets",
-            &batch.targets,
-            self.vocab_size,
-            Some(hlatc_models::IGNORE_INDEX),
-        )?;
         let packed = self.inputs.iter().any(|s| s.role == Role::SegmentIds);
         if batch.segment_ids.is_some() != packed {
             return Err(Error::Usage(
@@ -186,6 +181,11 @@ impl Trainer {
                 .into(),
             ));
         }
+        for spec in &self.inputs {
+            if let Some(value) = batch.for_role(spec.role) {
+                check_batch_input(spec, value, self.vocab_size)?;
+            }
+        }
         let inputs: Vec<Vec<Literal>> = self
             .state
             .iter()
@@ -194,16 +194,9 @@ impl Trainer {
                 let mut state = state.iter();
                 self.inputs
                     .iter()
-                    .map(|s| {
-                        let from_batch = |l: &Literal| self.ranks.take(s, l, rank as i64);
-                        match s.role {
-                            Role::Tokens => from_batch(&batch.tokens),
-                            Role::Targets => from_batch(&batch.targets),
-                            Role::SegmentIds => {
-                                from_batch(batch.segment_ids.as_ref().expect("checked above"))
-                            }
-                            _ => state.next().expect("one literal per state input").clone(),
-                        }
+                    .map(|s| match batch.for_role(s.role) {
+                        Some(l) => self.ranks.take(s, l, rank as i64),
+                        None => state.next().expect("one literal per state input").clone(),
                     })
                     .collect()
             })
@@ -289,34 +282,6 @@ impl Trainer {
         self.state_with_role(Role::Step)
             .next()
             .map_or(0, |(k, _)| self.state[0][k].to_i64_vec()[0])
-    }
-}
-
-/// The RNG state `rng-bit-generator` starts from for `seed`.
-fn rng_state(seed: u64) -> Literal {
-    let bytes = [seed, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
-    Literal::from_bytes(ElementType::U64, vec![2], bytes).expect("two u64s")
-}
-
-/// Fails on the first id of `ids` (`[batch, seq]`) outside `0..vocab`,
-/// other than `allowed`.
-fn check_ids(what: &str, ids: &Literal, vocab: i64, allowed: Option<i64>) -> Result<(), Error> {
-    let seq = ids.dims().get(1).copied().unwrap_or(1).max(1) as usize;
-    let values = ids.to_i64_vec();
-    match values
-        .iter()
-        .position(|&t| !(0..vocab).contains(&t) && Some(t) != allowed)
-    {
-        None => Ok(()),
-        Some(i) => Err(Error::Usage(format!(
-            "{what}[{}, {}] is {}, outside the vocabulary 0..{vocab}{}",
-            i / seq,
-            i % seq,
-            values[i],
-            allowed.map_or(String::new(), |a| format!(
-                " (and not the ignore index {a})"
-            ))
-        ))),
     }
 }
 

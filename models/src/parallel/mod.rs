@@ -16,7 +16,8 @@ use serde::Serialize;
 pub use split::{Piece, TpSplit, Units};
 
 /// How a step is divided. `tp = dp = 1` is the single-device step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Parallelism {
     /// Tensor-parallel degree: heads, MLP columns and the vocabulary are
     /// split over this many ranks (Megatron style).

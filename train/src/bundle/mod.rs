@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod opened;
+pub use opened::{lower_for_cpu, OpenedBundle};
+
 /// Which compiler a bundle is for (the passes' target).
 pub use hlatc_passes::Target;
 

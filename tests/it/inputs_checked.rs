@@ -1,0 +1,239 @@
+//! Every input checked where it enters: a bundle's inputs made up from
+//! their roles when not given, and token, target and segment ids checked
+//! against the vocabulary and the packing before a step runs, in `run`, in
+//! `train` and in the library.
+
+use hlatc::bundle::OpenedBundle;
+use hlatc::compiler::ElementType;
+use hlatc::Literal;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn hlatc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hlatc-inputs-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A `tiny` bundle (vocabulary 64) compiled with `extra` flags into `name`.
+fn bundle(name: &str, extra: &[&str]) -> PathBuf {
+    let dir = tmp(name);
+    let mut args = vec!["compile", "--model", "tiny", "--out", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = hlatc(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    dir
+}
+
+/// The value printed for output `name` by `hlatc run`.
+fn printed_scalar(out: &str, name: &str) -> f64 {
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no {name} in {out}"));
+    line.rsplit('=').next().unwrap().trim().parse().unwrap()
+}
+
+fn ids(rows: &[&[i64]]) -> Literal {
+    let bytes: Vec<u8> = rows
+        .iter()
+        .flat_map(|r| r.iter())
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let dims = vec![rows.len() as i64, rows[0].len() as i64];
+    Literal::from_bytes(ElementType::S64, dims, bytes).unwrap()
+}
+
+fn batch_file(name: &str, tensors: &[(&str, Literal)]) -> PathBuf {
+    let path = tmp(name);
+    let named: Vec<(String, Literal)> = tensors
+        .iter()
+        .map(|(n, l)| (n.to_string(), l.clone()))
+        .collect();
+    hlatc::runtime::write_safetensors(&path, &named).unwrap();
+    path
+}
+
+/// The default bundle (for Neuron) runs with nothing given: parameters
+/// initialized as the model is, zero moments, a synthetic batch. The loss
+/// is that of an untrained model and nothing is NaN (the generic uniform
+/// fill made half of every update NaN).
+#[test]
+fn a_bundle_run_without_inputs_starts_as_training_does() {
+    let dir = bundle("default", &["--seq-len", "8"]);
+    let o = hlatc(&["run", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(
+        err.contains("no --inputs: every input from its role"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Neuron custom calls as the same math"),
+        "{err}"
+    );
+    let uniform = 64f64.ln();
+    let loss = printed_scalar(&out, "loss");
+    assert!((loss - uniform).abs() < 0.1 * uniform, "loss {loss}");
+    assert!(!out.contains("non-finite") && !out.contains("NaN"), "{out}");
+    assert!(printed_scalar(&out, "grad_norm") > 0.0);
+
+    // The same through the library.
+    let b = OpenedBundle::open(&dir).unwrap();
+    let (module, lowered) = b.cpu_module().unwrap();
+    assert!(lowered);
+    let rt = hlatc::runtime::Runtime::shared().unwrap();
+    let program = rt.compile(&module).unwrap();
+    let inputs = b.initial_inputs(0).unwrap();
+    assert_eq!(inputs.len(), 1);
+    b.check_batch(&inputs[0]).unwrap();
+    let outputs = program.run(&inputs[0]).unwrap();
+    let names: Vec<&str> = b.outputs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names[0], "loss");
+    let lib_loss = outputs[0].to_f64_vec()[0];
+    assert_eq!(
+        lib_loss, loss as f32 as f64,
+        "the CLI and the library agree"
+    );
+    for (name, o) in names.iter().zip(&outputs) {
+        assert!(
+            o.to_f64_vec().iter().all(|x| x.is_finite()),
+            "{name} has a non-finite value"
+        );
+    }
+}
+
+/// Given only the batch, the run makes up the state from its roles and
+/// says which inputs it made up; the batch it was given is used.
+#[test]
+fn missing_bundle_inputs_are_made_up_by_role_and_named() {
+    let dir = bundle("partial", &["--target", "cpu", "--seq-len", "4"]);
+    let d = dir.to_str().unwrap();
+    let batch = batch_file(
+        "batch.safetensors",
+        &[
+            ("tokens", ids(&[&[1, 2, 3, 4]])),
+            ("targets", ids(&[&[2, 3, 4, -100]])),
+        ],
+    );
+    let o = hlatc(&["run", d, "--inputs", batch.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("input(s) the --inputs files do not hold, made up from their roles (seed 0): model.embed_tokens.weight,"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(": tokens") && !err.contains(", tokens"),
+        "{err}"
+    );
+    // The same run with every input from roles differs only in the batch.
+    let o2 = hlatc(&["run", d]);
+    assert_ne!(
+        printed_scalar(&stdout(&o), "loss"),
+        printed_scalar(&stdout(&o2), "loss")
+    );
+}
+
+fn assert_refused(o: &Output, parts: &[&str]) {
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(o));
+    let err = stderr(o);
+    for p in parts {
+        assert!(err.contains(p), "{p:?} not in: {err}");
+    }
+}
+
+/// An id past the vocabulary, a target of -1, and segment ids that are
+/// not a packing are refused by name, row, column and value; -100 is the
+/// one target outside the vocabulary that runs.
+#[test]
+fn a_bundle_run_checks_token_data() {
+    let dir = bundle("ids", &["--target", "cpu", "--seq-len", "4", "--packed"]);
+    let d = dir.to_str().unwrap();
+    let run = |tokens: &[i64], targets: &[i64], segments: &[i64]| {
+        let f = batch_file(
+            "packed.safetensors",
+            &[
+                ("tokens", ids(&[tokens])),
+                ("targets", ids(&[targets])),
+                ("segment_ids", ids(&[segments])),
+            ],
+        );
+        hlatc(&["run", d, "--inputs", f.to_str().unwrap()])
+    };
+    let o = run(&[1, 2, 3, 4], &[2, 3, -100, 5], &[1, 1, 2, 2]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_refused(
+        &run(&[1, 64, 3, 4], &[2, 3, 4, 5], &[1, 1, 1, 1]),
+        &["tokens[0, 1] is 64, outside the vocabulary 0..64"],
+    );
+    assert_refused(
+        &run(&[1, 2, 3, 4], &[2, 3, 4, -1], &[1, 1, 1, 1]),
+        &["targets[0, 3] is -1", "(and not the ignore index -100)"],
+    );
+    assert_refused(
+        &run(&[1, 2, 3, 4], &[64, 3, 4, 5], &[1, 1, 1, 1]),
+        &["targets[0, 0] is 64, outside the vocabulary 0..64"],
+    );
+    assert_refused(
+        &run(&[1, 2, 3, 4], &[2, 3, 4, 5], &[1, 2, 2, 1]),
+        &[
+            "segment_ids[0, 3] is 1, but document 1 ended at column 0",
+            "contiguous",
+        ],
+    );
+    assert_refused(
+        &run(&[1, 2, 3, 4], &[2, 3, 4, 5], &[3, 3, 2, 2]),
+        &["segment_ids[0, 2] is 2, less than the 3 before it"],
+    );
+}
+
+/// The library's trainer refuses the same segment ids before running.
+#[test]
+fn the_trainer_refuses_segment_ids_that_are_not_a_packing() {
+    use hlatc::models::{BatchShape, ModelConfig};
+    use hlatc::train_step::StepConfig;
+    let model = ModelConfig::preset("tiny").unwrap();
+    let mut cfg = StepConfig::new(
+        model.clone(),
+        BatchShape {
+            batch_size: 1,
+            seq_len: 4,
+        },
+    )
+    .with_precision(hlatc::precision::Precision::Fp32);
+    cfg.packed = true;
+    let params = hlatc::models::init::init_params(&model, ElementType::F32, 0)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let rt = hlatc::runtime::Runtime::shared().unwrap();
+    let mut t = hlatc::trainer::Trainer::new(&rt, &cfg, params).unwrap();
+    let s32 = |v: &[i32]| Literal::from_s32(vec![1, 4], v).unwrap();
+    let batch = hlatc::data::Batch {
+        tokens: s32(&[1, 2, 3, 4]),
+        targets: s32(&[2, 3, 4, 5]),
+        segment_ids: Some(s32(&[0, 1, 0, 0])),
+    };
+    let e = t.step(&batch).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "segment_ids[0, 2] is 0, but document 0 ended at column 0 of row 0: a document's tokens must be contiguous"
+    );
+    assert_eq!(t.steps_done(), 0, "nothing ran");
+}

@@ -1,0 +1,145 @@
+//! A bundle read back from disk: the step config and signature its
+//! manifest records, and its module ready to run. What a runtime needs to
+//! feed a bundle by role without rebuilding the step.
+
+use super::{MANIFEST_FILE, PROTO_FILE};
+use crate::batch_check::check_batch_input;
+use crate::train_step::{StepConfig, TensorSpec};
+use crate::Error;
+use hlatc_compiler::{Literal, Module};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The bundle format this reader takes (the manifest's `format`).
+const FORMAT: &str = "hlatc-bundle/1";
+
+pub struct OpenedBundle {
+    pub dir: PathBuf,
+    /// The step the bundle was compiled from (model, batch, optimizer,
+    /// precision, division over ranks).
+    pub config: StepConfig,
+    pub inputs: Vec<TensorSpec>,
+    pub outputs: Vec<TensorSpec>,
+}
+
+/// The parts of the manifest a reader needs; the rest describes the
+/// bundle for people and tools.
+#[derive(Deserialize)]
+struct ManifestView {
+    format: String,
+    config: StepConfig,
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+    init: InitView,
+}
+
+/// The model's config leaves `initializer_range` out (it records the
+/// config as Hugging Face's keys); the manifest's `init.std` holds it.
+#[derive(Deserialize)]
+struct InitView {
+    std: f64,
+}
+
+impl OpenedBundle {
+    /// Reads the manifest of the bundle in `dir`.
+    pub fn open(dir: &Path) -> Result<OpenedBundle, Error> {
+        let path = dir.join(MANIFEST_FILE);
+        let bad = |message: String| Error::Io {
+            path: path.clone(),
+            message,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            bad(format!(
+                "{e} (a bundle directory holds the {MANIFEST_FILE} `hlatc compile` writes)"
+            ))
+        })?;
+        let view: ManifestView = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
+        if view.format != FORMAT {
+            return Err(bad(format!(
+                "format '{}', but this hlatc reads '{FORMAT}'",
+                view.format
+            )));
+        }
+        let mut config = view.config;
+        config.model.initializer_range = view.init.std;
+        config
+            .model
+            .validate(&path.display().to_string())
+            .map_err(Error::Config)?;
+        config
+            .batch
+            .validate(&config.model)
+            .map_err(Error::Config)?;
+        Ok(OpenedBundle {
+            dir: dir.to_path_buf(),
+            config,
+            inputs: view.inputs,
+            outputs: view.outputs,
+        })
+    }
+
+    /// The path of the bundle's module.
+    pub fn module_path(&self) -> PathBuf {
+        self.dir.join(PROTO_FILE)
+    }
+
+    /// The module, read and verified, with the replica count of the
+    /// manifest's division (an `HloModuleProto` does not carry it).
+    pub fn module(&self) -> Result<Module, Error> {
+        let path = self.module_path();
+        let bytes = std::fs::read(&path).map_err(|e| Error::Io {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let mut module =
+            hlatc_compiler::formats::proto::decode_module(&bytes).map_err(|source| {
+                Error::Proto {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+        hlatc_compiler::verify(&module).map_err(|source| Error::Verify { path, source })?;
+        module.devices.replica_count = self.world();
+        Ok(module)
+    }
+
+    /// [`OpenedBundle::module`] as XLA CPU runs it, and whether its Neuron
+    /// custom calls were mapped to plain HLO for that.
+    pub fn cpu_module(&self) -> Result<(Module, bool), Error> {
+        let mut module = self.module()?;
+        let lowered = lower_for_cpu(&mut module)?;
+        Ok((module, lowered))
+    }
+
+    /// How many ranks run the step.
+    pub fn world(&self) -> i64 {
+        self.config.parallel.world()
+    }
+
+    /// Every rank's inputs for a first step, each from its role (see
+    /// [`crate::initial_inputs`]).
+    pub fn initial_inputs(&self, seed: u64) -> Result<Vec<Vec<Literal>>, Error> {
+        crate::initial_inputs::initial_inputs(&self.config, &self.inputs, seed)
+    }
+
+    /// Checks the batch inputs among one rank's `inputs` (in signature
+    /// order): ids within the vocabulary, segment ids a packing.
+    pub fn check_batch(&self, inputs: &[Literal]) -> Result<(), Error> {
+        for (spec, value) in self.inputs.iter().zip(inputs) {
+            check_batch_input(spec, value, self.config.model.vocab_size)?;
+        }
+        Ok(())
+    }
+}
+
+/// Maps a Neuron step's custom calls (XLA CPU has none of them) to the same
+/// math in plain HLO; whether there were any.
+pub fn lower_for_cpu(module: &mut Module) -> Result<bool, Error> {
+    use hlatc_passes::{PassContext, Target};
+    Ok(
+        hlatc_passes::pipeline_from_names("cpu", &["lower-neuron-calls"])?
+            .run_module(module, &mut PassContext::new(Target::Cpu))?
+            .changed(),
+    )
+}

@@ -1,0 +1,112 @@
+//! What a step's inputs hold before its first step, each from its role:
+//! the model's initialization for the parameters, zeros for the Adam
+//! moments and the step counter, a seeded state for the rounding RNG, and
+//! a batch of the synthetic language whose ids lie in the vocabulary (its
+//! segment ids a valid packing). Fed to a step, they give a loss near
+//! ln(vocab) and finite updates: the start a training run has.
+//!
+//! The trainer starts from these, `hlatc run BUNDLE` feeds them for the
+//! inputs it is not given, and a training stack embedding a bundle gets
+//! the state its manifest's roles call for.
+
+use crate::data::{Batch, SyntheticData};
+use crate::rank_inputs::RankInputs;
+use crate::train_step::{Role, StepConfig, TensorSpec};
+use crate::Error;
+use hlatc_compiler::{ElementType, Literal};
+use hlatc_models::init::init_params;
+use std::collections::BTreeMap;
+
+/// The value of a carried state input that is not a parameter, at the
+/// start: zeros for the Adam moments and the step counter, the RNG state
+/// of `seed`. `None` for a parameter or a batch input.
+pub fn fresh_state(spec: &TensorSpec, seed: u64) -> Option<Literal> {
+    match spec.role {
+        Role::AdamM | Role::AdamV | Role::Step => {
+            Some(Literal::zeros(spec.dtype, spec.shape.clone()))
+        }
+        Role::RngState => Some(rng_state(seed)),
+        _ => None,
+    }
+}
+
+/// The RNG state `rng-bit-generator` starts from for `seed`.
+pub fn rng_state(seed: u64) -> Literal {
+    let bytes = [seed, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    Literal::from_bytes(ElementType::U64, vec![2], bytes).expect("two u64s")
+}
+
+/// Every input of the step `cfg` builds (`inputs`, its signature), for
+/// each rank: parameters initialized from `seed` (each rank its share),
+/// fresh optimizer state and batch 0 of the synthetic language drawn from
+/// `seed` (each DP replica its rows).
+pub fn initial_inputs(
+    cfg: &StepConfig,
+    inputs: &[TensorSpec],
+    seed: u64,
+) -> Result<Vec<Vec<Literal>>, Error> {
+    let params: BTreeMap<String, Literal> = init_params(&cfg.model, cfg.precision.storage(), seed)
+        .into_iter()
+        .collect();
+    let batch = SyntheticData::permutation(cfg.model.vocab_size, seed).step_batch(
+        cfg.packed,
+        0,
+        cfg.batch.batch_size,
+        cfg.batch.seq_len,
+    );
+    let ranks = RankInputs::new(cfg);
+    (0..cfg.parallel.world())
+        .map(|rank| {
+            inputs
+                .iter()
+                .map(|spec| initial_input(spec, &params, &batch, &ranks, rank, seed))
+                .collect()
+        })
+        .collect()
+}
+
+/// Rank `rank`'s start value of input `spec`.
+fn initial_input(
+    spec: &TensorSpec,
+    params: &BTreeMap<String, Literal>,
+    batch: &Batch,
+    ranks: &RankInputs,
+    rank: i64,
+    seed: u64,
+) -> Result<Literal, Error> {
+    if let Some(state) = fresh_state(spec, seed) {
+        return Ok(state);
+    }
+    let whole = match spec.role {
+        Role::Parameter => params
+            .get(&spec.name)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "input '{}' is a parameter the model does not have",
+                    spec.name
+                ))
+            })?
+            .clone()
+            .converted(spec.dtype)
+            .map_err(|e| Error::Usage(format!("parameter '{}': {e}", spec.name)))?,
+        role => batch
+            .for_role(role)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "input '{}' has role {role:?}, which is not a step input",
+                    spec.name
+                ))
+            })?
+            .clone(),
+    };
+    let local = ranks.take(spec, &whole, rank);
+    if local.dims() != spec.shape.as_slice() {
+        return Err(Error::Usage(format!(
+            "input '{}' is {:?} in the manifest, but its role gives {:?}",
+            spec.name,
+            spec.shape,
+            local.dims()
+        )));
+    }
+    Ok(local)
+}
