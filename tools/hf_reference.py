@@ -21,7 +21,8 @@ weights.safetensors (Hugging Face names; a tied LM head is not repeated),
 batch.safetensors (tokens, targets: int32 [batch, seq]) and
 reference.safetensors (loss, grad_norm, grad.<name>, updated.<name>).
 
-Usage: pip install -r tools/hf_requirements.txt && python tools/hf_reference.py
+Usage: pip install -r tools/hf_requirements.txt && python tools/hf_reference.py [CASE...]
+(every case when none is named).
 """
 
 import json
@@ -66,6 +67,11 @@ CASES = {
     "head_dim": (transformers.LlamaConfig, dict(SMALL, head_dim=8)),
     # Mistral with a window shorter than the sequence; some targets ignored.
     "mistral_window": (transformers.MistralConfig, dict(SMALL, sliding_window=3)),
+    # Dynamic NTK over a sequence (8) past max_position_embeddings (4):
+    # the base grows with the length, the one case where a longer
+    # sequence is defined.
+    "llama_dynamic_long": (transformers.LlamaConfig, dict(SMALL, max_position_embeddings=4,
+                                                           rope_parameters=dict(rope_type="dynamic", factor=2.0, rope_theta=10000.0))),
     # Qwen2: q/k/v biases.
     "qwen2": (transformers.Qwen2Config, dict(SMALL, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
 }
@@ -137,7 +143,12 @@ def case(name, config_class, kwargs):
 def main():
     print(f"transformers {transformers.__version__}, torch {torch.__version__}", file=sys.stderr)
     torch.use_deterministic_algorithms(True)
-    for name, (cls, kwargs) in CASES.items():
+    wanted = sys.argv[1:] or list(CASES)
+    unknown = [n for n in wanted if n not in CASES]
+    if unknown:
+        sys.exit(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
+    for name in wanted:
+        cls, kwargs = CASES[name]
         case(name, cls, kwargs)
 
 

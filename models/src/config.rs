@@ -330,6 +330,41 @@ impl ModelConfig {
         Ok(())
     }
 
+    /// Whether a sequence may be longer than `max_position_embeddings`:
+    /// only when the RoPE scaling grows with the length (dynamic NTK).
+    pub fn rope_scales_with_length(&self) -> bool {
+        self.rope_scaling
+            .as_ref()
+            .is_some_and(RopeScaling::scales_with_length)
+    }
+
+    /// The RoPE base a step over `seq_len` positions rotates with (dynamic
+    /// NTK's grows past `max_position_embeddings`; every other stays
+    /// `rope_theta`).
+    pub fn rope_theta_for(&self, seq_len: i64) -> f64 {
+        self.rope_scaling.as_ref().map_or(self.rope_theta, |r| {
+            r.theta_for(
+                self.rope_theta,
+                self.head_dim(),
+                seq_len,
+                self.max_position_embeddings,
+            )
+        })
+    }
+
+    /// Why a sequence of `seq_len` positions is refused, past
+    /// `max_position_embeddings`: both numbers, and which RoPE would allow it.
+    pub fn too_long(&self, seq_len: i64) -> String {
+        let rope = match &self.rope_scaling {
+            None => "RoPE without scaling".to_string(),
+            Some(r) => format!("RoPE type '{}'", r.name()),
+        };
+        format!(
+            "{seq_len} exceeds max_position_embeddings = {}; its {rope} is defined only up to it (only 'dynamic' RoPE scaling extends past it)",
+            self.max_position_embeddings
+        )
+    }
+
     /// The same architecture at toy scale: the GQA ratio, tying, norm and
     /// rotary settings and the FFN/hidden ratio are kept; widths, depth and
     /// vocabulary shrink so a step runs on XLA CPU in milliseconds.
@@ -412,14 +447,8 @@ impl BatchShape {
                 format!("must be at least 2, got {}", self.seq_len),
             );
         }
-        if self.seq_len > cfg.max_position_embeddings {
-            return err(
-                "seq_len",
-                format!(
-                    "{} exceeds max_position_embeddings = {}",
-                    self.seq_len, cfg.max_position_embeddings
-                ),
-            );
+        if self.seq_len > cfg.max_position_embeddings && !cfg.rope_scales_with_length() {
+            return err("seq_len", cfg.too_long(self.seq_len));
         }
         Ok(())
     }

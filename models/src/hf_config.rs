@@ -211,14 +211,27 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
         _ => {
             let need =
                 |key: &str| num(key)?.ok_or_else(|| err(format!("rope_type 'llama3' needs {key}")));
+            let integer = |key: &str| -> Result<i64, ConfigError> {
+                let v = obj
+                    .get(key)
+                    .filter(|v| !v.is_null())
+                    .ok_or_else(|| err(format!("rope_type 'llama3' needs {key}")))?;
+                v.as_i64()
+                    .ok_or_else(|| err(format!("{key} must be an integer, got {v}")))
+            };
             Some(RopeScaling::Llama3 {
                 factor: factor()?,
                 low_freq_factor: need("low_freq_factor")?,
                 high_freq_factor: need("high_freq_factor")?,
-                original_max_position_embeddings: need("original_max_position_embeddings")? as i64,
+                original_max_position_embeddings: integer("original_max_position_embeddings")?,
             })
         }
     };
+    // Checked here, where the error can name the key the file used
+    // (`rope_parameters` in transformers 5, `rope_scaling` before).
+    if let Some(m) = scaling.as_ref().and_then(|s| s.validate().err()) {
+        return Err(err(m));
+    }
     Ok((theta, scaling))
 }
 

@@ -160,7 +160,7 @@ impl Llama<'_> {
         let half = hd / 2;
         let f32 = ElementType::F32;
         let inv: Vec<Scalar> = crate::rope::inverse_frequencies(
-            self.cfg.rope_theta,
+            self.cfg.rope_theta_for(s),
             hd,
             self.cfg.rope_scaling.as_ref(),
         )

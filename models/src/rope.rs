@@ -12,8 +12,8 @@ pub enum RopeScaling {
     /// Position interpolation: every frequency divided by `factor`.
     Linear { factor: f64 },
     /// Dynamic NTK: the base grows with the sequence length once it passes
-    /// `max_position_embeddings`; below that (always, for a step hlatc
-    /// builds, which refuses longer sequences) it is the unscaled rotation.
+    /// `max_position_embeddings` ([`RopeScaling::theta_for`]); below that
+    /// it is the unscaled rotation.
     Dynamic { factor: f64 },
     /// Llama 3.1's piecewise scaling: long wavelengths divided by `factor`,
     /// short ones kept, the band between smoothly interpolated.
@@ -26,6 +26,38 @@ pub enum RopeScaling {
 }
 
 impl RopeScaling {
+    /// Its `rope_type` in a `config.json`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RopeScaling::Linear { .. } => "linear",
+            RopeScaling::Dynamic { .. } => "dynamic",
+            RopeScaling::Llama3 { .. } => "llama3",
+        }
+    }
+
+    /// Whether the rotation depends on the sequence length, so that a
+    /// sequence longer than `max_position_embeddings` has a defined
+    /// meaning (only dynamic NTK's does).
+    pub fn scales_with_length(&self) -> bool {
+        matches!(self, RopeScaling::Dynamic { .. })
+    }
+
+    /// The base a sequence of `seq_len` positions rotates with, as
+    /// `transformers` computes it for dynamic NTK: unchanged up to
+    /// `max_position_embeddings`, then `theta * (factor * seq_len / max -
+    /// (factor - 1)) ^ (head_dim / (head_dim - 2))`. Every other scaling
+    /// keeps `theta`.
+    pub fn theta_for(&self, theta: f64, head_dim: i64, seq_len: i64, max_positions: i64) -> f64 {
+        match *self {
+            RopeScaling::Dynamic { factor } if seq_len > max_positions => {
+                let dim = head_dim as f64;
+                let growth = factor * seq_len as f64 / max_positions as f64 - (factor - 1.0);
+                theta * growth.powf(dim / (dim - 2.0))
+            }
+            _ => theta,
+        }
+    }
+
     /// Checks the parameters; the message names the offending one.
     pub fn validate(&self) -> Result<(), String> {
         let positive = |name: &str, v: f64| {

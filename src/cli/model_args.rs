@@ -56,13 +56,31 @@ impl ModelArgs {
         Ok((cfg, name))
     }
 
-    pub fn batch(&self, cfg: &ModelConfig, default_batch: i64, default_seq: i64) -> BatchShape {
-        BatchShape {
+    /// The batch the flags ask for, from the model `name`. A `--seq-len`
+    /// past the model's `max_position_embeddings` is refused naming both,
+    /// unless its RoPE scales with the length.
+    pub fn batch(
+        &self,
+        cfg: &ModelConfig,
+        name: &str,
+        default_batch: i64,
+        default_seq: i64,
+    ) -> Result<BatchShape, Error> {
+        if let Some(s) = self
+            .seq_len
+            .filter(|&s| s > cfg.max_position_embeddings && !cfg.rope_scales_with_length())
+        {
+            return Err(Error::Usage(format!(
+                "--seq-len {s}: {} (max_position_embeddings of {name})",
+                cfg.too_long(s)
+            )));
+        }
+        Ok(BatchShape {
             batch_size: self.batch_size.unwrap_or(default_batch),
             seq_len: self
                 .seq_len
                 .unwrap_or(default_seq.min(cfg.max_position_embeddings)),
-        }
+        })
     }
 }
 

@@ -142,7 +142,7 @@ fn check_flags(a: &Args) -> Result<(), Error> {
 /// would not fit in host memory.
 fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
     let (model, name) = a.model.resolve("tiny")?;
-    let batch = a.model.batch(&model, 8, 16);
+    let batch = a.model.batch(&model, &name, 8, 16)?;
     let defaults = AdamWConfig {
         max_lr: 1e-2,
         min_lr: 1e-3,

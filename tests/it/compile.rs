@@ -200,8 +200,26 @@ fn verify_runs_the_recipe_on_xla_cpu() {
         "--verify",
     ]));
     assert!(
-        out.contains("verified:") && out.contains("XLA CPU, the bundle's own module, step 2"),
+        out.contains("verified in ") && out.contains("XLA CPU, the bundle's own module, step 2"),
         "{out}"
+    );
+    // The compile's total leaves the verification out, and the
+    // verification states its own time: the stages listed sum to at
+    // most the total.
+    let number_before = |text: &str, unit: &str| -> Vec<f64> {
+        text.split(unit)
+            .filter_map(|part| part.rsplit(' ').next()?.parse().ok())
+            .collect()
+    };
+    let time_line = out.lines().find(|l| l.contains("  time ")).unwrap();
+    let (stages, total) = time_line.split_once("; compile total ").unwrap();
+    let stage_sum: f64 = number_before(stages, " ms").iter().sum();
+    let total = number_before(total, " ms")[0];
+    let verify_line = out.lines().find(|l| l.starts_with("verified in ")).unwrap();
+    let verify_ms = 1e3 * number_before(verify_line, " s")[0];
+    assert!(
+        stage_sum <= total + 0.5 && total < stage_sum + verify_ms,
+        "stages {stage_sum} ms, total {total} ms, verification {verify_ms} ms: {out}"
     );
     let d = tmp("verify-70b");
     let out = ok(&hlatc(&[
@@ -296,7 +314,7 @@ fn bad_configs_name_the_field() {
         "x",
     ]);
     assert!(String::from_utf8_lossy(&o.stderr)
-        .contains("seq_len: 4096 exceeds max_position_embeddings = 16"));
+        .contains("--seq-len 4096: 4096 exceeds max_position_embeddings = 16"));
     let o = hlatc(&["compile", "--model", "tiny", "--beta2", "1.5", "--out", "x"]);
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("optimizer: beta2 must be in [0, 1), got 1.5")

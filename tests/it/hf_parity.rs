@@ -23,8 +23,9 @@ use hlatc::trainer::{params_from_tensors, Trainer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-const CASES: [&str; 7] = [
+const CASES: [&str; 8] = [
     "llama31",
+    "llama_dynamic_long",
     "llama_packed",
     "llama32_tied",
     "llama_bias_linear",

@@ -237,3 +237,106 @@ fn the_trainer_refuses_segment_ids_that_are_not_a_packing() {
     );
     assert_eq!(t.steps_done(), 0, "nothing ran");
 }
+
+fn config_file(name: &str, rope: &str, max_positions: i64) -> PathBuf {
+    let path = tmp(name);
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": {max_positions}, "rope_parameters": {rope}}}"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A sequence past `max_position_embeddings` is refused naming the flag,
+/// the key, both numbers and the RoPE type; dynamic NTK, which defines the
+/// longer sequence, compiles and the summary says what it did.
+#[test]
+fn seq_len_past_max_positions_names_the_flag_and_the_key() {
+    let out = tmp("long").display().to_string();
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--seq-len",
+        "32",
+        "--out",
+        &out,
+    ]);
+    assert_refused(
+        &o,
+        &[
+            "--seq-len 32: 32 exceeds max_position_embeddings = 16",
+            "RoPE without scaling",
+            "(max_position_embeddings of tiny)",
+        ],
+    );
+    let llama3 = config_file(
+        "llama3.json",
+        r#"{"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 4}"#,
+        8,
+    );
+    let o = hlatc(&[
+        "train",
+        "--config",
+        llama3.to_str().unwrap(),
+        "--seq-len",
+        "9",
+        "--steps",
+        "1",
+    ]);
+    assert_refused(
+        &o,
+        &[
+            "--seq-len 9: 9 exceeds max_position_embeddings = 8",
+            "RoPE type 'llama3'",
+            "llama3.json",
+        ],
+    );
+    assert!(!PathBuf::from(&out).exists(), "nothing written");
+
+    let dynamic = config_file(
+        "dynamic.json",
+        r#"{"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}"#,
+        8,
+    );
+    let dy = dynamic.to_str().unwrap();
+    let o = hlatc(&[
+        "compile",
+        "--config",
+        dy,
+        "--seq-len",
+        "16",
+        "--target",
+        "cpu",
+        "--out",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // head_dim 8: 10000 * (2 * 16 / 8 - 1)^(8 / 6) = 10000 * 3^(4/3).
+    let want = 10000.0 * 3f64.powf(4.0 / 3.0);
+    assert!(
+        stdout(&o).contains(&format!(
+            "rope          dynamic NTK past max_position_embeddings = 8: base 10000 -> {want:.1} for 16 positions"
+        )),
+        "{}",
+        stdout(&o)
+    );
+    // Packed rows would make the base depend on the data: refused.
+    let o = hlatc(&[
+        "compile",
+        "--config",
+        dy,
+        "--seq-len",
+        "16",
+        "--packed",
+        "--out",
+        &out,
+    ]);
+    assert_refused(
+        &o,
+        &["seq_len: 16 exceeds max_position_embeddings = 8 in packed rows"],
+    );
+}

@@ -270,6 +270,19 @@ fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
 fn check(cfg: &StepConfig) -> Result<(), StepError> {
     cfg.model.validate("model")?;
     cfg.batch.validate(&cfg.model)?;
+    if cfg.packed && cfg.batch.seq_len > cfg.model.max_position_embeddings {
+        // Dynamic NTK's base follows the longest position in the batch,
+        // which packed rows make a property of the data, not the step.
+        return Err(hlatc_models::ConfigError::Field {
+            source_name: "batch".into(),
+            field: "seq_len".into(),
+            message: format!(
+                "{} exceeds max_position_embeddings = {} in packed rows: dynamic RoPE's base would depend on each batch's longest document, so a packed step stays within max_position_embeddings",
+                cfg.batch.seq_len, cfg.model.max_position_embeddings
+            ),
+        }
+        .into());
+    }
     cfg.optimizer.validate().map_err(StepError::Optimizer)?;
     cfg.parallel.validate(&cfg.model, cfg.batch)?;
     Ok(())

@@ -189,6 +189,29 @@ fn no_key_is_silently_ignored() {
             "rope_parameters",
             "disagrees with the top-level rope_theta",
         ),
+        // An error speaks the file's dialect: transformers 5's key where
+        // the file used it.
+        (
+            r#", "rope_parameters": {"rope_type": "linear", "factor": -2.0, "rope_theta": 10000.0}"#,
+            "rope_parameters",
+            "factor must be a positive number, got -2",
+        ),
+        (
+            r#", "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 64}"#,
+            "rope_parameters",
+            "high_freq_factor (1) must exceed low_freq_factor (4)",
+        ),
+        (
+            r#", "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 0}"#,
+            "rope_scaling",
+            "original_max_position_embeddings must be positive, got 0",
+        ),
+        // A count is an integer: 64.5 is refused, not truncated to 64.
+        (
+            r#", "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64.5}"#,
+            "rope_parameters",
+            "original_max_position_embeddings must be an integer, got 64.5",
+        ),
         (
             r#", "architectures": ["MistralForCausalLM"]"#,
             "architectures",
