@@ -2,11 +2,46 @@
 //! when an allocation fails, and hlatc's own input generation would grow
 //! until the kernel kills it; both are refused here first, with the sizes.
 
-/// Bytes of memory the kernel says are available now (`MemAvailable` in
-/// `/proc/meminfo`), or `None` where that cannot be read.
+/// Bytes of memory this process may still take: what the kernel says is
+/// available (`MemAvailable` in `/proc/meminfo`), and no more than its
+/// address-space limit (`ulimit -v`) leaves beside what it has mapped,
+/// since past that an allocation fails however much memory is free.
+/// `None` where neither can be read.
 pub fn available_bytes() -> Option<u64> {
+    match (mem_available(), address_space_left()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `MemAvailable` in `/proc/meminfo`.
+fn mem_available() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    kib_field(&info, "MemAvailable:")
+}
+
+/// The soft address-space limit (`Max address space` in
+/// `/proc/self/limits`) less the process's mapped size (`VmSize` in
+/// `/proc/self/status`); `None` when unlimited or unreadable.
+fn address_space_left() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft: u64 = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let mapped = kib_field(&status, "VmSize:")?;
+    Some(soft.saturating_sub(mapped))
+}
+
+/// The value of a `Name:   123 kB` line, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
 }

@@ -558,10 +558,22 @@ impl Program {
     }
 
     /// Fails, before anything is allocated, when a run could not fit in the
-    /// host's available memory (checked once per program).
+    /// host's available memory: its inputs, its outputs and the scratch
+    /// XLA's buffer assignment planned (XLA CPU aborts the process when
+    /// that allocation fails). Checked once per program.
     pub fn ensure_fits(&self) -> Result<(), RuntimeError> {
         self.fits
-            .get_or_init(|| fits(&self.name, self.host_bytes))
+            .get_or_init(|| {
+                let scratch = self.memory_stats().map_or(0, |m| m.temp.max(0) as u64);
+                let bytes = self
+                    .host_bytes
+                    .saturating_add(scratch.saturating_mul(self.replicas as u64));
+                host_memory::ensure_fits(
+                    &format!("running '{}' (its inputs, outputs and scratch)", self.name),
+                    bytes,
+                )
+                .map_err(RuntimeError::HostMemory)
+            })
             .clone()
     }
 

@@ -256,6 +256,85 @@ fn sizes_are_checked_before_anything_is_allocated() {
     );
 }
 
+/// `hlatc args...` with its address space limited to 4 GiB (`ulimit -v`),
+/// where an allocation past it fails whatever memory the machine has.
+fn run_in_4_gib(args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg("-c")
+        .arg(r#"ulimit -v 4194304 && exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_hlatc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Sizes from input that used to reach the allocator under a 4 GiB limit
+/// (and abort the process) are refused first, with the size and what is
+/// left: the address-space limit counts as well as the free memory.
+#[test]
+fn sizes_from_input_are_refused_within_the_address_space() {
+    let d = dir("address-space");
+    let deep = write(
+        &d.join("deep.json"),
+        r#"{"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, "num_hidden_layers": 1000000, "max_position_embeddings": 16}"#,
+    );
+    let out = d.join("bundle");
+    let o = run_in_4_gib(&["compile", "--config", &deep, "--out", out.to_str().unwrap()]);
+    fails_with(
+        &o,
+        "building the step of 1000000 layers (at least 1 MB each) needs 1048.6 GB of host memory, but only",
+    );
+    let o = run_in_4_gib(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--batch-size",
+        "1000000000000",
+        "--verify",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    fails_with(
+        &o,
+        "(its inputs and outputs) needs 128000.0 GB of host memory",
+    );
+    // Its inputs fit, its scratch does not: known once XLA compiled it.
+    let o = run_in_4_gib(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--batch-size",
+        "100000",
+        "--verify",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    // (How much scratch depends on XLA's optimization level.)
+    fails_with(&o, "(its inputs, outputs and scratch) needs ");
+    assert!(
+        !out.exists() && leftovers(&d).is_empty(),
+        "{:?}",
+        leftovers(&d)
+    );
+    let big = write(&d.join("big.hlo"), "HloModule big\nENTRY e {\n  p = f32[18000000000] parameter(0)\n  ROOT n = f32[18000000000] negate(p)\n}\n");
+    fails_with(
+        &run_in_4_gib(&["run", &big]),
+        "running 'big' (its inputs and outputs) needs 144.0 GB of host memory",
+    );
+    fails_with(
+        &run_in_4_gib(&[
+            "train",
+            "--model",
+            "tiny",
+            "--batch-size",
+            "100000",
+            "--steps",
+            "1",
+        ]),
+        "(its inputs, outputs and scratch) needs",
+    );
+}
+
 #[test]
 fn bundles_are_whole_replaced_whole_or_absent() {
     let d = dir("bundles");

@@ -83,6 +83,9 @@ impl Trainer {
         step: &TrainStep,
         params: Vec<Literal>,
     ) -> Result<Trainer, Error> {
+        // A step that cannot run here is refused before its state and
+        // batches are made.
+        program.ensure_fits()?;
         let layout = StateLayout::of(&step.inputs, &step.outputs).ok_or_else(|| {
             Error::Usage("the step does not return every piece of its state".into())
         })?;
