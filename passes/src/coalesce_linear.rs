@@ -32,6 +32,8 @@ impl Pass for CoalesceLinear {
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut rw: Option<ModuleRewriter> = None;
         let mut changed = false;
+        // Whether any dots could merge, merged or kept apart.
+        let mut candidates = false;
         let entry = m.entry;
         let allow = ctx.concat_entry_parameters;
         for ci in 0..m.computations.len() {
@@ -51,6 +53,10 @@ impl Pass for CoalesceLinear {
             let (sums, sums_kept): (Vec<SumOfDots>, Vec<SumOfDots>) = sums_of_dots(c, &order)
                 .into_iter()
                 .partition(|s| allow || sum_bytes(c, s) == 0);
+            candidates |= !(groups.is_empty()
+                && sums.is_empty()
+                && groups_kept.is_empty()
+                && sums_kept.is_empty());
             if groups.is_empty() && sums.is_empty() {
                 note_kept_apart(
                     ctx,
@@ -108,6 +114,13 @@ impl Pass for CoalesceLinear {
             }
         }
         ModuleRewriter::finish_on_demand(rw, ctx);
+        // Not on a fixpoint's last trip, which finds nothing left.
+        if !candidates && !ctx.has_changed(self.name()) {
+            ctx.note(
+                self.name(),
+                "found no dots to merge (none share an operand with like dimension numbers and shapes): a step whose weights are stored fused, hlatc's default qkv_proj and gate_up_proj, is coalesced already (--separate-projections builds them apart)",
+            );
+        }
         Ok(changed)
     }
 }

@@ -158,6 +158,12 @@ impl PassContext {
     }
 
     /// Everything passes have noted so far, in order.
+    /// Whether a pass named `pass` already changed the module in this
+    /// compilation (an earlier trip of a fixpoint, say).
+    pub fn has_changed(&self, pass: &str) -> bool {
+        self.runs.iter().any(|r| r.changed && r.leaf() == pass)
+    }
+
     pub fn notes(&self) -> &[String] {
         &self.notes
     }

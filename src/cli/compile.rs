@@ -289,6 +289,12 @@ fn print_summary(
         step.module.instruction_count(),
         passes_summary(step)
     )?;
+    if a.passes.is_some() {
+        // Passes named by hand say what they found, changed or not.
+        for n in &step.pass_report.notes {
+            out!("  pass note     {n}")?;
+        }
+    }
     let rounding = hlatc::bundle::RoundingSummary::of(&step.module, target);
     out!(
         "  precision     {}: weights and Adam state {}; rounding {}: {} converts to bf16 stochastic, {} nearest-even",

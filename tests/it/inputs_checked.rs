@@ -340,3 +340,46 @@ fn seq_len_past_max_positions_names_the_flag_and_the_key() {
         &["seq_len: 16 exceeds max_position_embeddings = 8 in packed rows"],
     );
 }
+
+/// A pass named by hand says what it found: on the default fused step
+/// `coalesce-linear` has nothing to merge, and says why.
+#[test]
+fn a_pass_that_finds_nothing_says_so() {
+    let out = tmp("coalesce").display().to_string();
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--passes",
+        "coalesce-linear",
+        "--out",
+        &out,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(
+        s.contains("coalesce-linear ran, none changed the module")
+            && s.contains("pass note     coalesce-linear: found no dots to merge")
+            && s.contains("is coalesced already (--separate-projections builds them apart)"),
+        "{s}"
+    );
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--separate-projections",
+        "--passes",
+        "coalesce-linear",
+        "--out",
+        &out,
+    ]);
+    let s = stdout(&o);
+    assert!(
+        !s.contains("found no dots") && s.contains("left 8 dot groups apart"),
+        "{s}"
+    );
+}
