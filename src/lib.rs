@@ -22,6 +22,7 @@ pub use hlatc_train::{
     train_step, trainer,
 };
 
+pub mod compile_step;
 pub mod metrics;
 pub mod plot;
 

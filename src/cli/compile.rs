@@ -5,9 +5,9 @@ use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{
     check_destination, stage_bundle, BundleReport, Target, MANIFEST_FILE, PROTO_FILE,
 };
-use hlatc::optimizer::AdamWConfig;
-use hlatc::passes::{default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy};
-use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
+use hlatc::compile_step::{compile_step, CompileOptions, CompiledStep};
+use hlatc::passes::RematPolicy;
+use hlatc::train_step::TrainStep;
 use hlatc::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -110,7 +110,7 @@ fn parse_remat(s: &str) -> Result<RematPolicy, String> {
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t0 = Instant::now();
     check_destination(&a.out)?;
-    let compiled = compile(&a)?;
+    let compiled = compile_step(&options(&a))?;
     let staged = stage_bundle(&compiled.step, &compiled.cfg, compiled.target, &a.out)?;
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
@@ -151,67 +151,35 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A step built and through its target's pipeline, with what the summary
-/// reports of how it got there.
-struct Compiled {
-    name: String,
-    cfg: StepConfig,
-    step: TrainStep,
-    target: Target,
-    instructions_built: usize,
-    passes_time: Duration,
-}
-
-/// Builds the step the flags describe and runs the pipeline over it.
-fn compile(a: &Args) -> Result<Compiled, Error> {
-    let (model, name) = a.model.resolve("hlat-7b")?;
-    let batch = a.model.batch(&model, &name, 1, 4096)?;
-    let cfg = StepConfig {
-        model,
-        batch,
-        optimizer: a.optimizer.apply(AdamWConfig::default())?,
-        precision: a.precision.precision,
+/// The library's options for the flags given.
+fn options(a: &Args) -> CompileOptions {
+    CompileOptions {
+        model: a.model.source("hlat-7b"),
+        separate_projections: a.model.separate_projections,
+        batch_size: a.model.batch_size,
+        seq_len: a.model.seq_len,
         packed: a.model.packed,
+        optimizer: a.optimizer.overrides(),
+        precision: a.precision.precision,
+        rounding: a.precision.rounding.clone(),
+        target: a.target.into(),
+        passes: a.passes.clone(),
+        disable_passes: a.disable_pass.clone(),
+        verify_each_pass: a.verify_each_pass,
+        remat: a.remat.policy,
         parallel: a.parallel.parallelism(),
-        fault: None,
-    };
-    let mut step = build_train_step(&cfg)?;
-    a.precision.apply(&mut step);
-    let target: Target = a.target.into();
-    let mut pipeline = match &a.passes {
-        None => default_pipeline(target, &a.disable_pass)?,
-        Some(names) => {
-            let names: Vec<&String> = names.iter().filter(|n| !n.trim().is_empty()).collect();
-            pipeline_from_names(target.name(), &names)?
-        }
-    };
-    pipeline.check_policy(if a.verify_each_pass {
-        CheckPolicy::EachPass
-    } else {
-        CheckPolicy::for_build()
-    });
-    let instructions_built = step.module.instruction_count();
-    let t_passes = Instant::now();
-    optimize(&mut step, &pipeline, target, a.remat.policy)?;
-    Ok(Compiled {
-        name,
-        cfg,
-        step,
-        target,
-        instructions_built,
-        passes_time: t_passes.elapsed(),
-    })
+    }
 }
 
 /// What was compiled, a line per aspect: sizes, passes, precision, time
 /// per stage, the module written, and what to run next.
 fn print_summary(
     a: &Args,
-    compiled: &Compiled,
+    compiled: &CompiledStep,
     report: &BundleReport,
     total: Duration,
 ) -> Result<(), Error> {
-    let Compiled {
+    let CompiledStep {
         name,
         cfg,
         step,

@@ -1,6 +1,7 @@
 //! Options shared by `compile` and `train`: which model, which batch shape,
 //! which optimizer settings.
 
+use hlatc::compile_step::{batch_shape, ModelSource, OptimizerOverrides};
 use hlatc::models::{BatchShape, ModelConfig, PRESETS};
 use hlatc::optimizer::AdamWConfig;
 use hlatc::Error;
@@ -42,23 +43,23 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// Where the model comes from: `--config`, else `--model`, else the
+    /// preset `default`.
+    pub fn source(&self, default: &str) -> ModelSource {
+        match (&self.model, &self.config) {
+            (_, Some(path)) => ModelSource::ConfigFile(path.clone()),
+            (m, None) => ModelSource::Preset(m.as_deref().unwrap_or(default).to_string()),
+        }
+    }
+
     /// The model and its name for messages; `default` when neither flag is given.
     /// The stored layout follows `--separate-projections`.
     pub fn resolve(&self, default: &str) -> Result<(ModelConfig, String), Error> {
-        let (mut cfg, name) = match (&self.model, &self.config) {
-            (_, Some(path)) => (ModelConfig::from_hf_file(path)?, path.display().to_string()),
-            (m, None) => {
-                let name = m.as_deref().unwrap_or(default);
-                (ModelConfig::preset(name)?, name.to_string())
-            }
-        };
-        cfg.fused_projections = !self.separate_projections;
-        Ok((cfg, name))
+        self.source(default).resolve(self.separate_projections)
     }
 
-    /// The batch the flags ask for, from the model `name`. A `--seq-len`
-    /// past the model's `max_position_embeddings` is refused naming both,
-    /// unless its RoPE scales with the length.
+    /// The batch the flags ask for, with the command's defaults; see
+    /// [`batch_shape`].
     pub fn batch(
         &self,
         cfg: &ModelConfig,
@@ -66,21 +67,13 @@ impl ModelArgs {
         default_batch: i64,
         default_seq: i64,
     ) -> Result<BatchShape, Error> {
-        if let Some(s) = self
-            .seq_len
-            .filter(|&s| s > cfg.max_position_embeddings && !cfg.rope_scales_with_length())
-        {
-            return Err(Error::Usage(format!(
-                "--seq-len {s}: {} (max_position_embeddings of {name})",
-                cfg.too_long(s)
-            )));
-        }
-        Ok(BatchShape {
-            batch_size: self.batch_size.unwrap_or(default_batch),
-            seq_len: self
-                .seq_len
-                .unwrap_or(default_seq.min(cfg.max_position_embeddings)),
-        })
+        batch_shape(
+            cfg,
+            name,
+            self.batch_size,
+            self.seq_len,
+            (default_batch, default_seq),
+        )
     }
 }
 
@@ -117,38 +110,22 @@ pub struct OptimizerArgs {
 }
 
 impl OptimizerArgs {
-    pub fn apply(&self, mut c: AdamWConfig) -> Result<AdamWConfig, Error> {
-        if let Some(v) = self.lr_max {
-            c.max_lr = v;
+    /// The flags given, as overrides of a command's defaults.
+    pub fn overrides(&self) -> OptimizerOverrides {
+        OptimizerOverrides {
+            lr_max: self.lr_max,
+            lr_min: self.lr_min,
+            warmup_steps: self.warmup_steps,
+            total_steps: self.total_steps,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            adam_eps: self.adam_eps,
+            weight_decay: self.weight_decay,
+            clip_norm: self.clip_norm,
         }
-        if let Some(v) = self.lr_min {
-            c.min_lr = v;
-        }
-        if let Some(v) = self.warmup_steps {
-            c.warmup_steps = v;
-        }
-        if let Some(v) = self.total_steps {
-            c.total_steps = v;
-        }
-        if let Some(v) = self.beta1 {
-            c.beta1 = v;
-        }
-        if let Some(v) = self.beta2 {
-            c.beta2 = v;
-        }
-        if let Some(v) = self.adam_eps {
-            c.eps = v;
-        }
-        if let Some(v) = self.weight_decay {
-            c.weight_decay = v;
-        }
-        if let Some(v) = self.clip_norm {
-            // Only an exact 0 turns clipping off; a negative or NaN value is
-            // a mistake, not a request to disable it.
-            c.clip_norm = (v != 0.0).then_some(v);
-        }
-        c.validate()
-            .map_err(|e| Error::Usage(format!("optimizer: {e}")))?;
-        Ok(c)
+    }
+
+    pub fn apply(&self, defaults: AdamWConfig) -> Result<AdamWConfig, Error> {
+        self.overrides().apply(defaults)
     }
 }

@@ -1,0 +1,218 @@
+//! The compile `hlatc compile` runs, as one library call: options under
+//! the CLI's names and with its defaults in, the step built and through
+//! its target's pipeline out. The CLI and the Python package both call
+//! [`compile_step`], so a bundle is the same bytes from either.
+
+use crate::Error;
+use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_passes::{
+    default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target,
+};
+use hlatc_train::optimizer::AdamWConfig;
+use hlatc_train::precision::Precision;
+use hlatc_train::train_step::{build_train_step, optimize, StepConfig, TrainStep};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Where the model's definition comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelSource {
+    /// A built-in model (`hlatc_models::PRESETS`).
+    Preset(String),
+    /// A Hugging Face `config.json` on disk.
+    ConfigFile(PathBuf),
+    /// A Hugging Face config's JSON text; `name` stands for it in messages.
+    ConfigJson { json: String, name: String },
+}
+
+impl ModelSource {
+    /// The model, stored fused unless `separate_projections`, and the name
+    /// messages use for it (the preset or the file).
+    pub fn resolve(&self, separate_projections: bool) -> Result<(ModelConfig, String), Error> {
+        let (mut cfg, name) = match self {
+            ModelSource::Preset(name) => (ModelConfig::preset(name)?, name.clone()),
+            ModelSource::ConfigFile(path) => {
+                (ModelConfig::from_hf_file(path)?, path.display().to_string())
+            }
+            ModelSource::ConfigJson { json, name } => {
+                (ModelConfig::from_hf_json(json, name)?, name.clone())
+            }
+        };
+        cfg.fused_projections = !separate_projections;
+        Ok((cfg, name))
+    }
+}
+
+/// The batch asked for, with a command's defaults: `seq_len` defaults to
+/// `default_seq` capped at the model's `max_position_embeddings`. A
+/// `seq_len` past that is refused naming `--seq-len`, the key and the
+/// model `name`, unless the model's RoPE scales with the length.
+pub fn batch_shape(
+    cfg: &ModelConfig,
+    name: &str,
+    batch_size: Option<i64>,
+    seq_len: Option<i64>,
+    (default_batch, default_seq): (i64, i64),
+) -> Result<BatchShape, Error> {
+    if let Some(s) =
+        seq_len.filter(|&s| s > cfg.max_position_embeddings && !cfg.rope_scales_with_length())
+    {
+        return Err(Error::Usage(format!(
+            "--seq-len {s}: {} (max_position_embeddings of {name})",
+            cfg.too_long(s)
+        )));
+    }
+    Ok(BatchShape {
+        batch_size: batch_size.unwrap_or(default_batch),
+        seq_len: seq_len.unwrap_or(default_seq.min(cfg.max_position_embeddings)),
+    })
+}
+
+/// AdamW and schedule settings that replace a command's defaults; `None`
+/// keeps the default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OptimizerOverrides {
+    pub lr_max: Option<f64>,
+    pub lr_min: Option<f64>,
+    pub warmup_steps: Option<i64>,
+    pub total_steps: Option<i64>,
+    pub beta1: Option<f64>,
+    pub beta2: Option<f64>,
+    pub adam_eps: Option<f64>,
+    pub weight_decay: Option<f64>,
+    /// 0 turns clipping off.
+    pub clip_norm: Option<f64>,
+}
+
+impl OptimizerOverrides {
+    /// `defaults` with these settings in place, validated.
+    pub fn apply(&self, defaults: AdamWConfig) -> Result<AdamWConfig, Error> {
+        let mut c = defaults;
+        let set = |slot: &mut f64, v: Option<f64>| {
+            if let Some(v) = v {
+                *slot = v;
+            }
+        };
+        set(&mut c.max_lr, self.lr_max);
+        set(&mut c.min_lr, self.lr_min);
+        set(&mut c.beta1, self.beta1);
+        set(&mut c.beta2, self.beta2);
+        set(&mut c.eps, self.adam_eps);
+        set(&mut c.weight_decay, self.weight_decay);
+        if let Some(v) = self.warmup_steps {
+            c.warmup_steps = v;
+        }
+        if let Some(v) = self.total_steps {
+            c.total_steps = v;
+        }
+        if let Some(v) = self.clip_norm {
+            // Only an exact 0 turns clipping off; a negative or NaN value is
+            // a mistake, not a request to disable it.
+            c.clip_norm = (v != 0.0).then_some(v);
+        }
+        c.validate()
+            .map_err(|e| Error::Usage(format!("optimizer: {e}")))?;
+        Ok(c)
+    }
+}
+
+/// Everything `hlatc compile` takes but where it writes, under its names
+/// and with its defaults ([`CompileOptions::default`]).
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    pub model: ModelSource,
+    pub separate_projections: bool,
+    /// Sequences per step (default 1).
+    pub batch_size: Option<i64>,
+    /// Tokens per sequence (default min(4096, `max_position_embeddings`)).
+    pub seq_len: Option<i64>,
+    pub packed: bool,
+    pub optimizer: OptimizerOverrides,
+    pub precision: Precision,
+    /// The preset's rounding policy when `None`.
+    pub rounding: Option<RoundingPolicy>,
+    pub target: Target,
+    /// Exactly these passes instead of the target's default pipeline.
+    pub passes: Option<Vec<String>>,
+    /// Passes left out of the default pipeline.
+    pub disable_passes: Vec<String>,
+    pub verify_each_pass: bool,
+    pub remat: RematPolicy,
+    pub parallel: Parallelism,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            model: ModelSource::Preset("hlat-7b".into()),
+            separate_projections: false,
+            batch_size: None,
+            seq_len: None,
+            packed: false,
+            optimizer: OptimizerOverrides::default(),
+            precision: Precision::default(),
+            rounding: None,
+            target: Target::Neuron,
+            passes: None,
+            disable_passes: Vec::new(),
+            verify_each_pass: false,
+            remat: RematPolicy::CoreAttention,
+            parallel: Parallelism::SINGLE,
+        }
+    }
+}
+
+/// A step built and through its target's pipeline, with what a summary
+/// reports of how it got there.
+pub struct CompiledStep {
+    /// The model's name (its preset or config file).
+    pub name: String,
+    pub cfg: StepConfig,
+    pub step: TrainStep,
+    pub target: Target,
+    /// Instructions before the passes.
+    pub instructions_built: usize,
+    pub passes_time: Duration,
+}
+
+/// Builds the step `o` describes and runs its pipeline over it.
+pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
+    let (model, name) = o.model.resolve(o.separate_projections)?;
+    let batch = batch_shape(&model, &name, o.batch_size, o.seq_len, (1, 4096))?;
+    let cfg = StepConfig {
+        model,
+        batch,
+        optimizer: o.optimizer.apply(AdamWConfig::default())?,
+        precision: o.precision,
+        packed: o.packed,
+        parallel: o.parallel,
+        fault: None,
+    };
+    let mut step = build_train_step(&cfg)?;
+    if let Some(r) = &o.rounding {
+        step.rounding = r.clone();
+    }
+    let mut pipeline = match &o.passes {
+        None => default_pipeline(o.target, &o.disable_passes)?,
+        Some(names) => {
+            let names: Vec<&String> = names.iter().filter(|n| !n.trim().is_empty()).collect();
+            pipeline_from_names(o.target.name(), &names)?
+        }
+    };
+    pipeline.check_policy(if o.verify_each_pass {
+        CheckPolicy::EachPass
+    } else {
+        CheckPolicy::for_build()
+    });
+    let instructions_built = step.module.instruction_count();
+    let t_passes = Instant::now();
+    optimize(&mut step, &pipeline, o.target, o.remat)?;
+    Ok(CompiledStep {
+        name,
+        cfg,
+        step,
+        target: o.target,
+        instructions_built,
+        passes_time: t_passes.elapsed(),
+    })
+}
