@@ -497,11 +497,6 @@ pub fn stage_bundle(
     write(dir.join(TEXT_FILE), text.as_bytes(), files)?;
     let rounding = RoundingSummary::of(&step.module, target);
     let env = neuron_env(rounding.stochastic > 0);
-    let neuron = (target == Target::Neuron).then(|| NeuronInfo {
-        command: neuron_command(),
-        flags: neuron_flags(),
-        env: env.iter().copied().collect(),
-    });
     if target == Target::Neuron {
         let flags = serde_json::to_string_pretty(&neuron_flags()).expect("strings serialize");
         write(dir.join(FLAGS_FILE), format!("{flags}\n").as_bytes(), files)?;
@@ -522,6 +517,25 @@ pub fn stage_bundle(
                 .map_err(|e| io_error(&script, e))?;
         }
     }
+    let json = manifest_json(step, cfg, target, &sha256);
+    write(
+        dir.join(MANIFEST_FILE),
+        format!("{json}\n").as_bytes(),
+        files,
+    )?;
+    staged.report.write_time = t1.elapsed();
+    Ok(staged)
+}
+
+/// The manifest of the bundle of `step` (for `cfg`, compiled for `target`)
+/// whose proto hashes to `sha256`: what `manifest.json` holds.
+pub fn manifest_json(step: &TrainStep, cfg: &StepConfig, target: Target, sha256: &str) -> String {
+    let rounding = RoundingSummary::of(&step.module, target);
+    let neuron = (target == Target::Neuron).then(|| NeuronInfo {
+        command: neuron_command(),
+        flags: neuron_flags(),
+        env: neuron_env(rounding.stochastic > 0).into_iter().collect(),
+    });
     let fused_parts: BTreeMap<String, Vec<hlatc_models::HfPart>> = param_specs(&cfg.model)
         .into_iter()
         .filter(|p| !p.parts.is_empty())
@@ -547,7 +561,7 @@ pub fn stage_bundle(
             name: &step.module.name,
             proto: PROTO_FILE,
             text: TEXT_FILE,
-            sha256: sha256.clone(),
+            sha256: sha256.to_string(),
             instructions: step.module.instruction_count(),
             computations: step.module.computations.len(),
         },
@@ -577,12 +591,5 @@ pub fn stage_bundle(
         neuron,
         parallel: parallel_info(cfg, &step.inputs),
     };
-    let json = serde_json::to_string_pretty(&manifest).expect("the manifest serializes");
-    write(
-        dir.join(MANIFEST_FILE),
-        format!("{json}\n").as_bytes(),
-        files,
-    )?;
-    staged.report.write_time = t1.elapsed();
-    Ok(staged)
+    serde_json::to_string_pretty(&manifest).expect("the manifest serializes")
 }
