@@ -11,6 +11,9 @@ python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ig
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The Python package's native module is a workspace of its own (python/).
+cargo fmt --manifest-path python/Cargo.toml -- --check
+cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings
 
 # Most of the tests' time is XLA CPU compiling programs with LLVM. Its
 # backend optimization level changes how fast the machine code runs, not
@@ -26,3 +29,10 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --profile ci
 fi
+
+# The Python package: `pip install ./python` (maturin builds the Rust
+# core) into a virtual environment of its own that sees the JAX installed
+# above, then its tests against the CLI built above.
+python3 -m venv --system-site-packages .cache/python-venv
+.cache/python-venv/bin/python -m pip install --quiet --disable-pip-version-check "./python[test]"
+HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q python/tests

@@ -18,8 +18,8 @@ pub use hlatc_train as train;
 pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module};
 
 pub use hlatc_train::{
-    bundle, check, data, matmul_estimate, optimizer, precision, rank_inputs, sharding, token_data,
-    train_step, trainer,
+    batch_check, bundle, check, data, initial_inputs, matmul_estimate, optimizer, precision,
+    rank_inputs, sharding, token_data, train_step, trainer,
 };
 
 pub mod compile_step;
@@ -152,19 +152,32 @@ pub fn load_module(path: &Path) -> Result<Module, Error> {
 /// [`load_module`], with a note for each change made while reading (see
 /// [`text::parse_module_noted`]).
 pub fn load_module_noted(path: &Path) -> Result<(Module, Vec<String>), Error> {
+    let bytes = std::fs::read(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    module_from_bytes_noted(&bytes, path)
+}
+
+/// A module from the bytes of HLO text or a serialized `HloModuleProto`
+/// (told apart by content), verified; `path` names them in errors.
+pub fn module_from_bytes(bytes: &[u8], path: &Path) -> Result<Module, Error> {
+    module_from_bytes_noted(bytes, path).map(|(m, _)| m)
+}
+
+fn module_from_bytes_noted(bytes: &[u8], path: &Path) -> Result<(Module, Vec<String>), Error> {
     let io = |message: String| Error::Io {
         path: path.to_path_buf(),
         message,
     };
-    let bytes = std::fs::read(path).map_err(|e| io(e.to_string()))?;
     if bytes.is_empty() {
         return Err(io(
             "the file is empty; expected HLO text or a serialized HloModuleProto".into(),
         ));
     }
-    let (module, notes) = match Format::sniff(&bytes) {
+    let (module, notes) = match Format::sniff(bytes) {
         Format::Text => {
-            let s = std::str::from_utf8(&bytes).map_err(|e| {
+            let s = std::str::from_utf8(bytes).map_err(|e| {
                 let at = e.valid_up_to();
                 let before = &bytes[..at];
                 let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
@@ -193,7 +206,7 @@ pub fn load_module_noted(path: &Path) -> Result<(Module, Vec<String>), Error> {
                 source,
             })?
         }
-        Format::Proto => proto::decode_module_noted(&bytes).map_err(|source| Error::Proto {
+        Format::Proto => proto::decode_module_noted(bytes).map_err(|source| Error::Proto {
             path: path.to_path_buf(),
             source,
         })?,

@@ -25,6 +25,18 @@ pub enum TensorFileError {
     },
 }
 
+impl TensorFileError {
+    /// The file at fault.
+    pub fn path(&self) -> &str {
+        match self {
+            TensorFileError::Io { path, .. }
+            | TensorFileError::Format { path, .. }
+            | TensorFileError::Dtype { path, .. }
+            | TensorFileError::NoDtype { path, .. } => path,
+        }
+    }
+}
+
 /// safetensors' dtype for `t`; `None` for the types it has no dtype for
 /// (the 2- and 4-bit integers and most 8-bit floats). Its `F8_E4M3` is
 /// torch's `float8_e4m3fn`.

@@ -1,0 +1,227 @@
+"""hlatc: Llama-family training steps compiled ahead of time to XLA HLO.
+
+A Rust core (the `hlatc` compiler) behind a thin PyO3 layer::
+
+    import hlatc
+    step = hlatc.compile_step(model="tiny", target="cpu")
+    step.write_bundle("build/tiny")            # what `hlatc compile` writes
+    state, batch = step.init_state(), step.example_batch()
+    out = step.run({**state, **batch})         # one step on XLA CPU
+    print(out["loss"])
+
+    trainer = hlatc.Trainer(step)              # carries the state
+    for i in range(100):
+        stats = trainer.step(tokens, targets)
+
+Tensors are NumPy arrays (bf16 as `ml_dtypes.bfloat16`). Every error is an
+`hlatc.Error`; its subclasses carry where the problem is (`HloSyntaxError`
+has `line` and `column`, `ConfigError` the `key`, `BatchError` the `row`
+and `column`). `hlatc.jax.load(step)` runs the step with JAX.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _hlatc
+from ._arrays import dict_to_numpy, dict_to_raw, to_raw
+from ._hlatc import (
+    BatchError,
+    ConfigError,
+    Error,
+    FileError,
+    HloSyntaxError,
+    Module,
+    PassError,
+    ProtoError,
+    RunError,
+    TensorInfo,
+    UsageError,
+    VerifyError,
+    load_module,
+    optimize,
+    passes,
+)
+
+__version__ = _hlatc.__version__
+
+__all__ = [
+    "compile_step",
+    "Step",
+    "Trainer",
+    "TensorInfo",
+    "Module",
+    "load_module",
+    "optimize",
+    "passes",
+    "plot_metrics",
+    "Error",
+    "HloSyntaxError",
+    "ConfigError",
+    "BatchError",
+    "FileError",
+    "ProtoError",
+    "VerifyError",
+    "PassError",
+    "RunError",
+    "UsageError",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def plot_metrics(
+    runs: Mapping[str, Sequence[Mapping[str, float]]],
+    path: PathLike,
+    series: str = "loss",
+    title: Optional[str] = None,
+    log_y: bool = False,
+) -> None:
+    """Draws training curves into a PNG with hlatc's plotter (what `hlatc plot`
+    draws): `runs` maps a label to one `Trainer.step` result per step;
+    `series` is `loss`, `grad_norm`, `learning_rate` or `held_out_loss`."""
+    _hlatc.plot_metrics(
+        {k: [dict(s) for s in v] for k, v in runs.items()}, os.fspath(path), series, title, log_y
+    )
+
+
+class Step:
+    """A compiled training step: its HLO, its inputs and outputs by role, its
+    manifest, and runs on XLA CPU. Made by `compile_step`."""
+
+    def __init__(self, native: "_hlatc.Step") -> None:
+        self._native = native
+
+    @property
+    def hlo_proto(self) -> bytes:
+        """The serialized HloModuleProto (the bundle's model.hlo_module.pb)."""
+        return self._native.hlo_proto
+
+    @property
+    def hlo_text(self) -> str:
+        """The HLO text (the bundle's model.hlo.txt)."""
+        return self._native.hlo_text
+
+    @property
+    def inputs(self) -> List[TensorInfo]:
+        """Every input in order: name, shape, dtype and role."""
+        return self._native.inputs
+
+    @property
+    def outputs(self) -> List[TensorInfo]:
+        """Every output in order: name, shape, dtype and role."""
+        return self._native.outputs
+
+    @property
+    def world_size(self) -> int:
+        """How many ranks run the step (tp x dp)."""
+        return self._native.world_size
+
+    @property
+    def manifest(self) -> Dict[str, Any]:
+        """The bundle's manifest.json, as a dict."""
+        return self._native.manifest
+
+    @property
+    def summary(self) -> Dict[str, Any]:
+        """Sizes, passes and the time of each compile stage (ms)."""
+        return self._native.summary
+
+    def module(self) -> Module:
+        """The step as an hlatc Module (for `optimize`, `to_text`, ...)."""
+        return load_module(self.hlo_proto)
+
+    def write_bundle(self, path: PathLike) -> None:
+        """Writes the bundle `hlatc compile --out PATH` writes, whole or not at all."""
+        self._native.write_bundle(os.fspath(path))
+
+    def init_state(self, seed: int = 0, rank: int = 0) -> Dict[str, np.ndarray]:
+        """Rank `rank`'s carried state before the first step, by input name:
+        parameters initialized as the model is (from `seed`), Adam moments and
+        the step counter zero, the rounding RNG seeded."""
+        return dict_to_numpy(self._native.init_state(seed, rank))
+
+    def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, np.ndarray]:
+        """Rank `rank`'s share of a batch of hlatc's synthetic language: tokens,
+        targets (and segment ids for a packed step)."""
+        return dict_to_numpy(self._native.example_batch(seed, rank))
+
+    def run(self, inputs: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+        """One step on XLA CPU from every input by name; the outputs by name
+        (`loss`, `grad_norm`, `learning_rate`, then the updated state under
+        the names of the inputs it updates). Token data is checked first."""
+        return dict_to_numpy(self._native.run(dict_to_raw(inputs)))
+
+    def run_ranks(self, inputs: Sequence[Mapping[str, Any]]) -> List[Dict[str, np.ndarray]]:
+        """`run` for a sharded step: one dict of inputs per rank."""
+        outs = self._native.run_ranks([dict_to_raw(d) for d in inputs])
+        return [dict_to_numpy(o) for o in outs]
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+
+def compile_step(
+    model: Optional[str] = None,
+    config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
+    **options: Any,
+) -> Step:
+    """Compiles a model's training step as `hlatc compile` does.
+
+    `model` is a preset (`hlat-7b` unless `config` is given); `config` a
+    Hugging Face config.json path or its contents as a dict. Every other
+    option of `hlatc compile` is a keyword with the same name and default
+    (`batch_size`, `seq_len`, `precision="bf16-mixed"`, `target="neuron"`,
+    `passes`, `disable_pass`, `remat="core-attention"`, `rounding`, `tp`,
+    `dp`, `sequence_parallel`, `packed`, `separate_projections`,
+    `verify_each_pass`, and the optimizer's `lr_max`, `lr_min`,
+    `warmup_steps`, `total_steps`, `beta1`, `beta2`, `adam_eps`,
+    `weight_decay`, `clip_norm`). The GIL is released while it compiles.
+    """
+    if config is not None and not isinstance(config, Mapping):
+        config = os.fspath(config)
+    if isinstance(options.get("passes"), str):
+        options["passes"] = [p for p in options["passes"].split(",") if p.strip()]
+    if isinstance(options.get("disable_pass"), str):
+        options["disable_pass"] = [options["disable_pass"]]
+    return Step(_hlatc.compile_step(model, config, **options))
+
+
+class Trainer:
+    """Trains a compiled step on XLA CPU, carrying its state between steps."""
+
+    def __init__(self, step: Step, seed: int = 0) -> None:
+        """Starts from the model's initialization drawn from `seed`, zero Adam
+        state and step 0."""
+        self._native = _hlatc.Trainer(step._native, seed)
+
+    def step(self, tokens: Any, targets: Any, segment_ids: Any = None) -> Dict[str, float]:
+        """One optimizer step on a global batch ([batch, seq] integer ids):
+        its loss, grad norm and learning rate."""
+        seg = None if segment_ids is None else to_raw("segment_ids", segment_ids)
+        return self._native.step(to_raw("tokens", tokens), to_raw("targets", targets), seg)
+
+    def state(self) -> Dict[str, np.ndarray]:
+        """The whole carried state by input name (shares of a sharded step gathered)."""
+        return dict_to_numpy(self._native.state())
+
+    def hugging_face_params(self) -> Dict[str, np.ndarray]:
+        """The parameters as Hugging Face tensors (fused ones split back)."""
+        return dict_to_numpy(self._native.hugging_face_params())
+
+    @property
+    def steps_done(self) -> int:
+        return self._native.steps_done
+
+
+def __getattr__(name: str) -> Any:
+    # `hlatc.jax` without an import of its own; JAX itself loads only when
+    # `hlatc.jax.load` is called.
+    if name == "jax":
+        import importlib
+
+        return importlib.import_module(".jax", __name__)
+    raise AttributeError(f"module 'hlatc' has no attribute {name!r}")

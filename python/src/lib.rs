@@ -1,0 +1,31 @@
+//! The native module of the `hlatc` Python package: a thin PyO3 layer over
+//! the `hlatc` library. The Python side (`hlatc/__init__.py`) adds NumPy
+//! arrays and the JAX bridge; the stubs are `hlatc/_hlatc.pyi`.
+
+mod arrays;
+mod errors;
+mod module;
+mod plot;
+mod step;
+mod trainer;
+
+use pyo3::prelude::*;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[pymodule]
+fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(step::compile_step, m)?)?;
+    m.add_function(wrap_pyfunction!(module::load_module, m)?)?;
+    m.add_function(wrap_pyfunction!(module::optimize, m)?)?;
+    m.add_function(wrap_pyfunction!(module::passes, m)?)?;
+    m.add_function(wrap_pyfunction!(plot::plot_metrics, m)?)?;
+    m.add_class::<step::Step>()?;
+    m.add_class::<step::TensorInfo>()?;
+    m.add_class::<module::Module>()?;
+    m.add_class::<trainer::Trainer>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,462 @@
+//! `compile_step` and the `Step` it returns: the training step `hlatc
+//! compile` builds, its signature by role, its manifest and bundle, and
+//! runs of it on XLA CPU with hlatc's own runtime.
+
+use crate::arrays::{dict_of, from_raw, to_raw, RawIn};
+use crate::errors::{guarded, to_py, ConfigError, UsageError};
+use hlatc::bundle::{lower_for_cpu, manifest_json, sha256_hex, stage_bundle};
+use hlatc::compile_step::{
+    compile_step as compile, CompileOptions, CompiledStep, ModelSource, OptimizerOverrides,
+};
+use hlatc::models::Parallelism;
+use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
+use hlatc::precision::Precision;
+use hlatc::runtime::{Program, Runtime};
+use hlatc::train_step::TensorSpec;
+use hlatc::Literal;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+use std::sync::OnceLock;
+
+/// One input or output of a step.
+#[pyclass(module = "hlatc._hlatc", frozen, get_all)]
+pub struct TensorInfo {
+    name: String,
+    shape: Vec<i64>,
+    dtype: String,
+    /// `parameter`, `adam_m`, `adam_v`, `step`, `tokens`, `targets`,
+    /// `segment_ids`, `rng_state`, `loss`, `grad_norm`, `learning_rate`.
+    role: String,
+}
+
+#[pymethods]
+impl TensorInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "TensorInfo(name={:?}, shape={:?}, dtype={:?}, role={:?})",
+            self.name, self.shape, self.dtype, self.role
+        )
+    }
+}
+
+fn info(s: &TensorSpec) -> TensorInfo {
+    TensorInfo {
+        name: s.name.clone(),
+        shape: s.shape.clone(),
+        dtype: s.dtype.name().to_string(),
+        role: serde_json::to_value(s.role)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+    }
+}
+
+fn named<T: Copy>(
+    what: &str,
+    name: &str,
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|t| name_of(*t) == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
+            ConfigError::new_err(format!(
+                "unknown {what} '{name}' (known: {})",
+                known.join(", ")
+            ))
+        })
+}
+
+/// Where the model comes from: `model` (a preset) or `config` (a path to
+/// a `config.json`, or its contents as a dict).
+fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<ModelSource> {
+    match (model, config) {
+        (Some(_), Some(_)) => Err(UsageError::new_err(
+            "give model (a preset) or config (a config.json), not both",
+        )),
+        (Some(m), None) => Ok(ModelSource::Preset(m)),
+        (None, None) => Ok(ModelSource::Preset("hlat-7b".into())),
+        (None, Some(c)) => {
+            if c.is_instance_of::<PyDict>() {
+                let json = c.py().import("json")?.call_method1("dumps", (c,))?;
+                Ok(ModelSource::ConfigJson {
+                    json: json.extract()?,
+                    name: "config (dict)".into(),
+                })
+            } else {
+                Ok(ModelSource::ConfigFile(c.extract()?))
+            }
+        }
+    }
+}
+
+/// Compiles a model's training step as `hlatc compile` does: the same
+/// options under the same names and defaults (see `hlatc compile --help`),
+/// the same bytes. The GIL is released while it compiles.
+#[pyfunction]
+#[pyo3(signature = (
+    model=None, config=None, *, batch_size=None, seq_len=None, packed=false,
+    separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
+    passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
+    tp=1, dp=1, sequence_parallel=false, lr_max=None, lr_min=None, warmup_steps=None,
+    total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn compile_step(
+    py: Python<'_>,
+    model: Option<String>,
+    config: Option<&Bound<'_, PyAny>>,
+    batch_size: Option<i64>,
+    seq_len: Option<i64>,
+    packed: bool,
+    separate_projections: bool,
+    precision: &str,
+    rounding: Option<&str>,
+    target: &str,
+    passes: Option<Vec<String>>,
+    disable_pass: Vec<String>,
+    verify_each_pass: bool,
+    remat: &str,
+    tp: i64,
+    dp: i64,
+    sequence_parallel: bool,
+    lr_max: Option<f64>,
+    lr_min: Option<f64>,
+    warmup_steps: Option<i64>,
+    total_steps: Option<i64>,
+    beta1: Option<f64>,
+    beta2: Option<f64>,
+    adam_eps: Option<f64>,
+    weight_decay: Option<f64>,
+    clip_norm: Option<f64>,
+) -> PyResult<Step> {
+    let rounding = rounding
+        .map(|r| {
+            RoundingPolicy::from_name(r).ok_or_else(|| {
+                ConfigError::new_err(format!(
+                    "unknown rounding policy '{r}' (known: {})",
+                    RoundingPolicy::NAMES.join(", ")
+                ))
+            })
+        })
+        .transpose()?;
+    let options = CompileOptions {
+        model: source(model, config)?,
+        separate_projections,
+        batch_size,
+        seq_len,
+        packed,
+        optimizer: OptimizerOverrides {
+            lr_max,
+            lr_min,
+            warmup_steps,
+            total_steps,
+            beta1,
+            beta2,
+            adam_eps,
+            weight_decay,
+            clip_norm,
+        },
+        precision: named("precision", precision, &Precision::ALL, Precision::name)?,
+        rounding,
+        target: named("target", target, &Target::ALL, Target::name)?,
+        passes,
+        disable_passes: disable_pass,
+        verify_each_pass,
+        remat: named("remat policy", remat, &RematPolicy::ALL, RematPolicy::name)?,
+        parallel: Parallelism {
+            tp,
+            dp,
+            sequence_parallel,
+        },
+    };
+    py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))
+        .map(|compiled| Step {
+            compiled,
+            program: OnceLock::new(),
+        })
+}
+
+/// A compiled training step.
+#[pyclass(module = "hlatc._hlatc")]
+pub struct Step {
+    compiled: CompiledStep,
+    /// The step compiled on XLA CPU, once a run asks for it.
+    program: OnceLock<Program>,
+}
+
+impl Step {
+    fn world(&self) -> usize {
+        self.compiled.cfg.parallel.world() as usize
+    }
+
+    /// The step on XLA CPU (its Neuron custom calls as plain HLO).
+    fn program(&self) -> PyResult<&Program> {
+        if let Some(p) = self.program.get() {
+            return Ok(p);
+        }
+        let mut module = self.compiled.step.module.clone();
+        module.devices.replica_count = self.world() as i64;
+        let program = guarded(|| {
+            lower_for_cpu(&mut module).map_err(|e| to_py(e.into()))?;
+            let rt = Runtime::for_ranks(self.world()).map_err(|e| to_py(e.into()))?;
+            rt.compile(&module).map_err(|e| to_py(e.into()))
+        })?;
+        Ok(self.program.get_or_init(|| program))
+    }
+
+    /// Every rank's inputs in signature order, from dicts by input name.
+    fn inputs_by_name(&self, ranks: Vec<Bound<'_, PyDict>>) -> PyResult<Vec<Vec<Literal>>> {
+        let specs = &self.compiled.step.inputs;
+        ranks
+            .into_iter()
+            .enumerate()
+            .map(|(rank, d)| {
+                let mut list = Vec::with_capacity(specs.len());
+                for s in specs {
+                    let raw: RawIn = d
+                        .get_item(&s.name)?
+                        .ok_or_else(|| {
+                            UsageError::new_err(format!(
+                                "rank {rank}: no input '{}' (the step takes {})",
+                                s.name,
+                                specs.len()
+                            ))
+                        })?
+                        .extract()?;
+                    list.push(from_raw(&s.name, raw)?);
+                }
+                if d.len() != specs.len() {
+                    let extra: Vec<String> = d
+                        .keys()
+                        .iter()
+                        .filter_map(|k| k.extract::<String>().ok())
+                        .filter(|k| !specs.iter().any(|s| &s.name == k))
+                        .collect();
+                    return Err(UsageError::new_err(format!(
+                        "rank {rank}: the step takes no input named {}",
+                        extra.join(", ")
+                    )));
+                }
+                Ok(list)
+            })
+            .collect()
+    }
+
+    fn check_rank(&self, rank: usize) -> PyResult<()> {
+        if rank >= self.world() {
+            return Err(UsageError::new_err(format!(
+                "rank {rank}: the step runs on {} rank(s)",
+                self.world()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Step {
+    /// The serialized `HloModuleProto`: the bundle's `model.hlo_module.pb`.
+    #[getter]
+    fn hlo_proto<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &hlatc::proto::encode_module(&self.compiled.step.module))
+    }
+
+    /// The HLO text: the bundle's `model.hlo.txt`.
+    #[getter]
+    fn hlo_text(&self) -> String {
+        hlatc::text::print_module(&self.compiled.step.module)
+    }
+
+    #[getter]
+    fn inputs(&self) -> Vec<TensorInfo> {
+        self.compiled.step.inputs.iter().map(info).collect()
+    }
+
+    #[getter]
+    fn outputs(&self) -> Vec<TensorInfo> {
+        self.compiled.step.outputs.iter().map(info).collect()
+    }
+
+    /// How many ranks run the step (TP x DP).
+    #[getter]
+    fn world_size(&self) -> usize {
+        self.world()
+    }
+
+    /// The manifest, as the bundle's `manifest.json` holds it.
+    #[getter]
+    fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let c = &self.compiled;
+        let proto = hlatc::proto::encode_module(&c.step.module);
+        let json = manifest_json(&c.step, &c.cfg, c.target, &sha256_hex(&proto));
+        py.import("json")?
+            .call_method1("loads", (PyString::new(py, &json),))
+    }
+
+    /// What the compile did: sizes, passes and time per stage (ms).
+    #[getter]
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.compiled;
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let d = PyDict::new(py);
+        d.set_item("model", &c.name)?;
+        d.set_item("target", c.target.name())?;
+        d.set_item("parameters", c.cfg.model.parameter_count())?;
+        d.set_item("instructions_built", c.instructions_built)?;
+        d.set_item("instructions", c.step.module.instruction_count())?;
+        d.set_item("passes", c.step.passes.clone())?;
+        d.set_item("precision", c.step.precision.name())?;
+        d.set_item("forward_ms", ms(c.step.times.forward))?;
+        d.set_item("autodiff_ms", ms(c.step.times.autodiff))?;
+        d.set_item("optimizer_ms", ms(c.step.times.optimizer))?;
+        d.set_item("passes_ms", ms(c.passes_time))?;
+        Ok(d)
+    }
+
+    /// Writes the bundle `hlatc compile --out path` writes: whole, or
+    /// nothing (an earlier bundle there is replaced whole).
+    fn write_bundle(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        let c = &self.compiled;
+        py.allow_threads(|| {
+            guarded(|| {
+                stage_bundle(&c.step, &c.cfg, c.target, &path)
+                    .and_then(|staged| staged.commit())
+                    .map(|_| ())
+                    .map_err(|e| to_py(e.into()))
+            })
+        })
+    }
+
+    /// Rank `rank`'s carried state at the start, by input name, as its
+    /// roles call for: parameters initialized as the model is (from
+    /// `seed`), Adam moments and the step counter zero, the rounding RNG
+    /// seeded.
+    #[pyo3(signature = (seed=0, rank=0))]
+    fn init_state<'py>(
+        &self,
+        py: Python<'py>,
+        seed: u64,
+        rank: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.initial(py, seed, rank, true)
+    }
+
+    /// Rank `rank`'s share of batch 0 of the synthetic language (tokens,
+    /// targets and, for packed rows, segment ids), drawn from `seed`.
+    #[pyo3(signature = (seed=0, rank=0))]
+    fn example_batch<'py>(
+        &self,
+        py: Python<'py>,
+        seed: u64,
+        rank: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.initial(py, seed, rank, false)
+    }
+
+    /// One step on XLA CPU from every input by name (state and batch); the
+    /// outputs by name. The batch is checked first (ids in the
+    /// vocabulary, segment ids a packing).
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut outs = self.run_ranks(py, vec![inputs])?;
+        Ok(outs.remove(0))
+    }
+
+    /// [`Step::run`] for a sharded step: one dict of inputs per rank, one
+    /// dict of outputs per rank.
+    fn run_ranks<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Vec<Bound<'py, PyDict>>,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        if inputs.len() != self.world() {
+            return Err(UsageError::new_err(format!(
+                "the step runs on {} rank(s); {} input dict(s) were given",
+                self.world(),
+                inputs.len()
+            )));
+        }
+        let args = self.inputs_by_name(inputs)?;
+        let vocab = self.compiled.cfg.model.vocab_size;
+        for (rank, list) in args.iter().enumerate() {
+            for (spec, value) in self.compiled.step.inputs.iter().zip(list) {
+                hlatc::batch_check::check_batch_input(spec, value, vocab).map_err(|e| {
+                    let e = to_py(hlatc::train::Error::Batch(e).into());
+                    if self.world() > 1 {
+                        let _ = e.value(py).setattr("rank", rank);
+                    }
+                    e
+                })?;
+            }
+        }
+        let program = self.program()?;
+        let outputs = py.allow_threads(|| {
+            guarded(|| {
+                match args.as_slice() {
+                    [one] => program.run(one).map(|o| vec![o]),
+                    _ => program.run_replicas(&args),
+                }
+                .map_err(|e| to_py(e.into()))
+            })
+        })?;
+        let names: Vec<String> = self
+            .compiled
+            .step
+            .outputs
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        outputs
+            .into_iter()
+            .map(|outs| dict_of(py, names.iter().cloned().zip(outs)))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.compiled;
+        format!(
+            "<hlatc.Step {} for {}: {} instructions, {} inputs, {} rank(s)>",
+            c.name,
+            c.target.name(),
+            c.step.module.instruction_count(),
+            c.step.inputs.len(),
+            self.world()
+        )
+    }
+}
+
+impl Step {
+    /// Rank `rank`'s start value of every state input (`state`) or every
+    /// batch input, by name.
+    fn initial<'py>(
+        &self,
+        py: Python<'py>,
+        seed: u64,
+        rank: usize,
+        state: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.check_rank(rank)?;
+        let c = &self.compiled;
+        let mut all = guarded(|| {
+            hlatc::initial_inputs::initial_inputs(&c.cfg, &c.step.inputs, seed)
+                .map_err(|e| to_py(e.into()))
+        })?;
+        let d = PyDict::new(py);
+        for (spec, value) in c.step.inputs.iter().zip(all.swap_remove(rank)) {
+            if spec.role.is_state() == state {
+                d.set_item(&spec.name, to_raw(py, &value))?;
+            }
+        }
+        Ok(d)
+    }
+
+    pub(crate) fn compiled(&self) -> &CompiledStep {
+        &self.compiled
+    }
+}

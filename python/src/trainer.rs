@@ -1,0 +1,111 @@
+//! A `Trainer` that carries a step's state from one step to the next on
+//! XLA CPU, taking batches and giving back statistics and state.
+
+use crate::arrays::{dict_of, from_raw, RawIn};
+use crate::errors::{guarded, to_py};
+use crate::step::Step;
+use hlatc::bundle::lower_for_cpu;
+use hlatc::data::Batch;
+use hlatc::runtime::Runtime;
+use hlatc::train_step::Role;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+#[pyclass(module = "hlatc._hlatc")]
+pub struct Trainer {
+    inner: hlatc::trainer::Trainer,
+}
+
+#[pymethods]
+impl Trainer {
+    /// Starts `step` from the model's initialization drawn from `seed`,
+    /// zero Adam state and step 0 (on as many XLA CPU devices as the step
+    /// has ranks).
+    #[new]
+    #[pyo3(signature = (step, seed=0))]
+    fn new(py: Python<'_>, step: &Step, seed: u64) -> PyResult<Trainer> {
+        let c = step.compiled();
+        py.allow_threads(|| {
+            guarded(|| {
+                let fail = |e: hlatc::Error| to_py(e);
+                let mut module = c.step.module.clone();
+                module.devices.replica_count = c.cfg.parallel.world();
+                lower_for_cpu(&mut module).map_err(|e| fail(e.into()))?;
+                let rt = Runtime::for_ranks(c.cfg.parallel.world() as usize)
+                    .map_err(|e| fail(e.into()))?;
+                let program = rt.compile(&module).map_err(|e| fail(e.into()))?;
+                let params =
+                    hlatc::models::init::init_params(&c.cfg.model, c.cfg.precision.storage(), seed)
+                        .into_iter()
+                        .map(|(_, l)| l)
+                        .collect();
+                let mut inner =
+                    hlatc::trainer::Trainer::with_program(program, &c.cfg, &c.step, params)
+                        .map_err(|e| fail(e.into()))?;
+                inner.seed_rounding(seed);
+                Ok(Trainer { inner })
+            })
+        })
+    }
+
+    /// One optimizer step on a global batch (`[batch, seq]` integer
+    /// tokens and targets; segment ids for a packed step): its loss, grad
+    /// norm and learning rate.
+    #[pyo3(signature = (tokens, targets, segment_ids=None))]
+    fn step<'py>(
+        &mut self,
+        py: Python<'py>,
+        tokens: RawIn<'py>,
+        targets: RawIn<'py>,
+        segment_ids: Option<RawIn<'py>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let batch = Batch {
+            tokens: from_raw("tokens", tokens)?
+                .converted(hlatc::compiler::ElementType::S32)
+                .map_err(|e| crate::errors::UsageError::new_err(format!("tokens: {e}")))?,
+            targets: from_raw("targets", targets)?
+                .converted(hlatc::compiler::ElementType::S32)
+                .map_err(|e| crate::errors::UsageError::new_err(format!("targets: {e}")))?,
+            segment_ids: segment_ids
+                .map(|s| from_raw("segment_ids", s))
+                .transpose()?
+                .map(|l| l.converted(hlatc::compiler::ElementType::S32))
+                .transpose()
+                .map_err(|e| crate::errors::UsageError::new_err(format!("segment_ids: {e}")))?,
+        };
+        let inner = &mut self.inner;
+        let stats =
+            py.allow_threads(|| guarded(|| inner.step(&batch).map_err(|e| to_py(e.into()))))?;
+        let d = PyDict::new(py);
+        d.set_item("loss", stats.loss)?;
+        d.set_item("grad_norm", stats.grad_norm)?;
+        d.set_item("learning_rate", stats.learning_rate)?;
+        Ok(d)
+    }
+
+    /// The whole carried state by input name (a sharded step's shares
+    /// gathered): parameters as stored, Adam moments, the step counter.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let all = [
+            Role::Parameter,
+            Role::AdamM,
+            Role::AdamV,
+            Role::Step,
+            Role::RngState,
+        ]
+        .into_iter()
+        .flat_map(|r| self.inner.state(r));
+        dict_of(py, all)
+    }
+
+    /// The parameters as Hugging Face tensors (fused ones split back).
+    fn hugging_face_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        dict_of(py, self.inner.hugging_face_params())
+    }
+
+    /// Completed steps.
+    #[getter]
+    fn steps_done(&self) -> i64 {
+        self.inner.steps_done()
+    }
+}

@@ -1,0 +1,226 @@
+"""The Python package against the CLI and against itself: the same bytes
+as `hlatc compile`, the same outputs as `hlatc run`, a model that trains,
+and every exception raised by a real bad input with its fields."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import hlatc
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli() -> str:
+    """The hlatc binary the tests compare with: $HLATC_BIN (scripts/test.sh
+    sets it), else the newest one built in target/."""
+    env = os.environ.get("HLATC_BIN")
+    if env:
+        return env
+    built = [p for p in ROOT.glob("target/*/hlatc") if p.is_file()]
+    assert built, "build the hlatc binary first (cargo build), or set HLATC_BIN"
+    return str(max(built, key=lambda p: p.stat().st_mtime))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([cli(), *args], capture_output=True, text=True, check=True)
+
+
+def files(d: Path) -> dict:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def read_safetensors(path: Path) -> dict:
+    """A safetensors file as NumPy arrays (the format: an 8-byte header
+    length, a JSON header, then the data)."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    dtypes = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64,
+              "U64": np.uint64, "BF16": ml_dtypes.bfloat16}
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        data = raw[8 + n + a : 8 + n + b]
+        out[name] = np.frombuffer(data, dtype=dtypes[t["dtype"]]).reshape(t["shape"])
+    return out
+
+
+@pytest.mark.parametrize(
+    "model,options,flags",
+    [
+        ("tiny", {}, []),
+        ("tiny", {"precision": "bf16-pure", "target": "cpu", "tp": 2, "sequence_parallel": True},
+         ["--precision", "bf16-pure", "--target", "cpu", "--tp", "2", "--sequence-parallel"]),
+        ("hlat-7b", {}, []),
+    ],
+)
+def test_bundles_equal_the_clis(tmp_path, model, options, flags):
+    step = hlatc.compile_step(model=model, **options)
+    step.write_bundle(tmp_path / "py")
+    run_cli("compile", "--model", model, *flags, "--out", str(tmp_path / "cli"))
+    ours, theirs = files(tmp_path / "py"), files(tmp_path / "cli")
+    assert sorted(ours) == sorted(theirs)
+    for name in ours:
+        assert ours[name] == theirs[name], f"{model}: {name} differs"
+    assert step.hlo_proto == theirs["model.hlo_module.pb"]
+    assert step.hlo_text == theirs["model.hlo.txt"].decode()
+    assert step.manifest == json.loads(theirs["manifest.json"])
+
+
+def test_the_signature_and_summary_describe_the_step():
+    step = hlatc.compile_step(model="tiny", target="cpu", batch_size=2, seq_len=8)
+    names = [t.name for t in step.inputs]
+    assert names[0] == "model.embed_tokens.weight"
+    tokens = next(t for t in step.inputs if t.role == "tokens")
+    assert (tokens.shape, tokens.dtype) == ([2, 8], "s32")
+    assert [t.name for t in step.outputs[:3]] == ["loss", "grad_norm", "learning_rate"]
+    s = step.summary
+    assert s["model"] == "tiny" and s["parameters"] == 19_616
+    assert s["instructions"] == step.module().instruction_count
+    assert step.world_size == 1
+
+
+def test_run_matches_hlatc_run_exactly(tmp_path):
+    step = hlatc.compile_step(model="tiny", target="cpu", seq_len=8)
+    step.write_bundle(tmp_path / "b")
+    # `hlatc run BUNDLE` makes every input from its role with --seed 0, as
+    # init_state(0) and example_batch(0) do.
+    run_cli("run", str(tmp_path / "b"), "--outputs", str(tmp_path / "out.safetensors"))
+    theirs = read_safetensors(tmp_path / "out.safetensors")
+    ours = step.run({**step.init_state(0), **step.example_batch(0)})
+    assert sorted(ours) == sorted(theirs)
+    for name, value in ours.items():
+        np.testing.assert_array_equal(value, theirs[name], err_msg=name)
+    assert abs(float(ours["loss"]) - np.log(64)) < 0.1 * np.log(64)
+
+
+def test_bf16_state_is_ml_dtypes_bfloat16():
+    step = hlatc.compile_step(model="tiny", target="cpu", precision="bf16-pure", seq_len=4)
+    state = step.init_state(seed=3)
+    w = state["model.embed_tokens.weight"]
+    assert w.dtype == ml_dtypes.bfloat16 and w.shape == (64, 32)
+    out = step.run({**state, **step.example_batch()})
+    assert out["model.embed_tokens.weight"].dtype == ml_dtypes.bfloat16
+    assert np.isfinite(out["loss"])
+
+
+def test_tiny_trains():
+    step = hlatc.compile_step(model="tiny", target="cpu", batch_size=8, seq_len=16,
+                              lr_max=1e-2, lr_min=1e-3, warmup_steps=10, total_steps=100)
+    trainer = hlatc.Trainer(step, seed=0)
+    # A language to learn: each token is followed by perm[token].
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(64)
+    losses = []
+    for _ in range(100):
+        seqs = np.empty((8, 17), dtype=np.int64)
+        seqs[:, 0] = rng.integers(0, 64, size=8)
+        for j in range(1, 17):
+            seqs[:, j] = perm[seqs[:, j - 1]]
+        losses.append(trainer.step(seqs[:, :-1], seqs[:, 1:])["loss"])
+    assert trainer.steps_done == 100
+    assert losses[-1] < losses[0] / 2, losses[::10]
+    assert set(trainer.state()) == {t.name for t in step.inputs if t.role not in
+                                    ("tokens", "targets")}
+    assert "model.layers.0.self_attn.q_proj.weight" in trainer.hugging_face_params()
+
+
+def test_compiling_releases_the_gil():
+    ticks = []
+    t = threading.Thread(target=lambda: hlatc.compile_step(model="hlat-70b"))
+    t.start()
+    while t.is_alive():
+        ticks.append(time.perf_counter())
+        time.sleep(0.001)
+    t.join()
+    assert len(ticks) > 20, "the main thread ran while the 70B step compiled"
+
+
+def test_modules_load_print_and_optimize(tmp_path):
+    text = "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  a = f32[4] add(p, p)\n  b = f32[4] add(p, p)\n  ROOT r = f32[4] multiply(a, b)\n}\n"
+    m = hlatc.load_module(text.encode())
+    assert m.name == "m" and m.instruction_count == 4
+    again = hlatc.load_module(m.to_proto())
+    assert again.to_text() == m.to_text()
+    (tmp_path / "m.hlo").write_text(text)
+    assert hlatc.load_module(tmp_path / "m.hlo").to_text() == m.to_text()
+    cse = hlatc.optimize(m, passes=["cse", "dce"], target="cpu")
+    assert cse.instruction_count == 3 and m.instruction_count == 4
+    names = [n for n, _ in hlatc.passes()]
+    assert "coalesce-linear" in names and "cse" in names
+
+
+def test_every_exception_carries_its_fields(tmp_path):
+    with pytest.raises(hlatc.HloSyntaxError) as e:
+        hlatc.load_module(b"HloModule m\nENTRY e {\n  ROOT x = f32[2] bogus()\n}\n")
+    assert (e.value.line, e.value.column) == (3, 19) and "bogus" in str(e.value)
+    assert isinstance(e.value, hlatc.Error)
+
+    with pytest.raises(hlatc.ConfigError) as e:
+        hlatc.compile_step(config={"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
+                                   "intermediate_size": 16, "num_hidden_layers": 1})
+    assert e.value.key == "num_attention_heads" and e.value.source == "config (dict)"
+    with pytest.raises(hlatc.ConfigError) as e:
+        hlatc.compile_step(model="tiny", precision="fp8")
+    assert "unknown precision 'fp8'" in str(e.value)
+    with pytest.raises(hlatc.ConfigError) as e:
+        hlatc.compile_step(model="tiny", tp=3)
+    assert e.value.key == "parallel"
+
+    step = hlatc.compile_step(model="tiny", target="cpu", seq_len=4)
+    batch = step.example_batch()
+    batch["tokens"][0, 2] = 64
+    with pytest.raises(hlatc.BatchError) as e:
+        step.run({**step.init_state(), **batch})
+    assert (e.value.input, e.value.row, e.value.column, e.value.value) == ("tokens", 0, 2, 64)
+
+    with pytest.raises(hlatc.UsageError) as e:
+        step.run(step.init_state())
+    assert "no input 'tokens'" in str(e.value)
+
+    with pytest.raises(hlatc.FileError) as e:
+        hlatc.load_module(tmp_path / "missing.hlo")
+    assert e.value.path.endswith("missing.hlo")
+    with pytest.raises(hlatc.ProtoError):
+        hlatc.load_module(b"\x0a\x03abc\xff\xff\xff")
+    with pytest.raises(hlatc.VerifyError):
+        hlatc.load_module(b"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT n = f32[3] negate(p)\n}\n")
+    with pytest.raises(hlatc.PassError) as e:
+        hlatc.optimize(hlatc.load_module(b"HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n"),
+                       passes=["no-such-pass"])
+    assert "no-such-pass" in str(e.value)
+    with pytest.raises(hlatc.RunError):
+        huge = hlatc.compile_step(model="tiny", target="cpu", batch_size=10**12)
+        hlatc.Trainer(huge)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "keep.txt").write_text("mine")
+    with pytest.raises(hlatc.FileError) as e:
+        step.write_bundle(tmp_path / "b")
+    assert (tmp_path / "b" / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("script", ["train_tiny.py", "train_tiny_jax.py"])
+def test_the_examples_train_and_plot(tmp_path, script):
+    if script.endswith("_jax.py"):
+        pytest.importorskip("jax")
+    png = tmp_path / "loss.png"
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / script), str(png)],
+                          capture_output=True, text=True, cwd=ROOT / "examples")
+    assert done.returncode == 0, done.stderr
+    last = [l for l in done.stdout.splitlines() if l.startswith("step 100:")][0]
+    assert float(last.split("loss")[1]) < 0.1, done.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
