@@ -26,6 +26,7 @@ mod dce;
 mod fold_causal_mask;
 mod fuse_softmax;
 mod lower_neuron_calls;
+pub mod neuron_check;
 mod pass;
 pub mod pattern;
 mod pipeline;
