@@ -39,6 +39,12 @@ use std::process::ExitCode;
 /// dots need (128 x 128 x 512 tiles), which neuronx-cc's own count (every
 /// engine, after tiling and unrolling) can only exceed.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+hlatc check dump.hlo                           HLO text: positions in the file\n  \
+hlatc check model.hlo_module.pb --target trn2  a proto: positions in `hlatc fmt`'s text\n  \
+hlatc check build/hlat-7b                      a bundle, for its own --target\n  \
+hlatc check dump.hlo --sdk next --format json  the next SDK's defaults, for tools\n  \
+hlatc check --rules --target trn2              the rules, their codes and sources")]
 pub struct Args {
     /// A module (HLO text or HloModuleProto) or a bundle directory
     #[arg(required_unless_present = "rules")]

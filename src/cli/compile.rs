@@ -46,6 +46,12 @@ impl From<TargetArg> for Target {
 /// provenance (`layers.3/self_attn/core_attention`, `backward/...`) in
 /// metadata.op_name.
 ///
+/// For --target neuron, the Neuron pre-flight (`hlatc check`) runs on the
+/// final module for the bundle's chip (trn1) before anything is written:
+/// a module neuronx-cc would refuse is an error naming each instruction's
+/// line in the model.hlo.txt it would have written, and nothing is
+/// written; warnings are listed in the summary.
+///
 /// --verify reads the written proto back and checks it against the compiled
 /// module and the manifest's sha256, compiles exactly those bytes on XLA
 /// CPU, and runs two training steps: of the bundle's own module when its

@@ -381,9 +381,15 @@ pub(crate) fn refusal_message(dir: &Path, findings: &[String]) -> String {
         Sdk::default(),
         dir.display()
     );
-    for f in findings {
+    // The first refusals are what to fix; a type used throughout (f64)
+    // would otherwise list every instruction.
+    const SHOWN: usize = 8;
+    for f in findings.iter().take(SHOWN) {
         s.push_str("\n  ");
         s.push_str(f);
+    }
+    if findings.len() > SHOWN {
+        s.push_str(&format!("\n  ... and {} more", findings.len() - SHOWN));
     }
     s
 }

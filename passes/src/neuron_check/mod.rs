@@ -25,8 +25,8 @@ pub use chip::{Chip, Sdk};
 pub use instructions::matmul_instructions;
 pub use report::{CheckReport, Finding};
 pub use rules::{
-    rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT, RECOGNIZED_CUSTOM_CALLS,
-    RULES, SDK_COMMIT,
+    markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT,
+    RECOGNIZED_CUSTOM_CALLS, RULES, SDK_COMMIT,
 };
 
 use hlatc_compiler::util::fx::FxHashSet;

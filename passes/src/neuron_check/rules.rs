@@ -650,6 +650,42 @@ pub fn rule(id: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.id == id)
 }
 
+/// The rule table as Markdown, for the book: code, id, how hard it
+/// applies per chip and SDK, what it finds, and its sources.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "| code | rule | trn1 2.32 | trn1 next | trn2 2.32 | trn2 next | finds an instruction that | sources |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for r in RULES {
+        let code = match r.code {
+            Code::Ncc(c) => format!("`NCC_{c}`"),
+            Code::Undocumented => "none documented".to_string(),
+        };
+        let cells: Vec<&str> = [
+            (Chip::Trn1, Sdk::V2_32),
+            (Chip::Trn1, Sdk::Next),
+            (Chip::Trn2, Sdk::V2_32),
+            (Chip::Trn2, Sdk::Next),
+        ]
+        .into_iter()
+        .map(|(c, v)| r.severity(c, v).map_or("", Severity::name))
+        .collect();
+        let sources: Vec<String> = r.sources.iter().map(|s| format!("`{s}`")).collect();
+        out.push_str(&format!(
+            "| {code} | `{}` | {} | {} | {} | {} | {} | {} |\n",
+            r.id,
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            r.what,
+            sources.join(", ")
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
