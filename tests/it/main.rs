@@ -12,6 +12,7 @@ mod hf_parity;
 mod minifloat;
 mod mixed_precision;
 mod model_gradients;
+mod narrow_on_xla;
 mod neuron_check_cli;
 mod neuron_check_rules;
 mod passes_on_xla;
