@@ -2,7 +2,7 @@
 
 use super::console::{note, out};
 use hlatc::passes::neuron_check::{
-    check_module, CheckReport, Chip, Code, Finding, Sdk, INSTRUCTION_LIMIT, RULES, SDK_COMMIT,
+    check_module, CheckReport, Chip, Finding, Sdk, INSTRUCTION_LIMIT, RULES, SDK_COMMIT,
 };
 use hlatc::text::TextPositions;
 use hlatc::{Error, Format};
@@ -174,10 +174,7 @@ fn print_rules(chip: Chip, sdk: Sdk) -> Result<(), Error> {
         let Some(severity) = r.severity(chip, sdk) else {
             continue;
         };
-        let code = match r.code {
-            Code::Ncc(c) => format!("NCC_{c}"),
-            Code::Undocumented => "(no code)".to_string(),
-        };
+        let code = r.code.ncc().unwrap_or_else(|| "(no code)".to_string());
         out!(
             "  {code:<12} {:<8} {:<38} {}; {}",
             severity.name(),
@@ -232,8 +229,11 @@ fn read(path: &Path) -> Result<Input, Error> {
         });
     }
     let module = load(path)?;
-    let bytes_are_text = std::fs::read(path)
-        .map(|b| Format::sniff(&b) == Format::Text)
+    // The format is told by the first bytes, as `load` told it.
+    let mut head = Vec::with_capacity(4096);
+    let bytes_are_text = std::fs::File::open(path)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 4096), &mut head))
+        .map(|_| Format::sniff(&head) == Format::Text)
         .unwrap_or(false);
     Ok(Input {
         module,
@@ -352,10 +352,7 @@ impl<'a> JsonFinding<'a> {
         JsonFinding {
             severity: f.severity.name(),
             rule: f.rule.id,
-            code: match f.rule.code {
-                Code::Ncc(_) => Some(f.code()),
-                Code::Undocumented => None,
-            },
+            code: f.rule.code.ncc(),
             computation: &f.computation,
             instruction: f.instruction.as_deref(),
             line: at.map(|(l, _)| l),

@@ -93,7 +93,11 @@ fn every_op_it_narrows_keeps_its_values() {
         ],
     )
     .unwrap();
-    let want = rt.compile(&module).unwrap().run(std::slice::from_ref(&p)).unwrap();
+    let want = rt
+        .compile(&module)
+        .unwrap()
+        .run(std::slice::from_ref(&p))
+        .unwrap();
     let got = rt.compile(&m).unwrap().run(&[p]).unwrap();
     assert_identical("every op", &got, &want);
 }

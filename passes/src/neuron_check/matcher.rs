@@ -51,7 +51,7 @@ impl Types {
 /// whose needs the module does not meet before it walks the
 /// instructions, which keeps it at a few rules per instruction.
 pub(super) fn needs(
-    matcher: &Matcher,
+    matcher: &'static Matcher,
 ) -> (
     Option<&'static [&'static str]>,
     Option<&'static [ElementType]>,
@@ -61,7 +61,7 @@ pub(super) fn needs(
         Matcher::ElementType(tys) => (None, Some(tys)),
         Matcher::ComplexOutside(_) => (None, Some(&[ElementType::C64])),
         Matcher::DynamicShape | Matcher::InstructionLimit(_) => (None, None),
-        Matcher::Opcode(_) => (None, None),
+        Matcher::Opcode(ref opcode) => (Some(std::slice::from_ref(opcode)), None),
         Matcher::CustomCallTargetNotIn(_) => (Some(&["custom-call"]), None),
         Matcher::RngAlgorithmNotDefault => (Some(&["rng-bit-generator"]), None),
         Matcher::ReduceWindowVariadic

@@ -46,12 +46,8 @@ pub fn check_module(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
         .iter()
         .filter(|r| {
             let (ops, tys) = needs(&r.matcher);
-            let op_ok = match (ops, r.matcher) {
-                (_, Matcher::Opcode(op)) => opcodes.contains(op),
-                (Some(ops), _) => ops.iter().any(|o| opcodes.contains(o)),
-                (None, _) => true,
-            };
-            op_ok && tys.is_none_or(|tys| held.first_of(tys).is_some())
+            ops.is_none_or(|ops| ops.iter().any(|o| opcodes.contains(o)))
+                && tys.is_none_or(|tys| held.first_of(tys).is_some())
         })
         .filter_map(|r| r.severity(chip, sdk).map(|s| (r, s)))
         .collect();

@@ -3,7 +3,7 @@
 //! compilers write diagnostics, so editors and CI logs link to the line.
 
 use super::chip::{Chip, Sdk};
-use super::rules::{Code, Rule, Severity};
+use super::rules::{Rule, Severity};
 use hlatc_compiler::formats::text::TextPositions;
 use std::fmt::Write;
 
@@ -24,10 +24,10 @@ impl Finding {
     /// The code as neuronx-cc prints it (`NCC_EVRF019`), or the rule's id
     /// in brackets where the SDK documents no code (`[conditional]`).
     pub fn code(&self) -> String {
-        match self.rule.code {
-            Code::Ncc(c) => format!("NCC_{c}"),
-            Code::Undocumented => format!("[{}]", self.rule.id),
-        }
+        self.rule
+            .code
+            .ncc()
+            .unwrap_or_else(|| format!("[{}]", self.rule.id))
     }
 
     /// The finding as one line, without its location: `instruction %x:

@@ -49,6 +49,17 @@ pub enum Code {
     Undocumented,
 }
 
+impl Code {
+    /// As neuronx-cc prints it (`NCC_EVRF019`); `None` where no code is
+    /// documented.
+    pub fn ncc(self) -> Option<String> {
+        match self {
+            Code::Ncc(c) => Some(format!("NCC_{c}")),
+            Code::Undocumented => None,
+        }
+    }
+}
+
 /// On which chip and under which SDK's defaults a rule applies, and how
 /// hard. A rule's first entry that names the chip and the SDK decides;
 /// none: the rule does not apply there.
@@ -658,10 +669,10 @@ pub fn markdown_table() -> String {
          | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for r in RULES {
-        let code = match r.code {
-            Code::Ncc(c) => format!("`NCC_{c}`"),
-            Code::Undocumented => "none documented".to_string(),
-        };
+        let code = r
+            .code
+            .ncc()
+            .map_or_else(|| "none documented".to_string(), |c| format!("`{c}`"));
         let cells: Vec<&str> = [
             (Chip::Trn1, Sdk::V2_32),
             (Chip::Trn1, Sdk::Next),
