@@ -26,6 +26,8 @@ mod dce;
 mod fold_causal_mask;
 mod fuse_softmax;
 mod lower_neuron_calls;
+mod narrow_64_bit;
+pub mod neuron_check;
 mod pass;
 pub mod pattern;
 mod pipeline;
@@ -50,6 +52,7 @@ pub use dce::Dce;
 pub use fold_causal_mask::FoldCausalMask;
 pub use fuse_softmax::FuseSoftmax;
 pub use lower_neuron_calls::LowerNeuronCalls;
+pub use narrow_64_bit::Narrow64BitIntegers;
 pub use pass::{Pass, PassError};
 pub use pipeline::{CheckPolicy, Checker, Fixpoint, PassRun, Pipeline, PipelineReport};
 pub use registry::{

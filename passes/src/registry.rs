@@ -84,6 +84,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "narrow-64-bit-integers",
+            description: "computes s64 and u64 values that provably fit in 32 bits (constants, iota, converts from narrower integers, and what data movement and interval arithmetic make of them) in s32 and u32, converting back where a 64-bit reader stays: the values neuronx-cc would narrow anyway, bit for bit; parameters and values of unknown range stay 64-bit",
+            make: || Box::new(crate::Narrow64BitIntegers),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "cse",
             description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
             make: || Box::new(crate::Cse),
@@ -99,12 +105,13 @@ pub fn registry() -> Vec<PassInfo> {
 }
 
 /// The default pipeline's passes for a target, in order. The same list
-/// for both targets: the passes read the target from the context.
-/// `simplify` and `cse` come before `coalesce-linear`: torch-xla gives each
-/// projection its own copy of the reshaped input, and dots only share an
-/// operand once those copies are one.
-pub fn default_pass_names(_target: Target) -> Vec<&'static str> {
-    vec![
+/// for both targets but one pass: the passes read the target from the
+/// context. `simplify` and `cse` come before `coalesce-linear`: torch-xla
+/// gives each projection its own copy of the reshaped input, and dots only
+/// share an operand once those copies are one. Neuron's narrows the 64-bit
+/// integers that fit before `dce` removes what that leaves unread.
+pub fn default_pass_names(target: Target) -> Vec<&'static str> {
+    let mut names = vec![
         "fold-causal-mask",
         "simplify",
         "cse",
@@ -113,8 +120,12 @@ pub fn default_pass_names(_target: Target) -> Vec<&'static str> {
         "amp",
         "annotate-rounding",
         "remat",
-        "dce",
-    ]
+    ];
+    if target == Target::Neuron {
+        names.push("narrow-64-bit-integers");
+    }
+    names.push("dce");
+    names
 }
 
 fn find(name: &str) -> Result<PassInfo, PassError> {

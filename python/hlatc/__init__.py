@@ -35,6 +35,7 @@ from ._hlatc import (
     FileError,
     HloSyntaxError,
     Module,
+    NeuronRefusedError,
     PassError,
     ProtoError,
     RunError,
@@ -66,6 +67,7 @@ __all__ = [
     "ProtoError",
     "VerifyError",
     "PassError",
+    "NeuronRefusedError",
     "RunError",
     "UsageError",
 ]

@@ -36,6 +36,10 @@ class VerifyError(Error):
     path: str
 
 class PassError(Error): ...
+
+class NeuronRefusedError(Error):
+    path: str
+    findings: List[str]
 class RunError(Error): ...
 class UsageError(Error): ...
 

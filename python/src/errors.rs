@@ -54,6 +54,12 @@ create_exception!(
 );
 create_exception!(
     _hlatc,
+    NeuronRefusedError,
+    Error,
+    "neuronx-cc would refuse the step (the Neuron pre-flight found a refusal); nothing was written to `path`. `findings` lists the refusals, a line each."
+);
+create_exception!(
+    _hlatc,
     RunError,
     Error,
     "XLA CPU refused or failed to run a program, or it would not fit in memory."
@@ -76,6 +82,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ProtoError", ProtoError::type_object(py))?;
     m.add("VerifyError", VerifyError::type_object(py))?;
     m.add("PassError", PassError::type_object(py))?;
+    m.add("NeuronRefusedError", NeuronRefusedError::type_object(py))?;
     m.add("RunError", RunError::type_object(py))?;
     m.add("UsageError", UsageError::type_object(py))?;
     Ok(())
@@ -142,6 +149,15 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
         T::Step(s) => step_error(s),
         T::Pass(_) => raise::<PassError>(message, &[]),
         T::Batch(b) => batch_error(b),
+        T::NeuronRefused { dir, findings } => Python::with_gil(|py| {
+            raise::<NeuronRefusedError>(
+                message,
+                &[
+                    ("path", obj(py, dir.display().to_string())),
+                    ("findings", obj(py, findings.clone())),
+                ],
+            )
+        }),
         T::Usage(_) => raise::<UsageError>(message, &[]),
     }
 }

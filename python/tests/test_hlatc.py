@@ -206,6 +206,11 @@ def test_every_exception_carries_its_fields(tmp_path):
     with pytest.raises(hlatc.RunError):
         huge = hlatc.compile_step(model="tiny", target="cpu", batch_size=10**12)
         hlatc.Trainer(huge)
+    f64 = hlatc.compile_step(model="tiny", precision="fp64", seq_len=4)
+    with pytest.raises(hlatc.NeuronRefusedError) as e:
+        f64.write_bundle(tmp_path / "f64")
+    assert e.value.findings and "[f64]" in e.value.findings[0]
+    assert not (tmp_path / "f64").exists()
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "keep.txt").write_text("mine")
     with pytest.raises(hlatc.FileError) as e:

@@ -46,6 +46,12 @@ impl From<TargetArg> for Target {
 /// provenance (`layers.3/self_attn/core_attention`, `backward/...`) in
 /// metadata.op_name.
 ///
+/// For --target neuron, the Neuron pre-flight (`hlatc check`) runs on the
+/// final module for the bundle's chip (trn1) before anything is written:
+/// a module neuronx-cc would refuse is an error naming each instruction's
+/// line in the model.hlo.txt it would have written, and nothing is
+/// written; warnings are listed in the summary.
+///
 /// --verify reads the written proto back and checks it against the compiled
 /// module and the manifest's sha256, compiles exactly those bytes on XLA
 /// CPU, and runs two training steps: of the bundle's own module when its
@@ -237,11 +243,11 @@ fn print_summary(
             (local * 3 * step.precision.storage().byte_size() as i64) as f64 / 1e9
         )?;
     }
-    if target == Target::Neuron {
-        let matmuls = hlatc::matmul_estimate::matmul_instructions(&step.module);
-        let limit = hlatc::matmul_estimate::NEURON_INSTRUCTION_LIMIT;
+    if let Some(pre) = &report.preflight {
+        let matmuls = pre.report.tensor_instructions;
+        let limit = hlatc::passes::neuron_check::INSTRUCTION_LIMIT;
         out!(
-            "  tensor engine at least {} matmul instructions per rank, of neuronx-cc's limit of {} per module{}",
+            "  tensor engine at least {} matmul instructions per rank (the dots' tiles alone: a lower bound on neuronx-cc's count), of its limit of {} per module{}",
             human_count(matmuls as i64),
             human_count(limit as i64),
             if matmuls > limit {
@@ -250,6 +256,17 @@ fn print_summary(
                 ""
             }
         )?;
+        out!(
+            "  pre-flight    {} (SDK {} defaults): {} in {} instructions, {:.1} ms",
+            pre.report.chip,
+            pre.report.sdk,
+            pre.report.tally(),
+            human_count(pre.report.instructions as i64),
+            ms(pre.time)
+        )?;
+        for l in &pre.lines {
+            out!("  warning       {l}")?;
+        }
     }
     out!(
         "  passes        {} -> {} instructions: {}",

@@ -1,6 +1,7 @@
 //! Subcommands. Each lives in its own module; this one declares the
 //! interface clap parses and dispatches.
 
+mod check;
 mod compile;
 mod console;
 mod convert;
@@ -35,6 +36,7 @@ at xla_cpu_pjrt.so).",
     after_help = "Examples:\n  \
 hlatc compile --model hlat-7b --out build/7b --verify   bundle for neuronx-cc, checked on XLA CPU\n  \
 hlatc compile --config config.json --out build/m      any Llama config.json\n  \
+hlatc check dump.hlo --target trn2                     what neuronx-cc would refuse, by line\n  \
 hlatc train --model tiny --steps 100                   train on XLA CPU (synthetic data)\n  \
 hlatc train --metrics run.csv --plot loss.png          ... and draw its loss curve\n  \
 hlatc plot a.csv b.csv --out loss.png                  several runs' curves in one PNG\n  \
@@ -53,6 +55,7 @@ pub struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Compile(compile::Args),
+    Check(check::Args),
     Train(train::Args),
     Fmt(fmt::Args),
     Convert(convert::Args),
@@ -89,6 +92,7 @@ pub(super) fn runtime_for(ranks: usize) -> Result<hlatc::runtime::Runtime, Error
 pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Compile(a) => compile::main(a),
+        Command::Check(a) => check::main(a),
         Command::Train(a) => train::main(a),
         Command::Fmt(a) => fmt::main(a),
         Command::Convert(a) => convert::main(a),

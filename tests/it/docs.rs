@@ -43,6 +43,15 @@ fn check_generated(chapter: &str, name: &str, generated: &str) {
 }
 
 #[test]
+fn the_neuron_rule_table_is_the_code() {
+    check_generated(
+        "neuron-preflight.md",
+        "neuron-rules",
+        &hlatc::passes::neuron_check::markdown_table(),
+    );
+}
+
+#[test]
 fn the_pass_table_is_the_registry() {
     check_generated("passes.md", "passes", &hlatc::passes::markdown_table());
 }

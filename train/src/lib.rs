@@ -20,7 +20,6 @@ pub mod bundle;
 pub mod check;
 pub mod data;
 pub mod initial_inputs;
-pub mod matmul_estimate;
 pub mod optimizer;
 pub mod precision;
 pub mod rank_inputs;
@@ -61,6 +60,14 @@ pub enum Error {
     Pass(#[from] hlatc_passes::PassError),
     #[error(transparent)]
     Batch(#[from] batch_check::BatchError),
+    /// neuronx-cc would refuse the module (the Neuron pre-flight found a
+    /// refusal): nothing was written to `dir`.
+    #[error("{}", bundle::refusal_message(dir, findings))]
+    NeuronRefused {
+        dir: PathBuf,
+        /// The refusals, a line each, located in the bundle's text.
+        findings: Vec<String>,
+    },
     /// A check of a written bundle failed (`compile --verify`).
     #[error("verification failed: {0}")]
     Verification(String),

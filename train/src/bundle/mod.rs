@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
 mod opened;
 pub use opened::{lower_for_cpu, OpenedBundle};
 
@@ -32,8 +33,13 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Which front end reads the module and which chip it is for: the part of
-/// the flags that `neuronx-cc.sh` writes before the module's path.
+/// the flags that `neuronx-cc.sh` writes before the module's path. The
+/// chip is [`NEURON_CHIP`]'s.
 pub const NEURON_INPUT_FLAGS: [&str; 2] = ["--framework=XLA", "--target=trn1"];
+
+/// The chip a Neuron bundle is compiled for (its `--target`), which its
+/// pre-flight checks against, under the current SDK's defaults.
+pub const NEURON_CHIP: Chip = Chip::Trn1;
 
 /// How neuronx-cc should treat the model, written after the module's path.
 /// `--auto-cast=none`: hlatc has decided every op's precision, and by
@@ -328,6 +334,67 @@ pub struct BundleReport {
     pub proto_bytes: usize,
     pub emit_time: Duration,
     pub write_time: Duration,
+    /// The Neuron pre-flight of a Neuron bundle (it found no refusal, or
+    /// nothing would have been written).
+    pub preflight: Option<Preflight>,
+}
+
+/// What the Neuron pre-flight found in a bundle's module, and how long it
+/// took.
+pub struct Preflight {
+    pub report: CheckReport,
+    /// Each finding as a line, located in the bundle's text file.
+    pub lines: Vec<String>,
+    /// The check itself (not the locating of its findings in the text).
+    pub time: Duration,
+}
+
+/// Runs the Neuron pre-flight on a bundle's module for [`NEURON_CHIP`]:
+/// its refusals are an error, so a bundle neuronx-cc would refuse is never
+/// written. `text` is the module's text as the bundle holds it, where the
+/// findings are located.
+fn preflight(step: &TrainStep, text: &str, dir: &Path) -> Result<Preflight, Error> {
+    let t0 = Instant::now();
+    let report = neuron_check::check_module(&step.module, NEURON_CHIP, Sdk::default());
+    let time = t0.elapsed();
+    // Only findings about instructions need the text read for positions.
+    let positions = report
+        .names_instructions()
+        .then(|| hlatc_compiler::formats::text::instruction_positions(text).ok())
+        .flatten();
+    let line = |f: &neuron_check::Finding| f.line(TEXT_FILE, positions.as_ref());
+    if report.refused() {
+        return Err(Error::NeuronRefused {
+            dir: dir.to_path_buf(),
+            findings: report.refusals().map(line).collect(),
+        });
+    }
+    let lines = report.findings.iter().map(line).collect();
+    Ok(Preflight {
+        report,
+        lines,
+        time,
+    })
+}
+
+/// The message of [`Error::NeuronRefused`].
+pub(crate) fn refusal_message(dir: &Path, findings: &[String]) -> String {
+    let mut s = format!(
+        "neuronx-cc (--target={NEURON_CHIP}, SDK {} defaults) would refuse this module, so nothing was written to {}:",
+        Sdk::default(),
+        dir.display()
+    );
+    // The first refusals are what to fix; a type used throughout (f64)
+    // would otherwise list every instruction.
+    const SHOWN: usize = 8;
+    for f in findings.iter().take(SHOWN) {
+        s.push_str("\n  ");
+        s.push_str(f);
+    }
+    if findings.len() > SHOWN {
+        s.push_str(&format!("\n  ... and {} more", findings.len() - SHOWN));
+    }
+    s
 }
 
 fn write(path: PathBuf, bytes: &[u8], files: &mut Vec<PathBuf>) -> Result<(), Error> {
@@ -475,6 +542,9 @@ pub fn stage_bundle(
     let proto = hlatc_compiler::formats::proto::encode_module(&step.module);
     let text = hlatc_compiler::formats::text::print_module(&step.module);
     let emit_time = t0.elapsed();
+    let preflight = (target == Target::Neuron)
+        .then(|| preflight(step, &text, dir))
+        .transpose()?;
     let t1 = Instant::now();
     let sha256 = sha256_hex(&proto);
     let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
@@ -488,6 +558,7 @@ pub fn stage_bundle(
             proto_bytes: proto.len(),
             emit_time,
             write_time: Duration::ZERO,
+            preflight,
         },
         committed: false,
     };

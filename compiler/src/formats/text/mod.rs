@@ -9,6 +9,7 @@ mod layout;
 mod metadata;
 mod nesting;
 mod parser;
+mod positions;
 mod printer;
 mod sharding;
 mod stack_frame_tables;
@@ -16,6 +17,7 @@ mod syntax;
 
 pub use nesting::MAX_NESTING;
 pub use parser::{parse_module, parse_module_noted, ParseError};
+pub use positions::{instruction_positions, TextPosition, TextPositions};
 pub use printer::{print_computation, print_instruction, print_module};
 
 /// What `m`'s text cannot say, one line each: the constants whose printed

@@ -1,21 +1,20 @@
-//! A lower bound on the instructions neuronx-cc will emit for a module's
-//! matrix multiplies, against its default limit of 5,000,000 instructions
-//! per module (exceeding it is a refusal after a long compile).
+//! A lower bound on the instructions neuronx-cc emits for a module, the
+//! count its per-module limit (NCC_EVRF007) is about.
 //!
-//! A NeuronCore's TensorE multiplies a stationary tile of at most 128
-//! contraction rows by 128 output rows against a moving tile of at most
-//! 512 columns per instruction, so a dot of `batch x [M, K] . [K, N]`
-//! takes at least `batch * ceil(M/128) * ceil(K/128) * ceil(N/512)` of
-//! them, whichever operand the compiler makes stationary (the smaller
-//! count of the two layouts is taken). The vector, scalar and DMA
-//! instructions around them come on top: this bound can only say a module
-//! is too large, never that it fits.
+//! neuronx-cc counts the instructions of the program it generates, for
+//! every engine (TensorE, VectorE, ScalarE, GpSimd, DMA), after tiling
+//! and unrolling; that count exists only inside the compiler. What the
+//! HLO alone fixes is the matrix multiplies' share: a NeuronCore's TensorE
+//! multiplies a stationary tile of at most 128 contraction rows by 128
+//! output rows against a moving tile of at most 512 columns per
+//! instruction, so a dot of `batch x [M, K] . [K, N]` takes at least
+//! `batch * ceil(M/128) * ceil(K/128) * ceil(N/512)` of them, whichever
+//! operand the compiler makes stationary (the smaller count of the two
+//! layouts is taken). Everything else comes on top, so this bound can say
+//! a module is too large, never that it fits.
 
 use hlatc_compiler::ir::op::{DotDims, Op};
 use hlatc_compiler::Module;
-
-/// neuronx-cc's default limit on instructions per module.
-pub const NEURON_INSTRUCTION_LIMIT: u64 = 5_000_000;
 
 const PARTITIONS: u64 = 128;
 const MOVING_COLUMNS: u64 = 512;

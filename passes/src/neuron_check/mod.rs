@@ -1,0 +1,103 @@
+//! The Neuron pre-flight: what `neuronx-cc` would refuse (or warn about)
+//! in a module, found from the HLO in milliseconds rather than at the end
+//! of an hour's compile. It lives with the passes because it is about a
+//! target, as they are, and reads only the IR (`compiler`); `compile`
+//! runs it on every Neuron bundle (through `train`'s bundle writer) and
+//! `hlatc check` on any module.
+//!
+//! - `chip`: which chip and SDK release a check is for;
+//! - `rules`: the rule table (data, with its sources in the Neuron SDK);
+//! - `matcher`: how a rule's matcher is evaluated on an instruction;
+//! - `trip_count`: whether a while loop's trip count is static;
+//! - `instructions`: a lower bound on neuronx-cc's instruction count;
+//! - `report`: findings and how they read.
+//!
+//! The check never changes the module.
+
+mod chip;
+mod instructions;
+mod matcher;
+mod report;
+mod rules;
+mod trip_count;
+
+pub use chip::{Chip, Sdk};
+pub use instructions::matmul_instructions;
+pub use report::{CheckReport, Finding};
+pub use rules::{
+    markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT,
+    RECOGNIZED_CUSTOM_CALLS, RULES, SDK_COMMIT,
+};
+
+use hlatc_compiler::util::fx::FxHashSet;
+use hlatc_compiler::Module;
+use matcher::{matches, needs, Site, Types};
+
+/// Checks `m` against every rule that applies on `chip` under `sdk`'s
+/// defaults.
+pub fn check_module(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
+    let held = Types::of_module(m);
+    let opcodes: FxHashSet<&'static str> = m
+        .computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| c.instr(id).op.opcode()))
+        .collect();
+    let rules: Vec<(&'static Rule, Severity)> = RULES
+        .iter()
+        .filter(|r| {
+            let (ops, tys) = needs(&r.matcher);
+            ops.is_none_or(|ops| ops.iter().any(|o| opcodes.contains(o)))
+                && tys.is_none_or(|tys| held.first_of(tys).is_some())
+        })
+        .filter_map(|r| r.severity(chip, sdk).map(|s| (r, s)))
+        .collect();
+    let mut findings = Vec::new();
+    let mut instructions = 0;
+    for c in &m.computations {
+        for id in c.ids() {
+            instructions += 1;
+            let site = Site {
+                m,
+                c,
+                id,
+                types: Types::of(&c.instr(id).shape),
+            };
+            for &(rule, severity) in &rules {
+                if let Some(detail) = matches(&rule.matcher, &site) {
+                    findings.push(Finding {
+                        rule,
+                        severity,
+                        computation: c.name.clone(),
+                        instruction: Some(c.instr(id).name.clone()),
+                        detail,
+                    });
+                }
+            }
+        }
+    }
+    let tensor_instructions = matmul_instructions(m);
+    for &(rule, severity) in &rules {
+        if let Matcher::InstructionLimit(limit) = rule.matcher {
+            if tensor_instructions > limit {
+                findings.push(Finding {
+                    rule,
+                    severity,
+                    computation: m.entry().name.clone(),
+                    instruction: None,
+                    detail: format!(
+                        "at least {tensor_instructions} TensorE instructions, of a limit of {limit}"
+                    ),
+                });
+            }
+        }
+    }
+    // Stable: within a severity, findings keep the module's order.
+    findings.sort_by_key(|f| f.severity);
+    CheckReport {
+        chip,
+        sdk,
+        findings,
+        tensor_instructions,
+        instructions,
+    }
+}

@@ -1,0 +1,124 @@
+//! What a check found, and how a finding reads: one line per finding,
+//! `FILE:LINE:COL: instruction %name: NCC_CODE what (detail), advice`, as
+//! compilers write diagnostics, so editors and CI logs link to the line.
+
+use super::chip::{Chip, Sdk};
+use super::rules::{Rule, Severity};
+use hlatc_compiler::formats::text::TextPositions;
+use std::fmt::Write;
+
+/// One rule matched at one place.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub rule: &'static Rule,
+    pub severity: Severity,
+    /// The computation it is in (the entry's, for the module's own).
+    pub computation: String,
+    /// The instruction; `None` for a finding about the whole module.
+    pub instruction: Option<String>,
+    /// What matched: the type, target or size found.
+    pub detail: String,
+}
+
+impl Finding {
+    /// The code as neuronx-cc prints it (`NCC_EVRF019`), or the rule's id
+    /// in brackets where the SDK documents no code (`[conditional]`).
+    pub fn code(&self) -> String {
+        self.rule
+            .code
+            .ncc()
+            .unwrap_or_else(|| format!("[{}]", self.rule.id))
+    }
+
+    /// The finding as one line, without its location: `instruction %x:
+    /// NCC_CODE what (detail), advice`; a warning says so after the code.
+    pub fn message(&self) -> String {
+        let mut s = match &self.instruction {
+            Some(i) => format!("instruction %{i}: "),
+            None => "module: ".to_string(),
+        };
+        s.push_str(&self.code());
+        if self.severity == Severity::Warning {
+            s.push_str(" (warning)");
+        }
+        let _ = write!(s, " {}", self.rule.what);
+        if !self.detail.is_empty() {
+            let _ = write!(s, " ({})", self.detail);
+        }
+        let _ = write!(s, ", {}", self.rule.advice);
+        s
+    }
+
+    /// Where the finding is in a module's text, if `positions` knows the
+    /// instruction (or, failing that, its computation).
+    pub fn position(&self, positions: &TextPositions) -> Option<(usize, usize)> {
+        let at = match &self.instruction {
+            Some(i) => positions
+                .instruction(&self.computation, i)
+                .or_else(|| positions.computation(&self.computation)),
+            None => None,
+        }?;
+        Some((at.line, at.column))
+    }
+
+    /// `file:line:col: message`, or `file: message` where the position is
+    /// unknown (a finding about the whole module).
+    pub fn line(&self, file: &str, positions: Option<&TextPositions>) -> String {
+        match positions.and_then(|p| self.position(p)) {
+            Some((line, col)) => format!("{file}:{line}:{col}: {}", self.message()),
+            None => format!("{file}: {}", self.message()),
+        }
+    }
+}
+
+/// Everything a check of one module found.
+#[derive(Clone, Debug)]
+pub struct CheckReport {
+    pub chip: Chip,
+    pub sdk: Sdk,
+    /// Refusals first, then warnings; each in the module's order.
+    pub findings: Vec<Finding>,
+    /// At least this many TensorE instructions (see
+    /// [`super::matmul_instructions`]): a lower bound on neuronx-cc's
+    /// count.
+    pub tensor_instructions: u64,
+    /// Instructions read.
+    pub instructions: usize,
+}
+
+impl CheckReport {
+    pub fn refusals(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Refusal)
+    }
+
+    pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+    }
+
+    /// Whether neuronx-cc would refuse the module.
+    pub fn refused(&self) -> bool {
+        self.refusals().next().is_some()
+    }
+
+    /// Whether any finding names an instruction (and so needs the text's
+    /// positions to be located).
+    pub fn names_instructions(&self) -> bool {
+        self.findings.iter().any(|f| f.instruction.is_some())
+    }
+
+    /// `2 refusals, 1 warning` / `no findings`.
+    pub fn tally(&self) -> String {
+        let (r, w) = (self.refusals().count(), self.warnings().count());
+        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        match (r, w) {
+            (0, 0) => "no findings".to_string(),
+            (r, 0) => plural(r, "refusal"),
+            (0, w) => plural(w, "warning"),
+            (r, w) => format!("{}, {}", plural(r, "refusal"), plural(w, "warning")),
+        }
+    }
+}

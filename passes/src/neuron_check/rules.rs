@@ -1,0 +1,743 @@
+//! The rule table: what neuronx-cc refuses or warns about that can be
+//! seen in the HLO alone, one row per rule, each with the Neuron SDK page
+//! it was read from.
+//!
+//! It is a `const` table of typed rows rather than a data file parsed at
+//! run time: a matcher names an [`ElementType`] or an op by type, so a
+//! misspelt type is a compile error instead of a rule that silently
+//! matches nothing, the table costs nothing to load (the check runs on
+//! every `compile --target neuron`), and it is still one place, read top
+//! to bottom, to change when the SDK changes. How a matcher is evaluated
+//! is in `matcher.rs`; nothing here is code.
+//!
+//! Sources are paths in `aws-neuron/aws-neuron-sdk` at [`SDK_COMMIT`].
+//! The wording of `what` and `advice` is hlatc's own.
+
+use super::chip::{Chip, Sdk};
+use hlatc_compiler::ir::op::ComparisonDirection;
+use hlatc_compiler::ElementType;
+
+/// The `aws-neuron/aws-neuron-sdk` commit the rules were read from.
+pub const SDK_COMMIT: &str = "81ce03ae261e12925e53437a0f690478e6366155";
+
+/// Whether a finding stops a compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    /// neuronx-cc would stop with an error: `hlatc check` exits non-zero
+    /// and `compile --target neuron` writes nothing.
+    Refusal,
+    /// neuronx-cc compiles it, saying something is lost (or hlatc cannot
+    /// prove it is fine).
+    Warning,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Refusal => "refusal",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// The code neuronx-cc reports a rule's failure with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    /// A documented `NCC_` code (`Ncc("EVRF019")` is `NCC_EVRF019`).
+    Ncc(&'static str),
+    /// Documented as unsupported, on a page that gives no error code.
+    Undocumented,
+}
+
+impl Code {
+    /// As neuronx-cc prints it (`NCC_EVRF019`); `None` where no code is
+    /// documented.
+    pub fn ncc(self) -> Option<String> {
+        match self {
+            Code::Ncc(c) => Some(format!("NCC_{c}")),
+            Code::Undocumented => None,
+        }
+    }
+}
+
+/// On which chip and under which SDK's defaults a rule applies, and how
+/// hard. A rule's first entry that names the chip and the SDK decides;
+/// none: the rule does not apply there.
+#[derive(Clone, Copy, Debug)]
+pub struct When {
+    pub chips: &'static [Chip],
+    pub sdks: &'static [Sdk],
+    pub severity: Severity,
+}
+
+/// Ops without an integer datapath, run on f32 (or narrowed) after a
+/// warning under 2.32's `--implicit-integer-downcast=default`, refused
+/// under the next release's `none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypedOp {
+    /// `dot`, either operand.
+    Dot,
+    /// A `scatter` whose update computation combines (add, multiply,
+    /// minimum, maximum) rather than overwrites: its operand.
+    ScatterWithCompute,
+    /// `all-reduce` (and `all-reduce-start`), any operand.
+    AllReduce,
+    /// `reduce-scatter`, any operand.
+    ReduceScatter,
+    /// `power`, either operand.
+    Power,
+    /// `topk`, or a `AwsNeuronTopK` custom call: its input.
+    TopK,
+    /// `shift-right-arithmetic`: its first operand.
+    ShiftRightArithmetic,
+}
+
+/// What a rule looks for. Each is evaluated per instruction, except
+/// [`Matcher::InstructionLimit`], which is the module's.
+#[derive(Clone, Copy, Debug)]
+pub enum Matcher {
+    /// The instruction's result or an operand holds one of these types.
+    ElementType(&'static [ElementType]),
+    /// A `c64` result or operand of an op outside this list of opcodes.
+    ComplexOutside(&'static [&'static str]),
+    /// A result shape with a dynamic (`<=N`) or unbounded (`?`) dimension.
+    DynamicShape,
+    /// The op itself, by its HLO opcode.
+    Opcode(&'static str),
+    /// A custom call to a target outside this list.
+    CustomCallTargetNotIn(&'static [&'static str]),
+    /// `rng-bit-generator` with an algorithm other than `rng_default`.
+    RngAlgorithmNotDefault,
+    /// `reduce-window` with other than one input and one init value.
+    ReduceWindowVariadic,
+    /// `reduce-window` with a base (input) dilation above 1.
+    ReduceWindowBaseDilation,
+    /// `reduce-window` with a window dilation above 1.
+    ReduceWindowWindowDilation,
+    /// `convolution` dilating both its input and its kernel.
+    ConvolutionBothDilations,
+    /// `convolution` with a stride above 1 and a dilated input.
+    ConvolutionStrideWithBaseDilation,
+    /// `reduce` of more than one input (a variadic reduction).
+    VariadicReduce,
+    /// The op on operands of one of these types.
+    TypedOp(TypedOp, &'static [ElementType]),
+    /// `sort` whose comparator compares in a direction outside this list.
+    SortComparatorOutside(&'static [ComparisonDirection]),
+    /// `while` whose trip count hlatc cannot find (see `trip_count.rs`).
+    WhileWithoutStaticTripCount,
+    /// An `s64` or `u64` constant with a value outside 32 bits.
+    Wide64BitConstant,
+    /// A result of type `s64` or `u64` (narrowed to 32 bits).
+    Produces64BitInteger,
+    /// The module's TensorE instructions, at least (see
+    /// `instructions.rs`), above this many.
+    InstructionLimit(u64),
+}
+
+/// One thing neuronx-cc refuses or warns about.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    /// Stable and unique: what JSON output and tests name a rule by.
+    pub id: &'static str,
+    pub code: Code,
+    pub matcher: Matcher,
+    pub when: &'static [When],
+    /// What is wrong, completing "instruction %x: ...".
+    pub what: &'static str,
+    /// What to do instead.
+    pub advice: &'static str,
+    /// Paths in `aws-neuron/aws-neuron-sdk` the rule was read from.
+    pub sources: &'static [&'static str],
+}
+
+impl Rule {
+    /// How hard the rule applies on `chip` under `sdk`'s defaults; `None`
+    /// where it does not.
+    pub fn severity(&self, chip: Chip, sdk: Sdk) -> Option<Severity> {
+        self.when
+            .iter()
+            .find(|w| w.chips.contains(&chip) && w.sdks.contains(&sdk))
+            .map(|w| w.severity)
+    }
+}
+
+const CHIPS: &[Chip] = &Chip::ALL;
+const SDKS: &[Sdk] = &Sdk::ALL;
+const REFUSED: &[When] = &[When {
+    chips: CHIPS,
+    sdks: SDKS,
+    severity: Severity::Refusal,
+}];
+const WARNED: &[When] = &[When {
+    chips: CHIPS,
+    sdks: SDKS,
+    severity: Severity::Warning,
+}];
+/// `--implicit-integer-downcast`: `default` (2.32) warns, `none` (next)
+/// refuses.
+const DOWNCAST: &[When] = &[
+    When {
+        chips: CHIPS,
+        sdks: &[Sdk::V2_32],
+        severity: Severity::Warning,
+    },
+    When {
+        chips: CHIPS,
+        sdks: &[Sdk::Next],
+        severity: Severity::Refusal,
+    },
+];
+/// A 32-bit integer dot: trn1 multiplies it with a warning whatever the
+/// flags; trn2 follows `--implicit-integer-downcast`.
+const DOT_32: &[When] = &[
+    When {
+        chips: &[Chip::Trn1],
+        sdks: SDKS,
+        severity: Severity::Warning,
+    },
+    When {
+        chips: &[Chip::Trn2],
+        sdks: &[Sdk::V2_32],
+        severity: Severity::Warning,
+    },
+    When {
+        chips: &[Chip::Trn2],
+        sdks: &[Sdk::Next],
+        severity: Severity::Refusal,
+    },
+];
+/// Where 64-bit integers are narrowed to 32 bits: always on trn1; on trn2
+/// unless `--native-int64=enabled`, which the next release makes the
+/// default.
+const fn narrowed(severity: Severity) -> [When; 2] {
+    [
+        When {
+            chips: &[Chip::Trn1],
+            sdks: SDKS,
+            severity,
+        },
+        When {
+            chips: &[Chip::Trn2],
+            sdks: &[Sdk::V2_32],
+            severity,
+        },
+    ]
+}
+const NARROWED_WARNED: &[When] = &narrowed(Severity::Warning);
+const NARROWED_REFUSED: &[When] = &narrowed(Severity::Refusal);
+
+const S32_U32: &[ElementType] = &[ElementType::S32, ElementType::U32];
+const S64_U64: &[ElementType] = &[ElementType::S64, ElementType::U64];
+const INT_32_64: &[ElementType] = &[
+    ElementType::S32,
+    ElementType::U32,
+    ElementType::S64,
+    ElementType::U64,
+];
+
+const DATA_TYPES: &str = "about-neuron/arch/neuron-features/data-types.rst";
+const JAX_KNOWN_ISSUES: &str = "frameworks/jax/setup/jax-neuronx-known-issues.rst";
+const COMPILER_NOTES: &str = "release-notes/components/compiler.rst";
+const CLI_REFERENCE: &str = "compiler/neuronx-cc/api-reference-guide/index.rst";
+
+/// The custom-call targets neuronx-cc recognizes (the list on the
+/// EHCA005 and EVRF015 pages, the same on both).
+pub const RECOGNIZED_CUSTOM_CALLS: &[&str] = &[
+    "AwsNeuronErf",
+    "AwsNeuronGelu",
+    "AwsNeuronGeluApprxTanh",
+    "AwsNeuronGeluBackward",
+    "AwsNeuronSilu",
+    "AwsNeuronSiluBackward",
+    "AwsNeuronRmsNorm",
+    "AwsNeuronSoftmax",
+    "AwsNeuronSoftmaxBackward",
+    "AwsNeuronCollectiveMatmul",
+    "AwsNeuronIntMatmult",
+    "AwsNeuronArgMax",
+    "AwsNeuronArgMin",
+    "AwsNeuronTopK",
+    "AwsNeuronDropoutMaskV1",
+    "AwsNeuronCustomNativeKernel",
+    "AwsNeuronCustomOp",
+    "AwsNeuronDevicePrint",
+    "ResizeNearest",
+    "ResizeBilinear",
+    "ResizeNearestGrad",
+    "AwsNeuronLNCShardingConstraint",
+    "AwsNeuronTransferWithStaticRing",
+    "AwsNeuronModuleMarkerStart-Forward",
+    "AwsNeuronModuleMarkerStart-Backward",
+    "AwsNeuronModuleMarkerEnd-Forward",
+    "AwsNeuronModuleMarkerEnd-Backward",
+    "NeuronBoundaryMarker-Start",
+    "NeuronBoundaryMarker-End",
+];
+
+/// The ops 2.32 compiles on `complex64` (its release notes' list, in HLO
+/// opcodes), and the ones that only pass a value on, which any program
+/// holding a complex value has.
+const COMPLEX64_OPS: &[&str] = &[
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "compare",
+    "abs",
+    "exponential",
+    "sine",
+    "cosine",
+    "reshape",
+    "complex",
+    "real",
+    "imag",
+    "dot",
+    "broadcast",
+    "iota",
+    "negate",
+    "power",
+    "log",
+    "log-plus-one",
+    "exponential-minus-one",
+    "sqrt",
+    "rsqrt",
+    "tan",
+    "tanh",
+    "logistic",
+    "sign",
+    "select",
+    "transpose",
+    "reverse",
+    "slice",
+    "dynamic-slice",
+    "dynamic-update-slice",
+    "concatenate",
+    "pad",
+    "parameter",
+    "constant",
+    "tuple",
+    "get-tuple-element",
+];
+
+/// The limit on instructions per module that EVRF007 reports. Not stated
+/// on the SDK's pages (they say only "exceeds the limit"); 5,000,000 is
+/// neuronx-cc's default as hlatc has known it, which is why the rule only
+/// warns.
+pub const INSTRUCTION_LIMIT: u64 = 5_000_000;
+
+macro_rules! page {
+    ($code:literal) => {
+        concat!("compiler/error-codes/", $code, ".rst")
+    };
+}
+
+/// Every rule, in the order findings are reported within an instruction.
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: "dynamic-shape",
+        code: Code::Ncc("EMOD025"),
+        matcher: Matcher::DynamicShape,
+        when: REFUSED,
+        what: "has a dynamic dimension; neuronx-cc compiles static shapes only",
+        advice: "pad or bucket the input to a fixed size so every dimension is static",
+        sources: &[page!("EMOD025")],
+    },
+    Rule {
+        id: "complex128",
+        code: Code::Ncc("EVRF004"),
+        matcher: Matcher::ElementType(&[ElementType::C128]),
+        when: REFUSED,
+        what: "holds c128; Neuron has no complex128",
+        advice: "keep the real and imaginary parts as two f32 arrays, or do this part on the host",
+        sources: &[page!("EVRF004"), JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "complex64-op",
+        code: Code::Ncc("EVRF004"),
+        matcher: Matcher::ComplexOutside(COMPLEX64_OPS),
+        when: REFUSED,
+        what: "computes on c64 with an op outside the ones SDK 2.32 supports for complex64",
+        advice: "split the value into real and imaginary f32 parts for this op",
+        sources: &[page!("EVRF004"), COMPILER_NOTES],
+    },
+    Rule {
+        id: "fp8-fnuz",
+        code: Code::Ncc("EVRF005"),
+        matcher: Matcher::ElementType(&[
+            ElementType::F8E4M3FNUZ,
+            ElementType::F8E4M3B11FNUZ,
+            ElementType::F8E5M2FNUZ,
+        ]),
+        when: REFUSED,
+        what: "holds an FNUZ 8-bit float type, which Neuron does not support",
+        advice: "use f8e4m3 or f8e5m2, or a 16-bit float",
+        sources: &[page!("EVRF005"), JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "f8e4m3fn",
+        code: Code::Ncc("EVRF051"),
+        matcher: Matcher::ElementType(&[ElementType::F8E4M3FN]),
+        when: REFUSED,
+        what: "holds f8e4m3fn, which trn1 and trn2 do not support (trn3 does)",
+        advice: "use f8e4m3 (neuronx-cc's --experimental-unsafe-fp8e4m3fn-as-fp8e4m3 converts it) or a 16-bit float",
+        sources: &[page!("EVRF051")],
+    },
+    Rule {
+        id: "fp8-other",
+        code: Code::Ncc("ESPP047"),
+        matcher: Matcher::ElementType(&[ElementType::F8E8M0FNU]),
+        when: REFUSED,
+        what: "holds f8e8m0fnu; of the 8-bit floats Neuron supports only f8e4m3 and f8e5m2 (and f8e3m4 on NeuronCore-v2)",
+        advice: "convert to a supported 8-bit or 16-bit float",
+        sources: &[page!("ESPP047"), JAX_KNOWN_ISSUES, DATA_TYPES],
+    },
+    Rule {
+        id: "f4e2m1fn",
+        code: Code::Ncc("ESPP004"),
+        matcher: Matcher::ElementType(&[ElementType::F4E2M1FN]),
+        when: REFUSED,
+        what: "holds f4e2m1fn, which neuronx-cc cannot generate code for",
+        advice: "use bf16 or another supported type",
+        sources: &[page!("ESPP004")],
+    },
+    Rule {
+        id: "f64",
+        code: Code::Undocumented,
+        matcher: Matcher::ElementType(&[ElementType::F64]),
+        when: REFUSED,
+        what: "holds f64, which is not among the types trn1 and trn2 support",
+        advice: "compute in f32 (for hlatc compile: --precision fp32 or a bf16 preset)",
+        sources: &[DATA_TYPES],
+    },
+    Rule {
+        id: "custom-call-target",
+        code: Code::Ncc("EHCA005"),
+        matcher: Matcher::CustomCallTargetNotIn(RECOGNIZED_CUSTOM_CALLS),
+        when: REFUSED,
+        what: "calls a custom-call target neuronx-cc does not recognize",
+        advice: "use one of the recognized AwsNeuron* targets, or write the computation in plain HLO",
+        sources: &[page!("EHCA005"), page!("EVRF015")],
+    },
+    Rule {
+        id: "rng-algorithm",
+        code: Code::Ncc("EVRF006"),
+        matcher: Matcher::RngAlgorithmNotDefault,
+        when: REFUSED,
+        what: "asks rng-bit-generator for an algorithm other than rng_default",
+        advice: "leave the algorithm to the default (in JAX, the rbg PRNG implementation)",
+        sources: &[page!("EVRF006"), JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "reduce-window-operands",
+        code: Code::Ncc("EVRF019"),
+        matcher: Matcher::ReduceWindowVariadic,
+        when: REFUSED,
+        what: "reduces windows of several inputs at once; neuronx-cc takes one input and one init value",
+        advice: "split it into one reduce-window per input",
+        sources: &[page!("EVRF019")],
+    },
+    Rule {
+        id: "reduce-window-base-dilation",
+        code: Code::Ncc("EVRF017"),
+        matcher: Matcher::ReduceWindowBaseDilation,
+        when: REFUSED,
+        what: "has a base dilation above 1, which neuronx-cc does not support",
+        advice: "dilate the input explicitly (pad with interior padding) and use base dilation 1",
+        sources: &[page!("EVRF017")],
+    },
+    Rule {
+        id: "reduce-window-window-dilation",
+        code: Code::Ncc("EVRF018"),
+        matcher: Matcher::ReduceWindowWindowDilation,
+        when: REFUSED,
+        what: "has a window dilation above 1, which neuronx-cc does not support",
+        advice: "use window dilation 1 (gather the dilated elements with strided slices first)",
+        sources: &[page!("EVRF018")],
+    },
+    Rule {
+        id: "convolution-both-dilations",
+        code: Code::Ncc("EVRF010"),
+        matcher: Matcher::ConvolutionBothDilations,
+        when: REFUSED,
+        what: "dilates both its input and its kernel, which neuronx-cc does not support",
+        advice: "dilate only one of them",
+        sources: &[page!("EVRF010")],
+    },
+    Rule {
+        id: "convolution-stride-with-input-dilation",
+        code: Code::Ncc("EVRF011"),
+        matcher: Matcher::ConvolutionStrideWithBaseDilation,
+        when: REFUSED,
+        what: "strides over a dilated input, which neuronx-cc does not support",
+        advice: "drop the stride or the input dilation, or upsample and downsample in separate steps",
+        sources: &[page!("EVRF011")],
+    },
+    Rule {
+        id: "topk-integer",
+        code: Code::Ncc("EVRF013"),
+        matcher: Matcher::TypedOp(TypedOp::TopK, INT_32_64),
+        when: REFUSED,
+        what: "takes the top k of an integer tensor; neuronx-cc's TopK takes floats",
+        advice: "convert the input to a float type first",
+        sources: &[page!("EVRF013")],
+    },
+    Rule {
+        id: "scatter-reduce-pred",
+        code: Code::Ncc("EVRF016"),
+        matcher: Matcher::TypedOp(TypedOp::ScatterWithCompute, &[ElementType::Pred]),
+        when: REFUSED,
+        what: "scatters with a reduction into a pred tensor; scatter-with-compute works on floats",
+        advice: "convert the operand and updates to a float type (f32 or bf16)",
+        sources: &[page!("EVRF016")],
+    },
+    Rule {
+        id: "shift-right-arithmetic-width",
+        code: Code::Ncc("EVRF022"),
+        matcher: Matcher::TypedOp(
+            TypedOp::ShiftRightArithmetic,
+            &[
+                ElementType::S2,
+                ElementType::S4,
+                ElementType::S8,
+                ElementType::S16,
+                ElementType::S64,
+                ElementType::U2,
+                ElementType::U4,
+                ElementType::U8,
+                ElementType::U16,
+                ElementType::U64,
+            ],
+        ),
+        when: REFUSED,
+        what: "shifts right arithmetically on a type that is not 32 bits wide",
+        advice: "convert the first operand to s32, u32 or f32",
+        sources: &[page!("EVRF022")],
+    },
+    Rule {
+        id: "integer-dot-32",
+        code: Code::Ncc("EVRF035"),
+        matcher: Matcher::TypedOp(TypedOp::Dot, S32_U32),
+        when: DOT_32,
+        what: "multiplies 32-bit integer matrices, which run in f32 (exact only below 2^24)",
+        advice: "convert the operands to a float type, or pass --implicit-integer-downcast=dot to accept the f32 product",
+        sources: &[page!("EVRF035"), COMPILER_NOTES, CLI_REFERENCE],
+    },
+    Rule {
+        id: "integer-dot-64",
+        code: Code::Ncc("EVRF035"),
+        matcher: Matcher::TypedOp(TypedOp::Dot, S64_U64),
+        when: DOWNCAST,
+        what: "multiplies 64-bit integer matrices, which run in f32 (exact only below 2^24)",
+        advice: "convert the operands to a float type, or pass --implicit-integer-downcast=dot to accept the f32 product",
+        sources: &[page!("EVRF035"), COMPILER_NOTES, CLI_REFERENCE],
+    },
+    Rule {
+        id: "integer-scatter-reduce",
+        code: Code::Ncc("EVRF060"),
+        matcher: Matcher::TypedOp(TypedOp::ScatterWithCompute, INT_32_64),
+        when: DOWNCAST,
+        what: "scatters with a reduction into an integer tensor, which runs in f32 (exact only below 2^24)",
+        advice: "scatter floats, or pass --implicit-integer-downcast=scatter to accept f32",
+        sources: &[page!("EVRF060"), COMPILER_NOTES, CLI_REFERENCE],
+    },
+    Rule {
+        id: "integer-all-reduce",
+        code: Code::Ncc("EVRF061"),
+        matcher: Matcher::TypedOp(TypedOp::AllReduce, INT_32_64),
+        when: DOWNCAST,
+        what: "all-reduces integers, which the collective engine sums in f32 (exact only below 2^24)",
+        advice: "all-reduce floats, or pass --implicit-integer-downcast=all_reduce to accept f32",
+        sources: &[page!("EVRF061"), COMPILER_NOTES, CLI_REFERENCE],
+    },
+    Rule {
+        id: "integer-power-64",
+        code: Code::Ncc("EVRF062"),
+        matcher: Matcher::TypedOp(TypedOp::Power, S64_U64),
+        when: DOWNCAST,
+        what: "raises 64-bit integers to a power, which runs on 32-bit integers",
+        advice: "compute the power in s32 or a float type, or pass --implicit-integer-downcast=pow to accept s32",
+        sources: &[page!("EVRF062"), COMPILER_NOTES, CLI_REFERENCE],
+    },
+    Rule {
+        id: "integer-reduce-scatter",
+        code: Code::Ncc("EVRF063"),
+        matcher: Matcher::TypedOp(TypedOp::ReduceScatter, INT_32_64),
+        when: DOWNCAST,
+        what: "reduce-scatters integers, which the collective engine sums in f32 (exact only below 2^24)",
+        advice: "reduce-scatter floats, or pass --implicit-integer-downcast=reduce_scatter to accept f32",
+        sources: &[page!("EVRF063"), COMPILER_NOTES, CLI_REFERENCE],
+    },
+    Rule {
+        id: "wide-64-bit-constant",
+        code: Code::Ncc("ESFH002"),
+        matcher: Matcher::Wide64BitConstant,
+        when: NARROWED_REFUSED,
+        what: "is a 64-bit integer constant with a value outside 32 bits, which narrowing to 32 bits cannot keep",
+        advice: "keep constants within 32 bits (u32 or s32), or restructure to avoid the large value",
+        sources: &[page!("ESFH002"), DATA_TYPES],
+    },
+    Rule {
+        id: "narrowed-64-bit-integer",
+        code: Code::Undocumented,
+        matcher: Matcher::Produces64BitInteger,
+        when: NARROWED_WARNED,
+        what: "is a 64-bit integer, which neuronx-cc narrows to 32 bits (values beyond 2^31 are lost)",
+        advice: "use s32 where the values fit; on trn2, --native-int64=enabled keeps 64 bits",
+        sources: &[DATA_TYPES, CLI_REFERENCE],
+    },
+    Rule {
+        id: "conditional",
+        code: Code::Undocumented,
+        matcher: Matcher::Opcode("conditional"),
+        when: REFUSED,
+        what: "is a conditional, which Neuron does not support",
+        advice: "compute both branches and choose with select, or branch on the host",
+        sources: &[JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "reduce-precision",
+        code: Code::Undocumented,
+        matcher: Matcher::Opcode("reduce-precision"),
+        when: REFUSED,
+        what: "is a reduce-precision, which Neuron does not support",
+        advice: "convert to the narrower type and back instead",
+        sources: &[JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "variadic-reduce",
+        code: Code::Undocumented,
+        matcher: Matcher::VariadicReduce,
+        when: REFUSED,
+        what: "reduces several inputs at once (a variadic reduction), which Neuron does not support",
+        advice: "reduce each input on its own (an argmax becomes a max, then a compare and a min over indices)",
+        sources: &[JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "sort-comparator",
+        code: Code::Undocumented,
+        matcher: Matcher::SortComparatorOutside(&[
+            ComparisonDirection::Lt,
+            ComparisonDirection::Le,
+            ComparisonDirection::Gt,
+            ComparisonDirection::Ge,
+        ]),
+        when: REFUSED,
+        what: "sorts with a comparator that compares for equality; Neuron's sort takes LT, LE, GT and GE comparisons only",
+        advice: "sort by one key with a single ordering comparison",
+        sources: &[JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "dynamic-while",
+        code: Code::Undocumented,
+        matcher: Matcher::WhileWithoutStaticTripCount,
+        when: WARNED,
+        what: "is a while loop whose trip count hlatc cannot find; Neuron runs only loops with a static trip count",
+        advice: "loop over a counter from a constant to a constant (a scan or fori_loop), or unroll it",
+        sources: &[JAX_KNOWN_ISSUES],
+    },
+    Rule {
+        id: "unsupported-operator",
+        code: Code::Ncc("EUOC002"),
+        matcher: Matcher::Opcode("triangular-solve"),
+        when: REFUSED,
+        what: "is a triangular-solve, an operator neuronx-cc does not support",
+        advice: "multiply by the inverse instead (slower, same result), or solve on the host",
+        sources: &[page!("EUOC002"), page!("EVRF001")],
+    },
+    Rule {
+        id: "instruction-limit",
+        code: Code::Ncc("EVRF007"),
+        matcher: Matcher::InstructionLimit(INSTRUCTION_LIMIT),
+        when: WARNED,
+        what: "needs more TensorE instructions than neuronx-cc's per-module limit",
+        advice: "shard it (raise --tp), or lower the batch size or sequence length",
+        sources: &[page!("EVRF007")],
+    },
+];
+
+/// A rule by its id.
+pub fn rule(id: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+/// The rule table as Markdown, for the book: code, id, how hard it
+/// applies per chip and SDK, what it finds, and its sources.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "| code | rule | trn1 2.32 | trn1 next | trn2 2.32 | trn2 next | finds an instruction that | sources |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for r in RULES {
+        let code = r
+            .code
+            .ncc()
+            .map_or_else(|| "none documented".to_string(), |c| format!("`{c}`"));
+        let cells: Vec<&str> = [
+            (Chip::Trn1, Sdk::V2_32),
+            (Chip::Trn1, Sdk::Next),
+            (Chip::Trn2, Sdk::V2_32),
+            (Chip::Trn2, Sdk::Next),
+        ]
+        .into_iter()
+        .map(|(c, v)| r.severity(c, v).map_or("", Severity::name))
+        .collect();
+        let sources: Vec<String> = r.sources.iter().map(|s| format!("`{s}`")).collect();
+        out.push_str(&format!(
+            "| {code} | `{}` | {} | {} | {} | {} | {} | {} |\n",
+            r.id,
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            r.what,
+            sources.join(", ")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ERROR_CODES: &str = "compiler/error-codes/";
+
+    #[test]
+    fn ids_are_unique_and_sources_are_pages_of_the_sdk() {
+        for (i, r) in RULES.iter().enumerate() {
+            assert!(RULES[..i].iter().all(|o| o.id != r.id), "{} twice", r.id);
+            assert!(!r.sources.is_empty(), "{} has no source", r.id);
+            assert!(r.sources.iter().all(|s| s.ends_with(".rst")), "{}", r.id);
+            if let Code::Ncc(c) = r.code {
+                assert!(
+                    r.sources
+                        .iter()
+                        .any(|s| *s == format!("{ERROR_CODES}{c}.rst")),
+                    "{}: the page of NCC_{c} is not among its sources",
+                    r.id
+                );
+            }
+        }
+        assert_eq!(RECOGNIZED_CUSTOM_CALLS.len(), 29);
+    }
+
+    #[test]
+    fn severities_follow_the_chip_and_the_sdk() {
+        let dot32 = rule("integer-dot-32").unwrap();
+        assert_eq!(
+            dot32.severity(Chip::Trn1, Sdk::Next),
+            Some(Severity::Warning)
+        );
+        assert_eq!(
+            dot32.severity(Chip::Trn2, Sdk::Next),
+            Some(Severity::Refusal)
+        );
+        let narrowed = rule("narrowed-64-bit-integer").unwrap();
+        assert_eq!(narrowed.severity(Chip::Trn2, Sdk::Next), None);
+        assert_eq!(
+            narrowed.severity(Chip::Trn1, Sdk::Next),
+            Some(Severity::Warning)
+        );
+    }
+}

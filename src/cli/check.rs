@@ -1,0 +1,366 @@
+//! `hlatc check`: the Neuron pre-flight on any module or bundle.
+
+use super::console::{note, out};
+use hlatc::passes::neuron_check::{
+    check_module, CheckReport, Chip, Finding, Sdk, INSTRUCTION_LIMIT, RULES, SDK_COMMIT,
+};
+use hlatc::text::TextPositions;
+use hlatc::{Error, Format};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Say what neuronx-cc would refuse in a module, before an hour's compile.
+///
+/// Reads HLO text, a serialized HloModuleProto (from any stack: JAX,
+/// torch-xla, the Neuron compile cache's model.hlo_module.pb) or a bundle
+/// directory `hlatc compile` wrote, and checks it against the rules the
+/// Neuron SDK documents, each with its NCC_ error code: unsupported
+/// types (f64, complex, FNUZ and e4m3fn 8-bit floats, f4e2m1fn),
+/// unrecognized custom-call targets, dynamic shapes, conditionals,
+/// variadic reductions, reduce-precision, non-default RNG algorithms,
+/// reduce-window and convolution forms neuronx-cc refuses, integer ops
+/// without an integer datapath, 64-bit integers narrowed to 32 bits, and
+/// loops without a static trip count. `hlatc check --rules` lists them
+/// for the chip and SDK, with the SDK page each rule was read from.
+///
+/// Every finding is a line `FILE:LINE:COL: instruction %name: NCC_CODE
+/// what (detail), advice`. A rule whose page gives no code shows its own
+/// name in brackets (`[conditional]`). Lines and columns are those of the
+/// text file read; for a proto they are those of the text `hlatc fmt FILE`
+/// prints, and for a bundle those of its model.hlo.txt.
+///
+/// A refusal is what neuronx-cc stops on; a warning what it compiles
+/// while losing something (an integer op run in f32, a 64-bit integer
+/// narrowed) or what hlatc cannot prove fine. The exit status is 2 when
+/// there is a refusal, 0 otherwise (1 for an error reading the module).
+///
+/// The instruction count is a lower bound: the TensorE instructions the
+/// dots need (128 x 128 x 512 tiles), which neuronx-cc's own count (every
+/// engine, after tiling and unrolling) can only exceed.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+hlatc check dump.hlo                           HLO text: positions in the file\n  \
+hlatc check model.hlo_module.pb --target trn2  a proto: positions in `hlatc fmt`'s text\n  \
+hlatc check build/hlat-7b                      a bundle, for its own --target\n  \
+hlatc check dump.hlo --sdk next --format json  the next SDK's defaults, for tools\n  \
+hlatc check --rules --target trn2              the rules, their codes and sources")]
+pub struct Args {
+    /// A module (HLO text or HloModuleProto) or a bundle directory
+    #[arg(required_unless_present = "rules")]
+    path: Option<PathBuf>,
+    /// List the rules that apply on the chip under the SDK's defaults, with
+    /// their codes and sources, instead of checking
+    #[arg(long)]
+    rules: bool,
+    /// The chip, as neuronx-cc's --target names it (default: a bundle's
+    /// own --target, else trn1)
+    #[arg(long, value_enum)]
+    target: Option<ChipArg>,
+    /// Whose compiler defaults to assume: 2.32 (integer downcasts warn,
+    /// 64-bit integers are narrowed) or next (the release its notes
+    /// announce: downcasts are errors, trn2 runs int64 natively)
+    #[arg(long, value_enum, default_value = "2.32")]
+    sdk: SdkArg,
+    /// text: a line per finding; json: one object for tools
+    #[arg(long, value_enum, default_value = "text")]
+    format: OutputFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ChipArg {
+    Trn1,
+    Trn2,
+}
+
+impl From<ChipArg> for Chip {
+    fn from(c: ChipArg) -> Chip {
+        match c {
+            ChipArg::Trn1 => Chip::Trn1,
+            ChipArg::Trn2 => Chip::Trn2,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SdkArg {
+    #[value(name = "2.32")]
+    V2_32,
+    Next,
+}
+
+impl From<SdkArg> for Sdk {
+    fn from(s: SdkArg) -> Sdk {
+        match s {
+            SdkArg::V2_32 => Sdk::V2_32,
+            SdkArg::Next => Sdk::Next,
+        }
+    }
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OutputFormat {
+    Text,
+    Json,
+}
+
+/// The module to check and the text its findings point into.
+struct Input {
+    module: hlatc::Module,
+    /// The file findings are located in, as printed.
+    shown: PathBuf,
+    /// That file's text, or the printed module's for a proto.
+    text: Source,
+    /// A bundle's own chip (its compile_flags.json's --target).
+    chip: Option<Chip>,
+}
+
+enum Source {
+    /// A text file: read again only if a finding needs a position.
+    File(PathBuf),
+    /// A proto: its module printed as `hlatc fmt` prints it.
+    Printed,
+}
+
+pub fn main(a: Args) -> Result<ExitCode, Error> {
+    let Some(path) = a.path.as_deref().filter(|_| !a.rules) else {
+        let chip = a.target.map_or(Chip::Trn1, Chip::from);
+        print_rules(chip, a.sdk.into())?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    let input = read(path)?;
+    let chip = a
+        .target
+        .map(Chip::from)
+        .or(input.chip)
+        .unwrap_or(Chip::Trn1);
+    let report = check_module(&input.module, chip, a.sdk.into());
+    let positions = if report.names_instructions() {
+        positions(&input)?
+    } else {
+        None
+    };
+    let shown = input.shown.display().to_string();
+    match a.format {
+        OutputFormat::Text => {
+            if matches!(input.text, Source::Printed) && report.names_instructions() {
+                note!(
+                    "{shown} is a proto: lines and columns are those of the text `hlatc fmt {shown}` prints"
+                )?;
+            }
+            for f in &report.findings {
+                out!("{}", f.line(&shown, positions.as_ref()))?;
+            }
+            out!("{shown}: {}", summary(&report))?;
+        }
+        OutputFormat::Json => {
+            let json = Json::new(&shown, &input, &report, positions.as_ref());
+            let s = serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?;
+            out!("{s}")?;
+        }
+    }
+    Ok(if report.refused() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The rules that apply on `chip` under `sdk`, a line each: code,
+/// severity, id, what, and the SDK pages read.
+fn print_rules(chip: Chip, sdk: Sdk) -> Result<(), Error> {
+    out!("rules for {chip} under SDK {sdk} defaults (sources: aws-neuron/aws-neuron-sdk at {SDK_COMMIT}):")?;
+    for r in RULES {
+        let Some(severity) = r.severity(chip, sdk) else {
+            continue;
+        };
+        let code = r.code.ncc().unwrap_or_else(|| "(no code)".to_string());
+        out!(
+            "  {code:<12} {:<8} {:<38} {}; {}",
+            severity.name(),
+            r.id,
+            r.what,
+            r.sources.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+/// `trn1 (SDK 2.32 defaults): 1 refusal in 942 instructions; ...`.
+fn summary(r: &CheckReport) -> String {
+    format!(
+        "{} (SDK {} defaults): {} in {} instructions; TensorE instructions at least {} (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of {} per module",
+        r.chip,
+        r.sdk,
+        r.tally(),
+        r.instructions,
+        r.tensor_instructions,
+        INSTRUCTION_LIMIT
+    )
+}
+
+/// Reads a module file or a bundle directory.
+fn read(path: &Path) -> Result<Input, Error> {
+    if path.is_dir() {
+        let proto = path.join(hlatc::bundle::PROTO_FILE);
+        let text = path.join(hlatc::bundle::TEXT_FILE);
+        if !proto.is_file() {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                message: format!(
+                    "is a directory without {}: not a bundle",
+                    hlatc::bundle::PROTO_FILE
+                ),
+            });
+        }
+        // The proto is what neuronx-cc compiles; its findings are located
+        // in the bundle's text of the same module.
+        let module = load(&proto)?;
+        let (shown, source) = if text.is_file() {
+            (text.clone(), Source::File(text))
+        } else {
+            (proto, Source::Printed)
+        };
+        return Ok(Input {
+            module,
+            shown,
+            text: source,
+            chip: bundle_chip(path),
+        });
+    }
+    let module = load(path)?;
+    // The format is told by the first bytes, as `load` told it.
+    let mut head = Vec::with_capacity(4096);
+    let bytes_are_text = std::fs::File::open(path)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 4096), &mut head))
+        .map(|_| Format::sniff(&head) == Format::Text)
+        .unwrap_or(false);
+    Ok(Input {
+        module,
+        shown: path.to_path_buf(),
+        text: if bytes_are_text {
+            Source::File(path.to_path_buf())
+        } else {
+            Source::Printed
+        },
+        chip: None,
+    })
+}
+
+/// Reads and verifies a module; a module that fails verification is one
+/// neuronx-cc's own verifier refuses too, which the error says.
+fn load(path: &Path) -> Result<hlatc::Module, Error> {
+    match super::load(path) {
+        Err(e @ Error::Verify { .. }) => {
+            note!(
+                "neuronx-cc verifies its input as well and would refuse this module (NCC_EVRF064)"
+            )?;
+            Err(e)
+        }
+        r => r,
+    }
+}
+
+/// The chip a bundle's compile_flags.json names with --target.
+fn bundle_chip(dir: &Path) -> Option<Chip> {
+    let flags = std::fs::read_to_string(dir.join(hlatc::bundle::FLAGS_FILE)).ok()?;
+    let flags: Vec<String> = serde_json::from_str(&flags).ok()?;
+    flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--target="))
+        .and_then(Chip::from_name)
+}
+
+/// Where each instruction is written in the text the findings point into.
+fn positions(input: &Input) -> Result<Option<TextPositions>, Error> {
+    let text = match &input.text {
+        Source::File(p) => std::fs::read_to_string(p).map_err(|e| Error::Io {
+            path: p.clone(),
+            message: e.to_string(),
+        })?,
+        Source::Printed => hlatc::text::print_module(&input.module),
+    };
+    // The module was read from this text (or printed into it), so it
+    // parses; should it not, findings go without positions.
+    Ok(hlatc::text::instruction_positions(&text).ok())
+}
+
+#[derive(Serialize)]
+struct Json<'a> {
+    /// The file lines and columns refer to.
+    file: &'a str,
+    /// Whether that file is the text of a proto as `hlatc fmt` prints it.
+    printed_from_proto: bool,
+    chip: &'static str,
+    sdk: &'static str,
+    /// The aws-neuron/aws-neuron-sdk commit the rules were read from.
+    sdk_docs_commit: &'static str,
+    refused: bool,
+    instructions: usize,
+    /// A lower bound on neuronx-cc's instruction count: the TensorE
+    /// instructions the dots need.
+    tensor_instructions_at_least: u64,
+    instruction_limit: u64,
+    findings: Vec<JsonFinding<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonFinding<'a> {
+    severity: &'static str,
+    rule: &'static str,
+    /// `NCC_...`, or null where the SDK documents no code.
+    code: Option<String>,
+    computation: &'a str,
+    instruction: Option<&'a str>,
+    line: Option<usize>,
+    column: Option<usize>,
+    what: &'static str,
+    detail: &'a str,
+    advice: &'static str,
+    sources: &'static [&'static str],
+}
+
+impl<'a> Json<'a> {
+    fn new(
+        file: &'a str,
+        input: &Input,
+        r: &'a CheckReport,
+        positions: Option<&TextPositions>,
+    ) -> Json<'a> {
+        Json {
+            file,
+            printed_from_proto: matches!(input.text, Source::Printed),
+            chip: r.chip.name(),
+            sdk: r.sdk.name(),
+            sdk_docs_commit: SDK_COMMIT,
+            refused: r.refused(),
+            instructions: r.instructions,
+            tensor_instructions_at_least: r.tensor_instructions,
+            instruction_limit: INSTRUCTION_LIMIT,
+            findings: r
+                .findings
+                .iter()
+                .map(|f| JsonFinding::new(f, positions))
+                .collect(),
+        }
+    }
+}
+
+impl<'a> JsonFinding<'a> {
+    fn new(f: &'a Finding, positions: Option<&TextPositions>) -> JsonFinding<'a> {
+        let at = positions.and_then(|p| f.position(p));
+        JsonFinding {
+            severity: f.severity.name(),
+            rule: f.rule.id,
+            code: f.rule.code.ncc(),
+            computation: &f.computation,
+            instruction: f.instruction.as_deref(),
+            line: at.map(|(l, _)| l),
+            column: at.map(|(_, c)| c),
+            what: f.rule.what,
+            detail: &f.detail,
+            advice: f.rule.advice,
+            sources: f.rule.sources,
+        }
+    }
+}
