@@ -1,14 +1,8 @@
 //! The `hlatc` binary, end to end: what a user types and what they see.
 
+use crate::support::{hlatc, stderr, stdout};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn hlatc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use std::process::Command;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -22,14 +16,6 @@ fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hlatc-cli-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]

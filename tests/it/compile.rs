@@ -1,15 +1,9 @@
 //! `hlatc compile`: bundles are complete, described, deterministic and
 //! verifiable; bad configs are refused with the field named.
 
+use crate::support::hlatc;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn hlatc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hlatc-compile-{}-{name}", std::process::id()));

@@ -3,31 +3,17 @@
 //! against the vocabulary and the packing before a step runs, in `run`, in
 //! `train` and in the library.
 
+use crate::support::{hlatc, stderr, stdout};
 use hlatc::bundle::OpenedBundle;
 use hlatc::compiler::ElementType;
 use hlatc::Literal;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn hlatc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hlatc-inputs-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// A `tiny` bundle (vocabulary 64) compiled with `extra` flags into `name`.

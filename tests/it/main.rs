@@ -22,6 +22,7 @@ mod reliability;
 mod remat_memory;
 mod run_devices;
 mod sharded;
+mod support;
 mod token_data;
 mod training;
 mod xla_crosscheck;

@@ -3,6 +3,7 @@
 //! every bundle hlatc builds passes; what the JAX and torch-xla fixtures
 //! would meet.
 
+use crate::support::hlatc;
 use hlatc::models::{BatchShape, ModelConfig};
 use hlatc::passes::neuron_check::{check_module, Chip, Sdk, Severity};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
@@ -10,14 +11,6 @@ use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn hlatc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hlatc-check-{}", std::process::id()));

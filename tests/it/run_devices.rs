@@ -1,31 +1,17 @@
 //! `hlatc run` of a module of several replicas: one device per replica,
 //! inputs shared or per rank (`{rank}` in a path), outputs per rank.
 
+use crate::support::{hlatc, stderr, stdout};
 use hlatc::runtime::{read_safetensors, write_safetensors};
 use hlatc::Literal;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn hlatc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use std::process::Output;
 
 /// A fresh folder for one test's files.
 fn dir(test: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hlatc-devices-{}-{test}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn p(path: &std::path::Path) -> &str {
