@@ -18,10 +18,25 @@ pub fn temp_beside(path: &Path, what: &str) -> PathBuf {
     path.with_file_name(format!(".{name}.{what}-{}-{n}", std::process::id()))
 }
 
+/// Whether `path` is something other than a regular file that writes go
+/// into (`/dev/null`, a terminal, a FIFO): renaming a file over it would
+/// replace the device itself (as root, `-o /dev/null` would leave a
+/// regular file in its place), so it is written in place instead.
+fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 /// Writes `bytes` to `path` through a temporary file that is synced and then
 /// renamed over it. On any error the temporary file is removed and `path`
-/// keeps what it held before.
+/// keeps what it held before. A device or FIFO (`/dev/null`, `/dev/stdout`)
+/// is written in place: it has no contents to keep whole.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if is_special(path) {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .write_all(bytes);
+    }
     let tmp = temp_beside(path, "tmp");
     let result = (|| {
         write_synced(&tmp, bytes)?;
@@ -63,6 +78,10 @@ pub fn check_writable(path: &Path) -> Result<(), NotWritable> {
     if path.is_dir() {
         return Err(NotWritable::IsDirectory);
     }
+    if is_special(path) {
+        // Written in place (see `write_atomic`): nothing is created beside it.
+        return Ok(());
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -77,4 +96,34 @@ pub fn check_writable(path: &Path) -> Result<(), NotWritable> {
     })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `-o /dev/null` writes into the device, and never replaces it with a
+    /// regular file (which, as root, a rename over it would do).
+    #[test]
+    fn a_device_is_written_in_place_not_replaced() {
+        let null = Path::new("/dev/null");
+        check_writable(null).unwrap();
+        write_atomic(null, b"discarded").unwrap();
+        let meta = std::fs::metadata(null).unwrap();
+        assert!(!meta.is_file(), "/dev/null became a regular file");
+        assert_eq!(std::fs::read(null).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_file_is_replaced_whole() {
+        let dir = std::env::temp_dir().join(format!("hlatc-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.txt");
+        write_atomic(&path, b"first").unwrap();
+        write_atomic(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left beside it");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
