@@ -187,6 +187,26 @@ fn a_bundle_run_checks_token_data() {
         &run(&[1, 2, 3, 4], &[2, 3, 4, 5], &[3, 3, 2, 2]),
         &["segment_ids[0, 2] is 2, less than the 3 before it"],
     );
+    // Refused before anything runs: no outputs are written.
+    let outputs = tmp("refused-outputs.safetensors");
+    let f = batch_file(
+        "bad.safetensors",
+        &[
+            ("tokens", ids(&[&[1, 2, 3, 99]])),
+            ("targets", ids(&[&[2, 3, 4, 5]])),
+            ("segment_ids", ids(&[&[1, 1, 1, 1]])),
+        ],
+    );
+    let o = hlatc(&[
+        "run",
+        d,
+        "--inputs",
+        f.to_str().unwrap(),
+        "--outputs",
+        outputs.to_str().unwrap(),
+    ]);
+    assert_refused(&o, &["tokens[0, 3] is 99"]);
+    assert!(!outputs.exists(), "nothing is written on a refusal");
 }
 
 /// The library's trainer refuses the same segment ids before running.
