@@ -210,17 +210,23 @@ impl Step {
     /// Every rank's inputs in signature order, from dicts by input name.
     fn inputs_by_name(&self, ranks: Vec<Bound<'_, PyDict>>) -> PyResult<Vec<Vec<Literal>>> {
         let specs = &self.compiled.step.inputs;
+        let several = self.world() > 1;
         ranks
             .into_iter()
             .enumerate()
             .map(|(rank, d)| {
+                let at = if several {
+                    format!("rank {rank}: ")
+                } else {
+                    String::new()
+                };
                 let mut list = Vec::with_capacity(specs.len());
                 for s in specs {
                     let raw: RawIn = d
                         .get_item(&s.name)?
                         .ok_or_else(|| {
                             UsageError::new_err(format!(
-                                "rank {rank}: no input '{}' (the step takes {})",
+                                "{at}no input '{}' (the step takes {} inputs, by name)",
                                 s.name,
                                 specs.len()
                             ))
@@ -236,7 +242,7 @@ impl Step {
                         .filter(|k| !specs.iter().any(|s| &s.name == k))
                         .collect();
                     return Err(UsageError::new_err(format!(
-                        "rank {rank}: the step takes no input named {}",
+                        "{at}the step takes no input named {}",
                         extra.join(", ")
                     )));
                 }
