@@ -139,6 +139,8 @@ pub struct CompileOptions {
     pub verify_each_pass: bool,
     pub remat: RematPolicy,
     pub parallel: Parallelism,
+    /// Mark each decoder layer with neuronx-cc's module markers.
+    pub module_markers: bool,
 }
 
 impl Default for CompileOptions {
@@ -158,6 +160,7 @@ impl Default for CompileOptions {
             verify_each_pass: false,
             remat: RematPolicy::CoreAttention,
             parallel: Parallelism::SINGLE,
+            module_markers: false,
         }
     }
 }
@@ -187,6 +190,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         packed: o.packed,
         parallel: o.parallel,
         fault: None,
+        module_markers: o.module_markers,
     };
     let mut step = build_train_step(&cfg)?;
     if let Some(r) = &o.rounding {

@@ -11,6 +11,7 @@ use crate::parallel::{Fault, Parallelism};
 use crate::params::param_specs;
 use hlatc_compiler::build::autodiff::{Composite, CompositeRule, GradHints};
 use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::build::module_markers::ModuleMarker;
 use hlatc_compiler::build::scope;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId, Literal, Scalar};
@@ -508,6 +509,7 @@ pub fn forward(
         tokens,
         targets,
         segments,
+        module_markers: false,
     };
     forward_on_rank(b, cfg, batch, inputs, Parallelism::SINGLE, None)
 }
@@ -521,6 +523,9 @@ pub struct ForwardInputs<'a> {
     pub tokens: InstrId,
     pub targets: InstrId,
     pub segments: Option<InstrId>,
+    /// Mark each decoder layer's start and end with neuronx-cc's module
+    /// markers (autodiff marks the backward's boundaries alike).
+    pub module_markers: bool,
 }
 
 /// The forward pass one rank of a step divided by `par` runs, over its
@@ -540,6 +545,7 @@ pub fn forward_on_rank(
         tokens,
         targets,
         segments,
+        module_markers,
     } = inputs;
     let ty = b.ty(params[0]);
     let specs = param_specs(cfg);
@@ -594,6 +600,11 @@ pub fn forward_on_rank(
     let tables = m.scoped("rotary_emb", |m| m.rope_tables(positions))?;
     for layer in 0..cfg.num_hidden_layers {
         let l = format!("model.layers.{layer}.");
+        // Outside the layer's scope, so recomputing a layer (remat) never
+        // repeats its markers.
+        if module_markers {
+            x = m.b.module_marker(ModuleMarker::StartForward, x)?;
+        }
         m.b.push_scope(&scope::layer(layer));
         let norm = m.param(&format!("{l}input_layernorm.weight"));
         let h = m.scoped("input_layernorm", |m| m.rms_norm(x, norm))?;
@@ -606,6 +617,9 @@ pub fn forward_on_rank(
         let f = m.mlp(h, &l)?;
         x = m.b.add2(x, f)?;
         m.b.pop_scope();
+        if module_markers {
+            x = m.b.module_marker(ModuleMarker::EndForward, x)?;
+        }
     }
     let x = m.scoped("norm", |m| m.rms_norm(x, m.param("model.norm.weight")))?;
     let head = if cfg.tie_word_embeddings {

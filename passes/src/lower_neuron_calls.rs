@@ -1,10 +1,13 @@
 //! `lower-neuron-calls`: maps the Neuron custom calls hlatc emits back to
 //! plain HLO (calls of the same math), so a module compiled for `neuron`
-//! can be checked on XLA CPU, which knows no `AwsNeuron*` target.
+//! can be checked on XLA CPU, which knows no `AwsNeuron*` target; module
+//! markers become the tensor they mark.
 
 use crate::context::{PassContext, Target};
 use crate::pass::{Pass, PassError};
+use crate::rewriter::{ModuleRewriter, RewriteError};
 use crate::softmax_math::{neuron_call_axis, SoftmaxWriter};
+use hlatc_compiler::build::module_markers::ModuleMarker;
 use hlatc_compiler::{InstrId, Module};
 
 pub struct LowerNeuronCalls;
@@ -15,8 +18,8 @@ impl Pass for LowerNeuronCalls {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let mut changed = drop_module_markers(m, ctx).map_err(PassError::rewrite(self.name()))?;
         let mut writer = SoftmaxWriter::new(m, Target::Cpu, ctx);
-        let mut changed = false;
         for ci in 0..m.computations.len() {
             let c = &m.computations[ci];
             let calls: Vec<(InstrId, _, i64)> = c
@@ -40,4 +43,30 @@ impl Pass for LowerNeuronCalls {
         writer.finish(ctx);
         Ok(changed)
     }
+}
+
+/// Module markers pass their tensor through: each becomes its operand.
+fn drop_module_markers(m: &mut Module, ctx: &mut PassContext) -> Result<bool, RewriteError> {
+    let mut rw: Option<ModuleRewriter> = None;
+    let mut changed = false;
+    for ci in 0..m.computations.len() {
+        let c = &m.computations[ci];
+        let markers: Vec<InstrId> = c
+            .ids()
+            .filter(|&id| ModuleMarker::of(&c.instr(id).op).is_some())
+            .collect();
+        if markers.is_empty() {
+            continue;
+        }
+        let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
+        for marker in markers {
+            // Read now: a marker may mark another marker, replaced before it.
+            let operand = r.comp().operands(marker)[0];
+            r.replace(marker, operand)?;
+        }
+        r.remove_dead();
+        changed = true;
+    }
+    ModuleRewriter::finish_on_demand(rw, ctx);
+    Ok(changed)
 }

@@ -181,7 +181,7 @@ def compile_step(
     `dp`, `sequence_parallel`, `packed`, `separate_projections`,
     `verify_each_pass`, and the optimizer's `lr_max`, `lr_min`,
     `warmup_steps`, `total_steps`, `beta1`, `beta2`, `adam_eps`,
-    `weight_decay`, `clip_norm`). The GIL is released while it compiles.
+    `weight_decay`, `clip_norm`; and `module_markers`). The GIL is released while it compiles.
     """
     if config is not None and not isinstance(config, Mapping):
         config = os.fspath(config)

@@ -100,6 +100,7 @@ def compile_step(
     adam_eps: Optional[float] = None,
     weight_decay: Optional[float] = None,
     clip_norm: Optional[float] = None,
+    module_markers: bool = False,
 ) -> Step: ...
 
 class Trainer:

@@ -101,7 +101,8 @@ fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<
     separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
     passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
     tp=1, dp=1, sequence_parallel=false, lr_max=None, lr_min=None, warmup_steps=None,
-    total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None
+    total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
+    module_markers=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
@@ -131,6 +132,7 @@ pub fn compile_step(
     adam_eps: Option<f64>,
     weight_decay: Option<f64>,
     clip_norm: Option<f64>,
+    module_markers: bool,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -171,6 +173,7 @@ pub fn compile_step(
             dp,
             sequence_parallel,
         },
+        module_markers,
     };
     py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))
         .map(|compiled| Step {

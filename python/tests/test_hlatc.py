@@ -92,6 +92,9 @@ def test_the_signature_and_summary_describe_the_step():
     assert s["model"] == "tiny" and s["parameters"] == 19_616
     assert s["instructions"] == step.module().instruction_count
     assert step.world_size == 1
+    marked = hlatc.compile_step(model="tiny", seq_len=8, module_markers=True)
+    assert marked.hlo_text.count('custom_call_target="AwsNeuronModuleMarkerStart-Forward"') == 2
+    assert marked.manifest["config"]["module_markers"] is True
 
 
 def test_run_matches_hlatc_run_exactly(tmp_path):

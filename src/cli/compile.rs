@@ -92,6 +92,13 @@ pub struct Args {
     precision: super::precision_args::PrecisionArgs,
     #[command(flatten)]
     parallel: super::parallel_args::ParallelArgs,
+    /// Mark where each decoder layer starts and ends, in the forward and
+    /// the backward pass, with neuronx-cc's module markers
+    /// (AwsNeuronModuleMarkerStart-Forward, ...), so its modular flow can
+    /// compile one layer and reuse it. They pass their tensor through
+    /// (--verify runs them as that); off until tried on hardware
+    #[arg(long)]
+    module_markers: bool,
 }
 
 /// `--remat POLICY`, shared by the commands that run the `remat` pass.
@@ -174,6 +181,7 @@ fn options(a: &Args) -> CompileOptions {
         verify_each_pass: a.verify_each_pass,
         remat: a.remat.policy,
         parallel: a.parallel.parallelism(),
+        module_markers: a.module_markers,
     }
 }
 

@@ -158,6 +158,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         packed: a.model.packed || a.data.is_some(),
         parallel: a.parallel.parallelism(),
         fault: None,
+        module_markers: false,
     };
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {

@@ -333,6 +333,7 @@ fn built_steps_hold_no_duplicate_values() {
             packed: false,
             parallel: hlatc::models::Parallelism::SINGLE,
             fault: None,
+            module_markers: false,
         };
         let mut m = build_train_step(&cfg).unwrap().module;
         let report = hlatc::passes::pipeline_from_names("t", &["cse", "dce"])

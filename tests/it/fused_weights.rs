@@ -136,6 +136,7 @@ fn fused_and_separate_steps_agree_on_xla_cpu() {
                 packed: false,
                 parallel: hlatc::models::Parallelism::SINGLE,
                 fault: None,
+                module_markers: false,
             };
             let mut step = build_train_step(&cfg).unwrap();
             let p = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
@@ -208,6 +209,7 @@ fn the_7b_step_reads_each_layers_input_with_4_dots_not_7() {
             packed: false,
             parallel: hlatc::models::Parallelism::SINGLE,
             fault: None,
+            module_markers: false,
         };
         let mut step = build_train_step(&cfg).unwrap();
         let p = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();

@@ -164,6 +164,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             packed: c.batch.segment_ids.is_some(),
             parallel: hlatc::models::Parallelism::SINGLE,
             fault: None,
+            module_markers: false,
         };
         let mut trainer = Trainer::new(&rt(), &cfg, c.params.clone()).unwrap();
         let stats = trainer.step(&c.batch).unwrap();

@@ -13,6 +13,7 @@ mod inputs_checked;
 mod minifloat;
 mod mixed_precision;
 mod model_gradients;
+mod module_markers;
 mod narrow_on_xla;
 mod neuron_check_cli;
 mod neuron_check_rules;

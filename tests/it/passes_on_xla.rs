@@ -150,6 +150,7 @@ fn step_config(model: ModelConfig) -> StepConfig {
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
         fault: None,
+        module_markers: false,
     }
 }
 

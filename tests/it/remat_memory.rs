@@ -28,6 +28,7 @@ fn stats(
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
         fault: None,
+        module_markers: false,
     };
     let mut step = build_train_step(&cfg).unwrap();
     let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();

@@ -112,6 +112,7 @@ fn the_loss_cannot_fall_by_cheating() {
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
         fault: None,
+        module_markers: false,
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()
@@ -286,6 +287,7 @@ fn token_ids_are_checked_against_the_vocabulary() {
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
         fault: None,
+        module_markers: false,
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()

@@ -55,6 +55,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
         fault: None,
+        module_markers: false,
     };
     modules.push((
         "tiny_train_step".into(),

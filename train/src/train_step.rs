@@ -37,6 +37,11 @@ pub struct StepConfig {
     /// catch it; `None` in every real step.
     #[serde(skip)]
     pub fault: Option<Fault>,
+    /// Mark each decoder layer's start and end, forward and backward, with
+    /// neuronx-cc's module markers (`AwsNeuronModuleMarker*`), for its
+    /// modular flow. Off by default, and then not in the manifest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub module_markers: bool,
 }
 
 impl StepConfig {
@@ -51,6 +56,7 @@ impl StepConfig {
             packed: false,
             parallel: Parallelism::SINGLE,
             fault: None,
+            module_markers: false,
         }
     }
 
@@ -322,6 +328,7 @@ struct GraphShape<'a> {
     packed: bool,
     parallel: Parallelism,
     fault: Option<Fault>,
+    module_markers: bool,
 }
 
 impl<'a> GraphShape<'a> {
@@ -332,6 +339,7 @@ impl<'a> GraphShape<'a> {
             packed,
             parallel: Parallelism::SINGLE,
             fault: None,
+            module_markers: false,
         }
     }
 }
@@ -348,6 +356,7 @@ fn model_graph<T>(
         packed,
         parallel,
         fault,
+        module_markers,
     } = shape;
     let mut b = Builder::new(name);
     let stored: Vec<InstrId> = param_specs(model)
@@ -369,6 +378,7 @@ fn model_graph<T>(
         tokens,
         targets,
         segments,
+        module_markers,
     };
     let fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;
     Ok(ModelGraph {
@@ -397,6 +407,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         packed: cfg.packed,
         parallel: par,
         fault: cfg.fault,
+        module_markers: cfg.module_markers,
     };
     let g = model_graph(m, cfg.batch, shape, |b| {
         let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {

@@ -5,4 +5,5 @@
 pub mod autodiff;
 pub mod builder;
 pub mod collectives;
+pub mod module_markers;
 pub mod scope;

@@ -4,6 +4,7 @@
 //! what the error says, what remat may drop and the docs' op table list
 //! come from the same place.
 
+use crate::build::module_markers::ModuleMarker;
 use crate::ir::op::{BinaryOp, Op, UnaryOp};
 use std::borrow::Cow;
 
@@ -190,6 +191,9 @@ pub fn gradient(op: &Op) -> Gradient {
         | Op::Outfeed { .. } => {
             refused("ops ordered by tokens (transfers, feeds) have no gradient rule in hlatc")
         }
+        // A module marker passes its tensor through; its gradient is the
+        // incoming one, marked for the backward pass.
+        Op::CustomCall(_) if ModuleMarker::of(op).is_some() => Gradient::Rule { saves: &[] },
         Op::CustomCall(cc) => refused(format!("custom call '{}' has no gradient rule", cc.target)),
     }
 }

@@ -4,6 +4,7 @@
 
 use super::AutodiffError;
 use crate::build::builder::Builder;
+use crate::build::module_markers::ModuleMarker;
 use crate::ir::computation::InstrId;
 use crate::ir::op::*;
 
@@ -129,6 +130,10 @@ pub fn vjp(
         } => Some(collective::reduce_scatter(
             b, &site, collective, *dimension, to_apply,
         )?),
+        Op::CustomCall(_) => match ModuleMarker::of(&instr.op) {
+            Some(marker) => Some(b.module_marker(marker.adjoint(), g)?),
+            None => return not_differentiable(b, n, "a custom call has no gradient rule"),
+        },
         other => {
             return not_differentiable(
                 b,
