@@ -2,12 +2,13 @@
 //! compile` builds, its signature by role, its manifest and bundle, and
 //! runs of it on XLA CPU with hlatc's own runtime.
 
-use crate::arrays::{dict_of, from_raw, to_raw, RawIn};
+use crate::arrays::{dict_of, from_raw, RawIn};
 use crate::errors::{guarded, to_py, ConfigError, UsageError};
-use hlatc::bundle::{lower_for_cpu, manifest_json, sha256_hex, stage_bundle};
+use hlatc::bundle::{for_cpu, manifest_json, sha256_hex, stage_bundle};
 use hlatc::compile_step::{
     compile_step as compile, CompileOptions, CompiledStep, ModelSource, OptimizerOverrides,
 };
+use hlatc::initial_inputs::StartValues;
 use hlatc::models::Parallelism;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::precision::Precision;
@@ -182,6 +183,14 @@ pub fn compile_step(
         })
 }
 
+/// `c`'s step compiled by XLA CPU on as many devices as it has ranks, its
+/// Neuron custom calls as plain HLO.
+pub(crate) fn cpu_program(c: &CompiledStep) -> Result<Program, hlatc::Error> {
+    let world = c.cfg.parallel.world();
+    let (module, _) = for_cpu(c.step.module.clone(), world)?;
+    Ok(Runtime::for_ranks(world as usize)?.compile(&module)?)
+}
+
 /// A compiled training step.
 #[pyclass(module = "hlatc._hlatc")]
 pub struct Step {
@@ -195,18 +204,12 @@ impl Step {
         self.compiled.cfg.parallel.world() as usize
     }
 
-    /// The step on XLA CPU (its Neuron custom calls as plain HLO).
+    /// The step on XLA CPU, compiled on first use.
     fn program(&self) -> PyResult<&Program> {
         if let Some(p) = self.program.get() {
             return Ok(p);
         }
-        let mut module = self.compiled.step.module.clone();
-        module.devices.replica_count = self.world() as i64;
-        let program = guarded(|| {
-            lower_for_cpu(&mut module).map_err(|e| to_py(e.into()))?;
-            let rt = Runtime::for_ranks(self.world()).map_err(|e| to_py(e.into()))?;
-            rt.compile(&module).map_err(|e| to_py(e.into()))
-        })?;
+        let program = guarded(|| cpu_program(&self.compiled).map_err(to_py))?;
         Ok(self.program.get_or_init(|| program))
     }
 
@@ -394,15 +397,14 @@ impl Step {
         let args = self.inputs_by_name(inputs)?;
         let vocab = self.compiled.cfg.model.vocab_size;
         for (rank, list) in args.iter().enumerate() {
-            for (spec, value) in self.compiled.step.inputs.iter().zip(list) {
-                hlatc::batch_check::check_batch_input(spec, value, vocab).map_err(|e| {
-                    let e = to_py(hlatc::train::Error::Batch(e).into());
-                    if self.world() > 1 {
-                        let _ = e.value(py).setattr("rank", rank);
-                    }
-                    e
-                })?;
-            }
+            let specs = &self.compiled.step.inputs;
+            hlatc::batch_check::check_batch_inputs(specs, list, vocab).map_err(|e| {
+                let e = to_py(hlatc::train::Error::Batch(e).into());
+                if self.world() > 1 {
+                    let _ = e.value(py).setattr("rank", rank);
+                }
+                e
+            })?;
         }
         let program = self.program()?;
         let outputs = py.allow_threads(|| {
@@ -452,17 +454,19 @@ impl Step {
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_rank(rank)?;
         let c = &self.compiled;
-        let mut all = guarded(|| {
-            hlatc::initial_inputs::initial_inputs(&c.cfg, &c.step.inputs, seed)
+        let wanted: Vec<TensorSpec> = c
+            .step
+            .inputs
+            .iter()
+            .filter(|s| s.role.is_state() == state)
+            .cloned()
+            .collect();
+        let values = guarded(|| {
+            StartValues::new(&c.cfg, &wanted, seed)
+                .of_rank(&wanted, rank as i64)
                 .map_err(|e| to_py(e.into()))
         })?;
-        let d = PyDict::new(py);
-        for (spec, value) in c.step.inputs.iter().zip(all.swap_remove(rank)) {
-            if spec.role.is_state() == state {
-                d.set_item(&spec.name, to_raw(py, &value))?;
-            }
-        }
-        Ok(d)
+        dict_of(py, wanted.into_iter().map(|s| s.name).zip(values))
     }
 
     pub(crate) fn compiled(&self) -> &CompiledStep {

@@ -2,12 +2,13 @@
 //! XLA CPU, taking batches and giving back statistics and state.
 
 use crate::arrays::{dict_of, from_raw, RawIn};
-use crate::errors::{guarded, to_py};
-use crate::step::Step;
-use hlatc::bundle::lower_for_cpu;
+use crate::errors::{guarded, to_py, UsageError};
+use crate::step::{cpu_program, Step};
+use hlatc::compiler::ElementType;
 use hlatc::data::Batch;
-use hlatc::runtime::Runtime;
+use hlatc::models::init::init_params;
 use hlatc::train_step::Role;
+use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -27,23 +28,18 @@ impl Trainer {
         let c = step.compiled();
         py.allow_threads(|| {
             guarded(|| {
-                let fail = |e: hlatc::Error| to_py(e);
-                let mut module = c.step.module.clone();
-                module.devices.replica_count = c.cfg.parallel.world();
-                lower_for_cpu(&mut module).map_err(|e| fail(e.into()))?;
-                let rt = Runtime::for_ranks(c.cfg.parallel.world() as usize)
-                    .map_err(|e| fail(e.into()))?;
-                let program = rt.compile(&module).map_err(|e| fail(e.into()))?;
-                let params =
-                    hlatc::models::init::init_params(&c.cfg.model, c.cfg.precision.storage(), seed)
+                let start = || -> Result<Trainer, hlatc::Error> {
+                    let params = init_params(&c.cfg.model, c.cfg.precision.storage(), seed)
                         .into_iter()
                         .map(|(_, l)| l)
                         .collect();
-                let mut inner =
-                    hlatc::trainer::Trainer::with_program(program, &c.cfg, &c.step, params)
-                        .map_err(|e| fail(e.into()))?;
-                inner.seed_rounding(seed);
-                Ok(Trainer { inner })
+                    let program = cpu_program(c)?;
+                    let mut inner =
+                        hlatc::trainer::Trainer::with_program(program, &c.cfg, &c.step, params)?;
+                    inner.seed_rounding(seed);
+                    Ok(Trainer { inner })
+                };
+                start().map_err(to_py)
             })
         })
     }
@@ -60,18 +56,9 @@ impl Trainer {
         segment_ids: Option<RawIn<'py>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let batch = Batch {
-            tokens: from_raw("tokens", tokens)?
-                .converted(hlatc::compiler::ElementType::S32)
-                .map_err(|e| crate::errors::UsageError::new_err(format!("tokens: {e}")))?,
-            targets: from_raw("targets", targets)?
-                .converted(hlatc::compiler::ElementType::S32)
-                .map_err(|e| crate::errors::UsageError::new_err(format!("targets: {e}")))?,
-            segment_ids: segment_ids
-                .map(|s| from_raw("segment_ids", s))
-                .transpose()?
-                .map(|l| l.converted(hlatc::compiler::ElementType::S32))
-                .transpose()
-                .map_err(|e| crate::errors::UsageError::new_err(format!("segment_ids: {e}")))?,
+            tokens: ids("tokens", tokens)?,
+            targets: ids("targets", targets)?,
+            segment_ids: segment_ids.map(|s| ids("segment_ids", s)).transpose()?,
         };
         let inner = &mut self.inner;
         let stats =
@@ -108,4 +95,11 @@ impl Trainer {
     fn steps_done(&self) -> i64 {
         self.inner.steps_done()
     }
+}
+
+/// Token data of any integer type as the step's `s32` ids.
+fn ids(name: &str, raw: RawIn<'_>) -> PyResult<Literal> {
+    from_raw(name, raw)?
+        .converted(ElementType::S32)
+        .map_err(|e| UsageError::new_err(format!("{name}: {e}")))
 }

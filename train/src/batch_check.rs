@@ -57,6 +57,19 @@ pub fn check_batch_input(spec: &TensorSpec, value: &Literal, vocab: i64) -> Resu
     }
 }
 
+/// Checks the batch inputs among one rank's `values` of the inputs `specs`
+/// (in signature order).
+pub fn check_batch_inputs(
+    specs: &[TensorSpec],
+    values: &[Literal],
+    vocab: i64,
+) -> Result<(), BatchError> {
+    specs
+        .iter()
+        .zip(values)
+        .try_for_each(|(spec, value)| check_batch_input(spec, value, vocab))
+}
+
 /// The rows of `ids` (`[batch, seq]` integers) as `i64`s.
 fn rows(input: &str, ids: &Literal) -> Result<(Vec<i64>, usize), BatchError> {
     match ids.dims() {

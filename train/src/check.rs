@@ -66,13 +66,8 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
 
     let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
     let t = Instant::now();
-    // XLA CPU has no Neuron custom calls: map them to the same math.
-    let mut runnable = back;
-    // An HloModuleProto has no replica count (XLA keeps it in the module's
-    // config, and neuronx-cc reads the world from the replica groups):
-    // the manifest's division says how many devices run it.
-    runnable.devices.replica_count = cfg.parallel.world();
-    let lowered = crate::bundle::lower_for_cpu(&mut runnable)?;
+    // The manifest's division says how many devices run it.
+    let (runnable, lowered) = crate::bundle::for_cpu(back, cfg.parallel.world())?;
     let program = rt.compile(&runnable)?;
     lines.push(if lowered {
         format!(

@@ -45,24 +45,63 @@ pub fn initial_inputs(
     inputs: &[TensorSpec],
     seed: u64,
 ) -> Result<Vec<Vec<Literal>>, Error> {
-    let params: BTreeMap<String, Literal> = init_params(&cfg.model, cfg.precision.storage(), seed)
-        .into_iter()
-        .collect();
-    let batch = SyntheticData::permutation(cfg.model.vocab_size, seed).step_batch(
-        cfg.packed,
-        0,
-        cfg.batch.batch_size,
-        cfg.batch.seq_len,
-    );
-    let ranks = RankInputs::new(cfg);
+    let start = StartValues::new(cfg, inputs, seed);
     (0..cfg.parallel.world())
-        .map(|rank| {
-            inputs
-                .iter()
-                .map(|spec| initial_input(spec, &params, &batch, &ranks, rank, seed))
-                .collect()
-        })
+        .map(|rank| start.of_rank(inputs, rank))
         .collect()
+}
+
+/// What the start values of some of a step's inputs are drawn from: the
+/// model's parameters (initialized only when a parameter is among them), a
+/// synthetic batch, and how the ranks divide both.
+pub struct StartValues {
+    params: BTreeMap<String, Literal>,
+    batch: Batch,
+    ranks: RankInputs,
+    seed: u64,
+}
+
+impl StartValues {
+    /// For the inputs `wanted` (a step's signature, or part of it) of the
+    /// step `cfg` builds.
+    pub fn new(cfg: &StepConfig, wanted: &[TensorSpec], seed: u64) -> Self {
+        let params = match wanted.iter().any(|s| s.role == Role::Parameter) {
+            true => init_params(&cfg.model, cfg.precision.storage(), seed)
+                .into_iter()
+                .collect(),
+            false => BTreeMap::new(),
+        };
+        let batch = SyntheticData::permutation(cfg.model.vocab_size, seed).step_batch(
+            cfg.packed,
+            0,
+            cfg.batch.batch_size,
+            cfg.batch.seq_len,
+        );
+        StartValues {
+            params,
+            batch,
+            ranks: RankInputs::new(cfg),
+            seed,
+        }
+    }
+
+    /// Rank `rank`'s start value of each of `wanted` (those `new` was
+    /// given, or some of them).
+    pub fn of_rank(&self, wanted: &[TensorSpec], rank: i64) -> Result<Vec<Literal>, Error> {
+        wanted
+            .iter()
+            .map(|spec| {
+                initial_input(
+                    spec,
+                    &self.params,
+                    &self.batch,
+                    &self.ranks,
+                    rank,
+                    self.seed,
+                )
+            })
+            .collect()
+    }
 }
 
 /// Rank `rank`'s start value of input `spec`.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
 mod opened;
-pub use opened::{lower_for_cpu, OpenedBundle};
+pub use opened::{for_cpu, lower_for_cpu, OpenedBundle};
 
 /// Which compiler a bundle is for (the passes' target).
 pub use hlatc_passes::Target;

@@ -3,7 +3,7 @@
 //! feed a bundle by role without rebuilding the step.
 
 use super::{MANIFEST_FILE, PROTO_FILE};
-use crate::batch_check::check_batch_input;
+use crate::batch_check::check_batch_inputs;
 use crate::train_step::{StepConfig, TensorSpec};
 use crate::Error;
 use hlatc_compiler::{Literal, Module};
@@ -107,9 +107,7 @@ impl OpenedBundle {
     /// [`OpenedBundle::module`] as XLA CPU runs it, and whether its Neuron
     /// custom calls were mapped to plain HLO for that.
     pub fn cpu_module(&self) -> Result<(Module, bool), Error> {
-        let mut module = self.module()?;
-        let lowered = lower_for_cpu(&mut module)?;
-        Ok((module, lowered))
+        for_cpu(self.module()?, self.world())
     }
 
     /// How many ranks run the step.
@@ -126,11 +124,23 @@ impl OpenedBundle {
     /// Checks the batch inputs among one rank's `inputs` (in signature
     /// order): ids within the vocabulary, segment ids a packing.
     pub fn check_batch(&self, inputs: &[Literal]) -> Result<(), Error> {
-        for (spec, value) in self.inputs.iter().zip(inputs) {
-            check_batch_input(spec, value, self.config.model.vocab_size)?;
-        }
-        Ok(())
+        Ok(check_batch_inputs(
+            &self.inputs,
+            inputs,
+            self.config.model.vocab_size,
+        )?)
     }
+}
+
+/// A step's `module` as XLA CPU runs it: on `world` devices (an
+/// `HloModuleProto` has no replica count: XLA keeps it in the module's
+/// config, and neuronx-cc reads the world from the replica groups), its
+/// Neuron custom calls as the same math in plain HLO. Also whether there
+/// were any.
+pub fn for_cpu(mut module: Module, world: i64) -> Result<(Module, bool), Error> {
+    module.devices.replica_count = world;
+    let lowered = lower_for_cpu(&mut module)?;
+    Ok((module, lowered))
 }
 
 /// Maps a Neuron step's custom calls (XLA CPU has none of them) to the same
