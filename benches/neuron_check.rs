@@ -9,38 +9,20 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use hlatc::models::{BatchShape, ModelConfig};
+use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
 use hlatc::passes::neuron_check::{check_module, Chip, Sdk};
-use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
-use hlatc::precision::Precision;
-use hlatc::train_step::{build_train_step, optimize, StepConfig};
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("neuron_check");
     g.sample_size(50);
-    let batch = BatchShape {
-        batch_size: 1,
-        seq_len: 4096,
-    };
-    let mut pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
-    pipeline.check_policy(CheckPolicy::End);
-    for (name, model) in [
-        ("hlat-7b", ModelConfig::hlat_7b()),
-        ("hlat-70b", ModelConfig::hlat_70b()),
-    ] {
-        let model = ModelConfig {
-            fused_projections: true,
-            ..model
+    for name in ["hlat-7b", "hlat-70b"] {
+        // What `hlatc compile --model NAME` builds (batch 1 x 4096,
+        // bf16-mixed, the neuron pipeline, core-attention remat).
+        let options = CompileOptions {
+            model: ModelSource::Preset(name.into()),
+            ..CompileOptions::default()
         };
-        let cfg = StepConfig::new(model, batch).with_precision(Precision::Bf16Mixed);
-        let mut step = build_train_step(&cfg).unwrap();
-        optimize(
-            &mut step,
-            &pipeline,
-            Target::Neuron,
-            RematPolicy::CoreAttention,
-        )
-        .unwrap();
+        let step = compile_step(&options).unwrap().step;
         g.bench_function(format!("{name}/bf16-mixed/trn1"), |b| {
             b.iter(|| check_module(black_box(&step.module), Chip::Trn1, Sdk::V2_32))
         });

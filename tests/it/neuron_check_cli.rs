@@ -4,11 +4,9 @@
 //! would meet.
 
 use crate::support::hlatc;
-use hlatc::models::{BatchShape, ModelConfig};
+use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
 use hlatc::passes::neuron_check::{check_module, Chip, Sdk, Severity};
-use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
 use hlatc::precision::Precision;
-use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -268,36 +266,16 @@ fn tally(module: &hlatc::Module) -> BTreeMap<(&'static str, Severity), usize> {
 
 #[test]
 fn every_bundle_hlatc_builds_passes() {
-    let mut pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
-    pipeline.check_policy(CheckPolicy::End);
     let over_the_limit = BTreeMap::from([(("instruction-limit", Severity::Warning), 1)]);
-    for (name, model) in [
-        ("tiny", ModelConfig::tiny()),
-        ("hlat-7b", ModelConfig::hlat_7b()),
-        ("hlat-70b", ModelConfig::hlat_70b()),
-    ] {
-        let seq = if name == "tiny" { 16 } else { 4096 };
+    for name in ["tiny", "hlat-7b", "hlat-70b"] {
         for precision in [Precision::Bf16Mixed, Precision::Bf16Pure, Precision::Fp32] {
-            let model = ModelConfig {
-                fused_projections: true,
-                ..model.clone()
+            // What `hlatc compile --model NAME --precision P` builds.
+            let options = CompileOptions {
+                model: ModelSource::Preset(name.into()),
+                precision,
+                ..CompileOptions::default()
             };
-            let cfg = StepConfig::new(
-                model,
-                BatchShape {
-                    batch_size: 1,
-                    seq_len: seq,
-                },
-            )
-            .with_precision(precision);
-            let mut step = build_train_step(&cfg).unwrap();
-            optimize(
-                &mut step,
-                &pipeline,
-                Target::Neuron,
-                RematPolicy::CoreAttention,
-            )
-            .unwrap();
+            let step = compile_step(&options).unwrap().step;
             let found = tally(&step.module);
             // One device cannot hold 7B's or 70B's matmuls within the
             // limit (a warning, the limit being unconfirmed); nothing else.
