@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import hlatc
+from language import batches
 
 jax = pytest.importorskip("jax", reason="the jax extra: pip install ./python[jax]")
 
@@ -47,15 +48,9 @@ def test_jax_trains_tiny():
                               lr_max=1e-2, lr_min=1e-3, warmup_steps=10, total_steps=100)
     fn = hlatc.jax.load(step)
     state = step.init_state(seed=0)
-    rng = np.random.default_rng(0)
-    perm = rng.permutation(64)
     losses = []
-    for _ in range(100):
-        seqs = np.empty((8, 17), dtype=np.int32)
-        seqs[:, 0] = rng.integers(0, 64, size=8)
-        for j in range(1, 17):
-            seqs[:, j] = perm[seqs[:, j - 1]]
-        out = fn({**state, "tokens": seqs[:, :-1], "targets": seqs[:, 1:]})
+    for tokens, targets in batches(100):
+        out = fn({**state, "tokens": tokens, "targets": targets})
         losses.append(float(out["loss"]))
         state = {k: out[k] for k in state}
     assert losses[-1] < losses[0] / 2, losses[::10]
