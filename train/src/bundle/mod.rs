@@ -588,7 +588,7 @@ pub fn stage_bundle(
                 .map_err(|e| io_error(&script, e))?;
         }
     }
-    let json = manifest_json(step, cfg, target, &sha256);
+    let json = manifest_with(step, cfg, target, &sha256, rounding);
     write(
         dir.join(MANIFEST_FILE),
         format!("{json}\n").as_bytes(),
@@ -602,6 +602,17 @@ pub fn stage_bundle(
 /// whose proto hashes to `sha256`: what `manifest.json` holds.
 pub fn manifest_json(step: &TrainStep, cfg: &StepConfig, target: Target, sha256: &str) -> String {
     let rounding = RoundingSummary::of(&step.module, target);
+    manifest_with(step, cfg, target, sha256, rounding)
+}
+
+/// [`manifest_json`] with the step's `rounding` already counted.
+fn manifest_with(
+    step: &TrainStep,
+    cfg: &StepConfig,
+    target: Target,
+    sha256: &str,
+    rounding: RoundingSummary,
+) -> String {
     let neuron = (target == Target::Neuron).then(|| NeuronInfo {
         command: neuron_command(),
         flags: neuron_flags(),
