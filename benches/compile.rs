@@ -103,6 +103,7 @@ fn bench(c: &mut Criterion) {
                 tp,
                 dp: 1,
                 sequence_parallel: true,
+                zero1: false,
             },
             ..step_config(model.clone()).with_precision(Precision::Bf16Mixed)
         };

@@ -99,8 +99,31 @@ fn is_stochastic(m: &Module, id: InstrId) -> bool {
         .is_some_and(|v| v == STOCHASTIC)
 }
 
-/// Root tuple operands that are aliased to an input: carried state.
+/// Root tuple operands that are aliased to an input (carried state), and
+/// what they are assembled from by moving data alone: under ZeRO-1 a
+/// parameter is its updated shard, stored in its type, all-gathered and
+/// cut back to shape, and the convert that stores the shard writes state
+/// as surely as a convert at the root does.
 fn state_outputs(m: &Module) -> Vec<InstrId> {
+    let c = m.entry();
+    let mut seen = FxHashSet::default();
+    let mut todo = aliased_outputs(m);
+    while let Some(id) = todo.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        if matches!(
+            c.instr(id).op,
+            Op::Reshape { .. } | Op::Slice { .. } | Op::Concatenate { .. } | Op::AllGather { .. }
+        ) {
+            todo.extend(c.operands(id).iter().copied());
+        }
+    }
+    seen.into_iter().collect()
+}
+
+/// Root tuple operands that are aliased to an input.
+fn aliased_outputs(m: &Module) -> Vec<InstrId> {
     let c = m.entry();
     let Some(root) = c.root() else {
         return Vec::new();

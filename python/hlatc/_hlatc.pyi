@@ -91,6 +91,7 @@ def compile_step(
     tp: int = 1,
     dp: int = 1,
     sequence_parallel: bool = False,
+    zero1: bool = False,
     lr_max: Optional[float] = None,
     lr_min: Optional[float] = None,
     warmup_steps: Optional[int] = None,

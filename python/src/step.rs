@@ -101,7 +101,7 @@ fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<
     model=None, config=None, *, batch_size=None, seq_len=None, packed=false,
     separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
     passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
-    tp=1, dp=1, sequence_parallel=false, lr_max=None, lr_min=None, warmup_steps=None,
+    tp=1, dp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None, warmup_steps=None,
     total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
     module_markers=false
 ))]
@@ -124,6 +124,7 @@ pub fn compile_step(
     tp: i64,
     dp: i64,
     sequence_parallel: bool,
+    zero1: bool,
     lr_max: Option<f64>,
     lr_min: Option<f64>,
     warmup_steps: Option<i64>,
@@ -173,6 +174,7 @@ pub fn compile_step(
             tp,
             dp,
             sequence_parallel,
+            zero1,
         },
         module_markers,
     };

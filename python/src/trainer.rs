@@ -71,12 +71,14 @@ impl Trainer {
     }
 
     /// The whole carried state by input name (a sharded step's shares
-    /// gathered): parameters as stored, Adam moments, the step counter.
+    /// gathered): parameters as stored, Adam moments, master weights, the step
+    /// counter and the rounding RNG.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let all = [
             Role::Parameter,
             Role::AdamM,
             Role::AdamV,
+            Role::MasterWeight,
             Role::Step,
             Role::RngState,
         ]

@@ -244,11 +244,11 @@ fn print_summary(
             .map(|s| s.shape.iter().product::<i64>())
             .sum();
         out!(
-            "  ranks         {} as one program ({}); each holds {} parameters ({:.2} GB with its Adam state)",
+            "  ranks         {} as one program ({}); each holds {} parameters ({:.2} GB with its optimizer state)",
             cfg.parallel.world(),
             cfg.parallel,
             human_count(local),
-            (local * 3 * step.precision.storage().byte_size() as i64) as f64 / 1e9
+            step.rank_state_bytes() as f64 / 1e9
         )?;
     }
     if let Some(pre) = &report.preflight {
@@ -290,9 +290,9 @@ fn print_summary(
     }
     let rounding = hlatc::bundle::RoundingSummary::of(&step.module, target);
     out!(
-        "  precision     {}: weights and Adam state {}; rounding {}: {} converts to bf16 stochastic, {} nearest-even",
+        "  precision     {}: {}; rounding {}: {} converts to bf16 stochastic, {} nearest-even",
         step.precision,
-        step.precision.storage(),
+        state_types(step.precision),
         step.rounding,
         rounding.stochastic,
         rounding.nearest_even
@@ -353,5 +353,18 @@ fn human_count(n: i64) -> String {
         n if n >= 1_000_000 => format!("{:.1} M", x / 1e6),
         n if n >= 1_000 => format!("{:.1} K", x / 1e3),
         n => n.to_string(),
+    }
+}
+
+/// What the summary says the state is stored in.
+fn state_types(p: hlatc::precision::Precision) -> String {
+    if p.keeps_master_weights() {
+        format!(
+            "weights {}, master weights and Adam state {}",
+            p.storage(),
+            p.optimizer_storage()
+        )
+    } else {
+        format!("weights and Adam state {}", p.storage())
     }
 }

@@ -1,4 +1,4 @@
-//! `--tp`, `--dp` and `--sequence-parallel`, shared by the commands that
+//! `--tp`, `--dp`, `--sequence-parallel` and `--zero1`, shared by the commands that
 //! build a step.
 
 use hlatc::models::Parallelism;
@@ -27,6 +27,14 @@ pub(super) struct ParallelArgs {
     /// activation memory of those ops by T
     #[arg(long)]
     pub sequence_parallel: bool,
+    /// ZeRO-1 (needs --dp above 1): the Adam moments, and the master
+    /// weights under --precision bf16-master, divided over the D replicas.
+    /// Gradients are reduce-scattered (summed in f32, each replica keeping
+    /// its 1/D of every tensor), each replica updates its shard, and the
+    /// new parameters are all-gathered: optimizer memory per rank falls by
+    /// D, at no extra communication
+    #[arg(long)]
+    pub zero1: bool,
 }
 
 impl ParallelArgs {
@@ -35,6 +43,7 @@ impl ParallelArgs {
             tp: self.tp,
             dp: self.dp,
             sequence_parallel: self.sequence_parallel,
+            zero1: self.zero1,
         }
     }
 }

@@ -27,3 +27,4 @@ mod support;
 mod token_data;
 mod training;
 mod xla_crosscheck;
+mod zero1;

@@ -69,6 +69,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
             tp: 2,
             dp: 2,
             sequence_parallel: true,
+            zero1: false,
         },
         batch: hlatc::models::BatchShape {
             batch_size: 4,

@@ -11,7 +11,7 @@
 
 use crate::data::{Batch, SyntheticData};
 use crate::rank_inputs::RankInputs;
-use crate::train_step::{Role, StepConfig, TensorSpec};
+use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
 use hlatc_models::init::init_params;
@@ -65,7 +65,10 @@ impl StartValues {
     /// For the inputs `wanted` (a step's signature, or part of it) of the
     /// step `cfg` builds.
     pub fn new(cfg: &StepConfig, wanted: &[TensorSpec], seed: u64) -> Self {
-        let params = match wanted.iter().any(|s| s.role == Role::Parameter) {
+        let params = match wanted
+            .iter()
+            .any(|s| matches!(s.role, Role::Parameter | Role::MasterWeight))
+        {
             true => init_params(&cfg.model, cfg.precision.storage(), seed)
                 .into_iter()
                 .collect(),
@@ -117,11 +120,12 @@ fn initial_input(
         return Ok(state);
     }
     let whole = match spec.role {
-        Role::Parameter => params
-            .get(&spec.name)
+        // A master weight starts as its parameter, widened.
+        Role::Parameter | Role::MasterWeight => params
+            .get(parameter_name(spec))
             .ok_or_else(|| {
                 Error::Usage(format!(
-                    "input '{}' is a parameter the model does not have",
+                    "input '{}' belongs to a parameter the model does not have",
                     spec.name
                 ))
             })?

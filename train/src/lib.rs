@@ -8,7 +8,8 @@
 //! - [`train_step`]: forward, backward and update in one module, every
 //!   input and output described by its role ([`train_step::StateLayout`]);
 //! - [`sharding`]: a sharded step's gradient all-reduce and global norm;
-//!   [`rank_inputs`]: which part of each input a rank takes;
+//!   [`rank_inputs`]: which part of each input a rank takes; [`zero1`]:
+//!   the optimizer state divided over the DP replicas;
 //! - [`bundle`]: the module, its manifest and the Neuron compile flags on
 //!   disk, written whole or not at all; [`check`] re-reads and runs one;
 //! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU;
@@ -27,6 +28,7 @@ pub mod sharding;
 pub mod token_data;
 pub mod train_step;
 pub mod trainer;
+pub mod zero1;
 
 use std::path::PathBuf;
 

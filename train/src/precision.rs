@@ -21,13 +21,20 @@ pub enum Precision {
     /// bf16 compute over bf16 weights and bf16 Adam state, updated in f32
     /// and stored back with stochastic rounding. HLAT's 7B recipe.
     Bf16Pure,
+    /// bf16 weights for compute and communication, with an f32 master copy
+    /// of each kept beside the f32 Adam state (sharded with it under
+    /// ZeRO-1): the update is applied to the master, and the weights are
+    /// the master rounded to nearest. HLAT's advice for 7B and 70B: "always
+    /// use ZeRO-1 with master weights".
+    Bf16Master,
 }
 
 impl Precision {
-    pub const ALL: [Precision; 4] = [
+    pub const ALL: [Precision; 5] = [
         Precision::Fp32,
         Precision::Bf16Mixed,
         Precision::Bf16Pure,
+        Precision::Bf16Master,
         Precision::Fp64,
     ];
 
@@ -37,6 +44,7 @@ impl Precision {
             Precision::Fp64 => "fp64",
             Precision::Bf16Mixed => "bf16-mixed",
             Precision::Bf16Pure => "bf16-pure",
+            Precision::Bf16Master => "bf16-master",
         }
     }
 
@@ -44,13 +52,35 @@ impl Precision {
         Self::ALL.into_iter().find(|p| p.name() == s)
     }
 
-    /// The type of the weights and the optimizer state the step carries.
+    /// The type of the weights the step carries (and computes from).
     pub fn storage(self) -> ElementType {
         match self {
             Precision::Fp32 | Precision::Bf16Mixed => ElementType::F32,
-            Precision::Bf16Pure => ElementType::Bf16,
+            Precision::Bf16Pure | Precision::Bf16Master => ElementType::Bf16,
             Precision::Fp64 => ElementType::F64,
         }
+    }
+
+    /// The type of the optimizer state: the Adam moments, and the master
+    /// weights where the preset keeps them.
+    pub fn optimizer_storage(self) -> ElementType {
+        match self {
+            Precision::Bf16Master => ElementType::F32,
+            other => other.storage(),
+        }
+    }
+
+    /// Whether the optimizer keeps an f32 master copy of the weights.
+    pub fn keeps_master_weights(self) -> bool {
+        self == Precision::Bf16Master
+    }
+
+    /// Bytes of state one parameter costs: its weight, its master copy where
+    /// there is one, and its two Adam moments.
+    pub fn state_bytes_per_parameter(self) -> i64 {
+        let optimizer = self.optimizer_storage().byte_size() as i64;
+        let copies = if self.keeps_master_weights() { 3 } else { 2 };
+        self.storage().byte_size() as i64 + copies * optimizer
     }
 
     /// The type the graph is written in before `amp` lowers it, and of the
@@ -66,15 +96,21 @@ impl Precision {
     pub fn cast_policy(self) -> Option<CastPolicy> {
         match self {
             Precision::Fp32 | Precision::Fp64 => None,
-            Precision::Bf16Mixed | Precision::Bf16Pure => Some(CastPolicy::bf16()),
+            Precision::Bf16Mixed | Precision::Bf16Pure | Precision::Bf16Master => {
+                Some(CastPolicy::bf16())
+            }
         }
     }
 
     /// Stochastic rounding where state is stored back in bf16 (bf16-pure's
     /// weight and moment updates); with f32 state nothing is rounded
-    /// stochastically.
+    /// stochastically. Master weights keep what rounding would lose, so
+    /// their bf16 copy rounds to nearest.
     pub fn default_rounding(self) -> RoundingPolicy {
-        RoundingPolicy::StateUpdates
+        match self {
+            Precision::Bf16Master => RoundingPolicy::NearestEven,
+            _ => RoundingPolicy::StateUpdates,
+        }
     }
 }
 

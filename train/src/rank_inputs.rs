@@ -5,7 +5,8 @@
 //! the ranks. Inputs and outputs are matched by name and role, never by
 //! position.
 
-use crate::train_step::{Role, StepConfig, TensorSpec, ADAM_M_PREFIX, ADAM_V_PREFIX};
+use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
+use crate::zero1::shard_len;
 use hlatc_compiler::Literal;
 use hlatc_models::{param_specs, Parallelism, ParamSpec, Piece, TpSplit};
 use std::collections::HashMap;
@@ -33,16 +34,10 @@ pub enum RankHolding {
     HuggingFace(Vec<HfSlice>),
     /// Rows of the global batch.
     BatchRows([i64; 2]),
-}
-
-/// The parameter an input or output named `name` belongs to (itself or
-/// one of its Adam moments).
-fn parameter_of<'a>(specs: &'a HashMap<String, ParamSpec>, name: &str) -> Option<&'a ParamSpec> {
-    let base = name
-        .strip_prefix(ADAM_M_PREFIX)
-        .or_else(|| name.strip_prefix(ADAM_V_PREFIX))
-        .unwrap_or(name);
-    specs.get(base)
+    /// Under ZeRO-1, elements `elements[0]..elements[1]` of the rank's
+    /// share of the parameter, flattened row-major (past its end, zero
+    /// padding).
+    Zero1Shard { elements: [i64; 2] },
 }
 
 /// How a step divides its inputs over its ranks.
@@ -67,10 +62,23 @@ impl RankInputs {
     /// The parameter whose share input `spec` is (the parameter itself
     /// or one of its Adam moments); `None` for any other input.
     fn sharded(&self, spec: &TensorSpec) -> Option<&ParamSpec> {
-        match spec.role {
-            Role::Parameter | Role::AdamM | Role::AdamV => parameter_of(&self.specs, &spec.name),
-            _ => None,
+        match spec.role.is_per_parameter() {
+            true => self.specs.get(parameter_name(spec)),
+            false => None,
         }
+    }
+
+    /// The ZeRO-1 shard of its parameter's share that input `spec` is on
+    /// rank `rank`: elements `[start, end)` of the share flattened (past
+    /// the share's end, padding); `None` unless ZeRO-1 divides `spec`.
+    fn zero1_shard(&self, spec: &TensorSpec, rank: i64) -> Option<[i64; 2]> {
+        if !(self.par.zero1 && spec.role.is_optimizer_state()) {
+            return None;
+        }
+        let p = self.sharded(spec)?;
+        let k = shard_len(&p.tp.local_dims(&p.dims, &self.par), self.par.dp);
+        let d = self.par.dp_rank(rank);
+        Some([d * k, (d + 1) * k])
     }
 
     /// The rows of the global batch rank `rank` takes, for a batch input.
@@ -91,6 +99,9 @@ impl RankInputs {
         if let Some(rows) = self.batch_rows(spec, rank) {
             return RankHolding::BatchRows(rows);
         }
+        if let Some(elements) = self.zero1_shard(spec, rank) {
+            return RankHolding::Zero1Shard { elements };
+        }
         match self.sharded(spec) {
             Some(p) if p.tp != TpSplit::Replicated => {
                 let pieces = p.tp.pieces(&p.dims, self.par.tp_rank(rank), &self.par);
@@ -105,9 +116,13 @@ impl RankInputs {
         if let Some([a, b]) = self.batch_rows(spec, rank) {
             return rows(value, a, b);
         }
-        match self.sharded(spec) {
+        let share = match self.sharded(spec) {
             Some(p) => p.tp.shard(value, self.par.tp_rank(rank), &self.par),
             None => value.clone(),
+        };
+        match self.zero1_shard(spec, rank) {
+            Some([a, b]) => flat_range(&share, a, b),
+            None => share,
         }
     }
 
@@ -115,12 +130,23 @@ impl RankInputs {
     /// rank order): a parameter or moment gathered from the TP ranks of DP
     /// replica 0, anything else rank 0's.
     pub fn gather(&self, spec: &TensorSpec, locals: &[&Literal]) -> Literal {
-        match self.sharded(spec).filter(|_| locals.len() > 1) {
-            Some(p) => {
-                p.tp.gather(&locals[..self.par.tp as usize], &p.dims, &self.par)
-            }
-            None => locals[0].clone(),
+        let p = match self.sharded(spec).filter(|_| locals.len() > 1) {
+            Some(p) => p,
+            None => return locals[0].clone(),
+        };
+        let tp = self.par.tp as usize;
+        if self.zero1_shard(spec, 0).is_none() {
+            return p.tp.gather(&locals[..tp], &p.dims, &self.par);
         }
+        // Each TP rank's share joined from its shards on the replicas.
+        let local = p.tp.local_dims(&p.dims, &self.par);
+        let shares: Vec<Literal> = (0..tp)
+            .map(|t| {
+                let shards: Vec<&Literal> = locals.iter().skip(t).step_by(tp).copied().collect();
+                joined(&shards, &local)
+            })
+            .collect();
+        p.tp.gather(&shares.iter().collect::<Vec<_>>(), &p.dims, &self.par)
     }
 }
 
@@ -138,6 +164,30 @@ fn hf_slice(p: &ParamSpec, piece: &Piece) -> HfSlice {
         local: piece.local,
         copies: piece.copies,
     }
+}
+
+/// Elements `a..b` of `value` flattened, zero past its end.
+fn flat_range(value: &Literal, a: i64, b: i64) -> Literal {
+    let size = value.ty().byte_size();
+    let mut bytes = vec![0u8; (b - a) as usize * size];
+    let have = value.bytes();
+    let from = (a as usize * size).min(have.len());
+    let to = (b as usize * size).min(have.len());
+    bytes[..to - from].copy_from_slice(&have[from..to]);
+    Literal::from_bytes(value.ty(), vec![b - a], bytes).expect("a run of whole elements")
+}
+
+/// A tensor of `dims` from its ZeRO-1 shards in replica order, the padding
+/// past its end dropped.
+fn joined(shards: &[&Literal], dims: &[i64]) -> Literal {
+    let ty = shards[0].ty();
+    let n: i64 = dims.iter().product();
+    let mut bytes: Vec<u8> = shards
+        .iter()
+        .flat_map(|s| s.bytes().iter().copied())
+        .collect();
+    bytes.truncate(n as usize * ty.byte_size());
+    Literal::from_bytes(ty, dims.to_vec(), bytes).expect("the shards cover the tensor")
 }
 
 /// Rows `a..b` of `value` along its first dimension.

@@ -16,7 +16,7 @@ use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::build::collectives::replica_groups;
 use hlatc_compiler::ir::op::BinaryOp;
 use hlatc_compiler::InstrId;
-use hlatc_models::parallel::split::holder_groups;
+use hlatc_models::parallel::split::{copy_groups, holder_groups};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 /// few as the copies allow: neighbours held alike are one range, so a
 /// tensor held alike throughout (vocabulary padding included) is one
 /// range over all of it.
-fn local_ranges(spec: &ParamSpec, par: &Parallelism) -> (usize, Vec<([i64; 2], i64)>) {
+pub(crate) fn local_ranges(spec: &ParamSpec, par: &Parallelism) -> (usize, Vec<([i64; 2], i64)>) {
     let pieces = spec.tp.pieces(&spec.dims, 0, par);
     let local = spec.tp.local_dims(&spec.dims, par);
     let dim = pieces.first().map_or(0, |p| p.dim);
@@ -86,7 +86,40 @@ pub fn sum_over_holders(
     if fault == Some(Fault::MissingGradientAllReduce) {
         return Ok(grads.to_vec());
     }
-    b.push_scope("gradient_all_reduce");
+    sum_ranges(b, grads, specs, par, "gradient_all_reduce", &|copies| {
+        holder_groups(copies, par)
+    })
+}
+
+/// Each gradient summed over the copies of its ranges on the TP ranks of
+/// one DP replica, the replicas apart: what ZeRO-1 sums before it
+/// reduce-scatters over the replicas.
+pub fn sum_over_tp_copies(
+    b: &mut Builder,
+    grads: &[InstrId],
+    specs: &[ParamSpec],
+    par: &Parallelism,
+) -> Result<Vec<InstrId>, BuildError> {
+    sum_ranges(b, grads, specs, par, "gradient_tp_copies", &|copies| {
+        copy_groups(copies, par)
+    })
+}
+
+/// The ranks a range held on `copies` ranks of each TP group is summed
+/// over.
+type GroupsOf<'a> = dyn Fn(i64) -> Vec<Vec<i64>> + 'a;
+
+/// Each gradient cut into its ranges, each range summed over
+/// `groups_of(copies)`, and put back together, under scope `scope`.
+fn sum_ranges(
+    b: &mut Builder,
+    grads: &[InstrId],
+    specs: &[ParamSpec],
+    par: &Parallelism,
+    scope: &str,
+    groups_of: &GroupsOf<'_>,
+) -> Result<Vec<InstrId>, BuildError> {
+    b.push_scope(scope);
     // Each gradient as its ranges, split where the holders change.
     let mut ranges = Vec::new();
     let mut dims = Vec::with_capacity(grads.len());
@@ -102,7 +135,7 @@ pub fn sum_over_holders(
         }
         dims.push(dim);
     }
-    let summed = sum_in_buckets(b, &ranges, par)?;
+    let summed = sum_in_buckets(b, &ranges, groups_of)?;
     // Each gradient from its summed ranges, in order.
     let mut out = Vec::with_capacity(grads.len());
     for (k, &dim) in dims.iter().enumerate() {
@@ -127,12 +160,12 @@ pub fn sum_over_holders(
 fn sum_in_buckets(
     b: &mut Builder,
     ranges: &[Range],
-    par: &Parallelism,
+    groups_of: &GroupsOf<'_>,
 ) -> Result<Vec<InstrId>, BuildError> {
     let mut summed: Vec<InstrId> = ranges.iter().map(|r| r.value).collect();
     let classes: std::collections::BTreeSet<i64> = ranges.iter().map(|r| r.copies).collect();
     for copies in classes {
-        let groups = holder_groups(copies, par);
+        let groups = groups_of(copies);
         if groups.first().map_or(1, Vec::len) == 1 {
             continue;
         }
@@ -171,10 +204,22 @@ fn sum_in_buckets(
 /// `members` (indices into `ranges`) in order, cut into runs of at most
 /// [`BUCKET_ELEMENTS`] elements (a larger range alone).
 fn buckets(b: &Builder, ranges: &[Range], members: &[usize]) -> Vec<Vec<usize>> {
+    let sizes: Vec<i64> = members
+        .iter()
+        .map(|&i| b.dims(ranges[i].value).iter().product())
+        .collect();
+    bucket_runs(&sizes)
+        .into_iter()
+        .map(|run| run.into_iter().map(|k| members[k]).collect())
+        .collect()
+}
+
+/// Indices into `sizes` (elements each), in order, cut into runs of at
+/// most [`BUCKET_ELEMENTS`] elements (a larger one alone).
+pub(crate) fn bucket_runs(sizes: &[i64]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut filled = 0;
-    for &i in members {
-        let n: i64 = b.dims(ranges[i].value).iter().product();
+    for (i, &n) in sizes.iter().enumerate() {
         match out.last_mut() {
             Some(bucket) if filled + n <= BUCKET_ELEMENTS => {
                 bucket.push(i);

@@ -4,6 +4,7 @@
 use crate::optimizer::{adamw, sum_of_squares, AdamWConfig, AdamWInputs};
 use crate::precision::Precision;
 use crate::sharding;
+use crate::zero1::{self, Zero1};
 use hlatc_compiler::build::autodiff::{self, AutodiffError};
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
@@ -66,11 +67,12 @@ impl StepConfig {
         self
     }
 
-    /// Bytes of the state a step carries: parameters and both Adam moments.
+    /// Bytes of the state a step carries, over all ranks: parameters, the
+    /// f32 master copy where the precision keeps one, and both Adam moments.
     pub fn state_bytes(&self) -> i64 {
         self.model
             .parameter_count()
-            .saturating_mul(3 * self.precision.storage().byte_size() as i64)
+            .saturating_mul(self.precision.state_bytes_per_parameter())
     }
 }
 
@@ -81,6 +83,9 @@ pub enum Role {
     Parameter,
     AdamM,
     AdamV,
+    /// The f32 master copy of a bf16 parameter (`bf16-master`), which the
+    /// update is applied to.
+    MasterWeight,
     Step,
     Tokens,
     Targets,
@@ -100,8 +105,26 @@ impl Role {
     pub fn is_state(self) -> bool {
         matches!(
             self,
-            Role::Parameter | Role::AdamM | Role::AdamV | Role::Step | Role::RngState
+            Role::Parameter
+                | Role::AdamM
+                | Role::AdamV
+                | Role::MasterWeight
+                | Role::Step
+                | Role::RngState
         )
+    }
+
+    /// Whether an input with this role is the optimizer's state of one
+    /// parameter (named by a prefix and the parameter's name), which
+    /// ZeRO-1 divides over the DP replicas.
+    pub fn is_optimizer_state(self) -> bool {
+        matches!(self, Role::AdamM | Role::AdamV | Role::MasterWeight)
+    }
+
+    /// Whether an input with this role belongs to one parameter, laid out
+    /// as its share (or, under ZeRO-1, a shard of that).
+    pub fn is_per_parameter(self) -> bool {
+        self == Role::Parameter || self.is_optimizer_state()
     }
 }
 
@@ -211,6 +234,19 @@ pub struct TrainStep {
     pub rounding: hlatc_passes::RoundingPolicy,
 }
 
+impl TrainStep {
+    /// Bytes of the per-parameter state one rank holds: its slices of the
+    /// weights, of the master copy and of the Adam moments, each in the
+    /// dtype its input has (a ZeRO-1 shard counts as the shard).
+    pub fn rank_state_bytes(&self) -> i64 {
+        self.inputs
+            .iter()
+            .filter(|s| s.role.is_per_parameter())
+            .map(|s| s.shape.iter().product::<i64>() * s.dtype.byte_size() as i64)
+            .sum()
+    }
+}
+
 /// Runs `pipeline` for `target` over the step's module, with `remat` as the
 /// checkpointing policy, the step's cast policy and rounding policy, and
 /// records what ran in the step (the manifest lists it). The step's inputs
@@ -266,6 +302,26 @@ pub fn optimize(
 /// Input name prefixes of the Adam moments.
 pub const ADAM_M_PREFIX: &str = "adam_m.";
 pub const ADAM_V_PREFIX: &str = "adam_v.";
+/// Input name prefix of the master weights.
+pub const MASTER_PREFIX: &str = "master.";
+
+/// The name prefix of each per-parameter optimizer state role.
+pub fn state_prefix(role: Role) -> Option<&'static str> {
+    match role {
+        Role::AdamM => Some(ADAM_M_PREFIX),
+        Role::AdamV => Some(ADAM_V_PREFIX),
+        Role::MasterWeight => Some(MASTER_PREFIX),
+        _ => None,
+    }
+}
+
+/// The parameter a per-parameter input belongs to: its name without its
+/// role's prefix.
+pub fn parameter_name(spec: &TensorSpec) -> &str {
+    state_prefix(spec.role)
+        .and_then(|p| spec.name.strip_prefix(p))
+        .unwrap_or(&spec.name)
+}
 
 fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
     TensorSpec {
@@ -389,17 +445,17 @@ fn model_graph<T>(
     })
 }
 
-/// Builds the whole step. Inputs, in order: parameters, Adam m, Adam v, the
-/// step counter (`s32[]`, completed steps), tokens and targets
-/// (`s32[batch, seq]`). Outputs: loss, grad norm, learning rate, then the
-/// updated parameters, m, v and step, each aliasing its input buffer.
+/// Builds the whole step. Inputs, in order: parameters, their master
+/// weights (under `bf16-master`), Adam m, Adam v, the step counter
+/// (`s32[]`, completed steps), tokens and targets (`s32[batch, seq]`).
+/// Outputs: loss, grad norm, learning rate, then the updated parameters,
+/// master weights, m, v and step, each aliasing its input buffer.
 pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     check(cfg)?;
     let (ty, m) = (cfg.precision.storage(), &cfg.model);
     let compute = cfg.precision.compute();
     let par = cfg.parallel;
     let specs = param_specs(m);
-    let local = |p: &ParamSpec| p.tp.local_dims(&p.dims, &par);
     let t0 = Instant::now();
     let shape = GraphShape {
         name: "train_step",
@@ -410,87 +466,44 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         module_markers: cfg.module_markers,
     };
     let g = model_graph(m, cfg.batch, shape, |b| {
-        let declare = |b: &mut Builder, prefix: &str| -> Vec<InstrId> {
-            specs
-                .iter()
-                .map(|p| b.parameter(&format!("{prefix}{}", p.name), Shape::array(ty, local(p))))
-                .collect()
-        };
-        let adam_m = declare(b, ADAM_M_PREFIX);
-        let adam_v = declare(b, ADAM_V_PREFIX);
-        let step = b.parameter("step", Shape::scalar(ElementType::S32));
-        (adam_m, adam_v, step)
+        OptimizerState::declare(b, cfg, &specs)
     })?;
     let ModelGraph {
         mut b,
         params,
-        extra: (adam_m, adam_v, step),
+        extra: state,
         fwd,
     } = g;
-    let adam_m = widen(&mut b, &adam_m, compute)?;
-    let adam_v = widen(&mut b, &adam_v, compute)?;
-    let batch = par.local_batch(cfg.batch);
-    let bd = [batch.batch_size, batch.seq_len];
     let t1 = Instant::now();
-    let grads = if par.is_single() {
-        autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?
-    } else {
-        rank_gradients(&mut b, cfg, fwd.loss, &params, &fwd.grad_hints, &specs)?
+    let zero1 = match par.zero1 {
+        true => Some(Zero1::new(&mut b, par, cfg.fault)?),
+        false => None,
+    };
+    let grads = match (&zero1, par.is_single()) {
+        (_, true) => autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?,
+        (None, false) => rank_gradients(&mut b, cfg, fwd.loss, &params, &fwd.grad_hints, &specs)?,
+        (Some(z), false) => {
+            let grads = rank_gradients_unsummed(&mut b, cfg, fwd.loss, &params, &fwd.grad_hints)?;
+            z.scatter_gradients(&mut b, &grads, &specs)?
+        }
     };
     let t2 = Instant::now();
-    let norm_squared = |b: &mut Builder, grads: &[InstrId]| {
-        if par.is_single() {
-            sum_of_squares(b, grads)
-        } else {
-            sharding::norm_squared(b, grads, &specs, &par, cfg.fault)
-        }
-    };
-    let state = AdamWInputs {
-        params: &params,
-        grads: &grads,
-        m: &adam_m,
-        v: &adam_v,
-        step,
-    };
-    let opt = adamw(&mut b, &cfg.optimizer, state, &norm_squared)?;
-    let mut results = vec![fwd.loss, opt.grad_norm, opt.learning_rate];
-    // The updates are computed in f32 and stored back in the state's type.
-    for updated in [&opt.params, &opt.m, &opt.v] {
-        for &u in updated.iter() {
-            results.push(if ty == compute { u } else { b.convert(u, ty)? });
-        }
-    }
-    results.push(opt.step);
+    let mut results = vec![fwd.loss];
+    results.extend(update(
+        &mut b,
+        cfg,
+        &specs,
+        &params,
+        &grads,
+        state,
+        zero1.as_ref(),
+    )?);
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_train_step", root);
     module.devices.replica_count = par.world();
     let t3 = Instant::now();
 
-    let mut inputs = Vec::new();
-    for (prefix, role) in [
-        ("", Role::Parameter),
-        (ADAM_M_PREFIX, Role::AdamM),
-        (ADAM_V_PREFIX, Role::AdamV),
-    ] {
-        inputs.extend(
-            specs
-                .iter()
-                .map(|p| spec(&format!("{prefix}{}", p.name), ty, &local(p), role)),
-        );
-    }
-    inputs.push(spec("step", ElementType::S32, &[], Role::Step));
-    inputs.push(spec("tokens", ElementType::S32, &bd, Role::Tokens));
-    inputs.push(spec("targets", ElementType::S32, &bd, Role::Targets));
-    if cfg.packed {
-        inputs.push(spec("segment_ids", ElementType::S32, &bd, Role::SegmentIds));
-    }
-    let mut outputs = vec![
-        spec("loss", compute, &[], Role::Loss),
-        spec("grad_norm", compute, &[], Role::GradNorm),
-        spec("learning_rate", compute, &[], Role::LearningRate),
-    ];
-    // Updated state follows the statistics and reuses its input's buffer.
-    outputs.extend(inputs.iter().filter(|s| s.role.is_state()).cloned());
+    let (inputs, outputs) = signature(cfg, &specs);
     let layout = StateLayout::of(&inputs, &outputs).expect("every state input has its output");
     module.input_output_alias = layout
         .updates
@@ -520,6 +533,167 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     })
 }
 
+/// The shape of a per-parameter state input of `role` on one rank: the
+/// parameter's TP share, or under ZeRO-1 the optimizer state's shard of
+/// it.
+fn state_dims(p: &ParamSpec, role: Role, par: &Parallelism) -> Vec<i64> {
+    let local = p.tp.local_dims(&p.dims, par);
+    match par.zero1 && role.is_optimizer_state() {
+        true => vec![zero1::shard_len(&local, par.dp)],
+        false => local,
+    }
+}
+
+/// The type a per-parameter state input of `role` is stored in.
+fn state_type(precision: Precision, role: Role) -> ElementType {
+    match role.is_optimizer_state() {
+        true => precision.optimizer_storage(),
+        false => precision.storage(),
+    }
+}
+
+/// The per-parameter roles a step carries, in input order.
+fn per_parameter_roles(precision: Precision) -> Vec<Role> {
+    let mut roles = vec![Role::Parameter];
+    if precision.keeps_master_weights() {
+        roles.push(Role::MasterWeight);
+    }
+    roles.extend([Role::AdamM, Role::AdamV]);
+    roles
+}
+
+/// The step's inputs and outputs, from the roles it carries.
+fn signature(cfg: &StepConfig, specs: &[ParamSpec]) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
+    let par = cfg.parallel;
+    let mut inputs = Vec::new();
+    for role in per_parameter_roles(cfg.precision) {
+        let prefix = state_prefix(role).unwrap_or("");
+        let ty = state_type(cfg.precision, role);
+        inputs.extend(specs.iter().map(|p| {
+            spec(
+                &format!("{prefix}{}", p.name),
+                ty,
+                &state_dims(p, role, &par),
+                role,
+            )
+        }));
+    }
+    let batch = par.local_batch(cfg.batch);
+    let bd = [batch.batch_size, batch.seq_len];
+    inputs.push(spec("step", ElementType::S32, &[], Role::Step));
+    inputs.push(spec("tokens", ElementType::S32, &bd, Role::Tokens));
+    inputs.push(spec("targets", ElementType::S32, &bd, Role::Targets));
+    if cfg.packed {
+        inputs.push(spec("segment_ids", ElementType::S32, &bd, Role::SegmentIds));
+    }
+    let compute = cfg.precision.compute();
+    let mut outputs = vec![
+        spec("loss", compute, &[], Role::Loss),
+        spec("grad_norm", compute, &[], Role::GradNorm),
+        spec("learning_rate", compute, &[], Role::LearningRate),
+    ];
+    // Updated state follows the statistics and reuses its input's buffer.
+    outputs.extend(inputs.iter().filter(|s| s.role.is_state()).cloned());
+    (inputs, outputs)
+}
+
+/// The optimizer's inputs, declared after the parameters: master weights
+/// (where the precision keeps them), the Adam moments (each widened to
+/// the compute type) and the step counter.
+struct OptimizerState {
+    master: Vec<InstrId>,
+    m: Vec<InstrId>,
+    v: Vec<InstrId>,
+    step: InstrId,
+}
+
+impl OptimizerState {
+    fn declare(b: &mut Builder, cfg: &StepConfig, specs: &[ParamSpec]) -> Self {
+        let mut declare = |role: Role| -> Vec<InstrId> {
+            let prefix = state_prefix(role).unwrap_or("");
+            let ty = state_type(cfg.precision, role);
+            specs
+                .iter()
+                .map(|p| {
+                    let dims = state_dims(p, role, &cfg.parallel);
+                    b.parameter(&format!("{prefix}{}", p.name), Shape::array(ty, dims))
+                })
+                .collect()
+        };
+        let master = match cfg.precision.keeps_master_weights() {
+            true => declare(Role::MasterWeight),
+            false => Vec::new(),
+        };
+        let m = declare(Role::AdamM);
+        let v = declare(Role::AdamV);
+        let step = b.parameter("step", Shape::scalar(ElementType::S32));
+        OptimizerState { master, m, v, step }
+    }
+}
+
+/// The optimizer's outputs after the loss: grad norm, learning rate, the
+/// new parameters, master weights, moments and step counter. The update
+/// is applied to the master weights where there are any (the parameters
+/// become them rounded to nearest), and under ZeRO-1 to this rank's shard
+/// of each (gathered into the new parameters).
+fn update(
+    b: &mut Builder,
+    cfg: &StepConfig,
+    specs: &[ParamSpec],
+    params: &[InstrId],
+    grads: &[InstrId],
+    state: OptimizerState,
+    zero1: Option<&Zero1>,
+) -> Result<Vec<InstrId>, StepError> {
+    let (ty, compute) = (cfg.precision.storage(), cfg.precision.compute());
+    let opt_ty = cfg.precision.optimizer_storage();
+    let par = cfg.parallel;
+    let master = widen(b, &state.master, compute)?;
+    let targets = match (master.is_empty(), zero1) {
+        (false, _) => master,
+        (true, None) => params.to_vec(),
+        (true, Some(z)) => params
+            .iter()
+            .zip(specs)
+            .map(|(&p, spec)| z.shard(b, p, &format!("{}.zero1_shard", spec.name)))
+            .collect::<Result<_, _>>()?,
+    };
+    let m = widen(b, &state.m, compute)?;
+    let v = widen(b, &state.v, compute)?;
+    let norm_squared = |b: &mut Builder, grads: &[InstrId]| match zero1 {
+        Some(z) => z.norm_squared(b, grads, specs),
+        None if par.is_single() => sum_of_squares(b, grads),
+        None => sharding::norm_squared(b, grads, specs, &par, cfg.fault),
+    };
+    let inputs = AdamWInputs {
+        params: &targets,
+        grads,
+        m: &m,
+        v: &v,
+        step: state.step,
+    };
+    let opt = adamw(b, &cfg.optimizer, inputs, &norm_squared)?;
+    let stored = |b: &mut Builder, xs: &[InstrId], to: ElementType| widen(b, xs, to);
+    let mut results = vec![opt.grad_norm, opt.learning_rate];
+    // The updates are computed in f32 and stored back in the state's type;
+    // under ZeRO-1 each shard is stored before it is gathered.
+    let new_params = stored(b, &opt.params, ty)?;
+    results.extend(match zero1 {
+        Some(z) => {
+            let dims: Vec<Vec<i64>> = params.iter().map(|&p| b.dims(p)).collect();
+            z.gather(b, &new_params, &dims)?
+        }
+        None => new_params,
+    });
+    if cfg.precision.keeps_master_weights() {
+        results.extend(stored(b, &opt.params, opt_ty)?);
+    }
+    results.extend(stored(b, &opt.m, opt_ty)?);
+    results.extend(stored(b, &opt.v, opt_ty)?);
+    results.push(opt.step);
+    Ok(results)
+}
+
 /// Every parameter's whole gradient on a rank of a sharded step: autodiff
 /// of the rank's copy of the loss over the world size (each rank holds
 /// the same loss), summed over the ranks that hold each parameter.
@@ -531,6 +705,26 @@ fn rank_gradients(
     hints: &autodiff::GradHints,
     specs: &[ParamSpec],
 ) -> Result<Vec<InstrId>, StepError> {
+    let grads = rank_gradients_unsummed(b, cfg, loss, params, hints)?;
+    Ok(sharding::sum_over_holders(
+        b,
+        &grads,
+        specs,
+        &cfg.parallel,
+        cfg.fault,
+    )?)
+}
+
+/// This rank's share of every parameter's gradient: autodiff of the rank's
+/// copy of the loss over the world size (each rank holds the same loss),
+/// before any sum over ranks.
+fn rank_gradients_unsummed(
+    b: &mut Builder,
+    cfg: &StepConfig,
+    loss: InstrId,
+    params: &[InstrId],
+    hints: &autodiff::GradHints,
+) -> Result<Vec<InstrId>, StepError> {
     let par = cfg.parallel;
     let copies = match cfg.fault {
         Some(Fault::GradientSummedNotAveraged) => par.tp,
@@ -539,10 +733,7 @@ fn rank_gradients(
     b.push_scope("backward");
     let objective = b.scale(loss, 1.0 / copies as f64)?;
     b.pop_scope();
-    let grads = autodiff::grad(b, objective, params, hints)?;
-    Ok(sharding::sum_over_holders(
-        b, &grads, specs, &par, cfg.fault,
-    )?)
+    Ok(autodiff::grad(b, objective, params, hints)?)
 }
 
 /// Each of `xs` as `ty`: the stored state widened for computing (exactly;

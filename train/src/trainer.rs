@@ -6,10 +6,12 @@ use crate::data::Batch;
 use crate::initial_inputs::{fresh_state, rng_state};
 use crate::rank_inputs::RankInputs;
 use crate::train_step::{
-    build_train_step, output_with_role, Role, StateLayout, StepConfig, TensorSpec, TrainStep,
+    build_train_step, output_with_role, parameter_name, Role, StateLayout, StepConfig, TensorSpec,
+    TrainStep,
 };
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
+use hlatc_models::parallel::Fault;
 use hlatc_runtime::{Program, Runtime};
 use std::collections::BTreeMap;
 
@@ -34,6 +36,10 @@ pub struct Trainer {
     state: Vec<Vec<Literal>>,
     /// What each rank takes of the batch, and how its parameters gather.
     ranks: RankInputs,
+    /// [`Fault::RoundingSeededPerRank`]: each rank's rounding RNG seeded
+    /// with its rank added (only the test that proves the drift check
+    /// catches it sets this).
+    rounding_seeded_per_rank: bool,
 }
 
 impl Trainer {
@@ -101,16 +107,22 @@ impl Trainer {
             )));
         }
         let ranks = RankInputs::new(cfg);
-        let mut params = params.into_iter();
+        let by_name: BTreeMap<&str, Literal> = step
+            .inputs
+            .iter()
+            .filter(|s| s.role == Role::Parameter)
+            .map(|s| s.name.as_str())
+            .zip(params)
+            .collect();
+        // A parameter's master weight starts as the parameter, widened.
         let whole: Vec<Option<Literal>> = layout
             .updates
             .iter()
             .map(|&(i, _)| {
                 let s = &step.inputs[i];
                 match s.role {
-                    Role::Parameter => params
-                        .next()
-                        .expect("counted above")
+                    Role::Parameter | Role::MasterWeight => by_name[parameter_name(s)]
+                        .clone()
                         .converted(s.dtype)
                         .map(Some)
                         .map_err(|e| Error::Usage(format!("parameter '{}': {e}", s.name))),
@@ -134,7 +146,7 @@ impl Trainer {
                     .collect()
             })
             .collect();
-        Ok(Trainer {
+        let mut trainer = Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
             model: cfg.model.clone(),
@@ -143,7 +155,10 @@ impl Trainer {
             layout,
             state,
             ranks,
-        })
+            rounding_seeded_per_rank: cfg.fault == Some(Fault::RoundingSeededPerRank),
+        };
+        trainer.seed_rounding(0);
+        Ok(trainer)
     }
 
     /// Restarts the RNG of stochastic rounding from `seed` (it starts from
@@ -151,8 +166,9 @@ impl Trainer {
     pub fn seed_rounding(&mut self, seed: u64) {
         for (k, &(i, _)) in self.layout.updates.iter().enumerate() {
             if self.inputs[i].role == Role::RngState {
-                for rank in &mut self.state {
-                    rank[k] = rng_state(seed);
+                for (r, rank) in self.state.iter_mut().enumerate() {
+                    let shift = if self.rounding_seeded_per_rank { r } else { 0 };
+                    rank[k] = rng_state(seed + shift as u64);
                 }
             }
         }

@@ -29,6 +29,12 @@ pub struct Parallelism {
     /// column-parallel projections, reduce-scatter after the row-parallel
     /// ones); only meaningful with `tp > 1`.
     pub sequence_parallel: bool,
+    /// ZeRO-1: the optimizer state (the Adam moments, and the master
+    /// weights where the precision keeps them) divided over the DP
+    /// replicas, each updating its shard of every parameter; only
+    /// meaningful with `dp > 1`. Absent from a manifest when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub zero1: bool,
 }
 
 impl Default for Parallelism {
@@ -51,6 +57,12 @@ pub enum Fault {
     ReplicatedCountedPerRank,
     /// The vocabulary padding left in the softmax.
     PaddingInSoftmax,
+    /// Under ZeRO-1, each DP rank's shard updated with the next rank's
+    /// gradient shard.
+    ShardUpdatedWithAnothersGradient,
+    /// Under stochastic rounding, each rank's rounding RNG seeded with its
+    /// rank, so copies of a replicated weight round differently.
+    RoundingSeededPerRank,
 }
 
 /// `TP 8 x DP 1, sequence parallel`: how summaries name a division.
@@ -59,6 +71,9 @@ impl std::fmt::Display for Parallelism {
         write!(f, "TP {} x DP {}", self.tp, self.dp)?;
         if self.sequence_parallel {
             f.write_str(", sequence parallel")?;
+        }
+        if self.zero1 {
+            f.write_str(", ZeRO-1")?;
         }
         Ok(())
     }
@@ -90,6 +105,8 @@ pub enum ParallelError {
         "--sequence-parallel needs --tp above 1 (there is nothing to shard the sequence over)"
     )]
     SequenceWithoutTp,
+    #[error("--zero1 shards the optimizer state over the data-parallel replicas, and --dp 1 has one: use --dp 2 or more, or leave --zero1 out")]
+    Zero1WithoutDp,
     #[error("a world of {tp} x {dp} ranks is too large")]
     World { tp: i64, dp: i64 },
 }
@@ -100,6 +117,7 @@ impl Parallelism {
         tp: 1,
         dp: 1,
         sequence_parallel: false,
+        zero1: false,
     };
 
     pub fn world(&self) -> i64 {
@@ -185,6 +203,9 @@ impl Parallelism {
                 dp: self.dp,
                 batch: batch.batch_size,
             });
+        }
+        if self.zero1 && self.dp == 1 {
+            return Err(ParallelError::Zero1WithoutDp);
         }
         if self.sequence_parallel {
             if tp == 1 {

@@ -196,6 +196,19 @@ pub fn holder_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
         .collect()
 }
 
+/// The replica groups over which a range held on `copies` ranks of each TP
+/// group is the same value within one DP replica: its copies on the TP
+/// ranks, each DP replica's apart (what ZeRO-1 sums before it scatters
+/// over the replicas). With one copy every rank is its own group.
+pub fn copy_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
+    (0..par.dp)
+        .flat_map(|d| {
+            (0..par.tp / copies)
+                .map(move |g| (0..copies).map(|j| d * par.tp + g * copies + j).collect())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +219,7 @@ mod tests {
             tp,
             dp,
             sequence_parallel: false,
+            zero1: false,
         }
     }
 
@@ -281,5 +295,16 @@ mod tests {
             vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]
         );
         assert_eq!(holder_groups(4, &p), vec![(0..8).collect::<Vec<_>>()]);
+    }
+
+    #[test]
+    fn copies_of_a_range_stay_within_their_dp_replica() {
+        let p = par(4, 2);
+        assert_eq!(copy_groups(1, &p).len(), 8);
+        assert_eq!(
+            copy_groups(2, &p),
+            vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]
+        );
+        assert_eq!(copy_groups(4, &p), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
     }
 }

@@ -2,7 +2,7 @@
 //! text, the compile flags, and a manifest that tells a training stack what
 //! every buffer is.
 
-use crate::train_step::{Role, StepConfig, TensorSpec, TrainStep, ADAM_M_PREFIX, ADAM_V_PREFIX};
+use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec, TrainStep};
 use crate::Error;
 use hlatc_models::param_specs;
 use serde::Serialize;
@@ -216,11 +216,22 @@ struct ParallelInfo {
     /// Inputs every rank holds whole (norm weights, the step counter).
     replicated: Vec<String>,
     moments: &'static str,
+    /// Under ZeRO-1, how the optimizer state is divided over the replicas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    zero1: Option<Zero1Info>,
     /// What TP rank `t` holds of each parameter it holds a share of, in
     /// Hugging Face tensors.
     tp_ranks: Vec<TpRankInfo>,
     /// Which rows of the global batch DP replica `d` takes.
     dp_ranks: Vec<DpRankInfo>,
+}
+
+/// What each DP replica holds of the optimizer state under ZeRO-1.
+#[derive(Serialize)]
+struct Zero1Info {
+    layout: &'static str,
+    /// Elements of each shard, by parameter name.
+    shard_elements: BTreeMap<String, i64>,
 }
 
 #[derive(Serialize)]
@@ -292,7 +303,20 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         tp_groups: p.tp_groups(),
         dp_groups: p.dp_groups(),
         replicated,
-        moments: "adam_m.NAME and adam_v.NAME hold the same share as NAME",
+        moments: match (p.zero1, cfg.precision.keeps_master_weights()) {
+            (false, false) => "adam_m.NAME and adam_v.NAME hold the same share as NAME",
+            (false, true) => "adam_m.NAME, adam_v.NAME and master.NAME hold the same share as NAME",
+            (true, false) => "adam_m.NAME and adam_v.NAME hold a ZeRO-1 shard of NAME's share: see zero1",
+            (true, true) => "adam_m.NAME, adam_v.NAME and master.NAME hold a ZeRO-1 shard of NAME's share: see zero1",
+        },
+        zero1: p.zero1.then(|| Zero1Info {
+            layout: "on rank r, elements [d*k, (d+1)*k) of NAME's share on TP rank r % tp, flattened row-major and zero-padded to dp*k elements, with d = r / tp",
+            shard_elements: inputs
+                .iter()
+                .filter(|s| s.role == Role::Parameter)
+                .map(|s| (s.name.clone(), crate::zero1::shard_len(&s.shape, p.dp)))
+                .collect(),
+        }),
         tp_ranks,
         dp_ranks,
     })
@@ -307,15 +331,9 @@ fn indexed<'a>(
     v.iter()
         .enumerate()
         .map(|(index, spec)| {
-            let param = [ADAM_M_PREFIX, ADAM_V_PREFIX]
-                .iter()
-                .find_map(|p| spec.name.strip_prefix(p))
-                .unwrap_or(&spec.name);
-            let hugging_face = match spec.role {
-                Role::Parameter | Role::AdamM | Role::AdamV => {
-                    parts.get(param).cloned().unwrap_or_default()
-                }
-                _ => Vec::new(),
+            let hugging_face = match spec.role.is_per_parameter() {
+                true => parts.get(parameter_name(spec)).cloned().unwrap_or_default(),
+                false => Vec::new(),
             };
             IndexedTensor {
                 index,
