@@ -8,6 +8,7 @@ use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::{
     default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target,
 };
+use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_train::optimizer::AdamWConfig;
 use hlatc_train::precision::Precision;
 use hlatc_train::train_step::{build_train_step, optimize, StepConfig, TrainStep};
@@ -141,6 +142,8 @@ pub struct CompileOptions {
     pub parallel: Parallelism,
     /// Mark each decoder layer with neuronx-cc's module markers.
     pub module_markers: bool,
+    /// What each rank's memory plan is checked against.
+    pub device_memory: DeviceMemory,
 }
 
 impl Default for CompileOptions {
@@ -161,6 +164,7 @@ impl Default for CompileOptions {
             remat: RematPolicy::CoreAttention,
             parallel: Parallelism::SINGLE,
             module_markers: false,
+            device_memory: DeviceMemory::TargetDefault,
         }
     }
 }
@@ -175,6 +179,10 @@ pub struct CompiledStep {
     pub target: Target,
     /// Instructions before the passes.
     pub instructions_built: usize,
+    /// What each rank needs in device memory.
+    pub memory: MemoryPlan,
+    /// What the plan was checked against (a refused plan is an error).
+    pub memory_check: MemoryCheck,
     pub passes_time: Duration,
 }
 
@@ -211,12 +219,26 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     let instructions_built = step.module.instruction_count();
     let t_passes = Instant::now();
     optimize(&mut step, &pipeline, o.target, o.remat)?;
+    let passes_time = t_passes.elapsed();
+    let memory = MemoryPlan::of(&step);
+    let memory_check = o.device_memory.check(o.target, o.parallel.world());
+    if let MemoryCheck::Refuse(limit) = memory_check {
+        if memory.total() > limit {
+            return Err(Error::DoesNotFit {
+                plan: memory,
+                device_memory: limit,
+                fix: crate::memory_fit::smallest_fit(o, batch.batch_size, limit),
+            });
+        }
+    }
     Ok(CompiledStep {
         name,
         cfg,
         step,
         target: o.target,
         instructions_built,
-        passes_time: t_passes.elapsed(),
+        memory,
+        memory_check,
+        passes_time,
     })
 }

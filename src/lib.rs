@@ -18,11 +18,12 @@ pub use hlatc_train as train;
 pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module};
 
 pub use hlatc_train::{
-    batch_check, bundle, check, data, initial_inputs, optimizer, precision, rank_inputs, sharding,
-    token_data, train_step, trainer,
+    batch_check, bundle, check, data, initial_inputs, memory_plan, optimizer, precision,
+    rank_inputs, sharding, token_data, train_step, trainer,
 };
 
 pub mod compile_step;
+pub mod memory_fit;
 pub mod metrics;
 pub mod plot;
 
@@ -77,6 +78,20 @@ pub enum Error {
         stream: &'static str,
         kind: std::io::ErrorKind,
         message: String,
+    },
+    /// A rank's memory plan is over its device's memory.
+    #[error(
+        "a rank needs {plan}, over the {} of device memory it has (--device-memory); {}",
+        memory_plan::gib(*device_memory),
+        match fix {
+            Some(f) => format!("the smallest change that fits: {f}"),
+            None => "no change tried fits (--zero1, --remat full-layer, up to 64x the DP replicas or TP)".to_string(),
+        }
+    )]
+    DoesNotFit {
+        plan: memory_plan::MemoryPlan,
+        device_memory: u64,
+        fix: Option<String>,
     },
     /// Inputs that do not fit together (checkpoint vs model, flags).
     #[error("{0}")]

@@ -102,6 +102,7 @@ def compile_step(
     weight_decay: Optional[float] = None,
     clip_norm: Optional[float] = None,
     module_markers: bool = False,
+    device_memory: Optional[Union[int, str]] = None,
 ) -> Step: ...
 
 class Trainer:

@@ -9,6 +9,7 @@ use hlatc::compile_step::{
     compile_step as compile, CompileOptions, CompiledStep, ModelSource, OptimizerOverrides,
 };
 use hlatc::initial_inputs::StartValues;
+use hlatc::memory_plan::DeviceMemory;
 use hlatc::models::Parallelism;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::precision::Precision;
@@ -103,7 +104,7 @@ fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<
     passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
     tp=1, dp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None, warmup_steps=None,
     total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
-    module_markers=false
+    module_markers=false, device_memory=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
@@ -135,6 +136,7 @@ pub fn compile_step(
     weight_decay: Option<f64>,
     clip_norm: Option<f64>,
     module_markers: bool,
+    device_memory: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -177,12 +179,32 @@ pub fn compile_step(
             zero1,
         },
         module_markers,
+        device_memory: device_memory_of(device_memory)?,
     };
     py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))
         .map(|compiled| Step {
             compiled,
             program: OnceLock::new(),
         })
+}
+
+/// `device_memory=`: `None` (the target's default), bytes, or a size as
+/// `--device-memory` reads it (`"16GiB"`, `"none"`).
+fn device_memory_of(v: Option<&Bound<'_, PyAny>>) -> PyResult<DeviceMemory> {
+    let Some(v) = v else {
+        return Ok(DeviceMemory::TargetDefault);
+    };
+    if let Ok(bytes) = v.extract::<u64>() {
+        return Ok(DeviceMemory::Bytes(bytes));
+    }
+    let s: String = v.extract().map_err(|_| {
+        ConfigError::new_err(
+            "device_memory: expected bytes (an int), a size such as '16GiB', or 'none'",
+        )
+    })?;
+    s.parse().map_err(|e: hlatc::memory_plan::SizeError| {
+        ConfigError::new_err(format!("device_memory: {e}"))
+    })
 }
 
 /// `c`'s step compiled by XLA CPU on as many devices as it has ranks, its

@@ -6,6 +6,7 @@ use hlatc::bundle::{
     check_destination, stage_bundle, BundleReport, Target, MANIFEST_FILE, PROTO_FILE,
 };
 use hlatc::compile_step::{compile_step, CompileOptions, CompiledStep};
+use hlatc::memory_plan::{gib, DeviceMemory, MemoryCheck};
 use hlatc::passes::RematPolicy;
 use hlatc::train_step::TrainStep;
 use hlatc::Error;
@@ -99,6 +100,17 @@ pub struct Args {
     /// (--verify runs them as that); off until tried on hardware
     #[arg(long)]
     module_markers: bool,
+    /// Device memory per rank that the step's memory plan must fit: a size
+    /// (`16GiB`, `24GB`, `512MiB`, bytes) or `none`. The summary prints the
+    /// plan (parameters, master weights, optimizer state, gradients and the
+    /// activations the backward reads, measured on the module) and the
+    /// manifest records it; a plan over the limit is refused with the
+    /// smallest change that fits (--zero1, --remat full-layer, more DP, more
+    /// TP) and nothing is written. [default: one trn1 NeuronCore, 16GiB,
+    /// for a sharded step on neuron; a single-device step is warned about;
+    /// none on cpu]
+    #[arg(long, value_name = "SIZE", value_parser = parse_device_memory)]
+    device_memory: Option<DeviceMemory>,
 }
 
 /// `--remat POLICY`, shared by the commands that run the `remat` pass.
@@ -182,6 +194,7 @@ fn options(a: &Args) -> CompileOptions {
         remat: a.remat.policy,
         parallel: a.parallel.parallelism(),
         module_markers: a.module_markers,
+        device_memory: a.device_memory.unwrap_or_default(),
     }
 }
 
@@ -199,6 +212,8 @@ fn print_summary(
         step,
         target,
         instructions_built,
+        memory,
+        memory_check,
         passes_time,
     } = compiled;
     let (target, batch) = (*target, cfg.batch);
@@ -244,12 +259,22 @@ fn print_summary(
             .map(|s| s.shape.iter().product::<i64>())
             .sum();
         out!(
-            "  ranks         {} as one program ({}); each holds {} parameters ({:.2} GB with its optimizer state)",
+            "  ranks         {} as one program ({}); each holds {} parameters",
             cfg.parallel.world(),
             cfg.parallel,
             human_count(local),
-            step.rank_state_bytes() as f64 / 1e9
         )?;
+    }
+    match memory_check {
+        MemoryCheck::None => out!("  memory        per rank {memory}")?,
+        MemoryCheck::Refuse(limit) | MemoryCheck::Warn(limit) => {
+            out!("  memory        per rank {memory}; of {}", gib(*limit))?;
+            if memory.total() > *limit {
+                out!(
+                    "  warning       a single-device step over one NeuronCore's memory: shard it (--tp, --dp, --zero1), or pass --device-memory to check it against another size"
+                )?;
+            }
+        }
     }
     if let Some(pre) = &report.preflight {
         let matmuls = pre.report.tensor_instructions;
@@ -367,4 +392,9 @@ fn state_types(p: hlatc::precision::Precision) -> String {
     } else {
         format!("weights and Adam state {}", p.storage())
     }
+}
+
+fn parse_device_memory(s: &str) -> Result<DeviceMemory, String> {
+    s.parse()
+        .map_err(|e: hlatc::memory_plan::SizeError| e.to_string())
 }

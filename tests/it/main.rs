@@ -10,6 +10,7 @@ mod filetests;
 mod fused_weights;
 mod hf_parity;
 mod inputs_checked;
+mod memory_plan;
 mod minifloat;
 mod mixed_precision;
 mod model_gradients;

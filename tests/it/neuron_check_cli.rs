@@ -299,12 +299,19 @@ fn a_sharded_bundle_passes() {
         "--tp",
         "8",
         "--sequence-parallel",
+        "--dp",
+        "4",
+        "--batch-size",
+        "4",
+        "--zero1",
+        "--precision",
+        "bf16-master",
         "--out",
         d.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    // One program for all 8 ranks, so one check is each rank's.
+    // One program for all 32 ranks, so one check is each rank's.
     assert!(
         out.contains("  pre-flight    trn1 (SDK 2.32 defaults): no findings in "),
         "{out}"

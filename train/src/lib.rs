@@ -9,7 +9,8 @@
 //!   input and output described by its role ([`train_step::StateLayout`]);
 //! - [`sharding`]: a sharded step's gradient all-reduce and global norm;
 //!   [`rank_inputs`]: which part of each input a rank takes; [`zero1`]:
-//!   the optimizer state divided over the DP replicas;
+//!   the optimizer state divided over the DP replicas; [`memory_plan`]:
+//!   what a rank needs in device memory;
 //! - [`bundle`]: the module, its manifest and the Neuron compile flags on
 //!   disk, written whole or not at all; [`check`] re-reads and runs one;
 //! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU;
@@ -21,6 +22,7 @@ pub mod bundle;
 pub mod check;
 pub mod data;
 pub mod initial_inputs;
+pub mod memory_plan;
 pub mod optimizer;
 pub mod precision;
 pub mod rank_inputs;

@@ -234,19 +234,6 @@ pub struct TrainStep {
     pub rounding: hlatc_passes::RoundingPolicy,
 }
 
-impl TrainStep {
-    /// Bytes of the per-parameter state one rank holds: its slices of the
-    /// weights, of the master copy and of the Adam moments, each in the
-    /// dtype its input has (a ZeRO-1 shard counts as the shard).
-    pub fn rank_state_bytes(&self) -> i64 {
-        self.inputs
-            .iter()
-            .filter(|s| s.role.is_per_parameter())
-            .map(|s| s.shape.iter().product::<i64>() * s.dtype.byte_size() as i64)
-            .sum()
-    }
-}
-
 /// Runs `pipeline` for `target` over the step's module, with `remat` as the
 /// checkpointing policy, the step's cast policy and rounding policy, and
 /// records what ran in the step (the manifest lists it). The step's inputs

@@ -2,6 +2,7 @@
 //! text, the compile flags, and a manifest that tells a training stack what
 //! every buffer is.
 
+use crate::memory_plan::MemoryPlan;
 use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec, TrainStep};
 use crate::Error;
 use hlatc_models::param_specs;
@@ -196,6 +197,16 @@ struct Manifest<'a> {
     neuron: Option<NeuronInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel: Option<ParallelInfo>,
+    memory_per_rank: MemoryInfo,
+}
+
+/// What one rank needs in device memory, in bytes ([`MemoryPlan`]).
+#[derive(Serialize)]
+struct MemoryInfo {
+    #[serde(flatten)]
+    plan: MemoryPlan,
+    total: u64,
+    method: &'static str,
 }
 
 /// How a sharded step is divided: one program every rank runs, its groups,
@@ -690,6 +701,14 @@ fn manifest_with(
         },
         neuron,
         parallel: parallel_info(cfg, &step.inputs),
+        memory_per_rank: {
+            let plan = MemoryPlan::of(step);
+            MemoryInfo {
+                plan,
+                total: plan.total(),
+                method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in; activations the bytes of forward values a backward instruction reads; total their sum (temporaries of one layer's backward and of the update left out)",
+            }
+        },
     };
     serde_json::to_string_pretty(&manifest).expect("the manifest serializes")
 }

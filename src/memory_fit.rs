@@ -1,0 +1,97 @@
+//! When a rank's plan does not fit its device: the refusal, with the
+//! numbers and the smallest change to the layout that fits.
+//!
+//! Changes are tried from the cheapest to the dearest, each by building
+//! and planning the step it gives (the plan measures what the remat pass
+//! keeps, so it cannot be scaled by hand): ZeRO-1 (free: the same
+//! communication), recomputing whole layers (compute), more DP replicas
+//! with the per-replica batch kept (more devices, same work per device),
+//! then more TP. The first that fits is the advice.
+
+use crate::compile_step::{compile_step, CompileOptions};
+use hlatc_passes::RematPolicy;
+use hlatc_train::memory_plan::{gib, DeviceMemory, MemoryPlan};
+
+/// How many doublings of DP and TP are tried.
+const DOUBLINGS: u32 = 6;
+
+/// A change to the options, and how a user asks for it.
+struct Change {
+    flags: String,
+    options: CompileOptions,
+}
+
+/// The first change to `o` whose plan fits `limit` bytes, as flags and
+/// the plan's total: `--zero1 --remat full-layer (13.91 GiB)`.
+pub fn smallest_fit(o: &CompileOptions, batch_size: i64, limit: u64) -> Option<String> {
+    changes(o, batch_size).into_iter().find_map(|c| {
+        let plan = plan_of(&c.options)?;
+        (plan.total() <= limit).then(|| format!("{} ({} per rank)", c.flags, gib(plan.total())))
+    })
+}
+
+/// The plan of the step `o` builds, or `None` when it cannot be built (a
+/// degree the model does not divide).
+fn plan_of(o: &CompileOptions) -> Option<MemoryPlan> {
+    let o = CompileOptions {
+        device_memory: DeviceMemory::Unchecked,
+        ..o.clone()
+    };
+    compile_step(&o).ok().map(|c| c.memory)
+}
+
+/// The changes worth trying, cheapest first.
+fn changes(o: &CompileOptions, batch_size: i64) -> Vec<Change> {
+    let par = o.parallel;
+    let mut out = Vec::new();
+    let mut push = |flags: String, f: &dyn Fn(&mut CompileOptions)| {
+        let mut options = o.clone();
+        f(&mut options);
+        out.push(Change { flags, options });
+    };
+    let zero1 = par.dp > 1 && !par.zero1;
+    let remat = o.remat != RematPolicy::FullLayer;
+    if zero1 {
+        push("--zero1".into(), &|c| c.parallel.zero1 = true);
+    }
+    if remat {
+        push("--remat full-layer".into(), &|c| {
+            c.remat = RematPolicy::FullLayer
+        });
+    }
+    if zero1 && remat {
+        push("--zero1 --remat full-layer".into(), &|c| {
+            c.parallel.zero1 = true;
+            c.remat = RematPolicy::FullLayer;
+        });
+    }
+    for full_layer in [false, true] {
+        if full_layer && !remat {
+            continue;
+        }
+        for k in 1..=DOUBLINGS {
+            let (dp, batch) = (par.dp << k, batch_size << k);
+            let extra = if full_layer {
+                " --remat full-layer"
+            } else {
+                ""
+            };
+            push(
+                format!("--dp {dp} --batch-size {batch} --zero1{extra}"),
+                &|c| {
+                    c.parallel.dp = dp;
+                    c.parallel.zero1 = true;
+                    c.batch_size = Some(batch);
+                    if full_layer {
+                        c.remat = RematPolicy::FullLayer;
+                    }
+                },
+            );
+        }
+    }
+    for k in 1..=DOUBLINGS {
+        let tp = par.tp << k;
+        push(format!("--tp {tp}"), &|c| c.parallel.tp = tp);
+    }
+    out
+}

@@ -1,0 +1,243 @@
+//! The memory plan per rank: its state counted exactly, its activations
+//! measured on the module and compared with what XLA CPU's buffer
+//! assignment plans for the same program, and the refusal of a layout that
+//! does not fit, with the change that does.
+
+use crate::support::{hlatc, stderr, stdout};
+use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
+use hlatc::memory_plan::{DeviceMemory, MemoryPlan};
+use hlatc::models::{BatchShape, ModelConfig, Parallelism};
+use hlatc::optimizer::AdamWConfig;
+use hlatc::passes::{default_pipeline, RematPolicy, Target};
+use hlatc::precision::Precision;
+use hlatc::runtime::Runtime;
+use hlatc::train_step::{build_train_step, optimize, Role, StepConfig};
+use hlatc::Error;
+
+fn options(model: &str, par: Parallelism, batch: i64, precision: Precision) -> CompileOptions {
+    CompileOptions {
+        model: ModelSource::Preset(model.into()),
+        batch_size: Some(batch),
+        precision,
+        parallel: par,
+        ..CompileOptions::default()
+    }
+}
+
+fn layout(tp: i64, dp: i64, zero1: bool) -> Parallelism {
+    Parallelism {
+        tp,
+        dp,
+        sequence_parallel: tp > 1,
+        zero1,
+    }
+}
+
+#[test]
+fn the_state_is_counted_from_the_inputs_by_role() {
+    let mut o = options("tiny", layout(2, 2, true), 2, Precision::Bf16Master);
+    o.target = Target::Cpu;
+    let c = compile_step(&o).unwrap();
+    let p = c.memory;
+    let elements = |role: Role| -> u64 {
+        c.step
+            .inputs
+            .iter()
+            .filter(|s| s.role == role)
+            .map(|s| s.shape.iter().product::<i64>() as u64)
+            .sum()
+    };
+    let local = elements(Role::Parameter);
+    assert_eq!(p.parameters, local * 2, "bf16 weights");
+    assert_eq!(p.gradients, local * 4, "gradients are summed in f32");
+    assert_eq!(p.master_weights, elements(Role::MasterWeight) * 4);
+    // ZeRO-1 over 2 replicas: each keeps half (a shard padded up).
+    assert!(p.master_weights >= local * 2 && p.master_weights < local * 2 + 4 * 64);
+    assert_eq!(p.optimizer_state, 2 * p.master_weights);
+    assert!(p.activations > 0);
+    assert_eq!(
+        p.total(),
+        p.parameters + p.master_weights + p.optimizer_state + p.gradients + p.activations
+    );
+}
+
+/// The step of `model` at `seq_len`, through the cpu pipeline with `remat`:
+/// its plan and what XLA CPU's buffer assignment reserves for it.
+fn planned_and_compiled(
+    rt: &Runtime,
+    model: &ModelConfig,
+    seq_len: i64,
+    remat: RematPolicy,
+) -> (MemoryPlan, i64) {
+    let cfg = StepConfig {
+        model: model.clone(),
+        batch: BatchShape {
+            batch_size: 1,
+            seq_len,
+        },
+        optimizer: AdamWConfig::default(),
+        precision: Precision::Fp32,
+        packed: false,
+        parallel: Parallelism::SINGLE,
+        fault: None,
+        module_markers: false,
+    };
+    let mut step = build_train_step(&cfg).unwrap();
+    let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
+    optimize(&mut step, &pipeline, Target::Cpu, remat).unwrap();
+    let stats = rt.compile(&step.module).unwrap().memory_stats().unwrap();
+    (MemoryPlan::of(&step), stats.temp)
+}
+
+/// XLA CPU holds the gradients and the activations in its temporaries
+/// (the state is arguments and aliased outputs). The plan's working
+/// memory, their sum, follows them: measured at seq 512 on the small
+/// model, 1.00x (no remat) and 0.81x (core-attention: XLA also holds one
+/// layer's recomputed region, which the plan leaves out) of what XLA
+/// reserves.
+#[test]
+fn the_plan_follows_what_xla_cpu_reserves_and_remat() {
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let model = ModelConfig::small();
+    let (none, none_temp) = planned_and_compiled(&rt, &model, 512, RematPolicy::None);
+    let (core, core_temp) = planned_and_compiled(&rt, &model, 512, RematPolicy::CoreAttention);
+    for (policy, plan, temp) in [
+        ("none", none, none_temp),
+        ("core-attention", core, core_temp),
+    ] {
+        let working = (plan.gradients + plan.activations) as f64;
+        let ratio = working / temp as f64;
+        println!("{policy}: plan {plan}; XLA CPU temp {temp} bytes; working / temp {ratio:.2}");
+        assert!((0.8..1.5).contains(&ratio), "{policy}: {ratio}");
+    }
+    // Core attention's probabilities are no longer kept: the plan sees it
+    // as XLA does.
+    assert!(core.activations < none.activations);
+    assert!(core_temp < none_temp);
+    assert_eq!(core.state(), none.state());
+    assert_eq!(core.gradients, none.gradients);
+}
+
+fn refusal(o: &CompileOptions) -> String {
+    match compile_step(o) {
+        Err(e @ Error::DoesNotFit { .. }) => e.to_string(),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(c) => panic!("fits: {}", c.memory),
+    }
+}
+
+/// HLAT's 7B layout with ZeRO-1 and master weights on 32 NeuronCores fits;
+/// without ZeRO-1 the same layout is refused, and the advice is ZeRO-1.
+#[test]
+fn seven_b_at_tp8_with_sequence_parallelism_and_zero1_fits() {
+    let c = compile_step(&options(
+        "hlat-7b",
+        layout(8, 4, true),
+        4,
+        Precision::Bf16Master,
+    ))
+    .unwrap();
+    assert!(c.memory.total() <= 16 << 30, "{}", c.memory);
+    let refused = refusal(&options(
+        "hlat-7b",
+        layout(8, 4, false),
+        4,
+        Precision::Bf16Master,
+    ));
+    assert!(
+        refused.contains("the smallest change that fits: --zero1 ("),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("over the 16.00 GiB of device memory"),
+        "{refused}"
+    );
+}
+
+/// 70B at TP 32 with master weights and ZeRO-1 on 4 nodes (DP 4): refused,
+/// with every part named. (At DP 64, as HLAT ran it, the activations this
+/// step keeps still do not fit: see docs/src/sharding.md.)
+#[test]
+fn seventy_b_at_tp32_on_four_nodes_is_refused_with_its_numbers() {
+    let o = CompileOptions {
+        device_memory: DeviceMemory::TargetDefault,
+        ..options("hlat-70b", layout(32, 4, true), 4, Precision::Bf16Master)
+    };
+    let refused = refusal(&o);
+    for part in [
+        "parameters",
+        "master weights",
+        "optimizer state",
+        "gradients",
+        "activations",
+    ] {
+        assert!(refused.contains(part), "{part}: {refused}");
+    }
+}
+
+#[test]
+fn an_explicit_device_memory_checks_a_single_device_step() {
+    let tiny = CompileOptions {
+        device_memory: DeviceMemory::Bytes(1 << 10),
+        ..options("tiny", Parallelism::SINGLE, 1, Precision::Fp32)
+    };
+    let refused = refusal(&tiny);
+    assert!(refused.contains("over the 1.00 KiB"), "{refused}");
+    // The default warns about a single-device step rather than refusing it.
+    let c = compile_step(&options("hlat-7b", Parallelism::SINGLE, 1, Precision::Fp32)).unwrap();
+    assert!(c.memory.total() > 16 << 30);
+}
+
+#[test]
+fn compile_prints_the_plan_and_the_manifest_records_it() {
+    let dir = std::env::temp_dir().join(format!("hlatc-memory-plan-{}", std::process::id()));
+    let out = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--batch-size",
+        "2",
+        "--zero1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let printed = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(printed.contains("  memory        per rank "), "{printed}");
+    assert!(printed.contains("of 16.00 GiB"), "{printed}");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let m = &manifest["memory_per_rank"];
+    let parts: u64 = [
+        "parameters",
+        "master_weights",
+        "optimizer_state",
+        "gradients",
+        "activations",
+    ]
+    .iter()
+    .map(|k| m[k].as_u64().unwrap())
+    .sum();
+    assert_eq!(m["total"].as_u64().unwrap(), parts);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_device_memory_is_refused_by_name() {
+    let out = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--device-memory",
+        "16XB",
+        "--out",
+        "/nonexistent",
+    ]);
+    let stderr = stderr(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("unknown unit 'XB'"), "{stderr}");
+}

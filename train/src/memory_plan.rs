@@ -1,0 +1,278 @@
+//! What one rank of a step needs in device memory, by what it is for,
+//! against what the device has.
+//!
+//! The state is counted exactly from the step's inputs by role: each
+//! rank's share of the weights, of the master weights and of the Adam
+//! moments (a ZeRO-1 shard as the shard). The gradients are counted as
+//! the rank's share of every parameter in the type they are summed and
+//! clipped in (f32, f64 under fp64): the clip needs the global norm before
+//! any update, so all of them are alive at once. The activations are
+//! measured on the module, not assumed from a formula: every value the
+//! forward pass computes and a backward instruction reads is alive where
+//! the backward begins, so their bytes are what the step keeps for its
+//! backward under the remat policy that ran (a recomputed region is read
+//! by its clone, not kept).
+//!
+//! The working total adds the activations and the gradients. The backward
+//! frees activations as it makes gradients, and a compiler that fuses may
+//! never hold some values at all; against that, the total leaves out the
+//! temporaries of one layer's backward (its recomputed region) and of the
+//! update. On XLA CPU the two nearly cancel: `tests/it/memory_plan.rs`
+//! measures the working total at 1.00x XLA's temporaries without remat
+//! and 0.81x with core-attention (the small model at seq 512).
+
+use crate::precision::Precision;
+use crate::train_step::{Role, TrainStep};
+use hlatc_compiler::build::scope;
+use hlatc_compiler::{Module, Op};
+use hlatc_passes::Target;
+use serde::Serialize;
+use std::fmt;
+
+/// Bytes of one trn1 NeuronCore's share of device memory (16 GiB), the
+/// default `--device-memory` for `--target neuron`.
+pub const TRN1_CORE_BYTES: u64 = 16 << 30;
+
+/// Bytes per rank of what a step holds, by role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MemoryPlan {
+    pub parameters: u64,
+    pub master_weights: u64,
+    pub optimizer_state: u64,
+    pub gradients: u64,
+    /// What the forward pass keeps for the backward.
+    pub activations: u64,
+}
+
+impl MemoryPlan {
+    /// The plan of `step` as optimized (the remat pass decides what is
+    /// kept, so plan the step its pipeline produced).
+    pub fn of(step: &TrainStep) -> MemoryPlan {
+        let bytes = |role: Role| -> u64 {
+            step.inputs
+                .iter()
+                .filter(|s| s.role == role)
+                .map(|s| elements(&s.shape) * s.dtype.byte_size() as u64)
+                .sum()
+        };
+        let gradient_elements: u64 = step
+            .inputs
+            .iter()
+            .filter(|s| s.role == Role::Parameter)
+            .map(|s| elements(&s.shape))
+            .sum();
+        MemoryPlan {
+            parameters: bytes(Role::Parameter),
+            master_weights: bytes(Role::MasterWeight),
+            optimizer_state: bytes(Role::AdamM) + bytes(Role::AdamV),
+            gradients: gradient_elements * gradient_bytes(step.precision),
+            activations: saved_for_backward(&step.module),
+        }
+    }
+
+    /// The state the rank carries from step to step.
+    pub fn state(&self) -> u64 {
+        self.parameters + self.master_weights + self.optimizer_state
+    }
+
+    /// The state and the working memory of a step.
+    pub fn total(&self) -> u64 {
+        self.state() + self.gradients + self.activations
+    }
+
+    /// Each part with its name, in the order the summary prints them.
+    pub fn parts(&self) -> [(&'static str, u64); 5] {
+        [
+            ("parameters", self.parameters),
+            ("master weights", self.master_weights),
+            ("optimizer state", self.optimizer_state),
+            ("gradients", self.gradients),
+            ("activations", self.activations),
+        ]
+    }
+}
+
+impl fmt::Display for MemoryPlan {
+    /// `12.31 GiB: parameters 4.08 GiB, gradients 8.16 GiB, ...` (parts
+    /// that take nothing are left out).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", gib(self.total()))?;
+        let mut sep = ": ";
+        for (name, bytes) in self.parts() {
+            if bytes > 0 {
+                write!(f, "{sep}{name} {}", gib(bytes))?;
+                sep = ", ";
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `bytes` as the summary and errors print them: in GiB, or in MiB or
+/// KiB below one of the unit.
+pub fn gib(bytes: u64) -> String {
+    let (unit, scale) = match bytes {
+        b if b >= 1 << 30 => ("GiB", 1u64 << 30),
+        b if b >= 1 << 20 => ("MiB", 1 << 20),
+        _ => ("KiB", 1 << 10),
+    };
+    format!("{:.2} {unit}", bytes as f64 / scale as f64)
+}
+
+fn elements(shape: &[i64]) -> u64 {
+    shape.iter().map(|&d| d.max(0) as u64).product()
+}
+
+/// The bytes of one gradient element: the type gradients are summed and
+/// clipped in.
+fn gradient_bytes(precision: Precision) -> u64 {
+    match precision {
+        Precision::Fp64 => 8,
+        _ => 4,
+    }
+}
+
+/// Bytes of the entry's forward values that a backward instruction reads:
+/// what is alive where the backward begins. Parameters are state, counted
+/// apart; a value read by several backward instructions counts once.
+fn saved_for_backward(module: &Module) -> u64 {
+    let c = module.entry();
+    c.ids()
+        .filter(|&id| {
+            let i = c.instr(id);
+            !matches!(i.op, Op::Parameter(_)) && !scope::is_backward(&i.metadata.op_name)
+        })
+        .filter(|&id| {
+            c.users(id)
+                .into_iter()
+                .any(|u| scope::is_backward(&c.instr(u).metadata.op_name))
+        })
+        .map(|id| c.instr(id).shape.byte_size())
+        .sum()
+}
+
+/// The device memory a rank's plan is checked against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceMemory {
+    /// One trn1 NeuronCore ([`TRN1_CORE_BYTES`]) for a sharded step on
+    /// `neuron`, a refusal when it does not fit; a single-device step is
+    /// only warned about (its state alone outgrows a core for every preset
+    /// past 1B, and compiling it whole is how its graph is checked and
+    /// timed). Nothing is checked on `cpu`: host memory is the limit there.
+    #[default]
+    TargetDefault,
+    /// Exactly this many bytes per rank, for any step and target.
+    Bytes(u64),
+    /// No check.
+    Unchecked,
+}
+
+/// What to do about a plan, per [`DeviceMemory`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryCheck {
+    Refuse(u64),
+    Warn(u64),
+    None,
+}
+
+impl DeviceMemory {
+    /// Whether a step for `target` with `world` ranks is refused, warned
+    /// about or not checked.
+    pub fn check(self, target: Target, world: i64) -> MemoryCheck {
+        match self {
+            DeviceMemory::Bytes(b) => MemoryCheck::Refuse(b),
+            DeviceMemory::Unchecked => MemoryCheck::None,
+            DeviceMemory::TargetDefault if target != Target::Neuron => MemoryCheck::None,
+            DeviceMemory::TargetDefault if world > 1 => MemoryCheck::Refuse(TRN1_CORE_BYTES),
+            DeviceMemory::TargetDefault => MemoryCheck::Warn(TRN1_CORE_BYTES),
+        }
+    }
+}
+
+/// A `--device-memory` that is not a size.
+#[derive(Debug, thiserror::Error)]
+pub enum SizeError {
+    #[error("unknown unit '{0}' in a device memory (known: B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; or none)")]
+    Unit(String),
+    #[error("'{0}' is not a device memory (a number with a unit such as 16GiB, or none)")]
+    Number(String),
+}
+
+impl std::str::FromStr for DeviceMemory {
+    type Err = SizeError;
+
+    /// `none`, or a size with an optional unit (`16GiB`, `24GB`,
+    /// `512MiB`, `1073741824`).
+    fn from_str(s: &str) -> Result<Self, SizeError> {
+        if s == "none" {
+            return Ok(DeviceMemory::Unchecked);
+        }
+        let split = s
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len());
+        let (number, unit) = s.split_at(split);
+        let scale: f64 = match unit.trim() {
+            "" | "B" => 1.0,
+            "KiB" => (1u64 << 10) as f64,
+            "MiB" => (1u64 << 20) as f64,
+            "GiB" => (1u64 << 30) as f64,
+            "TiB" => (1u64 << 40) as f64,
+            "KB" => 1e3,
+            "MB" => 1e6,
+            "GB" => 1e9,
+            "TB" => 1e12,
+            other => return Err(SizeError::Unit(other.to_string())),
+        };
+        let bytes = number
+            .parse::<f64>()
+            .map(|n| n * scale)
+            .map_err(|_| SizeError::Number(s.to_string()))?;
+        // At least a byte, and what a u64 holds (NaN fails both).
+        if !(1.0..u64::MAX as f64).contains(&bytes) {
+            return Err(SizeError::Number(s.to_string()));
+        }
+        Ok(DeviceMemory::Bytes(bytes as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_with_their_units() {
+        let bytes = |s: &str| match s.parse::<DeviceMemory>().unwrap() {
+            DeviceMemory::Bytes(b) => b,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(bytes("16GiB"), TRN1_CORE_BYTES);
+        assert_eq!(bytes("24GB"), 24_000_000_000);
+        assert_eq!(bytes("1.5KiB"), 1536);
+        assert_eq!(bytes("4096"), 4096);
+        assert_eq!(
+            "none".parse::<DeviceMemory>().unwrap(),
+            DeviceMemory::Unchecked
+        );
+        for bad in ["16XB", "GiB", "0", "-1GiB", "1e400"] {
+            assert!(bad.parse::<DeviceMemory>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_default_refuses_sharded_neuron_steps_and_warns_about_single_ones() {
+        let d = DeviceMemory::TargetDefault;
+        assert_eq!(
+            d.check(Target::Neuron, 8),
+            MemoryCheck::Refuse(TRN1_CORE_BYTES)
+        );
+        assert_eq!(
+            d.check(Target::Neuron, 1),
+            MemoryCheck::Warn(TRN1_CORE_BYTES)
+        );
+        assert_eq!(d.check(Target::Cpu, 8), MemoryCheck::None);
+        assert_eq!(
+            DeviceMemory::Bytes(5).check(Target::Cpu, 1),
+            MemoryCheck::Refuse(5)
+        );
+    }
+}
