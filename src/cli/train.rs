@@ -54,6 +54,25 @@ pub struct Args {
     /// Write the final weights here (safetensors, Hugging Face names)
     #[arg(long, value_name = "FILE")]
     save: Option<PathBuf>,
+    /// Write the whole training state here when the run stops
+    /// (safetensors, by the step's input names: the weights as stored,
+    /// master weights, Adam moments, the step counter and the rounding RNG
+    /// state, each gathered whole from its ranks), for --resume
+    #[arg(long, value_name = "FILE")]
+    save_state: Option<PathBuf>,
+    /// Continue from a --save-state file: from its step to --steps, with
+    /// the data, schedule and rounding where it stopped, bit for bit as a
+    /// run that never stopped. It holds whole tensors, so any --tp, --dp,
+    /// --sequence-parallel and --zero1 may resume it; the model, --precision
+    /// and projection layout must be the ones it was saved with. The
+    /// schedule comes from the flags (its defaults from --steps): give the
+    /// ones the run started with
+    #[arg(long, value_name = "FILE", conflicts_with = "init")]
+    resume: Option<PathBuf>,
+    /// Stop after this many steps of --steps (the schedule still spans
+    /// --steps), to --save-state a run that --resume continues
+    #[arg(long, value_name = "N")]
+    stop_after: Option<u64>,
     /// Write every step's loss, grad norm and learning rate (and the
     /// held-out loss where it was measured) here as CSV, once training ends
     #[arg(long, value_name = "FILE")]
@@ -101,6 +120,18 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     // One XLA CPU device per rank of the step.
     let rt = super::runtime_for(cfg.parallel.world() as usize)?;
     let mut trainer = compile_trainer(&a, &rt, &cfg, &name, params)?;
+    if let Some(path) = &a.resume {
+        let source = path.display().to_string();
+        trainer.resume(read_safetensors(path)?, &source)?;
+        let done = trainer.steps_done();
+        if done as u64 >= a.steps {
+            return Err(Error::Usage(format!(
+                "--resume {source}: it is at step {done}, and --steps {} is not past it",
+                a.steps
+            )));
+        }
+        note!("resuming at step {done} from {source}")?;
+    }
     let eval = match &tokens {
         Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
         _ => None,
@@ -118,6 +149,7 @@ fn check_flags(a: &Args) -> Result<(), Error> {
     }
     for (flag, path) in [
         ("--save", &a.save),
+        ("--save-state", &a.save_state),
         ("--metrics", &a.metrics),
         ("--plot", &a.plot),
     ] {
@@ -125,6 +157,12 @@ fn check_flags(a: &Args) -> Result<(), Error> {
             hlatc::runtime::atomic_file::check_writable(path)
                 .map_err(|m| Error::Usage(format!("{flag} {}: {m}", path.display())))?;
         }
+    }
+    if a.stop_after == Some(0) || a.stop_after.is_some_and(|n| n > a.steps) {
+        return Err(Error::Usage(format!(
+            "--stop-after must be in 1..={} (--steps)",
+            a.steps
+        )));
     }
     if !(0.0..1.0).contains(&a.eval_fraction) {
         return Err(Error::Usage(format!(
@@ -279,7 +317,14 @@ fn run_steps(
     let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
     let width = a.steps.to_string().len();
     let mut metrics = MetricsLog::default();
-    for k in 0..a.steps {
+    let start = trainer.steps_done() as u64;
+    let stop = a.stop_after.unwrap_or(a.steps);
+    if start >= stop {
+        return Err(Error::Usage(format!(
+            "--stop-after {stop}: the run is already at step {start}"
+        )));
+    }
+    for k in start..stop {
         let b = match tokens {
             Some(d) => d.train_batch(k, a.seed, batch.batch_size, batch.seq_len),
             None => data.step_batch(cfg.packed, k, batch.batch_size, batch.seq_len),
@@ -293,7 +338,7 @@ fn run_steps(
             )));
         }
         let done = k + 1;
-        let per_step = t1.elapsed().as_secs_f64() / done as f64;
+        let per_step = t1.elapsed().as_secs_f64() / (done - start) as f64;
         out!(
             "step {done:>width$}/{}  ({:>3.0}%)  loss {:.4}  grad-norm {:.4}  lr {:.2e}  {:.1} ms/step  eta {:.1} s",
             a.steps,
@@ -302,11 +347,11 @@ fn run_steps(
             s.grad_norm,
             s.learning_rate,
             per_step * 1e3,
-            per_step * (a.steps - done) as f64
+            per_step * (stop - done) as f64
         )?;
         let mut held_out_loss = None;
         if let Some(e) = eval {
-            if done % eval_every == 0 || done == a.steps {
+            if done % eval_every == 0 || done == stop {
                 let loss = e.loss(trainer)?;
                 held_out_loss = Some(loss);
                 out!(
@@ -353,6 +398,16 @@ fn finish(
         let tensors = trainer.hugging_face_params();
         write_safetensors(path, &tensors)?;
         note!("saved {} tensors to {}", tensors.len(), path.display())?;
+    }
+    if let Some(path) = &a.save_state {
+        let tensors = trainer.training_state();
+        write_safetensors(path, &tensors)?;
+        note!(
+            "saved the training state at step {} ({} tensors) to {}",
+            trainer.steps_done(),
+            tensors.len(),
+            path.display()
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,6 +22,7 @@ mod passes_on_xla;
 mod plot;
 mod reliability;
 mod remat_memory;
+mod resume;
 mod run_devices;
 mod sharded;
 mod support;

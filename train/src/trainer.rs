@@ -296,6 +296,66 @@ impl Trainer {
             .expect("the trainer holds every parameter of its model")
     }
 
+    /// Everything the run carries from step to step, whole, by input name:
+    /// the weights as stored (fused tensors fused), master weights, Adam
+    /// moments, the step counter and the rounding RNG state, each gathered
+    /// from its ranks (a ZeRO-1 shard joined to its tensor). It names no
+    /// rank, so [`Trainer::resume`] reads it into any layout of the same
+    /// model and precision.
+    pub fn training_state(&self) -> Vec<(String, Literal)> {
+        (0..self.layout.updates.len())
+            .map(|k| {
+                let spec = &self.inputs[self.layout.updates[k].0];
+                (spec.name.clone(), self.whole_state(k))
+            })
+            .collect()
+    }
+
+    /// Continues from `tensors`, a [`Trainer::training_state`] from
+    /// `source`: every state input must be there with its whole shape and
+    /// type, and nothing else may be (a checkpoint of another model,
+    /// precision or projection layout is refused naming the tensor).
+    pub fn resume(
+        &mut self,
+        mut tensors: BTreeMap<String, Literal>,
+        source: &str,
+    ) -> Result<(), Error> {
+        let mut whole = Vec::with_capacity(self.layout.updates.len());
+        for k in 0..self.layout.updates.len() {
+            let spec = &self.inputs[self.layout.updates[k].0];
+            let expected = self.whole_state(k);
+            let t = tensors.remove(&spec.name).ok_or_else(|| {
+                Error::Usage(format!(
+                    "{source}: no tensor '{}' ({:?} state of this step; was it saved with another --precision or projection layout?)",
+                    spec.name, spec.role
+                ))
+            })?;
+            if t.ty() != expected.ty() || t.dims() != expected.dims() {
+                return Err(Error::Usage(format!(
+                    "{source}: tensor '{}' is {}{:?}, this step's is {}{:?} (another model?)",
+                    spec.name,
+                    t.ty(),
+                    t.dims(),
+                    expected.ty(),
+                    expected.dims()
+                )));
+            }
+            whole.push(t);
+        }
+        if let Some(extra) = tensors.keys().next() {
+            return Err(Error::Usage(format!(
+                "{source}: tensor '{extra}' is not state of this step (a checkpoint of another model or precision?)"
+            )));
+        }
+        for (r, rank) in self.state.iter_mut().enumerate() {
+            for (k, w) in whole.iter().enumerate() {
+                let spec = &self.inputs[self.layout.updates[k].0];
+                rank[k] = self.ranks.take(spec, w, r as i64);
+            }
+        }
+        Ok(())
+    }
+
     /// Completed steps.
     pub fn steps_done(&self) -> i64 {
         self.state_with_role(Role::Step)

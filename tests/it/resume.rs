@@ -1,0 +1,230 @@
+//! `train --save-state` and `--resume`: a run stopped and resumed is the
+//! run that never stopped, bit for bit, sharded and under ZeRO-1 too; the
+//! state is whole tensors, so it resumes into another layout; a state of
+//! another precision or projection layout is refused by name.
+
+use crate::support::{hlatc, stderr, stdout};
+use hlatc::compiler::Literal;
+use hlatc::runtime::read_safetensors;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hlatc-resume-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `hlatc train --steps 6 ARGS...`, which must succeed; its stdout.
+fn train(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["train", "--steps", "6"];
+    all.extend_from_slice(args);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .current_dir(dir)
+        .args(&all)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{all:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// The rows of a metrics file from step `from` on.
+fn rows_from(path: &Path, from: usize) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(from)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Stops at step 3, resumes to 6, and checks both the metrics of steps 4
+/// to 6 and the final state file against a run that never stopped.
+fn stopped_and_resumed_is_uninterrupted(name: &str, layout: &[&str]) {
+    let d = scratch(name);
+    let with = |extra: &[&str]| -> Vec<String> {
+        layout.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |extra: &[&str]| {
+        let args = with(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        train(&d, &args)
+    };
+    run(&["--metrics", "full.csv", "--save-state", "full.st"]);
+    run(&["--stop-after", "3", "--save-state", "half.st"]);
+    let resumed = run(&[
+        "--resume",
+        "half.st",
+        "--metrics",
+        "resumed.csv",
+        "--save-state",
+        "resumed.st",
+    ]);
+    assert!(resumed.contains("step 4/6"), "{resumed}");
+    assert!(!resumed.contains("step 3/6"), "{resumed}");
+    assert_eq!(
+        rows_from(&d.join("resumed.csv"), 1),
+        rows_from(&d.join("full.csv"), 4)
+    );
+    assert_eq!(
+        std::fs::read(d.join("resumed.st")).unwrap(),
+        std::fs::read(d.join("full.st")).unwrap(),
+        "{name}: the resumed run's state differs from the uninterrupted run's"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_resumed_run_is_the_run_that_never_stopped() {
+    // Stochastic rounding: the RNG state is part of the checkpoint.
+    stopped_and_resumed_is_uninterrupted("single", &["--precision", "bf16-pure"]);
+}
+
+#[test]
+fn a_resumed_zero1_run_is_the_run_that_never_stopped() {
+    stopped_and_resumed_is_uninterrupted(
+        "zero1",
+        &[
+            "--precision",
+            "bf16-master",
+            "--tp",
+            "2",
+            "--dp",
+            "2",
+            "--zero1",
+        ],
+    );
+}
+
+fn norm_relative(expected: &Literal, actual: &Literal) -> f64 {
+    let (e, a) = (expected.to_f64_vec(), actual.to_f64_vec());
+    let diff: f64 = e
+        .iter()
+        .zip(&a)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f64>()
+        .sqrt();
+    let norm: f64 = e.iter().map(|x| x * x).sum::<f64>().sqrt();
+    diff / norm.max(f64::MIN_POSITIVE)
+}
+
+/// The state is whole tensors: a ZeRO-1 run's saved state is the
+/// single-device run's state to 1e-5 (by each tensor's norm, as the
+/// sharded checks compare), and a single device resumes it.
+#[test]
+fn a_sharded_state_is_whole_and_resumes_on_one_device() {
+    let d = scratch("layouts");
+    let fp32 = ["--precision", "fp32", "--stop-after", "3", "--save-state"];
+    train(&d, &[&fp32[..], &["single.st"]].concat());
+    train(
+        &d,
+        &[
+            &fp32[..],
+            &["sharded.st", "--tp", "2", "--dp", "2", "--zero1"],
+        ]
+        .concat(),
+    );
+    let single: BTreeMap<String, Literal> = read_safetensors(&d.join("single.st")).unwrap();
+    let sharded: BTreeMap<String, Literal> = read_safetensors(&d.join("sharded.st")).unwrap();
+    assert_eq!(
+        single.keys().collect::<Vec<_>>(),
+        sharded.keys().collect::<Vec<_>>()
+    );
+    for (name, e) in &single {
+        let a = &sharded[name];
+        assert_eq!(e.dims(), a.dims(), "{name}");
+        let r = norm_relative(e, a);
+        assert!(r <= 1e-5, "{name}: {r:e}");
+    }
+    let resumed = train(&d, &["--precision", "fp32", "--resume", "sharded.st"]);
+    assert!(resumed.contains("step 6/6"), "{resumed}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_state_of_another_precision_or_layout_is_refused_by_name() {
+    let d = scratch("refused");
+    train(
+        &d,
+        &[
+            "--precision",
+            "bf16-master",
+            "--stop-after",
+            "3",
+            "--save-state",
+            "master.st",
+        ],
+    );
+    let refuse = |args: &[&str]| -> String {
+        let mut all = vec!["train"];
+        all.extend_from_slice(args);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+            .current_dir(&d)
+            .args(&all)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{all:?} was accepted");
+        stderr(&out)
+    };
+    let e = refuse(&[
+        "--steps",
+        "6",
+        "--precision",
+        "bf16-mixed",
+        "--resume",
+        "master.st",
+    ]);
+    assert!(
+        e.contains("master.st: tensor '") && e.contains("is bf16"),
+        "{e}"
+    );
+    let e = refuse(&[
+        "--steps",
+        "6",
+        "--precision",
+        "bf16-master",
+        "--separate-projections",
+        "--resume",
+        "master.st",
+    ]);
+    assert!(
+        e.contains("master.st: no tensor 'model.layers.0.self_attn.q_proj.weight'"),
+        "{e}"
+    );
+    let e = refuse(&[
+        "--precision",
+        "bf16-master",
+        "--steps",
+        "3",
+        "--resume",
+        "master.st",
+    ]);
+    assert!(
+        e.contains("it is at step 3, and --steps 3 is not past it"),
+        "{e}"
+    );
+    let e = refuse(&["--steps", "6", "--stop-after", "7"]);
+    assert!(e.contains("--stop-after must be in 1..=6"), "{e}");
+    let e = refuse(&[
+        "--steps",
+        "6",
+        "--resume",
+        "master.st",
+        "--init",
+        "master.st",
+    ]);
+    assert!(e.contains("cannot be used with"), "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn the_state_file_is_refused_when_missing() {
+    let o = hlatc(&["train", "--steps", "2", "--resume", "/nonexistent/state.st"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("/nonexistent/state.st"),
+        "{}",
+        stderr(&o)
+    );
+}
