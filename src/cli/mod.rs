@@ -13,6 +13,7 @@ mod passes;
 mod plot;
 mod precision_args;
 mod run;
+mod state;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -45,7 +46,9 @@ hlatc convert model.hlo_module.pb -o m.txt             proto to text (and back, 
 hlatc opt m.txt --passes=cse,dce                       run passes by name\n  \
 hlatc opt step.txt --bind mask=mask.safetensors        fold a mask fed as a parameter\n  \
 hlatc passes                                           what each pass does; default pipelines\n  \
-hlatc run m.txt --inputs in.safetensors --expect ref.safetensors"
+hlatc run m.txt --inputs in.safetensors --expect ref.safetensors\n  \
+hlatc shard state.st --tp 2 --dp 2 --zero1 --out ranks/  a training state, one file per rank\n  \
+hlatc unshard ranks/ --tp 2 --dp 2 --zero1 --out state.st  ... and back"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -63,6 +66,8 @@ enum Command {
     Passes(passes::Args),
     Plot(plot::Args),
     Run(run::Args),
+    Shard(state::ShardArgs),
+    Unshard(state::UnshardArgs),
 }
 
 /// The CPU plugin logs the device count it is given (an absl INFO line,
@@ -100,6 +105,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
         Command::Passes(a) => passes::main(a),
         Command::Plot(a) => plot::main(a),
         Command::Run(a) => run::main(a),
+        Command::Shard(a) => state::shard(a),
+        Command::Unshard(a) => state::unshard(a),
     }
 }
 

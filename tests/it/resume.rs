@@ -228,3 +228,125 @@ fn the_state_file_is_refused_when_missing() {
         stderr(&o)
     );
 }
+
+/// `hlatc ARGS...` run in `dir`, which must succeed.
+fn hlatc_in(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+}
+
+/// A ZeRO-1 run's state divided into rank files and joined back is the
+/// same file byte for byte, through its own layout and through another;
+/// rank files read as another layout are refused naming the tensor.
+#[test]
+fn shard_and_unshard_give_back_the_state() {
+    let d = scratch("shards");
+    let zero1 = [
+        "--precision",
+        "bf16-master",
+        "--target",
+        "cpu",
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--zero1",
+    ];
+    train(
+        &d,
+        &[
+            "--precision",
+            "bf16-master",
+            "--tp",
+            "2",
+            "--dp",
+            "2",
+            "--zero1",
+            "--stop-after",
+            "3",
+            "--save-state",
+            "s.st",
+        ],
+    );
+    hlatc_in(
+        &d,
+        &[&["shard", "s.st", "--out", "ranks"][..], &zero1].concat(),
+    );
+    let rank0: BTreeMap<String, Literal> =
+        read_safetensors(&d.join("ranks/rank-00000.safetensors")).unwrap();
+    // A rank holds a quarter-ish shard of each moment, its share of each weight.
+    let m = &rank0["adam_m.model.layers.0.mlp.down_proj.weight"];
+    let w = &rank0["model.layers.0.mlp.down_proj.weight"];
+    assert_eq!(m.dims().len(), 1);
+    assert_eq!(m.dims()[0] * 2, w.dims().iter().product::<i64>());
+    assert!(!d.join("ranks/rank-00004.safetensors").exists());
+    hlatc_in(
+        &d,
+        &[&["unshard", "ranks", "--out", "back.st"][..], &zero1].concat(),
+    );
+    assert_eq!(
+        std::fs::read(d.join("back.st")).unwrap(),
+        std::fs::read(d.join("s.st")).unwrap()
+    );
+    // Through another layout: TP 1 x DP 4.
+    let other = [
+        "--precision",
+        "bf16-master",
+        "--target",
+        "cpu",
+        "--dp",
+        "4",
+        "--zero1",
+    ];
+    hlatc_in(
+        &d,
+        &[&["shard", "s.st", "--out", "dp4"][..], &other].concat(),
+    );
+    hlatc_in(
+        &d,
+        &[&["unshard", "dp4", "--out", "back4.st"][..], &other].concat(),
+    );
+    assert_eq!(
+        std::fs::read(d.join("back4.st")).unwrap(),
+        std::fs::read(d.join("s.st")).unwrap()
+    );
+    // Rank files of one layout read as another: refused by name.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .current_dir(&d)
+        .args([&["unshard", "dp4", "--out", "x.st"][..], &zero1].concat())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(e.contains("dp4/rank-00000.safetensors: tensor '"), "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Hugging Face weights shard as the start of a run: each rank's share of
+/// the weights, master weights the weights widened, zero moments.
+#[test]
+fn hugging_face_weights_shard_as_a_fresh_start() {
+    let d = scratch("weights");
+    train(
+        &d,
+        &["--precision", "fp32", "--stop-after", "2", "--save", "w.st"],
+    );
+    let tp2 = ["--precision", "bf16-master", "--tp", "2"];
+    hlatc_in(
+        &d,
+        &[&["shard", "w.st", "--out", "ranks"][..], &tp2].concat(),
+    );
+    let rank1: BTreeMap<String, Literal> =
+        read_safetensors(&d.join("ranks/rank-00001.safetensors")).unwrap();
+    assert_eq!(rank1["step"].to_i64_vec(), vec![0]);
+    let m = &rank1["adam_m.model.norm.weight"];
+    assert!(m.to_f64_vec().iter().all(|&x| x == 0.0));
+    let master = &rank1["master.model.norm.weight"];
+    let weight = &rank1["model.norm.weight"];
+    assert_eq!(master.clone().converted(weight.ty()).unwrap(), *weight);
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -27,6 +27,7 @@ pub mod optimizer;
 pub mod precision;
 pub mod rank_inputs;
 pub mod sharding;
+pub mod state_shards;
 pub mod token_data;
 pub mod train_step;
 pub mod trainer;

@@ -111,6 +111,20 @@ impl RankInputs {
         }
     }
 
+    /// How the step is divided.
+    pub fn parallelism(&self) -> Parallelism {
+        self.par
+    }
+
+    /// The dimensions of the single-device input that `spec` holds a part
+    /// of: its parameter's for a share or shard, its own otherwise.
+    pub fn whole_dims(&self, spec: &TensorSpec) -> Vec<i64> {
+        match self.sharded(spec) {
+            Some(p) => p.dims.clone(),
+            None => spec.shape.clone(),
+        }
+    }
+
     /// Rank `rank`'s value of the single-device input `spec` = `value`.
     pub fn take(&self, spec: &TensorSpec, value: &Literal, rank: i64) -> Literal {
         if let Some([a, b]) = self.batch_rows(spec, rank) {

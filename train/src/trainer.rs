@@ -3,11 +3,11 @@
 
 use crate::batch_check::check_batch_input;
 use crate::data::Batch;
-use crate::initial_inputs::{fresh_state, rng_state};
+use crate::initial_inputs::rng_state;
 use crate::rank_inputs::RankInputs;
+use crate::state_shards::{shard_state, start_state, whole_state};
 use crate::train_step::{
-    build_train_step, output_with_role, parameter_name, Role, StateLayout, StepConfig, TensorSpec,
-    TrainStep,
+    build_train_step, output_with_role, Role, StateLayout, StepConfig, TensorSpec, TrainStep,
 };
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
@@ -107,45 +107,15 @@ impl Trainer {
             )));
         }
         let ranks = RankInputs::new(cfg);
-        let by_name: BTreeMap<&str, Literal> = step
+        let by_name: BTreeMap<String, Literal> = step
             .inputs
             .iter()
             .filter(|s| s.role == Role::Parameter)
-            .map(|s| s.name.as_str())
+            .map(|s| s.name.clone())
             .zip(params)
             .collect();
-        // A parameter's master weight starts as the parameter, widened.
-        let whole: Vec<Option<Literal>> = layout
-            .updates
-            .iter()
-            .map(|&(i, _)| {
-                let s = &step.inputs[i];
-                match s.role {
-                    Role::Parameter | Role::MasterWeight => by_name[parameter_name(s)]
-                        .clone()
-                        .converted(s.dtype)
-                        .map(Some)
-                        .map_err(|e| Error::Usage(format!("parameter '{}': {e}", s.name))),
-                    _ => Ok(None),
-                }
-            })
-            .collect::<Result<_, Error>>()?;
-        let state = (0..cfg.parallel.world())
-            .map(|r| {
-                layout
-                    .updates
-                    .iter()
-                    .zip(&whole)
-                    .map(|(&(i, _), whole)| {
-                        let s = &step.inputs[i];
-                        match whole {
-                            Some(p) => ranks.take(s, p, r),
-                            None => fresh_state(s, 0).expect("a state input"),
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+        let whole = start_state(&ranks, &step.inputs, &by_name, 0)?;
+        let state = by_rank(shard_state(&ranks, &step.inputs, &whole));
         let mut trainer = Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
@@ -317,42 +287,11 @@ impl Trainer {
     /// precision or projection layout is refused naming the tensor).
     pub fn resume(
         &mut self,
-        mut tensors: BTreeMap<String, Literal>,
+        tensors: BTreeMap<String, Literal>,
         source: &str,
     ) -> Result<(), Error> {
-        let mut whole = Vec::with_capacity(self.layout.updates.len());
-        for k in 0..self.layout.updates.len() {
-            let spec = &self.inputs[self.layout.updates[k].0];
-            let expected = self.whole_state(k);
-            let t = tensors.remove(&spec.name).ok_or_else(|| {
-                Error::Usage(format!(
-                    "{source}: no tensor '{}' ({:?} state of this step; was it saved with another --precision or projection layout?)",
-                    spec.name, spec.role
-                ))
-            })?;
-            if t.ty() != expected.ty() || t.dims() != expected.dims() {
-                return Err(Error::Usage(format!(
-                    "{source}: tensor '{}' is {}{:?}, this step's is {}{:?} (another model?)",
-                    spec.name,
-                    t.ty(),
-                    t.dims(),
-                    expected.ty(),
-                    expected.dims()
-                )));
-            }
-            whole.push(t);
-        }
-        if let Some(extra) = tensors.keys().next() {
-            return Err(Error::Usage(format!(
-                "{source}: tensor '{extra}' is not state of this step (a checkpoint of another model or precision?)"
-            )));
-        }
-        for (r, rank) in self.state.iter_mut().enumerate() {
-            for (k, w) in whole.iter().enumerate() {
-                let spec = &self.inputs[self.layout.updates[k].0];
-                rank[k] = self.ranks.take(spec, w, r as i64);
-            }
-        }
+        let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;
+        self.state = by_rank(shard_state(&self.ranks, &self.inputs, &whole));
         Ok(())
     }
 
@@ -392,4 +331,13 @@ pub fn params_from_tensors(
         .map(|(_, t)| t.converted(ty).expect("floats convert to floats"))
         .collect();
     Ok((out, tensors.into_keys().collect()))
+}
+
+/// Each rank's state values, their names dropped (the trainer keeps them
+/// in input order).
+fn by_rank(named: Vec<Vec<(String, Literal)>>) -> Vec<Vec<Literal>> {
+    named
+        .into_iter()
+        .map(|rank| rank.into_iter().map(|(_, l)| l).collect())
+        .collect()
 }

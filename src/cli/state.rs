@@ -1,0 +1,170 @@
+//! `hlatc shard` and `hlatc unshard`: a training state as one file per
+//! rank, and back.
+
+use super::compile::TargetArg;
+use super::console::note;
+use super::model_args::ModelArgs;
+use hlatc::compile_step::{compile_step, CompileOptions};
+use hlatc::compiler::Literal;
+use hlatc::memory_plan::DeviceMemory;
+use hlatc::rank_inputs::RankInputs;
+use hlatc::runtime::{read_safetensors, write_safetensors};
+use hlatc::state_shards::{shard_state, start_state, unshard_state, whole_state};
+use hlatc::train_step::{Role, TrainStep};
+use hlatc::trainer::params_from_tensors;
+use hlatc::Error;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The step whose state is divided: the flags `compile` takes to build it.
+#[derive(clap::Args)]
+pub struct StepArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    precision: super::precision_args::PrecisionArgs,
+    #[command(flatten)]
+    parallel: super::parallel_args::ParallelArgs,
+    /// The target the per-rank programs are compiled for: on cpu a
+    /// stochastically rounding step carries its RNG state
+    #[arg(long, value_enum, default_value = "neuron")]
+    target: TargetArg,
+}
+
+/// Divide a training state into one safetensors file per rank.
+///
+/// The input is a `train --save-state` file (the whole state, by the step's
+/// input names) or Hugging Face weights (safetensors; the run then starts
+/// there: master weights the weights widened, Adam moments and the step
+/// counter zero). DIR/rank-00000.safetensors ... hold each rank's share of
+/// every state input, under the input's name and at the shape the rank's
+/// program takes (a ZeRO-1 shard as the shard): what a runtime feeds the
+/// step compiled with the same flags. `hlatc unshard` joins them back.
+#[derive(clap::Args)]
+pub struct ShardArgs {
+    #[command(flatten)]
+    step: StepArgs,
+    /// The whole state (`train --save-state`) or Hugging Face weights
+    #[arg(value_name = "FILE")]
+    input: PathBuf,
+    /// Folder for the rank files (created if needed)
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+/// Join per-rank state files (`hlatc shard`'s) back into the whole state.
+///
+/// Every rank file must hold exactly the state inputs of the step the flags
+/// build, at its rank's shape; the output is the whole state by input name,
+/// which `train --resume` reads and `hlatc shard` divides again for another
+/// layout (give the other layout's flags).
+#[derive(clap::Args)]
+pub struct UnshardArgs {
+    #[command(flatten)]
+    step: StepArgs,
+    /// The folder `hlatc shard` wrote
+    #[arg(value_name = "DIR")]
+    input: PathBuf,
+    /// The whole state (safetensors)
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+}
+
+impl StepArgs {
+    /// The step as `compile` builds it (its signature is what matters), and
+    /// how its ranks divide its inputs.
+    fn step(&self) -> Result<(TrainStep, RankInputs), Error> {
+        let parallel = self.parallel.parallelism();
+        let o = CompileOptions {
+            model: self.model.source("tiny"),
+            separate_projections: self.model.separate_projections,
+            // The batch does not change the state; one sequence per replica
+            // keeps any --dp valid.
+            batch_size: Some(self.model.batch_size.unwrap_or(parallel.dp)),
+            seq_len: self.model.seq_len,
+            packed: self.model.packed,
+            precision: self.precision.precision,
+            rounding: self.precision.rounding.clone(),
+            target: self.target.into(),
+            parallel,
+            device_memory: DeviceMemory::Unchecked,
+            ..CompileOptions::default()
+        };
+        let c = compile_step(&o)?;
+        let ranks = RankInputs::new(&c.cfg);
+        Ok((c.step, ranks))
+    }
+}
+
+/// The file of rank `r` in `dir`.
+fn rank_file(dir: &Path, r: usize) -> PathBuf {
+    dir.join(format!("rank-{r:05}.safetensors"))
+}
+
+pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
+    let (step, ranks) = a.step.step()?;
+    let source = a.input.display().to_string();
+    let tensors = read_safetensors(&a.input)?;
+    let has_state = step
+        .inputs
+        .iter()
+        .any(|s| s.role == Role::Step && tensors.contains_key(&s.name));
+    let whole = match has_state {
+        true => whole_state(&ranks, &step.inputs, tensors, &source)?,
+        false => {
+            let (model, _) = a.step.model.resolve("tiny")?;
+            let storage = a.step.precision.precision.storage();
+            let (params, unused) = params_from_tensors(&model, storage, tensors, &source)?;
+            if let Some(u) = unused.first() {
+                return Err(Error::Usage(format!(
+                    "{source}: tensor '{u}' is neither a parameter of this model nor training state"
+                )));
+            }
+            let names = step.inputs.iter().filter(|s| s.role == Role::Parameter);
+            let by_name: BTreeMap<String, Literal> =
+                names.map(|s| s.name.clone()).zip(params).collect();
+            start_state(&ranks, &step.inputs, &by_name, 0)?
+        }
+    };
+    std::fs::create_dir_all(&a.out).map_err(|e| Error::Io {
+        path: a.out.clone(),
+        message: e.to_string(),
+    })?;
+    let per_rank = shard_state(&ranks, &step.inputs, &whole);
+    for (r, tensors) in per_rank.iter().enumerate() {
+        write_safetensors(&rank_file(&a.out, r), tensors)?;
+    }
+    note!(
+        "wrote {} ranks' state ({} tensors each, {}) to {}",
+        per_rank.len(),
+        per_rank.first().map_or(0, Vec::len),
+        ranks.parallelism(),
+        a.out.display()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
+    let (step, ranks) = a.step.step()?;
+    let world = ranks.parallelism().world() as usize;
+    let per_rank = (0..world)
+        .map(|r| read_safetensors(&rank_file(&a.input, r)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if rank_file(&a.input, world).exists() {
+        return Err(Error::Usage(format!(
+            "{}: holds more than the {world} ranks' files of {}",
+            a.input.display(),
+            ranks.parallelism()
+        )));
+    }
+    let source = |r: usize| rank_file(&a.input, r).display().to_string();
+    let whole = unshard_state(&ranks, &step.inputs, per_rank, source)?;
+    write_safetensors(&a.out, &whole)?;
+    note!(
+        "joined {world} ranks' state into {} ({} tensors)",
+        a.out.display(),
+        whole.len()
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,155 @@
+//! A training state as whole tensors, one set of tensors per rank, and
+//! back: what `train --save-state` writes and `--resume` reads, and what
+//! `hlatc shard` and `hlatc unshard` convert between.
+//!
+//! The whole state names no rank: each state input of the step (weights as
+//! stored, master weights, Adam moments, the step counter and, on `cpu`,
+//! the rounding RNG state) under its input name, at the single-device
+//! step's shape. A rank's set holds the same names at that rank's shape
+//! (its share, or under ZeRO-1 its shard), as its program takes them.
+
+use crate::rank_inputs::RankInputs;
+use crate::train_step::{parameter_name, Role, TensorSpec};
+use crate::Error;
+use hlatc_compiler::Literal;
+use std::collections::BTreeMap;
+
+/// The state inputs of a step's signature, in input order.
+pub fn state_inputs(inputs: &[TensorSpec]) -> Vec<&TensorSpec> {
+    inputs.iter().filter(|s| s.role.is_state()).collect()
+}
+
+/// The whole value of each of `specs` taken from `tensors` (read from
+/// `source`): each must be there with `expected(spec)` dimensions and the
+/// spec's type, and no tensor may be left over.
+fn take_each(
+    specs: &[&TensorSpec],
+    expected: impl Fn(&TensorSpec) -> Vec<i64>,
+    mut tensors: BTreeMap<String, Literal>,
+    source: &str,
+) -> Result<Vec<Literal>, Error> {
+    let mut out = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let t = tensors.remove(&spec.name).ok_or_else(|| {
+            Error::Usage(format!(
+                "{source}: no tensor '{}' ({:?} state of this step; was it saved with another --precision or projection layout?)",
+                spec.name, spec.role
+            ))
+        })?;
+        let dims = expected(spec);
+        if t.ty() != spec.dtype || t.dims() != dims.as_slice() {
+            return Err(Error::Usage(format!(
+                "{source}: tensor '{}' is {}{:?}, this step's is {}{:?} (another model, precision or layout?)",
+                spec.name,
+                t.ty(),
+                t.dims(),
+                spec.dtype,
+                dims
+            )));
+        }
+        out.push(t);
+    }
+    if let Some(extra) = tensors.keys().next() {
+        return Err(Error::Usage(format!(
+            "{source}: tensor '{extra}' is not state of this step (a state of another model or precision?)"
+        )));
+    }
+    Ok(out)
+}
+
+/// The whole state in `tensors` (from `source`), checked against the step
+/// with signature `inputs` whose ranks divide it as `ranks` says, in the
+/// order of
+/// [`state_inputs`].
+pub fn whole_state(
+    ranks: &RankInputs,
+    inputs: &[TensorSpec],
+    tensors: BTreeMap<String, Literal>,
+    source: &str,
+) -> Result<Vec<Literal>, Error> {
+    take_each(
+        &state_inputs(inputs),
+        |s| ranks.whole_dims(s),
+        tensors,
+        source,
+    )
+}
+
+/// The state a run starts from, whole: `params` (by stored name, as the
+/// step stores them), each master weight its parameter widened, and fresh
+/// moments, step counter and RNG state (of `seed`).
+pub fn start_state(
+    ranks: &RankInputs,
+    inputs: &[TensorSpec],
+    params: &BTreeMap<String, Literal>,
+    seed: u64,
+) -> Result<Vec<Literal>, Error> {
+    state_inputs(inputs)
+        .into_iter()
+        .map(|s| match s.role {
+            Role::Parameter | Role::MasterWeight => {
+                let name = parameter_name(s);
+                let p = params
+                    .get(name)
+                    .ok_or_else(|| Error::Usage(format!("no parameter '{name}' was given")))?;
+                p.clone()
+                    .converted(s.dtype)
+                    .map_err(|e| Error::Usage(format!("parameter '{}': {e}", s.name)))
+            }
+            Role::RngState => Ok(crate::initial_inputs::rng_state(seed)),
+            _ => Ok(Literal::zeros(s.dtype, ranks.whole_dims(s))),
+        })
+        .collect()
+}
+
+/// Each rank's state, by input name, from the whole state `whole` (in the
+/// order of [`state_inputs`]).
+pub fn shard_state(
+    ranks: &RankInputs,
+    inputs: &[TensorSpec],
+    whole: &[Literal],
+) -> Vec<Vec<(String, Literal)>> {
+    let specs = state_inputs(inputs);
+    (0..ranks.parallelism().world())
+        .map(|r| {
+            specs
+                .iter()
+                .zip(whole)
+                .map(|(s, w)| (s.name.clone(), ranks.take(s, w, r)))
+                .collect()
+        })
+        .collect()
+}
+
+/// The whole state, by input name, from every rank's (in rank order, each
+/// read from the source `source(r)` names), each rank's checked against
+/// the step's signature.
+pub fn unshard_state(
+    ranks: &RankInputs,
+    inputs: &[TensorSpec],
+    per_rank: Vec<BTreeMap<String, Literal>>,
+    source: impl Fn(usize) -> String,
+) -> Result<Vec<(String, Literal)>, Error> {
+    let world = ranks.parallelism().world() as usize;
+    if per_rank.len() != world {
+        return Err(Error::Usage(format!(
+            "{} ranks' states for a step of {world} ranks ({})",
+            per_rank.len(),
+            ranks.parallelism()
+        )));
+    }
+    let specs = state_inputs(inputs);
+    let locals: Vec<Vec<Literal>> = per_rank
+        .into_iter()
+        .enumerate()
+        .map(|(r, t)| take_each(&specs, |s| s.shape.clone(), t, &source(r)))
+        .collect::<Result<_, _>>()?;
+    Ok(specs
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let of_ranks: Vec<&Literal> = locals.iter().map(|l| &l[k]).collect();
+            (s.name.clone(), ranks.gather(s, &of_ranks))
+        })
+        .collect())
+}
