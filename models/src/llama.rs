@@ -50,6 +50,8 @@ struct Llama<'a> {
     hints: GradHints,
     /// On a rank of a sharded step: its collectives and vocabulary run.
     rank: Option<RankContext>,
+    /// See [`ForwardInputs::token_count`].
+    token_count: Option<InstrId>,
 }
 
 impl Llama<'_> {
@@ -386,6 +388,10 @@ impl Llama<'_> {
         let tl = b.reduce_sum(picked, &[1])?;
         let nll = b.sub(lse, tl)?;
         let (total, count) = counted_total(b, nll, t, self.ty)?;
+        let count = match self.token_count {
+            Some(c) => b.convert(c, self.ty)?,
+            None => count,
+        };
         let one = b.full_like(count, 1.0)?;
         let count = b.binary(BinaryOp::Maximum, count, one)?;
         b.div(total, count)
@@ -510,6 +516,7 @@ pub fn forward(
         targets,
         segments,
         module_markers: false,
+        token_count: None,
     };
     forward_on_rank(b, cfg, batch, inputs, Parallelism::SINGLE, None)
 }
@@ -526,6 +533,12 @@ pub struct ForwardInputs<'a> {
     /// Mark each decoder layer's start and end with neuronx-cc's module
     /// markers (autodiff marks the backward's boundaries alike).
     pub module_markers: bool,
+    /// The number of counted targets the loss is a mean over (`s32[]`),
+    /// when it is more than this batch's: under gradient accumulation,
+    /// the whole optimizer step's, so each micro-batch's loss and gradient
+    /// are its exact share of the step's. `None`: this batch's count (over
+    /// every DP replica).
+    pub token_count: Option<InstrId>,
 }
 
 /// The forward pass one rank of a step divided by `par` runs, over its
@@ -546,6 +559,7 @@ pub fn forward_on_rank(
         targets,
         segments,
         module_markers,
+        token_count,
     } = inputs;
     let ty = b.ty(params[0]);
     let specs = param_specs(cfg);
@@ -572,6 +586,7 @@ pub fn forward_on_rank(
         ty,
         hints: GradHints::default(),
         rank,
+        token_count,
     };
     let (n, d) = (m.n(), cfg.hidden_size);
     // Embedding lookup: gather rows of [V, D] by token id.
@@ -631,7 +646,10 @@ pub fn forward_on_rank(
     let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
     let loss = m.scoped("loss", |m| match m.rank.take() {
         None => m.cross_entropy(logits, targets),
-        Some(rank) => rank.cross_entropy(m.b, &mut m.hints, logits, targets, m.ty),
+        Some(rank) => {
+            let count = m.token_count;
+            rank.cross_entropy(m.b, &mut m.hints, logits, targets, m.ty, count)
+        }
     })?;
     Ok(ForwardOutputs {
         loss,

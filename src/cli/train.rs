@@ -44,6 +44,14 @@ pub struct Args {
     /// Optimizer steps to run
     #[arg(long, default_value_t = 100)]
     steps: u64,
+    /// Accumulate each optimizer step's gradient over K micro-batches of
+    /// --batch-size / K sequences (each DP replica's share divided by K),
+    /// in f32: a micro step (forward, backward, add into the accumulators)
+    /// runs K times, then an apply step (sum over ranks, clip, AdamW) once.
+    /// The same losses and updates as the whole batch in one step, with one
+    /// micro-batch's activations
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    grad_accum: i64,
     /// Seed for initialization, data and stochastic rounding
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -274,19 +282,40 @@ fn compile_trainer(
     params: Vec<Literal>,
 ) -> Result<Trainer, Error> {
     let t0 = Instant::now();
-    let mut step = hlatc::train_step::build_train_step(cfg)?;
-    a.precision.apply(&mut step);
-    let rounding = step.rounding.clone();
-    let mut trainer = Trainer::optimized_step(rt, cfg, step, a.remat.policy, params)?;
+    let (rounding, mut trainer) = match a.grad_accum {
+        1 => {
+            let mut step = hlatc::train_step::build_train_step(cfg)?;
+            a.precision.apply(&mut step);
+            let rounding = step.rounding.clone();
+            (
+                rounding,
+                Trainer::optimized_step(rt, cfg, step, a.remat.policy, params)?,
+            )
+        }
+        k => {
+            let mut steps = hlatc::grad_accum::build_accumulation_steps(cfg, k)?;
+            a.precision.apply(&mut steps.micro);
+            a.precision.apply(&mut steps.apply);
+            let rounding = steps.apply.rounding.clone();
+            (
+                rounding,
+                Trainer::accumulating(rt, cfg, steps, a.remat.policy, params)?,
+            )
+        }
+    };
     trainer.seed_rounding(a.seed);
     note!(
-        "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}{}: batch {} x {}, {} steps, compiled in {:.0} ms",
+        "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}{}: batch {} x {}{}, {} steps, compiled in {:.0} ms",
         cfg.model.parameter_count() as f64 / 1e6,
         cfg.precision,
         rt.platform_name(),
         division(&cfg.parallel),
         cfg.batch.batch_size,
         cfg.batch.seq_len,
+        match a.grad_accum {
+            1 => String::new(),
+            k => format!(" in {k} micro-batches"),
+        },
         a.steps,
         t0.elapsed().as_secs_f64() * 1e3
     )?;

@@ -8,6 +8,7 @@ mod conformance;
 mod docs;
 mod filetests;
 mod fused_weights;
+mod grad_accum;
 mod hf_parity;
 mod inputs_checked;
 mod memory_plan;

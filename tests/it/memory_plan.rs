@@ -57,7 +57,12 @@ fn the_state_is_counted_from_the_inputs_by_role() {
     assert!(p.activations > 0);
     assert_eq!(
         p.total(),
-        p.parameters + p.master_weights + p.optimizer_state + p.gradients + p.activations
+        p.parameters
+            + p.master_weights
+            + p.optimizer_state
+            + p.gradient_accumulators
+            + p.gradients
+            + p.activations
     );
 }
 

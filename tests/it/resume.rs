@@ -81,6 +81,16 @@ fn a_resumed_run_is_the_run_that_never_stopped() {
     stopped_and_resumed_is_uninterrupted("single", &["--precision", "bf16-pure"]);
 }
 
+/// The gradient accumulators are zero between optimizer steps and not
+/// saved: an accumulating run resumes bit for bit too.
+#[test]
+fn a_resumed_accumulating_run_is_the_run_that_never_stopped() {
+    stopped_and_resumed_is_uninterrupted(
+        "accumulating",
+        &["--precision", "bf16-pure", "--dp", "2", "--grad-accum", "2"],
+    );
+}
+
 #[test]
 fn a_resumed_zero1_run_is_the_run_that_never_stopped() {
     stopped_and_resumed_is_uninterrupted(

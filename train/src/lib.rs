@@ -21,6 +21,7 @@ pub mod batch_check;
 pub mod bundle;
 pub mod check;
 pub mod data;
+pub mod grad_accum;
 pub mod initial_inputs;
 pub mod memory_plan;
 pub mod optimizer;

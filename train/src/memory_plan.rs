@@ -21,7 +21,6 @@
 //! measures the working total at 1.00x XLA's temporaries without remat
 //! and 0.81x with core-attention (the small model at seq 512).
 
-use crate::precision::Precision;
 use crate::train_step::{Role, TrainStep};
 use hlatc_compiler::build::scope;
 use hlatc_compiler::{Module, Op};
@@ -39,6 +38,8 @@ pub struct MemoryPlan {
     pub parameters: u64,
     pub master_weights: u64,
     pub optimizer_state: u64,
+    /// The f32 gradient accumulators of `--grad-accum` (the apply step's).
+    pub gradient_accumulators: u64,
     pub gradients: u64,
     /// What the forward pass keeps for the backward.
     pub activations: u64,
@@ -65,14 +66,15 @@ impl MemoryPlan {
             parameters: bytes(Role::Parameter),
             master_weights: bytes(Role::MasterWeight),
             optimizer_state: bytes(Role::AdamM) + bytes(Role::AdamV),
-            gradients: gradient_elements * gradient_bytes(step.precision),
+            gradient_accumulators: bytes(Role::GradAccumulator),
+            gradients: gradient_elements * step.precision.gradient_sum_type().byte_size() as u64,
             activations: saved_for_backward(&step.module),
         }
     }
 
     /// The state the rank carries from step to step.
     pub fn state(&self) -> u64 {
-        self.parameters + self.master_weights + self.optimizer_state
+        self.parameters + self.master_weights + self.optimizer_state + self.gradient_accumulators
     }
 
     /// The state and the working memory of a step.
@@ -81,11 +83,12 @@ impl MemoryPlan {
     }
 
     /// Each part with its name, in the order the summary prints them.
-    pub fn parts(&self) -> [(&'static str, u64); 5] {
+    pub fn parts(&self) -> [(&'static str, u64); 6] {
         [
             ("parameters", self.parameters),
             ("master weights", self.master_weights),
             ("optimizer state", self.optimizer_state),
+            ("gradient accumulators", self.gradient_accumulators),
             ("gradients", self.gradients),
             ("activations", self.activations),
         ]
@@ -121,15 +124,6 @@ pub fn gib(bytes: u64) -> String {
 
 fn elements(shape: &[i64]) -> u64 {
     shape.iter().map(|&d| d.max(0) as u64).product()
-}
-
-/// The bytes of one gradient element: the type gradients are summed and
-/// clipped in.
-fn gradient_bytes(precision: Precision) -> u64 {
-    match precision {
-        Precision::Fp64 => 8,
-        _ => 4,
-    }
 }
 
 /// Bytes of the entry's forward values that a backward instruction reads:

@@ -75,6 +75,16 @@ impl Precision {
         self == Precision::Bf16Master
     }
 
+    /// The type gradients are summed, clipped and accumulated in: f32
+    /// (HLAT: "FP32 for gradient accumulation and all-reduce"), f64 under
+    /// fp64.
+    pub fn gradient_sum_type(self) -> ElementType {
+        match self {
+            Precision::Fp64 => ElementType::F64,
+            _ => ElementType::F32,
+        }
+    }
+
     /// Bytes of state one parameter costs: its weight, its master copy where
     /// there is one, and its two Adam moments.
     pub fn state_bytes_per_parameter(self) -> i64 {

@@ -30,6 +30,13 @@ fn take_each(
 ) -> Result<Vec<Literal>, Error> {
     let mut out = Vec::with_capacity(specs.len());
     for spec in specs {
+        // Between optimizer steps the gradient accumulators are zero, so a
+        // state need not hold them (a run without accumulation resumes
+        // into one with it).
+        if spec.role == Role::GradAccumulator && !tensors.contains_key(&spec.name) {
+            out.push(Literal::zeros(spec.dtype, expected(spec)));
+            continue;
+        }
         let t = tensors.remove(&spec.name).ok_or_else(|| {
             Error::Usage(format!(
                 "{source}: no tensor '{}' ({:?} state of this step; was it saved with another --precision or projection layout?)",

@@ -93,6 +93,15 @@ pub enum Role {
     /// The state of the RNG that stochastic rounding draws from (`u64[2]`,
     /// cpu), seeded once and carried from step to step.
     RngState,
+    /// A parameter's gradient summed over the micro-batches of one
+    /// optimizer step so far (`grad.NAME`, the rank's share, in f32; f64
+    /// under fp64): the micro step adds into it, the apply step reads and
+    /// zeroes it.
+    GradAccumulator,
+    /// How many targets the whole optimizer step counts (`s32[]`, the
+    /// ignore index left out): each micro-batch's loss is a share of
+    /// their mean.
+    TokenCount,
     Loss,
     GradNorm,
     LearningRate,
@@ -111,6 +120,7 @@ impl Role {
                 | Role::MasterWeight
                 | Role::Step
                 | Role::RngState
+                | Role::GradAccumulator
         )
     }
 
@@ -124,7 +134,7 @@ impl Role {
     /// Whether an input with this role belongs to one parameter, laid out
     /// as its share (or, under ZeRO-1, a shard of that).
     pub fn is_per_parameter(self) -> bool {
-        self == Role::Parameter || self.is_optimizer_state()
+        matches!(self, Role::Parameter | Role::GradAccumulator) || self.is_optimizer_state()
     }
 }
 
@@ -146,15 +156,44 @@ impl StateLayout {
             .iter()
             .enumerate()
             .filter(|(_, s)| s.role.is_state())
-            .map(|(i, s)| {
-                outputs
-                    .iter()
-                    .position(|o| o.role == s.role && o.name == s.name)
-                    .map(|o| (i, o))
-            })
+            .map(|(i, s)| Some((i, updated_by(outputs, s)?)))
             .collect::<Option<Vec<_>>>()?;
         Some(StateLayout { updates })
     }
+
+    /// The state inputs that have an output updating them, paired with it;
+    /// the others are read and left as they are (a micro step reads the
+    /// parameters it does not update).
+    pub fn updated(inputs: &[TensorSpec], outputs: &[TensorSpec]) -> StateLayout {
+        let updates = inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role.is_state())
+            .filter_map(|(i, s)| Some((i, updated_by(outputs, s)?)))
+            .collect();
+        StateLayout { updates }
+    }
+
+    /// The module's aliasing: each updated input's buffer reused by its
+    /// output.
+    pub fn aliases(&self) -> Vec<IoAlias> {
+        self.updates
+            .iter()
+            .map(|&(input, output)| IoAlias {
+                output_index: vec![output as i64],
+                parameter: input as i64,
+                parameter_index: vec![],
+                kind: AliasKind::MayAlias,
+            })
+            .collect()
+    }
+}
+
+/// The output with the name and role of state input `s`.
+fn updated_by(outputs: &[TensorSpec], s: &TensorSpec) -> Option<usize> {
+    outputs
+        .iter()
+        .position(|o| o.role == s.role && o.name == s.name)
 }
 
 /// The output with role `role` (loss, grad norm, learning rate).
@@ -194,6 +233,9 @@ pub enum StepError {
     Config(#[from] ConfigError),
     #[error("optimizer: {0}")]
     Optimizer(String),
+    /// `--grad-accum` that does not divide the batch.
+    #[error("{0}")]
+    Accumulation(String),
     #[error("building the graph: {0}")]
     Build(#[from] BuildError),
     #[error(transparent)]
@@ -291,6 +333,8 @@ pub const ADAM_M_PREFIX: &str = "adam_m.";
 pub const ADAM_V_PREFIX: &str = "adam_v.";
 /// Input name prefix of the master weights.
 pub const MASTER_PREFIX: &str = "master.";
+/// Input name prefix of the gradient accumulators.
+pub const GRAD_PREFIX: &str = "grad.";
 
 /// The name prefix of each per-parameter optimizer state role.
 pub fn state_prefix(role: Role) -> Option<&'static str> {
@@ -298,6 +342,7 @@ pub fn state_prefix(role: Role) -> Option<&'static str> {
         Role::AdamM => Some(ADAM_M_PREFIX),
         Role::AdamV => Some(ADAM_V_PREFIX),
         Role::MasterWeight => Some(MASTER_PREFIX),
+        Role::GradAccumulator => Some(GRAD_PREFIX),
         _ => None,
     }
 }
@@ -310,7 +355,7 @@ pub fn parameter_name(spec: &TensorSpec) -> &str {
         .unwrap_or(&spec.name)
 }
 
-fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
+pub(crate) fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
     TensorSpec {
         name: name.to_string(),
         dtype: ty,
@@ -325,7 +370,7 @@ fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
 /// that, so what it refuses could never have been built.
 pub const BUILD_BYTES_PER_LAYER: u64 = 1 << 20;
 
-fn check(cfg: &StepConfig) -> Result<(), StepError> {
+pub(crate) fn check(cfg: &StepConfig) -> Result<(), StepError> {
     cfg.model.validate("model")?;
     let layers = cfg.model.num_hidden_layers.max(0) as u64;
     hlatc_runtime::host_memory::ensure_fits(
@@ -355,23 +400,27 @@ fn check(cfg: &StepConfig) -> Result<(), StepError> {
 /// order, stored as the first type and computed with as the second),
 /// whatever `between` declares, then `tokens` and `targets`, and the
 /// forward pass over them.
-struct ModelGraph<T> {
-    b: Builder,
-    params: Vec<InstrId>,
-    extra: T,
-    fwd: hlatc_models::ForwardOutputs,
+pub(crate) struct ModelGraph<T> {
+    pub(crate) b: Builder,
+    pub(crate) params: Vec<InstrId>,
+    pub(crate) extra: T,
+    pub(crate) fwd: hlatc_models::ForwardOutputs,
 }
 
 /// How the graph is laid out: what it is called, the types it stores and
 /// computes in, packed rows, and its division over ranks (`batch` is the
 /// global batch; each rank reads its DP replica's share).
-struct GraphShape<'a> {
-    name: &'a str,
-    types: (ElementType, ElementType),
-    packed: bool,
-    parallel: Parallelism,
-    fault: Option<Fault>,
-    module_markers: bool,
+pub(crate) struct GraphShape<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) types: (ElementType, ElementType),
+    pub(crate) packed: bool,
+    pub(crate) parallel: Parallelism,
+    pub(crate) fault: Option<Fault>,
+    pub(crate) module_markers: bool,
+    /// The loss is a share of the mean over a `token_count` input (`s32[]`,
+    /// declared after whatever `between` declares) rather than this
+    /// batch's mean: a micro step of gradient accumulation.
+    pub(crate) counted_over_step: bool,
 }
 
 impl<'a> GraphShape<'a> {
@@ -383,11 +432,12 @@ impl<'a> GraphShape<'a> {
             parallel: Parallelism::SINGLE,
             fault: None,
             module_markers: false,
+            counted_over_step: false,
         }
     }
 }
 
-fn model_graph<T>(
+pub(crate) fn model_graph<T>(
     model: &ModelConfig,
     batch: BatchShape,
     shape: GraphShape,
@@ -400,6 +450,7 @@ fn model_graph<T>(
         parallel,
         fault,
         module_markers,
+        counted_over_step,
     } = shape;
     let mut b = Builder::new(name);
     let stored: Vec<InstrId> = param_specs(model)
@@ -411,6 +462,8 @@ fn model_graph<T>(
         .collect();
     let params = widen(&mut b, &stored, compute)?;
     let extra = between(&mut b);
+    let token_count =
+        counted_over_step.then(|| b.parameter("token_count", Shape::scalar(ElementType::S32)));
     let batch = parallel.local_batch(batch);
     let bd = [batch.batch_size, batch.seq_len];
     let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
@@ -422,6 +475,7 @@ fn model_graph<T>(
         targets,
         segments,
         module_markers,
+        token_count,
     };
     let fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;
     Ok(ModelGraph {
@@ -451,6 +505,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         parallel: par,
         fault: cfg.fault,
         module_markers: cfg.module_markers,
+        counted_over_step: false,
     };
     let g = model_graph(m, cfg.batch, shape, |b| {
         OptimizerState::declare(b, cfg, &specs)
@@ -492,16 +547,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
 
     let (inputs, outputs) = signature(cfg, &specs);
     let layout = StateLayout::of(&inputs, &outputs).expect("every state input has its output");
-    module.input_output_alias = layout
-        .updates
-        .iter()
-        .map(|&(input, output)| IoAlias {
-            output_index: vec![output as i64],
-            parameter: input as i64,
-            parameter_index: vec![],
-            kind: AliasKind::MayAlias,
-        })
-        .collect();
+    module.input_output_alias = layout.aliases();
     Ok(TrainStep {
         module,
         inputs,
@@ -523,7 +569,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
 /// The shape of a per-parameter state input of `role` on one rank: the
 /// parameter's TP share, or under ZeRO-1 the optimizer state's shard of
 /// it.
-fn state_dims(p: &ParamSpec, role: Role, par: &Parallelism) -> Vec<i64> {
+pub(crate) fn state_dims(p: &ParamSpec, role: Role, par: &Parallelism) -> Vec<i64> {
     let local = p.tp.local_dims(&p.dims, par);
     match par.zero1 && role.is_optimizer_state() {
         true => vec![zero1::shard_len(&local, par.dp)],
@@ -550,8 +596,10 @@ fn per_parameter_roles(precision: Precision) -> Vec<Role> {
 }
 
 /// The step's inputs and outputs, from the roles it carries.
-fn signature(cfg: &StepConfig, specs: &[ParamSpec]) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
-    let par = cfg.parallel;
+/// The optimizer step's state inputs, in order: parameters, master
+/// weights, Adam moments (each of `roles`' per-parameter inputs), then the
+/// step counter.
+pub(crate) fn state_specs(cfg: &StepConfig, specs: &[ParamSpec]) -> Vec<TensorSpec> {
     let mut inputs = Vec::new();
     for role in per_parameter_roles(cfg.precision) {
         let prefix = state_prefix(role).unwrap_or("");
@@ -560,14 +608,19 @@ fn signature(cfg: &StepConfig, specs: &[ParamSpec]) -> (Vec<TensorSpec>, Vec<Ten
             spec(
                 &format!("{prefix}{}", p.name),
                 ty,
-                &state_dims(p, role, &par),
+                &state_dims(p, role, &cfg.parallel),
                 role,
             )
         }));
     }
-    let batch = par.local_batch(cfg.batch);
-    let bd = [batch.batch_size, batch.seq_len];
     inputs.push(spec("step", ElementType::S32, &[], Role::Step));
+    inputs
+}
+
+fn signature(cfg: &StepConfig, specs: &[ParamSpec]) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
+    let mut inputs = state_specs(cfg, specs);
+    let batch = cfg.parallel.local_batch(cfg.batch);
+    let bd = [batch.batch_size, batch.seq_len];
     inputs.push(spec("tokens", ElementType::S32, &bd, Role::Tokens));
     inputs.push(spec("targets", ElementType::S32, &bd, Role::Targets));
     if cfg.packed {
@@ -587,7 +640,7 @@ fn signature(cfg: &StepConfig, specs: &[ParamSpec]) -> (Vec<TensorSpec>, Vec<Ten
 /// The optimizer's inputs, declared after the parameters: master weights
 /// (where the precision keeps them), the Adam moments (each widened to
 /// the compute type) and the step counter.
-struct OptimizerState {
+pub(crate) struct OptimizerState {
     master: Vec<InstrId>,
     m: Vec<InstrId>,
     v: Vec<InstrId>,
@@ -595,7 +648,7 @@ struct OptimizerState {
 }
 
 impl OptimizerState {
-    fn declare(b: &mut Builder, cfg: &StepConfig, specs: &[ParamSpec]) -> Self {
+    pub(crate) fn declare(b: &mut Builder, cfg: &StepConfig, specs: &[ParamSpec]) -> Self {
         let mut declare = |role: Role| -> Vec<InstrId> {
             let prefix = state_prefix(role).unwrap_or("");
             let ty = state_type(cfg.precision, role);
@@ -623,7 +676,7 @@ impl OptimizerState {
 /// is applied to the master weights where there are any (the parameters
 /// become them rounded to nearest), and under ZeRO-1 to this rank's shard
 /// of each (gathered into the new parameters).
-fn update(
+pub(crate) fn update(
     b: &mut Builder,
     cfg: &StepConfig,
     specs: &[ParamSpec],
@@ -705,7 +758,7 @@ fn rank_gradients(
 /// This rank's share of every parameter's gradient: autodiff of the rank's
 /// copy of the loss over the world size (each rank holds the same loss),
 /// before any sum over ranks.
-fn rank_gradients_unsummed(
+pub(crate) fn rank_gradients_unsummed(
     b: &mut Builder,
     cfg: &StepConfig,
     loss: InstrId,
@@ -726,7 +779,11 @@ fn rank_gradients_unsummed(
 /// Each of `xs` as `ty`: the stored state widened for computing (exactly;
 /// `amp` sees through the convert and keeps computing in bf16 where the
 /// policy says so).
-fn widen(b: &mut Builder, xs: &[InstrId], ty: ElementType) -> Result<Vec<InstrId>, BuildError> {
+pub(crate) fn widen(
+    b: &mut Builder,
+    xs: &[InstrId],
+    ty: ElementType,
+) -> Result<Vec<InstrId>, BuildError> {
     xs.iter()
         .map(|&x| match b.computation().instr(x).shape.as_array() {
             Some(a) if a.ty != ty => b.convert(x, ty),

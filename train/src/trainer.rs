@@ -3,6 +3,7 @@
 
 use crate::batch_check::check_batch_input;
 use crate::data::Batch;
+use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
 use crate::rank_inputs::RankInputs;
 use crate::state_shards::{shard_state, start_state, whole_state};
@@ -40,6 +41,28 @@ pub struct Trainer {
     /// with its rank added (only the test that proves the drift check
     /// catches it sets this).
     rounding_seeded_per_rank: bool,
+    /// Under gradient accumulation, the micro step; the program above is
+    /// then the apply step.
+    micro: Option<MicroStep>,
+}
+
+/// The micro step of gradient accumulation ([`crate::grad_accum`]).
+struct MicroStep {
+    program: Program,
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+    /// How the micro step's ranks divide a micro-batch.
+    ranks: RankInputs,
+    micro_batches: i64,
+    dp: i64,
+}
+
+/// A program and its signature, as the runner reads them.
+struct Stage<'a> {
+    program: &'a Program,
+    inputs: &'a [TensorSpec],
+    outputs: &'a [TensorSpec],
+    ranks: &'a RankInputs,
 }
 
 impl Trainer {
@@ -75,6 +98,41 @@ impl Trainer {
         let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
         crate::train_step::optimize(&mut step, &pipeline, target, remat)?;
         Self::with_program(rt.compile(&step.module)?, cfg, &step, params)
+    }
+
+    /// Gradient accumulation: `steps` (built for `cfg`, whose batch is the
+    /// whole optimizer step's) through the `cpu` pipeline with `remat`,
+    /// compiled, and started from `params` as [`Trainer::with_program`]
+    /// starts. Each [`Trainer::step`] then runs the micro step once per
+    /// micro-batch and the apply step once.
+    pub fn accumulating(
+        rt: &Runtime,
+        cfg: &StepConfig,
+        steps: AccumulationSteps,
+        remat: hlatc_passes::RematPolicy,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
+        let AccumulationSteps {
+            mut micro,
+            mut apply,
+            micro_batches,
+        } = steps;
+        let target = hlatc_passes::Target::Cpu;
+        let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
+        crate::train_step::optimize(&mut micro, &pipeline, target, remat)?;
+        crate::train_step::optimize(&mut apply, &pipeline, target, remat)?;
+        let program = rt.compile(&micro.module)?;
+        program.ensure_fits()?;
+        let mut trainer = Self::with_program(rt.compile(&apply.module)?, cfg, &apply, params)?;
+        trainer.micro = Some(MicroStep {
+            program,
+            inputs: micro.inputs,
+            outputs: micro.outputs,
+            ranks: RankInputs::new(&micro_config(cfg, micro_batches)?),
+            micro_batches,
+            dp: cfg.parallel.dp,
+        });
+        Ok(trainer)
     }
 
     /// Starts from an already compiled `step` for `cfg` (for instance the
@@ -126,6 +184,7 @@ impl Trainer {
             state,
             ranks,
             rounding_seeded_per_rank: cfg.fault == Some(Fault::RoundingSeededPerRank),
+            micro: None,
         };
         trainer.seed_rounding(0);
         Ok(trainer)
@@ -159,71 +218,61 @@ impl Trainer {
     /// be a packing; the first that is not is named (XLA would take it
     /// silently), see [`crate::batch_check`].
     pub fn step(&mut self, batch: &Batch) -> Result<StepStats, Error> {
-        let packed = self.inputs.iter().any(|s| s.role == Role::SegmentIds);
-        if batch.segment_ids.is_some() != packed {
-            return Err(Error::Usage(
-                if packed {
-                    "the step was compiled for packed rows but the batch has no segment ids"
-                } else {
-                    "the step was compiled unpacked but the batch has segment ids"
-                }
-                .into(),
-            ));
-        }
-        for spec in &self.inputs {
-            if let Some(value) = batch.for_role(spec.role) {
-                check_batch_input(spec, value, self.vocab_size)?;
-            }
-        }
-        let inputs: Vec<Vec<Literal>> = self
-            .state
-            .iter()
-            .enumerate()
-            .map(|(rank, state)| {
-                let mut state = state.iter();
-                self.inputs
-                    .iter()
-                    .map(|s| match batch.for_role(s.role) {
-                        Some(l) => self.ranks.take(s, l, rank as i64),
-                        None => state.next().expect("one literal per state input").clone(),
-                    })
-                    .collect()
-            })
-            .collect();
-        let outputs = match inputs.as_slice() {
-            [one] => vec![self.program.run(one)?],
-            _ => self.program.run_replicas(&inputs)?,
-        };
-        let mut stats = None;
-        let mut state = Vec::with_capacity(outputs.len());
-        for out in outputs {
-            let mut out: Vec<Option<Literal>> = out.into_iter().map(Some).collect();
-            let scalar = |role: Role| -> Result<f64, Error> {
-                output_with_role(&self.outputs, role)
-                    .and_then(|i| out.get(i))
-                    .and_then(|l| l.as_ref())
-                    .map(|l| l.to_f64_vec()[0])
-                    .ok_or_else(|| Error::Usage(format!("the step has no {role:?} output")))
+        let Some(micro) = &self.micro else {
+            let held = held(&self.inputs, &self.layout);
+            let stage = Stage {
+                program: &self.program,
+                inputs: &self.inputs,
+                outputs: &self.outputs,
+                ranks: &self.ranks,
             };
-            // Every rank computes the same statistics; rank 0's are reported.
-            stats.get_or_insert(StepStats {
-                loss: scalar(Role::Loss)?,
-                grad_norm: scalar(Role::GradNorm)?,
-                learning_rate: scalar(Role::LearningRate)?,
+            let out = run_stage(
+                &stage,
+                &mut self.state,
+                &held,
+                self.vocab_size,
+                Some(batch),
+                None,
+            )?;
+            return Ok(StepStats {
+                loss: scalar(stage.outputs, &out, Role::Loss)?,
+                grad_norm: scalar(stage.outputs, &out, Role::GradNorm)?,
+                learning_rate: scalar(stage.outputs, &out, Role::LearningRate)?,
             });
-            let rank_state = self
-                .layout
-                .updates
-                .iter()
-                .map(|&(_, o)| out.get_mut(o).and_then(Option::take))
-                .collect::<Option<_>>()
-                .ok_or_else(|| {
-                    Error::Usage("the step returned fewer outputs than it declares".into())
-                })?;
-            state.push(rank_state);
+        };
+        let count = counted_targets(&batch.targets);
+        let held = held(&self.inputs, &self.layout);
+        let stage = Stage {
+            program: &micro.program,
+            inputs: &micro.inputs,
+            outputs: &micro.outputs,
+            ranks: &micro.ranks,
+        };
+        let mut loss = 0.0;
+        for j in 0..micro.micro_batches {
+            let part = micro_batch(batch, j, micro.micro_batches, micro.dp);
+            let out = run_stage(
+                &stage,
+                &mut self.state,
+                &held,
+                self.vocab_size,
+                Some(&part),
+                Some(count),
+            )?;
+            loss += scalar(stage.outputs, &out, Role::Loss)?;
         }
-        self.state = state;
-        stats.ok_or_else(|| Error::Usage("the step ran on no rank".into()))
+        let apply = Stage {
+            program: &self.program,
+            inputs: &self.inputs,
+            outputs: &self.outputs,
+            ranks: &self.ranks,
+        };
+        let out = run_stage(&apply, &mut self.state, &held, self.vocab_size, None, None)?;
+        Ok(StepStats {
+            loss,
+            grad_norm: scalar(apply.outputs, &out, Role::GradNorm)?,
+            learning_rate: scalar(apply.outputs, &out, Role::LearningRate)?,
+        })
     }
 
     /// The whole value of state input `k` (a sharded parameter or moment
@@ -274,10 +323,10 @@ impl Trainer {
     /// model and precision.
     pub fn training_state(&self) -> Vec<(String, Literal)> {
         (0..self.layout.updates.len())
-            .map(|k| {
-                let spec = &self.inputs[self.layout.updates[k].0];
-                (spec.name.clone(), self.whole_state(k))
-            })
+            .map(|k| (&self.inputs[self.layout.updates[k].0], k))
+            // Zero between optimizer steps: see `state_shards`.
+            .filter(|(spec, _)| spec.role != Role::GradAccumulator)
+            .map(|(spec, k)| (spec.name.clone(), self.whole_state(k)))
             .collect()
     }
 
@@ -340,4 +389,155 @@ fn by_rank(named: Vec<Vec<(String, Literal)>>) -> Vec<Vec<Literal>> {
         .into_iter()
         .map(|rank| rank.into_iter().map(|(_, l)| l).collect())
         .collect()
+}
+
+/// Runs `stage` on every rank: its batch inputs from `batch` (each rank its
+/// rows), `token_count` where it takes one, its state inputs from `state`
+/// by name (each rank's in the order of `held`), which its state outputs
+/// update. Returns rank 0's outputs (every rank computes the same
+/// statistics). Token ids must lie in the vocabulary, targets too unless
+/// they are the ignore index, and segment ids must be a packing; the first
+/// that is not is named (XLA would take it silently), see
+/// [`crate::batch_check`].
+fn run_stage(
+    stage: &Stage,
+    state: &mut [Vec<Literal>],
+    held: &[(&str, Role)],
+    vocab_size: i64,
+    batch: Option<&Batch>,
+    token_count: Option<i64>,
+) -> Result<Vec<Literal>, Error> {
+    let wants = |role: Role| stage.inputs.iter().any(|s| s.role == role);
+    if let Some(b) = batch {
+        if b.segment_ids.is_some() != wants(Role::SegmentIds) {
+            return Err(Error::Usage(
+                if wants(Role::SegmentIds) {
+                    "the step was compiled for packed rows but the batch has no segment ids"
+                } else {
+                    "the step was compiled unpacked but the batch has segment ids"
+                }
+                .into(),
+            ));
+        }
+        for spec in stage.inputs {
+            if let Some(value) = b.for_role(spec.role) {
+                check_batch_input(spec, value, vocab_size)?;
+            }
+        }
+    }
+    // Where each state input and output of the stage is in the state: by
+    // name, so a micro step that reads the parameters and updates only the
+    // accumulators finds both.
+    let slot = |spec: &TensorSpec| state_slot(held, spec);
+    let inputs: Vec<Vec<Literal>> = (0..state.len())
+        .map(|rank| {
+            stage
+                .inputs
+                .iter()
+                .map(|s| match (s.role, batch.and_then(|b| b.for_role(s.role))) {
+                    (_, Some(l)) => Ok(stage.ranks.take(s, l, rank as i64)),
+                    (Role::TokenCount, _) => token_count
+                        .map(|c| {
+                            Literal::from_s32(vec![], &[c.clamp(0, i32::MAX as i64) as i32])
+                                .expect("one s32")
+                        })
+                        .ok_or_else(|| {
+                            Error::Usage("the step needs the step's token count".into())
+                        }),
+                    _ => slot(s).map(|k| state[rank][k].clone()).ok_or_else(|| {
+                        Error::Usage(format!("no state '{}' for the step's input", s.name))
+                    }),
+                })
+                .collect::<Result<Vec<_>, Error>>()
+        })
+        .collect::<Result<_, _>>()?;
+    let outputs = match inputs.as_slice() {
+        [one] => vec![stage.program.run(one)?],
+        _ => stage.program.run_replicas(&inputs)?,
+    };
+    let updates: Vec<(usize, usize)> = stage
+        .outputs
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.role.is_state())
+        .map(|(o, spec)| {
+            slot(spec).map(|k| (o, k)).ok_or_else(|| {
+                Error::Usage(format!(
+                    "the step returns '{}', which is no state of the run",
+                    spec.name
+                ))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut first = None;
+    for (rank, out) in outputs.into_iter().enumerate() {
+        if out.len() != stage.outputs.len() {
+            return Err(Error::Usage(
+                "the step returned fewer outputs than it declares".into(),
+            ));
+        }
+        for &(o, k) in &updates {
+            state[rank][k] = out[o].clone();
+        }
+        first.get_or_insert(out);
+    }
+    first.ok_or_else(|| Error::Usage("the step ran on no rank".into()))
+}
+
+/// Index of the state input named and roled as `spec` among `held`.
+fn state_slot(held: &[(&str, Role)], spec: &TensorSpec) -> Option<usize> {
+    held.iter()
+        .position(|&(name, role)| name == spec.name && role == spec.role)
+}
+
+/// The name and role of each state input of the signature `inputs`, in the
+/// trainer's state order (`layout`).
+fn held<'a>(inputs: &'a [TensorSpec], layout: &StateLayout) -> Vec<(&'a str, Role)> {
+    layout
+        .updates
+        .iter()
+        .map(|&(i, _)| (inputs[i].name.as_str(), inputs[i].role))
+        .collect()
+}
+
+/// The statistic with `role` among a stage's outputs.
+fn scalar(outputs: &[TensorSpec], values: &[Literal], role: Role) -> Result<f64, Error> {
+    output_with_role(outputs, role)
+        .and_then(|i| values.get(i))
+        .map(|l| l.to_f64_vec()[0])
+        .ok_or_else(|| Error::Usage(format!("the step has no {role:?} output")))
+}
+
+/// How many targets count in the loss (not the ignore index).
+fn counted_targets(targets: &Literal) -> i64 {
+    targets
+        .to_i64_vec()
+        .iter()
+        .filter(|&&t| t != hlatc_models::IGNORE_INDEX)
+        .count() as i64
+}
+
+/// Micro-batch `j` of `k` of `batch`, as a global batch: each of the `dp`
+/// replicas' runs of rows contributes its `j`-th `k`-th, so the micro
+/// step's ranks take, of it, their replica's rows of micro-batch `j`.
+fn micro_batch(batch: &Batch, j: i64, k: i64, dp: i64) -> Batch {
+    let part = |l: &Literal| -> Literal {
+        let rows = l.dims()[0];
+        let per_replica = rows / dp;
+        let micro = per_replica / k;
+        let row_bytes = l.bytes().len() / rows.max(1) as usize;
+        let mut bytes = Vec::with_capacity((dp * micro) as usize * row_bytes);
+        for d in 0..dp {
+            let a = (d * per_replica + j * micro) as usize * row_bytes;
+            bytes.extend_from_slice(&l.bytes()[a..a + micro as usize * row_bytes]);
+        }
+        let mut dims = l.dims().to_vec();
+        dims[0] = dp * micro;
+        Literal::from_bytes(l.ty(), dims, bytes).expect("whole rows")
+    };
+    Batch {
+        tokens: part(&batch.tokens),
+        targets: part(&batch.targets),
+        segment_ids: batch.segment_ids.as_ref().map(part),
+    }
 }

@@ -149,7 +149,8 @@ impl RankContext {
     /// `-inf` before either, so they never take part in the softmax nor get
     /// gradient. Each DP replica sums its tokens' losses over the global
     /// count, and the replicas' sums are added: every rank returns the
-    /// same global loss.
+    /// same global loss. A `token_count` given is that global count (a
+    /// micro-batch's loss is its share of the whole step's).
     pub fn cross_entropy(
         &self,
         b: &mut Builder,
@@ -157,6 +158,7 @@ impl RankContext {
         logits: InstrId,
         targets: InstrId,
         ty: ElementType,
+        token_count: Option<InstrId>,
     ) -> Result<InstrId, BuildError> {
         let [n, v] = [b.dims(logits)[0], b.dims(logits)[1]];
         let mut column = b.iota(ElementType::S32, &[n, v], 1)?;
@@ -194,7 +196,10 @@ impl RankContext {
         let tl = self.tp_sum(b, tl)?;
         let nll = b.sub(lse, tl)?;
         let (total, count) = counted_total(b, nll, t, ty)?;
-        let count = self.dp_sum(b, count)?;
+        let count = match token_count {
+            Some(c) => b.convert(c, ty)?,
+            None => self.dp_sum(b, count)?,
+        };
         let one = b.full_like(count, 1.0)?;
         let count = b.binary(BinaryOp::Maximum, count, one)?;
         let local = b.div(total, count)?;

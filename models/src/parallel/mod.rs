@@ -63,6 +63,9 @@ pub enum Fault {
     /// Under stochastic rounding, each rank's rounding RNG seeded with its
     /// rank, so copies of a replicated weight round differently.
     RoundingSeededPerRank,
+    /// Under gradient accumulation, each micro-batch's gradient (already
+    /// its share of the step's mean) averaged again over the micro-batches.
+    AccumulationAveragedTwice,
 }
 
 /// `TP 8 x DP 1, sequence parallel`: how summaries name a division.

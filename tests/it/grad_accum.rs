@@ -1,0 +1,159 @@
+//! Gradient accumulation: K micro-batches per optimizer step, two
+//! programs. The accumulated step computes what the single-device step
+//! computes on the whole batch, to the sharded checks' 1e-5 (by each
+//! tensor's norm, `sharded.rs` says why), also when the micro-batches
+//! count different numbers of targets; averaging the micro-batches again
+//! is caught.
+
+use crate::sharded::{
+    assert_caught, differences, gqa_odd_vocab, mha_tied, rel, step_config, train_metrics, Run,
+    F32_RTOL,
+};
+use hlatc::compiler::Literal;
+use hlatc::data::{Batch, SyntheticData};
+use hlatc::grad_accum::build_accumulation_steps;
+use hlatc::models::init::init_params;
+use hlatc::models::parallel::Fault;
+use hlatc::models::{ModelConfig, Parallelism, IGNORE_INDEX};
+use hlatc::passes::RematPolicy;
+use hlatc::precision::Precision;
+use hlatc::runtime::Runtime;
+use hlatc::train_step::StepConfig;
+use hlatc::trainer::Trainer;
+
+const STEPS: u64 = 3;
+
+fn layout(tp: i64, dp: i64, zero1: bool) -> Parallelism {
+    Parallelism {
+        tp,
+        dp,
+        sequence_parallel: false,
+        zero1,
+    }
+}
+
+/// The synthetic batch of step `k`, with `ignored` of its targets (from the
+/// first row on) set to the ignore index, so micro-batches count
+/// different numbers of targets.
+fn batch(cfg: &StepConfig, k: u64, ignored: usize) -> Batch {
+    let data = SyntheticData::permutation(cfg.model.vocab_size, 3);
+    let mut b = data.batch(k, cfg.batch.batch_size, cfg.batch.seq_len);
+    let mut t: Vec<i32> = b.targets.to_i64_vec().iter().map(|&x| x as i32).collect();
+    for x in t.iter_mut().take(ignored) {
+        *x = IGNORE_INDEX as i32;
+    }
+    b.targets = Literal::from_s32(b.targets.dims().to_vec(), &t).unwrap();
+    b
+}
+
+/// Three steps of `cfg` accumulated over `k` micro-batches.
+fn accumulated(cfg: &StepConfig, k: i64, ignored: usize) -> Run {
+    let rt = Runtime::shared().unwrap();
+    let params = init_params(&cfg.model, cfg.precision.storage(), 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let steps = build_accumulation_steps(cfg, k).unwrap();
+    let mut trainer = Trainer::accumulating(&rt, cfg, steps, RematPolicy::None, params).unwrap();
+    let stats = (0..STEPS)
+        .map(|s| trainer.step(&batch(cfg, s, ignored)).unwrap())
+        .collect();
+    Run { stats, trainer }
+}
+
+/// The single-device step on the whole batches `accumulated` splits.
+fn whole(model: ModelConfig, ignored: usize) -> Run {
+    let cfg = step_config(model, Parallelism::SINGLE, Precision::Fp32);
+    let rt = Runtime::shared().unwrap();
+    let params = init_params(&cfg.model, cfg.precision.storage(), 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let mut trainer = Trainer::new(&rt, &cfg, params).unwrap();
+    let stats = (0..STEPS)
+        .map(|s| trainer.step(&batch(&cfg, s, ignored)).unwrap())
+        .collect();
+    Run { stats, trainer }
+}
+
+fn check(model: ModelConfig, par: Parallelism, k: i64, ignored: usize) {
+    let single = whole(model.clone(), ignored);
+    let acc = accumulated(&step_config(model, par, Precision::Fp32), k, ignored);
+    let diffs = differences(&single, &acc, F32_RTOL);
+    assert!(diffs.is_empty(), "{par}, K {k}: {}", diffs.join("; "));
+    assert!(single.stats[2].loss < single.stats[0].loss);
+}
+
+macro_rules! accumulated_equals_whole {
+    ($($name:ident: $model:expr, $tp:expr, $dp:expr, $zero1:expr, $k:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            check($model, layout($tp, $dp, $zero1), $k, 0);
+        }
+    )*};
+}
+
+accumulated_equals_whole! {
+    gqa_single_k2: gqa_odd_vocab(), 1, 1, false, 2;
+    gqa_single_k4: gqa_odd_vocab(), 1, 1, false, 4;
+    gqa_tp2_dp2_k2: gqa_odd_vocab(), 2, 2, false, 2;
+    gqa_tp4_dp2_k2: gqa_odd_vocab(), 4, 2, false, 2;
+    gqa_tp2_dp2_zero1_k2: gqa_odd_vocab(), 2, 2, true, 2;
+    mha_dp2_k2: mha_tied(), 1, 2, false, 2;
+    mha_tp2_dp2_zero1_k2: mha_tied(), 2, 2, true, 2;
+}
+
+/// Micro-batches that count different numbers of targets (the first row
+/// mostly ignored) still give the whole batch's mean: each is a share of
+/// the step's count, not its own mean.
+#[test]
+fn micro_batches_with_different_target_counts_give_the_whole_batchs_mean() {
+    check(gqa_odd_vocab(), Parallelism::SINGLE, 2, 6);
+    check(gqa_odd_vocab(), layout(2, 2, true), 2, 6);
+}
+
+#[test]
+fn accumulation_averaged_twice_is_caught() {
+    let single = whole(gqa_odd_vocab(), 0);
+    let cfg = StepConfig {
+        fault: Some(Fault::AccumulationAveragedTwice),
+        ..step_config(gqa_odd_vocab(), layout(2, 2, false), Precision::Fp32)
+    };
+    let diffs = differences(&single, &accumulated(&cfg, 2, 0), F32_RTOL);
+    assert_caught(&diffs, "step 0 grad norm");
+}
+
+#[test]
+fn a_k_that_does_not_divide_the_replicas_batch_is_refused() {
+    let cfg = step_config(gqa_odd_vocab(), layout(1, 2, false), Precision::Fp32);
+    for k in [3, 1, 0] {
+        let e = build_accumulation_steps(&cfg, k).err().unwrap().to_string();
+        assert!(
+            e.contains(&format!("--grad-accum {k} must be at least 2 and divide the 2 sequences each DP replica takes")),
+            "{e}"
+        );
+    }
+}
+
+/// `hlatc train --tp 2 --dp 2 --zero1 --grad-accum 2` gives the
+/// single-device run's losses.
+#[test]
+fn train_with_zero1_and_accumulation_follows_the_single_device_run() {
+    let single = train_metrics(&[]);
+    let acc = train_metrics(&["--tp", "2", "--dp", "2", "--zero1", "--grad-accum", "2"]);
+    assert_eq!(single.len(), acc.len());
+    for (k, (s, a)) in single.iter().zip(&acc).enumerate() {
+        assert!(
+            rel(a.0, s.0) <= F32_RTOL,
+            "step {k} loss {} vs {}",
+            a.0,
+            s.0
+        );
+        assert!(
+            rel(a.1, s.1) <= F32_RTOL,
+            "step {k} norm {} vs {}",
+            a.1,
+            s.1
+        );
+    }
+}
