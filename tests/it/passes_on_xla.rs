@@ -8,6 +8,7 @@
 //! The `neuron` pipeline's custom calls are mapped back to plain HLO
 //! (`lower-neuron-calls`) to run here.
 
+use crate::support::assert_close;
 use hlatc::compiler::ElementType;
 use hlatc::data::SyntheticData;
 use hlatc::models::{init::init_params, BatchShape, ModelConfig};
@@ -79,18 +80,6 @@ fn optimized(
         .run_module(&mut m, &mut PassContext::new(Target::Cpu))
         .unwrap();
     (m, report)
-}
-
-fn assert_close(what: &str, got: &Literal, want: &Literal, rtol: f64) {
-    assert_eq!(got.dims(), want.dims(), "{what}: dims");
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    let scale = w.iter().fold(0f64, |a, v| a.max(v.abs())).max(1e-30);
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert!(
-            (a - b).abs() <= rtol * scale,
-            "{what}[{i}]: {a} vs {b} (largest magnitude {scale})"
-        );
-    }
 }
 
 #[test]
