@@ -90,6 +90,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "conditional-to-select",
+            description: "a conditional whose branches each have one parameter and at most 16 pure instructions (Neuron supports no conditional) becomes every branch inlined and `select`: by the pred, or a chain of compares for an s32 index ending in the last branch (XLA's out-of-range choice); bit for bit the same; a bigger or effectful branch is left alone with a note",
+            make: || Box::new(crate::ConditionalToSelect),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "cse",
             description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
             make: || Box::new(crate::Cse),
@@ -105,13 +111,20 @@ pub fn registry() -> Vec<PassInfo> {
 }
 
 /// The default pipeline's passes for a target, in order. The same list
-/// for both targets but one pass: the passes read the target from the
-/// context. `simplify` and `cse` come before `coalesce-linear`: torch-xla
-/// gives each projection its own copy of the reshaped input, and dots only
-/// share an operand once those copies are one. Neuron's narrows the 64-bit
-/// integers that fit before `dce` removes what that leaves unread.
+/// for both targets but Neuron's rewrites of what it refuses: the passes
+/// read the target from the context. Neuron's first turns small
+/// conditionals into selects, so every later pass sees the branches the
+/// module keeps. `simplify` and `cse` come before `coalesce-linear`:
+/// torch-xla gives each projection its own copy of the reshaped input,
+/// and dots only share an operand once those copies are one. Neuron's
+/// narrows the 64-bit integers that fit before `dce` removes what that
+/// leaves unread.
 pub fn default_pass_names(target: Target) -> Vec<&'static str> {
-    let mut names = vec![
+    let mut names = Vec::new();
+    if target == Target::Neuron {
+        names.push("conditional-to-select");
+    }
+    names.extend([
         "fold-causal-mask",
         "simplify",
         "cse",
@@ -120,7 +133,7 @@ pub fn default_pass_names(target: Target) -> Vec<&'static str> {
         "amp",
         "annotate-rounding",
         "remat",
-    ];
+    ]);
     if target == Target::Neuron {
         names.push("narrow-64-bit-integers");
     }
