@@ -29,6 +29,7 @@ mod fuse_softmax;
 pub mod inline;
 mod lower_neuron_calls;
 mod narrow_64_bit;
+mod narrow_f64;
 pub mod neuron_check;
 mod pass;
 pub mod pattern;
@@ -56,6 +57,7 @@ pub use fold_causal_mask::FoldCausalMask;
 pub use fuse_softmax::FuseSoftmax;
 pub use lower_neuron_calls::LowerNeuronCalls;
 pub use narrow_64_bit::Narrow64BitIntegers;
+pub use narrow_f64::NarrowF64;
 pub use pass::{Pass, PassError};
 pub use pipeline::{CheckPolicy, Checker, Fixpoint, PassRun, Pipeline, PipelineReport};
 pub use registry::{

@@ -90,6 +90,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "narrow-f64",
+            description: "computes every f64 value in f32 (neither trn1 nor trn2 has f64): constants rounded to nearest even (a note names those that lost precision; a finite constant beyond f32's range is refused by name), the entry's f64 parameters and outputs become f32 (a note says so) unless the caller keeps its signature (a step hlatc builds: left alone); bitcasts, custom calls and transfers of f64 are refused",
+            make: || Box::new(crate::NarrowF64),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "conditional-to-select",
             description: "a conditional whose branches each have one parameter and at most 16 pure instructions (Neuron supports no conditional) becomes every branch inlined and `select`: by the pred, or a chain of compares for an s32 index ending in the last branch (XLA's out-of-range choice); bit for bit the same; a bigger or effectful branch is left alone with a note",
             make: || Box::new(crate::ConditionalToSelect),
@@ -112,17 +118,17 @@ pub fn registry() -> Vec<PassInfo> {
 
 /// The default pipeline's passes for a target, in order. The same list
 /// for both targets but Neuron's rewrites of what it refuses: the passes
-/// read the target from the context. Neuron's first turns small
-/// conditionals into selects, so every later pass sees the branches the
-/// module keeps. `simplify` and `cse` come before `coalesce-linear`:
-/// torch-xla gives each projection its own copy of the reshaped input,
-/// and dots only share an operand once those copies are one. Neuron's
-/// narrows the 64-bit integers that fit before `dce` removes what that
-/// leaves unread.
+/// read the target from the context. Neuron's first computes f64 in f32
+/// and turns small conditionals into selects, so every later pass sees
+/// the values and branches the module will keep. `simplify` and `cse`
+/// come before `coalesce-linear`: torch-xla gives each projection its own
+/// copy of the reshaped input, and dots only share an operand once those
+/// copies are one. Neuron's narrows the 64-bit integers that fit before
+/// `dce` removes what that leaves unread.
 pub fn default_pass_names(target: Target) -> Vec<&'static str> {
     let mut names = Vec::new();
     if target == Target::Neuron {
-        names.push("conditional-to-select");
+        names.extend(["narrow-f64", "conditional-to-select"]);
     }
     names.extend([
         "fold-causal-mask",

@@ -4,7 +4,7 @@
 //! or within f32's precision for `narrow-f64`); and a near miss each pass
 //! must leave alone or refuse.
 
-use crate::support::assert_identical;
+use crate::support::{assert_close, assert_identical, fed_as};
 use hlatc::passes::neuron_check::{check_module, Chip, Sdk, Severity};
 use hlatc::passes::{pipeline_from_names, PassContext, PassError, PipelineReport, Target};
 use hlatc::runtime::Runtime;
@@ -44,6 +44,96 @@ fn parse(src: &str) -> Module {
 fn run(m: &Module, inputs: &[Literal]) -> Vec<Literal> {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     rt.compile(m).unwrap().run(inputs).unwrap()
+}
+
+// ---- narrow-f64 ----
+
+/// A small f64 program: a dot, a constant that f32 cannot hold exactly
+/// (0.1), exp, a compare and select, and a sum through an f64 reducer.
+const F64_PROGRAM: &str = "HloModule f64_program\n\nadd {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n  ROOT s = f64[] add(a, b)\n}\n\nENTRY e {\n  x = f64[4,8] parameter(0)\n  w = f64[8,3] parameter(1)\n  d = f64[4,3] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  tenth = f64[] constant(0.1)\n  tenths = f64[4,3] broadcast(tenth), dimensions={}\n  scaled = f64[4,3] multiply(d, tenths)\n  e = f64[4,3] exponential(scaled)\n  zero = f64[] constant(0)\n  zeros = f64[4,3] broadcast(zero), dimensions={}\n  pos = pred[4,3] compare(d, zeros), direction=GT\n  y = f64[4,3] select(pos, e, d)\n  total = f64[] reduce(y, zero), dimensions={0,1}, to_apply=add\n  ROOT t = (f64[4,3], f64[]) tuple(y, total)\n}\n";
+
+/// Deterministic values in [-1, 1): element k of `n` is a fixed
+/// irrational stride around the circle, so no two are equal.
+fn spread(n: usize, offset: f64) -> Vec<f64> {
+    (0..n)
+        .map(|k| ((k as f64 * 0.618_033_988_749 + offset).fract()) * 2.0 - 1.0)
+        .collect()
+}
+
+#[test]
+fn narrow_f64_makes_an_f64_program_compile_for_neuron_with_f32s_precision() {
+    let m = parse(F64_PROGRAM);
+    for chip in [Chip::Trn1, Chip::Trn2] {
+        assert_eq!(refusals(&m, chip), ["f64"], "{chip:?}");
+    }
+    let (narrow, report) = rewritten(&m, &["narrow-f64"], Target::Neuron).unwrap();
+    assert!(report.changed());
+    let note = report.notes.join("\n");
+    assert!(
+        note.contains("constant(s) lost precision in f32: %tenth"),
+        "{note}"
+    );
+    assert!(
+        note.contains("signature changed, feed and read f32: parameters x, w and its f64 outputs"),
+        "{note}"
+    );
+    for chip in [Chip::Trn1, Chip::Trn2] {
+        assert!(refusals(&narrow, chip).is_empty(), "{chip:?}");
+    }
+    let (x, w) = (spread(32, 0.1), spread(24, 0.7));
+    // The rewritten program takes f32: the same inputs, rounded.
+    let inputs = [
+        Literal::from_f64(vec![4, 8], &x).unwrap(),
+        Literal::from_f64(vec![8, 3], &w).unwrap(),
+    ];
+    let wide = run(&m, &inputs);
+    let got = run(&narrow, &fed_as(&narrow, &inputs));
+    assert_eq!(got.len(), 2);
+    for (i, (g, w)) in got.iter().zip(&wide).enumerate() {
+        assert_eq!(g.ty(), hlatc::compiler::ElementType::F32, "output {i}");
+        assert_eq!(w.ty(), hlatc::compiler::ElementType::F64, "output {i}");
+        // f32 keeps 24 bits: a few roundings in a row stay well within
+        // 1e-6 of the output's largest magnitude.
+        assert_close(&format!("narrow-f64 output {i}"), g, w, 1e-6);
+    }
+    // Not trivially close: some values differ from f64's in the last bits.
+    assert!(got[0].to_f64_vec() != wide[0].to_f64_vec());
+}
+
+#[test]
+fn narrow_f64_refuses_a_constant_beyond_f32s_range_by_name() {
+    let m = parse(&F64_PROGRAM.replace("constant(0.1)", "constant(1e39)"));
+    let err = rewritten(&m, &["narrow-f64"], Target::Neuron)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("constant 'tenth': 1e39 overflows f32 (largest finite 3.4028235e38)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn narrow_f64_clears_torch_xlas_f64_scalars_in_the_neuron_pipeline() {
+    // torch-xla passes Python floats as f64[] parameters: the step's only
+    // refusals. The neuron pipeline computes them in f32 (the outputs stay
+    // within 1e-5 on XLA CPU: `passes_on_xla.rs`).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
+    let m = hlatc::load_module(&dir.join("torch_xla_llama_step.hlo")).unwrap();
+    assert_eq!(refusals(&m, Chip::Trn1), ["f64"]);
+    let mut neuron = m.clone();
+    let report = hlatc::passes::default_pipeline::<&str>(Target::Neuron, &[])
+        .unwrap()
+        .run_module(&mut neuron, &mut PassContext::new(Target::Neuron))
+        .unwrap();
+    assert!(report.fired("narrow-f64"));
+    let note = report.notes.join("\n");
+    assert!(
+        note.contains("feed and read f32: parameters p31.1306, p33.1320"),
+        "{note}"
+    );
+    for chip in [Chip::Trn1, Chip::Trn2] {
+        assert!(refusals(&neuron, chip).is_empty(), "{chip:?}");
+    }
 }
 
 // ---- conditional-to-select ----

@@ -1,7 +1,7 @@
 //! What the tests share: running the `hlatc` binary and reading what it
 //! printed, and comparing the outputs of two runs on XLA CPU.
 
-use hlatc::Literal;
+use hlatc::{Literal, Module};
 use std::process::{Command, Output};
 
 /// `hlatc args...`, run to the end.
@@ -43,4 +43,27 @@ pub fn assert_close(what: &str, got: &Literal, want: &Literal, rtol: f64) {
             "{what}[{i}]: {a} vs {b} (largest magnitude {scale})"
         );
     }
+}
+
+/// `inputs` as `m`'s entry takes them: each float input converted to its
+/// parameter's float type where they differ (rounded to nearest even).
+/// For a module whose pass changed its signature, as `narrow-f64` does
+/// with torch-xla's f64 scalars, fed what the original took.
+pub fn fed_as(m: &Module, inputs: &[Literal]) -> Vec<Literal> {
+    let params = m.entry_parameter_shapes();
+    inputs
+        .iter()
+        .zip(
+            params
+                .iter()
+                .map(|s| s.as_array().map(|a| a.ty))
+                .chain(std::iter::repeat(None)),
+        )
+        .map(|(l, ty)| match ty {
+            Some(ty) if ty != l.ty() && ty.is_float() && l.ty().is_float() => {
+                l.clone().converted(ty).unwrap()
+            }
+            _ => l.clone(),
+        })
+        .collect()
 }
