@@ -31,6 +31,7 @@ mod lower_neuron_calls;
 mod narrow_64_bit;
 mod narrow_f64;
 pub mod neuron_check;
+pub mod neuron_topk;
 mod pass;
 pub mod pattern;
 mod pipeline;
@@ -40,6 +41,7 @@ pub mod rewriter;
 mod rounding;
 mod simplify;
 pub mod softmax_math;
+mod sort_to_topk;
 mod widen_mixed_dots;
 
 pub use amp::Amp;
@@ -66,4 +68,5 @@ pub use registry::{
 pub use remat::Remat;
 pub use rounding::{Rounding, RoundingChooser, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
 pub use simplify::Simplify;
+pub use sort_to_topk::SortToTopK;
 pub use widen_mixed_dots::WidenMixedDots;

@@ -136,6 +136,107 @@ fn narrow_f64_clears_torch_xlas_f64_scalars_in_the_neuron_pipeline() {
     }
 }
 
+// ---- sort-to-topk ----
+
+/// A top 5 of each row of 16, the way XLA writes one without its `topk`
+/// op: values sorted descending with their indices, then the first 5 of
+/// each. `COMPARE` and `READ` are replaced to make near misses.
+const TOP_K: &str = "HloModule top_k\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ia = s32[] parameter(2)\n  ib = s32[] parameter(3)\n  ROOT gt = pred[] compare(a, b), direction=COMPARE\n}\n\nENTRY e {\n  x = f32[4,16] parameter(0)\n  iota = s32[4,16] iota(), iota_dimension=1\n  sorted = (f32[4,16], s32[4,16]) sort(x, iota), dimensions={1}, is_stable=true, to_apply=cmp\n  v = f32[4,16] get-tuple-element(sorted), index=0\n  i = s32[4,16] get-tuple-element(sorted), index=1\n  vk = f32[4,5] slice(v), slice={[0:4], [0:5]}\n  ik = s32[4,5] slice(i), slice={[0:4], [0:5]}\n  READ\n}\n";
+
+fn top_k_module(compare: &str, read: &str) -> Module {
+    parse(&TOP_K.replace("COMPARE", compare).replace("READ", read))
+}
+
+const READ_TOP_K: &str = "ROOT t = (f32[4,5], s32[4,5]) tuple(vk, ik)";
+
+/// Rows of 16 distinct values each (a permutation of 16 levels, shifted
+/// per row): no ties, so every sort order agrees on the indices too.
+fn tie_free_rows() -> Vec<f32> {
+    (0..4)
+        .flat_map(|r| {
+            (0..16).map(move |c| ((c * 7 + r * 3) % 16) as f32 * 0.5 - 3.0 + r as f32 * 0.01)
+        })
+        .collect()
+}
+
+#[test]
+fn sort_to_topk_makes_a_top_k_sort_neurons_topk_with_the_same_outputs() {
+    let m = top_k_module("GT", READ_TOP_K);
+    let (neuron, report) = rewritten(&m, &["sort-to-topk"], Target::Neuron).unwrap();
+    assert!(report.changed());
+    let text = hlatc::text::print_module(&neuron);
+    assert!(!text.contains(" sort("), "{text}");
+    assert!(
+        text.contains("custom_call_target=\"AwsNeuronTopK\""),
+        "{text}"
+    );
+    assert!(text.contains("backend_config=\"5\""), "{text}");
+    // The pre-flight has no rule against a GT sort (the SDK documents
+    // none); the custom call is one neuronx-cc recognizes, on f32.
+    for chip in [Chip::Trn1, Chip::Trn2] {
+        let report = check_module(&neuron, chip, Sdk::V2_32);
+        assert!(
+            report.findings.is_empty(),
+            "{chip:?}: {:?}",
+            report.findings.len()
+        );
+    }
+    // XLA CPU runs the custom call as XLA's topk; the cpu target writes
+    // that op directly.
+    let (lowered, _) = rewritten(&neuron, &["lower-neuron-calls"], Target::Cpu).unwrap();
+    let (on_cpu, _) = rewritten(&m, &["sort-to-topk"], Target::Cpu).unwrap();
+    let rows = tie_free_rows();
+    for r in rows.chunks(16) {
+        let mut distinct = r.to_vec();
+        distinct.sort_by(f32::total_cmp);
+        distinct.dedup();
+        assert_eq!(distinct.len(), 16, "the test's rows are tie-free");
+    }
+    let x = [Literal::from_f32(vec![4, 16], &rows).unwrap()];
+    let want = run(&m, &x);
+    assert_identical("AwsNeuronTopK lowered", &run(&lowered, &x), &want);
+    assert_identical("cpu topk", &run(&on_cpu, &x), &want);
+    // Row 0's largest five, largest first, and where they were.
+    assert_eq!(&want[0].to_f64_vec()[..5], &[4.5, 4.0, 3.5, 3.0, 2.5]);
+    assert_eq!(&want[1].to_i64_vec()[..5], &[9, 2, 11, 4, 13]);
+}
+
+#[test]
+fn sort_to_topk_keeps_tied_values() {
+    // Ties: values are the same whatever the order of tied indices, which
+    // the contract leaves open (Neuron documents none).
+    let m = top_k_module("GT", READ_TOP_K);
+    let (neuron, _) = rewritten(&m, &["sort-to-topk"], Target::Neuron).unwrap();
+    let (lowered, _) = rewritten(&neuron, &["lower-neuron-calls"], Target::Cpu).unwrap();
+    let tied: Vec<f32> = (0..64).map(|k| ((k * 5) % 4) as f32).collect();
+    let x = [Literal::from_f32(vec![4, 16], &tied).unwrap()];
+    let (want, got) = (run(&m, &x), run(&lowered, &x));
+    assert_identical("tied values", &got[..1], &want[..1]);
+    assert_eq!(&want[0].to_f64_vec()[..5], &[3.0, 3.0, 3.0, 3.0, 2.0]);
+}
+
+#[test]
+fn sort_to_topk_leaves_an_ascending_sort_and_one_read_whole_alone() {
+    let whole = "ROOT t = (f32[4,5], s32[4,5], f32[4,16]) tuple(vk, ik, v)";
+    for (m, why) in [
+        (top_k_module("LT", READ_TOP_K), "its comparator is not"),
+        (
+            top_k_module("GT", whole),
+            "'t' reads the sorted values other than as their first k",
+        ),
+    ] {
+        let (out, report) = rewritten(&m, &["sort-to-topk"], Target::Neuron).unwrap();
+        assert!(!report.changed());
+        assert!(out
+            .computations
+            .iter()
+            .zip(&m.computations)
+            .all(|(a, b)| a.structurally_eq(b)));
+        let note = report.notes.join("\n");
+        assert!(note.contains(why), "{note}");
+    }
+}
+
 // ---- conditional-to-select ----
 
 /// A pred conditional with a tuple result and an index conditional of
