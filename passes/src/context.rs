@@ -96,6 +96,11 @@ pub struct PassContext {
     /// for an imported module, whose weights arrive as separate inputs; a
     /// step hlatc builds turns it off until its weights are stored fused.
     pub concat_entry_parameters: bool,
+    /// Whether the entry's parameters and outputs are fixed by a contract
+    /// made before the passes (a step hlatc builds: its manifest lists
+    /// each input's dtype), so no pass may retype them. Off for a module
+    /// read from a file, whose signature a pass may change and say so.
+    pub keep_entry_signature: bool,
     /// What `remat` recomputes.
     pub remat: RematPolicy,
     /// What `amp` casts; `None` keeps the program's precision (fp32).
@@ -128,6 +133,7 @@ impl PassContext {
         PassContext {
             target,
             concat_entry_parameters: true,
+            keep_entry_signature: false,
             remat: RematPolicy::None,
             cast: None,
             rounding: crate::RoundingPolicy::default(),

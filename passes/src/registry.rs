@@ -61,7 +61,7 @@ pub fn registry() -> Vec<PassInfo> {
         },
         PassInfo {
             name: "lower-neuron-calls",
-            description: "maps the Neuron softmax custom calls back to plain HLO, so a neuron module can be checked on XLA CPU",
+            description: "maps the Neuron custom calls back to plain HLO (softmax and its backward to calls of the same math, AwsNeuronTopK to XLA's topk, module markers to what they mark), so a neuron module can be checked on XLA CPU",
             make: || Box::new(crate::LowerNeuronCalls),
             to_fixpoint: false,
         },
@@ -90,6 +90,24 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "narrow-f64",
+            description: "computes every f64 value in f32 (neither trn1 nor trn2 has f64): constants rounded to nearest even (a note names those that lost precision; a finite constant beyond f32's range is refused by name), the entry's f64 parameters and outputs become f32 (a note says so) unless the caller keeps its signature (a step hlatc builds: left alone); bitcasts, custom calls and transfers of f64 are refused",
+            make: || Box::new(crate::NarrowF64),
+            to_fixpoint: false,
+        },
+        PassInfo {
+            name: "conditional-to-select",
+            description: "a conditional whose branches each have one parameter and at most 16 pure instructions (Neuron supports no conditional) becomes every branch inlined and `select`: by the pred, or a chain of compares for an s32 index ending in the last branch (XLA's out-of-range choice); bit for bit the same; a bigger or effectful branch is left alone with a note",
+            make: || Box::new(crate::ConditionalToSelect),
+            to_fixpoint: false,
+        },
+        PassInfo {
+            name: "sort-to-topk",
+            description: "a sort along the last dimension of f32, bf16 or f16 keys (with an iota of indices or not), compared by GT on the keys alone, whose every result is read only as slices of its first k, becomes the top k: neuron: an AwsNeuronTopK custom call (k in backend_config, u32 indices), cpu: XLA's topk; indices converted to the iota's type; tied values' indices may come in another order",
+            make: || Box::new(crate::SortToTopK),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "cse",
             description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
             make: || Box::new(crate::Cse),
@@ -105,22 +123,31 @@ pub fn registry() -> Vec<PassInfo> {
 }
 
 /// The default pipeline's passes for a target, in order. The same list
-/// for both targets but one pass: the passes read the target from the
-/// context. `simplify` and `cse` come before `coalesce-linear`: torch-xla
-/// gives each projection its own copy of the reshaped input, and dots only
-/// share an operand once those copies are one. Neuron's narrows the 64-bit
-/// integers that fit before `dce` removes what that leaves unread.
+/// for both targets but Neuron's rewrites of what it refuses: the passes
+/// read the target from the context. Neuron's first computes f64 in f32
+/// and turns small conditionals into selects, so every later pass sees
+/// the values and branches the module will keep; it replaces top-k sorts
+/// once `simplify` and `cse` have tidied the slices that read them.
+/// `simplify` and `cse` come before `coalesce-linear`: torch-xla gives each
+/// projection its own copy of the reshaped input, and dots only share an
+/// operand once those copies are one. Neuron's narrows the 64-bit integers
+/// that fit before `dce` removes what that leaves unread.
 pub fn default_pass_names(target: Target) -> Vec<&'static str> {
-    let mut names = vec![
-        "fold-causal-mask",
-        "simplify",
-        "cse",
+    let mut names = Vec::new();
+    if target == Target::Neuron {
+        names.extend(["narrow-f64", "conditional-to-select"]);
+    }
+    names.extend(["fold-causal-mask", "simplify", "cse"]);
+    if target == Target::Neuron {
+        names.push("sort-to-topk");
+    }
+    names.extend([
         "coalesce-linear",
         "fuse-softmax",
         "amp",
         "annotate-rounding",
         "remat",
-    ];
+    ]);
     if target == Target::Neuron {
         names.push("narrow-64-bit-integers");
     }

@@ -15,6 +15,12 @@ use std::process::ExitCode;
 /// summary (changed or not, instruction counts, time) and what the passes
 /// noted go to standard error.
 ///
+/// On --target neuron the default pipeline also rewrites what neuronx-cc
+/// refuses where a faithful form exists: f64 computed in f32
+/// (narrow-f64, which makes f64 parameters and outputs f32 and says so in
+/// its note), small conditionals as selects (conditional-to-select) and
+/// top-k sorts as AwsNeuronTopK (sort-to-topk).
+///
 /// The remat pass finds its regions by hlatc's provenance scopes
 /// (metadata.op_name); on a module without them (a JAX or torch-xla dump)
 /// it notes that nothing matched and leaves the module alone.

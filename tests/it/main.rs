@@ -19,6 +19,7 @@ mod module_markers;
 mod narrow_on_xla;
 mod neuron_check_cli;
 mod neuron_check_rules;
+mod neuron_rewrites_on_xla;
 mod passes_on_xla;
 mod plot;
 mod reliability;

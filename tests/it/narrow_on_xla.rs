@@ -3,6 +3,7 @@
 //! module of every op it narrows give identical outputs before and after,
 //! and what the pre-flight warns about shrinks.
 
+use crate::support::assert_identical;
 use hlatc::passes::neuron_check::{check_module, Chip, Sdk};
 use hlatc::passes::{pipeline_from_names, PassContext, Target};
 use hlatc::runtime::{read_safetensors, Runtime};
@@ -25,15 +26,6 @@ fn narrowing_warnings(m: &Module) -> usize {
         .iter()
         .filter(|f| f.rule.id == "narrowed-64-bit-integer")
         .count()
-}
-
-fn assert_identical(what: &str, got: &[Literal], want: &[Literal]) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(g.ty(), w.ty(), "{what}: output {i}");
-        assert_eq!(g.dims(), w.dims(), "{what}: output {i}");
-        assert!(g.bytes() == w.bytes(), "{what}: output {i} differs");
-    }
 }
 
 #[test]

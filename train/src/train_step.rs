@@ -296,6 +296,8 @@ pub fn optimize(
     // The step's weights are separate inputs; concatenating them in the
     // graph would copy every weight every step.
     ctx.concat_entry_parameters = false;
+    // The manifest's inputs and outputs (their dtypes too) are the step's.
+    ctx.keep_entry_signature = true;
     let report = pipeline.run_module(&mut step.module, &mut ctx)?;
     for added in &ctx.added_state {
         let shape = step.module.entry().parameters()[added.parameter];
