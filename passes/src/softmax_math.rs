@@ -110,7 +110,13 @@ impl SoftmaxWriter {
             .shape
             .as_array()
             .cloned()
-            .expect("softmax values are arrays");
+            .ok_or_else(|| PassError::Failed {
+                pass: pass.to_string(),
+                message: format!(
+                    "'{}' is not an array, so it cannot be a softmax",
+                    m.computations[ci].instr(old).name
+                ),
+            })?;
         let (op, backend_config, stem) = match self.target {
             Target::Neuron => {
                 let (op, config) = neuron_call(d, axis);

@@ -207,8 +207,14 @@ class Trainer:
         return self._native.step(to_raw("tokens", tokens), to_raw("targets", targets), seg)
 
     def state(self) -> Dict[str, np.ndarray]:
-        """The whole carried state by input name (shares of a sharded step gathered)."""
+        """The whole carried state by input name (shares of a sharded step and
+        ZeRO-1 shards gathered): what `resume` takes, in this or another layout."""
         return dict_to_numpy(self._native.state())
+
+    def resume(self, state: Mapping[str, Any]) -> None:
+        """Continues from a `state()` of the same model and precision (any
+        --tp/--dp/--zero1): the next step is the one that state stopped before."""
+        self._native.resume(dict_to_raw(state))
 
     def hugging_face_params(self) -> Dict[str, np.ndarray]:
         """The parameters as Hugging Face tensors (fused ones split back)."""

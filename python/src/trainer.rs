@@ -7,10 +7,10 @@ use crate::step::{cpu_program, Step};
 use hlatc::compiler::ElementType;
 use hlatc::data::Batch;
 use hlatc::models::init::init_params;
-use hlatc::train_step::Role;
 use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::collections::{BTreeMap, HashMap};
 
 #[pyclass(module = "hlatc._hlatc")]
 pub struct Trainer {
@@ -70,21 +70,29 @@ impl Trainer {
         Ok(d)
     }
 
-    /// The whole carried state by input name (a sharded step's shares
-    /// gathered): parameters as stored, Adam moments, master weights, the step
-    /// counter and the rounding RNG.
+    /// The whole carried state by input name (a sharded step's shares and
+    /// ZeRO-1 shards gathered): parameters as stored, master weights, Adam
+    /// moments, the step counter and the rounding RNG. What `hlatc train
+    /// --save-state` writes, and what `resume` takes.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let all = [
-            Role::Parameter,
-            Role::AdamM,
-            Role::AdamV,
-            Role::MasterWeight,
-            Role::Step,
-            Role::RngState,
-        ]
-        .into_iter()
-        .flat_map(|r| self.inner.state(r));
-        dict_of(py, all)
+        dict_of(py, self.inner.training_state())
+    }
+
+    /// Continues from `state` (a `state()` of this model and precision, from
+    /// any layout): every state tensor by name, at its whole shape.
+    fn resume(&mut self, py: Python<'_>, state: HashMap<String, RawIn<'_>>) -> PyResult<()> {
+        let tensors = state
+            .into_iter()
+            .map(|(name, raw)| Ok((name.clone(), from_raw(&name, raw)?)))
+            .collect::<PyResult<BTreeMap<String, Literal>>>()?;
+        let inner = &mut self.inner;
+        py.allow_threads(|| {
+            guarded(|| {
+                inner
+                    .resume(tensors, "state")
+                    .map_err(|e| to_py(e.into()))
+            })
+        })
     }
 
     /// The parameters as Hugging Face tensors (fused ones split back).
