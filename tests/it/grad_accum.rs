@@ -6,8 +6,8 @@
 //! is caught.
 
 use crate::sharded::{
-    assert_caught, differences, gqa_odd_vocab, mha_tied, rel, step_config, train_metrics, Run,
-    F32_RTOL,
+    assert_caught, differences, gqa_odd_vocab, mha_tied, step_config,
+    train_follows_the_single_device_run, Run, F32_RTOL,
 };
 use hlatc::compiler::Literal;
 use hlatc::data::{Batch, SyntheticData};
@@ -139,21 +139,13 @@ fn a_k_that_does_not_divide_the_replicas_batch_is_refused() {
 /// single-device run's losses.
 #[test]
 fn train_with_zero1_and_accumulation_follows_the_single_device_run() {
-    let single = train_metrics(&[]);
-    let acc = train_metrics(&["--tp", "2", "--dp", "2", "--zero1", "--grad-accum", "2"]);
-    assert_eq!(single.len(), acc.len());
-    for (k, (s, a)) in single.iter().zip(&acc).enumerate() {
-        assert!(
-            rel(a.0, s.0) <= F32_RTOL,
-            "step {k} loss {} vs {}",
-            a.0,
-            s.0
-        );
-        assert!(
-            rel(a.1, s.1) <= F32_RTOL,
-            "step {k} norm {} vs {}",
-            a.1,
-            s.1
-        );
-    }
+    train_follows_the_single_device_run(&[
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--zero1",
+        "--grad-accum",
+        "2",
+    ]);
 }

@@ -16,17 +16,32 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// `hlatc ARGS...` run in `dir`.
+fn hlatc_at(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `hlatc ARGS...` run in `dir`, which must succeed; its stdout.
+fn hlatc_in(dir: &Path, args: &[&str]) -> String {
+    let out = hlatc_at(dir, args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// `hlatc ARGS...` run in `dir`, which must fail; its stderr.
+fn refused_in(dir: &Path, args: &[&str]) -> String {
+    let out = hlatc_at(dir, args);
+    assert!(!out.status.success(), "{args:?} was accepted");
+    stderr(&out)
+}
+
 /// `hlatc train --steps 6 ARGS...`, which must succeed; its stdout.
 fn train(dir: &Path, args: &[&str]) -> String {
-    let mut all = vec!["train", "--steps", "6"];
-    all.extend_from_slice(args);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .current_dir(dir)
-        .args(&all)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{all:?}: {}", stderr(&out));
-    stdout(&out)
+    hlatc_in(dir, &[&["train", "--steps", "6"][..], args].concat())
 }
 
 /// The rows of a metrics file from step `from` on.
@@ -166,17 +181,7 @@ fn a_state_of_another_precision_or_layout_is_refused_by_name() {
             "master.st",
         ],
     );
-    let refuse = |args: &[&str]| -> String {
-        let mut all = vec!["train"];
-        all.extend_from_slice(args);
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
-            .current_dir(&d)
-            .args(&all)
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{all:?} was accepted");
-        stderr(&out)
-    };
+    let refuse = |args: &[&str]| refused_in(&d, &[&["train"][..], args].concat());
     let e = refuse(&[
         "--steps",
         "6",
@@ -237,16 +242,6 @@ fn the_state_file_is_refused_when_missing() {
         "{}",
         stderr(&o)
     );
-}
-
-/// `hlatc ARGS...` run in `dir`, which must succeed.
-fn hlatc_in(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
 }
 
 /// A ZeRO-1 run's state divided into rank files and joined back is the
@@ -325,13 +320,10 @@ fn shard_and_unshard_give_back_the_state() {
         std::fs::read(d.join("s.st")).unwrap()
     );
     // Rank files of one layout read as another: refused by name.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .current_dir(&d)
-        .args([&["unshard", "dp4", "--out", "x.st"][..], &zero1].concat())
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let e = stderr(&out);
+    let e = refused_in(
+        &d,
+        &[&["unshard", "dp4", "--out", "x.st"][..], &zero1].concat(),
+    );
     assert!(e.contains("dp4/rank-00000.safetensors: tensor '"), "{e}");
     std::fs::remove_dir_all(&d).unwrap();
 }

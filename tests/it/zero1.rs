@@ -10,7 +10,7 @@
 
 use crate::sharded::{
     assert_caught, broken_in, check_in, differences, gqa_odd_vocab, mha_tied, norm_relative, run,
-    step_config, train_metrics, Run, F32_RTOL,
+    step_config, train_follows_the_single_device_run, Run, F32_RTOL,
 };
 use hlatc::compiler::{ElementType, Literal};
 use hlatc::models::parallel::Fault;
@@ -252,24 +252,7 @@ fn replicated_weights_rounded_with_different_bits_are_caught() {
 
 #[test]
 fn train_with_zero1_on_four_devices_follows_the_single_device_run() {
-    let single = train_metrics(&[]);
-    let sharded = train_metrics(&["--tp", "2", "--dp", "2", "--zero1"]);
-    assert_eq!(sharded.len(), single.len());
-    for (k, (s, p)) in single.iter().zip(&sharded).enumerate() {
-        let rel = |a: f64, b: f64| (a - b).abs() / b.abs();
-        assert!(
-            rel(p.0, s.0) <= F32_RTOL,
-            "step {k} loss {} vs {}",
-            p.0,
-            s.0
-        );
-        assert!(
-            rel(p.1, s.1) <= F32_RTOL,
-            "step {k} norm {} vs {}",
-            p.1,
-            s.1
-        );
-    }
+    train_follows_the_single_device_run(&["--tp", "2", "--dp", "2", "--zero1"]);
 }
 
 #[test]

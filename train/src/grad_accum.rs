@@ -112,20 +112,12 @@ fn declare(b: &mut Builder, specs: &[TensorSpec]) -> Vec<InstrId> {
 }
 
 fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, StepError> {
-    let (ty, compute) = (cfg.precision.storage(), cfg.precision.compute());
+    let compute = cfg.precision.compute();
     let par = cfg.parallel;
     let specs = param_specs(&cfg.model);
     let accumulators = accumulator_specs(cfg, &specs);
     let t0 = Instant::now();
-    let shape = GraphShape {
-        name: "micro_step",
-        types: (ty, compute),
-        packed: cfg.packed,
-        parallel: par,
-        fault: cfg.fault,
-        module_markers: cfg.module_markers,
-        counted_over_step: true,
-    };
+    let shape = GraphShape::of("micro_step", cfg, true);
     let ModelGraph {
         mut b,
         params,

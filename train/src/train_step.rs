@@ -426,6 +426,19 @@ pub(crate) struct GraphShape<'a> {
 }
 
 impl<'a> GraphShape<'a> {
+    /// The graph of `cfg`'s step, named `name`.
+    pub(crate) fn of(name: &'a str, cfg: &StepConfig, counted_over_step: bool) -> Self {
+        GraphShape {
+            name,
+            types: (cfg.precision.storage(), cfg.precision.compute()),
+            packed: cfg.packed,
+            parallel: cfg.parallel,
+            fault: cfg.fault,
+            module_markers: cfg.module_markers,
+            counted_over_step,
+        }
+    }
+
     fn single(name: &'a str, types: (ElementType, ElementType), packed: bool) -> Self {
         GraphShape {
             name,
@@ -495,20 +508,11 @@ pub(crate) fn model_graph<T>(
 /// master weights, m, v and step, each aliasing its input buffer.
 pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     check(cfg)?;
-    let (ty, m) = (cfg.precision.storage(), &cfg.model);
-    let compute = cfg.precision.compute();
+    let m = &cfg.model;
     let par = cfg.parallel;
     let specs = param_specs(m);
     let t0 = Instant::now();
-    let shape = GraphShape {
-        name: "train_step",
-        types: (ty, compute),
-        packed: cfg.packed,
-        parallel: par,
-        fault: cfg.fault,
-        module_markers: cfg.module_markers,
-        counted_over_step: false,
-    };
+    let shape = GraphShape::of("train_step", cfg, false);
     let g = model_graph(m, cfg.batch, shape, |b| {
         OptimizerState::declare(b, cfg, &specs)
     })?;

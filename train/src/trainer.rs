@@ -218,60 +218,50 @@ impl Trainer {
     /// be a packing; the first that is not is named (XLA would take it
     /// silently), see [`crate::batch_check`].
     pub fn step(&mut self, batch: &Batch) -> Result<StepStats, Error> {
-        let Some(micro) = &self.micro else {
-            let held = held(&self.inputs, &self.layout);
-            let stage = Stage {
-                program: &self.program,
-                inputs: &self.inputs,
-                outputs: &self.outputs,
-                ranks: &self.ranks,
-            };
-            let out = run_stage(
-                &stage,
-                &mut self.state,
-                &held,
-                self.vocab_size,
-                Some(batch),
-                None,
-            )?;
-            return Ok(StepStats {
-                loss: scalar(stage.outputs, &out, Role::Loss)?,
-                grad_norm: scalar(stage.outputs, &out, Role::GradNorm)?,
-                learning_rate: scalar(stage.outputs, &out, Role::LearningRate)?,
-            });
-        };
-        let count = counted_targets(&batch.targets);
         let held = held(&self.inputs, &self.layout);
-        let stage = Stage {
-            program: &micro.program,
-            inputs: &micro.inputs,
-            outputs: &micro.outputs,
-            ranks: &micro.ranks,
-        };
-        let mut loss = 0.0;
-        for j in 0..micro.micro_batches {
-            let part = micro_batch(batch, j, micro.micro_batches, micro.dp);
-            let out = run_stage(
-                &stage,
-                &mut self.state,
-                &held,
-                self.vocab_size,
-                Some(&part),
-                Some(count),
-            )?;
-            loss += scalar(stage.outputs, &out, Role::Loss)?;
-        }
-        let apply = Stage {
+        let main = Stage {
             program: &self.program,
             inputs: &self.inputs,
             outputs: &self.outputs,
             ranks: &self.ranks,
         };
-        let out = run_stage(&apply, &mut self.state, &held, self.vocab_size, None, None)?;
+        // Under accumulation the micro step takes the batch, a micro-batch
+        // at a time, and the apply step none.
+        let (accumulated_loss, main_batch) = match &self.micro {
+            None => (None, Some(batch)),
+            Some(micro) => {
+                let count = counted_targets(&batch.targets);
+                let stage = Stage {
+                    program: &micro.program,
+                    inputs: &micro.inputs,
+                    outputs: &micro.outputs,
+                    ranks: &micro.ranks,
+                };
+                let mut loss = 0.0;
+                for j in 0..micro.micro_batches {
+                    let part = micro_batch(batch, j, micro.micro_batches, micro.dp);
+                    let (state, vocab) = (&mut self.state, self.vocab_size);
+                    let out = run_stage(&stage, state, &held, vocab, Some(&part), Some(count))?;
+                    loss += scalar(stage.outputs, &out, Role::Loss)?;
+                }
+                (Some(loss), None)
+            }
+        };
+        let out = run_stage(
+            &main,
+            &mut self.state,
+            &held,
+            self.vocab_size,
+            main_batch,
+            None,
+        )?;
         Ok(StepStats {
-            loss,
-            grad_norm: scalar(apply.outputs, &out, Role::GradNorm)?,
-            learning_rate: scalar(apply.outputs, &out, Role::LearningRate)?,
+            loss: match accumulated_loss {
+                Some(loss) => loss,
+                None => scalar(main.outputs, &out, Role::Loss)?,
+            },
+            grad_norm: scalar(main.outputs, &out, Role::GradNorm)?,
+            learning_rate: scalar(main.outputs, &out, Role::LearningRate)?,
         })
     }
 
