@@ -86,13 +86,7 @@ impl Trainer {
             .map(|(name, raw)| Ok((name.clone(), from_raw(&name, raw)?)))
             .collect::<PyResult<BTreeMap<String, Literal>>>()?;
         let inner = &mut self.inner;
-        py.allow_threads(|| {
-            guarded(|| {
-                inner
-                    .resume(tensors, "state")
-                    .map_err(|e| to_py(e.into()))
-            })
-        })
+        py.allow_threads(|| guarded(|| inner.resume(tensors, "state").map_err(|e| to_py(e.into()))))
     }
 
     /// The parameters as Hugging Face tensors (fused ones split back).
