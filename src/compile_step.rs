@@ -8,6 +8,7 @@ use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::{
     default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target,
 };
+use hlatc_train::grad_accum::build_accumulation_steps;
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_train::optimizer::AdamWConfig;
 use hlatc_train::precision::Precision;
@@ -144,6 +145,9 @@ pub struct CompileOptions {
     pub module_markers: bool,
     /// What each rank's memory plan is checked against.
     pub device_memory: DeviceMemory,
+    /// Micro-batches per optimizer step (1: none; above 1 the step is the
+    /// two programs of gradient accumulation).
+    pub grad_accum: i64,
 }
 
 impl Default for CompileOptions {
@@ -165,6 +169,7 @@ impl Default for CompileOptions {
             parallel: Parallelism::SINGLE,
             module_markers: false,
             device_memory: DeviceMemory::TargetDefault,
+            grad_accum: 1,
         }
     }
 }
@@ -177,6 +182,9 @@ pub struct CompiledStep {
     pub cfg: StepConfig,
     pub step: TrainStep,
     pub target: Target,
+    /// Under gradient accumulation (`grad_accum` above 1) the apply step
+    /// and the number of micro-batches; `step` is then the micro step.
+    pub apply: Option<(TrainStep, i64)>,
     /// Instructions before the passes.
     pub instructions_built: usize,
     /// What each rank needs in device memory.
@@ -200,9 +208,18 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         fault: None,
         module_markers: o.module_markers,
     };
-    let mut step = build_train_step(&cfg)?;
+    let (mut step, mut apply) = match o.grad_accum {
+        1 => (build_train_step(&cfg)?, None),
+        k => {
+            let steps = build_accumulation_steps(&cfg, k)?;
+            (steps.micro, Some((steps.apply, k)))
+        }
+    };
     if let Some(r) = &o.rounding {
         step.rounding = r.clone();
+        if let Some((a, _)) = &mut apply {
+            a.rounding = r.clone();
+        }
     }
     let mut pipeline = match &o.passes {
         None => default_pipeline(o.target, &o.disable_passes)?,
@@ -219,8 +236,14 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     let instructions_built = step.module.instruction_count();
     let t_passes = Instant::now();
     optimize(&mut step, &pipeline, o.target, o.remat)?;
+    if let Some((a, _)) = &mut apply {
+        optimize(a, &pipeline, o.target, o.remat)?;
+    }
     let passes_time = t_passes.elapsed();
-    let memory = MemoryPlan::of(&step);
+    let memory = match &apply {
+        None => MemoryPlan::of(&step),
+        Some((a, _)) => MemoryPlan::of_accumulation(&step, a),
+    };
     let memory_check = o.device_memory.check(o.target, o.parallel.world());
     if let MemoryCheck::Refuse(limit) = memory_check {
         if memory.total() > limit {
@@ -236,6 +259,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         cfg,
         step,
         target: o.target,
+        apply,
         instructions_built,
         memory,
         memory_check,

@@ -180,6 +180,9 @@ pub fn compile_step(
         },
         module_markers,
         device_memory: device_memory_of(device_memory)?,
+        // A `Step` is one program; the two of gradient accumulation are
+        // `hlatc compile --grad-accum`'s.
+        grad_accum: 1,
     };
     py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))
         .map(|compiled| Step {

@@ -205,12 +205,21 @@ fn read(path: &Path) -> Result<Input, Error> {
         let proto = path.join(hlatc::bundle::PROTO_FILE);
         let text = path.join(hlatc::bundle::TEXT_FILE);
         if !proto.is_file() {
-            return Err(Error::Io {
-                path: path.to_path_buf(),
-                message: format!(
+            let (micro, apply) = (hlatc::bundle::MICRO_DIR, hlatc::bundle::APPLY_DIR);
+            let message = match path.join(micro).is_dir() && path.join(apply).is_dir() {
+                true => format!(
+                    "is the bundle of gradient accumulation's two programs: check {} and {} (each its own bundle)",
+                    path.join(micro).display(),
+                    path.join(apply).display()
+                ),
+                false => format!(
                     "is a directory without {}: not a bundle",
                     hlatc::bundle::PROTO_FILE
                 ),
+            };
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                message,
             });
         }
         // The proto is what neuronx-cc compiles; its findings are located

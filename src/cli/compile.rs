@@ -3,7 +3,8 @@
 use super::console::out;
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{
-    check_destination, stage_bundle, BundleReport, Target, MANIFEST_FILE, PROTO_FILE,
+    check_destination, stage_accumulation_bundle, stage_bundle, BundleReport, Target, APPLY_DIR,
+    MANIFEST_FILE, MICRO_DIR, PROTO_FILE,
 };
 use hlatc::compile_step::{compile_step, CompileOptions, CompiledStep};
 use hlatc::memory_plan::{gib, DeviceMemory, MemoryCheck};
@@ -111,6 +112,15 @@ pub struct Args {
     /// none on cpu]
     #[arg(long, value_name = "SIZE", value_parser = parse_device_memory)]
     device_memory: Option<DeviceMemory>,
+    /// Accumulate each optimizer step's gradient over K micro-batches: the
+    /// bundle then holds two programs, micro_step/ (forward and backward
+    /// over a K-th of each replica's rows, added into f32 gradient
+    /// accumulators; run K times) and apply_step/ (sum over ranks, clip,
+    /// AdamW; run once), each a complete bundle, and a manifest.json that
+    /// says how to drive them. Two programs, not a loop, because
+    /// neuronx-cc unrolls loops
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    grad_accum: i64,
 }
 
 /// `--remat POLICY`, shared by the commands that run the `remat` pass.
@@ -136,7 +146,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t0 = Instant::now();
     check_destination(&a.out)?;
     let compiled = compile_step(&options(&a))?;
-    let staged = stage_bundle(&compiled.step, &compiled.cfg, compiled.target, &a.out)?;
+    let (step, cfg, target) = (&compiled.step, &compiled.cfg, compiled.target);
+    let staged = match &compiled.apply {
+        None => stage_bundle(step, cfg, target, &a.out)?,
+        Some((apply, k)) => stage_accumulation_bundle(step, apply, cfg, *k, target, &a.out)?,
+    };
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
     let t_verify = Instant::now();
@@ -144,14 +158,18 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         // Its devices are made by the plugin, which would say so.
         super::quiet_plugin_info();
         Some(
-            hlatc::check::verify_bundle(staged.path(), &compiled.step, &compiled.cfg).map_err(
-                |e| {
-                    hlatc::train::Error::Verification(format!(
-                        "{e}\nnothing was written to {}; an earlier bundle there is untouched",
-                        a.out.display()
-                    ))
-                },
-            )?,
+            match &compiled.apply {
+                None => hlatc::check::verify_bundle(staged.path(), step, cfg),
+                Some((apply, k)) => {
+                    hlatc::check::verify_accumulation_bundle(staged.path(), [step, apply], *k, cfg)
+                }
+            }
+            .map_err(|e| {
+                hlatc::train::Error::Verification(format!(
+                    "{e}\nnothing was written to {}; an earlier bundle there is untouched",
+                    a.out.display()
+                ))
+            })?,
         )
     } else {
         None
@@ -195,6 +213,7 @@ fn options(a: &Args) -> CompileOptions {
         parallel: a.parallel.parallelism(),
         module_markers: a.module_markers,
         device_memory: a.device_memory.unwrap_or_default(),
+        grad_accum: a.grad_accum,
     }
 }
 
@@ -211,6 +230,7 @@ fn print_summary(
         cfg,
         step,
         target,
+        apply,
         instructions_built,
         memory,
         memory_check,
@@ -263,6 +283,13 @@ fn print_summary(
             cfg.parallel.world(),
             cfg.parallel,
             human_count(local),
+        )?;
+    }
+    if let Some((apply, k)) = apply {
+        out!(
+            "  accumulation  {k} micro-batches per step: {MICRO_DIR}/ runs {k} times ({} instructions, the counts above), then {APPLY_DIR}/ once ({} instructions); see manifest.json",
+            step.module.instruction_count(),
+            apply.module.instruction_count()
         )?;
     }
     match memory_check {
@@ -335,13 +362,24 @@ fn print_summary(
         ms(report.write_time),
         ms(total)
     )?;
+    // The folders of the programs the bundle holds.
+    let folders = match apply {
+        None => vec![a.out.clone()],
+        Some(_) => vec![a.out.join(MICRO_DIR), a.out.join(APPLY_DIR)],
+    };
+    let module = match apply {
+        None => PROTO_FILE.to_string(),
+        Some(_) => format!("{MICRO_DIR}/{PROTO_FILE} and {APPLY_DIR}/{PROTO_FILE}"),
+    };
     out!(
-        "  module        {PROTO_FILE} ({:.1} MB), sha256 {}; see {MANIFEST_FILE}",
+        "  module        {module} ({:.1} MB), sha256 {}; see {MANIFEST_FILE}",
         report.proto_bytes as f64 / 1e6,
         report.sha256
     )?;
     if target == Target::Neuron {
-        out!("  next          cd {} && ./neuronx-cc.sh", a.out.display())?;
+        for f in folders {
+            out!("  next          cd {} && ./neuronx-cc.sh", f.display())?;
+        }
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use crate::sharded::{
     assert_caught, differences, gqa_odd_vocab, mha_tied, step_config,
     train_follows_the_single_device_run, Run, F32_RTOL,
 };
+use crate::support::{hlatc, stderr, stdout};
 use hlatc::compiler::Literal;
 use hlatc::data::{Batch, SyntheticData};
 use hlatc::grad_accum::build_accumulation_steps;
@@ -148,4 +149,124 @@ fn train_with_zero1_and_accumulation_follows_the_single_device_run() {
         "--grad-accum",
         "2",
     ]);
+}
+
+fn compile_in(dir: &std::path::Path, extra: &[&str]) -> String {
+    let mut args = vec!["compile", "--out", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = hlatc(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// `compile --grad-accum` writes both programs, each a complete bundle,
+/// and a manifest over them; `--verify` reads both back and runs them as
+/// optimizer steps on XLA CPU.
+#[test]
+fn compile_writes_the_two_programs_and_verifies_them() {
+    let d = std::env::temp_dir().join(format!("hlatc-grad-accum-{}", std::process::id()));
+    let printed = compile_in(
+        &d,
+        &[
+            "--model",
+            "tiny",
+            "--target",
+            "cpu",
+            "--tp",
+            "2",
+            "--dp",
+            "2",
+            "--batch-size",
+            "4",
+            "--zero1",
+            "--grad-accum",
+            "2",
+            "--verify",
+        ],
+    );
+    assert!(
+        printed.contains("  accumulation  2 micro-batches per step: micro_step/ runs 2 times"),
+        "{printed}"
+    );
+    assert!(printed.contains("gradient accumulators"), "{printed}");
+    assert!(
+        printed.contains("micro_step/model.hlo_module.pb decodes"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("apply_step/model.hlo_module.pb decodes"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("XLA CPU, the bundle's own module, step 2"),
+        "{printed}"
+    );
+    let top = json(&d.join("manifest.json"));
+    assert_eq!(top["format"], "hlatc-bundle/1+accumulation");
+    assert_eq!(top["micro_batches"], 2);
+    for (k, sub) in ["micro_step", "apply_step"].iter().enumerate() {
+        let m = json(&d.join(sub).join("manifest.json"));
+        assert_eq!(top["programs"][k]["sha256"], m["module"]["sha256"], "{sub}");
+    }
+    // The micro step reads the step's token count and a K-th of the batch.
+    let micro = json(&d.join("micro_step/manifest.json"));
+    let inputs = micro["inputs"].as_array().unwrap();
+    assert!(inputs.iter().any(|i| i["role"] == "token_count"));
+    let tokens = inputs.iter().find(|i| i["role"] == "tokens").unwrap();
+    assert_eq!(tokens["shape"], serde_json::json!([1, 16]));
+    // A one-program reader refuses the pair by name.
+    let e = stderr(&hlatc(&["run", d.to_str().unwrap()]));
+    assert!(
+        e.contains("the bundle of gradient accumulation's two programs"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A model whose state does not fit host memory is verified through its
+/// miniature, accumulated the same way; on neuron both programs pass the
+/// pre-flight, and `check` points at them.
+#[test]
+fn a_large_accumulating_bundle_verifies_through_its_miniature() {
+    let d = std::env::temp_dir().join(format!("hlatc-grad-accum-1b-{}", std::process::id()));
+    let printed = compile_in(
+        &d,
+        &[
+            "--model",
+            "llama3.2-1b",
+            "--seq-len",
+            "256",
+            "--tp",
+            "2",
+            "--dp",
+            "2",
+            "--batch-size",
+            "4",
+            "--zero1",
+            "--grad-accum",
+            "2",
+            "--device-memory",
+            "none",
+            "--verify",
+        ],
+    );
+    assert!(
+        printed.contains("XLA CPU, its miniature (same structure, toy widths), step 2"),
+        "{printed}"
+    );
+    assert!(printed.contains("  pre-flight    trn1"), "{printed}");
+    assert_eq!(
+        printed.matches("  next          cd ").count(),
+        2,
+        "{printed}"
+    );
+    let e = stderr(&hlatc(&["check", d.to_str().unwrap()]));
+    assert!(e.contains("check") && e.contains("micro_step"), "{e}");
+    let ok = hlatc(&["check", d.join("apply_step").to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    std::fs::remove_dir_all(&d).unwrap();
 }

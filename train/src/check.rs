@@ -1,14 +1,16 @@
 //! Checking a written bundle: the bytes on disk are the module we meant, and
 //! the recipe computes a sane training step on XLA CPU.
 
-use crate::bundle::{MANIFEST_FILE, PROTO_FILE};
+use crate::bundle::{APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE};
 use crate::data::SyntheticData;
+use crate::grad_accum::build_accumulation_steps;
 use crate::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use crate::trainer::Trainer;
 use crate::Error;
-use hlatc_models::{init::init_params, BatchShape};
+use hlatc_compiler::Module;
+use hlatc_models::{init::init_params, BatchShape, ModelConfig};
 use hlatc_passes::Target;
-use hlatc_runtime::Runtime;
+use hlatc_runtime::{Program, Runtime};
 use std::path::Path;
 use std::time::Instant;
 
@@ -28,6 +30,82 @@ fn fail(msg: String) -> Error {
 /// Re-reads the bundle in `dir`, then runs the step on XLA CPU.
 pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<CheckReport, Error> {
     let mut lines = Vec::new();
+    let back = read_back(dir, PROTO_FILE, step, &mut lines)?;
+    let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
+    let program = compile_back(&rt, back, PROTO_FILE, cfg, &mut lines)?;
+    let run = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
+        let trainer = Trainer::with_program(program, cfg, step, start_params(&cfg.model, cfg))?;
+        Run::own(cfg, trainer)
+    } else {
+        // Running needs the whole state in host memory: run the miniature.
+        drop(program);
+        let (run_cfg, pipeline) = miniature(cfg, step, 1)?;
+        let mut mini_step = build_train_step(&run_cfg)?;
+        mini_step.cast_policy.clone_from(&step.cast_policy);
+        mini_step.rounding = step.rounding.clone();
+        optimize(&mut mini_step, &pipeline, Target::Cpu, step.remat)?;
+        let params = start_params(&run_cfg.model, cfg);
+        let trainer =
+            Trainer::with_program(rt.compile(&mini_step.module)?, &run_cfg, &mini_step, params)?;
+        Run::miniature(&run_cfg, trainer)
+    };
+    run_two_steps(run, cfg, &mut lines)?;
+    Ok(CheckReport { lines })
+}
+
+/// [`verify_bundle`] for the bundle of gradient accumulation's two
+/// programs: each read back, then both run as one optimizer step twice.
+pub fn verify_accumulation_bundle(
+    dir: &Path,
+    [micro, apply]: [&TrainStep; 2],
+    k: i64,
+    cfg: &StepConfig,
+) -> Result<CheckReport, Error> {
+    let mut lines = Vec::new();
+    let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
+    let mut programs = Vec::new();
+    for (sub, step) in [(MICRO_DIR, micro), (APPLY_DIR, apply)] {
+        let label = format!("{sub}/{PROTO_FILE}");
+        let back = read_back(&dir.join(sub), &label, step, &mut lines)?;
+        programs.push(compile_back(&rt, back, &label, cfg, &mut lines)?);
+    }
+    let run = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
+        let programs: [Program; 2] = programs
+            .try_into()
+            .map_err(|_| fail("two programs".into()))?;
+        let params = start_params(&cfg.model, cfg);
+        let trainer = Trainer::accumulating_programs(programs, cfg, [micro, apply], k, params)?;
+        Run::own(cfg, trainer)
+    } else {
+        drop(programs);
+        let (run_cfg, pipeline) = miniature(cfg, micro, k)?;
+        let mut mini = build_accumulation_steps(&run_cfg, k)?;
+        for (mini_step, step) in [(&mut mini.micro, micro), (&mut mini.apply, apply)] {
+            mini_step.cast_policy.clone_from(&step.cast_policy);
+            mini_step.rounding = step.rounding.clone();
+            optimize(mini_step, &pipeline, Target::Cpu, step.remat)?;
+        }
+        let programs = [
+            rt.compile(&mini.micro.module)?,
+            rt.compile(&mini.apply.module)?,
+        ];
+        let params = start_params(&run_cfg.model, cfg);
+        let steps = [&mini.micro, &mini.apply];
+        let trainer = Trainer::accumulating_programs(programs, &run_cfg, steps, k, params)?;
+        Run::miniature(&run_cfg, trainer)
+    };
+    run_two_steps(run, cfg, &mut lines)?;
+    Ok(CheckReport { lines })
+}
+
+/// The module of `step` as the bundle in `dir` holds it (`label` names its
+/// file): decoded, verified, equal to `step`'s, its sha256 the manifest's.
+fn read_back(
+    dir: &Path,
+    label: &str,
+    step: &TrainStep,
+    lines: &mut Vec<String>,
+) -> Result<Module, Error> {
     let proto_path = dir.join(PROTO_FILE);
     let bytes = std::fs::read(&proto_path).map_err(|e| Error::Io {
         path: proto_path.clone(),
@@ -58,74 +136,108 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
             ))
         })?;
     if manifest["module"]["sha256"] != crate::bundle::sha256_hex(&bytes).as_str() {
-        return Err(fail(
-            "the manifest's sha256 does not match the proto".into(),
-        ));
+        return Err(fail(format!(
+            "the manifest's sha256 does not match {label}"
+        )));
     }
-    lines.push(format!("{PROTO_FILE} decodes, verifies and equals the compiled module (sha256 matches the manifest)"));
+    lines.push(format!(
+        "{label} decodes, verifies and equals the compiled module (sha256 matches the manifest)"
+    ));
+    Ok(back)
+}
 
-    let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
+/// `back` compiled by XLA CPU on as many devices as `cfg` has ranks, its
+/// Neuron custom calls mapped to plain HLO.
+fn compile_back(
+    rt: &Runtime,
+    back: Module,
+    label: &str,
+    cfg: &StepConfig,
+    lines: &mut Vec<String>,
+) -> Result<Program, Error> {
     let t = Instant::now();
     // The manifest's division says how many devices run it.
     let (runnable, lowered) = crate::bundle::for_cpu(back, cfg.parallel.world())?;
     let program = rt.compile(&runnable)?;
-    lines.push(if lowered {
-        format!(
-            "XLA CPU compiles {PROTO_FILE} with its Neuron custom calls mapped to plain HLO ({:.1} s)",
-            t.elapsed().as_secs_f64()
-        )
-    } else {
-        format!(
-            "XLA CPU compiles {PROTO_FILE} as written ({:.1} s)",
-            t.elapsed().as_secs_f64()
-        )
+    let secs = t.elapsed().as_secs_f64();
+    lines.push(match lowered {
+        true => format!("XLA CPU compiles {label} with its Neuron custom calls mapped to plain HLO ({secs:.1} s)"),
+        false => format!("XLA CPU compiles {label} as written ({secs:.1} s)"),
     });
+    Ok(program)
+}
 
-    let (model, batch, what, mut trainer) = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
-        let params = init_params(&cfg.model, cfg.precision.storage(), 0)
-            .into_iter()
-            .map(|(_, l)| l)
-            .collect();
-        let trainer = Trainer::with_program(program, cfg, step, params)?;
-        (
-            cfg.model.clone(),
-            cfg.batch,
-            "the bundle's own module",
-            trainer,
-        )
-    } else {
-        // Running needs the whole state in host memory: run the miniature.
-        drop(program);
-        let mini = cfg.model.miniature_for_tp(cfg.parallel.tp);
-        // Two sequences per DP replica, whose tokens SP divides.
-        let b = BatchShape {
-            batch_size: 2 * cfg.parallel.dp,
-            seq_len: mini.max_position_embeddings,
-        };
-        let run_cfg = StepConfig {
-            model: mini.clone(),
-            batch: b,
-            ..cfg.clone()
-        };
-        let params = init_params(&mini, cfg.precision.storage(), 0)
-            .into_iter()
-            .map(|(_, l)| l)
-            .collect();
-        // The miniature goes through the same passes (for cpu).
-        let mut mini_step = build_train_step(&run_cfg)?;
-        mini_step.cast_policy.clone_from(&step.cast_policy);
-        mini_step.rounding = step.rounding.clone();
-        let pipeline = hlatc_passes::pipeline_from_names("miniature", &step.passes)?;
-        optimize(&mut mini_step, &pipeline, Target::Cpu, step.remat)?;
-        let trainer =
-            Trainer::with_program(rt.compile(&mini_step.module)?, &run_cfg, &mini_step, params)?;
-        (
-            mini,
-            b,
-            "its miniature (same structure, toy widths)",
-            trainer,
-        )
+/// The parameters a check starts from: `model`'s initialization in `cfg`'s
+/// storage type.
+fn start_params(model: &ModelConfig, cfg: &StepConfig) -> Vec<hlatc_compiler::Literal> {
+    init_params(model, cfg.precision.storage(), 0)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect()
+}
+
+/// The miniature of `cfg` (same structure, toy widths, a TP that divides
+/// it) with `k` micro-batches of two sequences per DP replica, and the
+/// pipeline `step` went through, to build it with.
+fn miniature(
+    cfg: &StepConfig,
+    step: &TrainStep,
+    k: i64,
+) -> Result<(StepConfig, hlatc_passes::Pipeline), Error> {
+    let mini = cfg.model.miniature_for_tp(cfg.parallel.tp);
+    // Two sequences per DP replica and micro-batch, whose tokens SP divides.
+    let b = BatchShape {
+        batch_size: 2 * cfg.parallel.dp * k,
+        seq_len: mini.max_position_embeddings,
     };
+    let run_cfg = StepConfig {
+        model: mini,
+        batch: b,
+        ..cfg.clone()
+    };
+    let pipeline = hlatc_passes::pipeline_from_names("miniature", &step.passes)?;
+    Ok((run_cfg, pipeline))
+}
+
+/// What a check runs: a trainer over the bundle's own module or its
+/// miniature's, with the model and batch it takes.
+struct Run {
+    model: ModelConfig,
+    batch: BatchShape,
+    what: &'static str,
+    trainer: Trainer,
+}
+
+impl Run {
+    fn own(cfg: &StepConfig, trainer: Trainer) -> Self {
+        Run {
+            model: cfg.model.clone(),
+            batch: cfg.batch,
+            what: "the bundle's own module",
+            trainer,
+        }
+    }
+
+    fn miniature(run_cfg: &StepConfig, trainer: Trainer) -> Self {
+        Run {
+            model: run_cfg.model.clone(),
+            batch: run_cfg.batch,
+            what: "its miniature (same structure, toy widths)",
+            trainer,
+        }
+    }
+}
+
+/// Two training steps on one batch: finite statistics, a loss near
+/// ln(vocab) at initialization, the schedule's learning rate, and the
+/// state carried through the aliasing.
+fn run_two_steps(run: Run, cfg: &StepConfig, lines: &mut Vec<String>) -> Result<(), Error> {
+    let Run {
+        model,
+        batch,
+        what,
+        mut trainer,
+    } = run;
     let data = SyntheticData::permutation(model.vocab_size, 0);
     let b0 = data.step_batch(cfg.packed, 0, batch.batch_size, batch.seq_len);
     let uniform = (model.vocab_size as f64).ln();
@@ -165,5 +277,5 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
         )));
     }
     lines.push("step counter, parameters and Adam state carried through input_output_alias".into());
-    Ok(CheckReport { lines })
+    Ok(())
 }

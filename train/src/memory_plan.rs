@@ -72,6 +72,17 @@ impl MemoryPlan {
         }
     }
 
+    /// The plan of a step accumulated over micro-batches: the apply step's
+    /// state and gradients (the micro step makes each micro-batch's
+    /// gradients, the same size, alive beside the accumulators), and the
+    /// micro step's activations (one micro-batch's).
+    pub fn of_accumulation(micro: &TrainStep, apply: &TrainStep) -> MemoryPlan {
+        MemoryPlan {
+            activations: MemoryPlan::of(micro).activations,
+            ..MemoryPlan::of(apply)
+        }
+    }
+
     /// The state the rank carries from step to step.
     pub fn state(&self) -> u64 {
         self.parameters + self.master_weights + self.optimizer_state + self.gradient_accumulators

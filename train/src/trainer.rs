@@ -121,13 +121,26 @@ impl Trainer {
         let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
         crate::train_step::optimize(&mut micro, &pipeline, target, remat)?;
         crate::train_step::optimize(&mut apply, &pipeline, target, remat)?;
-        let program = rt.compile(&micro.module)?;
-        program.ensure_fits()?;
-        let mut trainer = Self::with_program(rt.compile(&apply.module)?, cfg, &apply, params)?;
+        let programs = [rt.compile(&micro.module)?, rt.compile(&apply.module)?];
+        Self::accumulating_programs(programs, cfg, [&micro, &apply], micro_batches, params)
+    }
+
+    /// [`Trainer::accumulating`] for the micro and apply steps already
+    /// compiled (`programs`, in that order), for instance a bundle's own
+    /// modules read back from disk.
+    pub fn accumulating_programs(
+        [micro_program, apply_program]: [Program; 2],
+        cfg: &StepConfig,
+        [micro, apply]: [&TrainStep; 2],
+        micro_batches: i64,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
+        micro_program.ensure_fits()?;
+        let mut trainer = Self::with_program(apply_program, cfg, apply, params)?;
         trainer.micro = Some(MicroStep {
-            program,
-            inputs: micro.inputs,
-            outputs: micro.outputs,
+            program: micro_program,
+            inputs: micro.inputs.clone(),
+            outputs: micro.outputs.clone(),
             ranks: RankInputs::new(&micro_config(cfg, micro_batches)?),
             micro_batches,
             dp: cfg.parallel.dp,

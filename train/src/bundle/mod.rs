@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
+mod accumulation;
 mod opened;
+pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR, MICRO_DIR};
 pub use opened::{for_cpu, lower_for_cpu, OpenedBundle};
 
 /// Which compiler a bundle is for (the passes' target).
@@ -207,6 +209,16 @@ struct MemoryInfo {
     plan: MemoryPlan,
     total: u64,
     method: &'static str,
+}
+
+impl MemoryInfo {
+    fn of(plan: MemoryPlan) -> Self {
+        MemoryInfo {
+            plan,
+            total: plan.total(),
+            method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in; activations the bytes of forward values a backward instruction reads; total their sum (temporaries of one layer's backward and of the update left out)",
+        }
+    }
 }
 
 /// How a sharded step is divided: one program every rank runs, its groups,
@@ -526,8 +538,8 @@ impl StagedBundle {
         }
         let mut report = std::mem::take(&mut self.report);
         for f in &mut report.files {
-            if let Some(name) = f.file_name() {
-                *f = self.dest.join(name);
+            if let Ok(within) = f.strip_prefix(&self.staging) {
+                *f = self.dest.join(within);
             }
         }
         Ok(report)
@@ -701,14 +713,7 @@ fn manifest_with(
         },
         neuron,
         parallel: parallel_info(cfg, &step.inputs),
-        memory_per_rank: {
-            let plan = MemoryPlan::of(step);
-            MemoryInfo {
-                plan,
-                total: plan.total(),
-                method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in; activations the bytes of forward values a backward instruction reads; total their sum (temporaries of one layer's backward and of the update left out)",
-            }
-        },
+        memory_per_rank: MemoryInfo::of(MemoryPlan::of(step)),
     };
     serde_json::to_string_pretty(&manifest).expect("the manifest serializes")
 }

@@ -53,6 +53,16 @@ impl OpenedBundle {
                 "{e} (a bundle directory holds the {MANIFEST_FILE} `hlatc compile` writes)"
             ))
         })?;
+        let format = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["format"].as_str().map(str::to_string));
+        if format.as_deref() == Some(super::ACCUMULATION_FORMAT) {
+            return Err(bad(format!(
+                "the bundle of gradient accumulation's two programs: open {}/ or {}/ in it",
+                super::MICRO_DIR,
+                super::APPLY_DIR
+            )));
+        }
         let view: ManifestView = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
         if view.format != FORMAT {
