@@ -9,7 +9,7 @@ use crate::sharded::{
     assert_caught, differences, gqa_odd_vocab, mha_tied, step_config,
     train_follows_the_single_device_run, Run, F32_RTOL,
 };
-use crate::support::{hlatc, stderr, stdout};
+use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compiler::Literal;
 use hlatc::data::{Batch, SyntheticData};
 use hlatc::grad_accum::build_accumulation_steps;
@@ -168,7 +168,7 @@ fn json(path: &std::path::Path) -> serde_json::Value {
 /// optimizer steps on XLA CPU.
 #[test]
 fn compile_writes_the_two_programs_and_verifies_them() {
-    let d = std::env::temp_dir().join(format!("hlatc-grad-accum-{}", std::process::id()));
+    let d = scratch("grad-accum-tiny");
     let printed = compile_in(
         &d,
         &[
@@ -232,7 +232,7 @@ fn compile_writes_the_two_programs_and_verifies_them() {
 /// pre-flight, and `check` points at them.
 #[test]
 fn a_large_accumulating_bundle_verifies_through_its_miniature() {
-    let d = std::env::temp_dir().join(format!("hlatc-grad-accum-1b-{}", std::process::id()));
+    let d = scratch("grad-accum-1b");
     let printed = compile_in(
         &d,
         &[

@@ -3,7 +3,7 @@
 //! assignment plans for the same program, and the refusal of a layout that
 //! does not fit, with the change that does.
 
-use crate::support::{hlatc, stderr, stdout};
+use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
 use hlatc::memory_plan::{DeviceMemory, MemoryPlan};
 use hlatc::models::{BatchShape, ModelConfig, Parallelism};
@@ -195,7 +195,7 @@ fn an_explicit_device_memory_checks_a_single_device_step() {
 
 #[test]
 fn compile_prints_the_plan_and_the_manifest_records_it() {
-    let dir = std::env::temp_dir().join(format!("hlatc-memory-plan-{}", std::process::id()));
+    let dir = scratch("memory-plan");
     let out = hlatc(&[
         "compile",
         "--model",

@@ -3,18 +3,11 @@
 //! state is whole tensors, so it resumes into another layout; a state of
 //! another precision or projection layout is refused by name.
 
-use crate::support::{hlatc, stderr, stdout};
+use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compiler::Literal;
 use hlatc::runtime::read_safetensors;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
-/// A scratch folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("hlatc-resume-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use std::path::Path;
 
 /// `hlatc ARGS...` run in `dir`.
 fn hlatc_at(dir: &Path, args: &[&str]) -> std::process::Output {

@@ -12,6 +12,14 @@ pub fn hlatc(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// An empty folder of this test process's own, `name`d for the test.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("hlatc-it-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -100,6 +100,17 @@ fn a_shard_updated_with_another_shards_gradient_is_caught() {
     assert_caught(&diffs, "model.norm.weight");
 }
 
+/// A trainer of `cfg`'s step (bf16 weights) through the cpu pipeline, as
+/// `hlatc compile --target cpu` builds it, from the initialization of seed 7.
+fn bf16_trainer(cfg: &StepConfig) -> Trainer {
+    let rt = Runtime::shared().unwrap();
+    let params = hlatc::models::init::init_params(&cfg.model, ElementType::Bf16, 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    Trainer::optimized(&rt, cfg, RematPolicy::None, params).unwrap()
+}
+
 /// `run` of `cfg`'s step in `precision` with master weights.
 fn master_config(model: ModelConfig, par: Parallelism) -> StepConfig {
     step_config(model, par, Precision::Bf16Master)
@@ -147,14 +158,8 @@ fn master_weights_under_zero1_equal_the_single_device_step() {
 
 #[test]
 fn master_weights_are_f32_and_the_weights_are_them_rounded_to_nearest() {
-    let rt = Runtime::shared().unwrap();
     let cfg = master_config(gqa_odd_vocab(), zero1(2, 2, false));
-    let params = hlatc::models::init::init_params(&cfg.model, ElementType::Bf16, 7)
-        .into_iter()
-        .map(|(_, l)| l)
-        .collect();
-    // Through the cpu pipeline, as `hlatc compile --target cpu` builds it.
-    let mut trainer = Trainer::optimized(&rt, &cfg, RematPolicy::None, params).unwrap();
+    let mut trainer = bf16_trainer(&cfg);
     let data = hlatc::data::SyntheticData::permutation(cfg.model.vocab_size, 3);
     for k in 0..3 {
         trainer
@@ -195,7 +200,6 @@ fn replicated_names(model: &ModelConfig) -> Vec<String> {
 /// update) at TP 2, through the cpu pipeline: where each replicated
 /// parameter differs between the TP ranks.
 fn drift(fault: Option<Fault>) -> Vec<String> {
-    let rt = Runtime::shared().unwrap();
     let par = Parallelism {
         tp: 2,
         ..Parallelism::SINGLE
@@ -204,11 +208,7 @@ fn drift(fault: Option<Fault>) -> Vec<String> {
         fault,
         ..step_config(mha_tied(), par, Precision::Bf16Pure)
     };
-    let params = hlatc::models::init::init_params(&cfg.model, ElementType::Bf16, 7)
-        .into_iter()
-        .map(|(_, l)| l)
-        .collect();
-    let mut trainer = Trainer::optimized(&rt, &cfg, RematPolicy::None, params).unwrap();
+    let mut trainer = bf16_trainer(&cfg);
     let data = hlatc::data::SyntheticData::permutation(cfg.model.vocab_size, 3);
     let start = trainer.rank_state(Role::Parameter);
     for k in 0..20 {

@@ -235,20 +235,10 @@ fn step_of(
     outputs: Vec<TensorSpec>,
     [forward, autodiff, optimizer]: [std::time::Duration; 3],
 ) -> TrainStep {
-    TrainStep {
-        module,
-        inputs,
-        outputs,
-        times: crate::train_step::StageTimes {
-            forward,
-            autodiff,
-            optimizer,
-        },
-        passes: Vec::new(),
-        pass_report: Default::default(),
-        remat: hlatc_passes::RematPolicy::None,
-        precision: cfg.precision,
-        cast_policy: cfg.precision.cast_policy(),
-        rounding: cfg.precision.default_rounding(),
-    }
+    let times = crate::train_step::StageTimes {
+        forward,
+        autodiff,
+        optimizer,
+    };
+    TrainStep::built(module, cfg, (inputs, outputs), times)
 }

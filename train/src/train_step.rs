@@ -276,6 +276,31 @@ pub struct TrainStep {
     pub rounding: hlatc_passes::RoundingPolicy,
 }
 
+impl TrainStep {
+    /// A step just built for `cfg`, with its signature: no pass has run, and
+    /// the preset's cast and rounding policies are the ones it will run
+    /// with.
+    pub(crate) fn built(
+        module: Module,
+        cfg: &StepConfig,
+        (inputs, outputs): (Vec<TensorSpec>, Vec<TensorSpec>),
+        times: StageTimes,
+    ) -> TrainStep {
+        TrainStep {
+            module,
+            inputs,
+            outputs,
+            times,
+            passes: Vec::new(),
+            pass_report: Default::default(),
+            remat: hlatc_passes::RematPolicy::None,
+            precision: cfg.precision,
+            cast_policy: cfg.precision.cast_policy(),
+            rounding: cfg.precision.default_rounding(),
+        }
+    }
+}
+
 /// Runs `pipeline` for `target` over the step's module, with `remat` as the
 /// checkpointing policy, the step's cast policy and rounding policy, and
 /// records what ran in the step (the manifest lists it). The step's inputs
@@ -554,22 +579,12 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     let (inputs, outputs) = signature(cfg, &specs);
     let layout = StateLayout::of(&inputs, &outputs).expect("every state input has its output");
     module.input_output_alias = layout.aliases();
-    Ok(TrainStep {
-        module,
-        inputs,
-        outputs,
-        times: StageTimes {
-            forward: t1 - t0,
-            autodiff: t2 - t1,
-            optimizer: t3 - t2,
-        },
-        passes: Vec::new(),
-        pass_report: Default::default(),
-        remat: hlatc_passes::RematPolicy::None,
-        precision: cfg.precision,
-        cast_policy: cfg.precision.cast_policy(),
-        rounding: cfg.precision.default_rounding(),
-    })
+    let times = StageTimes {
+        forward: t1 - t0,
+        autodiff: t2 - t1,
+        optimizer: t3 - t2,
+    };
+    Ok(TrainStep::built(module, cfg, (inputs, outputs), times))
 }
 
 /// The shape of a per-parameter state input of `role` on one rank: the
