@@ -178,7 +178,7 @@ impl Zero1 {
 
     /// Each local tensor of `dims` from this rank's updated shard of it:
     /// the shards all-gathered over the replicas (in buckets, as
-    /// [`Zero1::reduce_scatter`] packs them), the padding cut off.
+    /// `Zero1::reduce_scatter` packs them), the padding cut off.
     pub fn gather(
         &self,
         b: &mut Builder,
