@@ -525,7 +525,7 @@ fn bundle_inputs(
     } else {
         if a.inputs.is_empty() {
             note!(
-                "no --inputs: every input from its role (parameters initialized as the model's init policy says, from seed {}; Adam moments and the step counter zero; batch 0 of the synthetic language)",
+                "no --inputs: every input from its role (parameters initialized as the model's init policy says, from seed {}; Adam moments, gradient accumulators and the step counter zero; batch 0 of the synthetic language, and its count of targets as token_count)",
                 a.seed
             )?;
         } else {

@@ -218,6 +218,12 @@ fn compile_writes_the_two_programs_and_verifies_them() {
     assert!(inputs.iter().any(|i| i["role"] == "token_count"));
     let tokens = inputs.iter().find(|i| i["role"] == "tokens").unwrap();
     assert_eq!(tokens["shape"], serde_json::json!([1, 16]));
+    // Each program runs alone from its roles' start values.
+    for sub in ["micro_step", "apply_step"] {
+        let out = hlatc(&["run", d.join(sub).to_str().unwrap()]);
+        assert!(out.status.success(), "{sub}: {}", stderr(&out));
+        assert!(stdout(&out).contains("grad.model.norm.weight"), "{sub}");
+    }
     // A one-program reader refuses the pair by name.
     let e = stderr(&hlatc(&["run", d.to_str().unwrap()]));
     assert!(

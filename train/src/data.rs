@@ -35,6 +35,20 @@ impl Batch {
 
     /// The batch tensor an input with `role` takes; `None` for a role that
     /// is not part of a batch (or segment ids of unpacked rows).
+    /// How many of its targets count in the loss (not the ignore index),
+    /// as the `token_count` input (`s32[]`) a micro step of gradient
+    /// accumulation takes: of the whole optimizer step's batch.
+    pub fn token_count(&self) -> Literal {
+        let counted = self
+            .targets
+            .to_i64_vec()
+            .iter()
+            .filter(|&&t| t != hlatc_models::IGNORE_INDEX)
+            .count();
+        let counted = i32::try_from(counted).unwrap_or(i32::MAX);
+        Literal::from_s32(vec![], &[counted]).expect("one s32")
+    }
+
     pub fn for_role(&self, role: Role) -> Option<&Literal> {
         match role {
             Role::Tokens => Some(&self.tokens),

@@ -18,11 +18,12 @@ use hlatc_models::init::init_params;
 use std::collections::BTreeMap;
 
 /// The value of a carried state input that is not a parameter, at the
-/// start: zeros for the Adam moments and the step counter, the RNG state
-/// of `seed`. `None` for a parameter or a batch input.
+/// start: zeros for the Adam moments, the gradient accumulators and the
+/// step counter, the RNG state of `seed`. `None` for a parameter or a
+/// batch input.
 pub fn fresh_state(spec: &TensorSpec, seed: u64) -> Option<Literal> {
     match spec.role {
-        Role::AdamM | Role::AdamV | Role::Step => {
+        Role::AdamM | Role::AdamV | Role::Step | Role::GradAccumulator => {
             Some(Literal::zeros(spec.dtype, spec.shape.clone()))
         }
         Role::RngState => Some(rng_state(seed)),
@@ -108,6 +109,26 @@ impl StartValues {
 }
 
 /// Rank `rank`'s start value of input `spec`.
+/// The whole start value of a parameter's input `spec` (the parameter, or
+/// its master weight) from `params` by stored name: the parameter in the
+/// input's type (a master weight starts as its parameter, widened).
+pub(crate) fn parameter_start(
+    spec: &TensorSpec,
+    params: &BTreeMap<String, Literal>,
+) -> Result<Literal, Error> {
+    params
+        .get(parameter_name(spec))
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "input '{}' belongs to a parameter the model does not have",
+                spec.name
+            ))
+        })?
+        .clone()
+        .converted(spec.dtype)
+        .map_err(|e| Error::Usage(format!("parameter '{}': {e}", spec.name)))
+}
+
 fn initial_input(
     spec: &TensorSpec,
     params: &BTreeMap<String, Literal>,
@@ -120,18 +141,8 @@ fn initial_input(
         return Ok(state);
     }
     let whole = match spec.role {
-        // A master weight starts as its parameter, widened.
-        Role::Parameter | Role::MasterWeight => params
-            .get(parameter_name(spec))
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "input '{}' belongs to a parameter the model does not have",
-                    spec.name
-                ))
-            })?
-            .clone()
-            .converted(spec.dtype)
-            .map_err(|e| Error::Usage(format!("parameter '{}': {e}", spec.name)))?,
+        Role::Parameter | Role::MasterWeight => parameter_start(spec, params)?,
+        Role::TokenCount => batch.token_count(),
         role => batch
             .for_role(role)
             .ok_or_else(|| {

@@ -8,8 +8,9 @@
 //! step's shape. A rank's set holds the same names at that rank's shape
 //! (its share, or under ZeRO-1 its shard), as its program takes them.
 
+use crate::initial_inputs::{fresh_state, parameter_start};
 use crate::rank_inputs::RankInputs;
-use crate::train_step::{parameter_name, Role, TensorSpec};
+use crate::train_step::{Role, TensorSpec};
 use crate::Error;
 use hlatc_compiler::Literal;
 use std::collections::BTreeMap;
@@ -84,7 +85,8 @@ pub fn whole_state(
 
 /// The state a run starts from, whole: `params` (by stored name, as the
 /// step stores them), each master weight its parameter widened, and fresh
-/// moments, step counter and RNG state (of `seed`).
+/// moments, accumulators, step counter and RNG state (of `seed`), as
+/// [`initial_inputs`](crate::initial_inputs) starts each input.
 pub fn start_state(
     ranks: &RankInputs,
     inputs: &[TensorSpec],
@@ -94,17 +96,16 @@ pub fn start_state(
     state_inputs(inputs)
         .into_iter()
         .map(|s| match s.role {
-            Role::Parameter | Role::MasterWeight => {
-                let name = parameter_name(s);
-                let p = params
-                    .get(name)
-                    .ok_or_else(|| Error::Usage(format!("no parameter '{name}' was given")))?;
-                p.clone()
-                    .converted(s.dtype)
-                    .map_err(|e| Error::Usage(format!("parameter '{}': {e}", s.name)))
+            Role::Parameter | Role::MasterWeight => parameter_start(s, params),
+            _ => {
+                let whole = TensorSpec {
+                    shape: ranks.whole_dims(s),
+                    ..s.clone()
+                };
+                fresh_state(&whole, seed).ok_or_else(|| {
+                    Error::Usage(format!("input '{}' ({:?}) is no state", s.name, s.role))
+                })
             }
-            Role::RngState => Ok(crate::initial_inputs::rng_state(seed)),
-            _ => Ok(Literal::zeros(s.dtype, ranks.whole_dims(s))),
         })
         .collect()
 }

@@ -243,7 +243,7 @@ impl Trainer {
         let (accumulated_loss, main_batch) = match &self.micro {
             None => (None, Some(batch)),
             Some(micro) => {
-                let count = counted_targets(&batch.targets);
+                let count = batch.token_count();
                 let stage = Stage {
                     program: &micro.program,
                     inputs: &micro.inputs,
@@ -254,7 +254,7 @@ impl Trainer {
                 for j in 0..micro.micro_batches {
                     let part = micro_batch(batch, j, micro.micro_batches, micro.dp);
                     let (state, vocab) = (&mut self.state, self.vocab_size);
-                    let out = run_stage(&stage, state, &held, vocab, Some(&part), Some(count))?;
+                    let out = run_stage(&stage, state, &held, vocab, Some(&part), Some(&count))?;
                     loss += scalar(stage.outputs, &out, Role::Loss)?;
                 }
                 (Some(loss), None)
@@ -408,7 +408,7 @@ fn run_stage(
     held: &[(&str, Role)],
     vocab_size: i64,
     batch: Option<&Batch>,
-    token_count: Option<i64>,
+    token_count: Option<&Literal>,
 ) -> Result<Vec<Literal>, Error> {
     let wants = |role: Role| stage.inputs.iter().any(|s| s.role == role);
     if let Some(b) = batch {
@@ -432,28 +432,34 @@ fn run_stage(
     // name, so a micro step that reads the parameters and updates only the
     // accumulators finds both.
     let slot = |spec: &TensorSpec| state_slot(held, spec);
+    // Where each input comes from, found once for every rank.
+    let sources = stage
+        .inputs
+        .iter()
+        .map(|s| match (s.role, batch.and_then(|b| b.for_role(s.role))) {
+            (_, Some(l)) => Ok(Source::Batch(l)),
+            (Role::TokenCount, _) => token_count
+                .map(Source::Given)
+                .ok_or_else(|| Error::Usage("the step needs the step's token count".into())),
+            _ => slot(s)
+                .map(Source::State)
+                .ok_or_else(|| Error::Usage(format!("no state '{}' for the step's input", s.name))),
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     let inputs: Vec<Vec<Literal>> = (0..state.len())
         .map(|rank| {
             stage
                 .inputs
                 .iter()
-                .map(|s| match (s.role, batch.and_then(|b| b.for_role(s.role))) {
-                    (_, Some(l)) => Ok(stage.ranks.take(s, l, rank as i64)),
-                    (Role::TokenCount, _) => token_count
-                        .map(|c| {
-                            Literal::from_s32(vec![], &[c.clamp(0, i32::MAX as i64) as i32])
-                                .expect("one s32")
-                        })
-                        .ok_or_else(|| {
-                            Error::Usage("the step needs the step's token count".into())
-                        }),
-                    _ => slot(s).map(|k| state[rank][k].clone()).ok_or_else(|| {
-                        Error::Usage(format!("no state '{}' for the step's input", s.name))
-                    }),
+                .zip(&sources)
+                .map(|(s, source)| match source {
+                    Source::Batch(l) => stage.ranks.take(s, l, rank as i64),
+                    Source::Given(l) => (*l).clone(),
+                    Source::State(k) => state[rank][*k].clone(),
                 })
-                .collect::<Result<Vec<_>, Error>>()
+                .collect()
         })
-        .collect::<Result<_, _>>()?;
+        .collect();
     let outputs = match inputs.as_slice() {
         [one] => vec![stage.program.run(one)?],
         _ => stage.program.run_replicas(&inputs)?,
@@ -487,6 +493,14 @@ fn run_stage(
     first.ok_or_else(|| Error::Usage("the step ran on no rank".into()))
 }
 
+/// Where a stage's input comes from: the batch (each rank its rows), a
+/// value given for the step, or the state (its index).
+enum Source<'a> {
+    Batch(&'a Literal),
+    Given(&'a Literal),
+    State(usize),
+}
+
 /// Index of the state input named and roled as `spec` among `held`.
 fn state_slot(held: &[(&str, Role)], spec: &TensorSpec) -> Option<usize> {
     held.iter()
@@ -509,15 +523,6 @@ fn scalar(outputs: &[TensorSpec], values: &[Literal], role: Role) -> Result<f64,
         .and_then(|i| values.get(i))
         .map(|l| l.to_f64_vec()[0])
         .ok_or_else(|| Error::Usage(format!("the step has no {role:?} output")))
-}
-
-/// How many targets count in the loss (not the ignore index).
-fn counted_targets(targets: &Literal) -> i64 {
-    targets
-        .to_i64_vec()
-        .iter()
-        .filter(|&&t| t != hlatc_models::IGNORE_INDEX)
-        .count() as i64
 }
 
 /// Micro-batch `j` of `k` of `batch`, as a global batch: each of the `dp`
