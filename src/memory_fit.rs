@@ -5,8 +5,10 @@
 //! and planning the step it gives (the plan measures what the remat pass
 //! keeps, so it cannot be scaled by hand): ZeRO-1 (free: the same
 //! communication), recomputing whole layers (compute), more DP replicas
-//! with the per-replica batch kept (more devices, same work per device),
-//! then more TP. The first that fits is the advice.
+//! with the per-replica batch kept (more devices, same work per device;
+//! each doubling first as it is, then with whole layers recomputed, since
+//! devices cost more than a third more compute), then more TP. The first
+//! that fits is the advice.
 
 use crate::compile_step::{compile_step, CompileOptions};
 use hlatc_passes::RematPolicy;
@@ -65,11 +67,11 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<Change> {
             c.remat = RematPolicy::FullLayer;
         });
     }
-    for full_layer in [false, true] {
-        if full_layer && !remat {
-            continue;
-        }
-        for k in 1..=DOUBLINGS {
+    for k in 1..=DOUBLINGS {
+        for full_layer in [false, true] {
+            if full_layer && !remat {
+                continue;
+            }
             let (dp, batch) = (par.dp << k, batch_size << k);
             let extra = if full_layer {
                 " --remat full-layer"

@@ -623,12 +623,12 @@ pub fn forward_on_rank(
         m.b.push_scope(&scope::layer(layer));
         let norm = m.param(&format!("{l}input_layernorm.weight"));
         let h = m.scoped("input_layernorm", |m| m.rms_norm(x, norm))?;
-        let h = m.full_sequence(h)?;
+        let h = m.scoped("self_attn", |m| m.full_sequence(h))?;
         let a = m.attention(h, &l, tables, allowed)?;
         x = m.b.add2(x, a)?;
         let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
         let h = m.scoped("post_attention_layernorm", |m| m.rms_norm(x, norm))?;
-        let h = m.full_sequence(h)?;
+        let h = m.scoped("mlp", |m| m.full_sequence(h))?;
         let f = m.mlp(h, &l)?;
         x = m.b.add2(x, f)?;
         m.b.pop_scope();
@@ -642,7 +642,7 @@ pub fn forward_on_rank(
     } else {
         m.param("lm_head.weight")
     };
-    let x = m.full_sequence(x)?;
+    let x = m.scoped("lm_head", |m| m.full_sequence(x))?;
     let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
     let loss = m.scoped("loss", |m| match m.rank.take() {
         None => m.cross_entropy(logits, targets),

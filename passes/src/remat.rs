@@ -24,7 +24,13 @@
 //!
 //! What a region outputs to the rest of the forward pass is kept, as
 //! `torch.utils.checkpoint` keeps a checkpointed function's outputs: the
-//! next layer reads them anyway. Values computed from constants alone
+//! next layer reads them anyway. A sequence-parallel gather is the
+//! exception: its output (the full sequence a column-parallel projection
+//! reads) is T times the shard it is gathered from, so under either policy
+//! the shard is kept and the gather runs again in the backward pass, as
+//! Megatron's and NxD's sequence parallelism do. A collective is
+//! recomputed like any value: every rank runs the same program, so every
+//! rank runs the clone too, in the same order. Values computed from constants alone
 //! (iotas, masks, broadcast constants) are recomputed wherever a clone
 //! needs them instead of being routed through the barrier.
 //!
@@ -66,8 +72,8 @@ impl Pass for Remat {
         let order = Order::of(c);
         let mut r = rewriter.on(c);
         let mut total = Totals::default();
-        for (key, members) in &regions {
-            let Some(plan) = Plan::of(r.comp(), &order, members) else {
+        for (key, region) in &regions {
+            let Some(plan) = Plan::of(r.comp(), &order, region) else {
                 continue;
             };
             match plan.check(r.comp(), &order) {
@@ -94,19 +100,47 @@ impl Pass for Remat {
     }
 }
 
-/// The forward region each instruction belongs to under `policy`, by scope.
-fn regions(c: &Computation, policy: RematPolicy) -> BTreeMap<String, HashSet<InstrId>> {
-    let mut out: BTreeMap<String, HashSet<InstrId>> = BTreeMap::new();
+/// Forward instructions recomputed together, from one scope.
+#[derive(Default)]
+struct Region {
+    members: HashSet<InstrId>,
+    /// Whether what the region outputs to the rest of the forward pass is
+    /// kept for the backward (a layer's, core attention's) or recomputed
+    /// too (a sequence-parallel gather's).
+    keeps_outputs: bool,
+}
+
+/// The forward region each instruction belongs to under `policy`, by
+/// scope: the policy's own, or else a sequence-parallel gather's.
+fn regions(c: &Computation, policy: RematPolicy) -> BTreeMap<String, Region> {
+    let mut out: BTreeMap<String, Region> = BTreeMap::new();
     for id in c.ids() {
         let i = c.instr(id);
         if matches!(i.op, Op::Parameter(_)) || scope::is_backward(&i.metadata.op_name) {
             continue;
         }
-        if let Some(key) = region_key(&i.metadata.op_name, policy) {
-            out.entry(key.to_string()).or_default().insert(id);
-        }
+        let name = &i.metadata.op_name;
+        let (key, keeps_outputs) = match region_key(name, policy) {
+            Some(key) => (key, true),
+            None => match gather_key(name, policy) {
+                Some(key) => (key, false),
+                None => continue,
+            },
+        };
+        let region = out.entry(key.to_string()).or_default();
+        region.members.insert(id);
+        region.keeps_outputs = keeps_outputs;
     }
     out
+}
+
+/// The scope of a sequence-parallel gather, recomputed under every policy
+/// but `none`.
+fn gather_key(op_name: &str, policy: RematPolicy) -> Option<&str> {
+    if policy == RematPolicy::None {
+        return None;
+    }
+    scope::prefix_through(op_name, |p| p == scope::SEQUENCE_GATHER)
 }
 
 fn region_key(op_name: &str, policy: RematPolicy) -> Option<&str> {
@@ -170,9 +204,11 @@ struct Plan {
 }
 
 impl Plan {
-    /// `None` when the backward reads nothing inside the region that the
-    /// rest of the forward pass does not also read.
-    fn of(c: &Computation, order: &Order, members: &HashSet<InstrId>) -> Option<Plan> {
+    /// `None` when the backward reads nothing inside the region that it
+    /// would recompute (under [`Region::keeps_outputs`], nothing that the
+    /// rest of the forward pass does not also read).
+    fn of(c: &Computation, order: &Order, region: &Region) -> Option<Plan> {
+        let members = &region.members;
         let mut saved: Vec<(InstrId, Vec<InstrId>)> = Vec::new();
         for &v in members {
             if order.generated(v) {
@@ -183,7 +219,8 @@ impl Plan {
                 .iter()
                 .any(|&u| !members.contains(&u) && !is_backward(c, u));
             let backward: Vec<InstrId> = users.into_iter().filter(|&u| is_backward(c, u)).collect();
-            if !is_output && !backward.is_empty() {
+            let kept_as_output = is_output && region.keeps_outputs;
+            if !kept_as_output && !backward.is_empty() {
                 saved.push((v, backward));
             }
         }
@@ -217,13 +254,15 @@ impl Plan {
     /// The trigger the barrier waits for, or why the region cannot be
     /// recomputed safely.
     fn check(&self, c: &Computation, order: &Order) -> Result<InstrId, String> {
-        if let Some(&id) = self.clones.iter().find(|&&id| !c.instr(id).op.is_pure()) {
+        for &id in &self.clones {
             let i = c.instr(id);
-            return Err(format!(
-                "'{}' ({}) cannot be recomputed: it is not a pure value",
-                i.name,
-                i.op.opcode()
-            ));
+            if let Err(why) = recomputable(&i.op) {
+                return Err(format!(
+                    "'{}' ({}) cannot be recomputed: {why}",
+                    i.name,
+                    i.op.opcode()
+                ));
+            }
         }
         if let Some(&id) = self.inputs.iter().find(|&&id| is_backward(c, id)) {
             return Err(format!(
@@ -344,6 +383,26 @@ impl Plan {
             freed: self.saved.len(),
             freed_bytes,
         })
+    }
+}
+
+/// Whether an instruction running `op` gives the same value when run again
+/// from the same operands, in the same program on every rank.
+fn recomputable(op: &Op) -> Result<(), &'static str> {
+    if op.is_pure() {
+        return Ok(());
+    }
+    match op {
+        // A channel pairs one collective instruction across partitions;
+        // a clone would need a channel of its own (hlatc's steps use none).
+        Op::AllGather { collective, .. }
+        | Op::AllReduce { collective, .. }
+        | Op::ReduceScatter { collective, .. }
+        | Op::AllToAll { collective, .. } => match collective.channel_id {
+            None => Ok(()),
+            Some(_) => Err("a cross-partition collective (channel_id) needs a channel of its own"),
+        },
+        _ => Err("it is not a pure value"),
     }
 }
 

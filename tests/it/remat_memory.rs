@@ -5,11 +5,17 @@
 //! The numbers themselves are checked against the unoptimized step in
 //! `tests/it/passes_on_xla.rs`.
 
-use hlatc::models::{BatchShape, ModelConfig};
+use crate::sharded;
+use hlatc::compiler::build::scope;
+use hlatc::compiler::Op;
+use hlatc::models::{BatchShape, ModelConfig, Parallelism};
 use hlatc::optimizer::AdamWConfig;
 use hlatc::passes::{default_pipeline, RematPolicy, Target};
+use hlatc::precision::Precision;
 use hlatc::runtime::{CompiledMemoryStats, Runtime};
-use hlatc::train_step::{build_train_step, optimize, StepConfig};
+use hlatc::train::memory_plan::MemoryPlan;
+use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
+use hlatc::trainer::Trainer;
 
 fn stats(
     rt: &Runtime,
@@ -90,4 +96,106 @@ fn core_attention_does_not_grow_the_tiny_steps_temporaries() {
         full <= none + none / 10,
         "full-layer: {full} against {none}"
     );
+}
+
+/// TP 2 x DP 2 with sequence parallelism and ZeRO-1.
+const SEQUENCE_PARALLEL: Parallelism = Parallelism {
+    tp: 2,
+    dp: 2,
+    sequence_parallel: true,
+    zero1: true,
+};
+
+fn par_tp() -> u64 {
+    SEQUENCE_PARALLEL.tp as u64
+}
+
+/// The [`SEQUENCE_PARALLEL`] step as its pipeline leaves it under `remat`.
+fn sequence_parallel_step(remat: RematPolicy) -> TrainStep {
+    let par = SEQUENCE_PARALLEL;
+    let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, Precision::Fp32);
+    let mut step = build_train_step(&cfg).unwrap();
+    let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
+    optimize(&mut step, &pipeline, Target::Cpu, remat).unwrap();
+    step
+}
+
+/// The sequence-parallel all-gathers of the forward pass (`lm_head` and
+/// two per layer), and how many of them a backward instruction reads.
+fn forward_gathers(step: &TrainStep) -> (usize, usize) {
+    let c = step.module.entry();
+    let gathers: Vec<_> = c
+        .ids()
+        .filter(|&id| {
+            let i = c.instr(id);
+            matches!(i.op, Op::AllGather { .. })
+                && i.metadata.op_name.contains(scope::SEQUENCE_GATHER)
+                && !scope::is_backward(&i.metadata.op_name)
+        })
+        .collect();
+    let read_by_backward = gathers
+        .iter()
+        .filter(|&&g| {
+            c.users(g)
+                .into_iter()
+                .any(|u| scope::is_backward(&c.instr(u).metadata.op_name))
+        })
+        .count();
+    (gathers.len(), read_by_backward)
+}
+
+/// Under sequence parallelism a rank keeps its run of the sequence and
+/// gathers the full sequence again in the backward pass, under either
+/// policy: no gathered value stays alive from the forward pass to the
+/// backward one, and the memory plan's activations fall by at least the
+/// gathered bytes less the runs kept instead (1/T of them). Full-layer recomputes whole layers, collectives
+/// included, and keeps less still.
+#[test]
+fn sequence_parallel_remat_keeps_each_ranks_run_and_gathers_again() {
+    let none = sequence_parallel_step(RematPolicy::None);
+    let gathers = 2 * sharded::gqa_odd_vocab().num_hidden_layers as usize + 1;
+    assert_eq!(forward_gathers(&none), (gathers, gathers));
+    let gathered: u64 = {
+        let c = none.module.entry();
+        c.ids()
+            .filter(|&id| {
+                let i = c.instr(id);
+                matches!(i.op, Op::AllGather { .. })
+                    && i.metadata.op_name.contains(scope::SEQUENCE_GATHER)
+                    && !scope::is_backward(&i.metadata.op_name)
+            })
+            .map(|id| c.instr(id).shape.byte_size())
+            .sum()
+    };
+    let none_plan = MemoryPlan::of(&none).activations;
+    let mut previous = none_plan;
+    for remat in [RematPolicy::CoreAttention, RematPolicy::FullLayer] {
+        let step = sequence_parallel_step(remat);
+        assert_eq!(forward_gathers(&step), (gathers, 0), "{remat}");
+        let notes = step.pass_report.notes.join("\n");
+        assert!(!notes.contains("left as is"), "{remat}: {notes}");
+        let kept = MemoryPlan::of(&step).activations;
+        assert!(
+            kept < previous && none_plan - kept >= gathered - gathered / par_tp(),
+            "{remat}: {kept} bytes kept, {none_plan} without remat, {gathered} gathered"
+        );
+        previous = kept;
+    }
+}
+
+/// Recomputing the gathers (and under full-layer every collective of a
+/// layer) computes what the step computes unoptimized: three steps on four
+/// XLA CPU devices agree as a sharded step agrees with one device.
+#[test]
+fn sequence_parallel_remat_computes_the_unoptimized_step() {
+    let par = SEQUENCE_PARALLEL;
+    let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, Precision::Fp32);
+    let reference = sharded::run(&cfg);
+    for remat in [RematPolicy::CoreAttention, RematPolicy::FullLayer] {
+        let optimized = sharded::run_with(&cfg, |rt, cfg, params| {
+            Trainer::optimized(rt, cfg, remat, params)
+        });
+        let diffs = sharded::differences(&reference, &optimized, sharded::F32_RTOL);
+        assert!(diffs.is_empty(), "{remat}: {}", diffs.join("; "));
+    }
 }

@@ -82,12 +82,21 @@ pub(crate) struct Run {
 }
 
 pub(crate) fn run(cfg: &StepConfig) -> Run {
+    run_with(cfg, Trainer::new)
+}
+
+/// [`run`] with the trainer `start` makes from the runtime, the step's
+/// config and its initial parameters.
+pub(crate) fn run_with(
+    cfg: &StepConfig,
+    start: impl FnOnce(&Runtime, &StepConfig, Vec<Literal>) -> Result<Trainer, hlatc::train::Error>,
+) -> Run {
     let rt = Runtime::shared().unwrap();
     let params = init_params(&cfg.model, cfg.precision.storage(), 7)
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let mut trainer = Trainer::new(&rt, cfg, params).unwrap();
+    let mut trainer = start(&rt, cfg, params).unwrap();
     let data = SyntheticData::permutation(cfg.model.vocab_size, 3);
     let stats = (0..STEPS)
         .map(|k| {

@@ -6,7 +6,13 @@
 //! moments (a ZeRO-1 shard as the shard). The gradients are counted as
 //! the rank's share of every parameter in the type they are summed and
 //! clipped in (f32, f64 under fp64): the clip needs the global norm before
-//! any update, so all of them are alive at once. The activations are
+//! any update, so all of them are alive at once. Without ZeRO-1 each
+//! gradient is converted and summed as the backward makes it, and the sum
+//! replaces it. Under ZeRO-1 (moments smaller than the weights they
+//! update) the sum is only the rank's shard, but the gradients are
+//! reduce-scattered in buckets that span layers, so the plan keeps every
+//! gradient as the backward made it (in its weight's type: bf16 under
+//! `bf16-master`) beside the shard of their sum. The activations are
 //! measured on the module, not assumed from a formula: every value the
 //! forward pass computes and a backward instruction reads is alive where
 //! the backward begins, so their bytes are what the step keeps for its
@@ -56,18 +62,26 @@ impl MemoryPlan {
                 .map(|s| elements(&s.shape) * s.dtype.byte_size() as u64)
                 .sum()
         };
-        let gradient_elements: u64 = step
-            .inputs
-            .iter()
-            .filter(|s| s.role == Role::Parameter)
-            .map(|s| elements(&s.shape))
-            .sum();
+        let count = |role: Role| -> u64 {
+            step.inputs
+                .iter()
+                .filter(|s| s.role == role)
+                .map(|s| elements(&s.shape))
+                .sum()
+        };
+        let sum_type_bytes = step.precision.gradient_sum_type().byte_size() as u64;
+        let (made, summed) = (count(Role::Parameter), count(Role::AdamM));
+        let gradients = if summed > 0 && summed < made {
+            bytes(Role::Parameter) + summed * sum_type_bytes
+        } else {
+            made * sum_type_bytes
+        };
         MemoryPlan {
             parameters: bytes(Role::Parameter),
             master_weights: bytes(Role::MasterWeight),
             optimizer_state: bytes(Role::AdamM) + bytes(Role::AdamV),
             gradient_accumulators: bytes(Role::GradAccumulator),
-            gradients: gradient_elements * step.precision.gradient_sum_type().byte_size() as u64,
+            gradients,
             activations: saved_for_backward(&step.module),
         }
     }

@@ -14,6 +14,12 @@ pub const BACKWARD: &str = "backward";
 /// `CoreAttention`, what the `core-attention` remat policy recomputes.
 pub const CORE_ATTENTION: &str = "core_attention";
 
+/// The component of a sequence-parallel all-gather, under the scope of the
+/// projections that read its output (`layers.3/mlp/sequence_gather`): the
+/// full sequence the `remat` pass gathers again in the backward pass
+/// rather than keep.
+pub const SEQUENCE_GATHER: &str = "sequence_gather";
+
 /// The prefix of a decoder layer's component, `layers.N`.
 pub const LAYER_PREFIX: &str = "layers.";
 

@@ -15,6 +15,7 @@ use crate::llama::{counted_total, gather_rows};
 use hlatc_compiler::build::autodiff::GradHints;
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::build::collectives::replica_groups;
+use hlatc_compiler::build::scope;
 use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, Op, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId};
@@ -99,12 +100,17 @@ impl RankContext {
     }
 
     /// The input of a column-parallel projection: with sequence
-    /// parallelism every rank's run of rows gathered; otherwise `x`.
+    /// parallelism every rank's run of rows gathered, in a
+    /// [`scope::SEQUENCE_GATHER`] scope (so `remat` keeps the run and
+    /// gathers again in the backward pass); otherwise `x`.
     pub fn full_sequence(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
-        if self.par.sequence_parallel {
-            return b.all_gather(x, 0, &self.tp);
+        if !self.par.sequence_parallel {
+            return Ok(x);
         }
-        Ok(x)
+        b.push_scope(scope::SEQUENCE_GATHER);
+        let full = b.all_gather(x, 0, &self.tp);
+        b.pop_scope();
+        full
     }
 
     /// The embedding rows of `tokens` (`s32[N]`) from this rank's run of
