@@ -42,6 +42,27 @@ pub struct Collective {
     pub constrain_layout: bool,
 }
 
+/// The smallest id in two of `groups` (or twice in one), if any; the ids
+/// are not negative. The verifier checks every collective of a step of
+/// thousands of ranks, so dense ids are marked in a bitmap, not sorted.
+fn repeated_id(groups: &[Vec<i64>]) -> Option<i64> {
+    let count: usize = groups.iter().map(Vec::len).sum();
+    let max = groups.iter().flatten().copied().max()?;
+    if max as u64 > 4 * count as u64 + 64 {
+        let mut ids: Vec<i64> = groups.iter().flatten().copied().collect();
+        ids.sort_unstable();
+        return ids.windows(2).find(|w| w[0] == w[1]).map(|w| w[0]);
+    }
+    let mut seen = vec![false; max as usize + 1];
+    let mut repeated: Option<i64> = None;
+    for &id in groups.iter().flatten() {
+        if std::mem::replace(&mut seen[id as usize], true) {
+            repeated = Some(repeated.map_or(id, |r| r.min(id)));
+        }
+    }
+    repeated
+}
+
 impl ReplicaGroups {
     /// The groups as explicit lists of ids.
     pub fn expanded(&self) -> Vec<Vec<i64>> {
@@ -77,13 +98,11 @@ impl ReplicaGroups {
     pub fn check(&self, same_size: bool) -> Result<(), String> {
         match self {
             ReplicaGroups::List(groups) => {
-                let mut ids: Vec<i64> = groups.iter().flatten().copied().collect();
-                ids.sort_unstable();
-                if let Some(id) = ids.iter().find(|&&id| id < 0) {
+                if let Some(id) = groups.iter().flatten().find(|&&id| id < 0) {
                     return Err(format!("replica group id {id} is negative"));
                 }
-                if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(format!("replica id {} is in two groups", w[0]));
+                if let Some(id) = repeated_id(groups) {
+                    return Err(format!("replica id {id} is in two groups"));
                 }
                 if groups.iter().any(Vec::is_empty) {
                     return Err("a replica group is empty".into());

@@ -12,7 +12,7 @@
 use super::cursor::{AttrSyntaxError, Cursor};
 use crate::ir::collective::ReplicaGroups;
 use crate::ir::mesh_groups::{AxisRef, MeshDevices, MeshGroups};
-use crate::util::join::join;
+use crate::util::join::{join, push_joined};
 use std::fmt::Write;
 
 type Result<T> = std::result::Result<T, AttrSyntaxError>;
@@ -245,7 +245,9 @@ fn write_int_lists<'a>(out: &mut String, lists: impl Iterator<Item = &'a [i64]>)
         if i > 0 {
             out.push(',');
         }
-        let _ = write!(out, "{{{}}}", join(l));
+        out.push('{');
+        push_joined(out, l);
+        out.push('}');
     }
     out.push('}');
 }
