@@ -182,15 +182,27 @@ pub struct CompiledStep {
     pub cfg: StepConfig,
     pub step: TrainStep,
     pub target: Target,
-    /// Under gradient accumulation (`grad_accum` above 1) the apply step
-    /// and the number of micro-batches; `step` is then the micro step.
-    pub apply: Option<(TrainStep, i64)>,
+    /// Under gradient accumulation (`grad_accum` above 1) the apply step;
+    /// `step` is then the micro step.
+    pub apply: Option<ApplyStep>,
     /// Instructions before the passes.
     pub instructions_built: usize,
     /// What each rank needs in device memory.
     pub memory: MemoryPlan,
     /// What the plan was checked against (a refused plan is an error).
     pub memory_check: MemoryCheck,
+    /// The pipeline's time over `step` (the apply step's is its own).
+    pub passes_time: Duration,
+}
+
+/// Gradient accumulation's second program, beside the micro step.
+pub struct ApplyStep {
+    pub step: TrainStep,
+    /// How many times the micro step runs before it (K).
+    pub micro_batches: i64,
+    /// Its instructions before the passes.
+    pub instructions_built: usize,
+    /// Its pipeline's time.
     pub passes_time: Duration,
 }
 
@@ -212,13 +224,20 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         1 => (build_train_step(&cfg)?, None),
         k => {
             let steps = build_accumulation_steps(&cfg, k)?;
-            (steps.micro, Some((steps.apply, k)))
+            let instructions_built = steps.apply.module.instruction_count();
+            let apply = ApplyStep {
+                step: steps.apply,
+                micro_batches: k,
+                instructions_built,
+                passes_time: Duration::ZERO,
+            };
+            (steps.micro, Some(apply))
         }
     };
     if let Some(r) = &o.rounding {
         step.rounding = r.clone();
-        if let Some((a, _)) = &mut apply {
-            a.rounding = r.clone();
+        if let Some(a) = &mut apply {
+            a.step.rounding = r.clone();
         }
     }
     let mut pipeline = match &o.passes {
@@ -236,13 +255,15 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     let instructions_built = step.module.instruction_count();
     let t_passes = Instant::now();
     optimize(&mut step, &pipeline, o.target, o.remat)?;
-    if let Some((a, _)) = &mut apply {
-        optimize(a, &pipeline, o.target, o.remat)?;
-    }
     let passes_time = t_passes.elapsed();
+    if let Some(a) = &mut apply {
+        let t_apply = Instant::now();
+        optimize(&mut a.step, &pipeline, o.target, o.remat)?;
+        a.passes_time = t_apply.elapsed();
+    }
     let memory = match &apply {
         None => MemoryPlan::of(&step),
-        Some((a, _)) => MemoryPlan::of_accumulation(&step, a),
+        Some(a) => MemoryPlan::of_accumulation(&step, &a.step),
     };
     let memory_check = o.device_memory.check(o.target, o.parallel.world());
     if let MemoryCheck::Refuse(limit) = memory_check {

@@ -129,8 +129,29 @@ class Step:
 
     @property
     def summary(self) -> Dict[str, Any]:
-        """Sizes, passes and the time of each compile stage (ms)."""
+        """Sizes, passes and the time of each compile stage (ms); for
+        gradient accumulation, `grad_accum` and each program's summary."""
         return self._native.summary
+
+    @property
+    def grad_accum(self) -> int:
+        """K of `compile_step(grad_accum=K)`: 1 for a step of one program."""
+        return self._native.grad_accum
+
+    @property
+    def micro_step(self) -> Optional["Step"]:
+        """Under gradient accumulation, the micro step (forward and backward
+        over one micro-batch, added into the `grad.NAME` accumulators) as a
+        Step of one program; None otherwise."""
+        native = self._native.micro_step
+        return None if native is None else Step(native)
+
+    @property
+    def apply_step(self) -> Optional["Step"]:
+        """Under gradient accumulation, the apply step (sum over ranks, clip,
+        AdamW) as a Step of one program; None otherwise."""
+        native = self._native.apply_step
+        return None if native is None else Step(native)
 
     def module(self) -> Module:
         """The step as an hlatc Module (for `optimize`, `to_text`, ...)."""
@@ -181,7 +202,13 @@ def compile_step(
     `dp`, `sequence_parallel`, `packed`, `separate_projections`,
     `verify_each_pass`, and the optimizer's `lr_max`, `lr_min`,
     `warmup_steps`, `total_steps`, `beta1`, `beta2`, `adam_eps`,
-    `weight_decay`, `clip_norm`; and `module_markers`). The GIL is released while it compiles.
+    `weight_decay`, `clip_norm`; `module_markers`, `device_memory` and
+    `grad_accum`). With `grad_accum=K` above 1 the step is two programs, as
+    `hlatc compile --grad-accum K` writes them: `micro_step` and
+    `apply_step` are each a Step of one program, `write_bundle` writes both
+    and `Trainer` runs them; what belongs to one program (`hlo_text`, `run`,
+    ...) raises `UsageError` on the pair. The GIL is released while it
+    compiles.
     """
     if config is not None and not isinstance(config, Mapping):
         config = os.fspath(config)
@@ -197,7 +224,8 @@ class Trainer:
 
     def __init__(self, step: Step, seed: int = 0) -> None:
         """Starts from the model's initialization drawn from `seed`, zero Adam
-        state and step 0."""
+        state and step 0. A step compiled with `grad_accum=K` runs its micro
+        step K times and its apply step once per `step`."""
         self._native = _hlatc.Trainer(step._native, seed)
 
     def step(self, tokens: Any, targets: Any, segment_ids: Any = None) -> Dict[str, float]:

@@ -67,6 +67,9 @@ class Step:
     world_size: int
     manifest: Dict[str, Any]
     summary: Dict[str, Any]
+    grad_accum: int
+    micro_step: Optional[Step]
+    apply_step: Optional[Step]
     def write_bundle(self, path: str) -> None: ...
     def init_state(self, seed: int = 0, rank: int = 0) -> Dict[str, Raw]: ...
     def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, Raw]: ...
@@ -103,6 +106,7 @@ def compile_step(
     clip_norm: Optional[float] = None,
     module_markers: bool = False,
     device_memory: Optional[Union[int, str]] = None,
+    grad_accum: int = 1,
 ) -> Step: ...
 
 class Trainer:

@@ -4,12 +4,13 @@
 
 use crate::arrays::{dict_of, from_raw, RawIn};
 use crate::errors::{guarded, to_py, ConfigError, UsageError};
-use hlatc::bundle::{for_cpu, manifest_json, sha256_hex, stage_bundle};
+use hlatc::bundle::{for_cpu, manifest_json, sha256_hex, stage_accumulation_bundle, stage_bundle};
 use hlatc::compile_step::{
     compile_step as compile, CompileOptions, CompiledStep, ModelSource, OptimizerOverrides,
 };
+use hlatc::grad_accum::micro_config;
 use hlatc::initial_inputs::StartValues;
-use hlatc::memory_plan::DeviceMemory;
+use hlatc::memory_plan::{DeviceMemory, MemoryPlan};
 use hlatc::models::Parallelism;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::precision::Precision;
@@ -104,7 +105,7 @@ fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<
     passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
     tp=1, dp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None, warmup_steps=None,
     total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
-    module_markers=false, device_memory=None
+    module_markers=false, device_memory=None, grad_accum=1
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
@@ -137,6 +138,7 @@ pub fn compile_step(
     clip_norm: Option<f64>,
     module_markers: bool,
     device_memory: Option<&Bound<'_, PyAny>>,
+    grad_accum: i64,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -180,15 +182,10 @@ pub fn compile_step(
         },
         module_markers,
         device_memory: device_memory_of(device_memory)?,
-        // A `Step` is one program; the two of gradient accumulation are
-        // `hlatc compile --grad-accum`'s.
-        grad_accum: 1,
+        grad_accum,
     };
-    py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))
-        .map(|compiled| Step {
-            compiled,
-            program: OnceLock::new(),
-        })
+    let compiled = py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))?;
+    Step::of_compiled(py, compiled)
 }
 
 /// `device_memory=`: `None` (the target's default), bytes, or a size as
@@ -218,31 +215,161 @@ pub(crate) fn cpu_program(c: &CompiledStep) -> Result<Program, hlatc::Error> {
     Ok(Runtime::for_ranks(world as usize)?.compile(&module)?)
 }
 
-/// A compiled training step.
-#[pyclass(module = "hlatc._hlatc")]
+/// A compiled training step: one program, or gradient accumulation's two.
+#[pyclass(module = "hlatc._hlatc", frozen)]
 pub struct Step {
+    programs: Programs,
+}
+
+enum Programs {
+    One(Box<OneProgram>),
+    /// `grad_accum` above 1: each program a `Step` of its own.
+    Accumulated {
+        micro: Py<Step>,
+        apply: Py<Step>,
+        micro_batches: i64,
+    },
+}
+
+/// A step of one program.
+struct OneProgram {
     compiled: CompiledStep,
     /// The step compiled on XLA CPU, once a run asks for it.
     program: OnceLock<Program>,
 }
 
+/// A step's programs, borrowed: what a bundle is written from and a
+/// trainer runs.
+pub(crate) enum Borrowed<'a> {
+    One(&'a CompiledStep),
+    Pair(Pair<'a>),
+}
+
+/// Gradient accumulation's two programs, borrowed.
+pub(crate) struct Pair<'a> {
+    pub micro: &'a CompiledStep,
+    pub apply: &'a CompiledStep,
+    pub micro_batches: i64,
+}
+
 impl Step {
+    fn one(compiled: CompiledStep) -> Step {
+        Step {
+            programs: Programs::One(Box::new(OneProgram {
+                compiled,
+                program: OnceLock::new(),
+            })),
+        }
+    }
+
+    /// `c` as a `Step`; under gradient accumulation its micro and apply
+    /// steps each become a `Step` of one program (the micro step's config
+    /// takes a K-th of the batch, as its bundle's manifest says).
+    fn of_compiled(py: Python<'_>, c: CompiledStep) -> PyResult<Step> {
+        let CompiledStep {
+            name,
+            cfg,
+            step,
+            target,
+            apply,
+            instructions_built,
+            memory,
+            memory_check,
+            passes_time,
+        } = c;
+        let Some(apply) = apply else {
+            return Ok(Step::one(CompiledStep {
+                name,
+                cfg,
+                step,
+                target,
+                apply: None,
+                instructions_built,
+                memory,
+                memory_check,
+                passes_time,
+            }));
+        };
+        let micro_cfg = micro_config(&cfg, apply.micro_batches)
+            .map_err(|e| to_py(hlatc::train::Error::from(e).into()))?;
+        let micro = CompiledStep {
+            name: name.clone(),
+            cfg: micro_cfg,
+            memory: MemoryPlan::of(&step),
+            step,
+            target,
+            apply: None,
+            instructions_built,
+            memory_check,
+            passes_time,
+        };
+        let whole = CompiledStep {
+            name,
+            cfg,
+            memory: MemoryPlan::of(&apply.step),
+            step: apply.step,
+            target,
+            apply: None,
+            instructions_built: apply.instructions_built,
+            memory_check,
+            passes_time: apply.passes_time,
+        };
+        Ok(Step {
+            programs: Programs::Accumulated {
+                micro: Py::new(py, Step::one(micro))?,
+                apply: Py::new(py, Step::one(whole))?,
+                micro_batches: apply.micro_batches,
+            },
+        })
+    }
+
+    /// The one program and its XLA CPU compilation, or a `UsageError` for
+    /// gradient accumulation's pair, naming what to use instead.
+    fn single(&self) -> PyResult<(&CompiledStep, &OnceLock<Program>)> {
+        match &self.programs {
+            Programs::One(one) => Ok((&one.compiled, &one.program)),
+            Programs::Accumulated { micro_batches, .. } => Err(UsageError::new_err(format!(
+                "this step is gradient accumulation's two programs (grad_accum={micro_batches}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair"
+            ))),
+        }
+    }
+
+    /// The step's programs: one, or gradient accumulation's pair.
+    pub(crate) fn borrowed(&self) -> PyResult<Borrowed<'_>> {
+        Ok(match &self.programs {
+            Programs::One(one) => Borrowed::One(&one.compiled),
+            Programs::Accumulated {
+                micro,
+                apply,
+                micro_batches,
+            } => Borrowed::Pair(Pair {
+                micro: micro.get().single()?.0,
+                apply: apply.get().single()?.0,
+                micro_batches: *micro_batches,
+            }),
+        })
+    }
+
     fn world(&self) -> usize {
-        self.compiled.cfg.parallel.world() as usize
+        match &self.programs {
+            Programs::One(one) => one.compiled.cfg.parallel.world() as usize,
+            Programs::Accumulated { micro, .. } => micro.get().world(),
+        }
     }
 
     /// The step on XLA CPU, compiled on first use.
     fn program(&self) -> PyResult<&Program> {
-        if let Some(p) = self.program.get() {
+        let (compiled, program) = self.single()?;
+        if let Some(p) = program.get() {
             return Ok(p);
         }
-        let program = guarded(|| cpu_program(&self.compiled).map_err(to_py))?;
-        Ok(self.program.get_or_init(|| program))
+        let compiled_program = guarded(|| cpu_program(compiled).map_err(to_py))?;
+        Ok(program.get_or_init(|| compiled_program))
     }
 
     /// Every rank's inputs in signature order, from dicts by input name.
     fn inputs_by_name(&self, ranks: Vec<Bound<'_, PyDict>>) -> PyResult<Vec<Vec<Literal>>> {
-        let specs = &self.compiled.step.inputs;
+        let specs = &self.single()?.0.step.inputs;
         let several = self.world() > 1;
         ranks
             .into_iter()
@@ -299,24 +426,28 @@ impl Step {
 impl Step {
     /// The serialized `HloModuleProto`: the bundle's `model.hlo_module.pb`.
     #[getter]
-    fn hlo_proto<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &hlatc::proto::encode_module(&self.compiled.step.module))
+    fn hlo_proto<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let c = self.single()?.0;
+        Ok(PyBytes::new(
+            py,
+            &hlatc::proto::encode_module(&c.step.module),
+        ))
     }
 
     /// The HLO text: the bundle's `model.hlo.txt`.
     #[getter]
-    fn hlo_text(&self) -> String {
-        hlatc::text::print_module(&self.compiled.step.module)
+    fn hlo_text(&self) -> PyResult<String> {
+        Ok(hlatc::text::print_module(&self.single()?.0.step.module))
     }
 
     #[getter]
-    fn inputs(&self) -> Vec<TensorInfo> {
-        self.compiled.step.inputs.iter().map(info).collect()
+    fn inputs(&self) -> PyResult<Vec<TensorInfo>> {
+        Ok(self.single()?.0.step.inputs.iter().map(info).collect())
     }
 
     #[getter]
-    fn outputs(&self) -> Vec<TensorInfo> {
-        self.compiled.step.outputs.iter().map(info).collect()
+    fn outputs(&self) -> PyResult<Vec<TensorInfo>> {
+        Ok(self.single()?.0.step.outputs.iter().map(info).collect())
     }
 
     /// How many ranks run the step (TP x DP).
@@ -328,17 +459,34 @@ impl Step {
     /// The manifest, as the bundle's `manifest.json` holds it.
     #[getter]
     fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let c = &self.compiled;
+        let c = self.single()?.0;
         let proto = hlatc::proto::encode_module(&c.step.module);
         let json = manifest_json(&c.step, &c.cfg, c.target, &sha256_hex(&proto));
         py.import("json")?
             .call_method1("loads", (PyString::new(py, &json),))
     }
 
-    /// What the compile did: sizes, passes and time per stage (ms).
+    /// What the compile did: sizes, passes and time per stage (ms); for
+    /// gradient accumulation's pair, `grad_accum` and each program's.
     #[getter]
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = &self.compiled;
+        let c = match &self.programs {
+            Programs::One(one) => &one.compiled,
+            Programs::Accumulated {
+                micro,
+                apply,
+                micro_batches,
+            } => {
+                let d = PyDict::new(py);
+                let micro = micro.get().summary(py)?;
+                d.set_item("model", micro.get_item("model")?)?;
+                d.set_item("target", micro.get_item("target")?)?;
+                d.set_item("grad_accum", *micro_batches)?;
+                d.set_item("micro_step", micro)?;
+                d.set_item("apply_step", apply.get().summary(py)?)?;
+                return Ok(d);
+            }
+        };
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let d = PyDict::new(py);
         d.set_item("model", &c.name)?;
@@ -358,10 +506,21 @@ impl Step {
     /// Writes the bundle `hlatc compile --out path` writes: whole, or
     /// nothing (an earlier bundle there is replaced whole).
     fn write_bundle(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
-        let c = &self.compiled;
+        let programs = self.borrowed()?;
         py.allow_threads(|| {
             guarded(|| {
-                stage_bundle(&c.step, &c.cfg, c.target, &path)
+                let staged = match &programs {
+                    Borrowed::Pair(p) => stage_accumulation_bundle(
+                        &p.micro.step,
+                        &p.apply.step,
+                        &p.apply.cfg,
+                        p.micro_batches,
+                        p.apply.target,
+                        &path,
+                    ),
+                    Borrowed::One(c) => stage_bundle(&c.step, &c.cfg, c.target, &path),
+                };
+                staged
                     .and_then(|staged| staged.commit())
                     .map(|_| ())
                     .map_err(|e| to_py(e.into()))
@@ -422,9 +581,10 @@ impl Step {
             )));
         }
         let args = self.inputs_by_name(inputs)?;
-        let vocab = self.compiled.cfg.model.vocab_size;
+        let c = self.single()?.0;
+        let vocab = c.cfg.model.vocab_size;
         for (rank, list) in args.iter().enumerate() {
-            let specs = &self.compiled.step.inputs;
+            let specs = &c.step.inputs;
             hlatc::batch_check::check_batch_inputs(specs, list, vocab).map_err(|e| {
                 let e = to_py(hlatc::train::Error::Batch(e).into());
                 if self.world() > 1 {
@@ -443,29 +603,62 @@ impl Step {
                 .map_err(|e| to_py(e.into()))
             })
         })?;
-        let names: Vec<String> = self
-            .compiled
-            .step
-            .outputs
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
+        let names: Vec<String> = c.step.outputs.iter().map(|s| s.name.clone()).collect();
         outputs
             .into_iter()
             .map(|outs| dict_of(py, names.iter().cloned().zip(outs)))
             .collect()
     }
 
-    fn __repr__(&self) -> String {
-        let c = &self.compiled;
-        format!(
-            "<hlatc.Step {} for {}: {} instructions, {} inputs, {} rank(s)>",
-            c.name,
-            c.target.name(),
-            c.step.module.instruction_count(),
-            c.step.inputs.len(),
-            self.world()
-        )
+    /// K for gradient accumulation's pair, 1 for a step of one program.
+    #[getter]
+    fn grad_accum(&self) -> i64 {
+        match &self.programs {
+            Programs::One(_) => 1,
+            Programs::Accumulated { micro_batches, .. } => *micro_batches,
+        }
+    }
+
+    /// Gradient accumulation's micro step (forward and backward over one
+    /// micro-batch, added into the `grad.NAME` accumulators), a `Step` of
+    /// one program; `None` for a step of one program.
+    #[getter]
+    fn micro_step(&self, py: Python<'_>) -> Option<Py<Step>> {
+        match &self.programs {
+            Programs::One(_) => None,
+            Programs::Accumulated { micro, .. } => Some(micro.clone_ref(py)),
+        }
+    }
+
+    /// Gradient accumulation's apply step (the sum over ranks, the clip
+    /// and AdamW), a `Step` of one program; `None` for a step of one
+    /// program.
+    #[getter]
+    fn apply_step(&self, py: Python<'_>) -> Option<Py<Step>> {
+        match &self.programs {
+            Programs::One(_) => None,
+            Programs::Accumulated { apply, .. } => Some(apply.clone_ref(py)),
+        }
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        Ok(match self.borrowed()? {
+            Borrowed::One(c) => format!(
+                "<hlatc.Step {} for {}: {} instructions, {} inputs, {} rank(s)>",
+                c.name,
+                c.target.name(),
+                c.step.module.instruction_count(),
+                c.step.inputs.len(),
+                self.world()
+            ),
+            Borrowed::Pair(p) => format!(
+                "<hlatc.Step {} for {}: gradient accumulation over {} micro-batches (micro_step, apply_step), {} rank(s)>",
+                p.apply.name,
+                p.apply.target.name(),
+                p.micro_batches,
+                self.world()
+            ),
+        })
     }
 }
 
@@ -480,7 +673,7 @@ impl Step {
         state: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_rank(rank)?;
-        let c = &self.compiled;
+        let c = self.single()?.0;
         let wanted: Vec<TensorSpec> = c
             .step
             .inputs
@@ -494,9 +687,5 @@ impl Step {
                 .map_err(|e| to_py(e.into()))
         })?;
         dict_of(py, wanted.into_iter().map(|s| s.name).zip(values))
-    }
-
-    pub(crate) fn compiled(&self) -> &CompiledStep {
-        &self.compiled
     }
 }

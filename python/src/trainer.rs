@@ -3,7 +3,7 @@
 
 use crate::arrays::{dict_of, from_raw, RawIn};
 use crate::errors::{guarded, to_py, UsageError};
-use crate::step::{cpu_program, Step};
+use crate::step::{cpu_program, Borrowed, Step};
 use hlatc::compiler::ElementType;
 use hlatc::data::Batch;
 use hlatc::models::init::init_params;
@@ -21,21 +21,38 @@ pub struct Trainer {
 impl Trainer {
     /// Starts `step` from the model's initialization drawn from `seed`,
     /// zero Adam state and step 0 (on as many XLA CPU devices as the step
-    /// has ranks).
+    /// has ranks). A step compiled with `grad_accum=K` runs its micro step
+    /// K times and its apply step once per `step`.
     #[new]
     #[pyo3(signature = (step, seed=0))]
     fn new(py: Python<'_>, step: &Step, seed: u64) -> PyResult<Trainer> {
-        let c = step.compiled();
+        let programs = step.borrowed()?;
         py.allow_threads(|| {
             guarded(|| {
                 let start = || -> Result<Trainer, hlatc::Error> {
-                    let params = init_params(&c.cfg.model, c.cfg.precision.storage(), seed)
+                    let cfg = match &programs {
+                        Borrowed::One(c) => &c.cfg,
+                        Borrowed::Pair(p) => &p.apply.cfg,
+                    };
+                    let params = init_params(&cfg.model, cfg.precision.storage(), seed)
                         .into_iter()
                         .map(|(_, l)| l)
                         .collect();
-                    let program = cpu_program(c)?;
-                    let mut inner =
-                        hlatc::trainer::Trainer::with_program(program, &c.cfg, &c.step, params)?;
+                    let mut inner = match &programs {
+                        Borrowed::One(c) => hlatc::trainer::Trainer::with_program(
+                            cpu_program(c)?,
+                            cfg,
+                            &c.step,
+                            params,
+                        )?,
+                        Borrowed::Pair(p) => hlatc::trainer::Trainer::accumulating_programs(
+                            [cpu_program(p.micro)?, cpu_program(p.apply)?],
+                            cfg,
+                            [&p.micro.step, &p.apply.step],
+                            p.micro_batches,
+                            params,
+                        )?,
+                    };
                     inner.seed_rounding(seed);
                     Ok(Trainer { inner })
                 };

@@ -165,6 +165,47 @@ def test_a_resumed_trainer_continues_bit_for_bit_in_any_layout():
         single.resume({k: v for k, v in saved.items() if not k.startswith("master.model.norm")})
 
 
+def test_gradient_accumulation_is_two_programs_that_train_as_one(tmp_path):
+    options = dict(model="tiny", target="cpu", batch_size=8, seq_len=16, precision="fp32",
+                   lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6, tp=2, dp=2,
+                   zero1=True)
+    whole = hlatc.compile_step(**options)
+    pair = hlatc.compile_step(**options, grad_accum=2)
+    assert (whole.grad_accum, pair.grad_accum) == (1, 2)
+    assert whole.micro_step is None and whole.apply_step is None
+    micro, apply = pair.micro_step, pair.apply_step
+    assert {"token_count", "grad.model.norm.weight"} <= {t.name for t in micro.inputs}
+    assert "adam_m.model.norm.weight" in {t.name for t in apply.inputs}
+    assert pair.summary["grad_accum"] == 2
+    assert pair.summary["micro_step"]["instructions"] == micro.summary["instructions"]
+    with pytest.raises(hlatc.UsageError, match="micro_step and apply_step"):
+        pair.hlo_text
+    # A replica takes 4 of the 8 rows per step; each micro step half of them.
+    assert {t.name: t.shape for t in micro.inputs}["tokens"] == [2, 16]
+    # The same losses and state as the whole batch in one program (f32, to
+    # the order of summation).
+    one, two = hlatc.Trainer(whole), hlatc.Trainer(pair)
+    for tokens, targets in batches(3):
+        a, b = one.step(tokens, targets), two.step(tokens, targets)
+        assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (a, b)
+        assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * abs(a["grad_norm"]), (a, b)
+    expected, got = one.state(), two.state()
+    for name in expected:
+        e, g = expected[name].astype(np.float64), got[name].astype(np.float64)
+        assert np.linalg.norm(g - e) <= 1e-5 * max(np.linalg.norm(e), 1e-30), name
+    # The bundle `hlatc compile --grad-accum 2` writes, byte for byte.
+    pair.write_bundle(tmp_path / "py")
+    run_cli("compile", "--model", "tiny", "--target", "cpu", "--batch-size", "8", "--seq-len",
+            "16", "--precision", "fp32", "--lr-max", "0.01", "--lr-min", "0.001", "--warmup-steps", "1",
+            "--total-steps", "6", "--tp", "2", "--dp", "2", "--zero1", "--grad-accum", "2",
+            "--out", str(tmp_path / "cli"))
+    for sub in ("micro_step", "apply_step"):
+        assert files(tmp_path / "py" / sub) == files(tmp_path / "cli" / sub), sub
+    manifest = json.loads((tmp_path / "py" / "manifest.json").read_text())
+    assert manifest["format"] == "hlatc-bundle/1+accumulation"
+    assert manifest["micro_batches"] == 2
+
+
 def test_compiling_releases_the_gil():
     ticks = []
     t = threading.Thread(target=lambda: hlatc.compile_step(model="hlat-70b"))

@@ -149,7 +149,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let (step, cfg, target) = (&compiled.step, &compiled.cfg, compiled.target);
     let staged = match &compiled.apply {
         None => stage_bundle(step, cfg, target, &a.out)?,
-        Some((apply, k)) => stage_accumulation_bundle(step, apply, cfg, *k, target, &a.out)?,
+        Some(apply) => {
+            stage_accumulation_bundle(step, &apply.step, cfg, apply.micro_batches, target, &a.out)?
+        }
     };
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
@@ -160,9 +162,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         Some(
             match &compiled.apply {
                 None => hlatc::check::verify_bundle(staged.path(), step, cfg),
-                Some((apply, k)) => {
-                    hlatc::check::verify_accumulation_bundle(staged.path(), [step, apply], *k, cfg)
-                }
+                Some(apply) => hlatc::check::verify_accumulation_bundle(
+                    staged.path(),
+                    [step, &apply.step],
+                    apply.micro_batches,
+                    cfg,
+                ),
             }
             .map_err(|e| {
                 hlatc::train::Error::Verification(format!(
@@ -285,11 +290,12 @@ fn print_summary(
             human_count(local),
         )?;
     }
-    if let Some((apply, k)) = apply {
+    if let Some(apply) = apply {
+        let k = apply.micro_batches;
         out!(
             "  accumulation  {k} micro-batches per step: {MICRO_DIR}/ runs {k} times ({} instructions, the counts above), then {APPLY_DIR}/ once ({} instructions); see manifest.json",
             step.module.instruction_count(),
-            apply.module.instruction_count()
+            apply.step.module.instruction_count()
         )?;
     }
     match memory_check {
@@ -357,7 +363,7 @@ fn print_summary(
         ms(step.times.forward),
         ms(step.times.autodiff),
         ms(step.times.optimizer),
-        ms(*passes_time),
+        ms(*passes_time + apply.as_ref().map_or(Duration::ZERO, |a| a.passes_time)),
         ms(report.emit_time),
         ms(report.write_time),
         ms(total)
