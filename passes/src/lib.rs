@@ -30,6 +30,7 @@ pub mod inline;
 mod lower_neuron_calls;
 mod narrow_64_bit;
 mod narrow_f64;
+mod narrow_gathers;
 pub mod neuron_check;
 pub mod neuron_topk;
 mod pass;
@@ -60,6 +61,7 @@ pub use fuse_softmax::FuseSoftmax;
 pub use lower_neuron_calls::LowerNeuronCalls;
 pub use narrow_64_bit::Narrow64BitIntegers;
 pub use narrow_f64::NarrowF64;
+pub use narrow_gathers::NarrowGathers;
 pub use pass::{Pass, PassError};
 pub use pipeline::{CheckPolicy, Checker, Fixpoint, PassRun, Pipeline, PipelineReport};
 pub use registry::{

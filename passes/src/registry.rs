@@ -54,6 +54,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "narrow-gathers",
+            description: "an all-gather whose every reader converts it to one narrower float type (sequence parallelism's gathered norm outputs, converted to bf16 for the projections) gathers the converted values instead: half the bytes moved and held, bit for bit the same values; a gather with another reader, or read by a convert that rounds stochastically, is left alone",
+            make: || Box::new(crate::NarrowGathers),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "remat",
             description: "selective activation checkpointing by the context's policy (none, core-attention, full-layer): forward values the backward reads inside each chosen region are recomputed there, behind an opt-barrier, instead of being kept",
             make: || Box::new(crate::Remat),
@@ -146,6 +152,7 @@ pub fn default_pass_names(target: Target) -> Vec<&'static str> {
         "fuse-softmax",
         "amp",
         "annotate-rounding",
+        "narrow-gathers",
         "remat",
     ]);
     if target == Target::Neuron {

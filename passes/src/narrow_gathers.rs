@@ -1,0 +1,132 @@
+//! `narrow-gathers`: an `all-gather` whose every reader converts it to one
+//! narrower float type gathers the converted values instead. Sequence
+//! parallelism gathers each norm's output (f32: norms stay f32 under
+//! `amp`) for the projections, which `amp` then converts to bf16; moved
+//! before the gather, the convert halves the bytes each rank sends and
+//! receives and the gathered buffer. The values are the same bit for bit:
+//! a convert is elementwise and an all-gather only moves elements.
+//!
+//! Left alone: a gather read by anything but such a convert (the wide
+//! values are needed), a convert that rounds stochastically (it carries a
+//! frontend attribute, or was lowered to random bits: rounding each rank's
+//! run draws other bits than rounding the gathered whole), a widening
+//! convert, and non-float types.
+
+use crate::context::{human_bytes, PassContext};
+use crate::pass::{Pass, PassError};
+use crate::rewriter::ModuleRewriter;
+use hlatc_compiler::{
+    ArrayShape, Computation, ElementType, InstrId, Instruction, Module, Op, Shape,
+};
+
+pub struct NarrowGathers;
+
+impl Pass for NarrowGathers {
+    fn name(&self) -> &str {
+        "narrow-gathers"
+    }
+
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let mut mr: Option<ModuleRewriter> = None;
+        let mut moved = 0usize;
+        let mut saved_bytes = 0u64;
+        for ci in 0..m.computations.len() {
+            let c = &m.computations[ci];
+            if c.has_control_dependencies() {
+                continue;
+            }
+            let gathers: Vec<(InstrId, ElementType, Vec<InstrId>)> = c
+                .ids()
+                .filter_map(|id| Some((id, narrowed_by(c, id)?)))
+                .map(|(id, (ty, readers))| (id, ty, readers))
+                .collect();
+            if gathers.is_empty() {
+                continue;
+            }
+            let names = &mut mr
+                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
+                .names;
+            let c = &mut m.computations[ci];
+            for (gather, ty, readers) in gathers {
+                let x = c.operand_ids(gather)[0];
+                let Some(from) = c.instr(x).shape.as_array().cloned() else {
+                    continue;
+                };
+                let metadata = c.instr(readers[0]).metadata.clone();
+                let mut convert = Instruction::new(
+                    names.fresh(&format!("{}.{ty}", c.instr(x).name)),
+                    narrowed(from, ty),
+                    Op::Convert,
+                );
+                convert.metadata = metadata;
+                let convert = c.add(convert, &[x]);
+                let old = c.instr(gather).clone();
+                let Some(wide) = old.shape.as_array().cloned() else {
+                    continue;
+                };
+                let shape = narrowed(wide, ty);
+                saved_bytes += old.shape.byte_size() - shape.byte_size();
+                let mut narrow = Instruction::new(
+                    names.fresh(&format!("{}.{ty}", old.name)),
+                    shape,
+                    old.op.clone(),
+                );
+                narrow.metadata = old.metadata.clone();
+                narrow.frontend_attributes = old.frontend_attributes.clone();
+                let narrow = c.add(narrow, &[convert]);
+                for r in readers {
+                    c.replace_all_uses(r, narrow);
+                    c.remove(r);
+                }
+                c.remove(gather);
+                moved += 1;
+            }
+        }
+        ModuleRewriter::finish_on_demand(mr, ctx);
+        if moved > 0 {
+            let (plural, verb) = if moved == 1 {
+                ("", "gathers")
+            } else {
+                ("s", "gather")
+            };
+            ctx.note(
+                self.name(),
+                format!(
+                    "{moved} all-gather{plural} now {verb} the narrower type their readers convert to: {} less per rank",
+                    human_bytes(saved_bytes)
+                ),
+            );
+        }
+        Ok(moved > 0)
+    }
+}
+
+/// The narrower float type every reader of the all-gather `id` converts it
+/// to, with those readers; `None` when the gather is not one to narrow.
+fn narrowed_by(c: &Computation, id: InstrId) -> Option<(ElementType, Vec<InstrId>)> {
+    let i = c.instr(id);
+    if !matches!(i.op, Op::AllGather { .. }) || c.operand_ids(id).len() != 1 {
+        return None;
+    }
+    let wide = i.shape.as_array()?.ty;
+    let readers = c.users(id);
+    let first = c.instr(*readers.first()?);
+    let ty = first.shape.as_array()?.ty;
+    let narrows = wide.is_float() && ty.is_float() && ty.bit_width() < wide.bit_width();
+    let plain_convert = |r: &InstrId| {
+        let r = c.instr(*r);
+        matches!(r.op, Op::Convert)
+            && r.frontend_attributes.is_empty()
+            && r.shape.as_array().is_some_and(|a| a.ty == ty)
+    };
+    (narrows && readers.iter().all(plain_convert)).then_some((ty, readers))
+}
+
+/// `shape` holding `ty`: the same dimensions, dynamic ones too, and order.
+fn narrowed(shape: ArrayShape, ty: ElementType) -> Shape {
+    Shape::Array(ArrayShape {
+        ty,
+        physical: None,
+        ..shape
+    })
+}
