@@ -130,7 +130,10 @@ pub(super) struct RematArg {
     /// pass recomputes instead of keeping. core-attention (HLAT's and NxD's
     /// choice) recomputes each layer's attention scores and probabilities
     /// from q, k and v; full-layer recomputes each decoder layer from its
-    /// input; none keeps everything
+    /// input, collectives included; none keeps everything. Under
+    /// --sequence-parallel both policies also keep each rank's run of the
+    /// sequence and all-gather it again in the backward pass, rather than
+    /// keep the gathered whole
     #[arg(long = "remat", value_name = "POLICY", default_value = "core-attention", value_parser = parse_remat)]
     pub policy: RematPolicy,
 }
