@@ -30,9 +30,10 @@
 //! the shard is kept and the gather runs again in the backward pass, as
 //! Megatron's and NxD's sequence parallelism do. A collective is
 //! recomputed like any value: every rank runs the same program, so every
-//! rank runs the clone too, in the same order. Values computed from constants alone
-//! (iotas, masks, broadcast constants) are recomputed wherever a clone
-//! needs them instead of being routed through the barrier.
+//! rank runs the clone too, in the same order. Values computed from
+//! constants alone (iotas, masks, broadcast constants) are recomputed
+//! wherever a clone needs them instead of being routed through the
+//! barrier.
 //!
 //! [`saves`]: hlatc_compiler::build::autodiff::rules::saves
 
