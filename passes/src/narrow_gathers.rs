@@ -35,50 +35,38 @@ impl Pass for NarrowGathers {
             if c.has_control_dependencies() {
                 continue;
             }
-            let gathers: Vec<(InstrId, ElementType, Vec<InstrId>)> = c
-                .ids()
-                .filter_map(|id| Some((id, narrowed_by(c, id)?)))
-                .map(|(id, (ty, readers))| (id, ty, readers))
-                .collect();
-            if gathers.is_empty() {
+            let narrowings: Vec<Narrowing> = c.ids().filter_map(|id| narrowing(c, id)).collect();
+            if narrowings.is_empty() {
                 continue;
             }
             let names = &mut mr
                 .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
                 .names;
             let c = &mut m.computations[ci];
-            for (gather, ty, readers) in gathers {
-                let x = c.operand_ids(gather)[0];
-                let Some(from) = c.instr(x).shape.as_array().cloned() else {
-                    continue;
-                };
-                let metadata = c.instr(readers[0]).metadata.clone();
+            for n in narrowings {
+                let old = c.instr(n.gather).clone();
                 let mut convert = Instruction::new(
-                    names.fresh(&format!("{}.{ty}", c.instr(x).name)),
-                    narrowed(from, ty),
+                    names.fresh(&format!("{}.{}", c.instr(n.operand).name, n.ty)),
+                    narrowed(n.from, n.ty),
                     Op::Convert,
                 );
-                convert.metadata = metadata;
-                let convert = c.add(convert, &[x]);
-                let old = c.instr(gather).clone();
-                let Some(wide) = old.shape.as_array().cloned() else {
-                    continue;
-                };
-                let shape = narrowed(wide, ty);
+                convert.metadata = c.instr(n.readers[0]).metadata.clone();
+                let convert = c.add(convert, &[n.operand]);
+                let shape = narrowed(n.wide, n.ty);
                 saved_bytes += old.shape.byte_size() - shape.byte_size();
                 let mut narrow = Instruction::new(
-                    names.fresh(&format!("{}.{ty}", old.name)),
+                    names.fresh(&format!("{}.{}", old.name, n.ty)),
                     shape,
-                    old.op.clone(),
+                    old.op,
                 );
-                narrow.metadata = old.metadata.clone();
-                narrow.frontend_attributes = old.frontend_attributes.clone();
+                narrow.metadata = old.metadata;
+                narrow.frontend_attributes = old.frontend_attributes;
                 let narrow = c.add(narrow, &[convert]);
-                for r in readers {
+                for r in n.readers {
                     c.replace_all_uses(r, narrow);
                     c.remove(r);
                 }
-                c.remove(gather);
+                c.remove(n.gather);
                 moved += 1;
             }
         }
@@ -101,25 +89,46 @@ impl Pass for NarrowGathers {
     }
 }
 
-/// The narrower float type every reader of the all-gather `id` converts it
-/// to, with those readers; `None` when the gather is not one to narrow.
-fn narrowed_by(c: &Computation, id: InstrId) -> Option<(ElementType, Vec<InstrId>)> {
+/// An all-gather to narrow: its one operand, the narrower float type its
+/// every reader converts it to, and those readers.
+struct Narrowing {
+    gather: InstrId,
+    operand: InstrId,
+    ty: ElementType,
+    readers: Vec<InstrId>,
+    /// The operand's shape and the gather's.
+    from: ArrayShape,
+    wide: ArrayShape,
+}
+
+/// `id` as an all-gather to narrow, or `None` when it is not one.
+fn narrowing(c: &Computation, id: InstrId) -> Option<Narrowing> {
     let i = c.instr(id);
-    if !matches!(i.op, Op::AllGather { .. }) || c.operand_ids(id).len() != 1 {
+    let [operand] = c.operand_ids(id)[..] else {
+        return None;
+    };
+    if !matches!(i.op, Op::AllGather { .. }) {
         return None;
     }
-    let wide = i.shape.as_array()?.ty;
+    let wide = i.shape.as_array()?.clone();
+    let from = c.instr(operand).shape.as_array()?.clone();
     let readers = c.users(id);
-    let first = c.instr(*readers.first()?);
-    let ty = first.shape.as_array()?.ty;
-    let narrows = wide.is_float() && ty.is_float() && ty.bit_width() < wide.bit_width();
+    let ty = c.instr(*readers.first()?).shape.as_array()?.ty;
+    let narrows = wide.ty.is_float() && ty.is_float() && ty.bit_width() < wide.ty.bit_width();
     let plain_convert = |r: &InstrId| {
         let r = c.instr(*r);
         matches!(r.op, Op::Convert)
             && r.frontend_attributes.is_empty()
             && r.shape.as_array().is_some_and(|a| a.ty == ty)
     };
-    (narrows && readers.iter().all(plain_convert)).then_some((ty, readers))
+    (narrows && readers.iter().all(plain_convert)).then_some(Narrowing {
+        gather: id,
+        operand,
+        ty,
+        readers,
+        from,
+        wide,
+    })
 }
 
 /// `shape` holding `ty`: the same dimensions, dynamic ones too, and order.

@@ -323,15 +323,20 @@ impl Step {
         })
     }
 
-    /// The one program and its XLA CPU compilation, or a `UsageError` for
-    /// gradient accumulation's pair, naming what to use instead.
-    fn single(&self) -> PyResult<(&CompiledStep, &OnceLock<Program>)> {
+    /// The one program, or a `UsageError` for gradient accumulation's
+    /// pair, naming what to use instead.
+    fn single(&self) -> PyResult<&OneProgram> {
         match &self.programs {
-            Programs::One(one) => Ok((&one.compiled, &one.program)),
+            Programs::One(one) => Ok(one),
             Programs::Accumulated { micro_batches, .. } => Err(UsageError::new_err(format!(
                 "this step is gradient accumulation's two programs (grad_accum={micro_batches}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair"
             ))),
         }
+    }
+
+    /// The one program's step, or the `UsageError` of [`Step::single`].
+    fn compiled(&self) -> PyResult<&CompiledStep> {
+        Ok(&self.single()?.compiled)
     }
 
     /// The step's programs: one, or gradient accumulation's pair.
@@ -343,8 +348,8 @@ impl Step {
                 apply,
                 micro_batches,
             } => Borrowed::Pair(Pair {
-                micro: micro.get().single()?.0,
-                apply: apply.get().single()?.0,
+                micro: micro.get().compiled()?,
+                apply: apply.get().compiled()?,
                 micro_batches: *micro_batches,
             }),
         })
@@ -359,17 +364,17 @@ impl Step {
 
     /// The step on XLA CPU, compiled on first use.
     fn program(&self) -> PyResult<&Program> {
-        let (compiled, program) = self.single()?;
-        if let Some(p) = program.get() {
+        let one = self.single()?;
+        if let Some(p) = one.program.get() {
             return Ok(p);
         }
-        let compiled_program = guarded(|| cpu_program(compiled).map_err(to_py))?;
-        Ok(program.get_or_init(|| compiled_program))
+        let program = guarded(|| cpu_program(&one.compiled).map_err(to_py))?;
+        Ok(one.program.get_or_init(|| program))
     }
 
     /// Every rank's inputs in signature order, from dicts by input name.
     fn inputs_by_name(&self, ranks: Vec<Bound<'_, PyDict>>) -> PyResult<Vec<Vec<Literal>>> {
-        let specs = &self.single()?.0.step.inputs;
+        let specs = &self.compiled()?.step.inputs;
         let several = self.world() > 1;
         ranks
             .into_iter()
@@ -427,7 +432,7 @@ impl Step {
     /// The serialized `HloModuleProto`: the bundle's `model.hlo_module.pb`.
     #[getter]
     fn hlo_proto<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let c = self.single()?.0;
+        let c = self.compiled()?;
         Ok(PyBytes::new(
             py,
             &hlatc::proto::encode_module(&c.step.module),
@@ -437,17 +442,17 @@ impl Step {
     /// The HLO text: the bundle's `model.hlo.txt`.
     #[getter]
     fn hlo_text(&self) -> PyResult<String> {
-        Ok(hlatc::text::print_module(&self.single()?.0.step.module))
+        Ok(hlatc::text::print_module(&self.compiled()?.step.module))
     }
 
     #[getter]
     fn inputs(&self) -> PyResult<Vec<TensorInfo>> {
-        Ok(self.single()?.0.step.inputs.iter().map(info).collect())
+        Ok(self.compiled()?.step.inputs.iter().map(info).collect())
     }
 
     #[getter]
     fn outputs(&self) -> PyResult<Vec<TensorInfo>> {
-        Ok(self.single()?.0.step.outputs.iter().map(info).collect())
+        Ok(self.compiled()?.step.outputs.iter().map(info).collect())
     }
 
     /// How many ranks run the step (TP x DP).
@@ -459,7 +464,7 @@ impl Step {
     /// The manifest, as the bundle's `manifest.json` holds it.
     #[getter]
     fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let c = self.single()?.0;
+        let c = self.compiled()?;
         let proto = hlatc::proto::encode_module(&c.step.module);
         let json = manifest_json(&c.step, &c.cfg, c.target, &sha256_hex(&proto));
         py.import("json")?
@@ -581,7 +586,7 @@ impl Step {
             )));
         }
         let args = self.inputs_by_name(inputs)?;
-        let c = self.single()?.0;
+        let c = self.compiled()?;
         let vocab = c.cfg.model.vocab_size;
         for (rank, list) in args.iter().enumerate() {
             let specs = &c.step.inputs;
@@ -673,7 +678,7 @@ impl Step {
         state: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         self.check_rank(rank)?;
-        let c = self.single()?.0;
+        let c = self.compiled()?;
         let wanted: Vec<TensorSpec> = c
             .step
             .inputs

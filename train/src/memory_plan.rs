@@ -55,20 +55,13 @@ impl MemoryPlan {
     /// The plan of `step` as optimized (the remat pass decides what is
     /// kept, so plan the step its pipeline produced).
     pub fn of(step: &TrainStep) -> MemoryPlan {
+        let with_role = |role: Role| step.inputs.iter().filter(move |s| s.role == role);
         let bytes = |role: Role| -> u64 {
-            step.inputs
-                .iter()
-                .filter(|s| s.role == role)
+            with_role(role)
                 .map(|s| elements(&s.shape) * s.dtype.byte_size() as u64)
                 .sum()
         };
-        let count = |role: Role| -> u64 {
-            step.inputs
-                .iter()
-                .filter(|s| s.role == role)
-                .map(|s| elements(&s.shape))
-                .sum()
-        };
+        let count = |role: Role| -> u64 { with_role(role).map(|s| elements(&s.shape)).sum() };
         let sum_type_bytes = step.precision.gradient_sum_type().byte_size() as u64;
         let (made, summed) = (count(Role::Parameter), count(Role::AdamM));
         let gradients = if summed > 0 && summed < made {
