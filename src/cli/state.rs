@@ -5,15 +5,13 @@ use super::compile::TargetArg;
 use super::console::note;
 use super::model_args::ModelArgs;
 use hlatc::compile_step::{compile_step, CompileOptions};
-use hlatc::compiler::Literal;
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::rank_inputs::RankInputs;
 use hlatc::runtime::{read_safetensors, write_safetensors};
-use hlatc::state_shards::{shard_state, start_state, unshard_state, whole_state};
+use hlatc::state_shards::{params_by_name, shard_state, start_state, unshard_state, whole_state};
 use hlatc::train_step::{Role, TrainStep};
 use hlatc::trainer::params_from_tensors;
 use hlatc::Error;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -121,9 +119,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
                     "{source}: tensor '{u}' is neither a parameter of this model nor training state"
                 )));
             }
-            let names = step.inputs.iter().filter(|s| s.role == Role::Parameter);
-            let by_name: BTreeMap<String, Literal> =
-                names.map(|s| s.name.clone()).zip(params).collect();
+            let by_name = params_by_name(&step.inputs, params)?;
             start_state(&ranks, &step.inputs, &by_name, 0)?
         }
     };

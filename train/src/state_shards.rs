@@ -83,6 +83,28 @@ pub fn whole_state(
     )
 }
 
+/// `params`, one per parameter input of `inputs` in signature order, by
+/// stored name: what [`start_state`] takes. A count that differs is
+/// refused with both numbers.
+pub fn params_by_name(
+    inputs: &[TensorSpec],
+    params: Vec<Literal>,
+) -> Result<BTreeMap<String, Literal>, Error> {
+    let names: Vec<&str> = inputs
+        .iter()
+        .filter(|s| s.role == Role::Parameter)
+        .map(|s| s.name.as_str())
+        .collect();
+    if params.len() != names.len() {
+        return Err(Error::Usage(format!(
+            "the step takes {} parameters, {} were given",
+            names.len(),
+            params.len()
+        )));
+    }
+    Ok(names.into_iter().map(str::to_string).zip(params).collect())
+}
+
 /// The state a run starts from, whole: `params` (by stored name, as the
 /// step stores them), each master weight its parameter widened, and fresh
 /// moments, accumulators, step counter and RNG state (of `seed`), as

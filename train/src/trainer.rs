@@ -6,7 +6,7 @@ use crate::data::Batch;
 use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
 use crate::rank_inputs::RankInputs;
-use crate::state_shards::{shard_state, start_state, whole_state};
+use crate::state_shards::{params_by_name, shard_state, start_state, whole_state};
 use crate::train_step::{
     build_train_step, output_with_role, Role, StateLayout, StepConfig, TensorSpec, TrainStep,
 };
@@ -166,25 +166,8 @@ impl Trainer {
         let layout = StateLayout::of(&step.inputs, &step.outputs).ok_or_else(|| {
             Error::Usage("the step does not return every piece of its state".into())
         })?;
-        let wanted = step
-            .inputs
-            .iter()
-            .filter(|s| s.role == Role::Parameter)
-            .count();
-        if params.len() != wanted {
-            return Err(Error::Usage(format!(
-                "the step takes {wanted} parameters, {} were given",
-                params.len()
-            )));
-        }
+        let by_name = params_by_name(&step.inputs, params)?;
         let ranks = RankInputs::new(cfg);
-        let by_name: BTreeMap<String, Literal> = step
-            .inputs
-            .iter()
-            .filter(|s| s.role == Role::Parameter)
-            .map(|s| s.name.clone())
-            .zip(params)
-            .collect();
         let whole = start_state(&ranks, &step.inputs, &by_name, 0)?;
         let state = by_rank(shard_state(&ranks, &step.inputs, &whole));
         let mut trainer = Trainer {
