@@ -108,7 +108,6 @@ impl StartValues {
     }
 }
 
-/// Rank `rank`'s start value of input `spec`.
 /// The whole start value of a parameter's input `spec` (the parameter, or
 /// its master weight) from `params` by stored name: the parameter in the
 /// input's type (a master weight starts as its parameter, widened).
@@ -129,6 +128,7 @@ pub(crate) fn parameter_start(
         .map_err(|e| Error::Usage(format!("parameter '{}': {e}", spec.name)))
 }
 
+/// Rank `rank`'s start value of input `spec`.
 fn initial_input(
     spec: &TensorSpec,
     params: &BTreeMap<String, Literal>,
