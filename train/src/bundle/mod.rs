@@ -216,7 +216,7 @@ impl MemoryInfo {
         MemoryInfo {
             plan,
             total: plan.total(),
-            method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in; activations the bytes of forward values a backward instruction reads; total their sum (temporaries of one layer's backward and of the update left out)",
+            method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in (under ZeRO-1, as the backward makes them, in their weight's type, beside the rank's shard of their sum); activations the bytes of forward values a backward instruction reads; total their sum (temporaries of one layer's backward and of the update left out)",
         }
     }
 }
