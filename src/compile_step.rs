@@ -59,7 +59,7 @@ pub fn batch_shape(
     if let Some(s) =
         seq_len.filter(|&s| s > cfg.max_position_embeddings && !cfg.rope_scales_with_length())
     {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--seq-len {s}: {} (max_position_embeddings of {name})",
             cfg.too_long(s)
         )));
@@ -113,7 +113,7 @@ impl OptimizerOverrides {
             c.clip_norm = (v != 0.0).then_some(v);
         }
         c.validate()
-            .map_err(|e| Error::Usage(format!("optimizer: {e}")))?;
+            .map_err(|e| Error::usage(format!("optimizer: {e}")))?;
         Ok(c)
     }
 }

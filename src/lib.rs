@@ -30,30 +30,20 @@ pub mod plot;
 use std::path::{Path, PathBuf};
 
 /// Everything the facade and CLI can fail with, each naming the file.
+///
+/// What the training library can fail with (a file that cannot be read, a
+/// config, a pass, XLA CPU, a refused step or usage) is [`Error::Train`],
+/// one [`hlatc_train::Error`]; the variants here are what only the facade
+/// adds: reading HLO text, running a module read from a file, writing to
+/// the console and fitting a step to its devices.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {message}")]
-    Io { path: PathBuf, message: String },
     #[error("{path}:{source}")]
     Parse {
         path: PathBuf,
         #[source]
         source: text::ParseError,
     },
-    #[error("{path}: {source}")]
-    Proto {
-        path: PathBuf,
-        #[source]
-        source: proto::ProtoError,
-    },
-    #[error("{path}: {source}")]
-    Verify {
-        path: PathBuf,
-        #[source]
-        source: compiler::VerifyError,
-    },
-    #[error(transparent)]
-    Runtime(#[from] runtime::RuntimeError),
     /// XLA CPU could not compile or run the module read from `path`.
     #[error("{path}: {source}")]
     RunModule {
@@ -61,16 +51,6 @@ pub enum Error {
         #[source]
         source: runtime::RuntimeError,
     },
-    #[error(transparent)]
-    Tensors(#[from] runtime::TensorFileError),
-    #[error(transparent)]
-    Config(#[from] models::ConfigError),
-    #[error(transparent)]
-    Step(#[from] train_step::StepError),
-    #[error(transparent)]
-    Train(#[from] hlatc_train::Error),
-    #[error(transparent)]
-    Pass(#[from] passes::PassError),
     /// Standard output or error could not be written (a closed pipe, a
     /// full disk).
     #[error("cannot write to {stream}: {message}")]
@@ -93,12 +73,45 @@ pub enum Error {
         device_memory: u64,
         fix: Option<String>,
     },
-    /// Inputs that do not fit together (checkpoint vs model, flags).
-    #[error("{0}")]
-    Usage(String),
+    #[error(transparent)]
+    Train(#[from] hlatc_train::Error),
 }
 
+/// The library errors that [`hlatc_train::Error`] already wraps reach the
+/// facade's [`Error`] through it, so each is named in one place.
+macro_rules! through_train {
+    ($($source:ty),* $(,)?) => {$(
+        impl From<$source> for Error {
+            fn from(e: $source) -> Error {
+                Error::Train(e.into())
+            }
+        }
+    )*};
+}
+
+through_train!(
+    runtime::RuntimeError,
+    runtime::TensorFileError,
+    models::ConfigError,
+    train_step::StepError,
+    passes::PassError,
+    batch_check::BatchError,
+);
+
 impl Error {
+    /// A file that cannot be read or written, or is not what it should be.
+    pub fn io(path: &Path, message: impl std::fmt::Display) -> Error {
+        Error::Train(hlatc_train::Error::Io {
+            path: path.to_path_buf(),
+            message: message.to_string(),
+        })
+    }
+
+    /// Inputs that do not fit together (checkpoint vs model, flags).
+    pub fn usage(message: impl Into<String>) -> Error {
+        Error::Train(hlatc_train::Error::Usage(message.into()))
+    }
+
     /// A reader closed our standard output (`hlatc ... | head`): like other
     /// Unix tools, stop quietly and successfully.
     pub fn is_closed_stdout(&self) -> bool {
@@ -167,10 +180,7 @@ pub fn load_module(path: &Path) -> Result<Module, Error> {
 /// [`load_module`], with a note for each change made while reading (see
 /// [`text::parse_module_noted`]).
 pub fn load_module_noted(path: &Path) -> Result<(Module, Vec<String>), Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     module_from_bytes_noted(&bytes, path)
 }
 
@@ -181,10 +191,7 @@ pub fn module_from_bytes(bytes: &[u8], path: &Path) -> Result<Module, Error> {
 }
 
 fn module_from_bytes_noted(bytes: &[u8], path: &Path) -> Result<(Module, Vec<String>), Error> {
-    let io = |message: String| Error::Io {
-        path: path.to_path_buf(),
-        message,
-    };
+    let io = |message: String| Error::io(path, message);
     if bytes.is_empty() {
         return Err(io(
             "the file is empty; expected HLO text or a serialized HloModuleProto".into(),
@@ -221,14 +228,18 @@ fn module_from_bytes_noted(bytes: &[u8], path: &Path) -> Result<(Module, Vec<Str
                 source,
             })?
         }
-        Format::Proto => proto::decode_module_noted(bytes).map_err(|source| Error::Proto {
-            path: path.to_path_buf(),
-            source,
+        Format::Proto => proto::decode_module_noted(bytes).map_err(|source| {
+            Error::Train(hlatc_train::Error::Proto {
+                path: path.to_path_buf(),
+                source,
+            })
         })?,
     };
-    verify(&module).map_err(|source| Error::Verify {
-        path: path.to_path_buf(),
-        source,
+    verify(&module).map_err(|source| {
+        Error::Train(hlatc_train::Error::Verify {
+            path: path.to_path_buf(),
+            source,
+        })
     })?;
     Ok((module, notes))
 }
@@ -284,10 +295,7 @@ pub fn unwritten(module: &Module, format: Format) -> Vec<String> {
 /// Writes `module` in the format its extension names.
 pub fn save_module(module: &Module, path: &Path) -> Result<(), Error> {
     runtime::atomic_file::write_atomic(path, &module_bytes(module, Format::from_path(path)))
-        .map_err(|e| Error::Io {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
+        .map_err(|e| Error::io(path, e))
 }
 
 /// The tensor to bind to parameter `name` (`opt --bind`): the file's tensor
@@ -300,7 +308,7 @@ pub fn read_bound_tensor(path: &Path, name: &str) -> Result<hlatc_compiler::Lite
     if tensors.len() == 1 {
         return Ok(tensors.into_values().next().expect("one tensor"));
     }
-    Err(Error::Usage(format!(
+    Err(Error::usage(format!(
         "{}: no tensor named '{name}' and not exactly one tensor to choose (tensors: {})",
         path.display(),
         tensors.keys().cloned().collect::<Vec<_>>().join(", ")

@@ -214,16 +214,9 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
                 ],
             )
         }),
-        E::Io { path, .. } => path_error::<FileError>(message, path),
-        E::Tensors(t) => path_error::<FileError>(message, std::path::Path::new(t.path())),
-        E::Proto { path, .. } => path_error::<ProtoError>(message, path),
-        E::Verify { path, .. } => path_error::<VerifyError>(message, path),
-        E::Runtime(_) | E::RunModule { .. } => raise::<RunError>(message, &[]),
-        E::Config(c) => config_error(c),
-        E::Step(s) => step_error(s),
+        E::RunModule { .. } => raise::<RunError>(message, &[]),
         E::Train(t) => train_error(t),
-        E::Pass(_) => raise::<PassError>(message, &[]),
-        _ => raise::<UsageError>(message, &[]),
+        E::Output { .. } | E::DoesNotFit { .. } => raise::<UsageError>(message, &[]),
     }
 }
 

@@ -290,8 +290,7 @@ impl Step {
                 passes_time,
             }));
         };
-        let micro_cfg = micro_config(&cfg, apply.micro_batches)
-            .map_err(|e| to_py(hlatc::train::Error::from(e).into()))?;
+        let micro_cfg = micro_config(&cfg, apply.micro_batches).map_err(|e| to_py(e.into()))?;
         let micro = CompiledStep {
             name: name.clone(),
             cfg: micro_cfg,
@@ -591,7 +590,7 @@ impl Step {
         for (rank, list) in args.iter().enumerate() {
             let specs = &c.step.inputs;
             hlatc::batch_check::check_batch_inputs(specs, list, vocab).map_err(|e| {
-                let e = to_py(hlatc::train::Error::Batch(e).into());
+                let e = to_py(e.into());
                 if self.world() > 1 {
                     let _ = e.value(py).setattr("rank", rank);
                 }

@@ -155,7 +155,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         }
         OutputFormat::Json => {
             let json = Json::new(&shown, &input, &report, positions.as_ref());
-            let s = serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?;
+            let s = serde_json::to_string_pretty(&json).map_err(|e| Error::usage(e.to_string()))?;
             out!("{s}")?;
         }
     }
@@ -217,10 +217,7 @@ fn read(path: &Path) -> Result<Input, Error> {
                     hlatc::bundle::PROTO_FILE
                 ),
             };
-            return Err(Error::Io {
-                path: path.to_path_buf(),
-                message,
-            });
+            return Err(Error::io(path, message));
         }
         // The proto is what neuronx-cc compiles; its findings are located
         // in the bundle's text of the same module.
@@ -260,7 +257,7 @@ fn read(path: &Path) -> Result<Input, Error> {
 /// neuronx-cc's own verifier refuses too, which the error says.
 fn load(path: &Path) -> Result<hlatc::Module, Error> {
     match super::load(path) {
-        Err(e @ Error::Verify { .. }) => {
+        Err(e @ Error::Train(hlatc::train::Error::Verify { .. })) => {
             note!(
                 "neuronx-cc verifies its input as well and would refuse this module (NCC_EVRF064)"
             )?;
@@ -283,10 +280,7 @@ fn bundle_chip(dir: &Path) -> Option<Chip> {
 /// Where each instruction is written in the text the findings point into.
 fn positions(input: &Input) -> Result<Option<TextPositions>, Error> {
     let text = match &input.text {
-        Source::File(p) => std::fs::read_to_string(p).map_err(|e| Error::Io {
-            path: p.clone(),
-            message: e.to_string(),
-        })?,
+        Source::File(p) => std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?,
         Source::Printed => hlatc::text::print_module(&input.module),
     };
     // The module was read from this text (or printed into it), so it

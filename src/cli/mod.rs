@@ -136,10 +136,7 @@ fn write_module(
 /// Writes to `path`, or to stdout for `None`.
 fn write_output(path: Option<&PathBuf>, bytes: &[u8]) -> Result<(), Error> {
     match path {
-        Some(p) => hlatc::runtime::atomic_file::write_atomic(p, bytes).map_err(|e| Error::Io {
-            path: p.clone(),
-            message: e.to_string(),
-        }),
+        Some(p) => hlatc::runtime::atomic_file::write_atomic(p, bytes).map_err(|e| Error::io(p, e)),
         None => console::out_bytes(bytes),
     }
 }

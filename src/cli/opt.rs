@@ -89,11 +89,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     }
     let file = a.file.expect("clap requires FILE without --list-passes");
     let mut module = super::load(&file)?;
-    let at = |e: &dyn std::fmt::Display| Error::Usage(format!("{}: {e}", file.display()));
+    let at = |e: &dyn std::fmt::Display| Error::usage(format!("{}: {e}", file.display()));
     for b in &a.bind {
         let (name, path) = b
             .split_once('=')
-            .ok_or_else(|| Error::Usage(format!("--bind {b}: expected NAME=FILE.safetensors")))?;
+            .ok_or_else(|| Error::usage(format!("--bind {b}: expected NAME=FILE.safetensors")))?;
         let lit = hlatc::read_bound_tensor(std::path::Path::new(path), name)?;
         hlatc::passes::bind::bind_parameter(&mut module, name, lit).map_err(|e| at(&e))?;
         note!("bound parameter '{name}' to {path}")?;

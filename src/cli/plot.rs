@@ -72,7 +72,7 @@ fn default_label(path: &Path) -> String {
 /// Writes `curves` to `out` with `opts`, and says so.
 pub fn write_plot(curves: &[Curve], opts: &PlotOptions, out: &Path) -> Result<(), Error> {
     plot_to_file(curves, opts, out)
-        .map_err(|e| Error::Usage(format!("plotting {}: {e}", out.display())))?;
+        .map_err(|e| Error::usage(format!("plotting {}: {e}", out.display())))?;
     note!(
         "wrote {} ({} curve{} of {}, {}x{})",
         out.display(),
@@ -86,7 +86,7 @@ pub fn write_plot(curves: &[Curve], opts: &PlotOptions, out: &Path) -> Result<()
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     if !a.label.is_empty() && a.label.len() != a.files.len() {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "{} --label for {} files; give one per file, in order, or none",
             a.label.len(),
             a.files.len()
@@ -95,7 +95,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let logs = a
         .files
         .iter()
-        .map(|f| MetricsLog::read(f).map_err(|e| Error::Usage(e.to_string())))
+        .map(|f| MetricsLog::read(f).map_err(|e| Error::usage(e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
     let curves: Vec<Curve> = logs
         .iter()

@@ -134,13 +134,13 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 /// Tolerances, refused before anything runs.
 fn check_flags(a: &Args) -> Result<(), Error> {
     if !(a.rtol.is_finite() && a.rtol >= 0.0) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--rtol must be a finite number >= 0, got {}",
             a.rtol
         )));
     }
     if let Some(atol) = a.atol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--atol must be a finite number >= 0, got {atol}"
         )));
     }
@@ -167,14 +167,14 @@ fn per_rank(path: &Path) -> bool {
 fn ranks(a: &Args, module: &Module) -> Result<usize, Error> {
     let replicas = module.devices.replica_count;
     if let Some(n) = a.devices.filter(|&n| i64::from(n) != replicas) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--devices {n}: module '{}' is for {replicas} replica(s) (replica_count={replicas}), one per device; run it with --devices {replicas}",
             module.name
         )));
     }
     let ranks = usize::try_from(replicas).unwrap_or(1).max(1);
     if ranks > MAX_DEVICES {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "module '{}' is for {replicas} replicas; hlatc runs at most {MAX_DEVICES} devices",
             module.name
         )));
@@ -193,7 +193,7 @@ fn ranks(a: &Args, module: &Module) -> Result<usize, Error> {
 fn check_rank_paths(a: &Args, ranks: usize) -> Result<(), Error> {
     if let Some(path) = &a.outputs {
         if ranks > 1 && !per_rank(path) {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "--outputs {}: the module runs on {ranks} ranks, so its path needs {RANK} (out.{RANK}.safetensors, say) to write one file per rank",
                 path.display()
             )));
@@ -201,7 +201,7 @@ fn check_rank_paths(a: &Args, ranks: usize) -> Result<(), Error> {
         for rank in 0..ranks {
             let path = for_rank(path, rank);
             hlatc::runtime::atomic_file::check_writable(&path)
-                .map_err(|m| Error::Usage(format!("--outputs {}: {m}", path.display())))?;
+                .map_err(|m| Error::usage(format!("--outputs {}: {m}", path.display())))?;
         }
     }
     Ok(())
@@ -389,7 +389,7 @@ fn read_tensor_files(paths: &[PathBuf], shared: &Tensors) -> Result<Tensors, Err
     for path in paths {
         for (name, t) in read_safetensors(path)? {
             if let Some((_, first)) = tensors.get(&name).or_else(|| shared.get(&name)) {
-                return Err(Error::Usage(format!(
+                return Err(Error::usage(format!(
                     "tensor '{name}' is in both {} and {}",
                     first.display(),
                     path.display()
@@ -429,7 +429,7 @@ impl FileInputs {
                 if missing.is_empty() {
                     return Ok(list.into_iter().flatten().collect());
                 }
-                Err(Error::Usage(format!(
+                Err(Error::usage(format!(
                     "{}no tensor for parameter {} in {}",
                     if several {
                         format!("rank {rank}: ")
@@ -551,7 +551,7 @@ fn bundle_inputs(
     };
     for (rank, list) in lists.iter().enumerate() {
         bundle.check_batch(list).map_err(|e| {
-            Error::Usage(if ranks > 1 {
+            Error::usage(if ranks > 1 {
                 format!("rank {rank}: {e}")
             } else {
                 e.to_string()
@@ -594,7 +594,7 @@ fn convert_integers(
             _ => unreachable!("integers"),
         };
         if x < lo || x > hi {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "{}: tensor '{name}' element {i} is {x}, which does not fit the parameter's {}",
                 path.display(),
                 want.ty
@@ -602,7 +602,7 @@ fn convert_integers(
         }
     }
     Literal::from_scalars(want.ty, t.dims().to_vec(), &values)
-        .map_err(|e| Error::Usage(format!("{}: tensor '{name}': {e}", path.display())))
+        .map_err(|e| Error::usage(format!("{}: tensor '{name}': {e}", path.display())))
 }
 
 /// Compares one rank's outputs with `path`, each mismatch noted after

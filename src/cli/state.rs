@@ -115,7 +115,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
             let storage = a.step.precision.precision.storage();
             let (params, unused) = params_from_tensors(&model, storage, tensors, &source)?;
             if let Some(u) = unused.first() {
-                return Err(Error::Usage(format!(
+                return Err(Error::usage(format!(
                     "{source}: tensor '{u}' is neither a parameter of this model nor training state"
                 )));
             }
@@ -123,10 +123,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
             start_state(&ranks, &step.inputs, &by_name, 0)?
         }
     };
-    std::fs::create_dir_all(&a.out).map_err(|e| Error::Io {
-        path: a.out.clone(),
-        message: e.to_string(),
-    })?;
+    std::fs::create_dir_all(&a.out).map_err(|e| Error::io(&a.out, e))?;
     let per_rank = shard_state(&ranks, &step.inputs, &whole);
     for (r, tensors) in per_rank.iter().enumerate() {
         write_safetensors(&rank_file(&a.out, r), tensors)?;
@@ -148,7 +145,7 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
         .map(|r| read_safetensors(&rank_file(&a.input, r)))
         .collect::<Result<Vec<_>, _>>()?;
     if rank_file(&a.input, world).exists() {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "{}: holds more than the {world} ranks' files of {}",
             a.input.display(),
             ranks.parallelism()

@@ -133,7 +133,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         trainer.resume(read_safetensors(path)?, &source)?;
         let done = trainer.steps_done();
         if done as u64 >= a.steps {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "--resume {source}: it is at step {done}, and --steps {} is not past it",
                 a.steps
             )));
@@ -153,7 +153,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 /// are checked now, not after training, so nothing trained is lost.
 fn check_flags(a: &Args) -> Result<(), Error> {
     if a.steps == 0 {
-        return Err(Error::Usage("--steps must be at least 1".into()));
+        return Err(Error::usage("--steps must be at least 1"));
     }
     for (flag, path) in [
         ("--save", &a.save),
@@ -163,23 +163,23 @@ fn check_flags(a: &Args) -> Result<(), Error> {
     ] {
         if let Some(path) = path {
             hlatc::runtime::atomic_file::check_writable(path)
-                .map_err(|m| Error::Usage(format!("{flag} {}: {m}", path.display())))?;
+                .map_err(|m| Error::usage(format!("{flag} {}: {m}", path.display())))?;
         }
     }
     if a.stop_after == Some(0) || a.stop_after.is_some_and(|n| n > a.steps) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--stop-after must be in 1..={} (--steps)",
             a.steps
         )));
     }
     if !(0.0..1.0).contains(&a.eval_fraction) {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--eval-fraction must be in [0, 1), got {}",
             a.eval_fraction
         )));
     }
     if a.eval_every == Some(0) {
-        return Err(Error::Usage("--eval-every must be at least 1".into()));
+        return Err(Error::usage("--eval-every must be at least 1"));
     }
     Ok(())
 }
@@ -208,7 +208,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
     };
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "{name}'s training state (parameters and two Adam moments) takes {:.1} GB; `train` runs on XLA CPU \
              and stops at {} MiB. Use a smaller --config, or `hlatc compile --target neuron`.",
             state as f64 / 1e9,
@@ -227,7 +227,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         &format!("training {name}"),
         (state as u64).saturating_mul(2).saturating_add(batch_bytes),
     )
-    .map_err(|e| Error::Usage(e.to_string()))?;
+    .map_err(|e| Error::usage(e.to_string()))?;
     Ok((cfg, name))
 }
 
@@ -349,7 +349,7 @@ fn run_steps(
     let start = trainer.steps_done() as u64;
     let stop = a.stop_after.unwrap_or(a.steps);
     if start >= stop {
-        return Err(Error::Usage(format!(
+        return Err(Error::usage(format!(
             "--stop-after {stop}: the run is already at step {start}"
         )));
     }
@@ -360,7 +360,7 @@ fn run_steps(
         };
         let s = trainer.step(&b)?;
         if !s.loss.is_finite() {
-            return Err(Error::Usage(format!(
+            return Err(Error::usage(format!(
                 "step {}: the loss is {}; training diverged",
                 k + 1,
                 s.loss
@@ -411,7 +411,7 @@ fn finish(
 ) -> Result<ExitCode, Error> {
     if let Some(path) = &a.metrics {
         hlatc::runtime::atomic_file::write_atomic(path, metrics.to_csv().as_bytes())
-            .map_err(|e| Error::Usage(format!("--metrics {}: {e}", path.display())))?;
+            .map_err(|e| Error::usage(format!("--metrics {}: {e}", path.display())))?;
     }
     if let Some(path) = &a.plot {
         plot_run(a, name, metrics, path)?;
@@ -469,7 +469,7 @@ impl Evaluator {
             .into_iter()
             .map(|(n, l)| {
                 l.converted(self.ty)
-                    .map_err(|e| Error::Usage(format!("parameter '{n}': {e}")))
+                    .map_err(|e| Error::usage(format!("parameter '{n}': {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut total = 0.0;
