@@ -25,4 +25,4 @@ pub use ir::op::Op;
 pub use ir::shape::{
     ArrayShape, ElementType, PhysicalLayout, Shape, SplitConfig, COMBINE_DIMENSION,
 };
-pub use ir::sharding::Sharding;
+pub use ir::sharding::{Sharding, ShardingError};

@@ -7,8 +7,11 @@ use crate::ir::module::Module;
 use crate::ir::op::Op;
 use crate::ir::shape::Shape;
 use crate::util::fx::FxHashMap;
+use rule_error::RuleError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+
+mod rule_error;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub struct VerifyError {
@@ -75,9 +78,9 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
             module.name
         )));
     }
-    check_attribute_keys(&module.frontend_attributes).map_err(module_err)?;
+    check_attribute_keys(&module.frontend_attributes).map_err(|e| module_err(e.to_string()))?;
     if let Some(d) = &module.device_assignment {
-        d.check().map_err(module_err)?;
+        d.check().map_err(|e| module_err(e.to_string()))?;
     }
     module
         .stack_frames
@@ -183,7 +186,7 @@ fn verify_computation(
                 format!("instruction name {:?} is not a valid HLO name", instr.name),
             ));
         }
-        check_attribute_keys(&instr.frontend_attributes).map_err(|m| err(here, m))?;
+        check_attribute_keys(&instr.frontend_attributes).map_err(|e| err(here, e.to_string()))?;
         if matches!(
             instr.op,
             Op::Call {
@@ -191,20 +194,21 @@ fn verify_computation(
                 ..
             }
         ) {
-            check_composite(&instr.frontend_attributes).map_err(|m| err(here, m))?;
+            check_composite(&instr.frontend_attributes).map_err(|e| err(here, e.to_string()))?;
         }
-        check_layouts(&instr.shape).map_err(|m| err(here, m))?;
-        check_annotations(instr).map_err(|m| err(here, m))?;
+        check_layouts(&instr.shape).map_err(|e| err(here, e.to_string()))?;
+        check_annotations(instr).map_err(|e| err(here, e.to_string()))?;
         if let Op::CustomCall(cc) = &instr.op {
             let operands: Vec<&Shape> = c
                 .operand_ids(id)
                 .iter()
                 .map(|&o| &c.instr(o).shape)
                 .collect();
-            check_buffers_passed_on(&cc.aliasing, &operands).map_err(|m| err(here, m))?;
+            check_buffers_passed_on(&cc.aliasing, &operands)
+                .map_err(|e| err(here, e.to_string()))?;
         }
-        check_transfer_done(c, id).map_err(|m| err(here, m))?;
-        check_async_chain(c, id).map_err(|m| err(here, m))?;
+        check_transfer_done(c, id).map_err(|e| err(here, e.to_string()))?;
+        check_async_chain(c, id).map_err(|e| err(here, e.to_string()))?;
         if let Some(r) = &instr.parameter_replication {
             let leaves = instr.shape.leaf_count();
             if !matches!(instr.op, Op::Parameter(_)) {
@@ -268,7 +272,7 @@ fn verify_computation(
 /// not a tuple of the same shape from elsewhere: XLA's text parser lets
 /// that pass, but XLA's proto reader RET_CHECKs it (hlatc's proto of such
 /// a module would be refused by XLA).
-fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), String> {
+fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), RuleError> {
     use crate::ir::op::{Transfer, TransferStep};
     let Op::Transfer(Transfer { step, .. }) = c.instr(id).op else {
         return Ok(());
@@ -279,13 +283,14 @@ fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), String
         TransferStep::Send | TransferStep::Recv => return Ok(()),
     };
     match c.operands(id).first().map(|&o| c.instr(o)) {
-        Some(o) if !matches!(o.op, Op::Transfer(t) if t.step == started) => Err(format!(
-            "{} takes '{}', a {}, where XLA requires the {} itself",
-            step.opcode(),
-            o.name,
-            o.op.opcode(),
-            started.opcode()
-        )),
+        Some(o) if !matches!(o.op, Op::Transfer(t) if t.step == started) => {
+            Err(RuleError::TransferDone {
+                step,
+                started,
+                operand: o.name.clone(),
+                operand_opcode: o.op.opcode(),
+            })
+        }
         _ => Ok(()),
     }
 }
@@ -293,7 +298,7 @@ fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), String
 /// An `async-update` or `async-done` continues an `async-start` or
 /// `async-update` of the same computation: the bundle it takes is that
 /// op's own, not a tuple of the same shape from elsewhere.
-fn check_async_chain(c: &Computation, id: crate::InstrId) -> Result<(), String> {
+fn check_async_chain(c: &Computation, id: crate::InstrId) -> Result<(), RuleError> {
     use crate::ir::op::AsyncStep;
     let Op::Async { step, calls, .. } = &c.instr(id).op else {
         return Ok(());
@@ -312,17 +317,17 @@ fn check_async_chain(c: &Computation, id: crate::InstrId) -> Result<(), String> 
                 step: AsyncStep::Start | AsyncStep::Update,
                 calls: theirs,
                 ..
-            } => Err(format!(
-                "{} runs '{calls}', but '{}' began '{theirs}'",
-                step.opcode(),
-                o.name
-            )),
-            _ => Err(format!(
-                "{} takes '{}', a {}, where it needs an async-start or async-update",
-                step.opcode(),
-                o.name,
-                o.op.opcode()
-            )),
+            } => Err(RuleError::AsyncCallee {
+                step: *step,
+                calls: calls.clone(),
+                operand: o.name.clone(),
+                theirs: theirs.clone(),
+            }),
+            _ => Err(RuleError::AsyncOperand {
+                step: *step,
+                operand: o.name.clone(),
+                operand_opcode: o.op.opcode(),
+            }),
         },
         None => Ok(()),
     }
@@ -393,7 +398,7 @@ pub fn is_hlo_name(s: &str) -> bool {
 fn check_buffers_passed_on(
     aliasing: &[crate::ir::op::OperandAlias],
     operands: &[&Shape],
-) -> Result<(), String> {
+) -> Result<(), RuleError> {
     fn buffers(s: &Shape, index: &mut Vec<i64>, out: &mut Vec<Vec<i64>>) {
         match s {
             Shape::Buffer(_) => out.push(index.clone()),
@@ -415,19 +420,15 @@ fn check_buffers_passed_on(
                 .iter()
                 .filter(|a| a.operand == n as i64 && a.operand_index == index)
                 .count();
-            let mut at = String::new();
-            let _ = crate::util::join::write_joined(&mut at, &index);
             match uses {
                 1 => {}
-                0 => {
-                    return Err(format!(
-                        "operand {n}'s buffer at {{{at}}} is not passed on: no output aliases it"
-                    ))
-                }
-                k => {
-                    return Err(format!(
-                        "operand {n}'s buffer at {{{at}}} is aliased by {k} outputs; a buffer passes to one"
-                    ))
+                0 => return Err(RuleError::BufferDropped { operand: n, index }),
+                outputs => {
+                    return Err(RuleError::BufferShared {
+                        operand: n,
+                        index,
+                        outputs,
+                    })
                 }
             }
         }
@@ -436,16 +437,16 @@ fn check_buffers_passed_on(
 }
 
 /// The annotations XLA aborts on, or that text could not write back.
-fn check_annotations(instr: &crate::Instruction) -> Result<(), String> {
+fn check_annotations(instr: &crate::Instruction) -> Result<(), RuleError> {
     if let Some(problem) = instr
         .result_accuracy
         .as_ref()
         .and_then(|a| a.problem_on(&instr.op))
     {
-        return Err(problem);
+        return Err(RuleError::ResultAccuracy(problem));
     }
     if let Some(problem) = instr.original_value.as_ref().and_then(|v| v.problem()) {
-        return Err(problem);
+        return Err(RuleError::OriginalValue(problem));
     }
     if let Some(s) = &instr.statistics {
         if let Some((name, _)) = s
@@ -453,22 +454,18 @@ fn check_annotations(instr: &crate::Instruction) -> Result<(), String> {
             .iter()
             .find(|(n, _)| !crate::ir::statistics::is_stat_name(n))
         {
-            return Err(format!(
-                "statistic name '{name}' cannot be written in HLO text"
-            ));
+            return Err(RuleError::StatisticName(name.clone()));
         }
     }
     Ok(())
 }
 
-fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), String> {
+fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), RuleError> {
     // XLA reads a key as an attribute name: a name's characters, dots
     // included (Shardy's `xla.sdy.sharding`).
     for k in attrs.keys() {
         if !is_hlo_name(k) {
-            return Err(format!(
-                "frontend attribute key {k:?} is not a name XLA reads ([A-Za-z_][A-Za-z0-9_.-]*)"
-            ));
+            return Err(RuleError::AttributeKey(k.clone()));
         }
     }
     Ok(())
@@ -476,16 +473,14 @@ fn check_attribute_keys(attrs: &BTreeMap<String, String>) -> Result<(), String> 
 
 /// A composite call names the op it stands for, and its version when
 /// given is a count (XLA checks both when it builds the call).
-fn check_composite(attrs: &BTreeMap<String, String>) -> Result<(), String> {
+fn check_composite(attrs: &BTreeMap<String, String>) -> Result<(), RuleError> {
     if attrs.get("composite.name").is_none_or(|n| n.is_empty()) {
-        return Err(
-            "a composite call (is_composite=true) needs a non-empty frontend attribute composite.name".into(),
-        );
+        return Err(RuleError::CompositeName);
     }
     match attrs.get("composite.version") {
-        Some(v) if !v.parse::<i64>().is_ok_and(|n| n >= 0) => Err(format!(
-            "a composite call's composite.version must be a non-negative integer, got {v:?}"
-        )),
+        Some(v) if !v.parse::<i64>().is_ok_and(|n| n >= 0) => {
+            Err(RuleError::CompositeVersion(v.clone()))
+        }
         _ => Ok(()),
     }
 }
@@ -524,58 +519,58 @@ pub const MAX_RANK: usize = 64;
 
 /// What XLA's layout validation asks of tiles, sizes, memory spaces and
 /// split configs.
-fn check_physical_layout(a: &crate::ArrayShape, p: &crate::PhysicalLayout) -> Result<(), String> {
+fn check_physical_layout(
+    a: &crate::ArrayShape,
+    p: &crate::PhysicalLayout,
+) -> Result<(), RuleError> {
     if let Some(t) = p.tiles.iter().find(|t| {
         t.is_empty()
             || t.iter()
                 .any(|&d| d <= 0 && d != crate::ir::shape::COMBINE_DIMENSION)
     }) {
-        return Err(format!(
-            "layout of {a} has a tile {t:?} with no dimensions or one below 1"
-        ));
+        return Err(RuleError::Tile {
+            shape: a.clone(),
+            tile: t.clone(),
+        });
     }
     if p.tail_padding_alignment_in_elements < 1 {
-        return Err(format!(
-            "layout of {a} aligns tail padding to {} elements (at least 1)",
-            p.tail_padding_alignment_in_elements
-        ));
+        return Err(RuleError::TailPadding {
+            shape: a.clone(),
+            alignment: p.tail_padding_alignment_in_elements,
+        });
     }
     if p.element_size_in_bits < 0 || p.memory_space < 0 {
-        return Err(format!(
-            "layout of {a} has a negative element size or memory space"
-        ));
+        return Err(RuleError::NegativeSize(a.clone()));
     }
     for sc in &p.split_configs {
         let in_rank = (0..a.rank() as i64).contains(&sc.dimension);
         let ascending = sc.split_indices.windows(2).all(|w| w[0] < w[1])
             && sc.split_indices.first().is_none_or(|&i| i > 0);
         if !in_rank || !ascending {
-            return Err(format!(
-                "layout of {a} splits dimension {} at {:?} (a dimension of the shape, at ascending positive indices)",
-                sc.dimension, sc.split_indices
-            ));
+            return Err(RuleError::Split {
+                shape: a.clone(),
+                dimension: sc.dimension,
+                indices: sc.split_indices.clone(),
+            });
         }
     }
     Ok(())
 }
 
-fn check_layouts(shape: &Shape) -> Result<(), String> {
+fn check_layouts(shape: &Shape) -> Result<(), RuleError> {
     match shape {
         Shape::Array(a) | Shape::Buffer(a) => {
             if a.rank() > MAX_RANK {
-                return Err(format!(
-                    "rank {} is above the {MAX_RANK} dimensions hlatc supports",
-                    a.rank()
-                ));
+                return Err(RuleError::Rank(a.rank()));
             }
             if (0..a.rank()).any(|i| a.dims[i] < 0 && !a.is_unbounded(i)) {
-                return Err(format!("shape {a} has a negative dimension"));
+                return Err(RuleError::NegativeDimension(a.clone()));
             }
             if !a.has_unbounded()
                 && a.checked_element_count()
                     .is_none_or(|n| n.checked_mul(a.ty.byte_size() as i64).is_none())
             {
-                return Err(format!("shape {a} is too large to address"));
+                return Err(RuleError::TooLarge(a.clone()));
             }
             // Rank is at most 64 here, so one bit per dimension.
             let mut seen = 0u64;
@@ -586,10 +581,10 @@ fn check_layouts(shape: &Shape) -> Result<(), String> {
                     fresh
                 });
             if !is_permutation {
-                return Err(format!(
-                    "layout {:?} of {a} is not a permutation of its dimensions",
-                    a.minor_to_major
-                ));
+                return Err(RuleError::MinorToMajor {
+                    shape: a.clone(),
+                    minor_to_major: a.minor_to_major.clone(),
+                });
             }
             if let Some(p) = &a.physical {
                 check_physical_layout(a, p)?;

@@ -1,8 +1,8 @@
 //! Who takes part in a collective (`all-reduce`, `all-gather`, ...): XLA's
 //! replica groups, and the channel that makes it cross-partition.
 
-use crate::ir::iota::{check_permutation, iota_devices};
-use crate::ir::mesh_groups::MeshGroups;
+use crate::ir::iota::{check_permutation, iota_devices, PermutationError};
+use crate::ir::mesh_groups::{MeshGroups, MeshGroupsError};
 use crate::util::join::join;
 
 /// `replica_groups=`: an explicit list of groups, or an iota of all device
@@ -40,6 +40,47 @@ pub struct Collective {
     pub use_global_device_ids: bool,
     /// `constrain_layout=true`: the operands' layouts are fixed.
     pub constrain_layout: bool,
+}
+
+/// Why replica groups are not ones XLA's parser and verifier accept.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicaGroupsError {
+    #[error("replica group id {0} is negative")]
+    NegativeId(i64),
+    /// The smallest id that is in two groups, or twice in one.
+    #[error("replica id {0} is in two groups")]
+    RepeatedId(i64),
+    #[error("a replica group is empty")]
+    EmptyGroup,
+    /// The op needs groups of one size and they differ.
+    #[error("replica groups must all have the same size")]
+    UnequalSizes,
+    /// An iota `[groups,group_size]<=[reshape]` with a size below 1.
+    #[error("replica groups [{groups},{group_size}]<=[{}] need positive sizes", join(.reshape))]
+    IotaSizes {
+        groups: i64,
+        group_size: i64,
+        reshape: Vec<i64>,
+    },
+    /// An iota whose groups hold another count of ids than it lays out.
+    /// The count the groups need is printed in i128: an i64 overflow is
+    /// one way for the counts to disagree.
+    #[error(
+        "replica groups [{groups},{group_size}] need {} ids but the iota <=[{}] has {devices}",
+        i128::from(*.groups) * i128::from(*.group_size),
+        join(.reshape)
+    )]
+    IotaCount {
+        groups: i64,
+        group_size: i64,
+        reshape: Vec<i64>,
+        /// How many ids the iota lays out.
+        devices: i64,
+    },
+    #[error(transparent)]
+    Permutation(#[from] PermutationError),
+    #[error(transparent)]
+    Mesh(#[from] MeshGroupsError),
 }
 
 /// The smallest id in two of `groups` (or twice in one), if any; the ids
@@ -95,20 +136,20 @@ impl ReplicaGroups {
     /// non-negative and appear once, an iota's shape covers its devices and
     /// its transpose permutes, and (where `same_size`) every group has as
     /// many members.
-    pub fn check(&self, same_size: bool) -> Result<(), String> {
+    pub fn check(&self, same_size: bool) -> Result<(), ReplicaGroupsError> {
         match self {
             ReplicaGroups::List(groups) => {
                 if let Some(id) = groups.iter().flatten().find(|&&id| id < 0) {
-                    return Err(format!("replica group id {id} is negative"));
+                    return Err(ReplicaGroupsError::NegativeId(*id));
                 }
                 if let Some(id) = repeated_id(groups) {
-                    return Err(format!("replica id {id} is in two groups"));
+                    return Err(ReplicaGroupsError::RepeatedId(id));
                 }
                 if groups.iter().any(Vec::is_empty) {
-                    return Err("a replica group is empty".into());
+                    return Err(ReplicaGroupsError::EmptyGroup);
                 }
                 if same_size && groups.iter().any(|g| g.len() != groups[0].len()) {
-                    return Err("replica groups must all have the same size".into());
+                    return Err(ReplicaGroupsError::UnequalSizes);
                 }
                 Ok(())
             }
@@ -120,21 +161,23 @@ impl ReplicaGroups {
             } => {
                 let n: i64 = reshape.iter().product();
                 if *groups < 1 || *group_size < 1 || reshape.iter().any(|&d| d < 1) {
-                    return Err(format!(
-                        "replica groups [{groups},{group_size}]<=[{}] need positive sizes",
-                        join(reshape)
-                    ));
+                    return Err(ReplicaGroupsError::IotaSizes {
+                        groups: *groups,
+                        group_size: *group_size,
+                        reshape: reshape.clone(),
+                    });
                 }
                 if groups.checked_mul(*group_size) != Some(n) {
-                    return Err(format!(
-                        "replica groups [{groups},{group_size}] need {} ids but the iota <=[{}] has {n}",
-                        groups * group_size,
-                        join(reshape)
-                    ));
+                    return Err(ReplicaGroupsError::IotaCount {
+                        groups: *groups,
+                        group_size: *group_size,
+                        reshape: reshape.clone(),
+                        devices: n,
+                    });
                 }
-                check_permutation(transpose, reshape.len())
+                Ok(check_permutation(transpose, reshape.len())?)
             }
-            ReplicaGroups::Mesh(m) => m.check(),
+            ReplicaGroups::Mesh(m) => Ok(m.check()?),
         }
     }
 }
@@ -160,18 +203,24 @@ mod tests {
     fn malformed_groups_are_named() {
         let dup = ReplicaGroups::List(vec![vec![0, 1], vec![1, 2]]);
         assert_eq!(
-            dup.check(false).unwrap_err(),
+            dup.check(false).unwrap_err().to_string(),
             "replica id 1 is in two groups"
         );
         let ragged = ReplicaGroups::List(vec![vec![0, 1], vec![2]]);
         ragged.check(false).unwrap();
-        assert!(ragged.check(true).is_err());
+        assert_eq!(
+            ragged.check(true).unwrap_err(),
+            ReplicaGroupsError::UnequalSizes
+        );
         let short = ReplicaGroups::Iota {
             groups: 2,
             group_size: 2,
             reshape: vec![8],
             transpose: vec![],
         };
-        assert!(short.check(true).unwrap_err().contains("need 4 ids"));
+        assert_eq!(
+            short.check(true).unwrap_err().to_string(),
+            "replica groups [2,2] need 4 ids but the iota <=[8] has 8"
+        );
     }
 }

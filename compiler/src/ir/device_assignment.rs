@@ -11,37 +11,61 @@ pub struct DeviceAssignment {
     pub devices: Vec<Vec<i64>>,
 }
 
+/// Why a device assignment is not one XLA's `DeviceAssignment::Deserialize`
+/// accepts.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceAssignmentError {
+    #[error("device_assignment has replica_count {replica_count} and computation_count {computation_count}; both must be positive")]
+    Counts {
+        replica_count: i32,
+        computation_count: i32,
+    },
+    /// Another count of device lists than computations.
+    #[error("device_assignment lists devices for {lists} computation(s), its computation_count is {computation_count}")]
+    ComputationLists {
+        lists: usize,
+        computation_count: i32,
+    },
+    /// A computation's list has another count of devices than replicas.
+    #[error("device_assignment gives computation {computation} {devices} device(s), its replica_count is {replica_count}")]
+    ReplicaDevices {
+        computation: usize,
+        devices: usize,
+        replica_count: i32,
+    },
+    /// The first device that is negative or already runs a replica.
+    #[error("device_assignment uses device {0} twice or as a negative id")]
+    Device(i64),
+}
+
 impl DeviceAssignment {
     /// What XLA's `DeviceAssignment::Deserialize` requires: positive
     /// counts, one list per computation, one device per replica. A device
     /// may not run two replicas or computations.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), DeviceAssignmentError> {
         if self.replica_count <= 0 || self.computation_count <= 0 {
-            return Err(format!(
-                "device_assignment has replica_count {} and computation_count {}; both must be positive",
-                self.replica_count, self.computation_count
-            ));
+            return Err(DeviceAssignmentError::Counts {
+                replica_count: self.replica_count,
+                computation_count: self.computation_count,
+            });
         }
         if self.devices.len() != self.computation_count as usize {
-            return Err(format!(
-                "device_assignment lists devices for {} computation(s), its computation_count is {}",
-                self.devices.len(),
-                self.computation_count
-            ));
+            return Err(DeviceAssignmentError::ComputationLists {
+                lists: self.devices.len(),
+                computation_count: self.computation_count,
+            });
         }
         let mut seen = std::collections::BTreeSet::new();
         for (c, replicas) in self.devices.iter().enumerate() {
             if replicas.len() != self.replica_count as usize {
-                return Err(format!(
-                    "device_assignment gives computation {c} {} device(s), its replica_count is {}",
-                    replicas.len(),
-                    self.replica_count
-                ));
+                return Err(DeviceAssignmentError::ReplicaDevices {
+                    computation: c,
+                    devices: replicas.len(),
+                    replica_count: self.replica_count,
+                });
             }
             if let Some(d) = replicas.iter().find(|&&d| d < 0 || !seen.insert(d)) {
-                return Err(format!(
-                    "device_assignment uses device {d} twice or as a negative id"
-                ));
+                return Err(DeviceAssignmentError::Device(*d));
             }
         }
         Ok(())
@@ -99,19 +123,25 @@ mod tests {
             ..two.clone()
         };
         assert_eq!(
-            short.check().unwrap_err(),
+            short.check().unwrap_err().to_string(),
             "device_assignment gives computation 0 1 device(s), its replica_count is 2"
         );
         let twice = DeviceAssignment {
             devices: vec![vec![1, 1]],
             ..two
         };
-        assert!(twice.check().unwrap_err().contains("device 1 twice"));
+        assert_eq!(
+            twice.check().unwrap_err().to_string(),
+            "device_assignment uses device 1 twice or as a negative id"
+        );
         let empty = DeviceAssignment {
             replica_count: 0,
             computation_count: 1,
             devices: vec![vec![]],
         };
-        assert!(empty.check().unwrap_err().contains("both must be positive"));
+        assert_eq!(
+            empty.check().unwrap_err().to_string(),
+            "device_assignment has replica_count 0 and computation_count 1; both must be positive"
+        );
     }
 }

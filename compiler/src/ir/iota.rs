@@ -43,18 +43,29 @@ pub fn without_identity(perm: Vec<i64>) -> Vec<i64> {
     }
 }
 
+/// A transpose `T(...)` of an iota that does not permute its dimensions:
+/// some dimension is named twice, or not at all, or is not one of them.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("T({}) does not permute the {rank} iota dimensions", join(.perm))]
+pub struct PermutationError {
+    /// The transpose as written.
+    pub perm: Vec<i64>,
+    /// How many dimensions the iota has.
+    pub rank: usize,
+}
+
 /// Whether `perm` (when given) permutes `0..rank`.
-pub fn check_permutation(perm: &[i64], rank: usize) -> Result<(), String> {
+pub fn check_permutation(perm: &[i64], rank: usize) -> Result<(), PermutationError> {
     if perm.is_empty() {
         return Ok(());
     }
     let mut p = perm.to_vec();
     p.sort_unstable();
     if p != (0..rank as i64).collect::<Vec<_>>() {
-        return Err(format!(
-            "T({}) does not permute the {rank} iota dimensions",
-            join(perm)
-        ));
+        return Err(PermutationError {
+            perm: perm.to_vec(),
+            rank,
+        });
     }
     Ok(())
 }
@@ -67,7 +78,10 @@ mod tests {
     fn an_iota_reads_in_transposed_order() {
         assert_eq!(iota_devices(&[2, 3], &[]), [0, 1, 2, 3, 4, 5]);
         assert_eq!(iota_devices(&[2, 3], &[1, 0]), [0, 3, 1, 4, 2, 5]);
-        assert!(check_permutation(&[0, 0], 2).is_err());
+        assert_eq!(
+            check_permutation(&[0, 0], 2).unwrap_err().to_string(),
+            "T(0,0) does not permute the 2 iota dimensions"
+        );
         check_permutation(&[1, 0], 2).unwrap();
     }
 }

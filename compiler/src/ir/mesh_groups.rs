@@ -11,7 +11,7 @@
 //! axes, one group for each position along the others. `'b':(2)2` is a
 //! sub-axis: axis `b` (size 4) seen as `[2, 2, 1]`, its middle part.
 
-use crate::ir::iota::{check_permutation, iota_devices};
+use crate::ir::iota::{check_permutation, iota_devices, PermutationError};
 use crate::util::join::join;
 
 /// Which devices sit where in the mesh.
@@ -47,6 +47,39 @@ pub struct MeshGroups {
     pub spans: Vec<AxisRef>,
 }
 
+/// Why replica groups over a mesh are not ones XLA would hold: the mesh's
+/// axes, its devices or the axes the groups span are malformed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MeshGroupsError {
+    #[error("mesh axis '{name}' has size {size}")]
+    AxisSize { name: String, size: i64 },
+    #[error("mesh axis '{0}' is named twice")]
+    AxisNamedTwice(String),
+    /// `device_ids=(...)` is not a permutation of the mesh's ids.
+    #[error("device_ids=({}) are not the {devices} devices of the mesh, each once", join(.ids))]
+    DeviceList { ids: Vec<i64>, devices: i64 },
+    /// `device_ids=([...])` has another count of ids than the mesh.
+    #[error("device_ids=([{}]) do not tile the {devices} devices of the mesh", join(.reshape))]
+    DeviceTile { reshape: Vec<i64>, devices: i64 },
+    #[error(transparent)]
+    Permutation(#[from] PermutationError),
+    #[error("replica groups over a mesh span no axis")]
+    NoSpan,
+    #[error("axis {0} is not an axis of the mesh")]
+    UnknownAxis(usize),
+    /// `'name':(pre)size` is not a part of the axis: the sizes are not
+    /// positive or do not divide the axis's.
+    #[error("sub-axis '{name}':({pre}){size} does not divide the axis (size {axis_size})")]
+    SubAxis {
+        name: String,
+        pre: i64,
+        size: i64,
+        axis_size: i64,
+    },
+    #[error("axis '{0}' is spanned twice")]
+    SpannedTwice(String),
+}
+
 impl MeshGroups {
     fn device_count(&self) -> i64 {
         self.axes.iter().map(|&(_, s)| s).product()
@@ -68,13 +101,16 @@ impl MeshGroups {
     /// Well formed as XLA requires: named axes of positive size, devices
     /// a permutation of the mesh's ids, spans that name an axis (or a
     /// part of one that divides it) at most once.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), MeshGroupsError> {
         for (i, (name, size)) in self.axes.iter().enumerate() {
             if *size < 1 {
-                return Err(format!("mesh axis '{name}' has size {size}"));
+                return Err(MeshGroupsError::AxisSize {
+                    name: name.clone(),
+                    size: *size,
+                });
             }
             if self.axes[..i].iter().any(|(n, _)| n == name) {
-                return Err(format!("mesh axis '{name}' is named twice"));
+                return Err(MeshGroupsError::AxisNamedTwice(name.clone()));
             }
         }
         let n = self.device_count();
@@ -84,38 +120,41 @@ impl MeshGroups {
                 let mut sorted = ids.clone();
                 sorted.sort_unstable();
                 if sorted != (0..n).collect::<Vec<_>>() {
-                    return Err(format!(
-                        "device_ids=({}) are not the {n} devices of the mesh, each once",
-                        join(ids)
-                    ));
+                    return Err(MeshGroupsError::DeviceList {
+                        ids: ids.clone(),
+                        devices: n,
+                    });
                 }
             }
             MeshDevices::Tile { reshape, transpose } => {
                 if reshape.iter().any(|&d| d < 1) || reshape.iter().product::<i64>() != n {
-                    return Err(format!(
-                        "device_ids=([{}]) do not tile the {n} devices of the mesh",
-                        join(reshape)
-                    ));
+                    return Err(MeshGroupsError::DeviceTile {
+                        reshape: reshape.clone(),
+                        devices: n,
+                    });
                 }
                 check_permutation(transpose, reshape.len())?;
             }
         }
         if self.spans.is_empty() {
-            return Err("replica groups over a mesh span no axis".into());
+            return Err(MeshGroupsError::NoSpan);
         }
         for (i, r) in self.spans.iter().enumerate() {
             let Some((name, size)) = self.axes.get(r.axis) else {
-                return Err(format!("axis {} is not an axis of the mesh", r.axis));
+                return Err(MeshGroupsError::UnknownAxis(r.axis));
             };
             if let Some((pre, sub)) = r.sub {
                 if pre < 1 || sub < 1 || size % (pre * sub) != 0 {
-                    return Err(format!(
-                        "sub-axis '{name}':({pre}){sub} does not divide the axis (size {size})"
-                    ));
+                    return Err(MeshGroupsError::SubAxis {
+                        name: name.clone(),
+                        pre,
+                        size: sub,
+                        axis_size: *size,
+                    });
                 }
             }
             if self.spans[..i].contains(r) {
-                return Err(format!("axis '{name}' is spanned twice"));
+                return Err(MeshGroupsError::SpannedTwice(name.clone()));
             }
         }
         Ok(())
@@ -267,19 +306,31 @@ mod tests {
     #[test]
     fn malformed_meshes_are_named() {
         let mut g = mesh(&[("a", 2), ("a", 2)], vec![axis(0)]);
-        assert_eq!(g.check().unwrap_err(), "mesh axis 'a' is named twice");
+        assert_eq!(
+            g.check().unwrap_err().to_string(),
+            "mesh axis 'a' is named twice"
+        );
         g.axes[1].0 = "b".into();
         g.devices = MeshDevices::List(vec![0, 1, 2, 2]);
-        assert!(g.check().unwrap_err().contains("each once"));
+        assert_eq!(
+            g.check().unwrap_err().to_string(),
+            "device_ids=(0,1,2,2) are not the 4 devices of the mesh, each once"
+        );
         g.devices = MeshDevices::Iota;
         g.spans = vec![AxisRef {
             axis: 1,
             sub: Some((2, 2)),
         }];
-        assert!(g.check().unwrap_err().contains("does not divide"));
+        assert_eq!(
+            g.check().unwrap_err().to_string(),
+            "sub-axis 'b':(2)2 does not divide the axis (size 2)"
+        );
         g.spans = vec![axis(0), axis(0)];
-        assert_eq!(g.check().unwrap_err(), "axis 'a' is spanned twice");
+        assert_eq!(
+            g.check().unwrap_err().to_string(),
+            "axis 'a' is spanned twice"
+        );
         g.spans = vec![];
-        assert!(g.check().unwrap_err().contains("span no axis"));
+        assert_eq!(g.check().unwrap_err(), MeshGroupsError::NoSpan);
     }
 }

@@ -3,6 +3,7 @@
 //! read so a module partitioned elsewhere round-trips. hlatc itself does not
 //! partition; it carries shardings and checks that they are well formed.
 
+use crate::ir::iota::{check_permutation, PermutationError};
 use crate::ir::metadata::Metadata;
 use crate::util::join::join;
 
@@ -159,10 +160,52 @@ impl TiledSharding {
     }
 }
 
+/// Why a sharding is not one XLA's parser accepts: its tile counts
+/// disagree, a device is negative or holds two tiles, or a transpose does
+/// not permute.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShardingError {
+    #[error("maximal sharding on device {0}")]
+    MaximalDevice(i64),
+    #[error("a tiled sharding needs at least one tile dimension")]
+    NoTileDimension,
+    #[error("tile dimension {0} is not positive")]
+    TileDimension(i64),
+    /// More trailing subgroup dimensions than the tile assignment has.
+    #[error("{subgroups} subgroup dimensions in a {dims}-dimensional tile assignment")]
+    SubgroupDimensions { subgroups: usize, dims: usize },
+    /// The listed devices are not one per tile.
+    #[error("tile assignment [{}] has {tiles} tiles but {listed} devices are listed", join(.dims))]
+    DeviceCount {
+        dims: Vec<i64>,
+        tiles: i64,
+        listed: usize,
+    },
+    #[error("device {0} is negative")]
+    NegativeDevice(i64),
+    #[error("device {0} holds two tiles")]
+    DeviceTwice(i64),
+    /// The device iota is empty, has a size below 1, or lays out another
+    /// count of devices than there are tiles.
+    #[error(
+        "tile assignment [{}] has {tiles} tiles but the device iota <=[{}] has {devices}",
+        join(.dims),
+        join(.reshape)
+    )]
+    IotaCount {
+        dims: Vec<i64>,
+        tiles: i64,
+        reshape: Vec<i64>,
+        devices: i64,
+    },
+    #[error(transparent)]
+    Permutation(#[from] PermutationError),
+}
+
 impl Sharding {
     /// Checks the sharding is well formed on its own, as XLA's parser does:
     /// tile counts agree, devices are distinct, a transpose permutes.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ShardingError> {
         match self {
             Sharding::Single(s) => s.check(),
             Sharding::Tuple(leaves) => leaves.iter().try_for_each(SingleSharding::check),
@@ -171,10 +214,10 @@ impl Sharding {
 }
 
 impl SingleSharding {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ShardingError> {
         match &self.kind {
             ShardingKind::Maximal { device } if *device < 0 => {
-                Err(format!("maximal sharding on device {device}"))
+                Err(ShardingError::MaximalDevice(*device))
             }
             ShardingKind::Tiled(t) => t.check(),
             _ => Ok(()),
@@ -183,51 +226,92 @@ impl SingleSharding {
 }
 
 impl TiledSharding {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ShardingError> {
         if self.dims.is_empty() {
-            return Err("a tiled sharding needs at least one tile dimension".into());
+            return Err(ShardingError::NoTileDimension);
         }
         if let Some(d) = self.dims.iter().find(|&&d| d < 1) {
-            return Err(format!("tile dimension {d} is not positive"));
+            return Err(ShardingError::TileDimension(*d));
         }
         if self.subgroup_dims() > self.dims.len() {
-            return Err(format!(
-                "{} subgroup dimensions in a {}-dimensional tile assignment",
-                self.subgroup_dims(),
-                self.dims.len()
-            ));
+            return Err(ShardingError::SubgroupDimensions {
+                subgroups: self.subgroup_dims(),
+                dims: self.dims.len(),
+            });
         }
         let tiles: i64 = self.dims.iter().product();
         match &self.devices {
             TileDevices::List(devices) => {
                 if devices.len() as i64 != tiles {
-                    return Err(format!(
-                        "tile assignment [{}] has {tiles} tiles but {} devices are listed",
-                        join(&self.dims),
-                        devices.len()
-                    ));
+                    return Err(ShardingError::DeviceCount {
+                        dims: self.dims.clone(),
+                        tiles,
+                        listed: devices.len(),
+                    });
                 }
                 let mut seen = devices.clone();
                 seen.sort_unstable();
                 if let Some(d) = seen.iter().find(|&&d| d < 0) {
-                    return Err(format!("device {d} is negative"));
+                    return Err(ShardingError::NegativeDevice(*d));
                 }
                 if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(format!("device {} holds two tiles", w[0]));
+                    return Err(ShardingError::DeviceTwice(w[0]));
                 }
             }
             TileDevices::Iota { reshape, transpose } => {
                 let n: i64 = reshape.iter().product();
                 if reshape.is_empty() || reshape.iter().any(|&d| d < 1) || n != tiles {
-                    return Err(format!(
-                        "tile assignment [{}] has {tiles} tiles but the device iota <=[{}] has {n}",
-                        join(&self.dims),
-                        join(reshape)
-                    ));
+                    return Err(ShardingError::IotaCount {
+                        dims: self.dims.clone(),
+                        tiles,
+                        reshape: reshape.clone(),
+                        devices: n,
+                    });
                 }
-                crate::ir::iota::check_permutation(transpose, reshape.len())?;
+                check_permutation(transpose, reshape.len())?;
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiled(dims: Vec<i64>, devices: TileDevices) -> Sharding {
+        Sharding::Single(SingleSharding::new(ShardingKind::Tiled(TiledSharding {
+            dims,
+            devices,
+            subgroups: Subgroups::None,
+        })))
+    }
+
+    #[test]
+    fn malformed_shardings_are_named() {
+        let twice = tiled(vec![2], TileDevices::List(vec![1, 1]));
+        assert_eq!(twice.check(), Err(ShardingError::DeviceTwice(1)));
+        let short = tiled(
+            vec![2, 2],
+            TileDevices::Iota {
+                reshape: vec![2],
+                transpose: vec![],
+            },
+        );
+        assert_eq!(
+            short.check().unwrap_err().to_string(),
+            "tile assignment [2,2] has 4 tiles but the device iota <=[2] has 2"
+        );
+        let unpermuted = tiled(
+            vec![4],
+            TileDevices::Iota {
+                reshape: vec![2, 2],
+                transpose: vec![1, 1],
+            },
+        );
+        assert_eq!(
+            unpermuted.check().unwrap_err().to_string(),
+            "T(1,1) does not permute the 2 iota dimensions"
+        );
     }
 }

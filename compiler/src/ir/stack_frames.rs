@@ -52,47 +52,78 @@ pub type ResolvedLocation = (String, String, i32, i32, i32, i32);
 /// The section names, in the order XLA prints them.
 pub const SECTIONS: [&str; 4] = ["FileNames", "FunctionNames", "FileLocations", "StackFrames"];
 
+/// An id in the stack-frame tables that points at no entry of the table
+/// it refers to.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{table} {entry}: {field} {id} is not among the {listed} listed")]
+pub struct StackFrameError {
+    /// The table whose entry holds the id: `FileLocations` or `StackFrames`.
+    pub table: &'static str,
+    /// That entry's id (1-based).
+    pub entry: usize,
+    /// The field holding the id, as XLA names it (`file_name_id`, ...).
+    pub field: &'static str,
+    pub id: i32,
+    /// How many entries the table it refers to has.
+    pub listed: usize,
+}
+
+/// An entry of one of the tables, whose ids [`StackFrameIndex::check`]
+/// checks.
+struct Entry {
+    table: &'static str,
+    /// 1-based, as the tables number their entries.
+    id: usize,
+}
+
+impl Entry {
+    fn new(table: &'static str, index: usize) -> Self {
+        Entry {
+            table,
+            id: index + 1,
+        }
+    }
+
+    /// `id`, in this entry's `field`, names one of the `listed` entries it
+    /// refers to, or none (0) where `none_ok`.
+    fn refers(
+        &self,
+        field: &'static str,
+        id: i32,
+        listed: usize,
+        none_ok: bool,
+    ) -> Result<(), StackFrameError> {
+        if (none_ok && id == 0) || (id >= 1 && id as usize <= listed) {
+            return Ok(());
+        }
+        Err(StackFrameError {
+            table: self.table,
+            entry: self.id,
+            field,
+            id,
+            listed,
+        })
+    }
+}
+
 impl StackFrameIndex {
     pub fn is_empty(&self) -> bool {
         self == &StackFrameIndex::default()
     }
 
     /// Every id points at an entry (or is 0 where a parent may be none).
-    pub fn check(&self) -> Result<(), String> {
-        let within = |what: &str, id: i32, len: usize, zero_ok: bool| {
-            if (zero_ok && id == 0) || (id >= 1 && id as usize <= len) {
-                Ok(())
-            } else {
-                Err(format!("{what} {id} is not among the {len} listed"))
-            }
-        };
+    pub fn check(&self) -> Result<(), StackFrameError> {
+        let (names, functions) = (self.file_names.len(), self.function_names.len());
+        let (locations, frames) = (self.file_locations.len(), self.stack_frames.len());
         for (i, l) in self.file_locations.iter().enumerate() {
-            let at = |e: String| format!("FileLocations {}: {e}", i + 1);
-            within("file_name_id", l.file_name_id, self.file_names.len(), false).map_err(at)?;
-            within(
-                "function_name_id",
-                l.function_name_id,
-                self.function_names.len(),
-                false,
-            )
-            .map_err(at)?;
+            let at = Entry::new(SECTIONS[2], i);
+            at.refers("file_name_id", l.file_name_id, names, false)?;
+            at.refers("function_name_id", l.function_name_id, functions, false)?;
         }
         for (i, f) in self.stack_frames.iter().enumerate() {
-            let at = |e: String| format!("StackFrames {}: {e}", i + 1);
-            within(
-                "file_location_id",
-                f.file_location_id,
-                self.file_locations.len(),
-                false,
-            )
-            .map_err(at)?;
-            within(
-                "parent_frame_id",
-                f.parent_frame_id,
-                self.stack_frames.len(),
-                true,
-            )
-            .map_err(at)?;
+            let at = Entry::new(SECTIONS[3], i);
+            at.refers("file_location_id", f.file_location_id, locations, false)?;
+            at.refers("parent_frame_id", f.parent_frame_id, frames, true)?;
         }
         Ok(())
     }

@@ -31,7 +31,9 @@ fn at_least_one(operands: &[&Shape]) -> Result<(), ShapeError> {
 }
 
 fn check_groups(c: &Collective, same_size: bool) -> Result<(), ShapeError> {
-    c.replica_groups.check(same_size).or_else(invalid)?;
+    c.replica_groups
+        .check(same_size)
+        .map_err(|e| ShapeError::ReplicaGroups(Box::new(e)))?;
     if c.use_global_device_ids && c.channel_id.is_none() {
         return invalid("use_global_device_ids=true needs a (positive) channel_id");
     }

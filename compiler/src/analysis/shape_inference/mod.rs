@@ -27,6 +27,7 @@ mod scalar_callee;
 mod token;
 mod windowed;
 
+use crate::ir::collective::ReplicaGroupsError;
 use crate::ir::literal::LiteralTree;
 use crate::ir::op::description::Arity;
 use crate::ir::op::Op;
@@ -38,6 +39,10 @@ pub enum ShapeError {
     OperandCount { expected: String, got: usize },
     #[error("operand {index} must be an array, got {shape}")]
     TupleOperand { index: usize, shape: String },
+    /// A collective's groups are malformed. Boxed: every shape rule's
+    /// result should not be the size of its largest error.
+    #[error(transparent)]
+    ReplicaGroups(Box<ReplicaGroupsError>),
     #[error("needs an explicit result shape")]
     NeedsResultShape,
     #[error("calls unknown computation '{0}'")]

@@ -14,7 +14,7 @@ use super::messages::{
 };
 use crate::ir::collective::{Collective, ReplicaGroups};
 use crate::ir::iota::without_identity;
-use crate::ir::mesh_groups::{AxisRef, MeshDevices, MeshGroups};
+use crate::ir::mesh_groups::{AxisRef, MeshDevices, MeshGroups, MeshGroupsError};
 
 /// Why a collective's participants are refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -32,8 +32,8 @@ pub enum CollectiveProtoError {
     #[error("mesh axis index {0} is negative")]
     NegativeMeshAxis(i64),
     /// Read, but not groups hlatc holds ([`MeshGroups::check`]).
-    #[error("{0}")]
-    InvalidMesh(String),
+    #[error(transparent)]
+    InvalidMesh(#[from] MeshGroupsError),
     #[error("dynamic_slice_sizes holds {sizes} sizes, not a whole number of slices of the buffers' rank {rank}")]
     SliceSizes { sizes: usize, rank: usize },
 }
@@ -210,7 +210,7 @@ fn mesh_from_proto(p: &MeshAxesReplicaGroupListProto) -> Result<MeshGroups, Coll
         devices,
         spans,
     };
-    groups.check().map_err(CollectiveProtoError::InvalidMesh)?;
+    groups.check()?;
     Ok(groups)
 }
 

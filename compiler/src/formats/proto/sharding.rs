@@ -4,8 +4,8 @@
 use super::messages::{OpMetadata, OpSharding};
 use crate::ir::metadata::Metadata;
 use crate::ir::sharding::{
-    ShardGroup, Sharding, ShardingKind, SingleSharding, SubgroupKind, Subgroups, TileDevices,
-    TiledSharding,
+    ShardGroup, Sharding, ShardingError, ShardingKind, SingleSharding, SubgroupKind, Subgroups,
+    TileDevices, TiledSharding,
 };
 
 // `OpSharding.Type`.
@@ -129,8 +129,8 @@ pub enum ShardingProtoError {
     #[error("unknown OpSharding type {0}")]
     UnknownType(i32),
     /// Read, but not a sharding hlatc holds ([`Sharding::check`]).
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] ShardingError),
 }
 
 pub(crate) fn from_proto(p: &OpSharding) -> Result<Sharding, ShardingProtoError> {
@@ -147,7 +147,7 @@ pub(crate) fn from_proto(p: &OpSharding) -> Result<Sharding, ShardingProtoError>
     } else {
         Sharding::Single(single_from_proto(p)?)
     };
-    s.check().map_err(ShardingProtoError::Invalid)?;
+    s.check()?;
     Ok(s)
 }
 

@@ -51,9 +51,10 @@ pub(crate) fn parse_sharding(text: &str) -> Result<Sharding> {
     if c.pos != text.len() {
         return c.fail("unexpected text after the sharding");
     }
-    sharding
-        .check()
-        .map_err(|message| AttrSyntaxError { offset: 0, message })?;
+    sharding.check().map_err(|e| AttrSyntaxError {
+        offset: 0,
+        message: e.to_string(),
+    })?;
     Ok(sharding)
 }
 

@@ -43,9 +43,9 @@ pub(super) fn take_tables(text: &str) -> Result<(Cow<'_, str>, StackFrameIndex),
     if index.is_empty() && !consumed.iter().any(|&c| c) {
         return Ok((Cow::Borrowed(text), index));
     }
-    if let Err(message) = index.check() {
+    if let Err(e) = index.check() {
         let first = consumed.iter().position(|&c| c).unwrap_or(0);
-        return err(first + 1, 1, format!("stack-frame tables: {message}"));
+        return err(first + 1, 1, format!("stack-frame tables: {e}"));
     }
     let blanked: Vec<Cow<str>> = lines
         .iter()
