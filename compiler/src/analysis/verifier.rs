@@ -103,7 +103,7 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         }
     }
     if let Some(l) = &module.entry_layout {
-        l.check(module).map_err(module_err)?;
+        l.check(module).map_err(|e| module_err(e.to_string()))?;
     }
     let mut names = BTreeSet::new();
     for c in &module.computations {

@@ -6,10 +6,23 @@
 use crate::ir::computation::{Computation, InstrId};
 use crate::ir::op::Op;
 
+/// An `async-update` or `async-done` that names no computation and
+/// whose first operands lead to no start that names one: nothing says
+/// what it runs.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{name}' ({opcode}) names no computation and does not continue an async-start to take it from; write calls="
+)]
+pub struct AsyncCalleeError {
+    /// The instruction's name.
+    pub name: String,
+    pub opcode: &'static str,
+}
+
 /// Gives each `async-update` and `async-done` without a computation its
 /// start's computation, and its start's thread when it names none, by
 /// following first operands back to the start.
-pub fn find_async_callees(comp: &mut Computation) -> Result<(), String> {
+pub fn find_async_callees(comp: &mut Computation) -> Result<(), AsyncCalleeError> {
     let unnamed: Vec<InstrId> = comp
         .ids()
         .filter(|&id| matches!(&comp.instr(id).op, Op::Async { calls, .. } if calls.is_empty()))
@@ -33,11 +46,10 @@ pub fn find_async_callees(comp: &mut Computation) -> Result<(), String> {
         });
         let Some(Some((callee, start_thread))) = found else {
             let i = comp.instr(id);
-            return Err(format!(
-                "'{}' ({}) names no computation and does not continue an async-start to take it from; write calls=",
-                i.name,
-                i.op.opcode()
-            ));
+            return Err(AsyncCalleeError {
+                name: i.name.clone(),
+                opcode: i.op.opcode(),
+            });
         };
         if let Op::Async { calls, thread, .. } = &mut comp.instr_mut(id).op {
             *calls = callee;

@@ -4,6 +4,7 @@
 use crate::ir::computation::Computation;
 use crate::ir::shape::Shape;
 use std::collections::BTreeMap;
+use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AliasKind {
@@ -127,50 +128,96 @@ impl EntryLayout {
         m: &Module,
         parameters: Vec<Shape>,
         result: Shape,
-    ) -> Result<Option<EntryLayout>, String> {
+    ) -> Result<Option<EntryLayout>, EntryLayoutError> {
         let differs = Self::layouts_differ(m, &parameters, &result)?;
         Ok(differs.then_some(EntryLayout { parameters, result }))
     }
 
     /// Whether this boundary still fits `m`'s entry (what the verifier
     /// asks after every pass).
-    pub fn check(&self, m: &Module) -> Result<(), String> {
+    pub fn check(&self, m: &Module) -> Result<(), EntryLayoutError> {
         Self::layouts_differ(m, &self.parameters, &self.result).map(|_| ())
     }
 
     /// Whether `parameters` and `result` differ from the entry's own only
     /// in layouts (`Ok(true)`), not at all (`Ok(false)`), or otherwise
     /// (the first difference).
-    fn layouts_differ(m: &Module, parameters: &[Shape], result: &Shape) -> Result<bool, String> {
+    fn layouts_differ(
+        m: &Module,
+        parameters: &[Shape],
+        result: &Shape,
+    ) -> Result<bool, EntryLayoutError> {
         let own = m.entry_parameter_shapes();
         if own.len() != parameters.len() {
-            return Err(format!(
-                "entry_computation_layout lists {} parameters, the entry computation has {}",
-                parameters.len(),
-                own.len()
-            ));
+            return Err(EntryLayoutError(BoundaryMismatch::ParameterCount {
+                written: parameters.len(),
+                own: own.len(),
+            }));
         }
         let own_result = m.entry_result_shape();
         let pairs = parameters
             .iter()
             .zip(&own)
             .enumerate()
-            .map(|(i, (w, o))| (format!("parameter {i}"), w, o))
+            .map(|(i, (w, o))| (BoundaryValue::Parameter(i), w, o))
             .chain(
                 own_result
                     .iter()
-                    .map(|o| ("the result".to_string(), result, o)),
+                    .map(|o| (BoundaryValue::Result, result, o)),
             );
         let mut same = true;
-        for (what, written, o) in pairs {
+        for (value, written, o) in pairs {
             if !written.compatible(o) {
-                return Err(format!(
-                    "entry_computation_layout gives {what} as {written}, the entry computation as {o}"
-                ));
+                return Err(EntryLayoutError(BoundaryMismatch::ShapeDiffers {
+                    value,
+                    written: Box::new(written.clone()),
+                    own: Box::new(o.clone()),
+                }));
             }
             same &= written == o;
         }
         Ok(!same)
+    }
+}
+
+/// A written entry boundary that is not the entry computation's up to
+/// layouts, as text's `entry_computation_layout` names it. A proto's
+/// `host_program_shape` reports the same [`BoundaryMismatch`] under its
+/// own name.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("entry_computation_layout {0}")]
+pub struct EntryLayoutError(pub BoundaryMismatch);
+
+/// How a written entry boundary differs from the entry computation's
+/// beyond layouts: the first difference, without the field that wrote it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BoundaryMismatch {
+    #[error("lists {written} parameters, the entry computation has {own}")]
+    ParameterCount { written: usize, own: usize },
+    /// Dimensions or element type differ, not only the layout. Boxed: a
+    /// result should not be the size of two shapes for its rare error.
+    #[error("gives {value} as {written}, the entry computation as {own}")]
+    ShapeDiffers {
+        value: BoundaryValue,
+        written: Box<Shape>,
+        own: Box<Shape>,
+    },
+}
+
+/// One value crossing the entry's boundary: a parameter, by number, or the
+/// result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoundaryValue {
+    Parameter(usize),
+    Result,
+}
+
+impl fmt::Display for BoundaryValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BoundaryValue::Parameter(i) => write!(f, "parameter {i}"),
+            BoundaryValue::Result => f.write_str("the result"),
+        }
     }
 }
 

@@ -143,6 +143,10 @@ fn semantic_errors_point_at_the_token() {
             "6:63: kernel labels '01ix': 'x' is neither i nor o nor a spatial dimension below 2",
         ),
         (
+            entry("  x = f32[] parameter(0)\n  ROOT d = f32[] async-done(x)"),
+            "3:7: 'd' (async-done) names no computation and does not continue an async-start to take it from; write calls=",
+        ),
+        (
             entry("  ROOT a = bf16[] constant(nan(0x80))"),
             "4:28: value nan(0x80) is not representable as bf16",
         ),

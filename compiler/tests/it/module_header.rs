@@ -155,6 +155,20 @@ ENTRY e {
         e.message,
         "entry_computation_layout gives the result as f32[3,3]{1,0}, the entry computation as f32[3,2]{0,1}"
     );
+    let e = text::parse_module(&src.replace("{(f32[2,3]{1,0})->", "{()->")).unwrap_err();
+    assert_eq!(
+        e.message,
+        "entry_computation_layout lists 0 parameters, the entry computation has 1"
+    );
+    // A proto says the same under its own field's name.
+    let mut p = proto::module_to_proto(&m);
+    if let Some(ps) = p.host_program_shape.as_mut() {
+        ps.parameters.clear();
+    }
+    assert_eq!(
+        proto::module_from_proto(&p).unwrap_err().to_string(),
+        "computation 't': host_program_shape lists 0 parameters, the entry computation has 1"
+    );
 }
 
 const WITH_FRAMES: &str = "HloModule f

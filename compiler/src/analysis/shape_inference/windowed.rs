@@ -98,7 +98,7 @@ pub(super) fn convolution(
         }
         spatial_out.push(
             w.output_size(at(lhs, dims.input_spatial[i]))
-                .or_else(invalid)?,
+                .or_else(|e| invalid(e.to_string()))?,
         );
     }
     let mut out = vec![0; spatial + 2];
@@ -124,7 +124,9 @@ pub(super) fn reduce_window(window: &Window, inputs: &[&ArrayShape]) -> Result<S
             first.rank()
         ));
     }
-    let out = window.output_dims(&first.dims).or_else(invalid)?;
+    let out = window
+        .output_dims(&first.dims)
+        .or_else(|e| invalid(e.to_string()))?;
     Ok(one_or_tuple(
         inputs
             .iter()

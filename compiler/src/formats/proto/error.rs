@@ -10,6 +10,8 @@ use super::literal::LiteralProtoError;
 use super::shape::ShapeProtoError;
 use super::sharding::ShardingProtoError;
 use super::wire::WireError;
+use crate::ir::async_ops::AsyncCalleeError;
+use crate::ir::module::BoundaryMismatch;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProtoError {
@@ -38,8 +40,8 @@ pub enum ImportError {
     #[error("entry computation id {0} not found")]
     NoEntry(i64),
     /// Read, but not a layout of the entry ([`crate::ir::module::EntryLayout`]).
-    #[error("{0}")]
-    HostProgramShape(String),
+    #[error("host_program_shape {0}")]
+    HostProgramShape(#[source] BoundaryMismatch),
     #[error("computation '{0}' is marked is_fusion_computation but no fusion calls it")]
     StrayFusionFlag(String),
     #[error("the schedule lists instruction id {0}, which the computation does not hold once")]
@@ -50,8 +52,8 @@ pub enum ImportError {
     NoRoot(i64),
     /// An async op's computation, which its start names
     /// ([`crate::ir::async_ops`]).
-    #[error("{0}")]
-    AsyncCallee(String),
+    #[error(transparent)]
+    AsyncCallee(AsyncCalleeError),
     #[error("has no shape")]
     NoShape,
     #[error("calls unknown computation id {0}")]

@@ -175,9 +175,8 @@ fn entry_layout_from_proto(
     let Some(result) = &ps.result else {
         return Ok(None);
     };
-    EntryLayout::against(m, parameters, shape_from_proto(result)?).map_err(|e| {
-        ImportError::HostProgramShape(e.replace("entry_computation_layout", "host_program_shape"))
-    })
+    EntryLayout::against(m, parameters, shape_from_proto(result)?)
+        .map_err(|e| ImportError::HostProgramShape(e.0))
 }
 
 /// The flag is derived (a computation is fused when a fusion calls it);
@@ -288,7 +287,7 @@ fn computation_from_proto(
         .ok_or_else(|| err(None, ImportError::NoRoot(c.root_id)))?;
     comp.set_root(root);
     crate::ir::async_ops::find_async_callees(&mut comp)
-        .map_err(|m| err(None, ImportError::AsyncCallee(m)))?;
+        .map_err(|e| err(None, ImportError::AsyncCallee(e)))?;
     Ok(comp)
 }
 

@@ -115,16 +115,16 @@ pub struct OperandAlias {
 impl OperandAlias {
     /// Reads XLA's text, the braces included:
     /// `{{}: (0, {}), {1}: (2, {0,1})}`.
-    pub fn parse_list(text: &str) -> Result<Vec<OperandAlias>, String> {
-        let bad = || {
-            format!("output_to_operand_aliasing '{text}' is not {{{{index}}: (operand, {{index}}), ...}}")
+    pub fn parse_list(text: &str) -> Result<Vec<OperandAlias>, OperandAliasError> {
+        let bad = || OperandAliasError {
+            text: text.to_string(),
         };
         let inner = text
             .trim()
             .strip_prefix('{')
             .and_then(|t| t.strip_suffix('}'))
             .ok_or_else(bad)?;
-        let index = |s: &str| -> Result<Vec<i64>, String> {
+        let index = |s: &str| -> Result<Vec<i64>, OperandAliasError> {
             let s = s
                 .trim()
                 .strip_prefix('{')
@@ -153,6 +153,16 @@ impl OperandAlias {
         }
         Ok(out)
     }
+}
+
+/// An `output_to_operand_aliasing` that does not read as a braced list of
+/// `{index}: (operand, {index})` entries. One message for every flaw:
+/// the list is short, and the expected form says what to write.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("output_to_operand_aliasing '{text}' is not {{{{index}}: (operand, {{index}}), ...}}")]
+pub struct OperandAliasError {
+    /// The attribute's value as written, braces included.
+    pub text: String,
 }
 
 impl std::fmt::Display for OperandAlias {
@@ -194,5 +204,22 @@ impl CallConvolution {
             && self.feature_group_count == 1
             && self.batch_group_count == 1
             && self.precision.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_malformed_aliasing_reads_as_before() {
+        for text in ["{{0}: 1, {}}", "{{0}: (x, {})}", "{0}: (1, {})"] {
+            assert_eq!(
+                OperandAlias::parse_list(text).map_err(|e| e.to_string()),
+                Err(format!(
+                    "output_to_operand_aliasing '{text}' is not {{{{index}}: (operand, {{index}}), ...}}"
+                ))
+            );
+        }
     }
 }

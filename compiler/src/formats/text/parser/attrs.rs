@@ -212,7 +212,7 @@ impl<'i> Attrs<'i> {
                 || err_at(&p, "'window' must be braced: window={size=3x3 ...}"),
                 Ok,
             )?;
-        Window::parse(inner).or_else(|e| err_at(&p, e))
+        Window::parse(inner).or_else(|e| err_at(&p, e.to_string()))
     }
 
     /// `output_to_operand_aliasing={{0}: (1, {})}`; none when not written.
@@ -221,14 +221,16 @@ impl<'i> Attrs<'i> {
     ) -> Result<Vec<OperandAlias>, ParseError> {
         match self.text("output_to_operand_aliasing") {
             None => Ok(Vec::new()),
-            Some((text, p)) => OperandAlias::parse_list(text).or_else(|e| err_at(&p, e)),
+            Some((text, p)) => {
+                OperandAlias::parse_list(text).or_else(|e| err_at(&p, e.to_string()))
+            }
         }
     }
 
     /// `dim_labels=b01f_01io->b01f`, when written.
     pub(in crate::formats::text) fn dim_labels(&mut self) -> Result<Option<ConvDims>, ParseError> {
         self.text("dim_labels")
-            .map(|(labels, p)| ConvDims::parse(labels).or_else(|e| err_at(&p, e)))
+            .map(|(labels, p)| ConvDims::parse(labels).or_else(|e| err_at(&p, e.to_string())))
             .transpose()
     }
 

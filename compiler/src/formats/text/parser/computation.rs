@@ -304,7 +304,8 @@ impl<'i> Builder<'i> {
         };
         let mut wrapped = wrap_async_starts(comp, self.wrapped_ops, &before)?;
         if self.async_without_callee {
-            crate::ir::async_ops::find_async_callees(comp).or_else(|m| err_at(name, m))?;
+            crate::ir::async_ops::find_async_callees(comp)
+                .or_else(|e| err_at(name, e.to_string()))?;
         }
         self.hoisted.append(&mut wrapped);
         let wrapped = self.hoisted;

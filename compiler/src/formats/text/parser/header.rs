@@ -132,7 +132,7 @@ impl<'i> ModuleHeader<'i> {
         if let Some((at, params, result)) = self.entry_layout {
             if m.entry < m.computations.len() {
                 m.entry_layout = EntryLayout::against(&m, params, result)
-                    .or_else(|message| err_at(&at, message))?;
+                    .or_else(|e| err_at(&at, e.to_string()))?;
             }
         }
         Ok(m)

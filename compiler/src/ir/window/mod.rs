@@ -5,6 +5,9 @@
 
 use std::fmt;
 
+mod error;
+pub use error::{DimLabelsError, WindowError};
+
 /// One dimension of a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct WindowDim {
@@ -35,18 +38,18 @@ impl WindowDim {
 
     /// How many positions the window takes over an input dimension of
     /// `base` elements (XLA's dilated, padded, strided bound).
-    pub fn output_size(&self, base: i64) -> Result<i64, String> {
+    pub fn output_size(&self, base: i64) -> Result<i64, WindowError> {
         if self.size <= 0 || self.stride <= 0 {
-            return Err(format!(
-                "window size {} and stride {} must be positive",
-                self.size, self.stride
-            ));
+            return Err(WindowError::NotPositive {
+                size: self.size,
+                stride: self.stride,
+            });
         }
         if self.window_dilation < 1 || self.base_dilation < 1 {
-            return Err(format!(
-                "window dilations must be at least 1, got lhs_dilate {} and rhs_dilate {}",
-                self.base_dilation, self.window_dilation
-            ));
+            return Err(WindowError::Dilation {
+                base_dilation: self.base_dilation,
+                window_dilation: self.window_dilation,
+            });
         }
         let dilated = |n: i64, d: i64| -> Option<i64> {
             if n == 0 {
@@ -55,20 +58,21 @@ impl WindowDim {
                 (n - 1).checked_mul(d)?.checked_add(1)
             }
         };
-        let too_large = || format!("window over {base} elements is too large");
         let padded = dilated(base, self.base_dilation)
             .and_then(|b| {
                 b.checked_add(self.padding_low)?
                     .checked_add(self.padding_high)
             })
-            .ok_or_else(too_large)?;
+            .ok_or(WindowError::TooLarge { base })?;
         if padded < 0 {
-            return Err(format!(
-                "padding {}_{} leaves fewer than no elements of {base}",
-                self.padding_low, self.padding_high
-            ));
+            return Err(WindowError::Overpadded {
+                low: self.padding_low,
+                high: self.padding_high,
+                base,
+            });
         }
-        let window = dilated(self.size, self.window_dilation).ok_or_else(too_large)?;
+        let window =
+            dilated(self.size, self.window_dilation).ok_or(WindowError::TooLarge { base })?;
         Ok(if window > padded {
             0
         } else {
@@ -88,14 +92,14 @@ impl Window {
     /// anything is written), then any of `stride=`, `pad=`, `lhs_dilate=`,
     /// `rhs_dilate=` and `rhs_reversal=`, each with one `x`-separated entry
     /// per dimension.
-    pub fn parse(text: &str) -> Result<Window, String> {
+    pub fn parse(text: &str) -> Result<Window, WindowError> {
         let mut fields: Vec<(&str, Vec<&str>)> = Vec::new();
         for item in text.split_whitespace() {
             let (key, value) = item
                 .split_once('=')
-                .ok_or_else(|| format!("window item '{item}' is not key=value"))?;
+                .ok_or_else(|| WindowError::NotKeyValue(item.to_string()))?;
             if fields.iter().any(|(k, _)| *k == key) {
-                return Err(format!("window gives '{key}' twice"));
+                return Err(WindowError::Twice(key.to_string()));
             }
             fields.push((key, value.split('x').collect()));
         }
@@ -103,7 +107,7 @@ impl Window {
             return Ok(Window::default());
         }
         let Some(sizes) = fields.iter().find(|(k, _)| *k == "size").map(|(_, v)| v) else {
-            return Err("window needs 'size='".into());
+            return Err(WindowError::NoSize);
         };
         let mut dims: Vec<WindowDim> = sizes
             .iter()
@@ -111,37 +115,33 @@ impl Window {
             .collect::<Result<_, _>>()?;
         for (key, values) in &fields {
             if values.len() != dims.len() {
-                return Err(format!(
-                    "window '{key}' has {} entries, 'size' has {}",
-                    values.len(),
-                    dims.len()
-                ));
+                return Err(WindowError::EntryCount {
+                    key: key.to_string(),
+                    entries: values.len(),
+                    sizes: dims.len(),
+                });
             }
             for (d, v) in dims.iter_mut().zip(values) {
                 match *key {
                     "size" => {}
-                    "stride" => d.stride = int(v, key)?,
-                    "lhs_dilate" => d.base_dilation = int(v, key)?,
-                    "rhs_dilate" => d.window_dilation = int(v, key)?,
+                    "stride" => d.stride = int(v, "stride")?,
+                    "lhs_dilate" => d.base_dilation = int(v, "lhs_dilate")?,
+                    "rhs_dilate" => d.window_dilation = int(v, "rhs_dilate")?,
                     "rhs_reversal" => {
                         d.window_reversal = match *v {
                             "0" => false,
                             "1" => true,
-                            _ => return Err(format!("window rhs_reversal '{v}' must be 0 or 1")),
+                            _ => return Err(WindowError::Reversal(v.to_string())),
                         }
                     }
                     "pad" => {
                         let (lo, hi) = v
                             .split_once('_')
-                            .ok_or_else(|| format!("window pad '{v}' is not low_high"))?;
-                        d.padding_low = int(lo, key)?;
-                        d.padding_high = int(hi, key)?;
+                            .ok_or_else(|| WindowError::Pad(v.to_string()))?;
+                        d.padding_low = int(lo, "pad")?;
+                        d.padding_high = int(hi, "pad")?;
                     }
-                    other => {
-                        return Err(format!(
-                            "unknown window item '{other}' (size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal)"
-                        ))
-                    }
+                    other => return Err(WindowError::UnknownItem(other.to_string())),
                 }
             }
         }
@@ -149,7 +149,7 @@ impl Window {
     }
 
     /// Every dimension's output size over `base`, in order.
-    pub fn output_dims(&self, base: &[i64]) -> Result<Vec<i64>, String> {
+    pub fn output_dims(&self, base: &[i64]) -> Result<Vec<i64>, WindowError> {
         self.dims
             .iter()
             .zip(base)
@@ -158,9 +158,11 @@ impl Window {
     }
 }
 
-fn int(s: &str, key: &str) -> Result<i64, String> {
-    s.parse()
-        .map_err(|_| format!("window {key} '{s}' is not an integer"))
+fn int(s: &str, key: &'static str) -> Result<i64, WindowError> {
+    s.parse().map_err(|_| WindowError::NotInteger {
+        key,
+        written: s.to_string(),
+    })
 }
 
 impl fmt::Display for Window {
@@ -228,11 +230,17 @@ type Labelled = (i64, i64, Vec<i64>);
 /// A `?` labels a dimension of no role (cuDNN's vectorized int8
 /// convolutions write `b01f?`); the dimension numbers leave it out, as
 /// XLA's do.
-fn read_labels(labels: &str, roles: [char; 2], what: &str) -> Result<Labelled, String> {
+fn read_labels(
+    labels: &str,
+    roles: [char; 2],
+    operand: &'static str,
+) -> Result<Labelled, DimLabelsError> {
     let rank = labels.chars().filter(|&c| c != '?').count();
-    let spatial_count = rank
-        .checked_sub(2)
-        .ok_or_else(|| format!("{what} labels '{labels}' need at least the two roles {roles:?}"))?;
+    let spatial_count = rank.checked_sub(2).ok_or_else(|| DimLabelsError::TooFew {
+        operand,
+        labels: labels.to_string(),
+        roles,
+    })?;
     let (mut first, mut second) = (None, None);
     let mut spatial = vec![None; spatial_count];
     for (i, c) in labels.chars().enumerate() {
@@ -245,23 +253,41 @@ fn read_labels(labels: &str, roles: [char; 2], what: &str) -> Result<Labelled, S
         } else if let Some(s) = c.to_digit(10).and_then(|s| spatial.get_mut(s as usize)) {
             s
         } else {
-            return Err(format!(
-                "{what} labels '{labels}': '{c}' is neither {} nor {} nor a spatial dimension below {spatial_count}",
-                roles[0], roles[1]
-            ));
+            return Err(DimLabelsError::Unknown {
+                operand,
+                labels: labels.to_string(),
+                label: c,
+                roles,
+                spatial: spatial_count,
+            });
         };
         if slot.replace(i as i64).is_some() {
-            return Err(format!("{what} labels '{labels}' name '{c}' twice"));
+            return Err(DimLabelsError::Twice {
+                operand,
+                labels: labels.to_string(),
+                label: c,
+            });
         }
     }
-    let missing = |r: char| format!("{what} labels '{labels}' have no '{r}'");
+    let missing = |label: char| DimLabelsError::MissingRole {
+        operand,
+        labels: labels.to_string(),
+        label,
+    };
     Ok((
         first.ok_or_else(|| missing(roles[0]))?,
         second.ok_or_else(|| missing(roles[1]))?,
         spatial
             .into_iter()
-            .map(|s| s.expect("each of rank - 2 digits below rank - 2 is named once"))
-            .collect(),
+            .enumerate()
+            .map(|(i, s)| {
+                s.ok_or_else(|| DimLabelsError::MissingSpatial {
+                    operand,
+                    labels: labels.to_string(),
+                    spatial: i,
+                })
+            })
+            .collect::<Result<_, _>>()?,
     ))
 }
 
@@ -314,7 +340,7 @@ impl ConvDims {
     /// output's rank where `ranks` gives it (a custom call's operands may
     /// hold dimensions of no role, `?`). A convolution's are also checked
     /// against its operands; a custom call's have only this.
-    pub fn check_writable(&self, ranks: [Option<usize>; 3]) -> Result<(), String> {
+    pub fn check_writable(&self, ranks: [Option<usize>; 3]) -> Result<(), DimLabelsError> {
         let operands = [
             (
                 "input",
@@ -335,12 +361,12 @@ impl ConvDims {
                 &self.output_spatial,
             ),
         ];
-        for ((what, a, b, spatial), known_rank) in operands.into_iter().zip(ranks) {
+        for ((operand, a, b, spatial), known_rank) in operands.into_iter().zip(ranks) {
             if spatial.len() > 10 {
-                return Err(format!(
-                    "{what} has {} spatial dimensions; dim_labels spells at most 10",
-                    spatial.len()
-                ));
+                return Err(DimLabelsError::TooManySpatial {
+                    operand,
+                    count: spatial.len(),
+                });
             }
             // Dimensions of no role (`?`) may lie between or below the
             // named ones: without an operand's rank that could hold them
@@ -354,10 +380,8 @@ impl ConvDims {
                     .unwrap_or(0)
                     .clamp(spatial.len() + 2, 64)
             });
-            if let Some(d) = misplaced_dimension(dims, rank) {
-                return Err(format!(
-                    "{what} dimension {d} is out of range for rank {rank} or named twice"
-                ));
+            if let Some(dim) = misplaced_dimension(dims, rank) {
+                return Err(DimLabelsError::Misplaced { operand, dim, rank });
             }
         }
         Ok(())
@@ -366,13 +390,13 @@ impl ConvDims {
     /// Reads `dim_labels` (`b01f_01io->b01f`): the input's batch, feature
     /// and spatial dimensions, the kernel's input and output features and
     /// spatial dimensions, then the output's.
-    pub fn parse(text: &str) -> Result<ConvDims, String> {
+    pub fn parse(text: &str) -> Result<ConvDims, DimLabelsError> {
         let (operands, output) = text
             .split_once("->")
-            .ok_or_else(|| format!("dim_labels '{text}' needs '->'"))?;
+            .ok_or_else(|| DimLabelsError::NoArrow(text.to_string()))?;
         let (input, kernel) = operands
             .split_once('_')
-            .ok_or_else(|| format!("dim_labels '{text}' needs '_' between input and kernel"))?;
+            .ok_or_else(|| DimLabelsError::NoUnderscore(text.to_string()))?;
         let (input_batch, input_feature, input_spatial) = read_labels(input, ['b', 'f'], "input")?;
         let (kernel_input_feature, kernel_output_feature, kernel_spatial) =
             read_labels(kernel, ['i', 'o'], "kernel")?;
@@ -381,9 +405,7 @@ impl ConvDims {
         if input_spatial.len() != kernel_spatial.len()
             || input_spatial.len() != output_spatial.len()
         {
-            return Err(format!(
-                "dim_labels '{text}' give input, kernel and output different numbers of spatial dimensions"
-            ));
+            return Err(DimLabelsError::SpatialCounts(text.to_string()));
         }
         Ok(ConvDims {
             input_batch,
@@ -422,5 +444,119 @@ impl fmt::Display for ConvDims {
             ['b', 'f'],
             (self.output_batch, self.output_feature, &self.output_spatial),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages are compared as text by the filetests, the conformance
+    /// list and the docs: each variant must read as the sentence it
+    /// replaced, byte for byte.
+    #[test]
+    fn window_errors_read_as_before() {
+        let cases = [
+            ("size=3 stride", "window item 'stride' is not key=value"),
+            ("size=3 size=3", "window gives 'size' twice"),
+            ("stride=2", "window needs 'size='"),
+            ("size=3x3 stride=2", "window 'stride' has 1 entries, 'size' has 2"),
+            ("size=a", "window size 'a' is not an integer"),
+            ("size=3 pad=1_y", "window pad 'y' is not an integer"),
+            ("size=3 rhs_reversal=2", "window rhs_reversal '2' must be 0 or 1"),
+            ("size=3 pad=1", "window pad '1' is not low_high"),
+            (
+                "size=3 shift=1",
+                "unknown window item 'shift' (size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal)",
+            ),
+        ];
+        for (text, message) in cases {
+            assert_eq!(
+                Window::parse(text).map_err(|e| e.to_string()),
+                Err(message.into()),
+                "{text}"
+            );
+        }
+        let size = |d: WindowDim, base| d.output_size(base).map_err(|e| e.to_string());
+        let of = WindowDim::of_size;
+        assert_eq!(
+            size(WindowDim { stride: 0, ..of(3) }, 5),
+            Err("window size 3 and stride 0 must be positive".into())
+        );
+        assert_eq!(
+            size(
+                WindowDim {
+                    base_dilation: 0,
+                    ..of(3)
+                },
+                5
+            ),
+            Err("window dilations must be at least 1, got lhs_dilate 0 and rhs_dilate 1".into())
+        );
+        assert_eq!(
+            size(
+                WindowDim {
+                    padding_low: i64::MAX,
+                    ..of(3)
+                },
+                5
+            ),
+            Err("window over 5 elements is too large".into())
+        );
+        assert_eq!(
+            size(
+                WindowDim {
+                    padding_low: -4,
+                    padding_high: -2,
+                    ..of(3)
+                },
+                5
+            ),
+            Err("padding -4_-2 leaves fewer than no elements of 5".into())
+        );
+        assert_eq!(size(of(3), 5), Ok(3));
+    }
+
+    #[test]
+    fn dim_labels_errors_read_as_before() {
+        let cases = [
+            ("b01f_01io", "dim_labels 'b01f_01io' needs '->'"),
+            ("b01f01io->b01f", "dim_labels 'b01f01io->b01f' needs '_' between input and kernel"),
+            (
+                "b01f_01io->b0f",
+                "dim_labels 'b01f_01io->b0f' give input, kernel and output different numbers of spatial dimensions",
+            ),
+            ("b?_01io->b01f", "input labels 'b?' need at least the two roles ['b', 'f']"),
+            (
+                "b01f_01ix->b01f",
+                "kernel labels '01ix': 'x' is neither i nor o nor a spatial dimension below 2",
+            ),
+            ("b00f_01io->b01f", "input labels 'b00f' name '0' twice"),
+        ];
+        for (text, message) in cases {
+            assert_eq!(
+                ConvDims::parse(text).map_err(|e| e.to_string()),
+                Err(message.into()),
+                "{text}"
+            );
+        }
+        let dims = ConvDims {
+            input_spatial: (2..13).collect(),
+            ..ConvDims::default()
+        };
+        assert_eq!(
+            dims.check_writable([None; 3]).map_err(|e| e.to_string()),
+            Err("input has 11 spatial dimensions; dim_labels spells at most 10".into())
+        );
+        let dims = ConvDims {
+            input_feature: 1,
+            input_spatial: vec![1],
+            ..ConvDims::default()
+        };
+        assert_eq!(
+            dims.check_writable([Some(3), None, None])
+                .map_err(|e| e.to_string()),
+            Err("input dimension 1 is out of range for rank 3 or named twice".into())
+        );
     }
 }
