@@ -1,7 +1,7 @@
 //! Model configuration: the architecture (Hugging Face `LlamaConfig` fields)
 //! and the training shape (batch, sequence length).
 
-pub use crate::rope::RopeScaling;
+pub use crate::rope::{RopeScaling, RopeScalingError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -86,6 +86,15 @@ pub enum ConfigError {
         source_name: String,
         field: String,
         message: String,
+    },
+    /// The RoPE scaling under `field` (the key the file used) is out of
+    /// range.
+    #[error("{source_name}: {field}: {source}")]
+    RopeScaling {
+        source_name: String,
+        field: String,
+        #[source]
+        source: RopeScalingError,
     },
     #[error("{source_name}: {message}")]
     File {
@@ -318,9 +327,11 @@ impl ModelConfig {
             );
         }
         if let Some(r) = &self.rope_scaling {
-            if let Err(m) = r.validate() {
-                return err("rope_scaling", m);
-            }
+            r.validate().map_err(|source| ConfigError::RopeScaling {
+                source_name: source_name.to_string(),
+                field: "rope_scaling".to_string(),
+                source,
+            })?;
         }
         if let Some(w) = self.sliding_window {
             if w <= 0 {

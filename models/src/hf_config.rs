@@ -229,8 +229,12 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
     };
     // Checked here, where the error can name the key the file used
     // (`rope_parameters` in transformers 5, `rope_scaling` before).
-    if let Some(m) = scaling.as_ref().and_then(|s| s.validate().err()) {
-        return Err(err(m));
+    if let Some(s) = &scaling {
+        s.validate().map_err(|e| ConfigError::RopeScaling {
+            source_name: source.to_string(),
+            field: where_.to_string(),
+            source: e,
+        })?;
     }
     Ok((theta, scaling))
 }

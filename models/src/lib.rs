@@ -12,7 +12,9 @@ pub mod params;
 pub mod presets;
 pub mod rope;
 
-pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, PRESETS};
+pub use config::{
+    BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError, PRESETS,
+};
 pub use llama::{forward, forward_on_rank, ForwardInputs, ForwardOutputs, IGNORE_INDEX};
 pub use parallel::{ParallelError, Parallelism, Piece, TpSplit};
 pub use params::{declare_params, param_specs, HfPart, Init, ParamSpec, FUSED_PROJECTIONS};

@@ -58,13 +58,13 @@ impl RopeScaling {
         }
     }
 
-    /// Checks the parameters; the message names the offending one.
-    pub fn validate(&self) -> Result<(), String> {
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
+    /// Checks the parameters; the error names the offending one.
+    pub fn validate(&self) -> Result<(), RopeScalingError> {
+        let positive = |name: &'static str, value: f64| {
+            if value.is_finite() && value > 0.0 {
                 Ok(())
             } else {
-                Err(format!("{name} must be a positive number, got {v}"))
+                Err(RopeScalingError::NotPositive { name, value })
             }
         };
         match *self {
@@ -81,19 +81,43 @@ impl RopeScaling {
                 positive("low_freq_factor", low_freq_factor)?;
                 positive("high_freq_factor", high_freq_factor)?;
                 if high_freq_factor <= low_freq_factor {
-                    return Err(format!(
-                        "high_freq_factor ({high_freq_factor}) must exceed low_freq_factor ({low_freq_factor})"
-                    ));
+                    return Err(RopeScalingError::BandInverted {
+                        low_freq_factor,
+                        high_freq_factor,
+                    });
                 }
                 if original_max_position_embeddings <= 0 {
-                    return Err(format!(
-                        "original_max_position_embeddings must be positive, got {original_max_position_embeddings}"
-                    ));
+                    return Err(RopeScalingError::OriginalLength {
+                        original_max_position_embeddings,
+                    });
                 }
                 Ok(())
             }
         }
     }
+}
+
+/// A RoPE scaling parameter out of range; the message names it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RopeScalingError {
+    /// A factor that is zero, negative or not finite.
+    #[error("{name} must be a positive number, got {value}")]
+    NotPositive { name: &'static str, value: f64 },
+    /// Llama 3's band between the two frequency factors is empty.
+    #[error(
+        "high_freq_factor ({high_freq_factor}) must exceed low_freq_factor ({low_freq_factor})"
+    )]
+    BandInverted {
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+    },
+    /// Llama 3's pre-scaling context length is not positive.
+    #[error(
+        "original_max_position_embeddings must be positive, got {original_max_position_embeddings}"
+    )]
+    OriginalLength {
+        original_max_position_embeddings: i64,
+    },
 }
 
 /// The `head_dim / 2` inverse frequencies, as `transformers` computes them

@@ -8,9 +8,9 @@
 
 use crate::context::{AddedState, PassContext, Target};
 use crate::pass::{Pass, PassError};
-use crate::rewriter::ModuleRewriter;
+use crate::rewriter::{ModuleRewriter, RewriteError};
 use crate::rounding::{Rounding, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
-use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::RngAlgorithm;
 use hlatc_compiler::util::fx::FxHashSet;
 use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
@@ -60,9 +60,9 @@ impl Pass for AnnotateRounding {
             );
         }
         let lowered = if ctx.target == Target::Cpu {
-            lower(m, ctx).map_err(|message| PassError::Failed {
+            lower(m, ctx).map_err(|source| PassError::RoundingLowering {
                 pass: self.name().to_string(),
-                message,
+                source: Box::new(source),
             })?
         } else {
             0
@@ -183,7 +183,7 @@ fn annotate(m: &mut Module, policy: &RoundingPolicy, low: ElementType) -> (usize
 
 /// Lowers every stochastic convert of the entry to plain HLO; returns how
 /// many there were.
-fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
+fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLoweringError> {
     let converts: Vec<InstrId> = m
         .entry()
         .post_order()
@@ -195,25 +195,23 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
     }
     for &id in &converts {
         if !is_narrowing(m, id, ElementType::Bf16) {
-            return Err(format!(
-                "instruction '{}': stochastic rounding on cpu lowers f32 to bf16 only",
-                m.entry().instr(id).name
-            ));
+            return Err(RoundingLoweringError::NotF32ToBf16 {
+                instruction: m.entry().instr(id).name.clone(),
+            });
         }
     }
-    let root = m.entry().root().ok_or("the entry has no root")?;
+    let root = m.entry().root().ok_or(RoundingLoweringError::NoRoot)?;
     if !matches!(m.entry().instr(root).op, Op::Tuple) {
-        return Err(format!(
-            "the entry's root '{}' is not a tuple: cpu stochastic rounding carries its RNG state as an extra output of a tuple root",
-            m.entry().instr(root).name
-        ));
+        return Err(RoundingLoweringError::RootNotTuple {
+            root: m.entry().instr(root).name.clone(),
+        });
     }
     let mut mr = ModuleRewriter::for_pass(m, ctx);
     let mut callees: BTreeMap<Vec<i64>, String> = BTreeMap::new();
     for &id in &converts {
         let dims = m.entry().instr(id).shape.array_dims();
         if let std::collections::btree_map::Entry::Vacant(slot) = callees.entry(dims) {
-            let part = rounding_module(slot.key()).map_err(|e| e.to_string())?;
+            let part = rounding_module(slot.key())?;
             slot.insert(mr.graft(m, part));
         }
     }
@@ -221,7 +219,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
     let entry = m.entry;
     let mut rw = mr.on(&mut m.computations[entry]);
     let state_shape = Shape::array(ElementType::U64, [2]);
-    let wrap = |e: crate::rewriter::RewriteError| e.to_string();
+    let wrap = |e: RewriteError| RoundingLoweringError::Rewrite(Box::new(e));
     let mut state = rw
         .add_named(
             RNG_STATE_NAME,
@@ -298,8 +296,29 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, String> {
     Ok(converts.len())
 }
 
+/// Why the entry's stochastic converts cannot be lowered for cpu.
+#[derive(Debug, thiserror::Error)]
+pub enum RoundingLoweringError {
+    /// A stochastic convert other than f32 to bf16, the one rounding the
+    /// lowering implements.
+    #[error("instruction '{instruction}': stochastic rounding on cpu lowers f32 to bf16 only")]
+    NotF32ToBf16 { instruction: String },
+    /// No root to add the RNG state's output to.
+    #[error("the entry has no root")]
+    NoRoot,
+    /// A root the RNG state cannot be appended to as another output.
+    #[error("the entry's root '{root}' is not a tuple: cpu stochastic rounding carries its RNG state as an extra output of a tuple root")]
+    RootNotTuple { root: String },
+    /// Building the rounding callee failed.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// Rewriting the entry failed.
+    #[error(transparent)]
+    Rewrite(Box<RewriteError>),
+}
+
 /// `(x: f32[dims], bits: u32[dims]) -> bf16[dims]`, stochastically rounded.
-fn rounding_module(dims: &[i64]) -> Result<Module, hlatc_compiler::build::builder::BuildError> {
+fn rounding_module(dims: &[i64]) -> Result<Module, BuildError> {
     let mut b = Builder::new(ROUNDING_CALLEE);
     let x = b.parameter("x", Shape::array(ElementType::F32, dims.to_vec()));
     let bits = b.parameter("bits", Shape::array(ElementType::U32, dims.to_vec()));

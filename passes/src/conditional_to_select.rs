@@ -90,15 +90,40 @@ impl Pass for ConditionalToSelect {
     }
 }
 
+/// Why a conditional is left alone, for the pass's note.
+#[derive(Debug, thiserror::Error)]
+enum Ineligible {
+    #[error("its result holds a token or buffer")]
+    TokenOrBuffer,
+    #[error("its selector is not a pred or s32 scalar")]
+    Selector,
+    #[error("branch '{branch}' is not in the module")]
+    MissingBranch { branch: String },
+    #[error("branch '{branch}' does not take one parameter")]
+    Parameters { branch: String },
+    #[error(
+        "branch '{branch}' has {body} instructions, above the bound of {MAX_BRANCH_INSTRUCTIONS}"
+    )]
+    TooBig { branch: String, body: usize },
+    /// Computing it when the branch is not taken could be observed, or
+    /// could be anything.
+    #[error("branch '{branch}' has '{instruction}', a {opcode} with effects or a callee hlatc does not look into")]
+    Effects {
+        branch: String,
+        instruction: String,
+        opcode: &'static str,
+    },
+}
+
 /// Why conditional `id` of computation `ci` cannot become selects, if it
 /// cannot.
-fn eligible(m: &Module, ci: usize, id: InstrId, branches: &[String]) -> Result<(), String> {
+fn eligible(m: &Module, ci: usize, id: InstrId, branches: &[String]) -> Result<(), Ineligible> {
     let c = &m.computations[ci];
     if c.instr(id)
         .shape
         .any_leaf(&|s| matches!(s, Shape::Token | Shape::Buffer(_)))
     {
-        return Err("its result holds a token or buffer".into());
+        return Err(Ineligible::TokenOrBuffer);
     }
     let selector = c
         .operand_ids(id)
@@ -107,33 +132,34 @@ fn eligible(m: &Module, ci: usize, id: InstrId, branches: &[String]) -> Result<(
     if !selector
         .is_some_and(|a| a.rank() == 0 && matches!(a.ty, ElementType::Pred | ElementType::S32))
     {
-        return Err("its selector is not a pred or s32 scalar".into());
+        return Err(Ineligible::Selector);
     }
     for b in branches {
         let Some(callee) = m.computation(b) else {
-            return Err(format!("branch '{b}' is not in the module"));
+            return Err(Ineligible::MissingBranch { branch: b.clone() });
         };
         if callee.parameters().len() != 1 {
-            return Err(format!("branch '{b}' does not take one parameter"));
+            return Err(Ineligible::Parameters { branch: b.clone() });
         }
         let body = callee
             .ids()
             .filter(|&i| !matches!(callee.instr(i).op, Op::Parameter(_)))
             .count();
         if body > MAX_BRANCH_INSTRUCTIONS {
-            return Err(format!(
-                "branch '{b}' has {body} instructions, above the bound of {MAX_BRANCH_INSTRUCTIONS}"
-            ));
+            return Err(Ineligible::TooBig {
+                branch: b.clone(),
+                body,
+            });
         }
         if let Some(i) = callee.ids().find(|&i| {
             let op = &callee.instr(i).op;
             !matches!(op, Op::Parameter(_)) && (!op.is_pure() || matches!(op, Op::Call { .. }))
         }) {
-            return Err(format!(
-                "branch '{b}' has '{}', a {} with effects or a callee hlatc does not look into",
-                callee.instr(i).name,
-                callee.instr(i).op.opcode()
-            ));
+            return Err(Ineligible::Effects {
+                branch: b.clone(),
+                instruction: callee.instr(i).name.clone(),
+                opcode: callee.instr(i).op.opcode(),
+            });
         }
     }
     Ok(())

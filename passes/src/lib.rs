@@ -46,7 +46,9 @@ mod sort_to_topk;
 mod widen_mixed_dots;
 
 pub use amp::Amp;
-pub use annotate_rounding::{rounding_counts, AnnotateRounding, RNG_STATE_NAME, ROUNDING_CALLEE};
+pub use annotate_rounding::{
+    rounding_counts, AnnotateRounding, RoundingLoweringError, RNG_STATE_NAME, ROUNDING_CALLEE,
+};
 pub use async_to_sync::AsyncToSync;
 pub use bitcast_to_reshape::BitcastToReshape;
 pub use bound_loops::bound_loops;

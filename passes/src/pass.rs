@@ -1,5 +1,6 @@
 //! What a pass is, and how one fails.
 
+use crate::annotate_rounding::RoundingLoweringError;
 use crate::context::PassContext;
 use crate::rewriter::RewriteError;
 use hlatc_compiler::{Module, VerifyError};
@@ -29,13 +30,21 @@ pub trait Pass {
 pub enum PassError {
     #[error("unknown pass '{name}' (known passes: {known})")]
     UnknownPass { name: String, known: String },
-    #[error("the module does not verify before the first pass: {0}")]
-    InvalidInput(VerifyError),
-    #[error("pass '{pass}' produced a module that breaks invariant '{checker}': {message}")]
+    /// The module fails `checker` before any pass ran (blamed on the
+    /// entry, `entry`, since no pass is to blame).
+    #[error("the module does not verify before the first pass: computation '{entry}': {checker}: {source}")]
+    InvalidInput {
+        entry: String,
+        checker: &'static str,
+        #[source]
+        source: Box<VerifyError>,
+    },
+    #[error("pass '{pass}' produced a module that breaks invariant '{checker}': {source}")]
     BrokeModule {
         pass: String,
         checker: &'static str,
-        message: String,
+        #[source]
+        source: Box<VerifyError>,
     },
     #[error("pass '{pass}' did not reach a fixpoint in {iterations} iterations")]
     NoFixpoint { pass: String, iterations: usize },
@@ -44,6 +53,13 @@ pub enum PassError {
         pass: String,
         #[source]
         source: Box<RewriteError>,
+    },
+    /// `annotate-rounding` could not lower stochastic rounding for cpu.
+    #[error("pass '{pass}': {source}")]
+    RoundingLowering {
+        pass: String,
+        #[source]
+        source: Box<RoundingLoweringError>,
     },
     #[error("pass '{pass}': {message}")]
     Failed { pass: String, message: String },

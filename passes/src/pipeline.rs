@@ -9,18 +9,19 @@ use hlatc_compiler::{formats::text, verify, Module, VerifyError};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// A property every module between passes must have.
+/// A property every module between passes must have. A failure says where
+/// in the module and what, as the verifier's do.
 #[derive(Clone, Copy)]
 pub struct Checker {
     pub name: &'static str,
-    pub check: fn(&Module) -> Result<(), String>,
+    pub check: fn(&Module) -> Result<(), VerifyError>,
 }
 
 impl Checker {
     /// The verifier: shapes, operands, names, callees, aliasing.
     pub const VERIFIER: Checker = Checker {
         name: "verifier",
-        check: |m| verify(m).map_err(|e| e.to_string()),
+        check: verify,
     };
 }
 
@@ -62,11 +63,13 @@ impl PipelineReport {
     }
 }
 
-/// The first checker `m` fails, by name, with its message.
-fn first_failure(checkers: &[Checker], m: &Module) -> Result<(), (&'static str, String)> {
+/// The first checker `m` fails, by name, with what it found.
+/// Boxed, as the [`PassError`] it goes into holds it: that error travels
+/// on every path.
+fn first_failure(checkers: &[Checker], m: &Module) -> Result<(), (&'static str, Box<VerifyError>)> {
     checkers
         .iter()
-        .try_for_each(|c| (c.check)(m).map_err(|message| (c.name, message)))
+        .try_for_each(|c| (c.check)(m).map_err(|e| (c.name, Box::new(e))))
 }
 
 /// `checkers` when the outermost pipeline checks after every pass, else none.
@@ -125,10 +128,10 @@ fn run_checked(
             "changed a scheduled module; its schedule is dropped (is_scheduled=false)",
         );
     }
-    first_failure(checkers, module).map_err(|(checker, message)| PassError::BrokeModule {
+    first_failure(checkers, module).map_err(|(checker, source)| PassError::BrokeModule {
         pass: pass.name().to_string(),
         checker,
-        message,
+        source,
     })?;
     let run = &mut ctx.runs[slot];
     run.changed = changed;
@@ -245,12 +248,12 @@ impl Pipeline {
         // the first pass. Checked once at the end (release `compile`, whose
         // input the builder checked as it went), the end check covers it.
         if self.policy == CheckPolicy::EachPass {
-            first_failure(&self.checkers, module).map_err(|(checker, message)| {
-                PassError::InvalidInput(VerifyError {
-                    computation: module.entry().name.clone(),
-                    instruction: None,
-                    message: format!("{checker}: {message}"),
-                })
+            first_failure(&self.checkers, module).map_err(|(checker, source)| {
+                PassError::InvalidInput {
+                    entry: module.entry().name.clone(),
+                    checker,
+                    source,
+                }
             })?;
         }
         let (runs0, notes0) = (ctx.runs.len(), ctx.notes().len());
@@ -266,11 +269,11 @@ impl Pipeline {
                 .pass_names()
                 .last()
                 .map_or("(none)".to_string(), |s| s.to_string());
-            first_failure(&self.checkers, module).map_err(|(checker, message)| {
+            first_failure(&self.checkers, module).map_err(|(checker, source)| {
                 PassError::BrokeModule {
                     pass: format!("{} (checked after the last pass, {last})", self.name),
                     checker,
-                    message,
+                    source,
                 }
             })?;
         }

@@ -254,22 +254,21 @@ impl Plan {
 
     /// The trigger the barrier waits for, or why the region cannot be
     /// recomputed safely.
-    fn check(&self, c: &Computation, order: &Order) -> Result<InstrId, String> {
+    fn check(&self, c: &Computation, order: &Order) -> Result<InstrId, Unsafe> {
         for &id in &self.clones {
             let i = c.instr(id);
             if let Err(why) = recomputable(&i.op) {
-                return Err(format!(
-                    "'{}' ({}) cannot be recomputed: {why}",
-                    i.name,
-                    i.op.opcode()
-                ));
+                return Err(Unsafe::NotRecomputable {
+                    instruction: i.name.clone(),
+                    opcode: i.op.opcode(),
+                    why,
+                });
             }
         }
         if let Some(&id) = self.inputs.iter().find(|&&id| is_backward(c, id)) {
-            return Err(format!(
-                "it reads the backward value '{}'",
-                c.instr(id).name
-            ));
+            return Err(Unsafe::ReadsBackward {
+                value: c.instr(id).name.clone(),
+            });
         }
         let readers: HashSet<InstrId> = self
             .saved
@@ -289,15 +288,14 @@ impl Plan {
                     && c.instr(o).shape.as_array().is_some()
             })
             .min_by_key(|&o| order.pos(o))
-            .ok_or("its backward readers read no backward value to wait for")?;
+            .ok_or(Unsafe::NoTrigger)?;
         // A reader computed before the trigger must not feed it, or the
         // barrier would wait for its own result.
         let first_reader = readers.iter().map(|&u| order.pos(u)).min().unwrap_or(0);
         if first_reader < order.pos(trigger) && feeds(c, order, &readers, trigger, first_reader) {
-            return Err(format!(
-                "every backward value its readers wait for depends on a reader ('{}')",
-                c.instr(trigger).name
-            ));
+            return Err(Unsafe::TriggerFedByReader {
+                trigger: c.instr(trigger).name.clone(),
+            });
         }
         Ok(trigger)
     }
@@ -389,7 +387,7 @@ impl Plan {
 
 /// Whether an instruction running `op` gives the same value when run again
 /// from the same operands, in the same program on every rank.
-fn recomputable(op: &Op) -> Result<(), &'static str> {
+fn recomputable(op: &Op) -> Result<(), NotRecomputable> {
     if op.is_pure() {
         return Ok(());
     }
@@ -401,10 +399,41 @@ fn recomputable(op: &Op) -> Result<(), &'static str> {
         | Op::ReduceScatter { collective, .. }
         | Op::AllToAll { collective, .. } => match collective.channel_id {
             None => Ok(()),
-            Some(_) => Err("a cross-partition collective (channel_id) needs a channel of its own"),
+            Some(_) => Err(NotRecomputable::Channel),
         },
-        _ => Err("it is not a pure value"),
+        _ => Err(NotRecomputable::Impure),
     }
+}
+
+/// Why a region is left as it is, for the pass's note.
+#[derive(Debug, thiserror::Error)]
+enum Unsafe {
+    #[error("'{instruction}' ({opcode}) cannot be recomputed: {why}")]
+    NotRecomputable {
+        instruction: String,
+        opcode: &'static str,
+        why: NotRecomputable,
+    },
+    /// The clones would wait for the backward pass they feed.
+    #[error("it reads the backward value '{value}'")]
+    ReadsBackward { value: String },
+    /// Nothing to hold the recomputation back until the backward pass
+    /// needs it.
+    #[error("its backward readers read no backward value to wait for")]
+    NoTrigger,
+    /// The barrier would wait for its own result.
+    #[error("every backward value its readers wait for depends on a reader ('{trigger}')")]
+    TriggerFedByReader { trigger: String },
+}
+
+/// Why an instruction cannot be cloned into the backward pass.
+#[derive(Debug, thiserror::Error)]
+enum NotRecomputable {
+    #[error("a cross-partition collective (channel_id) needs a channel of its own")]
+    Channel,
+    /// Running it again would be observed (effects, RNG).
+    #[error("it is not a pure value")]
+    Impure,
 }
 
 /// `pred[]` that is true for every value of `trigger`'s first element,

@@ -110,36 +110,30 @@ impl Pass for SortToTopK {
 }
 
 /// Sort `id` of `c` as a top k, or why it is not one.
-fn top_k_sort(m: &Module, c: &Computation, id: InstrId) -> Result<TopKSort, String> {
+fn top_k_sort(m: &Module, c: &Computation, id: InstrId) -> Result<TopKSort, NotTopK> {
     let Op::Sort {
         dimension,
         comparator,
         ..
     } = &c.instr(id).op
     else {
-        return Err("not a sort".into());
+        return Err(NotTopK::NotASort);
     };
     let operands = c.operand_ids(id);
-    let &x = operands.first().ok_or("it sorts nothing")?;
-    let xs = c
-        .instr(x)
-        .shape
-        .as_array()
-        .ok_or("its keys are not an array")?;
+    let &x = operands.first().ok_or(NotTopK::NoOperands)?;
+    let xs = c.instr(x).shape.as_array().ok_or(NotTopK::KeysNotArray)?;
     if !TOPK_INPUT_TYPES.contains(&xs.ty) {
-        return Err(format!("it sorts {}, not f32, bf16 or f16", xs.ty.name()));
+        return Err(NotTopK::KeyType(xs.ty));
     }
     let last = xs.rank() as i64 - 1;
     if *dimension != last || last < 0 {
-        return Err(format!("it sorts dimension {dimension}, not the last"));
+        return Err(NotTopK::Dimension(*dimension));
     }
     let cmp = m
         .computation(comparator)
-        .ok_or_else(|| format!("its comparator '{comparator}' is not in the module"))?;
+        .ok_or_else(|| NotTopK::MissingComparator(comparator.clone()))?;
     if !descending_by_first(cmp) {
-        return Err(
-            "its comparator is not compare(lhs, rhs), direction=GT on the keys alone".into(),
-        );
+        return Err(NotTopK::Comparator);
     }
     let index_type = match operands {
         [_] => None,
@@ -153,15 +147,10 @@ fn top_k_sort(m: &Module, c: &Computation, id: InstrId) -> Result<TopKSort, Stri
                 .map(|a| a.ty);
             match ty {
                 Some(ty) if along && ty.is_integer() => Some(ty),
-                _ => {
-                    return Err(
-                        "its second operand is not an integer iota along the sorted dimension"
-                            .into(),
-                    )
-                }
+                _ => return Err(NotTopK::NotIndices),
             }
         }
-        _ => return Err(format!("it sorts {} operands", operands.len())),
+        _ => return Err(NotTopK::Operands(operands.len())),
     };
     // Who reads the values and the indices.
     let (values, indices) = if index_type.is_none() {
@@ -172,27 +161,23 @@ fn top_k_sort(m: &Module, c: &Computation, id: InstrId) -> Result<TopKSort, Stri
             match c.instr(u).op {
                 Op::GetTupleElement { index: 0 } => v.0.push(u),
                 Op::GetTupleElement { index: 1 } => v.1.push(u),
-                _ => return Err(format!("'{}' reads its tuple whole", c.instr(u).name)),
+                _ => return Err(NotTopK::TupleReadWhole(c.instr(u).name.clone())),
             }
         }
         v
     };
     let mut k = None;
-    let mut slices = |readers: &[InstrId]| -> Result<Vec<InstrId>, String> {
+    let mut slices = |readers: &[InstrId]| -> Result<Vec<InstrId>, NotTopK> {
         let mut out = Vec::new();
         for &v in readers {
             if c.root() == Some(v) {
-                return Err("the sorted values are the computation's result".into());
+                return Err(NotTopK::IsResult);
             }
             for u in c.users(v) {
-                let kk = first_k(c, u, &xs.dims).ok_or_else(|| {
-                    format!(
-                        "'{}' reads the sorted values other than as their first k",
-                        c.instr(u).name
-                    )
-                })?;
+                let kk = first_k(c, u, &xs.dims)
+                    .ok_or_else(|| NotTopK::ReadWhole(c.instr(u).name.clone()))?;
                 if *k.get_or_insert(kk) != kk {
-                    return Err("its slices take different k".into());
+                    return Err(NotTopK::DifferentK);
                 }
                 out.push(u);
             }
@@ -201,7 +186,7 @@ fn top_k_sort(m: &Module, c: &Computation, id: InstrId) -> Result<TopKSort, Stri
     };
     let value_slices = slices(&values)?;
     let index_slices = slices(&indices)?;
-    let k = k.ok_or("nothing takes its first k")?;
+    let k = k.ok_or(NotTopK::NoSlice)?;
     Ok(TopKSort {
         sort: id,
         x,
@@ -210,6 +195,43 @@ fn top_k_sort(m: &Module, c: &Computation, id: InstrId) -> Result<TopKSort, Stri
         value_slices,
         index_slices,
     })
+}
+
+/// Why a sort is left as it is, for the pass's note.
+#[derive(Debug, thiserror::Error)]
+enum NotTopK {
+    #[error("not a sort")]
+    NotASort,
+    #[error("it sorts nothing")]
+    NoOperands,
+    #[error("its keys are not an array")]
+    KeysNotArray,
+    /// Keys of a type the top k's custom call does not take.
+    #[error("it sorts {}, not f32, bf16 or f16", .0.name())]
+    KeyType(ElementType),
+    /// A top k is along the last dimension only.
+    #[error("it sorts dimension {0}, not the last")]
+    Dimension(i64),
+    #[error("its comparator '{0}' is not in the module")]
+    MissingComparator(String),
+    /// Any other order is not the top k's (ascending, a tie-break).
+    #[error("its comparator is not compare(lhs, rhs), direction=GT on the keys alone")]
+    Comparator,
+    #[error("its second operand is not an integer iota along the sorted dimension")]
+    NotIndices,
+    #[error("it sorts {0} operands")]
+    Operands(usize),
+    /// The whole sorted tuple is read, not just its first k.
+    #[error("'{0}' reads its tuple whole")]
+    TupleReadWhole(String),
+    #[error("the sorted values are the computation's result")]
+    IsResult,
+    #[error("'{0}' reads the sorted values other than as their first k")]
+    ReadWhole(String),
+    #[error("its slices take different k")]
+    DifferentK,
+    #[error("nothing takes its first k")]
+    NoSlice,
 }
 
 /// Whether `cmp` is `compare(p0, p1), direction=GT`: the first operand's

@@ -111,6 +111,9 @@ fn config_error(e: &RustConfigError) -> PyErr {
         let (key, source) = match e {
             RustConfigError::Field {
                 source_name, field, ..
+            }
+            | RustConfigError::RopeScaling {
+                source_name, field, ..
             } => (obj(py, field.as_str()), obj(py, source_name.as_str())),
             RustConfigError::File { source_name, .. } => (py.None(), obj(py, source_name.as_str())),
             RustConfigError::UnknownPreset { .. } => (obj(py, "model"), py.None()),

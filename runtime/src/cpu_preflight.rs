@@ -15,17 +15,34 @@
 //! replicas could reach it a different number of times and XLA CPU exits
 //! the process once they have waited on one another past its timeout.
 
-use hlatc_compiler::ir::op::{AsyncStep, CustomCall};
+use hlatc_compiler::ir::op::AsyncStep;
 use hlatc_compiler::ir::shape::minifloat::Format;
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op, Shape};
 
+mod custom_calls;
+
+use custom_calls::check_target;
+pub use custom_calls::CustomCallError;
+
 /// Where a module breaks an XLA CPU contract.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("computation '{computation}', instruction '{instruction}': {message}")]
+#[error("computation '{computation}', instruction '{instruction}': {reason}")]
 pub struct PreflightError {
     pub computation: String,
     pub instruction: String,
-    pub message: String,
+    pub reason: Refusal,
+}
+
+/// Which contract an instruction breaks.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    /// What XLA CPU aborts or hangs on for a valid module, with why.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A call to a target XLA CPU implements, with operands it would trust
+    /// blindly. Boxed: the runtime's errors carry it on every path.
+    #[error(transparent)]
+    CustomCall(Box<CustomCallError>),
 }
 
 /// Checks every custom call in `module` against XLA CPU's own targets,
@@ -61,7 +78,7 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
                 return Err(PreflightError {
                     computation: c.name.clone(),
                     instruction: instr.name.clone(),
-                    message,
+                    reason: Refusal::Unsupported(message),
                 });
             }
             let Op::CustomCall(call) = &instr.op else {
@@ -72,10 +89,10 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
                 .into_iter()
                 .map(|o| &c.instr(o).shape)
                 .collect();
-            check_target(call, &operands, &instr.shape).map_err(|message| PreflightError {
+            check_target(call, &operands, &instr.shape).map_err(|e| PreflightError {
                 computation: c.name.clone(),
                 instruction: instr.name.clone(),
-                message,
+                reason: Refusal::CustomCall(Box::new(e)),
             })?;
         }
     }
@@ -96,10 +113,10 @@ pub(crate) fn static_at_the_boundary(module: &Module) -> Result<(), PreflightErr
             return Err(PreflightError {
                 computation: e.name.clone(),
                 instruction: instr.name.clone(),
-                message: format!(
+                reason: Refusal::Unsupported(format!(
                     "{what} has dynamic dimensions ({}); hlatc passes and reads back static arrays only",
                     instr.shape
-                ),
+                )),
             });
         }
     }
@@ -135,7 +152,7 @@ fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
                 return Err(PreflightError {
                     computation: c.name.clone(),
                     instruction: c.instr(id).name.clone(),
-                    message: "XLA CPU aborts hoisting an async-start out of a while loop, and compiles no async op; this one cannot run as a call (async-to-sync), as its bundle is read by more than its done".into(),
+                    reason: Refusal::Unsupported("XLA CPU aborts hoisting an async-start out of a while loop, and compiles no async op; this one cannot run as a call (async-to-sync), as its bundle is read by more than its done".into()),
                 });
             }
             in_loops.extend(op.called_computations());
@@ -447,85 +464,4 @@ fn offsets_trail(offset_dims: &[i64], rank: usize) -> bool {
         .iter()
         .enumerate()
         .all(|(i, &d)| d == first + i as i64)
-}
-
-fn check_target(call: &CustomCall, operands: &[&Shape], result: &Shape) -> Result<(), String> {
-    let target = call.target.as_str();
-    match target {
-        "Sharding" | "SPMDFullToShardShape" | "SPMDShardToFullShape" => {
-            let [x] = operands else {
-                return Err(format!(
-                    "custom call '{target}' takes exactly one operand, got {}",
-                    operands.len()
-                ));
-            };
-            let same = match (x, result) {
-                (Shape::Array(a), Shape::Array(r)) => {
-                    a.ty == r.ty && (target != "Sharding" || a.dims == r.dims)
-                }
-                _ => false,
-            };
-            if !same {
-                return Err(format!(
-                    "custom call '{target}' must return its operand's {} ({x}), not {result}",
-                    if target == "Sharding" {
-                        "shape"
-                    } else {
-                        "element type"
-                    }
-                ));
-            }
-            Ok(())
-        }
-        "TopK" => check_top_k(operands, result),
-        "SliceToDynamic" | "PadToStatic" => Err(format!(
-            "custom call '{target}' works on dynamic shapes, which hlatc does not support"
-        )),
-        t if t.starts_with("__onednn$") || t.starts_with("__cpu$") || t.starts_with("__xnn") => {
-            Err(format!(
-                "custom call '{target}' is internal to XLA CPU (its own rewrites create it with a \
-             backend config it trusts); it cannot be run from a module"
-            ))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// `TopK(x)`: `x` is `f32[n]` or `f32[b, n]`; the result is
-/// `(f32[.., k], s32[.., k])` with `k <= n`.
-fn check_top_k(operands: &[&Shape], result: &Shape) -> Result<(), String> {
-    let [Shape::Array(x)] = operands else {
-        return Err("custom call 'TopK' takes exactly one array operand".into());
-    };
-    if x.ty != ElementType::F32 || !(1..=2).contains(&x.rank()) {
-        return Err(format!(
-            "custom call 'TopK' needs an f32 operand of rank 1 or 2, got {x}"
-        ));
-    }
-    let Shape::Tuple(elems) = result else {
-        return Err(format!(
-            "custom call 'TopK' returns (values, indices), not {result}"
-        ));
-    };
-    let (Some(Shape::Array(v)), Some(Shape::Array(i)), 2) =
-        (elems.first(), elems.get(1), elems.len())
-    else {
-        return Err(format!(
-            "custom call 'TopK' returns (values, indices), not {result}"
-        ));
-    };
-    let batch = &x.dims[..x.rank() - 1];
-    let n = x.dims[x.rank() - 1];
-    let ok = |s: &hlatc_compiler::ArrayShape, ty| {
-        s.ty == ty
-            && s.rank() == x.rank()
-            && &s.dims[..s.rank() - 1] == batch
-            && s.dims[s.rank() - 1] <= n
-    };
-    if !ok(v, ElementType::F32) || !ok(i, ElementType::S32) || v.dims != i.dims {
-        return Err(format!(
-            "custom call 'TopK' on {x} must return (f32[..,k], s32[..,k]) with k <= {n}, not {result}"
-        ));
-    }
-    Ok(())
 }

@@ -2,6 +2,7 @@
 //! `xla-cpu-pjrt==0.0.1` wheel on PyPI).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Environment variable naming the plugin file explicitly.
 pub const PLUGIN_ENV: &str = "HLATC_PJRT_PLUGIN";
@@ -57,38 +58,62 @@ pub fn find_plugin() -> Result<PathBuf, Vec<PathBuf>> {
 /// first touch of one kills the process with SIGBUS. When the wheel's
 /// `RECORD` lies beside the install (as `scripts/fetch-xla-cpu-plugin.sh`
 /// leaves it), the size must also match what it lists.
-pub fn check_plugin_file(path: &Path) -> Result<(), String> {
+pub fn check_plugin_file(path: &Path) -> Result<(), PluginFileError> {
     use std::io::Read;
     let size = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read it: {e}"))?
+        .map_err(|e| PluginFileError::Unreadable(Arc::new(e)))?
         .len();
     let mut header = [0u8; 64];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut header))
-        .map_err(|_| format!("{size} bytes is too short for a shared library"))?;
+        .map_err(|_| PluginFileError::TooShort { size })?;
     if &header[..4] != b"\x7fELF" {
-        return Err("not an ELF shared library".into());
+        return Err(PluginFileError::NotElf);
     }
     if header[4] != 2 || header[5] != 1 {
-        return Err("not a 64-bit little-endian ELF file".into());
+        return Err(PluginFileError::Not64BitLittleEndian);
     }
-    let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
+    let u64_at = |o: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&header[o..o + 8]);
+        u64::from_le_bytes(bytes)
+    };
     let u16_at = |o: usize| u64::from(u16::from_le_bytes([header[o], header[o + 1]]));
     // The section header table is the last thing a linker writes.
     let table_end = u64_at(0x28).saturating_add(u16_at(0x3A).saturating_mul(u16_at(0x3C)));
     if table_end > size {
-        return Err(format!(
-            "truncated: {size} bytes, but its section table ends at byte {table_end}"
-        ));
+        return Err(PluginFileError::Truncated { size, table_end });
     }
     if let Some(listed) = record_size(path) {
         if listed != size {
-            return Err(format!(
-                "{size} bytes, but the wheel's RECORD lists {listed}: the install is incomplete"
-            ));
+            return Err(PluginFileError::SizeMismatch { size, listed });
         }
     }
     Ok(())
+}
+
+/// Why a file is not a plugin `dlopen` could load safely.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PluginFileError {
+    /// Its metadata could not be read (missing, or no permission).
+    #[error("cannot read it: {0}")]
+    Unreadable(#[source] Arc<std::io::Error>),
+    /// Shorter than an ELF header.
+    #[error("{size} bytes is too short for a shared library")]
+    TooShort { size: u64 },
+    /// No ELF magic at its start.
+    #[error("not an ELF shared library")]
+    NotElf,
+    /// An ELF file of another class or byte order, which this process
+    /// cannot map.
+    #[error("not a 64-bit little-endian ELF file")]
+    Not64BitLittleEndian,
+    /// Cut short before the section table the header points at.
+    #[error("truncated: {size} bytes, but its section table ends at byte {table_end}")]
+    Truncated { size: u64, table_end: u64 },
+    /// The wheel's `RECORD` lists another size: an interrupted install.
+    #[error("{size} bytes, but the wheel's RECORD lists {listed}: the install is incomplete")]
+    SizeMismatch { size: u64, listed: u64 },
 }
 
 /// The size `RECORD` lists for the plugin, when it is installed the way the

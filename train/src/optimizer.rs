@@ -48,53 +48,57 @@ impl Default for AdamWConfig {
 
 impl AdamWConfig {
     /// Checks the values; errors name the field.
-    pub fn validate(&self) -> Result<(), String> {
-        let unit = |name: &str, v: f64| {
-            if (0.0..1.0).contains(&v) {
+    pub fn validate(&self) -> Result<(), OptimizerConfigError> {
+        use OptimizerConfigError as E;
+        let unit = |name: &'static str, value: f64| {
+            if (0.0..1.0).contains(&value) {
                 Ok(())
             } else {
-                Err(format!("{name} must be in [0, 1), got {v}"))
+                Err(E::NotAFraction { name, value })
             }
         };
         unit("beta1", self.beta1)?;
         unit("beta2", self.beta2)?;
-        for (name, v) in [
+        for (name, value) in [
             ("eps", self.eps),
             ("weight_decay", self.weight_decay),
             ("max_lr", self.max_lr),
             ("min_lr", self.min_lr),
             ("clip_norm", self.clip_norm.unwrap_or(1.0)),
         ] {
-            if !v.is_finite() {
-                return Err(format!("{name} must be a finite number, got {v}"));
+            if !value.is_finite() {
+                return Err(E::NotFinite { name, value });
             }
         }
         // `is_nan() ||` keeps NaN out: it fails every comparison.
         if self.eps.is_nan() || self.eps <= 0.0 {
-            return Err(format!("eps must be positive, got {}", self.eps));
+            return Err(E::NotPositive {
+                name: "eps",
+                value: self.eps,
+            });
         }
         if self.weight_decay.is_nan() || self.weight_decay < 0.0 {
-            return Err(format!(
-                "weight_decay must be non-negative, got {}",
-                self.weight_decay
-            ));
+            return Err(E::NegativeWeightDecay(self.weight_decay));
         }
         if let Some(c) = self.clip_norm {
             if c.is_nan() || c <= 0.0 {
-                return Err(format!("clip_norm must be positive, got {c}"));
+                return Err(E::NotPositive {
+                    name: "clip_norm",
+                    value: c,
+                });
             }
         }
         if !(self.max_lr > 0.0 && self.min_lr >= 0.0 && self.min_lr <= self.max_lr) {
-            return Err(format!(
-                "learning rates need 0 <= min_lr <= max_lr and max_lr > 0, got min {} max {}",
-                self.min_lr, self.max_lr
-            ));
+            return Err(E::LearningRates {
+                min_lr: self.min_lr,
+                max_lr: self.max_lr,
+            });
         }
         if self.warmup_steps < 0 || self.total_steps < 1 {
-            return Err(format!(
-                "warmup_steps must be >= 0 and total_steps >= 1, got {} and {}",
-                self.warmup_steps, self.total_steps
-            ));
+            return Err(E::Steps {
+                warmup_steps: self.warmup_steps,
+                total_steps: self.total_steps,
+            });
         }
         Ok(())
     }
@@ -112,6 +116,33 @@ impl AdamWConfig {
         self.min_lr
             + 0.5 * (self.max_lr - self.min_lr) * (1.0 + (std::f64::consts::PI * progress).cos())
     }
+}
+
+/// An [`AdamWConfig`] value out of range; the message names the field.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum OptimizerConfigError {
+    /// A beta outside `[0, 1)`: the moments would not decay.
+    #[error("{name} must be in [0, 1), got {value}")]
+    NotAFraction { name: &'static str, value: f64 },
+    /// An infinite or NaN value, which would poison every update.
+    #[error("{name} must be a finite number, got {value}")]
+    NotFinite { name: &'static str, value: f64 },
+    /// `eps` or a clip threshold at or below zero.
+    #[error("{name} must be positive, got {value}")]
+    NotPositive { name: &'static str, value: f64 },
+    /// Negative decay, which would grow the weights.
+    #[error("weight_decay must be non-negative, got {0}")]
+    NegativeWeightDecay(f64),
+    /// A schedule that would not go from `max_lr` down to `min_lr`.
+    #[error(
+        "learning rates need 0 <= min_lr <= max_lr and max_lr > 0, got min {min_lr} max {max_lr}"
+    )]
+    LearningRates { min_lr: f64, max_lr: f64 },
+    /// A negative warmup, or a schedule of no steps.
+    #[error(
+        "warmup_steps must be >= 0 and total_steps >= 1, got {warmup_steps} and {total_steps}"
+    )]
+    Steps { warmup_steps: i64, total_steps: i64 },
 }
 
 /// The optimizer's results, as instructions.
@@ -313,6 +344,9 @@ mod tests {
             beta2: 1.0,
             ..Default::default()
         };
-        assert_eq!(c.validate().unwrap_err(), "beta2 must be in [0, 1), got 1");
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "beta2 must be in [0, 1), got 1"
+        );
     }
 }

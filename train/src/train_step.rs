@@ -232,7 +232,7 @@ pub enum StepError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("optimizer: {0}")]
-    Optimizer(String),
+    Optimizer(#[from] crate::optimizer::OptimizerConfigError),
     /// `--grad-accum` that does not divide the batch.
     #[error("{0}")]
     Accumulation(String),
@@ -418,7 +418,7 @@ pub(crate) fn check(cfg: &StepConfig) -> Result<(), StepError> {
         }
         .into());
     }
-    cfg.optimizer.validate().map_err(StepError::Optimizer)?;
+    cfg.optimizer.validate()?;
     cfg.parallel.validate(&cfg.model, cfg.batch)?;
     Ok(())
 }

@@ -55,7 +55,7 @@ fn a_broken_input_is_caught_under_either_policy() {
     let mut p = pipeline_from_names("p", &["dce"]).unwrap();
     p.check_policy(CheckPolicy::EachPass);
     let e = p.run_module(&mut broken(), &mut ctx()).unwrap_err();
-    assert!(matches!(e, PassError::InvalidInput(_)), "{e}");
+    assert!(matches!(e, PassError::InvalidInput { .. }), "{e}");
     p.check_policy(CheckPolicy::End);
     let e = p.run_module(&mut broken(), &mut ctx()).unwrap_err();
     assert!(

@@ -9,10 +9,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A failed PJRT call, with the plugin's own message.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum PjrtError {
     #[error("cannot load PJRT plugin {path}: {message}")]
     Load { path: PathBuf, message: String },
+    /// The file is no whole shared library, found before `dlopen` could
+    /// crash on it.
+    #[error("cannot load PJRT plugin {path}: {source}")]
+    PluginFile {
+        path: PathBuf,
+        #[source]
+        source: crate::plugin::PluginFileError,
+    },
     #[error("PJRT plugin {path} has API {major}.{minor}; hlatc needs 0.{min_minor} or newer with the same major version")]
     Version {
         path: PathBuf,
@@ -59,7 +67,10 @@ impl Plugin {
             path: path.to_path_buf(),
             message,
         };
-        crate::plugin::check_plugin_file(path).map_err(load_err)?;
+        crate::plugin::check_plugin_file(path).map_err(|source| PjrtError::PluginFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
         // SAFETY: loading a shared object runs its initializers. The path is
         // the PJRT plugin the user or the set-up script chose; nothing else
         // in the process depends on its symbols.
