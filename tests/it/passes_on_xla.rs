@@ -21,7 +21,34 @@ use hlatc::runtime::{read_safetensors, Runtime};
 use hlatc::train_step::{build_loss_and_grads, build_train_step, optimize, StepConfig};
 use hlatc::trainer::Trainer;
 use hlatc::{Literal, Module};
+use std::collections::HashMap;
 use std::path::Path;
+
+/// What the programs already run in a test gave, by the module's proto
+/// bytes and text (the text keeps the module config the proto has no
+/// field for). A pass that leaves a module as it found it, or as another
+/// pipeline left it, would have XLA CPU compile and run the same program
+/// on the same inputs again, for the same bits: each distinct program runs
+/// once, and every pipeline is still compared with the reference.
+struct RunOnce<T> {
+    by_module: HashMap<(Vec<u8>, String), T>,
+}
+
+impl<T: Clone> RunOnce<T> {
+    fn new() -> Self {
+        RunOnce {
+            by_module: HashMap::new(),
+        }
+    }
+
+    /// `m`'s outputs: from `run` the first time this program is seen.
+    fn outputs(&mut self, m: &Module, run: impl FnOnce() -> T) -> T {
+        self.by_module
+            .entry((hlatc::proto::encode_module(m), hlatc::text::print_module(m)))
+            .or_insert_with(run)
+            .clone()
+    }
+}
 
 fn jax_fixture() -> (Module, Vec<Literal>) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
@@ -87,9 +114,10 @@ fn each_pass_and_default_pipeline_keep_the_jax_steps_numbers() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let (module, inputs) = jax_fixture();
     let reference = rt.compile(&module).unwrap().run(&inputs).unwrap();
+    let mut runs = RunOnce::new();
     for (label, target, p, remat) in pipelines() {
         let (m, report) = optimized(&module, target, &p, remat);
-        let got = rt.compile(&m).unwrap().run(&inputs).unwrap();
+        let got = runs.outputs(&m, || rt.compile(&m).unwrap().run(&inputs).unwrap());
         assert_eq!(got.len(), reference.len());
         for (i, (g, r)) in got.iter().zip(&reference).enumerate() {
             assert_close(&format!("{label}: output {i}"), g, r, 1e-5);
@@ -169,6 +197,8 @@ fn each_pass_and_default_pipeline_keep_hlatcs_step_numbers() {
         let stats_ref = trainer.step(&batch).unwrap();
         let updated_ref = trainer.params();
 
+        let mut grad_runs = RunOnce::new();
+        let mut step_runs = RunOnce::new();
         for (label, target, p, remat) in pipelines() {
             let what = format!("{variant}, {label}");
             // Loss and gradients.
@@ -176,7 +206,7 @@ fn each_pass_and_default_pipeline_keep_hlatcs_step_numbers() {
             if label.contains("remat core") || label.contains("remat full") || label == "remat" {
                 assert!(report.fired("remat"), "{what}: {:?}", report.notes);
             }
-            let got = rt.compile(&m).unwrap().run(&grad_inputs).unwrap();
+            let got = grad_runs.outputs(&m, || rt.compile(&m).unwrap().run(&grad_inputs).unwrap());
             for (i, (g, r)) in got.iter().zip(&grads_ref).enumerate() {
                 assert_close(&format!("{what}: loss/grad output {i}"), g, r, 1e-5);
             }
@@ -184,17 +214,20 @@ fn each_pass_and_default_pipeline_keep_hlatcs_step_numbers() {
             let mut step = build_train_step(&cfg).unwrap();
             optimize(&mut step, &p, target, remat).unwrap();
             let (m, _) = optimized(&step.module, Target::Cpu, &Pipeline::new("none"), remat);
-            let mut trainer =
-                Trainer::with_program(rt.compile(&m).unwrap(), &cfg, &step, params.clone())
-                    .unwrap();
-            let stats = trainer.step(&batch).unwrap();
+            let (stats, updated) = step_runs.outputs(&m, || {
+                let mut trainer =
+                    Trainer::with_program(rt.compile(&m).unwrap(), &cfg, &step, params.clone())
+                        .unwrap();
+                let stats = trainer.step(&batch).unwrap();
+                (stats, trainer.params())
+            });
             let rel = |a: f64, b: f64| (a - b).abs() / b.abs().max(1e-30);
             assert!(rel(stats.loss, stats_ref.loss) < 1e-5, "{what}: loss");
             assert!(
                 rel(stats.grad_norm, stats_ref.grad_norm) < 1e-5,
                 "{what}: grad norm"
             );
-            for ((name, g), (_, r)) in trainer.params().iter().zip(&updated_ref) {
+            for ((name, g), (_, r)) in updated.iter().zip(&updated_ref) {
                 assert_close(&format!("{what}: updated {name}"), g, r, 1e-5);
             }
         }
@@ -278,10 +311,13 @@ fn each_pass_and_default_pipeline_keep_the_torch_xla_steps_numbers() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let (module, _, inputs) = torch_xla_fixture();
     let reference = rt.compile(&module).unwrap().run(&inputs).unwrap();
+    let mut runs = RunOnce::new();
     for (label, target, p, remat) in pipelines() {
         let (m, report) = optimized(&module, target, &p, remat);
         // `narrow-f64` takes torch-xla's f64 scalars as f32.
-        let got = rt.compile(&m).unwrap().run(&fed_as(&m, &inputs)).unwrap();
+        let got = runs.outputs(&m, || {
+            rt.compile(&m).unwrap().run(&fed_as(&m, &inputs)).unwrap()
+        });
         assert_all_close(&label, &got, &reference);
         if label.starts_with("default") {
             // The projections share their input once simplify and cse have
