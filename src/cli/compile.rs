@@ -233,32 +233,37 @@ fn print_summary(
     report: &BundleReport,
     total: Duration,
 ) -> Result<(), Error> {
-    let CompiledStep {
-        name,
-        cfg,
-        step,
-        target,
-        apply,
-        instructions_built,
-        memory,
-        memory_check,
-        passes_time,
-    } = compiled;
-    let (target, batch) = (*target, cfg.batch);
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let params = cfg.model.parameter_count();
     out!(
-        "compiled {name} training step for {} -> {}",
-        target.name(),
+        "compiled {} training step for {} -> {}",
+        compiled.name,
+        compiled.target.name(),
         a.out.display()
     )?;
-    out!(
-        "  parameters    {} in {} tensors; batch {} x {} tokens",
-        human_count(params),
+    print_program(compiled)?;
+    print_memory(compiled)?;
+    if let Some(pre) = &report.preflight {
+        print_preflight(pre)?;
+    }
+    print_passes(a, compiled)?;
+    print_time(compiled, report, total)?;
+    print_files(a, compiled, report)
+}
+
+/// What the step is: its parameters, instructions, ranks and programs.
+fn print_program(compiled: &CompiledStep) -> Result<(), Error> {
+    let CompiledStep {
+        cfg, step, apply, ..
+    } = compiled;
+    let batch = cfg.batch;
+    let parameters = || {
         step.inputs
             .iter()
             .filter(|s| s.role == hlatc::train_step::Role::Parameter)
-            .count(),
+    };
+    out!(
+        "  parameters    {} in {} tensors; batch {} x {} tokens",
+        human_count(cfg.model.parameter_count()),
+        parameters().count(),
         batch.batch_size,
         batch.seq_len
     )?;
@@ -280,12 +285,7 @@ fn print_summary(
         )?;
     }
     if !cfg.parallel.is_single() {
-        let local: i64 = step
-            .inputs
-            .iter()
-            .filter(|s| s.role == hlatc::train_step::Role::Parameter)
-            .map(|s| s.shape.iter().product::<i64>())
-            .sum();
+        let local: i64 = parameters().map(|s| s.shape.iter().product::<i64>()).sum();
         out!(
             "  ranks         {} as one program ({}); each holds {} parameters",
             cfg.parallel.world(),
@@ -301,45 +301,60 @@ fn print_summary(
             apply.step.module.instruction_count()
         )?;
     }
-    match memory_check {
-        MemoryCheck::None => out!("  memory        per rank {memory}")?,
+    Ok(())
+}
+
+/// A rank's memory plan, against the device's memory where it is checked.
+fn print_memory(compiled: &CompiledStep) -> Result<(), Error> {
+    let memory = &compiled.memory;
+    match compiled.memory_check {
+        MemoryCheck::None => out!("  memory        per rank {memory}"),
         MemoryCheck::Refuse(limit) | MemoryCheck::Warn(limit) => {
-            out!("  memory        per rank {memory}; of {}", gib(*limit))?;
-            if memory.total() > *limit {
+            out!("  memory        per rank {memory}; of {}", gib(limit))?;
+            if memory.total() > limit {
                 out!(
                     "  warning       a single-device step over one NeuronCore's memory: shard it (--tp, --dp, --zero1), or pass --device-memory to check it against another size"
                 )?;
             }
+            Ok(())
         }
     }
-    if let Some(pre) = &report.preflight {
-        let matmuls = pre.report.tensor_instructions;
-        let limit = hlatc::passes::neuron_check::INSTRUCTION_LIMIT;
-        out!(
-            "  tensor engine at least {} matmul instructions per rank (the dots' tiles alone: a lower bound on neuronx-cc's count), of its limit of {} per module{}",
-            human_count(matmuls as i64),
-            human_count(limit as i64),
-            if matmuls > limit {
-                ": over it already (raise --tp, or lower --batch-size or --seq-len)"
-            } else {
-                ""
-            }
-        )?;
-        out!(
-            "  pre-flight    {} (SDK {} defaults): {} in {} instructions, {:.1} ms",
-            pre.report.chip,
-            pre.report.sdk,
-            pre.report.tally(),
-            human_count(pre.report.instructions as i64),
-            ms(pre.time)
-        )?;
-        for l in &pre.lines {
-            out!("  warning       {l}")?;
+}
+
+/// The Neuron pre-flight's count and findings.
+fn print_preflight(pre: &hlatc::bundle::Preflight) -> Result<(), Error> {
+    let matmuls = pre.report.tensor_instructions;
+    let limit = hlatc::passes::neuron_check::INSTRUCTION_LIMIT;
+    out!(
+        "  tensor engine at least {} matmul instructions per rank (the dots' tiles alone: a lower bound on neuronx-cc's count), of its limit of {} per module{}",
+        human_count(matmuls as i64),
+        human_count(limit as i64),
+        if matmuls > limit {
+            ": over it already (raise --tp, or lower --batch-size or --seq-len)"
+        } else {
+            ""
         }
+    )?;
+    out!(
+        "  pre-flight    {} (SDK {} defaults): {} in {} instructions, {:.1} ms",
+        pre.report.chip,
+        pre.report.sdk,
+        pre.report.tally(),
+        human_count(pre.report.instructions as i64),
+        millis(pre.time)
+    )?;
+    for l in &pre.lines {
+        out!("  warning       {l}")?;
     }
+    Ok(())
+}
+
+/// What the passes did, and the precision and rounding they left.
+fn print_passes(a: &Args, compiled: &CompiledStep) -> Result<(), Error> {
+    let step = &compiled.step;
     out!(
         "  passes        {} -> {} instructions: {}",
-        instructions_built,
+        compiled.instructions_built,
         step.module.instruction_count(),
         passes_summary(step)
     )?;
@@ -349,7 +364,7 @@ fn print_summary(
             out!("  pass note     {n}")?;
         }
     }
-    let rounding = hlatc::bundle::RoundingSummary::of(&step.module, target);
+    let rounding = hlatc::bundle::RoundingSummary::of(&step.module, compiled.target);
     out!(
         "  precision     {}: {}; rounding {}: {} converts to bf16 stochastic, {} nearest-even",
         step.precision,
@@ -361,36 +376,57 @@ fn print_summary(
     if let Some(w) = &rounding.warning {
         out!("  warning       {w}")?;
     }
+    Ok(())
+}
+
+/// Where the compile's time went.
+fn print_time(
+    compiled: &CompiledStep,
+    report: &BundleReport,
+    total: Duration,
+) -> Result<(), Error> {
+    let times = &compiled.step.times;
+    let apply_passes = compiled
+        .apply
+        .as_ref()
+        .map_or(Duration::ZERO, |a| a.passes_time);
     out!(
         "  time          forward {:.1} ms, autodiff {:.1} ms, optimizer {:.1} ms, passes {:.1} ms, emit {:.1} ms, write {:.1} ms; compile total {:.1} ms",
-        ms(step.times.forward),
-        ms(step.times.autodiff),
-        ms(step.times.optimizer),
-        ms(*passes_time + apply.as_ref().map_or(Duration::ZERO, |a| a.passes_time)),
-        ms(report.emit_time),
-        ms(report.write_time),
-        ms(total)
-    )?;
+        millis(times.forward),
+        millis(times.autodiff),
+        millis(times.optimizer),
+        millis(compiled.passes_time + apply_passes),
+        millis(report.emit_time),
+        millis(report.write_time),
+        millis(total)
+    )
+}
+
+/// The module written, and for Neuron what to run next in each folder.
+fn print_files(a: &Args, compiled: &CompiledStep, report: &BundleReport) -> Result<(), Error> {
     // The folders of the programs the bundle holds.
-    let folders = match apply {
-        None => vec![a.out.clone()],
-        Some(_) => vec![a.out.join(MICRO_DIR), a.out.join(APPLY_DIR)],
-    };
-    let module = match apply {
-        None => PROTO_FILE.to_string(),
-        Some(_) => format!("{MICRO_DIR}/{PROTO_FILE} and {APPLY_DIR}/{PROTO_FILE}"),
+    let (folders, module) = match compiled.apply {
+        None => (vec![a.out.clone()], PROTO_FILE.to_string()),
+        Some(_) => (
+            vec![a.out.join(MICRO_DIR), a.out.join(APPLY_DIR)],
+            format!("{MICRO_DIR}/{PROTO_FILE} and {APPLY_DIR}/{PROTO_FILE}"),
+        ),
     };
     out!(
         "  module        {module} ({:.1} MB), sha256 {}; see {MANIFEST_FILE}",
         report.proto_bytes as f64 / 1e6,
         report.sha256
     )?;
-    if target == Target::Neuron {
+    if compiled.target == Target::Neuron {
         for f in folders {
             out!("  next          cd {} && ./neuronx-cc.sh", f.display())?;
         }
     }
     Ok(())
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// The passes that ran, and those that changed the module.
