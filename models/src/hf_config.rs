@@ -254,42 +254,7 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
         source,
         used: Vec::new(),
     };
-    let model_type = match k.str("model_type")? {
-        Some("llama") => ModelType::Llama,
-        Some("mistral") => ModelType::Mistral,
-        Some("qwen2") => ModelType::Qwen2,
-        Some(other) => {
-            return Err(field_err(
-                source,
-                "model_type",
-                format!("'{other}' is not supported (hlatc builds llama, mistral and qwen2)"),
-            ))
-        }
-        None => {
-            return Err(field_err(
-                source,
-                "model_type",
-                "is missing; it says which architecture the config describes",
-            ))
-        }
-    };
-    let expected_arch = match model_type {
-        ModelType::Llama => "LlamaForCausalLM",
-        ModelType::Mistral => "MistralForCausalLM",
-        ModelType::Qwen2 => "Qwen2ForCausalLM",
-    };
-    if let Some(arch) = obj.get("architectures").and_then(Value::as_array) {
-        if let Some(other) = arch.iter().find(|a| a.as_str() != Some(expected_arch)) {
-            return Err(field_err(
-                source,
-                "architectures",
-                format!(
-                    "{other} is not {expected_arch}, the causal LM of model_type '{}'",
-                    model_type.name()
-                ),
-            ));
-        }
-    }
+    let model_type = architecture(&mut k)?;
     k.only("hidden_act", &Value::from("silu"), "the MLP's activation")?;
     k.only(
         "attention_dropout",
@@ -303,52 +268,11 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
     )?;
     let heads = k.required("num_attention_heads")?;
     let hidden = k.required("hidden_size")?;
-    let head_dim = match k.int("head_dim")? {
-        Some(hd) => hd,
-        None => {
-            if heads > 0 && hidden % heads != 0 {
-                return Err(field_err(
-                    source,
-                    "hidden_size",
-                    format!("{hidden} is not divisible by num_attention_heads = {heads}"),
-                ));
-            }
-            if heads > 0 {
-                hidden / heads
-            } else {
-                0
-            }
-        }
-    };
+    let head_dim = head_dim(&mut k, heads, hidden)?;
     let defaults = ModelConfig::llama_defaults();
     let (rope_theta, rope_scaling) = rope(&mut k, defaults.rope_theta)?;
     let attention_bias = k.bool("attention_bias")?.unwrap_or(false);
-    let sliding_window = match model_type {
-        ModelType::Mistral => k.int("sliding_window")?,
-        ModelType::Qwen2 => {
-            // Qwen2 writes a window but uses it only with use_sliding_window.
-            k.int("sliding_window")?;
-            if k.bool("use_sliding_window")?.unwrap_or(false) {
-                return Err(field_err(source, "use_sliding_window", "true is not supported (Qwen2's per-layer windows); hlatc builds full attention"));
-            }
-            if let Some(layers) = k.get("layer_types").and_then(Value::as_array) {
-                if let Some(t) = layers.iter().find(|t| t.as_str() != Some("full_attention")) {
-                    return Err(field_err(
-                        source,
-                        "layer_types",
-                        format!("{t} is not supported; hlatc builds full_attention layers"),
-                    ));
-                }
-            }
-            None
-        }
-        ModelType::Llama => {
-            if k.int("sliding_window")?.is_some() {
-                return Err(field_err(source, "sliding_window", "Llama attends to every earlier position; a windowed model is model_type \"mistral\""));
-            }
-            None
-        }
-    };
+    let sliding_window = sliding_window(&mut k, model_type)?;
     let cfg = ModelConfig {
         model_type,
         vocab_size: k.required("vocab_size")?,
@@ -381,12 +305,106 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
             "Qwen2 has fixed q/k/v biases and no attention_bias key",
         ));
     }
-    let used = k.used;
-    for key in obj.keys() {
-        if !used.contains(&key.as_str()) && !IRRELEVANT.iter().any(|(k, _)| k == key) {
-            return Err(field_err(source, key, "is not a key hlatc knows; it may change the model, so the config is refused rather than half-read"));
-        }
-    }
+    refuse_unread_keys(&k)?;
     cfg.validate(source)?;
     Ok(cfg)
+}
+
+/// `model_type`, and `architectures` naming its causal LM and nothing else.
+fn architecture(k: &mut Keys) -> Result<ModelType, ConfigError> {
+    let source = k.source;
+    let model_type = match k.str("model_type")? {
+        Some("llama") => ModelType::Llama,
+        Some("mistral") => ModelType::Mistral,
+        Some("qwen2") => ModelType::Qwen2,
+        Some(other) => {
+            return Err(field_err(
+                source,
+                "model_type",
+                format!("'{other}' is not supported (hlatc builds llama, mistral and qwen2)"),
+            ))
+        }
+        None => {
+            return Err(field_err(
+                source,
+                "model_type",
+                "is missing; it says which architecture the config describes",
+            ))
+        }
+    };
+    let expected_arch = match model_type {
+        ModelType::Llama => "LlamaForCausalLM",
+        ModelType::Mistral => "MistralForCausalLM",
+        ModelType::Qwen2 => "Qwen2ForCausalLM",
+    };
+    if let Some(arch) = k.obj.get("architectures").and_then(Value::as_array) {
+        if let Some(other) = arch.iter().find(|a| a.as_str() != Some(expected_arch)) {
+            return Err(field_err(
+                source,
+                "architectures",
+                format!(
+                    "{other} is not {expected_arch}, the causal LM of model_type '{}'",
+                    model_type.name()
+                ),
+            ));
+        }
+    }
+    Ok(model_type)
+}
+
+/// `head_dim`, or `hidden_size / num_attention_heads` where it is not written.
+fn head_dim(k: &mut Keys, heads: i64, hidden: i64) -> Result<i64, ConfigError> {
+    if let Some(hd) = k.int("head_dim")? {
+        return Ok(hd);
+    }
+    if heads > 0 && hidden % heads != 0 {
+        return Err(field_err(
+            k.source,
+            "hidden_size",
+            format!("{hidden} is not divisible by num_attention_heads = {heads}"),
+        ));
+    }
+    Ok(if heads > 0 { hidden / heads } else { 0 })
+}
+
+/// The attention window, where the architecture has one hlatc builds.
+fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, ConfigError> {
+    let source = k.source;
+    match model_type {
+        ModelType::Mistral => k.int("sliding_window"),
+        ModelType::Qwen2 => {
+            // Qwen2 writes a window but uses it only with use_sliding_window.
+            k.int("sliding_window")?;
+            if k.bool("use_sliding_window")?.unwrap_or(false) {
+                return Err(field_err(source, "use_sliding_window", "true is not supported (Qwen2's per-layer windows); hlatc builds full attention"));
+            }
+            if let Some(layers) = k.get("layer_types").and_then(Value::as_array) {
+                if let Some(t) = layers.iter().find(|t| t.as_str() != Some("full_attention")) {
+                    return Err(field_err(
+                        source,
+                        "layer_types",
+                        format!("{t} is not supported; hlatc builds full_attention layers"),
+                    ));
+                }
+            }
+            Ok(None)
+        }
+        ModelType::Llama => {
+            if k.int("sliding_window")?.is_some() {
+                return Err(field_err(source, "sliding_window", "Llama attends to every earlier position; a windowed model is model_type \"mistral\""));
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// A key neither read nor known to be irrelevant may change the model:
+/// the config is refused rather than half-read.
+fn refuse_unread_keys(k: &Keys) -> Result<(), ConfigError> {
+    for key in k.obj.keys() {
+        if !k.used.contains(&key.as_str()) && !IRRELEVANT.iter().any(|(i, _)| i == key) {
+            return Err(field_err(k.source, key, "is not a key hlatc knows; it may change the model, so the config is refused rather than half-read"));
+        }
+    }
+    Ok(())
 }
