@@ -264,8 +264,7 @@ fn misfits_replicas(
     replicas: i64,
     controlled: bool,
 ) -> Option<String> {
-    let instr = c.instr(id);
-    let op = &instr.op;
+    let op = &c.instr(id).op;
     if !op.is_collective() {
         return None;
     }
@@ -282,21 +281,7 @@ fn misfits_replicas(
         channel_id, pairs, ..
     } = op
     {
-        if channel_id.is_some() {
-            return Some(format!(
-                "{opcode} with a channel_id permutes partitions, and the module has one (its {replicas} replicas are permuted without a channel_id); XLA CPU aborts on it"
-            ));
-        }
-        let beyond = pairs
-            .iter()
-            .flat_map(|&(s, t)| [s, t])
-            .find(|&r| !(0..replicas).contains(&r));
-        return beyond.map(|r| {
-            format!(
-                "source_target_pairs name replica {r}, and the module has {replicas} (0 to {})",
-                replicas - 1
-            )
-        });
+        return misfit_permute(opcode, channel_id.is_some(), pairs, replicas);
     }
     let collective = op.collective()?;
     if collective.channel_id.is_some()
@@ -310,24 +295,64 @@ fn misfits_replicas(
         ));
     }
     let groups = collective.replica_groups.expanded();
-    let group_size = if groups.is_empty() {
-        replicas
-    } else {
-        let mut ids: Vec<i64> = groups.iter().flatten().copied().collect();
-        ids.sort_unstable();
-        let all: Vec<i64> = (0..replicas).collect();
-        if ids != all {
-            let named = match ids.iter().find(|&&r| !(0..replicas).contains(&r)) {
-                Some(r) => format!("name replica {r}"),
-                None => format!("hold {} of them", ids.len()),
-            };
-            return Some(format!(
-                "replica groups {groups:?} {named}; the module has {replicas} replicas (0 to {}), and its groups must hold each once",
-                replicas - 1
-            ));
-        }
-        groups[0].len() as i64
+    if let Some(misfit) = misfit_groups(&groups, replicas) {
+        return Some(misfit);
+    }
+    let group_size = groups.first().map_or(replicas, |g| g.len() as i64);
+    misfit_group_shapes(c, id, group_size)
+}
+
+/// A permute between partitions (a channel), or naming a replica the
+/// module does not have.
+fn misfit_permute(
+    opcode: &str,
+    has_channel: bool,
+    pairs: &[(i64, i64)],
+    replicas: i64,
+) -> Option<String> {
+    if has_channel {
+        return Some(format!(
+            "{opcode} with a channel_id permutes partitions, and the module has one (its {replicas} replicas are permuted without a channel_id); XLA CPU aborts on it"
+        ));
+    }
+    let beyond = pairs
+        .iter()
+        .flat_map(|&(s, t)| [s, t])
+        .find(|&r| !(0..replicas).contains(&r));
+    beyond.map(|r| {
+        format!(
+            "source_target_pairs name replica {r}, and the module has {replicas} (0 to {})",
+            replicas - 1
+        )
+    })
+}
+
+/// Explicit groups that do not hold each of the module's replicas once
+/// (no groups at all is one group of every replica).
+fn misfit_groups(groups: &[Vec<i64>], replicas: i64) -> Option<String> {
+    if groups.is_empty() {
+        return None;
+    }
+    let mut ids: Vec<i64> = groups.iter().flatten().copied().collect();
+    ids.sort_unstable();
+    if ids.iter().copied().eq(0..replicas) {
+        return None;
+    }
+    let named = match ids.iter().find(|&&r| !(0..replicas).contains(&r)) {
+        Some(r) => format!("name replica {r}"),
+        None => format!("hold {} of them", ids.len()),
     };
+    Some(format!(
+        "replica groups {groups:?} {named}; the module has {replicas} replicas (0 to {}), and its groups must hold each once",
+        replicas - 1
+    ))
+}
+
+/// A gather, scatter or all-to-all whose shapes do not change by its
+/// group size where they must.
+fn misfit_group_shapes(c: &Computation, id: InstrId, group_size: i64) -> Option<String> {
+    let instr = c.instr(id);
+    let op = &instr.op;
     let operands: Vec<&Shape> = c
         .operands(id)
         .into_iter()
@@ -354,7 +379,8 @@ fn misfits_replicas(
                 if small.checked_mul(group_size) != Some(big) {
                     let how = if grow { "gathers" } else { "scatters" };
                     return Some(format!(
-                        "{opcode} {how} {x} into {r}, along dimension {d} a factor other than its group size {group_size}"
+                        "{} {how} {x} into {r}, along dimension {d} a factor other than its group size {group_size}",
+                        op.opcode()
                     ));
                 }
             }
