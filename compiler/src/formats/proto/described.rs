@@ -81,52 +81,22 @@ impl AttrWriter for ProtoWriter<'_> {
             }
             ProtoField::SliceDimensions => {
                 if let AttrValue::Slices(slices) = &v {
-                    p.slice_dimensions = slices
-                        .iter()
-                        .map(|s| SliceDimensions {
-                            start: s.start,
-                            limit: s.limit,
-                            stride: s.stride,
-                        })
-                        .collect();
+                    p.slice_dimensions = slices_to_proto(slices);
                 }
             }
             ProtoField::PaddingConfig => {
                 if let AttrValue::Padding(config) = &v {
-                    p.padding_config = Some(PaddingConfig {
-                        dimensions: config
-                            .iter()
-                            .map(|d| PaddingConfigDimension {
-                                edge_padding_low: d.low,
-                                edge_padding_high: d.high,
-                                interior_padding: d.interior,
-                            })
-                            .collect(),
-                    });
+                    p.padding_config = Some(padding_to_proto(config));
                 }
             }
             ProtoField::GatherDimensionNumbers => {
                 if let AttrValue::GatherDims(d) = &v {
-                    p.gather_dimension_numbers = Some(Box::new(GatherDimensionNumbers {
-                        offset_dims: d.offset_dims.clone(),
-                        collapsed_slice_dims: d.collapsed_slice_dims.clone(),
-                        start_index_map: d.start_index_map.clone(),
-                        index_vector_dim: d.index_vector_dim,
-                        operand_batching_dims: d.operand_batching_dims.clone(),
-                        start_indices_batching_dims: d.start_indices_batching_dims.clone(),
-                    }));
+                    p.gather_dimension_numbers = Some(Box::new(gather_dims_to_proto(d)));
                 }
             }
             ProtoField::ScatterDimensionNumbers => {
                 if let AttrValue::ScatterDims(d) = &v {
-                    p.scatter_dimension_numbers = Some(Box::new(ScatterDimensionNumbers {
-                        update_window_dims: d.update_window_dims.clone(),
-                        inserted_window_dims: d.inserted_window_dims.clone(),
-                        scatter_dims_to_operand_dims: d.scatter_dims_to_operand_dims.clone(),
-                        index_vector_dim: d.index_vector_dim,
-                        input_batching_dims: d.input_batching_dims.clone(),
-                        scatter_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
-                    }));
+                    p.scatter_dimension_numbers = Some(Box::new(scatter_dims_to_proto(d)));
                 }
             }
             ProtoField::GatherSliceSizes => p.gather_slice_sizes = ints(),
@@ -180,6 +150,52 @@ impl AttrWriter for ProtoWriter<'_> {
             ProtoField::CrossProgramPrefetchIndex => p.cross_program_prefetch_index = Some(int32),
             ProtoField::Called(_) => {}
         }
+    }
+}
+
+fn slices_to_proto(slices: &[SliceDim]) -> Vec<SliceDimensions> {
+    slices
+        .iter()
+        .map(|s| SliceDimensions {
+            start: s.start,
+            limit: s.limit,
+            stride: s.stride,
+        })
+        .collect()
+}
+
+fn padding_to_proto(config: &[PadDim]) -> PaddingConfig {
+    PaddingConfig {
+        dimensions: config
+            .iter()
+            .map(|d| PaddingConfigDimension {
+                edge_padding_low: d.low,
+                edge_padding_high: d.high,
+                interior_padding: d.interior,
+            })
+            .collect(),
+    }
+}
+
+fn gather_dims_to_proto(d: &GatherDims) -> GatherDimensionNumbers {
+    GatherDimensionNumbers {
+        offset_dims: d.offset_dims.clone(),
+        collapsed_slice_dims: d.collapsed_slice_dims.clone(),
+        start_index_map: d.start_index_map.clone(),
+        index_vector_dim: d.index_vector_dim,
+        operand_batching_dims: d.operand_batching_dims.clone(),
+        start_indices_batching_dims: d.start_indices_batching_dims.clone(),
+    }
+}
+
+fn scatter_dims_to_proto(d: &ScatterDims) -> ScatterDimensionNumbers {
+    ScatterDimensionNumbers {
+        update_window_dims: d.update_window_dims.clone(),
+        inserted_window_dims: d.inserted_window_dims.clone(),
+        scatter_dims_to_operand_dims: d.scatter_dims_to_operand_dims.clone(),
+        index_vector_dim: d.index_vector_dim,
+        input_batching_dims: d.input_batching_dims.clone(),
+        scatter_indices_batching_dims: d.scatter_indices_batching_dims.clone(),
     }
 }
 

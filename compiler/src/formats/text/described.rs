@@ -88,42 +88,17 @@ impl AttrWriter for TextWriter<'_> {
             }
             Form::GatherDims => {
                 if let AttrValue::GatherDims(d) = &v {
-                    list(out, "offset_dims", &d.offset_dims);
-                    list(out, "collapsed_slice_dims", &d.collapsed_slice_dims);
-                    list(out, "start_index_map", &d.start_index_map);
-                    list_if_any(out, "operand_batching_dims", &d.operand_batching_dims);
-                    list_if_any(
-                        out,
-                        "start_indices_batching_dims",
-                        &d.start_indices_batching_dims,
-                    );
-                    let _ = write!(out, ", index_vector_dim={}", d.index_vector_dim);
+                    write_gather_dims(out, d);
                 }
             }
             Form::ScatterDims => {
                 if let AttrValue::ScatterDims(d) = &v {
-                    list(out, "update_window_dims", &d.update_window_dims);
-                    list(out, "inserted_window_dims", &d.inserted_window_dims);
-                    list(
-                        out,
-                        "scatter_dims_to_operand_dims",
-                        &d.scatter_dims_to_operand_dims,
-                    );
-                    list_if_any(out, "input_batching_dims", &d.input_batching_dims);
-                    list_if_any(
-                        out,
-                        "scatter_indices_batching_dims",
-                        &d.scatter_indices_batching_dims,
-                    );
-                    let _ = write!(out, ", index_vector_dim={}", d.index_vector_dim);
+                    write_scatter_dims(out, d);
                 }
             }
             Form::DotDims => {
                 if let AttrValue::DotDims(d) = &v {
-                    list_if_any(out, "lhs_batch_dims", &d.lhs_batch);
-                    list(out, "lhs_contracting_dims", &d.lhs_contracting);
-                    list_if_any(out, "rhs_batch_dims", &d.rhs_batch);
-                    list(out, "rhs_contracting_dims", &d.rhs_contracting);
+                    write_dot_dims(out, d);
                 }
             }
             Form::RaggedDims => {
@@ -168,6 +143,43 @@ impl AttrWriter for TextWriter<'_> {
             }
         }
     }
+}
+
+fn write_gather_dims(out: &mut String, d: &GatherDims) {
+    list(out, "offset_dims", &d.offset_dims);
+    list(out, "collapsed_slice_dims", &d.collapsed_slice_dims);
+    list(out, "start_index_map", &d.start_index_map);
+    list_if_any(out, "operand_batching_dims", &d.operand_batching_dims);
+    list_if_any(
+        out,
+        "start_indices_batching_dims",
+        &d.start_indices_batching_dims,
+    );
+    let _ = write!(out, ", index_vector_dim={}", d.index_vector_dim);
+}
+
+fn write_scatter_dims(out: &mut String, d: &ScatterDims) {
+    list(out, "update_window_dims", &d.update_window_dims);
+    list(out, "inserted_window_dims", &d.inserted_window_dims);
+    list(
+        out,
+        "scatter_dims_to_operand_dims",
+        &d.scatter_dims_to_operand_dims,
+    );
+    list_if_any(out, "input_batching_dims", &d.input_batching_dims);
+    list_if_any(
+        out,
+        "scatter_indices_batching_dims",
+        &d.scatter_indices_batching_dims,
+    );
+    let _ = write!(out, ", index_vector_dim={}", d.index_vector_dim);
+}
+
+fn write_dot_dims(out: &mut String, d: &DotDims) {
+    list_if_any(out, "lhs_batch_dims", &d.lhs_batch);
+    list(out, "lhs_contracting_dims", &d.lhs_contracting);
+    list_if_any(out, "rhs_batch_dims", &d.rhs_batch);
+    list(out, "rhs_contracting_dims", &d.rhs_contracting);
 }
 
 /// `, slice={[0:2], [1:9:2]}`: a stride of 1 is left out.
