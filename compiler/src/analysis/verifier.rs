@@ -186,48 +186,7 @@ fn verify_computation(
                 format!("instruction name {:?} is not a valid HLO name", instr.name),
             ));
         }
-        check_attribute_keys(&instr.frontend_attributes).map_err(|e| err(here, e.to_string()))?;
-        if matches!(
-            instr.op,
-            Op::Call {
-                is_composite: true,
-                ..
-            }
-        ) {
-            check_composite(&instr.frontend_attributes).map_err(|e| err(here, e.to_string()))?;
-        }
-        check_layouts(&instr.shape).map_err(|e| err(here, e.to_string()))?;
-        check_annotations(instr).map_err(|e| err(here, e.to_string()))?;
-        if let Op::CustomCall(cc) = &instr.op {
-            let operands: Vec<&Shape> = c
-                .operand_ids(id)
-                .iter()
-                .map(|&o| &c.instr(o).shape)
-                .collect();
-            check_buffers_passed_on(&cc.aliasing, &operands)
-                .map_err(|e| err(here, e.to_string()))?;
-        }
-        check_transfer_done(c, id).map_err(|e| err(here, e.to_string()))?;
-        check_async_chain(c, id).map_err(|e| err(here, e.to_string()))?;
-        if let Some(r) = &instr.parameter_replication {
-            let leaves = instr.shape.leaf_count();
-            if !matches!(instr.op, Op::Parameter(_)) {
-                return Err(err(
-                    here,
-                    "parameter_replication is set on an instruction that is not a parameter".into(),
-                ));
-            }
-            if r.len() != leaves {
-                return Err(err(
-                    here,
-                    format!(
-                        "parameter_replication has {} entries but {} has {leaves} leaf buffers",
-                        r.len(),
-                        instr.shape
-                    ),
-                ));
-            }
-        }
+        check_rules(c, id).map_err(|e| err(here, e.to_string()))?;
         if let Op::Parameter(n) = instr.op {
             if let Some(prev) = param_numbers.insert(n, instr.name.clone()) {
                 return Err(err(
@@ -264,6 +223,54 @@ fn verify_computation(
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The rules one instruction keeps on its own and with its operands,
+/// before its shape is inferred.
+fn check_rules(c: &Computation, id: crate::InstrId) -> Result<(), RuleError> {
+    let instr = c.instr(id);
+    check_attribute_keys(&instr.frontend_attributes)?;
+    if matches!(
+        instr.op,
+        Op::Call {
+            is_composite: true,
+            ..
+        }
+    ) {
+        check_composite(&instr.frontend_attributes)?;
+    }
+    check_layouts(&instr.shape)?;
+    check_annotations(instr)?;
+    if let Op::CustomCall(cc) = &instr.op {
+        let operands: Vec<&Shape> = c
+            .operand_ids(id)
+            .iter()
+            .map(|&o| &c.instr(o).shape)
+            .collect();
+        check_buffers_passed_on(&cc.aliasing, &operands)?;
+    }
+    check_transfer_done(c, id)?;
+    check_async_chain(c, id)?;
+    check_parameter_replication(instr)
+}
+
+/// A parameter's replication flags, one per leaf buffer.
+fn check_parameter_replication(instr: &crate::Instruction) -> Result<(), RuleError> {
+    let Some(r) = &instr.parameter_replication else {
+        return Ok(());
+    };
+    if !matches!(instr.op, Op::Parameter(_)) {
+        return Err(RuleError::ReplicationOffParameter);
+    }
+    let leaves = instr.shape.leaf_count();
+    if r.len() != leaves {
+        return Err(RuleError::ReplicationCount {
+            entries: r.len(),
+            shape: instr.shape.clone(),
+            leaves,
+        });
     }
     Ok(())
 }

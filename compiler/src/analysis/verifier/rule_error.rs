@@ -3,7 +3,7 @@
 
 use super::MAX_RANK;
 use crate::ir::op::{AsyncStep, TransferStep};
-use crate::ir::shape::ArrayShape;
+use crate::ir::shape::{ArrayShape, Shape};
 use crate::util::join::join;
 
 /// A broken rule, with what it was found on; its message is the one
@@ -84,5 +84,15 @@ pub(super) enum RuleError {
     MinorToMajor {
         shape: ArrayShape,
         minor_to_major: Vec<i64>,
+    },
+    /// `parameter_replication` belongs to parameters only.
+    #[error("parameter_replication is set on an instruction that is not a parameter")]
+    ReplicationOffParameter,
+    /// `parameter_replication` needs one entry per leaf buffer.
+    #[error("parameter_replication has {entries} entries but {shape} has {leaves} leaf buffers")]
+    ReplicationCount {
+        entries: usize,
+        shape: Shape,
+        leaves: usize,
     },
 }
