@@ -8,7 +8,7 @@
 
 use crate::context::{AddedState, PassContext, Target};
 use crate::pass::{Pass, PassError};
-use crate::rewriter::{ModuleRewriter, RewriteError};
+use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
 use crate::rounding::{Rounding, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::RngAlgorithm;
@@ -184,6 +184,52 @@ fn annotate(m: &mut Module, policy: &RoundingPolicy, low: ElementType) -> (usize
 /// Lowers every stochastic convert of the entry to plain HLO; returns how
 /// many there were.
 fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLoweringError> {
+    let converts = lowerable_converts(m)?;
+    if converts.is_empty() {
+        return Ok(0);
+    }
+    let root = m.entry().root().ok_or(RoundingLoweringError::NoRoot)?;
+    let mut mr = ModuleRewriter::for_pass(m, ctx);
+    let mut callees: BTreeMap<Vec<i64>, String> = BTreeMap::new();
+    for &id in &converts {
+        let dims = m.entry().instr(id).shape.array_dims();
+        if let std::collections::btree_map::Entry::Vacant(slot) = callees.entry(dims) {
+            let part = rounding_module(slot.key())?;
+            slot.insert(mr.graft(m, part));
+        }
+    }
+    let parameter = m.entry().parameters().len();
+    let entry = m.entry;
+    let mut rw = mr.on(&mut m.computations[entry]);
+    let wrap = |e: RewriteError| RoundingLoweringError::Rewrite(Box::new(e));
+    let mut state = rw
+        .add_named(
+            RNG_STATE_NAME,
+            Op::Parameter(parameter as i64),
+            &[],
+            Some(rng_state_shape()),
+        )
+        .map_err(wrap)?;
+    let state_name = rw.comp().instr(state).name.clone();
+    for &id in &converts {
+        let dims = rw.shape(id).array_dims();
+        state = round_with_drawn_bits(&mut rw, id, state, callees[&dims].clone()).map_err(wrap)?;
+    }
+    let mut outputs = rw.comp().operands(root);
+    outputs.push(state);
+    rw.provenance_of(root);
+    let tuple = rw.add(Op::Tuple, &outputs, None).map_err(wrap)?;
+    rw.set_root(tuple);
+    rw.remove_dead();
+    drop(rw);
+    mr.finish(ctx);
+    thread_state(m, ctx, state_name, parameter, outputs.len() - 1);
+    Ok(converts.len())
+}
+
+/// The entry's stochastic converts, in post order, once it is known that
+/// each is f32 to bf16 and that the root is a tuple the state can join.
+fn lowerable_converts(m: &Module) -> Result<Vec<InstrId>, RoundingLoweringError> {
     let converts: Vec<InstrId> = m
         .entry()
         .post_order()
@@ -191,7 +237,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLowerin
         .filter(|&id| is_stochastic(m, id) && matches!(m.entry().instr(id).op, Op::Convert))
         .collect();
     if converts.is_empty() {
-        return Ok(0);
+        return Ok(converts);
     }
     for &id in &converts {
         if !is_narrowing(m, id, ElementType::Bf16) {
@@ -206,79 +252,65 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLowerin
             root: m.entry().instr(root).name.clone(),
         });
     }
-    let mut mr = ModuleRewriter::for_pass(m, ctx);
-    let mut callees: BTreeMap<Vec<i64>, String> = BTreeMap::new();
-    for &id in &converts {
-        let dims = m.entry().instr(id).shape.array_dims();
-        if let std::collections::btree_map::Entry::Vacant(slot) = callees.entry(dims) {
-            let part = rounding_module(slot.key())?;
-            slot.insert(mr.graft(m, part));
-        }
-    }
-    let parameter = m.entry().parameters().len();
-    let entry = m.entry;
-    let mut rw = mr.on(&mut m.computations[entry]);
-    let state_shape = Shape::array(ElementType::U64, [2]);
-    let wrap = |e: RewriteError| RoundingLoweringError::Rewrite(Box::new(e));
-    let mut state = rw
-        .add_named(
-            RNG_STATE_NAME,
-            Op::Parameter(parameter as i64),
-            &[],
-            Some(state_shape.clone()),
-        )
-        .map_err(wrap)?;
-    let state_name = rw.comp().instr(state).name.clone();
-    for &id in &converts {
-        let x = rw.comp().operands(id)[0];
-        let dims = rw.shape(id).array_dims();
-        rw.provenance_of(id);
-        let drawn = rw
-            .add(
-                Op::RngBitGenerator {
-                    algorithm: RngAlgorithm::Default,
-                },
-                &[state],
-                Some(Shape::Tuple(vec![
-                    state_shape.clone(),
-                    Shape::array(ElementType::U32, dims.clone()),
-                ])),
-            )
-            .map_err(wrap)?;
-        state = rw
-            .add(Op::GetTupleElement { index: 0 }, &[drawn], None)
-            .map_err(wrap)?;
-        let bits = rw
-            .add(Op::GetTupleElement { index: 1 }, &[drawn], None)
-            .map_err(wrap)?;
-        let to_apply = callees[&dims].clone();
-        let rounded = rw
-            .add_named(
-                "stochastic_round",
-                Op::Call {
-                    to_apply,
-                    is_composite: false,
-                },
-                &[x, bits],
-                None,
-            )
-            .map_err(wrap)?;
-        rw.replace(id, rounded).map_err(wrap)?;
-    }
-    let mut outputs = rw.comp().operands(root);
-    outputs.push(state);
-    rw.provenance_of(root);
-    let tuple = rw.add(Op::Tuple, &outputs, None).map_err(wrap)?;
-    rw.set_root(tuple);
-    rw.remove_dead();
-    drop(rw);
-    mr.finish(ctx);
-    let output = outputs.len() - 1;
+    Ok(converts)
+}
+
+/// The generator's state: two u64 words, a parameter and an output.
+fn rng_state_shape() -> Shape {
+    Shape::array(ElementType::U64, [2])
+}
+
+/// Replaces the convert `id` with a call of `to_apply` on its operand and
+/// bits drawn from `state`; returns the state after the draw.
+fn round_with_drawn_bits(
+    rw: &mut Rewriter<'_>,
+    id: InstrId,
+    state: InstrId,
+    to_apply: String,
+) -> Result<InstrId, RewriteError> {
+    let x = rw.comp().operands(id)[0];
+    let dims = rw.shape(id).array_dims();
+    rw.provenance_of(id);
+    let drawn = rw.add(
+        Op::RngBitGenerator {
+            algorithm: RngAlgorithm::Default,
+        },
+        &[state],
+        Some(Shape::Tuple(vec![
+            rng_state_shape(),
+            Shape::array(ElementType::U32, dims),
+        ])),
+    )?;
+    let next = rw.add(Op::GetTupleElement { index: 0 }, &[drawn], None)?;
+    let bits = rw.add(Op::GetTupleElement { index: 1 }, &[drawn], None)?;
+    let rounded = rw.add_named(
+        "stochastic_round",
+        Op::Call {
+            to_apply,
+            is_composite: false,
+        },
+        &[x, bits],
+        None,
+    )?;
+    rw.replace(id, rounded)?;
+    Ok(next)
+}
+
+/// The added state as the module's boundary carries it: in the entry's
+/// layout, aliased from its parameter to its output, and told to the
+/// caller, who must feed it back each step.
+fn thread_state(
+    m: &mut Module,
+    ctx: &mut PassContext,
+    name: String,
+    parameter: usize,
+    output: usize,
+) {
     // The added state's boundary layout is its own.
     if let Some(l) = &mut m.entry_layout {
-        l.parameters.push(state_shape.clone());
+        l.parameters.push(rng_state_shape());
         if let Shape::Tuple(elements) = &mut l.result {
-            elements.push(state_shape.clone());
+            elements.push(rng_state_shape());
         }
     }
     m.input_output_alias.push(IoAlias {
@@ -288,12 +320,11 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLowerin
         kind: AliasKind::MayAlias,
     });
     ctx.added_state.push(AddedState {
-        name: state_name,
+        name,
         parameter,
         output,
         kind: "rng_state",
     });
-    Ok(converts.len())
 }
 
 /// Why the entry's stochastic converts cannot be lowered for cpu.
