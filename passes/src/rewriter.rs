@@ -4,6 +4,7 @@
 
 use crate::context::PassContext;
 use hlatc_compiler::analysis::verifier::callable_signatures;
+use hlatc_compiler::util::decimal::push_digits_str;
 use hlatc_compiler::util::fx::FxHashMap as HashMap;
 use hlatc_compiler::util::fx::{BuildFxHasher, FxHashMap, FxHashSet};
 use hlatc_compiler::{
@@ -91,28 +92,12 @@ impl Names {
         loop {
             *n += 1;
             name.truncate(stem.len() + 1);
-            push_decimal(&mut name, *n);
+            push_digits_str(&mut name, *n as u64);
             if self.used.insert(name_hash(&name)) {
                 return name;
             }
         }
     }
-}
-
-/// Appends `n` in decimal: names are made by the hundred in every pass,
-/// and `write!` through the formatting machinery showed in profiles.
-fn push_decimal(out: &mut String, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[i..].iter().map(|&d| char::from(d)));
 }
 
 /// A float array shape moved to `to`; any other shape as it is.

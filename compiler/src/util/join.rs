@@ -1,6 +1,7 @@
 //! Lists written with commas between their items, as XLA writes dimension
 //! lists, replica groups and attribute values.
 
+use crate::util::decimal::push_digits;
 use std::fmt;
 
 /// `1,2,3`.
@@ -39,18 +40,7 @@ fn push_int(out: &mut Vec<u8>, x: i64) {
     if x < 0 {
         out.push(b'-');
     }
-    let mut n = x.unsigned_abs();
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+    push_digits(out, x.unsigned_abs());
 }
 
 #[cfg(test)]
