@@ -49,8 +49,45 @@ pub struct StackFrame {
 /// end column).
 pub type ResolvedLocation = (String, String, i32, i32, i32, i32);
 
-/// The section names, in the order XLA prints them.
-pub const SECTIONS: [&str; 4] = ["FileNames", "FunctionNames", "FileLocations", "StackFrames"];
+/// One of the four tables, each printed under its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    FileNames,
+    FunctionNames,
+    FileLocations,
+    StackFrames,
+}
+
+impl Section {
+    /// Every table, in the order XLA prints them.
+    pub const ALL: [Section; 4] = [
+        Section::FileNames,
+        Section::FunctionNames,
+        Section::FileLocations,
+        Section::StackFrames,
+    ];
+
+    /// The table's heading, as XLA writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::FileNames => "FileNames",
+            Section::FunctionNames => "FunctionNames",
+            Section::FileLocations => "FileLocations",
+            Section::StackFrames => "StackFrames",
+        }
+    }
+
+    /// The table a heading names.
+    pub fn from_name(name: &str) -> Option<Section> {
+        Section::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl std::fmt::Display for Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// An id in the stack-frame tables that points at no entry of the table
 /// it refers to.
@@ -58,7 +95,7 @@ pub const SECTIONS: [&str; 4] = ["FileNames", "FunctionNames", "FileLocations", 
 #[error("{table} {entry}: {field} {id} is not among the {listed} listed")]
 pub struct StackFrameError {
     /// The table whose entry holds the id: `FileLocations` or `StackFrames`.
-    pub table: &'static str,
+    pub table: Section,
     /// That entry's id (1-based).
     pub entry: usize,
     /// The field holding the id, as XLA names it (`file_name_id`, ...).
@@ -71,13 +108,13 @@ pub struct StackFrameError {
 /// An entry of one of the tables, whose ids [`StackFrameIndex::check`]
 /// checks.
 struct Entry {
-    table: &'static str,
+    table: Section,
     /// 1-based, as the tables number their entries.
     id: usize,
 }
 
 impl Entry {
-    fn new(table: &'static str, index: usize) -> Self {
+    fn new(table: Section, index: usize) -> Self {
         Entry {
             table,
             id: index + 1,
@@ -116,12 +153,12 @@ impl StackFrameIndex {
         let (names, functions) = (self.file_names.len(), self.function_names.len());
         let (locations, frames) = (self.file_locations.len(), self.stack_frames.len());
         for (i, l) in self.file_locations.iter().enumerate() {
-            let at = Entry::new(SECTIONS[2], i);
+            let at = Entry::new(Section::FileLocations, i);
             at.refers("file_name_id", l.file_name_id, names, false)?;
             at.refers("function_name_id", l.function_name_id, functions, false)?;
         }
         for (i, f) in self.stack_frames.iter().enumerate() {
-            let at = Entry::new(SECTIONS[3], i);
+            let at = Entry::new(Section::StackFrames, i);
             at.refers("file_location_id", f.file_location_id, locations, false)?;
             at.refers("parent_frame_id", f.parent_frame_id, frames, true)?;
         }
@@ -171,7 +208,7 @@ impl StackFrameIndex {
         if self.is_empty() {
             return;
         }
-        let section = |out: &mut String, name: &str, rows: Vec<String>| {
+        let section = |out: &mut String, name: Section, rows: Vec<String>| {
             let _ = writeln!(out, "{name}");
             for (i, r) in rows.iter().enumerate() {
                 let _ = writeln!(out, "{} {r}", i + 1);
@@ -183,11 +220,11 @@ impl StackFrameIndex {
                 .map(|s| format!("\"{}\"", crate::util::escape::escape(s)))
                 .collect()
         };
-        section(out, SECTIONS[0], quoted(&self.file_names));
-        section(out, SECTIONS[1], quoted(&self.function_names));
+        section(out, Section::FileNames, quoted(&self.file_names));
+        section(out, Section::FunctionNames, quoted(&self.function_names));
         section(
             out,
-            SECTIONS[2],
+            Section::FileLocations,
             self.file_locations
                 .iter()
                 .map(|l| {
@@ -200,7 +237,7 @@ impl StackFrameIndex {
         );
         section(
             out,
-            SECTIONS[3],
+            Section::StackFrames,
             self.stack_frames
                 .iter()
                 .map(|f| {

@@ -4,7 +4,7 @@
 //! column) before the grammar reads the rest.
 
 use super::parser::ParseError;
-use crate::ir::stack_frames::{FileLocation, StackFrame, StackFrameIndex, SECTIONS};
+use crate::ir::stack_frames::{FileLocation, Section, StackFrame, StackFrameIndex};
 use std::borrow::Cow;
 
 fn err<T>(line: usize, column: usize, message: impl Into<String>) -> Result<T, ParseError> {
@@ -20,7 +20,7 @@ pub(super) fn take_tables(text: &str) -> Result<(Cow<'_, str>, StackFrameIndex),
     let lines: Vec<&str> = text.split('\n').collect();
     let mut index = StackFrameIndex::default();
     let mut consumed = vec![false; lines.len()];
-    let mut section: Option<usize> = None;
+    let mut section: Option<Section> = None;
     // The header is the first line; the tables come before any computation.
     for (i, raw) in lines.iter().enumerate().skip(1) {
         let line = raw.trim_end_matches('\r');
@@ -29,15 +29,15 @@ pub(super) fn take_tables(text: &str) -> Result<(Cow<'_, str>, StackFrameIndex),
             section = None;
             continue;
         }
-        if let Some(k) = SECTIONS.iter().position(|s| *s == trimmed) {
-            section = Some(k);
+        if let Some(heading) = Section::from_name(trimmed) {
+            section = Some(heading);
             consumed[i] = true;
             continue;
         }
-        let Some(k) = section else {
+        let Some(table) = section else {
             break;
         };
-        read_entry(&mut index, k, line, i + 1)?;
+        read_entry(&mut index, table, line, i + 1)?;
         consumed[i] = true;
     }
     if index.is_empty() && !consumed.iter().any(|&c| c) {
@@ -61,30 +61,27 @@ pub(super) fn take_tables(text: &str) -> Result<(Cow<'_, str>, StackFrameIndex),
     Ok((Cow::Owned(blanked.join("\n")), index))
 }
 
-/// One `N value` row of section `k`, which must be the section's next id.
+/// One `N value` row of `table`, which must be the table's next id.
 fn read_entry(
     index: &mut StackFrameIndex,
-    k: usize,
+    table: Section,
     line: &str,
     line_no: usize,
 ) -> Result<(), ParseError> {
     let indent = line.len() - line.trim_start().len();
     let body = line.trim();
     let (id, rest) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
-    let expected = match k {
-        0 => index.file_names.len(),
-        1 => index.function_names.len(),
-        2 => index.file_locations.len(),
-        _ => index.stack_frames.len(),
+    let expected = match table {
+        Section::FileNames => index.file_names.len(),
+        Section::FunctionNames => index.function_names.len(),
+        Section::FileLocations => index.file_locations.len(),
+        Section::StackFrames => index.stack_frames.len(),
     } + 1;
     if id.parse::<usize>().ok() != Some(expected) {
         return err(
             line_no,
             indent + 1,
-            format!(
-                "{} entry `{id}`: expected id {expected} (ids count from 1 in order)",
-                SECTIONS[k]
-            ),
+            format!("{table} entry `{id}`: expected id {expected} (ids count from 1 in order)"),
         );
     }
     let rest = rest.trim();
@@ -92,17 +89,11 @@ fn read_entry(
         line: line_no,
         column: indent + body.len() - rest.len() + 1,
     };
-    match k {
-        0 | 1 => {
-            let name = quoted(rest, id, k, at)?;
-            if k == 0 {
-                index.file_names.push(name);
-            } else {
-                index.function_names.push(name);
-            }
-        }
-        2 => index.file_locations.push(file_location(rest, id, at)?),
-        _ => index.stack_frames.push(stack_frame(rest, id, at)?),
+    match table {
+        Section::FileNames => index.file_names.push(quoted(rest, id, table, at)?),
+        Section::FunctionNames => index.function_names.push(quoted(rest, id, table, at)?),
+        Section::FileLocations => index.file_locations.push(file_location(rest, id, at)?),
+        Section::StackFrames => index.stack_frames.push(stack_frame(rest, id, at)?),
     }
     Ok(())
 }
@@ -115,7 +106,7 @@ struct Place {
 }
 
 /// A name table's value: a quoted string.
-fn quoted(rest: &str, id: &str, k: usize, at: Place) -> Result<String, ParseError> {
+fn quoted(rest: &str, id: &str, table: Section, at: Place) -> Result<String, ParseError> {
     let name = rest
         .strip_prefix('"')
         .and_then(|r| r.strip_suffix('"'))
@@ -125,10 +116,7 @@ fn quoted(rest: &str, id: &str, k: usize, at: Place) -> Result<String, ParseErro
             err(
                 at.line,
                 at.column,
-                format!(
-                    "{} entry {id}: expected a quoted string, found `{rest}`",
-                    SECTIONS[k]
-                ),
+                format!("{table} entry {id}: expected a quoted string, found `{rest}`"),
             )
         },
         Ok,
@@ -138,7 +126,7 @@ fn quoted(rest: &str, id: &str, k: usize, at: Place) -> Result<String, ParseErro
 /// `{file_name_id=1 function_name_id=1 line=3 ...}`.
 fn file_location(rest: &str, id: &str, at: Place) -> Result<FileLocation, ParseError> {
     let mut l = FileLocation::default();
-    for (key, v) in fields(rest, at.line, at.column, SECTIONS[2])? {
+    for (key, v) in fields(rest, at.line, at.column, Section::FileLocations)? {
         let slot = match key.as_str() {
             "file_name_id" => &mut l.file_name_id,
             "function_name_id" => &mut l.function_name_id,
@@ -162,7 +150,7 @@ fn file_location(rest: &str, id: &str, at: Place) -> Result<FileLocation, ParseE
 /// `{file_location_id=1 parent_frame_id=1}`.
 fn stack_frame(rest: &str, id: &str, at: Place) -> Result<StackFrame, ParseError> {
     let mut f = StackFrame::default();
-    for (key, v) in fields(rest, at.line, at.column, SECTIONS[3])? {
+    for (key, v) in fields(rest, at.line, at.column, Section::StackFrames)? {
         match key.as_str() {
             "file_location_id" => f.file_location_id = v,
             // XLA prints a parent one above its id (1: no parent).
@@ -193,7 +181,7 @@ fn fields(
     s: &str,
     line_no: usize,
     col: usize,
-    section: &str,
+    section: Section,
 ) -> Result<Vec<(String, i32)>, ParseError> {
     let Some(inner) = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')) else {
         return err(
