@@ -1,6 +1,6 @@
 //! `hlatc compile`: a model's whole training step, ahead of time, as a bundle.
 
-use super::console::out;
+use super::console::{millis, out};
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{
     check_destination, stage_accumulation_bundle, stage_bundle, BundleReport, Target, APPLY_DIR,
@@ -423,10 +423,6 @@ fn print_files(a: &Args, compiled: &CompiledStep, report: &BundleReport) -> Resu
         }
     }
     Ok(())
-}
-
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// The passes that ran, and those that changed the module.

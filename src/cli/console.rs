@@ -5,6 +5,11 @@
 use hlatc::Error;
 use std::io::Write;
 
+/// A duration in milliseconds, as every timing the CLI prints is given.
+pub fn millis(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 fn output_error(stream: &'static str, e: std::io::Error) -> Error {
     Error::Output {
         stream,

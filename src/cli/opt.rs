@@ -1,6 +1,6 @@
 //! `hlatc opt`: run passes by name over a module, like XLA's `hlo-opt`.
 
-use super::console::note;
+use super::console::{millis, note};
 use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext, PipelineReport};
 use hlatc::{Error, Format};
 use std::path::PathBuf;
@@ -150,7 +150,7 @@ pub(super) fn print_report(report: &PipelineReport) -> Result<(), Error> {
             if r.changed { "changed" } else { "unchanged" },
             r.instructions_before,
             r.instructions_after,
-            r.time.as_secs_f64() * 1e3,
+            millis(r.time),
             indent = 2 * r.depth
         )?;
     }

@@ -1,6 +1,6 @@
 //! `hlatc run`: execute a module on XLA CPU.
 
-use super::console::{note, out};
+use super::console::{millis, note, out};
 use hlatc::bundle::OpenedBundle;
 use hlatc::runtime::{
     assert_close, inputs, max_abs, read_safetensors, write_safetensors, MAX_DEVICES,
@@ -285,8 +285,8 @@ fn execute(
         },
         rt.platform_name(),
         rt.plugin_path().display(),
-        compile_time.as_secs_f64() * 1e3,
-        run_time.as_secs_f64() * 1e3
+        millis(compile_time),
+        millis(run_time)
     )?;
     Ok(outputs)
 }

@@ -1,6 +1,6 @@
 //! `hlatc train`: run the compiled training step on XLA CPU.
 
-use super::console::{note, out};
+use super::console::{millis, note, out};
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::compiler::{ElementType, Literal};
 use hlatc::data::SyntheticData;
@@ -317,7 +317,7 @@ fn compile_trainer(
             k => format!(" in {k} micro-batches"),
         },
         a.steps,
-        t0.elapsed().as_secs_f64() * 1e3
+        millis(t0.elapsed())
     )?;
     Ok(trainer)
 }
