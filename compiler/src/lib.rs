@@ -17,6 +17,7 @@ pub mod util;
 pub use analysis::shape_inference::{infer_shape, CalleeSignature, ShapeError};
 pub use analysis::verifier::{verify, VerifyError};
 pub use ir::computation::{Computation, IdList, InstrId};
+pub use ir::computation_id::ComputationId;
 pub use ir::instruction::Instruction;
 pub use ir::literal::{Literal, LiteralError, Scalar};
 pub use ir::metadata::Metadata;

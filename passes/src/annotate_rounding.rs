@@ -13,7 +13,7 @@ use crate::rounding::{Rounding, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::RngAlgorithm;
 use hlatc_compiler::util::fx::FxHashSet;
-use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
+use hlatc_compiler::{AliasKind, ComputationId, ElementType, InstrId, IoAlias, Module, Op, Shape};
 use std::collections::BTreeMap;
 
 pub struct AnnotateRounding;
@@ -33,7 +33,11 @@ pub fn rounding_counts(m: &Module) -> (usize, usize) {
         match &m.entry().instr(id).op {
             Op::Convert if is_stochastic(m, id) => stochastic += 1,
             Op::Convert if is_narrowing(m, id, ElementType::Bf16) => nearest_even += 1,
-            Op::Call { to_apply, .. } if to_apply.starts_with(ROUNDING_CALLEE) => stochastic += 1,
+            Op::Call { to_apply, .. }
+                if m.computation(*to_apply).name.starts_with(ROUNDING_CALLEE) =>
+            {
+                stochastic += 1
+            }
             _ => {}
         }
     }
@@ -190,7 +194,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLowerin
     }
     let root = m.entry().root().ok_or(RoundingLoweringError::NoRoot)?;
     let mut mr = ModuleRewriter::for_pass(m, ctx);
-    let mut callees: BTreeMap<Vec<i64>, String> = BTreeMap::new();
+    let mut callees: BTreeMap<Vec<i64>, ComputationId> = BTreeMap::new();
     for &id in &converts {
         let dims = m.entry().instr(id).shape.array_dims();
         if let std::collections::btree_map::Entry::Vacant(slot) = callees.entry(dims) {
@@ -213,7 +217,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLowerin
     let state_name = rw.comp().instr(state).name.clone();
     for &id in &converts {
         let dims = rw.shape(id).array_dims();
-        state = round_with_drawn_bits(&mut rw, id, state, callees[&dims].clone()).map_err(wrap)?;
+        state = round_with_drawn_bits(&mut rw, id, state, callees[&dims]).map_err(wrap)?;
     }
     let mut outputs = rw.comp().operands(root);
     outputs.push(state);
@@ -266,7 +270,7 @@ fn round_with_drawn_bits(
     rw: &mut Rewriter<'_>,
     id: InstrId,
     state: InstrId,
-    to_apply: String,
+    to_apply: ComputationId,
 ) -> Result<InstrId, RewriteError> {
     let x = rw.comp().operands(id)[0];
     let dims = rw.shape(id).array_dims();

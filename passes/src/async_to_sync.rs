@@ -10,7 +10,7 @@
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use hlatc_compiler::ir::op::{AsyncStep, UnaryOp};
-use hlatc_compiler::{Computation, InstrId, Module, Op};
+use hlatc_compiler::{Computation, ComputationId, InstrId, Module, Op};
 use std::collections::BTreeSet;
 
 pub struct AsyncToSync;
@@ -56,29 +56,27 @@ impl Pass for AsyncToSync {
         }
         // A computation no async op runs any more is called on the main
         // thread, as every `call` is.
-        let still_async: BTreeSet<String> = m
+        let still_async: BTreeSet<ComputationId> = m
             .computations
             .iter()
             .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
             .filter_map(|op| match op {
-                Op::Async { calls, .. } => Some(calls.clone()),
+                Op::Async { calls, .. } => Some(*calls),
                 _ => None,
             })
             .collect();
-        for c in &mut m.computations {
-            if now_called.contains(&c.name) && !still_async.contains(&c.name) {
-                c.execution_thread = None;
-            }
+        for id in now_called.difference(&still_async) {
+            m.computation_mut(*id).execution_thread = None;
         }
         Ok(paired || !now_called.is_empty())
     }
 }
 
 /// Replaces `done`, with the start and updates before it, by a `call` of
-/// their computation on the start's operands; the computation's name.
+/// their computation on the start's operands; the computation's id.
 /// Left alone (`None`) when the chain's bundles have other readers or
 /// control dependencies, which a call could not keep.
-fn make_synchronous(c: &mut Computation, done: InstrId) -> Option<String> {
+fn make_synchronous(c: &mut Computation, done: InstrId) -> Option<ComputationId> {
     let mut chain = vec![done];
     let start = loop {
         let &previous = c.operand_ids(*chain.last()?).first()?;
@@ -102,9 +100,9 @@ fn make_synchronous(c: &mut Computation, done: InstrId) -> Option<String> {
     let Op::Async { calls, .. } = &c.instr(done).op else {
         return None;
     };
-    let calls = calls.clone();
+    let calls = *calls;
     let call = Op::Call {
-        to_apply: calls.clone(),
+        to_apply: calls,
         is_composite: false,
     };
     in_place_of(c, &chain, call);
@@ -157,7 +155,7 @@ fn pair_as_one_op(c: &mut Computation, done: InstrId) -> bool {
             },
         ) => Op::AllReduce {
             collective: collective.clone(),
-            to_apply: to_apply.clone(),
+            to_apply: *to_apply,
         },
         (
             Op::CollectiveDone(_),

@@ -13,7 +13,9 @@
 
 use crate::rewriter::{ModuleRewriter, RewriteError};
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, ComparisonType};
-use hlatc_compiler::{Computation, ElementType, InstrId, Literal, Module, Op, Shape};
+use hlatc_compiler::{
+    Computation, ComputationId, ElementType, InstrId, Literal, Module, Op, Shape,
+};
 
 /// Bounds every `while` loop of `m` (in every computation, nested ones
 /// too) to at most `max_trips` trips; returns how many loops it bounded.
@@ -36,14 +38,14 @@ pub fn bound_loops(m: &mut Module, max_trips: u32) -> Result<usize, RewriteError
     let mut mr = ModuleRewriter::new(m);
     for &(ci, w) in &loops {
         let (condition, body) = match &m.computations[ci].instr(w).op {
-            Op::While { condition, body } => (condition.clone(), body.clone()),
+            Op::While { condition, body } => (*condition, *body),
             _ => unreachable!("collected as a while"),
         };
         let state = m.computations[ci].instr(w).shape.clone();
         let counted = Shape::Tuple(vec![state, Shape::scalar(ElementType::S32)]);
         let stem = m.computations[ci].instr(w).name.clone();
-        let condition = counted_condition(&mut mr, m, &stem, &counted, &condition, bound)?;
-        let body = counted_body(&mut mr, m, &stem, &counted, &body)?;
+        let condition = counted_condition(&mut mr, m, &stem, &counted, condition, bound)?;
+        let body = counted_body(&mut mr, m, &stem, &counted, body)?;
         let mut r = mr.on(&mut m.computations[ci]);
         r.provenance_of(w);
         let init = r.comp().operand_ids(w)[0];
@@ -76,7 +78,7 @@ fn over_counted_state(
         InstrId,
         InstrId,
     ) -> Result<InstrId, RewriteError>,
-) -> Result<String, RewriteError> {
+) -> Result<ComputationId, RewriteError> {
     let mut c = Computation::new(name);
     let mut r = mr.on(&mut c);
     let p = r.add_named("counted", Op::Parameter(0), &[], Some(counted.clone()))?;
@@ -93,13 +95,13 @@ fn counted_condition(
     m: &mut Module,
     stem: &str,
     counted: &Shape,
-    condition: &str,
+    condition: ComputationId,
     bound: i32,
-) -> Result<String, RewriteError> {
+) -> Result<ComputationId, RewriteError> {
     let name = format!("{stem}.bounded_condition");
     over_counted_state(mr, m, name, counted, |r, state, trips| {
         let call = Op::Call {
-            to_apply: condition.to_string(),
+            to_apply: condition,
             is_composite: false,
         };
         let go_on = r.add(call, &[state], None)?;
@@ -119,12 +121,12 @@ fn counted_body(
     m: &mut Module,
     stem: &str,
     counted: &Shape,
-    body: &str,
-) -> Result<String, RewriteError> {
+    body: ComputationId,
+) -> Result<ComputationId, RewriteError> {
     let name = format!("{stem}.bounded_body");
     over_counted_state(mr, m, name, counted, |r, state, trips| {
         let call = Op::Call {
-            to_apply: body.to_string(),
+            to_apply: body,
             is_composite: false,
         };
         let next = r.add(call, &[state], None)?;

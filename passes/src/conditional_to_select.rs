@@ -28,7 +28,7 @@ use crate::inline::inline;
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
 use hlatc_compiler::ir::op::ComparisonDirection;
-use hlatc_compiler::{ElementType, InstrId, Literal, Module, Op, Shape};
+use hlatc_compiler::{ComputationId, ElementType, InstrId, Literal, Module, Op, Shape};
 
 /// The most instructions besides its parameter a branch may have.
 pub const MAX_BRANCH_INSTRUCTIONS: usize = 16;
@@ -45,7 +45,7 @@ impl Pass for ConditionalToSelect {
         let (mut rewritten, mut left) = (Vec::new(), Vec::new());
         for ci in 0..m.computations.len() {
             let c = &m.computations[ci];
-            let conditionals: Vec<(InstrId, Vec<String>)> = c
+            let conditionals: Vec<(InstrId, Vec<ComputationId>)> = c
                 .ids()
                 .filter_map(|id| match &c.instr(id).op {
                     Op::Conditional { branches } => Some((id, branches.clone())),
@@ -117,7 +117,12 @@ enum Ineligible {
 
 /// Why conditional `id` of computation `ci` cannot become selects, if it
 /// cannot.
-fn eligible(m: &Module, ci: usize, id: InstrId, branches: &[String]) -> Result<(), Ineligible> {
+fn eligible(
+    m: &Module,
+    ci: usize,
+    id: InstrId,
+    branches: &[ComputationId],
+) -> Result<(), Ineligible> {
     let c = &m.computations[ci];
     if c.instr(id)
         .shape
@@ -134,10 +139,13 @@ fn eligible(m: &Module, ci: usize, id: InstrId, branches: &[String]) -> Result<(
     {
         return Err(Ineligible::Selector);
     }
-    for b in branches {
-        let Some(callee) = m.computation(b) else {
-            return Err(Ineligible::MissingBranch { branch: b.clone() });
+    for &id in branches {
+        let Some(callee) = m.get_computation(id) else {
+            return Err(Ineligible::MissingBranch {
+                branch: id.describe(),
+            });
         };
+        let b = &callee.name;
         if callee.parameters().len() != 1 {
             return Err(Ineligible::Parameters { branch: b.clone() });
         }
@@ -190,7 +198,7 @@ fn rewrite(
     m: &mut Module,
     ci: usize,
     id: InstrId,
-    branches: &[String],
+    branches: &[ComputationId],
     rw: &mut ModuleRewriter,
 ) -> Result<(), Failure> {
     let operands = m.computations[ci].operands(id);
@@ -202,9 +210,9 @@ fn rewrite(
         // Cloned: the branch and the computation it is inlined into are
         // both the module's. Branches are small by the bound.
         let callee = m
-            .computation(b)
+            .get_computation(*b)
             .cloned()
-            .ok_or_else(|| Failure::NoBranch(b.clone()))?;
+            .ok_or_else(|| Failure::NoBranch(b.describe()))?;
         values.push(inline(
             &mut m.computations[ci],
             &callee,

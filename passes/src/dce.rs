@@ -3,7 +3,6 @@
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
 use hlatc_compiler::{Module, Op};
-use std::collections::BTreeSet;
 
 /// Removes instructions that neither the root nor a side-effecting
 /// instruction depends on (parameters stay: they are the signature), and
@@ -44,25 +43,23 @@ impl Pass for Dce {
         }
         // Computations reachable from the entry through calls.
         let order = module.computation_order();
-        let mut called: BTreeSet<String> = BTreeSet::new();
-        called.insert(module.entry().name.clone());
+        let mut called = vec![false; module.computations.len()];
+        called[module.entry] = true;
         for &i in order.iter().rev() {
-            let c = &module.computations[i];
-            if !called.contains(&c.name) {
+            if !called[i] {
                 continue;
             }
+            let c = &module.computations[i];
             for id in c.ids() {
-                called.extend(c.instr(id).op.called_computations().map(str::to_string));
+                for callee in c.instr(id).op.called_computations() {
+                    if let Some(slot) = called.get_mut(callee.index()) {
+                        *slot = true;
+                    }
+                }
             }
         }
-        let entry_name = module.entry().name.clone();
         let before = module.computations.len();
-        module.computations.retain(|c| called.contains(&c.name));
-        module.entry = module
-            .computations
-            .iter()
-            .position(|c| c.name == entry_name)
-            .expect("the entry is kept");
+        module.retain_computations(|id, _| called[id.index()]);
         Ok(changed || module.computations.len() != before)
     }
 }

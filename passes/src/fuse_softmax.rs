@@ -7,7 +7,7 @@
 
 use crate::context::PassContext;
 use crate::pass::{Pass, PassError};
-use crate::pattern::{self, Region};
+use crate::pattern::{self, ReducerOps, Region};
 use crate::softmax_math::{Direction, SoftmaxWriter};
 use hlatc_compiler::ir::op::{BinaryOp, UnaryOp};
 use hlatc_compiler::util::fx::FxHashMap as HashMap;
@@ -30,7 +30,7 @@ impl Pass for FuseSoftmax {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let reducers = pattern::reducer_ops(m);
+        let reducers = ReducerOps::of(m);
         // Made on the first match, so a module without softmaxes costs
         // only the search.
         let mut writer: Option<SoftmaxWriter> = None;
@@ -75,7 +75,7 @@ impl Pass for FuseSoftmax {
 fn find_matches(
     c: &Computation,
     is_entry: bool,
-    reducers: &HashMap<String, BinaryOp>,
+    reducers: &ReducerOps,
     ctx: &mut PassContext,
     pass: &str,
 ) -> Vec<Match> {
@@ -125,7 +125,7 @@ fn rank_of(c: &Computation, id: InstrId) -> Option<usize> {
 /// every instruction on the way.
 fn reduced_back(
     c: &Computation,
-    reducers: &HashMap<String, BinaryOp>,
+    reducers: &ReducerOps,
     broadcast: InstrId,
     op: BinaryOp,
     rank: usize,
@@ -154,7 +154,7 @@ fn reduced_back(
 }
 
 /// `divide(e, broadcast(sum(e)))` with `e = exp(x - broadcast(max(x)))`.
-fn forward(c: &Computation, reducers: &HashMap<String, BinaryOp>, d: InstrId) -> Option<Match> {
+fn forward(c: &Computation, reducers: &ReducerOps, d: InstrId) -> Option<Match> {
     let rank = rank_of(c, d)?;
     let (e, denom) = pattern::binary(c, d, BinaryOp::Divide)?;
     if c.instr(e).op != Op::Unary(UnaryOp::Exp) {
@@ -182,7 +182,7 @@ fn forward(c: &Computation, reducers: &HashMap<String, BinaryOp>, d: InstrId) ->
 
 /// `multiply(y, subtract(dy, broadcast(sum(multiply(dy, y)))))`, operands
 /// of the multiplies in either order.
-fn backward(c: &Computation, reducers: &HashMap<String, BinaryOp>, m: InstrId) -> Option<Match> {
+fn backward(c: &Computation, reducers: &ReducerOps, m: InstrId) -> Option<Match> {
     let rank = rank_of(c, m)?;
     let is_diff = |t: InstrId| pattern::binary(c, t, BinaryOp::Subtract).is_some();
     let (t, y) = pattern::commuted(c, m, BinaryOp::Multiply, is_diff)?;

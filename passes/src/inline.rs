@@ -102,7 +102,7 @@ mod tests {
         )
         .unwrap();
         let mut names = Names::of_module(&m);
-        let callee = m.computation("body").unwrap().clone();
+        let callee = m.computation_named("body").unwrap().clone();
         let entry = m.entry_mut();
         let arg = entry.find("ex").unwrap();
         let root = inline(entry, &callee, &[arg], &mut names).unwrap();
@@ -119,7 +119,7 @@ mod tests {
         )
         .unwrap();
         let mut names = Names::of_module(&m);
-        let callee = m.computation("body").unwrap().clone();
+        let callee = m.computation_named("body").unwrap().clone();
         let mut entry = m.entry().clone();
         let x = entry.find("x").unwrap();
         let err = inline(&mut entry, &callee, &[x], &mut names).unwrap_err();

@@ -5,8 +5,7 @@
 
 use hlatc_compiler::build::builder::binary_reducer_op;
 use hlatc_compiler::ir::op::BinaryOp;
-use hlatc_compiler::util::fx::FxHashMap as HashMap;
-use hlatc_compiler::{Computation, InstrId, Literal, Module, Op};
+use hlatc_compiler::{Computation, ComputationId, InstrId, Literal, Module, Op};
 use std::collections::BTreeSet;
 
 /// Ops that move or re-type data without computing: a matcher looks
@@ -29,12 +28,17 @@ pub fn through_layout(c: &Computation, mut id: InstrId) -> (InstrId, Vec<InstrId
     (id, chain)
 }
 
-/// The binary op each scalar reducer in the module applies, by name.
-pub fn reducer_ops(m: &Module) -> HashMap<String, BinaryOp> {
-    m.computations
-        .iter()
-        .filter_map(|c| Some((c.name.clone(), binary_reducer_op(c)?)))
-        .collect()
+/// The binary op each scalar reducer of a module applies, by id.
+pub struct ReducerOps(Vec<Option<BinaryOp>>);
+
+impl ReducerOps {
+    pub fn of(m: &Module) -> Self {
+        ReducerOps(m.computations.iter().map(binary_reducer_op).collect())
+    }
+
+    pub fn get(&self, id: ComputationId) -> Option<BinaryOp> {
+        self.0.get(id.index()).copied().flatten()
+    }
 }
 
 /// A single-operand reduce by a known scalar reducer.
@@ -46,11 +50,7 @@ pub struct ReduceMatch {
     pub dimensions: Vec<i64>,
 }
 
-pub fn reduce(
-    c: &Computation,
-    reducers: &HashMap<String, BinaryOp>,
-    id: InstrId,
-) -> Option<ReduceMatch> {
+pub fn reduce(c: &Computation, reducers: &ReducerOps, id: InstrId) -> Option<ReduceMatch> {
     let Op::Reduce {
         dimensions,
         to_apply,
@@ -61,7 +61,7 @@ pub fn reduce(
     let ops = c.operands(id);
     (ops.len() == 2).then_some(())?;
     Some(ReduceMatch {
-        op: *reducers.get(to_apply)?,
+        op: reducers.get(*to_apply)?,
         input: ops[0],
         init: ops[1],
         dimensions: dimensions.clone(),

@@ -3,12 +3,12 @@
 //! point uses at replacements and sweep what died.
 
 use crate::context::PassContext;
-use hlatc_compiler::analysis::verifier::callable_signatures;
+use hlatc_compiler::analysis::verifier::CalleeSignatures;
 use hlatc_compiler::util::decimal::push_digits_str;
 use hlatc_compiler::util::fx::FxHashMap as HashMap;
 use hlatc_compiler::util::fx::{BuildFxHasher, FxHashMap, FxHashSet};
 use hlatc_compiler::{
-    infer_shape, CalleeSignature, Computation, ElementType, InstrId, Instruction, Metadata, Module,
+    infer_shape, Computation, ComputationId, ElementType, InstrId, Instruction, Metadata, Module,
     Op, Shape, ShapeError,
 };
 use std::collections::BTreeMap;
@@ -116,7 +116,7 @@ fn name_hash(name: &str) -> u64 {
 /// Module-wide state for rewriting its computations one at a time.
 pub struct ModuleRewriter {
     pub names: Names,
-    pub callees: BTreeMap<String, CalleeSignature>,
+    pub callees: CalleeSignatures,
 }
 
 impl ModuleRewriter {
@@ -127,7 +127,7 @@ impl ModuleRewriter {
     fn with_names(m: &Module, names: Names) -> Self {
         ModuleRewriter {
             names,
-            callees: callable_signatures(m),
+            callees: CalleeSignatures::of(m),
         }
     }
 
@@ -182,14 +182,13 @@ impl ModuleRewriter {
             .on(&mut m.computations[ci])
     }
 
-    /// Adds `c` to `m` as a callee, under a module-unique name (returned),
-    /// and makes it callable from rewriters made afterwards.
-    pub fn add_computation(&mut self, m: &mut Module, mut c: Computation) -> String {
+    /// Adds `c` to `m` as a callee, under a module-unique name, and makes
+    /// it callable from rewriters made afterwards; returns its id.
+    pub fn add_computation(&mut self, m: &mut Module, mut c: Computation) -> ComputationId {
         c.name = self.names.fresh(&c.name);
-        if let Some(sig) = c.signature() {
-            self.callees.insert(c.name.clone(), sig);
-        }
-        m.add_computation(c)
+        let id = m.add_computation(c);
+        self.callees.insert(id, m.computation(id));
+        id
     }
 }
 
@@ -204,7 +203,7 @@ enum Provenance {
 pub struct Rewriter<'a> {
     comp: &'a mut Computation,
     names: &'a mut Names,
-    callees: &'a BTreeMap<String, CalleeSignature>,
+    callees: &'a CalleeSignatures,
     /// Opt-in value numbering: `add` returns an existing instruction that
     /// computes the same pure value. Off by default, because a
     /// rematerialized value must stay apart from the one it recomputes.
@@ -346,7 +345,7 @@ impl Rewriter<'_> {
     ) -> Result<Shape, RewriteError> {
         let shapes: Vec<&Shape> = operands.iter().map(|&o| self.shape(o)).collect();
         let callees = self.callees;
-        infer_shape(op, &shapes, declared, &|n| callees.get(n).cloned()).map_err(|source| {
+        infer_shape(op, &shapes, declared, &|id| callees.get(id)).map_err(|source| {
             RewriteError::Shape {
                 computation: self.comp.name.clone(),
                 opcode: op.opcode(),
@@ -582,32 +581,25 @@ fn remove_dead_from(c: &mut Computation, mut stack: Vec<InstrId>) -> usize {
 
 impl ModuleRewriter {
     /// Moves every computation of `part` into `m` under module-unique names
-    /// (instructions renamed too), and returns the new name of `part`'s
+    /// (instructions renamed too), and returns the id of `part`'s
     /// entry. Lets a pass build a callee with the [`Builder`] and its
     /// reducers, then call it.
     ///
     /// [`Builder`]: hlatc_compiler::build::builder::Builder
-    pub fn graft(&mut self, m: &mut Module, part: Module) -> String {
-        let renamed: HashMap<String, String> = part
-            .computations
-            .iter()
-            .map(|c| (c.name.clone(), self.names.fresh(&c.name)))
-            .collect();
-        let entry = renamed[&part.entry().name].clone();
-        for mut c in part.computations {
-            c.name = renamed[&c.name].clone();
+    pub fn graft(&mut self, m: &mut Module, mut part: Module) -> ComputationId {
+        for c in &mut part.computations {
+            c.name = self.names.fresh(&c.name);
             let ids: Vec<InstrId> = c.ids().collect();
             for id in ids {
                 let i = c.instr_mut(id);
                 i.name = self.names.fresh(&i.name);
-                for callee in i.op.called_computations_mut() {
-                    *callee = renamed[callee.as_str()].clone();
-                }
             }
-            if let Some(sig) = c.signature() {
-                self.callees.insert(c.name.clone(), sig);
-            }
-            m.add_computation(c);
+        }
+        let first = m.computations.len();
+        let entry = m.absorb(part);
+        for k in first..m.computations.len() {
+            let id = ComputationId::new(k);
+            self.callees.insert(id, m.computation(id));
         }
         entry
     }

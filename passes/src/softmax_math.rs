@@ -8,7 +8,7 @@ use crate::pass::PassError;
 use crate::rewriter::ModuleRewriter;
 use hlatc_compiler::build::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::{CustomCall, CustomCallApiVersion};
-use hlatc_compiler::{ArrayShape, InstrId, Instruction, Module, Op, Shape};
+use hlatc_compiler::{ArrayShape, ComputationId, InstrId, Instruction, Module, Op, Shape};
 
 pub const SOFTMAX_TARGET: &str = "AwsNeuronSoftmax";
 pub const SOFTMAX_BACKWARD_TARGET: &str = "AwsNeuronSoftmaxBackward";
@@ -154,10 +154,10 @@ impl SoftmaxWriter {
 }
 
 /// Callees made so far, by what they compute.
-type SoftmaxCallees = std::collections::HashMap<(Direction, ArrayShape, i64), String>;
+type SoftmaxCallees = std::collections::HashMap<(Direction, ArrayShape, i64), ComputationId>;
 
 /// A callee computing softmax (or its backward) over `axis` of `shape`,
-/// added to `m` through `rw`, by name. Callees are made once per module
+/// added to `m` through `rw`. Callees are made once per module
 /// and shape: `cache` remembers them.
 fn plain_callee(
     rw: &mut ModuleRewriter,
@@ -166,17 +166,17 @@ fn plain_callee(
     d: Direction,
     shape: &ArrayShape,
     axis: i64,
-) -> Result<String, BuildError> {
-    if let Some(name) = cache.get(&(d, shape.clone(), axis)) {
-        return Ok(name.clone());
+) -> Result<ComputationId, BuildError> {
+    if let Some(&id) = cache.get(&(d, shape.clone(), axis)) {
+        return Ok(id);
     }
     let part = match d {
         Direction::Forward => softmax_module(shape, axis)?,
         Direction::Backward => softmax_backward_module(shape, axis)?,
     };
-    let name = rw.graft(m, part);
-    cache.insert((d, shape.clone(), axis), name.clone());
-    Ok(name)
+    let id = rw.graft(m, part);
+    cache.insert((d, shape.clone(), axis), id);
+    Ok(id)
 }
 
 /// `exp(x - max(x)) / sum(exp(x - max(x)))` over `axis`.

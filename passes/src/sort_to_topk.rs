@@ -130,8 +130,8 @@ fn top_k_sort(m: &Module, c: &Computation, id: InstrId) -> Result<TopKSort, NotT
         return Err(NotTopK::Dimension(*dimension));
     }
     let cmp = m
-        .computation(comparator)
-        .ok_or_else(|| NotTopK::MissingComparator(comparator.clone()))?;
+        .get_computation(*comparator)
+        .ok_or_else(|| NotTopK::MissingComparator(comparator.describe()))?;
     if !descending_by_first(cmp) {
         return Err(NotTopK::Comparator);
     }

@@ -17,7 +17,8 @@
 
 use hlatc_compiler::ir::op::AsyncStep;
 use hlatc_compiler::ir::shape::minifloat::Format;
-use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op, Shape};
+use hlatc_compiler::{Computation, ComputationId, ElementType, InstrId, Module, Op, Shape};
+use std::collections::BTreeSet;
 
 mod custom_calls;
 
@@ -61,8 +62,8 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
     } else {
         under_control_flow(module)
     };
-    for c in &module.computations {
-        let controlled = in_control_flow.contains(c.name.as_str());
+    for (i, c) in module.computations.iter().enumerate() {
+        let controlled = in_control_flow.contains(&ComputationId::new(i));
         for id in c.ids() {
             let instr = c.instr(id);
             if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape, one_device)
@@ -130,24 +131,13 @@ pub(crate) fn static_at_the_boundary(module: &Module) -> Result<(), PreflightErr
 /// op anyway; the runtime makes each chain a call first (`async-to-sync`),
 /// so what is left here is a start whose bundle something else reads.
 fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
-    let mut in_loops: Vec<&str> = module
-        .computations
-        .iter()
-        .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
-        .filter(|op| matches!(op, Op::While { .. }))
-        .flat_map(Op::called_computations)
-        .collect();
-    let mut seen = std::collections::BTreeSet::new();
-    while let Some(name) = in_loops.pop() {
-        let Some(c) = module.computation(name).filter(|_| seen.insert(name)) else {
-            continue;
-        };
+    for id in reached_from(module, |op| matches!(op, Op::While { .. })) {
+        let c = module.computation(id);
         for id in c.ids() {
-            let op = &c.instr(id).op;
             if let Op::Async {
                 step: AsyncStep::Start,
                 ..
-            } = op
+            } = c.instr(id).op
             {
                 return Err(PreflightError {
                     computation: c.name.clone(),
@@ -155,7 +145,6 @@ fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
                     reason: Refusal::Unsupported("XLA CPU aborts hoisting an async-start out of a while loop, and compiles no async op; this one cannot run as a call (async-to-sync), as its bundle is read by more than its done".into()),
                 });
             }
-            in_loops.extend(op.called_computations());
         }
     }
     Ok(())
@@ -231,24 +220,30 @@ fn leaves_unwritten(c: &Computation, id: InstrId) -> Option<String> {
 }
 
 /// The computations a `while` or `conditional` runs, and all they call.
-fn under_control_flow(module: &Module) -> std::collections::BTreeSet<&str> {
-    let mut todo: Vec<&str> = module
+fn under_control_flow(module: &Module) -> BTreeSet<ComputationId> {
+    reached_from(module, |op| {
+        matches!(op, Op::While { .. } | Op::Conditional { .. })
+    })
+}
+
+/// The computations the ops `starts` picks call, and all those call in
+/// turn, in the order of their ids.
+fn reached_from(module: &Module, starts: impl Fn(&Op) -> bool) -> BTreeSet<ComputationId> {
+    let mut todo: Vec<ComputationId> = module
         .computations
         .iter()
         .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
-        .filter(|op| matches!(op, Op::While { .. } | Op::Conditional { .. }))
+        .filter(|op| starts(op))
         .flat_map(Op::called_computations)
         .collect();
-    let mut seen = std::collections::BTreeSet::new();
-    while let Some(name) = todo.pop() {
-        let Some(c) = module.computation(name).filter(|_| seen.insert(name)) else {
+    let mut seen = BTreeSet::new();
+    while let Some(id) = todo.pop() {
+        let Some(c) = module.get_computation(id) else {
             continue;
         };
-        todo.extend(
-            c.ids()
-                .flat_map(|id| c.instr(id).op.called_computations())
-                .collect::<Vec<_>>(),
-        );
+        if seen.insert(id) {
+            todo.extend(c.ids().flat_map(|i| c.instr(i).op.called_computations()));
+        }
     }
     seen
 }

@@ -132,7 +132,7 @@ fn bf16_pure_signature_and_stochastic_rounding_reproduce_from_the_seed() {
         .module
         .entry()
         .ids()
-        .filter(|&id| matches!(&step.module.entry().instr(id).op, Op::Call { to_apply, .. } if to_apply.starts_with(hlatc::passes::ROUNDING_CALLEE)))
+        .filter(|&id| matches!(&step.module.entry().instr(id).op, Op::Call { to_apply, .. } if step.module.computation(*to_apply).name.starts_with(hlatc::passes::ROUNDING_CALLEE)))
         .count();
     let carried = step
         .inputs

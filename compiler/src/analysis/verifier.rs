@@ -3,6 +3,7 @@
 
 use crate::analysis::shape_inference::{infer_shape, CalleeSignature};
 use crate::ir::computation::Computation;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::module::Module;
 use crate::ir::op::Op;
 use crate::ir::shape::Shape;
@@ -34,32 +35,43 @@ impl fmt::Display for VerifyError {
     }
 }
 
-/// Signatures of every computation that has a root, by name.
-pub fn callee_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
-    signatures_of(module.computations.iter())
-}
+/// The name and signature of every computation an instruction may call,
+/// by id: all with a root but the entry, which the verifier refuses as a
+/// callee. What shape inference asks of a module's callees.
+#[derive(Clone, Debug, Default)]
+pub struct CalleeSignatures(Vec<Option<(String, CalleeSignature)>>);
 
-fn signatures_of<'m>(
-    computations: impl Iterator<Item = &'m crate::Computation>,
-) -> BTreeMap<String, CalleeSignature> {
-    computations
-        .filter_map(|c| Some((c.name.clone(), c.signature()?)))
-        .collect()
-}
+impl CalleeSignatures {
+    /// The entry is the one large computation, so leaving it out also
+    /// saves finding its parameters.
+    pub fn of(module: &Module) -> Self {
+        CalleeSignatures(
+            module
+                .computations
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i == module.entry {
+                        return None;
+                    }
+                    Some((c.name.clone(), c.signature()?))
+                })
+                .collect(),
+        )
+    }
 
-/// [`callee_signatures`] of every computation an instruction may call:
-/// all but the entry, which the verifier refuses as a callee. The entry is
-/// the one large computation, so a pass that only needs callees skips
-/// finding its parameters.
-pub fn callable_signatures(module: &Module) -> BTreeMap<String, CalleeSignature> {
-    signatures_of(
-        module
-            .computations
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| i != module.entry)
-            .map(|(_, c)| c),
-    )
+    pub fn get(&self, id: ComputationId) -> Option<(&str, CalleeSignature)> {
+        let (name, sig) = self.0.get(id.index())?.as_ref()?;
+        Some((name, sig.clone()))
+    }
+
+    /// Records a computation added at `id` after these were taken.
+    pub fn insert(&mut self, id: ComputationId, c: &Computation) {
+        if self.0.len() <= id.index() {
+            self.0.resize(id.index() + 1, None);
+        }
+        self.0[id.index()] = c.signature().map(|sig| (c.name.clone(), sig));
+    }
 }
 
 /// Checks the module; returns the first problem found.
@@ -136,10 +148,9 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
             });
         }
     }
-    let sigs = callee_signatures(module);
-    let entry_name = module.entry().name.clone();
+    let sigs = CalleeSignatures::of(module);
     for c in &module.computations {
-        verify_computation(c, &sigs, &entry_name)?;
+        verify_computation(module, c, &sigs)?;
     }
     check_names_unique_in_module(module)?;
     check_call_graph_acyclic(module)?;
@@ -148,9 +159,9 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
 }
 
 fn verify_computation(
+    module: &Module,
     c: &Computation,
-    sigs: &BTreeMap<String, CalleeSignature>,
-    entry_name: &str,
+    sigs: &CalleeSignatures,
 ) -> Result<(), VerifyError> {
     let err = |instr: Option<&str>, message: String| VerifyError {
         computation: c.name.clone(),
@@ -165,12 +176,7 @@ fn verify_computation(
         return Err(err(None, "instructions form a cycle".into()));
     }
     let mut param_numbers = BTreeMap::new();
-    let lookup = |name: &str| -> Option<CalleeSignature> {
-        if name == entry_name {
-            return None;
-        }
-        sigs.get(name).cloned()
-    };
+    let lookup = |id| sigs.get(id);
     for id in order {
         let instr = c.instr(id);
         let here = Some(instr.name.as_str());
@@ -186,7 +192,7 @@ fn verify_computation(
                 format!("instruction name {:?} is not a valid HLO name", instr.name),
             ));
         }
-        check_rules(c, id).map_err(|e| err(here, e.to_string()))?;
+        check_rules(module, c, id).map_err(|e| err(here, e.to_string()))?;
         if let Op::Parameter(n) = instr.op {
             if let Some(prev) = param_numbers.insert(n, instr.name.clone()) {
                 return Err(err(
@@ -229,8 +235,9 @@ fn verify_computation(
 
 /// The rules one instruction keeps on its own and with its operands,
 /// before its shape is inferred.
-fn check_rules(c: &Computation, id: crate::InstrId) -> Result<(), RuleError> {
+fn check_rules(module: &Module, c: &Computation, id: crate::InstrId) -> Result<(), RuleError> {
     let instr = c.instr(id);
+    check_callees(module, &instr.op)?;
     check_attribute_keys(&instr.frontend_attributes)?;
     if matches!(
         instr.op,
@@ -252,7 +259,7 @@ fn check_rules(c: &Computation, id: crate::InstrId) -> Result<(), RuleError> {
         check_buffers_passed_on(&cc.aliasing, &operands)?;
     }
     check_transfer_done(c, id)?;
-    check_async_chain(c, id)?;
+    check_async_chain(module, c, id)?;
     check_parameter_replication(instr)
 }
 
@@ -305,7 +312,30 @@ fn check_transfer_done(c: &Computation, id: crate::InstrId) -> Result<(), RuleEr
 /// An `async-update` or `async-done` continues an `async-start` or
 /// `async-update` of the same computation: the bundle it takes is that
 /// op's own, not a tuple of the same shape from elsewhere.
-fn check_async_chain(c: &Computation, id: crate::InstrId) -> Result<(), RuleError> {
+/// Every callee is a computation of the module, and none is the entry.
+fn check_callees(module: &Module, op: &Op) -> Result<(), RuleError> {
+    for callee in op.called_computations() {
+        if module.get_computation(callee).is_none() {
+            return Err(RuleError::UnknownCallee {
+                opcode: op.opcode(),
+                callee,
+            });
+        }
+        if callee == module.entry_id() {
+            return Err(RuleError::CallsEntry {
+                opcode: op.opcode(),
+                entry: module.entry().name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_async_chain(
+    module: &Module,
+    c: &Computation,
+    id: crate::InstrId,
+) -> Result<(), RuleError> {
     use crate::ir::op::AsyncStep;
     let Op::Async { step, calls, .. } = &c.instr(id).op else {
         return Ok(());
@@ -326,9 +356,9 @@ fn check_async_chain(c: &Computation, id: crate::InstrId) -> Result<(), RuleErro
                 ..
             } => Err(RuleError::AsyncCallee {
                 step: *step,
-                calls: calls.clone(),
+                calls: module.callee_name(*calls).into_owned(),
                 operand: o.name.clone(),
-                theirs: theirs.clone(),
+                theirs: module.callee_name(*theirs).into_owned(),
             }),
             _ => Err(RuleError::AsyncOperand {
                 step: *step,
@@ -349,7 +379,7 @@ fn check_async_threads(module: &Module) -> Result<(), VerifyError> {
             let Op::Async { calls, thread, .. } = &instr.op else {
                 continue;
             };
-            let Some(callee) = module.computation(calls) else {
+            let Some(callee) = module.get_computation(*calls) else {
                 continue;
             };
             if callee.execution_thread != *thread {
@@ -361,9 +391,10 @@ fn check_async_threads(module: &Module) -> Result<(), VerifyError> {
                     computation: c.name.clone(),
                     instruction: Some(instr.name.clone()),
                     message: format!(
-                        "{} runs on thread '{}', but '{calls}' is on thread '{}'",
+                        "{} runs on thread '{}', but '{}' is on thread '{}'",
                         instr.op.opcode(),
                         name(thread),
+                        callee.name,
                         name(&callee.execution_thread)
                     ),
                 });
@@ -607,20 +638,22 @@ fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
     // A computation may only call computations defined before it in
     // dependency order; `computation_order` breaks cycles, so recheck here.
     let order = module.computation_order();
-    let position: BTreeMap<&str, usize> = order
-        .iter()
-        .enumerate()
-        .map(|(pos, &i)| (module.computations[i].name.as_str(), pos))
-        .collect();
+    let mut position = vec![usize::MAX; module.computations.len()];
+    for (pos, &i) in order.iter().enumerate() {
+        position[i] = pos;
+    }
     for (pos, &i) in order.iter().enumerate() {
         let c = &module.computations[i];
         for id in c.ids() {
             for callee in c.instr(id).op.called_computations() {
-                if position.get(callee).is_some_and(|&p| p >= pos) {
+                if position.get(callee.index()).is_some_and(|&p| p >= pos) {
                     return Err(VerifyError {
                         computation: c.name.clone(),
                         instruction: Some(c.instr(id).name.clone()),
-                        message: format!("calls '{callee}', which is recursive or the entry"),
+                        message: format!(
+                            "calls '{}', which is recursive or the entry",
+                            module.callee_name(callee)
+                        ),
                     });
                 }
             }

@@ -4,6 +4,7 @@
 
 use crate::analysis::shape_inference::{infer_shape, CalleeSignature, ShapeError};
 use crate::ir::computation::{Computation, InstrId};
+use crate::ir::computation_id::ComputationId;
 use crate::ir::instruction::Instruction;
 use crate::ir::literal::Literal;
 use crate::ir::op::{BinaryOp, Op, UnaryOp};
@@ -24,12 +25,12 @@ pub struct BuildError {
 
 pub struct Builder {
     comp: Computation,
-    callees: BTreeMap<String, CalleeSignature>,
-    /// Scalar reducers made on demand by `reduce_*`, added to the module by
-    /// `into_module`.
-    reducers: BTreeMap<String, Computation>,
-    /// Callees that apply one binary op to their two scalar parameters.
-    reducer_ops: BTreeMap<String, BinaryOp>,
+    /// Scalar reducers made on demand by `reduce_*`, in the order made:
+    /// the `k`-th is computation `k + 1` of the module `into_module` makes,
+    /// whose entry (0) is the computation built here.
+    reducers: Vec<Reducer>,
+    /// Each reducer's id, by its name.
+    reducer_ids: BTreeMap<String, ComputationId>,
     counters: BTreeMap<&'static str, usize>,
     next_param: i64,
     /// Value numbering: every pure instruction built so far, by what it
@@ -43,13 +44,19 @@ pub struct Builder {
     scope: String,
 }
 
+/// A scalar reducer the builder made, `p0 op p1`.
+struct Reducer {
+    computation: Computation,
+    signature: CalleeSignature,
+    op: BinaryOp,
+}
+
 impl Builder {
     pub fn new(name: impl Into<String>) -> Self {
         Builder {
             comp: Computation::new(name),
-            callees: BTreeMap::new(),
-            reducers: BTreeMap::new(),
-            reducer_ops: BTreeMap::new(),
+            reducers: Vec::new(),
+            reducer_ids: BTreeMap::new(),
             counters: BTreeMap::new(),
             next_param: 0,
             values: HashMap::default(),
@@ -89,16 +96,6 @@ impl Builder {
     /// The computation built so far.
     pub fn computation(&self) -> &Computation {
         &self.comp
-    }
-
-    /// Makes `c` callable from instructions this builder adds (reduce, call, scatter).
-    pub fn register_callee(&mut self, c: &Computation) {
-        if let Some(sig) = c.signature() {
-            self.callees.insert(c.name.clone(), sig);
-        }
-        if let Some(op) = binary_reducer_op(c) {
-            self.reducer_ops.insert(c.name.clone(), op);
-        }
     }
 
     pub fn shape(&self, id: InstrId) -> &Shape {
@@ -142,21 +139,22 @@ impl Builder {
             .iter()
             .map(|&o| &self.comp.instr(o).shape)
             .collect();
-        let callees = &self.callees;
-        infer_shape(op, &shapes, shape.as_ref(), &|n| callees.get(n).cloned()).map_err(|source| {
-            BuildError {
-                computation: self.comp.name.clone(),
-                opcode: op.opcode(),
-                operands: format!(
-                    "({})",
-                    shapes
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                source,
-            }
+        let callee = |id: ComputationId| {
+            let r = self.reducers.get(id.index().checked_sub(1)?)?;
+            Some((r.computation.name.as_str(), r.signature.clone()))
+        };
+        infer_shape(op, &shapes, shape.as_ref(), &callee).map_err(|source| BuildError {
+            computation: self.comp.name.clone(),
+            opcode: op.opcode(),
+            operands: format!(
+                "({})",
+                shapes
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            source,
         })
     }
 
@@ -281,9 +279,11 @@ impl Builder {
     /// into a module.
     pub fn into_module(mut self, name: &str, root: InstrId) -> crate::Module {
         self.comp.set_root(root);
+        // The entry is computation 0 and each reducer follows at the id
+        // `reducer` gave it.
         let mut m = crate::Module::new(name, self.comp);
-        for (_, c) in std::mem::take(&mut self.reducers) {
-            m.add_computation(c);
+        for r in self.reducers {
+            m.add_computation(r.computation);
         }
         m
     }
@@ -303,25 +303,43 @@ impl Builder {
     }
 
     /// A scalar reducer (`a op b`) callable by reduce and scatter.
-    pub fn reducer(&mut self, op: BinaryOp, ty: ElementType) -> String {
+    pub fn reducer(&mut self, op: BinaryOp, ty: ElementType) -> ComputationId {
         let name = format!("{}_{}", op.opcode(), ty.name());
-        if !self.reducers.contains_key(&name) {
-            let mut b = Builder::new(name.clone());
-            let x = b.parameter(&format!("{name}.lhs"), Shape::scalar(ty));
-            let y = b.parameter(&format!("{name}.rhs"), Shape::scalar(ty));
-            let r = b
-                .add_named(&format!("{name}.out"), Op::Binary(op), &[x, y], None)
-                .expect("a binary op over equal scalars is well-formed");
-            let c = b.finish(r);
-            self.register_callee(&c);
-            self.reducers.insert(name.clone(), c);
+        if let Some(&id) = self.reducer_ids.get(&name) {
+            return id;
         }
-        name
+        let mut b = Builder::new(name.clone());
+        let x = b.parameter(&format!("{name}.lhs"), Shape::scalar(ty));
+        let y = b.parameter(&format!("{name}.rhs"), Shape::scalar(ty));
+        let r = b
+            .add_named(&format!("{name}.out"), Op::Binary(op), &[x, y], None)
+            .expect("a binary op over equal scalars is well-formed");
+        let computation = b.finish(r);
+        let signature = computation
+            .signature()
+            .expect("a finished computation has a root");
+        self.reducers.push(Reducer {
+            computation,
+            signature,
+            op,
+        });
+        let id = ComputationId::new(self.reducers.len());
+        self.reducer_ids.insert(name, id);
+        id
     }
 
-    /// The binary op a registered callee applies, if it is `p0 op p1`.
-    pub fn reducer_op(&self, name: &str) -> Option<BinaryOp> {
-        self.reducer_ops.get(name).copied()
+    /// A callee's name, for messages.
+    pub fn callee_name(&self, id: ComputationId) -> String {
+        id.index()
+            .checked_sub(1)
+            .and_then(|k| self.reducers.get(k))
+            .map_or_else(|| id.describe(), |r| r.computation.name.clone())
+    }
+
+    /// The binary op a reducer of this builder applies.
+    pub fn reducer_op(&self, id: ComputationId) -> Option<BinaryOp> {
+        let r = self.reducers.get(id.index().checked_sub(1)?)?;
+        Some(r.op)
     }
 
     /// `x` of any shape reduced with `op` over `dims`, starting from `init`.

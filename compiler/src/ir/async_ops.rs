@@ -25,7 +25,7 @@ pub struct AsyncCalleeError {
 pub fn find_async_callees(comp: &mut Computation) -> Result<(), AsyncCalleeError> {
     let unnamed: Vec<InstrId> = comp
         .ids()
-        .filter(|&id| matches!(&comp.instr(id).op, Op::Async { calls, .. } if calls.is_empty()))
+        .filter(|&id| matches!(&comp.instr(id).op, Op::Async { calls, .. } if calls.is_pending()))
         .collect();
     for id in unnamed {
         let mut from = id;
@@ -34,8 +34,8 @@ pub fn find_async_callees(comp: &mut Computation) -> Result<(), AsyncCalleeError
         let found = (0..comp.len()).find_map(|_| {
             let &operand = comp.operands(from).first()?;
             match &comp.instr(operand).op {
-                Op::Async { calls, thread, .. } if !calls.is_empty() => {
-                    Some(Some((calls.clone(), thread.clone())))
+                Op::Async { calls, thread, .. } if !calls.is_pending() => {
+                    Some(Some((*calls, thread.clone())))
                 }
                 Op::Async { .. } => {
                     from = operand;

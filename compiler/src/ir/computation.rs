@@ -219,6 +219,21 @@ impl Computation {
         })
     }
 
+    /// Gives every op's callee `renumber(callee)`, as the module's
+    /// computations are removed, reordered or moved into another module.
+    pub fn renumber_callees(
+        &mut self,
+        renumber: &dyn Fn(
+            crate::ir::computation_id::ComputationId,
+        ) -> crate::ir::computation_id::ComputationId,
+    ) {
+        for node in self.graph.node_weights_mut() {
+            for callee in node.instr.op.called_computations_mut() {
+                *callee = renumber(*callee);
+            }
+        }
+    }
+
     pub fn find(&self, name: &str) -> Option<InstrId> {
         self.graph
             .node_indices()

@@ -8,6 +8,7 @@
 pub mod async_ops;
 pub mod collective;
 pub mod computation;
+pub mod computation_id;
 pub mod device_assignment;
 pub mod instruction;
 pub mod iota;

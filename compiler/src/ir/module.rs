@@ -2,6 +2,7 @@
 //! module-level annotations.
 
 use crate::ir::computation::Computation;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::shape::Shape;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -224,12 +225,12 @@ impl fmt::Display for BoundaryValue {
 impl Module {
     /// The computations a `fusion` calls: XLA marks them
     /// `is_fusion_computation` in a proto.
-    pub fn fused_computations(&self) -> std::collections::BTreeSet<&str> {
+    pub fn fused_computations(&self) -> std::collections::BTreeSet<ComputationId> {
         self.computations
             .iter()
             .flat_map(|c| c.ids().map(move |id| &c.instr(id).op))
             .filter_map(|op| match op {
-                crate::ir::op::Op::Fusion { calls, .. } => Some(calls.as_str()),
+                crate::ir::op::Op::Fusion { calls, .. } => Some(*calls),
                 _ => None,
             })
             .collect()
@@ -272,15 +273,134 @@ impl Module {
         &mut self.computations[self.entry]
     }
 
-    pub fn computation(&self, name: &str) -> Option<&Computation> {
+    /// The computation `id` names. Ids come from this module: an op's
+    /// callee in a verified module, or what [`Module::add_computation`]
+    /// returned; use [`Module::get_computation`] for one not yet checked.
+    pub fn computation(&self, id: ComputationId) -> &Computation {
+        &self.computations[id.index()]
+    }
+
+    pub fn computation_mut(&mut self, id: ComputationId) -> &mut Computation {
+        &mut self.computations[id.index()]
+    }
+
+    /// The computation `id` names, if there is one.
+    pub fn get_computation(&self, id: ComputationId) -> Option<&Computation> {
+        self.computations.get(id.index())
+    }
+
+    /// A callee's name, or its id where it names no computation (for
+    /// messages, and for printing a module the verifier has not seen).
+    pub fn callee_name(&self, id: ComputationId) -> std::borrow::Cow<'_, str> {
+        match self.get_computation(id) {
+            Some(c) => c.name.as_str().into(),
+            None => id.describe().into(),
+        }
+    }
+
+    /// The computation named `name`.
+    pub fn find_computation(&self, name: &str) -> Option<ComputationId> {
+        self.computations
+            .iter()
+            .position(|c| c.name == name)
+            .map(ComputationId::new)
+    }
+
+    /// The computation named `name`, itself.
+    pub fn computation_named(&self, name: &str) -> Option<&Computation> {
         self.computations.iter().find(|c| c.name == name)
     }
 
-    /// Adds a callee computation and returns its name.
-    pub fn add_computation(&mut self, c: Computation) -> String {
-        let name = c.name.clone();
+    /// Every computation's id, in `computations` order.
+    pub fn computation_ids(&self) -> impl Iterator<Item = ComputationId> {
+        (0..self.computations.len()).map(ComputationId::new)
+    }
+
+    /// The entry's id.
+    pub fn entry_id(&self) -> ComputationId {
+        ComputationId::new(self.entry)
+    }
+
+    /// Adds a callee computation and returns its id.
+    pub fn add_computation(&mut self, c: Computation) -> ComputationId {
         self.computations.push(c);
-        name
+        ComputationId::new(self.computations.len() - 1)
+    }
+
+    /// Adds `other`'s computations, its callees' ids renumbered to their
+    /// places here, and returns the id its entry now has. Its module
+    /// config is not taken.
+    pub fn absorb(&mut self, other: Module) -> ComputationId {
+        let base = self.computations.len();
+        let shift = |id: ComputationId| ComputationId::new(base + id.index());
+        let entry = shift(other.entry_id());
+        for mut c in other.computations {
+            c.renumber_callees(&shift);
+            self.computations.push(c);
+        }
+        entry
+    }
+
+    /// Keeps the computations `keep` says to, in their order, and gives
+    /// every callee and the entry its new number. Nothing kept may call
+    /// one removed, and the entry must be kept.
+    pub fn retain_computations(
+        &mut self,
+        mut keep: impl FnMut(ComputationId, &Computation) -> bool,
+    ) {
+        let mut new_id = vec![None; self.computations.len()];
+        let mut next = 0;
+        for (i, c) in self.computations.iter().enumerate() {
+            if keep(ComputationId::new(i), c) {
+                new_id[i] = Some(ComputationId::new(next));
+                next += 1;
+            }
+        }
+        if next == self.computations.len() {
+            return;
+        }
+        let mut i = 0;
+        self.computations.retain(|_| {
+            i += 1;
+            new_id[i - 1].is_some()
+        });
+        self.entry = new_id[self.entry].map_or(self.entry, ComputationId::index);
+        let renumber = |id: ComputationId| {
+            new_id
+                .get(id.index())
+                .copied()
+                .flatten()
+                .unwrap_or(ComputationId::PENDING)
+        };
+        for c in &mut self.computations {
+            c.renumber_callees(&renumber);
+        }
+    }
+
+    /// Puts the computations in `order` (each id once, every computation
+    /// named), every callee and the entry renumbered to match.
+    pub fn reorder_computations(&mut self, order: &[ComputationId]) {
+        debug_assert_eq!(order.len(), self.computations.len());
+        if order.iter().enumerate().all(|(i, id)| id.index() == i) {
+            return;
+        }
+        let mut new_id = vec![ComputationId::PENDING; self.computations.len()];
+        for (to, from) in order.iter().enumerate() {
+            new_id[from.index()] = ComputationId::new(to);
+        }
+        let mut old: Vec<Option<Computation>> = std::mem::take(&mut self.computations)
+            .into_iter()
+            .map(Some)
+            .collect();
+        self.computations = order
+            .iter()
+            .filter_map(|from| old[from.index()].take())
+            .collect();
+        self.entry = new_id[self.entry].index();
+        let renumber = |id: ComputationId| new_id.get(id.index()).copied().unwrap_or(id);
+        for c in &mut self.computations {
+            c.renumber_callees(&renumber);
+        }
     }
 
     /// Parameter shapes of the entry, by parameter number.
@@ -300,12 +420,6 @@ impl Module {
     /// Computations in definition order: every callee before its callers, the
     /// entry last; unreachable ones keep their relative order before the entry.
     pub fn computation_order(&self) -> Vec<usize> {
-        let index: BTreeMap<&str, usize> = self
-            .computations
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.name.as_str(), i))
-            .collect();
         let mut done = vec![false; self.computations.len()];
         let mut order = Vec::with_capacity(self.computations.len());
         let visit = |start: usize, order: &mut Vec<usize>, done: &mut Vec<bool>| {
@@ -328,11 +442,10 @@ impl Module {
                 let comp = &self.computations[c];
                 let mut callees: Vec<usize> = Vec::new();
                 for id in comp.post_order() {
-                    for name in comp.instr(id).op.called_computations() {
-                        if let Some(&k) = index.get(name) {
-                            if !callees.contains(&k) {
-                                callees.push(k);
-                            }
+                    for callee in comp.instr(id).op.called_computations() {
+                        let k = callee.index();
+                        if k < self.computations.len() && !callees.contains(&k) {
+                            callees.push(k);
                         }
                     }
                 }
@@ -384,10 +497,36 @@ impl PartialEq for Module {
         {
             return false;
         }
-        self.computations.iter().all(|c| {
+        // Callee ids compare as numbers, so `other` is first put in this
+        // module's order of names.
+        let order: Option<Vec<ComputationId>> = self
+            .computations
+            .iter()
+            .map(|c| other.find_computation(&c.name))
+            .collect();
+        let Some(order) = order else {
+            return false;
+        };
+        let mut named = vec![false; order.len()];
+        if !order
+            .iter()
+            .all(|id| !std::mem::replace(&mut named[id.index()], true))
+        {
+            // A name twice: no one computation for each.
+            return false;
+        }
+        let reordered;
+        let other = if order.iter().enumerate().all(|(i, id)| id.index() == i) {
             other
-                .computation(&c.name)
-                .is_some_and(|o| c.structurally_eq(o))
-        })
+        } else {
+            let mut o = other.clone();
+            o.reorder_computations(&order);
+            reordered = o;
+            &reordered
+        };
+        self.computations
+            .iter()
+            .zip(&other.computations)
+            .all(|(c, o)| c.structurally_eq(o))
     }
 }

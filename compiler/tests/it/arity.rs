@@ -18,7 +18,10 @@ fn all_ops() -> Module {
 #[test]
 fn every_fixed_arity_matches_an_instance_xla_accepts() {
     let m = all_ops();
-    let callee = |name: &str| m.computation(name).and_then(|c| c.signature());
+    let callee = |id| {
+        let c = m.get_computation(id)?;
+        Some((c.name.as_str(), c.signature()?))
+    };
     let mut checked = Vec::new();
     for c in &m.computations {
         for id in c.ids() {
@@ -88,7 +91,7 @@ fn the_table_and_the_ops_agree_on_arity() {
         assert_eq!(instance.arity(), d.arity, "{}", d.opcode);
         assert_eq!(Description::of(d.opcode).map(|x| x.arity), Some(d.arity));
     }
-    let callee = |_: &str| -> Option<CalleeSignature> { None };
+    let callee = |_| -> Option<(&str, CalleeSignature)> { None };
     let err = infer_shape(
         &hlatc_compiler::Op::Select,
         &[&hlatc_compiler::Shape::scalar(

@@ -50,21 +50,24 @@ fn ops_keep_their_callees_in_xla_order() {
     )
     .unwrap();
     let e = m.entry();
+    let id = |name| m.find_computation(name).unwrap();
+    let names = |op: &Op| -> Vec<&str> {
+        op.called_computations()
+            .map(|c| m.computation(c).name.as_str())
+            .collect()
+    };
     let w = &e.instr(e.find("w").unwrap()).op;
     assert_eq!(
         w,
         &Op::While {
-            condition: "cond".into(),
-            body: "body".into()
+            condition: id("cond"),
+            body: id("body")
         }
     );
     // XLA's called_computation_ids: the body first, then the condition.
-    assert_eq!(
-        w.called_computations().collect::<Vec<_>>(),
-        ["body", "cond"]
-    );
+    assert_eq!(names(w), ["body", "cond"]);
     let c = &e.instr(e.find("c").unwrap()).op;
-    assert_eq!(c.called_computations().collect::<Vec<_>>(), ["neg", "neg"]);
+    assert_eq!(names(c), ["neg", "neg"]);
     let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
     assert_eq!(text::print_module(&back), text::print_module(&m));
 }
@@ -175,7 +178,7 @@ fn a_composite_call_keeps_its_flag_and_names_its_op() {
     assert_eq!(
         c.op,
         Op::Call {
-            to_apply: "neg".into(),
+            to_apply: m.find_computation("neg").unwrap(),
             is_composite: true
         }
     );
@@ -228,10 +231,10 @@ fn computations_written_inline_are_read_as_their_own() {
     assert_eq!(names, ["_", "_.1", "e"]);
     let e = m.entry();
     assert!(
-        matches!(&e.instr(e.find("s").unwrap()).op, Op::Reduce { to_apply, .. } if to_apply == "_")
+        matches!(&e.instr(e.find("s").unwrap()).op, Op::Reduce { to_apply, .. } if m.computation(*to_apply).name == "_")
     );
     assert!(
-        matches!(&e.instr(e.find("c").unwrap()).op, Op::Call { to_apply, .. } if to_apply == "_.1")
+        matches!(&e.instr(e.find("c").unwrap()).op, Op::Call { to_apply, .. } if m.computation(*to_apply).name == "_.1")
     );
     let printed = text::print_module(&m);
     assert!(

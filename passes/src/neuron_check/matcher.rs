@@ -193,10 +193,10 @@ pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
             .map(|t| format!("{} operands", t.name())),
         Matcher::SortComparatorOutside(allowed) => match s.op() {
             Op::Sort { comparator, .. } => {
-                let cmp = s.m.computation(comparator)?;
+                let cmp = s.m.get_computation(*comparator)?;
                 cmp.ids().find_map(|i| match cmp.instr(i).op {
                     Op::Compare { direction, .. } if !allowed.contains(&direction) => {
-                        Some(format!("{} in comparator {comparator}", direction.name()))
+                        Some(format!("{} in comparator {}", direction.name(), cmp.name))
                     }
                     _ => None,
                 })
@@ -230,7 +230,7 @@ fn typed_operands(op: TypedOp, s: &Site<'_>) -> Option<Types> {
     match (op, s.op()) {
         (TypedOp::Dot, Op::Dot { .. }) => Some(Types(s.operand_types(0).0 | s.operand_types(1).0)),
         (TypedOp::ScatterWithCompute, Op::Scatter { to_apply, .. })
-            if combines(s.m.computation(to_apply)?) =>
+            if combines(s.m.get_computation(*to_apply)?) =>
         {
             Some(s.operand_types(0))
         }

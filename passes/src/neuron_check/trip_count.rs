@@ -17,7 +17,7 @@ pub fn has_static_trip_count(m: &Module, c: &Computation, w: InstrId) -> bool {
     if c.instr(w).backend_config.contains("\"known_trip_count\"") {
         return true;
     }
-    let (Some(cond), Some(body)) = (m.computation(condition), m.computation(body)) else {
+    let (Some(cond), Some(body)) = (m.get_computation(*condition), m.get_computation(*body)) else {
         return false;
     };
     let Some(index) = compared_with_constant(cond) else {

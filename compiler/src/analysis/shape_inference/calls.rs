@@ -3,6 +3,7 @@
 //! async ops.
 
 use super::{control_flow, invalid, CalleeSignature, ShapeError};
+use crate::ir::computation_id::ComputationId;
 use crate::ir::op::{AsyncStep, CustomCall, OperandAlias};
 use crate::ir::shape::Shape;
 
@@ -27,12 +28,11 @@ pub(super) fn get_tuple_element(index: i64, operands: &[&Shape]) -> Result<Shape
 }
 
 pub(super) fn fusion(
-    calls: &str,
+    callee: (&str, CalleeSignature),
     aliasing: &[OperandAlias],
-    callee: CalleeSignature,
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    let result = control_flow::call("fusion", calls, callee, operands)?;
+    let result = control_flow::call("fusion", callee, operands)?;
     check_operand_aliasing(aliasing, operands, &result)?;
     Ok(result)
 }
@@ -44,15 +44,14 @@ pub(super) fn fusion(
 /// update of the same callee is the verifier's check.
 pub(super) fn async_op(
     step: AsyncStep,
-    calls: &str,
-    callee: CalleeSignature,
+    (calls, callee): (&str, CalleeSignature),
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
     let opcode = step.opcode();
     let (bundle, result) = match step {
         AsyncStep::Start => {
-            let result = control_flow::call(opcode, calls, callee, operands)?;
+            let result = control_flow::call(opcode, (calls, callee), operands)?;
             (declared.ok_or(ShapeError::NeedsResultShape)?, result)
         }
         AsyncStep::Update | AsyncStep::Done => (operands[0], callee.result),
@@ -86,9 +85,9 @@ pub(super) fn async_op(
     })
 }
 
-pub(super) fn custom_call(
+pub(super) fn custom_call<'c>(
     cc: &CustomCall,
-    callee: &dyn Fn(&str) -> Result<CalleeSignature, ShapeError>,
+    callee: &dyn Fn(ComputationId) -> Result<(&'c str, CalleeSignature), ShapeError>,
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
@@ -111,8 +110,8 @@ pub(super) fn custom_call(
             ));
         }
     }
-    for name in &cc.called {
-        callee(name)?;
+    for &id in &cc.called {
+        callee(id)?;
     }
     let result = declared.cloned().ok_or(ShapeError::NeedsResultShape)?;
     if let Some(dims) = cc.convolution.as_ref().and_then(|c| c.dims.as_ref()) {

@@ -8,8 +8,7 @@ use crate::ir::shape::{ElementType, Shape};
 /// A callee run on the op's operands as its parameters (`call`, `fusion`).
 pub(super) fn call(
     opcode: &str,
-    name: &str,
-    sig: CalleeSignature,
+    (name, sig): (&str, CalleeSignature),
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
     if sig.params.len() != operands.len() {

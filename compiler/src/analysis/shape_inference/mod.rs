@@ -28,6 +28,7 @@ mod token;
 mod windowed;
 
 use crate::ir::collective::ReplicaGroupsError;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::literal::LiteralTree;
 use crate::ir::op::description::Arity;
 use crate::ir::op::Op;
@@ -45,8 +46,10 @@ pub enum ShapeError {
     ReplicaGroups(Box<ReplicaGroupsError>),
     #[error("needs an explicit result shape")]
     NeedsResultShape,
-    #[error("calls unknown computation '{0}'")]
-    UnknownComputation(String),
+    /// Only a module built in code can call an id it does not hold: the
+    /// readers resolve every name they read.
+    #[error("calls unknown computation {}", .0.describe())]
+    UnknownComputation(ComputationId),
     #[error("{0}")]
     Invalid(String),
 }
@@ -146,14 +149,13 @@ fn arr(ty: ElementType, dims: Vec<i64>) -> Shape {
 /// Infers the result shape of `op` applied to `operands`. `declared` is the
 /// instruction's own shape where it has one; `callee` looks up the signature
 /// of a called computation.
-pub fn infer_shape(
+pub fn infer_shape<'c>(
     op: &Op,
     operands: &[&Shape],
     declared: Option<&Shape>,
-    callee: &dyn Fn(&str) -> Option<CalleeSignature>,
+    callee: &dyn Fn(ComputationId) -> Option<(&'c str, CalleeSignature)>,
 ) -> Result<Shape, ShapeError> {
-    let get_callee =
-        |name: &str| callee(name).ok_or_else(|| ShapeError::UnknownComputation(name.to_string()));
+    let get_callee = |id: ComputationId| callee(id).ok_or(ShapeError::UnknownComputation(id));
     if let Arity::Exactly(n) = op.arity() {
         arity(operands, n)?;
     }
@@ -207,7 +209,7 @@ pub fn infer_shape(
         Op::Reduce {
             dimensions,
             to_apply,
-        } => reduction::reduce(dimensions, (to_apply, get_callee(to_apply)?), operands),
+        } => reduction::reduce(dimensions, get_callee(*to_apply)?, operands),
         Op::Convolution {
             window,
             dims,
@@ -223,7 +225,7 @@ pub fn infer_shape(
             declared,
         ),
         Op::ReduceWindow { window, to_apply } => {
-            reduction::reduce_window(window, (to_apply, get_callee(to_apply)?), operands)
+            reduction::reduce_window(window, get_callee(*to_apply)?, operands)
         }
         Op::SelectAndScatter {
             window,
@@ -231,8 +233,8 @@ pub fn infer_shape(
             scatter,
         } => reduction::select_and_scatter(
             window,
-            (select, get_callee(select)?),
-            (scatter, get_callee(scatter)?),
+            get_callee(*select)?,
+            get_callee(*scatter)?,
             operands,
         ),
         Op::Tuple => Ok(Shape::Tuple(
@@ -240,32 +242,28 @@ pub fn infer_shape(
         )),
         Op::OptBarrier | Op::Domain { .. } => calls::opt_barrier(operands),
         Op::GetTupleElement { index } => calls::get_tuple_element(*index, operands),
-        Op::Call { to_apply, .. } => {
-            control_flow::call("call", to_apply, get_callee(to_apply)?, operands)
-        }
+        Op::Call { to_apply, .. } => control_flow::call("call", get_callee(*to_apply)?, operands),
         Op::Fusion {
             calls, aliasing, ..
-        } => calls::fusion(calls, aliasing, get_callee(calls)?, operands),
-        Op::While { condition, body } => control_flow::while_loop(
-            (condition, get_callee(condition)?),
-            (body, get_callee(body)?),
-            operands,
-        ),
+        } => calls::fusion(get_callee(*calls)?, aliasing, operands),
+        Op::While { condition, body } => {
+            control_flow::while_loop(get_callee(*condition)?, get_callee(*body)?, operands)
+        }
         Op::Sort {
             dimension,
             comparator,
             ..
-        } => scalar_callee::sort(*dimension, (comparator, get_callee(comparator)?), operands),
+        } => scalar_callee::sort(*dimension, get_callee(*comparator)?, operands),
         Op::Map {
             dimensions,
             to_apply,
-        } => scalar_callee::map(dimensions, (to_apply, get_callee(to_apply)?), operands),
+        } => scalar_callee::map(dimensions, get_callee(*to_apply)?, operands),
         Op::Rng { distribution } => random::rng(*distribution, operands, declared),
         Op::RngGetAndUpdateState { .. } => random::rng_state(),
         Op::AllReduce {
             collective,
             to_apply,
-        } => collective::all_reduce(collective, (to_apply, get_callee(to_apply)?), operands),
+        } => collective::all_reduce(collective, get_callee(*to_apply)?, operands),
         Op::AllGather {
             collective,
             dimension,
@@ -284,7 +282,7 @@ pub fn infer_shape(
         } => collective::reduce_scatter(
             collective,
             *dimension,
-            (to_apply, get_callee(to_apply)?),
+            get_callee(*to_apply)?,
             operands,
             declared,
         ),
@@ -323,7 +321,7 @@ pub fn infer_shape(
         Op::AllReduceStart {
             collective,
             to_apply,
-        } => collective::all_reduce(collective, (to_apply, get_callee(to_apply)?), operands),
+        } => collective::all_reduce(collective, get_callee(*to_apply)?, operands),
         Op::AllGatherStart {
             collective,
             dimension,
@@ -354,7 +352,7 @@ pub fn infer_shape(
         Op::Conditional { branches } => {
             let sigs = branches
                 .iter()
-                .map(|b| Ok((b.as_str(), get_callee(b)?)))
+                .map(|&b| get_callee(b))
                 .collect::<Result<Vec<_>, ShapeError>>()?;
             control_flow::conditional(&sigs, operands)
         }
@@ -362,7 +360,7 @@ pub fn infer_shape(
             dims, slice_sizes, ..
         } => gather_scatter::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes),
         Op::Scatter { dims, to_apply, .. } => {
-            gather_scatter::scatter_operands(dims, (to_apply, get_callee(to_apply)?), operands)
+            gather_scatter::scatter_operands(dims, get_callee(*to_apply)?, operands)
         }
         Op::RngBitGenerator { algorithm } => {
             random::rng_bit_generator(*algorithm, operands, declared)
@@ -374,7 +372,7 @@ pub fn infer_shape(
         Op::AddDependency => token::add_dependency(operands),
         Op::Transfer(t) => token::transfer(t, operands, declared),
         Op::Async { step, calls, .. } => {
-            calls::async_op(*step, calls, get_callee(calls)?, operands, declared)
+            calls::async_op(*step, get_callee(*calls)?, operands, declared)
         }
         Op::Infeed { .. } => token::infeed(operands, declared),
         Op::Outfeed { shape, .. } => token::outfeed(operands, shape.as_deref()),

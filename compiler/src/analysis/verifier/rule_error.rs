@@ -18,6 +18,16 @@ pub(super) enum RuleError {
         operand: String,
         operand_opcode: &'static str,
     },
+    /// A callee that is no computation of the module (a module built in
+    /// code: the readers resolve every name they read).
+    #[error("{opcode}: calls unknown computation {}", .callee.describe())]
+    UnknownCallee {
+        opcode: &'static str,
+        callee: crate::ir::computation_id::ComputationId,
+    },
+    /// The entry is what runs the program; nothing calls it.
+    #[error("{opcode}: calls the entry computation '{entry}'")]
+    CallsEntry { opcode: &'static str, entry: String },
     /// An `async-update` or `async-done` continues another computation's
     /// async op.
     #[error("{} runs '{calls}', but '{operand}' began '{theirs}'", .step.opcode())]

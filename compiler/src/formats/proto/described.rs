@@ -20,6 +20,7 @@ use super::messages::{
     SliceDimensions, TriangularSolveOptions,
 };
 use super::window::{conv_dims_from_proto, conv_dims_to_proto, window_from_proto, window_to_proto};
+use crate::ir::computation_id::ComputationId;
 use crate::ir::op::description::{
     AttrReader, AttrValue, AttrWriter, Attribute, Description, FieldError, ProtoField,
 };
@@ -222,7 +223,7 @@ fn triangular(p: &mut HloInstructionProto) -> &mut TriangularSolveOptions {
 /// computations by name, in `called_computation_ids` order.
 pub(super) struct ProtoReader<'a> {
     pub p: &'a HloInstructionProto,
-    pub called: &'a [String],
+    pub called: &'a [ComputationId],
 }
 
 impl AttrReader for ProtoReader<'_> {
@@ -381,7 +382,10 @@ impl AttrReader for ProtoReader<'_> {
             ProtoField::CrossProgramPrefetchIndex => p
                 .cross_program_prefetch_index
                 .map_or(AttrValue::Absent, |i| AttrValue::Int(i.into())),
-            ProtoField::Called(i) => self.called.get(i).map_or(AttrValue::Absent, |c| word(c)),
+            ProtoField::Called(i) => self
+                .called
+                .get(i)
+                .map_or(AttrValue::Absent, |&c| AttrValue::Callee(c)),
         })
     }
 
@@ -493,7 +497,10 @@ pub(super) fn stray_field(p: &HloInstructionProto, opcode: &str) -> Result<(), I
 
 /// A described op that calls computations calls as many as it has
 /// callee attributes.
-pub(super) fn check_callees(d: &Description, called: &[String]) -> Result<(), InstructionError> {
+pub(super) fn check_callees(
+    d: &Description,
+    called: &[ComputationId],
+) -> Result<(), InstructionError> {
     let needed = d
         .attributes
         .iter()

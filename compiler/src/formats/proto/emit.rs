@@ -6,13 +6,14 @@ use super::messages::*;
 use super::shape::shape_to_proto;
 use super::window::{conv_dims_to_proto, window_to_proto};
 use crate::ir::computation::{Computation, InstrId};
+use crate::ir::computation_id::ComputationId;
 use crate::ir::device_assignment::DeviceAssignment;
 use crate::ir::instruction::Instruction;
 use crate::ir::literal::LiteralTree;
 use crate::ir::module::{AliasKind, Module};
 use crate::ir::op::{AsyncStep, CustomCall, DotAlgorithm, DotDims, Op, OperandAlias, Precision};
 use prost::Message;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub(super) fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
     DotDimensionNumbers {
@@ -60,20 +61,20 @@ fn program_shape(c: &Computation) -> ProgramShapeProto {
 /// Builds the proto. The module should have passed [`crate::verify`].
 pub fn module_to_proto(m: &Module) -> HloModuleProto {
     let order = m.computation_order();
-    let comp_ids: HashMap<&str, i64> = order
-        .iter()
-        .enumerate()
-        .map(|(k, &i)| (m.computations[i].name.as_str(), k as i64 + 1))
-        .collect();
+    // Proto ids count from 1 in printing order, each computation's at
+    // its index.
+    let mut comp_ids = vec![-1i64; m.computations.len()];
+    for (k, &i) in order.iter().enumerate() {
+        comp_ids[i] = k as i64 + 1;
+    }
     let fused = m.fused_computations();
     // Instruction ids run on across computations, unique in the module.
     let mut next_id = 1i64;
     let mut computations = Vec::with_capacity(order.len());
     let mut schedule = BTreeMap::new();
     for &i in &order {
-        let c = &m.computations[i];
-        let is_fusion = fused.contains(c.name.as_str());
-        let proto = computation_to_proto(m, c, is_fusion, &comp_ids, &mut next_id);
+        let is_fusion = fused.contains(&ComputationId::new(i));
+        let proto = computation_to_proto(m, i, is_fusion, &comp_ids, &mut next_id);
         if m.is_scheduled {
             let instruction_ids = proto.instructions.iter().map(|p| p.id).collect();
             schedule.insert(proto.id, InstructionSequence { instruction_ids });
@@ -87,7 +88,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
         computations,
         host_program_shape: Some(host_program_shape(m)),
         id: 1,
-        entry_computation_id: comp_ids[entry.name.as_str()],
+        entry_computation_id: comp_ids[m.entry],
         schedule: m.is_scheduled.then_some(HloScheduleProto {
             sequences: schedule,
         }),
@@ -101,14 +102,15 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
 }
 
 /// One computation, its instructions numbered on from `next_id`;
-/// `comp_ids` are the module's computation ids by name.
+/// `comp_ids` are the module's proto computation ids by index.
 fn computation_to_proto(
     m: &Module,
-    c: &Computation,
+    i: usize,
     is_fusion: bool,
-    comp_ids: &HashMap<&str, i64>,
+    comp_ids: &[i64],
     next_id: &mut i64,
 ) -> HloComputationProto {
+    let c = &m.computations[i];
     // A scheduled module keeps its order; it is the schedule.
     let post: Vec<InstrId> = if m.is_scheduled {
         c.ids().collect()
@@ -130,7 +132,7 @@ fn computation_to_proto(
             .map(|id| instruction_to_proto(c, id, &ids, comp_ids))
             .collect(),
         program_shape: Some(program_shape(c)),
-        id: comp_ids[c.name.as_str()],
+        id: comp_ids[i],
         root_id: c.root().map(|r| ids[r.index()]).unwrap_or(-1),
         is_fusion_computation: is_fusion,
         execution_thread: c.execution_thread.clone().unwrap_or_default(),
@@ -143,7 +145,7 @@ fn instruction_to_proto(
     c: &Computation,
     id: InstrId,
     ids: &[i64],
-    comp_ids: &HashMap<&str, i64>,
+    comp_ids: &[i64],
 ) -> HloInstructionProto {
     let instr = c.instr(id);
     let mut p = HloInstructionProto {
@@ -173,7 +175,7 @@ fn instruction_to_proto(
     p
 }
 
-fn called_computation_ids(op: &Op, comp_ids: &HashMap<&str, i64>) -> Vec<i64> {
+fn called_computation_ids(op: &Op, comp_ids: &[i64]) -> Vec<i64> {
     match op {
         // As XLA writes them: the computation on the start only, the
         // update and done taking their start's.
@@ -183,7 +185,7 @@ fn called_computation_ids(op: &Op, comp_ids: &HashMap<&str, i64>) -> Vec<i64> {
         } => Vec::new(),
         _ => op
             .called_computations()
-            .map(|n| comp_ids.get(n).copied().unwrap_or(-1))
+            .map(|id| comp_ids.get(id.index()).copied().unwrap_or(-1))
             .collect(),
     }
 }

@@ -6,6 +6,7 @@ use super::instruction::{op_from_proto, thread_from_proto};
 use super::messages::*;
 use super::shape::shape_from_proto;
 use crate::ir::computation::{Computation, InstrId};
+use crate::ir::computation_id::ComputationId;
 use crate::ir::device_assignment::DeviceAssignment;
 use crate::ir::instruction::Instruction;
 use crate::ir::module::{AliasKind, BufferDonor, EntryLayout, IoAlias, Module};
@@ -50,7 +51,7 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
         instruction: None,
         error: Box::new(error),
     };
-    let comp_names = computation_names(p).map_err(module_err)?;
+    let comp_ids = computation_ids(p).map_err(module_err)?;
     let mut computations = Vec::with_capacity(p.computations.len());
     for c in &p.computations {
         let c = in_schedule_order(p, c).map_err(|error| ProtoError::Invalid {
@@ -58,7 +59,7 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
             instruction: None,
             error: Box::new(error),
         })?;
-        computations.push(computation_from_proto(&c, &comp_names)?);
+        computations.push(computation_from_proto(&c, &comp_ids)?);
     }
     let entry =
         entry_index(p).ok_or_else(|| module_err(ImportError::NoEntry(p.entry_computation_id)))?;
@@ -94,15 +95,16 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
     Ok(m)
 }
 
-/// The computations' names by id, each id once.
-fn computation_names(p: &HloModuleProto) -> Result<HashMap<i64, String>, ImportError> {
-    let mut names = HashMap::new();
-    for c in &p.computations {
-        if names.insert(c.id, c.name.clone()).is_some() {
+/// Each computation's place in the module (its order in the proto), by
+/// its proto id; each id once.
+fn computation_ids(p: &HloModuleProto) -> Result<HashMap<i64, ComputationId>, ImportError> {
+    let mut ids = HashMap::new();
+    for (k, c) in p.computations.iter().enumerate() {
+        if ids.insert(c.id, ComputationId::new(k)).is_some() {
             return Err(ImportError::ComputationIdTwice(c.id));
         }
     }
-    Ok(names)
+    Ok(ids)
 }
 
 /// The entry: the computation of the entry id (the last, if several
@@ -186,7 +188,9 @@ fn refuse_stray_fusion_flags(p: &HloModuleProto, m: &Module) -> Result<(), Impor
     match p
         .computations
         .iter()
-        .find(|c| c.is_fusion_computation && !fused.contains(c.name.as_str()))
+        .enumerate()
+        .find(|(k, c)| c.is_fusion_computation && !fused.contains(&ComputationId::new(*k)))
+        .map(|(_, c)| c)
     {
         Some(c) => Err(ImportError::StrayFusionFlag(c.name.clone())),
         None => Ok(()),
@@ -262,7 +266,7 @@ fn stack_frames_from_proto(p: &StackFrameIndexProto) -> StackFrameIndex {
 
 fn computation_from_proto(
     c: &HloComputationProto,
-    comp_names: &HashMap<i64, String>,
+    comp_ids: &HashMap<i64, ComputationId>,
 ) -> Result<Computation, ProtoError> {
     let err = |instruction: Option<&str>, error: ImportError| ProtoError::Invalid {
         computation: c.name.clone(),
@@ -273,7 +277,7 @@ fn computation_from_proto(
     comp.execution_thread = thread_from_proto(&c.execution_thread);
     let mut ids: HashMap<i64, InstrId> = HashMap::with_capacity(c.instructions.len());
     for ip in &c.instructions {
-        let instr = instruction_from_proto(ip, comp_names).map_err(|e| err(Some(&ip.name), e))?;
+        let instr = instruction_from_proto(ip, comp_ids).map_err(|e| err(Some(&ip.name), e))?;
         if ids.insert(ip.id, comp.add(instr, &[])).is_some() {
             return Err(err(Some(&ip.name), ImportError::InstructionIdTwice(ip.id)));
         }
@@ -291,20 +295,20 @@ fn computation_from_proto(
     Ok(comp)
 }
 
-/// One instruction, its operands not yet connected; `comp_names` are the
-/// module's computations by id.
+/// One instruction, its operands not yet connected; `comp_ids` are the
+/// module's computations by proto id.
 fn instruction_from_proto(
     ip: &HloInstructionProto,
-    comp_names: &HashMap<i64, String>,
+    comp_ids: &HashMap<i64, ComputationId>,
 ) -> Result<Instruction, ImportError> {
     let shape = shape_from_proto(ip.shape.as_ref().ok_or(ImportError::NoShape)?)?;
-    let called: Vec<String> = ip
+    let called: Vec<ComputationId> = ip
         .called_computation_ids
         .iter()
         .map(|id| {
-            comp_names
+            comp_ids
                 .get(id)
-                .cloned()
+                .copied()
                 .ok_or(ImportError::UnknownCallee(*id))
         })
         .collect::<Result<_, _>>()?;

@@ -9,6 +9,7 @@ use super::literal::{literal_from_proto, literal_tree_from_proto};
 use super::messages::*;
 use super::shape::shape_from_proto;
 use super::window::{conv_dims_from_proto, window_from_proto};
+use crate::ir::computation_id::ComputationId;
 use crate::ir::literal::LiteralTree;
 use crate::ir::op::description::Description;
 use crate::ir::op::*;
@@ -20,14 +21,14 @@ use crate::ir::shape::Shape;
 pub(super) fn op_from_proto(
     p: &HloInstructionProto,
     shape: &Shape,
-    called: &[String],
+    called: &[ComputationId],
 ) -> Result<Op, InstructionError> {
     read_op(p, shape, called).and_then(|op| refuse_fields_elsewhere(p, op))
 }
 
-fn one_callee(called: &[String]) -> Result<String, InstructionError> {
+fn one_callee(called: &[ComputationId]) -> Result<ComputationId, InstructionError> {
     match called {
-        [c] => Ok(c.clone()),
+        [c] => Ok(*c),
         _ => Err(InstructionError::OneCallee(called.len())),
     }
 }
@@ -35,7 +36,7 @@ fn one_callee(called: &[String]) -> Result<String, InstructionError> {
 fn read_op(
     p: &HloInstructionProto,
     shape: &Shape,
-    called: &[String],
+    called: &[ComputationId],
 ) -> Result<Op, InstructionError> {
     if let Some(op) = Op::without_attributes(&p.opcode) {
         return Ok(op);
@@ -61,7 +62,7 @@ fn read_op(
             // XLA lists the computation on the start only; the update and
             // done take their start's (`async_ops`).
             calls: match (step, called) {
-                (AsyncStep::Update | AsyncStep::Done, []) => String::new(),
+                (AsyncStep::Update | AsyncStep::Done, []) => ComputationId::PENDING,
                 _ => one_callee(called)?,
             },
             thread: thread_from_proto(&p.async_execution_thread),
@@ -113,7 +114,7 @@ fn domain_from_proto(p: &HloInstructionProto) -> Result<Op, InstructionError> {
 
 fn custom_call_from_proto(
     p: &HloInstructionProto,
-    called: &[String],
+    called: &[ComputationId],
 ) -> Result<CustomCall, InstructionError> {
     Ok(CustomCall {
         target: p.custom_call_target.clone(),

@@ -12,17 +12,24 @@ use super::parser::{
 use super::printer::{
     list, list_if_any, write_aliasing, write_collective, write_padding, write_precision,
 };
-use crate::ir::op::description::{AttrReader, AttrValue, AttrWriter, Attribute, FieldError, Form};
+use crate::ir::module::Module;
+use crate::ir::op::description::{
+    AttrReader, AttrValue, AttrWriter, Attribute, FieldError, Form, ProtoField,
+};
 use crate::ir::op::{DotDims, GatherDims, RaggedDims, ScatterDims, SliceDim};
 use crate::util::escape::escape;
 use crate::util::join::write_joined;
 
-/// Appends `, key=value` for each attribute the form says is written.
-pub(super) struct TextWriter<'a>(pub &'a mut String);
+/// Appends `, key=value` for each attribute the form says is written;
+/// callees by their names in `module`.
+pub(super) struct TextWriter<'a> {
+    pub out: &'a mut String,
+    pub module: &'a Module,
+}
 
 impl AttrWriter for TextWriter<'_> {
     fn write(&mut self, a: &'static Attribute, v: AttrValue<'_>) {
-        let out = &mut *self.0;
+        let out = &mut *self.out;
         let key = a.key;
         match a.form {
             _ if v == AttrValue::Absent => {}
@@ -44,7 +51,9 @@ impl AttrWriter for TextWriter<'_> {
                 }
             }
             Form::Word => {
-                if let Some(w) = v.word() {
+                if let AttrValue::Callee(id) = v {
+                    let _ = write!(out, ", {key}={}", self.module.callee_name(id));
+                } else if let Some(w) = v.word() {
                     let _ = write!(out, ", {key}={w}");
                 }
             }
@@ -320,6 +329,10 @@ impl AttrReader for TextReader<'_, '_> {
                 AttrValue::Ints(Cow::Owned(ints_value(key, written)?))
             }
             Form::Flag | Form::FlagDefaultTrue => AttrValue::Flag(flag_value(key, written)?),
+            Form::Word if matches!(a.proto, ProtoField::Called(_)) => {
+                let (name, at) = word_value(key, written)?;
+                AttrValue::Callee(self.attrs.callee(key, &name, at))
+            }
             Form::Word => AttrValue::Word(Cow::Owned(word_value(key, written)?.0)),
             _ => AttrValue::Absent,
         })

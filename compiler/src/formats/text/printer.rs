@@ -99,20 +99,21 @@ pub fn print_module(m: &Module) -> String {
         if i == m.entry {
             out.push_str("ENTRY ");
         }
-        print_computation_into(&mut out, &m.computations[i], m.is_scheduled);
+        print_computation_into(&mut out, m, &m.computations[i], m.is_scheduled);
     }
     out
 }
 
-pub fn print_computation(c: &Computation) -> String {
+/// One computation of `m` (callees named as `m` names them).
+pub fn print_computation(m: &Module, c: &Computation) -> String {
     let mut out = String::new();
-    print_computation_into(&mut out, c, false);
+    print_computation_into(&mut out, m, c, false);
     out
 }
 
 /// `scheduled`: in the order instructions were added (the schedule),
 /// otherwise in hlatc's deterministic post-order.
-fn print_computation_into(out: &mut String, c: &Computation, scheduled: bool) {
+fn print_computation_into(out: &mut String, m: &Module, c: &Computation, scheduled: bool) {
     let _ = writeln!(out, "{} {{", c.name);
     let order: Vec<InstrId> = if scheduled {
         c.ids().collect()
@@ -124,7 +125,7 @@ fn print_computation_into(out: &mut String, c: &Computation, scheduled: bool) {
         if c.root() == Some(id) {
             out.push_str("ROOT ");
         }
-        print_instruction_into(out, c, id);
+        print_instruction_into(out, m, c, id);
         out.push('\n');
     }
     out.push('}');
@@ -134,14 +135,15 @@ fn print_computation_into(out: &mut String, c: &Computation, scheduled: bool) {
     out.push('\n');
 }
 
-/// One instruction line, without indentation or `ROOT`.
-pub fn print_instruction(c: &Computation, id: InstrId) -> String {
+/// One instruction line of a computation of `m`, without indentation or
+/// `ROOT`.
+pub fn print_instruction(m: &Module, c: &Computation, id: InstrId) -> String {
     let mut out = String::new();
-    print_instruction_into(&mut out, c, id);
+    print_instruction_into(&mut out, m, c, id);
     out
 }
 
-fn print_instruction_into(out: &mut String, c: &Computation, id: InstrId) {
+fn print_instruction_into(out: &mut String, m: &Module, c: &Computation, id: InstrId) {
     let instr = c.instr(id);
     let _ = write!(
         out,
@@ -163,7 +165,7 @@ fn print_instruction_into(out: &mut String, c: &Computation, id: InstrId) {
         _ => write_names(out, c, c.operand_ids(id)),
     }
     out.push(')');
-    write_attributes(out, c, id);
+    write_attributes(out, m, c, id);
 }
 
 /// The attributes every replica-grouped collective has, as XLA prints them.
@@ -202,16 +204,20 @@ fn config_attribute(out: &mut String, key: &str, config: &str) {
     }
 }
 
-fn write_attributes(out: &mut String, c: &Computation, id: InstrId) {
+fn write_attributes(out: &mut String, m: &Module, c: &Computation, id: InstrId) {
     let instr = c.instr(id);
-    if !instr.op.write_described(&mut TextWriter(out)) {
-        write_spelled_attributes(out, c, id);
+    if !instr.op.write_described(&mut TextWriter { out, module: m }) {
+        write_spelled_attributes(out, m, c, id);
     }
     write_annotations(out, c, id);
 }
 
 /// The attributes of the ops that spell theirs by hand.
-fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
+fn write_spelled_attributes(out: &mut String, m: &Module, c: &Computation, id: InstrId) {
+    let names = |ids: &[crate::ir::computation_id::ComputationId]| -> String {
+        let names: Vec<_> = ids.iter().map(|&id| m.callee_name(id)).collect();
+        names.join(", ")
+    };
     match &c.instr(id).op {
         Op::Domain { entry, exit } => {
             out.push_str(", domain={kind=\"sharding\", entry=");
@@ -235,10 +241,11 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 .is_some_and(|&s| c.instr(s).shape.is_scalar_of(ElementType::Pred));
             match branches.as_slice() {
                 [t, f] if selector_is_pred => {
+                    let (t, f) = (m.callee_name(*t), m.callee_name(*f));
                     let _ = write!(out, ", true_computation={t}, false_computation={f}");
                 }
                 _ => {
-                    let _ = write!(out, ", branch_computations={{{}}}", branches.join(", "));
+                    let _ = write!(out, ", branch_computations={{{}}}", names(branches));
                 }
             }
         }
@@ -267,7 +274,7 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
                 let _ = write!(out, ", api_version={}", cc.api_version.name());
             }
             if !cc.called.is_empty() {
-                let _ = write!(out, ", called_computations={{{}}}", cc.called.join(", "));
+                let _ = write!(out, ", called_computations={{{}}}", names(&cc.called));
             }
             write_aliasing(out, &cc.aliasing);
             if let Some(layouts) = &cc.operand_layouts {
@@ -280,7 +287,7 @@ fn write_spelled_attributes(out: &mut String, c: &Computation, id: InstrId) {
             if let Some(t) = thread {
                 config_attribute(out, "async_execution_thread", t);
             }
-            let _ = write!(out, ", calls={calls}");
+            let _ = write!(out, ", calls={}", m.callee_name(*calls));
         }
         Op::Transfer(t) => {
             if let Some(id) = t.channel_id {

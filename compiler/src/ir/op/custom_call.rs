@@ -2,6 +2,7 @@
 //! version, aliasing, scheduling, convolution attributes).
 
 use super::Precision;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::literal::Literal;
 use crate::ir::shape::Shape;
 use crate::ir::window::{ConvDims, Window};
@@ -67,7 +68,7 @@ pub struct CustomCall {
     pub operand_layouts: Option<Vec<Shape>>,
     pub aliasing: Vec<OperandAlias>,
     /// `called_computations={a, b}`: computations the target may run.
-    pub called: Vec<String>,
+    pub called: Vec<ComputationId>,
     /// `schedule=`: where a scheduler should place the call.
     pub schedule: CustomCallSchedule,
     /// `padding_type=`: how a convolution target pads (TensorFlow's

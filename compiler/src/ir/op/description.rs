@@ -18,6 +18,7 @@
 use std::borrow::Cow;
 
 use crate::ir::collective::Collective;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::op::{
     AsyncCollective, ComparisonDirection, ComparisonType, DotAlgorithm, DotDims, FftType,
     FusionKind, GatherDims, Op, OperandAlias, PadDim, Precision, RaggedDims, RngAlgorithm,
@@ -298,8 +299,11 @@ pub enum AttrValue<'a> {
     Int(i64),
     Ints(Cow<'a, [i64]>),
     Flag(bool),
-    /// A called computation's name or an enum's text spelling.
+    /// An enum's text spelling, or a name (a config's).
     Word(Cow<'a, str>),
+    /// A called computation: readers resolve the name or proto id they
+    /// read, writers spell it as theirs.
+    Callee(ComputationId),
     /// An enum the proto numbers: its spelling and its number.
     Enum {
         name: &'static str,
@@ -433,7 +437,7 @@ impl AttrField for bool {
 }
 
 /// The values held whole in one [`AttrValue`] variant: integer lists,
-/// names (a called computation's, a quoted config), and the values with a
+/// names (a quoted config), and the values with a
 /// syntax of their own, for each of which each reader and writer has one
 /// codec, shared by every op that holds one. Unwritten, a value is its
 /// default (no window, no aliasing, no groups, no precisions) or, where
@@ -483,6 +487,20 @@ impl<T: AttrField> AttrField for Box<T> {
 
     fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
         T::from_value(v).map(Box::new)
+    }
+}
+
+impl AttrField for ComputationId {
+    fn to_value(&self) -> AttrValue<'_> {
+        AttrValue::Callee(*self)
+    }
+
+    fn from_value(v: AttrValue<'_>) -> Result<Self, FieldError> {
+        match v {
+            AttrValue::Absent => Err(FieldError::Missing),
+            AttrValue::Callee(id) => Ok(id),
+            _ => Err(FieldError::WrongKind("a computation")),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! text printer, the parser and proto emission agree by construction.
 
 use crate::ir::collective::Collective;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::literal::{Literal, LiteralTree};
 use crate::ir::op::description::OpTraits;
 use crate::ir::shape::Shape;
@@ -170,7 +171,7 @@ pub enum Op {
     },
     Reduce {
         dimensions: Vec<i64>,
-        to_apply: String,
+        to_apply: ComputationId,
     },
     /// A window slid over the input (`lhs`), each position contracted with
     /// the kernel (`rhs`); features split into groups by the two counts.
@@ -186,7 +187,7 @@ pub enum Op {
     /// init per input, as `reduce`).
     ReduceWindow {
         window: Window,
-        to_apply: String,
+        to_apply: ComputationId,
     },
     /// `select-and-scatter(operand, source, init)`: in each window of the
     /// operand, `select` picks one element (a max pool's argmax, say), and
@@ -195,8 +196,8 @@ pub enum Op {
     /// of a max pool.
     SelectAndScatter {
         window: Window,
-        select: String,
-        scatter: String,
+        select: ComputationId,
+        scatter: ComputationId,
     },
     Tuple,
     /// `opt-barrier`: its result is its (tuple) operand, but no optimization
@@ -211,25 +212,25 @@ pub enum Op {
     /// (`is_composite=true`) stands for the op its frontend attributes
     /// name (`composite.name`), `to_apply` being its decomposition.
     Call {
-        to_apply: String,
+        to_apply: ComputationId,
         is_composite: bool,
     },
     /// `while`: runs `body` on its (one) operand while `condition` of it is
     /// true; the result is the last value.
     While {
-        condition: String,
-        body: String,
+        condition: ComputationId,
+        body: ComputationId,
     },
     /// `conditional`: runs one branch on its operand. A pred selector
     /// picks the first branch (`true_computation`) when true; an s32 index
     /// picks that branch, or the last when out of range.
     Conditional {
-        branches: Vec<String>,
+        branches: Vec<ComputationId>,
     },
     /// `fusion`: a call whose callee XLA's backend emits as one kernel.
     Fusion {
         kind: FusionKind,
-        calls: String,
+        calls: ComputationId,
         aliasing: Vec<OperandAlias>,
     },
     /// `sort`: sorts its operands together along `dimension`, ordered by
@@ -237,13 +238,13 @@ pub enum Op {
     Sort {
         dimension: i64,
         is_stable: bool,
-        comparator: String,
+        comparator: ComputationId,
     },
     /// `map`: applies the scalar computation `to_apply` to each element of
     /// its operands (`dimensions` lists every dimension, in order, or none).
     Map {
         dimensions: Vec<i64>,
-        to_apply: String,
+        to_apply: ComputationId,
     },
     /// `rng`: random values of the declared shape, between (uniform) or
     /// around (normal) its two scalar operands.
@@ -259,7 +260,7 @@ pub enum Op {
     /// of all participants' operands.
     AllReduce {
         collective: Collective,
-        to_apply: String,
+        to_apply: ComputationId,
     },
     /// `all-gather`: the participants' operands concatenated along
     /// `dimension`.
@@ -272,7 +273,7 @@ pub enum Op {
     ReduceScatter {
         collective: Collective,
         dimension: i64,
-        to_apply: String,
+        to_apply: ComputationId,
     },
     /// `all-to-all`: with a `dimension`, the operand is split along it and
     /// piece i goes to participant i; without, operand i does.
@@ -351,7 +352,7 @@ pub enum Op {
     /// all-reduce's) is read through `all-reduce-done`.
     AllReduceStart {
         collective: Collective,
-        to_apply: String,
+        to_apply: ComputationId,
     },
     /// `all-gather-start`: an all-gather begun; its value is the tuple
     /// (operands, results), and `all-gather-done` gives the results.
@@ -382,7 +383,7 @@ pub enum Op {
     },
     Scatter {
         dims: ScatterDims,
-        to_apply: String,
+        to_apply: ComputationId,
         indices_are_sorted: bool,
         unique_indices: bool,
     },
@@ -405,7 +406,7 @@ pub enum Op {
     /// update passes on and from which the done takes the result.
     Async {
         step: AsyncStep,
-        calls: String,
+        calls: ComputationId,
         thread: Option<String>,
     },
     /// `copy-start`: a copy begun, usually between memory spaces; its value
@@ -666,20 +667,20 @@ impl Op {
         }
     }
 
-    /// Names of the computations this op calls, in XLA's order of
+    /// The computations this op calls, in XLA's order of
     /// `called_computation_ids` (a while's body before its condition),
     /// without allocating: every pass over a module asks this of every
     /// instruction.
-    pub fn called_computations(&self) -> impl Iterator<Item = &str> {
+    pub fn called_computations(&self) -> impl Iterator<Item = ComputationId> + '_ {
         let (first, second, rest) = callee_slots!(self);
         first
             .into_iter()
             .chain(second)
             .chain(rest.into_iter().flatten())
-            .map(String::as_str)
+            .copied()
     }
 
-    pub fn called_computations_mut(&mut self) -> Vec<&mut String> {
+    pub fn called_computations_mut(&mut self) -> Vec<&mut ComputationId> {
         let (first, second, rest) = callee_slots!(self);
         first
             .into_iter()

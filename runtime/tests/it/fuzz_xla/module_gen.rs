@@ -9,8 +9,8 @@
 use hlatc_compiler::ir::op::*;
 use hlatc_compiler::ir::window::{Window, WindowDim};
 use hlatc_compiler::{
-    infer_shape, verify, ArrayShape, CalleeSignature, Computation, ElementType, InstrId,
-    Instruction, Literal, Module, Op, Scalar, Shape,
+    infer_shape, verify, ArrayShape, CalleeSignature, Computation, ComputationId, ElementType,
+    InstrId, Instruction, Literal, Module, Op, Scalar, Shape,
 };
 use hlatc_runtime::inputs::SplitMix64;
 
@@ -84,12 +84,11 @@ impl ModuleGen {
         id
     }
 
-    fn lookup(&self) -> impl Fn(&str) -> Option<CalleeSignature> + '_ {
-        |name| {
-            self.reducers
-                .iter()
-                .find(|c| c.name == name)
-                .and_then(Computation::signature)
+    /// The reducers are computations 1.. of the module made (the entry is 0).
+    fn lookup<'s>(&'s self) -> impl Fn(ComputationId) -> Option<(&'s str, CalleeSignature)> + 's {
+        |id| {
+            let c = self.reducers.get(id.index().checked_sub(1)?)?;
+            Some((c.name.as_str(), c.signature()?))
         }
     }
 
@@ -156,17 +155,25 @@ impl ModuleGen {
     }
 
     /// A scalar `op` computation for reductions, when `op` accepts `ty`.
-    fn reducer(&mut self, op: BinaryOp, ty: ElementType) -> Option<String> {
+    fn reducer(&mut self, op: BinaryOp, ty: ElementType) -> Option<ComputationId> {
         let name = format!("reduce_{}_{}", op.opcode(), ty.name());
         self.scalar_computation(name, ty, Op::Binary(op))
     }
 
     /// The computation `op(x, y)` of two scalars of `ty`, named `name`
     /// (made once), when `op` accepts them.
-    fn scalar_computation(&mut self, name: String, ty: ElementType, op: Op) -> Option<String> {
+    fn scalar_computation(
+        &mut self,
+        name: String,
+        ty: ElementType,
+        op: Op,
+    ) -> Option<ComputationId> {
         let s = Shape::scalar(ty);
         let result = infer_shape(&op, &[&s, &s], None, &|_| None).ok()?;
-        if !self.reducers.iter().any(|c| c.name == name) {
+        if let Some(k) = self.reducers.iter().position(|c| c.name == name) {
+            return Some(ComputationId::new(1 + k));
+        }
+        {
             let mut c = Computation::new(name.clone());
             let x = c.add(
                 Instruction::new(format!("{name}.x"), s.clone(), Op::Parameter(0)),
@@ -180,7 +187,7 @@ impl ModuleGen {
             c.set_root(r);
             self.reducers.push(c);
         }
-        Some(name)
+        Some(ComputationId::new(self.reducers.len()))
     }
 
     fn index_scalar(&mut self, ty: ElementType) -> InstrId {
@@ -604,7 +611,7 @@ impl ModuleGen {
         }
     }
 
-    fn comparator(&mut self, ty: ElementType) -> Option<String> {
+    fn comparator(&mut self, ty: ElementType) -> Option<ComputationId> {
         let compare = Op::Compare {
             direction: ComparisonDirection::Ge,
             kind: None,

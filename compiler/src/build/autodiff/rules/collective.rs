@@ -11,6 +11,7 @@ use super::{not_differentiable, AutodiffError, Site};
 use crate::build::builder::Builder;
 use crate::ir::collective::Collective;
 use crate::ir::computation::InstrId;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::op::BinaryOp;
 
 /// A cross-partition collective (one with a channel) would need a fresh
@@ -28,13 +29,13 @@ fn cross_replica(b: &Builder, s: &Site, c: &Collective) -> Result<(), AutodiffEr
     Ok(())
 }
 
-fn sum_only(b: &Builder, s: &Site, to_apply: &str) -> Result<(), AutodiffError> {
+fn sum_only(b: &Builder, s: &Site, to_apply: ComputationId) -> Result<(), AutodiffError> {
     match b.reducer_op(to_apply) {
         Some(BinaryOp::Add) => Ok(()),
         _ => not_differentiable(
             b,
             s.n,
-            format!("only a sum is differentiated through a collective ('{to_apply}' is not one); a max or min across ranks is a constant shift to stop the gradient at"),
+            format!("only a sum is differentiated through a collective ('{}' is not one); a max or min across ranks is a constant shift to stop the gradient at", b.callee_name(to_apply)),
         ),
     }
 }
@@ -43,7 +44,7 @@ pub(super) fn all_reduce(
     b: &mut Builder,
     s: &Site,
     c: &Collective,
-    to_apply: &str,
+    to_apply: ComputationId,
 ) -> Result<InstrId, AutodiffError> {
     cross_replica(b, s, c)?;
     sum_only(b, s, to_apply)?;
@@ -65,7 +66,7 @@ pub(super) fn reduce_scatter(
     s: &Site,
     c: &Collective,
     dimension: i64,
-    to_apply: &str,
+    to_apply: ComputationId,
 ) -> Result<InstrId, AutodiffError> {
     cross_replica(b, s, c)?;
     sum_only(b, s, to_apply)?;

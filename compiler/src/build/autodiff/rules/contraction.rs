@@ -3,6 +3,7 @@
 use super::{masked, not_differentiable, AutodiffError, Site};
 use crate::build::builder::Builder;
 use crate::ir::computation::InstrId;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::op::*;
 
 /// Adjoint of a general dot for operand `i` (0 = lhs, 1 = rhs).
@@ -98,7 +99,7 @@ pub(super) fn reduce(
     b: &mut Builder,
     s: &Site,
     dimensions: &[i64],
-    to_apply: &str,
+    to_apply: ComputationId,
 ) -> Result<InstrId, AutodiffError> {
     let Site {
         n, ops, i, x, g, ..
@@ -135,7 +136,10 @@ pub(super) fn reduce(
             return not_differentiable(
                 b,
                 n,
-                format!("reducer '{to_apply}' is not a sum, max or min"),
+                format!(
+                    "reducer '{}' is not a sum, max or min",
+                    b.callee_name(to_apply)
+                ),
             )
         }
     };

@@ -3,6 +3,7 @@
 use super::{not_differentiable, AutodiffError, Site};
 use crate::build::builder::Builder;
 use crate::ir::computation::InstrId;
+use crate::ir::computation_id::ComputationId;
 use crate::ir::op::*;
 
 pub(super) fn gather(
@@ -41,7 +42,7 @@ pub(super) fn scatter(
     b: &mut Builder,
     s: &Site,
     dims: &ScatterDims,
-    to_apply: &str,
+    to_apply: ComputationId,
 ) -> Result<Option<InstrId>, AutodiffError> {
     let Site { n, ops, i, g, .. } = *s;
     if b.reducer_op(to_apply) != Some(BinaryOp::Add) {

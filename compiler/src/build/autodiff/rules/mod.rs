@@ -112,13 +112,13 @@ pub fn vjp(
         Op::Reduce {
             dimensions,
             to_apply,
-        } => Some(contraction::reduce(b, &site, dimensions, to_apply)?),
+        } => Some(contraction::reduce(b, &site, dimensions, *to_apply)?),
         Op::Gather { dims, .. } => indexing::gather(b, &site, dims)?,
-        Op::Scatter { dims, to_apply, .. } => indexing::scatter(b, &site, dims, to_apply)?,
+        Op::Scatter { dims, to_apply, .. } => indexing::scatter(b, &site, dims, *to_apply)?,
         Op::AllReduce {
             collective,
             to_apply,
-        } => Some(collective::all_reduce(b, &site, collective, to_apply)?),
+        } => Some(collective::all_reduce(b, &site, collective, *to_apply)?),
         Op::AllGather {
             collective,
             dimension,
@@ -128,7 +128,7 @@ pub fn vjp(
             dimension,
             to_apply,
         } => Some(collective::reduce_scatter(
-            b, &site, collective, *dimension, to_apply,
+            b, &site, collective, *dimension, *to_apply,
         )?),
         Op::CustomCall(_) => match ModuleMarker::of(&instr.op) {
             Some(marker) => Some(b.module_marker(marker.adjoint(), g)?),

@@ -7,11 +7,12 @@ use super::*;
 /// computation XLA's reader builds around the op it wraps: one parameter
 /// per operand, of the shapes the start's bundle lists, and the op as the
 /// root, of the bundle's result shape. The computation is named
-/// `async_wrapped` (made unique against `taken`), as XLA names it.
+/// `async_wrapped` (made unique against the names in `scope`), as XLA
+/// names it; the computations made take the ids after `scope`'s.
 pub(super) fn wrap_async_starts(
     comp: &mut Computation,
     starts: Vec<(InstrId, Op, Span<'_>)>,
-    taken: &Callees<'_>,
+    scope: &Scope<'_>,
 ) -> Result<Vec<Computation>, ParseError> {
     let mut made: Vec<Computation> = Vec::new();
     for (id, op, at) in starts {
@@ -36,7 +37,7 @@ pub(super) fn wrap_async_starts(
         };
         let mut name = "async_wrapped".to_string();
         let mut k = 0;
-        while taken(&name).is_some() || made.iter().any(|c| c.name == name) {
+        while scope.taken(&name) || made.iter().any(|c| c.name == name) {
             k += 1;
             name = format!("async_wrapped.{k}");
         }
@@ -58,7 +59,7 @@ pub(super) fn wrap_async_starts(
         let root = wrapped.add(Instruction::new(root_name, result, op), &args);
         wrapped.set_root(root);
         if let Op::Async { calls, .. } = &mut comp.instr_mut(id).op {
-            *calls = name;
+            *calls = ComputationId::new(scope.next_id().index() + made.len());
         }
         made.push(wrapped);
     }

@@ -77,6 +77,22 @@ pub(in crate::formats::text) struct Attrs<'i> {
     /// for the computation the reader builds around it. Boxed: rare, and
     /// every instruction carries the slot.
     pub(in crate::formats::text) wrapped: Option<Box<Op>>,
+    /// The callees the op's attributes name, in the order read: the op
+    /// holds each as its index here until the computation's reader
+    /// resolves them ([`Attrs::callee`]).
+    pub(in crate::formats::text) callees: Vec<WrittenCallee<'i>>,
+    /// The attributes that write a computation inline, each with which
+    /// one (in the order written).
+    pub(in crate::formats::text) inline: BTreeMap<&'i str, usize>,
+}
+
+/// A callee as an attribute writes it, kept until the computations it may
+/// name are known.
+pub(in crate::formats::text) enum WrittenCallee<'i> {
+    /// A name, and where it is written.
+    Named { name: String, at: AttrPlace<'i> },
+    /// The `k`-th computation the instruction writes inline.
+    Inline(usize),
 }
 
 impl<'i> Attrs<'i> {
@@ -87,7 +103,29 @@ impl<'i> Attrs<'i> {
             at,
             opcode: "",
             wrapped: None,
+            callees: Vec::new(),
+            inline: BTreeMap::new(),
         }
+    }
+
+    /// Keeps the callee `key` names as `name` at `at` (the computation
+    /// `key` writes inline, if it writes one) until it is resolved, and
+    /// gives the id the op holds for it meanwhile: its index here.
+    pub(in crate::formats::text) fn callee(
+        &mut self,
+        key: &str,
+        name: &str,
+        at: AttrPlace<'i>,
+    ) -> ComputationId {
+        let written = match self.inline.get(key) {
+            Some(&k) if name == INLINE_NAME => WrittenCallee::Inline(k),
+            _ => WrittenCallee::Named {
+                name: strip_sigil(name).to_string(),
+                at,
+            },
+        };
+        self.callees.push(written);
+        ComputationId::new(self.callees.len() - 1)
     }
 
     pub(in crate::formats::text) fn take(&mut self, key: &str) -> Option<(Value, AttrPlace<'i>)> {

@@ -2,10 +2,6 @@
 //! (nested ones added before their users), unwritten shapes inferred.
 
 use super::*;
-use crate::analysis::shape_inference::CalleeSignature;
-
-/// The signatures of the computations read so far, by name.
-pub(super) type Callees<'c> = dyn Fn(&str) -> Option<CalleeSignature> + 'c;
 
 pub(super) struct PendingInstr<'i> {
     pub(super) id: InstrId,
@@ -51,19 +47,19 @@ pub(super) fn name_nested(
 #[inline(never)]
 pub(super) fn computation<'i>(
     c: &'i syntax::Computation<'i>,
-    callees: &Callees<'_>,
+    before: &[Computation],
     notes: &mut Vec<String>,
 ) -> Result<(Computation, Vec<Computation>), ParseError> {
     let mut b = Builder::new(c);
     for i in &c.instructions {
-        b.instruction(i, callees, notes)?;
+        b.instruction(i, before, notes)?;
     }
     for a in &c.attributes {
         b.attribute(a)?;
     }
     let unshaped = b.resolve_operands()?;
     b.resolve_control()?;
-    b.finish(&c.name, unshaped, callees, notes)
+    b.finish(&c.name, unshaped, before, notes)
 }
 
 /// A computation as it is read: its instructions added as they come,
@@ -125,32 +121,38 @@ impl<'i> Builder<'i> {
     fn instruction(
         &mut self,
         written: &'i syntax::Instruction<'i>,
-        callees: &Callees<'_>,
+        before: &[Computation],
         notes: &mut Vec<String>,
     ) -> Result<(), ParseError> {
         let mut attrs = Attrs::new(written.at);
         let ParsedInstruction {
             shape,
-            op,
+            mut op,
             operands,
             note,
-            wrapped,
+            mut wrapped,
             inline,
         } = instruction(written, &mut attrs)?;
+        let callees = std::mem::take(&mut attrs.callees);
+        let inline = adopt_inline(&mut self.hoisted, inline, before);
+        let scope = Scope {
+            before,
+            own: &self.hoisted,
+        };
+        scope.resolve(&mut op, &callees, &inline)?;
+        if let Some(w) = &mut wrapped {
+            scope.resolve(w, &callees, &inline)?;
+        }
         let mut instr = Instruction::new(written.name.text(), shape, op);
         let control = annotate(&mut instr, attrs)?;
         notes.extend(note);
         let at = written.at;
         let source = shape_source(&instr.op, &instr.shape, written.shape.is_none(), at);
         self.async_without_callee |=
-            matches!(&instr.op, Op::Async { calls, .. } if calls.is_empty());
+            matches!(&instr.op, Op::Async { calls, .. } if calls.is_pending());
         // Operands written in place come first, as in XLA.
         let operands = self.add_operands(operands, notes)?;
         let id = self.comp.add(instr, &[]);
-        if !inline.is_empty() {
-            let op = &mut self.comp.instr_mut(id).op;
-            adopt_inline(&mut self.hoisted, inline, op, &|n| callees(n).is_some());
-        }
         if let Some(op) = wrapped {
             self.wrapped_ops.push((id, *op, at));
         }
@@ -288,36 +290,29 @@ impl<'i> Builder<'i> {
         mut self,
         name: &syntax::Name<'_>,
         unshaped: Vec<Unshaped<'i>>,
-        callees: &Callees<'_>,
+        before: &[Computation],
         notes: &mut Vec<String>,
     ) -> Result<(Computation, Vec<Computation>), ParseError> {
         let comp = &mut self.comp;
         name_nested(comp, &self.anonymous, &self.by_name);
         // Computations written inline come first: a wrapped op may call one.
-        let hoisted = &self.hoisted;
-        let before = |n: &str| {
-            hoisted
-                .iter()
-                .find(|c| c.name == n)
-                .and_then(Computation::signature)
-                .or_else(|| callees(n))
+        let scope = Scope {
+            before,
+            own: &self.hoisted,
         };
-        let mut wrapped = wrap_async_starts(comp, self.wrapped_ops, &before)?;
+        let mut wrapped = wrap_async_starts(comp, self.wrapped_ops, &scope)?;
         if self.async_without_callee {
             crate::ir::async_ops::find_async_callees(comp)
                 .or_else(|e| err_at(name, e.to_string()))?;
         }
         self.hoisted.append(&mut wrapped);
         let wrapped = self.hoisted;
-        let callees = |n: &str| {
-            wrapped
-                .iter()
-                .find(|c| c.name == n)
-                .and_then(Computation::signature)
-                .or_else(|| callees(n))
+        let scope = Scope {
+            before,
+            own: &wrapped,
         };
         let mut comp = self.comp;
-        infer_unwritten_shapes(&mut comp, unshaped, &callees, notes)?;
+        infer_unwritten_shapes(&mut comp, unshaped, &|id| scope.signature(id), notes)?;
         match self.root.or(self.last) {
             Some(r) => comp.set_root(r),
             None => {

@@ -98,19 +98,20 @@ fn literal_attribute(a: &mut Attrs) -> Result<Option<Box<Literal>>, ParseError> 
 /// `called_computations={f, g}`. XLA's reader takes `to_apply=f` on a
 /// custom call as its one called computation, and prints it back as
 /// `called_computations={f}` (checked through jaxlib).
-fn called_computations(a: &mut Attrs) -> Result<Vec<String>, ParseError> {
+fn called_computations(a: &mut Attrs) -> Result<Vec<ComputationId>, ParseError> {
     match a.take("called_computations") {
         None => match a.take("to_apply") {
             None => Ok(Vec::new()),
-            Some((Value::Word(name), _)) => Ok(vec![strip_sigil(&name).to_string()]),
+            Some((Value::Word(name), p)) => Ok(vec![a.callee("to_apply", &name, p)]),
             Some((other, p)) => err_at(
                 &p,
                 format!("'to_apply' must name a computation, got {}", other.kind()),
             ),
         },
-        Some((Value::Words(names), _)) => {
-            Ok(names.iter().map(|n| strip_sigil(n).to_string()).collect())
-        }
+        Some((Value::Words(names), p)) => Ok(names
+            .iter()
+            .map(|n| a.callee("called_computations", n, p))
+            .collect()),
         Some((Value::Ints(v), _)) if v.is_empty() => Ok(Vec::new()),
         Some((other, p)) => err_at(
             &p,

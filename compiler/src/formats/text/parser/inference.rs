@@ -38,10 +38,12 @@ pub(super) type Unshaped<'i> = (InstrId, Vec<InstrId>, Span<'i>, Option<Shape>);
 /// XLA's parser derives, the one its op infers from its operands, operands
 /// first (they may be unwritten too). A written shape that differs is
 /// replaced, with a note.
-pub(super) fn infer_unwritten_shapes(
+pub(super) fn infer_unwritten_shapes<'c>(
     comp: &mut Computation,
     mut todo: Vec<Unshaped<'_>>,
-    callees: &Callees<'_>,
+    callees: &dyn Fn(
+        ComputationId,
+    ) -> Option<(&'c str, crate::analysis::shape_inference::CalleeSignature)>,
     notes: &mut Vec<String>,
 ) -> Result<(), ParseError> {
     let mut unknown: std::collections::HashSet<InstrId> = todo.iter().map(|t| t.0).collect();

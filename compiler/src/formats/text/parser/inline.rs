@@ -36,7 +36,7 @@ pub(super) fn inline_computation(
     }
     const PREFIX: &str = "HloModule _\n\nENTRY _ ";
     let src = format!("{PREFIX}{text}\n");
-    let (m, _) = parse_module_noted(&src).map_err(|e| {
+    let (mut m, _) = parse_module_noted(&src).map_err(|e| {
         // Line 3 of the module read holds the value's first line, after
         // the prefix's `ENTRY _ `.
         let (line, column) = attribute.value.line_col();
@@ -55,55 +55,58 @@ pub(super) fn inline_computation(
             ),
         }
     })?;
-    let entry = m.entry;
-    let mut comps = m.computations;
-    let inline = comps.remove(entry);
-    comps.push(inline);
-    Ok(Some(comps))
+    // The inline one last, after its callees.
+    let entry = m.entry_id();
+    let order: Vec<ComputationId> = m
+        .computation_ids()
+        .filter(|&id| id != entry)
+        .chain([entry])
+        .collect();
+    m.reorder_computations(&order);
+    Ok(Some(m.computations))
 }
 
-/// Gives the computations `inline` names no computation in `taken` or
-/// already adopted uses (`_`, then `_.1`, ...), renaming their callers
-/// among them and in `op`, and adopts them.
+/// Adopts each group of computations an instruction writes inline (one
+/// attribute's: callees first, the inline one last) after those already
+/// adopted, each under a name no computation in scope or adopted uses
+/// (`_`, then `_.1`, ...), and returns the id each group's inline one
+/// gets.
 pub(super) fn adopt_inline(
     adopted: &mut Vec<Computation>,
-    mut inline: Vec<Computation>,
-    op: &mut Op,
-    taken: &dyn Fn(&str) -> bool,
-) {
-    for i in 0..inline.len() {
-        let old = inline[i].name.clone();
-        let free = |n: &str| {
-            !taken(n)
-                && !adopted.iter().any(|c| c.name == n)
-                && !inline
-                    .iter()
-                    .enumerate()
-                    .any(|(j, c)| j != i && c.name == n)
+    groups: Vec<Vec<Computation>>,
+    before: &[Computation],
+) -> Vec<ComputationId> {
+    let mut ids = Vec::with_capacity(groups.len());
+    for mut group in groups {
+        for i in 0..group.len() {
+            let old = group[i].name.clone();
+            let scope = Scope {
+                before,
+                own: adopted,
+            };
+            let free = |n: &str| {
+                !scope.taken(n) && !group.iter().enumerate().any(|(j, c)| j != i && c.name == n)
+            };
+            if free(&old) {
+                continue;
+            }
+            let base = old.split('.').next().unwrap_or(&old).to_string();
+            group[i].name = first_free(&base, free);
+        }
+        // Callees keep their places within the group, after those before.
+        let first = before.len() + adopted.len();
+        let shift = |id: ComputationId| {
+            if id.is_pending() {
+                id
+            } else {
+                ComputationId::new(first + id.index())
+            }
         };
-        if free(&old) {
-            continue;
+        for c in &mut group {
+            c.renumber_callees(&shift);
         }
-        let base = old.split('.').next().unwrap_or(&old).to_string();
-        let new = first_free(&base, free);
-        inline[i].name = new.clone();
-        for c in inline.iter_mut() {
-            let ids: Vec<_> = c.ids().collect();
-            for id in ids {
-                for callee in c.instr_mut(id).op.called_computations_mut() {
-                    if *callee == old {
-                        *callee = new.clone();
-                    }
-                }
-            }
-        }
-        if i + 1 == inline.len() {
-            for callee in op.called_computations_mut() {
-                if *callee == old {
-                    *callee = new.clone();
-                }
-            }
-        }
+        ids.push(ComputationId::new(first + group.len() - 1));
+        adopted.extend(group);
     }
-    adopted.extend(inline);
+    ids
 }

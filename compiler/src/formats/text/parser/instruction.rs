@@ -15,9 +15,10 @@ pub(super) struct ParsedInstruction<'i> {
     pub(super) note: Option<String>,
     /// The op a short-form async start wraps (see [`Attrs::wrapped`]).
     pub(super) wrapped: Option<Box<Op>>,
-    /// Computations written inline as an attribute's value
-    /// (`to_apply={ ... }`), callees first; the op names the last as `_`.
-    pub(super) inline: Vec<Computation>,
+    /// Computations written inline as attributes' values (`to_apply={
+    /// ... }`), one group per attribute, each callees first and the
+    /// inline one last ([`Attrs::inline`] says which attribute wrote it).
+    pub(super) inline: Vec<Vec<Computation>>,
 }
 
 /// `control-predecessors={a, b}`: the names, and where they are written.
@@ -177,15 +178,16 @@ pub(super) fn instruction<'i>(
 fn read_attributes<'i>(
     written: &'i [syntax::Attribute<'i>],
     attrs: &mut Attrs<'i>,
-) -> Result<Vec<Computation>, ParseError> {
+) -> Result<Vec<Vec<Computation>>, ParseError> {
     let mut inline = Vec::new();
     for a in written {
         let (k, mut v, ap) = attribute(a)?;
         if attrs.map.contains_key(k) {
             return err_at(&ap, format!("attribute '{k}' given twice"));
         }
-        if let Some(hoisted) = inline_computation(k, &v, &ap)? {
-            inline.extend(hoisted);
+        if let Some(group) = inline_computation(k, &v, &ap)? {
+            attrs.inline.insert(k, inline.len());
+            inline.push(group);
             v = Value::Word(INLINE_NAME.to_string());
         }
         attrs.map.insert(k, (v, ap));

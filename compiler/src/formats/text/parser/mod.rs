@@ -16,6 +16,7 @@
 use super::syntax::{self, Span, SyntaxError};
 use crate::ir::collective::{Collective, ReplicaGroups};
 use crate::ir::computation::{Computation, InstrId};
+use crate::ir::computation_id::ComputationId;
 use crate::ir::instruction::Instruction;
 use crate::ir::literal::{Literal, LiteralTree, Scalar};
 use crate::ir::metadata::Metadata;
@@ -42,6 +43,7 @@ mod inline;
 mod instruction;
 mod literals;
 mod ops;
+mod scope;
 mod shapes;
 mod values;
 
@@ -55,10 +57,11 @@ use inline::*;
 use instruction::*;
 use literals::*;
 use ops::*;
+use scope::*;
 use shapes::*;
 use values::*;
 
-pub(super) use attrs::{flag_value, int_value, ints_value, word_value, Attrs};
+pub(super) use attrs::{flag_value, int_value, ints_value, word_value, Attrs, WrittenCallee};
 pub(super) use ops::{channel_id, collective, permute_slice_sizes, source_target_pairs};
 pub(super) use values::{AttrPlace, Located, Value};
 
@@ -156,13 +159,7 @@ fn computations(
     let mut entry = None;
     for c in written {
         // Callees come before their callers, as XLA prints them.
-        let callees = |n: &str| {
-            computations
-                .iter()
-                .find(|c| c.name == n)
-                .and_then(Computation::signature)
-        };
-        let (read, wrapped) = computation(c, &callees, notes)?;
+        let (read, wrapped) = computation(c, &computations, notes)?;
         computations.extend(wrapped);
         if c.is_entry {
             if entry.is_some() {

@@ -162,8 +162,9 @@ pub(super) fn optional_enum<T: Default>(
 pub(super) fn conditional_branches(
     at: &Span<'_>,
     a: &mut Attrs,
-) -> Result<Vec<String>, ParseError> {
-    let listed = a.take("branch_computations");
+) -> Result<Vec<ComputationId>, ParseError> {
+    const KEY: &str = "branch_computations";
+    let listed = a.take(KEY);
     let pred_form =
         a.map.contains_key("true_computation") || a.map.contains_key("false_computation");
     match listed {
@@ -171,8 +172,8 @@ pub(super) fn conditional_branches(
             &p,
             "conditional has both branch_computations and true_computation/false_computation",
         ),
-        Some((Value::Words(ws), _)) => Ok(ws.iter().map(|w| strip_sigil(w).to_string()).collect()),
-        Some((Value::Word(w), _)) => Ok(vec![w]),
+        Some((Value::Words(ws), p)) => Ok(ws.iter().map(|w| a.callee(KEY, w, p)).collect()),
+        Some((Value::Word(w), p)) => Ok(vec![a.callee(KEY, &w, p)]),
         Some((other, p)) => err_at(
             &p,
             format!(
@@ -180,10 +181,16 @@ pub(super) fn conditional_branches(
                 other.kind()
             ),
         ),
-        None if pred_form => Ok(vec![
-            a.word("true_computation")?.0,
-            a.word("false_computation")?.0,
-        ]),
+        None if pred_form => {
+            let mut branch = |key| {
+                let (name, p) = a.word(key)?;
+                Ok(a.callee(key, &name, p))
+            };
+            Ok(vec![
+                branch("true_computation")?,
+                branch("false_computation")?,
+            ])
+        }
         None => err_at(
             at,
             "conditional needs branch_computations={...} or true_computation and false_computation",
@@ -257,9 +264,10 @@ fn stepped_op(opcode: &str, a: &mut Attrs) -> Result<Option<Op>, ParseError> {
         // An update or done may leave out the computation: it is its
         // start's, found once the operands are known.
         let calls = if step == AsyncStep::Start || a.map.contains_key("calls") {
-            a.word("calls")?.0
+            let (name, p) = a.word("calls")?;
+            a.callee("calls", &name, p)
         } else {
-            String::new()
+            ComputationId::PENDING
         };
         return Ok(Some(Op::Async {
             step,
@@ -317,7 +325,7 @@ pub(super) fn async_short_form(
     }
     Ok(Some(Op::Async {
         step,
-        calls: String::new(),
+        calls: ComputationId::PENDING,
         thread,
     }))
 }
