@@ -32,7 +32,7 @@ impl Pass for Amp {
         };
         let mut mr = ModuleRewriter::for_pass(m, ctx);
         let entry = m.entry;
-        let mut rw = mr.on(&mut m.computations[entry]);
+        let mut rw = mr.on(m.computation_mut(entry));
         let mut cast = AutoCast {
             policy: &policy,
             scopes: policy.scope_matcher(),

@@ -176,7 +176,8 @@ fn annotate(m: &mut Module, policy: &RoundingPolicy, low: ElementType) -> (usize
     let entry = m.entry;
     let mut newly = 0;
     for &id in &chosen {
-        let old = m.computations[entry]
+        let old = m
+            .computation_mut(entry)
             .instr_mut(id)
             .frontend_attributes
             .insert(ROUNDING_ATTRIBUTE.to_string(), STOCHASTIC.to_string());
@@ -204,7 +205,7 @@ fn lower(m: &mut Module, ctx: &mut PassContext) -> Result<usize, RoundingLowerin
     }
     let parameter = m.entry().parameters().len();
     let entry = m.entry;
-    let mut rw = mr.on(&mut m.computations[entry]);
+    let mut rw = mr.on(m.computation_mut(entry));
     let wrap = |e: RewriteError| RoundingLoweringError::Rewrite(Box::new(e));
     let mut state = rw
         .add_named(

@@ -37,7 +37,7 @@ impl Pass for CoalesceLinear {
         let entry = m.entry;
         let allow = ctx.concat_entry_parameters;
         for ci in 0..m.computations.len() {
-            let is_entry = ci == entry;
+            let is_entry = ci == entry.index();
             let mut copied_bytes = 0i64;
             let c = &m.computations[ci];
             let order = c.post_order();

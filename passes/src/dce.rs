@@ -44,7 +44,7 @@ impl Pass for Dce {
         // Computations reachable from the entry through calls.
         let order = module.computation_order();
         let mut called = vec![false; module.computations.len()];
-        called[module.entry] = true;
+        called[module.entry.index()] = true;
         for &i in order.iter().rev() {
             if !called[i] {
                 continue;

@@ -37,7 +37,7 @@ impl Pass for FuseSoftmax {
         let target = ctx.target;
         let mut changed = false;
         for ci in 0..m.computations.len() {
-            let is_entry = ci == m.entry;
+            let is_entry = ci == m.entry.index();
             let matches = find_matches(&m.computations[ci], is_entry, &reducers, ctx, self.name());
             if matches.is_empty() {
                 continue;

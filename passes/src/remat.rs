@@ -60,7 +60,7 @@ impl Pass for Remat {
             return Ok(false);
         }
         let entry = m.entry;
-        let regions = regions(&m.computations[entry], policy);
+        let regions = regions(m.computation(entry), policy);
         if regions.is_empty() {
             ctx.note(
                 self.name(),
@@ -69,7 +69,7 @@ impl Pass for Remat {
             return Ok(false);
         }
         let mut rewriter = ModuleRewriter::for_pass(m, ctx);
-        let c = &mut m.computations[entry];
+        let c = m.computation_mut(entry);
         let order = Order::of(c);
         let mut r = rewriter.on(c);
         let mut total = Totals::default();

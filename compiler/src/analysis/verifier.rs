@@ -51,7 +51,7 @@ impl CalleeSignatures {
                 .iter()
                 .enumerate()
                 .map(|(i, c)| {
-                    if i == module.entry {
+                    if i == module.entry.index() {
                         return None;
                     }
                     Some((c.name.clone(), c.signature()?))
@@ -81,7 +81,7 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         instruction: None,
         message,
     };
-    if module.entry >= module.computations.len() {
+    if module.get_computation(module.entry).is_none() {
         return Err(module_err("module has no entry computation".into()));
     }
     if !is_hlo_name(&module.name) {
@@ -321,7 +321,7 @@ fn check_callees(module: &Module, op: &Op) -> Result<(), RuleError> {
                 callee,
             });
         }
-        if callee == module.entry_id() {
+        if callee == module.entry {
             return Err(RuleError::CallsEntry {
                 opcode: op.opcode(),
                 entry: module.entry().name.clone(),

@@ -47,8 +47,8 @@ pub struct Module {
     pub name: String,
     /// Callees and the entry. Printing and emission order them callees first.
     pub computations: Vec<Computation>,
-    /// Index of the entry computation in `computations`.
-    pub entry: usize,
+    /// The entry computation.
+    pub entry: ComputationId,
     pub input_output_alias: Vec<IoAlias>,
     pub buffer_donors: Vec<BufferDonor>,
     pub frontend_attributes: BTreeMap<String, String>,
@@ -241,7 +241,7 @@ impl Module {
         Module {
             name: name.into(),
             computations: vec![entry],
-            entry: 0,
+            entry: ComputationId::new(0),
             input_output_alias: Vec::new(),
             buffer_donors: Vec::new(),
             frontend_attributes: BTreeMap::new(),
@@ -266,11 +266,11 @@ impl Module {
     }
 
     pub fn entry(&self) -> &Computation {
-        &self.computations[self.entry]
+        self.computation(self.entry)
     }
 
     pub fn entry_mut(&mut self) -> &mut Computation {
-        &mut self.computations[self.entry]
+        self.computation_mut(self.entry)
     }
 
     /// The computation `id` names. Ids come from this module: an op's
@@ -316,11 +316,6 @@ impl Module {
         (0..self.computations.len()).map(ComputationId::new)
     }
 
-    /// The entry's id.
-    pub fn entry_id(&self) -> ComputationId {
-        ComputationId::new(self.entry)
-    }
-
     /// Adds a callee computation and returns its id.
     pub fn add_computation(&mut self, c: Computation) -> ComputationId {
         self.computations.push(c);
@@ -333,7 +328,7 @@ impl Module {
     pub fn absorb(&mut self, other: Module) -> ComputationId {
         let base = self.computations.len();
         let shift = |id: ComputationId| ComputationId::new(base + id.index());
-        let entry = shift(other.entry_id());
+        let entry = shift(other.entry);
         for mut c in other.computations {
             c.renumber_callees(&shift);
             self.computations.push(c);
@@ -364,7 +359,7 @@ impl Module {
             i += 1;
             new_id[i - 1].is_some()
         });
-        self.entry = new_id[self.entry].map_or(self.entry, ComputationId::index);
+        self.entry = new_id[self.entry.index()].unwrap_or(self.entry);
         let renumber = |id: ComputationId| {
             new_id
                 .get(id.index())
@@ -396,7 +391,7 @@ impl Module {
             .iter()
             .filter_map(|from| old[from.index()].take())
             .collect();
-        self.entry = new_id[self.entry].index();
+        self.entry = new_id[self.entry.index()];
         let renumber = |id: ComputationId| new_id.get(id.index()).copied().unwrap_or(id);
         for c in &mut self.computations {
             c.renumber_callees(&renumber);
@@ -460,7 +455,7 @@ impl Module {
         // its callees (which may be ones the entry reaches too), then the
         // entry's own, and the entry last.
         let mut reached = Vec::new();
-        visit(self.entry, &mut reached, &mut done.clone());
+        visit(self.entry.index(), &mut reached, &mut done.clone());
         if reached.len() == self.computations.len() {
             // All reached (hlatc's own modules): the walk is the order.
             return reached;
@@ -472,9 +467,9 @@ impl Module {
         for (i, _) in is_reached.iter().enumerate().filter(|(_, &r)| !r) {
             visit(i, &mut order, &mut done);
         }
-        visit(self.entry, &mut order, &mut done);
-        order.retain(|&i| i != self.entry);
-        order.push(self.entry);
+        visit(self.entry.index(), &mut order, &mut done);
+        order.retain(|&i| i != self.entry.index());
+        order.push(self.entry.index());
         order
     }
 

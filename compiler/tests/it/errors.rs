@@ -173,9 +173,8 @@ fn semantic_errors_point_at_the_token() {
 fn a_name_in_two_computations_is_a_verifier_error() {
     let src = "HloModule m\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\nENTRY e {\n  x = f32[2] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add\n}\n";
     let mut m = text::parse_module(src).unwrap();
-    let e = m.entry;
-    let renamed = m.computations[e].find("x.1").expect("renamed on parse");
-    m.computations[e].instr_mut(renamed).name = "x".into();
+    let renamed = m.entry().find("x.1").expect("renamed on parse");
+    m.entry_mut().instr_mut(renamed).name = "x".into();
     let got = verify(&m).unwrap_err().to_string();
     assert!(
         got.starts_with("computation 'e', instruction 'x': name is also used in computation 'add'"),
@@ -229,7 +228,7 @@ fn a_callee_id_out_of_range_or_the_entry_is_a_verifier_error() {
         "computation 'e', instruction 'r': reduce: calls unknown computation #5"
     );
     assert_eq!(
-        with_callee(m.entry_id()),
+        with_callee(m.entry),
         "computation 'e', instruction 'r': reduce: calls the entry computation 'e'"
     );
 }

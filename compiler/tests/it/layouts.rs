@@ -23,7 +23,7 @@ fn every_item_is_read_and_printed_back_as_written() {
     let m = text::parse_module(MODULE).unwrap();
     verify(&m).unwrap();
     assert_eq!(text::print_module(&m), MODULE);
-    let c = &m.computations[m.entry];
+    let c = m.entry();
     let Shape::Array(a) = &c.instr(c.find("c").unwrap()).shape else {
         panic!("array expected")
     };

@@ -210,7 +210,7 @@ impl Pass for AddThroughIndex {
         use hlatc_compiler::ir::op::UnaryOp;
         let mut mr = hlatc_passes::rewriter::ModuleRewriter::for_pass(m, ctx);
         let entry = m.entry;
-        let mut r = mr.on(&mut m.computations[entry]);
+        let mut r = mr.on(m.computation_mut(entry));
         let p = r.comp().parameters()[0];
         let k = r
             .add_named("k", hlatc_compiler::Op::Unary(UnaryOp::Negate), &[p], None)

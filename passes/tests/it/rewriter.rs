@@ -17,7 +17,7 @@ fn names_are_unique_across_the_module() {
     let mut m = module();
     let mut rw = ModuleRewriter::new(&m);
     let entry = m.entry;
-    let mut r = rw.on(&mut m.computations[entry]);
+    let mut r = rw.on(m.computation_mut(entry));
     let p = r.comp().find("p").unwrap();
     // `negate` is taken in another computation, so the entry's new negate
     // may not reuse it.
@@ -32,7 +32,7 @@ fn value_numbering_is_opt_in() {
     let mut m = module();
     let mut rw = ModuleRewriter::new(&m);
     let entry = m.entry;
-    let mut r = rw.on(&mut m.computations[entry]);
+    let mut r = rw.on(m.computation_mut(entry));
     let p = r.comp().find("p").unwrap();
     let n = r.comp().find("n").unwrap();
     let fresh = r.add(Op::Unary(UnaryOp::Negate), &[p], None).unwrap();
@@ -50,7 +50,7 @@ fn a_replacement_of_another_shape_is_refused_and_dead_code_swept() {
     let mut m = module();
     let mut rw = ModuleRewriter::new(&m);
     let entry = m.entry;
-    let mut r = rw.on(&mut m.computations[entry]);
+    let mut r = rw.on(m.computation_mut(entry));
     let p = r.comp().find("p").unwrap();
     let n = r.comp().find("n").unwrap();
     let shape = hlatc_compiler::Shape::array(hlatc_compiler::ElementType::F32, [1, 2]);
@@ -74,7 +74,7 @@ fn an_in_place_rewrite_is_checked_by_inference() {
     .unwrap();
     let mut rw = ModuleRewriter::new(&m);
     let entry = m.entry;
-    let mut r = rw.on(&mut m.computations[entry]);
+    let mut r = rw.on(m.computation_mut(entry));
     let [p, q, s] = ["p", "q", "s"].map(|n| r.comp().find(n).unwrap());
     assert!(matches!(
         r.comp().instr(s).op,
@@ -139,7 +139,7 @@ fn a_retyping_is_checked_by_rule_or_else_by_inference() {
     .unwrap();
     let mut rw = ModuleRewriter::new(&m);
     let entry = m.entry;
-    let mut r = rw.on(&mut m.computations[entry]);
+    let mut r = rw.on(m.computation_mut(entry));
     let [p, q, w, s, t] = ["p", "q", "w", "s", "t"].map(|n| r.comp().find(n).unwrap());
     let bf16 = |r: &mut hlatc_passes::rewriter::Rewriter<'_>, x, dims: &[i64]| {
         r.add(

@@ -88,7 +88,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
         computations,
         host_program_shape: Some(host_program_shape(m)),
         id: 1,
-        entry_computation_id: comp_ids[m.entry],
+        entry_computation_id: comp_ids[m.entry.index()],
         schedule: m.is_scheduled.then_some(HloScheduleProto {
             sequences: schedule,
         }),

@@ -80,7 +80,7 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
             .unwrap_or_default(),
         name: p.name.clone(),
         computations,
-        entry,
+        entry: ComputationId::new(entry),
         input_output_alias: io_alias_from_proto(p),
         buffer_donors: buffer_donors_from_proto(p),
         frontend_attributes: p

@@ -54,7 +54,7 @@ pub fn print_module(m: &Module) -> String {
         out.push_str(", ");
         write_frontend_attributes(&mut out, &m.frontend_attributes);
     }
-    if m.entry < m.computations.len() {
+    if m.get_computation(m.entry).is_some() {
         let (params, result) = match &m.entry_layout {
             Some(l) => (l.parameters.clone(), Some(l.result.clone())),
             None => (m.entry_parameter_shapes(), m.entry_result_shape()),
@@ -96,7 +96,7 @@ pub fn print_module(m: &Module) -> String {
         if k > 0 {
             out.push('\n');
         }
-        if i == m.entry {
+        if i == m.entry.index() {
             out.push_str("ENTRY ");
         }
         print_computation_into(&mut out, m, &m.computations[i], m.is_scheduled);

@@ -114,7 +114,7 @@ impl<'i> ModuleHeader<'i> {
         let mut m = Module {
             name: name.to_string(),
             computations,
-            entry,
+            entry: ComputationId::new(entry),
             input_output_alias: self.aliases,
             buffer_donors: self.donors,
             frontend_attributes: self.frontend_attributes,
@@ -130,7 +130,7 @@ impl<'i> ModuleHeader<'i> {
             check_schedule(&m, &at)?;
         }
         if let Some((at, params, result)) = self.entry_layout {
-            if m.entry < m.computations.len() {
+            if m.get_computation(m.entry).is_some() {
                 m.entry_layout = EntryLayout::against(&m, params, result)
                     .or_else(|e| err_at(&at, e.to_string()))?;
             }

@@ -56,7 +56,7 @@ pub(super) fn inline_computation(
         }
     })?;
     // The inline one last, after its callees.
-    let entry = m.entry_id();
+    let entry = m.entry;
     let order: Vec<ComputationId> = m
         .computation_ids()
         .filter(|&id| id != entry)
