@@ -314,10 +314,11 @@ impl Builder {
         let r = b
             .add_named(&format!("{name}.out"), Op::Binary(op), &[x, y], None)
             .expect("a binary op over equal scalars is well-formed");
+        let signature = CalleeSignature {
+            params: vec![Shape::scalar(ty); 2],
+            result: b.shape(r).clone(),
+        };
         let computation = b.finish(r);
-        let signature = computation
-            .signature()
-            .expect("a finished computation has a root");
         self.reducers.push(Reducer {
             computation,
             signature,
