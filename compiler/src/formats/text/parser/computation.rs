@@ -133,15 +133,18 @@ impl<'i> Builder<'i> {
             mut wrapped,
             inline,
         } = instruction(written, &mut attrs)?;
-        let callees = std::mem::take(&mut attrs.callees);
-        let inline = adopt_inline(&mut self.hoisted, inline, before);
-        let scope = Scope {
-            before,
-            own: &self.hoisted,
-        };
-        scope.resolve(&mut op, &callees, &inline)?;
-        if let Some(w) = &mut wrapped {
-            scope.resolve(w, &callees, &inline)?;
+        // Most instructions call nothing: they skip resolving.
+        if !attrs.callees.is_empty() {
+            let callees = std::mem::take(&mut attrs.callees);
+            let inline = adopt_inline(&mut self.hoisted, inline, before);
+            let scope = Scope {
+                before,
+                own: &self.hoisted,
+            };
+            scope.resolve(&mut op, &callees, &inline)?;
+            if let Some(w) = &mut wrapped {
+                scope.resolve(w, &callees, &inline)?;
+            }
         }
         let mut instr = Instruction::new(written.name.text(), shape, op);
         let control = annotate(&mut instr, attrs)?;
