@@ -21,6 +21,13 @@ cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings
 # twice as fast; every comparison in the tests is between programs
 # compiled alike.
 export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
+# The tests compile some programs more than once, in different processes:
+# each compiled executable is kept on disk and loaded the next time
+# (docs/src/runtime.md, "Executable cache"). Empty at the start of every
+# run, so nothing compiled by another plugin or build can be loaded.
+rm -rf target/xla-cache
+mkdir -p target/xla-cache
+export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
 # The `ci` profile optimizes hlatc's own crates too (Cargo.toml).
 if cargo nextest --version >/dev/null 2>&1; then
     # One process per test, both cores busy to the end (.config/nextest.toml).
