@@ -10,9 +10,11 @@ scripts/fetch-xla-cpu-plugin.sh
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r tools/requirements.txt
 
 # The Python package's native module (python/, hlatc-python) is a member
-# of the workspace: both check it too.
+# of the workspace: both check it too. Clippy runs in the `ci` profile the
+# tests build in (the same lints: it inherits dev's debug assertions), so
+# the proc macros and build scripts it compiles are the tests' own.
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --profile ci -- -D warnings
 
 # Most of the tests' time is XLA CPU compiling programs with LLVM. Its
 # backend optimization level changes how fast the machine code runs, not
