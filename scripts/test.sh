@@ -9,11 +9,12 @@ scripts/fetch-xla-cpu-plugin.sh
 # XLA's own HLO parser, through jaxlib, for tests/it/xla_crosscheck.rs.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r tools/requirements.txt
 
+# The Python package's native module (python/, hlatc-python) is a member
+# of the workspace: both check it too. Clippy runs in the `ci` profile the
+# tests build in (the same lints: it inherits dev's debug assertions), so
+# the proc macros and build scripts it compiles are the tests' own.
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-# The Python package's native module is a workspace of its own (python/).
-cargo fmt --manifest-path python/Cargo.toml -- --check
-cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --profile ci -- -D warnings
 
 # Most of the tests' time is XLA CPU compiling programs with LLVM. Its
 # backend optimization level changes how fast the machine code runs, not
@@ -21,18 +22,30 @@ cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings
 # twice as fast; every comparison in the tests is between programs
 # compiled alike.
 export XLA_FLAGS="--xla_backend_optimization_level=0 ${XLA_FLAGS:-}"
+# The tests compile some programs more than once, in different processes:
+# each compiled executable is kept on disk and loaded the next time
+# (docs/src/runtime.md, "Executable cache"). Empty at the start of every
+# run, so nothing compiled by another plugin or build can be loaded.
+rm -rf target/xla-cache
+mkdir -p target/xla-cache
+export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
 # The `ci` profile optimizes hlatc's own crates too (Cargo.toml).
 if cargo nextest --version >/dev/null 2>&1; then
     # One process per test, both cores busy to the end (.config/nextest.toml).
-    cargo nextest run --workspace --cargo-profile ci --no-fail-fast
-    cargo test --workspace --doc --profile ci
+    # hlatc-python is a Python extension, built and tested below by pip.
+    cargo nextest run --workspace --exclude hlatc-python --cargo-profile ci --no-fail-fast
+    cargo test --workspace --exclude hlatc-python --doc --profile ci
 else
-    cargo test --workspace --profile ci
+    cargo test --workspace --exclude hlatc-python --profile ci
 fi
 
 # The Python package: `pip install ./python` (maturin builds the Rust
 # core) into a virtual environment of its own that sees the JAX installed
-# above, then its tests against the CLI built above.
+# above, then its tests against the CLI built above. Built in the `ci`
+# profile, in the same target/ as the tests: the hlatc crates it links are
+# the ones just built, and only pyo3 and the extension itself compile. A
+# user's `pip install ./python` builds the same code in the release profile.
 python3 -m venv --system-site-packages .cache/python-venv
-.cache/python-venv/bin/python -m pip install --quiet --disable-pip-version-check "./python[test]"
+MATURIN_PEP517_ARGS="--profile ci" \
+    .cache/python-venv/bin/python -m pip install --quiet --disable-pip-version-check "./python[test]"
 HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q python/tests

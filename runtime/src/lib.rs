@@ -25,6 +25,7 @@ pub mod atomic_file;
 pub mod compare;
 pub mod compile_options;
 pub mod cpu_preflight;
+pub mod executable_cache;
 mod flat_entry;
 pub mod host_memory;
 pub mod inputs;
@@ -33,12 +34,13 @@ pub mod plugin;
 pub mod tensors;
 
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
+pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
 pub use tensors::{read_safetensors, write_safetensors, TensorFileError};
 
 use hlatc_compiler::{formats::proto, verify, Literal, Module, Shape, VerifyError};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RuntimeError {
@@ -129,6 +131,9 @@ pub enum RuntimeError {
 #[derive(Clone)]
 pub struct Runtime {
     client: pjrt::Client,
+    /// Where compiled executables are kept between processes, if anywhere
+    /// ([`ExecutableCache::from_env`] unless set).
+    cache: Option<Arc<ExecutableCache>>,
 }
 
 static SHARED: OnceLock<Result<Runtime, RuntimeError>> = OnceLock::new();
@@ -181,25 +186,41 @@ impl Runtime {
     fn load(devices: Option<usize>) -> Result<Runtime, RuntimeError> {
         let path =
             plugin::find_plugin().map_err(|searched| RuntimeError::PluginNotFound { searched })?;
-        Ok(Runtime {
-            client: pjrt::Client::load(&path, devices)?,
-        })
+        Ok(Runtime::from_client(pjrt::Client::load(&path, devices)?))
     }
 
     /// Loads the plugin at `path`, with the devices it makes by default.
     pub fn with_plugin(path: &Path) -> Result<Runtime, RuntimeError> {
-        Ok(Runtime {
-            client: pjrt::Client::load(path, None)?,
-        })
+        Ok(Runtime::from_client(pjrt::Client::load(path, None)?))
     }
 
     /// Loads the plugin at `path`, with `devices` devices (1 to
     /// [`MAX_DEVICES`]).
     pub fn with_plugin_and_devices(path: &Path, devices: usize) -> Result<Runtime, RuntimeError> {
         check_device_count(devices)?;
-        Ok(Runtime {
-            client: pjrt::Client::load(path, Some(devices))?,
-        })
+        Ok(Runtime::from_client(pjrt::Client::load(
+            path,
+            Some(devices),
+        )?))
+    }
+
+    fn from_client(client: pjrt::Client) -> Runtime {
+        Runtime {
+            client,
+            cache: ExecutableCache::from_env(),
+        }
+    }
+
+    /// This runtime with `cache` for the executables it compiles (`None`:
+    /// none), in place of the one `HLATC_XLA_CACHE_DIR` names.
+    pub fn with_executable_cache(mut self, cache: Option<Arc<ExecutableCache>>) -> Runtime {
+        self.cache = cache;
+        self
+    }
+
+    /// The cache the executables it compiles go through, if any.
+    pub fn executable_cache(&self) -> Option<&Arc<ExecutableCache>> {
+        self.cache.as_ref()
     }
 
     /// One runtime per process, with [`SHARED_DEVICES`] devices: loading
@@ -278,10 +299,14 @@ impl Runtime {
             1 => compile_options::single_device(),
             n => compile_options::replicas(&self.client.device_ids()[..n]),
         };
-        let exe = self
-            .client
-            .compile(&bytes, &options)
-            .map_err(|e| rejected(compiled, e))?;
+        let (exe, cache) = match &self.cache {
+            Some(c) => c.get_or_compile(&self.client, &bytes, &options),
+            None => self
+                .client
+                .compile(&bytes, &options)
+                .map(|exe| (exe, CacheOutcome::Off)),
+        }
+        .map_err(|e| rejected(compiled, e))?;
         let got = exe.num_outputs()?;
         if got != outputs.len() {
             return Err(RuntimeError::OutputCount {
@@ -298,6 +323,7 @@ impl Runtime {
             name: module.name.clone(),
             host_bytes: host_memory::module_bytes(module).saturating_mul(replicas as u64),
             rewrites,
+            cache,
         })
     }
 
@@ -498,6 +524,7 @@ pub struct Program {
     /// outputs.
     host_bytes: u64,
     rewrites: Vec<Rewrite>,
+    cache: CacheOutcome,
 }
 
 /// A way the module XLA CPU compiled differs from the one given, each
@@ -555,6 +582,12 @@ impl Program {
     /// How the module XLA CPU compiled differs from the one given.
     pub fn rewrites(&self) -> &[Rewrite] {
         &self.rewrites
+    }
+
+    /// Whether the executable was compiled or loaded from the runtime's
+    /// [`ExecutableCache`].
+    pub fn cache_outcome(&self) -> &CacheOutcome {
+        &self.cache
     }
 
     /// Fails, before anything is allocated, when a run could not fit in the

@@ -8,6 +8,25 @@ use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// What tells one plugin file from another without reading its 260 MB:
+/// its size and modification time (to the nanosecond where the file
+/// system keeps them). A file rewritten, or another put at the same path,
+/// reads differently.
+fn file_identity(path: &Path) -> Option<String> {
+    let m = std::fs::metadata(path).ok()?;
+    let modified = m
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(format!(
+        "size={} mtime={}.{:09}",
+        m.len(),
+        modified.as_secs(),
+        modified.subsec_nanos()
+    ))
+}
+
 /// A failed PJRT call, with the plugin's own message.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PjrtError {
@@ -52,6 +71,8 @@ struct Plugin {
     _lib: std::mem::ManuallyDrop<libloading::Library>,
     api: *const ffi::PJRT_Api,
     path: PathBuf,
+    /// The file's identity when it was loaded (see [`file_identity`]).
+    identity: Option<String>,
 }
 
 // SAFETY: `api` points at a static, immutable function table inside the
@@ -71,6 +92,9 @@ impl Plugin {
             path: path.to_path_buf(),
             source,
         })?;
+        // Read before it is loaded, so a file replaced later is not taken
+        // for the one this process runs.
+        let identity = file_identity(path);
         // SAFETY: loading a shared object runs its initializers. The path is
         // the PJRT plugin the user or the set-up script chose; nothing else
         // in the process depends on its symbols.
@@ -115,6 +139,7 @@ impl Plugin {
             _lib: lib,
             api,
             path: path.to_path_buf(),
+            identity,
         };
         let mut args = ffi::PJRT_Plugin_Initialize_Args::new();
         plugin.call(slot::PLUGIN_INITIALIZE, "PJRT_Plugin_Initialize", &mut args)?;
@@ -349,6 +374,12 @@ impl Client {
         &self.inner.plugin.path
     }
 
+    /// The plugin file's identity as it was when loaded (see
+    /// [`file_identity`]), or `None` when it could not be read.
+    pub fn plugin_identity(&self) -> Option<&str> {
+        self.inner.plugin.identity.as_deref()
+    }
+
     /// Compiles serialized `HloModuleProto` bytes with serialized
     /// `CompileOptionsProto` bytes.
     pub fn compile(
@@ -378,6 +409,38 @@ impl Client {
             exe: a.executable,
         };
         Ok(exe)
+    }
+
+    /// Loads an executable that [`LoadedExecutable::serialize`] wrote, in a
+    /// process with the same plugin, for the devices `compile_options`
+    /// (the options it was compiled with) name
+    /// (`PJRT_Executable_DeserializeAndLoad`). The plugin trusts the bytes:
+    /// the caller hands over only what a serialization of this plugin
+    /// wrote, whole (the executable cache checks a checksum first).
+    pub fn deserialize(
+        &self,
+        serialized: &[u8],
+        compile_options: &[u8],
+    ) -> Result<LoadedExecutable, PjrtError> {
+        let mut a = ffi::PJRT_Executable_DeserializeAndLoad_Args::new();
+        a.client = self.inner.client;
+        // Both are only read, during the call.
+        a.serialized_executable = serialized.as_ptr() as *const _;
+        a.serialized_executable_size = serialized.len();
+        a.overridden_serialized_compile_options = compile_options.as_ptr() as *const _;
+        a.overridden_serialized_compile_options_size = compile_options.len();
+        self.inner.plugin.call(
+            slot::EXECUTABLE_DESERIALIZE_AND_LOAD,
+            "PJRT_Executable_DeserializeAndLoad",
+            &mut a,
+        )?;
+        if a.loaded_executable.is_null() {
+            return Err(PjrtError::Unexpected("a null executable".into()));
+        }
+        Ok(LoadedExecutable {
+            client: self.inner.clone(),
+            exe: a.loaded_executable,
+        })
     }
 
     /// Copies `lit` to the device at `device` (an index into the devices
@@ -536,6 +599,42 @@ impl LoadedExecutable {
                 &mut n,
             )?;
             Ok(n.num_outputs)
+        })
+    }
+
+    /// The plugin's serialization of the compiled program
+    /// (`PJRT_Executable_Serialize`): what [`Client::deserialize`] loads
+    /// back, in a process with the same plugin.
+    pub fn serialize(&self) -> Result<Vec<u8>, PjrtError> {
+        self.with_executable(|plugin, exe| {
+            let mut s = ffi::PJRT_Executable_Serialize_Args::new();
+            s.executable = exe;
+            plugin.call(
+                slot::EXECUTABLE_SERIALIZE,
+                "PJRT_Executable_Serialize",
+                &mut s,
+            )?;
+            let bytes = (!s.serialized_bytes.is_null()).then(|| {
+                // SAFETY: PJRT returned a pointer/length pair backed by
+                // `serialized_executable`, which is alive until its deleter
+                // runs below; the bytes are copied out first.
+                unsafe {
+                    std::slice::from_raw_parts(
+                        s.serialized_bytes as *const u8,
+                        s.serialized_bytes_size,
+                    )
+                }
+                .to_vec()
+            });
+            if let Some(deleter) = s.serialized_executable_deleter {
+                if !s.serialized_executable.is_null() {
+                    // SAFETY: the deleter and the object are the pair PJRT
+                    // returned; it is called once, here, and nothing reads
+                    // `serialized_bytes` after it.
+                    unsafe { deleter(s.serialized_executable) };
+                }
+            }
+            bytes.ok_or_else(|| PjrtError::Unexpected("a null serialized executable".into()))
         })
     }
 

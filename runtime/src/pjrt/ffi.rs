@@ -49,9 +49,11 @@ pub mod slot {
     pub const DEVICE_GET_DESCRIPTION: usize = 29;
     pub const EXECUTABLE_DESTROY: usize = 40;
     pub const EXECUTABLE_NUM_OUTPUTS: usize = 44;
+    pub const EXECUTABLE_SERIALIZE: usize = 49;
     pub const LOADED_EXECUTABLE_DESTROY: usize = 50;
     pub const LOADED_EXECUTABLE_GET_EXECUTABLE: usize = 51;
     pub const LOADED_EXECUTABLE_EXECUTE: usize = 55;
+    pub const EXECUTABLE_DESERIALIZE_AND_LOAD: usize = 56;
     pub const BUFFER_DESTROY: usize = 58;
     pub const BUFFER_ELEMENT_TYPE: usize = 59;
     pub const BUFFER_DIMENSIONS: usize = 60;
@@ -192,6 +194,23 @@ args_struct!(PJRT_Executable_GetCompiledMemoryStats_Args {
     peak_memory_in_bytes: i64,
     total_size_in_bytes: i64,
 });
+args_struct!(PJRT_Executable_Serialize_Args {
+    executable: *const PJRT_Executable,
+    // Owned by `serialized_executable`, valid until its deleter runs.
+    serialized_bytes: *const c_char,
+    serialized_bytes_size: usize,
+    serialized_executable: *mut c_void,
+    serialized_executable_deleter: Option<unsafe extern "C" fn(exec: *mut c_void)>,
+});
+args_struct!(PJRT_Executable_DeserializeAndLoad_Args {
+    client: *mut PJRT_Client,
+    serialized_executable: *const c_char,
+    serialized_executable_size: usize,
+    loaded_executable: *mut PJRT_LoadedExecutable,
+    // A serialized CompileOptionsProto, or null for the serialized ones.
+    overridden_serialized_compile_options: *const c_char,
+    overridden_serialized_compile_options_size: usize,
+});
 args_struct!(PJRT_LoadedExecutable_Destroy_Args { executable: *mut PJRT_LoadedExecutable });
 args_struct!(PJRT_LoadedExecutable_GetExecutable_Args {
     loaded_executable: *mut PJRT_LoadedExecutable,
@@ -288,5 +307,18 @@ mod tests {
             size_of::<PJRT_Executable_GetCompiledMemoryStats_Args>(),
             120
         );
+        assert_eq!(
+            offset_of!(
+                PJRT_Executable_Serialize_Args,
+                serialized_executable_deleter
+            ),
+            48
+        );
+        assert_eq!(size_of::<PJRT_Executable_Serialize_Args>(), 56);
+        assert_eq!(
+            offset_of!(PJRT_Executable_DeserializeAndLoad_Args, loaded_executable),
+            40
+        );
+        assert_eq!(size_of::<PJRT_Executable_DeserializeAndLoad_Args>(), 64);
     }
 }

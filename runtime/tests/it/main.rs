@@ -6,6 +6,7 @@ mod collectives;
 mod common;
 mod control_flow;
 mod errors;
+mod executable_cache;
 mod fuzz_xla;
 mod jax_parity;
 mod ops;

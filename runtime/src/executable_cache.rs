@@ -1,0 +1,328 @@
+//! An on-disk cache of compiled XLA CPU executables, on only when
+//! [`CACHE_DIR_ENV`] names a directory (`scripts/test.sh` sets it to a
+//! directory it empties at the start of every run: the tests compile some
+//! programs more than once, in different processes).
+//!
+//! The key is a sha256 of everything that decides what XLA compiles: the
+//! `HloModuleProto` bytes handed to PJRT, the serialized compile options,
+//! the plugin file's identity (size and modification time, read when it was
+//! loaded), the client's platform and devices, and `XLA_FLAGS` as this
+//! process has it. A hit loads the executable the plugin serialized
+//! (`PJRT_Executable_DeserializeAndLoad`) instead of compiling; a miss
+//! compiles, serializes the executable and writes it to a temporary file
+//! that is renamed into place, so another process reads a whole file or
+//! none. Every file carries its key and a sha256 of its bytes, checked
+//! before the plugin sees them. Whatever goes wrong with the cache (a
+//! file unreadable, corrupt, refused by the plugin; a write that fails)
+//! falls back to compiling: the cache can make a compile faster, never
+//! make it fail or change what it gives.
+
+use crate::pjrt::{self, PjrtError};
+use sha2::{Digest, Sha256};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// The environment variable naming the cache's directory. Unset, empty,
+/// or naming no directory: no cache.
+pub const CACHE_DIR_ENV: &str = "HLATC_XLA_CACHE_DIR";
+
+/// The first bytes of every cache file; a new layout gets a new magic.
+const MAGIC: &[u8; 8] = b"HLATCXE1";
+/// Magic, key, checksum of the payload.
+const HEADER_LEN: usize = 8 + 32 + 32;
+
+/// Why the cache could not serve or keep an executable. Never an error of
+/// a compile: the runtime compiles instead, and says so in
+/// [`CacheOutcome::Fallback`].
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CacheError {
+    #[error("cannot read cached executable {}: {message}", .path.display())]
+    Read { path: PathBuf, message: String },
+    #[error("cached executable {} is corrupt: {reason}", .path.display())]
+    Corrupt { path: PathBuf, reason: &'static str },
+    #[error("the plugin refused cached executable {}: {source}", .path.display())]
+    Load {
+        path: PathBuf,
+        #[source]
+        source: PjrtError,
+    },
+    #[error("cannot serialize the executable for the cache: {0}")]
+    Serialize(#[source] PjrtError),
+    #[error("cannot write cached executable {}: {message}", .path.display())]
+    Write { path: PathBuf, message: String },
+}
+
+/// Where a program's executable came from.
+#[derive(Debug, Clone, Default)]
+pub enum CacheOutcome {
+    /// Compiled; no cache is in use.
+    #[default]
+    Off,
+    /// Loaded from the cache; XLA did not compile it.
+    Hit,
+    /// Compiled, as the cache had none; written to it unless
+    /// [`CacheStats::store_failures`] counts it.
+    Miss,
+    /// Compiled, as the cache's file was of no use (the error says why);
+    /// written to it again unless [`CacheStats::store_failures`] counts it.
+    Fallback(CacheError),
+}
+
+impl CacheOutcome {
+    pub fn is_hit(&self) -> bool {
+        matches!(self, CacheOutcome::Hit)
+    }
+}
+
+/// What one cache has served in this process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Compiles because a file was unreadable, corrupt or refused.
+    pub fallbacks: u64,
+    /// Executables compiled but not written (serialization or the write failed).
+    pub store_failures: u64,
+}
+
+/// A directory of compiled executables (see the module's documentation).
+#[derive(Debug)]
+pub struct ExecutableCache {
+    dir: PathBuf,
+    /// `XLA_FLAGS` when the cache was made: XLA reads it once per process.
+    xla_flags: Option<OsString>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    fallbacks: AtomicU64,
+    store_failures: AtomicU64,
+}
+
+impl ExecutableCache {
+    /// A cache in `dir`, which the caller has made.
+    pub fn new(dir: impl Into<PathBuf>) -> ExecutableCache {
+        ExecutableCache {
+            dir: dir.into(),
+            xla_flags: std::env::var_os("XLA_FLAGS"),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+            store_failures: AtomicU64::new(0),
+        }
+    }
+
+    /// The process's cache, from [`CACHE_DIR_ENV`], read once; `None` when
+    /// it names no directory.
+    pub fn from_env() -> Option<Arc<ExecutableCache>> {
+        static FROM_ENV: OnceLock<Option<Arc<ExecutableCache>>> = OnceLock::new();
+        FROM_ENV
+            .get_or_init(|| {
+                let dir = PathBuf::from(std::env::var_os(CACHE_DIR_ENV)?);
+                dir.is_dir().then(|| Arc::new(ExecutableCache::new(dir)))
+            })
+            .clone()
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            fallbacks: self.fallbacks.load(Ordering::Relaxed),
+            store_failures: self.store_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The executable of `program` compiled with `options` on `client`:
+    /// loaded from the cache when it holds it, compiled (and stored)
+    /// otherwise. Only the compile's own error is returned.
+    pub(crate) fn get_or_compile(
+        &self,
+        client: &pjrt::Client,
+        program: &[u8],
+        options: &[u8],
+    ) -> Result<(pjrt::LoadedExecutable, CacheOutcome), PjrtError> {
+        let Some(key) = self.key(client, program, options) else {
+            // The plugin file could not be identified: no key is safe.
+            return Ok((client.compile(program, options)?, CacheOutcome::Off));
+        };
+        let path = self.path(&key);
+        let fallback = match self.load(client, &path, &key, options) {
+            Ok(Some(exe)) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok((exe, CacheOutcome::Hit));
+            }
+            Ok(None) => None,
+            Err(e) => Some(e),
+        };
+        let exe = client.compile(program, options)?;
+        if self.store(&exe, &path, &key).is_err() {
+            self.store_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        let outcome = match fallback {
+            None => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                CacheOutcome::Miss
+            }
+            Some(e) => {
+                self.fallbacks.fetch_add(1, Ordering::Relaxed);
+                CacheOutcome::Fallback(e)
+            }
+        };
+        Ok((exe, outcome))
+    }
+
+    /// The sha256 of everything that decides the executable, each part
+    /// length-prefixed so that no two different inputs run together.
+    fn key(&self, client: &pjrt::Client, program: &[u8], options: &[u8]) -> Option<[u8; 32]> {
+        let identity = client.plugin_identity()?;
+        let mut h = Sha256::new();
+        let mut part = |bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        };
+        part(MAGIC);
+        part(program);
+        part(options);
+        part(identity.as_bytes());
+        part(client.platform_name().as_bytes());
+        let devices: Vec<u8> = client
+            .device_ids()
+            .iter()
+            .flat_map(|id| id.to_le_bytes())
+            .collect();
+        part(&devices);
+        match &self.xla_flags {
+            Some(flags) => {
+                part(b"XLA_FLAGS");
+                part(flags.as_encoded_bytes());
+            }
+            None => part(b"no XLA_FLAGS"),
+        }
+        Some(h.finalize().into())
+    }
+
+    fn path(&self, key: &[u8; 32]) -> PathBuf {
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("{hex}.xla-executable"))
+    }
+
+    /// The cached executable, `None` when there is no file.
+    fn load(
+        &self,
+        client: &pjrt::Client,
+        path: &Path,
+        key: &[u8; 32],
+        options: &[u8],
+    ) -> Result<Option<pjrt::LoadedExecutable>, CacheError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(CacheError::Read {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })
+            }
+        };
+        let payload = check_file(&bytes, key).map_err(|reason| CacheError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        client
+            .deserialize(payload, options)
+            .map(Some)
+            .map_err(|source| CacheError::Load {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Writes `exe` under `key`: to a temporary file beside its place,
+    /// renamed into it. Not synced: a file torn by a crash fails its
+    /// checksum, and the cache is only ever a shortcut.
+    fn store(
+        &self,
+        exe: &pjrt::LoadedExecutable,
+        path: &Path,
+        key: &[u8; 32],
+    ) -> Result<(), CacheError> {
+        let payload = exe.serialize().map_err(CacheError::Serialize)?;
+        let tmp = crate::atomic_file::temp_beside(path, "tmp");
+        let written = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(MAGIC)?;
+            f.write_all(key)?;
+            f.write_all(&Sha256::digest(&payload))?;
+            f.write_all(&payload)?;
+            drop(f);
+            std::fs::rename(&tmp, path)
+        })();
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            CacheError::Write {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }
+        })
+    }
+}
+
+/// The payload of a cache file, when its header is this layout's, names
+/// `key` and its checksum matches.
+fn check_file<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Result<&'a [u8], &'static str> {
+    if bytes.len() < HEADER_LEN {
+        return Err("shorter than its header");
+    }
+    let (header, payload) = bytes.split_at(HEADER_LEN);
+    if &header[..8] != MAGIC {
+        return Err("not a cache file of this layout");
+    }
+    if &header[8..40] != key {
+        return Err("written for another key");
+    }
+    if header[40..] != Sha256::digest(payload)[..] {
+        return Err("checksum mismatch");
+    }
+    Ok(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(key: &[u8; 32], payload: &[u8]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(key);
+        b.extend_from_slice(&Sha256::digest(payload));
+        b.extend_from_slice(payload);
+        b
+    }
+
+    #[test]
+    fn a_whole_file_gives_its_payload() {
+        let key = [7; 32];
+        assert_eq!(check_file(&file(&key, b"exe"), &key), Ok(&b"exe"[..]));
+    }
+
+    #[test]
+    fn a_damaged_file_is_refused() {
+        let key = [7; 32];
+        let good = file(&key, b"executable bytes");
+        let truncated = &good[..good.len() - 1];
+        assert_eq!(check_file(truncated, &key), Err("checksum mismatch"));
+        assert!(check_file(&good[..10], &key).is_err());
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(check_file(&flipped, &key), Err("checksum mismatch"));
+        assert_eq!(check_file(&good, &[8; 32]), Err("written for another key"));
+        let mut other = good;
+        other[0] = b'X';
+        assert!(check_file(&other, &key).is_err());
+    }
+}
