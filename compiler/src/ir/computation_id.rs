@@ -29,6 +29,16 @@ impl ComputationId {
         self == Self::PENDING
     }
 
+    /// This id `by` places on, as when its computations are appended
+    /// after `by` others; a pending one stays pending.
+    pub fn shifted(self, by: usize) -> Self {
+        if self.is_pending() {
+            self
+        } else {
+            ComputationId(self.0 + by)
+        }
+    }
+
     /// `#3`, for messages about an id that names no computation (where
     /// there is a name, messages give the name). Not `Display`, so that
     /// formatting an id where its name belongs does not compile.

@@ -327,7 +327,7 @@ impl Module {
     /// config is not taken.
     pub fn absorb(&mut self, other: Module) -> ComputationId {
         let base = self.computations.len();
-        let shift = |id: ComputationId| ComputationId::new(base + id.index());
+        let shift = |id: ComputationId| id.shifted(base);
         let entry = shift(other.entry);
         for mut c in other.computations {
             c.renumber_callees(&shift);
@@ -359,17 +359,7 @@ impl Module {
             i += 1;
             new_id[i - 1].is_some()
         });
-        self.entry = new_id[self.entry.index()].unwrap_or(self.entry);
-        let renumber = |id: ComputationId| {
-            new_id
-                .get(id.index())
-                .copied()
-                .flatten()
-                .unwrap_or(ComputationId::PENDING)
-        };
-        for c in &mut self.computations {
-            c.renumber_callees(&renumber);
-        }
+        self.renumber(&new_id);
     }
 
     /// Puts the computations in `order` (each id once, every computation
@@ -379,9 +369,9 @@ impl Module {
         if order.iter().enumerate().all(|(i, id)| id.index() == i) {
             return;
         }
-        let mut new_id = vec![ComputationId::PENDING; self.computations.len()];
+        let mut new_id = vec![None; self.computations.len()];
         for (to, from) in order.iter().enumerate() {
-            new_id[from.index()] = ComputationId::new(to);
+            new_id[from.index()] = Some(ComputationId::new(to));
         }
         let mut old: Vec<Option<Computation>> = std::mem::take(&mut self.computations)
             .into_iter()
@@ -391,11 +381,24 @@ impl Module {
             .iter()
             .filter_map(|from| old[from.index()].take())
             .collect();
-        self.entry = new_id[self.entry.index()];
-        let renumber = |id: ComputationId| new_id.get(id.index()).copied().unwrap_or(id);
-        for c in &mut self.computations {
-            c.renumber_callees(&renumber);
+        self.renumber(&new_id);
+    }
+
+    /// Gives the entry and every callee its new id, `new_id` by old id:
+    /// `None` for a computation removed (its callers, which should be
+    /// none, then hold a pending id); an id past the old ones stays as it
+    /// is, naming no computation still.
+    fn renumber(&mut self, new_id: &[Option<ComputationId>]) {
+        fn renumbered(new_id: &[Option<ComputationId>], id: ComputationId) -> ComputationId {
+            match new_id.get(id.index()) {
+                Some(new) => new.unwrap_or(ComputationId::PENDING),
+                None => id,
+            }
         }
+        for c in &mut self.computations {
+            c.renumber_callees(&|id| renumbered(new_id, id));
+        }
+        self.entry = renumbered(new_id, self.entry);
     }
 
     /// Parameter shapes of the entry, by parameter number.

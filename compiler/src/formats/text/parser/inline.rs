@@ -95,13 +95,7 @@ pub(super) fn adopt_inline(
         }
         // Callees keep their places within the group, after those before.
         let first = before.len() + adopted.len();
-        let shift = |id: ComputationId| {
-            if id.is_pending() {
-                id
-            } else {
-                ComputationId::new(first + id.index())
-            }
-        };
+        let shift = |id: ComputationId| id.shifted(first);
         for c in &mut group {
             c.renumber_callees(&shift);
         }
