@@ -176,9 +176,21 @@ impl Literal {
         dims: Vec<i64>,
         values: &[Scalar],
     ) -> Result<Self, LiteralError> {
-        let mut data = Vec::with_capacity(values.len() * ty.byte_size());
+        Self::from_scalar_iter(ty, dims, values.iter().copied())
+    }
+
+    /// [`Literal::from_scalars`] from scalars made one at a time: each is
+    /// encoded as it comes, so a large literal (XLA's test modules take
+    /// arrays of 10^8 elements) never holds its values twice.
+    pub fn from_scalar_iter(
+        ty: ElementType,
+        dims: Vec<i64>,
+        values: impl IntoIterator<Item = Scalar>,
+    ) -> Result<Self, LiteralError> {
+        let values = values.into_iter();
+        let mut data = Vec::with_capacity(values.size_hint().0 * ty.byte_size());
         for v in values {
-            encode_scalar(ty, *v, &mut data)?;
+            encode_scalar(ty, v, &mut data)?;
         }
         Self::from_bytes(ty, dims, data)
     }
@@ -601,32 +613,65 @@ impl fmt::Display for DisplayScalar {
     }
 }
 
+/// Writes a literal's elements in order. Large constants repeat one value
+/// (zeros, mostly, in XLA's tests: one holds 5 × 10^7 of them): an element
+/// whose bytes are its predecessor's is written as its spelling was, rather
+/// than decoded and formatted again. A spelling depends on the bytes alone.
+struct ElementWriter<'l> {
+    lit: &'l Literal,
+    next: usize,
+    spelled: Option<usize>,
+    spelling: String,
+}
+
+impl<'l> ElementWriter<'l> {
+    fn new(lit: &'l Literal) -> Self {
+        ElementWriter {
+            lit,
+            next: 0,
+            spelled: None,
+            spelling: String::new(),
+        }
+    }
+
+    fn bytes(&self, i: usize) -> &'l [u8] {
+        let w = self.lit.ty().byte_size();
+        &self.lit.data[i * w..(i + 1) * w]
+    }
+
+    fn write_next(&mut self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = self.next;
+        self.next += 1;
+        if !matches!(self.spelled, Some(s) if self.bytes(s) == self.bytes(i)) {
+            use fmt::Write as _;
+            self.spelling.clear();
+            write!(self.spelling, "{}", self.lit.display_scalar(i))?;
+            self.spelled = Some(i);
+        }
+        f.write_str(&self.spelling)
+    }
+
+    /// Dimensions `dim..` as nested braces.
+    fn write_from(&mut self, f: &mut fmt::Formatter<'_>, dim: usize) -> fmt::Result {
+        let dims = self.lit.dims();
+        if dim == dims.len() {
+            return self.write_next(f);
+        }
+        f.write_str("{")?;
+        for i in 0..dims[dim] {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            self.write_from(f, dim + 1)?;
+        }
+        f.write_str("}")
+    }
+}
+
 impl fmt::Display for Literal {
     /// The payload of `constant(...)`: a bare scalar, or nested braces.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn rec(
-            lit: &Literal,
-            f: &mut fmt::Formatter<'_>,
-            dim: usize,
-            offset: &mut usize,
-        ) -> fmt::Result {
-            let dims = lit.dims();
-            if dim == dims.len() {
-                let r = write!(f, "{}", lit.display_scalar(*offset));
-                *offset += 1;
-                return r;
-            }
-            f.write_str("{")?;
-            for i in 0..dims[dim] {
-                if i > 0 {
-                    f.write_str(", ")?;
-                }
-                rec(lit, f, dim + 1, offset)?;
-            }
-            f.write_str("}")
-        }
-        let mut offset = 0;
-        rec(self, f, 0, &mut offset)
+        ElementWriter::new(self).write_from(f, 0)
     }
 }
 
@@ -662,6 +707,55 @@ impl fmt::Display for LiteralTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_of_equal_values_prints_each_as_written() {
+        // Equal bytes share a spelling; -0 and 0, or NaNs of other
+        // payloads, are other bytes and spelled anew.
+        let mut l = Literal::from_f32(
+            vec![2, 4],
+            &[0.0, 0.0, -0.0, -0.0, 1.5, 1.5, f32::NAN, f32::NAN],
+        )
+        .unwrap();
+        l.set_nan(7, false, Some(1)).unwrap();
+        assert_eq!(
+            l.to_string(),
+            "{{0, 0, -0.0, -0.0}, {1.5, 1.5, nan, nan(0x1)}}"
+        );
+        let c = Literal::from_scalars(
+            ElementType::C64,
+            vec![3],
+            &[
+                Scalar::Complex(1.0, 2.0),
+                Scalar::Complex(1.0, 2.0),
+                Scalar::Complex(1.0, -2.0),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.to_string(), "{(1, 2), (1, 2), (1, -2)}");
+    }
+
+    #[test]
+    fn scalars_made_one_at_a_time_encode_as_a_slice_of_them() {
+        let values = [Scalar::Float(0.1), Scalar::Float(-3.0), Scalar::Float(1e-9)];
+        let from_slice = Literal::from_scalars(ElementType::Bf16, vec![3], &values).unwrap();
+        let from_iter =
+            Literal::from_scalar_iter(ElementType::Bf16, vec![3], values.iter().copied()).unwrap();
+        assert_eq!(from_iter, from_slice);
+        let e = Literal::from_scalar_iter(ElementType::U8, vec![2], [1, 256].map(Scalar::Int))
+            .unwrap_err();
+        assert_eq!(e.to_string(), from_scalars_error());
+    }
+
+    fn from_scalars_error() -> String {
+        Literal::from_scalars(
+            ElementType::U8,
+            vec![2],
+            &[Scalar::Int(1), Scalar::Int(256)],
+        )
+        .unwrap_err()
+        .to_string()
+    }
 
     #[test]
     fn prints_nested_braces() {
