@@ -28,21 +28,9 @@ if ! clippy_driver="$(command -v clippy-driver)"; then
 fi
 export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export RUSTFLAGS="-D warnings ${RUSTFLAGS:-}"
-# hlatc-python, the Python package's native module, is built here too, as
-# maturin builds it below for `pip install ./python`: with its feature and
-# pyo3 configured for the same interpreter (maturin's PYO3_PYTHON and
-# PYO3_ENVIRONMENT_SIGNATURE), so pyo3 compiles once, beside the rest,
-# and maturin's own build only links the extension. Had they differed,
-# pyo3 would compile twice, nothing worse.
-python3 -m venv --system-site-packages .cache/python-venv
-venv_python="$PWD/.cache/python-venv/bin/python"
-export PYO3_PYTHON="$venv_python"
-PYO3_ENVIRONMENT_SIGNATURE="$("$venv_python" -c '
-import platform, struct, sys
-print("%s-%d.%d-%dbit" % (platform.python_implementation().lower(),
-    sys.version_info[0], sys.version_info[1], struct.calcsize("P") * 8))')"
-export PYO3_ENVIRONMENT_SIGNATURE
-cargo build --workspace --all-targets --profile ci --features pyo3/extension-module
+# hlatc-python, the Python package's native module, is a workspace member
+# built (and so linted) by maturin below, with this same environment.
+cargo build --workspace --exclude hlatc-python --all-targets --profile ci
 
 # Most of the tests' time is XLA CPU compiling programs with LLVM. Its
 # backend optimization level changes how fast the machine code runs, not
@@ -68,11 +56,12 @@ else
 fi
 
 # The Python package: `pip install ./python` (maturin builds the Rust
-# core) into the virtual environment made above, which sees the JAX
-# installed above, then its tests against the CLI built above. Built in the
-# `ci` profile, in the same target/ as the tests: everything it links was
-# just built, and only the extension itself is linked again. A user's
-# `pip install ./python` builds the same code in the release profile.
+# core) into a virtual environment of its own that sees the JAX installed
+# above, then its tests against the CLI built above. Built in the `ci`
+# profile, in the same target/ as the tests: the hlatc crates it links are
+# the ones just built, and only pyo3 and the extension itself compile. A
+# user's `pip install ./python` builds the same code in the release profile.
+python3 -m venv --system-site-packages .cache/python-venv
 MATURIN_PEP517_ARGS="--profile ci" \
-    "$venv_python" -m pip install --quiet --disable-pip-version-check "./python[test]"
-HLATC_BIN="$PWD/target/ci/hlatc" "$venv_python" -m pytest -q python/tests
+    .cache/python-venv/bin/python -m pip install --quiet --disable-pip-version-check "./python[test]"
+HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q python/tests
