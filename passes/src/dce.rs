@@ -45,11 +45,11 @@ impl Pass for Dce {
         let order = module.computation_order();
         let mut called = vec![false; module.computations.len()];
         called[module.entry.index()] = true;
-        for &i in order.iter().rev() {
-            if !called[i] {
+        for &k in order.iter().rev() {
+            if !called[k.index()] {
                 continue;
             }
-            let c = &module.computations[i];
+            let c = module.computation(k);
             for id in c.ids() {
                 for callee in c.instr(id).op.called_computations() {
                     if let Some(slot) = called.get_mut(callee.index()) {

@@ -639,11 +639,11 @@ fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
     // dependency order; `computation_order` breaks cycles, so recheck here.
     let order = module.computation_order();
     let mut position = vec![usize::MAX; module.computations.len()];
-    for (pos, &i) in order.iter().enumerate() {
-        position[i] = pos;
+    for (pos, &c) in order.iter().enumerate() {
+        position[c.index()] = pos;
     }
-    for (pos, &i) in order.iter().enumerate() {
-        let c = &module.computations[i];
+    for (pos, &k) in order.iter().enumerate() {
+        let c = module.computation(k);
         for id in c.ids() {
             for callee in c.instr(id).op.called_computations() {
                 if position.get(callee.index()).is_some_and(|&p| p >= pos) {

@@ -417,7 +417,7 @@ impl Module {
 
     /// Computations in definition order: every callee before its callers, the
     /// entry last; unreachable ones keep their relative order before the entry.
-    pub fn computation_order(&self) -> Vec<usize> {
+    pub fn computation_order(&self) -> Vec<ComputationId> {
         let mut done = vec![false; self.computations.len()];
         let mut order = Vec::with_capacity(self.computations.len());
         let visit = |start: usize, order: &mut Vec<usize>, done: &mut Vec<bool>| {
@@ -461,7 +461,7 @@ impl Module {
         visit(self.entry.index(), &mut reached, &mut done.clone());
         if reached.len() == self.computations.len() {
             // All reached (hlatc's own modules): the walk is the order.
-            return reached;
+            return reached.into_iter().map(ComputationId::new).collect();
         }
         let mut is_reached = vec![false; self.computations.len()];
         for &i in &reached {
@@ -473,7 +473,7 @@ impl Module {
         visit(self.entry.index(), &mut order, &mut done);
         order.retain(|&i| i != self.entry.index());
         order.push(self.entry.index());
-        order
+        order.into_iter().map(ComputationId::new).collect()
     }
 
     /// Total instruction count over all computations.

@@ -64,17 +64,17 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
     // Proto ids count from 1 in printing order, each computation's at
     // its index.
     let mut comp_ids = vec![-1i64; m.computations.len()];
-    for (k, &i) in order.iter().enumerate() {
-        comp_ids[i] = k as i64 + 1;
+    for (k, &c) in order.iter().enumerate() {
+        comp_ids[c.index()] = k as i64 + 1;
     }
     let fused = m.fused_computations();
     // Instruction ids run on across computations, unique in the module.
     let mut next_id = 1i64;
     let mut computations = Vec::with_capacity(order.len());
     let mut schedule = BTreeMap::new();
-    for &i in &order {
-        let is_fusion = fused.contains(&ComputationId::new(i));
-        let proto = computation_to_proto(m, i, is_fusion, &comp_ids, &mut next_id);
+    for &c in &order {
+        let is_fusion = fused.contains(&c);
+        let proto = computation_to_proto(m, c, is_fusion, &comp_ids, &mut next_id);
         if m.is_scheduled {
             let instruction_ids = proto.instructions.iter().map(|p| p.id).collect();
             schedule.insert(proto.id, InstructionSequence { instruction_ids });
@@ -105,12 +105,12 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
 /// `comp_ids` are the module's proto computation ids by index.
 fn computation_to_proto(
     m: &Module,
-    i: usize,
+    this: ComputationId,
     is_fusion: bool,
     comp_ids: &[i64],
     next_id: &mut i64,
 ) -> HloComputationProto {
-    let c = &m.computations[i];
+    let c = m.computation(this);
     // A scheduled module keeps its order; it is the schedule.
     let post: Vec<InstrId> = if m.is_scheduled {
         c.ids().collect()
@@ -132,7 +132,7 @@ fn computation_to_proto(
             .map(|id| instruction_to_proto(c, id, &ids, comp_ids))
             .collect(),
         program_shape: Some(program_shape(c)),
-        id: comp_ids[i],
+        id: comp_ids[this.index()],
         root_id: c.root().map(|r| ids[r.index()]).unwrap_or(-1),
         is_fusion_computation: is_fusion,
         execution_thread: c.execution_thread.clone().unwrap_or_default(),

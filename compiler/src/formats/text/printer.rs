@@ -92,14 +92,14 @@ pub fn print_module(m: &Module) -> String {
     out.push_str("\n\n");
     m.stack_frames.print_into(&mut out);
     let order = m.computation_order();
-    for (k, &i) in order.iter().enumerate() {
+    for (k, &c) in order.iter().enumerate() {
         if k > 0 {
             out.push('\n');
         }
-        if i == m.entry.index() {
+        if c == m.entry {
             out.push_str("ENTRY ");
         }
-        print_computation_into(&mut out, m, &m.computations[i], m.is_scheduled);
+        print_computation_into(&mut out, m, m.computation(c), m.is_scheduled);
     }
     out
 }
