@@ -26,7 +26,7 @@ pub(super) fn tuple_elements(
 ) -> Result<Vec<LiteralTree>, ParseError> {
     let pair;
     let (values, written) = match p {
-        syntax::Literal::Tuple { at, items } => (items.as_slice(), at),
+        syntax::Literal::Tuple(t) => (t.items.as_slice(), &t.at),
         syntax::Literal::Pair(two) => {
             pair = [
                 syntax::Literal::Scalar(two.first),
@@ -168,7 +168,8 @@ pub(super) fn collect_literal<'i>(
     nans: &mut Vec<(usize, Span<'i>)>,
 ) -> Result<(), ParseError> {
     match p {
-        syntax::Literal::List { at, items } => {
+        syntax::Literal::List(list) => {
+            let (at, items) = (&list.at, &list.items);
             let Some(&len) = arr.dims.get(depth) else {
                 return err_at(
                     at,
@@ -214,8 +215,8 @@ pub(super) fn collect_literal<'i>(
             scalar_into(pair.first, part, out, nans)?;
             scalar_into(pair.second, part, out, nans)
         }
-        syntax::Literal::Tuple { at, .. } => err_at(
-            at,
+        syntax::Literal::Tuple(t) => err_at(
+            &t.at,
             format!("a tuple of values where {arr} needs an array value"),
         ),
     }

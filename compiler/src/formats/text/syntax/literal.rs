@@ -1,7 +1,7 @@
 //! Literals: nested lists, scalars, pairs and tuples.
 
 use super::reader::Reader;
-use super::tree::{Literal, ScalarPair};
+use super::tree::{Literal, LiteralItems, ScalarPair};
 use super::Span;
 
 impl<'i> Reader<'i> {
@@ -46,10 +46,10 @@ impl<'i> Reader<'i> {
             r.lit("(")?;
             let items = r.list(Self::literal);
             r.then(")")?;
-            Some(Literal::Tuple {
+            Some(Literal::Tuple(Box::new(LiteralItems {
                 at: r.span(start),
                 items,
-            })
+            })))
         })
     }
 
@@ -78,10 +78,10 @@ impl<'i> Reader<'i> {
             }
             r.attempt(|r| r.then(","));
             r.then("}")?;
-            Some(Literal::List {
+            Some(Literal::List(Box::new(LiteralItems {
                 at: r.span(start),
                 items,
-            })
+            })))
         })
     }
 
