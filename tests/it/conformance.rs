@@ -19,6 +19,7 @@
 //! run once.
 
 use hlatc::compiler::{formats::proto, formats::text, verify};
+use hlatc::runtime::host_memory::module_bytes;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -364,7 +365,7 @@ fn run_sample(accepted: &BTreeMap<String, hlatc::Module>) -> Vec<String> {
         .filter_map(|sixteen| {
             sixteen
                 .iter()
-                .find(|name| entry_bytes(&accepted[name.as_str()]) <= RUN_BYTES)
+                .find(|name| module_bytes(&accepted[name.as_str()]) <= RUN_BYTES)
                 .map(|name| (*name).clone())
         })
         .collect()
@@ -378,13 +379,6 @@ fn run_sample(accepted: &BTreeMap<String, hlatc::Module>) -> Vec<String> {
 /// milliseconds. Every module, large ones too, is still read by XLA and
 /// compared above.
 const RUN_BYTES: u64 = 64 << 20;
-
-fn entry_bytes(m: &hlatc::Module) -> u64 {
-    let result = m.entry_result_shape().map_or(0, |s| s.byte_size());
-    m.entry_parameter_shapes()
-        .iter()
-        .fold(result, |sum, s| sum.saturating_add(s.byte_size()))
-}
 
 /// Random inputs may keep a `while` going for ever, and a run cannot be
 /// cut short: both readings stop every loop after this many trips.
