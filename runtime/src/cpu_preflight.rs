@@ -15,6 +15,7 @@
 //! replicas could reach it a different number of times and XLA CPU exits
 //! the process once they have waited on one another past its timeout.
 
+use crate::Emitters;
 use hlatc_compiler::ir::op::AsyncStep;
 use hlatc_compiler::ir::shape::minifloat::Format;
 use hlatc_compiler::{Computation, ComputationId, ElementType, InstrId, Module, Op, Shape};
@@ -51,8 +52,9 @@ pub enum Refusal {
 ///
 /// The module runs on `module.devices.replica_count` replicas of one
 /// partition (what the runtime compiles); on one, the checks are those of a
-/// one-device run.
-pub fn check(module: &Module) -> Result<(), PreflightError> {
+/// one-device run. `emitters` are the code generator XLA CPU compiles it
+/// with ([`Emitters::of_process`] for the runtime's own compiles).
+pub fn check(module: &Module, emitters: Emitters) -> Result<(), PreflightError> {
     let replicas = module.devices.replica_count;
     let one_device = replicas == 1;
     static_at_the_boundary(module)?;
@@ -67,6 +69,7 @@ pub fn check(module: &Module) -> Result<(), PreflightError> {
         for id in c.ids() {
             let instr = c.instr(id);
             if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape, one_device)
+                .or_else(|| aborts_legacy_emitters(&instr.op, &instr.shape, emitters))
                 .or_else(|| waits_forever(&instr.op))
                 .or_else(|| mishandled_contraction_types(c, id))
                 .or_else(|| one_device.then(|| leaves_unwritten(c, id)).flatten())
@@ -475,6 +478,25 @@ fn aborts_xla_cpu(op: &Op, result: &Shape, one_device: bool) -> Option<String> {
         "XLA CPU aborts when {what} {} arrays ({width} elements); convert them to s8 or u8 first",
         a.ty
     ))
+}
+
+/// Valid HLO that only XLA CPU's legacy emitters abort on (found by
+/// `runtime/tests/it/fuzz_xla` run with `--xla_cpu_use_fusion_emitters=false`,
+/// 10,000 modules): a pad of 2-bit elements cannot be addressed
+/// (`ir_array.cc`: "Check failed: bit_offset != nullptr", from
+/// `IrEmitter::HandlePad`). 4-bit pads run, and the fusion emitters
+/// compile both.
+fn aborts_legacy_emitters(op: &Op, result: &Shape, emitters: Emitters) -> Option<String> {
+    let Shape::Array(a) = result else {
+        return None;
+    };
+    (emitters == Emitters::Legacy && matches!(op, Op::Pad { .. }) && a.ty.bit_width() == 2).then(|| {
+        format!(
+            "XLA CPU's legacy emitters (--{}=false in XLA_FLAGS) abort when padding {} arrays (2-bit elements); convert them to s8 or u8 first, or leave the flag out",
+            crate::xla_cpu_flags::FUSION_EMITTERS_FLAG,
+            a.ty
+        )
+    })
 }
 
 /// Whether a gather's offset dimensions are the result's last ones, in

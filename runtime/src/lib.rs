@@ -32,11 +32,13 @@ pub mod inputs;
 mod pjrt;
 pub mod plugin;
 pub mod tensors;
+pub mod xla_cpu_flags;
 
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
 pub use tensors::{read_safetensors, write_safetensors, TensorFileError};
+pub use xla_cpu_flags::Emitters;
 
 use hlatc_compiler::{formats::proto, verify, Literal, Module, Shape, VerifyError};
 use std::path::{Path, PathBuf};
@@ -279,9 +281,11 @@ impl Runtime {
                 shape: s.to_string(),
             });
         }
-        cpu_preflight::check(compiled).map_err(|source| RuntimeError::Preflight {
-            module: module.name.clone(),
-            source,
+        cpu_preflight::check(compiled, Emitters::of_process()).map_err(|source| {
+            RuntimeError::Preflight {
+                module: module.name.clone(),
+                source,
+            }
         })?;
         // XLA CPU schedules a module itself, and a schedule handed to it
         // aborts the process (a check on instruction ids while it copies

@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use hlatc_compiler::formats::text;
-use hlatc_runtime::{plugin, Runtime, RuntimeError};
+use hlatc_runtime::{cpu_preflight, plugin, Emitters, Runtime, RuntimeError};
 
 #[test]
 fn pjrt_errors_carry_the_plugin_message() {
@@ -74,6 +74,35 @@ fn concatenating_two_bit_integers_is_refused_before_the_plugin() {
     ))
     .unwrap();
     assert!(runtime().compile(&m).is_ok());
+}
+
+/// XLA CPU's legacy emitters (`--xla_cpu_use_fusion_emitters=false`) abort
+/// on a pad of 2-bit integers (found by the fuzzer run with them): the
+/// preflight refuses it under them, and leaves it to the fusion emitters,
+/// which compile it. 4-bit pads compile under both.
+#[test]
+fn padding_two_bit_integers_is_refused_under_the_legacy_emitters() {
+    let pad = |ty: &str| {
+        text::parse_module(&entry(&format!(
+            "  x = {ty}[5,3] parameter(0)\n  z = {ty}[] parameter(1)\n  ROOT r = {ty}[8,4] pad(x, z), padding=2_1x0_1"
+        )))
+        .unwrap()
+    };
+    let refusal = "computation 'main', instruction 'r': XLA CPU's legacy emitters (--xla_cpu_use_fusion_emitters=false in XLA_FLAGS) abort when padding u2 arrays (2-bit elements); convert them to s8 or u8 first, or leave the flag out";
+    let e = cpu_preflight::check(&pad("u2"), Emitters::Legacy).unwrap_err();
+    assert_eq!(e.to_string(), refusal);
+    assert_eq!(cpu_preflight::check(&pad("u2"), Emitters::Fusion), Ok(()));
+    assert_eq!(cpu_preflight::check(&pad("s4"), Emitters::Legacy), Ok(()));
+    // This process's own emitters (scripts/test.sh runs the legacy ones):
+    // compiled or refused, never an abort.
+    match Emitters::of_process() {
+        Emitters::Fusion => assert!(runtime().compile(&pad("u2")).is_ok()),
+        Emitters::Legacy => {
+            let e = runtime().compile(&pad("u2")).err().unwrap();
+            assert!(e.to_string().ends_with(refusal), "{e}");
+        }
+    }
+    assert!(runtime().compile(&pad("s4")).is_ok());
 }
 
 /// A scatter into 4-bit integers that a tuple returns throws a C++
