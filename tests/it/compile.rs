@@ -1,7 +1,7 @@
 //! `hlatc compile`: bundles are complete, described, deterministic and
 //! verifiable; bad configs are refused with the field named.
 
-use crate::support::hlatc;
+use crate::support::{hlatc, hlatc_with_fusion_emitters};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -216,7 +216,7 @@ fn verify_runs_the_recipe_on_xla_cpu() {
         "stages {stage_sum} ms, total {total} ms, verification {verify_ms} ms: {out}"
     );
     let d = tmp("verify-70b");
-    let out = ok(&hlatc(&[
+    let out = ok(&hlatc_with_fusion_emitters(&[
         "compile",
         "--model",
         "hlat-70b",
