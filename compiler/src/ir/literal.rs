@@ -188,11 +188,11 @@ impl Literal {
         values: impl IntoIterator<Item = Scalar>,
     ) -> Result<Self, LiteralError> {
         let values = values.into_iter();
-        let mut data = Vec::with_capacity(values.size_hint().0 * ty.byte_size());
+        let mut encoder = LiteralEncoder::with_capacity(ty, values.size_hint().0);
         for v in values {
-            encode_scalar(ty, v, &mut data)?;
+            encoder.push(v)?;
         }
-        Self::from_bytes(ty, dims, data)
+        encoder.finish(dims)
     }
 
     /// The same values as `ty` (floats rounded to nearest even); `self`
@@ -316,6 +316,72 @@ impl Scalar {
             Scalar::Complex(re, im) => (re, im),
             v => (v.as_f64(), 0.0),
         }
+    }
+}
+
+/// A literal's bytes, appended a value at a time: what a reader of large
+/// literals (the text parser) holds instead of their values as
+/// [`Scalar`]s, at 24 bytes each (an f32 is 4).
+#[derive(Debug)]
+pub struct LiteralEncoder {
+    ty: ElementType,
+    data: Vec<u8>,
+}
+
+impl LiteralEncoder {
+    pub fn new(ty: ElementType) -> Self {
+        Self::with_capacity(ty, 0)
+    }
+
+    /// Room for `values` values to start with.
+    pub fn with_capacity(ty: ElementType, values: usize) -> Self {
+        LiteralEncoder {
+            ty,
+            data: Vec::with_capacity(values.saturating_mul(ty.byte_size())),
+        }
+    }
+
+    /// Appends `v` as the encoder's type: floats rounded to nearest even,
+    /// integers range-checked.
+    pub fn push(&mut self, v: Scalar) -> Result<(), LiteralError> {
+        encode_scalar(self.ty, v, &mut self.data)
+    }
+
+    /// How many values it holds.
+    pub fn len(&self) -> usize {
+        self.data.len() / self.ty.byte_size()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Appends `value` until it holds `count` values. False, with nothing
+    /// appended, when they would not fit in memory: a count read from a
+    /// shape as written must be refused, not abort an allocation.
+    pub fn fill_to(&mut self, count: usize, value: Scalar) -> Result<bool, LiteralError> {
+        let mut one = Vec::new();
+        encode_scalar(self.ty, value, &mut one)?;
+        let more = count.saturating_sub(self.len());
+        let Some(bytes) = more.checked_mul(one.len()) else {
+            return Ok(false);
+        };
+        if self.data.try_reserve_exact(bytes).is_err() {
+            return Ok(false);
+        }
+        if one.iter().all(|&b| b == 0) {
+            self.data.resize(self.data.len() + bytes, 0);
+        } else {
+            for _ in 0..more {
+                self.data.extend_from_slice(&one);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The literal of these values, with `dims`.
+    pub fn finish(self, dims: Vec<i64>) -> Result<Literal, LiteralError> {
+        Literal::from_bytes(self.ty, dims, self.data)
     }
 }
 
@@ -745,6 +811,27 @@ mod tests {
         let e = Literal::from_scalar_iter(ElementType::U8, vec![2], [1, 256].map(Scalar::Int))
             .unwrap_err();
         assert_eq!(e.to_string(), from_scalars_error());
+    }
+
+    #[test]
+    fn an_encoder_fills_with_the_values_encoding() {
+        let mut e = LiteralEncoder::new(ElementType::F32);
+        e.push(Scalar::Float(2.0)).unwrap();
+        assert!(e.fill_to(3, Scalar::Float(0.0)).unwrap());
+        assert_eq!(e.finish(vec![3]).unwrap().to_f32_vec(), [2.0, 0.0, 0.0]);
+        // A value whose code is not the all-zero byte is repeated as
+        // encoded (f8e8m0fnu has no zero at all).
+        let mut one = Vec::new();
+        encode_scalar(ElementType::F8E8M0FNU, Scalar::Float(0.5), &mut one).unwrap();
+        assert_ne!(one, [0]);
+        let mut e = LiteralEncoder::new(ElementType::F8E8M0FNU);
+        assert!(e.fill_to(2, Scalar::Float(0.5)).unwrap());
+        assert_eq!(e.finish(vec![2]).unwrap().bytes(), [one[0], one[0]]);
+        let mut e = LiteralEncoder::new(ElementType::F64);
+        assert!(!e.fill_to(usize::MAX, Scalar::Float(0.0)).unwrap());
+        assert!(e.is_empty());
+        let mut e = LiteralEncoder::new(ElementType::U8);
+        assert!(e.fill_to(1, Scalar::Int(-1)).is_err());
     }
 
     fn from_scalars_error() -> String {

@@ -101,6 +101,10 @@ fn semantic_errors_point_at_the_token() {
             "4:26: value 300 is not representable as s8",
         ),
         (
+            entry("  ROOT c = s8[3] constant({1, 300, 2})"),
+            "4:31: value 300 is not representable as s8",
+        ),
+        (
             entry("  ROOT c = pred[] constant(2.5)"),
             "4:28: '2.5' is not a valid pred value",
         ),

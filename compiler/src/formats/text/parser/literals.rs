@@ -1,6 +1,7 @@
 //! Literals: scalars (NaN payloads included), nested arrays and tuples.
 
 use super::*;
+use crate::ir::literal::LiteralEncoder;
 
 /// Where a constant's value, as XLA's parser reads it, is not what its text
 /// says at face value.
@@ -80,7 +81,7 @@ pub(super) fn literal(
         Some(part) => (part, 2),
         None => (arr.ty, 1),
     };
-    let mut values = Vec::new();
+    let mut values = LiteralEncoder::new(part_ty);
     let mut nans = Vec::new();
     let whole = p.at();
     let first_only = arr.rank() > 0
@@ -98,7 +99,8 @@ pub(super) fn literal(
     } else {
         vec![values.len() as i64]
     };
-    let mut lit = Literal::from_scalars(part_ty, parts_dims, &values)
+    let mut lit = values
+        .finish(parts_dims)
         .or_else(|e| err_at(&whole, e.to_string()))?;
     // A NaN's sign and payload, which a value of the literal's scalars
     // does not carry, are set bit for bit.
@@ -128,7 +130,7 @@ pub(super) fn literal(
 /// `values` (one element's) followed by zeros for every other element of
 /// `arr`, as XLA reads one value written for a whole array.
 fn pad_with_zeros(
-    values: &mut Vec<Scalar>,
+    values: &mut LiteralEncoder,
     arr: &ArrayShape,
     part_ty: ElementType,
     per_element: usize,
@@ -145,16 +147,16 @@ fn pad_with_zeros(
     let n = arr
         .checked_element_count()
         .and_then(|n| usize::try_from(n).ok())
-        .and_then(|n| n.checked_mul(per_element))
-        .filter(|&n| {
-            values
-                .try_reserve_exact(n.saturating_sub(values.len()))
-                .is_ok()
-        });
-    let Some(n) = n else {
-        return err_at(at, format!("a constant of {arr} does not fit in memory"));
+        .and_then(|n| n.checked_mul(per_element));
+    let filled = match n {
+        Some(n) => values
+            .fill_to(n, zero)
+            .or_else(|e| err_at(at, e.to_string()))?,
+        None => false,
     };
-    values.resize(n, zero);
+    if !filled {
+        return err_at(at, format!("a constant of {arr} does not fit in memory"));
+    }
     Ok(())
 }
 
@@ -164,7 +166,7 @@ pub(super) fn collect_literal<'i>(
     p: &syntax::Literal<'i>,
     arr: &ArrayShape,
     depth: usize,
-    out: &mut Vec<Scalar>,
+    out: &mut LiteralEncoder,
     nans: &mut Vec<(usize, Span<'i>)>,
 ) -> Result<(), ParseError> {
     match p {
@@ -226,10 +228,11 @@ pub(super) fn collect_literal<'i>(
 pub(super) fn scalar_into<'i>(
     p: Span<'i>,
     ty: ElementType,
-    out: &mut Vec<Scalar>,
+    out: &mut LiteralEncoder,
     nans: &mut Vec<(usize, Span<'i>)>,
 ) -> Result<(), ParseError> {
-    out.push(scalar(&p, ty)?);
+    out.push(scalar(&p, ty)?)
+        .or_else(|e| err_at(&p, e.to_string()))?;
     if spells_nan(p.as_str()) {
         nans.push((out.len() - 1, p));
     }
