@@ -16,7 +16,8 @@ cargo fmt --all -- --check
 # workspace's rustc wrapper it lints each hlatc crate while compiling it for
 # the tests, so nothing is type-checked twice (clippy, then the build, took
 # 95 s + 108 s from a clean clone on a 2-core VM; this one build, 159 s to
-# 190 s over five clean clones).
+# 190 s over five clean clones, and 109 s since the proc macros and the
+# root crate build unoptimized: Cargo.toml's `ci` profile).
 # Every target is built, benches included, as `cargo clippy --all-targets`
 # checks them. `-D warnings` makes any warning, rustc's or Clippy's, an
 # error. Dependencies are built by rustc itself, their lints capped.
@@ -50,7 +51,7 @@ export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitte
 rm -rf target/xla-cache
 mkdir -p target/xla-cache
 export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
-# The `ci` profile optimizes hlatc's own crates too (Cargo.toml).
+# The `ci` profile optimizes hlatc's library crates too (Cargo.toml).
 if cargo nextest --version >/dev/null 2>&1; then
     # One process per test, both cores busy to the end (.config/nextest.toml).
     # hlatc-python is a Python extension, built and tested below by pip.
