@@ -8,10 +8,12 @@ use crate::ir::module::Module;
 use crate::ir::op::Op;
 use crate::ir::shape::Shape;
 use crate::util::fx::FxHashMap;
-use rule_error::RuleError;
+pub use problem::{AliasProblem, DonorProblem, Problem};
+pub use rule_error::RuleError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+mod problem;
 mod rule_error;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -19,7 +21,9 @@ pub struct VerifyError {
     pub computation: String,
     /// The offending instruction, when the rule is about one.
     pub instruction: Option<String>,
-    pub message: String,
+    /// Boxed: every verifier function returns it, and the largest
+    /// problems hold shapes.
+    pub problem: Box<Problem>,
 }
 
 impl fmt::Display for VerifyError {
@@ -28,9 +32,9 @@ impl fmt::Display for VerifyError {
             Some(i) => write!(
                 f,
                 "computation '{}', instruction '{}': {}",
-                self.computation, i, self.message
+                self.computation, i, self.problem
             ),
-            None => write!(f, "computation '{}': {}", self.computation, self.message),
+            None => write!(f, "computation '{}': {}", self.computation, self.problem),
         }
     }
 }
@@ -76,28 +80,26 @@ impl CalleeSignatures {
 
 /// Checks the module; returns the first problem found.
 pub fn verify(module: &Module) -> Result<(), VerifyError> {
-    let module_err = |message: String| VerifyError {
+    let module_err = |problem: Problem| VerifyError {
         computation: module.name.clone(),
         instruction: None,
-        message,
+        problem: Box::new(problem),
     };
     if module.get_computation(module.entry).is_none() {
-        return Err(module_err("module has no entry computation".into()));
+        return Err(module_err(Problem::NoEntry));
     }
     if !is_hlo_name(&module.name) {
-        return Err(module_err(format!(
-            "module name {:?} is not a valid HLO name",
-            module.name
-        )));
+        return Err(module_err(Problem::ModuleName(module.name.clone())));
     }
-    check_attribute_keys(&module.frontend_attributes).map_err(|e| module_err(e.to_string()))?;
+    check_attribute_keys(&module.frontend_attributes).map_err(|e| module_err(Problem::Rule(e)))?;
     if let Some(d) = &module.device_assignment {
-        d.check().map_err(|e| module_err(e.to_string()))?;
+        d.check()
+            .map_err(|e| module_err(Problem::DeviceAssignment(e)))?;
     }
     module
         .stack_frames
         .check()
-        .map_err(|e| module_err(format!("stack-frame tables: {e}")))?;
+        .map_err(|e| module_err(Problem::StackFrames(e)))?;
     for c in &module.computations {
         for id in c.ids() {
             let i = c.instr(id);
@@ -105,31 +107,25 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
                 return Err(VerifyError {
                     computation: c.name.clone(),
                     instruction: Some(i.name.clone()),
-                    message: format!(
-                        "metadata stack_frame_id {} is not among the module's {} stack frames",
-                        i.metadata.stack_frame_id,
-                        module.stack_frames.stack_frames.len()
-                    ),
+                    problem: Box::new(Problem::StackFrameId {
+                        id: i.metadata.stack_frame_id,
+                        frames: module.stack_frames.stack_frames.len(),
+                    }),
                 });
             }
         }
     }
     if let Some(l) = &module.entry_layout {
-        l.check(module).map_err(|e| module_err(e.to_string()))?;
+        l.check(module)
+            .map_err(|e| module_err(Problem::EntryLayout(e)))?;
     }
     let mut names = BTreeSet::new();
     for c in &module.computations {
         if !is_hlo_name(&c.name) {
-            return Err(module_err(format!(
-                "computation name {:?} is not a valid HLO name",
-                c.name
-            )));
+            return Err(module_err(Problem::ComputationName(c.name.clone())));
         }
         if !names.insert(c.name.as_str()) {
-            return Err(module_err(format!(
-                "two computations are named '{}'",
-                c.name
-            )));
+            return Err(module_err(Problem::ComputationTwice(c.name.clone())));
         }
     }
     // XLA's verifier: "Seen buffers while buffers aren't allowed in this
@@ -141,10 +137,7 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
             return Err(VerifyError {
                 computation: entry.name.clone(),
                 instruction: Some(i.name.clone()),
-                message: format!(
-                    "the entry's parameters and result cannot hold a buffer ({}), as in XLA",
-                    i.shape
-                ),
+                problem: Box::new(Problem::BufferAtEntry(i.shape.clone())),
             });
         }
     }
@@ -163,17 +156,17 @@ fn verify_computation(
     c: &Computation,
     sigs: &CalleeSignatures,
 ) -> Result<(), VerifyError> {
-    let err = |instr: Option<&str>, message: String| VerifyError {
+    let err = |instr: Option<&str>, problem: Problem| VerifyError {
         computation: c.name.clone(),
         instruction: instr.map(str::to_string),
-        message,
+        problem: Box::new(problem),
     };
     if !c.root().is_some_and(|r| c.contains(r)) {
-        return Err(err(None, "has no ROOT instruction".into()));
+        return Err(err(None, Problem::NoRoot));
     }
     let order = c.post_order();
     if has_cycle(c, &order) {
-        return Err(err(None, "instructions form a cycle".into()));
+        return Err(err(None, Problem::Cycle));
     }
     let mut param_numbers = BTreeMap::new();
     let lookup = |id| sigs.get(id);
@@ -183,21 +176,23 @@ fn verify_computation(
         if instr.name.is_empty() {
             return Err(err(
                 None,
-                format!("an instruction ({}) has an empty name", instr.op.opcode()),
+                Problem::EmptyName {
+                    opcode: instr.op.opcode(),
+                },
             ));
         }
         if !is_hlo_name(&instr.name) {
-            return Err(err(
-                None,
-                format!("instruction name {:?} is not a valid HLO name", instr.name),
-            ));
+            return Err(err(None, Problem::InstructionName(instr.name.clone())));
         }
-        check_rules(module, c, id).map_err(|e| err(here, e.to_string()))?;
+        check_rules(module, c, id).map_err(|e| err(here, Problem::Rule(e)))?;
         if let Op::Parameter(n) = instr.op {
             if let Some(prev) = param_numbers.insert(n, instr.name.clone()) {
                 return Err(err(
                     here,
-                    format!("parameter number {n} is also used by '{prev}'"),
+                    Problem::ParameterTwice {
+                        number: n,
+                        other: prev,
+                    },
                 ));
             }
         }
@@ -207,15 +202,23 @@ fn verify_computation(
             .map(|&o| &c.instr(o).shape)
             .collect();
         let inferred = infer_shape(&instr.op, &operand_shapes, Some(&instr.shape), &lookup)
-            .map_err(|e| err(here, format!("{}: {e}", instr.op.opcode())))?;
+            .map_err(|source| {
+                err(
+                    here,
+                    Problem::Shape {
+                        opcode: instr.op.opcode(),
+                        source,
+                    },
+                )
+            })?;
         if !inferred.compatible(&instr.shape) {
             return Err(err(
                 here,
-                format!(
-                    "{} produces {inferred} but the instruction declares {}",
-                    instr.op.opcode(),
-                    instr.shape
-                ),
+                Problem::ShapeDiffers {
+                    opcode: instr.op.opcode(),
+                    inferred,
+                    declared: instr.shape.clone(),
+                },
             ));
         }
     }
@@ -223,10 +226,10 @@ fn verify_computation(
         if n != expected as i64 {
             return Err(err(
                 Some(name),
-                format!(
-                    "parameter numbers must be 0..{} without gaps; found {n}",
-                    param_numbers.len()
-                ),
+                Problem::ParameterGap {
+                    count: param_numbers.len(),
+                    found: n,
+                },
             ));
         }
     }
@@ -390,13 +393,12 @@ fn check_async_threads(module: &Module) -> Result<(), VerifyError> {
                 return Err(VerifyError {
                     computation: c.name.clone(),
                     instruction: Some(instr.name.clone()),
-                    message: format!(
-                        "{} runs on thread '{}', but '{}' is on thread '{}'",
-                        instr.op.opcode(),
-                        name(thread),
-                        callee.name,
-                        name(&callee.execution_thread)
-                    ),
+                    problem: Box::new(Problem::AsyncThread {
+                        opcode: instr.op.opcode(),
+                        thread: name(thread),
+                        callee: callee.name.clone(),
+                        callee_thread: name(&callee.execution_thread),
+                    }),
                 });
             }
         }
@@ -532,18 +534,15 @@ fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
         for id in c.ids() {
             let name = c.instr(id).name.as_str();
             if let Some(other) = seen.insert(name, ci) {
-                let message = if other == ci {
-                    "name is used twice in this computation".to_string()
+                let problem = if other == ci {
+                    Problem::NameTwice
                 } else {
-                    format!(
-                        "name is also used in computation '{}'; XLA needs module-wide unique names",
-                        module.computations[other].name
-                    )
+                    Problem::NameInOtherComputation(module.computations[other].name.clone())
                 };
                 return Err(VerifyError {
                     computation: c.name.clone(),
                     instruction: Some(name.to_string()),
-                    message,
+                    problem: Box::new(problem),
                 });
             }
         }
@@ -650,10 +649,9 @@ fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
                     return Err(VerifyError {
                         computation: c.name.clone(),
                         instruction: Some(c.instr(id).name.clone()),
-                        message: format!(
-                            "calls '{}', which is recursive or the entry",
-                            module.callee_name(callee)
-                        ),
+                        problem: Box::new(Problem::RecursiveCall(
+                            module.callee_name(callee).into_owned(),
+                        )),
                     });
                 }
             }
@@ -664,83 +662,76 @@ fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
 
 fn verify_aliases(module: &Module) -> Result<(), VerifyError> {
     let entry = module.entry();
-    let err = |message: String| VerifyError {
+    let err = |problem: Problem| VerifyError {
         computation: entry.name.clone(),
         instruction: None,
-        message: format!("input_output_alias: {message}"),
+        problem: Box::new(problem),
     };
+    let alias_err = |p: AliasProblem| err(Problem::Alias(p));
     let params = module.entry_parameter_shapes();
     let result = module
         .entry_result_shape()
-        .ok_or_else(|| err("entry has no root".into()))?;
+        .ok_or_else(|| alias_err(AliasProblem::NoRoot))?;
     let mut outputs = BTreeSet::new();
     let mut donated = BTreeMap::new();
     for a in &module.input_output_alias {
         let out = result.subshape(&a.output_index).ok_or_else(|| {
-            err(format!(
-                "output index {:?} does not exist in {result}",
-                a.output_index
-            ))
+            alias_err(AliasProblem::NoOutput {
+                index: a.output_index.clone(),
+                result: result.clone(),
+            })
         })?;
         let p = usize::try_from(a.parameter)
             .ok()
             .and_then(|p| params.get(p))
-            .ok_or_else(|| err(format!("parameter {} does not exist", a.parameter)))?;
+            .ok_or_else(|| alias_err(AliasProblem::NoParameter(a.parameter)))?;
         let ps = p.subshape(&a.parameter_index).ok_or_else(|| {
-            err(format!(
-                "parameter {} has no index {:?}",
-                a.parameter, a.parameter_index
-            ))
+            alias_err(AliasProblem::NoParameterIndex {
+                parameter: a.parameter,
+                index: a.parameter_index.clone(),
+            })
         })?;
         if !ps.compatible(out) {
-            return Err(err(format!(
-                "output {:?} ({out}) cannot alias parameter {} ({ps})",
-                a.output_index, a.parameter
-            )));
+            return Err(alias_err(AliasProblem::Incompatible {
+                output: a.output_index.clone(),
+                output_shape: out.clone(),
+                parameter: a.parameter,
+                parameter_shape: ps.clone(),
+            }));
         }
         if !outputs.insert(a.output_index.clone()) {
-            return Err(err(format!("output {:?} is aliased twice", a.output_index)));
+            return Err(alias_err(AliasProblem::OutputTwice(a.output_index.clone())));
         }
-        // One input buffer can become only one output; XLA aborts otherwise.
-        // (A buffer donor may not be aliased too: checked below.)
         if let Some(other) =
             donated.insert((a.parameter, a.parameter_index.clone()), &a.output_index)
         {
-            return Err(err(format!(
-                "parameter {} {:?} is aliased by outputs {other:?} and {:?}",
-                a.parameter, a.parameter_index, a.output_index
-            )));
+            return Err(alias_err(AliasProblem::ParameterTwice {
+                parameter: a.parameter,
+                index: a.parameter_index.clone(),
+                first: other.clone(),
+                second: a.output_index.clone(),
+            }));
         }
     }
-    let donor_err = |message: String| VerifyError {
-        computation: entry.name.clone(),
-        instruction: None,
-        message: format!("buffer_donor: {message}"),
-    };
+    let donor_err = |p: DonorProblem| err(Problem::Donor(p));
     let mut donors = BTreeSet::new();
     for d in &module.buffer_donors {
+        let (parameter, index) = (d.parameter, d.parameter_index.clone());
         let p = usize::try_from(d.parameter)
             .ok()
             .and_then(|p| params.get(p))
-            .ok_or_else(|| donor_err(format!("parameter {} does not exist", d.parameter)))?;
+            .ok_or_else(|| donor_err(DonorProblem::NoParameter(parameter)))?;
         if p.subshape(&d.parameter_index).is_none() {
-            return Err(donor_err(format!(
-                "parameter {} has no index {:?}",
-                d.parameter, d.parameter_index
-            )));
+            return Err(donor_err(DonorProblem::NoParameterIndex {
+                parameter,
+                index,
+            }));
         }
         if !donors.insert((d.parameter, &d.parameter_index)) {
-            return Err(donor_err(format!(
-                "parameter {} {:?} is listed twice",
-                d.parameter, d.parameter_index
-            )));
+            return Err(donor_err(DonorProblem::Twice { parameter, index }));
         }
-        // XLA refuses a buffer that is both donated and aliased.
         if donated.contains_key(&(d.parameter, d.parameter_index.clone())) {
-            return Err(donor_err(format!(
-                "parameter {} {:?} is both a buffer donor and aliased to an output",
-                d.parameter, d.parameter_index
-            )));
+            return Err(donor_err(DonorProblem::AlsoAliased { parameter, index }));
         }
     }
     Ok(())

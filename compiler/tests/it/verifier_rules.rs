@@ -202,6 +202,45 @@ fn buffer_donors_must_exist_once_and_not_be_aliased_too() {
     );
 }
 
+/// What the verifier finds is a value a caller can match, with what it was
+/// found on, and the message is made from it.
+#[test]
+fn problems_are_typed_and_name_where_they_are() {
+    use hlatc_compiler::analysis::verifier::{AliasProblem, DonorProblem, Problem};
+    let e = verify(&module_with(
+        "  p = f32[4] parameter(0)\n  a = f32[4] negate(p)\n  ROOT t = (f32[4], f32[4]) tuple(a, a)",
+        ", input_output_alias={ {0}: (0, {}, may-alias), {1}: (0, {}, may-alias) }",
+    ))
+    .unwrap_err();
+    assert_eq!(
+        (e.computation.as_str(), e.instruction.as_deref()),
+        ("e", None)
+    );
+    assert_eq!(
+        *e.problem,
+        Problem::Alias(AliasProblem::ParameterTwice {
+            parameter: 0,
+            index: vec![],
+            first: vec![0],
+            second: vec![1],
+        })
+    );
+    let body = "  p = f32[4] parameter(0)\n  q = f32[4] parameter(1)\n  ROOT a = f32[4] add(p, q)";
+    let e = verify(&module_with(body, ", buffer_donor={ (2, {}) }")).unwrap_err();
+    assert_eq!(*e.problem, Problem::Donor(DonorProblem::NoParameter(2)));
+    let e = verify(&module(&body.replace("a = f32[4]", "a = f32[5]"))).unwrap_err();
+    assert_eq!(e.instruction.as_deref(), Some("a"));
+    assert!(
+        matches!(&*e.problem, Problem::ShapeDiffers { opcode: "add", inferred, declared }
+            if inferred.to_string() == "f32[4]{0}" && declared.to_string() == "f32[5]{0}"),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "computation 'e', instruction 'a': add produces f32[4]{0} but the instruction declares f32[5]{0}"
+    );
+}
+
 #[test]
 fn huge_ranks_are_refused() {
     let dims = vec!["1"; 65].join(",");

@@ -9,7 +9,7 @@ use crate::util::join::join;
 /// A broken rule, with what it was found on; its message is the one
 /// [`super::VerifyError`] carries.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub(super) enum RuleError {
+pub enum RuleError {
     /// A `send-done` or `recv-done` takes something other than its start.
     #[error("{} takes '{operand}', a {operand_opcode}, where XLA requires the {} itself", .step.opcode(), .started.opcode())]
     TransferDone {
