@@ -59,12 +59,11 @@ impl Pass for ConditionalToSelect {
                     continue;
                 }
                 let rw = mr.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
-                rewrite(m, ci, id, &branches, rw).map_err(|e| PassError::Failed {
+                rewrite(m, ci, id, &branches, rw).map_err(|e| PassError::Conditional {
                     pass: self.name().to_string(),
-                    message: format!(
-                        "computation '{}', conditional '{name}': {e}",
-                        m.computations[ci].name
-                    ),
+                    computation: m.computations[ci].name.clone(),
+                    conditional: name.clone(),
+                    source: Box::new(e),
                 })?;
                 rewritten.push(format!("%{name}"));
             }
@@ -175,7 +174,7 @@ fn eligible(
 
 /// A branch's inlining or the selects that failed.
 #[derive(Debug, thiserror::Error)]
-enum Failure {
+pub enum ConditionalFailure {
     #[error(transparent)]
     Inline(#[from] crate::inline::InlineError),
     #[error(transparent)]
@@ -200,10 +199,10 @@ fn rewrite(
     id: InstrId,
     branches: &[ComputationId],
     rw: &mut ModuleRewriter,
-) -> Result<(), Failure> {
+) -> Result<(), ConditionalFailure> {
     let operands = m.computations[ci].operands(id);
     let Some((&selector, args)) = operands.split_first() else {
-        return Err(Failure::Branches(0));
+        return Err(ConditionalFailure::Branches(0));
     };
     let mut values = Vec::with_capacity(branches.len());
     for (b, &arg) in branches.iter().zip(args) {
@@ -212,7 +211,7 @@ fn rewrite(
         let callee = m
             .get_computation(*b)
             .cloned()
-            .ok_or_else(|| Failure::NoBranch(b.describe()))?;
+            .ok_or_else(|| ConditionalFailure::NoBranch(b.describe()))?;
         values.push(inline(
             &mut m.computations[ci],
             &callee,
@@ -225,14 +224,15 @@ fn rewrite(
     r.provenance_of(id);
     let chosen = if r.shape(selector).as_array().map(|a| a.ty) == Some(ElementType::Pred) {
         let [on_true, on_false] = values[..] else {
-            return Err(Failure::Branches(values.len()));
+            return Err(ConditionalFailure::Branches(values.len()));
         };
         select(&mut r, selector, on_true, on_false, &shape)?
     } else {
         // The last branch unless the index names an earlier one.
-        let mut chosen = *values.last().ok_or(Failure::Branches(0))?;
+        let mut chosen = *values.last().ok_or(ConditionalFailure::Branches(0))?;
         for (k, &v) in values.iter().enumerate().rev().skip(1) {
-            let k = i32::try_from(k).map_err(|_| Failure::TooManyBranches(values.len()))?;
+            let k =
+                i32::try_from(k).map_err(|_| ConditionalFailure::TooManyBranches(values.len()))?;
             let constant = Op::Constant(Literal::from_s32(vec![], &[k])?);
             let index = r.add(constant, &[], Some(Shape::scalar(ElementType::S32)))?;
             let is = r.add(
@@ -260,7 +260,7 @@ fn select(
     on_true: InstrId,
     on_false: InstrId,
     shape: &Shape,
-) -> Result<InstrId, Failure> {
+) -> Result<InstrId, ConditionalFailure> {
     Ok(match shape {
         Shape::Tuple(parts) => {
             let mut leaves = Vec::with_capacity(parts.len());
@@ -282,7 +282,9 @@ fn select(
             r.add(Op::Select, &[mask, on_true, on_false], Some(shape.clone()))?
         }
         // `eligible` leaves these alone.
-        Shape::Token | Shape::Buffer(_) => return Err(Failure::Unselectable(shape.to_string())),
+        Shape::Token | Shape::Buffer(_) => {
+            return Err(ConditionalFailure::Unselectable(shape.to_string()))
+        }
     })
 }
 

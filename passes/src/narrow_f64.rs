@@ -181,14 +181,11 @@ fn refuse_bit_level_f64(pass: &str, c: &Computation) -> Result<(), PassError> {
                 .iter()
                 .any(|&o| f64_leaf(&c.instr(o).shape));
         if holds {
-            return Err(PassError::Failed {
+            return Err(PassError::F64Bits {
                 pass: pass.to_string(),
-                message: format!(
-                    "computation '{}', instruction '{}': a {} of f64 depends on f64's bits or on a contract outside the module, so it cannot be narrowed to f32",
-                    c.name,
-                    i.name,
-                    i.op.opcode()
-                ),
+                computation: c.name.clone(),
+                instruction: i.name.clone(),
+                opcode: i.op.opcode(),
             });
         }
     }
@@ -210,30 +207,29 @@ fn narrow_constant(
     if l.ty() != ElementType::F64 {
         return Ok(None);
     }
-    let failed = |message: String| PassError::Failed {
+    let failed = |problem: F64ConstantProblem| PassError::F64Constant {
         pass: pass.to_string(),
-        message: format!("computation '{}', constant '{}': {message}", c.name, i.name),
+        computation: c.name.clone(),
+        constant: i.name.clone(),
+        problem: Box::new(problem),
     };
     let mut inexact = false;
     let mut values = Vec::with_capacity(l.element_count());
     for k in 0..l.element_count() {
         let Scalar::Float(v) = l.get(k) else {
-            return Err(failed(format!("element {k} is not a float")));
+            return Err(failed(F64ConstantProblem::NotFloat(k)));
         };
         // `as` rounds to nearest even, and to inf past f32's range.
         let narrow = v as f32;
         if v.is_finite() && narrow.is_infinite() {
-            return Err(failed(format!(
-                "{v:e} overflows f32 (largest finite {:e}); rounding it to inf would change the program",
-                f32::MAX
-            )));
+            return Err(failed(F64ConstantProblem::Overflows(v)));
         }
         // NaN stays NaN; any other value that does not come back changed.
         inexact |= !v.is_nan() && f64::from(narrow) != v;
         values.push(narrow);
     }
     let mut narrowed =
-        Literal::from_f32(l.dims().to_vec(), &values).map_err(|e| failed(e.to_string()))?;
+        Literal::from_f32(l.dims().to_vec(), &values).map_err(|e| failed(e.into()))?;
     // The literal keeps its layout; only the type moves.
     narrowed.shape = l.shape.clone();
     narrowed.shape.ty = ElementType::F32;
@@ -241,6 +237,17 @@ fn narrow_constant(
         lost.push(format!("%{}", i.name));
     }
     Ok(Some(narrowed))
+}
+
+/// Why an f64 constant cannot be narrowed to f32.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum F64ConstantProblem {
+    #[error("element {0} is not a float")]
+    NotFloat(usize),
+    #[error("{0:e} overflows f32 (largest finite {max:e}); rounding it to inf would change the program", max = f32::MAX)]
+    Overflows(f64),
+    #[error(transparent)]
+    Literal(#[from] hlatc_compiler::LiteralError),
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! What a pass is, and how one fails.
 
 use crate::annotate_rounding::RoundingLoweringError;
+use crate::conditional_to_select::ConditionalFailure;
 use crate::context::PassContext;
+use crate::narrow_f64::F64ConstantProblem;
 use crate::rewriter::RewriteError;
 use hlatc_compiler::{Module, VerifyError};
 
@@ -61,8 +63,61 @@ pub enum PassError {
         #[source]
         source: Box<RoundingLoweringError>,
     },
-    #[error("pass '{pass}': {message}")]
-    Failed { pass: String, message: String },
+    /// `narrow-f64` met an op whose meaning depends on f64's bits.
+    #[error("pass '{pass}': computation '{computation}', instruction '{instruction}': a {opcode} of f64 depends on f64's bits or on a contract outside the module, so it cannot be narrowed to f32")]
+    F64Bits {
+        pass: String,
+        computation: String,
+        instruction: String,
+        opcode: &'static str,
+    },
+    /// `narrow-f64` met an f64 constant it cannot narrow to f32.
+    #[error("pass '{pass}': computation '{computation}', constant '{constant}': {problem}")]
+    F64Constant {
+        pass: String,
+        computation: String,
+        constant: String,
+        problem: Box<F64ConstantProblem>,
+    },
+    /// A pipeline's `--dump-dir` could not be written.
+    #[error("pass '{pass}': cannot dump to {}: {source}", .path.display())]
+    Dump {
+        pass: String,
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `conditional-to-select` could not rewrite a conditional it chose.
+    #[error("pass '{pass}': computation '{computation}', conditional '{conditional}': {source}")]
+    Conditional {
+        pass: String,
+        computation: String,
+        conditional: String,
+        #[source]
+        source: Box<ConditionalFailure>,
+    },
+    /// Building the computation a pass calls failed.
+    #[error("pass '{pass}': {source}")]
+    Build {
+        pass: String,
+        #[source]
+        source: Box<hlatc_compiler::build::builder::BuildError>,
+    },
+    /// What `softmax-math` was handed as a softmax is not an array.
+    #[error("pass '{pass}': '{instruction}' is not an array, so it cannot be a softmax")]
+    SoftmaxNotArray { pass: String, instruction: String },
+    /// State a pass added to the entry (`PassContext::added_state`) that
+    /// the step cannot carry: not an array.
+    #[error("pass '{pass}': added state '{name}' is not an array")]
+    AddedStateNotArray { pass: String, name: String },
+    /// State a pass added other than as the entry's next input and output.
+    #[error("pass '{pass}': added state '{name}' is input {parameter} and output {output}, not the next of each")]
+    AddedStateOutOfPlace {
+        pass: String,
+        name: String,
+        parameter: usize,
+        output: usize,
+    },
     #[error(
         "passes do not track dynamic dimensions yet: computation '{computation}', instruction '{instruction}' is {shape}"
     )]

@@ -301,9 +301,10 @@ impl Pipeline {
         let path = dir.join(format!("{:02}-{pass}.{when}.hlo", index + 1));
         std::fs::create_dir_all(dir)
             .and_then(|_| std::fs::write(&path, text::print_module(m)))
-            .map_err(|e| PassError::Failed {
+            .map_err(|source| PassError::Dump {
                 pass: pass.to_string(),
-                message: format!("cannot dump to {}: {e}", path.display()),
+                path,
+                source,
             })
     }
 }

@@ -110,12 +110,9 @@ impl SoftmaxWriter {
             .shape
             .as_array()
             .cloned()
-            .ok_or_else(|| PassError::Failed {
+            .ok_or_else(|| PassError::SoftmaxNotArray {
                 pass: pass.to_string(),
-                message: format!(
-                    "'{}' is not an array, so it cannot be a softmax",
-                    m.computations[ci].instr(old).name
-                ),
+                instruction: m.computations[ci].instr(old).name.clone(),
             })?;
         let (op, backend_config, stem) = match self.target {
             Target::Neuron => {
@@ -124,9 +121,9 @@ impl SoftmaxWriter {
             }
             Target::Cpu => {
                 let to_apply = plain_callee(&mut self.rw, m, &mut self.callees, d, &shape, axis)
-                    .map_err(|e| PassError::Failed {
+                    .map_err(|e| PassError::Build {
                         pass: pass.to_string(),
-                        message: e.to_string(),
+                        source: Box::new(e),
                     })?;
                 (
                     Op::Call {

@@ -328,18 +328,17 @@ pub fn optimize(
         let shape = step.module.entry().parameters()[added.parameter];
         let shape = &step.module.entry().instr(shape).shape;
         let Some(a) = shape.as_array() else {
-            return Err(hlatc_passes::PassError::Failed {
+            return Err(hlatc_passes::PassError::AddedStateNotArray {
                 pass: "optimize".into(),
-                message: format!("added state '{}' is not an array", added.name),
+                name: added.name.clone(),
             });
         };
         if added.parameter != step.inputs.len() || added.output != step.outputs.len() {
-            return Err(hlatc_passes::PassError::Failed {
+            return Err(hlatc_passes::PassError::AddedStateOutOfPlace {
                 pass: "optimize".into(),
-                message: format!(
-                    "added state '{}' is input {} and output {}, not the next of each",
-                    added.name, added.parameter, added.output
-                ),
+                name: added.name.clone(),
+                parameter: added.parameter,
+                output: added.output,
             });
         }
         let s = spec(&added.name, a.ty, &a.dims, Role::RngState);
