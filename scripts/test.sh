@@ -41,8 +41,9 @@ cargo build --workspace --exclude hlatc-python --all-targets --profile ci
 # compiled alike. At that level its legacy LLVM IR emitters compile a
 # small step in about half the time of its default MLIR fusion emitters
 # (the tests' XLA time: 265 s against 392 s of one core, 2-core VM), and
-# compute the same values. The runtime knows which emitters a process
-# has and refuses what each aborts on (docs/src/runtime.md).
+# compute the same values. The runtime states the emitters in every
+# compile and refuses what each aborts on; the fuzzer compiles with the
+# default ones, which users run (docs/src/runtime.md).
 export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false ${XLA_FLAGS:-}"
 # The tests compile some programs more than once, in different processes:
 # each compiled executable is kept on disk and loaded the next time

@@ -136,6 +136,9 @@ pub struct Runtime {
     /// Where compiled executables are kept between processes, if anywhere
     /// ([`ExecutableCache::from_env`] unless set).
     cache: Option<Arc<ExecutableCache>>,
+    /// The emitters every compile states and the preflight checks for
+    /// ([`Emitters::of_process`] unless set).
+    emitters: Emitters,
 }
 
 static SHARED: OnceLock<Result<Runtime, RuntimeError>> = OnceLock::new();
@@ -210,6 +213,7 @@ impl Runtime {
         Runtime {
             client,
             cache: ExecutableCache::from_env(),
+            emitters: Emitters::of_process(),
         }
     }
 
@@ -218,6 +222,18 @@ impl Runtime {
     pub fn with_executable_cache(mut self, cache: Option<Arc<ExecutableCache>>) -> Runtime {
         self.cache = cache;
         self
+    }
+
+    /// This runtime compiling with `emitters`, whichever `XLA_FLAGS` picks:
+    /// each compile states them, and the preflight checks for them.
+    pub fn with_emitters(mut self, emitters: Emitters) -> Runtime {
+        self.emitters = emitters;
+        self
+    }
+
+    /// The emitters it compiles with.
+    pub fn emitters(&self) -> Emitters {
+        self.emitters
     }
 
     /// The cache the executables it compiles go through, if any.
@@ -281,7 +297,7 @@ impl Runtime {
                 shape: s.to_string(),
             });
         }
-        cpu_preflight::check(compiled, Emitters::of_process()).map_err(|source| {
+        cpu_preflight::check(compiled, self.emitters).map_err(|source| {
             RuntimeError::Preflight {
                 module: module.name.clone(),
                 source,
@@ -300,8 +316,8 @@ impl Runtime {
         fusions_as_calls(&mut unscheduled);
         let bytes = prost::Message::encode_to_vec(&unscheduled);
         let options = match replicas {
-            1 => compile_options::single_device(),
-            n => compile_options::replicas(&self.client.device_ids()[..n]),
+            1 => compile_options::single_device(self.emitters),
+            n => compile_options::replicas(&self.client.device_ids()[..n], self.emitters),
         };
         let (exe, cache) = match &self.cache {
             Some(c) => c.get_or_compile(&self.client, &bytes, &options),

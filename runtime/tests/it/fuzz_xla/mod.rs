@@ -6,13 +6,15 @@
 //! `HLATC_FUZZ_MODULES` sets how many modules (CI runs the default 1,500;
 //! the figure in benches/README.md is from a 10,000-module run), `HLATC_FUZZ_SEED` the
 //! first seed; `HLATC_FUZZ_TRACE` prints each module before it is compiled,
-//! so the last one printed is the one an abort came from.
+//! so the last one printed is the one an abort came from;
+//! `HLATC_FUZZ_EMITTERS=legacy` compiles with XLA CPU's legacy emitters
+//! instead of its default ones.
 
 mod module_gen;
 
 use hlatc_compiler::formats::text::print_module;
 use hlatc_runtime::inputs::{random_literal, SplitMix64};
-use hlatc_runtime::Runtime;
+use hlatc_runtime::{Emitters, Runtime};
 use std::collections::BTreeMap;
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -33,7 +35,16 @@ fn error_kind(message: &str) -> String {
 fn verified_modules_never_abort_xla_cpu() {
     let count = env_u64("HLATC_FUZZ_MODULES", 1500);
     let first = env_u64("HLATC_FUZZ_SEED", 0);
-    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    // XLA CPU's default emitters, the ones users run, whichever XLA_FLAGS
+    // picks (scripts/test.sh picks the legacy ones, which a 10,000-module
+    // run with HLATC_FUZZ_EMITTERS=legacy checks: docs/src/correctness.md).
+    let emitters = match std::env::var("HLATC_FUZZ_EMITTERS").as_deref() {
+        Ok("legacy") => Emitters::Legacy,
+        _ => Emitters::Fusion,
+    };
+    let rt = Runtime::shared()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .with_emitters(emitters);
     let (mut ran, mut compile_errors, mut run_errors, mut refused) = (0, 0, 0, 0);
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
     let mut instructions = 0;
