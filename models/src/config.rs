@@ -1,6 +1,7 @@
 //! Model configuration: the architecture (Hugging Face `LlamaConfig` fields)
 //! and the training shape (batch, sequence length).
 
+pub use crate::field_problem::FieldProblem;
 pub use crate::rope::{RopeScaling, RopeScalingError};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -81,11 +82,12 @@ fn default_initializer_range() -> f64 {
 /// Where a config is wrong: the field and the rule it breaks.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{source_name}: {field}: {message}")]
+    #[error("{source_name}: {field}: {problem}")]
     Field {
         source_name: String,
         field: String,
-        message: String,
+        /// Boxed: a config's every check returns it.
+        problem: Box<FieldProblem>,
     },
     /// The RoPE scaling under `field` (the key the file used) is out of
     /// range.
@@ -249,11 +251,11 @@ impl ModelConfig {
 
     /// Checks that the fields describe a buildable model; errors name the field.
     pub fn validate(&self, source_name: &str) -> Result<(), ConfigError> {
-        let err = |field: &str, message: String| {
+        let err = |field: &str, problem: FieldProblem| {
             Err(ConfigError::Field {
                 source_name: source_name.to_string(),
                 field: field.to_string(),
-                message,
+                problem: Box::new(problem),
             })
         };
         for (field, v) in [
@@ -266,65 +268,44 @@ impl ModelConfig {
             ("max_position_embeddings", self.max_position_embeddings),
         ] {
             if v <= 0 {
-                return err(field, format!("must be positive, got {v}"));
+                return err(field, FieldProblem::NotPositive(v));
             }
         }
         if self.head_dim <= 0 {
-            return err(
-                "head_dim",
-                format!("must be positive, got {}", self.head_dim),
-            );
+            return err("head_dim", FieldProblem::NotPositive(self.head_dim));
         }
         if self.num_attention_heads % self.num_key_value_heads != 0 {
             return err(
                 "num_key_value_heads",
-                format!(
-                    "{} does not divide num_attention_heads = {}",
-                    self.num_key_value_heads, self.num_attention_heads
-                ),
+                FieldProblem::KvHeadsDoNotDivide {
+                    kv_heads: self.num_key_value_heads,
+                    heads: self.num_attention_heads,
+                },
             );
         }
         if self.head_dim() % 2 != 0 {
-            return err(
-                "head_dim",
-                format!(
-                    "head dimension {} must be even for rotary embeddings",
-                    self.head_dim()
-                ),
-            );
+            return err("head_dim", FieldProblem::OddHeadDim(self.head_dim()));
         }
         if self.head_dim() > MAX_HEAD_DIM {
-            return err(
-                "head_dim",
-                format!(
-                    "head dimension {} is above the {MAX_HEAD_DIM} hlatc supports",
-                    self.head_dim()
-                ),
-            );
+            return err("head_dim", FieldProblem::HeadDimTooLarge(self.head_dim()));
         }
         if self.checked_parameter_count().is_none() {
-            return err(
-                "hidden_size",
-                "the model would have more than 2^63 parameters; check the sizes".into(),
-            );
+            return err("hidden_size", FieldProblem::TooManyParameters);
         }
         if !(self.initializer_range > 0.0 && self.initializer_range.is_finite()) {
             return err(
                 "initializer_range",
-                format!("must be a positive number, got {}", self.initializer_range),
+                FieldProblem::NotPositiveNumber(self.initializer_range),
             );
         }
         if !(self.rms_norm_eps > 0.0 && self.rms_norm_eps.is_finite()) {
             return err(
                 "rms_norm_eps",
-                format!("must be a positive number, got {}", self.rms_norm_eps),
+                FieldProblem::NotPositiveNumber(self.rms_norm_eps),
             );
         }
         if !(self.rope_theta > 1.0 && self.rope_theta.is_finite()) {
-            return err(
-                "rope_theta",
-                format!("must be greater than 1, got {}", self.rope_theta),
-            );
+            return err("rope_theta", FieldProblem::NotAboveOne(self.rope_theta));
         }
         if let Some(r) = &self.rope_scaling {
             r.validate().map_err(|source| ConfigError::RopeScaling {
@@ -335,7 +316,7 @@ impl ModelConfig {
         }
         if let Some(w) = self.sliding_window {
             if w <= 0 {
-                return err("sliding_window", format!("must be positive, got {w}"));
+                return err("sliding_window", FieldProblem::NotPositive(w));
             }
         }
         Ok(())
@@ -365,15 +346,16 @@ impl ModelConfig {
 
     /// Why a sequence of `seq_len` positions is refused, past
     /// `max_position_embeddings`: both numbers, and which RoPE would allow it.
-    pub fn too_long(&self, seq_len: i64) -> String {
+    pub fn too_long(&self, seq_len: i64) -> FieldProblem {
         let rope = match &self.rope_scaling {
             None => "RoPE without scaling".to_string(),
             Some(r) => format!("RoPE type '{}'", r.name()),
         };
-        format!(
-            "{seq_len} exceeds max_position_embeddings = {}; its {rope} is defined only up to it (only 'dynamic' RoPE scaling extends past it)",
-            self.max_position_embeddings
-        )
+        FieldProblem::SeqLenTooLong {
+            seq_len,
+            max: self.max_position_embeddings,
+            rope,
+        }
     }
 
     /// The same architecture at toy scale: the GQA ratio, tying, norm and
@@ -439,24 +421,18 @@ pub struct BatchShape {
 
 impl BatchShape {
     pub fn validate(&self, cfg: &ModelConfig) -> Result<(), ConfigError> {
-        let err = |field: &str, message: String| {
+        let err = |field: &str, problem: FieldProblem| {
             Err(ConfigError::Field {
                 source_name: "batch".into(),
                 field: field.to_string(),
-                message,
+                problem: Box::new(problem),
             })
         };
         if self.batch_size <= 0 {
-            return err(
-                "batch_size",
-                format!("must be positive, got {}", self.batch_size),
-            );
+            return err("batch_size", FieldProblem::NotPositive(self.batch_size));
         }
         if self.seq_len <= 1 {
-            return err(
-                "seq_len",
-                format!("must be at least 2, got {}", self.seq_len),
-            );
+            return err("seq_len", FieldProblem::BelowTwo(self.seq_len));
         }
         if self.seq_len > cfg.max_position_embeddings && !cfg.rope_scales_with_length() {
             return err("seq_len", cfg.too_long(self.seq_len));

@@ -6,6 +6,7 @@
 //! `rope_theta` and `rope_scaling`) and 5 (`rope_parameters`).
 
 use crate::config::{ConfigError, ModelConfig, ModelType, RopeScaling};
+use crate::field_problem::FieldProblem;
 use serde_json::{Map, Value};
 
 /// Keys that do not change the training step, and why.
@@ -53,11 +54,11 @@ const IRRELEVANT: &[(&str, &str)] = &[
     ),
 ];
 
-fn field_err(source: &str, field: &str, message: impl Into<String>) -> ConfigError {
+fn field_err(source: &str, field: &str, problem: FieldProblem) -> ConfigError {
     ConfigError::Field {
         source_name: source.to_string(),
         field: field.to_string(),
-        message: message.into(),
+        problem: Box::new(problem),
     }
 }
 
@@ -79,7 +80,7 @@ impl<'a> Keys<'a> {
         self.get(key)
             .map(|x| {
                 x.as_i64()
-                    .ok_or_else(|| field_err(source, key, format!("must be an integer, got {x}")))
+                    .ok_or_else(|| field_err(source, key, FieldProblem::NotInteger(x.clone())))
             })
             .transpose()
     }
@@ -87,7 +88,7 @@ impl<'a> Keys<'a> {
     fn required(&mut self, key: &'static str) -> Result<i64, ConfigError> {
         let source = self.source;
         self.int(key)?
-            .ok_or_else(|| field_err(source, key, "is missing"))
+            .ok_or_else(|| field_err(source, key, FieldProblem::Missing))
     }
 
     fn float(&mut self, key: &'static str) -> Result<Option<f64>, ConfigError> {
@@ -95,7 +96,7 @@ impl<'a> Keys<'a> {
         self.get(key)
             .map(|x| {
                 x.as_f64()
-                    .ok_or_else(|| field_err(source, key, format!("must be a number, got {x}")))
+                    .ok_or_else(|| field_err(source, key, FieldProblem::NotNumber(x.clone())))
             })
             .transpose()
     }
@@ -104,9 +105,8 @@ impl<'a> Keys<'a> {
         let source = self.source;
         self.get(key)
             .map(|x| {
-                x.as_bool().ok_or_else(|| {
-                    field_err(source, key, format!("must be true or false, got {x}"))
-                })
+                x.as_bool()
+                    .ok_or_else(|| field_err(source, key, FieldProblem::NotBool(x.clone())))
             })
             .transpose()
     }
@@ -116,18 +116,27 @@ impl<'a> Keys<'a> {
         self.get(key)
             .map(|x| {
                 x.as_str()
-                    .ok_or_else(|| field_err(source, key, format!("must be a string, got {x}")))
+                    .ok_or_else(|| field_err(source, key, FieldProblem::NotString(x.clone())))
             })
             .transpose()
     }
 
     /// A key whose only supported value is `expected`.
-    fn only(&mut self, key: &'static str, expected: &Value, why: &str) -> Result<(), ConfigError> {
+    fn only(
+        &mut self,
+        key: &'static str,
+        expected: &Value,
+        why: &'static str,
+    ) -> Result<(), ConfigError> {
         match self.get(key) {
             Some(v) if v != expected => Err(field_err(
                 self.source,
                 key,
-                format!("{v} is not supported ({why}; hlatc implements {expected})"),
+                FieldProblem::OnlyValue {
+                    value: v.clone(),
+                    why,
+                    expected: expected.clone(),
+                },
             )),
             _ => Ok(()),
         }
@@ -145,7 +154,7 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
             return Err(field_err(
                 k.source,
                 "rope_scaling",
-                "is given beside rope_parameters; a config holds one or the other",
+                FieldProblem::BesideRopeParameters,
             ))
         }
     };
@@ -153,24 +162,26 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
         return Ok((top_theta.unwrap_or(default_theta), None));
     };
     let source = k.source;
-    let err = |m: String| field_err(source, where_, m);
+    let err = |p: FieldProblem| field_err(source, where_, p);
     let obj = params
         .as_object()
-        .ok_or_else(|| err(format!("must be an object, got {params}")))?;
+        .ok_or_else(|| err(FieldProblem::NotObject(params.clone())))?;
     let num = |key: &str| -> Result<Option<f64>, ConfigError> {
         obj.get(key)
             .filter(|v| !v.is_null())
             .map(|v| {
-                v.as_f64()
-                    .ok_or_else(|| err(format!("{key} must be a number, got {v}")))
+                v.as_f64().ok_or_else(|| {
+                    err(FieldProblem::RopeKeyNotNumber {
+                        key: key.to_string(),
+                        value: v.clone(),
+                    })
+                })
             })
             .transpose()
     };
     let theta = match (num("rope_theta")?, top_theta) {
         (Some(a), Some(b)) if a != b => {
-            return Err(err(format!(
-                "rope_theta {a} disagrees with the top-level rope_theta {b}"
-            )))
+            return Err(err(FieldProblem::RopeThetaDisagrees { inner: a, top: b }))
         }
         (Some(t), _) | (None, Some(t)) => t,
         (None, None) => default_theta,
@@ -180,7 +191,8 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
         .or_else(|| obj.get("type"))
         .and_then(Value::as_str)
         .unwrap_or("default");
-    let factor = || num("factor")?.ok_or_else(|| err(format!("rope_type '{kind}' needs a factor")));
+    let factor =
+        || num("factor")?.ok_or_else(|| err(FieldProblem::RopeNeedsFactor(kind.to_string())));
     let known: &[&str] = match kind {
         "default" => &["rope_type", "type", "rope_theta"],
         "linear" | "dynamic" => &["rope_type", "type", "rope_theta", "factor"],
@@ -193,31 +205,33 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
             "high_freq_factor",
             "original_max_position_embeddings",
         ],
-        other => {
-            return Err(err(format!(
-                "rope_type '{other}' is not supported (hlatc implements default, linear, dynamic and llama3)"
-            )))
-        }
+        other => return Err(err(FieldProblem::RopeType(other.to_string()))),
     };
     if let Some(extra) = obj.keys().find(|key| !known.contains(&key.as_str())) {
-        return Err(err(format!(
-            "key '{extra}' is not understood for rope_type '{kind}'"
-        )));
+        return Err(err(FieldProblem::RopeKey {
+            key: extra.clone(),
+            kind: kind.to_string(),
+        }));
     }
     let scaling = match kind {
         "default" => None,
         "linear" => Some(RopeScaling::Linear { factor: factor()? }),
         "dynamic" => Some(RopeScaling::Dynamic { factor: factor()? }),
         _ => {
-            let need =
-                |key: &str| num(key)?.ok_or_else(|| err(format!("rope_type 'llama3' needs {key}")));
+            let need = |key: &str| {
+                num(key)?.ok_or_else(|| err(FieldProblem::Llama3Needs(key.to_string())))
+            };
             let integer = |key: &str| -> Result<i64, ConfigError> {
                 let v = obj
                     .get(key)
                     .filter(|v| !v.is_null())
-                    .ok_or_else(|| err(format!("rope_type 'llama3' needs {key}")))?;
-                v.as_i64()
-                    .ok_or_else(|| err(format!("{key} must be an integer, got {v}")))
+                    .ok_or_else(|| err(FieldProblem::Llama3Needs(key.to_string())))?;
+                v.as_i64().ok_or_else(|| {
+                    err(FieldProblem::RopeKeyNotInteger {
+                        key: key.to_string(),
+                        value: v.clone(),
+                    })
+                })
             };
             Some(RopeScaling::Llama3 {
                 factor: factor()?,
@@ -302,7 +316,7 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
         return Err(field_err(
             source,
             "attention_bias",
-            "Qwen2 has fixed q/k/v biases and no attention_bias key",
+            FieldProblem::QwenAttentionBias,
         ));
     }
     refuse_unread_keys(&k)?;
@@ -321,16 +335,10 @@ fn architecture(k: &mut Keys) -> Result<ModelType, ConfigError> {
             return Err(field_err(
                 source,
                 "model_type",
-                format!("'{other}' is not supported (hlatc builds llama, mistral and qwen2)"),
+                FieldProblem::ModelType(other.to_string()),
             ))
         }
-        None => {
-            return Err(field_err(
-                source,
-                "model_type",
-                "is missing; it says which architecture the config describes",
-            ))
-        }
+        None => return Err(field_err(source, "model_type", FieldProblem::NoModelType)),
     };
     let expected_arch = match model_type {
         ModelType::Llama => "LlamaForCausalLM",
@@ -342,10 +350,11 @@ fn architecture(k: &mut Keys) -> Result<ModelType, ConfigError> {
             return Err(field_err(
                 source,
                 "architectures",
-                format!(
-                    "{other} is not {expected_arch}, the causal LM of model_type '{}'",
-                    model_type.name()
-                ),
+                FieldProblem::Architecture {
+                    found: other.clone(),
+                    expected: expected_arch,
+                    model_type: model_type.name(),
+                },
             ));
         }
     }
@@ -361,7 +370,7 @@ fn head_dim(k: &mut Keys, heads: i64, hidden: i64) -> Result<i64, ConfigError> {
         return Err(field_err(
             k.source,
             "hidden_size",
-            format!("{hidden} is not divisible by num_attention_heads = {heads}"),
+            FieldProblem::HeadsDoNotDivide { hidden, heads },
         ));
     }
     Ok(if heads > 0 { hidden / heads } else { 0 })
@@ -376,14 +385,18 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
             // Qwen2 writes a window but uses it only with use_sliding_window.
             k.int("sliding_window")?;
             if k.bool("use_sliding_window")?.unwrap_or(false) {
-                return Err(field_err(source, "use_sliding_window", "true is not supported (Qwen2's per-layer windows); hlatc builds full attention"));
+                return Err(field_err(
+                    source,
+                    "use_sliding_window",
+                    FieldProblem::QwenSlidingWindow,
+                ));
             }
             if let Some(layers) = k.get("layer_types").and_then(Value::as_array) {
                 if let Some(t) = layers.iter().find(|t| t.as_str() != Some("full_attention")) {
                     return Err(field_err(
                         source,
                         "layer_types",
-                        format!("{t} is not supported; hlatc builds full_attention layers"),
+                        FieldProblem::LayerType(t.clone()),
                     ));
                 }
             }
@@ -391,7 +404,11 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
         }
         ModelType::Llama => {
             if k.int("sliding_window")?.is_some() {
-                return Err(field_err(source, "sliding_window", "Llama attends to every earlier position; a windowed model is model_type \"mistral\""));
+                return Err(field_err(
+                    source,
+                    "sliding_window",
+                    FieldProblem::LlamaWindow,
+                ));
             }
             Ok(None)
         }
@@ -403,7 +420,7 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
 fn refuse_unread_keys(k: &Keys) -> Result<(), ConfigError> {
     for key in k.obj.keys() {
         if !k.used.contains(&key.as_str()) && !IRRELEVANT.iter().any(|(i, _)| i == key) {
-            return Err(field_err(k.source, key, "is not a key hlatc knows; it may change the model, so the config is refused rather than half-read"));
+            return Err(field_err(k.source, key, FieldProblem::UnknownKey));
         }
     }
     Ok(())

@@ -3,6 +3,7 @@
 //! scaled initialization.
 
 pub mod config;
+pub mod field_problem;
 pub mod hf_config;
 pub mod init;
 pub mod layout;
@@ -15,6 +16,7 @@ pub mod rope;
 pub use config::{
     BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError, PRESETS,
 };
+pub use field_problem::FieldProblem;
 pub use llama::{forward, forward_on_rank, ForwardInputs, ForwardOutputs, IGNORE_INDEX};
 pub use parallel::{ParallelError, Parallelism, Piece, TpSplit};
 pub use params::{declare_params, param_specs, HfPart, Init, ParamSpec, FUSED_PROJECTIONS};

@@ -410,10 +410,10 @@ pub(crate) fn check(cfg: &StepConfig) -> Result<(), StepError> {
         return Err(hlatc_models::ConfigError::Field {
             source_name: "batch".into(),
             field: "seq_len".into(),
-            message: format!(
-                "{} exceeds max_position_embeddings = {} in packed rows: dynamic RoPE's base would depend on each batch's longest document, so a packed step stays within max_position_embeddings",
-                cfg.batch.seq_len, cfg.model.max_position_embeddings
-            ),
+            problem: Box::new(hlatc_models::FieldProblem::PackedPastMaxPositions {
+                seq_len: cfg.batch.seq_len,
+                max: cfg.model.max_position_embeddings,
+            }),
         }
         .into());
     }

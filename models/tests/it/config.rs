@@ -1,6 +1,6 @@
 //! Presets, Hugging Face configs and their validation.
 
-use hlatc_models::{param_specs, ConfigError, ModelConfig};
+use hlatc_models::{param_specs, ConfigError, FieldProblem, ModelConfig};
 
 #[test]
 fn presets_have_the_llama_2_shapes() {
@@ -94,6 +94,40 @@ fn invalid_configs_name_the_field() {
         let e = ModelConfig::from_hf_json(&json, "c.json").unwrap_err();
         assert_eq!(e.to_string(), want, "{json}");
     }
+}
+
+/// What is wrong is a value a caller can match, beside the source and the
+/// field, and the message is made from it.
+#[test]
+fn field_problems_are_typed() {
+    let field = |json: &str| match ModelConfig::from_hf_json(json, "c.json").unwrap_err() {
+        ConfigError::Field {
+            source_name,
+            field,
+            problem,
+        } => (source_name, field, *problem),
+        other => panic!("not a field's problem: {other}"),
+    };
+    assert_eq!(
+        field(&with(r#", "rms_norm_eps": -1"#)),
+        (
+            "c.json".into(),
+            "rms_norm_eps".into(),
+            FieldProblem::NotPositiveNumber(-1.0)
+        )
+    );
+    assert_eq!(
+        field(&with(r#", "tie_word_embeddings": "yes""#)).2,
+        FieldProblem::NotBool("yes".into())
+    );
+    assert_eq!(
+        field(&with(r#", "frobnicate": 1"#)),
+        (
+            "c.json".into(),
+            "frobnicate".into(),
+            FieldProblem::UnknownKey
+        )
+    );
 }
 
 #[test]
