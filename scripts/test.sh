@@ -16,8 +16,8 @@ cargo fmt --all -- --check
 # workspace's rustc wrapper it lints each hlatc crate while compiling it for
 # the tests, so nothing is type-checked twice (clippy, then the build, took
 # 95 s + 108 s from a clean clone on a 2-core VM; this one build, 159 s to
-# 190 s over five clean clones, and 109 s since the proc macros and the
-# root crate build unoptimized: Cargo.toml's `ci` profile).
+# 190 s over five clean clones, and 108 s to 119 s since the proc macros
+# and the root crate build unoptimized: Cargo.toml's `ci` profile).
 # Every target is built, benches included, as `cargo clippy --all-targets`
 # checks them. `-D warnings` makes any warning, rustc's or Clippy's, an
 # error. Dependencies are built by rustc itself, their lints capped.
