@@ -107,6 +107,17 @@ pub enum ConfigError {
     UnknownPreset { name: String, known: String },
 }
 
+impl ConfigError {
+    /// `field` of `source_name` breaks a rule: `problem`.
+    pub fn field(source_name: &str, field: &str, problem: FieldProblem) -> Self {
+        ConfigError::Field {
+            source_name: source_name.to_string(),
+            field: field.to_string(),
+            problem: Box::new(problem),
+        }
+    }
+}
+
 /// The widest attention head a config may ask for. The rotary frequency
 /// table is computed on the host, one value per pair of head dimensions;
 /// published models use 64 to 256.
@@ -251,13 +262,7 @@ impl ModelConfig {
 
     /// Checks that the fields describe a buildable model; errors name the field.
     pub fn validate(&self, source_name: &str) -> Result<(), ConfigError> {
-        let err = |field: &str, problem: FieldProblem| {
-            Err(ConfigError::Field {
-                source_name: source_name.to_string(),
-                field: field.to_string(),
-                problem: Box::new(problem),
-            })
-        };
+        let err = |field: &str, problem| Err(ConfigError::field(source_name, field, problem));
         for (field, v) in [
             ("vocab_size", self.vocab_size),
             ("hidden_size", self.hidden_size),
@@ -421,13 +426,7 @@ pub struct BatchShape {
 
 impl BatchShape {
     pub fn validate(&self, cfg: &ModelConfig) -> Result<(), ConfigError> {
-        let err = |field: &str, problem: FieldProblem| {
-            Err(ConfigError::Field {
-                source_name: "batch".into(),
-                field: field.to_string(),
-                problem: Box::new(problem),
-            })
-        };
+        let err = |field: &str, problem| Err(ConfigError::field("batch", field, problem));
         if self.batch_size <= 0 {
             return err("batch_size", FieldProblem::NotPositive(self.batch_size));
         }

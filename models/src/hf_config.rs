@@ -54,14 +54,6 @@ const IRRELEVANT: &[(&str, &str)] = &[
     ),
 ];
 
-fn field_err(source: &str, field: &str, problem: FieldProblem) -> ConfigError {
-    ConfigError::Field {
-        source_name: source.to_string(),
-        field: field.to_string(),
-        problem: Box::new(problem),
-    }
-}
-
 /// Typed access to the object's keys; each key read is marked used.
 struct Keys<'a> {
     obj: &'a Map<String, Value>,
@@ -79,8 +71,9 @@ impl<'a> Keys<'a> {
         let source = self.source;
         self.get(key)
             .map(|x| {
-                x.as_i64()
-                    .ok_or_else(|| field_err(source, key, FieldProblem::NotInteger(x.clone())))
+                x.as_i64().ok_or_else(|| {
+                    ConfigError::field(source, key, FieldProblem::NotInteger(x.clone()))
+                })
             })
             .transpose()
     }
@@ -88,15 +81,16 @@ impl<'a> Keys<'a> {
     fn required(&mut self, key: &'static str) -> Result<i64, ConfigError> {
         let source = self.source;
         self.int(key)?
-            .ok_or_else(|| field_err(source, key, FieldProblem::Missing))
+            .ok_or_else(|| ConfigError::field(source, key, FieldProblem::Missing))
     }
 
     fn float(&mut self, key: &'static str) -> Result<Option<f64>, ConfigError> {
         let source = self.source;
         self.get(key)
             .map(|x| {
-                x.as_f64()
-                    .ok_or_else(|| field_err(source, key, FieldProblem::NotNumber(x.clone())))
+                x.as_f64().ok_or_else(|| {
+                    ConfigError::field(source, key, FieldProblem::NotNumber(x.clone()))
+                })
             })
             .transpose()
     }
@@ -105,8 +99,9 @@ impl<'a> Keys<'a> {
         let source = self.source;
         self.get(key)
             .map(|x| {
-                x.as_bool()
-                    .ok_or_else(|| field_err(source, key, FieldProblem::NotBool(x.clone())))
+                x.as_bool().ok_or_else(|| {
+                    ConfigError::field(source, key, FieldProblem::NotBool(x.clone()))
+                })
             })
             .transpose()
     }
@@ -115,8 +110,9 @@ impl<'a> Keys<'a> {
         let source = self.source;
         self.get(key)
             .map(|x| {
-                x.as_str()
-                    .ok_or_else(|| field_err(source, key, FieldProblem::NotString(x.clone())))
+                x.as_str().ok_or_else(|| {
+                    ConfigError::field(source, key, FieldProblem::NotString(x.clone()))
+                })
             })
             .transpose()
     }
@@ -129,7 +125,7 @@ impl<'a> Keys<'a> {
         why: &'static str,
     ) -> Result<(), ConfigError> {
         match self.get(key) {
-            Some(v) if v != expected => Err(field_err(
+            Some(v) if v != expected => Err(ConfigError::field(
                 self.source,
                 key,
                 FieldProblem::OnlyValue {
@@ -151,7 +147,7 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
         (None, Some(s)) => (Some(s), "rope_scaling"),
         (None, None) => (None, "rope_scaling"),
         (Some(_), Some(_)) => {
-            return Err(field_err(
+            return Err(ConfigError::field(
                 k.source,
                 "rope_scaling",
                 FieldProblem::BesideRopeParameters,
@@ -162,7 +158,7 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
         return Ok((top_theta.unwrap_or(default_theta), None));
     };
     let source = k.source;
-    let err = |p: FieldProblem| field_err(source, where_, p);
+    let err = |p: FieldProblem| ConfigError::field(source, where_, p);
     let obj = params
         .as_object()
         .ok_or_else(|| err(FieldProblem::NotObject(params.clone())))?;
@@ -313,7 +309,7 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
             .unwrap_or(defaults.initializer_range),
     };
     if model_type == ModelType::Qwen2 && attention_bias {
-        return Err(field_err(
+        return Err(ConfigError::field(
             source,
             "attention_bias",
             FieldProblem::QwenAttentionBias,
@@ -332,13 +328,19 @@ fn architecture(k: &mut Keys) -> Result<ModelType, ConfigError> {
         Some("mistral") => ModelType::Mistral,
         Some("qwen2") => ModelType::Qwen2,
         Some(other) => {
-            return Err(field_err(
+            return Err(ConfigError::field(
                 source,
                 "model_type",
                 FieldProblem::ModelType(other.to_string()),
             ))
         }
-        None => return Err(field_err(source, "model_type", FieldProblem::NoModelType)),
+        None => {
+            return Err(ConfigError::field(
+                source,
+                "model_type",
+                FieldProblem::NoModelType,
+            ))
+        }
     };
     let expected_arch = match model_type {
         ModelType::Llama => "LlamaForCausalLM",
@@ -347,7 +349,7 @@ fn architecture(k: &mut Keys) -> Result<ModelType, ConfigError> {
     };
     if let Some(arch) = k.obj.get("architectures").and_then(Value::as_array) {
         if let Some(other) = arch.iter().find(|a| a.as_str() != Some(expected_arch)) {
-            return Err(field_err(
+            return Err(ConfigError::field(
                 source,
                 "architectures",
                 FieldProblem::Architecture {
@@ -367,7 +369,7 @@ fn head_dim(k: &mut Keys, heads: i64, hidden: i64) -> Result<i64, ConfigError> {
         return Ok(hd);
     }
     if heads > 0 && hidden % heads != 0 {
-        return Err(field_err(
+        return Err(ConfigError::field(
             k.source,
             "hidden_size",
             FieldProblem::HeadsDoNotDivide { hidden, heads },
@@ -385,7 +387,7 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
             // Qwen2 writes a window but uses it only with use_sliding_window.
             k.int("sliding_window")?;
             if k.bool("use_sliding_window")?.unwrap_or(false) {
-                return Err(field_err(
+                return Err(ConfigError::field(
                     source,
                     "use_sliding_window",
                     FieldProblem::QwenSlidingWindow,
@@ -393,7 +395,7 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
             }
             if let Some(layers) = k.get("layer_types").and_then(Value::as_array) {
                 if let Some(t) = layers.iter().find(|t| t.as_str() != Some("full_attention")) {
-                    return Err(field_err(
+                    return Err(ConfigError::field(
                         source,
                         "layer_types",
                         FieldProblem::LayerType(t.clone()),
@@ -404,7 +406,7 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
         }
         ModelType::Llama => {
             if k.int("sliding_window")?.is_some() {
-                return Err(field_err(
+                return Err(ConfigError::field(
                     source,
                     "sliding_window",
                     FieldProblem::LlamaWindow,
@@ -420,7 +422,7 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
 fn refuse_unread_keys(k: &Keys) -> Result<(), ConfigError> {
     for key in k.obj.keys() {
         if !k.used.contains(&key.as_str()) && !IRRELEVANT.iter().any(|(i, _)| i == key) {
-            return Err(field_err(k.source, key, FieldProblem::UnknownKey));
+            return Err(ConfigError::field(k.source, key, FieldProblem::UnknownKey));
         }
     }
     Ok(())

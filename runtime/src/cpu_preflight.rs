@@ -492,7 +492,7 @@ fn aborts_legacy_emitters(op: &Op, result: &Shape, emitters: Emitters) -> Option
     };
     (emitters == Emitters::Legacy && matches!(op, Op::Pad { .. }) && a.ty.bit_width() == 2).then(|| {
         format!(
-            "XLA CPU's legacy emitters (--{}=false in XLA_FLAGS) abort when padding {} arrays (2-bit elements); convert them to s8 or u8 first, or leave the flag out",
+            "XLA CPU's legacy emitters ({}=false) abort when padding {} arrays (2-bit elements); convert them to s8 or u8 first, or compile with its default emitters",
             crate::xla_cpu_flags::FUSION_EMITTERS_FLAG,
             a.ty
         )

@@ -231,11 +231,6 @@ impl Runtime {
         self
     }
 
-    /// The emitters it compiles with.
-    pub fn emitters(&self) -> Emitters {
-        self.emitters
-    }
-
     /// The cache the executables it compiles go through, if any.
     pub fn executable_cache(&self) -> Option<&Arc<ExecutableCache>> {
         self.cache.as_ref()

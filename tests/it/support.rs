@@ -6,10 +6,13 @@ use std::process::{Command, Output};
 
 /// `hlatc args...`, run to the end.
 pub fn hlatc(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
-        .output()
-        .unwrap()
+    command(args).output().unwrap()
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hlatc"));
+    c.args(args);
+    c
 }
 
 /// `hlatc args...` with XLA CPU's default (fusion) emitters, whichever
@@ -19,8 +22,7 @@ pub fn hlatc(args: &[&str]) -> Output {
 /// fusion emitters' (92 s against 32 s at optimization level 0, 2-core VM).
 pub fn hlatc_with_fusion_emitters(args: &[&str]) -> Output {
     let flags = std::env::var("XLA_FLAGS").unwrap_or_default();
-    Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
+    command(args)
         .env(
             "XLA_FLAGS",
             format!(

@@ -407,14 +407,14 @@ pub(crate) fn check(cfg: &StepConfig) -> Result<(), StepError> {
     if cfg.packed && cfg.batch.seq_len > cfg.model.max_position_embeddings {
         // Dynamic NTK's base follows the longest position in the batch,
         // which packed rows make a property of the data, not the step.
-        return Err(hlatc_models::ConfigError::Field {
-            source_name: "batch".into(),
-            field: "seq_len".into(),
-            problem: Box::new(hlatc_models::FieldProblem::PackedPastMaxPositions {
+        return Err(hlatc_models::ConfigError::field(
+            "batch",
+            "seq_len",
+            hlatc_models::FieldProblem::PackedPastMaxPositions {
                 seq_len: cfg.batch.seq_len,
                 max: cfg.model.max_position_embeddings,
-            }),
-        }
+            },
+        )
         .into());
     }
     cfg.optimizer.validate()?;

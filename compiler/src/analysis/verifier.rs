@@ -26,6 +26,18 @@ pub struct VerifyError {
     pub problem: Box<Problem>,
 }
 
+impl VerifyError {
+    /// `problem`, found in `computation` (the module's name, for a rule
+    /// about the module) and about `instruction` where there is one.
+    fn new(computation: &str, instruction: Option<&str>, problem: Problem) -> Self {
+        VerifyError {
+            computation: computation.to_string(),
+            instruction: instruction.map(str::to_string),
+            problem: Box::new(problem),
+        }
+    }
+}
+
 impl fmt::Display for VerifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.instruction {
@@ -80,11 +92,7 @@ impl CalleeSignatures {
 
 /// Checks the module; returns the first problem found.
 pub fn verify(module: &Module) -> Result<(), VerifyError> {
-    let module_err = |problem: Problem| VerifyError {
-        computation: module.name.clone(),
-        instruction: None,
-        problem: Box::new(problem),
-    };
+    let module_err = |problem: Problem| VerifyError::new(&module.name, None, problem);
     if module.get_computation(module.entry).is_none() {
         return Err(module_err(Problem::NoEntry));
     }
@@ -104,14 +112,14 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
         for id in c.ids() {
             let i = c.instr(id);
             if !module.stack_frames.has_frame(i.metadata.stack_frame_id) {
-                return Err(VerifyError {
-                    computation: c.name.clone(),
-                    instruction: Some(i.name.clone()),
-                    problem: Box::new(Problem::StackFrameId {
+                return Err(VerifyError::new(
+                    &c.name,
+                    Some(&i.name),
+                    Problem::StackFrameId {
                         id: i.metadata.stack_frame_id,
                         frames: module.stack_frames.stack_frames.len(),
-                    }),
-                });
+                    },
+                ));
             }
         }
     }
@@ -134,11 +142,11 @@ pub fn verify(module: &Module) -> Result<(), VerifyError> {
     for id in entry.parameters().into_iter().chain(entry.root()) {
         let i = entry.instr(id);
         if i.shape.has_buffer() {
-            return Err(VerifyError {
-                computation: entry.name.clone(),
-                instruction: Some(i.name.clone()),
-                problem: Box::new(Problem::BufferAtEntry(i.shape.clone())),
-            });
+            return Err(VerifyError::new(
+                &entry.name,
+                Some(&i.name),
+                Problem::BufferAtEntry(i.shape.clone()),
+            ));
         }
     }
     let sigs = CalleeSignatures::of(module);
@@ -156,11 +164,7 @@ fn verify_computation(
     c: &Computation,
     sigs: &CalleeSignatures,
 ) -> Result<(), VerifyError> {
-    let err = |instr: Option<&str>, problem: Problem| VerifyError {
-        computation: c.name.clone(),
-        instruction: instr.map(str::to_string),
-        problem: Box::new(problem),
-    };
+    let err = |instr: Option<&str>, problem: Problem| VerifyError::new(&c.name, instr, problem);
     if !c.root().is_some_and(|r| c.contains(r)) {
         return Err(err(None, Problem::NoRoot));
     }
@@ -390,16 +394,16 @@ fn check_async_threads(module: &Module) -> Result<(), VerifyError> {
                     t.clone()
                         .unwrap_or_else(|| crate::ir::computation::MAIN_THREAD.to_string())
                 };
-                return Err(VerifyError {
-                    computation: c.name.clone(),
-                    instruction: Some(instr.name.clone()),
-                    problem: Box::new(Problem::AsyncThread {
+                return Err(VerifyError::new(
+                    &c.name,
+                    Some(&instr.name),
+                    Problem::AsyncThread {
                         opcode: instr.op.opcode(),
                         thread: name(thread),
                         callee: callee.name.clone(),
                         callee_thread: name(&callee.execution_thread),
-                    }),
-                });
+                    },
+                ));
             }
         }
     }
@@ -539,11 +543,7 @@ fn check_names_unique_in_module(module: &Module) -> Result<(), VerifyError> {
                 } else {
                     Problem::NameInOtherComputation(module.computations[other].name.clone())
                 };
-                return Err(VerifyError {
-                    computation: c.name.clone(),
-                    instruction: Some(name.to_string()),
-                    problem: Box::new(problem),
-                });
+                return Err(VerifyError::new(&c.name, Some(name), problem));
             }
         }
     }
@@ -646,13 +646,11 @@ fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
         for id in c.ids() {
             for callee in c.instr(id).op.called_computations() {
                 if position.get(callee.index()).is_some_and(|&p| p >= pos) {
-                    return Err(VerifyError {
-                        computation: c.name.clone(),
-                        instruction: Some(c.instr(id).name.clone()),
-                        problem: Box::new(Problem::RecursiveCall(
-                            module.callee_name(callee).into_owned(),
-                        )),
-                    });
+                    return Err(VerifyError::new(
+                        &c.name,
+                        Some(&c.instr(id).name),
+                        Problem::RecursiveCall(module.callee_name(callee).into_owned()),
+                    ));
                 }
             }
         }
@@ -662,11 +660,7 @@ fn check_call_graph_acyclic(module: &Module) -> Result<(), VerifyError> {
 
 fn verify_aliases(module: &Module) -> Result<(), VerifyError> {
     let entry = module.entry();
-    let err = |problem: Problem| VerifyError {
-        computation: entry.name.clone(),
-        instruction: None,
-        problem: Box::new(problem),
-    };
+    let err = |problem: Problem| VerifyError::new(&entry.name, None, problem);
     let alias_err = |p: AliasProblem| err(Problem::Alias(p));
     let params = module.entry_parameter_shapes();
     let result = module

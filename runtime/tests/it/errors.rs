@@ -88,7 +88,7 @@ fn padding_two_bit_integers_is_refused_under_the_legacy_emitters() {
         )))
         .unwrap()
     };
-    let refusal = "computation 'main', instruction 'r': XLA CPU's legacy emitters (--xla_cpu_use_fusion_emitters=false in XLA_FLAGS) abort when padding u2 arrays (2-bit elements); convert them to s8 or u8 first, or leave the flag out";
+    let refusal = "computation 'main', instruction 'r': XLA CPU's legacy emitters (xla_cpu_use_fusion_emitters=false) abort when padding u2 arrays (2-bit elements); convert them to s8 or u8 first, or compile with its default emitters";
     let e = cpu_preflight::check(&pad("u2"), Emitters::Legacy).unwrap_err();
     assert_eq!(e.to_string(), refusal);
     assert_eq!(cpu_preflight::check(&pad("u2"), Emitters::Fusion), Ok(()));
