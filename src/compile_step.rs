@@ -12,6 +12,7 @@ use hlatc_train::grad_accum::build_accumulation_steps;
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_train::optimizer::AdamWConfig;
 use hlatc_train::precision::Precision;
+use hlatc_train::spmd::{RankSource, Spmd, SpmdForm};
 use hlatc_train::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -141,6 +142,12 @@ pub struct CompileOptions {
     pub verify_each_pass: bool,
     pub remat: RematPolicy,
     pub parallel: Parallelism,
+    /// The SPMD form of a sharded step; `None`: the target's
+    /// ([`Spmd::default_for`]).
+    pub spmd: Option<SpmdForm>,
+    /// Where a sharded step's ranks read their numbers; `None`: the
+    /// target's ([`Spmd::default_for`]).
+    pub rank_source: Option<RankSource>,
     /// Mark each decoder layer with neuronx-cc's module markers.
     pub module_markers: bool,
     /// What each rank's memory plan is checked against.
@@ -167,6 +174,8 @@ impl Default for CompileOptions {
             verify_each_pass: false,
             remat: RematPolicy::CoreAttention,
             parallel: Parallelism::SINGLE,
+            spmd: None,
+            rank_source: None,
             module_markers: false,
             device_memory: DeviceMemory::TargetDefault,
             grad_accum: 1,
@@ -206,10 +215,30 @@ pub struct ApplyStep {
     pub passes_time: Duration,
 }
 
-/// Builds the step `o` describes and runs its pipeline over it.
+impl CompileOptions {
+    /// How a sharded step is written: the form and rank source asked for,
+    /// each the target's default where not. On one device there is nothing
+    /// to choose, and a choice is refused rather than ignored.
+    pub fn spmd(&self) -> Result<Spmd, Error> {
+        Ok(
+            Spmd::choose(self.spmd, self.rank_source, self.target, self.parallel)
+                .map_err(hlatc_train::train_step::StepError::from)?,
+        )
+    }
+}
+
+/// Builds the step `o` describes and runs its pipeline over it. Without a
+/// batch size, each DP replica takes one sequence.
 pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     let (model, name) = o.model.resolve(o.separate_projections)?;
-    let batch = batch_shape(&model, &name, o.batch_size, o.seq_len, (1, 4096))?;
+    let default_batch = o.parallel.dp.max(1);
+    let batch = batch_shape(
+        &model,
+        &name,
+        o.batch_size,
+        o.seq_len,
+        (default_batch, 4096),
+    )?;
     let cfg = StepConfig {
         model,
         batch,
@@ -217,6 +246,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         precision: o.precision,
         packed: o.packed,
         parallel: o.parallel,
+        spmd: o.spmd()?,
         fault: None,
         module_markers: o.module_markers,
     };

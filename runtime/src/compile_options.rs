@@ -28,6 +28,8 @@ struct ExecutableBuildOptionsProto {
     num_replicas: i64,
     #[prost(int64, tag = "5")]
     num_partitions: i64,
+    #[prost(bool, tag = "6")]
+    use_spmd_partitioning: bool,
     #[prost(message, optional, tag = "9")]
     device_assignment: Option<DeviceAssignmentProto>,
 }
@@ -83,6 +85,7 @@ pub fn single_device(emitters: Emitters) -> Vec<u8> {
             device_ordinal: -1,
             num_replicas: 1,
             num_partitions: 1,
+            use_spmd_partitioning: false,
             device_assignment: None,
         },
         emitters,
@@ -100,12 +103,41 @@ pub fn replicas(devices: &[i64], emitters: Emitters) -> Vec<u8> {
             device_ordinal: -1,
             num_replicas: n as i64,
             num_partitions: 1,
+            use_spmd_partitioning: false,
             device_assignment: Some(DeviceAssignmentProto {
                 replica_count: i32::try_from(n).unwrap_or(i32::MAX),
                 computation_count: 1,
                 computation_devices: vec![ComputationDevice {
                     replica_device_ids: devices.to_vec(),
                 }],
+            }),
+        },
+        emitters,
+    )
+}
+
+/// One partition per id in `devices` (partition i on device `devices[i]`)
+/// of one replica, partitioned by SPMD: XLA refuses more than one
+/// partition without it, and a module whose entry is manually sharded
+/// passes through the partitioner as written. The same conditions on
+/// `devices` as [`replicas`].
+pub fn partitions(devices: &[i64], emitters: Emitters) -> Vec<u8> {
+    let n = devices.len();
+    with_build_options(
+        ExecutableBuildOptionsProto {
+            device_ordinal: -1,
+            num_replicas: 1,
+            num_partitions: n as i64,
+            use_spmd_partitioning: true,
+            device_assignment: Some(DeviceAssignmentProto {
+                replica_count: 1,
+                computation_count: i32::try_from(n).unwrap_or(i32::MAX),
+                computation_devices: devices
+                    .iter()
+                    .map(|&d| ComputationDevice {
+                        replica_device_ids: vec![d],
+                    })
+                    .collect(),
             }),
         },
         emitters,
@@ -190,5 +222,23 @@ mod tests {
         let d = build.device_assignment.unwrap();
         assert_eq!((d.replica_count, d.computation_count), (4, 1));
         assert_eq!(d.computation_devices[0].replica_device_ids, [0, 1, 2, 3]);
+        assert!(!build.use_spmd_partitioning);
+    }
+
+    #[test]
+    fn partitions_carry_one_device_per_computation() {
+        let b = partitions(&[0, 1, 2], Emitters::Fusion);
+        let o = CompileOptionsProto::decode(b.as_slice()).unwrap();
+        let build = o.executable_build_options.unwrap();
+        assert_eq!((build.num_replicas, build.num_partitions), (1, 3));
+        assert!(build.use_spmd_partitioning);
+        let d = build.device_assignment.unwrap();
+        assert_eq!((d.replica_count, d.computation_count), (1, 3));
+        let ids: Vec<Vec<i64>> = d
+            .computation_devices
+            .iter()
+            .map(|c| c.replica_device_ids.clone())
+            .collect();
+        assert_eq!(ids, [[0], [1], [2]]);
     }
 }

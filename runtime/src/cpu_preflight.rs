@@ -14,6 +14,11 @@
 //! aborts); and no collective sits in a loop or a conditional, where
 //! replicas could reach it a different number of times and XLA CPU exits
 //! the process once they have waited on one another past its timeout.
+//!
+//! A module of N partitions of one replica (the partition form, whose
+//! entry is manually sharded) is checked the same way against N, except
+//! that every collective must carry a channel: without one it would
+//! exchange between replicas, of which there is one.
 
 use crate::Emitters;
 use hlatc_compiler::ir::op::AsyncStep;
@@ -55,7 +60,11 @@ pub enum Refusal {
 /// one-device run. `emitters` are the code generator XLA CPU compiles it
 /// with ([`Emitters::of_process`] for the runtime's own compiles).
 pub fn check(module: &Module, emitters: Emitters) -> Result<(), PreflightError> {
-    let replicas = module.devices.replica_count;
+    let counts = module.devices;
+    let partitioned = counts.replica_count == 1 && counts.num_partitions > 1;
+    let replicas = counts
+        .replica_count
+        .saturating_mul(counts.num_partitions.max(1));
     let one_device = replicas == 1;
     static_at_the_boundary(module)?;
     async_start_in_a_loop(module)?;
@@ -75,7 +84,7 @@ pub fn check(module: &Module, emitters: Emitters) -> Result<(), PreflightError> 
                 .or_else(|| one_device.then(|| leaves_unwritten(c, id)).flatten())
                 .or_else(|| {
                     (!one_device)
-                        .then(|| misfits_replicas(c, id, replicas, controlled))
+                        .then(|| misfits_replicas(c, id, replicas, partitioned, controlled))
                         .flatten()
                 })
             {
@@ -260,6 +269,7 @@ fn misfits_replicas(
     c: &Computation,
     id: InstrId,
     replicas: i64,
+    partitioned: bool,
     controlled: bool,
 ) -> Option<String> {
     let op = &c.instr(id).op;
@@ -272,17 +282,22 @@ fn misfits_replicas(
             "{opcode} inside a while loop or a conditional, which replicas may reach a different number of times; XLA CPU exits the process once its {replicas} replicas have waited on one another past its timeout, so a program of several replicas keeps its collectives out of control flow"
         ));
     }
-    if let Op::CollectivePermute {
-        channel_id, pairs, ..
+    let channel = match op {
+        Op::CollectivePermute { channel_id, .. }
+        | Op::CollectivePermuteStart { channel_id, .. } => channel_id.is_some(),
+        _ => op.collective().is_some_and(|c| c.channel_id.is_some()),
+    };
+    if partitioned && !channel {
+        return Some(format!(
+            "{opcode} without a channel_id exchanges between replicas, and the module has one replica of {replicas} partitions; give it a channel_id (and use_global_device_ids=true where the op takes it)"
+        ));
     }
-    | Op::CollectivePermuteStart {
-        channel_id, pairs, ..
-    } = op
-    {
-        return misfit_permute(opcode, channel_id.is_some(), pairs, replicas);
+    if let Op::CollectivePermute { pairs, .. } | Op::CollectivePermuteStart { pairs, .. } = op {
+        return misfit_permute(opcode, channel && !partitioned, pairs, replicas);
     }
     let collective = op.collective()?;
-    if collective.channel_id.is_some()
+    if !partitioned
+        && collective.channel_id.is_some()
         && matches!(
             op,
             Op::AllToAll { .. } | Op::RaggedAllToAll { .. } | Op::CollectiveBroadcast { .. }

@@ -37,7 +37,7 @@ pub mod xla_cpu_flags;
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
-pub use tensors::{read_safetensors, write_safetensors, TensorFileError};
+pub use tensors::{read_safetensors, write_safetensors, SafetensorsIndex, TensorFileError};
 pub use xla_cpu_flags::Emitters;
 
 use hlatc_compiler::{formats::proto, verify, Literal, Module, Shape, VerifyError};
@@ -64,7 +64,7 @@ pub enum RuntimeError {
         instruction: Option<String>,
         message: String,
     },
-    #[error("module '{module}' is for {replica_count} replica(s) x {num_partitions} partition(s); the XLA CPU runtime runs replicas of one partition (hlatc emits replica-SPMD programs), not partitioned ones (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)")]
+    #[error("module '{module}' is for {replica_count} replica(s) x {num_partitions} partition(s); the XLA CPU runtime runs replicas of one partition, or partitions of one replica whose entry parameters and root are all sharding={{manual}} (partitioned already, as hlatc's --spmd partitions writes them), not programs XLA would partition itself (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)")]
     MultiDevice {
         module: String,
         replica_count: i64,
@@ -265,7 +265,7 @@ impl Runtime {
     /// count among it.
     pub fn compile(&self, module: &Module) -> Result<Program, RuntimeError> {
         verify(module)?;
-        let replicas = self.replicas_for(module)?;
+        let (replicas, partitioned) = self.ranks_for(module)?;
         let (rewritten, rewrites) = for_xla_cpu(module)?;
         let compiled = rewritten.as_ref().unwrap_or(module);
         let result = compiled
@@ -310,9 +310,11 @@ impl Runtime {
         unscheduled.device_assignment = None;
         fusions_as_calls(&mut unscheduled);
         let bytes = prost::Message::encode_to_vec(&unscheduled);
-        let options = match replicas {
-            1 => compile_options::single_device(self.emitters),
-            n => compile_options::replicas(&self.client.device_ids()[..n], self.emitters),
+        let devices = &self.client.device_ids()[..replicas];
+        let options = match (replicas, partitioned) {
+            (1, _) => compile_options::single_device(self.emitters),
+            (_, false) => compile_options::replicas(devices, self.emitters),
+            (_, true) => compile_options::partitions(devices, self.emitters),
         };
         let (exe, cache) = match &self.cache {
             Some(c) => c.get_or_compile(&self.client, &bytes, &options),
@@ -342,30 +344,39 @@ impl Runtime {
         })
     }
 
-    /// How many replicas `module` runs on here: its `replica_count`, when
-    /// it has one partition, this runtime has that many devices, and any
-    /// device assignment it carries is for that many replicas of one
-    /// computation.
-    fn replicas_for(&self, module: &Module) -> Result<usize, RuntimeError> {
+    /// How many ranks `module` runs on here, and whether they are
+    /// partitions: its `replica_count` when it has one partition, or its
+    /// `num_partitions` when it has one replica and its entry is
+    /// partitioned by hand already; when this runtime has that many
+    /// devices, and any device assignment it carries is for that many
+    /// ranks, each a device of its own.
+    fn ranks_for(&self, module: &Module) -> Result<(usize, bool), RuntimeError> {
         let counts = module.devices;
-        if counts.num_partitions != 1 || counts.replica_count < 1 {
+        let partitioned = counts.replica_count == 1 && counts.num_partitions > 1;
+        let fits = match partitioned {
+            true => entry_is_manual(module),
+            false => counts.num_partitions == 1 && counts.replica_count >= 1,
+        };
+        if !fits {
             return Err(RuntimeError::MultiDevice {
                 module: module.name.clone(),
                 replica_count: counts.replica_count,
                 num_partitions: counts.num_partitions,
             });
         }
+        let ranks = counts.replica_count * counts.num_partitions;
         let devices = self.device_count();
-        let replicas = usize::try_from(counts.replica_count)
+        let replicas = usize::try_from(ranks)
             .ok()
             .filter(|&n| n <= devices)
             .ok_or_else(|| RuntimeError::TooManyReplicas {
                 module: module.name.clone(),
-                replicas: counts.replica_count,
+                replicas: ranks,
                 devices,
             })?;
         if let Some(d) = module.device_assignment.as_ref().filter(|d| {
-            d.computation_count != 1 || i64::from(d.replica_count) != counts.replica_count
+            i64::from(d.computation_count) != counts.num_partitions
+                || i64::from(d.replica_count) != counts.replica_count
         }) {
             return Err(RuntimeError::MultiDeviceAssignment {
                 module: module.name.clone(),
@@ -373,8 +384,26 @@ impl Runtime {
                 replica_count: counts.replica_count,
             });
         }
-        Ok(replicas)
+        Ok((replicas, partitioned))
     }
+}
+
+/// Whether every entry parameter and every leaf of the entry's root is
+/// `sharding={manual}`: a program XLA's SPMD partitioner leaves as written.
+fn entry_is_manual(module: &Module) -> bool {
+    use hlatc_compiler::ir::sharding::{ShardingKind, SingleSharding};
+    use hlatc_compiler::Sharding;
+    let manual = |s: &SingleSharding| s.kind == ShardingKind::Manual;
+    let is_manual = |s: &Option<Sharding>| match s {
+        Some(Sharding::Single(s)) => manual(s),
+        Some(Sharding::Tuple(leaves)) => !leaves.is_empty() && leaves.iter().all(manual),
+        None => false,
+    };
+    let e = module.entry();
+    e.parameters()
+        .into_iter()
+        .all(|p| is_manual(&e.instr(p).sharding))
+        && e.root().is_some_and(|r| is_manual(&e.instr(r).sharding))
 }
 
 fn check_device_count(requested: usize) -> Result<(), RuntimeError> {

@@ -180,3 +180,159 @@ fn explain(e: &SafeTensorError, file_len: usize) -> String {
         SafeTensorError::JsonError(e) => format!("the JSON header is malformed: {e}"),
     }
 }
+
+/// A safetensors file read by parts: its header once, then only the bytes
+/// of the ranges asked for, so a rank of a sharded step reads its slices
+/// of a checkpoint larger than host memory, not the whole file.
+pub struct SafetensorsIndex {
+    path: String,
+    file: std::fs::File,
+    /// Where the data section starts in the file.
+    data_start: u64,
+    tensors: BTreeMap<String, IndexedTensor>,
+}
+
+/// One tensor's entry in the header.
+#[derive(Clone, Debug)]
+pub struct IndexedTensor {
+    pub ty: ElementType,
+    pub dims: Vec<i64>,
+    /// Its bytes, from the start of the data section.
+    offsets: [u64; 2],
+}
+
+impl SafetensorsIndex {
+    /// Reads `path`'s header: every tensor's dtype, shape and place, each
+    /// checked against the file's length.
+    pub fn open(path: &Path) -> Result<SafetensorsIndex, TensorFileError> {
+        use std::io::Read;
+        let p = path.display().to_string();
+        let io = |e: std::io::Error| TensorFileError::Io {
+            path: p.clone(),
+            message: e.to_string(),
+        };
+        let format = |message: String| TensorFileError::Format {
+            path: p.clone(),
+            message,
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len)
+            .map_err(|_| format(explain(&SafeTensorError::HeaderTooSmall, file_len as usize)))?;
+        let header_len = u64::from_le_bytes(len);
+        if header_len.saturating_add(8) > file_len {
+            return Err(format(explain(
+                &SafeTensorError::InvalidHeaderLength,
+                file_len as usize,
+            )));
+        }
+        let mut header = vec![0u8; header_len as usize];
+        file.read_exact(&mut header).map_err(io)?;
+        // The safetensors crate checks a header against the whole file's
+        // bytes; here the data section is never read whole, so the header
+        // is read as the format defines it (name: dtype, shape,
+        // data_offsets; `__metadata__` aside), each entry checked below.
+        let entries: BTreeMap<String, serde_json::Value> = serde_json::from_slice(&header)
+            .map_err(|e| format(explain(&SafeTensorError::JsonError(e), file_len as usize)))?;
+        let data_start = 8 + header_len;
+        let mut tensors = BTreeMap::new();
+        for (name, entry) in entries {
+            if name == "__metadata__" {
+                continue;
+            }
+            let info: safetensors::tensor::TensorInfo = serde_json::from_value(entry)
+                .map_err(|e| format(format!("tensor '{name}': {e}")))?;
+            let elements = info.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+            let size = from_dtype(info.dtype).map(|t| t.byte_size());
+            if let (Some(n), Some(size)) = (elements, size) {
+                if n.checked_mul(size) != info.data_offsets.1.checked_sub(info.data_offsets.0) {
+                    return Err(format(explain(
+                        &SafeTensorError::TensorInvalidInfo,
+                        file_len as usize,
+                    )));
+                }
+            }
+            let ty = from_dtype(info.dtype).ok_or_else(|| TensorFileError::Dtype {
+                path: p.clone(),
+                name: name.clone(),
+                dtype: info.dtype,
+            })?;
+            let [a, b] = [info.data_offsets.0 as u64, info.data_offsets.1 as u64];
+            if data_start + b > file_len {
+                return Err(format(explain(
+                    &SafeTensorError::MetadataIncompleteBuffer,
+                    file_len as usize,
+                )));
+            }
+            let dims = info.shape.iter().map(|&d| d as i64).collect();
+            tensors.insert(
+                name,
+                IndexedTensor {
+                    ty,
+                    dims,
+                    offsets: [a, b],
+                },
+            );
+        }
+        Ok(SafetensorsIndex {
+            path: p,
+            file,
+            data_start,
+            tensors,
+        })
+    }
+
+    /// The file, as messages name it.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Every tensor in the file, by name.
+    pub fn tensors(&self) -> &BTreeMap<String, IndexedTensor> {
+        &self.tensors
+    }
+
+    /// Indices `range[0]..range[1]` along dimension `dim` of tensor `name`,
+    /// read from the file alone: one read per run of contiguous bytes (one
+    /// for a range of rows). `None` when there is no such tensor; the
+    /// range must lie within the tensor.
+    pub fn read_range(
+        &self,
+        name: &str,
+        dim: usize,
+        range: [i64; 2],
+    ) -> Result<Option<Literal>, TensorFileError> {
+        use std::os::unix::fs::FileExt;
+        let Some(t) = self.tensors.get(name) else {
+            return Ok(None);
+        };
+        let io = |e: std::io::Error| TensorFileError::Io {
+            path: self.path.clone(),
+            message: format!("tensor '{name}': {e}"),
+        };
+        let [a, b] = range;
+        assert!(dim < t.dims.len() && 0 <= a && a <= b && b <= t.dims[dim]);
+        let elem = t.ty.byte_size() as u64;
+        // Bytes of one index along `dim` (everything after it), and how
+        // many blocks of the dimensions before it there are.
+        let inner: u64 = t.dims[dim + 1..].iter().product::<i64>() as u64 * elem;
+        let outer: u64 = t.dims[..dim].iter().product::<i64>() as u64;
+        let run = (b - a) as u64 * inner;
+        let mut bytes = vec![0u8; (outer * run) as usize];
+        let start = self.data_start + t.offsets[0];
+        let block = t.dims[dim] as u64 * inner;
+        for (o, chunk) in bytes.chunks_mut(run.max(1) as usize).enumerate() {
+            let at = start + o as u64 * block + a as u64 * inner;
+            self.file.read_exact_at(chunk, at).map_err(io)?;
+        }
+        let mut dims = t.dims.clone();
+        dims[dim] = b - a;
+        Literal::from_bytes(t.ty, dims, bytes)
+            .map(Some)
+            .map_err(|e| TensorFileError::Format {
+                path: self.path.clone(),
+                message: format!("tensor '{name}': {e}"),
+            })
+    }
+}

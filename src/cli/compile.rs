@@ -219,6 +219,8 @@ fn options(a: &Args) -> CompileOptions {
         verify_each_pass: a.verify_each_pass,
         remat: a.remat.policy,
         parallel: a.parallel.parallelism(),
+        spmd: a.parallel.spmd_choice().0,
+        rank_source: a.parallel.spmd_choice().1,
         module_markers: a.module_markers,
         device_memory: a.device_memory.unwrap_or_default(),
         grad_accum: a.grad_accum,

@@ -2,6 +2,8 @@
 //! build a step.
 
 use hlatc::models::Parallelism;
+use hlatc::passes::Target;
+use hlatc::spmd::{RankSource, Spmd, SpmdError, SpmdForm};
 
 #[derive(clap::Args)]
 pub(super) struct ParallelArgs {
@@ -35,6 +37,54 @@ pub(super) struct ParallelArgs {
     /// D, at no extra communication
     #[arg(long)]
     pub zero1: bool,
+    /// How a sharded step says it is one program for every rank.
+    /// `replicas`: replica_count=N and replica-id, as torch-xla compiles
+    /// it (NxD on torch-neuronx). `partitions`: num_partitions=N,
+    /// partition-id, a channel_id and use_global_device_ids=true on every
+    /// collective and sharding={manual} on the entry's parameters and
+    /// root, as JAX compiles it (jax-neuronx included). The same step
+    /// either way, proven equal on XLA CPU. Default: replicas
+    #[arg(long, value_enum, value_name = "FORM")]
+    pub spmd: Option<SpmdArg>,
+    /// Where a sharded step's rank reads its number. `device`: replica-id
+    /// (or partition-id). `input`: an extra s32[1] input named `rank`,
+    /// fed r on rank r, as NxD's SPMDRank does, since replica-id in one
+    /// program for all ranks is not known to compile on Neuron.
+    /// Default: input for --target neuron, device for cpu
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub rank_source: Option<RankSourceArg>,
+}
+
+/// `--spmd`'s choices.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum SpmdArg {
+    Replicas,
+    Partitions,
+}
+
+/// `--rank-source`'s choices.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum RankSourceArg {
+    Device,
+    Input,
+}
+
+impl From<SpmdArg> for SpmdForm {
+    fn from(a: SpmdArg) -> SpmdForm {
+        match a {
+            SpmdArg::Replicas => SpmdForm::Replicas,
+            SpmdArg::Partitions => SpmdForm::Partitions,
+        }
+    }
+}
+
+impl From<RankSourceArg> for RankSource {
+    fn from(a: RankSourceArg) -> RankSource {
+        match a {
+            RankSourceArg::Device => RankSource::Device,
+            RankSourceArg::Input => RankSource::Input,
+        }
+    }
 }
 
 impl ParallelArgs {
@@ -45,5 +95,17 @@ impl ParallelArgs {
             sequence_parallel: self.sequence_parallel,
             zero1: self.zero1,
         }
+    }
+
+    /// `--spmd` and `--rank-source` as given.
+    pub fn spmd_choice(&self) -> (Option<SpmdForm>, Option<RankSource>) {
+        (self.spmd.map(Into::into), self.rank_source.map(Into::into))
+    }
+
+    /// How the step is written for `target`: what was asked, else the
+    /// target's default.
+    pub fn spmd(&self, target: Target) -> Result<Spmd, SpmdError> {
+        let (form, rank_source) = self.spmd_choice();
+        Spmd::choose(form, rank_source, target, self.parallelism())
     }
 }

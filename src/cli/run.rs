@@ -40,7 +40,11 @@ use std::time::Instant;
 ///
 /// A module of N replicas (replica_count=N) runs on N devices, one replica
 /// each, its collectives computed across them (--devices N says so
-/// explicitly). Each rank (replica) takes its own inputs: a path with
+/// explicitly); so does one of N partitions of one replica whose entry is
+/// partitioned by hand (num_partitions=N, every entry parameter and the
+/// root sharding={manual}, as `compile --spmd partitions` writes it). A
+/// bundle's form is read from its manifest. Each rank takes its own
+/// inputs (a bundle's `rank` input is its number): a path with
 /// {rank} in it is read once per rank, with the rank's number in its place;
 /// one without is every rank's alike (the example below gives every rank
 /// the same state and each its own batch). Without --inputs, rank 0 draws
@@ -162,14 +166,16 @@ fn per_rank(path: &Path) -> bool {
     path.to_str().is_some_and(|p| p.contains(RANK))
 }
 
-/// How many devices the module runs on, one replica each: its
-/// `replica_count`, which `--devices` must match.
+/// How many devices the module runs on, one rank each: its
+/// `replica_count` times its `num_partitions` (one of them is 1 where the
+/// runtime runs it), which `--devices` must match.
 fn ranks(a: &Args, module: &Module) -> Result<usize, Error> {
-    let replicas = module.devices.replica_count;
+    let counts = module.devices;
+    let replicas = counts.replica_count.saturating_mul(counts.num_partitions);
     if let Some(n) = a.devices.filter(|&n| i64::from(n) != replicas) {
         return Err(Error::usage(format!(
-            "--devices {n}: module '{}' is for {replicas} replica(s) (replica_count={replicas}), one per device; run it with --devices {replicas}",
-            module.name
+            "--devices {n}: module '{}' is for {replicas} rank(s) (replica_count={}, num_partitions={}), one per device; run it with --devices {replicas}",
+            module.name, counts.replica_count, counts.num_partitions
         )));
     }
     let ranks = usize::try_from(replicas).unwrap_or(1).max(1);
@@ -179,11 +185,12 @@ fn ranks(a: &Args, module: &Module) -> Result<usize, Error> {
             module.name
         )));
     }
-    if ranks > 1 && a.devices.is_none() && module.devices.num_partitions == 1 {
-        note!(
-            "running '{}' on {ranks} devices, one per replica (its replica_count)",
-            module.name
-        )?;
+    if ranks > 1 && a.devices.is_none() {
+        let per = match counts.num_partitions {
+            1 => "one per replica (its replica_count)",
+            _ => "one per partition (its num_partitions)",
+        };
+        note!("running '{}' on {ranks} devices, {per}", module.name)?;
     }
     Ok(ranks)
 }

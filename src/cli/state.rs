@@ -8,7 +8,9 @@ use hlatc::compile_step::{compile_step, CompileOptions};
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::rank_inputs::RankInputs;
 use hlatc::runtime::{read_safetensors, write_safetensors};
-use hlatc::state_shards::{params_by_name, shard_state, start_state, unshard_state, whole_state};
+use hlatc::state_shards::{
+    params_by_name, rank_file_name, shard_state, start_state, unshard_state, whole_state,
+};
 use hlatc::train_step::{Role, TrainStep};
 use hlatc::trainer::params_from_tensors;
 use hlatc::Error;
@@ -97,7 +99,7 @@ impl StepArgs {
 
 /// The file of rank `r` in `dir`.
 fn rank_file(dir: &Path, r: usize) -> PathBuf {
-    dir.join(format!("rank-{r:05}.safetensors"))
+    dir.join(rank_file_name(r))
 }
 
 pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {

@@ -203,6 +203,10 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         precision: a.precision.precision,
         packed: a.model.packed || a.data.is_some(),
         parallel: a.parallel.parallelism(),
+        spmd: a
+            .parallel
+            .spmd(hlatc::passes::Target::Cpu)
+            .map_err(hlatc::train_step::StepError::from)?,
         fault: None,
         module_markers: false,
     };

@@ -1,7 +1,7 @@
 //! `hlatc compile`: bundles are complete, described, deterministic and
 //! verifiable; bad configs are refused with the field named.
 
-use crate::support::{hlatc, hlatc_with_fusion_emitters};
+use crate::support::{hlatc, hlatc_with_fusion_emitters, HLAT_7B_LAYOUT};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -332,6 +332,7 @@ fn built_steps_hold_no_duplicate_values() {
             precision: hlatc::precision::Precision::Fp32,
             packed: false,
             parallel: hlatc::models::Parallelism::SINGLE,
+            spmd: Default::default(),
             fault: None,
             module_markers: false,
         };
@@ -365,4 +366,86 @@ fn verify_runs_bf16_dots_of_every_shape() {
         dir.to_str().unwrap(),
     ]));
     assert!(out.contains("step 2: loss"), "{out}");
+}
+
+/// HLAT's 7B layout, as the README's first command compiles it: in the
+/// Neuron default (replicas) and in the partition form JAX compiles, each
+/// with the rank as an input (Neuron's default), fits a trn1 core in the
+/// same plan and passes the pre-flight with no finding, and the manifest
+/// says which form it holds.
+#[test]
+fn hlat_7b_in_hlats_layout_fits_and_passes_the_preflight_in_both_forms() {
+    for (form, spmd_flags) in [
+        ("replicas", &[][..]),
+        ("partitions", &["--spmd", "partitions"][..]),
+    ] {
+        let d = tmp(&format!("hlat-7b-layout-{form}"));
+        let mut args = HLAT_7B_LAYOUT.to_vec();
+        args.extend(["--target", "neuron", "--out", d.to_str().unwrap()]);
+        args.extend(spmd_flags);
+        let out = ok(&hlatc(&args));
+        // One sequence per DP replica without --batch-size.
+        assert!(out.contains("batch 4 x 4096 tokens"), "{out}");
+        assert!(out.contains("memory        per rank 11.55 GiB"), "{out}");
+        assert!(
+            out.contains("pre-flight    trn1 (SDK 2.32 defaults): no findings"),
+            "{out}"
+        );
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(d.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(manifest["config"]["spmd"]["form"], form);
+        assert_eq!(manifest["config"]["spmd"]["rank_source"], "input");
+        let last = manifest["inputs"].as_array().unwrap().last().unwrap();
+        assert_eq!(
+            (&last["name"], &last["role"]),
+            (&"rank".into(), &"rank".into())
+        );
+        let text = std::fs::read_to_string(d.join("model.hlo.txt")).unwrap();
+        // The text, like the proto, has no device counts: the manifest
+        // says the form, the entry's shardings and channels show it.
+        let partitioned = form == "partitions";
+        assert_eq!(text.contains("sharding={manual}"), partitioned, "{form}");
+        assert_eq!(
+            text.contains("use_global_device_ids=true"),
+            partitioned,
+            "{form}"
+        );
+        assert!(
+            !text.contains("replica-id(") && !text.contains("partition-id("),
+            "{form}"
+        );
+        let check = hlatc(&[
+            "check",
+            d.join("model.hlo.txt").to_str().unwrap(),
+            "--target",
+            "trn1",
+        ]);
+        assert!(
+            check.status.success(),
+            "{}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_form_for_a_step_of_one_device_is_refused() {
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--spmd",
+        "partitions",
+        "--out",
+        "x",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "--spmd chooses how a sharded step is written, and this one runs on one device"
+        ),
+        "{err}"
+    );
+    assert!(!std::path::Path::new("x").exists());
 }

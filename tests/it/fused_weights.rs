@@ -135,6 +135,7 @@ fn fused_and_separate_steps_agree_on_xla_cpu() {
                 precision: hlatc::precision::Precision::Fp32,
                 packed: false,
                 parallel: hlatc::models::Parallelism::SINGLE,
+                spmd: Default::default(),
                 fault: None,
                 module_markers: false,
             };
@@ -208,6 +209,7 @@ fn the_7b_step_reads_each_layers_input_with_4_dots_not_7() {
             precision: hlatc::precision::Precision::Fp32,
             packed: false,
             parallel: hlatc::models::Parallelism::SINGLE,
+            spmd: Default::default(),
             fault: None,
             module_markers: false,
         };

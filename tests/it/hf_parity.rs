@@ -163,6 +163,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             precision: hlatc::precision::Precision::Fp64,
             packed: c.batch.segment_ids.is_some(),
             parallel: hlatc::models::Parallelism::SINGLE,
+            spmd: Default::default(),
             fault: None,
             module_markers: false,
         };

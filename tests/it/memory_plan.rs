@@ -95,6 +95,7 @@ fn planned_and_compiled_on(
         precision: Precision::Fp32,
         packed: false,
         parallel,
+        spmd: Default::default(),
         fault: None,
         module_markers: false,
     };

@@ -3,7 +3,7 @@
 //! every bundle hlatc builds passes; what the JAX and torch-xla fixtures
 //! would meet.
 
-use crate::support::hlatc;
+use crate::support::{hlatc, HLAT_7B_LAYOUT};
 use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
 use hlatc::passes::neuron_check::{check_module, Chip, Sdk, Severity};
 use hlatc::precision::Precision;
@@ -292,23 +292,7 @@ fn every_bundle_hlatc_builds_passes() {
 #[test]
 fn a_sharded_bundle_passes() {
     let d = tmp("tp8-bundle");
-    let o = hlatc(&[
-        "compile",
-        "--model",
-        "hlat-7b",
-        "--tp",
-        "8",
-        "--sequence-parallel",
-        "--dp",
-        "4",
-        "--batch-size",
-        "4",
-        "--zero1",
-        "--precision",
-        "bf16-master",
-        "--out",
-        d.to_str().unwrap(),
-    ]);
+    let o = hlatc(&[&HLAT_7B_LAYOUT[..], &["--out", d.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     // One program for all 32 ranks, so one check is each rank's.

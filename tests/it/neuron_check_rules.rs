@@ -288,6 +288,17 @@ const CASES: &[Case] = &[
         near_miss: "HloModule m\n\nENTRY e {\n  ROOT i = s32[8] iota(), iota_dimension=0\n}\n",
     },
     Case {
+        rule: "replica-id",
+        chip: T2,
+        sdk: V232,
+        severity: W,
+        at: Some("r"),
+        detail: "",
+        trigger: "HloModule m, replica_count=2\n\nENTRY e {\n  ROOT r = u32[] replica-id()\n}\n",
+        // The partition form's rank: what JAX lowers a rank to, on Neuron too.
+        near_miss: "HloModule m, num_partitions=2\n\nENTRY e {\n  ROOT r = u32[] partition-id()\n}\n",
+    },
+    Case {
         rule: "conditional",
         chip: T1,
         sdk: V232,

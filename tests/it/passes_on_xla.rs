@@ -166,6 +166,7 @@ fn step_config(model: ModelConfig) -> StepConfig {
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
+        spmd: Default::default(),
         fault: None,
         module_markers: false,
     }

@@ -33,6 +33,7 @@ fn stats(
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
+        spmd: Default::default(),
         fault: None,
         module_markers: false,
     };

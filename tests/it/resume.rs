@@ -128,7 +128,7 @@ fn norm_relative(expected: &Literal, actual: &Literal) -> f64 {
 }
 
 /// The state is whole tensors: a ZeRO-1 run's saved state is the
-/// single-device run's state to 1e-5 (by each tensor's norm, as the
+/// single-device run's state to 2e-5 (by each tensor's norm, as the
 /// sharded checks compare), and a single device resumes it.
 #[test]
 fn a_sharded_state_is_whole_and_resumes_on_one_device() {
@@ -153,7 +153,13 @@ fn a_sharded_state_is_whole_and_resumes_on_one_device() {
         let a = &sharded[name];
         assert_eq!(e.dims(), a.dims(), "{name}");
         let r = norm_relative(e, a);
-        assert!(r <= 1e-5, "{name}: {r:e}");
+        // The ranks sum the gradients' partial products in another order,
+        // and that order follows the vector width XLA CPU compiles for:
+        // the worst tensor (an Adam moment) is 1.05e-5 on an AMD EPYC host
+        // without AVX-512, where the hosts before measured under 1e-5 (the
+        // binary of the commit before was checked to write the same bytes
+        // there).
+        assert!(r <= 2e-5, "{name}: {r:e}");
     }
     let resumed = train(&d, &["--precision", "fp32", "--resume", "sharded.st"]);
     assert!(resumed.contains("step 6/6"), "{resumed}");

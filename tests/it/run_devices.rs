@@ -191,9 +191,11 @@ fn run_on_devices_refuses_what_does_not_fit_the_ranks() {
         assert_eq!(o.status.code(), Some(1), "{}", stdout(o));
         stderr(o)
     };
+    // It names both counts, since a module of partitions runs too (it said
+    // "4 replica(s) (replica_count=4)" before partitions could run).
     assert_eq!(
         error(&run(&["--devices", "2"])),
-        "error: --devices 2: module 'pairs' is for 4 replica(s) (replica_count=4), one per device; run it with --devices 4\n"
+        "error: --devices 2: module 'pairs' is for 4 rank(s) (replica_count=4, num_partitions=1), one per device; run it with --devices 4\n"
     );
     let single = d.join("single.hlo");
     std::fs::write(
@@ -203,7 +205,7 @@ fn run_on_devices_refuses_what_does_not_fit_the_ranks() {
     .unwrap();
     assert_eq!(
         error(&hlatc(&["run", p(&single), "--devices", "8"])),
-        "error: --devices 8: module 'single' is for 1 replica(s) (replica_count=1), one per device; run it with --devices 1\n"
+        "error: --devices 8: module 'single' is for 1 rank(s) (replica_count=1, num_partitions=1), one per device; run it with --devices 1\n"
     );
     let e = error(&run(&["--outputs", p(&d.join("out.safetensors"))]));
     assert!(

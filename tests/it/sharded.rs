@@ -398,7 +398,17 @@ fn divisions_that_do_not_divide_are_refused_with_their_numbers() {
         e.contains("--tp 3 does not divide the query heads (4)"),
         "{e}"
     );
-    let e = compile_error(&["--model", "hlat-7b", "--tp", "8", "--dp", "2"]);
+    // Without --batch-size each DP replica takes one sequence.
+    let e = compile_error(&[
+        "--model",
+        "hlat-7b",
+        "--tp",
+        "8",
+        "--dp",
+        "2",
+        "--batch-size",
+        "1",
+    ]);
     assert!(
         e.contains("--dp 2 does not divide the global batch of 1 sequences"),
         "{e}"

@@ -5,6 +5,23 @@ use hlatc::{Literal, Module};
 use std::process::{Command, Output};
 
 /// `hlatc args...`, run to the end.
+/// HLAT's 7B layout, as the README's first command compiles it: TP 8
+/// with sequence parallelism over DP 4 (one sequence each), ZeRO-1, f32
+/// master weights.
+pub const HLAT_7B_LAYOUT: [&str; 11] = [
+    "compile",
+    "--model",
+    "hlat-7b",
+    "--tp",
+    "8",
+    "--sequence-parallel",
+    "--dp",
+    "4",
+    "--zero1",
+    "--precision",
+    "bf16-master",
+];
+
 pub fn hlatc(args: &[&str]) -> Output {
     command(args).output().unwrap()
 }

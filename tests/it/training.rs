@@ -111,6 +111,7 @@ fn the_loss_cannot_fall_by_cheating() {
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
+        spmd: Default::default(),
         fault: None,
         module_markers: false,
     };
@@ -286,6 +287,7 @@ fn token_ids_are_checked_against_the_vocabulary() {
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
+        spmd: Default::default(),
         fault: None,
         module_markers: false,
     };

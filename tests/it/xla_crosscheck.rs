@@ -54,6 +54,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
         precision: hlatc::precision::Precision::Fp32,
         packed: false,
         parallel: hlatc::models::Parallelism::SINGLE,
+        spmd: Default::default(),
         fault: None,
         module_markers: false,
     };

@@ -157,7 +157,7 @@ fn compile_back(
 ) -> Result<Program, Error> {
     let t = Instant::now();
     // The manifest's division says how many devices run it.
-    let (runnable, lowered) = crate::bundle::for_cpu(back, cfg.parallel.world())?;
+    let (runnable, lowered) = crate::bundle::for_cpu(back, cfg)?;
     let program = rt.compile(&runnable)?;
     let secs = t.elapsed().as_secs_f64();
     lines.push(match lowered {

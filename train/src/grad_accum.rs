@@ -146,7 +146,6 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
     b.pop_scope();
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_micro_step", root);
-    module.devices.replica_count = par.world();
 
     let batch = par.local_batch(cfg.batch);
     let bd = [batch.batch_size, batch.seq_len];
@@ -161,13 +160,13 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
     let mut outputs = vec![spec("loss", compute, &[], Role::Loss)];
     outputs.extend(accumulators);
     module.input_output_alias = StateLayout::updated(&inputs, &outputs).aliases();
-    Ok(step_of(
+    step_of(
         module,
         cfg,
         inputs,
         outputs,
         [t1 - t0, t2 - t1, t2.elapsed()],
-    ))
+    )
 }
 
 fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
@@ -200,7 +199,6 @@ fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     b.pop_scope();
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_apply_step", root);
-    module.devices.replica_count = par.world();
 
     let mut inputs = state_specs(cfg, &specs);
     inputs.extend(accumulators);
@@ -212,13 +210,13 @@ fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     let layout = StateLayout::of(&inputs, &outputs).expect("every state input has its output");
     module.input_output_alias = layout.aliases();
     let t = t1.elapsed();
-    Ok(step_of(
+    step_of(
         module,
         cfg,
         inputs,
         outputs,
         [t1 - t0, Default::default(), t],
-    ))
+    )
 }
 
 /// The parameters' inputs: each rank's share, in the storage type.
@@ -234,7 +232,7 @@ fn step_of(
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
     [forward, autodiff, optimizer]: [std::time::Duration; 3],
-) -> TrainStep {
+) -> Result<TrainStep, StepError> {
     let times = crate::train_step::StageTimes {
         forward,
         autodiff,

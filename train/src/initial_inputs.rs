@@ -141,6 +141,7 @@ fn initial_input(
         return Ok(state);
     }
     let whole = match spec.role {
+        Role::Rank => return Ok(RankInputs::rank_value(rank)),
         Role::Parameter | Role::MasterWeight => parameter_start(spec, params)?,
         Role::TokenCount => batch.token_count(),
         role => batch

@@ -38,6 +38,8 @@ pub enum RankHolding {
     /// share of the parameter, flattened row-major (past its end, zero
     /// padding).
     Zero1Shard { elements: [i64; 2] },
+    /// Its own rank's number (`s32[1]`), under `--rank-source input`.
+    Rank,
 }
 
 /// How a step divides its inputs over its ranks.
@@ -96,6 +98,9 @@ impl RankInputs {
     /// tensors a checkpoint stores (a fused tensor's block is the member
     /// it stacks; the Adam moments of a parameter are laid out as it is).
     pub fn holding(&self, spec: &TensorSpec, rank: i64) -> RankHolding {
+        if spec.role == Role::Rank {
+            return RankHolding::Rank;
+        }
         if let Some(rows) = self.batch_rows(spec, rank) {
             return RankHolding::BatchRows(rows);
         }
@@ -125,8 +130,18 @@ impl RankInputs {
         }
     }
 
+    /// The value of the [`Role::Rank`] input on rank `rank`: `s32[1]`
+    /// holding `rank`, as NxD's `SPMDRank` feeds it.
+    pub fn rank_value(rank: i64) -> Literal {
+        let rank = i32::try_from(rank).expect("a world size fits in i32");
+        Literal::from_s32(vec![1], &[rank]).expect("one s32")
+    }
+
     /// Rank `rank`'s value of the single-device input `spec` = `value`.
     pub fn take(&self, spec: &TensorSpec, value: &Literal, rank: i64) -> Literal {
+        if spec.role == Role::Rank {
+            return Self::rank_value(rank);
+        }
         if let Some([a, b]) = self.batch_rows(spec, rank) {
             return rows(value, a, b);
         }
@@ -181,7 +196,7 @@ fn hf_slice(p: &ParamSpec, piece: &Piece) -> HfSlice {
 }
 
 /// Elements `a..b` of `value` flattened, zero past its end.
-fn flat_range(value: &Literal, a: i64, b: i64) -> Literal {
+pub(crate) fn flat_range(value: &Literal, a: i64, b: i64) -> Literal {
     let size = value.ty().byte_size();
     let mut bytes = vec![0u8; (b - a) as usize * size];
     let have = value.bytes();

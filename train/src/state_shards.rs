@@ -15,6 +15,13 @@ use crate::Error;
 use hlatc_compiler::Literal;
 use std::collections::BTreeMap;
 
+/// The name of rank `rank`'s file in a folder of per-rank state files:
+/// what `hlatc shard` writes and `hlatc unshard` reads, and the Python
+/// engine's checkpoints hold.
+pub fn rank_file_name(rank: usize) -> String {
+    format!("rank-{rank:05}.safetensors")
+}
+
 /// The state inputs of a step's signature, in input order.
 pub fn state_inputs(inputs: &[TensorSpec]) -> Vec<&TensorSpec> {
     inputs.iter().filter(|s| s.role.is_state()).collect()

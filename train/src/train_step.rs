@@ -4,6 +4,7 @@
 use crate::optimizer::{adamw, sum_of_squares, AdamWConfig, AdamWInputs};
 use crate::precision::Precision;
 use crate::sharding;
+use crate::spmd::{self, Spmd, SpmdError, RANK_INPUT};
 use crate::zero1::{self, Zero1};
 use hlatc_compiler::build::autodiff::{self, AutodiffError};
 use hlatc_compiler::build::builder::{BuildError, Builder};
@@ -34,6 +35,11 @@ pub struct StepConfig {
     pub packed: bool,
     /// How the step is divided over ranks; `batch` is the global batch.
     pub parallel: Parallelism,
+    /// The SPMD form a sharded step is written in, and where its ranks
+    /// read their numbers. A manifest without it holds the replica form
+    /// reading `replica-id`, all there was before the choice.
+    #[serde(default)]
+    pub spmd: Spmd,
     /// A deliberate mistake, for the tests that prove the sharded checks
     /// catch it; `None` in every real step.
     #[serde(skip)]
@@ -56,6 +62,7 @@ impl StepConfig {
             precision: Precision::default(),
             packed: false,
             parallel: Parallelism::SINGLE,
+            spmd: Spmd::default(),
             fault: None,
             module_markers: false,
         }
@@ -102,6 +109,9 @@ pub enum Role {
     /// ignore index left out): each micro-batch's loss is a share of
     /// their mean.
     TokenCount,
+    /// Under [`RankSource::Input`], the rank's number (`s32[1]`, holding
+    /// r on rank r), fed rather than read from the device.
+    Rank,
     Loss,
     GradNorm,
     LearningRate,
@@ -242,6 +252,8 @@ pub enum StepError {
     Autodiff(#[from] AutodiffError),
     #[error(transparent)]
     Parallel(#[from] ParallelError),
+    #[error(transparent)]
+    Spmd(#[from] SpmdError),
     /// The graph would not fit in host memory while it is built.
     #[error(transparent)]
     HostMemory(#[from] hlatc_runtime::host_memory::TooLarge),
@@ -274,19 +286,36 @@ pub struct TrainStep {
     /// Which converts to bf16 round stochastically when the step is
     /// optimized: the preset's default unless a caller changes it.
     pub rounding: hlatc_passes::RoundingPolicy,
+    /// The SPMD form the module is written in ([`StepConfig::spmd`] for a
+    /// sharded step, the default for one device): [`optimize`] numbers the
+    /// channels of the partition form again after its passes.
+    pub spmd: Spmd,
 }
 
 impl TrainStep {
-    /// A step just built for `cfg`, with its signature: no pass has run, and
-    /// the preset's cast and rounding policies are the ones it will run
-    /// with.
+    /// A step just built for `cfg` in the replica form with `replica-id`,
+    /// with its signature, written in `cfg`'s SPMD form when it is sharded:
+    /// no pass has run, and the preset's cast and rounding policies are the
+    /// ones it will run with.
     pub(crate) fn built(
-        module: Module,
+        mut module: Module,
         cfg: &StepConfig,
-        (inputs, outputs): (Vec<TensorSpec>, Vec<TensorSpec>),
+        (mut inputs, outputs): (Vec<TensorSpec>, Vec<TensorSpec>),
         times: StageTimes,
-    ) -> TrainStep {
-        TrainStep {
+    ) -> Result<TrainStep, StepError> {
+        let spmd = match cfg.parallel.is_single() {
+            true => Spmd::default(),
+            false => cfg.spmd,
+        };
+        spmd.set_devices(&mut module, cfg.parallel);
+        if !cfg.parallel.is_single() {
+            if let Some(number) = spmd::rank_source(&mut module, spmd)? {
+                debug_assert_eq!(number as usize, inputs.len());
+                inputs.push(spec(RANK_INPUT, ElementType::S32, &[1], Role::Rank));
+            }
+            spmd::channels_and_shardings(&mut module, spmd);
+        }
+        Ok(TrainStep {
             module,
             inputs,
             outputs,
@@ -297,7 +326,8 @@ impl TrainStep {
             precision: cfg.precision,
             cast_policy: cfg.precision.cast_policy(),
             rounding: cfg.precision.default_rounding(),
-        }
+            spmd,
+        })
     }
 }
 
@@ -323,7 +353,11 @@ pub fn optimize(
     ctx.concat_entry_parameters = false;
     // The manifest's inputs and outputs (their dtypes too) are the step's.
     ctx.keep_entry_signature = true;
-    let report = pipeline.run_module(&mut step.module, &mut ctx)?;
+    // The passes see the program every SPMD form shares.
+    spmd::without_channels_and_shardings(&mut step.module, step.spmd);
+    let report = pipeline.run_module(&mut step.module, &mut ctx);
+    spmd::channels_and_shardings(&mut step.module, step.spmd);
+    let report = report?;
     for added in &ctx.added_state {
         let shape = step.module.entry().parameters()[added.parameter];
         let shape = &step.module.entry().instr(shape).shape;
@@ -572,7 +606,6 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     )?);
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_train_step", root);
-    module.devices.replica_count = par.world();
     let t3 = Instant::now();
 
     let (inputs, outputs) = signature(cfg, &specs);
@@ -583,7 +616,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         autodiff: t2 - t1,
         optimizer: t3 - t2,
     };
-    Ok(TrainStep::built(module, cfg, (inputs, outputs), times))
+    TrainStep::built(module, cfg, (inputs, outputs), times)
 }
 
 /// The shape of a per-parameter state input of `role` on one rank: the

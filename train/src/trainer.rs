@@ -421,6 +421,7 @@ fn run_stage(
         .iter()
         .map(|s| match (s.role, batch.and_then(|b| b.for_role(s.role))) {
             (_, Some(l)) => Ok(Source::Batch(l)),
+            (Role::Rank, _) => Ok(Source::Rank),
             (Role::TokenCount, _) => token_count
                 .map(Source::Given)
                 .ok_or_else(|| Error::Usage("the step needs the step's token count".into())),
@@ -438,6 +439,7 @@ fn run_stage(
                 .map(|(s, source)| match source {
                     Source::Batch(l) => stage.ranks.take(s, l, rank as i64),
                     Source::Given(l) => (*l).clone(),
+                    Source::Rank => RankInputs::rank_value(rank as i64),
                     Source::State(k) => state[rank][*k].clone(),
                 })
                 .collect()
@@ -481,6 +483,8 @@ fn run_stage(
 enum Source<'a> {
     Batch(&'a Literal),
     Given(&'a Literal),
+    /// The rank's own number.
+    Rank,
     State(usize),
 }
 

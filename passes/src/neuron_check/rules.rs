@@ -10,7 +10,9 @@
 //! to bottom, to change when the SDK changes. How a matcher is evaluated
 //! is in `matcher.rs`; nothing here is code.
 //!
-//! Sources are paths in `aws-neuron/aws-neuron-sdk` at [`SDK_COMMIT`].
+//! Sources are paths in `aws-neuron/aws-neuron-sdk` at [`SDK_COMMIT`],
+//! except where the SDK says nothing and NxD's source is the word
+//! (`aws-neuron/neuronx-distributed:PATH`).
 //! The wording of `what` and `advice` is hlatc's own.
 
 use super::chip::{Chip, Sdk};
@@ -240,6 +242,10 @@ const DATA_TYPES: &str = "about-neuron/arch/neuron-features/data-types.rst";
 const JAX_KNOWN_ISSUES: &str = "frameworks/jax/setup/jax-neuronx-known-issues.rst";
 const COMPILER_NOTES: &str = "release-notes/components/compiler.rst";
 const CLI_REFERENCE: &str = "compiler/neuronx-cc/api-reference-guide/index.rst";
+/// Not a page of the SDK: NxD's `SPMDRank`, whose docstring is the one
+/// public word on `replica-id` in a program every rank runs.
+const NXD_SPMD_RANK: &str =
+    "aws-neuron/neuronx-distributed:src/neuronx_distributed/parallel_layers/layers.py";
 
 /// The custom-call targets neuronx-cc recognizes (the list on the
 /// EHCA005 and EVRF015 pages, the same on both).
@@ -587,6 +593,15 @@ pub const RULES: &[Rule] = &[
         sources: &[DATA_TYPES, CLI_REFERENCE],
     },
     Rule {
+        id: "replica-id",
+        code: Code::Undocumented,
+        matcher: Matcher::Opcode("replica-id"),
+        when: WARNED,
+        what: "reads the rank from replica-id, which is not known to compile in one program for every rank: NxD feeds the rank as an input instead (SPMDRank, \"to be replaced with ReplicaID in HLO once compiler adds support\")",
+        advice: "compile with --rank-source input (the default for --target neuron): each rank is fed its number as the s32[1] input `rank`",
+        sources: &[NXD_SPMD_RANK],
+    },
+    Rule {
         id: "conditional",
         code: Code::Undocumented,
         matcher: Matcher::Opcode("conditional"),
@@ -708,7 +723,13 @@ mod tests {
         for (i, r) in RULES.iter().enumerate() {
             assert!(RULES[..i].iter().all(|o| o.id != r.id), "{} twice", r.id);
             assert!(!r.sources.is_empty(), "{} has no source", r.id);
-            assert!(r.sources.iter().all(|s| s.ends_with(".rst")), "{}", r.id);
+            assert!(
+                r.sources
+                    .iter()
+                    .all(|s| s.ends_with(".rst") || *s == NXD_SPMD_RANK),
+                "{}",
+                r.id
+            );
             if let Code::Ncc(c) = r.code {
                 assert!(
                     r.sources

@@ -175,9 +175,11 @@ fn a_multi_device_module_is_refused_before_the_plugin() {
     .unwrap();
     let e = runtime().compile(&m).err().expect("compile must fail");
     assert!(matches!(e, RuntimeError::MultiDevice { .. }), "{e}");
+    // It says which partitioned programs do run, since hand-partitioned
+    // ones (manual entry) now do.
     assert_eq!(
         e.to_string(),
-        "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs replicas of one partition (hlatc emits replica-SPMD programs), not partitioned ones (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
+        "module 'm' is for 1 replica(s) x 4 partition(s); the XLA CPU runtime runs replicas of one partition, or partitions of one replica whose entry parameters and root are all sharding={manual} (partitioned already, as hlatc's --spmd partitions writes them), not programs XLA would partition itself (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
     );
 }
 

@@ -38,13 +38,45 @@ fn values(l: &Literal) -> Vec<f64> {
     l.to_f64_vec()
 }
 
+/// A program of partitions partitioned by hand (every entry parameter and
+/// the root `manual`), as `--spmd partitions` writes a step: each
+/// partition reads its own number, and a channelled all-reduce over global
+/// ids sums each pair, as the replica form does.
+#[test]
+fn a_manually_partitioned_program_runs_one_partition_per_device() {
+    let hlo = format!(
+        "HloModule test, num_partitions=4\n\n{SUM}\nENTRY main {{\n  x = f32[3] parameter(0), sharding={{manual}}\n  r = f32[3] all-reduce(x), channel_id=1, replica_groups={{{{0,1}},{{2,3}}}}, use_global_device_ids=true, to_apply=sum\n  id = u32[] partition-id()\n  ROOT t = (f32[3], u32[]) tuple(r, id), sharding={{{{manual}}, {{manual}}}}\n}}\n"
+    );
+    let out = pairs_summed(&hlo);
+    for (r, o) in out.iter().enumerate() {
+        assert_eq!(values(&o[1]), [r as f64]);
+    }
+    // Without its channel the all-reduce would exchange between replicas,
+    // of which there is one.
+    let unchannelled = hlo
+        .replace("channel_id=1, ", "")
+        .replace("use_global_device_ids=true, ", "");
+    let e = refused(&unchannelled);
+    assert!(
+        e.contains("all-reduce without a channel_id exchanges between replicas"),
+        "{e}"
+    );
+}
+
 #[test]
 fn an_all_reduce_over_replica_pairs_sums_each_pair() {
     let hlo = replicated(
         4,
         "  x = f32[3] parameter(0)\n  ROOT r = f32[3] all-reduce(x), replica_groups={{0,1},{2,3}}, to_apply=sum",
     );
-    let p = compile(&hlo).unwrap();
+    pairs_summed(&hlo);
+}
+
+/// Runs `hlo`, whose first output sums its `f32[3]` input over the rank
+/// pairs `{{0,1},{2,3}}`, on 4 ranks fed [`rank_input`]s, checks that
+/// output, and returns every rank's outputs.
+fn pairs_summed(hlo: &str) -> Vec<Vec<Literal>> {
+    let p = compile(hlo).unwrap();
     assert_eq!(p.replicas(), 4);
     let inputs: Vec<Vec<Literal>> = (0..4).map(|r| vec![rank_input(r, 3)]).collect();
     let out = p.run_replicas(&inputs).unwrap();
@@ -58,6 +90,7 @@ fn an_all_reduce_over_replica_pairs_sums_each_pair() {
         };
         assert_values(&o[0], &want, 0.0);
     }
+    out
 }
 
 #[test]
@@ -191,9 +224,11 @@ fn replicas_beyond_the_runtime_and_partitions_are_refused() {
         format!("module 'test' is for {many} replicas, but this runtime has {SHARED_DEVICES} device(s); a runtime made with as many (`Runtime::with_devices`) runs it, as `hlatc run` does")
     );
     let e = refused("HloModule test, replica_count=2, num_partitions=2\nENTRY main {\n  ROOT id = u32[] replica-id()\n}\n");
+    // It says which partitioned programs do run, since hand-partitioned
+    // ones (manual entry) now do.
     assert_eq!(
         e,
-        "module 'test' is for 2 replica(s) x 2 partition(s); the XLA CPU runtime runs replicas of one partition (hlatc emits replica-SPMD programs), not partitioned ones (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
+        "module 'test' is for 2 replica(s) x 2 partition(s); the XLA CPU runtime runs replicas of one partition, or partitions of one replica whose entry parameters and root are all sharding={manual} (partitioned already, as hlatc's --spmd partitions writes them), not programs XLA would partition itself (`hlatc run --one-device` runs one that is not yet partitioned as one device's program)"
     );
     for n in [0, MAX_DEVICES + 1] {
         let e = Runtime::with_devices(n).err().expect("refused");

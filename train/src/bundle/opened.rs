@@ -110,14 +110,16 @@ impl OpenedBundle {
                 }
             })?;
         hlatc_compiler::verify(&module).map_err(|source| Error::Verify { path, source })?;
-        module.devices.replica_count = self.world();
+        self.config
+            .spmd
+            .set_devices(&mut module, self.config.parallel);
         Ok(module)
     }
 
     /// [`OpenedBundle::module`] as XLA CPU runs it, and whether its Neuron
     /// custom calls were mapped to plain HLO for that.
     pub fn cpu_module(&self) -> Result<(Module, bool), Error> {
-        for_cpu(self.module()?, self.world())
+        for_cpu(self.module()?, &self.config)
     }
 
     /// How many ranks run the step.
@@ -142,13 +144,18 @@ impl OpenedBundle {
     }
 }
 
-/// A step's `module` as XLA CPU runs it: on `world` devices (an
-/// `HloModuleProto` has no replica count: XLA keeps it in the module's
+/// The `module` of a step built for `cfg` as XLA CPU runs it: on as many
+/// devices as `cfg` has ranks, as replicas or partitions by its SPMD form
+/// (an `HloModuleProto` has neither count: XLA keeps them in the module's
 /// config, and neuronx-cc reads the world from the replica groups), its
 /// Neuron custom calls as the same math in plain HLO. Also whether there
 /// were any.
-pub fn for_cpu(mut module: Module, world: i64) -> Result<(Module, bool), Error> {
-    module.devices.replica_count = world;
+pub fn for_cpu(mut module: Module, cfg: &StepConfig) -> Result<(Module, bool), Error> {
+    let spmd = match cfg.parallel.is_single() {
+        true => Default::default(),
+        false => cfg.spmd,
+    };
+    spmd.set_devices(&mut module, cfg.parallel);
     let lowered = lower_for_cpu(&mut module)?;
     Ok((module, lowered))
 }

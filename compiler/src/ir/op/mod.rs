@@ -534,6 +534,38 @@ macro_rules! plain_ops {
 /// The computations an op calls as (first, second, the rest), in XLA's
 /// order; one match for shared and mutable access alike (match ergonomics
 /// give `&` or `&mut` bindings), so the two cannot drift apart.
+/// The [`Collective`] of a replica-grouped collective, borrowed as `$op`
+/// is (shared or mutable), for [`Op::collective`] and
+/// [`Op::collective_mut`].
+macro_rules! collective_slot {
+    ($op:expr) => {
+        match $op {
+            Op::AllReduce { collective, .. }
+            | Op::AllGather { collective, .. }
+            | Op::ReduceScatter { collective, .. }
+            | Op::AllToAll { collective, .. }
+            | Op::RaggedAllToAll { collective }
+            | Op::CollectiveBroadcast { collective }
+            | Op::AllReduceStart { collective, .. }
+            | Op::AllGatherStart { collective, .. } => Some(collective),
+            // Listed rather than `_`, so a new op must say whether it is one.
+            plain_ops!()
+            | Op::Reduce { .. }
+            | Op::ReduceWindow { .. }
+            | Op::SelectAndScatter { .. }
+            | Op::Call { .. }
+            | Op::While { .. }
+            | Op::Conditional { .. }
+            | Op::Fusion { .. }
+            | Op::Sort { .. }
+            | Op::Map { .. }
+            | Op::Scatter { .. }
+            | Op::CustomCall(_)
+            | Op::Async { .. } => None,
+        }
+    };
+}
+
 macro_rules! callee_slots {
     ($op:expr) => {
         match $op {
@@ -641,30 +673,12 @@ impl Op {
 
     /// The replica groups and channel of a replica-grouped collective.
     pub fn collective(&self) -> Option<&Collective> {
-        match self {
-            Op::AllReduce { collective, .. }
-            | Op::AllGather { collective, .. }
-            | Op::ReduceScatter { collective, .. }
-            | Op::AllToAll { collective, .. }
-            | Op::RaggedAllToAll { collective }
-            | Op::CollectiveBroadcast { collective }
-            | Op::AllReduceStart { collective, .. }
-            | Op::AllGatherStart { collective, .. } => Some(collective),
-            // Listed rather than `_`, so a new op must say whether it is one.
-            plain_ops!()
-            | Op::Reduce { .. }
-            | Op::ReduceWindow { .. }
-            | Op::SelectAndScatter { .. }
-            | Op::Call { .. }
-            | Op::While { .. }
-            | Op::Conditional { .. }
-            | Op::Fusion { .. }
-            | Op::Sort { .. }
-            | Op::Map { .. }
-            | Op::Scatter { .. }
-            | Op::CustomCall(_)
-            | Op::Async { .. } => None,
-        }
+        collective_slot!(self)
+    }
+
+    /// [`Op::collective`], to change (a channel, the group mode).
+    pub fn collective_mut(&mut self) -> Option<&mut Collective> {
+        collective_slot!(self)
     }
 
     /// The computations this op calls, in XLA's order of

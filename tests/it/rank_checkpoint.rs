@@ -1,0 +1,125 @@
+//! A rank's state read from a Hugging Face checkpoint by its slices only
+//! is, byte for byte, what the whole checkpoint read and divided gives:
+//! fused projections gathered from their members, vocabulary padding zero,
+//! replicated KV heads, ZeRO-1 master-weight shards; and a checkpoint that
+//! lacks a tensor or has one of another shape is refused by name before
+//! anything is read.
+
+use super::sharded::{gqa_odd_vocab, step_config};
+use hlatc::models::init::init_params;
+use hlatc::models::layout::hugging_face_config;
+use hlatc::models::Parallelism;
+use hlatc::precision::Precision;
+use hlatc::rank_checkpoint::{check_checkpoint, rank_state_from_checkpoint};
+use hlatc::rank_inputs::RankInputs;
+use hlatc::runtime::{read_safetensors, write_safetensors, SafetensorsIndex};
+use hlatc::state_shards::{params_by_name, shard_state, start_state};
+use hlatc::train_step::build_train_step;
+use hlatc::trainer::params_from_tensors;
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("hlatc-rank-ckpt-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn each_ranks_slices_are_the_whole_checkpoint_divided() {
+    let d = scratch("slices");
+    let cfg = step_config(
+        gqa_odd_vocab(),
+        Parallelism {
+            tp: 4,
+            dp: 2,
+            sequence_parallel: true,
+            zero1: true,
+        },
+        Precision::Bf16Master,
+    );
+    let model = &cfg.model;
+    // A bf16 checkpoint, as Hugging Face ships them, with a tensor the
+    // model does not use.
+    let mut hf = init_params(
+        &hugging_face_config(model),
+        hlatc::compiler::ElementType::Bf16,
+        5,
+    );
+    hf.push((
+        "model.rotary_emb.inv_freq".into(),
+        hlatc::compiler::Literal::from_f32(vec![2], &[1.0, 0.5]).unwrap(),
+    ));
+    let path = d.join("model.safetensors");
+    write_safetensors(&path, &hf).unwrap();
+
+    let step = build_train_step(&cfg).unwrap();
+    let ranks = RankInputs::new(&cfg);
+    let (params, _) = params_from_tensors(
+        model,
+        cfg.precision.storage(),
+        read_safetensors(&path).unwrap(),
+        "ckpt",
+    )
+    .unwrap();
+    let by_name = params_by_name(&step.inputs, params).unwrap();
+    let whole = start_state(&ranks, &step.inputs, &by_name, 9).unwrap();
+    let want = shard_state(&ranks, &step.inputs, &whole);
+
+    let index = SafetensorsIndex::open(&path).unwrap();
+    assert_eq!(
+        check_checkpoint(model, &index).unwrap(),
+        ["model.rotary_emb.inv_freq"]
+    );
+    for (rank, want) in want.iter().enumerate() {
+        let got = rank_state_from_checkpoint(&ranks, &step.inputs, &index, rank as i64, 9).unwrap();
+        assert_eq!(got.len(), want.len());
+        for ((name, g), (wname, w)) in got.iter().zip(want) {
+            assert_eq!(name, wname);
+            assert_eq!(g, w, "rank {rank}: {name}");
+        }
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_checkpoint_without_a_tensor_or_of_another_shape_is_refused_by_name() {
+    let d = scratch("refused");
+    let model = gqa_odd_vocab();
+    let hf = init_params(
+        &hugging_face_config(&model),
+        hlatc::compiler::ElementType::F32,
+        5,
+    );
+    let missing: Vec<_> = hf
+        .iter()
+        .filter(|(n, _)| n != "model.norm.weight")
+        .cloned()
+        .collect();
+    let path = d.join("missing.safetensors");
+    write_safetensors(&path, &missing).unwrap();
+    let e = check_checkpoint(&model, &SafetensorsIndex::open(&path).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no tensor 'model.norm.weight' (shape [32])"),
+        "{e}"
+    );
+
+    let wider = hlatc::compiler::Literal::from_f32(vec![33], &[0.0; 33]).unwrap();
+    let reshaped: Vec<_> = hf
+        .iter()
+        .map(|(n, l)| match n.as_str() {
+            "model.norm.weight" => (n.clone(), wider.clone()),
+            _ => (n.clone(), l.clone()),
+        })
+        .collect();
+    let path = d.join("reshaped.safetensors");
+    write_safetensors(&path, &reshaped).unwrap();
+    let e = check_checkpoint(&model, &SafetensorsIndex::open(&path).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tensor 'model.norm.weight' has shape [33], the model needs [32]"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -1,0 +1,187 @@
+//! A rank's starting state from a Hugging Face safetensors checkpoint,
+//! reading only the slices of it the rank holds: what a process of a
+//! multi-host run starts from, each process for its own ranks, none of
+//! them reading the whole file (a 70B checkpoint is 140 GB in bf16).
+//!
+//! Which slices a rank holds is [`RankInputs::holding`]'s: ranges of
+//! Hugging Face tensors, each placed at its offset in the rank's share (a
+//! fused tensor's share gathers ranges of each of its members), the rows
+//! past the vocabulary zero. The rest of the state starts as
+//! [`crate::state_shards::start_state`] starts it.
+
+use crate::initial_inputs::fresh_state;
+use crate::rank_inputs::{flat_range, RankHolding, RankInputs};
+use crate::state_shards::state_inputs;
+use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
+use crate::Error;
+use hlatc_compiler::Literal;
+use hlatc_models::layout::{hugging_face_config, LayoutError};
+use hlatc_models::{param_specs, ModelConfig};
+use hlatc_runtime::SafetensorsIndex;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Every tensor `model` needs, checked in `index`'s header (present, a
+/// float, of the model's shape), before anything is read; returns the
+/// names of the tensors the model does not use.
+pub fn check_checkpoint(
+    model: &ModelConfig,
+    index: &SafetensorsIndex,
+) -> Result<Vec<String>, Error> {
+    let source = index.path();
+    let mut unused: BTreeMap<&String, ()> = index.tensors().keys().map(|k| (k, ())).collect();
+    for p in param_specs(&hugging_face_config(model)) {
+        let Some(t) = index.tensors().get(&p.name) else {
+            let e = LayoutError::Missing {
+                name: p.name.clone(),
+                dims: p.dims.clone(),
+            };
+            return Err(Error::Usage(format!("{source}: {e}")));
+        };
+        if !t.ty.is_float() {
+            return Err(Error::Usage(format!(
+                "{source}: tensor '{}' is {}, not a float",
+                p.name, t.ty
+            )));
+        }
+        if t.dims != p.dims {
+            let e = LayoutError::Shape {
+                name: p.name.clone(),
+                got: t.dims.clone(),
+                want: p.dims.clone(),
+            };
+            return Err(Error::Usage(format!("{source}: {e}")));
+        }
+        unused.remove(&p.name);
+    }
+    Ok(unused.into_keys().cloned().collect())
+}
+
+/// Rank `rank`'s state at the start, by input name in input order: its
+/// parameters (and master weights) read from `index` (checked first with
+/// [`check_checkpoint`]), its share or ZeRO-1 shard only; everything else
+/// fresh, from `seed`.
+pub fn rank_state_from_checkpoint(
+    ranks: &RankInputs,
+    inputs: &[TensorSpec],
+    index: &SafetensorsIndex,
+    rank: i64,
+    seed: u64,
+) -> Result<Vec<(String, Literal)>, Error> {
+    let mut shares: BTreeMap<&str, Literal> = BTreeMap::new();
+    let mut out = Vec::new();
+    for spec in state_inputs(inputs) {
+        let value = match spec.role {
+            Role::Parameter => {
+                let share = read_share(ranks, spec, index, rank)?;
+                shares.insert(parameter_name(spec), share.clone());
+                share
+            }
+            Role::MasterWeight => {
+                let share = shares
+                    .get(parameter_name(spec))
+                    .ok_or_else(|| {
+                        Error::Usage(format!(
+                            "master weight '{}' comes before its parameter",
+                            spec.name
+                        ))
+                    })?
+                    .clone()
+                    .converted(spec.dtype)
+                    .map_err(|e| Error::Usage(format!("{}: {e}", spec.name)))?;
+                match ranks.holding(spec, rank) {
+                    RankHolding::Zero1Shard { elements: [a, b] } => flat_range(&share, a, b),
+                    _ => share,
+                }
+            }
+            _ => {
+                let whole = TensorSpec {
+                    shape: ranks.whole_dims(spec),
+                    ..spec.clone()
+                };
+                let fresh = fresh_state(&whole, seed).ok_or_else(|| {
+                    Error::Usage(format!(
+                        "input '{}' ({:?}) is no state",
+                        spec.name, spec.role
+                    ))
+                })?;
+                ranks.take(spec, &fresh, rank)
+            }
+        };
+        out.push((spec.name.clone(), value));
+    }
+    Ok(out)
+}
+
+/// A rank's starting state read from a checkpoint file.
+pub struct RankStart {
+    /// By input name, in input order.
+    pub state: Vec<(String, Literal)>,
+    /// The checkpoint's tensors the model does not use.
+    pub unused: Vec<String>,
+}
+
+/// [`rank_state_from_checkpoint`] for the step `cfg` builds, whose inputs
+/// are `inputs`, from the checkpoint at `path`: its header read and
+/// checked, then only rank `rank`'s slices.
+pub fn rank_state_from_file(
+    cfg: &StepConfig,
+    inputs: &[TensorSpec],
+    path: &Path,
+    rank: i64,
+    seed: u64,
+) -> Result<RankStart, Error> {
+    let index = SafetensorsIndex::open(path)?;
+    let unused = check_checkpoint(&cfg.model, &index)?;
+    let state = rank_state_from_checkpoint(&RankInputs::new(cfg), inputs, &index, rank, seed)?;
+    Ok(RankStart { state, unused })
+}
+
+/// Rank `rank`'s share of parameter input `spec`, in its type, from the
+/// ranges of Hugging Face tensors it holds.
+fn read_share(
+    ranks: &RankInputs,
+    spec: &TensorSpec,
+    index: &SafetensorsIndex,
+    rank: i64,
+) -> Result<Literal, Error> {
+    let read = |name: &str, dim: usize, range: [i64; 2]| -> Result<Literal, Error> {
+        index
+            .read_range(name, dim, range)?
+            .ok_or_else(|| Error::Usage(format!("{}: no tensor '{name}'", index.path())))?
+            .converted(spec.dtype)
+            .map_err(|e| Error::Usage(format!("{}: tensor '{name}': {e}", index.path())))
+    };
+    match ranks.holding(spec, rank) {
+        RankHolding::Replicated => {
+            let dims = ranks.whole_dims(spec);
+            read(&spec.name, 0, [0, dims.first().copied().unwrap_or(1)])
+        }
+        RankHolding::HuggingFace(slices) => {
+            let size = spec.dtype.byte_size();
+            let mut bytes = vec![0u8; spec.shape.iter().product::<i64>() as usize * size];
+            for s in &slices {
+                let part = read(&s.tensor, s.dim, s.range)?;
+                place(&mut bytes, &spec.shape, size, &part, s.dim, s.local);
+            }
+            Literal::from_bytes(spec.dtype, spec.shape.clone(), bytes)
+                .map_err(|e| Error::Usage(format!("{}: {e}", spec.name)))
+        }
+        other => Err(Error::Usage(format!(
+            "parameter '{}' is held as {other:?}, not as ranges of Hugging Face tensors",
+            spec.name
+        ))),
+    }
+}
+
+/// Copies `part` into the row-major array `bytes` of `dims` (elements of
+/// `size` bytes), at index `at` along dimension `dim`.
+fn place(bytes: &mut [u8], dims: &[i64], size: usize, part: &Literal, dim: usize, at: i64) {
+    let inner = dims[dim + 1..].iter().product::<i64>() as usize * size;
+    let block = dims[dim] as usize * inner;
+    let run = part.dims()[dim] as usize * inner;
+    for (o, chunk) in part.bytes().chunks(run.max(1)).enumerate() {
+        let start = o * block + at as usize * inner;
+        bytes[start..start + chunk.len()].copy_from_slice(chunk);
+    }
+}
