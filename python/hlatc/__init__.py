@@ -123,6 +123,21 @@ class Step:
         return self._native.world_size
 
     @property
+    def spmd(self) -> str:
+        """The SPMD form a sharded step is written in: `replicas`
+        (`replica_count=N`, `replica-id`: torch-xla, NxD and hlatc's own
+        runtime) or `partitions` (`num_partitions=N`, `partition-id`, manual
+        shardings: JAX)."""
+        return self._native.spmd
+
+    @property
+    def rank_source(self) -> str:
+        """Where a sharded step's ranks read their numbers: `device`
+        (`replica-id` or `partition-id`) or `input` (an `s32[1]` input named
+        `rank`, fed `[r]` on rank r, as NxD's SPMDRank)."""
+        return self._native.rank_source
+
+    @property
     def manifest(self) -> Dict[str, Any]:
         """The bundle's manifest.json, as a dict."""
         return self._native.manifest
@@ -161,11 +176,18 @@ class Step:
         """Writes the bundle `hlatc compile --out PATH` writes, whole or not at all."""
         self._native.write_bundle(os.fspath(path))
 
-    def init_state(self, seed: int = 0, rank: int = 0) -> Dict[str, np.ndarray]:
+    def init_state(
+        self, seed: int = 0, rank: int = 0, checkpoint: Optional[PathLike] = None
+    ) -> Dict[str, np.ndarray]:
         """Rank `rank`'s carried state before the first step, by input name:
-        parameters initialized as the model is (from `seed`), Adam moments and
-        the step counter zero, the rounding RNG seeded."""
-        return dict_to_numpy(self._native.init_state(seed, rank))
+        parameters initialized as the model is (from `seed`), or read from
+        the Hugging Face safetensors file `checkpoint` (only the slices the
+        rank holds: a rank of a sharded step never reads the whole file; a
+        missing tensor or one of another shape raises UsageError naming
+        it), Adam moments and the step counter zero, the rounding RNG
+        seeded."""
+        path = None if checkpoint is None else os.fspath(checkpoint)
+        return dict_to_numpy(self._native.init_state(seed, rank, path))
 
     def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, np.ndarray]:
         """Rank `rank`'s share of a batch of hlatc's synthetic language: tokens,
@@ -182,6 +204,32 @@ class Step:
         """`run` for a sharded step: one dict of inputs per rank."""
         outs = self._native.run_ranks([dict_to_raw(d) for d in inputs])
         return [dict_to_numpy(o) for o in outs]
+
+    def rank_batch(
+        self, tokens: Any, targets: Any, segment_ids: Any = None, rank: int = 0
+    ) -> Dict[str, np.ndarray]:
+        """Rank `rank`'s share of a global batch (`[batch_size, seq_len]`
+        integer ids, every rank's rows): its batch inputs by name, the rows
+        `Trainer` gives that rank. The batch is checked as a run checks it."""
+        seg = None if segment_ids is None else to_raw("segment_ids", segment_ids)
+        return dict_to_numpy(self._native.rank_batch(
+            to_raw("tokens", tokens), to_raw("targets", targets), seg, rank))
+
+    def shard_state(self, state: Mapping[str, Any], rank: int) -> Dict[str, np.ndarray]:
+        """Rank `rank`'s share of every state input, by name, from a whole
+        state (`Trainer.state()`, `hlatc unshard`'s file): what that rank's
+        program takes, as `hlatc shard` divides it."""
+        return dict_to_numpy(self._native.shard_state(dict_to_raw(state), rank))
+
+    def gather_state(self, per_rank: Sequence[Mapping[str, Any]]) -> Dict[str, np.ndarray]:
+        """The whole state, by input name, from every rank's state (one dict
+        per rank, in rank order), as `hlatc unshard` joins rank files."""
+        return dict_to_numpy(self._native.gather_state([dict_to_raw(d) for d in per_rank]))
+
+    def hugging_face_params(self, state: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+        """The parameters of a whole state as Hugging Face tensors (fused
+        ones split back)."""
+        return dict_to_numpy(self._native.hugging_face_params(dict_to_raw(state)))
 
     def __repr__(self) -> str:
         return repr(self._native)

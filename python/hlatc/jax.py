@@ -1,42 +1,163 @@
-"""hlatc's training step run by JAX.
+"""hlatc's training step run by JAX, on one device or on many across processes.
 
-`load(step)` compiles the step's HLO with JAX's own XLA for a JAX device and
-returns a function that takes and gives JAX arrays by name, with the
-carried state's buffers donated (each state input is updated in place;
-the arrays passed in are deleted). A JAX user gets hlatc's step (its
-passes, precision policy and compile speed) on any backend JAX runs on.
+`load(step)` compiles the step's HLO with JAX's own XLA and returns a
+function that takes and gives JAX arrays by name, with the carried state's
+buffers donated (each state input is updated in place; the arrays passed in
+are deleted). A sharded step (`tp` x `dp` ranks) runs rank r on
+`devices[r]`, JAX's global devices in id order by default, in one process
+or many (`jax.distributed`); each process passes and gets back its own
+ranks' arrays. `Trainer` trains a step of any world size from global
+batches, with checkpoints in `hlatc shard`'s per-rank format.
 
-Tested with jax and jaxlib 0.10.2 (the `jax` extra). JAX is imported only
-when `load` is called.
+    import hlatc, hlatc.jax
+    hlatc.jax.initialize()             # reads the environment `python -m hlatc.launch` sets
+    trainer = hlatc.jax.Trainer(hlatc.compile_step(model="tiny", target="cpu", tp=2, dp=2))
+    stats = trainer.step(tokens, targets)   # the global batch, the same on every process
+
+Tested with jax and jaxlib 0.10.2 (the `jax` extra), on JAX's CPU devices.
+JAX is imported only when a function here is called.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
 
 import hlatc
+from . import _hlatc
+from ._arrays import _DTYPES, dict_to_numpy, to_raw
+
+# What `python -m hlatc.launch` sets for each process, and `initialize` reads.
+# JAX reads JAX_COORDINATOR_ADDRESS itself; it has no variables for the
+# process count and index, so those are hlatc's.
+ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
+ENV_NUM_PROCESSES = "HLATC_NUM_PROCESSES"
+ENV_PROCESS_ID = "HLATC_PROCESS_ID"
+ENV_CPU_COLLECTIVES = "HLATC_CPU_COLLECTIVES"
+
+# A checkpoint directory is complete only once this file is in it: written
+# last, by process 0, after every process has renamed its rank files.
+COMPLETE = "COMPLETE"
+CHECKPOINT_FORMAT = "hlatc-checkpoint/1"
+
+
+def rank_file(rank: int) -> str:
+    """The file of rank `rank` in a checkpoint: the name `hlatc shard` writes
+    and `hlatc unshard` reads."""
+    return _hlatc.rank_file(rank)
+
+
+def _file_error(message: str, path: str) -> "hlatc.FileError":
+    e = hlatc.FileError(message)
+    e.path = path
+    return e
+
+
+def initialize(
+    heartbeat_timeout_seconds: int = 10,
+    initialization_timeout: int = 60,
+    shutdown_timeout_seconds: int = 30,
+) -> bool:
+    """Joins the processes `python -m hlatc.launch` started (or any set up
+    with the same environment: `JAX_COORDINATOR_ADDRESS` as host:port of
+    process 0, `HLATC_NUM_PROCESSES`, `HLATC_PROCESS_ID`) with
+    `jax.distributed.initialize`, CPU collectives over gloo
+    (`HLATC_CPU_COLLECTIVES` to change it). Call it before anything else
+    touches JAX. Without that environment it does nothing and returns
+    False: one process, JAX's local devices.
+
+    `heartbeat_timeout_seconds` bounds how long a process outlives a peer
+    that died without the launcher to stop it: JAX's coordination service
+    declares a process dead after that long without a heartbeat and the
+    others' next collective fails (JAX's default is 100 s).
+    `shutdown_timeout_seconds` bounds the wait for the others at exit (JAX's
+    default, 300 s)."""
+    count = os.environ.get(ENV_NUM_PROCESSES)
+    if count is None:
+        return False
+    missing = [v for v in (ENV_COORDINATOR, ENV_PROCESS_ID) if v not in os.environ]
+    if missing:
+        raise hlatc.UsageError(
+            f"{ENV_NUM_PROCESSES} is set but {' and '.join(missing)} is not: set all three "
+            f"({ENV_COORDINATOR}=host:port of process 0, {ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}), "
+            "or start the script with python -m hlatc.launch"
+        )
+    import jax
+
+    jax.config.update(
+        "jax_cpu_collectives_implementation", os.environ.get(ENV_CPU_COLLECTIVES, "gloo")
+    )
+    jax.distributed.initialize(
+        coordinator_address=os.environ[ENV_COORDINATOR],
+        num_processes=int(count),
+        process_id=int(os.environ[ENV_PROCESS_ID]),
+        initialization_timeout=initialization_timeout,
+        heartbeat_timeout_seconds=heartbeat_timeout_seconds,
+        shutdown_timeout_seconds=shutdown_timeout_seconds,
+    )
+    return True
 
 
 class StepFunction:
-    """The step compiled by JAX. Call it with every input by name (NumPy or
-    JAX arrays); it returns every output by name as JAX arrays."""
+    """The step compiled by JAX for its ranks' devices.
 
-    def __init__(self, step: "hlatc.Step", device: Any) -> None:
+    A one-rank step is called with every input by name and returns every
+    output by name (JAX arrays). A step of several ranks is called with
+    `{rank: {name: array}}` for this process's ranks (`local_ranks`) and
+    returns `{rank: {name: jax.Array}}` for the same ranks; every process
+    holding a rank must make the call, as with any JAX collective. Inputs
+    may be NumPy or JAX arrays; token ids of another integer type are
+    converted. A step that reads its rank from an input (`rank`) is fed
+    `[r]` on rank r when the caller does not give it."""
+
+    def __init__(self, step: "hlatc.Step", devices: Optional[Any] = None) -> None:
         import jax
         from jax._src.lib import xla_client as xc
 
-        if step.world_size != 1:
+        world = step.world_size
+        if devices is None:
+            devices = jax.devices()
+            if len(devices) != world:
+                raise hlatc.UsageError(
+                    f"the step runs on {world} rank(s) but JAX has {len(devices)} device(s) "
+                    f"(jax.device_count(), over {jax.process_count()} process(es)): give "
+                    f"devices=[...] of {world}, or start {world} devices in all "
+                    "(python -m hlatc.launch --processes P --devices-per-process K)"
+                )
+        elif hasattr(devices, "platform"):
+            devices = [devices]  # one device, as load(step, device) took before
+        devices = list(devices)
+        if len(devices) != world:
             raise hlatc.UsageError(
-                f"hlatc.jax runs one-rank steps; this one runs on {step.world_size} ranks "
-                "(run it with Step.run_ranks)"
+                f"the step runs on {world} rank(s); {len(devices)} device(s) were given"
             )
-        self.device = device if device is not None else jax.devices()[0]
+        if len({d.id for d in devices}) != world:
+            raise hlatc.UsageError("a device was given for two ranks: each rank needs its own")
+        platforms = {d.platform for d in devices}
+        if len(platforms) != 1:
+            raise hlatc.UsageError(f"the devices are of several platforms: {sorted(platforms)}")
+        self.devices: List[Any] = devices
+        self.device = devices[0]
+        me = jax.process_index()
+        self.local_ranks: List[int] = [r for r, d in enumerate(devices) if d.process_index == me]
+        if not self.local_ranks:
+            raise hlatc.UsageError(
+                f"process {me} holds none of the step's {world} devices: load the step only "
+                "on processes that run one of its ranks"
+            )
+        self.form = step.spmd
+
         module = step.module()
         passes = []
-        if self.device.platform != "neuron":
+        platform = devices[0].platform
+        if platform != "neuron":
             # Neuron's custom calls as the same math in plain HLO.
             passes.append("lower-neuron-calls")
-        if self.device.platform == "cpu":
+        if platform == "cpu":
             # XLA CPU has no kernel for some bf16 x bf16 -> f32 dots; hlatc's
             # runtime makes the same rewrite (the values are the same).
             passes.append("widen-mixed-dots")
@@ -47,27 +168,396 @@ class StepFunction:
         # Every rounding the step asks for happens, as on hlatc's runtime
         # (XLA may otherwise drop f32 -> bf16 -> f32 pairs).
         options.env_option_overrides = [("xla_allow_excess_precision", False)]
-        self._executable = self.device.client.compile_and_load(
-            stablehlo, xc.DeviceList((self.device,)), options
+        build = options.executable_build_options
+        ids = np.array([d.id for d in devices], dtype=np.int32)
+        if self.form == "partitions" and world > 1:
+            # The program is already divided by hand (`sharding={manual}`):
+            # XLA's partitioner must run, and leaves it as it is. The
+            # shardings are GSPMD's (HLO's); asked for Shardy, jaxlib 0.10.2
+            # says so and falls back to GSPMD, so it is not asked.
+            build.num_replicas = 1
+            build.num_partitions = world
+            build.use_spmd_partitioning = True
+            build.device_assignment = xc.DeviceAssignment.create(ids.reshape(1, world))
+        else:
+            build.num_replicas = world
+            build.num_partitions = 1
+            build.device_assignment = xc.DeviceAssignment.create(ids.reshape(world, 1))
+        self._executable = devices[0].client.compile_and_load(
+            stablehlo, xc.DeviceList(tuple(devices)), options
         )
         self.input_names: List[str] = [t.name for t in step.inputs]
         self.output_names: List[str] = [t.name for t in step.outputs]
+        self._inputs = {t.name: t for t in step.inputs}
+        self._rank_input = next((t.name for t in step.inputs if t.role == "rank"), None)
+        self._rank_of_device = {d.id: r for r, d in enumerate(devices)}
+        if world > 1:
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            # Each rank's array differs, but the program divides itself:
+            # the runtime is told every rank holds the whole (XLA labels a
+            # replica program's arguments so), and each device gets its own.
+            self._sharding = NamedSharding(Mesh(np.array(devices), ("ranks",)), PartitionSpec())
         self._jax = jax
 
-    def __call__(self, inputs: Mapping[str, Any]) -> Dict[str, Any]:
-        missing = [n for n in self.input_names if n not in inputs]
+    def _value(self, rank: int, name: str, given: Mapping[str, Any]) -> Any:
+        if name not in given:
+            return np.array([rank], dtype=np.int32)  # only the rank input is ever absent here
+        value = given[name]
+        if not hasattr(value, "shape"):
+            value = np.asarray(value)
+        info = self._inputs[name]
+        want = _DTYPES[info.dtype]
+        at = f"rank {rank}: " if len(self.devices) > 1 else ""
+        if tuple(value.shape) != tuple(info.shape):
+            raise hlatc.UsageError(
+                f"{at}input '{name}' is {list(value.shape)}; the step takes {info.shape}"
+            )
+        if np.dtype(value.dtype) != want:
+            if not info.is_state and np.issubdtype(value.dtype, np.integer) and np.issubdtype(want, np.integer):
+                return np.asarray(value).astype(want)
+            raise hlatc.UsageError(f"{at}input '{name}' is {value.dtype}; the step takes {info.dtype}")
+        return value
+
+    def _on(self, value: Any, device: Any) -> Any:
+        # The carried state comes back as arrays already on their rank's
+        # device: passed on as they are, not through device_put, which cost
+        # more than half of a tiny step's time (3840 calls in 20 steps).
+        if isinstance(value, self._jax.Array) and value.devices() == {device}:
+            return value
+        return self._jax.device_put(value, device)
+
+    def _check(self, rank: int, given: Mapping[str, Any]) -> None:
+        at = f"rank {rank}: " if len(self.devices) > 1 else ""
+        missing = [n for n in self.input_names if n not in given and n != self._rank_input]
         if missing:
-            raise hlatc.UsageError(f"no input {', '.join(repr(m) for m in missing[:5])}"
+            raise hlatc.UsageError(f"{at}no input {', '.join(repr(m) for m in missing[:5])}"
                                    f"{' and more' if len(missing) > 5 else ''}")
-        extra = sorted(set(inputs) - set(self.input_names))
+        extra = sorted(set(given) - set(self.input_names))
         if extra:
-            raise hlatc.UsageError(f"the step takes no input named {', '.join(extra)}")
-        args = [self._jax.device_put(inputs[n], self.device) for n in self.input_names]
+            raise hlatc.UsageError(f"{at}the step takes no input named {', '.join(extra)}")
+
+    def __call__(self, inputs: Mapping[Any, Any]) -> Dict[Any, Any]:
+        by_rank = bool(inputs) and all(isinstance(k, (int, np.integer)) for k in inputs)
+        if not by_rank:
+            if len(self.devices) != 1:
+                raise hlatc.UsageError(
+                    f"the step runs on {len(self.devices)} ranks: call it with "
+                    f"{{rank: {{name: array}}}} for this process's ranks {self.local_ranks}"
+                )
+            return self.run({0: inputs})[0]
+        return self.run({int(k): v for k, v in inputs.items()})
+
+    def run(self, inputs: Mapping[int, Mapping[str, Any]]) -> Dict[int, Dict[str, Any]]:
+        """One step: `{rank: {name: array}}` in for this process's ranks,
+        `{rank: {name: jax.Array}}` out."""
+        jax = self._jax
+        if sorted(inputs) != self.local_ranks:
+            raise hlatc.UsageError(
+                f"this process (jax.process_index() {jax.process_index()}) runs rank(s) "
+                f"{self.local_ranks}; inputs were given for rank(s) {sorted(inputs)}"
+            )
+        for r in self.local_ranks:
+            self._check(r, inputs[r])
+        args = []
+        for name in self.input_names:
+            shards = [self._on(self._value(r, name, inputs[r]), self.devices[r])
+                      for r in self.local_ranks]
+            if len(self.devices) == 1:
+                args.append(shards[0])
+            else:
+                shape = tuple(self._inputs[name].shape)
+                args.append(jax.make_array_from_single_device_arrays(shape, self._sharding, shards))
         results = self._executable.execute_sharded(args)
         outputs = results.disassemble_into_single_device_arrays()
-        return {n: o[0] for n, o in zip(self.output_names, outputs)}
+        out: Dict[int, Dict[str, Any]] = {r: {} for r in self.local_ranks}
+        for name, arrays in zip(self.output_names, outputs):
+            # Only this process's devices' arrays come back; each names its
+            # device, and so its rank.
+            for a in arrays:
+                (device,) = a.devices()
+                out[self._rank_of_device[device.id]][name] = a
+        return out
 
 
-def load(step: "hlatc.Step", device: Optional[Any] = None) -> StepFunction:
-    """`step` compiled by JAX for `device` (JAX's first device by default)."""
-    return StepFunction(step, device)
+def load(
+    step: "hlatc.Step", devices: Optional[Any] = None, *, device: Optional[Any] = None
+) -> StepFunction:
+    """`step` compiled by JAX: rank r on `devices[r]` (JAX's global devices,
+    `jax.devices()`, ordered by id, when None; a step of one rank also takes
+    a single device, or `device=` as before many devices were). A step's
+    world size other than the devices' count is refused by name
+    (`UsageError`)."""
+    if device is not None:
+        if devices is not None:
+            raise hlatc.UsageError("give devices or device, not both")
+        devices = [device]
+    return StepFunction(step, devices)
+
+
+def _barrier(name: str) -> None:
+    import jax
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Trainer:
+    """Trains a step with JAX, each process running its own ranks, with the
+    interface of `hlatc.Trainer`: `step` takes the global batch (the same on
+    every process) and returns the same statistics on every process.
+
+    Every process must call `step`, `state`, `hugging_face_params`, `save`
+    and `load` together (they run collectives). Gradient accumulation's
+    pair (`grad_accum` above 1) is refused: `hlatc.Trainer` runs it."""
+
+    def __init__(
+        self,
+        step: "hlatc.Step",
+        seed: int = 0,
+        devices: Optional[Any] = None,
+        init: Optional["hlatc.PathLike"] = None,
+    ) -> None:
+        """Starts from the model's initialization drawn from `seed`, zero Adam
+        state and step 0, as `hlatc.Trainer(step, seed)` does: each process
+        makes only its own ranks' state. With `init`, a Hugging Face
+        safetensors checkpoint, the parameters are read from it instead, each
+        process reading only the slices its ranks hold."""
+        if step.grad_accum != 1:
+            raise hlatc.UsageError(
+                f"hlatc.jax.Trainer runs steps of one program; this one is gradient "
+                f"accumulation's pair (grad_accum={step.grad_accum}): train it with "
+                "hlatc.Trainer, or load its micro_step and apply_step with hlatc.jax.load"
+            )
+        self._step = step
+        self._fn = load(step, devices)
+        import jax
+
+        self._jax = jax
+        self._state_infos = [t for t in step.inputs if t.is_state]
+        self._state_names = [t.name for t in self._state_infos]
+        roles = {t.role: t.name for t in step.outputs}
+        self._stats = {k: roles[k] for k in ("loss", "grad_norm", "learning_rate")}
+        self._step_input = next(t.name for t in step.inputs if t.role == "step")
+        counts = {}
+        for d in self._fn.devices:
+            counts[d.process_index] = counts.get(d.process_index, 0) + 1
+        # state() gathers every rank's bytes with one all-gather of equal
+        # shapes: each process must hold as many ranks.
+        self._even = len(set(counts.values())) == 1
+        self._state: Dict[int, Dict[str, Any]] = {
+            r: self._put(r, step.init_state(seed, r, checkpoint=init))
+            for r in self._fn.local_ranks
+        }
+
+    @property
+    def local_ranks(self) -> List[int]:
+        """The ranks this process runs."""
+        return self._fn.local_ranks
+
+    def _put(self, rank: int, tensors: Mapping[str, Any]) -> Dict[str, Any]:
+        device = self._fn.devices[rank]
+        return {n: self._jax.device_put(np.asarray(tensors[n]), device) for n in self._state_names}
+
+    def step(self, tokens: Any, targets: Any, segment_ids: Any = None) -> Dict[str, float]:
+        """One optimizer step on a global batch ([batch, seq] integer ids,
+        every rank's rows): its loss, grad norm and learning rate."""
+        t, y = to_raw("tokens", tokens), to_raw("targets", targets)
+        s = None if segment_ids is None else to_raw("segment_ids", segment_ids)
+        inputs = {}
+        for r in self._fn.local_ranks:
+            batch = dict_to_numpy(self._step._native.rank_batch(t, y, s, r))
+            inputs[r] = {**self._state[r], **batch}
+        out = self._fn.run(inputs)
+        for r in self._fn.local_ranks:
+            self._state[r] = {n: out[r][n] for n in self._state_names}
+        # The statistics are all-reduced in the step: every rank has them.
+        first = out[self._fn.local_ranks[0]]
+        return {k: float(np.asarray(first[name]).reshape(-1)[0]) for k, name in self._stats.items()}
+
+    def _every_rank(self) -> List[Dict[str, np.ndarray]]:
+        """Every rank's state, on every process, in rank order."""
+        local = self._fn.local_ranks
+        flat = np.stack([
+            np.concatenate([np.asarray(self._state[r][n]).reshape(-1).view(np.uint8)
+                            for n in self._state_names])
+            for r in local
+        ])
+        ranks = np.array(local, dtype=np.int32)
+        if self._jax.process_count() > 1:
+            if not self._even:
+                raise hlatc.UsageError(
+                    "state() gathers the ranks' state with one all-gather, which needs as many "
+                    "ranks on every process; these processes hold different numbers"
+                )
+            from jax.experimental import multihost_utils
+
+            flat = np.asarray(multihost_utils.process_allgather(flat)).reshape(-1, flat.shape[-1])
+            ranks = np.asarray(multihost_utils.process_allgather(ranks)).reshape(-1)
+        rows = dict(zip(ranks.tolist(), flat))
+        out = []
+        for r in range(len(self._fn.devices)):
+            row, at, tensors = rows[r], 0, {}
+            for info in self._state_infos:
+                dtype = _DTYPES[info.dtype]
+                n = int(np.prod(info.shape, dtype=np.int64)) * dtype.itemsize
+                tensors[info.name] = row[at:at + n].view(dtype).reshape(info.shape)
+                at += n
+            out.append(tensors)
+        return out
+
+    def state(self) -> Dict[str, np.ndarray]:
+        """The whole carried state by input name (every rank's share gathered
+        across processes, on every process): what `hlatc.Trainer.state()`
+        gives and `resume` takes, in this or another layout."""
+        per_rank = [{n: to_raw(n, v) for n, v in d.items()} for d in self._every_rank()]
+        return dict_to_numpy(self._step._native.gather_state(per_rank))
+
+    def resume(self, state: Mapping[str, Any]) -> None:
+        """Continues from a whole state (`state()`, `hlatc.Trainer.state()`,
+        `hlatc unshard`'s file) of the same model and precision, from any
+        layout: each process takes its ranks' shares."""
+        raw = {n: to_raw(n, v) for n, v in state.items()}
+        shares = {r: dict_to_numpy(self._step._native.shard_state(raw, r))
+                  for r in self._fn.local_ranks}
+        for r, tensors in shares.items():
+            self._state[r] = self._put(r, tensors)
+
+    def hugging_face_params(self) -> Dict[str, np.ndarray]:
+        """The parameters as Hugging Face tensors (fused ones split back)."""
+        raw = {n: to_raw(n, v) for n, v in self.state().items()}
+        return dict_to_numpy(self._step._native.hugging_face_params(raw))
+
+    @property
+    def steps_done(self) -> int:
+        first = self._state[self._fn.local_ranks[0]][self._step_input]
+        return int(np.asarray(first).reshape(-1)[0])
+
+    def save(self, path: "os.PathLike[str] | str") -> None:
+        """Writes a checkpoint: each process its ranks' files, the ones `hlatc
+        shard` writes (`rank-00000.safetensors`, ...: each rank's share of
+        every state input under the input's name), each written under a
+        temporary name and renamed; then, once every process has, process 0
+        writes `COMPLETE` (the step and each file's sha256) last. `hlatc
+        unshard` joins the files into the whole state. A checkpoint already
+        in `path` loses its marker first, so a save cut short leaves no
+        complete checkpoint there, and rank files beyond this world size
+        (which `hlatc unshard` would refuse). Every process must call it."""
+        jax = self._jax
+        d = os.fspath(path)
+        os.makedirs(d, exist_ok=True)
+        marker = os.path.join(d, COMPLETE)
+        me = jax.process_index()
+        if me == 0:
+            if os.path.exists(marker):
+                os.remove(marker)
+            # `hlatc unshard` refuses a directory with more ranks' files than
+            # the step has: an earlier save's of a larger world go.
+            world = len(self._fn.devices)
+            for f in os.listdir(d):
+                if (f.startswith("rank-") and f.endswith(".safetensors")
+                        and f[5:-12].isdigit() and int(f[5:-12]) >= world):
+                    os.remove(os.path.join(d, f))
+        # No process overwrites a rank file while an old marker vouches for it.
+        _barrier(f"hlatc-save-start:{d}")
+        digests = []
+        for r in self._fn.local_ranks:
+            final = os.path.join(d, rank_file(r))
+            tmp = os.path.join(d, f".{rank_file(r)}.{os.getpid()}.tmp")
+            tensors = [(n, to_raw(n, np.asarray(self._state[r][n]))) for n in self._state_names]
+            _hlatc.write_safetensors(tmp, tensors)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            digests.append(np.frombuffer(bytes.fromhex(_sha256(tmp)), dtype=np.uint8))
+            os.replace(tmp, final)
+        # Each process's digests reach process 0 (its files need not be on
+        # process 0's disk); the gather also waits for every process's files.
+        digests_of = np.stack(digests)
+        ranks = np.array(self._fn.local_ranks, dtype=np.int32)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            digests_of = np.asarray(multihost_utils.process_allgather(digests_of)).reshape(-1, 32)
+            ranks = np.asarray(multihost_utils.process_allgather(ranks)).reshape(-1)
+        if me == 0:
+            files = {rank_file(int(r)): bytes(h).hex() for r, h in sorted(zip(ranks, digests_of),
+                                                                          key=lambda p: int(p[0]))}
+            record = {
+                "format": CHECKPOINT_FORMAT,
+                "steps_done": self.steps_done,
+                "world_size": len(self._fn.devices),
+                "config": self._step.manifest["config"],
+                "files": files,
+            }
+            tmp = marker + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(record, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, marker)
+        # Nobody goes on (to load it, say) before the checkpoint is complete.
+        _barrier(f"hlatc-save-done:{d}")
+
+    def load(self, path: "os.PathLike[str] | str") -> None:
+        """Continues from a checkpoint `save` wrote (for this step's world
+        size): each process reads its ranks' files. A directory without
+        `COMPLETE`, or a file whose sha256 is not the one recorded, raises
+        `FileError`; a tensor of another shape or type, `UsageError`. Each
+        process must see the marker (process 0 writes it: on hosts without a
+        shared file system, copy it)."""
+        d = os.fspath(path)
+        marker = os.path.join(d, COMPLETE)
+        if not os.path.isfile(marker):
+            raise _file_error(
+                f"{d}: no {COMPLETE} marker, so not a complete checkpoint (a save cut short, "
+                "or not written by hlatc.jax.Trainer.save)",
+                marker,
+            )
+        try:
+            with open(marker) as f:
+                record = json.load(f)
+        except (OSError, ValueError) as e:
+            raise _file_error(f"{marker}: not a checkpoint marker: {e}", marker) from None
+        if record.get("format") != CHECKPOINT_FORMAT:
+            raise _file_error(f"{marker}: format {record.get('format')!r}, not {CHECKPOINT_FORMAT}",
+                              marker)
+        world = len(self._fn.devices)
+        if record.get("world_size") != world:
+            raise hlatc.UsageError(
+                f"{d}: a checkpoint of {record.get('world_size')} ranks; this step runs on {world} "
+                "(join it with hlatc unshard and resume() the whole state)"
+            )
+        shares = {}
+        for r in self._fn.local_ranks:
+            f = os.path.join(d, rank_file(r))
+            if not os.path.isfile(f):
+                raise _file_error(f"{f}: missing, though {COMPLETE} lists it", f)
+            if _sha256(f) != record["files"].get(rank_file(r)):
+                raise _file_error(f"{f}: its sha256 is not the one {COMPLETE} records "
+                                  "(changed since, or from another save)", f)
+            tensors = dict_to_numpy(_hlatc.read_safetensors(f))
+            left = dict(tensors)
+            for info in self._state_infos:
+                t = left.pop(info.name, None)
+                if t is None:
+                    raise hlatc.UsageError(f"{f}: no tensor '{info.name}'")
+                if list(t.shape) != list(info.shape) or t.dtype != _DTYPES[info.dtype]:
+                    raise hlatc.UsageError(
+                        f"{f}: tensor '{info.name}' is {t.dtype}{list(t.shape)}, this step's rank "
+                        f"{r} takes {info.dtype}{info.shape} (another model, precision or layout?)"
+                    )
+            if left:
+                raise hlatc.UsageError(f"{f}: tensor '{sorted(left)[0]}' is not state of this step")
+            shares[r] = tensors
+        for r, tensors in shares.items():
+            self._state[r] = self._put(r, tensors)

@@ -6,7 +6,9 @@ mod arrays;
 mod errors;
 mod module;
 mod plot;
+mod ranks;
 mod step;
+mod tensors;
 mod trainer;
 
 use pyo3::prelude::*;
@@ -22,6 +24,9 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module::optimize, m)?)?;
     m.add_function(wrap_pyfunction!(module::passes, m)?)?;
     m.add_function(wrap_pyfunction!(plot::plot_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(tensors::read_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(tensors::rank_file, m)?)?;
+    m.add_function(wrap_pyfunction!(tensors::write_safetensors, m)?)?;
     m.add_class::<step::Step>()?;
     m.add_class::<step::TensorInfo>()?;
     m.add_class::<module::Module>()?;

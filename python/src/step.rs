@@ -4,10 +4,13 @@
 
 use crate::arrays::{dict_of, from_raw, RawIn};
 use crate::errors::{guarded, to_py, ConfigError, UsageError};
+use crate::ranks;
+use crate::trainer::ids;
 use hlatc::bundle::{for_cpu, manifest_json, sha256_hex, stage_accumulation_bundle, stage_bundle};
 use hlatc::compile_step::{
     compile_step as compile, CompileOptions, CompiledStep, ModelSource, OptimizerOverrides,
 };
+use hlatc::data::Batch;
 use hlatc::grad_accum::micro_config;
 use hlatc::initial_inputs::StartValues;
 use hlatc::memory_plan::{DeviceMemory, MemoryPlan};
@@ -15,10 +18,12 @@ use hlatc::models::Parallelism;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::precision::Precision;
 use hlatc::runtime::{Program, Runtime};
+use hlatc::spmd::{RankSource, SpmdForm};
 use hlatc::train_step::TensorSpec;
 use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// One input or output of a step.
@@ -30,14 +35,21 @@ pub struct TensorInfo {
     /// `parameter`, `adam_m`, `adam_v`, `step`, `tokens`, `targets`,
     /// `segment_ids`, `rng_state`, `loss`, `grad_norm`, `learning_rate`.
     role: String,
+    /// Whether the input is carried state (an output of the same name
+    /// updates it each step): what `init_state` makes and checkpoints hold.
+    is_state: bool,
 }
 
 #[pymethods]
 impl TensorInfo {
     fn __repr__(&self) -> String {
         format!(
-            "TensorInfo(name={:?}, shape={:?}, dtype={:?}, role={:?})",
-            self.name, self.shape, self.dtype, self.role
+            "TensorInfo(name={:?}, shape={:?}, dtype={:?}, role={:?}, is_state={})",
+            self.name,
+            self.shape,
+            self.dtype,
+            self.role,
+            if self.is_state { "True" } else { "False" }
         )
     }
 }
@@ -51,6 +63,7 @@ fn info(s: &TensorSpec) -> TensorInfo {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
+        is_state: s.role.is_state(),
     }
 }
 
@@ -105,7 +118,7 @@ fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<
     passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
     tp=1, dp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None, warmup_steps=None,
     total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
-    module_markers=false, device_memory=None, grad_accum=1
+    module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
@@ -139,6 +152,8 @@ pub fn compile_step(
     module_markers: bool,
     device_memory: Option<&Bound<'_, PyAny>>,
     grad_accum: i64,
+    spmd: Option<&str>,
+    rank_source: Option<&str>,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -180,6 +195,12 @@ pub fn compile_step(
             sequence_parallel,
             zero1,
         },
+        spmd: spmd
+            .map(|f| named("SPMD form", f, &SpmdForm::ALL, SpmdForm::name))
+            .transpose()?,
+        rank_source: rank_source
+            .map(|r| named("rank source", r, &RankSource::ALL, RankSource::name))
+            .transpose()?,
         module_markers,
         device_memory: device_memory_of(device_memory)?,
         grad_accum,
@@ -211,7 +232,7 @@ fn device_memory_of(v: Option<&Bound<'_, PyAny>>) -> PyResult<DeviceMemory> {
 /// Neuron custom calls as plain HLO.
 pub(crate) fn cpu_program(c: &CompiledStep) -> Result<Program, hlatc::Error> {
     let world = c.cfg.parallel.world();
-    let (module, _) = for_cpu(c.step.module.clone(), world)?;
+    let (module, _) = for_cpu(c.step.module.clone(), &c.cfg)?;
     Ok(Runtime::for_ranks(world as usize)?.compile(&module)?)
 }
 
@@ -330,6 +351,15 @@ impl Step {
             Programs::Accumulated { micro_batches, .. } => Err(UsageError::new_err(format!(
                 "this step is gradient accumulation's two programs (grad_accum={micro_batches}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair"
             ))),
+        }
+    }
+
+    /// The one program's step, or under gradient accumulation the apply
+    /// step's: for what both programs share (their SPMD form).
+    fn any_compiled(&self) -> PyResult<&CompiledStep> {
+        match &self.programs {
+            Programs::One(one) => Ok(&one.compiled),
+            Programs::Accumulated { apply, .. } => apply.get().compiled(),
         }
     }
 
@@ -460,6 +490,21 @@ impl Step {
         self.world()
     }
 
+    /// The SPMD form the step is written in: `replicas` (`replica_count=N`,
+    /// as torch-xla compiles) or `partitions` (`num_partitions=N`, manual
+    /// shardings, as JAX compiles).
+    #[getter]
+    fn spmd(&self) -> PyResult<&'static str> {
+        Ok(self.any_compiled()?.cfg.spmd.form.name())
+    }
+
+    /// Where its ranks read their numbers: `device` (`replica-id` or
+    /// `partition-id`) or `input` (an `s32[1]` input named `rank`).
+    #[getter]
+    fn rank_source(&self) -> PyResult<&'static str> {
+        Ok(self.any_compiled()?.cfg.spmd.rank_source.name())
+    }
+
     /// The manifest, as the bundle's `manifest.json` holds it.
     #[getter]
     fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -534,16 +579,35 @@ impl Step {
 
     /// Rank `rank`'s carried state at the start, by input name, as its
     /// roles call for: parameters initialized as the model is (from
-    /// `seed`), Adam moments and the step counter zero, the rounding RNG
-    /// seeded.
-    #[pyo3(signature = (seed=0, rank=0))]
+    /// `seed`), or read from the Hugging Face safetensors `checkpoint`
+    /// (only the slices the rank holds), Adam moments and the step counter
+    /// zero, the rounding RNG seeded.
+    #[pyo3(signature = (seed=0, rank=0, checkpoint=None))]
     fn init_state<'py>(
         &self,
         py: Python<'py>,
         seed: u64,
         rank: usize,
+        checkpoint: Option<std::path::PathBuf>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.initial(py, seed, rank, true)
+        let Some(path) = checkpoint else {
+            return self.initial(py, seed, rank, true);
+        };
+        self.check_rank(rank)?;
+        let c = self.compiled()?;
+        let start = py.allow_threads(|| {
+            guarded(|| {
+                hlatc::rank_checkpoint::rank_state_from_file(
+                    &c.cfg,
+                    &c.step.inputs,
+                    &path,
+                    rank as i64,
+                    seed,
+                )
+                .map_err(|e| to_py(e.into()))
+            })
+        })?;
+        dict_of(py, start.state)
     }
 
     /// Rank `rank`'s share of batch 0 of the synthetic language (tokens,
@@ -612,6 +676,75 @@ impl Step {
             .into_iter()
             .map(|outs| dict_of(py, names.iter().cloned().zip(outs)))
             .collect()
+    }
+
+    /// Rank `rank`'s share of a global batch (`[batch_size, seq_len]`
+    /// integer ids, every rank's rows): its batch inputs by name, the rows
+    /// `Trainer` gives it. The batch is checked first, as a run checks it.
+    #[pyo3(signature = (tokens, targets, segment_ids=None, rank=0))]
+    fn rank_batch<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: RawIn<'py>,
+        targets: RawIn<'py>,
+        segment_ids: Option<RawIn<'py>>,
+        rank: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.check_rank(rank)?;
+        let batch = Batch {
+            tokens: ids("tokens", tokens)?,
+            targets: ids("targets", targets)?,
+            segment_ids: segment_ids.map(|s| ids("segment_ids", s)).transpose()?,
+        };
+        let c = self.compiled()?;
+        let named = guarded(|| ranks::rank_batch(c, &batch, rank as i64))?;
+        dict_of(py, named)
+    }
+
+    /// Rank `rank`'s share of every state input, by name, from the whole
+    /// state (`Trainer.state()`'s, or `hlatc unshard`'s file): what that
+    /// rank's program takes.
+    fn shard_state<'py>(
+        &self,
+        py: Python<'py>,
+        state: HashMap<String, RawIn<'py>>,
+        rank: usize,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.check_rank(rank)?;
+        let c = self.compiled()?;
+        let tensors = ranks::literals(state)?;
+        let named = guarded(|| ranks::shard_state(c, tensors, rank as i64))?;
+        dict_of(py, named)
+    }
+
+    /// The whole state, by input name, from every rank's state (one dict
+    /// per rank, in rank order), each checked against the step: what
+    /// `hlatc unshard` joins.
+    fn gather_state<'py>(
+        &self,
+        py: Python<'py>,
+        per_rank: Vec<HashMap<String, RawIn<'py>>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.compiled()?;
+        let per_rank = per_rank
+            .into_iter()
+            .map(ranks::literals)
+            .collect::<PyResult<Vec<_>>>()?;
+        let named = guarded(|| ranks::gather_state(c, per_rank))?;
+        dict_of(py, named)
+    }
+
+    /// The parameters of a whole state as Hugging Face tensors (fused
+    /// ones split back), in Hugging Face order.
+    fn hugging_face_params<'py>(
+        &self,
+        py: Python<'py>,
+        state: HashMap<String, RawIn<'py>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.compiled()?;
+        let tensors = ranks::literals(state)?;
+        let named = guarded(|| ranks::hugging_face_params(c, tensors))?;
+        dict_of(py, named)
     }
 
     /// K for gradient accumulation's pair, 1 for a step of one program.

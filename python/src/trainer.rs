@@ -119,7 +119,7 @@ impl Trainer {
 }
 
 /// Token data of any integer type as the step's `s32` ids.
-fn ids(name: &str, raw: RawIn<'_>) -> PyResult<Literal> {
+pub(crate) fn ids(name: &str, raw: RawIn<'_>) -> PyResult<Literal> {
     from_raw(name, raw)?
         .converted(ElementType::S32)
         .map_err(|e| UsageError::new_err(format!("{name}: {e}")))

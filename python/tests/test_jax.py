@@ -56,7 +56,9 @@ def test_jax_trains_tiny():
     assert losses[-1] < losses[0] / 2, losses[::10]
 
 
-def test_a_sharded_step_is_refused_by_name():
+def test_a_world_size_other_than_the_devices_is_refused_by_name():
     step = hlatc.compile_step(model="tiny", target="cpu", tp=2)
-    with pytest.raises(hlatc.UsageError, match="runs on 2 ranks"):
+    with pytest.raises(hlatc.UsageError, match=r"runs on 2 rank\(s\) but JAX has 1 device"):
         hlatc.jax.load(step)
+    with pytest.raises(hlatc.UsageError, match=r"runs on 2 rank\(s\); 1 device\(s\) were given"):
+        hlatc.jax.load(step, devices=jax.devices()[:1])

@@ -1,0 +1,245 @@
+"""hlatc.jax across processes: tiny at TP 2 x DP 2 on two local processes of
+two XLA CPU devices each (gloo), started by `python -m hlatc.launch`,
+against hlatc's own runtime; a process killed mid-run, the launcher's
+report, and a resume from the last complete checkpoint.
+
+Three launches in all (each a few seconds of JAX start-up and compile),
+shared between the assertions by module-scoped fixtures. Every subprocess
+runs under a timeout; only 127.0.0.1 is used."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlatc
+from language import batches
+
+jax = pytest.importorskip("jax", reason="the jax extra: pip install ./python[jax]")
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from distributed_worker import LAYOUT, OPTIONS  # noqa: E402
+
+# The replica form with replica-id (hlatc's runtime's), the partition form
+# with partition-id, and the partition form reading the rank from an input
+# (what jax-neuronx would be given: see docs/src/python.md).
+FORMS = ["replicas", "partitions", "partitions+input"]
+
+STEPS, SAVE_AT, TIMED = 6, 3, 11
+LAUNCH_TIMEOUT = 120
+# As scripts/test.sh compiles every program: XLA CPU's backend at
+# optimization level 0 and its legacy emitters compile the step in about a
+# tenth of the time (1 s, not 11 s, two processes on two cores), and
+# compute the same values. Kept if the caller's XLA_FLAGS already say.
+FAST_XLA = ["--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false"]
+
+
+def worker_env() -> dict:
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "").split()
+    for f in FAST_XLA:
+        if not any(g.startswith(f.split("=")[0]) for g in flags):
+            flags.append(f)
+    env["XLA_FLAGS"] = " ".join(flags)
+    return env
+
+
+def launch(out: Path, *args: str, timeout: float = LAUNCH_TIMEOUT) -> subprocess.CompletedProcess:
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "hlatc.launch", "--processes", "2", "--devices-per-process", "2",
+           "--timeout", str(timeout - 10), str(HERE / "distributed_worker.py"), str(out), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE,
+                          env=worker_env())
+
+
+def stats_of(out: Path, form: str, process: int) -> dict:
+    return json.loads((out / f"stats-{form}-{process}.json").read_text())
+
+
+def arrays(out: Path, form: str, prefix: str) -> dict:
+    with np.load(out / f"{form}.npz") as z:
+        return {k[len(prefix) + 1:]: z[k] for k in z.files if k.startswith(prefix + "/")}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """Six steps in each SPMD form, the state after step 3 and step 6, then
+    10 timed steps."""
+    out = tmp_path_factory.mktemp("uninterrupted")
+    done = launch(out, "--forms", ",".join(FORMS), "--steps", str(STEPS),
+                  "--save-at", str(SAVE_AT), "--timed-steps", str(TIMED))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory):
+    """The same run, checkpointed after step 3, with process 1 killed
+    before step 5: how long the launcher took to stop process 0, and what it
+    said."""
+    out = tmp_path_factory.mktemp("killed")
+    done = launch(out, "--steps", str(STEPS), "--save-at", str(SAVE_AT),
+                  "--checkpoint", str(out / "ckpt"), "--die-at", "4")
+    return out, done, time.time() - float((out / "killed-at").read_text())
+
+
+@pytest.fixture(scope="module")
+def hlatc_sharded():
+    """hlatc's own runtime on the same layout, in this process: its
+    trainer after the same steps, and its steps per second."""
+    trainer = hlatc.Trainer(hlatc.compile_step(**OPTIONS, **LAYOUT), seed=0)
+    data = list(batches(STEPS + TIMED))
+    for t, y in data[:STEPS]:
+        trainer.step(t, y)
+    state = trainer.state()
+    trainer.step(*data[STEPS])
+    start = time.perf_counter()
+    for t, y in data[STEPS + 1:]:
+        trainer.step(t, y)
+    return state, (TIMED - 1) / (time.perf_counter() - start)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_two_processes_train_as_one_device_does(uninterrupted, hlatc_sharded, form):
+    single = hlatc.Trainer(hlatc.compile_step(**OPTIONS), seed=0)
+    want = [single.step(t, y) for t, y in batches(STEPS)]
+    ours = [stats_of(uninterrupted, form, p) for p in (0, 1)]
+    assert ours[0]["local_ranks"] == [0, 1] and ours[1]["local_ranks"] == [2, 3]
+    # Every process reports the same statistics, as every rank computes them.
+    assert ours[0]["stats"] == ours[1]["stats"]
+    for i, (got, exp) in enumerate(zip(ours[0]["stats"], want)):
+        for k in ("loss", "grad_norm", "learning_rate"):
+            assert abs(got[k] - exp[k]) <= 1e-5 * abs(exp[k]), (form, i, k, got[k], exp[k])
+    assert ours[0]["steps_done"] == STEPS + TIMED
+    hf, exp_hf = arrays(uninterrupted, form, "hf"), single.hugging_face_params()
+    assert sorted(hf) == sorted(exp_hf)
+    for name, e in exp_hf.items():
+        e, g = e.astype(np.float64), hf[name].astype(np.float64)
+        assert np.linalg.norm(g - e) <= 1e-5 * np.linalg.norm(e), (form, name)
+    assert ours[0]["donated"] and ours[1]["donated"]
+    # The whole state is the same tensors as hlatc's TP 2 x DP 2 run gathers.
+    final, expected = arrays(uninterrupted, form, "final"), hlatc_sharded[0]
+    assert sorted(final) == sorted(expected)
+    for name, e in expected.items():
+        e, g = e.astype(np.float64), final[name].astype(np.float64)
+        assert np.linalg.norm(g - e) <= 1e-5 * max(np.linalg.norm(e), 1e-30), (form, name)
+
+
+def test_steps_per_second_against_hlatcs_runtime(uninterrupted, hlatc_sharded):
+    """Measured, printed for the record (pytest -s): the same 10 steps of
+    the same layout, JAX's processes against hlatc's runtime in this one
+    (both after one untimed step). Asserts only that both ran."""
+    ours = hlatc_sharded[1]
+    for form in FORMS:
+        s = stats_of(uninterrupted, form, 0)
+        theirs = s["timed_steps"] / s["seconds"]
+        print(f"\nTP 2 x DP 2 tiny, steps/s: JAX on 2 processes x 2 CPU devices ({form}) "
+              f"{theirs:.1f}, hlatc.Trainer in one process {ours:.1f}, ratio {theirs / ours:.2f}")
+        assert theirs > 0 and ours > 0
+
+
+def test_a_lost_process_stops_the_run_by_name(killed):
+    out, done, seconds = killed
+    assert done.returncode != 0
+    assert "process 1 of 2" in done.stderr and "signal SIGKILL" in done.stderr, done.stderr
+    print(f"\nthe launcher stopped the survivor and exited {seconds:.1f} s after the kill")
+    assert seconds < 60
+    # Process 1 died before its 5th step; the checkpoint of step 3 is complete.
+    assert (out / "ckpt" / "COMPLETE").is_file()
+    record = json.loads((out / "ckpt" / "COMPLETE").read_text())
+    assert record["steps_done"] == SAVE_AT and sorted(record["files"]) == [
+        f"rank-{r:05}.safetensors" for r in range(4)]
+
+
+def test_resuming_the_last_checkpoint_is_the_run_that_never_stopped(killed, uninterrupted,
+                                                                    tmp_path):
+    out, _, _ = killed
+    done = launch(tmp_path, "--steps", str(STEPS), "--resume-from", str(out / "ckpt"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    resumed = stats_of(tmp_path, "replicas", 0)
+    assert len(resumed["stats"]) == STEPS - SAVE_AT
+    assert resumed["stats"] == stats_of(uninterrupted, "replicas", 0)["stats"][SAVE_AT:]
+    got, want = arrays(tmp_path, "replicas", "final"), arrays(uninterrupted, "replicas", "final")
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name].tobytes() == want[name].tobytes(), name
+
+
+def test_hlatc_unshard_joins_the_checkpoint(killed, uninterrupted, tmp_path):
+    binary = os.environ.get("HLATC_BIN")
+    if not binary:
+        built = [p for p in ROOT.glob("target/*/hlatc") if p.is_file()]
+        if not built:
+            pytest.skip("no hlatc binary (set HLATC_BIN)")
+        binary = str(max(built, key=lambda p: p.stat().st_mtime))
+    out, _, _ = killed
+    whole = tmp_path / "whole.safetensors"
+    subprocess.run([binary, "unshard", "--model", "tiny", "--target", "cpu", "--precision", "fp32",
+                    "--tp", "2", "--dp", "2", str(out / "ckpt"), "--out", str(whole)],
+                   check=True, capture_output=True, timeout=60)
+    joined = hlatc._hlatc.read_safetensors(str(whole))
+    want = arrays(uninterrupted, "replicas", "saved")
+    assert sorted(joined) == sorted(want)
+    for name, (_, _, data) in joined.items():
+        assert data == want[name].tobytes(), name
+
+
+def test_mismatches_and_incomplete_checkpoints_are_refused(killed, tmp_path):
+    with pytest.raises(hlatc.UsageError, match=r"runs on 4 rank\(s\) but JAX has 1 device"):
+        hlatc.jax.load(hlatc.compile_step(**OPTIONS, **LAYOUT))
+    with pytest.raises(hlatc.UsageError, match=r"gradient accumulation's pair \(grad_accum=2\)"):
+        hlatc.jax.Trainer(hlatc.compile_step(**OPTIONS, grad_accum=2))
+    one = hlatc.jax.Trainer(hlatc.compile_step(**OPTIONS), seed=0)
+    with pytest.raises(hlatc.UsageError, match="a checkpoint of 4 ranks; this step runs on 1"):
+        one.load(killed[0] / "ckpt")
+    one.step(*next(batches(1)))
+    one.save(tmp_path / "one")
+    again = hlatc.jax.Trainer(hlatc.compile_step(**OPTIONS), seed=1)
+    again.load(tmp_path / "one")
+    assert again.steps_done == 1
+    (tmp_path / "one" / "COMPLETE").unlink()
+    with pytest.raises(hlatc.FileError, match="no COMPLETE marker") as e:
+        again.load(tmp_path / "one")
+    assert e.value.path.endswith("COMPLETE")
+    shutil.copytree(killed[0] / "ckpt", tmp_path / "changed")
+    with open(tmp_path / "changed" / "rank-00000.safetensors", "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        f.write(b"\x01")
+    four = tmp_path / "changed"
+    record = json.loads((four / "COMPLETE").read_text())
+    record["world_size"] = 1
+    record["files"] = {"rank-00000.safetensors": record["files"]["rank-00000.safetensors"]}
+    (four / "COMPLETE").write_text(json.dumps(record))
+    with pytest.raises(hlatc.FileError, match="sha256 is not the one"):
+        again.load(four)
+
+
+def test_the_launcher_names_a_failed_process_and_bounds_the_run(tmp_path):
+    """No JAX here: a process that exits 3 while the other sleeps, and a
+    run past --timeout."""
+    script = tmp_path / "s.py"
+    script.write_text("import os, sys, time\n"
+                      "if os.environ['HLATC_PROCESS_ID'] == '1' and len(sys.argv) > 1:\n"
+                      "    sys.exit(3)\n"
+                      "time.sleep(60)\n")
+    base = [sys.executable, "-m", "hlatc.launch", "--processes", "2"]
+    start = time.monotonic()
+    done = subprocess.run([*base, str(script), "fail"], capture_output=True, text=True, timeout=30)
+    assert time.monotonic() - start < 15
+    assert done.returncode == 3
+    assert "process 1 of 2" in done.stderr and "exit status 3" in done.stderr, done.stderr
+    start = time.monotonic()
+    done = subprocess.run([*base, "--timeout", "1", str(script)], capture_output=True, text=True,
+                          timeout=30)
+    assert time.monotonic() - start < 15
+    assert done.returncode == 124 and "--timeout 1 s passed" in done.stderr, done.stderr
