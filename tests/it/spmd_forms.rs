@@ -3,7 +3,8 @@
 //! (`num_partitions=N`, `partition-id`, channels, manual shardings) and
 //! the rank fed as an `s32[1]` input give the loss, grad norm and every
 //! gathered parameter and Adam moment of the replica form reading
-//! `replica-id`, within 1e-6. What makes XLA run the partition form as
+//! `replica-id`, bit for bit (the passes see the same program, and XLA's
+//! partitioner leaves a manual one as written). What makes XLA run the partition form as
 //! written (a channel on every collective, a manual entry) is refused by
 //! the runtime when it is missing, before the plugin sees it.
 
@@ -19,7 +20,8 @@ use hlatc::spmd::{RankSource, Spmd, SpmdForm, RANK_INPUT};
 use hlatc::train_step::{build_train_step, Role, StepConfig};
 use hlatc::trainer::Trainer;
 
-const RTOL: f64 = 1e-6;
+/// Bit for bit, as measured: the issue asked for 1e-6.
+const RTOL: f64 = 0.0;
 
 const FORMS: [Spmd; 3] = [
     Spmd {
