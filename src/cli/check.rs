@@ -20,9 +20,11 @@ use std::process::ExitCode;
 /// unrecognized custom-call targets, dynamic shapes, conditionals,
 /// variadic reductions, reduce-precision, non-default RNG algorithms,
 /// reduce-window and convolution forms neuronx-cc refuses, integer ops
-/// without an integer datapath, 64-bit integers narrowed to 32 bits, and
-/// loops without a static trip count. `hlatc check --rules` lists them
-/// for the chip and SDK, with the SDK page each rule was read from.
+/// without an integer datapath, 64-bit integers narrowed to 32 bits,
+/// loops without a static trip count, gathers and scatters at iota indices
+/// past their operand, sort on trn2 and replica-id in one program for
+/// every rank. `hlatc check --rules` lists them for the chip and SDK, with
+/// the page (or public report) each rule was read from.
 ///
 /// Every finding is a line `FILE:LINE:COL: instruction %name: NCC_CODE
 /// what (detail), advice`. A rule whose page gives no code shows its own

@@ -299,6 +299,38 @@ const CASES: &[Case] = &[
         near_miss: "HloModule m, num_partitions=2\n\nENTRY e {\n  ROOT r = u32[] partition-id()\n}\n",
     },
     Case {
+        rule: "gather-iota-out-of-bounds",
+        chip: T1,
+        sdk: V232,
+        severity: R,
+        at: Some("g"),
+        detail: "iota indices in [0, 10) with a slice of 1, along operand dimension 0 of 3",
+        trigger: "HloModule m\n\nENTRY e {\n  table = f32[3,4] parameter(0)\n  i = s32[10] iota(), iota_dimension=0\n  idx = s32[10,1] reshape(i)\n  ROOT g = f32[10,4] gather(table, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}\n}\n",
+        // Exactly in bounds: the iota as long as the dimension it indexes.
+        near_miss: "HloModule m\n\nENTRY e {\n  table = f32[3,4] parameter(0)\n  i = s32[3] iota(), iota_dimension=0\n  idx = s32[3,1] reshape(i)\n  ROOT g = f32[3,4] gather(table, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}\n}\n",
+    },
+    Case {
+        rule: "scatter-iota-out-of-bounds",
+        chip: T2,
+        sdk: V232,
+        severity: R,
+        at: Some("sc"),
+        detail: "iota indices in [0, 10) with a slice of 1, along operand dimension 0 of 3",
+        trigger: "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  o = f32[3,4] parameter(0)\n  i = s32[10] iota(), iota_dimension=0\n  idx = s32[10,1] reshape(i)\n  u = f32[10,4] parameter(1)\n  ROOT sc = f32[3,4] scatter(o, idx, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n",
+        near_miss: "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  o = f32[3,4] parameter(0)\n  i = s32[3] iota(), iota_dimension=0\n  idx = s32[3,1] reshape(i)\n  u = f32[3,4] parameter(1)\n  ROOT sc = f32[3,4] scatter(o, idx, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n",
+    },
+    Case {
+        rule: "sort-trn2",
+        chip: T2,
+        sdk: V232,
+        severity: R,
+        at: Some("s"),
+        detail: "",
+        trigger: "HloModule m\n\nlt {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LT\n}\n\nENTRY e {\n  x = f32[8] parameter(0)\n  ROOT s = f32[8] sort(x), dimensions={0}, to_apply=lt\n}\n",
+        // What sort-to-topk makes of a top k: neuronx-cc's own TopK.
+        near_miss: "HloModule m\n\nENTRY e {\n  x = f32[1,8] parameter(0)\n  ROOT t = (f32[1,2], s32[1,2]) topk(x), k=2, largest=true\n}\n",
+    },
+    Case {
         rule: "conditional",
         chip: T1,
         sdk: V232,
@@ -509,4 +541,43 @@ fn a_loop_with_a_known_trip_count_in_its_backend_config_is_static() {
     );
     assert_ne!(known, case.trigger);
     assert!(check(&known, Chip::Trn1, Sdk::V2_32).findings.is_empty());
+}
+
+/// EVRF056's own example of a misconfigured model: a table of 16
+/// positions gathered at the positions of a 32-token sequence, the iota
+/// broadcast over the batch and converted as JAX and torch-xla write it.
+/// Indices that are not an iota, or a table as long as the sequence, are
+/// accepted: the check refuses only what it can prove.
+#[test]
+fn a_position_table_shorter_than_the_sequence_is_refused() {
+    let module = |rows: usize, indices: &str| {
+        format!(
+            "HloModule m\n\nENTRY e {{\n  table = f32[{rows},8] parameter(0)\n  p = s32[2,32] parameter(1)\n  i = s64[32] iota(), iota_dimension=0\n  b = s64[2,32] broadcast(i), dimensions={{1}}\n  c = s32[2,32] convert(b)\n  idx = s32[2,32,1] reshape({indices})\n  ROOT g = f32[2,32,8] gather(table, idx), offset_dims={{2}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=2, slice_sizes={{1,8}}\n}}\n"
+        )
+    };
+    for chip in [T1, T2] {
+        let report = check(&module(16, "c"), chip, V232);
+        let found: Vec<_> = report
+            .findings
+            .iter()
+            .filter(|f| f.rule.id == "gather-iota-out-of-bounds")
+            .collect();
+        assert_eq!(found.len(), 1, "{:?}", report.findings);
+        assert_eq!(
+            found[0].detail,
+            "iota indices in [0, 32) with a slice of 1, along operand dimension 0 of 16"
+        );
+        assert!(report.refused());
+        for accepted in [module(32, "c"), module(16, "p")] {
+            let report = check(&accepted, chip, V232);
+            assert!(
+                report
+                    .findings
+                    .iter()
+                    .all(|f| f.rule.id != "gather-iota-out-of-bounds"),
+                "{:?}",
+                report.findings
+            );
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! A match returns a detail for the finding (the type, the target, the
 //! dilation found), so the report says what matched, not only which rule.
 
+use super::index_bounds::{gather_out_of_bounds, scatter_out_of_bounds};
 use super::rules::{Matcher, TypedOp};
 use super::trip_count::has_static_trip_count;
 use hlatc_compiler::ir::op::{BinaryOp, RngAlgorithm};
@@ -74,6 +75,8 @@ pub(super) fn needs(
         Matcher::TypedOp(op, tys) => (Some(typed_opcodes(op)), Some(tys)),
         Matcher::SortComparatorOutside(_) => (Some(&["sort"]), None),
         Matcher::WhileWithoutStaticTripCount => (Some(&["while"]), None),
+        Matcher::GatherIotaOutOfBounds => (Some(&["gather"]), None),
+        Matcher::ScatterIotaOutOfBounds => (Some(&["scatter"]), None),
         Matcher::Wide64BitConstant => (Some(&["constant"]), Some(S64_U64)),
         Matcher::Produces64BitInteger => (None, Some(S64_U64)),
     }
@@ -207,6 +210,8 @@ pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
             Op::While { .. } if !has_static_trip_count(s.m, s.c, s.id) => Some(String::new()),
             _ => None,
         },
+        Matcher::GatherIotaOutOfBounds => gather_out_of_bounds(s.c, s.id),
+        Matcher::ScatterIotaOutOfBounds => scatter_out_of_bounds(s.c, s.id),
         Matcher::Wide64BitConstant => match s.op() {
             Op::Constant(l) if matches!(l.ty(), ElementType::S64 | ElementType::U64) => {
                 (0..l.element_count()).find_map(|i| match l.get(i) {

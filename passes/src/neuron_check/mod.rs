@@ -9,12 +9,15 @@
 //! - `rules`: the rule table (data, with its sources in the Neuron SDK);
 //! - `matcher`: how a rule's matcher is evaluated on an instruction;
 //! - `trip_count`: whether a while loop's trip count is static;
+//! - `index_bounds`: gathers and scatters at iota indices past their
+//!   operand;
 //! - `instructions`: a lower bound on neuronx-cc's instruction count;
 //! - `report`: findings and how they read.
 //!
 //! The check never changes the module.
 
 mod chip;
+mod index_bounds;
 mod instructions;
 mod matcher;
 mod report;

@@ -128,6 +128,11 @@ pub enum Matcher {
     SortComparatorOutside(&'static [ComparisonDirection]),
     /// `while` whose trip count hlatc cannot find (see `trip_count.rs`).
     WhileWithoutStaticTripCount,
+    /// `gather` whose indices are an iota reaching past the operand (see
+    /// `index_bounds.rs`).
+    GatherIotaOutOfBounds,
+    /// `scatter` whose indices are an iota reaching past the operand.
+    ScatterIotaOutOfBounds,
     /// An `s64` or `u64` constant with a value outside 32 bits.
     Wide64BitConstant,
     /// A result of type `s64` or `u64` (narrowed to 32 bits).
@@ -168,6 +173,12 @@ const CHIPS: &[Chip] = &Chip::ALL;
 const SDKS: &[Sdk] = &Sdk::ALL;
 const REFUSED: &[When] = &[When {
     chips: CHIPS,
+    sdks: SDKS,
+    severity: Severity::Refusal,
+}];
+/// Refused on trn2 under every SDK; nothing on trn1.
+const TRN2_REFUSED: &[When] = &[When {
+    chips: &[Chip::Trn2],
     sdks: SDKS,
     severity: Severity::Refusal,
 }];
@@ -242,6 +253,13 @@ const DATA_TYPES: &str = "about-neuron/arch/neuron-features/data-types.rst";
 const JAX_KNOWN_ISSUES: &str = "frameworks/jax/setup/jax-neuronx-known-issues.rst";
 const COMPILER_NOTES: &str = "release-notes/components/compiler.rst";
 const CLI_REFERENCE: &str = "compiler/neuronx-cc/api-reference-guide/index.rst";
+/// The torch-neuronx page that says neuronx-cc does not support `sort`.
+const TORCH_NEURONX_TRACE: &str =
+    "frameworks/torch/torch-neuronx/api-reference-guide/inference/api-torch-neuronx-trace.rst";
+/// Not a page of the SDK: a public report of `sort` refused by neuronx-cc
+/// (on trn1, before 2.18 supported it there); trn2's own message, "[NCC_EVRF029]
+/// Operation sort is not supported on trn2", has no page.
+const SORT_REPORT: &str = "https://github.com/aws-neuron/aws-neuron-sdk/issues/868";
 /// Not a page of the SDK: NxD's `SPMDRank`, whose docstring is the one
 /// public word on `replica-id` in a program every rank runs.
 const NXD_SPMD_RANK: &str =
@@ -602,6 +620,33 @@ pub const RULES: &[Rule] = &[
         sources: &[NXD_SPMD_RANK],
     },
     Rule {
+        id: "gather-iota-out-of-bounds",
+        code: Code::Ncc("EVRF056"),
+        matcher: Matcher::GatherIotaOutOfBounds,
+        when: REFUSED,
+        what: "gathers at indices from an iota that run past the operand's dimension",
+        advice: "make the iota no longer than the dimension it indexes (a position table needs max_position_embeddings >= the sequence length)",
+        sources: &[page!("EVRF056")],
+    },
+    Rule {
+        id: "scatter-iota-out-of-bounds",
+        code: Code::Ncc("EVRF031"),
+        matcher: Matcher::ScatterIotaOutOfBounds,
+        when: REFUSED,
+        what: "scatters at indices from an iota that run past the operand's dimension",
+        advice: "make the iota (and the updates) no longer than the dimension it indexes",
+        sources: &[page!("EVRF031")],
+    },
+    Rule {
+        id: "sort-trn2",
+        code: Code::Undocumented,
+        matcher: Matcher::Opcode("sort"),
+        when: TRN2_REFUSED,
+        what: "is a sort, which neuronx-cc does not support on trn2 (it reports NCC_EVRF029, a code without a page)",
+        advice: "a top k of a descending sort becomes AwsNeuronTopK with `hlatc opt --target neuron` (pass sort-to-topk); otherwise sort on the host or with an NKI kernel",
+        sources: &[TORCH_NEURONX_TRACE, SORT_REPORT],
+    },
+    Rule {
         id: "conditional",
         code: Code::Undocumented,
         matcher: Matcher::Opcode("conditional"),
@@ -726,7 +771,7 @@ mod tests {
             assert!(
                 r.sources
                     .iter()
-                    .all(|s| s.ends_with(".rst") || *s == NXD_SPMD_RANK),
+                    .all(|s| s.ends_with(".rst") || [NXD_SPMD_RANK, SORT_REPORT].contains(s)),
                 "{}",
                 r.id
             );
@@ -752,6 +797,12 @@ mod tests {
         );
         assert_eq!(
             dot32.severity(Chip::Trn2, Sdk::Next),
+            Some(Severity::Refusal)
+        );
+        let sort = rule("sort-trn2").unwrap();
+        assert_eq!(sort.severity(Chip::Trn1, Sdk::Next), None);
+        assert_eq!(
+            sort.severity(Chip::Trn2, Sdk::V2_32),
             Some(Severity::Refusal)
         );
         let narrowed = rule("narrowed-64-bit-integer").unwrap();
