@@ -22,8 +22,9 @@ use std::process::ExitCode;
 /// reduce-window and convolution forms neuronx-cc refuses, integer ops
 /// without an integer datapath, 64-bit integers narrowed to 32 bits,
 /// loops without a static trip count, gathers and scatters at iota indices
-/// past their operand, sort on trn2 and replica-id in one program for
-/// every rank. `hlatc check --rules` lists them for the chip and SDK, with
+/// past their operand, sort on trn2, replica-id in one program for every
+/// rank, and input and output tensors past a core's HBM (16 GiB on trn1,
+/// 24 GiB on trn2). `hlatc check --rules` lists them for the chip and SDK, with
 /// the page (or public report) each rule was read from.
 ///
 /// Every finding is a line `FILE:LINE:COL: instruction %name: NCC_CODE

@@ -391,14 +391,38 @@ const CASES: &[Case] = &[
         near_miss: "HloModule m\n\nENTRY e {\n  a = f32[2,2] parameter(0)\n  b = f32[2,2] parameter(1)\n  ROOT x = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
     },
     Case {
+        rule: "io-over-hbm",
+        chip: T1,
+        sdk: V232,
+        severity: R,
+        at: None,
+        detail: "inputs and outputs 40.00 GiB, of trn1's 16.00 GiB per core",
+        // 20 GiB in, 20 GiB out.
+        trigger: "HloModule m\n\nENTRY e {\n  p = f32[5,1024,1024,1024] parameter(0)\n  ROOT n = f32[5,1024,1024,1024] negate(p)\n}\n",
+        // 4 GiB in and 4 out: with as much again of scratch, 16 GiB.
+        near_miss: "HloModule m\n\nENTRY e {\n  p = f32[1,1024,1024,1024] parameter(0)\n  ROOT n = f32[1,1024,1024,1024] negate(p)\n}\n",
+    },
+    Case {
+        rule: "io-and-scratch-over-hbm",
+        chip: T1,
+        sdk: V232,
+        severity: W,
+        at: None,
+        detail: "inputs and outputs 12.00 GiB, twice that 24.00 GiB, of trn1's 16.00 GiB per core",
+        // 12 GiB updated in place: the output reuses the input's buffer.
+        trigger: "HloModule m, input_output_alias={ {}: (0, {}, may-alias) }\n\nENTRY e {\n  p = f32[3,1024,1024,1024] parameter(0)\n  ROOT n = f32[3,1024,1024,1024] negate(p)\n}\n",
+        near_miss: "HloModule m, input_output_alias={ {}: (0, {}, may-alias) }\n\nENTRY e {\n  p = f32[2,1024,1024,1024] parameter(0)\n  ROOT n = f32[2,1024,1024,1024] negate(p)\n}\n",
+    },
+    Case {
         rule: "instruction-limit",
         chip: T1,
         sdk: V232,
         severity: W,
         at: None,
-        // 512 x 512 x 128 tiles of 128 x 128 x 512.
-        detail: "at least 33554432 TensorE instructions, of a limit of 5000000",
-        trigger: "HloModule m\n\nENTRY e {\n  a = bf16[65536,65536] parameter(0)\n  b = bf16[65536,65536] parameter(1)\n  ROOT d = bf16[65536,65536] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+        // 288 x 288 x 72 tiles of 128 x 128 x 512; its inputs and output
+        // (7.59 GiB, twice that 15.19 GiB) fit a trn1 core.
+        detail: "at least 5971968 TensorE instructions, of a limit of 5000000",
+        trigger: "HloModule m\n\nENTRY e {\n  a = bf16[36864,36864] parameter(0)\n  b = bf16[36864,36864] parameter(1)\n  ROOT d = bf16[36864,36864] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
         near_miss: "HloModule m\n\nENTRY e {\n  a = bf16[16384,16384] parameter(0)\n  b = bf16[16384,16384] parameter(1)\n  ROOT d = bf16[16384,16384] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
     },
 ];

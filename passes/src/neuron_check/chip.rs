@@ -29,6 +29,15 @@ impl Chip {
     pub fn from_name(s: &str) -> Option<Chip> {
         Self::ALL.into_iter().find(|c| c.name() == s)
     }
+
+    /// HBM per NeuronCore, as the SDK states it: 16 GiB on Trn1; 24 GiB on
+    /// Trn2 with its default logical core of two physical ones (LNC=2).
+    pub fn hbm_per_core(self) -> u64 {
+        match self {
+            Chip::Trn1 => 16 << 30,
+            Chip::Trn2 => 24 << 30,
+        }
+    }
 }
 
 impl fmt::Display for Chip {

@@ -61,7 +61,10 @@ pub(super) fn needs(
     match *matcher {
         Matcher::ElementType(tys) => (None, Some(tys)),
         Matcher::ComplexOutside(_) => (None, Some(&[ElementType::C64])),
-        Matcher::DynamicShape | Matcher::InstructionLimit(_) => (None, None),
+        Matcher::DynamicShape
+        | Matcher::InstructionLimit(_)
+        | Matcher::IoOverHbm
+        | Matcher::IoAndScratchOverHbm => (None, None),
         Matcher::Opcode(ref opcode) => (Some(std::slice::from_ref(opcode)), None),
         Matcher::CustomCallTargetNotIn(_) => (Some(&["custom-call"]), None),
         Matcher::RngAlgorithmNotDefault => (Some(&["rng-bit-generator"]), None),
@@ -123,7 +126,8 @@ impl Site<'_> {
 }
 
 /// Whether `matcher` matches the instruction at `s`, and if so what it
-/// found. [`Matcher::InstructionLimit`] never matches an instruction.
+/// found. The module's own matchers ([`Matcher::InstructionLimit`] and
+/// the memory ones) never match an instruction.
 pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
     match *matcher {
         Matcher::ElementType(tys) => s
@@ -226,7 +230,7 @@ pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
             .types
             .first_of(&[ElementType::S64, ElementType::U64])
             .map(|t| format!("{} result", t.name())),
-        Matcher::InstructionLimit(_) => None,
+        Matcher::InstructionLimit(_) | Matcher::IoOverHbm | Matcher::IoAndScratchOverHbm => None,
     }
 }
 

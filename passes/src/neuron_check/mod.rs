@@ -12,11 +12,13 @@
 //! - `index_bounds`: gathers and scatters at iota indices past their
 //!   operand;
 //! - `instructions`: a lower bound on neuronx-cc's instruction count;
+//! - `hbm`: a module's device memory from its inputs and outputs;
 //! - `report`: findings and how they read.
 //!
 //! The check never changes the module.
 
 mod chip;
+mod hbm;
 mod index_bounds;
 mod instructions;
 mod matcher;
@@ -39,6 +41,27 @@ use matcher::{matches, needs, Site, Types};
 /// Checks `m` against every rule that applies on `chip` under `sdk`'s
 /// defaults.
 pub fn check_module(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
+    check(m, chip, sdk, Memory::FromBoundary)
+}
+
+/// [`check_module`] for a training step hlatc built, whose memory plan
+/// (which counts its activations, and follows `--device-memory`) decides
+/// whether it fits a core: the module-level memory rules, an estimate
+/// from the boundary alone, are left to it.
+pub fn check_planned_step(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
+    check(m, chip, sdk, Memory::Planned)
+}
+
+/// Who judges a module's device memory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Memory {
+    /// The rules, from its inputs and outputs ([`hbm`]).
+    FromBoundary,
+    /// The step's memory plan, outside the check.
+    Planned,
+}
+
+fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
     let held = Types::of_module(m);
     let opcodes: FxHashSet<&'static str> = m
         .computations
@@ -51,6 +74,10 @@ pub fn check_module(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
             let (ops, tys) = needs(&r.matcher);
             ops.is_none_or(|ops| ops.iter().any(|o| opcodes.contains(o)))
                 && tys.is_none_or(|tys| held.first_of(tys).is_some())
+        })
+        .filter(|r| {
+            memory == Memory::FromBoundary
+                || !matches!(r.matcher, Matcher::IoOverHbm | Matcher::IoAndScratchOverHbm)
         })
         .filter_map(|r| r.severity(chip, sdk).map(|s| (r, s)))
         .collect();
@@ -79,19 +106,43 @@ pub fn check_module(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
         }
     }
     let tensor_instructions = matmul_instructions(m);
+    let io = hbm::io_bytes(m);
+    let core = chip.hbm_per_core();
     for &(rule, severity) in &rules {
-        if let Matcher::InstructionLimit(limit) = rule.matcher {
-            if tensor_instructions > limit {
-                findings.push(Finding {
-                    rule,
-                    severity,
-                    computation: m.entry().name.clone(),
-                    instruction: None,
-                    detail: format!(
-                        "at least {tensor_instructions} TensorE instructions, of a limit of {limit}"
-                    ),
-                });
+        let detail = match rule.matcher {
+            Matcher::InstructionLimit(limit) => (tensor_instructions > limit).then(|| {
+                format!(
+                    "at least {tensor_instructions} TensorE instructions, of a limit of {limit}"
+                )
+            }),
+            Matcher::IoOverHbm => (io > core).then(|| {
+                format!(
+                    "inputs and outputs {}, of {chip}'s {} per core",
+                    hbm::gib(io),
+                    hbm::gib(core)
+                )
+            }),
+            // Beyond the core already, the refusal above says it.
+            Matcher::IoAndScratchOverHbm => {
+                (io <= core && io.saturating_mul(2) > core).then(|| {
+                    format!(
+                        "inputs and outputs {}, twice that {}, of {chip}'s {} per core",
+                        hbm::gib(io),
+                        hbm::gib(io.saturating_mul(2)),
+                        hbm::gib(core)
+                    )
+                })
             }
+            _ => None,
+        };
+        if let Some(detail) = detail {
+            findings.push(Finding {
+                rule,
+                severity,
+                computation: m.entry().name.clone(),
+                instruction: None,
+                detail,
+            });
         }
     }
     // Stable: within a severity, findings keep the module's order.

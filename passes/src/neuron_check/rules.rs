@@ -95,7 +95,8 @@ pub enum TypedOp {
 }
 
 /// What a rule looks for. Each is evaluated per instruction, except
-/// [`Matcher::InstructionLimit`], which is the module's.
+/// [`Matcher::InstructionLimit`], [`Matcher::IoOverHbm`] and
+/// [`Matcher::IoAndScratchOverHbm`], which are the module's.
 #[derive(Clone, Copy, Debug)]
 pub enum Matcher {
     /// The instruction's result or an operand holds one of these types.
@@ -140,6 +141,12 @@ pub enum Matcher {
     /// The module's TensorE instructions, at least (see
     /// `instructions.rs`), above this many.
     InstructionLimit(u64),
+    /// The module's input and output tensors (see `hbm.rs`) beyond a
+    /// core's HBM.
+    IoOverHbm,
+    /// The module's input and output tensors within a core's HBM, but not
+    /// with as much again of scratchpad.
+    IoAndScratchOverHbm,
 }
 
 /// One thing neuronx-cc refuses or warns about.
@@ -253,6 +260,9 @@ const DATA_TYPES: &str = "about-neuron/arch/neuron-features/data-types.rst";
 const JAX_KNOWN_ISSUES: &str = "frameworks/jax/setup/jax-neuronx-known-issues.rst";
 const COMPILER_NOTES: &str = "release-notes/components/compiler.rst";
 const CLI_REFERENCE: &str = "compiler/neuronx-cc/api-reference-guide/index.rst";
+/// Where the SDK gives a NeuronCore's HBM: 16 GB on trn1, 24 GB on trn2
+/// with LNC=2.
+const HBM_PER_CORE: &str = "libraries/nxd-inference/developer_guides/feature-guide.rst";
 /// The torch-neuronx page that says neuronx-cc does not support `sort`.
 const TORCH_NEURONX_TRACE: &str =
     "frameworks/torch/torch-neuronx/api-reference-guide/inference/api-torch-neuronx-trace.rst";
@@ -704,6 +714,24 @@ pub const RULES: &[Rule] = &[
         what: "is a triangular-solve, an operator neuronx-cc does not support",
         advice: "multiply by the inverse instead (slower, same result), or solve on the host",
         sources: &[page!("EUOC002"), page!("EVRF001")],
+    },
+    Rule {
+        id: "io-over-hbm",
+        code: Code::Ncc("EOOM001"),
+        matcher: Matcher::IoOverHbm,
+        when: REFUSED,
+        what: "needs more device memory for its input and output tensors alone than a NeuronCore has",
+        advice: "divide it over more cores (hlatc compile --tp, --dp, --zero1) or lower the batch or sequence length",
+        sources: &[page!("EOOM001"), page!("EOOM002"), HBM_PER_CORE],
+    },
+    Rule {
+        id: "io-and-scratch-over-hbm",
+        code: Code::Ncc("EOOM002"),
+        matcher: Matcher::IoAndScratchOverHbm,
+        when: WARNED,
+        what: "fits its input and output tensors in a NeuronCore's memory, but not with as much again of scratchpad, the budget compiled modules are observed to need",
+        advice: "divide it over more cores (hlatc compile --tp, --dp, --zero1) or lower the batch or sequence length; this is an estimate, which neuronx-cc decides",
+        sources: &[page!("EOOM001"), page!("EOOM002"), HBM_PER_CORE],
     },
     Rule {
         id: "instruction-limit",

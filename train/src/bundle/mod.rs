@@ -396,7 +396,9 @@ pub struct Preflight {
 /// findings are located.
 fn preflight(step: &TrainStep, text: &str, dir: &Path) -> Result<Preflight, Error> {
     let t0 = Instant::now();
-    let report = neuron_check::check_module(&step.module, NEURON_CHIP, Sdk::default());
+    // The step's memory plan, checked against --device-memory, decides
+    // whether it fits.
+    let report = neuron_check::check_planned_step(&step.module, NEURON_CHIP, Sdk::default());
     let time = t0.elapsed();
     // Only findings about instructions need the text read for positions.
     let positions = report

@@ -1,0 +1,38 @@
+//! A module's device memory from its boundary alone, for any module (hlatc's
+//! own steps have a memory plan that counts their activations too): the
+//! bytes of its inputs and of its outputs that do not reuse an input's
+//! buffer (`input_output_alias`). neuronx-cc places the I/O tensors in a
+//! core's HBM beside its scratchpad and spills (the EOOM001 page's list),
+//! so I/O beyond the core can never fit; I/O with as much again of scratch
+//! (the budget observed for compiled modules) is an estimate, not a proof.
+
+use hlatc_compiler::{Module, Shape};
+
+/// Bytes of the entry's parameters and of its result's leaves that alias
+/// no parameter.
+pub(super) fn io_bytes(m: &Module) -> u64 {
+    let e = m.entry();
+    let inputs = e
+        .parameters()
+        .into_iter()
+        .fold(0u64, |n, p| n.saturating_add(e.instr(p).shape.byte_size()));
+    let Some(root) = e.root() else {
+        return inputs;
+    };
+    let aliased = |index: &[i64]| m.input_output_alias.iter().any(|a| a.output_index == index);
+    let outputs = match &e.instr(root).shape {
+        Shape::Tuple(leaves) => leaves
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !aliased(&[*i as i64]))
+            .fold(0u64, |n, (_, s)| n.saturating_add(s.byte_size())),
+        s if !aliased(&[]) => s.byte_size(),
+        _ => 0,
+    };
+    inputs.saturating_add(outputs)
+}
+
+/// `bytes` in GiB, as findings print it.
+pub(super) fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
