@@ -6,6 +6,7 @@
 //! so I/O beyond the core can never fit; I/O with as much again of scratch
 //! (the budget observed for compiled modules) is an estimate, not a proof.
 
+use hlatc_compiler::util::fx::FxHashSet;
 use hlatc_compiler::{Module, Shape};
 
 /// Bytes of the entry's parameters and of its result's leaves that alias
@@ -19,14 +20,19 @@ pub(super) fn io_bytes(m: &Module) -> u64 {
     let Some(root) = e.root() else {
         return inputs;
     };
-    let aliased = |index: &[i64]| m.input_output_alias.iter().any(|a| a.output_index == index);
+    // A step has thousands of outputs and as many aliases: found once.
+    let aliased: FxHashSet<&[i64]> = m
+        .input_output_alias
+        .iter()
+        .map(|a| a.output_index.as_slice())
+        .collect();
     let outputs = match &e.instr(root).shape {
         Shape::Tuple(leaves) => leaves
             .iter()
             .enumerate()
-            .filter(|(i, _)| !aliased(&[*i as i64]))
+            .filter(|(i, _)| !aliased.contains(&[*i as i64][..]))
             .fold(0u64, |n, (_, s)| n.saturating_add(s.byte_size())),
-        s if !aliased(&[]) => s.byte_size(),
+        s if !aliased.contains(&[][..]) => s.byte_size(),
         _ => 0,
     };
     inputs.saturating_add(outputs)

@@ -46,8 +46,8 @@ impl Types {
 }
 
 /// What a module must hold for `matcher` to match anywhere in it: one of
-/// these opcodes (`None`: any) and one of these result types (`None`:
-/// any). Every operand is some instruction's result, so a type no
+/// these opcodes (`None`: any), which is the opcode of the instruction it
+/// matches, and one of these result types (`None`: any). Every operand is some instruction's result, so a type no
 /// instruction produces is on no operand either. The check drops a rule
 /// whose needs the module does not meet before it walks the
 /// instructions, which keeps it at a few rules per instruction.

@@ -81,18 +81,32 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
         })
         .filter_map(|r| r.severity(chip, sdk).map(|s| (r, s)))
         .collect();
+    // The module's own rules are judged once, after the walk.
+    let (module_rules, rules): (Vec<_>, Vec<_>) = rules
+        .into_iter()
+        .partition(|(r, _)| r.matcher.is_module_level());
+    // A rule about certain ops is asked only at those ops: the walk costs a
+    // few rules per instruction however many ops the table knows.
+    let rules: Vec<(&'static Rule, Severity, Option<&'static [&'static str]>)> = rules
+        .into_iter()
+        .map(|(r, s)| (r, s, needs(&r.matcher).0))
+        .collect();
     let mut findings = Vec::new();
     let mut instructions = 0;
     for c in &m.computations {
         for id in c.ids() {
             instructions += 1;
+            let opcode = c.instr(id).op.opcode();
             let site = Site {
                 m,
                 c,
                 id,
                 types: Types::of(&c.instr(id).shape),
             };
-            for &(rule, severity) in &rules {
+            for &(rule, severity, ops) in &rules {
+                if ops.is_some_and(|ops| !ops.contains(&opcode)) {
+                    continue;
+                }
                 if let Some(detail) = matches(&rule.matcher, &site) {
                     findings.push(Finding {
                         rule,
@@ -108,7 +122,7 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
     let tensor_instructions = matmul_instructions(m);
     let io = hbm::io_bytes(m);
     let core = chip.hbm_per_core();
-    for &(rule, severity) in &rules {
+    for &(rule, severity) in &module_rules {
         let detail = match rule.matcher {
             Matcher::InstructionLimit(limit) => (tensor_instructions > limit).then(|| {
                 format!(

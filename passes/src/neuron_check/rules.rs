@@ -165,6 +165,16 @@ pub struct Rule {
     pub sources: &'static [&'static str],
 }
 
+impl Matcher {
+    /// Whether it judges the whole module rather than an instruction.
+    pub fn is_module_level(&self) -> bool {
+        matches!(
+            self,
+            Matcher::InstructionLimit(_) | Matcher::IoOverHbm | Matcher::IoAndScratchOverHbm
+        )
+    }
+}
+
 impl Rule {
     /// How hard the rule applies on `chip` under `sdk`'s defaults; `None`
     /// where it does not.
