@@ -96,6 +96,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: "integer-dot-to-f32",
+            description: "computes an integer dot whose every sum provably stays within f32's exact integers (2^24: from its contracted extent and its operands' ranges, found as narrow-64-bit-integers finds them) as an f32 dot of its operands converted, converted back: bit for bit the integer dot, which neuronx-cc otherwise warns about or refuses (NCC_EVRF035); exact on Neuron where the f32 matmul stays f32 (--auto-cast=none, as hlatc's bundles pass); a dot of an operand of unknown range is left alone",
+            make: || Box::new(crate::IntegerDotToF32),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: "narrow-f64",
             description: "computes every f64 value in f32 (neither trn1 nor trn2 has f64): constants rounded to nearest even (a note names those that lost precision; a finite constant beyond f32's range is refused by name), the entry's f64 parameters and outputs become f32 (a note says so) unless the caller keeps its signature (a step hlatc builds: left alone); bitcasts, custom calls and transfers of f64 are refused",
             make: || Box::new(crate::NarrowF64),
@@ -156,7 +162,7 @@ pub fn default_pass_names(target: Target) -> Vec<&'static str> {
         "remat",
     ]);
     if target == Target::Neuron {
-        names.push("narrow-64-bit-integers");
+        names.extend(["narrow-64-bit-integers", "integer-dot-to-f32"]);
     }
     names.push("dce");
     names

@@ -300,3 +300,66 @@ fn conditional_to_select_leaves_a_branch_over_its_bound() {
     );
     assert_eq!(refusals(&out, Chip::Trn1), ["conditional"]);
 }
+
+// ---- integer-dot-to-f32 ----
+
+/// An int32 dot of int8 values (converted up, as quantized matmuls write
+/// them) over a contracted extent of `k`, plus an s32 offset that stays an
+/// integer add.
+fn int8_dot(k: usize) -> String {
+    format!(
+        "HloModule int8_dot\n\nENTRY e {{\n  a = s8[4,{k}] parameter(0)\n  b = s8[{k},3] parameter(1)\n  a32 = s32[4,{k}] convert(a)\n  b32 = s32[{k},3] convert(b)\n  d = s32[4,3] dot(a32, b32), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  one = s32[] constant(1)\n  ones = s32[4,3] broadcast(one), dimensions={{}}\n  ROOT r = s32[4,3] add(d, ones)\n}}\n"
+    )
+}
+
+/// s8 values covering the whole type, -128 and 127 included.
+fn s8s(dims: &[i64]) -> Literal {
+    let n: i64 = dims.iter().product();
+    let bytes: Vec<u8> = (0..n).map(|k| (k * 37 + 128) as u8).collect();
+    Literal::from_bytes(hlatc::compiler::ElementType::S8, dims.to_vec(), bytes).unwrap()
+}
+
+#[test]
+fn integer_dot_to_f32_makes_a_provably_small_int_dot_exact_in_f32() {
+    // 1024 products of at most 128 * 128 = 2^14: sums within 2^24.
+    let k = 1024;
+    let m = parse(&int8_dot(k));
+    // trn2 refuses an s32 dot under the next SDK; trn1 warns.
+    assert_eq!(
+        check_module(&m, Chip::Trn2, Sdk::Next)
+            .refusals()
+            .map(|f| f.rule.id)
+            .collect::<Vec<_>>(),
+        ["integer-dot-32"]
+    );
+    let (f32_dot, report) = rewritten(&m, &["integer-dot-to-f32"], Target::Neuron).unwrap();
+    assert!(report.changed());
+    for chip in [Chip::Trn1, Chip::Trn2] {
+        for sdk in [Sdk::V2_32, Sdk::Next] {
+            let found = check_module(&f32_dot, chip, sdk).findings;
+            assert!(found.is_empty(), "{chip:?} {sdk:?}: {found:?}");
+        }
+    }
+    let inputs = [s8s(&[4, k as i64]), s8s(&[k as i64, 3])];
+    let want = run(&m, &inputs);
+    let got = run(&f32_dot, &fed_as(&f32_dot, &inputs));
+    assert_identical("integer-dot-to-f32", &got, &want);
+    // Sums far from zero (up to 2^24), not only small ones, agree.
+    assert!(want[0].to_f64_vec().iter().any(|v| v.abs() > 1e5));
+}
+
+#[test]
+fn integer_dot_to_f32_leaves_a_dot_it_cannot_bound_alone() {
+    // 1025 products of up to 2^14 may pass 2^24.
+    let too_long = parse(&int8_dot(1025));
+    let (same, report) = rewritten(&too_long, &["integer-dot-to-f32"], Target::Neuron).unwrap();
+    assert!(!report.changed());
+    assert_eq!(
+        hlatc::text::print_module(&same),
+        hlatc::text::print_module(&too_long)
+    );
+    // s32 parameters: any value, no bound.
+    let unknown = parse("HloModule p\n\nENTRY e {\n  a = s32[2,2] parameter(0)\n  b = s32[2,2] parameter(1)\n  ROOT d = s32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    let (_, report) = rewritten(&unknown, &["integer-dot-to-f32"], Target::Neuron).unwrap();
+    assert!(!report.changed());
+}

@@ -564,7 +564,7 @@ pub const RULES: &[Rule] = &[
         matcher: Matcher::TypedOp(TypedOp::Dot, S32_U32),
         when: DOT_32,
         what: "multiplies 32-bit integer matrices, which run in f32 (exact only below 2^24)",
-        advice: "convert the operands to a float type, or pass --implicit-integer-downcast=dot to accept the f32 product",
+        advice: "where its sums provably stay below 2^24, pass integer-dot-to-f32 (in `hlatc opt --target neuron`) computes it exactly in f32; otherwise convert the operands to a float type, or pass --implicit-integer-downcast=dot to accept the f32 product",
         sources: &[page!("EVRF035"), COMPILER_NOTES, CLI_REFERENCE],
     },
     Rule {
@@ -573,7 +573,7 @@ pub const RULES: &[Rule] = &[
         matcher: Matcher::TypedOp(TypedOp::Dot, S64_U64),
         when: DOWNCAST,
         what: "multiplies 64-bit integer matrices, which run in f32 (exact only below 2^24)",
-        advice: "convert the operands to a float type, or pass --implicit-integer-downcast=dot to accept the f32 product",
+        advice: "where its sums provably stay below 2^24, pass integer-dot-to-f32 (in `hlatc opt --target neuron`) computes it exactly in f32; otherwise convert the operands to a float type, or pass --implicit-integer-downcast=dot to accept the f32 product",
         sources: &[page!("EVRF035"), COMPILER_NOTES, CLI_REFERENCE],
     },
     Rule {
