@@ -173,6 +173,10 @@ pub enum SpmdError {
 /// says, and returns the parameter number of the rank input it added (if
 /// any), appended after the existing ones.
 pub fn rank_source(module: &mut Module, spmd: Spmd) -> Result<Option<i64>, SpmdError> {
+    // The form the step is built in: nothing to rewrite.
+    if spmd == Spmd::default() {
+        return Ok(None);
+    }
     let entry = module.entry;
     for (ci, c) in module.computations.iter().enumerate() {
         if ci == entry.index() {
