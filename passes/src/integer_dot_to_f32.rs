@@ -22,6 +22,7 @@ use crate::context::PassContext;
 use crate::intervals::{integer_intervals, Interval};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::ModuleRewriter;
+use crate::widen_mixed_dots::{retyped, widen};
 use hlatc_compiler::{
     ArrayShape, Computation, ElementType, InstrId, Instruction, Module, Op, Shape,
 };
@@ -60,20 +61,26 @@ impl Pass for IntegerDotToF32 {
             let c = &mut m.computations[ci];
             for dot in exact {
                 let metadata = c.instr(dot).metadata.clone();
-                let as_f32 =
-                    |c: &mut Computation, names: &mut crate::rewriter::Names, x: InstrId| {
-                        let shape = with_type(&c.instr(x).shape, ElementType::F32);
-                        let stem = format!("{}.f32", c.instr(x).name);
-                        let mut convert = Instruction::new(names.fresh(&stem), shape, Op::Convert);
-                        convert.metadata = metadata.clone();
-                        c.add(convert, &[x])
-                    };
                 let operands: Vec<InstrId> = c.operand_ids(dot).to_vec();
-                let floats: Vec<InstrId> = operands.iter().map(|&x| as_f32(c, names, x)).collect();
+                // An integer dot's operands and result are arrays
+                // (`integer_dot`).
+                let shapes: Option<Vec<ArrayShape>> = operands
+                    .iter()
+                    .map(|&x| c.instr(x).shape.as_array().cloned())
+                    .collect();
                 let original = c.instr(dot).clone();
+                let (Some(shapes), Some(result)) = (shapes, original.shape.as_array().cloned())
+                else {
+                    continue;
+                };
+                let floats: Vec<InstrId> = operands
+                    .into_iter()
+                    .zip(shapes)
+                    .map(|(x, from)| widen(c, names, x, from, ElementType::F32, metadata.clone()))
+                    .collect();
                 let mut f32_dot = Instruction::new(
                     names.fresh(&format!("{}.f32", original.name)),
-                    with_type(&original.shape, ElementType::F32),
+                    retyped(result, ElementType::F32),
                     original.op.clone(),
                 );
                 f32_dot.metadata = metadata.clone();
@@ -140,16 +147,4 @@ fn fits_f32(c: &Computation, id: InstrId, of: &dyn Fn(InstrId) -> Option<Interva
         lo <= low && bound <= hi
     });
     bound <= F32_EXACT && signed_ok
-}
-
-/// `shape` with element type `ty`, its dimensions and layout kept.
-fn with_type(shape: &Shape, ty: ElementType) -> Shape {
-    match shape {
-        Shape::Array(a) => Shape::Array(ArrayShape {
-            ty,
-            physical: None,
-            ..a.clone()
-        }),
-        other => other.clone(),
-    }
 }

@@ -116,7 +116,9 @@ impl Pass for WidenMixedDots {
 
 /// `x` (of shape `from`) converted to `wide`, with the dimensions, dynamic
 /// ones too, and order of `from`; its tiles and memory space stay its own.
-fn widen(
+/// Named `X.TYPE`, with `metadata`. `integer-dot-to-f32` converts its
+/// operands the same way.
+pub(crate) fn widen(
     c: &mut Computation,
     names: &mut Names,
     x: InstrId,
@@ -125,14 +127,19 @@ fn widen(
     metadata: Metadata,
 ) -> InstrId {
     let stem = format!("{}.{wide}", c.instr(x).name);
-    let shape = Shape::Array(ArrayShape {
-        ty: wide,
-        physical: None,
-        ..from
-    });
-    let mut convert = Instruction::new(names.fresh(&stem), shape, Op::Convert);
+    let mut convert = Instruction::new(names.fresh(&stem), retyped(from, wide), Op::Convert);
     convert.metadata = metadata;
     c.add(convert, &[x])
+}
+
+/// An array shape of `from`'s dimensions and order in type `ty`, without
+/// `from`'s tiles and memory space.
+pub(crate) fn retyped(from: ArrayShape, ty: ElementType) -> Shape {
+    Shape::Array(ArrayShape {
+        ty,
+        physical: None,
+        ..from
+    })
 }
 
 /// Whether `ty` is a float type narrower than `wide` (f16, bf16, f32 or

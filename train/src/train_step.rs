@@ -74,6 +74,16 @@ impl StepConfig {
         self
     }
 
+    /// The SPMD form the step is written in: [`StepConfig::spmd`] for a
+    /// sharded step; a step of one device has no form to choose, and is
+    /// the default's.
+    pub fn spmd_in_effect(&self) -> Spmd {
+        match self.parallel.is_single() {
+            true => Spmd::default(),
+            false => self.spmd,
+        }
+    }
+
     /// Bytes of the state a step carries, over all ranks: parameters, the
     /// f32 master copy where the precision keeps one, and both Adam moments.
     pub fn state_bytes(&self) -> i64 {
@@ -303,18 +313,13 @@ impl TrainStep {
         (mut inputs, outputs): (Vec<TensorSpec>, Vec<TensorSpec>),
         times: StageTimes,
     ) -> Result<TrainStep, StepError> {
-        let spmd = match cfg.parallel.is_single() {
-            true => Spmd::default(),
-            false => cfg.spmd,
-        };
+        let spmd = cfg.spmd_in_effect();
         spmd.set_devices(&mut module, cfg.parallel);
-        if !cfg.parallel.is_single() {
-            if let Some(number) = spmd::rank_source(&mut module, spmd)? {
-                debug_assert_eq!(number as usize, inputs.len());
-                inputs.push(spec(RANK_INPUT, ElementType::S32, &[1], Role::Rank));
-            }
-            spmd::channels_and_shardings(&mut module, spmd);
+        if let Some(number) = spmd::rank_source(&mut module, spmd)? {
+            debug_assert_eq!(number as usize, inputs.len());
+            inputs.push(spec(RANK_INPUT, ElementType::S32, &[1], Role::Rank));
         }
+        spmd::channels_and_shardings(&mut module, spmd);
         Ok(TrainStep {
             module,
             inputs,

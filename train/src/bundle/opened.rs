@@ -111,7 +111,7 @@ impl OpenedBundle {
             })?;
         hlatc_compiler::verify(&module).map_err(|source| Error::Verify { path, source })?;
         self.config
-            .spmd
+            .spmd_in_effect()
             .set_devices(&mut module, self.config.parallel);
         Ok(module)
     }
@@ -151,11 +151,7 @@ impl OpenedBundle {
 /// Neuron custom calls as the same math in plain HLO. Also whether there
 /// were any.
 pub fn for_cpu(mut module: Module, cfg: &StepConfig) -> Result<(Module, bool), Error> {
-    let spmd = match cfg.parallel.is_single() {
-        true => Default::default(),
-        false => cfg.spmd,
-    };
-    spmd.set_devices(&mut module, cfg.parallel);
+    cfg.spmd_in_effect().set_devices(&mut module, cfg.parallel);
     let lowered = lower_for_cpu(&mut module)?;
     Ok((module, lowered))
 }
