@@ -162,6 +162,7 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             )
         }),
         T::Usage(_) => raise::<UsageError>(message, &[]),
+        T::Loader(_) | T::Checkpoint(_) => raise::<UsageError>(message, &[]),
     }
 }
 
@@ -185,6 +186,13 @@ fn batch_error(e: &hlatc::batch_check::BatchError) -> PyErr {
                 ..
             }
             | B::Decreasing {
+                input,
+                row,
+                col,
+                value,
+                ..
+            }
+            | B::DocumentAfterPadding {
                 input,
                 row,
                 col,

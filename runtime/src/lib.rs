@@ -37,7 +37,10 @@ pub mod xla_cpu_flags;
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
-pub use tensors::{read_safetensors, write_safetensors, SafetensorsIndex, TensorFileError};
+pub use tensors::{
+    read_safetensors, safetensors_bytes, safetensors_from_bytes, write_safetensors, SafetensorsIndex,
+    TensorFileError,
+};
 pub use xla_cpu_flags::Emitters;
 
 use hlatc_compiler::{formats::proto, verify, Literal, Module, Shape, VerifyError};

@@ -86,6 +86,15 @@ pub fn read_safetensors(path: &Path) -> Result<BTreeMap<String, Literal>, Tensor
         path: p.clone(),
         message: e.to_string(),
     })?;
+    safetensors_from_bytes(&bytes, &p)
+}
+
+/// Every tensor of a safetensors file's `bytes` (read from `p`), by name.
+pub fn safetensors_from_bytes(
+    bytes: &[u8],
+    p: &str,
+) -> Result<BTreeMap<String, Literal>, TensorFileError> {
+    let p = p.to_string();
     let st = SafeTensors::deserialize(&bytes).map_err(|e| TensorFileError::Format {
         path: p.clone(),
         message: explain(&e, bytes.len()),
@@ -115,6 +124,19 @@ pub fn write_safetensors(
     tensors: &[(String, Literal)],
 ) -> Result<(), TensorFileError> {
     let p = path.display().to_string();
+    let bytes = safetensors_bytes(tensors, &p)?;
+    crate::atomic_file::write_atomic(path, &bytes).map_err(|e| TensorFileError::Io {
+        path: p,
+        message: e.to_string(),
+    })
+}
+
+/// `tensors` as the bytes of a safetensors file (to be written to `p`).
+pub fn safetensors_bytes(
+    tensors: &[(String, Literal)],
+    p: &str,
+) -> Result<Vec<u8>, TensorFileError> {
+    let p = p.to_string();
     let views: Vec<(String, TensorView)> = tensors
         .iter()
         .map(|(n, l)| {
@@ -132,13 +154,9 @@ pub fn write_safetensors(
                 })
         })
         .collect::<Result<_, _>>()?;
-    let bytes = safetensors::serialize(views, &None).map_err(|e| TensorFileError::Format {
+    safetensors::serialize(views, &None).map_err(|e| TensorFileError::Format {
         path: p.clone(),
         message: explain(&e, 0),
-    })?;
-    crate::atomic_file::write_atomic(path, &bytes).map_err(|e| TensorFileError::Io {
-        path: p,
-        message: e.to_string(),
     })
 }
 

@@ -38,6 +38,14 @@ pub enum BatchError {
         value: i64,
         previous: i64,
     },
+    #[error("{input}[{row}, {col}] is {value}, after the padding (segment id 0) that starts at column {padding_from}: padding ends a row")]
+    DocumentAfterPadding {
+        input: String,
+        row: usize,
+        col: usize,
+        value: i64,
+        padding_from: usize,
+    },
     #[error("{input} is {dtype}{dims:?}; a batch input is an integer [batch, seq]")]
     NotIds {
         input: String,
@@ -109,14 +117,30 @@ pub fn check_ids(
 
 /// Fails where a row's segment ids are not a packing: each document's
 /// tokens contiguous, and the ids never decreasing along the row (as a
-/// packing dataloader numbers documents in order).
+/// packing dataloader numbers documents in order), but for padding at the
+/// end of a row, segment id 0 after higher ids (MaxText's and T5's packed
+/// convention), which nothing but padding may follow.
 pub fn check_segment_ids(input: &str, ids: &Literal) -> Result<(), BatchError> {
     let (values, seq) = rows(input, ids)?;
     for (row, r) in values.chunks(seq).enumerate() {
         // Each document's last column so far.
         let mut last: HashMap<i64, usize> = HashMap::new();
+        let mut padding_from = None;
         for (col, &value) in r.iter().enumerate() {
+            if let Some(padding_from) = padding_from.filter(|_| value != 0) {
+                return Err(BatchError::DocumentAfterPadding {
+                    input: input.to_string(),
+                    row,
+                    col,
+                    value,
+                    padding_from,
+                });
+            }
             if col > 0 && r[col - 1] != value {
+                if value == 0 {
+                    padding_from = Some(col);
+                    continue;
+                }
                 if let Some(&ended) = last.get(&value) {
                     return Err(BatchError::DocumentResumed {
                         input: input.to_string(),
@@ -179,6 +203,21 @@ mod tests {
     #[test]
     fn segment_ids_must_be_a_packing() {
         check_segment_ids("segment_ids", &ids(&[&[1, 1, 2, 3], &[0, 0, 0, 7]])).unwrap();
+        // Padding after the last document, as MaxText and T5 pack.
+        check_segment_ids("segment_ids", &ids(&[&[1, 2, 0, 0], &[3, 3, 3, 0]])).unwrap();
+        let e = check_segment_ids("segment_ids", &ids(&[&[1, 2, 0, 3]])).unwrap_err();
+        assert_eq!(
+            e,
+            BatchError::DocumentAfterPadding {
+                input: "segment_ids".into(),
+                row: 0,
+                col: 3,
+                value: 3,
+                padding_from: 2
+            }
+        );
+        let e = check_segment_ids("segment_ids", &ids(&[&[1, 2, 0, 2]])).unwrap_err();
+        assert!(matches!(e, BatchError::DocumentAfterPadding { col: 3, .. }));
         let e = check_segment_ids("segment_ids", &ids(&[&[1, 1, 2, 1]])).unwrap_err();
         assert_eq!(
             e,

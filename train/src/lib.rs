@@ -14,15 +14,19 @@
 //! - [`bundle`]: the module, its manifest and the Neuron compile flags on
 //!   disk, written whole or not at all; [`check`] re-reads and runs one;
 //! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU;
+//!   [`loader`]: text or token ids, tokenized and packed as training runs;
+//!   [`checkpoint`]: the checkpoints a run saves as it goes and resumes from;
 //!   [`initial_inputs`]: every input's start value, from its role;
 //!   [`batch_check`]: token, target and segment ids checked before a run.
 
 pub mod batch_check;
 pub mod bundle;
 pub mod check;
+pub mod checkpoint;
 pub mod data;
 pub mod grad_accum;
 pub mod initial_inputs;
+pub mod loader;
 pub mod memory_plan;
 pub mod optimizer;
 pub mod precision;
@@ -68,6 +72,10 @@ pub enum Error {
     Pass(#[from] hlatc_passes::PassError),
     #[error(transparent)]
     Batch(#[from] batch_check::BatchError),
+    #[error(transparent)]
+    Loader(#[from] loader::LoaderError),
+    #[error(transparent)]
+    Checkpoint(#[from] checkpoint::CheckpointError),
     /// neuronx-cc would refuse the module (the Neuron pre-flight found a
     /// refusal): nothing was written to `dir`.
     #[error("{}", bundle::refusal_message(dir, findings))]

@@ -33,14 +33,26 @@ fn bad(path: &Path, message: impl Into<String>) -> Error {
 }
 
 /// A little-endian unsigned integer of 1 to 8 bytes.
-fn le_u64(bytes: &[u8]) -> u64 {
+pub(crate) fn le_u64(bytes: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     b[..bytes.len()].copy_from_slice(bytes);
     u64::from_le_bytes(b)
 }
 
-/// The ids of a `.npy` file: a 1-D C-order array of `u1/u2/u4/u8/i1/i2/i4/i8`.
-fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
+/// Where a `.npy` file's ids are and how each is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NpyLayout {
+    pub signed: bool,
+    /// Bytes per id.
+    pub width: usize,
+    pub len: usize,
+    /// Byte offset of the first id.
+    pub data_start: usize,
+}
+
+/// The header of a `.npy` file (`bytes` holds at least its header): a 1-D
+/// C-order array of `u1/u2/u4/u8/i1/i2/i4/i8`.
+pub(crate) fn npy_layout(path: &Path, bytes: &[u8]) -> Result<NpyLayout, Error> {
     if !bytes.starts_with(b"\x93NUMPY") || bytes.len() < 10 {
         return Err(bad(path, "not a .npy file (no \\x93NUMPY magic)"));
     }
@@ -102,10 +114,30 @@ fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
             ))
         }
     };
-    let data = &bytes[start + header_len..];
-    let n: usize = dims[0]
+    let len: usize = dims[0]
         .parse()
         .map_err(|_| bad(path, format!("bad .npy length '{}'", dims[0])))?;
+    Ok(NpyLayout {
+        signed,
+        width,
+        len,
+        data_start: start + header_len,
+    })
+}
+
+/// Id `index` of a `.npy` array, from its `width` bytes `c`.
+pub(crate) fn npy_id(path: &Path, layout: &NpyLayout, index: usize, c: &[u8]) -> Result<u64, Error> {
+    if layout.signed && c[layout.width - 1] & 0x80 != 0 {
+        return Err(bad(path, format!("token {index} is negative")));
+    }
+    Ok(le_u64(c))
+}
+
+/// The ids of a `.npy` file.
+fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
+    let layout = npy_layout(path, bytes)?;
+    let data = &bytes[layout.data_start..];
+    let (n, width) = (layout.len, layout.width);
     if data.len() != n * width {
         return Err(bad(
             path,
@@ -117,14 +149,7 @@ fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
     }
     data.chunks(width)
         .enumerate()
-        .map(|(i, c)| {
-            let v = le_u64(c);
-            let negative = signed && c[width - 1] & 0x80 != 0;
-            if negative {
-                return Err(bad(path, format!("token {i} is negative")));
-            }
-            Ok(v)
-        })
+        .map(|(i, c)| npy_id(path, &layout, i, c))
         .collect()
 }
 

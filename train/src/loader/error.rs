@@ -1,0 +1,106 @@
+//! What the loader fails with: each variant names the file and the place in
+//! it (line, column or byte offset), or the setting at fault.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoaderError {
+    #[error("{pattern}: matches no file")]
+    NoMatch { pattern: String },
+    #[error("{pattern}: not a valid glob pattern: {message}")]
+    BadPattern { pattern: String, message: String },
+    #[error("no corpus was given")]
+    NoSources,
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: malformed JSON: {message}", path.display())]
+    MalformedJson {
+        path: PathBuf,
+        line: u64,
+        column: usize,
+        message: String,
+    },
+    #[error("{}:{line}: a JSONL record is an object; this line is {found}", path.display())]
+    NotAnObject {
+        path: PathBuf,
+        line: u64,
+        found: &'static str,
+    },
+    #[error("{}:{line}: the record has no field '{field}' (name the text field with --text-field)", path.display())]
+    MissingField {
+        path: PathBuf,
+        line: u64,
+        field: String,
+    },
+    #[error("{}:{line}: field '{field}' is {found}, not a string", path.display())]
+    FieldNotText {
+        path: PathBuf,
+        line: u64,
+        field: String,
+        found: &'static str,
+    },
+    #[error("{}: byte {offset} is not UTF-8 text", path.display())]
+    NotUtf8 { path: PathBuf, offset: u64 },
+    #[error("{}: {message}", path.display())]
+    TokenFile { path: PathBuf, message: String },
+    #[error("{}: id {index} is {id}, outside the model's vocabulary 0..{vocab}", path.display())]
+    IdOutsideVocabulary {
+        path: PathBuf,
+        index: u64,
+        id: u64,
+        vocab: i64,
+    },
+    #[error("{}: not a tokenizer hlatc can load: {message}", path.display())]
+    Tokenizer { path: PathBuf, message: String },
+    #[error(
+        "{}: the tokenizer has {tokenizer_vocab} ids, more than the model's vocabulary of {model_vocab}",
+        path.display()
+    )]
+    TokenizerPastVocabulary {
+        path: PathBuf,
+        tokenizer_vocab: usize,
+        model_vocab: i64,
+    },
+    #[error("{}: the tokenizer has no token '{token}' (for {role})", path.display())]
+    NoSuchToken {
+        path: PathBuf,
+        token: String,
+        role: &'static str,
+    },
+    #[error("{}: the tokenizer failed on line {line}: {message}", path.display())]
+    Encode {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+    #[error("{}: text needs a tokenizer (give --tokenizer tokenizer.json)", path.display())]
+    NeedsTokenizer { path: PathBuf },
+    #[error("the corpus {sources} holds no document{}", shard_note(*shard_index, *shard_count))]
+    EmptyCorpus {
+        sources: String,
+        shard_index: usize,
+        shard_count: usize,
+    },
+    #[error("the loader's saved position does not fit this loader: {reason}")]
+    Position { reason: String },
+    #[error("{setting} {value}: {reason}")]
+    Setting {
+        setting: &'static str,
+        value: String,
+        reason: &'static str,
+    },
+    #[error("the loader's worker thread stopped without an error")]
+    WorkerGone,
+}
+
+fn shard_note(index: usize, count: usize) -> String {
+    if count == 1 {
+        String::new()
+    } else {
+        format!(" for shard {index} of {count}")
+    }
+}

@@ -1,0 +1,512 @@
+//! HLAT's data loader: text (JSONL or plain) or token-id files, read as a
+//! stream, shuffled through a document buffer, tokenized with a Hugging
+//! Face `tokenizer.json` and packed into rows, on a thread of its own so a
+//! step does not wait for it.
+//!
+//! - [`sources`]: the files and the documents in them;
+//!   [`doc_stream`]: the corpus as one stream, split into shards;
+//! - [`tokenize`]: text to ids, and the BOS/EOS policy;
+//! - [`pack`]: documents into rows, with segment ids or concatenated;
+//! - [`producer`]: the pipeline; [`position`]: where it is, to resume.
+//!
+//! The same seed, corpus and settings give the same batches on any
+//! machine, and a loader opened at a saved [`LoaderPosition`] gives the
+//! batches one that never stopped would have given next.
+
+pub mod doc_stream;
+mod error;
+pub mod pack;
+pub mod position;
+mod producer;
+pub mod sources;
+pub mod tokenize;
+
+pub use doc_stream::Shard;
+pub use error::LoaderError;
+pub use pack::Packing;
+pub use position::{Fingerprint, LoaderPosition, Totals};
+pub use sources::SourceFormat;
+pub use tokenize::SpecialToken;
+
+use crate::data::Batch;
+use crate::token_data::RawDtype;
+use doc_stream::{Cursor, DocStream};
+use hlatc_compiler::Literal;
+use hlatc_runtime::inputs::SplitMix64;
+use producer::Producer;
+use sources::ReadSettings;
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokenize::TextTokenizer;
+
+/// Batches made ahead of the step that takes them.
+const PREFETCH: usize = 8;
+
+/// Documents the shuffle draws from, by default.
+pub const DEFAULT_SHUFFLE_BUFFER: usize = 1024;
+
+/// Everything a loader reads and how it makes rows.
+#[derive(Clone, Debug)]
+pub struct LoaderConfig {
+    /// Files or glob patterns (`data/*.jsonl`), read in the order given,
+    /// each glob's matches sorted.
+    pub sources: Vec<String>,
+    /// `None`: each file's format from its name ([`SourceFormat::of`]).
+    pub format: Option<SourceFormat>,
+    /// The field of a JSONL record that holds its text.
+    pub text_field: String,
+    /// A Hugging Face `tokenizer.json`; text sources need one.
+    pub tokenizer: Option<PathBuf>,
+    pub bos: SpecialToken,
+    pub eos: SpecialToken,
+    /// How a raw token-id file stores each id.
+    pub raw_dtype: RawDtype,
+    /// The id that ends a document in a token-id file.
+    pub eos_id: Option<u32>,
+    /// The model's vocabulary: ids past it are refused.
+    pub vocab: i64,
+    pub seq_len: usize,
+    /// Rows per batch (of this shard).
+    pub rows: usize,
+    pub packing: Packing,
+    pub shuffle_buffer: usize,
+    pub seed: u64,
+    pub shard: Shard,
+    /// Passes over the corpus; `None` goes on for ever.
+    pub epochs: Option<u64>,
+}
+
+impl LoaderConfig {
+    /// A loader of `sources` for rows of `seq_len`, `rows` to a batch, over
+    /// a vocabulary of `vocab`, with the defaults: text in `text`, special
+    /// tokens found in the tokenizer, segment ids, a buffer of
+    /// [`DEFAULT_SHUFFLE_BUFFER`], seed 0, the whole corpus, for ever.
+    pub fn new(sources: Vec<String>, vocab: i64, rows: usize, seq_len: usize) -> LoaderConfig {
+        LoaderConfig {
+            sources,
+            format: None,
+            text_field: "text".into(),
+            tokenizer: None,
+            bos: SpecialToken::Detect,
+            eos: SpecialToken::Detect,
+            raw_dtype: RawDtype::U16,
+            eos_id: None,
+            vocab,
+            seq_len,
+            rows,
+            packing: Packing::Segments,
+            shuffle_buffer: DEFAULT_SHUFFLE_BUFFER,
+            seed: 0,
+            shard: Shard::WHOLE,
+            epochs: None,
+        }
+    }
+}
+
+/// One batch of rows, row-major `[rows, seq]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowBatch {
+    pub rows: usize,
+    pub seq: usize,
+    pub tokens: Vec<i32>,
+    pub targets: Vec<i32>,
+    /// `None` for concatenated rows.
+    pub segment_ids: Option<Vec<i32>>,
+    /// What this batch's rows hold.
+    pub totals: Totals,
+}
+
+impl RowBatch {
+    /// The batch as the step's inputs take it.
+    pub fn to_batch(&self) -> Batch {
+        let dims = vec![self.rows as i64, self.seq as i64];
+        let lit = |v: &[i32]| Literal::from_s32(dims.clone(), v).expect("rows x seq ids");
+        Batch {
+            tokens: lit(&self.tokens),
+            targets: lit(&self.targets),
+            segment_ids: self.segment_ids.as_deref().map(lit),
+        }
+    }
+
+    /// `parts` one after another (each DP replica's rows in turn).
+    pub fn concat(parts: Vec<RowBatch>) -> RowBatch {
+        let mut out = RowBatch {
+            rows: 0,
+            seq: parts.first().map_or(0, |p| p.seq),
+            tokens: Vec::new(),
+            targets: Vec::new(),
+            segment_ids: parts.first().and_then(|p| p.segment_ids.as_ref().map(|_| Vec::new())),
+            totals: Totals::default(),
+        };
+        for p in parts {
+            out.rows += p.rows;
+            out.tokens.extend(p.tokens);
+            out.targets.extend(p.targets);
+            if let (Some(all), Some(s)) = (&mut out.segment_ids, p.segment_ids) {
+                all.extend(s);
+            }
+            out.totals.add(&p.totals);
+        }
+        out
+    }
+}
+
+type Produced = Result<(RowBatch, LoaderPosition), LoaderError>;
+
+/// A loader at work: its pipeline runs on its own thread, [`PREFETCH`]
+/// batches ahead.
+pub struct Loader {
+    receiver: Option<Receiver<Produced>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    position: LoaderPosition,
+    /// Time spent waiting for a batch that was not ready.
+    waited: Duration,
+    tokenizer_vocab: Option<usize>,
+    finished: bool,
+}
+
+impl Loader {
+    /// Opens `config`'s corpus and starts the pipeline, at `from` (a
+    /// position a loader of the same settings saved) or at the start. The
+    /// files, the tokenizer and its vocabulary are checked before this
+    /// returns; a document's errors come with the batch that needs it.
+    pub fn open(config: &LoaderConfig, from: Option<LoaderPosition>) -> Result<Loader, LoaderError> {
+        let (files, tokenizer) = open_corpus(config)?;
+        Self::start(config, files, tokenizer, from)
+    }
+
+    fn start(
+        config: &LoaderConfig,
+        files: Vec<PathBuf>,
+        tokenizer: Option<Arc<TextTokenizer>>,
+        from: Option<LoaderPosition>,
+    ) -> Result<Loader, LoaderError> {
+        check_settings(config)?;
+        let fingerprint = fingerprint(config, &files, tokenizer.as_deref())?;
+        let position = match from {
+            Some(p) => {
+                p.check_fits(&fingerprint)?;
+                p
+            }
+            None => LoaderPosition {
+                fingerprint,
+                cursor: Cursor::default(),
+                epoch_docs: 0,
+                rng: shuffle_seed(config.seed, config.shard),
+                buffer: Vec::new(),
+                pending: Vec::new(),
+                carry: None,
+                batches: 0,
+                totals: Totals::default(),
+            },
+        };
+        let settings = ReadSettings {
+            format: config.format,
+            text_field: config.text_field.clone(),
+            raw_dtype: config.raw_dtype,
+            eos: config.eos_id,
+            vocab: config.vocab,
+        };
+        let tokenizer_vocab = tokenizer.as_ref().map(|t| t.vocab_size());
+        let stream = DocStream::new(files, settings, config.shard, config.seed, position.cursor);
+        let (capacity, packing, rows, epochs) = (
+            config.shuffle_buffer,
+            config.packing,
+            config.rows,
+            config.epochs,
+        );
+        let (sender, receiver) = sync_channel::<Produced>(PREFETCH);
+        let start = position.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("hlatc-loader-{}", config.shard.index))
+            .spawn(move || {
+                let producer =
+                    Producer::resume(stream, tokenizer, capacity, packing, rows, epochs, start);
+                let mut producer = match producer {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = sender.send(Err(e));
+                        return;
+                    }
+                };
+                loop {
+                    let next = match producer.next_batch() {
+                        Ok(Some(b)) => Ok((b, producer.position.clone())),
+                        Ok(None) => return,
+                        Err(e) => Err(e),
+                    };
+                    let failed = next.is_err();
+                    // A closed channel: the loader was dropped.
+                    if sender.send(next).is_err() || failed {
+                        return;
+                    }
+                }
+            })
+            .map_err(|source| LoaderError::Io {
+                path: PathBuf::from("<loader thread>"),
+                source,
+            })?;
+        Ok(Loader {
+            receiver: Some(receiver),
+            worker: Some(worker),
+            position,
+            waited: Duration::ZERO,
+            tokenizer_vocab,
+            finished: false,
+        })
+    }
+
+    /// The next batch; `None` after the last pass over the corpus (never,
+    /// when the loader goes on for ever).
+    pub fn next_batch(&mut self) -> Result<Option<RowBatch>, LoaderError> {
+        if self.finished {
+            return Ok(None);
+        }
+        let receiver = self.receiver.as_ref().ok_or(LoaderError::WorkerGone)?;
+        let t = Instant::now();
+        let got = match receiver.try_recv() {
+            Ok(v) => Some(v),
+            Err(std::sync::mpsc::TryRecvError::Empty) => receiver.recv().ok(),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+        };
+        self.waited += t.elapsed();
+        match got {
+            Some(Ok((batch, position))) => {
+                self.position = position;
+                Ok(Some(batch))
+            }
+            Some(Err(e)) => {
+                self.finished = true;
+                Err(e)
+            }
+            None => {
+                self.finished = true;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Where the loader is: after the last batch [`Loader::next_batch`]
+    /// gave (a loader opened there gives the same next batch).
+    pub fn position(&self) -> &LoaderPosition {
+        &self.position
+    }
+
+    /// The time [`Loader::next_batch`] has spent waiting for the pipeline.
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// How many ids the tokenizer has (`None` without one).
+    pub fn tokenizer_vocab(&self) -> Option<usize> {
+        self.tokenizer_vocab
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        // Closing the channel stops the worker at its next batch.
+        self.receiver = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// One loader per DP replica, each reading its own shard of the corpus
+/// for its own rows; a batch is theirs one after another, as the step's
+/// replicas take their rows.
+pub struct ReplicaLoaders {
+    parts: Vec<Loader>,
+}
+
+impl ReplicaLoaders {
+    /// `replicas` loaders of `config` (whose `rows` is a replica's rows and
+    /// whose shard is ignored), each at its `from` position.
+    pub fn open(
+        config: &LoaderConfig,
+        replicas: usize,
+        from: Option<Vec<LoaderPosition>>,
+    ) -> Result<ReplicaLoaders, LoaderError> {
+        let all: Vec<usize> = (0..replicas).collect();
+        Self::open_some(config, replicas, &all, from)
+    }
+
+    /// The loaders of replicas `owned` (of `replicas`): a process of a
+    /// multi-process run reads only its own replicas' rows.
+    pub fn open_some(
+        config: &LoaderConfig,
+        replicas: usize,
+        owned: &[usize],
+        from: Option<Vec<LoaderPosition>>,
+    ) -> Result<ReplicaLoaders, LoaderError> {
+        if from.as_ref().is_some_and(|f| f.len() != owned.len()) {
+            return Err(LoaderError::Position {
+                reason: format!(
+                    "it holds {} replicas' positions, this run has {}",
+                    from.as_ref().map_or(0, Vec::len),
+                    owned.len()
+                ),
+            });
+        }
+        if let Some(&bad) = owned.iter().find(|&&r| r >= replicas) {
+            return Err(LoaderError::Setting {
+                setting: "replica",
+                value: bad.to_string(),
+                reason: "a replica index must be below the replica count",
+            });
+        }
+        let (files, tokenizer) = open_corpus(config)?;
+        let mut from = from.map(Vec::into_iter);
+        let parts = owned
+            .iter()
+            .map(|&index| {
+                let config = LoaderConfig {
+                    shard: Shard {
+                        index,
+                        count: replicas,
+                    },
+                    ..config.clone()
+                };
+                let at = from.as_mut().and_then(Iterator::next);
+                Loader::start(&config, files.clone(), tokenizer.clone(), at)
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ReplicaLoaders { parts })
+    }
+
+    /// The next batch: every replica's rows, in replica order.
+    pub fn next_batch(&mut self) -> Result<Option<RowBatch>, LoaderError> {
+        let mut parts = Vec::with_capacity(self.parts.len());
+        for p in &mut self.parts {
+            match p.next_batch()? {
+                Some(b) => parts.push(b),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(RowBatch::concat(parts)))
+    }
+
+    pub fn positions(&self) -> Vec<LoaderPosition> {
+        self.parts.iter().map(|p| p.position().clone()).collect()
+    }
+
+    /// Every replica's counts, summed.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for p in &self.parts {
+            t.add(&p.position().totals);
+        }
+        t
+    }
+
+    pub fn waited(&self) -> Duration {
+        self.parts.iter().map(Loader::waited).sum()
+    }
+
+    pub fn tokenizer_vocab(&self) -> Option<usize> {
+        self.parts.first().and_then(Loader::tokenizer_vocab)
+    }
+}
+
+/// The corpus' files and its tokenizer, checked: a text file needs a
+/// tokenizer, and the tokenizer's ids must lie in the model's vocabulary.
+fn open_corpus(
+    config: &LoaderConfig,
+) -> Result<(Vec<PathBuf>, Option<Arc<TextTokenizer>>), LoaderError> {
+    let files = sources::expand(&config.sources)?;
+    let tokenizer = match &config.tokenizer {
+        Some(path) => Some(Arc::new(TextTokenizer::open(
+            path,
+            &config.bos,
+            &config.eos,
+            config.vocab,
+        )?)),
+        None => None,
+    };
+    if tokenizer.is_none() {
+        if let Some(text) = files.iter().find(|f| {
+            config
+                .format
+                .unwrap_or_else(|| SourceFormat::of(f))
+                .is_text()
+        }) {
+            return Err(LoaderError::NeedsTokenizer { path: text.clone() });
+        }
+    }
+    Ok((files, tokenizer))
+}
+
+fn check_settings(config: &LoaderConfig) -> Result<(), LoaderError> {
+    let setting = |setting, value: usize, reason| LoaderError::Setting {
+        setting,
+        value: value.to_string(),
+        reason,
+    };
+    if config.seq_len == 0 {
+        return Err(setting("seq_len", 0, "a row holds at least one token"));
+    }
+    if config.rows == 0 {
+        return Err(setting("rows", 0, "a batch holds at least one row"));
+    }
+    if config.shuffle_buffer == 0 {
+        return Err(setting(
+            "shuffle_buffer",
+            0,
+            "the shuffle draws from at least one document (1 keeps the corpus' order)",
+        ));
+    }
+    if config.shard.count == 0 || config.shard.index >= config.shard.count {
+        return Err(setting(
+            "shard",
+            config.shard.index,
+            "the shard index must be below the shard count",
+        ));
+    }
+    if config.epochs == Some(0) {
+        return Err(setting("epochs", 0, "a loader makes at least one pass"));
+    }
+    Ok(())
+}
+
+/// The shuffle's first state for a shard: shards shuffle independently.
+fn shuffle_seed(seed: u64, shard: Shard) -> u64 {
+    SplitMix64::new(seed ^ 0x5348_5546_4C45_u64)
+        .next_u64()
+        .wrapping_add(shard.index as u64)
+}
+
+fn fingerprint(
+    config: &LoaderConfig,
+    files: &[PathBuf],
+    tokenizer: Option<&TextTokenizer>,
+) -> Result<Fingerprint, LoaderError> {
+    let files = files
+        .iter()
+        .map(|f| {
+            let size = std::fs::metadata(f)
+                .map_err(|source| LoaderError::Io {
+                    path: f.clone(),
+                    source,
+                })?
+                .len();
+            Ok((f.display().to_string(), size))
+        })
+        .collect::<Result<_, LoaderError>>()?;
+    Ok(Fingerprint {
+        files,
+        format: config.format,
+        text_field: config.text_field.clone(),
+        tokenizer: config.tokenizer.as_ref().map(|p| p.display().to_string()),
+        bos: tokenizer.and_then(|t| t.bos),
+        eos: tokenizer.and_then(|t| t.eos).or(config.eos_id),
+        seq_len: config.seq_len,
+        rows: config.rows,
+        packing: config.packing,
+        shuffle_buffer: config.shuffle_buffer,
+        seed: config.seed,
+        shard: config.shard,
+    })
+}

@@ -1,0 +1,469 @@
+//! The documents of a corpus, read as a stream: JSONL records, plain text
+//! lines or paragraphs, or token-id files cut at an end-of-text id. A file
+//! is never read whole; each document is found by its place in its file
+//! (a [`DocRef`]), from which it can be read again alone, which is how a
+//! saved loader position names the documents it holds.
+
+use super::LoaderError;
+use crate::token_data::{le_u64, npy_id, npy_layout, NpyLayout, RawDtype};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// How a file holds its documents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceFormat {
+    /// One JSON object a line, its text in a named field.
+    Jsonl,
+    /// Plain text, a document a line (Hugging Face's `text` datasets).
+    TextLines,
+    /// Plain text, documents separated by blank lines.
+    TextParagraphs,
+    /// Token ids, raw little-endian (`.bin`) or a 1-D `.npy`.
+    TokenIds,
+}
+
+impl SourceFormat {
+    /// The format a file's name says: `.jsonl`/`.json` JSONL, `.bin` and
+    /// `.npy` token ids, anything else plain text (a document a line).
+    pub fn of(path: &Path) -> SourceFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("jsonl" | "json" | "ndjson") => SourceFormat::Jsonl,
+            Some("bin" | "npy") => SourceFormat::TokenIds,
+            _ => SourceFormat::TextLines,
+        }
+    }
+
+    pub fn is_text(self) -> bool {
+        self != SourceFormat::TokenIds
+    }
+}
+
+/// A document's place: its file (index into the corpus' files), the byte
+/// (or, in a token-id file, id) offset where it starts, and its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocRef {
+    pub file: u32,
+    pub offset: u64,
+    pub line: u64,
+}
+
+/// A document as read: text still to tokenize, or ids.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DocBody {
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+/// How to read the documents of every file.
+#[derive(Clone, Debug)]
+pub struct ReadSettings {
+    /// `None`: each file's from its name ([`SourceFormat::of`]).
+    pub format: Option<SourceFormat>,
+    pub text_field: String,
+    pub raw_dtype: RawDtype,
+    /// The id that ends a document in a token-id file (it stays in the
+    /// document). Without it a file is cut every [`MAX_DOC_IDS`] ids.
+    pub eos: Option<u32>,
+    /// Ids at or past this are refused.
+    pub vocab: i64,
+}
+
+/// The longest document a token-id file without an end-of-text id is cut
+/// into: documents are held whole while they are packed.
+pub const MAX_DOC_IDS: usize = 1 << 20;
+
+/// The files of `patterns` (paths or globs), each glob's matches sorted:
+/// the same corpus is read in the same order on every machine.
+pub fn expand(patterns: &[String]) -> Result<Vec<PathBuf>, LoaderError> {
+    if patterns.is_empty() {
+        return Err(LoaderError::NoSources);
+    }
+    let mut files = Vec::new();
+    for pattern in patterns {
+        let is_glob = pattern.contains(['*', '?', '[']);
+        if !is_glob {
+            let path = PathBuf::from(pattern);
+            std::fs::metadata(&path).map_err(|source| LoaderError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            files.push(path);
+            continue;
+        }
+        let matches = glob::glob(pattern).map_err(|e| LoaderError::BadPattern {
+            pattern: pattern.clone(),
+            message: e.to_string(),
+        })?;
+        let mut found: Vec<PathBuf> = matches
+            .filter_map(Result::ok)
+            .filter(|p| p.is_file())
+            .collect();
+        if found.is_empty() {
+            return Err(LoaderError::NoMatch {
+                pattern: pattern.clone(),
+            });
+        }
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LoaderError + '_ {
+    move |source| LoaderError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads one file's documents from a place in it onwards.
+pub struct FileReader {
+    path: PathBuf,
+    file: u32,
+    format: SourceFormat,
+    reader: BufReader<File>,
+    /// The next unread byte (text) or id (token ids).
+    offset: u64,
+    /// The line of `offset` (1-based; 0 for token ids).
+    line: u64,
+    /// A token-id file's layout: where its ids start and how wide each is.
+    ids: Option<(u64, NpyLayout)>,
+    line_buf: Vec<u8>,
+}
+
+impl FileReader {
+    /// `path` (corpus file number `file`), from `at` (the start: offset 0,
+    /// line 1).
+    pub fn open(
+        path: &Path,
+        file: u32,
+        settings: &ReadSettings,
+        at: Option<(u64, u64)>,
+    ) -> Result<FileReader, LoaderError> {
+        let format = settings.format.unwrap_or_else(|| SourceFormat::of(path));
+        let mut f = File::open(path).map_err(io(path))?;
+        let ids = match format {
+            SourceFormat::TokenIds => Some(id_layout(path, &mut f, settings.raw_dtype)?),
+            _ => None,
+        };
+        let (offset, line) = at.unwrap_or((0, if ids.is_some() { 0 } else { 1 }));
+        let byte = match ids {
+            Some((start, layout)) => start + offset * layout.width as u64,
+            None => offset,
+        };
+        f.seek(SeekFrom::Start(byte)).map_err(io(path))?;
+        Ok(FileReader {
+            path: path.to_path_buf(),
+            file,
+            format,
+            reader: BufReader::with_capacity(1 << 20, f),
+            offset,
+            line,
+            ids,
+            line_buf: Vec::new(),
+        })
+    }
+
+    /// The place of the next document (or of the end).
+    pub fn at(&self) -> (u64, u64) {
+        (self.offset, self.line)
+    }
+
+    /// The next document's place, without reading it: `None` at the end.
+    /// `skip` reads past it without parsing (a document another shard
+    /// owns); otherwise it is returned.
+    pub fn next_doc(
+        &mut self,
+        settings: &ReadSettings,
+        skip: bool,
+    ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
+        match self.format {
+            SourceFormat::TokenIds => self.next_ids(settings, skip),
+            SourceFormat::Jsonl | SourceFormat::TextLines => {
+                self.next_line_doc(settings, skip)
+            }
+            SourceFormat::TextParagraphs => self.next_paragraph(skip),
+        }
+    }
+
+    /// Reads the next line into `line_buf` (without its line break);
+    /// `None` at the end. Returns the line's byte offset.
+    fn read_line(&mut self) -> Result<Option<u64>, LoaderError> {
+        self.line_buf.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', &mut self.line_buf)
+            .map_err(io(&self.path))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let start = self.offset;
+        self.offset += n as u64;
+        self.line += 1;
+        while matches!(self.line_buf.last(), Some(b'\n' | b'\r')) {
+            self.line_buf.pop();
+        }
+        Ok(Some(start))
+    }
+
+    /// The current line as text, or where it stops being UTF-8.
+    fn line_text(&self, start: u64) -> Result<&str, LoaderError> {
+        std::str::from_utf8(&self.line_buf).map_err(|e| LoaderError::NotUtf8 {
+            path: self.path.clone(),
+            offset: start + e.valid_up_to() as u64,
+        })
+    }
+
+    fn next_line_doc(
+        &mut self,
+        settings: &ReadSettings,
+        skip: bool,
+    ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
+        loop {
+            let Some(start) = self.read_line()? else {
+                return Ok(None);
+            };
+            if self.line_buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let doc = DocRef {
+                file: self.file,
+                offset: start,
+                line: self.line - 1,
+            };
+            if skip {
+                return Ok(Some((doc, None)));
+            }
+            let text = self.line_text(start)?;
+            let body = match self.format {
+                SourceFormat::Jsonl => json_text(&self.path, doc.line, text, &settings.text_field)?,
+                _ => text.to_string(),
+            };
+            return Ok(Some((doc, Some(DocBody::Text(body)))));
+        }
+    }
+
+    fn next_paragraph(
+        &mut self,
+        skip: bool,
+    ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
+        let mut doc: Option<DocRef> = None;
+        let mut text = String::new();
+        loop {
+            let Some(start) = self.read_line()? else {
+                break;
+            };
+            let blank = self.line_buf.iter().all(u8::is_ascii_whitespace);
+            match (blank, doc.is_some()) {
+                (true, true) => break,
+                (true, false) => continue,
+                (false, _) => {}
+            }
+            doc.get_or_insert(DocRef {
+                file: self.file,
+                offset: start,
+                line: self.line - 1,
+            });
+            if !skip {
+                let line = self.line_text(start)?;
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(line);
+            }
+        }
+        Ok(doc.map(|d| (d, (!skip).then_some(DocBody::Text(text)))))
+    }
+
+    fn next_ids(
+        &mut self,
+        settings: &ReadSettings,
+        skip: bool,
+    ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
+        let (_, layout) = self.ids.expect("a token-id file has its layout");
+        let total = layout.len as u64;
+        if self.offset >= total {
+            return Ok(None);
+        }
+        let doc = DocRef {
+            file: self.file,
+            offset: self.offset,
+            line: 0,
+        };
+        let mut ids = Vec::new();
+        let mut buf = [0u8; 8];
+        while self.offset < total && ids.len() < MAX_DOC_IDS {
+            let c = &mut buf[..layout.width];
+            self.reader.read_exact(c).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    LoaderError::TokenFile {
+                        path: self.path.clone(),
+                        message: format!("the file ends inside id {}", self.offset),
+                    }
+                } else {
+                    io(&self.path)(e)
+                }
+            })?;
+            let id = if layout.signed {
+                npy_id(&self.path, &layout, self.offset as usize, c).map_err(|e| {
+                    LoaderError::TokenFile {
+                        path: self.path.clone(),
+                        message: e.to_string(),
+                    }
+                })?
+            } else {
+                le_u64(c)
+            };
+            if id >= settings.vocab as u64 {
+                return Err(LoaderError::IdOutsideVocabulary {
+                    path: self.path.clone(),
+                    index: self.offset,
+                    id,
+                    vocab: settings.vocab,
+                });
+            }
+            self.offset += 1;
+            ids.push(id as u32);
+            if Some(id as u32) == settings.eos {
+                break;
+            }
+        }
+        Ok(Some((doc, (!skip).then_some(DocBody::Ids(ids)))))
+    }
+}
+
+/// Where a token-id file's ids start and how each is stored: a `.npy`
+/// file's header says; a raw file is ids from its first byte.
+fn id_layout(
+    path: &Path,
+    f: &mut File,
+    raw: RawDtype,
+) -> Result<(u64, NpyLayout), LoaderError> {
+    let size = f.metadata().map_err(io(path))?.len();
+    let mut head = Vec::new();
+    f.by_ref()
+        .take(1 << 16)
+        .read_to_end(&mut head)
+        .map_err(io(path))?;
+    let bad = |message: String| LoaderError::TokenFile {
+        path: path.to_path_buf(),
+        message,
+    };
+    let layout = if head.starts_with(b"\x93NUMPY") {
+        let layout = npy_layout(path, &head).map_err(|e| bad(strip_path(path, e)))?;
+        let data = size.saturating_sub(layout.data_start as u64);
+        if data != (layout.len * layout.width) as u64 {
+            return Err(bad(format!(
+                "the .npy header says {} ids of {} bytes, the file holds {data} bytes of data",
+                layout.len, layout.width
+            )));
+        }
+        layout
+    } else {
+        let width = match raw {
+            RawDtype::U16 => 2,
+            RawDtype::U32 => 4,
+        };
+        if size % width as u64 != 0 {
+            return Err(bad(format!(
+                "{size} bytes is not a whole number of {width}-byte ids"
+            )));
+        }
+        NpyLayout {
+            signed: false,
+            width,
+            len: (size / width as u64) as usize,
+            data_start: 0,
+        }
+    };
+    Ok((layout.data_start as u64, layout))
+}
+
+/// A token-data error's message without the path it starts with (the
+/// loader's error names the path itself).
+fn strip_path(path: &Path, e: crate::Error) -> String {
+    let text = e.to_string();
+    let prefix = format!("{}: ", path.display());
+    text.strip_prefix(&prefix).unwrap_or(&text).to_string()
+}
+
+/// The text field `field` of the JSONL record `line` of `path`.
+fn json_text(path: &Path, line: u64, record: &str, field: &str) -> Result<String, LoaderError> {
+    let value: serde_json::Value =
+        serde_json::from_str(record).map_err(|e| LoaderError::MalformedJson {
+            path: path.to_path_buf(),
+            line,
+            column: e.column(),
+            message: json_message(&e),
+        })?;
+    let serde_json::Value::Object(mut map) = value else {
+        return Err(LoaderError::NotAnObject {
+            path: path.to_path_buf(),
+            line,
+            found: json_kind(&value),
+        });
+    };
+    match map.remove(field) {
+        Some(serde_json::Value::String(text)) => Ok(text),
+        Some(other) => Err(LoaderError::FieldNotText {
+            path: path.to_path_buf(),
+            line,
+            field: field.to_string(),
+            found: json_kind(&other),
+        }),
+        None => Err(LoaderError::MissingField {
+            path: path.to_path_buf(),
+            line,
+            field: field.to_string(),
+        }),
+    }
+}
+
+/// serde_json's message without the " at line L column C" it appends (the
+/// loader's error puts the place first, in the file's own numbering).
+fn json_message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Reads document `doc` of `files` again, alone.
+pub fn read_doc(
+    files: &[PathBuf],
+    settings: &ReadSettings,
+    doc: DocRef,
+) -> Result<DocBody, LoaderError> {
+    let path = files
+        .get(doc.file as usize)
+        .ok_or_else(|| LoaderError::Position {
+            reason: format!("it names file {} of a corpus of {}", doc.file, files.len()),
+        })?;
+    let mut r = FileReader::open(path, doc.file, settings, Some((doc.offset, doc.line)))?;
+    match r.next_doc(settings, false)? {
+        Some((found, Some(body))) if found == doc => Ok(body),
+        _ => Err(LoaderError::Position {
+            reason: format!(
+                "{} holds no document at offset {} (line {}): the file changed",
+                path.display(),
+                doc.offset,
+                doc.line
+            ),
+        }),
+    }
+}
