@@ -18,9 +18,9 @@ pub use hlatc_train as train;
 pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module};
 
 pub use hlatc_train::{
-    batch_check, bundle, check, data, grad_accum, initial_inputs, memory_plan, optimizer,
-    precision, rank_checkpoint, rank_inputs, sharding, spmd, state_shards, token_data, train_step,
-    trainer,
+    batch_check, bundle, check, checkpoint, data, grad_accum, initial_inputs, loader, memory_plan,
+    optimizer, precision, rank_checkpoint, rank_inputs, sharding, spmd, state_shards, token_data,
+    train_step, trainer,
 };
 
 pub mod compile_step;
@@ -97,6 +97,8 @@ through_train!(
     train_step::StepError,
     passes::PassError,
     batch_check::BatchError,
+    hlatc_train::loader::LoaderError,
+    hlatc_train::checkpoint::CheckpointError,
 );
 
 impl Error {

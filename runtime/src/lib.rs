@@ -38,8 +38,8 @@ pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
 pub use tensors::{
-    read_safetensors, safetensors_bytes, safetensors_from_bytes, write_safetensors, SafetensorsIndex,
-    TensorFileError,
+    read_safetensors, safetensors_bytes, safetensors_from_bytes, write_safetensors,
+    SafetensorsIndex, TensorFileError,
 };
 pub use xla_cpu_flags::Emitters;
 

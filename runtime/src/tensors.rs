@@ -95,7 +95,7 @@ pub fn safetensors_from_bytes(
     p: &str,
 ) -> Result<BTreeMap<String, Literal>, TensorFileError> {
     let p = p.to_string();
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| TensorFileError::Format {
+    let st = SafeTensors::deserialize(bytes).map_err(|e| TensorFileError::Format {
         path: p.clone(),
         message: explain(&e, bytes.len()),
     })?;

@@ -15,6 +15,8 @@ mod precision_args;
 mod run;
 mod state;
 mod train;
+mod train_checkpoints;
+mod train_data;
 
 use clap::{Parser, Subcommand};
 use hlatc::Error;
@@ -59,7 +61,7 @@ pub struct Cli {
 enum Command {
     Compile(compile::Args),
     Check(check::Args),
-    Train(train::Args),
+    Train(Box<train::Args>),
     Fmt(fmt::Args),
     Convert(convert::Args),
     Opt(opt::Args),
@@ -98,7 +100,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         Command::Compile(a) => compile::main(a),
         Command::Check(a) => check::main(a),
-        Command::Train(a) => train::main(a),
+        Command::Train(a) => train::main(*a),
         Command::Fmt(a) => fmt::main(a),
         Command::Convert(a) => convert::main(a),
         Command::Opt(a) => opt::main(a),

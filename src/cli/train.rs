@@ -2,13 +2,14 @@
 
 use super::console::{millis, note, out};
 use super::model_args::{ModelArgs, OptimizerArgs};
+use super::train_checkpoints::Checkpoints;
+use super::train_data::TrainData;
 use hlatc::compiler::{ElementType, Literal};
-use hlatc::data::SyntheticData;
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::optimizer::AdamWConfig;
 use hlatc::plot::{Curve, PlotOptions};
 use hlatc::runtime::{read_safetensors, write_safetensors, Runtime};
-use hlatc::token_data::{RawDtype, TokenData};
+use hlatc::token_data::TokenData;
 use hlatc::train_step::StepConfig;
 use hlatc::trainer::{params_from_tensors, Trainer};
 use hlatc::Error;
@@ -16,15 +17,21 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// Train a model on XLA CPU with the compiled step, on synthetic data.
+/// Train a model on XLA CPU with the compiled step.
 ///
 /// The step goes through the cpu target's default pass pipeline first, with
 /// --remat as its checkpointing policy: what `compile --target cpu` writes.
 ///
-/// The data is a deterministic synthetic language: each sequence starts at
-/// a random token and follows a fixed random permutation of the vocabulary,
-/// so the next token is learnable from the current one. Each step draws a
-/// fresh batch from --seed. The loss is printed every step with progress.
+/// The data is, by default, a deterministic synthetic language: each
+/// sequence starts at a random token and follows a fixed random permutation
+/// of the vocabulary, so the next token is learnable from the current one;
+/// each step draws a fresh batch from --seed. --corpus streams text or
+/// token ids through hlatc's loader instead (tokenized with --tokenizer,
+/// shuffled and packed as training runs), and --data samples windows of a
+/// pre-tokenized file. The loss is printed every step with progress.
+///
+/// With --checkpoint-dir the run saves checkpoints as it goes, and the same
+/// command started again resumes from the newest complete one by itself.
 ///
 /// The schedule defaults suit short CPU runs (peak LR 1e-2 after
 /// steps/10 warmup steps, cosine to 1e-3 at the last step); the other AdamW
@@ -91,62 +98,73 @@ pub struct Args {
     plot: Option<PathBuf>,
     #[command(flatten)]
     plot_size: super::plot::SizeArgs,
-    /// Train on pre-tokenized data instead of the synthetic language: a
-    /// flat stream of token ids (raw little-endian, see --data-dtype, as
-    /// nanoGPT and Megatron write it) or a 1-D integer .npy. Windows of the
-    /// stream become packed rows (implies --packed); documents end at --eos
-    #[arg(long, value_name = "FILE")]
-    data: Option<PathBuf>,
-    /// How a raw (non-.npy) --data file stores each id
-    #[arg(long, value_enum, default_value = "u16")]
-    data_dtype: DataDtype,
-    /// The end-of-text id that ends each document in --data [default: none,
-    /// the stream is one document]
-    #[arg(long, value_name = "ID")]
-    eos: Option<u32>,
-    /// Fraction of --data, from its end, held out to report evaluation loss;
-    /// 0 turns evaluation off
-    #[arg(long, default_value_t = 0.05)]
-    eval_fraction: f64,
+    #[command(flatten)]
+    data: super::train_data::DataArgs,
+    #[command(flatten)]
+    checkpoints: super::train_checkpoints::CheckpointArgs,
     /// Report held-out loss every N steps, and after the last [default:
     /// steps/10]
     #[arg(long, value_name = "N")]
     eval_every: Option<u64>,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum DataDtype {
-    U16,
-    U32,
-}
-
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_flags(&a)?;
     let (cfg, name) = step_config(&a)?;
     let params = initial_params(&a, &cfg)?;
-    let tokens = read_tokens(&a, &cfg)?;
+    let (mut checkpoints, restored) = match a.checkpoints.open(a.steps)? {
+        Some((c, r)) => (Some(c), r),
+        None => (None, None),
+    };
+    let positions = restored.as_ref().and_then(|r| r.positions.clone());
+    let mut data = TrainData::open(&a.data, &cfg, a.seed, positions)?;
     // One XLA CPU device per rank of the step.
     let rt = super::runtime_for(cfg.parallel.world() as usize)?;
     let mut trainer = compile_trainer(&a, &rt, &cfg, &name, params)?;
-    if let Some(path) = &a.resume {
-        let source = path.display().to_string();
-        trainer.resume(read_safetensors(path)?, &source)?;
-        let done = trainer.steps_done();
-        if done as u64 >= a.steps {
-            return Err(Error::usage(format!(
-                "--resume {source}: it is at step {done}, and --steps {} is not past it",
-                a.steps
-            )));
+    let mut metrics = MetricsLog::default();
+    match (&restored, &mut checkpoints) {
+        (Some(r), Some(c)) => {
+            c.restore(&mut trainer)?;
+            metrics = r.metrics.clone();
+            note!(
+                "resuming at step {} from the newest complete checkpoint in {}",
+                r.step,
+                c.path().display()
+            )?;
         }
-        note!("resuming at step {done} from {source}")?;
+        _ => resume_from_file(&a, &mut trainer)?,
     }
-    let eval = match &tokens {
+    let eval = match data.tokens() {
         Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
         _ => None,
     };
     let t1 = Instant::now();
-    let metrics = run_steps(&a, &cfg, &mut trainer, tokens.as_ref(), eval.as_ref(), t1)?;
+    let run = Run {
+        a: &a,
+        cfg: &cfg,
+        eval: eval.as_ref(),
+        checkpoints: checkpoints.as_ref(),
+    };
+    run.steps(&mut trainer, &mut data, &mut metrics, t1)?;
+    data.report(t1.elapsed())?;
     finish(&a, &name, &metrics, &trainer, t1)
+}
+
+/// Continues from a --resume file.
+fn resume_from_file(a: &Args, trainer: &mut Trainer) -> Result<(), Error> {
+    let Some(path) = &a.resume else {
+        return Ok(());
+    };
+    let source = path.display().to_string();
+    trainer.resume(read_safetensors(path)?, &source)?;
+    let done = trainer.steps_done();
+    if done as u64 >= a.steps {
+        return Err(Error::usage(format!(
+            "--resume {source}: it is at step {done}, and --steps {} is not past it",
+            a.steps
+        )));
+    }
+    note!("resuming at step {done} from {source}")
 }
 
 /// Flags that can be refused before anything is built; the output paths
@@ -172,12 +190,8 @@ fn check_flags(a: &Args) -> Result<(), Error> {
             a.steps
         )));
     }
-    if !(0.0..1.0).contains(&a.eval_fraction) {
-        return Err(Error::usage(format!(
-            "--eval-fraction must be in [0, 1), got {}",
-            a.eval_fraction
-        )));
-    }
+    a.data.check()?;
+    a.checkpoints.check()?;
     if a.eval_every == Some(0) {
         return Err(Error::usage("--eval-every must be at least 1"));
     }
@@ -201,7 +215,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         batch,
         optimizer: a.optimizer.apply(defaults)?,
         precision: a.precision.precision,
-        packed: a.model.packed || a.data.is_some(),
+        packed: a.data.packed(a.model.packed)?,
         parallel: a.parallel.parallelism(),
         spmd: a
             .parallel
@@ -258,22 +272,6 @@ fn initial_params(a: &Args, cfg: &StepConfig) -> Result<Vec<Literal>, Error> {
             .into_iter()
             .map(|(_, l)| l)
             .collect(),
-    })
-}
-
-/// The token file of `--data`, checked against the model and the batch.
-fn read_tokens(a: &Args, cfg: &StepConfig) -> Result<Option<TokenData>, Error> {
-    Ok(match &a.data {
-        None => None,
-        Some(path) => {
-            let raw = match a.data_dtype {
-                DataDtype::U16 => RawDtype::U16,
-                DataDtype::U32 => RawDtype::U32,
-            };
-            let d = TokenData::read(path, raw, cfg.model.vocab_size, a.eos, a.eval_fraction)?;
-            d.check_fits(cfg.batch.batch_size, cfg.batch.seq_len, path)?;
-            Some(d)
-        }
     })
 }
 
@@ -335,74 +333,98 @@ fn division(p: &hlatc::models::Parallelism) -> String {
     format!(" x {} devices ({p})", p.world())
 }
 
-/// Runs `--steps` steps, printing each and the held-out loss where it is
-/// measured; a loss that is not finite stops the run.
-fn run_steps(
-    a: &Args,
-    cfg: &StepConfig,
-    trainer: &mut Trainer,
-    tokens: Option<&TokenData>,
-    eval: Option<&Evaluator>,
-    t1: Instant,
-) -> Result<MetricsLog, Error> {
-    let batch = cfg.batch;
-    let data = SyntheticData::permutation(cfg.model.vocab_size, a.seed);
-    let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
-    let width = a.steps.to_string().len();
-    let mut metrics = MetricsLog::default();
-    let start = trainer.steps_done() as u64;
-    let stop = a.stop_after.unwrap_or(a.steps);
-    if start >= stop {
-        return Err(Error::usage(format!(
-            "--stop-after {stop}: the run is already at step {start}"
-        )));
-    }
-    for k in start..stop {
-        let b = match tokens {
-            Some(d) => d.train_batch(k, a.seed, batch.batch_size, batch.seq_len),
-            None => data.step_batch(cfg.packed, k, batch.batch_size, batch.seq_len),
-        };
-        let s = trainer.step(&b)?;
-        if !s.loss.is_finite() {
+/// What the step loop needs besides the trainer and the data.
+struct Run<'a> {
+    a: &'a Args,
+    cfg: &'a StepConfig,
+    eval: Option<&'a Evaluator>,
+    checkpoints: Option<&'a Checkpoints>,
+}
+
+impl Run<'_> {
+    /// Runs the steps from the trainer's to --stop-after (or --steps),
+    /// printing each and the held-out loss where it is measured, saving
+    /// checkpoints as they fall due; a loss that is not finite stops the
+    /// run.
+    fn steps(
+        &self,
+        trainer: &mut Trainer,
+        data: &mut TrainData,
+        metrics: &mut MetricsLog,
+        t1: Instant,
+    ) -> Result<(), Error> {
+        let a = self.a;
+        let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
+        let start = trainer.steps_done() as u64;
+        let stop = a.stop_after.unwrap_or(a.steps);
+        if start >= stop {
+            if self.checkpoints.is_some() {
+                return note!("the checkpoint is at step {start}: the run is complete");
+            }
             return Err(Error::usage(format!(
-                "step {}: the loss is {}; training diverged",
-                k + 1,
-                s.loss
+                "--stop-after {stop}: the run is already at step {start}"
             )));
         }
-        let done = k + 1;
+        for k in start..stop {
+            let b = data.batch(k, a.seed, self.cfg)?;
+            let s = trainer.step(&b)?;
+            if !s.loss.is_finite() {
+                return Err(Error::usage(format!(
+                    "step {}: the loss is {}; training diverged",
+                    k + 1,
+                    s.loss
+                )));
+            }
+            let done = k + 1;
+            self.print_step(done, start, stop, &s, t1)?;
+            let mut held_out_loss = None;
+            if let Some(e) = self.eval {
+                if done % eval_every == 0 || done == stop {
+                    let loss = e.loss(trainer)?;
+                    held_out_loss = Some(loss);
+                    out!(
+                        "step {done:>width$}/{}  held-out loss {loss:.4}  ({} batches)",
+                        a.steps,
+                        e.batches.len(),
+                        width = a.steps.to_string().len()
+                    )?;
+                }
+            }
+            metrics.push(StepMetrics {
+                step: done,
+                loss: s.loss,
+                grad_norm: s.grad_norm,
+                learning_rate: s.learning_rate,
+                held_out_loss,
+            });
+            if let Some(c) = self.checkpoints {
+                c.after_step(done, stop, trainer, data.positions(), metrics)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn print_step(
+        &self,
+        done: u64,
+        start: u64,
+        stop: u64,
+        s: &hlatc::trainer::StepStats,
+        t1: Instant,
+    ) -> Result<(), Error> {
+        let steps = self.a.steps;
         let per_step = t1.elapsed().as_secs_f64() / (done - start) as f64;
         out!(
-            "step {done:>width$}/{}  ({:>3.0}%)  loss {:.4}  grad-norm {:.4}  lr {:.2e}  {:.1} ms/step  eta {:.1} s",
-            a.steps,
-            100.0 * done as f64 / a.steps as f64,
+            "step {done:>width$}/{steps}  ({:>3.0}%)  loss {:.4}  grad-norm {:.4}  lr {:.2e}  {:.1} ms/step  eta {:.1} s",
+            100.0 * done as f64 / steps as f64,
             s.loss,
             s.grad_norm,
             s.learning_rate,
             per_step * 1e3,
-            per_step * (stop - done) as f64
-        )?;
-        let mut held_out_loss = None;
-        if let Some(e) = eval {
-            if done % eval_every == 0 || done == stop {
-                let loss = e.loss(trainer)?;
-                held_out_loss = Some(loss);
-                out!(
-                    "step {done:>width$}/{}  held-out loss {loss:.4}  ({} batches)",
-                    a.steps,
-                    e.batches.len()
-                )?;
-            }
-        }
-        metrics.push(StepMetrics {
-            step: done,
-            loss: s.loss,
-            grad_norm: s.grad_norm,
-            learning_rate: s.learning_rate,
-            held_out_loss,
-        });
+            per_step * (stop - done) as f64,
+            width = steps.to_string().len()
+        )
     }
-    Ok(metrics)
 }
 
 /// Writes `--metrics`, `--plot` and `--save`, and the run's summary line.

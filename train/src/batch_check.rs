@@ -137,10 +137,8 @@ pub fn check_segment_ids(input: &str, ids: &Literal) -> Result<(), BatchError> {
                 });
             }
             if col > 0 && r[col - 1] != value {
-                if value == 0 {
-                    padding_from = Some(col);
-                    continue;
-                }
+                // Segment 0 that began the row is a document: it may not
+                // start again as padding.
                 if let Some(&ended) = last.get(&value) {
                     return Err(BatchError::DocumentResumed {
                         input: input.to_string(),
@@ -149,6 +147,10 @@ pub fn check_segment_ids(input: &str, ids: &Literal) -> Result<(), BatchError> {
                         value,
                         ended,
                     });
+                }
+                if value == 0 {
+                    padding_from = Some(col);
+                    continue;
                 }
                 if value < r[col - 1] {
                     return Err(BatchError::Decreasing {
@@ -218,6 +220,8 @@ mod tests {
         );
         let e = check_segment_ids("segment_ids", &ids(&[&[1, 2, 0, 2]])).unwrap_err();
         assert!(matches!(e, BatchError::DocumentAfterPadding { col: 3, .. }));
+        let e = check_segment_ids("segment_ids", &ids(&[&[0, 1, 0, 0]])).unwrap_err();
+        assert!(matches!(e, BatchError::DocumentResumed { col: 2, value: 0, .. }));
         let e = check_segment_ids("segment_ids", &ids(&[&[1, 1, 2, 1]])).unwrap_err();
         assert_eq!(
             e,

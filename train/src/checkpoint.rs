@@ -112,7 +112,11 @@ impl CheckpointDir {
     /// of it is left and the others are untouched.
     pub fn save(&self, step: u64, files: &[(&str, &[u8])]) -> Result<PathBuf, CheckpointError> {
         for (name, _) in files {
-            if name.is_empty() || name.contains(['/', '\\']) || *name == COMPLETE || name.starts_with('.') {
+            if name.is_empty()
+                || name.contains(['/', '\\'])
+                || *name == COMPLETE
+                || name.starts_with('.')
+            {
                 return Err(CheckpointError::BadName {
                     dir: self.dir.clone(),
                     name: name.to_string(),

@@ -126,7 +126,12 @@ pub(crate) fn npy_layout(path: &Path, bytes: &[u8]) -> Result<NpyLayout, Error> 
 }
 
 /// Id `index` of a `.npy` array, from its `width` bytes `c`.
-pub(crate) fn npy_id(path: &Path, layout: &NpyLayout, index: usize, c: &[u8]) -> Result<u64, Error> {
+pub(crate) fn npy_id(
+    path: &Path,
+    layout: &NpyLayout,
+    index: usize,
+    c: &[u8],
+) -> Result<u64, Error> {
     if layout.signed && c[layout.width - 1] & 0x80 != 0 {
         return Err(bad(path, format!("token {index} is negative")));
     }

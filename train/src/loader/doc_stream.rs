@@ -93,7 +93,7 @@ impl DocStream {
 
     /// The shard's next document of this epoch; `None` once every file is
     /// read.
-    pub fn next(&mut self) -> Result<Option<(DocRef, DocBody)>, LoaderError> {
+    pub fn next_doc(&mut self) -> Result<Option<(DocRef, DocBody)>, LoaderError> {
         while (self.cursor.file as usize) < self.files.len() {
             if self.reader.is_none() {
                 let at = (self.cursor.offset != 0 || self.cursor.line != 0)

@@ -137,7 +137,9 @@ impl RowBatch {
             seq: parts.first().map_or(0, |p| p.seq),
             tokens: Vec::new(),
             targets: Vec::new(),
-            segment_ids: parts.first().and_then(|p| p.segment_ids.as_ref().map(|_| Vec::new())),
+            segment_ids: parts
+                .first()
+                .and_then(|p| p.segment_ids.as_ref().map(|_| Vec::new())),
             totals: Totals::default(),
         };
         for p in parts {
@@ -172,7 +174,10 @@ impl Loader {
     /// position a loader of the same settings saved) or at the start. The
     /// files, the tokenizer and its vocabulary are checked before this
     /// returns; a document's errors come with the batch that needs it.
-    pub fn open(config: &LoaderConfig, from: Option<LoaderPosition>) -> Result<Loader, LoaderError> {
+    pub fn open(
+        config: &LoaderConfig,
+        from: Option<LoaderPosition>,
+    ) -> Result<Loader, LoaderError> {
         let (files, tokenizer) = open_corpus(config)?;
         Self::start(config, files, tokenizer, from)
     }

@@ -109,7 +109,11 @@ impl Packer {
         if self.tokens.is_empty() {
             return None;
         }
-        let continues = self.carry.as_ref().and_then(|c| c.ids.get(c.next)).map(|&t| t as i32);
+        let continues = self
+            .carry
+            .as_ref()
+            .and_then(|c| c.ids.get(c.next))
+            .map(|&t| t as i32);
         self.carry = None;
         Some(self.finish_row(continues))
     }

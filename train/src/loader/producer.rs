@@ -51,9 +51,16 @@ impl Producer {
         position: LoaderPosition,
     ) -> Result<Producer, LoaderError> {
         let read = |d: &DocRef| read_doc(stream.files(), stream.settings(), *d).map(|b| (*d, b));
-        let buffer = position.buffer.iter().map(read).collect::<Result<Vec<_>, _>>()?;
-        let mut again: Vec<(DocRef, DocBody)> =
-            position.pending.iter().map(read).collect::<Result<_, _>>()?;
+        let buffer = position
+            .buffer
+            .iter()
+            .map(read)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut again: Vec<(DocRef, DocBody)> = position
+            .pending
+            .iter()
+            .map(read)
+            .collect::<Result<_, _>>()?;
         let carry = match position.carry {
             Some((doc, next)) => {
                 again.insert(0, read(&doc)?);
@@ -136,7 +143,7 @@ impl Producer {
         let mut drawn = Vec::with_capacity(CHUNK);
         while drawn.len() < CHUNK {
             while self.buffer.len() < self.capacity {
-                match self.stream.next()? {
+                match self.stream.next_doc()? {
                     Some(doc) => self.buffer.push(doc),
                     None => break,
                 }
@@ -155,7 +162,10 @@ impl Producer {
     }
 
     /// `docs` as ids, their texts tokenized together.
-    fn tokenize(&self, docs: Vec<(DocRef, DocBody)>) -> Result<Vec<(DocRef, Vec<u32>)>, LoaderError> {
+    fn tokenize(
+        &self,
+        docs: Vec<(DocRef, DocBody)>,
+    ) -> Result<Vec<(DocRef, Vec<u32>)>, LoaderError> {
         let mut texts = Vec::new();
         let mut lines = Vec::new();
         let mut out: Vec<(DocRef, Option<Vec<u32>>)> = Vec::with_capacity(docs.len());
@@ -170,9 +180,12 @@ impl Producer {
             }
         }
         if !texts.is_empty() {
-            let tokenizer = self.tokenizer.as_ref().ok_or_else(|| LoaderError::NeedsTokenizer {
-                path: self.stream.files()[out[0].0.file as usize].clone(),
-            })?;
+            let tokenizer = self
+                .tokenizer
+                .as_ref()
+                .ok_or_else(|| LoaderError::NeedsTokenizer {
+                    path: self.stream.files()[out[0].0.file as usize].clone(),
+                })?;
             let mut encoded = tokenizer.encode(texts, &lines)?.into_iter();
             for slot in out.iter_mut().filter(|(_, ids)| ids.is_none()) {
                 slot.1 = encoded.next();

@@ -182,9 +182,7 @@ impl FileReader {
     ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
         match self.format {
             SourceFormat::TokenIds => self.next_ids(settings, skip),
-            SourceFormat::Jsonl | SourceFormat::TextLines => {
-                self.next_line_doc(settings, skip)
-            }
+            SourceFormat::Jsonl | SourceFormat::TextLines => self.next_line_doc(settings, skip),
             SourceFormat::TextParagraphs => self.next_paragraph(skip),
         }
     }
@@ -252,10 +250,7 @@ impl FileReader {
     ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
         let mut doc: Option<DocRef> = None;
         let mut text = String::new();
-        loop {
-            let Some(start) = self.read_line()? else {
-                break;
-            };
+        while let Some(start) = self.read_line()? {
             let blank = self.line_buf.iter().all(u8::is_ascii_whitespace);
             match (blank, doc.is_some()) {
                 (true, true) => break,
@@ -337,11 +332,7 @@ impl FileReader {
 
 /// Where a token-id file's ids start and how each is stored: a `.npy`
 /// file's header says; a raw file is ids from its first byte.
-fn id_layout(
-    path: &Path,
-    f: &mut File,
-    raw: RawDtype,
-) -> Result<(u64, NpyLayout), LoaderError> {
+fn id_layout(path: &Path, f: &mut File, raw: RawDtype) -> Result<(u64, NpyLayout), LoaderError> {
     let size = f.metadata().map_err(io(path))?.len();
     let mut head = Vec::new();
     f.by_ref()

@@ -57,14 +57,16 @@ impl TextTokenizer {
         let find = |choice: &SpecialToken, names: &[&str], role| match choice {
             SpecialToken::None => Ok(None),
             SpecialToken::Detect => Ok(names.iter().find_map(|n| tokenizer.token_to_id(n))),
-            SpecialToken::Named(token) => tokenizer
-                .token_to_id(token)
-                .map(Some)
-                .ok_or_else(|| LoaderError::NoSuchToken {
-                    path: path.to_path_buf(),
-                    token: token.clone(),
-                    role,
-                }),
+            SpecialToken::Named(token) => {
+                tokenizer
+                    .token_to_id(token)
+                    .map(Some)
+                    .ok_or_else(|| LoaderError::NoSuchToken {
+                        path: path.to_path_buf(),
+                        token: token.clone(),
+                        role,
+                    })
+            }
         };
         Ok(TextTokenizer {
             bos: find(bos, &BOS_NAMES, "BOS")?,
@@ -77,13 +79,14 @@ impl TextTokenizer {
     /// The ids of `texts` (documents starting at `lines`, for errors), each
     /// with BOS and EOS where there are. Runs on every core.
     pub fn encode(&self, texts: Vec<String>, lines: &[u64]) -> Result<Vec<Vec<u32>>, LoaderError> {
-        let encodings = self.tokenizer.encode_batch(texts, false).map_err(|e| {
-            LoaderError::Encode {
-                path: self.path.clone(),
-                line: lines.first().copied().unwrap_or(0),
-                message: e.to_string(),
-            }
-        })?;
+        let encodings =
+            self.tokenizer
+                .encode_batch(texts, false)
+                .map_err(|e| LoaderError::Encode {
+                    path: self.path.clone(),
+                    line: lines.first().copied().unwrap_or(0),
+                    message: e.to_string(),
+                })?;
         Ok(encodings
             .into_iter()
             .map(|e| {

@@ -1,0 +1,154 @@
+//! `hlatc train`'s checkpoints: saved every N steps into a directory, and
+//! taken up by a run started again with the same directory, with no flag
+//! of its own (HLAT's automatic fault recovery).
+
+use super::console::note;
+use hlatc::checkpoint::{CheckpointDir, LOADER_FILE, METRICS_FILE, STATE_FILE};
+use hlatc::loader::LoaderPosition;
+use hlatc::metrics::MetricsLog;
+use hlatc::runtime::{safetensors_bytes, safetensors_from_bytes};
+use hlatc::trainer::Trainer;
+use hlatc::Error;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct CheckpointArgs {
+    /// Save checkpoints here as the run goes (the whole training state, the
+    /// loader's position and the metrics so far), each written whole
+    /// before it counts. A run started with the same directory resumes
+    /// from its newest complete checkpoint by itself, passing over (with a
+    /// warning naming it) one that is torn or corrupt: the same command
+    /// restarted after a crash goes on where the last checkpoint stopped,
+    /// bit for bit as a run that never stopped
+    #[arg(long, value_name = "DIR")]
+    checkpoint_dir: Option<PathBuf>,
+    /// Save a checkpoint every N steps, and after the last [default:
+    /// steps/10]
+    #[arg(long, value_name = "N", requires = "checkpoint_dir")]
+    checkpoint_every: Option<u64>,
+    /// Keep the newest K checkpoints (older ones are removed once a newer
+    /// one is complete)
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 3,
+        requires = "checkpoint_dir"
+    )]
+    keep: usize,
+}
+
+/// What a checkpoint gives a run to go on from.
+pub struct Restored {
+    pub step: u64,
+    pub positions: Option<Vec<LoaderPosition>>,
+    pub metrics: MetricsLog,
+}
+
+/// The checkpoints of a run.
+pub struct Checkpoints {
+    dir: CheckpointDir,
+    every: u64,
+    /// The newest checkpoint's state, until the trainer takes it.
+    state: Option<(String, Vec<u8>)>,
+}
+
+impl CheckpointArgs {
+    pub fn check(&self) -> Result<(), Error> {
+        if self.checkpoint_every == Some(0) {
+            return Err(Error::usage("--checkpoint-every must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The run's checkpoint directory (`None` without --checkpoint-dir), and
+    /// what its newest complete checkpoint holds, if it has one.
+    pub fn open(&self, steps: u64) -> Result<Option<(Checkpoints, Option<Restored>)>, Error> {
+        let Some(path) = &self.checkpoint_dir else {
+            return Ok(None);
+        };
+        let dir = CheckpointDir::open(path, self.keep)?;
+        let (latest, skipped) = dir.latest()?;
+        for s in &skipped {
+            note!("warning: skipping checkpoint {s}")?;
+        }
+        let mut checkpoints = Checkpoints {
+            dir,
+            every: self.checkpoint_every.unwrap_or((steps / 10).max(1)),
+            state: None,
+        };
+        let Some(mut c) = latest else {
+            return Ok(Some((checkpoints, None)));
+        };
+        let source = c.path.display().to_string();
+        let missing = |file: &str| Error::usage(format!("checkpoint {source} has no {file}"));
+        let state = c
+            .files
+            .remove(STATE_FILE)
+            .ok_or_else(|| missing(STATE_FILE))?;
+        let metrics = c
+            .files
+            .remove(METRICS_FILE)
+            .ok_or_else(|| missing(METRICS_FILE))?;
+        let metrics = MetricsLog::parse(
+            &String::from_utf8_lossy(&metrics),
+            &format!("{source}/{METRICS_FILE}"),
+        )
+        .map_err(|e| Error::usage(e.to_string()))?;
+        let positions = match c.files.remove(LOADER_FILE) {
+            None => None,
+            Some(bytes) => Some(
+                serde_json::from_slice::<Vec<LoaderPosition>>(&bytes)
+                    .map_err(|e| Error::usage(format!("checkpoint {source}/{LOADER_FILE}: {e}")))?,
+            ),
+        };
+        checkpoints.state = Some((format!("{source}/{STATE_FILE}"), state));
+        Ok(Some((
+            checkpoints,
+            Some(Restored {
+                step: c.step,
+                positions,
+                metrics,
+            }),
+        )))
+    }
+}
+
+impl Checkpoints {
+    /// Puts the restored checkpoint's state into `trainer`.
+    pub fn restore(&mut self, trainer: &mut Trainer) -> Result<(), Error> {
+        if let Some((source, bytes)) = self.state.take() {
+            let tensors = safetensors_from_bytes(&bytes, &source)?;
+            trainer.resume(tensors, &source)?;
+        }
+        Ok(())
+    }
+
+    /// Saves a checkpoint after step `done` when it is due: every
+    /// --checkpoint-every steps and at `last`.
+    pub fn after_step(
+        &self,
+        done: u64,
+        last: u64,
+        trainer: &Trainer,
+        positions: Option<Vec<LoaderPosition>>,
+        metrics: &MetricsLog,
+    ) -> Result<(), Error> {
+        if done % self.every != 0 && done != last {
+            return Ok(());
+        }
+        let state = safetensors_bytes(&trainer.training_state(), STATE_FILE)?;
+        let loader = positions.map(|p| serde_json::to_vec(&p).expect("positions serialize"));
+        let csv = metrics.to_csv();
+        let mut files: Vec<(&str, &[u8])> =
+            vec![(STATE_FILE, &state), (METRICS_FILE, csv.as_bytes())];
+        if let Some(l) = &loader {
+            files.push((LOADER_FILE, l));
+        }
+        self.dir.save(done, &files)?;
+        Ok(())
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
