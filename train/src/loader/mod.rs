@@ -41,8 +41,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokenize::TextTokenizer;
 
-/// Batches made ahead of the step that takes them.
-const PREFETCH: usize = 8;
+/// Ids made ahead of the step that takes them: a step waits only if the
+/// pipeline falls this far behind (on a small model, steps of a few
+/// milliseconds share the cores with XLA's own threads), whatever the
+/// batch's size, within [`PREFETCH_BATCHES`].
+const PREFETCH_IDS: usize = 1 << 20;
+/// The fewest and the most batches made ahead.
+const PREFETCH_BATCHES: (usize, usize) = (8, 256);
 
 /// Documents the shuffle draws from, by default.
 pub const DEFAULT_SHUFFLE_BUFFER: usize = 1024;
@@ -157,8 +162,8 @@ impl RowBatch {
 
 type Produced = Result<(RowBatch, LoaderPosition), LoaderError>;
 
-/// A loader at work: its pipeline runs on its own thread, [`PREFETCH`]
-/// batches ahead.
+/// A loader at work: its pipeline runs on its own thread, up to
+/// [`PREFETCH_IDS`] ids ahead.
 pub struct Loader {
     receiver: Option<Receiver<Produced>>,
     worker: Option<std::thread::JoinHandle<()>>,
@@ -222,7 +227,9 @@ impl Loader {
             config.rows,
             config.epochs,
         );
-        let (sender, receiver) = sync_channel::<Produced>(PREFETCH);
+        let ahead = (PREFETCH_IDS / (rows * config.seq_len).max(1))
+            .clamp(PREFETCH_BATCHES.0, PREFETCH_BATCHES.1);
+        let (sender, receiver) = sync_channel::<Produced>(ahead);
         let start = position.clone();
         let worker = std::thread::Builder::new()
             .name(format!("hlatc-loader-{}", config.shard.index))
@@ -270,13 +277,17 @@ impl Loader {
             return Ok(None);
         }
         let receiver = self.receiver.as_ref().ok_or(LoaderError::WorkerGone)?;
-        let t = Instant::now();
+        // Only a batch that is not ready yet counts as waiting.
         let got = match receiver.try_recv() {
             Ok(v) => Some(v),
-            Err(std::sync::mpsc::TryRecvError::Empty) => receiver.recv().ok(),
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                let t = Instant::now();
+                let v = receiver.recv().ok();
+                self.waited += t.elapsed();
+                v
+            }
             Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
         };
-        self.waited += t.elapsed();
         match got {
             Some(Ok((batch, position))) => {
                 self.position = position;
