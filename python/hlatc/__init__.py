@@ -13,24 +13,31 @@ A Rust core (the `hlatc` compiler) behind a thin PyO3 layer::
     for i in range(100):
         stats = trainer.step(tokens, targets)
 
+    loader = hlatc.data.Loader.for_step(step, "corpus/*.jsonl", tokenizer="tokenizer.json")
+    metrics = trainer.fit(loader, 1000, checkpoint_dir="ckpt")   # resumes after a crash
+
 Tensors are NumPy arrays (bf16 as `ml_dtypes.bfloat16`). Every error is an
 `hlatc.Error`; its subclasses carry where the problem is (`HloSyntaxError`
 has `line` and `column`, `ConfigError` the `key`, `BatchError` the `row`
-and `column`). `hlatc.jax.load(step)` runs the step with JAX.
+and `column`, `DataError` the corpus file and line). `hlatc.jax.load(step)`
+runs the step with JAX.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _hlatc
+from . import _hlatc, data
 from ._arrays import dict_to_numpy, dict_to_raw, to_raw
+from ._fit import CheckpointWarning
 from ._hlatc import (
     BatchError,
+    CheckpointError,
     ConfigError,
+    DataError,
     Error,
     FileError,
     HloSyntaxError,
@@ -70,6 +77,10 @@ __all__ = [
     "NeuronRefusedError",
     "RunError",
     "UsageError",
+    "DataError",
+    "CheckpointError",
+    "CheckpointWarning",
+    "data",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -299,6 +310,44 @@ class Trainer:
     @property
     def steps_done(self) -> int:
         return self._native.steps_done
+
+    def fit(
+        self,
+        loader: "data.Loader",
+        steps: int,
+        *,
+        checkpoint_dir: Optional[PathLike] = None,
+        checkpoint_every: Optional[int] = None,
+        keep: int = 3,
+        on_step: Optional[Callable[[Dict[str, float]], Optional[bool]]] = None,
+    ) -> List[Dict[str, float]]:
+        """Trains on `loader`'s batches until `steps` optimizer steps are done
+        (counted from step 0, as `steps_done` counts: a resumed run goes on to
+        the same end), and returns every step's metrics: `{"step", "loss",
+        "grad_norm", "learning_rate"}` per step, from step 1.
+
+        With `checkpoint_dir`, it first resumes from the newest complete
+        checkpoint there, if any: the training state, the loader's position
+        (`loader.seek`) and the metrics so far, so the run goes on as if it
+        had never stopped; each newer checkpoint a crash left torn, or whose
+        files no longer match their sha256s, is skipped with a
+        `CheckpointWarning` naming it. It saves a checkpoint every
+        `checkpoint_every` steps (a tenth of `steps` by default, as `hlatc
+        train --checkpoint-every`) and after the last, keeping the newest
+        `keep`: `step-NNNNNNNN/` with `state.safetensors`, `loader.json` and
+        `metrics.csv`, written whole or not at all, the layout `hlatc train
+        --checkpoint-dir` writes and resumes (same model and layout).
+
+        `on_step(row)` is called after each step (and its checkpoint, when one
+        is due) with that step's metrics; returning False stops the run,
+        which saves a checkpoint first. An exception from it, or from the
+        step, stops the run where it is: the last checkpoint saved is where
+        the next `fit` resumes. A loss that is not finite raises `RunError`
+        before anything is saved. If the loader's last pass ends first, the
+        run stops there, with a warning."""
+        from . import _fit
+
+        return _fit.fit(self, loader, steps, checkpoint_dir, checkpoint_every, keep, on_step)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """Type stubs of hlatc's native module (the Rust core's PyO3 layer).
 Use the `hlatc` package; these are what it wraps."""
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union
 import os
 
 Raw = Tuple[str, List[int], bytes]
@@ -42,6 +42,19 @@ class NeuronRefusedError(Error):
     findings: List[str]
 class RunError(Error): ...
 class UsageError(Error): ...
+
+class DataError(Error, ValueError):
+    path: Optional[str]
+    line: Optional[int]
+    column: Optional[int]
+    offset: Optional[int]
+    field: Optional[str]
+    setting: Optional[str]
+    tokenizer_vocab: Optional[int]
+    model_vocab: Optional[int]
+
+class CheckpointError(Error, OSError):
+    path: Optional[str]
 
 class TensorInfo:
     name: str
@@ -128,7 +141,65 @@ class Trainer:
     def step(self, tokens: Raw, targets: Raw, segment_ids: Optional[Raw] = None) -> Dict[str, float]: ...
     def state(self) -> Dict[str, Raw]: ...
     def resume(self, state: Dict[str, Raw]) -> None: ...
+    def state_safetensors(self) -> bytes: ...
+    def resume_safetensors(self, data: bytes, what: str) -> None: ...
     def hugging_face_params(self) -> Dict[str, Raw]: ...
+
+Special = Union[bool, str, None]
+
+class Loader:
+    rows_per_replica: int
+    replicas: int
+    owned: List[int]
+    seq_len: int
+    packing: str
+    tokenizer_vocab: Optional[int]
+    def __init__(
+        self,
+        sources: Sequence[str],
+        *,
+        vocab_size: int,
+        batch_size: int,
+        seq_len: int,
+        replicas: int = 1,
+        owned: Optional[Sequence[int]] = None,
+        tokenizer: Optional[str] = None,
+        text_field: str = "text",
+        format: Optional[Literal["jsonl", "lines", "paragraphs", "token-ids"]] = None,
+        packing: Literal["segments", "concat"] = "segments",
+        shuffle_buffer: int = 1024,
+        seed: int = 0,
+        epochs: Optional[int] = None,
+        bos: Special,
+        eos: Special,
+        eos_id: Optional[int] = None,
+        raw_dtype: Literal["u16", "u32"] = "u16",
+        position: Optional[str] = None,
+    ) -> None: ...
+    def next_batch(self) -> Optional[Dict[str, Raw]]: ...
+    def position(self) -> str: ...
+    def seek(self, position: str) -> None: ...
+    def stats(self) -> Dict[str, Union[int, float]]: ...
+    def close(self) -> None: ...
+
+def data_layout(step: Step) -> Dict[str, Any]: ...
+
+STATE_FILE: str
+LOADER_FILE: str
+METRICS_FILE: str
+COMPLETE: str
+
+class CheckpointDir:
+    path: str
+    def __init__(self, dir: str, keep: int = 3) -> None: ...
+    def step_dir(self, step: int) -> str: ...
+    def save(self, step: int, files: Sequence[Tuple[str, bytes]]) -> str: ...
+    def latest(
+        self,
+    ) -> Tuple[Optional[Tuple[int, str, Dict[str, bytes]]], List[Tuple[str, str]]]: ...
+
+def metrics_csv(rows: Sequence[Dict[str, Optional[float]]]) -> str: ...
+def read_metrics_csv(text: str, what: str) -> List[Dict[str, float]]: ...
 
 def write_safetensors(path: str, tensors: Sequence[Tuple[str, Raw]]) -> None: ...
 def read_safetensors(path: str) -> Dict[str, Raw]: ...

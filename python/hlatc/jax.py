@@ -23,7 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+import shutil
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -43,6 +45,14 @@ ENV_CPU_COLLECTIVES = "HLATC_CPU_COLLECTIVES"
 # last, by process 0, after every process has renamed its rank files.
 COMPLETE = "COMPLETE"
 CHECKPOINT_FORMAT = "hlatc-checkpoint/1"
+
+
+def loader_file(replica: int) -> str:
+    """The file of DP replica `replica`'s loader position in a checkpoint
+    `Trainer.fit` saves: a JSON array of that one position (the layout of
+    the single-process checkpoint's `loader.json`, one replica a file, so
+    each process writes only its own)."""
+    return f"loader-replica-{replica:05d}.json"
 
 
 def rank_file(rank: int) -> str:
@@ -349,6 +359,7 @@ class Trainer:
         roles = {t.role: t.name for t in step.outputs}
         self._stats = {k: roles[k] for k in ("loss", "grad_norm", "learning_rate")}
         self._step_input = next(t.name for t in step.inputs if t.role == "step")
+        self._layout = _hlatc.data_layout(step._native)
         counts = {}
         for d in self._fn.devices:
             counts[d.process_index] = counts.get(d.process_index, 0) + 1
@@ -365,13 +376,62 @@ class Trainer:
         """The ranks this process runs."""
         return self._fn.local_ranks
 
+    @property
+    def local_replicas(self) -> List[int]:
+        """The DP replicas whose rows this process's ranks take, in order: what
+        its loader reads (`loader`), and `step(..., replicas=)` takes."""
+        of = self._layout["replica_of_rank"]
+        return sorted({of[r] for r in self._fn.local_ranks})
+
+    def loader(self, sources: Any, **options: Any) -> "hlatc.data.Loader":
+        """`hlatc.data.Loader.for_step` for this step that reads only this
+        process's replicas' documents (`owned_replicas=local_replicas`): each
+        process tokenizes its own shard, and its batches hold its replicas'
+        rows, which `step` and `fit` take as they are."""
+        return hlatc.data.Loader.for_step(self._step, sources,
+                                          owned_replicas=self.local_replicas, **options)
+
+    def _global_rows(self, name: str, value: Any, replicas: Sequence[int]) -> np.ndarray:
+        """A global batch from the rows of `replicas` (in order): rows of the
+        replicas this process does not run are never read, and the first
+        given replica's stand in for them (valid ids, so the checks of the
+        whole batch pass)."""
+        a = np.asarray(value)
+        dp, batch = self._layout["replicas"], self._layout["batch_size"]
+        rows = batch // dp
+        if a.ndim != 2 or a.shape[0] != rows * len(replicas):
+            raise hlatc.UsageError(
+                f"'{name}' is {list(a.shape)}; the rows of replicas {list(replicas)} are "
+                f"[{rows * len(replicas)}, seq_len] ({rows} a replica)")
+        out = np.empty((batch, a.shape[1]), dtype=a.dtype)
+        for d in range(dp):
+            k = replicas.index(d) if d in replicas else 0
+            out[d * rows:(d + 1) * rows] = a[k * rows:(k + 1) * rows]
+        return out
+
     def _put(self, rank: int, tensors: Mapping[str, Any]) -> Dict[str, Any]:
         device = self._fn.devices[rank]
         return {n: self._jax.device_put(np.asarray(tensors[n]), device) for n in self._state_names}
 
-    def step(self, tokens: Any, targets: Any, segment_ids: Any = None) -> Dict[str, float]:
+    def step(self, tokens: Any, targets: Any, segment_ids: Any = None, *,
+             replicas: Optional[Sequence[int]] = None) -> Dict[str, float]:
         """One optimizer step on a global batch ([batch, seq] integer ids,
-        every rank's rows): its loss, grad norm and learning rate."""
+        every rank's rows): its loss, grad norm and learning rate. With
+        `replicas` (DP replica indices, a loader's `owned_replicas`), the
+        batch holds only those replicas' rows, one replica after another;
+        they must include this process's (`local_replicas`)."""
+        if replicas is not None:
+            replicas = [int(r) for r in replicas]
+            missing = sorted(set(self.local_replicas) - set(replicas))
+            if missing:
+                raise hlatc.UsageError(
+                    f"the batch holds replicas {replicas}' rows; this process runs replicas "
+                    f"{self.local_replicas} (missing {missing}): open its loader with "
+                    "owned_replicas=trainer.local_replicas (trainer.loader(...))")
+            tokens = self._global_rows("tokens", tokens, replicas)
+            targets = self._global_rows("targets", targets, replicas)
+            if segment_ids is not None:
+                segment_ids = self._global_rows("segment_ids", segment_ids, replicas)
         t, y = to_raw("tokens", tokens), to_raw("targets", targets)
         s = None if segment_ids is None else to_raw("segment_ids", segment_ids)
         inputs = {}
@@ -453,8 +513,14 @@ class Trainer:
         in `path` loses its marker first, so a save cut short leaves no
         complete checkpoint there, and rank files beyond this world size
         (which `hlatc unshard` would refuse). Every process must call it."""
+        self._save(os.fspath(path))
+
+    def _save(self, d: str, shared: Optional[Mapping[str, bytes]] = None,
+              replica_files: Optional[Mapping[int, bytes]] = None) -> None:
+        """`save`, with the files `fit` adds under the same marker: `shared`,
+        written alike by every process (the metrics), and `replica_files`,
+        this process's replicas' (their loader positions, `loader_file`)."""
         jax = self._jax
-        d = os.fspath(path)
         os.makedirs(d, exist_ok=True)
         marker = os.path.join(d, COMPLETE)
         me = jax.process_index()
@@ -480,6 +546,18 @@ class Trainer:
                 os.fsync(f.fileno())
             digests.append(np.frombuffer(bytes.fromhex(_sha256(tmp)), dtype=np.uint8))
             os.replace(tmp, final)
+        extra = {}
+        for name, data in (shared or {}).items():
+            _write_synced(d, name, data)
+            extra[name] = hashlib.sha256(data).hexdigest()
+        # Each replica's file, with its digest, from whichever process owns
+        # it (a replica whose TP ranks span processes: each writes the same).
+        dp = self._layout["replicas"]
+        owned = np.zeros((dp, 33), dtype=np.uint8)
+        for replica, data in (replica_files or {}).items():
+            _write_synced(d, loader_file(replica), data)
+            owned[replica, 0] = 1
+            owned[replica, 1:] = np.frombuffer(hashlib.sha256(data).digest(), dtype=np.uint8)
         # Each process's digests reach process 0 (its files need not be on
         # process 0's disk); the gather also waits for every process's files.
         digests_of = np.stack(digests)
@@ -489,9 +567,17 @@ class Trainer:
 
             digests_of = np.asarray(multihost_utils.process_allgather(digests_of)).reshape(-1, 32)
             ranks = np.asarray(multihost_utils.process_allgather(ranks)).reshape(-1)
+            if replica_files is not None:
+                owned = np.asarray(multihost_utils.process_allgather(owned)).reshape(-1, dp, 33)
+        owned = owned.reshape(-1, dp, 33)
         if me == 0:
             files = {rank_file(int(r)): bytes(h).hex() for r, h in sorted(zip(ranks, digests_of),
                                                                           key=lambda p: int(p[0]))}
+            for replica in range(dp):
+                held = [row[replica] for row in owned if row[replica, 0]]
+                if held:
+                    files[loader_file(replica)] = bytes(held[0][1:]).hex()
+            files.update(extra)
             record = {
                 "format": CHECKPOINT_FORMAT,
                 "steps_done": self.steps_done,
@@ -516,6 +602,20 @@ class Trainer:
         process must see the marker (process 0 writes it: on hosts without a
         shared file system, copy it)."""
         d = os.fspath(path)
+        record = self._record(d)
+        for r in self._fn.local_ranks:
+            f = os.path.join(d, rank_file(r))
+            if not os.path.isfile(f):
+                raise _file_error(f"{f}: missing, though {COMPLETE} lists it", f)
+            if _sha256(f) != record["files"].get(rank_file(r)):
+                raise _file_error(f"{f}: its sha256 is not the one {COMPLETE} records "
+                                  "(changed since, or from another save)", f)
+        self._take_shares(d)
+
+    def _record(self, d: str) -> Dict[str, Any]:
+        """The marker of checkpoint `d`, read and checked against this step:
+        `FileError` if it is missing or not a marker, `UsageError` for
+        another world size."""
         marker = os.path.join(d, COMPLETE)
         if not os.path.isfile(marker):
             raise _file_error(
@@ -528,23 +628,23 @@ class Trainer:
                 record = json.load(f)
         except (OSError, ValueError) as e:
             raise _file_error(f"{marker}: not a checkpoint marker: {e}", marker) from None
-        if record.get("format") != CHECKPOINT_FORMAT:
-            raise _file_error(f"{marker}: format {record.get('format')!r}, not {CHECKPOINT_FORMAT}",
-                              marker)
+        if not isinstance(record, dict) or record.get("format") != CHECKPOINT_FORMAT:
+            found = record.get("format") if isinstance(record, dict) else None
+            raise _file_error(f"{marker}: format {found!r}, not {CHECKPOINT_FORMAT}", marker)
         world = len(self._fn.devices)
         if record.get("world_size") != world:
             raise hlatc.UsageError(
                 f"{d}: a checkpoint of {record.get('world_size')} ranks; this step runs on {world} "
                 "(join it with hlatc unshard and resume() the whole state)"
             )
+        return record
+
+    def _take_shares(self, d: str) -> None:
+        """This process's ranks' state from checkpoint `d`'s rank files (their
+        sha256s already checked)."""
         shares = {}
         for r in self._fn.local_ranks:
             f = os.path.join(d, rank_file(r))
-            if not os.path.isfile(f):
-                raise _file_error(f"{f}: missing, though {COMPLETE} lists it", f)
-            if _sha256(f) != record["files"].get(rank_file(r)):
-                raise _file_error(f"{f}: its sha256 is not the one {COMPLETE} records "
-                                  "(changed since, or from another save)", f)
             tensors = dict_to_numpy(_hlatc.read_safetensors(f))
             left = dict(tensors)
             for info in self._state_infos:
@@ -561,3 +661,173 @@ class Trainer:
             shares[r] = tensors
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)
+
+    def fit(
+        self,
+        loader: "hlatc.data.Loader",
+        steps: int,
+        *,
+        checkpoint_dir: Optional["hlatc.PathLike"] = None,
+        checkpoint_every: Optional[int] = None,
+        keep: int = 3,
+        on_step: Optional[Callable[[Dict[str, float]], Optional[bool]]] = None,
+    ) -> List[Dict[str, float]]:
+        """`hlatc.Trainer.fit` on JAX, across processes: every process calls
+        it, each with its own loader (`loader(...)`: its replicas' rows, or
+        a loader of the whole global batch), and gets the same metrics.
+
+        With `checkpoint_dir`, the processes agree on the newest checkpoint
+        that is complete for all of them and resume from it (each reading
+        its ranks' files and its replicas' loader positions), warning with
+        `CheckpointWarning` about each newer one passed over. A checkpoint
+        is `step-NNNNNNNN/` in `save`'s format (`hlatc unshard` joins it),
+        with each replica's loader position (`loader-replica-00000.json`, a
+        file a replica, written by the process that owns it) and the metrics
+        (`metrics.csv`) under the same `COMPLETE` marker; the newest `keep`
+        are kept. Unlike `hlatc.Trainer.fit`'s (one `state.safetensors` of
+        the whole state, which `hlatc train --checkpoint-dir` shares), it is
+        per rank, so no process gathers the whole state to save."""
+        from . import _fit
+
+        checkpoint_every = _fit.every(steps, checkpoint_every)
+        _fit.check_fit_args(steps, checkpoint_every, keep)
+        owned = list(loader.owned_replicas)
+        step_kw = {} if owned == list(range(loader.replicas)) else {"replicas": owned}
+        if checkpoint_dir is None:
+            return _fit.run_steps(self, loader, steps, [], None, checkpoint_every, on_step,
+                                  step_kw)
+        root = os.fspath(checkpoint_dir)
+        os.makedirs(root, exist_ok=True)
+        metrics = self._resume_newest(root, loader)
+
+        def save(done: int, metrics: List[Dict[str, float]]) -> None:
+            positions = json.loads(loader.position())
+            files = {r: json.dumps([p], separators=(",", ":")).encode("utf-8")
+                     for r, p in zip(owned, positions)}
+            self._save(os.path.join(root, _step_dir(done)),
+                       {_hlatc.METRICS_FILE: _fit.metrics_bytes(metrics)}, files)
+            self._prune(root, done, keep)
+
+        return _fit.run_steps(self, loader, steps, metrics, save, checkpoint_every, on_step,
+                              step_kw)
+
+    def _resume_newest(self, root: str, loader: "hlatc.data.Loader") -> List[Dict[str, float]]:
+        """Resumes from the newest checkpoint in `root` every process finds
+        complete; its metrics (none without one)."""
+        from . import _fit
+
+        rejected = set()
+        while True:
+            mine = [s for s in _step_dirs(root) if s not in rejected]
+            newest = _max_over_processes(max(mine, default=-1))
+            if newest < 0:
+                return []
+            d = os.path.join(root, _step_dir(newest))
+            problem = self._problem(d, loader.owned_replicas)
+            if _all_processes(problem is None):
+                break
+            _fit.warn_skipped(d, problem or "it is not complete on another process")
+            rejected.add(newest)
+        self._take_shares(d)
+        record = self._record(d)
+        names = [loader_file(r) for r in loader.owned_replicas]
+        if all(n in record["files"] for n in names):
+            positions = []
+            for n in names:
+                with open(os.path.join(d, n), "rb") as f:
+                    positions.extend(json.loads(f.read()))
+            loader.seek(json.dumps(positions))
+        else:
+            _fit.seek_loader(loader, {}, d)  # warns: no position to go on from
+        files = {}
+        if _hlatc.METRICS_FILE in record["files"]:
+            with open(os.path.join(d, _hlatc.METRICS_FILE), "rb") as f:
+                files[_hlatc.METRICS_FILE] = f.read()
+        return _fit.metrics_from(files, d)
+
+    def _problem(self, d: str, replicas: Sequence[int]) -> Optional[str]:
+        """Why checkpoint `d` cannot be resumed by this process, in words (None
+        if it can): a missing marker, or a file of this process's that is
+        missing or does not match its sha256. Another world size raises."""
+        if not os.path.isdir(d):
+            return "it is not on this process's file system"
+        try:
+            record = self._record(d)
+        except hlatc.FileError as e:
+            if not os.path.exists(os.path.join(d, COMPLETE)):
+                return "no COMPLETE marker: the run stopped while saving it"
+            return str(e)
+        step = int(os.path.basename(d)[len("step-"):])
+        if record.get("steps_done") != step:
+            return f"its COMPLETE marker says step {record.get('steps_done')}, its name step {step}"
+        files = record.get("files", {})
+        names = [rank_file(r) for r in self._fn.local_ranks]
+        names += [n for n in (loader_file(r) for r in replicas) if n in files]
+        names += [n for n in (_hlatc.METRICS_FILE,) if n in files]
+        for name in names:
+            path = os.path.join(d, name)
+            if not os.path.isfile(path):
+                return f"its file '{name}' is missing"
+            if _sha256(path) != files.get(name):
+                return f"its file '{name}' does not match its checksum (corrupt)"
+        return None
+
+    def _prune(self, root: str, saved: int, keep: int) -> None:
+        """Removes the checkpoints before `saved` past the newest `keep`
+        complete ones, and (on process 0, which writes every marker, so
+        sees one wherever there is one) the incomplete ones before it."""
+        complete = 0
+        for step in sorted((s for s in _step_dirs(root) if s <= saved), reverse=True):
+            d = os.path.join(root, _step_dir(step))
+            if os.path.isfile(os.path.join(d, COMPLETE)) or step == saved:
+                complete += 1
+                if complete > keep:
+                    shutil.rmtree(d, ignore_errors=True)
+            elif self._jax.process_index() == 0:
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def _step_dir(step: int) -> str:
+    """A checkpoint's directory name: `hlatc train --checkpoint-dir`'s."""
+    return f"step-{step:08d}"
+
+
+def _step_dirs(root: str) -> List[int]:
+    """The steps of the checkpoint directories in `root` on this process's
+    file system, complete or not."""
+    steps = []
+    for name in os.listdir(root):
+        rest = name[len("step-"):]
+        if name.startswith("step-") and rest.isdigit() and os.path.isdir(os.path.join(root, name)):
+            steps.append(int(rest))
+    return steps
+
+
+def _max_over_processes(value: int) -> int:
+    import jax
+
+    if jax.process_count() == 1:
+        return value
+    from jax.experimental import multihost_utils
+
+    return int(np.max(multihost_utils.process_allgather(np.array([value], dtype=np.int64))))
+
+
+def _all_processes(ok: bool) -> bool:
+    import jax
+
+    if jax.process_count() == 1:
+        return ok
+    from jax.experimental import multihost_utils
+
+    return bool(np.all(multihost_utils.process_allgather(np.array([ok], dtype=np.int32))))
+
+
+def _write_synced(d: str, name: str, data: bytes) -> None:
+    """`data` as `d/name`, written under a temporary name, synced, renamed."""
+    tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(d, name))

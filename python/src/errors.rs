@@ -3,9 +3,13 @@
 //! line and column, a config's key, a batch's row and column).
 
 use hlatc::models::ConfigError as RustConfigError;
+use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
+use hlatc::train::loader::LoaderError;
 use hlatc::train_step::StepError;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
 use pyo3::{create_exception, PyTypeInfo};
 
@@ -85,20 +89,191 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NeuronRefusedError", NeuronRefusedError::type_object(py))?;
     m.add("RunError", RunError::type_object(py))?;
     m.add("UsageError", UsageError::type_object(py))?;
+    m.add("DataError", DATA_ERROR.get(py)?)?;
+    m.add("CheckpointError", CHECKPOINT_ERROR.get(py)?)?;
     Ok(())
 }
 
+/// An exception type with two bases: an `hlatc.Error` that is also one of
+/// Python's own (`except ValueError` catches a bad corpus, `except OSError`
+/// a checkpoint that cannot be written). `create_exception!` makes types
+/// of one base, so these are made by calling `type`, once.
+struct TwoBased {
+    cell: GILOnceCell<Py<PyType>>,
+    name: &'static str,
+    doc: &'static str,
+    /// Attributes every instance has, `None` unless the error sets them.
+    fields: &'static [&'static str],
+    builtin: fn(Python<'_>) -> Bound<'_, PyType>,
+}
+
+impl TwoBased {
+    fn get<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyType>> {
+        let ty = self.cell.get_or_try_init(py, || {
+            let dict = PyDict::new(py);
+            dict.set_item("__module__", "hlatc._hlatc")?;
+            dict.set_item("__doc__", self.doc)?;
+            for f in self.fields {
+                dict.set_item(*f, py.None())?;
+            }
+            let bases = PyTuple::new(py, [Error::type_object(py), (self.builtin)(py)])?;
+            py.get_type::<PyType>()
+                .call1((self.name, bases, dict))?
+                .downcast_into::<PyType>()
+                .map(Bound::unbind)
+                .map_err(PyErr::from)
+        })?;
+        Ok(ty.bind(py))
+    }
+}
+
+static DATA_ERROR: TwoBased = TwoBased {
+    cell: GILOnceCell::new(),
+    name: "DataError",
+    doc: "A corpus, tokenizer or loader setting the data loader refuses (also a ValueError): \
+          `path` names the file (or glob), `line` and `column` (1-based) or `offset` (a byte, \
+          or in a token-id file an id's index) the place, `field` a JSONL field, `setting` a \
+          loader setting; `tokenizer_vocab` and `model_vocab` the sizes of a tokenizer too \
+          large for the model. Attributes that do not apply are None.",
+    fields: &[
+        "path",
+        "line",
+        "column",
+        "offset",
+        "field",
+        "setting",
+        "tokenizer_vocab",
+        "model_vocab",
+    ],
+    builtin: PyValueError::type_object,
+};
+
+static CHECKPOINT_ERROR: TwoBased = TwoBased {
+    cell: GILOnceCell::new(),
+    name: "CheckpointError",
+    doc: "A checkpoint directory that cannot be read or written (also an OSError): `path` \
+          names the file or directory.",
+    fields: &["path"],
+    builtin: PyOSError::type_object,
+};
+
 /// An exception of type `T` with `message` and attributes `fields`.
 fn raise<T: PyTypeInfo>(message: String, fields: &[(&str, PyObject)]) -> PyErr {
-    Python::with_gil(|py| {
-        let err = PyErr::from_type(T::type_object(py), message);
-        let value = err.value(py);
-        for (name, v) in fields {
-            // Setting an attribute on a fresh exception object cannot fail.
-            let _ = value.setattr(*name, v);
-        }
-        err
+    Python::with_gil(|py| raise_as(T::type_object(py), message, fields))
+}
+
+/// An exception of the type `ty` with `message` and attributes `fields`.
+fn raise_as(ty: Bound<'_, PyType>, message: String, fields: &[(&str, PyObject)]) -> PyErr {
+    let py = ty.py();
+    let err = PyErr::from_type(ty, message);
+    let value = err.value(py);
+    for (name, v) in fields {
+        // Setting an attribute on a fresh exception object cannot fail.
+        let _ = value.setattr(*name, v);
+    }
+    err
+}
+
+/// An exception of the two-based type `kind` (an `hlatc.Error` should
+/// the type not be made).
+fn raise_two(kind: &TwoBased, message: String, fields: &[(&str, PyObject)]) -> PyErr {
+    Python::with_gil(|py| match kind.get(py) {
+        Ok(ty) => raise_as(ty.clone(), message, fields),
+        Err(_) => raise_as(Error::type_object(py), message, fields),
     })
+}
+
+/// The Python exception for a loader's error: a `DataError` with the
+/// fields the variant names.
+pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
+    use LoaderError as L;
+    let message = e.to_string();
+    Python::with_gil(|py| {
+        let path = |p: &std::path::Path| ("path", obj(py, p.display().to_string()));
+        let fields: Vec<(&str, PyObject)> = match e {
+            L::NoMatch { pattern } | L::BadPattern { pattern, .. } => {
+                vec![("path", obj(py, pattern.as_str()))]
+            }
+            L::Io { path: p, .. }
+            | L::TokenFile { path: p, .. }
+            | L::Tokenizer { path: p, .. }
+            | L::NeedsTokenizer { path: p } => vec![path(p)],
+            L::MalformedJson {
+                path: p,
+                line,
+                column,
+                ..
+            } => vec![
+                path(p),
+                ("line", obj(py, *line)),
+                ("column", obj(py, *column)),
+            ],
+            L::NotAnObject { path: p, line, .. } | L::Encode { path: p, line, .. } => {
+                vec![path(p), ("line", obj(py, *line))]
+            }
+            L::MissingField {
+                path: p,
+                line,
+                field,
+            }
+            | L::FieldNotText {
+                path: p,
+                line,
+                field,
+                ..
+            } => vec![
+                path(p),
+                ("line", obj(py, *line)),
+                ("field", obj(py, field.as_str())),
+            ],
+            L::NotUtf8 { path: p, offset } => vec![path(p), ("offset", obj(py, *offset))],
+            L::IdOutsideVocabulary {
+                path: p,
+                index,
+                vocab,
+                ..
+            } => vec![
+                path(p),
+                ("offset", obj(py, *index)),
+                ("model_vocab", obj(py, *vocab)),
+            ],
+            L::TokenizerPastVocabulary {
+                path: p,
+                tokenizer_vocab,
+                model_vocab,
+            } => vec![
+                path(p),
+                ("tokenizer_vocab", obj(py, *tokenizer_vocab)),
+                ("model_vocab", obj(py, *model_vocab)),
+            ],
+            L::NoSuchToken { path: p, .. } => vec![path(p)],
+            L::EmptyCorpus { sources, .. } => vec![("path", obj(py, sources.as_str()))],
+            L::Setting { setting, .. } => vec![("setting", obj(py, *setting))],
+            L::NoSources | L::Position { .. } | L::WorkerGone => Vec::new(),
+        };
+        raise_two(&DATA_ERROR, message, &fields)
+    })
+}
+
+/// A `CheckpointError` about the file or directory `path`.
+pub(crate) fn checkpoint_file_error(message: String, path: &str) -> PyErr {
+    let path = Python::with_gil(|py| obj(py, path));
+    raise_two(&CHECKPOINT_ERROR, message, &[("path", path)])
+}
+
+/// The Python exception for a checkpoint directory's error: an I/O
+/// failure is a `CheckpointError` naming its path; a bad argument (no
+/// checkpoint kept, a file name a checkpoint cannot hold) a `UsageError`.
+pub(crate) fn checkpoint_error(e: &RustCheckpointError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        RustCheckpointError::Io { path, .. } => {
+            checkpoint_file_error(message, &path.display().to_string())
+        }
+        RustCheckpointError::BadName { .. } | RustCheckpointError::KeepNone { .. } => {
+            raise::<UsageError>(message, &[])
+        }
+    }
 }
 
 fn obj<'py, T: IntoPyObjectExt<'py>>(py: Python<'py>, v: T) -> PyObject {
@@ -162,7 +337,8 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             )
         }),
         T::Usage(_) => raise::<UsageError>(message, &[]),
-        T::Loader(_) | T::Checkpoint(_) => raise::<UsageError>(message, &[]),
+        T::Loader(l) => loader_error(l),
+        T::Checkpoint(c) => checkpoint_error(c),
     }
 }
 

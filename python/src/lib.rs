@@ -3,6 +3,8 @@
 //! arrays and the JAX bridge; the stubs are `hlatc/_hlatc.pyi`.
 
 mod arrays;
+mod checkpoint;
+mod data;
 mod errors;
 mod module;
 mod plot;
@@ -31,6 +33,16 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<step::TensorInfo>()?;
     m.add_class::<module::Module>()?;
     m.add_class::<trainer::Trainer>()?;
+    m.add_class::<data::Loader>()?;
+    m.add_function(wrap_pyfunction!(data::data_layout, m)?)?;
+    m.add_class::<checkpoint::CheckpointDir>()?;
+    m.add_function(wrap_pyfunction!(checkpoint::metrics_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::read_metrics_csv, m)?)?;
+    // A checkpoint's files, named once (the train crate's names).
+    m.add("STATE_FILE", hlatc::train::checkpoint::STATE_FILE)?;
+    m.add("LOADER_FILE", hlatc::train::checkpoint::LOADER_FILE)?;
+    m.add("METRICS_FILE", hlatc::train::checkpoint::METRICS_FILE)?;
+    m.add("COMPLETE", hlatc::train::checkpoint::COMPLETE)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -356,7 +356,7 @@ impl Step {
 
     /// The one program's step, or under gradient accumulation the apply
     /// step's: for what both programs share (their SPMD form).
-    fn any_compiled(&self) -> PyResult<&CompiledStep> {
+    pub(crate) fn any_compiled(&self) -> PyResult<&CompiledStep> {
         match &self.programs {
             Programs::One(one) => Ok(&one.compiled),
             Programs::Accumulated { apply, .. } => apply.get().compiled(),

@@ -7,9 +7,10 @@ use crate::step::{cpu_program, Borrowed, Step};
 use hlatc::compiler::ElementType;
 use hlatc::data::Batch;
 use hlatc::models::init::init_params;
+use hlatc::runtime::{safetensors_bytes, safetensors_from_bytes};
 use hlatc::Literal;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 use std::collections::{BTreeMap, HashMap};
 
 #[pyclass(module = "hlatc._hlatc")]
@@ -104,6 +105,32 @@ impl Trainer {
             .collect::<PyResult<BTreeMap<String, Literal>>>()?;
         let inner = &mut self.inner;
         py.allow_threads(|| guarded(|| inner.resume(tensors, "state").map_err(|e| to_py(e.into()))))
+    }
+
+    /// `state()` as the bytes of a safetensors file: what `hlatc train
+    /// --save-state` writes and a checkpoint's `state.safetensors` holds.
+    fn state_safetensors<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let inner = &self.inner;
+        let bytes = py.allow_threads(|| {
+            guarded(|| {
+                safetensors_bytes(&inner.training_state(), "state")
+                    .map_err(|e| to_py(hlatc::train::Error::from(e).into()))
+            })
+        })?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// `resume` from the bytes of a safetensors file of the whole state
+    /// (`what` names them in errors).
+    fn resume_safetensors(&mut self, py: Python<'_>, data: &[u8], what: &str) -> PyResult<()> {
+        let inner = &mut self.inner;
+        py.allow_threads(|| {
+            guarded(|| {
+                let tensors = safetensors_from_bytes(data, what)
+                    .map_err(|e| to_py(hlatc::train::Error::from(e).into()))?;
+                inner.resume(tensors, what).map_err(|e| to_py(e.into()))
+            })
+        })
     }
 
     /// The parameters as Hugging Face tensors (fused ones split back).

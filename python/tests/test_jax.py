@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,51 @@ def test_a_world_size_other_than_the_devices_is_refused_by_name():
         hlatc.jax.load(step)
     with pytest.raises(hlatc.UsageError, match=r"runs on 2 rank\(s\); 1 device\(s\) were given"):
         hlatc.jax.load(step, devices=jax.devices()[:1])
+
+
+def test_jax_fit_resumes_from_its_newest_complete_checkpoint(tmp_path):
+    from corpus import write_word_corpus
+
+    write_word_corpus(tmp_path)
+    step = hlatc.compile_step(model="tiny", target="cpu", batch_size=4, seq_len=16, packed=True,
+                              precision="fp32")
+
+    def loader(trainer):
+        return trainer.loader(tmp_path / "corpus.jsonl", tokenizer=tmp_path / "tokenizer.json")
+
+    whole = hlatc.jax.Trainer(step, seed=1)
+    want = whole.fit(loader(whole), 6, checkpoint_dir=tmp_path / "a", checkpoint_every=2)
+    want_state = whole.state()
+    d = tmp_path / "a" / "step-00000006"
+    marker = json.loads((d / "COMPLETE").read_text())
+    assert sorted(marker["files"]) == ["loader-replica-00000.json", "metrics.csv",
+                                       "rank-00000.safetensors"]
+    assert marker["steps_done"] == 6
+    # hlatc's runtime on the same batches: the same run, to rounding.
+    ours = hlatc.Trainer(step, seed=1).fit(
+        hlatc.data.Loader.for_step(step, tmp_path / "corpus.jsonl",
+                                   tokenizer=tmp_path / "tokenizer.json"), 6)
+    assert [m["step"] for m in want] == list(range(1, 7))
+    np.testing.assert_allclose([m["loss"] for m in want], [m["loss"] for m in ours], rtol=1e-5)
+
+    class Stop(Exception):
+        pass
+
+    def crash(row):
+        if row["step"] == 5:
+            raise Stop()
+
+    b = tmp_path / "b"
+    with pytest.raises(Stop):
+        first = hlatc.jax.Trainer(step, seed=1)
+        first.fit(loader(first), 6, checkpoint_dir=b, checkpoint_every=2, on_step=crash)
+    # A save torn at step 4 (its marker never written): step 2 is the newest.
+    (b / "step-00000004" / "COMPLETE").unlink()
+    again = hlatc.jax.Trainer(step, seed=1)
+    with pytest.warns(hlatc.CheckpointWarning, match="step-00000004: no COMPLETE marker"):
+        got = again.fit(loader(again), 6, checkpoint_dir=b, checkpoint_every=2)
+    assert got == want
+    state = again.state()
+    assert all(np.array_equal(state[k], want_state[k]) for k in want_state)
+    assert sorted(p.name for p in b.iterdir()) == ["step-00000002", "step-00000004",
+                                                   "step-00000006"]

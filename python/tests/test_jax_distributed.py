@@ -243,3 +243,64 @@ def test_the_launcher_names_a_failed_process_and_bounds_the_run(tmp_path):
                           timeout=30)
     assert time.monotonic() - start < 15
     assert done.returncode == 124 and "--timeout 1 s passed" in done.stderr, done.stderr
+
+
+def launch_fit(out: Path, data: Path, *args: str) -> subprocess.CompletedProcess:
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "hlatc.launch", "--processes", "2", "--devices-per-process", "2",
+           "--timeout", str(LAUNCH_TIMEOUT - 10), str(HERE / "fit_worker.py"), str(out), str(data),
+           *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, cwd=HERE,
+                          env=worker_env())
+
+
+def test_fit_across_processes_each_reading_its_replica_resumes_as_one_run(tmp_path):
+    from corpus import write_word_corpus
+    from fit_worker import OPTIONS as FIT
+
+    data = tmp_path / "data"
+    data.mkdir()
+    write_word_corpus(data)
+    whole = tmp_path / "whole"
+    done = launch_fit(whole, data)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = [json.loads((whole / f"fit-{p}.json").read_text()) for p in (0, 1)]
+    # Each process read its own replica: half the global batch of 8 rows.
+    assert [(r["replicas"], r["batch_size"]) for r in runs] == [([0], 4), ([1], 4)]
+    assert runs[0]["metrics"] == runs[1]["metrics"]
+    want = runs[0]["metrics"]
+
+    # hlatc's runtime in one process, on the global batch of both replicas'
+    # loaders: the same batches, so the same run.
+    step = hlatc.compile_step(**FIT)
+    loader = hlatc.data.Loader.for_step(step, data / "corpus.jsonl",
+                                        tokenizer=data / "tokenizer.json")
+    assert loader.owned_replicas == [0, 1] and loader.batch_size == 8
+    ours = hlatc.Trainer(step, seed=0).fit(loader, 6)
+    for key in ("loss", "grad_norm"):
+        np.testing.assert_allclose([m[key] for m in want], [m[key] for m in ours], rtol=1e-5)
+
+    # Both processes stop after step 5; the checkpoint of step 4 has each
+    # replica's position, written by the process that reads it.
+    broken = tmp_path / "broken"
+    done = launch_fit(broken, data, "--crash-at", "5")
+    assert done.returncode != 0
+    assert "stopping after step 5" in done.stdout + done.stderr
+    ckpt = broken / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step-00000002", "step-00000004"]
+    marker = json.loads((ckpt / "step-00000004" / "COMPLETE").read_text())
+    assert {"loader-replica-00000.json", "loader-replica-00001.json", "metrics.csv"} <= set(
+        marker["files"])
+    for replica in (0, 1):
+        (position,) = json.loads((ckpt / "step-00000004" / f"loader-replica-{replica:05d}.json")
+                                 .read_text())
+        assert position["fingerprint"]["shard"] == {"index": replica, "count": 2}
+        assert position["batches"] == 4
+
+    done = launch_fit(broken, data)
+    assert done.returncode == 0, done.stdout + done.stderr
+    again = [json.loads((broken / f"fit-{p}.json").read_text()) for p in (0, 1)]
+    assert again[0]["metrics"] == again[1]["metrics"] == want
+    with np.load(whole / "fit.npz") as a, np.load(broken / "fit.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        assert all(np.array_equal(a[k], b[k]) for k in a.files)

@@ -1,0 +1,152 @@
+"""`Trainer.fit`: training from a loader with checkpoints, resumed after a
+crash from the newest complete one.
+
+A checkpoint is the train crate's (`CheckpointDir`, what `hlatc train
+--checkpoint-dir` writes): `step-NNNNNNNN/` holding `state.safetensors` (the
+whole training state), `loader.json` (each DP replica's loader position)
+and `metrics.csv` (every step so far), marked `COMPLETE` with their sha256s
+once all are on disk. The logic of the loop is here; every file is read and
+written by the Rust core."""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+
+from . import _hlatc
+
+PathLike = Union[str, "os.PathLike[str]"]
+Metrics = List[Dict[str, float]]
+OnStep = Callable[[Dict[str, float]], Optional[bool]]
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint passed over when a run resumes: one a crash left torn (no
+    `COMPLETE` marker) or whose files no longer match their sha256s, or one
+    without a loader position."""
+
+
+def check_fit_args(steps: int, checkpoint_every: int, keep: int) -> None:
+    if steps < 0:
+        raise _hlatc.UsageError(f"steps={steps}: a run trains to a step number, 0 or more")
+    if checkpoint_every < 1:
+        raise _hlatc.UsageError(
+            f"checkpoint_every={checkpoint_every}: a run saves every 1 step or more")
+    if keep < 1:
+        raise _hlatc.UsageError(f"keep={keep}: a run keeps at least its newest checkpoint")
+
+
+def warn_skipped(path: str, why: str) -> None:
+    warnings.warn(f"skipped checkpoint {path}: {why}", CheckpointWarning, stacklevel=4)
+
+
+def metrics_from(files: Mapping[str, bytes], where: str) -> Metrics:
+    """The metrics a checkpoint holds (none if it has no metrics file)."""
+    text = files.get(_hlatc.METRICS_FILE)
+    if text is None:
+        return []
+    what = os.path.join(where, _hlatc.METRICS_FILE)
+    return [dict(r) for r in _hlatc.read_metrics_csv(text.decode("utf-8"), what)]
+
+
+def metrics_bytes(metrics: Metrics) -> bytes:
+    return _hlatc.metrics_csv(metrics).encode("utf-8")
+
+
+def seek_loader(loader: Any, files: Mapping[str, bytes], where: str) -> None:
+    position = files.get(_hlatc.LOADER_FILE)
+    if position is None:
+        warnings.warn(
+            f"checkpoint {where} holds no loader position (a run on other data): the loader "
+            "goes on from where it is, not from where that run stopped",
+            CheckpointWarning,
+            stacklevel=4,
+        )
+        return
+    loader.seek(position)
+
+
+def run_steps(
+    trainer: Any,
+    loader: Any,
+    steps: int,
+    metrics: Metrics,
+    save: Optional[Callable[[int, Metrics], None]],
+    checkpoint_every: int,
+    on_step: Optional[OnStep],
+    step_kw: Optional[Mapping[str, Any]] = None,
+) -> Metrics:
+    """Steps `trainer` on `loader`'s batches (`trainer.step(**batch,
+    **step_kw)`) until `steps` are done, the loader ends, or `on_step`
+    returns False; `save(done, metrics)` every `checkpoint_every` steps and
+    after the last. A loss that is not finite raises `RunError` before
+    anything is saved."""
+    saved_at = trainer.steps_done
+    while trainer.steps_done < steps:
+        batch = loader.next_batch()
+        if batch is None:
+            warnings.warn(
+                f"the loader's last pass ended at step {trainer.steps_done} of {steps}",
+                stacklevel=3,
+            )
+            break
+        stats = trainer.step(**batch, **(step_kw or {}))
+        done = trainer.steps_done
+        if not math.isfinite(stats["loss"]):
+            raise _hlatc.RunError(f"step {done}: the loss is {stats['loss']}; training diverged")
+        row = {"step": done, **stats}
+        metrics.append(row)
+        if save is not None and done % checkpoint_every == 0:
+            save(done, metrics)
+            saved_at = done
+        if on_step is not None and on_step(dict(row)) is False:
+            break
+    if save is not None and trainer.steps_done != saved_at:
+        save(trainer.steps_done, metrics)
+    return metrics
+
+
+def every(steps: int, checkpoint_every: Optional[int]) -> int:
+    """`hlatc train --checkpoint-every`'s default: a tenth of the run."""
+    return max(steps // 10, 1) if checkpoint_every is None else checkpoint_every
+
+
+def fit(
+    trainer: Any,
+    loader: Any,
+    steps: int,
+    checkpoint_dir: Optional[PathLike],
+    checkpoint_every: Optional[int],
+    keep: int,
+    on_step: Optional[OnStep],
+) -> Metrics:
+    """`hlatc.Trainer.fit` (see its docstring)."""
+    checkpoint_every = every(steps, checkpoint_every)
+    check_fit_args(steps, checkpoint_every, keep)
+    if checkpoint_dir is None:
+        return run_steps(trainer, loader, steps, [], None, checkpoint_every, on_step)
+    ckpt = _hlatc.CheckpointDir(os.fspath(checkpoint_dir), keep)
+    found, skipped = ckpt.latest()
+    for path, why in skipped:
+        warn_skipped(path, why)
+    metrics: Metrics = []
+    if found is not None:
+        _, where, files = found
+        state = files.get(_hlatc.STATE_FILE)
+        if state is None:
+            raise _hlatc.CheckpointError(
+                f"{where}: no {_hlatc.STATE_FILE}, so nothing to resume from")
+        trainer._native.resume_safetensors(state, os.path.join(where, _hlatc.STATE_FILE))
+        seek_loader(loader, files, where)
+        metrics = metrics_from(files, where)
+
+    def save(done: int, metrics: Metrics) -> None:
+        ckpt.save(done, [
+            (_hlatc.STATE_FILE, trainer._native.state_safetensors()),
+            (_hlatc.LOADER_FILE, loader.position().encode("utf-8")),
+            (_hlatc.METRICS_FILE, metrics_bytes(metrics)),
+        ])
+
+    return run_steps(trainer, loader, steps, metrics, save, checkpoint_every, on_step)
