@@ -7,8 +7,8 @@ use crate::errors::{guarded, loader_error, UsageError};
 use crate::step::Step;
 use hlatc::token_data::RawDtype;
 use hlatc::train::loader::{
-    LoaderConfig, LoaderError, LoaderPosition, Packing, ReplicaLoaders, RowBatch, SourceFormat,
-    SpecialToken, DEFAULT_SHUFFLE_BUFFER,
+    positions_from_json, positions_to_json, LoaderConfig, LoaderError, LoaderPosition, Packing,
+    ReplicaLoaders, RowBatch, SourceFormat, SpecialToken, DEFAULT_SHUFFLE_BUFFER,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -121,8 +121,7 @@ impl Loader {
     /// array a checkpoint's `loader.json` holds.
     fn position(&self) -> PyResult<String> {
         let positions = open_ref(&self.locked())?.positions();
-        serde_json::to_string(&positions)
-            .map_err(|e| UsageError::new_err(format!("a loader position: {e}")))
+        Ok(positions_to_json(&positions))
     }
 
     /// Goes on from `position` (`position()` of a loader of the same
@@ -192,7 +191,7 @@ impl Loader {
 
     #[getter]
     fn packing(&self) -> String {
-        json_name(serde_json::to_value(self.config.packing))
+        self.config.packing.name().to_string()
     }
 
     /// Stops the pipelines; the loader gives no batch after.
@@ -246,27 +245,20 @@ fn batch_dict<'py>(py: Python<'py>, b: &RowBatch) -> PyResult<Bound<'py, PyDict>
 
 /// A JSON array of positions (a checkpoint's `loader.json`).
 fn positions_of(text: &str) -> PyResult<Vec<LoaderPosition>> {
-    serde_json::from_str(text).map_err(|e| {
-        loader_error(&LoaderError::Position {
-            reason: format!("it is not a JSON array of loader positions: {e}"),
-        })
-    })
+    positions_from_json(text).map_err(|e| loader_error(&e))
 }
 
-/// A setting's name as the loader's serialized settings spell it (a
-/// position's fingerprint; `hlatc train --packing` takes the same).
-fn json_name(v: serde_json::Result<serde_json::Value>) -> String {
-    v.ok()
-        .and_then(|j| j.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
-fn by_name<T: Copy>(what: &str, name: &str, all: &[T], name_of: fn(T) -> String) -> PyResult<T> {
+fn by_name<T: Copy>(
+    what: &str,
+    name: &str,
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+) -> PyResult<T> {
     all.iter()
         .copied()
         .find(|t| name_of(*t) == name)
         .ok_or_else(|| {
-            let known: Vec<String> = all.iter().map(|t| name_of(*t)).collect();
+            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
             UsageError::new_err(format!(
                 "unknown {what} '{name}' (known: {})",
                 known.join(", ")
@@ -276,22 +268,11 @@ fn by_name<T: Copy>(what: &str, name: &str, all: &[T], name_of: fn(T) -> String)
 
 /// `format=`, by the names `hlatc train --corpus-format` takes.
 fn source_format(name: &str) -> PyResult<SourceFormat> {
-    const NAMES: [(&str, SourceFormat); 4] = [
-        ("jsonl", SourceFormat::Jsonl),
-        ("lines", SourceFormat::TextLines),
-        ("paragraphs", SourceFormat::TextParagraphs),
-        ("token-ids", SourceFormat::TokenIds),
-    ];
-    by_name("format", name, &NAMES, |(n, _)| n.to_string()).map(|(_, f)| f)
+    by_name("format", name, &SourceFormat::ALL, SourceFormat::name)
 }
 
 fn packing_of(name: &str) -> PyResult<Packing> {
-    by_name(
-        "packing",
-        name,
-        &[Packing::Segments, Packing::Concat],
-        |p| json_name(serde_json::to_value(p)),
-    )
+    by_name("packing", name, &Packing::ALL, Packing::name)
 }
 
 /// `bos=`/`eos=`: True the tokenizer's own, False or None none, a

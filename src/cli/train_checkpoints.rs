@@ -4,7 +4,7 @@
 
 use super::console::note;
 use hlatc::checkpoint::{CheckpointDir, LOADER_FILE, METRICS_FILE, STATE_FILE};
-use hlatc::loader::LoaderPosition;
+use hlatc::loader::{positions_from_json, positions_to_json, LoaderPosition};
 use hlatc::metrics::MetricsLog;
 use hlatc::runtime::{safetensors_bytes, safetensors_from_bytes};
 use hlatc::trainer::Trainer;
@@ -85,21 +85,19 @@ impl CheckpointArgs {
             .files
             .remove(STATE_FILE)
             .ok_or_else(|| missing(STATE_FILE))?;
-        let metrics = c
-            .files
-            .remove(METRICS_FILE)
-            .ok_or_else(|| missing(METRICS_FILE))?;
-        let metrics = MetricsLog::parse(
-            &String::from_utf8_lossy(&metrics),
-            &format!("{source}/{METRICS_FILE}"),
-        )
-        .map_err(|e| Error::usage(e.to_string()))?;
+        // A checkpoint without metrics (of a run that kept none) resumes
+        // with none, as Python's `fit` does.
+        let metrics = match c.files.remove(METRICS_FILE) {
+            None => MetricsLog::default(),
+            Some(bytes) => MetricsLog::parse(
+                &String::from_utf8_lossy(&bytes),
+                &format!("{source}/{METRICS_FILE}"),
+            )
+            .map_err(|e| Error::usage(e.to_string()))?,
+        };
         let positions = match c.files.remove(LOADER_FILE) {
             None => None,
-            Some(bytes) => Some(
-                serde_json::from_slice::<Vec<LoaderPosition>>(&bytes)
-                    .map_err(|e| Error::usage(format!("checkpoint {source}/{LOADER_FILE}: {e}")))?,
-            ),
+            Some(bytes) => Some(positions_from_json(&String::from_utf8_lossy(&bytes))?),
         };
         checkpoints.state = Some((format!("{source}/{STATE_FILE}"), state));
         Ok(Some((
@@ -137,7 +135,7 @@ impl Checkpoints {
             return Ok(());
         }
         let state = safetensors_bytes(&trainer.training_state(), STATE_FILE)?;
-        let loader = positions.map(|p| serde_json::to_vec(&p).expect("positions serialize"));
+        let loader = positions.map(|p| positions_to_json(&p).into_bytes());
         let csv = metrics.to_csv();
         let mut files: Vec<(&str, &[u8])> =
             vec![(STATE_FILE, &state), (METRICS_FILE, csv.as_bytes())];

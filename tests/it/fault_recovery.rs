@@ -120,10 +120,13 @@ fn a_run_killed_twenty_times_ends_as_one_that_never_stopped() {
     let mut kills = Vec::new();
     while kills.len() < 20 {
         // A point up to 8 steps past the checkpoint the run resumes from,
-        // before the last step, then up to 30 ms more (into the save that
-        // follows a step, at times).
-        let target = (resumed_from + 1 + rng.next_u64() % 8).min(59);
-        let delay = Duration::from_millis(rng.next_u64() % 30);
+        // then up to 30 ms more (into the save that follows a step, at
+        // times); near the end, at once, so that no run gets to finish.
+        let target = (resumed_from + 1 + rng.next_u64() % 8).min(58);
+        let delay = match target {
+            ..=54 => Duration::from_millis(rng.next_u64() % 30),
+            _ => Duration::ZERO,
+        };
         let (last, killed) = kill_at(&args, target, delay);
         assert!(killed, "the run ended before step {target}: {kills:?}");
         kills.push((resumed_from, last));

@@ -221,7 +221,14 @@ mod tests {
         let e = check_segment_ids("segment_ids", &ids(&[&[1, 2, 0, 2]])).unwrap_err();
         assert!(matches!(e, BatchError::DocumentAfterPadding { col: 3, .. }));
         let e = check_segment_ids("segment_ids", &ids(&[&[0, 1, 0, 0]])).unwrap_err();
-        assert!(matches!(e, BatchError::DocumentResumed { col: 2, value: 0, .. }));
+        assert!(matches!(
+            e,
+            BatchError::DocumentResumed {
+                col: 2,
+                value: 0,
+                ..
+            }
+        ));
         let e = check_segment_ids("segment_ids", &ids(&[&[1, 1, 2, 1]])).unwrap_err();
         assert_eq!(
             e,

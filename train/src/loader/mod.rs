@@ -24,7 +24,7 @@ pub mod tokenize;
 pub use doc_stream::Shard;
 pub use error::LoaderError;
 pub use pack::Packing;
-pub use position::{Fingerprint, LoaderPosition, Totals};
+pub use position::{positions_from_json, positions_to_json, Fingerprint, LoaderPosition, Totals};
 pub use sources::SourceFormat;
 pub use tokenize::SpecialToken;
 
@@ -499,23 +499,30 @@ fn fingerprint(
     files: &[PathBuf],
     tokenizer: Option<&TextTokenizer>,
 ) -> Result<Fingerprint, LoaderError> {
+    // By their canonical paths: a relative and an absolute path to the
+    // same file, or another working directory, name the same corpus.
     let files = files
         .iter()
         .map(|f| {
-            let size = std::fs::metadata(f)
-                .map_err(|source| LoaderError::Io {
-                    path: f.clone(),
-                    source,
-                })?
-                .len();
-            Ok((f.display().to_string(), size))
+            let io = |source| LoaderError::Io {
+                path: f.clone(),
+                source,
+            };
+            let size = std::fs::metadata(f).map_err(io)?.len();
+            let path = std::fs::canonicalize(f).map_err(io)?;
+            Ok((path.display().to_string(), size))
         })
         .collect::<Result<_, LoaderError>>()?;
     Ok(Fingerprint {
         files,
         format: config.format,
         text_field: config.text_field.clone(),
-        tokenizer: config.tokenizer.as_ref().map(|p| p.display().to_string()),
+        tokenizer: config.tokenizer.as_ref().map(|p| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.clone())
+                .display()
+                .to_string()
+        }),
         bos: tokenizer.and_then(|t| t.bos),
         eos: tokenizer.and_then(|t| t.eos).or(config.eos_id),
         seq_len: config.seq_len,

@@ -23,8 +23,26 @@ pub enum Packing {
     /// within a document (hlatc's packed steps).
     Segments,
     /// Plain concatenation, as GPT-2 and nanoGPT train: no segment ids, and
-    /// a document's last token's target is the next document's first.
+    /// a document's last token's target is the next document's first when
+    /// that is in the same row (a row that ends with a document's last
+    /// token ignores its target: the next document is not packed yet).
     Concat,
+}
+
+impl Packing {
+    pub const ALL: [Packing; 2] = [Packing::Segments, Packing::Concat];
+
+    /// The name `hlatc train --packing` and Python's `packing=` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Packing::Segments => "segments",
+            Packing::Concat => "concat",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Packing> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
 }
 
 /// One packed row.

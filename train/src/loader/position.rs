@@ -80,6 +80,19 @@ impl Totals {
     }
 }
 
+/// Several replicas' positions as one JSON array (a checkpoint's
+/// `loader.json`).
+pub fn positions_to_json(positions: &[LoaderPosition]) -> String {
+    serde_json::to_string(positions).expect("positions serialize")
+}
+
+/// The positions of [`positions_to_json`]'s text.
+pub fn positions_from_json(text: &str) -> Result<Vec<LoaderPosition>, LoaderError> {
+    serde_json::from_str(text).map_err(|e| LoaderError::Position {
+        reason: format!("it is not a JSON array of loader positions: {e}"),
+    })
+}
+
 impl LoaderPosition {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a position serializes")

@@ -13,19 +13,44 @@ use std::path::{Path, PathBuf};
 
 /// How a file holds its documents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum SourceFormat {
     /// One JSON object a line, its text in a named field.
+    #[serde(rename = "jsonl")]
     Jsonl,
     /// Plain text, a document a line (Hugging Face's `text` datasets).
+    #[serde(rename = "lines")]
     TextLines,
     /// Plain text, documents separated by blank lines.
+    #[serde(rename = "paragraphs")]
     TextParagraphs,
     /// Token ids, raw little-endian (`.bin`) or a 1-D `.npy`.
+    #[serde(rename = "token-ids")]
     TokenIds,
 }
 
 impl SourceFormat {
+    pub const ALL: [SourceFormat; 4] = [
+        SourceFormat::Jsonl,
+        SourceFormat::TextLines,
+        SourceFormat::TextParagraphs,
+        SourceFormat::TokenIds,
+    ];
+
+    /// The name `hlatc train --corpus-format` and Python's `format=` take
+    /// (and a position records).
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::Jsonl => "jsonl",
+            SourceFormat::TextLines => "lines",
+            SourceFormat::TextParagraphs => "paragraphs",
+            SourceFormat::TokenIds => "token-ids",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<SourceFormat> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
     /// The format a file's name says: `.jsonl`/`.json` JSONL, `.bin` and
     /// `.npy` token ids, anything else plain text (a document a line).
     pub fn of(path: &Path) -> SourceFormat {
