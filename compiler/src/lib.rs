@@ -22,7 +22,7 @@ pub use ir::instruction::Instruction;
 pub use ir::literal::{Literal, LiteralError, Scalar};
 pub use ir::metadata::Metadata;
 pub use ir::module::{AliasKind, BufferDonor, IoAlias, Module};
-pub use ir::op::Op;
+pub use ir::op::{Op, Opcode};
 pub use ir::shape::{
     ArrayShape, ElementType, PhysicalLayout, Shape, SplitConfig, COMBINE_DIMENSION,
 };

@@ -238,7 +238,7 @@ impl Llama<'_> {
         let c = self.cfg;
         let (hq, hkv) = self.heads();
         let (bs, s, hd) = (self.batch.batch_size, self.batch.seq_len, c.head_dim());
-        self.b.push_scope("self_attn");
+        self.b.push_scope(scope::SELF_ATTN);
         let [q, k, v] = if c.fused_projections {
             let qkv = self.projection(h, &format!("{layer}self_attn.qkv_proj"))?;
             self.split_columns(qkv, [hq * hd, hkv * hd, hkv * hd])?
@@ -252,7 +252,7 @@ impl Llama<'_> {
         let q = self.b.reshape(q, &[bs, s, hq, hd])?;
         let k = self.b.reshape(k, &[bs, s, hkv, hd])?;
         let v = self.b.reshape(v, &[bs, s, hkv, hd])?;
-        self.b.push_scope("rope");
+        self.b.push_scope(scope::ROPE);
         let q = self.rope(q, tables.0, tables.1)?;
         let k = self.rope(k, tables.0, tables.1)?;
         self.b.pop_scope();
@@ -316,7 +316,7 @@ impl Llama<'_> {
     }
 
     fn mlp(&mut self, h: InstrId, layer: &str) -> Result<InstrId, BuildError> {
-        self.b.push_scope("mlp");
+        self.b.push_scope(scope::MLP);
         let f = self.cfg.intermediate_size / self.rank.as_ref().map_or(1, |r| r.par.tp);
         let [g, u] = if self.cfg.fused_projections {
             let gate_up = self.projection(h, &format!("{layer}mlp.gate_up_proj"))?;
@@ -328,7 +328,7 @@ impl Llama<'_> {
             ]
         };
         let b = &mut *self.b;
-        b.push_scope("act_fn");
+        b.push_scope(scope::ACT_FN);
         let sg = b.unary(UnaryOp::Logistic, g)?;
         let silu = b.mul(g, sg)?;
         let a = b.mul(silu, u)?;
@@ -590,7 +590,7 @@ pub fn forward_on_rank(
     };
     let (n, d) = (m.n(), cfg.hidden_size);
     // Embedding lookup: gather rows of [V, D] by token id.
-    m.b.push_scope("embed_tokens");
+    m.b.push_scope(scope::EMBED_TOKENS);
     let mut x = match &m.rank {
         Some(rank) => {
             let t = m.b.reshape(tokens, &[n])?;
@@ -612,7 +612,7 @@ pub fn forward_on_rank(
         }
     };
     m.b.pop_scope();
-    let tables = m.scoped("rotary_emb", |m| m.rope_tables(positions))?;
+    let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
     for layer in 0..cfg.num_hidden_layers {
         let l = format!("model.layers.{layer}.");
         // Outside the layer's scope, so recomputing a layer (remat) never
@@ -622,12 +622,12 @@ pub fn forward_on_rank(
         }
         m.b.push_scope(&scope::layer(layer));
         let norm = m.param(&format!("{l}input_layernorm.weight"));
-        let h = m.scoped("input_layernorm", |m| m.rms_norm(x, norm))?;
+        let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, norm))?;
         let h = m.scoped("self_attn", |m| m.full_sequence(h))?;
         let a = m.attention(h, &l, tables, allowed)?;
         x = m.b.add2(x, a)?;
         let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
-        let h = m.scoped("post_attention_layernorm", |m| m.rms_norm(x, norm))?;
+        let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;
         let h = m.scoped("mlp", |m| m.full_sequence(h))?;
         let f = m.mlp(h, &l)?;
         x = m.b.add2(x, f)?;
@@ -636,7 +636,9 @@ pub fn forward_on_rank(
             x = m.b.module_marker(ModuleMarker::EndForward, x)?;
         }
     }
-    let x = m.scoped("norm", |m| m.rms_norm(x, m.param("model.norm.weight")))?;
+    let x = m.scoped(scope::FINAL_NORM, |m| {
+        m.rms_norm(x, m.param("model.norm.weight"))
+    })?;
     let head = if cfg.tie_word_embeddings {
         embed
     } else {
@@ -644,7 +646,7 @@ pub fn forward_on_rank(
     };
     let x = m.scoped("lm_head", |m| m.full_sequence(x))?;
     let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
-    let loss = m.scoped("loss", |m| match m.rank.take() {
+    let loss = m.scoped(scope::LOSS, |m| match m.rank.take() {
         None => m.cross_entropy(logits, targets),
         Some(rank) => {
             let count = m.token_count;

@@ -16,7 +16,7 @@ use crate::context::{PassContext, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, Rewriter};
 use hlatc_compiler::util::fx::FxHashMap as HashMap;
-use hlatc_compiler::{ElementType, IdList, InstrId, Module, Op, Shape};
+use hlatc_compiler::{ElementType, IdList, InstrId, Module, Op, Opcode, Shape};
 
 pub struct Amp;
 
@@ -228,11 +228,12 @@ impl AutoCast<'_> {
     /// The policy's rule for an opcode, looked up once per opcode. Keyed
     /// by where the static name lies (equal keys are equal names), not by
     /// hashing it for every instruction.
-    fn rule_of(&mut self, opcode: &'static str) -> CastRule {
+    fn rule_of(&mut self, opcode: Opcode) -> CastRule {
         let policy = self.policy;
+        let name = opcode.as_str();
         *self
             .rules
-            .entry((opcode.as_ptr() as usize, opcode.len()))
+            .entry((name.as_ptr() as usize, name.len()))
             .or_insert_with(|| policy.rule_of(opcode))
     }
 
@@ -256,7 +257,7 @@ impl AutoCast<'_> {
         if matches!(instr.op, Op::Convert) {
             return self.convert(rw, id, operands[0]);
         }
-        match self.rule_of(instr.op.opcode()) {
+        match self.rule_of(Opcode::of(&instr.op)) {
             CastRule::Low => self.low(rw, id, operands),
             CastRule::Follow => self.follow(rw, id, operands),
             CastRule::Never => self.keep(rw, id, operands),

@@ -2,7 +2,8 @@
 //! the `amp` pass applies, in the manner of RAF's AutoCast and torch's
 //! autocast lists, but kept as data a user can read and change per op kind.
 
-use hlatc_compiler::{ElementType, Instruction};
+use hlatc_compiler::build::scope;
+use hlatc_compiler::{ElementType, Instruction, Opcode};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -45,59 +46,60 @@ impl fmt::Display for CastRule {
 }
 
 /// Opcodes that compute in the low type.
-const LOW: &[&str] = &["dot"];
+const LOW: &[Opcode] = &[Opcode::new("dot")];
 
 /// Opcodes that follow their operands: layout and data movement, and
 /// elementwise math whose error does not grow with the input's size.
 /// Everything else (exp, log, reductions, scatter-adds, calls, custom
 /// calls, ops this list does not know) keeps its original precision.
-const FOLLOW: &[&str] = &[
-    "abs",
-    "negate",
-    "sqrt",
-    "rsqrt",
-    "sine",
-    "cosine",
-    "tanh",
-    "logistic",
-    "floor",
-    "ceil",
-    "round-nearest-even",
-    "sign",
-    "copy",
-    "is-finite",
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "maximum",
-    "minimum",
-    "compare",
-    "select",
-    "clamp",
-    "broadcast",
-    "reshape",
-    "transpose",
-    "reverse",
-    "slice",
-    "dynamic-slice",
-    "dynamic-update-slice",
-    "concatenate",
-    "pad",
-    "gather",
+const FOLLOW: &[Opcode] = &[
+    Opcode::new("abs"),
+    Opcode::new("negate"),
+    Opcode::new("sqrt"),
+    Opcode::new("rsqrt"),
+    Opcode::new("sine"),
+    Opcode::new("cosine"),
+    Opcode::new("tanh"),
+    Opcode::new("logistic"),
+    Opcode::new("floor"),
+    Opcode::new("ceil"),
+    Opcode::new("round-nearest-even"),
+    Opcode::new("sign"),
+    Opcode::new("copy"),
+    Opcode::new("is-finite"),
+    Opcode::new("add"),
+    Opcode::new("subtract"),
+    Opcode::new("multiply"),
+    Opcode::new("divide"),
+    Opcode::new("maximum"),
+    Opcode::new("minimum"),
+    Opcode::new("compare"),
+    Opcode::new("select"),
+    Opcode::new("clamp"),
+    Opcode::new("broadcast"),
+    Opcode::new("reshape"),
+    Opcode::new("transpose"),
+    Opcode::new("reverse"),
+    Opcode::new("slice"),
+    Opcode::new("dynamic-slice"),
+    Opcode::new("dynamic-update-slice"),
+    Opcode::new("concatenate"),
+    Opcode::new("pad"),
+    Opcode::new("gather"),
 ];
 
 /// Provenance scopes (a component of an instruction's `metadata.op_name`)
 /// that stay in the original precision whatever their ops: RMSNorm
 /// statistics, the loss, rotary tables and the optimizer, forward and
 /// backward. Imported modules have no scopes; only the op rules apply.
+/// The builders write the same constants.
 const F32_SCOPES: &[&str] = &[
-    "input_layernorm",
-    "post_attention_layernorm",
-    "norm",
-    "loss",
-    "rotary_emb",
-    "optimizer",
+    scope::INPUT_LAYERNORM,
+    scope::POST_ATTENTION_LAYERNORM,
+    scope::FINAL_NORM,
+    scope::LOSS,
+    scope::ROTARY_EMB,
+    scope::OPTIMIZER,
 ];
 
 /// The low type and a rule per opcode; what the `amp` pass applies.
@@ -105,9 +107,9 @@ const F32_SCOPES: &[&str] = &[
 pub struct CastPolicy {
     /// The low precision type (bf16 on Trainium).
     pub low: ElementType,
-    /// Rule per opcode name (`dot`, `exp`, ...); an opcode not listed is
+    /// Rule per opcode (`dot`, `exp`, ...); an opcode not listed is
     /// [`CastRule::Never`].
-    pub rules: BTreeMap<String, CastRule>,
+    pub rules: BTreeMap<Opcode, CastRule>,
     /// Scope components whose instructions are all [`CastRule::Never`].
     pub keep_scopes: Vec<String>,
 }
@@ -122,11 +124,11 @@ impl CastPolicy {
     /// The default rules with `low` as the low type.
     pub fn with_low(low: ElementType) -> Self {
         let mut rules = BTreeMap::new();
-        for op in LOW {
-            rules.insert(op.to_string(), CastRule::Low);
+        for &op in LOW {
+            rules.insert(op, CastRule::Low);
         }
-        for op in FOLLOW {
-            rules.insert(op.to_string(), CastRule::Follow);
+        for &op in FOLLOW {
+            rules.insert(op, CastRule::Follow);
         }
         CastPolicy {
             low,
@@ -136,8 +138,8 @@ impl CastPolicy {
     }
 
     /// Overrides the rule of one opcode.
-    pub fn set(&mut self, opcode: &str, rule: CastRule) -> &mut Self {
-        self.rules.insert(opcode.to_string(), rule);
+    pub fn set(&mut self, opcode: Opcode, rule: CastRule) -> &mut Self {
+        self.rules.insert(opcode, rule);
         self
     }
 
@@ -146,12 +148,12 @@ impl CastPolicy {
         if self.keeps_scope_of(instr) {
             return CastRule::Never;
         }
-        self.rule_of(instr.op.opcode())
+        self.rule_of(Opcode::of(&instr.op))
     }
 
     /// The rule for an opcode, scopes aside.
-    pub fn rule_of(&self, opcode: &str) -> CastRule {
-        self.rules.get(opcode).copied().unwrap_or(CastRule::Never)
+    pub fn rule_of(&self, opcode: Opcode) -> CastRule {
+        self.rules.get(&opcode).copied().unwrap_or(CastRule::Never)
     }
 
     /// Whether `instr` lies in a scope kept in its original precision.
@@ -184,7 +186,7 @@ impl CastPolicy {
     pub fn describe(&self) -> String {
         let mut by_rule: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (op, rule) in &self.rules {
-            by_rule.entry(rule.name()).or_default().push(op);
+            by_rule.entry(rule.name()).or_default().push(op.as_str());
         }
         let mut out = format!("low type {}", self.low);
         for (rule, ops) in by_rule {

@@ -182,7 +182,7 @@ pub fn adamw(
         step,
     } = state;
     let ty = b.ty(params[0]);
-    b.push_scope("optimizer");
+    b.push_scope(hlatc_compiler::build::scope::OPTIMIZER);
     b.push_scope("schedule");
     let one_s32 = b.scalar(ElementType::S32, 1.0);
     let next_step = b.add2(step, one_s32)?;

@@ -20,6 +20,23 @@ pub const CORE_ATTENTION: &str = "core_attention";
 /// rather than keep.
 pub const SEQUENCE_GATHER: &str = "sequence_gather";
 
+/// The model's parts, as Hugging Face's Llama names its modules: the
+/// builders open these scopes and the cast policy keeps the f32 ones in
+/// f32 by the same constants, so a rename reaches both.
+pub const EMBED_TOKENS: &str = "embed_tokens";
+pub const ROTARY_EMB: &str = "rotary_emb";
+pub const INPUT_LAYERNORM: &str = "input_layernorm";
+pub const SELF_ATTN: &str = "self_attn";
+pub const ROPE: &str = "rope";
+pub const POST_ATTENTION_LAYERNORM: &str = "post_attention_layernorm";
+pub const MLP: &str = "mlp";
+pub const ACT_FN: &str = "act_fn";
+/// The final RMSNorm, Hugging Face's `model.norm`.
+pub const FINAL_NORM: &str = "norm";
+pub const LOSS: &str = "loss";
+/// The AdamW update, clipping and schedule.
+pub const OPTIMIZER: &str = "optimizer";
+
 /// The prefix of a decoder layer's component, `layers.N`.
 pub const LAYER_PREFIX: &str = "layers.";
 

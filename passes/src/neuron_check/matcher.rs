@@ -6,7 +6,15 @@ use super::index_bounds::{gather_out_of_bounds, scatter_out_of_bounds};
 use super::rules::{Matcher, TypedOp};
 use super::trip_count::has_static_trip_count;
 use hlatc_compiler::ir::op::{BinaryOp, RngAlgorithm};
-use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op, Scalar, Shape};
+use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op, Opcode, Scalar, Shape};
+
+/// Opcodes spelt in a constant, each checked against the op table when
+/// hlatc compiles.
+macro_rules! opcodes {
+    ($($s:literal),* $(,)?) => {
+        const { &[$(Opcode::new($s)),*] }
+    };
+}
 
 /// The element types of a shape's leaves, as a bit set: the types an
 /// instruction's result holds are found once and every type rule tests
@@ -53,10 +61,7 @@ impl Types {
 /// instructions, which keeps it at a few rules per instruction.
 pub(super) fn needs(
     matcher: &'static Matcher,
-) -> (
-    Option<&'static [&'static str]>,
-    Option<&'static [ElementType]>,
-) {
+) -> (Option<&'static [Opcode]>, Option<&'static [ElementType]>) {
     const S64_U64: &[ElementType] = &[ElementType::S64, ElementType::U64];
     match *matcher {
         Matcher::ElementType(tys) => (None, Some(tys)),
@@ -66,34 +71,34 @@ pub(super) fn needs(
         | Matcher::IoOverHbm
         | Matcher::IoAndScratchOverHbm => (None, None),
         Matcher::Opcode(ref opcode) => (Some(std::slice::from_ref(opcode)), None),
-        Matcher::CustomCallTargetNotIn(_) => (Some(&["custom-call"]), None),
-        Matcher::RngAlgorithmNotDefault => (Some(&["rng-bit-generator"]), None),
+        Matcher::CustomCallTargetNotIn(_) => (Some(opcodes!("custom-call")), None),
+        Matcher::RngAlgorithmNotDefault => (Some(opcodes!("rng-bit-generator")), None),
         Matcher::ReduceWindowVariadic
         | Matcher::ReduceWindowBaseDilation
-        | Matcher::ReduceWindowWindowDilation => (Some(&["reduce-window"]), None),
+        | Matcher::ReduceWindowWindowDilation => (Some(opcodes!("reduce-window")), None),
         Matcher::ConvolutionBothDilations | Matcher::ConvolutionStrideWithBaseDilation => {
-            (Some(&["convolution"]), None)
+            (Some(opcodes!("convolution")), None)
         }
-        Matcher::VariadicReduce => (Some(&["reduce"]), None),
+        Matcher::VariadicReduce => (Some(opcodes!("reduce")), None),
         Matcher::TypedOp(op, tys) => (Some(typed_opcodes(op)), Some(tys)),
-        Matcher::SortComparatorOutside(_) => (Some(&["sort"]), None),
-        Matcher::WhileWithoutStaticTripCount => (Some(&["while"]), None),
-        Matcher::GatherIotaOutOfBounds => (Some(&["gather"]), None),
-        Matcher::ScatterIotaOutOfBounds => (Some(&["scatter"]), None),
-        Matcher::Wide64BitConstant => (Some(&["constant"]), Some(S64_U64)),
+        Matcher::SortComparatorOutside(_) => (Some(opcodes!("sort")), None),
+        Matcher::WhileWithoutStaticTripCount => (Some(opcodes!("while")), None),
+        Matcher::GatherIotaOutOfBounds => (Some(opcodes!("gather")), None),
+        Matcher::ScatterIotaOutOfBounds => (Some(opcodes!("scatter")), None),
+        Matcher::Wide64BitConstant => (Some(opcodes!("constant")), Some(S64_U64)),
         Matcher::Produces64BitInteger => (None, Some(S64_U64)),
     }
 }
 
-fn typed_opcodes(op: TypedOp) -> &'static [&'static str] {
+fn typed_opcodes(op: TypedOp) -> &'static [Opcode] {
     match op {
-        TypedOp::Dot => &["dot"],
-        TypedOp::ScatterWithCompute => &["scatter"],
-        TypedOp::AllReduce => &["all-reduce", "all-reduce-start"],
-        TypedOp::ReduceScatter => &["reduce-scatter"],
-        TypedOp::Power => &["power"],
-        TypedOp::TopK => &["topk", "custom-call"],
-        TypedOp::ShiftRightArithmetic => &["shift-right-arithmetic"],
+        TypedOp::Dot => opcodes!("dot"),
+        TypedOp::ScatterWithCompute => opcodes!("scatter"),
+        TypedOp::AllReduce => opcodes!("all-reduce", "all-reduce-start"),
+        TypedOp::ReduceScatter => opcodes!("reduce-scatter"),
+        TypedOp::Power => opcodes!("power"),
+        TypedOp::TopK => opcodes!("topk", "custom-call"),
+        TypedOp::ShiftRightArithmetic => opcodes!("shift-right-arithmetic"),
     }
 }
 
@@ -135,13 +140,13 @@ pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
             .first_of(tys)
             .map(|t| format!("{} result", t.name())),
         Matcher::ComplexOutside(allowed) => {
-            let opcode = s.op().opcode();
+            let opcode = Opcode::of(s.op());
             let complex =
                 s.types.has(ElementType::C64) || s.all_operand_types().has(ElementType::C64);
             (complex && !allowed.contains(&opcode)).then(|| format!("{opcode} on c64"))
         }
         Matcher::DynamicShape => dynamic_shape(&s.c.instr(s.id).shape),
-        Matcher::Opcode(opcode) => (s.op().opcode() == opcode).then(String::new),
+        Matcher::Opcode(opcode) => (Opcode::of(s.op()) == opcode).then(String::new),
         Matcher::CustomCallTargetNotIn(known) => match s.op() {
             Op::CustomCall(cc) if !known.contains(&cc.target.as_str()) => {
                 Some(format!("target \"{}\"", cc.target))

@@ -35,7 +35,7 @@ pub use rules::{
 };
 
 use hlatc_compiler::util::fx::FxHashSet;
-use hlatc_compiler::Module;
+use hlatc_compiler::{Module, Opcode};
 use matcher::{matches, needs, Site, Types};
 
 /// Checks `m` against every rule that applies on `chip` under `sdk`'s
@@ -63,10 +63,10 @@ enum Memory {
 
 fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
     let held = Types::of_module(m);
-    let opcodes: FxHashSet<&'static str> = m
+    let opcodes: FxHashSet<Opcode> = m
         .computations
         .iter()
-        .flat_map(|c| c.ids().map(move |id| c.instr(id).op.opcode()))
+        .flat_map(|c| c.ids().map(move |id| Opcode::of(&c.instr(id).op)))
         .collect();
     let rules: Vec<(&'static Rule, Severity)> = RULES
         .iter()
@@ -87,7 +87,7 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
         .partition(|(r, _)| r.matcher.is_module_level());
     // A rule about certain ops is asked only at those ops: the walk costs a
     // few rules per instruction however many ops the table knows.
-    let rules: Vec<(&'static Rule, Severity, Option<&'static [&'static str]>)> = rules
+    let rules: Vec<(&'static Rule, Severity, Option<&'static [Opcode]>)> = rules
         .into_iter()
         .map(|(r, s)| (r, s, needs(&r.matcher).0))
         .collect();
@@ -96,7 +96,7 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
     for c in &m.computations {
         for id in c.ids() {
             instructions += 1;
-            let opcode = c.instr(id).op.opcode();
+            let opcode = Opcode::of(&c.instr(id).op);
             let site = Site {
                 m,
                 c,

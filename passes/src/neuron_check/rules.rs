@@ -3,8 +3,9 @@
 //! it was read from.
 //!
 //! It is a `const` table of typed rows rather than a data file parsed at
-//! run time: a matcher names an [`ElementType`] or an op by type, so a
-//! misspelt type is a compile error instead of a rule that silently
+//! run time: a matcher names an [`ElementType`], or an op by its
+//! [`Opcode`] (checked against the op table as this table is compiled), so
+//! a misspelt type or opcode is a compile error instead of a rule that silently
 //! matches nothing, the table costs nothing to load (the check runs on
 //! every `compile --target neuron`), and it is still one place, read top
 //! to bottom, to change when the SDK changes. How a matcher is evaluated
@@ -17,7 +18,7 @@
 
 use super::chip::{Chip, Sdk};
 use hlatc_compiler::ir::op::ComparisonDirection;
-use hlatc_compiler::ElementType;
+use hlatc_compiler::{ElementType, Opcode};
 
 /// The `aws-neuron/aws-neuron-sdk` commit the rules were read from.
 pub const SDK_COMMIT: &str = "81ce03ae261e12925e53437a0f690478e6366155";
@@ -102,11 +103,11 @@ pub enum Matcher {
     /// The instruction's result or an operand holds one of these types.
     ElementType(&'static [ElementType]),
     /// A `c64` result or operand of an op outside this list of opcodes.
-    ComplexOutside(&'static [&'static str]),
+    ComplexOutside(&'static [Opcode]),
     /// A result shape with a dynamic (`<=N`) or unbounded (`?`) dimension.
     DynamicShape,
     /// The op itself, by its HLO opcode.
-    Opcode(&'static str),
+    Opcode(Opcode),
     /// A custom call to a target outside this list.
     CustomCallTargetNotIn(&'static [&'static str]),
     /// `rng-bit-generator` with an algorithm other than `rng_default`.
@@ -322,46 +323,46 @@ pub const RECOGNIZED_CUSTOM_CALLS: &[&str] = &[
 /// The ops 2.32 compiles on `complex64` (its release notes' list, in HLO
 /// opcodes), and the ones that only pass a value on, which any program
 /// holding a complex value has.
-const COMPLEX64_OPS: &[&str] = &[
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "compare",
-    "abs",
-    "exponential",
-    "sine",
-    "cosine",
-    "reshape",
-    "complex",
-    "real",
-    "imag",
-    "dot",
-    "broadcast",
-    "iota",
-    "negate",
-    "power",
-    "log",
-    "log-plus-one",
-    "exponential-minus-one",
-    "sqrt",
-    "rsqrt",
-    "tan",
-    "tanh",
-    "logistic",
-    "sign",
-    "select",
-    "transpose",
-    "reverse",
-    "slice",
-    "dynamic-slice",
-    "dynamic-update-slice",
-    "concatenate",
-    "pad",
-    "parameter",
-    "constant",
-    "tuple",
-    "get-tuple-element",
+const COMPLEX64_OPS: &[Opcode] = &[
+    Opcode::new("add"),
+    Opcode::new("subtract"),
+    Opcode::new("multiply"),
+    Opcode::new("divide"),
+    Opcode::new("compare"),
+    Opcode::new("abs"),
+    Opcode::new("exponential"),
+    Opcode::new("sine"),
+    Opcode::new("cosine"),
+    Opcode::new("reshape"),
+    Opcode::new("complex"),
+    Opcode::new("real"),
+    Opcode::new("imag"),
+    Opcode::new("dot"),
+    Opcode::new("broadcast"),
+    Opcode::new("iota"),
+    Opcode::new("negate"),
+    Opcode::new("power"),
+    Opcode::new("log"),
+    Opcode::new("log-plus-one"),
+    Opcode::new("exponential-minus-one"),
+    Opcode::new("sqrt"),
+    Opcode::new("rsqrt"),
+    Opcode::new("tan"),
+    Opcode::new("tanh"),
+    Opcode::new("logistic"),
+    Opcode::new("sign"),
+    Opcode::new("select"),
+    Opcode::new("transpose"),
+    Opcode::new("reverse"),
+    Opcode::new("slice"),
+    Opcode::new("dynamic-slice"),
+    Opcode::new("dynamic-update-slice"),
+    Opcode::new("concatenate"),
+    Opcode::new("pad"),
+    Opcode::new("parameter"),
+    Opcode::new("constant"),
+    Opcode::new("tuple"),
+    Opcode::new("get-tuple-element"),
 ];
 
 /// The limit on instructions per module that EVRF007 reports. Not stated
@@ -633,7 +634,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "replica-id",
         code: Code::Undocumented,
-        matcher: Matcher::Opcode("replica-id"),
+        matcher: Matcher::Opcode(Opcode::new("replica-id")),
         when: WARNED,
         what: "reads the rank from replica-id, which is not known to compile in one program for every rank: NxD feeds the rank as an input instead (SPMDRank, \"to be replaced with ReplicaID in HLO once compiler adds support\")",
         advice: "compile with --rank-source input (the default for --target neuron): each rank is fed its number as the s32[1] input `rank`",
@@ -660,7 +661,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "sort-trn2",
         code: Code::Undocumented,
-        matcher: Matcher::Opcode("sort"),
+        matcher: Matcher::Opcode(Opcode::new("sort")),
         when: TRN2_REFUSED,
         what: "is a sort, which neuronx-cc does not support on trn2 (it reports NCC_EVRF029, a code without a page)",
         advice: "a top k of a descending sort becomes AwsNeuronTopK with `hlatc opt --target neuron` (pass sort-to-topk); otherwise sort on the host or with an NKI kernel",
@@ -669,7 +670,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "conditional",
         code: Code::Undocumented,
-        matcher: Matcher::Opcode("conditional"),
+        matcher: Matcher::Opcode(Opcode::new("conditional")),
         when: REFUSED,
         what: "is a conditional, which Neuron does not support",
         advice: "compute both branches and choose with select, or branch on the host",
@@ -678,7 +679,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "reduce-precision",
         code: Code::Undocumented,
-        matcher: Matcher::Opcode("reduce-precision"),
+        matcher: Matcher::Opcode(Opcode::new("reduce-precision")),
         when: REFUSED,
         what: "is a reduce-precision, which Neuron does not support",
         advice: "convert to the narrower type and back instead",
@@ -719,7 +720,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "unsupported-operator",
         code: Code::Ncc("EUOC002"),
-        matcher: Matcher::Opcode("triangular-solve"),
+        matcher: Matcher::Opcode(Opcode::new("triangular-solve")),
         when: REFUSED,
         what: "is a triangular-solve, an operator neuronx-cc does not support",
         advice: "multiply by the inverse instead (slower, same result), or solve on the host",

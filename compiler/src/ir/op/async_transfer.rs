@@ -30,7 +30,7 @@ impl TransferStep {
         TransferStep::RecvDone,
     ];
 
-    pub fn opcode(self) -> &'static str {
+    pub const fn opcode(self) -> &'static str {
         match self {
             TransferStep::Send => "send",
             TransferStep::SendDone => "send-done",
@@ -77,7 +77,7 @@ impl AsyncStep {
         }
     }
 
-    pub fn opcode(self) -> &'static str {
+    pub const fn opcode(self) -> &'static str {
         match self {
             AsyncStep::Start => "async-start",
             AsyncStep::Update => "async-update",

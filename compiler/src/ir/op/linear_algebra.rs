@@ -120,7 +120,7 @@ impl BatchNormKind {
         }
     }
 
-    pub fn opcode(self) -> &'static str {
+    pub const fn opcode(self) -> &'static str {
         match self {
             BatchNormKind::Training => "batch-norm-training",
             BatchNormKind::Inference => "batch-norm-inference",

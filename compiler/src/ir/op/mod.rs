@@ -60,6 +60,7 @@ pub mod description;
 mod elementwise;
 mod indexing;
 mod linear_algebra;
+mod opcode;
 mod random;
 
 pub use async_transfer::*;
@@ -68,6 +69,7 @@ pub use custom_call::*;
 pub use elementwise::*;
 pub use indexing::*;
 pub use linear_algebra::*;
+pub use opcode::Opcode;
 pub use random::*;
 
 use elementwise::{BINARY_NAMES, UNARY_NAMES};
