@@ -364,7 +364,7 @@ fn fill_op_fields(op: &Op, p: &mut HloInstructionProto) {
         | Op::PartitionId
         | Op::CollectiveDone(_) => {}
         // Written from their description.
-        _ => {}
+        crate::ir::op::description::described_ops!() => {}
     }
 }
 

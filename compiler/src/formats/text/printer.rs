@@ -325,7 +325,7 @@ fn write_spelled_attributes(out: &mut String, m: &Module, c: &Computation, id: I
         | Op::PartitionId
         | Op::CollectiveDone(_) => {}
         // Written from their description.
-        _ => {}
+        crate::ir::op::description::described_ops!() => {}
     }
 }
 

@@ -705,6 +705,15 @@ macro_rules! op_table {
         /// The opcodes the table spells.
         pub(crate) const TABLE_OPCODES: &[&str] = &[$($opcode,)* $($name,)*];
 
+        /// A pattern of every described op, for a match that writes or
+        /// reads the others by hand: with it in place of `_`, the match
+        /// stays exhaustive, so an op added to [`Op`] without a row here
+        /// fails to compile in every such match.
+        macro_rules! described_ops {
+            () => { $(Op::$variant { .. })|* };
+        }
+        pub(crate) use described_ops;
+
         /// The described ops.
         pub static DESCRIPTIONS: &[Description] = &[$(Description {
             opcode: $opcode,

@@ -134,11 +134,63 @@ pub fn vjp(
             Some(marker) => Some(b.module_marker(marker.adjoint(), g)?),
             None => return not_differentiable(b, n, "a custom call has no gradient rule"),
         },
-        other => {
+        // Declared without a rule in `gradient`, which refused them above.
+        Op::Parameter(..)
+        | Op::Constant(..)
+        | Op::TupleConstant(..)
+        | Op::Iota { .. }
+        | Op::Compare { .. }
+        | Op::StochasticConvert
+        | Op::ReducePrecision { .. }
+        | Op::BitcastConvert
+        | Op::Bitcast
+        | Op::SetDimensionSize { .. }
+        | Op::GetDimensionSize { .. }
+        | Op::DynamicReshape
+        | Op::RaggedDot { .. }
+        | Op::Convolution { .. }
+        | Op::ReduceWindow { .. }
+        | Op::SelectAndScatter { .. }
+        | Op::Tuple
+        | Op::OptBarrier
+        | Op::GetTupleElement { .. }
+        | Op::Call { .. }
+        | Op::While { .. }
+        | Op::Conditional { .. }
+        | Op::Fusion { .. }
+        | Op::Sort { .. }
+        | Op::Map { .. }
+        | Op::Rng { .. }
+        | Op::RngGetAndUpdateState { .. }
+        | Op::AllToAll { .. }
+        | Op::BatchNorm { .. }
+        | Op::RaggedAllToAll { .. }
+        | Op::Domain { .. }
+        | Op::TriangularSolve { .. }
+        | Op::Cholesky { .. }
+        | Op::Fft { .. }
+        | Op::CollectiveBroadcast { .. }
+        | Op::TopK { .. }
+        | Op::CollectivePermute { .. }
+        | Op::AllReduceStart { .. }
+        | Op::AllGatherStart { .. }
+        | Op::CollectivePermuteStart { .. }
+        | Op::CollectiveDone(..)
+        | Op::ReplicaId
+        | Op::PartitionId
+        | Op::RngBitGenerator { .. }
+        | Op::AfterAll
+        | Op::AddDependency
+        | Op::Transfer(..)
+        | Op::Async { .. }
+        | Op::CopyStart { .. }
+        | Op::CopyDone
+        | Op::Infeed { .. }
+        | Op::Outfeed { .. } => {
             return not_differentiable(
                 b,
                 n,
-                format!("{} has no gradient rule in hlatc", other.opcode()),
+                format!("{} has no gradient rule in hlatc", instr.op.opcode()),
             )
         }
     };
