@@ -13,7 +13,7 @@ import re
 import sys
 from collections import defaultdict
 
-LAYERS = ["util", "ir", "analysis", "formats", "build"]
+LAYERS = ["util", "ir", "analysis", "formats", "graph"]
 
 
 def strip_comments(src):

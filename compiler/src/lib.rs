@@ -9,8 +9,8 @@
 //! ```
 
 pub mod analysis;
-pub mod build;
 pub mod formats;
+pub mod graph;
 pub mod ir;
 pub mod util;
 

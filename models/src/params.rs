@@ -6,7 +6,7 @@
 
 use crate::config::ModelConfig;
 use crate::parallel::{TpSplit, Units};
-use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::{ElementType, InstrId, Shape};
 
 /// How a parameter is initialized (the scaled scheme that kept HLAT stable).

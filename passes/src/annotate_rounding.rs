@@ -10,7 +10,7 @@ use crate::context::{AddedState, PassContext, Target};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
 use crate::rounding::{Rounding, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
-use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::RngAlgorithm;
 use hlatc_compiler::util::fx::FxHashSet;
 use hlatc_compiler::{AliasKind, ComputationId, ElementType, InstrId, IoAlias, Module, Op, Shape};

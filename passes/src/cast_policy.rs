@@ -2,7 +2,7 @@
 //! the `amp` pass applies, in the manner of RAF's AutoCast and torch's
 //! autocast lists, but kept as data a user can read and change per op kind.
 
-use hlatc_compiler::build::scope;
+use hlatc_compiler::graph::scope;
 use hlatc_compiler::{ElementType, Instruction, Opcode};
 use std::collections::BTreeMap;
 use std::fmt;

@@ -9,7 +9,7 @@ use crate::neuron_topk::{neuron_topk_k, write_top_k, TOPK_INDEX_TYPE};
 use crate::pass::{Pass, PassError};
 use crate::rewriter::{ModuleRewriter, RewriteError};
 use crate::softmax_math::{neuron_call_axis, SoftmaxWriter};
-use hlatc_compiler::build::module_markers::ModuleMarker;
+use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::{InstrId, Module, Op};
 
 pub struct LowerNeuronCalls;

@@ -101,7 +101,7 @@ pub enum PassError {
     Build {
         pass: String,
         #[source]
-        source: Box<hlatc_compiler::build::builder::BuildError>,
+        source: Box<hlatc_compiler::graph::builder::BuildError>,
     },
     /// What `softmax-math` was handed as a softmax is not an array.
     #[error("pass '{pass}': '{instruction}' is not an array, so it cannot be a softmax")]

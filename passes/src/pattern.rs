@@ -3,7 +3,7 @@
 //! JAX scatter around reductions, and [`Region`] refuses a match whose
 //! interior values are read from outside it.
 
-use hlatc_compiler::build::builder::binary_reducer_op;
+use hlatc_compiler::graph::builder::binary_reducer_op;
 use hlatc_compiler::ir::op::BinaryOp;
 use hlatc_compiler::{Computation, ComputationId, InstrId, Literal, Module, Op};
 use std::collections::BTreeSet;

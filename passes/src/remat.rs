@@ -35,7 +35,7 @@
 //! wherever a clone needs them instead of being routed through the
 //! barrier.
 //!
-//! [`saves`]: hlatc_compiler::build::autodiff::rules::saves
+//! [`saves`]: hlatc_compiler::graph::autodiff::rules::saves
 
 use crate::context::{human_bytes, PassContext, RematPolicy, Target};
 use crate::pass::{Pass, PassError};
@@ -43,7 +43,7 @@ use crate::rewriter::{ModuleRewriter, RewriteError, Rewriter};
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, SliceDim};
 use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::{
-    build::scope, Computation, ElementType, InstrId, Literal, Metadata, Module, Op, Shape,
+    graph::scope, Computation, ElementType, InstrId, Literal, Metadata, Module, Op, Shape,
 };
 use std::collections::BTreeMap;
 

@@ -585,7 +585,7 @@ impl ModuleRewriter {
     /// entry. Lets a pass build a callee with the [`Builder`] and its
     /// reducers, then call it.
     ///
-    /// [`Builder`]: hlatc_compiler::build::builder::Builder
+    /// [`Builder`]: hlatc_compiler::graph::builder::Builder
     pub fn graft(&mut self, m: &mut Module, mut part: Module) -> ComputationId {
         for c in &mut part.computations {
             c.name = self.names.fresh(&c.name);

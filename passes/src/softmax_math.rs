@@ -6,7 +6,7 @@
 use crate::context::{PassContext, Target};
 use crate::pass::PassError;
 use crate::rewriter::ModuleRewriter;
-use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::{CustomCall, CustomCallApiVersion};
 use hlatc_compiler::{ArrayShape, ComputationId, InstrId, Instruction, Module, Op, Shape};
 

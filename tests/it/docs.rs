@@ -3,7 +3,7 @@
 //! descriptions and the backward rules. Each sits between marker lines in
 //! its chapter; a mismatch prints both, and `HLATC_BLESS=1` rewrites it.
 
-use hlatc::compiler::build::autodiff::{gradient, Gradient, Saved};
+use hlatc::compiler::graph::autodiff::{gradient, Gradient, Saved};
 use hlatc::compiler::ir::op::description::{Arity, OpTraits};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -137,5 +137,72 @@ fn the_books_contents_list_every_chapter() {
     assert_eq!(
         listed, chapters,
         "docs/src/SUMMARY.md against the chapters in docs/src"
+    );
+}
+
+/// The folders ARCHITECTURE.md's code map names: a line of the map that
+/// starts with `NAME/` (the top level), or `src/NAME/` (a crate's
+/// folders), inside its fenced blocks.
+fn mapped_folders(text: &str, prefix: &str) -> std::collections::BTreeSet<String> {
+    let mut inside = false;
+    let mut out = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            inside = !inside;
+            continue;
+        }
+        if let Some(name) = inside
+            .then(|| line.strip_prefix(prefix))
+            .flatten()
+            .and_then(|rest| rest.split_once('/'))
+            .map(|(name, _)| name)
+            .filter(|n| !n.is_empty() && !n.contains(' '))
+        {
+            out.insert(name.to_string());
+        }
+    }
+    out
+}
+
+/// The folders of `dir`, but hidden ones and `ignored` (outputs).
+fn folders(dir: &Path, ignored: &[&str]) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && !ignored.contains(&n.as_str()))
+        .collect()
+}
+
+/// ARCHITECTURE.md's code map names every top-level folder (every crate
+/// among them) and every folder of the compiler's `src/`, and nothing
+/// that is not there: moving or adding one without the map fails here.
+#[test]
+fn the_architecture_map_names_every_crate_and_folder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    assert_eq!(
+        mapped_folders(&text, ""),
+        // Cargo's output, and the README's main job's bundle.
+        folders(root, &["target", "build"]),
+        "ARCHITECTURE.md's code map against the repository's folders"
+    );
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .unwrap();
+    for member in members.split(',').map(|m| m.trim().trim_matches('"')) {
+        assert!(
+            text.contains(&format!("\n{member}/")),
+            "ARCHITECTURE.md does not map the crate {member}/"
+        );
+    }
+    assert_eq!(
+        mapped_folders(&text, "src/"),
+        folders(&root.join("compiler/src"), &[]),
+        "ARCHITECTURE.md's compiler map against compiler/src"
     );
 }

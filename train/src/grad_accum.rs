@@ -29,8 +29,8 @@ use crate::train_step::{
     TrainStep, GRAD_PREFIX,
 };
 use crate::zero1::Zero1;
-use hlatc_compiler::build::autodiff;
-use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::graph::autodiff;
+use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::{ElementType, InstrId, Op, Shape};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{param_specs, BatchShape, ParamSpec};

@@ -28,7 +28,7 @@
 //! and 0.81x with core-attention (the small model at seq 512).
 
 use crate::train_step::{Role, TrainStep};
-use hlatc_compiler::build::scope;
+use hlatc_compiler::graph::scope;
 use hlatc_compiler::{Module, Op};
 use hlatc_passes::Target;
 use serde::Serialize;

@@ -2,7 +2,7 @@
 //! rate schedule with linear warmup computed from the step counter, and
 //! AdamW with bias correction and decoupled weight decay.
 
-use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::ir::computation::InstrId;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, UnaryOp};
 use hlatc_compiler::ir::shape::ElementType;
@@ -182,7 +182,7 @@ pub fn adamw(
         step,
     } = state;
     let ty = b.ty(params[0]);
-    b.push_scope(hlatc_compiler::build::scope::OPTIMIZER);
+    b.push_scope(hlatc_compiler::graph::scope::OPTIMIZER);
     b.push_scope("schedule");
     let one_s32 = b.scalar(ElementType::S32, 1.0);
     let next_step = b.add2(step, one_s32)?;

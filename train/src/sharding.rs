@@ -12,8 +12,8 @@
 //! gradients are f32 under every precision preset but fp64) is HLAT's
 //! "FP32 for gradient accumulation and all-reduce".
 
-use hlatc_compiler::build::builder::{BuildError, Builder};
-use hlatc_compiler::build::collectives::replica_groups;
+use hlatc_compiler::graph::builder::{BuildError, Builder};
+use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::op::BinaryOp;
 use hlatc_compiler::InstrId;
 use hlatc_models::parallel::split::{copy_groups, holder_groups};

@@ -6,8 +6,8 @@ use crate::precision::Precision;
 use crate::sharding;
 use crate::spmd::{self, Spmd, SpmdError, RANK_INPUT};
 use crate::zero1::{self, Zero1};
-use hlatc_compiler::build::autodiff::{self, AutodiffError};
-use hlatc_compiler::build::builder::{BuildError, Builder};
+use hlatc_compiler::graph::autodiff::{self, AutodiffError};
+use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::{AliasKind, ElementType, InstrId, IoAlias, Module, Op, Shape};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{

@@ -22,8 +22,8 @@
 //! bucket is every tensor's shard `d`.
 
 use crate::sharding::{self, bucket_runs, local_ranges};
-use hlatc_compiler::build::builder::{BuildError, Builder};
-use hlatc_compiler::build::collectives::replica_groups;
+use hlatc_compiler::graph::builder::{BuildError, Builder};
+use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection};
 use hlatc_compiler::{ElementType, InstrId, Op};

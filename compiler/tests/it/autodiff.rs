@@ -3,8 +3,8 @@
 //! gives (`build::autodiff::gradient`), and an integer-valued op passes no
 //! contribution.
 
-use hlatc_compiler::build::autodiff::{grad, gradient, AutodiffError, GradHints, Gradient};
-use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::graph::autodiff::{grad, gradient, AutodiffError, GradHints, Gradient};
+use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::ir::op::{BinaryOp, UnaryOp};
 use hlatc_compiler::{ElementType, Op, Shape};
 

@@ -1,5 +1,5 @@
 //! The compiler's folders are the pipeline's stages, lowest first: `util`,
-//! `ir`, `analysis`, `formats`, `build`. A file may name its own stage or a
+//! `ir`, `analysis`, `formats`, `graph`. A file may name its own stage or a
 //! lower one, never a higher one, and no two modules import each other
 //! round a cycle (a parent and its own child modules excepted). This reads
 //! the sources, as `tools/import_graph.py` draws them.
@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const STAGES: [&str; 5] = ["util", "ir", "analysis", "formats", "build"];
+const STAGES: [&str; 5] = ["util", "ir", "analysis", "formats", "graph"];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -183,7 +183,7 @@ fn no_modules_import_each_other_round_a_cycle() {
 
 #[test]
 fn the_reader_finds_grouped_and_plain_paths() {
-    let code = "use crate::{ir::op::Op, formats::{text, proto}};\nlet x = crate::util::fx::hash(); a_crate::build::x;";
+    let code = "use crate::{ir::op::Op, formats::{text, proto}};\nlet x = crate::util::fx::hash(); a_crate::graph::x;";
     let found = crate_paths(code);
     let names: Vec<String> = found.iter().map(|p| p.join("::")).collect();
     assert_eq!(names, ["ir::op", "formats", "util::fx"]);

@@ -12,10 +12,10 @@
 use super::{Fault, Parallelism};
 use crate::config::ModelConfig;
 use crate::llama::{counted_total, gather_rows};
-use hlatc_compiler::build::autodiff::GradHints;
-use hlatc_compiler::build::builder::{BuildError, Builder};
-use hlatc_compiler::build::collectives::replica_groups;
-use hlatc_compiler::build::scope;
+use hlatc_compiler::graph::autodiff::GradHints;
+use hlatc_compiler::graph::builder::{BuildError, Builder};
+use hlatc_compiler::graph::collectives::replica_groups;
+use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, Op, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId};

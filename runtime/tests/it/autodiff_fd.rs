@@ -2,8 +2,8 @@
 //! CPU, and every rule keeps to the forward values it declares it saves.
 
 use crate::common::*;
-use hlatc_compiler::build::autodiff::{self, rules};
-use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::graph::autodiff::{self, rules};
+use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::ir::op::*;
 use hlatc_compiler::{ElementType, InstrId, Literal, Module, Scalar, Shape};
 use hlatc_runtime::inputs::SplitMix64;

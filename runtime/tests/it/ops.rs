@@ -511,7 +511,7 @@ fn rng_bit_generator_is_deterministic_and_advances_state() {
 /// out-of-range scalars clamp to the type.
 #[test]
 fn builder_integer_reductions_and_scalars() {
-    use hlatc_compiler::build::builder::Builder;
+    use hlatc_compiler::graph::builder::Builder;
     use hlatc_compiler::{ElementType, Shape};
     let mut b = Builder::new("int_max");
     let x = b.parameter("x", Shape::array(ElementType::S32, [2, 3]));

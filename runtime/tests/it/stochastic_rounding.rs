@@ -5,7 +5,7 @@
 //! infinity.
 
 use crate::common::*;
-use hlatc_compiler::build::builder::Builder;
+use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::ir::op::{Op, RngAlgorithm};
 use hlatc_compiler::{ElementType, Literal, Shape};
 

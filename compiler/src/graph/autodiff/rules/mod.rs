@@ -3,8 +3,8 @@
 //! rule reads ([`saves`], from the exhaustive table in [`gradient()`]).
 
 use super::AutodiffError;
-use crate::build::builder::Builder;
-use crate::build::module_markers::ModuleMarker;
+use crate::graph::builder::Builder;
+use crate::graph::module_markers::ModuleMarker;
 use crate::ir::computation::InstrId;
 use crate::ir::op::*;
 

@@ -1,7 +1,7 @@
 //! Backward rules of `gather` and `scatter`, each the other's adjoint.
 
 use super::{not_differentiable, AutodiffError, Site};
-use crate::build::builder::Builder;
+use crate::graph::builder::Builder;
 use crate::ir::computation::InstrId;
 use crate::ir::computation_id::ComputationId;
 use crate::ir::op::*;

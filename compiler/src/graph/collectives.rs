@@ -2,7 +2,7 @@
 //! them: one program every rank runs, groups of global replica ids, no
 //! channel (cross-replica, as NxD hands neuronx-cc its programs).
 
-use crate::build::builder::{BuildError, Builder};
+use crate::graph::builder::{BuildError, Builder};
 use crate::ir::collective::{Collective, ReplicaGroups};
 use crate::ir::computation::InstrId;
 use crate::ir::op::{BinaryOp, Op};

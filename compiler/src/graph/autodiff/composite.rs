@@ -6,7 +6,7 @@
 //! differentiated or saved.
 
 use super::AutodiffError;
-use crate::build::builder::Builder;
+use crate::graph::builder::Builder;
 use crate::ir::computation::InstrId;
 
 /// Which closed form a region's gradient has.

@@ -8,7 +8,7 @@
 //! forward value.
 
 use super::{not_differentiable, AutodiffError, Site};
-use crate::build::builder::Builder;
+use crate::graph::builder::Builder;
 use crate::ir::collective::Collective;
 use crate::ir::computation::InstrId;
 use crate::ir::computation_id::ComputationId;

@@ -17,8 +17,8 @@ pub mod rules;
 pub use composite::{Composite, CompositeRule, GradHints};
 pub use rules::{gradient, saves, Gradient, Saved};
 
-use crate::build::builder::{BuildError, Builder};
-use crate::build::scope;
+use crate::graph::builder::{BuildError, Builder};
+use crate::graph::scope;
 use crate::ir::computation::InstrId;
 use crate::ir::shape::Shape;
 use std::collections::{HashMap, HashSet};

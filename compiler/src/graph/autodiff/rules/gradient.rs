@@ -4,7 +4,7 @@
 //! what the error says, what remat may drop and the docs' op table list
 //! come from the same place.
 
-use crate::build::module_markers::ModuleMarker;
+use crate::graph::module_markers::ModuleMarker;
 use crate::ir::op::{BinaryOp, Op, UnaryOp};
 use std::borrow::Cow;
 

@@ -6,7 +6,7 @@
 //! (`torch_neuronx.xla_impl.custom_call_targets`); the SDK does not
 //! document them further.
 
-use crate::build::builder::{BuildError, Builder};
+use crate::graph::builder::{BuildError, Builder};
 use crate::ir::op::{CustomCall, CustomCallApiVersion, Op};
 use crate::InstrId;
 

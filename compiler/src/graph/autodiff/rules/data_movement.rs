@@ -2,7 +2,7 @@
 //! reversals, broadcasts, slices, concatenation, padding, dynamic slices.
 
 use super::{not_differentiable, AutodiffError, Site};
-use crate::build::builder::Builder;
+use crate::graph::builder::Builder;
 use crate::ir::computation::InstrId;
 use crate::ir::op::*;
 

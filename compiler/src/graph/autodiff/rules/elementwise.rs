@@ -2,7 +2,7 @@
 //! `select` and `clamp`.
 
 use super::{masked, unbroadcast_scalar, AutodiffError, Site};
-use crate::build::builder::Builder;
+use crate::graph::builder::Builder;
 use crate::ir::computation::InstrId;
 use crate::ir::op::*;
 
