@@ -1,0 +1,198 @@
+//! The step's signature: what each input and output is for ([`Role`]),
+//! its name, type and shape ([`TensorSpec`]), and where the carried state
+//! lives in it ([`StateLayout`]), found from roles and names, never from
+//! positions. Runtimes, the manifest and the trainer read the step
+//! through these alone.
+
+use hlatc_compiler::{AliasKind, ElementType, IoAlias};
+use serde::Serialize;
+
+/// What a buffer is for, so a runtime knows what to feed and keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Parameter,
+    AdamM,
+    AdamV,
+    /// The f32 master copy of a bf16 parameter (`bf16-master`), which the
+    /// update is applied to.
+    MasterWeight,
+    Step,
+    Tokens,
+    Targets,
+    SegmentIds,
+    /// The state of the RNG that stochastic rounding draws from (`u64[2]`,
+    /// cpu), seeded once and carried from step to step.
+    RngState,
+    /// A parameter's gradient summed over the micro-batches of one
+    /// optimizer step so far (`grad.NAME`, the rank's share, in f32; f64
+    /// under fp64): the micro step adds into it, the apply step reads and
+    /// zeroes it.
+    GradAccumulator,
+    /// How many targets the whole optimizer step counts (`s32[]`, the
+    /// ignore index left out): each micro-batch's loss is a share of
+    /// their mean.
+    TokenCount,
+    /// Under [`RankSource::Input`], the rank's number (`s32[1]`, holding
+    /// r on rank r), fed rather than read from the device.
+    Rank,
+    Loss,
+    GradNorm,
+    LearningRate,
+}
+
+impl Role {
+    /// Whether an input with this role is state the step carries to the
+    /// next step: an output with the same name and role updates it, in the
+    /// same buffer.
+    pub fn is_state(self) -> bool {
+        matches!(
+            self,
+            Role::Parameter
+                | Role::AdamM
+                | Role::AdamV
+                | Role::MasterWeight
+                | Role::Step
+                | Role::RngState
+                | Role::GradAccumulator
+        )
+    }
+
+    /// Whether an input with this role is the optimizer's state of one
+    /// parameter (named by a prefix and the parameter's name), which
+    /// ZeRO-1 divides over the DP replicas.
+    pub fn is_optimizer_state(self) -> bool {
+        matches!(self, Role::AdamM | Role::AdamV | Role::MasterWeight)
+    }
+
+    /// Whether an input with this role belongs to one parameter, laid out
+    /// as its share (or, under ZeRO-1, a shard of that).
+    pub fn is_per_parameter(self) -> bool {
+        matches!(self, Role::Parameter | Role::GradAccumulator) || self.is_optimizer_state()
+    }
+}
+
+/// Where the carried state lives in the step's signature, found from the
+/// roles and names of its inputs and outputs (never from positions): for
+/// each state input, in input order, the output that updates it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateLayout {
+    /// `(input index, output index)` for each state input, in input order.
+    pub updates: Vec<(usize, usize)>,
+}
+
+impl StateLayout {
+    /// Pairs each state input with the output of the same name and role;
+    /// `None` when one has no such output (a signature that does not carry
+    /// its state).
+    pub fn of(inputs: &[TensorSpec], outputs: &[TensorSpec]) -> Option<StateLayout> {
+        let updates = inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role.is_state())
+            .map(|(i, s)| Some((i, updated_by(outputs, s)?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(StateLayout { updates })
+    }
+
+    /// The state inputs that have an output updating them, paired with it;
+    /// the others are read and left as they are (a micro step reads the
+    /// parameters it does not update).
+    pub fn updated(inputs: &[TensorSpec], outputs: &[TensorSpec]) -> StateLayout {
+        let updates = inputs
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.role.is_state())
+            .filter_map(|(i, s)| Some((i, updated_by(outputs, s)?)))
+            .collect();
+        StateLayout { updates }
+    }
+
+    /// The module's aliasing: each updated input's buffer reused by its
+    /// output.
+    pub fn aliases(&self) -> Vec<IoAlias> {
+        self.updates
+            .iter()
+            .map(|&(input, output)| IoAlias {
+                output_index: vec![output as i64],
+                parameter: input as i64,
+                parameter_index: vec![],
+                kind: AliasKind::MayAlias,
+            })
+            .collect()
+    }
+}
+
+/// The output with the name and role of state input `s`.
+fn updated_by(outputs: &[TensorSpec], s: &TensorSpec) -> Option<usize> {
+    outputs
+        .iter()
+        .position(|o| o.role == s.role && o.name == s.name)
+}
+
+/// The output with role `role` (loss, grad norm, learning rate).
+pub fn output_with_role(outputs: &[TensorSpec], role: Role) -> Option<usize> {
+    outputs.iter().position(|o| o.role == role)
+}
+
+fn serialize_element_type<S: serde::Serializer>(t: &ElementType, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(t.name())
+}
+
+fn deserialize_element_type<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<ElementType, D::Error> {
+    let name = <String as serde::Deserialize>::deserialize(d)?;
+    ElementType::from_name(&name)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown element type '{name}'")))
+}
+
+/// One input or output of the step.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct TensorSpec {
+    pub name: String,
+    /// Written in the manifest as XLA spells it (`bf16`).
+    #[serde(
+        serialize_with = "serialize_element_type",
+        deserialize_with = "deserialize_element_type"
+    )]
+    pub dtype: ElementType,
+    pub shape: Vec<i64>,
+    pub role: Role,
+}
+
+/// Input name prefixes of the Adam moments.
+pub const ADAM_M_PREFIX: &str = "adam_m.";
+pub const ADAM_V_PREFIX: &str = "adam_v.";
+/// Input name prefix of the master weights.
+pub const MASTER_PREFIX: &str = "master.";
+/// Input name prefix of the gradient accumulators.
+pub const GRAD_PREFIX: &str = "grad.";
+
+/// The name prefix of each per-parameter optimizer state role.
+pub fn state_prefix(role: Role) -> Option<&'static str> {
+    match role {
+        Role::AdamM => Some(ADAM_M_PREFIX),
+        Role::AdamV => Some(ADAM_V_PREFIX),
+        Role::MasterWeight => Some(MASTER_PREFIX),
+        Role::GradAccumulator => Some(GRAD_PREFIX),
+        _ => None,
+    }
+}
+
+/// The parameter a per-parameter input belongs to: its name without its
+/// role's prefix.
+pub fn parameter_name(spec: &TensorSpec) -> &str {
+    state_prefix(spec.role)
+        .and_then(|p| spec.name.strip_prefix(p))
+        .unwrap_or(&spec.name)
+}
+
+pub(crate) fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
+    TensorSpec {
+        name: name.to_string(),
+        dtype: ty,
+        shape: shape.to_vec(),
+        role,
+    }
+}
