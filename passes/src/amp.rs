@@ -20,9 +20,14 @@ use hlatc_compiler::{ElementType, IdList, InstrId, Module, Op, Opcode, Shape};
 
 pub struct Amp;
 
+impl Amp {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "amp";
+}
+
 impl Pass for Amp {
     fn name(&self) -> &str {
-        "amp"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

@@ -44,9 +44,14 @@ pub fn rounding_counts(m: &Module) -> (usize, usize) {
     (stochastic, nearest_even)
 }
 
+impl AnnotateRounding {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "annotate-rounding";
+}
+
 impl Pass for AnnotateRounding {
     fn name(&self) -> &str {
-        "annotate-rounding"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

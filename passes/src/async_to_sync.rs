@@ -15,9 +15,14 @@ use std::collections::BTreeSet;
 
 pub struct AsyncToSync;
 
+impl AsyncToSync {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "async-to-sync";
+}
+
 impl Pass for AsyncToSync {
     fn name(&self) -> &str {
-        "async-to-sync"
+        Self::NAME
     }
 
     /// Each op it adds is a copy of the done it replaces, shape and all.

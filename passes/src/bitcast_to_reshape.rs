@@ -20,9 +20,14 @@ use hlatc_compiler::{ArrayShape, Computation, InstrId, Instruction, Module, Op, 
 
 pub struct BitcastToReshape;
 
+impl BitcastToReshape {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "bitcast-to-reshape";
+}
+
 impl Pass for BitcastToReshape {
     fn name(&self) -> &str {
-        "bitcast-to-reshape"
+        Self::NAME
     }
 
     /// It leaves a dynamic bitcast as it is, and builds its shapes itself.

@@ -24,9 +24,14 @@ use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
 
 pub struct CoalesceLinear;
 
+impl CoalesceLinear {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "coalesce-linear";
+}
+
 impl Pass for CoalesceLinear {
     fn name(&self) -> &str {
-        "coalesce-linear"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

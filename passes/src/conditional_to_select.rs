@@ -35,9 +35,14 @@ pub const MAX_BRANCH_INSTRUCTIONS: usize = 16;
 
 pub struct ConditionalToSelect;
 
+impl ConditionalToSelect {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "conditional-to-select";
+}
+
 impl Pass for ConditionalToSelect {
     fn name(&self) -> &str {
-        "conditional-to-select"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

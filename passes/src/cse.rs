@@ -14,9 +14,14 @@ use std::hash::BuildHasher;
 /// calls are never merged.
 pub struct Cse;
 
+impl Cse {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "cse";
+}
+
 impl Pass for Cse {
     fn name(&self) -> &str {
-        "cse"
+        Self::NAME
     }
 
     fn run(&self, module: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {

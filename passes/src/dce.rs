@@ -9,9 +9,14 @@ use hlatc_compiler::{Module, Op};
 /// computations that nothing reachable calls.
 pub struct Dce;
 
+impl Dce {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "dce";
+}
+
 impl Pass for Dce {
     fn name(&self) -> &str {
-        "dce"
+        Self::NAME
     }
 
     fn run(&self, module: &mut Module, _ctx: &mut PassContext) -> Result<bool, PassError> {

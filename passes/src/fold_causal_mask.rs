@@ -25,9 +25,14 @@ struct CausalSplit {
     side: i64,
 }
 
+impl FoldCausalMask {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "fold-causal-mask";
+}
+
 impl Pass for FoldCausalMask {
     fn name(&self) -> &str {
-        "fold-causal-mask"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

@@ -24,9 +24,14 @@ struct Match {
     axis: i64,
 }
 
+impl FuseSoftmax {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "fuse-softmax";
+}
+
 impl Pass for FuseSoftmax {
     fn name(&self) -> &str {
-        "fuse-softmax"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

@@ -32,9 +32,14 @@ pub struct IntegerDotToF32;
 /// The largest integer f32 holds exactly together with every smaller one.
 const F32_EXACT: i128 = 1 << 24;
 
+impl IntegerDotToF32 {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "integer-dot-to-f32";
+}
+
 impl Pass for IntegerDotToF32 {
     fn name(&self) -> &str {
-        "integer-dot-to-f32"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

@@ -14,9 +14,14 @@ use hlatc_compiler::{InstrId, Module, Op};
 
 pub struct LowerNeuronCalls;
 
+impl LowerNeuronCalls {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "lower-neuron-calls";
+}
+
 impl Pass for LowerNeuronCalls {
     fn name(&self) -> &str {
-        "lower-neuron-calls"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

@@ -29,9 +29,14 @@ use std::collections::HashMap;
 
 pub struct Narrow64BitIntegers;
 
+impl Narrow64BitIntegers {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "narrow-64-bit-integers";
+}
+
 impl Pass for Narrow64BitIntegers {
     fn name(&self) -> &str {
-        "narrow-64-bit-integers"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

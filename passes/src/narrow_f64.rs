@@ -38,9 +38,14 @@ pub struct NarrowF64;
 /// Constants named in a note, at most.
 const NAMED_CONSTANTS: usize = 8;
 
+impl NarrowF64 {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "narrow-f64";
+}
+
 impl Pass for NarrowF64 {
     fn name(&self) -> &str {
-        "narrow-f64"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

@@ -21,9 +21,14 @@ use hlatc_compiler::{
 
 pub struct NarrowGathers;
 
+impl NarrowGathers {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "narrow-gathers";
+}
+
 impl Pass for NarrowGathers {
     fn name(&self) -> &str {
-        "narrow-gathers"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

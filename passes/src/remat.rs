@@ -49,9 +49,14 @@ use std::collections::BTreeMap;
 
 pub struct Remat;
 
+impl Remat {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "remat";
+}
+
 impl Pass for Remat {
     fn name(&self) -> &str {
-        "remat"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
@@ -323,12 +328,12 @@ impl Plan {
         held.push(trigger);
         let tuple = r
             .add_named("remat_inputs", Op::Tuple, &held, None)
-            .map_err(err("remat"))?;
+            .map_err(err(Remat::NAME))?;
         let barrier = r
             .add_named("remat_barrier", Op::OptBarrier, &[tuple], None)
-            .map_err(err("remat"))?;
+            .map_err(err(Remat::NAME))?;
         let foil = match target {
-            Target::Cpu => Some(always_true(r, trigger).map_err(err("remat"))?),
+            Target::Cpu => Some(always_true(r, trigger).map_err(err(Remat::NAME))?),
             Target::Neuron => None,
         };
         let mut mapped: HashMap<InstrId, InstrId> = HashMap::default();
@@ -341,9 +346,9 @@ impl Plan {
                     &[barrier],
                     None,
                 )
-                .map_err(err("remat"))?;
+                .map_err(err(Remat::NAME))?;
             let held = match foil {
-                Some(p) => unfoldable_identity(r, p, gte).map_err(err("remat"))?,
+                Some(p) => unfoldable_identity(r, p, gte).map_err(err(Remat::NAME))?,
                 None => gte,
             };
             mapped.insert(input, held);
@@ -366,7 +371,7 @@ impl Plan {
             r.set_metadata(md).set_frontend_attributes(attrs);
             let clone = r
                 .add_named(&stem, op, &operands, Some(shape))
-                .map_err(err("remat"))?;
+                .map_err(err(Remat::NAME))?;
             r.copy_value_annotations(id, clone);
             mapped.insert(id, clone);
         }
@@ -374,7 +379,7 @@ impl Plan {
         for (v, readers) in &self.saved {
             freed_bytes += r.shape(*v).byte_size();
             for &u in readers {
-                r.replace_in(u, *v, mapped[v]).map_err(err("remat"))?;
+                r.replace_in(u, *v, mapped[v]).map_err(err(Remat::NAME))?;
             }
         }
         Ok(RegionStats {

@@ -33,9 +33,14 @@ const RULES: [Rule; 7] = [
     fold_scalar_arithmetic,
 ];
 
+impl Simplify {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "simplify";
+}
+
 impl Pass for Simplify {
     fn name(&self) -> &str {
-        "simplify"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

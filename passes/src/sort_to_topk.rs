@@ -46,9 +46,14 @@ struct TopKSort {
     index_slices: Vec<InstrId>,
 }
 
+impl SortToTopK {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "sort-to-topk";
+}
+
 impl Pass for SortToTopK {
     fn name(&self) -> &str {
-        "sort-to-topk"
+        Self::NAME
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {

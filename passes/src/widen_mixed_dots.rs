@@ -55,9 +55,14 @@ impl WidenMixedDots {
     }
 }
 
+impl WidenMixedDots {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "widen-mixed-dots";
+}
+
 impl Pass for WidenMixedDots {
     fn name(&self) -> &str {
-        "widen-mixed-dots"
+        Self::NAME
     }
 
     /// Its converts keep their operands' dimensions, dynamic ones too, and

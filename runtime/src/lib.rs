@@ -444,13 +444,22 @@ fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), Runtim
         bitcast |= matches!(op, Op::Bitcast);
         mixed_dot |= hlatc_passes::WidenMixedDots::widens(c, id);
     }
-    let needed: Vec<(&str, Rewrite)> = [
-        ("async-to-sync", Rewrite::AsyncToSync, split),
-        ("bitcast-to-reshape", Rewrite::BitcastToReshape, bitcast),
-        ("widen-mixed-dots", Rewrite::WidenMixedDots, mixed_dot),
+    use hlatc_passes::{AsyncToSync, BitcastToReshape, Pass, WidenMixedDots};
+    let needed: Vec<(Box<dyn Pass>, Rewrite)> = [
+        (
+            Box::new(AsyncToSync) as Box<dyn Pass>,
+            Rewrite::AsyncToSync,
+            split,
+        ),
+        (
+            Box::new(BitcastToReshape),
+            Rewrite::BitcastToReshape,
+            bitcast,
+        ),
+        (Box::new(WidenMixedDots), Rewrite::WidenMixedDots, mixed_dot),
     ]
     .into_iter()
-    .filter_map(|(name, rewrite, needed)| needed.then_some((name, rewrite)))
+    .filter_map(|(pass, rewrite, needed)| needed.then_some((pass, rewrite)))
     .collect();
     let mut rewritten: Option<Module> = None;
     let mut rewrites = Vec::new();
@@ -461,13 +470,17 @@ fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), Runtim
         };
         // Through a pipeline, which verifies what each pass made and drops
         // a schedule the new instructions are not in.
-        let names: Vec<&str> = needed.iter().map(|(name, _)| *name).collect();
-        let pipeline = hlatc_passes::pipeline_from_names("xla-cpu", &names).map_err(lowering)?;
+        let mut pipeline = hlatc_passes::Pipeline::new("xla-cpu");
+        let mut passes = Vec::new();
+        for (pass, rewrite) in needed {
+            passes.push((pass.name().to_string(), rewrite));
+            pipeline.add(pass);
+        }
         let mut m = module.clone();
         let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
         let report = pipeline.run_module(&mut m, &mut ctx).map_err(lowering)?;
         rewrites.extend(
-            needed
+            passes
                 .into_iter()
                 .filter(|(name, _)| report.fired(name))
                 .map(|(_, rewrite)| rewrite),
