@@ -3,7 +3,7 @@
 
 use hlatc::bundle::lower_for_cpu;
 use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
-use hlatc::compiler::build::module_markers::ModuleMarker;
+use hlatc::compiler::graph::module_markers::ModuleMarker;
 use hlatc::initial_inputs::initial_inputs;
 use hlatc::passes::RematPolicy;
 use hlatc::Module;

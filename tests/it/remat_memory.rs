@@ -6,7 +6,7 @@
 //! `tests/it/passes_on_xla.rs`.
 
 use crate::sharded;
-use hlatc::compiler::build::scope;
+use hlatc::compiler::graph::scope;
 use hlatc::compiler::Op;
 use hlatc::models::{BatchShape, ModelConfig, Parallelism};
 use hlatc::optimizer::AdamWConfig;
