@@ -71,4 +71,11 @@ fi
 python3 -m venv --system-site-packages .cache/python-venv
 MATURIN_PEP517_ARGS="--profile ci" \
     .cache/python-venv/bin/python -m pip install --quiet --disable-pip-version-check "./python[test]"
+# The types: the native module's stubs against the module built
+# (stubtest: every name, parameter and default), and a user's typed code
+# over the public API under `mypy --strict` (the `test` extra pins mypy).
+.cache/python-venv/bin/python -m mypy.stubtest hlatc._hlatc \
+    --mypy-config-file python/pyproject.toml
+.cache/python-venv/bin/python -m mypy --strict --config-file python/pyproject.toml \
+    python/tests/typed_usage.py
 HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q python/tests

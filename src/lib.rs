@@ -27,6 +27,7 @@ pub mod compile_step;
 pub mod memory_fit;
 pub mod metrics;
 pub mod plot;
+pub mod step_programs;
 
 use std::path::{Path, PathBuf};
 

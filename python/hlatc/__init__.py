@@ -17,22 +17,23 @@ A Rust core (the `hlatc` compiler) behind a thin PyO3 layer::
     metrics = trainer.fit(loader, 1000, checkpoint_dir="ckpt")   # resumes after a crash
 
 Tensors are NumPy arrays (bf16 as `ml_dtypes.bfloat16`). Every error is an
-`hlatc.Error`; its subclasses carry where the problem is (`HloSyntaxError`
-has `line` and `column`, `ConfigError` the `key`, `BatchError` the `row`
-and `column`, `DataError` the corpus file and line). `hlatc.jax.load(step)`
-runs the step with JAX.
+`hlatc.Error` and also the builtin it means (`ValueError`, `OSError`,
+`RuntimeError`); its subclasses carry where the problem is
+(`HloSyntaxError` has `line` and `column`, `ConfigError` the `key`,
+`BatchError` the `row` and `column`, `DataError` the corpus file and line).
+`hlatc.jax.load(step)` runs the step with JAX. Options of a fixed set of
+values are `Literal` types (`hlatc.Precision`, `hlatc.Target`, ...), so
+IDEs and mypy check them.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
-
-import numpy as np
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _hlatc, data
 from ._arrays import dict_to_numpy, dict_to_raw, to_raw
-from ._fit import CheckpointWarning
+from ._fit import CheckpointWarning, Metrics, OnStep
 from ._hlatc import (
     BatchError,
     CheckpointError,
@@ -41,6 +42,7 @@ from ._hlatc import (
     Error,
     FileError,
     HloSyntaxError,
+    InternalError,
     Module,
     NeuronRefusedError,
     PassError,
@@ -52,6 +54,23 @@ from ._hlatc import (
     load_module,
     optimize,
     passes,
+)
+from ._types import (
+    Array,
+    ArrayLike,
+    Format,
+    Model,
+    Packing,
+    PathLike,
+    Precision,
+    RankSource,
+    RawDtype,
+    Remat,
+    Rounding,
+    Series,
+    Spmd,
+    Target,
+    Tensors,
 )
 
 __version__ = _hlatc.__version__
@@ -79,17 +98,31 @@ __all__ = [
     "UsageError",
     "DataError",
     "CheckpointError",
+    "InternalError",
     "CheckpointWarning",
     "data",
+    "Model",
+    "Precision",
+    "Rounding",
+    "Target",
+    "Remat",
+    "Spmd",
+    "RankSource",
+    "Format",
+    "Packing",
+    "RawDtype",
+    "Series",
+    "PathLike",
+    "ArrayLike",
+    "Array",
+    "Tensors",
 ]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def plot_metrics(
     runs: Mapping[str, Sequence[Mapping[str, float]]],
     path: PathLike,
-    series: str = "loss",
+    series: Series = "loss",
     title: Optional[str] = None,
     log_y: bool = False,
 ) -> None:
@@ -134,7 +167,7 @@ class Step:
         return self._native.world_size
 
     @property
-    def spmd(self) -> str:
+    def spmd(self) -> Spmd:
         """The SPMD form a sharded step is written in: `replicas`
         (`replica_count=N`, `replica-id`: torch-xla, NxD and hlatc's own
         runtime) or `partitions` (`num_partitions=N`, `partition-id`, manual
@@ -142,7 +175,7 @@ class Step:
         return self._native.spmd
 
     @property
-    def rank_source(self) -> str:
+    def rank_source(self) -> RankSource:
         """Where a sharded step's ranks read their numbers: `device`
         (`replica-id` or `partition-id`) or `input` (an `s32[1]` input named
         `rank`, fed `[r]` on rank r, as NxD's SPMDRank)."""
@@ -189,7 +222,7 @@ class Step:
 
     def init_state(
         self, seed: int = 0, rank: int = 0, checkpoint: Optional[PathLike] = None
-    ) -> Dict[str, np.ndarray]:
+    ) -> Dict[str, Array]:
         """Rank `rank`'s carried state before the first step, by input name:
         parameters initialized as the model is (from `seed`), or read from
         the Hugging Face safetensors file `checkpoint` (only the slices the
@@ -200,25 +233,29 @@ class Step:
         path = None if checkpoint is None else os.fspath(checkpoint)
         return dict_to_numpy(self._native.init_state(seed, rank, path))
 
-    def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, np.ndarray]:
+    def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, Array]:
         """Rank `rank`'s share of a batch of hlatc's synthetic language: tokens,
         targets (and segment ids for a packed step)."""
         return dict_to_numpy(self._native.example_batch(seed, rank))
 
-    def run(self, inputs: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+    def run(self, inputs: Tensors) -> Dict[str, Array]:
         """One step on XLA CPU from every input by name; the outputs by name
         (`loss`, `grad_norm`, `learning_rate`, then the updated state under
         the names of the inputs it updates). Token data is checked first."""
         return dict_to_numpy(self._native.run(dict_to_raw(inputs)))
 
-    def run_ranks(self, inputs: Sequence[Mapping[str, Any]]) -> List[Dict[str, np.ndarray]]:
+    def run_ranks(self, inputs: Sequence[Tensors]) -> List[Dict[str, Array]]:
         """`run` for a sharded step: one dict of inputs per rank."""
         outs = self._native.run_ranks([dict_to_raw(d) for d in inputs])
         return [dict_to_numpy(o) for o in outs]
 
     def rank_batch(
-        self, tokens: Any, targets: Any, segment_ids: Any = None, rank: int = 0
-    ) -> Dict[str, np.ndarray]:
+        self,
+        tokens: ArrayLike,
+        targets: ArrayLike,
+        segment_ids: Optional[ArrayLike] = None,
+        rank: int = 0,
+    ) -> Dict[str, Array]:
         """Rank `rank`'s share of a global batch (`[batch_size, seq_len]`
         integer ids, every rank's rows): its batch inputs by name, the rows
         `Trainer` gives that rank. The batch is checked as a run checks it."""
@@ -226,18 +263,18 @@ class Step:
         return dict_to_numpy(self._native.rank_batch(
             to_raw("tokens", tokens), to_raw("targets", targets), seg, rank))
 
-    def shard_state(self, state: Mapping[str, Any], rank: int) -> Dict[str, np.ndarray]:
+    def shard_state(self, state: Tensors, rank: int) -> Dict[str, Array]:
         """Rank `rank`'s share of every state input, by name, from a whole
         state (`Trainer.state()`, `hlatc unshard`'s file): what that rank's
         program takes, as `hlatc shard` divides it."""
         return dict_to_numpy(self._native.shard_state(dict_to_raw(state), rank))
 
-    def gather_state(self, per_rank: Sequence[Mapping[str, Any]]) -> Dict[str, np.ndarray]:
+    def gather_state(self, per_rank: Sequence[Tensors]) -> Dict[str, Array]:
         """The whole state, by input name, from every rank's state (one dict
         per rank, in rank order), as `hlatc unshard` joins rank files."""
         return dict_to_numpy(self._native.gather_state([dict_to_raw(d) for d in per_rank]))
 
-    def hugging_face_params(self, state: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+    def hugging_face_params(self, state: Tensors) -> Dict[str, Array]:
         """The parameters of a whole state as Hugging Face tensors (fused
         ones split back)."""
         return dict_to_numpy(self._native.hugging_face_params(dict_to_raw(state)))
@@ -247,35 +284,102 @@ class Step:
 
 
 def compile_step(
-    model: Optional[str] = None,
+    model: Optional[Model] = None,
     config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
-    **options: Any,
+    *,
+    batch_size: Optional[int] = None,
+    seq_len: Optional[int] = None,
+    packed: bool = False,
+    separate_projections: bool = False,
+    precision: Precision = "bf16-mixed",
+    rounding: Optional[Rounding] = None,
+    target: Target = "neuron",
+    passes: Optional[Union[str, Sequence[str]]] = None,
+    disable_pass: Union[str, Sequence[str]] = (),
+    verify_each_pass: bool = False,
+    remat: Remat = "core-attention",
+    tp: int = 1,
+    dp: int = 1,
+    sequence_parallel: bool = False,
+    zero1: bool = False,
+    lr_max: Optional[float] = None,
+    lr_min: Optional[float] = None,
+    warmup_steps: Optional[int] = None,
+    total_steps: Optional[int] = None,
+    beta1: Optional[float] = None,
+    beta2: Optional[float] = None,
+    adam_eps: Optional[float] = None,
+    weight_decay: Optional[float] = None,
+    clip_norm: Optional[float] = None,
+    module_markers: bool = False,
+    device_memory: Optional[Union[int, str]] = None,
+    grad_accum: int = 1,
+    spmd: Optional[Spmd] = None,
+    rank_source: Optional[RankSource] = None,
 ) -> Step:
     """Compiles a model's training step as `hlatc compile` does.
 
     `model` is a preset (`hlat-7b` unless `config` is given); `config` a
     Hugging Face config.json path or its contents as a dict. Every other
-    option of `hlatc compile` is a keyword with the same name and default
-    (`batch_size`, `seq_len`, `precision="bf16-mixed"`, `target="neuron"`,
-    `passes`, `disable_pass`, `remat="core-attention"`, `rounding`, `tp`,
-    `dp`, `sequence_parallel`, `packed`, `separate_projections`,
-    `verify_each_pass`, and the optimizer's `lr_max`, `lr_min`,
-    `warmup_steps`, `total_steps`, `beta1`, `beta2`, `adam_eps`,
-    `weight_decay`, `clip_norm`; `module_markers`, `device_memory` and
-    `grad_accum`). With `grad_accum=K` above 1 the step is two programs, as
-    `hlatc compile --grad-accum K` writes them: `micro_step` and
-    `apply_step` are each a Step of one program, `write_bundle` writes both
-    and `Trainer` runs them; what belongs to one program (`hlo_text`, `run`,
-    ...) raises `UsageError` on the pair. The GIL is released while it
-    compiles.
+    option of `hlatc compile` is a keyword with the same name (underscores
+    for dashes) and default: the batch (`batch_size`, `seq_len`, `packed`),
+    the model's storage (`separate_projections`), `precision` and
+    `rounding`, the `target`, the pipeline (`passes`, a list or a
+    comma-separated string, in place of the target's; `disable_pass`,
+    one or a list, left out of it; `verify_each_pass`), `remat`, the
+    layout (`tp`, `dp`, `sequence_parallel`, `zero1`; for a sharded step
+    `spmd` and `rank_source`, the target's when None), the optimizer's
+    `lr_max`, `lr_min`, `warmup_steps`, `total_steps`, `beta1`, `beta2`,
+    `adam_eps`, `weight_decay` and `clip_norm` (the model's defaults when
+    None), `module_markers`, `device_memory` (bytes, a size such as
+    `"16GiB"`, or `"none"`; a plan over it raises `UsageError` with the
+    smallest change that fits) and `grad_accum`.
+
+    With `grad_accum=K` above 1 the step is two programs, as `hlatc compile
+    --grad-accum K` writes them: `micro_step` and `apply_step` are each a
+    Step of one program, `write_bundle` writes both and `Trainer` runs
+    them; what belongs to one program (`hlo_text`, `run`, ...) raises
+    `UsageError` on the pair. The GIL is released while it compiles.
     """
     if config is not None and not isinstance(config, Mapping):
         config = os.fspath(config)
-    if isinstance(options.get("passes"), str):
-        options["passes"] = [p for p in options["passes"].split(",") if p.strip()]
-    if isinstance(options.get("disable_pass"), str):
-        options["disable_pass"] = [options["disable_pass"]]
-    return Step(_hlatc.compile_step(model, config, **options))
+    if isinstance(passes, str):
+        passes = [p for p in passes.split(",") if p.strip()]
+    if isinstance(disable_pass, str):
+        disable_pass = [disable_pass]
+    return Step(_hlatc.compile_step(
+        model,
+        config,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        packed=packed,
+        separate_projections=separate_projections,
+        precision=precision,
+        rounding=rounding,
+        target=target,
+        passes=None if passes is None else list(passes),
+        disable_pass=list(disable_pass),
+        verify_each_pass=verify_each_pass,
+        remat=remat,
+        tp=tp,
+        dp=dp,
+        sequence_parallel=sequence_parallel,
+        zero1=zero1,
+        lr_max=lr_max,
+        lr_min=lr_min,
+        warmup_steps=warmup_steps,
+        total_steps=total_steps,
+        beta1=beta1,
+        beta2=beta2,
+        adam_eps=adam_eps,
+        weight_decay=weight_decay,
+        clip_norm=clip_norm,
+        module_markers=module_markers,
+        device_memory=device_memory,
+        grad_accum=grad_accum,
+        spmd=spmd,
+        rank_source=rank_source,
+    ))
 
 
 class Trainer:
@@ -287,23 +391,25 @@ class Trainer:
         step K times and its apply step once per `step`."""
         self._native = _hlatc.Trainer(step._native, seed)
 
-    def step(self, tokens: Any, targets: Any, segment_ids: Any = None) -> Dict[str, float]:
+    def step(
+        self, tokens: ArrayLike, targets: ArrayLike, segment_ids: Optional[ArrayLike] = None
+    ) -> Dict[str, float]:
         """One optimizer step on a global batch ([batch, seq] integer ids):
         its loss, grad norm and learning rate."""
         seg = None if segment_ids is None else to_raw("segment_ids", segment_ids)
         return self._native.step(to_raw("tokens", tokens), to_raw("targets", targets), seg)
 
-    def state(self) -> Dict[str, np.ndarray]:
+    def state(self) -> Dict[str, Array]:
         """The whole carried state by input name (shares of a sharded step and
         ZeRO-1 shards gathered): what `resume` takes, in this or another layout."""
         return dict_to_numpy(self._native.state())
 
-    def resume(self, state: Mapping[str, Any]) -> None:
+    def resume(self, state: Tensors) -> None:
         """Continues from a `state()` of the same model and precision (any
         --tp/--dp/--zero1): the next step is the one that state stopped before."""
         self._native.resume(dict_to_raw(state))
 
-    def hugging_face_params(self) -> Dict[str, np.ndarray]:
+    def hugging_face_params(self) -> Dict[str, Array]:
         """The parameters as Hugging Face tensors (fused ones split back)."""
         return dict_to_numpy(self._native.hugging_face_params())
 
@@ -319,8 +425,8 @@ class Trainer:
         checkpoint_dir: Optional[PathLike] = None,
         checkpoint_every: Optional[int] = None,
         keep: int = 3,
-        on_step: Optional[Callable[[Dict[str, float]], Optional[bool]]] = None,
-    ) -> List[Dict[str, float]]:
+        on_step: Optional[OnStep] = None,
+    ) -> Metrics:
         """Trains on `loader`'s batches until `steps` optimizer steps are done
         (counted from step 0, as `steps_done` counts: a resumed run goes on to
         the same end), and returns every step's metrics: `{"step", "loss",

@@ -1,11 +1,20 @@
-"""NumPy arrays to and from the native module's (dtype, shape, bytes) triples."""
+"""NumPy arrays to and from the native module's `(dtype, shape, data)`
+triples: `dtype` XLA's type name, `data` a 1-D NumPy array over the
+tensor's little-endian row-major bytes.
+
+Neither direction copies here: a caller's array is viewed as its bytes
+(only an array that is not C-contiguous, or not little-endian, is copied
+first), and the Rust core copies those bytes once into its tensor; a
+tensor coming back is an array over the buffer Rust hands NumPy, viewed
+as its dtype and shape."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
 import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
 # XLA's type names and NumPy's dtypes for them.
 _DTYPES = {
@@ -27,35 +36,39 @@ _DTYPES = {
 }
 _NAMES = {dt: name for name, dt in _DTYPES.items()}
 
-Raw = Tuple[str, Tuple[int, ...], bytes]
+#: A tensor handed to the native module: a view of its bytes.
+RawIn = Tuple[str, Sequence[int], npt.NDArray[np.uint8]]
+#: A tensor the native module gives back: an array over its buffer.
+RawOut = Tuple[str, List[int], npt.NDArray[Any]]
+Raw = Union[RawIn, RawOut]
 
 
-def to_numpy(raw: Raw) -> np.ndarray:
-    """A NumPy array (owning its data) from a triple."""
+def to_numpy(raw: Raw) -> npt.NDArray[Any]:
+    """The tensor of a triple: a view of the array Rust made, no copy."""
     dtype, shape, data = raw
     if dtype not in _DTYPES:
         raise TypeError(f"hlatc: no NumPy dtype for XLA type {dtype}")
-    return np.frombuffer(data, dtype=_DTYPES[dtype]).reshape(tuple(shape)).copy()
+    return data.view(_DTYPES[dtype]).reshape(tuple(shape))
 
 
-def to_raw(name: str, value: Any) -> Raw:
-    """A triple from anything `np.asarray` takes."""
-    # Not np.ascontiguousarray: it makes a 0-d array 1-d.
+def to_raw(name: str, value: npt.ArrayLike) -> RawIn:
+    """A triple from anything `np.asarray` takes: its bytes viewed, not copied."""
     a = np.asarray(value)
-    if not a.flags.c_contiguous:
-        a = a.copy(order="C")
     if a.dtype not in _NAMES:
         raise TypeError(
             f"hlatc: input '{name}' has dtype {a.dtype}, which hlatc has no type for "
             f"(known: {', '.join(str(d) for d in _NAMES)})"
         )
     a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-    return (_NAMES[a.dtype], tuple(int(d) for d in a.shape), a.tobytes())
+    # Not np.ascontiguousarray: it makes a 0-d array 1-d.
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")
+    return (_NAMES[a.dtype], tuple(int(d) for d in a.shape), a.reshape(-1).view(np.uint8))
 
 
-def dict_to_numpy(d: Mapping[str, Raw]) -> Dict[str, np.ndarray]:
+def dict_to_numpy(d: Mapping[str, RawOut]) -> Dict[str, npt.NDArray[Any]]:
     return {k: to_numpy(v) for k, v in d.items()}
 
 
-def dict_to_raw(d: Mapping[str, Any]) -> Dict[str, Raw]:
+def dict_to_raw(d: Mapping[str, npt.ArrayLike]) -> Dict[str, RawIn]:
     return {k: to_raw(k, v) for k, v in d.items()}

@@ -1,47 +1,122 @@
 """Type stubs of hlatc's native module (the Rust core's PyO3 layer).
-Use the `hlatc` package; these are what it wraps."""
+Use the `hlatc` package; these are what it wraps.
 
-from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union
+Checked against the built module by `python -m mypy.stubtest hlatc._hlatc`
+(scripts/test.sh): a name, parameter or default here that the module does
+not have fails the tests."""
+
 import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
 
-Raw = Tuple[str, List[int], bytes]
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import Self
+
+from hlatc._types import (
+    Format,
+    Model,
+    Packing,
+    Precision,
+    RankSource,
+    RawDtype,
+    Remat,
+    Rounding,
+    Series,
+    Special,
+    Spmd,
+    Target,
+)
+
+# A tensor handed over: its XLA type name, its shape, and a 1-D uint8 array
+# over its little-endian row-major bytes (a view of the caller's array).
+_RawIn = Tuple[str, Sequence[int], npt.NDArray[np.uint8]]
+# A tensor given back: the same, the array owning the buffer Rust made
+# (uint8, or int32 for a loader's batch).
+_RawOut = Tuple[str, List[int], npt.NDArray[Any]]
 
 __version__: str
+# What the module's `__all__` holds: the names below, in the order the
+# module adds them.
+__all__ = [
+    "Error",
+    "HloSyntaxError",
+    "ConfigError",
+    "BatchError",
+    "FileError",
+    "ProtoError",
+    "VerifyError",
+    "PassError",
+    "NeuronRefusedError",
+    "RunError",
+    "UsageError",
+    "DataError",
+    "CheckpointError",
+    "InternalError",
+    "compile_step",
+    "choices",
+    "load_module",
+    "optimize",
+    "passes",
+    "plot_metrics",
+    "read_safetensors",
+    "rank_file",
+    "write_safetensors",
+    "Step",
+    "TensorInfo",
+    "Module",
+    "Trainer",
+    "Loader",
+    "data_layout",
+    "CheckpointDir",
+    "metrics_csv",
+    "read_metrics_csv",
+    "STATE_FILE",
+    "LOADER_FILE",
+    "METRICS_FILE",
+    "COMPLETE",
+    "__version__",
+]
+
+STATE_FILE: str
+LOADER_FILE: str
+METRICS_FILE: str
+COMPLETE: str
 
 class Error(Exception): ...
 
-class HloSyntaxError(Error):
-    path: str
-    line: int
-    column: int
+class HloSyntaxError(Error, ValueError):
+    path: Optional[str]
+    line: Optional[int]
+    column: Optional[int]
 
-class ConfigError(Error):
+class ConfigError(Error, ValueError):
     key: Optional[str]
     source: Optional[str]
 
-class BatchError(Error):
-    input: str
-    row: int
-    column: int
-    value: int
-    rank: int
+class BatchError(Error, ValueError):
+    input: Optional[str]
+    row: Optional[int]
+    column: Optional[int]
+    value: Optional[int]
+    rank: Optional[int]
 
-class FileError(Error):
-    path: str
+class FileError(Error, OSError):
+    path: Optional[str]
 
-class ProtoError(Error):
-    path: str
+class ProtoError(Error, ValueError):
+    path: Optional[str]
 
-class VerifyError(Error):
-    path: str
+class VerifyError(Error, ValueError):
+    path: Optional[str]
 
-class PassError(Error): ...
+class PassError(Error, ValueError): ...
 
-class NeuronRefusedError(Error):
-    path: str
-    findings: List[str]
-class RunError(Error): ...
-class UsageError(Error): ...
+class NeuronRefusedError(Error, ValueError):
+    path: Optional[str]
+    findings: Optional[List[str]]
+
+class RunError(Error, RuntimeError): ...
+class UsageError(Error, ValueError): ...
 
 class DataError(Error, ValueError):
     path: Optional[str]
@@ -56,65 +131,97 @@ class DataError(Error, ValueError):
 class CheckpointError(Error, OSError):
     path: Optional[str]
 
-class TensorInfo:
-    name: str
-    shape: List[int]
-    dtype: str
-    role: str
-    is_state: bool
+class InternalError(Error, RuntimeError): ...
 
+def choices() -> Dict[str, List[str]]: ...
+
+@final
+class TensorInfo:
+    @property
+    def name(self) -> str: ...
+    @property
+    def shape(self) -> List[int]: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def is_state(self) -> bool: ...
+
+@final
 class Module:
-    name: str
-    instruction_count: int
+    @property
+    def name(self) -> str: ...
+    @property
+    def instruction_count(self) -> int: ...
     def to_text(self) -> str: ...
     def to_proto(self) -> bytes: ...
 
 def load_module(source: Union[str, "os.PathLike[str]", bytes]) -> Module: ...
-def optimize(module: Module, passes: Optional[Sequence[str]] = None, target: str = "neuron") -> Module: ...
+def optimize(
+    module: Module, passes: Optional[Sequence[str]] = None, target: Target = "neuron"
+) -> Module: ...
 def passes() -> List[Tuple[str, str]]: ...
 
+@final
 class Step:
-    hlo_proto: bytes
-    hlo_text: str
-    inputs: List[TensorInfo]
-    outputs: List[TensorInfo]
-    world_size: int
-    spmd: str
-    rank_source: str
-    manifest: Dict[str, Any]
-    summary: Dict[str, Any]
-    grad_accum: int
-    micro_step: Optional[Step]
-    apply_step: Optional[Step]
+    @property
+    def hlo_proto(self) -> bytes: ...
+    @property
+    def hlo_text(self) -> str: ...
+    @property
+    def inputs(self) -> List[TensorInfo]: ...
+    @property
+    def outputs(self) -> List[TensorInfo]: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def spmd(self) -> Spmd: ...
+    @property
+    def rank_source(self) -> RankSource: ...
+    @property
+    def manifest(self) -> Dict[str, Any]: ...
+    @property
+    def summary(self) -> Dict[str, Any]: ...
+    @property
+    def grad_accum(self) -> int: ...
+    @property
+    def micro_step(self) -> Optional[Step]: ...
+    @property
+    def apply_step(self) -> Optional[Step]: ...
     def write_bundle(self, path: str) -> None: ...
     def init_state(
         self, seed: int = 0, rank: int = 0, checkpoint: Optional[str] = None
-    ) -> Dict[str, Raw]: ...
-    def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, Raw]: ...
-    def run(self, inputs: Dict[str, Raw]) -> Dict[str, Raw]: ...
-    def run_ranks(self, inputs: Sequence[Dict[str, Raw]]) -> List[Dict[str, Raw]]: ...
+    ) -> Dict[str, _RawOut]: ...
+    def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, _RawOut]: ...
+    def run(self, inputs: Dict[str, _RawIn]) -> Dict[str, _RawOut]: ...
+    def run_ranks(self, inputs: Sequence[Dict[str, _RawIn]]) -> List[Dict[str, _RawOut]]: ...
     def rank_batch(
-        self, tokens: Raw, targets: Raw, segment_ids: Optional[Raw] = None, rank: int = 0
-    ) -> Dict[str, Raw]: ...
-    def shard_state(self, state: Dict[str, Raw], rank: int) -> Dict[str, Raw]: ...
-    def gather_state(self, per_rank: Sequence[Dict[str, Raw]]) -> Dict[str, Raw]: ...
-    def hugging_face_params(self, state: Dict[str, Raw]) -> Dict[str, Raw]: ...
+        self,
+        tokens: _RawIn,
+        targets: _RawIn,
+        segment_ids: Optional[_RawIn] = None,
+        rank: int = 0,
+    ) -> Dict[str, _RawOut]: ...
+    def shard_state(self, state: Dict[str, _RawIn], rank: int) -> Dict[str, _RawOut]: ...
+    def gather_state(self, per_rank: Sequence[Dict[str, _RawIn]]) -> Dict[str, _RawOut]: ...
+    def hugging_face_params(self, state: Dict[str, _RawIn]) -> Dict[str, _RawOut]: ...
 
 def compile_step(
-    model: Optional[str] = None,
-    config: Optional[Union[str, Dict[str, Any]]] = None,
+    model: Optional[Model] = None,
+    config: Optional[Union[str, Mapping[str, Any]]] = None,
     *,
     batch_size: Optional[int] = None,
     seq_len: Optional[int] = None,
     packed: bool = False,
     separate_projections: bool = False,
-    precision: str = "bf16-mixed",
-    rounding: Optional[str] = None,
-    target: str = "neuron",
+    precision: Precision = "bf16-mixed",
+    rounding: Optional[Rounding] = None,
+    target: Target = "neuron",
     passes: Optional[Sequence[str]] = None,
     disable_pass: Sequence[str] = ...,
     verify_each_pass: bool = False,
-    remat: str = "core-attention",
+    remat: Remat = "core-attention",
     tp: int = 1,
     dp: int = 1,
     sequence_parallel: bool = False,
@@ -131,31 +238,28 @@ def compile_step(
     module_markers: bool = False,
     device_memory: Optional[Union[int, str]] = None,
     grad_accum: int = 1,
-    spmd: Optional[str] = None,
-    rank_source: Optional[str] = None,
+    spmd: Optional[Spmd] = None,
+    rank_source: Optional[RankSource] = None,
 ) -> Step: ...
 
+@final
 class Trainer:
-    steps_done: int
-    def __init__(self, step: Step, seed: int = 0) -> None: ...
-    def step(self, tokens: Raw, targets: Raw, segment_ids: Optional[Raw] = None) -> Dict[str, float]: ...
-    def state(self) -> Dict[str, Raw]: ...
-    def resume(self, state: Dict[str, Raw]) -> None: ...
+    def __new__(cls, step: Step, seed: int = 0) -> Self: ...
+    @property
+    def steps_done(self) -> int: ...
+    def step(
+        self, tokens: _RawIn, targets: _RawIn, segment_ids: Optional[_RawIn] = None
+    ) -> Dict[str, float]: ...
+    def state(self) -> Dict[str, _RawOut]: ...
+    def resume(self, state: Dict[str, _RawIn]) -> None: ...
     def state_safetensors(self) -> bytes: ...
     def resume_safetensors(self, data: bytes, what: str) -> None: ...
-    def hugging_face_params(self) -> Dict[str, Raw]: ...
+    def hugging_face_params(self) -> Dict[str, _RawOut]: ...
 
-Special = Union[bool, str, None]
-
+@final
 class Loader:
-    rows_per_replica: int
-    replicas: int
-    owned: List[int]
-    seq_len: int
-    packing: str
-    tokenizer_vocab: Optional[int]
-    def __init__(
-        self,
+    def __new__(
+        cls,
         sources: Sequence[str],
         *,
         vocab_size: int,
@@ -165,18 +269,30 @@ class Loader:
         owned: Optional[Sequence[int]] = None,
         tokenizer: Optional[str] = None,
         text_field: str = "text",
-        format: Optional[Literal["jsonl", "lines", "paragraphs", "token-ids"]] = None,
-        packing: Literal["segments", "concat"] = "segments",
-        shuffle_buffer: int = 1024,
+        format: Optional[Format] = None,
+        packing: Packing = "segments",
+        shuffle_buffer: int = ...,
         seed: int = 0,
         epochs: Optional[int] = None,
         bos: Special,
         eos: Special,
         eos_id: Optional[int] = None,
-        raw_dtype: Literal["u16", "u32"] = "u16",
+        raw_dtype: RawDtype = "u16",
         position: Optional[str] = None,
-    ) -> None: ...
-    def next_batch(self) -> Optional[Dict[str, Raw]]: ...
+    ) -> Self: ...
+    @property
+    def rows_per_replica(self) -> int: ...
+    @property
+    def replicas(self) -> int: ...
+    @property
+    def owned(self) -> List[int]: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def packing(self) -> Packing: ...
+    @property
+    def tokenizer_vocab(self) -> Optional[int]: ...
+    def next_batch(self) -> Optional[Dict[str, _RawOut]]: ...
     def position(self) -> str: ...
     def seek(self, position: str) -> None: ...
     def stats(self) -> Dict[str, Union[int, float]]: ...
@@ -184,31 +300,26 @@ class Loader:
 
 def data_layout(step: Step) -> Dict[str, Any]: ...
 
-STATE_FILE: str
-LOADER_FILE: str
-METRICS_FILE: str
-COMPLETE: str
-
+@final
 class CheckpointDir:
-    path: str
-    def __init__(self, dir: str, keep: int = 3) -> None: ...
+    def __new__(cls, dir: str, keep: int = 3) -> Self: ...
+    @property
+    def path(self) -> str: ...
     def step_dir(self, step: int) -> str: ...
     def save(self, step: int, files: Sequence[Tuple[str, bytes]]) -> str: ...
     def latest(
         self,
     ) -> Tuple[Optional[Tuple[int, str, Dict[str, bytes]]], List[Tuple[str, str]]]: ...
 
-def metrics_csv(rows: Sequence[Dict[str, Optional[float]]]) -> str: ...
+def metrics_csv(rows: Sequence[Mapping[str, Optional[float]]]) -> str: ...
 def read_metrics_csv(text: str, what: str) -> List[Dict[str, float]]: ...
-
-def write_safetensors(path: str, tensors: Sequence[Tuple[str, Raw]]) -> None: ...
-def read_safetensors(path: str) -> Dict[str, Raw]: ...
+def write_safetensors(path: str, tensors: Sequence[Tuple[str, _RawIn]]) -> None: ...
+def read_safetensors(path: str) -> Dict[str, _RawOut]: ...
 def rank_file(rank: int) -> str: ...
-
 def plot_metrics(
     runs: Dict[str, List[Dict[str, float]]],
     path: str,
-    series: str = "loss",
+    series: Series = "loss",
     title: Optional[str] = None,
     log_y: bool = False,
 ) -> None: ...

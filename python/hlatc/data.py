@@ -22,25 +22,33 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Union
-
-import numpy as np
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Type, Union
 
 from . import _hlatc
 from ._arrays import dict_to_numpy
+from ._types import Array, Format, Packing, PathLike, RawDtype, Special
 
-PathLike = Union[str, "os.PathLike[str]"]
+if TYPE_CHECKING:
+    from . import Step
+
+#: A path, a glob (its matches sorted) or a list of them.
 Sources = Union[PathLike, Sequence[PathLike]]
-Format = Literal["jsonl", "lines", "paragraphs", "token-ids"]
-Packing = Literal["segments", "concat"]
-RawDtype = Literal["u16", "u32"]
-# True: the tokenizer's own (found by name); False or None: none; a str: that token.
-Special = Union[bool, str, None]
-# A loader's position: `Loader.position()`'s JSON text, or its list of
-# per-replica positions (JSON objects or their texts).
+#: A loader's position: `Loader.position()`'s JSON text, or its list of
+#: per-replica positions (JSON objects or their texts).
 Position = Union[str, bytes, Sequence[Union[str, Dict[str, Any]]]]
 
-__all__ = ["Loader", "LoaderStats", "DataError"]
+__all__ = [
+    "Loader",
+    "LoaderStats",
+    "DataError",
+    "Sources",
+    "Position",
+    "Format",
+    "Packing",
+    "RawDtype",
+    "Special",
+]
 
 DataError = _hlatc.DataError
 
@@ -161,29 +169,36 @@ class Loader:
     @classmethod
     def for_step(
         cls,
-        step: Any,
+        step: "Step",
         sources: Sources,
         *,
         owned_replicas: Optional[Sequence[int]] = None,
         packing: Optional[Packing] = None,
-        **options: Any,
+        tokenizer: Optional[PathLike] = None,
+        text_field: str = "text",
+        format: Optional[Format] = None,
+        shuffle_buffer: int = 1024,
+        seed: int = 0,
+        epochs: Optional[int] = None,
+        bos: Special = True,
+        eos: Special = True,
+        eos_id: Optional[int] = None,
+        raw_dtype: RawDtype = "u16",
+        position: Optional[Position] = None,
     ) -> "Loader":
         """A loader for `step` (an `hlatc.Step`): its global batch size,
         sequence length, vocabulary and DP replicas, and segment packing for
         a packed step (`compile_step(packed=True)`), concatenation otherwise
-        (another `packing` raises `UsageError`). `options` are the other
-        keywords of `Loader` (`tokenizer`, `seed`, `position`, ...)."""
+        (another `packing` raises `UsageError`). The other keywords are
+        `Loader`'s (`tokenizer`, `seed`, `position`, ...)."""
         layout = _hlatc.data_layout(step._native)
-        want = "segments" if layout["packed"] else "concat"
+        want: Packing = "segments" if layout["packed"] else "concat"
         if packing is not None and packing != want:
             raise _hlatc.UsageError(
                 f"packing={packing!r}: the step was compiled "
                 + ("packed, so it takes segment ids: packing='segments'" if layout["packed"]
                    else "unpacked, so it takes no segment ids: packing='concat'")
             )
-        for fixed in ("seq_len", "batch_size", "vocab_size", "replicas"):
-            if fixed in options:
-                raise _hlatc.UsageError(f"{fixed} comes from the step; Loader.for_step takes none")
         return cls(
             sources,
             seq_len=layout["seq_len"],
@@ -191,20 +206,30 @@ class Loader:
             vocab_size=layout["vocab_size"],
             replicas=layout["replicas"],
             owned_replicas=owned_replicas,
+            tokenizer=tokenizer,
+            text_field=text_field,
+            format=format,
             packing=want,
-            **options,
+            shuffle_buffer=shuffle_buffer,
+            seed=seed,
+            epochs=epochs,
+            bos=bos,
+            eos=eos,
+            eos_id=eos_id,
+            raw_dtype=raw_dtype,
+            position=position,
         )
 
-    def __iter__(self) -> Iterator[Dict[str, np.ndarray]]:
+    def __iter__(self) -> Iterator[Dict[str, Array]]:
         return self
 
-    def __next__(self) -> Dict[str, np.ndarray]:
+    def __next__(self) -> Dict[str, Array]:
         batch = self.next_batch()
         if batch is None:
             raise StopIteration
         return batch
 
-    def next_batch(self) -> Optional[Dict[str, np.ndarray]]:
+    def next_batch(self) -> Optional[Dict[str, Array]]:
         """The next batch, or None after the last pass. The GIL is released
         while it waits for the loader's threads."""
         raw = self._native.next_batch()
@@ -248,7 +273,7 @@ class Loader:
         return self._native.owned
 
     @property
-    def packing(self) -> str:
+    def packing(self) -> Packing:
         return self._native.packing
 
     @property
@@ -263,7 +288,12 @@ class Loader:
     def __enter__(self) -> "Loader":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -25,13 +25,46 @@ import json
 import os
 import shutil
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Union,
+    overload,
+)
 
 import numpy as np
 
 import hlatc
 from . import _hlatc
 from ._arrays import _DTYPES, dict_to_numpy, to_raw
+from ._fit import Metrics, OnStep
+from ._types import Array, ArrayLike, Format, PathLike, RawDtype, Special, Tensors
+
+if TYPE_CHECKING:
+    # JAX's types, for the annotations (JAX itself is imported only when a
+    # function here is called): a device, and the arrays a step returns.
+    from jax import Array as JaxArray
+    from jax import Device
+
+    from .data import Loader, Position, Sources
+
+#: A step function's input: a NumPy-convertible value or a JAX array.
+Input = Union[ArrayLike, "JaxArray"]
+
+__all__ = [
+    "initialize",
+    "load",
+    "StepFunction",
+    "Trainer",
+    "loader_file",
+    "rank_file",
+    "Input",
+]
 
 # What `python -m hlatc.launch` sets for each process, and `initialize` reads.
 # JAX reads JAX_COORDINATOR_ADDRESS itself; it has no variables for the
@@ -124,7 +157,9 @@ class StepFunction:
     converted. A step that reads its rank from an input (`rank`) is fed
     `[r]` on rank r when the caller does not give it."""
 
-    def __init__(self, step: "hlatc.Step", devices: Optional[Any] = None) -> None:
+    def __init__(
+        self, step: "hlatc.Step", devices: Optional[Union["Device", Sequence["Device"]]] = None
+    ) -> None:
         import jax
         from jax._src.lib import xla_client as xc
 
@@ -247,6 +282,14 @@ class StepFunction:
         if extra:
             raise hlatc.UsageError(f"{at}the step takes no input named {', '.join(extra)}")
 
+    @overload
+    def __call__(self, inputs: Mapping[str, Input]) -> Dict[str, "JaxArray"]: ...
+
+    @overload
+    def __call__(
+        self, inputs: Mapping[int, Mapping[str, Input]]
+    ) -> Dict[int, Dict[str, "JaxArray"]]: ...
+
     def __call__(self, inputs: Mapping[Any, Any]) -> Dict[Any, Any]:
         by_rank = bool(inputs) and all(isinstance(k, (int, np.integer)) for k in inputs)
         if not by_rank:
@@ -258,7 +301,9 @@ class StepFunction:
             return self.run({0: inputs})[0]
         return self.run({int(k): v for k, v in inputs.items()})
 
-    def run(self, inputs: Mapping[int, Mapping[str, Any]]) -> Dict[int, Dict[str, Any]]:
+    def run(
+        self, inputs: Mapping[int, Mapping[str, Input]]
+    ) -> Dict[int, Dict[str, "JaxArray"]]:
         """One step: `{rank: {name: array}}` in for this process's ranks,
         `{rank: {name: jax.Array}}` out."""
         jax = self._jax
@@ -280,7 +325,7 @@ class StepFunction:
                 args.append(jax.make_array_from_single_device_arrays(shape, self._sharding, shards))
         results = self._executable.execute_sharded(args)
         outputs = results.disassemble_into_single_device_arrays()
-        out: Dict[int, Dict[str, Any]] = {r: {} for r in self.local_ranks}
+        out: Dict[int, Dict[str, JaxArray]] = {r: {} for r in self.local_ranks}
         for name, arrays in zip(self.output_names, outputs):
             # Only this process's devices' arrays come back; each names its
             # device, and so its rank.
@@ -291,7 +336,10 @@ class StepFunction:
 
 
 def load(
-    step: "hlatc.Step", devices: Optional[Any] = None, *, device: Optional[Any] = None
+    step: "hlatc.Step",
+    devices: Optional[Union["Device", Sequence["Device"]]] = None,
+    *,
+    device: Optional["Device"] = None,
 ) -> StepFunction:
     """`step` compiled by JAX: rank r on `devices[r]` (JAX's global devices,
     `jax.devices()`, ordered by id, when None; a step of one rank also takes
@@ -335,8 +383,8 @@ class Trainer:
         self,
         step: "hlatc.Step",
         seed: int = 0,
-        devices: Optional[Any] = None,
-        init: Optional["hlatc.PathLike"] = None,
+        devices: Optional[Union["Device", Sequence["Device"]]] = None,
+        init: Optional[PathLike] = None,
     ) -> None:
         """Starts from the model's initialization drawn from `seed`, zero Adam
         state and step 0, as `hlatc.Trainer(step, seed)` does: each process
@@ -383,13 +431,32 @@ class Trainer:
         of = self._layout["replica_of_rank"]
         return sorted({of[r] for r in self._fn.local_ranks})
 
-    def loader(self, sources: Any, **options: Any) -> "hlatc.data.Loader":
+    def loader(
+        self,
+        sources: "Sources",
+        *,
+        tokenizer: Optional[PathLike] = None,
+        text_field: str = "text",
+        format: Optional[Format] = None,
+        shuffle_buffer: int = 1024,
+        seed: int = 0,
+        epochs: Optional[int] = None,
+        bos: Special = True,
+        eos: Special = True,
+        eos_id: Optional[int] = None,
+        raw_dtype: RawDtype = "u16",
+        position: Optional["Position"] = None,
+    ) -> "Loader":
         """`hlatc.data.Loader.for_step` for this step that reads only this
         process's replicas' documents (`owned_replicas=local_replicas`): each
         process tokenizes its own shard, and its batches hold its replicas'
-        rows, which `step` and `fit` take as they are."""
-        return hlatc.data.Loader.for_step(self._step, sources,
-                                          owned_replicas=self.local_replicas, **options)
+        rows, which `step` and `fit` take as they are. The keywords are
+        `Loader`'s."""
+        return hlatc.data.Loader.for_step(
+            self._step, sources, owned_replicas=self.local_replicas, tokenizer=tokenizer,
+            text_field=text_field, format=format, shuffle_buffer=shuffle_buffer, seed=seed,
+            epochs=epochs, bos=bos, eos=eos, eos_id=eos_id, raw_dtype=raw_dtype,
+            position=position)
 
     def _global_rows(self, name: str, value: Any, replicas: Sequence[int]) -> np.ndarray:
         """A global batch from the rows of `replicas` (in order): rows of the
@@ -413,7 +480,8 @@ class Trainer:
         device = self._fn.devices[rank]
         return {n: self._jax.device_put(np.asarray(tensors[n]), device) for n in self._state_names}
 
-    def step(self, tokens: Any, targets: Any, segment_ids: Any = None, *,
+    def step(self, tokens: ArrayLike, targets: ArrayLike,
+             segment_ids: Optional[ArrayLike] = None, *,
              replicas: Optional[Sequence[int]] = None) -> Dict[str, float]:
         """One optimizer step on a global batch ([batch, seq] integer ids,
         every rank's rows): its loss, grad norm and learning rate. With
@@ -476,14 +544,14 @@ class Trainer:
             out.append(tensors)
         return out
 
-    def state(self) -> Dict[str, np.ndarray]:
+    def state(self) -> Dict[str, Array]:
         """The whole carried state by input name (every rank's share gathered
         across processes, on every process): what `hlatc.Trainer.state()`
         gives and `resume` takes, in this or another layout."""
         per_rank = [{n: to_raw(n, v) for n, v in d.items()} for d in self._every_rank()]
         return dict_to_numpy(self._step._native.gather_state(per_rank))
 
-    def resume(self, state: Mapping[str, Any]) -> None:
+    def resume(self, state: Tensors) -> None:
         """Continues from a whole state (`state()`, `hlatc.Trainer.state()`,
         `hlatc unshard`'s file) of the same model and precision, from any
         layout: each process takes its ranks' shares."""
@@ -493,7 +561,7 @@ class Trainer:
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)
 
-    def hugging_face_params(self) -> Dict[str, np.ndarray]:
+    def hugging_face_params(self) -> Dict[str, Array]:
         """The parameters as Hugging Face tensors (fused ones split back)."""
         raw = {n: to_raw(n, v) for n, v in self.state().items()}
         return dict_to_numpy(self._step._native.hugging_face_params(raw))
@@ -503,7 +571,7 @@ class Trainer:
         first = self._state[self._fn.local_ranks[0]][self._step_input]
         return int(np.asarray(first).reshape(-1)[0])
 
-    def save(self, path: "os.PathLike[str] | str") -> None:
+    def save(self, path: PathLike) -> None:
         """Writes a checkpoint: each process its ranks' files, the ones `hlatc
         shard` writes (`rank-00000.safetensors`, ...: each rank's share of
         every state input under the input's name), each written under a
@@ -594,7 +662,7 @@ class Trainer:
         # Nobody goes on (to load it, say) before the checkpoint is complete.
         _barrier(f"hlatc-save-done:{d}")
 
-    def load(self, path: "os.PathLike[str] | str") -> None:
+    def load(self, path: PathLike) -> None:
         """Continues from a checkpoint `save` wrote (for this step's world
         size): each process reads its ranks' files. A directory without
         `COMPLETE`, or a file whose sha256 is not the one recorded, raises
@@ -664,14 +732,14 @@ class Trainer:
 
     def fit(
         self,
-        loader: "hlatc.data.Loader",
+        loader: "Loader",
         steps: int,
         *,
-        checkpoint_dir: Optional["hlatc.PathLike"] = None,
+        checkpoint_dir: Optional[PathLike] = None,
         checkpoint_every: Optional[int] = None,
         keep: int = 3,
-        on_step: Optional[Callable[[Dict[str, float]], Optional[bool]]] = None,
-    ) -> List[Dict[str, float]]:
+        on_step: Optional[OnStep] = None,
+    ) -> Metrics:
         """`hlatc.Trainer.fit` on JAX, across processes: every process calls
         it, each with its own loader (`loader(...)`: its replicas' rows, or
         a loader of the whole global batch), and gets the same metrics.

@@ -1,32 +1,44 @@
-//! Tensors across the boundary: `(dtype, shape, bytes)` triples, raw
-//! little-endian row-major data under XLA's type names. The Python side
-//! (`hlatc/_arrays.py`) makes NumPy arrays of them, so the native module
-//! needs no NumPy headers and one wheel serves every NumPy.
+//! Tensors across the boundary, as NumPy arrays of their bytes: a tensor
+//! is `(dtype, shape, data)`, `dtype` XLA's type name and `data` a 1-D
+//! NumPy array over its little-endian row-major bytes. The Python side
+//! (`hlatc/_arrays.py`) views a caller's array as bytes and the bytes as
+//! the tensor's dtype, neither a copy, so the native module needs no
+//! dtype table (bf16 and the f8 types are ml_dtypes' in Python).
+//!
+//! Into Rust a tensor is copied once, the array's bytes into the
+//! literal's; out of Rust it is not copied: the array takes the literal's
+//! buffer as its own.
 
-use crate::errors::UsageError;
+use crate::errors::usage;
 use hlatc::compiler::ElementType;
 use hlatc::Literal;
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 
-/// A tensor as Python hands it over.
-pub type RawIn<'py> = (String, Vec<i64>, Bound<'py, PyBytes>);
+/// A tensor as Python hands it over: its bytes, borrowed (read-only)
+/// from the caller's array.
+pub type RawIn<'py> = (String, Vec<i64>, PyReadonlyArray1<'py, u8>);
 
-/// `l` as a `(dtype, shape, bytes)` triple.
-pub fn to_raw<'py>(py: Python<'py>, l: &Literal) -> (String, Vec<i64>, Bound<'py, PyBytes>) {
-    (
-        l.ty().name().to_string(),
-        l.dims().to_vec(),
-        PyBytes::new(py, l.bytes()),
-    )
+/// A tensor as Python gets it: its bytes, owned by the array.
+pub type RawOut<'py> = (&'static str, Vec<i64>, Bound<'py, PyArray1<u8>>);
+
+/// `l` as a `(dtype, shape, data)` triple, its buffer handed to NumPy.
+pub fn to_raw(py: Python<'_>, l: Literal) -> RawOut<'_> {
+    let (name, dims) = (l.ty().name(), l.dims().to_vec());
+    (name, dims, PyArray1::from_vec(py, l.into_bytes()))
 }
 
-/// The literal of a `(dtype, shape, bytes)` triple named `name`.
+/// The literal of a `(dtype, shape, data)` triple named `name`: the one
+/// copy into Rust.
 pub fn from_raw(name: &str, (dtype, shape, data): RawIn<'_>) -> PyResult<Literal> {
     let ty = ElementType::from_name(&dtype)
-        .ok_or_else(|| UsageError::new_err(format!("'{name}': unknown dtype '{dtype}'")))?;
-    Literal::from_bytes(ty, shape, data.as_bytes().to_vec())
-        .map_err(|e| UsageError::new_err(format!("'{name}': {e}")))
+        .ok_or_else(|| usage(format!("'{name}': unknown dtype '{dtype}'")))?;
+    let bytes = data
+        .as_slice()
+        .map_err(|e| usage(format!("'{name}': {e}")))?
+        .to_vec();
+    Literal::from_bytes(ty, shape, bytes).map_err(|e| usage(format!("'{name}': {e}")))
 }
 
 /// A dict of name to triple from named literals.
@@ -36,7 +48,7 @@ pub fn dict_of<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (name, l) in named {
-        d.set_item(name, to_raw(py, &l))?;
+        d.set_item(name, to_raw(py, l))?;
     }
     Ok(d)
 }

@@ -4,7 +4,7 @@
 //! the metrics CSV a checkpoint holds (`hlatc::metrics`, what `--metrics`
 //! writes).
 
-use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, UsageError};
+use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, usage};
 use hlatc::metrics::{MetricsLog, StepMetrics};
 use hlatc::train::checkpoint::CheckpointDir as RustCheckpointDir;
 use pyo3::prelude::*;
@@ -108,12 +108,12 @@ pub fn metrics_csv(rows: Vec<BTreeMap<String, Option<f64>>>) -> PyResult<String>
             row.get(k)
                 .copied()
                 .flatten()
-                .ok_or_else(|| UsageError::new_err(format!("metrics row {}: no '{k}'", i + 1)))
+                .ok_or_else(|| usage(format!("metrics row {}: no '{k}'", i + 1)))
         };
         let step = match row.get("step").copied().flatten() {
             Some(s) if s >= 1.0 && s.fract() == 0.0 => s as u64,
             Some(s) => {
-                return Err(UsageError::new_err(format!(
+                return Err(usage(format!(
                     "metrics row {}: step {s} is not a step number",
                     i + 1
                 )))

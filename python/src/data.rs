@@ -1,17 +1,19 @@
 //! The data loader (`hlatc.data.Loader`): the train crate's streaming
 //! loader, one per DP replica, as `hlatc train --corpus` runs it. Batches
-//! cross as `(dtype, shape, bytes)` triples; waiting for one releases the
-//! GIL, so Python threads run while the loader's own threads tokenize.
+//! cross as `(dtype, shape, data)` triples, `data` a NumPy array that
+//! takes the batch's buffer (no copy); waiting for one releases the GIL,
+//! so Python threads run while the loader's own threads tokenize.
 
-use crate::errors::{guarded, loader_error, UsageError};
+use crate::errors::{guarded, loader_error, usage};
 use crate::step::Step;
 use hlatc::token_data::RawDtype;
 use hlatc::train::loader::{
     positions_from_json, positions_to_json, LoaderConfig, LoaderError, LoaderPosition, Packing,
     ReplicaLoaders, RowBatch, SourceFormat, SpecialToken, DEFAULT_SHUFFLE_BUFFER,
 };
+use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -38,7 +40,7 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         sources, *, vocab_size, batch_size, seq_len, replicas=1, owned=None, tokenizer=None,
-        text_field="text".to_string(), format=None, packing="segments",
+        text_field="text", format=None, packing="segments",
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER, seed=0, epochs=None, bos, eos, eos_id=None,
         raw_dtype="u16", position=None
     ))]
@@ -52,7 +54,7 @@ impl Loader {
         replicas: usize,
         owned: Option<Vec<usize>>,
         tokenizer: Option<PathBuf>,
-        text_field: String,
+        text_field: &str,
         format: Option<&str>,
         packing: &str,
         shuffle_buffer: usize,
@@ -73,19 +75,19 @@ impl Loader {
         }
         let mut config = LoaderConfig::new(sources, vocab_size, batch_size / replicas, seq_len);
         config.format = format.map(source_format).transpose()?;
-        config.text_field = text_field;
+        config.text_field = text_field.to_string();
         config.tokenizer = tokenizer;
         config.bos = special(bos, "bos")?;
         config.eos = special(eos, "eos")?;
-        config.raw_dtype = match raw_dtype {
-            "u16" => RawDtype::U16,
-            "u32" => RawDtype::U32,
-            other => {
-                return Err(UsageError::new_err(format!(
-                    "raw_dtype '{other}': a raw token-id file holds 'u16' or 'u32' ids"
-                )))
-            }
-        };
+        config.raw_dtype = RAW_DTYPES
+            .iter()
+            .find(|(name, _)| *name == raw_dtype)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                usage(format!(
+                    "raw_dtype '{raw_dtype}': a raw token-id file holds 'u16' or 'u32' ids"
+                ))
+            })?;
         config.eos_id = eos_id;
         config.packing = packing_of(packing)?;
         config.shuffle_buffer = shuffle_buffer;
@@ -114,7 +116,7 @@ impl Loader {
         let inner = self.open_loaders()?;
         let batch =
             py.allow_threads(|| guarded(|| inner.next_batch().map_err(|e| loader_error(&e))))?;
-        batch.map(|b| batch_dict(py, &b)).transpose()
+        batch.map(|b| batch_dict(py, b)).transpose()
     }
 
     /// The owned replicas' positions after the last batch, as the JSON
@@ -224,24 +226,25 @@ fn open_ref(slot: &Option<ReplicaLoaders>) -> PyResult<&ReplicaLoaders> {
 }
 
 fn closed() -> PyErr {
-    UsageError::new_err("the loader is closed")
+    usage("the loader is closed")
 }
 
-/// The batch as triples by input name.
-fn batch_dict<'py>(py: Python<'py>, b: &RowBatch) -> PyResult<Bound<'py, PyDict>> {
+/// The batch as triples by input name, each array taking its buffer.
+fn batch_dict(py: Python<'_>, b: RowBatch) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     let shape = vec![b.rows as i64, b.seq as i64];
-    let raw = |v: &[i32]| {
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        ("s32", shape.clone(), PyBytes::new(py, &bytes))
-    };
-    d.set_item("tokens", raw(&b.tokens))?;
-    d.set_item("targets", raw(&b.targets))?;
-    if let Some(s) = &b.segment_ids {
+    let raw = |v: Vec<i32>| ("s32", shape.clone(), PyArray1::from_vec(py, v));
+    d.set_item("tokens", raw(b.tokens))?;
+    d.set_item("targets", raw(b.targets))?;
+    if let Some(s) = b.segment_ids {
         d.set_item("segment_ids", raw(s))?;
     }
     Ok(d)
 }
+
+/// `raw_dtype=`'s names (`hlatc train --raw-dtype`'s).
+pub(crate) const RAW_DTYPES: [(&str, RawDtype); 2] =
+    [("u16", RawDtype::U16), ("u32", RawDtype::U32)];
 
 /// A JSON array of positions (a checkpoint's `loader.json`).
 fn positions_of(text: &str) -> PyResult<Vec<LoaderPosition>> {
@@ -259,7 +262,7 @@ fn by_name<T: Copy>(
         .find(|t| name_of(*t) == name)
         .ok_or_else(|| {
             let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
-            UsageError::new_err(format!(
+            usage(format!(
                 "unknown {what} '{name}' (known: {})",
                 known.join(", ")
             ))
@@ -290,7 +293,7 @@ fn special(v: &Bound<'_, PyAny>, what: &str) -> PyResult<SpecialToken> {
         });
     }
     v.extract::<String>().map(SpecialToken::Named).map_err(|_| {
-        UsageError::new_err(format!(
+        usage(format!(
             "{what}: True (the tokenizer's own), False or None (none), or a token's text"
         ))
     })

@@ -1,122 +1,86 @@
-//! hlatc's errors as Python exceptions, all under `hlatc.Error`, each
-//! carrying the fields that say where the problem is (a syntax error's
-//! line and column, a config's key, a batch's row and column).
+//! hlatc's errors as Python exceptions: each an `hlatc.Error` and also the
+//! builtin exception it means (`except ValueError` catches a bad config,
+//! `except OSError` a file that cannot be written), carrying the fields
+//! that say where the problem is (a syntax error's line and column, a
+//! config's key, a batch's row and column).
+//!
+//! Every variant of hlatc's error enums is mapped by name, with no
+//! catch-all arm: a new variant in the Rust library is a compile error
+//! here until it is given its class.
 
+use hlatc::batch_check::BatchError as RustBatchError;
 use hlatc::models::ConfigError as RustConfigError;
+use hlatc::runtime::{RuntimeError, TensorFileError};
+use hlatc::spmd::SpmdError;
 use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
 use hlatc::train::loader::LoaderError;
 use hlatc::train_step::StepError;
-use pyo3::exceptions::{PyException, PyOSError, PyValueError};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyTuple, PyType};
 use pyo3::IntoPyObjectExt;
-use pyo3::{create_exception, PyTypeInfo};
+use pyo3::PyTypeInfo;
 
-create_exception!(_hlatc, Error, PyException, "Every error hlatc raises.");
-create_exception!(
-    _hlatc,
-    HloSyntaxError,
-    Error,
-    "HLO text that does not parse: `path`, `line` and `column` (1-based) say where."
-);
-create_exception!(
-    _hlatc,
-    ConfigError,
-    Error,
-    "A model config or option hlatc refuses: `key` names it (None for a file-level problem), `source` the file or preset."
-);
-create_exception!(
-    _hlatc,
-    BatchError,
-    Error,
-    "Token data a step cannot take: `input`, `row`, `column` and `value` say which id."
-);
-create_exception!(
-    _hlatc,
-    FileError,
-    Error,
-    "A file that cannot be read or written, or is not what it should be: `path` names it."
-);
-create_exception!(
-    _hlatc,
-    ProtoError,
-    Error,
-    "An HloModuleProto hlatc cannot read (an unmodeled field is named)."
-);
-create_exception!(
-    _hlatc,
-    VerifyError,
-    Error,
-    "A module that parses but is not valid HLO (shapes that do not agree, say)."
-);
-create_exception!(
-    _hlatc,
-    PassError,
-    Error,
-    "A pass that is unknown or failed."
-);
-create_exception!(
-    _hlatc,
-    NeuronRefusedError,
-    Error,
-    "neuronx-cc would refuse the step (the Neuron pre-flight found a refusal); nothing was written to `path`. `findings` lists the refusals, a line each."
-);
-create_exception!(
-    _hlatc,
-    RunError,
-    Error,
-    "XLA CPU refused or failed to run a program, or it would not fit in memory."
-);
-create_exception!(
-    _hlatc,
-    UsageError,
-    Error,
-    "Arguments that do not fit together (inputs against a step, options)."
-);
+create_exception!(hlatc, Error, PyException, "Every error hlatc raises.");
 
-/// Registers every exception type in the module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add("Error", Error::type_object(py))?;
-    m.add("HloSyntaxError", HloSyntaxError::type_object(py))?;
-    m.add("ConfigError", ConfigError::type_object(py))?;
-    m.add("BatchError", BatchError::type_object(py))?;
-    m.add("FileError", FileError::type_object(py))?;
-    m.add("ProtoError", ProtoError::type_object(py))?;
-    m.add("VerifyError", VerifyError::type_object(py))?;
-    m.add("PassError", PassError::type_object(py))?;
-    m.add("NeuronRefusedError", NeuronRefusedError::type_object(py))?;
-    m.add("RunError", RunError::type_object(py))?;
-    m.add("UsageError", UsageError::type_object(py))?;
-    m.add("DataError", DATA_ERROR.get(py)?)?;
-    m.add("CheckpointError", CHECKPOINT_ERROR.get(py)?)?;
-    Ok(())
+/// The builtin exception a class also derives from.
+#[derive(Clone, Copy)]
+enum Builtin {
+    Value,
+    OS,
+    Runtime,
 }
 
-/// An exception type with two bases: an `hlatc.Error` that is also one of
-/// Python's own (`except ValueError` catches a bad corpus, `except OSError`
-/// a checkpoint that cannot be written). `create_exception!` makes types
-/// of one base, so these are made by calling `type`, once.
-struct TwoBased {
+impl Builtin {
+    fn type_object(self, py: Python<'_>) -> Bound<'_, PyType> {
+        match self {
+            Builtin::Value => PyValueError::type_object(py),
+            Builtin::OS => PyOSError::type_object(py),
+            Builtin::Runtime => PyRuntimeError::type_object(py),
+        }
+    }
+}
+
+/// An exception class under `hlatc.Error` that is also a builtin one.
+/// `create_exception!` makes classes of one base, so these are made by
+/// calling `type(name, (Error, builtin), namespace)`, once.
+pub(crate) struct Kind {
     cell: GILOnceCell<Py<PyType>>,
     name: &'static str,
     doc: &'static str,
+    builtin: Builtin,
     /// Attributes every instance has, `None` unless the error sets them.
     fields: &'static [&'static str],
-    builtin: fn(Python<'_>) -> Bound<'_, PyType>,
 }
 
-impl TwoBased {
-    fn get<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyType>> {
+impl Kind {
+    const fn new(
+        name: &'static str,
+        builtin: Builtin,
+        fields: &'static [&'static str],
+        doc: &'static str,
+    ) -> Kind {
+        Kind {
+            cell: GILOnceCell::new(),
+            name,
+            doc,
+            builtin,
+            fields,
+        }
+    }
+
+    /// The class, made on first use.
+    pub(crate) fn type_object<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyType>> {
         let ty = self.cell.get_or_try_init(py, || {
             let dict = PyDict::new(py);
-            dict.set_item("__module__", "hlatc._hlatc")?;
+            dict.set_item("__module__", "hlatc")?;
             dict.set_item("__doc__", self.doc)?;
             for f in self.fields {
                 dict.set_item(*f, py.None())?;
             }
-            let bases = PyTuple::new(py, [Error::type_object(py), (self.builtin)(py)])?;
+            let bases = PyTuple::new(py, [Error::type_object(py), self.builtin.type_object(py)])?;
             py.get_type::<PyType>()
                 .call1((self.name, bases, dict))?
                 .downcast_into::<PyType>()
@@ -125,17 +89,100 @@ impl TwoBased {
         })?;
         Ok(ty.bind(py))
     }
+
+    /// An exception of this class with `message`.
+    pub(crate) fn err(&self, message: impl Into<String>) -> PyErr {
+        self.with(message.into(), &[])
+    }
+
+    /// An exception of this class with `message` and the attributes
+    /// `fields`. (Should the class fail to be made, an `hlatc.Error`.)
+    pub(crate) fn with(&self, message: String, fields: &[(&str, PyObject)]) -> PyErr {
+        Python::with_gil(|py| {
+            let ty = match self.type_object(py) {
+                Ok(ty) => ty.clone(),
+                Err(_) => Error::type_object(py),
+            };
+            let err = PyErr::from_type(ty, message);
+            let value = err.value(py);
+            for (name, v) in fields {
+                // Setting an attribute on a fresh exception object cannot fail.
+                let _ = value.setattr(*name, v);
+            }
+            err
+        })
+    }
 }
 
-static DATA_ERROR: TwoBased = TwoBased {
-    cell: GILOnceCell::new(),
-    name: "DataError",
-    doc: "A corpus, tokenizer or loader setting the data loader refuses (also a ValueError): \
-          `path` names the file (or glob), `line` and `column` (1-based) or `offset` (a byte, \
-          or in a token-id file an id's index) the place, `field` a JSONL field, `setting` a \
-          loader setting; `tokenizer_vocab` and `model_vocab` the sizes of a tokenizer too \
-          large for the model. Attributes that do not apply are None.",
-    fields: &[
+pub(crate) static HLO_SYNTAX: Kind = Kind::new(
+    "HloSyntaxError",
+    Builtin::Value,
+    &["path", "line", "column"],
+    "HLO text that does not parse (also a ValueError): `path`, `line` and `column` (1-based) say where.",
+);
+pub(crate) static CONFIG: Kind = Kind::new(
+    "ConfigError",
+    Builtin::Value,
+    &["key", "source"],
+    "A model config or option hlatc refuses (also a ValueError): `key` names it (None for a \
+     file-level problem), `source` the file or preset.",
+);
+pub(crate) static BATCH: Kind = Kind::new(
+    "BatchError",
+    Builtin::Value,
+    &["input", "row", "column", "value", "rank"],
+    "Token data a step cannot take (also a ValueError): `input`, `row`, `column` and `value` \
+     say which id, `rank` the rank of a sharded run.",
+);
+pub(crate) static FILE: Kind = Kind::new(
+    "FileError",
+    Builtin::OS,
+    &["path"],
+    "A file that cannot be read or written, or is not what it should be (also an OSError): \
+     `path` names it.",
+);
+pub(crate) static PROTO: Kind = Kind::new(
+    "ProtoError",
+    Builtin::Value,
+    &["path"],
+    "An HloModuleProto hlatc cannot read (also a ValueError; an unmodeled field is named).",
+);
+pub(crate) static VERIFY: Kind = Kind::new(
+    "VerifyError",
+    Builtin::Value,
+    &["path"],
+    "A module that parses but is not valid HLO (also a ValueError: shapes that do not agree, say).",
+);
+pub(crate) static PASS: Kind = Kind::new(
+    "PassError",
+    Builtin::Value,
+    &[],
+    "A pass that is unknown or fails on the module given (also a ValueError).",
+);
+pub(crate) static NEURON_REFUSED: Kind = Kind::new(
+    "NeuronRefusedError",
+    Builtin::Value,
+    &["path", "findings"],
+    "neuronx-cc would refuse the step (the Neuron pre-flight found a refusal; also a \
+     ValueError); nothing was written to `path`. `findings` lists the refusals, a line each.",
+);
+pub(crate) static RUN: Kind = Kind::new(
+    "RunError",
+    Builtin::Runtime,
+    &[],
+    "XLA CPU refused or failed to run a program, or it would not fit in memory (also a \
+     RuntimeError).",
+);
+pub(crate) static USAGE: Kind = Kind::new(
+    "UsageError",
+    Builtin::Value,
+    &[],
+    "Arguments that do not fit together (also a ValueError: inputs against a step, options).",
+);
+pub(crate) static DATA: Kind = Kind::new(
+    "DataError",
+    Builtin::Value,
+    &[
         "path",
         "line",
         "column",
@@ -145,42 +192,73 @@ static DATA_ERROR: TwoBased = TwoBased {
         "tokenizer_vocab",
         "model_vocab",
     ],
-    builtin: PyValueError::type_object,
-};
+    "A corpus, tokenizer or loader setting the data loader refuses (also a ValueError): \
+     `path` names the file (or glob), `line` and `column` (1-based) or `offset` (a byte, \
+     or in a token-id file an id's index) the place, `field` a JSONL field, `setting` a \
+     loader setting; `tokenizer_vocab` and `model_vocab` the sizes of a tokenizer too \
+     large for the model. Attributes that do not apply are None.",
+);
+pub(crate) static CHECKPOINT: Kind = Kind::new(
+    "CheckpointError",
+    Builtin::OS,
+    &["path"],
+    "A checkpoint directory that cannot be read or written (also an OSError): `path` \
+     names the file or directory.",
+);
+pub(crate) static INTERNAL: Kind = Kind::new(
+    "InternalError",
+    Builtin::Runtime,
+    &[],
+    "A failure inside hlatc that no input should cause, a Rust panic included (also a \
+     RuntimeError): please report it.",
+);
 
-static CHECKPOINT_ERROR: TwoBased = TwoBased {
-    cell: GILOnceCell::new(),
-    name: "CheckpointError",
-    doc: "A checkpoint directory that cannot be read or written (also an OSError): `path` \
-          names the file or directory.",
-    fields: &["path"],
-    builtin: PyOSError::type_object,
-};
+/// Every class under `Error`, in the order `hlatc.__all__` names them.
+pub(crate) static KINDS: [&Kind; 13] = [
+    &HLO_SYNTAX,
+    &CONFIG,
+    &BATCH,
+    &FILE,
+    &PROTO,
+    &VERIFY,
+    &PASS,
+    &NEURON_REFUSED,
+    &RUN,
+    &USAGE,
+    &DATA,
+    &CHECKPOINT,
+    &INTERNAL,
+];
 
-/// An exception of type `T` with `message` and attributes `fields`.
-fn raise<T: PyTypeInfo>(message: String, fields: &[(&str, PyObject)]) -> PyErr {
-    Python::with_gil(|py| raise_as(T::type_object(py), message, fields))
-}
-
-/// An exception of the type `ty` with `message` and attributes `fields`.
-fn raise_as(ty: Bound<'_, PyType>, message: String, fields: &[(&str, PyObject)]) -> PyErr {
-    let py = ty.py();
-    let err = PyErr::from_type(ty, message);
-    let value = err.value(py);
-    for (name, v) in fields {
-        // Setting an attribute on a fresh exception object cannot fail.
-        let _ = value.setattr(*name, v);
+/// Registers every exception class in the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", Error::type_object(py))?;
+    for kind in KINDS {
+        m.add(kind.name, kind.type_object(py)?)?;
     }
-    err
+    Ok(())
 }
 
-/// An exception of the two-based type `kind` (an `hlatc.Error` should
-/// the type not be made).
-fn raise_two(kind: &TwoBased, message: String, fields: &[(&str, PyObject)]) -> PyErr {
-    Python::with_gil(|py| match kind.get(py) {
-        Ok(ty) => raise_as(ty.clone(), message, fields),
-        Err(_) => raise_as(Error::type_object(py), message, fields),
-    })
+/// `UsageError(message)`: arguments that do not fit together.
+pub(crate) fn usage(message: impl Into<String>) -> PyErr {
+    USAGE.err(message)
+}
+
+fn obj<'py, T: IntoPyObjectExt<'py>>(py: Python<'py>, v: T) -> PyObject {
+    v.into_py_any(py).unwrap_or_else(|_| py.None())
+}
+
+/// An exception of `kind` whose `path` is `path`.
+pub(crate) fn path_error(kind: &Kind, message: String, path: &std::path::Path) -> PyErr {
+    let path = Python::with_gil(|py| obj(py, path.display().to_string()));
+    kind.with(message, &[("path", path)])
+}
+
+/// A `CheckpointError` about the file or directory `path`.
+pub(crate) fn checkpoint_file_error(message: String, path: &str) -> PyErr {
+    let path = Python::with_gil(|py| obj(py, path));
+    CHECKPOINT.with(message, &[("path", path)])
 }
 
 /// The Python exception for a loader's error: a `DataError` with the
@@ -194,6 +272,8 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
             L::NoMatch { pattern } | L::BadPattern { pattern, .. } => {
                 vec![("path", obj(py, pattern.as_str()))]
             }
+            // A corpus file that cannot be read is a DataError too: the
+            // loader's every refusal is one class (its `path` names the file).
             L::Io { path: p, .. }
             | L::TokenFile { path: p, .. }
             | L::Tokenizer { path: p, .. }
@@ -251,14 +331,8 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
             L::Setting { setting, .. } => vec![("setting", obj(py, *setting))],
             L::NoSources | L::Position { .. } | L::WorkerGone => Vec::new(),
         };
-        raise_two(&DATA_ERROR, message, &fields)
+        DATA.with(message, &fields)
     })
-}
-
-/// A `CheckpointError` about the file or directory `path`.
-pub(crate) fn checkpoint_file_error(message: String, path: &str) -> PyErr {
-    let path = Python::with_gil(|py| obj(py, path));
-    raise_two(&CHECKPOINT_ERROR, message, &[("path", path)])
 }
 
 /// The Python exception for a checkpoint directory's error: an I/O
@@ -271,46 +345,86 @@ pub(crate) fn checkpoint_error(e: &RustCheckpointError) -> PyErr {
             checkpoint_file_error(message, &path.display().to_string())
         }
         RustCheckpointError::BadName { .. } | RustCheckpointError::KeepNone { .. } => {
-            raise::<UsageError>(message, &[])
+            usage(message)
         }
     }
 }
 
-fn obj<'py, T: IntoPyObjectExt<'py>>(py: Python<'py>, v: T) -> PyObject {
-    v.into_py_any(py).unwrap_or_else(|_| py.None())
+/// A `ConfigError` with `key` and `source`.
+fn config_key(message: String, key: Option<&str>, source: Option<&str>) -> PyErr {
+    let fields = Python::with_gil(|py| [("key", obj(py, key)), ("source", obj(py, source))]);
+    CONFIG.with(message, &fields)
 }
 
 fn config_error(e: &RustConfigError) -> PyErr {
     let message = e.to_string();
-    Python::with_gil(|py| {
-        let (key, source) = match e {
-            RustConfigError::Field {
-                source_name, field, ..
-            }
-            | RustConfigError::RopeScaling {
-                source_name, field, ..
-            } => (obj(py, field.as_str()), obj(py, source_name.as_str())),
-            RustConfigError::File { source_name, .. } => (py.None(), obj(py, source_name.as_str())),
-            RustConfigError::UnknownPreset { .. } => (obj(py, "model"), py.None()),
-        };
-        raise::<ConfigError>(message, &[("key", key), ("source", source)])
-    })
-}
-
-pub(crate) fn path_error<T: PyTypeInfo>(message: String, path: &std::path::Path) -> PyErr {
-    let path = Python::with_gil(|py| obj(py, path.display().to_string()));
-    raise::<T>(message, &[("path", path)])
+    match e {
+        RustConfigError::Field {
+            source_name, field, ..
+        }
+        | RustConfigError::RopeScaling {
+            source_name, field, ..
+        } => config_key(message, Some(field), Some(source_name)),
+        RustConfigError::File { source_name, .. } => config_key(message, None, Some(source_name)),
+        RustConfigError::UnknownPreset { .. } => config_key(message, Some("model"), None),
+    }
 }
 
 fn step_error(e: &StepError) -> PyErr {
+    let message = e.to_string();
     match e {
         StepError::Config(c) => config_error(c),
-        StepError::Parallel(_) => raise::<ConfigError>(
-            e.to_string(),
-            &Python::with_gil(|py| [("key", obj(py, "parallel")), ("source", py.None())]),
-        ),
-        StepError::HostMemory(_) => raise::<RunError>(e.to_string(), &[]),
-        _ => raise::<Error>(e.to_string(), &[]),
+        StepError::Optimizer(_) => config_key(message, Some("optimizer"), None),
+        StepError::Accumulation(_) => config_key(message, Some("grad_accum"), None),
+        StepError::Parallel(_) => config_key(message, Some("parallel"), None),
+        StepError::Spmd(s) => match s {
+            SpmdError::ChoiceOnOneDevice { .. } => config_key(message, Some("spmd"), None),
+            SpmdError::RankOutsideEntry { .. } | SpmdError::RankNameTaken => INTERNAL.err(message),
+        },
+        // The graph the model's config passed every check for could not be
+        // built or differentiated: hlatc's failure, not the input's.
+        StepError::Build(_) | StepError::Autodiff(_) => INTERNAL.err(message),
+        StepError::HostMemory(_) => RUN.err(message),
+    }
+}
+
+/// The runtime's errors: inputs that do not fit the program are a
+/// `UsageError`; the rest (XLA CPU refusing, failing, out of memory) a
+/// `RunError`.
+fn runtime_error(e: &RuntimeError, message: String) -> PyErr {
+    use RuntimeError as R;
+    match e {
+        R::InputCount { .. }
+        | R::ReplicatedRun { .. }
+        | R::ReplicaListCount { .. }
+        | R::ReplicaInputCount { .. }
+        | R::ReplicaInputMismatch { .. }
+        | R::InputMismatch { .. } => usage(message),
+        R::PluginNotFound { .. }
+        | R::Pjrt(_)
+        | R::Verify(_)
+        | R::Preflight { .. }
+        | R::Rejected { .. }
+        | R::MultiDevice { .. }
+        | R::MultiDeviceAssignment { .. }
+        | R::TooManyReplicas { .. }
+        | R::DeviceCount { .. }
+        | R::Lowering { .. }
+        | R::UnsupportedResult(_)
+        | R::UnsupportedParameter { .. }
+        | R::HostMemory(_)
+        | R::OutputCount { .. } => RUN.err(message),
+    }
+}
+
+fn tensor_file_error(e: &TensorFileError, message: String) -> PyErr {
+    match e {
+        TensorFileError::Io { path, .. }
+        | TensorFileError::Format { path, .. }
+        | TensorFileError::Dtype { path, .. }
+        | TensorFileError::NoDtype { path, .. } => {
+            path_error(&FILE, message, std::path::Path::new(path))
+        }
     }
 }
 
@@ -318,32 +432,33 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
     use hlatc::train::Error as T;
     let message = e.to_string();
     match e {
-        T::Io { path, .. } => path_error::<FileError>(message, path),
-        T::Tensors(t) => path_error::<FileError>(message, std::path::Path::new(t.path())),
-        T::Proto { path, .. } => path_error::<ProtoError>(message, path),
-        T::Verify { path, .. } => path_error::<VerifyError>(message, path),
-        T::Runtime(_) | T::Verification(_) => raise::<RunError>(message, &[]),
+        T::Io { path, .. } => path_error(&FILE, message, path),
+        T::Tensors(t) => tensor_file_error(t, message),
+        T::Proto { path, .. } => path_error(&PROTO, message, path),
+        T::Verify { path, .. } => path_error(&VERIFY, message, path),
+        T::Runtime(r) => runtime_error(r, message),
+        T::Verification(_) => RUN.err(message),
         T::Config(c) => config_error(c),
         T::Step(s) => step_error(s),
-        T::Pass(_) => raise::<PassError>(message, &[]),
+        T::Pass(_) => PASS.err(message),
         T::Batch(b) => batch_error(b),
-        T::NeuronRefused { dir, findings } => Python::with_gil(|py| {
-            raise::<NeuronRefusedError>(
-                message,
-                &[
+        T::NeuronRefused { dir, findings } => {
+            let fields = Python::with_gil(|py| {
+                [
                     ("path", obj(py, dir.display().to_string())),
                     ("findings", obj(py, findings.clone())),
-                ],
-            )
-        }),
-        T::Usage(_) => raise::<UsageError>(message, &[]),
+                ]
+            });
+            NEURON_REFUSED.with(message, &fields)
+        }
+        T::Usage(_) => usage(message),
         T::Loader(l) => loader_error(l),
         T::Checkpoint(c) => checkpoint_error(c),
     }
 }
 
-fn batch_error(e: &hlatc::batch_check::BatchError) -> PyErr {
-    use hlatc::batch_check::BatchError as B;
+fn batch_error(e: &RustBatchError) -> PyErr {
+    use RustBatchError as B;
     let message = e.to_string();
     Python::with_gil(|py| {
         let fields = match e {
@@ -382,7 +497,7 @@ fn batch_error(e: &hlatc::batch_check::BatchError) -> PyErr {
             ],
             B::NotIds { input, .. } => vec![("input", obj(py, input.as_str()))],
         };
-        raise::<BatchError>(message, &fields)
+        BATCH.with(message, &fields)
     })
 }
 
@@ -391,24 +506,29 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
     use hlatc::Error as E;
     let message = e.to_string();
     match &e {
-        E::Parse { path, source } => Python::with_gil(|py| {
-            raise::<HloSyntaxError>(
-                message,
-                &[
+        E::Parse { path, source } => {
+            let fields = Python::with_gil(|py| {
+                [
                     ("path", obj(py, path.display().to_string())),
                     ("line", obj(py, source.line)),
                     ("column", obj(py, source.column)),
-                ],
-            )
-        }),
-        E::RunModule { .. } => raise::<RunError>(message, &[]),
+                ]
+            });
+            HLO_SYNTAX.with(message, &fields)
+        }
+        E::RunModule { source, .. } => runtime_error(source, message),
+        // Standard output or error could not be written: an I/O failure.
+        E::Output { stream, .. } => {
+            let path = Python::with_gil(|py| obj(py, *stream));
+            FILE.with(message, &[("path", path)])
+        }
+        E::DoesNotFit { .. } => usage(message),
         E::Train(t) => train_error(t),
-        E::Output { .. } | E::DoesNotFit { .. } => raise::<UsageError>(message, &[]),
     }
 }
 
-/// Runs `f`, turning a Rust panic into `hlatc.Error` (a bug in hlatc,
-/// never a crash of the interpreter or a `PanicException`).
+/// Runs `f`, turning a Rust panic into `hlatc.InternalError` (a bug in
+/// hlatc, never a crash of the interpreter or a `PanicException`).
 pub fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
@@ -418,7 +538,7 @@ pub fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown".into());
-            Err(Error::new_err(format!(
+            Err(INTERNAL.err(format!(
                 "internal error in hlatc (please report it): {what}"
             )))
         }

@@ -1,19 +1,52 @@
 //! The native module of the `hlatc` Python package: a thin PyO3 layer over
 //! the `hlatc` library. The Python side (`hlatc/__init__.py`) adds NumPy
-//! arrays and the JAX bridge; the stubs are `hlatc/_hlatc.pyi`.
+//! arrays and the JAX bridge; the stubs are `hlatc/_hlatc.pyi`, checked
+//! against this module by `mypy.stubtest` (scripts/test.sh).
 
 mod arrays;
 mod checkpoint;
+mod compile;
 mod data;
 mod errors;
 mod module;
 mod plot;
-mod ranks;
 mod step;
 mod tensors;
 mod trainer;
 
+use hlatc::metrics::Series;
+use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
+use hlatc::precision::Precision;
+use hlatc::spmd::{RankSource, SpmdForm};
+use hlatc::train::loader::{Packing, SourceFormat};
 use pyo3::prelude::*;
+use std::collections::BTreeMap;
+
+/// The names each option of a fixed set of values takes, from the Rust
+/// types that parse them (`model`: the presets): what the `Literal` types
+/// of `hlatc._types` list, which a test holds equal.
+#[pyfunction]
+fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
+    fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
+        all.iter().map(|t| name(*t)).collect()
+    }
+    BTreeMap::from([
+        ("model", hlatc::models::PRESETS.to_vec()),
+        ("precision", names(&Precision::ALL, Precision::name)),
+        ("rounding", RoundingPolicy::NAMES.to_vec()),
+        ("target", names(&Target::ALL, Target::name)),
+        ("remat", names(&RematPolicy::ALL, RematPolicy::name)),
+        ("spmd", names(&SpmdForm::ALL, SpmdForm::name)),
+        ("rank_source", names(&RankSource::ALL, RankSource::name)),
+        ("format", names(&SourceFormat::ALL, SourceFormat::name)),
+        ("packing", names(&Packing::ALL, Packing::name)),
+        (
+            "raw_dtype",
+            data::RAW_DTYPES.iter().map(|(n, _)| *n).collect(),
+        ),
+        ("series", names(&Series::ALL, Series::column)),
+    ])
+}
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -21,7 +54,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[pymodule]
 fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
-    m.add_function(wrap_pyfunction!(step::compile_step, m)?)?;
+    m.add_function(wrap_pyfunction!(compile::compile_step, m)?)?;
+    m.add_function(wrap_pyfunction!(choices, m)?)?;
     m.add_function(wrap_pyfunction!(module::load_module, m)?)?;
     m.add_function(wrap_pyfunction!(module::optimize, m)?)?;
     m.add_function(wrap_pyfunction!(module::passes, m)?)?;

@@ -1,7 +1,7 @@
 //! HLO modules from any stack: read (text or proto), written back, and
 //! optimized by named passes.
 
-use crate::errors::{guarded, to_py, PassError};
+use crate::errors::{guarded, to_py, usage, PASS};
 use hlatc::passes::{default_pipeline, pipeline_from_names, registry, PassContext, Target};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -70,7 +70,7 @@ pub fn load_module(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Module
 fn target(name: &str) -> PyResult<Target> {
     Target::from_name(name).ok_or_else(|| {
         let known: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
-        crate::errors::UsageError::new_err(format!(
+        usage(format!(
             "unknown target '{name}' (known: {})",
             known.join(", ")
         ))
@@ -96,10 +96,10 @@ pub fn optimize(
                 None => default_pipeline::<&str>(t, &[]),
                 Some(names) => pipeline_from_names("optimize", names),
             }
-            .map_err(|e| PassError::new_err(e.to_string()))?;
+            .map_err(|e| PASS.err(e.to_string()))?;
             pipeline
                 .run_module(&mut m, &mut PassContext::new(t))
-                .map_err(|e| PassError::new_err(e.to_string()))?;
+                .map_err(|e| PASS.err(e.to_string()))?;
             Ok(Module { inner: m })
         })
     })

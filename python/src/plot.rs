@@ -1,7 +1,7 @@
 //! Training curves drawn by hlatc's own plotter (what `hlatc plot` and
 //! `train --plot` draw), from the statistics `Trainer.step` returns.
 
-use crate::errors::{guarded, UsageError};
+use crate::errors::{guarded, path_error, usage, FILE};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::plot::{plot_to_file, Curve, PlotOptions};
 use pyo3::prelude::*;
@@ -20,7 +20,7 @@ pub fn plot_metrics(
 ) -> PyResult<()> {
     let series = Series::from_column(series).ok_or_else(|| {
         let known: Vec<&str> = Series::ALL.iter().map(|s| s.column()).collect();
-        UsageError::new_err(format!(
+        usage(format!(
             "unknown series '{series}' (known: {})",
             known.join(", ")
         ))
@@ -30,9 +30,9 @@ pub fn plot_metrics(
         let mut log = MetricsLog::default();
         for (i, s) in steps.iter().enumerate() {
             let get = |k: &str| {
-                s.get(k).copied().ok_or_else(|| {
-                    UsageError::new_err(format!("{label}: step {}: no '{k}'", i + 1))
-                })
+                s.get(k)
+                    .copied()
+                    .ok_or_else(|| usage(format!("{label}: step {}: no '{k}'", i + 1)))
             };
             log.push(StepMetrics {
                 step: i as u64 + 1,
@@ -57,11 +57,7 @@ pub fn plot_metrics(
     }
     opts.log_y = log_y;
     guarded(|| {
-        plot_to_file(&curves, &opts, &path).map_err(|e| {
-            crate::errors::path_error::<crate::errors::FileError>(
-                format!("{}: {e}", path.display()),
-                &path,
-            )
-        })
+        plot_to_file(&curves, &opts, &path)
+            .map_err(|e| path_error(&FILE, format!("{}: {e}", path.display()), &path))
     })
 }

@@ -1,29 +1,20 @@
-//! `compile_step` and the `Step` it returns: the training step `hlatc
-//! compile` builds, its signature by role, its manifest and bundle, and
-//! runs of it on XLA CPU with hlatc's own runtime.
+//! The `Step` `compile_step` returns: the training step `hlatc compile`
+//! builds, its signature by role, its manifest and bundle, and runs of it
+//! on XLA CPU with hlatc's own runtime. What a step does is the library's
+//! (`hlatc::step_programs`); this is its Python face.
 
 use crate::arrays::{dict_of, from_raw, RawIn};
-use crate::errors::{guarded, to_py, ConfigError, UsageError};
-use crate::ranks;
+use crate::errors::{guarded, to_py, usage};
 use crate::trainer::ids;
-use hlatc::bundle::{for_cpu, manifest_json, sha256_hex, stage_accumulation_bundle, stage_bundle};
-use hlatc::compile_step::{
-    compile_step as compile, CompileOptions, CompiledStep, ModelSource, OptimizerOverrides,
-};
+use hlatc::compile_step::CompiledStep;
 use hlatc::data::Batch;
-use hlatc::grad_accum::micro_config;
-use hlatc::initial_inputs::StartValues;
-use hlatc::memory_plan::{DeviceMemory, MemoryPlan};
-use hlatc::models::Parallelism;
-use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
-use hlatc::precision::Precision;
-use hlatc::runtime::{Program, Runtime};
-use hlatc::spmd::{RankSource, SpmdForm};
+use hlatc::runtime::Program;
+use hlatc::step_programs::{self, RunFailure, StepPrograms};
 use hlatc::train_step::TensorSpec;
 use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 /// One input or output of a step.
@@ -67,175 +58,6 @@ fn info(s: &TensorSpec) -> TensorInfo {
     }
 }
 
-fn named<T: Copy>(
-    what: &str,
-    name: &str,
-    all: &[T],
-    name_of: fn(T) -> &'static str,
-) -> PyResult<T> {
-    all.iter()
-        .copied()
-        .find(|t| name_of(*t) == name)
-        .ok_or_else(|| {
-            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
-            ConfigError::new_err(format!(
-                "unknown {what} '{name}' (known: {})",
-                known.join(", ")
-            ))
-        })
-}
-
-/// Where the model comes from: `model` (a preset) or `config` (a path to
-/// a `config.json`, or its contents as a dict).
-fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<ModelSource> {
-    match (model, config) {
-        (Some(_), Some(_)) => Err(UsageError::new_err(
-            "give model (a preset) or config (a config.json), not both",
-        )),
-        (Some(m), None) => Ok(ModelSource::Preset(m)),
-        (None, None) => Ok(ModelSource::Preset("hlat-7b".into())),
-        (None, Some(c)) => {
-            if c.is_instance_of::<PyDict>() {
-                let json = c.py().import("json")?.call_method1("dumps", (c,))?;
-                Ok(ModelSource::ConfigJson {
-                    json: json.extract()?,
-                    name: "config (dict)".into(),
-                })
-            } else {
-                Ok(ModelSource::ConfigFile(c.extract()?))
-            }
-        }
-    }
-}
-
-/// Compiles a model's training step as `hlatc compile` does: the same
-/// options under the same names and defaults (see `hlatc compile --help`),
-/// the same bytes. The GIL is released while it compiles.
-#[pyfunction]
-#[pyo3(signature = (
-    model=None, config=None, *, batch_size=None, seq_len=None, packed=false,
-    separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
-    passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
-    tp=1, dp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None, warmup_steps=None,
-    total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
-    module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None
-))]
-#[allow(clippy::too_many_arguments)]
-pub fn compile_step(
-    py: Python<'_>,
-    model: Option<String>,
-    config: Option<&Bound<'_, PyAny>>,
-    batch_size: Option<i64>,
-    seq_len: Option<i64>,
-    packed: bool,
-    separate_projections: bool,
-    precision: &str,
-    rounding: Option<&str>,
-    target: &str,
-    passes: Option<Vec<String>>,
-    disable_pass: Vec<String>,
-    verify_each_pass: bool,
-    remat: &str,
-    tp: i64,
-    dp: i64,
-    sequence_parallel: bool,
-    zero1: bool,
-    lr_max: Option<f64>,
-    lr_min: Option<f64>,
-    warmup_steps: Option<i64>,
-    total_steps: Option<i64>,
-    beta1: Option<f64>,
-    beta2: Option<f64>,
-    adam_eps: Option<f64>,
-    weight_decay: Option<f64>,
-    clip_norm: Option<f64>,
-    module_markers: bool,
-    device_memory: Option<&Bound<'_, PyAny>>,
-    grad_accum: i64,
-    spmd: Option<&str>,
-    rank_source: Option<&str>,
-) -> PyResult<Step> {
-    let rounding = rounding
-        .map(|r| {
-            RoundingPolicy::from_name(r).ok_or_else(|| {
-                ConfigError::new_err(format!(
-                    "unknown rounding policy '{r}' (known: {})",
-                    RoundingPolicy::NAMES.join(", ")
-                ))
-            })
-        })
-        .transpose()?;
-    let options = CompileOptions {
-        model: source(model, config)?,
-        separate_projections,
-        batch_size,
-        seq_len,
-        packed,
-        optimizer: OptimizerOverrides {
-            lr_max,
-            lr_min,
-            warmup_steps,
-            total_steps,
-            beta1,
-            beta2,
-            adam_eps,
-            weight_decay,
-            clip_norm,
-        },
-        precision: named("precision", precision, &Precision::ALL, Precision::name)?,
-        rounding,
-        target: named("target", target, &Target::ALL, Target::name)?,
-        passes,
-        disable_passes: disable_pass,
-        verify_each_pass,
-        remat: named("remat policy", remat, &RematPolicy::ALL, RematPolicy::name)?,
-        parallel: Parallelism {
-            tp,
-            dp,
-            sequence_parallel,
-            zero1,
-        },
-        spmd: spmd
-            .map(|f| named("SPMD form", f, &SpmdForm::ALL, SpmdForm::name))
-            .transpose()?,
-        rank_source: rank_source
-            .map(|r| named("rank source", r, &RankSource::ALL, RankSource::name))
-            .transpose()?,
-        module_markers,
-        device_memory: device_memory_of(device_memory)?,
-        grad_accum,
-    };
-    let compiled = py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))?;
-    Step::of_compiled(py, compiled)
-}
-
-/// `device_memory=`: `None` (the target's default), bytes, or a size as
-/// `--device-memory` reads it (`"16GiB"`, `"none"`).
-fn device_memory_of(v: Option<&Bound<'_, PyAny>>) -> PyResult<DeviceMemory> {
-    let Some(v) = v else {
-        return Ok(DeviceMemory::TargetDefault);
-    };
-    if let Ok(bytes) = v.extract::<u64>() {
-        return Ok(DeviceMemory::Bytes(bytes));
-    }
-    let s: String = v.extract().map_err(|_| {
-        ConfigError::new_err(
-            "device_memory: expected bytes (an int), a size such as '16GiB', or 'none'",
-        )
-    })?;
-    s.parse().map_err(|e: hlatc::memory_plan::SizeError| {
-        ConfigError::new_err(format!("device_memory: {e}"))
-    })
-}
-
-/// `c`'s step compiled by XLA CPU on as many devices as it has ranks, its
-/// Neuron custom calls as plain HLO.
-pub(crate) fn cpu_program(c: &CompiledStep) -> Result<Program, hlatc::Error> {
-    let world = c.cfg.parallel.world();
-    let (module, _) = for_cpu(c.step.module.clone(), &c.cfg)?;
-    Ok(Runtime::for_ranks(world as usize)?.compile(&module)?)
-}
-
 /// A compiled training step: one program, or gradient accumulation's two.
 #[pyclass(module = "hlatc._hlatc", frozen)]
 pub struct Step {
@@ -259,20 +81,6 @@ struct OneProgram {
     program: OnceLock<Program>,
 }
 
-/// A step's programs, borrowed: what a bundle is written from and a
-/// trainer runs.
-pub(crate) enum Borrowed<'a> {
-    One(&'a CompiledStep),
-    Pair(Pair<'a>),
-}
-
-/// Gradient accumulation's two programs, borrowed.
-pub(crate) struct Pair<'a> {
-    pub micro: &'a CompiledStep,
-    pub apply: &'a CompiledStep,
-    pub micro_batches: i64,
-}
-
 impl Step {
     fn one(compiled: CompiledStep) -> Step {
         Step {
@@ -283,62 +91,19 @@ impl Step {
         }
     }
 
-    /// `c` as a `Step`; under gradient accumulation its micro and apply
-    /// steps each become a `Step` of one program (the micro step's config
-    /// takes a K-th of the batch, as its bundle's manifest says).
-    fn of_compiled(py: Python<'_>, c: CompiledStep) -> PyResult<Step> {
-        let CompiledStep {
-            name,
-            cfg,
-            step,
-            target,
-            apply,
-            instructions_built,
-            memory,
-            memory_check,
-            passes_time,
-        } = c;
-        let Some(apply) = apply else {
-            return Ok(Step::one(CompiledStep {
-                name,
-                cfg,
-                step,
-                target,
-                apply: None,
-                instructions_built,
-                memory,
-                memory_check,
-                passes_time,
-            }));
-        };
-        let micro_cfg = micro_config(&cfg, apply.micro_batches).map_err(|e| to_py(e.into()))?;
-        let micro = CompiledStep {
-            name: name.clone(),
-            cfg: micro_cfg,
-            memory: MemoryPlan::of(&step),
-            step,
-            target,
-            apply: None,
-            instructions_built,
-            memory_check,
-            passes_time,
-        };
-        let whole = CompiledStep {
-            name,
-            cfg,
-            memory: MemoryPlan::of(&apply.step),
-            step: apply.step,
-            target,
-            apply: None,
-            instructions_built: apply.instructions_built,
-            memory_check,
-            passes_time: apply.passes_time,
-        };
-        Ok(Step {
-            programs: Programs::Accumulated {
-                micro: Py::new(py, Step::one(micro))?,
-                apply: Py::new(py, Step::one(whole))?,
-                micro_batches: apply.micro_batches,
+    pub(crate) fn of_programs(py: Python<'_>, programs: StepPrograms) -> PyResult<Step> {
+        Ok(match programs {
+            StepPrograms::One(c) => Step::one(c),
+            StepPrograms::Accumulated {
+                micro,
+                apply,
+                micro_batches,
+            } => Step {
+                programs: Programs::Accumulated {
+                    micro: Py::new(py, Step::one(micro))?,
+                    apply: Py::new(py, Step::one(apply))?,
+                    micro_batches,
+                },
             },
         })
     }
@@ -348,14 +113,14 @@ impl Step {
     fn single(&self) -> PyResult<&OneProgram> {
         match &self.programs {
             Programs::One(one) => Ok(one),
-            Programs::Accumulated { micro_batches, .. } => Err(UsageError::new_err(format!(
+            Programs::Accumulated { micro_batches, .. } => Err(usage(format!(
                 "this step is gradient accumulation's two programs (grad_accum={micro_batches}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair"
             ))),
         }
     }
 
     /// The one program's step, or under gradient accumulation the apply
-    /// step's: for what both programs share (their SPMD form).
+    /// step's: for what both programs share (their SPMD form, the batch).
     pub(crate) fn any_compiled(&self) -> PyResult<&CompiledStep> {
         match &self.programs {
             Programs::One(one) => Ok(&one.compiled),
@@ -368,27 +133,25 @@ impl Step {
         Ok(&self.single()?.compiled)
     }
 
-    /// The step's programs: one, or gradient accumulation's pair.
-    pub(crate) fn borrowed(&self) -> PyResult<Borrowed<'_>> {
+    /// The step's programs, borrowed: what a bundle is written from and a
+    /// trainer runs.
+    pub(crate) fn programs(&self) -> PyResult<StepPrograms<&CompiledStep>> {
         Ok(match &self.programs {
-            Programs::One(one) => Borrowed::One(&one.compiled),
+            Programs::One(one) => StepPrograms::One(&one.compiled),
             Programs::Accumulated {
                 micro,
                 apply,
                 micro_batches,
-            } => Borrowed::Pair(Pair {
+            } => StepPrograms::Accumulated {
                 micro: micro.get().compiled()?,
                 apply: apply.get().compiled()?,
                 micro_batches: *micro_batches,
-            }),
+            },
         })
     }
 
-    fn world(&self) -> usize {
-        match &self.programs {
-            Programs::One(one) => one.compiled.cfg.parallel.world() as usize,
-            Programs::Accumulated { micro, .. } => micro.get().world(),
-        }
+    fn world(&self) -> PyResult<usize> {
+        Ok(self.any_compiled()?.cfg.parallel.world() as usize)
     }
 
     /// The step on XLA CPU, compiled on first use.
@@ -397,63 +160,17 @@ impl Step {
         if let Some(p) = one.program.get() {
             return Ok(p);
         }
-        let program = guarded(|| cpu_program(&one.compiled).map_err(to_py))?;
+        let program = guarded(|| step_programs::cpu_program(&one.compiled).map_err(to_py))?;
         Ok(one.program.get_or_init(|| program))
     }
+}
 
-    /// Every rank's inputs in signature order, from dicts by input name.
-    fn inputs_by_name(&self, ranks: Vec<Bound<'_, PyDict>>) -> PyResult<Vec<Vec<Literal>>> {
-        let specs = &self.compiled()?.step.inputs;
-        let several = self.world() > 1;
-        ranks
-            .into_iter()
-            .enumerate()
-            .map(|(rank, d)| {
-                let at = if several {
-                    format!("rank {rank}: ")
-                } else {
-                    String::new()
-                };
-                let mut list = Vec::with_capacity(specs.len());
-                for s in specs {
-                    let raw: RawIn = d
-                        .get_item(&s.name)?
-                        .ok_or_else(|| {
-                            UsageError::new_err(format!(
-                                "{at}no input '{}' (the step takes {} inputs, by name)",
-                                s.name,
-                                specs.len()
-                            ))
-                        })?
-                        .extract()?;
-                    list.push(from_raw(&s.name, raw)?);
-                }
-                if d.len() != specs.len() {
-                    let extra: Vec<String> = d
-                        .keys()
-                        .iter()
-                        .filter_map(|k| k.extract::<String>().ok())
-                        .filter(|k| !specs.iter().any(|s| &s.name == k))
-                        .collect();
-                    return Err(UsageError::new_err(format!(
-                        "{at}the step takes no input named {}",
-                        extra.join(", ")
-                    )));
-                }
-                Ok(list)
-            })
-            .collect()
-    }
-
-    fn check_rank(&self, rank: usize) -> PyResult<()> {
-        if rank >= self.world() {
-            return Err(UsageError::new_err(format!(
-                "rank {rank}: the step runs on {} rank(s)",
-                self.world()
-            )));
-        }
-        Ok(())
-    }
+/// Tensors by name from Python's triples (each copied once, into Rust).
+pub(crate) fn literals(tensors: HashMap<String, RawIn<'_>>) -> PyResult<BTreeMap<String, Literal>> {
+    tensors
+        .into_iter()
+        .map(|(name, raw)| Ok((name.clone(), from_raw(&name, raw)?)))
+        .collect()
 }
 
 #[pymethods]
@@ -486,7 +203,7 @@ impl Step {
 
     /// How many ranks run the step (TP x DP).
     #[getter]
-    fn world_size(&self) -> usize {
+    fn world_size(&self) -> PyResult<usize> {
         self.world()
     }
 
@@ -508,9 +225,7 @@ impl Step {
     /// The manifest, as the bundle's `manifest.json` holds it.
     #[getter]
     fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let c = self.compiled()?;
-        let proto = hlatc::proto::encode_module(&c.step.module);
-        let json = manifest_json(&c.step, &c.cfg, c.target, &sha256_hex(&proto));
+        let json = step_programs::manifest(self.compiled()?);
         py.import("json")?
             .call_method1("loads", (PyString::new(py, &json),))
     }
@@ -555,26 +270,8 @@ impl Step {
     /// Writes the bundle `hlatc compile --out path` writes: whole, or
     /// nothing (an earlier bundle there is replaced whole).
     fn write_bundle(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
-        let programs = self.borrowed()?;
-        py.allow_threads(|| {
-            guarded(|| {
-                let staged = match &programs {
-                    Borrowed::Pair(p) => stage_accumulation_bundle(
-                        &p.micro.step,
-                        &p.apply.step,
-                        &p.apply.cfg,
-                        p.micro_batches,
-                        p.apply.target,
-                        &path,
-                    ),
-                    Borrowed::One(c) => stage_bundle(&c.step, &c.cfg, c.target, &path),
-                };
-                staged
-                    .and_then(|staged| staged.commit())
-                    .map(|_| ())
-                    .map_err(|e| to_py(e.into()))
-            })
-        })
+        let programs = self.programs()?;
+        py.allow_threads(|| guarded(|| step_programs::write_bundle(programs, &path).map_err(to_py)))
     }
 
     /// Rank `rank`'s carried state at the start, by input name, as its
@@ -590,24 +287,25 @@ impl Step {
         rank: usize,
         checkpoint: Option<std::path::PathBuf>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let Some(path) = checkpoint else {
-            return self.initial(py, seed, rank, true);
-        };
-        self.check_rank(rank)?;
         let c = self.compiled()?;
-        let start = py.allow_threads(|| {
+        let named = py.allow_threads(|| {
             guarded(|| {
+                let Some(path) = &checkpoint else {
+                    return step_programs::start_values(c, seed, rank, true).map_err(to_py);
+                };
+                step_programs::check_rank(c, rank).map_err(to_py)?;
                 hlatc::rank_checkpoint::rank_state_from_file(
                     &c.cfg,
                     &c.step.inputs,
-                    &path,
+                    path,
                     rank as i64,
                     seed,
                 )
+                .map(|start| start.state)
                 .map_err(|e| to_py(e.into()))
             })
         })?;
-        dict_of(py, start.state)
+        dict_of(py, named)
     }
 
     /// Rank `rank`'s share of batch 0 of the synthetic language (tokens,
@@ -619,7 +317,9 @@ impl Step {
         seed: u64,
         rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.initial(py, seed, rank, false)
+        let c = self.compiled()?;
+        let named = guarded(|| step_programs::start_values(c, seed, rank, false).map_err(to_py))?;
+        dict_of(py, named)
     }
 
     /// One step on XLA CPU from every input by name (state and batch); the
@@ -628,7 +328,7 @@ impl Step {
     fn run<'py>(
         &self,
         py: Python<'py>,
-        inputs: Bound<'py, PyDict>,
+        inputs: HashMap<String, RawIn<'py>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let mut outs = self.run_ranks(py, vec![inputs])?;
         Ok(outs.remove(0))
@@ -639,43 +339,28 @@ impl Step {
     fn run_ranks<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Bound<'py, PyDict>>,
+        inputs: Vec<HashMap<String, RawIn<'py>>>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        if inputs.len() != self.world() {
-            return Err(UsageError::new_err(format!(
-                "the step runs on {} rank(s); {} input dict(s) were given",
-                self.world(),
-                inputs.len()
-            )));
-        }
-        let args = self.inputs_by_name(inputs)?;
         let c = self.compiled()?;
-        let vocab = c.cfg.model.vocab_size;
-        for (rank, list) in args.iter().enumerate() {
-            let specs = &c.step.inputs;
-            hlatc::batch_check::check_batch_inputs(specs, list, vocab).map_err(|e| {
-                let e = to_py(e.into());
-                if self.world() > 1 {
+        let per_rank = inputs
+            .into_iter()
+            .map(literals)
+            .collect::<PyResult<Vec<_>>>()?;
+        let args = step_programs::checked_inputs(c, per_rank).map_err(|f| match f {
+            RunFailure::Other(e) => to_py(e),
+            RunFailure::Batch { rank, error } => {
+                let e = to_py(error.into());
+                if c.cfg.parallel.world() > 1 {
                     let _ = e.value(py).setattr("rank", rank);
                 }
                 e
-            })?;
-        }
+            }
+        })?;
         let program = self.program()?;
         let outputs = py.allow_threads(|| {
-            guarded(|| {
-                match args.as_slice() {
-                    [one] => program.run(one).map(|o| vec![o]),
-                    _ => program.run_replicas(&args),
-                }
-                .map_err(|e| to_py(e.into()))
-            })
+            guarded(|| step_programs::run_ranks(c, program, &args).map_err(to_py))
         })?;
-        let names: Vec<String> = c.step.outputs.iter().map(|s| s.name.clone()).collect();
-        outputs
-            .into_iter()
-            .map(|outs| dict_of(py, names.iter().cloned().zip(outs)))
-            .collect()
+        outputs.into_iter().map(|o| dict_of(py, o)).collect()
     }
 
     /// Rank `rank`'s share of a global batch (`[batch_size, seq_len]`
@@ -690,14 +375,14 @@ impl Step {
         segment_ids: Option<RawIn<'py>>,
         rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.check_rank(rank)?;
+        let c = self.compiled()?;
+        step_programs::check_rank(c, rank).map_err(to_py)?;
         let batch = Batch {
             tokens: ids("tokens", tokens)?,
             targets: ids("targets", targets)?,
             segment_ids: segment_ids.map(|s| ids("segment_ids", s)).transpose()?,
         };
-        let c = self.compiled()?;
-        let named = guarded(|| ranks::rank_batch(c, &batch, rank as i64))?;
+        let named = guarded(|| step_programs::rank_batch(c, &batch, rank).map_err(to_py))?;
         dict_of(py, named)
     }
 
@@ -710,10 +395,10 @@ impl Step {
         state: HashMap<String, RawIn<'py>>,
         rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.check_rank(rank)?;
         let c = self.compiled()?;
-        let tensors = ranks::literals(state)?;
-        let named = guarded(|| ranks::shard_state(c, tensors, rank as i64))?;
+        step_programs::check_rank(c, rank).map_err(to_py)?;
+        let state = literals(state)?;
+        let named = guarded(|| step_programs::shard_state(c, state, rank).map_err(to_py))?;
         dict_of(py, named)
     }
 
@@ -728,9 +413,9 @@ impl Step {
         let c = self.compiled()?;
         let per_rank = per_rank
             .into_iter()
-            .map(ranks::literals)
+            .map(literals)
             .collect::<PyResult<Vec<_>>>()?;
-        let named = guarded(|| ranks::gather_state(c, per_rank))?;
+        let named = guarded(|| step_programs::gather_state(c, per_rank).map_err(to_py))?;
         dict_of(py, named)
     }
 
@@ -742,8 +427,8 @@ impl Step {
         state: HashMap<String, RawIn<'py>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let c = self.compiled()?;
-        let tensors = ranks::literals(state)?;
-        let named = guarded(|| ranks::hugging_face_params(c, tensors))?;
+        let state = literals(state)?;
+        let named = guarded(|| step_programs::hugging_face_params(c, state).map_err(to_py))?;
         dict_of(py, named)
     }
 
@@ -779,50 +464,24 @@ impl Step {
     }
 
     fn __repr__(&self) -> PyResult<String> {
-        Ok(match self.borrowed()? {
-            Borrowed::One(c) => format!(
-                "<hlatc.Step {} for {}: {} instructions, {} inputs, {} rank(s)>",
+        let world = self.world()?;
+        Ok(match self.programs()? {
+            StepPrograms::One(c) => format!(
+                "<hlatc.Step {} for {}: {} instructions, {} inputs, {world} rank(s)>",
                 c.name,
                 c.target.name(),
                 c.step.module.instruction_count(),
                 c.step.inputs.len(),
-                self.world()
             ),
-            Borrowed::Pair(p) => format!(
-                "<hlatc.Step {} for {}: gradient accumulation over {} micro-batches (micro_step, apply_step), {} rank(s)>",
-                p.apply.name,
-                p.apply.target.name(),
-                p.micro_batches,
-                self.world()
+            StepPrograms::Accumulated {
+                apply,
+                micro_batches,
+                ..
+            } => format!(
+                "<hlatc.Step {} for {}: gradient accumulation over {micro_batches} micro-batches (micro_step, apply_step), {world} rank(s)>",
+                apply.name,
+                apply.target.name(),
             ),
         })
-    }
-}
-
-impl Step {
-    /// Rank `rank`'s start value of every state input (`state`) or every
-    /// batch input, by name.
-    fn initial<'py>(
-        &self,
-        py: Python<'py>,
-        seed: u64,
-        rank: usize,
-        state: bool,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        self.check_rank(rank)?;
-        let c = self.compiled()?;
-        let wanted: Vec<TensorSpec> = c
-            .step
-            .inputs
-            .iter()
-            .filter(|s| s.role.is_state() == state)
-            .cloned()
-            .collect();
-        let values = guarded(|| {
-            StartValues::new(&c.cfg, &wanted, seed)
-                .of_rank(&wanted, rank as i64)
-                .map_err(|e| to_py(e.into()))
-        })?;
-        dict_of(py, wanted.into_iter().map(|s| s.name).zip(values))
     }
 }

@@ -2,16 +2,16 @@
 //! XLA CPU, taking batches and giving back statistics and state.
 
 use crate::arrays::{dict_of, from_raw, RawIn};
-use crate::errors::{guarded, to_py, UsageError};
-use crate::step::{cpu_program, Borrowed, Step};
+use crate::errors::{guarded, to_py, usage};
+use crate::step::{literals, Step};
 use hlatc::compiler::ElementType;
 use hlatc::data::Batch;
-use hlatc::models::init::init_params;
 use hlatc::runtime::{safetensors_bytes, safetensors_from_bytes};
+use hlatc::step_programs;
 use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 #[pyclass(module = "hlatc._hlatc")]
 pub struct Trainer {
@@ -27,39 +27,10 @@ impl Trainer {
     #[new]
     #[pyo3(signature = (step, seed=0))]
     fn new(py: Python<'_>, step: &Step, seed: u64) -> PyResult<Trainer> {
-        let programs = step.borrowed()?;
-        py.allow_threads(|| {
-            guarded(|| {
-                let start = || -> Result<Trainer, hlatc::Error> {
-                    let cfg = match &programs {
-                        Borrowed::One(c) => &c.cfg,
-                        Borrowed::Pair(p) => &p.apply.cfg,
-                    };
-                    let params = init_params(&cfg.model, cfg.precision.storage(), seed)
-                        .into_iter()
-                        .map(|(_, l)| l)
-                        .collect();
-                    let mut inner = match &programs {
-                        Borrowed::One(c) => hlatc::trainer::Trainer::with_program(
-                            cpu_program(c)?,
-                            cfg,
-                            &c.step,
-                            params,
-                        )?,
-                        Borrowed::Pair(p) => hlatc::trainer::Trainer::accumulating_programs(
-                            [cpu_program(p.micro)?, cpu_program(p.apply)?],
-                            cfg,
-                            [&p.micro.step, &p.apply.step],
-                            p.micro_batches,
-                            params,
-                        )?,
-                    };
-                    inner.seed_rounding(seed);
-                    Ok(Trainer { inner })
-                };
-                start().map_err(to_py)
-            })
-        })
+        let programs = step.programs()?;
+        let inner =
+            py.allow_threads(|| guarded(|| step_programs::trainer(programs, seed).map_err(to_py)))?;
+        Ok(Trainer { inner })
     }
 
     /// One optimizer step on a global batch (`[batch, seq]` integer
@@ -99,10 +70,7 @@ impl Trainer {
     /// Continues from `state` (a `state()` of this model and precision, from
     /// any layout): every state tensor by name, at its whole shape.
     fn resume(&mut self, py: Python<'_>, state: HashMap<String, RawIn<'_>>) -> PyResult<()> {
-        let tensors = state
-            .into_iter()
-            .map(|(name, raw)| Ok((name.clone(), from_raw(&name, raw)?)))
-            .collect::<PyResult<BTreeMap<String, Literal>>>()?;
+        let tensors = literals(state)?;
         let inner = &mut self.inner;
         py.allow_threads(|| guarded(|| inner.resume(tensors, "state").map_err(|e| to_py(e.into()))))
     }
@@ -149,5 +117,5 @@ impl Trainer {
 pub(crate) fn ids(name: &str, raw: RawIn<'_>) -> PyResult<Literal> {
     from_raw(name, raw)?
         .converted(ElementType::S32)
-        .map_err(|e| UsageError::new_err(format!("{name}: {e}")))
+        .map_err(|e| usage(format!("{name}: {e}")))
 }

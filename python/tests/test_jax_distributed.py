@@ -191,7 +191,7 @@ def test_hlatc_unshard_joins_the_checkpoint(killed, uninterrupted, tmp_path):
     want = arrays(uninterrupted, "replicas", "saved")
     assert sorted(joined) == sorted(want)
     for name, (_, _, data) in joined.items():
-        assert data == want[name].tobytes(), name
+        assert data.tobytes() == want[name].tobytes(), name
 
 
 def test_mismatches_and_incomplete_checkpoints_are_refused(killed, tmp_path):

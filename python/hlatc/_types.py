@@ -1,0 +1,97 @@
+"""The types of hlatc's public signatures: each option of a fixed set of
+values as a `Literal` of its names, so a misspelt one is an error in an IDE
+and under mypy, before anything runs.
+
+The names are the Rust core's (`hlatc._hlatc.choices()` reports them, from
+the types that parse them); `python/tests/test_types.py` holds every list
+here equal to the core's, so a name added in Rust fails the tests until it
+is added here too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Literal, Mapping, Union
+
+import numpy.typing as npt
+
+__all__ = [
+    "Model",
+    "Precision",
+    "Rounding",
+    "Target",
+    "Remat",
+    "Spmd",
+    "RankSource",
+    "Format",
+    "Packing",
+    "RawDtype",
+    "Series",
+    "PathLike",
+    "ArrayLike",
+    "Array",
+    "Tensors",
+    "Special",
+    "CHOICES",
+]
+
+#: A preset `compile_step(model=...)` builds (`hlatc compile --model`).
+Model = Literal[
+    "tiny",
+    "hlat-7b",
+    "hlat-70b",
+    "llama3-8b",
+    "llama3.1-8b",
+    "llama3.2-1b",
+    "mistral-7b",
+    "qwen2-0.5b",
+    "tinyllama",
+    "smollm-135m",
+]
+#: A precision preset (`--precision`).
+Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "bf16-master", "fp64"]
+#: Which converts to bf16 round stochastically (`--rounding`).
+Rounding = Literal["rne", "sr", "state-updates"]
+#: What the step is compiled for (`--target`).
+Target = Literal["neuron", "cpu"]
+#: The activation-checkpointing policy (`--remat`).
+Remat = Literal["none", "core-attention", "full-layer"]
+#: The SPMD form of a sharded step (`--spmd`).
+Spmd = Literal["replicas", "partitions"]
+#: Where a sharded step's ranks read their numbers (`--rank-source`).
+RankSource = Literal["device", "input"]
+#: A corpus file's format (`hlatc train --corpus-format`).
+Format = Literal["jsonl", "lines", "paragraphs", "token-ids"]
+#: How the loader fills rows (`hlatc train --packing`).
+Packing = Literal["segments", "concat"]
+#: The ids of a raw `.bin` token-id file.
+RawDtype = Literal["u16", "u32"]
+#: A column of the training metrics (`hlatc plot --series`).
+Series = Literal["loss", "grad_norm", "learning_rate", "held_out_loss"]
+
+#: Each option's Literal by the name `hlatc._hlatc.choices()` gives it.
+CHOICES: Dict[str, Any] = {
+    "model": Model,
+    "precision": Precision,
+    "rounding": Rounding,
+    "target": Target,
+    "remat": Remat,
+    "spmd": Spmd,
+    "rank_source": RankSource,
+    "format": Format,
+    "packing": Packing,
+    "raw_dtype": RawDtype,
+    "series": Series,
+}
+
+#: A file system path.
+PathLike = Union[str, "os.PathLike[str]"]
+#: Anything `numpy.asarray` takes: a tensor's value.
+ArrayLike = npt.ArrayLike
+#: A tensor hlatc gives back (bf16 as `ml_dtypes.bfloat16`).
+Array = npt.NDArray[Any]
+#: Tensors by name, as a step's inputs take them.
+Tensors = Mapping[str, npt.ArrayLike]
+#: A loader's BOS or EOS: True the tokenizer's own (found by name), False
+#: or None none, a str that token.
+Special = Union[bool, str, None]

@@ -1,0 +1,183 @@
+//! `compile_step`: `hlatc compile`'s options from Python's keywords,
+//! each name parsed by the Rust type that owns it, and the compile itself
+//! (the CLI's library call, so the bundles are the same bytes).
+
+use crate::errors::{guarded, to_py, usage, CONFIG};
+use crate::step::Step;
+use hlatc::compile_step::{
+    compile_step as compile, CompileOptions, ModelSource, OptimizerOverrides,
+};
+use hlatc::memory_plan::DeviceMemory;
+use hlatc::models::Parallelism;
+use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
+use hlatc::precision::Precision;
+use hlatc::spmd::{RankSource, SpmdForm};
+use hlatc::step_programs;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// The value of `all` named `name`, or a `ConfigError` naming the ones
+/// there are.
+fn named<T: Copy>(
+    what: &str,
+    name: &str,
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|t| name_of(*t) == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
+            CONFIG.err(format!(
+                "unknown {what} '{name}' (known: {})",
+                known.join(", ")
+            ))
+        })
+}
+
+/// Where the model comes from: `model` (a preset) or `config` (a path to
+/// a `config.json`, or its contents as a dict).
+fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<ModelSource> {
+    match (model, config) {
+        (Some(_), Some(_)) => Err(usage(
+            "give model (a preset) or config (a config.json), not both",
+        )),
+        (Some(m), None) => Ok(ModelSource::Preset(m)),
+        (None, None) => Ok(ModelSource::Preset("hlat-7b".into())),
+        (None, Some(c)) => {
+            if c.is_instance_of::<PyDict>() {
+                let json = c.py().import("json")?.call_method1("dumps", (c,))?;
+                Ok(ModelSource::ConfigJson {
+                    json: json.extract()?,
+                    name: "config (dict)".into(),
+                })
+            } else {
+                Ok(ModelSource::ConfigFile(c.extract()?))
+            }
+        }
+    }
+}
+
+/// Compiles a model's training step as `hlatc compile` does: the same
+/// options under the same names and defaults (see `hlatc compile --help`),
+/// the same bytes. The GIL is released while it compiles.
+#[pyfunction]
+#[pyo3(signature = (
+    model=None, config=None, *, batch_size=None, seq_len=None, packed=false,
+    separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
+    passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
+    tp=1, dp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None, warmup_steps=None,
+    total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
+    module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn compile_step(
+    py: Python<'_>,
+    model: Option<String>,
+    config: Option<&Bound<'_, PyAny>>,
+    batch_size: Option<i64>,
+    seq_len: Option<i64>,
+    packed: bool,
+    separate_projections: bool,
+    precision: &str,
+    rounding: Option<&str>,
+    target: &str,
+    passes: Option<Vec<String>>,
+    disable_pass: Vec<String>,
+    verify_each_pass: bool,
+    remat: &str,
+    tp: i64,
+    dp: i64,
+    sequence_parallel: bool,
+    zero1: bool,
+    lr_max: Option<f64>,
+    lr_min: Option<f64>,
+    warmup_steps: Option<i64>,
+    total_steps: Option<i64>,
+    beta1: Option<f64>,
+    beta2: Option<f64>,
+    adam_eps: Option<f64>,
+    weight_decay: Option<f64>,
+    clip_norm: Option<f64>,
+    module_markers: bool,
+    device_memory: Option<&Bound<'_, PyAny>>,
+    grad_accum: i64,
+    spmd: Option<&str>,
+    rank_source: Option<&str>,
+) -> PyResult<Step> {
+    let rounding = rounding
+        .map(|r| {
+            RoundingPolicy::from_name(r).ok_or_else(|| {
+                CONFIG.err(format!(
+                    "unknown rounding policy '{r}' (known: {})",
+                    RoundingPolicy::NAMES.join(", ")
+                ))
+            })
+        })
+        .transpose()?;
+    let options = CompileOptions {
+        model: source(model, config)?,
+        separate_projections,
+        batch_size,
+        seq_len,
+        packed,
+        optimizer: OptimizerOverrides {
+            lr_max,
+            lr_min,
+            warmup_steps,
+            total_steps,
+            beta1,
+            beta2,
+            adam_eps,
+            weight_decay,
+            clip_norm,
+        },
+        precision: named("precision", precision, &Precision::ALL, Precision::name)?,
+        rounding,
+        target: named("target", target, &Target::ALL, Target::name)?,
+        passes,
+        disable_passes: disable_pass,
+        verify_each_pass,
+        remat: named("remat policy", remat, &RematPolicy::ALL, RematPolicy::name)?,
+        parallel: Parallelism {
+            tp,
+            dp,
+            sequence_parallel,
+            zero1,
+        },
+        spmd: spmd
+            .map(|f| named("SPMD form", f, &SpmdForm::ALL, SpmdForm::name))
+            .transpose()?,
+        rank_source: rank_source
+            .map(|r| named("rank source", r, &RankSource::ALL, RankSource::name))
+            .transpose()?,
+        module_markers,
+        device_memory: device_memory_of(device_memory)?,
+        grad_accum,
+    };
+    let programs = py.allow_threads(|| {
+        guarded(|| {
+            compile(&options)
+                .and_then(step_programs::into_programs)
+                .map_err(to_py)
+        })
+    })?;
+    Step::of_programs(py, programs)
+}
+
+/// `device_memory=`: `None` (the target's default), bytes, or a size as
+/// `--device-memory` reads it (`"16GiB"`, `"none"`).
+fn device_memory_of(v: Option<&Bound<'_, PyAny>>) -> PyResult<DeviceMemory> {
+    let Some(v) = v else {
+        return Ok(DeviceMemory::TargetDefault);
+    };
+    if let Ok(bytes) = v.extract::<u64>() {
+        return Ok(DeviceMemory::Bytes(bytes));
+    }
+    let s: String = v.extract().map_err(|_| {
+        CONFIG.err("device_memory: expected bytes (an int), a size such as '16GiB', or 'none'")
+    })?;
+    s.parse()
+        .map_err(|e: hlatc::memory_plan::SizeError| CONFIG.err(format!("device_memory: {e}")))
+}

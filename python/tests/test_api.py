@@ -1,0 +1,164 @@
+"""The typed API: every Literal type lists the names the Rust core takes,
+the public signatures are the native module's with no `**kwargs`, every
+exception is an `hlatc.Error` and the builtin it means (raised by real bad
+inputs), and tensors cross without copies where none is needed."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import hlatc
+import hlatc.data
+import hlatc.jax
+from hlatc import _hlatc, _types
+from hlatc._arrays import to_numpy, to_raw
+
+
+def test_every_literal_type_lists_the_names_the_core_takes():
+    core = _hlatc.choices()
+    assert sorted(core) == sorted(_types.CHOICES)
+    for option, literal in _types.CHOICES.items():
+        assert list(typing.get_args(literal)) == core[option], option
+
+
+def params(f):
+    return inspect.signature(f).parameters
+
+
+def test_compile_step_has_the_native_keywords_and_defaults():
+    public, native = params(hlatc.compile_step), params(_hlatc.compile_step)
+    assert list(public) == list(native)
+    assert not any(p.kind == p.VAR_KEYWORD for p in public.values())
+    for name, p in public.items():
+        assert p.kind == native[name].kind, name
+        if name != "disable_pass":  # () in Python, an empty Vec in Rust
+            assert p.default == native[name].default, name
+    hints = typing.get_type_hints(hlatc.compile_step)
+    assert hints["precision"] == _types.Precision
+    assert hints["target"] == _types.Target
+    assert hints["model"] == typing.Optional[_types.Model]
+
+
+def test_loader_keywords_are_the_loaders_everywhere():
+    init = params(hlatc.data.Loader.__init__)
+    fixed = {"self", "sources", "seq_len", "batch_size", "vocab_size", "replicas"}
+    for_step = params(hlatc.data.Loader.for_step)
+    assert set(for_step) - {"cls", "step", "sources"} == set(init) - fixed
+    for name in set(init) - fixed - {"packing"}:
+        assert for_step[name].default == init[name].default, name
+    loader = params(hlatc.jax.Trainer.loader)
+    assert set(loader) - {"self", "sources"} == set(for_step) - {
+        "cls", "step", "sources", "owned_replicas", "packing"}
+    for f in (hlatc.data.Loader.__init__, hlatc.data.Loader.for_step, hlatc.jax.Trainer.loader,
+              hlatc.Trainer.fit, hlatc.jax.Trainer.fit):
+        assert not any(p.kind == p.VAR_KEYWORD for p in params(f).values()), f
+
+
+# Each class's builtin, as docs/src/python.md's table gives it.
+BUILTINS = {
+    "HloSyntaxError": ValueError,
+    "ConfigError": ValueError,
+    "BatchError": ValueError,
+    "FileError": OSError,
+    "ProtoError": ValueError,
+    "VerifyError": ValueError,
+    "PassError": ValueError,
+    "NeuronRefusedError": ValueError,
+    "RunError": RuntimeError,
+    "UsageError": ValueError,
+    "DataError": ValueError,
+    "CheckpointError": OSError,
+    "InternalError": RuntimeError,
+}
+
+
+def test_every_exception_is_an_error_and_its_builtin():
+    names = [n for n in hlatc.__all__ if n.endswith("Error") and n != "Error"]
+    assert sorted(names) == sorted(BUILTINS)
+    for name, builtin in BUILTINS.items():
+        cls = getattr(hlatc, name)
+        assert cls.__bases__ == (hlatc.Error, builtin), name
+        assert cls.__module__ == "hlatc" and cls is getattr(_hlatc, name)
+        e = cls("a message")
+        assert str(e) == "a message", name
+    assert hlatc.Error.__bases__ == (Exception,)
+
+
+def test_the_errors_that_were_the_base_class_have_their_own():
+    # A grad_accum that does not divide the batch and an SPMD choice on
+    # one device were a bare hlatc.Error.
+    with pytest.raises(ValueError) as e:
+        hlatc.compile_step(model="tiny", target="cpu", spmd="partitions")
+    assert type(e.value) is hlatc.ConfigError and e.value.key == "spmd"
+    assert "runs on one device" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        hlatc.compile_step(model="tiny", target="cpu", batch_size=2, grad_accum=3)
+    assert type(e.value) is hlatc.ConfigError and e.value.key == "grad_accum"
+    assert "--grad-accum 3 must be at least 2 and divide" in str(e.value)
+    with pytest.raises(ValueError, match="optimizer: beta1 must be in \\[0, 1\\), got 1.5"):
+        hlatc.compile_step(model="tiny", target="cpu", beta1=1.5)
+
+
+def test_each_error_is_caught_as_its_builtin(tmp_path):
+    with pytest.raises(ValueError, match="unknown target 'gpu' \\(known: neuron, cpu\\)"):
+        hlatc.compile_step(model="tiny", target="gpu")  # type: ignore[arg-type]
+    with pytest.raises(OSError) as e:
+        hlatc.load_module(tmp_path / "missing.hlo")
+    assert isinstance(e.value, hlatc.FileError) and e.value.errno is None
+    with pytest.raises(ValueError) as e:
+        hlatc.load_module(b"HloModule m\nENTRY e {\n  ROOT x = f32[2] bogus()\n}\n")
+    assert isinstance(e.value, hlatc.HloSyntaxError)
+
+    step = hlatc.compile_step(model="tiny", target="cpu", seq_len=4)
+    state, batch = step.init_state(), step.example_batch()
+    # A tensor of another shape than the step's: the inputs do not fit the
+    # program (was a RunError).
+    name = next(t.name for t in step.inputs if t.role == "parameter")
+    with pytest.raises(ValueError) as e:
+        step.run({**state, **batch, name: np.zeros((3,), state[name].dtype)})
+    assert isinstance(e.value, hlatc.UsageError) and name in str(e.value)
+    batch["targets"][0, 3] = -5
+    with pytest.raises(ValueError) as e:
+        step.run({**state, **batch})
+    assert isinstance(e.value, hlatc.BatchError)
+    assert (e.value.input, e.value.row, e.value.column, e.value.value) == ("targets", 0, 3, -5)
+    assert e.value.rank is None
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with pytest.raises(OSError) as e:
+        _hlatc.CheckpointDir(str(blocker / "ckpt"))
+    assert isinstance(e.value, hlatc.CheckpointError) and e.value.path.startswith(str(blocker))
+
+
+def test_tensors_cross_without_copies():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    dtype, shape, data = to_raw("a", a)
+    assert (dtype, shape, data.dtype, data.shape) == ("f32", (3, 4), np.uint8, (48,))
+    assert np.shares_memory(data, a), "a contiguous array is passed as a view of its bytes"
+    back = to_numpy((dtype, list(shape), data))
+    assert np.shares_memory(back, a) and back.dtype == np.float32 and np.array_equal(back, a)
+    # Only an array that is not C-contiguous is copied, once.
+    t = a.T
+    assert not np.shares_memory(to_raw("t", t)[2], a)
+    assert np.array_equal(to_numpy(to_raw("t", t)), t)
+    # 0-d and bf16 keep their shape and type.
+    s = np.asarray(3, dtype=ml_dtypes.bfloat16)
+    assert to_numpy(to_raw("s", s)).shape == () and to_raw("s", s)[0] == "bf16"
+
+    step = hlatc.compile_step(model="tiny", target="cpu", seq_len=4)
+    trainer = hlatc.Trainer(step)
+    state = trainer.state()
+    for name, value in state.items():
+        # An array over the buffer Rust made: NumPy owns it, it is writable
+        # and it is the tensor's own (no other array shares it).
+        assert value.flags.writeable and value.flags.c_contiguous, name
+    again = hlatc.Trainer(step, seed=1)
+    again.resume(state)
+    for name, value in again.state().items():
+        assert np.array_equal(value, state[name]), name

@@ -1,0 +1,138 @@
+"""The public API as a user's typed code uses it: `mypy --strict` checks
+this file against the installed package (scripts/test.sh), so every
+signature here is what IDEs and mypy see. It is type-checked, not run by
+the tests (it would train); `python typed_usage.py DIR` runs it.
+
+The lines marked `type: ignore[...]` are the mistakes the types catch:
+with `warn_unused_ignores` (part of --strict), each must still be an
+error, so a Literal that stopped being checked fails the check."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+
+import hlatc
+import hlatc.data
+import hlatc.jax
+
+
+def compile_tiny(packed: bool) -> hlatc.Step:
+    precision: hlatc.Precision = "fp32"
+    target: hlatc.Target = "cpu"
+    return hlatc.compile_step(
+        model="tiny",
+        target=target,
+        precision=precision,
+        seq_len=16,
+        batch_size=4,
+        packed=packed,
+        remat="full-layer",
+        rounding="rne",
+        passes="cse,dce",
+        disable_pass="cse",
+        device_memory="16GiB",
+        lr_max=1e-3,
+        total_steps=100,
+    )
+
+
+def step_by_step(step: hlatc.Step) -> float:
+    state: Dict[str, hlatc.Array] = step.init_state(seed=0)
+    batch = step.example_batch()
+    out = step.run({**state, **batch})
+    loss: float = float(out["loss"])
+    info: hlatc.TensorInfo
+    for info in step.inputs:
+        shape: List[int] = info.shape
+        assert len(shape) == np.asarray(state.get(info.name, batch.get(info.name))).ndim
+    spmd: hlatc.Spmd = step.spmd
+    source: hlatc.RankSource = step.rank_source
+    print(spmd, source, step.world_size, step.summary["instructions"])
+    rows = step.rank_batch(batch["tokens"], batch["targets"], rank=0)
+    assert set(rows) <= set(batch)
+    micro: Optional[hlatc.Step] = step.micro_step
+    assert micro is None
+    return loss
+
+
+def train(step: hlatc.Step, corpus: Path, tokenizer: Path, ckpt: Path) -> List[Dict[str, float]]:
+    trainer = hlatc.Trainer(step, seed=0)
+    tokens = np.zeros((4, 16), dtype=np.int32)
+    stats: Dict[str, float] = trainer.step(tokens, tokens)
+    print(stats["loss"], trainer.steps_done)
+    whole = trainer.state()
+    hlatc.Trainer(step).resume(whole)
+
+    loader = hlatc.data.Loader.for_step(step, corpus, tokenizer=tokenizer, seed=1,
+                                        format="jsonl", bos=True, eos="</s>")
+    stats_now: hlatc.data.LoaderStats = loader.stats
+    print(stats_now.efficiency, loader.position())
+
+    def on_step(row: Dict[str, float]) -> Optional[bool]:
+        return row["step"] < 50
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", hlatc.CheckpointWarning)
+        metrics = trainer.fit(loader, 100, checkpoint_dir=ckpt, checkpoint_every=10, keep=2,
+                              on_step=on_step)
+    hlatc.plot_metrics({"tiny": metrics}, ckpt / "loss.png", series="loss", log_y=True)
+    return metrics
+
+
+def errors(tmp: Path) -> None:
+    try:
+        hlatc.load_module(tmp / "missing.hlo")
+    except OSError as e:  # a FileError
+        assert isinstance(e, hlatc.FileError) and e.path is not None
+    try:
+        hlatc.compile_step(model="tiny", precision="fp8")  # type: ignore[arg-type]
+    except hlatc.ConfigError as e:
+        key: Optional[str] = e.key
+        print(key, isinstance(e, ValueError))
+    try:
+        hlatc.compile_step(model="gpt-5")  # type: ignore[arg-type]
+    except ValueError:
+        pass
+    try:
+        hlatc.data.Loader(tmp / "*.jsonl", seq_len=8, batch_size=2, vocab_size=64,
+                          packing="documents")  # type: ignore[arg-type]
+    except hlatc.DataError as e:
+        line: Optional[int] = e.line
+        print(line)
+    except hlatc.UsageError:
+        pass
+    except hlatc.Error:
+        raise
+    error_types: List[type[hlatc.Error]] = [hlatc.RunError, hlatc.CheckpointError,
+                                            hlatc.InternalError, hlatc.BatchError]
+    assert issubclass(error_types[0], RuntimeError)
+
+
+def on_jax(step: hlatc.Step, corpus: Path) -> None:
+    fn = hlatc.jax.load(step)
+    state = step.init_state()
+    out = fn({**state, **step.example_batch()})
+    print(out["loss"])
+    by_rank = fn.run({0: {**state, **step.example_batch()}})
+    print(by_rank[0]["loss"])
+    trainer = hlatc.jax.Trainer(step, seed=0)
+    loader = trainer.loader(corpus, tokenizer=None, format="lines")
+    metrics: List[Dict[str, float]] = trainer.fit(loader, 3)
+    print(metrics)
+
+
+def main(root: Path) -> None:
+    step = compile_tiny(packed=True)
+    print(step_by_step(step))
+    train(step, root / "corpus.jsonl", root / "tokenizer.json", root / "ckpt")
+    errors(root)
+    on_jax(compile_tiny(packed=False), root / "corpus.txt")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
