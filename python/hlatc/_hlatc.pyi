@@ -15,6 +15,7 @@ from typing_extensions import Self
 from hlatc._types import (
     Format,
     Model,
+    NeuronFinding,
     Packing,
     Precision,
     RankSource,
@@ -113,7 +114,7 @@ class PassError(Error, ValueError): ...
 
 class NeuronRefusedError(Error, ValueError):
     path: Optional[str]
-    findings: Optional[List[str]]
+    findings: Optional[List[NeuronFinding]]
 
 class RunError(Error, RuntimeError): ...
 class UsageError(Error, ValueError): ...

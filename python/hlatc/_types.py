@@ -11,7 +11,7 @@ is added here too.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Literal, Mapping, Union
+from typing import Any, Dict, Literal, Mapping, NamedTuple, Optional, Union
 
 import numpy.typing as npt
 
@@ -33,6 +33,7 @@ __all__ = [
     "Tensors",
     "Special",
     "CHOICES",
+    "NeuronFinding",
 ]
 
 #: A preset `compile_step(model=...)` builds (`hlatc compile --model`).
@@ -95,3 +96,29 @@ Tensors = Mapping[str, npt.ArrayLike]
 #: A loader's BOS or EOS: True the tokenizer's own (found by name), False
 #: or None none, a str that token.
 Special = Union[bool, str, None]
+
+
+class NeuronFinding(NamedTuple):
+    """What the Neuron pre-flight found, and where: one of
+    `NeuronRefusedError.findings`. `str()` gives the line `hlatc check`
+    prints (`file:line:col: message`)."""
+
+    #: neuronx-cc's code (`NCC_EVRF019`), or the rule's id in brackets.
+    code: str
+    #: The rule's id in hlatc's table (`f64`).
+    rule: str
+    severity: Literal["refusal", "warning"]
+    #: The file of the bundle whose text places it (`model.hlo.txt`).
+    file: str
+    line: Optional[int]
+    column: Optional[int]
+    computation: str
+    #: None for a finding about the whole module.
+    instruction: Optional[str]
+    #: The finding without its place.
+    message: str
+
+    def __str__(self) -> str:
+        if self.line is not None and self.column is not None:
+            return f"{self.file}:{self.line}:{self.column}: {self.message}"
+        return f"{self.file}: {self.message}"

@@ -10,6 +10,7 @@
 
 use hlatc::batch_check::BatchError as RustBatchError;
 use hlatc::models::ConfigError as RustConfigError;
+use hlatc::passes::neuron_check::LocatedFinding;
 use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
 use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
@@ -164,7 +165,7 @@ pub(crate) static NEURON_REFUSED: Kind = Kind::new(
     Builtin::Value,
     &["path", "findings"],
     "neuronx-cc would refuse the step (the Neuron pre-flight found a refusal; also a \
-     ValueError); nothing was written to `path`. `findings` lists the refusals, a line each.",
+     ValueError); nothing was written to `path`. `findings` lists the refusals, each an `hlatc.NeuronFinding` (code, rule, severity, file, line, column, instruction, message; `str()` its line).",
 );
 pub(crate) static RUN: Kind = Kind::new(
     "RunError",
@@ -243,6 +244,38 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// `UsageError(message)`: arguments that do not fit together.
 pub(crate) fn usage(message: impl Into<String>) -> PyErr {
     USAGE.err(message)
+}
+
+/// The refusals as `hlatc.NeuronFinding`s, field by field (their lines,
+/// should the type not load).
+fn neuron_findings(py: Python<'_>, findings: &[LocatedFinding]) -> PyObject {
+    let make = || -> PyResult<PyObject> {
+        let ty = py.import("hlatc._types")?.getattr("NeuronFinding")?;
+        let items = findings
+            .iter()
+            .map(|f| {
+                ty.call1((
+                    f.code.as_str(),
+                    f.rule,
+                    f.severity.name(),
+                    f.file.as_str(),
+                    f.line,
+                    f.column,
+                    f.computation.as_str(),
+                    f.instruction.as_deref(),
+                    f.message.as_str(),
+                ))
+                .map(Bound::unbind)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(obj(py, items))
+    };
+    make().unwrap_or_else(|_| {
+        obj(
+            py,
+            findings.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+        )
+    })
 }
 
 fn obj<'py, T: IntoPyObjectExt<'py>>(py: Python<'py>, v: T) -> PyObject {
@@ -446,7 +479,7 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             let fields = Python::with_gil(|py| {
                 [
                     ("path", obj(py, dir.display().to_string())),
-                    ("findings", obj(py, findings.clone())),
+                    ("findings", neuron_findings(py, findings)),
                 ]
             });
             NEURON_REFUSED.with(message, &fields)

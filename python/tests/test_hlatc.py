@@ -276,7 +276,13 @@ def test_every_exception_carries_its_fields(tmp_path):
     f64 = hlatc.compile_step(model="tiny", precision="fp64", seq_len=4)
     with pytest.raises(hlatc.NeuronRefusedError) as e:
         f64.write_bundle(tmp_path / "f64")
-    assert e.value.findings and "[f64]" in e.value.findings[0]
+    first = e.value.findings[0]
+    assert isinstance(first, hlatc.NeuronFinding)
+    assert (first.code, first.rule, first.severity, first.file) == \
+        ("[f64]", "f64", "refusal", "model.hlo.txt")
+    assert first.line is not None and first.line > 1 and first.column is not None
+    assert first.instruction and str(first).startswith(
+        f"model.hlo.txt:{first.line}:{first.column}: instruction %{first.instruction}: [f64]")
     assert not (tmp_path / "f64").exists()
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "keep.txt").write_text("mine")

@@ -81,8 +81,8 @@ pub enum Error {
     #[error("{}", bundle::refusal_message(dir, findings))]
     NeuronRefused {
         dir: PathBuf,
-        /// The refusals, a line each, located in the bundle's text.
-        findings: Vec<String>,
+        /// The refusals, each located in the bundle's text.
+        findings: Vec<hlatc_passes::neuron_check::LocatedFinding>,
     },
     /// A check of a written bundle failed (`compile --verify`).
     #[error("verification failed: {0}")]

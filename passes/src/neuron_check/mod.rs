@@ -28,7 +28,7 @@ mod trip_count;
 
 pub use chip::{Chip, Sdk};
 pub use instructions::matmul_instructions;
-pub use report::{CheckReport, Finding};
+pub use report::{CheckReport, Finding, LocatedFinding};
 pub use rules::{
     markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT,
     RECOGNIZED_CUSTOM_CALLS, RULES, SDK_COMMIT,

@@ -64,9 +64,52 @@ impl Finding {
     /// `file:line:col: message`, or `file: message` where the position is
     /// unknown (a finding about the whole module).
     pub fn line(&self, file: &str, positions: Option<&TextPositions>) -> String {
-        match positions.and_then(|p| self.position(p)) {
-            Some((line, col)) => format!("{file}:{line}:{col}: {}", self.message()),
-            None => format!("{file}: {}", self.message()),
+        self.located(file, positions).to_string()
+    }
+
+    /// The finding with its place in `file`, as a value callers keep
+    /// (an error, Python's `NeuronRefusedError.findings`).
+    pub fn located(&self, file: &str, positions: Option<&TextPositions>) -> LocatedFinding {
+        let at = positions.and_then(|p| self.position(p));
+        LocatedFinding {
+            code: self.code(),
+            rule: self.rule.id,
+            severity: self.severity,
+            file: file.to_string(),
+            line: at.map(|(l, _)| l),
+            column: at.map(|(_, c)| c),
+            computation: self.computation.clone(),
+            instruction: self.instruction.clone(),
+            message: self.message(),
+        }
+    }
+}
+
+/// A finding and where it is: what a refusal carries to the caller, field
+/// by field. It prints as `file:line:col: message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocatedFinding {
+    /// neuronx-cc's code (`NCC_EVRF019`), or the rule's id in brackets.
+    pub code: String,
+    /// The rule's id in hlatc's table (`f64`).
+    pub rule: &'static str,
+    pub severity: Severity,
+    pub file: String,
+    /// 1-based, where the module's text places the instruction.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub computation: String,
+    /// `None` for a finding about the whole module.
+    pub instruction: Option<String>,
+    /// [`Finding::message`].
+    pub message: String,
+}
+
+impl std::fmt::Display for LocatedFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.line, self.column) {
+            (Some(line), Some(col)) => write!(f, "{}:{line}:{col}: {}", self.file, self.message),
+            _ => write!(f, "{}: {}", self.file, self.message),
         }
     }
 }

@@ -405,14 +405,18 @@ fn preflight(step: &TrainStep, text: &str, dir: &Path) -> Result<Preflight, Erro
         .names_instructions()
         .then(|| hlatc_compiler::formats::text::instruction_positions(text).ok())
         .flatten();
-    let line = |f: &neuron_check::Finding| f.line(TEXT_FILE, positions.as_ref());
+    let located = |f: &neuron_check::Finding| f.located(TEXT_FILE, positions.as_ref());
     if report.refused() {
         return Err(Error::NeuronRefused {
             dir: dir.to_path_buf(),
-            findings: report.refusals().map(line).collect(),
+            findings: report.refusals().map(located).collect(),
         });
     }
-    let lines = report.findings.iter().map(line).collect();
+    let lines = report
+        .findings
+        .iter()
+        .map(|f| located(f).to_string())
+        .collect();
     Ok(Preflight {
         report,
         lines,
@@ -421,7 +425,7 @@ fn preflight(step: &TrainStep, text: &str, dir: &Path) -> Result<Preflight, Erro
 }
 
 /// The message of [`Error::NeuronRefused`].
-pub(crate) fn refusal_message(dir: &Path, findings: &[String]) -> String {
+pub(crate) fn refusal_message(dir: &Path, findings: &[neuron_check::LocatedFinding]) -> String {
     let mut s = format!(
         "neuronx-cc (--target={NEURON_CHIP}, SDK {} defaults) would refuse this module, so nothing was written to {}:",
         Sdk::default(),
@@ -431,8 +435,7 @@ pub(crate) fn refusal_message(dir: &Path, findings: &[String]) -> String {
     // would otherwise list every instruction.
     const SHOWN: usize = 8;
     for f in findings.iter().take(SHOWN) {
-        s.push_str("\n  ");
-        s.push_str(f);
+        s.push_str(&format!("\n  {f}"));
     }
     if findings.len() > SHOWN {
         s.push_str(&format!("\n  ... and {} more", findings.len() - SHOWN));
