@@ -103,11 +103,19 @@ through_train!(
 );
 
 impl Error {
-    /// A file that cannot be read or written, or is not what it should be.
-    pub fn io(path: &Path, message: impl std::fmt::Display) -> Error {
+    /// A file that cannot be read or written.
+    pub fn io(path: &Path, source: std::io::Error) -> Error {
         Error::Train(hlatc_train::Error::Io {
             path: path.to_path_buf(),
-            message: message.to_string(),
+            source,
+        })
+    }
+
+    /// A file that was read but is not what it should be.
+    pub fn file(path: &Path, message: impl Into<String>) -> Error {
+        Error::Train(hlatc_train::Error::File {
+            path: path.to_path_buf(),
+            message: message.into(),
         })
     }
 
@@ -195,7 +203,7 @@ pub fn module_from_bytes(bytes: &[u8], path: &Path) -> Result<Module, Error> {
 }
 
 fn module_from_bytes_noted(bytes: &[u8], path: &Path) -> Result<(Module, Vec<String>), Error> {
-    let io = |message: String| Error::io(path, message);
+    let io = |message: String| Error::file(path, message);
     if bytes.is_empty() {
         return Err(io(
             "the file is empty; expected HLO text or a serialized HloModuleProto".into(),

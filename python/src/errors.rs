@@ -465,7 +465,7 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
     use hlatc::train::Error as T;
     let message = e.to_string();
     match e {
-        T::Io { path, .. } => path_error(&FILE, message, path),
+        T::Io { path, .. } | T::File { path, .. } => path_error(&FILE, message, path),
         T::Tensors(t) => tensor_file_error(t, message),
         T::Proto { path, .. } => path_error(&PROTO, message, path),
         T::Verify { path, .. } => path_error(&VERIFY, message, path),

@@ -220,7 +220,7 @@ fn read(path: &Path) -> Result<Input, Error> {
                     hlatc::bundle::PROTO_FILE
                 ),
             };
-            return Err(Error::io(path, message));
+            return Err(Error::file(path, message));
         }
         // The proto is what neuronx-cc compiles; its findings are located
         // in the bundle's text of the same module.

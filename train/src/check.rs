@@ -107,9 +107,9 @@ fn read_back(
     lines: &mut Vec<String>,
 ) -> Result<Module, Error> {
     let proto_path = dir.join(PROTO_FILE);
-    let bytes = std::fs::read(&proto_path).map_err(|e| Error::Io {
+    let bytes = std::fs::read(&proto_path).map_err(|source| Error::Io {
         path: proto_path.clone(),
-        message: e.to_string(),
+        source,
     })?;
     let back =
         hlatc_compiler::formats::proto::decode_module(&bytes).map_err(|source| Error::Proto {

@@ -46,8 +46,18 @@ use std::path::PathBuf;
 /// input or setting at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{path}: {message}")]
-    Io { path: PathBuf, message: String },
+    /// A file or directory that could not be read or written: the
+    /// operating system's error, its kind kept.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file that was read but is not what it should be (a token file's
+    /// ids, a bundle's manifest), or a place that cannot be one.
+    #[error("{}: {message}", path.display())]
+    File { path: PathBuf, message: String },
     #[error("{path}: {source}")]
     Proto {
         path: PathBuf,

@@ -26,7 +26,7 @@ pub struct TokenData {
 }
 
 fn bad(path: &Path, message: impl Into<String>) -> Error {
-    Error::Io {
+    Error::File {
         path: path.to_path_buf(),
         message: message.into(),
     }
@@ -168,7 +168,10 @@ impl TokenData {
         eos: Option<u32>,
         eval_fraction: f64,
     ) -> Result<TokenData, Error> {
-        let bytes = std::fs::read(path).map_err(|e| bad(path, e.to_string()))?;
+        let bytes = std::fs::read(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let ids: Vec<u64> = if bytes.starts_with(b"\x93NUMPY") {
             read_npy(path, &bytes)?
         } else {

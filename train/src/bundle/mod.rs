@@ -444,18 +444,26 @@ pub(crate) fn refusal_message(dir: &Path, findings: &[neuron_check::LocatedFindi
 }
 
 fn write(path: PathBuf, bytes: &[u8], files: &mut Vec<PathBuf>) -> Result<(), Error> {
-    hlatc_runtime::atomic_file::write_synced(&path, bytes).map_err(|e| Error::Io {
+    hlatc_runtime::atomic_file::write_synced(&path, bytes).map_err(|source| Error::Io {
         path: path.clone(),
-        message: e.to_string(),
+        source,
     })?;
     files.push(path);
     Ok(())
 }
 
-fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
+fn io_error(path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source,
+    }
+}
+
+/// A place a bundle cannot be written to, and why.
+fn not_a_place(path: &Path, message: impl Into<String>) -> Error {
+    Error::File {
+        path: path.to_path_buf(),
+        message: message.into(),
     }
 }
 
@@ -477,14 +485,14 @@ fn is_bundle(dir: &Path) -> bool {
 pub fn check_destination(dir: &Path) -> Result<(), Error> {
     if dir.exists() {
         if !dir.is_dir() {
-            return Err(io_error(dir, "exists and is not a directory"));
+            return Err(not_a_place(dir, "exists and is not a directory"));
         }
         let empty = std::fs::read_dir(dir)
             .map_err(|e| io_error(dir, e))?
             .next()
             .is_none();
         if !empty && !is_bundle(dir) {
-            return Err(io_error(
+            return Err(not_a_place(
                 dir,
                 format!(
                     "is a directory that holds files but no hlatc {MANIFEST_FILE}; \
@@ -500,7 +508,7 @@ pub fn check_destination(dir: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(&parent).map_err(|e| io_error(&parent, e))?;
     let probe = hlatc_runtime::atomic_file::temp_beside(dir, "probe");
     std::fs::create_dir(&probe)
-        .map_err(|e| io_error(&parent, format!("cannot write here: {e}")))?;
+        .map_err(|e| not_a_place(&parent, format!("cannot write here: {e}")))?;
     let _ = std::fs::remove_dir(&probe);
     Ok(())
 }

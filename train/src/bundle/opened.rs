@@ -44,7 +44,7 @@ impl OpenedBundle {
     /// Reads the manifest of the bundle in `dir`.
     pub fn open(dir: &Path) -> Result<OpenedBundle, Error> {
         let path = dir.join(MANIFEST_FILE);
-        let bad = |message: String| Error::Io {
+        let bad = |message: String| Error::File {
             path: path.clone(),
             message,
         };
@@ -98,9 +98,9 @@ impl OpenedBundle {
     /// manifest's division (an `HloModuleProto` does not carry it).
     pub fn module(&self) -> Result<Module, Error> {
         let path = self.module_path();
-        let bytes = std::fs::read(&path).map_err(|e| Error::Io {
+        let bytes = std::fs::read(&path).map_err(|source| Error::Io {
             path: path.clone(),
-            message: e.to_string(),
+            source,
         })?;
         let mut module =
             hlatc_compiler::formats::proto::decode_module(&bytes).map_err(|source| {
