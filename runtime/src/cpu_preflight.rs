@@ -23,13 +23,15 @@
 use crate::Emitters;
 use hlatc_compiler::ir::op::AsyncStep;
 use hlatc_compiler::ir::shape::minifloat::Format;
-use hlatc_compiler::{Computation, ComputationId, ElementType, InstrId, Module, Op, Shape};
+use hlatc_compiler::{Computation, ComputationId, ElementType, InstrId, Module, Op, Opcode, Shape};
 use std::collections::BTreeSet;
 
 mod custom_calls;
+mod unsupported;
 
 use custom_calls::check_target;
 pub use custom_calls::CustomCallError;
+pub use unsupported::Unsupported;
 
 /// Where a module breaks an XLA CPU contract.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,8 +46,9 @@ pub struct PreflightError {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Refusal {
     /// What XLA CPU aborts or hangs on for a valid module, with why.
-    #[error("{0}")]
-    Unsupported(String),
+    /// Boxed, as the custom calls' errors are.
+    #[error(transparent)]
+    Unsupported(Box<Unsupported>),
     /// A call to a target XLA CPU implements, with operands it would trust
     /// blindly. Boxed: the runtime's errors carry it on every path.
     #[error(transparent)]
@@ -77,7 +80,7 @@ pub fn check(module: &Module, emitters: Emitters) -> Result<(), PreflightError> 
         let controlled = in_control_flow.contains(&ComputationId::new(i));
         for id in c.ids() {
             let instr = c.instr(id);
-            if let Some(message) = aborts_xla_cpu(&instr.op, &instr.shape, one_device)
+            if let Some(unsupported) = aborts_xla_cpu(&instr.op, &instr.shape, one_device)
                 .or_else(|| aborts_legacy_emitters(&instr.op, &instr.shape, emitters))
                 .or_else(|| waits_forever(&instr.op))
                 .or_else(|| mishandled_contraction_types(c, id))
@@ -91,7 +94,7 @@ pub fn check(module: &Module, emitters: Emitters) -> Result<(), PreflightError> 
                 return Err(PreflightError {
                     computation: c.name.clone(),
                     instruction: instr.name.clone(),
-                    reason: Refusal::Unsupported(message),
+                    reason: Refusal::Unsupported(Box::new(unsupported)),
                 });
             }
             let Op::CustomCall(call) = &instr.op else {
@@ -126,10 +129,10 @@ pub(crate) fn static_at_the_boundary(module: &Module) -> Result<(), PreflightErr
             return Err(PreflightError {
                 computation: e.name.clone(),
                 instruction: instr.name.clone(),
-                reason: Refusal::Unsupported(format!(
-                    "{what} has dynamic dimensions ({}); hlatc passes and reads back static arrays only",
-                    instr.shape
-                )),
+                reason: Refusal::Unsupported(Box::new(Unsupported::DynamicAtTheBoundary {
+                    what,
+                    shape: instr.shape.clone(),
+                })),
             });
         }
     }
@@ -154,7 +157,7 @@ fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
                 return Err(PreflightError {
                     computation: c.name.clone(),
                     instruction: c.instr(id).name.clone(),
-                    reason: Refusal::Unsupported("XLA CPU aborts hoisting an async-start out of a while loop, and compiles no async op; this one cannot run as a call (async-to-sync), as its bundle is read by more than its done".into()),
+                    reason: Refusal::Unsupported(Box::new(Unsupported::AsyncStartInALoop)),
                 });
             }
         }
@@ -170,7 +173,7 @@ fn async_start_in_a_loop(module: &Module) -> Result<(), PreflightError> {
 ///   24)" in primitive_util.h);
 /// - complex operands into a real or integer type, which XLA CPU writes
 ///   as garbage (a `pred` byte of 254); `convert` refuses that narrowing.
-fn mishandled_contraction_types(c: &Computation, id: InstrId) -> Option<String> {
+fn mishandled_contraction_types(c: &Computation, id: InstrId) -> Option<Unsupported> {
     let instr = c.instr(id);
     if !matches!(instr.op, Op::Dot { .. } | Op::Convolution { .. }) {
         return None;
@@ -182,11 +185,12 @@ fn mishandled_contraction_types(c: &Computation, id: InstrId) -> Option<String> 
         .collect();
     let result = instr.shape.as_array().map(|a| a.ty);
     if let Some(r) = result.filter(|r| !r.is_complex()) {
-        if let Some(z) = types.iter().find(|t| t.is_complex()) {
-            return Some(format!(
-                "XLA CPU writes garbage for a {} of {z} values into {r}; convert its result instead",
-                instr.op.opcode()
-            ));
+        if let Some(&z) = types.iter().find(|t| t.is_complex()) {
+            return Some(Unsupported::ComplexIntoReal {
+                opcode: Opcode::of(&instr.op),
+                operand: z,
+                result: r,
+            });
         }
     }
     types.extend(result);
@@ -194,10 +198,11 @@ fn mishandled_contraction_types(c: &Computation, id: InstrId) -> Option<String> 
     for (i, &a) in types.iter().enumerate() {
         for &b in &types[i + 1..] {
             if a != b && widths(a).is_some() && widths(a) == widths(b) {
-                return Some(format!(
-                    "XLA CPU aborts on a {} that mixes {a} and {b}, two 8-bit float formats of the same widths whose precision it cannot order",
-                    instr.op.opcode()
-                ));
+                return Some(Unsupported::UnorderedFloat8 {
+                    opcode: Opcode::of(&instr.op),
+                    a,
+                    b,
+                });
             }
         }
     }
@@ -208,7 +213,7 @@ fn mishandled_contraction_types(c: &Computation, id: InstrId) -> Option<String> 
 /// gathers the one shard there is and leaves the rest of the result
 /// unwritten, whatever memory held (XLA's tests 01605 and 06592 gave other
 /// values run to run).
-fn leaves_unwritten(c: &Computation, id: InstrId) -> Option<String> {
+fn leaves_unwritten(c: &Computation, id: InstrId) -> Option<Unsupported> {
     let (Op::AllGather { dimension, .. } | Op::AllGatherStart { dimension, .. }) = &c.instr(id).op
     else {
         return None;
@@ -224,10 +229,10 @@ fn leaves_unwritten(c: &Computation, id: InstrId) -> Option<String> {
     };
     let d = usize::try_from(*dimension).ok()?;
     let (from, to) = (*gathered.dims.get(d)?, *result.dims.get(d)?);
-    (from != to).then(|| {
-        format!(
-            "on the one device hlatc runs it on, XLA CPU gathers the one shard there is ({from} along dimension {d}) and leaves the rest of the {to} unwritten"
-        )
+    (from != to).then_some(Unsupported::GatherLeavesUnwritten {
+        from,
+        to,
+        dimension: d,
     })
 }
 
@@ -271,16 +276,14 @@ fn misfits_replicas(
     replicas: i64,
     partitioned: bool,
     controlled: bool,
-) -> Option<String> {
+) -> Option<Unsupported> {
     let op = &c.instr(id).op;
     if !op.is_collective() {
         return None;
     }
-    let opcode = op.opcode();
+    let opcode = Opcode::of(op);
     if controlled {
-        return Some(format!(
-            "{opcode} inside a while loop or a conditional, which replicas may reach a different number of times; XLA CPU exits the process once its {replicas} replicas have waited on one another past its timeout, so a program of several replicas keeps its collectives out of control flow"
-        ));
+        return Some(Unsupported::CollectiveInControlFlow { opcode, replicas });
     }
     let channel = match op {
         Op::CollectivePermute { channel_id, .. }
@@ -288,9 +291,7 @@ fn misfits_replicas(
         _ => op.collective().is_some_and(|c| c.channel_id.is_some()),
     };
     if partitioned && !channel {
-        return Some(format!(
-            "{opcode} without a channel_id exchanges between replicas, and the module has one replica of {replicas} partitions; give it a channel_id (and use_global_device_ids=true where the op takes it)"
-        ));
+        return Some(Unsupported::NoChannelAmongPartitions { opcode, replicas });
     }
     if let Op::CollectivePermute { pairs, .. } | Op::CollectivePermuteStart { pairs, .. } = op {
         return misfit_permute(opcode, channel && !partitioned, pairs, replicas);
@@ -303,46 +304,37 @@ fn misfits_replicas(
             Op::AllToAll { .. } | Op::RaggedAllToAll { .. } | Op::CollectiveBroadcast { .. }
         )
     {
-        return Some(format!(
-            "{opcode} with a channel_id exchanges between partitions, and the module has one (its {replicas} replicas exchange without a channel_id); XLA CPU fails running it"
-        ));
+        return Some(Unsupported::ChannelAmongReplicas { opcode, replicas });
     }
     let groups = collective.replica_groups.expanded();
-    if let Some(misfit) = misfit_groups(&groups, replicas) {
+    let group_size = groups.first().map_or(replicas, |g| g.len() as i64);
+    if let Some(misfit) = misfit_groups(groups, replicas) {
         return Some(misfit);
     }
-    let group_size = groups.first().map_or(replicas, |g| g.len() as i64);
     misfit_group_shapes(c, id, group_size)
 }
 
 /// A permute between partitions (a channel), or naming a replica the
 /// module does not have.
 fn misfit_permute(
-    opcode: &str,
+    opcode: Opcode,
     has_channel: bool,
     pairs: &[(i64, i64)],
     replicas: i64,
-) -> Option<String> {
+) -> Option<Unsupported> {
     if has_channel {
-        return Some(format!(
-            "{opcode} with a channel_id permutes partitions, and the module has one (its {replicas} replicas are permuted without a channel_id); XLA CPU aborts on it"
-        ));
+        return Some(Unsupported::PermutesPartitions { opcode, replicas });
     }
     let beyond = pairs
         .iter()
         .flat_map(|&(s, t)| [s, t])
         .find(|&r| !(0..replicas).contains(&r));
-    beyond.map(|r| {
-        format!(
-            "source_target_pairs name replica {r}, and the module has {replicas} (0 to {})",
-            replicas - 1
-        )
-    })
+    beyond.map(|replica| Unsupported::PermuteBeyondReplicas { replica, replicas })
 }
 
 /// Explicit groups that do not hold each of the module's replicas once
 /// (no groups at all is one group of every replica).
-fn misfit_groups(groups: &[Vec<i64>], replicas: i64) -> Option<String> {
+fn misfit_groups(groups: Vec<Vec<i64>>, replicas: i64) -> Option<Unsupported> {
     if groups.is_empty() {
         return None;
     }
@@ -351,19 +343,17 @@ fn misfit_groups(groups: &[Vec<i64>], replicas: i64) -> Option<String> {
     if ids.iter().copied().eq(0..replicas) {
         return None;
     }
-    let named = match ids.iter().find(|&&r| !(0..replicas).contains(&r)) {
-        Some(r) => format!("name replica {r}"),
-        None => format!("hold {} of them", ids.len()),
-    };
-    Some(format!(
-        "replica groups {groups:?} {named}; the module has {replicas} replicas (0 to {}), and its groups must hold each once",
-        replicas - 1
-    ))
+    Some(Unsupported::MisfitGroups {
+        beyond: ids.iter().copied().find(|r| !(0..replicas).contains(r)),
+        held: ids.len(),
+        groups,
+        replicas,
+    })
 }
 
 /// A gather, scatter or all-to-all whose shapes do not change by its
 /// group size where they must.
-fn misfit_group_shapes(c: &Computation, id: InstrId, group_size: i64) -> Option<String> {
+fn misfit_group_shapes(c: &Computation, id: InstrId, group_size: i64) -> Option<Unsupported> {
     let instr = c.instr(id);
     let op = &instr.op;
     let operands: Vec<&Shape> = c
@@ -390,34 +380,35 @@ fn misfit_group_shapes(c: &Computation, id: InstrId, group_size: i64) -> Option<
                 let (from, to) = (*x.dims.get(d)?, *r.dims.get(d)?);
                 let (small, big) = if grow { (from, to) } else { (to, from) };
                 if small.checked_mul(group_size) != Some(big) {
-                    let how = if grow { "gathers" } else { "scatters" };
-                    return Some(format!(
-                        "{} {how} {x} into {r}, along dimension {d} a factor other than its group size {group_size}",
-                        op.opcode()
-                    ));
+                    return Some(Unsupported::GroupFactor {
+                        opcode: Opcode::of(op),
+                        how: if grow { "gathers" } else { "scatters" },
+                        operand: x.clone(),
+                        result: r.clone(),
+                        dimension: d,
+                        group_size,
+                    });
                 }
             }
             None
         }
         Op::AllToAll {
-            dimension: Some(d),
-            ..
+            dimension: Some(d), ..
         } => {
             let x = operands.first()?.as_array()?;
             let size = *x.dims.get(usize::try_from(*d).ok()?)?;
-            (size % group_size != 0).then(|| {
-                format!(
-                    "all-to-all splits dimension {d} of {x} into {group_size} pieces (its group size), which does not divide {size}"
-                )
+            (size % group_size != 0).then(|| Unsupported::AllToAllSplit {
+                dimension: *d,
+                operand: x.clone(),
+                group_size,
+                size,
             })
         }
         Op::AllToAll {
             dimension: None, ..
-        } => (operands.len() as i64 != group_size).then(|| {
-            format!(
-                "all-to-all of {} operands sends one to each replica of its group of {group_size}, so it needs {group_size}",
-                operands.len()
-            )
+        } => (operands.len() as i64 != group_size).then_some(Unsupported::AllToAllOperands {
+            operands: operands.len(),
+            group_size,
         }),
         _ => None,
     }
@@ -425,12 +416,9 @@ fn misfit_group_shapes(c: &Computation, id: InstrId, group_size: i64) -> Option<
 
 /// What XLA CPU would wait on forever: hlatc's runtime is no host side for
 /// `infeed` and `outfeed`, so nothing would ever fill or drain them.
-fn waits_forever(op: &Op) -> Option<String> {
-    matches!(op, Op::Infeed { .. } | Op::Outfeed { .. }).then(|| {
-        format!(
-            "hlatc runs modules without a host side for {}, so XLA CPU would wait on it forever",
-            op.opcode()
-        )
+fn waits_forever(op: &Op) -> Option<Unsupported> {
+    matches!(op, Op::Infeed { .. } | Op::Outfeed { .. }).then(|| Unsupported::NoHostSide {
+        opcode: Opcode::of(op),
     })
 }
 
@@ -452,7 +440,7 @@ fn waits_forever(op: &Op) -> Option<String> {
 /// - a collective-permute in which device 0, the one it runs, receives
 ///   from another device throws a C++ exception out of the plugin (XLA's
 ///   test 04808; sending to a missing device gives zeros and runs).
-fn aborts_xla_cpu(op: &Op, result: &Shape, one_device: bool) -> Option<String> {
+fn aborts_xla_cpu(op: &Op, result: &Shape, one_device: bool) -> Option<Unsupported> {
     if let Op::CollectivePermute {
         slice_sizes, pairs, ..
     }
@@ -461,16 +449,10 @@ fn aborts_xla_cpu(op: &Op, result: &Shape, one_device: bool) -> Option<String> {
     } = op
     {
         if !slice_sizes.is_empty() {
-            return Some(
-                "XLA CPU crashes (SIGSEGV) running an in-place collective-permute (slice_sizes); \
-                 one that sends its operands whole runs"
-                    .into(),
-            );
+            return Some(Unsupported::InPlacePermute);
         }
-        if let Some((source, _)) = pairs.iter().find(|&&(s, t)| one_device && t == 0 && s != 0) {
-            return Some(format!(
-                "XLA CPU throws out of the plugin when device 0, the one it runs on, receives from device {source}, which a one-device run does not have (source_target_pairs)"
-            ));
+        if let Some(&(sender, _)) = pairs.iter().find(|&&(s, t)| one_device && t == 0 && s != 0) {
+            return Some(Unsupported::ReceivesFromMissingDevice { sender });
         }
     }
     let Shape::Array(a) = result else {
@@ -489,10 +471,11 @@ fn aborts_xla_cpu(op: &Op, result: &Shape, one_device: bool) -> Option<String> {
         }
         _ => return None,
     };
-    Some(format!(
-        "XLA CPU aborts when {what} {} arrays ({width} elements); convert them to s8 or u8 first",
-        a.ty
-    ))
+    Some(Unsupported::SubByte {
+        what,
+        ty: a.ty,
+        width,
+    })
 }
 
 /// Valid HLO that only XLA CPU's legacy emitters abort on (found by
@@ -501,17 +484,12 @@ fn aborts_xla_cpu(op: &Op, result: &Shape, one_device: bool) -> Option<String> {
 /// (`ir_array.cc`: "Check failed: bit_offset != nullptr", from
 /// `IrEmitter::HandlePad`). 4-bit pads run, and the fusion emitters
 /// compile both.
-fn aborts_legacy_emitters(op: &Op, result: &Shape, emitters: Emitters) -> Option<String> {
+fn aborts_legacy_emitters(op: &Op, result: &Shape, emitters: Emitters) -> Option<Unsupported> {
     let Shape::Array(a) = result else {
         return None;
     };
-    (emitters == Emitters::Legacy && matches!(op, Op::Pad { .. }) && a.ty.bit_width() == 2).then(|| {
-        format!(
-            "XLA CPU's legacy emitters ({}=false) abort when padding {} arrays (2-bit elements); convert them to s8 or u8 first, or compile with its default emitters",
-            crate::xla_cpu_flags::FUSION_EMITTERS_FLAG,
-            a.ty
-        )
-    })
+    (emitters == Emitters::Legacy && matches!(op, Op::Pad { .. }) && a.ty.bit_width() == 2)
+        .then_some(Unsupported::LegacyPad2Bit { ty: a.ty })
 }
 
 /// Whether a gather's offset dimensions are the result's last ones, in

@@ -277,3 +277,39 @@ fn refused(body: &str) -> String {
         .expect("must be refused")
         .to_string()
 }
+
+/// The pre-flight's refusals are variants with what they found, not
+/// sentences: a caller tells them apart by matching.
+#[test]
+fn preflight_refusals_are_typed() {
+    use cpu_preflight::{Refusal, Unsupported};
+    let check = |body: &str| {
+        let m = text::parse_module(&entry(body)).unwrap();
+        cpu_preflight::check(&m, Emitters::Legacy).unwrap_err()
+    };
+    let e = check("  t = token[] after-all()\n  i = (f32[4], token[]) infeed(t)\n  ROOT x = f32[4] get-tuple-element(i), index=0");
+    assert_eq!(e.instruction, "i");
+    let Refusal::Unsupported(u) = &e.reason else {
+        panic!("{e}")
+    };
+    assert_eq!(
+        **u,
+        Unsupported::NoHostSide {
+            opcode: hlatc_compiler::Opcode::new("infeed")
+        }
+    );
+    let e = check("  p = f32[<=8,2] parameter(0)\n  ROOT c = f32[<=8,2] convert(p)");
+    assert!(
+        matches!(&e.reason, Refusal::Unsupported(u)
+            if matches!(**u, Unsupported::DynamicAtTheBoundary { what: "a parameter", .. })),
+        "{e}"
+    );
+    let e = check(
+        "  p = u2[4] parameter(0)\n  z = u2[] constant(0)\n  ROOT r = u2[6] pad(p, z), padding=1_1",
+    );
+    assert!(
+        matches!(&e.reason, Refusal::Unsupported(u)
+            if **u == Unsupported::LegacyPad2Bit { ty: hlatc_compiler::ElementType::U2 }),
+        "{e}"
+    );
+}
