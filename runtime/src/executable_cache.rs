@@ -40,7 +40,13 @@ const HEADER_LEN: usize = 8 + 32 + 32;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CacheError {
     #[error("cannot read cached executable {}: {message}", .path.display())]
-    Read { path: PathBuf, message: String },
+    Read {
+        path: PathBuf,
+        /// The operating system's error, by kind and in words (the error
+        /// itself is not `Clone`).
+        kind: std::io::ErrorKind,
+        message: String,
+    },
     #[error("cached executable {} is corrupt: {reason}", .path.display())]
     Corrupt { path: PathBuf, reason: &'static str },
     #[error("the plugin refused cached executable {}: {source}", .path.display())]
@@ -52,7 +58,11 @@ pub enum CacheError {
     #[error("cannot serialize the executable for the cache: {0}")]
     Serialize(#[source] PjrtError),
     #[error("cannot write cached executable {}: {message}", .path.display())]
-    Write { path: PathBuf, message: String },
+    Write {
+        path: PathBuf,
+        kind: std::io::ErrorKind,
+        message: String,
+    },
 }
 
 /// Where a program's executable came from.
@@ -226,6 +236,7 @@ impl ExecutableCache {
             Err(e) => {
                 return Err(CacheError::Read {
                     path: path.to_path_buf(),
+                    kind: e.kind(),
                     message: e.to_string(),
                 })
             }
@@ -267,6 +278,7 @@ impl ExecutableCache {
             let _ = std::fs::remove_file(&tmp);
             CacheError::Write {
                 path: path.to_path_buf(),
+                kind: e.kind(),
                 message: e.to_string(),
             }
         })

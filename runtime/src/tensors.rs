@@ -7,8 +7,15 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TensorFileError {
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
+    /// The file could not be read or written (of `tensor`, where one was
+    /// being read): the operating system's error, its kind kept.
+    #[error("{path}: {}{source}", tensor.as_ref().map_or(String::new(), |t| format!("tensor '{t}': ")))]
+    Io {
+        path: String,
+        tensor: Option<String>,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path}: not a valid safetensors file: {message}")]
     Format { path: String, message: String },
     #[error("{path}: tensor '{name}' has dtype {dtype:?}, which hlatc does not support")]
@@ -82,9 +89,10 @@ fn from_dtype(d: Dtype) -> Option<ElementType> {
 /// Reads every tensor, keyed by name.
 pub fn read_safetensors(path: &Path) -> Result<BTreeMap<String, Literal>, TensorFileError> {
     let p = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| TensorFileError::Io {
+    let bytes = std::fs::read(path).map_err(|source| TensorFileError::Io {
         path: p.clone(),
-        message: e.to_string(),
+        tensor: None,
+        source,
     })?;
     safetensors_from_bytes(&bytes, &p)
 }
@@ -125,9 +133,10 @@ pub fn write_safetensors(
 ) -> Result<(), TensorFileError> {
     let p = path.display().to_string();
     let bytes = safetensors_bytes(tensors, &p)?;
-    crate::atomic_file::write_atomic(path, &bytes).map_err(|e| TensorFileError::Io {
+    crate::atomic_file::write_atomic(path, &bytes).map_err(|source| TensorFileError::Io {
         path: p,
-        message: e.to_string(),
+        tensor: None,
+        source,
     })
 }
 
@@ -225,9 +234,10 @@ impl SafetensorsIndex {
     pub fn open(path: &Path) -> Result<SafetensorsIndex, TensorFileError> {
         use std::io::Read;
         let p = path.display().to_string();
-        let io = |e: std::io::Error| TensorFileError::Io {
+        let io = |source: std::io::Error| TensorFileError::Io {
             path: p.clone(),
-            message: e.to_string(),
+            tensor: None,
+            source,
         };
         let format = |message: String| TensorFileError::Format {
             path: p.clone(),
@@ -325,9 +335,10 @@ impl SafetensorsIndex {
         let Some(t) = self.tensors.get(name) else {
             return Ok(None);
         };
-        let io = |e: std::io::Error| TensorFileError::Io {
+        let io = |source: std::io::Error| TensorFileError::Io {
             path: self.path.clone(),
-            message: format!("tensor '{name}': {e}"),
+            tensor: Some(name.to_string()),
+            source,
         };
         let [a, b] = range;
         assert!(dim < t.dims.len() && 0 <= a && a <= b && b <= t.dims[dim]);

@@ -313,3 +313,18 @@ fn preflight_refusals_are_typed() {
         "{e}"
     );
 }
+
+/// A tensor file that cannot be read keeps the operating system's error,
+/// so a caller tells a missing file from a refused one by its kind.
+#[test]
+fn a_missing_tensor_file_keeps_its_io_error_kind() {
+    let path =
+        std::env::temp_dir().join(format!("hlatc-missing-{}.safetensors", std::process::id()));
+    match hlatc_runtime::read_safetensors(&path) {
+        Err(hlatc_runtime::TensorFileError::Io { source, tensor, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            assert_eq!(tensor, None);
+        }
+        other => panic!("{:?}", other.err()),
+    }
+}
