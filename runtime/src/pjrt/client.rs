@@ -55,8 +55,25 @@ pub enum PjrtError {
         code: i32,
         message: String,
     },
-    #[error("PJRT returned {0}")]
-    Unexpected(String),
+    /// PJRT answered a call with nothing where it must give something.
+    #[error("PJRT returned {what}")]
+    Null { what: &'static str },
+    #[error("PJRT returned {requested} devices requested")]
+    DeviceCount { requested: usize },
+    #[error("PJRT returned no addressable devices")]
+    NoDevices,
+    #[error("PJRT returned device {device} of a client with {devices}")]
+    NoSuchDevice { device: usize, devices: usize },
+    #[error("PJRT returned unsupported output buffer type {type_code}")]
+    BufferType { type_code: i64 },
+    /// An output buffer whose bytes do not make the literal its type and
+    /// dimensions say (the literal's error, in words: it is not `Clone`).
+    #[error("PJRT returned {message}")]
+    BufferBytes { message: String },
+    #[error("PJRT returned {lists} argument lists for a client with {devices} device(s)")]
+    ArgumentLists { lists: usize, devices: usize },
+    #[error("PJRT returned argument lists of {first} and {other} buffers")]
+    ArgumentCounts { first: usize, other: usize },
 }
 
 /// The lowest API minor version whose structs match ours.
@@ -303,14 +320,16 @@ impl Client {
             option.int64_value = i64::try_from(n)
                 .ok()
                 .filter(|&n| n > 0)
-                .ok_or_else(|| PjrtError::Unexpected(format!("{n} devices requested")))?;
+                .ok_or(PjrtError::DeviceCount { requested: n })?;
             // The option, and the name it points at, outlive the call.
             c.create_options = &option;
             c.num_options = 1;
         }
         plugin.call(slot::CLIENT_CREATE, "PJRT_Client_Create", &mut c)?;
         if c.client.is_null() {
-            return Err(PjrtError::Unexpected("a null client".into()));
+            return Err(PjrtError::Null {
+                what: "a null client",
+            });
         }
         let mut name = ffi::PJRT_Client_PlatformName_Args::new();
         name.client = c.client;
@@ -342,7 +361,7 @@ impl Client {
             &mut d,
         )?;
         if d.num_addressable_devices == 0 || d.addressable_devices.is_null() {
-            return Err(PjrtError::Unexpected("no addressable devices".into()));
+            return Err(PjrtError::NoDevices);
         }
         // SAFETY: PJRT returned a non-null array of `num_addressable_devices`
         // device pointers owned by the client, which outlives every use
@@ -402,7 +421,9 @@ impl Client {
         a.compile_options_size = compile_options.len();
         plugin.call(slot::CLIENT_COMPILE, "PJRT_Client_Compile", &mut a)?;
         if a.executable.is_null() {
-            return Err(PjrtError::Unexpected("a null executable".into()));
+            return Err(PjrtError::Null {
+                what: "a null executable",
+            });
         }
         let exe = LoadedExecutable {
             client: self.inner.clone(),
@@ -435,7 +456,9 @@ impl Client {
             &mut a,
         )?;
         if a.loaded_executable.is_null() {
-            return Err(PjrtError::Unexpected("a null executable".into()));
+            return Err(PjrtError::Null {
+                what: "a null executable",
+            });
         }
         Ok(LoadedExecutable {
             client: self.inner.clone(),
@@ -446,12 +469,14 @@ impl Client {
     /// Copies `lit` to the device at `device` (an index into the devices
     /// ordered by id, which the caller keeps in range).
     fn buffer_from_literal(&self, lit: &Literal, device: usize) -> Result<Buffer, PjrtError> {
-        let device = *self.inner.devices.get(device).ok_or_else(|| {
-            PjrtError::Unexpected(format!(
-                "device {device} of a client with {}",
-                self.inner.devices.len()
-            ))
-        })?;
+        let device = *self
+            .inner
+            .devices
+            .get(device)
+            .ok_or(PjrtError::NoSuchDevice {
+                device,
+                devices: self.inner.devices.len(),
+            })?;
         let plugin = &self.inner.plugin;
         let mut a = ffi::PJRT_Client_BufferFromHostBuffer_Args::new();
         a.client = self.inner.client;
@@ -502,8 +527,8 @@ impl Buffer {
         let mut t = ffi::PJRT_Buffer_ElementType_Args::new();
         t.buffer = self.buf;
         plugin.call(slot::BUFFER_ELEMENT_TYPE, "PJRT_Buffer_ElementType", &mut t)?;
-        let ty = element_type(t.type_).ok_or_else(|| {
-            PjrtError::Unexpected(format!("unsupported output buffer type {}", t.type_))
+        let ty = element_type(t.type_).ok_or(PjrtError::BufferType {
+            type_code: i64::from(t.type_),
         })?;
         let mut d = ffi::PJRT_Buffer_Dimensions_Args::new();
         d.buffer = self.buf;
@@ -527,7 +552,9 @@ impl Buffer {
             &mut a,
         )?;
         plugin.await_and_destroy_event(a.event, "PJRT_Event_Await (device to host)")?;
-        Literal::from_bytes(ty, dims, bytes).map_err(|e| PjrtError::Unexpected(e.to_string()))
+        Literal::from_bytes(ty, dims, bytes).map_err(|e| PjrtError::BufferBytes {
+            message: e.to_string(),
+        })
     }
 }
 
@@ -634,7 +661,9 @@ impl LoadedExecutable {
                     unsafe { deleter(s.serialized_executable) };
                 }
             }
-            bytes.ok_or_else(|| PjrtError::Unexpected("a null serialized executable".into()))
+            bytes.ok_or(PjrtError::Null {
+                what: "a null serialized executable",
+            })
         })
     }
 
@@ -665,7 +694,9 @@ impl LoadedExecutable {
     pub fn execute(&self, inputs: &[Literal]) -> Result<Vec<Literal>, PjrtError> {
         self.execute_on_devices(&[inputs])?
             .pop()
-            .ok_or_else(|| PjrtError::Unexpected("no output list".into()))
+            .ok_or(PjrtError::Null {
+                what: "no output list",
+            })
     }
 
     /// Runs once on the client's first `inputs.len()` devices (ordered by
@@ -683,16 +714,16 @@ impl LoadedExecutable {
         let devices = self.client.devices.len();
         let num_args = inputs.first().map_or(0, |l| l.len());
         if inputs.is_empty() || inputs.len() > devices {
-            return Err(PjrtError::Unexpected(format!(
-                "{} argument lists for a client with {devices} device(s)",
-                inputs.len()
-            )));
+            return Err(PjrtError::ArgumentLists {
+                lists: inputs.len(),
+                devices,
+            });
         }
         if let Some(list) = inputs.iter().find(|l| l.len() != num_args) {
-            return Err(PjrtError::Unexpected(format!(
-                "argument lists of {num_args} and {} buffers",
-                list.len()
-            )));
+            return Err(PjrtError::ArgumentCounts {
+                first: num_args,
+                other: list.len(),
+            });
         }
         let buffers: Vec<Vec<Buffer>> = inputs
             .iter()
