@@ -2,7 +2,7 @@
 //! each name parsed by the Rust type that owns it, and the compile itself
 //! (the CLI's library call, so the bundles are the same bytes).
 
-use crate::errors::{guarded, to_py, usage, CONFIG};
+use crate::errors::{guarded, named, to_py, usage, CONFIG};
 use crate::step::Step;
 use hlatc::compile_step::{
     compile_step as compile, CompileOptions, ModelSource, OptimizerOverrides,
@@ -15,26 +15,6 @@ use hlatc::spmd::{RankSource, SpmdForm};
 use hlatc::step_programs;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-
-/// The value of `all` named `name`, or a `ConfigError` naming the ones
-/// there are.
-fn named<T: Copy>(
-    what: &str,
-    name: &str,
-    all: &[T],
-    name_of: fn(T) -> &'static str,
-) -> PyResult<T> {
-    all.iter()
-        .copied()
-        .find(|t| name_of(*t) == name)
-        .ok_or_else(|| {
-            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
-            CONFIG.err(format!(
-                "unknown {what} '{name}' (known: {})",
-                known.join(", ")
-            ))
-        })
-}
 
 /// Where the model comes from: `model` (a preset) or `config` (a path to
 /// a `config.json`, or its contents as a dict).
@@ -133,13 +113,25 @@ pub fn compile_step(
             weight_decay,
             clip_norm,
         },
-        precision: named("precision", precision, &Precision::ALL, Precision::name)?,
+        precision: named(
+            &CONFIG,
+            "precision",
+            precision,
+            &Precision::ALL,
+            Precision::name,
+        )?,
         rounding,
-        target: named("target", target, &Target::ALL, Target::name)?,
+        target: named(&CONFIG, "target", target, &Target::ALL, Target::name)?,
         passes,
         disable_passes: disable_pass,
         verify_each_pass,
-        remat: named("remat policy", remat, &RematPolicy::ALL, RematPolicy::name)?,
+        remat: named(
+            &CONFIG,
+            "remat policy",
+            remat,
+            &RematPolicy::ALL,
+            RematPolicy::name,
+        )?,
         parallel: Parallelism {
             tp,
             dp,
@@ -147,10 +139,18 @@ pub fn compile_step(
             zero1,
         },
         spmd: spmd
-            .map(|f| named("SPMD form", f, &SpmdForm::ALL, SpmdForm::name))
+            .map(|f| named(&CONFIG, "SPMD form", f, &SpmdForm::ALL, SpmdForm::name))
             .transpose()?,
         rank_source: rank_source
-            .map(|r| named("rank source", r, &RankSource::ALL, RankSource::name))
+            .map(|r| {
+                named(
+                    &CONFIG,
+                    "rank source",
+                    r,
+                    &RankSource::ALL,
+                    RankSource::name,
+                )
+            })
             .transpose()?,
         module_markers,
         device_memory: device_memory_of(device_memory)?,

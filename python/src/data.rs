@@ -4,7 +4,7 @@
 //! takes the batch's buffer (no copy); waiting for one releases the GIL,
 //! so Python threads run while the loader's own threads tokenize.
 
-use crate::errors::{guarded, loader_error, usage};
+use crate::errors::{guarded, loader_error, named, usage, USAGE};
 use crate::step::Step;
 use hlatc::token_data::RawDtype;
 use hlatc::train::loader::{
@@ -79,10 +79,9 @@ impl Loader {
         config.tokenizer = tokenizer;
         config.bos = special(bos, "bos")?;
         config.eos = special(eos, "eos")?;
-        config.raw_dtype = RAW_DTYPES
-            .iter()
-            .find(|(name, _)| *name == raw_dtype)
-            .map(|(_, t)| *t)
+        config.raw_dtype = RawDtype::ALL
+            .into_iter()
+            .find(|t| t.name() == raw_dtype)
             .ok_or_else(|| {
                 usage(format!(
                     "raw_dtype '{raw_dtype}': a raw token-id file holds 'u16' or 'u32' ids"
@@ -242,40 +241,24 @@ fn batch_dict(py: Python<'_>, b: RowBatch) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
-/// `raw_dtype=`'s names (`hlatc train --raw-dtype`'s).
-pub(crate) const RAW_DTYPES: [(&str, RawDtype); 2] =
-    [("u16", RawDtype::U16), ("u32", RawDtype::U32)];
-
 /// A JSON array of positions (a checkpoint's `loader.json`).
 fn positions_of(text: &str) -> PyResult<Vec<LoaderPosition>> {
     positions_from_json(text).map_err(|e| loader_error(&e))
 }
 
-fn by_name<T: Copy>(
-    what: &str,
-    name: &str,
-    all: &[T],
-    name_of: fn(T) -> &'static str,
-) -> PyResult<T> {
-    all.iter()
-        .copied()
-        .find(|t| name_of(*t) == name)
-        .ok_or_else(|| {
-            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
-            usage(format!(
-                "unknown {what} '{name}' (known: {})",
-                known.join(", ")
-            ))
-        })
-}
-
 /// `format=`, by the names `hlatc train --corpus-format` takes.
 fn source_format(name: &str) -> PyResult<SourceFormat> {
-    by_name("format", name, &SourceFormat::ALL, SourceFormat::name)
+    named(
+        &USAGE,
+        "format",
+        name,
+        &SourceFormat::ALL,
+        SourceFormat::name,
+    )
 }
 
 fn packing_of(name: &str) -> PyResult<Packing> {
-    by_name("packing", name, &Packing::ALL, Packing::name)
+    named(&USAGE, "packing", name, &Packing::ALL, Packing::name)
 }
 
 /// `bos=`/`eos=`: True the tokenizer's own, False or None none, a

@@ -241,6 +241,27 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// The value of `all` named `name`, or a `kind` error naming the ones
+/// there are (`what`: the option, in words).
+pub(crate) fn named<T: Copy>(
+    kind: &Kind,
+    what: &str,
+    name: &str,
+    all: &[T],
+    name_of: fn(T) -> &'static str,
+) -> PyResult<T> {
+    all.iter()
+        .copied()
+        .find(|t| name_of(*t) == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
+            kind.err(format!(
+                "unknown {what} '{name}' (known: {})",
+                known.join(", ")
+            ))
+        })
+}
+
 /// `UsageError(message)`: arguments that do not fit together.
 pub(crate) fn usage(message: impl Into<String>) -> PyErr {
     USAGE.err(message)

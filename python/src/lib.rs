@@ -18,6 +18,7 @@ use hlatc::metrics::Series;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::precision::Precision;
 use hlatc::spmd::{RankSource, SpmdForm};
+use hlatc::token_data::RawDtype;
 use hlatc::train::loader::{Packing, SourceFormat};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
@@ -40,10 +41,7 @@ fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("rank_source", names(&RankSource::ALL, RankSource::name)),
         ("format", names(&SourceFormat::ALL, SourceFormat::name)),
         ("packing", names(&Packing::ALL, Packing::name)),
-        (
-            "raw_dtype",
-            data::RAW_DTYPES.iter().map(|(n, _)| *n).collect(),
-        ),
+        ("raw_dtype", names(&RawDtype::ALL, RawDtype::name)),
         ("series", names(&Series::ALL, Series::column)),
     ])
 }

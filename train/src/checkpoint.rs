@@ -14,7 +14,6 @@
 use crate::bundle::sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The marker that makes a checkpoint directory complete.
@@ -173,9 +172,7 @@ impl CheckpointDir {
         let mut sums = BTreeMap::new();
         for (name, bytes) in files {
             let path = tmp.join(name);
-            let mut f = std::fs::File::create(&path).map_err(io(&path))?;
-            f.write_all(bytes).map_err(io(&path))?;
-            f.sync_all().map_err(io(&path))?;
+            hlatc_runtime::atomic_file::write_synced(&path, bytes).map_err(io(&path))?;
             sums.insert(name.to_string(), sha256_hex(bytes));
         }
         sync_dir(tmp)?;

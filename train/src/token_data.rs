@@ -18,6 +18,18 @@ pub enum RawDtype {
     U32,
 }
 
+impl RawDtype {
+    pub const ALL: [RawDtype; 2] = [RawDtype::U16, RawDtype::U32];
+
+    /// The name `--data-dtype` and Python's `raw_dtype=` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            RawDtype::U16 => "u16",
+            RawDtype::U32 => "u32",
+        }
+    }
+}
+
 pub struct TokenData {
     tokens: Vec<u32>,
     /// Ids from here on are held out for evaluation.

@@ -183,18 +183,16 @@ impl Loader {
         config: &LoaderConfig,
         from: Option<LoaderPosition>,
     ) -> Result<Loader, LoaderError> {
-        let (files, tokenizer) = open_corpus(config)?;
-        Self::start(config, files, tokenizer, from)
+        Self::start(config, &Corpus::open(config)?, from)
     }
 
     fn start(
         config: &LoaderConfig,
-        files: Vec<PathBuf>,
-        tokenizer: Option<Arc<TextTokenizer>>,
+        corpus: &Corpus,
         from: Option<LoaderPosition>,
     ) -> Result<Loader, LoaderError> {
         check_settings(config)?;
-        let fingerprint = fingerprint(config, &files, tokenizer.as_deref())?;
+        let fingerprint = fingerprint(config, corpus);
         let position = match from {
             Some(p) => {
                 p.check_fits(&fingerprint)?;
@@ -219,8 +217,15 @@ impl Loader {
             eos: config.eos_id,
             vocab: config.vocab,
         };
+        let tokenizer = corpus.tokenizer.clone();
         let tokenizer_vocab = tokenizer.as_ref().map(|t| t.vocab_size());
-        let stream = DocStream::new(files, settings, config.shard, config.seed, position.cursor);
+        let stream = DocStream::new(
+            corpus.files.clone(),
+            settings,
+            config.shard,
+            config.seed,
+            position.cursor,
+        );
         let (capacity, packing, rows, epochs) = (
             config.shuffle_buffer,
             config.packing,
@@ -374,7 +379,7 @@ impl ReplicaLoaders {
                 reason: "a replica index must be below the replica count",
             });
         }
-        let (files, tokenizer) = open_corpus(config)?;
+        let corpus = Corpus::open(config)?;
         let mut from = from.map(Vec::into_iter);
         let parts = owned
             .iter()
@@ -387,7 +392,7 @@ impl ReplicaLoaders {
                     ..config.clone()
                 };
                 let at = from.as_mut().and_then(Iterator::next);
-                Loader::start(&config, files.clone(), tokenizer.clone(), at)
+                Loader::start(&config, &corpus, at)
             })
             .collect::<Result<_, _>>()?;
         Ok(ReplicaLoaders { parts })
@@ -427,32 +432,60 @@ impl ReplicaLoaders {
     }
 }
 
-/// The corpus' files and its tokenizer, checked: a text file needs a
-/// tokenizer, and the tokenizer's ids must lie in the model's vocabulary.
-fn open_corpus(
-    config: &LoaderConfig,
-) -> Result<(Vec<PathBuf>, Option<Arc<TextTokenizer>>), LoaderError> {
-    let files = sources::expand(&config.sources)?;
-    let tokenizer = match &config.tokenizer {
-        Some(path) => Some(Arc::new(TextTokenizer::open(
-            path,
-            &config.bos,
-            &config.eos,
-            config.vocab,
-        )?)),
-        None => None,
-    };
-    if tokenizer.is_none() {
-        if let Some(text) = files.iter().find(|f| {
-            config
-                .format
-                .unwrap_or_else(|| SourceFormat::of(f))
-                .is_text()
-        }) {
-            return Err(LoaderError::NeedsTokenizer { path: text.clone() });
+/// A corpus opened once for all the loaders that read it: its files, what
+/// a position names them by, and its tokenizer.
+struct Corpus {
+    files: Vec<PathBuf>,
+    /// Each file's canonical path and size (a position's fingerprint): a
+    /// relative and an absolute path to the same file, or another working
+    /// directory, name the same corpus.
+    identity: Vec<(String, u64)>,
+    tokenizer: Option<Arc<TextTokenizer>>,
+}
+
+impl Corpus {
+    /// `config`'s files and tokenizer, checked: a text file needs a
+    /// tokenizer, and the tokenizer's ids must lie in the model's
+    /// vocabulary.
+    fn open(config: &LoaderConfig) -> Result<Corpus, LoaderError> {
+        let files = sources::expand(&config.sources)?;
+        let tokenizer = match &config.tokenizer {
+            Some(path) => Some(Arc::new(TextTokenizer::open(
+                path,
+                &config.bos,
+                &config.eos,
+                config.vocab,
+            )?)),
+            None => None,
+        };
+        if tokenizer.is_none() {
+            if let Some(text) = files.iter().find(|f| {
+                config
+                    .format
+                    .unwrap_or_else(|| SourceFormat::of(f))
+                    .is_text()
+            }) {
+                return Err(LoaderError::NeedsTokenizer { path: text.clone() });
+            }
         }
+        let identity = files
+            .iter()
+            .map(|f| {
+                let io = |source| LoaderError::Io {
+                    path: f.clone(),
+                    source,
+                };
+                let size = std::fs::metadata(f).map_err(io)?.len();
+                let path = std::fs::canonicalize(f).map_err(io)?;
+                Ok((path.display().to_string(), size))
+            })
+            .collect::<Result<_, LoaderError>>()?;
+        Ok(Corpus {
+            files,
+            identity,
+            tokenizer,
+        })
     }
-    Ok((files, tokenizer))
 }
 
 fn check_settings(config: &LoaderConfig) -> Result<(), LoaderError> {
@@ -494,27 +527,10 @@ fn shuffle_seed(seed: u64, shard: Shard) -> u64 {
         .wrapping_add(shard.index as u64)
 }
 
-fn fingerprint(
-    config: &LoaderConfig,
-    files: &[PathBuf],
-    tokenizer: Option<&TextTokenizer>,
-) -> Result<Fingerprint, LoaderError> {
-    // By their canonical paths: a relative and an absolute path to the
-    // same file, or another working directory, name the same corpus.
-    let files = files
-        .iter()
-        .map(|f| {
-            let io = |source| LoaderError::Io {
-                path: f.clone(),
-                source,
-            };
-            let size = std::fs::metadata(f).map_err(io)?.len();
-            let path = std::fs::canonicalize(f).map_err(io)?;
-            Ok((path.display().to_string(), size))
-        })
-        .collect::<Result<_, LoaderError>>()?;
-    Ok(Fingerprint {
-        files,
+fn fingerprint(config: &LoaderConfig, corpus: &Corpus) -> Fingerprint {
+    let tokenizer = corpus.tokenizer.as_deref();
+    Fingerprint {
+        files: corpus.identity.clone(),
         format: config.format,
         text_field: config.text_field.clone(),
         tokenizer: config.tokenizer.as_ref().map(|p| {
@@ -531,5 +547,5 @@ fn fingerprint(
         shuffle_buffer: config.shuffle_buffer,
         seed: config.seed,
         shard: config.shard,
-    })
+    }
 }
