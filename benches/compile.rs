@@ -104,6 +104,7 @@ fn bench(c: &mut Criterion) {
                 dp: 1,
                 sequence_parallel: true,
                 zero1: false,
+                pp: 1,
             },
             ..step_config(model.clone()).with_precision(Precision::Bf16Mixed)
         };

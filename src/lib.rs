@@ -19,8 +19,8 @@ pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module}
 
 pub use hlatc_train::{
     batch_check, bundle, check, checkpoint, data, grad_accum, initial_inputs, loader, memory_plan,
-    optimizer, precision, rank_checkpoint, rank_inputs, sharding, spmd, state_shards, token_data,
-    train_step, trainer,
+    optimizer, pipeline, precision, rank_checkpoint, rank_inputs, sharding, spmd, state_shards,
+    token_data, train_step, trainer,
 };
 
 pub mod compile_step;

@@ -17,6 +17,9 @@ pub use config::{
     BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError, PRESETS,
 };
 pub use field_problem::FieldProblem;
-pub use llama::{forward, forward_on_rank, ForwardInputs, ForwardOutputs, IGNORE_INDEX};
+pub use llama::{
+    forward, forward_on_rank, ForwardInputs, ForwardOutputs, ForwardParts, PartsContext,
+    IGNORE_INDEX,
+};
 pub use parallel::{ParallelError, Parallelism, Piece, TpSplit};
 pub use params::{declare_params, param_specs, HfPart, Init, ParamSpec, FUSED_PROJECTIONS};

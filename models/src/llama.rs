@@ -561,101 +561,197 @@ pub fn forward_on_rank(
         module_markers,
         token_count,
     } = inputs;
-    let ty = b.ty(params[0]);
-    let specs = param_specs(cfg);
-    assert_eq!(
-        specs.len(),
-        params.len(),
-        "one instruction per parameter spec"
-    );
-    let params: HashMap<String, InstrId> = specs
-        .into_iter()
-        .map(|p| p.name)
-        .zip(params.iter().copied())
-        .collect();
-    let embed = params["model.embed_tokens.weight"];
-    let rank = match par.is_single() {
-        true => None,
-        false => Some(RankContext::new(b, par, cfg, fault)?),
-    };
-    let mut m = Llama {
-        b,
-        cfg,
-        params,
+    let context = PartsContext {
         batch,
-        ty,
-        hints: GradHints::default(),
-        rank,
+        par,
+        fault,
+        module_markers,
         token_count,
     };
-    let (n, d) = (m.n(), cfg.hidden_size);
-    // Embedding lookup: gather rows of [V, D] by token id.
-    m.b.push_scope(scope::EMBED_TOKENS);
-    let mut x = match &m.rank {
-        Some(rank) => {
-            let t = m.b.reshape(tokens, &[n])?;
-            rank.embedding(m.b, embed, t)?
-        }
-        None => embedding(m.b, embed, tokens, n, d)?,
-    };
-    m.b.pop_scope();
-    let s = batch.seq_len;
-    m.b.push_scope("attention_mask");
-    let mut allowed = attention_mask(m.b, s, cfg.sliding_window)?;
-    let positions = match segments {
-        None => None,
-        Some(seg) => {
-            let (mask, positions) = packed_documents(m.b, seg, batch.batch_size, s)?;
-            let causal = m.b.broadcast(allowed, &[batch.batch_size, s, s], &[1, 2])?;
-            allowed = m.b.binary(BinaryOp::And, causal, mask)?;
-            Some(positions)
-        }
-    };
-    m.b.pop_scope();
-    let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
-    for layer in 0..cfg.num_hidden_layers {
-        let l = format!("model.layers.{layer}.");
-        // Outside the layer's scope, so recomputing a layer (remat) never
-        // repeats its markers.
-        if module_markers {
-            x = m.b.module_marker(ModuleMarker::StartForward, x)?;
-        }
-        m.b.push_scope(&scope::layer(layer));
-        let norm = m.param(&format!("{l}input_layernorm.weight"));
-        let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, norm))?;
-        let h = m.scoped("self_attn", |m| m.full_sequence(h))?;
-        let a = m.attention(h, &l, tables, allowed)?;
-        x = m.b.add2(x, a)?;
-        let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
-        let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;
-        let h = m.scoped("mlp", |m| m.full_sequence(h))?;
-        let f = m.mlp(h, &l)?;
-        x = m.b.add2(x, f)?;
-        m.b.pop_scope();
-        if module_markers {
-            x = m.b.module_marker(ModuleMarker::EndForward, x)?;
-        }
-    }
-    let x = m.scoped(scope::FINAL_NORM, |m| {
-        m.rms_norm(x, m.param("model.norm.weight"))
-    })?;
-    let head = if cfg.tie_word_embeddings {
-        embed
-    } else {
-        m.param("lm_head.weight")
-    };
-    let x = m.scoped("lm_head", |m| m.full_sequence(x))?;
-    let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
-    let loss = m.scoped(scope::LOSS, |m| match m.rank.take() {
-        None => m.cross_entropy(logits, targets),
-        Some(rank) => {
-            let count = m.token_count;
-            rank.cross_entropy(m.b, &mut m.hints, logits, targets, m.ty, count)
-        }
-    })?;
+    let mut parts = ForwardParts::new(b, cfg, params, context, segments)?;
+    let x = parts.embed(tokens)?;
+    let x = parts.layers(x)?;
+    let (loss, logits) = parts.loss(x, targets)?;
     Ok(ForwardOutputs {
         loss,
         logits,
-        grad_hints: m.hints,
+        grad_hints: parts.into_hints(),
     })
+}
+
+/// How the pieces of a forward pass are divided and counted: see
+/// [`ForwardInputs`] and [`forward_on_rank`].
+#[derive(Clone, Copy)]
+pub struct PartsContext {
+    pub batch: BatchShape,
+    pub par: Parallelism,
+    pub fault: Option<Fault>,
+    pub module_markers: bool,
+    pub token_count: Option<InstrId>,
+}
+
+/// The forward pass in its three pieces, which a pipeline stage calls
+/// apart: the embedding of tokens, the decoder layers of the model it is
+/// built for, and the final norm, LM head and loss. [`forward_on_rank`]
+/// is the three in a row. The attention mask and rotary tables are built
+/// once, when the parts are, and serve every call.
+pub struct ForwardParts<'a> {
+    m: Llama<'a>,
+    tables: (InstrId, InstrId),
+    allowed: InstrId,
+    module_markers: bool,
+}
+
+impl<'a> ForwardParts<'a> {
+    /// The parts over `params` (declared in [`param_specs`] order, each the
+    /// rank's share) for rows of `context.batch`, packed by `segments`
+    /// when given.
+    pub fn new(
+        b: &'a mut Builder,
+        cfg: &'a ModelConfig,
+        params: &[InstrId],
+        context: PartsContext,
+        segments: Option<InstrId>,
+    ) -> Result<Self, BuildError> {
+        let PartsContext {
+            batch,
+            par,
+            fault,
+            module_markers,
+            token_count,
+        } = context;
+        let ty = b.ty(params[0]);
+        let specs = param_specs(cfg);
+        assert_eq!(
+            specs.len(),
+            params.len(),
+            "one instruction per parameter spec"
+        );
+        let params: HashMap<String, InstrId> = specs
+            .into_iter()
+            .map(|p| p.name)
+            .zip(params.iter().copied())
+            .collect();
+        let rank = match par.is_single() {
+            true => None,
+            false => Some(RankContext::new(b, par, cfg, fault)?),
+        };
+        let mut m = Llama {
+            b,
+            cfg,
+            params,
+            batch,
+            ty,
+            hints: GradHints::default(),
+            rank,
+            token_count,
+        };
+        let s = batch.seq_len;
+        m.b.push_scope("attention_mask");
+        let mut allowed = attention_mask(m.b, s, cfg.sliding_window)?;
+        let positions = match segments {
+            None => None,
+            Some(seg) => {
+                let (mask, positions) = packed_documents(m.b, seg, batch.batch_size, s)?;
+                let causal = m.b.broadcast(allowed, &[batch.batch_size, s, s], &[1, 2])?;
+                allowed = m.b.binary(BinaryOp::And, causal, mask)?;
+                Some(positions)
+            }
+        };
+        m.b.pop_scope();
+        let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
+        Ok(ForwardParts {
+            m,
+            tables,
+            allowed,
+            module_markers,
+        })
+    }
+
+    /// The builder the parts add to.
+    pub fn builder(&mut self) -> &mut Builder {
+        self.m.b
+    }
+
+    /// The embedding rows of `tokens` (`s32[batch, seq]`): `[N, D]`, or on
+    /// a rank of a sequence-parallel step its run of the rows.
+    pub fn embed(&mut self, tokens: InstrId) -> Result<InstrId, BuildError> {
+        let m = &mut self.m;
+        let (n, d) = (m.n(), m.cfg.hidden_size);
+        let embed = m.param("model.embed_tokens.weight");
+        m.b.push_scope(scope::EMBED_TOKENS);
+        let x = match &m.rank {
+            Some(rank) => {
+                let t = m.b.reshape(tokens, &[n])?;
+                rank.embedding(m.b, embed, t)?
+            }
+            None => embedding(m.b, embed, tokens, n, d)?,
+        };
+        m.b.pop_scope();
+        Ok(x)
+    }
+
+    /// Every decoder layer of the model the parts are built for, over the
+    /// residual stream `x`.
+    pub fn layers(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
+        let m = &mut self.m;
+        let (tables, allowed, markers) = (self.tables, self.allowed, self.module_markers);
+        let mut x = x;
+        for layer in 0..m.cfg.num_hidden_layers {
+            let l = format!("model.layers.{layer}.");
+            // Outside the layer's scope, so recomputing a layer (remat)
+            // never repeats its markers.
+            if markers {
+                x = m.b.module_marker(ModuleMarker::StartForward, x)?;
+            }
+            m.b.push_scope(&scope::layer(layer));
+            let norm = m.param(&format!("{l}input_layernorm.weight"));
+            let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, norm))?;
+            let h = m.scoped("self_attn", |m| m.full_sequence(h))?;
+            let a = m.attention(h, &l, tables, allowed)?;
+            x = m.b.add2(x, a)?;
+            let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
+            let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;
+            let h = m.scoped("mlp", |m| m.full_sequence(h))?;
+            let f = m.mlp(h, &l)?;
+            x = m.b.add2(x, f)?;
+            m.b.pop_scope();
+            if markers {
+                x = m.b.module_marker(ModuleMarker::EndForward, x)?;
+            }
+        }
+        Ok(x)
+    }
+
+    /// The final norm, the LM head and the mean cross-entropy against
+    /// `targets` (`s32[batch, seq]`) of the residual stream `x`: `(loss,
+    /// logits)`.
+    pub fn loss(&mut self, x: InstrId, targets: InstrId) -> Result<(InstrId, InstrId), BuildError> {
+        let m = &mut self.m;
+        let x = m.scoped(scope::FINAL_NORM, |m| {
+            m.rms_norm(x, m.param("model.norm.weight"))
+        })?;
+        let head = match m.cfg.tie_word_embeddings {
+            true => m.param("model.embed_tokens.weight"),
+            false => m.param("lm_head.weight"),
+        };
+        let x = m.scoped("lm_head", |m| m.full_sequence(x))?;
+        let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
+        let loss = m.scoped(scope::LOSS, |m| match m.rank.take() {
+            None => m.cross_entropy(logits, targets),
+            Some(rank) => {
+                let count = m.token_count;
+                let loss = rank.cross_entropy(m.b, &mut m.hints, logits, targets, m.ty, count);
+                m.rank = Some(rank);
+                loss
+            }
+        })?;
+        Ok((loss, logits))
+    }
+
+    /// The values gradients must not flow through and the closed-form
+    /// regions, for autodiff of what the parts built.
+    pub fn into_hints(self) -> GradHints {
+        self.m.hints
+    }
 }

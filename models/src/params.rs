@@ -28,6 +28,10 @@ pub struct ParamSpec {
     pub parts: Vec<HfPart>,
     /// How tensor parallelism divides it, from its role.
     pub tp: TpSplit,
+    /// The decoder layer it belongs to; `None` for the embedding, the
+    /// final norm and the LM head. Pipeline stages hold layers, and share
+    /// the rest (see [`crate::parallel::stages`]).
+    pub layer: Option<i64>,
 }
 
 /// Rows `rows[0]..rows[1]` of a fused tensor are the Hugging Face tensor
@@ -40,7 +44,7 @@ pub struct HfPart {
 
 /// The parameters of layer `i`, in Hugging Face order and naming; biases
 /// follow their weights where the config asks for them.
-fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
+pub(crate) fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
     let (d, f, hd) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim());
     let (q, kv) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
     let (std, out_std) = (cfg.initializer_range, cfg.output_projection_std());
@@ -59,6 +63,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
             init,
             parts: Vec::new(),
             tp: weight_split,
+            layer: Some(i),
         };
         let bias = bias.then(|| ParamSpec {
             name: format!("{l}{name}.bias"),
@@ -66,6 +71,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
             init: Init::Zeros,
             parts: Vec::new(),
             tp: bias_split,
+            layer: Some(i),
         });
         std::iter::once(weight).chain(bias)
     };
@@ -75,6 +81,7 @@ fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
         init: Init::Ones,
         parts: Vec::new(),
         tp: TpSplit::Replicated,
+        layer: Some(i),
     };
     let heads = |count| Units { count, size: hd };
     let columns = Units { count: f, size: 1 };
@@ -217,6 +224,7 @@ fn fuse_projections(prefix: &str, mut specs: Vec<ParamSpec>) -> Vec<ParamSpec> {
                     init: taken[0].init,
                     parts,
                     tp: TpSplit::Rows(blocks),
+                    layer: taken[0].layer,
                 },
             );
         }
@@ -226,7 +234,7 @@ fn fuse_projections(prefix: &str, mut specs: Vec<ParamSpec>) -> Vec<ParamSpec> {
 
 /// Parameters outside the layers: the embedding first, then the final norm
 /// and the LM head (absent when tied).
-fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
+pub(crate) fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
     let (d, v) = (cfg.hidden_size, cfg.vocab_size);
     let embed = ParamSpec {
         name: "model.embed_tokens.weight".into(),
@@ -234,6 +242,7 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
         init: Init::Normal(cfg.initializer_range),
         parts: Vec::new(),
         tp: TpSplit::Vocab,
+        layer: None,
     };
     let mut tail = vec![ParamSpec {
         name: "model.norm.weight".into(),
@@ -241,6 +250,7 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
         init: Init::Ones,
         parts: Vec::new(),
         tp: TpSplit::Replicated,
+        layer: None,
     }];
     if !cfg.tie_word_embeddings {
         tail.push(ParamSpec {
@@ -249,6 +259,7 @@ fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
             init: Init::Normal(cfg.initializer_range),
             parts: Vec::new(),
             tp: TpSplit::Vocab,
+            layer: None,
         });
     }
     (embed, tail)

@@ -137,6 +137,7 @@ pub fn compile_step(
             dp,
             sequence_parallel,
             zero1,
+            pp: 1,
         },
         spmd: spmd
             .map(|f| named(&CONFIG, "SPMD form", f, &SpmdForm::ALL, SpmdForm::name))

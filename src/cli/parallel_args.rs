@@ -94,6 +94,7 @@ impl ParallelArgs {
             dp: self.dp,
             sequence_parallel: self.sequence_parallel,
             zero1: self.zero1,
+            pp: 1,
         }
     }
 

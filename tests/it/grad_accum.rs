@@ -30,6 +30,7 @@ fn layout(tp: i64, dp: i64, zero1: bool) -> Parallelism {
         dp,
         sequence_parallel: false,
         zero1,
+        pp: 1,
     }
 }
 

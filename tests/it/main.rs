@@ -23,6 +23,7 @@ mod neuron_check_cli;
 mod neuron_check_rules;
 mod neuron_rewrites_on_xla;
 mod passes_on_xla;
+mod pipeline;
 mod plot;
 mod rank_checkpoint;
 mod reliability;

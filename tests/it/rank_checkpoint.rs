@@ -33,6 +33,7 @@ fn each_ranks_slices_are_the_whole_checkpoint_divided() {
             dp: 2,
             sequence_parallel: true,
             zero1: true,
+            pp: 1,
         },
         Precision::Bf16Master,
     );

@@ -105,6 +105,7 @@ const SEQUENCE_PARALLEL: Parallelism = Parallelism {
     dp: 2,
     sequence_parallel: true,
     zero1: true,
+    pp: 1,
 };
 
 fn par_tp() -> u64 {

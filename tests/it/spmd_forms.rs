@@ -44,6 +44,7 @@ fn layout(tp: i64, dp: i64, sequence_parallel: bool, zero1: bool) -> Parallelism
         dp,
         sequence_parallel,
         zero1,
+        pp: 1,
     }
 }
 

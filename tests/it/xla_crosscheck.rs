@@ -71,6 +71,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
             dp: 2,
             sequence_parallel: true,
             zero1: false,
+            pp: 1,
         },
         batch: hlatc::models::BatchShape {
             batch_size: 4,

@@ -27,6 +27,7 @@ fn zero1(tp: i64, dp: i64, sequence_parallel: bool) -> Parallelism {
         dp,
         sequence_parallel,
         zero1: true,
+        pp: 1,
     }
 }
 

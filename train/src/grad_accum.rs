@@ -88,7 +88,7 @@ pub fn build_accumulation_steps(
 
 /// The accumulators' inputs: one per parameter, its share, in the type
 /// gradients are summed in.
-fn accumulator_specs(cfg: &StepConfig, specs: &[ParamSpec]) -> Vec<TensorSpec> {
+pub(crate) fn accumulator_specs(cfg: &StepConfig, specs: &[ParamSpec]) -> Vec<TensorSpec> {
     let ty = cfg.precision.gradient_sum_type();
     specs
         .iter()
@@ -104,7 +104,7 @@ fn accumulator_specs(cfg: &StepConfig, specs: &[ParamSpec]) -> Vec<TensorSpec> {
         .collect()
 }
 
-fn declare(b: &mut Builder, specs: &[TensorSpec]) -> Vec<InstrId> {
+pub(crate) fn declare(b: &mut Builder, specs: &[TensorSpec]) -> Vec<InstrId> {
     specs
         .iter()
         .map(|s| b.parameter(&s.name, Shape::array(s.dtype, s.shape.clone())))
@@ -169,7 +169,7 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
     )
 }
 
-fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
+pub(crate) fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     let compute = cfg.precision.compute();
     let par = cfg.parallel;
     let specs = param_specs(&cfg.model);

@@ -29,6 +29,7 @@ pub mod initial_inputs;
 pub mod loader;
 pub mod memory_plan;
 pub mod optimizer;
+pub mod pipeline;
 pub mod precision;
 pub mod rank_checkpoint;
 pub mod rank_inputs;

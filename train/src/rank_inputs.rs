@@ -86,7 +86,7 @@ impl RankInputs {
     /// The rows of the global batch rank `rank` takes, for a batch input.
     fn batch_rows(&self, spec: &TensorSpec, rank: i64) -> Option<[i64; 2]> {
         match spec.role {
-            Role::Tokens | Role::Targets | Role::SegmentIds => {
+            Role::Tokens | Role::Targets | Role::SegmentIds | Role::BackwardTokens => {
                 let first = self.par.dp_rank(rank) * self.batch_rows;
                 Some([first, first + self.batch_rows])
             }

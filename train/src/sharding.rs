@@ -16,7 +16,7 @@ use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::op::BinaryOp;
 use hlatc_compiler::InstrId;
-use hlatc_models::parallel::split::{copy_groups, holder_groups};
+use hlatc_models::parallel::split::{across_stages, copy_groups, holder_groups};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
 use std::collections::BTreeMap;
@@ -70,7 +70,23 @@ pub const BUCKET_ELEMENTS: i64 = 40_000_000;
 struct Range {
     grad: usize,
     value: InstrId,
+    holders: Holders,
+}
+
+/// Who holds a range: `copies` ranks of each TP group, on one pipeline
+/// stage or (`every_stage`: the embedding, final norm and LM head under
+/// pipeline parallelism) on every stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Holders {
     copies: i64,
+    every_stage: bool,
+}
+
+/// Whether every pipeline stage holds `spec` (and its gradient is summed
+/// over the stages): the parameters outside the decoder layers, when there
+/// is more than one stage.
+pub fn held_by_every_stage(spec: &ParamSpec, par: &Parallelism) -> bool {
+    par.pp > 1 && spec.layer.is_none()
 }
 
 /// Each gradient summed over the ranks that hold its parameter's ranges,
@@ -86,8 +102,8 @@ pub fn sum_over_holders(
     if fault == Some(Fault::MissingGradientAllReduce) {
         return Ok(grads.to_vec());
     }
-    sum_ranges(b, grads, specs, par, "gradient_all_reduce", &|copies| {
-        holder_groups(copies, par)
+    sum_ranges(b, grads, specs, par, "gradient_all_reduce", &|h| {
+        stages_of(h, holder_groups(h.copies, par), par)
     })
 }
 
@@ -100,14 +116,22 @@ pub fn sum_over_tp_copies(
     specs: &[ParamSpec],
     par: &Parallelism,
 ) -> Result<Vec<InstrId>, BuildError> {
-    sum_ranges(b, grads, specs, par, "gradient_tp_copies", &|copies| {
-        copy_groups(copies, par)
+    sum_ranges(b, grads, specs, par, "gradient_tp_copies", &|h| {
+        stages_of(h, copy_groups(h.copies, par), par)
     })
 }
 
-/// The ranks a range held on `copies` ranks of each TP group is summed
-/// over.
-type GroupsOf<'a> = dyn Fn(i64) -> Vec<Vec<i64>> + 'a;
+/// `groups` (one stage's each) joined across the stages for a range
+/// every stage holds.
+fn stages_of(h: Holders, groups: Vec<Vec<i64>>, par: &Parallelism) -> Vec<Vec<i64>> {
+    match h.every_stage {
+        true => across_stages(groups, par),
+        false => groups,
+    }
+}
+
+/// The ranks a range with these holders is summed over.
+type GroupsOf<'a> = dyn Fn(Holders) -> Vec<Vec<i64>> + 'a;
 
 /// Each gradient cut into its ranges, each range summed over
 /// `groups_of(copies)`, and put back together, under scope `scope`.
@@ -125,12 +149,16 @@ fn sum_ranges(
     let mut dims = Vec::with_capacity(grads.len());
     for (k, (&g, spec)) in grads.iter().zip(specs).enumerate() {
         let (dim, local) = local_ranges(spec, par);
+        let every_stage = held_by_every_stage(spec, par);
         for (range, copies) in local {
             let value = range_of(b, g, dim, range)?;
             ranges.push(Range {
                 grad: k,
                 value,
-                copies,
+                holders: Holders {
+                    copies,
+                    every_stage,
+                },
             });
         }
         dims.push(dim);
@@ -163,15 +191,15 @@ fn sum_in_buckets(
     groups_of: &GroupsOf<'_>,
 ) -> Result<Vec<InstrId>, BuildError> {
     let mut summed: Vec<InstrId> = ranges.iter().map(|r| r.value).collect();
-    let classes: std::collections::BTreeSet<i64> = ranges.iter().map(|r| r.copies).collect();
-    for copies in classes {
-        let groups = groups_of(copies);
+    let classes: std::collections::BTreeSet<Holders> = ranges.iter().map(|r| r.holders).collect();
+    for holders in classes {
+        let groups = groups_of(holders);
         if groups.first().map_or(1, Vec::len) == 1 {
             continue;
         }
         let groups = replica_groups(&groups);
         let members: Vec<usize> = (0..ranges.len())
-            .filter(|&i| ranges[i].copies == copies)
+            .filter(|&i| ranges[i].holders == holders)
             .collect();
         for bucket in buckets(b, ranges, &members) {
             if let [only] = bucket.as_slice() {
@@ -282,4 +310,40 @@ pub fn norm_squared(
         shared
     };
     b.add2(shared, replicated)
+}
+
+/// The squared gradient norm of some parameters over one stage's ranks.
+pub type StageNorm<'a> =
+    dyn Fn(&mut Builder, &[InstrId], &[ParamSpec]) -> Result<InstrId, BuildError> + 'a;
+
+/// The squared global gradient norm under pipeline parallelism: `norm`
+/// (the norm of one stage's ranks) of the layers' gradients summed over
+/// the stages, each of which holds its own layers, plus `norm` of the
+/// rest, which every stage holds alike and which counts once. Without
+/// pipeline parallelism, `norm` of every gradient.
+pub fn norm_squared_over_stages(
+    b: &mut Builder,
+    grads: &[InstrId],
+    specs: &[ParamSpec],
+    par: &Parallelism,
+    norm: &StageNorm<'_>,
+) -> Result<InstrId, BuildError> {
+    if par.pp == 1 {
+        return norm(b, grads, specs);
+    }
+    let (mut own, mut shared) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+    for (&g, spec) in grads.iter().zip(specs) {
+        let part = match held_by_every_stage(spec, par) {
+            true => &mut shared,
+            false => &mut own,
+        };
+        part.0.push(g);
+        part.1.push(spec.clone());
+    }
+    let layers = norm(b, &own.0, &own.1)?;
+    b.push_scope("grad_norm_over_stages");
+    let layers = b.all_reduce(layers, BinaryOp::Add, &replica_groups(&par.pp_groups()))?;
+    b.pop_scope();
+    let rest = norm(b, &shared.0, &shared.1)?;
+    b.add2(layers, rest)
 }

@@ -5,6 +5,7 @@ use crate::batch_check::check_batch_input;
 use crate::data::Batch;
 use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
+use crate::pipeline::PipelineRun;
 use crate::rank_inputs::RankInputs;
 use crate::state_shards::{params_by_name, shard_state, start_state, whole_state};
 use crate::train_step::{
@@ -44,6 +45,10 @@ pub struct Trainer {
     /// Under gradient accumulation, the micro step; the program above is
     /// then the apply step.
     micro: Option<MicroStep>,
+    /// Under pipeline parallelism, the tick programs and their buffers;
+    /// the program above is then the apply step, and the state each
+    /// stage's.
+    pipeline: Option<PipelineRun>,
 }
 
 /// The micro step of gradient accumulation ([`crate::grad_accum`]).
@@ -58,11 +63,11 @@ struct MicroStep {
 }
 
 /// A program and its signature, as the runner reads them.
-struct Stage<'a> {
-    program: &'a Program,
-    inputs: &'a [TensorSpec],
-    outputs: &'a [TensorSpec],
-    ranks: &'a RankInputs,
+pub(crate) struct Stage<'a> {
+    pub(crate) program: &'a Program,
+    pub(crate) inputs: &'a [TensorSpec],
+    pub(crate) outputs: &'a [TensorSpec],
+    pub(crate) ranks: &'a RankInputs,
 }
 
 impl Trainer {
@@ -148,6 +153,61 @@ impl Trainer {
         Ok(trainer)
     }
 
+    /// Pipeline parallelism (`cfg.parallel.pp` stages) over
+    /// `micro_batches` micro-batches per optimizer step: the programs of
+    /// [`crate::pipeline`] through the `cpu` pipeline with `remat`,
+    /// compiled, and started from `params` (the whole model's, in its
+    /// `param_specs` order), each stage taking its layers. Each
+    /// [`Trainer::step`] then runs the schedule's ticks and the apply step
+    /// once.
+    pub fn pipelined(
+        rt: &Runtime,
+        cfg: &StepConfig,
+        micro_batches: i64,
+        remat: hlatc_passes::RematPolicy,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
+        let steps = crate::pipeline::build_pipeline_steps(cfg, micro_batches)?;
+        let crate::pipeline::PipelineSteps {
+            ticks,
+            mut apply,
+            schedule,
+            stages,
+            stage_config,
+        } = steps;
+        let target = hlatc_passes::Target::Cpu;
+        let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
+        let mut compiled = Vec::with_capacity(ticks.len());
+        for mut tick in ticks {
+            crate::train_step::optimize(&mut tick, &pipeline, target, remat)?;
+            compiled.push((rt.compile(&tick.module)?, tick));
+        }
+        crate::train_step::optimize(&mut apply, &pipeline, target, remat)?;
+        let program = rt.compile(&apply.module)?;
+        program.ensure_fits()?;
+        let run = PipelineRun::new(cfg, compiled, schedule, &stages, &stage_config)?;
+        let layout = StateLayout::of(&apply.inputs, &apply.outputs).ok_or_else(|| {
+            Error::Usage("the apply step does not return every piece of its state".into())
+        })?;
+        let ranks = RankInputs::new(&stage_config);
+        let state = run.start(&cfg.model, &ranks, &apply.inputs, params)?;
+        let mut trainer = Trainer {
+            program,
+            vocab_size: cfg.model.vocab_size,
+            model: cfg.model.clone(),
+            inputs: apply.inputs.clone(),
+            outputs: apply.outputs.clone(),
+            layout,
+            state,
+            ranks,
+            rounding_seeded_per_rank: cfg.fault == Some(Fault::RoundingSeededPerRank),
+            micro: None,
+            pipeline: Some(run),
+        };
+        trainer.seed_rounding(0);
+        Ok(trainer)
+    }
+
     /// Starts from an already compiled `step` for `cfg` (for instance the
     /// bundle's own module, read back from disk). The state is laid out by
     /// the roles of the step's inputs: `params` (in `param_specs` order,
@@ -181,6 +241,7 @@ impl Trainer {
             ranks,
             rounding_seeded_per_rank: cfg.fault == Some(Fault::RoundingSeededPerRank),
             micro: None,
+            pipeline: None,
         };
         trainer.seed_rounding(0);
         Ok(trainer)
@@ -222,10 +283,15 @@ impl Trainer {
             ranks: &self.ranks,
         };
         // Under accumulation the micro step takes the batch, a micro-batch
-        // at a time, and the apply step none.
-        let (accumulated_loss, main_batch) = match &self.micro {
-            None => (None, Some(batch)),
-            Some(micro) => {
+        // at a time, and the apply step none; under pipeline parallelism
+        // the tick programs take it.
+        let (accumulated_loss, main_batch) = match (&mut self.pipeline, &self.micro) {
+            (Some(run), _) => {
+                let loss = run.run_ticks(&mut self.state, &held, self.vocab_size, batch)?;
+                (Some(loss), None)
+            }
+            (None, None) => (None, Some(batch)),
+            (None, Some(micro)) => {
                 let count = batch.token_count();
                 let stage = Stage {
                     program: &micro.program,
@@ -237,7 +303,8 @@ impl Trainer {
                 for j in 0..micro.micro_batches {
                     let part = micro_batch(batch, j, micro.micro_batches, micro.dp);
                     let (state, vocab) = (&mut self.state, self.vocab_size);
-                    let out = run_stage(&stage, state, &held, vocab, Some(&part), Some(&count))?;
+                    let given = [(Role::TokenCount, &count)];
+                    let out = run_stage(&stage, state, &held, vocab, Some(&part), &given)?;
                     loss += scalar(stage.outputs, &out, Role::Loss)?;
                 }
                 (Some(loss), None)
@@ -249,7 +316,7 @@ impl Trainer {
             &held,
             self.vocab_size,
             main_batch,
-            None,
+            &[],
         )?;
         Ok(StepStats {
             loss: match accumulated_loss {
@@ -262,11 +329,30 @@ impl Trainer {
     }
 
     /// The whole value of state input `k` (a sharded parameter or moment
-    /// gathered from the ranks).
-    fn whole_state(&self, k: usize) -> Literal {
+    /// gathered from the ranks), by its whole state's name: under pipeline
+    /// parallelism one per stage (the whole model's layers each stage
+    /// holds), or one from stage 0 for what every stage holds alike.
+    fn whole_state(&self, k: usize) -> Vec<(String, Literal)> {
         let spec = &self.inputs[self.layout.updates[k].0];
-        let locals: Vec<&Literal> = self.state.iter().map(|rank| &rank[k]).collect();
-        self.ranks.gather(spec, &locals)
+        let Some(run) = &self.pipeline else {
+            let locals: Vec<&Literal> = self.state.iter().map(|rank| &rank[k]).collect();
+            return vec![(spec.name.clone(), self.ranks.gather(spec, &locals))];
+        };
+        let per_stage = self.state.len() / run.names.count();
+        let stages = match run.names.held_by_every_stage(spec) {
+            true => 1,
+            false => run.names.count(),
+        };
+        (0..stages)
+            .map(|s| {
+                let ranks = &self.state[s * per_stage..(s + 1) * per_stage];
+                let locals: Vec<&Literal> = ranks.iter().map(|rank| &rank[k]).collect();
+                (
+                    run.names.whole_name(spec, s),
+                    self.ranks.gather(spec, &locals),
+                )
+            })
+            .collect()
     }
 
     /// Each rank's value of every state input with `role`, by name, in
@@ -284,7 +370,7 @@ impl Trainer {
     /// say), by name: sharded ones gathered from the ranks.
     pub fn state(&self, role: Role) -> Vec<(String, Literal)> {
         self.state_with_role(role)
-            .map(|(k, s)| (s.name.clone(), self.whole_state(k)))
+            .flat_map(|(k, _)| self.whole_state(k))
             .collect()
     }
 
@@ -312,7 +398,7 @@ impl Trainer {
             .map(|k| (&self.inputs[self.layout.updates[k].0], k))
             // Zero between optimizer steps: see `state_shards`.
             .filter(|(spec, _)| spec.role != Role::GradAccumulator)
-            .map(|(spec, k)| (spec.name.clone(), self.whole_state(k)))
+            .flat_map(|(_, k)| self.whole_state(k))
             .collect()
     }
 
@@ -325,6 +411,16 @@ impl Trainer {
         tensors: BTreeMap<String, Literal>,
         source: &str,
     ) -> Result<(), Error> {
+        if let Some(run) = &self.pipeline {
+            let stages = run.stage_states(&self.inputs, tensors, source)?;
+            let mut state = Vec::with_capacity(self.state.len());
+            for (s, tensors) in stages.into_iter().enumerate() {
+                let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;
+                state.extend(run.stage_shards(&self.ranks, &self.inputs, &whole, s));
+            }
+            self.state = state;
+            return Ok(());
+        }
         let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;
         self.state = by_rank(shard_state(&self.ranks, &self.inputs, &whole));
         Ok(())
@@ -385,13 +481,13 @@ fn by_rank(named: Vec<Vec<(String, Literal)>>) -> Vec<Vec<Literal>> {
 /// they are the ignore index, and segment ids must be a packing; the first
 /// that is not is named (XLA would take it silently), see
 /// [`crate::batch_check`].
-fn run_stage(
+pub(crate) fn run_stage(
     stage: &Stage,
     state: &mut [Vec<Literal>],
     held: &[(&str, Role)],
     vocab_size: i64,
     batch: Option<&Batch>,
-    token_count: Option<&Literal>,
+    given: &[(Role, &Literal)],
 ) -> Result<Vec<Literal>, Error> {
     let wants = |role: Role| stage.inputs.iter().any(|s| s.role == role);
     if let Some(b) = batch {
@@ -416,15 +512,21 @@ fn run_stage(
     // accumulators finds both.
     let slot = |spec: &TensorSpec| state_slot(held, spec);
     // Where each input comes from, found once for every rank.
+    let given_for = |role: Role| given.iter().find(|(r, _)| *r == role).map(|&(_, l)| l);
     let sources = stage
         .inputs
         .iter()
         .map(|s| match (s.role, batch.and_then(|b| b.for_role(s.role))) {
             (_, Some(l)) => Ok(Source::Batch(l)),
             (Role::Rank, _) => Ok(Source::Rank),
-            (Role::TokenCount, _) => token_count
-                .map(Source::Given)
-                .ok_or_else(|| Error::Usage("the step needs the step's token count".into())),
+            (Role::TokenCount | Role::Tick | Role::BackwardTokens, _) => {
+                given_for(s.role).map(Source::Batch).ok_or_else(|| {
+                    Error::Usage(format!(
+                        "the step needs its {:?} input '{}'",
+                        s.role, s.name
+                    ))
+                })
+            }
             _ => slot(s)
                 .map(Source::State)
                 .ok_or_else(|| Error::Usage(format!("no state '{}' for the step's input", s.name))),
@@ -438,7 +540,6 @@ fn run_stage(
                 .zip(&sources)
                 .map(|(s, source)| match source {
                     Source::Batch(l) => stage.ranks.take(s, l, rank as i64),
-                    Source::Given(l) => (*l).clone(),
                     Source::Rank => RankInputs::rank_value(rank as i64),
                     Source::State(k) => state[rank][*k].clone(),
                 })
@@ -478,11 +579,10 @@ fn run_stage(
     first.ok_or_else(|| Error::Usage("the step ran on no rank".into()))
 }
 
-/// Where a stage's input comes from: the batch (each rank its rows), a
-/// value given for the step, or the state (its index).
+/// Where a stage's input comes from: the batch or a value given for the
+/// step (each rank its part), or the state (its index).
 enum Source<'a> {
     Batch(&'a Literal),
-    Given(&'a Literal),
     /// The rank's own number.
     Rank,
     State(usize),
@@ -505,7 +605,7 @@ fn held<'a>(inputs: &'a [TensorSpec], layout: &StateLayout) -> Vec<(&'a str, Rol
 }
 
 /// The statistic with `role` among a stage's outputs.
-fn scalar(outputs: &[TensorSpec], values: &[Literal], role: Role) -> Result<f64, Error> {
+pub(crate) fn scalar(outputs: &[TensorSpec], values: &[Literal], role: Role) -> Result<f64, Error> {
     output_with_role(outputs, role)
         .and_then(|i| values.get(i))
         .map(|l| l.to_f64_vec()[0])
@@ -515,7 +615,7 @@ fn scalar(outputs: &[TensorSpec], values: &[Literal], role: Role) -> Result<f64,
 /// Micro-batch `j` of `k` of `batch`, as a global batch: each of the `dp`
 /// replicas' runs of rows contributes its `j`-th `k`-th, so the micro
 /// step's ranks take, of it, their replica's rows of micro-batch `j`.
-fn micro_batch(batch: &Batch, j: i64, k: i64, dp: i64) -> Batch {
+pub(crate) fn micro_batch(batch: &Batch, j: i64, k: i64, dp: i64) -> Batch {
     let part = |l: &Literal| -> Literal {
         let rows = l.dims()[0];
         let per_replica = rows / dp;

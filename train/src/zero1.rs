@@ -57,7 +57,14 @@ impl Zero1 {
         let id = b.add(Op::ReplicaId, &[], None)?;
         let id = b.convert(id, ElementType::S32)?;
         let tp = b.scalar(ElementType::S32, par.tp as f64);
-        let dp_index = b.binary(BinaryOp::Divide, id, tp)?;
+        let replica = b.binary(BinaryOp::Divide, id, tp)?;
+        let dp_index = match par.pp {
+            1 => replica,
+            _ => {
+                let dp = b.scalar(ElementType::S32, par.dp as f64);
+                b.binary(BinaryOp::Remainder, replica, dp)?
+            }
+        };
         b.pop_scope();
         Ok(Zero1 {
             par,
@@ -217,7 +224,7 @@ impl Zero1 {
     /// The squared global gradient norm from this rank's gradient shards:
     /// each element's square weighted by one over the number of TP ranks
     /// that hold its copy (every element then counts once over the world),
-    /// and summed over every rank.
+    /// and summed over every rank of the stage.
     pub fn norm_squared(
         &self,
         b: &mut Builder,

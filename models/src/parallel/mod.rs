@@ -1,14 +1,19 @@
-//! Tensor, sequence and data parallelism: how a training step is divided
-//! over `tp * dp` ranks, as NxD divides it for neuronx-cc. One program
-//! runs on every rank; rank `r` is TP rank `r % tp` of DP replica
-//! `r / tp`, so each TP group is a run of consecutive ids (`{{0,1,2,3},
-//! {4,5,6,7}}` for TP 4 over DP 2), which keeps tensor-parallel traffic
-//! inside a node.
+//! Tensor, sequence, data and pipeline parallelism: how a training step
+//! is divided over `tp * dp * pp` ranks, as NxD divides it for neuronx-cc.
+//! Rank `r` is TP rank `r % tp` of DP replica `(r / tp) % dp` of pipeline
+//! stage `r / (tp * dp)`, so each TP group is a run of consecutive ids
+//! (`{{0,1,2,3}, {4,5,6,7}}` for TP 4 over DP 2), which keeps
+//! tensor-parallel traffic inside a node, and a stage is a run of `tp *
+//! dp` ranks (pipeline outermost, as Megatron and NxD order it). Every
+//! group of a collective lies within one stage, except the
+//! [`Parallelism::pp_groups`] that join a rank's twins across stages.
 //!
-//! Which part of each parameter a rank holds is [`split`]'s.
+//! Which part of each parameter a rank holds is [`split`]'s; which layers
+//! each stage holds is [`stages`]'.
 
 pub mod layers;
 pub mod split;
+pub mod stages;
 
 use crate::config::{BatchShape, ModelConfig};
 use serde::Serialize;
@@ -35,6 +40,19 @@ pub struct Parallelism {
     /// meaningful with `dp > 1`. Absent from a manifest when off.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub zero1: bool,
+    /// Pipeline-parallel degree: the decoder layers divided into this many
+    /// stages, each on its own `tp * dp` ranks (see [`stages`]). Absent
+    /// from a manifest when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub pp: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn is_one(n: &i64) -> bool {
+    *n == 1
 }
 
 impl Default for Parallelism {
@@ -66,12 +84,19 @@ pub enum Fault {
     /// Under gradient accumulation, each micro-batch's gradient (already
     /// its share of the step's mean) averaged again over the micro-batches.
     AccumulationAveragedTwice,
+    /// Under pipeline parallelism, the gradient of a stage's input never
+    /// sent to the stage before it (every stage but the last then trains
+    /// on nothing but its own weight decay).
+    StageGradientDropped,
 }
 
 /// `TP 8 x DP 1, sequence parallel`: how summaries name a division.
 impl std::fmt::Display for Parallelism {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "TP {} x DP {}", self.tp, self.dp)?;
+        if self.pp > 1 {
+            write!(f, " x PP {}", self.pp)?;
+        }
         if self.sequence_parallel {
             f.write_str(", sequence parallel")?;
         }
@@ -110,8 +135,22 @@ pub enum ParallelError {
     SequenceWithoutTp,
     #[error("--zero1 shards the optimizer state over the data-parallel replicas, and --dp 1 has one: use --dp 2 or more, or leave --zero1 out")]
     Zero1WithoutDp,
-    #[error("a world of {tp} x {dp} ranks is too large")]
-    World { tp: i64, dp: i64 },
+    #[error("a world of {tp} x {dp} x {pp} ranks is too large")]
+    World { tp: i64, dp: i64, pp: i64 },
+    #[error("--pp {pp} does not divide the {layers} decoder layers: every stage holds the same number of layers (use a --pp among {divisors})")]
+    UnevenStages {
+        pp: i64,
+        layers: i64,
+        divisors: String,
+    },
+    #[error("--pp {pp} needs --grad-accum to divide each DP replica's {per_replica} sequences into micro-batches (got {micro_batches})")]
+    MicroBatches {
+        pp: i64,
+        per_replica: i64,
+        micro_batches: i64,
+    },
+    #[error("--pp does not take packed rows yet (--packed): each tick would need the segment ids of two micro-batches; pack with --packing concat, or leave --pp out")]
+    PackedStages,
 }
 
 impl Parallelism {
@@ -121,10 +160,28 @@ impl Parallelism {
         dp: 1,
         sequence_parallel: false,
         zero1: false,
+        pp: 1,
     };
 
+    /// Every rank, over all stages.
     pub fn world(&self) -> i64 {
+        self.tp * self.dp * self.pp
+    }
+
+    /// The ranks of one pipeline stage: the world when there is one stage.
+    pub fn stage_world(&self) -> i64 {
         self.tp * self.dp
+    }
+
+    /// This division with one pipeline stage: what each stage's ranks do
+    /// among themselves.
+    pub fn one_stage(&self) -> Parallelism {
+        Parallelism { pp: 1, ..*self }
+    }
+
+    /// The pipeline stage of global rank `r`.
+    pub fn stage(&self, r: i64) -> i64 {
+        r / self.stage_world()
     }
 
     pub fn is_single(&self) -> bool {
@@ -138,27 +195,60 @@ impl Parallelism {
 
     /// The DP replica of global rank `r`.
     pub fn dp_rank(&self, r: i64) -> i64 {
-        r / self.tp
+        (r / self.tp) % self.dp
+    }
+
+    /// The first rank of each pipeline stage: the groups of one stage are
+    /// its ranks' numbers within the stage plus this.
+    fn stage_offsets(&self) -> impl Iterator<Item = i64> {
+        let w = self.stage_world();
+        (0..self.pp).map(move |s| s * w)
+    }
+
+    /// `groups` (numbered within one stage) repeated on every stage.
+    pub fn on_every_stage(&self, groups: Vec<Vec<i64>>) -> Vec<Vec<i64>> {
+        self.stage_offsets()
+            .flat_map(|o| {
+                groups
+                    .iter()
+                    .map(move |g| g.iter().map(|r| r + o).collect())
+            })
+            .collect()
     }
 
     /// The ranks that share activations: `{{0..tp-1}, {tp..2tp-1}, ...}`.
     pub fn tp_groups(&self) -> Vec<Vec<i64>> {
-        (0..self.dp)
-            .map(|d| (0..self.tp).map(|t| d * self.tp + t).collect())
+        self.on_every_stage(
+            (0..self.dp)
+                .map(|d| (0..self.tp).map(|t| d * self.tp + t).collect())
+                .collect(),
+        )
+    }
+
+    /// Each rank with its twins on the other stages (the same TP rank of
+    /// the same DP replica): the ranks a stage sends its activations to
+    /// and over which the weights every stage holds are summed.
+    pub fn pp_groups(&self) -> Vec<Vec<i64>> {
+        let w = self.stage_world();
+        (0..w)
+            .map(|r| (0..self.pp).map(|s| s * w + r).collect())
             .collect()
     }
 
     /// The ranks that hold the same shard of every parameter, one per DP
     /// replica: `{{0, tp, 2tp, ...}, {1, tp+1, ...}, ...}`.
     pub fn dp_groups(&self) -> Vec<Vec<i64>> {
-        (0..self.tp)
-            .map(|t| (0..self.dp).map(|d| d * self.tp + t).collect())
-            .collect()
+        self.on_every_stage(
+            (0..self.tp)
+                .map(|t| (0..self.dp).map(|d| d * self.tp + t).collect())
+                .collect(),
+        )
     }
 
-    /// Every rank, one group.
+    /// Every rank of a stage, one group per stage (every rank, one group,
+    /// without pipeline parallelism).
     pub fn everyone(&self) -> Vec<Vec<i64>> {
-        vec![(0..self.world()).collect()]
+        self.on_every_stage(vec![(0..self.stage_world()).collect()])
     }
 
     /// Sequences of the global batch each DP replica takes.
@@ -179,17 +269,23 @@ impl Parallelism {
 
     /// Whether `cfg` over the global `batch` divides as asked.
     pub fn validate(&self, cfg: &ModelConfig, batch: BatchShape) -> Result<(), ParallelError> {
-        for (flag, got) in [("tp", self.tp), ("dp", self.dp)] {
+        for (flag, got) in [("tp", self.tp), ("dp", self.dp), ("pp", self.pp)] {
             if got < 1 {
                 return Err(ParallelError::Degree { flag, got });
             }
         }
-        if !matches!(self.tp.checked_mul(self.dp), Some(w) if w <= MAX_WORLD) {
+        let world = self
+            .tp
+            .checked_mul(self.dp)
+            .and_then(|w| w.checked_mul(self.pp));
+        if !matches!(world, Some(w) if w <= MAX_WORLD) {
             return Err(ParallelError::World {
                 tp: self.tp,
                 dp: self.dp,
+                pp: self.pp,
             });
         }
+        stages::Stages::new(cfg, self.pp)?;
         let tp = self.tp;
         let indivisible = |what, count: i64| match count % tp {
             0 => Ok(()),

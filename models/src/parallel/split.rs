@@ -184,16 +184,19 @@ fn runs(
 }
 
 /// The replica groups over which a range held on `copies` ranks of each TP
-/// group is the same value: its holders in every DP replica. With one copy
-/// these are the DP groups; with `tp` copies, every rank.
+/// group is the same value: its holders in every DP replica of a stage.
+/// With one copy these are the DP groups; with `tp` copies, every rank of
+/// the stage.
 pub fn holder_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
-    (0..par.tp / copies)
-        .map(|g| {
-            (0..par.dp)
-                .flat_map(|d| (0..copies).map(move |j| d * par.tp + g * copies + j))
-                .collect()
-        })
-        .collect()
+    par.on_every_stage(
+        (0..par.tp / copies)
+            .map(|g| {
+                (0..par.dp)
+                    .flat_map(|d| (0..copies).map(move |j| d * par.tp + g * copies + j))
+                    .collect()
+            })
+            .collect(),
+    )
 }
 
 /// The replica groups over which a range held on `copies` ranks of each TP
@@ -201,10 +204,27 @@ pub fn holder_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
 /// ranks, each DP replica's apart (what ZeRO-1 sums before it scatters
 /// over the replicas). With one copy every rank is its own group.
 pub fn copy_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
-    (0..par.dp)
-        .flat_map(|d| {
-            (0..par.tp / copies)
-                .map(move |g| (0..copies).map(|j| d * par.tp + g * copies + j).collect())
+    par.on_every_stage(
+        (0..par.dp)
+            .flat_map(|d| {
+                (0..par.tp / copies)
+                    .map(move |g| (0..copies).map(|j| d * par.tp + g * copies + j).collect())
+            })
+            .collect(),
+    )
+}
+
+/// `groups` (numbered as [`holder_groups`] and [`copy_groups`] number
+/// them, on every stage) joined across the pipeline stages: for a
+/// parameter every stage holds (the embedding, the final norm, the LM
+/// head), each group with its twins on the other stages.
+pub fn across_stages(groups: Vec<Vec<i64>>, par: &Parallelism) -> Vec<Vec<i64>> {
+    let per_stage = groups.len() / par.pp.max(1) as usize;
+    (0..per_stage)
+        .map(|g| {
+            (0..par.pp as usize)
+                .flat_map(|s| groups[s * per_stage + g].iter().copied())
+                .collect()
         })
         .collect()
 }
@@ -220,6 +240,7 @@ mod tests {
             dp,
             sequence_parallel: false,
             zero1: false,
+            pp: 1,
         }
     }
 

@@ -575,10 +575,13 @@ pub(crate) fn update(
     };
     let m = widen(b, &state.m, compute)?;
     let v = widen(b, &state.v, compute)?;
-    let norm_squared = |b: &mut Builder, grads: &[InstrId]| match zero1 {
+    let stage_norm = |b: &mut Builder, grads: &[InstrId], specs: &[ParamSpec]| match zero1 {
         Some(z) => z.norm_squared(b, grads, specs),
         None if par.is_single() => sum_of_squares(b, grads),
         None => sharding::norm_squared(b, grads, specs, &par, cfg.fault),
+    };
+    let norm_squared = |b: &mut Builder, grads: &[InstrId]| {
+        sharding::norm_squared_over_stages(b, grads, specs, &par, &stage_norm)
     };
     let inputs = AdamWInputs {
         params: &targets,
@@ -641,9 +644,11 @@ pub(crate) fn rank_gradients_unsummed(
     hints: &autodiff::GradHints,
 ) -> Result<Vec<InstrId>, StepError> {
     let par = cfg.parallel;
+    // Every rank of a stage holds the loss (only the last stage computes
+    // it under pipeline parallelism).
     let copies = match cfg.fault {
         Some(Fault::GradientSummedNotAveraged) => par.tp,
-        _ => par.world(),
+        _ => par.stage_world(),
     };
     b.push_scope("backward");
     let objective = b.scale(loss, 1.0 / copies as f64)?;

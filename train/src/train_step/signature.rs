@@ -36,6 +36,19 @@ pub enum Role {
     /// Under [`RankSource::Input`], the rank's number (`s32[1]`, holding
     /// r on rank r), fed rather than read from the device.
     Rank,
+    /// Under pipeline parallelism, the tick of the schedule a stage
+    /// program runs (`s32[]`, from 0): which micro-batch each stage
+    /// computes follows from it (see `crate::pipeline::Schedule`).
+    Tick,
+    /// Under pipeline parallelism, the tokens of the micro-batch whose
+    /// backward pass stage 0 runs this tick (`s32[batch, seq]`), whose
+    /// embedding it computes again.
+    BackwardTokens,
+    /// Under pipeline parallelism, a buffer the stage programs carry from
+    /// tick to tick within one optimizer step: the stage inputs kept for
+    /// the backward passes, and the activation and gradient received from
+    /// the neighbouring stages.
+    StageBuffer,
     Loss,
     GradNorm,
     LearningRate,
@@ -55,6 +68,7 @@ impl Role {
                 | Role::Step
                 | Role::RngState
                 | Role::GradAccumulator
+                | Role::StageBuffer
         )
     }
 

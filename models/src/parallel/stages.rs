@@ -1,0 +1,132 @@
+//! Pipeline stages: the decoder layers divided into `pp` runs of equal
+//! length, stage `s` holding layers `s * k .. (s + 1) * k` for `k =
+//! layers / pp`.
+//!
+//! Every stage runs the same program, written for a model of `k` layers
+//! (the [`Stages::stage_model`]): its parameters are named as that model's,
+//! and on stage `s` its layer `j` is the whole model's layer `s * k + j`
+//! ([`Stages::holdings`]). The embedding, the final norm and the LM head
+//! are parameters of every stage's program: stage 0 alone uses the
+//! embedding's rows for its input, the last stage alone the norm and head
+//! for the loss, and their gradients are summed over the stages, so tied
+//! embeddings need nothing more (both uses land in the one sum).
+
+use super::ParallelError;
+use crate::config::ModelConfig;
+use crate::params::{layer_specs, outer_specs, ParamSpec};
+use std::ops::Range;
+
+/// How the decoder layers are divided over the pipeline stages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stages {
+    count: i64,
+    per_stage: i64,
+}
+
+impl Stages {
+    /// `cfg`'s layers over `pp` stages; `pp` must divide them, since every
+    /// stage runs the same program.
+    pub fn new(cfg: &ModelConfig, pp: i64) -> Result<Stages, ParallelError> {
+        let layers = cfg.num_hidden_layers;
+        if pp < 1 || layers < pp || layers % pp != 0 {
+            let divisors: Vec<String> = (1..=layers.clamp(0, 1 << 12))
+                .filter(|d| layers % d == 0)
+                .map(|d| d.to_string())
+                .collect();
+            return Err(ParallelError::UnevenStages {
+                pp,
+                layers,
+                divisors: divisors.join(", "),
+            });
+        }
+        Ok(Stages {
+            count: pp,
+            per_stage: layers / pp,
+        })
+    }
+
+    /// How many stages.
+    pub fn count(&self) -> i64 {
+        self.count
+    }
+
+    /// Decoder layers on each stage.
+    pub fn layers_per_stage(&self) -> i64 {
+        self.per_stage
+    }
+
+    /// The whole model's layers stage `stage` holds.
+    pub fn layers(&self, stage: i64) -> Range<i64> {
+        stage * self.per_stage..(stage + 1) * self.per_stage
+    }
+
+    /// The model each stage's program is written for: `cfg` with one
+    /// stage's layers. Its shapes are the whole model's; only its depth
+    /// differs (initialize from [`Stages::holdings`], not from it).
+    pub fn stage_model(&self, cfg: &ModelConfig) -> ModelConfig {
+        ModelConfig {
+            num_hidden_layers: self.per_stage,
+            ..cfg.clone()
+        }
+    }
+
+    /// The whole model's parameters that stage `stage`'s program parameters
+    /// stand for, in the order of the stage model's `param_specs`: the
+    /// embedding, the stage's layers (its layer `j` the model's layer
+    /// `stage * k + j`), the final norm and the LM head. Each keeps its
+    /// whole-model name and initialization.
+    pub fn holdings(&self, cfg: &ModelConfig, stage: i64) -> Vec<ParamSpec> {
+        let (embed, tail) = outer_specs(cfg);
+        let mut specs = vec![embed];
+        for layer in self.layers(stage) {
+            specs.extend(layer_specs(cfg, layer));
+        }
+        specs.extend(tail);
+        specs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::param_specs;
+
+    #[test]
+    fn each_stage_holds_its_run_of_layers_under_the_stage_models_names() {
+        let cfg = ModelConfig::tiny();
+        let stages = Stages::new(&cfg, 2).unwrap();
+        let local = param_specs(&stages.stage_model(&cfg));
+        let held = stages.holdings(&cfg, 1);
+        assert_eq!(local.len(), held.len());
+        for (l, h) in local.iter().zip(&held) {
+            assert_eq!(l.dims, h.dims);
+            assert_eq!(l.tp, h.tp);
+            match (l.layer, h.layer) {
+                (Some(j), Some(g)) => {
+                    assert_eq!(g, stages.layers_per_stage() + j);
+                    let suffix = |n: &str, i: i64| n.replace(&format!("layers.{i}."), "");
+                    assert_eq!(suffix(&l.name, j), suffix(&h.name, g));
+                }
+                (None, None) => assert_eq!(l.name, h.name),
+                other => panic!("{} against {}: {other:?}", l.name, h.name),
+            }
+        }
+        let all: usize = (0..2).map(|s| stages.holdings(&cfg, s).len()).sum();
+        let outer = local.iter().filter(|p| p.layer.is_none()).count();
+        assert_eq!(all - outer, param_specs(&cfg).len());
+    }
+
+    #[test]
+    fn an_uneven_split_is_refused_naming_the_divisors() {
+        let cfg = ModelConfig::tiny();
+        let err = Stages::new(&cfg, 3).unwrap_err();
+        assert_eq!(
+            err,
+            ParallelError::UnevenStages {
+                pp: 3,
+                layers: cfg.num_hidden_layers,
+                divisors: "1, 2".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! Pipeline parallelism: the decoder layers divided into stages
+//! (`hlatc_models::parallel::stages`), each on its own `tp * dp` ranks,
+//! and an optimizer step run as a schedule of ticks over micro-batches.
+//!
+//! A step is four programs, each the size of one micro-batch on one stage
+//! whatever the number of micro-batches, since neuronx-cc unrolls loops
+//! (see [`crate::grad_accum`]): the warm-up, steady and cool-down tick
+//! programs ([`schedule`]) run `M + 2P - 1` times between them, adding
+//! each stage's gradients into its accumulators, and the apply step of
+//! gradient accumulation runs once, summing each gradient over the ranks
+//! that hold its parameter (the embedding, final norm and LM head over
+//! every stage too), clipping by the global norm (each stage's layers
+//! counted once, the shared parameters once) and updating with AdamW.
+//!
+//! Stages exchange activations and gradients by `collective-permute`
+//! between each rank and its twin on the neighbouring stage: one transfer
+//! of exactly the tensor sent, which XLA's CPU backend runs across
+//! replicas. NxD sends by an all-gather over each pair of neighbours
+//! instead (twice the traffic), because torch-xla lowered no
+//! collective-permute on Neuron when it was written; whether neuronx-cc
+//! takes a `collective-permute` is not established here.
+
+mod names;
+mod run;
+mod schedule;
+mod tick;
+
+pub use names::StageNames;
+pub(crate) use run::PipelineRun;
+pub use schedule::{Phase, Schedule};
+pub use tick::{ACTIVATION, GRADIENT, STASH};
+
+use crate::grad_accum::build_apply_step;
+use crate::train_step::{check, StepConfig, StepError, TrainStep};
+use hlatc_models::parallel::stages::Stages;
+use hlatc_models::{BatchShape, ParallelError};
+
+/// The programs of a pipeline-parallel step.
+pub struct PipelineSteps {
+    /// The tick programs, in the order of [`Phase::ALL`].
+    pub ticks: Vec<TrainStep>,
+    /// The update from the accumulated gradients (the apply step of
+    /// gradient accumulation, on a stage's parameters).
+    pub apply: TrainStep,
+    pub schedule: Schedule,
+    pub stages: Stages,
+    /// The config every stage's programs are built from: the step's, with
+    /// one stage's layers.
+    pub stage_config: StepConfig,
+}
+
+impl PipelineSteps {
+    /// The tick program of `phase`.
+    pub fn tick(&self, phase: Phase) -> &TrainStep {
+        let i = Phase::ALL
+            .iter()
+            .position(|&p| p == phase)
+            .expect("a phase");
+        &self.ticks[i]
+    }
+}
+
+/// The config of a stage's tick programs: the stage's model over one
+/// micro-batch (the global batch over `micro_batches`).
+pub fn tick_config(stage_config: &StepConfig, micro_batches: i64) -> StepConfig {
+    StepConfig {
+        batch: BatchShape {
+            batch_size: stage_config.batch.batch_size / micro_batches,
+            ..stage_config.batch
+        },
+        ..stage_config.clone()
+    }
+}
+
+/// Builds the programs of `cfg` (`cfg.parallel.pp` stages, its batch the
+/// optimizer step's) over `micro_batches` micro-batches.
+pub fn build_pipeline_steps(
+    cfg: &StepConfig,
+    micro_batches: i64,
+) -> Result<PipelineSteps, StepError> {
+    check(cfg)?;
+    let par = cfg.parallel;
+    if cfg.packed {
+        return Err(ParallelError::PackedStages.into());
+    }
+    let per_replica = par.local_batch(cfg.batch).batch_size;
+    if micro_batches < 1 || per_replica % micro_batches != 0 {
+        return Err(ParallelError::MicroBatches {
+            pp: par.pp,
+            per_replica,
+            micro_batches,
+        }
+        .into());
+    }
+    let stages = Stages::new(&cfg.model, par.pp)?;
+    let schedule = Schedule {
+        stages: par.pp,
+        micro_batches,
+    };
+    let stage_config = StepConfig {
+        model: stages.stage_model(&cfg.model),
+        ..cfg.clone()
+    };
+    let micro = tick_config(&stage_config, micro_batches);
+    let ticks = Phase::ALL
+        .iter()
+        .map(|&phase| tick::build_tick(&micro, schedule, phase))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(PipelineSteps {
+        ticks,
+        apply: build_apply_step(&stage_config)?,
+        schedule,
+        stages,
+        stage_config,
+    })
+}
