@@ -14,6 +14,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::formats::proto;
 use hlatc::models::{BatchShape, ModelConfig, Parallelism};
 use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
+use hlatc::pipeline::build_pipeline_steps;
 use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use std::time::{Duration, Instant};
@@ -116,5 +117,68 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// HLAT's 70B layout (TP 32 x PP 8 x DP 8 with sequence parallelism,
+/// sequences of 4096, 128 micro-batches of one sequence, `bf16-master`,
+/// ZeRO-1): its four programs built, through the `neuron` pipeline and
+/// emitted, against the single-device 70B step alike, in alternating
+/// order as the precisions above are.
+fn bench_pipeline(c: &mut Criterion) {
+    let mut g = c.benchmark_group("compile_pipeline");
+    g.sample_size(10);
+    let mut pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
+    pipeline.check_policy(CheckPolicy::End);
+    let batch = BatchShape {
+        batch_size: 1024,
+        seq_len: 4096,
+    };
+    let single =
+        StepConfig::new(ModelConfig::hlat_70b(), batch).with_precision(Precision::Bf16Master);
+    let layout = StepConfig {
+        parallel: Parallelism {
+            tp: 32,
+            dp: 8,
+            sequence_parallel: true,
+            zero1: true,
+            pp: 8,
+        },
+        ..single.clone()
+    };
+    let run = |step: &mut hlatc::train_step::TrainStep| {
+        optimize(step, &pipeline, Target::Neuron, RematPolicy::CoreAttention).unwrap();
+        proto::encode_module(&step.module).len()
+    };
+    let compile = |k: usize| -> usize {
+        match k {
+            0 => run(&mut build_train_step(black_box(&single)).unwrap()),
+            _ => {
+                let mut steps = build_pipeline_steps(black_box(&layout), 128).unwrap();
+                let ticks: usize = steps.ticks.iter_mut().map(run).sum();
+                ticks + run(&mut steps.apply)
+            }
+        }
+    };
+    for (mine, name) in ["hlat-70b/one-device", "hlat-70b/tp32-pp8-dp8-sp-zero1"]
+        .into_iter()
+        .enumerate()
+    {
+        g.bench_function(format!("{name}/build+passes+emit/bf16-master"), |b| {
+            b.iter_custom(|iters| {
+                let mut own = Duration::ZERO;
+                for i in 0..iters {
+                    for k in [i as usize % 2, 1 - i as usize % 2] {
+                        let t = Instant::now();
+                        black_box(compile(k));
+                        if k == mine {
+                            own += t.elapsed();
+                        }
+                    }
+                }
+                own
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_pipeline);
 criterion_main!(benches);

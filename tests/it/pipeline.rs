@@ -106,3 +106,53 @@ fn stages_that_do_not_divide_the_layers_are_refused_naming_the_choices() {
         "--pp 3 does not divide the 4 decoder layers: every stage holds the same number of layers (use a --pp among 1, 2, 4)"
     );
 }
+
+/// HLAT's 70B layout: TP 32 x PP 8 x DP 8 with sequence parallelism,
+/// sequences of 4096, a micro-batch of one sequence (a global batch of
+/// 1024, so 128 micro-batches), `bf16-master` and ZeRO-1, each program
+/// through the `neuron` pipeline with core-attention remat. Every stage
+/// runs the same programs, so one plan is every stage's: it fits a trn1
+/// NeuronCore's 16 GiB, and each program's dots need fewer than
+/// neuronx-cc's 5 M TensorE instructions.
+#[test]
+fn hlats_70b_layout_fits_a_neuroncore_on_every_stage() {
+    use hlatc::memory_plan::{MemoryPlan, TRN1_CORE_BYTES};
+    use hlatc::models::BatchShape;
+    use hlatc::passes::{default_pipeline, neuron_check::matmul_instructions, Target};
+    use hlatc::pipeline::Phase;
+    use hlatc::train_step::optimize;
+    let cfg = StepConfig {
+        parallel: Parallelism {
+            tp: 32,
+            dp: 8,
+            sequence_parallel: true,
+            zero1: true,
+            pp: 8,
+        },
+        ..StepConfig::new(
+            ModelConfig::hlat_70b(),
+            BatchShape {
+                batch_size: 1024,
+                seq_len: 4096,
+            },
+        )
+        .with_precision(Precision::Bf16Master)
+    };
+    let mut steps = build_pipeline_steps(&cfg, 128).unwrap();
+    let pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
+    for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
+        optimize(step, &pipeline, Target::Neuron, RematPolicy::CoreAttention).unwrap();
+    }
+    for (phase, tick) in Phase::ALL.iter().zip(&steps.ticks) {
+        let n = matmul_instructions(&tick.module);
+        println!("{phase:?}: at least {n} TensorE instructions");
+        assert!(n > 100_000 && n < 5_000_000, "{phase:?}: {n}");
+    }
+    let plan = MemoryPlan::of_pipeline(&steps.ticks, &steps.apply);
+    for s in 0..cfg.parallel.pp {
+        println!("stage {s} (layers {:?}): {plan}", steps.stages.layers(s));
+    }
+    assert!(plan.total() <= TRN1_CORE_BYTES, "{plan:?}");
+    assert_eq!(steps.stages.layers(7), 70..80);
+    assert!((steps.schedule.bubble() - 7.0 / 135.0).abs() < 1e-12);
+}

@@ -90,6 +90,35 @@ impl MemoryPlan {
         }
     }
 
+    /// The plan of a pipeline-parallel step: the apply step's state and
+    /// gradients (its parameters are one stage's), and as activations the
+    /// most any tick program keeps for its backward slot (one micro-batch
+    /// through one stage, recomputed) plus the buffers the tick programs
+    /// carry: the ring of kept stage inputs and the activation and
+    /// gradient received. Every stage runs the same programs, so every
+    /// stage's plan is this one.
+    pub fn of_pipeline(ticks: &[TrainStep], apply: &TrainStep) -> MemoryPlan {
+        let buffers: u64 = ticks
+            .first()
+            .map(|t| {
+                t.inputs
+                    .iter()
+                    .filter(|s| s.role == Role::StageBuffer)
+                    .map(|s| elements(&s.shape) * s.dtype.byte_size() as u64)
+                    .sum()
+            })
+            .unwrap_or(0);
+        let kept = ticks
+            .iter()
+            .map(|t| saved_for_backward(&t.module))
+            .max()
+            .unwrap_or(0);
+        MemoryPlan {
+            activations: kept + buffers,
+            ..MemoryPlan::of(apply)
+        }
+    }
+
     /// The state the rank carries from step to step.
     pub fn state(&self) -> u64 {
         self.parameters + self.master_weights + self.optimizer_state + self.gradient_accumulators
