@@ -97,6 +97,31 @@ fn a_stage_gradient_never_sent_is_caught() {
     assert_caught(&diffs, "model.layers.0.input_layernorm.weight");
 }
 
+/// The whole state a pipelined trainer gathers names the whole model's
+/// layers: the single-device trainer's names, and another pipelined
+/// trainer resumes from it exactly.
+#[test]
+fn a_pipelined_state_is_the_whole_models_and_resumes() {
+    let model = deep(gqa_odd_vocab());
+    let whole = single(model.clone());
+    let cfg = config(model, layout(2, 1, 2, false, true));
+    let staged = pipelined(&cfg, 2);
+    let state = staged.trainer.training_state();
+    let names = |s: &[(String, hlatc::compiler::Literal)]| {
+        let mut n: Vec<String> = s.iter().map(|(n, _)| n.clone()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&state), names(&whole.trainer.training_state()));
+    let mut resumed = pipelined(&cfg, 2).trainer;
+    resumed.resume(state.iter().cloned().collect(), "test").unwrap();
+    let again = resumed.training_state();
+    assert_eq!(names(&again), names(&state));
+    for ((name, a), (_, b)) in state.iter().zip(&again) {
+        assert_eq!(a.bytes(), b.bytes(), "{name}");
+    }
+}
+
 #[test]
 fn stages_that_do_not_divide_the_layers_are_refused_naming_the_choices() {
     let cfg = config(deep(gqa_odd_vocab()), layout(3, 1, 1, false, false));
