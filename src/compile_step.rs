@@ -11,6 +11,7 @@ use hlatc_passes::{
 use hlatc_train::grad_accum::build_accumulation_steps;
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_train::optimizer::AdamWConfig;
+use hlatc_train::pipeline::{build_pipeline_steps, PipelineView, Schedule};
 use hlatc_train::precision::Precision;
 use hlatc_train::spmd::{RankSource, Spmd, SpmdForm};
 use hlatc_train::train_step::{build_train_step, optimize, StepConfig, TrainStep};
@@ -153,7 +154,8 @@ pub struct CompileOptions {
     /// What each rank's memory plan is checked against.
     pub device_memory: DeviceMemory,
     /// Micro-batches per optimizer step (1: none; above 1 the step is the
-    /// two programs of gradient accumulation).
+    /// two programs of gradient accumulation). Under pipeline parallelism
+    /// (`parallel.pp` above 1), the micro-batches the schedule runs.
     pub grad_accum: i64,
 }
 
@@ -192,8 +194,12 @@ pub struct CompiledStep {
     pub step: TrainStep,
     pub target: Target,
     /// Under gradient accumulation (`grad_accum` above 1) the apply step;
-    /// `step` is then the micro step.
+    /// `step` is then the micro step. Under pipeline parallelism too, and
+    /// `step` is the steady tick's program.
     pub apply: Option<ApplyStep>,
+    /// Under pipeline parallelism, the other tick programs and the
+    /// schedule.
+    pub pipeline: Option<PipelinePrograms>,
     /// Instructions before the passes.
     pub instructions_built: usize,
     /// What each rank needs in device memory.
@@ -213,6 +219,44 @@ pub struct ApplyStep {
     pub instructions_built: usize,
     /// Its pipeline's time.
     pub passes_time: Duration,
+}
+
+/// The rest of a pipeline-parallel step: its warm-up and cool-down tick
+/// programs (the steady one is [`CompiledStep::step`], the apply step
+/// [`CompiledStep::apply`]), the schedule and the stages.
+pub struct PipelinePrograms {
+    pub warm_up: TrainStep,
+    pub cool_down: TrainStep,
+    pub schedule: Schedule,
+    pub stages: hlatc_models::parallel::stages::Stages,
+    /// What every stage's programs are built from: the step's config with
+    /// one stage's layers.
+    pub stage_config: StepConfig,
+    /// The two programs' pipeline time.
+    pub passes_time: Duration,
+}
+
+impl CompiledStep {
+    /// The tick programs in [`hlatc_train::pipeline::Phase::ALL`] order;
+    /// empty without pipeline parallelism.
+    pub fn ticks(&self) -> Vec<&TrainStep> {
+        match &self.pipeline {
+            None => Vec::new(),
+            Some(p) => vec![&p.warm_up, &self.step, &p.cool_down],
+        }
+    }
+
+    /// The programs of a pipeline-parallel step, as its trainer and its
+    /// check read them; `None` without pipeline parallelism.
+    pub fn pipeline_view<'a>(&'a self, ticks: &'a [&'a TrainStep]) -> Option<PipelineView<'a>> {
+        let (p, a) = (self.pipeline.as_ref()?, self.apply.as_ref()?);
+        Some(PipelineView {
+            ticks,
+            apply: &a.step,
+            schedule: p.schedule,
+            stage_config: &p.stage_config,
+        })
+    }
 }
 
 impl CompileOptions {
@@ -250,7 +294,31 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         fault: None,
         module_markers: o.module_markers,
     };
+    let mut pipe: Option<PipelinePrograms> = None;
     let (mut step, mut apply) = match o.grad_accum {
+        m if cfg.parallel.pp > 1 => {
+            let steps = build_pipeline_steps(&cfg, m)?;
+            let instructions_built = steps.apply.module.instruction_count();
+            let apply = ApplyStep {
+                step: steps.apply,
+                micro_batches: m,
+                instructions_built,
+                passes_time: Duration::ZERO,
+            };
+            let [warm_up, steady, cool_down]: [TrainStep; 3] = steps
+                .ticks
+                .try_into()
+                .map_err(|_| Error::usage("a pipeline has three tick programs"))?;
+            pipe = Some(PipelinePrograms {
+                warm_up,
+                cool_down,
+                schedule: steps.schedule,
+                stages: steps.stages,
+                stage_config: steps.stage_config,
+                passes_time: Duration::ZERO,
+            });
+            (steady, Some(apply))
+        }
         1 => (build_train_step(&cfg)?, None),
         k => {
             let steps = build_accumulation_steps(&cfg, k)?;
@@ -268,6 +336,10 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         step.rounding = r.clone();
         if let Some(a) = &mut apply {
             a.step.rounding = r.clone();
+        }
+        if let Some(p) = &mut pipe {
+            p.warm_up.rounding = r.clone();
+            p.cool_down.rounding = r.clone();
         }
     }
     let mut pipeline = match &o.passes {
@@ -291,9 +363,16 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         optimize(&mut a.step, &pipeline, o.target, o.remat)?;
         a.passes_time = t_apply.elapsed();
     }
-    let memory = match &apply {
-        None => MemoryPlan::of(&step),
-        Some(a) => MemoryPlan::of_accumulation(&step, &a.step),
+    if let Some(p) = &mut pipe {
+        let t_ticks = Instant::now();
+        optimize(&mut p.warm_up, &pipeline, o.target, o.remat)?;
+        optimize(&mut p.cool_down, &pipeline, o.target, o.remat)?;
+        p.passes_time = t_ticks.elapsed();
+    }
+    let memory = match (&apply, &pipe) {
+        (None, _) => MemoryPlan::of(&step),
+        (Some(a), None) => MemoryPlan::of_accumulation(&step, &a.step),
+        (Some(a), Some(p)) => MemoryPlan::of_pipeline(&[&p.warm_up, &step, &p.cool_down], &a.step),
     };
     let memory_check = o.device_memory.check(o.target, o.parallel.world());
     if let MemoryCheck::Refuse(limit) = memory_check {
@@ -311,6 +390,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         step,
         target: o.target,
         apply,
+        pipeline: pipe,
         instructions_built,
         memory,
         memory_check,

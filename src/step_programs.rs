@@ -49,11 +49,17 @@ pub fn into_programs(c: CompiledStep) -> Result<StepPrograms> {
         step,
         target,
         apply,
+        pipeline,
         instructions_built,
         memory,
         memory_check,
         passes_time,
     } = c;
+    if pipeline.is_some() {
+        return Err(usage(
+            "a pipeline-parallel step (pp above 1) has four programs, which this host does not drive yet: compile it with `hlatc compile --pp` and train it with `hlatc train --pp`".into(),
+        ));
+    }
     let Some(apply) = apply else {
         return Ok(StepPrograms::One(CompiledStep {
             name,
@@ -61,6 +67,7 @@ pub fn into_programs(c: CompiledStep) -> Result<StepPrograms> {
             step,
             target,
             apply: None,
+            pipeline: None,
             instructions_built,
             memory,
             memory_check,
@@ -75,6 +82,7 @@ pub fn into_programs(c: CompiledStep) -> Result<StepPrograms> {
         step,
         target,
         apply: None,
+        pipeline: None,
         instructions_built,
         memory_check,
         passes_time,
@@ -86,6 +94,7 @@ pub fn into_programs(c: CompiledStep) -> Result<StepPrograms> {
         step: apply.step,
         target,
         apply: None,
+        pipeline: None,
         instructions_built: apply.instructions_built,
         memory_check,
         passes_time: apply.passes_time,

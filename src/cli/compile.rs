@@ -3,12 +3,13 @@
 use super::console::{millis, out};
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{
-    check_destination, stage_accumulation_bundle, stage_bundle, BundleReport, Target, APPLY_DIR,
-    MANIFEST_FILE, MICRO_DIR, PROTO_FILE,
+    check_destination, stage_accumulation_bundle, stage_bundle, stage_pipeline_bundle,
+    BundleReport, Target, APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE,
 };
 use hlatc::compile_step::{compile_step, CompileOptions, CompiledStep};
 use hlatc::memory_plan::{gib, DeviceMemory, MemoryCheck};
 use hlatc::passes::RematPolicy;
+use hlatc::pipeline::Phase;
 use hlatc::train_step::TrainStep;
 use hlatc::Error;
 use std::path::PathBuf;
@@ -118,7 +119,9 @@ pub struct Args {
     /// accumulators; run K times) and apply_step/ (sum over ranks, clip,
     /// AdamW; run once), each a complete bundle, and a manifest.json that
     /// says how to drive them. Two programs, not a loop, because
-    /// neuronx-cc unrolls loops
+    /// neuronx-cc unrolls loops. With --pp, the micro-batches of the
+    /// pipeline schedule: the bundle then holds warm_up/, steady/,
+    /// cool_down/ and apply_step/
     #[arg(long, value_name = "K", default_value_t = 1)]
     grad_accum: i64,
 }
@@ -150,9 +153,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_destination(&a.out)?;
     let compiled = compile_step(&options(&a))?;
     let (step, cfg, target) = (&compiled.step, &compiled.cfg, compiled.target);
-    let staged = match &compiled.apply {
-        None => stage_bundle(step, cfg, target, &a.out)?,
-        Some(apply) => {
+    let ticks = compiled.ticks();
+    let pipeline = compiled.pipeline_view(&ticks);
+    let staged = match (&compiled.apply, pipeline) {
+        (_, Some(view)) => stage_pipeline_bundle(view, cfg, target, &a.out)?,
+        (None, None) => stage_bundle(step, cfg, target, &a.out)?,
+        (Some(apply), None) => {
             stage_accumulation_bundle(step, &apply.step, cfg, apply.micro_batches, target, &a.out)?
         }
     };
@@ -163,9 +169,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         // Its devices are made by the plugin, which would say so.
         super::quiet_plugin_info();
         Some(
-            match &compiled.apply {
-                None => hlatc::check::verify_bundle(staged.path(), step, cfg),
-                Some(apply) => hlatc::check::verify_accumulation_bundle(
+            match (&compiled.apply, pipeline) {
+                (_, Some(view)) => hlatc::check::verify_pipeline_bundle(staged.path(), view, cfg),
+                (None, None) => hlatc::check::verify_bundle(staged.path(), step, cfg),
+                (Some(apply), None) => hlatc::check::verify_accumulation_bundle(
                     staged.path(),
                     [step, &apply.step],
                     apply.micro_batches,
@@ -295,6 +302,43 @@ fn print_program(compiled: &CompiledStep) -> Result<(), Error> {
             human_count(local),
         )?;
     }
+    if let (Some(apply), Some(p)) = (apply, &compiled.pipeline) {
+        let (m, schedule) = (apply.micro_batches, p.schedule);
+        let per_stage = p.stages.layers_per_stage();
+        let spans: Vec<String> = (0..p.stages.count())
+            .map(|s| {
+                let l = p.stages.layers(s);
+                format!("{}-{}", l.start, l.end - 1)
+            })
+            .collect();
+        out!(
+            "  pipeline      {} stages of {per_stage} layer{} ({}); {m} micro-batches on a 1F1B-ordered schedule of {} ticks, bubble {:.1}%",
+            p.stages.count(),
+            if per_stage == 1 { "" } else { "s" },
+            spans.join(", "),
+            schedule.ticks(),
+            100.0 * schedule.bubble()
+        )?;
+        let count = |phase| {
+            (0..schedule.ticks())
+                .filter(|&t| schedule.phase(t) == phase)
+                .count()
+        };
+        out!(
+            "  programs      {}/ {} ticks ({} instructions), {}/ {} ({}, the counts above), {}/ {} ({}), then {APPLY_DIR}/ once ({}); see manifest.json",
+            Phase::WarmUp.name(),
+            count(Phase::WarmUp),
+            p.warm_up.module.instruction_count(),
+            Phase::Steady.name(),
+            count(Phase::Steady),
+            step.module.instruction_count(),
+            Phase::CoolDown.name(),
+            count(Phase::CoolDown),
+            p.cool_down.module.instruction_count(),
+            apply.step.module.instruction_count()
+        )?;
+        return Ok(());
+    }
     if let Some(apply) = apply {
         let k = apply.micro_batches;
         out!(
@@ -309,10 +353,15 @@ fn print_program(compiled: &CompiledStep) -> Result<(), Error> {
 /// A rank's memory plan, against the device's memory where it is checked.
 fn print_memory(compiled: &CompiledStep) -> Result<(), Error> {
     let memory = &compiled.memory;
+    // Every stage runs the same programs: one plan is each stage's.
+    let per = match &compiled.pipeline {
+        Some(p) => format!("per rank, each of the {} stages,", p.stages.count()),
+        None => "per rank".to_string(),
+    };
     match compiled.memory_check {
-        MemoryCheck::None => out!("  memory        per rank {memory}"),
+        MemoryCheck::None => out!("  memory        {per} {memory}"),
         MemoryCheck::Refuse(limit) | MemoryCheck::Warn(limit) => {
-            out!("  memory        per rank {memory}; of {}", gib(limit))?;
+            out!("  memory        {per} {memory}; of {}", gib(limit))?;
             if memory.total() > limit {
                 out!(
                     "  warning       a single-device step over one NeuronCore's memory: shard it (--tp, --dp, --zero1), or pass --device-memory to check it against another size"
@@ -391,7 +440,11 @@ fn print_time(
     let apply_passes = compiled
         .apply
         .as_ref()
-        .map_or(Duration::ZERO, |a| a.passes_time);
+        .map_or(Duration::ZERO, |a| a.passes_time)
+        + compiled
+            .pipeline
+            .as_ref()
+            .map_or(Duration::ZERO, |p| p.passes_time);
     out!(
         "  time          forward {:.1} ms, autodiff {:.1} ms, optimizer {:.1} ms, passes {:.1} ms, emit {:.1} ms, write {:.1} ms; compile total {:.1} ms",
         millis(times.forward),
@@ -407,9 +460,21 @@ fn print_time(
 /// The module written, and for Neuron what to run next in each folder.
 fn print_files(a: &Args, compiled: &CompiledStep, report: &BundleReport) -> Result<(), Error> {
     // The folders of the programs the bundle holds.
-    let (folders, module) = match compiled.apply {
-        None => (vec![a.out.clone()], PROTO_FILE.to_string()),
-        Some(_) => (
+    let (folders, module) = match (&compiled.apply, &compiled.pipeline) {
+        (_, Some(_)) => {
+            let dirs: Vec<&str> = Phase::ALL
+                .iter()
+                .map(|p| p.name())
+                .chain([APPLY_DIR])
+                .collect();
+            let modules: Vec<String> = dirs.iter().map(|d| format!("{d}/{PROTO_FILE}")).collect();
+            (
+                dirs.iter().map(|d| a.out.join(d)).collect(),
+                modules.join(", "),
+            )
+        }
+        (None, None) => (vec![a.out.clone()], PROTO_FILE.to_string()),
+        (Some(_), None) => (
             vec![a.out.join(MICRO_DIR), a.out.join(APPLY_DIR)],
             format!("{MICRO_DIR}/{PROTO_FILE} and {APPLY_DIR}/{PROTO_FILE}"),
         ),

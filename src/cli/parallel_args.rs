@@ -1,5 +1,5 @@
-//! `--tp`, `--dp`, `--sequence-parallel` and `--zero1`, shared by the commands that
-//! build a step.
+//! `--tp`, `--dp`, `--pp`, `--sequence-parallel` and `--zero1`, shared by the
+//! commands that build a step.
 
 use hlatc::models::Parallelism;
 use hlatc::passes::Target;
@@ -23,6 +23,17 @@ pub(super) struct ParallelArgs {
     /// r % T of replica r / T, so TP groups are runs of T ids
     #[arg(long, value_name = "D", default_value_t = 1)]
     pub dp: i64,
+    /// Pipeline-parallel degree: the decoder layers divided into P stages
+    /// of equal length (P must divide them), each stage on its own T x D
+    /// ranks; rank r is on stage r / (T x D). A step runs --grad-accum M
+    /// micro-batches through the stages on a 1F1B-ordered schedule of
+    /// M + 2P - 1 ticks (bubble (P - 1) / (M + P - 1)), as four programs of
+    /// one micro-batch on one stage each (warm-up, steady, cool-down, and
+    /// the apply step); stages send activations and gradients by
+    /// collective-permute, and each recomputes its layers from its input
+    /// in the backward slot. See docs/src/pipeline.md
+    #[arg(long, value_name = "P", default_value_t = 1)]
+    pub pp: i64,
     /// Sequence parallelism (needs --tp above 1): norms and residuals on
     /// each rank's share of the tokens, all-gathered before q/k/v and
     /// gate/up and reduce-scattered after o and down, which cuts the
@@ -94,7 +105,7 @@ impl ParallelArgs {
             dp: self.dp,
             sequence_parallel: self.sequence_parallel,
             zero1: self.zero1,
-            pp: 1,
+            pp: self.pp,
         }
     }
 

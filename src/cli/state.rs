@@ -6,6 +6,7 @@ use super::console::note;
 use super::model_args::ModelArgs;
 use hlatc::compile_step::{compile_step, CompileOptions};
 use hlatc::memory_plan::DeviceMemory;
+use hlatc::pipeline::StageStates;
 use hlatc::rank_inputs::RankInputs;
 use hlatc::runtime::{read_safetensors, write_safetensors};
 use hlatc::state_shards::{
@@ -71,10 +72,58 @@ pub struct UnshardArgs {
     out: PathBuf,
 }
 
+/// How the state of the step the flags build is divided over its ranks.
+enum Division {
+    /// One program on every rank: the state inputs of `step`.
+    Ranks {
+        step: Box<TrainStep>,
+        ranks: RankInputs,
+    },
+    /// Pipeline stages: each stage's share of the whole model's state.
+    Stages(Box<StageStates>),
+}
+
+impl Division {
+    /// The state inputs.
+    fn inputs(&self) -> &[hlatc::train_step::TensorSpec] {
+        match self {
+            Division::Ranks { step, .. } => &step.inputs,
+            Division::Stages(s) => s.inputs(),
+        }
+    }
+
+    /// How many ranks, and how they divide the step, for messages.
+    fn world(&self) -> (usize, String) {
+        match self {
+            Division::Ranks { ranks, .. } => {
+                let p = ranks.parallelism();
+                (p.world() as usize, p.to_string())
+            }
+            Division::Stages(s) => (
+                s.ranks_per_stage() * s.names().count(),
+                format!("{} stages of {}", s.names().count(), s.stage_parallelism()),
+            ),
+        }
+    }
+}
+
 impl StepArgs {
-    /// The step as `compile` builds it (its signature is what matters), and
-    /// how its ranks divide its inputs.
-    fn step(&self) -> Result<(TrainStep, RankInputs), Error> {
+    /// How the step `compile` builds from the flags divides its state.
+    fn division(&self) -> Result<Division, Error> {
+        let c = self.compiled()?;
+        if let (Some(p), Some(apply)) = (&c.pipeline, &c.apply) {
+            let states = StageStates::new(&c.cfg, &p.stage_config, &apply.step.inputs);
+            return Ok(Division::Stages(Box::new(states)));
+        }
+        let ranks = RankInputs::new(&c.cfg);
+        Ok(Division::Ranks {
+            step: Box::new(c.step),
+            ranks,
+        })
+    }
+
+    /// The step as `compile` builds it (its signature is what matters).
+    fn compiled(&self) -> Result<hlatc::compile_step::CompiledStep, Error> {
         let parallel = self.parallel.parallelism();
         let o = CompileOptions {
             model: self.model.source("tiny"),
@@ -91,9 +140,7 @@ impl StepArgs {
             device_memory: DeviceMemory::Unchecked,
             ..CompileOptions::default()
         };
-        let c = compile_step(&o)?;
-        let ranks = RankInputs::new(&c.cfg);
-        Ok((c.step, ranks))
+        compile_step(&o)
     }
 }
 
@@ -103,16 +150,20 @@ fn rank_file(dir: &Path, r: usize) -> PathBuf {
 }
 
 pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
-    let (step, ranks) = a.step.step()?;
+    let division = a.step.division()?;
     let source = a.input.display().to_string();
     let tensors = read_safetensors(&a.input)?;
-    let has_state = step
-        .inputs
+    let has_state = division
+        .inputs()
         .iter()
         .any(|s| s.role == Role::Step && tensors.contains_key(&s.name));
-    let whole = match has_state {
-        true => whole_state(&ranks, &step.inputs, tensors, &source)?,
-        false => {
+    let per_rank = match (&division, has_state) {
+        (Division::Ranks { step, ranks }, true) => {
+            let whole = whole_state(ranks, &step.inputs, tensors, &source)?;
+            shard_state(ranks, &step.inputs, &whole)
+        }
+        (Division::Stages(states), true) => states.shard(tensors, &source)?,
+        (_, false) => {
             let (model, _) = a.step.model.resolve("tiny")?;
             let storage = a.step.precision.precision.storage();
             let (params, unused) = params_from_tensors(&model, storage, tensors, &source)?;
@@ -121,12 +172,17 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
                     "{source}: tensor '{u}' is neither a parameter of this model nor training state"
                 )));
             }
-            let by_name = params_by_name(&step.inputs, params)?;
-            start_state(&ranks, &step.inputs, &by_name, 0)?
+            match &division {
+                Division::Ranks { step, ranks } => {
+                    let by_name = params_by_name(&step.inputs, params)?;
+                    let whole = start_state(ranks, &step.inputs, &by_name, 0)?;
+                    shard_state(ranks, &step.inputs, &whole)
+                }
+                Division::Stages(states) => states.start(params)?,
+            }
         }
     };
     std::fs::create_dir_all(&a.out).map_err(|e| Error::io(&a.out, e))?;
-    let per_rank = shard_state(&ranks, &step.inputs, &whole);
     for (r, tensors) in per_rank.iter().enumerate() {
         write_safetensors(&rank_file(&a.out, r), tensors)?;
     }
@@ -134,27 +190,29 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
         "wrote {} ranks' state ({} tensors each, {}) to {}",
         per_rank.len(),
         per_rank.first().map_or(0, Vec::len),
-        ranks.parallelism(),
+        division.world().1,
         a.out.display()
     )?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
-    let (step, ranks) = a.step.step()?;
-    let world = ranks.parallelism().world() as usize;
+    let division = a.step.division()?;
+    let (world, layout) = division.world();
     let per_rank = (0..world)
         .map(|r| read_safetensors(&rank_file(&a.input, r)))
         .collect::<Result<Vec<_>, _>>()?;
     if rank_file(&a.input, world).exists() {
         return Err(Error::usage(format!(
-            "{}: holds more than the {world} ranks' files of {}",
+            "{}: holds more than the {world} ranks' files of {layout}",
             a.input.display(),
-            ranks.parallelism()
         )));
     }
     let source = |r: usize| rank_file(&a.input, r).display().to_string();
-    let whole = unshard_state(&ranks, &step.inputs, per_rank, source)?;
+    let whole = match &division {
+        Division::Ranks { step, ranks } => unshard_state(ranks, &step.inputs, per_rank, source)?,
+        Division::Stages(states) => states.unshard(per_rank, source)?,
+    };
     write_safetensors(&a.out, &whole)?;
     note!(
         "joined {world} ranks' state into {} ({} tensors)",

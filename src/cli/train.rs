@@ -56,7 +56,8 @@ pub struct Args {
     /// in f32: a micro step (forward, backward, add into the accumulators)
     /// runs K times, then an apply step (sum over ranks, clip, AdamW) once.
     /// The same losses and updates as the whole batch in one step, with one
-    /// micro-batch's activations
+    /// micro-batch's activations. With --pp, the micro-batches the pipeline
+    /// schedule runs through its stages
     #[arg(long, value_name = "K", default_value_t = 1)]
     grad_accum: i64,
     /// Seed for initialization, data and stochastic rounding
@@ -285,6 +286,17 @@ fn compile_trainer(
 ) -> Result<Trainer, Error> {
     let t0 = Instant::now();
     let (rounding, mut trainer) = match a.grad_accum {
+        m if cfg.parallel.pp > 1 => {
+            let mut steps = hlatc::pipeline::build_pipeline_steps(cfg, m)?;
+            for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
+                a.precision.apply(step);
+            }
+            let rounding = steps.apply.rounding.clone();
+            (
+                rounding,
+                Trainer::pipelined_steps(rt, cfg, steps, a.remat.policy, params)?,
+            )
+        }
         1 => {
             let mut step = hlatc::train_step::build_train_step(cfg)?;
             a.precision.apply(&mut step);
@@ -314,9 +326,18 @@ fn compile_trainer(
         division(&cfg.parallel),
         cfg.batch.batch_size,
         cfg.batch.seq_len,
-        match a.grad_accum {
-            1 => String::new(),
-            k => format!(" in {k} micro-batches"),
+        match (a.grad_accum, cfg.parallel.pp) {
+            (1, 1) => String::new(),
+            (k, 1) => format!(" in {k} micro-batches"),
+            (m, pp) => format!(
+                " in {m} micro-batches through {pp} pipeline stages (bubble {:.1}%)",
+                100.0
+                    * hlatc::pipeline::Schedule {
+                        stages: pp,
+                        micro_batches: m
+                    }
+                    .bubble()
+            ),
         },
         a.steps,
         millis(t0.elapsed())

@@ -114,7 +114,9 @@ fn a_pipelined_state_is_the_whole_models_and_resumes() {
     };
     assert_eq!(names(&state), names(&whole.trainer.training_state()));
     let mut resumed = pipelined(&cfg, 2).trainer;
-    resumed.resume(state.iter().cloned().collect(), "test").unwrap();
+    resumed
+        .resume(state.iter().cloned().collect(), "test")
+        .unwrap();
     let again = resumed.training_state();
     assert_eq!(names(&again), names(&state));
     for ((name, a), (_, b)) in state.iter().zip(&again) {
@@ -173,11 +175,170 @@ fn hlats_70b_layout_fits_a_neuroncore_on_every_stage() {
         println!("{phase:?}: at least {n} TensorE instructions");
         assert!(n > 100_000 && n < 5_000_000, "{phase:?}: {n}");
     }
-    let plan = MemoryPlan::of_pipeline(&steps.ticks, &steps.apply);
+    let ticks: Vec<_> = steps.ticks.iter().collect();
+    let plan = MemoryPlan::of_pipeline(&ticks, &steps.apply);
     for s in 0..cfg.parallel.pp {
         println!("stage {s} (layers {:?}): {plan}", steps.stages.layers(s));
     }
     assert!(plan.total() <= TRN1_CORE_BYTES, "{plan:?}");
     assert_eq!(steps.stages.layers(7), 70..80);
     assert!((steps.schedule.bubble() - 7.0 / 135.0).abs() < 1e-12);
+}
+
+/// `hlatc train --pp 2 --tp 2 --grad-accum 2` gives the single-device
+/// run's losses and grad norms at each of its 50 steps.
+#[test]
+fn train_with_stages_follows_the_single_device_run() {
+    crate::sharded::train_follows_the_single_device_run(&[
+        "--pp",
+        "2",
+        "--tp",
+        "2",
+        "--grad-accum",
+        "2",
+    ]);
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// `compile --pp` writes the four programs, each a complete bundle, and a
+/// manifest over them that names each stage's layers and ranks and the
+/// schedule; `--verify` reads all four back and runs them as optimizer
+/// steps on XLA CPU.
+#[test]
+fn compile_writes_the_four_programs_and_verifies_them() {
+    use crate::support::{hlatc, scratch, stderr, stdout};
+    let d = scratch("pipeline-tiny");
+    let args = [
+        "compile",
+        "--out",
+        d.to_str().unwrap(),
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--pp",
+        "2",
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--zero1",
+        "--batch-size",
+        "4",
+        "--grad-accum",
+        "2",
+        "--verify",
+    ];
+    let out = hlatc(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = stdout(&out);
+    assert!(
+        printed.contains("  pipeline      2 stages of 1 layer (0-0, 1-1); 2 micro-batches on a 1F1B-ordered schedule of 5 ticks, bubble 33.3%"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("per rank, each of the 2 stages,"),
+        "{printed}"
+    );
+    for program in ["warm_up", "steady", "cool_down", "apply_step"] {
+        assert!(
+            printed.contains(&format!("{program}/model.hlo_module.pb decodes")),
+            "{printed}"
+        );
+        assert!(d.join(program).join("model.hlo_module.pb").is_file());
+    }
+    assert!(
+        printed.contains("XLA CPU, the bundle's own module, step 2"),
+        "{printed}"
+    );
+    let m = json(&d.join("manifest.json"));
+    assert_eq!(m["format"], "hlatc-bundle/1+pipeline");
+    assert_eq!(m["schedule"]["ticks"], 5);
+    assert_eq!(m["stages"][1]["layers"], serde_json::json!([1, 2]));
+    assert_eq!(m["stages"][1]["ranks"], serde_json::json!([4, 8]));
+    assert_eq!(m["config"]["parallel"]["pp"], 2);
+}
+
+/// `hlatc shard --pp` divides a whole state over the stages' ranks, and
+/// `unshard` joins them back to the same bytes; a layout that is not the
+/// files' is refused.
+#[test]
+fn shard_and_unshard_round_trip_over_stages() {
+    use crate::support::{hlatc, scratch, stderr};
+    let d = scratch("pipeline-shard");
+    let p = |n: &str| d.join(n).to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let out = hlatc(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    let whole = p("state.safetensors");
+    run(&[
+        "train",
+        "--model",
+        "tiny",
+        "--steps",
+        "2",
+        "--precision",
+        "fp32",
+        "--pp",
+        "2",
+        "--save-state",
+        &whole,
+    ]);
+    let layout = [
+        "--model",
+        "tiny",
+        "--precision",
+        "fp32",
+        "--target",
+        "cpu",
+        "--pp",
+        "2",
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--zero1",
+    ];
+    let ranks = p("ranks");
+    let mut shard = vec!["shard"];
+    shard.extend_from_slice(&layout);
+    shard.extend_from_slice(&[&whole, "--out", &ranks]);
+    run(&shard);
+    assert!(d.join("ranks/rank-00007.safetensors").is_file());
+    let back = p("back.safetensors");
+    let mut unshard = vec!["unshard"];
+    unshard.extend_from_slice(&layout);
+    unshard.extend_from_slice(&[&ranks, "--out", &back]);
+    run(&unshard);
+    assert_eq!(
+        std::fs::read(&whole).unwrap(),
+        std::fs::read(&back).unwrap()
+    );
+    let out = hlatc(&[
+        "unshard",
+        "--model",
+        "tiny",
+        "--precision",
+        "fp32",
+        "--target",
+        "cpu",
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--zero1",
+        &ranks,
+        "--out",
+        &back,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("holds more than the 4 ranks' files of TP 2 x DP 2, ZeRO-1"),
+        "{}",
+        stderr(&out)
+    );
 }

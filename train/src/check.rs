@@ -4,6 +4,7 @@
 use crate::bundle::{APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE};
 use crate::data::SyntheticData;
 use crate::grad_accum::build_accumulation_steps;
+use crate::pipeline::{build_pipeline_steps, tick_config, Phase, PipelineView};
 use crate::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use crate::trainer::Trainer;
 use crate::Error;
@@ -98,6 +99,72 @@ pub fn verify_accumulation_bundle(
     Ok(CheckReport { lines })
 }
 
+/// [`verify_bundle`] for the bundle of a pipeline-parallel step's four
+/// programs (`view`): each read back and compiled, then all run as one
+/// optimizer step twice (on the miniature, with at most 4 micro-batches,
+/// when the state is too large for host memory).
+pub fn verify_pipeline_bundle(
+    dir: &Path,
+    view: PipelineView,
+    cfg: &StepConfig,
+) -> Result<CheckReport, Error> {
+    let mut lines = Vec::new();
+    let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
+    let tick_cfg = tick_config(view.stage_config, view.schedule.micro_batches);
+    let mut programs = Vec::new();
+    let named = Phase::ALL
+        .iter()
+        .zip(view.ticks)
+        .map(|(p, &t)| (p.name(), t, &tick_cfg))
+        .chain([(APPLY_DIR, view.apply, view.stage_config)]);
+    for (sub, step, step_cfg) in named {
+        let label = format!("{sub}/{PROTO_FILE}");
+        let back = read_back(&dir.join(sub), &label, step, &mut lines)?;
+        programs.push(compile_back(&rt, back, &label, step_cfg, &mut lines)?);
+    }
+    let run = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
+        let params = start_params(&cfg.model, cfg);
+        Run::own(
+            cfg,
+            Trainer::pipelined_programs(programs, cfg, view, params)?,
+        )
+    } else {
+        drop(programs);
+        let m = view.schedule.micro_batches.min(4);
+        let (run_cfg, pipeline) = miniature(cfg, view.ticks[1], m)?;
+        let mut mini = build_pipeline_steps(&run_cfg, m)?;
+        let originals = view.ticks.iter().copied().chain([view.apply]);
+        for (mini_step, step) in mini
+            .ticks
+            .iter_mut()
+            .chain([&mut mini.apply])
+            .zip(originals)
+        {
+            mini_step.cast_policy.clone_from(&step.cast_policy);
+            mini_step.rounding = step.rounding.clone();
+            optimize(mini_step, &pipeline, Target::Cpu, step.remat)?;
+        }
+        let programs = mini
+            .ticks
+            .iter()
+            .chain([&mini.apply])
+            .map(|s| rt.compile(&s.module))
+            .collect::<Result<Vec<_>, _>>()?;
+        let params = start_params(&run_cfg.model, cfg);
+        let ticks: Vec<&TrainStep> = mini.ticks.iter().collect();
+        let mini_view = PipelineView {
+            ticks: &ticks,
+            apply: &mini.apply,
+            schedule: mini.schedule,
+            stage_config: &mini.stage_config,
+        };
+        let trainer = Trainer::pipelined_programs(programs, &run_cfg, mini_view, params)?;
+        Run::miniature(&run_cfg, trainer)
+    };
+    run_two_steps(run, cfg, &mut lines)?;
+    Ok(CheckReport { lines })
+}
+
 /// The module of `step` as the bundle in `dir` holds it (`label` names its
 /// file): decoded, verified, equal to `step`'s, its sha256 the manifest's.
 fn read_back(
@@ -184,7 +251,12 @@ fn miniature(
     step: &TrainStep,
     k: i64,
 ) -> Result<(StepConfig, hlatc_passes::Pipeline), Error> {
-    let mini = cfg.model.miniature_for_tp(cfg.parallel.tp);
+    let mut mini = cfg.model.miniature_for_tp(cfg.parallel.tp);
+    // Every pipeline stage holds a layer or more.
+    let pp = cfg.parallel.pp;
+    if mini.num_hidden_layers % pp != 0 {
+        mini.num_hidden_layers = pp;
+    }
     // Two sequences per DP replica and micro-batch, whose tokens SP divides.
     let b = BatchShape {
         batch_size: 2 * cfg.parallel.dp * k,

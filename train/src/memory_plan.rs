@@ -97,7 +97,7 @@ impl MemoryPlan {
     /// carry: the ring of kept stage inputs and the activation and
     /// gradient received. Every stage runs the same programs, so every
     /// stage's plan is this one.
-    pub fn of_pipeline(ticks: &[TrainStep], apply: &TrainStep) -> MemoryPlan {
+    pub fn of_pipeline(ticks: &[&TrainStep], apply: &TrainStep) -> MemoryPlan {
         let buffers: u64 = ticks
             .first()
             .map(|t| {

@@ -5,7 +5,7 @@ use crate::batch_check::check_batch_input;
 use crate::data::Batch;
 use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
-use crate::pipeline::PipelineRun;
+use crate::pipeline::{PipelineRun, TickProgram};
 use crate::rank_inputs::RankInputs;
 use crate::state_shards::{params_by_name, shard_state, start_state, whole_state};
 use crate::train_step::{
@@ -168,29 +168,79 @@ impl Trainer {
         params: Vec<Literal>,
     ) -> Result<Trainer, Error> {
         let steps = crate::pipeline::build_pipeline_steps(cfg, micro_batches)?;
-        let crate::pipeline::PipelineSteps {
-            ticks,
-            mut apply,
-            schedule,
-            stages,
-            stage_config,
-        } = steps;
+        Self::pipelined_steps(rt, cfg, steps, remat, params)
+    }
+
+    /// [`Trainer::pipelined`] for programs already built for `cfg`, whose
+    /// cast and rounding policies the caller may have changed.
+    pub fn pipelined_steps(
+        rt: &Runtime,
+        cfg: &StepConfig,
+        mut steps: crate::pipeline::PipelineSteps,
+        remat: hlatc_passes::RematPolicy,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
         let target = hlatc_passes::Target::Cpu;
         let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
-        let mut compiled = Vec::with_capacity(ticks.len());
-        for mut tick in ticks {
-            crate::train_step::optimize(&mut tick, &pipeline, target, remat)?;
-            compiled.push((rt.compile(&tick.module)?, tick));
+        for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
+            crate::train_step::optimize(step, &pipeline, target, remat)?;
         }
-        crate::train_step::optimize(&mut apply, &pipeline, target, remat)?;
-        let program = rt.compile(&apply.module)?;
+        let programs = steps
+            .ticks
+            .iter()
+            .chain([&steps.apply])
+            .map(|s| rt.compile(&s.module))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ticks: Vec<&TrainStep> = steps.ticks.iter().collect();
+        let view = crate::pipeline::PipelineView {
+            ticks: &ticks,
+            apply: &steps.apply,
+            schedule: steps.schedule,
+            stage_config: &steps.stage_config,
+        };
+        Self::pipelined_programs(programs, cfg, view, params)
+    }
+
+    /// [`Trainer::pipelined`] for programs already compiled: the tick
+    /// programs in [`crate::pipeline::Phase::ALL`] order, then the apply
+    /// step (for instance a bundle's own modules read back from disk).
+    pub fn pipelined_programs(
+        programs: Vec<Program>,
+        cfg: &StepConfig,
+        steps: crate::pipeline::PipelineView,
+        params: Vec<Literal>,
+    ) -> Result<Trainer, Error> {
+        let crate::pipeline::PipelineView {
+            ticks,
+            apply,
+            schedule,
+            stage_config,
+        } = steps;
+        let mut programs = programs;
+        if programs.len() != ticks.len() + 1 {
+            return Err(Error::Usage(format!(
+                "a pipelined step has {} programs, {} were given",
+                ticks.len() + 1,
+                programs.len()
+            )));
+        }
+        let program = programs.pop().expect("the apply step");
         program.ensure_fits()?;
-        let run = PipelineRun::new(cfg, compiled, schedule, &stages, &stage_config)?;
+        let states = crate::pipeline::StageStates::new(cfg, stage_config, &apply.inputs);
+        let state = by_rank(states.start(params)?);
+        let ticks = programs
+            .into_iter()
+            .zip(ticks)
+            .map(|(program, step)| TickProgram {
+                program,
+                inputs: step.inputs.clone(),
+                outputs: step.outputs.clone(),
+            })
+            .collect();
+        let run = PipelineRun::new(cfg, ticks, schedule, stage_config, states)?;
         let layout = StateLayout::of(&apply.inputs, &apply.outputs).ok_or_else(|| {
             Error::Usage("the apply step does not return every piece of its state".into())
         })?;
-        let ranks = RankInputs::new(&stage_config);
-        let state = run.start(&cfg.model, &ranks, &apply.inputs, params)?;
         let mut trainer = Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
@@ -199,7 +249,7 @@ impl Trainer {
             outputs: apply.outputs.clone(),
             layout,
             state,
-            ranks,
+            ranks: RankInputs::new(stage_config),
             rounding_seeded_per_rank: cfg.fault == Some(Fault::RoundingSeededPerRank),
             micro: None,
             pipeline: Some(run),
@@ -338,19 +388,17 @@ impl Trainer {
             let locals: Vec<&Literal> = self.state.iter().map(|rank| &rank[k]).collect();
             return vec![(spec.name.clone(), self.ranks.gather(spec, &locals))];
         };
-        let per_stage = self.state.len() / run.names.count();
-        let stages = match run.names.held_by_every_stage(spec) {
+        let names = run.states.names();
+        let per_stage = run.states.ranks_per_stage();
+        let stages = match names.held_by_every_stage(spec) {
             true => 1,
-            false => run.names.count(),
+            false => names.count(),
         };
         (0..stages)
             .map(|s| {
                 let ranks = &self.state[s * per_stage..(s + 1) * per_stage];
                 let locals: Vec<&Literal> = ranks.iter().map(|rank| &rank[k]).collect();
-                (
-                    run.names.whole_name(spec, s),
-                    self.ranks.gather(spec, &locals),
-                )
+                (names.whole_name(spec, s), self.ranks.gather(spec, &locals))
             })
             .collect()
     }
@@ -412,13 +460,7 @@ impl Trainer {
         source: &str,
     ) -> Result<(), Error> {
         if let Some(run) = &self.pipeline {
-            let stages = run.stage_states(&self.inputs, tensors, source)?;
-            let mut state = Vec::with_capacity(self.state.len());
-            for (s, tensors) in stages.into_iter().enumerate() {
-                let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;
-                state.extend(run.stage_shards(&self.ranks, &self.inputs, &whole, s));
-            }
-            self.state = state;
+            self.state = by_rank(run.states.shard(tensors, source)?);
             return Ok(());
         }
         let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;

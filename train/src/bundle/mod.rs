@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
 mod accumulation;
 mod opened;
+mod pipeline;
 pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR, MICRO_DIR};
 pub use opened::{for_cpu, lower_for_cpu, OpenedBundle};
+pub use pipeline::{stage_pipeline_bundle, PIPELINE_FORMAT};
 
 /// Which compiler a bundle is for (the passes' target).
 pub use hlatc_passes::Target;

@@ -63,6 +63,15 @@ impl OpenedBundle {
                 super::APPLY_DIR
             )));
         }
+        if format.as_deref() == Some(super::PIPELINE_FORMAT) {
+            return Err(bad(format!(
+                "the bundle of a pipeline-parallel step's four programs: open {}/, {}/, {}/ or {}/ in it",
+                crate::pipeline::Phase::WarmUp.name(),
+                crate::pipeline::Phase::Steady.name(),
+                crate::pipeline::Phase::CoolDown.name(),
+                super::APPLY_DIR
+            )));
+        }
         let view: ManifestView = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
         if view.format != FORMAT {

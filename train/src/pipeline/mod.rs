@@ -23,11 +23,13 @@
 mod names;
 mod run;
 mod schedule;
+mod stage_state;
 mod tick;
 
 pub use names::StageNames;
-pub(crate) use run::PipelineRun;
+pub(crate) use run::{PipelineRun, TickProgram};
 pub use schedule::{Phase, Schedule};
+pub use stage_state::{RankStates, StageStates};
 pub use tick::{ACTIVATION, GRADIENT, STASH};
 
 use crate::grad_accum::build_apply_step;
@@ -47,6 +49,17 @@ pub struct PipelineSteps {
     /// The config every stage's programs are built from: the step's, with
     /// one stage's layers.
     pub stage_config: StepConfig,
+}
+
+/// The programs of a pipeline-parallel step by reference, with what
+/// runs them: [`crate::trainer::Trainer::pipelined_programs`]' input.
+#[derive(Clone, Copy)]
+pub struct PipelineView<'a> {
+    /// The tick programs, in the order of [`Phase::ALL`].
+    pub ticks: &'a [&'a TrainStep],
+    pub apply: &'a TrainStep,
+    pub schedule: Schedule,
+    pub stage_config: &'a StepConfig,
 }
 
 impl PipelineSteps {

@@ -1,0 +1,176 @@
+//! A pipeline-parallel step's state: each stage's whole state is the
+//! single-device state of the stage's model, divided over the stage's
+//! `tp * dp` ranks as a step of one stage divides it, and the state that
+//! names no rank is the union of the stages' under the whole model's
+//! names (what every stage holds alike, once).
+
+use super::StageNames;
+use crate::rank_inputs::RankInputs;
+use crate::state_shards::{shard_state, start_state, state_inputs, unshard_state, whole_state};
+use crate::train_step::{Role, StepConfig, TensorSpec};
+use crate::Error;
+use hlatc_compiler::Literal;
+use hlatc_models::parallel::stages::Stages;
+use hlatc_models::param_specs;
+use std::collections::BTreeMap;
+
+/// Each rank's state, by input name.
+pub type RankStates = Vec<Vec<(String, Literal)>>;
+
+/// How the state of a pipeline-parallel step is divided.
+pub struct StageStates {
+    names: StageNames,
+    /// How one stage's ranks divide its state (ranks numbered within it).
+    ranks: RankInputs,
+    /// The state's signature: the apply step's inputs.
+    inputs: Vec<TensorSpec>,
+    /// The whole model.
+    model: hlatc_models::ModelConfig,
+}
+
+impl StageStates {
+    /// The state of `cfg`'s step (the whole model, `cfg.parallel.pp`
+    /// stages) whose programs `stage_config` built, with the apply step's
+    /// signature `inputs`.
+    pub fn new(cfg: &StepConfig, stage_config: &StepConfig, inputs: &[TensorSpec]) -> Self {
+        let stages = Stages::new(&cfg.model, cfg.parallel.pp)
+            .expect("a pipelined step's config divides its layers");
+        let one_stage = StepConfig {
+            parallel: stage_config.parallel.one_stage(),
+            ..stage_config.clone()
+        };
+        StageStates {
+            names: StageNames::new(&cfg.model, &stages),
+            ranks: RankInputs::new(&one_stage),
+            inputs: inputs.to_vec(),
+            model: cfg.model.clone(),
+        }
+    }
+
+    /// The whole model's names of what each stage holds.
+    pub fn names(&self) -> &StageNames {
+        &self.names
+    }
+
+    /// The state's signature: the apply step's inputs.
+    pub fn inputs(&self) -> &[TensorSpec] {
+        &self.inputs
+    }
+
+    /// How each stage's ranks divide it.
+    pub fn stage_parallelism(&self) -> hlatc_models::Parallelism {
+        self.ranks.parallelism()
+    }
+
+    /// Ranks per stage.
+    pub fn ranks_per_stage(&self) -> usize {
+        self.ranks.parallelism().world() as usize
+    }
+
+    /// Every rank's state at the start of a run from `params` (the whole
+    /// model's, in its `param_specs` order): each stage's layers and the
+    /// shared parameters, fresh moments and step counter.
+    pub fn start(&self, params: Vec<Literal>) -> Result<RankStates, Error> {
+        let names: Vec<String> = param_specs(&self.model)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        if names.len() != params.len() {
+            return Err(Error::Usage(format!(
+                "the model has {} parameters, {} were given",
+                names.len(),
+                params.len()
+            )));
+        }
+        let global: BTreeMap<String, Literal> = names.into_iter().zip(params).collect();
+        let mut out = Vec::new();
+        for s in 0..self.names.count() {
+            let by_name: BTreeMap<String, Literal> = self
+                .inputs
+                .iter()
+                .filter(|spec| spec.role == Role::Parameter)
+                .map(|spec| {
+                    let value = global[&self.names.whole_name(spec, s)].clone();
+                    (spec.name.clone(), value)
+                })
+                .collect();
+            let whole = start_state(&self.ranks, &self.inputs, &by_name, 0)?;
+            out.extend(shard_state(&self.ranks, &self.inputs, &whole));
+        }
+        Ok(out)
+    }
+
+    /// Every rank's state from a whole state by the whole model's names
+    /// (`tensors`, read from `source`): every state input of every stage
+    /// must be there at its whole shape, and nothing else.
+    pub fn shard(
+        &self,
+        mut tensors: BTreeMap<String, Literal>,
+        source: &str,
+    ) -> Result<RankStates, Error> {
+        let specs = state_inputs(&self.inputs);
+        let mut out = Vec::new();
+        for s in 0..self.names.count() {
+            let stage: BTreeMap<String, Literal> = specs
+                .iter()
+                .filter_map(|spec| {
+                    let t = tensors.get(&self.names.whole_name(spec, s))?.clone();
+                    Some((spec.name.clone(), t))
+                })
+                .collect();
+            let whole = whole_state(&self.ranks, &self.inputs, stage, source)?;
+            out.extend(shard_state(&self.ranks, &self.inputs, &whole));
+        }
+        for s in 0..self.names.count() {
+            for spec in &specs {
+                tensors.remove(&self.names.whole_name(spec, s));
+            }
+        }
+        match tensors.keys().next() {
+            Some(extra) => Err(Error::Usage(format!(
+                "{source}: tensor '{extra}' is not state of this step (a state of another model or precision?)"
+            ))),
+            None => Ok(out),
+        }
+    }
+
+    /// The whole state, by the whole model's names, from every rank's (in
+    /// rank order, each read from `source(r)`), each checked against its
+    /// program's signature; the gradient accumulators, zero between
+    /// optimizer steps, left out.
+    pub fn unshard(
+        &self,
+        per_rank: Vec<BTreeMap<String, Literal>>,
+        source: impl Fn(usize) -> String,
+    ) -> Result<Vec<(String, Literal)>, Error> {
+        let per_stage = self.ranks_per_stage();
+        let world = per_stage * self.names.count();
+        if per_rank.len() != world {
+            return Err(Error::Usage(format!(
+                "{} ranks' states for a step of {world} ranks ({} over {} stages)",
+                per_rank.len(),
+                self.ranks.parallelism(),
+                self.names.count()
+            )));
+        }
+        let mut ranks = per_rank.into_iter();
+        let mut out = Vec::new();
+        for s in 0..self.names.count() {
+            let stage: Vec<_> = ranks.by_ref().take(per_stage).collect();
+            let whole = unshard_state(&self.ranks, &self.inputs, stage, |r| {
+                source(s * per_stage + r)
+            })?;
+            for (spec, (_, value)) in state_inputs(&self.inputs).into_iter().zip(whole) {
+                // Zero between optimizer steps, as `Trainer::training_state`
+                // leaves them out.
+                if spec.role == Role::GradAccumulator {
+                    continue;
+                }
+                if s == 0 || !self.names.held_by_every_stage(spec) {
+                    out.push((self.names.whole_name(spec, s), value));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
