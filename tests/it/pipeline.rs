@@ -262,8 +262,9 @@ fn compile_writes_the_four_programs_and_verifies_them() {
     assert_eq!(m["config"]["parallel"]["pp"], 2);
 }
 
-/// `hlatc shard --pp` divides a whole state over the stages' ranks, and
-/// `unshard` joins them back to the same bytes; a layout that is not the
+/// `hlatc shard --pp` divides a whole state, or Hugging Face weights,
+/// over the stages' ranks, and `unshard` joins them back to the same bytes
+/// (from weights, the single-device layout's); a layout that is not the
 /// files' is refused.
 #[test]
 fn shard_and_unshard_round_trip_over_stages() {
@@ -318,6 +319,33 @@ fn shard_and_unshard_round_trip_over_stages() {
         std::fs::read(&whole).unwrap(),
         std::fs::read(&back).unwrap()
     );
+    // Hugging Face weights start a run: over the stages as on one device.
+    let weights = p("weights.safetensors");
+    run(&[
+        "train",
+        "--model",
+        "tiny",
+        "--steps",
+        "1",
+        "--precision",
+        "fp32",
+        "--save",
+        &weights,
+    ]);
+    let start = |layout: &[&str], name: &str| {
+        let (dir, file) = (p(name), p(&format!("{name}.safetensors")));
+        let mut shard = vec!["shard"];
+        shard.extend_from_slice(layout);
+        shard.extend_from_slice(&[&weights, "--out", &dir]);
+        run(&shard);
+        let mut unshard = vec!["unshard"];
+        unshard.extend_from_slice(layout);
+        unshard.extend_from_slice(&[&dir, "--out", &file]);
+        run(&unshard);
+        std::fs::read(&file).unwrap()
+    };
+    let single = ["--model", "tiny", "--precision", "fp32", "--target", "cpu"];
+    assert_eq!(start(&layout, "staged"), start(&single, "one"));
     let out = hlatc(&[
         "unshard",
         "--model",
