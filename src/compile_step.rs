@@ -221,6 +221,19 @@ pub struct ApplyStep {
     pub passes_time: Duration,
 }
 
+impl ApplyStep {
+    /// The apply step `step` as built, after `micro_batches` runs of the
+    /// other programs.
+    fn built(step: TrainStep, micro_batches: i64) -> Self {
+        ApplyStep {
+            instructions_built: step.module.instruction_count(),
+            step,
+            micro_batches,
+            passes_time: Duration::ZERO,
+        }
+    }
+}
+
 /// The rest of a pipeline-parallel step: its warm-up and cool-down tick
 /// programs (the steady one is [`CompiledStep::step`], the apply step
 /// [`CompiledStep::apply`]), the schedule and the stages.
@@ -298,13 +311,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     let (mut step, mut apply) = match o.grad_accum {
         m if cfg.parallel.pp > 1 => {
             let steps = build_pipeline_steps(&cfg, m)?;
-            let instructions_built = steps.apply.module.instruction_count();
-            let apply = ApplyStep {
-                step: steps.apply,
-                micro_batches: m,
-                instructions_built,
-                passes_time: Duration::ZERO,
-            };
+            let apply = ApplyStep::built(steps.apply, m);
             let [warm_up, steady, cool_down]: [TrainStep; 3] = steps
                 .ticks
                 .try_into()
@@ -322,14 +329,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         1 => (build_train_step(&cfg)?, None),
         k => {
             let steps = build_accumulation_steps(&cfg, k)?;
-            let instructions_built = steps.apply.module.instruction_count();
-            let apply = ApplyStep {
-                step: steps.apply,
-                micro_batches: k,
-                instructions_built,
-                passes_time: Duration::ZERO,
-            };
-            (steps.micro, Some(apply))
+            (steps.micro, Some(ApplyStep::built(steps.apply, k)))
         }
     };
     if let Some(r) = &o.rounding {

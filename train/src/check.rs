@@ -134,31 +134,18 @@ pub fn verify_pipeline_bundle(
         let (run_cfg, pipeline) = miniature(cfg, view.ticks[1], m)?;
         let mut mini = build_pipeline_steps(&run_cfg, m)?;
         let originals = view.ticks.iter().copied().chain([view.apply]);
-        for (mini_step, step) in mini
-            .ticks
-            .iter_mut()
-            .chain([&mut mini.apply])
-            .zip(originals)
-        {
+        for (mini_step, step) in mini.programs_mut().zip(originals) {
             mini_step.cast_policy.clone_from(&step.cast_policy);
             mini_step.rounding = step.rounding.clone();
             optimize(mini_step, &pipeline, Target::Cpu, step.remat)?;
         }
         let programs = mini
-            .ticks
-            .iter()
-            .chain([&mini.apply])
+            .programs()
             .map(|s| rt.compile(&s.module))
             .collect::<Result<Vec<_>, _>>()?;
         let params = start_params(&run_cfg.model, cfg);
-        let ticks: Vec<&TrainStep> = mini.ticks.iter().collect();
-        let mini_view = PipelineView {
-            ticks: &ticks,
-            apply: &mini.apply,
-            schedule: mini.schedule,
-            stage_config: &mini.stage_config,
-        };
-        let trainer = Trainer::pipelined_programs(programs, &run_cfg, mini_view, params)?;
+        let trainer =
+            mini.with_view(|v| Trainer::pipelined_programs(programs, &run_cfg, v, params))?;
         Run::miniature(&run_cfg, trainer)
     };
     run_two_steps(run, cfg, &mut lines)?;

@@ -182,23 +182,14 @@ impl Trainer {
     ) -> Result<Trainer, Error> {
         let target = hlatc_passes::Target::Cpu;
         let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
-        for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
+        for step in steps.programs_mut() {
             crate::train_step::optimize(step, &pipeline, target, remat)?;
         }
         let programs = steps
-            .ticks
-            .iter()
-            .chain([&steps.apply])
+            .programs()
             .map(|s| rt.compile(&s.module))
             .collect::<Result<Vec<_>, _>>()?;
-        let ticks: Vec<&TrainStep> = steps.ticks.iter().collect();
-        let view = crate::pipeline::PipelineView {
-            ticks: &ticks,
-            apply: &steps.apply,
-            schedule: steps.schedule,
-            stage_config: &steps.stage_config,
-        };
-        Self::pipelined_programs(programs, cfg, view, params)
+        steps.with_view(|view| Self::pipelined_programs(programs, cfg, view, params))
     }
 
     /// [`Trainer::pipelined`] for programs already compiled: the tick

@@ -5,9 +5,8 @@
 //! runtime drives them. Staged whole and moved into place whole, like a
 //! single bundle.
 
-use super::{
-    stage_bundle, write, BundleReport, MemoryInfo, StagedBundle, Target, MANIFEST_FILE, PROTO_FILE,
-};
+use super::programs::{staged_beside, ProgramInfo};
+use super::{stage_bundle, write, MemoryInfo, StagedBundle, Target, MANIFEST_FILE};
 use crate::grad_accum::micro_config;
 use crate::memory_plan::MemoryPlan;
 use crate::train_step::{StepConfig, TrainStep};
@@ -34,15 +33,6 @@ struct AccumulationManifest<'a> {
     memory_per_rank: MemoryInfo,
 }
 
-#[derive(Serialize)]
-struct ProgramInfo {
-    name: &'static str,
-    dir: &'static str,
-    module: String,
-    sha256: String,
-    instructions: usize,
-}
-
 /// Writes the bundle of `micro` and `apply`, the programs of `cfg`'s step
 /// accumulated over `micro_batches`, to a staging directory beside `dir`;
 /// nothing under `dir` changes until [`StagedBundle::commit`]. For neuron,
@@ -56,31 +46,18 @@ pub fn stage_accumulation_bundle(
     dir: &Path,
 ) -> Result<StagedBundle, Error> {
     let micro_cfg = micro_config(cfg, micro_batches)?;
-    let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
-    std::fs::create_dir(&staging).map_err(|e| super::io_error(&staging, e))?;
-    let mut staged = StagedBundle {
-        staging: staging.clone(),
-        dest: dir.to_path_buf(),
-        report: BundleReport::default(),
-        committed: false,
-    };
+    let mut staged = staged_beside(dir)?;
+    let staging = staged.path().to_path_buf();
     let m = stage_bundle(micro, &micro_cfg, target, &staging.join(MICRO_DIR))?.commit()?;
     let a = stage_bundle(apply, cfg, target, &staging.join(APPLY_DIR))?.commit()?;
-    let program = |name, dir, r: &BundleReport, step: &TrainStep| ProgramInfo {
-        name,
-        dir,
-        module: format!("{dir}/{PROTO_FILE}"),
-        sha256: r.sha256.clone(),
-        instructions: step.module.instruction_count(),
-    };
     let manifest = AccumulationManifest {
         format: ACCUMULATION_FORMAT,
         hlatc_version: env!("CARGO_PKG_VERSION"),
         target: target.name(),
         micro_batches,
         programs: [
-            program("micro step", MICRO_DIR, &m, micro),
-            program("apply step", APPLY_DIR, &a, apply),
+            ProgramInfo::of("micro step", MICRO_DIR, &m, micro),
+            ProgramInfo::of("apply step", APPLY_DIR, &a, apply),
         ],
         schedule: [
             "per optimizer step, token_count is the number of the global batch's targets that are not the ignore index (-100)",

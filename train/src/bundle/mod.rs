@@ -16,6 +16,7 @@ use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
 mod accumulation;
 mod opened;
 mod pipeline;
+mod programs;
 pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR, MICRO_DIR};
 pub use opened::{for_cpu, lower_for_cpu, OpenedBundle};
 pub use pipeline::{stage_pipeline_bundle, PIPELINE_FORMAT};

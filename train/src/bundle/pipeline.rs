@@ -7,10 +7,8 @@
 //! layers, and each stage's memory per rank. Staged whole and moved into
 //! place whole, like a single bundle.
 
-use super::{
-    stage_bundle, write, BundleReport, MemoryInfo, StagedBundle, Target, APPLY_DIR, MANIFEST_FILE,
-    PROTO_FILE,
-};
+use super::programs::{staged_beside, ProgramInfo};
+use super::{stage_bundle, write, MemoryInfo, StagedBundle, Target, APPLY_DIR, MANIFEST_FILE};
 use crate::memory_plan::MemoryPlan;
 use crate::pipeline::{tick_config, Phase, PipelineView};
 use crate::train_step::{StepConfig, TrainStep};
@@ -35,15 +33,6 @@ struct PipelineManifest<'a> {
     /// Per rank, the same on every stage: the apply step's state, the
     /// tick programs' activations and buffers.
     memory_per_rank: MemoryInfo,
-}
-
-#[derive(Serialize)]
-struct ProgramInfo {
-    name: &'static str,
-    dir: &'static str,
-    module: String,
-    sha256: String,
-    instructions: usize,
 }
 
 #[derive(Serialize)]
@@ -82,14 +71,8 @@ pub fn stage_pipeline_bundle(
     dir: &Path,
 ) -> Result<StagedBundle, Error> {
     let schedule = view.schedule;
-    let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
-    std::fs::create_dir(&staging).map_err(|e| super::io_error(&staging, e))?;
-    let mut staged = StagedBundle {
-        staging: staging.clone(),
-        dest: dir.to_path_buf(),
-        report: BundleReport::default(),
-        committed: false,
-    };
+    let mut staged = staged_beside(dir)?;
+    let staging = staged.path().to_path_buf();
     let tick_cfg = tick_config(view.stage_config, schedule.micro_batches);
     let mut programs = Vec::new();
     let mut reports = Vec::new();
@@ -101,13 +84,7 @@ pub fn stage_pipeline_bundle(
         .collect();
     for (name, step, step_cfg) in named {
         let r = stage_bundle(step, step_cfg, target, &staging.join(name))?.commit()?;
-        programs.push(ProgramInfo {
-            name,
-            dir: name,
-            module: format!("{name}/{PROTO_FILE}"),
-            sha256: r.sha256.clone(),
-            instructions: step.module.instruction_count(),
-        });
+        programs.push(ProgramInfo::of(name, name, &r, step));
         reports.push((name, r));
     }
     let phases = Phase::ALL

@@ -63,6 +63,27 @@ pub struct PipelineView<'a> {
 }
 
 impl PipelineSteps {
+    /// Every program: the tick programs, then the apply step.
+    pub fn programs(&self) -> impl Iterator<Item = &TrainStep> {
+        self.ticks.iter().chain([&self.apply])
+    }
+
+    /// [`PipelineSteps::programs`], to change (run passes over them).
+    pub fn programs_mut(&mut self) -> impl Iterator<Item = &mut TrainStep> {
+        self.ticks.iter_mut().chain([&mut self.apply])
+    }
+
+    /// `f` of the programs by reference.
+    pub fn with_view<R>(&self, f: impl FnOnce(PipelineView<'_>) -> R) -> R {
+        let ticks: Vec<&TrainStep> = self.ticks.iter().collect();
+        f(PipelineView {
+            ticks: &ticks,
+            apply: &self.apply,
+            schedule: self.schedule,
+            stage_config: &self.stage_config,
+        })
+    }
+
     /// The tick program of `phase`.
     pub fn tick(&self, phase: Phase) -> &TrainStep {
         let i = Phase::ALL
