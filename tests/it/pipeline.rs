@@ -113,6 +113,10 @@ fn a_pipelined_state_is_the_whole_models_and_resumes() {
         n
     };
     assert_eq!(names(&state), names(&whole.trainer.training_state()));
+    // Parameters come in the whole model's order, as a program over the
+    // whole model (an evaluation's) takes them.
+    let order = |t: &Trainer| -> Vec<String> { t.params().into_iter().map(|(n, _)| n).collect() };
+    assert_eq!(order(&staged.trainer), order(&whole.trainer));
     let mut resumed = pipelined(&cfg, 2).trainer;
     resumed
         .resume(state.iter().cloned().collect(), "test")

@@ -406,11 +406,28 @@ impl Trainer {
     }
 
     /// The whole value of every state input with `role` (Adam moments,
-    /// say), by name: sharded ones gathered from the ranks.
+    /// say), by name: sharded ones gathered from the ranks, in the whole
+    /// model's parameter order (under pipeline parallelism too, where the
+    /// stages hold the layers).
     pub fn state(&self, role: Role) -> Vec<(String, Literal)> {
-        self.state_with_role(role)
+        let mut all: Vec<(String, Literal)> = self
+            .state_with_role(role)
             .flat_map(|(k, _)| self.whole_state(k))
-            .collect()
+            .collect();
+        if self.pipeline.is_some() {
+            let order: std::collections::HashMap<String, usize> =
+                hlatc_models::param_specs(&self.model)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, p)| (p.name, i))
+                    .collect();
+            let prefix = crate::train_step::state_prefix(role).unwrap_or("");
+            all.sort_by_key(|(name, _)| {
+                let param = name.strip_prefix(prefix).unwrap_or(name);
+                order.get(param).copied().unwrap_or(usize::MAX)
+            });
+        }
+        all
     }
 
     /// The current parameters as stored, by name (fused tensors included).
