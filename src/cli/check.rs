@@ -209,16 +209,27 @@ fn read(path: &Path) -> Result<Input, Error> {
         let text = path.join(hlatc::bundle::TEXT_FILE);
         if !proto.is_file() {
             let (micro, apply) = (hlatc::bundle::MICRO_DIR, hlatc::bundle::APPLY_DIR);
-            let message = match path.join(micro).is_dir() && path.join(apply).is_dir() {
-                true => format!(
+            let stages: Vec<String> = hlatc::pipeline::Phase::ALL
+                .iter()
+                .map(|p| path.join(p.name()).display().to_string())
+                .collect();
+            let message = if path.join(micro).is_dir() && path.join(apply).is_dir() {
+                format!(
                     "is the bundle of gradient accumulation's two programs: check {} and {} (each its own bundle)",
                     path.join(micro).display(),
                     path.join(apply).display()
-                ),
-                false => format!(
+                )
+            } else if stages.iter().all(|d| Path::new(d).is_dir()) {
+                format!(
+                    "is the bundle of a pipeline-parallel step's four programs: check {} and {} (each its own bundle)",
+                    stages.join(", "),
+                    path.join(apply).display()
+                )
+            } else {
+                format!(
                     "is a directory without {}: not a bundle",
                     hlatc::bundle::PROTO_FILE
-                ),
+                )
             };
             return Err(Error::file(path, message));
         }

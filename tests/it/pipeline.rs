@@ -264,6 +264,14 @@ fn compile_writes_the_four_programs_and_verifies_them() {
     assert_eq!(m["stages"][1]["layers"], serde_json::json!([1, 2]));
     assert_eq!(m["stages"][1]["ranks"], serde_json::json!([4, 8]));
     assert_eq!(m["config"]["parallel"]["pp"], 2);
+    // `check` of the whole is sent to the programs, each its own bundle.
+    let out = hlatc(&["check", d.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is the bundle of a pipeline-parallel step's four programs: check"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// `hlatc shard --pp` divides a whole state, or Hugging Face weights,
