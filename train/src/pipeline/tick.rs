@@ -28,7 +28,7 @@ use crate::grad_accum::{accumulator_specs, declare};
 use crate::train_step::{
     spec, widen, Role, StageTimes, StateLayout, StepConfig, StepError, TensorSpec, TrainStep,
 };
-use hlatc_compiler::graph::autodiff;
+use hlatc_compiler::graph::autodiff::{self, GradHints};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, UnaryOp};
@@ -50,173 +50,292 @@ pub(crate) fn build_tick(
     phase: Phase,
 ) -> Result<TrainStep, StepError> {
     let t0 = Instant::now();
-    let par = cfg.parallel;
-    let compute = cfg.precision.compute();
-    let specs = param_specs(&cfg.model);
-    let accumulators = accumulator_specs(cfg, &specs);
-    let batch = par.local_batch(cfg.batch);
-    let bd = [batch.batch_size, batch.seq_len];
-    let sp = if par.sequence_parallel { par.tp } else { 1 };
-    let rows = batch.batch_size * batch.seq_len / sp;
-    let act = [rows, cfg.model.hidden_size];
-    let depth = schedule.stash_depth();
-
-    let mut inputs: Vec<TensorSpec> = crate::train_step::state_specs(cfg, &specs)
-        .into_iter()
-        .filter(|s| s.role == Role::Parameter)
-        .collect();
-    inputs.extend(accumulators.iter().cloned());
-    inputs.push(spec("token_count", ElementType::S32, &[], Role::TokenCount));
-    inputs.push(spec("tick", ElementType::S32, &[], Role::Tick));
-    inputs.push(spec("tokens", ElementType::S32, &bd, Role::Tokens));
-    let backward_tokens = "backward_tokens";
-    inputs.push(spec(
-        backward_tokens,
-        ElementType::S32,
-        &bd,
-        Role::BackwardTokens,
-    ));
-    inputs.push(spec("targets", ElementType::S32, &bd, Role::Targets));
-    let buffers = [
-        spec(STASH, compute, &[depth, act[0], act[1]], Role::StageBuffer),
-        spec(ACTIVATION, compute, &act, Role::StageBuffer),
-        spec(GRADIENT, compute, &act, Role::StageBuffer),
-    ];
-    inputs.extend(buffers.iter().cloned());
-
+    let sig = TickSignature::of(cfg, schedule);
     let mut b = Builder::new(format!("pipeline_{}", phase.name()));
-    let stored = declare(&mut b, &inputs);
-    let n_params = specs.len();
-    let params = widen(&mut b, &stored[..n_params], compute)?;
-    let at = |name: &str| {
-        inputs
-            .iter()
-            .position(|s| s.name == name)
-            .map(|i| stored[i])
-            .expect("declared above")
-    };
-    let accs: Vec<InstrId> = accumulators.iter().map(|s| at(&s.name)).collect();
-    let (token_count, tick) = (at("token_count"), at("tick"));
-    let (tokens, tokens_back, targets) = (at("tokens"), at(backward_tokens), at("targets"));
-    let (stash, activation_in, gradient_in) = (at(STASH), at(ACTIVATION), at(GRADIENT));
-
+    let input = TickInputs::declare(&mut b, cfg, &sig)?;
     let context = PartsContext {
-        batch,
-        par,
+        batch: cfg.parallel.local_batch(cfg.batch),
+        par: cfg.parallel,
         fault: cfg.fault,
         module_markers: cfg.module_markers,
-        token_count: Some(token_count),
+        token_count: Some(input.token_count),
     };
-    let mut parts = ForwardParts::new(&mut b, &cfg.model, &params, context, None)?;
+    let mut parts = ForwardParts::new(&mut b, &cfg.model, &input.params, context, None)?;
     let pos = Position::new(parts.builder(), cfg, schedule)?;
-    let mut results = Vec::new();
-    let mut outputs = Vec::new();
-
-    let mut forward = None;
-    if phase.forward() {
-        let b = parts.builder();
-        b.push_scope("forward_slot");
-        let first = b.broadcast(pos.first, &act, &[])?;
-        b.pop_scope();
-        let embedded = parts.embed(tokens)?;
-        let b = parts.builder();
-        let x = b.select(first, embedded, activation_in)?;
-        let y = parts.layers(x)?;
-        let b = parts.builder();
-        b.push_scope("forward_slot");
-        let m = b.sub(tick, pos.stage)?;
-        let kept = keep(b, stash, x, m, depth, schedule.micro_batches)?;
-        let sent = permute(b, y, &pos.forward_pairs)?;
-        b.pop_scope();
-        forward = Some((kept, sent));
-    }
-
-    let mut backward = None;
-    if phase.backward() {
-        let b = parts.builder();
-        b.push_scope("backward_slot");
-        let delay = b.sub(pos.last_index, pos.stage)?;
-        let delay = b.add2(delay, pos.stages)?;
-        let m = b.sub(tick, delay)?;
-        let kept = read_slot(b, stash, m, depth, &act)?;
-        let first = b.broadcast(pos.first, &act, &[])?;
-        b.pop_scope();
-        let embedded = parts.embed(tokens_back)?;
-        let x = parts.builder().select(first, embedded, kept)?;
-        let y = parts.layers(x)?;
-        let (loss, _) = parts.loss(y, targets)?;
-        backward = Some((m, kept, y, loss));
-    }
+    let forward = match phase.forward() {
+        true => Some(forward_slot(&mut parts, &pos, &input, &sig, schedule)?),
+        false => None,
+    };
+    let backward = match phase.backward() {
+        true => Some(recompute_for_backward(&mut parts, &pos, &input, &sig)?),
+        false => None,
+    };
     let hints = parts.into_hints();
     let t1 = Instant::now();
 
-    let loss_out = match backward {
+    let compute = cfg.precision.compute();
+    let mut results = Vec::new();
+    let mut outputs = vec![spec("loss", compute, &[], Role::Loss)];
+    let loss = match backward {
         None => b.scalar(compute, 0.0),
-        Some((m, kept, y, loss)) => {
-            b.push_scope("backward_slot");
-            let valid = in_range(&mut b, m, schedule.micro_batches)?;
-            let on_last = b.binary(BinaryOp::And, valid, pos.last)?;
-            let not_last = b.unary(UnaryOp::Not, pos.last)?;
-            let on_mid = b.binary(BinaryOp::And, valid, not_last)?;
-            let w_loss = b.convert(on_last, compute)?;
-            let w_mid = b.convert(on_mid, compute)?;
-            // Every rank of the last stage holds the loss: each takes its
-            // share of the gradient, as a step of one stage does.
-            let copies = match cfg.fault {
-                Some(Fault::GradientSummedNotAveraged) => par.tp,
-                _ => par.stage_world(),
-            };
-            let scaled = b.scale(loss, 1.0 / copies as f64)?;
-            let from_loss = b.mul(w_loss, scaled)?;
-            let dy = b.mul(y, gradient_in)?;
-            let dy = b.reduce_sum(dy, &[0, 1])?;
-            let from_next = b.mul(w_mid, dy)?;
-            let objective = b.add2(from_loss, from_next)?;
-            b.pop_scope();
-            let mut wrt = params.clone();
-            wrt.push(kept);
-            let grads = autodiff::grad(&mut b, objective, &wrt, &hints)?;
-            b.push_scope("grad_accumulate");
-            let sum_ty = cfg.precision.gradient_sum_type();
-            let widened = widen(&mut b, &grads[..n_params], sum_ty)?;
-            let mut new_accs = Vec::with_capacity(accs.len());
-            for (&acc, &g) in accs.iter().zip(&widened) {
-                new_accs.push(b.add2(acc, g)?);
-            }
-            b.pop_scope();
-            b.push_scope("backward_slot");
-            let dx = grads[n_params];
-            let sent = match cfg.fault {
-                Some(Fault::StageGradientDropped) => b.full_like(dx, 0.0)?,
-                _ => permute(&mut b, dx, &pos.backward_pairs)?,
-            };
-            let mine = b.mul(w_loss, loss)?;
-            let total = b.all_reduce(mine, BinaryOp::Add, &replica_groups(&par.pp_groups()))?;
-            b.pop_scope();
-            results.extend(new_accs);
-            outputs.extend(accumulators.iter().cloned());
-            results.push(sent);
-            outputs.push(buffers[2].clone());
-            total
+        Some(slot) => {
+            let done = backward_slot(&mut b, cfg, &pos, &input, slot, &hints, schedule)?;
+            results.extend(done.accumulators);
+            outputs.extend(sig.accumulators.iter().cloned());
+            results.push(done.sent);
+            outputs.push(sig.buffers[2].clone());
+            done.loss
         }
     };
+    results.insert(0, loss);
     if let Some((kept, sent)) = forward {
-        results.push(kept);
-        outputs.push(buffers[0].clone());
-        results.push(sent);
-        outputs.push(buffers[1].clone());
+        results.extend([kept, sent]);
+        outputs.extend([sig.buffers[0].clone(), sig.buffers[1].clone()]);
     }
-    results.insert(0, loss_out);
-    outputs.insert(0, spec("loss", compute, &[], Role::Loss));
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module(&format!("hlatc_pipeline_{}", phase.name()), root);
-    module.input_output_alias = StateLayout::updated(&inputs, &outputs).aliases();
+    module.input_output_alias = StateLayout::updated(&sig.inputs, &outputs).aliases();
     let times = StageTimes {
         forward: t1 - t0,
         autodiff: t1.elapsed(),
         optimizer: Default::default(),
     };
-    TrainStep::built(module, cfg, (inputs, outputs), times)
+    TrainStep::built(module, cfg, (sig.inputs, outputs), times)
+}
+
+/// A tick program's inputs, the same for every phase (a runner feeds each
+/// tick alike), and the shapes they follow from.
+struct TickSignature {
+    inputs: Vec<TensorSpec>,
+    accumulators: Vec<TensorSpec>,
+    /// The ring of kept inputs, the activation and the gradient received.
+    buffers: [TensorSpec; 3],
+    /// `[rows, hidden]` of a stage's input on a rank (its run of the rows
+    /// under sequence parallelism).
+    act: [i64; 2],
+    depth: i64,
+}
+
+impl TickSignature {
+    fn of(cfg: &StepConfig, schedule: Schedule) -> Self {
+        let par = cfg.parallel;
+        let compute = cfg.precision.compute();
+        let specs = param_specs(&cfg.model);
+        let accumulators = accumulator_specs(cfg, &specs);
+        let batch = par.local_batch(cfg.batch);
+        let bd = [batch.batch_size, batch.seq_len];
+        let sp = if par.sequence_parallel { par.tp } else { 1 };
+        let act = [batch.batch_size * batch.seq_len / sp, cfg.model.hidden_size];
+        let depth = schedule.stash_depth();
+        let mut inputs: Vec<TensorSpec> = crate::train_step::state_specs(cfg, &specs)
+            .into_iter()
+            .filter(|s| s.role == Role::Parameter)
+            .collect();
+        inputs.extend(accumulators.iter().cloned());
+        let s32 = ElementType::S32;
+        inputs.push(spec("token_count", s32, &[], Role::TokenCount));
+        inputs.push(spec("tick", s32, &[], Role::Tick));
+        inputs.push(spec("tokens", s32, &bd, Role::Tokens));
+        inputs.push(spec(BACKWARD_TOKENS, s32, &bd, Role::BackwardTokens));
+        inputs.push(spec("targets", s32, &bd, Role::Targets));
+        let buffers = [
+            spec(STASH, compute, &[depth, act[0], act[1]], Role::StageBuffer),
+            spec(ACTIVATION, compute, &act, Role::StageBuffer),
+            spec(GRADIENT, compute, &act, Role::StageBuffer),
+        ];
+        inputs.extend(buffers.iter().cloned());
+        TickSignature {
+            inputs,
+            accumulators,
+            buffers,
+            act,
+            depth,
+        }
+    }
+}
+
+/// The name of the tokens stage 0's backward slot embeds again.
+const BACKWARD_TOKENS: &str = "backward_tokens";
+
+/// A tick program's inputs as declared, the parameters widened for
+/// computing.
+struct TickInputs {
+    params: Vec<InstrId>,
+    accumulators: Vec<InstrId>,
+    token_count: InstrId,
+    tick: InstrId,
+    tokens: InstrId,
+    backward_tokens: InstrId,
+    targets: InstrId,
+    stash: InstrId,
+    activation_in: InstrId,
+    gradient_in: InstrId,
+}
+
+impl TickInputs {
+    fn declare(b: &mut Builder, cfg: &StepConfig, sig: &TickSignature) -> Result<Self, BuildError> {
+        let stored = declare(b, &sig.inputs);
+        let at = |name: &str| {
+            sig.inputs
+                .iter()
+                .position(|s| s.name == name)
+                .map(|i| stored[i])
+                .expect("declared above")
+        };
+        let parameters: Vec<InstrId> = sig
+            .inputs
+            .iter()
+            .zip(&stored)
+            .filter(|(s, _)| s.role == Role::Parameter)
+            .map(|(_, &id)| id)
+            .collect();
+        Ok(TickInputs {
+            params: widen(b, &parameters, cfg.precision.compute())?,
+            accumulators: sig.accumulators.iter().map(|s| at(&s.name)).collect(),
+            token_count: at("token_count"),
+            tick: at("tick"),
+            tokens: at("tokens"),
+            backward_tokens: at(BACKWARD_TOKENS),
+            targets: at("targets"),
+            stash: at(STASH),
+            activation_in: at(ACTIVATION),
+            gradient_in: at(GRADIENT),
+        })
+    }
+}
+
+/// The forward slot: stage 0's embedding of `tokens` or the activation
+/// received, through the stage's layers; returns the ring with the input
+/// kept, and the output as the next stage receives it.
+fn forward_slot(
+    parts: &mut ForwardParts,
+    pos: &Position,
+    input: &TickInputs,
+    sig: &TickSignature,
+    schedule: Schedule,
+) -> Result<(InstrId, InstrId), BuildError> {
+    let b = parts.builder();
+    b.push_scope("forward_slot");
+    let first = b.broadcast(pos.first, &sig.act, &[])?;
+    b.pop_scope();
+    let embedded = parts.embed(input.tokens)?;
+    let x = parts
+        .builder()
+        .select(first, embedded, input.activation_in)?;
+    let y = parts.layers(x)?;
+    let b = parts.builder();
+    b.push_scope("forward_slot");
+    let m = b.sub(input.tick, pos.stage)?;
+    let kept = keep(b, input.stash, x, m, sig.depth, schedule.micro_batches)?;
+    let sent = permute(b, y, &pos.forward_pairs)?;
+    b.pop_scope();
+    Ok((kept, sent))
+}
+
+/// The backward slot's forward half: the micro-batch due, its kept input
+/// (stage 0: its embedding again) through the stage's layers, and the
+/// last stage's loss over it.
+struct Recomputed {
+    micro_batch: InstrId,
+    kept: InstrId,
+    output: InstrId,
+    loss: InstrId,
+}
+
+fn recompute_for_backward(
+    parts: &mut ForwardParts,
+    pos: &Position,
+    input: &TickInputs,
+    sig: &TickSignature,
+) -> Result<Recomputed, BuildError> {
+    let b = parts.builder();
+    b.push_scope("backward_slot");
+    let delay = b.sub(pos.last_index, pos.stage)?;
+    let delay = b.add2(delay, pos.stages)?;
+    let m = b.sub(input.tick, delay)?;
+    let kept = read_slot(b, input.stash, m, sig.depth, &sig.act)?;
+    let first = b.broadcast(pos.first, &sig.act, &[])?;
+    b.pop_scope();
+    let embedded = parts.embed(input.backward_tokens)?;
+    let x = parts.builder().select(first, embedded, kept)?;
+    let output = parts.layers(x)?;
+    let (loss, _) = parts.loss(output, input.targets)?;
+    Ok(Recomputed {
+        micro_batch: m,
+        kept,
+        output,
+        loss,
+    })
+}
+
+/// What the backward slot returns: the accumulators with the stage's
+/// gradients added, the input's gradient as the stage before receives it,
+/// and the micro-batch's share of the loss on every rank.
+struct BackwardDone {
+    accumulators: Vec<InstrId>,
+    sent: InstrId,
+    loss: InstrId,
+}
+
+/// The backward slot's backward half: autodiff of `J = w_loss * loss +
+/// w_mid * sum(y * dy)` (the module doc says why), weighed by zero when no
+/// micro-batch is due.
+fn backward_slot(
+    b: &mut Builder,
+    cfg: &StepConfig,
+    pos: &Position,
+    input: &TickInputs,
+    slot: Recomputed,
+    hints: &GradHints,
+    schedule: Schedule,
+) -> Result<BackwardDone, StepError> {
+    let (par, compute) = (cfg.parallel, cfg.precision.compute());
+    b.push_scope("backward_slot");
+    let valid = in_range(b, slot.micro_batch, schedule.micro_batches)?;
+    let on_last = b.binary(BinaryOp::And, valid, pos.last)?;
+    let not_last = b.unary(UnaryOp::Not, pos.last)?;
+    let on_mid = b.binary(BinaryOp::And, valid, not_last)?;
+    let w_loss = b.convert(on_last, compute)?;
+    let w_mid = b.convert(on_mid, compute)?;
+    // Every rank of the last stage holds the loss: each takes its share of
+    // the gradient, as a step of one stage does.
+    let copies = match cfg.fault {
+        Some(Fault::GradientSummedNotAveraged) => par.tp,
+        _ => par.stage_world(),
+    };
+    let scaled = b.scale(slot.loss, 1.0 / copies as f64)?;
+    let from_loss = b.mul(w_loss, scaled)?;
+    let dy = b.mul(slot.output, input.gradient_in)?;
+    let dy = b.reduce_sum(dy, &[0, 1])?;
+    let from_next = b.mul(w_mid, dy)?;
+    let objective = b.add2(from_loss, from_next)?;
+    b.pop_scope();
+    let mut wrt = input.params.clone();
+    wrt.push(slot.kept);
+    let grads = autodiff::grad(b, objective, &wrt, hints)?;
+    let (param_grads, dx) = grads.split_at(input.params.len());
+    b.push_scope("grad_accumulate");
+    let widened = widen(b, param_grads, cfg.precision.gradient_sum_type())?;
+    let accumulators = input
+        .accumulators
+        .iter()
+        .zip(&widened)
+        .map(|(&acc, &g)| b.add2(acc, g))
+        .collect::<Result<Vec<_>, _>>()?;
+    b.pop_scope();
+    b.push_scope("backward_slot");
+    let sent = match cfg.fault {
+        Some(Fault::StageGradientDropped) => b.full_like(dx[0], 0.0)?,
+        _ => permute(b, dx[0], &pos.backward_pairs)?,
+    };
+    let mine = b.mul(w_loss, slot.loss)?;
+    let loss = b.all_reduce(mine, BinaryOp::Add, &replica_groups(&par.pp_groups()))?;
+    b.pop_scope();
+    Ok(BackwardDone {
+        accumulators,
+        sent,
+        loss,
+    })
 }
 
 /// What a rank knows of its place in the pipeline, computed from its
