@@ -48,6 +48,7 @@ from ._hlatc import (
     PassError,
     ProtoError,
     RunError,
+    Schedule,
     TensorInfo,
     UsageError,
     VerifyError,
@@ -63,6 +64,7 @@ from ._types import (
     NeuronFinding,
     Packing,
     PathLike,
+    Phase,
     Precision,
     RankSource,
     RawDtype,
@@ -81,6 +83,7 @@ __all__ = [
     "Step",
     "Trainer",
     "TensorInfo",
+    "Schedule",
     "Module",
     "load_module",
     "optimize",
@@ -114,6 +117,7 @@ __all__ = [
     "Packing",
     "RawDtype",
     "Series",
+    "Phase",
     "PathLike",
     "ArrayLike",
     "Array",
@@ -165,7 +169,7 @@ class Step:
 
     @property
     def world_size(self) -> int:
-        """How many ranks run the step (tp x dp)."""
+        """How many ranks run the step (tp x dp x pp)."""
         return self._native.world_size
 
     @property
@@ -195,24 +199,63 @@ class Step:
         return self._native.summary
 
     @property
+    def config(self) -> Dict[str, Any]:
+        """The config the step was built from, as its bundle's manifest
+        records it: the whole model and the optimizer step's batch, whatever
+        its programs."""
+        return self._native.config
+
+    @property
     def grad_accum(self) -> int:
-        """K of `compile_step(grad_accum=K)`: 1 for a step of one program."""
+        """K of `compile_step(grad_accum=K)`: the micro-batches of an
+        optimizer step under gradient accumulation or a pipeline; 1 for a
+        step of one program."""
         return self._native.grad_accum
+
+    @property
+    def pp(self) -> int:
+        """The pipeline stages its ranks form: `compile_step(pp=P)`."""
+        return self._native.pp
+
+    @property
+    def schedule(self) -> Optional[Schedule]:
+        """A pipeline-parallel step's schedule (`ticks`, `bubble`, the
+        program of each tick, the micro-batch of each stage's slots); None
+        otherwise."""
+        return self._native.schedule
+
+    @property
+    def warm_up(self) -> Optional["Step"]:
+        """Under pipeline parallelism, the warm-up tick program (forward
+        slots only) as a Step of one stage's program; None otherwise."""
+        return _step_or_none(self._native.warm_up)
+
+    @property
+    def steady(self) -> Optional["Step"]:
+        """Under pipeline parallelism, the steady tick program (a forward
+        and a backward slot) as a Step of one stage's program; None
+        otherwise."""
+        return _step_or_none(self._native.steady)
+
+    @property
+    def cool_down(self) -> Optional["Step"]:
+        """Under pipeline parallelism, the cool-down tick program (backward
+        slots only) as a Step of one stage's program; None otherwise."""
+        return _step_or_none(self._native.cool_down)
 
     @property
     def micro_step(self) -> Optional["Step"]:
         """Under gradient accumulation, the micro step (forward and backward
         over one micro-batch, added into the `grad.NAME` accumulators) as a
         Step of one program; None otherwise."""
-        native = self._native.micro_step
-        return None if native is None else Step(native)
+        return _step_or_none(self._native.micro_step)
 
     @property
     def apply_step(self) -> Optional["Step"]:
-        """Under gradient accumulation, the apply step (sum over ranks, clip,
-        AdamW) as a Step of one program; None otherwise."""
-        native = self._native.apply_step
-        return None if native is None else Step(native)
+        """Under gradient accumulation or pipeline parallelism, the apply
+        step (sum over ranks, clip, AdamW) as a Step of one program; None
+        otherwise."""
+        return _step_or_none(self._native.apply_step)
 
     def module(self) -> Module:
         """The step as an hlatc Module (for `optimize`, `to_text`, ...)."""
@@ -231,7 +274,9 @@ class Step:
         rank holds: a rank of a sharded step never reads the whole file; a
         missing tensor or one of another shape raises UsageError naming
         it), Adam moments and the step counter zero, the rounding RNG
-        seeded."""
+        seeded. Of a pipeline-parallel step, the state its rank's programs
+        take: its stage's layers of the whole model's initialization, under
+        the stage model's names (a `checkpoint` is refused)."""
         path = None if checkpoint is None else os.fspath(checkpoint)
         return dict_to_numpy(self._native.init_state(seed, rank, path))
 
@@ -268,12 +313,15 @@ class Step:
     def shard_state(self, state: Tensors, rank: int) -> Dict[str, Array]:
         """Rank `rank`'s share of every state input, by name, from a whole
         state (`Trainer.state()`, `hlatc unshard`'s file): what that rank's
-        program takes, as `hlatc shard` divides it."""
+        program takes, as `hlatc shard` divides it (under pipeline
+        parallelism, its stage's share, from the whole model's names)."""
         return dict_to_numpy(self._native.shard_state(dict_to_raw(state), rank))
 
     def gather_state(self, per_rank: Sequence[Tensors]) -> Dict[str, Array]:
         """The whole state, by input name, from every rank's state (one dict
-        per rank, in rank order), as `hlatc unshard` joins rank files."""
+        per rank, in rank order), as `hlatc unshard` joins rank files (under
+        pipeline parallelism, by the whole model's names, without the
+        gradient accumulators, zero between steps)."""
         return dict_to_numpy(self._native.gather_state([dict_to_raw(d) for d in per_rank]))
 
     def hugging_face_params(self, state: Tensors) -> Dict[str, Array]:
@@ -281,8 +329,26 @@ class Step:
         ones split back)."""
         return dict_to_numpy(self._native.hugging_face_params(dict_to_raw(state)))
 
+    def tick_batches(
+        self, tokens: ArrayLike, targets: ArrayLike, rank: int = 0
+    ) -> List[Dict[str, Array]]:
+        """Under pipeline parallelism, rank `rank`'s batch inputs of every
+        tick of one optimizer step on a global batch (`[batch_size,
+        seq_len]` integer ids, every rank's rows), in tick order, as the
+        bundle's manifest states the rules: `tick`, `token_count`, `tokens`
+        (micro-batch t), `backward_tokens` (t - (2 pp - 1)) and `targets`
+        (t - pp), zeros where that is no micro-batch, each the rank's DP
+        replica's rows. The batch is checked as a run checks it."""
+        ticks = self._native.tick_batches(to_raw("tokens", tokens), to_raw("targets", targets),
+                                          rank)
+        return [dict_to_numpy(t) for t in ticks]
+
     def __repr__(self) -> str:
         return repr(self._native)
+
+
+def _step_or_none(native: Optional["_hlatc.Step"]) -> Optional[Step]:
+    return None if native is None else Step(native)
 
 
 def compile_step(
@@ -302,6 +368,7 @@ def compile_step(
     remat: Remat = "core-attention",
     tp: int = 1,
     dp: int = 1,
+    pp: int = 1,
     sequence_parallel: bool = False,
     zero1: bool = False,
     lr_max: Optional[float] = None,
@@ -329,8 +396,8 @@ def compile_step(
     `rounding`, the `target`, the pipeline (`passes`, a list or a
     comma-separated string, in place of the target's; `disable_pass`,
     one or a list, left out of it; `verify_each_pass`), `remat`, the
-    layout (`tp`, `dp`, `sequence_parallel`, `zero1`; for a sharded step
-    `spmd` and `rank_source`, the target's when None), the optimizer's
+    layout (`tp`, `dp`, `pp`, `sequence_parallel`, `zero1`; for a sharded
+    step `spmd` and `rank_source`, the target's when None), the optimizer's
     `lr_max`, `lr_min`, `warmup_steps`, `total_steps`, `beta1`, `beta2`,
     `adam_eps`, `weight_decay` and `clip_norm` (the model's defaults when
     None), `module_markers`, `device_memory` (bytes, a size such as
@@ -341,7 +408,18 @@ def compile_step(
     --grad-accum K` writes them: `micro_step` and `apply_step` are each a
     Step of one program, `write_bundle` writes both and `Trainer` runs
     them; what belongs to one program (`hlo_text`, `run`, ...) raises
-    `UsageError` on the pair. The GIL is released while it compiles.
+    `UsageError` on the pair.
+
+    With `pp=P` above 1 the decoder layers are divided over P pipeline
+    stages (P must divide them: `ConfigError` names the divisors), and an
+    optimizer step is `grad_accum` micro-batches through a 1F1B-ordered
+    schedule of ticks: the four programs `hlatc compile --pp P` writes,
+    `warm_up`, `steady`, `cool_down` and `apply_step`, each a Step of one
+    stage's program, with `schedule`. `write_bundle` writes all four and
+    their manifest; `Trainer` and `hlatc.jax.Trainer` run them; the state
+    (`init_state`, `shard_state`, `gather_state`, `hugging_face_params`) is
+    asked of the pipelined step, and `tick_batches` gives each tick's batch
+    inputs. The GIL is released while it compiles.
     """
     if config is not None and not isinstance(config, Mapping):
         config = os.fspath(config)
@@ -365,6 +443,7 @@ def compile_step(
         remat=remat,
         tp=tp,
         dp=dp,
+        pp=pp,
         sequence_parallel=sequence_parallel,
         zero1=zero1,
         lr_max=lr_max,
@@ -390,7 +469,10 @@ class Trainer:
     def __init__(self, step: Step, seed: int = 0) -> None:
         """Starts from the model's initialization drawn from `seed`, zero Adam
         state and step 0. A step compiled with `grad_accum=K` runs its micro
-        step K times and its apply step once per `step`."""
+        step K times and its apply step once per `step`; one compiled with
+        `pp=P` runs its schedule's ticks and then its apply step, its state
+        (`state`, `resume`, `hugging_face_params`) named as the whole
+        model's."""
         self._native = _hlatc.Trainer(step._native, seed)
 
     def step(

@@ -17,6 +17,7 @@ from hlatc._types import (
     Model,
     NeuronFinding,
     Packing,
+    Phase,
     Precision,
     RankSource,
     RawDtype,
@@ -64,6 +65,7 @@ __all__ = [
     "write_safetensors",
     "Step",
     "TensorInfo",
+    "Schedule",
     "Module",
     "Trainer",
     "Loader",
@@ -150,6 +152,21 @@ class TensorInfo:
     def is_state(self) -> bool: ...
 
 @final
+class Schedule:
+    @property
+    def stages(self) -> int: ...
+    @property
+    def micro_batches(self) -> int: ...
+    @property
+    def ticks(self) -> int: ...
+    @property
+    def bubble(self) -> float: ...
+    def phase(self, tick: int) -> Phase: ...
+    def phases(self) -> List[Tuple[Phase, int, int]]: ...
+    def forward_micro_batch(self, tick: int, stage: int) -> Optional[int]: ...
+    def backward_micro_batch(self, tick: int, stage: int) -> Optional[int]: ...
+
+@final
 class Module:
     @property
     def name(self) -> str: ...
@@ -190,6 +207,21 @@ class Step:
     def micro_step(self) -> Optional[Step]: ...
     @property
     def apply_step(self) -> Optional[Step]: ...
+    @property
+    def pp(self) -> int: ...
+    @property
+    def schedule(self) -> Optional[Schedule]: ...
+    @property
+    def config(self) -> Dict[str, Any]: ...
+    @property
+    def warm_up(self) -> Optional[Step]: ...
+    @property
+    def steady(self) -> Optional[Step]: ...
+    @property
+    def cool_down(self) -> Optional[Step]: ...
+    def tick_batches(
+        self, tokens: _RawIn, targets: _RawIn, rank: int = 0
+    ) -> List[Dict[str, _RawOut]]: ...
     def write_bundle(self, path: str) -> None: ...
     def init_state(
         self, seed: int = 0, rank: int = 0, checkpoint: Optional[str] = None
@@ -225,6 +257,7 @@ def compile_step(
     remat: Remat = "core-attention",
     tp: int = 1,
     dp: int = 1,
+    pp: int = 1,
     sequence_parallel: bool = False,
     zero1: bool = False,
     lr_max: Optional[float] = None,

@@ -27,6 +27,7 @@ __all__ = [
     "Packing",
     "RawDtype",
     "Series",
+    "Phase",
     "PathLike",
     "ArrayLike",
     "Array",
@@ -69,6 +70,8 @@ Packing = Literal["segments", "concat"]
 RawDtype = Literal["u16", "u32"]
 #: A column of the training metrics (`hlatc plot --series`).
 Series = Literal["loss", "grad_norm", "learning_rate", "held_out_loss"]
+#: A pipeline-parallel step's tick program (`Schedule.phase`).
+Phase = Literal["warm_up", "steady", "cool_down"]
 
 #: Each option's Literal by the name `hlatc._hlatc.choices()` gives it.
 CHOICES: Dict[str, Any] = {
@@ -83,6 +86,7 @@ CHOICES: Dict[str, Any] = {
     "packing": Packing,
     "raw_dtype": RawDtype,
     "series": Series,
+    "phase": Phase,
 }
 
 #: A file system path.

@@ -7,7 +7,8 @@ are deleted). A sharded step (`tp` x `dp` ranks) runs rank r on
 `devices[r]`, JAX's global devices in id order by default, in one process
 or many (`jax.distributed`); each process passes and gets back its own
 ranks' arrays. `Trainer` trains a step of any world size from global
-batches, with checkpoints in `hlatc shard`'s per-rank format.
+batches, with checkpoints in `hlatc shard`'s per-rank format; a
+pipeline-parallel step's four programs it runs tick by tick.
 
     import hlatc, hlatc.jax
     hlatc.jax.initialize()             # reads the environment `python -m hlatc.launch` sets
@@ -33,6 +34,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Tuple,
     Union,
     overload,
 )
@@ -376,8 +378,11 @@ class Trainer:
     every process) and returns the same statistics on every process.
 
     Every process must call `step`, `state`, `hugging_face_params`, `save`
-    and `load` together (they run collectives). Gradient accumulation's
-    pair (`grad_accum` above 1) is refused: `hlatc.Trainer` runs it."""
+    and `load` together (they run collectives). A pipeline-parallel step
+    (`pp` above 1) runs its four programs as its bundle's manifest says:
+    each tick's program, then the apply step (see `_Pipeline`).
+    Gradient accumulation's pair (`grad_accum` above 1 without `pp`) is
+    refused: `hlatc.Trainer` runs it."""
 
     def __init__(
         self,
@@ -390,23 +395,45 @@ class Trainer:
         state and step 0, as `hlatc.Trainer(step, seed)` does: each process
         makes only its own ranks' state. With `init`, a Hugging Face
         safetensors checkpoint, the parameters are read from it instead, each
-        process reading only the slices its ranks hold."""
-        if step.grad_accum != 1:
+        process reading only the slices its ranks hold (not yet for a
+        pipeline-parallel step: `init` is refused)."""
+        self._pipeline: Optional[_Pipeline] = None
+        if step.pp > 1:
+            if init is not None:
+                raise hlatc.UsageError(
+                    "init=: a pipeline-parallel step (pp above 1) does not start from a Hugging "
+                    "Face checkpoint yet (each stage would read its own layers' slices); leave "
+                    "init out to start from the model's initialization"
+                )
+            self._pipeline = _Pipeline(step, devices)
+            program = step.apply_step
+            assert program is not None, "a pipeline has an apply step"
+            self._fn = self._pipeline.apply
+        elif step.grad_accum != 1:
             raise hlatc.UsageError(
                 f"hlatc.jax.Trainer runs steps of one program; this one is gradient "
                 f"accumulation's pair (grad_accum={step.grad_accum}): train it with "
                 "hlatc.Trainer, or load its micro_step and apply_step with hlatc.jax.load"
             )
+        else:
+            program = step
+            self._fn = load(step, devices)
         self._step = step
-        self._fn = load(step, devices)
         import jax
 
         self._jax = jax
-        self._state_infos = [t for t in step.inputs if t.is_state]
+        # The state the ranks carry between steps: under pipeline
+        # parallelism the apply step's, which names each stage's layers as
+        # the stage model's (`init_state`, `shard_state` and `gather_state`
+        # of the pipelined step translate).
+        self._state_infos = [t for t in program.inputs if t.is_state]
         self._state_names = [t.name for t in self._state_infos]
-        roles = {t.role: t.name for t in step.outputs}
-        self._stats = {k: roles[k] for k in ("loss", "grad_norm", "learning_rate")}
-        self._step_input = next(t.name for t in step.inputs if t.role == "step")
+        roles = {t.role: t.name for t in program.outputs}
+        # A pipeline's loss is its ticks' (`_Pipeline.run`), not the apply step's.
+        stats = ("grad_norm", "learning_rate") if self._pipeline else ("loss", "grad_norm",
+                                                                      "learning_rate")
+        self._stats = {k: roles[k] for k in stats}
+        self._step_input = next(t.name for t in program.inputs if t.role == "step")
         self._layout = _hlatc.data_layout(step._native)
         counts = {}
         for d in self._fn.devices:
@@ -502,16 +529,26 @@ class Trainer:
                 segment_ids = self._global_rows("segment_ids", segment_ids, replicas)
         t, y = to_raw("tokens", tokens), to_raw("targets", targets)
         s = None if segment_ids is None else to_raw("segment_ids", segment_ids)
-        inputs = {}
-        for r in self._fn.local_ranks:
-            batch = dict_to_numpy(self._step._native.rank_batch(t, y, s, r))
-            inputs[r] = {**self._state[r], **batch}
-        out = self._fn.run(inputs)
+        loss = None
+        if self._pipeline is not None:
+            if s is not None:
+                raise hlatc.UsageError(
+                    "a pipeline-parallel step takes no segment ids (packed rows are not pipelined)")
+            loss, out = self._pipeline.run(self._step, self._state, t, y)
+        else:
+            inputs = {}
+            for r in self._fn.local_ranks:
+                batch = dict_to_numpy(self._step._native.rank_batch(t, y, s, r))
+                inputs[r] = {**self._state[r], **batch}
+            out = self._fn.run(inputs)
         for r in self._fn.local_ranks:
             self._state[r] = {n: out[r][n] for n in self._state_names}
         # The statistics are all-reduced in the step: every rank has them.
         first = out[self._fn.local_ranks[0]]
-        return {k: float(np.asarray(first[name]).reshape(-1)[0]) for k, name in self._stats.items()}
+        stats = {} if loss is None else {"loss": loss}
+        stats.update({k: float(np.asarray(first[name]).reshape(-1)[0])
+                      for k, name in self._stats.items()})
+        return stats
 
     def _every_rank(self) -> List[Dict[str, np.ndarray]]:
         """Every rank's state, on every process, in rank order."""
@@ -650,7 +687,7 @@ class Trainer:
                 "format": CHECKPOINT_FORMAT,
                 "steps_done": self.steps_done,
                 "world_size": len(self._fn.devices),
-                "config": self._step.manifest["config"],
+                "config": self._step.config,
                 "files": files,
             }
             tmp = marker + ".tmp"
@@ -853,6 +890,77 @@ class Trainer:
                     shutil.rmtree(d, ignore_errors=True)
             elif self._jax.process_index() == 0:
                 shutil.rmtree(d, ignore_errors=True)
+
+
+class _Pipeline:
+    """A pipeline-parallel step's four programs, each compiled by JAX for
+    every rank's device (`load`), run as the bundle's manifest says, which
+    is what `hlatc.Trainer` runs in Rust: for each tick t of the schedule,
+    the program of its phase with the tick's batch inputs
+    (`Step.tick_batches`: `tick`, `token_count`, and the micro-batches of
+    its slots, zeros where none), the parameters and the `grad.NAME`
+    accumulators from the rank's state, and the `pipeline.*` buffers,
+    whose outputs, like the accumulators', are the next tick's inputs;
+    then the apply step once on the whole state. The step's loss is the
+    sum of the ticks' (every rank holds each). Each process runs only its
+    own ranks and holds only their state and buffers; the programs'
+    collective-permutes and all-reduces join the processes.
+
+    The buffers are zero at the first tick and carried from step to step,
+    as hlatc's trainer carries them: every slot of a tick without a
+    micro-batch is weighed by zero, so what they hold then never counts."""
+
+    def __init__(
+        self, step: "hlatc.Step", devices: Optional[Union["Device", Sequence["Device"]]]
+    ) -> None:
+        import jax
+
+        schedule, apply = step.schedule, step.apply_step
+        assert schedule is not None and apply is not None, "a pipeline-parallel step"
+        programs = {"warm_up": step.warm_up, "steady": step.steady, "cool_down": step.cool_down}
+        self.ticks: Dict[str, StepFunction] = {}
+        self._carried: Dict[str, List[str]] = {}
+        self._loss: Dict[str, str] = {}
+        for phase, program in programs.items():
+            assert program is not None, phase
+            self.ticks[phase] = load(program, devices)
+            # What a tick updates: the accumulators and buffers it returns.
+            self._carried[phase] = [t.name for t in program.outputs if t.is_state]
+            self._loss[phase] = next(t.name for t in program.outputs if t.role == "loss")
+        self.apply = load(apply, devices)
+        self._phases = [schedule.phase(t) for t in range(schedule.ticks)]
+        steady = programs["steady"]
+        assert steady is not None
+        self.buffers: Dict[int, Dict[str, Any]] = {
+            r: {t.name: jax.device_put(np.zeros(t.shape, _DTYPES[t.dtype]), self.apply.devices[r])
+                for t in steady.inputs if t.role == "stage_buffer"}
+            for r in self.apply.local_ranks
+        }
+
+    def run(self, step: "hlatc.Step", state: Dict[int, Dict[str, Any]], tokens: Any,
+            targets: Any) -> Tuple[float, Dict[int, Dict[str, Any]]]:
+        """One optimizer step on the global batch (`tokens` and `targets` as
+        raw tensors) from this process's ranks' `state`, whose accumulators
+        the ticks update in place: the step's loss and the apply step's
+        outputs by rank."""
+        local = self.apply.local_ranks
+        batches = {r: [dict_to_numpy(b) for b in step._native.tick_batches(tokens, targets, r)]
+                   for r in local}
+        loss = 0.0
+        for tick, phase in enumerate(self._phases):
+            fn = self.ticks[phase]
+            inputs = {}
+            for r in local:
+                held = {**state[r], **self.buffers[r]}
+                inputs[r] = {**{n: held[n] for n in fn.input_names if n in held},
+                             **batches[r][tick]}
+            out = fn.run(inputs)
+            for r in local:
+                for name in self._carried[phase]:
+                    where = state[r] if name in state[r] else self.buffers[r]
+                    where[name] = out[r][name]
+            loss += float(np.asarray(out[local[0]][self._loss[phase]]).reshape(-1)[0])
+        return loss, self.apply.run({r: dict(state[r]) for r in local})
 
 
 def _step_dir(step: int) -> str:

@@ -47,8 +47,9 @@ fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<
     model=None, config=None, *, batch_size=None, seq_len=None, packed=false,
     separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
     passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
-    tp=1, dp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None, warmup_steps=None,
-    total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None, clip_norm=None,
+    tp=1, dp=1, pp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None,
+    warmup_steps=None, total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None,
+    clip_norm=None,
     module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -69,6 +70,7 @@ pub fn compile_step(
     remat: &str,
     tp: i64,
     dp: i64,
+    pp: i64,
     sequence_parallel: bool,
     zero1: bool,
     lr_max: Option<f64>,
@@ -137,7 +139,7 @@ pub fn compile_step(
             dp,
             sequence_parallel,
             zero1,
-            pp: 1,
+            pp,
         },
         spmd: spmd
             .map(|f| named(&CONFIG, "SPMD form", f, &SpmdForm::ALL, SpmdForm::name))

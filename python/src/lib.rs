@@ -10,12 +10,14 @@ mod data;
 mod errors;
 mod module;
 mod plot;
+mod schedule;
 mod step;
 mod tensors;
 mod trainer;
 
 use hlatc::metrics::Series;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
+use hlatc::pipeline::Phase;
 use hlatc::precision::Precision;
 use hlatc::spmd::{RankSource, SpmdForm};
 use hlatc::token_data::RawDtype;
@@ -43,6 +45,7 @@ fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("packing", names(&Packing::ALL, Packing::name)),
         ("raw_dtype", names(&RawDtype::ALL, RawDtype::name)),
         ("series", names(&Series::ALL, Series::column)),
+        ("phase", names(&Phase::ALL, Phase::name)),
     ])
 }
 
@@ -63,6 +66,7 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensors::write_safetensors, m)?)?;
     m.add_class::<step::Step>()?;
     m.add_class::<step::TensorInfo>()?;
+    m.add_class::<schedule::Schedule>()?;
     m.add_class::<module::Module>()?;
     m.add_class::<trainer::Trainer>()?;
     m.add_class::<data::Loader>()?;

@@ -1,15 +1,19 @@
 //! The `Step` `compile_step` returns: the training step `hlatc compile`
 //! builds, its signature by role, its manifest and bundle, and runs of it
-//! on XLA CPU with hlatc's own runtime. What a step does is the library's
-//! (`hlatc::step_programs`); this is its Python face.
+//! on XLA CPU with hlatc's own runtime; under gradient accumulation or
+//! pipeline parallelism, its programs, each a `Step` of its own. What a
+//! step does is the library's (`hlatc::step_programs`); this is its Python
+//! face.
 
 use crate::arrays::{dict_of, from_raw, RawIn};
 use crate::errors::{guarded, to_py, usage};
+use crate::schedule::Schedule;
 use crate::trainer::ids;
 use hlatc::compile_step::CompiledStep;
 use hlatc::data::Batch;
+use hlatc::pipeline::Phase;
 use hlatc::runtime::Program;
-use hlatc::step_programs::{self, RunFailure, StepPrograms};
+use hlatc::step_programs::{self, Borrowed, Pipeline, PipelineShape, RunFailure, StepPrograms};
 use hlatc::train_step::TensorSpec;
 use hlatc::Literal;
 use pyo3::prelude::*;
@@ -58,7 +62,8 @@ fn info(s: &TensorSpec) -> TensorInfo {
     }
 }
 
-/// A compiled training step: one program, or gradient accumulation's two.
+/// A compiled training step: one program, gradient accumulation's two, or
+/// pipeline parallelism's four.
 #[pyclass(module = "hlatc._hlatc", frozen)]
 pub struct Step {
     programs: Programs,
@@ -72,6 +77,13 @@ enum Programs {
         apply: Py<Step>,
         micro_batches: i64,
     },
+    /// `pp` above 1: the tick programs (in `Phase::ALL` order) and the
+    /// apply step, each a `Step` of its own.
+    Pipelined {
+        ticks: [Py<Step>; 3],
+        apply: Py<Step>,
+        shape: Box<PipelineShape>,
+    },
 }
 
 /// A step of one program.
@@ -79,52 +91,132 @@ struct OneProgram {
     compiled: CompiledStep,
     /// The step compiled on XLA CPU, once a run asks for it.
     program: OnceLock<Program>,
+    /// Under pipeline parallelism, which of the step's programs this is.
+    stage_program: Option<StageProgram>,
+}
+
+/// One of a pipeline-parallel step's programs: its state names one stage's
+/// layers as the stage model's, so what needs the whole model is asked of
+/// the pipelined step.
+struct StageProgram {
+    name: &'static str,
+    /// Whether the compile measured this program on its own (its
+    /// instructions built and its passes' time): not the warm-up and
+    /// cool-down programs (see `PipelineShape`).
+    measured: bool,
 }
 
 impl Step {
-    fn one(compiled: CompiledStep) -> Step {
+    fn one(compiled: CompiledStep, stage_program: Option<StageProgram>) -> Step {
         Step {
             programs: Programs::One(Box::new(OneProgram {
                 compiled,
                 program: OnceLock::new(),
+                stage_program,
             })),
         }
     }
 
     pub(crate) fn of_programs(py: Python<'_>, programs: StepPrograms) -> PyResult<Step> {
         Ok(match programs {
-            StepPrograms::One(c) => Step::one(c),
+            StepPrograms::One(c) => Step::one(c, None),
             StepPrograms::Accumulated {
                 micro,
                 apply,
                 micro_batches,
             } => Step {
                 programs: Programs::Accumulated {
-                    micro: Py::new(py, Step::one(micro))?,
-                    apply: Py::new(py, Step::one(apply))?,
+                    micro: Py::new(py, Step::one(micro, None))?,
+                    apply: Py::new(py, Step::one(apply, None))?,
                     micro_batches,
                 },
             },
+            StepPrograms::Pipelined {
+                ticks,
+                apply,
+                shape,
+            } => {
+                let [warm_up, steady, cool_down] = ticks;
+                let part = |c, phase: Phase| {
+                    let measured = phase == Phase::Steady;
+                    let name = phase.name();
+                    Py::new(py, Step::one(c, Some(StageProgram { name, measured })))
+                };
+                let apply_part = StageProgram {
+                    name: "apply_step",
+                    measured: true,
+                };
+                Step {
+                    programs: Programs::Pipelined {
+                        ticks: [
+                            part(warm_up, Phase::WarmUp)?,
+                            part(steady, Phase::Steady)?,
+                            part(cool_down, Phase::CoolDown)?,
+                        ],
+                        apply: Py::new(py, Step::one(apply, Some(apply_part)))?,
+                        shape: Box::new(shape),
+                    },
+                }
+            }
         })
     }
 
-    /// The one program, or a `UsageError` for gradient accumulation's
-    /// pair, naming what to use instead.
+    /// The one program, or a `UsageError` for several, naming what to use
+    /// instead.
     fn single(&self) -> PyResult<&OneProgram> {
         match &self.programs {
             Programs::One(one) => Ok(one),
             Programs::Accumulated { micro_batches, .. } => Err(usage(format!(
                 "this step is gradient accumulation's two programs (grad_accum={micro_batches}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair"
             ))),
+            Programs::Pipelined { shape, .. } => Err(usage(format!(
+                "this step is pipeline parallelism's four programs (pp={}, {} micro-batches): use its warm_up, steady, cool_down and apply_step, each a Step of one stage's program; write_bundle, Trainer, hlatc.jax.Trainer, init_state, shard_state, gather_state, hugging_face_params and tick_batches take the pipeline",
+                shape.schedule.stages, shape.schedule.micro_batches
+            ))),
         }
     }
 
-    /// The one program's step, or under gradient accumulation the apply
-    /// step's: for what both programs share (their SPMD form, the batch).
+    /// The one program's step, or the apply step's of several: for what
+    /// every program shares (the SPMD form, the ranks, the batch).
     pub(crate) fn any_compiled(&self) -> PyResult<&CompiledStep> {
         match &self.programs {
             Programs::One(one) => Ok(&one.compiled),
-            Programs::Accumulated { apply, .. } => apply.get().compiled(),
+            Programs::Accumulated { apply, .. } | Programs::Pipelined { apply, .. } => {
+                apply.get().compiled()
+            }
+        }
+    }
+
+    /// Refuses what needs the whole model on one of a pipeline's programs,
+    /// whose state names one stage's layers: a share of it would be
+    /// silently another stage's.
+    fn whole_model(&self, what: &str) -> PyResult<()> {
+        match &self.programs {
+            Programs::One(one) => match &one.stage_program {
+                Some(p) => Err(usage(format!(
+                    "{what}: '{}' is one program of a pipeline-parallel step, whose state names one stage's layers as the stage model's, whatever the stage; ask the pipelined step, whose {what} knows which stage holds which of the whole model's layers",
+                    p.name
+                ))),
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// The pipeline's programs, for a pipeline-parallel step.
+    fn pipeline(&self) -> PyResult<Option<Pipeline<'_>>> {
+        Ok(self.programs()?.pipeline())
+    }
+
+    /// A pipeline's tick program of `phase`, a `Step` of one stage's
+    /// program; `None` for a step without pipeline parallelism.
+    fn tick_program(&self, py: Python<'_>, phase: Phase) -> Option<Py<Step>> {
+        match &self.programs {
+            Programs::Pipelined { ticks, .. } => {
+                let at = Phase::ALL.iter().position(|&p| p == phase)?;
+                Some(ticks[at].clone_ref(py))
+            }
+            _ => None,
         }
     }
 
@@ -135,7 +227,7 @@ impl Step {
 
     /// The step's programs, borrowed: what a bundle is written from and a
     /// trainer runs.
-    pub(crate) fn programs(&self) -> PyResult<StepPrograms<&CompiledStep>> {
+    pub(crate) fn programs(&self) -> PyResult<Borrowed<'_>> {
         Ok(match &self.programs {
             Programs::One(one) => StepPrograms::One(&one.compiled),
             Programs::Accumulated {
@@ -146,6 +238,19 @@ impl Step {
                 micro: micro.get().compiled()?,
                 apply: apply.get().compiled()?,
                 micro_batches: *micro_batches,
+            },
+            Programs::Pipelined {
+                ticks,
+                apply,
+                shape,
+            } => StepPrograms::Pipelined {
+                ticks: [
+                    ticks[0].get().compiled()?,
+                    ticks[1].get().compiled()?,
+                    ticks[2].get().compiled()?,
+                ],
+                apply: apply.get().compiled()?,
+                shape,
             },
         })
     }
@@ -201,7 +306,7 @@ impl Step {
         Ok(self.compiled()?.step.outputs.iter().map(info).collect())
     }
 
-    /// How many ranks run the step (TP x DP).
+    /// How many ranks run the step (TP x DP x PP).
     #[getter]
     fn world_size(&self) -> PyResult<usize> {
         self.world()
@@ -231,11 +336,20 @@ impl Step {
     }
 
     /// What the compile did: sizes, passes and time per stage (ms); for
-    /// gradient accumulation's pair, `grad_accum` and each program's.
+    /// gradient accumulation's pair, `grad_accum` and each program's; for
+    /// a pipeline, its stages and schedule and each program's.
     #[getter]
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = match &self.programs {
-            Programs::One(one) => &one.compiled,
+        let (c, measured) = match &self.programs {
+            Programs::One(one) => (
+                &one.compiled,
+                one.stage_program.as_ref().is_none_or(|p| p.measured),
+            ),
+            Programs::Pipelined {
+                ticks,
+                apply,
+                shape,
+            } => return pipeline_summary(py, ticks, apply, shape),
             Programs::Accumulated {
                 micro,
                 apply,
@@ -256,14 +370,19 @@ impl Step {
         d.set_item("model", &c.name)?;
         d.set_item("target", c.target.name())?;
         d.set_item("parameters", c.cfg.model.parameter_count())?;
-        d.set_item("instructions_built", c.instructions_built)?;
+        // A warm-up or cool-down program's were not measured on their own:
+        // None rather than a number that is not its.
+        d.set_item(
+            "instructions_built",
+            measured.then_some(c.instructions_built),
+        )?;
         d.set_item("instructions", c.step.module.instruction_count())?;
         d.set_item("passes", c.step.passes.clone())?;
         d.set_item("precision", c.step.precision.name())?;
         d.set_item("forward_ms", ms(c.step.times.forward))?;
         d.set_item("autodiff_ms", ms(c.step.times.autodiff))?;
         d.set_item("optimizer_ms", ms(c.step.times.optimizer))?;
-        d.set_item("passes_ms", ms(c.passes_time))?;
+        d.set_item("passes_ms", measured.then_some(ms(c.passes_time)))?;
         Ok(d)
     }
 
@@ -287,6 +406,17 @@ impl Step {
         rank: usize,
         checkpoint: Option<std::path::PathBuf>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        if let Some(p) = self.pipeline()? {
+            if checkpoint.is_some() {
+                return Err(usage(
+                    "init_state(checkpoint=...) of a pipeline-parallel step: reading each stage's slices of a Hugging Face checkpoint is not supported yet; start from the model's initialization, or train with hlatc.Trainer and resume() a whole state made from the checkpoint",
+                ));
+            }
+            let named =
+                py.allow_threads(|| guarded(|| p.start_state(seed, rank).map_err(to_py)))?;
+            return dict_of(py, named);
+        }
+        self.whole_model("init_state")?;
         let c = self.compiled()?;
         let named = py.allow_threads(|| {
             guarded(|| {
@@ -395,6 +525,12 @@ impl Step {
         state: HashMap<String, RawIn<'py>>,
         rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
+        if let Some(p) = self.pipeline()? {
+            let state = literals(state)?;
+            let named = guarded(|| p.shard_state(state, rank).map_err(to_py))?;
+            return dict_of(py, named);
+        }
+        self.whole_model("shard_state")?;
         let c = self.compiled()?;
         step_programs::check_rank(c, rank).map_err(to_py)?;
         let state = literals(state)?;
@@ -410,11 +546,16 @@ impl Step {
         py: Python<'py>,
         per_rank: Vec<HashMap<String, RawIn<'py>>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.compiled()?;
         let per_rank = per_rank
             .into_iter()
             .map(literals)
             .collect::<PyResult<Vec<_>>>()?;
+        if let Some(p) = self.pipeline()? {
+            let named = guarded(|| p.gather_state(per_rank).map_err(to_py))?;
+            return dict_of(py, named);
+        }
+        self.whole_model("gather_state")?;
+        let c = self.compiled()?;
         let named = guarded(|| step_programs::gather_state(c, per_rank).map_err(to_py))?;
         dict_of(py, named)
     }
@@ -426,19 +567,97 @@ impl Step {
         py: Python<'py>,
         state: HashMap<String, RawIn<'py>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.compiled()?;
         let state = literals(state)?;
+        if let Some(p) = self.pipeline()? {
+            let named = guarded(|| p.hugging_face_params(state).map_err(to_py))?;
+            return dict_of(py, named);
+        }
+        self.whole_model("hugging_face_params")?;
+        let c = self.compiled()?;
         let named = guarded(|| step_programs::hugging_face_params(c, state).map_err(to_py))?;
         dict_of(py, named)
     }
 
-    /// K for gradient accumulation's pair, 1 for a step of one program.
+    /// K for gradient accumulation's pair, the micro-batches of a
+    /// pipeline's optimizer step, 1 for a step of one program.
     #[getter]
     fn grad_accum(&self) -> i64 {
         match &self.programs {
             Programs::One(_) => 1,
             Programs::Accumulated { micro_batches, .. } => *micro_batches,
+            Programs::Pipelined { shape, .. } => shape.schedule.micro_batches,
         }
+    }
+
+    /// The pipeline stages its ranks form (1 without pipeline parallelism).
+    #[getter]
+    fn pp(&self) -> PyResult<i64> {
+        Ok(self.any_compiled()?.cfg.parallel.pp)
+    }
+
+    /// A pipeline-parallel step's schedule; `None` otherwise.
+    #[getter]
+    fn schedule(&self) -> Option<Schedule> {
+        match &self.programs {
+            Programs::Pipelined { shape, .. } => Some(Schedule::new(shape.schedule)),
+            _ => None,
+        }
+    }
+
+    /// The config the step was built from, as its bundle's manifest records
+    /// it: the whole model and the optimizer step's batch, whatever the
+    /// programs.
+    #[getter]
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let json = serde_json::to_string(self.programs()?.cfg())
+            .map_err(|e| crate::errors::INTERNAL.err(format!("the config: {e}")))?;
+        py.import("json")?
+            .call_method1("loads", (PyString::new(py, &json),))
+    }
+
+    /// A pipeline's warm-up tick program (forward slots only).
+    #[getter]
+    fn warm_up(&self, py: Python<'_>) -> Option<Py<Step>> {
+        self.tick_program(py, Phase::WarmUp)
+    }
+
+    /// A pipeline's steady tick program (a forward and a backward slot).
+    #[getter]
+    fn steady(&self, py: Python<'_>) -> Option<Py<Step>> {
+        self.tick_program(py, Phase::Steady)
+    }
+
+    /// A pipeline's cool-down tick program (backward slots only).
+    #[getter]
+    fn cool_down(&self, py: Python<'_>) -> Option<Py<Step>> {
+        self.tick_program(py, Phase::CoolDown)
+    }
+
+    /// Rank `rank`'s batch inputs of every tick of a pipeline-parallel
+    /// step's optimizer step on a global batch (`[batch_size, seq_len]`
+    /// integer ids, every rank's rows), in tick order: `tick`,
+    /// `token_count`, `tokens`, `backward_tokens` and `targets` as the
+    /// schedule's rules give them. The batch is checked first.
+    #[pyo3(signature = (tokens, targets, rank=0))]
+    fn tick_batches<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: RawIn<'py>,
+        targets: RawIn<'py>,
+        rank: usize,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let Some(p) = self.pipeline()? else {
+            return Err(usage(
+                "tick_batches: only a pipeline-parallel step (pp above 1) runs ticks; a step of one program takes rank_batch's inputs",
+            ));
+        };
+        let batch = Batch {
+            tokens: ids("tokens", tokens)?,
+            targets: ids("targets", targets)?,
+            segment_ids: None,
+        };
+        let ticks = guarded(|| p.tick_batches(&batch, rank).map_err(to_py))?;
+        ticks.into_iter().map(|t| dict_of(py, t)).collect()
     }
 
     /// Gradient accumulation's micro step (forward and backward over one
@@ -447,19 +666,21 @@ impl Step {
     #[getter]
     fn micro_step(&self, py: Python<'_>) -> Option<Py<Step>> {
         match &self.programs {
-            Programs::One(_) => None,
             Programs::Accumulated { micro, .. } => Some(micro.clone_ref(py)),
+            _ => None,
         }
     }
 
-    /// Gradient accumulation's apply step (the sum over ranks, the clip
-    /// and AdamW), a `Step` of one program; `None` for a step of one
-    /// program.
+    /// The apply step of gradient accumulation or of a pipeline (the sum
+    /// over ranks, the clip and AdamW), a `Step` of one program; `None` for
+    /// a step of one program.
     #[getter]
     fn apply_step(&self, py: Python<'_>) -> Option<Py<Step>> {
         match &self.programs {
             Programs::One(_) => None,
-            Programs::Accumulated { apply, .. } => Some(apply.clone_ref(py)),
+            Programs::Accumulated { apply, .. } | Programs::Pipelined { apply, .. } => {
+                Some(apply.clone_ref(py))
+            }
         }
     }
 
@@ -482,6 +703,41 @@ impl Step {
                 apply.name,
                 apply.target.name(),
             ),
+            StepPrograms::Pipelined { apply, shape, .. } => format!(
+                "<hlatc.Step {} for {}: {} pipeline stages over {} micro-batches, {} ticks (warm_up, steady, cool_down, apply_step), {world} rank(s)>",
+                apply.name,
+                apply.target.name(),
+                shape.schedule.stages,
+                shape.schedule.micro_batches,
+                shape.schedule.ticks(),
+            ),
         })
     }
+}
+
+/// A pipelined step's summary: its model, stages and schedule, and each
+/// program's summary by name.
+fn pipeline_summary<'py>(
+    py: Python<'py>,
+    ticks: &[Py<Step>; 3],
+    apply: &Py<Step>,
+    shape: &PipelineShape,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let c = apply.get().compiled()?;
+    d.set_item("model", &c.name)?;
+    d.set_item("target", c.target.name())?;
+    d.set_item("parameters", shape.cfg.model.parameter_count())?;
+    d.set_item("pp", shape.schedule.stages)?;
+    d.set_item("grad_accum", shape.schedule.micro_batches)?;
+    d.set_item("ticks", shape.schedule.ticks())?;
+    d.set_item("bubble", shape.schedule.bubble())?;
+    for (phase, tick) in Phase::ALL.iter().zip(ticks) {
+        d.set_item(phase.name(), tick.get().summary(py)?)?;
+    }
+    d.set_item("apply_step", apply.get().summary(py)?)?;
+    // The warm-up and cool-down programs' pipeline, timed together.
+    let ms = shape.ticks_passes_time.as_secs_f64() * 1e3;
+    d.set_item("warm_up_and_cool_down_passes_ms", ms)?;
+    Ok(d)
 }

@@ -4,12 +4,14 @@ and writes what the test compares.
 
     worker.py OUT [--forms replicas,partitions,partitions+input] [--steps N] [--save-at K]
               [--die-at I] [--resume-from DIR] [--timed-steps M]
+              [--layout pp=2,tp=2 --grad-accum M]
 
 Every process writes OUT/stats-<process>.json (its statistics per step);
 process 0 writes OUT/<form>.npz: the whole state after --save-at steps
 (`saved/NAME`), after the last step (`final/NAME`) and its Hugging Face
 parameters (`hf/NAME`). With --die-at I, process 1 kills itself (SIGKILL)
-before step I+1 (0-based I).
+before step I+1 (0-based I). --layout and --grad-accum replace LAYOUT (a
+pipeline-parallel step: `pp=2,tp=2` and 2 micro-batches).
 """
 
 import argparse
@@ -43,7 +45,12 @@ def main():
     p.add_argument("--die-at", type=int, default=None)
     p.add_argument("--resume-from", default=None)
     p.add_argument("--timed-steps", type=int, default=0)
+    p.add_argument("--layout", default=None)
+    p.add_argument("--grad-accum", type=int, default=1)
     a = p.parse_args()
+    layout = LAYOUT
+    if a.layout:
+        layout = {k: int(v) for k, v in (kv.split("=") for kv in a.layout.split(","))}
 
     hlatc.jax.initialize()
     import jax
@@ -55,7 +62,7 @@ def main():
         spmd = {} if form == "replicas" else {"spmd": form.split("+")[0]}
         if form.endswith("+input"):
             spmd["rank_source"] = "input"
-        step = hlatc.compile_step(**OPTIONS, **LAYOUT, **spmd)
+        step = hlatc.compile_step(**OPTIONS, **layout, **spmd, grad_accum=a.grad_accum)
         trainer = hlatc.jax.Trainer(step, seed=0)
         first = 0
         if a.resume_from:

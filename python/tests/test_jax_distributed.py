@@ -1,11 +1,13 @@
 """hlatc.jax across processes: tiny at TP 2 x DP 2 on two local processes of
 two XLA CPU devices each (gloo), started by `python -m hlatc.launch`,
 against hlatc's own runtime; a process killed mid-run, the launcher's
-report, and a resume from the last complete checkpoint.
+report, and a resume from the last complete checkpoint; a pipeline-parallel
+step (PP 2 x TP 2) on one process of four devices and on two of two.
 
-Three launches in all (each a few seconds of JAX start-up and compile),
-shared between the assertions by module-scoped fixtures. Every subprocess
-runs under a timeout; only 127.0.0.1 is used."""
+Three launches for the first (each a few seconds of JAX start-up and
+compile), shared between the assertions by module-scoped fixtures, and one
+for each pipeline run. Every subprocess runs under a timeout; only
+127.0.0.1 is used."""
 
 from __future__ import annotations
 
@@ -54,10 +56,12 @@ def worker_env() -> dict:
     return env
 
 
-def launch(out: Path, *args: str, timeout: float = LAUNCH_TIMEOUT) -> subprocess.CompletedProcess:
+def launch(out: Path, *args: str, timeout: float = LAUNCH_TIMEOUT, processes: int = 2,
+           devices: int = 2) -> subprocess.CompletedProcess:
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "hlatc.launch", "--processes", "2", "--devices-per-process", "2",
-           "--timeout", str(timeout - 10), str(HERE / "distributed_worker.py"), str(out), *args]
+    cmd = [sys.executable, "-m", "hlatc.launch", "--processes", str(processes),
+           "--devices-per-process", str(devices), "--timeout", str(timeout - 10),
+           str(HERE / "distributed_worker.py"), str(out), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=HERE,
                           env=worker_env())
 
@@ -175,16 +179,21 @@ def test_resuming_the_last_checkpoint_is_the_run_that_never_stopped(killed, unin
         assert got[name].tobytes() == want[name].tobytes(), name
 
 
-def test_hlatc_unshard_joins_the_checkpoint(killed, uninterrupted, tmp_path):
+def cli_binary() -> str:
+    """$HLATC_BIN, else the newest hlatc built in target/ (skips without)."""
     binary = os.environ.get("HLATC_BIN")
     if not binary:
         built = [p for p in ROOT.glob("target/*/hlatc") if p.is_file()]
         if not built:
             pytest.skip("no hlatc binary (set HLATC_BIN)")
         binary = str(max(built, key=lambda p: p.stat().st_mtime))
+    return binary
+
+
+def test_hlatc_unshard_joins_the_checkpoint(killed, uninterrupted, tmp_path):
     out, _, _ = killed
     whole = tmp_path / "whole.safetensors"
-    subprocess.run([binary, "unshard", "--model", "tiny", "--target", "cpu", "--precision", "fp32",
+    subprocess.run([cli_binary(), "unshard", "--model", "tiny", "--target", "cpu", "--precision", "fp32",
                     "--tp", "2", "--dp", "2", str(out / "ckpt"), "--out", str(whole)],
                    check=True, capture_output=True, timeout=60)
     joined = hlatc._hlatc.read_safetensors(str(whole))
@@ -304,3 +313,86 @@ def test_fit_across_processes_each_reading_its_replica_resumes_as_one_run(tmp_pa
     with np.load(whole / "fit.npz") as a, np.load(broken / "fit.npz") as b:
         assert sorted(a.files) == sorted(b.files)
         assert all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+# A pipeline-parallel step: tiny's 2 layers over 2 stages of TP 2, 2
+# micro-batches a step (5 ticks).
+PIPELINE = dict(pp=2, tp=2, grad_accum=2)
+PIPELINE_STEPS, PIPELINE_SAVE_AT = 3, 2
+
+
+@pytest.fixture(scope="module")
+def pipelined_hlatc():
+    """hlatc.Trainer (Rust, XLA CPU) on the pipelined step: its statistics,
+    its whole state after PIPELINE_SAVE_AT steps and after the last, and
+    its Hugging Face parameters."""
+    trainer = hlatc.Trainer(hlatc.compile_step(**OPTIONS, **PIPELINE), seed=0)
+    stats, saved = [], {}
+    for i, (t, y) in enumerate(batches(PIPELINE_STEPS)):
+        stats.append(trainer.step(t, y))
+        if i + 1 == PIPELINE_SAVE_AT:
+            saved = trainer.state()
+    return stats, saved, trainer.state(), trainer.hugging_face_params()
+
+
+def relative(got: np.ndarray, want: np.ndarray) -> float:
+    """The difference by the tensor's norm (f64)."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    return float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-30))
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_jax_drives_a_pipeline_as_hlatc_does(pipelined_hlatc, processes, tmp_path):
+    """PP 2 x TP 2 on 4 devices, in one process or two of two (each
+    running its stage: ranks 0-1 are stage 0), checkpointed after step 2."""
+    ckpt = tmp_path / "ckpt"
+    layout = ",".join(f"{k}={v}" for k, v in PIPELINE.items() if k != "grad_accum")
+    done = launch(tmp_path, "--layout", layout, "--grad-accum", str(PIPELINE["grad_accum"]),
+                  "--steps", str(PIPELINE_STEPS), "--save-at", str(PIPELINE_SAVE_AT),
+                  "--checkpoint", str(ckpt), processes=processes, devices=4 // processes)
+    assert done.returncode == 0, done.stdout + done.stderr
+    want, want_saved, want_final, want_hf = pipelined_hlatc
+    ours = [stats_of(tmp_path, "replicas", p) for p in range(processes)]
+    ranks = [[0, 1, 2, 3]] if processes == 1 else [[0, 1], [2, 3]]
+    assert [o["local_ranks"] for o in ours] == ranks
+    assert all(o["stats"] == ours[0]["stats"] for o in ours)
+    worst = {}
+    for i, (got, exp) in enumerate(zip(ours[0]["stats"], want)):
+        for k in ("loss", "grad_norm", "learning_rate"):
+            worst[k] = max(worst.get(k, 0.0), abs(got[k] - exp[k]) / abs(exp[k]))
+    assert len(ours[0]["stats"]) == PIPELINE_STEPS and all(d <= 1e-5 for d in worst.values()), \
+        worst
+    assert ours[0]["donated"]
+    # Every tensor of the whole state (the whole model's names), and the
+    # Hugging Face parameters.
+    for prefix, expected in (("final", want_final), ("saved", want_saved), ("hf", want_hf)):
+        got = arrays(tmp_path, "replicas", prefix)
+        assert sorted(got) == sorted(expected), prefix
+        worst[prefix] = max(relative(got[n], e) for n, e in expected.items())
+    print(f"\nPP 2 x TP 2, JAX on {processes} process(es) against hlatc.Trainer, worst "
+          f"relative difference: {worst}")
+    assert all(d <= 1e-5 for d in worst.values()), worst
+    # Its checkpoint is `hlatc shard --pp`'s rank files: `hlatc unshard`
+    # joins them into the state of step 2, byte for byte.
+    assert json.loads((ckpt / "COMPLETE").read_text())["config"]["parallel"]["pp"] == 2
+    whole = tmp_path / "whole.safetensors"
+    subprocess.run([cli_binary(), "unshard", "--model", "tiny", "--target", "cpu", "--precision",
+                    "fp32", "--pp", "2", "--tp", "2", str(ckpt), "--out", str(whole)],
+                   check=True, capture_output=True, timeout=60)
+    joined = hlatc._hlatc.read_safetensors(str(whole))
+    saved = arrays(tmp_path, "replicas", "saved")
+    assert sorted(joined) == sorted(saved)
+    for name, (_, _, data) in joined.items():
+        assert data.tobytes() == saved[name].tobytes(), name
+    # Loaded by a fresh run (its stage buffers zero), step 3 is the one
+    # the run that never stopped took, byte for byte.
+    again = tmp_path / "resumed"
+    done = launch(again, "--layout", layout, "--grad-accum", str(PIPELINE["grad_accum"]),
+                  "--steps", str(PIPELINE_STEPS), "--resume-from", str(ckpt),
+                  processes=processes, devices=4 // processes)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert stats_of(again, "replicas", 0)["stats"] == ours[0]["stats"][PIPELINE_SAVE_AT:]
+    got, want = arrays(again, "replicas", "final"), arrays(tmp_path, "replicas", "final")
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name].tobytes() == want[name].tobytes(), name

@@ -126,12 +126,33 @@ def on_jax(step: hlatc.Step, corpus: Path) -> None:
     print(metrics)
 
 
+def pipelined() -> None:
+    step = hlatc.compile_step(model="tiny", target="cpu", seq_len=16, batch_size=4, tp=2, pp=2,
+                              grad_accum=2, precision="fp32")
+    schedule: Optional[hlatc.Schedule] = step.schedule
+    assert schedule is not None and step.pp == 2
+    phase: hlatc.Phase = schedule.phase(0)
+    wrong: hlatc.Phase = "cooldown"  # type: ignore[assignment]
+    print(phase, wrong, schedule.ticks, schedule.bubble, schedule.forward_micro_batch(0, 0))
+    programs: List[Optional[hlatc.Step]] = [step.warm_up, step.steady, step.cool_down,
+                                             step.apply_step]
+    print([p.summary["instructions"] for p in programs if p is not None])
+    tokens = np.zeros((4, 16), dtype=np.int32)
+    ticks: List[Dict[str, hlatc.Array]] = step.tick_batches(tokens, tokens, rank=3)
+    rank: Dict[str, hlatc.Array] = step.init_state(seed=0, rank=3)
+    print(len(ticks), step.gather_state([step.init_state(rank=r) for r in range(4)]).keys(),
+          rank.keys(), step.config["parallel"])
+    trainer = hlatc.jax.Trainer(step, seed=0)
+    print(trainer.step(tokens, tokens)["loss"], hlatc.Trainer(step).step(tokens, tokens))
+
+
 def main(root: Path) -> None:
     step = compile_tiny(packed=True)
     print(step_by_step(step))
     train(step, root / "corpus.jsonl", root / "tokenizer.json", root / "ckpt")
     errors(root)
     on_jax(compile_tiny(packed=False), root / "corpus.txt")
+    pipelined()
 
 
 if __name__ == "__main__":
