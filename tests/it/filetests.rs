@@ -1,17 +1,17 @@
-//! File-driven golden tests, in the style of Cranelift's filetests and XLA's
-//! hlo-opt tests: each `tests/filetests/**/NAME.hlo` (`fmt/` for the text
-//! format, `passes/<pass>/` for each pass) starts with a `// RUN: <command>` line;
-//! the command's output must equal `NAME.expected` beside it. A mismatch
-//! prints a unified diff.
+//! File-driven golden tests of the text format through the facade's
+//! `load_module`, in the style of Cranelift's filetests and XLA's hlo-opt
+//! tests: each `tests/filetests/fmt/NAME.hlo` starts with a
+//! `// RUN: <command>` line; the command's output must equal
+//! `NAME.expected` beside it. A mismatch prints a unified diff.
 //!
 //! Bless new expectations with `HLATC_BLESS=1 cargo test --test it filetests`.
 //!
-//! Commands: `fmt` (parse, verify, print canonical text) and
-//! `opt [--target=neuron|cpu] [--remat=POLICY] [--cast=bf16]
-//! [--rounding=rne|sr|state-updates] PASS,PASS,...` (run the passes as a
-//! pipeline, verifying after each, then print what the passes noted as
-//! `// note:` lines and the module). Every `opt` case is also checked for
-//! idempotence: the same passes over the output change nothing.
+//! One command: `fmt` (read as `hlatc::load_module` reads a file: parse,
+//! verify; print the canonical text). An unknown command fails the test,
+//! blessed or not. The other crates keep their filetests beside their
+//! code: the reader's and the verifier's errors in
+//! `compiler/tests/filetests/` (`parse`, `verify`), the passes and the
+//! Neuron pre-flight in `passes/tests/filetests/` (`opt`, `check`).
 
 use std::path::{Path, PathBuf};
 
@@ -28,68 +28,19 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The output of `command` over the module in `path`; `Err` where the
+/// command is not one this runner knows.
 fn run_command(command: &str, path: &Path) -> Result<String, String> {
-    use hlatc::passes::{
-        pipeline_from_names, CastPolicy, PassContext, RematPolicy, RoundingPolicy, Target,
-    };
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let mut m = hlatc::load_module(path).map_err(|e| e.to_string())?;
-    let usage = || {
-        format!(
-            "unknown RUN command '{}' (known: fmt, opt [--target=T] [--remat=P] [--cast=T] [--rounding=P] PASS,...)",
+    match command.split_whitespace().collect::<Vec<_>>()[..] {
+        ["fmt"] => Ok(match hlatc::load_module(path) {
+            Ok(m) => hlatc::text::print_module(&m),
+            Err(e) => format!("error: {e}\n"),
+        }),
+        _ => Err(format!(
+            "unknown RUN command '{}' (known: fmt)",
             command.trim()
-        )
-    };
-    let (passes, flags) = match words[..] {
-        ["fmt"] => return Ok(hlatc::text::print_module(&m)),
-        ["opt", ref rest @ .., passes] if !passes.starts_with("--") => (passes, rest),
-        _ => return Err(usage()),
-    };
-    let mut ctx = PassContext::new(Target::Cpu);
-    for flag in flags {
-        if let Some(t) = flag.strip_prefix("--target=") {
-            ctx.target = Target::from_name(t).ok_or_else(|| format!("bad target '{t}'"))?;
-        } else if let Some(p) = flag.strip_prefix("--remat=") {
-            ctx.remat =
-                RematPolicy::from_name(p).ok_or_else(|| format!("bad remat policy '{p}'"))?;
-        } else if let Some(t) = flag.strip_prefix("--cast=") {
-            let low = hlatc::compiler::ElementType::from_name(t)
-                .ok_or_else(|| format!("bad low type '{t}'"))?;
-            ctx.cast = Some(CastPolicy::with_low(low));
-        } else if let Some(p) = flag.strip_prefix("--rounding=") {
-            ctx.rounding =
-                RoundingPolicy::from_name(p).ok_or_else(|| format!("bad rounding policy '{p}'"))?;
-        } else {
-            return Err(usage());
-        }
+        )),
     }
-    let names: Vec<&str> = passes.split(',').collect();
-    let pm = pipeline_from_names("filetest", &names).map_err(|e| e.to_string())?;
-    let fresh = || {
-        let mut c = PassContext::new(ctx.target);
-        c.remat = ctx.remat;
-        c.cast.clone_from(&ctx.cast);
-        c.rounding = ctx.rounding.clone();
-        c
-    };
-    let report = pm
-        .run_module(&mut m, &mut fresh())
-        .map_err(|e| e.to_string())?;
-    let printed = hlatc::text::print_module(&m);
-    let again = pm
-        .run_module(&mut m, &mut fresh())
-        .map_err(|e| e.to_string())?;
-    if again.changed() || hlatc::text::print_module(&m) != printed {
-        return Err(format!(
-            "not idempotent: a second run of {passes} changed the module"
-        ));
-    }
-    let notes: String = report
-        .notes
-        .iter()
-        .map(|n| format!("// note: {n}\n"))
-        .collect();
-    Ok(notes + &printed)
 }
 
 #[test]
@@ -99,7 +50,7 @@ fn filetests() {
     collect(&root.join("tests/filetests"), &mut files);
     files.sort();
     assert!(
-        files.len() > 10,
+        !files.is_empty(),
         "filetests missing under {}",
         root.display()
     );
@@ -114,7 +65,10 @@ fn filetests() {
             .unwrap_or_else(|| panic!("{}: first line must be `// RUN: <command>`", f.display()));
         let actual = match run_command(command, f) {
             Ok(s) => s,
-            Err(e) => format!("error: {e}\n"),
+            Err(e) => {
+                failures.push(format!("{}: {e}", f.display()));
+                continue;
+            }
         };
         let expected_path = f.with_extension("expected");
         if bless {
@@ -132,7 +86,7 @@ fn filetests() {
     }
     assert!(
         failures.is_empty(),
-        "{} filetest(s) differ from their expectations (re-bless with {BLESS_ENV}=1 if the change is intended):\n{}",
+        "{} filetest(s) failed (re-bless with {BLESS_ENV}=1 if a changed output is intended):\n{}",
         failures.len(),
         failures.join("\n")
     );

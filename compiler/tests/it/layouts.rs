@@ -1,6 +1,7 @@
 //! Layouts beyond the order of dimensions (`{1,0:T(8,128)(2,1)S(1)}`):
 //! read, printed and carried through the proto as written, refused by
-//! name where hlatc does not model an item, checked by the verifier.
+//! name where hlatc does not model an item, checked by the verifier (those
+//! two in golden files: `compiler/tests/filetests/{parse,verify}/layout_*.hlo`).
 
 use hlatc_compiler::{
     formats::proto, formats::text, verify, PhysicalLayout, Shape, SplitConfig, COMBINE_DIMENSION,
@@ -58,46 +59,4 @@ fn the_proto_carries_every_item() {
     let m = text::parse_module(MODULE).unwrap();
     let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
     assert_eq!(text::print_module(&back), MODULE);
-}
-
-fn refusal(layout: &str) -> String {
-    let src = format!("HloModule m\nENTRY e {{\n  ROOT p = f32[8,128]{layout} parameter(0)\n}}\n");
-    text::parse_module(&src).unwrap_err().to_string()
-}
-
-#[test]
-fn what_hlatc_does_not_model_is_refused_by_name_at_its_column() {
-    assert_eq!(
-        refusal("{1,0:T(8,128)D(D,C)}"),
-        "3:35: layout: `D(...)` (dimension level types (a sparse layout)) is not supported in a layout"
-    );
-    assert!(refusal("{1,0:#(s32)}").contains("an index primitive type"));
-    assert!(refusal("{1,0:*(s64)}").contains("a pointer primitive type"));
-    assert!(refusal("{1,0:P(f32[8,128]{1,0})}").contains("a physical shape"));
-    assert!(refusal("{1,0:M(8)}").contains("dynamic shape metadata"));
-    assert_eq!(
-        refusal("{1,0:Q(2)}"),
-        "3:27: layout: expected a layout item (T, L, E, S or SC), found `Q(2)`"
-    );
-    assert_eq!(
-        refusal("{1,0:S(1)S(2)}"),
-        "3:31: layout: `S` is written twice in one layout"
-    );
-    assert!(refusal("{1,0:T}").contains("expected a tile"));
-    assert!(refusal("{1,0:T(8,x)}").contains("expected an integer"));
-}
-
-#[test]
-fn the_verifier_checks_tiles_sizes_and_splits() {
-    let bad = |layout: &str| {
-        let src =
-            format!("HloModule m\nENTRY e {{\n  ROOT p = f32[8,128]{layout} parameter(0)\n}}\n");
-        let m = text::parse_module(&src).unwrap();
-        verify(&m).unwrap_err().to_string()
-    };
-    assert!(bad("{1,0:T(0,128)}").contains("tile [0, 128]"));
-    assert!(bad("{1,0:L(0)}").contains("tail padding"));
-    assert!(bad("{1,0:S(-1)}").contains("negative element size or memory space"));
-    assert!(bad("{1,0:SC(2:4)}").contains("splits dimension 2"));
-    assert!(bad("{1,0:SC(0:4,2)}").contains("ascending"));
 }
