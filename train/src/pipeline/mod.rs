@@ -28,7 +28,7 @@ mod tick;
 
 pub use names::StageNames;
 pub(crate) use run::{PipelineRun, TickProgram};
-pub use schedule::{Phase, Schedule};
+pub use schedule::{Phase, Schedule, TickFeed};
 pub use stage_state::{RankStates, StageStates};
 pub use tick::{ACTIVATION, GRADIENT, STASH};
 

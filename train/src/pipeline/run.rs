@@ -82,7 +82,7 @@ impl PipelineRun {
     ) -> Result<f64, Error> {
         let count = batch.token_count();
         let schedule = self.schedule;
-        let (m, dp, last) = (schedule.micro_batches, self.dp, schedule.stages - 1);
+        let (m, dp) = (schedule.micro_batches, self.dp);
         let micro = |index: Option<i64>| match index {
             Some(j) => micro_batch(batch, j, m, dp),
             None => {
@@ -103,12 +103,13 @@ impl PipelineRun {
                 .position(|&p| p == phase)
                 .expect("a phase");
             let step = &self.ticks[at];
+            let feed = schedule.feed(tick);
             let tick_batch = Batch {
-                tokens: micro(schedule.forward_micro_batch(tick, 0)).tokens,
-                targets: micro(schedule.backward_micro_batch(tick, last)).targets,
+                tokens: micro(feed.tokens).tokens,
+                targets: micro(feed.targets).targets,
                 segment_ids: None,
             };
-            let backward_tokens = micro(schedule.backward_micro_batch(tick, 0)).tokens;
+            let backward_tokens = micro(feed.backward_tokens).tokens;
             let tick_value = Literal::from_s32(vec![], &[tick as i32]).expect("one s32");
             let given = [
                 (Role::TokenCount, &count),

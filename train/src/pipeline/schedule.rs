@@ -71,7 +71,31 @@ impl Phase {
     }
 }
 
+/// Which micro-batch each batch input of a tick program holds (`None`:
+/// none, and it is fed zeros): what the bundle's manifest states as the
+/// rules of a tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickFeed {
+    /// `tokens`: the micro-batch stage 0 runs forward.
+    pub tokens: Option<i64>,
+    /// `backward_tokens`: the micro-batch stage 0 runs backward, whose
+    /// embedding it computes again.
+    pub backward_tokens: Option<i64>,
+    /// `targets`: the micro-batch the last stage runs backward, whose loss
+    /// it takes.
+    pub targets: Option<i64>,
+}
+
 impl Schedule {
+    /// The micro-batches tick `tick`'s batch inputs hold.
+    pub fn feed(&self, tick: i64) -> TickFeed {
+        TickFeed {
+            tokens: self.forward_micro_batch(tick, 0),
+            backward_tokens: self.backward_micro_batch(tick, 0),
+            targets: self.backward_micro_batch(tick, self.stages - 1),
+        }
+    }
+
     /// Ticks per optimizer step: `M + 2P - 1`.
     pub fn ticks(&self) -> i64 {
         self.micro_batches + 2 * self.stages - 1

@@ -83,21 +83,31 @@ impl StageStates {
             )));
         }
         let global: BTreeMap<String, Literal> = names.into_iter().zip(params).collect();
-        let mut out = Vec::new();
-        for s in 0..self.names.count() {
-            let by_name: BTreeMap<String, Literal> = self
-                .inputs
-                .iter()
-                .filter(|spec| spec.role == Role::Parameter)
-                .map(|spec| {
-                    let value = global[&self.names.whole_name(spec, s)].clone();
-                    (spec.name.clone(), value)
-                })
-                .collect();
-            let whole = start_state(&self.ranks, &self.inputs, &by_name, 0)?;
-            out.extend(shard_state(&self.ranks, &self.inputs, &whole));
-        }
-        Ok(out)
+        self.every_stage(|s| self.stage_start(&global, s, 0))
+    }
+
+    /// Stage `stage`'s whole state at the start of a run from `params` (by
+    /// the whole model's names; the rounding RNG from `seed`), in the order
+    /// of `state_inputs`.
+    pub fn stage_start(
+        &self,
+        params: &BTreeMap<String, Literal>,
+        stage: usize,
+        seed: u64,
+    ) -> Result<Vec<Literal>, Error> {
+        let by_name = self
+            .inputs
+            .iter()
+            .filter(|spec| spec.role == Role::Parameter)
+            .map(|spec| {
+                let whole = self.names.whole_name(spec, stage);
+                let value = params.get(&whole).ok_or_else(|| {
+                    Error::Usage(format!("no parameter '{whole}' for stage {stage}"))
+                })?;
+                Ok((spec.name.clone(), value.clone()))
+            })
+            .collect::<Result<BTreeMap<_, _>, Error>>()?;
+        start_state(&self.ranks, &self.inputs, &by_name, seed)
     }
 
     /// Every rank's state from a whole state by the whole model's names
@@ -105,33 +115,82 @@ impl StageStates {
     /// must be there at its whole shape, and nothing else.
     pub fn shard(
         &self,
-        mut tensors: BTreeMap<String, Literal>,
+        tensors: BTreeMap<String, Literal>,
         source: &str,
     ) -> Result<RankStates, Error> {
-        let specs = state_inputs(&self.inputs);
-        let mut out = Vec::new();
-        for s in 0..self.names.count() {
-            let stage: BTreeMap<String, Literal> = specs
-                .iter()
-                .filter_map(|spec| {
-                    let t = tensors.get(&self.names.whole_name(spec, s))?.clone();
-                    Some((spec.name.clone(), t))
-                })
-                .collect();
-            let whole = whole_state(&self.ranks, &self.inputs, stage, source)?;
-            out.extend(shard_state(&self.ranks, &self.inputs, &whole));
-        }
-        for s in 0..self.names.count() {
-            for spec in &specs {
-                tensors.remove(&self.names.whole_name(spec, s));
+        self.refuse_strangers(&tensors, source)?;
+        self.every_stage(|s| self.stage_whole(&tensors, s, source))
+    }
+
+    /// Stage `stage`'s whole state from a whole state by the whole model's
+    /// names, checked: a tensor missing is named as the whole model names
+    /// it (the stage's own check would name its stage model's, another
+    /// layer); the gradient accumulators, zero between optimizer steps,
+    /// may be left out.
+    pub fn stage_whole(
+        &self,
+        tensors: &BTreeMap<String, Literal>,
+        stage: usize,
+        source: &str,
+    ) -> Result<Vec<Literal>, Error> {
+        let mut mine = BTreeMap::new();
+        for spec in state_inputs(&self.inputs) {
+            let whole = self.names.whole_name(spec, stage);
+            match tensors.get(&whole) {
+                Some(t) => {
+                    mine.insert(spec.name.clone(), t.clone());
+                }
+                None if spec.role == Role::GradAccumulator => {}
+                None => {
+                    return Err(Error::Usage(format!(
+                        "{source}: no tensor '{whole}' ({:?} state of this step; was it saved with another --precision or projection layout?)",
+                        spec.role
+                    )))
+                }
             }
         }
-        match tensors.keys().next() {
+        whole_state(&self.ranks, &self.inputs, mine, source)
+    }
+
+    /// Refuses a tensor of a whole state that no stage holds.
+    pub fn refuse_strangers(
+        &self,
+        tensors: &BTreeMap<String, Literal>,
+        source: &str,
+    ) -> Result<(), Error> {
+        let specs = state_inputs(&self.inputs);
+        let known: std::collections::HashSet<String> = (0..self.names.count())
+            .flat_map(|s| specs.iter().map(move |spec| self.names.whole_name(spec, s)))
+            .collect();
+        match tensors.keys().find(|k| !known.contains(*k)) {
             Some(extra) => Err(Error::Usage(format!(
                 "{source}: tensor '{extra}' is not state of this step (a state of another model or precision?)"
             ))),
-            None => Ok(out),
+            None => Ok(()),
         }
+    }
+
+    /// Rank `local` of its stage's share of the stage's whole state
+    /// `whole` (in the order of `state_inputs`), by input name.
+    pub fn share(&self, whole: &[Literal], local: usize) -> Vec<(String, Literal)> {
+        state_inputs(&self.inputs)
+            .into_iter()
+            .zip(whole)
+            .map(|(spec, w)| (spec.name.clone(), self.ranks.take(spec, w, local as i64)))
+            .collect()
+    }
+
+    /// Every rank's state, stage by stage, from each stage's whole state.
+    fn every_stage(
+        &self,
+        whole: impl Fn(usize) -> Result<Vec<Literal>, Error>,
+    ) -> Result<RankStates, Error> {
+        let mut out = Vec::new();
+        for s in 0..self.names.count() {
+            let w = whole(s)?;
+            out.extend(shard_state(&self.ranks, &self.inputs, &w));
+        }
+        Ok(out)
     }
 
     /// The whole state, by the whole model's names, from every rank's (in
