@@ -75,6 +75,11 @@ pub enum Error {
         device_memory: u64,
         fix: Option<String>,
     },
+    /// Options that do not fit together, as the command line or the
+    /// Python package gave them (the libraries' errors are typed; this is
+    /// the facade's word to its user).
+    #[error("{0}")]
+    Usage(String),
     #[error(transparent)]
     Train(#[from] hlatc_train::Error),
 }
@@ -121,7 +126,7 @@ impl Error {
 
     /// Inputs that do not fit together (checkpoint vs model, flags).
     pub fn usage(message: impl Into<String>) -> Error {
-        Error::Train(hlatc_train::Error::Usage(message.into()))
+        Error::Usage(message.into())
     }
 
     /// A reader closed our standard output (`hlatc ... | head`): like other

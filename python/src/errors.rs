@@ -505,7 +505,7 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             });
             NEURON_REFUSED.with(message, &fields)
         }
-        T::Usage(_) => usage(message),
+        T::State(_) | T::Run(_) | T::EosOutsideVocabulary { .. } => usage(message),
         T::Loader(l) => loader_error(l),
         T::Checkpoint(c) => checkpoint_error(c),
     }
@@ -576,7 +576,7 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             let path = Python::with_gil(|py| obj(py, *stream));
             FILE.with(message, &[("path", path)])
         }
-        E::DoesNotFit { .. } => usage(message),
+        E::DoesNotFit { .. } | E::Usage(_) => usage(message),
         E::Train(t) => train_error(t),
     }
 }

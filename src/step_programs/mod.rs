@@ -35,7 +35,7 @@ pub use pipeline::Pipeline;
 type Result<T> = std::result::Result<T, crate::Error>;
 
 fn usage(message: String) -> crate::Error {
-    crate::train::Error::Usage(message).into()
+    crate::Error::Usage(message)
 }
 
 /// A compiled step's programs: one, gradient accumulation's two, or

@@ -8,12 +8,15 @@
 use super::sharded::{gqa_odd_vocab, step_config};
 use hlatc::models::init::init_params;
 use hlatc::models::layout::hugging_face_config;
+use hlatc::models::layout::LayoutError;
 use hlatc::models::Parallelism;
 use hlatc::precision::Precision;
 use hlatc::rank_checkpoint::{check_checkpoint, rank_state_from_checkpoint};
 use hlatc::rank_inputs::RankInputs;
 use hlatc::runtime::{read_safetensors, write_safetensors, SafetensorsIndex};
 use hlatc::state_shards::{params_by_name, shard_state, start_state};
+use hlatc::train::state_error::StateError;
+use hlatc::train::Error as TrainError;
 use hlatc::train_step::build_train_step;
 use hlatc::trainer::params_from_tensors;
 
@@ -97,11 +100,18 @@ fn a_checkpoint_without_a_tensor_or_of_another_shape_is_refused_by_name() {
         .collect();
     let path = d.join("missing.safetensors");
     write_safetensors(&path, &missing).unwrap();
-    let e = check_checkpoint(&model, &SafetensorsIndex::open(&path).unwrap())
-        .unwrap_err()
-        .to_string();
+    let e = check_checkpoint(&model, &SafetensorsIndex::open(&path).unwrap()).unwrap_err();
     assert!(
-        e.contains("no tensor 'model.norm.weight' (shape [32])"),
+        matches!(
+            &e,
+            TrainError::State(s) if matches!(
+                &**s,
+                StateError::Layout {
+                    error: LayoutError::Missing { name, dims },
+                    ..
+                } if name == "model.norm.weight" && dims == &[32]
+            )
+        ),
         "{e}"
     );
 
@@ -115,11 +125,23 @@ fn a_checkpoint_without_a_tensor_or_of_another_shape_is_refused_by_name() {
         .collect();
     let path = d.join("reshaped.safetensors");
     write_safetensors(&path, &reshaped).unwrap();
-    let e = check_checkpoint(&model, &SafetensorsIndex::open(&path).unwrap())
-        .unwrap_err()
-        .to_string();
+    let e = check_checkpoint(&model, &SafetensorsIndex::open(&path).unwrap()).unwrap_err();
     assert!(
-        e.contains("tensor 'model.norm.weight' has shape [33], the model needs [32]"),
+        matches!(
+            &e,
+            TrainError::State(s) if matches!(
+                &**s,
+                StateError::Layout {
+                    error: LayoutError::Shape { name, got, want },
+                    ..
+                } if name == "model.norm.weight" && got == &[33] && want == &[32]
+            )
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .ends_with("tensor 'model.norm.weight' has shape [33], the model needs [32]"),
         "{e}"
     );
     std::fs::remove_dir_all(&d).unwrap();

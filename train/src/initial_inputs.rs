@@ -11,6 +11,7 @@
 
 use crate::data::{Batch, SyntheticData};
 use crate::rank_inputs::RankInputs;
+use crate::state_error::StateError;
 use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
@@ -117,15 +118,18 @@ pub(crate) fn parameter_start(
 ) -> Result<Literal, Error> {
     params
         .get(parameter_name(spec))
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "input '{}' belongs to a parameter the model does not have",
-                spec.name
-            ))
+        .ok_or_else(|| StateError::UnknownParameter {
+            input: spec.name.clone(),
         })?
         .clone()
         .converted(spec.dtype)
-        .map_err(|e| Error::Usage(format!("parameter '{}': {e}", spec.name)))
+        .map_err(|error| {
+            StateError::Convert {
+                what: format!("parameter '{}'", spec.name),
+                error,
+            }
+            .into()
+        })
 }
 
 /// Rank `rank`'s start value of input `spec`.
@@ -146,22 +150,20 @@ fn initial_input(
         Role::TokenCount => batch.token_count(),
         role => batch
             .for_role(role)
-            .ok_or_else(|| {
-                Error::Usage(format!(
-                    "input '{}' has role {role:?}, which is not a step input",
-                    spec.name
-                ))
+            .ok_or_else(|| StateError::NotStepInput {
+                input: spec.name.clone(),
+                role,
             })?
             .clone(),
     };
     let local = ranks.take(spec, &whole, rank);
     if local.dims() != spec.shape.as_slice() {
-        return Err(Error::Usage(format!(
-            "input '{}' is {:?} in the manifest, but its role gives {:?}",
-            spec.name,
-            spec.shape,
-            local.dims()
-        )));
+        return Err(StateError::ManifestShape {
+            input: spec.name.clone(),
+            manifest: spec.shape.clone(),
+            from_role: local.dims().to_vec(),
+        }
+        .into());
     }
     Ok(local)
 }

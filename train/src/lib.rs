@@ -33,8 +33,10 @@ pub mod pipeline;
 pub mod precision;
 pub mod rank_checkpoint;
 pub mod rank_inputs;
+pub mod run_error;
 pub mod sharding;
 pub mod spmd;
+pub mod state_error;
 pub mod state_shards;
 pub mod token_data;
 pub mod train_step;
@@ -98,7 +100,21 @@ pub enum Error {
     /// A check of a written bundle failed (`compile --verify`).
     #[error("verification failed: {0}")]
     Verification(String),
-    /// Inputs that do not fit together (checkpoint vs model, data vs batch).
-    #[error("{0}")]
-    Usage(String),
+    /// A training state, or the tensors a run starts from, that does not
+    /// fit the step. Boxed: every fallible call should not be the size of
+    /// its largest error.
+    #[error(transparent)]
+    State(Box<state_error::StateError>),
+    /// A run's programs, state and inputs that do not fit together.
+    #[error(transparent)]
+    Run(#[from] run_error::RunError),
+    /// An end-of-document id outside the vocabulary.
+    #[error("--eos {eos} is outside the vocabulary 0..{vocab}")]
+    EosOutsideVocabulary { eos: i64, vocab: i64 },
+}
+
+impl From<state_error::StateError> for Error {
+    fn from(e: state_error::StateError) -> Error {
+        Error::State(Box::new(e))
+    }
 }

@@ -11,6 +11,7 @@
 
 use crate::initial_inputs::fresh_state;
 use crate::rank_inputs::{flat_range, RankHolding, RankInputs};
+use crate::state_error::StateError;
 use crate::state_shards::state_inputs;
 use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
 use crate::Error;
@@ -36,13 +37,19 @@ pub fn check_checkpoint(
                 name: p.name.clone(),
                 dims: p.dims.clone(),
             };
-            return Err(Error::Usage(format!("{source}: {e}")));
+            return Err(StateError::Layout {
+                origin: source.to_string(),
+                error: e,
+            }
+            .into());
         };
         if !t.ty.is_float() {
-            return Err(Error::Usage(format!(
-                "{source}: tensor '{}' is {}, not a float",
-                p.name, t.ty
-            )));
+            return Err(StateError::NotFloat {
+                origin: source.to_string(),
+                tensor: p.name.clone(),
+                ty: t.ty,
+            }
+            .into());
         }
         if t.dims != p.dims {
             let e = LayoutError::Shape {
@@ -50,7 +57,11 @@ pub fn check_checkpoint(
                 got: t.dims.clone(),
                 want: p.dims.clone(),
             };
-            return Err(Error::Usage(format!("{source}: {e}")));
+            return Err(StateError::Layout {
+                origin: source.to_string(),
+                error: e,
+            }
+            .into());
         }
         unused.remove(&p.name);
     }
@@ -80,15 +91,15 @@ pub fn rank_state_from_checkpoint(
             Role::MasterWeight => {
                 let share = shares
                     .get(parameter_name(spec))
-                    .ok_or_else(|| {
-                        Error::Usage(format!(
-                            "master weight '{}' comes before its parameter",
-                            spec.name
-                        ))
+                    .ok_or_else(|| StateError::MasterBeforeParameter {
+                        input: spec.name.clone(),
                     })?
                     .clone()
                     .converted(spec.dtype)
-                    .map_err(|e| Error::Usage(format!("{}: {e}", spec.name)))?;
+                    .map_err(|error| StateError::Convert {
+                        what: spec.name.clone(),
+                        error,
+                    })?;
                 match ranks.holding(spec, rank) {
                     RankHolding::Zero1Shard { elements: [a, b] } => flat_range(&share, a, b),
                     _ => share,
@@ -99,11 +110,9 @@ pub fn rank_state_from_checkpoint(
                     shape: ranks.whole_dims(spec),
                     ..spec.clone()
                 };
-                let fresh = fresh_state(&whole, seed).ok_or_else(|| {
-                    Error::Usage(format!(
-                        "input '{}' ({:?}) is no state",
-                        spec.name, spec.role
-                    ))
+                let fresh = fresh_state(&whole, seed).ok_or_else(|| StateError::NotState {
+                    input: spec.name.clone(),
+                    role: spec.role,
                 })?;
                 ranks.take(spec, &fresh, rank)
             }
@@ -148,9 +157,18 @@ fn read_share(
     let read = |name: &str, dim: usize, range: [i64; 2]| -> Result<Literal, Error> {
         index
             .read_range(name, dim, range)?
-            .ok_or_else(|| Error::Usage(format!("{}: no tensor '{name}'", index.path())))?
+            .ok_or_else(|| StateError::CheckpointTensor {
+                origin: index.path().to_string(),
+                tensor: name.to_string(),
+            })?
             .converted(spec.dtype)
-            .map_err(|e| Error::Usage(format!("{}: tensor '{name}': {e}", index.path())))
+            .map_err(|error| {
+                StateError::Convert {
+                    what: format!("{}: tensor '{name}'", index.path()),
+                    error,
+                }
+                .into()
+            })
     };
     match ranks.holding(spec, rank) {
         RankHolding::Replicated => {
@@ -164,13 +182,19 @@ fn read_share(
                 let part = read(&s.tensor, s.dim, s.range)?;
                 place(&mut bytes, &spec.shape, size, &part, s.dim, s.local);
             }
-            Literal::from_bytes(spec.dtype, spec.shape.clone(), bytes)
-                .map_err(|e| Error::Usage(format!("{}: {e}", spec.name)))
+            Literal::from_bytes(spec.dtype, spec.shape.clone(), bytes).map_err(|error| {
+                StateError::Convert {
+                    what: spec.name.clone(),
+                    error,
+                }
+                .into()
+            })
         }
-        other => Err(Error::Usage(format!(
-            "parameter '{}' is held as {other:?}, not as ranges of Hugging Face tensors",
-            spec.name
-        ))),
+        other => Err(StateError::NotHuggingFaceRanges {
+            parameter: spec.name.clone(),
+            holding: format!("{other:?}"),
+        }
+        .into()),
     }
 }
 

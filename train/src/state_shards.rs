@@ -10,6 +10,7 @@
 
 use crate::initial_inputs::{fresh_state, parameter_start};
 use crate::rank_inputs::RankInputs;
+use crate::state_error::StateError;
 use crate::train_step::{Role, TensorSpec};
 use crate::Error;
 use hlatc_compiler::Literal;
@@ -45,29 +46,33 @@ fn take_each(
             out.push(Literal::zeros(spec.dtype, expected(spec)));
             continue;
         }
-        let t = tensors.remove(&spec.name).ok_or_else(|| {
-            Error::Usage(format!(
-                "{source}: no tensor '{}' ({:?} state of this step; was it saved with another --precision or projection layout?)",
-                spec.name, spec.role
-            ))
-        })?;
+        let t = tensors
+            .remove(&spec.name)
+            .ok_or_else(|| StateError::MissingTensor {
+                origin: source.to_string(),
+                tensor: spec.name.clone(),
+                role: spec.role,
+            })?;
         let dims = expected(spec);
         if t.ty() != spec.dtype || t.dims() != dims.as_slice() {
-            return Err(Error::Usage(format!(
-                "{source}: tensor '{}' is {}{:?}, this step's is {}{:?} (another model, precision or layout?)",
-                spec.name,
-                t.ty(),
-                t.dims(),
-                spec.dtype,
-                dims
-            )));
+            return Err(StateError::TensorShape {
+                origin: source.to_string(),
+                tensor: spec.name.clone(),
+                got_ty: t.ty(),
+                got_dims: t.dims().to_vec(),
+                want_ty: spec.dtype,
+                want_dims: dims,
+            }
+            .into());
         }
         out.push(t);
     }
     if let Some(extra) = tensors.keys().next() {
-        return Err(Error::Usage(format!(
-            "{source}: tensor '{extra}' is not state of this step (a state of another model or precision?)"
-        )));
+        return Err(StateError::UnknownTensor {
+            origin: source.to_string(),
+            tensor: extra.clone(),
+        }
+        .into());
     }
     Ok(out)
 }
@@ -103,11 +108,11 @@ pub fn params_by_name(
         .map(|s| s.name.as_str())
         .collect();
     if params.len() != names.len() {
-        return Err(Error::Usage(format!(
-            "the step takes {} parameters, {} were given",
-            names.len(),
-            params.len()
-        )));
+        return Err(StateError::ParameterCount {
+            expected: names.len(),
+            got: params.len(),
+        }
+        .into());
     }
     Ok(names.into_iter().map(str::to_string).zip(params).collect())
 }
@@ -132,7 +137,11 @@ pub fn start_state(
                     ..s.clone()
                 };
                 fresh_state(&whole, seed).ok_or_else(|| {
-                    Error::Usage(format!("input '{}' ({:?}) is no state", s.name, s.role))
+                    StateError::NotState {
+                        input: s.name.clone(),
+                        role: s.role,
+                    }
+                    .into()
                 })
             }
         })
@@ -169,11 +178,12 @@ pub fn unshard_state(
 ) -> Result<Vec<(String, Literal)>, Error> {
     let world = ranks.parallelism().world() as usize;
     if per_rank.len() != world {
-        return Err(Error::Usage(format!(
-            "{} ranks' states for a step of {world} ranks ({})",
-            per_rank.len(),
-            ranks.parallelism()
-        )));
+        return Err(StateError::RankCount {
+            got: per_rank.len(),
+            world,
+            layout: ranks.parallelism().to_string(),
+        }
+        .into());
     }
     let specs = state_inputs(inputs);
     let locals: Vec<Vec<Literal>> = per_rank

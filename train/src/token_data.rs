@@ -209,9 +209,10 @@ impl TokenData {
             ));
         }
         if let Some(e) = eos.filter(|&e| i64::from(e) >= vocab) {
-            return Err(Error::Usage(format!(
-                "--eos {e} is outside the vocabulary 0..{vocab}"
-            )));
+            return Err(Error::EosOutsideVocabulary {
+                eos: i64::from(e),
+                vocab,
+            });
         }
         let tokens: Vec<u32> = ids.into_iter().map(|t| t as u32).collect();
         let split = tokens.len() - ((tokens.len() as f64) * eval_fraction).round() as usize;

@@ -7,6 +7,8 @@ use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
 use crate::pipeline::{PipelineRun, TickProgram};
 use crate::rank_inputs::RankInputs;
+use crate::run_error::RunError;
+use crate::state_error::StateError;
 use crate::state_shards::{params_by_name, shard_state, start_state, whole_state};
 use crate::train_step::{
     build_train_step, output_with_role, Role, StateLayout, StepConfig, TensorSpec, TrainStep,
@@ -209,11 +211,11 @@ impl Trainer {
         } = steps;
         let mut programs = programs;
         if programs.len() != ticks.len() + 1 {
-            return Err(Error::Usage(format!(
-                "a pipelined step has {} programs, {} were given",
-                ticks.len() + 1,
-                programs.len()
-            )));
+            return Err(RunError::ProgramCount {
+                want: ticks.len() + 1,
+                got: programs.len(),
+            }
+            .into());
         }
         let program = programs.pop().expect("the apply step");
         program.ensure_fits()?;
@@ -229,9 +231,10 @@ impl Trainer {
             })
             .collect();
         let run = PipelineRun::new(cfg, ticks, schedule, stage_config, states)?;
-        let layout = StateLayout::of(&apply.inputs, &apply.outputs).ok_or_else(|| {
-            Error::Usage("the apply step does not return every piece of its state".into())
-        })?;
+        let layout =
+            StateLayout::of(&apply.inputs, &apply.outputs).ok_or(RunError::StateNotReturned {
+                program: "apply step",
+            })?;
         let mut trainer = Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
@@ -264,9 +267,8 @@ impl Trainer {
         // A step that cannot run here is refused before its state and
         // batches are made.
         program.ensure_fits()?;
-        let layout = StateLayout::of(&step.inputs, &step.outputs).ok_or_else(|| {
-            Error::Usage("the step does not return every piece of its state".into())
-        })?;
+        let layout = StateLayout::of(&step.inputs, &step.outputs)
+            .ok_or(RunError::StateNotReturned { program: "step" })?;
         let by_name = params_by_name(&step.inputs, params)?;
         let ranks = RankInputs::new(cfg);
         let whole = start_state(&ranks, &step.inputs, &by_name, 0)?;
@@ -498,15 +500,19 @@ pub fn params_from_tensors(
     let hf = hlatc_models::layout::hugging_face_config(cfg);
     for p in hlatc_models::param_specs(&hf) {
         if let Some(t) = tensors.get(&p.name).filter(|t| !t.ty().is_float()) {
-            return Err(Error::Usage(format!(
-                "{source}: tensor '{}' is {}, not a float",
-                p.name,
-                t.ty()
-            )));
+            return Err(StateError::NotFloat {
+                origin: source.to_string(),
+                tensor: p.name.clone(),
+                ty: t.ty(),
+            }
+            .into());
         }
     }
-    let stored = hlatc_models::layout::join(cfg, &mut tensors)
-        .map_err(|e| Error::Usage(format!("{source}: {e}")))?;
+    let stored =
+        hlatc_models::layout::join(cfg, &mut tensors).map_err(|error| StateError::Layout {
+            origin: source.to_string(),
+            error,
+        })?;
     let out = stored
         .into_iter()
         .map(|(_, t)| t.converted(ty).expect("floats convert to floats"))
@@ -542,14 +548,10 @@ pub(crate) fn run_stage(
     let wants = |role: Role| stage.inputs.iter().any(|s| s.role == role);
     if let Some(b) = batch {
         if b.segment_ids.is_some() != wants(Role::SegmentIds) {
-            return Err(Error::Usage(
-                if wants(Role::SegmentIds) {
-                    "the step was compiled for packed rows but the batch has no segment ids"
-                } else {
-                    "the step was compiled unpacked but the batch has segment ids"
-                }
-                .into(),
-            ));
+            return Err(RunError::PackedMismatch {
+                compiled_packed: wants(Role::SegmentIds),
+            }
+            .into());
         }
         for spec in stage.inputs {
             if let Some(value) = b.for_role(spec.role) {
@@ -571,15 +573,19 @@ pub(crate) fn run_stage(
             (Role::Rank, _) => Ok(Source::Rank),
             (Role::TokenCount | Role::Tick | Role::BackwardTokens, _) => {
                 given_for(s.role).map(Source::Batch).ok_or_else(|| {
-                    Error::Usage(format!(
-                        "the step needs its {:?} input '{}'",
-                        s.role, s.name
-                    ))
+                    RunError::MissingInput {
+                        role: s.role,
+                        input: s.name.clone(),
+                    }
+                    .into()
                 })
             }
-            _ => slot(s)
-                .map(Source::State)
-                .ok_or_else(|| Error::Usage(format!("no state '{}' for the step's input", s.name))),
+            _ => slot(s).map(Source::State).ok_or_else(|| {
+                RunError::NoStateFor {
+                    input: s.name.clone(),
+                }
+                .into()
+            }),
         })
         .collect::<Result<Vec<_>, Error>>()?;
     let inputs: Vec<Vec<Literal>> = (0..state.len())
@@ -606,27 +612,24 @@ pub(crate) fn run_stage(
         .enumerate()
         .filter(|(_, o)| o.role.is_state())
         .map(|(o, spec)| {
-            slot(spec).map(|k| (o, k)).ok_or_else(|| {
-                Error::Usage(format!(
-                    "the step returns '{}', which is no state of the run",
-                    spec.name
-                ))
-            })
+            slot(spec)
+                .map(|k| (o, k))
+                .ok_or_else(|| RunError::UnknownOutput {
+                    output: spec.name.clone(),
+                })
         })
         .collect::<Result<_, _>>()?;
     let mut first = None;
     for (rank, out) in outputs.into_iter().enumerate() {
         if out.len() != stage.outputs.len() {
-            return Err(Error::Usage(
-                "the step returned fewer outputs than it declares".into(),
-            ));
+            return Err(RunError::FewerOutputs.into());
         }
         for &(o, k) in &updates {
             state[rank][k] = out[o].clone();
         }
         first.get_or_insert(out);
     }
-    first.ok_or_else(|| Error::Usage("the step ran on no rank".into()))
+    first.ok_or_else(|| RunError::NoRanks.into())
 }
 
 /// Where a stage's input comes from: the batch or a value given for the
@@ -659,7 +662,7 @@ pub(crate) fn scalar(outputs: &[TensorSpec], values: &[Literal], role: Role) -> 
     output_with_role(outputs, role)
         .and_then(|i| values.get(i))
         .map(|l| l.to_f64_vec()[0])
-        .ok_or_else(|| Error::Usage(format!("the step has no {role:?} output")))
+        .ok_or_else(|| RunError::NoOutput { role }.into())
 }
 
 /// Micro-batch `j` of `k` of `batch`, as a global batch: each of the `dp`

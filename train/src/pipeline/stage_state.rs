@@ -6,6 +6,7 @@
 
 use super::StageNames;
 use crate::rank_inputs::RankInputs;
+use crate::state_error::StateError;
 use crate::state_shards::{shard_state, start_state, state_inputs, unshard_state, whole_state};
 use crate::train_step::{Role, StepConfig, TensorSpec};
 use crate::Error;
@@ -76,11 +77,11 @@ impl StageStates {
             .map(|p| p.name)
             .collect();
         if names.len() != params.len() {
-            return Err(Error::Usage(format!(
-                "the model has {} parameters, {} were given",
-                names.len(),
-                params.len()
-            )));
+            return Err(StateError::ParameterCount {
+                expected: names.len(),
+                got: params.len(),
+            }
+            .into());
         }
         let global: BTreeMap<String, Literal> = names.into_iter().zip(params).collect();
         self.every_stage(|s| self.stage_start(&global, s, 0))
@@ -101,9 +102,12 @@ impl StageStates {
             .filter(|spec| spec.role == Role::Parameter)
             .map(|spec| {
                 let whole = self.names.whole_name(spec, stage);
-                let value = params.get(&whole).ok_or_else(|| {
-                    Error::Usage(format!("no parameter '{whole}' for stage {stage}"))
-                })?;
+                let value = params
+                    .get(&whole)
+                    .ok_or_else(|| StateError::StageParameter {
+                        tensor: whole.clone(),
+                        stage,
+                    })?;
                 Ok((spec.name.clone(), value.clone()))
             })
             .collect::<Result<BTreeMap<_, _>, Error>>()?;
@@ -142,10 +146,12 @@ impl StageStates {
                 }
                 None if spec.role == Role::GradAccumulator => {}
                 None => {
-                    return Err(Error::Usage(format!(
-                        "{source}: no tensor '{whole}' ({:?} state of this step; was it saved with another --precision or projection layout?)",
-                        spec.role
-                    )))
+                    return Err(StateError::MissingTensor {
+                        origin: source.to_string(),
+                        tensor: whole,
+                        role: spec.role,
+                    }
+                    .into())
                 }
             }
         }
@@ -163,9 +169,11 @@ impl StageStates {
             .flat_map(|s| specs.iter().map(move |spec| self.names.whole_name(spec, s)))
             .collect();
         match tensors.keys().find(|k| !known.contains(*k)) {
-            Some(extra) => Err(Error::Usage(format!(
-                "{source}: tensor '{extra}' is not state of this step (a state of another model or precision?)"
-            ))),
+            Some(extra) => Err(StateError::UnknownTensor {
+                origin: source.to_string(),
+                tensor: extra.clone(),
+            }
+            .into()),
             None => Ok(()),
         }
     }
@@ -205,12 +213,16 @@ impl StageStates {
         let per_stage = self.ranks_per_stage();
         let world = per_stage * self.names.count();
         if per_rank.len() != world {
-            return Err(Error::Usage(format!(
-                "{} ranks' states for a step of {world} ranks ({} over {} stages)",
-                per_rank.len(),
-                self.ranks.parallelism(),
-                self.names.count()
-            )));
+            return Err(StateError::RankCount {
+                got: per_rank.len(),
+                world,
+                layout: format!(
+                    "{} over {} stages",
+                    self.ranks.parallelism(),
+                    self.names.count()
+                ),
+            }
+            .into());
         }
         let mut ranks = per_rank.into_iter();
         let mut out = Vec::new();

@@ -1,0 +1,32 @@
+//! What does not fit between a run's programs, its state and what it is
+//! given: a program that does not return its state or declares what the
+//! run does not hold, an input the runner cannot feed, a batch packed
+//! otherwise than the step. Most are a step built for another run; each
+//! names the input, output or program.
+
+use crate::train_step::Role;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the {program} does not return every piece of its state")]
+    StateNotReturned { program: &'static str },
+    #[error("{}", match compiled_packed {
+        true => "the step was compiled for packed rows but the batch has no segment ids",
+        false => "the step was compiled unpacked but the batch has segment ids",
+    })]
+    PackedMismatch { compiled_packed: bool },
+    #[error("the step needs its {role:?} input '{input}'")]
+    MissingInput { role: Role, input: String },
+    #[error("no state '{input}' for the step's input")]
+    NoStateFor { input: String },
+    #[error("the step returns '{output}', which is no state of the run")]
+    UnknownOutput { output: String },
+    #[error("the step returned fewer outputs than it declares")]
+    FewerOutputs,
+    #[error("the step ran on no rank")]
+    NoRanks,
+    #[error("the step has no {role:?} output")]
+    NoOutput { role: Role },
+    #[error("a pipelined step has {want} programs, {got} were given")]
+    ProgramCount { want: usize, got: usize },
+}
