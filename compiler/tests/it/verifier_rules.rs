@@ -87,6 +87,9 @@ fn a_variadic_scatter_gives_one_result_per_input() {
 
 #[test]
 fn a_custom_calls_dim_labels_must_be_spellable() {
+    use hlatc_compiler::analysis::verifier::Problem;
+    use hlatc_compiler::ir::window::DimLabelsError;
+    use hlatc_compiler::ShapeError;
     let src = "HloModule m\n\nENTRY e {\n  x = f32[2,4,1] parameter(0)\n  k = f32[3,1,1] parameter(1)\n  ROOT c = f32[2,4,1] custom-call(x, k), dim_labels=b0f_0io->b0f, custom_call_target=\"conv\"\n}\n";
     let mut m = text::parse_module(src).unwrap();
     verify(&m).unwrap();
@@ -101,10 +104,12 @@ fn a_custom_calls_dim_labels_must_be_spellable() {
             .unwrap()
             .kernel_spatial = vec![5];
     }
-    let err = verify(&m).unwrap_err().to_string();
+    let err = verify(&m).unwrap_err();
     assert!(
-        err.ends_with(
-            "custom-call: dim_labels: kernel dimension 5 is out of range for rank 3 or named twice"
+        matches!(
+            &*err.problem,
+            Problem::Shape { opcode: "custom-call", source: ShapeError::DimLabels(e) }
+                if **e == DimLabelsError::Misplaced { operand: "kernel", dim: 5, rank: 3 }
         ),
         "{err}"
     );

@@ -1,8 +1,8 @@
 //! The batch normalizations: statistics per entry of the feature
 //! dimension, over every other dimension.
 
-use super::{array, invalid, ShapeError};
-use crate::ir::op::BatchNormKind;
+use super::{array, refuse, DimensionError, ShapeError, ShapesError, TypeError};
+use crate::ir::op::{BatchNormKind, Opcode};
 use crate::ir::shape::{ArrayShape, Shape};
 
 /// A float operand with a `feature_index` dimension; every per-feature
@@ -14,7 +14,8 @@ pub(super) fn batch_norm(
     feature_index: i64,
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    let name = kind.opcode();
+    // The opcode only for an error: `Opcode::new` searches the op table.
+    let opcode = || Opcode::new(kind.opcode());
     // Which operands besides the operand are per feature (the count is
     // the kind's arity, checked before).
     let vectors: &[usize] = match kind {
@@ -24,31 +25,42 @@ pub(super) fn batch_norm(
     };
     let x = array(operands, 0)?;
     if !x.ty.is_float() {
-        return invalid(format!("{name} normalizes floats, got {x}"));
+        return refuse(TypeError::BatchNorm {
+            opcode: opcode(),
+            operand: Box::new(x.clone()),
+        });
     }
     let Some(&features) = usize::try_from(feature_index)
         .ok()
         .and_then(|i| x.dims.get(i))
     else {
-        return invalid(format!(
-            "{name}'s feature_index {feature_index} is not a dimension of {x}"
-        ));
+        return refuse(DimensionError::NotADimension {
+            opcode: opcode(),
+            attribute: "feature_index",
+            dimension: feature_index,
+            shape: x.clone(),
+        });
     };
-    for &i in vectors {
-        let v = array(operands, i)?;
+    for &index in vectors {
+        let v = array(operands, index)?;
         if v.ty != x.ty || v.dims != [features] {
-            return invalid(format!(
-                "{name} operand {i} must be {}[{features}], one entry per feature, got {v}",
-                x.ty
-            ));
+            return refuse(ShapesError::PerFeature {
+                opcode: opcode(),
+                index,
+                ty: x.ty,
+                features,
+                operand: v.clone(),
+            });
         }
     }
     if kind == BatchNormKind::Grad {
         let grad = array(operands, 4)?;
         if !grad.same_dims_and_type(x) {
-            return invalid(format!(
-                "{name}'s output gradient must have the operand's shape {x}, got {grad}"
-            ));
+            return refuse(ShapesError::OutputGradient {
+                opcode: opcode(),
+                operand: x.clone(),
+                gradient: grad.clone(),
+            });
         }
     }
     let same = Shape::Array(ArrayShape::new(x.ty, x.dims.clone()));

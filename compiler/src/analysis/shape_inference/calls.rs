@@ -2,9 +2,12 @@
 //! `opt-barrier`, `get-tuple-element`, `fusion`, `custom-call`, and the
 //! async ops.
 
-use super::{control_flow, invalid, CalleeSignature, ShapeError};
+use super::{
+    control_flow, refuse, AttributeError, CalleeError, CalleeSignature, DeclaredError,
+    OperandError, ShapeError,
+};
 use crate::ir::computation_id::ComputationId;
-use crate::ir::op::{AsyncStep, CustomCall, OperandAlias};
+use crate::ir::op::{AsyncStep, CustomCall, Opcode, OperandAlias};
 use crate::ir::shape::Shape;
 
 pub(super) fn opt_barrier(operands: &[&Shape]) -> Result<Shape, ShapeError> {
@@ -18,12 +21,13 @@ pub(super) fn get_tuple_element(index: i64, operands: &[&Shape]) -> Result<Shape
             .and_then(|i| elems.get(i))
             .cloned()
             .ok_or_else(|| {
-                ShapeError::Invalid(format!(
-                    "tuple index {index} out of range for {}",
-                    operands[0]
-                ))
+                OperandError::TupleIndex {
+                    index,
+                    tuple: operands[0].clone(),
+                }
+                .into()
             }),
-        s => invalid(format!("get-tuple-element needs a tuple operand, got {s}")),
+        s => refuse(OperandError::NotTuple(s.clone())),
     }
 }
 
@@ -32,7 +36,7 @@ pub(super) fn fusion(
     aliasing: &[OperandAlias],
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    let result = control_flow::call("fusion", callee, operands)?;
+    let result = control_flow::call(const { Opcode::new("fusion") }, callee, operands)?;
     check_operand_aliasing(aliasing, operands, &result)?;
     Ok(result)
 }
@@ -48,10 +52,14 @@ pub(super) fn async_op(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    let opcode = step.opcode();
+    let opcode = || match step {
+        AsyncStep::Start => const { Opcode::new(AsyncStep::Start.opcode()) },
+        AsyncStep::Update => const { Opcode::new(AsyncStep::Update.opcode()) },
+        AsyncStep::Done => const { Opcode::new(AsyncStep::Done.opcode()) },
+    };
     let (bundle, result) = match step {
         AsyncStep::Start => {
-            let result = control_flow::call(opcode, (calls, callee), operands)?;
+            let result = control_flow::call(opcode(), (calls, callee), operands)?;
             (declared.ok_or(ShapeError::NeedsResultShape)?, result)
         }
         AsyncStep::Update | AsyncStep::Done => (operands[0], callee.result),
@@ -59,25 +67,28 @@ pub(super) fn async_op(
     let parts = match bundle {
         Shape::Tuple(parts) if parts.len() >= 2 => parts,
         other => {
-            return invalid(format!(
-                "{opcode} needs the async bundle ((operands), result, context...), got {other}"
-            ))
+            return refuse(OperandError::AsyncBundle {
+                opcode: opcode(),
+                bundle: other.clone(),
+            })
         }
     };
     if step == AsyncStep::Start {
         let given = Shape::Tuple(operands.iter().map(|&s| s.clone()).collect());
         if !parts[0].compatible(&given) {
-            return invalid(format!(
-                "async-start's bundle begins with {}, but its operands are {given}",
-                parts[0]
-            ));
+            return refuse(DeclaredError::AsyncStartOperands {
+                declared: parts[0].clone(),
+                operands: given,
+            });
         }
     }
     if !parts[1].compatible(&result) {
-        return invalid(format!(
-            "{opcode}'s bundle holds the result {}, but '{calls}' returns {result}",
-            parts[1]
-        ));
+        return refuse(CalleeError::AsyncResult {
+            opcode: opcode(),
+            held: parts[1].clone(),
+            callee: calls.to_string(),
+            result,
+        });
     }
     Ok(match step {
         AsyncStep::Start | AsyncStep::Update => bundle.clone(),
@@ -93,21 +104,22 @@ pub(super) fn custom_call<'c>(
 ) -> Result<Shape, ShapeError> {
     if let Some(layouts) = &cc.operand_layouts {
         if layouts.len() != operands.len() {
-            return invalid(format!(
-                "operand_layout_constraints lists {} shapes for {} operands",
-                layouts.len(),
-                operands.len()
-            ));
+            return refuse(AttributeError::OperandLayouts {
+                layouts: layouts.len(),
+                operands: operands.len(),
+            });
         }
-        if let Some((i, (l, o))) = layouts
+        if let Some((index, (l, o))) = layouts
             .iter()
             .zip(operands)
             .enumerate()
             .find(|(_, (l, o))| !l.compatible(o))
         {
-            return invalid(format!(
-                "operand_layout_constraints gives operand {i} as {l}, but it is {o}"
-            ));
+            return refuse(AttributeError::OperandLayout {
+                index,
+                layout: l.clone(),
+                operand: (*o).clone(),
+            });
         }
     }
     for &id in &cc.called {
@@ -126,8 +138,7 @@ pub(super) fn custom_call<'c>(
             rank(operands.get(1).copied()),
             rank(output),
         ];
-        dims.check_writable(ranks)
-            .map_err(|m| ShapeError::Invalid(format!("dim_labels: {m}")))?;
+        dims.check_writable(ranks)?;
     }
     check_operand_aliasing(&cc.aliasing, operands, &result)?;
     Ok(result)
@@ -159,11 +170,7 @@ pub(super) fn check_operand_aliasing(
         let output = result.subshape(&a.output_index);
         match (output, operand) {
             (Some(o), Some(i)) if same_storage(o, i) => {}
-            _ => {
-                return invalid(format!(
-                    "output_to_operand_aliasing {a} does not name an output and an operand part of one shape"
-                ))
-            }
+            _ => return refuse(AttributeError::Aliasing(a.clone())),
         }
     }
     Ok(())

@@ -3,9 +3,12 @@
 //! size, which the written result shape gives when the groups do not.
 
 use super::reduction::check_reducer_signature;
-use super::{array, invalid, CalleeSignature, ShapeError};
+use super::{
+    array, refuse, AttributeError, CalleeSignature, DeclaredError, DimensionError, OperandError,
+    ShapeError, ShapesError, SplitError, TypeError,
+};
 use crate::ir::collective::Collective;
-use crate::ir::op::AsyncCollective;
+use crate::ir::op::{AsyncCollective, Opcode};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
 
 /// The operands' shapes, as one value: the array itself for one operand, a
@@ -35,7 +38,7 @@ fn check_groups(c: &Collective, same_size: bool) -> Result<(), ShapeError> {
         .check(same_size)
         .map_err(|e| ShapeError::ReplicaGroups(Box::new(e)))?;
     if c.use_global_device_ids && c.channel_id.is_none() {
-        return invalid("use_global_device_ids=true needs a (positive) channel_id");
+        return refuse(AttributeError::GlobalDeviceIds);
     }
     Ok(())
 }
@@ -53,7 +56,7 @@ fn spans_partitions(c: &Collective) -> bool {
 /// reducer's type to the operands' (its tests reduce s32 values with an f32
 /// adder), so neither does hlatc: the reducer's first parameter says which.
 fn check_reducer(
-    opcode: &str,
+    opcode: Opcode,
     name: &str,
     sig: &CalleeSignature,
     operands: &[&Shape],
@@ -62,9 +65,7 @@ fn check_reducer(
     for i in 1..operands.len() {
         let other = array(operands, i)?.ty;
         if other != ty {
-            return invalid(format!(
-                "{opcode} operands must share one element type (the reducer's), got {ty} and {other}"
-            ));
+            return refuse(TypeError::CollectiveOperands { opcode, ty, other });
         }
     }
     let ty = match sig.params.first() {
@@ -82,32 +83,36 @@ pub(super) fn all_reduce(
 ) -> Result<Shape, ShapeError> {
     at_least_one(operands)?;
     check_groups(c, false)?;
-    check_reducer("all-reduce", name, &sig, operands)?;
+    check_reducer(const { Opcode::new("all-reduce") }, name, &sig, operands)?;
     same_as_operands(operands)
 }
 
 /// The declared result leaves, one per operand.
-fn declared_leaves<'d>(
-    opcode: &str,
-    declared: Option<&'d Shape>,
+fn declared_leaves(
+    opcode: Opcode,
+    declared: Option<&Shape>,
     count: usize,
-) -> Result<Vec<&'d ArrayShape>, ShapeError> {
+) -> Result<Vec<&ArrayShape>, ShapeError> {
     let leaves: Vec<&Shape> = match declared {
         None => return Err(ShapeError::NeedsResultShape),
         Some(Shape::Tuple(t)) if count > 1 => t.iter().collect(),
         Some(s) => vec![s],
     };
     if leaves.len() != count {
-        return invalid(format!(
-            "{opcode} of {count} operands must declare {count} results, got {}",
-            leaves.len()
-        ));
+        return refuse(DeclaredError::ResultCount {
+            opcode,
+            count,
+            declared: leaves.len(),
+        });
     }
     leaves
         .into_iter()
         .map(|s| match s {
             Shape::Array(a) => Ok(a),
-            t => invalid(format!("{opcode} results must be arrays, declared {t}")),
+            t => refuse(DeclaredError::NotArrays {
+                opcode,
+                declared: t.clone(),
+            }),
         })
         .collect()
 }
@@ -116,7 +121,7 @@ fn declared_leaves<'d>(
 /// result is the operand times (or divided by) the group size; the other
 /// dimensions and the element type stay.
 pub(super) fn resized(
-    opcode: &str,
+    opcode: Opcode,
     c: &Collective,
     dimension: i64,
     grow: bool,
@@ -134,9 +139,11 @@ pub(super) fn resized(
             .filter(|&d| d < x.rank())
             .map_or_else(
                 || {
-                    invalid(format!(
-                        "{opcode} dimension {dimension} out of range for {x}"
-                    ))
+                    refuse(DimensionError::OutOfRangeOf {
+                        opcode,
+                        dimension,
+                        operand: x.clone(),
+                    })
                 },
                 Ok,
             )?;
@@ -156,15 +163,15 @@ pub(super) fn resized(
             (None, _) => false,
         };
         if !same_elsewhere || !fits {
-            let by = match c.replica_groups.group_size() {
-                Some(g) if spans_partitions(c) => format!("a multiple of {g}"),
-                Some(g) => g.to_string(),
-                None => "the group size".to_string(),
-            };
-            let how = if grow { "multiplied" } else { "divided" };
-            return invalid(format!(
-                "{opcode} of {x} along dimension {d} cannot give {result}: dimension {d} is {how} by {by}, the rest stays"
-            ));
+            return refuse(SplitError::Resized {
+                opcode,
+                operand: x.clone(),
+                dimension: d,
+                result: result.clone(),
+                grow,
+                group_size: c.replica_groups.group_size(),
+                spans_partitions: spans_partitions(c),
+            });
         }
         results.push(Shape::Array(result.clone()));
     }
@@ -181,9 +188,10 @@ pub(super) fn reduce_scatter(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
+    const REDUCE_SCATTER: Opcode = Opcode::new("reduce-scatter");
     at_least_one(operands)?;
-    check_reducer("reduce-scatter", name, &sig, operands)?;
-    resized("reduce-scatter", c, dimension, false, operands, declared)
+    check_reducer(REDUCE_SCATTER, name, &sig, operands)?;
+    resized(REDUCE_SCATTER, c, dimension, false, operands, declared)
 }
 
 /// `ragged-all-to-all(input, output, input_offsets, send_sizes,
@@ -199,9 +207,10 @@ pub(super) fn ragged_all_to_all(c: &Collective, operands: &[&Shape]) -> Result<S
         || input.rank() == 0
         || input.dims[1..] != output.dims[1.min(output.rank())..]
     {
-        return invalid(format!(
-            "ragged-all-to-all moves rows of one shape and type, got input {input} and output {output}"
-        ));
+        return refuse(ShapesError::RaggedRows {
+            input: input.clone(),
+            output: output.clone(),
+        });
     }
     let offsets = array(operands, 2)?;
     for i in 2..6 {
@@ -210,9 +219,11 @@ pub(super) fn ragged_all_to_all(c: &Collective, operands: &[&Shape]) -> Result<S
             || !(1..=2).contains(&index.rank())
             || index.ty != offsets.ty
         {
-            return invalid(format!(
-                "ragged-all-to-all's offsets and sizes are s32 or s64 arrays of rank 1 or 2 and one type, got {offsets} and operand {i} {index}"
-            ));
+            return refuse(OperandError::RaggedOffsets {
+                offsets: offsets.clone(),
+                index: i,
+                operand: index.clone(),
+            });
         }
     }
     Ok(Shape::Array(output.clone()))
@@ -227,10 +238,7 @@ pub(super) fn all_to_all(
     check_groups(c, true)?;
     if let Some(d) = dimension {
         if operands.len() != 1 {
-            return invalid(format!(
-                "an all-to-all with a split dimension takes one operand, got {}",
-                operands.len()
-            ));
+            return refuse(OperandError::SplitAllToAll(operands.len()));
         }
         let x = array(operands, 0)?;
         let size = usize::try_from(d)
@@ -238,14 +246,22 @@ pub(super) fn all_to_all(
             .and_then(|d| x.dims.get(d))
             .copied()
             .map_or_else(
-                || invalid(format!("all-to-all dimension {d} out of range for {x}")),
+                || {
+                    refuse(DimensionError::OutOfRangeOf {
+                        opcode: const { Opcode::new("all-to-all") },
+                        dimension: d,
+                        operand: x.clone(),
+                    })
+                },
                 Ok,
             )?;
         if let Some(g) = c.replica_groups.group_size() {
             if size % g != 0 {
-                return invalid(format!(
-                    "all-to-all splits dimension {d} of {x} into {g} pieces, which does not divide it"
-                ));
+                return refuse(SplitError::AllToAll {
+                    dimension: d,
+                    operand: x.clone(),
+                    pieces: g,
+                });
             }
         }
         return same_as_operands(operands);
@@ -279,15 +295,15 @@ pub(super) fn collective_permute(
     let mut targets: Vec<i64> = pairs.iter().map(|p| p.1).collect();
     for (ids, what) in [(&mut sources, "source"), (&mut targets, "target")] {
         ids.sort_unstable();
-        if let Some(id) = ids.iter().find(|&&id| id < 0) {
-            return invalid(format!("collective-permute {what} {id} is negative"));
+        if let Some(&id) = ids.iter().find(|&&id| id < 0) {
+            return refuse(AttributeError::NegativeDevice { what, id });
         }
         if let Some(w) = ids.windows(allowed + 1).find(|w| w[0] == w[allowed]) {
-            let often = match allowed {
-                1 => "twice".to_string(),
-                n => format!("more than {n} times, once per transfer"),
-            };
-            return invalid(format!("collective-permute names {what} {} {often}", w[0]));
+            return refuse(AttributeError::RepeatedDevice {
+                what,
+                id: w[0],
+                allowed,
+            });
         }
     }
     if slice_sizes.is_empty() {
@@ -321,15 +337,17 @@ fn check_in_place(operands: &[&Shape]) -> Result<(), ShapeError> {
         }
         (Shape::Tuple(i), Shape::Tuple(o)) if i.len() == o.len() => {
             for (buffer, offset, what) in buffers_and_offsets {
+                let offsets_per_buffer = || {
+                    refuse(OperandError::InPlaceOffsets {
+                        what,
+                        offset: offset.clone(),
+                    })
+                };
                 let (Shape::Tuple(buffers), Shape::Tuple(offsets)) = (buffer, offset) else {
-                    return invalid(format!(
-                        "in-place collective-permute needs one {what} offset per {what} buffer, got {offset}"
-                    ));
+                    return offsets_per_buffer();
                 };
                 if buffers.len() != offsets.len() {
-                    return invalid(format!(
-                        "in-place collective-permute needs one {what} offset per {what} buffer, got {offset}"
-                    ));
+                    return offsets_per_buffer();
                 }
                 for (b, off) in buffers.iter().zip(offsets) {
                     check_buffer_offset(b, off, what)?;
@@ -337,9 +355,10 @@ fn check_in_place(operands: &[&Shape]) -> Result<(), ShapeError> {
             }
             Ok(())
         }
-        _ => invalid(format!(
-            "in-place collective-permute needs input and output buffers of one kind, got {input} and {output}"
-        )),
+        _ => refuse(OperandError::InPlaceBuffers {
+            input: input.clone(),
+            output: output.clone(),
+        }),
     }
 }
 
@@ -362,7 +381,11 @@ fn transfers_per_pair(operands: &[&Shape]) -> usize {
 
 /// An offset into `buffer`: a tuple of one index per dimension, or a tuple
 /// of such tuples (one per transfer).
-fn check_buffer_offset(buffer: &Shape, offset: &Shape, what: &str) -> Result<(), ShapeError> {
+fn check_buffer_offset(
+    buffer: &Shape,
+    offset: &Shape,
+    what: &'static str,
+) -> Result<(), ShapeError> {
     let rank = buffer.as_array().map_or(0, ArrayShape::rank);
     let fits = match offset {
         Shape::Tuple(parts) if parts.iter().all(|p| p.as_array().is_some()) => parts.len() == rank,
@@ -374,9 +397,12 @@ fn check_buffer_offset(buffer: &Shape, offset: &Shape, what: &str) -> Result<(),
     if fits {
         Ok(())
     } else {
-        invalid(format!(
-            "in-place collective-permute's {what} offset {offset} is not a tuple of {rank} indices, or a tuple of such tuples, for {buffer}"
-        ))
+        refuse(OperandError::InPlaceOffset {
+            what,
+            offset: offset.clone(),
+            rank,
+            buffer: buffer.clone(),
+        })
     }
 }
 
@@ -404,9 +430,7 @@ pub(super) fn started(
     result: impl FnOnce(Option<&Shape>) -> Result<Shape, ShapeError>,
 ) -> Result<Shape, ShapeError> {
     let Some(Shape::Tuple(parts)) = declared else {
-        return invalid(
-            "an async collective start is the tuple (operands, results, ...); declare it",
-        );
+        return refuse(DeclaredError::CollectiveStart(declared.cloned()));
     };
     let context_ok = parts.len() == 2
         || parts[2..].iter().all(|p| {
@@ -414,27 +438,24 @@ pub(super) fn started(
                 || p.as_array().is_some_and(|a| a.ty == ElementType::U32)
         });
     if parts.len() < 2 || !context_ok {
-        return invalid(format!(
-            "an async collective start is the tuple (operands, results) or (operand, result, u32[], u32[]), declared {} elements",
-            parts.len()
-        ));
+        return refuse(DeclaredError::CollectiveStartParts(parts.len()));
     }
     let inputs = match operands {
         [one] => (*one).clone(),
         _ => Shape::Tuple(operands.iter().map(|s| (*s).clone()).collect()),
     };
     if !parts[0].compatible(&inputs) {
-        return invalid(format!(
-            "an async collective start holds its operands {inputs} first, declared {}",
-            parts[0]
-        ));
+        return refuse(DeclaredError::CollectiveStartOperands {
+            operands: inputs,
+            declared: parts[0].clone(),
+        });
     }
     let results = result(Some(&parts[1]))?;
     if !results.compatible(&parts[1]) {
-        return invalid(format!(
-            "the collective gives {results} but its start declares {}",
-            parts[1]
-        ));
+        return refuse(DeclaredError::CollectiveStartResults {
+            results,
+            declared: parts[1].clone(),
+        });
     }
     Ok(Shape::Tuple(parts.clone()))
 }
@@ -445,8 +466,6 @@ pub(super) fn done(kind: AsyncCollective, operands: &[&Shape]) -> Result<Shape, 
     match (kind, operands[0]) {
         (AsyncCollective::AllReduce, s) => Ok(s.clone()),
         (_, Shape::Tuple(parts)) if parts.len() >= 2 => Ok(parts[1].clone()),
-        (_, s) => invalid(format!(
-            "a collective done reads its start's tuple (operands, results), got {s}"
-        )),
+        (_, s) => refuse(OperandError::CollectiveDone(s.clone())),
     }
 }

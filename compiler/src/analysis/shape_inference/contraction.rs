@@ -1,19 +1,25 @@
 //! `dot`, `ragged-dot` and the result type of a contraction (shared with `convolution`).
 
-use super::{arr, array, check_dims_in_range, invalid, ShapeError};
-use crate::ir::op::{DotDims, Precision, RaggedDims};
+use super::{
+    array, check_dims_in_range, refuse, AttributeError, DimensionError, OperandError, ShapeError,
+    ShapesError, TypeError,
+};
+use crate::ir::op::{DotDims, Opcode, Precision, RaggedDims};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
+
+const DOT: Opcode = Opcode::new("dot");
 
 /// The matrices of `a` (`[..., m, m]`) and what it solves against: `b`
 /// is `[..., m, n]` from the left, `[..., n, m]` from the right, with the
 /// same batch dimensions and type. The result is `b`'s shape.
 pub(super) fn triangular_solve(left_side: bool, operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let (a, b) = (array(operands, 0)?, array(operands, 1)?);
-    let m = square_matrix("triangular-solve", a)?;
+    let m = square_matrix(const { Opcode::new("triangular-solve") }, a)?;
     if a.ty != b.ty || b.rank() != a.rank() || b.dims[..b.rank() - 2] != a.dims[..a.rank() - 2] {
-        return invalid(format!(
-            "triangular-solve of {a} needs a right-hand side of its type and batch dimensions, got {b}"
-        ));
+        return refuse(ShapesError::TriangularSolveBatch {
+            a: a.clone(),
+            b: b.clone(),
+        });
     }
     let solved = if left_side {
         b.dims[b.rank() - 2]
@@ -21,10 +27,12 @@ pub(super) fn triangular_solve(left_side: bool, operands: &[&Shape]) -> Result<S
         b.dims[b.rank() - 1]
     };
     if solved != m {
-        return invalid(format!(
-            "triangular-solve of {a} from the {} needs {m} there in {b}",
-            if left_side { "left" } else { "right" }
-        ));
+        return refuse(ShapesError::TriangularSolveSide {
+            a: a.clone(),
+            b: b.clone(),
+            left_side,
+            size: m,
+        });
     }
     Ok(Shape::Array(b.clone()))
 }
@@ -32,17 +40,18 @@ pub(super) fn triangular_solve(left_side: bool, operands: &[&Shape]) -> Result<S
 /// `cholesky` of a float `[..., n, n]`: the same shape.
 pub(super) fn cholesky(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let a = array(operands, 0)?;
-    square_matrix("cholesky", a)?;
+    square_matrix(const { Opcode::new("cholesky") }, a)?;
     Ok(Shape::Array(a.clone()))
 }
 
 /// The size of the square float matrices at the end of `a`'s dimensions.
-fn square_matrix(opcode: &str, a: &ArrayShape) -> Result<i64, ShapeError> {
+fn square_matrix(opcode: Opcode, a: &ArrayShape) -> Result<i64, ShapeError> {
     match a.dims.as_slice() {
         [.., m, n] if m == n && (a.ty.is_float() || a.ty.is_complex()) => Ok(*m),
-        _ => invalid(format!(
-            "{opcode} needs float or complex square matrices in the last two dimensions, got {a}"
-        )),
+        _ => refuse(ShapesError::SquareMatrices {
+            opcode,
+            operand: a.clone(),
+        }),
     }
 }
 
@@ -52,11 +61,20 @@ pub(super) fn dot(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    let (l, r, ty) = contraction_operands("dot", precision, operands, declared)?;
+    dot_array(dims, precision, operands, declared).map(Shape::Array)
+}
+
+fn dot_array(
+    dims: &DotDims,
+    precision: &[Precision],
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<ArrayShape, ShapeError> {
+    let (l, r, ty) = contraction_operands(DOT, precision, operands, declared)?;
     if dims.lhs_batch.len() != dims.rhs_batch.len()
         || dims.lhs_contracting.len() != dims.rhs_contracting.len()
     {
-        return invalid("dot needs as many lhs as rhs batch and contracting dimensions");
+        return refuse(AttributeError::DotDims(dims.clone()));
     }
     let lhs_all: Vec<i64> = dims
         .lhs_batch
@@ -79,10 +97,12 @@ pub(super) fn dot(
         .chain(dims.lhs_contracting.iter().zip(&dims.rhs_contracting))
     {
         if l.dims[*a as usize] != r.dims[*b as usize] {
-            return invalid(format!(
-                "dot dimension sizes differ: lhs dim {a} is {}, rhs dim {b} is {}",
-                l.dims[*a as usize], r.dims[*b as usize]
-            ));
+            return refuse(ShapesError::DotSizes {
+                lhs_dim: *a,
+                lhs_size: l.dims[*a as usize],
+                rhs_dim: *b,
+                rhs_size: r.dims[*b as usize],
+            });
         }
     }
     let mut out: Vec<i64> = dims.lhs_batch.iter().map(|&d| l.dims[d as usize]).collect();
@@ -96,7 +116,7 @@ pub(super) fn dot(
             .filter(|d| !rhs_all.contains(d))
             .map(|d| r.dims[d as usize]),
     );
-    Ok(arr(ty, out))
+    Ok(ArrayShape::new(ty, out))
 }
 
 /// `ragged-dot(lhs, rhs, group_sizes)`, in XLA's three modes, by where the
@@ -119,51 +139,38 @@ pub(super) fn ragged_dot(
         array(operands, 2)?,
     );
     let Some(&groups) = sizes.dims.last().filter(|_| sizes.ty.is_integer()) else {
-        return invalid(format!(
-            "ragged-dot's group sizes are an integer array, got {sizes}"
-        ));
+        return refuse(OperandError::GroupSizes(sizes.clone()));
     };
     let &[ragged_dim] = ragged.lhs_ragged.as_slice() else {
-        return invalid(format!(
-            "ragged-dot needs one lhs_ragged_dims, got {:?}",
-            ragged.lhs_ragged
-        ));
+        return refuse(AttributeError::LhsRagged(ragged.lhs_ragged.clone()));
     };
     check_dims_in_range(&[ragged_dim], l.rank(), "lhs")?;
     let two = [operands[0], operands[1]];
     if dims.lhs_contracting.contains(&ragged_dim) || dims.lhs_batch.contains(&ragged_dim) {
         if !ragged.rhs_group.is_empty() {
-            return invalid(
-                "a ragged-dot whose ragged dimension is contracted or a batch dimension takes no rhs_group_dims",
-            );
+            return refuse(AttributeError::UnusedRhsGroup(ragged.rhs_group.clone()));
         }
-        let dot_shape = dot(dims, precision, &two, declared)?;
-        if dims.lhs_batch.contains(&ragged_dim) {
-            return Ok(dot_shape);
+        let mut a = dot_array(dims, precision, &two, declared)?;
+        if !dims.lhs_batch.contains(&ragged_dim) {
+            a.dims.insert(0, groups);
         }
-        let Shape::Array(mut a) = dot_shape else {
-            return invalid("a dot's shape is an array");
-        };
-        a.dims.insert(0, groups);
-        return Ok(arr(a.ty, a.dims));
+        return Ok(Shape::array(a.ty, a.dims));
     }
     let &[group] = ragged.rhs_group.as_slice() else {
-        return invalid(format!(
-            "a ragged-dot whose ragged dimension is not contracted needs one rhs_group_dims, got {:?}",
-            ragged.rhs_group
-        ));
+        return refuse(AttributeError::RhsGroup(ragged.rhs_group.clone()));
     };
     check_dims_in_range(&[group], r.rank(), "rhs")?;
     if dims.rhs_batch.contains(&group) || dims.rhs_contracting.contains(&group) {
-        return invalid(format!(
-            "ragged-dot's rhs group dimension {group} is also a batch or contracting dimension"
-        ));
+        return refuse(DimensionError::RaggedGroup { dimension: group });
     }
     if r.dims[group as usize] != groups {
-        return invalid(format!(
-            "ragged-dot has {groups} groups in {sizes}, but rhs dimension {group} of {r} holds {}",
-            r.dims[group as usize]
-        ));
+        return refuse(ShapesError::RaggedGroups {
+            groups,
+            group_sizes: sizes.clone(),
+            dimension: group,
+            rhs: r.clone(),
+            held: r.dims[group as usize],
+        });
     }
     // The dot of lhs with one group's rhs matrix: rhs without its group
     // dimension, the dimensions after it numbered one lower.
@@ -187,14 +194,16 @@ pub(super) fn ragged_dot(
 /// A dot's or convolution's two operands, with one operand precision each
 /// if any is written, and the element type they contract to.
 pub(super) fn contraction_operands<'a>(
-    opcode: &str,
+    opcode: Opcode,
     precision: &[Precision],
     operands: &[&'a Shape],
     declared: Option<&Shape>,
 ) -> Result<(&'a ArrayShape, &'a ArrayShape, ElementType), ShapeError> {
     let (l, r) = (array(operands, 0)?, array(operands, 1)?);
     if !precision.is_empty() && precision.len() != 2 {
-        return invalid("operand_precision needs one entry per operand");
+        return refuse(AttributeError::OperandPrecision {
+            entries: precision.len(),
+        });
     }
     Ok((l, r, contraction_type(opcode, l, r, declared)?))
 }
@@ -206,17 +215,18 @@ pub(super) fn contraction_operands<'a>(
 /// activations). Unwritten, it is the operands' common type; mixed
 /// operands must say what they give.
 fn contraction_type(
-    opcode: &str,
+    opcode: Opcode,
     l: &ArrayShape,
     r: &ArrayShape,
     declared: Option<&Shape>,
 ) -> Result<ElementType, ShapeError> {
     match declared {
         Some(Shape::Array(d)) => Ok(d.ty),
-        _ if l.ty != r.ty => invalid(format!(
-            "a {opcode} of {} and {} needs its result type written",
-            l.ty, r.ty
-        )),
+        _ if l.ty != r.ty => refuse(TypeError::Unwritten {
+            opcode,
+            lhs: l.ty,
+            rhs: r.ty,
+        }),
         _ => Ok(l.ty),
     }
 }

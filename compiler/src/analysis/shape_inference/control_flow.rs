@@ -2,12 +2,13 @@
 //! `conditional`. Their result comes from a callee's signature, and each
 //! callee must take exactly what the op hands it.
 
-use super::{invalid, CalleeSignature, ShapeError};
+use super::{refuse, CalleeError, CalleeSignature, OperandError, ShapeError};
+use crate::ir::op::Opcode;
 use crate::ir::shape::{ElementType, Shape};
 
 /// A callee run on the op's operands as its parameters (`call`, `fusion`).
 pub(super) fn call(
-    opcode: &str,
+    opcode: Opcode,
     (name, sig): (&str, CalleeSignature),
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
@@ -17,11 +18,15 @@ pub(super) fn call(
             got: operands.len(),
         });
     }
-    for (i, (p, o)) in sig.params.iter().zip(operands).enumerate() {
+    for (index, (p, o)) in sig.params.iter().zip(operands).enumerate() {
         if !p.compatible(o) {
-            return invalid(format!(
-                "{opcode} operand {i} is {o} but '{name}' expects {p}"
-            ));
+            return refuse(CalleeError::Operand {
+                opcode,
+                index,
+                operand: (*o).clone(),
+                callee: name.to_string(),
+                parameter: p.clone(),
+            });
         }
     }
     Ok(sig.result)
@@ -38,17 +43,19 @@ pub(super) fn while_loop(
     let takes_state =
         |sig: &CalleeSignature| sig.params.len() == 1 && sig.params[0].compatible(state);
     if !takes_state(&body_sig) || !body_sig.result.compatible(state) {
-        return invalid(format!(
-            "while body '{body}' must map the loop state {state} to itself, has signature {}",
-            body_sig.text()
-        ));
+        return refuse(CalleeError::WhileBody {
+            callee: body.to_string(),
+            state: state.clone(),
+            signature: body_sig,
+        });
     }
     let pred = Shape::scalar(ElementType::Pred);
     if !takes_state(&cond_sig) || !cond_sig.result.compatible(&pred) {
-        return invalid(format!(
-            "while condition '{condition}' must map the loop state {state} to pred[], has signature {}",
-            cond_sig.text()
-        ));
+        return refuse(CalleeError::WhileCondition {
+            callee: condition.to_string(),
+            state: state.clone(),
+            signature: cond_sig,
+        });
     }
     Ok(state.clone())
 }
@@ -61,7 +68,7 @@ pub(super) fn conditional(
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
     if branches.is_empty() {
-        return invalid("conditional needs at least one branch computation");
+        return refuse(CalleeError::NoBranches);
     }
     if operands.len() != branches.len() + 1 {
         return Err(ShapeError::OperandCount {
@@ -72,32 +79,30 @@ pub(super) fn conditional(
     match operands[0] {
         s if s.is_scalar_of(ElementType::Pred) => {
             if branches.len() != 2 {
-                return invalid(format!(
-                    "a conditional on a pred[] needs 2 branches, got {}",
-                    branches.len()
-                ));
+                return refuse(CalleeError::PredBranches(branches.len()));
             }
         }
         s if s.is_scalar_of(ElementType::S32) => {}
-        s => {
-            return invalid(format!(
-                "conditional selector must be pred[] or s32[], got {s}"
-            ))
-        }
+        s => return refuse(OperandError::Selector(s.clone())),
     }
     let (first, first_sig) = &branches[0];
-    for (i, ((name, sig), arg)) in branches.iter().zip(&operands[1..]).enumerate() {
+    for (index, ((name, sig), arg)) in branches.iter().zip(&operands[1..]).enumerate() {
         if sig.params.len() != 1 || !sig.params[0].compatible(arg) {
-            return invalid(format!(
-                "conditional branch {i} '{name}' must take its operand {arg}, has signature {}",
-                sig.text()
-            ));
+            return refuse(CalleeError::BranchParameter {
+                index,
+                callee: name.to_string(),
+                operand: (*arg).clone(),
+                signature: sig.clone(),
+            });
         }
         if !sig.result.compatible(&first_sig.result) {
-            return invalid(format!(
-                "conditional branch {i} '{name}' returns {} but branch 0 '{first}' returns {}",
-                sig.result, first_sig.result
-            ));
+            return refuse(CalleeError::BranchResult {
+                index,
+                callee: name.to_string(),
+                result: sig.result.clone(),
+                first: first.to_string(),
+                first_result: first_sig.result.clone(),
+            });
         }
     }
     Ok(first_sig.result.clone())

@@ -3,22 +3,29 @@
 //! `concatenate`, `pad` and the asynchronous `copy-start`/`copy-done`.
 
 use super::{
-    arr, array, check_dims_in_range, declared_array, invalid, operand_and_declared, same_type,
-    ShapeError,
+    arr, array, check_dims_in_range, declared_array, operand_and_declared, refuse, same_type,
+    AttributeError, DeclaredError, DimensionError, OperandError, ShapeError, ShapesError,
+    TypeError,
 };
-use crate::ir::op::{PadDim, SliceDim};
+use crate::ir::op::{Opcode, PadDim, SliceDim};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
+
+const CONCATENATE: Opcode = Opcode::new("concatenate");
+const DYNAMIC_UPDATE_SLICE: Opcode = Opcode::new("dynamic-update-slice");
+const PAD: Opcode = Opcode::new("pad");
+const RESHAPE: Opcode = Opcode::new("reshape");
+const TOPK: Opcode = Opcode::new("topk");
 
 pub(super) fn iota(dimension: i64, declared: Option<&Shape>) -> Result<Shape, ShapeError> {
     let d = declared_array(declared)?;
     if dimension < 0 || dimension as usize >= d.rank() {
-        return invalid(format!(
-            "iota_dimension {dimension} out of range for rank {}",
-            d.rank()
-        ));
+        return refuse(DimensionError::Iota {
+            dimension,
+            rank: d.rank(),
+        });
     }
     if d.ty == ElementType::Pred {
-        return invalid("iota cannot produce pred");
+        return refuse(TypeError::IotaPred);
     }
     Ok(Shape::Array(d.clone()))
 }
@@ -28,12 +35,16 @@ pub(super) fn iota(dimension: i64, declared: Option<&Shape>) -> Result<Shape, Sh
 pub(super) fn top_k(k: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let x = array(operands, 0)?;
     let Some(&last) = x.dims.last() else {
-        return invalid(format!("topk needs an operand of rank 1 or more, got {x}"));
+        return refuse(ShapesError::Scalar {
+            opcode: TOPK,
+            operand: x.clone(),
+        });
     };
     if k < 0 || k > last {
-        return invalid(format!(
-            "topk k={k} must be between 0 and the last dimension of {x}"
-        ));
+        return refuse(AttributeError::TopK {
+            k,
+            operand: x.clone(),
+        });
     }
     let mut dims = x.dims.clone();
     *dims.last_mut().expect("rank checked") = k;
@@ -47,14 +58,18 @@ pub(super) fn bitcast(operands: &[&Shape], declared: Option<&Shape>) -> Result<S
     let (a, d) = operand_and_declared(operands, declared)?;
     let bytes = |s: &ArrayShape| s.element_count().saturating_mul(s.ty.byte_size() as i64);
     if bytes(a) != bytes(d) {
-        return invalid(format!(
-            "bitcast from {a} ({} bytes) to {d} ({} bytes) changes the byte size",
-            bytes(a),
-            bytes(d)
-        ));
+        return refuse(ShapesError::BitcastBytes {
+            operand: a.clone(),
+            operand_bytes: bytes(a),
+            result: d.clone(),
+            result_bytes: bytes(d),
+        });
     }
     if (a.ty == ElementType::Pred) != (d.ty == ElementType::Pred) {
-        return invalid("bitcast between pred and another type");
+        return refuse(TypeError::BitcastPred {
+            from: a.ty,
+            to: d.ty,
+        });
     }
     Ok(Shape::Array(d.clone()))
 }
@@ -66,18 +81,20 @@ pub(super) fn broadcast(
 ) -> Result<Shape, ShapeError> {
     let (a, d) = operand_and_declared(operands, declared)?;
     if dimensions.len() != a.rank() {
-        return invalid(format!(
-            "broadcast dimensions {dimensions:?} must have one entry per operand dimension ({})",
-            a.rank()
-        ));
+        return refuse(AttributeError::BroadcastDims {
+            dimensions: dimensions.to_vec(),
+            rank: a.rank(),
+        });
     }
     check_dims_in_range(dimensions, d.rank(), "broadcast")?;
     for (i, &od) in dimensions.iter().enumerate() {
         if a.dims[i] != d.dims[od as usize] {
-            return invalid(format!(
-                "broadcast operand dimension {i} (size {}) does not match result dimension {od} (size {})",
-                a.dims[i], d.dims[od as usize]
-            ));
+            return refuse(ShapesError::Broadcast {
+                operand_dim: i,
+                operand_size: a.dims[i],
+                result_dim: od,
+                result_size: d.dims[od as usize],
+            });
         }
     }
     Ok(arr(a.ty, d.dims.clone()))
@@ -92,14 +109,20 @@ pub(super) fn reshape(
 ) -> Result<Shape, ShapeError> {
     let (a, d) = operand_and_declared(operands, declared)?;
     if a.element_count() != d.element_count() {
-        return invalid(format!("reshape changes the element count: {a} to {d}"));
+        return refuse(ShapesError::ReshapeCount {
+            operand: a.clone(),
+            result: d.clone(),
+        });
     }
     if let Some(i) =
         inferred_dimension.filter(|&i| usize::try_from(i).map_or(true, |i| i >= d.rank()))
     {
-        return invalid(format!(
-            "reshape's inferred_dimension {i} is not a dimension of {d}"
-        ));
+        return refuse(DimensionError::NotADimension {
+            opcode: RESHAPE,
+            attribute: "inferred_dimension",
+            dimension: i,
+            shape: d.clone(),
+        });
     }
     Ok(arr(a.ty, d.dims.clone()))
 }
@@ -107,10 +130,10 @@ pub(super) fn reshape(
 pub(super) fn transpose(permutation: &[i64], operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let a = array(operands, 0)?;
     if permutation.len() != a.rank() {
-        return invalid(format!(
-            "transpose permutation {permutation:?} does not match rank {}",
-            a.rank()
-        ));
+        return refuse(AttributeError::Permutation {
+            permutation: permutation.to_vec(),
+            rank: a.rank(),
+        });
     }
     check_dims_in_range(permutation, a.rank(), "transpose")?;
     Ok(arr(
@@ -128,29 +151,31 @@ pub(super) fn reverse(dimensions: &[i64], operands: &[&Shape]) -> Result<Shape, 
 pub(super) fn slice(slices: &[SliceDim], operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let a = array(operands, 0)?;
     if slices.len() != a.rank() {
-        return invalid(format!(
-            "slice has {} ranges for rank {}",
-            slices.len(),
-            a.rank()
-        ));
+        return refuse(AttributeError::SliceRanges {
+            ranges: slices.len(),
+            rank: a.rank(),
+        });
     }
     let mut dims = Vec::with_capacity(slices.len());
     for (i, s) in slices.iter().enumerate() {
         if s.start < 0 || s.start > s.limit || s.limit > a.dims[i] || s.stride < 1 {
-            return invalid(format!(
-                "slice range [{}:{}:{}] invalid for dimension {i} of size {}",
-                s.start, s.limit, s.stride, a.dims[i]
-            ));
+            return refuse(AttributeError::SliceRange {
+                start: s.start,
+                limit: s.limit,
+                stride: s.stride,
+                dimension: i,
+                size: a.dims[i],
+            });
         }
         // start <= limit was checked, so the span is non-negative.
         // XLA rounds up as (span + stride - 1) / stride, which must
         // not overflow either.
         let span = s.limit - s.start;
         if span.checked_add(s.stride - 1).is_none() {
-            return invalid(format!(
-                "slice stride {} of dimension {i} is too large",
-                s.stride
-            ));
+            return refuse(AttributeError::SliceStride {
+                stride: s.stride,
+                dimension: i,
+            });
         }
         dims.push(span / s.stride + i64::from(span % s.stride != 0));
     }
@@ -167,7 +192,11 @@ pub(super) fn dynamic_slice(sizes: &[i64], operands: &[&Shape]) -> Result<Shape,
     let a = array(operands, 0)?;
     check_start_indices(operands, 1, a.rank())?;
     if sizes.len() != a.rank() || sizes.iter().zip(&a.dims).any(|(s, d)| *s < 0 || s > d) {
-        return invalid(format!("dynamic_slice_sizes {sizes:?} invalid for {a}"));
+        return refuse(AttributeError::SliceSizes {
+            attribute: "dynamic_slice_sizes",
+            sizes: sizes.to_vec(),
+            operand: a.clone(),
+        });
     }
     Ok(arr(a.ty, sizes.to_vec()))
 }
@@ -180,9 +209,12 @@ pub(super) fn dynamic_update_slice(operands: &[&Shape]) -> Result<Shape, ShapeEr
         });
     }
     let (a, u) = (array(operands, 0)?, array(operands, 1)?);
-    same_type(a, u, "dynamic-update-slice")?;
+    same_type(a, u, DYNAMIC_UPDATE_SLICE)?;
     if u.rank() != a.rank() || u.dims.iter().zip(&a.dims).any(|(x, y)| x > y) {
-        return invalid(format!("update {u} does not fit in {a}"));
+        return refuse(ShapesError::Update {
+            update: u.clone(),
+            operand: a.clone(),
+        });
     }
     check_start_indices(operands, 2, a.rank())?;
     Ok(arr(a.ty, a.dims.clone()))
@@ -198,16 +230,17 @@ pub(super) fn concatenate(dimension: i64, operands: &[&Shape]) -> Result<Shape, 
     let first = array(operands, 0)?;
     let d = dimension;
     if d < 0 || d as usize >= first.rank() {
-        return invalid(format!(
-            "concatenate dimension {d} out of range for rank {}",
-            first.rank()
-        ));
+        return refuse(DimensionError::OutOfRange {
+            what: "concatenate",
+            dimension: d,
+            rank: first.rank(),
+        });
     }
     let mut dims = first.dims.clone();
     dims[d as usize] = 0;
     for i in 0..operands.len() {
         let o = array(operands, i)?;
-        same_type(first, o, "concatenate")?;
+        same_type(first, o, CONCATENATE)?;
         if o.rank() != first.rank()
             || o.dims
                 .iter()
@@ -215,9 +248,11 @@ pub(super) fn concatenate(dimension: i64, operands: &[&Shape]) -> Result<Shape, 
                 .enumerate()
                 .any(|(k, (x, y))| k != d as usize && x != y)
         {
-            return invalid(format!(
-                "concatenate operand {i} {o} does not match {first}"
-            ));
+            return refuse(ShapesError::Concatenate {
+                index: i,
+                operand: o.clone(),
+                first: first.clone(),
+            });
         }
         dims[d as usize] = dims[d as usize].saturating_add(o.dims[d as usize]);
     }
@@ -226,21 +261,22 @@ pub(super) fn concatenate(dimension: i64, operands: &[&Shape]) -> Result<Shape, 
 
 pub(super) fn pad(config: &[PadDim], operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let (a, v) = (array(operands, 0)?, array(operands, 1)?);
-    same_type(a, v, "pad")?;
+    same_type(a, v, PAD)?;
     if v.rank() != 0 {
-        return invalid(format!("padding value must be a scalar, got {v}"));
+        return refuse(ShapesError::PaddingValue(v.clone()));
     }
     if config.len() != a.rank() {
-        return invalid(format!(
-            "padding has {} dimensions for rank {}",
-            config.len(),
-            a.rank()
-        ));
+        return refuse(AttributeError::PaddingDims {
+            entries: config.len(),
+            rank: a.rank(),
+        });
     }
     let mut dims = Vec::with_capacity(a.rank());
     for (n, p) in a.dims.iter().zip(config) {
         if p.interior < 0 {
-            return invalid("interior padding must be non-negative");
+            return refuse(AttributeError::NegativeInterior {
+                interior: p.interior,
+            });
         }
         let out = (n - 1)
             .max(0)
@@ -250,10 +286,12 @@ pub(super) fn pad(config: &[PadDim], operands: &[&Shape]) -> Result<Shape, Shape
             .and_then(|x| x.checked_add(p.high))
             .unwrap_or(-1);
         if out < 0 {
-            return invalid(format!(
-                "padding {}_{}_{} makes dimension of size {n} negative",
-                p.low, p.high, p.interior
-            ));
+            return refuse(AttributeError::NegativePadding {
+                low: p.low,
+                high: p.high,
+                interior: p.interior,
+                size: *n,
+            });
         }
         dims.push(out);
     }
@@ -277,9 +315,10 @@ pub(super) fn copy_start(
         {
             Ok(Shape::Tuple(e.clone()))
         }
-        Some(s) => invalid(format!(
-            "copy-start of {x} gives (destination, source, u32[]), both {x} up to layout; declared {s}"
-        )),
+        Some(s) => refuse(DeclaredError::CopyStart {
+            operand: x.clone(),
+            declared: s.clone(),
+        }),
         None => Err(ShapeError::NeedsResultShape),
     }
 }
@@ -288,9 +327,7 @@ pub(super) fn copy_start(
 pub(super) fn copy_done(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     match operands[0] {
         Shape::Tuple(e) if e.len() == 3 && e[2].is_scalar_of(ElementType::U32) => Ok(e[0].clone()),
-        s => invalid(format!(
-            "copy-done takes a copy-start's (destination, source, u32[]), got {s}"
-        )),
+        s => refuse(OperandError::CopyDone(s.clone())),
     }
 }
 
@@ -304,9 +341,10 @@ pub(super) fn check_start_indices(
         let v = array(operands, from)?;
         if v.rank() == 1 {
             if !v.ty.is_integer() || v.dims[0] != rank as i64 {
-                return invalid(format!(
-                    "a vector of start indices must be an integer array of the rank, {rank}, got {v}"
-                ));
+                return refuse(OperandError::StartIndexVector {
+                    rank,
+                    vector: v.clone(),
+                });
             }
             return Ok(());
         }
@@ -320,19 +358,18 @@ pub(super) fn check_start_indices(
     for i in from..operands.len() {
         let s = array(operands, i)?;
         if s.rank() != 0 || !s.ty.is_integer() {
-            return invalid(format!(
-                "start index {} must be an integer scalar, got {s}",
-                i - from
-            ));
+            return refuse(OperandError::StartIndex {
+                index: i - from,
+                shape: s.clone(),
+            });
         }
         let first = array(operands, from)?;
         if s.ty != first.ty {
-            return invalid(format!(
-                "start indices must all have one type: index 0 is {}, index {} is {}",
-                first.ty,
-                i - from,
-                s.ty
-            ));
+            return refuse(TypeError::StartIndices {
+                first: first.ty,
+                index: i - from,
+                ty: s.ty,
+            });
         }
     }
     Ok(())

@@ -2,24 +2,31 @@
 //! `get-dimension-size` and `dynamic-reshape`. A dynamic dimension's size
 //! in a shape is its bound, so every other op's rules hold unchanged.
 
-use super::{arr, array, declared_array, invalid, ShapeError};
+use super::{
+    arr, array, declared_array, refuse, DimensionError, OperandError, ShapeError, ShapesError,
+    TypeError,
+};
+use crate::ir::op::Opcode;
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
 
 /// The dimension an op names, checked against the operand's rank.
-fn dimension_of(opcode: &str, a: &ArrayShape, dimension: i64) -> Result<usize, ShapeError> {
+fn dimension_of(opcode: Opcode, a: &ArrayShape, dimension: i64) -> Result<usize, ShapeError> {
     match usize::try_from(dimension) {
         Ok(d) if d < a.rank() => Ok(d),
-        _ => invalid(format!(
-            "{opcode} dimension {dimension} out of range for {a}"
-        )),
+        _ => refuse(DimensionError::OutOfRangeOf {
+            opcode,
+            dimension,
+            operand: a.clone(),
+        }),
     }
 }
 
-fn s32_scalar(opcode: &str, what: &str, s: &Shape) -> Result<(), ShapeError> {
+/// A size operand, an `s32[]`; `refused` says which one is not.
+fn s32_scalar(s: &Shape, refused: impl FnOnce(Shape) -> OperandError) -> Result<(), ShapeError> {
     if s.is_scalar_of(ElementType::S32) {
         Ok(())
     } else {
-        invalid(format!("{opcode}'s {what} must be s32[], got {s}"))
+        refuse(refused(s.clone()))
     }
 }
 
@@ -27,8 +34,8 @@ fn s32_scalar(opcode: &str, what: &str, s: &Shape) -> Result<(), ShapeError> {
 /// dynamic, bounded by its size.
 pub(super) fn set_dimension_size(dimension: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let a = array(operands, 0)?;
-    let d = dimension_of("set-dimension-size", a, dimension)?;
-    s32_scalar("set-dimension-size", "size (operand 1)", operands[1])?;
+    let d = dimension_of(const { Opcode::new("set-dimension-size") }, a, dimension)?;
+    s32_scalar(operands[1], OperandError::SetDimensionSize)?;
     let mut out = a.clone();
     out.set_dynamic(d, true);
     Ok(Shape::Array(out))
@@ -38,11 +45,12 @@ pub(super) fn set_dimension_size(dimension: i64, operands: &[&Shape]) -> Result<
 /// fit in one.
 pub(super) fn get_dimension_size(dimension: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
     let a = array(operands, 0)?;
-    let d = dimension_of("get-dimension-size", a, dimension)?;
+    let d = dimension_of(const { Opcode::new("get-dimension-size") }, a, dimension)?;
     if a.dims[d] > i64::from(i32::MAX) {
-        return invalid(format!(
-            "get-dimension-size of dimension {d} of {a}: its size does not fit in s32"
-        ));
+        return refuse(ShapesError::DimensionSize {
+            dimension: d,
+            operand: a.clone(),
+        });
     }
     Ok(arr(ElementType::S32, vec![]))
 }
@@ -62,7 +70,10 @@ pub(super) fn dynamic_reshape(
     let a = array(operands, 0)?;
     let d = declared_array(declared)?;
     if d.ty != a.ty {
-        return invalid(format!("dynamic-reshape of {a} cannot give {}", d.ty));
+        return refuse(TypeError::DynamicReshape {
+            operand: Box::new(a.clone()),
+            ty: d.ty,
+        });
     }
     if operands.len() != 1 + d.rank() {
         return Err(ShapeError::OperandCount {
@@ -70,8 +81,8 @@ pub(super) fn dynamic_reshape(
             got: operands.len(),
         });
     }
-    for (i, s) in operands[1..].iter().enumerate() {
-        s32_scalar("dynamic-reshape", &format!("size {i}"), s)?;
+    for (index, s) in operands[1..].iter().enumerate() {
+        s32_scalar(s, |shape| OperandError::DynamicReshapeSize { index, shape })?;
     }
     Ok(Shape::Array(d.clone()))
 }

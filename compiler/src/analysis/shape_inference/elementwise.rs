@@ -1,12 +1,33 @@
 //! Elementwise ops: `unary` and `binary` arithmetic, `compare`, `select`,
 //! `clamp`, and the conversions between element types.
 
-use super::{arr, array, declared_array, invalid, operand_and_declared, same_type, ShapeError};
-use crate::ir::op::{BinaryOp, ComparisonDirection, ComparisonType, UnaryOp};
+use super::{
+    arr, array, declared_array, operand_and_declared, refuse, same_type, AttributeError,
+    ShapeError, ShapesError, TypeError,
+};
+use crate::ir::op::{BinaryOp, ComparisonDirection, ComparisonType, Opcode, UnaryOp};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
 
-// A copy of any shape is that shape, a tuple's included, as XLA's
-// inference has it (there is no copy opcode in its proto-level ops).
+const COMPARE: Opcode = Opcode::new("compare");
+const CLAMP: Opcode = Opcode::new("clamp");
+const BITCAST_CONVERT: Opcode = Opcode::new("bitcast-convert");
+
+/// An elementwise op's two operands, arrays of the same dimensions.
+fn same_dims<'a>(
+    opcode: Opcode,
+    operands: &[&'a Shape],
+) -> Result<(&'a ArrayShape, &'a ArrayShape), ShapeError> {
+    let (x, y) = (array(operands, 0)?, array(operands, 1)?);
+    if x.dims != y.dims {
+        return refuse(ShapesError::OperandDims {
+            opcode,
+            lhs: x.clone(),
+            rhs: y.clone(),
+        });
+    }
+    Ok((x, y))
+}
+
 pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError> {
     // A copy of any shape is that shape, a tuple's included, as XLA's
     // inference has it (there is no copy opcode in its proto-level ops).
@@ -46,7 +67,10 @@ pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError
         UnaryOp::Copy => true,
     };
     if !ok {
-        return invalid(format!("{} does not accept {}", u.opcode(), a.ty));
+        return refuse(TypeError::NotAccepted {
+            opcode: Opcode::new(u.opcode()),
+            ty: a.ty,
+        });
     }
     let ty = match u {
         UnaryOp::IsFinite => ElementType::Pred,
@@ -60,11 +84,23 @@ pub(super) fn unary(u: UnaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError
 }
 
 pub(super) fn binary(b: BinaryOp, operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    // The opcode only for an error: `Opcode::new` searches the op table.
+    let opcode = || Opcode::new(b.opcode());
     let (x, y) = (array(operands, 0)?, array(operands, 1)?);
     if x.dims != y.dims {
-        return invalid(format!("operand dimensions differ: {x} vs {y}"));
+        return refuse(ShapesError::OperandDims {
+            opcode: opcode(),
+            lhs: x.clone(),
+            rhs: y.clone(),
+        });
     }
-    same_type(x, y, b.opcode())?;
+    if x.ty != y.ty {
+        return refuse(TypeError::Differ {
+            opcode: opcode(),
+            lhs: x.ty,
+            rhs: y.ty,
+        });
+    }
     let ok = match b {
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
             x.ty == ElementType::Pred || x.ty.is_integer()
@@ -82,7 +118,10 @@ pub(super) fn binary(b: BinaryOp, operands: &[&Shape]) -> Result<Shape, ShapeErr
         _ => x.ty != ElementType::Pred,
     };
     if !ok {
-        return invalid(format!("{} does not accept {}", b.opcode(), x.ty));
+        return refuse(TypeError::NotAccepted {
+            opcode: opcode(),
+            ty: x.ty,
+        });
     }
     let ty = match b {
         BinaryOp::Complex => x.ty.complex_of().expect("checked above"),
@@ -96,21 +135,17 @@ pub(super) fn compare(
     kind: Option<ComparisonType>,
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    let (x, y) = (array(operands, 0)?, array(operands, 1)?);
-    if x.dims != y.dims {
-        return invalid(format!("operand dimensions differ: {x} vs {y}"));
-    }
-    same_type(x, y, "compare")?;
+    let (x, y) = same_dims(COMPARE, operands)?;
+    same_type(x, y, COMPARE)?;
     // Complex values have no order; XLA CPU's evaluator aborts on an
     // ordered comparison of them ("unhandled direction"), found by the
     // fuzzer.
     if x.ty.is_complex() && !matches!(direction, ComparisonDirection::Eq | ComparisonDirection::Ne)
     {
-        return invalid(format!(
-            "compare of {} values can only be EQ or NE, got {}",
-            x.ty,
-            direction.name()
-        ));
+        return refuse(TypeError::UnorderedComplex {
+            ty: x.ty,
+            direction,
+        });
     }
     if let Some(k) = kind {
         check_comparison_type(k, x.ty)?;
@@ -125,13 +160,19 @@ pub(super) fn select(operands: &[&Shape]) -> Result<Shape, ShapeError> {
         array(operands, 2)?,
     );
     if p.ty != ElementType::Pred {
-        return invalid(format!("select predicate must be pred, got {}", p.ty));
+        return refuse(TypeError::Predicate(p.ty));
     }
     if !t.same_dims_and_type(f) {
-        return invalid(format!("select branches differ: {t} vs {f}"));
+        return refuse(ShapesError::SelectBranches {
+            on_true: t.clone(),
+            on_false: f.clone(),
+        });
     }
     if p.dims != t.dims && !p.dims.is_empty() {
-        return invalid(format!("select predicate {p} does not match branches {t}"));
+        return refuse(ShapesError::SelectPredicate {
+            predicate: p.clone(),
+            branches: t.clone(),
+        });
     }
     Ok(Shape::Array(ArrayShape::new(t.ty, t.dims.clone())))
 }
@@ -142,10 +183,14 @@ pub(super) fn clamp(operands: &[&Shape]) -> Result<Shape, ShapeError> {
         array(operands, 1)?,
         array(operands, 2)?,
     );
-    for (b, what) in [(lo, "min"), (hi, "max")] {
-        same_type(b, x, "clamp")?;
+    for (b, bound) in [(lo, "min"), (hi, "max")] {
+        same_type(b, x, CLAMP)?;
         if b.dims != x.dims && !b.dims.is_empty() {
-            return invalid(format!("clamp {what} {b} does not match operand {x}"));
+            return refuse(ShapesError::ClampBound {
+                bound,
+                shape: b.clone(),
+                operand: x.clone(),
+            });
         }
     }
     Ok(arr(x.ty, x.dims.clone()))
@@ -154,14 +199,17 @@ pub(super) fn clamp(operands: &[&Shape]) -> Result<Shape, ShapeError> {
 pub(super) fn convert(operands: &[&Shape], declared: Option<&Shape>) -> Result<Shape, ShapeError> {
     let (a, d) = operand_and_declared(operands, declared)?;
     if a.dims != d.dims {
-        return invalid(format!("convert changes dimensions: {a} to {d}"));
+        return refuse(ShapesError::Convert {
+            operand: a.clone(),
+            result: d.clone(),
+        });
     }
     // XLA has no conversion that drops an imaginary part: `real` says so.
     if a.ty.is_complex() && !d.ty.is_complex() {
-        return invalid(format!(
-            "convert from {} to {} would drop the imaginary part; use real or imag",
-            a.ty, d.ty
-        ));
+        return refuse(TypeError::DropsImaginary {
+            from: a.ty,
+            to: d.ty,
+        });
     }
     Ok(arr(d.ty, a.dims.clone()))
 }
@@ -173,20 +221,20 @@ pub(super) fn stochastic_convert(
     let (x, random) = (array(operands, 0)?, array(operands, 1)?);
     let d = declared_array(declared)?;
     if !x.ty.is_float() {
-        return invalid(format!("stochastic-convert converts floats, got {}", x.ty));
+        return refuse(TypeError::StochasticConvert(x.ty));
     }
     if !random.ty.is_unsigned_int() || random.ty.bit_width() != x.ty.bit_width() {
-        return invalid(format!(
-            "stochastic-convert of {} takes random bits as u{}, got {}",
-            x.ty,
-            x.ty.bit_width(),
-            random.ty
-        ));
+        return refuse(TypeError::RandomBits {
+            ty: x.ty,
+            bits: random.ty,
+        });
     }
     if random.dims != x.dims || d.dims != x.dims {
-        return invalid(format!(
-            "stochastic-convert of {x} needs random bits and a result of its dimensions, got {random} and {d}"
-        ));
+        return refuse(ShapesError::StochasticConvert {
+            operand: x.clone(),
+            random: random.clone(),
+            result: d.clone(),
+        });
     }
     Ok(arr(d.ty, x.dims.clone()))
 }
@@ -199,12 +247,13 @@ pub(super) fn reduce_precision(
 ) -> Result<Shape, ShapeError> {
     let x = array(operands, 0)?;
     if !x.ty.is_float() {
-        return invalid(format!("reduce-precision rounds floats, got {}", x.ty));
+        return refuse(TypeError::ReducePrecision(x.ty));
     }
     if exponent_bits < 1 || mantissa_bits < 0 {
-        return invalid(format!(
-            "reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0, got {exponent_bits} and {mantissa_bits}"
-        ));
+        return refuse(AttributeError::PrecisionBits {
+            exponent_bits,
+            mantissa_bits,
+        });
     }
     Ok(arr(x.ty, x.dims.clone()))
 }
@@ -225,30 +274,33 @@ pub(super) fn bitcast_convert(
         match a.dims.split_last() {
             Some((&last, rest)) if last as usize == wo / wi => rest.to_vec(),
             _ => {
-                return invalid(format!(
-                    "bitcast-convert from {a} to {} needs a last dimension of {}",
-                    d.ty,
-                    wo / wi
-                ))
+                return refuse(ShapesError::BitcastConvert {
+                    operand: a.clone(),
+                    to: d.ty,
+                    size: wo / wi,
+                })
             }
         }
     };
     if a.ty == ElementType::Pred || d.ty == ElementType::Pred {
-        return invalid("bitcast-convert does not accept pred");
+        return refuse(TypeError::NotAccepted {
+            opcode: BITCAST_CONVERT,
+            ty: ElementType::Pred,
+        });
     }
     if a.ty.is_complex() != d.ty.is_complex() {
-        return invalid(format!(
-            "bitcast-convert between complex and real types ({} to {})",
-            a.ty, d.ty
-        ));
+        return refuse(TypeError::BitcastComplexReal {
+            from: a.ty,
+            to: d.ty,
+        });
     }
     // XLA's inference allows c64 to c128 here, but XLA CPU's expander of
     // width-changing bitcasts aborts on a complex type ("unhandled type").
     if a.ty.is_complex() && wi != wo {
-        return invalid(format!(
-            "bitcast-convert between complex types of different widths ({} to {})",
-            a.ty, d.ty
-        ));
+        return refuse(TypeError::BitcastComplexWidths {
+            from: a.ty,
+            to: d.ty,
+        });
     }
     Ok(arr(d.ty, dims))
 }
@@ -268,10 +320,7 @@ pub(super) fn check_comparison_type(
         ComparisonType::Unsigned => ty == ElementType::Pred || ty.is_unsigned_int(),
     };
     if !ok {
-        return invalid(format!(
-            "comparison type {} does not apply to {ty}",
-            kind.name()
-        ));
+        return refuse(TypeError::Comparison { kind, ty });
     }
     Ok(())
 }

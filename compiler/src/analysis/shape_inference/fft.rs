@@ -1,7 +1,7 @@
 //! `fft`: complex-to-complex transforms keep their shape; the real ones
 //! halve the last dimension on the way to complex and restore it back.
 
-use super::{arr, array, invalid, ShapeError};
+use super::{arr, array, refuse, AttributeError, ShapeError, ShapesError, TypeError};
 use crate::ir::op::FftType;
 use crate::ir::shape::{ArrayShape, Shape};
 
@@ -11,17 +11,16 @@ pub(super) fn fft(
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
     let x = array(operands, 0)?;
-    let name = fft_type.name();
     let rank = fft_length.len();
     if !(1..=3).contains(&rank) {
-        return invalid(format!(
-            "fft transforms 1 to 3 dimensions, fft_length has {rank}"
-        ));
+        return refuse(AttributeError::FftLength(rank));
     }
     if x.rank() < rank {
-        return invalid(format!(
-            "{name} of {rank} dimensions needs an operand of rank {rank} or more, got {x}"
-        ));
+        return refuse(ShapesError::FftRank {
+            fft_type,
+            rank,
+            operand: x.clone(),
+        });
     }
     let inner = &x.dims[x.rank() - rank..];
     // The last transformed dimension of a real signal of length n holds
@@ -30,24 +29,22 @@ pub(super) fn fft(
     let halved = last / 2 + 1;
     match fft_type {
         FftType::Fft | FftType::Ifft => {
-            require(x.ty.is_complex(), || {
-                format!("{name} transforms complex values, got {}", x.ty)
-            })?;
+            complex(fft_type, x)?;
             // XLA's inference checks only the type and rank here, but its
             // CPU transform reads the operand by fft_length: c64[3,8] with
             // fft_length={5,0} aborts the process ("array sizes are not
             // conformable"). So the two must agree unless the operand holds
             // nothing to transform (XLA's own tests run those).
             if x.element_count() != 0 {
-                innermost_match(name, x, inner, fft_length)?;
+                innermost_match(fft_type, x, inner, fft_length)?;
             }
             Ok(Shape::Array(x.clone()))
         }
         FftType::Rfft => {
             let Some(ty) = x.ty.complex_of() else {
-                return invalid(format!("RFFT transforms f32 or f64, got {}", x.ty));
+                return refuse(TypeError::Rfft(x.ty));
             };
-            innermost_match(name, x, inner, fft_length)?;
+            innermost_match(fft_type, x, inner, fft_length)?;
             let mut dims = x.dims.clone();
             if last != 0 {
                 *dims.last_mut().expect("rank checked above") = halved;
@@ -55,15 +52,15 @@ pub(super) fn fft(
             Ok(arr(ty, dims))
         }
         FftType::Irfft => {
-            require(x.ty.is_complex(), || {
-                format!("IRFFT transforms complex values, got {}", x.ty)
-            })?;
-            innermost_match(name, x, &inner[..rank - 1], &fft_length[..rank - 1])?;
+            complex(fft_type, x)?;
+            innermost_match(fft_type, x, &inner[..rank - 1], &fft_length[..rank - 1])?;
             // A zero-sized last dimension stays zero-sized, as in XLA.
             if (last != 0 || inner[rank - 1] != 0) && inner[rank - 1] != halved {
-                return invalid(format!(
-                    "IRFFT of length {last} needs {halved} frequencies in the last dimension of {x}"
-                ));
+                return refuse(ShapesError::IrfftFrequencies {
+                    length: last,
+                    frequencies: halved,
+                    operand: x.clone(),
+                });
             }
             let mut dims = x.dims.clone();
             *dims.last_mut().expect("rank checked above") = last;
@@ -73,21 +70,28 @@ pub(super) fn fft(
     }
 }
 
-fn require(ok: bool, message: impl FnOnce() -> String) -> Result<(), ShapeError> {
-    if ok {
+/// The operand of a transform from complex values (FFT, IFFT, IRFFT).
+fn complex(fft_type: FftType, x: &ArrayShape) -> Result<(), ShapeError> {
+    if x.ty.is_complex() {
         Ok(())
     } else {
-        invalid(message())
+        refuse(TypeError::FftComplex { fft_type, ty: x.ty })
     }
 }
 
 fn innermost_match(
-    name: &str,
+    fft_type: FftType,
     x: &ArrayShape,
     inner: &[i64],
     fft_length: &[i64],
 ) -> Result<(), ShapeError> {
-    require(inner == fft_length, || {
-        format!("{name} with fft_length={fft_length:?} needs those innermost dimensions, got {x}")
-    })
+    if inner == fft_length {
+        Ok(())
+    } else {
+        refuse(ShapesError::FftLength {
+            fft_type,
+            fft_length: fft_length.to_vec(),
+            operand: x.clone(),
+        })
+    }
 }

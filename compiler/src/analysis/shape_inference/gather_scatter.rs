@@ -4,32 +4,48 @@
 //! slipped through used to abort inside the plugin.
 
 use super::reduction::{check_reducer, FloatTypes};
-use super::{array, check_dims_in_range, invalid, CalleeSignature, ShapeError};
-use crate::ir::op::{GatherDims, ScatterDims};
+use super::{
+    array, check_dims_in_range, refuse, AttributeError, CalleeError, CalleeSignature,
+    DimensionError, ShapeError, ShapesError, TypeError,
+};
+use crate::ir::op::{GatherDims, Opcode, ScatterDims};
 use crate::ir::shape::{ArrayShape, Shape};
 
 /// `dims` is sorted ascending, each in `0..bound` and named once.
-fn sorted_unique_in_range(dims: &[i64], bound: usize, what: &str) -> Result<(), ShapeError> {
+const GATHER: Opcode = Opcode::new("gather");
+const SCATTER: Opcode = Opcode::new("scatter");
+
+fn sorted_unique_in_range(
+    dims: &[i64],
+    bound: usize,
+    what: &'static str,
+) -> Result<(), ShapeError> {
     check_dims_in_range(dims, bound, what)?;
     if dims.windows(2).any(|w| w[0] > w[1]) {
-        return invalid(format!("{what} dims {dims:?} must be sorted ascending"));
+        return refuse(DimensionError::Unsorted {
+            what,
+            dims: dims.to_vec(),
+        });
     }
     Ok(())
 }
 
-fn disjoint(a: &[i64], b: &[i64], what: &str) -> Result<(), ShapeError> {
-    if let Some(d) = a.iter().find(|d| b.contains(d)) {
-        return invalid(format!("dimension {d} is in both {what}"));
+/// `lists` names the two lists, for the message.
+fn disjoint(a: &[i64], b: &[i64], lists: &'static str) -> Result<(), ShapeError> {
+    if let Some(&dimension) = a.iter().find(|d| b.contains(d)) {
+        return refuse(DimensionError::InBoth { dimension, lists });
     }
     Ok(())
 }
 
 /// The index vector's length and the batch dimensions of the indices.
-fn index_vector(idx: &ArrayShape, ivd: i64, what: &str) -> Result<(i64, Vec<i64>), ShapeError> {
+fn index_vector(idx: &ArrayShape, ivd: i64, opcode: Opcode) -> Result<(i64, Vec<i64>), ShapeError> {
     if ivd < 0 || ivd as usize > idx.rank() {
-        return invalid(format!(
-            "{what} index_vector_dim {ivd} out of range for indices {idx}"
-        ));
+        return refuse(DimensionError::IndexVector {
+            opcode,
+            dimension: ivd,
+            indices: idx.clone(),
+        });
     }
     let ivd = ivd as usize;
     let len = if ivd < idx.rank() { idx.dims[ivd] } else { 1 };
@@ -43,20 +59,22 @@ fn index_vector(idx: &ArrayShape, ivd: i64, what: &str) -> Result<(i64, Vec<i64>
 /// The map from index-vector entries to operand dimensions
 /// (`start_index_map`, `scatter_dims_to_operand_dims`): one entry per index,
 /// each an operand dimension that is named once and is not a batching one.
+/// `lists` names the map and the batching dims together, for the message.
 fn index_map(
     map: &[i64],
     batching: &[i64],
     rank: usize,
     index_len: i64,
-    (name, batching_name): (&str, &str),
+    (name, lists): (&'static str, &'static str),
 ) -> Result<(), ShapeError> {
     check_dims_in_range(map, rank, name.trim_end_matches("_dims"))?;
-    disjoint(map, batching, &format!("{name} and {batching_name}"))?;
+    disjoint(map, batching, lists)?;
     if map.len() as i64 != index_len {
-        return invalid(format!(
-            "{name} has {} entries but the index vector has {index_len}",
-            map.len()
-        ));
+        return refuse(AttributeError::IndexMap {
+            attribute: name,
+            entries: map.len(),
+            index_len,
+        });
     }
     Ok(())
 }
@@ -68,18 +86,21 @@ fn indices_batching(
     operand_side: &[i64],
     idx: &ArrayShape,
     ivd: i64,
-    what: &str,
+    what: &'static str,
 ) -> Result<(), ShapeError> {
     if dims.len() != operand_side.len() {
-        return invalid(format!(
-            "{what}: {} batching dims on the indices but {} on the operand",
-            dims.len(),
-            operand_side.len()
-        ));
+        return refuse(AttributeError::BatchingDims {
+            what,
+            indices: dims.len(),
+            operand: operand_side.len(),
+        });
     }
     check_dims_in_range(dims, idx.rank(), what)?;
     if dims.contains(&ivd) {
-        return invalid(format!("{what} includes index_vector_dim {ivd}"));
+        return refuse(DimensionError::BatchingIndexVector {
+            what,
+            dimension: ivd,
+        });
     }
     Ok(())
 }
@@ -91,7 +112,10 @@ pub(super) fn gather(
     slice_sizes: &[i64],
 ) -> Result<Shape, ShapeError> {
     if !idx.ty.is_integer() {
-        return invalid(format!("gather indices must be integers, got {}", idx.ty));
+        return refuse(TypeError::Indices {
+            opcode: GATHER,
+            ty: idx.ty,
+        });
     }
     if slice_sizes.len() != a.rank()
         || slice_sizes
@@ -99,9 +123,13 @@ pub(super) fn gather(
             .zip(&a.dims)
             .any(|(s, d)| *s < 0 || s > d)
     {
-        return invalid(format!("slice_sizes {slice_sizes:?} invalid for {a}"));
+        return refuse(AttributeError::SliceSizes {
+            attribute: "slice_sizes",
+            sizes: slice_sizes.to_vec(),
+            operand: a.clone(),
+        });
     }
-    let (index_len, batch) = index_vector(idx, dims.index_vector_dim, "gather")?;
+    let (index_len, batch) = index_vector(idx, dims.index_vector_dim, GATHER)?;
     sorted_unique_in_range(&dims.collapsed_slice_dims, a.rank(), "collapsed_slice")?;
     sorted_unique_in_range(&dims.operand_batching_dims, a.rank(), "operand_batching")?;
     disjoint(
@@ -114,7 +142,10 @@ pub(super) fn gather(
         &dims.operand_batching_dims,
         a.rank(),
         index_len,
-        ("start_index_map", "operand_batching_dims"),
+        (
+            "start_index_map",
+            "start_index_map and operand_batching_dims",
+        ),
     )?;
     indices_batching(
         &dims.start_indices_batching_dims,
@@ -129,10 +160,10 @@ pub(super) fn gather(
         .chain(&dims.operand_batching_dims)
     {
         if slice_sizes[d as usize] > 1 {
-            return invalid(format!(
-                "dimension {d} is collapsed or batching, so its slice size must be 0 or 1, got {}",
-                slice_sizes[d as usize]
-            ));
+            return refuse(AttributeError::CollapsedSliceSize {
+                dimension: d,
+                size: slice_sizes[d as usize],
+            });
         }
     }
     let skipped: Vec<i64> = dims
@@ -146,11 +177,10 @@ pub(super) fn gather(
         .map(|d| slice_sizes[d as usize])
         .collect();
     if offsets.len() != dims.offset_dims.len() {
-        return invalid(format!(
-            "gather has {} offset_dims but {} uncollapsed slice dimensions",
-            dims.offset_dims.len(),
-            offsets.len()
-        ));
+        return refuse(AttributeError::OffsetDims {
+            offset_dims: dims.offset_dims.len(),
+            slice_dims: offsets.len(),
+        });
     }
     let rank = batch.len() + offsets.len();
     sorted_unique_in_range(&dims.offset_dims, rank, "offset")?;
@@ -164,9 +194,9 @@ pub(super) fn gather(
             }
         })
         .collect::<Option<Vec<i64>>>()
-        .ok_or_else(|| {
-            ShapeError::Invalid("gather offset_dims inconsistent with indices".into())
-        })?;
+        // Each offset dimension is below the rank once (checked above), and
+        // there are as many as offsets: the rest of the rank is the batch.
+        .expect("offset_dims checked against the offsets and the rank");
     Ok(Shape::Array(ArrayShape::new(a.ty, out)))
 }
 
@@ -182,17 +212,23 @@ pub(super) fn scatter(
 ) -> Result<Shape, ShapeError> {
     let (a, upd) = (inputs[0], updates[0]);
     if !idx.ty.is_integer() {
-        return invalid(format!("scatter indices must be integers, got {}", idx.ty));
+        return refuse(TypeError::Indices {
+            opcode: SCATTER,
+            ty: idx.ty,
+        });
     }
     for (x, u) in inputs.iter().zip(updates) {
-        super::same_type(x, u, "scatter")?;
+        super::same_type(x, u, SCATTER)?;
         if x.dims != a.dims || u.dims != upd.dims {
-            return invalid(format!(
-                "scatter inputs and updates each share one shape: {x} and {u} beside {a} and {upd}"
-            ));
+            return refuse(ShapesError::Scatter {
+                input: (*x).clone(),
+                update: (*u).clone(),
+                first_input: a.clone(),
+                first_update: upd.clone(),
+            });
         }
     }
-    let (index_len, scatter_batch) = index_vector(idx, dims.index_vector_dim, "scatter")?;
+    let (index_len, scatter_batch) = index_vector(idx, dims.index_vector_dim, SCATTER)?;
     sorted_unique_in_range(&dims.update_window_dims, upd.rank(), "update_window")?;
     sorted_unique_in_range(&dims.inserted_window_dims, a.rank(), "inserted_window")?;
     sorted_unique_in_range(&dims.input_batching_dims, a.rank(), "input_batching")?;
@@ -205,17 +241,20 @@ pub(super) fn scatter(
         + dims.inserted_window_dims.len()
         + dims.input_batching_dims.len();
     if covered != a.rank() {
-        return invalid(format!(
-            "scatter window, inserted and batching dims cover {covered} dimensions of rank-{} operand",
-            a.rank()
-        ));
+        return refuse(AttributeError::ScatterCover {
+            covered,
+            rank: a.rank(),
+        });
     }
     index_map(
         &dims.scatter_dims_to_operand_dims,
         &dims.input_batching_dims,
         a.rank(),
         index_len,
-        ("scatter_dims_to_operand_dims", "input_batching_dims"),
+        (
+            "scatter_dims_to_operand_dims",
+            "scatter_dims_to_operand_dims and input_batching_dims",
+        ),
     )?;
     indices_batching(
         &dims.scatter_indices_batching_dims,
@@ -227,36 +266,38 @@ pub(super) fn scatter(
     // The updates are the scatter batch dimensions, in order, with the
     // window dimensions at `update_window_dims`.
     if upd.rank() != scatter_batch.len() + dims.update_window_dims.len() {
-        return invalid(format!(
-            "updates {upd} have rank {}, but {} scatter and {} window dimensions are needed",
-            upd.rank(),
-            scatter_batch.len(),
-            dims.update_window_dims.len()
-        ));
+        return refuse(ShapesError::UpdatesRank {
+            updates: upd.clone(),
+            scatter: scatter_batch.len(),
+            window: dims.update_window_dims.len(),
+        });
     }
     let window_operand_dims = (0..a.rank() as i64).filter(|d| {
         !dims.inserted_window_dims.contains(d) && !dims.input_batching_dims.contains(d)
     });
     for (&u, o) in dims.update_window_dims.iter().zip(window_operand_dims) {
         if upd.dims[u as usize] > a.dims[o as usize] {
-            return invalid(format!(
-                "update window dimension {u} ({}) is larger than operand dimension {o} ({})",
-                upd.dims[u as usize], a.dims[o as usize]
-            ));
+            return refuse(ShapesError::UpdateWindow {
+                update_dim: u,
+                update_size: upd.dims[u as usize],
+                operand_dim: o,
+                operand_size: a.dims[o as usize],
+            });
         }
     }
     let update_scatter_dims = (0..upd.rank() as i64)
         .filter(|d| !dims.update_window_dims.contains(d))
         .map(|d| upd.dims[d as usize]);
     if !update_scatter_dims.eq(scatter_batch.iter().copied()) {
-        return invalid(format!(
-            "the scatter dimensions of updates {upd} do not match indices {idx}"
-        ));
+        return refuse(ShapesError::ScatterIndices {
+            updates: upd.clone(),
+            indices: idx.clone(),
+        });
     }
     if check_reducer(to_apply, callee, inputs, FloatTypes::AnyWidth)? && inputs.len() == 1 {
-        return invalid(format!(
-            "scatter's reducer '{to_apply}' returns a one-element tuple; hlatc reads that only for reduce and reduce-window"
-        ));
+        return refuse(CalleeError::TupledScatterReducer {
+            callee: to_apply.to_string(),
+        });
     }
     Ok(super::one_or_tuple(
         inputs

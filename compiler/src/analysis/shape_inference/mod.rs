@@ -9,7 +9,9 @@
 //! of their own (`elementwise`, `data_movement`, `contraction`,
 //! `reduction`, `windowed`, `gather_scatter`, `scalar_callee`, `calls`,
 //! `control_flow`, `collective`, `random`, `token`, `dynamic_dims`, ...),
-//! beside the helpers they share here.
+//! beside the helpers they share here. What a rule refuses is a typed
+//! [`ShapeError`] (`error`): which kind of contract broke, and the data it
+//! was checked on.
 
 mod batch_norm;
 mod calls;
@@ -19,6 +21,7 @@ mod control_flow;
 mod data_movement;
 mod dynamic_dims;
 mod elementwise;
+mod error;
 mod fft;
 mod gather_scatter;
 mod random;
@@ -27,37 +30,25 @@ mod scalar_callee;
 mod token;
 mod windowed;
 
-use crate::ir::collective::ReplicaGroupsError;
 use crate::ir::computation_id::ComputationId;
 use crate::ir::literal::LiteralTree;
 use crate::ir::op::description::Arity;
-use crate::ir::op::Op;
+use crate::ir::op::{Op, Opcode};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
 
-#[derive(Debug, thiserror::Error, Clone, PartialEq)]
-pub enum ShapeError {
-    #[error("expects {expected} operand(s), got {got}")]
-    OperandCount { expected: String, got: usize },
-    #[error("operand {index} must be an array, got {shape}")]
-    TupleOperand { index: usize, shape: String },
-    /// A collective's groups are malformed. Boxed: every shape rule's
-    /// result should not be the size of its largest error.
-    #[error(transparent)]
-    ReplicaGroups(Box<ReplicaGroupsError>),
-    #[error("needs an explicit result shape")]
-    NeedsResultShape,
-    /// Only a module built in code can call an id it does not hold: the
-    /// readers resolve every name they read.
-    #[error("calls unknown computation {}", .0.describe())]
-    UnknownComputation(ComputationId),
-    #[error("{0}")]
-    Invalid(String),
-}
+pub use error::{
+    AttributeError, CalleeError, DeclaredError, DimensionError, OperandError, ShapeError,
+    ShapesError, SplitError, TypeError,
+};
 
 pub use crate::ir::computation::CalleeSignature;
 
-fn invalid<T>(msg: impl Into<String>) -> Result<T, ShapeError> {
-    Err(ShapeError::Invalid(msg.into()))
+const CALL: Opcode = Opcode::new("call");
+const ALL_GATHER: Opcode = Opcode::new("all-gather");
+
+/// Refuses with `e`, whichever kind of [`ShapeError`] it is.
+fn refuse<T>(e: impl Into<ShapeError>) -> Result<T, ShapeError> {
+    Err(e.into())
 }
 
 /// An unbounded dimension (`f32[?]`, what StableHLO's `tensor<?xf32>`
@@ -75,11 +66,14 @@ fn passes_unbounded_through(
     ) {
         return Ok(());
     }
-    match operands.iter().copied().chain(declared).find(|s| s.has_unbounded()) {
+    match operands
+        .iter()
+        .copied()
+        .chain(declared)
+        .find(|s| s.has_unbounded())
+    {
         None => Ok(()),
-        Some(s) => invalid(format!(
-            "{s} has an unbounded dimension (?), which hlatc reads on parameters, custom calls, tuples and get-tuple-element only: no other op has a shape rule over one"
-        )),
+        Some(s) => Err(ShapeError::Unbounded(Box::new(s.clone()))),
     }
 }
 
@@ -105,7 +99,7 @@ fn array<'a>(operands: &[&'a Shape], index: usize) -> Result<&'a ArrayShape, Sha
 fn declared_array(declared: Option<&Shape>) -> Result<&ArrayShape, ShapeError> {
     match declared {
         Some(Shape::Array(a)) => Ok(a),
-        Some(t) => invalid(format!("result must be an array, declared {t}")),
+        Some(t) => refuse(DeclaredError::NotArray(t.clone())),
         None => Err(ShapeError::NeedsResultShape),
     }
 }
@@ -119,25 +113,31 @@ fn operand_and_declared<'a>(
     Ok((array(operands, 0)?, declared_array(declared)?))
 }
 
-fn check_dims_in_range(dims: &[i64], rank: usize, what: &str) -> Result<(), ShapeError> {
+/// `what` names the list of dimensions (`broadcast`, `lhs`, ...).
+fn check_dims_in_range(dims: &[i64], rank: usize, what: &'static str) -> Result<(), ShapeError> {
     let mut seen = vec![false; rank];
-    for &d in dims {
-        if d < 0 || d as usize >= rank {
-            return invalid(format!("{what} dimension {d} out of range for rank {rank}"));
+    for &dimension in dims {
+        if dimension < 0 || dimension as usize >= rank {
+            return refuse(DimensionError::OutOfRange {
+                what,
+                dimension,
+                rank,
+            });
         }
-        if std::mem::replace(&mut seen[d as usize], true) {
-            return invalid(format!("{what} dimension {d} repeated"));
+        if std::mem::replace(&mut seen[dimension as usize], true) {
+            return refuse(DimensionError::Repeated { what, dimension });
         }
     }
     Ok(())
 }
 
-fn same_type(a: &ArrayShape, b: &ArrayShape, what: &str) -> Result<(), ShapeError> {
+fn same_type(a: &ArrayShape, b: &ArrayShape, opcode: Opcode) -> Result<(), ShapeError> {
     if a.ty != b.ty {
-        return invalid(format!(
-            "{what}: element types differ ({} vs {})",
-            a.ty, b.ty
-        ));
+        return refuse(TypeError::Differ {
+            opcode,
+            lhs: a.ty,
+            rhs: b.ty,
+        });
     }
     Ok(())
 }
@@ -163,7 +163,7 @@ pub fn infer_shape<'c>(
     match op {
         Op::Parameter(n) => {
             if *n < 0 {
-                return invalid(format!("parameter number {n} is negative"));
+                return refuse(AttributeError::NegativeParameter(*n));
             }
             declared.cloned().ok_or(ShapeError::NeedsResultShape)
         }
@@ -242,7 +242,7 @@ pub fn infer_shape<'c>(
         )),
         Op::OptBarrier | Op::Domain { .. } => calls::opt_barrier(operands),
         Op::GetTupleElement { index } => calls::get_tuple_element(*index, operands),
-        Op::Call { to_apply, .. } => control_flow::call("call", get_callee(*to_apply)?, operands),
+        Op::Call { to_apply, .. } => control_flow::call(CALL, get_callee(*to_apply)?, operands),
         Op::Fusion {
             calls, aliasing, ..
         } => calls::fusion(get_callee(*calls)?, aliasing, operands),
@@ -267,14 +267,7 @@ pub fn infer_shape<'c>(
         Op::AllGather {
             collective,
             dimension,
-        } => collective::resized(
-            "all-gather",
-            collective,
-            *dimension,
-            true,
-            operands,
-            declared,
-        ),
+        } => collective::resized(ALL_GATHER, collective, *dimension, true, operands, declared),
         Op::ReduceScatter {
             collective,
             dimension,
@@ -326,14 +319,7 @@ pub fn infer_shape<'c>(
             collective,
             dimension,
         } => collective::started(operands, declared, |results| {
-            collective::resized(
-                "all-gather",
-                collective,
-                *dimension,
-                true,
-                operands,
-                results,
-            )
+            collective::resized(ALL_GATHER, collective, *dimension, true, operands, results)
         }),
         Op::CollectivePermuteStart {
             pairs, slice_sizes, ..
@@ -410,15 +396,14 @@ fn check_signature_as(
         && sig.params.iter().zip(params).all(|(a, b)| same(a, b))
         && same(&sig.result, result);
     if !ok {
-        let required = CalleeSignature {
-            params: params.to_vec(),
-            result: result.clone(),
-        };
-        return invalid(format!(
-            "'{name}' has signature {} but {} is required",
-            sig.text(),
-            required.text()
-        ));
+        return refuse(CalleeError::Signature {
+            callee: name.to_string(),
+            found: sig.clone(),
+            required: CalleeSignature {
+                params: params.to_vec(),
+                result: result.clone(),
+            },
+        });
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! Random numbers: `rng`, `rng-bit-generator` and `rng-get-and-update-state`.
 
-use super::{array, declared_array, invalid, ShapeError};
+use super::{array, declared_array, refuse, DeclaredError, OperandError, ShapeError, TypeError};
 use crate::ir::op::{RngAlgorithm, RngDistribution};
 use crate::ir::shape::{ElementType, Shape};
 
@@ -17,17 +17,21 @@ pub(super) fn rng(
     let (a, b) = (array(operands, 0)?, array(operands, 1)?);
     let d = declared_array(declared)?;
     if a.rank() != 0 || b.rank() != 0 || a.ty != d.ty || b.ty != d.ty {
-        return invalid(format!(
-            "rng parameters must be two {} scalars, got {a} and {b}",
-            d.ty
-        ));
+        return refuse(OperandError::RngParameters {
+            ty: d.ty,
+            a: a.clone(),
+            b: b.clone(),
+        });
     }
     let ok = match distribution {
         RngDistribution::Uniform => d.ty.is_float() || d.ty.is_integer(),
         RngDistribution::Normal => d.ty.is_float(),
     };
     if !ok {
-        return invalid(format!("{} cannot produce {}", distribution.name(), d.ty));
+        return refuse(TypeError::Rng {
+            distribution,
+            ty: d.ty,
+        });
     }
     Ok(Shape::Array(d.clone()))
 }
@@ -50,36 +54,27 @@ pub(super) fn rng_bit_generator(
             _ => state.dims == [2],
         };
     if !ok {
-        return invalid(format!(
-            "rng-bit-generator state for {} must be u64[2]{}, got {state}",
-            algorithm.name(),
-            if algorithm != RngAlgorithm::ThreeFry {
-                " or u64[3]"
-            } else {
-                ""
-            }
-        ));
+        return refuse(OperandError::RngState {
+            algorithm,
+            state: state.clone(),
+        });
     }
     match declared {
         Some(Shape::Tuple(elems)) if elems.len() == 2 => {
             if !elems[0].compatible(operands[0]) {
-                return invalid(format!(
-                    "rng-bit-generator state result {} must match {state}",
-                    elems[0]
-                ));
+                return refuse(DeclaredError::RngState {
+                    result: elems[0].clone(),
+                    state: state.clone(),
+                });
             }
             match &elems[1] {
                 Shape::Array(o) if matches!(o.ty, ElementType::U32 | ElementType::U64) => {
                     Ok(Shape::Tuple(elems.clone()))
                 }
-                o => invalid(format!(
-                    "rng-bit-generator output must be a u32 or u64 array, got {o}"
-                )),
+                o => refuse(DeclaredError::RngOutput(o.clone())),
             }
         }
-        Some(s) => invalid(format!(
-            "rng-bit-generator result must be (state, bits), got {s}"
-        )),
+        Some(s) => refuse(DeclaredError::RngBitGenerator(s.clone())),
         None => Err(ShapeError::NeedsResultShape),
     }
 }

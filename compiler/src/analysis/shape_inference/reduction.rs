@@ -3,9 +3,10 @@
 //! collectives).
 
 use super::{
-    arr, array, check_dims_in_range, check_signature, check_signature_as, invalid, one_or_tuple,
-    windowed, CalleeSignature, ShapeError,
+    arr, array, check_dims_in_range, check_signature, check_signature_as, one_or_tuple, refuse,
+    windowed, CalleeSignature, OperandError, ShapeError, ShapesError,
 };
+use crate::ir::op::Opcode;
 use crate::ir::shape::{ArrayShape, Shape};
 use crate::ir::window::Window;
 
@@ -14,7 +15,7 @@ pub(super) fn reduce(
     (to_apply, callee): (&str, CalleeSignature),
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    let inputs = inputs_and_inits("reduce", operands)?;
+    let inputs = inputs_and_inits(const { Opcode::new("reduce") }, operands)?;
     check_dims_in_range(dimensions, inputs[0].rank(), "reduce")?;
     let tupled = check_reducer(to_apply, &callee, &inputs, FloatTypes::Exact)?;
     let results = inputs.iter().map(|x| {
@@ -32,7 +33,7 @@ pub(super) fn reduce_window(
     (to_apply, callee): (&str, CalleeSignature),
     operands: &[&Shape],
 ) -> Result<Shape, ShapeError> {
-    let inputs = inputs_and_inits("reduce-window", operands)?;
+    let inputs = inputs_and_inits(const { Opcode::new("reduce-window") }, operands)?;
     let tupled = check_reducer(to_apply, &callee, &inputs, FloatTypes::Exact)?;
     match windowed::reduce_window(window, &inputs)? {
         Shape::Array(a) => Ok(reduced(vec![Shape::Array(a)], tupled)),
@@ -59,15 +60,17 @@ pub(super) fn select_and_scatter(
     // CPU's select-and-scatter expander aborts on one ("parameter number 1
     // already allocated"), found by the fuzzer.
     if x.rank() == 0 {
-        return invalid(format!(
-            "select-and-scatter needs an operand of rank 1 or more, got {x}"
-        ));
+        return refuse(ShapesError::Scalar {
+            opcode: const { Opcode::new("select-and-scatter") },
+            operand: x.clone(),
+        });
     }
     let scalar = Shape::scalar(x.ty);
     if init.rank() != 0 || init.ty != x.ty {
-        return invalid(format!(
-            "select-and-scatter's init value must be {scalar}, got {init}"
-        ));
+        return refuse(OperandError::SelectAndScatterInit {
+            expected: scalar,
+            init: init.clone(),
+        });
     }
     let windows = windowed::reduce_window(window, &[x])?;
     let expected = Shape::array(
@@ -78,9 +81,10 @@ pub(super) fn select_and_scatter(
             .unwrap_or_default(),
     );
     if !Shape::Array(source.clone()).compatible(&expected) {
-        return invalid(format!(
-            "select-and-scatter's source must have one value per window, {expected}, got {source}"
-        ));
+        return refuse(ShapesError::SelectAndScatterSource {
+            expected,
+            source_operand: source.clone(),
+        });
     }
     check_signature(
         select,
@@ -100,7 +104,7 @@ pub(super) fn select_and_scatter(
 /// A reduction's operands: inputs of one shape, then a scalar init of each
 /// input's type. Returns the inputs.
 pub(super) fn inputs_and_inits<'a>(
-    opcode: &str,
+    opcode: Opcode,
     operands: &[&'a Shape],
 ) -> Result<Vec<&'a ArrayShape>, ShapeError> {
     if operands.is_empty() || !operands.len().is_multiple_of(2) {
@@ -115,12 +119,19 @@ pub(super) fn inputs_and_inits<'a>(
     for i in 0..n {
         let (x, init) = (array(operands, i)?, array(operands, n + i)?);
         if x.dims != first.dims {
-            return invalid(format!(
-                "{opcode} inputs differ in dimensions: {x} vs {first}"
-            ));
+            return refuse(ShapesError::Differ {
+                opcode,
+                what: "inputs",
+                lhs: x.clone(),
+                rhs: first.clone(),
+            });
         }
         if init.rank() != 0 || init.ty != x.ty {
-            return invalid(format!("{opcode} init {init} must be a {} scalar", x.ty));
+            return refuse(OperandError::Init {
+                opcode,
+                init: init.clone(),
+                ty: x.ty,
+            });
         }
         inputs.push(x);
     }

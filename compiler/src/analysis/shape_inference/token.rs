@@ -3,22 +3,28 @@
 //! check that tokens go where tokens belong and build the tuples XLA gives
 //! the transfers: `(data, u32[] context, token[])` while one is in flight.
 
-use super::{invalid, ShapeError};
+use super::{refuse, AttributeError, DeclaredError, OperandError, ShapeError};
 use crate::ir::op::{Transfer, TransferStep};
 use crate::ir::shape::{ElementType, Shape};
 
-fn token(operands: &[&Shape], index: usize, what: &str) -> Result<(), ShapeError> {
+fn token(operands: &[&Shape], index: usize, what: &'static str) -> Result<(), ShapeError> {
     if operands[index].is_token() {
         Ok(())
     } else {
-        invalid(format!("{what} must be a token, got {}", operands[index]))
+        refuse(OperandError::NotToken {
+            what,
+            shape: operands[index].clone(),
+        })
     }
 }
 
 /// Data that goes through a transfer or a feed: anything but a token.
-fn data<'a>(s: &'a Shape, what: &str) -> Result<&'a Shape, ShapeError> {
+fn data<'a>(s: &'a Shape, what: &'static str) -> Result<&'a Shape, ShapeError> {
     if s.any_leaf(&Shape::is_token) {
-        return invalid(format!("{what} cannot hold a token, got {s}"));
+        return refuse(OperandError::HoldsToken {
+            what,
+            shape: s.clone(),
+        });
     }
     Ok(s)
 }
@@ -29,16 +35,17 @@ fn in_flight(data: Shape) -> Shape {
 }
 
 /// The data of an in-flight transfer's value, which a `-done` takes.
-fn in_flight_data<'a>(s: &'a Shape, opcode: &str) -> Result<&'a Shape, ShapeError> {
+fn in_flight_data<'a>(s: &'a Shape, what: &'static str) -> Result<&'a Shape, ShapeError> {
     match s {
         Shape::Tuple(e)
             if e.len() == 3 && e[1].is_scalar_of(ElementType::U32) && e[2].is_token() =>
         {
             Ok(&e[0])
         }
-        _ => invalid(format!(
-            "{opcode} takes a transfer in flight, (data, u32[], token[]), got {s}"
-        )),
+        _ => refuse(OperandError::NotInFlight {
+            what,
+            shape: s.clone(),
+        }),
     }
 }
 
@@ -89,7 +96,7 @@ pub(super) fn infeed(operands: &[&Shape], declared: Option<&Shape>) -> Result<Sh
             data(&e[0], "infeed data")?;
             Ok(Shape::Tuple(e.clone()))
         }
-        Some(s) => invalid(format!("infeed's result must be (data, token[]), got {s}")),
+        Some(s) => refuse(DeclaredError::Infeed(s.clone())),
         None => Err(ShapeError::NeedsResultShape),
     }
 }
@@ -102,9 +109,10 @@ pub(super) fn outfeed(
     let sent = data(operands[0], "outfeed data")?;
     if let Some(s) = outfeed_shape {
         if !s.compatible(sent) {
-            return invalid(format!(
-                "outfeed_shape {s} is not the shape of the data sent, {sent}"
-            ));
+            return refuse(AttributeError::OutfeedShape {
+                outfeed_shape: s.clone(),
+                sent: sent.clone(),
+            });
         }
     }
     Ok(Shape::Token)
@@ -151,19 +159,37 @@ mod tests {
     fn tokens_are_checked_where_they_go() {
         let f = Shape::array(ElementType::F32, [16]);
         let t = Shape::Token;
+        let operand = |e: ShapeError| match e {
+            ShapeError::Operand(o) => *o,
+            other => panic!("not an operand's form: {other}"),
+        };
         assert_eq!(infer(Op::AfterAll, &[&t, &f], None), Ok(Shape::Token));
         let e = infer(step(TransferStep::Send), &[&f, &f], None).unwrap_err();
         assert_eq!(
             e.to_string(),
             "send's operand 1 must be a token, got f32[16]{0}"
         );
+        assert_eq!(
+            operand(e),
+            OperandError::NotToken {
+                what: "send's operand 1",
+                shape: f.clone()
+            }
+        );
         let e = infer(step(TransferStep::Send), &[&t, &t], None).unwrap_err();
-        assert_eq!(e.to_string(), "sent data cannot hold a token, got token[]");
+        assert!(
+            matches!(operand(e), OperandError::HoldsToken { what: "sent data", shape } if shape == t)
+        );
         let e = infer(step(TransferStep::SendDone), &[&f], None).unwrap_err();
         assert!(
-            e.to_string()
-                .starts_with("send-done takes a transfer in flight"),
-            "{e}"
+            matches!(
+                operand(e),
+                OperandError::NotInFlight {
+                    what: "send-done",
+                    ..
+                }
+            ),
+            "a send-done of an array"
         );
         let e = infer(step(TransferStep::Recv), &[&t], None).unwrap_err();
         assert_eq!(e, ShapeError::NeedsResultShape);
@@ -173,20 +199,23 @@ mod tests {
             shape,
         };
         assert_eq!(infer(outfeed(None), &[&f, &t], None), Ok(Shape::Token));
-        let wrong = Some(Box::new(Shape::array(ElementType::F32, [8])));
-        let e = infer(outfeed(wrong), &[&f, &t], None).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "outfeed_shape f32[8]{0} is not the shape of the data sent, f32[16]{0}"
+        let wrong = Shape::array(ElementType::F32, [8]);
+        let e = infer(outfeed(Some(Box::new(wrong.clone()))), &[&f, &t], None).unwrap_err();
+        assert!(
+            matches!(&e, ShapeError::Attribute(a) if **a == AttributeError::OutfeedShape {
+                outfeed_shape: wrong.clone(),
+                sent: f.clone(),
+            }),
+            "{e}"
         );
         let infeed = Op::Infeed {
             config: String::new(),
         };
         assert_eq!(infer(infeed.clone(), &[&t], Some(&pair)), Ok(pair.clone()));
         let e = infer(infeed, &[&t], Some(&f)).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "infeed's result must be (data, token[]), got f32[16]{0}"
+        assert!(
+            matches!(&e, ShapeError::Declared(d) if **d == DeclaredError::Infeed(f.clone())),
+            "{e}"
         );
     }
 }

@@ -2,24 +2,24 @@
 //! `reduce-window`.
 
 use super::contraction::contraction_operands;
-use super::{invalid, one_or_tuple, ShapeError};
-use crate::ir::op::Precision;
+use super::{
+    one_or_tuple, refuse, AttributeError, DimensionError, ShapeError, ShapesError, SplitError,
+};
+use crate::ir::op::{Opcode, Precision};
 use crate::ir::shape::{ArrayShape, Shape};
 use crate::ir::window::{ConvDims, Window};
 
 /// Each dimension number in range and used once, for one operand.
-fn check_roles(what: &str, dims: &[i64], a: &ArrayShape) -> Result<(), ShapeError> {
+fn check_roles(what: &'static str, dims: &[i64], a: &ArrayShape) -> Result<(), ShapeError> {
     if dims.len() != a.rank() {
-        return invalid(format!(
-            "convolution {what} labels name {} dimensions, {a} has {}",
-            dims.len(),
-            a.rank()
-        ));
+        return refuse(AttributeError::ConvolutionLabels {
+            what,
+            labels: dims.len(),
+            operand: a.clone(),
+        });
     }
     match crate::ir::window::misplaced_dimension(dims.iter().copied(), a.rank()) {
-        Some(d) => invalid(format!(
-            "convolution {what} dimension {d} is out of range or named twice"
-        )),
+        Some(dimension) => refuse(DimensionError::ConvolutionLabel { what, dimension }),
         None => Ok(()),
     }
 }
@@ -32,14 +32,19 @@ pub(super) fn convolution(
     operands: &[&Shape],
     declared: Option<&Shape>,
 ) -> Result<Shape, ShapeError> {
-    let (lhs, rhs, ty) = contraction_operands("convolution", precision, operands, declared)?;
+    let (lhs, rhs, ty) = contraction_operands(
+        const { Opcode::new("convolution") },
+        precision,
+        operands,
+        declared,
+    )?;
     let spatial = dims.input_spatial.len();
     if dims.kernel_spatial.len() != spatial || dims.output_spatial.len() != spatial {
-        return invalid(format!(
-            "convolution dimension numbers give input, kernel and output {spatial}, {} and {} spatial dimensions",
-            dims.kernel_spatial.len(),
-            dims.output_spatial.len()
-        ));
+        return refuse(AttributeError::SpatialCounts {
+            input: spatial,
+            kernel: dims.kernel_spatial.len(),
+            output: dims.output_spatial.len(),
+        });
     }
     let roles = |a: i64, b: i64, s: &[i64]| [&[a, b][..], s].concat();
     check_roles(
@@ -57,15 +62,16 @@ pub(super) fn convolution(
         rhs,
     )?;
     if window.dims.len() != spatial {
-        return invalid(format!(
-            "convolution window has {} dimensions, the labels {spatial} spatial ones",
-            window.dims.len()
-        ));
+        return refuse(AttributeError::ConvolutionWindow {
+            window: window.dims.len(),
+            spatial,
+        });
     }
     if feature_groups < 1 || batch_groups < 1 {
-        return invalid(format!(
-            "feature_group_count {feature_groups} and batch_group_count {batch_groups} must be positive"
-        ));
+        return refuse(AttributeError::GroupCounts {
+            feature_groups,
+            batch_groups,
+        });
     }
     let at = |a: &ArrayShape, d: i64| a.dims[d as usize];
     let batch = at(lhs, dims.input_batch);
@@ -73,33 +79,36 @@ pub(super) fn convolution(
     let kernel_in = at(rhs, dims.kernel_input_feature);
     let kernel_out = at(rhs, dims.kernel_output_feature);
     if in_features % feature_groups != 0 || in_features / feature_groups != kernel_in {
-        return invalid(format!(
-            "convolution input has {in_features} features in {feature_groups} groups, the kernel takes {kernel_in} per group"
-        ));
+        return refuse(SplitError::InputFeatures {
+            features: in_features,
+            groups: feature_groups,
+            kernel: kernel_in,
+        });
     }
     if kernel_out % feature_groups != 0 {
-        return invalid(format!(
-            "kernel's {kernel_out} output features do not split into {feature_groups} feature groups"
-        ));
+        return refuse(SplitError::KernelFeatures {
+            features: kernel_out,
+            groups: feature_groups,
+        });
     }
     if batch % batch_groups != 0 || kernel_out % batch_groups != 0 {
-        return invalid(format!(
-            "batch {batch} and kernel's {kernel_out} output features must both split into {batch_groups} batch groups"
-        ));
+        return refuse(SplitError::BatchGroups {
+            batch,
+            features: kernel_out,
+            groups: batch_groups,
+        });
     }
     let mut spatial_out = Vec::with_capacity(spatial);
     for (i, w) in window.dims.iter().enumerate() {
         let k = at(rhs, dims.kernel_spatial[i]);
         if w.size != k {
-            return invalid(format!(
-                "convolution window size {} in spatial dimension {i}, the kernel has {k}",
-                w.size
-            ));
+            return refuse(ShapesError::ConvolutionWindow {
+                size: w.size,
+                dimension: i,
+                kernel: k,
+            });
         }
-        spatial_out.push(
-            w.output_size(at(lhs, dims.input_spatial[i]))
-                .or_else(|e| invalid(e.to_string()))?,
-        );
+        spatial_out.push(w.output_size(at(lhs, dims.input_spatial[i]))?);
     }
     let mut out = vec![0; spatial + 2];
     let output_roles = roles(dims.output_batch, dims.output_feature, &dims.output_spatial);
@@ -107,7 +116,7 @@ pub(super) fn convolution(
     for (&d, v) in output_roles.iter().zip(values) {
         match usize::try_from(d).ok().and_then(|d| out.get_mut(d)) {
             Some(slot) => *slot = v,
-            None => return invalid(format!("convolution output dimension {d} is out of range")),
+            None => return refuse(DimensionError::ConvolutionOutput { dimension: d }),
         }
     }
     let placeholder = ArrayShape::new(ty, out.clone());
@@ -118,15 +127,12 @@ pub(super) fn convolution(
 pub(super) fn reduce_window(window: &Window, inputs: &[&ArrayShape]) -> Result<Shape, ShapeError> {
     let first = inputs[0];
     if window.dims.len() != first.rank() {
-        return invalid(format!(
-            "reduce-window window has {} dimensions, its input {first} {}",
-            window.dims.len(),
-            first.rank()
-        ));
+        return refuse(AttributeError::ReduceWindow {
+            window: window.dims.len(),
+            input: first.clone(),
+        });
     }
-    let out = window
-        .output_dims(&first.dims)
-        .or_else(|e| invalid(e.to_string()))?;
+    let out = window.output_dims(&first.dims)?;
     Ok(one_or_tuple(
         inputs
             .iter()
