@@ -178,6 +178,23 @@ fn stack_frame_tables_are_read_kept_and_resolved() {
     assert_eq!(back, m, "the proto carries the tables and the metadata");
 }
 
+/// Comments and blank lines before the header (a golden test's `// RUN:`
+/// line) leave the tables readable, and where they are.
+#[test]
+fn stack_frame_tables_after_leading_comments_are_read() {
+    let commented = format!("// RUN: verify\n// frames\n\n{WITH_FRAMES}");
+    let m = text::parse_module(&commented).unwrap();
+    assert_eq!(
+        m.stack_frames,
+        text::parse_module(WITH_FRAMES).unwrap().stack_frames
+    );
+    let bad = commented.replace("2 \"loss\"", "2 loss");
+    let e = text::parse_module(&bad).unwrap_err();
+    assert_eq!((e.line, e.column), (11, 3), "{}", e.message);
+    let at = text::instruction_positions(&commented).unwrap();
+    assert_eq!(at.instruction("e", "n").map(|p| p.line), Some(23));
+}
+
 #[test]
 fn bad_stack_frame_tables_are_refused_where_they_are_wrong() {
     let cases = [

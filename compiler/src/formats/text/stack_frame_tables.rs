@@ -21,8 +21,17 @@ pub(super) fn take_tables(text: &str) -> Result<(Cow<'_, str>, StackFrameIndex),
     let mut index = StackFrameIndex::default();
     let mut consumed = vec![false; lines.len()];
     let mut section: Option<Section> = None;
-    // The header is the first line; the tables come before any computation.
-    for (i, raw) in lines.iter().enumerate().skip(1) {
+    // The tables follow the header (the first line that is neither blank
+    // nor a comment: a golden test's `// RUN:` line may precede it) and
+    // come before any computation.
+    let header = lines
+        .iter()
+        .position(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with("//")
+        })
+        .unwrap_or(0);
+    for (i, raw) in lines.iter().enumerate().skip(header + 1) {
         let line = raw.trim_end_matches('\r');
         let trimmed = line.trim();
         if trimmed.is_empty() {
