@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Which member of the Llama family: they share the graph and differ in
-/// what `config.json` may ask of it.
+/// what `config.json` may ask of it ([`ModelType::family`] says how).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelType {
@@ -19,12 +19,9 @@ pub enum ModelType {
 }
 
 impl ModelType {
+    /// Its `model_type` in `config.json`.
     pub fn name(self) -> &'static str {
-        match self {
-            ModelType::Llama => "llama",
-            ModelType::Mistral => "mistral",
-            ModelType::Qwen2 => "qwen2",
-        }
+        self.family().name
     }
 }
 

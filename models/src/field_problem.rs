@@ -35,7 +35,7 @@ pub enum FieldProblem {
     },
     #[error("is not a key hlatc knows; it may change the model, so the config is refused rather than half-read")]
     UnknownKey,
-    #[error("'{0}' is not supported (hlatc builds llama, mistral and qwen2)")]
+    #[error("'{0}' is not supported (hlatc builds {families})", families = crate::family::names())]
     ModelType(String),
     #[error("is missing; it says which architecture the config describes")]
     NoModelType,

@@ -5,11 +5,13 @@
 //! the file and the key. Both layouts are read: `transformers` 4 (top-level
 //! `rope_theta` and `rope_scaling`) and 5 (`rope_parameters`).
 
-use crate::config::{ConfigError, ModelConfig, ModelType, RopeScaling};
+use crate::config::{ConfigError, ModelConfig, RopeScaling};
+use crate::family::{Family, Window, FAMILIES};
 use crate::field_problem::FieldProblem;
 use serde_json::{Map, Value};
 
-/// Keys that do not change the training step, and why.
+/// Keys that do not change the training step, and why (a family's own
+/// are its [`Family::irrelevant`]).
 const IRRELEVANT: &[(&str, &str)] = &[
     (
         "architectures",
@@ -48,10 +50,6 @@ const IRRELEVANT: &[(&str, &str)] = &[
         "what inference returns, not what it computes",
     ),
     ("tokenizer_class", "the tokenizer, not the model"),
-    (
-        "max_window_layers",
-        "Qwen2: which layers slide when use_sliding_window is on (checked off)",
-    ),
 ];
 
 /// Typed access to the object's keys; each key read is marked used.
@@ -264,7 +262,7 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
         source,
         used: Vec::new(),
     };
-    let model_type = architecture(&mut k)?;
+    let family = architecture(&mut k)?;
     k.only("hidden_act", &Value::from("silu"), "the MLP's activation")?;
     k.only(
         "attention_dropout",
@@ -279,12 +277,13 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
     let heads = k.required("num_attention_heads")?;
     let hidden = k.required("hidden_size")?;
     let head_dim = head_dim(&mut k, heads, hidden)?;
-    let defaults = ModelConfig::llama_defaults();
+    let defaults = family.defaults();
     let (rope_theta, rope_scaling) = rope(&mut k, defaults.rope_theta)?;
     let attention_bias = k.bool("attention_bias")?.unwrap_or(false);
-    let sliding_window = sliding_window(&mut k, model_type)?;
+    let sliding_window = sliding_window(&mut k, family.window)?;
+    let (qkv_bias, o_proj_bias) = family.attention_bias.biases(attention_bias);
     let cfg = ModelConfig {
-        model_type,
+        model_type: family.model_type,
         vocab_size: k.required("vocab_size")?,
         hidden_size: hidden,
         intermediate_size: k.required("intermediate_size")?,
@@ -299,8 +298,8 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
         max_position_embeddings: k
             .int("max_position_embeddings")?
             .unwrap_or(defaults.max_position_embeddings),
-        qkv_bias: attention_bias || model_type == ModelType::Qwen2,
-        o_proj_bias: attention_bias,
+        qkv_bias,
+        o_proj_bias,
         mlp_bias: k.bool("mlp_bias")?.unwrap_or(false),
         sliding_window,
         fused_projections: false,
@@ -308,32 +307,26 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
             .float("initializer_range")?
             .unwrap_or(defaults.initializer_range),
     };
-    if model_type == ModelType::Qwen2 && attention_bias {
-        return Err(ConfigError::field(
-            source,
-            "attention_bias",
-            FieldProblem::QwenAttentionBias,
-        ));
+    if let Some(problem) = family.attention_bias.refusal(attention_bias) {
+        return Err(ConfigError::field(source, "attention_bias", problem));
     }
     refuse_unread_keys(&k)?;
     cfg.validate(source)?;
     Ok(cfg)
 }
 
-/// `model_type`, and `architectures` naming its causal LM and nothing else.
-fn architecture(k: &mut Keys) -> Result<ModelType, ConfigError> {
+/// The family `model_type` names, and `architectures` naming its causal
+/// LM and nothing else.
+fn architecture(k: &mut Keys) -> Result<&'static Family, ConfigError> {
     let source = k.source;
-    let model_type = match k.str("model_type")? {
-        Some("llama") => ModelType::Llama,
-        Some("mistral") => ModelType::Mistral,
-        Some("qwen2") => ModelType::Qwen2,
-        Some(other) => {
-            return Err(ConfigError::field(
+    let family = match k.str("model_type")? {
+        Some(name) => Family::by_name(name).ok_or_else(|| {
+            ConfigError::field(
                 source,
                 "model_type",
-                FieldProblem::ModelType(other.to_string()),
-            ))
-        }
+                FieldProblem::ModelType(name.to_string()),
+            )
+        })?,
         None => {
             return Err(ConfigError::field(
                 source,
@@ -342,25 +335,21 @@ fn architecture(k: &mut Keys) -> Result<ModelType, ConfigError> {
             ))
         }
     };
-    let expected_arch = match model_type {
-        ModelType::Llama => "LlamaForCausalLM",
-        ModelType::Mistral => "MistralForCausalLM",
-        ModelType::Qwen2 => "Qwen2ForCausalLM",
-    };
+    let expected = family.architecture;
     if let Some(arch) = k.obj.get("architectures").and_then(Value::as_array) {
-        if let Some(other) = arch.iter().find(|a| a.as_str() != Some(expected_arch)) {
+        if let Some(other) = arch.iter().find(|a| a.as_str() != Some(expected)) {
             return Err(ConfigError::field(
                 source,
                 "architectures",
                 FieldProblem::Architecture {
                     found: other.clone(),
-                    expected: expected_arch,
-                    model_type: model_type.name(),
+                    expected,
+                    model_type: family.name,
                 },
             ));
         }
     }
-    Ok(model_type)
+    Ok(family)
 }
 
 /// `head_dim`, or `hidden_size / num_attention_heads` where it is not written.
@@ -378,13 +367,14 @@ fn head_dim(k: &mut Keys, heads: i64, hidden: i64) -> Result<i64, ConfigError> {
     Ok(if heads > 0 { hidden / heads } else { 0 })
 }
 
-/// The attention window, where the architecture has one hlatc builds.
-fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, ConfigError> {
+/// The attention window, where the family has one hlatc builds: read as
+/// its [`Window`] rule says.
+fn sliding_window(k: &mut Keys, window: Window) -> Result<Option<i64>, ConfigError> {
     let source = k.source;
-    match model_type {
-        ModelType::Mistral => k.int("sliding_window"),
-        ModelType::Qwen2 => {
-            // Qwen2 writes a window but uses it only with use_sliding_window.
+    match window {
+        Window::SlidingWindow => k.int("sliding_window"),
+        Window::SwitchedOff => {
+            // A window written but used only with use_sliding_window.
             k.int("sliding_window")?;
             if k.bool("use_sliding_window")?.unwrap_or(false) {
                 return Err(ConfigError::field(
@@ -404,7 +394,7 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
             }
             Ok(None)
         }
-        ModelType::Llama => {
+        Window::Never => {
             if k.int("sliding_window")?.is_some() {
                 return Err(ConfigError::field(
                     source,
@@ -418,10 +408,16 @@ fn sliding_window(k: &mut Keys, model_type: ModelType) -> Result<Option<i64>, Co
 }
 
 /// A key neither read nor known to be irrelevant may change the model:
-/// the config is refused rather than half-read.
+/// the config is refused rather than half-read. A key one family lists as
+/// irrelevant is accepted from every family's config, as it always was.
 fn refuse_unread_keys(k: &Keys) -> Result<(), ConfigError> {
+    let irrelevant = || {
+        IRRELEVANT
+            .iter()
+            .chain(FAMILIES.iter().flat_map(|f| f.irrelevant))
+    };
     for key in k.obj.keys() {
-        if !k.used.contains(&key.as_str()) && !IRRELEVANT.iter().any(|(i, _)| i == key) {
+        if !k.used.contains(&key.as_str()) && !irrelevant().any(|(i, _)| i == key) {
             return Err(ConfigError::field(k.source, key, FieldProblem::UnknownKey));
         }
     }

@@ -1,8 +1,9 @@
 //! Llama / HLAT model definitions for hlatc: configurations (presets and
-//! Hugging Face `config.json`), the forward graph, parameter specs and the
-//! scaled initialization.
+//! Hugging Face `config.json`), the model families, the forward graph,
+//! parameter specs and the scaled initialization.
 
 pub mod config;
+pub mod family;
 pub mod field_problem;
 pub mod hf_config;
 pub mod init;
@@ -12,14 +13,20 @@ pub mod parallel;
 pub mod params;
 pub mod presets;
 pub mod rope;
+pub mod weights;
 
 pub use config::{
     BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError, PRESETS,
 };
+pub use family::Family;
 pub use field_problem::FieldProblem;
 pub use llama::{
     forward, forward_on_rank, ForwardInputs, ForwardOutputs, ForwardParts, PartsContext,
     IGNORE_INDEX,
 };
 pub use parallel::{ParallelError, Parallelism, Piece, TpSplit};
-pub use params::{declare_params, param_specs, HfPart, Init, ParamSpec, FUSED_PROJECTIONS};
+pub use params::{
+    declare_params, param_specs, weight_specs, HfPart, Init, ParamRole, ParamSpec, Projection,
+    FUSED_PROJECTIONS,
+};
+pub use weights::{LayerWeights, Weights, WeightsError};

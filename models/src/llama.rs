@@ -3,19 +3,21 @@
 //! (tied or not) and mean cross-entropy.
 //!
 //! Parameters carry Hugging Face names and `[out, in]` shapes, so real
-//! checkpoints map one to one.
+//! checkpoints map one to one. The forward pass reads them by role, through
+//! the [`Weights`] their declaration ([`weight_specs`]) gives, built once
+//! when its parts are.
 
 use crate::config::{BatchShape, ModelConfig};
 use crate::parallel::layers::RankContext;
 use crate::parallel::{Fault, Parallelism};
-use crate::params::param_specs;
+use crate::params::{param_specs, weight_specs};
+use crate::weights::{GateUp, LayerWeights, Linear, Qkv, Weights};
 use hlatc_compiler::graph::autodiff::{Composite, CompositeRule, GradHints};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, GatherDims, Op, UnaryOp};
-use hlatc_compiler::{ElementType, InstrId, Literal, Scalar};
-use std::collections::HashMap;
+use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, ShapeError};
 
 /// What the forward pass produced.
 #[derive(Clone, Debug)]
@@ -42,9 +44,6 @@ fn linear_dims() -> DotDims {
 struct Llama<'a> {
     b: &'a mut Builder,
     cfg: &'a ModelConfig,
-    /// The parameters by Hugging Face name: the layout comes from the
-    /// names, never from positions.
-    params: HashMap<String, InstrId>,
     batch: BatchShape,
     ty: ElementType,
     hints: GradHints,
@@ -63,22 +62,21 @@ impl Llama<'_> {
         self.b.dot(x, w, linear_dims())
     }
 
-    /// `x W^T + b` for the projection named `name` (`...q_proj`): its bias
-    /// is added when the model has one.
-    fn projection(&mut self, x: InstrId, name: &str) -> Result<InstrId, BuildError> {
-        let w = self.param(&format!("{name}.weight"));
-        self.b.push_scope(name.rsplit('.').next().unwrap_or(name));
-        let y = self.linear(x, w)?;
-        let y = self.add_bias(y, name)?;
+    /// `x W^T + b` for the projection `p`, in its scope (`q_proj`): its
+    /// bias is added when the model has one.
+    fn projection(&mut self, x: InstrId, p: &Linear<InstrId>) -> Result<InstrId, BuildError> {
+        self.b.push_scope(p.projection.scope());
+        let y = self.linear(x, p.weight)?;
+        let y = self.add_bias(y, p.bias)?;
         self.b.pop_scope();
         Ok(y)
     }
 
-    /// `y` plus the bias of the projection `name`, when the model has one.
-    fn add_bias(&mut self, y: InstrId, name: &str) -> Result<InstrId, BuildError> {
-        match self.params.get(format!("{name}.bias").as_str()) {
+    /// `y` plus `bias`, when the projection has one.
+    fn add_bias(&mut self, y: InstrId, bias: Option<InstrId>) -> Result<InstrId, BuildError> {
+        match bias {
             None => Ok(y),
-            Some(&bias) => {
+            Some(bias) => {
                 let dims = self.b.dims(y);
                 let bb = self.b.broadcast(bias, &dims, &[1])?;
                 self.b.add2(y, bb)
@@ -89,18 +87,17 @@ impl Llama<'_> {
     /// A row-parallel projection (`o_proj`, `down_proj`): on a rank of a
     /// tensor-parallel step its partial sums are reduced before the bias,
     /// which every rank holds whole, is added.
-    fn row_parallel(&mut self, x: InstrId, name: &str) -> Result<InstrId, BuildError> {
+    fn row_parallel(&mut self, x: InstrId, p: &Linear<InstrId>) -> Result<InstrId, BuildError> {
         if self.rank.is_none() {
-            return self.projection(x, name);
+            return self.projection(x, p);
         }
-        let w = self.param(&format!("{name}.weight"));
-        self.b.push_scope(name.rsplit('.').next().unwrap_or(name));
-        let y = self.linear(x, w)?;
+        self.b.push_scope(p.projection.scope());
+        let y = self.linear(x, p.weight)?;
         let y = match &self.rank {
             Some(rank) => rank.reduce_partial(self.b, y)?,
             None => y,
         };
-        let y = self.add_bias(y, name)?;
+        let y = self.add_bias(y, p.bias)?;
         self.b.pop_scope();
         Ok(y)
     }
@@ -120,13 +117,6 @@ impl Llama<'_> {
             Some(rank) => rank.local_heads(self.cfg),
             None => (self.cfg.num_attention_heads, self.cfg.num_key_value_heads),
         }
-    }
-
-    fn param(&self, name: &str) -> InstrId {
-        *self
-            .params
-            .get(name)
-            .unwrap_or_else(|| panic!("param_specs declares '{name}'"))
     }
 
     /// x [N, D] * rsqrt(mean(x^2) + eps) * w (N is a rank's run of the
@@ -228,10 +218,11 @@ impl Llama<'_> {
         Ok(y)
     }
 
+    /// Self-attention of layer `w` over `h`.
     fn attention(
         &mut self,
         h: InstrId,
-        layer: &str,
+        w: &LayerWeights<InstrId>,
         tables: (InstrId, InstrId),
         allowed: InstrId,
     ) -> Result<InstrId, BuildError> {
@@ -239,15 +230,16 @@ impl Llama<'_> {
         let (hq, hkv) = self.heads();
         let (bs, s, hd) = (self.batch.batch_size, self.batch.seq_len, c.head_dim());
         self.b.push_scope(scope::SELF_ATTN);
-        let [q, k, v] = if c.fused_projections {
-            let qkv = self.projection(h, &format!("{layer}self_attn.qkv_proj"))?;
-            self.split_columns(qkv, [hq * hd, hkv * hd, hkv * hd])?
-        } else {
-            [
-                self.projection(h, &format!("{layer}self_attn.q_proj"))?,
-                self.projection(h, &format!("{layer}self_attn.k_proj"))?,
-                self.projection(h, &format!("{layer}self_attn.v_proj"))?,
-            ]
+        let [q, k, v] = match &w.qkv {
+            Qkv::Fused(qkv) => {
+                let qkv = self.projection(h, qkv)?;
+                self.split_columns(qkv, [hq * hd, hkv * hd, hkv * hd])?
+            }
+            Qkv::Separate { q, k, v } => [
+                self.projection(h, q)?,
+                self.projection(h, k)?,
+                self.projection(h, v)?,
+            ],
         };
         let q = self.b.reshape(q, &[bs, s, hq, hd])?;
         let k = self.b.reshape(k, &[bs, s, hkv, hd])?;
@@ -310,22 +302,21 @@ impl Llama<'_> {
         let att = b.transpose(att, &[0, 2, 1, 3])?;
         b.pop_scope();
         let att = b.reshape(att, &[bs * s, hq * hd])?;
-        let out = self.row_parallel(att, &format!("{layer}self_attn.o_proj"))?;
+        let out = self.row_parallel(att, &w.o_proj)?;
         self.b.pop_scope();
         Ok(out)
     }
 
-    fn mlp(&mut self, h: InstrId, layer: &str) -> Result<InstrId, BuildError> {
+    /// The MLP of layer `w` over `h`.
+    fn mlp(&mut self, h: InstrId, w: &LayerWeights<InstrId>) -> Result<InstrId, BuildError> {
         self.b.push_scope(scope::MLP);
         let f = self.cfg.intermediate_size / self.rank.as_ref().map_or(1, |r| r.par.tp);
-        let [g, u] = if self.cfg.fused_projections {
-            let gate_up = self.projection(h, &format!("{layer}mlp.gate_up_proj"))?;
-            self.split_columns(gate_up, [f, f])?
-        } else {
-            [
-                self.projection(h, &format!("{layer}mlp.gate_proj"))?,
-                self.projection(h, &format!("{layer}mlp.up_proj"))?,
-            ]
+        let [g, u] = match &w.gate_up {
+            GateUp::Fused(gate_up) => {
+                let gate_up = self.projection(h, gate_up)?;
+                self.split_columns(gate_up, [f, f])?
+            }
+            GateUp::Separate { gate, up } => [self.projection(h, gate)?, self.projection(h, up)?],
         };
         let b = &mut *self.b;
         b.push_scope(scope::ACT_FN);
@@ -333,7 +324,7 @@ impl Llama<'_> {
         let silu = b.mul(g, sg)?;
         let a = b.mul(silu, u)?;
         b.pop_scope();
-        let out = self.row_parallel(a, &format!("{layer}mlp.down_proj"))?;
+        let out = self.row_parallel(a, &w.down_proj)?;
         self.b.pop_scope();
         Ok(out)
     }
@@ -597,6 +588,9 @@ pub struct PartsContext {
 /// once, when the parts are, and serve every call.
 pub struct ForwardParts<'a> {
     m: Llama<'a>,
+    /// The parameters by role, built once from their declaration
+    /// ([`weight_specs`]).
+    weights: Weights<InstrId>,
     tables: (InstrId, InstrId),
     allowed: InstrId,
     module_markers: bool,
@@ -620,18 +614,11 @@ impl<'a> ForwardParts<'a> {
             module_markers,
             token_count,
         } = context;
-        let ty = b.ty(params[0]);
-        let specs = param_specs(cfg);
-        assert_eq!(
-            specs.len(),
-            params.len(),
-            "one instruction per parameter spec"
-        );
-        let params: HashMap<String, InstrId> = specs
-            .into_iter()
-            .map(|p| p.name)
-            .zip(params.iter().copied())
-            .collect();
+        let weights = match weight_specs(cfg).zip(params.iter().copied()) {
+            Some(zipped) => zipped.map(|_, _, (_spec, id)| id),
+            None => return Err(parameter_count(b, cfg, params.len())),
+        };
+        let ty = b.ty(weights.embed);
         let rank = match par.is_single() {
             true => None,
             false => Some(RankContext::new(b, par, cfg, fault)?),
@@ -639,7 +626,6 @@ impl<'a> ForwardParts<'a> {
         let mut m = Llama {
             b,
             cfg,
-            params,
             batch,
             ty,
             hints: GradHints::default(),
@@ -662,6 +648,7 @@ impl<'a> ForwardParts<'a> {
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
         Ok(ForwardParts {
             m,
+            weights,
             tables,
             allowed,
             module_markers,
@@ -678,7 +665,7 @@ impl<'a> ForwardParts<'a> {
     pub fn embed(&mut self, tokens: InstrId) -> Result<InstrId, BuildError> {
         let m = &mut self.m;
         let (n, d) = (m.n(), m.cfg.hidden_size);
-        let embed = m.param("model.embed_tokens.weight");
+        let embed = self.weights.embed;
         m.b.push_scope(scope::EMBED_TOKENS);
         let x = match &m.rank {
             Some(rank) => {
@@ -697,23 +684,21 @@ impl<'a> ForwardParts<'a> {
         let m = &mut self.m;
         let (tables, allowed, markers) = (self.tables, self.allowed, self.module_markers);
         let mut x = x;
-        for layer in 0..m.cfg.num_hidden_layers {
-            let l = format!("model.layers.{layer}.");
+        for w in &self.weights.layers {
             // Outside the layer's scope, so recomputing a layer (remat)
             // never repeats its markers.
             if markers {
                 x = m.b.module_marker(ModuleMarker::StartForward, x)?;
             }
-            m.b.push_scope(&scope::layer(layer));
-            let norm = m.param(&format!("{l}input_layernorm.weight"));
-            let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, norm))?;
+            m.b.push_scope(&scope::layer(w.layer));
+            let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, w.input_norm))?;
             let h = m.scoped("self_attn", |m| m.full_sequence(h))?;
-            let a = m.attention(h, &l, tables, allowed)?;
+            let a = m.attention(h, w, tables, allowed)?;
             x = m.b.add2(x, a)?;
-            let norm = m.param(&format!("{l}post_attention_layernorm.weight"));
+            let norm = w.post_attention_norm;
             let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;
             let h = m.scoped("mlp", |m| m.full_sequence(h))?;
-            let f = m.mlp(h, &l)?;
+            let f = m.mlp(h, w)?;
             x = m.b.add2(x, f)?;
             m.b.pop_scope();
             if markers {
@@ -728,13 +713,8 @@ impl<'a> ForwardParts<'a> {
     /// logits)`.
     pub fn loss(&mut self, x: InstrId, targets: InstrId) -> Result<(InstrId, InstrId), BuildError> {
         let m = &mut self.m;
-        let x = m.scoped(scope::FINAL_NORM, |m| {
-            m.rms_norm(x, m.param("model.norm.weight"))
-        })?;
-        let head = match m.cfg.tie_word_embeddings {
-            true => m.param("model.embed_tokens.weight"),
-            false => m.param("lm_head.weight"),
-        };
+        let (norm, head) = (self.weights.final_norm, *self.weights.head());
+        let x = m.scoped(scope::FINAL_NORM, |m| m.rms_norm(x, norm))?;
         let x = m.scoped("lm_head", |m| m.full_sequence(x))?;
         let logits = m.scoped("lm_head", |m| m.linear(x, head))?;
         let loss = m.scoped(scope::LOSS, |m| match m.rank.take() {
@@ -753,5 +733,20 @@ impl<'a> ForwardParts<'a> {
     /// regions, for autodiff of what the parts built.
     pub fn into_hints(self) -> GradHints {
         self.m.hints
+    }
+}
+
+/// Parameters given to a forward pass that are not one per spec of
+/// [`param_specs`]: a caller's mistake, refused as the count of operands
+/// the forward pass takes.
+fn parameter_count(b: &Builder, cfg: &ModelConfig, got: usize) -> BuildError {
+    BuildError {
+        computation: b.computation().name.clone(),
+        opcode: "forward",
+        operands: "(the parameters, in param_specs order)".into(),
+        source: ShapeError::OperandCount {
+            expected: param_specs(cfg).len().to_string(),
+            got,
+        },
     }
 }

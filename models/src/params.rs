@@ -1,13 +1,18 @@
 //! The model's parameters: each with its Hugging Face name, `[out, in]`
 //! shape, initialization, the Hugging Face tensors a fused one stacks, and
-//! how tensor parallelism divides it (from its role). Everything that
-//! reads or lays out the weights (the forward graph, checkpoints,
-//! initialization, sharding) starts from [`param_specs`].
+//! how tensor parallelism divides it (from its role). They are declared
+//! once, by role, in [`weight_specs`] (a [`Weights`] of specs); everything
+//! that reads or lays out the weights (the forward graph, checkpoints,
+//! initialization, sharding) starts from it or from [`param_specs`], the
+//! same declaration flattened in Hugging Face order.
 
 use crate::config::ModelConfig;
 use crate::parallel::{TpSplit, Units};
+use crate::weights::{GateUp, LayerWeights, Linear, LmHead, Qkv, Weights};
+pub use crate::weights::{ParamRole, Projection};
 use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::{ElementType, InstrId, Shape};
+use std::ops::Range;
 
 /// How a parameter is initialized (the scaled scheme that kept HLAT stable).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,6 +37,9 @@ pub struct ParamSpec {
     /// final norm and the LM head. Pipeline stages hold layers, and share
     /// the rest (see [`crate::parallel::stages`]).
     pub layer: Option<i64>,
+    /// What it is in the model (in its layer, where it has one): where
+    /// [`crate::weights::Weights`] holds it.
+    pub role: ParamRole,
 }
 
 /// Rows `rows[0]..rows[1]` of a fused tensor are the Hugging Face tensor
@@ -42,113 +50,132 @@ pub struct HfPart {
     pub rows: [i64; 2],
 }
 
-/// The parameters of layer `i`, in Hugging Face order and naming; biases
-/// follow their weights where the config asks for them.
-pub(crate) fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
+/// Every parameter of `cfg` by role, each declared where its field is:
+/// the one declaration of the model's parameters, which
+/// [`param_specs`] flattens and the forward pass reads.
+pub fn weight_specs(cfg: &ModelConfig) -> Weights<ParamSpec> {
+    weight_specs_of_layers(cfg, 0..cfg.num_hidden_layers)
+}
+
+/// The embedding, the decoder layers `layers` (each under its own
+/// number) and the final norm and LM head of `cfg`: the whole model's, or
+/// what one pipeline stage holds of it.
+pub(crate) fn weight_specs_of_layers(cfg: &ModelConfig, layers: Range<i64>) -> Weights<ParamSpec> {
+    let (d, v) = (cfg.hidden_size, cfg.vocab_size);
+    let outer = |role: ParamRole, dims: Vec<i64>, init: Init, tp: TpSplit| ParamSpec {
+        name: role.hf_name(0),
+        dims,
+        init,
+        parts: Vec::new(),
+        tp,
+        layer: None,
+        role,
+    };
+    let std = cfg.initializer_range;
+    Weights {
+        embed: outer(
+            ParamRole::Embedding,
+            vec![v, d],
+            Init::Normal(std),
+            TpSplit::Vocab,
+        ),
+        layers: layers.map(|i| layer_weights(cfg, i)).collect(),
+        final_norm: outer(
+            ParamRole::FinalNorm,
+            vec![d],
+            Init::Ones,
+            TpSplit::Replicated,
+        ),
+        lm_head: match cfg.tie_word_embeddings {
+            true => LmHead::Tied,
+            false => LmHead::Own(outer(
+                ParamRole::LmHead,
+                vec![v, d],
+                Init::Normal(std),
+                TpSplit::Vocab,
+            )),
+        },
+    }
+}
+
+/// The parameters of layer `i`; biases where the config asks for them,
+/// q/k/v and gate/up fused where it stores them so.
+pub(crate) fn layer_weights(cfg: &ModelConfig, i: i64) -> LayerWeights<ParamSpec> {
     let (d, f, hd) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim());
-    let (q, kv) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
+    let (q_rows, kv_rows) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
     let (std, out_std) = (cfg.initializer_range, cfg.output_projection_std());
-    let l = format!("model.layers.{i}.");
+    let spec = |role: ParamRole, dims: Vec<i64>, init: Init, tp: TpSplit| ParamSpec {
+        name: role.hf_name(i),
+        dims,
+        init,
+        parts: Vec::new(),
+        tp,
+        layer: Some(i),
+        role,
+    };
     // A column-parallel projection splits its output rows (and its bias)
     // by `units`; a row-parallel one splits its input columns, and its
     // bias is added after the reduction, on every rank alike.
-    let linear = |name: &str, out: i64, inp: i64, init: Init, bias: bool, split: Split| {
+    let linear = |p: Projection, out: i64, inp: i64, init: Init, bias: bool, split: Split| {
         let (weight_split, bias_split) = match split {
             Split::Out(u) => (TpSplit::Rows(vec![u]), TpSplit::Rows(vec![u])),
             Split::In(u) => (TpSplit::Columns(u), TpSplit::Replicated),
         };
-        let weight = ParamSpec {
-            name: format!("{l}{name}.weight"),
-            dims: vec![out, inp],
-            init,
-            parts: Vec::new(),
-            tp: weight_split,
-            layer: Some(i),
-        };
-        let bias = bias.then(|| ParamSpec {
-            name: format!("{l}{name}.bias"),
-            dims: vec![out],
-            init: Init::Zeros,
-            parts: Vec::new(),
-            tp: bias_split,
-            layer: Some(i),
-        });
-        std::iter::once(weight).chain(bias)
+        Linear {
+            projection: p,
+            weight: spec(ParamRole::Weight(p), vec![out, inp], init, weight_split),
+            bias: bias.then(|| spec(ParamRole::Bias(p), vec![out], Init::Zeros, bias_split)),
+        }
     };
-    let norm = |name: &str| ParamSpec {
-        name: format!("{l}{name}.weight"),
-        dims: vec![d],
-        init: Init::Ones,
-        parts: Vec::new(),
-        tp: TpSplit::Replicated,
-        layer: Some(i),
-    };
+    let norm = |role| spec(role, vec![d], Init::Ones, TpSplit::Replicated);
     let heads = |count| Units { count, size: hd };
     let columns = Units { count: f, size: 1 };
     let (hq, hkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
-    let mut specs = vec![norm("input_layernorm")];
-    specs.extend(linear(
-        "self_attn.q_proj",
-        q,
-        d,
-        Init::Normal(std),
-        cfg.qkv_bias,
-        Split::Out(heads(hq)),
-    ));
-    specs.extend(linear(
-        "self_attn.k_proj",
-        kv,
-        d,
-        Init::Normal(std),
-        cfg.qkv_bias,
-        Split::Out(heads(hkv)),
-    ));
-    specs.extend(linear(
-        "self_attn.v_proj",
-        kv,
-        d,
-        Init::Normal(std),
-        cfg.qkv_bias,
-        Split::Out(heads(hkv)),
-    ));
-    specs.extend(linear(
-        "self_attn.o_proj",
-        d,
-        q,
-        Init::Normal(out_std),
-        cfg.o_proj_bias,
-        Split::In(heads(hq)),
-    ));
-    specs.push(norm("post_attention_layernorm"));
-    specs.extend(linear(
-        "mlp.gate_proj",
-        f,
-        d,
-        Init::Normal(std),
-        cfg.mlp_bias,
-        Split::Out(columns),
-    ));
-    specs.extend(linear(
-        "mlp.up_proj",
-        f,
-        d,
-        Init::Normal(std),
-        cfg.mlp_bias,
-        Split::Out(columns),
-    ));
-    specs.extend(linear(
-        "mlp.down_proj",
-        d,
-        f,
-        Init::Normal(out_std),
-        cfg.mlp_bias,
-        Split::In(columns),
-    ));
-    if cfg.fused_projections {
-        fuse_projections(&l, specs)
-    } else {
-        specs
+    let column =
+        |p, out, bias, units| linear(p, out, d, Init::Normal(std), bias, Split::Out(units));
+    let [q, k, v] = [
+        (Projection::Q, q_rows, hq),
+        (Projection::K, kv_rows, hkv),
+        (Projection::V, kv_rows, hkv),
+    ]
+    .map(|(p, out, h)| column(p, out, cfg.qkv_bias, heads(h)));
+    let [gate, up] =
+        [Projection::Gate, Projection::Up].map(|p| column(p, f, cfg.mlp_bias, columns));
+    let fused = cfg.fused_projections;
+    LayerWeights {
+        layer: i,
+        input_norm: norm(ParamRole::InputNorm),
+        qkv: match fused {
+            true => Qkv::Fused(fuse(Projection::Qkv, i, [q, k, v])),
+            false => Qkv::Separate { q, k, v },
+        },
+        o_proj: linear(
+            Projection::O,
+            d,
+            q_rows,
+            Init::Normal(out_std),
+            cfg.o_proj_bias,
+            Split::In(heads(hq)),
+        ),
+        post_attention_norm: norm(ParamRole::PostAttentionNorm),
+        gate_up: match fused {
+            true => GateUp::Fused(fuse(Projection::GateUp, i, [gate, up])),
+            false => GateUp::Separate { gate, up },
+        },
+        down_proj: linear(
+            Projection::Down,
+            d,
+            f,
+            Init::Normal(out_std),
+            cfg.mlp_bias,
+            Split::In(columns),
+        ),
     }
+}
+
+/// The parameters of layer `i`, in Hugging Face order and naming.
+pub(crate) fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
+    layer_weights(cfg, i).into_vec()
 }
 
 /// Which dimension of a projection tensor parallelism splits.
@@ -162,6 +189,7 @@ enum Split {
 
 /// The fused tensors, each stacking the rows of these Hugging Face
 /// projections (weights, and biases where the model has them), in order.
+/// [`Projection::members`] is the same table, by role.
 pub const FUSED_PROJECTIONS: [(&str, &[&str]); 2] = [
     (
         "self_attn.qkv_proj",
@@ -170,110 +198,67 @@ pub const FUSED_PROJECTIONS: [(&str, &[&str]); 2] = [
     ("mlp.gate_up_proj", &["mlp.gate_proj", "mlp.up_proj"]),
 ];
 
-/// `specs` (one layer's, Hugging Face layout, names under `prefix`) with
-/// each group of [`FUSED_PROJECTIONS`] replaced by one tensor where its
-/// first member stood, recording which rows hold which member.
-fn fuse_projections(prefix: &str, mut specs: Vec<ParamSpec>) -> Vec<ParamSpec> {
-    for (fused, members) in FUSED_PROJECTIONS {
-        for suffix in ["weight", "bias"] {
-            let names: Vec<String> = members
-                .iter()
-                .map(|m| format!("{prefix}{m}.{suffix}"))
-                .collect();
-            let Some(at) = specs.iter().position(|p| p.name == names[0]) else {
-                continue;
-            };
-            // Members stand in order; removing from the back keeps the
-            // earlier positions valid.
-            let positions: Vec<usize> = names
-                .iter()
-                .filter_map(|n| specs.iter().position(|p| &p.name == n))
-                .collect();
-            let mut taken: Vec<ParamSpec> =
-                positions.iter().rev().map(|&i| specs.remove(i)).collect();
-            taken.reverse();
-            let mut row = 0;
-            let parts = taken
-                .iter()
-                .map(|p| {
-                    let part = HfPart {
-                        name: p.name.clone(),
-                        rows: [row, row + p.dims[0]],
-                    };
-                    row += p.dims[0];
-                    part
-                })
-                .collect();
-            debug_assert!(taken.iter().all(|p| p.init == taken[0].init));
-            let mut dims = taken[0].dims.clone();
-            dims[0] = row;
-            // Each member keeps its own units: a rank holds its heads of q,
-            // of k and of v (or its columns of gate and of up).
-            let blocks = taken
-                .iter()
-                .flat_map(|p| match &p.tp {
-                    TpSplit::Rows(blocks) => blocks.clone(),
-                    _ => Vec::new(),
-                })
-                .collect();
-            specs.insert(
-                at,
-                ParamSpec {
-                    name: format!("{prefix}{fused}.{suffix}"),
-                    dims,
-                    init: taken[0].init,
-                    parts,
-                    tp: TpSplit::Rows(blocks),
-                    layer: taken[0].layer,
-                },
-            );
-        }
+/// `members` (of layer `layer`, Hugging Face layout) as the one projection
+/// `fused` that stacks their rows, recording which rows hold which member;
+/// its bias stacks theirs where they have them.
+fn fuse<const K: usize>(
+    fused: Projection,
+    layer: i64,
+    members: [Linear<ParamSpec>; K],
+) -> Linear<ParamSpec> {
+    debug_assert_eq!(
+        members.iter().map(|m| m.projection).collect::<Vec<_>>(),
+        fused.members()
+    );
+    let biases: Option<Vec<ParamSpec>> = members.iter().map(|m| m.bias.clone()).collect();
+    let weights: Vec<ParamSpec> = members.into_iter().map(|m| m.weight).collect();
+    Linear {
+        projection: fused,
+        weight: stack(ParamRole::Weight(fused), layer, &weights),
+        bias: biases.map(|b| stack(ParamRole::Bias(fused), layer, &b)),
     }
-    specs
 }
 
-/// Parameters outside the layers: the embedding first, then the final norm
-/// and the LM head (absent when tied).
-pub(crate) fn outer_specs(cfg: &ModelConfig) -> (ParamSpec, Vec<ParamSpec>) {
-    let (d, v) = (cfg.hidden_size, cfg.vocab_size);
-    let embed = ParamSpec {
-        name: "model.embed_tokens.weight".into(),
-        dims: vec![v, d],
-        init: Init::Normal(cfg.initializer_range),
-        parts: Vec::new(),
-        tp: TpSplit::Vocab,
-        layer: None,
-    };
-    let mut tail = vec![ParamSpec {
-        name: "model.norm.weight".into(),
-        dims: vec![d],
-        init: Init::Ones,
-        parts: Vec::new(),
-        tp: TpSplit::Replicated,
-        layer: None,
-    }];
-    if !cfg.tie_word_embeddings {
-        tail.push(ParamSpec {
-            name: "lm_head.weight".into(),
-            dims: vec![v, d],
-            init: Init::Normal(cfg.initializer_range),
-            parts: Vec::new(),
-            tp: TpSplit::Vocab,
-            layer: None,
-        });
+/// One tensor in `role` stacking the rows of `taken`, in order.
+fn stack(role: ParamRole, layer: i64, taken: &[ParamSpec]) -> ParamSpec {
+    let mut row = 0;
+    let parts = taken
+        .iter()
+        .map(|p| {
+            let part = HfPart {
+                name: p.name.clone(),
+                rows: [row, row + p.dims[0]],
+            };
+            row += p.dims[0];
+            part
+        })
+        .collect();
+    debug_assert!(taken.iter().all(|p| p.init == taken[0].init));
+    let mut dims = taken[0].dims.clone();
+    dims[0] = row;
+    // Each member keeps its own units: a rank holds its heads of q, of k
+    // and of v (or its columns of gate and of up).
+    let blocks = taken
+        .iter()
+        .flat_map(|p| match &p.tp {
+            TpSplit::Rows(blocks) => blocks.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    ParamSpec {
+        name: role.hf_name(layer),
+        dims,
+        init: taken[0].init,
+        parts,
+        tp: TpSplit::Rows(blocks),
+        layer: Some(layer),
+        role,
     }
-    (embed, tail)
 }
 
 /// Every trainable parameter in Hugging Face order and naming.
 pub fn param_specs(cfg: &ModelConfig) -> Vec<ParamSpec> {
-    let (embed, tail) = outer_specs(cfg);
-    let mut specs = vec![embed];
-    for i in 0..cfg.num_hidden_layers {
-        specs.extend(layer_specs(cfg, i));
-    }
-    specs.extend(tail);
-    specs
+    weight_specs(cfg).into_vec()
 }
 
 /// The number of parameters without listing every layer's (a config may ask
@@ -281,11 +266,11 @@ pub fn param_specs(cfg: &ModelConfig) -> Vec<ParamSpec> {
 pub(crate) fn checked_parameter_count(cfg: &ModelConfig) -> Option<i64> {
     let size = |p: &ParamSpec| p.dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d));
     let sum = |ps: &[ParamSpec]| ps.iter().try_fold(0i64, |acc, p| acc.checked_add(size(p)?));
-    let (embed, tail) = outer_specs(cfg);
+    let outer = weight_specs_of_layers(cfg, 0..0).into_vec();
     let layers = cfg
         .num_hidden_layers
         .checked_mul(sum(&layer_specs(cfg, 0))?)?;
-    size(&embed)?.checked_add(layers)?.checked_add(sum(&tail)?)
+    sum(&outer)?.checked_add(layers)
 }
 
 /// Declares the model's parameters (in [`param_specs`] order) in `b`.

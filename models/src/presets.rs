@@ -1,6 +1,7 @@
 //! Built-in models: HLAT's two and the common shapes of the Llama family,
 //! each copied from its published `config.json` (the values, not the file:
-//! tokenizer ids and the like do not change the step).
+//! tokenizer ids and the like do not change the step), over its family's
+//! defaults ([`crate::family`]).
 
 use crate::config::{ModelConfig, ModelType, RopeScaling};
 
@@ -78,7 +79,6 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
             ..llama3(2048, 8192, 16, 64, true)
         },
         "mistral-7b" => ModelConfig {
-            model_type: ModelType::Mistral,
             vocab_size: 32000,
             hidden_size: 4096,
             intermediate_size: 14336,
@@ -90,10 +90,9 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
             rope_theta: 10000.0,
             max_position_embeddings: 32768,
             sliding_window: Some(4096),
-            ..ModelConfig::llama_defaults()
+            ..ModelType::Mistral.family().defaults()
         },
         "qwen2-0.5b" => ModelConfig {
-            model_type: ModelType::Qwen2,
             vocab_size: 151936,
             hidden_size: 896,
             intermediate_size: 4864,
@@ -105,8 +104,7 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
             rope_theta: 1000000.0,
             tie_word_embeddings: true,
             max_position_embeddings: 131072,
-            qkv_bias: true,
-            ..ModelConfig::llama_defaults()
+            ..ModelType::Qwen2.family().defaults()
         },
         "tinyllama" => ModelConfig {
             vocab_size: 32000,

@@ -13,7 +13,7 @@
 
 use super::ParallelError;
 use crate::config::ModelConfig;
-use crate::params::{layer_specs, outer_specs, ParamSpec};
+use crate::params::{weight_specs_of_layers, ParamSpec};
 use std::ops::Range;
 
 /// How the decoder layers are divided over the pipeline stages.
@@ -76,13 +76,7 @@ impl Stages {
     /// `stage * k + j`), the final norm and the LM head. Each keeps its
     /// whole-model name and initialization.
     pub fn holdings(&self, cfg: &ModelConfig, stage: i64) -> Vec<ParamSpec> {
-        let (embed, tail) = outer_specs(cfg);
-        let mut specs = vec![embed];
-        for layer in self.layers(stage) {
-            specs.extend(layer_specs(cfg, layer));
-        }
-        specs.extend(tail);
-        specs
+        weight_specs_of_layers(cfg, self.layers(stage)).into_vec()
     }
 }
 

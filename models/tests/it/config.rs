@@ -331,3 +331,53 @@ fn both_transformers_layouts_read_the_same() {
         10000.0
     );
 }
+
+/// What a family's config may ask is its family's rule, and the messages
+/// that refuse the rest are the ones they always were.
+#[test]
+fn each_family_reads_its_own_keys() {
+    let refused = |json: String| {
+        ModelConfig::from_hf_json(&json, "c.json")
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        refused(with("").replace("\"llama\"", "\"gpt2\"")),
+        "c.json: model_type: 'gpt2' is not supported (hlatc builds llama, mistral and qwen2)"
+    );
+    let qwen2 = |extra: &str| with(extra).replace("\"llama\"", "\"qwen2\"");
+    assert_eq!(
+        refused(qwen2(r#", "attention_bias": true"#)),
+        "c.json: attention_bias: Qwen2 has fixed q/k/v biases and no attention_bias key"
+    );
+    assert_eq!(
+        refused(qwen2(r#", "architectures": ["LlamaForCausalLM"]"#)),
+        "c.json: architectures: \"LlamaForCausalLM\" is not Qwen2ForCausalLM, the causal LM of model_type 'qwen2'"
+    );
+    assert_eq!(
+        refused(qwen2(r#", "layer_types": ["full_attention", "sliding_attention"]"#)),
+        "c.json: layer_types: \"sliding_attention\" is not supported; hlatc builds full_attention layers"
+    );
+    // Qwen2's q/k/v biases are forced; its window is written and unused.
+    let q = ModelConfig::from_hf_json(
+        &qwen2(r#", "attention_bias": false, "sliding_window": 4, "use_sliding_window": false, "max_window_layers": 1"#),
+        "c.json",
+    )
+    .unwrap();
+    assert!(q.qkv_bias && !q.o_proj_bias && q.sliding_window.is_none());
+    // Mistral reads its window; Llama reads attention_bias for all four.
+    let m = ModelConfig::from_hf_json(
+        &with(r#", "sliding_window": 4"#).replace("\"llama\"", "\"mistral\""),
+        "c.json",
+    )
+    .unwrap();
+    assert_eq!(m.sliding_window, Some(4));
+    let l = ModelConfig::from_hf_json(&with(r#", "attention_bias": true"#), "c.json").unwrap();
+    assert!(l.qkv_bias && l.o_proj_bias);
+    // The presets start from their family's defaults.
+    for name in hlatc_models::PRESETS {
+        let p = ModelConfig::preset(name).unwrap();
+        let family = p.model_type.family().defaults();
+        assert!(p.qkv_bias || !family.qkv_bias, "{name}");
+    }
+}

@@ -1,3 +1,4 @@
 //! Integration tests of the model definitions and configs. One binary.
 
 mod config;
+mod weights;

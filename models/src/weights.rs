@@ -1,0 +1,608 @@
+//! The model's parameters by role: [`Weights`] has one field for each
+//! (the embedding; each layer's norms and projections; the final norm and
+//! the LM head), generic over what a field holds: the [`ParamSpec`] that
+//! declares it ([`crate::params::weight_specs`]), or the instruction a
+//! forward pass reads it from.
+//!
+//! The structure is the contract between the declaration and its readers,
+//! checked by the compiler: a layer without its `o_proj`, or with both a
+//! fused `qkv_proj` and a separate `q_proj`, cannot be written down. Its
+//! order (Hugging Face's, [`crate::params::param_specs`]') lives in one
+//! function, [`Weights::try_map`]: [`Weights::into_vec`] flattens by it,
+//! and the forward pass maps the instructions declared in that order back
+//! onto the fields by it. Each [`ParamSpec`] also says where it sits, by
+//! its `layer` and its [`ParamRole`]; [`Weights::from_specs`] places a list
+//! of specs by those alone, refusing a missing, repeated or misplaced one
+//! with a [`WeightsError`].
+
+use crate::params::ParamSpec;
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+
+/// A decoder layer's projection, by its Hugging Face module name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Projection {
+    Q,
+    K,
+    V,
+    /// q, k and v fused: their rows stacked in that order.
+    Qkv,
+    O,
+    Gate,
+    Up,
+    /// gate and up fused: their rows stacked in that order.
+    GateUp,
+    Down,
+}
+
+impl Projection {
+    /// The module's path within its layer (`self_attn.q_proj`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Projection::Q => "self_attn.q_proj",
+            Projection::K => "self_attn.k_proj",
+            Projection::V => "self_attn.v_proj",
+            Projection::Qkv => "self_attn.qkv_proj",
+            Projection::O => "self_attn.o_proj",
+            Projection::Gate => "mlp.gate_proj",
+            Projection::Up => "mlp.up_proj",
+            Projection::GateUp => "mlp.gate_up_proj",
+            Projection::Down => "mlp.down_proj",
+        }
+    }
+
+    /// The module's own name (`q_proj`): the provenance scope its
+    /// instructions are built in.
+    pub const fn scope(self) -> &'static str {
+        match self {
+            Projection::Q => "q_proj",
+            Projection::K => "k_proj",
+            Projection::V => "v_proj",
+            Projection::Qkv => "qkv_proj",
+            Projection::O => "o_proj",
+            Projection::Gate => "gate_proj",
+            Projection::Up => "up_proj",
+            Projection::GateUp => "gate_up_proj",
+            Projection::Down => "down_proj",
+        }
+    }
+
+    /// The Hugging Face projections a fused one stacks, in row order;
+    /// empty for one that is not fused.
+    pub const fn members(self) -> &'static [Projection] {
+        match self {
+            Projection::Qkv => &[Projection::Q, Projection::K, Projection::V],
+            Projection::GateUp => &[Projection::Gate, Projection::Up],
+            _ => &[],
+        }
+    }
+}
+
+/// What a parameter is in the model. A layer's roles come with the
+/// spec's `layer`; the embedding, the final norm and the LM head have
+/// none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamRole {
+    Embedding,
+    FinalNorm,
+    LmHead,
+    InputNorm,
+    PostAttentionNorm,
+    Weight(Projection),
+    Bias(Projection),
+}
+
+impl ParamRole {
+    /// Whether the role is a decoder layer's.
+    pub const fn in_layer(self) -> bool {
+        !matches!(
+            self,
+            ParamRole::Embedding | ParamRole::FinalNorm | ParamRole::LmHead
+        )
+    }
+
+    /// The parameter's Hugging Face name; a layer's under
+    /// `model.layers.{layer}.` (`layer` is not read for the others).
+    pub fn hf_name(self, layer: i64) -> String {
+        let l = format!("model.layers.{layer}.");
+        match self {
+            ParamRole::Embedding => "model.embed_tokens.weight".into(),
+            ParamRole::FinalNorm => "model.norm.weight".into(),
+            ParamRole::LmHead => "lm_head.weight".into(),
+            ParamRole::InputNorm => format!("{l}input_layernorm.weight"),
+            ParamRole::PostAttentionNorm => format!("{l}post_attention_layernorm.weight"),
+            ParamRole::Weight(p) => format!("{l}{}.weight", p.name()),
+            ParamRole::Bias(p) => format!("{l}{}.bias", p.name()),
+        }
+    }
+}
+
+/// A projection `x W^T (+ b)`: its weight (`[out, in]`) and, where the
+/// model has one, its bias.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Linear<T> {
+    pub projection: Projection,
+    pub weight: T,
+    pub bias: Option<T>,
+}
+
+/// A layer's query, key and value projections.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Qkv<T> {
+    /// One `qkv_proj`, rows q, k, v.
+    Fused(Linear<T>),
+    Separate {
+        q: Linear<T>,
+        k: Linear<T>,
+        v: Linear<T>,
+    },
+}
+
+/// A layer's gate and up projections.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GateUp<T> {
+    /// One `gate_up_proj`, rows gate, up.
+    Fused(Linear<T>),
+    Separate {
+        gate: Linear<T>,
+        up: Linear<T>,
+    },
+}
+
+/// One decoder layer's parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerWeights<T> {
+    /// Which layer of the model (its scope, `layers.{layer}`).
+    pub layer: i64,
+    pub input_norm: T,
+    pub qkv: Qkv<T>,
+    pub o_proj: Linear<T>,
+    pub post_attention_norm: T,
+    pub gate_up: GateUp<T>,
+    pub down_proj: Linear<T>,
+}
+
+/// The LM head: its own `[vocab, hidden]` matrix, or the embedding's
+/// (`tie_word_embeddings`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LmHead<T> {
+    Tied,
+    Own(T),
+}
+
+/// Every parameter of a model (or of a pipeline stage's share of one), by
+/// role.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weights<T> {
+    pub embed: T,
+    pub layers: Vec<LayerWeights<T>>,
+    pub final_norm: T,
+    pub lm_head: LmHead<T>,
+}
+
+impl<T> Linear<T> {
+    fn try_map<U, E>(
+        self,
+        f: &mut impl FnMut(ParamRole, Option<i64>, T) -> Result<U, E>,
+        layer: i64,
+    ) -> Result<Linear<U>, E> {
+        let p = self.projection;
+        let weight = f(ParamRole::Weight(p), Some(layer), self.weight)?;
+        let bias = match self.bias {
+            Some(b) => Some(f(ParamRole::Bias(p), Some(layer), b)?),
+            None => None,
+        };
+        Ok(Linear {
+            projection: p,
+            weight,
+            bias,
+        })
+    }
+}
+
+impl<T> LayerWeights<T> {
+    /// Each parameter through `f` (with its role and layer), in Hugging
+    /// Face order: input norm, q, k, v (or qkv), o, post-attention norm,
+    /// gate, up (or gate_up), down; each bias right after its weight.
+    pub fn try_map<U, E>(
+        self,
+        f: &mut impl FnMut(ParamRole, Option<i64>, T) -> Result<U, E>,
+    ) -> Result<LayerWeights<U>, E> {
+        let layer = self.layer;
+        let input_norm = f(ParamRole::InputNorm, Some(layer), self.input_norm)?;
+        let qkv = match self.qkv {
+            Qkv::Fused(qkv) => Qkv::Fused(qkv.try_map(f, layer)?),
+            Qkv::Separate { q, k, v } => {
+                let q = q.try_map(f, layer)?;
+                let k = k.try_map(f, layer)?;
+                let v = v.try_map(f, layer)?;
+                Qkv::Separate { q, k, v }
+            }
+        };
+        let o_proj = self.o_proj.try_map(f, layer)?;
+        let post_attention_norm = f(
+            ParamRole::PostAttentionNorm,
+            Some(layer),
+            self.post_attention_norm,
+        )?;
+        let gate_up = match self.gate_up {
+            GateUp::Fused(gate_up) => GateUp::Fused(gate_up.try_map(f, layer)?),
+            GateUp::Separate { gate, up } => {
+                let gate = gate.try_map(f, layer)?;
+                let up = up.try_map(f, layer)?;
+                GateUp::Separate { gate, up }
+            }
+        };
+        let down_proj = self.down_proj.try_map(f, layer)?;
+        Ok(LayerWeights {
+            layer,
+            input_norm,
+            qkv,
+            o_proj,
+            post_attention_norm,
+            gate_up,
+            down_proj,
+        })
+    }
+
+    /// The parameters in Hugging Face order.
+    pub fn into_vec(self) -> Vec<T> {
+        let mut out = Vec::new();
+        let _ = self.try_map(&mut |_, _, t| {
+            out.push(t);
+            Ok::<(), Infallible>(())
+        });
+        out
+    }
+}
+
+impl<T> Weights<T> {
+    /// The matrix the LM head multiplies by: its own, or the embedding's.
+    pub fn head(&self) -> &T {
+        match &self.lm_head {
+            LmHead::Tied => &self.embed,
+            LmHead::Own(head) => head,
+        }
+    }
+
+    /// Each parameter through `f` (with its role, and its layer where it
+    /// has one), in Hugging Face order: the embedding, the layers in
+    /// order, the final norm, the LM head when it is not tied. The one
+    /// place that order is written.
+    pub fn try_map<U, E>(
+        self,
+        mut f: impl FnMut(ParamRole, Option<i64>, T) -> Result<U, E>,
+    ) -> Result<Weights<U>, E> {
+        let embed = f(ParamRole::Embedding, None, self.embed)?;
+        let layers = self
+            .layers
+            .into_iter()
+            .map(|l| l.try_map(&mut f))
+            .collect::<Result<_, _>>()?;
+        let final_norm = f(ParamRole::FinalNorm, None, self.final_norm)?;
+        let lm_head = match self.lm_head {
+            LmHead::Tied => LmHead::Tied,
+            LmHead::Own(head) => LmHead::Own(f(ParamRole::LmHead, None, head)?),
+        };
+        Ok(Weights {
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+        })
+    }
+
+    /// [`Weights::try_map`] with a function that cannot fail.
+    pub fn map<U>(self, mut f: impl FnMut(ParamRole, Option<i64>, T) -> U) -> Weights<U> {
+        match self.try_map(|role, layer, t| Ok::<_, Infallible>(f(role, layer, t))) {
+            Ok(w) => w,
+            Err(never) => match never {},
+        }
+    }
+
+    /// The parameters in Hugging Face order ([`crate::params::param_specs`]').
+    pub fn into_vec(self) -> Vec<T> {
+        let mut out = Vec::new();
+        self.map(|_, _, t| out.push(t));
+        out
+    }
+
+    /// `values` (one per parameter, in the order of
+    /// [`Weights::into_vec`]) in the fields whose parameters they stand
+    /// for, or `None` when there are more or fewer of them.
+    pub fn zip<U>(self, values: impl IntoIterator<Item = U>) -> Option<Weights<(T, U)>> {
+        let mut values = values.into_iter();
+        let zipped = self
+            .try_map(|_, _, t| values.next().map(|u| (t, u)).ok_or(()))
+            .ok()?;
+        values.next().is_none().then_some(zipped)
+    }
+
+    /// The weights that `items` (each a spec and what stands for it) make,
+    /// each placed by its spec's `layer` and `role`, never by its
+    /// position: layers in the order of their numbers; a layer's q/k/v
+    /// and gate/up fused or separate as its specs are.
+    pub fn from_specs<S: Borrow<ParamSpec>>(
+        items: impl IntoIterator<Item = (S, T)>,
+    ) -> Result<Weights<T>, WeightsError> {
+        let mut outer: BTreeMap<ParamRole, T> = BTreeMap::new();
+        let mut layers: BTreeMap<i64, BTreeMap<ParamRole, T>> = BTreeMap::new();
+        for (spec, t) in items {
+            let spec = spec.borrow();
+            let slots = match (spec.role.in_layer(), spec.layer) {
+                (true, Some(layer)) => layers.entry(layer).or_default(),
+                (false, None) => &mut outer,
+                (_, layer) => {
+                    return Err(WeightsError::Misplaced {
+                        name: spec.name.clone(),
+                        role: spec.role,
+                        layer,
+                    })
+                }
+            };
+            if slots.insert(spec.role, t).is_some() {
+                return Err(WeightsError::Repeated {
+                    name: spec.name.clone(),
+                });
+            }
+        }
+        let embed = take(&mut outer, ParamRole::Embedding, None)?;
+        let final_norm = take(&mut outer, ParamRole::FinalNorm, None)?;
+        let lm_head = match outer.remove(&ParamRole::LmHead) {
+            Some(head) => LmHead::Own(head),
+            None => LmHead::Tied,
+        };
+        left_over(&outer, None)?;
+        let layers = layers
+            .into_iter()
+            .map(|(layer, mut slots)| {
+                let l = Some(layer);
+                let weights = LayerWeights {
+                    layer,
+                    input_norm: take(&mut slots, ParamRole::InputNorm, l)?,
+                    qkv: match slots.contains_key(&ParamRole::Weight(Projection::Qkv)) {
+                        true => Qkv::Fused(linear(&mut slots, Projection::Qkv, layer)?),
+                        false => Qkv::Separate {
+                            q: linear(&mut slots, Projection::Q, layer)?,
+                            k: linear(&mut slots, Projection::K, layer)?,
+                            v: linear(&mut slots, Projection::V, layer)?,
+                        },
+                    },
+                    o_proj: linear(&mut slots, Projection::O, layer)?,
+                    post_attention_norm: take(&mut slots, ParamRole::PostAttentionNorm, l)?,
+                    gate_up: match slots.contains_key(&ParamRole::Weight(Projection::GateUp)) {
+                        true => GateUp::Fused(linear(&mut slots, Projection::GateUp, layer)?),
+                        false => GateUp::Separate {
+                            gate: linear(&mut slots, Projection::Gate, layer)?,
+                            up: linear(&mut slots, Projection::Up, layer)?,
+                        },
+                    },
+                    down_proj: linear(&mut slots, Projection::Down, layer)?,
+                };
+                left_over(&slots, l)?;
+                Ok(weights)
+            })
+            .collect::<Result<_, WeightsError>>()?;
+        Ok(Weights {
+            embed,
+            layers,
+            final_norm,
+            lm_head,
+        })
+    }
+}
+
+/// The parameter in `role` out of `slots`.
+fn take<T>(
+    slots: &mut BTreeMap<ParamRole, T>,
+    role: ParamRole,
+    layer: Option<i64>,
+) -> Result<T, WeightsError> {
+    slots.remove(&role).ok_or_else(|| WeightsError::Missing {
+        name: role.hf_name(layer.unwrap_or(0)),
+    })
+}
+
+/// The projection `p` out of `slots`: its weight, and its bias if given.
+fn linear<T>(
+    slots: &mut BTreeMap<ParamRole, T>,
+    p: Projection,
+    layer: i64,
+) -> Result<Linear<T>, WeightsError> {
+    Ok(Linear {
+        projection: p,
+        weight: take(slots, ParamRole::Weight(p), Some(layer))?,
+        bias: slots.remove(&ParamRole::Bias(p)),
+    })
+}
+
+/// A parameter no field took: a second form of a projection (fused and
+/// separate), a bias without its weight, or a head beside another.
+fn left_over<T>(slots: &BTreeMap<ParamRole, T>, layer: Option<i64>) -> Result<(), WeightsError> {
+    match slots.keys().next() {
+        None => Ok(()),
+        Some(role) => Err(WeightsError::Unplaced {
+            name: role.hf_name(layer.unwrap_or(0)),
+        }),
+    }
+}
+
+/// Specs that do not make a model's weights.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WeightsError {
+    #[error("no parameter '{name}'")]
+    Missing { name: String },
+    #[error("parameter '{name}' is declared twice")]
+    Repeated { name: String },
+    #[error("parameter '{name}' has no place beside the others (a projection both fused and separate, or a bias without its weight)")]
+    Unplaced { name: String },
+    #[error("parameter '{name}' is a {role:?} in layer {layer:?}: a layer's roles have a layer, the embedding, final norm and LM head none")]
+    Misplaced {
+        name: String,
+        role: ParamRole,
+        layer: Option<i64>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ModelConfig;
+    use crate::params::{param_specs, weight_specs};
+
+    fn biased() -> ModelConfig {
+        ModelConfig {
+            qkv_bias: true,
+            mlp_bias: true,
+            fused_projections: true,
+            ..ModelConfig::tiny()
+        }
+    }
+
+    fn place(specs: &[ParamSpec]) -> Result<Weights<String>, WeightsError> {
+        Weights::from_specs(specs.iter().map(|s| (s, s.name.clone())))
+    }
+
+    #[test]
+    fn the_declarations_order_is_hugging_faces() {
+        let cfg = ModelConfig {
+            num_hidden_layers: 1,
+            ..biased()
+        };
+        let names: Vec<String> = param_specs(&cfg).into_iter().map(|p| p.name).collect();
+        let l = "model.layers.0.";
+        let layer = [
+            "input_layernorm.weight",
+            "self_attn.qkv_proj.weight",
+            "self_attn.qkv_proj.bias",
+            "self_attn.o_proj.weight",
+            "post_attention_layernorm.weight",
+            "mlp.gate_up_proj.weight",
+            "mlp.gate_up_proj.bias",
+            "mlp.down_proj.weight",
+            "mlp.down_proj.bias",
+        ]
+        .map(|n| format!("{l}{n}"));
+        let mut want = vec!["model.embed_tokens.weight".to_string()];
+        want.extend(layer);
+        want.extend(["model.norm.weight".into(), "lm_head.weight".into()]);
+        assert_eq!(names, want);
+    }
+
+    #[test]
+    fn specs_are_placed_by_role_wherever_they_stand() {
+        let cfg = biased();
+        let mut specs = param_specs(&cfg);
+        specs.reverse();
+        let placed = place(&specs).unwrap();
+        let by_name = weight_specs(&cfg).map(|_, _, p| p.name);
+        assert_eq!(placed, by_name);
+    }
+
+    #[test]
+    fn a_spec_that_does_not_fit_is_named() {
+        let specs = param_specs(&biased());
+        let without = |name: &str| -> Vec<ParamSpec> {
+            specs.iter().filter(|p| p.name != name).cloned().collect()
+        };
+        let o = "model.layers.1.self_attn.o_proj.weight";
+        assert_eq!(
+            place(&without(o)),
+            Err(WeightsError::Missing { name: o.into() })
+        );
+        let norm = "model.norm.weight";
+        assert_eq!(
+            place(&without(norm)),
+            Err(WeightsError::Missing { name: norm.into() })
+        );
+        let mut twice = specs.clone();
+        twice.push(specs[3].clone());
+        assert_eq!(
+            place(&twice),
+            Err(WeightsError::Repeated {
+                name: specs[3].name.clone()
+            })
+        );
+        // A separate q beside the fused qkv.
+        let separate = param_specs(&ModelConfig {
+            fused_projections: false,
+            ..biased()
+        });
+        let mut both = specs.clone();
+        both.extend(
+            separate
+                .iter()
+                .filter(|p| p.name == "model.layers.0.self_attn.q_proj.weight")
+                .cloned(),
+        );
+        assert_eq!(
+            place(&both),
+            Err(WeightsError::Unplaced {
+                name: "model.layers.0.self_attn.q_proj.weight".into()
+            })
+        );
+        // A bias without its weight.
+        let down = "model.layers.0.mlp.down_proj.weight";
+        assert_eq!(
+            place(&without(down)),
+            Err(WeightsError::Missing { name: down.into() })
+        );
+        // A fused bias beside separate projections: a bias without its
+        // weight.
+        let mut orphan = separate.clone();
+        orphan.push(ParamSpec {
+            name: "stray".into(),
+            role: ParamRole::Bias(Projection::Qkv),
+            ..separate[2].clone()
+        });
+        assert_eq!(
+            place(&orphan),
+            Err(WeightsError::Unplaced {
+                name: "model.layers.0.self_attn.qkv_proj.bias".into()
+            })
+        );
+        // A layer's role outside any layer.
+        let mut stray = specs.clone();
+        stray[1].layer = None;
+        assert!(matches!(
+            place(&stray),
+            Err(WeightsError::Misplaced {
+                role: ParamRole::InputNorm,
+                layer: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn values_are_zipped_one_per_parameter() {
+        let w = weight_specs(&ModelConfig::tiny());
+        let n = w.clone().into_vec().len();
+        assert!(w.clone().zip(0..n).is_some());
+        assert!(w.clone().zip(0..n - 1).is_none());
+        assert!(w.zip(0..n + 1).is_none());
+    }
+
+    #[test]
+    fn the_fused_table_is_the_roles() {
+        for (fused, members) in crate::params::FUSED_PROJECTIONS {
+            let p = [Projection::Qkv, Projection::GateUp]
+                .into_iter()
+                .find(|p| p.name() == fused)
+                .unwrap();
+            let names: Vec<&str> = p.members().iter().map(|m| m.name()).collect();
+            assert_eq!(names, members);
+        }
+        for p in [
+            Projection::Q,
+            Projection::Qkv,
+            Projection::GateUp,
+            Projection::Down,
+        ] {
+            assert_eq!(p.name().rsplit('.').next(), Some(p.scope()));
+        }
+    }
+}

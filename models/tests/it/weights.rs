@@ -1,0 +1,115 @@
+//! The parameters by role: every structure a config can ask for declares
+//! each parameter once, in its place, and the forward pass refuses
+//! parameters that are not one per spec.
+
+use hlatc_compiler::graph::builder::Builder;
+use hlatc_compiler::{ElementType, Shape};
+use hlatc_models::parallel::Parallelism;
+use hlatc_models::weights::{GateUp, LmHead, Qkv};
+use hlatc_models::{
+    param_specs, weight_specs, BatchShape, ForwardParts, ModelConfig, ParamRole, PartsContext,
+    Weights,
+};
+
+/// Every combination of the choices that change which parameters a model
+/// has (sizes do not), at one and at three layers.
+fn structures() -> Vec<ModelConfig> {
+    let mut out = Vec::new();
+    for bits in 0..64u32 {
+        let on = |i: u32| bits >> i & 1 == 1;
+        for layers in [1, 3] {
+            out.push(ModelConfig {
+                fused_projections: on(0),
+                qkv_bias: on(1),
+                o_proj_bias: on(2),
+                mlp_bias: on(3),
+                tie_word_embeddings: on(4),
+                num_hidden_layers: layers,
+                num_key_value_heads: if on(5) { 4 } else { 2 },
+                ..ModelConfig::tiny()
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn every_structure_declares_each_parameter_once_in_its_place() {
+    for cfg in structures() {
+        let declared = weight_specs(&cfg);
+        let specs = param_specs(&cfg);
+        assert_eq!(declared.clone().into_vec(), specs);
+        // The role and layer a spec carries are the field that holds it,
+        // and spell its name.
+        declared.clone().map(|role, layer, spec| {
+            assert_eq!((spec.role, spec.layer), (role, layer), "{}", spec.name);
+            assert_eq!(role.in_layer(), layer.is_some(), "{}", spec.name);
+            assert_eq!(role.hf_name(layer.unwrap_or(0)), spec.name);
+        });
+        // Placed by role alone, the specs make the same weights.
+        let placed = Weights::from_specs(specs.iter().map(|s| (s, s.clone()))).unwrap();
+        assert_eq!(placed, declared, "{cfg:?}");
+        // What the config asks for is what the structure holds.
+        assert_eq!(declared.layers.len() as i64, cfg.num_hidden_layers);
+        assert_eq!(
+            matches!(declared.lm_head, LmHead::Tied),
+            cfg.tie_word_embeddings
+        );
+        for (i, layer) in declared.layers.iter().enumerate() {
+            assert_eq!(layer.layer, i as i64);
+            let (qkv_bias, mlp_bias) = match (&layer.qkv, &layer.gate_up) {
+                (Qkv::Fused(qkv), GateUp::Fused(gate_up)) => {
+                    assert!(cfg.fused_projections);
+                    (qkv.bias.is_some(), gate_up.bias.is_some())
+                }
+                (Qkv::Separate { q, k, v }, GateUp::Separate { gate, up }) => {
+                    assert!(!cfg.fused_projections);
+                    assert!([k, v].iter().all(|p| p.bias.is_some() == q.bias.is_some()));
+                    assert_eq!(gate.bias.is_some(), up.bias.is_some());
+                    (q.bias.is_some(), gate.bias.is_some())
+                }
+                _ => panic!("q/k/v and gate/up stored alike: {cfg:?}"),
+            };
+            assert_eq!(qkv_bias, cfg.qkv_bias);
+            assert_eq!(layer.o_proj.bias.is_some(), cfg.o_proj_bias);
+            assert_eq!(mlp_bias, cfg.mlp_bias);
+            assert_eq!(layer.down_proj.bias.is_some(), cfg.mlp_bias);
+        }
+        let roles: Vec<ParamRole> = specs.iter().map(|s| s.role).collect();
+        assert_eq!(roles.first(), Some(&ParamRole::Embedding));
+    }
+}
+
+#[test]
+fn the_forward_pass_refuses_parameters_that_are_not_one_per_spec() {
+    let cfg = ModelConfig::tiny();
+    let batch = BatchShape {
+        batch_size: 1,
+        seq_len: 4,
+    };
+    let context = PartsContext {
+        batch,
+        par: Parallelism::SINGLE,
+        fault: None,
+        module_markers: false,
+        token_count: None,
+    };
+    let specs = param_specs(&cfg);
+    for count in [0, specs.len() - 1, specs.len() + 1] {
+        let mut b = Builder::new("step");
+        let params: Vec<_> = (0..count)
+            .map(|i| b.parameter(&format!("p{i}"), Shape::array(ElementType::F32, vec![1])))
+            .collect();
+        let err = match ForwardParts::new(&mut b, &cfg, &params, context, None) {
+            Ok(_) => panic!("{count} parameters accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            err,
+            format!(
+                "building 'step': forward (the parameters, in param_specs order): expects {} operand(s), got {count}",
+                specs.len()
+            )
+        );
+    }
+}
