@@ -585,14 +585,16 @@ pub struct PartsContext {
 /// apart: the embedding of tokens, the decoder layers of the model it is
 /// built for, and the final norm, LM head and loss. [`forward_on_rank`]
 /// is the three in a row. The attention mask and rotary tables are built
-/// once, when the parts are, and serve every call.
+/// once, where the layers first need them (after the embedding, as the
+/// single pass has always written them), and serve every call.
 pub struct ForwardParts<'a> {
     m: Llama<'a>,
     /// The parameters by role, built once from their declaration
     /// ([`weight_specs`]).
     weights: Weights<InstrId>,
-    tables: (InstrId, InstrId),
-    allowed: InstrId,
+    segments: Option<InstrId>,
+    /// The rotary tables and the attention mask, once built.
+    masks: Option<((InstrId, InstrId), InstrId)>,
     module_markers: bool,
 }
 
@@ -623,19 +625,34 @@ impl<'a> ForwardParts<'a> {
             true => None,
             false => Some(RankContext::new(b, par, cfg, fault)?),
         };
-        let mut m = Llama {
-            b,
-            cfg,
-            batch,
-            ty,
-            hints: GradHints::default(),
-            rank,
-            token_count,
-        };
-        let s = batch.seq_len;
+        Ok(ForwardParts {
+            m: Llama {
+                b,
+                cfg,
+                batch,
+                ty,
+                hints: GradHints::default(),
+                rank,
+                token_count,
+            },
+            weights,
+            segments,
+            masks: None,
+            module_markers,
+        })
+    }
+
+    /// The rotary tables and the attention mask (by document for packed
+    /// rows), built at the first call.
+    fn masks(&mut self) -> Result<((InstrId, InstrId), InstrId), BuildError> {
+        if let Some(masks) = self.masks {
+            return Ok(masks);
+        }
+        let m = &mut self.m;
+        let (batch, s) = (m.batch, m.batch.seq_len);
         m.b.push_scope("attention_mask");
-        let mut allowed = attention_mask(m.b, s, cfg.sliding_window)?;
-        let positions = match segments {
+        let mut allowed = attention_mask(m.b, s, m.cfg.sliding_window)?;
+        let positions = match self.segments {
             None => None,
             Some(seg) => {
                 let (mask, positions) = packed_documents(m.b, seg, batch.batch_size, s)?;
@@ -646,13 +663,8 @@ impl<'a> ForwardParts<'a> {
         };
         m.b.pop_scope();
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
-        Ok(ForwardParts {
-            m,
-            weights,
-            tables,
-            allowed,
-            module_markers,
-        })
+        self.masks = Some((tables, allowed));
+        Ok((tables, allowed))
     }
 
     /// The builder the parts add to.
@@ -681,8 +693,9 @@ impl<'a> ForwardParts<'a> {
     /// Every decoder layer of the model the parts are built for, over the
     /// residual stream `x`.
     pub fn layers(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
+        let (tables, allowed) = self.masks()?;
         let m = &mut self.m;
-        let (tables, allowed, markers) = (self.tables, self.allowed, self.module_markers);
+        let markers = self.module_markers;
         let mut x = x;
         for w in &self.weights.layers {
             // Outside the layer's scope, so recomputing a layer (remat)
