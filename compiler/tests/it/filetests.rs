@@ -16,21 +16,9 @@
 //! test, blessed or not.
 
 use hlatc_compiler::{formats::text, verify};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const BLESS_ENV: &str = "HLATC_BLESS";
 const USAGE: &str = "known: parse, verify";
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            collect(&p, out);
-        } else if p.extension().is_some_and(|x| x == "hlo") {
-            out.push(p);
-        }
-    }
-}
 
 /// The output of `command` over the module text `src`; `Err` where the
 /// command itself is not one this runner knows.
@@ -69,9 +57,7 @@ fn an_unknown_run_command_is_named() {
 #[test]
 fn filetests() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let mut files = Vec::new();
-    collect(&root, &mut files);
-    files.sort();
+    let files = hlatc_filetest::cases(&root);
     for dir in ["parse", "verify"] {
         assert!(
             files.iter().any(|f| f.starts_with(root.join(dir))),
@@ -79,42 +65,5 @@ fn filetests() {
             root.display()
         );
     }
-    let bless = std::env::var_os(BLESS_ENV).is_some_and(|v| v != "0");
-    let mut failures = Vec::new();
-    for f in &files {
-        let src = std::fs::read_to_string(f).unwrap();
-        let Some(command) = src.lines().next().and_then(|l| l.strip_prefix("// RUN:")) else {
-            failures.push(format!(
-                "{}: the first line must be `// RUN: <command>`",
-                f.display()
-            ));
-            continue;
-        };
-        let actual = match run_command(command, &src) {
-            Ok(s) => s,
-            Err(e) => {
-                failures.push(format!("{}: {e}", f.display()));
-                continue;
-            }
-        };
-        let expected_path = f.with_extension("expected");
-        if bless {
-            std::fs::write(&expected_path, &actual).unwrap();
-            continue;
-        }
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
-        if expected != actual {
-            let diff = similar::TextDiff::from_lines(&expected, &actual)
-                .unified_diff()
-                .header(&expected_path.display().to_string(), "actual")
-                .to_string();
-            failures.push(diff);
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} filetest(s) failed (re-bless with {BLESS_ENV}=1 if a changed output is intended):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    hlatc_filetest::run(&files, |_, command, src| run_command(command, src));
 }

@@ -31,21 +31,9 @@ use hlatc_passes::neuron_check::{check_module, Chip, Sdk};
 use hlatc_passes::{
     pipeline_from_names, CastPolicy, PassContext, RematPolicy, RoundingPolicy, Target,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const BLESS_ENV: &str = "HLATC_BLESS";
 const USAGE: &str = "known: opt [--target=T] [--remat=P] [--cast=T] [--rounding=P] PASS,...; check [--target=trn1|trn2] [--sdk=2.32|next]";
-
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            collect(&p, out);
-        } else if p.extension().is_some_and(|x| x == "hlo") {
-            out.push(p);
-        }
-    }
-}
 
 /// Why a case cannot run: the command is wrong (fails the test) or the
 /// module or a pass refused (the case's output).
@@ -182,52 +170,18 @@ fn an_unknown_run_command_or_flag_is_named() {
 #[test]
 fn filetests() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let mut files = Vec::new();
-    collect(&root, &mut files);
-    files.sort();
+    let files = hlatc_filetest::cases(&root);
     assert!(
         files.len() > 10,
         "filetests missing under {}",
         root.display()
     );
-    let bless = std::env::var_os(BLESS_ENV).is_some_and(|v| v != "0");
-    let mut failures = Vec::new();
-    for f in &files {
-        let src = std::fs::read_to_string(f).unwrap();
-        let Some(command) = src.lines().next().and_then(|l| l.strip_prefix("// RUN:")) else {
-            failures.push(format!(
-                "{}: the first line must be `// RUN: <command>`",
-                f.display()
-            ));
-            continue;
-        };
-        let name = f.file_name().unwrap().to_string_lossy();
-        let actual = match run_command(command, &src, &name) {
-            Ok(s) => s,
-            Err(Failure::Output(e)) => format!("error: {e}\n"),
-            Err(Failure::Command(e)) => {
-                failures.push(format!("{}: {e}", f.display()));
-                continue;
-            }
-        };
-        let expected_path = f.with_extension("expected");
-        if bless {
-            std::fs::write(&expected_path, &actual).unwrap();
-            continue;
+    hlatc_filetest::run(&files, |path, command, src| {
+        let name = path.file_name().unwrap().to_string_lossy();
+        match run_command(command, src, &name) {
+            Ok(s) => Ok(s),
+            Err(Failure::Output(e)) => Ok(format!("error: {e}\n")),
+            Err(Failure::Command(e)) => Err(e),
         }
-        let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
-        if expected != actual {
-            let diff = similar::TextDiff::from_lines(&expected, &actual)
-                .unified_diff()
-                .header(&expected_path.display().to_string(), "actual")
-                .to_string();
-            failures.push(diff);
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} filetest(s) failed (re-bless with {BLESS_ENV}=1 if a changed output is intended):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    });
 }
