@@ -2,6 +2,14 @@
 //! share (a rewriter, a pattern matcher, a context that carries the target)
 //! and pipelines that run them, checking invariants after every pass.
 //!
+//! The crate is laid out by what depends on what: `infra/` (the pass
+//! trait, pipelines, the context, the rewriter and the other shared
+//! machinery), [`target`] (each target's own place: `target::cpu`, what XLA
+//! CPU needs, and `target::neuron`, what only Neuron does and its
+//! pre-flight), `transforms/` (the passes every target runs) and the
+//! registry over all of them. Everything is re-exported here by the names
+//! it always had.
+//!
 //! ```
 //! use hlatc_compiler::formats::text;
 //! use hlatc_passes::{pipeline_from_names, PassContext, Target};
@@ -12,68 +20,32 @@
 //! assert_eq!(m.entry().len(), 2);
 //! ```
 
-mod amp;
-mod annotate_rounding;
-mod async_to_sync;
-pub mod bind;
-mod bitcast_to_reshape;
-mod bound_loops;
-mod cast_policy;
-mod coalesce_linear;
-mod conditional_to_select;
-mod context;
-mod cse;
-mod dce;
-mod fold_causal_mask;
-mod fuse_softmax;
-pub mod inline;
-mod integer_dot_to_f32;
-mod intervals;
-mod lower_neuron_calls;
-mod narrow_64_bit;
-mod narrow_f64;
-mod narrow_gathers;
-pub mod neuron_check;
-pub mod neuron_topk;
-mod pass;
-pub mod pattern;
-mod pipeline;
+mod infra;
 mod registry;
-mod remat;
-pub mod rewriter;
-mod rounding;
-mod simplify;
-pub mod softmax_math;
-mod sort_to_topk;
-mod widen_mixed_dots;
+pub mod target;
+mod transforms;
 
-pub use amp::Amp;
-pub use annotate_rounding::{
-    rounding_counts, AnnotateRounding, RoundingLoweringError, RNG_STATE_NAME, ROUNDING_CALLEE,
+pub use infra::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
+pub use infra::context::{AddedState, PassContext, RematPolicy, Target};
+pub use infra::pass::{
+    ConditionalFailure, F64ConstantProblem, Pass, PassError, RoundingLoweringError,
 };
-pub use async_to_sync::AsyncToSync;
-pub use bitcast_to_reshape::BitcastToReshape;
-pub use bound_loops::bound_loops;
-pub use cast_policy::{CastPolicy, CastRule, ScopeMatcher};
-pub use coalesce_linear::CoalesceLinear;
-pub use conditional_to_select::{ConditionalFailure, ConditionalToSelect, MAX_BRANCH_INSTRUCTIONS};
-pub use context::{AddedState, PassContext, RematPolicy, Target};
-pub use cse::Cse;
-pub use dce::Dce;
-pub use fold_causal_mask::FoldCausalMask;
-pub use fuse_softmax::FuseSoftmax;
-pub use integer_dot_to_f32::IntegerDotToF32;
-pub use lower_neuron_calls::LowerNeuronCalls;
-pub use narrow_64_bit::Narrow64BitIntegers;
-pub use narrow_f64::{F64ConstantProblem, NarrowF64};
-pub use narrow_gathers::NarrowGathers;
-pub use pass::{Pass, PassError};
-pub use pipeline::{CheckPolicy, Checker, Fixpoint, PassRun, Pipeline, PipelineReport};
+pub use infra::pipeline::{CheckPolicy, Checker, Fixpoint, Pipeline};
+pub use infra::report::{PassRun, PipelineReport};
+pub use infra::rounding::{
+    Rounding, RoundingChooser, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC,
+};
+pub use infra::{bind, inline, pattern, rewriter};
 pub use registry::{
     default_pass_names, default_pipeline, markdown_table, pipeline_from_names, registry, PassInfo,
 };
-pub use remat::Remat;
-pub use rounding::{Rounding, RoundingChooser, RoundingPolicy, ROUNDING_ATTRIBUTE, STOCHASTIC};
-pub use simplify::Simplify;
-pub use sort_to_topk::SortToTopK;
-pub use widen_mixed_dots::WidenMixedDots;
+pub use target::cpu::{AsyncToSync, BitcastToReshape, WidenMixedDots};
+pub use target::neuron::preflight as neuron_check;
+pub use target::neuron::{
+    neuron_topk, softmax_math, ConditionalToSelect, IntegerDotToF32, LowerNeuronCalls,
+    Narrow64BitIntegers, NarrowF64, SortToTopK, MAX_BRANCH_INSTRUCTIONS,
+};
+pub use transforms::{
+    bound_loops, rounding_counts, Amp, AnnotateRounding, CoalesceLinear, Cse, Dce, FoldCausalMask,
+    FuseSoftmax, NarrowGathers, Remat, Simplify, RNG_STATE_NAME, ROUNDING_CALLEE,
+};

@@ -1,8 +1,8 @@
 //! Every pass by name, and each target's default pipeline.
 
-use crate::context::Target;
-use crate::pass::{Pass, PassError};
-use crate::pipeline::{Fixpoint, Pipeline};
+use crate::infra::context::Target;
+use crate::infra::pass::{Pass, PassError};
+use crate::infra::pipeline::{Fixpoint, Pipeline};
 
 /// A registered pass: its name, what it does, and how to make one.
 pub struct PassInfo {

@@ -1,0 +1,193 @@
+//! `widen-mixed-dots`: a `dot` over narrower floats than its result (bf16
+//! operands accumulating into f32, as `amp` writes them for Neuron) as the
+//! same dot over its operands converted to the result's type: the rewrite
+//! XLA's own `OperandUpcaster` makes. The values are the same: each
+//! operand value converts to the result's type exactly, and the dot
+//! multiplies and accumulates in that type either way (for bf16 or f16
+//! into f32 each product is exact too). XLA CPU needs it: some shapes of
+//! such a dot (a batched one, as attention's) reach its `DotThunk`, which
+//! has no kernel for them and fails the run ("Unsupported element type for
+//! DotThunk::Execute: BF16 x BF16 = F32", measured with tiny's step at
+//! batch 2). `run` and `--verify` apply it to what XLA CPU is handed, never
+//! to a bundle.
+//!
+//! A dot over its result's own type, over integers, or into a narrower or
+//! equally wide type (bf16 into f16) or into an 8-bit float is left alone,
+//! as is an operand that would not convert exactly (`f8e8m0fnu`, whose
+//! exponents reach 2^127, into f16). A dot's `algorithm` is kept: its
+//! operands hold the same values, and XLA CPU runs the bf16, f16, tf32 and
+//! 8-bit algorithms over f32 operands alike.
+
+use crate::infra::context::PassContext;
+use crate::infra::convert::widen;
+use crate::infra::pass::{Pass, PassError};
+use crate::infra::rewriter::ModuleRewriter;
+use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
+use std::collections::HashMap;
+
+pub struct WidenMixedDots;
+
+impl WidenMixedDots {
+    /// Whether `id` is a dot this pass rewrites: one with an operand of a
+    /// float type narrower than its result's that converts into it
+    /// exactly. The runtime asks it to know whether a module needs the
+    /// pass at all.
+    pub fn widens(c: &Computation, id: InstrId) -> bool {
+        Self::wide_type(c, id).is_some()
+    }
+
+    /// The result type of a dot this pass rewrites.
+    fn wide_type(c: &Computation, id: InstrId) -> Option<ElementType> {
+        if !matches!(c.instr(id).op, Op::Dot { .. }) {
+            return None;
+        }
+        let wide = c.instr(id).shape.as_array()?.ty;
+        c.operand_ids(id)
+            .iter()
+            .any(|&x| {
+                c.instr(x)
+                    .shape
+                    .as_array()
+                    .is_some_and(|a| widens_exactly(a.ty, wide))
+            })
+            .then_some(wide)
+    }
+}
+
+impl WidenMixedDots {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "widen-mixed-dots";
+}
+
+impl Pass for WidenMixedDots {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    /// Its converts keep their operands' dimensions, dynamic ones too, and
+    /// the dot its own shape.
+    fn keeps_dynamic_dimensions(&self) -> bool {
+        true
+    }
+
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let mut mr: Option<ModuleRewriter> = None;
+        let mut changed = false;
+        for ci in 0..m.computations.len() {
+            let c = &m.computations[ci];
+            let mixed: Vec<(InstrId, ElementType)> = c
+                .ids()
+                .filter_map(|id| Some((id, Self::wide_type(c, id)?)))
+                .collect();
+            if mixed.is_empty() {
+                continue;
+            }
+            let names = &mut mr
+                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
+                .names;
+            let c = &mut m.computations[ci];
+            // One conversion of each operand to each type, however many
+            // dots read it.
+            let mut converted: HashMap<(InstrId, ElementType), InstrId> = HashMap::new();
+            for (dot, wide) in mixed {
+                let operands = c.operand_ids(dot).to_vec();
+                let metadata = &c.instr(dot).metadata.clone();
+                let mut widened = Vec::with_capacity(operands.len());
+                for x in operands {
+                    let narrow = c
+                        .instr(x)
+                        .shape
+                        .as_array()
+                        .filter(|a| widens_exactly(a.ty, wide))
+                        .cloned();
+                    widened.push(match narrow {
+                        Some(a) => *converted
+                            .entry((x, wide))
+                            .or_insert_with(|| widen(c, names, x, a, wide, metadata.clone())),
+                        None => x,
+                    });
+                }
+                // The dot itself stays: its name, shape, attributes and
+                // place in the order are the same, over the new operands.
+                c.set_operands(dot, &widened);
+            }
+            changed = true;
+        }
+        ModuleRewriter::finish_on_demand(mr, ctx);
+        Ok(changed)
+    }
+}
+
+/// Whether `ty` is a float type narrower than `wide` (f16, bf16, f32 or
+/// f64) whose every value `wide` holds exactly: every such pair does but
+/// `f8e8m0fnu` (exponents from 2^-127 to 2^127) into f16. A dot into an
+/// 8-bit float is left alone.
+fn widens_exactly(ty: ElementType, wide: ElementType) -> bool {
+    use ElementType::{Bf16, F16, F32, F64, F8E8M0FNU};
+    ty.is_float()
+        && matches!(wide, F16 | Bf16 | F32 | F64)
+        && ty.bit_width() < wide.bit_width()
+        && !(ty == F8E8M0FNU && wide == F16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::context::Target;
+    use hlatc_compiler::{formats::text, verify};
+
+    #[test]
+    fn bf16_operands_of_an_f32_dot_are_converted_first() {
+        let mut m = text::parse_module(
+            "HloModule m\nENTRY e {\n a = bf16[2,3] parameter(0)\n b = bf16[3,4] parameter(1)\n \
+             ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}",
+        )
+        .unwrap();
+        let mut ctx = PassContext::new(Target::Cpu);
+        assert!(WidenMixedDots.run(&mut m, &mut ctx).unwrap());
+        verify(&m).unwrap();
+        let printed = text::print_module(&m);
+        assert!(printed.contains("f32[2,3]{1,0} convert(a)"), "{printed}");
+        assert!(printed.contains("f32[3,4]{1,0} convert(b)"), "{printed}");
+        // A dot over its own type, or over integers, is left alone.
+        let mut same = text::parse_module(
+            "HloModule m\nENTRY e {\n a = f32[2,3] parameter(0)\n b = f32[3,4] parameter(1)\n \
+             ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}",
+        )
+        .unwrap();
+        assert!(!WidenMixedDots.run(&mut same, &mut ctx).unwrap());
+    }
+
+    /// Exactly the conversions that lose nothing, into the float types a
+    /// dot accumulates in.
+    #[test]
+    fn only_exact_widenings_count() {
+        use ElementType::*;
+        for (narrow, wide) in [
+            (Bf16, F32),
+            (F16, F32),
+            (F32, F64),
+            (Bf16, F64),
+            (F8E4M3FN, F16),
+            (F8E5M2, Bf16),
+            (F8E8M0FNU, Bf16),
+            (F8E8M0FNU, F32),
+            (F4E2M1FN, F16),
+        ] {
+            assert!(widens_exactly(narrow, wide), "{narrow} into {wide}");
+        }
+        for (narrow, wide) in [
+            (F8E8M0FNU, F16),
+            (Bf16, F16),
+            (F16, Bf16),
+            (F32, F32),
+            (F32, Bf16),
+            (S8, F32),
+            (S8, S32),
+            (F4E2M1FN, F8E4M3FN),
+            (C64, C128),
+        ] {
+            assert!(!widens_exactly(narrow, wide), "{narrow} into {wide}");
+        }
+    }
+}
