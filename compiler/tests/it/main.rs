@@ -16,6 +16,7 @@ mod fuzz;
 mod layering;
 mod layouts;
 mod module_header;
+mod op_families;
 mod proto_fields;
 mod round_trip;
 mod sharding;

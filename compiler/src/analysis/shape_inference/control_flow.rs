@@ -1,9 +1,10 @@
-//! Ops that run whole computations: `call`, `fusion`, `while` and
-//! `conditional`. Their result comes from a callee's signature, and each
-//! callee must take exactly what the op hands it.
+//! Ops that run whole computations: `call`, `fusion`, `while`,
+//! `conditional` and the async ops. Their result comes from a callee's
+//! signature, and each callee must take exactly what the op hands it.
 
-use super::{refuse, CalleeError, CalleeSignature, OperandError, ShapeError};
-use crate::ir::op::Opcode;
+use super::custom_call::check_operand_aliasing;
+use super::{refuse, CalleeError, CalleeSignature, DeclaredError, OperandError, ShapeError};
+use crate::ir::op::{AsyncStep, Opcode, OperandAlias};
 use crate::ir::shape::{ElementType, Shape};
 
 /// A callee run on the op's operands as its parameters (`call`, `fusion`).
@@ -106,4 +107,69 @@ pub(super) fn conditional(
         }
     }
     Ok(first_sig.result.clone())
+}
+
+pub(super) fn fusion(
+    callee: (&str, CalleeSignature),
+    aliasing: &[OperandAlias],
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    let result = call(const { Opcode::new("fusion") }, callee, operands)?;
+    check_operand_aliasing(aliasing, operands, &result)?;
+    Ok(result)
+}
+
+/// An `async-start`'s value is ((operands), the callee's result,
+/// context...), with the context (what the runtime keeps while it runs) as
+/// written; an `async-update` passes that bundle on, and an `async-done`
+/// gives its result. Whether an update's or done's operand is a start or
+/// update of the same callee is the verifier's check.
+pub(super) fn async_op(
+    step: AsyncStep,
+    (calls, callee): (&str, CalleeSignature),
+    operands: &[&Shape],
+    declared: Option<&Shape>,
+) -> Result<Shape, ShapeError> {
+    let opcode = || match step {
+        AsyncStep::Start => const { Opcode::new(AsyncStep::Start.opcode()) },
+        AsyncStep::Update => const { Opcode::new(AsyncStep::Update.opcode()) },
+        AsyncStep::Done => const { Opcode::new(AsyncStep::Done.opcode()) },
+    };
+    let (bundle, result) = match step {
+        AsyncStep::Start => {
+            let result = call(opcode(), (calls, callee), operands)?;
+            (declared.ok_or(ShapeError::NeedsResultShape)?, result)
+        }
+        AsyncStep::Update | AsyncStep::Done => (operands[0], callee.result),
+    };
+    let parts = match bundle {
+        Shape::Tuple(parts) if parts.len() >= 2 => parts,
+        other => {
+            return refuse(OperandError::AsyncBundle {
+                opcode: opcode(),
+                bundle: other.clone(),
+            })
+        }
+    };
+    if step == AsyncStep::Start {
+        let given = Shape::Tuple(operands.iter().map(|&s| s.clone()).collect());
+        if !parts[0].compatible(&given) {
+            return refuse(DeclaredError::AsyncStartOperands {
+                declared: parts[0].clone(),
+                operands: given,
+            });
+        }
+    }
+    if !parts[1].compatible(&result) {
+        return refuse(CalleeError::AsyncResult {
+            opcode: opcode(),
+            held: parts[1].clone(),
+            callee: calls.to_string(),
+            result,
+        });
+    }
+    Ok(match step {
+        AsyncStep::Start | AsyncStep::Update => bundle.clone(),
+        AsyncStep::Done => parts[1].clone(),
+    })
 }

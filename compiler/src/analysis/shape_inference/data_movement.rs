@@ -1,34 +1,21 @@
-//! Ops that move or regroup elements without computing on them: `iota`,
-//! `broadcast`, `reshape`, `bitcast`, `transpose`, `reverse`, the slices,
-//! `concatenate`, `pad` and the asynchronous `copy-start`/`copy-done`.
+//! Ops that move or regroup elements without computing on them:
+//! `broadcast`, `reshape`, `bitcast`, `transpose`, `reverse`, `concatenate`,
+//! `pad`, the orderings (`sort` by a comparator, `topk`) and the
+//! asynchronous `copy-start`/`copy-done`.
 
 use super::{
-    arr, array, check_dims_in_range, declared_array, operand_and_declared, refuse, same_type,
-    AttributeError, DeclaredError, DimensionError, OperandError, ShapeError, ShapesError,
-    TypeError,
+    arr, array, arrays_of_same_dims, check_dims_in_range, check_signature, operand_and_declared,
+    refuse, same_type, AttributeError, CalleeSignature, DeclaredError, DimensionError,
+    OperandError, ShapeError, ShapesError, TypeError,
 };
-use crate::ir::op::{Opcode, PadDim, SliceDim};
+use crate::ir::op::{Opcode, PadDim};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
 
 const CONCATENATE: Opcode = Opcode::new("concatenate");
-const DYNAMIC_UPDATE_SLICE: Opcode = Opcode::new("dynamic-update-slice");
 const PAD: Opcode = Opcode::new("pad");
 const RESHAPE: Opcode = Opcode::new("reshape");
+const SORT: Opcode = Opcode::new("sort");
 const TOPK: Opcode = Opcode::new("topk");
-
-pub(super) fn iota(dimension: i64, declared: Option<&Shape>) -> Result<Shape, ShapeError> {
-    let d = declared_array(declared)?;
-    if dimension < 0 || dimension as usize >= d.rank() {
-        return refuse(DimensionError::Iota {
-            dimension,
-            rank: d.rank(),
-        });
-    }
-    if d.ty == ElementType::Pred {
-        return refuse(TypeError::IotaPred);
-    }
-    Ok(Shape::Array(d.clone()))
-}
 
 /// `(values, s32 indices)`, both the operand's dimensions with the last
 /// cut to `k`.
@@ -148,78 +135,6 @@ pub(super) fn reverse(dimensions: &[i64], operands: &[&Shape]) -> Result<Shape, 
     Ok(arr(a.ty, a.dims.clone()))
 }
 
-pub(super) fn slice(slices: &[SliceDim], operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    let a = array(operands, 0)?;
-    if slices.len() != a.rank() {
-        return refuse(AttributeError::SliceRanges {
-            ranges: slices.len(),
-            rank: a.rank(),
-        });
-    }
-    let mut dims = Vec::with_capacity(slices.len());
-    for (i, s) in slices.iter().enumerate() {
-        if s.start < 0 || s.start > s.limit || s.limit > a.dims[i] || s.stride < 1 {
-            return refuse(AttributeError::SliceRange {
-                start: s.start,
-                limit: s.limit,
-                stride: s.stride,
-                dimension: i,
-                size: a.dims[i],
-            });
-        }
-        // start <= limit was checked, so the span is non-negative.
-        // XLA rounds up as (span + stride - 1) / stride, which must
-        // not overflow either.
-        let span = s.limit - s.start;
-        if span.checked_add(s.stride - 1).is_none() {
-            return refuse(AttributeError::SliceStride {
-                stride: s.stride,
-                dimension: i,
-            });
-        }
-        dims.push(span / s.stride + i64::from(span % s.stride != 0));
-    }
-    Ok(arr(a.ty, dims))
-}
-
-pub(super) fn dynamic_slice(sizes: &[i64], operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    if operands.is_empty() {
-        return Err(ShapeError::OperandCount {
-            expected: "1 + rank".into(),
-            got: 0,
-        });
-    }
-    let a = array(operands, 0)?;
-    check_start_indices(operands, 1, a.rank())?;
-    if sizes.len() != a.rank() || sizes.iter().zip(&a.dims).any(|(s, d)| *s < 0 || s > d) {
-        return refuse(AttributeError::SliceSizes {
-            attribute: "dynamic_slice_sizes",
-            sizes: sizes.to_vec(),
-            operand: a.clone(),
-        });
-    }
-    Ok(arr(a.ty, sizes.to_vec()))
-}
-
-pub(super) fn dynamic_update_slice(operands: &[&Shape]) -> Result<Shape, ShapeError> {
-    if operands.len() < 2 {
-        return Err(ShapeError::OperandCount {
-            expected: "2 + rank".into(),
-            got: operands.len(),
-        });
-    }
-    let (a, u) = (array(operands, 0)?, array(operands, 1)?);
-    same_type(a, u, DYNAMIC_UPDATE_SLICE)?;
-    if u.rank() != a.rank() || u.dims.iter().zip(&a.dims).any(|(x, y)| x > y) {
-        return refuse(ShapesError::Update {
-            update: u.clone(),
-            operand: a.clone(),
-        });
-    }
-    check_start_indices(operands, 2, a.rank())?;
-    Ok(arr(a.ty, a.dims.clone()))
-}
-
 pub(super) fn concatenate(dimension: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
     if operands.is_empty() {
         return Err(ShapeError::OperandCount {
@@ -331,46 +246,27 @@ pub(super) fn copy_done(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     }
 }
 
-pub(super) fn check_start_indices(
+pub(super) fn sort(
+    dimension: i64,
+    (name, sig): (&str, CalleeSignature),
     operands: &[&Shape],
-    from: usize,
-    rank: usize,
-) -> Result<(), ShapeError> {
-    // XLA still reads the first form: all start indices in one vector.
-    if operands.len() == from + 1 {
-        let v = array(operands, from)?;
-        if v.rank() == 1 {
-            if !v.ty.is_integer() || v.dims[0] != rank as i64 {
-                return refuse(OperandError::StartIndexVector {
-                    rank,
-                    vector: v.clone(),
-                });
-            }
-            return Ok(());
-        }
-    }
-    if operands.len() != from + rank {
-        return Err(ShapeError::OperandCount {
-            expected: format!("{} ({} + one start index per dimension)", from + rank, from),
-            got: operands.len(),
+) -> Result<Shape, ShapeError> {
+    let arrays = arrays_of_same_dims(SORT, operands)?;
+    if dimension < 0 || dimension as usize >= arrays[0].rank() {
+        return refuse(DimensionError::OutOfRangeOf {
+            opcode: SORT,
+            dimension,
+            operand: arrays[0].clone(),
         });
     }
-    for i in from..operands.len() {
-        let s = array(operands, i)?;
-        if s.rank() != 0 || !s.ty.is_integer() {
-            return refuse(OperandError::StartIndex {
-                index: i - from,
-                shape: s.clone(),
-            });
-        }
-        let first = array(operands, from)?;
-        if s.ty != first.ty {
-            return refuse(TypeError::StartIndices {
-                first: first.ty,
-                index: i - from,
-                ty: s.ty,
-            });
-        }
-    }
-    Ok(())
+    // Two scalars per operand: the elements compared.
+    let params: Vec<Shape> = arrays
+        .iter()
+        .flat_map(|a| [Shape::scalar(a.ty), Shape::scalar(a.ty)])
+        .collect();
+    check_signature(name, &sig, &params, &Shape::scalar(ElementType::Pred))?;
+    Ok(match operands {
+        [one] => (*one).clone(),
+        _ => Shape::Tuple(operands.iter().map(|s| (*s).clone()).collect()),
+    })
 }

@@ -1,9 +1,10 @@
 //! Elementwise ops: `unary` and `binary` arithmetic, `compare`, `select`,
-//! `clamp`, and the conversions between element types.
+//! `clamp`, the conversions between element types, and `map` (a scalar
+//! computation applied to each element).
 
 use super::{
-    arr, array, declared_array, operand_and_declared, refuse, same_type, AttributeError,
-    ShapeError, ShapesError, TypeError,
+    arr, array, arrays_of_same_dims, check_signature, declared_array, operand_and_declared, refuse,
+    same_type, AttributeError, CalleeError, CalleeSignature, ShapeError, ShapesError, TypeError,
 };
 use crate::ir::op::{BinaryOp, ComparisonDirection, ComparisonType, Opcode, UnaryOp};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
@@ -323,4 +324,31 @@ pub(super) fn check_comparison_type(
         return refuse(TypeError::Comparison { kind, ty });
     }
     Ok(())
+}
+
+pub(super) fn map(
+    dimensions: &[i64],
+    (name, sig): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    let arrays = arrays_of_same_dims(const { Opcode::new("map") }, operands)?;
+    let rank = arrays[0].rank() as i64;
+    if !dimensions.is_empty() && dimensions != (0..rank).collect::<Vec<_>>() {
+        return refuse(AttributeError::MapDimensions {
+            dimensions: dimensions.to_vec(),
+            rank,
+        });
+    }
+    let params: Vec<Shape> = arrays.iter().map(|a| Shape::scalar(a.ty)).collect();
+    let result_ty = match &sig.result {
+        Shape::Array(r) if r.rank() == 0 => r.ty,
+        r => {
+            return refuse(CalleeError::MapResult {
+                callee: name.to_string(),
+                result: r.clone(),
+            })
+        }
+    };
+    check_signature(name, &sig, &params, &Shape::scalar(result_ty))?;
+    Ok(Shape::array(result_ty, arrays[0].dims.clone()))
 }

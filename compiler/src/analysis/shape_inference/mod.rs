@@ -5,33 +5,32 @@
 //! the declared shape is required and checked against the operands instead.
 //!
 //! [`infer_shape`] checks a fixed operand count (the op table's arity)
-//! and dispatches: each op family's rules live in a module
-//! of their own (`elementwise`, `data_movement`, `contraction`,
-//! `reduction`, `windowed`, `gather_scatter`, `scalar_callee`, `calls`,
-//! `control_flow`, `collective`, `random`, `token`, `dynamic_dims`, ...),
-//! beside the helpers they share here. What a rule refuses is a typed
-//! [`ShapeError`] (`error`): which kind of contract broke, and the data it
+//! and dispatches: each op family's rules live in the module its
+//! [`OpFamily`](crate::ir::op::OpFamily) names (`values`, `elementwise`,
+//! `data_movement`, `dynamic_dims`, `indexing`, `linear_algebra`,
+//! `reduction`, `windowed`, `fft`, `collective`, `control_flow`,
+//! `custom_call`, `random`, `token`), beside the helpers they share here.
+//! What a rule refuses is a typed [`ShapeError`] (`error`, the one module
+//! that is not a family): which kind of contract broke, and the data it
 //! was checked on.
 
-mod batch_norm;
-mod calls;
 mod collective;
-mod contraction;
 mod control_flow;
+mod custom_call;
 mod data_movement;
 mod dynamic_dims;
 mod elementwise;
 mod error;
 mod fft;
-mod gather_scatter;
+mod indexing;
+mod linear_algebra;
 mod random;
 mod reduction;
-mod scalar_callee;
 mod token;
+mod values;
 mod windowed;
 
 use crate::ir::computation_id::ComputationId;
-use crate::ir::literal::LiteralTree;
 use crate::ir::op::description::Arity;
 use crate::ir::op::{Op, Opcode};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
@@ -142,6 +141,31 @@ fn same_type(a: &ArrayShape, b: &ArrayShape, opcode: Opcode) -> Result<(), Shape
     Ok(())
 }
 
+/// The operands as arrays of one shape.
+fn arrays_of_same_dims<'a>(
+    opcode: Opcode,
+    operands: &[&'a Shape],
+) -> Result<Vec<&'a ArrayShape>, ShapeError> {
+    if operands.is_empty() {
+        return Err(ShapeError::OperandCount {
+            expected: "at least 1".into(),
+            got: 0,
+        });
+    }
+    let arrays = (0..operands.len())
+        .map(|i| array(operands, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(other) = arrays.iter().find(|a| a.dims != arrays[0].dims) {
+        return refuse(ShapesError::Differ {
+            opcode,
+            what: "operands",
+            lhs: arrays[0].clone(),
+            rhs: (*other).clone(),
+        });
+    }
+    Ok(arrays)
+}
+
 fn arr(ty: ElementType, dims: Vec<i64>) -> Shape {
     Shape::Array(ArrayShape::new(ty, dims))
 }
@@ -160,18 +184,16 @@ pub fn infer_shape<'c>(
         arity(operands, n)?;
     }
     passes_unbounded_through(op, operands, declared)?;
+    // Grouped by the ops' families, each calling into its family's module.
     match op {
-        Op::Parameter(n) => {
-            if *n < 0 {
-                return refuse(AttributeError::NegativeParameter(*n));
-            }
-            declared.cloned().ok_or(ShapeError::NeedsResultShape)
-        }
-        Op::Constant(lit) => Ok(Shape::Array(lit.shape.clone())),
-        Op::TupleConstant(elems) => {
-            Ok(Shape::Tuple(elems.iter().map(LiteralTree::shape).collect()))
-        }
-        Op::Iota { dimension } => data_movement::iota(*dimension, declared),
+        Op::Parameter(n) => values::parameter(*n, declared),
+        Op::Constant(lit) => values::constant(lit),
+        Op::TupleConstant(elems) => values::tuple_constant(elems),
+        Op::Iota { dimension } => values::iota(*dimension, declared),
+        Op::Tuple => values::tuple(operands),
+        Op::OptBarrier | Op::Domain { .. } => values::opt_barrier(operands),
+        Op::GetTupleElement { index } => values::get_tuple_element(*index, operands),
+
         Op::Unary(u) => elementwise::unary(*u, operands),
         Op::Binary(b) => elementwise::binary(*b, operands),
         Op::Compare { direction, kind } => elementwise::compare(*direction, *kind, operands),
@@ -183,18 +205,30 @@ pub fn infer_shape<'c>(
             exponent_bits,
             mantissa_bits,
         } => elementwise::reduce_precision((*exponent_bits, *mantissa_bits), operands),
-        Op::Bitcast => data_movement::bitcast(operands, declared),
         Op::BitcastConvert => elementwise::bitcast_convert(operands, declared),
+        Op::Map {
+            dimensions,
+            to_apply,
+        } => elementwise::map(dimensions, get_callee(*to_apply)?, operands),
+
+        Op::Bitcast => data_movement::bitcast(operands, declared),
         Op::Broadcast { dimensions } => data_movement::broadcast(dimensions, operands, declared),
         Op::Reshape { inferred_dimension } => {
             data_movement::reshape(*inferred_dimension, operands, declared)
         }
         Op::Transpose { permutation } => data_movement::transpose(permutation, operands),
         Op::Reverse { dimensions } => data_movement::reverse(dimensions, operands),
-        Op::Slice { slices } => data_movement::slice(slices, operands),
-        Op::DynamicSlice { sizes } => data_movement::dynamic_slice(sizes, operands),
-        Op::DynamicUpdateSlice => data_movement::dynamic_update_slice(operands),
         Op::Concatenate { dimension } => data_movement::concatenate(*dimension, operands),
+        Op::Pad { config } => data_movement::pad(config, operands),
+        Op::Sort {
+            dimension,
+            comparator,
+            ..
+        } => data_movement::sort(*dimension, get_callee(*comparator)?, operands),
+        Op::TopK { k, .. } => data_movement::top_k(*k, operands),
+        Op::CopyStart { .. } => data_movement::copy_start(operands, declared),
+        Op::CopyDone => data_movement::copy_done(operands),
+
         Op::SetDimensionSize { dimension } => {
             dynamic_dims::set_dimension_size(*dimension, operands)
         }
@@ -202,14 +236,41 @@ pub fn infer_shape<'c>(
             dynamic_dims::get_dimension_size(*dimension, operands)
         }
         Op::DynamicReshape => dynamic_dims::dynamic_reshape(operands, declared),
-        Op::Pad { config } => data_movement::pad(config, operands),
+
+        Op::Slice { slices } => indexing::slice(slices, operands),
+        Op::DynamicSlice { sizes } => indexing::dynamic_slice(sizes, operands),
+        Op::DynamicUpdateSlice => indexing::dynamic_update_slice(operands),
+        Op::Gather {
+            dims, slice_sizes, ..
+        } => indexing::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes),
+        Op::Scatter { dims, to_apply, .. } => {
+            indexing::scatter_operands(dims, get_callee(*to_apply)?, operands)
+        }
+
         Op::Dot {
             dims, precision, ..
-        } => contraction::dot(dims, precision, operands, declared),
+        } => linear_algebra::dot(dims, precision, operands, declared),
+        Op::RaggedDot {
+            dims,
+            ragged,
+            precision,
+            ..
+        } => linear_algebra::ragged_dot(dims, ragged, precision, operands, declared),
+        Op::TriangularSolve { left_side, .. } => {
+            linear_algebra::triangular_solve(*left_side, operands)
+        }
+        Op::Cholesky { .. } => linear_algebra::cholesky(operands),
+
         Op::Reduce {
             dimensions,
             to_apply,
         } => reduction::reduce(dimensions, get_callee(*to_apply)?, operands),
+        Op::BatchNorm {
+            kind,
+            feature_index,
+            ..
+        } => reduction::batch_norm(*kind, *feature_index, operands),
+
         Op::Convolution {
             window,
             dims,
@@ -225,41 +286,24 @@ pub fn infer_shape<'c>(
             declared,
         ),
         Op::ReduceWindow { window, to_apply } => {
-            reduction::reduce_window(window, get_callee(*to_apply)?, operands)
+            windowed::reduce_window(window, get_callee(*to_apply)?, operands)
         }
         Op::SelectAndScatter {
             window,
             select,
             scatter,
-        } => reduction::select_and_scatter(
+        } => windowed::select_and_scatter(
             window,
             get_callee(*select)?,
             get_callee(*scatter)?,
             operands,
         ),
-        Op::Tuple => Ok(Shape::Tuple(
-            operands.iter().map(|s| (*s).clone()).collect(),
-        )),
-        Op::OptBarrier | Op::Domain { .. } => calls::opt_barrier(operands),
-        Op::GetTupleElement { index } => calls::get_tuple_element(*index, operands),
-        Op::Call { to_apply, .. } => control_flow::call(CALL, get_callee(*to_apply)?, operands),
-        Op::Fusion {
-            calls, aliasing, ..
-        } => calls::fusion(get_callee(*calls)?, aliasing, operands),
-        Op::While { condition, body } => {
-            control_flow::while_loop(get_callee(*condition)?, get_callee(*body)?, operands)
-        }
-        Op::Sort {
-            dimension,
-            comparator,
-            ..
-        } => scalar_callee::sort(*dimension, get_callee(*comparator)?, operands),
-        Op::Map {
-            dimensions,
-            to_apply,
-        } => scalar_callee::map(dimensions, get_callee(*to_apply)?, operands),
-        Op::Rng { distribution } => random::rng(*distribution, operands, declared),
-        Op::RngGetAndUpdateState { .. } => random::rng_state(),
+
+        Op::Fft {
+            fft_type,
+            fft_length,
+        } => fft::fft(*fft_type, fft_length, operands),
+
         Op::AllReduce {
             collective,
             to_apply,
@@ -284,17 +328,6 @@ pub fn infer_shape<'c>(
             dimension,
         } => collective::all_to_all(collective, *dimension, operands),
         Op::RaggedAllToAll { collective } => collective::ragged_all_to_all(collective, operands),
-        Op::BatchNorm {
-            kind,
-            feature_index,
-            ..
-        } => batch_norm::batch_norm(*kind, *feature_index, operands),
-        Op::RaggedDot {
-            dims,
-            ragged,
-            precision,
-            ..
-        } => contraction::ragged_dot(dims, ragged, precision, operands, declared),
         Op::CollectivePermute {
             pairs, slice_sizes, ..
         } => collective::collective_permute(pairs, slice_sizes, operands),
@@ -302,15 +335,6 @@ pub fn infer_shape<'c>(
         Op::CollectiveBroadcast { collective } => {
             collective::collective_broadcast(collective, operands)
         }
-        Op::TopK { k, .. } => data_movement::top_k(*k, operands),
-        Op::TriangularSolve { left_side, .. } => {
-            contraction::triangular_solve(*left_side, operands)
-        }
-        Op::Cholesky { .. } => contraction::cholesky(operands),
-        Op::Fft {
-            fft_type,
-            fft_length,
-        } => fft::fft(*fft_type, fft_length, operands),
         Op::AllReduceStart {
             collective,
             to_apply,
@@ -335,6 +359,11 @@ pub fn infer_shape<'c>(
             })
         }
         Op::CollectiveDone(kind) => collective::done(*kind, operands),
+
+        Op::Call { to_apply, .. } => control_flow::call(CALL, get_callee(*to_apply)?, operands),
+        Op::While { condition, body } => {
+            control_flow::while_loop(get_callee(*condition)?, get_callee(*body)?, operands)
+        }
         Op::Conditional { branches } => {
             let sigs = branches
                 .iter()
@@ -342,24 +371,24 @@ pub fn infer_shape<'c>(
                 .collect::<Result<Vec<_>, ShapeError>>()?;
             control_flow::conditional(&sigs, operands)
         }
-        Op::Gather {
-            dims, slice_sizes, ..
-        } => gather_scatter::gather(array(operands, 0)?, array(operands, 1)?, dims, slice_sizes),
-        Op::Scatter { dims, to_apply, .. } => {
-            gather_scatter::scatter_operands(dims, get_callee(*to_apply)?, operands)
+        Op::Fusion {
+            calls, aliasing, ..
+        } => control_flow::fusion(get_callee(*calls)?, aliasing, operands),
+        Op::Async { step, calls, .. } => {
+            control_flow::async_op(*step, get_callee(*calls)?, operands, declared)
         }
+
+        Op::CustomCall(cc) => custom_call::custom_call(cc, &get_callee, operands, declared),
+
+        Op::Rng { distribution } => random::rng(*distribution, operands, declared),
+        Op::RngGetAndUpdateState { .. } => random::rng_state(),
         Op::RngBitGenerator { algorithm } => {
             random::rng_bit_generator(*algorithm, operands, declared)
         }
-        Op::CustomCall(cc) => calls::custom_call(cc, &get_callee, operands, declared),
-        Op::CopyStart { .. } => data_movement::copy_start(operands, declared),
-        Op::CopyDone => data_movement::copy_done(operands),
+
         Op::AfterAll => token::after_all(operands),
         Op::AddDependency => token::add_dependency(operands),
         Op::Transfer(t) => token::transfer(t, operands, declared),
-        Op::Async { step, calls, .. } => {
-            calls::async_op(*step, get_callee(*calls)?, operands, declared)
-        }
         Op::Infeed { .. } => token::infeed(operands, declared),
         Op::Outfeed { shape, .. } => token::outfeed(operands, shape.as_deref()),
     }

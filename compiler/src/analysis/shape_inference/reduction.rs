@@ -1,14 +1,14 @@
-//! `reduce`, `reduce-window` and its gradient `select-and-scatter`, and
-//! how a reducer's signature is checked (also for `scatter` and the
+//! `reduce` and the batch normalizations (statistics per entry of the
+//! feature dimension, over every other dimension), and how a reducer's
+//! signature is checked (also for `reduce-window`, `scatter` and the
 //! collectives).
 
 use super::{
     arr, array, check_dims_in_range, check_signature, check_signature_as, one_or_tuple, refuse,
-    windowed, CalleeSignature, OperandError, ShapeError, ShapesError,
+    CalleeSignature, DimensionError, OperandError, ShapeError, ShapesError, TypeError,
 };
-use crate::ir::op::Opcode;
+use crate::ir::op::{BatchNormKind, Opcode};
 use crate::ir::shape::{ArrayShape, Shape};
-use crate::ir::window::Window;
 
 pub(super) fn reduce(
     dimensions: &[i64],
@@ -26,79 +26,6 @@ pub(super) fn reduce(
         arr(x.ty, kept)
     });
     Ok(reduced(results.collect(), tupled))
-}
-
-pub(super) fn reduce_window(
-    window: &Window,
-    (to_apply, callee): (&str, CalleeSignature),
-    operands: &[&Shape],
-) -> Result<Shape, ShapeError> {
-    let inputs = inputs_and_inits(const { Opcode::new("reduce-window") }, operands)?;
-    let tupled = check_reducer(to_apply, &callee, &inputs, FloatTypes::Exact)?;
-    match windowed::reduce_window(window, &inputs)? {
-        Shape::Array(a) => Ok(reduced(vec![Shape::Array(a)], tupled)),
-        several => Ok(several),
-    }
-}
-
-/// `select-and-scatter(operand, source, init)`: `source` has the shape a
-/// reduce-window of the operand with this window has, `init` is a scalar
-/// of the operand's type, `select` compares two of its elements and
-/// `scatter` combines two; the result has the operand's shape.
-pub(super) fn select_and_scatter(
-    window: &Window,
-    (select, select_sig): (&str, CalleeSignature),
-    (scatter, scatter_sig): (&str, CalleeSignature),
-    operands: &[&Shape],
-) -> Result<Shape, ShapeError> {
-    let (x, source, init) = (
-        array(operands, 0)?,
-        array(operands, 1)?,
-        array(operands, 2)?,
-    );
-    // XLA's inference allows a rank-0 operand (an empty window), but XLA
-    // CPU's select-and-scatter expander aborts on one ("parameter number 1
-    // already allocated"), found by the fuzzer.
-    if x.rank() == 0 {
-        return refuse(ShapesError::Scalar {
-            opcode: const { Opcode::new("select-and-scatter") },
-            operand: x.clone(),
-        });
-    }
-    let scalar = Shape::scalar(x.ty);
-    if init.rank() != 0 || init.ty != x.ty {
-        return refuse(OperandError::SelectAndScatterInit {
-            expected: scalar,
-            init: init.clone(),
-        });
-    }
-    let windows = windowed::reduce_window(window, &[x])?;
-    let expected = Shape::array(
-        x.ty,
-        windows
-            .as_array()
-            .map(|a| a.dims.clone())
-            .unwrap_or_default(),
-    );
-    if !Shape::Array(source.clone()).compatible(&expected) {
-        return refuse(ShapesError::SelectAndScatterSource {
-            expected,
-            source_operand: source.clone(),
-        });
-    }
-    check_signature(
-        select,
-        &select_sig,
-        &[scalar.clone(), scalar.clone()],
-        &Shape::scalar(crate::ir::shape::ElementType::Pred),
-    )?;
-    check_signature(
-        scatter,
-        &scatter_sig,
-        &[scalar.clone(), scalar.clone()],
-        &scalar,
-    )?;
-    Ok(Shape::Array(ArrayShape::new(x.ty, x.dims.clone())))
 }
 
 /// A reduction's operands: inputs of one shape, then a scalar init of each
@@ -200,4 +127,72 @@ pub(super) fn check_reducer_signature(
         result,
         Shape::compatible_ignoring_fp_precision,
     )
+}
+
+/// A float operand with a `feature_index` dimension; every per-feature
+/// operand a vector of that dimension's size and the operand's type. The
+/// training op gives (normalized, mean, variance), the grad op (d operand,
+/// d scale, d offset), the inference op the normalized operand.
+pub(super) fn batch_norm(
+    kind: BatchNormKind,
+    feature_index: i64,
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    // The opcode only for an error: `Opcode::new` searches the op table.
+    let opcode = || Opcode::new(kind.opcode());
+    // Which operands besides the operand are per feature (the count is
+    // the kind's arity, checked before).
+    let vectors: &[usize] = match kind {
+        BatchNormKind::Training => &[1, 2],
+        BatchNormKind::Inference => &[1, 2, 3, 4],
+        BatchNormKind::Grad => &[1, 2, 3],
+    };
+    let x = array(operands, 0)?;
+    if !x.ty.is_float() {
+        return refuse(TypeError::BatchNorm {
+            opcode: opcode(),
+            operand: Box::new(x.clone()),
+        });
+    }
+    let Some(&features) = usize::try_from(feature_index)
+        .ok()
+        .and_then(|i| x.dims.get(i))
+    else {
+        return refuse(DimensionError::NotADimension {
+            opcode: opcode(),
+            attribute: "feature_index",
+            dimension: feature_index,
+            shape: x.clone(),
+        });
+    };
+    for &index in vectors {
+        let v = array(operands, index)?;
+        if v.ty != x.ty || v.dims != [features] {
+            return refuse(ShapesError::PerFeature {
+                opcode: opcode(),
+                index,
+                ty: x.ty,
+                features,
+                operand: v.clone(),
+            });
+        }
+    }
+    if kind == BatchNormKind::Grad {
+        let grad = array(operands, 4)?;
+        if !grad.same_dims_and_type(x) {
+            return refuse(ShapesError::OutputGradient {
+                opcode: opcode(),
+                operand: x.clone(),
+                gradient: grad.clone(),
+            });
+        }
+    }
+    let same = Shape::Array(ArrayShape::new(x.ty, x.dims.clone()));
+    let vector = Shape::array(x.ty, vec![features]);
+    Ok(match kind {
+        BatchNormKind::Inference => same,
+        BatchNormKind::Training | BatchNormKind::Grad => {
+            Shape::Tuple(vec![same, vector.clone(), vector])
+        }
+    })
 }

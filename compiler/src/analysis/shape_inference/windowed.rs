@@ -1,9 +1,11 @@
-//! Ops that slide a window over their input: `convolution` and
-//! `reduce-window`.
+//! Ops that slide a window over their input: `convolution`, `reduce-window`
+//! and its gradient `select-and-scatter`.
 
-use super::contraction::contraction_operands;
+use super::linear_algebra::contraction_operands;
+use super::reduction::{check_reducer, inputs_and_inits, reduced, FloatTypes};
 use super::{
-    one_or_tuple, refuse, AttributeError, DimensionError, ShapeError, ShapesError, SplitError,
+    array, check_signature, one_or_tuple, refuse, AttributeError, CalleeSignature, DimensionError,
+    OperandError, ShapeError, ShapesError, SplitError,
 };
 use crate::ir::op::{Opcode, Precision};
 use crate::ir::shape::{ArrayShape, Shape};
@@ -124,7 +126,9 @@ pub(super) fn convolution(
     Ok(Shape::array(ty, out))
 }
 
-pub(super) fn reduce_window(window: &Window, inputs: &[&ArrayShape]) -> Result<Shape, ShapeError> {
+/// The shapes a window over `inputs` gives them: one per input, as one
+/// array or a tuple.
+fn window_shapes(window: &Window, inputs: &[&ArrayShape]) -> Result<Shape, ShapeError> {
     let first = inputs[0];
     if window.dims.len() != first.rank() {
         return refuse(AttributeError::ReduceWindow {
@@ -139,4 +143,77 @@ pub(super) fn reduce_window(window: &Window, inputs: &[&ArrayShape]) -> Result<S
             .map(|x| Shape::array(x.ty, out.clone()))
             .collect(),
     ))
+}
+
+pub(super) fn reduce_window(
+    window: &Window,
+    (to_apply, callee): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    let inputs = inputs_and_inits(const { Opcode::new("reduce-window") }, operands)?;
+    let tupled = check_reducer(to_apply, &callee, &inputs, FloatTypes::Exact)?;
+    match window_shapes(window, &inputs)? {
+        Shape::Array(a) => Ok(reduced(vec![Shape::Array(a)], tupled)),
+        several => Ok(several),
+    }
+}
+
+/// `select-and-scatter(operand, source, init)`: `source` has the shape a
+/// reduce-window of the operand with this window has, `init` is a scalar
+/// of the operand's type, `select` compares two of its elements and
+/// `scatter` combines two; the result has the operand's shape.
+pub(super) fn select_and_scatter(
+    window: &Window,
+    (select, select_sig): (&str, CalleeSignature),
+    (scatter, scatter_sig): (&str, CalleeSignature),
+    operands: &[&Shape],
+) -> Result<Shape, ShapeError> {
+    let (x, source, init) = (
+        array(operands, 0)?,
+        array(operands, 1)?,
+        array(operands, 2)?,
+    );
+    // XLA's inference allows a rank-0 operand (an empty window), but XLA
+    // CPU's select-and-scatter expander aborts on one ("parameter number 1
+    // already allocated"), found by the fuzzer.
+    if x.rank() == 0 {
+        return refuse(ShapesError::Scalar {
+            opcode: const { Opcode::new("select-and-scatter") },
+            operand: x.clone(),
+        });
+    }
+    let scalar = Shape::scalar(x.ty);
+    if init.rank() != 0 || init.ty != x.ty {
+        return refuse(OperandError::SelectAndScatterInit {
+            expected: scalar,
+            init: init.clone(),
+        });
+    }
+    let windows = window_shapes(window, &[x])?;
+    let expected = Shape::array(
+        x.ty,
+        windows
+            .as_array()
+            .map(|a| a.dims.clone())
+            .unwrap_or_default(),
+    );
+    if !Shape::Array(source.clone()).compatible(&expected) {
+        return refuse(ShapesError::SelectAndScatterSource {
+            expected,
+            source_operand: source.clone(),
+        });
+    }
+    check_signature(
+        select,
+        &select_sig,
+        &[scalar.clone(), scalar.clone()],
+        &Shape::scalar(crate::ir::shape::ElementType::Pred),
+    )?;
+    check_signature(
+        scatter,
+        &scatter_sig,
+        &[scalar.clone(), scalar.clone()],
+        &scalar,
+    )?;
+    Ok(Shape::Array(ArrayShape::new(x.ty, x.dims.clone())))
 }

@@ -1,5 +1,6 @@
-//! Custom calls and fusions: their targets' contract with XLA (API
-//! version, aliasing, scheduling, convolution attributes).
+//! Attributes of custom calls: their targets' contract with XLA (API
+//! version, aliasing, which fusions share, scheduling, convolution
+//! attributes).
 
 use super::Precision;
 use crate::ir::computation_id::ComputationId;
@@ -20,38 +21,6 @@ spelled_enum! {
         StatusReturning = ("API_VERSION_STATUS_RETURNING", 2),
         StatusReturningUnified = ("API_VERSION_STATUS_RETURNING_UNIFIED", 3),
         TypedFfi = ("API_VERSION_TYPED_FFI", 4),
-    }
-}
-
-/// A fusion's kind (`kind=` in text, `fusion_kind` in the proto): how XLA's
-/// backend would emit the fused computation. hlatc keeps it as written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FusionKind {
-    Loop,
-    Input,
-    Output,
-    Custom,
-}
-
-impl FusionKind {
-    pub const ALL: [FusionKind; 4] = [
-        FusionKind::Loop,
-        FusionKind::Input,
-        FusionKind::Output,
-        FusionKind::Custom,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            FusionKind::Loop => "kLoop",
-            FusionKind::Input => "kInput",
-            FusionKind::Output => "kOutput",
-            FusionKind::Custom => "kCustom",
-        }
-    }
-
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == s)
     }
 }
 

@@ -671,6 +671,103 @@ impl OpTraits {
     }
 }
 
+/// The families ops are grouped in, one name for every place that holds
+/// something per op: a family's attribute types live in `ir/op/<name>.rs`,
+/// its shape rules in `analysis/shape_inference/<name>.rs`, its backward
+/// rules in `graph/autodiff/rules/<name>.rs` (a place with nothing for a
+/// family has no file for it). Each op's family is its row's (see
+/// [`Op::family`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpFamily {
+    /// Values given or regrouped, not computed: `parameter`, `constant`,
+    /// `iota`, `tuple`, `get-tuple-element`, and the ops whose value is
+    /// their operand's (`opt-barrier`, `domain`).
+    Values,
+    /// Arithmetic on each element on its own: the unary and binary ops,
+    /// `compare`, `select`, `clamp`, the conversions between element types
+    /// (`convert`, `bitcast-convert`, `stochastic-convert`,
+    /// `reduce-precision`), and `map` (a scalar computation per element).
+    Elementwise,
+    /// Elements moved or regrouped without computing on them:
+    /// `broadcast`, `reshape`, `bitcast`, `transpose`, `reverse`,
+    /// `concatenate`, `pad`, the orderings (`sort`, `topk`), and the copies
+    /// between memory spaces (`copy-start`, `copy-done`).
+    DataMovement,
+    /// Dynamic dimensions (`f32[<=8]`): `set-dimension-size`,
+    /// `get-dimension-size`, `dynamic-reshape`.
+    DynamicDims,
+    /// Parts of an array read or written by position: `slice`,
+    /// `dynamic-slice`, `dynamic-update-slice`, `gather`, `scatter`.
+    Indexing,
+    /// Contractions and matrix factorizations: `dot`, `ragged-dot`,
+    /// `triangular-solve`, `cholesky`.
+    LinearAlgebra,
+    /// Reductions over dimensions: `reduce`, and the batch normalizations
+    /// (statistics over every dimension but the feature one).
+    Reduction,
+    /// A window slid over the input: `convolution`, `reduce-window` and
+    /// its gradient `select-and-scatter`.
+    Windowed,
+    /// Fourier transforms: `fft`.
+    Fft,
+    /// Data exchanged between devices: the replica-grouped collectives,
+    /// `collective-permute`, their async starts and dones, and the device's
+    /// own number (`replica-id`, `partition-id`).
+    Collective,
+    /// Ops that run whole computations: `call`, `while`, `conditional`,
+    /// `fusion` and the async ops (`async-start`, `-update`, `-done`).
+    ControlFlow,
+    /// `custom-call`: a target outside XLA, its contract its own.
+    CustomCall,
+    /// Random numbers: `rng`, `rng-bit-generator`,
+    /// `rng-get-and-update-state`.
+    Random,
+    /// Ops ordered by tokens: `after-all`, `add-dependency`, the
+    /// point-to-point transfers (`send`, `recv` and their dones) and the
+    /// host feeds (`infeed`, `outfeed`).
+    Token,
+}
+
+impl OpFamily {
+    pub const ALL: [OpFamily; 14] = [
+        OpFamily::Values,
+        OpFamily::Elementwise,
+        OpFamily::DataMovement,
+        OpFamily::DynamicDims,
+        OpFamily::Indexing,
+        OpFamily::LinearAlgebra,
+        OpFamily::Reduction,
+        OpFamily::Windowed,
+        OpFamily::Fft,
+        OpFamily::Collective,
+        OpFamily::ControlFlow,
+        OpFamily::CustomCall,
+        OpFamily::Random,
+        OpFamily::Token,
+    ];
+
+    /// The name of the family's modules (`data_movement` for
+    /// `ir/op/data_movement.rs`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpFamily::Values => "values",
+            OpFamily::Elementwise => "elementwise",
+            OpFamily::DataMovement => "data_movement",
+            OpFamily::DynamicDims => "dynamic_dims",
+            OpFamily::Indexing => "indexing",
+            OpFamily::LinearAlgebra => "linear_algebra",
+            OpFamily::Reduction => "reduction",
+            OpFamily::Windowed => "windowed",
+            OpFamily::Fft => "fft",
+            OpFamily::Collective => "collective",
+            OpFamily::ControlFlow => "control_flow",
+            OpFamily::CustomCall => "custom_call",
+            OpFamily::Random => "random",
+            OpFamily::Token => "token",
+        }
+    }
+}
+
 /// A row's operand count: a number, or `N` where it depends on the
 /// attributes or the operands (a reduce's 2k, a dynamic-slice's 1 + rank),
 /// which the op's shape rule checks.
@@ -686,7 +783,8 @@ macro_rules! arity {
 /// Declares each op's opcode once. The described rows give their
 /// attributes too (`field: Form("key") @ ProtoField`, in XLA's printing
 /// order); the spelled rows are ops whose attributes are spelled by hand.
-/// A row's `(arity)` is its [`Arity`], its `[TRAITS]` its [`OpTraits`].
+/// A row's `(arity)` is its [`Arity`], the name after it its
+/// [`OpFamily`], its `[TRAITS]` its [`OpTraits`].
 /// `Op::opcode` matches on both exhaustively, so a new op without a row
 /// does not compile, nor does a row that leaves out one of its variant's
 /// fields. The families that spell their own opcodes (elementwise ops,
@@ -694,12 +792,12 @@ macro_rules! arity {
 macro_rules! op_table {
     (
         described {
-            $($opcode:literal ($arity:tt) $([$($dtrait:ident),*])? => $variant:ident {
+            $($opcode:literal ($arity:tt) $family:ident $([$($dtrait:ident),*])? => $variant:ident {
                 $($field:ident : $form:ident ($key:literal) @ $proto:ident $(($slot:literal))?),* $(,)?
             },)*
         }
         spelled {
-            $($pat:pat => $name:literal ($sarity:tt) $([$($strait:ident),*])?,)*
+            $($pat:pat => $name:literal ($sarity:tt) $sfamily:ident $([$($strait:ident),*])?,)*
         }
     ) => {
         /// The opcodes the table spells.
@@ -770,6 +868,19 @@ macro_rules! op_table {
                 }
             }
 
+            /// The family the op belongs to: the file its attributes, its
+            /// shape rule and its backward rule live in.
+            pub fn family(&self) -> OpFamily {
+                match self {
+                    Op::Unary(_) | Op::Binary(_) => OpFamily::Elementwise,
+                    Op::BatchNorm { .. } => OpFamily::Reduction,
+                    Op::Transfer(_) => OpFamily::Token,
+                    Op::Async { .. } => OpFamily::ControlFlow,
+                    $(Op::$variant { .. } => OpFamily::$family,)*
+                    $($pat => OpFamily::$sfamily,)*
+                }
+            }
+
             /// Writes a described op's attributes in order; false for an
             /// op whose attributes are spelled by hand.
             pub fn write_described(&self, w: &mut impl AttrWriter) -> bool {
@@ -812,189 +923,189 @@ macro_rules! op_table {
 
 op_table! {
     described {
-        "iota" (0) => Iota { dimension: Int("iota_dimension") @ Dimensions },
-        "compare" (2) [CARRIES_FLOAT_TYPE] => Compare {
+        "iota" (0) Values => Iota { dimension: Int("iota_dimension") @ Dimensions },
+        "compare" (2) Elementwise [CARRIES_FLOAT_TYPE] => Compare {
             direction: Word("direction") @ ComparisonDirection,
             kind: Word("type") @ ComparisonType,
         },
         // XLA's parser lets a scalar's broadcast leave out its (empty)
         // dimensions; over any other operand, inference then reports the
         // missing ones.
-        "broadcast" (1) [CARRIES_FLOAT_TYPE] => Broadcast { dimensions: ListOrEmpty("dimensions") @ Dimensions },
-        "transpose" (1) [CARRIES_FLOAT_TYPE] => Transpose { permutation: List("dimensions") @ Dimensions },
-        "reverse" (1) [CARRIES_FLOAT_TYPE] => Reverse { dimensions: List("dimensions") @ Dimensions },
-        "concatenate" (N) [CARRIES_FLOAT_TYPE] => Concatenate { dimension: OneDimension("dimensions") @ Dimensions },
-        "set-dimension-size" (2) => SetDimensionSize {
+        "broadcast" (1) DataMovement [CARRIES_FLOAT_TYPE] => Broadcast { dimensions: ListOrEmpty("dimensions") @ Dimensions },
+        "transpose" (1) DataMovement [CARRIES_FLOAT_TYPE] => Transpose { permutation: List("dimensions") @ Dimensions },
+        "reverse" (1) DataMovement [CARRIES_FLOAT_TYPE] => Reverse { dimensions: List("dimensions") @ Dimensions },
+        "concatenate" (N) DataMovement [CARRIES_FLOAT_TYPE] => Concatenate { dimension: OneDimension("dimensions") @ Dimensions },
+        "set-dimension-size" (2) DynamicDims => SetDimensionSize {
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "get-dimension-size" (1) => GetDimensionSize {
+        "get-dimension-size" (1) DynamicDims => GetDimensionSize {
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "dynamic-slice" (N) [CARRIES_FLOAT_TYPE] => DynamicSlice { sizes: List("dynamic_slice_sizes") @ DynamicSliceSizes },
-        "reduce" (N) => Reduce {
+        "dynamic-slice" (N) Indexing [CARRIES_FLOAT_TYPE] => DynamicSlice { sizes: List("dynamic_slice_sizes") @ DynamicSliceSizes },
+        "reduce" (N) Reduction => Reduce {
             dimensions: List("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "get-tuple-element" (1) => GetTupleElement { index: Int("index") @ TupleIndex },
-        "call" (N) => Call {
+        "get-tuple-element" (1) Values => GetTupleElement { index: Int("index") @ TupleIndex },
+        "call" (N) ControlFlow => Call {
             to_apply: Word("to_apply") @ Called(0),
             is_composite: Flag("is_composite") @ IsComposite,
         },
-        "sort" (N) => Sort {
+        "sort" (N) DataMovement => Sort {
             dimension: OneDimension("dimensions") @ Dimensions,
             is_stable: Flag("is_stable") @ IsStable,
             comparator: Word("to_apply") @ Called(0),
         },
-        "map" (N) => Map {
+        "map" (N) Elementwise => Map {
             dimensions: ListIfAny("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "rng" (2) [IMPURE] => Rng { distribution: Word("distribution") @ Distribution },
+        "rng" (2) Random [IMPURE] => Rng { distribution: Word("distribution") @ Distribution },
         // XLA lists a while's body before its condition.
-        "while" (1) [IMPURE] => While {
+        "while" (1) ControlFlow [IMPURE] => While {
             condition: Word("condition") @ Called(1),
             body: Word("body") @ Called(0),
         },
-        "triangular-solve" (2) => TriangularSolve {
+        "triangular-solve" (2) LinearAlgebra => TriangularSolve {
             left_side: Flag("left_side") @ TriangularLeftSide,
             lower: Flag("lower") @ TriangularLower,
             unit_diagonal: Flag("unit_diagonal") @ TriangularUnitDiagonal,
             transpose_a: Word("transpose_a") @ TriangularTransposeA,
         },
-        "cholesky" (1) => Cholesky { lower: Flag("lower") @ CholeskyLower },
-        "fft" (1) => Fft {
+        "cholesky" (1) LinearAlgebra => Cholesky { lower: Flag("lower") @ CholeskyLower },
+        "fft" (1) Fft => Fft {
             fft_type: Word("fft_type") @ FftType,
             fft_length: List("fft_length") @ FftLength,
         },
-        "reshape" (1) [CARRIES_FLOAT_TYPE] => Reshape { inferred_dimension: Int("inferred_dimension") @ Dimensions },
-        "rng-get-and-update-state" (0) [IMPURE] => RngGetAndUpdateState { delta: Int("delta") @ Delta },
+        "reshape" (1) DataMovement [CARRIES_FLOAT_TYPE] => Reshape { inferred_dimension: Int("inferred_dimension") @ Dimensions },
+        "rng-get-and-update-state" (0) Random [IMPURE] => RngGetAndUpdateState { delta: Int("delta") @ Delta },
         // XLA's parser takes the largest when `largest` is not written.
-        "topk" (1) => TopK {
+        "topk" (1) DataMovement => TopK {
             k: Int("k") @ K,
             largest: FlagDefaultTrue("largest") @ Largest,
         },
-        "rng-bit-generator" (1) [IMPURE] => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
-        "reduce-window" (N) => ReduceWindow {
+        "rng-bit-generator" (1) Random [IMPURE] => RngBitGenerator { algorithm: Word("algorithm") @ RngAlgorithm },
+        "reduce-window" (N) Windowed => ReduceWindow {
             window: Window("window") @ Window,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "select-and-scatter" (3) => SelectAndScatter {
+        "select-and-scatter" (3) Windowed => SelectAndScatter {
             window: Window("window") @ Window,
             select: Word("select") @ Called(0),
             scatter: Word("scatter") @ Called(1),
         },
-        "fusion" (N) [IMPURE] => Fusion {
+        "fusion" (N) ControlFlow [IMPURE] => Fusion {
             kind: Word("kind") @ FusionKind,
             calls: Word("calls") @ Called(0),
             aliasing: Aliasing("output_to_operand_aliasing") @ OutputOperandAliasing,
         },
-        "all-reduce" (N) [COLLECTIVE] => AllReduce {
+        "all-reduce" (N) Collective [COLLECTIVE] => AllReduce {
             collective: Collective("replica_groups") @ Collective,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "all-reduce-start" (N) [COLLECTIVE] => AllReduceStart {
+        "all-reduce-start" (N) Collective [COLLECTIVE] => AllReduceStart {
             collective: Collective("replica_groups") @ Collective,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "all-gather" (N) [COLLECTIVE] => AllGather {
+        "all-gather" (N) Collective [COLLECTIVE] => AllGather {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "all-gather-start" (N) [COLLECTIVE] => AllGatherStart {
+        "all-gather-start" (N) Collective [COLLECTIVE] => AllGatherStart {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "reduce-scatter" (N) [COLLECTIVE] => ReduceScatter {
+        "reduce-scatter" (N) Collective [COLLECTIVE] => ReduceScatter {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
             to_apply: Word("to_apply") @ Called(0),
         },
         // XLA's all-to-all splits along one dimension, or (none written)
         // exchanges the elements of a tuple.
-        "all-to-all" (N) [COLLECTIVE] => AllToAll {
+        "all-to-all" (N) Collective [COLLECTIVE] => AllToAll {
             collective: Collective("replica_groups") @ Collective,
             dimension: OneDimension("dimensions") @ Dimensions,
         },
-        "ragged-all-to-all" (6) [COLLECTIVE] => RaggedAllToAll { collective: Collective("replica_groups") @ Collective },
-        "collective-broadcast" (1) [COLLECTIVE] => CollectiveBroadcast {
+        "ragged-all-to-all" (6) Collective [COLLECTIVE] => RaggedAllToAll { collective: Collective("replica_groups") @ Collective },
+        "collective-broadcast" (1) Collective [COLLECTIVE] => CollectiveBroadcast {
             collective: Collective("replica_groups") @ Collective,
         },
-        "slice" (1) [CARRIES_FLOAT_TYPE] => Slice { slices: Slices("slice") @ SliceDimensions },
-        "pad" (2) [CARRIES_FLOAT_TYPE] => Pad { config: Padding("padding") @ PaddingConfig },
-        "gather" (2) [CARRIES_FLOAT_TYPE] => Gather {
+        "slice" (1) Indexing [CARRIES_FLOAT_TYPE] => Slice { slices: Slices("slice") @ SliceDimensions },
+        "pad" (2) DataMovement [CARRIES_FLOAT_TYPE] => Pad { config: Padding("padding") @ PaddingConfig },
+        "gather" (2) Indexing [CARRIES_FLOAT_TYPE] => Gather {
             dims: GatherDims("offset_dims") @ GatherDimensionNumbers,
             slice_sizes: List("slice_sizes") @ GatherSliceSizes,
             indices_are_sorted: Flag("indices_are_sorted") @ IndicesAreSorted,
         },
-        "scatter" (N) => Scatter {
+        "scatter" (N) Indexing => Scatter {
             dims: ScatterDims("update_window_dims") @ ScatterDimensionNumbers,
             indices_are_sorted: Flag("indices_are_sorted") @ IndicesAreSorted,
             unique_indices: Flag("unique_indices") @ UniqueIndices,
             to_apply: Word("to_apply") @ Called(0),
         },
-        "dot" (2) => Dot {
+        "dot" (2) LinearAlgebra => Dot {
             dims: DotDims("lhs_contracting_dims") @ DotDimensionNumbers,
             precision: Precision("operand_precision") @ OperandPrecision,
             algorithm: Word("algorithm") @ DotAlgorithm,
         },
         // The ragged and group dimensions print after the contracting ones.
-        "ragged-dot" (3) => RaggedDot {
+        "ragged-dot" (3) LinearAlgebra => RaggedDot {
             dims: DotDims("lhs_contracting_dims") @ RaggedDotDimensions,
             ragged: RaggedDims("lhs_ragged_dims") @ RaggedDims,
             precision: Precision("operand_precision") @ OperandPrecision,
             algorithm: Word("algorithm") @ DotAlgorithm,
         },
-        "convolution" (2) => Convolution {
+        "convolution" (2) Windowed => Convolution {
             window: WindowIfAny("window") @ Window,
             dims: DimLabels("dim_labels") @ ConvolutionDimensionNumbers,
             feature_group_count: IntUnlessOne("feature_group_count") @ FeatureGroupCount,
             batch_group_count: IntUnlessOne("batch_group_count") @ BatchGroupCount,
             precision: Precision("operand_precision") @ OperandPrecision,
         },
-        "collective-permute" (N) [COLLECTIVE] => CollectivePermute {
+        "collective-permute" (N) Collective [COLLECTIVE] => CollectivePermute {
             pairs: Pairs("source_target_pairs") @ SourceTargetPairs,
             channel_id: ChannelId("channel_id") @ ChannelId,
             slice_sizes: SliceSizes("slice_sizes") @ PermuteSliceSizes,
         },
-        "collective-permute-start" (N) [COLLECTIVE] => CollectivePermuteStart {
+        "collective-permute-start" (N) Collective [COLLECTIVE] => CollectivePermuteStart {
             pairs: Pairs("source_target_pairs") @ SourceTargetPairs,
             channel_id: ChannelId("channel_id") @ ChannelId,
             slice_sizes: SliceSizes("slice_sizes") @ PermuteSliceSizes,
         },
-        "infeed" (1) [SIDE_EFFECT] => Infeed { config: QuotedIfAny("infeed_config") @ InfeedConfig },
-        "copy-start" (1) => CopyStart {
+        "infeed" (1) Token [SIDE_EFFECT] => Infeed { config: QuotedIfAny("infeed_config") @ InfeedConfig },
+        "copy-start" (1) DataMovement => CopyStart {
             cross_program_prefetch_index: Int("cross_program_prefetch_index") @ CrossProgramPrefetchIndex,
         },
-        "reduce-precision" (1) => ReducePrecision {
+        "reduce-precision" (1) Elementwise => ReducePrecision {
             exponent_bits: Int("exponent_bits") @ ExponentBits,
             mantissa_bits: Int("mantissa_bits") @ MantissaBits,
         },
     }
     spelled {
-        Op::Parameter(_) => "parameter" (0) [IMPURE],
-        Op::Constant(_) | Op::TupleConstant(_) => "constant" (0),
-        Op::Select => "select" (3) [CARRIES_FLOAT_TYPE],
-        Op::Clamp => "clamp" (3) [CARRIES_FLOAT_TYPE],
-        Op::Convert => "convert" (1),
-        Op::StochasticConvert => "stochastic-convert" (2),
-        Op::BitcastConvert => "bitcast-convert" (1),
-        Op::Bitcast => "bitcast" (1),
-        Op::DynamicUpdateSlice => "dynamic-update-slice" (N) [CARRIES_FLOAT_TYPE],
-        Op::DynamicReshape => "dynamic-reshape" (N),
-        Op::Tuple => "tuple" (N),
-        Op::OptBarrier => "opt-barrier" (1) [IMPURE],
-        Op::Conditional { .. } => "conditional" (N) [IMPURE],
-        Op::Domain { .. } => "domain" (1) [IMPURE],
-        Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done" (1) [COLLECTIVE],
-        Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done" (1) [COLLECTIVE],
-        Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done" (1) [COLLECTIVE],
-        Op::ReplicaId => "replica-id" (0),
-        Op::PartitionId => "partition-id" (0),
-        Op::CustomCall(_) => "custom-call" (N),
-        Op::CopyDone => "copy-done" (1),
-        Op::AfterAll => "after-all" (N),
-        Op::AddDependency => "add-dependency" (2),
-        Op::Outfeed { .. } => "outfeed" (2) [SIDE_EFFECT],
+        Op::Parameter(_) => "parameter" (0) Values [IMPURE],
+        Op::Constant(_) | Op::TupleConstant(_) => "constant" (0) Values,
+        Op::Select => "select" (3) Elementwise [CARRIES_FLOAT_TYPE],
+        Op::Clamp => "clamp" (3) Elementwise [CARRIES_FLOAT_TYPE],
+        Op::Convert => "convert" (1) Elementwise,
+        Op::StochasticConvert => "stochastic-convert" (2) Elementwise,
+        Op::BitcastConvert => "bitcast-convert" (1) Elementwise,
+        Op::Bitcast => "bitcast" (1) DataMovement,
+        Op::DynamicUpdateSlice => "dynamic-update-slice" (N) Indexing [CARRIES_FLOAT_TYPE],
+        Op::DynamicReshape => "dynamic-reshape" (N) DynamicDims,
+        Op::Tuple => "tuple" (N) Values,
+        Op::OptBarrier => "opt-barrier" (1) Values [IMPURE],
+        Op::Conditional { .. } => "conditional" (N) ControlFlow [IMPURE],
+        Op::Domain { .. } => "domain" (1) Values [IMPURE],
+        Op::CollectiveDone(AsyncCollective::AllReduce) => "all-reduce-done" (1) Collective [COLLECTIVE],
+        Op::CollectiveDone(AsyncCollective::AllGather) => "all-gather-done" (1) Collective [COLLECTIVE],
+        Op::CollectiveDone(AsyncCollective::CollectivePermute) => "collective-permute-done" (1) Collective [COLLECTIVE],
+        Op::ReplicaId => "replica-id" (0) Collective,
+        Op::PartitionId => "partition-id" (0) Collective,
+        Op::CustomCall(_) => "custom-call" (N) CustomCall,
+        Op::CopyDone => "copy-done" (1) DataMovement,
+        Op::AfterAll => "after-all" (N) Token,
+        Op::AddDependency => "add-dependency" (2) Token,
+        Op::Outfeed { .. } => "outfeed" (2) Token [SIDE_EFFECT],
     }
 }
 

@@ -1,17 +1,11 @@
-//! Attributes that pick parts of an array: slices, pads, gathers, scatters.
+//! Attributes that pick parts of an array by position: slices, gathers,
+//! scatters.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SliceDim {
     pub start: i64,
     pub limit: i64,
     pub stride: i64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PadDim {
-    pub low: i64,
-    pub high: i64,
-    pub interior: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]

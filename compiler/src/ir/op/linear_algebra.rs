@@ -1,7 +1,6 @@
-//! Attributes of dots, convolutions' precision, triangular solves, FFTs and
-//! batch normalizations.
-
-use super::description::Arity;
+//! Attributes of dots and ragged dots (dimension numbers, precision,
+//! algorithm; the precisions are also convolutions' and custom calls') and of
+//! triangular solves.
 
 spelled_enum! {
     /// An operand's precision (`operand_precision={high,default}`).
@@ -92,47 +91,6 @@ pub struct DotDims {
     pub rhs_contracting: Vec<i64>,
 }
 
-/// Which batch normalization: `batch-norm-training(x, scale, offset)`
-/// gives (normalized, mean, variance) over every dimension but the
-/// feature one; `batch-norm-inference(x, scale, offset, mean, variance)`
-/// normalizes by the given statistics; `batch-norm-grad(x, scale, mean,
-/// variance, grad)` gives (d x, d scale, d offset).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BatchNormKind {
-    Training,
-    Inference,
-    Grad,
-}
-
-impl BatchNormKind {
-    pub const ALL: [BatchNormKind; 3] = [
-        BatchNormKind::Training,
-        BatchNormKind::Inference,
-        BatchNormKind::Grad,
-    ];
-
-    /// The operand, scale and offset; inference adds the mean and
-    /// variance, grad the mean, variance and output gradient.
-    pub fn arity(self) -> Arity {
-        match self {
-            BatchNormKind::Training => Arity::Exactly(3),
-            BatchNormKind::Inference | BatchNormKind::Grad => Arity::Exactly(5),
-        }
-    }
-
-    pub const fn opcode(self) -> &'static str {
-        match self {
-            BatchNormKind::Training => "batch-norm-training",
-            BatchNormKind::Inference => "batch-norm-inference",
-            BatchNormKind::Grad => "batch-norm-grad",
-        }
-    }
-
-    pub fn from_opcode(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.opcode() == s)
-    }
-}
-
 /// What makes a `ragged-dot` ragged: the lhs dimension split into groups
 /// by the group sizes operand, and, when that dimension is not contracted
 /// or a batch dimension, the rhs dimension that picks each group's matrix.
@@ -149,19 +107,5 @@ spelled_enum! {
         NoTranspose = ("NO_TRANSPOSE", 1),
         Transpose = ("TRANSPOSE", 2),
         Adjoint = ("ADJOINT", 3),
-    }
-}
-
-spelled_enum! {
-    /// Which transform `fft` computes (`fft_type=`, XLA's `FftType`).
-    pub enum FftType {
-        /// Complex to complex, forward.
-        Fft = ("FFT", 0),
-        /// Complex to complex, inverse.
-        Ifft = ("IFFT", 1),
-        /// Real to complex: the non-negative frequencies only.
-        Rfft = ("RFFT", 2),
-        /// Complex (non-negative frequencies) to real.
-        Irfft = ("IRFFT", 3),
     }
 }

@@ -53,24 +53,38 @@ macro_rules! spelled_enum {
     };
 }
 
-mod async_transfer;
+// The families' attribute types, one file per family that has any (see
+// `OpFamily`); `bits` (floats kept by their bits), `description` (the op
+// table) and `opcode` are the helpers they share.
 mod bits;
+mod collective;
+mod control_flow;
 mod custom_call;
+mod data_movement;
 pub mod description;
 mod elementwise;
+mod fft;
 mod indexing;
 mod linear_algebra;
 mod opcode;
 mod random;
+mod reduction;
+mod token;
 
-pub use async_transfer::*;
 pub use bits::*;
+pub use collective::*;
+pub use control_flow::*;
 pub use custom_call::*;
+pub use data_movement::*;
+pub use description::OpFamily;
 pub use elementwise::*;
+pub use fft::*;
 pub use indexing::*;
 pub use linear_algebra::*;
 pub use opcode::Opcode;
 pub use random::*;
+pub use reduction::*;
+pub use token::*;
 
 use elementwise::{BINARY_NAMES, UNARY_NAMES};
 

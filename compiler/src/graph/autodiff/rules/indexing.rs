@@ -1,4 +1,6 @@
-//! Backward rules of `gather` and `scatter`, each the other's adjoint.
+//! Backward rules of the ops that read or write parts of an array by
+//! position: `gather` and `scatter`, each the other's adjoint, and the
+//! slices (`slice`, `dynamic-slice`, `dynamic-update-slice`).
 
 use super::{not_differentiable, AutodiffError, Site};
 use crate::graph::builder::Builder;
@@ -81,6 +83,63 @@ pub(super) fn scatter(
                 &[g, ops[1]],
                 None,
             )?)
+        }
+        _ => None,
+    })
+}
+
+pub(super) fn slice_vjp(
+    b: &mut Builder,
+    g: InstrId,
+    x: InstrId,
+    slices: &[SliceDim],
+) -> Result<InstrId, AutodiffError> {
+    let (xd, gd) = (b.dims(x), b.dims(g));
+    if gd.contains(&0) {
+        return Ok(b.full_like(x, 0.0)?);
+    }
+    let config: Vec<PadDim> = slices
+        .iter()
+        .zip(xd.iter().zip(&gd))
+        .map(|(s, (&n, &m))| PadDim {
+            low: s.start,
+            high: n - s.start - (m - 1) * s.stride - 1,
+            interior: s.stride - 1,
+        })
+        .collect();
+    let z = b.scalar(b.ty(g), 0.0);
+    Ok(b.add(Op::Pad { config }, &[g, z], None)?)
+}
+
+pub(super) fn dynamic_slice(b: &mut Builder, s: &Site) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { ops, i, x, g, .. } = *s;
+    Ok(match i {
+        0 => {
+            let z = b.full_like(x, 0.0)?;
+            let mut args = vec![z, g];
+            args.extend_from_slice(&ops[1..]);
+            Some(b.add(Op::DynamicUpdateSlice, &args, None)?)
+        }
+        _ => None,
+    })
+}
+
+pub(super) fn dynamic_update_slice(
+    b: &mut Builder,
+    s: &Site,
+) -> Result<Option<InstrId>, AutodiffError> {
+    let Site { ops, i, x, g, .. } = *s;
+    Ok(match i {
+        0 => {
+            let z = b.full_like(ops[1], 0.0)?;
+            let mut args = vec![g, z];
+            args.extend_from_slice(&ops[2..]);
+            Some(b.add(Op::DynamicUpdateSlice, &args, None)?)
+        }
+        1 => {
+            let mut args = vec![g];
+            args.extend_from_slice(&ops[2..]);
+            Some(b.add(Op::DynamicSlice { sizes: b.dims(x) }, &args, None)?)
         }
         _ => None,
     })

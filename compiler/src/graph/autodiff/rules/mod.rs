@@ -8,12 +8,15 @@ use crate::graph::module_markers::ModuleMarker;
 use crate::ir::computation::InstrId;
 use crate::ir::op::*;
 
+// One module per op family with backward rules (see `OpFamily`), and
+// `gradient`, the table of what each rule saves.
 mod collective;
-mod contraction;
 mod data_movement;
 mod elementwise;
 mod gradient;
 mod indexing;
+mod linear_algebra;
+mod reduction;
 
 pub use gradient::{gradient, saves, Gradient, Saved};
 
@@ -103,16 +106,16 @@ pub fn vjp(
         Op::Transpose { permutation } => Some(data_movement::transpose(b, g, permutation)?),
         Op::Reverse { dimensions } => Some(data_movement::reverse(b, g, dimensions)?),
         Op::Broadcast { dimensions } => Some(data_movement::unbroadcast(b, g, x, dimensions)?),
-        Op::Slice { slices } => Some(data_movement::slice_vjp(b, g, x, slices)?),
+        Op::Slice { slices } => Some(indexing::slice_vjp(b, g, x, slices)?),
         Op::Concatenate { dimension } => Some(data_movement::concatenate(b, &site, *dimension)?),
         Op::Pad { config } => data_movement::pad(b, &site, config)?,
-        Op::DynamicSlice { .. } => data_movement::dynamic_slice(b, &site)?,
-        Op::DynamicUpdateSlice => data_movement::dynamic_update_slice(b, &site)?,
-        Op::Dot { dims, .. } => Some(contraction::dot_vjp(b, dims, ops[0], ops[1], i, g)?),
+        Op::DynamicSlice { .. } => indexing::dynamic_slice(b, &site)?,
+        Op::DynamicUpdateSlice => indexing::dynamic_update_slice(b, &site)?,
+        Op::Dot { dims, .. } => Some(linear_algebra::dot_vjp(b, dims, ops[0], ops[1], i, g)?),
         Op::Reduce {
             dimensions,
             to_apply,
-        } => Some(contraction::reduce(b, &site, dimensions, *to_apply)?),
+        } => Some(reduction::reduce(b, &site, dimensions, *to_apply)?),
         Op::Gather { dims, .. } => indexing::gather(b, &site, dims)?,
         Op::Scatter { dims, to_apply, .. } => indexing::scatter(b, &site, dims, *to_apply)?,
         Op::AllReduce {

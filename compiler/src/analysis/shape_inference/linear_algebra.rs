@@ -1,4 +1,5 @@
-//! `dot`, `ragged-dot` and the result type of a contraction (shared with `convolution`).
+//! `dot`, `ragged-dot`, `triangular-solve`, `cholesky`, and the result
+//! type of a contraction (shared with `convolution`).
 
 use super::{
     array, check_dims_in_range, refuse, AttributeError, DimensionError, OperandError, ShapeError,

@@ -1,15 +1,7 @@
-//! Asynchronous steps and point-to-point transfers: which step an op is
-//! and what it carries.
+//! Attributes of the ops ordered by tokens: which step of a point-to-point
+//! transfer an op is and what it carries.
 
 use super::description::Arity;
-
-/// Which asynchronous collective a `-done` completes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AsyncCollective {
-    AllReduce,
-    AllGather,
-    CollectivePermute,
-}
 
 /// Which step of a point-to-point transfer: `send` and `recv` start one
 /// (their value is the data, a u32 context and a token), `send-done` and
@@ -52,51 +44,6 @@ impl TransferStep {
                 Arity::Exactly(1)
             }
         }
-    }
-}
-
-/// Which of the three async ops: `async-start` begins running its wrapped
-/// computation, `async-update` passes the running bundle on, `async-done`
-/// waits for the result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AsyncStep {
-    Start,
-    Update,
-    Done,
-}
-
-impl AsyncStep {
-    pub const ALL: [AsyncStep; 3] = [AsyncStep::Start, AsyncStep::Update, AsyncStep::Done];
-
-    /// A start takes its computation's operands; an update or done the
-    /// bundle before it.
-    pub fn arity(self) -> Arity {
-        match self {
-            AsyncStep::Start => Arity::Variadic,
-            AsyncStep::Update | AsyncStep::Done => Arity::Exactly(1),
-        }
-    }
-
-    pub const fn opcode(self) -> &'static str {
-        match self {
-            AsyncStep::Start => "async-start",
-            AsyncStep::Update => "async-update",
-            AsyncStep::Done => "async-done",
-        }
-    }
-
-    /// The suffix of XLA's short form (`call-start`, `negate-done`): the
-    /// wrapped op's opcode, then this.
-    pub fn suffix(self) -> &'static str {
-        match self {
-            AsyncStep::Start => "-start",
-            AsyncStep::Update => "-update",
-            AsyncStep::Done => "-done",
-        }
-    }
-
-    pub fn from_opcode(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.opcode() == s)
     }
 }
 

@@ -1,17 +1,20 @@
-//! Gather and scatter: XLA's dimension-number rules
+//! Ops that read or write parts of an array by position: the slices
+//! (`slice`, `dynamic-slice`, `dynamic-update-slice`), and gather and
+//! scatter with XLA's dimension-number rules
 //! (`ValidateGatherDimensionNumbers`, `ValidateScatterDimensionNumbers`).
 //! XLA CPU's emitters assume every one of them; an inconsistent set that
 //! slipped through used to abort inside the plugin.
 
 use super::reduction::{check_reducer, FloatTypes};
 use super::{
-    array, check_dims_in_range, refuse, AttributeError, CalleeError, CalleeSignature,
-    DimensionError, ShapeError, ShapesError, TypeError,
+    arr, array, check_dims_in_range, refuse, same_type, AttributeError, CalleeError,
+    CalleeSignature, DimensionError, OperandError, ShapeError, ShapesError, TypeError,
 };
-use crate::ir::op::{GatherDims, Opcode, ScatterDims};
+use crate::ir::op::{GatherDims, Opcode, ScatterDims, SliceDim};
 use crate::ir::shape::{ArrayShape, Shape};
 
 /// `dims` is sorted ascending, each in `0..bound` and named once.
+const DYNAMIC_UPDATE_SLICE: Opcode = Opcode::new("dynamic-update-slice");
 const GATHER: Opcode = Opcode::new("gather");
 const SCATTER: Opcode = Opcode::new("scatter");
 
@@ -333,4 +336,120 @@ pub(super) fn scatter_operands(
         to_apply,
         &callee,
     )
+}
+
+pub(super) fn slice(slices: &[SliceDim], operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    let a = array(operands, 0)?;
+    if slices.len() != a.rank() {
+        return refuse(AttributeError::SliceRanges {
+            ranges: slices.len(),
+            rank: a.rank(),
+        });
+    }
+    let mut dims = Vec::with_capacity(slices.len());
+    for (i, s) in slices.iter().enumerate() {
+        if s.start < 0 || s.start > s.limit || s.limit > a.dims[i] || s.stride < 1 {
+            return refuse(AttributeError::SliceRange {
+                start: s.start,
+                limit: s.limit,
+                stride: s.stride,
+                dimension: i,
+                size: a.dims[i],
+            });
+        }
+        // start <= limit was checked, so the span is non-negative.
+        // XLA rounds up as (span + stride - 1) / stride, which must
+        // not overflow either.
+        let span = s.limit - s.start;
+        if span.checked_add(s.stride - 1).is_none() {
+            return refuse(AttributeError::SliceStride {
+                stride: s.stride,
+                dimension: i,
+            });
+        }
+        dims.push(span / s.stride + i64::from(span % s.stride != 0));
+    }
+    Ok(arr(a.ty, dims))
+}
+
+pub(super) fn dynamic_slice(sizes: &[i64], operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    if operands.is_empty() {
+        return Err(ShapeError::OperandCount {
+            expected: "1 + rank".into(),
+            got: 0,
+        });
+    }
+    let a = array(operands, 0)?;
+    check_start_indices(operands, 1, a.rank())?;
+    if sizes.len() != a.rank() || sizes.iter().zip(&a.dims).any(|(s, d)| *s < 0 || s > d) {
+        return refuse(AttributeError::SliceSizes {
+            attribute: "dynamic_slice_sizes",
+            sizes: sizes.to_vec(),
+            operand: a.clone(),
+        });
+    }
+    Ok(arr(a.ty, sizes.to_vec()))
+}
+
+pub(super) fn dynamic_update_slice(operands: &[&Shape]) -> Result<Shape, ShapeError> {
+    if operands.len() < 2 {
+        return Err(ShapeError::OperandCount {
+            expected: "2 + rank".into(),
+            got: operands.len(),
+        });
+    }
+    let (a, u) = (array(operands, 0)?, array(operands, 1)?);
+    same_type(a, u, DYNAMIC_UPDATE_SLICE)?;
+    if u.rank() != a.rank() || u.dims.iter().zip(&a.dims).any(|(x, y)| x > y) {
+        return refuse(ShapesError::Update {
+            update: u.clone(),
+            operand: a.clone(),
+        });
+    }
+    check_start_indices(operands, 2, a.rank())?;
+    Ok(arr(a.ty, a.dims.clone()))
+}
+
+pub(super) fn check_start_indices(
+    operands: &[&Shape],
+    from: usize,
+    rank: usize,
+) -> Result<(), ShapeError> {
+    // XLA still reads the first form: all start indices in one vector.
+    if operands.len() == from + 1 {
+        let v = array(operands, from)?;
+        if v.rank() == 1 {
+            if !v.ty.is_integer() || v.dims[0] != rank as i64 {
+                return refuse(OperandError::StartIndexVector {
+                    rank,
+                    vector: v.clone(),
+                });
+            }
+            return Ok(());
+        }
+    }
+    if operands.len() != from + rank {
+        return Err(ShapeError::OperandCount {
+            expected: format!("{} ({} + one start index per dimension)", from + rank, from),
+            got: operands.len(),
+        });
+    }
+    for i in from..operands.len() {
+        let s = array(operands, i)?;
+        if s.rank() != 0 || !s.ty.is_integer() {
+            return refuse(OperandError::StartIndex {
+                index: i - from,
+                shape: s.clone(),
+            });
+        }
+        let first = array(operands, from)?;
+        if s.ty != first.ty {
+            return refuse(TypeError::StartIndices {
+                first: first.ty,
+                index: i - from,
+                ty: s.ty,
+            });
+        }
+    }
+    Ok(())
 }
