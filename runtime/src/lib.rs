@@ -24,15 +24,12 @@
 pub mod atomic_file;
 pub mod compare;
 pub mod compile_options;
-pub mod cpu_preflight;
 pub mod executable_cache;
-mod flat_entry;
 pub mod host_memory;
 pub mod inputs;
 mod pjrt;
 pub mod plugin;
 pub mod tensors;
-pub mod xla_cpu_flags;
 
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
@@ -42,6 +39,14 @@ pub use tensors::{
     SafetensorsIndex, TensorFileError,
 };
 pub use xla_cpu_flags::Emitters;
+
+// What XLA CPU needs of a module, rewritten or refused before it compiles
+// one, is the CPU target's (`hlatc_passes::target::cpu`): its lowering, its
+// pre-flight and the flags they read, re-exported here by their old names.
+use hlatc_passes::target::cpu::lower;
+pub use hlatc_passes::target::cpu::preflight as cpu_preflight;
+pub use hlatc_passes::target::cpu::xla_cpu_flags;
+pub use hlatc_passes::target::cpu::Rewrite;
 
 use hlatc_compiler::{formats::proto, verify, Literal, Module, Shape, VerifyError};
 use std::path::{Path, PathBuf};
@@ -269,8 +274,11 @@ impl Runtime {
     pub fn compile(&self, module: &Module) -> Result<Program, RuntimeError> {
         verify(module)?;
         let (replicas, partitioned) = self.ranks_for(module)?;
-        let (rewritten, rewrites) = for_xla_cpu(module)?;
-        let compiled = rewritten.as_ref().unwrap_or(module);
+        let lowered = lower(module).map_err(|e| RuntimeError::Lowering {
+            module: module.name.clone(),
+            message: e.to_string(),
+        })?;
+        let compiled = lowered.module.as_ref().unwrap_or(module);
         let result = compiled
             .entry_result_shape()
             .expect("a verified module has a root");
@@ -342,7 +350,7 @@ impl Runtime {
             fits: OnceLock::new(),
             name: module.name.clone(),
             host_bytes: host_memory::module_bytes(module).saturating_mul(replicas as u64),
-            rewrites,
+            rewrites: lowered.rewrites,
             cache,
         })
     }
@@ -418,86 +426,6 @@ fn check_device_count(requested: usize) -> Result<(), RuntimeError> {
             max: MAX_DEVICES,
         })
     }
-}
-
-/// What XLA CPU cannot compile as written, or the runtime cannot pass or
-/// read, but computes the same values from, rewritten (`None` when the
-/// module has none of it), with what was done: async ops and the split
-/// collectives and copies, which its thunk emitter has no code for, as the
-/// ops they run (`async-to-sync`); bitcasts, which read a buffer by the
-/// layouts while XLA CPU compiles from before layout assignment, where it
-/// refuses or mangles them, as the transposes and reshape that compute them
-/// (`bitcast-to-reshape`); dots over narrower floats than their results,
-/// some of which reach a `DotThunk` with no kernel for them, over their
-/// operands converted to the result's type (`widen-mixed-dots`); and tuples
-/// at the entry's edges as their leaves (`flat_entry`).
-fn for_xla_cpu(module: &Module) -> Result<(Option<Module>, Vec<Rewrite>), RuntimeError> {
-    use hlatc_compiler::Op;
-    let (mut split, mut bitcast, mut mixed_dot) = (false, false, false);
-    for (c, id) in module
-        .computations
-        .iter()
-        .flat_map(|c| c.ids().map(move |id| (c, id)))
-    {
-        let op = &c.instr(id).op;
-        split |= matches!(op, Op::Async { .. } | Op::CollectiveDone(_) | Op::CopyDone);
-        bitcast |= matches!(op, Op::Bitcast);
-        mixed_dot |= hlatc_passes::WidenMixedDots::widens(c, id);
-    }
-    use hlatc_passes::{AsyncToSync, BitcastToReshape, Pass, WidenMixedDots};
-    let needed: Vec<(Box<dyn Pass>, Rewrite)> = [
-        (
-            Box::new(AsyncToSync) as Box<dyn Pass>,
-            Rewrite::AsyncToSync,
-            split,
-        ),
-        (
-            Box::new(BitcastToReshape),
-            Rewrite::BitcastToReshape,
-            bitcast,
-        ),
-        (Box::new(WidenMixedDots), Rewrite::WidenMixedDots, mixed_dot),
-    ]
-    .into_iter()
-    .filter_map(|(pass, rewrite, needed)| needed.then_some((pass, rewrite)))
-    .collect();
-    let mut rewritten: Option<Module> = None;
-    let mut rewrites = Vec::new();
-    if !needed.is_empty() {
-        let lowering = |e: hlatc_passes::PassError| RuntimeError::Lowering {
-            module: module.name.clone(),
-            message: e.to_string(),
-        };
-        // Through a pipeline, which verifies what each pass made and drops
-        // a schedule the new instructions are not in.
-        let mut pipeline = hlatc_passes::Pipeline::new("xla-cpu");
-        let mut passes = Vec::new();
-        for (pass, rewrite) in needed {
-            passes.push((pass.name().to_string(), rewrite));
-            pipeline.add(pass);
-        }
-        let mut m = module.clone();
-        let mut ctx = hlatc_passes::PassContext::new(hlatc_passes::Target::Cpu);
-        let report = pipeline.run_module(&mut m, &mut ctx).map_err(lowering)?;
-        rewrites.extend(
-            passes
-                .into_iter()
-                .filter(|(name, _)| report.fired(name))
-                .map(|(_, rewrite)| rewrite),
-        );
-        rewritten = Some(m);
-    }
-    if let Some(flat) = flat_entry::flatten_entry(rewritten.as_ref().unwrap_or(module)) {
-        let e = flat.entry();
-        let parameters = e
-            .parameters()
-            .iter()
-            .map(|&p| e.instr(p).name.clone())
-            .collect();
-        rewrites.push(Rewrite::FlatEntry { parameters });
-        rewritten = Some(flat);
-    }
-    Ok((rewritten, rewrites))
 }
 
 /// A fusion computes what a call of its computation computes, and XLA CPU
@@ -585,47 +513,6 @@ pub struct Program {
     host_bytes: u64,
     rewrites: Vec<Rewrite>,
     cache: CacheOutcome,
-}
-
-/// A way the module XLA CPU compiled differs from the one given, each
-/// computing the same values.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Rewrite {
-    /// Async ops as calls, split collectives and copies as the op they
-    /// split (`async-to-sync`): XLA CPU's thunk emitter has none of them.
-    AsyncToSync,
-    /// Bitcasts as transposes and reshapes (`bitcast-to-reshape`): XLA CPU
-    /// compiles from before layout assignment.
-    BitcastToReshape,
-    /// Dots over narrower floats than their results over operands
-    /// converted to the result's type (`widen-mixed-dots`): XLA CPU's
-    /// `DotThunk`, which some shapes of them reach, has no bf16 x bf16 =
-    /// f32 kernel.
-    WidenMixedDots,
-    /// Tuples at the entry's edges as their leaves; the parameters it
-    /// takes, by name.
-    FlatEntry { parameters: Vec<String> },
-}
-
-impl std::fmt::Display for Rewrite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Rewrite::AsyncToSync => f.write_str(
-                "its async ops as calls, and its split collectives and copies as the ops they split (async-to-sync): XLA CPU compiles none of them, and the values are the same",
-            ),
-            Rewrite::BitcastToReshape => f.write_str(
-                "its bitcasts as the transposes and reshapes that compute them (bitcast-to-reshape): XLA CPU compiles from before layout assignment",
-            ),
-            Rewrite::WidenMixedDots => f.write_str(
-                "its dots over narrower floats than their results (bf16 accumulating in f32) over their operands converted to the result's type (widen-mixed-dots): XLA CPU has no kernel for some shapes of them, and the values are the same",
-            ),
-            Rewrite::FlatEntry { parameters } => write!(
-                f,
-                "the tuples at its entry's edges as their leaves: parameters {}; a tuple result's leaves in order",
-                parameters.join(", ")
-            ),
-        }
-    }
 }
 
 impl Program {

@@ -1,12 +1,22 @@
-//! XLA CPU: the rewrites it needs of a module it could not compile as
-//! written (`async-to-sync`, `bitcast-to-reshape`, `widen-mixed-dots`),
-//! which no default pipeline runs: the runtime and `--verify` apply them to
-//! what XLA CPU is handed, never to a bundle.
+//! XLA CPU: everything it needs of a module before it compiles one. The
+//! rewrites it could not compile as written (`async-to-sync`,
+//! `bitcast-to-reshape`, `widen-mixed-dots`) and the entry's tuples as
+//! their leaves (`flat_entry`), picked by [`lower`], which no default
+//! pipeline runs: the runtime and `--verify` apply them to what XLA CPU is
+//! handed, never to a bundle; and the [`preflight`], what XLA CPU would
+//! abort or hang on, refused first, for the emitters [`xla_cpu_flags`]
+//! reads from `XLA_FLAGS`.
 
 mod async_to_sync;
 mod bitcast_to_reshape;
+mod flat_entry;
+mod lower;
+pub mod preflight;
 mod widen_mixed_dots;
+pub mod xla_cpu_flags;
 
 pub use async_to_sync::AsyncToSync;
 pub use bitcast_to_reshape::BitcastToReshape;
+pub use lower::{lower, Lowered, Rewrite};
 pub use widen_mixed_dots::WidenMixedDots;
+pub use xla_cpu_flags::Emitters;

@@ -20,7 +20,7 @@
 //! that every collective must carry a channel: without one it would
 //! exchange between replicas, of which there is one.
 
-use crate::Emitters;
+use super::xla_cpu_flags::Emitters;
 use hlatc_compiler::ir::op::AsyncStep;
 use hlatc_compiler::ir::shape::minifloat::Format;
 use hlatc_compiler::{Computation, ComputationId, ElementType, InstrId, Module, Op, Opcode, Shape};
@@ -118,8 +118,9 @@ pub fn check(module: &Module, emitters: Emitters) -> Result<(), PreflightError> 
 /// XLA CPU passes a dynamic array with its run-time sizes after the data,
 /// so a buffer of the bound's size aborts it ("Size mismatch on param 0");
 /// hlatc's runtime passes and reads plain arrays only. Dynamic dimensions
-/// inside the module run (XLA pads them to their bounds).
-pub(crate) fn static_at_the_boundary(module: &Module) -> Result<(), PreflightError> {
+/// inside the module run (XLA pads them to their bounds). Part of
+/// [`check`]; the runtime also asks it alone, before it sizes a run.
+pub fn static_at_the_boundary(module: &Module) -> Result<(), PreflightError> {
     let e = module.entry();
     let root = e.root().map(|r| (r, "the result"));
     let params = e.parameters().into_iter().map(|p| (p, "a parameter"));

@@ -7,8 +7,8 @@
 //! tuple of its leaves, in order. What the module computes is unchanged.
 //! Aliasing and the entry's written layout describe the old edges, and go.
 
+use crate::infra::names::Names;
 use hlatc_compiler::{Computation, InstrId, Instruction, Module, Op, Shape};
-use hlatc_passes::rewriter::Names;
 
 /// `module` with flat entry edges, or `None` when they are flat already.
 pub(crate) fn flatten_entry(module: &Module) -> Option<Module> {
