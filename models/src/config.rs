@@ -4,7 +4,6 @@
 pub use crate::field_problem::FieldProblem;
 pub use crate::rope::{RopeScaling, RopeScalingError};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 /// Which member of the Llama family: they share the graph and differ in
 /// what `config.json` may ask of it ([`ModelType::family`] says how).
@@ -120,8 +119,6 @@ impl ConfigError {
 /// published models use 64 to 256.
 pub const MAX_HEAD_DIM: i64 = 1 << 16;
 
-pub use crate::presets::PRESETS;
-
 impl ModelConfig {
     /// The fields a plain Llama leaves at Hugging Face's defaults; sizes
     /// are placeholders every preset and config sets.
@@ -223,13 +220,6 @@ impl ModelConfig {
         }
     }
 
-    pub fn preset(name: &str) -> Result<Self, ConfigError> {
-        crate::presets::preset(name).ok_or_else(|| ConfigError::UnknownPreset {
-            name: name.to_string(),
-            known: PRESETS.join(", "),
-        })
-    }
-
     /// The output projections' (`o_proj`, `down_proj`) initial standard
     /// deviation: they write into the residual stream once per layer, so
     /// they start at `initializer_range / sqrt(2 * layers)`.
@@ -239,22 +229,6 @@ impl ModelConfig {
 
     pub fn head_dim(&self) -> i64 {
         self.head_dim
-    }
-
-    /// Reads a Hugging Face `config.json` (`transformers` 4 or 5 layout);
-    /// see [`crate::hf_config`] for which keys change the model and which
-    /// are known not to.
-    pub fn from_hf_json(text: &str, source_name: &str) -> Result<Self, ConfigError> {
-        crate::hf_config::read(text, source_name)
-    }
-
-    pub fn from_hf_file(path: &Path) -> Result<Self, ConfigError> {
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
-            source_name: name.clone(),
-            message: e.to_string(),
-        })?;
-        Self::from_hf_json(&text, &name)
     }
 
     /// Checks that the fields describe a buildable model; errors name the field.
@@ -289,7 +263,13 @@ impl ModelConfig {
             return err("head_dim", FieldProblem::OddHeadDim(self.head_dim()));
         }
         if self.head_dim() > MAX_HEAD_DIM {
-            return err("head_dim", FieldProblem::HeadDimTooLarge(self.head_dim()));
+            return err(
+                "head_dim",
+                FieldProblem::HeadDimTooLarge {
+                    head_dim: self.head_dim(),
+                    max: MAX_HEAD_DIM,
+                },
+            );
         }
         if self.checked_parameter_count().is_none() {
             return err("hidden_size", FieldProblem::TooManyParameters);
@@ -399,18 +379,6 @@ impl ModelConfig {
             sliding_window: self.sliding_window.map(|w| w.min(8)),
             ..self.clone()
         }
-    }
-
-    /// Number of trainable parameters, saturating at `i64::MAX` (which
-    /// [`ModelConfig::validate`] refuses), so it is never negative.
-    pub fn parameter_count(&self) -> i64 {
-        self.checked_parameter_count().unwrap_or(i64::MAX)
-    }
-
-    /// Number of trainable parameters, or `None` when it overflows an i64.
-    /// Counted from the parameter specs themselves, so the two agree.
-    pub fn checked_parameter_count(&self) -> Option<i64> {
-        crate::params::checked_parameter_count(self)
     }
 }
 

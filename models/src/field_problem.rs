@@ -35,8 +35,9 @@ pub enum FieldProblem {
     },
     #[error("is not a key hlatc knows; it may change the model, so the config is refused rather than half-read")]
     UnknownKey,
-    #[error("'{0}' is not supported (hlatc builds {families})", families = crate::family::names())]
-    ModelType(String),
+    /// A `model_type` outside `families` (every family hlatc builds, named).
+    #[error("'{found}' is not supported (hlatc builds {families})")]
+    ModelType { found: String, families: String },
     #[error("is missing; it says which architecture the config describes")]
     NoModelType,
     #[error("{found} is not {expected}, the causal LM of model_type '{model_type}'")]
@@ -51,8 +52,8 @@ pub enum FieldProblem {
     HeadsDoNotDivide { hidden: i64, heads: i64 },
     #[error("head dimension {0} must be even for rotary embeddings")]
     OddHeadDim(i64),
-    #[error("head dimension {0} is above the {max} hlatc supports", max = crate::config::MAX_HEAD_DIM)]
-    HeadDimTooLarge(i64),
+    #[error("head dimension {head_dim} is above the {max} hlatc supports")]
+    HeadDimTooLarge { head_dim: i64, max: i64 },
     #[error("the model would have more than 2^63 parameters; check the sizes")]
     TooManyParameters,
     #[error("Qwen2 has fixed q/k/v biases and no attention_bias key")]

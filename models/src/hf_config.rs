@@ -9,6 +9,7 @@ use crate::config::{ConfigError, ModelConfig, RopeScaling};
 use crate::family::{Family, Window, FAMILIES};
 use crate::field_problem::FieldProblem;
 use serde_json::{Map, Value};
+use std::path::Path;
 
 /// Keys that do not change the training step, and why (a family's own
 /// are its [`Family::irrelevant`]).
@@ -247,6 +248,24 @@ fn rope(k: &mut Keys, default_theta: f64) -> Result<(f64, Option<RopeScaling>), 
     Ok((theta, scaling))
 }
 
+impl ModelConfig {
+    /// Reads a Hugging Face `config.json` (`transformers` 4 or 5 layout);
+    /// see this module for which keys change the model and which
+    /// are known not to.
+    pub fn from_hf_json(text: &str, source_name: &str) -> Result<Self, ConfigError> {
+        read(text, source_name)
+    }
+
+    pub fn from_hf_file(path: &Path) -> Result<Self, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+            source_name: name.clone(),
+            message: e.to_string(),
+        })?;
+        Self::from_hf_json(&text, &name)
+    }
+}
+
 /// Parses and validates a `config.json`.
 pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
     let v: Value = serde_json::from_str(text).map_err(|e| ConfigError::File {
@@ -324,7 +343,10 @@ fn architecture(k: &mut Keys) -> Result<&'static Family, ConfigError> {
             ConfigError::field(
                 source,
                 "model_type",
-                FieldProblem::ModelType(name.to_string()),
+                FieldProblem::ModelType {
+                    found: name.to_string(),
+                    families: crate::family::names(),
+                },
             )
         })?,
         None => {

@@ -13,11 +13,10 @@ pub mod parallel;
 pub mod params;
 pub mod presets;
 pub mod rope;
+mod token_ops;
 pub mod weights;
 
-pub use config::{
-    BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError, PRESETS,
-};
+pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError};
 pub use family::Family;
 pub use field_problem::FieldProblem;
 pub use llama::{
@@ -29,4 +28,5 @@ pub use params::{
     declare_params, param_specs, weight_specs, HfPart, Init, ParamRole, ParamSpec, Projection,
     FUSED_PROJECTIONS,
 };
-pub use weights::{LayerWeights, Weights, WeightsError};
+pub use presets::PRESETS;
+pub use weights::{LayerWeights, Placement, Weights, WeightsError};

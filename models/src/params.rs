@@ -42,6 +42,18 @@ pub struct ParamSpec {
     pub role: ParamRole,
 }
 
+impl crate::weights::Placement for ParamSpec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn role(&self) -> ParamRole {
+        self.role
+    }
+    fn layer(&self) -> Option<i64> {
+        self.layer
+    }
+}
+
 /// Rows `rows[0]..rows[1]` of a fused tensor are the Hugging Face tensor
 /// `name`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -259,6 +271,20 @@ fn stack(role: ParamRole, layer: i64, taken: &[ParamSpec]) -> ParamSpec {
 /// Every trainable parameter in Hugging Face order and naming.
 pub fn param_specs(cfg: &ModelConfig) -> Vec<ParamSpec> {
     weight_specs(cfg).into_vec()
+}
+
+impl ModelConfig {
+    /// Number of trainable parameters, saturating at `i64::MAX` (which
+    /// [`ModelConfig::validate`] refuses), so it is never negative.
+    pub fn parameter_count(&self) -> i64 {
+        self.checked_parameter_count().unwrap_or(i64::MAX)
+    }
+
+    /// Number of trainable parameters, or `None` when it overflows an i64.
+    /// Counted from the parameter specs themselves, so the two agree.
+    pub fn checked_parameter_count(&self) -> Option<i64> {
+        checked_parameter_count(self)
+    }
 }
 
 /// The number of parameters without listing every layer's (a config may ask

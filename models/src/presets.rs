@@ -3,7 +3,7 @@
 //! tokenizer ids and the like do not change the step), over its family's
 //! defaults ([`crate::family`]).
 
-use crate::config::{ModelConfig, ModelType, RopeScaling};
+use crate::config::{ConfigError, ModelConfig, ModelType, RopeScaling};
 
 /// Every preset `--model` accepts, with what it is.
 pub const PRESET_TABLE: [(&str, &str); 10] = [
@@ -59,6 +59,16 @@ fn llama31_scaling(factor: f64) -> Option<RopeScaling> {
         high_freq_factor: 4.0,
         original_max_position_embeddings: 8192,
     })
+}
+
+impl ModelConfig {
+    /// The built-in model `name` (one of [`PRESETS`]).
+    pub fn preset(name: &str) -> Result<Self, ConfigError> {
+        preset(name).ok_or_else(|| ConfigError::UnknownPreset {
+            name: name.to_string(),
+            known: PRESETS.join(", "),
+        })
+    }
 }
 
 /// The preset called `name`.

@@ -15,8 +15,6 @@
 //! of specs by those alone, refusing a missing, repeated or misplaced one
 //! with a [`WeightsError`].
 
-use crate::params::ParamSpec;
-use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 
@@ -325,27 +323,27 @@ impl<T> Weights<T> {
     /// each placed by its spec's `layer` and `role`, never by its
     /// position: layers in the order of their numbers; a layer's q/k/v
     /// and gate/up fused or separate as its specs are.
-    pub fn from_specs<S: Borrow<ParamSpec>>(
+    pub fn from_specs<S: Placement>(
         items: impl IntoIterator<Item = (S, T)>,
     ) -> Result<Weights<T>, WeightsError> {
         let mut outer: BTreeMap<ParamRole, T> = BTreeMap::new();
         let mut layers: BTreeMap<i64, BTreeMap<ParamRole, T>> = BTreeMap::new();
         for (spec, t) in items {
-            let spec = spec.borrow();
-            let slots = match (spec.role.in_layer(), spec.layer) {
+            let (role, layer) = (spec.role(), spec.layer());
+            let slots = match (role.in_layer(), layer) {
                 (true, Some(layer)) => layers.entry(layer).or_default(),
                 (false, None) => &mut outer,
                 (_, layer) => {
                     return Err(WeightsError::Misplaced {
-                        name: spec.name.clone(),
-                        role: spec.role,
+                        name: spec.name().to_string(),
+                        role,
                         layer,
                     })
                 }
             };
-            if slots.insert(spec.role, t).is_some() {
+            if slots.insert(role, t).is_some() {
                 return Err(WeightsError::Repeated {
-                    name: spec.name.clone(),
+                    name: spec.name().to_string(),
                 });
             }
         }
@@ -392,6 +390,28 @@ impl<T> Weights<T> {
             final_norm,
             lm_head,
         })
+    }
+}
+
+/// Where a parameter sits, which is all [`Weights::from_specs`] places it
+/// by: its name (for errors), its role, and its layer (`None` for the
+/// embedding, the final norm and the LM head). A
+/// [`ParamSpec`](crate::params::ParamSpec) is one.
+pub trait Placement {
+    fn name(&self) -> &str;
+    fn role(&self) -> ParamRole;
+    fn layer(&self) -> Option<i64>;
+}
+
+impl<P: Placement + ?Sized> Placement for &P {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn role(&self) -> ParamRole {
+        (**self).role()
+    }
+    fn layer(&self) -> Option<i64> {
+        (**self).layer()
     }
 }
 
@@ -451,7 +471,7 @@ pub enum WeightsError {
 mod tests {
     use super::*;
     use crate::config::ModelConfig;
-    use crate::params::{param_specs, weight_specs};
+    use crate::params::{param_specs, weight_specs, ParamSpec};
 
     fn biased() -> ModelConfig {
         ModelConfig {

@@ -15,6 +15,7 @@ use hlatc::Literal;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::collections::{BTreeMap, HashMap};
 
 /// A tensor as Python hands it over: its bytes, borrowed (read-only)
 /// from the caller's array.
@@ -51,4 +52,19 @@ pub fn dict_of<'py>(
         d.set_item(name, to_raw(py, l))?;
     }
     Ok(d)
+}
+
+/// Token data of any integer type as the step's `s32` ids.
+pub(crate) fn ids(name: &str, raw: RawIn<'_>) -> PyResult<Literal> {
+    from_raw(name, raw)?
+        .converted(ElementType::S32)
+        .map_err(|e| usage(format!("{name}: {e}")))
+}
+
+/// Tensors by name from Python's triples (each copied once, into Rust).
+pub(crate) fn literals(tensors: HashMap<String, RawIn<'_>>) -> PyResult<BTreeMap<String, Literal>> {
+    tensors
+        .into_iter()
+        .map(|(name, raw)| Ok((name.clone(), from_raw(&name, raw)?)))
+        .collect()
 }

@@ -5,20 +5,18 @@
 //! step does is the library's (`hlatc::step_programs`); this is its Python
 //! face.
 
-use crate::arrays::{dict_of, from_raw, RawIn};
+use crate::arrays::{dict_of, ids, literals, RawIn};
 use crate::errors::{guarded, to_py, usage};
 use crate::schedule::Schedule;
-use crate::trainer::ids;
 use hlatc::compile_step::CompiledStep;
 use hlatc::data::Batch;
 use hlatc::pipeline::Phase;
 use hlatc::runtime::Program;
 use hlatc::step_programs::{self, Borrowed, Pipeline, PipelineShape, RunFailure, StepPrograms};
 use hlatc::train_step::TensorSpec;
-use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// One input or output of a step.
@@ -268,14 +266,6 @@ impl Step {
         let program = guarded(|| step_programs::cpu_program(&one.compiled).map_err(to_py))?;
         Ok(one.program.get_or_init(|| program))
     }
-}
-
-/// Tensors by name from Python's triples (each copied once, into Rust).
-pub(crate) fn literals(tensors: HashMap<String, RawIn<'_>>) -> PyResult<BTreeMap<String, Literal>> {
-    tensors
-        .into_iter()
-        .map(|(name, raw)| Ok((name.clone(), from_raw(&name, raw)?)))
-        .collect()
 }
 
 #[pymethods]

@@ -1,14 +1,12 @@
 //! A `Trainer` that carries a step's state from one step to the next on
 //! XLA CPU, taking batches and giving back statistics and state.
 
-use crate::arrays::{dict_of, from_raw, RawIn};
-use crate::errors::{guarded, to_py, usage};
-use crate::step::{literals, Step};
-use hlatc::compiler::ElementType;
+use crate::arrays::{dict_of, ids, literals, RawIn};
+use crate::errors::{guarded, to_py};
+use crate::step::Step;
 use hlatc::data::Batch;
 use hlatc::runtime::{safetensors_bytes, safetensors_from_bytes};
 use hlatc::step_programs;
-use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;
@@ -111,11 +109,4 @@ impl Trainer {
     fn steps_done(&self) -> i64 {
         self.inner.steps_done()
     }
-}
-
-/// Token data of any integer type as the step's `s32` ids.
-pub(crate) fn ids(name: &str, raw: RawIn<'_>) -> PyResult<Literal> {
-    from_raw(name, raw)?
-        .converted(ElementType::S32)
-        .map_err(|e| usage(format!("{name}: {e}")))
 }

@@ -195,7 +195,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     // compile and run of the bundle.
     print_summary(&a, &compiled, &report, t0.elapsed() - verify_time)?;
     if a.pass_report {
-        super::opt::print_report(&compiled.step.pass_report)?;
+        super::pass_report::print_report(&compiled.step.pass_report)?;
     }
     if let Some(checks) = checks {
         out!(

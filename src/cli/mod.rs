@@ -9,6 +9,7 @@ mod fmt;
 mod model_args;
 mod opt;
 mod parallel_args;
+mod pass_report;
 mod passes;
 mod plot;
 mod precision_args;

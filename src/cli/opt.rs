@@ -1,7 +1,7 @@
 //! `hlatc opt`: run passes by name over a module, like XLA's `hlo-opt`.
 
-use super::console::{millis, note};
-use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext, PipelineReport};
+use super::console::note;
+use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext};
 use hlatc::{Error, Format};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -114,7 +114,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let report = pipeline
         .run_module(&mut module, &mut ctx)
         .map_err(|e| at(&e))?;
-    print_report(&report)?;
+    super::pass_report::print_report(&report)?;
     if a.drop_unused_parameters {
         let dropped = hlatc::passes::bind::drop_unused_parameters(&mut module);
         for d in &dropped {
@@ -138,24 +138,4 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let format = a.output.as_deref().map_or(Format::Text, Format::from_path);
     super::write_module(a.output.as_ref(), &module, format)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The per-pass lines and the notes, on standard error.
-pub(super) fn print_report(report: &PipelineReport) -> Result<(), Error> {
-    for r in &report.runs {
-        note!(
-            "{:indent$}{:<28} {:<9} {:>7} -> {:<7} instructions  {:.2} ms",
-            "",
-            r.leaf(),
-            if r.changed { "changed" } else { "unchanged" },
-            r.instructions_before,
-            r.instructions_after,
-            millis(r.time),
-            indent = 2 * r.depth
-        )?;
-    }
-    for n in &report.notes {
-        note!("{n}")?;
-    }
-    Ok(())
 }

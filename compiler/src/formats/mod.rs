@@ -3,4 +3,7 @@
 //! op descriptions, so what one format keeps the other keeps.
 
 pub mod proto;
+mod read_by;
 pub mod text;
+
+pub(crate) use read_by::ReadBy;

@@ -11,7 +11,7 @@
 
 use super::{Fault, Parallelism};
 use crate::config::ModelConfig;
-use crate::llama::{counted_total, gather_rows};
+use crate::token_ops::{counted_total, gather_rows};
 use hlatc_compiler::graph::autodiff::GradHints;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;

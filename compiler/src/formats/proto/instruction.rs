@@ -9,6 +9,7 @@ use super::literal::{literal_from_proto, literal_tree_from_proto};
 use super::messages::*;
 use super::shape::shape_from_proto;
 use super::window::{conv_dims_from_proto, window_from_proto};
+use crate::formats::ReadBy;
 use crate::ir::computation_id::ComputationId;
 use crate::ir::literal::LiteralTree;
 use crate::ir::op::description::Description;
@@ -33,7 +34,68 @@ fn one_callee(called: &[ComputationId]) -> Result<ComputationId, InstructionErro
     }
 }
 
+/// How the proto reader builds each op: an exhaustive match, so an op
+/// added to [`Op`] does not compile here until its reading is chosen; one
+/// read by [`ReadBy::Hand`] needs its arm in [`read_op`], which checks what
+/// it built against it in debug builds.
+fn proto_read_by(op: &Op) -> ReadBy {
+    match op {
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert
+        | Op::StochasticConvert
+        | Op::BitcastConvert
+        | Op::Bitcast
+        | Op::DynamicUpdateSlice
+        | Op::DynamicReshape
+        | Op::Tuple
+        | Op::OptBarrier
+        | Op::CollectiveDone(_)
+        | Op::ReplicaId
+        | Op::PartitionId
+        | Op::CopyDone
+        | Op::AfterAll
+        | Op::AddDependency => ReadBy::Opcode,
+        Op::BatchNorm { .. } | Op::Transfer(_) | Op::Async { .. } => ReadBy::Family,
+        Op::Parameter(_)
+        | Op::Constant(_)
+        | Op::TupleConstant(_)
+        | Op::Conditional { .. }
+        | Op::Domain { .. }
+        | Op::Outfeed { .. }
+        | Op::CustomCall(_) => ReadBy::Hand,
+        crate::ir::op::description::described_ops!() => ReadBy::Description,
+    }
+}
+
 fn read_op(
+    p: &HloInstructionProto,
+    shape: &Shape,
+    called: &[ComputationId],
+) -> Result<Op, InstructionError> {
+    let op = read_op_by_opcode(p, shape, called)?;
+    if cfg!(debug_assertions) {
+        let o = p.opcode.as_str();
+        let by = if Op::without_attributes(o).is_some() {
+            ReadBy::Opcode
+        } else if BatchNormKind::from_opcode(o).is_some()
+            || TransferStep::from_opcode(o).is_some()
+            || AsyncStep::from_opcode(o).is_some()
+        {
+            ReadBy::Family
+        } else if Description::of(o).is_some() {
+            ReadBy::Description
+        } else {
+            ReadBy::Hand
+        };
+        debug_assert_eq!(proto_read_by(&op), by, "'{o}' read otherwise than stated");
+    }
+    Ok(op)
+}
+
+fn read_op_by_opcode(
     p: &HloInstructionProto,
     shape: &Shape,
     called: &[ComputationId],

@@ -8,6 +8,7 @@ mod described;
 mod layout;
 mod metadata;
 mod nesting;
+mod parse_error;
 mod parser;
 mod positions;
 mod printer;

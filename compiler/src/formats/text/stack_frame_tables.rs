@@ -3,7 +3,7 @@
 //! blanked out (newlines kept, so every later error keeps its line and
 //! column) before the grammar reads the rest.
 
-use super::parser::ParseError;
+use super::parse_error::ParseError;
 use crate::ir::stack_frames::{FileLocation, Section, StackFrame, StackFrameIndex};
 use std::borrow::Cow;
 

@@ -30,7 +30,6 @@ use crate::ir::window::{ConvDims, Window};
 use crate::util::escape::unescape;
 use crate::util::fx::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
-use std::fmt;
 
 mod annotations;
 mod async_wrapped;
@@ -61,23 +60,10 @@ use scope::*;
 use shapes::*;
 use values::*;
 
+pub use super::parse_error::ParseError;
 pub(super) use attrs::{flag_value, int_value, ints_value, word_value, Attrs, WrittenCallee};
 pub(super) use ops::{channel_id, collective, permute_slice_sizes, source_target_pairs};
 pub(super) use values::{AttrPlace, Located, Value};
-
-/// A parse failure at `line:column` (1-based).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct ParseError {
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.line, self.column, self.message)
-    }
-}
 
 pub(super) fn err_at<'i, T>(
     at: &impl Located<'i>,

@@ -2,6 +2,7 @@
 //! of their own (collectives, domains, branches, async short forms).
 
 use super::*;
+use crate::formats::ReadBy;
 
 /// `replica_groups`, `channel_id`, `use_global_device_ids` and
 /// `constrain_layout`.
@@ -206,11 +207,19 @@ pub(super) fn op_named(
     opcode_at: &Span<'_>,
     a: &mut Attrs,
 ) -> Result<Op, ParseError> {
+    let built = |op: Op, by: ReadBy| {
+        debug_assert_eq!(
+            text_read_by(&op),
+            by,
+            "'{opcode}' read otherwise than stated"
+        );
+        Ok(op)
+    };
     if let Some(op) = Op::without_attributes(opcode) {
-        return Ok(op);
+        return built(op, ReadBy::Opcode);
     }
     if let Some(op) = stepped_op(opcode, a)? {
-        return Ok(op);
+        return built(op, ReadBy::Family);
     }
     let mut described = crate::formats::text::described::TextReader {
         attrs: a,
@@ -218,9 +227,9 @@ pub(super) fn op_named(
         last: None,
     };
     if let Some(op) = Op::read_described(opcode, &mut described)? {
-        return Ok(op);
+        return built(op, ReadBy::Description);
     }
-    Ok(match opcode {
+    let op = match opcode {
         "conditional" => Op::Conditional {
             branches: conditional_branches(opcode_at, a)?,
         },
@@ -240,7 +249,50 @@ pub(super) fn op_named(
                 )
             }
         },
-    })
+    };
+    // A short-form async op is an `Op::Async` its family states.
+    let by = match op {
+        Op::Async { .. } => ReadBy::Family,
+        _ => ReadBy::Hand,
+    };
+    built(op, by)
+}
+
+/// How the text reader builds each op: an exhaustive match, so an op added
+/// to [`Op`] does not compile here until its reading is chosen; one read
+/// by [`ReadBy::Hand`] needs its arm in [`op_named`] (parameters and
+/// constants: the instruction reader). [`op_named`] checks what it built
+/// against it in debug builds.
+pub(super) fn text_read_by(op: &Op) -> ReadBy {
+    match op {
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert
+        | Op::StochasticConvert
+        | Op::BitcastConvert
+        | Op::Bitcast
+        | Op::DynamicUpdateSlice
+        | Op::DynamicReshape
+        | Op::Tuple
+        | Op::OptBarrier
+        | Op::CollectiveDone(_)
+        | Op::ReplicaId
+        | Op::PartitionId
+        | Op::CopyDone
+        | Op::AfterAll
+        | Op::AddDependency => ReadBy::Opcode,
+        Op::BatchNorm { .. } | Op::Transfer(_) | Op::Async { .. } => ReadBy::Family,
+        Op::Parameter(_)
+        | Op::Constant(_)
+        | Op::TupleConstant(_)
+        | Op::Conditional { .. }
+        | Op::Domain { .. }
+        | Op::Outfeed { .. }
+        | Op::CustomCall(_) => ReadBy::Hand,
+        crate::ir::op::description::described_ops!() => ReadBy::Description,
+    }
 }
 
 /// The op families whose opcodes their step or kind spells: batch norms,
