@@ -5,15 +5,15 @@
 
 use std::borrow::Cow;
 
+use super::attr_fields::{
+    aliasing_from_proto, aliasing_to_proto, dot_dims_from_proto, dot_dims_to_proto,
+    precision_from_proto, utf8_config,
+};
 use super::collective::{
     channel_from_proto, collective_from_proto, fill_collective, pairs_from_proto, pairs_to_proto,
     slice_sizes_from_proto,
 };
-use super::emit::{aliasing_to_proto, dot_dims_to_proto};
 use super::error::InstructionError;
-use super::instruction::{
-    aliasing_from_proto, dot_dims_from_proto, precision_from_proto, utf8_config,
-};
 use super::messages::{
     CholeskyOptions, GatherDimensionNumbers, HloInstructionProto, PaddingConfig,
     PaddingConfigDimension, PrecisionConfig, RaggedDotDimensionNumbers, ScatterDimensionNumbers,

@@ -1,6 +1,7 @@
 //! [`Module`] to `HloModuleProto`. Deterministic: ids are assigned in
 //! definition order, maps are ordered, so the same module gives the same bytes.
 
+use super::attr_fields::aliasing_to_proto;
 use super::literal::{literal_to_proto, literal_tree_to_proto};
 use super::messages::*;
 use super::shape::shape_to_proto;
@@ -11,29 +12,9 @@ use crate::ir::device_assignment::DeviceAssignment;
 use crate::ir::instruction::Instruction;
 use crate::ir::literal::LiteralTree;
 use crate::ir::module::{AliasKind, Module};
-use crate::ir::op::{AsyncStep, CustomCall, DotAlgorithm, DotDims, Op, OperandAlias, Precision};
+use crate::ir::op::{AsyncStep, CustomCall, DotAlgorithm, Op, Precision};
 use prost::Message;
 use std::collections::BTreeMap;
-
-pub(super) fn dot_dims_to_proto(dims: &DotDims) -> DotDimensionNumbers {
-    DotDimensionNumbers {
-        lhs_contracting_dimensions: dims.lhs_contracting.clone(),
-        rhs_contracting_dimensions: dims.rhs_contracting.clone(),
-        lhs_batch_dimensions: dims.lhs_batch.clone(),
-        rhs_batch_dimensions: dims.rhs_batch.clone(),
-    }
-}
-
-pub(super) fn aliasing_to_proto(aliasing: &[OperandAlias]) -> Vec<OutputOperandAliasing> {
-    aliasing
-        .iter()
-        .map(|a| OutputOperandAliasing {
-            output_shape_index: a.output_index.clone(),
-            operand_index: a.operand,
-            operand_shape_index: a.operand_index.clone(),
-        })
-        .collect()
-}
 
 fn precision_to_proto(precision: &[Precision], algorithm: DotAlgorithm) -> Option<PrecisionConfig> {
     (!precision.is_empty() || algorithm != DotAlgorithm::Unset).then(|| PrecisionConfig {

@@ -2,6 +2,7 @@
 //! here, the described ones through [`described`], and every field the op
 //! does not carry refused rather than lost.
 
+use super::attr_fields::{aliasing_from_proto, precision_from_proto, utf8_config};
 use super::collective::channel_from_proto;
 use super::described;
 use super::error::InstructionError;
@@ -297,12 +298,6 @@ fn refuse_fields_elsewhere(p: &HloInstructionProto, op: Op) -> Result<Op, Instru
     }
 }
 
-/// A feed's configuration: bytes on the wire, text in hlatc (as in XLA's
-/// text, where it is a quoted string).
-pub(super) fn utf8_config(bytes: &[u8], field: &'static str) -> Result<String, InstructionError> {
-    String::from_utf8(bytes.to_vec()).map_err(|_| InstructionError::NotUtf8(field))
-}
-
 /// A custom call's convolution attributes, when any is written.
 fn call_convolution_from_proto(
     p: &HloInstructionProto,
@@ -331,44 +326,9 @@ fn call_convolution_from_proto(
     Ok((!conv.is_empty()).then(|| Box::new(conv)))
 }
 
-pub(super) fn aliasing_from_proto(p: &HloInstructionProto) -> Vec<OperandAlias> {
-    p.output_operand_aliasing
-        .iter()
-        .map(|a| OperandAlias {
-            output_index: a.output_shape_index.clone(),
-            operand: a.operand_index,
-            operand_index: a.operand_shape_index.clone(),
-        })
-        .collect()
-}
-
-pub(super) fn dot_dims_from_proto(d: &DotDimensionNumbers) -> DotDims {
-    DotDims {
-        lhs_batch: d.lhs_batch_dimensions.clone(),
-        lhs_contracting: d.lhs_contracting_dimensions.clone(),
-        rhs_batch: d.rhs_batch_dimensions.clone(),
-        rhs_contracting: d.rhs_contracting_dimensions.clone(),
-    }
-}
-
 fn algorithm_from_proto(p: &HloInstructionProto) -> Result<DotAlgorithm, InstructionError> {
     let v = p.precision_config.as_ref().map_or(0, |pc| pc.algorithm);
     DotAlgorithm::from_proto(v).ok_or(InstructionError::UnknownAlgorithm(v))
-}
-
-pub(super) fn precision_from_proto(
-    p: &HloInstructionProto,
-) -> Result<Vec<Precision>, InstructionError> {
-    p.precision_config
-        .as_ref()
-        .map(|pc| {
-            pc.operand_precision
-                .iter()
-                .map(|&v| Precision::from_proto(v).ok_or(InstructionError::UnknownPrecision(v)))
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .transpose()
-        .map(Option::unwrap_or_default)
 }
 
 /// XLA writes the main thread's name, `main`; hlatc models it as none.

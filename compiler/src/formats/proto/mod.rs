@@ -6,6 +6,7 @@
 //! needed.
 
 mod annotations;
+mod attr_fields;
 mod collective;
 mod described;
 mod emit;

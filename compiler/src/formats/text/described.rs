@@ -4,13 +4,13 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
+use super::attr_values::{
+    list, list_if_any, write_aliasing, write_collective, write_padding, write_precision,
+};
 use super::collective::{write_pairs, write_slice_sizes};
 use super::parser::{
     channel_id, collective, error_at, flag_value, int_value, ints_value, permute_slice_sizes,
     source_target_pairs, word_value, AttrPlace, Attrs, ParseError, Value,
-};
-use super::printer::{
-    list, list_if_any, write_aliasing, write_collective, write_padding, write_precision,
 };
 use crate::ir::module::Module;
 use crate::ir::op::description::{

@@ -2,6 +2,7 @@
 //! hand-written parser for what the printer writes and what JAX and torch-xla dump.
 
 mod annotations;
+mod attr_values;
 mod collective;
 mod cursor;
 mod described;

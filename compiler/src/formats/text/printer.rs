@@ -1,13 +1,13 @@
 //! Prints modules in XLA's HLO text syntax (the modern short form: no `%`
 //! sigils, no operand shapes, layouts always written).
 
+use super::attr_values::{flag, write_aliasing, write_list, write_precision};
 use super::described::TextWriter;
-use crate::ir::collective::Collective;
 use crate::ir::computation::{Computation, InstrId};
 use crate::ir::literal::LiteralTree;
 use crate::ir::metadata::Metadata;
 use crate::ir::module::Module;
-use crate::ir::op::{Op, OperandAlias, PadDim, Precision};
+use crate::ir::op::{Op, Precision};
 use crate::ir::shape::ElementType;
 use crate::ir::window::{ConvDims, Window};
 use crate::util::escape::escape;
@@ -166,35 +166,6 @@ fn print_instruction_into(out: &mut String, m: &Module, c: &Computation, id: Ins
     }
     out.push(')');
     write_attributes(out, m, c, id);
-}
-
-/// The attributes every replica-grouped collective has, as XLA prints them.
-pub(super) fn write_collective(out: &mut String, c: &Collective) {
-    out.push_str(", replica_groups=");
-    super::collective::write_replica_groups(out, &c.replica_groups);
-    if let Some(id) = c.channel_id {
-        let _ = write!(out, ", channel_id={id}");
-    }
-    flag(out, "use_global_device_ids", c.use_global_device_ids);
-    flag(out, "constrain_layout", c.constrain_layout);
-}
-
-pub(super) fn list(out: &mut String, key: &str, v: &[i64]) {
-    let _ = write!(out, ", {key}={{");
-    let _ = write_joined(out, v);
-    out.push('}');
-}
-
-pub(super) fn list_if_any(out: &mut String, key: &str, v: &[i64]) {
-    if !v.is_empty() {
-        list(out, key, v);
-    }
-}
-
-fn flag(out: &mut String, key: &str, on: bool) {
-    if on {
-        let _ = write!(out, ", {key}=true");
-    }
 }
 
 /// A feed's `key="config"`, left out when empty as XLA leaves it.
@@ -415,18 +386,6 @@ fn metadata_fields(md: &Metadata) -> String {
     fields.join(" ")
 }
 
-pub(super) fn write_padding(out: &mut String, config: &[PadDim]) {
-    for (i, p) in config.iter().enumerate() {
-        if i > 0 {
-            out.push('x');
-        }
-        let _ = write!(out, "{}_{}", p.low, p.high);
-        if p.interior != 0 {
-            let _ = write!(out, "_{}", p.interior);
-        }
-    }
-}
-
 fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>) {
     out.push_str("frontend_attributes={");
     for (i, (k, v)) in attrs.iter().enumerate() {
@@ -436,24 +395,6 @@ fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>)
         let _ = write!(out, "{k}=\"{}\"", escape(v));
     }
     out.push('}');
-}
-
-pub(super) fn write_aliasing(out: &mut String, aliasing: &[OperandAlias]) {
-    if !aliasing.is_empty() {
-        out.push_str(", output_to_operand_aliasing={");
-        write_list(out, aliasing);
-        out.push('}');
-    }
-}
-
-/// `a, b, c`: the items, separated as XLA separates list entries.
-fn write_list<T: std::fmt::Display>(out: &mut String, items: &[T]) {
-    for (i, x) in items.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        let _ = write!(out, "{x}");
-    }
 }
 
 /// The names of `ids`, as a list.
@@ -488,11 +429,4 @@ fn write_convolution_attributes(
         let _ = write!(out, ", batch_group_count={batch_groups}");
     }
     write_precision(out, precision);
-}
-
-pub(super) fn write_precision(out: &mut String, precision: &[Precision]) {
-    if !precision.is_empty() {
-        let names: Vec<&str> = precision.iter().map(|p| p.name()).collect();
-        let _ = write!(out, ", operand_precision={{{}}}", names.join(","));
-    }
 }
