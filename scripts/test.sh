@@ -79,3 +79,9 @@ MATURIN_PEP517_ARGS="--profile ci" \
 .cache/python-venv/bin/python -m mypy --strict --config-file python/pyproject.toml \
     python/tests/typed_usage.py
 HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q python/tests
+
+# Adding an op is checked by the compiler: a made-up op in a scratch copy
+# of the compiler must fail to compile in every place that handles ops
+# (printer, parser, proto writer and reader, shape rule, backward rule, op
+# table); the script exits 1 if one of them would let it through.
+tools/add_op_check.sh target/add-op-check

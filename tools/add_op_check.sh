@@ -21,12 +21,12 @@ scratch="${1:-$(mktemp -d)}"
 ws="$scratch/ws"
 rm -rf "$ws"
 mkdir -p "$ws"
-(cd "$root" && git ls-files -z -- Cargo.toml Cargo.lock compiler) |
+(cd "$root" && git ls-files -z -- Cargo.toml Cargo.lock compiler filetest) |
     (cd "$root" && xargs -0 cp --parents -t "$ws")
-# A workspace of the compiler crate alone.
+# A workspace of the compiler crate and its test harness alone.
 cat > "$ws/Cargo.toml" <<'EOF'
 [workspace]
-members = ["compiler"]
+members = ["compiler", "filetest"]
 resolver = "2"
 EOF
 sed -n '/^\[workspace.package\]/,/^\[/p' "$root/Cargo.toml" | sed '$d' >> "$ws/Cargo.toml"

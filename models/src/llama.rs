@@ -658,12 +658,12 @@ impl<'a> ForwardParts<'a> {
             }
             m.b.push_scope(&scope::layer(w.layer));
             let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, w.input_norm))?;
-            let h = m.scoped("self_attn", |m| m.full_sequence(h))?;
+            let h = m.scoped(scope::SELF_ATTN, |m| m.full_sequence(h))?;
             let a = m.attention(h, w, tables, allowed)?;
             x = m.b.add2(x, a)?;
             let norm = w.post_attention_norm;
             let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;
-            let h = m.scoped("mlp", |m| m.full_sequence(h))?;
+            let h = m.scoped(scope::MLP, |m| m.full_sequence(h))?;
             let f = m.mlp(h, w)?;
             x = m.b.add2(x, f)?;
             m.b.pop_scope();
