@@ -92,8 +92,13 @@ pub enum RuntimeError {
     },
     #[error("a runtime has 1 to {max} devices; {requested} were asked for")]
     DeviceCount { requested: usize, max: usize },
-    #[error("cannot prepare module '{module}' for XLA CPU: {message}")]
-    Lowering { module: String, message: String },
+    #[error("cannot prepare module '{module}' for XLA CPU: {source}")]
+    Lowering {
+        module: String,
+        /// Shared: a runtime error is cloned and a pass error is not
+        /// (nor should a runtime result be the size of its largest).
+        source: std::sync::Arc<hlatc_passes::PassError>,
+    },
     #[error("the module returns {0}; only arrays, and tuples of them, can be read back")]
     UnsupportedResult(String),
     #[error("parameter '{name}' is {shape}; only arrays, and tuples of them, can be passed in")]
@@ -276,7 +281,7 @@ impl Runtime {
         let (replicas, partitioned) = self.ranks_for(module)?;
         let lowered = lower(module).map_err(|e| RuntimeError::Lowering {
             module: module.name.clone(),
-            message: e.to_string(),
+            source: std::sync::Arc::new(e),
         })?;
         let compiled = lowered.module.as_ref().unwrap_or(module);
         let result = compiled
