@@ -195,56 +195,8 @@ fn stack_frame_tables_after_leading_comments_are_read() {
     assert_eq!(at.instruction("e", "n").map(|p| p.line), Some(23));
 }
 
-#[test]
-fn bad_stack_frame_tables_are_refused_where_they_are_wrong() {
-    let cases = [
-        (
-            "2 {file_location_id=2 parent_frame_id=2}",
-            "3 {file_location_id=2 parent_frame_id=2}",
-            (16, 1),
-            "StackFrames entry `3`: expected id 2",
-        ),
-        (
-            "line=3 end_line=3",
-            "line=3 lines=3",
-            (12, 3),
-            "FileLocations entry 2: unknown field `lines`",
-        ),
-        (
-            "1 {file_location_id=1 parent_frame_id=1}",
-            "1 {file_location_id=1 parent_frame_id=0}",
-            (15, 3),
-            "parent_frame_id=0; XLA writes the parent's id plus one",
-        ),
-        (
-            "2 {file_location_id=2 parent_frame_id=2}",
-            "2 {file_location_id=7 parent_frame_id=2}",
-            (3, 1),
-            "StackFrames 2: file_location_id 7 is not among the 2 listed",
-        ),
-        ("2 \"loss\"", "2 loss", (8, 3), "expected a quoted string"),
-    ];
-    for (from, to, at, want) in cases {
-        let e = text::parse_module(&WITH_FRAMES.replace(from, to)).unwrap_err();
-        assert!(e.message.contains(want), "{to}: {}", e.message);
-        assert_eq!((e.line, e.column), at, "{to}: {}", e.message);
-    }
-    let m =
-        text::parse_module(&WITH_FRAMES.replace("stack_frame_id=2", "stack_frame_id=5")).unwrap();
-    let e = hlatc_compiler::verify(&m).unwrap_err().to_string();
-    assert!(
-        e.contains("stack_frame_id 5 is not among the module's 2 stack frames"),
-        "{e}"
-    );
-    let e =
-        text::parse_module(&WITH_FRAMES.replace("scheduling_name", "profile_kind")).unwrap_err();
-    assert!(
-        e.message
-            .contains("unsupported metadata field 'profile_kind'"),
-        "{}",
-        e.message
-    );
-}
+// Tables wrong in one place each are golden tests:
+// compiler/tests/filetests/{parse,verify}/{stack_frame_*,file_location_*,function_name_*,metadata_profile_kind}.hlo
 
 #[test]
 fn names_repeated_across_computations_are_renamed_with_a_note() {
