@@ -19,6 +19,7 @@ use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
+use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, ShapeError};
 
 /// What the forward pass produced.
@@ -711,7 +712,7 @@ fn parameter_count(b: &Builder, cfg: &ModelConfig, got: usize) -> BuildError {
         opcode: "forward",
         operands: "(the parameters, in param_specs order)".into(),
         source: ShapeError::OperandCount {
-            expected: param_specs(cfg).len().to_string(),
+            expected: OperandRule::Exactly(param_specs(cfg).len()),
             got,
         },
     }

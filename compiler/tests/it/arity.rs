@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::ir::op::description::Arity;
 use hlatc_compiler::{formats::text, infer_shape, CalleeSignature, Module, ShapeError};
 
@@ -45,7 +46,7 @@ fn every_fixed_arity_matches_an_instance_xla_accepts() {
                         assert_eq!(
                             got,
                             Err(ShapeError::OperandCount {
-                                expected: n.to_string(),
+                                expected: OperandRule::Exactly(n),
                                 got: count,
                             }),
                             "{opcode} {} with {count} operands",

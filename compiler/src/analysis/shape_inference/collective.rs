@@ -5,7 +5,7 @@
 use super::reduction::check_reducer_signature;
 use super::{
     array, refuse, AttributeError, CalleeSignature, DeclaredError, DimensionError, OperandError,
-    ShapeError, ShapesError, SplitError, TypeError,
+    OperandRule, ShapeError, ShapesError, SplitError, TypeError,
 };
 use crate::ir::collective::Collective;
 use crate::ir::op::{AsyncCollective, Opcode};
@@ -26,7 +26,7 @@ fn same_as_operands(operands: &[&Shape]) -> Result<Shape, ShapeError> {
 fn at_least_one(operands: &[&Shape]) -> Result<(), ShapeError> {
     if operands.is_empty() {
         return Err(ShapeError::OperandCount {
-            expected: "at least 1".into(),
+            expected: OperandRule::AtLeastOne,
             got: 0,
         });
     }
@@ -319,7 +319,7 @@ pub(super) fn collective_permute(
 fn check_in_place(operands: &[&Shape]) -> Result<(), ShapeError> {
     if operands.len() != 4 {
         return Err(ShapeError::OperandCount {
-            expected: "4 (input, output, input offsets, output offsets) in place".into(),
+            expected: OperandRule::RaggedAllToAll,
             got: operands.len(),
         });
     }

@@ -3,7 +3,9 @@
 //! signature, and each callee must take exactly what the op hands it.
 
 use super::custom_call::check_operand_aliasing;
-use super::{refuse, CalleeError, CalleeSignature, DeclaredError, OperandError, ShapeError};
+use super::{
+    refuse, CalleeError, CalleeSignature, DeclaredError, OperandError, OperandRule, ShapeError,
+};
 use crate::ir::op::{AsyncStep, Opcode, OperandAlias};
 use crate::ir::shape::{ElementType, Shape};
 
@@ -15,7 +17,7 @@ pub(super) fn call(
 ) -> Result<Shape, ShapeError> {
     if sig.params.len() != operands.len() {
         return Err(ShapeError::OperandCount {
-            expected: sig.params.len().to_string(),
+            expected: OperandRule::Exactly(sig.params.len()),
             got: operands.len(),
         });
     }
@@ -73,7 +75,9 @@ pub(super) fn conditional(
     }
     if operands.len() != branches.len() + 1 {
         return Err(ShapeError::OperandCount {
-            expected: format!("{} (the selector and one per branch)", branches.len() + 1),
+            expected: OperandRule::SelectorAndBranches {
+                branches: branches.len(),
+            },
             got: operands.len(),
         });
     }

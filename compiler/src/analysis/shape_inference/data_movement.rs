@@ -6,7 +6,7 @@
 use super::{
     arr, array, arrays_of_same_dims, check_dims_in_range, check_signature, operand_and_declared,
     refuse, same_type, AttributeError, CalleeSignature, DeclaredError, DimensionError,
-    OperandError, ShapeError, ShapesError, TypeError,
+    OperandError, OperandRule, ShapeError, ShapesError, TypeError,
 };
 use crate::ir::op::{Opcode, PadDim};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
@@ -138,7 +138,7 @@ pub(super) fn reverse(dimensions: &[i64], operands: &[&Shape]) -> Result<Shape, 
 pub(super) fn concatenate(dimension: i64, operands: &[&Shape]) -> Result<Shape, ShapeError> {
     if operands.is_empty() {
         return Err(ShapeError::OperandCount {
-            expected: "at least 1".into(),
+            expected: OperandRule::AtLeastOne,
             got: 0,
         });
     }

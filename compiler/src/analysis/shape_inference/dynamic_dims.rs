@@ -3,8 +3,8 @@
 //! in a shape is its bound, so every other op's rules hold unchanged.
 
 use super::{
-    arr, array, declared_array, refuse, DimensionError, OperandError, ShapeError, ShapesError,
-    TypeError,
+    arr, array, declared_array, refuse, DimensionError, OperandError, OperandRule, ShapeError,
+    ShapesError, TypeError,
 };
 use crate::ir::op::Opcode;
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
@@ -63,7 +63,7 @@ pub(super) fn dynamic_reshape(
 ) -> Result<Shape, ShapeError> {
     if operands.is_empty() {
         return Err(ShapeError::OperandCount {
-            expected: "1 + one size per result dimension".into(),
+            expected: OperandRule::OneSizePerDimension,
             got: 0,
         });
     }
@@ -77,7 +77,7 @@ pub(super) fn dynamic_reshape(
     }
     if operands.len() != 1 + d.rank() {
         return Err(ShapeError::OperandCount {
-            expected: format!("{} (1 + one size per result dimension)", 1 + d.rank()),
+            expected: OperandRule::OneSizePerDimensionOf { rank: d.rank() },
             got: operands.len(),
         });
     }

@@ -18,12 +18,78 @@ use crate::ir::op::{
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
 use crate::ir::window::{DimLabelsError, WindowError};
 
+/// How many operands an op takes, as its rule states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperandRule {
+    Exactly(usize),
+    AtLeastOne,
+    /// A ragged all-to-all: input, output and the two offset lists.
+    RaggedAllToAll,
+    /// A conditional: the selector and `branches` operands.
+    SelectorAndBranches {
+        branches: usize,
+    },
+    /// A dynamic reshape of a rank not yet known.
+    OneSizePerDimension,
+    /// A dynamic reshape to `rank` dimensions.
+    OneSizePerDimensionOf {
+        rank: usize,
+    },
+    /// A scatter: inputs, indices, updates.
+    ScatterOperands,
+    /// A dynamic slice of a rank not yet known.
+    OnePlusRank,
+    /// A dynamic update slice of a rank not yet known.
+    TwoPlusRank,
+    /// A dynamic (update) slice: `fixed` operands then a start index per
+    /// dimension of `rank`.
+    StartIndices {
+        fixed: usize,
+        rank: usize,
+    },
+    /// A variadic reduce: inputs, then as many inits.
+    InputsThenInits,
+}
+
+impl std::fmt::Display for OperandRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            OperandRule::Exactly(n) => write!(f, "{n}"),
+            OperandRule::AtLeastOne => f.write_str("at least 1"),
+            OperandRule::RaggedAllToAll => {
+                f.write_str("4 (input, output, input offsets, output offsets) in place")
+            }
+            OperandRule::SelectorAndBranches { branches } => {
+                write!(f, "{} (the selector and one per branch)", branches + 1)
+            }
+            OperandRule::OneSizePerDimension => f.write_str("1 + one size per result dimension"),
+            OperandRule::OneSizePerDimensionOf { rank } => {
+                write!(f, "{} (1 + one size per result dimension)", 1 + rank)
+            }
+            OperandRule::ScatterOperands => {
+                f.write_str("an odd number, at least 3 (inputs, indices, updates)")
+            }
+            OperandRule::OnePlusRank => f.write_str("1 + rank"),
+            OperandRule::TwoPlusRank => f.write_str("2 + rank"),
+            OperandRule::StartIndices { fixed, rank } => {
+                write!(
+                    f,
+                    "{} ({fixed} + one start index per dimension)",
+                    fixed + rank
+                )
+            }
+            OperandRule::InputsThenInits => f.write_str("an even number (inputs, then inits)"),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ShapeError {
     #[error("expects {expected} operand(s), got {got}")]
-    OperandCount { expected: String, got: usize },
+    OperandCount { expected: OperandRule, got: usize },
+    /// Boxed: every shape rule's result should not be the size of a shape.
     #[error("operand {index} must be an array, got {shape}")]
-    TupleOperand { index: usize, shape: String },
+    TupleOperand { index: usize, shape: Box<Shape> },
     /// A collective's groups are malformed. Boxed: every shape rule's
     /// result should not be the size of its largest error.
     #[error(transparent)]

@@ -8,7 +8,7 @@
 use super::reduction::{check_reducer, FloatTypes};
 use super::{
     arr, array, check_dims_in_range, refuse, same_type, AttributeError, CalleeError,
-    CalleeSignature, DimensionError, OperandError, ShapeError, ShapesError, TypeError,
+    CalleeSignature, DimensionError, OperandError, OperandRule, ShapeError, ShapesError, TypeError,
 };
 use crate::ir::op::{GatherDims, Opcode, ScatterDims, SliceDim};
 use crate::ir::shape::{ArrayShape, Shape};
@@ -318,7 +318,7 @@ pub(super) fn scatter_operands(
     // Variadic: N inputs, the indices, then N updates.
     if operands.len() < 3 || operands.len().is_multiple_of(2) {
         return Err(ShapeError::OperandCount {
-            expected: "an odd number, at least 3 (inputs, indices, updates)".into(),
+            expected: OperandRule::ScatterOperands,
             got: operands.len(),
         });
     }
@@ -375,7 +375,7 @@ pub(super) fn slice(slices: &[SliceDim], operands: &[&Shape]) -> Result<Shape, S
 pub(super) fn dynamic_slice(sizes: &[i64], operands: &[&Shape]) -> Result<Shape, ShapeError> {
     if operands.is_empty() {
         return Err(ShapeError::OperandCount {
-            expected: "1 + rank".into(),
+            expected: OperandRule::OnePlusRank,
             got: 0,
         });
     }
@@ -394,7 +394,7 @@ pub(super) fn dynamic_slice(sizes: &[i64], operands: &[&Shape]) -> Result<Shape,
 pub(super) fn dynamic_update_slice(operands: &[&Shape]) -> Result<Shape, ShapeError> {
     if operands.len() < 2 {
         return Err(ShapeError::OperandCount {
-            expected: "2 + rank".into(),
+            expected: OperandRule::TwoPlusRank,
             got: operands.len(),
         });
     }
@@ -430,7 +430,7 @@ pub(super) fn check_start_indices(
     }
     if operands.len() != from + rank {
         return Err(ShapeError::OperandCount {
-            expected: format!("{} ({} + one start index per dimension)", from + rank, from),
+            expected: OperandRule::StartIndices { fixed: from, rank },
             got: operands.len(),
         });
     }

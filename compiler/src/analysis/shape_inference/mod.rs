@@ -36,8 +36,8 @@ use crate::ir::op::{Op, Opcode};
 use crate::ir::shape::{ArrayShape, ElementType, Shape};
 
 pub use error::{
-    AttributeError, CalleeError, DeclaredError, DimensionError, OperandError, ShapeError,
-    ShapesError, SplitError, TypeError,
+    AttributeError, CalleeError, DeclaredError, DimensionError, OperandError, OperandRule,
+    ShapeError, ShapesError, SplitError, TypeError,
 };
 
 pub use crate::ir::computation::CalleeSignature;
@@ -79,7 +79,7 @@ fn passes_unbounded_through(
 fn arity(operands: &[&Shape], expected: usize) -> Result<(), ShapeError> {
     if operands.len() != expected {
         return Err(ShapeError::OperandCount {
-            expected: expected.to_string(),
+            expected: OperandRule::Exactly(expected),
             got: operands.len(),
         });
     }
@@ -91,7 +91,7 @@ fn array<'a>(operands: &[&'a Shape], index: usize) -> Result<&'a ArrayShape, Sha
         .as_array()
         .ok_or_else(|| ShapeError::TupleOperand {
             index,
-            shape: operands[index].to_string(),
+            shape: Box::new(operands[index].clone()),
         })
 }
 
@@ -148,7 +148,7 @@ fn arrays_of_same_dims<'a>(
 ) -> Result<Vec<&'a ArrayShape>, ShapeError> {
     if operands.is_empty() {
         return Err(ShapeError::OperandCount {
-            expected: "at least 1".into(),
+            expected: OperandRule::AtLeastOne,
             got: 0,
         });
     }

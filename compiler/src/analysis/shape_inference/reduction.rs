@@ -5,7 +5,7 @@
 
 use super::{
     arr, array, check_dims_in_range, check_signature, check_signature_as, one_or_tuple, refuse,
-    CalleeSignature, DimensionError, OperandError, ShapeError, ShapesError, TypeError,
+    CalleeSignature, DimensionError, OperandError, OperandRule, ShapeError, ShapesError, TypeError,
 };
 use crate::ir::op::{BatchNormKind, Opcode};
 use crate::ir::shape::{ArrayShape, Shape};
@@ -36,7 +36,7 @@ pub(super) fn inputs_and_inits<'a>(
 ) -> Result<Vec<&'a ArrayShape>, ShapeError> {
     if operands.is_empty() || !operands.len().is_multiple_of(2) {
         return Err(ShapeError::OperandCount {
-            expected: "an even number (inputs, then inits)".into(),
+            expected: OperandRule::InputsThenInits,
             got: operands.len(),
         });
     }
