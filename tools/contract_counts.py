@@ -21,8 +21,9 @@ two trees and compare (`git worktree add /tmp/before <commit>`).
 """
 import os
 import re
-import subprocess
 import sys
+
+from import_cycles import cycles, strip_comments, without_test_modules
 
 SKIP_DIRS = {"target", ".git", ".cache", "node_modules", "conformance"}
 
@@ -38,33 +39,6 @@ def rust_files(root):
 def is_test_file(path):
     parts = path.split(os.sep)
     return "tests" in parts or "benches" in parts or "examples" in parts
-
-
-def strip_comments(src):
-    src = re.sub(r"//[^\n]*", lambda m: " " * len(m.group(0)), src)
-    return re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), src, flags=re.S)
-
-
-def without_test_modules(src):
-    """Blanks `#[cfg(test)] mod x { ... }` bodies (lines kept)."""
-    out, i = [], 0
-    for m in re.finditer(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", src):
-        if m.start() < i:
-            continue
-        out.append(src[i : m.start()])
-        depth, j = 0, m.end() - 1
-        while j < len(src):
-            if src[j] == "{":
-                depth += 1
-            elif src[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        out.append(re.sub(r"[^\n]", " ", src[m.start() : j + 1]))
-        i = j + 1
-    out.append(src[i:])
-    return "".join(out)
 
 
 def block_at(src, open_brace):
@@ -132,7 +106,7 @@ def string_error_variants(root, files):
     A `String` that names something (a tensor, a file, a key) is data."""
     enums = []  # (file, enum, variant, line)
     for path, src in files.items():
-        code = strip_comments(src)
+        code = strip_comments(src, strings=False)
         error_enums = set(re.findall(r"impl\s+(?:std::error::)?Error\s+for\s+(\w+)", code))
         for m in re.finditer(r"#\[derive\(([^)]*)\)\]\s*(?:#\[[^\]]*\]\s*)*pub(?:\([^)]*\))?\s+enum\s+(\w+)[^{]*\{", code):
             derives, name = m.group(1), m.group(2)
@@ -156,7 +130,7 @@ def string_error_variants(root, files):
         names = "|".join(re.escape(f"{e}::{v}") for (_, e, v, _) in enums)
         pat = re.compile(r"\b(" + names + r")\b\s*([({])")
         for p, src in files.items():
-            code = strip_comments(src)
+            code = strip_comments(src, strings=False)
             for m in pat.finditer(code):
                 # a pattern (a match arm, `if let`, `matches!`) reads it
                 open_at = m.end() - 1
@@ -201,7 +175,7 @@ def literal_sites(root, files, words, declaring):
         rel = os.path.relpath(path, root)
         if rel.startswith(declaring) or is_test_file(rel):
             continue
-        code = without_test_modules(strip_comments(src))
+        code = without_test_modules(strip_comments(src, strings=False))
         for m in re.finditer(r'"([a-z][a-z0-9_./-]*)"', code):
             if m.group(1) in words:
                 out.append((rel, m.group(1), line_of(code, m.start())))
@@ -211,7 +185,7 @@ def literal_sites(root, files, words, declaring):
 def wildcard_op_arms(root, files):
     out = []
     for path, src in files.items():
-        code = strip_comments(src)
+        code = strip_comments(src, strings=False)
         for m in re.finditer(r"\bmatch\b[^{;]*\{", code):
             body, _ = block_at(code, m.end() - 1)
             arms = top_level_items(re.sub(r"=>\s*\{", "=> {", body))
@@ -248,12 +222,12 @@ def main():
     enums, sites = string_error_variants(root, files)
     opcodes = op_table_spellings(root)
     op_lits = literal_sites(root, files, opcodes, "compiler/src/ir/op")
-    scopes = scope_names(root)
+    # The scope names of this checkout, so that two trees are counted
+    # against the same words.
+    scopes = scope_names(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     scope_lits = literal_sites(root, files, scopes, SCOPE_FILES[0].rsplit("/", 1)[0])
     arms = wildcard_op_arms(root, files)
-    cycles_tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "import_cycles.py")
-    circles = subprocess.run([sys.executable, cycles_tool, root, "--count"], capture_output=True,
-                             text=True).stdout.strip().rsplit(" ", 1)[-1]
+    circles = len(cycles(root)[0])
     contains = contains_assertions(root, files)
     rows = [
         ("free-text error variants (a sentence as a String)", len(enums)),

@@ -24,21 +24,25 @@ CRATE_ROOTS = ["src", "compiler/src", "passes/src", "models/src", "runtime/src",
                "python/src", "filetest/src"]
 
 
-def strip_comments(src):
-    src = re.sub(r"//[^\n]*", "", src)
-    src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
-    # string literals hold paths in docs and messages, not imports
-    return re.sub(r'"(?:\\.|[^"\\])*"', '""', src)
+def strip_comments(src, strings=True):
+    """`src` with its comments (and, unless `strings` is false, its string
+    literals' contents) blanked, every line where it was."""
+    src = re.sub(r"//[^\n]*", lambda m: " " * len(m.group(0)), src)
+    src = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), src, flags=re.S)
+    if strings:
+        # string literals hold paths in docs and messages, not imports
+        src = re.sub(r'"(?:\\.|[^"\\])*"', '""', src)
+    return src
 
 
-def strip_tests(src):
-    """Drops `#[cfg(test)] mod tests { ... }` bodies: a unit test naming a
-    sibling is not the module importing it."""
+def without_test_modules(src):
+    """`src` with its `#[cfg(test)] mod x { ... }` bodies blanked (lines
+    kept): a unit test naming a sibling is not the module importing it."""
     out, i = [], 0
     for m in re.finditer(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", src):
         if m.start() < i:
             continue
-        out.append(src[i:m.start()])
+        out.append(src[i : m.start()])
         depth, j = 0, m.end() - 1
         while j < len(src):
             if src[j] == "{":
@@ -48,6 +52,7 @@ def strip_tests(src):
                 if depth == 0:
                     break
             j += 1
+        out.append(re.sub(r"[^\n]", " ", src[m.start() : j + 1]))
         i = j + 1
     out.append(src[i:])
     return "".join(out)
@@ -139,27 +144,8 @@ class Crate:
         return mod
 
 
-def cycles(root_dir):
-    edges = defaultdict(set)
-    nodes = set()
-    for cr in CRATE_ROOTS:
-        croot = os.path.join(root_dir, cr)
-        if not os.path.isdir(croot):
-            continue
-        crate = Crate(croot)
-        for mod, path in crate.files.items():
-            node = os.path.relpath(path, root_dir)
-            nodes.add(node)
-            with open(path) as fh:
-                src = strip_tests(strip_comments(fh.read()))
-            for segs in paths_in(src):
-                tgt = crate.resolve(mod, segs)
-                if tgt == () or tgt == mod:
-                    continue
-                # parent and child modules are one place
-                if tgt == mod[: len(tgt)] or mod == tgt[: len(mod)]:
-                    continue
-                edges[node].add(os.path.relpath(crate.files[tgt], root_dir))
+def strongly_connected(edges, nodes):
+    """The groups of more than one node that reach each other (Tarjan)."""
     index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
 
     def visit(v):
@@ -185,10 +171,34 @@ def cycles(root_dir):
                 sccs.append(sorted(comp))
 
     sys.setrecursionlimit(100000)
-    for v in sorted(nodes):
+    for v in sorted(set(nodes) | set(edges)):
         if v not in index:
             visit(v)
-    return sorted(sccs), edges
+    return sccs
+
+
+def cycles(root_dir):
+    edges = defaultdict(set)
+    nodes = set()
+    for cr in CRATE_ROOTS:
+        croot = os.path.join(root_dir, cr)
+        if not os.path.isdir(croot):
+            continue
+        crate = Crate(croot)
+        for mod, path in crate.files.items():
+            node = os.path.relpath(path, root_dir)
+            nodes.add(node)
+            with open(path) as fh:
+                src = without_test_modules(strip_comments(fh.read()))
+            for segs in paths_in(src):
+                tgt = crate.resolve(mod, segs)
+                if tgt == () or tgt == mod:
+                    continue
+                # parent and child modules are one place
+                if tgt == mod[: len(tgt)] or mod == tgt[: len(mod)]:
+                    continue
+                edges[node].add(os.path.relpath(crate.files[tgt], root_dir))
+    return sorted(strongly_connected(edges, nodes)), edges
 
 
 def main():

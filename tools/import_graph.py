@@ -13,12 +13,9 @@ import re
 import sys
 from collections import defaultdict
 
+from import_cycles import strip_comments, strongly_connected
+
 LAYERS = ["util", "ir", "analysis", "formats", "graph"]
-
-
-def strip_comments(src):
-    src = re.sub(r"//[^\n]*", "", src)
-    return re.sub(r"/\*.*?\*/", "", src, flags=re.S)
 
 
 def use_targets(src):
@@ -97,35 +94,7 @@ def main():
                         edges[me].add(tgt)
     for m in sorted(mods):
         print(f"{m} -> {' '.join(sorted(edges[m]))}")
-    # Tarjan's SCC
-    index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in edges.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                sccs.append(sorted(comp))
-
-    sys.setrecursionlimit(10000)
-    for v in sorted(set(edges) | mods):
-        if v not in index:
-            visit(v)
+    sccs = strongly_connected(edges, mods)
     # count elementary 2-cycles as well for the headline
     pairs = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges.get(b, ())})
     print(f"\nstrongly connected groups: {len(sccs)}")

@@ -6,4 +6,4 @@ pub mod proto;
 mod read_by;
 pub mod text;
 
-pub(crate) use read_by::ReadBy;
+pub(crate) use read_by::{read_by, ReadBy};

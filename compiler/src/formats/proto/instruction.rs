@@ -10,7 +10,7 @@ use super::literal::{literal_from_proto, literal_tree_from_proto};
 use super::messages::*;
 use super::shape::shape_from_proto;
 use super::window::{conv_dims_from_proto, window_from_proto};
-use crate::formats::ReadBy;
+use crate::formats::{read_by, ReadBy};
 use crate::ir::computation_id::ComputationId;
 use crate::ir::literal::LiteralTree;
 use crate::ir::op::description::Description;
@@ -35,42 +35,6 @@ fn one_callee(called: &[ComputationId]) -> Result<ComputationId, InstructionErro
     }
 }
 
-/// How the proto reader builds each op: an exhaustive match, so an op
-/// added to [`Op`] does not compile here until its reading is chosen; one
-/// read by [`ReadBy::Hand`] needs its arm in [`read_op`], which checks what
-/// it built against it in debug builds.
-fn proto_read_by(op: &Op) -> ReadBy {
-    match op {
-        Op::Unary(_)
-        | Op::Binary(_)
-        | Op::Select
-        | Op::Clamp
-        | Op::Convert
-        | Op::StochasticConvert
-        | Op::BitcastConvert
-        | Op::Bitcast
-        | Op::DynamicUpdateSlice
-        | Op::DynamicReshape
-        | Op::Tuple
-        | Op::OptBarrier
-        | Op::CollectiveDone(_)
-        | Op::ReplicaId
-        | Op::PartitionId
-        | Op::CopyDone
-        | Op::AfterAll
-        | Op::AddDependency => ReadBy::Opcode,
-        Op::BatchNorm { .. } | Op::Transfer(_) | Op::Async { .. } => ReadBy::Family,
-        Op::Parameter(_)
-        | Op::Constant(_)
-        | Op::TupleConstant(_)
-        | Op::Conditional { .. }
-        | Op::Domain { .. }
-        | Op::Outfeed { .. }
-        | Op::CustomCall(_) => ReadBy::Hand,
-        crate::ir::op::description::described_ops!() => ReadBy::Description,
-    }
-}
-
 fn read_op(
     p: &HloInstructionProto,
     shape: &Shape,
@@ -91,7 +55,7 @@ fn read_op(
         } else {
             ReadBy::Hand
         };
-        debug_assert_eq!(proto_read_by(&op), by, "'{o}' read otherwise than stated");
+        debug_assert_eq!(read_by(&op), by, "'{o}' read otherwise than stated");
     }
     Ok(op)
 }

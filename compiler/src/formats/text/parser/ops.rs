@@ -2,7 +2,7 @@
 //! of their own (collectives, domains, branches, async short forms).
 
 use super::*;
-use crate::formats::ReadBy;
+use crate::formats::{read_by, ReadBy};
 
 /// `replica_groups`, `channel_id`, `use_global_device_ids` and
 /// `constrain_layout`.
@@ -208,11 +208,7 @@ pub(super) fn op_named(
     a: &mut Attrs,
 ) -> Result<Op, ParseError> {
     let built = |op: Op, by: ReadBy| {
-        debug_assert_eq!(
-            text_read_by(&op),
-            by,
-            "'{opcode}' read otherwise than stated"
-        );
+        debug_assert_eq!(read_by(&op), by, "'{opcode}' read otherwise than stated");
         Ok(op)
     };
     if let Some(op) = Op::without_attributes(opcode) {
@@ -256,43 +252,6 @@ pub(super) fn op_named(
         _ => ReadBy::Hand,
     };
     built(op, by)
-}
-
-/// How the text reader builds each op: an exhaustive match, so an op added
-/// to [`Op`] does not compile here until its reading is chosen; one read
-/// by [`ReadBy::Hand`] needs its arm in [`op_named`] (parameters and
-/// constants: the instruction reader). [`op_named`] checks what it built
-/// against it in debug builds.
-pub(super) fn text_read_by(op: &Op) -> ReadBy {
-    match op {
-        Op::Unary(_)
-        | Op::Binary(_)
-        | Op::Select
-        | Op::Clamp
-        | Op::Convert
-        | Op::StochasticConvert
-        | Op::BitcastConvert
-        | Op::Bitcast
-        | Op::DynamicUpdateSlice
-        | Op::DynamicReshape
-        | Op::Tuple
-        | Op::OptBarrier
-        | Op::CollectiveDone(_)
-        | Op::ReplicaId
-        | Op::PartitionId
-        | Op::CopyDone
-        | Op::AfterAll
-        | Op::AddDependency => ReadBy::Opcode,
-        Op::BatchNorm { .. } | Op::Transfer(_) | Op::Async { .. } => ReadBy::Family,
-        Op::Parameter(_)
-        | Op::Constant(_)
-        | Op::TupleConstant(_)
-        | Op::Conditional { .. }
-        | Op::Domain { .. }
-        | Op::Outfeed { .. }
-        | Op::CustomCall(_) => ReadBy::Hand,
-        crate::ir::op::description::described_ops!() => ReadBy::Description,
-    }
 }
 
 /// The op families whose opcodes their step or kind spells: batch norms,
