@@ -157,6 +157,22 @@ pub struct CompileOptions {
     /// two programs of gradient accumulation). Under pipeline parallelism
     /// (`parallel.pp` above 1), the micro-batches the schedule runs.
     pub grad_accum: i64,
+    /// How a sharded step's collectives write their replica groups.
+    pub replica_groups: ReplicaGroupForm,
+}
+
+/// How a sharded step's collectives write their replica groups
+/// (`--replica-groups`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReplicaGroupForm {
+    /// Every group's ids listed (`{{0,1},{2,3}}`): what every XLA reads,
+    /// and the one form known to reach neuronx-cc. The default.
+    #[default]
+    Explicit,
+    /// XLA's iota form (`[2,2]<=[4]`, and `iota_collective_device_list` in
+    /// the proto beside the listed groups), wherever an iota lays the
+    /// groups out. XLA CPU reads it; whether neuronx-cc does is not known.
+    Iota,
 }
 
 impl Default for CompileOptions {
@@ -181,6 +197,7 @@ impl Default for CompileOptions {
             module_markers: false,
             device_memory: DeviceMemory::TargetDefault,
             grad_accum: 1,
+            replica_groups: ReplicaGroupForm::Explicit,
         }
     }
 }
@@ -368,6 +385,16 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         optimize(&mut p.warm_up, &pipeline, o.target, o.remat)?;
         optimize(&mut p.cool_down, &pipeline, o.target, o.remat)?;
         p.passes_time = t_ticks.elapsed();
+    }
+    if o.replica_groups == ReplicaGroupForm::Iota {
+        let mut modules = vec![&mut step.module];
+        modules.extend(apply.as_mut().map(|a| &mut a.step.module));
+        if let Some(p) = &mut pipe {
+            modules.extend([&mut p.warm_up.module, &mut p.cool_down.module]);
+        }
+        for m in modules {
+            hlatc_compiler::graph::collectives::iota_replica_groups(m);
+        }
     }
     let memory = match (&apply, &pipe) {
         (None, _) => MemoryPlan::of(&step),

@@ -158,6 +158,7 @@ pub fn compile_step(
         module_markers,
         device_memory: device_memory_of(device_memory)?,
         grad_accum,
+        replica_groups: Default::default(),
     };
     let programs = py.allow_threads(|| {
         guarded(|| {

@@ -124,6 +124,20 @@ pub struct Args {
     /// cool_down/ and apply_step/
     #[arg(long, value_name = "K", default_value_t = 1)]
     grad_accum: i64,
+    /// How a sharded step's collectives write their replica groups.
+    /// `explicit`: every group's ids (`{{0,1},{2,3}}`), which every XLA
+    /// reads and the one form known to reach neuronx-cc. `iota`: XLA's
+    /// compact form (`[64,32]<=[2048]`), which XLA CPU reads; whether
+    /// neuronx-cc reads it is not known
+    #[arg(long, value_enum, value_name = "FORM", default_value = "explicit")]
+    replica_groups: ReplicaGroupsArg,
+}
+
+/// `--replica-groups`' choices.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReplicaGroupsArg {
+    Explicit,
+    Iota,
 }
 
 /// `--remat POLICY`, shared by the commands that run the `remat` pass.
@@ -231,6 +245,10 @@ fn options(a: &Args) -> CompileOptions {
         module_markers: a.module_markers,
         device_memory: a.device_memory.unwrap_or_default(),
         grad_accum: a.grad_accum,
+        replica_groups: match a.replica_groups {
+            ReplicaGroupsArg::Explicit => hlatc::compile_step::ReplicaGroupForm::Explicit,
+            ReplicaGroupsArg::Iota => hlatc::compile_step::ReplicaGroupForm::Iota,
+        },
     }
 }
 

@@ -28,6 +28,7 @@ mod plot;
 mod rank_checkpoint;
 mod reliability;
 mod remat_memory;
+mod replica_groups;
 mod resume;
 mod run_devices;
 mod sharded;

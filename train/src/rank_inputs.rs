@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 /// A range of a Hugging Face tensor a rank holds: `range` along `dim` of
 /// `tensor`, at `local` along the same dimension of the rank's input.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HfSlice {
     pub tensor: String,
     pub dim: usize,
@@ -68,6 +68,12 @@ impl RankInputs {
             true => self.specs.get(parameter_name(spec)),
             false => None,
         }
+    }
+
+    /// The parameter whose share input `spec` is, as
+    /// [`RankInputs::holding`] divides it; `None` for any other input.
+    pub fn parameter(&self, spec: &TensorSpec) -> Option<&ParamSpec> {
+        self.sharded(spec)
     }
 
     /// The ZeRO-1 shard of its parameter's share that input `spec` is on
@@ -182,9 +188,20 @@ impl RankInputs {
 /// `piece` of stored parameter `p` as a range of the Hugging Face tensor
 /// it lies in.
 fn hf_slice(p: &ParamSpec, piece: &Piece) -> HfSlice {
-    let (tensor, offset) = match p.parts.get(piece.block) {
-        Some(part) if piece.dim == 0 => (part.name.clone(), part.rows[0]),
-        _ => (p.name.clone(), 0),
+    let part = p
+        .parts
+        .get(piece.block)
+        .map(|part| (part.name.as_str(), part.rows[0]));
+    hf_slice_named(&p.name, part, piece)
+}
+
+/// The range of a Hugging Face tensor that `piece` of parameter `name` is:
+/// of the fused tensor's member `part` (its name and first row) when the
+/// piece is rows of one, of the parameter itself otherwise.
+pub(crate) fn hf_slice_named(name: &str, part: Option<(&str, i64)>, piece: &Piece) -> HfSlice {
+    let (tensor, offset) = match part {
+        Some((part, first)) if piece.dim == 0 => (part.to_string(), first),
+        _ => (name.to_string(), 0),
     };
     HfSlice {
         tensor,

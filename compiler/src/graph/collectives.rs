@@ -5,15 +5,46 @@
 use crate::graph::builder::{BuildError, Builder};
 use crate::ir::collective::{Collective, ReplicaGroups};
 use crate::ir::computation::InstrId;
+use crate::ir::module::Module;
 use crate::ir::op::{BinaryOp, Op};
 use crate::ir::shape::Shape;
 
 /// Replica groups by their members' global ids, e.g. `{{0,1},{2,3}}`.
 pub fn replica_groups(groups: &[Vec<i64>]) -> Collective {
     Collective {
-        replica_groups: ReplicaGroups::List(groups.to_vec()),
+        replica_groups: ReplicaGroups::List(groups.to_vec().into()),
         ..Collective::default()
     }
+}
+
+/// Writes every explicit replica-group list in `m` that an iota lays out
+/// (a sharded step's TP, DP and PP groups all are) in XLA's iota form,
+/// `[64,32]<=[2048]` for 2,048 ids; how many collectives changed. The
+/// groups are the same; each distinct list is converted once.
+pub fn iota_replica_groups(m: &mut Module) -> usize {
+    let mut seen: Vec<(ReplicaGroups, Option<ReplicaGroups>)> = Vec::new();
+    let mut changed = 0;
+    for c in &mut m.computations {
+        let ids: Vec<InstrId> = c.ids().collect();
+        for id in ids {
+            let Some(coll) = c.instr_mut(id).op.collective_mut() else {
+                continue;
+            };
+            let iota = match seen.iter().find(|(g, _)| *g == coll.replica_groups) {
+                Some((_, iota)) => iota.clone(),
+                None => {
+                    let iota = coll.replica_groups.to_iota();
+                    seen.push((coll.replica_groups.clone(), iota.clone()));
+                    iota
+                }
+            };
+            if let Some(iota) = iota {
+                coll.replica_groups = iota;
+                changed += 1;
+            }
+        }
+    }
+    changed
 }
 
 impl Builder {

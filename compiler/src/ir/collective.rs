@@ -4,13 +4,15 @@
 use crate::ir::iota::{check_permutation, iota_devices, PermutationError};
 use crate::ir::mesh_groups::{MeshGroups, MeshGroupsError};
 use crate::util::join::join;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
 
 /// `replica_groups=`: an explicit list of groups, or an iota of all device
 /// ids reshaped and transposed, then read as `[groups, group_size]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ReplicaGroups {
     /// `{{0,1},{2,3}}`; empty (`{}`) means one group of every participant.
-    List(Vec<Vec<i64>>),
+    List(GroupList),
     /// `[2,4]<=[4,2]T(1,0)`.
     Iota {
         groups: i64,
@@ -25,7 +27,92 @@ pub enum ReplicaGroups {
 
 impl Default for ReplicaGroups {
     fn default() -> Self {
-        ReplicaGroups::List(Vec::new())
+        ReplicaGroups::List(GroupList::default())
+    }
+}
+
+/// Explicit replica groups, held once and shared by every collective that
+/// names them. A sharded step of 2,048 ranks has about a thousand
+/// collectives over a handful of group sets (the TP groups, the DP
+/// groups, ...), each 2,048 ids: the set is checked once, and its text
+/// written once, whatever the number of collectives that share it.
+/// Equality and hashing are by the groups, as for the plain lists.
+#[derive(Clone, Default)]
+pub struct GroupList(Arc<GroupListData>);
+
+#[derive(Default)]
+struct GroupListData {
+    groups: Vec<Vec<i64>>,
+    /// A hash of `groups`, so hashing an op with 2,048 ids is one word.
+    fingerprint: u64,
+    /// [`ReplicaGroups::check`] of these groups, without and with
+    /// `same_size`.
+    checked: [OnceLock<Result<(), ReplicaGroupsError>>; 2],
+    /// The groups as a format writes them (its writer's choice: the text
+    /// format's `{{0,1},{2,3}}`).
+    text: OnceLock<String>,
+}
+
+impl GroupList {
+    pub fn new(groups: Vec<Vec<i64>>) -> Self {
+        let mut h = crate::util::fx::FxHasher::default();
+        groups.hash(&mut h);
+        GroupList(Arc::new(GroupListData {
+            fingerprint: h.finish(),
+            groups,
+            checked: Default::default(),
+            text: OnceLock::new(),
+        }))
+    }
+
+    pub fn groups(&self) -> &[Vec<i64>] {
+        &self.0.groups
+    }
+
+    /// Whether `self` and `other` are the one shared set (not only equal).
+    pub fn same_set(&self, other: &GroupList) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The groups' text as `write` spells it, written on the first call
+    /// and kept for every collective that shares the set. Every caller
+    /// must spell the groups alike (one format owns this).
+    pub fn text_with(&self, write: impl FnOnce(&[Vec<i64>]) -> String) -> &str {
+        self.0.text.get_or_init(|| write(&self.0.groups))
+    }
+}
+
+impl std::ops::Deref for GroupList {
+    type Target = [Vec<i64>];
+    fn deref(&self) -> &[Vec<i64>] {
+        &self.0.groups
+    }
+}
+
+impl From<Vec<Vec<i64>>> for GroupList {
+    fn from(groups: Vec<Vec<i64>>) -> Self {
+        GroupList::new(groups)
+    }
+}
+
+impl PartialEq for GroupList {
+    fn eq(&self, other: &Self) -> bool {
+        self.same_set(other)
+            || (self.0.fingerprint == other.0.fingerprint && self.0.groups == other.0.groups)
+    }
+}
+
+impl Eq for GroupList {}
+
+impl Hash for GroupList {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0.fingerprint);
+    }
+}
+
+impl std::fmt::Debug for GroupList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.groups.fmt(f)
     }
 }
 
@@ -104,11 +191,28 @@ fn repeated_id(groups: &[Vec<i64>]) -> Option<i64> {
     repeated
 }
 
+/// [`ReplicaGroups::check`] of explicit groups.
+fn check_list(groups: &[Vec<i64>], same_size: bool) -> Result<(), ReplicaGroupsError> {
+    if let Some(id) = groups.iter().flatten().find(|&&id| id < 0) {
+        return Err(ReplicaGroupsError::NegativeId(*id));
+    }
+    if let Some(id) = repeated_id(groups) {
+        return Err(ReplicaGroupsError::RepeatedId(id));
+    }
+    if groups.iter().any(Vec::is_empty) {
+        return Err(ReplicaGroupsError::EmptyGroup);
+    }
+    if same_size && groups.iter().any(|g| g.len() != groups[0].len()) {
+        return Err(ReplicaGroupsError::UnequalSizes);
+    }
+    Ok(())
+}
+
 impl ReplicaGroups {
     /// The groups as explicit lists of ids.
     pub fn expanded(&self) -> Vec<Vec<i64>> {
         match self {
-            ReplicaGroups::List(groups) => groups.clone(),
+            ReplicaGroups::List(groups) => groups.to_vec(),
             ReplicaGroups::Iota {
                 group_size,
                 reshape,
@@ -120,6 +224,27 @@ impl ReplicaGroups {
                 .collect(),
             ReplicaGroups::Mesh(m) => m.expanded(),
         }
+    }
+
+    /// The same groups in XLA's compact form, `[groups,group_size]<=[...]`,
+    /// when an iota lays them out (a sharded step's TP, DP and PP groups
+    /// all are); `None` for any other groups, an empty list and a mesh.
+    pub fn to_iota(&self) -> Option<ReplicaGroups> {
+        let ReplicaGroups::List(list) = self else {
+            return None;
+        };
+        let group_size = list.first()?.len();
+        if group_size == 0 || list.iter().any(|g| g.len() != group_size) {
+            return None;
+        }
+        let ids: Vec<i64> = list.iter().flatten().copied().collect();
+        let (reshape, transpose) = crate::ir::iota::iota_of(&ids)?;
+        Some(ReplicaGroups::Iota {
+            groups: list.len() as i64,
+            group_size: group_size as i64,
+            reshape,
+            transpose,
+        })
     }
 
     /// Members per group, when the groups say (an empty list leaves it to
@@ -138,21 +263,9 @@ impl ReplicaGroups {
     /// many members.
     pub fn check(&self, same_size: bool) -> Result<(), ReplicaGroupsError> {
         match self {
-            ReplicaGroups::List(groups) => {
-                if let Some(id) = groups.iter().flatten().find(|&&id| id < 0) {
-                    return Err(ReplicaGroupsError::NegativeId(*id));
-                }
-                if let Some(id) = repeated_id(groups) {
-                    return Err(ReplicaGroupsError::RepeatedId(id));
-                }
-                if groups.iter().any(Vec::is_empty) {
-                    return Err(ReplicaGroupsError::EmptyGroup);
-                }
-                if same_size && groups.iter().any(|g| g.len() != groups[0].len()) {
-                    return Err(ReplicaGroupsError::UnequalSizes);
-                }
-                Ok(())
-            }
+            ReplicaGroups::List(list) => list.0.checked[usize::from(same_size)]
+                .get_or_init(|| check_list(list.groups(), same_size))
+                .clone(),
             ReplicaGroups::Iota {
                 groups,
                 group_size,
@@ -200,13 +313,53 @@ mod tests {
     }
 
     #[test]
+    fn explicit_groups_find_their_iota() {
+        // TP 4 x DP 2, TP-major: TP groups are runs, DP groups strided.
+        let tp = ReplicaGroups::List(vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]].into());
+        let dp = ReplicaGroups::List(vec![vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7]].into());
+        for g in [&tp, &dp] {
+            let iota = g.to_iota().unwrap();
+            assert_eq!(iota.expanded(), g.expanded());
+        }
+        assert_eq!(
+            dp.to_iota(),
+            Some(ReplicaGroups::Iota {
+                groups: 4,
+                group_size: 2,
+                reshape: vec![2, 4],
+                transpose: vec![1, 0],
+            })
+        );
+        let scattered = ReplicaGroups::List(vec![vec![0, 3], vec![1, 2]].into());
+        assert_eq!(scattered.to_iota(), None);
+        assert_eq!(ReplicaGroups::default().to_iota(), None);
+    }
+
+    #[test]
+    fn a_shared_list_is_checked_once_and_compares_by_its_groups() {
+        let a = GroupList::new(vec![vec![0, 1], vec![2, 3]]);
+        let b = GroupList::new(vec![vec![0, 1], vec![2, 3]]);
+        assert!(a == b && !a.same_set(&b) && a.clone().same_set(&a));
+        let hash = |g: &GroupList| {
+            let mut h = crate::util::fx::FxHasher::default();
+            g.hash(&mut h);
+            h.finish()
+        };
+        assert_eq!(hash(&a), hash(&b));
+        let dup = ReplicaGroups::List(vec![vec![0, 0]].into());
+        for _ in 0..2 {
+            assert_eq!(dup.check(true), Err(ReplicaGroupsError::RepeatedId(0)));
+        }
+    }
+
+    #[test]
     fn malformed_groups_are_named() {
-        let dup = ReplicaGroups::List(vec![vec![0, 1], vec![1, 2]]);
+        let dup = ReplicaGroups::List(vec![vec![0, 1], vec![1, 2]].into());
         assert_eq!(
             dup.check(false).unwrap_err().to_string(),
             "replica id 1 is in two groups"
         );
-        let ragged = ReplicaGroups::List(vec![vec![0, 1], vec![2]]);
+        let ragged = ReplicaGroups::List(vec![vec![0, 1], vec![2]].into());
         ragged.check(false).unwrap();
         assert_eq!(
             ragged.check(true).unwrap_err(),

@@ -85,3 +85,83 @@ mod tests {
         check_permutation(&[1, 0], 2).unwrap();
     }
 }
+
+/// The iota that lays out `ids` in this order, if one does: `(reshape,
+/// transpose)` with [`iota_devices`]`(reshape, transpose) == ids`, the
+/// fewest dimensions (each maximal run of a constant stride is one) and
+/// `transpose` empty when it is the identity. `ids` must be `0..n` in
+/// some order; anything else has no iota.
+pub fn iota_of(ids: &[i64]) -> Option<(Vec<i64>, Vec<i64>)> {
+    let n = ids.len();
+    if n == 0 || ids[0] != 0 {
+        return None;
+    }
+    // Output dimensions, minor first: (size, stride in the iota).
+    let mut dims: Vec<(i64, i64)> = Vec::new();
+    let mut block = 1usize;
+    while block < n {
+        let stride = ids[block];
+        let mut runs = 1usize;
+        while (runs + 1) * block <= n
+            && (0..block).all(|i| ids[runs * block + i] == runs as i64 * stride + ids[i])
+        {
+            runs += 1;
+        }
+        if runs == 1 || stride <= 0 {
+            return None;
+        }
+        dims.push((runs as i64, stride));
+        block *= runs;
+    }
+    if block != n {
+        return None;
+    }
+    // The strides must be a row-major layout: sorted by stride, each the
+    // product of the sizes below it.
+    let mut by_stride: Vec<usize> = (0..dims.len()).collect();
+    by_stride.sort_by_key(|&d| dims[d].1);
+    let mut expect = 1i64;
+    for &d in &by_stride {
+        if dims[d].1 != expect {
+            return None;
+        }
+        expect *= dims[d].0;
+    }
+    // The iota's dimensions, major first (largest stride first); the
+    // output's, major first, name them.
+    let reshape: Vec<i64> = by_stride.iter().rev().map(|&d| dims[d].0).collect();
+    let major_first: Vec<usize> = by_stride.iter().rev().copied().collect();
+    let transpose: Vec<i64> = (0..dims.len())
+        .rev()
+        .map(|d| {
+            major_first
+                .iter()
+                .position(|&m| m == d)
+                .expect("a dimension") as i64
+        })
+        .collect();
+    let (reshape, transpose) = (reshape, without_identity(transpose));
+    (iota_devices(&reshape, &transpose) == ids).then_some((reshape, transpose))
+}
+
+#[cfg(test)]
+mod iota_of_tests {
+    use super::*;
+
+    #[test]
+    fn layouts_are_found_again() {
+        for (reshape, transpose) in [
+            (vec![8], vec![]),
+            (vec![4, 2], vec![1, 0]),
+            (vec![2, 3, 4], vec![0, 2, 1]),
+            (vec![2, 3, 4], vec![2, 0, 1]),
+            (vec![64, 32], vec![1, 0]),
+        ] {
+            let ids = iota_devices(&reshape, &transpose);
+            assert_eq!(iota_of(&ids), Some((reshape, transpose)));
+        }
+        assert_eq!(iota_of(&[1, 0]), None);
+        assert_eq!(iota_of(&[0, 2, 1, 3, 5, 4]), None);
+        assert_eq!(iota_of(&[0, 1, 3]), None);
+    }
+}

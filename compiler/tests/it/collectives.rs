@@ -205,3 +205,53 @@ fn combined_and_in_place_permutes() {
     let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
     assert_eq!(text::print_module(&back), printed);
 }
+
+/// A sharded step's collectives share one explicit list per group set:
+/// the text writes it once and copies it, equal to writing it afresh; the
+/// iota form that `iota_replica_groups` gives the same groups prints,
+/// parses, encodes and decodes back to itself, and expands to the list.
+#[test]
+fn shared_lists_and_their_iota_form_survive_text_and_proto() {
+    use hlatc_compiler::graph::collectives::iota_replica_groups;
+    let entry = "  a = f32[8,4] all-reduce(x), replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply=sum\n  b = f32[8,4] all-reduce(a), replica_groups={{0,4},{1,5},{2,6},{3,7}}, to_apply=sum\n  c = f32[8,4] all-reduce(b), replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply=sum\n  ROOT g = f32[8,16] all-gather(c), replica_groups={{0,1,2,3},{4,5,6,7}}, dimensions={1}";
+    let explicit = parse(entry).unwrap();
+    let text = text::print_module(&explicit);
+    // Printed twice (the second from the kept text), the same bytes.
+    assert_eq!(text::print_module(&explicit), text);
+    assert!(
+        text.contains("replica_groups={{0,4},{1,5},{2,6},{3,7}}"),
+        "{text}"
+    );
+    let mut iota = explicit.clone();
+    assert_eq!(iota_replica_groups(&mut iota), 4);
+    let printed = text::print_module(&iota);
+    assert!(printed.contains("replica_groups=[2,4]<=[8]"), "{printed}");
+    assert!(
+        printed.contains("replica_groups=[4,2]<=[2,4]T(1,0)"),
+        "{printed}"
+    );
+    let reparsed = text::parse_module(&printed).unwrap();
+    verify(&reparsed).unwrap();
+    assert_eq!(text::print_module(&reparsed), printed);
+    let decoded = proto::decode_module(&proto::encode_module(&iota)).unwrap();
+    verify(&decoded).unwrap();
+    assert_eq!(text::print_module(&decoded), printed);
+    let groups = |m: &Module| -> Vec<ReplicaGroups> {
+        let e = m.entry();
+        e.ids()
+            .filter_map(|id| e.instr(id).op.collective())
+            .map(|c| c.replica_groups.clone())
+            .collect()
+    };
+    let (listed, compact) = (groups(&explicit), groups(&decoded));
+    assert_eq!(compact.len(), 4);
+    for (l, c) in listed.iter().zip(&compact) {
+        assert!(matches!(c, ReplicaGroups::Iota { .. }), "{c:?}");
+        assert_eq!(c.expanded(), l.expanded());
+    }
+    // Groups no iota lays out stay listed.
+    let mut scattered =
+        parse("  ROOT a = f32[8,4] all-reduce(x), replica_groups={{0,3},{1,2}}, to_apply=sum")
+            .unwrap();
+    assert_eq!(iota_replica_groups(&mut scattered), 0);
+}

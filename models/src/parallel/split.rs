@@ -14,7 +14,7 @@ use hlatc_compiler::Literal;
 
 /// `count` units of `size` rows (or columns) each: 32 heads of 128, or
 /// 11008 MLP columns of 1. A rank keeps whole units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Units {
     pub count: i64,
     pub size: i64,
@@ -42,7 +42,7 @@ impl Units {
 }
 
 /// How a parameter is divided over a TP group.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TpSplit {
     /// Every rank holds all of it.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
 mod accumulation;
+pub mod holdings;
 mod opened;
 mod pipeline;
 mod programs;
@@ -225,10 +226,12 @@ impl MemoryInfo {
 }
 
 /// How a sharded step is divided: one program every rank runs, its groups,
-/// and what each rank feeds each input. DP replicas hold the same shares
-/// of the parameters and differ only in their batch rows, and an Adam
-/// moment is laid out as its parameter, so each share is written once per
-/// TP rank: the manifest grows with T, not with T x D x 3.
+/// and what each rank feeds each input. What a rank holds follows from the
+/// layout (T, D, PP, SP, ZeRO-1) and each parameter's split, so the
+/// manifest states that rule once per parameter (`tp_split`, with the rule
+/// in `holdings`) instead of listing every rank's holding: it does not grow
+/// with T or the world. [`holdings::ManifestHoldings`] reads it back, and
+/// reads the per-TP-rank lists (`tp_ranks`) of the manifests written before.
 #[derive(Serialize)]
 struct ParallelInfo {
     world_size: i64,
@@ -237,17 +240,20 @@ struct ParallelInfo {
     sequence_parallel: bool,
     rank_order: &'static str,
     rank_source: &'static str,
-    tp_groups: Vec<Vec<i64>>,
-    dp_groups: Vec<Vec<i64>>,
+    /// The groups in XLA's iota form (`[D,T]<=[T*D]`): every group, in
+    /// the order the collectives list them.
+    tp_groups: String,
+    dp_groups: String,
     /// Inputs every rank holds whole (norm weights, the step counter).
     replicated: Vec<String>,
     moments: &'static str,
     /// Under ZeRO-1, how the optimizer state is divided over the replicas.
     #[serde(skip_serializing_if = "Option::is_none")]
     zero1: Option<Zero1Info>,
-    /// What TP rank `t` holds of each parameter it holds a share of, in
-    /// Hugging Face tensors.
-    tp_ranks: Vec<TpRankInfo>,
+    /// How a rank's holding of a parameter follows from `tp_split`.
+    holdings: &'static str,
+    /// How TP divides each parameter it divides, in Hugging Face tensors.
+    tp_split: Vec<SplitInfo>,
     /// Which rows of the global batch DP replica `d` takes.
     dp_ranks: Vec<DpRankInfo>,
 }
@@ -261,22 +267,46 @@ struct Zero1Info {
 }
 
 #[derive(Serialize)]
-struct TpRankInfo {
-    tp_rank: i64,
-    parameters: Vec<RankInput>,
-}
-
-#[derive(Serialize)]
 struct DpRankInfo {
     dp_rank: i64,
     batch_rows: [i64; 2],
 }
 
+/// One parameter TP divides: its input, its whole shape, its split, and
+/// for a fused tensor the Hugging Face tensors its rows are.
 #[derive(Serialize)]
-struct RankInput {
+struct SplitInfo {
     index: usize,
     name: String,
-    holds: Vec<crate::rank_inputs::HfSlice>,
+    dims: Vec<i64>,
+    split: hlatc_models::TpSplit,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    parts: Vec<hlatc_models::HfPart>,
+}
+
+/// The rule [`holdings::ManifestHoldings`] applies to `tp_split`
+/// (`hlatc_models::parallel::split`).
+const HOLDINGS_RULE: &str = "rank r holds, of each parameter in tp_split, pieces that TP rank t = r % tp takes by its split (every DP replica holds the same): of `units` {count, size}, t takes units [t*count/tp, (t+1)*count/tp) when count >= tp (copies 1), else unit t / (tp/count) (copies tp/count); `rows` lists a fused tensor's members in row order, each split by its own units, laid side by side on the rank (dim 0); `columns` splits dim 1 so; `vocab` gives t rows [t*ceil(V/tp), (t+1)*ceil(V/tp)) of dims[0] = V, the rows past V padding. A piece of rows of a fused tensor is a range of the member (`parts`) it lies in; parameters not in tp_split are replicated, and an Adam moment or master weight holds what its parameter holds (see moments)";
+
+/// `groups` as XLA's iota text, `[groups,size]<=[dims]T(perm)`.
+fn iota_text(groups: Vec<Vec<i64>>) -> String {
+    use hlatc_compiler::ir::collective::ReplicaGroups;
+    let join = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    match ReplicaGroups::List(groups.into()).to_iota() {
+        Some(ReplicaGroups::Iota {
+            groups,
+            group_size,
+            reshape,
+            transpose,
+        }) => {
+            let t = match transpose.is_empty() {
+                true => String::new(),
+                false => format!("T({})", join(&transpose)),
+            };
+            format!("[{groups},{group_size}]<=[{}]{t}", join(&reshape))
+        }
+        _ => unreachable!("a layout's groups are an iota"),
+    }
 }
 
 fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo> {
@@ -291,22 +321,19 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         .filter(|s| ranks.holding(s, 0) == RankHolding::Replicated)
         .map(|s| s.name.clone())
         .collect();
-    let tp_ranks = (0..p.tp)
-        .map(|t| TpRankInfo {
-            tp_rank: t,
-            parameters: inputs
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.role == Role::Parameter)
-                .filter_map(|(index, s)| match ranks.holding(s, t) {
-                    RankHolding::HuggingFace(holds) => Some(RankInput {
-                        index,
-                        name: s.name.clone(),
-                        holds,
-                    }),
-                    _ => None,
-                })
-                .collect(),
+    let tp_split = inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Parameter)
+        .filter_map(|(index, s)| {
+            let spec = ranks.parameter(s)?;
+            (spec.tp != hlatc_models::TpSplit::Replicated).then(|| SplitInfo {
+                index,
+                name: s.name.clone(),
+                dims: spec.dims.clone(),
+                split: spec.tp.clone(),
+                parts: spec.parts.clone(),
+            })
         })
         .collect();
     let batch = inputs.iter().find(|s| s.role == Role::Tokens);
@@ -326,8 +353,8 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         sequence_parallel: p.sequence_parallel,
         rank_order: "rank r is TP rank r % tp of DP replica r / tp; replica r of the module runs rank r",
         rank_source: "replica-id: the module computes its vocabulary offset from it, so every rank runs the same program",
-        tp_groups: p.tp_groups(),
-        dp_groups: p.dp_groups(),
+        tp_groups: iota_text(p.tp_groups()),
+        dp_groups: iota_text(p.dp_groups()),
         replicated,
         moments: match (p.zero1, cfg.precision.keeps_master_weights()) {
             (false, false) => "adam_m.NAME and adam_v.NAME hold the same share as NAME",
@@ -343,7 +370,8 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
                 .map(|s| (s.name.clone(), crate::zero1::shard_len(&s.shape, p.dp)))
                 .collect(),
         }),
-        tp_ranks,
+        holdings: HOLDINGS_RULE,
+        tp_split,
         dp_ranks,
     })
 }

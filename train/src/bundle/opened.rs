@@ -98,6 +98,21 @@ impl OpenedBundle {
         })
     }
 
+    /// What each rank holds of the parameters, as the manifest states it
+    /// (the rule, or the per-rank lists of a manifest from before it);
+    /// `None` for a single-device bundle.
+    pub fn holdings(&self) -> Result<Option<super::holdings::ManifestHoldings>, Error> {
+        let path = self.dir.join(MANIFEST_FILE);
+        let bad = |message: String| Error::File {
+            path: path.clone(),
+            message,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
+        super::holdings::ManifestHoldings::from_manifest(&json).map_err(bad)
+    }
+
     /// The path of the bundle's module.
     pub fn module_path(&self) -> PathBuf {
         self.dir.join(PROTO_FILE)

@@ -41,6 +41,13 @@ pub enum CollectiveProtoError {
 pub(super) fn fill_collective(c: &Collective, p: &mut HloInstructionProto) {
     if let ReplicaGroups::Mesh(m) = &c.replica_groups {
         p.mesh_axes_replica_group_list = Some(Box::new(mesh_to_proto(m)));
+    } else if let ReplicaGroups::List(list) = &c.replica_groups {
+        p.replica_groups = list
+            .iter()
+            .map(|ids| ReplicaGroup {
+                replica_ids: ids.clone(),
+            })
+            .collect();
     } else {
         p.replica_groups = c
             .replica_groups
@@ -110,7 +117,7 @@ pub(super) fn collective_from_proto(
             }
             groups
         }
-        (None, None) => ReplicaGroups::List(listed),
+        (None, None) => ReplicaGroups::List(listed.into()),
         (
             Some(CollectiveDeviceListProto {
                 replica_groups,
@@ -124,7 +131,8 @@ pub(super) fn collective_from_proto(
                     replica_groups
                         .iter()
                         .map(|g| g.replica_ids.clone())
-                        .collect(),
+                        .collect::<Vec<_>>()
+                        .into(),
                 ),
             };
             // Both fields set must agree, or one of them would be lost.

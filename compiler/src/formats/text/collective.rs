@@ -42,7 +42,7 @@ pub(crate) fn parse_replica_groups(text: &str) -> Result<ReplicaGroups> {
             transpose: crate::ir::iota::without_identity(transpose),
         }
     } else {
-        ReplicaGroups::List(int_lists(&mut c)?)
+        ReplicaGroups::List(int_lists(&mut c)?.into())
     };
     c.finish()?;
     Ok(groups)
@@ -187,7 +187,12 @@ fn int_lists(c: &mut Cursor) -> Result<Vec<Vec<i64>>> {
 
 pub(crate) fn write_replica_groups(out: &mut String, groups: &ReplicaGroups) {
     match groups {
-        ReplicaGroups::List(lists) => write_int_lists(out, lists.iter().map(Vec::as_slice)),
+        // Written once per shared set, copied for every collective of it.
+        ReplicaGroups::List(lists) => out.push_str(lists.text_with(|groups| {
+            let mut text = String::with_capacity(groups.iter().map(|g| 6 * g.len() + 3).sum());
+            write_int_lists(&mut text, groups.iter().map(Vec::as_slice));
+            text
+        })),
         ReplicaGroups::Iota {
             groups,
             group_size,

@@ -1,0 +1,238 @@
+//! `--replica-groups iota` and the manifest's holdings rule (issue 48):
+//! the iota form of a sharded step's groups runs on XLA CPU exactly as the
+//! explicit form does; a manifest's rule (`parallel.tp_split`) gives every
+//! rank the holdings the step divides its inputs by, which are what the
+//! per-rank lists of older manifests (`parallel.tp_ranks`) say, and an
+//! older manifest is still read.
+
+use super::sharded::{differences, gqa_odd_vocab, run_with, step_config};
+use super::support::{hlatc, scratch, stderr};
+use hlatc::bundle::holdings::{ManifestHoldings, ParameterHolding};
+use hlatc::bundle::OpenedBundle;
+use hlatc::compiler::graph::collectives::iota_replica_groups;
+use hlatc::models::Parallelism;
+use hlatc::precision::Precision;
+use hlatc::rank_inputs::{RankHolding, RankInputs};
+use hlatc::train_step::{build_train_step, optimize, Role, StepConfig, TensorSpec};
+use hlatc::trainer::Trainer;
+
+fn layout(tp: i64, dp: i64, sequence_parallel: bool, zero1: bool, pp: i64) -> Parallelism {
+    Parallelism {
+        tp,
+        dp,
+        sequence_parallel,
+        zero1,
+        pp,
+    }
+}
+
+#[test]
+fn iota_groups_run_as_explicit_groups_on_xla_cpu() {
+    let cfg = step_config(
+        gqa_odd_vocab(),
+        layout(2, 2, true, true, 1),
+        Precision::Fp32,
+    );
+    let go = |iota: bool| {
+        run_with(&cfg, |rt, cfg, params| {
+            let mut step = build_train_step(cfg)?;
+            let target = hlatc::passes::Target::Cpu;
+            let pipeline = hlatc::passes::default_pipeline::<&str>(target, &[])?;
+            optimize(
+                &mut step,
+                &pipeline,
+                target,
+                hlatc::passes::RematPolicy::None,
+            )?;
+            if iota {
+                assert!(iota_replica_groups(&mut step.module) > 0);
+                let text = hlatc::text::print_module(&step.module);
+                assert!(text.contains("replica_groups=[2,2]<=[4]"), "TP groups");
+                assert!(
+                    text.contains("replica_groups=[2,2]<=[2,2]T(1,0)"),
+                    "DP groups"
+                );
+                // Through the proto and back, as a bundle holds it: the
+                // same groups, still in the iota form.
+                let bytes = hlatc::proto::encode_module(&step.module);
+                let back = hlatc::proto::decode_module(&bytes).unwrap();
+                let groups = |m: &hlatc::Module| -> Vec<String> {
+                    let e = m.entry();
+                    e.ids()
+                        .filter_map(|id| e.instr(id).op.collective())
+                        .map(|c| format!("{:?}", c.replica_groups))
+                        .collect()
+                };
+                assert_eq!(groups(&back), groups(&step.module));
+                assert!(groups(&back).iter().all(|g| g.starts_with("Iota")));
+            }
+            Trainer::with_program(rt.compile(&step.module)?, cfg, &step, params)
+        })
+    };
+    let (explicit, iota) = (go(false), go(true));
+    let diffs = differences(&explicit, &iota, 0.0);
+    assert!(diffs.is_empty(), "{}", diffs.join("; "));
+}
+
+#[test]
+fn compile_writes_explicit_groups_unless_asked_for_iota() {
+    let common = [
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "neuron",
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--batch-size",
+        "2",
+        "--zero1",
+    ];
+    let explicit = scratch("replica-groups-explicit");
+    let iota = scratch("replica-groups-iota");
+    for (dir, extra) in [(&explicit, None), (&iota, Some("iota"))] {
+        let mut args: Vec<&str> = common.to_vec();
+        args.extend(["--out", dir.to_str().unwrap()]);
+        if let Some(form) = extra {
+            args.extend(["--replica-groups", form]);
+        }
+        let out = hlatc(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let text = |d: &std::path::Path| std::fs::read_to_string(d.join("model.hlo.txt")).unwrap();
+    let (e, i) = (text(&explicit), text(&iota));
+    assert!(
+        e.contains("replica_groups={{0,1},{2,3}}"),
+        "explicit TP groups"
+    );
+    assert!(!e.contains("<=["), "no iota in the default form");
+    assert!(i.contains("replica_groups=[2,2]<=[4]") && !i.contains("replica_groups={{"));
+    // The manifests are the same but for the module's hash: the form is
+    // the module's alone.
+    let manifest = |d: &std::path::Path| {
+        let text = std::fs::read_to_string(d.join("manifest.json")).unwrap();
+        let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+        m.as_object_mut().unwrap().remove("module");
+        m
+    };
+    assert_eq!(manifest(&explicit), manifest(&iota));
+}
+
+/// What `RankInputs` (which shards and gathers a step's inputs) gives rank
+/// `rank` of every parameter it holds a share of: what the per-rank lists
+/// of the manifests before the rule were written from.
+fn divided(cfg: &StepConfig, inputs: &[TensorSpec], rank: i64) -> Vec<ParameterHolding> {
+    let ranks = RankInputs::new(cfg);
+    inputs
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.role == Role::Parameter)
+        .filter_map(|(index, s)| match ranks.holding(s, rank) {
+            RankHolding::HuggingFace(holds) => Some(ParameterHolding {
+                index,
+                name: s.name.clone(),
+                holds,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_manifest_rule_gives_every_rank_its_holdings() {
+    for (name, par, sub) in [
+        ("tp2", layout(2, 1, false, false, 1), ""),
+        ("tp4-dp2-sp-zero1", layout(4, 2, true, true, 1), ""),
+        ("tp2-dp2-zero1", layout(2, 2, false, true, 1), ""),
+        ("tp4-pp2", layout(4, 1, false, false, 2), "steady"),
+    ] {
+        let dir = scratch(&format!("holdings-{name}"));
+        let (tp, dp, pp) = (par.tp.to_string(), par.dp.to_string(), par.pp.to_string());
+        let batch = (par.dp * par.pp * 2).to_string();
+        let mut args = vec![
+            "compile",
+            "--model",
+            "tiny",
+            "--target",
+            "cpu",
+            "--tp",
+            &tp,
+            "--dp",
+            &dp,
+            "--pp",
+            &pp,
+            "--batch-size",
+            &batch,
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        if par.sequence_parallel {
+            args.push("--sequence-parallel");
+        }
+        if par.zero1 {
+            args.push("--zero1");
+        }
+        if par.pp > 1 {
+            args.extend(["--grad-accum", "2"]);
+        }
+        let out = hlatc(&args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let bundle = OpenedBundle::open(&dir.join(sub)).unwrap();
+        let holdings = bundle.holdings().unwrap().expect("a sharded bundle");
+        assert!(holdings.is_rule(), "{name}");
+        let text = std::fs::read_to_string(dir.join(sub).join("manifest.json")).unwrap();
+        assert!(!text.contains("tp_ranks"), "{name}: no per-rank lists");
+        for rank in 0..bundle.world() {
+            let want = divided(&bundle.config, &bundle.inputs, rank);
+            assert!(!want.is_empty(), "{name}");
+            assert_eq!(holdings.of_rank(rank), want, "{name}, rank {rank}");
+        }
+    }
+}
+
+/// A manifest written before the rule, by the commit before it
+/// (`hlatc compile --model tiny --target cpu --tp 4 --dp 2 --batch-size 2
+/// --sequence-parallel --zero1`): its per-TP-rank lists are read, and say
+/// what the rule says.
+#[test]
+fn a_manifest_with_per_rank_lists_is_still_read() {
+    let old: serde_json::Value = serde_json::from_str(include_str!(
+        "../fixtures/bundles/manifest-tp-ranks-tp4-dp2.json"
+    ))
+    .unwrap();
+    let listed = ManifestHoldings::from_manifest(&old).unwrap().unwrap();
+    assert!(!listed.is_rule());
+    let dir = scratch("holdings-old-layout");
+    let out = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--tp",
+        "4",
+        "--dp",
+        "2",
+        "--batch-size",
+        "2",
+        "--sequence-parallel",
+        "--zero1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bundle = OpenedBundle::open(&dir).unwrap();
+    let rule = bundle.holdings().unwrap().unwrap();
+    for rank in 0..8 {
+        assert_eq!(listed.of_rank(rank), rule.of_rank(rank), "rank {rank}");
+        assert_eq!(
+            listed.of_rank(rank),
+            divided(&bundle.config, &bundle.inputs, rank)
+        );
+    }
+    // Single-device manifests have no holdings to read.
+    let single = serde_json::json!({ "format": "hlatc-bundle/1" });
+    assert!(ManifestHoldings::from_manifest(&single).unwrap().is_none());
+}

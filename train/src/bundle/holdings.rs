@@ -1,0 +1,143 @@
+//! What each rank holds of the parameters, read from a sharded bundle's
+//! manifest: from the rule it states (`parallel.tp_split`: each divided
+//! parameter's split, applied to a TP rank as `hlatc_models::parallel`
+//! divides it), or from the per-TP-rank lists (`parallel.tp_ranks`) that
+//! manifests written before the rule hold. Both read to the same
+//! holdings; a reader need not know which it was given.
+
+use crate::rank_inputs::{hf_slice_named, HfSlice};
+use hlatc_models::{Parallelism, TpSplit};
+use serde::Deserialize;
+
+/// One parameter a TP rank holds a share of: its input's index and name,
+/// and the Hugging Face ranges it holds, in the order they lie in its
+/// tensor.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct ParameterHolding {
+    pub index: usize,
+    pub name: String,
+    pub holds: Vec<HfSlice>,
+}
+
+/// The holdings a manifest states.
+#[derive(Clone, Debug)]
+pub struct ManifestHoldings {
+    tp: i64,
+    source: Source,
+}
+
+#[derive(Clone, Debug)]
+enum Source {
+    /// The rule: each divided parameter's split.
+    Rule(Vec<SplitView>),
+    /// Every TP rank's holdings, listed (manifests before the rule).
+    Listed(Vec<Vec<ParameterHolding>>),
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct SplitView {
+    index: usize,
+    name: String,
+    dims: Vec<i64>,
+    split: TpSplit,
+    #[serde(default)]
+    parts: Vec<PartView>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct PartView {
+    name: String,
+    rows: [i64; 2],
+}
+
+#[derive(Deserialize)]
+struct ParallelView {
+    tp: i64,
+    #[serde(default)]
+    tp_split: Option<Vec<SplitView>>,
+    #[serde(default)]
+    tp_ranks: Option<Vec<TpRankView>>,
+}
+
+#[derive(Deserialize)]
+struct TpRankView {
+    tp_rank: i64,
+    parameters: Vec<ParameterHolding>,
+}
+
+impl ManifestHoldings {
+    /// The holdings of the manifest `manifest` (its whole JSON): `None`
+    /// for a single-device bundle (no `parallel` block); an error names
+    /// what is missing or malformed.
+    pub fn from_manifest(manifest: &serde_json::Value) -> Result<Option<Self>, String> {
+        let Some(parallel) = manifest.get("parallel") else {
+            return Ok(None);
+        };
+        let view = ParallelView::deserialize(parallel)
+            .map_err(|e| format!("parallel: not a layout hlatc can read: {e}"))?;
+        if view.tp < 1 {
+            return Err(format!("parallel.tp is {}", view.tp));
+        }
+        let source = match (view.tp_split, view.tp_ranks) {
+            (Some(split), _) => Source::Rule(split),
+            (None, Some(ranks)) => {
+                let mut listed = vec![Vec::new(); view.tp as usize];
+                for r in ranks {
+                    let slot = usize::try_from(r.tp_rank)
+                        .ok()
+                        .and_then(|t| listed.get_mut(t))
+                        .ok_or(format!(
+                            "parallel.tp_ranks names TP rank {} of {}",
+                            r.tp_rank, view.tp
+                        ))?;
+                    *slot = r.parameters;
+                }
+                Source::Listed(listed)
+            }
+            (None, None) => return Err("parallel holds neither tp_split nor tp_ranks".to_string()),
+        };
+        Ok(Some(ManifestHoldings {
+            tp: view.tp,
+            source,
+        }))
+    }
+
+    /// Whether the manifest states the rule (not per-rank lists).
+    pub fn is_rule(&self) -> bool {
+        matches!(self.source, Source::Rule(_))
+    }
+
+    /// What global rank `rank` holds of every parameter it holds a share
+    /// of, in input order: its TP rank's (`rank % tp`).
+    pub fn of_rank(&self, rank: i64) -> Vec<ParameterHolding> {
+        let t = rank.rem_euclid(self.tp);
+        match &self.source {
+            Source::Listed(listed) => listed[t as usize].clone(),
+            Source::Rule(splits) => {
+                let par = Parallelism {
+                    tp: self.tp,
+                    ..Parallelism::default()
+                };
+                splits
+                    .iter()
+                    .map(|s| ParameterHolding {
+                        index: s.index,
+                        name: s.name.clone(),
+                        holds: s
+                            .split
+                            .pieces(&s.dims, t, &par)
+                            .iter()
+                            .map(|piece| {
+                                let part = s
+                                    .parts
+                                    .get(piece.block)
+                                    .map(|p| (p.name.as_str(), p.rows[0]));
+                                hf_slice_named(&s.name, part, piece)
+                            })
+                            .collect(),
+                    })
+                    .collect()
+            }
+        }
+    }
+}
