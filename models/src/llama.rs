@@ -214,7 +214,7 @@ impl Llama<'_> {
         let (y, m) = self.b.softmax(x, last)?;
         self.hints.stop.push(m);
         self.hints.composites.push(Composite {
-            input: x,
+            inputs: vec![x],
             output: y,
             rule: CompositeRule::Softmax { axis: last },
         });

@@ -70,3 +70,63 @@ fn integer_valued_ops_pass_no_contribution_and_rules_flow() {
     assert_eq!(g.len(), 1);
     assert_eq!(b.shape(g[0]), &Shape::array(ElementType::F32, [4]));
 }
+
+/// The forward values a backward instruction reads: what the step keeps
+/// from its forward pass for its backward.
+fn kept_for_backward(b: &Builder) -> Vec<hlatc_compiler::InstrId> {
+    use hlatc_compiler::graph::scope::is_backward;
+    let c = b.computation();
+    let backward = |id| is_backward(&c.instr(id).metadata.op_name);
+    let mut kept: Vec<_> = c
+        .ids()
+        .filter(|&id| !backward(id) && c.users(id).into_iter().any(backward))
+        .collect();
+    kept.sort();
+    kept
+}
+
+/// SwiGLU's composite keeps its inputs, the gate and up projections, and
+/// recomputes the logistic and the SiLU; its gradient is the chain rule's.
+#[test]
+fn swiglu_keeps_only_its_inputs() {
+    use hlatc_compiler::graph::autodiff::{Composite, CompositeRule};
+    let mut b = Builder::new("m");
+    let p = b.parameter("p", Shape::array(ElementType::F32, [4, 6]));
+    let e = b.unary(UnaryOp::Exp, p).unwrap();
+    let gate = b.add(Op::Slice { slices: slices(0) }, &[e], None).unwrap();
+    let up = b.add(Op::Slice { slices: slices(3) }, &[e], None).unwrap();
+    let s = b.unary(UnaryOp::Logistic, gate).unwrap();
+    let silu = b.mul(gate, s).unwrap();
+    let a = b.mul(silu, up).unwrap();
+    let loss = b.reduce_sum(a, &[0, 1]).unwrap();
+    let hints = GradHints {
+        stop: vec![],
+        composites: vec![Composite {
+            inputs: vec![gate, up],
+            output: a,
+            rule: CompositeRule::SwiGlu,
+        }],
+    };
+    grad(&mut b, loss, &[p], &hints).unwrap();
+    let kept = kept_for_backward(&b);
+    assert!(kept.contains(&gate) && kept.contains(&up), "{kept:?}");
+    for inner in [s, silu, a] {
+        assert!(!kept.contains(&inner), "{kept:?}");
+    }
+}
+
+fn slices(start: i64) -> Vec<hlatc_compiler::ir::op::SliceDim> {
+    use hlatc_compiler::ir::op::SliceDim;
+    vec![
+        SliceDim {
+            start: 0,
+            limit: 4,
+            stride: 1,
+        },
+        SliceDim {
+            start,
+            limit: start + 3,
+            stride: 1,
+        },
+    ]
+}

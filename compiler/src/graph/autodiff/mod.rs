@@ -14,7 +14,7 @@
 mod composite;
 pub mod rules;
 
-pub use composite::{Composite, CompositeRule, GradHints};
+pub use composite::{Composite, CompositeRule, CompositeSaves, GradHints};
 pub use rules::{gradient, saves, Gradient, Saved};
 
 use crate::graph::builder::{BuildError, Builder};
@@ -33,6 +33,8 @@ pub enum AutodiffError {
         opcode: &'static str,
         reason: String,
     },
+    #[error("a {rule:?} composite has {inputs} inputs, which its rule does not take")]
+    CompositeInputs { rule: CompositeRule, inputs: usize },
     #[error("building the backward pass: {0}")]
     Build(#[from] BuildError),
 }
@@ -50,8 +52,8 @@ pub fn grad(
     hints: &GradHints,
 ) -> Result<Vec<InstrId>, AutodiffError> {
     let stop = &hints.stop;
-    let composites: HashMap<InstrId, Composite> =
-        hints.composites.iter().map(|c| (c.output, *c)).collect();
+    let composites: HashMap<InstrId, &Composite> =
+        hints.composites.iter().map(|c| (c.output, c)).collect();
     let loss_shape = b.shape(loss).clone();
     match &loss_shape {
         Shape::Array(a) if a.rank() == 0 && a.ty.is_float() => {}
@@ -74,13 +76,16 @@ pub fn grad(
         let Some(&g) = adjoint.get(&n) else { continue };
         b.set_scope(scope::backward(&b.computation().instr(n).metadata.op_name));
         if let Some(c) = composites.get(&n) {
-            if needed.contains(&c.input) {
-                let contribution = composite::vjp(b, c, g)?;
-                let total = match adjoint.get(&c.input) {
+            let contributions = composite::vjp(b, c, g, |x| needed.contains(&x))?;
+            for (&x, contribution) in c.inputs.iter().zip(contributions) {
+                let Some(contribution) = contribution else {
+                    continue;
+                };
+                let total = match adjoint.get(&x) {
                     Some(&prev) => b.add2(prev, contribution)?,
                     None => contribution,
                 };
-                adjoint.insert(c.input, total);
+                adjoint.insert(x, total);
             }
             continue;
         }
