@@ -157,9 +157,17 @@ mod iota_of_tests {
             (vec![2, 3, 4], vec![2, 0, 1]),
             (vec![64, 32], vec![1, 0]),
         ] {
+            // The same ids, in as few dimensions: [2,3,4]T(2,0,1) is
+            // [6,4]T(1,0), its first two dimensions moving together.
             let ids = iota_devices(&reshape, &transpose);
-            assert_eq!(iota_of(&ids), Some((reshape, transpose)));
+            let (r, t) = iota_of(&ids).unwrap();
+            assert_eq!(iota_devices(&r, &t), ids);
+            assert!(r.len() <= reshape.len());
         }
+        let ids = iota_devices(&[2, 3, 4], &[2, 0, 1]);
+        assert_eq!(iota_of(&ids), Some((vec![6, 4], vec![1, 0])));
+        let dp = iota_devices(&[64, 32], &[1, 0]);
+        assert_eq!(iota_of(&dp), Some((vec![64, 32], vec![1, 0])));
         assert_eq!(iota_of(&[1, 0]), None);
         assert_eq!(iota_of(&[0, 2, 1, 3, 5, 4]), None);
         assert_eq!(iota_of(&[0, 1, 3]), None);
