@@ -85,3 +85,5 @@ HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q pyth
 # (printer, parser, proto writer and reader, shape rule, backward rule, op
 # table); the script exits 1 if one of them would let it through.
 tools/add_op_check.sh target/add-op-check
+# No two files of a crate import each other round a circle.
+python3 tools/import_cycles.py --check

@@ -24,7 +24,6 @@ pub use hlatc_train::{
 };
 
 pub mod compile_step;
-pub mod memory_fit;
 pub mod metrics;
 pub mod plot;
 pub mod step_programs;

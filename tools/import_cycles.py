@@ -3,6 +3,7 @@
 
     tools/import_cycles.py [ROOT]            # the circles, then their count
     tools/import_cycles.py [ROOT] --count    # the count alone
+    tools/import_cycles.py [ROOT] --check    # exit 1 if there is any
 
 A file imports another when it names an item of that file's module by a
 path: `crate::a::b::Item`, `super::x::Item`, `self::x::Item`, or a branch of
@@ -212,6 +213,8 @@ def main():
                 inside = sorted(t for t in edges[f] if t in c)
                 print(f"  {f} -> {', '.join(inside)}")
     print(f"import circles: {len(sccs)}")
+    if "--check" in sys.argv and sccs:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 //! devices cost more than a third more compute), then more TP. The first
 //! that fits is the advice.
 
-use crate::compile_step::{compile_step, CompileOptions};
+use super::{compile_step, CompileOptions};
 use hlatc_passes::RematPolicy;
 use hlatc_train::memory_plan::{gib, DeviceMemory, MemoryPlan};
 

@@ -3,6 +3,8 @@
 //! its target's pipeline out. The CLI and the Python package both call
 //! [`compile_step`], so a bundle is the same bytes from either.
 
+mod memory_fit;
+
 use crate::Error;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::{
@@ -407,7 +409,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
             return Err(Error::DoesNotFit {
                 plan: memory,
                 device_memory: limit,
-                fix: crate::memory_fit::smallest_fit(o, batch.batch_size, limit),
+                fix: memory_fit::smallest_fit(o, batch.batch_size, limit),
             });
         }
     }
