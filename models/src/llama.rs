@@ -14,12 +14,12 @@ use crate::params::{param_specs, weight_specs};
 pub use crate::token_ops::IGNORE_INDEX;
 use crate::token_ops::{counted_total, gather_rows};
 use crate::weights::{GateUp, LayerWeights, Linear, Qkv, Weights};
+use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::graph::autodiff::{Composite, CompositeRule, GradHints};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
-use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, ShapeError};
 
 /// What the forward pass produced.
