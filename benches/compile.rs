@@ -69,26 +69,11 @@ fn bench(c: &mut Criterion) {
             .unwrap();
             proto::encode_module(&step.module)
         };
-        for (mine, precision) in precisions.into_iter().enumerate() {
-            g.bench_function(
-                format!("{name}/graph+autodiff+optimizer+passes+emit/{precision}"),
-                |b| {
-                    b.iter_custom(|iters| {
-                        let mut own = Duration::ZERO;
-                        for i in 0..iters {
-                            for k in [i as usize % 2, 1 - i as usize % 2] {
-                                let t = Instant::now();
-                                black_box(compile(&cfgs[k]));
-                                if k == mine {
-                                    own += t.elapsed();
-                                }
-                            }
-                        }
-                        own
-                    })
-                },
-            );
-        }
+        alternating(
+            &mut g,
+            precisions.map(|p| format!("{name}/graph+autodiff+optimizer+passes+emit/{p}")),
+            |k| compile(&cfgs[k]),
+        );
         let step = build_train_step(&cfg).unwrap();
         g.bench_function(format!("{name}/emit_proto"), |b| {
             b.iter(|| proto::encode_module(black_box(&step.module)))
@@ -157,11 +142,25 @@ fn bench_pipeline(c: &mut Criterion) {
             }
         }
     };
-    for (mine, name) in ["hlat-70b/one-device", "hlat-70b/tp32-pp8-dp8-sp-zero1"]
-        .into_iter()
-        .enumerate()
-    {
-        g.bench_function(format!("{name}/build+passes+emit/bf16-master"), |b| {
+    alternating(
+        &mut g,
+        ["hlat-70b/one-device", "hlat-70b/tp32-pp8-dp8-sp-zero1"]
+            .map(|n| format!("{n}/build+passes+emit/bf16-master")),
+        compile,
+    );
+    g.finish();
+}
+
+/// Benchmarks two compiles (`compile(0)` and `compile(1)`) in alternating
+/// order, each timing only its own runs, so that a slower minute of the
+/// machine falls on both alike.
+fn alternating<R>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    names: [String; 2],
+    compile: impl Fn(usize) -> R,
+) {
+    for (mine, name) in names.into_iter().enumerate() {
+        g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut own = Duration::ZERO;
                 for i in 0..iters {
@@ -177,7 +176,6 @@ fn bench_pipeline(c: &mut Criterion) {
             })
         });
     }
-    g.finish();
 }
 
 /// HLAT's 70B layout for 2,048 ranks (TP 32 x DP 64 with sequence
@@ -220,26 +218,12 @@ fn bench_world(c: &mut Criterion) {
         proto::encode_module(&step.module).len()
             + hlatc::compiler::formats::text::print_module(&step.module).len()
     };
-    for (mine, name) in ["hlat-70b/one-device", "hlat-70b/tp32-dp64-sp-zero1"]
-        .into_iter()
-        .enumerate()
-    {
-        g.bench_function(format!("{name}/build+passes+emit+print/bf16-master"), |b| {
-            b.iter_custom(|iters| {
-                let mut own = Duration::ZERO;
-                for i in 0..iters {
-                    for k in [i as usize % 2, 1 - i as usize % 2] {
-                        let t = Instant::now();
-                        black_box(compile(k));
-                        if k == mine {
-                            own += t.elapsed();
-                        }
-                    }
-                }
-                own
-            })
-        });
-    }
+    alternating(
+        &mut g,
+        ["hlat-70b/one-device", "hlat-70b/tp32-dp64-sp-zero1"]
+            .map(|n| format!("{n}/build+passes+emit+print/bf16-master")),
+        compile,
+    );
     g.finish();
 }
 
