@@ -69,6 +69,7 @@ from ._types import (
     RankSource,
     RawDtype,
     Remat,
+    ReplicaGroups,
     Rounding,
     Series,
     Spmd,
@@ -113,6 +114,7 @@ __all__ = [
     "Remat",
     "Spmd",
     "RankSource",
+    "ReplicaGroups",
     "Format",
     "Packing",
     "RawDtype",
@@ -385,6 +387,7 @@ def compile_step(
     grad_accum: int = 1,
     spmd: Optional[Spmd] = None,
     rank_source: Optional[RankSource] = None,
+    replica_groups: ReplicaGroups = "explicit",
 ) -> Step:
     """Compiles a model's training step as `hlatc compile` does.
 
@@ -402,7 +405,9 @@ def compile_step(
     `adam_eps`, `weight_decay` and `clip_norm` (the model's defaults when
     None), `module_markers`, `device_memory` (bytes, a size such as
     `"16GiB"`, or `"none"`; a plan over it raises `UsageError` with the
-    smallest change that fits) and `grad_accum`.
+    smallest change that fits), `grad_accum` and `replica_groups`
+    (`"explicit"`, every group's ids, the one form known to reach
+    neuronx-cc; `"iota"`, XLA's compact form, which XLA CPU reads).
 
     With `grad_accum=K` above 1 the step is two programs, as `hlatc compile
     --grad-accum K` writes them: `micro_step` and `apply_step` are each a
@@ -460,6 +465,7 @@ def compile_step(
         grad_accum=grad_accum,
         spmd=spmd,
         rank_source=rank_source,
+        replica_groups=replica_groups,
     ))
 
 

@@ -22,6 +22,7 @@ from hlatc._types import (
     RankSource,
     RawDtype,
     Remat,
+    ReplicaGroups,
     Rounding,
     Series,
     Special,
@@ -274,6 +275,7 @@ def compile_step(
     grad_accum: int = 1,
     spmd: Optional[Spmd] = None,
     rank_source: Optional[RankSource] = None,
+    replica_groups: ReplicaGroups = "explicit",
 ) -> Step: ...
 
 @final

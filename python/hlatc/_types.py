@@ -23,6 +23,7 @@ __all__ = [
     "Remat",
     "Spmd",
     "RankSource",
+    "ReplicaGroups",
     "Format",
     "Packing",
     "RawDtype",
@@ -62,6 +63,7 @@ Remat = Literal["none", "core-attention", "full-layer"]
 Spmd = Literal["replicas", "partitions"]
 #: Where a sharded step's ranks read their numbers (`--rank-source`).
 RankSource = Literal["device", "input"]
+ReplicaGroups = Literal["explicit", "iota"]
 #: A corpus file's format (`hlatc train --corpus-format`).
 Format = Literal["jsonl", "lines", "paragraphs", "token-ids"]
 #: How the loader fills rows (`hlatc train --packing`).
@@ -82,6 +84,7 @@ CHOICES: Dict[str, Any] = {
     "remat": Remat,
     "spmd": Spmd,
     "rank_source": RankSource,
+    "replica_groups": ReplicaGroups,
     "format": Format,
     "packing": Packing,
     "raw_dtype": RawDtype,

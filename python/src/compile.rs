@@ -5,7 +5,7 @@
 use crate::errors::{guarded, named, to_py, usage, CONFIG};
 use crate::step::Step;
 use hlatc::compile_step::{
-    compile_step as compile, CompileOptions, ModelSource, OptimizerOverrides,
+    compile_step as compile, CompileOptions, ModelSource, OptimizerOverrides, ReplicaGroupForm,
 };
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::models::Parallelism;
@@ -50,7 +50,8 @@ fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<
     tp=1, dp=1, pp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None,
     warmup_steps=None, total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None,
     clip_norm=None,
-    module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None
+    module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None,
+    replica_groups="explicit"
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
@@ -87,6 +88,7 @@ pub fn compile_step(
     grad_accum: i64,
     spmd: Option<&str>,
     rank_source: Option<&str>,
+    replica_groups: &str,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -158,7 +160,13 @@ pub fn compile_step(
         module_markers,
         device_memory: device_memory_of(device_memory)?,
         grad_accum,
-        replica_groups: Default::default(),
+        replica_groups: named(
+            &CONFIG,
+            "replica-group form",
+            replica_groups,
+            &ReplicaGroupForm::ALL,
+            ReplicaGroupForm::name,
+        )?,
     };
     let programs = py.allow_threads(|| {
         guarded(|| {

@@ -15,6 +15,7 @@ mod step;
 mod tensors;
 mod trainer;
 
+use hlatc::compile_step::ReplicaGroupForm;
 use hlatc::metrics::Series;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::pipeline::Phase;
@@ -41,6 +42,10 @@ fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("remat", names(&RematPolicy::ALL, RematPolicy::name)),
         ("spmd", names(&SpmdForm::ALL, SpmdForm::name)),
         ("rank_source", names(&RankSource::ALL, RankSource::name)),
+        (
+            "replica_groups",
+            names(&ReplicaGroupForm::ALL, ReplicaGroupForm::name),
+        ),
         ("format", names(&SourceFormat::ALL, SourceFormat::name)),
         ("packing", names(&Packing::ALL, Packing::name)),
         ("raw_dtype", names(&RawDtype::ALL, RawDtype::name)),

@@ -67,6 +67,8 @@ def read_safetensors(path: Path) -> dict:
         ("tiny", {"precision": "bf16-pure", "target": "cpu", "tp": 2, "sequence_parallel": True},
          ["--precision", "bf16-pure", "--target", "cpu", "--tp", "2", "--sequence-parallel"]),
         ("hlat-7b", {}, []),
+        ("tiny", {"tp": 2, "dp": 2, "batch_size": 2, "replica_groups": "iota"},
+         ["--tp", "2", "--dp", "2", "--batch-size", "2", "--replica-groups", "iota"]),
     ],
 )
 def test_bundles_equal_the_clis(tmp_path, model, options, flags):
@@ -80,6 +82,8 @@ def test_bundles_equal_the_clis(tmp_path, model, options, flags):
     assert step.hlo_proto == theirs["model.hlo_module.pb"]
     assert step.hlo_text == theirs["model.hlo.txt"].decode()
     assert step.manifest == json.loads(theirs["manifest.json"])
+    if options.get("replica_groups") == "iota":
+        assert "replica_groups=[2,2]<=[4]" in step.hlo_text
 
 
 def test_the_signature_and_summary_describe_the_step():

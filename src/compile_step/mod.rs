@@ -177,6 +177,18 @@ pub enum ReplicaGroupForm {
     Iota,
 }
 
+impl ReplicaGroupForm {
+    pub const ALL: [ReplicaGroupForm; 2] = [ReplicaGroupForm::Explicit, ReplicaGroupForm::Iota];
+
+    /// The name `--replica-groups` and Python's `replica_groups=` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicaGroupForm::Explicit => "explicit",
+            ReplicaGroupForm::Iota => "iota",
+        }
+    }
+}
+
 impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
