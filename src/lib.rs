@@ -79,6 +79,13 @@ pub enum Error {
     /// the facade's word to its user).
     #[error("{0}")]
     Usage(String),
+    /// `compile --verify` found the staged bundle wrong, so it was not
+    /// written.
+    #[error("verification failed: {source}\nnothing was written to {}; an earlier bundle there is untouched", .out.display())]
+    NotWritten {
+        out: PathBuf,
+        source: Box<hlatc_train::Error>,
+    },
     #[error(transparent)]
     Train(#[from] hlatc_train::Error),
 }

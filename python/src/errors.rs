@@ -429,7 +429,7 @@ fn step_error(e: &StepError) -> PyErr {
     match e {
         StepError::Config(c) => config_error(c),
         StepError::Optimizer(_) => config_key(message, Some("optimizer"), None),
-        StepError::Accumulation(_) => config_key(message, Some("grad_accum"), None),
+        StepError::Accumulation { .. } => config_key(message, Some("grad_accum"), None),
         StepError::Parallel(_) => config_key(message, Some("parallel"), None),
         StepError::Spmd(s) => match s {
             SpmdError::ChoiceOnOneDevice { .. } => config_key(message, Some("spmd"), None),
@@ -577,6 +577,7 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             FILE.with(message, &[("path", path)])
         }
         E::DoesNotFit { .. } | E::Usage(_) => usage(message),
+        E::NotWritten { .. } => RUN.err(message),
         E::Train(t) => train_error(t),
     }
 }

@@ -193,11 +193,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                     cfg,
                 ),
             }
-            .map_err(|e| {
-                hlatc::train::Error::Verification(format!(
-                    "{e}\nnothing was written to {}; an earlier bundle there is untouched",
-                    a.out.display()
-                ))
+            .map_err(|e| hlatc::Error::NotWritten {
+                out: a.out.clone(),
+                source: Box::new(e),
             })?,
         )
     } else {

@@ -12,7 +12,7 @@ use hlatc_compiler::Module;
 use hlatc_models::{init::init_params, BatchShape, ModelConfig};
 use hlatc_passes::Target;
 use hlatc_runtime::{Program, Runtime};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Models whose step state (parameters and two Adam moments) is larger than
@@ -24,8 +24,33 @@ pub struct CheckReport {
     pub lines: Vec<String>,
 }
 
-fn fail(msg: String) -> Error {
-    Error::Verification(msg)
+/// What `--verify` found wrong with the bundle it read back.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum VerifyFailure {
+    #[error("{} does not decode to the compiled module", .path.display())]
+    NotTheModule { path: PathBuf },
+    #[error("{} is missing or not JSON", .path.display())]
+    Manifest { path: PathBuf },
+    #[error("the manifest's sha256 does not match {label}")]
+    Sha256 { label: String },
+    #[error("two programs")]
+    NotTwoPrograms,
+    #[error("step {step}: loss {loss} grad norm {grad_norm} are not finite and positive")]
+    NotFinite {
+        step: i64,
+        loss: f64,
+        grad_norm: f64,
+    },
+    #[error("step {step}: loss {loss:.4} is far from ln(vocab) = {uniform:.4} at initialization")]
+    FarFromUniform { step: i64, loss: f64, uniform: f64 },
+    #[error("step {step}: learning rate {got} but the schedule says {want}")]
+    LearningRate { step: i64, got: f64, want: f64 },
+    #[error("the step counter reads {0} after 2 steps")]
+    StepCounter(i64),
+}
+
+fn fail(failure: VerifyFailure) -> Error {
+    Error::Verification(failure)
 }
 
 /// Re-reads the bundle in `dir`, then runs the step on XLA CPU.
@@ -73,7 +98,7 @@ pub fn verify_accumulation_bundle(
     let run = if cfg.state_bytes() <= MAX_HOST_STATE_BYTES {
         let programs: [Program; 2] = programs
             .try_into()
-            .map_err(|_| fail("two programs".into()))?;
+            .map_err(|_| fail(VerifyFailure::NotTwoPrograms))?;
         let params = start_params(&cfg.model, cfg);
         let trainer = Trainer::accumulating_programs(programs, cfg, [micro, apply], k, params)?;
         Run::own(cfg, trainer)
@@ -175,24 +200,22 @@ fn read_back(
         source,
     })?;
     if back != step.module {
-        return Err(fail(format!(
-            "{} does not decode to the compiled module",
-            proto_path.display()
-        )));
+        return Err(fail(VerifyFailure::NotTheModule {
+            path: proto_path.clone(),
+        }));
     }
     let manifest: serde_json::Value = std::fs::read_to_string(dir.join(MANIFEST_FILE))
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok())
         .ok_or_else(|| {
-            fail(format!(
-                "{} is missing or not JSON",
-                dir.join(MANIFEST_FILE).display()
-            ))
+            fail(VerifyFailure::Manifest {
+                path: dir.join(MANIFEST_FILE),
+            })
         })?;
     if manifest["module"]["sha256"] != crate::bundle::sha256_hex(&bytes).as_str() {
-        return Err(fail(format!(
-            "the manifest's sha256 does not match {label}"
-        )));
+        return Err(fail(VerifyFailure::Sha256 {
+            label: label.to_string(),
+        }));
     }
     lines.push(format!(
         "{label} decodes, verifies and equals the compiled module (sha256 matches the manifest)"
@@ -304,22 +327,25 @@ fn run_two_steps(run: Run, cfg: &StepConfig, lines: &mut Vec<String>) -> Result<
         let s = trainer.step(&b0)?;
         let want_lr = cfg.optimizer.learning_rate(k);
         if !(s.loss.is_finite() && s.grad_norm.is_finite() && s.grad_norm > 0.0) {
-            return Err(fail(format!(
-                "step {k}: loss {} grad norm {} are not finite and positive",
-                s.loss, s.grad_norm
-            )));
+            return Err(fail(VerifyFailure::NotFinite {
+                step: k,
+                loss: s.loss,
+                grad_norm: s.grad_norm,
+            }));
         }
         if (s.loss - uniform).abs() > 0.25 * uniform {
-            return Err(fail(format!(
-                "step {k}: loss {:.4} is far from ln(vocab) = {uniform:.4} at initialization",
-                s.loss
-            )));
+            return Err(fail(VerifyFailure::FarFromUniform {
+                step: k,
+                loss: s.loss,
+                uniform,
+            }));
         }
         if (s.learning_rate - want_lr).abs() > 1e-5 * want_lr.max(1e-12) + 1e-12 {
-            return Err(fail(format!(
-                "step {k}: learning rate {} but the schedule says {want_lr}",
-                s.learning_rate
-            )));
+            return Err(fail(VerifyFailure::LearningRate {
+                step: k,
+                got: s.learning_rate,
+                want: want_lr,
+            }));
         }
         lines.push(format!(
             "XLA CPU, {what}, step {}: loss {:.4} (ln vocab {uniform:.4}), grad norm {:.4}, lr {:.3e}",
@@ -330,11 +356,33 @@ fn run_two_steps(run: Run, cfg: &StepConfig, lines: &mut Vec<String>) -> Result<
         ));
     }
     if trainer.steps_done() != 2 {
-        return Err(fail(format!(
-            "the step counter reads {} after 2 steps",
-            trainer.steps_done()
-        )));
+        return Err(fail(VerifyFailure::StepCounter(trainer.steps_done())));
     }
     lines.push("step counter, parameters and Adam state carried through input_output_alias".into());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_check_says_what_it_measured() {
+        let far = Error::Verification(VerifyFailure::FarFromUniform {
+            step: 1,
+            loss: 9.87654,
+            uniform: 5.54518,
+        });
+        assert_eq!(
+            far.to_string(),
+            "verification failed: step 1: loss 9.8765 is far from ln(vocab) = 5.5452 at initialization"
+        );
+        let manifest = VerifyFailure::Manifest {
+            path: PathBuf::from("b/manifest.json"),
+        };
+        assert_eq!(
+            manifest.to_string(),
+            "b/manifest.json is missing or not JSON"
+        );
+    }
 }

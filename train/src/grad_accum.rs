@@ -57,10 +57,12 @@ pub struct AccumulationSteps {
 pub fn micro_config(cfg: &StepConfig, micro_batches: i64) -> Result<StepConfig, StepError> {
     let per_replica = cfg.parallel.local_batch(cfg.batch).batch_size;
     if micro_batches < 2 || per_replica % micro_batches != 0 {
-        return Err(StepError::Accumulation(format!(
-            "--grad-accum {micro_batches} must be at least 2 and divide the {per_replica} sequences each DP replica takes per step (--batch-size {} over --dp {})",
-            cfg.batch.batch_size, cfg.parallel.dp
-        )));
+        return Err(StepError::Accumulation {
+            micro_batches,
+            per_replica,
+            batch_size: cfg.batch.batch_size,
+            dp: cfg.parallel.dp,
+        });
     }
     Ok(StepConfig {
         batch: BatchShape {

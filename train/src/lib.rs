@@ -99,7 +99,7 @@ pub enum Error {
     },
     /// A check of a written bundle failed (`compile --verify`).
     #[error("verification failed: {0}")]
-    Verification(String),
+    Verification(check::VerifyFailure),
     /// A training state, or the tensors a run starts from, that does not
     /// fit the step. Boxed: every fallible call should not be the size of
     /// its largest error.

@@ -108,8 +108,13 @@ pub enum StepError {
     #[error("optimizer: {0}")]
     Optimizer(#[from] crate::optimizer::OptimizerConfigError),
     /// `--grad-accum` that does not divide the batch.
-    #[error("{0}")]
-    Accumulation(String),
+    #[error("--grad-accum {micro_batches} must be at least 2 and divide the {per_replica} sequences each DP replica takes per step (--batch-size {batch_size} over --dp {dp})")]
+    Accumulation {
+        micro_batches: i64,
+        per_replica: i64,
+        batch_size: i64,
+        dp: i64,
+    },
     #[error("building the graph: {0}")]
     Build(#[from] BuildError),
     #[error(transparent)]
