@@ -13,50 +13,18 @@ import re
 import sys
 from collections import defaultdict
 
-from import_cycles import strip_comments, strongly_connected
+from import_cycles import paths_in, strip_comments, strongly_connected
 
 LAYERS = ["util", "ir", "analysis", "formats", "graph"]
 
 
 def use_targets(src):
-    """Every path a file names from its crate root: `crate::a::b`, and each
-    branch of `use crate::{a::x, b::{y, z}}`."""
+    """Every path a file names from its crate root, as its first two
+    segments: `crate::a::b`, and each branch of `use crate::{a::x, b::{y, z}}`."""
     out = []
-    for m in re.finditer(r"crate::", src):
-        i = m.end()
-        if i < len(src) and src[i] == "{":
-            depth, j = 0, i
-            while j < len(src):
-                if src[j] == "{":
-                    depth += 1
-                elif src[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            body = src[i + 1 : j]
-            # top-level branches of the group
-            depth, cur, parts = 0, "", []
-            for ch in body:
-                if ch == "{":
-                    depth += 1
-                elif ch == "}":
-                    depth -= 1
-                if ch == "," and depth == 0:
-                    parts.append(cur)
-                    cur = ""
-                else:
-                    cur += ch
-            parts.append(cur)
-            for p in parts:
-                p = p.strip()
-                mm = re.match(r"([a-z_][a-z0-9_]*)(?:::([a-z_][a-z0-9_]*))?", p)
-                if mm:
-                    out.append((mm.group(1), mm.group(2)))
-        else:
-            mm = re.match(r"([a-z_][a-z0-9_]*)(?:::([a-z_][a-z0-9_]*))?", src[i:])
-            if mm:
-                out.append((mm.group(1), mm.group(2)))
+    for segs in paths_in(src):
+        if segs[0] == "crate" and len(segs) > 1 and re.match(r"[a-z_]", segs[1]):
+            out.append((segs[1], segs[2] if len(segs) > 2 and re.match(r"[a-z_]", segs[2]) else None))
     return out
 
 
