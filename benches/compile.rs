@@ -13,10 +13,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::formats::proto;
 use hlatc::models::{BatchShape, ModelConfig, Parallelism};
-use hlatc::passes::{default_pipeline, CheckPolicy, RematPolicy, Target};
+use hlatc::passes::{default_pipeline, CheckPolicy, Pipeline, RematPolicy, Target};
 use hlatc::pipeline::build_pipeline_steps;
 use hlatc::precision::Precision;
-use hlatc::train_step::{build_train_step, optimize, StepConfig};
+use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use std::time::{Duration, Instant};
 
 /// Batch 1 x 4096, as the compile figures in benches/README.md are taken.
@@ -24,6 +24,19 @@ const BATCH: BatchShape = BatchShape {
     batch_size: 1,
     seq_len: 4096,
 };
+
+/// `step` through `pipeline` (the `neuron` one) with core-attention remat,
+/// as `hlatc compile` runs it.
+fn for_neuron(mut step: TrainStep, pipeline: &Pipeline) -> TrainStep {
+    optimize(
+        &mut step,
+        pipeline,
+        Target::Neuron,
+        RematPolicy::CoreAttention,
+    )
+    .unwrap();
+    step
+}
 
 /// The step `hlatc compile` builds: weights stored fused.
 fn step_config(model: ModelConfig) -> StepConfig {
@@ -59,14 +72,7 @@ fn bench(c: &mut Criterion) {
         let precisions = [Precision::Fp32, Precision::Bf16Mixed];
         let cfgs = precisions.map(|p| step_config(model.clone()).with_precision(p));
         let compile = |cfg: &StepConfig| {
-            let mut step = build_train_step(black_box(cfg)).unwrap();
-            optimize(
-                &mut step,
-                &pipeline,
-                Target::Neuron,
-                RematPolicy::CoreAttention,
-            )
-            .unwrap();
+            let step = for_neuron(build_train_step(black_box(cfg)).unwrap(), &pipeline);
             proto::encode_module(&step.module)
         };
         alternating(
@@ -128,17 +134,14 @@ fn bench_pipeline(c: &mut Criterion) {
         },
         ..single.clone()
     };
-    let run = |step: &mut hlatc::train_step::TrainStep| {
-        optimize(step, &pipeline, Target::Neuron, RematPolicy::CoreAttention).unwrap();
-        proto::encode_module(&step.module).len()
-    };
+    let run = |step: TrainStep| proto::encode_module(&for_neuron(step, &pipeline).module).len();
     let compile = |k: usize| -> usize {
         match k {
-            0 => run(&mut build_train_step(black_box(&single)).unwrap()),
+            0 => run(build_train_step(black_box(&single)).unwrap()),
             _ => {
-                let mut steps = build_pipeline_steps(black_box(&layout), 128).unwrap();
-                let ticks: usize = steps.ticks.iter_mut().map(run).sum();
-                ticks + run(&mut steps.apply)
+                let steps = build_pipeline_steps(black_box(&layout), 128).unwrap();
+                let ticks: usize = steps.ticks.into_iter().map(run).sum();
+                ticks + run(steps.apply)
             }
         }
     };
@@ -207,14 +210,7 @@ fn bench_world(c: &mut Criterion) {
     };
     let compile = |k: usize| -> usize {
         let cfg = if k == 0 { &single } else { &layout };
-        let mut step = build_train_step(black_box(cfg)).unwrap();
-        optimize(
-            &mut step,
-            &pipeline,
-            Target::Neuron,
-            RematPolicy::CoreAttention,
-        )
-        .unwrap();
+        let step = for_neuron(build_train_step(black_box(cfg)).unwrap(), &pipeline);
         proto::encode_module(&step.module).len()
             + hlatc::compiler::formats::text::print_module(&step.module).len()
     };

@@ -23,7 +23,7 @@ import os
 import re
 import sys
 
-from import_cycles import cycles, strip_comments, without_test_modules
+from import_cycles import closing, cycles, strip_comments, without_test_modules
 
 SKIP_DIRS = {"target", ".git", ".cache", "node_modules", "conformance"}
 
@@ -42,37 +42,9 @@ def is_test_file(path):
 
 
 def block_at(src, open_brace):
-    depth, j = 0, open_brace
-    while j < len(src):
-        if src[j] == "{":
-            depth += 1
-        elif src[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return src[open_brace + 1 : j], j
-        j += 1
-    return src[open_brace + 1 :], len(src)
-
-
-def closing(src, at):
-    """The index of the bracket that closes the one at `at`, skipping
-    string literals."""
-    pairs = {"(": ")", "{": "}", "[": "]"}
-    stack, j = [], at
-    while j < len(src):
-        ch = src[j]
-        if ch == '"':
-            j += 1
-            while j < len(src) and src[j] != '"':
-                j += 2 if src[j] == "\\" else 1
-        elif ch in pairs:
-            stack.append(pairs[ch])
-        elif stack and ch == stack[-1]:
-            stack.pop()
-            if not stack:
-                return j
-        j += 1
-    return len(src)
+    """The text inside the brace at `open_brace`, and where it closes."""
+    end = closing(src, open_brace)
+    return src[open_brace + 1 : end], end
 
 
 def top_level_items(body):

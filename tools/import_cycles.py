@@ -36,6 +36,27 @@ def strip_comments(src, strings=True):
     return src
 
 
+def closing(src, at):
+    """The index of the bracket that closes the one at `at` (the end of
+    `src` when none does), skipping string literals."""
+    pairs = {"(": ")", "{": "}", "[": "]"}
+    stack, j = [], at
+    while j < len(src):
+        ch = src[j]
+        if ch == '"':
+            j += 1
+            while j < len(src) and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+        elif ch in pairs:
+            stack.append(pairs[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+            if not stack:
+                return j
+        j += 1
+    return len(src)
+
+
 def without_test_modules(src):
     """`src` with its `#[cfg(test)] mod x { ... }` bodies blanked (lines
     kept): a unit test naming a sibling is not the module importing it."""
@@ -44,15 +65,7 @@ def without_test_modules(src):
         if m.start() < i:
             continue
         out.append(src[i : m.start()])
-        depth, j = 0, m.end() - 1
-        while j < len(src):
-            if src[j] == "{":
-                depth += 1
-            elif src[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
+        j = closing(src, m.end() - 1)
         out.append(re.sub(r"[^\n]", " ", src[m.start() : j + 1]))
         i = j + 1
     out.append(src[i:])
@@ -93,16 +106,7 @@ def paths_in(src):
         text = m.group(0)
         # a `{...}` group may hold nested braces the regex cut short
         if text.count("{") != text.count("}"):
-            start, depth, j = m.start(), 0, m.start()
-            while j < len(src):
-                if src[j] == "{":
-                    depth += 1
-                elif src[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            text = src[start : j + 1]
+            text = src[m.start() : closing(src, src.index("{", m.start())) + 1]
         for p in expand(text):
             yield [s for s in p.split("::") if s]
 
