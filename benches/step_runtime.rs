@@ -3,6 +3,19 @@
 //! core-attention remat, side by side: what the passes cost or buy at run
 //! time. The tiny model at 2 x 16 tokens, and a small one (4 layers,
 //! d 128, 8 heads over 4) at 1 x 512.
+//!
+//! `step_vs_jax`: the small step as `hlatc compile --target cpu` builds it
+//! (projections fused, the `cpu` default pipeline, no remat as JAX's has
+//! none) against JAX's own step for the same model
+//! (`benches/data/jax_small_step_*.hlo`, `tools/jax_step_bench.py`), in
+//! `fp32` and `bf16-mixed`, on the same PJRT plugin, the two sides one
+//! step each in turn in every iteration batch. It prints each step's XLA
+//! CPU temporaries first. Run with `XLA_FLAGS` unset (XLA at its normal
+//! optimization level); `cargo run --release --example step_vs_jax` gives
+//! the per-round ratio.
+
+#[path = "common/step_vs_jax.rs"]
+mod step_vs_jax;
 
 /// The allocator the `hlatc` binary uses, so the figures are what it does.
 #[global_allocator]
@@ -69,5 +82,42 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// hlatc's small step against JAX's. Each sample of one side runs a step
+/// of the other between its own timed steps, so the two alternate step by
+/// step and drift on a shared machine falls on both alike.
+fn versus_jax(c: &mut Criterion) {
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let mut g = c.benchmark_group("step_vs_jax");
+    g.sample_size(10);
+    for (precision, suffix) in step_vs_jax::PRECISIONS {
+        let mut ours = step_vs_jax::hlatc(&rt, precision, RematPolicy::None);
+        let mut theirs = step_vs_jax::jax(&rt, suffix);
+        println!(
+            "{precision}: XLA CPU temporaries hlatc {} bytes, jax {} bytes",
+            ours.temp_bytes(),
+            theirs.temp_bytes()
+        );
+        for (side, first) in [("hlatc", true), ("jax", false)] {
+            g.bench_function(format!("small-s512/{precision}/{side}"), |b| {
+                b.iter_custom(|iters| {
+                    let mut timed = std::time::Duration::ZERO;
+                    for _ in 0..iters {
+                        let (me, other) = match first {
+                            true => (&mut ours, &mut theirs),
+                            false => (&mut theirs, &mut ours),
+                        };
+                        let t = std::time::Instant::now();
+                        std::hint::black_box(me.step());
+                        timed += t.elapsed();
+                        std::hint::black_box(other.step());
+                    }
+                    timed
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, versus_jax);
 criterion_main!(benches);
