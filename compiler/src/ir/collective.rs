@@ -51,6 +51,34 @@ struct GroupListData {
     /// The groups as a format writes them (its writer's choice: the text
     /// format's `{{0,1},{2,3}}`).
     text: OnceLock<String>,
+    /// Each group as a binary format encodes it (the proto writer's
+    /// `ReplicaGroup`), so that each collective copies bytes instead of
+    /// encoding 2,048 ids again.
+    encoded: OnceLock<EncodedGroups>,
+}
+
+/// Every group of a set, each encoded by one writer, end to end.
+#[derive(Debug, Default)]
+pub struct EncodedGroups {
+    bytes: Vec<u8>,
+    /// Where each group's bytes end in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl EncodedGroups {
+    /// Group `index`'s bytes; empty past the last group.
+    pub fn group(&self, index: usize) -> &[u8] {
+        let start = match index {
+            0 => 0,
+            _ => self
+                .ends
+                .get(index - 1)
+                .copied()
+                .unwrap_or(self.bytes.len()),
+        };
+        let end = self.ends.get(index).copied().unwrap_or(start);
+        &self.bytes[start..end]
+    }
 }
 
 impl GroupList {
@@ -62,6 +90,7 @@ impl GroupList {
             groups,
             checked: Default::default(),
             text: OnceLock::new(),
+            encoded: OnceLock::new(),
         }))
     }
 
@@ -79,6 +108,20 @@ impl GroupList {
     /// must spell the groups alike (one format owns this).
     pub fn text_with(&self, write: impl FnOnce(&[Vec<i64>]) -> String) -> &str {
         self.0.text.get_or_init(|| write(&self.0.groups))
+    }
+
+    /// Each group as `encode` appends it to a buffer, encoded on the first
+    /// call and kept for every collective that shares the set. As with
+    /// [`GroupList::text_with`], one format owns this.
+    pub fn encoded_with(&self, encode: impl Fn(&[i64], &mut Vec<u8>)) -> &EncodedGroups {
+        self.0.encoded.get_or_init(|| {
+            let mut out = EncodedGroups::default();
+            for group in &self.0.groups {
+                encode(group, &mut out.bytes);
+                out.ends.push(out.bytes.len());
+            }
+            out
+        })
     }
 }
 

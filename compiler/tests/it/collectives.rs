@@ -72,7 +72,7 @@ fn both_forms_of_replica_groups_survive_text_and_proto() {
     let ids: Vec<&[i64]> = gather
         .replica_groups
         .iter()
-        .map(|g| g.replica_ids.as_slice())
+        .map(|g| g.replica_ids())
         .collect();
     assert_eq!(ids, [&[0, 2, 4, 6][..], &[1, 3, 5, 7][..]]);
     let iota = gather.iota_collective_device_list.as_ref().unwrap();
@@ -111,7 +111,7 @@ fn both_forms_of_replica_groups_survive_text_and_proto() {
         .flat_map(|c| &mut c.instructions)
     {
         if i.name == "g" {
-            i.replica_groups[0].replica_ids[0] = 5;
+            i.replica_groups[0] = proto::messages::ListedGroup::new(vec![5, 2, 4, 6]);
         }
     }
     let e = proto::module_from_proto(&bad).unwrap_err().to_string();
@@ -254,4 +254,27 @@ fn shared_lists_and_their_iota_form_survive_text_and_proto() {
         parse("  ROOT a = f32[8,4] all-reduce(x), replica_groups={{0,3},{1,2}}, to_apply=sum")
             .unwrap();
     assert_eq!(iota_replica_groups(&mut scattered), 0);
+}
+
+/// A 2,048-rank step has a thousand collectives over a handful of group
+/// sets: read back from the proto, the collectives that name one set share
+/// one list (checked, printed and encoded once), and the proto they write
+/// is the bytes they were read from.
+#[test]
+fn collectives_read_from_a_proto_share_their_group_sets() {
+    let m = parse(
+        "  r0 = f32[8,4] all-reduce(x), replica_groups={{0,1},{2,3}}, to_apply=sum\n  r1 = f32[8,4] all-reduce(r0), replica_groups={{0,1},{2,3}}, to_apply=sum\n  ROOT r2 = f32[8,4] all-reduce(r1), replica_groups={{0,2},{1,3}}, to_apply=sum",
+    )
+    .unwrap();
+    let bytes = proto::encode_module(&m);
+    let back = proto::decode_module(&bytes).unwrap();
+    let list = |name: &str| match &op_of(&back, name).collective().unwrap().replica_groups {
+        ReplicaGroups::List(l) => l.clone(),
+        other => panic!("{name}: {other:?}"),
+    };
+    let (a, b, c) = (list("r0"), list("r1"), list("r2"));
+    assert!(a.same_set(&b), "r0 and r1 name one set");
+    assert!(!a.same_set(&c));
+    assert_eq!(c.groups(), [vec![0, 2], vec![1, 3]]);
+    assert_eq!(proto::encode_module(&back), bytes);
 }

@@ -235,9 +235,7 @@ fn group_counts_and_windows_are_read_only_where_they_mean_something() {
         ),
         (
             |i| {
-                i.replica_groups = vec![proto::messages::ReplicaGroup {
-                    replica_ids: vec![0],
-                }]
+                i.replica_groups = vec![proto::messages::ListedGroup::new(vec![0])]
             },
             "replica_groups (49), which hlatc reads only on all-gather, all-gather-start, all-reduce, all-reduce-start, all-to-all, collective-broadcast, ragged-all-to-all and reduce-scatter",
         ),

@@ -9,8 +9,8 @@
 
 use super::messages::{
     AxisRefProto, CollectiveDeviceListProto, HloInstructionProto, IotaDeviceIdsProto,
-    IotaReplicaGroupListProto, MeshAxesReplicaGroupListProto, MeshAxisProto, MeshProto,
-    ReplicaGroup, SourceTarget, SubAxisProto,
+    IotaReplicaGroupListProto, ListedGroup, MeshAxesReplicaGroupListProto, MeshAxisProto,
+    MeshProto, SourceTarget, SubAxisProto,
 };
 use crate::ir::collective::{Collective, ReplicaGroups};
 use crate::ir::iota::without_identity;
@@ -42,18 +42,13 @@ pub(super) fn fill_collective(c: &Collective, p: &mut HloInstructionProto) {
     if let ReplicaGroups::Mesh(m) = &c.replica_groups {
         p.mesh_axes_replica_group_list = Some(Box::new(mesh_to_proto(m)));
     } else if let ReplicaGroups::List(list) = &c.replica_groups {
-        p.replica_groups = list
-            .iter()
-            .map(|ids| ReplicaGroup {
-                replica_ids: ids.clone(),
-            })
-            .collect();
+        p.replica_groups = ListedGroup::all_of(list);
     } else {
         p.replica_groups = c
             .replica_groups
             .expanded()
             .into_iter()
-            .map(|replica_ids| ReplicaGroup { replica_ids })
+            .map(ListedGroup::new)
             .collect();
     }
     if let ReplicaGroups::Iota {
@@ -86,7 +81,7 @@ pub(super) fn collective_from_proto(
     let listed: Vec<Vec<i64>> = p
         .replica_groups
         .iter()
-        .map(|g| g.replica_ids.clone())
+        .map(|g| g.replica_ids().to_vec())
         .collect();
     if let Some(mesh) = p.mesh_axes_replica_group_list.as_deref() {
         if !listed.is_empty()

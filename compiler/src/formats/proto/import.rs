@@ -5,6 +5,7 @@ use super::error::{ImportError, InstructionError, ProtoError};
 use super::instruction::{op_from_proto, thread_from_proto};
 use super::messages::*;
 use super::shape::shape_from_proto;
+use crate::ir::collective::{GroupList, ReplicaGroups};
 use crate::ir::computation::{Computation, InstrId};
 use crate::ir::computation_id::ComputationId;
 use crate::ir::device_assignment::DeviceAssignment;
@@ -92,6 +93,7 @@ pub fn module_from_proto(p: &HloModuleProto) -> Result<Module, ProtoError> {
     m.entry_layout = entry_layout_from_proto(p, &m).map_err(module_err)?;
     refuse_stray_fusion_flags(p, &m).map_err(module_err)?;
     crate::analysis::canonical::drop_default_attributes(&mut m);
+    share_group_lists(&mut m);
     Ok(m)
 }
 
@@ -391,4 +393,30 @@ fn connect_from_proto(
         comp.add_control_dependency(pred, ids[&ip.id]);
     }
     Ok(())
+}
+
+/// Makes every collective of `m` that names the same explicit groups share
+/// one [`GroupList`], as the builder's do: this reader makes one list per
+/// collective, and a step of 2,048 ranks has a thousand collectives over
+/// a handful of sets. Shared, each set is checked, printed and encoded
+/// once (`--verify` reads a 2,048-rank bundle back).
+fn share_group_lists(m: &mut Module) {
+    let mut sets: HashSet<GroupList> = HashSet::new();
+    for c in &mut m.computations {
+        let ids: Vec<_> = c.ids().collect();
+        for id in ids {
+            let Some(coll) = c.instr_mut(id).op.collective_mut() else {
+                continue;
+            };
+            let ReplicaGroups::List(list) = &mut coll.replica_groups else {
+                continue;
+            };
+            match sets.get(list) {
+                Some(set) => *list = set.clone(),
+                None => {
+                    sets.insert(list.clone());
+                }
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! gives XLA's names of fields hlatc does not model, so that a refusal can
 //! name them.
 
+pub use super::listed_group::ListedGroup;
 use super::schema::messages;
 use std::collections::BTreeMap;
 
@@ -153,7 +154,8 @@ messages! {
         82 statistics_viz: Option<StatisticsViz> [message, optional],
         88 original_value: Option<Box<OriginalValueProto>> [message, optional, boxed],
         91 result_accuracy: Option<ResultAccuracyProto> [message, optional],
-        49 replica_groups: Vec<ReplicaGroup> [message, repeated],
+        /// Each group a `ReplicaGroup`; a writer's share one encoding per set.
+        49 replica_groups: Vec<ListedGroup> [message, repeated],
         52 source_target_pairs: Vec<SourceTarget> [message, repeated],
         56 constrain_layout: bool [bool],
         57 operand_shapes_with_layout: Vec<ShapeProto> [message, repeated],

@@ -13,6 +13,7 @@ mod emit;
 mod error;
 mod import;
 mod instruction;
+mod listed_group;
 mod literal;
 pub mod messages;
 mod schema;

@@ -1,0 +1,169 @@
+//! One group of `HloInstructionProto.replica_groups` (49), a
+//! `ReplicaGroup` on the wire. A sharded step of 2,048 ranks has about a
+//! thousand collectives over a handful of group sets, each 2,048 ids:
+//! prost would size and encode every id of every collective again (twice
+//! over, as each enclosing message sizes its parts). A group the writer
+//! takes from a shared [`GroupList`] is encoded once per set
+//! ([`GroupList::encoded_with`]) and copied; a group read from the wire
+//! holds its ids. Both encode to the bytes prost writes for a
+//! `ReplicaGroup { replica_ids }`, so the proto is unchanged.
+
+use super::messages::ReplicaGroup;
+use super::schema::{FieldType, Modeled, Schema};
+use crate::ir::collective::GroupList;
+use prost::bytes::{Buf, BufMut};
+use prost::encoding::{DecodeContext, WireType};
+use prost::{DecodeError, Message};
+
+/// A `ReplicaGroup`: its ids as read, or one group of a shared set.
+#[derive(Clone)]
+pub struct ListedGroup(Held);
+
+#[derive(Clone)]
+enum Held {
+    Read(ReplicaGroup),
+    Shared { list: GroupList, index: usize },
+}
+
+impl ListedGroup {
+    /// A group of these ids.
+    pub fn new(replica_ids: Vec<i64>) -> Self {
+        ListedGroup(Held::Read(ReplicaGroup { replica_ids }))
+    }
+
+    /// Every group of `list`, each copied from the set's bytes when
+    /// encoded.
+    pub fn all_of(list: &GroupList) -> Vec<ListedGroup> {
+        (0..list.len())
+            .map(|index| {
+                ListedGroup(Held::Shared {
+                    list: list.clone(),
+                    index,
+                })
+            })
+            .collect()
+    }
+
+    pub fn replica_ids(&self) -> &[i64] {
+        match &self.0 {
+            Held::Read(g) => &g.replica_ids,
+            Held::Shared { list, index } => &list.groups()[*index],
+        }
+    }
+}
+
+/// A group's ids as prost writes `ReplicaGroup.replica_ids` (packed): the
+/// one encoding of a shared set.
+fn encode_ids(ids: &[i64], buf: &mut Vec<u8>) {
+    prost::encoding::int64::encode_packed(1, ids, buf);
+}
+
+impl Default for ListedGroup {
+    fn default() -> Self {
+        ListedGroup::new(Vec::new())
+    }
+}
+
+impl From<Vec<i64>> for ListedGroup {
+    fn from(replica_ids: Vec<i64>) -> Self {
+        ListedGroup::new(replica_ids)
+    }
+}
+
+/// By the ids, however held.
+impl PartialEq for ListedGroup {
+    fn eq(&self, other: &Self) -> bool {
+        self.replica_ids() == other.replica_ids()
+    }
+}
+
+impl std::fmt::Debug for ListedGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaGroup")
+            .field("replica_ids", &self.replica_ids())
+            .finish()
+    }
+}
+
+impl Message for ListedGroup {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        match &self.0 {
+            Held::Read(g) => g.encode_raw(buf),
+            Held::Shared { list, index } => {
+                buf.put_slice(list.encoded_with(encode_ids).group(*index))
+            }
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), DecodeError> {
+        // Only a reader merges; a shared group becomes its ids first.
+        let mut group = match std::mem::replace(&mut self.0, Held::Read(ReplicaGroup::default())) {
+            Held::Read(g) => g,
+            Held::Shared { list, index } => ReplicaGroup {
+                replica_ids: list.groups()[index].clone(),
+            },
+        };
+        let merged = group.merge_field(tag, wire_type, buf, ctx);
+        self.0 = Held::Read(group);
+        merged
+    }
+
+    fn encoded_len(&self) -> usize {
+        match &self.0 {
+            Held::Read(g) => g.encoded_len(),
+            Held::Shared { list, index } => list.encoded_with(encode_ids).group(*index).len(),
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = ListedGroup::default();
+    }
+}
+
+/// For the wire walk: on the wire, it is a `ReplicaGroup`.
+impl FieldType for ListedGroup {
+    fn nested() -> Option<&'static Schema> {
+        Some(ReplicaGroup::schema())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_group_encodes_as_its_ids_do() {
+        let list = GroupList::new(vec![vec![0, 1, 200, 4096], vec![5], vec![]]);
+        for (shared, ids) in ListedGroup::all_of(&list).iter().zip(list.groups()) {
+            let read = ListedGroup::new(ids.clone());
+            let plain = ReplicaGroup {
+                replica_ids: ids.clone(),
+            };
+            assert_eq!(shared.encode_to_vec(), plain.encode_to_vec());
+            assert_eq!(read.encode_to_vec(), plain.encode_to_vec());
+            assert_eq!(shared.encoded_len(), plain.encoded_len());
+            assert_eq!(shared, &read);
+        }
+        // 200 and 4096 take two varint bytes each: 1 + 1 + 6.
+        assert_eq!(ListedGroup::all_of(&list)[0].encoded_len(), 8);
+    }
+
+    #[test]
+    fn a_group_decodes_to_its_ids_and_merges_into_a_shared_one() {
+        let bytes = ReplicaGroup {
+            replica_ids: vec![3, 1, 2],
+        }
+        .encode_to_vec();
+        let read = ListedGroup::decode(bytes.as_slice()).unwrap();
+        assert_eq!(read.replica_ids(), [3, 1, 2]);
+        let mut shared = ListedGroup::all_of(&GroupList::new(vec![vec![7]])).remove(0);
+        shared.merge(bytes.as_slice()).unwrap();
+        assert_eq!(shared.replica_ids(), [7, 3, 1, 2]);
+    }
+}
