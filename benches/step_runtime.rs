@@ -90,7 +90,7 @@ fn versus_jax(c: &mut Criterion) {
     let mut g = c.benchmark_group("step_vs_jax");
     g.sample_size(10);
     for (precision, suffix) in step_vs_jax::PRECISIONS {
-        let mut ours = step_vs_jax::hlatc(&rt, precision, RematPolicy::None);
+        let mut ours = step_vs_jax::hlatc(&rt, precision, RematPolicy::None, &[]);
         let mut theirs = step_vs_jax::jax(&rt, suffix);
         println!(
             "{precision}: XLA CPU temporaries hlatc {} bytes, jax {} bytes",

@@ -87,11 +87,12 @@ impl Side {
 }
 
 /// hlatc's step for `precision` through the `cpu` default pipeline with
-/// `remat`, from `init_params` seed 0, on the batch [`jax`] takes too.
-pub fn hlatc(rt: &Runtime, precision: Precision, remat: RematPolicy) -> Side {
+/// `remat`, without the passes named in `disabled` (for what one pass
+/// buys), from `init_params` seed 0, on the batch [`jax`] takes too.
+pub fn hlatc(rt: &Runtime, precision: Precision, remat: RematPolicy, disabled: &[&str]) -> Side {
     let cfg = StepConfig::new(model(), BATCH).with_precision(precision);
     let mut step = build_train_step(&cfg).unwrap();
-    let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
+    let pipeline = default_pipeline(Target::Cpu, disabled).unwrap();
     optimize(&mut step, &pipeline, Target::Cpu, remat).unwrap();
     let program = rt.compile(&step.module).unwrap();
     let batch = batch();

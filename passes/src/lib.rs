@@ -39,7 +39,7 @@ pub use infra::{bind, inline, pattern, rewriter};
 pub use registry::{
     default_pass_names, default_pipeline, markdown_table, pipeline_from_names, registry, PassInfo,
 };
-pub use target::cpu::{AsyncToSync, BitcastToReshape, WidenMixedDots};
+pub use target::cpu::{AsyncToSync, BitcastToReshape, OrientDots, WidenMixedDots};
 pub use target::neuron::preflight as neuron_check;
 pub use target::neuron::{
     neuron_topk, softmax_math, ConditionalToSelect, IntegerDotToF32, LowerNeuronCalls,

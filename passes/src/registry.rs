@@ -120,6 +120,12 @@ pub fn registry() -> Vec<PassInfo> {
             to_fixpoint: false,
         },
         PassInfo {
+            name: crate::OrientDots::NAME,
+            description: "cpu: a dot whose large operand XLA CPU would read transposed while something else reads it as it lies (attention's key gradient, dK = dS^T Q, whose score gradient dQ = dS K reads too) becomes the dot with its operands swapped, its smaller result transposed back (dK^T = Q^T dS): XLA CPU no longer writes that operand twice; the same products and sums, in another order within f32 rounding",
+            make: || Box::new(crate::OrientDots),
+            to_fixpoint: false,
+        },
+        PassInfo {
             name: crate::Cse::NAME,
             description: "common-subexpression elimination: merges instructions with the same op, attributes and operands",
             make: || Box::new(crate::Cse),
@@ -170,6 +176,9 @@ pub fn default_pass_names(target: Target) -> Vec<&'static str> {
             crate::Narrow64BitIntegers::NAME,
             crate::IntegerDotToF32::NAME,
         ]);
+    }
+    if target == Target::Cpu {
+        names.push(crate::OrientDots::NAME);
     }
     names.push(crate::Dce::NAME);
     names

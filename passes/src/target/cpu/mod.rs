@@ -1,5 +1,6 @@
-//! XLA CPU: everything it needs of a module before it compiles one. The
-//! rewrites it could not compile as written (`async-to-sync`,
+//! XLA CPU: everything it needs of a module before it compiles one, and
+//! what the `cpu` default pipeline does for its speed alone
+//! (`orient-dots`). The rewrites it could not compile as written (`async-to-sync`,
 //! `bitcast-to-reshape`, `widen-mixed-dots`) and the entry's tuples as
 //! their leaves (`flat_entry`), picked by [`lower`], which no default
 //! pipeline runs: the runtime and `--verify` apply them to what XLA CPU is
@@ -11,6 +12,7 @@ mod async_to_sync;
 mod bitcast_to_reshape;
 mod flat_entry;
 mod lower;
+mod orient_dots;
 pub mod preflight;
 mod widen_mixed_dots;
 pub mod xla_cpu_flags;
@@ -18,5 +20,6 @@ pub mod xla_cpu_flags;
 pub use async_to_sync::AsyncToSync;
 pub use bitcast_to_reshape::BitcastToReshape;
 pub use lower::{lower, Lowered, Rewrite};
+pub use orient_dots::OrientDots;
 pub use widen_mixed_dots::WidenMixedDots;
 pub use xla_cpu_flags::Emitters;

@@ -1,0 +1,300 @@
+//! `orient-dots`: a dot whose large operand XLA CPU would have to read
+//! transposed, computed as the dot with its operands swapped and its
+//! (smaller) result transposed back, so the large operand is read as it
+//! lies.
+//!
+//! XLA CPU runs a dot as a (batched) matrix product of a `[batch, m, k]`
+//! lhs and a `[batch, k, n]` rhs; an operand laid out otherwise is given a
+//! transposed layout, and when that operand has another reader that wants
+//! it as it is, XLA materializes it twice: a copy, or its producer's
+//! fusion run a second time with the other layout. Attention's backward
+//! is where that happens: the score gradient `dS [b, q, k]` feeds
+//! `dQ = dS . K` as a `[b, q, k]` lhs, and `dK = dS^T . Q` (autodiff's
+//! form: the cotangent is always the lhs) as a lhs contracted over its
+//! middle dimension; XLA CPU wrote `dS` twice per layer, a `[b, H, S, S]`
+//! f32 pass each time, where `dK^T = Q^T . dS` reads it as a `[b, q, k]`
+//! rhs and only the `[b, k, d]` result is transposed (as JAX's own step
+//! does, and as autodiff already computes `dV^T`).
+//!
+//! The rewrite applies to a dot whose larger operand has its batch
+//! dimensions first, in order, and is laid out for the other side (an lhs
+//! with its contracting dimensions before its free ones, or an rhs with
+//! them after), is read by something else too (otherwise XLA gives its
+//! producer the layout the dot wants, at no cost), and is larger than the
+//! other operand and the result together. The products and the sum are
+//! the same; the accumulation order inside the matrix kernel may differ,
+//! within f32 rounding. Dots in the `cpu` default pipeline only: Neuron
+//! chooses its own layouts.
+
+use crate::infra::context::PassContext;
+use crate::infra::pass::{Pass, PassError};
+use crate::infra::rewriter::ModuleRewriter;
+use hlatc_compiler::ir::op::DotDims;
+use hlatc_compiler::{Computation, InstrId, Module, Op, Shape};
+
+pub struct OrientDots;
+
+impl OrientDots {
+    /// The pass' name: in `--passes`, the registry and the pass report.
+    pub const NAME: &'static str = "orient-dots";
+}
+
+/// Which operand of a dot sits on the wrong side for the matrix kernel.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    Lhs,
+    Rhs,
+}
+
+impl Pass for OrientDots {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        let mut rw: Option<ModuleRewriter> = None;
+        let mut changed = false;
+        for ci in 0..m.computations.len() {
+            let c = &m.computations[ci];
+            let found: Vec<InstrId> = c.ids().filter(|&id| misoriented(c, id)).collect();
+            if found.is_empty() {
+                continue;
+            }
+            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
+            for dot in found {
+                let (dims, precision, algorithm) = match &r.comp().instr(dot).op {
+                    Op::Dot {
+                        dims,
+                        precision,
+                        algorithm,
+                    } => (dims.clone(), precision.clone(), *algorithm),
+                    _ => continue,
+                };
+                let (lhs, rhs) = match r.comp().operand_ids(dot) {
+                    &[l, rr] => (l, rr),
+                    _ => continue,
+                };
+                let Some(out) = r.shape(dot).as_array().cloned() else {
+                    continue;
+                };
+                let nb = dims.lhs_batch.len();
+                let rank = |x: InstrId| r.shape(x).as_array().map_or(0, |a| a.dims.len());
+                let lhs_free = rank(lhs) - nb - dims.lhs_contracting.len();
+                let rhs_free = out.dims.len() - nb - lhs_free;
+                let swapped_dims = DotDims {
+                    lhs_batch: dims.rhs_batch.clone(),
+                    lhs_contracting: dims.rhs_contracting.clone(),
+                    rhs_batch: dims.lhs_batch.clone(),
+                    rhs_contracting: dims.lhs_contracting.clone(),
+                };
+                // A precision per operand: they swap too.
+                let precision = precision.iter().rev().cloned().collect();
+                // [batch, rhs free, lhs free], in the dot's own result type
+                // (an attribute of the dot, not its operands').
+                let swapped_out: Vec<i64> = out.dims[..nb]
+                    .iter()
+                    .chain(&out.dims[nb + lhs_free..])
+                    .chain(&out.dims[nb..nb + lhs_free])
+                    .copied()
+                    .collect();
+                r.provenance_of(dot);
+                let swapped = r
+                    .add(
+                        Op::Dot {
+                            dims: swapped_dims,
+                            precision,
+                            algorithm,
+                        },
+                        &[rhs, lhs],
+                        Some(Shape::array(out.ty, swapped_out)),
+                    )
+                    .map_err(PassError::rewrite(self.name()))?;
+                // [batch, rhs free, lhs free] back to [batch, lhs free, rhs free].
+                let permutation: Vec<i64> = (0..nb)
+                    .chain(nb + rhs_free..nb + rhs_free + lhs_free)
+                    .chain(nb..nb + rhs_free)
+                    .map(|d| d as i64)
+                    .collect();
+                let back = r
+                    .add(Op::Transpose { permutation }, &[swapped], None)
+                    .map_err(PassError::rewrite(self.name()))?;
+                r.replace(dot, back)
+                    .map_err(PassError::rewrite(self.name()))?;
+                changed = true;
+            }
+            r.remove_dead();
+        }
+        ModuleRewriter::finish_on_demand(rw, ctx);
+        Ok(changed)
+    }
+}
+
+/// Whether `id` is a dot the pass swaps (see the module documentation).
+fn misoriented(c: &Computation, id: InstrId) -> bool {
+    let Op::Dot { dims, .. } = &c.instr(id).op else {
+        return false;
+    };
+    let &[lhs, rhs] = c.operand_ids(id) else {
+        return false;
+    };
+    let rank = |x: InstrId| c.instr(x).shape.as_array().map(|a| a.dims.len());
+    let (Some(lr), Some(rr)) = (rank(lhs), rank(rhs)) else {
+        return false;
+    };
+    let bytes = |x: InstrId| c.instr(x).shape.byte_size();
+    let (lb, rb, ob) = (bytes(lhs), bytes(rhs), bytes(id));
+    // Only the large operand's layout counts: XLA transposes the small
+    // one to its side's form (batch dimensions first) whatever it is.
+    let leading = |batch: &[i64]| batch.iter().enumerate().all(|(i, &d)| d == i as i64);
+    let (big, big_bytes, small_bytes) = match lb >= rb {
+        true => (Side::Lhs, lb, rb),
+        false => (Side::Rhs, rb, lb),
+    };
+    let misplaced = match big {
+        Side::Lhs => {
+            leading(&dims.lhs_batch)
+                && contracting_first(dims.lhs_batch.len(), &dims.lhs_contracting, lr)
+        }
+        Side::Rhs => {
+            leading(&dims.rhs_batch)
+                && contracting_last(dims.rhs_batch.len(), &dims.rhs_contracting, rr)
+        }
+    };
+    let operand = match big {
+        Side::Lhs => lhs,
+        Side::Rhs => rhs,
+    };
+    misplaced
+        && lhs != rhs
+        && c.users(operand).len() > 1
+        && big_bytes > small_bytes.saturating_add(ob)
+}
+
+/// The contracting dimensions come right after the batch ones and before
+/// at least one free dimension: the layout an rhs wants, not an lhs.
+fn contracting_first(nb: usize, contracting: &[i64], rank: usize) -> bool {
+    !contracting.is_empty()
+        && nb + contracting.len() < rank
+        && contracting
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == (nb + i) as i64)
+}
+
+/// The contracting dimensions are the trailing ones, after at least one
+/// free dimension: the layout an lhs wants, not an rhs.
+fn contracting_last(nb: usize, contracting: &[i64], rank: usize) -> bool {
+    let first = rank.saturating_sub(contracting.len());
+    !contracting.is_empty()
+        && first > nb
+        && contracting
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == (first + i) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::infra::context::Target;
+    use hlatc_compiler::{formats::text, verify};
+
+    /// Attention's backward at toy size: `ds` feeds dQ as it lies and dK
+    /// contracted over its middle dimension.
+    const ATTENTION: &str = "HloModule m\nENTRY e {\n \
+        ds = f32[2,64,64] parameter(0)\n q = f32[2,64,4] parameter(1)\n k = f32[2,64,4] parameter(2)\n \
+        dq = f32[2,64,4] dot(ds, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n \
+        dk = f32[2,64,4] dot(ds, q), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n \
+        ROOT t = (f32[2,64,4], f32[2,64,4]) tuple(dq, dk)\n}";
+
+    fn run(hlo: &str) -> (bool, String) {
+        let mut m = text::parse_module(hlo).unwrap();
+        let mut ctx = PassContext::new(Target::Cpu);
+        let changed = OrientDots.run(&mut m, &mut ctx).unwrap();
+        verify(&m).unwrap();
+        (changed, text::print_module(&m))
+    }
+
+    #[test]
+    fn the_key_gradient_reads_the_score_gradient_as_an_rhs() {
+        let (changed, printed) = run(ATTENTION);
+        assert!(changed);
+        // dK^T = Q^T . dS, then the small result is transposed back.
+        assert!(
+            printed.contains(
+                "f32[2,4,64]{2,1,0} dot(q, ds), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}"
+            ),
+            "{printed}"
+        );
+        assert!(
+            printed.contains("f32[2,64,4]{2,1,0} transpose(")
+                && printed.contains("dimensions={0,2,1}"),
+            "{printed}"
+        );
+        // dQ already reads dS as an lhs [b, q, k]: left alone.
+        assert!(
+            printed.contains("dq = f32[2,64,4]{2,1,0} dot(ds, k)"),
+            "{printed}"
+        );
+    }
+
+    #[test]
+    fn the_small_operand_may_hold_its_batch_dimensions_anywhere() {
+        // hlatc's own form: q as [b, s, h, d], the score gradient as
+        // [b, h, q, k].
+        let (changed, printed) = run(
+            "HloModule m\nENTRY e {\n ds = f32[1,2,64,64] parameter(0)\n q = f32[1,64,2,4] parameter(1)\n \
+             k = f32[1,64,2,4] parameter(2)\n \
+             dq = f32[1,2,64,4] dot(ds, k), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, rhs_contracting_dims={1}\n \
+             dk = f32[1,2,64,4] dot(ds, q), lhs_batch_dims={0,1}, lhs_contracting_dims={2}, rhs_batch_dims={0,2}, rhs_contracting_dims={1}\n \
+             ROOT t = (f32[1,2,64,4], f32[1,2,64,4]) tuple(dq, dk)\n}",
+        );
+        assert!(changed, "{printed}");
+        assert!(
+            printed.contains(
+                "f32[1,2,4,64]{3,2,1,0} dot(q, ds), lhs_batch_dims={0,2}, lhs_contracting_dims={1}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}"
+            ),
+            "{printed}"
+        );
+        assert!(printed.contains("dimensions={0,1,3,2}"), "{printed}");
+    }
+
+    #[test]
+    fn a_large_operand_read_only_by_the_dot_is_left_to_xla() {
+        let alone = ATTENTION
+            .replace(" dq = f32[2,64,4] dot(ds, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n", "")
+            .replace("tuple(dq, dk)", "tuple(k, dk)");
+        let (changed, printed) = run(&alone);
+        assert!(!changed, "{printed}");
+    }
+
+    #[test]
+    fn a_small_misoriented_operand_is_left_alone() {
+        // The lhs is read contracting-first, but the result is larger than
+        // both operands: a transposed copy of the lhs is the cheaper side.
+        let (changed, _) = run(
+            "HloModule m\nENTRY e {\n a = f32[2,4,64] parameter(0)\n b = f32[2,4,64] parameter(1)\n \
+             n = f32[2,4,64] negate(a)\n \
+             d = f32[2,64,64] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n \
+             ROOT t = (f32[2,64,64], f32[2,4,64]) tuple(d, n)\n}",
+        );
+        assert!(!changed);
+    }
+
+    #[test]
+    fn a_large_rhs_read_contracting_last_becomes_the_lhs() {
+        // out[b, m, n] = sum_k w[b, m, k] * x[b, n, k]: x is the big rhs,
+        // laid out as an lhs wants; the swapped dot reads it so.
+        let (changed, printed) = run(
+            "HloModule m\nENTRY e {\n w = f32[1,2,64] parameter(0)\n x = f32[1,128,64] parameter(1)\n \
+             n = f32[1,128,64] negate(x)\n \
+             d = f32[1,2,128] dot(w, x), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n \
+             ROOT t = (f32[1,2,128], f32[1,128,64]) tuple(d, n)\n}",
+        );
+        assert!(changed, "{printed}");
+        assert!(
+            printed.contains("f32[1,128,2]{2,1,0} dot(x, w)"),
+            "{printed}"
+        );
+    }
+}
