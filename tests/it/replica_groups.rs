@@ -236,3 +236,141 @@ fn a_manifest_with_per_rank_lists_is_still_read() {
     let single = serde_json::json!({ "format": "hlatc-bundle/1" });
     assert!(ManifestHoldings::from_manifest(&single).unwrap().is_none());
 }
+
+/// A manifest states each run of layers once (`{"layers": [a, b],
+/// "index_stride": s, "each": [...]}`) and its aliasing in runs; read out,
+/// its listing is what a manifest from before runs lists entry by entry
+/// (the fixture above, written by an older commit for the same layout),
+/// and both open to the same signature.
+#[test]
+fn a_listing_states_each_run_of_layers_once_and_reads_as_every_entry() {
+    let old: serde_json::Value = serde_json::from_str(include_str!(
+        "../fixtures/bundles/manifest-tp-ranks-tp4-dp2.json"
+    ))
+    .unwrap();
+    let dir = scratch("listing-runs");
+    let out = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--tp",
+        "4",
+        "--dp",
+        "2",
+        "--batch-size",
+        "2",
+        "--sequence-parallel",
+        "--zero1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    let new: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // tiny: 2 layers of 6 tensors under 3 roles, besides 3 other
+    // parameters each and step, tokens, targets.
+    let inputs = new["inputs"].as_array().unwrap();
+    let runs: Vec<&serde_json::Value> = inputs.iter().filter(|e| e["layers"].is_array()).collect();
+    assert_eq!((inputs.len(), runs.len()), (3 * 4 + 3, 3));
+    assert_eq!(runs[0]["layers"], serde_json::json!([0, 2]));
+    assert_eq!(runs[0]["index_stride"], 6);
+    assert_eq!(
+        runs[0]["each"][1]["name"],
+        "model.layers.{layer}.self_attn.qkv_proj.weight"
+    );
+    assert_eq!(
+        runs[0]["each"][1]["hugging_face"][0]["name"],
+        "model.layers.{layer}.self_attn.q_proj.weight"
+    );
+    assert_eq!(
+        new["input_output_alias"],
+        serde_json::json!([{"output": 3, "input": 0, "count": 46}])
+    );
+    // Read out, every listing is the older manifest's, entry for entry.
+    for key in ["inputs", "outputs"] {
+        assert_eq!(
+            hlatc::bundle::expand_listing(&new[key]).unwrap(),
+            *old[key].as_array().unwrap(),
+            "{key}"
+        );
+    }
+    let split = &new["parallel"]["tp_split"];
+    assert!(split
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["layers"].is_array()));
+    let split = hlatc::bundle::expand_listing(split).unwrap();
+    // The embedding, qkv, o, gate_up and down of each layer, the LM head.
+    assert_eq!(split.len(), 1 + 2 * 4 + 1);
+    assert_eq!(split[9]["name"], "lm_head.weight");
+    assert_eq!(split[6]["index"], 9);
+    assert_eq!(split[6]["name"], "model.layers.1.self_attn.o_proj.weight");
+    // Both open to the same signature.
+    let old_dir = scratch("listing-old");
+    std::fs::write(old_dir.join("manifest.json"), old.to_string()).unwrap();
+    let (a, b) = (
+        OpenedBundle::open(&old_dir).unwrap(),
+        OpenedBundle::open(&dir).unwrap(),
+    );
+    assert_eq!((&a.inputs, &a.outputs), (&b.inputs, &b.outputs));
+    // The DP replicas' batch rows by rule, as the older manifest listed
+    // them and as every rank is fed.
+    let rows = new["parallel"]["dp_rows"]["rows"].as_i64().unwrap();
+    assert_eq!(rows, 1);
+    let listed = old["parallel"]["dp_ranks"].as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    for (d, l) in listed.iter().enumerate() {
+        let d = d as i64;
+        assert_eq!(
+            l["batch_rows"],
+            serde_json::json!([d * rows, (d + 1) * rows])
+        );
+    }
+    let ranks = RankInputs::new(&b.config);
+    let tokens = b.inputs.iter().find(|s| s.role == Role::Tokens).unwrap();
+    for r in 0..b.world() {
+        let d = r / 4;
+        assert_eq!(
+            ranks.holding(tokens, r),
+            RankHolding::BatchRows([d * rows, (d + 1) * rows]),
+            "rank {r}"
+        );
+    }
+}
+
+/// HLAT's 70B layout for 2,048 ranks: a manifest under 1 MB, which grows
+/// with neither the world nor the layers.
+#[test]
+fn the_manifest_of_2048_ranks_of_70b_is_under_a_megabyte() {
+    let dir = scratch("manifest-70b-2048");
+    let out = hlatc(&[
+        "compile",
+        "--model",
+        "hlat-70b",
+        "--target",
+        "neuron",
+        "--tp",
+        "32",
+        "--dp",
+        "64",
+        "--batch-size",
+        "64",
+        "--sequence-parallel",
+        "--zero1",
+        "--precision",
+        "bf16-master",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bytes = std::fs::metadata(dir.join("manifest.json")).unwrap().len();
+    assert!(bytes < 1 << 20, "{bytes} bytes");
+    let bundle = OpenedBundle::open(&dir).unwrap();
+    // 80 layers of 6 tensors under 4 roles, 3 more parameters each, and
+    // step, tokens, targets and rank.
+    assert_eq!(bundle.inputs.len(), 4 * (80 * 6 + 3) + 4);
+    assert_eq!(bundle.world(), 2048);
+}

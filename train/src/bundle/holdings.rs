@@ -3,8 +3,10 @@
 //! parameter's split, applied to a TP rank as `hlatc_models::parallel`
 //! divides it), or from the per-TP-rank lists (`parallel.tp_ranks`) that
 //! manifests written before the rule hold. Both read to the same
-//! holdings; a reader need not know which it was given.
+//! holdings; a reader need not know which it was given. The rule's runs
+//! of layers ([`super::listing`]) are read out layer by layer.
 
+use super::listing::{self, expand, AtLayer, ListedView, ListingError};
 use crate::rank_inputs::{hf_slice_named, HfSlice};
 use hlatc_models::{Parallelism, TpSplit};
 use serde::Deserialize;
@@ -50,11 +52,32 @@ struct PartView {
     rows: [i64; 2],
 }
 
+/// A run's split at a layer: its names and its index.
+impl AtLayer for SplitView {
+    fn at_layer(&self, layer: i64, shift: usize) -> Result<Self, ListingError> {
+        Ok(SplitView {
+            index: listing::shifted(self.index, shift)?,
+            name: listing::at_layer(&self.name, layer),
+            dims: self.dims.clone(),
+            split: self.split.clone(),
+            parts: self
+                .parts
+                .iter()
+                .map(|p| PartView {
+                    name: listing::at_layer(&p.name, layer),
+                    rows: p.rows,
+                })
+                .collect(),
+        })
+    }
+}
+
 #[derive(Deserialize)]
 struct ParallelView {
     tp: i64,
+    /// Runs of layers, or (manifests before runs) every split.
     #[serde(default)]
-    tp_split: Option<Vec<SplitView>>,
+    tp_split: Option<Vec<ListedView<SplitView>>>,
     #[serde(default)]
     tp_ranks: Option<Vec<TpRankView>>,
 }
@@ -79,7 +102,9 @@ impl ManifestHoldings {
             return Err(format!("parallel.tp is {}", view.tp));
         }
         let source = match (view.tp_split, view.tp_ranks) {
-            (Some(split), _) => Source::Rule(split),
+            (Some(split), _) => {
+                Source::Rule(expand(split).map_err(|e| format!("parallel.tp_split: {e}"))?)
+            }
             (None, Some(ranks)) => {
                 let mut listed = vec![Vec::new(); view.tp as usize];
                 for r in ranks {

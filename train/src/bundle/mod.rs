@@ -15,10 +15,12 @@ use std::time::{Duration, Instant};
 use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
 mod accumulation;
 pub mod holdings;
+mod listing;
 mod opened;
 mod pipeline;
 mod programs;
 pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR, MICRO_DIR};
+pub use listing::{expand_json as expand_listing, ListingError};
 pub use opened::{for_cpu, lower_for_cpu, OpenedBundle};
 pub use pipeline::{stage_pipeline_bundle, PIPELINE_FORMAT};
 
@@ -131,20 +133,75 @@ struct ModuleInfo<'a> {
 }
 
 #[derive(Serialize)]
-struct IndexedTensor<'a> {
+struct IndexedTensor {
     index: usize,
     #[serde(flatten)]
-    spec: &'a TensorSpec,
+    spec: TensorSpec,
     /// For a fused tensor (and its Adam moments), which rows hold which
     /// Hugging Face tensor.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     hugging_face: Vec<hlatc_models::HfPart>,
 }
 
+impl listing::PerLayer for IndexedTensor {
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    fn templated(&self) -> Option<(i64, Self)> {
+        let (layer, name) = listing::layer_template(&self.spec.name)?;
+        Some((
+            layer,
+            IndexedTensor {
+                index: self.index,
+                spec: TensorSpec {
+                    name,
+                    ..self.spec.clone()
+                },
+                hugging_face: templated_parts(&self.hugging_face, layer),
+            },
+        ))
+    }
+
+    fn alike(&self, other: &Self) -> bool {
+        (&self.spec, &self.hugging_face) == (&other.spec, &other.hugging_face)
+    }
+}
+
+/// A fused tensor's members in its layer's run, `{layer}` for its number.
+fn templated_parts(parts: &[hlatc_models::HfPart], layer: i64) -> Vec<hlatc_models::HfPart> {
+    parts
+        .iter()
+        .map(|p| hlatc_models::HfPart {
+            name: listing::in_template(&p.name, layer),
+            rows: p.rows,
+        })
+        .collect()
+}
+
+/// Outputs `output + i` alias inputs `input + i`, for i in `[0, count)`:
+/// a step's state is one run, stated once.
 #[derive(Serialize)]
 struct Alias {
     output: usize,
     input: usize,
+    count: usize,
+}
+
+/// The step's aliases, each longest run of consecutive pairs as one.
+fn alias_runs(pairs: impl Iterator<Item = (usize, usize)>) -> Vec<Alias> {
+    let mut runs: Vec<Alias> = Vec::new();
+    for (output, input) in pairs {
+        match runs.last_mut() {
+            Some(a) if a.output + a.count == output && a.input + a.count == input => a.count += 1,
+            _ => runs.push(Alias {
+                output,
+                input,
+                count: 1,
+            }),
+        }
+    }
+    runs
 }
 
 /// The precision the step computes in, and how it rounds.
@@ -193,8 +250,9 @@ struct Manifest<'a> {
     module: ModuleInfo<'a>,
     parameter_count: i64,
     parameter_tensors: usize,
-    inputs: Vec<IndexedTensor<'a>>,
-    outputs: Vec<IndexedTensor<'a>>,
+    /// Runs of layers stated once ([`listing`]).
+    inputs: Vec<listing::Listed<IndexedTensor>>,
+    outputs: Vec<listing::Listed<IndexedTensor>>,
     input_output_alias: Vec<Alias>,
     config: &'a StepConfig,
     loss: LossInfo,
@@ -252,10 +310,12 @@ struct ParallelInfo {
     zero1: Option<Zero1Info>,
     /// How a rank's holding of a parameter follows from `tp_split`.
     holdings: &'static str,
-    /// How TP divides each parameter it divides, in Hugging Face tensors.
-    tp_split: Vec<SplitInfo>,
+    /// How TP divides each parameter it divides, in Hugging Face tensors;
+    /// runs of layers stated once ([`listing`]).
+    tp_split: Vec<listing::Listed<SplitInfo>>,
     /// Which rows of the global batch DP replica `d` takes.
-    dp_ranks: Vec<DpRankInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dp_rows: Option<DpRows>,
 }
 
 /// What each DP replica holds of the optimizer state under ZeRO-1.
@@ -266,11 +326,17 @@ struct Zero1Info {
     shard_elements: BTreeMap<String, i64>,
 }
 
+/// Which rows of the global batch each DP replica takes, by rule: one
+/// line whatever D (the manifests before it listed every replica's rows,
+/// as `dp_ranks`).
 #[derive(Serialize)]
-struct DpRankInfo {
-    dp_rank: i64,
-    batch_rows: [i64; 2],
+struct DpRows {
+    /// Rows of the global batch a replica takes.
+    rows: i64,
+    rule: &'static str,
 }
+
+const DP_ROWS_RULE: &str = "DP replica d takes rows [d*rows, (d+1)*rows) of each batch input (tokens, targets, segment ids), as every rank of it does";
 
 /// One parameter TP divides: its input, its whole shape, its split, and
 /// for a fused tensor the Hugging Face tensors its rows are.
@@ -282,6 +348,31 @@ struct SplitInfo {
     split: hlatc_models::TpSplit,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     parts: Vec<hlatc_models::HfPart>,
+}
+
+impl listing::PerLayer for SplitInfo {
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    fn templated(&self) -> Option<(i64, Self)> {
+        let (layer, name) = listing::layer_template(&self.name)?;
+        Some((
+            layer,
+            SplitInfo {
+                index: self.index,
+                name,
+                dims: self.dims.clone(),
+                split: self.split.clone(),
+                parts: templated_parts(&self.parts, layer),
+            },
+        ))
+    }
+
+    fn alike(&self, other: &Self) -> bool {
+        (&self.name, &self.dims, &self.split, &self.parts)
+            == (&other.name, &other.dims, &other.split, &other.parts)
+    }
 }
 
 /// The rule [`holdings::ManifestHoldings`] applies to `tp_split`
@@ -336,16 +427,15 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
             })
         })
         .collect();
+    let tp_split = listing::by_layer(tp_split);
     let batch = inputs.iter().find(|s| s.role == Role::Tokens);
-    let dp_ranks = (0..p.dp)
-        .filter_map(|d| match batch.map(|b| ranks.holding(b, d * p.tp)) {
-            Some(RankHolding::BatchRows(batch_rows)) => Some(DpRankInfo {
-                dp_rank: d,
-                batch_rows,
-            }),
-            _ => None,
-        })
-        .collect();
+    let dp_rows = match batch.map(|b| ranks.holding(b, 0)) {
+        Some(RankHolding::BatchRows([first, end])) => Some(DpRows {
+            rows: end - first,
+            rule: DP_ROWS_RULE,
+        }),
+        _ => None,
+    };
     Some(ParallelInfo {
         world_size: p.world(),
         tp: p.tp,
@@ -372,17 +462,19 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         }),
         holdings: HOLDINGS_RULE,
         tp_split,
-        dp_ranks,
+        dp_rows,
     })
 }
 
 /// `v` with indices and, for fused parameters and their moments, the
-/// Hugging Face parts (`parts`, by stored parameter name).
-fn indexed<'a>(
-    v: &'a [TensorSpec],
+/// Hugging Face parts (`parts`, by stored parameter name), as a listing:
+/// runs of layers stated once.
+fn indexed(
+    v: &[TensorSpec],
     parts: &BTreeMap<String, Vec<hlatc_models::HfPart>>,
-) -> Vec<IndexedTensor<'a>> {
-    v.iter()
+) -> Vec<listing::Listed<IndexedTensor>> {
+    let entries = v
+        .iter()
         .enumerate()
         .map(|(index, spec)| {
             let hugging_face = match spec.role.is_per_parameter() {
@@ -391,11 +483,12 @@ fn indexed<'a>(
             };
             IndexedTensor {
                 index,
-                spec,
+                spec: spec.clone(),
                 hugging_face,
             }
         })
-        .collect()
+        .collect();
+    listing::by_layer(entries)
 }
 
 /// What `write_bundle` wrote and how long it took.
@@ -736,15 +829,12 @@ fn manifest_with(
         parameter_tensors: param_specs(&cfg.model).len(),
         inputs: indexed(&step.inputs, &fused_parts),
         outputs: indexed(&step.outputs, &fused_parts),
-        input_output_alias: step
-            .module
-            .input_output_alias
-            .iter()
-            .map(|a| Alias {
-                output: a.output_index[0] as usize,
-                input: a.parameter as usize,
-            })
-            .collect(),
+        input_output_alias: alias_runs(
+            step.module
+                .input_output_alias
+                .iter()
+                .map(|a| (a.output_index[0] as usize, a.parameter as usize)),
+        ),
         config: cfg,
         loss: LossInfo {
             kind: "mean cross-entropy over the targets not equal to ignore_index (0 when all are)",

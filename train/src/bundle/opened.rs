@@ -2,6 +2,7 @@
 //! manifest records, and its module ready to run. What a runtime needs to
 //! feed a bundle by role without rebuilding the step.
 
+use super::listing::{self, expand, AtLayer, ListedView, ListingError};
 use super::{MANIFEST_FILE, PROTO_FILE};
 use crate::batch_check::check_batch_inputs;
 use crate::train_step::{StepConfig, TensorSpec};
@@ -28,9 +29,21 @@ pub struct OpenedBundle {
 struct ManifestView {
     format: String,
     config: StepConfig,
-    inputs: Vec<TensorSpec>,
-    outputs: Vec<TensorSpec>,
+    /// Runs of layers, or (manifests before runs) every tensor.
+    inputs: Vec<ListedView<TensorSpec>>,
+    outputs: Vec<ListedView<TensorSpec>>,
     init: InitView,
+}
+
+/// A run's tensor at a layer: its name. Its place is its order in the
+/// listing, so its index is not needed.
+impl AtLayer for TensorSpec {
+    fn at_layer(&self, layer: i64, _shift: usize) -> Result<Self, ListingError> {
+        Ok(TensorSpec {
+            name: listing::at_layer(&self.name, layer),
+            ..self.clone()
+        })
+    }
 }
 
 /// The model's config leaves `initializer_range` out (it records the
@@ -80,6 +93,9 @@ impl OpenedBundle {
                 view.format
             )));
         }
+        let listing = |what: &str, e: ListingError| bad(format!("{what}: {e}"));
+        let inputs = expand(view.inputs).map_err(|e| listing("inputs", e))?;
+        let outputs = expand(view.outputs).map_err(|e| listing("outputs", e))?;
         let mut config = view.config;
         config.model.initializer_range = view.init.std;
         config
@@ -93,8 +109,8 @@ impl OpenedBundle {
         Ok(OpenedBundle {
             dir: dir.to_path_buf(),
             config,
-            inputs: view.inputs,
-            outputs: view.outputs,
+            inputs,
+            outputs,
         })
     }
 
