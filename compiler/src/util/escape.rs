@@ -1,20 +1,41 @@
 //! C-style string escaping as XLA's printer (`CEscape`) writes it.
 
+use std::fmt::Write;
+
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
-    for b in s.bytes() {
-        match b {
-            b'"' => out.push_str("\\\""),
-            b'\\' => out.push_str("\\\\"),
-            b'\n' => out.push_str("\\n"),
-            b'\t' => out.push_str("\\t"),
-            b'\r' => out.push_str("\\r"),
-            0x20..=0x7e => out.push(b as char),
-            // Non-ASCII bytes and control characters: octal, as CEscape does.
-            _ => out.push_str(&format!("\\{b:03o}")),
-        }
-    }
+    escape_into(&mut out, s);
     out
+}
+
+/// [`escape`], appended to `out`. Names and scopes rarely hold a byte that
+/// needs escaping, so each run of printable ASCII is copied whole: the
+/// printer escapes every instruction's metadata, and byte by byte that was
+/// a tenth of printing a training step.
+pub fn escape_into(out: &mut String, s: &str) {
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\t' => "\\t",
+            b'\r' => "\\r",
+            0x20..=0x7e => continue,
+            _ => "",
+        };
+        // `start..i` is printable ASCII (or empty), so both ends are
+        // character boundaries and `get` always finds it.
+        out.push_str(s.get(start..i).unwrap_or_default());
+        if escaped.is_empty() {
+            // Non-ASCII bytes and control characters: octal, as CEscape does.
+            let _ = write!(out, "\\{b:03o}");
+        } else {
+            out.push_str(escaped);
+        }
+        start = i + 1;
+    }
+    out.push_str(s.get(start..).unwrap_or_default());
 }
 
 /// Inverse of [`escape`]; `None` for a malformed escape or invalid UTF-8.
@@ -77,5 +98,26 @@ mod tests {
             assert_eq!(unescape(&escape(s)).as_deref(), Some(s), "{s:?}");
         }
         assert_eq!(unescape("bad\\q"), None);
+    }
+
+    /// The bytes CEscape writes, runs of plain text copied around them,
+    /// and what was in `out` before kept.
+    #[test]
+    fn escapes_as_xla_prints() {
+        for (s, want) in [
+            ("", ""),
+            ("plain/scope_1", "plain/scope_1"),
+            ("a\"b\\c", r#"a\"b\\c"#),
+            ("\n\t\r", r"\n\t\r"),
+            ("ü", r"\303\274"),
+            ("xü", r"x\303\274"),
+            ("üx", r"\303\274x"),
+            ("\u{1}\u{7f}", r"\001\177"),
+        ] {
+            assert_eq!(escape(s), want, "{s:?}");
+            let mut out = String::from("k=");
+            escape_into(&mut out, s);
+            assert_eq!(out, format!("k={want}"), "{s:?}");
+        }
     }
 }

@@ -10,7 +10,7 @@ use crate::ir::module::Module;
 use crate::ir::op::{Op, Precision};
 use crate::ir::shape::ElementType;
 use crate::ir::window::{ConvDims, Window};
-use crate::util::escape::escape;
+use crate::util::escape::{escape, escape_into};
 use crate::util::join::write_joined;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -324,7 +324,9 @@ fn write_annotations(out: &mut String, c: &Computation, id: InstrId) {
         let _ = write!(out, ", origin={o}");
     }
     if !instr.metadata.is_empty() {
-        let _ = write!(out, ", metadata={{{}}}", metadata_fields(&instr.metadata));
+        out.push_str(", metadata={");
+        write_metadata_fields(out, &instr.metadata);
+        out.push('}');
     }
     if !instr.frontend_attributes.is_empty() {
         out.push_str(", ");
@@ -348,42 +350,49 @@ fn write_annotations(out: &mut String, c: &Computation, id: InstrId) {
 
 /// The `key=value` fields of metadata, space separated, as XLA prints them.
 fn metadata_fields(md: &Metadata) -> String {
-    let mut fields = Vec::new();
-    for (k, v) in [
-        ("op_type", &md.op_type),
-        ("op_name", &md.op_name),
-        ("source_file", &md.source_file),
-    ] {
-        if !v.is_empty() {
-            fields.push(format!("{k}=\"{}\"", escape(v)));
+    let mut out = String::new();
+    write_metadata_fields(&mut out, md);
+    out
+}
+
+/// [`metadata_fields`], appended to `out`: every instruction has some, so
+/// they are written in place rather than gathered and joined.
+fn write_metadata_fields(out: &mut String, md: &Metadata) {
+    let start = out.len();
+    let separate = |out: &mut String| {
+        if out.len() > start {
+            out.push(' ');
         }
-    }
-    for (k, v) in [
+    };
+    let quoted = |out: &mut String, k: &str, v: &str| {
+        if !v.is_empty() {
+            separate(out);
+            let _ = write!(out, "{k}=\"");
+            escape_into(out, v);
+            out.push('"');
+        }
+    };
+    quoted(out, "op_type", &md.op_type);
+    quoted(out, "op_name", &md.op_name);
+    quoted(out, "source_file", &md.source_file);
+    let numbers = [
         ("source_line", md.source_line),
         ("source_end_line", md.source_end_line),
         ("source_column", md.source_column),
         ("source_end_column", md.source_end_column),
-    ] {
+    ];
+    for (k, v) in numbers {
         if v != 0 {
-            fields.push(format!("{k}={v}"));
+            separate(out);
+            let _ = write!(out, "{k}={v}");
         }
     }
-    if !md.deduplicated_name.is_empty() {
-        fields.push(format!(
-            "deduplicated_name=\"{}\"",
-            escape(&md.deduplicated_name)
-        ));
-    }
+    quoted(out, "deduplicated_name", &md.deduplicated_name);
     if md.stack_frame_id != 0 {
-        fields.push(format!("stack_frame_id={}", md.stack_frame_id));
+        separate(out);
+        let _ = write!(out, "stack_frame_id={}", md.stack_frame_id);
     }
-    if !md.scheduling_name.is_empty() {
-        fields.push(format!(
-            "scheduling_name=\"{}\"",
-            escape(&md.scheduling_name)
-        ));
-    }
-    fields.join(" ")
+    quoted(out, "scheduling_name", &md.scheduling_name);
 }
 
 fn write_frontend_attributes(out: &mut String, attrs: &BTreeMap<String, String>) {
