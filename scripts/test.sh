@@ -52,6 +52,13 @@ export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitte
 rm -rf target/xla-cache
 mkdir -p target/xla-cache
 export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
+# The tests' scratch files (bundles, checkpoints, weights: about 1.4 GB
+# over a run, in some 1,800 folders named after the test and process)
+# go under one folder of this run's, removed however the run ends, so
+# that no run leaves them in the machine's /tmp.
+TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/hlatc-test-run.XXXXXX")"
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 # The `ci` profile optimizes hlatc's library crates too (Cargo.toml).
 if cargo nextest --version >/dev/null 2>&1; then
     # One process per test, both cores busy to the end (.config/nextest.toml).
