@@ -10,6 +10,7 @@ use petgraph::stable_graph::{NodeIndex, StableGraph};
 use petgraph::visit::NodeIndexable;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 pub type InstrId = NodeIndex<u32>;
 
@@ -45,6 +46,14 @@ pub struct Computation {
     /// in each node: imported modules have a few, hlatc's own none, and
     /// every walk can skip them when this is empty.
     control: BTreeMap<InstrId, ControlEdges>,
+    /// [`Computation::post_order`], kept until the graph next changes:
+    /// passes, the verifier, the printer and the proto writer each walk a
+    /// computation in that order, most of them over a graph nothing
+    /// changed since the last walk (the walk chases every node's operands:
+    /// about a twelfth of compiling the 7B step before). Every method that
+    /// changes operands, users, control edges or the root forgets it;
+    /// `instr_mut` cannot change any of them.
+    post_order: OnceLock<Vec<InstrId>>,
 }
 
 /// The name XLA gives the main thread, which hlatc models as no thread.
@@ -71,6 +80,7 @@ impl Computation {
             graph: StableGraph::with_capacity(instructions, 0),
             root: None,
             control: BTreeMap::new(),
+            post_order: OnceLock::new(),
         }
     }
 
@@ -78,6 +88,7 @@ impl Computation {
     /// verifier owns them, so importers can build first and report later.
     /// Every operand must be an instruction of this computation.
     pub fn add(&mut self, instr: Instruction, operands: &[InstrId]) -> InstrId {
+        self.post_order.take();
         let id = self.graph.add_node(Node {
             instr,
             operands: IdList::from_slice(operands),
@@ -91,6 +102,7 @@ impl Computation {
 
     /// Appends operands to `id`, after any it already has.
     pub fn connect_operands(&mut self, id: InstrId, operands: &[InstrId]) {
+        self.post_order.take();
         self.graph[id].operands.extend_from_slice(operands);
         for &o in operands {
             self.graph[o].users.push(id);
@@ -127,6 +139,7 @@ impl Computation {
     }
 
     pub fn set_root(&mut self, id: InstrId) {
+        self.post_order.take();
         self.root = Some(id);
     }
 
@@ -242,6 +255,7 @@ impl Computation {
 
     /// Points every use of `old` at `new` (and the root, if it was `old`).
     pub fn replace_all_uses(&mut self, old: InstrId, new: InstrId) {
+        self.post_order.take();
         if old != new {
             let mut users = std::mem::take(&mut self.graph[old].users);
             users.sort_unstable();
@@ -259,6 +273,7 @@ impl Computation {
     /// order). Returns the operands it read before, so a caller can remove
     /// what no longer has a reader.
     pub fn set_operands(&mut self, user: InstrId, operands: &[InstrId]) -> IdList {
+        self.post_order.take();
         let old = std::mem::replace(&mut self.graph[user].operands, IdList::from_slice(operands));
         for &o in &old {
             drop_use(&mut self.graph[o].users, user);
@@ -271,6 +286,7 @@ impl Computation {
 
     /// Points `user`'s reads of `old` at `new`, leaving other users alone.
     pub fn replace_uses_in(&mut self, user: InstrId, old: InstrId, new: InstrId) {
+        self.post_order.take();
         if old == new {
             return;
         }
@@ -290,6 +306,7 @@ impl Computation {
     /// Makes `successor` wait for `predecessor` (XLA's
     /// `control-predecessors`); a dependency already there is not repeated.
     pub fn add_control_dependency(&mut self, predecessor: InstrId, successor: InstrId) {
+        self.post_order.take();
         let preds = &mut self.control.entry(successor).or_default().predecessors;
         if preds.contains(&predecessor) {
             return;
@@ -334,6 +351,7 @@ impl Computation {
     /// to each of its successors, so the order among the rest still holds
     /// (XLA's `SafelyDropAllControlDependencies`).
     fn drop_control_dependencies(&mut self, id: InstrId) {
+        self.post_order.take();
         let Some(edges) = self.control.remove(&id) else {
             return;
         };
@@ -368,6 +386,7 @@ impl Computation {
     /// once a pass has rewired its users) loses that operand. Its control
     /// dependencies are handed on (see `drop_control_dependencies`).
     pub fn remove(&mut self, id: InstrId) -> Option<Instruction> {
+        self.post_order.take();
         if self.root == Some(id) {
             self.root = None;
         }
@@ -392,7 +411,9 @@ impl Computation {
     /// instruction nobody uses (in node order), the root last. Iterative, so
     /// 100k-deep chains do not overflow the stack.
     pub fn post_order(&self) -> Vec<InstrId> {
-        self.walk_post_order()
+        self.post_order
+            .get_or_init(|| self.walk_post_order())
+            .clone()
     }
 
     /// The post-order walk.
