@@ -108,10 +108,16 @@ impl Llama<'_> {
     /// `x` as a column-parallel projection reads it: with sequence
     /// parallelism, every rank's rows gathered.
     fn full_sequence(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
-        match &self.rank {
-            Some(rank) => rank.full_sequence(self.b, x),
-            None => Ok(x),
+        let Some(rank) = &self.rank else {
+            return Ok(x);
+        };
+        let full = rank.full_sequence(self.b, x)?;
+        // Gathered again in the backward pass, as Megatron's and NxD's
+        // sequence parallelism do: the rank keeps its run, not T of them.
+        if full != x {
+            self.hints.recompute.push(full);
         }
+        Ok(full)
     }
 
     /// Query and key/value heads this rank computes.
@@ -136,7 +142,11 @@ impl Llama<'_> {
         let rb = b.broadcast(r, &[n, d], &[0])?;
         let wb = b.broadcast(w, &[n, d], &[1])?;
         let y = b.mul(x, rb)?;
-        b.mul(y, wb)
+        let out = b.mul(y, wb)?;
+        // The backward keeps x and the [N] scale and recomputes the rest,
+        // the output the projections read included.
+        self.hints.recompute.extend([rb, wb, y, out]);
+        Ok(out)
     }
 
     /// cos and sin tables, computed in the graph from positions: `[S, hd]`
@@ -327,6 +337,9 @@ impl Llama<'_> {
         let silu = b.mul(g, sg)?;
         let a = b.mul(silu, u)?;
         b.pop_scope();
+        // The backward keeps the gate and up projections and recomputes
+        // the rest, the down projection's input included.
+        self.hints.recompute.extend([sg, silu, a]);
         let out = self.row_parallel(a, &w.down_proj)?;
         self.b.pop_scope();
         Ok(out)

@@ -108,10 +108,11 @@ fn planned_and_compiled_on(
 }
 
 /// XLA CPU holds the gradients and the activations in its temporaries
-/// (the state is arguments and aliased outputs). The plan's working
-/// memory, their sum, follows them: measured at seq 512 on the small
-/// model, 1.00x (no remat) and 0.81x (core-attention: XLA also holds one
-/// layer's recomputed region, which the plan leaves out) of what XLA
+/// (the state is arguments and aliased outputs), and besides them the
+/// backward's working values (a layer's adjoints, and its recomputed
+/// region under remat), which the plan leaves out. The plan's working
+/// memory, the sum of the first two, measured at seq 512 on the small
+/// model: 0.86x (no remat) and 0.57x (core-attention) of what XLA
 /// reserves.
 #[test]
 fn the_plan_follows_what_xla_cpu_reserves_and_remat() {
@@ -119,14 +120,14 @@ fn the_plan_follows_what_xla_cpu_reserves_and_remat() {
     let model = ModelConfig::small();
     let (none, none_temp) = planned_and_compiled(&rt, &model, 512, RematPolicy::None);
     let (core, core_temp) = planned_and_compiled(&rt, &model, 512, RematPolicy::CoreAttention);
-    for (policy, plan, temp) in [
-        ("none", none, none_temp),
-        ("core-attention", core, core_temp),
+    for (policy, plan, temp, low) in [
+        ("none", none, none_temp, 0.8),
+        ("core-attention", core, core_temp, 0.5),
     ] {
         let working = (plan.gradients + plan.activations) as f64;
         let ratio = working / temp as f64;
         println!("{policy}: plan {plan}; XLA CPU temp {temp} bytes; working / temp {ratio:.2}");
-        assert!((0.8..1.5).contains(&ratio), "{policy}: {ratio}");
+        assert!((low..1.0).contains(&ratio), "{policy}: {ratio}");
     }
     // Core attention's probabilities are no longer kept: the plan sees it
     // as XLA does.
@@ -136,11 +137,39 @@ fn the_plan_follows_what_xla_cpu_reserves_and_remat() {
     assert_eq!(core.gradients, none.gradients);
 }
 
+/// The small step as `hlatc compile` stores it (projections fused), with
+/// the default policy (no remat, as JAX's step has none), against JAX's
+/// own step for the same model (`benches/data/jax_small_step_fp32.hlo`,
+/// `tools/jax_step_bench.py`) on the same PJRT plugin: XLA CPU reserves at
+/// most 0.9x the temporaries for hlatc's (measured: 68.7 MB against
+/// 100.6 MB).
+#[test]
+fn the_small_steps_temporaries_are_at_most_nine_tenths_of_jaxs() {
+    let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let model = ModelConfig {
+        fused_projections: true,
+        ..ModelConfig::small()
+    };
+    let (_, ours) = planned_and_compiled(&rt, &model, 512, RematPolicy::None);
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/data/jax_small_step_fp32.hlo"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let jax = hlatc::text::parse_module(&text).unwrap_or_else(|e| panic!("{e}"));
+    let theirs = rt.compile(&jax).unwrap().memory_stats().unwrap().temp;
+    println!("XLA CPU temporaries: hlatc {ours} bytes, JAX {theirs} bytes");
+    assert!(
+        ours as f64 <= 0.9 * theirs as f64,
+        "hlatc {ours} bytes against JAX's {theirs}"
+    );
+}
+
 /// One rank of the small model at TP 2 with sequence parallelism, seq 512:
 /// the plan's working memory against XLA CPU's temporaries for the
-/// per-rank program. Core-attention now also gathers each sequence again
-/// in the backward pass instead of keeping it, and the plan and XLA both
-/// see the difference.
+/// per-rank program (measured: 0.86x without remat, 0.57x with
+/// core-attention, as on one device). Core-attention keeps less, and the
+/// plan and XLA both see the difference.
 #[test]
 fn a_sequence_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
@@ -154,7 +183,11 @@ fn a_sequence_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
         println!(
             "TP 2 + SP, {remat}: plan {plan}; XLA CPU temp {temp} bytes; working / temp {ratio:.2}"
         );
-        assert!((0.7..1.5).contains(&ratio), "{remat}: {ratio}");
+        let low = match remat {
+            RematPolicy::None => 0.8,
+            _ => 0.5,
+        };
+        assert!((low..1.0).contains(&ratio), "{remat}: {ratio}");
     }
     let [(_, (none, none_temp)), (_, (core, core_temp))] = plans;
     assert!(core.activations < none.activations);
@@ -228,6 +261,52 @@ fn seventy_b_at_tp32_is_refused_on_four_nodes_and_fits_on_sixty_four() {
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(hlat.memory.total() <= 16 << 30, "{}", hlat.memory);
+}
+
+/// HLAT's 70B layout (TP 32 x DP 64, SP, ZeRO-1, `bf16-master`): each
+/// backward keeps only what it needs. SwiGLU's logistic, SiLU and product,
+/// the norms' `[N, D]` broadcasts, normalized inputs and outputs, and the
+/// sequence-parallel gathers are recomputed, not kept: no forward value of
+/// those kinds is read by the backward, and the activations are at least
+/// 3.9 GiB under the 6.71 GiB (7,200,773,126 bytes) the rank kept when the
+/// backward read them all.
+#[test]
+fn seventy_b_keeps_only_what_its_backward_needs() {
+    use hlatc::compiler::graph::scope;
+    let hlat = compile_step(&options(
+        "hlat-70b",
+        layout(32, 64, true),
+        64,
+        Precision::Bf16Master,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let c = hlat.step.module.entry();
+    let backward = |id| scope::is_backward(&c.instr(id).metadata.op_name);
+    let kept: Vec<_> = c
+        .ids()
+        .filter(|&id| !backward(id) && c.users(id).into_iter().any(backward))
+        .collect();
+    for &id in &kept {
+        let i = c.instr(id);
+        let name = &i.metadata.op_name;
+        let recomputed = name.contains(scope::ACT_FN)
+            || name.contains(scope::SEQUENCE_GATHER)
+            || (name.contains("layernorm") || name.ends_with(scope::FINAL_NORM))
+                && matches!(
+                    i.op,
+                    hlatc::compiler::Op::Broadcast { .. }
+                        | hlatc::compiler::Op::Binary(hlatc::compiler::ir::op::BinaryOp::Multiply)
+                )
+                && i.shape.as_array().is_some_and(|a| a.dims.len() == 2);
+        assert!(!recomputed, "kept for the backward: {} ({name})", i.name);
+    }
+    let before: u64 = 7_200_773_126;
+    let cut = (3.9 * (1u64 << 30) as f64) as u64;
+    assert!(
+        hlat.memory.activations <= before - cut,
+        "{} bytes of activations",
+        hlat.memory.activations
+    );
 }
 
 #[test]

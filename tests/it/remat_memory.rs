@@ -40,9 +40,10 @@ fn stats(
     let mut step = build_train_step(&cfg).unwrap();
     let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
     optimize(&mut step, &pipeline, Target::Cpu, remat).unwrap();
-    assert_eq!(
+    // Under every policy, `none` included: autodiff's recomputations (the
+    // SwiGLU and the norms) are put behind barriers.
+    assert!(
         step.pass_report.fired("remat"),
-        remat != RematPolicy::None,
         "{remat}: {:?}",
         step.pass_report.notes
     );
@@ -86,7 +87,8 @@ fn core_attention_cuts_temporary_memory_by_a_third_at_seq_512() {
 
 /// At toy sizes the activations are tiny and what remat adds (the clones'
 /// own buffers) is of the same order: core-attention still does not grow
-/// the temporaries, full-layer may grow them a little (measured: +1.4%).
+/// the temporaries, full-layer may grow them a little (measured: -3.4%
+/// with autodiff's recomputations, +1.4% before them).
 #[test]
 fn core_attention_does_not_grow_the_tiny_steps_temporaries() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
@@ -107,10 +109,6 @@ const SEQUENCE_PARALLEL: Parallelism = Parallelism {
     zero1: true,
     pp: 1,
 };
-
-fn par_tp() -> u64 {
-    SEQUENCE_PARALLEL.tp as u64
-}
 
 /// The [`SEQUENCE_PARALLEL`] step as its pipeline leaves it under `remat`.
 fn sequence_parallel_step(remat: RematPolicy) -> TrainStep {
@@ -147,39 +145,24 @@ fn forward_gathers(step: &TrainStep) -> (usize, usize) {
 }
 
 /// Under sequence parallelism a rank keeps its run of the sequence and
-/// gathers the full sequence again in the backward pass, under either
-/// policy: no gathered value stays alive from the forward pass to the
-/// backward one, and the memory plan's activations fall by at least the
-/// gathered bytes less the runs kept instead (1/T of them). Full-layer recomputes whole layers, collectives
-/// included, and keeps less still.
+/// gathers the full sequence again in the backward pass, under every
+/// policy (autodiff recomputes the gather; `none` no longer keeps it): no
+/// gathered value stays alive from the forward pass to the backward one.
+/// Core-attention keeps less than `none`, and full-layer, which
+/// recomputes whole layers, collectives included, less still.
 #[test]
 fn sequence_parallel_remat_keeps_each_ranks_run_and_gathers_again() {
-    let none = sequence_parallel_step(RematPolicy::None);
     let gathers = 2 * sharded::gqa_odd_vocab().num_hidden_layers as usize + 1;
-    assert_eq!(forward_gathers(&none), (gathers, gathers));
-    let gathered: u64 = {
-        let c = none.module.entry();
-        c.ids()
-            .filter(|&id| {
-                let i = c.instr(id);
-                matches!(i.op, Op::AllGather { .. })
-                    && i.metadata.op_name.contains(scope::SEQUENCE_GATHER)
-                    && !scope::is_backward(&i.metadata.op_name)
-            })
-            .map(|id| c.instr(id).shape.byte_size())
-            .sum()
-    };
-    let none_plan = MemoryPlan::of(&none).activations;
-    let mut previous = none_plan;
-    for remat in [RematPolicy::CoreAttention, RematPolicy::FullLayer] {
+    let mut previous = u64::MAX;
+    for remat in RematPolicy::ALL {
         let step = sequence_parallel_step(remat);
         assert_eq!(forward_gathers(&step), (gathers, 0), "{remat}");
         let notes = step.pass_report.notes.join("\n");
         assert!(!notes.contains("left as is"), "{remat}: {notes}");
         let kept = MemoryPlan::of(&step).activations;
         assert!(
-            kept < previous && none_plan - kept >= gathered - gathered / par_tp(),
-            "{remat}: {kept} bytes kept, {none_plan} without remat, {gathered} gathered"
+            kept < previous,
+            "{remat}: {kept} bytes kept, {previous} before"
         );
         previous = kept;
     }

@@ -16,16 +16,15 @@
 //! measured on the module, not assumed from a formula: every value the
 //! forward pass computes and a backward instruction reads is alive where
 //! the backward begins, so their bytes are what the step keeps for its
-//! backward under the remat policy that ran (a recomputed region is read
-//! by its clone, not kept).
+//! backward under the remat policy that ran (a recomputed region, or a
+//! value autodiff recomputes, is read by its copy, not kept).
 //!
-//! The working total adds the activations and the gradients. The backward
-//! frees activations as it makes gradients, and a compiler that fuses may
-//! never hold some values at all; against that, the total leaves out the
-//! temporaries of one layer's backward (its recomputed region) and of the
-//! update. On XLA CPU the two nearly cancel: `tests/it/memory_plan.rs`
-//! measures the working total at 1.00x XLA's temporaries without remat
-//! and 0.81x with core-attention (the small model at seq 512).
+//! The working total adds the activations and the gradients. It leaves out
+//! the temporaries of one layer's backward (its adjoints, and its
+//! recomputed region) and of the update: `tests/it/memory_plan.rs`
+//! measures the working total at 0.86x XLA CPU's temporaries without
+//! remat and 0.57x with core-attention (the small model at seq 512, on one
+//! device and on a TP 2 rank alike).
 
 use crate::train_step::{Role, TrainStep};
 use hlatc_compiler::graph::scope;
@@ -175,13 +174,16 @@ fn elements(shape: &[i64]) -> u64 {
 
 /// Bytes of the entry's forward values that a backward instruction reads:
 /// what is alive where the backward begins. Parameters are state, counted
-/// apart; a value read by several backward instructions counts once.
+/// apart, and constants are the program's own, not kept by its forward
+/// pass (the backward shares the forward's scalars); a value read by
+/// several backward instructions counts once.
 fn saved_for_backward(module: &Module) -> u64 {
     let c = module.entry();
     c.ids()
         .filter(|&id| {
             let i = c.instr(id);
-            !matches!(i.op, Op::Parameter(_)) && !scope::is_backward(&i.metadata.op_name)
+            !matches!(i.op, Op::Parameter(_) | Op::Constant(_))
+                && !scope::is_backward(&i.metadata.op_name)
         })
         .filter(|&id| {
             c.users(id)

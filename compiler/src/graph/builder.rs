@@ -129,6 +129,27 @@ impl Builder {
         Ok(self.insert(op, operands, inferred, false))
     }
 
+    /// A copy of `x`'s op over `operands` (shaped as `x`'s are), with
+    /// `x`'s shape, named `{stem}.{n}` and never merged with an existing
+    /// instruction: autodiff's recomputation of a forward value in the
+    /// backward pass (`GradHints::recompute`), which passes find by name.
+    pub fn recompute(
+        &mut self,
+        stem: &'static str,
+        x: InstrId,
+        operands: &[InstrId],
+    ) -> Result<InstrId, BuildError> {
+        let (op, shape) = {
+            let i = self.comp.instr(x);
+            (i.op.clone(), i.shape.clone())
+        };
+        let inferred = self.infer(&op, operands, Some(shape))?;
+        let name = self.fresh_name(stem);
+        let id = self.insert(op, operands, inferred, false);
+        self.comp.instr_mut(id).name = name;
+        Ok(id)
+    }
+
     fn infer(
         &self,
         op: &Op,

@@ -71,47 +71,121 @@ fn integer_valued_ops_pass_no_contribution_and_rules_flow() {
     assert_eq!(b.shape(g[0]), &Shape::array(ElementType::F32, [4]));
 }
 
-/// The forward values a backward instruction reads: what the step keeps
-/// from its forward pass for its backward.
+/// The forward values other than parameters and constants that a
+/// backward instruction reads: what the step keeps from its forward pass
+/// for its backward (the memory plan's measure).
 fn kept_for_backward(b: &Builder) -> Vec<hlatc_compiler::InstrId> {
     use hlatc_compiler::graph::scope::is_backward;
     let c = b.computation();
     let backward = |id| is_backward(&c.instr(id).metadata.op_name);
     let mut kept: Vec<_> = c
         .ids()
+        .filter(|&id| !matches!(c.instr(id).op, Op::Parameter(_) | Op::Constant(_)))
         .filter(|&id| !backward(id) && c.users(id).into_iter().any(backward))
         .collect();
     kept.sort();
     kept
 }
 
-/// SwiGLU's composite keeps its inputs, the gate and up projections, and
-/// recomputes the logistic and the SiLU; its gradient is the chain rule's.
+/// How many copies of forward values autodiff made, each reading forward
+/// values or other copies only.
+fn recomputed(b: &Builder) -> usize {
+    use hlatc_compiler::graph::autodiff::RECOMPUTED;
+    use hlatc_compiler::graph::scope::is_backward;
+    let c = b.computation();
+    let is_copy = |id| c.instr(id).name.starts_with(&format!("{RECOMPUTED}."));
+    let copies: Vec<_> = c.ids().filter(|&id| is_copy(id)).collect();
+    for &copy in &copies {
+        assert!(is_backward(&c.instr(copy).metadata.op_name));
+        for o in c.operands(copy) {
+            assert!(is_copy(o) || !is_backward(&c.instr(o).metadata.op_name));
+        }
+    }
+    copies.len()
+}
+
+/// SwiGLU named for recomputation keeps its inputs, the gate and up
+/// projections: the logistic, the SiLU and the product the down
+/// projection reads are recomputed.
 #[test]
-fn swiglu_keeps_only_its_inputs() {
-    use hlatc_compiler::graph::autodiff::{Composite, CompositeRule};
+fn swiglu_keeps_only_gate_and_up() {
     let mut b = Builder::new("m");
     let p = b.parameter("p", Shape::array(ElementType::F32, [4, 6]));
+    let w = b.parameter("w", Shape::array(ElementType::F32, [5, 3]));
     let e = b.unary(UnaryOp::Exp, p).unwrap();
     let gate = b.add(Op::Slice { slices: slices(0) }, &[e], None).unwrap();
     let up = b.add(Op::Slice { slices: slices(3) }, &[e], None).unwrap();
     let s = b.unary(UnaryOp::Logistic, gate).unwrap();
     let silu = b.mul(gate, s).unwrap();
     let a = b.mul(silu, up).unwrap();
-    let loss = b.reduce_sum(a, &[0, 1]).unwrap();
+    let down = b.dot(a, w, linear()).unwrap();
+    let loss = b.reduce_sum(down, &[0, 1]).unwrap();
     let hints = GradHints {
-        stop: vec![],
-        composites: vec![Composite {
-            inputs: vec![gate, up],
-            output: a,
-            rule: CompositeRule::SwiGlu,
-        }],
+        recompute: vec![s, silu, a],
+        ..GradHints::default()
     };
-    grad(&mut b, loss, &[p], &hints).unwrap();
-    let kept = kept_for_backward(&b);
-    assert!(kept.contains(&gate) && kept.contains(&up), "{kept:?}");
-    for inner in [s, silu, a] {
-        assert!(!kept.contains(&inner), "{kept:?}");
+    grad(&mut b, loss, &[p, w], &hints).unwrap();
+    // exp's rule reads its output, e.
+    assert_eq!(kept_for_backward(&b), vec![e, gate, up]);
+    assert_eq!(recomputed(&b), 3);
+    // Without the hint the chain rule keeps all five.
+    let mut b = Builder::new("m");
+    let p = b.parameter("p", Shape::array(ElementType::F32, [4, 6]));
+    let w = b.parameter("w", Shape::array(ElementType::F32, [5, 3]));
+    let e = b.unary(UnaryOp::Exp, p).unwrap();
+    let gate = b.add(Op::Slice { slices: slices(0) }, &[e], None).unwrap();
+    let up = b.add(Op::Slice { slices: slices(3) }, &[e], None).unwrap();
+    let s = b.unary(UnaryOp::Logistic, gate).unwrap();
+    let silu = b.mul(gate, s).unwrap();
+    let a = b.mul(silu, up).unwrap();
+    let down = b.dot(a, w, linear()).unwrap();
+    let loss = b.reduce_sum(down, &[0, 1]).unwrap();
+    grad(&mut b, loss, &[p, w], &GradHints::default()).unwrap();
+    assert_eq!(kept_for_backward(&b), vec![e, gate, up, s, silu, a]);
+    assert_eq!(recomputed(&b), 0);
+}
+
+/// An RMSNorm named for recomputation keeps its input and its `[N]`
+/// scale: the broadcasts of the scale and the weight to `[N, D]` and the
+/// normalized input are recomputed.
+#[test]
+fn an_rms_norm_keeps_its_input_and_its_scale() {
+    let (n, d) = (4, 8);
+    let mut b = Builder::new("m");
+    let p = b.parameter("p", Shape::array(ElementType::F32, [n, d]));
+    let w = b.parameter("w", Shape::array(ElementType::F32, [d]));
+    let x = b.unary(UnaryOp::Exp, p).unwrap();
+    let sq = b.mul(x, x).unwrap();
+    let ss = b.reduce_sum(sq, &[1]).unwrap();
+    let ms = b.scale(ss, 1.0 / d as f64).unwrap();
+    let eps = b.full_like(ms, 1e-6).unwrap();
+    let var = b.add2(ms, eps).unwrap();
+    let r = b.unary(UnaryOp::Rsqrt, var).unwrap();
+    let rb = b.broadcast(r, &[n, d], &[0]).unwrap();
+    let wb = b.broadcast(w, &[n, d], &[1]).unwrap();
+    let y = b.mul(x, rb).unwrap();
+    let out = b.mul(y, wb).unwrap();
+    let loss = b.reduce_sum(out, &[0, 1]).unwrap();
+    let hints = GradHints {
+        recompute: vec![rb, wb, y],
+        ..GradHints::default()
+    };
+    grad(&mut b, loss, &[p, w], &hints).unwrap();
+    // Besides x and the scale, the [N] broadcast of 1/D that the mean's
+    // rule reads.
+    let inv_d = b.computation().operands(ms)[1];
+    let mut expected = vec![x, inv_d, r];
+    expected.sort();
+    assert_eq!(kept_for_backward(&b), expected);
+    // x * scale and the broadcasts of the scale and the weight.
+    assert_eq!(recomputed(&b), 3);
+}
+
+fn linear() -> hlatc_compiler::ir::op::DotDims {
+    hlatc_compiler::ir::op::DotDims {
+        lhs_contracting: vec![1],
+        rhs_contracting: vec![1],
+        ..Default::default()
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::infra::context::PassContext;
 use crate::infra::pass::{Pass, PassError};
+use hlatc_compiler::graph::autodiff::RECOMPUTED;
 use hlatc_compiler::util::fx::{BuildFxHasher, FxHashMap};
 use hlatc_compiler::Module;
 use hlatc_compiler::{Computation, InstrId};
@@ -11,7 +12,8 @@ use std::hash::BuildHasher;
 /// same shape, same operands in the same order, same frontend attributes
 /// (they carry policies such as rounding). Metadata is provenance, not
 /// meaning, so the first instruction's is kept. RNG and side-effecting custom
-/// calls are never merged.
+/// calls are never merged, nor are autodiff's recomputations
+/// ([`RECOMPUTED`]).
 pub struct Cse;
 
 impl Cse {
@@ -58,8 +60,13 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
     // Post-order: operands are canonical before their users are keyed.
     for id in c.post_order() {
         let instr = c.instr(id);
-        // An instruction ordered by control dependencies is kept as itself.
+        // An instruction ordered by control dependencies is kept as itself,
+        // and so is autodiff's copy of a forward value: merged, the forward
+        // value would stay alive to the backward pass, which is what the
+        // copy is there to avoid (`remat` then puts what it reads behind a
+        // barrier, which XLA's own CSE cannot see through).
         if !instr.op.is_pure()
+            || is_autodiff_copy(&instr.name)
             || ordered
                 && (!c.control_predecessors(id).is_empty() || !c.control_successors(id).is_empty())
         {
@@ -98,4 +105,10 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
         }
     }
     merged
+}
+
+/// Whether `name` is that of autodiff's copy of a forward value.
+fn is_autodiff_copy(name: &str) -> bool {
+    name.strip_prefix(RECOMPUTED)
+        .is_some_and(|rest| rest.starts_with('.'))
 }

@@ -22,10 +22,16 @@
 //! used; `neuron` gets the barrier alone, which neuronx-cc honours (NxD's
 //! checkpointing relies on it).
 //!
+//! Autodiff recomputes what the model names in `GradHints::recompute`
+//! (SwiGLU's activation, the norms' broadcasts and outputs, the
+//! sequence-parallel gathers) under every policy: this pass puts the
+//! forward values those copies ([`RECOMPUTED`]) read behind the same kind
+//! of barrier, trigger and foil, under every policy, `none` included.
+//!
 //! What a region outputs to the rest of the forward pass is kept, as
 //! `torch.utils.checkpoint` keeps a checkpointed function's outputs: the
-//! next layer reads them anyway. A sequence-parallel gather is the
-//! exception: its output (the full sequence a column-parallel projection
+//! next layer reads them anyway. A sequence-parallel gather (which
+//! autodiff now recomputes itself) is the exception: its output (the full sequence a column-parallel projection
 //! reads) is T times the shard it is gathered from, so under either policy
 //! the shard is kept and the gather runs again in the backward pass, as
 //! Megatron's and NxD's sequence parallelism do. A collective is
@@ -40,6 +46,7 @@
 use crate::infra::context::{human_bytes, PassContext, RematPolicy, Target};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use hlatc_compiler::graph::autodiff::RECOMPUTED;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, SliceDim};
 use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::{
@@ -60,50 +67,71 @@ impl Pass for Remat {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let policy = ctx.remat;
-        if policy == RematPolicy::None {
-            return Ok(false);
-        }
-        let entry = m.entry;
-        let regions = regions(m.computation(entry), policy);
-        if regions.is_empty() {
+        let regions = match ctx.remat {
+            RematPolicy::None => false,
+            policy => recompute_regions(m, ctx, policy)?,
+        };
+        let held = hold_recomputations(m, ctx)?;
+        if held.groups > 0 {
             ctx.note(
-                self.name(),
-                format!("{policy}: no forward instruction carries a matching provenance scope (metadata.op_name); nothing to recompute"),
+                Remat::NAME,
+                format!(
+                    "autodiff's recomputations: {} behind opt-barriers ({} read)",
+                    count(held.groups, "group"),
+                    count(held.inputs, "forward value")
+                ),
             );
-            return Ok(false);
         }
-        let mut rewriter = ModuleRewriter::for_pass(m, ctx);
-        let c = m.computation_mut(entry);
-        let order = Order::of(c);
-        let mut r = rewriter.on(c);
-        let mut total = Totals::default();
-        for (key, region) in &regions {
-            let Some(plan) = Plan::of(r.comp(), &order, region) else {
-                continue;
-            };
-            match plan.check(r.comp(), &order) {
-                Ok(trigger) => total.add(&plan.apply(&mut r, key, trigger, ctx.target)?),
-                Err(why) => ctx.note(self.name(), format!("{policy}: '{key}' left as is: {why}")),
-            }
-        }
-        drop(r);
-        rewriter.finish(ctx);
-        if total.regions == 0 {
-            return Ok(false);
-        }
-        ctx.note(
-            self.name(),
-            format!(
-                "{policy}: {}, {} recomputed behind opt-barriers; {} ({}) no longer kept for the backward pass",
-                count(total.regions, "region"),
-                count(total.recomputed, "instruction"),
-                count(total.freed, "activation"),
-                human_bytes(total.freed_bytes)
-            ),
-        );
-        Ok(true)
+        Ok(regions || held.groups > 0)
     }
+}
+
+/// Recomputes the regions `policy` picks; whether any was.
+fn recompute_regions(
+    m: &mut Module,
+    ctx: &mut PassContext,
+    policy: RematPolicy,
+) -> Result<bool, PassError> {
+    let name = Remat::NAME;
+    let entry = m.entry;
+    let regions = regions(m.computation(entry), policy);
+    if regions.is_empty() {
+        ctx.note(
+            name,
+            format!("{policy}: no forward instruction carries a matching provenance scope (metadata.op_name); nothing to recompute"),
+        );
+        return Ok(false);
+    }
+    let mut rewriter = ModuleRewriter::for_pass(m, ctx);
+    let c = m.computation_mut(entry);
+    let order = Order::of(c);
+    let mut r = rewriter.on(c);
+    let mut total = Totals::default();
+    for (key, region) in &regions {
+        let Some(plan) = Plan::of(r.comp(), &order, region) else {
+            continue;
+        };
+        match plan.check(r.comp(), &order) {
+            Ok(trigger) => total.add(&plan.apply(&mut r, key, trigger, ctx.target)?),
+            Err(why) => ctx.note(name, format!("{policy}: '{key}' left as is: {why}")),
+        }
+    }
+    drop(r);
+    rewriter.finish(ctx);
+    if total.regions == 0 {
+        return Ok(false);
+    }
+    ctx.note(
+        name,
+        format!(
+            "{policy}: {}, {} recomputed behind opt-barriers; {} ({}) no longer kept for the backward pass",
+            count(total.regions, "region"),
+            count(total.recomputed, "instruction"),
+            count(total.freed, "activation"),
+            human_bytes(total.freed_bytes)
+        ),
+    );
+    Ok(true)
 }
 
 /// Forward instructions recomputed together, from one scope.
@@ -439,6 +467,206 @@ enum NotRecomputable {
     /// Running it again would be observed (effects, RNG).
     #[error("it is not a pure value")]
     Impure,
+}
+
+/// How many groups of autodiff's copies were put behind barriers, and how
+/// many forward values they read.
+#[derive(Default)]
+struct Held {
+    groups: usize,
+    inputs: usize,
+}
+
+/// One group of autodiff's copies that read one another, and what they
+/// read from the forward pass.
+struct CopyGroup {
+    members: HashSet<InstrId>,
+    /// Forward values the members read, in topological order.
+    inputs: Vec<InstrId>,
+    /// The earliest backward value the members' readers wait for, when
+    /// one does not depend on a member.
+    trigger: Option<InstrId>,
+}
+
+/// Puts the forward values autodiff's recomputations ([`RECOMPUTED`]) read
+/// behind an `opt-barrier` that waits for the backward pass (and, for the
+/// `cpu` target, through the foil), as [`Plan::apply`] does for a region's
+/// clones: without it XLA's CSE merges each copy back into the forward
+/// value it recomputes, which then stays alive across the step, and its
+/// scheduler may run the copy right after the forward pass. Runs under
+/// every policy, after the regions (whose clones a copy may now read
+/// instead of a forward value) and after the cast policy, so the barrier
+/// holds each value in the type its reader reads.
+fn hold_recomputations(m: &mut Module, ctx: &mut PassContext) -> Result<Held, PassError> {
+    let err = PassError::rewrite;
+    let entry = m.entry;
+    let groups = copy_groups(m.computation(entry));
+    let mut held = Held::default();
+    if groups.is_empty() {
+        return Ok(held);
+    }
+    let mut rewriter = ModuleRewriter::for_pass(m, ctx);
+    let c = m.computation_mut(entry);
+    let mut r = rewriter.on(c);
+    for g in &groups {
+        let first = g.inputs[0];
+        let md = Metadata {
+            op_name: r
+                .comp()
+                .instr(*g.members.iter().min().unwrap_or(&first))
+                .metadata
+                .op_name
+                .clone(),
+            ..Metadata::default()
+        };
+        r.set_metadata(md);
+        r.set_frontend_attributes(BTreeMap::new());
+        let mut items = g.inputs.clone();
+        items.extend(g.trigger);
+        let tuple = r
+            .add_named("recompute_inputs", Op::Tuple, &items, None)
+            .map_err(err(Remat::NAME))?;
+        let barrier = r
+            .add_named("recompute_barrier", Op::OptBarrier, &[tuple], None)
+            .map_err(err(Remat::NAME))?;
+        let foil = match ctx.target {
+            Target::Cpu => {
+                let source = g.trigger.unwrap_or(first);
+                Some(always_true(&mut r, source).map_err(err(Remat::NAME))?)
+            }
+            Target::Neuron => None,
+        };
+        for (index, &input) in g.inputs.iter().enumerate() {
+            let gte = r
+                .add(
+                    Op::GetTupleElement {
+                        index: index as i64,
+                    },
+                    &[barrier],
+                    None,
+                )
+                .map_err(err(Remat::NAME))?;
+            let value = match foil {
+                Some(p) => unfoldable_identity(&mut r, p, gte).map_err(err(Remat::NAME))?,
+                None => gte,
+            };
+            let readers: Vec<InstrId> = r
+                .comp()
+                .users(input)
+                .into_iter()
+                .filter(|u| g.members.contains(u))
+                .collect();
+            for u in readers {
+                r.replace_in(u, input, value).map_err(err(Remat::NAME))?;
+            }
+        }
+        held.groups += 1;
+        held.inputs += g.inputs.len();
+    }
+    drop(r);
+    rewriter.finish(ctx);
+    Ok(held)
+}
+
+fn is_recomputed(c: &Computation, id: InstrId) -> bool {
+    c.instr(id)
+        .name
+        .strip_prefix(RECOMPUTED)
+        .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// autodiff's copies in groups that read one another, each with the
+/// forward values (other than constants) it reads; groups that read none
+/// (their inputs are already a region's clones) are left out.
+fn copy_groups(c: &Computation) -> Vec<CopyGroup> {
+    let copies: Vec<InstrId> = c.ids().filter(|&id| is_recomputed(c, id)).collect();
+    if copies.is_empty() {
+        return Vec::new();
+    }
+    let order = Order::of(c);
+    // Union-find over the copies, by the copies they read.
+    let mut parent: HashMap<InstrId, InstrId> = copies.iter().map(|&id| (id, id)).collect();
+    fn root(parent: &mut HashMap<InstrId, InstrId>, mut id: InstrId) -> InstrId {
+        while parent[&id] != id {
+            let up = parent[&parent[&id]];
+            parent.insert(id, up);
+            id = up;
+        }
+        id
+    }
+    for &id in &copies {
+        for o in c.operands(id) {
+            if parent.contains_key(&o) {
+                let (a, b) = (root(&mut parent, id), root(&mut parent, o));
+                parent.insert(a, b);
+            }
+        }
+    }
+    let mut by_root: BTreeMap<usize, Vec<InstrId>> = BTreeMap::new();
+    let mut first_pos: HashMap<InstrId, usize> = HashMap::default();
+    for &id in &copies {
+        let r = root(&mut parent, id);
+        let p = first_pos.entry(r).or_insert(usize::MAX);
+        *p = (*p).min(order.pos(id));
+    }
+    for &id in &copies {
+        let r = root(&mut parent, id);
+        by_root.entry(first_pos[&r]).or_default().push(id);
+    }
+    let mut groups = Vec::new();
+    for (_, members) in by_root {
+        let members: HashSet<InstrId> = members.into_iter().collect();
+        let mut inputs: Vec<InstrId> = members
+            .iter()
+            .flat_map(|&id| c.operands(id))
+            .filter(|&o| {
+                !members.contains(&o)
+                    && !is_backward(c, o)
+                    && !matches!(c.instr(o).op, Op::Constant(_))
+            })
+            .collect();
+        inputs.sort_by_key(|&id| order.pos(id));
+        inputs.dedup();
+        if inputs.is_empty() {
+            continue;
+        }
+        let readers: HashSet<InstrId> = members
+            .iter()
+            .flat_map(|&id| c.users(id))
+            .filter(|u| !members.contains(u))
+            .collect();
+        let first_reader = readers.iter().map(|&u| order.pos(u)).min().unwrap_or(0);
+        let trigger = readers
+            .iter()
+            .flat_map(|&u| c.operands(u))
+            .filter(|&o| {
+                is_backward(c, o)
+                    && !members.contains(&o)
+                    && !readers.contains(&o)
+                    && !order.generated(o)
+                    && c.instr(o).shape.as_array().is_some()
+            })
+            .min_by_key(|&o| order.pos(o))
+            .filter(|&t| {
+                // The barrier must not wait for a value computed from one
+                // of the readers or from a copy it holds back.
+                let fed_by_reader =
+                    first_reader < order.pos(t) && feeds(c, &order, &readers, t, first_reader);
+                !fed_by_reader && !feeds_from(c, &order, &members, t)
+            });
+        groups.push(CopyGroup {
+            members,
+            inputs,
+            trigger,
+        });
+    }
+    groups
+}
+
+/// Whether one of `members` lies upstream of `target`.
+fn feeds_from(c: &Computation, order: &Order, members: &HashSet<InstrId>, target: InstrId) -> bool {
+    let from = members.iter().map(|&m| order.pos(m)).min().unwrap_or(0);
+    feeds(c, order, members, target, from)
 }
 
 /// `pred[]` that is true for every value of `trigger`'s first element,

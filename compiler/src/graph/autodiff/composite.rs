@@ -9,7 +9,6 @@
 use super::AutodiffError;
 use crate::graph::builder::Builder;
 use crate::ir::computation::InstrId;
-use crate::ir::op::{BinaryOp, Op, UnaryOp};
 
 /// Which closed form a region's gradient has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,13 +16,6 @@ pub enum CompositeRule {
     /// `y = softmax(x)` over `axis`: `dx = y * (dy - sum(dy * y, axis))`.
     /// Saves only `y`, the output.
     Softmax { axis: i64 },
-    /// SwiGLU's product `y = silu(gate) * up`, `silu(g) = g * s(g)` with
-    /// `s` the logistic: `dup = dy * silu(gate)` and
-    /// `dgate = dy * up * s(gate) * (1 + gate * (1 - s(gate)))`, computed
-    /// as the chain rule computes it. Saves
-    /// only its inputs, `gate` and `up`; `s(gate)` and `silu(gate)` are
-    /// recomputed in the backward pass instead of kept.
-    SwiGlu,
 }
 
 /// What a composite's backward reads from the forward pass.
@@ -31,8 +23,6 @@ pub enum CompositeRule {
 pub enum CompositeSaves {
     /// The region's output.
     Output,
-    /// The region's inputs.
-    Inputs,
 }
 
 impl CompositeRule {
@@ -40,13 +30,12 @@ impl CompositeRule {
     pub fn saves(self) -> CompositeSaves {
         match self {
             CompositeRule::Softmax { .. } => CompositeSaves::Output,
-            CompositeRule::SwiGlu => CompositeSaves::Inputs,
         }
     }
 }
 
 /// A region from `inputs` to `output` with a closed-form gradient
-/// (softmax: one input; SwiGLU: `[gate, up]`).
+/// (softmax: one input).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Composite {
     pub inputs: Vec<InstrId>,
@@ -61,6 +50,12 @@ pub struct GradHints {
     pub stop: Vec<InstrId>,
     /// Regions differentiated by their closed form.
     pub composites: Vec<Composite>,
+    /// Forward values a backward rule recomputes from their operands
+    /// instead of reading them, so the forward pass need not keep them:
+    /// cheap values whose operands the backward keeps anyway (SwiGLU's
+    /// logistic, SiLU and product; an RMSNorm's broadcasts, normalized
+    /// input and output). See `recompute.rs`.
+    pub recompute: Vec<InstrId>,
 }
 
 /// The adjoint of each of `c.inputs` (in order) given the adjoint `g` of
@@ -75,33 +70,6 @@ pub(super) fn vjp(
         (CompositeRule::Softmax { axis }, &[x]) => Ok(vec![wanted(x)
             .then(|| b.softmax_backward(c.output, g, axis))
             .transpose()?]),
-        (CompositeRule::SwiGlu, &[gate, up]) => {
-            // Fresh, so value numbering cannot hand back the forward's
-            // logistic and SiLU, which the rule does not save. The ops are
-            // the chain rule's, in its order, so the gradient is the same
-            // to the bit in every precision.
-            let s = b.add_fresh(Op::Unary(UnaryOp::Logistic), &[gate])?;
-            let dup = if wanted(up) {
-                let silu = b.add_fresh(Op::Binary(BinaryOp::Multiply), &[gate, s])?;
-                Some(b.mul(g, silu)?)
-            } else {
-                None
-            };
-            let dgate = if wanted(gate) {
-                let dsilu = b.mul(g, up)?;
-                let through_gate = b.mul(dsilu, s)?;
-                let ds = b.mul(dsilu, gate)?;
-                // The logistic's rule: ds * s * (1 - s).
-                let one = b.full_like(s, 1.0)?;
-                let c1 = b.sub(one, s)?;
-                let d = b.mul(s, c1)?;
-                let through_s = b.mul(ds, d)?;
-                Some(b.add2(through_gate, through_s)?)
-            } else {
-                None
-            };
-            Ok(vec![dgate, dup])
-        }
         (rule, inputs) => Err(AutodiffError::CompositeInputs {
             rule,
             inputs: inputs.len(),

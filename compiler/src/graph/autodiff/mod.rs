@@ -9,12 +9,18 @@
 //!
 //! Each op's backward rule lives in [`rules`] and states exactly which
 //! forward values it reads ([`rules::saves`]): that is the contract the
-//! rematerialization policy builds on.
+//! rematerialization policy builds on. A value it reads that is cheap to
+//! recompute (a broadcast of a smaller value, or one the forward builder
+//! names in [`GradHints::recompute`]) is recomputed in the backward pass
+//! instead, so the forward pass keeps only what it is recomputed from (see
+//! `recompute.rs`).
 
 mod composite;
+mod recompute;
 pub mod rules;
 
 pub use composite::{Composite, CompositeRule, CompositeSaves, GradHints};
+pub use recompute::RECOMPUTED;
 pub use rules::{gradient, saves, Gradient, Saved};
 
 use crate::graph::builder::{BuildError, Builder};
@@ -67,6 +73,7 @@ pub fn grad(
     let order = topological_to(b, loss);
     let needed = needs_adjoint(b, &order, wrt, stop)?;
     let mut adjoint: HashMap<InstrId, InstrId> = HashMap::new();
+    let mut recompute = recompute::Recompute::new(&hints.recompute);
     let outer_scope = b.set_scope(scope::BACKWARD);
     if needed.contains(&loss) {
         let ty = b.ty(loss);
@@ -94,7 +101,8 @@ pub fn grad(
             if !needed.contains(&x) {
                 continue;
             }
-            if let Some(contribution) = rules::vjp(b, n, i, g)? {
+            let mut read = |b: &mut Builder, v| recompute.read(b, v);
+            if let Some(contribution) = rules::vjp_reading(b, n, i, g, &mut read)? {
                 let total = match adjoint.get(&x) {
                     Some(&prev) => b.add2(prev, contribution)?,
                     None => contribution,

@@ -59,10 +59,13 @@ fn as_operand_type(b: &mut Builder, g: InstrId, x: InstrId) -> Result<InstrId, A
 }
 
 /// The adjoint a rule is asked for: operand `i` (the value `x`) of the
-/// instruction `n`, whose operands are `ops`, given `g` = d(loss)/d(n).
+/// instruction `n`, whose operands are `ops` (as the rule reads them),
+/// given `g` = d(loss)/d(n).
 #[derive(Clone, Copy)]
 pub(super) struct Site<'a> {
     pub n: InstrId,
+    /// The value the rule reads for `n`'s output (see [`vjp_reading`]).
+    pub out: InstrId,
     pub ops: &'a [InstrId],
     pub i: usize,
     pub x: InstrId,
@@ -77,11 +80,27 @@ pub fn vjp(
     i: usize,
     g: InstrId,
 ) -> Result<Option<InstrId>, AutodiffError> {
+    vjp_reading(b, n, i, g, &mut |_, v| Ok(v))
+}
+
+/// How a rule reads a forward value it saves: the value itself, or a
+/// recomputation of it.
+pub(super) type Read<'a> = dyn FnMut(&mut Builder, InstrId) -> Result<InstrId, AutodiffError> + 'a;
+
+/// [`vjp`], with each forward value the rule saves (as [`saves`] lists
+/// them) read through `read`. A product's rule for one factor reads only
+/// the others, so that factor is not read.
+pub(super) fn vjp_reading(
+    b: &mut Builder,
+    n: InstrId,
+    i: usize,
+    g: InstrId,
+    read: &mut Read<'_>,
+) -> Result<Option<InstrId>, AutodiffError> {
     let instr = b.computation().instr(n).clone();
-    let ops = b.computation().operands(n);
-    let x = ops[i];
+    let mut ops = b.computation().operands(n);
     let complex = |s: &crate::ir::shape::Shape| s.as_array().is_some_and(|a| a.ty.is_complex());
-    if complex(&instr.shape) || complex(&b.computation().instr(x).shape) {
+    if complex(&instr.shape) || complex(&b.computation().instr(ops[i]).shape) {
         return not_differentiable(b, n, gradient::COMPLEX);
     }
     match gradient(&instr.op) {
@@ -89,16 +108,38 @@ pub fn vjp(
         Gradient::Zero => return Ok(None),
         Gradient::Refused(reason) => return not_differentiable(b, n, reason),
     }
+    let reducer = match &instr.op {
+        Op::Reduce { to_apply, .. } => b.reducer_op(*to_apply),
+        _ => None,
+    };
+    let product = matches!(instr.op, Op::Binary(BinaryOp::Multiply) | Op::Dot { .. });
+    let mut out = n;
+    for saved in saves(&instr.op, reducer) {
+        let positions = match saved {
+            Saved::Output => {
+                out = read(b, n)?;
+                continue;
+            }
+            Saved::Operand(j) if product && j == i => continue,
+            Saved::Operand(j) => j..j + 1,
+            Saved::OperandsFrom(j) => j..ops.len(),
+        };
+        for j in positions {
+            ops[j] = read(b, ops[j])?;
+        }
+    }
+    let x = ops[i];
     let site = Site {
         n,
+        out,
         ops: &ops,
         i,
         x,
         g,
     };
     let r = match &instr.op {
-        Op::Unary(u) => elementwise::unary(b, *u, ops[0], n, g)?,
-        Op::Binary(op) => elementwise::binary(b, *op, &ops, n, i, g)?,
+        Op::Unary(u) => elementwise::unary(b, *u, ops[0], out, g)?,
+        Op::Binary(op) => elementwise::binary(b, *op, &ops, out, i, g)?,
         Op::Select => elementwise::select(b, &site)?,
         Op::Clamp => Some(elementwise::clamp(b, &site)?),
         Op::Convert => Some(b.convert(g, b.ty(x))?),

@@ -13,7 +13,13 @@ pub(super) fn reduce(
     to_apply: ComputationId,
 ) -> Result<InstrId, AutodiffError> {
     let Site {
-        n, ops, i, x, g, ..
+        n,
+        out,
+        ops,
+        i,
+        x,
+        g,
+        ..
     } = *s;
     if ops.len() != 2 {
         return not_differentiable(b, n, "variadic reduce");
@@ -34,7 +40,7 @@ pub(super) fn reduce(
         Some(BinaryOp::Add) => gb,
         Some(BinaryOp::Maximum | BinaryOp::Minimum) => {
             // Ties share the adjoint equally, as JAX does.
-            let ob = b.broadcast(n, &xd, &kept)?;
+            let ob = b.broadcast(out, &xd, &kept)?;
             let hit = b.compare(x, ob, ComparisonDirection::Eq)?;
             let ones = b.full_like(x, 1.0)?;
             let ind = masked(b, hit, ones)?;
