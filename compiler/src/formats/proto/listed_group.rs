@@ -6,10 +6,11 @@
 //! takes from a shared [`GroupList`] is encoded once per set
 //! ([`GroupList::encoded_with`]) and copied; a group read from the wire
 //! holds its ids. Both encode to the bytes prost writes for a
-//! `ReplicaGroup { replica_ids }`, so the proto is unchanged.
+//! `ReplicaGroup { replica_ids }`, so the proto is unchanged. It is written
+//! by hand from prost's encoding of that one field (1, packed int64s), so
+//! the message table (`messages.rs`) names it without it naming the table
+//! back; the table states its schema (a `ReplicaGroup`'s).
 
-use super::messages::ReplicaGroup;
-use super::schema::{FieldType, Modeled, Schema};
 use crate::ir::collective::GroupList;
 use prost::bytes::{Buf, BufMut};
 use prost::encoding::{DecodeContext, WireType};
@@ -21,14 +22,17 @@ pub struct ListedGroup(Held);
 
 #[derive(Clone)]
 enum Held {
-    Read(ReplicaGroup),
+    Read(Vec<i64>),
     Shared { list: GroupList, index: usize },
 }
+
+/// `ReplicaGroup.replica_ids`' field number.
+const REPLICA_IDS: u32 = 1;
 
 impl ListedGroup {
     /// A group of these ids.
     pub fn new(replica_ids: Vec<i64>) -> Self {
-        ListedGroup(Held::Read(ReplicaGroup { replica_ids }))
+        ListedGroup(Held::Read(replica_ids))
     }
 
     /// Every group of `list`, each copied from the set's bytes when
@@ -46,7 +50,7 @@ impl ListedGroup {
 
     pub fn replica_ids(&self) -> &[i64] {
         match &self.0 {
-            Held::Read(g) => &g.replica_ids,
+            Held::Read(ids) => ids,
             Held::Shared { list, index } => &list.groups()[*index],
         }
     }
@@ -55,7 +59,7 @@ impl ListedGroup {
 /// A group's ids as prost writes `ReplicaGroup.replica_ids` (packed): the
 /// one encoding of a shared set.
 fn encode_ids(ids: &[i64], buf: &mut Vec<u8>) {
-    prost::encoding::int64::encode_packed(1, ids, buf);
+    prost::encoding::int64::encode_packed(REPLICA_IDS, ids, buf);
 }
 
 impl Default for ListedGroup {
@@ -88,7 +92,7 @@ impl std::fmt::Debug for ListedGroup {
 impl Message for ListedGroup {
     fn encode_raw(&self, buf: &mut impl BufMut) {
         match &self.0 {
-            Held::Read(g) => g.encode_raw(buf),
+            Held::Read(ids) => prost::encoding::int64::encode_packed(REPLICA_IDS, ids, buf),
             Held::Shared { list, index } => {
                 buf.put_slice(list.encoded_with(encode_ids).group(*index))
             }
@@ -103,20 +107,24 @@ impl Message for ListedGroup {
         ctx: DecodeContext,
     ) -> Result<(), DecodeError> {
         // Only a reader merges; a shared group becomes its ids first.
-        let mut group = match std::mem::replace(&mut self.0, Held::Read(ReplicaGroup::default())) {
-            Held::Read(g) => g,
-            Held::Shared { list, index } => ReplicaGroup {
-                replica_ids: list.groups()[index].clone(),
-            },
+        let mut ids = match std::mem::replace(&mut self.0, Held::Read(Vec::new())) {
+            Held::Read(ids) => ids,
+            Held::Shared { list, index } => list.groups()[index].clone(),
         };
-        let merged = group.merge_field(tag, wire_type, buf, ctx);
-        self.0 = Held::Read(group);
+        // As prost's ReplicaGroup: its one field, any other skipped (the
+        // reader's wire walk refuses a stray field by the schema first).
+        let merged = if tag == REPLICA_IDS {
+            prost::encoding::int64::merge_repeated(wire_type, &mut ids, buf, ctx)
+        } else {
+            prost::encoding::skip_field(wire_type, tag, buf, ctx)
+        };
+        self.0 = Held::Read(ids);
         merged
     }
 
     fn encoded_len(&self) -> usize {
         match &self.0 {
-            Held::Read(g) => g.encoded_len(),
+            Held::Read(ids) => prost::encoding::int64::encoded_len_packed(REPLICA_IDS, ids),
             Held::Shared { list, index } => list.encoded_with(encode_ids).group(*index).len(),
         }
     }
@@ -126,15 +134,9 @@ impl Message for ListedGroup {
     }
 }
 
-/// For the wire walk: on the wire, it is a `ReplicaGroup`.
-impl FieldType for ListedGroup {
-    fn nested() -> Option<&'static Schema> {
-        Some(ReplicaGroup::schema())
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::messages::ReplicaGroup;
     use super::*;
 
     #[test]

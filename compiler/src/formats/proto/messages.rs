@@ -7,8 +7,15 @@
 //! name them.
 
 pub use super::listed_group::ListedGroup;
-use super::schema::messages;
+use super::schema::{messages, FieldType, Modeled, Schema};
 use std::collections::BTreeMap;
+
+/// For the wire walk: on the wire, a listed group is a `ReplicaGroup`.
+impl FieldType for ListedGroup {
+    fn nested() -> Option<&'static Schema> {
+        Some(ReplicaGroup::schema())
+    }
+}
 
 messages! {
     message HloModuleProto {
