@@ -352,35 +352,9 @@ impl Plan {
             ..Metadata::default()
         });
         r.set_frontend_attributes(BTreeMap::new());
-        let mut held = self.inputs.clone();
-        held.push(trigger);
-        let tuple = r
-            .add_named("remat_inputs", Op::Tuple, &held, None)
+        let held = behind_barrier(r, "remat", &self.inputs, Some(trigger), trigger, target)
             .map_err(err(Remat::NAME))?;
-        let barrier = r
-            .add_named("remat_barrier", Op::OptBarrier, &[tuple], None)
-            .map_err(err(Remat::NAME))?;
-        let foil = match target {
-            Target::Cpu => Some(always_true(r, trigger).map_err(err(Remat::NAME))?),
-            Target::Neuron => None,
-        };
-        let mut mapped: HashMap<InstrId, InstrId> = HashMap::default();
-        for (index, &input) in self.inputs.iter().enumerate() {
-            let gte = r
-                .add(
-                    Op::GetTupleElement {
-                        index: index as i64,
-                    },
-                    &[barrier],
-                    None,
-                )
-                .map_err(err(Remat::NAME))?;
-            let held = match foil {
-                Some(p) => unfoldable_identity(r, p, gte).map_err(err(Remat::NAME))?,
-                None => gte,
-            };
-            mapped.insert(input, held);
-        }
+        let mut mapped: HashMap<InstrId, InstrId> = self.inputs.iter().copied().zip(held).collect();
         for &id in &self.clones {
             let operands: Vec<InstrId> = r
                 .comp()
@@ -521,35 +495,17 @@ fn hold_recomputations(m: &mut Module, ctx: &mut PassContext) -> Result<Held, Pa
         };
         r.set_metadata(md);
         r.set_frontend_attributes(BTreeMap::new());
-        let mut items = g.inputs.clone();
-        items.extend(g.trigger);
-        let tuple = r
-            .add_named("recompute_inputs", Op::Tuple, &items, None)
-            .map_err(err(Remat::NAME))?;
-        let barrier = r
-            .add_named("recompute_barrier", Op::OptBarrier, &[tuple], None)
-            .map_err(err(Remat::NAME))?;
-        let foil = match ctx.target {
-            Target::Cpu => {
-                let source = g.trigger.unwrap_or(first);
-                Some(always_true(&mut r, source).map_err(err(Remat::NAME))?)
-            }
-            Target::Neuron => None,
-        };
-        for (index, &input) in g.inputs.iter().enumerate() {
-            let gte = r
-                .add(
-                    Op::GetTupleElement {
-                        index: index as i64,
-                    },
-                    &[barrier],
-                    None,
-                )
-                .map_err(err(Remat::NAME))?;
-            let value = match foil {
-                Some(p) => unfoldable_identity(&mut r, p, gte).map_err(err(Remat::NAME))?,
-                None => gte,
-            };
+        let foil_source = g.trigger.unwrap_or(first);
+        let values = behind_barrier(
+            &mut r,
+            "recompute",
+            &g.inputs,
+            g.trigger,
+            foil_source,
+            ctx.target,
+        )
+        .map_err(err(Remat::NAME))?;
+        for (&input, value) in g.inputs.iter().zip(values) {
             let readers: Vec<InstrId> = r
                 .comp()
                 .users(input)
@@ -671,6 +627,45 @@ fn feeds_from(c: &Computation, order: &Order, members: &HashSet<InstrId>, target
 
 /// `pred[]` that is true for every value of `trigger`'s first element,
 /// NaN included, without a simplifier being able to prove it.
+/// `inputs`, with `trigger` after them when there is one, through one
+/// opt-barrier (`{stem}_inputs`, `{stem}_barrier`), and each input read back
+/// out of it, in order: what a recomputation reads, which XLA may then
+/// neither hoist above the trigger nor merge with the forward's own values.
+/// On cpu each is also passed through the foil, an identity XLA CPU cannot
+/// fold (`unfoldable_identity` on a predicate made from `foil_source`).
+fn behind_barrier(
+    r: &mut Rewriter<'_>,
+    stem: &str,
+    inputs: &[InstrId],
+    trigger: Option<InstrId>,
+    foil_source: InstrId,
+    target: Target,
+) -> Result<Vec<InstrId>, RewriteError> {
+    let mut items = inputs.to_vec();
+    items.extend(trigger);
+    let tuple = r.add_named(&format!("{stem}_inputs"), Op::Tuple, &items, None)?;
+    let barrier = r.add_named(&format!("{stem}_barrier"), Op::OptBarrier, &[tuple], None)?;
+    let foil = match target {
+        Target::Cpu => Some(always_true(r, foil_source)?),
+        Target::Neuron => None,
+    };
+    (0..inputs.len())
+        .map(|index| {
+            let gte = r.add(
+                Op::GetTupleElement {
+                    index: index as i64,
+                },
+                &[barrier],
+                None,
+            )?;
+            match foil {
+                Some(p) => unfoldable_identity(r, p, gte),
+                None => Ok(gte),
+            }
+        })
+        .collect()
+}
+
 fn always_true(r: &mut Rewriter<'_>, trigger: InstrId) -> Result<InstrId, RewriteError> {
     // `check` only picks array triggers; a tuple would fail shape inference.
     let dims = r
