@@ -64,6 +64,7 @@ fn the_state_is_counted_from_the_inputs_by_role() {
             + p.gradient_accumulators
             + p.gradients
             + p.activations
+            + p.backward_working
     );
 }
 
@@ -107,28 +108,37 @@ fn planned_and_compiled_on(
     (MemoryPlan::of(&step), stats.temp)
 }
 
-/// XLA CPU holds the gradients and the activations in its temporaries
-/// (the state is arguments and aliased outputs), and besides them the
-/// backward's working values (a layer's adjoints, and its recomputed
-/// region under remat), which the plan leaves out. The plan's working
-/// memory, the sum of the first two, measured at seq 512 on the small
-/// model: 0.86x (no remat) and 0.57x (core-attention) of what XLA
-/// reserves.
+/// The plan's working memory (gradients, activations, backward working)
+/// against what XLA CPU reserves as temporaries for the same program (the
+/// state is arguments and aliased outputs), and within 5% of it.
+/// Measured at seq 512 on the small model: 0.996x without remat, 0.976x
+/// with core-attention; from the activations and gradients alone, 0.98x
+/// and 0.70x (the recomputed attention and its adjoints are most of what
+/// core-attention's backward needs).
+fn assert_within_five_percent(what: &str, plan: &MemoryPlan, temp: i64) {
+    let ratio = plan.working() as f64 / temp as f64;
+    let kept = (plan.gradients + plan.activations) as f64 / temp as f64;
+    println!(
+        "{what}: plan {plan}; XLA CPU temp {temp} bytes; working / temp {ratio:.3} \
+         (activations and gradients alone {kept:.3})"
+    );
+    assert!((0.95..=1.05).contains(&ratio), "{what}: {ratio}");
+}
+
 #[test]
 fn the_plan_follows_what_xla_cpu_reserves_and_remat() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let model = ModelConfig::small();
     let (none, none_temp) = planned_and_compiled(&rt, &model, 512, RematPolicy::None);
     let (core, core_temp) = planned_and_compiled(&rt, &model, 512, RematPolicy::CoreAttention);
-    for (policy, plan, temp, low) in [
-        ("none", none, none_temp, 0.8),
-        ("core-attention", core, core_temp, 0.5),
-    ] {
-        let working = (plan.gradients + plan.activations) as f64;
-        let ratio = working / temp as f64;
-        println!("{policy}: plan {plan}; XLA CPU temp {temp} bytes; working / temp {ratio:.2}");
-        assert!((low..1.0).contains(&ratio), "{policy}: {ratio}");
-    }
+    assert_within_five_percent("none", &none, none_temp);
+    assert_within_five_percent("core-attention", &core, core_temp);
+    // Without remat the backward needs little beyond what the forward
+    // kept; with core-attention it recomputes each layer's scores and
+    // probabilities ([1, 8, 512, 512] f32, 8 MiB each) beside their
+    // gradients.
+    assert!(core.backward_working > none.backward_working);
+    assert!(core.backward_working >= 8 << 20, "{core}");
     // Core attention's probabilities are no longer kept: the plan sees it
     // as XLA does.
     assert!(core.activations < none.activations);
@@ -166,10 +176,11 @@ fn the_small_steps_temporaries_are_at_most_nine_tenths_of_jaxs() {
 }
 
 /// One rank of the small model at TP 2 with sequence parallelism, seq 512:
-/// the plan's working memory against XLA CPU's temporaries for the
-/// per-rank program (measured: 0.86x without remat, 0.57x with
-/// core-attention, as on one device). Core-attention keeps less, and the
-/// plan and XLA both see the difference.
+/// the plan's working memory within 5% of XLA CPU's temporaries for the
+/// per-rank program (measured: 0.997x without remat, 0.973x with
+/// core-attention; 0.98x and 0.70x from the activations and gradients
+/// alone). Core-attention keeps less, and the plan and XLA both see the
+/// difference.
 #[test]
 fn a_sequence_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
@@ -178,19 +189,11 @@ fn a_sequence_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
     let plans = [RematPolicy::None, RematPolicy::CoreAttention]
         .map(|remat| (remat, planned_and_compiled_on(&rt, &model, 512, remat, par)));
     for (remat, (plan, temp)) in &plans {
-        let working = (plan.gradients + plan.activations) as f64;
-        let ratio = working / *temp as f64;
-        println!(
-            "TP 2 + SP, {remat}: plan {plan}; XLA CPU temp {temp} bytes; working / temp {ratio:.2}"
-        );
-        let low = match remat {
-            RematPolicy::None => 0.8,
-            _ => 0.5,
-        };
-        assert!((low..1.0).contains(&ratio), "{remat}: {ratio}");
+        assert_within_five_percent(&format!("TP 2 + SP, {remat}"), plan, *temp);
     }
     let [(_, (none, none_temp)), (_, (core, core_temp))] = plans;
     assert!(core.activations < none.activations);
+    assert!(core.working() < none.working());
     assert!(core_temp < none_temp);
 }
 
@@ -352,6 +355,7 @@ fn compile_prints_the_plan_and_the_manifest_records_it() {
         "optimizer_state",
         "gradients",
         "activations",
+        "backward_working",
     ]
     .iter()
     .map(|k| m[k].as_u64().unwrap())
