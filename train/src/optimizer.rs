@@ -280,17 +280,13 @@ pub type NormSquared<'a> = dyn Fn(&mut Builder, &[InstrId]) -> Result<InstrId, B
 
 /// The sum of every gradient's squares.
 pub fn sum_of_squares(b: &mut Builder, grads: &[InstrId]) -> Result<InstrId, BuildError> {
-    let mut total = None;
+    let mut squares = Vec::with_capacity(grads.len());
     for &g in grads {
         let sq = b.mul(g, g)?;
         let all: Vec<i64> = (0..b.dims(g).len() as i64).collect();
-        let s = b.reduce_sum(sq, &all)?;
-        total = Some(match total {
-            None => s,
-            Some(acc) => b.add2(acc, s)?,
-        });
+        squares.push(b.reduce_sum(sq, &all)?);
     }
-    Ok(total.unwrap_or_else(|| b.scalar(ElementType::F32, 0.0)))
+    b.sum_of(squares, ElementType::F32)
 }
 
 fn schedule(

@@ -46,19 +46,6 @@ pub(crate) fn local_ranges(spec: &ParamSpec, par: &Parallelism) -> (usize, Vec<(
     (dim, ranges)
 }
 
-/// `g`'s range `[a, z)` along `dim`: `g` itself when it is all of it.
-fn range_of(
-    b: &mut Builder,
-    g: InstrId,
-    dim: usize,
-    [a, z]: [i64; 2],
-) -> Result<InstrId, BuildError> {
-    if a == 0 && z == b.dims(g)[dim] {
-        return Ok(g);
-    }
-    b.slice_dim(g, dim, a, z)
-}
-
 /// Elements per gradient all-reduce: ranges with the same holders are
 /// packed into buckets of up to this many (Megatron-Core's default bucket,
 /// 40 M parameters), so a step issues a few large all-reduces rather than
@@ -151,7 +138,7 @@ fn sum_ranges(
         let (dim, local) = local_ranges(spec, par);
         let every_stage = held_by_every_stage(spec, par);
         for (range, copies) in local {
-            let value = range_of(b, g, dim, range)?;
+            let value = b.slice_dim_unless_whole(g, dim, range[0], range[1])?;
             ranges.push(Range {
                 grad: k,
                 value,
@@ -211,7 +198,7 @@ fn sum_in_buckets(
                 .map(|&i| {
                     let v = ranges[i].value;
                     let n = b.dims(v).iter().product::<i64>();
-                    b.reshape(v, &[n])
+                    b.reshape_unless_same(v, &[n])
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let packed = b.concatenate(&flat, 0)?;
@@ -221,7 +208,7 @@ fn sum_in_buckets(
                 let shape = b.dims(ranges[i].value);
                 let n = shape.iter().product::<i64>();
                 let piece = b.slice_dim(reduced, 0, at, at + n)?;
-                summed[i] = b.reshape(piece, &shape)?;
+                summed[i] = b.reshape_unless_same(piece, &shape)?;
                 at += n;
             }
         }
@@ -278,7 +265,7 @@ pub fn norm_squared(
     for (&g, spec) in grads.iter().zip(specs) {
         let (dim, ranges) = local_ranges(spec, par);
         for (range, copies) in ranges {
-            let part = range_of(b, g, dim, range)?;
+            let part = b.slice_dim_unless_whole(g, dim, range[0], range[1])?;
             let sq = b.mul(part, part)?;
             let all: Vec<i64> = (0..b.dims(part).len() as i64).collect();
             let s = b.reduce_sum(sq, &all)?;
@@ -290,26 +277,33 @@ pub fn norm_squared(
         }
     }
     let tp = par.tp;
-    let mut shared = b.scalar(ty, 0.0);
-    let mut replicated = b.scalar(ty, 0.0);
+    let (mut shared, mut replicated) = (Vec::new(), Vec::new());
     for (copies, s) in by_copies {
         if copies == tp && fault != Some(Fault::ReplicatedCountedPerRank) {
-            replicated = b.add2(replicated, s)?;
+            replicated.push(s);
         } else {
             let weighted = if copies == 1 || copies == tp {
                 s
             } else {
                 b.scale(s, 1.0 / copies as f64)?
             };
-            shared = b.add2(shared, weighted)?;
+            shared.push(weighted);
         }
     }
-    let shared = if tp > 1 {
-        b.all_reduce(shared, BinaryOp::Add, &replica_groups(&par.tp_groups()))?
-    } else {
-        shared
+    // A part with nothing in it is left out, not added as a zero.
+    let shared = match (shared.is_empty(), tp > 1) {
+        (true, _) => None,
+        (false, false) => Some(b.sum_of(shared, ty)?),
+        (false, true) => {
+            let mine = b.sum_of(shared, ty)?;
+            Some(b.all_reduce(mine, BinaryOp::Add, &replica_groups(&par.tp_groups()))?)
+        }
     };
-    b.add2(shared, replicated)
+    let replicated = match replicated.is_empty() {
+        true => None,
+        false => Some(b.sum_of(replicated, ty)?),
+    };
+    b.sum_of(shared.into_iter().chain(replicated), ty)
 }
 
 /// The squared gradient norm of some parameters over one stage's ranks.

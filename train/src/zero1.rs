@@ -79,12 +79,24 @@ impl Zero1 {
         let dims = b.dims(x);
         let n: i64 = dims.iter().product();
         let k = shard_len(&dims, self.par.dp);
-        let flat = b.reshape(x, &[n])?;
+        let flat = b.reshape_unless_same(x, &[n])?;
         if k * self.par.dp == n {
             return Ok(flat);
         }
         let padding = b.full(b.ty(x), &[k * self.par.dp - n], 0.0)?;
         b.concatenate(&[flat, padding], 0)
+    }
+
+    /// `x` as the `[dp, k]` block of its shards: [`Zero1::padded`] cut
+    /// into rows, or `x` reshaped straight to them when it needs no
+    /// padding.
+    fn blocked(&self, b: &mut Builder, x: InstrId, k: i64) -> Result<InstrId, BuildError> {
+        let dp = self.par.dp;
+        let whole = match b.dims(x).iter().product::<i64>() == dp * k {
+            true => x,
+            false => self.padded(b, x)?,
+        };
+        b.reshape_unless_same(whole, &[dp, k])
     }
 
     /// The first element of shard `d * k` for this rank, `(d + shift) %
@@ -142,8 +154,7 @@ impl Zero1 {
         let mut blocks = Vec::with_capacity(xs.len());
         for &x in xs {
             let k = shard_len(&b.dims(x), dp);
-            let padded = self.padded(b, x)?;
-            blocks.push((b.reshape(padded, &[dp, k])?, k));
+            blocks.push((self.blocked(b, x, k)?, k));
         }
         let sizes: Vec<i64> = blocks.iter().map(|&(_, k)| k * dp).collect();
         let mut out = xs.to_vec();
@@ -209,11 +220,16 @@ impl Zero1 {
             let all = b.all_gather(packed, 0, &self.dp_groups)?;
             let mut at = 0;
             for &i in &run {
-                let block = b.slice_dim(all, 1, at, at + ks[i])?;
-                let flat = b.reshape(block, &[dp * ks[i]])?;
+                let block = b.slice_dim_unless_whole(all, 1, at, at + ks[i])?;
                 let n: i64 = dims[i].iter().product();
-                let whole = b.slice_dim(flat, 0, 0, n)?;
-                out[i] = b.reshape(whole, &dims[i])?;
+                let whole = match n == dp * ks[i] {
+                    true => block,
+                    false => {
+                        let flat = b.reshape(block, &[dp * ks[i]])?;
+                        b.slice_dim(flat, 0, 0, n)?
+                    }
+                };
+                out[i] = b.reshape_unless_same(whole, &dims[i])?;
                 at += ks[i];
             }
         }
@@ -232,7 +248,7 @@ impl Zero1 {
         specs: &[ParamSpec],
     ) -> Result<InstrId, BuildError> {
         let ty = b.ty(shards[0]);
-        let mut total = b.scalar(ty, 0.0);
+        let mut parts = Vec::with_capacity(shards.len());
         for (&g, spec) in shards.iter().zip(specs) {
             let sq = b.mul(g, g)?;
             let weighted = match local_ranges(spec, &self.par) {
@@ -247,8 +263,9 @@ impl Zero1 {
                     b.reduce_sum(ws, &[0])?
                 }
             };
-            total = b.add2(total, weighted)?;
+            parts.push(weighted);
         }
+        let total = b.sum_of(parts, ty)?;
         let everyone = replica_groups(&self.par.everyone());
         b.all_reduce(total, BinaryOp::Add, &everyone)
     }

@@ -274,6 +274,17 @@ impl Builder {
         self.add(Op::RESHAPE, &[x], Some(Shape::array(ty, dims.to_vec())))
     }
 
+    /// `x` as `dims`: `x` itself when it has them already. Code that packs
+    /// tensors of any rank into flat buckets (a sharded step's gradient
+    /// sums, ZeRO-1) would otherwise build a reshape per 1-D tensor that
+    /// `simplify` then has to find and remove, at every world size.
+    pub fn reshape_unless_same(&mut self, x: InstrId, dims: &[i64]) -> Result<InstrId, BuildError> {
+        if self.array_shape(x).dims == dims {
+            return Ok(x);
+        }
+        self.reshape(x, dims)
+    }
+
     pub fn convert(&mut self, x: InstrId, ty: ElementType) -> Result<InstrId, BuildError> {
         let dims = self
             .shape(x)
@@ -443,6 +454,22 @@ impl Builder {
         self.add(Op::Slice { slices }, &[x], None)
     }
 
+    /// [`Builder::slice_dim`], or `x` itself when `[start, limit)` is
+    /// all of dimension `dim` (a bucket of one tensor, a shard without
+    /// padding).
+    pub fn slice_dim_unless_whole(
+        &mut self,
+        x: InstrId,
+        dim: usize,
+        start: i64,
+        limit: i64,
+    ) -> Result<InstrId, BuildError> {
+        if start == 0 && self.array_shape(x).dims.get(dim) == Some(&limit) {
+            return Ok(x);
+        }
+        self.slice_dim(x, dim, start, limit)
+    }
+
     pub fn concatenate(&mut self, xs: &[InstrId], dimension: i64) -> Result<InstrId, BuildError> {
         self.add(Op::Concatenate { dimension }, xs, None)
     }
@@ -503,6 +530,23 @@ impl Builder {
 
     pub fn add2(&mut self, x: InstrId, y: InstrId) -> Result<InstrId, BuildError> {
         self.binary(BinaryOp::Add, x, y)
+    }
+
+    /// `xs` added left to right, or a zero of `ty` when there are none:
+    /// no `0 + x` for `simplify` to remove.
+    pub fn sum_of(
+        &mut self,
+        xs: impl IntoIterator<Item = InstrId>,
+        ty: ElementType,
+    ) -> Result<InstrId, BuildError> {
+        let mut total = None;
+        for x in xs {
+            total = Some(match total {
+                None => x,
+                Some(acc) => self.add2(acc, x)?,
+            });
+        }
+        Ok(total.unwrap_or_else(|| self.scalar(ty, 0.0)))
     }
 
     pub fn sub(&mut self, x: InstrId, y: InstrId) -> Result<InstrId, BuildError> {

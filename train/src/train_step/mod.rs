@@ -8,7 +8,6 @@ use crate::spmd::{self, Spmd, SpmdError, RANK_INPUT};
 use crate::zero1::{self, Zero1};
 use hlatc_compiler::graph::autodiff::{self, AutodiffError};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
-use hlatc_compiler::graph::scope;
 use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{
@@ -656,10 +655,13 @@ pub(crate) fn rank_gradients_unsummed(
         Some(Fault::GradientSummedNotAveraged) => par.tp,
         _ => par.stage_world(),
     };
-    b.push_scope(scope::BACKWARD);
-    let objective = b.scale(loss, 1.0 / copies as f64)?;
-    b.pop_scope();
-    Ok(autodiff::grad(b, objective, params, hints)?)
+    Ok(autodiff::grad_of_scaled(
+        b,
+        loss,
+        1.0 / copies as f64,
+        params,
+        hints,
+    )?)
 }
 
 /// Each of `xs` as `ty`: the stored state widened for computing (exactly;

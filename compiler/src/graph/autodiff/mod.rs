@@ -57,6 +57,20 @@ pub fn grad(
     wrt: &[InstrId],
     hints: &GradHints,
 ) -> Result<Vec<InstrId>, AutodiffError> {
+    grad_of_scaled(b, loss, 1.0, wrt, hints)
+}
+
+/// [`grad`] of `scale * loss`: the backward pass starts from `scale`
+/// instead of one. A sharded step takes each rank's share of the gradient
+/// this way, without a forward `loss * scale` whose backward is `1 * scale`
+/// for `simplify` to fold.
+pub fn grad_of_scaled(
+    b: &mut Builder,
+    loss: InstrId,
+    scale: f64,
+    wrt: &[InstrId],
+    hints: &GradHints,
+) -> Result<Vec<InstrId>, AutodiffError> {
     let stop = &hints.stop;
     let composites: HashMap<InstrId, &Composite> =
         hints.composites.iter().map(|c| (c.output, c)).collect();
@@ -77,7 +91,7 @@ pub fn grad(
     let outer_scope = b.set_scope(scope::BACKWARD);
     if needed.contains(&loss) {
         let ty = b.ty(loss);
-        adjoint.insert(loss, b.scalar(ty, 1.0));
+        adjoint.insert(loss, b.scalar(ty, scale));
     }
     for &n in order.iter().rev() {
         let Some(&g) = adjoint.get(&n) else { continue };
