@@ -218,6 +218,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             out!("  {l}")?;
         }
     }
+    // The process ends here: freeing the step's tens of thousands of
+    // allocations one by one took 5 to 10 ms of the 7B compile's wall
+    // time, for memory the exit returns whole (as rustc and clang do).
+    std::mem::forget(compiled);
     Ok(ExitCode::SUCCESS)
 }
 

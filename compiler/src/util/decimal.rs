@@ -6,12 +6,6 @@
 const MAX_DIGITS: usize = 20;
 
 /// Appends the decimal digits of `n` to `out`.
-pub fn push_digits(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; MAX_DIGITS];
-    out.extend_from_slice(digits_of(n, &mut digits));
-}
-
-/// Appends the decimal digits of `n` to `out`.
 pub fn push_digits_str(out: &mut String, n: u64) {
     let mut digits = [0u8; MAX_DIGITS];
     // Digits are ASCII, so always UTF-8.
@@ -39,9 +33,6 @@ mod tests {
     #[test]
     fn digits_read_as_formatted_ones() {
         for n in [0, 7, 10, 2047, u64::MAX] {
-            let mut bytes = b"x".to_vec();
-            push_digits(&mut bytes, n);
-            assert_eq!(bytes, format!("x{n}").into_bytes());
             let mut s = String::from("y");
             push_digits_str(&mut s, n);
             assert_eq!(s, format!("y{n}"));

@@ -1,7 +1,7 @@
 //! Lists written with commas between their items, as XLA writes dimension
 //! lists, replica groups and attribute values.
 
-use crate::util::decimal::push_digits;
+use crate::util::decimal::push_digits_str;
 use std::fmt;
 
 /// `1,2,3`.
@@ -22,25 +22,19 @@ pub fn write_joined<T: fmt::Display>(f: &mut impl fmt::Write, items: &[T]) -> fm
 
 /// Appends `v` to `out` with a comma between each, as [`join`] writes them:
 /// the replica groups of a collective over thousands of ranks are the
-/// bulk of a sharded step's text, so the digits are written as bytes and
-/// handed over once.
+/// bulk of a sharded step's text, and every instruction's shape has two
+/// such lists, so the digits are written without `write!`.
 pub fn push_joined(out: &mut String, v: &[i64]) {
-    let mut bytes: Vec<u8> = Vec::with_capacity(v.len() * 6);
+    out.reserve(v.len() * 6);
     for (i, &x) in v.iter().enumerate() {
         if i > 0 {
-            bytes.push(b',');
+            out.push(',');
         }
-        push_int(&mut bytes, x);
+        if x < 0 {
+            out.push('-');
+        }
+        push_digits_str(out, x.unsigned_abs());
     }
-    // Digits, signs and commas are ASCII, so always UTF-8.
-    out.push_str(std::str::from_utf8(&bytes).unwrap_or_default());
-}
-
-fn push_int(out: &mut Vec<u8>, x: i64) {
-    if x < 0 {
-        out.push(b'-');
-    }
-    push_digits(out, x.unsigned_abs());
 }
 
 #[cfg(test)]

@@ -351,6 +351,7 @@ ENTRY e {
             .find(|i| i.name == name)
             .unwrap()
             .clone()
+            .into_inner()
     };
     assert_eq!(
         (field("s").channel_id, field("s").is_host_transfer),
@@ -366,7 +367,7 @@ ENTRY e {
     let written = |name: &str| field(name).outfeed_shape.unwrap().layout.unwrap();
     assert!(written("o").tiles.is_empty());
     assert_eq!(written("o2").tiles[0].dimensions, [4]);
-    assert_eq!(field("t").shape.unwrap().element_type, 17);
+    assert_eq!(field("t").shape.unwrap().into_inner().element_type, 17);
     let back = proto::decode_module(&prost::Message::encode_to_vec(&p)).unwrap();
     assert_eq!(text::print_module(&back), text::print_module(&m));
     assert!(text::print_module(&m).contains("outfeed_shape=f32[4]{0:T(4)}"));

@@ -255,7 +255,7 @@ pub(super) fn slice_sizes_from_proto(
     if flat.is_empty() {
         return Ok(Vec::new());
     }
-    let mut shape = p.shape.as_ref();
+    let mut shape = p.shape.as_deref();
     while let Some(s) = shape.filter(|s| !s.tuple_shapes.is_empty()) {
         shape = s.tuple_shapes.first();
     }

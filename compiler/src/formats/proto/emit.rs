@@ -60,7 +60,7 @@ pub fn module_to_proto(m: &Module) -> HloModuleProto {
             let instruction_ids = proto.instructions.iter().map(|p| p.id).collect();
             schedule.insert(proto.id, InstructionSequence { instruction_ids });
         }
-        computations.push(proto);
+        computations.push(proto.into());
     }
     let entry = m.entry();
     HloModuleProto {
@@ -110,7 +110,7 @@ fn computation_to_proto(
         name: c.name.clone(),
         instructions: post
             .into_iter()
-            .map(|id| instruction_to_proto(c, id, &ids, comp_ids))
+            .map(|id| instruction_to_proto(c, id, &ids, comp_ids).into())
             .collect(),
         program_shape: Some(program_shape(c)),
         id: comp_ids[this.index()],
@@ -132,7 +132,7 @@ fn instruction_to_proto(
     let mut p = HloInstructionProto {
         name: instr.name.clone(),
         opcode: instr.op.opcode().to_string(),
-        shape: Some(shape_to_proto(&instr.shape)),
+        shape: Some(shape_to_proto(&instr.shape).into()),
         id: ids[id.index()],
         operand_ids: c.operands(id).iter().map(|o| ids[o.index()]).collect(),
         control_predecessor_ids: c

@@ -141,12 +141,12 @@ fn in_schedule_order<'a>(
         return Ok(Cow::Borrowed(c));
     }
     let by_id: HashMap<i64, &HloInstructionProto> =
-        c.instructions.iter().map(|i| (i.id, i)).collect();
+        c.instructions.iter().map(|i| (i.id, &**i)).collect();
     let mut seen = HashSet::new();
     let mut ordered = Vec::with_capacity(c.instructions.len());
     for id in &seq.instruction_ids {
         match by_id.get(id) {
-            Some(i) if seen.insert(*id) => ordered.push((*i).clone()),
+            Some(i) if seen.insert(*id) => ordered.push((*i).clone().into()),
             _ => return Err(ImportError::ScheduleId(*id)),
         }
     }

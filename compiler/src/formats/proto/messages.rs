@@ -8,6 +8,7 @@
 
 pub use super::listed_group::ListedGroup;
 use super::schema::{messages, FieldType, Modeled, Schema};
+pub use super::sized_once::SizedOnce;
 use std::collections::BTreeMap;
 
 /// For the wire walk: on the wire, a listed group is a `ReplicaGroup`.
@@ -17,11 +18,20 @@ impl FieldType for ListedGroup {
     }
 }
 
+/// A message sized once is, on the wire, the message.
+impl<M: FieldType> FieldType for SizedOnce<M> {
+    fn nested() -> Option<&'static Schema> {
+        M::nested()
+    }
+}
+
 messages! {
     message HloModuleProto {
         1 name: String [string],
         2 entry_computation_name: String [string],
-        3 computations: Vec<HloComputationProto> [message, repeated],
+        /// Each computation, instruction and shape is sized once
+        /// ([`SizedOnce`]): prost would size them at every level.
+        3 computations: Vec<SizedOnce<HloComputationProto>> [message, repeated],
         4 host_program_shape: Option<ProgramShapeProto> [message, optional],
         5 id: i64 [int64],
         6 entry_computation_id: i64 [int64],
@@ -76,7 +86,7 @@ messages! {
 
     message HloComputationProto {
         1 name: String [string],
-        2 instructions: Vec<HloInstructionProto> [message, repeated],
+        2 instructions: Vec<SizedOnce<HloInstructionProto>> [message, repeated],
         4 program_shape: Option<ProgramShapeProto> [message, optional],
         5 id: i64 [int64],
         6 root_id: i64 [int64],
@@ -96,7 +106,7 @@ messages! {
     message HloInstructionProto {
         1 name: String [string],
         2 opcode: String [string],
-        3 shape: Option<ShapeProto> [message, optional],
+        3 shape: Option<SizedOnce<ShapeProto>> [message, optional],
         7 metadata: Option<Box<OpMetadata>> [message, optional, boxed],
         8 literal: Option<Box<LiteralProto>> [message, optional, boxed],
         9 parameter_number: i64 [int64],

@@ -19,6 +19,7 @@ pub mod messages;
 mod schema;
 mod shape;
 mod sharding;
+mod sized_once;
 mod window;
 mod wire;
 

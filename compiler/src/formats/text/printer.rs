@@ -145,13 +145,12 @@ pub fn print_instruction(m: &Module, c: &Computation, id: InstrId) -> String {
 
 fn print_instruction_into(out: &mut String, m: &Module, c: &Computation, id: InstrId) {
     let instr = c.instr(id);
-    let _ = write!(
-        out,
-        "{} = {} {}(",
-        instr.name,
-        instr.shape,
-        instr.op.opcode()
-    );
+    out.push_str(&instr.name);
+    out.push_str(" = ");
+    instr.shape.push_text(out);
+    out.push(' ');
+    out.push_str(instr.op.opcode());
+    out.push('(');
     match &instr.op {
         Op::Parameter(n) => {
             let _ = write!(out, "{n}");

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::util::join::write_joined;
+use crate::util::join::{push_joined, write_joined};
 
 pub mod minifloat;
 
@@ -621,43 +621,82 @@ impl Shape {
     }
 }
 
-impl fmt::Display for ArrayShape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[", self.ty)?;
+impl ArrayShape {
+    /// Appends the shape as XLA writes it (`f32[2,3]{1,0}`) to `out`. The
+    /// printer writes one per instruction, and through `write!` each cost
+    /// about 1,700 machine instructions (a tenth of the 7B step's print).
+    pub fn push_text(&self, out: &mut String) {
+        out.push_str(self.ty.name());
+        out.push('[');
         if self.dynamic == 0 {
-            write_joined(f, &self.dims)?;
+            push_joined(out, &self.dims);
         } else {
             for (i, d) in self.dims.iter().enumerate() {
-                let sep = if i > 0 { "," } else { "" };
-                if self.is_unbounded(i) {
-                    write!(f, "{sep}?")?;
-                } else {
-                    let bound = if self.is_dynamic(i) { "<=" } else { "" };
-                    write!(f, "{sep}{bound}{d}")?;
+                if i > 0 {
+                    out.push(',');
                 }
+                if self.is_unbounded(i) {
+                    out.push('?');
+                    continue;
+                }
+                if self.is_dynamic(i) {
+                    out.push_str("<=");
+                }
+                push_joined(out, &[*d]);
             }
         }
-        f.write_str("]")?;
+        out.push(']');
         if !self.dims.is_empty() || self.physical.is_some() {
-            f.write_str("{")?;
-            write_joined(f, &self.minor_to_major)?;
+            out.push('{');
+            push_joined(out, &self.minor_to_major);
             if let Some(p) = &self.physical {
-                write!(f, ":{p}")?;
+                use fmt::Write;
+                let _ = write!(out, ":{p}");
             }
-            f.write_str("}")?;
+            out.push('}');
         }
-        Ok(())
+    }
+}
+
+impl fmt::Display for ArrayShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = String::with_capacity(32);
+        self.push_text(&mut text);
+        f.write_str(&text)
+    }
+}
+
+impl Shape {
+    /// Appends the shape as XLA writes it to `out` (see
+    /// [`ArrayShape::push_text`]).
+    pub fn push_text(&self, out: &mut String) {
+        match self {
+            Shape::Array(a) => a.push_text(out),
+            Shape::Token => out.push_str("token[]"),
+            Shape::Buffer(a) => {
+                out.push_str("b(");
+                a.push_text(out);
+                out.push(')');
+            }
+            Shape::Tuple(elems) => {
+                out.push('(');
+                for (i, e) in elems.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    e.push_text(out);
+                }
+                out.push(')');
+            }
+        }
     }
 }
 
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Shape::Array(a) => a.fmt(f),
-            Shape::Token => f.write_str("token[]"),
-            Shape::Buffer(a) => write!(f, "b({a})"),
-            Shape::Tuple(elems) => write_parenthesized(f, elems),
-        }
+        let mut text = String::with_capacity(32);
+        self.push_text(&mut text);
+        f.write_str(&text)
     }
 }
 
