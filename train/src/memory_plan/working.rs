@@ -129,6 +129,10 @@ fn ownership(c: &Computation, emitted: &[InstrId]) -> Vec<bool> {
     if let Some(r) = c.root() {
         demand[r.index()].whole = true;
     }
+    // The last instruction that read each value, so an operand listed
+    // twice (`multiply(x, x)`) is one reader, in time linear in the
+    // operands (a tuple may list thousands).
+    let mut seen_by = vec![u32::MAX; bound];
     // Users before producers: each value's demand is complete when it is
     // reached.
     for &i in emitted.iter().rev() {
@@ -141,9 +145,8 @@ fn ownership(c: &Computation, emitted: &[InstrId]) -> Vec<bool> {
             Kind::Fusible => d.whole || d.fused_readers > 1,
             Kind::Materialized => true,
         };
-        let operands = c.operand_ids(i);
-        for (n, &o) in operands.iter().enumerate() {
-            if operands[..n].contains(&o) {
+        for &o in c.operand_ids(i) {
+            if std::mem::replace(&mut seen_by[o.index()], i.index() as u32) == i.index() as u32 {
                 continue;
             }
             let od = &mut demand[o.index()];
@@ -158,6 +161,31 @@ fn ownership(c: &Computation, emitted: &[InstrId]) -> Vec<bool> {
         }
     }
     owns
+}
+
+/// The one value a `get-tuple-element` reads when its tuple is built in
+/// place (a `tuple`, or an `opt-barrier` of one), and the barrier: reading
+/// element 3 of a recomputation's barrier keeps that input alive, not
+/// every input (which would also make each read cost the whole tuple),
+/// but waits for the barrier, which waits for all of them (the
+/// recomputation's trigger among them).
+fn element(c: &Computation, id: InstrId) -> Option<(InstrId, Option<InstrId>)> {
+    let Op::GetTupleElement { index } = c.instr(id).op else {
+        return None;
+    };
+    let mut tuple = *c.operand_ids(id).first()?;
+    let mut barrier = None;
+    if matches!(c.instr(tuple).op, Op::OptBarrier) {
+        barrier = Some(tuple);
+        tuple = *c.operand_ids(tuple).first()?;
+    }
+    match c.instr(tuple).op {
+        Op::Tuple => c
+            .operand_ids(tuple)
+            .get(usize::try_from(index).ok()?)
+            .map(|&e| (e, barrier)),
+        _ => None,
+    }
 }
 
 /// The peak of `module`'s entry: the most bytes its temporaries (every
@@ -222,8 +250,10 @@ impl Loops {
         let bound = c.id_bound();
         let mut index = vec![u32::MAX; bound];
         let mut ids = Vec::new();
+        // An opt-barrier is a loop of no bytes of its own: what reads
+        // through it waits for all its operands.
         for &i in emitted {
-            if owns[i.index()] {
+            if owns[i.index()] || matches!(c.instr(i).op, Op::OptBarrier) {
                 index[i.index()] = ids.len() as u32;
                 ids.push(i);
             }
@@ -242,7 +272,10 @@ impl Loops {
                 }
                 stamp[o.index()] = mark;
                 match index[o.index()] {
-                    u32::MAX => stack.extend_from_slice(c.operand_ids(o)),
+                    u32::MAX => match element(c, o) {
+                        Some((e, barrier)) => stack.extend(std::iter::once(e).chain(barrier)),
+                        None => stack.extend_from_slice(c.operand_ids(o)),
+                    },
                     l => out.push(l),
                 }
             }
@@ -271,7 +304,7 @@ impl Loops {
             .map(|(&i, &out)| {
                 let instr = c.instr(i);
                 match instr.op {
-                    Op::Parameter(_) | Op::Constant(_) | Op::TupleConstant(_) => 0,
+                    Op::Parameter(_) | Op::Constant(_) | Op::TupleConstant(_) | Op::OptBarrier => 0,
                     _ if out => 0,
                     _ => instr.shape.byte_size(),
                 }
