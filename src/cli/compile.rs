@@ -104,8 +104,9 @@ pub struct Args {
     module_markers: bool,
     /// Device memory per rank that the step's memory plan must fit: a size
     /// (`16GiB`, `24GB`, `512MiB`, bytes) or `none`. The summary prints the
-    /// plan (parameters, master weights, optimizer state, gradients and the
-    /// activations the backward reads, measured on the module) and the
+    /// plan (parameters, master weights, optimizer state, gradients, the
+    /// activations the backward reads and its working memory beyond them,
+    /// both measured on the module) and the
     /// manifest records it; a plan over the limit is refused with the
     /// smallest change that fits (--zero1, --remat full-layer, more DP, more
     /// TP) and nothing is written. [default: one trn1 NeuronCore, 16GiB,

@@ -71,9 +71,20 @@ pub struct MemoryPlan {
 }
 
 impl MemoryPlan {
-    /// The plan of `step` as optimized (the remat pass decides what is
-    /// kept, so plan the step its pipeline produced).
+    /// The plan of `step` as optimized: the one [`optimize`] recorded
+    /// (the remat pass decides what is kept, so plan the step its pipeline
+    /// produced), or [`MemoryPlan::measure`]d now for a step not optimized.
+    /// A compile asks for it twice, for its summary and for the manifest
+    /// written beside the proto, and measuring a 70B module costs about as
+    /// much as a pass.
+    ///
+    /// [`optimize`]: crate::train_step::optimize
     pub fn of(step: &TrainStep) -> MemoryPlan {
+        step.memory.unwrap_or_else(|| MemoryPlan::measure(step))
+    }
+
+    /// The plan of `step`'s module as it is now.
+    pub fn measure(step: &TrainStep) -> MemoryPlan {
         let with_role = |role: Role| step.inputs.iter().filter(move |s| s.role == role);
         let bytes = |role: Role| -> u64 {
             with_role(role)

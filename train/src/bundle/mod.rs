@@ -278,7 +278,7 @@ impl MemoryInfo {
         MemoryInfo {
             plan,
             total: plan.total(),
-            method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in (under ZeRO-1, as the backward makes them, in their weight's type, beside the rank's shard of their sum); activations the bytes of forward values a backward instruction reads; total their sum (temporaries of one layer's backward and of the update left out)",
+            method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in (under ZeRO-1, as the backward makes them, in their weight's type, beside the rank's shard of their sum); activations the bytes of forward values a backward instruction reads; backward_working the step's peak of temporaries beyond activations and gradients (values a fusing compiler materializes, alive from their loop to their last reader, in the better of the emitted and a list scheduler's order); total their sum",
         }
     }
 }
@@ -713,64 +713,65 @@ pub fn stage_bundle(
 ) -> Result<StagedBundle, Error> {
     check_destination(dir)?;
     let t0 = Instant::now();
+    let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
+    std::fs::create_dir(&staging).map_err(|e| io_error(&staging, e))?;
+    // Removes the staging directory on any error below.
+    let mut staged = StagedBundle {
+        staging: staging.clone(),
+        dest: dir.to_path_buf(),
+        report: BundleReport::default(),
+        committed: false,
+    };
+    let proto_path = staging.join(PROTO_FILE);
+    let text_path = staging.join(TEXT_FILE);
     let (encoded, checked) = std::thread::scope(|s| {
-        // Encoding and hashing the proto, and the manifest that names the
-        // hash, read the step and nothing else, so they run beside the
-        // checks and the printing: on the 7B step the two halves are about
-        // even, and the compile's wall time is their longer one. A module
-        // the checks refuse is encoded for nothing, and dropped.
-        let encoder = s.spawn(|| Encoded::of(step, cfg, target));
-        let checked = checked_text(step, target, dir);
+        // Encoding, writing and hashing the proto, and the manifest that
+        // names the hash, read the step and nothing else, so they run
+        // beside the checks and the printing; each side writes and syncs
+        // its own file as soon as it has it, so the disk's wait overlaps
+        // the other side's work (a 2,048-rank step's files are 22 MB). A
+        // module the checks refuse is encoded and written for nothing,
+        // and its staging directory removed.
+        let encoder = s.spawn(|| Encoded::of(step, cfg, target, &proto_path));
+        let checked = checked_text(step, target, dir).and_then(|c| {
+            let t = Instant::now();
+            hlatc_runtime::atomic_file::write_synced(&text_path, c.text.as_bytes())
+                .map_err(|e| io_error(&text_path, e))?;
+            Ok((c, t.elapsed()))
+        });
         let encoded = encoder
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (encoded, checked)
     });
-    let Checked { text, preflight } = checked?;
-    let emit_time = t0
-        .elapsed()
-        .saturating_sub(preflight.as_ref().map_or(Duration::ZERO, |p| p.time));
-    let t1 = Instant::now();
+    let (Checked { preflight, .. }, text_write) = checked?;
     let Encoded {
-        proto,
+        proto_bytes,
         sha256,
         stochastic_rounding,
         manifest,
-    } = encoded;
-    let proto_bytes = proto.len();
-    let mut contents: Vec<(&str, Vec<u8>)> =
-        vec![(PROTO_FILE, proto), (TEXT_FILE, text.into_bytes())];
+    } = encoded?;
+    let emit_time = t0
+        .elapsed()
+        .saturating_sub(text_write)
+        .saturating_sub(preflight.as_ref().map_or(Duration::ZERO, |p| p.time));
+    let t1 = Instant::now();
+    let mut rest: Vec<(&str, Vec<u8>)> = Vec::new();
     if target == Target::Neuron {
         let flags = serde_json::to_string_pretty(&neuron_flags()).expect("strings serialize");
-        contents.push((FLAGS_FILE, format!("{flags}\n").into_bytes()));
-        contents.push((
+        rest.push((FLAGS_FILE, format!("{flags}\n").into_bytes()));
+        rest.push((
             NEURON_SCRIPT,
             neuron_script(stochastic_rounding).into_bytes(),
         ));
     }
-    contents.push((MANIFEST_FILE, manifest.into_bytes()));
-    let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
-    std::fs::create_dir(&staging).map_err(|e| io_error(&staging, e))?;
-    let mut staged = StagedBundle {
-        staging: staging.clone(),
-        dest: dir.to_path_buf(),
-        report: BundleReport {
-            files: Vec::new(),
-            sha256,
-            proto_bytes,
-            emit_time,
-            write_time: Duration::ZERO,
-            preflight,
-        },
-        committed: false,
-    };
-    let files: Vec<(PathBuf, Vec<u8>)> = contents
+    rest.push((MANIFEST_FILE, manifest.into_bytes()));
+    let rest: Vec<(PathBuf, Vec<u8>)> = rest
         .into_iter()
         .map(|(name, bytes)| (staging.join(name), bytes))
         .collect();
-    hlatc_runtime::atomic_file::write_synced_all(&files)
+    hlatc_runtime::atomic_file::write_synced_all(&rest)
         .map_err(|(path, source)| Error::Io { path, source })?;
-    staged.report.files = files.into_iter().map(|(path, _)| path).collect();
     #[cfg(unix)]
     if target == Target::Neuron {
         use std::os::unix::fs::PermissionsExt;
@@ -778,14 +779,24 @@ pub fn stage_bundle(
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| io_error(&script, e))?;
     }
-    staged.report.write_time = t1.elapsed();
+    staged.report = BundleReport {
+        files: [proto_path, text_path]
+            .into_iter()
+            .chain(rest.into_iter().map(|(path, _)| path))
+            .collect(),
+        sha256,
+        proto_bytes,
+        emit_time,
+        write_time: text_write + t1.elapsed(),
+        preflight,
+    };
     Ok(staged)
 }
 
-/// A step's proto, the sha256 of its bytes, and the manifest that names
-/// them.
+/// A step's proto as written, the sha256 of its bytes, and the manifest
+/// that names them.
 struct Encoded {
-    proto: Vec<u8>,
+    proto_bytes: usize,
     sha256: String,
     /// Whether the module rounds any value stochastically (its compile
     /// script then sets the environment that turns it on).
@@ -795,18 +806,32 @@ struct Encoded {
 }
 
 impl Encoded {
-    fn of(step: &TrainStep, cfg: &StepConfig, target: Target) -> Encoded {
+    /// Encodes the step's module, writes and syncs it to `path` while
+    /// hashing it and writing the manifest.
+    fn of(
+        step: &TrainStep,
+        cfg: &StepConfig,
+        target: Target,
+        path: &Path,
+    ) -> Result<Encoded, Error> {
         let proto = hlatc_compiler::formats::proto::encode_module(&step.module);
-        let sha256 = sha256_hex(&proto);
-        let rounding = RoundingSummary::of(&step.module, target);
-        let stochastic_rounding = rounding.stochastic > 0;
-        let manifest = format!("{}\n", manifest_with(step, cfg, target, &sha256, rounding));
-        Encoded {
-            proto,
-            sha256,
-            stochastic_rounding,
-            manifest,
-        }
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| hlatc_runtime::atomic_file::write_synced(path, &proto));
+            let sha256 = sha256_hex(&proto);
+            let rounding = RoundingSummary::of(&step.module, target);
+            let stochastic_rounding = rounding.stochastic > 0;
+            let manifest = format!("{}\n", manifest_with(step, cfg, target, &sha256, rounding));
+            writer
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                .map_err(|e| io_error(path, e))?;
+            Ok(Encoded {
+                proto_bytes: proto.len(),
+                sha256,
+                stochastic_rounding,
+                manifest,
+            })
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The training step: the model's forward pass, its backward pass and the
 //! AdamW update, in one HLO module, with every input and output described.
 
+use crate::memory_plan::MemoryPlan;
 use crate::optimizer::{adamw, sum_of_squares, AdamWConfig, AdamWInputs};
 use crate::precision::Precision;
 use crate::sharding;
@@ -158,6 +159,10 @@ pub struct TrainStep {
     /// sharded step, the default for one device): [`optimize`] numbers the
     /// channels of the partition form again after its passes.
     pub spmd: Spmd,
+    /// The memory plan of the module [`optimize`] produced (`None` before
+    /// it ran): what [`MemoryPlan::of`] answers. A caller that changes the
+    /// module afterwards measures it again ([`MemoryPlan::measure`]).
+    pub memory: Option<MemoryPlan>,
 }
 
 impl TrainStep {
@@ -190,6 +195,7 @@ impl TrainStep {
             cast_policy: cfg.precision.cast_policy(),
             rounding: cfg.precision.default_rounding(),
             spmd,
+            memory: None,
         })
     }
 }
@@ -211,6 +217,7 @@ pub fn optimize(
     ctx.cast = step.cast_policy.clone();
     ctx.rounding = step.rounding.clone();
     step.remat = remat;
+    step.memory = None;
     // The step's weights are separate inputs; concatenating them in the
     // graph would copy every weight every step.
     ctx.concat_entry_parameters = false;
@@ -248,6 +255,7 @@ pub fn optimize(
         .map(|s| s.to_string())
         .collect();
     step.pass_report = report;
+    step.memory = Some(MemoryPlan::measure(step));
     Ok(())
 }
 
