@@ -660,10 +660,16 @@ impl ArrayShape {
 
 impl fmt::Display for ArrayShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = String::with_capacity(32);
-        self.push_text(&mut text);
-        f.write_str(&text)
+        write_pushed(f, |text| self.push_text(text))
     }
+}
+
+/// Writes what `push` appends: the one spelling of a shape is its
+/// `push_text`, and `Display` borrows it.
+fn write_pushed(f: &mut fmt::Formatter<'_>, push: impl FnOnce(&mut String)) -> fmt::Result {
+    let mut text = String::with_capacity(32);
+    push(&mut text);
+    f.write_str(&text)
 }
 
 impl Shape {
@@ -694,9 +700,7 @@ impl Shape {
 
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut text = String::with_capacity(32);
-        self.push_text(&mut text);
-        f.write_str(&text)
+        write_pushed(f, |text| self.push_text(text))
     }
 }
 
