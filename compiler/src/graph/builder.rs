@@ -9,7 +9,8 @@ use crate::ir::instruction::Instruction;
 use crate::ir::literal::Literal;
 use crate::ir::op::{BinaryOp, Op, UnaryOp};
 use crate::ir::shape::{ElementType, Shape};
-use crate::util::fx::BuildFxHasher;
+use crate::util::fx::{BuildFxHasher, FxHasher};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -33,10 +34,13 @@ pub struct Builder {
     reducer_ids: BTreeMap<String, ComputationId>,
     counters: BTreeMap<&'static str, usize>,
     next_param: i64,
-    /// Value numbering: every pure instruction built so far, by what it
-    /// computes. Asking for the same value again returns the same
-    /// instruction, so built graphs hold no duplicates for cse to find.
-    values: HashMap<(Op, Vec<InstrId>, Shape), InstrId, BuildFxHasher>,
+    /// Value numbering: every pure instruction built so far, by a hash of
+    /// what it computes (op, operands, shape). Asking for the same value
+    /// again returns the same instruction, so built graphs hold no
+    /// duplicates for cse to find. A hash's candidates are compared with
+    /// the instructions themselves: keying by a copy of the op, operands
+    /// and shape cloned all three for every instruction built.
+    values: HashMap<u64, SmallVec<[InstrId; 1]>, BuildFxHasher>,
     /// Provenance: the `/`-separated scope path (`layers.3/self_attn`)
     /// written into `metadata.op_name` of every instruction added, so a pass
     /// report, a dump or a policy such as remat can tell which layer and
@@ -182,16 +186,23 @@ impl Builder {
     /// Adds the instruction, or returns the existing one computing the same
     /// value when `share` allows it.
     fn insert(&mut self, op: Op, operands: &[InstrId], shape: Shape, share: bool) -> InstrId {
-        let key = (share && op.is_pure()).then(|| (op.clone(), operands.to_vec(), shape.clone()));
-        if let Some(&id) = key.as_ref().and_then(|k| self.values.get(k)) {
-            return id;
+        let key = (share && op.is_pure()).then(|| value_hash(&op, operands, &shape));
+        if let Some(same) = key.and_then(|k| self.values.get(&k)) {
+            let c = &self.comp;
+            let found = same.iter().copied().find(|&id| {
+                let i = c.instr(id);
+                i.op == op && i.shape == shape && c.operand_ids(id) == operands
+            });
+            if let Some(id) = found {
+                return id;
+            }
         }
         let name = self.fresh_name(op.opcode());
         let mut instr = Instruction::new(name, shape, op);
         instr.metadata.op_name.clone_from(&self.scope);
         let id = self.comp.add(instr, operands);
         if let Some(k) = key {
-            self.values.insert(k, id);
+            self.values.entry(k).or_default().push(id);
         }
         id
     }
@@ -628,6 +639,16 @@ impl Builder {
         let k = self.full_like(x, c)?;
         self.mul(x, k)
     }
+}
+
+/// What value numbering files an instruction under.
+fn value_hash(op: &Op, operands: &[InstrId], shape: &Shape) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = FxHasher::default();
+    op.hash(&mut h);
+    operands.hash(&mut h);
+    shape.hash(&mut h);
+    h.finish()
 }
 
 /// The dimensions `0..rank` except `axis`: where a value reduced over
