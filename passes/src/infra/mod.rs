@@ -2,7 +2,8 @@
 //! and its errors, pipelines and their checkers, the context that carries
 //! the target and the policies, the record of what passes did, and the
 //! machinery passes share (the rewriter and the module's names, the
-//! pattern matcher, the inliner, binding, value intervals, conversions).
+//! pattern matcher, the inliner, binding, value intervals, conversions,
+//! the loop that rewrites every match of every computation).
 //! Nothing here imports a pass or a target's module.
 
 pub mod bind;
@@ -11,6 +12,7 @@ pub(crate) mod context;
 pub(crate) mod convert;
 pub mod inline;
 pub(crate) mod intervals;
+pub(crate) mod match_rewrite;
 pub(crate) mod names;
 pub(crate) mod pass;
 pub mod pattern;

@@ -164,6 +164,15 @@ impl Rewriter<'_> {
         self.comp
     }
 
+    /// The computation and the module's names, for a rewrite that builds
+    /// whole instructions itself (shapes it works out, names it takes from
+    /// the index) rather than through [`Rewriter::add`]. Nothing it does
+    /// there is inferred or checked, and [`Rewriter::remove_orphans`] and
+    /// value numbering do not see it.
+    pub(crate) fn parts(&mut self) -> (&mut Computation, &mut Names) {
+        (self.comp, self.names)
+    }
+
     /// Turns on value numbering over what the computation holds now.
     pub fn share_values(&mut self) -> &mut Self {
         let mut values = HashMap::default();

@@ -10,8 +10,9 @@
 //! is never folded from its shape: bind it first (`hlatc opt --bind`).
 
 use crate::infra::context::PassContext;
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use crate::infra::rewriter::{RewriteError, Rewriter};
 use hlatc_compiler::ir::op::ComparisonDirection;
 use hlatc_compiler::{ArrayShape, ElementType, InstrId, Literal, Module, Op, Shape};
 
@@ -36,22 +37,19 @@ impl Pass for FoldCausalMask {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut rw: Option<ModuleRewriter> = None;
-        let mut changed = false;
-        for ci in 0..m.computations.len() {
-            let c = &m.computations[ci];
-            let masks: Vec<(InstrId, CausalSplit)> = c
-                .ids()
-                .filter_map(|id| match &c.instr(id).op {
-                    Op::Constant(lit) => Some((id, causal_split(lit)?)),
-                    _ => None,
-                })
-                .collect();
-            if masks.is_empty() {
-                continue;
-            }
-            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
-            for (id, split) in masks {
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Dead,
+            |_, c| -> Vec<(InstrId, CausalSplit)> {
+                c.ids()
+                    .filter_map(|id| match &c.instr(id).op {
+                        Op::Constant(lit) => Some((id, causal_split(lit)?)),
+                        _ => None,
+                    })
+                    .collect()
+            },
+            |r, ctx, (id, split)| {
                 let shape = r
                     .shape(id)
                     .as_array()
@@ -59,9 +57,9 @@ impl Pass for FoldCausalMask {
                     .expect("constants are arrays");
                 r.provenance_of(id);
                 let generated =
-                    generate(&mut r, &shape, &split).map_err(PassError::rewrite(self.name()))?;
+                    generate(r, &shape, &split).map_err(PassError::rewrite(self.name()))?;
                 if r.shape(generated) != r.shape(id) {
-                    continue;
+                    return Ok(false);
                 }
                 ctx.note(
                     self.name(),
@@ -75,12 +73,9 @@ impl Pass for FoldCausalMask {
                 );
                 r.replace(id, generated)
                     .map_err(PassError::rewrite(self.name()))?;
-                changed = true;
-            }
-            r.remove_dead();
-        }
-        ModuleRewriter::finish_on_demand(rw, ctx);
-        Ok(changed)
+                Ok(true)
+            },
+        )
     }
 }
 

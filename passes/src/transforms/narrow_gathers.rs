@@ -13,8 +13,8 @@
 //! convert, and non-float types.
 
 use crate::infra::context::{human_bytes, PassContext};
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::ModuleRewriter;
 use hlatc_compiler::{
     ArrayShape, Computation, ElementType, InstrId, Instruction, Module, Op, Shape,
 };
@@ -32,23 +32,20 @@ impl Pass for NarrowGathers {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut mr: Option<ModuleRewriter> = None;
         let mut moved = 0usize;
         let mut saved_bytes = 0u64;
-        for ci in 0..m.computations.len() {
-            let c = &m.computations[ci];
-            if c.has_control_dependencies() {
-                continue;
-            }
-            let narrowings: Vec<Narrowing> = c.ids().filter_map(|id| narrowing(c, id)).collect();
-            if narrowings.is_empty() {
-                continue;
-            }
-            let names = &mut mr
-                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
-                .names;
-            let c = &mut m.computations[ci];
-            for n in narrowings {
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Nothing,
+            |_, c| -> Vec<Narrowing> {
+                if c.has_control_dependencies() {
+                    return Vec::new();
+                }
+                c.ids().filter_map(|id| narrowing(c, id)).collect()
+            },
+            |r, _, n| -> Result<bool, PassError> {
+                let (c, names) = r.parts();
                 let old = c.instr(n.gather).clone();
                 let mut convert = Instruction::new(
                     names.fresh(&format!("{}.{}", c.instr(n.operand).name, n.ty)),
@@ -67,15 +64,15 @@ impl Pass for NarrowGathers {
                 narrow.metadata = old.metadata;
                 narrow.frontend_attributes = old.frontend_attributes;
                 let narrow = c.add(narrow, &[convert]);
-                for r in n.readers {
-                    c.replace_all_uses(r, narrow);
-                    c.remove(r);
+                for reader in n.readers {
+                    c.replace_all_uses(reader, narrow);
+                    c.remove(reader);
                 }
                 c.remove(n.gather);
                 moved += 1;
-            }
-        }
-        ModuleRewriter::finish_on_demand(mr, ctx);
+                Ok(true)
+            },
+        )?;
         if moved > 0 {
             let (plural, verb) = if moved == 1 {
                 ("", "gathers")

@@ -14,9 +14,9 @@
 //! dimensions, are left alone.
 
 use crate::infra::context::PassContext;
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::names::Names;
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::ModuleRewriter;
 use hlatc_compiler::{ArrayShape, Computation, InstrId, Instruction, Module, Op, Shape};
 
 pub struct BitcastToReshape;
@@ -37,39 +37,32 @@ impl Pass for BitcastToReshape {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut mr: Option<ModuleRewriter> = None;
-        let mut changed = false;
-        for ci in 0..m.computations.len() {
-            let c = &m.computations[ci];
-            let bitcasts: Vec<(InstrId, ArrayShape, ArrayShape)> = c
-                .ids()
-                .filter(|&id| matches!(c.instr(id).op, Op::Bitcast))
-                .filter_map(|id| {
-                    let operand = c.operand_ids(id).first()?;
-                    let from = c.instr(*operand).shape.as_array()?;
-                    let to = c.instr(id).shape.as_array()?;
-                    order_only(from, to).then(|| (id, from.clone(), to.clone()))
-                })
-                .collect();
-            if bitcasts.is_empty() {
-                continue;
-            }
-            let names = &mut mr
-                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
-                .names;
-            let c = &mut m.computations[ci];
-            for (id, from, to) in bitcasts {
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Nothing,
+            |_, c| -> Vec<(InstrId, ArrayShape, ArrayShape)> {
+                c.ids()
+                    .filter(|&id| matches!(c.instr(id).op, Op::Bitcast))
+                    .filter_map(|id| {
+                        let operand = c.operand_ids(id).first()?;
+                        let from = c.instr(*operand).shape.as_array()?;
+                        let to = c.instr(id).shape.as_array()?;
+                        order_only(from, to).then(|| (id, from.clone(), to.clone()))
+                    })
+                    .collect()
+            },
+            |r, _, (id, from, to)| {
+                let (c, names) = r.parts();
                 let reshaped = by_physical_order(c, names, id, &from, &to);
                 c.replace_all_uses(id, reshaped);
                 if c.has_control_dependencies() {
                     c.copy_control_dependencies(id, reshaped);
                 }
                 c.remove(id);
-            }
-            changed = true;
-        }
-        ModuleRewriter::finish_on_demand(mr, ctx);
-        Ok(changed)
+                Ok(true)
+            },
+        )
     }
 }
 

@@ -27,8 +27,9 @@
 //! chooses its own layouts.
 
 use crate::infra::context::PassContext;
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::ModuleRewriter;
+use crate::infra::rewriter::{RewriteError, Rewriter};
 use hlatc_compiler::ir::op::DotDims;
 use hlatc_compiler::{Computation, InstrId, Module, Op, Shape};
 
@@ -52,81 +53,73 @@ impl Pass for OrientDots {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut rw: Option<ModuleRewriter> = None;
-        let mut changed = false;
-        for ci in 0..m.computations.len() {
-            let c = &m.computations[ci];
-            let found: Vec<InstrId> = c.ids().filter(|&id| misoriented(c, id)).collect();
-            if found.is_empty() {
-                continue;
-            }
-            let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
-            for dot in found {
-                let (dims, precision, algorithm) = match &r.comp().instr(dot).op {
-                    Op::Dot {
-                        dims,
-                        precision,
-                        algorithm,
-                    } => (dims.clone(), precision.clone(), *algorithm),
-                    _ => continue,
-                };
-                let (lhs, rhs) = match r.comp().operand_ids(dot) {
-                    &[l, rr] => (l, rr),
-                    _ => continue,
-                };
-                let Some(out) = r.shape(dot).as_array().cloned() else {
-                    continue;
-                };
-                let nb = dims.lhs_batch.len();
-                let rank = |x: InstrId| r.shape(x).as_array().map_or(0, |a| a.dims.len());
-                let lhs_free = rank(lhs) - nb - dims.lhs_contracting.len();
-                let rhs_free = out.dims.len() - nb - lhs_free;
-                let swapped_dims = DotDims {
-                    lhs_batch: dims.rhs_batch.clone(),
-                    lhs_contracting: dims.rhs_contracting.clone(),
-                    rhs_batch: dims.lhs_batch.clone(),
-                    rhs_contracting: dims.lhs_contracting.clone(),
-                };
-                // A precision per operand: they swap too.
-                let precision = precision.iter().rev().cloned().collect();
-                // [batch, rhs free, lhs free], in the dot's own result type
-                // (an attribute of the dot, not its operands').
-                let swapped_out: Vec<i64> = out.dims[..nb]
-                    .iter()
-                    .chain(&out.dims[nb + lhs_free..])
-                    .chain(&out.dims[nb..nb + lhs_free])
-                    .copied()
-                    .collect();
-                r.provenance_of(dot);
-                let swapped = r
-                    .add(
-                        Op::Dot {
-                            dims: swapped_dims,
-                            precision,
-                            algorithm,
-                        },
-                        &[rhs, lhs],
-                        Some(Shape::array(out.ty, swapped_out)),
-                    )
-                    .map_err(PassError::rewrite(self.name()))?;
-                // [batch, rhs free, lhs free] back to [batch, lhs free, rhs free].
-                let permutation: Vec<i64> = (0..nb)
-                    .chain(nb + rhs_free..nb + rhs_free + lhs_free)
-                    .chain(nb..nb + rhs_free)
-                    .map(|d| d as i64)
-                    .collect();
-                let back = r
-                    .add(Op::Transpose { permutation }, &[swapped], None)
-                    .map_err(PassError::rewrite(self.name()))?;
-                r.replace(dot, back)
-                    .map_err(PassError::rewrite(self.name()))?;
-                changed = true;
-            }
-            r.remove_dead();
-        }
-        ModuleRewriter::finish_on_demand(rw, ctx);
-        Ok(changed)
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Dead,
+            |_, c| -> Vec<InstrId> { c.ids().filter(|&id| misoriented(c, id)).collect() },
+            |r, _, dot| swap(r, dot).map_err(PassError::rewrite(self.name())),
+        )
     }
+}
+
+/// Swaps the operands of dot `dot` and transposes the result back into
+/// its own shape; whether it did (a dot `misoriented` found always is one).
+fn swap(r: &mut Rewriter<'_>, dot: InstrId) -> Result<bool, RewriteError> {
+    let (dims, precision, algorithm) = match &r.comp().instr(dot).op {
+        Op::Dot {
+            dims,
+            precision,
+            algorithm,
+        } => (dims.clone(), precision.clone(), *algorithm),
+        _ => return Ok(false),
+    };
+    let (lhs, rhs) = match r.comp().operand_ids(dot) {
+        &[l, rr] => (l, rr),
+        _ => return Ok(false),
+    };
+    let Some(out) = r.shape(dot).as_array().cloned() else {
+        return Ok(false);
+    };
+    let nb = dims.lhs_batch.len();
+    let rank = |x: InstrId| r.shape(x).as_array().map_or(0, |a| a.dims.len());
+    let lhs_free = rank(lhs) - nb - dims.lhs_contracting.len();
+    let rhs_free = out.dims.len() - nb - lhs_free;
+    let swapped_dims = DotDims {
+        lhs_batch: dims.rhs_batch.clone(),
+        lhs_contracting: dims.rhs_contracting.clone(),
+        rhs_batch: dims.lhs_batch.clone(),
+        rhs_contracting: dims.lhs_contracting.clone(),
+    };
+    // A precision per operand: they swap too.
+    let precision = precision.iter().rev().cloned().collect();
+    // [batch, rhs free, lhs free], in the dot's own result type
+    // (an attribute of the dot, not its operands').
+    let swapped_out: Vec<i64> = out.dims[..nb]
+        .iter()
+        .chain(&out.dims[nb + lhs_free..])
+        .chain(&out.dims[nb..nb + lhs_free])
+        .copied()
+        .collect();
+    r.provenance_of(dot);
+    let swapped = r.add(
+        Op::Dot {
+            dims: swapped_dims,
+            precision,
+            algorithm,
+        },
+        &[rhs, lhs],
+        Some(Shape::array(out.ty, swapped_out)),
+    )?;
+    // [batch, rhs free, lhs free] back to [batch, lhs free, rhs free].
+    let permutation: Vec<i64> = (0..nb)
+        .chain(nb + rhs_free..nb + rhs_free + lhs_free)
+        .chain(nb..nb + rhs_free)
+        .map(|d| d as i64)
+        .collect();
+    let back = r.add(Op::Transpose { permutation }, &[swapped], None)?;
+    r.replace(dot, back)?;
+    Ok(true)
 }
 
 /// Whether `id` is a dot the pass swaps (see the module documentation).

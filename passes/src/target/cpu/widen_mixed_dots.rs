@@ -20,8 +20,8 @@
 
 use crate::infra::context::PassContext;
 use crate::infra::convert::widen;
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::ModuleRewriter;
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
 use std::collections::HashMap;
 
@@ -71,50 +71,50 @@ impl Pass for WidenMixedDots {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut mr: Option<ModuleRewriter> = None;
-        let mut changed = false;
-        for ci in 0..m.computations.len() {
-            let c = &m.computations[ci];
-            let mixed: Vec<(InstrId, ElementType)> = c
-                .ids()
-                .filter_map(|id| Some((id, Self::wide_type(c, id)?)))
-                .collect();
-            if mixed.is_empty() {
-                continue;
-            }
-            let names = &mut mr
-                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
-                .names;
-            let c = &mut m.computations[ci];
-            // One conversion of each operand to each type, however many
-            // dots read it.
-            let mut converted: HashMap<(InstrId, ElementType), InstrId> = HashMap::new();
-            for (dot, wide) in mixed {
-                let operands = c.operand_ids(dot).to_vec();
-                let metadata = &c.instr(dot).metadata.clone();
-                let mut widened = Vec::with_capacity(operands.len());
-                for x in operands {
-                    let narrow = c
-                        .instr(x)
-                        .shape
-                        .as_array()
-                        .filter(|a| widens_exactly(a.ty, wide))
-                        .cloned();
-                    widened.push(match narrow {
-                        Some(a) => *converted
-                            .entry((x, wide))
-                            .or_insert_with(|| widen(c, names, x, a, wide, metadata.clone())),
-                        None => x,
-                    });
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Nothing,
+            // One match a computation, all its mixed dots: they share the
+            // conversions of their operands.
+            |_, c| {
+                let mixed: Vec<(InstrId, ElementType)> = c
+                    .ids()
+                    .filter_map(|id| Some((id, Self::wide_type(c, id)?)))
+                    .collect();
+                (!mixed.is_empty()).then_some(mixed)
+            },
+            |r, _, mixed| {
+                let (c, names) = r.parts();
+                // One conversion of each operand to each type, however
+                // many dots read it.
+                let mut converted: HashMap<(InstrId, ElementType), InstrId> = HashMap::new();
+                for (dot, wide) in mixed {
+                    let operands = c.operand_ids(dot).to_vec();
+                    let metadata = &c.instr(dot).metadata.clone();
+                    let mut widened = Vec::with_capacity(operands.len());
+                    for x in operands {
+                        let narrow = c
+                            .instr(x)
+                            .shape
+                            .as_array()
+                            .filter(|a| widens_exactly(a.ty, wide))
+                            .cloned();
+                        widened.push(match narrow {
+                            Some(a) => *converted
+                                .entry((x, wide))
+                                .or_insert_with(|| widen(c, names, x, a, wide, metadata.clone())),
+                            None => x,
+                        });
+                    }
+                    // The dot itself stays: its name, shape, attributes
+                    // and place in the order are the same, over the new
+                    // operands.
+                    c.set_operands(dot, &widened);
                 }
-                // The dot itself stays: its name, shape, attributes and
-                // place in the order are the same, over the new operands.
-                c.set_operands(dot, &widened);
-            }
-            changed = true;
-        }
-        ModuleRewriter::finish_on_demand(mr, ctx);
-        Ok(changed)
+                Ok(true)
+            },
+        )
     }
 }
 

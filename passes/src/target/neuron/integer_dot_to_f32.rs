@@ -21,8 +21,8 @@
 use crate::infra::context::PassContext;
 use crate::infra::convert::{retyped, widen};
 use crate::infra::intervals::{integer_intervals, Interval};
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::ModuleRewriter;
 use hlatc_compiler::{
     ArrayShape, Computation, ElementType, InstrId, Instruction, Module, Op, Shape,
 };
@@ -43,28 +43,24 @@ impl Pass for IntegerDotToF32 {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut mr: Option<ModuleRewriter> = None;
         let mut rewritten = 0usize;
-        for ci in 0..m.computations.len() {
-            let c = &m.computations[ci];
-            if !c.ids().any(|id| integer_dot(c, id)) {
-                continue;
-            }
-            let intervals = integer_intervals(c);
-            let exact: Vec<InstrId> = c
-                .ids()
-                .filter(|&id| {
-                    integer_dot(c, id) && fits_f32(c, id, &|o| intervals.get(&o).copied())
-                })
-                .collect();
-            if exact.is_empty() {
-                continue;
-            }
-            let names = &mut mr
-                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
-                .names;
-            let c = &mut m.computations[ci];
-            for dot in exact {
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Nothing,
+            |_, c| -> Vec<InstrId> {
+                if !c.ids().any(|id| integer_dot(c, id)) {
+                    return Vec::new();
+                }
+                let intervals = integer_intervals(c);
+                c.ids()
+                    .filter(|&id| {
+                        integer_dot(c, id) && fits_f32(c, id, &|o| intervals.get(&o).copied())
+                    })
+                    .collect()
+            },
+            |r, _, dot| -> Result<bool, PassError> {
+                let (c, names) = r.parts();
                 let metadata = c.instr(dot).metadata.clone();
                 let operands: Vec<InstrId> = c.operand_ids(dot).to_vec();
                 // An integer dot's operands and result are arrays
@@ -76,7 +72,7 @@ impl Pass for IntegerDotToF32 {
                 let original = c.instr(dot).clone();
                 let (Some(shapes), Some(result)) = (shapes, original.shape.as_array().cloned())
                 else {
-                    continue;
+                    return Ok(false);
                 };
                 let floats: Vec<InstrId> = operands
                     .into_iter()
@@ -96,9 +92,9 @@ impl Pass for IntegerDotToF32 {
                 back.op = Op::Convert;
                 c.set_operands(dot, &[f]);
                 rewritten += 1;
-            }
-        }
-        ModuleRewriter::finish_on_demand(mr, ctx);
+                Ok(true)
+            },
+        )?;
         if rewritten > 0 {
             ctx.note(
                 self.name(),

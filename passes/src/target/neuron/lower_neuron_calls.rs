@@ -5,8 +5,9 @@
 //! `topk` (its indices converted to the call's `u32`).
 
 use crate::infra::context::{PassContext, Target};
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::{ModuleRewriter, RewriteError};
+use crate::infra::rewriter::RewriteError;
 use crate::target::neuron::neuron_topk::{neuron_topk_k, write_top_k, TOPK_INDEX_TYPE};
 use crate::target::neuron::softmax_math::{neuron_call_axis, SoftmaxWriter};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
@@ -55,59 +56,47 @@ impl Pass for LowerNeuronCalls {
 
 /// Module markers pass their tensor through: each becomes its operand.
 fn drop_module_markers(m: &mut Module, ctx: &mut PassContext) -> Result<bool, RewriteError> {
-    let mut rw: Option<ModuleRewriter> = None;
-    let mut changed = false;
-    for ci in 0..m.computations.len() {
-        let c = &m.computations[ci];
-        let markers: Vec<InstrId> = c
-            .ids()
-            .filter(|&id| ModuleMarker::of(&c.instr(id).op).is_some())
-            .collect();
-        if markers.is_empty() {
-            continue;
-        }
-        let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
-        for marker in markers {
+    rewrite_matches(
+        m,
+        ctx,
+        Sweep::Dead,
+        |_, c| -> Vec<InstrId> {
+            c.ids()
+                .filter(|&id| ModuleMarker::of(&c.instr(id).op).is_some())
+                .collect()
+        },
+        |r, _, marker| {
             // Read now: a marker may mark another marker, replaced before it.
             let operand = r.comp().operands(marker)[0];
             r.replace(marker, operand)?;
-        }
-        r.remove_dead();
-        changed = true;
-    }
-    ModuleRewriter::finish_on_demand(rw, ctx);
-    Ok(changed)
+            Ok(true)
+        },
+    )
 }
 
 /// Each `AwsNeuronTopK` call becomes XLA's `topk` of its operand, its
 /// indices converted to the call's type and tupled as the call's result.
 fn lower_top_k(m: &mut Module, ctx: &mut PassContext) -> Result<bool, RewriteError> {
-    let mut rw: Option<ModuleRewriter> = None;
-    let mut changed = false;
-    for ci in 0..m.computations.len() {
-        let c = &m.computations[ci];
-        let calls: Vec<(InstrId, InstrId, i64)> = c
-            .ids()
-            .filter_map(|id| {
-                let x = *c.operand_ids(id).first()?;
-                let last = *c.instr(x).shape.as_array()?.dims.last()?;
-                Some((id, x, neuron_topk_k(c.instr(id), last)?))
-            })
-            .collect();
-        if calls.is_empty() {
-            continue;
-        }
-        let mut r = ModuleRewriter::on_demand(&mut rw, m, ci, ctx);
-        for (call, x, k) in calls {
+    rewrite_matches(
+        m,
+        ctx,
+        Sweep::Orphans,
+        |_, c| -> Vec<(InstrId, InstrId, i64)> {
+            c.ids()
+                .filter_map(|id| {
+                    let x = *c.operand_ids(id).first()?;
+                    let last = *c.instr(x).shape.as_array()?.dims.last()?;
+                    Some((id, x, neuron_topk_k(c.instr(id), last)?))
+                })
+                .collect()
+        },
+        |r, _, (call, x, k)| {
             let shape = r.shape(call).clone();
             r.provenance_of(call);
-            let (values, indices) = write_top_k(&mut r, Target::Cpu, x, k, TOPK_INDEX_TYPE)?;
+            let (values, indices) = write_top_k(r, Target::Cpu, x, k, TOPK_INDEX_TYPE)?;
             let result = r.add(Op::Tuple, &[values, indices], Some(shape))?;
             r.replace(call, result)?;
-        }
-        r.remove_orphans();
-        changed = true;
-    }
-    ModuleRewriter::finish_on_demand(rw, ctx);
-    Ok(changed)
+            Ok(true)
+        },
+    )
 }

@@ -22,8 +22,8 @@
 
 use crate::infra::context::PassContext;
 use crate::infra::intervals::{data_operands, interval, Interval};
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::ModuleRewriter;
 use hlatc_compiler::{Computation, ElementType, InstrId, Instruction, Module, Op, Shape};
 use std::collections::HashMap;
 
@@ -40,20 +40,21 @@ impl Pass for Narrow64BitIntegers {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut mr: Option<ModuleRewriter> = None;
         let mut narrowed = 0usize;
-        for ci in 0..m.computations.len() {
-            let plan = narrowable(&m.computations[ci]);
-            if plan.is_empty() {
-                continue;
-            }
-            let names = &mut mr
-                .get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx))
-                .names;
-            narrowed += plan.len();
-            narrow(&mut m.computations[ci], &plan, names);
-        }
-        ModuleRewriter::finish_on_demand(mr, ctx);
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Nothing,
+            // One match a computation, its whole plan: an instruction is
+            // narrowed only with the operands it reads.
+            |_, c| Some(narrowable(c)).filter(|plan| !plan.is_empty()),
+            |r, _, plan| -> Result<bool, PassError> {
+                narrowed += plan.len();
+                let (c, names) = r.parts();
+                narrow(c, &plan, names);
+                Ok(true)
+            },
+        )?;
         if narrowed > 0 {
             ctx.note(
                 self.name(),

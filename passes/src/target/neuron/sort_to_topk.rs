@@ -27,8 +27,8 @@
 //! alone, with a note saying why.
 
 use crate::infra::context::PassContext;
+use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::infra::rewriter::ModuleRewriter;
 use crate::target::neuron::neuron_topk::{write_top_k, TOPK_INPUT_TYPES};
 use hlatc_compiler::ir::op::{ComparisonDirection, ComparisonType};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
@@ -57,29 +57,28 @@ impl Pass for SortToTopK {
     }
 
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
-        let mut mr: Option<ModuleRewriter> = None;
         let (mut rewritten, mut left) = (Vec::new(), Vec::new());
-        for ci in 0..m.computations.len() {
-            let c = &m.computations[ci];
-            let mut found = Vec::new();
-            for id in c.ids() {
-                if !matches!(c.instr(id).op, Op::Sort { .. }) {
-                    continue;
+        rewrite_matches(
+            m,
+            ctx,
+            Sweep::Orphans,
+            |m, c| {
+                let mut found = Vec::new();
+                for id in c.ids() {
+                    if !matches!(c.instr(id).op, Op::Sort { .. }) {
+                        continue;
+                    }
+                    match top_k_sort(m, c, id) {
+                        Ok(t) => found.push(t),
+                        Err(why) => left.push(format!("%{} ({why})", c.instr(id).name)),
+                    }
                 }
-                match top_k_sort(m, c, id) {
-                    Ok(t) => found.push(t),
-                    Err(why) => left.push(format!("%{} ({why})", c.instr(id).name)),
-                }
-            }
-            if found.is_empty() {
-                continue;
-            }
-            let target = ctx.target;
-            let mut r = ModuleRewriter::on_demand(&mut mr, m, ci, ctx);
-            for t in found {
+                found
+            },
+            |r, ctx, t| {
                 r.provenance_of(t.sort);
                 let index_type = t.index_type.unwrap_or(ElementType::S32);
-                let (values, indices) = write_top_k(&mut r, target, t.x, t.k, index_type)
+                let (values, indices) = write_top_k(r, ctx.target, t.x, t.k, index_type)
                     .map_err(PassError::rewrite(self.name()))?;
                 for s in t.value_slices {
                     r.replace(s, values)
@@ -90,10 +89,9 @@ impl Pass for SortToTopK {
                         .map_err(PassError::rewrite(self.name()))?;
                 }
                 rewritten.push(format!("%{} (k={})", r.comp().instr(t.sort).name, t.k));
-            }
-            r.remove_orphans();
-        }
-        ModuleRewriter::finish_on_demand(mr, ctx);
+                Ok(true)
+            },
+        )?;
         if !rewritten.is_empty() {
             ctx.note(
                 self.name(),
