@@ -27,6 +27,7 @@ pub mod data;
 pub mod grad_accum;
 pub mod initial_inputs;
 pub mod loader;
+mod memory_parts;
 pub mod memory_plan;
 pub mod optimizer;
 pub mod pipeline;

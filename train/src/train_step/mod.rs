@@ -1,7 +1,7 @@
 //! The training step: the model's forward pass, its backward pass and the
 //! AdamW update, in one HLO module, with every input and output described.
 
-use crate::memory_plan::MemoryPlan;
+use crate::memory_parts::MemoryPlan;
 use crate::optimizer::{adamw, sum_of_squares, AdamWConfig, AdamWInputs};
 use crate::precision::Precision;
 use crate::sharding;
