@@ -168,7 +168,7 @@ impl Zero1 {
             let mut at = 0;
             for &i in &run {
                 let k = blocks[i].1;
-                let piece = b.slice_dim(mine, 1, at, at + k)?;
+                let piece = b.slice_dim_unless_whole(mine, 1, at, at + k)?;
                 out[i] = b.reshape(piece, &[k])?;
                 at += k;
             }
