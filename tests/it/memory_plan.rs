@@ -197,6 +197,18 @@ fn a_sequence_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
     assert!(core_temp < none_temp);
 }
 
+/// HLAT's 70B layout: TP 32 x DP 64 with SP and ZeRO-1, `bf16-master`,
+/// batch 64, compiled for neuron.
+fn hlat_70b_on_2048_ranks() -> hlatc::compile_step::CompiledStep {
+    compile_step(&options(
+        "hlat-70b",
+        layout(32, 64, true),
+        64,
+        Precision::Bf16Master,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn refusal(o: &CompileOptions) -> String {
     match compile_step(o) {
         Err(e @ Error::DoesNotFit { .. }) => e.to_string(),
@@ -256,13 +268,7 @@ fn seventy_b_at_tp32_is_refused_on_four_nodes_and_fits_on_sixty_four() {
         refused.contains("the smallest change that fits: --dp "),
         "{refused}"
     );
-    let hlat = compile_step(&options(
-        "hlat-70b",
-        layout(32, 64, true),
-        64,
-        Precision::Bf16Master,
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    let hlat = hlat_70b_on_2048_ranks();
     assert!(hlat.memory.total() <= 16 << 30, "{}", hlat.memory);
 }
 
@@ -276,13 +282,7 @@ fn seventy_b_at_tp32_is_refused_on_four_nodes_and_fits_on_sixty_four() {
 #[test]
 fn seventy_b_keeps_only_what_its_backward_needs() {
     use hlatc::compiler::graph::scope;
-    let hlat = compile_step(&options(
-        "hlat-70b",
-        layout(32, 64, true),
-        64,
-        Precision::Bf16Master,
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    let hlat = hlat_70b_on_2048_ranks();
     let c = hlat.step.module.entry();
     let backward = |id| scope::is_backward(&c.instr(id).metadata.op_name);
     let kept: Vec<_> = c

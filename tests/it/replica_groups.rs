@@ -196,15 +196,11 @@ fn the_manifest_rule_gives_every_rank_its_holdings() {
 /// (`hlatc compile --model tiny --target cpu --tp 4 --dp 2 --batch-size 2
 /// --sequence-parallel --zero1`): its per-TP-rank lists are read, and say
 /// what the rule says.
-#[test]
-fn a_manifest_with_per_rank_lists_is_still_read() {
-    let old: serde_json::Value = serde_json::from_str(include_str!(
-        "../fixtures/bundles/manifest-tp-ranks-tp4-dp2.json"
-    ))
-    .unwrap();
-    let listed = ManifestHoldings::from_manifest(&old).unwrap().unwrap();
-    assert!(!listed.is_rule());
-    let dir = scratch("holdings-old-layout");
+/// A `--target cpu` bundle of tiny at TP 4 x DP 2 with SP and ZeRO-1,
+/// compiled by the CLI into a scratch folder `name`: the layout the
+/// manifest fixture of per-rank lists was written for.
+fn tiny_tp4_dp2_bundle(name: &str) -> std::path::PathBuf {
+    let dir = scratch(name);
     let out = hlatc(&[
         "compile",
         "--model",
@@ -223,6 +219,18 @@ fn a_manifest_with_per_rank_lists_is_still_read() {
         dir.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
+    dir
+}
+
+#[test]
+fn a_manifest_with_per_rank_lists_is_still_read() {
+    let old: serde_json::Value = serde_json::from_str(include_str!(
+        "../fixtures/bundles/manifest-tp-ranks-tp4-dp2.json"
+    ))
+    .unwrap();
+    let listed = ManifestHoldings::from_manifest(&old).unwrap().unwrap();
+    assert!(!listed.is_rule());
+    let dir = tiny_tp4_dp2_bundle("holdings-old-layout");
     let bundle = OpenedBundle::open(&dir).unwrap();
     let rule = bundle.holdings().unwrap().unwrap();
     for rank in 0..8 {
@@ -248,25 +256,7 @@ fn a_listing_states_each_run_of_layers_once_and_reads_as_every_entry() {
         "../fixtures/bundles/manifest-tp-ranks-tp4-dp2.json"
     ))
     .unwrap();
-    let dir = scratch("listing-runs");
-    let out = hlatc(&[
-        "compile",
-        "--model",
-        "tiny",
-        "--target",
-        "cpu",
-        "--tp",
-        "4",
-        "--dp",
-        "2",
-        "--batch-size",
-        "2",
-        "--sequence-parallel",
-        "--zero1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = tiny_tp4_dp2_bundle("listing-runs");
     let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
     let new: serde_json::Value = serde_json::from_str(&text).unwrap();
     // tiny: 2 layers of 6 tensors under 3 roles, besides 3 other

@@ -6,7 +6,7 @@
 use hlatc_compiler::graph::autodiff::{grad, gradient, AutodiffError, GradHints, Gradient};
 use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::ir::op::{BinaryOp, UnaryOp};
-use hlatc_compiler::{ElementType, Op, Shape};
+use hlatc_compiler::{ElementType, InstrId, Op, Shape};
 
 fn vector(b: &mut Builder, name: &str) -> hlatc_compiler::InstrId {
     b.parameter(name, Shape::array(ElementType::F32, [4]))
@@ -104,11 +104,21 @@ fn recomputed(b: &Builder) -> usize {
     copies.len()
 }
 
-/// SwiGLU named for recomputation keeps its inputs, the gate and up
-/// projections: the logistic, the SiLU and the product the down
-/// projection reads are recomputed.
-#[test]
-fn swiglu_keeps_only_gate_and_up() {
+/// A SwiGLU block's values: `e = exp(p)` split into gate and up, then
+/// `silu(gate) * up` through a down projection `w`, summed to the loss.
+struct Swiglu {
+    p: InstrId,
+    w: InstrId,
+    e: InstrId,
+    gate: InstrId,
+    up: InstrId,
+    s: InstrId,
+    silu: InstrId,
+    a: InstrId,
+    loss: InstrId,
+}
+
+fn swiglu() -> (Builder, Swiglu) {
     let mut b = Builder::new("m");
     let p = b.parameter("p", Shape::array(ElementType::F32, [4, 6]));
     let w = b.parameter("w", Shape::array(ElementType::F32, [5, 3]));
@@ -120,6 +130,39 @@ fn swiglu_keeps_only_gate_and_up() {
     let a = b.mul(silu, up).unwrap();
     let down = b.dot(a, w, linear()).unwrap();
     let loss = b.reduce_sum(down, &[0, 1]).unwrap();
+    let values = Swiglu {
+        p,
+        w,
+        e,
+        gate,
+        up,
+        s,
+        silu,
+        a,
+        loss,
+    };
+    (b, values)
+}
+
+/// SwiGLU named for recomputation keeps its inputs, the gate and up
+/// projections: the logistic, the SiLU and the product the down
+/// projection reads are recomputed.
+#[test]
+fn swiglu_keeps_only_gate_and_up() {
+    let (
+        mut b,
+        Swiglu {
+            p,
+            w,
+            e,
+            gate,
+            up,
+            s,
+            silu,
+            a,
+            loss,
+        },
+    ) = swiglu();
     let hints = GradHints {
         recompute: vec![s, silu, a],
         ..GradHints::default()
@@ -129,17 +172,20 @@ fn swiglu_keeps_only_gate_and_up() {
     assert_eq!(kept_for_backward(&b), vec![e, gate, up]);
     assert_eq!(recomputed(&b), 3);
     // Without the hint the chain rule keeps all five.
-    let mut b = Builder::new("m");
-    let p = b.parameter("p", Shape::array(ElementType::F32, [4, 6]));
-    let w = b.parameter("w", Shape::array(ElementType::F32, [5, 3]));
-    let e = b.unary(UnaryOp::Exp, p).unwrap();
-    let gate = b.add(Op::Slice { slices: slices(0) }, &[e], None).unwrap();
-    let up = b.add(Op::Slice { slices: slices(3) }, &[e], None).unwrap();
-    let s = b.unary(UnaryOp::Logistic, gate).unwrap();
-    let silu = b.mul(gate, s).unwrap();
-    let a = b.mul(silu, up).unwrap();
-    let down = b.dot(a, w, linear()).unwrap();
-    let loss = b.reduce_sum(down, &[0, 1]).unwrap();
+    let (
+        mut b,
+        Swiglu {
+            p,
+            w,
+            e,
+            gate,
+            up,
+            s,
+            silu,
+            a,
+            loss,
+        },
+    ) = swiglu();
     grad(&mut b, loss, &[p, w], &GradHints::default()).unwrap();
     assert_eq!(kept_for_backward(&b), vec![e, gate, up, s, silu, a]);
     assert_eq!(recomputed(&b), 0);
