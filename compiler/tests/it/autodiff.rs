@@ -149,45 +149,22 @@ fn swiglu() -> (Builder, Swiglu) {
 /// projection reads are recomputed.
 #[test]
 fn swiglu_keeps_only_gate_and_up() {
-    let (
-        mut b,
-        Swiglu {
-            p,
-            w,
-            e,
-            gate,
-            up,
-            s,
-            silu,
-            a,
-            loss,
-        },
-    ) = swiglu();
+    let (mut b, v) = swiglu();
     let hints = GradHints {
-        recompute: vec![s, silu, a],
+        recompute: vec![v.s, v.silu, v.a],
         ..GradHints::default()
     };
-    grad(&mut b, loss, &[p, w], &hints).unwrap();
+    grad(&mut b, v.loss, &[v.p, v.w], &hints).unwrap();
     // exp's rule reads its output, e.
-    assert_eq!(kept_for_backward(&b), vec![e, gate, up]);
+    assert_eq!(kept_for_backward(&b), vec![v.e, v.gate, v.up]);
     assert_eq!(recomputed(&b), 3);
     // Without the hint the chain rule keeps all five.
-    let (
-        mut b,
-        Swiglu {
-            p,
-            w,
-            e,
-            gate,
-            up,
-            s,
-            silu,
-            a,
-            loss,
-        },
-    ) = swiglu();
-    grad(&mut b, loss, &[p, w], &GradHints::default()).unwrap();
-    assert_eq!(kept_for_backward(&b), vec![e, gate, up, s, silu, a]);
+    let (mut b, v) = swiglu();
+    grad(&mut b, v.loss, &[v.p, v.w], &GradHints::default()).unwrap();
+    assert_eq!(
+        kept_for_backward(&b),
+        vec![v.e, v.gate, v.up, v.s, v.silu, v.a]
+    );
     assert_eq!(recomputed(&b), 0);
 }
 
