@@ -25,6 +25,7 @@ pub use hlatc_train::{
 
 pub mod compile_step;
 pub mod metrics;
+pub mod plan;
 pub mod plot;
 pub mod step_programs;
 
@@ -88,6 +89,8 @@ pub enum Error {
     },
     #[error(transparent)]
     Train(#[from] hlatc_train::Error),
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
 }
 
 /// The library errors that [`hlatc_train::Error`] already wraps reach the

@@ -62,7 +62,7 @@ pub enum PlotError {
 }
 
 /// Distinct, print-safe line colours (Okabe and Ito's palette), in order.
-const PALETTE: [RGBColor; 7] = [
+pub(crate) const PALETTE: [RGBColor; 7] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
@@ -78,9 +78,9 @@ pub fn curve_color(k: usize) -> (u8, u8, u8) {
     (c.0, c.1, c.2)
 }
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
-fn register_font() -> Result<(), PlotError> {
+pub(crate) fn register_font() -> Result<(), PlotError> {
     static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *REGISTERED.get_or_init(|| {
         plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()
@@ -127,7 +127,7 @@ fn checked_points(curves: &[Curve], opts: &PlotOptions) -> Result<Vec<Vec<(f64, 
 }
 
 /// `(lo, hi)` of `values` with a margin, never empty.
-fn padded_range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
+pub(crate) fn padded_range(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     let (mut lo, mut hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
         (lo.min(v), hi.max(v))
     });

@@ -11,6 +11,7 @@ mod opt;
 mod parallel_args;
 mod pass_report;
 mod passes;
+mod plan;
 mod plot;
 mod precision_args;
 mod run;
@@ -49,6 +50,7 @@ hlatc convert model.hlo_module.pb -o m.txt             proto to text (and back, 
 hlatc opt m.txt --passes=cse,dce                       run passes by name\n  \
 hlatc opt step.txt --bind mask=mask.safetensors        fold a mask fed as a parameter\n  \
 hlatc passes                                           what each pass does; default pipelines\n  \
+hlatc plan --model hlat-70b --nodes 32                 which layout to run, predicted\n  \
 hlatc run m.txt --inputs in.safetensors --expect ref.safetensors\n  \
 hlatc shard state.st --tp 2 --dp 2 --zero1 --out ranks/  a training state, one file per rank\n  \
 hlatc unshard ranks/ --tp 2 --dp 2 --zero1 --out state.st  ... and back"
@@ -67,6 +69,7 @@ enum Command {
     Convert(convert::Args),
     Opt(opt::Args),
     Passes(passes::Args),
+    Plan(Box<plan::Args>),
     Plot(plot::Args),
     Run(run::Args),
     Shard(state::ShardArgs),
@@ -106,6 +109,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
         Command::Convert(a) => convert::main(a),
         Command::Opt(a) => opt::main(a),
         Command::Passes(a) => passes::main(a),
+        Command::Plan(a) => plan::main(*a),
         Command::Plot(a) => plot::main(a),
         Command::Run(a) => run::main(a),
         Command::Shard(a) => state::shard(a),

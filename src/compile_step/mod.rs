@@ -29,6 +29,9 @@ pub enum ModelSource {
     ConfigFile(PathBuf),
     /// A Hugging Face config's JSON text; `name` stands for it in messages.
     ConfigJson { json: String, name: String },
+    /// A model already read (the planner's, with some layers left out);
+    /// `name` stands for it in messages.
+    Config { cfg: Box<ModelConfig>, name: String },
 }
 
 impl ModelSource {
@@ -43,6 +46,7 @@ impl ModelSource {
             ModelSource::ConfigJson { json, name } => {
                 (ModelConfig::from_hf_json(json, name)?, name.clone())
             }
+            ModelSource::Config { cfg, name } => ((**cfg).clone(), name.clone()),
         };
         cfg.fused_projections = !separate_projections;
         Ok((cfg, name))

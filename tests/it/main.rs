@@ -25,6 +25,7 @@ mod neuron_rewrites_on_xla;
 mod orient_dots;
 mod passes_on_xla;
 mod pipeline;
+mod plan;
 mod plot;
 mod rank_checkpoint;
 mod reliability;

@@ -16,8 +16,10 @@
 use hlatc_compiler::ir::op::{DotDims, Op};
 use hlatc_compiler::Module;
 
-const PARTITIONS: u64 = 128;
-const MOVING_COLUMNS: u64 = 512;
+/// Contraction rows, and stationary rows, of one TensorE instruction.
+pub const PARTITIONS: u64 = 128;
+/// Moving columns of one TensorE instruction.
+pub const MOVING_COLUMNS: u64 = 512;
 
 /// The fewest TensorE instructions the module's dots need.
 pub fn matmul_instructions(module: &Module) -> u64 {
@@ -42,7 +44,10 @@ pub fn matmul_instructions(module: &Module) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
-fn dot_instructions(d: &DotDims, lhs: &[i64], rhs: &[i64]) -> u64 {
+/// The fewest TensorE instructions one dot of these operand dimensions
+/// needs: the tiles of [`PARTITIONS`] x [`PARTITIONS`] x [`MOVING_COLUMNS`]
+/// it divides into, with the cheaper operand made stationary.
+pub fn dot_instructions(d: &DotDims, lhs: &[i64], rhs: &[i64]) -> u64 {
     let product = |dims: &[i64], pick: &dyn Fn(usize) -> bool| -> u64 {
         dims.iter()
             .enumerate()

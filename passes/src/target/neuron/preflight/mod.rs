@@ -27,7 +27,7 @@ mod rules;
 mod trip_count;
 
 pub use chip::{Chip, Sdk};
-pub use instructions::matmul_instructions;
+pub use instructions::{dot_instructions, matmul_instructions, MOVING_COLUMNS, PARTITIONS};
 pub use report::{CheckReport, Finding, LocatedFinding};
 pub use rules::{
     markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT,

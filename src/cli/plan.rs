@@ -1,0 +1,313 @@
+//! `hlatc plan`: which layout to run, predicted from the compiled programs.
+
+use super::console::{note, out};
+use hlatc::compile_step::ModelSource;
+use hlatc::memory_plan::gib;
+use hlatc::models::PRESETS;
+use hlatc::plan::calibration::{fit, median_and_worst, Calibration, RunError};
+use hlatc::plan::{plan, Instance, Plan, PlanOptions};
+use hlatc::precision::Precision;
+use hlatc::Error;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Predict which layout trains a model fastest on a cluster of Trainium
+/// instances, from the programs hlatc compiles for each.
+///
+/// Every layout that divides the model and the cluster is compiled (TP
+/// within a node, PP dividing the layers, DP filling the rest; SP and
+/// ZeRO-1 on and off; each remat policy; micro-batches of 1, 2 and 4; and
+/// the precision, or each bf16 preset when --precision is not given) and
+/// its programs read: every dot's FLOPs in TensorE tiles, the bytes of the
+/// ops between them, every collective's bytes over NeuronLink and EFA by
+/// where its group's ranks sit, the pipeline's ticks, and the memory plan
+/// of a rank. A cost model turns those into a step time; its few
+/// parameters (the fraction of each peak achieved) are fitted to the
+/// Neuron SDK's published training runs, or to --calibration FILE.
+///
+/// The search reads each layout from two- and three-layer stages of its
+/// programs (every layer between the first and the last is the same
+/// program); the best --top are read
+/// again from their whole programs, and printed with the `hlatc compile`
+/// command that builds each. docs/src/planner.md describes the model, its
+/// parameters and sources, and its error against measured runs.
+#[derive(clap::Args)]
+#[command(after_help = "Examples:\n  \
+hlatc plan --model hlat-70b --nodes 32 --global-batch 1024 --precision bf16-master\n  \
+hlatc plan --model hlat-7b --nodes 16 --layout tp=8,dp=64,sp,zero1,remat=core-attention\n  \
+hlatc plan --config config.json --instance trn2.48xlarge --nodes 4 --price 40 --plot plan.png\n  \
+hlatc plan --model hlat-7b --nodes 16 --calibration my-runs.csv")]
+pub struct Args {
+    /// Built-in model (as `hlatc compile --model`) [default: hlat-7b]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(PRESETS), conflicts_with = "config")]
+    model: Option<String>,
+    /// Hugging Face `config.json` instead of a preset
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Tokens per sequence [default: min(4096, max_position_embeddings)]
+    #[arg(long)]
+    seq_len: Option<i64>,
+    /// The precision preset every layout uses (fp32, bf16-mixed,
+    /// bf16-pure, bf16-master) [default: search bf16-master, bf16-mixed
+    /// and bf16-pure]
+    #[arg(long, value_parser = parse_precision)]
+    precision: Option<Precision>,
+    /// The instance kind: trn1.32xlarge (32 NeuronCores, EFA 800 Gbps),
+    /// trn1n.32xlarge (EFA 1,600 Gbps) or trn2.48xlarge (64 logical cores
+    /// at LNC=2)
+    #[arg(long, default_value = "trn1.32xlarge", value_parser = parse_instance)]
+    instance: Instance,
+    /// Instances in the cluster
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    nodes: i64,
+    /// Sequences per optimizer step over the whole cluster
+    #[arg(long, value_name = "B", default_value_t = 1024)]
+    global_batch: i64,
+    /// How many of the best layouts to print (each read again from its
+    /// whole programs)
+    #[arg(long, value_name = "K", default_value_t = 5)]
+    top: usize,
+    /// USD per node-hour: prints the cost of 4 M tokens (HLAT's CPT
+    /// figure) for each layout
+    #[arg(long, value_name = "USD")]
+    price: Option<f64>,
+    /// Evaluate this one layout instead of searching: comma-separated
+    /// tp=T,pp=P,dp=D,sp,zero1,remat=POLICY,micro_batch=M,precision=P
+    /// (dp defaults to filling the cluster; pp and micro_batch to 1; sp
+    /// and zero1 to off; remat to core-attention)
+    #[arg(long, value_name = "SPEC")]
+    layout: Option<String>,
+    /// Fit the cost model to these measured runs instead of the built-in
+    /// fit: a CSV with the columns of data/planner/published-trn1.csv
+    /// (model: a preset or a config.json path relative to the CSV)
+    #[arg(long, value_name = "CSV")]
+    calibration: Option<PathBuf>,
+    /// Predict the measured runs of this CSV (the calibration file's
+    /// columns) with the parameters in use, and print each run's error:
+    /// a check on runs the parameters were never fitted to
+    #[arg(long, value_name = "CSV")]
+    predict: Option<PathBuf>,
+    /// Print the calibration (the built-in one, or --calibration's): the
+    /// fitted parameters, each run's error, and each run predicted from a
+    /// fit to the others (leave-one-out); with --predict, only the reports
+    /// are printed, no layout is planned
+    #[arg(long)]
+    report: bool,
+    /// Write every layout evaluated, with its prediction, as JSON
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw predicted throughput against memory per rank for every layout
+    /// that fits, the best marked, as a PNG
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<PathBuf>,
+    /// Compiles run at once [default: the machine's cores]
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    threads: usize,
+}
+
+fn parse_precision(s: &str) -> Result<Precision, String> {
+    Precision::from_name(s).ok_or_else(|| {
+        let known: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown precision '{s}' (known: {})", known.join(", "))
+    })
+}
+
+fn parse_instance(s: &str) -> Result<Instance, String> {
+    Instance::from_name(s).ok_or_else(|| {
+        let known: Vec<&str> = Instance::ALL.iter().map(|i| i.name()).collect();
+        format!("unknown instance '{s}' (known: {})", known.join(", "))
+    })
+}
+
+pub fn main(a: Args) -> Result<ExitCode, Error> {
+    if let Some(p) = a.price.filter(|p| !(p.is_finite() && *p > 0.0)) {
+        return Err(Error::usage(format!(
+            "--price {p}: a positive price per node-hour"
+        )));
+    }
+    if a.top == 0 {
+        return Err(Error::usage("--top 0: at least one layout is printed"));
+    }
+    let model = match (&a.model, &a.config) {
+        (_, Some(path)) => ModelSource::ConfigFile(path.clone()),
+        (m, None) => ModelSource::Preset(m.clone().unwrap_or_else(|| "hlat-7b".into())),
+    };
+    let mut o = PlanOptions {
+        model,
+        seq_len: a.seq_len,
+        precision: a.precision,
+        instance: a.instance,
+        nodes: a.nodes,
+        global_batch: a.global_batch,
+        top: a.top,
+        price: a.price,
+        layout: a.layout.clone(),
+        threads: a.threads,
+        ..PlanOptions::default()
+    };
+    let calibrated_on = match &a.calibration {
+        None => format!(
+            "the built-in fit to {} (the Neuron SDK's published runs)",
+            hlatc::plan::calibration::BUILTIN_FILE
+        ),
+        Some(path) => {
+            let c = Calibration::read(path)?;
+            let features = c.features(&o.assumptions)?;
+            let measured: Vec<f64> = c.runs.iter().map(|r| r.step_seconds()).collect();
+            o.params = fit(&features, &measured);
+            format!("a fit to {} ({} runs)", path.display(), c.runs.len())
+        }
+    };
+    if a.report {
+        let c = match &a.calibration {
+            Some(path) => Calibration::read(path)?,
+            None => Calibration::read(hlatc::plan::calibration::BUILTIN_FILE.as_ref())?,
+        };
+        let r = c.fit_report(&o.assumptions)?;
+        out!("calibration: {} ({} runs)", c.path, c.runs.len())?;
+        let params: Vec<String> = r
+            .params
+            .named()
+            .iter()
+            .map(|(n, v)| format!("{n} {v:.4}"))
+            .collect();
+        out!("  parameters: {}", params.join(", "))?;
+        print_errors("in sample", &r.in_sample)?;
+        print_errors("leave-one-out", &r.leave_one_out)?;
+    }
+    if let Some(path) = &a.predict {
+        let c = Calibration::read(path)?;
+        let errors = c.predict_with(&o.params, &o.assumptions)?;
+        out!(
+            "predicted: {} ({} runs, never fitted to)",
+            c.path,
+            c.runs.len()
+        )?;
+        print_errors("predicted", &errors)?;
+    }
+    if a.report && a.predict.is_some() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let p = plan(&o)?;
+    print_plan(&p, &o, &calibrated_on)?;
+    if let Some(path) = &a.json {
+        let mut text =
+            serde_json::to_string_pretty(&p).map_err(|e| Error::usage(format!("--json: {e}")))?;
+        text.push('\n');
+        hlatc::runtime::atomic_file::write_atomic(path, text.as_bytes())
+            .map_err(|e| Error::io(path, e))?;
+        note!("wrote {}", path.display())?;
+    }
+    if let Some(path) = &a.plot {
+        hlatc::plan::chart::chart_to_file(&p, path).map_err(hlatc::plan::PlanError::from)?;
+        note!("wrote {}", path.display())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_errors(what: &str, errors: &[RunError]) -> Result<(), Error> {
+    let (median, worst) = median_and_worst(errors);
+    out!(
+        "  {what}: median error {:.1}%, worst {:.1}%",
+        100.0 * median,
+        100.0 * worst
+    )?;
+    for e in errors {
+        out!(
+            "    {:<40} {:<26} seq {:<5} {}: measured {:.2} seq/s, predicted {:.2} ({:+.1}%)",
+            e.run,
+            e.model,
+            e.seq_len,
+            e.layout,
+            e.measured_seq_per_s,
+            e.predicted_seq_per_s,
+            100.0 * e.relative_error
+        )?;
+    }
+    Ok(())
+}
+
+fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Error> {
+    let hw = o.instance.hardware();
+    let fitting = p.candidates.iter().filter(|c| c.fits).count();
+    out!(
+        "{} on {} x {} ({} cores), {} sequences of {} tokens per step",
+        p.model,
+        p.nodes,
+        p.instance,
+        p.nodes * hw.cores_per_node,
+        p.global_batch,
+        p.seq_len
+    )?;
+    out!(
+        "{} layouts evaluated in {:.1} s: {} fit {} per core, {} do not; {} more not compiled, \
+         their state alone over a core; {} refused",
+        p.candidates.len(),
+        p.seconds,
+        fitting,
+        gib(hw.hbm_bytes),
+        p.candidates.len() - fitting,
+        p.too_large.len(),
+        p.refused.len()
+    )?;
+    out!("cost model: {calibrated_on}")?;
+    if p.best().is_none() && !p.candidates.is_empty() {
+        out!("no layout fits: the ones below need the least memory")?;
+    }
+    let shown: Vec<_> = if p.best().is_some() {
+        p.candidates.iter().filter(|c| c.fits).take(o.top).collect()
+    } else {
+        let mut c: Vec<_> = p.candidates.iter().collect();
+        c.sort_by_key(|c| c.memory_per_rank);
+        c.into_iter().take(o.top).collect()
+    };
+    for (k, c) in shown.iter().enumerate() {
+        out!("")?;
+        let cost = c
+            .cost_per_4m_tokens
+            .map(|usd| format!(", ${usd:.2} per 4M tokens"))
+            .unwrap_or_default();
+        out!("{}. {}", k + 1, c.layout)?;
+        out!(
+            "   step {:.2} s, {:.2} seq/s, {:.0} tokens/s, MFU {:.1}%{cost}",
+            c.step_seconds,
+            c.seq_per_s,
+            c.tokens_per_s,
+            100.0 * c.mfu
+        )?;
+        out!(
+            "   memory per rank {} ({}){}",
+            gib(c.memory_per_rank),
+            if c.fits { "fits" } else { "does not fit" },
+            if c.exact {
+                ""
+            } else {
+                " [from two- and three-layer stages]"
+            }
+        )?;
+        if let Some(e) = &c.emitted {
+            out!(
+                "   (each stage's activations kept, as NxD runs a pipeline; hlatc's tick programs \
+                 today run each stage's forward twice: {:.2} seq/s, {} per rank)",
+                e.seq_per_s,
+                gib(e.memory_per_rank)
+            )?;
+        }
+        let b = &c.breakdown;
+        out!(
+            "   time: matmul {:.2} s, memory {:.2} s ({:.2} s of the two at once), NeuronLink {:.2} s, EFA {:.2} s, latency {:.2} s, launch {:.2} s",
+            b.matmul, b.memory, b.overlapped, b.link, b.network, b.latency, b.launch
+        )?;
+        out!("   {}", c.command)?;
+    }
+    for (layout, why) in p.refused.iter().take(3) {
+        note!("refused {layout}: {why}")?;
+    }
+    if p.refused.len() > 3 {
+        note!(
+            "... and {} more refused (--json lists them)",
+            p.refused.len() - 3
+        )?;
+    }
+    Ok(())
+}

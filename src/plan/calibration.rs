@@ -1,0 +1,540 @@
+//! Measured runs, and the cost model's parameters fitted to them.
+//!
+//! A calibration file is a CSV of runs, one per row, with the columns of
+//! the shared `published-trn1.csv` ([`COLUMNS`]). Each run's layout is
+//! compiled and read like any other ([`super::evaluate`]); its step time
+//! is `global_batch / seq_per_s`. The fit is linear least squares on
+//! relative error, `sum_i (t_i(theta) / y_i - 1)^2`, with a ridge that
+//! draws each parameter toward its prior in proportion,
+//! `RIDGE * sum_j (theta_j / prior_j - 1)^2`: runs that share a layout (the
+//! shared file has three layouts over twelve rows) cannot separate six
+//! parameters, and the ridge keeps what they do not decide at its prior
+//! instead of anywhere.
+
+use super::cost::{features, Assumptions, CostParams, Row, StepFeatures, PARAMS, PARAM_INFO};
+use super::evaluate::{evaluate, Fidelity};
+use super::hardware::Instance;
+use super::layout::Layout;
+use super::search::check_layout;
+use super::PlanError;
+use crate::compile_step::ModelSource;
+use hlatc_passes::RematPolicy;
+use hlatc_train::precision::Precision;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The columns of a calibration file, in the shared file's order.
+pub const COLUMNS: [&str; 16] = [
+    "model",
+    "sdk",
+    "instance",
+    "nodes",
+    "tp",
+    "pp",
+    "dp",
+    "sequence_parallel",
+    "zero1",
+    "remat",
+    "micro_batch",
+    "global_batch",
+    "seq_len",
+    "precision",
+    "seq_per_s",
+    "source",
+];
+
+/// How strongly the fit draws the parameters toward their priors.
+pub const RIDGE: f64 = 0.02;
+
+/// The smallest each fitted parameter may be: no run achieves more than
+/// a peak (the reciprocal fractions are at least 1), and no latency or
+/// launch is negative.
+const FLOOR: [f64; PARAMS] = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0];
+
+/// The runs the built-in parameters are fitted to: the Neuron SDK's
+/// published training table (`../shared/planner/published-trn1.csv`).
+pub const BUILTIN_FILE: &str = "data/planner/published-trn1.csv";
+
+/// The built-in parameters: [`fit`] over [`BUILTIN_FILE`] with the default
+/// [`Assumptions`]. A test fits them again and holds them equal.
+pub fn builtin_params() -> CostParams {
+    CostParams(BUILTIN)
+}
+
+const BUILTIN: [f64; PARAMS] = [
+    2.1080329453406237,
+    2.0151503332599443,
+    1.0,
+    2.404347089828764,
+    0.17384494463100675,
+    0.0010013133775202574,
+];
+
+/// One measured run.
+#[derive(Clone, Debug)]
+pub struct MeasuredRun {
+    /// The row's line in its file (1-based).
+    pub line: usize,
+    pub model: ModelSource,
+    /// The model column as written.
+    pub model_label: String,
+    pub sdk: String,
+    pub instance: Instance,
+    pub nodes: i64,
+    pub layout: Layout,
+    pub global_batch: i64,
+    pub seq_len: i64,
+    pub seq_per_s: f64,
+    pub source: String,
+}
+
+impl MeasuredRun {
+    /// The measured optimizer step, seconds.
+    pub fn step_seconds(&self) -> f64 {
+        self.global_batch as f64 / self.seq_per_s
+    }
+}
+
+/// A calibration file's runs.
+#[derive(Clone, Debug)]
+pub struct Calibration {
+    pub path: String,
+    pub runs: Vec<MeasuredRun>,
+}
+
+impl Calibration {
+    /// Reads `path`; models that are not presets are config paths relative
+    /// to it.
+    pub fn read(path: &Path) -> Result<Calibration, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Calibration::parse(&text, &path.display().to_string(), &base)
+    }
+
+    /// Reads a calibration file's text; `label` names it in errors.
+    pub fn parse(text: &str, label: &str, base: &Path) -> Result<Calibration, PlanError> {
+        let err = |line: usize, message: String| PlanError::Calibration {
+            path: label.to_string(),
+            line,
+            message,
+        };
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .map(|(k, l)| (k + 1, l.trim_start_matches('\u{feff}').trim()))
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+        let (_, header) = lines.next().ok_or_else(|| {
+            err(
+                1,
+                "empty: a header row and at least one run are needed".into(),
+            )
+        })?;
+        let names: Vec<&str> = header.split(',').map(str::trim).collect();
+        for n in &names {
+            if !COLUMNS.contains(n) {
+                return Err(err(
+                    1,
+                    format!("unknown column '{n}' (the columns: {})", COLUMNS.join(",")),
+                ));
+            }
+        }
+        let index: HashMap<&str, usize> = names.iter().enumerate().map(|(k, n)| (*n, k)).collect();
+        if let Some(missing) = COLUMNS.iter().find(|c| !index.contains_key(*c)) {
+            return Err(err(1, format!("no '{missing}' column")));
+        }
+        let mut runs = Vec::new();
+        for (line, row) in lines {
+            let cells: Vec<&str> = row.split(',').map(str::trim).collect();
+            if cells.len() != names.len() {
+                return Err(err(
+                    line,
+                    format!("{} cells for {} columns", cells.len(), names.len()),
+                ));
+            }
+            let row = Cells {
+                cells: &cells,
+                index: &index,
+            };
+            runs.push(read_run(line, &row, base).map_err(|m| err(line, m))?);
+        }
+        if runs.is_empty() {
+            return Err(err(1, "no runs below the header".into()));
+        }
+        Ok(Calibration {
+            path: label.to_string(),
+            runs,
+        })
+    }
+
+    /// Each run's step at the peaks ([`features`]), compiling each distinct
+    /// layout once.
+    pub fn features(&self, a: &Assumptions) -> Result<Vec<StepFeatures>, PlanError> {
+        let mut seen: HashMap<String, StepFeatures> = HashMap::new();
+        let mut out = Vec::new();
+        for r in &self.runs {
+            let key = format!(
+                "{:?} {} {} {} {} {}",
+                r.model, r.instance, r.nodes, r.seq_len, r.global_batch, r.layout
+            );
+            if let Some(f) = seen.get(&key) {
+                out.push(f.clone());
+                continue;
+            }
+            let at = |e: PlanError| PlanError::Calibration {
+                path: self.path.clone(),
+                line: r.line,
+                message: e.to_string(),
+            };
+            let (cfg, name) = r
+                .model
+                .resolve(false)
+                .map_err(|e| at(PlanError::Cluster(e.to_string())))?;
+            let hw = r.instance.hardware();
+            check_layout(
+                &cfg,
+                &r.layout,
+                r.seq_len,
+                r.global_batch,
+                r.nodes * hw.cores_per_node,
+            )
+            .map_err(at)?;
+            let e = evaluate(
+                &cfg,
+                &name,
+                r.seq_len,
+                r.global_batch,
+                &r.layout,
+                hw.cores_per_node,
+                Fidelity::Extrapolated,
+            )
+            .map_err(at)?;
+            let f = features(&e.work, &hw, a);
+            seen.insert(key, f.clone());
+            out.push(f);
+        }
+        Ok(out)
+    }
+}
+
+/// One row's cells, by column name.
+struct Cells<'a> {
+    cells: &'a [&'a str],
+    index: &'a HashMap<&'a str, usize>,
+}
+
+impl Cells<'_> {
+    fn get(&self, column: &str) -> &str {
+        self.index.get(column).map_or("", |&k| self.cells[k])
+    }
+}
+
+/// Reads one row's cells.
+fn read_run(line: usize, row: &Cells, base: &Path) -> Result<MeasuredRun, String> {
+    let cell = |c: &str| row.get(c);
+    let int = |c: &str| -> Result<i64, String> {
+        match cell(c).parse::<i64>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!(
+                "{c} '{}': a positive whole number is needed",
+                cell(c)
+            )),
+        }
+    };
+    let flag = |c: &str| -> Result<bool, String> {
+        match cell(c) {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            v => Err(format!("{c} '{v}': true or false")),
+        }
+    };
+    let model_label = cell("model").to_string();
+    let model = if hlatc_models::PRESETS.contains(&model_label.as_str()) {
+        ModelSource::Preset(model_label.clone())
+    } else {
+        let path: PathBuf = base.join(&model_label);
+        if !path.is_file() {
+            return Err(format!(
+                "model '{model_label}' is neither a preset nor a config file ({} not found)",
+                path.display()
+            ));
+        }
+        ModelSource::ConfigFile(path)
+    };
+    let instance = Instance::from_name(cell("instance")).ok_or_else(|| {
+        let known: Vec<&str> = Instance::ALL.iter().map(|i| i.name()).collect();
+        format!(
+            "instance '{}': known instances are {}",
+            cell("instance"),
+            known.join(", ")
+        )
+    })?;
+    let remat = RematPolicy::from_name(cell("remat")).ok_or_else(|| {
+        format!(
+            "remat '{}': none, core-attention or full-layer",
+            cell("remat")
+        )
+    })?;
+    let precision = Precision::from_name(cell("precision")).ok_or_else(|| {
+        format!(
+            "precision '{}': a precision preset (bf16-master, bf16-mixed, ...)",
+            cell("precision")
+        )
+    })?;
+    let seq_per_s = match cell("seq_per_s").parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => v,
+        _ => {
+            return Err(format!(
+                "seq_per_s '{}': a positive number is needed",
+                cell("seq_per_s")
+            ))
+        }
+    };
+    let layout = Layout {
+        tp: int("tp")?,
+        pp: int("pp")?,
+        dp: int("dp")?,
+        sequence_parallel: flag("sequence_parallel")?,
+        zero1: flag("zero1")?,
+        remat,
+        micro_batch: int("micro_batch")?,
+        precision,
+    };
+    let nodes = int("nodes")?;
+    let cores = nodes * instance.hardware().cores_per_node;
+    if layout.ranks() != cores {
+        return Err(format!(
+            "tp {} x pp {} x dp {} = {} cores, but {nodes} {instance} have {cores}",
+            layout.tp,
+            layout.pp,
+            layout.dp,
+            layout.ranks()
+        ));
+    }
+    Ok(MeasuredRun {
+        line,
+        model,
+        model_label,
+        sdk: cell("sdk").to_string(),
+        instance,
+        nodes,
+        layout,
+        global_batch: int("global_batch")?,
+        seq_len: int("seq_len")?,
+        seq_per_s,
+        source: cell("source").to_string(),
+    })
+}
+
+/// The parameters that best predict `measured` (step seconds) from each
+/// run's `features`, by relative least squares drawn toward the priors.
+/// A step is linear in the parameters once it is known which of each
+/// program's engine terms is the longer; the fit alternates between
+/// deciding that at the current parameters and solving, until the
+/// decisions stand (a few rounds).
+pub fn fit(features: &[StepFeatures], measured: &[f64]) -> CostParams {
+    let mut p = CostParams::priors();
+    for _ in 0..ROUNDS {
+        let rows: Vec<Row> = features.iter().map(|f| f.linear_at(&p)).collect();
+        let next = fit_linear(&rows, measured);
+        if next == p {
+            break;
+        }
+        p = next;
+    }
+    p
+}
+
+/// Most rounds [`fit`] takes.
+const ROUNDS: usize = 20;
+
+/// [`fit`] for steps already linear in the parameters.
+fn fit_linear(features: &[Row], measured: &[f64]) -> CostParams {
+    let prior = CostParams::priors().0;
+    // In units of the prior: theta_j = prior_j * u_j, so every unknown is
+    // near 1 and the ridge treats them alike.
+    let rows: Vec<[f64; PARAMS]> = features
+        .iter()
+        .zip(measured)
+        .map(|(f, y)| std::array::from_fn(|j| f[j] * prior[j] / y))
+        .collect();
+    let mut pinned = [false; PARAMS];
+    let mut u = [1.0; PARAMS];
+    // An unknown the solution drives below the floor is pinned there and
+    // the rest solved again: at most once per unknown.
+    for _ in 0..=PARAMS {
+        let free: Vec<usize> = (0..PARAMS).filter(|&j| !pinned[j]).collect();
+        let n = free.len();
+        let mut a = vec![vec![0.0; n]; n];
+        let mut b = vec![0.0; n];
+        for r in &rows {
+            let fixed: f64 = (0..PARAMS)
+                .filter(|&j| pinned[j])
+                .map(|j| r[j] * u[j])
+                .sum();
+            for (p, &i) in free.iter().enumerate() {
+                b[p] += r[i] * (1.0 - fixed);
+                for (q, &k) in free.iter().enumerate() {
+                    a[p][q] += r[i] * r[k];
+                }
+            }
+        }
+        for p in 0..n {
+            a[p][p] += RIDGE;
+            b[p] += RIDGE;
+        }
+        let x = solve(a, b);
+        let mut changed = false;
+        for (p, &j) in free.iter().enumerate() {
+            let floor = FLOOR[j] / prior[j];
+            u[j] = x[p];
+            if x[p] < floor {
+                u[j] = floor;
+                pinned[j] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    CostParams(std::array::from_fn(|j| prior[j] * u[j]))
+}
+
+/// Solves `a x = b` by Gaussian elimination with partial pivoting (`a` is
+/// symmetric positive definite here: a Gram matrix plus the ridge).
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
+    let n = b.len();
+    for col in 0..n {
+        let pivot = (col..n)
+            .max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))
+            .unwrap_or(col);
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        let (done, rest) = a.split_at_mut(col + 1);
+        let top = &done[col];
+        for (k, row) in rest.iter_mut().enumerate() {
+            let m = row[col] / top[col];
+            for (x, t) in row[col..].iter_mut().zip(&top[col..]) {
+                *x -= m * t;
+            }
+            b[col + 1 + k] -= m * b[col];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let s: f64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    x
+}
+
+/// The predicted step of a run from its features, seconds.
+pub fn predict(features: &StepFeatures, p: &CostParams) -> f64 {
+    features.breakdown(p).total()
+}
+
+/// Each run predicted from a fit to all the others: the seconds of its
+/// step.
+pub fn leave_one_out(features: &[StepFeatures], measured: &[f64]) -> Vec<f64> {
+    (0..features.len())
+        .map(|k| {
+            let (f, y): (Vec<StepFeatures>, Vec<f64>) = features
+                .iter()
+                .zip(measured)
+                .enumerate()
+                .filter(|(i, _)| *i != k)
+                .map(|(_, (f, y))| (f.clone(), *y))
+                .unzip();
+            predict(&features[k], &fit(&f, &y))
+        })
+        .collect()
+}
+
+/// The names of the parameters, for reports.
+pub fn param_names() -> [&'static str; PARAMS] {
+    PARAM_INFO.map(|p| p.name)
+}
+
+/// How well the parameters predict a file's runs.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunError {
+    /// `FILE:LINE`.
+    pub run: String,
+    pub model: String,
+    pub layout: String,
+    pub seq_len: i64,
+    pub measured_seq_per_s: f64,
+    pub predicted_seq_per_s: f64,
+    /// `predicted / measured - 1`.
+    pub relative_error: f64,
+}
+
+/// A calibration's fit, its in-sample errors, and each run predicted from
+/// a fit to the others.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FitReport {
+    pub params: CostParams,
+    pub in_sample: Vec<RunError>,
+    pub leave_one_out: Vec<RunError>,
+}
+
+impl Calibration {
+    /// Fits the parameters to every run, and reports the errors.
+    pub fn fit_report(&self, a: &Assumptions) -> Result<FitReport, PlanError> {
+        let f = self.features(a)?;
+        let y: Vec<f64> = self.runs.iter().map(MeasuredRun::step_seconds).collect();
+        let params = fit(&f, &y);
+        let in_sample: Vec<f64> = f.iter().map(|f| predict(f, &params)).collect();
+        let loo = leave_one_out(&f, &y);
+        Ok(FitReport {
+            params,
+            in_sample: self.errors(&in_sample),
+            leave_one_out: self.errors(&loo),
+        })
+    }
+
+    /// Each run predicted by `params`, never fitted to it.
+    pub fn predict_with(
+        &self,
+        params: &CostParams,
+        a: &Assumptions,
+    ) -> Result<Vec<RunError>, PlanError> {
+        let f = self.features(a)?;
+        let t: Vec<f64> = f.iter().map(|f| predict(f, params)).collect();
+        Ok(self.errors(&t))
+    }
+
+    fn errors(&self, predicted_seconds: &[f64]) -> Vec<RunError> {
+        self.runs
+            .iter()
+            .zip(predicted_seconds)
+            .map(|(r, t)| {
+                let predicted = r.global_batch as f64 / t;
+                RunError {
+                    run: format!("{}:{}", self.path, r.line),
+                    model: r.model_label.clone(),
+                    layout: r.layout.to_string(),
+                    seq_len: r.seq_len,
+                    measured_seq_per_s: r.seq_per_s,
+                    predicted_seq_per_s: predicted,
+                    relative_error: predicted / r.seq_per_s - 1.0,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The median and the worst of `errors`' magnitudes.
+pub fn median_and_worst(errors: &[RunError]) -> (f64, f64) {
+    let mut e: Vec<f64> = errors.iter().map(|r| r.relative_error.abs()).collect();
+    e.sort_by(f64::total_cmp);
+    let median = match e.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => e[n / 2],
+        n => (e[n / 2 - 1] + e[n / 2]) / 2.0,
+    };
+    (median, e.last().copied().unwrap_or(0.0))
+}

@@ -1,0 +1,103 @@
+//! What the planner knows of each instance kind: the peak rates a rank
+//! (one NeuronCore) and a node have, each from the Neuron SDK's own
+//! architecture pages. The cost model divides the programs' work by these;
+//! how much of each peak a run achieves is the calibration's business
+//! ([`super::cost::CostParams`]), not this file's.
+
+use std::fmt;
+
+/// Where the figures below come from: the Neuron SDK's architecture pages
+/// at one commit of `aws-neuron/aws-neuron-sdk`.
+pub const SOURCE: &str = "aws-neuron/aws-neuron-sdk@81ce03ae261e: \
+about-neuron/arch/neuron-hardware/{trainium.rst, trn1-arch.rst, trainium2.rst, trn2-arch.rst}, \
+about-neuron/arch/neuron-features/logical-neuroncore-config.rst";
+
+/// An instance kind a layout can be planned for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Instance {
+    Trn1,
+    Trn1n,
+    Trn2,
+}
+
+/// One instance kind's facts, per rank (a NeuronCore as the runtime
+/// exposes it) and per node.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hardware {
+    /// NeuronCores a node exposes: the ranks it runs.
+    pub cores_per_node: i64,
+    /// Dense BF16 matrix-multiply peak of one core, FLOP/s.
+    pub bf16_flops: f64,
+    /// FP32 matrix-multiply peak of one core, FLOP/s.
+    pub fp32_flops: f64,
+    /// Device memory of one core, bytes.
+    pub hbm_bytes: u64,
+    /// Device-memory bandwidth of one core, bytes/s.
+    pub hbm_bandwidth: f64,
+    /// NeuronLink bandwidth within a node, per core, bytes/s.
+    pub link_bandwidth: f64,
+    /// EFA bandwidth between nodes, per node, bytes/s.
+    pub network_bandwidth: f64,
+}
+
+const GIB: u64 = 1 << 30;
+
+impl Instance {
+    pub const ALL: [Instance; 3] = [Instance::Trn1, Instance::Trn1n, Instance::Trn2];
+
+    /// As AWS names it, and as `--instance` and the calibration CSV take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Instance::Trn1 => "trn1.32xlarge",
+            Instance::Trn1n => "trn1n.32xlarge",
+            Instance::Trn2 => "trn2.48xlarge",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Instance> {
+        Self::ALL.into_iter().find(|i| i.name() == s)
+    }
+
+    /// The instance's facts.
+    pub fn hardware(self) -> Hardware {
+        match self {
+            // Trainium: 2 NeuronCore-v2 per chip, 190 BF16 / 47.5 FP32
+            // TFLOPS, 32 GiB HBM at 820 GiB/s, NeuronLink-v2 384 GB/s per
+            // chip; 16 chips in a 2D torus; EFA 800 Gbps (trn1) or
+            // 1,600 Gbps (trn1n). trn1n's NeuronLink is listed as 768 in a
+            // column whose header the SDK has since deleted, so it is
+            // taken as trn1's.
+            Instance::Trn1 | Instance::Trn1n => Hardware {
+                cores_per_node: 32,
+                bf16_flops: 95e12,
+                fp32_flops: 23.75e12,
+                hbm_bytes: 16 * GIB,
+                hbm_bandwidth: 410.0 * GIB as f64,
+                link_bandwidth: 192e9,
+                network_bandwidth: match self {
+                    Instance::Trn1 => 800e9 / 8.0,
+                    _ => 1600e9 / 8.0,
+                },
+            },
+            // Trainium2: 8 physical NeuronCore-v3 per chip grouped into 4
+            // logical cores (LNC=2, the default): 667 dense BF16 / 181 FP32
+            // TFLOPS, 96 GiB HBM at 2.9 TB/s, NeuronLink-v3 1,024 GB/s per
+            // chip within the instance; 16 chips; EFAv3 3,200 Gbps.
+            Instance::Trn2 => Hardware {
+                cores_per_node: 64,
+                bf16_flops: 667e12 / 4.0,
+                fp32_flops: 181e12 / 4.0,
+                hbm_bytes: 24 * GIB,
+                hbm_bandwidth: 2.9e12 / 4.0,
+                link_bandwidth: 1024e9 / 4.0,
+                network_bandwidth: 3200e9 / 8.0,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Instance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

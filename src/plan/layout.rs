@@ -1,0 +1,227 @@
+//! A layout: how one training step is divided over a cluster's cores and
+//! run (parallelism, ZeRO-1, activation checkpointing, micro-batch and
+//! precision), written and read as `--layout`'s SPEC, and turned into the
+//! `hlatc compile` options and command that build it.
+
+use super::PlanError;
+use crate::compile_step::{CompileOptions, ModelSource};
+use hlatc_models::Parallelism;
+use hlatc_passes::{RematPolicy, Target};
+use hlatc_train::memory_plan::DeviceMemory;
+use hlatc_train::precision::Precision;
+use std::fmt;
+
+/// One way to run a step on a cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub tp: i64,
+    pub pp: i64,
+    pub dp: i64,
+    pub sequence_parallel: bool,
+    pub zero1: bool,
+    pub remat: RematPolicy,
+    /// Sequences per micro-batch on each DP replica.
+    pub micro_batch: i64,
+    pub precision: Precision,
+}
+
+/// The keys a SPEC takes, as it writes them.
+const KEYS: [&str; 8] = [
+    "tp",
+    "pp",
+    "dp",
+    "sp",
+    "zero1",
+    "remat",
+    "micro_batch",
+    "precision",
+];
+
+impl Layout {
+    pub fn parallelism(&self) -> Parallelism {
+        Parallelism {
+            tp: self.tp,
+            dp: self.dp,
+            sequence_parallel: self.sequence_parallel,
+            zero1: self.zero1,
+            pp: self.pp,
+        }
+    }
+
+    /// Cores the layout runs on.
+    pub fn ranks(&self) -> i64 {
+        self.tp * self.pp * self.dp
+    }
+
+    /// Micro-batches per optimizer step on each replica: the gradient
+    /// accumulation steps, or the pipeline's micro-batches.
+    pub fn micro_batches(&self, global_batch: i64) -> Result<i64, PlanError> {
+        let per_replica = self.dp * self.micro_batch;
+        if global_batch % per_replica != 0 {
+            return Err(PlanError::Layout {
+                layout: self.to_string(),
+                message: format!(
+                    "--global-batch {global_batch} does not divide into dp {} x micro_batch {} \
+                     = {per_replica} sequences per micro-batch",
+                    self.dp, self.micro_batch
+                ),
+            });
+        }
+        Ok(global_batch / per_replica)
+    }
+
+    /// Reads a SPEC (`tp=8,pp=4,dp=32,sp,zero1,remat=core-attention,
+    /// micro_batch=1,precision=bf16-master`). `dp` left out fills the
+    /// cluster's `cores`; the others default to 1, off, core-attention, 1
+    /// and `precision`.
+    pub fn parse(spec: &str, cores: i64, precision: Precision) -> Result<Layout, PlanError> {
+        let bad = |message: String| PlanError::Spec {
+            spec: spec.to_string(),
+            message,
+        };
+        let mut l = Layout {
+            tp: 1,
+            pp: 1,
+            dp: 0,
+            sequence_parallel: false,
+            zero1: false,
+            remat: RematPolicy::CoreAttention,
+            micro_batch: 1,
+            precision,
+        };
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = match part.split_once('=') {
+                Some((k, v)) => (k.trim(), Some(v.trim())),
+                None => (part, None),
+            };
+            let number = |v: Option<&str>| -> Result<i64, PlanError> {
+                let v = v.ok_or_else(|| bad(format!("'{key}' needs a value ({key}=N)")))?;
+                match v.parse::<i64>() {
+                    Ok(n) if n >= 1 => Ok(n),
+                    _ => Err(bad(format!("{key}={v}: a positive whole number is needed"))),
+                }
+            };
+            let flag = |v: Option<&str>| -> Result<bool, PlanError> {
+                match v {
+                    None | Some("true" | "on" | "1") => Ok(true),
+                    Some("false" | "off" | "0") => Ok(false),
+                    Some(v) => Err(bad(format!("{key}={v}: true or false"))),
+                }
+            };
+            match key {
+                "tp" => l.tp = number(value)?,
+                "pp" => l.pp = number(value)?,
+                "dp" => l.dp = number(value)?,
+                "sp" | "sequence_parallel" => l.sequence_parallel = flag(value)?,
+                "zero1" => l.zero1 = flag(value)?,
+                "micro_batch" | "mb" => l.micro_batch = number(value)?,
+                "remat" => {
+                    let v = value.unwrap_or_default();
+                    l.remat = RematPolicy::from_name(v).ok_or_else(|| {
+                        let known: Vec<&str> = RematPolicy::ALL.iter().map(|p| p.name()).collect();
+                        bad(format!(
+                            "remat={v}: known policies are {}",
+                            known.join(", ")
+                        ))
+                    })?;
+                }
+                "precision" => {
+                    let v = value.unwrap_or_default();
+                    l.precision = Precision::from_name(v).ok_or_else(|| {
+                        let known: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+                        bad(format!(
+                            "precision={v}: known presets are {}",
+                            known.join(", ")
+                        ))
+                    })?;
+                }
+                other => {
+                    return Err(bad(format!(
+                        "unknown key '{other}' (known: {})",
+                        KEYS.join(", ")
+                    )))
+                }
+            }
+        }
+        if l.dp == 0 {
+            let per_dp = l.tp * l.pp;
+            if cores % per_dp != 0 {
+                return Err(bad(format!(
+                    "tp {} x pp {} = {per_dp} does not divide the cluster's {cores} cores; \
+                     give dp= or other degrees",
+                    l.tp, l.pp
+                )));
+            }
+            l.dp = cores / per_dp;
+        }
+        Ok(l)
+    }
+
+    /// The options `hlatc compile` takes for this layout, over `global_batch`
+    /// sequences of `seq_len` tokens, with no memory limit (the planner
+    /// checks the plan itself).
+    pub fn compile_options(
+        &self,
+        model: ModelSource,
+        seq_len: i64,
+        global_batch: i64,
+    ) -> Result<CompileOptions, PlanError> {
+        Ok(CompileOptions {
+            model,
+            batch_size: Some(global_batch),
+            seq_len: Some(seq_len),
+            precision: self.precision,
+            target: Target::Neuron,
+            remat: self.remat,
+            parallel: self.parallelism(),
+            device_memory: DeviceMemory::Unchecked,
+            grad_accum: self.micro_batches(global_batch)?,
+            ..CompileOptions::default()
+        })
+    }
+
+    /// The `hlatc compile` command that builds this layout's bundle;
+    /// `model` is its `--model NAME` or `--config PATH`.
+    pub fn compile_command(&self, model: &str, seq_len: i64, global_batch: i64) -> String {
+        let mut c = format!(
+            "hlatc compile {model} --seq-len {seq_len} --batch-size {global_batch} --tp {} --pp {} --dp {}",
+            self.tp, self.pp, self.dp
+        );
+        if self.sequence_parallel {
+            c.push_str(" --sequence-parallel");
+        }
+        if self.zero1 {
+            c.push_str(" --zero1");
+        }
+        let k = global_batch / (self.dp * self.micro_batch).max(1);
+        if k > 1 {
+            c.push_str(&format!(" --grad-accum {k}"));
+        }
+        c.push_str(&format!(
+            " --remat {} --precision {} --target neuron --out build/plan",
+            self.remat.name(),
+            self.precision.name()
+        ));
+        c
+    }
+}
+
+/// The SPEC `--layout` reads, every key written.
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tp={},pp={},dp={}", self.tp, self.pp, self.dp)?;
+        if self.sequence_parallel {
+            f.write_str(",sp")?;
+        }
+        if self.zero1 {
+            f.write_str(",zero1")?;
+        }
+        write!(
+            f,
+            ",remat={},micro_batch={},precision={}",
+            self.remat.name(),
+            self.micro_batch,
+            self.precision.name()
+        )
+    }
+}

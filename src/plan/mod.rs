@@ -1,0 +1,65 @@
+//! `hlatc plan`: which layout to run a model's training in on a cluster of
+//! Trainium instances, predicted from the programs hlatc compiles for each
+//! layout and a cost model calibrated on measured runs.
+//!
+//! - [`hardware`]: each instance kind's peaks, with their sources;
+//! - [`layout`]: a layout, its SPEC and the `hlatc compile` it is;
+//! - [`counts`]: what one rank's program asks of the hardware;
+//! - [`evaluate`]: a layout's programs compiled and read;
+//! - [`cost`]: the cost model and its parameters;
+//! - [`calibration`]: measured runs, and the fit of the parameters to them;
+//! - [`search`]: every layout that divides the model and the cluster;
+//! - [`chart`]: throughput against memory per rank, as a PNG.
+
+pub mod calibration;
+pub mod chart;
+pub mod cost;
+pub mod counts;
+pub mod evaluate;
+pub mod hardware;
+pub mod layout;
+pub mod search;
+
+pub use calibration::{Calibration, MeasuredRun};
+pub use cost::{Assumptions, Breakdown, CostParams};
+pub use hardware::Instance;
+pub use layout::Layout;
+pub use search::{plan, Candidate, Plan, PlanOptions};
+
+/// What planning can fail with, each naming the flag, row or divisor at
+/// fault.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A `--layout` SPEC that cannot be read.
+    #[error("--layout '{spec}': {message}")]
+    Spec { spec: String, message: String },
+    /// A cluster that cannot hold the model or the layout.
+    #[error("{0}")]
+    Cluster(String),
+    /// A layout that does not divide the model or the batch.
+    #[error("layout {layout}: {message}")]
+    Layout { layout: String, message: String },
+    /// A layout hlatc could not compile.
+    #[error("layout {layout}: {source}")]
+    Compile {
+        layout: String,
+        #[source]
+        source: Box<crate::Error>,
+    },
+    /// A calibration file's row (1-based line) that cannot be used.
+    #[error("{path}:{line}: {message}")]
+    Calibration {
+        path: String,
+        line: usize,
+        message: String,
+    },
+    /// A file that could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Chart(#[from] crate::plot::PlotError),
+}

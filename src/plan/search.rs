@@ -1,0 +1,485 @@
+//! The search: every layout that divides the model and the cluster, each
+//! read from its compiled programs and priced by the cost model, best
+//! first.
+
+use super::cost::{features, Assumptions, Breakdown, CostParams};
+use super::evaluate::{evaluate, Evaluated, Fidelity};
+use super::hardware::Instance;
+use super::layout::Layout;
+use super::PlanError;
+use crate::compile_step::ModelSource;
+use hlatc_models::{BatchShape, ModelConfig};
+use hlatc_passes::RematPolicy;
+use hlatc_train::memory_plan::MemoryPlan;
+use hlatc_train::precision::Precision;
+use serde::Serialize;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// What `hlatc plan` takes.
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    pub model: ModelSource,
+    /// Tokens per sequence; the model's default (min(4096,
+    /// `max_position_embeddings`)) when `None`.
+    pub seq_len: Option<i64>,
+    /// The precision every layout uses; searched over when `None`.
+    pub precision: Option<Precision>,
+    pub instance: Instance,
+    pub nodes: i64,
+    /// Sequences per optimizer step over the whole cluster.
+    pub global_batch: i64,
+    /// How many of the best layouts are read again from their whole
+    /// programs (and printed).
+    pub top: usize,
+    /// USD per node-hour, for the cost of 4 M tokens.
+    pub price: Option<f64>,
+    /// One layout's SPEC to evaluate instead of searching.
+    pub layout: Option<String>,
+    pub params: CostParams,
+    pub assumptions: Assumptions,
+    /// Compiles run at once (the machine's cores when 0).
+    pub threads: usize,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            model: ModelSource::Preset("hlat-7b".into()),
+            seq_len: None,
+            precision: None,
+            instance: Instance::Trn1,
+            nodes: 1,
+            global_batch: 1024,
+            top: 5,
+            price: None,
+            layout: None,
+            params: super::calibration::builtin_params(),
+            assumptions: Assumptions::default(),
+            threads: 0,
+        }
+    }
+}
+
+/// One layout's prediction.
+#[derive(Clone, Debug, Serialize)]
+pub struct Candidate {
+    /// The layout as `--layout` reads it.
+    pub layout: String,
+    #[serde(skip)]
+    pub parsed: Layout,
+    pub step_seconds: f64,
+    pub seq_per_s: f64,
+    pub tokens_per_s: f64,
+    /// Model FLOPs utilization as the Neuron SDK's table states it:
+    /// `6 N seq` FLOPs per sequence over the cluster's BF16 peak.
+    pub mfu: f64,
+    pub memory: MemoryPlan,
+    pub memory_per_rank: u64,
+    pub fits: bool,
+    /// USD per 4 M tokens (HLAT's CPT figure), with `--price`.
+    pub cost_per_4m_tokens: Option<f64>,
+    pub breakdown: Breakdown,
+    /// The `hlatc compile` command that builds it.
+    pub command: String,
+    /// Whether the figures were read from the whole programs rather than
+    /// extrapolated from two- and three-layer stages.
+    pub exact: bool,
+    /// A pipeline layout's throughput and memory per rank as hlatc's tick
+    /// programs run today, each stage's forward twice per micro-batch
+    /// (the figures above price it once, as NxD runs a pipeline).
+    pub emitted: Option<Emitted>,
+}
+
+/// What hlatc's bundle of a pipeline layout does today.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Emitted {
+    pub seq_per_s: f64,
+    pub memory_per_rank: u64,
+}
+
+/// The search's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub model: String,
+    pub instance: &'static str,
+    pub nodes: i64,
+    pub global_batch: i64,
+    pub seq_len: i64,
+    /// Every layout evaluated: those that fit first, each group fastest
+    /// first; the first `top` read from their whole programs.
+    pub candidates: Vec<Candidate>,
+    /// Layouts hlatc could not compile, with why.
+    pub refused: Vec<(String, String)>,
+    /// Layouts not compiled because their state alone cannot fit a core
+    /// ([`state_floor`]), with that floor in bytes.
+    pub too_large: Vec<(String, u64)>,
+    /// Wall time of the search, seconds.
+    pub seconds: f64,
+    pub params: Vec<(&'static str, f64)>,
+    pub assumptions: Assumptions,
+}
+
+impl Plan {
+    /// The best layout that fits, if any does.
+    pub fn best(&self) -> Option<&Candidate> {
+        self.candidates.first().filter(|c| c.fits)
+    }
+}
+
+/// What every layout of a plan shares.
+struct Setting<'a> {
+    cfg: &'a ModelConfig,
+    name: &'a str,
+    model_flag: String,
+    seq_len: i64,
+    o: &'a PlanOptions,
+}
+
+/// Plans `o`: evaluates its `--layout`, or searches every layout.
+pub fn plan(o: &PlanOptions) -> Result<Plan, PlanError> {
+    let t0 = Instant::now();
+    let (cfg, name) = o
+        .model
+        .resolve(false)
+        .map_err(|e| PlanError::Cluster(e.to_string()))?;
+    let seq_len = crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))
+        .map_err(|e| PlanError::Cluster(e.to_string()))?
+        .seq_len;
+    if o.nodes < 1 {
+        return Err(PlanError::Cluster(format!(
+            "--nodes {}: a cluster has at least one node",
+            o.nodes
+        )));
+    }
+    if o.global_batch < 1 {
+        return Err(PlanError::Cluster(format!(
+            "--global-batch {}: at least one sequence per step",
+            o.global_batch
+        )));
+    }
+    let cores = o.nodes * o.instance.hardware().cores_per_node;
+    let setting = Setting {
+        cfg: &cfg,
+        name: &name,
+        model_flag: model_flag(&o.model),
+        seq_len,
+        o,
+    };
+    let layouts = match &o.layout {
+        Some(spec) => {
+            let l = Layout::parse(spec, cores, o.precision.unwrap_or(Precision::Bf16Master))?;
+            check_layout(&cfg, &l, seq_len, o.global_batch, cores)?;
+            vec![l]
+        }
+        None => search_space(&cfg, seq_len, o, cores)?,
+    };
+    let fidelity = match o.layout {
+        Some(_) => Fidelity::Exact,
+        None => Fidelity::Extrapolated,
+    };
+    let hbm = o.instance.hardware().hbm_bytes;
+    let (layouts, too_large): (Vec<Layout>, Vec<Layout>) = match o.layout {
+        Some(_) => (layouts, Vec::new()),
+        None => layouts
+            .into_iter()
+            .partition(|l| state_floor(&cfg, l, o.global_batch) <= hbm),
+    };
+    let too_large = too_large
+        .iter()
+        .map(|l| (l.to_string(), state_floor(&cfg, l, o.global_batch)))
+        .collect();
+    let results = evaluate_all(&setting, &layouts, fidelity);
+    let mut candidates = Vec::new();
+    let mut refused = Vec::new();
+    for (layout, r) in layouts.iter().zip(results) {
+        match r {
+            Ok(e) => candidates.push(setting.candidate(layout, &e, fidelity == Fidelity::Exact)),
+            Err(e) => refused.push((layout.to_string(), e.to_string())),
+        }
+    }
+    if o.layout.is_some() && !refused.is_empty() {
+        let (layout, why) = refused.remove(0);
+        return Err(PlanError::Layout {
+            layout,
+            message: why,
+        });
+    }
+    rank(&mut candidates);
+    // The best are read again from their whole programs, and ranked again.
+    if fidelity == Fidelity::Extrapolated {
+        let top: Vec<Layout> = candidates.iter().take(o.top).map(|c| c.parsed).collect();
+        let exact = evaluate_all(&setting, &top, Fidelity::Exact);
+        for (c, e) in candidates.iter_mut().zip(exact) {
+            match e {
+                Ok(e) => *c = setting.candidate(&c.parsed, &e, true),
+                Err(e) => refused.push((c.layout.clone(), e.to_string())),
+            }
+        }
+        candidates.retain(|c| !refused.iter().any(|(l, _)| *l == c.layout));
+        let n = o.top.min(candidates.len());
+        rank(&mut candidates[..n]);
+    }
+    Ok(Plan {
+        model: name.clone(),
+        instance: o.instance.name(),
+        nodes: o.nodes,
+        global_batch: o.global_batch,
+        seq_len,
+        candidates,
+        refused,
+        too_large,
+        seconds: t0.elapsed().as_secs_f64(),
+        params: o.params.named(),
+        assumptions: o.assumptions,
+    })
+}
+
+/// Those that fit first, fastest first; the layout's text breaks ties, so
+/// the order is the same on every run.
+fn rank(c: &mut [Candidate]) {
+    c.sort_by(|a, b| {
+        b.fits
+            .cmp(&a.fits)
+            .then(b.seq_per_s.total_cmp(&a.seq_per_s))
+            .then(a.layout.cmp(&b.layout))
+    });
+}
+
+/// `--model NAME` or `--config PATH`, as `hlatc compile` takes the model.
+fn model_flag(m: &ModelSource) -> String {
+    match m {
+        ModelSource::Preset(p) => format!("--model {p}"),
+        ModelSource::ConfigFile(path) => format!("--config {}", path.display()),
+        ModelSource::ConfigJson { name, .. } | ModelSource::Config { name, .. } => {
+            format!("--config {name}")
+        }
+    }
+}
+
+impl Setting<'_> {
+    fn candidate(&self, layout: &Layout, e: &Evaluated, exact: bool) -> Candidate {
+        let o = self.o;
+        let hw = o.instance.hardware();
+        let breakdown = features(&e.work, &hw, &o.assumptions).breakdown(&o.params);
+        let step = breakdown.total();
+        let seq_per_s = o.global_batch as f64 / step;
+        let tokens_per_s = seq_per_s * self.seq_len as f64;
+        let cores = (o.nodes * hw.cores_per_node) as f64;
+        let model_flops = 6.0 * self.cfg.parameter_count() as f64 * self.seq_len as f64;
+        let mfu = seq_per_s * model_flops / (cores * hw.bf16_flops);
+        let memory_per_rank = e.memory.total();
+        Candidate {
+            layout: layout.to_string(),
+            parsed: *layout,
+            step_seconds: step,
+            seq_per_s,
+            tokens_per_s,
+            mfu,
+            memory: e.memory,
+            memory_per_rank,
+            fits: memory_per_rank <= hw.hbm_bytes,
+            cost_per_4m_tokens: o
+                .price
+                .map(|usd| usd * o.nodes as f64 * (4.0e6 / tokens_per_s) / 3600.0),
+            breakdown,
+            command: layout.compile_command(&self.model_flag, self.seq_len, o.global_batch),
+            exact,
+            emitted: e.emitted.as_ref().map(|(work, memory)| Emitted {
+                seq_per_s: o.global_batch as f64
+                    / features(work, &hw, &o.assumptions)
+                        .breakdown(&o.params)
+                        .total(),
+                memory_per_rank: memory.total(),
+            }),
+        }
+    }
+}
+
+/// Evaluates `layouts` on the machine's cores, each result in its layout's
+/// place.
+fn evaluate_all(
+    s: &Setting,
+    layouts: &[Layout],
+    fidelity: Fidelity,
+) -> Vec<Result<Evaluated, PlanError>> {
+    let threads = match s.o.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .min(layouts.len())
+    .max(1);
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<Evaluated, PlanError>>>> =
+        layouts.iter().map(|_| Mutex::new(None)).collect();
+    let cores_per_node = s.o.instance.hardware().cores_per_node;
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(layout) = layouts.get(k) else { break };
+                let r = evaluate(
+                    s.cfg,
+                    s.name,
+                    s.seq_len,
+                    s.o.global_batch,
+                    layout,
+                    cores_per_node,
+                    fidelity,
+                );
+                if let Ok(mut slot) = results[k].lock() {
+                    *slot = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .zip(layouts)
+        .map(|(slot, l)| {
+            slot.into_inner().ok().flatten().unwrap_or_else(|| {
+                Err(PlanError::Layout {
+                    layout: l.to_string(),
+                    message: "its evaluation did not finish".into(),
+                })
+            })
+        })
+        .collect()
+}
+
+/// Whether `l` runs `cfg` on the cluster's `cores`: the degrees fill the
+/// cluster, and divide the model and the batch.
+pub fn check_layout(
+    cfg: &ModelConfig,
+    l: &Layout,
+    seq_len: i64,
+    global_batch: i64,
+    cores: i64,
+) -> Result<(), PlanError> {
+    if l.ranks() != cores {
+        return Err(PlanError::Cluster(format!(
+            "layout {l}: tp {} x pp {} x dp {} = {} cores, but the cluster has {cores} \
+             (--nodes x the instance's cores)",
+            l.tp,
+            l.pp,
+            l.dp,
+            l.ranks()
+        )));
+    }
+    let k = l.micro_batches(global_batch)?;
+    let batch = BatchShape {
+        batch_size: l.dp * l.micro_batch,
+        seq_len,
+    };
+    l.parallelism()
+        .validate(cfg, batch)
+        .map_err(|e| PlanError::Layout {
+            layout: l.to_string(),
+            message: e.to_string(),
+        })?;
+    if l.pp > 1 && k < 1 {
+        return Err(PlanError::Layout {
+            layout: l.to_string(),
+            message: "a pipeline needs at least one micro-batch".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The fewest bytes a rank of `l` holds from step to step, from the
+/// model's parameter count alone: its share of the weights in their
+/// storage type, of the f32 master weights and Adam moments (divided over
+/// the replicas under ZeRO-1), and of the f32 gradient accumulators where
+/// micro-batches accumulate. A rank holds at least `N / (tp pp)` of the
+/// parameters (replicated norms only add to it), so a layout over a core's
+/// memory by this floor is over it by its plan too, and is not compiled.
+pub fn state_floor(cfg: &ModelConfig, l: &Layout, global_batch: i64) -> u64 {
+    let share = cfg.parameter_count() as f64 / (l.tp * l.pp) as f64;
+    let replicas = if l.zero1 { l.dp as f64 } else { 1.0 };
+    let storage = l.precision.storage().byte_size() as f64;
+    // The master copy and the two moments: what ZeRO-1 divides.
+    let optimizer = l.precision.state_bytes_per_parameter() as f64 - storage;
+    let accumulated = l.pp > 1 || l.micro_batches(global_batch).is_ok_and(|k| k > 1);
+    let accumulators = match accumulated {
+        true => l.precision.gradient_sum_type().byte_size() as f64,
+        false => 0.0,
+    };
+    (share * (storage + optimizer / replicas + accumulators)) as u64
+}
+
+/// The micro-batches a search tries.
+const MICRO_BATCHES: [i64; 3] = [1, 2, 4];
+
+/// The precisions a search tries when none is fixed: those that train
+/// bf16 models well (HLAT's), not the f32 and f64 references.
+const SEARCHED_PRECISIONS: [Precision; 3] = [
+    Precision::Bf16Master,
+    Precision::Bf16Mixed,
+    Precision::Bf16Pure,
+];
+
+/// Every layout of the cluster that divides the model and the batch:
+/// TP within a node (a power of two up to its cores), PP dividing the
+/// layers, DP filling the rest; SP and ZeRO-1 each on and off where they
+/// mean anything; every remat policy; micro-batches of 1, 2 and 4; and the
+/// precision, or each of the bf16 presets.
+pub fn search_space(
+    cfg: &ModelConfig,
+    seq_len: i64,
+    o: &PlanOptions,
+    cores: i64,
+) -> Result<Vec<Layout>, PlanError> {
+    let per_node = o.instance.hardware().cores_per_node;
+    let precisions: Vec<Precision> = match o.precision {
+        Some(p) => vec![p],
+        None => SEARCHED_PRECISIONS.to_vec(),
+    };
+    let mut out = Vec::new();
+    let tps = (0..).map(|k| 1i64 << k).take_while(|&t| t <= per_node);
+    for tp in tps {
+        for pp in (1..=cfg.num_hidden_layers).filter(|pp| cfg.num_hidden_layers % pp == 0) {
+            if cores % (tp * pp) != 0 {
+                continue;
+            }
+            let dp = cores / (tp * pp);
+            for sequence_parallel in [false, true] {
+                for zero1 in [false, true] {
+                    for remat in RematPolicy::ALL {
+                        for micro_batch in MICRO_BATCHES {
+                            for &precision in &precisions {
+                                let l = Layout {
+                                    tp,
+                                    pp,
+                                    dp,
+                                    sequence_parallel,
+                                    zero1,
+                                    remat,
+                                    micro_batch,
+                                    precision,
+                                };
+                                if check_layout(cfg, &l, seq_len, o.global_batch, cores).is_ok() {
+                                    out.push(l);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(PlanError::Cluster(format!(
+            "no layout of {} x {} ({cores} cores) divides the model and --global-batch {}: \
+             tp must divide the attention heads ({}) and the MLP width ({}) within a node's \
+             {per_node} cores, pp the layers ({}), and dp x micro-batch the global batch",
+            o.nodes,
+            o.instance,
+            o.global_batch,
+            cfg.num_attention_heads,
+            cfg.intermediate_size,
+            cfg.num_hidden_layers
+        )));
+    }
+    Ok(out)
+}

@@ -1,0 +1,289 @@
+//! `hlatc plan`: the cost model against the Neuron SDK's measured runs, the
+//! search, and its errors.
+
+use crate::support::{hlatc, scratch, stderr, stdout};
+use hlatc::compile_step::ModelSource;
+use hlatc::models::ModelConfig;
+use hlatc::plan::calibration::{
+    builtin_params, fit, leave_one_out, median_and_worst, Calibration, BUILTIN_FILE,
+};
+use hlatc::plan::evaluate::{evaluate, Fidelity};
+use hlatc::plan::{plan, Assumptions, Layout, PlanOptions};
+use hlatc::precision::Precision;
+use std::path::Path;
+
+/// The repository's root, where `data/planner/` is.
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn calibration(file: &str) -> Calibration {
+    Calibration::read(&root().join(file)).unwrap()
+}
+
+#[test]
+fn builtin_parameters_are_the_fit_to_the_shared_file() {
+    let c = calibration(BUILTIN_FILE);
+    let f = c.features(&Assumptions::default()).unwrap();
+    let y: Vec<f64> = c.runs.iter().map(|r| r.step_seconds()).collect();
+    let fitted = fit(&f, &y);
+    let builtin = builtin_params();
+    for ((name, got), (_, want)) in fitted.named().iter().zip(builtin.named()) {
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1e-12),
+            "{name}: the fit gives {got:?}, the built-in is {want:?}; fitted: {:?}",
+            fitted.0
+        );
+    }
+}
+
+#[test]
+fn each_shared_run_predicted_from_the_others_is_within_10_percent_at_the_median() {
+    let c = calibration(BUILTIN_FILE);
+    let f = c.features(&Assumptions::default()).unwrap();
+    let y: Vec<f64> = c.runs.iter().map(|r| r.step_seconds()).collect();
+    let predicted = leave_one_out(&f, &y);
+    let errors: Vec<f64> = predicted
+        .iter()
+        .zip(&y)
+        .map(|(t, y)| (y / t - 1.0).abs())
+        .collect();
+    let report = c.fit_report(&Assumptions::default()).unwrap();
+    let (median, worst) = median_and_worst(&report.leave_one_out);
+    // The report computes the same errors as seq/s.
+    let worst_here = errors.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        (worst - worst_here).abs() < 1e-12,
+        "{worst} against {worst_here}"
+    );
+    assert_eq!(c.runs.len(), 12);
+    assert!(median <= 0.10, "median leave-one-out error {median:.3}");
+    assert!(worst <= 0.20, "worst leave-one-out error {worst:.3}");
+}
+
+#[test]
+fn runs_never_calibrated_on_are_within_15_percent_at_the_median() {
+    // PP 8, 8K sequences, Llama 3.1's GQA and 128K vocabulary: the SDK's
+    // other NxD runs, predicted by the built-in fit to the shared file.
+    let c = calibration("data/planner/sdk-other-runs.csv");
+    let errors = c
+        .predict_with(&builtin_params(), &Assumptions::default())
+        .unwrap();
+    let (median, worst) = median_and_worst(&errors);
+    assert!(c.runs.len() >= 12);
+    assert!(
+        c.runs.iter().any(|r| r.layout.pp == 8) && c.runs.iter().any(|r| r.seq_len == 8192),
+        "the held-out runs cover PP 8 and 8K sequences"
+    );
+    assert!(median <= 0.15, "median error {median:.3}: {errors:#?}");
+    assert!(worst <= 0.30, "worst error {worst:.3}: {errors:#?}");
+}
+
+/// The counts and the plan of `layout` read from whole programs, and from
+/// two- and three-layer stages: the counts equal, the memory plan within
+/// 5% (its working memory is a peak, not a sum over layers).
+fn both_ways(cfg: &ModelConfig, layout: &str, cores: i64, batch: i64) {
+    let l = Layout::parse(layout, cores, Precision::Bf16Master).unwrap();
+    let read = |f| evaluate(cfg, "test", 512, batch, &l, 32, f).unwrap();
+    let (exact, extrapolated) = (read(Fidelity::Exact), read(Fidelity::Extrapolated));
+    assert_eq!(exact.work.runs.len(), extrapolated.work.runs.len());
+    for ((a, ta), (b, tb)) in exact.work.runs.iter().zip(&extrapolated.work.runs) {
+        assert_eq!(ta, tb);
+        let close = |x: f64, y: f64, what: &str| {
+            assert!(
+                (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+                "{layout}: {what} {x} read whole, {y} extrapolated"
+            )
+        };
+        close(a.matmul_flops, b.matmul_flops, "matmul FLOPs");
+        close(a.dot_flops, b.dot_flops, "dot FLOPs");
+        close(a.memory_bytes, b.memory_bytes, "memory bytes");
+        close(a.exposed.link_bytes, b.exposed.link_bytes, "link bytes");
+        close(
+            a.data_parallel.network_bytes,
+            b.data_parallel.network_bytes,
+            "DP bytes",
+        );
+        close(a.sends.network_bytes, b.sends.network_bytes, "sends");
+    }
+    assert!(exact.work.runs.iter().any(|(c, _)| c.matmul_flops > 0.0));
+    let (m, n) = (
+        exact.memory.total() as f64,
+        extrapolated.memory.total() as f64,
+    );
+    assert!(
+        (m / n - 1.0).abs() < 0.05,
+        "{layout}: memory per rank {m} whole, {n} extrapolated"
+    );
+}
+
+#[test]
+fn one_and_two_layer_stages_extrapolate_to_the_whole_programs() {
+    let mut cfg = ModelConfig::small();
+    cfg.num_hidden_layers = 20;
+    // Accumulation with TP, SP and ZeRO-1 over two nodes of 32 cores.
+    both_ways(&cfg, "tp=4,dp=16,sp,zero1", 64, 32);
+    // A pipeline of 4 stages, each of 5 layers.
+    both_ways(&cfg, "tp=2,pp=4,dp=8,zero1,remat=full-layer", 64, 16);
+}
+
+#[test]
+fn hlat_70b_on_32_nodes_searches_the_layouts_and_its_best_compiles() {
+    let o = PlanOptions {
+        model: ModelSource::Preset("hlat-70b".into()),
+        precision: Some(Precision::Bf16Master),
+        nodes: 32,
+        global_batch: 1024,
+        top: 1,
+        ..PlanOptions::default()
+    };
+    let p = plan(&o).unwrap();
+    assert!(
+        p.candidates.len() >= 50,
+        "{} layouts evaluated",
+        p.candidates.len()
+    );
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    let best = p.best().expect("a layout fits");
+    assert!(best.exact);
+    assert!(best.memory_per_rank <= 16 << 30);
+    // A layout of HLAT's family: a pipeline, ZeRO-1, TP within a node.
+    assert!(best.parsed.pp > 1 && best.parsed.zero1, "{}", best.layout);
+    assert!(
+        best.seq_per_s > 5.0 && best.seq_per_s < 40.0,
+        "{}",
+        best.seq_per_s
+    );
+    // The printed command compiles, and its pre-flight finds nothing.
+    let out = scratch("plan-best");
+    let mut args: Vec<String> = best
+        .command
+        .split_whitespace()
+        .skip(1)
+        .map(String::from)
+        .collect();
+    let at = args.iter().position(|a| a == "--out").unwrap();
+    args[at + 1] = out.join("bundle").display().to_string();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = hlatc(&args);
+    assert!(o.status.success(), "{}\n{}", best.command, stderr(&o));
+    let printed = stdout(&o);
+    assert!(printed.contains("no findings"), "{printed}");
+    let _ = std::fs::remove_dir_all(out);
+}
+
+#[test]
+fn a_calibration_file_s_faults_are_named_by_line() {
+    let dir = scratch("plan-calibration");
+    let header = "model,sdk,instance,nodes,tp,pp,dp,sequence_parallel,zero1,remat,micro_batch,global_batch,seq_len,precision,seq_per_s,source";
+    let good = "hlat-7b,2.16,trn1.32xlarge,16,8,1,64,true,true,core-attention,1,1024,4096,bf16-master,93.3,x";
+    let cases = [
+        (
+            format!("{header},extra\n{good},1\n"),
+            ":1: unknown column 'extra'",
+        ),
+        (
+            format!("{header}\n{good}\n{}\n", good.replace(",16,8,", ",2,8,")),
+            ":3: tp 8 x pp 1 x dp 64 = 512 cores, but 2 trn1.32xlarge have 64",
+        ),
+        (
+            format!("{header}\n{}\n", good.replace("93.3", "fast")),
+            ":2: seq_per_s 'fast'",
+        ),
+        (
+            format!("{header}\n{}\n", good.replace("hlat-7b", "nope.json")),
+            ":2: model 'nope.json' is neither a preset nor a config file",
+        ),
+        (
+            format!(
+                "{header}\n{}\n",
+                good.replace("trn1.32xlarge", "p5.48xlarge")
+            ),
+            ":2: instance 'p5.48xlarge'",
+        ),
+        (format!("{header}\n"), ":1: no runs below the header"),
+    ];
+    for (k, (text, want)) in cases.iter().enumerate() {
+        let path = dir.join(format!("runs{k}.csv"));
+        std::fs::write(&path, text).unwrap();
+        let o = hlatc(&["plan", "--calibration", path.to_str().unwrap()]);
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!("runs{k}.csv{want}")),
+            "case {k}: want '{want}' in: {e}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn impossible_clusters_and_layouts_are_refused_naming_the_flag_or_divisor() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "--model",
+                "hlat-70b",
+                "--nodes",
+                "1",
+                "--layout",
+                "tp=32,pp=4",
+            ],
+            "tp 32 x pp 4 = 128 does not divide the cluster's 32 cores",
+        ),
+        (
+            &["--model", "hlat-7b", "--nodes", "2", "--layout", "tp=3"],
+            "--layout 'tp=3': tp 3 x pp 1 = 3 does not divide",
+        ),
+        (
+            &[
+                "--model",
+                "hlat-7b",
+                "--nodes",
+                "1",
+                "--layout",
+                "tp=8,pp=3",
+            ],
+            "--layout 'tp=8,pp=3'",
+        ),
+        (
+            &[
+                "--model",
+                "hlat-7b",
+                "--nodes",
+                "1",
+                "--layout",
+                "tp=8,pp=4,dp=1,zero=1",
+            ],
+            "unknown key 'zero'",
+        ),
+        (
+            &["--model", "hlat-7b", "--nodes", "0"],
+            "--nodes 0: a cluster has at least one node",
+        ),
+        (
+            &[
+                "--model",
+                "hlat-70b",
+                "--nodes",
+                "1",
+                "--layout",
+                "tp=32,pp=1,dp=1,sp",
+                "--global-batch",
+                "3",
+                "--seq-len",
+                "7",
+            ],
+            "layout tp=32,pp=1,dp=1,sp",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut a = vec!["plan"];
+        a.extend_from_slice(args);
+        let o = hlatc(&a);
+        assert!(!o.status.success(), "{a:?}");
+        let e = stderr(&o);
+        assert!(e.contains(want), "{a:?}: want '{want}' in: {e}");
+        assert!(!e.contains("panicked"), "{e}");
+    }
+}
