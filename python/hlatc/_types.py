@@ -74,6 +74,8 @@ RawDtype = Literal["u16", "u32"]
 Series = Literal["loss", "grad_norm", "learning_rate", "held_out_loss"]
 #: A pipeline-parallel step's tick program (`Schedule.phase`).
 Phase = Literal["warm_up", "steady", "cool_down"]
+#: A Trainium instance kind `plan` prices (`hlatc plan --instance`).
+Instance = Literal["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"]
 
 #: Each option's Literal by the name `hlatc._hlatc.choices()` gives it.
 CHOICES: Dict[str, Any] = {
@@ -90,6 +92,7 @@ CHOICES: Dict[str, Any] = {
     "raw_dtype": RawDtype,
     "series": Series,
     "phase": Phase,
+    "instance": Instance,
 }
 
 #: A file system path.

@@ -18,7 +18,10 @@ use pyo3::types::PyDict;
 
 /// Where the model comes from: `model` (a preset) or `config` (a path to
 /// a `config.json`, or its contents as a dict).
-fn source(model: Option<String>, config: Option<&Bound<'_, PyAny>>) -> PyResult<ModelSource> {
+pub(crate) fn source(
+    model: Option<String>,
+    config: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ModelSource> {
     match (model, config) {
         (Some(_), Some(_)) => Err(usage(
             "give model (a preset) or config (a config.json), not both",

@@ -579,6 +579,22 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         E::DoesNotFit { .. } | E::Usage(_) => usage(message),
         E::NotWritten { .. } => RUN.err(message),
         E::Train(t) => train_error(t),
+        E::Plan(p) => plan_error(p, message),
+    }
+}
+
+/// The Python exception for a planning error: a flag, layout or cluster
+/// that does not fit together is a `UsageError`; a calibration file's row,
+/// or a file that cannot be read or written, a `FileError` naming it.
+fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
+    use hlatc::plan::PlanError as P;
+    match e {
+        P::Spec { .. } | P::Cluster(_) | P::Layout { .. } => usage(message),
+        P::Compile { .. } => usage(message),
+        P::Calibration { path, .. } | P::Io { path, .. } => {
+            path_error(&FILE, message, std::path::Path::new(path))
+        }
+        P::Chart(_) => FILE.err(message),
     }
 }
 

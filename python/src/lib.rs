@@ -9,6 +9,7 @@ mod compile;
 mod data;
 mod errors;
 mod module;
+mod plan;
 mod plot;
 mod schedule;
 mod step;
@@ -51,6 +52,10 @@ fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("raw_dtype", names(&RawDtype::ALL, RawDtype::name)),
         ("series", names(&Series::ALL, Series::column)),
         ("phase", names(&Phase::ALL, Phase::name)),
+        (
+            "instance",
+            names(&hlatc::plan::Instance::ALL, hlatc::plan::Instance::name),
+        ),
     ])
 }
 
@@ -66,6 +71,10 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module::optimize, m)?)?;
     m.add_function(wrap_pyfunction!(module::passes, m)?)?;
     m.add_function(wrap_pyfunction!(plot::plot_metrics, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::plan, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::append_measured_run, m)?)?;
+    m.add_class::<plan::Plan>()?;
+    m.add_class::<plan::Candidate>()?;
     m.add_function(wrap_pyfunction!(tensors::read_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(tensors::rank_file, m)?)?;
     m.add_function(wrap_pyfunction!(tensors::write_safetensors, m)?)?;

@@ -161,7 +161,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     if a.report {
         let c = match &a.calibration {
             Some(path) => Calibration::read(path)?,
-            None => Calibration::read(hlatc::plan::calibration::BUILTIN_FILE.as_ref())?,
+            None => hlatc::plan::calibration::builtin_calibration()?,
         };
         let r = c.fit_report(&o.assumptions)?;
         out!("calibration: {} ({} runs)", c.path, c.runs.len())?;
@@ -239,17 +239,31 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
         p.global_batch,
         p.seq_len
     )?;
-    out!(
-        "{} layouts evaluated in {:.1} s: {} fit {} per core, {} do not; {} more not compiled, \
-         their state alone over a core; {} refused",
-        p.candidates.len(),
+    let n = p.candidates.len();
+    let mut summary = format!(
+        "{n} layout{} evaluated in {:.1} s: {fitting} fit{} {} per core",
+        if n == 1 { "" } else { "s" },
         p.seconds,
-        fitting,
-        gib(hw.hbm_bytes),
-        p.candidates.len() - fitting,
-        p.too_large.len(),
-        p.refused.len()
-    )?;
+        if fitting == 1 { "s" } else { "" },
+        gib(hw.hbm_bytes)
+    );
+    if n > fitting {
+        summary += &format!(
+            ", {} do{} not",
+            n - fitting,
+            if n - fitting == 1 { "es" } else { "" }
+        );
+    }
+    if !p.too_large.is_empty() {
+        summary += &format!(
+            "; {} more not compiled, their state alone over a core",
+            p.too_large.len()
+        );
+    }
+    if !p.refused.is_empty() {
+        summary += &format!("; {} refused", p.refused.len());
+    }
+    out!("{summary}")?;
     out!("cost model: {calibrated_on}")?;
     if p.best().is_none() && !p.candidates.is_empty() {
         out!("no layout fits: the ones below need the least memory")?;
@@ -295,7 +309,7 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
         }
         let b = &c.breakdown;
         out!(
-            "   time: matmul {:.2} s, memory {:.2} s ({:.2} s of the two at once), NeuronLink {:.2} s, EFA {:.2} s, latency {:.2} s, launch {:.2} s",
+            "   time: matmul {:.2} s, memory {:.2} s ({:.2} s of it under the matmuls), NeuronLink {:.2} s, EFA {:.2} s, latency {:.2} s, launch {:.2} s",
             b.matmul, b.memory, b.overlapped, b.link, b.network, b.latency, b.launch
         )?;
         out!("   {}", c.command)?;

@@ -55,6 +55,28 @@ const FLOOR: [f64; PARAMS] = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0];
 /// published training table (`../shared/planner/published-trn1.csv`).
 pub const BUILTIN_FILE: &str = "data/planner/published-trn1.csv";
 
+/// [`BUILTIN_FILE`] and the configs it names, in the binary, so that
+/// `hlatc plan --report` reads them from any directory.
+const BUILTIN_TEXT: &str = include_str!("../../data/planner/published-trn1.csv");
+const BUILTIN_CONFIGS: [(&str, &str); 1] = [(
+    "configs/llama2-13b.json",
+    include_str!("../../data/planner/configs/llama2-13b.json"),
+)];
+
+/// The runs the built-in parameters are fitted to.
+pub fn builtin_calibration() -> Result<Calibration, PlanError> {
+    Calibration::parse_with(BUILTIN_TEXT, BUILTIN_FILE, &|label| {
+        BUILTIN_CONFIGS
+            .iter()
+            .find(|(path, _)| *path == label)
+            .map(|(path, json)| ModelSource::ConfigJson {
+                json: json.to_string(),
+                name: format!("data/planner/{path}"),
+            })
+            .ok_or_else(|| format!("model '{label}' is neither a preset nor a built-in config"))
+    })
+}
+
 /// The built-in parameters: [`fit`] over [`BUILTIN_FILE`] with the default
 /// [`Assumptions`]. A test fits them again and holds them equal.
 pub fn builtin_params() -> CostParams {
@@ -114,8 +136,29 @@ impl Calibration {
         Calibration::parse(&text, &path.display().to_string(), &base)
     }
 
-    /// Reads a calibration file's text; `label` names it in errors.
+    /// Reads a calibration file's text; `label` names it in errors, and
+    /// models that are not presets are config paths relative to `base`.
     pub fn parse(text: &str, label: &str, base: &Path) -> Result<Calibration, PlanError> {
+        Calibration::parse_with(text, label, &|model| {
+            let path: PathBuf = base.join(model);
+            if path.is_file() {
+                Ok(ModelSource::ConfigFile(path))
+            } else {
+                Err(format!(
+                    "model '{model}' is neither a preset nor a config file ({} not found)",
+                    path.display()
+                ))
+            }
+        })
+    }
+
+    /// [`Calibration::parse`], with `config` finding the models that are
+    /// not presets.
+    pub fn parse_with(
+        text: &str,
+        label: &str,
+        config: &dyn Fn(&str) -> Result<ModelSource, String>,
+    ) -> Result<Calibration, PlanError> {
         let err = |line: usize, message: String| PlanError::Calibration {
             path: label.to_string(),
             line,
@@ -158,7 +201,7 @@ impl Calibration {
                 cells: &cells,
                 index: &index,
             };
-            runs.push(read_run(line, &row, base).map_err(|m| err(line, m))?);
+            runs.push(read_run(line, &row, config).map_err(|m| err(line, m))?);
         }
         if runs.is_empty() {
             return Err(err(1, "no runs below the header".into()));
@@ -232,7 +275,11 @@ impl Cells<'_> {
 }
 
 /// Reads one row's cells.
-fn read_run(line: usize, row: &Cells, base: &Path) -> Result<MeasuredRun, String> {
+fn read_run(
+    line: usize,
+    row: &Cells,
+    config: &dyn Fn(&str) -> Result<ModelSource, String>,
+) -> Result<MeasuredRun, String> {
     let cell = |c: &str| row.get(c);
     let int = |c: &str| -> Result<i64, String> {
         match cell(c).parse::<i64>() {
@@ -254,14 +301,7 @@ fn read_run(line: usize, row: &Cells, base: &Path) -> Result<MeasuredRun, String
     let model = if hlatc_models::PRESETS.contains(&model_label.as_str()) {
         ModelSource::Preset(model_label.clone())
     } else {
-        let path: PathBuf = base.join(&model_label);
-        if !path.is_file() {
-            return Err(format!(
-                "model '{model_label}' is neither a preset nor a config file ({} not found)",
-                path.display()
-            ));
-        }
-        ModelSource::ConfigFile(path)
+        config(&model_label)?
     };
     let instance = Instance::from_name(cell("instance")).ok_or_else(|| {
         let known: Vec<&str> = Instance::ALL.iter().map(|i| i.name()).collect();
@@ -537,4 +577,132 @@ pub fn median_and_worst(errors: &[RunError]) -> (f64, f64) {
         n => (e[n / 2 - 1] + e[n / 2]) / 2.0,
     };
     (median, e.last().copied().unwrap_or(0.0))
+}
+
+/// `errors` as the book's tables list them, with the median and the worst
+/// under them.
+pub fn errors_markdown(errors: &[RunError]) -> String {
+    let mut out = String::from(
+        "| run | model | layout | seq | measured seq/s | predicted | error |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for e in errors {
+        out += &format!(
+            "| {} | `{}` | `{}` | {} | {:.2} | {:.2} | {:+.1}% |\n",
+            e.run,
+            e.model,
+            e.layout,
+            e.seq_len,
+            e.measured_seq_per_s,
+            e.predicted_seq_per_s,
+            100.0 * e.relative_error
+        );
+    }
+    let (median, worst) = median_and_worst(errors);
+    out += &format!(
+        "\nMedian error {:.1}%, worst {:.1}%.\n",
+        100.0 * median,
+        100.0 * worst
+    );
+    out
+}
+
+impl MeasuredRun {
+    /// The run as a calibration file's row, in [`COLUMNS`]' order.
+    pub fn csv_row(&self) -> String {
+        let l = &self.layout;
+        [
+            self.model_label.clone(),
+            self.sdk.clone(),
+            self.instance.name().to_string(),
+            self.nodes.to_string(),
+            l.tp.to_string(),
+            l.pp.to_string(),
+            l.dp.to_string(),
+            l.sequence_parallel.to_string(),
+            l.zero1.to_string(),
+            l.remat.name().to_string(),
+            l.micro_batch.to_string(),
+            self.global_batch.to_string(),
+            self.seq_len.to_string(),
+            l.precision.name().to_string(),
+            format!("{}", self.seq_per_s),
+            self.source.clone(),
+        ]
+        .join(",")
+    }
+}
+
+/// Appends `run` to the calibration file at `path`, writing the header
+/// first when the file is new or empty: how a measured run joins the runs
+/// `hlatc plan --calibration` fits. A file whose header is not a
+/// calibration file's is refused, naming it, and left as it was.
+pub fn append_run(path: &Path, run: &MeasuredRun) -> Result<(), PlanError> {
+    use std::io::Write;
+    let at = |line: usize, message: String| PlanError::Calibration {
+        path: path.display().to_string(),
+        line,
+        message,
+    };
+    for (what, text) in [
+        ("model", &run.model_label),
+        ("sdk", &run.sdk),
+        ("source", &run.source),
+    ] {
+        if text.contains([',', '\n', '\r']) || text.trim().is_empty() {
+            return Err(at(
+                0,
+                format!("{what} '{text}': a calibration cell is non-empty, without commas or line breaks"),
+            ));
+        }
+    }
+    if !(run.seq_per_s.is_finite() && run.seq_per_s > 0.0) {
+        return Err(at(
+            0,
+            format!("seq_per_s {}: a positive number", run.seq_per_s),
+        ));
+    }
+    let existing = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => {
+            return Err(PlanError::Io {
+                path: path.display().to_string(),
+                source,
+            })
+        }
+    };
+    let header = existing
+        .lines()
+        .map(|l| l.trim_start_matches('\u{feff}').trim())
+        .find(|l| !l.is_empty() && !l.starts_with('#'));
+    let mut text = String::new();
+    match header {
+        None => text += &format!("{}\n", COLUMNS.join(",")),
+        Some(h) if h.split(',').map(str::trim).eq(COLUMNS) => {}
+        Some(h) => {
+            return Err(at(
+                1,
+                format!(
+                    "its header '{h}' is not a calibration file's ({})",
+                    COLUMNS.join(",")
+                ),
+            ))
+        }
+    }
+    if !existing.is_empty() && !existing.ends_with('\n') {
+        text.push('\n');
+    }
+    text += &run.csv_row();
+    text.push('\n');
+    let io = |source| PlanError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)?;
+    f.sync_all().map_err(io)
 }

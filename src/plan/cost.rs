@@ -236,3 +236,18 @@ impl Breakdown {
             + self.launch
     }
 }
+
+/// The parameters as the book's table lists them: each with what it is,
+/// its prior and why, and its value in `p`.
+pub fn params_markdown(p: &CostParams) -> String {
+    let mut out = String::from(
+        "| parameter | what it is | prior | why the prior | fitted |\n| --- | --- | --- | --- | --- |\n",
+    );
+    for (info, value) in PARAM_INFO.iter().zip(p.0) {
+        out += &format!(
+            "| `{}` | {} | {} | {} | {:.4} |\n",
+            info.name, info.meaning, info.prior, info.prior_why, value
+        );
+    }
+    out
+}

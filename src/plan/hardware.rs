@@ -101,3 +101,26 @@ impl fmt::Display for Instance {
         f.write_str(self.name())
     }
 }
+
+/// The instances' facts as the book's table lists them.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "| instance | cores | BF16 TFLOPS / core | FP32 TFLOPS / core | HBM / core | HBM GB/s / core | NeuronLink GB/s / core | EFA Gbps / node |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for i in Instance::ALL {
+        let h = i.hardware();
+        out += &format!(
+            "| `{}` | {} | {:.2} | {:.2} | {} GiB | {:.0} | {:.0} | {:.0} |\n",
+            i.name(),
+            h.cores_per_node,
+            h.bf16_flops / 1e12,
+            h.fp32_flops / 1e12,
+            h.hbm_bytes >> 30,
+            h.hbm_bandwidth / 1e9,
+            h.link_bandwidth / 1e9,
+            h.network_bandwidth * 8.0 / 1e9
+        );
+    }
+    out
+}

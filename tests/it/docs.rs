@@ -206,3 +206,42 @@ fn the_architecture_map_names_every_crate_and_folder() {
         "ARCHITECTURE.md's compiler map against compiler/src"
     );
 }
+
+/// The planner chapter's tables: the instances' facts, the parameters and
+/// their fit, each shared run predicted from the others, and the runs the
+/// fit never saw.
+#[test]
+fn the_planner_tables_are_the_cost_model_and_its_errors() {
+    use hlatc::plan::calibration::{builtin_params, errors_markdown, Calibration, BUILTIN_FILE};
+    use hlatc::plan::cost::params_markdown;
+    use hlatc::plan::Assumptions;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Named by their paths in the repository, whatever the directory.
+    let read = |file: &str| {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let base = root.join(file);
+        Calibration::parse(&text, file, base.parent().unwrap()).unwrap()
+    };
+    check_generated(
+        "planner.md",
+        "planner-hardware",
+        &hlatc::plan::hardware::markdown_table(),
+    );
+    check_generated(
+        "planner.md",
+        "planner-params",
+        &params_markdown(&builtin_params()),
+    );
+    let shared = read(BUILTIN_FILE);
+    let report = shared.fit_report(&Assumptions::default()).unwrap();
+    check_generated(
+        "planner.md",
+        "planner-leave-one-out",
+        &errors_markdown(&report.leave_one_out),
+    );
+    let other = read("data/planner/sdk-other-runs.csv");
+    let errors = other
+        .predict_with(&builtin_params(), &Assumptions::default())
+        .unwrap();
+    check_generated("planner.md", "planner-held-out", &errors_markdown(&errors));
+}

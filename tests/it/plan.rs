@@ -5,7 +5,8 @@ use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compile_step::ModelSource;
 use hlatc::models::ModelConfig;
 use hlatc::plan::calibration::{
-    builtin_params, fit, leave_one_out, median_and_worst, Calibration, BUILTIN_FILE,
+    builtin_calibration, builtin_params, fit, leave_one_out, median_and_worst, Calibration,
+    BUILTIN_FILE,
 };
 use hlatc::plan::evaluate::{evaluate, Fidelity};
 use hlatc::plan::{plan, Assumptions, Layout, PlanOptions};
@@ -27,6 +28,10 @@ fn builtin_parameters_are_the_fit_to_the_shared_file() {
     let f = c.features(&Assumptions::default()).unwrap();
     let y: Vec<f64> = c.runs.iter().map(|r| r.step_seconds()).collect();
     let fitted = fit(&f, &y);
+    // The copy in the binary is the file.
+    let embedded = builtin_calibration().unwrap();
+    let g = embedded.features(&Assumptions::default()).unwrap();
+    assert_eq!(f, g);
     let builtin = builtin_params();
     for ((name, got), (_, want)) in fitted.named().iter().zip(builtin.named()) {
         assert!(
@@ -286,4 +291,37 @@ fn impossible_clusters_and_layouts_are_refused_naming_the_flag_or_divisor() {
         assert!(e.contains(want), "{a:?}: want '{want}' in: {e}");
         assert!(!e.contains("panicked"), "{e}");
     }
+}
+
+#[test]
+fn a_measured_run_appended_reads_back_and_a_foreign_header_is_refused() {
+    let dir = scratch("plan-append");
+    let path = dir.join("runs.csv");
+    let c = calibration(BUILTIN_FILE);
+    for run in &c.runs[..2] {
+        hlatc::plan::calibration::append_run(&path, run).unwrap();
+    }
+    let back = Calibration::read(&path).unwrap();
+    assert_eq!(back.runs.len(), 2);
+    for (a, b) in back.runs.iter().zip(&c.runs) {
+        assert_eq!(
+            (a.layout, a.nodes, a.seq_len),
+            (b.layout, b.nodes, b.seq_len)
+        );
+        assert_eq!(a.seq_per_s, b.seq_per_s);
+        assert_eq!(a.csv_row(), b.csv_row());
+    }
+    let foreign = dir.join("metrics.csv");
+    std::fs::write(&foreign, "step,loss\n1,2.0\n").unwrap();
+    let e = hlatc::plan::calibration::append_run(&foreign, &c.runs[0]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("metrics.csv:1: its header 'step,loss' is not a calibration file's"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&foreign).unwrap(),
+        "step,loss\n1,2.0\n"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

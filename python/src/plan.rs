@@ -1,0 +1,299 @@
+//! `hlatc.plan`: `hlatc plan`'s search from Python, its candidates as
+//! typed objects.
+
+use crate::compile::source;
+use crate::errors::{guarded, named, to_py, CONFIG, USAGE};
+use hlatc::plan::calibration::{fit, Calibration};
+use hlatc::plan::{plan as search, Candidate as RustCandidate, Instance, PlanOptions};
+use hlatc::precision::Precision;
+use pyo3::prelude::*;
+use std::collections::BTreeMap;
+
+/// One layout's prediction (`hlatc plan`'s printed figures).
+#[pyclass(frozen, get_all, module = "hlatc")]
+pub struct Candidate {
+    layout: String,
+    tp: i64,
+    pp: i64,
+    dp: i64,
+    sequence_parallel: bool,
+    zero1: bool,
+    remat: String,
+    micro_batch: i64,
+    precision: String,
+    step_seconds: f64,
+    seq_per_s: f64,
+    tokens_per_s: f64,
+    mfu: f64,
+    memory_per_rank: u64,
+    memory: BTreeMap<&'static str, u64>,
+    fits: bool,
+    cost_per_4m_tokens: Option<f64>,
+    breakdown: BTreeMap<&'static str, f64>,
+    command: String,
+    exact: bool,
+    emitted_seq_per_s: Option<f64>,
+    emitted_memory_per_rank: Option<u64>,
+}
+
+#[pymethods]
+impl Candidate {
+    fn __repr__(&self) -> String {
+        format!(
+            "Candidate({}: {:.2} seq/s, {:.2} GiB per rank{})",
+            self.layout,
+            self.seq_per_s,
+            self.memory_per_rank as f64 / (1u64 << 30) as f64,
+            if self.fits { "" } else { ", does not fit" }
+        )
+    }
+}
+
+impl From<&RustCandidate> for Candidate {
+    fn from(c: &RustCandidate) -> Self {
+        let l = &c.parsed;
+        let b = &c.breakdown;
+        Candidate {
+            layout: c.layout.clone(),
+            tp: l.tp,
+            pp: l.pp,
+            dp: l.dp,
+            sequence_parallel: l.sequence_parallel,
+            zero1: l.zero1,
+            remat: l.remat.name().to_string(),
+            micro_batch: l.micro_batch,
+            precision: l.precision.name().to_string(),
+            step_seconds: c.step_seconds,
+            seq_per_s: c.seq_per_s,
+            tokens_per_s: c.tokens_per_s,
+            mfu: c.mfu,
+            memory_per_rank: c.memory_per_rank,
+            memory: c
+                .memory
+                .parts()
+                .into_iter()
+                .map(|(name, bytes)| (name, bytes))
+                .collect(),
+            fits: c.fits,
+            cost_per_4m_tokens: c.cost_per_4m_tokens,
+            breakdown: BTreeMap::from([
+                ("matmul", b.matmul),
+                ("memory", b.memory),
+                ("overlapped", b.overlapped),
+                ("link", b.link),
+                ("network", b.network),
+                ("latency", b.latency),
+                ("launch", b.launch),
+            ]),
+            command: c.command.clone(),
+            exact: c.exact,
+            emitted_seq_per_s: c.emitted.map(|e| e.seq_per_s),
+            emitted_memory_per_rank: c.emitted.map(|e| e.memory_per_rank),
+        }
+    }
+}
+
+/// A search's result: every layout evaluated, those that fit first, each
+/// group fastest first.
+#[pyclass(frozen, get_all, module = "hlatc")]
+pub struct Plan {
+    model: String,
+    instance: String,
+    nodes: i64,
+    global_batch: i64,
+    seq_len: i64,
+    candidates: Vec<Py<Candidate>>,
+    /// Layouts not compiled: their state alone is over a core's memory.
+    too_large: Vec<String>,
+    /// Layouts hlatc could not compile, with why.
+    refused: Vec<(String, String)>,
+    seconds: f64,
+}
+
+#[pymethods]
+impl Plan {
+    /// The best layout that fits, or None.
+    fn best(&self, py: Python<'_>) -> Option<Py<Candidate>> {
+        self.candidates
+            .first()
+            .filter(|c| c.get().fits)
+            .map(|c| c.clone_ref(py))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Plan({} on {} x {}: {} layouts evaluated)",
+            self.model,
+            self.nodes,
+            self.instance,
+            self.candidates.len()
+        )
+    }
+}
+
+/// Plans a model's layout on a cluster, as `hlatc plan` does (the same
+/// options under the same names and defaults; see `hlatc plan --help`).
+/// The GIL is released while it compiles.
+#[pyfunction]
+#[pyo3(signature = (
+    model=None, config=None, *, seq_len=None, precision=None, instance="trn1.32xlarge",
+    nodes=1, global_batch=1024, top=5, price=None, layout=None, calibration=None, threads=0
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    py: Python<'_>,
+    model: Option<String>,
+    config: Option<&Bound<'_, PyAny>>,
+    seq_len: Option<i64>,
+    precision: Option<&str>,
+    instance: &str,
+    nodes: i64,
+    global_batch: i64,
+    top: usize,
+    price: Option<f64>,
+    layout: Option<String>,
+    calibration: Option<std::path::PathBuf>,
+    threads: usize,
+) -> PyResult<Plan> {
+    let model = source(model, config)?;
+    let precision = precision
+        .map(|p| named(&CONFIG, "precision", p, &Precision::ALL, Precision::name))
+        .transpose()?;
+    let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
+    if top == 0 {
+        return Err(USAGE.err("top=0: at least one layout is read whole"));
+    }
+    let p = guarded(|| {
+        py.allow_threads(|| {
+            let mut o = PlanOptions {
+                model,
+                seq_len,
+                precision,
+                instance,
+                nodes,
+                global_batch,
+                top,
+                price,
+                layout,
+                threads,
+                ..PlanOptions::default()
+            };
+            if let Some(path) = &calibration {
+                let c = Calibration::read(path)?;
+                let features = c.features(&o.assumptions)?;
+                let measured: Vec<f64> = c.runs.iter().map(|r| r.step_seconds()).collect();
+                o.params = fit(&features, &measured);
+            }
+            search(&o)
+        })
+        .map_err(|e| to_py(e.into()))
+    })?;
+    let candidates = p
+        .candidates
+        .iter()
+        .map(|c| Py::new(py, Candidate::from(c)))
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(Plan {
+        model: p.model,
+        instance: p.instance.to_string(),
+        nodes: p.nodes,
+        global_batch: p.global_batch,
+        seq_len: p.seq_len,
+        candidates,
+        too_large: p.too_large.into_iter().map(|(l, _)| l).collect(),
+        refused: p.refused,
+        seconds: p.seconds,
+    })
+}
+
+/// Appends one measured run to a calibration CSV (`hlatc plan
+/// --calibration` fits such a file), writing the header when the file is
+/// new: a run of a few steps on the cluster it names joins the runs the
+/// plan is fitted to.
+#[pyfunction]
+#[pyo3(signature = (
+    path, *, model, instance, nodes, tp, dp, seq_per_s, global_batch, seq_len, pp=1,
+    sequence_parallel=false, zero1=false, remat="core-attention", micro_batch=1,
+    precision="bf16-master", sdk="unknown", source="hlatc"
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn append_measured_run(
+    path: std::path::PathBuf,
+    model: String,
+    instance: &str,
+    nodes: i64,
+    tp: i64,
+    dp: i64,
+    seq_per_s: f64,
+    global_batch: i64,
+    seq_len: i64,
+    pp: i64,
+    sequence_parallel: bool,
+    zero1: bool,
+    remat: &str,
+    micro_batch: i64,
+    precision: &str,
+    sdk: String,
+    source: String,
+) -> PyResult<()> {
+    use hlatc::passes::RematPolicy;
+    use hlatc::plan::calibration::{append_run, MeasuredRun};
+    use hlatc::plan::Layout;
+    let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
+    let layout = Layout {
+        tp,
+        pp,
+        dp,
+        sequence_parallel,
+        zero1,
+        remat: named(
+            &CONFIG,
+            "remat policy",
+            remat,
+            &RematPolicy::ALL,
+            RematPolicy::name,
+        )?,
+        micro_batch,
+        precision: named(
+            &CONFIG,
+            "precision",
+            precision,
+            &Precision::ALL,
+            Precision::name,
+        )?,
+    };
+    for (name, v) in [
+        ("nodes", nodes),
+        ("tp", tp),
+        ("dp", dp),
+        ("pp", pp),
+        ("micro_batch", micro_batch),
+        ("global_batch", global_batch),
+        ("seq_len", seq_len),
+    ] {
+        if v < 1 {
+            return Err(USAGE.err(format!("{name}={v}: a positive whole number")));
+        }
+    }
+    let cores = nodes * instance.hardware().cores_per_node;
+    if layout.ranks() != cores {
+        return Err(USAGE.err(format!(
+            "tp {tp} x pp {pp} x dp {dp} = {} cores, but {nodes} {instance} have {cores}",
+            layout.ranks()
+        )));
+    }
+    let run = MeasuredRun {
+        line: 0,
+        model: hlatc::compile_step::ModelSource::Preset(model.clone()),
+        model_label: model,
+        sdk,
+        instance,
+        nodes,
+        layout,
+        global_batch,
+        seq_len,
+        seq_per_s,
+        source,
+    };
+    append_run(&path, &run).map_err(|e| to_py(e.into()))
+}

@@ -1,0 +1,84 @@
+"""hlatc.plan: hlatc plan's search from Python, the same candidates typed."""
+
+import pathlib
+
+import pytest
+
+import hlatc
+
+
+def test_one_layout_is_priced_with_its_command_and_memory():
+    p = hlatc.plan(
+        model="hlat-7b",
+        nodes=16,
+        precision="bf16-master",
+        layout="tp=8,dp=64,sp,zero1",
+        price=21.5,
+    )
+    assert isinstance(p, hlatc.Plan)
+    assert (p.model, p.instance, p.nodes, p.seq_len) == ("hlat-7b", "trn1.32xlarge", 16, 4096)
+    [c] = p.candidates
+    assert isinstance(c, hlatc.Candidate)
+    assert (c.tp, c.pp, c.dp, c.sequence_parallel, c.zero1) == (8, 1, 64, True, True)
+    assert (c.remat, c.micro_batch, c.precision) == ("core-attention", 1, "bf16-master")
+    # The SDK measured 81 to 101 seq/s for this layout (the built-in fit's runs).
+    assert 81 < c.seq_per_s < 110
+    assert c.tokens_per_s == pytest.approx(c.seq_per_s * 4096)
+    assert c.step_seconds == pytest.approx(1024 / c.seq_per_s)
+    assert 0.2 < c.mfu < 0.5
+    assert c.fits and c.exact and p.best() is not None
+    assert c.memory_per_rank == sum(c.memory.values())
+    assert c.memory["parameters"] > 0
+    assert c.cost_per_4m_tokens == pytest.approx(21.5 * 16 * 4e6 / c.tokens_per_s / 3600)
+    total = sum(c.breakdown[k] for k in ("matmul", "memory", "link", "network", "latency", "launch"))
+    assert total - c.breakdown["overlapped"] == pytest.approx(c.step_seconds)
+    assert c.command.startswith("hlatc compile --model hlat-7b --seq-len 4096 --batch-size 1024 --tp 8")
+    assert c.emitted_seq_per_s is None
+
+
+def test_a_search_ranks_every_layout_those_that_fit_first():
+    p = hlatc.plan(model="tiny", nodes=1, global_batch=64, seq_len=16, precision="fp32", top=2)
+    assert len(p.candidates) >= 10
+    fits = [c.fits for c in p.candidates]
+    assert fits == sorted(fits, reverse=True)
+    rates = [c.seq_per_s for c in p.candidates if c.fits]
+    assert rates[2:] == sorted(rates[2:], reverse=True)
+    assert all(c.exact for c in p.candidates[:2])
+    assert p.seconds > 0
+
+
+def test_bad_layouts_and_calibration_files_raise_hlatc_errors(tmp_path: pathlib.Path):
+    with pytest.raises(hlatc.UsageError, match="unknown key 'zero'"):
+        hlatc.plan(model="hlat-7b", nodes=1, layout="tp=8,zero=1")
+    with pytest.raises(hlatc.UsageError, match="unknown instance 'p5.48xlarge'"):
+        hlatc.plan(model="hlat-7b", instance="p5.48xlarge")  # type: ignore[arg-type]
+    bad = tmp_path / "runs.csv"
+    bad.write_text("model,sdk\nhlat-7b,2.16\n")
+    with pytest.raises(hlatc.FileError, match="runs.csv:1: no 'instance' column") as e:
+        hlatc.plan(model="hlat-7b", calibration=bad)
+    assert e.value.path == str(bad)
+
+
+def test_a_measured_run_appends_a_row_that_a_calibration_reads(tmp_path: pathlib.Path):
+    runs = tmp_path / "runs.csv"
+    for seq_per_s in (90.0, 95.5):
+        hlatc.append_measured_run(
+            runs, model="hlat-7b", instance="trn1.32xlarge", nodes=16, tp=8, dp=64,
+            sequence_parallel=True, zero1=True, seq_per_s=seq_per_s, global_batch=1024,
+            seq_len=4096, sdk="2.21", source="my-cluster",
+        )
+    lines = runs.read_text().splitlines()
+    assert lines[0].startswith("model,sdk,instance,nodes,tp,pp,dp,")
+    assert lines[1:] == [
+        f"hlat-7b,2.21,trn1.32xlarge,16,8,1,64,true,true,core-attention,1,1024,4096,bf16-master,{v},my-cluster"
+        for v in ("90", "95.5")
+    ]
+    # A plan fitted to those two runs predicts their layout near them.
+    p = hlatc.plan(model="hlat-7b", nodes=16, precision="bf16-master",
+                   layout="tp=8,dp=64,sp,zero1", calibration=runs)
+    assert 85 < p.candidates[0].seq_per_s < 100
+    with pytest.raises(hlatc.UsageError, match="= 512 cores, but 2 trn1.32xlarge have 64"):
+        hlatc.append_measured_run(
+            runs, model="hlat-7b", instance="trn1.32xlarge", nodes=2, tp=8, dp=64,
+            seq_per_s=1.0, global_batch=1024, seq_len=4096,
+        )
