@@ -55,11 +55,11 @@ impl From<&RustCandidate> for Candidate {
         let b = &c.breakdown;
         Candidate {
             layout: c.layout.clone(),
-            tp: l.tp,
-            pp: l.pp,
-            dp: l.dp,
-            sequence_parallel: l.sequence_parallel,
-            zero1: l.zero1,
+            tp: l.parallel.tp,
+            pp: l.parallel.pp,
+            dp: l.parallel.dp,
+            sequence_parallel: l.parallel.sequence_parallel,
+            zero1: l.parallel.zero1,
             remat: l.remat.name().to_string(),
             micro_batch: l.micro_batch,
             precision: l.precision.name().to_string(),
@@ -233,19 +233,21 @@ pub fn append_measured_run(
     remat: &str,
     micro_batch: i64,
     precision: &str,
-    sdk: String,
-    source: String,
+    sdk: &str,
+    source: &str,
 ) -> PyResult<()> {
     use hlatc::passes::RematPolicy;
     use hlatc::plan::calibration::{append_run, MeasuredRun};
     use hlatc::plan::Layout;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
     let layout = Layout {
-        tp,
-        pp,
-        dp,
-        sequence_parallel,
-        zero1,
+        parallel: hlatc::models::Parallelism {
+            tp,
+            pp,
+            dp,
+            sequence_parallel,
+            zero1,
+        },
         remat: named(
             &CONFIG,
             "remat policy",
@@ -286,14 +288,14 @@ pub fn append_measured_run(
         line: 0,
         model: hlatc::compile_step::ModelSource::Preset(model.clone()),
         model_label: model,
-        sdk,
+        sdk: sdk.to_string(),
         instance,
         nodes,
         layout,
         global_batch,
         seq_len,
         seq_per_s,
-        source,
+        source: source.to_string(),
     };
     append_run(&path, &run).map_err(|e| to_py(e.into()))
 }

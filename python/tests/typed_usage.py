@@ -157,3 +157,16 @@ def main(root: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+
+
+def plan_a_layout() -> Optional[str]:
+    instance: hlatc.Instance = "trn1n.32xlarge"
+    p: hlatc.Plan = hlatc.plan(model="hlat-70b", nodes=32, instance=instance, top=3)
+    hlatc.plan(model="hlat-70b", instance="p5.48xlarge")  # type: ignore[arg-type]
+    best: Optional[hlatc.Candidate] = p.best()
+    rates: List[float] = [c.seq_per_s for c in p.candidates if c.fits]
+    hlatc.append_measured_run(
+        "runs.csv", model="hlat-70b", instance=instance, nodes=32, tp=32, pp=4, dp=8,
+        seq_per_s=max(rates), global_batch=1024, seq_len=4096,
+    )
+    return best.command if best is not None else None

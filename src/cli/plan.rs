@@ -89,8 +89,9 @@ pub struct Args {
     predict: Option<PathBuf>,
     /// Print the calibration (the built-in one, or --calibration's): the
     /// fitted parameters, each run's error, and each run predicted from a
-    /// fit to the others (leave-one-out); with --predict, only the reports
-    /// are printed, no layout is planned
+    /// fit to the others (leave-one-out). With --report or --predict and
+    /// none of --model, --config and --layout, only the reports are
+    /// printed
     #[arg(long)]
     report: bool,
     /// Write every layout evaluated, with its prediction, as JSON
@@ -185,7 +186,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         )?;
         print_errors("predicted", &errors)?;
     }
-    if a.report && a.predict.is_some() {
+    let reports_only = (a.report || a.predict.is_some())
+        && a.model.is_none()
+        && a.config.is_none()
+        && a.layout.is_none();
+    if reports_only {
         return Ok(ExitCode::SUCCESS);
     }
     let p = plan(&o)?;

@@ -333,11 +333,13 @@ fn read_run(
         }
     };
     let layout = Layout {
-        tp: int("tp")?,
-        pp: int("pp")?,
-        dp: int("dp")?,
-        sequence_parallel: flag("sequence_parallel")?,
-        zero1: flag("zero1")?,
+        parallel: hlatc_models::Parallelism {
+            tp: int("tp")?,
+            pp: int("pp")?,
+            dp: int("dp")?,
+            sequence_parallel: flag("sequence_parallel")?,
+            zero1: flag("zero1")?,
+        },
         remat,
         micro_batch: int("micro_batch")?,
         precision,
@@ -347,9 +349,9 @@ fn read_run(
     if layout.ranks() != cores {
         return Err(format!(
             "tp {} x pp {} x dp {} = {} cores, but {nodes} {instance} have {cores}",
-            layout.tp,
-            layout.pp,
-            layout.dp,
+            layout.parallel.tp,
+            layout.parallel.pp,
+            layout.parallel.dp,
             layout.ranks()
         ));
     }
@@ -615,11 +617,11 @@ impl MeasuredRun {
             self.sdk.clone(),
             self.instance.name().to_string(),
             self.nodes.to_string(),
-            l.tp.to_string(),
-            l.pp.to_string(),
-            l.dp.to_string(),
-            l.sequence_parallel.to_string(),
-            l.zero1.to_string(),
+            l.parallel.tp.to_string(),
+            l.parallel.pp.to_string(),
+            l.parallel.dp.to_string(),
+            l.parallel.sequence_parallel.to_string(),
+            l.parallel.zero1.to_string(),
             l.remat.name().to_string(),
             l.micro_batch.to_string(),
             self.global_batch.to_string(),

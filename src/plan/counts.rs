@@ -10,7 +10,7 @@ use hlatc_compiler::ir::collective::ReplicaGroups;
 use hlatc_compiler::ir::op::OpFamily;
 use hlatc_compiler::{Computation, InstrId, Module, Op};
 use hlatc_models::Parallelism;
-use hlatc_passes::neuron_check::{dot_instructions, MOVING_COLUMNS, PARTITIONS};
+use hlatc_passes::neuron_check::{dot_instructions, dot_operands, MOVING_COLUMNS, PARTITIONS};
 use std::collections::HashMap;
 
 /// Where ranks sit: which node each is on.
@@ -111,22 +111,16 @@ impl ProgramCounts {
     ) {
         let instr = c.instr(id);
         match &instr.op {
-            Op::Dot { dims, .. } => {
-                let ops = c.operand_ids(id);
-                let dims_of = |k: usize| {
-                    c.instr(ops[k])
-                        .shape
-                        .as_array()
-                        .map(|a| a.dims.clone())
-                        .unwrap_or_default()
+            Op::Dot { .. } => {
+                let Some((dims, lhs, rhs)) = dot_operands(c, id) else {
+                    return;
                 };
-                let (lhs, rhs) = (dims_of(0), dims_of(1));
-                let tiles = dot_instructions(dims, &lhs, &rhs) as f64;
+                let tiles = dot_instructions(dims, lhs, rhs) as f64;
                 let tile_flops = 2.0 * (PARTITIONS * PARTITIONS * MOVING_COLUMNS) as f64;
                 let wide = c
-                    .instr(ops[0])
-                    .shape
-                    .as_array()
+                    .operand_ids(id)
+                    .first()
+                    .and_then(|&o| c.instr(o).shape.as_array())
                     .is_some_and(|a| a.ty.is_float() && a.ty.byte_size() >= 4);
                 let padded = tiles * tile_flops * times;
                 if wide {
@@ -331,10 +325,16 @@ fn collective_traffic(
             .sum::<f64>()
     };
     let result_bytes = instr.shape.byte_size() as f64;
+    // The bytes of the whole tensor a ring moves a share of; an
+    // all-gather-start's result holds its operands beside the gathered
+    // tensors, so its whole is found from the operands and the group.
     let (ring, bytes) = match &instr.op {
         Op::AllReduce { .. } | Op::AllReduceStart { .. } => (Ring::Reduce, result_bytes),
         Op::AllGather { .. } => (Ring::Share, result_bytes),
-        Op::AllGatherStart { .. } => (Ring::Share, operand_bytes()),
+        Op::AllGatherStart { collective, .. } => {
+            let size = groups.shape(&collective.replica_groups, placement).size;
+            (Ring::Share, operand_bytes() * size as f64)
+        }
         Op::ReduceScatter { .. } | Op::AllToAll { .. } | Op::RaggedAllToAll { .. } => {
             (Ring::Share, operand_bytes())
         }

@@ -61,7 +61,7 @@ pub fn evaluate(
     fidelity: Fidelity,
 ) -> Result<Evaluated, PlanError> {
     let placement = Placement {
-        parallel: layout.parallelism(),
+        parallel: layout.parallel,
         cores_per_node,
     };
     let read = |layers: i64| -> Result<Evaluated, PlanError> {
@@ -78,13 +78,13 @@ pub fn evaluate(
         })?;
         Ok(read_programs(&compiled, &placement))
     };
-    let per_stage = cfg.num_hidden_layers / layout.pp.max(1);
+    let per_stage = cfg.num_hidden_layers / layout.parallel.pp.max(1);
     match fidelity {
         Fidelity::Exact => read(cfg.num_hidden_layers),
         Fidelity::Extrapolated if per_stage <= 3 => read(cfg.num_hidden_layers),
         Fidelity::Extrapolated => {
-            let two = read(2 * layout.pp)?;
-            let three = read(3 * layout.pp)?;
+            let two = read(2 * layout.parallel.pp)?;
+            let three = read(3 * layout.parallel.pp)?;
             Ok(extrapolate(&two, &three, (per_stage - 2) as f64))
         }
     }

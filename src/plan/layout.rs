@@ -12,13 +12,10 @@ use hlatc_train::precision::Precision;
 use std::fmt;
 
 /// One way to run a step on a cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    pub tp: i64,
-    pub pp: i64,
-    pub dp: i64,
-    pub sequence_parallel: bool,
-    pub zero1: bool,
+    /// TP, PP, DP, sequence parallelism and ZeRO-1, as a step takes them.
+    pub parallel: Parallelism,
     pub remat: RematPolicy,
     /// Sequences per micro-batch on each DP replica.
     pub micro_batch: i64,
@@ -38,32 +35,22 @@ const KEYS: [&str; 8] = [
 ];
 
 impl Layout {
-    pub fn parallelism(&self) -> Parallelism {
-        Parallelism {
-            tp: self.tp,
-            dp: self.dp,
-            sequence_parallel: self.sequence_parallel,
-            zero1: self.zero1,
-            pp: self.pp,
-        }
-    }
-
     /// Cores the layout runs on.
     pub fn ranks(&self) -> i64 {
-        self.tp * self.pp * self.dp
+        self.parallel.world()
     }
 
     /// Micro-batches per optimizer step on each replica: the gradient
     /// accumulation steps, or the pipeline's micro-batches.
     pub fn micro_batches(&self, global_batch: i64) -> Result<i64, PlanError> {
-        let per_replica = self.dp * self.micro_batch;
+        let per_replica = self.parallel.dp * self.micro_batch;
         if global_batch % per_replica != 0 {
             return Err(PlanError::Layout {
                 layout: self.to_string(),
                 message: format!(
                     "--global-batch {global_batch} does not divide into dp {} x micro_batch {} \
                      = {per_replica} sequences per micro-batch",
-                    self.dp, self.micro_batch
+                    self.parallel.dp, self.micro_batch
                 ),
             });
         }
@@ -80,11 +67,10 @@ impl Layout {
             message,
         };
         let mut l = Layout {
-            tp: 1,
-            pp: 1,
-            dp: 0,
-            sequence_parallel: false,
-            zero1: false,
+            parallel: Parallelism {
+                dp: 0,
+                ..Parallelism::SINGLE
+            },
             remat: RematPolicy::CoreAttention,
             micro_batch: 1,
             precision,
@@ -109,11 +95,11 @@ impl Layout {
                 }
             };
             match key {
-                "tp" => l.tp = number(value)?,
-                "pp" => l.pp = number(value)?,
-                "dp" => l.dp = number(value)?,
-                "sp" | "sequence_parallel" => l.sequence_parallel = flag(value)?,
-                "zero1" => l.zero1 = flag(value)?,
+                "tp" => l.parallel.tp = number(value)?,
+                "pp" => l.parallel.pp = number(value)?,
+                "dp" => l.parallel.dp = number(value)?,
+                "sp" | "sequence_parallel" => l.parallel.sequence_parallel = flag(value)?,
+                "zero1" => l.parallel.zero1 = flag(value)?,
                 "micro_batch" | "mb" => l.micro_batch = number(value)?,
                 "remat" => {
                     let v = value.unwrap_or_default();
@@ -143,16 +129,16 @@ impl Layout {
                 }
             }
         }
-        if l.dp == 0 {
-            let per_dp = l.tp * l.pp;
+        if l.parallel.dp == 0 {
+            let per_dp = l.parallel.tp * l.parallel.pp;
             if cores % per_dp != 0 {
                 return Err(bad(format!(
                     "tp {} x pp {} = {per_dp} does not divide the cluster's {cores} cores; \
                      give dp= or other degrees",
-                    l.tp, l.pp
+                    l.parallel.tp, l.parallel.pp
                 )));
             }
-            l.dp = cores / per_dp;
+            l.parallel.dp = cores / per_dp;
         }
         Ok(l)
     }
@@ -173,7 +159,7 @@ impl Layout {
             precision: self.precision,
             target: Target::Neuron,
             remat: self.remat,
-            parallel: self.parallelism(),
+            parallel: self.parallel,
             device_memory: DeviceMemory::Unchecked,
             grad_accum: self.micro_batches(global_batch)?,
             ..CompileOptions::default()
@@ -185,15 +171,15 @@ impl Layout {
     pub fn compile_command(&self, model: &str, seq_len: i64, global_batch: i64) -> String {
         let mut c = format!(
             "hlatc compile {model} --seq-len {seq_len} --batch-size {global_batch} --tp {} --pp {} --dp {}",
-            self.tp, self.pp, self.dp
+            self.parallel.tp, self.parallel.pp, self.parallel.dp
         );
-        if self.sequence_parallel {
+        if self.parallel.sequence_parallel {
             c.push_str(" --sequence-parallel");
         }
-        if self.zero1 {
+        if self.parallel.zero1 {
             c.push_str(" --zero1");
         }
-        let k = global_batch / (self.dp * self.micro_batch).max(1);
+        let k = self.micro_batches(global_batch).unwrap_or(1);
         if k > 1 {
             c.push_str(&format!(" --grad-accum {k}"));
         }
@@ -209,11 +195,15 @@ impl Layout {
 /// The SPEC `--layout` reads, every key written.
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "tp={},pp={},dp={}", self.tp, self.pp, self.dp)?;
-        if self.sequence_parallel {
+        write!(
+            f,
+            "tp={},pp={},dp={}",
+            self.parallel.tp, self.parallel.pp, self.parallel.dp
+        )?;
+        if self.parallel.sequence_parallel {
             f.write_str(",sp")?;
         }
-        if self.zero1 {
+        if self.parallel.zero1 {
             f.write_str(",zero1")?;
         }
         write!(

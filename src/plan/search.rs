@@ -8,7 +8,7 @@ use super::hardware::Instance;
 use super::layout::Layout;
 use super::PlanError;
 use crate::compile_step::ModelSource;
-use hlatc_models::{BatchShape, ModelConfig};
+use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::RematPolicy;
 use hlatc_train::memory_plan::MemoryPlan;
 use hlatc_train::precision::Precision;
@@ -361,24 +361,24 @@ pub fn check_layout(
         return Err(PlanError::Cluster(format!(
             "layout {l}: tp {} x pp {} x dp {} = {} cores, but the cluster has {cores} \
              (--nodes x the instance's cores)",
-            l.tp,
-            l.pp,
-            l.dp,
+            l.parallel.tp,
+            l.parallel.pp,
+            l.parallel.dp,
             l.ranks()
         )));
     }
     let k = l.micro_batches(global_batch)?;
     let batch = BatchShape {
-        batch_size: l.dp * l.micro_batch,
+        batch_size: l.parallel.dp * l.micro_batch,
         seq_len,
     };
-    l.parallelism()
+    l.parallel
         .validate(cfg, batch)
         .map_err(|e| PlanError::Layout {
             layout: l.to_string(),
             message: e.to_string(),
         })?;
-    if l.pp > 1 && k < 1 {
+    if l.parallel.pp > 1 && k < 1 {
         return Err(PlanError::Layout {
             layout: l.to_string(),
             message: "a pipeline needs at least one micro-batch".into(),
@@ -395,12 +395,16 @@ pub fn check_layout(
 /// parameters (replicated norms only add to it), so a layout over a core's
 /// memory by this floor is over it by its plan too, and is not compiled.
 pub fn state_floor(cfg: &ModelConfig, l: &Layout, global_batch: i64) -> u64 {
-    let share = cfg.parameter_count() as f64 / (l.tp * l.pp) as f64;
-    let replicas = if l.zero1 { l.dp as f64 } else { 1.0 };
+    let share = cfg.parameter_count() as f64 / (l.parallel.tp * l.parallel.pp) as f64;
+    let replicas = if l.parallel.zero1 {
+        l.parallel.dp as f64
+    } else {
+        1.0
+    };
     let storage = l.precision.storage().byte_size() as f64;
     // The master copy and the two moments: what ZeRO-1 divides.
     let optimizer = l.precision.state_bytes_per_parameter() as f64 - storage;
-    let accumulated = l.pp > 1 || l.micro_batches(global_batch).is_ok_and(|k| k > 1);
+    let accumulated = l.parallel.pp > 1 || l.micro_batches(global_batch).is_ok_and(|k| k > 1);
     let accumulators = match accumulated {
         true => l.precision.gradient_sum_type().byte_size() as f64,
         false => 0.0,
@@ -449,11 +453,13 @@ pub fn search_space(
                         for micro_batch in MICRO_BATCHES {
                             for &precision in &precisions {
                                 let l = Layout {
-                                    tp,
-                                    pp,
-                                    dp,
-                                    sequence_parallel,
-                                    zero1,
+                                    parallel: Parallelism {
+                                        tp,
+                                        pp,
+                                        dp,
+                                        sequence_parallel,
+                                        zero1,
+                                    },
                                     remat,
                                     micro_batch,
                                     precision,

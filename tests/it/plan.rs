@@ -77,7 +77,8 @@ fn runs_never_calibrated_on_are_within_15_percent_at_the_median() {
     let (median, worst) = median_and_worst(&errors);
     assert!(c.runs.len() >= 12);
     assert!(
-        c.runs.iter().any(|r| r.layout.pp == 8) && c.runs.iter().any(|r| r.seq_len == 8192),
+        c.runs.iter().any(|r| r.layout.parallel.pp == 8)
+            && c.runs.iter().any(|r| r.seq_len == 8192),
         "the held-out runs cover PP 8 and 8K sequences"
     );
     assert!(median <= 0.15, "median error {median:.3}: {errors:#?}");
@@ -123,7 +124,7 @@ fn both_ways(cfg: &ModelConfig, layout: &str, cores: i64, batch: i64) {
 }
 
 #[test]
-fn one_and_two_layer_stages_extrapolate_to_the_whole_programs() {
+fn two_and_three_layer_stages_extrapolate_to_the_whole_programs() {
     let mut cfg = ModelConfig::small();
     cfg.num_hidden_layers = 20;
     // Accumulation with TP, SP and ZeRO-1 over two nodes of 32 cores.
@@ -153,7 +154,11 @@ fn hlat_70b_on_32_nodes_searches_the_layouts_and_its_best_compiles() {
     assert!(best.exact);
     assert!(best.memory_per_rank <= 16 << 30);
     // A layout of HLAT's family: a pipeline, ZeRO-1, TP within a node.
-    assert!(best.parsed.pp > 1 && best.parsed.zero1, "{}", best.layout);
+    assert!(
+        best.parsed.parallel.pp > 1 && best.parsed.parallel.zero1,
+        "{}",
+        best.layout
+    );
     assert!(
         best.seq_per_s > 5.0 && best.seq_per_s < 40.0,
         "{}",
@@ -323,5 +328,74 @@ fn a_measured_run_appended_reads_back_and_a_foreign_header_is_refused() {
         std::fs::read_to_string(&foreign).unwrap(),
         "step,loss\n1,2.0\n"
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_search_writes_its_json_and_its_chart() {
+    let dir = scratch("plan-outputs");
+    let (json, png) = (dir.join("plan.json"), dir.join("plan.png"));
+    let search = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            "--model",
+            "tiny",
+            "--seq-len",
+            "16",
+            "--global-batch",
+            "64",
+            "--precision",
+            "fp32",
+            "--top",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let o = hlatc(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        o
+    };
+    let o = search(&[
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    let printed = stdout(&o);
+    assert!(printed.contains("1. tp="), "{printed}");
+    assert!(
+        printed.contains("hlatc compile --model tiny --seq-len 16 --batch-size 64"),
+        "{printed}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    assert!(candidates.len() >= 10, "{}", candidates.len());
+    assert_eq!(v["nodes"], 1);
+    assert!(candidates[0]["seq_per_s"].as_f64().unwrap() > 0.0);
+    assert!(candidates[0]["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("hlatc compile"));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // The same search, the same bytes: a chart is deterministic.
+    let again = dir.join("again.png");
+    let o = hlatc(&[
+        "plan",
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--global-batch",
+        "64",
+        "--precision",
+        "fp32",
+        "--top",
+        "2",
+        "--plot",
+        again.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&again).unwrap(), bytes);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -14,7 +14,7 @@
 //! a module is too large, never that it fits.
 
 use hlatc_compiler::ir::op::{DotDims, Op};
-use hlatc_compiler::Module;
+use hlatc_compiler::{Computation, InstrId, Module};
 
 /// Contraction rows, and stationary rows, of one TensorE instruction.
 pub const PARTITIONS: u64 = 128;
@@ -27,21 +27,26 @@ pub fn matmul_instructions(module: &Module) -> u64 {
         .computations
         .iter()
         .flat_map(|c| c.ids().map(move |id| (c, id)))
-        .filter_map(|(c, id)| match &c.instr(id).op {
-            Op::Dot { dims, .. } => {
-                let ops = c.operands(id);
-                let dims_of = |k: usize| {
-                    c.instr(ops[k])
-                        .shape
-                        .as_array()
-                        .map(|a| a.dims.clone())
-                        .unwrap_or_default()
-                };
-                Some(dot_instructions(dims, &dims_of(0), &dims_of(1)))
-            }
-            _ => None,
+        .filter_map(|(c, id)| {
+            let (dims, lhs, rhs) = dot_operands(c, id)?;
+            Some(dot_instructions(dims, lhs, rhs))
         })
         .fold(0u64, u64::saturating_add)
+}
+
+/// A dot's dimension numbers and its operands' dimensions; `None` for any
+/// other instruction.
+pub fn dot_operands(c: &Computation, id: InstrId) -> Option<(&DotDims, &[i64], &[i64])> {
+    let Op::Dot { dims, .. } = &c.instr(id).op else {
+        return None;
+    };
+    let ops = c.operand_ids(id);
+    let dims_of = |k: usize| -> &[i64] {
+        ops.get(k)
+            .and_then(|&o| c.instr(o).shape.as_array())
+            .map_or(&[], |a| a.dims.as_slice())
+    };
+    Some((dims, dims_of(0), dims_of(1)))
 }
 
 /// The fewest TensorE instructions one dot of these operand dimensions

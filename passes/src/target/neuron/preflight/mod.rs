@@ -27,7 +27,9 @@ mod rules;
 mod trip_count;
 
 pub use chip::{Chip, Sdk};
-pub use instructions::{dot_instructions, matmul_instructions, MOVING_COLUMNS, PARTITIONS};
+pub use instructions::{
+    dot_instructions, dot_operands, matmul_instructions, MOVING_COLUMNS, PARTITIONS,
+};
 pub use report::{CheckReport, Finding, LocatedFinding};
 pub use rules::{
     markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT,
