@@ -167,8 +167,16 @@ impl Layout {
     }
 
     /// The `hlatc compile` command that builds this layout's bundle;
-    /// `model` is its `--model NAME` or `--config PATH`.
-    pub fn compile_command(&self, model: &str, seq_len: i64, global_batch: i64) -> String {
+    /// `model` is its `--model NAME` or `--config PATH`, `core_memory` the
+    /// instance's HBM per core (given as `--device-memory` where it is not
+    /// the trn1 core `compile` checks against by default).
+    pub fn compile_command(
+        &self,
+        model: &str,
+        seq_len: i64,
+        global_batch: i64,
+        core_memory: u64,
+    ) -> String {
         let mut c = format!(
             "hlatc compile {model} --seq-len {seq_len} --batch-size {global_batch} --tp {} --pp {} --dp {}",
             self.parallel.tp, self.parallel.pp, self.parallel.dp
@@ -182,6 +190,9 @@ impl Layout {
         let k = self.micro_batches(global_batch).unwrap_or(1);
         if k > 1 {
             c.push_str(&format!(" --grad-accum {k}"));
+        }
+        if core_memory != hlatc_train::memory_plan::TRN1_CORE_BYTES {
+            c.push_str(&format!(" --device-memory {}GiB", core_memory >> 30));
         }
         c.push_str(&format!(
             " --remat {} --precision {} --target neuron --out build/plan",

@@ -284,7 +284,12 @@ impl Setting<'_> {
                 .price
                 .map(|usd| usd * o.nodes as f64 * (4.0e6 / tokens_per_s) / 3600.0),
             breakdown,
-            command: layout.compile_command(&self.model_flag, self.seq_len, o.global_batch),
+            command: layout.compile_command(
+                &self.model_flag,
+                self.seq_len,
+                o.global_batch,
+                hw.hbm_bytes,
+            ),
             exact,
             emitted: e.emitted.as_ref().map(|(work, memory)| Emitted {
                 seq_per_s: o.global_batch as f64
