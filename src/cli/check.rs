@@ -131,38 +131,66 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         print_rules(chip, a.sdk.into())?;
         return Ok(ExitCode::SUCCESS);
     };
-    let input = read(path)?;
-    let chip = a
-        .target
-        .map(Chip::from)
-        .or(input.chip)
-        .unwrap_or(Chip::Trn1);
-    let report = check_module(&input.module, chip, a.sdk.into());
-    let positions = if report.names_instructions() {
-        positions(&input)?
-    } else {
-        None
-    };
-    let shown = input.shown.display().to_string();
-    match a.format {
-        OutputFormat::Text => {
-            if matches!(input.text, Source::Printed) && report.names_instructions() {
-                note!(
-                    "{shown} is a proto: lines and columns are those of the text `hlatc fmt {shown}` prints"
-                )?;
+    let programs = read(path)?;
+    let mut refused = false;
+    let mut json = Vec::new();
+    for (name, input) in &programs {
+        let chip = a
+            .target
+            .map(Chip::from)
+            .or(input.chip)
+            .unwrap_or(Chip::Trn1);
+        let report = check_module(&input.module, chip, a.sdk.into());
+        refused |= report.refused();
+        let positions = if report.names_instructions() {
+            positions(input)?
+        } else {
+            None
+        };
+        let shown = input.shown.display().to_string();
+        match a.format {
+            OutputFormat::Text => {
+                if let Some(name) = name {
+                    out!("{name}:")?;
+                }
+                if matches!(input.text, Source::Printed) && report.names_instructions() {
+                    note!(
+                        "{shown} is a proto: lines and columns are those of the text `hlatc fmt {shown}` prints"
+                    )?;
+                }
+                for f in &report.findings {
+                    out!("{}", f.line(&shown, positions.as_ref()))?;
+                }
+                out!("{shown}: {}", summary(&report))?;
             }
-            for f in &report.findings {
-                out!("{}", f.line(&shown, positions.as_ref()))?;
+            OutputFormat::Json => {
+                let j = Json::new(&shown, input, &report, positions.as_ref());
+                let v = serde_json::to_value(&j).map_err(|e| Error::usage(e.to_string()))?;
+                json.push(match name {
+                    Some(n) => serde_json::json!({"program": n, "check": v}),
+                    None => v,
+                });
             }
-            out!("{shown}: {}", summary(&report))?;
-        }
-        OutputFormat::Json => {
-            let json = Json::new(&shown, &input, &report, positions.as_ref());
-            let s = serde_json::to_string_pretty(&json).map_err(|e| Error::usage(e.to_string()))?;
-            out!("{s}")?;
         }
     }
-    Ok(if report.refused() {
+    if let OutputFormat::Json = a.format {
+        // One program's report as it always was; a bundle of several, a
+        // list of each under its program's name.
+        let v = match (programs.len(), json.pop()) {
+            (1, Some(only)) => only,
+            (_, last) => serde_json::Value::Array(json.into_iter().chain(last).collect()),
+        };
+        let s = serde_json::to_string_pretty(&v).map_err(|e| Error::usage(e.to_string()))?;
+        out!("{s}")?;
+    } else if programs.len() > 1 {
+        let verdict = if refused {
+            "refused: neuronx-cc would refuse a program"
+        } else {
+            "no program refused"
+        };
+        out!("{}: {} programs, {verdict}", path.display(), programs.len())?;
+    }
+    Ok(if refused {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS
@@ -202,52 +230,74 @@ fn summary(r: &CheckReport) -> String {
     )
 }
 
-/// Reads a module file or a bundle directory.
-fn read(path: &Path) -> Result<Input, Error> {
-    if path.is_dir() {
-        let proto = path.join(hlatc::bundle::PROTO_FILE);
-        let text = path.join(hlatc::bundle::TEXT_FILE);
-        if !proto.is_file() {
-            let (micro, apply) = (hlatc::bundle::MICRO_DIR, hlatc::bundle::APPLY_DIR);
-            let stages: Vec<String> = hlatc::pipeline::Phase::ALL
-                .iter()
-                .map(|p| path.join(p.name()).display().to_string())
-                .collect();
-            let message = if path.join(micro).is_dir() && path.join(apply).is_dir() {
-                format!(
-                    "is the bundle of gradient accumulation's two programs: check {} and {} (each its own bundle)",
-                    path.join(micro).display(),
-                    path.join(apply).display()
-                )
-            } else if stages.iter().all(|d| Path::new(d).is_dir()) {
-                format!(
-                    "is the bundle of a pipeline-parallel step's four programs: check {} and {} (each its own bundle)",
-                    stages.join(", "),
-                    path.join(apply).display()
-                )
-            } else {
-                format!(
-                    "is a directory without {}: not a bundle",
-                    hlatc::bundle::PROTO_FILE
-                )
-            };
-            return Err(Error::file(path, message));
-        }
-        // The proto is what neuronx-cc compiles; its findings are located
-        // in the bundle's text of the same module.
-        let module = load(&proto)?;
-        let (shown, source) = if text.is_file() {
-            (text.clone(), Source::File(text))
-        } else {
-            (proto, Source::Printed)
-        };
-        return Ok(Input {
-            module,
-            shown,
-            text: source,
-            chip: bundle_chip(path),
-        });
+/// Reads a module file or a bundle directory: a bundle of several
+/// programs (gradient accumulation's two, a pipeline's four) as each
+/// program under its name, in the order they run.
+fn read(path: &Path) -> Result<Vec<(Option<String>, Input)>, Error> {
+    if !path.is_dir() {
+        return Ok(vec![(None, read_module(path)?)]);
     }
+    if path.join(hlatc::bundle::PROTO_FILE).is_file() {
+        return Ok(vec![(None, read_bundle(path)?)]);
+    }
+    let (micro, apply) = (hlatc::bundle::MICRO_DIR, hlatc::bundle::APPLY_DIR);
+    let ticks: Vec<&str> = hlatc::pipeline::Phase::ALL
+        .iter()
+        .map(|p| p.name())
+        .collect();
+    let names: Vec<&str> = if path.join(micro).is_dir() {
+        vec![micro, apply]
+    } else if ticks.iter().any(|t| path.join(t).is_dir()) {
+        ticks.into_iter().chain([apply]).collect()
+    } else {
+        return Err(Error::file(
+            path,
+            format!(
+                "is a directory without {} (nor {micro}/ and {apply}/, nor a pipeline's programs): not a bundle",
+                hlatc::bundle::PROTO_FILE
+            ),
+        ));
+    };
+    names
+        .into_iter()
+        .map(|n| {
+            let dir = path.join(n);
+            if !dir.join(hlatc::bundle::PROTO_FILE).is_file() {
+                return Err(Error::file(
+                    &dir,
+                    format!(
+                        "has no {}: the bundle is incomplete",
+                        hlatc::bundle::PROTO_FILE
+                    ),
+                ));
+            }
+            Ok((Some(n.to_string()), read_bundle(&dir)?))
+        })
+        .collect()
+}
+
+/// Reads one program's bundle directory.
+fn read_bundle(path: &Path) -> Result<Input, Error> {
+    let proto = path.join(hlatc::bundle::PROTO_FILE);
+    let text = path.join(hlatc::bundle::TEXT_FILE);
+    // The proto is what neuronx-cc compiles; its findings are located
+    // in the bundle's text of the same module.
+    let module = load(&proto)?;
+    let (shown, source) = if text.is_file() {
+        (text.clone(), Source::File(text))
+    } else {
+        (proto, Source::Printed)
+    };
+    Ok(Input {
+        module,
+        shown,
+        text: source,
+        chip: bundle_chip(path),
+    })
+}
+
+/// Reads a module file.
+fn read_module(path: &Path) -> Result<Input, Error> {
     let module = load(path)?;
     // The format is told by the first bytes, as `load` told it.
     let mut head = Vec::with_capacity(4096);

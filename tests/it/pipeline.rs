@@ -264,14 +264,38 @@ fn compile_writes_the_four_programs_and_verifies_them() {
     assert_eq!(m["stages"][1]["layers"], serde_json::json!([1, 2]));
     assert_eq!(m["stages"][1]["ranks"], serde_json::json!([4, 8]));
     assert_eq!(m["config"]["parallel"]["pp"], 2);
-    // `check` of the whole is sent to the programs, each its own bundle.
+    // `check` of the whole checks every program, each under its name.
     let out = hlatc(&["check", d.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let checked = stdout(&out);
+    for program in ["warm_up", "steady", "cool_down", "apply_step"] {
+        assert!(checked.contains(&format!("{program}:\n")), "{checked}");
+        let text = d.join(program).join("model.hlo.txt");
+        assert!(
+            checked.contains(&format!("{}: trn1", text.display())),
+            "{checked}"
+        );
+    }
+    assert!(
+        checked.contains(": 4 programs, no program refused"),
+        "{checked}"
+    );
+    // A program missing is an incomplete bundle, said of its directory.
+    let copy = scratch("pipeline-check-incomplete");
+    for program in ["warm_up", "steady", "apply_step"] {
+        std::fs::create_dir_all(copy.join(program)).unwrap();
+        for f in ["model.hlo_module.pb", "model.hlo.txt"] {
+            std::fs::copy(d.join(program).join(f), copy.join(program).join(f)).unwrap();
+        }
+    }
+    let out = hlatc(&["check", copy.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("is the bundle of a pipeline-parallel step's four programs: check"),
+        stderr(&out).contains("cool_down: has no model.hlo_module.pb: the bundle is incomplete"),
         "{}",
         stderr(&out)
     );
+    let _ = std::fs::remove_dir_all(copy);
 }
 
 /// `hlatc shard --pp` divides a whole state, or Hugging Face weights,

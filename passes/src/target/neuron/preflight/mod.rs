@@ -116,6 +116,7 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
                         computation: c.name.clone(),
                         instruction: Some(c.instr(id).name.clone()),
                         detail,
+                        tensors: Vec::new(),
                     });
                 }
             }
@@ -123,6 +124,9 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
     }
     let tensor_instructions = matmul_instructions(m);
     let io = hbm::io_bytes(m);
+    /// How many of a module's largest inputs and outputs a memory finding
+    /// names.
+    const LARGEST_LISTED: usize = 5;
     let core = chip.hbm_per_core();
     for &(rule, severity) in &module_rules {
         let detail = match rule.matcher {
@@ -152,12 +156,19 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
             _ => None,
         };
         if let Some(detail) = detail {
+            let tensors = match rule.matcher {
+                Matcher::IoOverHbm | Matcher::IoAndScratchOverHbm => {
+                    hbm::largest_io(m, LARGEST_LISTED)
+                }
+                _ => Vec::new(),
+            };
             findings.push(Finding {
                 rule,
                 severity,
                 computation: m.entry().name.clone(),
                 instruction: None,
                 detail,
+                tensors,
             });
         }
     }

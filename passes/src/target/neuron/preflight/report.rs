@@ -18,6 +18,10 @@ pub struct Finding {
     pub instruction: Option<String>,
     /// What matched: the type, target or size found.
     pub detail: String,
+    /// For a finding about the module's memory, its largest inputs and
+    /// outputs (instruction name, bytes), largest first: what a user
+    /// shards, offloads or drops.
+    pub tensors: Vec<(String, u64)>,
 }
 
 impl Finding {
@@ -33,6 +37,12 @@ impl Finding {
     /// The finding as one line, without its location: `instruction %x:
     /// NCC_CODE what (detail), advice`; a warning says so after the code.
     pub fn message(&self) -> String {
+        self.message_at(None)
+    }
+
+    /// [`Finding::message`], its largest tensors each with its line where
+    /// `positions` knows it.
+    fn message_at(&self, positions: Option<&TextPositions>) -> String {
         let mut s = match &self.instruction {
             Some(i) => format!("instruction %{i}: "),
             None => "module: ".to_string(),
@@ -44,6 +54,20 @@ impl Finding {
         let _ = write!(s, " {}", self.rule.what);
         if !self.detail.is_empty() {
             let _ = write!(s, " ({})", self.detail);
+        }
+        if !self.tensors.is_empty() {
+            let listed: Vec<String> = self
+                .tensors
+                .iter()
+                .map(|(name, bytes)| {
+                    let line = positions
+                        .and_then(|p| p.instruction(&self.computation, name))
+                        .map(|at| format!(", line {}", at.line))
+                        .unwrap_or_default();
+                    format!("%{name} ({}{line})", super::hbm::size(*bytes))
+                })
+                .collect();
+            let _ = write!(s, "; largest: {}", listed.join(", "));
         }
         let _ = write!(s, ", {}", self.rule.advice);
         s
@@ -80,7 +104,7 @@ impl Finding {
             column: at.map(|(_, c)| c),
             computation: self.computation.clone(),
             instruction: self.instruction.clone(),
-            message: self.message(),
+            message: self.message_at(positions),
         }
     }
 }
