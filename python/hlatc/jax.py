@@ -42,9 +42,10 @@ from typing import (
 import numpy as np
 
 import hlatc
-from . import _hlatc
+from . import _hlatc, _peers
 from ._arrays import _DTYPES, dict_to_numpy, to_raw
 from ._fit import Metrics, OnStep
+from ._peers import PeerLostError
 from ._types import Array, ArrayLike, Format, PathLike, RawDtype, Special, Tensors
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ __all__ = [
     "loader_file",
     "rank_file",
     "Input",
+    "PeerLostError",
 ]
 
 # What `python -m hlatc.launch` sets for each process, and `initialize` reads.
@@ -131,19 +133,35 @@ def initialize(
             f"({ENV_COORDINATOR}=host:port of process 0, {ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}), "
             "or start the script with python -m hlatc.launch"
         )
+    me = int(os.environ[ENV_PROCESS_ID])
+    address = os.environ[ENV_COORDINATOR]
+    port = address.rsplit(":", 1)[-1]
+    if me == 0 and port.isdigit():
+        # Taken, JAX's service fails deep in gRPC ("Failed to add port"),
+        # and the process dies of a signal.
+        why = _peers.port_taken(int(port))
+        if why is not None:
+            raise hlatc.UsageError(
+                f"{ENV_COORDINATOR}={address}: process 0 serves the coordinator on port {port}, "
+                f"which is taken on this machine ({why}): choose another port"
+            )
     import jax
+    from jax._src import distributed
 
     jax.config.update(
         "jax_cpu_collectives_implementation", os.environ.get(ENV_CPU_COLLECTIVES, "gloo")
     )
     jax.distributed.initialize(
-        coordinator_address=os.environ[ENV_COORDINATOR],
+        coordinator_address=address,
         num_processes=int(count),
-        process_id=int(os.environ[ENV_PROCESS_ID]),
+        process_id=me,
         initialization_timeout=initialization_timeout,
         heartbeat_timeout_seconds=heartbeat_timeout_seconds,
         shutdown_timeout_seconds=shutdown_timeout_seconds,
     )
+    # After JAX's own exit hook (registered at import), so it runs first.
+    _peers.start(distributed.global_state.client, me, int(count),
+                 wait_seconds=shutdown_timeout_seconds, join_timeout=initialization_timeout)
     return True
 
 
@@ -325,8 +343,9 @@ class StepFunction:
             else:
                 shape = tuple(self._inputs[name].shape)
                 args.append(jax.make_array_from_single_device_arrays(shape, self._sharding, shards))
-        results = self._executable.execute_sharded(args)
-        outputs = results.disassemble_into_single_device_arrays()
+        with _peers.collective("a step"):
+            results = self._executable.execute_sharded(args)
+            outputs = results.disassemble_into_single_device_arrays()
         out: Dict[int, Dict[str, JaxArray]] = {r: {} for r in self.local_ranks}
         for name, arrays in zip(self.output_names, outputs):
             # Only this process's devices' arrays come back; each names its
@@ -361,7 +380,16 @@ def _barrier(name: str) -> None:
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
-        multihost_utils.sync_global_devices(name)
+        with _peers.collective(f"a barrier ({name})"):
+            multihost_utils.sync_global_devices(name)
+
+
+def _allgather(value: np.ndarray, what: str) -> np.ndarray:
+    """`value` of every process, stacked (one all-gather)."""
+    from jax.experimental import multihost_utils
+
+    with _peers.collective(what):
+        return np.asarray(multihost_utils.process_allgather(value))
 
 
 def _sha256(path: str) -> str:
@@ -441,6 +469,8 @@ class Trainer:
         # state() gathers every rank's bytes with one all-gather of equal
         # shapes: each process must hold as many ranks.
         self._even = len(set(counts.values())) == 1
+        # steps_done as this process last knew it (None: read it again).
+        self._done: Optional[int] = None
         self._state: Dict[int, Dict[str, Any]] = {
             r: self._put(r, step.init_state(seed, r, checkpoint=init))
             for r in self._fn.local_ranks
@@ -514,7 +544,18 @@ class Trainer:
         every rank's rows): its loss, grad norm and learning rate. With
         `replicas` (DP replica indices, a loader's `owned_replicas`), the
         batch holds only those replicas' rows, one replica after another;
-        they must include this process's (`local_replicas`)."""
+        they must include this process's (`local_replicas`). A peer process
+        gone before or during the step raises `PeerLostError` naming it."""
+        if self._done is None:
+            self._done = self.steps_done
+        with _peers.collective(f"step {self._done + 1}"):
+            stats = self._step_once(tokens, targets, segment_ids, replicas)
+        self._done += 1
+        return stats
+
+    def _step_once(self, tokens: ArrayLike, targets: ArrayLike,
+                   segment_ids: Optional[ArrayLike],
+                   replicas: Optional[Sequence[int]]) -> Dict[str, float]:
         if replicas is not None:
             replicas = [int(r) for r in replicas]
             missing = sorted(set(self.local_replicas) - set(replicas))
@@ -565,10 +606,8 @@ class Trainer:
                     "state() gathers the ranks' state with one all-gather, which needs as many "
                     "ranks on every process; these processes hold different numbers"
                 )
-            from jax.experimental import multihost_utils
-
-            flat = np.asarray(multihost_utils.process_allgather(flat)).reshape(-1, flat.shape[-1])
-            ranks = np.asarray(multihost_utils.process_allgather(ranks)).reshape(-1)
+            flat = _allgather(flat, "Trainer.state").reshape(-1, flat.shape[-1])
+            ranks = _allgather(ranks, "Trainer.state").reshape(-1)
         rows = dict(zip(ranks.tolist(), flat))
         out = []
         for r in range(len(self._fn.devices)):
@@ -597,6 +636,7 @@ class Trainer:
                   for r in self._fn.local_ranks}
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)
+        self._done = None
 
     def hugging_face_params(self) -> Dict[str, Array]:
         """The parameters as Hugging Face tensors (fused ones split back)."""
@@ -668,12 +708,10 @@ class Trainer:
         digests_of = np.stack(digests)
         ranks = np.array(self._fn.local_ranks, dtype=np.int32)
         if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            digests_of = np.asarray(multihost_utils.process_allgather(digests_of)).reshape(-1, 32)
-            ranks = np.asarray(multihost_utils.process_allgather(ranks)).reshape(-1)
+            digests_of = _allgather(digests_of, "Trainer.save").reshape(-1, 32)
+            ranks = _allgather(ranks, "Trainer.save").reshape(-1)
             if replica_files is not None:
-                owned = np.asarray(multihost_utils.process_allgather(owned)).reshape(-1, dp, 33)
+                owned = _allgather(owned, "Trainer.save").reshape(-1, dp, 33)
         owned = owned.reshape(-1, dp, 33)
         if me == 0:
             files = {rank_file(int(r)): bytes(h).hex() for r, h in sorted(zip(ranks, digests_of),
@@ -766,6 +804,7 @@ class Trainer:
             shares[r] = tensors
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)
+        self._done = None
 
     def fit(
         self,
@@ -984,9 +1023,7 @@ def _max_over_processes(value: int) -> int:
 
     if jax.process_count() == 1:
         return value
-    from jax.experimental import multihost_utils
-
-    return int(np.max(multihost_utils.process_allgather(np.array([value], dtype=np.int64))))
+    return int(np.max(_allgather(np.array([value], dtype=np.int64), "a resume")))
 
 
 def _all_processes(ok: bool) -> bool:
@@ -994,9 +1031,7 @@ def _all_processes(ok: bool) -> bool:
 
     if jax.process_count() == 1:
         return ok
-    from jax.experimental import multihost_utils
-
-    return bool(np.all(multihost_utils.process_allgather(np.array([ok], dtype=np.int32))))
+    return bool(np.all(_allgather(np.array([ok], dtype=np.int32), "a resume")))
 
 
 def _write_synced(d: str, name: str, data: bytes) -> None:
