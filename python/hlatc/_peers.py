@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 from . import _hlatc
 
@@ -133,7 +133,8 @@ class _Job:
         self.what: Optional[str] = None
         self.exits: Dict[int, Dict[str, Any]] = {}
         self.released: Optional[Dict[str, Any]] = None
-        self.releases_sent: set = set()
+        self.releases_sent: Set[int] = set()
+        self.previous_hook: Any = sys.excepthook
         self.reported = False
         self.lost = False  # a PeerLostError was raised here
         self.lock = threading.Lock()
@@ -373,7 +374,6 @@ def start(client: Any, me: int, count: int, wait_seconds: float, join_timeout: f
     if count < 2:
         return
     job = _Job(client, me, count, wait_seconds, join_timeout)
-    job.previous_hook = sys.excepthook  # type: ignore[attr-defined]
     sys.excepthook = job.excepthook
     atexit.register(job.at_exit)
     threading.Thread(target=job.watch, name="hlatc-peers", daemon=True).start()
