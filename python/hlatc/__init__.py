@@ -34,6 +34,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from . import _hlatc, data
 from ._arrays import dict_to_numpy, dict_to_raw, to_raw
 from ._fit import CheckpointWarning, Metrics, OnStep
+from ._bundle import Bundle, BundleTensor
 from ._identity import IdentityError, IdentityWarning
 from ._hlatc import (
     BatchError,
@@ -108,6 +109,8 @@ __all__ = [
     "CheckpointWarning",
     "IdentityError",
     "IdentityWarning",
+    "Bundle",
+    "BundleTensor",
     "data",
     "Model",
     "NeuronFinding",
