@@ -211,33 +211,41 @@ class _Job:
         """The watcher thread: every 0.1 s, the others' ends."""
         while True:
             time.sleep(POLL_SECONDS)
-            if self.launcher_pid is not None and os.getppid() != self.launcher_pid:
-                print(f"hlatc.jax: process {self.me}: its launcher (pid {self.launcher_pid}) is "
-                      "gone; exiting", file=sys.stderr, flush=True)
-                os._exit(1)
-            if not self.refresh():
-                time.sleep(1)
-                continue
-            for i, rec in sorted(self.exits.items()):
-                if rec["kind"] == "exit":
-                    # It ended normally; if this process waits in a
-                    # collective it never joined, it must go at once.
-                    if self.depth > 0 and rec["calls"] < self.calls and i not in self.releases_sent:
-                        self.releases_sent.add(i)
-                        why = f"{self.describe(i, rec)}, while process {self.me} waited for it in {self.what}"
-                        if i == 0:
-                            # Process 0 goes once released, and JAX
-                            # terminates the others then: this one goes first.
-                            self.say_and_leave(why)
-                        try:
-                            self.client.key_value_set(f"{PREFIX}release/{i}", json.dumps(
-                                {"by": self.me, "what": self.what, "calls": self.calls}))
-                        except Exception:
-                            pass
-                elif i == 0 and self.me != 0 and not self.reported:
-                    # JAX terminates every process once the coordinator
-                    # is gone: say why first.
-                    self.say_and_leave(self.describe(0, rec))
+            try:
+                self.watch_once()
+            except Exception:  # never let the watcher die of one bad read
+                time.sleep(POLL_SECONDS)
+
+    def watch_once(self) -> None:
+        """One look at the others' ends (see `watch`)."""
+        if self.launcher_pid is not None and os.getppid() != self.launcher_pid:
+            print(f"hlatc.jax: process {self.me}: its launcher (pid {self.launcher_pid}) is "
+                  "gone; exiting", file=sys.stderr, flush=True)
+            os._exit(1)
+        if not self.refresh():
+            time.sleep(1)
+            return
+        for i, rec in sorted(list(self.exits.items())):
+            if rec["kind"] == "exit":
+                # It ended normally; if this process waits in a
+                # collective it never joined, it must go at once.
+                if self.depth > 0 and rec["calls"] < self.calls and i not in self.releases_sent:
+                    self.releases_sent.add(i)
+                    why = (f"{self.describe(i, rec)}, while process {self.me} waited for it "
+                           f"in {self.what}")
+                    if i == 0:
+                        # Process 0 goes once released, and JAX
+                        # terminates the others then: this one goes first.
+                        self.say_and_leave(why)
+                    try:
+                        self.client.key_value_set(f"{PREFIX}release/{i}", json.dumps(
+                            {"by": self.me, "what": self.what, "calls": self.calls}))
+                    except Exception:
+                        pass
+            elif i == 0 and self.me != 0 and not self.reported:
+                # JAX terminates every process once the coordinator
+                # is gone: say why first.
+                self.say_and_leave(self.describe(0, rec))
 
     def say_and_leave(self, why: str) -> None:
         """Process 0 is going (`why`): this process reports it, and exits

@@ -27,7 +27,6 @@ import hlatc
 
 pytest.importorskip("jax", reason="the jax extra: pip install ./python[jax]")
 import hlatc.jax  # noqa: E402
-from hlatc import _peers  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 WORKER = str(HERE / "failure_worker.py")
@@ -59,6 +58,18 @@ def last_step(out: Path, process: int) -> tuple:
     return int(steps), float(at)
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,7 +82,7 @@ def by_hand(out: Path, *args: str) -> List[subprocess.CompletedProcess]:
     e = env()
     e.update({"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{free_port()}",
               "HLATC_NUM_PROCESSES": "2", "HLATC_CPU_COLLECTIVES": "gloo"})
-    for k in (_peers.ENV_STATUS_DIR, _peers.ENV_LAUNCHER_PID):
+    for k in ("HLATC_LAUNCH_STATUS_DIR", "HLATC_LAUNCHER_PID"):
         e.pop(k, None)
     procs = [subprocess.Popen([sys.executable, WORKER, str(out), *args],
                               env={**e, "HLATC_PROCESS_ID": str(i)}, cwd=HERE,
@@ -166,14 +177,14 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
             assert time.monotonic() < deadline, "the workers never trained"
             time.sleep(0.1)
         pids = [int((tmp_path / f"pid-{i}").read_text()) for i in (0, 1)]
-        assert all(_peers._alive(p) for p in pids)
+        assert all(alive(p) for p in pids)
         launcher.kill()
         launcher.wait(timeout=10)
         killed = time.monotonic()
-        while any(_peers._alive(p) for p in pids) and time.monotonic() - killed < 10:
+        while any(alive(p) for p in pids) and time.monotonic() - killed < 10:
             time.sleep(0.05)
         # Before: both went on training.
-        assert not any(_peers._alive(p) for p in pids), "a worker outlived its launcher"
+        assert not any(alive(p) for p in pids), "a worker outlived its launcher"
         print(f"\nboth workers were gone {time.monotonic() - killed:.2f} s after the launcher")
     finally:
         if launcher.poll() is None:
@@ -181,7 +192,7 @@ def test_workers_die_with_a_killed_launcher(tmp_path):
             launcher.wait(timeout=10)
         for i in (0, 1):
             f = tmp_path / f"pid-{i}"
-            if f.exists() and _peers._alive(int(f.read_text())):
+            if f.exists() and alive(int(f.read_text())):
                 os.kill(int(f.read_text()), signal.SIGKILL)
 
 
