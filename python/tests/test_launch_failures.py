@@ -226,3 +226,29 @@ def test_without_the_launcher_process_0_failing_stops_the_other_by_name(tmp_path
     assert ("hlatc.jax: process 1: process 0 of 2 failed: ValueError: boom in process 0 before "
             "step 3; process 1 stops too") in p1.stderr, p1.stderr
     assert "Terminating process" not in p1.stderr
+
+
+def test_a_script_without_hlatc_is_named_with_its_stderrs_last_error_line(tmp_path):
+    """No JAX: process 1 raises; its traceback's last line names it."""
+    script = tmp_path / "s.py"
+    script.write_text("import os, time\n"
+                      "if os.environ['HLATC_PROCESS_ID'] == '1':\n"
+                      "    raise KeyError('no such thing')\n"
+                      "time.sleep(60)\n")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "hlatc.launch", "--processes", "2",
+                           str(script)], capture_output=True, text=True, timeout=30)
+    assert time.monotonic() - start < 15
+    assert done.returncode == 1
+    assert ("process 1 of 2 (pid " in done.stderr and "failed first (exit status 1): "
+            "KeyError: 'no such thing'; stopping the others" in done.stderr), done.stderr
+
+
+def test_process_0_killed_is_named_not_the_process_jax_terminates(tmp_path):
+    done, _, ended = launch(tmp_path, "kill", "--at", "2", "--victim", "0")
+    # JAX terminates process 1 (SIGABRT) once its coordinator is gone; the
+    # launcher names process 0, killed first.
+    assert done.returncode == 128 + signal.SIGKILL, done.stderr
+    assert ("hlatc.launch: process 0 of 2 (pid " in done.stderr
+            and "failed first (signal SIGKILL)" in done.stderr), done.stderr
+    assert ended - last_step(tmp_path, 0)[1] < 15
