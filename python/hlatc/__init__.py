@@ -34,6 +34,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from . import _hlatc, data
 from ._arrays import dict_to_numpy, dict_to_raw, to_raw
 from ._fit import CheckpointWarning, Metrics, OnStep
+from ._bundle import Bundle, BundleTensor
+from ._identity import IdentityError, IdentityWarning
 from ._hlatc import (
     BatchError,
     Candidate,
@@ -115,6 +117,10 @@ __all__ = [
     "CheckpointError",
     "InternalError",
     "CheckpointWarning",
+    "IdentityError",
+    "IdentityWarning",
+    "Bundle",
+    "BundleTensor",
     "data",
     "Model",
     "NeuronFinding",
@@ -442,6 +448,19 @@ def compile_step(
         passes = [p for p in passes.split(",") if p.strip()]
     if isinstance(disable_pass, str):
         disable_pass = [disable_pass]
+    for name, given in (("passes", passes), ("disable_pass", disable_pass)):
+        if given is None and name == "passes":
+            continue
+        try:
+            names = list(given)  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(f"compile_step: {name}={given!r}: a list of pass names (str), or "
+                            "one name or a comma-separated string of them (hlatc.passes() "
+                            "lists them)") from None
+        bad = [p for p in names if not isinstance(p, str)]
+        if bad:
+            raise TypeError(f"compile_step: {name}: {bad[0]!r} is not a pass name (str); "
+                            "hlatc.passes() lists them")
     return Step(_hlatc.compile_step(
         model,
         config,
@@ -489,6 +508,7 @@ class Trainer:
         `pp=P` runs its schedule's ticks and then its apply step, its state
         (`state`, `resume`, `hugging_face_params`) named as the whole
         model's."""
+        self._step = step
         self._native = _hlatc.Trainer(step._native, seed)
 
     def step(
@@ -526,6 +546,7 @@ class Trainer:
         checkpoint_every: Optional[int] = None,
         keep: int = 3,
         on_step: Optional[OnStep] = None,
+        allow_changes: Optional[Sequence[str]] = None,
     ) -> Metrics:
         """Trains on `loader`'s batches until `steps` optimizer steps are done
         (counted from step 0, as `steps_done` counts: a resumed run goes on to
@@ -550,10 +571,19 @@ class Trainer:
         step, stops the run where it is: the last checkpoint saved is where
         the next `fit` resumes. A loss that is not finite raises `RunError`
         before anything is saved. If the loader's last pass ends first, the
-        run stops there, with a warning."""
+        run stops there, with a warning.
+
+        Each checkpoint records the run's identity (`identity.json`: the
+        model config, precision and rounding, optimizer and schedule, the
+        tokenizer's sha256, the corpus' fingerprint, the layout). A
+        checkpoint whose identity differs from this run's is refused with
+        `IdentityError` naming each differing field with both values, unless
+        `allow_changes` names the field (then an `IdentityWarning`, and the
+        change kept in the identity's `changes`); the layout may change."""
         from . import _fit
 
-        return _fit.fit(self, loader, steps, checkpoint_dir, checkpoint_every, keep, on_step)
+        return _fit.fit(self, loader, steps, checkpoint_dir, checkpoint_every, keep, on_step,
+                        allow_changes)
 
 
 def __getattr__(name: str) -> Any:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _hlatc
+from . import _hlatc, _identity
 
 PathLike = Union[str, "os.PathLike[str]"]
 Metrics = List[Dict[str, float]]
@@ -121,10 +121,12 @@ def fit(
     checkpoint_every: Optional[int],
     keep: int,
     on_step: Optional[OnStep],
+    allow_changes: Optional[Sequence[str]] = None,
 ) -> Metrics:
     """`hlatc.Trainer.fit` (see its docstring)."""
     checkpoint_every = every(steps, checkpoint_every)
     check_fit_args(steps, checkpoint_every, keep)
+    _identity.check_allow(allow_changes)
     if checkpoint_dir is None:
         return run_steps(trainer, loader, steps, [], None, checkpoint_every, on_step)
     ckpt = _hlatc.CheckpointDir(os.fspath(checkpoint_dir), keep)
@@ -132,8 +134,15 @@ def fit(
     for path, why in skipped:
         warn_skipped(path, why)
     metrics: Metrics = []
+    current = _identity.of_step(trainer._step, loader)
+    identity = _identity.check(None, current, "", None, 0)
     if found is not None:
-        _, where, files = found
+        step, where, files = found
+        recorded = files.get(_identity.IDENTITY_FILE)
+        if recorded is not None:
+            identity = _identity.check(
+                _identity.from_bytes(recorded, os.path.join(where, _identity.IDENTITY_FILE)),
+                current, where, allow_changes, step)
         state = files.get(_hlatc.STATE_FILE)
         if state is None:
             raise _hlatc.CheckpointError(
@@ -147,6 +156,7 @@ def fit(
             (_hlatc.STATE_FILE, trainer._native.state_safetensors()),
             (_hlatc.LOADER_FILE, loader.position().encode("utf-8")),
             (_hlatc.METRICS_FILE, metrics_bytes(metrics)),
+            (_identity.IDENTITY_FILE, _identity.to_bytes(identity)),
         ])
 
     return run_steps(trainer, loader, steps, metrics, save, checkpoint_every, on_step)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Type, Union
 
+import numpy as np
+
 from . import _hlatc
 from ._arrays import dict_to_numpy
 from ._types import Array, Format, Packing, PathLike, RawDtype, Special
@@ -76,6 +78,15 @@ def _sources(sources: Sources) -> List[str]:
     if isinstance(sources, (str, os.PathLike)):
         return [os.fspath(sources)]
     return [os.fspath(s) for s in sources]
+
+
+def _check_int(name: str, value: Any, least: int, what: str) -> None:
+    """`value` of argument `name` must be an int of `least` or more:
+    TypeError or UsageError (a ValueError) naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"Loader: {name}={value!r}: an int, not {type(value).__name__}")
+    if value < least:
+        raise _hlatc.UsageError(f"Loader: {name}={value}: {what}")
 
 
 def _position_text(position: Position) -> str:
@@ -145,8 +156,26 @@ class Loader:
         The files, the tokenizer and the settings are checked before it
         returns; a bad record raises `DataError` (naming the file and line)
         with the batch that reaches it."""
+        for name, value in (("seq_len", seq_len), ("batch_size", batch_size),
+                            ("vocab_size", vocab_size), ("replicas", replicas)):
+            _check_int(name, value, 1, "must be 1 or more")
+        _check_int("shuffle_buffer", shuffle_buffer, 1,
+                   "must be 1 or more (1 keeps the corpus' order)")
+        _check_int("seed", seed, 0, "must be 0 or more")
+        if epochs is not None:
+            _check_int("epochs", epochs, 1, "must be 1 or more (None: no end)")
+        if eos_id is not None:
+            _check_int("eos_id", eos_id, 0, "must be a token id, 0 or more")
+            if eos_id >= vocab_size:
+                raise _hlatc.UsageError(f"Loader: eos_id={eos_id}: not in the vocabulary of "
+                                        f"{vocab_size} (ids 0 to {vocab_size - 1})")
+        for r in owned_replicas or []:
+            _check_int("owned_replicas", r, 0, f"a replica index, 0 to {replicas - 1}")
+        # What the run's identity records of the data (its checkpoints').
+        self._source_paths = _sources(sources)
+        self._tokenizer_path = None if tokenizer is None else os.fspath(tokenizer)
         self._native = _hlatc.Loader(
-            _sources(sources),
+            self._source_paths,
             vocab_size=vocab_size,
             batch_size=batch_size,
             seq_len=seq_len,

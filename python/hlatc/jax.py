@@ -42,9 +42,10 @@ from typing import (
 import numpy as np
 
 import hlatc
-from . import _hlatc
+from . import _hlatc, _identity, _peers
 from ._arrays import _DTYPES, dict_to_numpy, to_raw
 from ._fit import Metrics, OnStep
+from ._peers import PeerLostError
 from ._types import Array, ArrayLike, Format, PathLike, RawDtype, Special, Tensors
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ __all__ = [
     "loader_file",
     "rank_file",
     "Input",
+    "PeerLostError",
 ]
 
 # What `python -m hlatc.launch` sets for each process, and `initialize` reads.
@@ -131,19 +133,35 @@ def initialize(
             f"({ENV_COORDINATOR}=host:port of process 0, {ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}), "
             "or start the script with python -m hlatc.launch"
         )
+    me = int(os.environ[ENV_PROCESS_ID])
+    address = os.environ[ENV_COORDINATOR]
+    port = address.rsplit(":", 1)[-1]
+    if me == 0 and port.isdigit():
+        # Taken, JAX's service fails deep in gRPC ("Failed to add port"),
+        # and the process dies of a signal.
+        why = _peers.port_taken(int(port))
+        if why is not None:
+            raise hlatc.UsageError(
+                f"{ENV_COORDINATOR}={address}: process 0 serves the coordinator on port {port}, "
+                f"which is taken on this machine ({why}): choose another port"
+            )
     import jax
+    from jax._src import distributed
 
     jax.config.update(
         "jax_cpu_collectives_implementation", os.environ.get(ENV_CPU_COLLECTIVES, "gloo")
     )
     jax.distributed.initialize(
-        coordinator_address=os.environ[ENV_COORDINATOR],
+        coordinator_address=address,
         num_processes=int(count),
-        process_id=int(os.environ[ENV_PROCESS_ID]),
+        process_id=me,
         initialization_timeout=initialization_timeout,
         heartbeat_timeout_seconds=heartbeat_timeout_seconds,
         shutdown_timeout_seconds=shutdown_timeout_seconds,
     )
+    # After JAX's own exit hook (registered at import), so it runs first.
+    _peers.start(distributed.global_state.client, me, int(count),
+                 wait_seconds=shutdown_timeout_seconds, join_timeout=initialization_timeout)
     return True
 
 
@@ -325,8 +343,9 @@ class StepFunction:
             else:
                 shape = tuple(self._inputs[name].shape)
                 args.append(jax.make_array_from_single_device_arrays(shape, self._sharding, shards))
-        results = self._executable.execute_sharded(args)
-        outputs = results.disassemble_into_single_device_arrays()
+        with _peers.collective("a step"):
+            results = self._executable.execute_sharded(args)
+            outputs = results.disassemble_into_single_device_arrays()
         out: Dict[int, Dict[str, JaxArray]] = {r: {} for r in self.local_ranks}
         for name, arrays in zip(self.output_names, outputs):
             # Only this process's devices' arrays come back; each names its
@@ -361,7 +380,16 @@ def _barrier(name: str) -> None:
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
-        multihost_utils.sync_global_devices(name)
+        with _peers.collective(f"a barrier ({name})"):
+            multihost_utils.sync_global_devices(name)
+
+
+def _allgather(value: np.ndarray, what: str) -> np.ndarray:
+    """`value` of every process, stacked (one all-gather)."""
+    from jax.experimental import multihost_utils
+
+    with _peers.collective(what):
+        return np.asarray(multihost_utils.process_allgather(value))
 
 
 def _sha256(path: str) -> str:
@@ -441,6 +469,10 @@ class Trainer:
         # state() gathers every rank's bytes with one all-gather of equal
         # shapes: each process must hold as many ranks.
         self._even = len(set(counts.values())) == 1
+        # steps_done as this process last knew it (None: read it again).
+        self._done: Optional[int] = None
+        # The identity changes allowed on the resumes of this run.
+        self._changes: List[Dict[str, Any]] = []
         self._state: Dict[int, Dict[str, Any]] = {
             r: self._put(r, step.init_state(seed, r, checkpoint=init))
             for r in self._fn.local_ranks
@@ -514,7 +546,18 @@ class Trainer:
         every rank's rows): its loss, grad norm and learning rate. With
         `replicas` (DP replica indices, a loader's `owned_replicas`), the
         batch holds only those replicas' rows, one replica after another;
-        they must include this process's (`local_replicas`)."""
+        they must include this process's (`local_replicas`). A peer process
+        gone before or during the step raises `PeerLostError` naming it."""
+        if self._done is None:
+            self._done = self.steps_done
+        with _peers.collective(f"step {self._done + 1}"):
+            stats = self._step_once(tokens, targets, segment_ids, replicas)
+        self._done += 1
+        return stats
+
+    def _step_once(self, tokens: ArrayLike, targets: ArrayLike,
+                   segment_ids: Optional[ArrayLike],
+                   replicas: Optional[Sequence[int]]) -> Dict[str, float]:
         if replicas is not None:
             replicas = [int(r) for r in replicas]
             missing = sorted(set(self.local_replicas) - set(replicas))
@@ -565,10 +608,8 @@ class Trainer:
                     "state() gathers the ranks' state with one all-gather, which needs as many "
                     "ranks on every process; these processes hold different numbers"
                 )
-            from jax.experimental import multihost_utils
-
-            flat = np.asarray(multihost_utils.process_allgather(flat)).reshape(-1, flat.shape[-1])
-            ranks = np.asarray(multihost_utils.process_allgather(ranks)).reshape(-1)
+            flat = _allgather(flat, "Trainer.state").reshape(-1, flat.shape[-1])
+            ranks = _allgather(ranks, "Trainer.state").reshape(-1)
         rows = dict(zip(ranks.tolist(), flat))
         out = []
         for r in range(len(self._fn.devices)):
@@ -597,6 +638,7 @@ class Trainer:
                   for r in self._fn.local_ranks}
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)
+        self._done = None
 
     def hugging_face_params(self) -> Dict[str, Array]:
         """The parameters as Hugging Face tensors (fused ones split back)."""
@@ -617,16 +659,54 @@ class Trainer:
         unshard` joins the files into the whole state. A checkpoint already
         in `path` loses its marker first, so a save cut short leaves no
         complete checkpoint there, and rank files beyond this world size
-        (which `hlatc unshard` would refuse). Every process must call it."""
+        (which `hlatc unshard` would refuse). The marker records the run's
+        identity (`identity`: see `hlatc.Trainer.fit`; without the data's
+        fields, which only `fit` knows). `path` must be a directory or not
+        exist (`FileError` otherwise). Every process must call it."""
         self._save(os.fspath(path))
 
+    def _identity(self, loader: Optional["Loader"]) -> Dict[str, Any]:
+        """This run's identity (with the data's fields from `loader`), and
+        the changes allowed so far (`_changes`)."""
+        identity = _identity.of_step(self._step, loader)
+        identity["changes"] = list(self._changes)
+        return identity
+
+    def _check_identity(self, d: str, record: Mapping[str, Any], loader: Optional["Loader"],
+                        allow_changes: Optional[Sequence[str]]) -> Dict[str, Any]:
+        """Checkpoint `d`'s identity (its marker `record`) against this run's:
+        `IdentityError` naming each differing field not allowed; another
+        layout, `UsageError` (its rank files are another layout's shares).
+        The identity this run records from now on."""
+        current = self._identity(loader)
+        recorded = record.get("identity")
+        if isinstance(recorded, dict):
+            old, new = recorded.get("layout"), current["layout"]
+            if isinstance(old, dict) and old != new:
+                raise hlatc.UsageError(
+                    f"{d}: a checkpoint of layout {json.dumps(old, sort_keys=True)}; this step's "
+                    f"is {json.dumps(new, sort_keys=True)}: its rank files are another layout's "
+                    "shares (join them with hlatc unshard and resume() the whole state)")
+        checked = _identity.check(recorded if isinstance(recorded, dict) else None, current,
+                                  d, allow_changes, int(record.get("steps_done") or 0))
+        self._changes = list(checked.get("changes", []))
+        return checked
+
     def _save(self, d: str, shared: Optional[Mapping[str, bytes]] = None,
-              replica_files: Optional[Mapping[int, bytes]] = None) -> None:
+              replica_files: Optional[Mapping[int, bytes]] = None,
+              identity: Optional[Dict[str, Any]] = None) -> None:
         """`save`, with the files `fit` adds under the same marker: `shared`,
         written alike by every process (the metrics), and `replica_files`,
         this process's replicas' (their loader positions, `loader_file`)."""
         jax = self._jax
-        os.makedirs(d, exist_ok=True)
+        if os.path.exists(d) and not os.path.isdir(d):
+            raise _file_error(f"{d}: a checkpoint is a directory, and this is a file: give a "
+                              "directory's path (made if missing)", d)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise _file_error(f"{d}: cannot make the checkpoint's directory: "
+                              f"{e.strerror or e}", d) from None
         marker = os.path.join(d, COMPLETE)
         me = jax.process_index()
         if me == 0:
@@ -668,12 +748,10 @@ class Trainer:
         digests_of = np.stack(digests)
         ranks = np.array(self._fn.local_ranks, dtype=np.int32)
         if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            digests_of = np.asarray(multihost_utils.process_allgather(digests_of)).reshape(-1, 32)
-            ranks = np.asarray(multihost_utils.process_allgather(ranks)).reshape(-1)
+            digests_of = _allgather(digests_of, "Trainer.save").reshape(-1, 32)
+            ranks = _allgather(ranks, "Trainer.save").reshape(-1)
             if replica_files is not None:
-                owned = np.asarray(multihost_utils.process_allgather(owned)).reshape(-1, dp, 33)
+                owned = _allgather(owned, "Trainer.save").reshape(-1, dp, 33)
         owned = owned.reshape(-1, dp, 33)
         if me == 0:
             files = {rank_file(int(r)): bytes(h).hex() for r, h in sorted(zip(ranks, digests_of),
@@ -688,6 +766,7 @@ class Trainer:
                 "steps_done": self.steps_done,
                 "world_size": len(self._fn.devices),
                 "config": self._step.config,
+                "identity": identity if identity is not None else self._identity(None),
                 "files": files,
             }
             tmp = marker + ".tmp"
@@ -699,14 +778,24 @@ class Trainer:
         # Nobody goes on (to load it, say) before the checkpoint is complete.
         _barrier(f"hlatc-save-done:{d}")
 
-    def load(self, path: PathLike) -> None:
+    def load(self, path: PathLike, *, allow_changes: Optional[Sequence[str]] = None) -> None:
         """Continues from a checkpoint `save` wrote (for this step's world
-        size): each process reads its ranks' files. A directory without
+        size and layout): each process reads its ranks' files. A path that
+        does not exist or is not a directory, a directory without
         `COMPLETE`, or a file whose sha256 is not the one recorded, raises
-        `FileError`; a tensor of another shape or type, `UsageError`. Each
-        process must see the marker (process 0 writes it: on hosts without a
-        shared file system, copy it)."""
+        `FileError`; a tensor of another shape or type, `UsageError`; a
+        checkpoint of another run (its identity: model config, precision,
+        rounding, optimizer and schedule), `IdentityError` naming each
+        differing field with both values, unless `allow_changes` names it.
+        Each process must see the marker (process 0 writes it: on hosts
+        without a shared file system, copy it)."""
         d = os.fspath(path)
+        _identity.check_allow(allow_changes)
+        if not os.path.exists(d):
+            raise _file_error(f"{d}: no such checkpoint directory", d)
+        if not os.path.isdir(d):
+            raise _file_error(f"{d}: not a directory, so not a checkpoint (Trainer.save writes "
+                              "a directory)", d)
         record = self._record(d)
         for r in self._fn.local_ranks:
             f = os.path.join(d, rank_file(r))
@@ -715,6 +804,7 @@ class Trainer:
             if _sha256(f) != record["files"].get(rank_file(r)):
                 raise _file_error(f"{f}: its sha256 is not the one {COMPLETE} records "
                                   "(changed since, or from another save)", f)
+        self._check_identity(d, record, None, allow_changes)
         self._take_shares(d)
 
     def _record(self, d: str) -> Dict[str, Any]:
@@ -766,6 +856,7 @@ class Trainer:
             shares[r] = tensors
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)
+        self._done = None
 
     def fit(
         self,
@@ -776,6 +867,7 @@ class Trainer:
         checkpoint_every: Optional[int] = None,
         keep: int = 3,
         on_step: Optional[OnStep] = None,
+        allow_changes: Optional[Sequence[str]] = None,
     ) -> Metrics:
         """`hlatc.Trainer.fit` on JAX, across processes: every process calls
         it, each with its own loader (`loader(...)`: its replicas' rows, or
@@ -791,11 +883,14 @@ class Trainer:
         (`metrics.csv`) under the same `COMPLETE` marker; the newest `keep`
         are kept. Unlike `hlatc.Trainer.fit`'s (one `state.safetensors` of
         the whole state, which `hlatc train --checkpoint-dir` shares), it is
-        per rank, so no process gathers the whole state to save."""
+        per rank, so no process gathers the whole state to save. Its marker
+        records the run's identity, checked on resume as `hlatc.Trainer.fit`
+        checks it (`allow_changes`), and the layout, which must match."""
         from . import _fit
 
         checkpoint_every = _fit.every(steps, checkpoint_every)
         _fit.check_fit_args(steps, checkpoint_every, keep)
+        _identity.check_allow(allow_changes)
         owned = list(loader.owned_replicas)
         step_kw = {} if owned == list(range(loader.replicas)) else {"replicas": owned}
         if checkpoint_dir is None:
@@ -803,20 +898,23 @@ class Trainer:
                                   step_kw)
         root = os.fspath(checkpoint_dir)
         os.makedirs(root, exist_ok=True)
-        metrics = self._resume_newest(root, loader)
+        identity = self._identity(loader)
+        metrics = self._resume_newest(root, loader, allow_changes)
+        identity["changes"] = list(self._changes)
 
         def save(done: int, metrics: List[Dict[str, float]]) -> None:
             positions = json.loads(loader.position())
             files = {r: json.dumps([p], separators=(",", ":")).encode("utf-8")
                      for r, p in zip(owned, positions)}
             self._save(os.path.join(root, _step_dir(done)),
-                       {_hlatc.METRICS_FILE: _fit.metrics_bytes(metrics)}, files)
+                       {_hlatc.METRICS_FILE: _fit.metrics_bytes(metrics)}, files, identity)
             self._prune(root, done, keep)
 
         return _fit.run_steps(self, loader, steps, metrics, save, checkpoint_every, on_step,
                               step_kw)
 
-    def _resume_newest(self, root: str, loader: "hlatc.data.Loader") -> List[Dict[str, float]]:
+    def _resume_newest(self, root: str, loader: "hlatc.data.Loader",
+                       allow_changes: Optional[Sequence[str]] = None) -> List[Dict[str, float]]:
         """Resumes from the newest checkpoint in `root` every process finds
         complete; its metrics (none without one)."""
         from . import _fit
@@ -833,8 +931,9 @@ class Trainer:
                 break
             _fit.warn_skipped(d, problem or "it is not complete on another process")
             rejected.add(newest)
-        self._take_shares(d)
         record = self._record(d)
+        self._check_identity(d, record, loader, allow_changes)
+        self._take_shares(d)
         names = [loader_file(r) for r in loader.owned_replicas]
         if all(n in record["files"] for n in names):
             positions = []
@@ -984,9 +1083,7 @@ def _max_over_processes(value: int) -> int:
 
     if jax.process_count() == 1:
         return value
-    from jax.experimental import multihost_utils
-
-    return int(np.max(multihost_utils.process_allgather(np.array([value], dtype=np.int64))))
+    return int(np.max(_allgather(np.array([value], dtype=np.int64), "a resume")))
 
 
 def _all_processes(ok: bool) -> bool:
@@ -994,9 +1091,7 @@ def _all_processes(ok: bool) -> bool:
 
     if jax.process_count() == 1:
         return ok
-    from jax.experimental import multihost_utils
-
-    return bool(np.all(multihost_utils.process_allgather(np.array([ok], dtype=np.int32))))
+    return bool(np.all(_allgather(np.array([ok], dtype=np.int32), "a resume")))
 
 
 def _write_synced(d: str, name: str, data: bytes) -> None:

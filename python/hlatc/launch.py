@@ -8,24 +8,39 @@ coordinator `JAX_COORDINATOR_ADDRESS=127.0.0.1:PORT` (process 0 serves it),
 (`HLATC_CPU_COLLECTIVES`), and `--xla_force_host_platform_device_count=K`
 added to `XLA_FLAGS` (K CPU devices per process).
 
-When a process fails (a non-zero exit or a signal), the launcher stops the
-others (SIGTERM, then SIGKILL after `--grace` seconds, 2 by default:
-JAX's distributed runtime takes SIGTERM as a preemption notice, not a stop), names the lost
-process and exits non-zero: a survivor would otherwise wait in a collective
-for a peer that is gone. Every wait is bounded; `--timeout` bounds the
-whole run.
+A taken `--port` is refused before any process starts.
+
+When a process fails (an exception, a non-zero exit, a signal, or an end
+while the others still wait for it in a collective), the launcher names
+the first to fail, with its exception's last line (what `hlatc.jax`
+reports, else the last line it wrote to stderr), stops the others
+(SIGTERM, then SIGKILL after `--grace` seconds, 2 by default: JAX's
+distributed runtime takes SIGTERM as a preemption notice, not a stop) and
+exits with that process's status (128 + N for signal N). A process that
+fails because another stopped (`hlatc.jax.PeerLostError`, or JAX
+terminating it for its lost coordinator) is never the one named. Every
+process dies with the launcher (Linux's PR_SET_PDEATHSIG; elsewhere
+`hlatc.jax.initialize` watches its parent). Every wait is bounded;
+`--timeout` bounds the whole run.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from typing import List, Optional
+from typing import IO, Any, Deque, Dict, List, Optional, Tuple
+
+from . import _peers
 
 POLL_SECONDS = 0.05
 
@@ -90,6 +105,72 @@ def _signal_group(p: subprocess.Popen, sig: int) -> None:
         pass
 
 
+class _Output(threading.Thread):
+    """Copies a process's stderr to the launcher's as it comes, keeping its
+    last lines."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.lines: Deque[str] = collections.deque(maxlen=40)
+
+    def run(self) -> None:
+        out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+        for line in iter(self.stream.readline, b""):
+            try:
+                if out is not None:
+                    out.write(line)
+                    out.flush()
+                else:
+                    sys.stderr.write(line.decode("utf-8", "replace"))
+            except (OSError, ValueError):
+                pass
+            text = line.decode("utf-8", "replace").strip()
+            if text:
+                self.lines.append(text)
+
+    def last(self) -> str:
+        """The last line that reads as an error, else the last line."""
+        lines = [s for s in self.lines if not s.startswith(("@", "***"))]
+        for s in reversed(lines):
+            if s.split(":", 1)[0].endswith(("Error", "Exception", "Interrupt", "Exit")):
+                return s
+        return lines[-1] if lines else ""
+
+    def terminated_by_jax(self) -> bool:
+        return any(_peers.JAX_TERMINATING in s for s in self.lines)
+
+
+def _die_with(launcher: int) -> Any:
+    """A Popen preexec_fn: the child gets SIGKILL when the launcher dies
+    (Linux); if the launcher is already gone, it exits."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            prctl = None
+
+    def preexec() -> None:
+        if prctl is not None:
+            prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != launcher:
+            os._exit(1)
+
+    return preexec
+
+
+def _read_status(d: str, i: int) -> Optional[Dict[str, Any]]:
+    try:
+        with open(os.path.join(d, f"process-{i}.json")) as f:
+            record = json.load(f)
+        return record if isinstance(record, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
 def launch(
     command: List[str],
     processes: int,
@@ -99,9 +180,18 @@ def launch(
     timeout: Optional[float] = None,
 ) -> int:
     """Runs `command` as `processes` processes; the launcher's exit code."""
+    if port is not None:
+        why = _peers.port_taken(port)
+        if why is not None:
+            print(f"hlatc.launch: error: --port {port} is taken on this machine ({why}); no "
+                  "process was started: choose another port, or leave --port out for a free one",
+                  file=sys.stderr, flush=True)
+            return 2
     port = port or free_port()
     procs: List[subprocess.Popen] = []
+    outputs: List[_Output] = []
     interrupted = []
+    status_dir = tempfile.mkdtemp(prefix="hlatc-launch-")
 
     def on_signal(signum, _frame):
         interrupted.append(signum)
@@ -110,17 +200,31 @@ def launch(
     try:
         for i in range(processes):
             env = process_env(os.environ, i, processes, port, devices_per_process)
-            procs.append(subprocess.Popen(command, env=env, start_new_session=True))
+            env[_peers.ENV_STATUS_DIR] = status_dir
+            env[_peers.ENV_LAUNCHER_PID] = str(os.getpid())
+            procs.append(subprocess.Popen(command, env=env, start_new_session=True,
+                                          stderr=subprocess.PIPE,
+                                          preexec_fn=_die_with(os.getpid())))
+        # The readers start once every process has (no thread runs while
+        # the launcher forks).
+        for p in procs:
+            assert p.stderr is not None
+            outputs.append(_Output(p.stderr))
+            outputs[-1].start()
         start = time.monotonic()
+        secondary_since: Optional[float] = None
         while True:
             codes = [p.poll() for p in procs]
-            failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                i, code = failed[0]
-                print(f"hlatc.launch: process {i} of {processes} (pid {procs[i].pid}) was lost: "
-                      f"{describe(code)}; stopping the others", file=sys.stderr, flush=True)
-                stop(procs, grace)
-                return code if code > 0 else 128 - code
+            found = _first_failure(procs, codes, outputs, status_dir)
+            if found is not None:
+                i, code, line, primary = found
+                now = time.monotonic()
+                if not primary and secondary_since is None:
+                    secondary_since = now
+                # One that failed for another's loss waits a second for
+                # the other to show.
+                if primary or now - secondary_since > 1.0:
+                    return _fail(procs, outputs, status_dir, i, code, line, grace)
             if all(c == 0 for c in codes):
                 return 0
             if interrupted:
@@ -139,6 +243,66 @@ def launch(
         for s, h in old.items():
             signal.signal(s, h)
         stop(procs, grace)
+        for o in outputs:
+            o.join(timeout=1)
+        shutil.rmtree(status_dir, ignore_errors=True)
+
+
+def _first_failure(
+    procs: List[subprocess.Popen], codes: List[Optional[int]], outputs: List[_Output],
+    status_dir: str,
+) -> Optional[Tuple[int, int, str, bool]]:
+    """The process to blame, if one failed: (index, exit status as Popen
+    gives it, its last line, whether it failed of itself). A process that
+    failed of itself comes first (the earliest), else the peer one that
+    failed for another's loss names (or that one)."""
+    primary: List[Tuple[float, int, int, str]] = []
+    secondary: List[Tuple[float, int, int, str]] = []
+    now = time.time()
+    for i, code in enumerate(codes):
+        record = _read_status(status_dir, i)
+        if record is not None and record.get("kind") in ("error", "left", "lost_peer"):
+            c = code if code is not None and code != 0 else int(record.get("code") or 1)
+            entry = (float(record.get("time", now)), i, c, str(record.get("message", "")))
+            if record["kind"] == "lost_peer":
+                peer = record.get("peer")
+                if isinstance(peer, int) and 0 <= peer < len(procs) and peer != i:
+                    secondary.append((entry[0], peer, -1, ""))
+                else:
+                    secondary.append(entry)
+            else:
+                primary.append(entry)
+        elif code not in (None, 0):
+            entry = (now, i, code, outputs[i].last() if i < len(outputs) else "")
+            (secondary if outputs[i].terminated_by_jax() else primary).append(entry)
+    if primary:
+        _, i, c, line = min(primary)
+        return i, c, line, True
+    if secondary:
+        _, i, c, line = min(secondary)
+        return i, c, line, False
+    return None
+
+
+def _fail(procs: List[subprocess.Popen], outputs: List[_Output], status_dir: str, i: int,
+          code: int, line: str, grace: float) -> int:
+    """Names process `i` as the first to fail, stops the others, and gives
+    the launcher's exit status: that process's."""
+    n = len(procs)
+    if code == -1:  # named by a peer: what it says of itself, or its status
+        record = _read_status(status_dir, i)
+        procs[i].poll()
+        got = procs[i].returncode
+        code = got if got not in (None, 0) else int((record or {}).get("code") or 1)
+        line = str((record or {}).get("message") or outputs[i].last())
+    said = f": {line}" if line else ""
+    print(f"hlatc.launch: process {i} of {n} (pid {procs[i].pid}) failed first "
+          f"({describe(code)}){said}; stopping the others", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    stop(procs, grace)
+    print(f"hlatc.launch: all {n} processes stopped {time.monotonic() - start:.1f} s after "
+          f"process {i} was named", file=sys.stderr, flush=True)
+    return code if code > 0 else 128 - code
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -79,7 +79,13 @@ BUILTINS = {
 
 def test_every_exception_is_an_error_and_its_builtin():
     names = [n for n in hlatc.__all__ if n.endswith("Error") and n != "Error"]
-    assert sorted(names) == sorted(BUILTINS)
+    # IdentityError, Python's, is a UsageError that names the fields.
+    python_made = {"IdentityError": hlatc.UsageError}
+    assert sorted(names) == sorted([*BUILTINS, *python_made])
+    for name, base in python_made.items():
+        cls = getattr(hlatc, name)
+        assert cls.__bases__ == (base,) and cls.__module__ == "hlatc", name
+        assert issubclass(cls, hlatc.Error) and not hasattr(_hlatc, name)
     for name, builtin in BUILTINS.items():
         cls = getattr(hlatc, name)
         assert cls.__bases__ == (hlatc.Error, builtin), name

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -146,6 +146,35 @@ def pipelined() -> None:
     print(trainer.step(tokens, tokens)["loss"], hlatc.Trainer(step).step(tokens, tokens))
 
 
+def identity_and_bundles(step: hlatc.Step, corpus: Path, tokenizer: Path, root: Path) -> None:
+    loader = hlatc.data.Loader.for_step(step, corpus, tokenizer=tokenizer)
+    try:
+        hlatc.Trainer(step).fit(loader, 3, checkpoint_dir=root / "ckpt",
+                                allow_changes=["precision"])
+    except hlatc.IdentityError as e:
+        fields: Dict[str, Tuple[Any, Any]] = e.fields
+        print(sorted(fields), isinstance(e, hlatc.UsageError))
+    trainer = hlatc.jax.Trainer(step)
+    trainer.save(root / "jax")
+    trainer.load(root / "jax", allow_changes=("model",))
+    try:
+        trainer.step(np.zeros((4, 16), dtype=np.int32), np.zeros((4, 16), dtype=np.int32))
+    except hlatc.jax.PeerLostError as e:
+        lost: Optional[int] = e.process
+        print(lost, e.reason)
+    step.write_bundle(str(root / "bundle"))
+    bundle = hlatc.Bundle(root / "bundle")
+    programs: List[str] = bundle.programs
+    tensor: hlatc.BundleTensor
+    for tensor in bundle:
+        shape: Tuple[int, ...] = tensor.shape
+        layer: Optional[int] = tensor.layer
+        print(tensor.program, tensor.kind, tensor.index, tensor.name, shape, tensor.dtype,
+              tensor.role, layer)
+    inputs: List[hlatc.BundleTensor] = bundle.inputs(programs[0])
+    print(len(bundle), inputs[0].name, bundle.outputs()[0].role, bundle.manifest["format"])
+
+
 def main(root: Path) -> None:
     step = compile_tiny(packed=True)
     print(step_by_step(step))
@@ -153,6 +182,7 @@ def main(root: Path) -> None:
     errors(root)
     on_jax(compile_tiny(packed=False), root / "corpus.txt")
     pipelined()
+    identity_and_bundles(step, root / "corpus.jsonl", root / "tokenizer.json", root)
 
 
 if __name__ == "__main__":

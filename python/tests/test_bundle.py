@@ -1,0 +1,71 @@
+"""`hlatc.Bundle`: every tensor of a bundle's manifest, flat (the decoder
+layers' runs expanded), against the compiled step's own signature."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import hlatc
+
+SHAPE = dict(model="tiny", target="cpu", batch_size=4, seq_len=8, precision="fp32")
+
+
+def signature(program: str, step: hlatc.Step) -> list:
+    return ([(program, "input", i, t.name, tuple(t.shape), t.dtype, t.role)
+             for i, t in enumerate(step.inputs)]
+            + [(program, "output", i, t.name, tuple(t.shape), t.dtype, t.role)
+               for i, t in enumerate(step.outputs)])
+
+
+def flat(bundle: hlatc.Bundle) -> list:
+    return [(t.program, t.kind, t.index, t.name, t.shape, t.dtype, t.role) for t in bundle]
+
+
+def test_a_bundle_of_one_program_lists_every_tensor(tmp_path):
+    step = hlatc.compile_step(**SHAPE)
+    step.write_bundle(str(tmp_path / "b"))
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    # The manifest holds the layers as runs: fewer entries than tensors.
+    assert len(manifest["inputs"]) < len(step.inputs)
+    bundle = hlatc.Bundle(tmp_path / "b")
+    assert bundle.programs == ["step"] and bundle.format == manifest["format"]
+    assert flat(bundle) == signature("step", step)
+    assert len(bundle) == len(step.inputs) + len(step.outputs) == 97
+    t = next(t for t in bundle.inputs() if t.name == "model.layers.1.mlp.down_proj.weight")
+    assert (t.index, t.shape, t.dtype, t.role, t.layer) == (12, (32, 48), "f32", "parameter", 1)
+    assert [t.name for t in bundle.outputs()][:3] == ["loss", "grad_norm", "learning_rate"]
+
+
+@pytest.mark.parametrize("layout, programs", [
+    ({"grad_accum": 2}, {"micro step": "micro_step", "apply step": "apply_step"}),
+    ({"pp": 2, "grad_accum": 2}, {"warm_up": "warm_up", "steady": "steady",
+                                  "cool_down": "cool_down", "apply_step": "apply_step"}),
+])
+def test_a_bundle_of_several_programs_lists_each(tmp_path, layout, programs):
+    step = hlatc.compile_step(**SHAPE, **layout)
+    step.write_bundle(str(tmp_path / "b"))
+    bundle = hlatc.Bundle(str(tmp_path / "b"))
+    assert bundle.programs == list(programs)
+    want = [row for name, attr in programs.items()
+            for row in signature(name, getattr(step, attr))]
+    assert flat(bundle) == want
+    assert {t.program for t in bundle.inputs("apply step" if "apply step" in programs
+                                             else "apply_step")} == {bundle.programs[-1]}
+
+
+def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
+    with pytest.raises(hlatc.FileError, match="no such bundle directory") as e:
+        hlatc.Bundle(tmp_path / "missing")
+    assert e.value.path == str(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(hlatc.FileError, match="manifest.json: missing, so .* is not a bundle"):
+        hlatc.Bundle(tmp_path / "empty")
+    (tmp_path / "empty" / "manifest.json").write_text('{"format": "other/1"}')
+    with pytest.raises(hlatc.FileError, match="format 'other/1', not an hlatc-bundle/N"):
+        hlatc.Bundle(tmp_path / "empty")
+    (tmp_path / "empty" / "manifest.json").write_text(
+        '{"format": "hlatc-bundle/1", "inputs": [{"layers": [0, 2]}], "outputs": []}')
+    with pytest.raises(hlatc.FileError, match="an entry of 'inputs' hlatc cannot read"):
+        hlatc.Bundle(tmp_path / "empty")

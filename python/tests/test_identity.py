@@ -1,0 +1,195 @@
+"""A run's identity in its checkpoints (`hlatc.Trainer.fit`'s
+`identity.json`, `hlatc.jax.Trainer`'s `COMPLETE`): a resume or load of
+another run's checkpoint is refused naming each differing field with both
+values, unless `allow_changes` names it; the same data copied elsewhere is
+the same run; a layout change still resumes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+import hlatc
+from corpus import write_word_corpus
+
+SHAPE = dict(target="cpu", batch_size=4, seq_len=16, packed=True)
+# tiny's model config as a config file gives it (the keys hlatc reads).
+KEYS = ["model_type", "vocab_size", "hidden_size", "intermediate_size", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "num_hidden_layers", "rms_norm_eps", "rope_theta",
+        "tie_word_embeddings", "max_position_embeddings"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("identity-data")
+    write_word_corpus(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def step():
+    return hlatc.compile_step(model="tiny", **SHAPE)
+
+
+def tiny_config(step, **changes):
+    return {**{k: step.config["model"][k] for k in KEYS}, **changes}
+
+
+def loader(step, corpus: Path, tokenizer: Path):
+    return hlatc.data.Loader.for_step(step, corpus, tokenizer=tokenizer, seed=3)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, step, data):
+    """Two steps of tiny (bf16-mixed, rope_theta 10000) checkpointed."""
+    d = tmp_path_factory.mktemp("identity-ckpt") / "ckpt"
+    hlatc.Trainer(step).fit(loader(step, data / "corpus.jsonl", data / "tokenizer.json"), 2,
+                            checkpoint_dir=d)
+    return d
+
+
+def resume(step, saved: Path, tmp_path: Path, corpus: Path, tokenizer: Path, steps: int = 3,
+           **kw):
+    d = tmp_path / "ckpt"
+    shutil.copytree(saved, d)
+    trainer = hlatc.Trainer(step)
+    metrics = trainer.fit(loader(step, corpus, tokenizer), steps, checkpoint_dir=d, **kw)
+    return trainer, metrics, d
+
+
+def test_fit_records_the_runs_identity(saved, step, data):
+    identity = json.loads((saved / "step-00000002" / "identity.json").read_text())
+    assert sorted(identity) == sorted(["model", "precision", "rounding", "optimizer",
+                                       "tokenizer_sha256", "corpus_fingerprint", "layout",
+                                       "changes"])
+    assert identity["model"]["rope_theta"] == 10000.0
+    assert identity["precision"] == "bf16-mixed" and identity["rounding"] == "state-updates"
+    assert identity["optimizer"]["max_lr"] == step.config["optimizer"]["max_lr"]
+    import hashlib
+    assert identity["tokenizer_sha256"] == hashlib.sha256(
+        (data / "tokenizer.json").read_bytes()).hexdigest()
+    assert len(identity["corpus_fingerprint"]) == 64
+    assert identity["layout"] == {"tp": 1, "dp": 1, "pp": 1, "sequence_parallel": False,
+                                  "world_size": 1}
+    assert identity["changes"] == []
+
+
+def test_another_rope_theta_is_refused_naming_it(saved, step, data, tmp_path):
+    other = hlatc.compile_step(config=tiny_config(step, rope_theta=500000.0), **SHAPE)
+    with pytest.raises(hlatc.IdentityError) as e:
+        resume(other, saved, tmp_path, data / "corpus.jsonl", data / "tokenizer.json")
+    assert ("is a checkpoint of another run: model.rope_theta is 10000.0 in the checkpoint, "
+            "500000.0 in this run. To resume it anyway, name the field(s): "
+            "allow_changes=['model']") in str(e.value)
+    assert list(e.value.fields) == ["model"]
+    assert isinstance(e.value, hlatc.UsageError)
+
+
+def test_another_precision_is_refused_naming_it(saved, step, data, tmp_path):
+    fp32 = hlatc.compile_step(model="tiny", precision="fp32", **SHAPE)
+    with pytest.raises(hlatc.IdentityError,
+                       match="precision is 'bf16-mixed' in the checkpoint, 'fp32' in this run"):
+        resume(fp32, saved, tmp_path, data / "corpus.jsonl", data / "tokenizer.json")
+
+
+def test_an_allowed_change_resumes_warns_and_is_recorded(saved, step, data, tmp_path):
+    other = hlatc.compile_step(config=tiny_config(step, rope_theta=500000.0), **SHAPE)
+    with pytest.warns(hlatc.IdentityWarning, match="model.rope_theta is 10000.0"):
+        trainer, metrics, d = resume(other, saved, tmp_path, data / "corpus.jsonl",
+                                     data / "tokenizer.json", allow_changes=["model"])
+    assert trainer.steps_done == 3 and [m["step"] for m in metrics] == [1, 2, 3]
+    identity = json.loads((d / "step-00000003" / "identity.json").read_text())
+    assert identity["model"]["rope_theta"] == 500000.0
+    assert [(c["step"], c["field"], c["checkpoint"]["rope_theta"], c["run"]["rope_theta"])
+            for c in identity["changes"]] == [(2, "model", 10000.0, 500000.0)]
+    with pytest.raises(hlatc.UsageError, match="'rope_theta' is not a field of a run's identity"):
+        resume(other, saved, tmp_path / "x", data / "corpus.jsonl", data / "tokenizer.json",
+               allow_changes=["rope_theta"])
+
+
+def test_the_data_is_known_by_content_not_path(saved, step, data, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(data / "corpus.jsonl", copy / "corpus.jsonl")
+    shutil.copy(data / "tokenizer.json", copy / "tokenizer.json")
+    # The same files elsewhere: the same run's identity. (The loader's
+    # position still names its files by path: the loader's own check.)
+    from hlatc import _identity
+
+    here = _identity.of_step(step, loader(step, data / "corpus.jsonl", data / "tokenizer.json"))
+    there = _identity.of_step(step, loader(step, copy / "corpus.jsonl", copy / "tokenizer.json"))
+    assert here == there and here["corpus_fingerprint"] is not None
+    # The tokenizer rewritten at the same path: another run.
+    tok = json.loads((copy / "tokenizer.json").read_text())
+    (copy / "tokenizer.json").write_text(json.dumps(tok, indent=3))
+    with pytest.raises(hlatc.IdentityError, match="tokenizer_sha256 is '[0-9a-f]{64}' in the "
+                                                  "checkpoint, '[0-9a-f]{64}' in this run"):
+        resume(step, saved, tmp_path / "b", copy / "corpus.jsonl", copy / "tokenizer.json")
+    shutil.copy(data / "tokenizer.json", copy / "tokenizer.json")
+    with open(copy / "corpus.jsonl", "a") as f:
+        f.write(json.dumps({"text": "one more document"}) + "\n")
+    with pytest.raises(hlatc.IdentityError) as e:
+        resume(step, saved, tmp_path / "c", copy / "corpus.jsonl", copy / "tokenizer.json")
+    assert list(e.value.fields) == ["corpus_fingerprint"]
+
+
+def test_a_layout_change_still_resumes(saved, step, data, tmp_path):
+    tp2 = hlatc.compile_step(model="tiny", tp=2, **SHAPE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hlatc.IdentityWarning)
+        trainer, _, d = resume(tp2, saved, tmp_path, data / "corpus.jsonl",
+                               data / "tokenizer.json")
+    assert trainer.steps_done == 3
+    identity = json.loads((d / "step-00000003" / "identity.json").read_text())
+    assert identity["layout"]["tp"] == 2 and identity["changes"] == []
+
+
+def test_jax_trainer_load_checks_the_identity_its_marker_records(step, tmp_path):
+    pytest.importorskip("jax", reason="the jax extra: pip install ./python[jax]")
+    import hlatc.jax
+
+    options = dict(SHAPE, packed=False, precision="fp32")
+    theta = hlatc.compile_step(model="tiny", **options)
+    trainer = hlatc.jax.Trainer(theta, seed=0)
+    tokens = [[1 + (i + r) % 60 for i in range(16)] for r in range(4)]
+    trainer.step(tokens, tokens)
+    trainer.save(tmp_path / "ckpt")
+    record = json.loads((tmp_path / "ckpt" / "COMPLETE").read_text())
+    assert record["identity"]["model"]["rope_theta"] == 10000.0
+    assert record["identity"]["precision"] == "fp32"
+    assert record["identity"]["tokenizer_sha256"] is None  # saved without a loader
+
+    other = hlatc.compile_step(config=tiny_config(step, rope_theta=500000.0), **options)
+    again = hlatc.jax.Trainer(other, seed=1)
+    # Before: it loaded, and its COMPLETE recorded the old rope_theta.
+    with pytest.raises(hlatc.IdentityError, match="model.rope_theta is 10000.0 in the "
+                                                  "checkpoint, 500000.0 in this run"):
+        again.load(tmp_path / "ckpt")
+    assert again.steps_done == 0
+    with pytest.warns(hlatc.IdentityWarning):
+        again.load(tmp_path / "ckpt", allow_changes=["model"])
+    assert again.steps_done == 1
+    again.save(tmp_path / "changed")
+    changed = json.loads((tmp_path / "changed" / "COMPLETE").read_text())["identity"]
+    assert changed["model"]["rope_theta"] == 500000.0
+    assert [c["field"] for c in changed["changes"]] == ["model"]
+
+    bf16 = hlatc.jax.Trainer(hlatc.compile_step(model="tiny", **dict(options,
+                                                                       precision="bf16-mixed")))
+    with pytest.raises(hlatc.IdentityError, match="precision is 'fp32' in the checkpoint, "
+                                                  "'bf16-mixed' in this run"):
+        bf16.load(tmp_path / "ckpt")
+
+    # Unclear errors made clear: a missing directory, a file for a directory.
+    with pytest.raises(hlatc.FileError, match="no such checkpoint directory") as e:
+        trainer.load(tmp_path / "missing")
+    assert e.value.path == str(tmp_path / "missing")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(hlatc.FileError, match="a checkpoint is a directory, and this is a file"):
+        trainer.save(tmp_path / "afile")
+    with pytest.raises(hlatc.FileError, match="not a directory, so not a checkpoint"):
+        trainer.load(tmp_path / "afile")
