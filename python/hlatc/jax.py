@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import warnings
 from typing import (
     TYPE_CHECKING,
@@ -471,6 +472,8 @@ class Trainer:
         self._even = len(set(counts.values())) == 1
         # steps_done as this process last knew it (None: read it again).
         self._done: Optional[int] = None
+        # Each step's wall time, for append_measured_run.
+        self._step_seconds: List[float] = []
         # The identity changes allowed on the resumes of this run.
         self._changes: List[Dict[str, Any]] = []
         self._state: Dict[int, Dict[str, Any]] = {
@@ -550,10 +553,43 @@ class Trainer:
         gone before or during the step raises `PeerLostError` naming it."""
         if self._done is None:
             self._done = self.steps_done
+        started = time.perf_counter()
         with _peers.collective(f"step {self._done + 1}"):
             stats = self._step_once(tokens, targets, segment_ids, replicas)
+        # The statistics are read back, so the step has run: its wall time.
+        self._step_seconds.append(time.perf_counter() - started)
         self._done += 1
         return stats
+
+    def append_measured_run(self, path: PathLike, *, model: str, instance: "hlatc.Instance",
+                            nodes: int, skip: int = 1, sdk: str = "unknown",
+                            source: str = "hlatc.jax") -> float:
+        """Appends this run to a calibration CSV (`hlatc plan --calibration`,
+        `hlatc.plan(calibration=...)`): the step's layout, and the sequences
+        per second of the steps this trainer ran after its first `skip`
+        (which compile), on `nodes` instances of `instance`. `model` is the
+        preset or the `config.json` path the plan should read. Every process
+        calls it; process 0 writes. Returns the sequences per second."""
+        times = self._step_seconds[skip:]
+        if skip < 0 or not times:
+            raise hlatc.UsageError(
+                f"skip={skip}: this trainer has run {len(self._step_seconds)} steps; at least "
+                f"one after the first {max(skip, 0)} is needed to measure")
+        config = self._step.config
+        batch, parallel = config["batch"], config["parallel"]
+        micro_batches = self._step.grad_accum if self._step.pp > 1 else 1
+        seq_per_s = batch["batch_size"] * len(times) / sum(times)
+        if self._jax.process_index() == 0:
+            hlatc.append_measured_run(
+                path, model=model, instance=instance, nodes=nodes,
+                tp=parallel["tp"], pp=parallel.get("pp", 1), dp=parallel["dp"],
+                sequence_parallel=parallel.get("sequence_parallel", False),
+                zero1=parallel.get("zero1", False), remat=self._step.manifest["remat"],
+                micro_batch=batch["batch_size"] // (parallel["dp"] * micro_batches),
+                precision=config["precision"], seq_per_s=seq_per_s,
+                global_batch=batch["batch_size"], seq_len=batch["seq_len"], sdk=sdk,
+                source=source)
+        return seq_per_s
 
     def _step_once(self, tokens: ArrayLike, targets: ArrayLike,
                    segment_ids: Optional[ArrayLike],

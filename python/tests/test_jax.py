@@ -112,3 +112,29 @@ def test_jax_fit_resumes_from_its_newest_complete_checkpoint(tmp_path):
     assert all(np.array_equal(state[k], want_state[k]) for k in want_state)
     assert sorted(p.name for p in b.iterdir()) == ["step-00000002", "step-00000004",
                                                    "step-00000006"]
+
+
+def test_a_run_measured_with_jax_joins_a_calibration_file(tmp_path, monkeypatch):
+    step = hlatc.compile_step(model="tiny", target="cpu", batch_size=4, seq_len=16,
+                              precision="fp32")
+    trainer = hlatc.jax.Trainer(step, seed=1)
+    runs = tmp_path / "runs.csv"
+    with pytest.raises(hlatc.UsageError, match="has run 0 steps"):
+        trainer.append_measured_run(runs, model="tiny", instance="trn1.32xlarge", nodes=1)
+    for tokens, targets in batches(3, batch=4):
+        trainer.step(tokens, targets)
+    # One device does not fill a trn1 node's 32 cores: no row is written.
+    with pytest.raises(hlatc.UsageError, match="= 1 cores, but 1 trn1.32xlarge have 32"):
+        trainer.append_measured_run(runs, model="tiny", instance="trn1.32xlarge", nodes=1)
+    assert not runs.exists()
+    # What it hands the calibration file: the step's layout and its rate.
+    written = []
+    monkeypatch.setattr(hlatc, "append_measured_run", lambda path, **kw: written.append(kw))
+    rate = trainer.append_measured_run(runs, model="tiny", instance="trn1.32xlarge", nodes=1,
+                                       sdk="cpu", source="test")
+    [kw] = written
+    assert kw.pop("seq_per_s") == rate > 0
+    assert kw == dict(model="tiny", instance="trn1.32xlarge", nodes=1, tp=1, pp=1, dp=1,
+                      sequence_parallel=False, zero1=False, remat="core-attention",
+                      micro_batch=4, precision="fp32", global_batch=4, seq_len=16, sdk="cpu",
+                      source="test")
