@@ -186,7 +186,7 @@ pub fn plan(
             }
             search(&o)
         })
-        .map_err(|e| to_py(e.into()))
+        .map_err(to_py)
     })?;
     let candidates = p
         .candidates

@@ -137,27 +137,27 @@ struct Setting<'a> {
     o: &'a PlanOptions,
 }
 
-/// Plans `o`: evaluates its `--layout`, or searches every layout.
-pub fn plan(o: &PlanOptions) -> Result<Plan, PlanError> {
+/// Plans `o`: evaluates its `--layout`, or searches every layout. A model
+/// that cannot be read is the compile's own error (a config's key, a
+/// sequence too long); the rest are [`PlanError`]s.
+pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let t0 = Instant::now();
-    let (cfg, name) = o
-        .model
-        .resolve(false)
-        .map_err(|e| PlanError::Cluster(e.to_string()))?;
-    let seq_len = crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))
-        .map_err(|e| PlanError::Cluster(e.to_string()))?
-        .seq_len;
+    let (cfg, name) = o.model.resolve(false)?;
+    let seq_len =
+        crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))?.seq_len;
     if o.nodes < 1 {
         return Err(PlanError::Cluster(format!(
             "--nodes {}: a cluster has at least one node",
             o.nodes
-        )));
+        ))
+        .into());
     }
     if o.global_batch < 1 {
         return Err(PlanError::Cluster(format!(
             "--global-batch {}: at least one sequence per step",
             o.global_batch
-        )));
+        ))
+        .into());
     }
     let cores = o.nodes * o.instance.hardware().cores_per_node;
     let setting = Setting {
@@ -204,7 +204,8 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, PlanError> {
         return Err(PlanError::Layout {
             layout,
             message: why,
-        });
+        }
+        .into());
     }
     rank(&mut candidates);
     // The best are read again from their whole programs, and ranked again.
