@@ -236,7 +236,7 @@ fn compile_writes_the_two_programs_and_verifies_them() {
 
 /// A model whose state does not fit host memory is verified through its
 /// miniature, accumulated the same way; on neuron both programs pass the
-/// pre-flight, and `check` points at them.
+/// pre-flight, and `check` of the bundle checks both.
 #[test]
 fn a_large_accumulating_bundle_verifies_through_its_miniature() {
     let d = scratch("grad-accum-1b");
@@ -271,8 +271,15 @@ fn a_large_accumulating_bundle_verifies_through_its_miniature() {
         2,
         "{printed}"
     );
-    let e = stderr(&hlatc(&["check", d.to_str().unwrap()]));
-    assert!(e.contains("check") && e.contains("micro_step"), "{e}");
+    // `check` of the whole checks both programs, each under its name.
+    let whole = hlatc(&["check", d.to_str().unwrap()]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    let checked = stdout(&whole);
+    assert!(
+        checked.contains("micro_step:\n") && checked.contains("apply_step:\n"),
+        "{checked}"
+    );
+    assert!(checked.contains(": 2 programs, no program refused"), "{checked}");
     let ok = hlatc(&["check", d.join("apply_step").to_str().unwrap()]);
     assert!(ok.status.success(), "{}", stderr(&ok));
     std::fs::remove_dir_all(&d).unwrap();
