@@ -32,6 +32,7 @@ mod remat_memory;
 mod replica_groups;
 mod resume;
 mod run_devices;
+mod run_identity;
 mod sharded;
 mod spmd_forms;
 mod support;
