@@ -13,6 +13,7 @@ mod grad_accum;
 mod hf_parity;
 mod inputs_checked;
 mod loader;
+mod manifest_schema;
 mod memory_plan;
 mod minifloat;
 mod mixed_precision;

@@ -259,7 +259,7 @@ fn compile_writes_the_four_programs_and_verifies_them() {
         "{printed}"
     );
     let m = json(&d.join("manifest.json"));
-    assert_eq!(m["format"], "hlatc-bundle/1+pipeline");
+    assert_eq!(m["format"], "hlatc-bundle/2+pipeline");
     assert_eq!(m["schedule"]["ticks"], 5);
     assert_eq!(m["stages"][1]["layers"], serde_json::json!([1, 2]));
     assert_eq!(m["stages"][1]["ranks"], serde_json::json!([4, 8]));
