@@ -122,6 +122,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         Some((c, r)) => (Some(c), r),
         None => (None, None),
     };
+    // A --resume file of another run is refused before anything compiles.
+    let from_file = match &restored {
+        Some(_) => None,
+        None => check_resume_file(&a, &identity)?,
+    };
     let positions = restored.as_ref().and_then(|r| r.positions.clone());
     let mut data = TrainData::open(&a.data, &cfg, a.seed, positions)?;
     // One XLA CPU device per rank of the step.
@@ -138,7 +143,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                 c.path().display()
             )?;
         }
-        _ => resume_from_file(&a, &identity, &mut trainer)?,
+        _ => resume_from_file(&a, &mut trainer)?,
     }
     let eval = match data.tokens() {
         Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
@@ -153,7 +158,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     run.steps(&mut trainer, &mut data, &mut metrics, t1)?;
     data.report(t1.elapsed())?;
-    let identity = checkpoints.as_ref().map_or(&identity, |c| c.identity());
+    let identity = match (&checkpoints, &from_file) {
+        (Some(c), _) => c.identity(),
+        (None, Some(resumed)) => resumed,
+        (None, None) => &identity,
+    };
     finish(&a, &name, &metrics, &trainer, identity, t1)
 }
 
@@ -194,34 +203,53 @@ fn step_count(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Continues from a --resume file, refused if another run wrote it.
-fn resume_from_file(a: &Args, identity: &RunIdentity, trainer: &mut Trainer) -> Result<(), Error> {
+/// Whether the --resume file may be resumed by this run: refused if another
+/// run wrote it (but for the fields --allow-resume-change names), or if it
+/// is already at --steps. Returns the identity the run records from then on
+/// (the state's allowed changes kept), `None` where it is this run's own.
+fn check_resume_file(a: &Args, identity: &RunIdentity) -> Result<Option<RunIdentity>, Error> {
     let Some(path) = &a.resume else {
-        return Ok(());
+        return Ok(None);
     };
     let source = path.display().to_string();
     identity.check_allowed_names(&a.checkpoints.allow_resume_change)?;
     // A state an older hlatc (or another tool) wrote records no run.
-    if let Some(text) = hlatc::runtime::read_safetensors_metadata(path)? {
-        let meta = StateMetadata::from_json(&text, &source)?;
-        // Said before the schedule differs: a --steps not past the state's
-        // step is the mistake to name.
-        if let Some(done) = meta.step.filter(|&d| d >= a.steps) {
-            return Err(Error::usage(format!(
-                "--resume {source}: it is at step {done}, and --steps {} is not past it",
-                a.steps
-            )));
-        }
-        if let Some(saved) = &meta.run_identity {
-            super::train_checkpoints::resumed_identity(
-                identity,
-                saved,
-                &a.checkpoints.allow_resume_change,
-                meta.step.unwrap_or(0),
-                &source,
-            )?;
-        }
+    let Some(text) = hlatc::runtime::read_safetensors_metadata(path)? else {
+        return Ok(None);
+    };
+    let meta = StateMetadata::from_json(&text, &source)?;
+    if meta.rank.is_some() {
+        return Err(Error::usage(format!(
+            "--resume {source}: holds one rank's state, not the whole state: join the ranks with \
+             `hlatc unshard` first"
+        )));
     }
+    // Said before the schedule differs: a --steps not past the state's step
+    // is the mistake to name.
+    if let Some(done) = meta.step.filter(|&d| d >= a.steps) {
+        return Err(Error::usage(format!(
+            "--resume {source}: it is at step {done}, and --steps {} is not past it",
+            a.steps
+        )));
+    }
+    match &meta.run_identity {
+        Some(saved) => Ok(Some(super::train_checkpoints::resumed_identity(
+            identity,
+            saved,
+            &a.checkpoints.allow_resume_change,
+            meta.step.unwrap_or(0),
+            &source,
+        )?)),
+        None => Ok(None),
+    }
+}
+
+/// Continues from a --resume file (checked by [`check_resume_file`]).
+fn resume_from_file(a: &Args, trainer: &mut Trainer) -> Result<(), Error> {
+    let Some(path) = &a.resume else {
+        return Ok(());
+    };
+    let source = path.display().to_string();
     trainer.resume(read_safetensors(path)?, &source)?;
     let done = trainer.steps_done();
     if done as u64 >= a.steps {

@@ -241,6 +241,37 @@ fn a_bf16_mixed_checkpoint_or_state_is_refused_under_fp32() {
         e.contains("schedule.max_lr is 0.01 in the checkpoint, 0.5 now"),
         "{e}"
     );
+    // Allowed by name, the change is kept in the state the run saves.
+    let notes = ok(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "6",
+            "--precision",
+            "fp32",
+            "--resume",
+            "s.st",
+            "--allow-resume-change",
+            "precision",
+            "--save-state",
+            "s2.st",
+        ],
+    );
+    assert!(
+        notes.contains("with a change it allows: precision"),
+        "{notes}"
+    );
+    let meta = hlatc::runtime::read_safetensors_metadata(&d.join("s2.st"))
+        .unwrap()
+        .unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["step"], 6);
+    assert_eq!(meta["run_identity"]["fields"]["precision"], "fp32");
+    assert_eq!(
+        meta["run_identity"]["allowed_changes"][0]["was"],
+        "bf16-mixed"
+    );
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -93,14 +93,17 @@ impl StateMetadata {
         layout: &str,
     ) -> Result<(), StateMetadataError> {
         let recorded = |r: Option<usize>| r.map_or("?".to_string(), |r| r.to_string());
-        if let Some(holds) = &self.layout {
-            if holds != layout || self.ranks.is_some_and(|n| n != ranks) {
-                return Err(StateMetadataError::WrongLayout {
-                    path: path.to_string(),
-                    holds: format!("{holds} ({} ranks)", recorded(self.ranks)),
-                    expected: format!("{layout} ({ranks} ranks)"),
-                });
-            }
+        let other_layout = self.layout.as_deref().is_some_and(|l| l != layout);
+        if other_layout || self.ranks.is_some_and(|n| n != ranks) {
+            return Err(StateMetadataError::WrongLayout {
+                path: path.to_string(),
+                holds: format!(
+                    "{} ({} ranks)",
+                    self.layout.as_deref().unwrap_or("an unrecorded layout"),
+                    recorded(self.ranks)
+                ),
+                expected: format!("{layout} ({ranks} ranks)"),
+            });
         }
         if let Some(holds) = self.rank.filter(|&h| h != rank) {
             return Err(StateMetadataError::WrongRank {
@@ -176,5 +179,17 @@ mod tests {
         assert!(e.to_string().contains("different checkpoints"));
         // Files without metadata are read as before.
         check_rank_files(&[None, None], "L", p).unwrap();
+        // A rank count alone, of another layout, is refused too.
+        let mut odd = rank(1, "L", 3);
+        if let Some(m) = odd.as_mut() {
+            m.layout = None;
+            m.ranks = Some(7);
+        }
+        let e = check_rank_files(&[rank(0, "L", 3), odd], "L", p).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("holds a rank of an unrecorded layout (7 ranks)"),
+            "{e}"
+        );
     }
 }
