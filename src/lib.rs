@@ -18,9 +18,9 @@ pub use hlatc_train as train;
 pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module};
 
 pub use hlatc_train::{
-    batch_check, bundle, check, checkpoint, data, grad_accum, initial_inputs, loader, memory_plan,
-    optimizer, pipeline, precision, rank_checkpoint, rank_inputs, sharding, spmd, state_shards,
-    token_data, train_step, trainer,
+    batch_check, bundle, check, checkpoint, checkpoint_lock, data, grad_accum, initial_inputs,
+    loader, memory_plan, optimizer, pipeline, precision, rank_checkpoint, rank_inputs,
+    run_identity, sharding, spmd, state_metadata, state_shards, token_data, train_step, trainer,
 };
 
 pub mod compile_step;
@@ -114,6 +114,9 @@ through_train!(
     batch_check::BatchError,
     hlatc_train::loader::LoaderError,
     hlatc_train::checkpoint::CheckpointError,
+    hlatc_train::run_identity::RunIdentityError,
+    hlatc_train::checkpoint_lock::LockError,
+    hlatc_train::state_metadata::StateMetadataError,
 );
 
 impl Error {

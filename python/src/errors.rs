@@ -375,12 +375,14 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
                 path: p,
                 tokenizer_vocab,
                 model_vocab,
+                ..
             } => vec![
                 path(p),
                 ("tokenizer_vocab", obj(py, *tokenizer_vocab)),
                 ("model_vocab", obj(py, *model_vocab)),
             ],
-            L::NoSuchToken { path: p, .. } => vec![path(p)],
+            L::NoSuchToken { path: p, .. } | L::NotRegularFile { path: p, .. } => vec![path(p)],
+            L::FlagOutsideVocabulary { flag, .. } => vec![("setting", obj(py, *flag))],
             L::EmptyCorpus { sources, .. } => vec![("path", obj(py, sources.as_str()))],
             L::Setting { setting, .. } => vec![("setting", obj(py, *setting))],
             L::NoSources | L::Position { .. } | L::WorkerGone => Vec::new(),
@@ -505,7 +507,12 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             });
             NEURON_REFUSED.with(message, &fields)
         }
-        T::State(_) | T::Run(_) | T::EosOutsideVocabulary { .. } => usage(message),
+        T::State(_)
+        | T::Run(_)
+        | T::EosOutsideVocabulary { .. }
+        | T::Identity(_)
+        | T::Lock(_)
+        | T::StateMetadata(_) => usage(message),
         T::Loader(l) => loader_error(l),
         T::Checkpoint(c) => checkpoint_error(c),
     }

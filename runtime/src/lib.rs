@@ -35,8 +35,10 @@ pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
 pub use tensors::{
-    read_safetensors, safetensors_bytes, safetensors_from_bytes, write_safetensors,
-    SafetensorsIndex, TensorFileError,
+    read_safetensors, read_safetensors_metadata, safetensors_bytes,
+    safetensors_bytes_with_metadata, safetensors_from_bytes, safetensors_metadata_from_bytes,
+    write_safetensors, write_safetensors_with_metadata, SafetensorsIndex, TensorFileError,
+    HLATC_METADATA_KEY,
 };
 pub use xla_cpu_flags::Emitters;
 

@@ -140,10 +140,98 @@ pub fn write_safetensors(
     })
 }
 
+/// The one key of a safetensors file's `__metadata__` that hlatc writes:
+/// its value is JSON (what the file is: whose rank, which run). One key,
+/// because the safetensors crate keeps metadata in a `HashMap`, whose order
+/// would make two writes of the same file differ.
+pub const HLATC_METADATA_KEY: &str = "hlatc";
+
+/// [`write_safetensors`], with `metadata` (JSON) under
+/// [`HLATC_METADATA_KEY`].
+pub fn write_safetensors_with_metadata(
+    path: &Path,
+    tensors: &[(String, Literal)],
+    metadata: Option<&str>,
+) -> Result<(), TensorFileError> {
+    let p = path.display().to_string();
+    let bytes = safetensors_bytes_with_metadata(tensors, &p, metadata)?;
+    crate::atomic_file::write_atomic(path, &bytes).map_err(|source| TensorFileError::Io {
+        path: p,
+        tensor: None,
+        source,
+    })
+}
+
+/// What a safetensors file's bytes hold under [`HLATC_METADATA_KEY`]
+/// (`None`: nothing, as in a file another tool or an older hlatc wrote).
+pub fn safetensors_metadata_from_bytes(
+    bytes: &[u8],
+    p: &str,
+) -> Result<Option<String>, TensorFileError> {
+    let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| TensorFileError::Format {
+        path: p.to_string(),
+        message: explain(&e, bytes.len()),
+    })?;
+    Ok(meta
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get(HLATC_METADATA_KEY).cloned()))
+}
+
+/// [`safetensors_metadata_from_bytes`] of the file at `path`, reading only
+/// its header.
+pub fn read_safetensors_metadata(path: &Path) -> Result<Option<String>, TensorFileError> {
+    use std::io::Read;
+    let p = path.display().to_string();
+    let io = |source| TensorFileError::Io {
+        path: p.clone(),
+        tensor: None,
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).map_err(io)?;
+    let n = u64::from_le_bytes(len);
+    let file_len = f.metadata().map_err(io)?.len();
+    if n > file_len.saturating_sub(8) {
+        return Err(TensorFileError::Format {
+            path: p.clone(),
+            message: explain(&SafeTensorError::InvalidHeaderLength, file_len as usize),
+        });
+    }
+    let mut header = len.to_vec();
+    header.resize(8 + n as usize, 0);
+    f.read_exact(&mut header[8..]).map_err(io)?;
+    let text = std::str::from_utf8(&header[8..]).map_err(|_| TensorFileError::Format {
+        path: p.clone(),
+        message: explain(&SafeTensorError::InvalidHeader, file_len as usize),
+    })?;
+    let json: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| TensorFileError::Format {
+            path: p.clone(),
+            message: format!("the JSON header is malformed: {e}"),
+        })?;
+    Ok(json
+        .get("__metadata__")
+        .and_then(|m| m.get(HLATC_METADATA_KEY))
+        .and_then(|v| v.as_str())
+        .map(str::to_string))
+}
+
 /// `tensors` as the bytes of a safetensors file (to be written to `p`).
 pub fn safetensors_bytes(
     tensors: &[(String, Literal)],
     p: &str,
+) -> Result<Vec<u8>, TensorFileError> {
+    safetensors_bytes_with_metadata(tensors, p, None)
+}
+
+/// [`safetensors_bytes`], with `metadata` (JSON) under
+/// [`HLATC_METADATA_KEY`].
+pub fn safetensors_bytes_with_metadata(
+    tensors: &[(String, Literal)],
+    p: &str,
+    metadata: Option<&str>,
 ) -> Result<Vec<u8>, TensorFileError> {
     let p = p.to_string();
     let views: Vec<(String, TensorView)> = tensors
@@ -163,7 +251,10 @@ pub fn safetensors_bytes(
                 })
         })
         .collect::<Result<_, _>>()?;
-    safetensors::serialize(views, &None).map_err(|e| TensorFileError::Format {
+    let metadata = metadata.map(|m| {
+        std::collections::HashMap::from([(HLATC_METADATA_KEY.to_string(), m.to_string())])
+    });
+    safetensors::serialize(views, &metadata).map_err(|e| TensorFileError::Format {
         path: p.clone(),
         message: explain(&e, 0),
     })

@@ -8,7 +8,10 @@ use hlatc::compile_step::{compile_step, CompileOptions};
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::pipeline::StageStates;
 use hlatc::rank_inputs::RankInputs;
-use hlatc::runtime::{read_safetensors, write_safetensors};
+use hlatc::runtime::{
+    read_safetensors, read_safetensors_metadata, write_safetensors_with_metadata,
+};
+use hlatc::state_metadata::{check_rank_files, StateMetadata};
 use hlatc::state_shards::{
     params_by_name, rank_file_name, shard_state, start_state, unshard_state, whole_state,
 };
@@ -149,9 +152,36 @@ fn rank_file(dir: &Path, r: usize) -> PathBuf {
     dir.join(rank_file_name(r))
 }
 
+/// What a state file's metadata says (nothing for a file without it).
+fn metadata_of(path: &Path) -> Result<Option<StateMetadata>, Error> {
+    let source = path.display().to_string();
+    Ok(match read_safetensors_metadata(path)? {
+        Some(text) => Some(StateMetadata::from_json(&text, &source)?),
+        None => None,
+    })
+}
+
+/// Refuses an output folder that is a file, before any work.
+fn check_out_dir(out: &Path) -> Result<(), Error> {
+    if out.exists() && !out.is_dir() {
+        return Err(Error::usage(format!(
+            "--out {}: is a file, not a directory (shard writes one file per rank into a folder)",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
 pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
+    check_out_dir(&a.out)?;
     let division = a.step.division()?;
     let source = a.input.display().to_string();
+    let input_meta = metadata_of(&a.input)?.unwrap_or_default();
+    if input_meta.rank.is_some() {
+        return Err(Error::usage(format!(
+            "{source}: holds one rank's state, not the whole state: join the ranks with `hlatc unshard` first"
+        )));
+    }
     let tensors = read_safetensors(&a.input)?;
     let has_state = division
         .inputs()
@@ -183,8 +213,17 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
         }
     };
     std::fs::create_dir_all(&a.out).map_err(|e| Error::io(&a.out, e))?;
+    // Each file says whose it is, so a swapped or foreign file is refused.
+    let (world, layout) = division.world();
     for (r, tensors) in per_rank.iter().enumerate() {
-        write_safetensors(&rank_file(&a.out, r), tensors)?;
+        let meta = StateMetadata {
+            rank: Some(r),
+            ranks: Some(world),
+            layout: Some(layout.clone()),
+            step: Some(input_meta.step.unwrap_or(0)),
+            run_identity: input_meta.run_identity.clone(),
+        };
+        write_safetensors_with_metadata(&rank_file(&a.out, r), tensors, Some(&meta.to_json()))?;
     }
     note!(
         "wrote {} ranks' state ({} tensors each, {}) to {}",
@@ -197,8 +236,41 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
 }
 
 pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
+    if a.input.exists() && !a.input.is_dir() {
+        return Err(Error::usage(format!(
+            "{}: is a file, not a directory of rank files (`hlatc shard --out DIR` writes one)",
+            a.input.display()
+        )));
+    }
     let division = a.step.division()?;
     let (world, layout) = division.world();
+    let source = |r: usize| rank_file(&a.input, r).display().to_string();
+    // Whose each file is, checked before any tensor is read: a file of
+    // another rank or layout is refused by name, not joined.
+    let metadata = (0..world)
+        .map(|r| match rank_file(&a.input, r) {
+            f if f.is_file() => metadata_of(&f),
+            // Missing: said when its tensors are read, after the layout.
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(recorded) = metadata.iter().flatten().find_map(|m| m.ranks) {
+        if recorded != world {
+            let m = metadata
+                .iter()
+                .flatten()
+                .next()
+                .cloned()
+                .unwrap_or_default();
+            return Err(Error::usage(format!(
+                "{}: holds the {recorded} rank files of {}, not the {world} of {layout}: give \
+                 unshard the flags of the layout it was written with",
+                a.input.display(),
+                m.layout.as_deref().unwrap_or("another layout"),
+            )));
+        }
+    }
+    check_rank_files(&metadata, &layout, source)?;
     let per_rank = (0..world)
         .map(|r| read_safetensors(&rank_file(&a.input, r)))
         .collect::<Result<Vec<_>, _>>()?;
@@ -208,12 +280,13 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
             a.input.display(),
         )));
     }
-    let source = |r: usize| rank_file(&a.input, r).display().to_string();
     let whole = match &division {
         Division::Ranks { step, ranks } => unshard_state(ranks, &step.inputs, per_rank, source)?,
         Division::Stages(states) => states.unshard(per_rank, source)?,
     };
-    write_safetensors(&a.out, &whole)?;
+    let first = metadata.iter().flatten().next();
+    let meta = first.map(|m| StateMetadata::whole(m.step.unwrap_or(0), m.run_identity.clone()));
+    write_safetensors_with_metadata(&a.out, &whole, meta.map(|m| m.to_json()).as_deref())?;
     note!(
         "joined {world} ranks' state into {} ({} tensors)",
         a.out.display(),

@@ -8,7 +8,11 @@ use hlatc::compiler::{ElementType, Literal};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::optimizer::AdamWConfig;
 use hlatc::plot::{Curve, PlotOptions};
-use hlatc::runtime::{read_safetensors, write_safetensors, Runtime};
+use hlatc::run_identity::RunIdentity;
+use hlatc::runtime::{
+    read_safetensors, write_safetensors, write_safetensors_with_metadata, Runtime,
+};
+use hlatc::state_metadata::StateMetadata;
 use hlatc::token_data::TokenData;
 use hlatc::train_step::StepConfig;
 use hlatc::trainer::{params_from_tensors, Trainer};
@@ -49,7 +53,7 @@ pub struct Args {
     #[command(flatten)]
     optimizer: OptimizerArgs,
     /// Optimizer steps to run
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true, value_parser = step_count)]
     steps: u64,
     /// Accumulate each optimizer step's gradient over K micro-batches of
     /// --batch-size / K sequences (each DP replica's share divided by K),
@@ -112,10 +116,16 @@ pub struct Args {
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_flags(&a)?;
     let (cfg, name) = step_config(&a)?;
+    let identity = run_identity(&a, &cfg)?;
     let params = initial_params(&a, &cfg)?;
-    let (mut checkpoints, restored) = match a.checkpoints.open(a.steps)? {
+    let (mut checkpoints, restored) = match a.checkpoints.open(a.steps, &identity)? {
         Some((c, r)) => (Some(c), r),
         None => (None, None),
+    };
+    // A --resume file of another run is refused before anything compiles.
+    let from_file = match &restored {
+        Some(_) => None,
+        None => check_resume_file(&a, &identity)?,
     };
     let positions = restored.as_ref().and_then(|r| r.positions.clone());
     let mut data = TrainData::open(&a.data, &cfg, a.seed, positions)?;
@@ -148,10 +158,93 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     run.steps(&mut trainer, &mut data, &mut metrics, t1)?;
     data.report(t1.elapsed())?;
-    finish(&a, &name, &metrics, &trainer, t1)
+    let identity = match (&checkpoints, &from_file) {
+        (Some(c), _) => c.identity(),
+        (None, Some(resumed)) => resumed,
+        (None, None) => &identity,
+    };
+    finish(&a, &name, &metrics, &trainer, identity, t1)
 }
 
-/// Continues from a --resume file.
+/// What defines this run (recorded in its checkpoints and --save-state,
+/// checked when they are resumed): the step's configuration, the rounding
+/// it runs with, the tokenizer's content and the data's fingerprint.
+fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
+    let rounding = a
+        .precision
+        .rounding
+        .clone()
+        .unwrap_or_else(|| cfg.precision.default_rounding());
+    let mut id = RunIdentity::of_step(cfg, &rounding.to_string());
+    id.set(
+        "layout",
+        format!("{}, grad-accum {}", cfg.parallel, a.grad_accum),
+    );
+    let tokenizer = match a.data.tokenizer() {
+        Some(path) => Some(hlatc::run_identity::tokenizer_hash(path)?),
+        None => None,
+    };
+    let corpus = match a.data.files()? {
+        Some(files) => hlatc::run_identity::files_fingerprint(&files)?,
+        None => "the synthetic language".to_string(),
+    };
+    Ok(id.with_tokenizer(tokenizer.as_deref()).with_corpus(&corpus))
+}
+
+/// A count of steps: a whole number of at least 1 (clap would otherwise
+/// read `-1` as an unknown flag).
+fn step_count(s: &str) -> Result<u64, String> {
+    match s.parse::<i64>() {
+        Ok(n) if n >= 1 => Ok(n as u64),
+        Ok(_) => Err("a run takes at least 1 step".into()),
+        Err(_) => s
+            .parse::<u64>()
+            .map_err(|_| "not a whole number of steps".to_string()),
+    }
+}
+
+/// Whether the --resume file may be resumed by this run: refused if another
+/// run wrote it (but for the fields --allow-resume-change names), or if it
+/// is already at --steps. Returns the identity the run records from then on
+/// (the state's allowed changes kept), `None` where it is this run's own.
+fn check_resume_file(a: &Args, identity: &RunIdentity) -> Result<Option<RunIdentity>, Error> {
+    let Some(path) = &a.resume else {
+        return Ok(None);
+    };
+    let source = path.display().to_string();
+    identity.check_allowed_names(&a.checkpoints.allow_resume_change)?;
+    // A state an older hlatc (or another tool) wrote records no run.
+    let Some(text) = hlatc::runtime::read_safetensors_metadata(path)? else {
+        return Ok(None);
+    };
+    let meta = StateMetadata::from_json(&text, &source)?;
+    if meta.rank.is_some() {
+        return Err(Error::usage(format!(
+            "--resume {source}: holds one rank's state, not the whole state: join the ranks with \
+             `hlatc unshard` first"
+        )));
+    }
+    // Said before the schedule differs: a --steps not past the state's step
+    // is the mistake to name.
+    if let Some(done) = meta.step.filter(|&d| d >= a.steps) {
+        return Err(Error::usage(format!(
+            "--resume {source}: it is at step {done}, and --steps {} is not past it",
+            a.steps
+        )));
+    }
+    match &meta.run_identity {
+        Some(saved) => Ok(Some(super::train_checkpoints::resumed_identity(
+            identity,
+            saved,
+            &a.checkpoints.allow_resume_change,
+            meta.step.unwrap_or(0),
+            &source,
+        )?)),
+        None => Ok(None),
+    }
+}
+
+/// Continues from a --resume file (checked by [`check_resume_file`]).
 fn resume_from_file(a: &Args, trainer: &mut Trainer) -> Result<(), Error> {
     let Some(path) = &a.resume else {
         return Ok(());
@@ -225,6 +318,11 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         fault: None,
         module_markers: false,
     };
+    // The layout first, so `--tp 0` is refused by its flag's name, not as a
+    // runtime of 0 devices.
+    cfg.parallel
+        .validate(&cfg.model, cfg.batch)
+        .map_err(|e| Error::usage(e.to_string()))?;
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
         return Err(Error::usage(format!(
@@ -454,6 +552,7 @@ fn finish(
     name: &str,
     metrics: &MetricsLog,
     trainer: &Trainer,
+    identity: &RunIdentity,
     t1: Instant,
 ) -> Result<ExitCode, Error> {
     if let Some(path) = &a.metrics {
@@ -477,7 +576,8 @@ fn finish(
     }
     if let Some(path) = &a.save_state {
         let tensors = trainer.training_state();
-        write_safetensors(path, &tensors)?;
+        let meta = StateMetadata::whole(trainer.steps_done() as u64, Some(identity.clone()));
+        write_safetensors_with_metadata(path, &tensors, Some(&meta.to_json()))?;
         note!(
             "saved the training state at step {} ({} tensors) to {}",
             trainer.steps_done(),

@@ -4,8 +4,10 @@
 
 use super::console::note;
 use hlatc::checkpoint::{CheckpointDir, LOADER_FILE, METRICS_FILE, STATE_FILE};
+use hlatc::checkpoint_lock::DirLock;
 use hlatc::loader::{positions_from_json, positions_to_json, LoaderPosition};
 use hlatc::metrics::MetricsLog;
+use hlatc::run_identity::{RunIdentity, IDENTITY_FILE};
 use hlatc::runtime::{safetensors_bytes, safetensors_from_bytes};
 use hlatc::trainer::Trainer;
 use hlatc::Error;
@@ -35,6 +37,13 @@ pub struct CheckpointArgs {
         requires = "checkpoint_dir"
     )]
     keep: usize,
+    /// Resume a checkpoint (or a --resume file) although FIELD of the run's
+    /// identity differs from the one it recorded: a field (`model.rope_theta`,
+    /// `precision`, `tokenizer`, `corpus`, ...) or a group (`model`,
+    /// `optimizer`, `schedule`). Repeatable. The change is recorded in
+    /// every later checkpoint's run.json and printed as a warning
+    #[arg(long, value_name = "FIELD")]
+    pub allow_resume_change: Vec<String>,
 }
 
 /// What a checkpoint gives a run to go on from.
@@ -47,6 +56,10 @@ pub struct Restored {
 /// The checkpoints of a run.
 pub struct Checkpoints {
     dir: CheckpointDir,
+    /// Held for the run: one run saves into a directory at a time.
+    _lock: DirLock,
+    /// What each checkpoint records as the run's identity.
+    identity: RunIdentity,
     every: u64,
     /// The newest checkpoint's state, until the trainer takes it.
     state: Option<(String, Vec<u8>)>,
@@ -60,19 +73,35 @@ impl CheckpointArgs {
         Ok(())
     }
 
-    /// The run's checkpoint directory (`None` without --checkpoint-dir), and
-    /// what its newest complete checkpoint holds, if it has one.
-    pub fn open(&self, steps: u64) -> Result<Option<(Checkpoints, Option<Restored>)>, Error> {
+    /// The run's checkpoint directory (`None` without --checkpoint-dir),
+    /// locked for this run, and what its newest complete checkpoint holds,
+    /// if it has one, refused if it was written by a run other than
+    /// `identity` (but for the fields --allow-resume-change names).
+    pub fn open(
+        &self,
+        steps: u64,
+        identity: &RunIdentity,
+    ) -> Result<Option<(Checkpoints, Option<Restored>)>, Error> {
         let Some(path) = &self.checkpoint_dir else {
             return Ok(None);
         };
+        identity.check_allowed_names(&self.allow_resume_change)?;
         let dir = CheckpointDir::open(path, self.keep)?;
+        let (lock, stale) = DirLock::acquire(path)?;
+        if let Some(h) = stale {
+            note!(
+                "warning: {}: taking over the lock of a run that is gone ({h})",
+                path.display()
+            )?;
+        }
         let (latest, skipped) = dir.latest()?;
         for s in &skipped {
             note!("warning: skipping checkpoint {s}")?;
         }
         let mut checkpoints = Checkpoints {
             dir,
+            _lock: lock,
+            identity: identity.clone(),
             every: self.checkpoint_every.unwrap_or((steps / 10).max(1)),
             state: None,
         };
@@ -80,6 +109,22 @@ impl CheckpointArgs {
             return Ok(Some((checkpoints, None)));
         };
         let source = c.path.display().to_string();
+        checkpoints.identity = match c.files.remove(IDENTITY_FILE) {
+            Some(bytes) => {
+                let saved = RunIdentity::from_json(
+                    &String::from_utf8_lossy(&bytes),
+                    &format!("{source}/{IDENTITY_FILE}"),
+                )?;
+                resumed_identity(identity, &saved, &self.allow_resume_change, c.step, &source)?
+            }
+            None => {
+                note!(
+                    "warning: checkpoint {source} records no run identity (an older hlatc wrote it); \
+                     its model, precision and data are not checked"
+                )?;
+                identity.clone()
+            }
+        };
         let missing = |file: &str| Error::usage(format!("checkpoint {source} has no {file}"));
         let state = c
             .files
@@ -137,8 +182,12 @@ impl Checkpoints {
         let state = safetensors_bytes(&trainer.training_state(), STATE_FILE)?;
         let loader = positions.map(|p| positions_to_json(&p).into_bytes());
         let csv = metrics.to_csv();
-        let mut files: Vec<(&str, &[u8])> =
-            vec![(STATE_FILE, &state), (METRICS_FILE, csv.as_bytes())];
+        let identity = self.identity.to_json();
+        let mut files: Vec<(&str, &[u8])> = vec![
+            (STATE_FILE, &state),
+            (METRICS_FILE, csv.as_bytes()),
+            (IDENTITY_FILE, identity.as_bytes()),
+        ];
         if let Some(l) = &loader {
             files.push((LOADER_FILE, l));
         }
@@ -149,4 +198,27 @@ impl Checkpoints {
     pub fn path(&self) -> &std::path::Path {
         self.dir.path()
     }
+
+    /// The identity the run records: its own, with the changes resumes
+    /// were allowed to make.
+    pub fn identity(&self) -> &RunIdentity {
+        &self.identity
+    }
+}
+
+/// The identity a run resuming a checkpoint of `saved` (at `step`, read
+/// from `source`) records from now on; refused where it differs but for the
+/// fields `allowed`, each allowed change printed as a warning.
+pub fn resumed_identity(
+    now: &RunIdentity,
+    saved: &RunIdentity,
+    allowed: &[String],
+    step: u64,
+    source: &str,
+) -> Result<RunIdentity, Error> {
+    let (next, changes) = now.check_resume(saved, allowed, step, source)?;
+    for c in &changes {
+        note!("warning: resuming {source} with a change it allows: {c}")?;
+    }
+    Ok(next)
 }

@@ -157,6 +157,23 @@ impl DataArgs {
         }
     }
 
+    /// The --tokenizer file, if one was given.
+    pub fn tokenizer(&self) -> Option<&std::path::Path> {
+        self.tokenizer.as_deref()
+    }
+
+    /// The files the run reads (--data's, or --corpus' expanded), `None`
+    /// for the synthetic language.
+    pub fn files(&self) -> Result<Option<Vec<PathBuf>>, Error> {
+        if let Some(path) = &self.data {
+            return Ok(Some(vec![path.clone()]));
+        }
+        if self.corpus.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(hlatc::loader::sources::expand(&self.corpus)?))
+    }
+
     /// Flags that only mean something with --corpus, given without it.
     pub fn check(&self) -> Result<(), Error> {
         if self.corpus.is_empty() {

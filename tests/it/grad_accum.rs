@@ -207,7 +207,7 @@ fn compile_writes_the_two_programs_and_verifies_them() {
         "{printed}"
     );
     let top = json(&d.join("manifest.json"));
-    assert_eq!(top["format"], "hlatc-bundle/1+accumulation");
+    assert_eq!(top["format"], "hlatc-bundle/2+accumulation");
     assert_eq!(top["micro_batches"], 2);
     for (k, sub) in ["micro_step", "apply_step"].iter().enumerate() {
         let m = json(&d.join(sub).join("manifest.json"));

@@ -259,7 +259,7 @@ fn compile_writes_the_four_programs_and_verifies_them() {
         "{printed}"
     );
     let m = json(&d.join("manifest.json"));
-    assert_eq!(m["format"], "hlatc-bundle/1+pipeline");
+    assert_eq!(m["format"], "hlatc-bundle/2+pipeline");
     assert_eq!(m["schedule"]["ticks"], 5);
     assert_eq!(m["stages"][1]["layers"], serde_json::json!([1, 2]));
     assert_eq!(m["stages"][1]["ranks"], serde_json::json!([4, 8]));
@@ -401,7 +401,8 @@ fn shard_and_unshard_round_trip_over_stages() {
     ]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("holds more than the 4 ranks' files of TP 2 x DP 2, ZeRO-1"),
+        stderr(&out).contains("holds the 8 rank files of 2 stages of")
+            && stderr(&out).contains("not the 4 of TP 2 x DP 2, ZeRO-1"),
         "{}",
         stderr(&out)
     );

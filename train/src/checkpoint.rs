@@ -90,6 +90,17 @@ impl CheckpointDir {
         if keep == 0 {
             return Err(CheckpointError::KeepNone { keep });
         }
+        // Said plainly: creating a directory where a file is fails with
+        // `File exists`, which does not say which is wrong.
+        if dir.exists() && !dir.is_dir() {
+            return Err(CheckpointError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    "is a file, not a directory: a checkpoint directory holds one directory per checkpoint",
+                ),
+            });
+        }
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         Ok(CheckpointDir {
             dir: dir.to_path_buf(),

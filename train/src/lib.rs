@@ -16,6 +16,9 @@
 //! - [`trainer`], [`data`], [`token_data`]: running the step on XLA CPU;
 //!   [`loader`]: text or token ids, tokenized and packed as training runs;
 //!   [`checkpoint`]: the checkpoints a run saves as it goes and resumes from;
+//!   [`run_identity`]: what defines a run, recorded in them and checked on resume;
+//!   [`checkpoint_lock`]: one run per checkpoint directory; [`state_metadata`]:
+//!   whose rank, layout, step and run a state file holds;
 //!   [`initial_inputs`]: every input's start value, from its role;
 //!   [`batch_check`]: token, target and segment ids checked before a run.
 
@@ -23,6 +26,7 @@ pub mod batch_check;
 pub mod bundle;
 pub mod check;
 pub mod checkpoint;
+pub mod checkpoint_lock;
 pub mod data;
 pub mod grad_accum;
 pub mod initial_inputs;
@@ -35,9 +39,11 @@ pub mod precision;
 pub mod rank_checkpoint;
 pub mod rank_inputs;
 pub mod run_error;
+pub mod run_identity;
 pub mod sharding;
 pub mod spmd;
 pub mod state_error;
+pub mod state_metadata;
 pub mod state_shards;
 pub mod token_data;
 pub mod train_step;
@@ -109,6 +115,15 @@ pub enum Error {
     /// A run's programs, state and inputs that do not fit together.
     #[error(transparent)]
     Run(#[from] run_error::RunError),
+    /// A resume of a checkpoint another run wrote, or its identity unread.
+    #[error(transparent)]
+    Identity(#[from] run_identity::RunIdentityError),
+    /// A checkpoint directory another run holds.
+    #[error(transparent)]
+    Lock(#[from] checkpoint_lock::LockError),
+    /// A rank file of another rank, layout or step.
+    #[error(transparent)]
+    StateMetadata(#[from] state_metadata::StateMetadataError),
     /// An end-of-document id outside the vocabulary.
     #[error("--eos {eos} is outside the vocabulary 0..{vocab}")]
     EosOutsideVocabulary { eos: i64, vocab: i64 },

@@ -9,13 +9,16 @@ use hlatc_models::layout::LayoutError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("{origin}: no tensor '{tensor}' ({role:?} state of this step; was it saved with another --precision or projection layout?)")]
+    /// The hints name the layout first: rank files of another division
+    /// (PP read as DP, or the reverse) miss tensors as often as another
+    /// precision does.
+    #[error("{origin}: no tensor '{tensor}' ({role:?} state of this step; was it saved with another --tp/--dp/--pp layout, --precision or projection layout?)")]
     MissingTensor {
         origin: String,
         tensor: String,
         role: Role,
     },
-    #[error("{origin}: tensor '{tensor}' is {got_ty}{got_dims:?}, this step's is {want_ty}{want_dims:?} (another model, precision or layout?)")]
+    #[error("{origin}: tensor '{tensor}' is {got_ty}{got_dims:?}, this step's is {want_ty}{want_dims:?} (another --tp/--dp/--pp layout, model or precision?)")]
     TensorShape {
         origin: String,
         tensor: String,
@@ -24,7 +27,7 @@ pub enum StateError {
         want_ty: ElementType,
         want_dims: Vec<i64>,
     },
-    #[error("{origin}: tensor '{tensor}' is not state of this step (a state of another model or precision?)")]
+    #[error("{origin}: tensor '{tensor}' is not state of this step (a state of another --tp/--dp/--pp layout, model or precision?)")]
     UnknownTensor { origin: String, tensor: String },
     #[error("{origin}: tensor '{tensor}' is {ty}, not a float")]
     NotFloat {

@@ -16,7 +16,7 @@ use std::path::Path;
 
 /// The top manifest's format; a bundle reader of one program refuses it
 /// by name and points at the two programs.
-pub const ACCUMULATION_FORMAT: &str = "hlatc-bundle/1+accumulation";
+pub const ACCUMULATION_FORMAT: &str = "hlatc-bundle/2+accumulation";
 pub const MICRO_DIR: &str = "micro_step";
 pub const APPLY_DIR: &str = "apply_step";
 

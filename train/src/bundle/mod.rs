@@ -29,6 +29,11 @@ pub use hlatc_passes::Target;
 
 pub const PROTO_FILE: &str = "model.hlo_module.pb";
 pub const TEXT_FILE: &str = "model.hlo.txt";
+/// The manifest format hlatc writes. Version 2 since issue 48's runs of
+/// layers changed the shape of `inputs`/`outputs` (under version 1 an
+/// external reader of the old flat lists broke); its JSON Schema is
+/// `docs/schema/manifest-v2.json`. Readers take 1 and 2.
+pub const BUNDLE_FORMAT: &str = "hlatc-bundle/2";
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const FLAGS_FILE: &str = "compile_flags.json";
 pub const NEURON_SCRIPT: &str = "neuronx-cc.sh";
@@ -894,7 +899,7 @@ fn manifest_with(
         .map(|p| (p.name, p.parts))
         .collect();
     let manifest = Manifest {
-        format: "hlatc-bundle/1",
+        format: BUNDLE_FORMAT,
         hlatc_version: env!("CARGO_PKG_VERSION"),
         target: target.name(),
         passes: &step.passes,

@@ -11,8 +11,10 @@ use hlatc_compiler::{Literal, Module};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// The bundle format this reader takes (the manifest's `format`).
-const FORMAT: &str = "hlatc-bundle/1";
+/// The bundle formats this reader takes (the manifest's `format`): the
+/// current one, and version 1 (flat listings, or runs of layers written
+/// before the version was bumped for them).
+const FORMATS: [&str; 2] = [super::BUNDLE_FORMAT, "hlatc-bundle/1"];
 
 pub struct OpenedBundle {
     pub dir: PathBuf,
@@ -69,14 +71,15 @@ impl OpenedBundle {
         let format = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| v["format"].as_str().map(str::to_string));
-        if format.as_deref() == Some(super::ACCUMULATION_FORMAT) {
+        let of_kind = |kind: &str| format.as_deref().is_some_and(|f| f.ends_with(kind));
+        if of_kind("+accumulation") {
             return Err(bad(format!(
                 "the bundle of gradient accumulation's two programs: open {}/ or {}/ in it",
                 super::MICRO_DIR,
                 super::APPLY_DIR
             )));
         }
-        if format.as_deref() == Some(super::PIPELINE_FORMAT) {
+        if of_kind("+pipeline") {
             return Err(bad(format!(
                 "the bundle of a pipeline-parallel step's four programs: open {}/, {}/, {}/ or {}/ in it",
                 crate::pipeline::Phase::WarmUp.name(),
@@ -87,10 +90,11 @@ impl OpenedBundle {
         }
         let view: ManifestView = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
-        if view.format != FORMAT {
+        if !FORMATS.contains(&view.format.as_str()) {
             return Err(bad(format!(
-                "format '{}', but this hlatc reads '{FORMAT}'",
-                view.format
+                "format '{}', but this hlatc reads '{}'",
+                view.format,
+                FORMATS.join("' and '")
             )));
         }
         let listing = |what: &str, e: ListingError| bad(format!("{what}: {e}"));
@@ -112,6 +116,14 @@ impl OpenedBundle {
             inputs,
             outputs,
         })
+    }
+
+    /// Every tensor of the step's signature, flat (each run of layers the
+    /// manifest states once read out to its layers): the inputs in their
+    /// order, then the outputs, each with whether it is an input.
+    pub fn tensors(&self) -> impl Iterator<Item = (bool, &TensorSpec)> {
+        let inputs = self.inputs.iter().map(|t| (true, t));
+        inputs.chain(self.outputs.iter().map(|t| (false, t)))
     }
 
     /// What each rank holds of the parameters, as the manifest states it

@@ -18,7 +18,7 @@ use std::path::Path;
 
 /// The top manifest's format; a bundle reader of one program refuses it
 /// by name and points at the programs.
-pub const PIPELINE_FORMAT: &str = "hlatc-bundle/1+pipeline";
+pub const PIPELINE_FORMAT: &str = "hlatc-bundle/2+pipeline";
 
 #[derive(Serialize)]
 struct PipelineManifest<'a> {

@@ -56,15 +56,35 @@ pub enum LoaderError {
     },
     #[error("{}: not a tokenizer hlatc can load: {message}", path.display())]
     Tokenizer { path: PathBuf, message: String },
+    /// `tokenizer_vocab` is the ids the tokenizer needs: its highest id
+    /// (that of `highest_token`) and one.
     #[error(
-        "{}: the tokenizer has {tokenizer_vocab} ids, more than the model's vocabulary of {model_vocab}",
-        path.display()
+        "{}: the tokenizer's highest id is {} ('{highest_token}'), so it needs {tokenizer_vocab} ids, \
+         more than the model's vocabulary of {model_vocab}",
+        path.display(), tokenizer_vocab - 1
     )]
     TokenizerPastVocabulary {
         path: PathBuf,
         tokenizer_vocab: usize,
+        highest_token: String,
         model_vocab: i64,
     },
+    /// An id flag (`--eos`) outside the vocabulary.
+    #[error("{flag} {id} is outside the model's vocabulary 0..{vocab}")]
+    FlagOutsideVocabulary {
+        flag: &'static str,
+        id: u64,
+        vocab: i64,
+    },
+    /// A corpus path that is not a regular file (a FIFO, `/dev/stdin`, a
+    /// device or a directory): the loader reads each file again on every
+    /// pass and seeks into it on resume.
+    #[error(
+        "{}: is {kind}, not a regular file; the loader reads its files again on every pass and \
+         seeks into them on resume (write the stream to a file first)",
+        path.display()
+    )]
+    NotRegularFile { path: PathBuf, kind: &'static str },
     #[error("{}: the tokenizer has no token '{token}' (for {role})", path.display())]
     NoSuchToken {
         path: PathBuf,

@@ -517,6 +517,13 @@ fn check_settings(config: &LoaderConfig) -> Result<(), LoaderError> {
     if config.epochs == Some(0) {
         return Err(setting("epochs", 0, "a loader makes at least one pass"));
     }
+    if let Some(id) = config.eos_id.filter(|&id| i64::from(id) >= config.vocab) {
+        return Err(LoaderError::FlagOutsideVocabulary {
+            flag: "--eos",
+            id: id.into(),
+            vocab: config.vocab,
+        });
+    }
     Ok(())
 }
 
@@ -533,12 +540,9 @@ fn fingerprint(config: &LoaderConfig, corpus: &Corpus) -> Fingerprint {
         files: corpus.identity.clone(),
         format: config.format,
         text_field: config.text_field.clone(),
-        tokenizer: config.tokenizer.as_ref().map(|p| {
-            std::fs::canonicalize(p)
-                .unwrap_or_else(|_| p.clone())
-                .display()
-                .to_string()
-        }),
+        // By content: a tokenizer copied elsewhere resumes, one retrained
+        // at the same path does not.
+        tokenizer: tokenizer.map(|t| t.content_hash.clone()),
         bos: tokenizer.and_then(|t| t.bos),
         eos: tokenizer.and_then(|t| t.eos).or(config.eos_id),
         seq_len: config.seq_len,

@@ -96,6 +96,9 @@ pub struct ReadSettings {
     pub vocab: i64,
 }
 
+/// The byte-order mark some editors start a UTF-8 file with.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The longest document a token-id file without an end-of-text id is cut
 /// into: documents are held whole while they are packed.
 pub const MAX_DOC_IDS: usize = 1 << 20;
@@ -111,10 +114,16 @@ pub fn expand(patterns: &[String]) -> Result<Vec<PathBuf>, LoaderError> {
         let is_glob = pattern.contains(['*', '?', '[']);
         if !is_glob {
             let path = PathBuf::from(pattern);
-            std::fs::metadata(&path).map_err(|source| LoaderError::Io {
+            let meta = std::fs::metadata(&path).map_err(|source| LoaderError::Io {
                 path: path.clone(),
                 source,
             })?;
+            if !meta.is_file() {
+                return Err(LoaderError::NotRegularFile {
+                    path,
+                    kind: file_kind(&meta),
+                });
+            }
             files.push(path);
             continue;
         }
@@ -135,6 +144,23 @@ pub fn expand(patterns: &[String]) -> Result<Vec<PathBuf>, LoaderError> {
         files.extend(found);
     }
     Ok(files)
+}
+
+/// What a path that is not a regular file is, in words.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a pipe (FIFO)"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LoaderError + '_ {
@@ -228,6 +254,10 @@ impl FileReader {
         self.line += 1;
         while matches!(self.line_buf.last(), Some(b'\n' | b'\r')) {
             self.line_buf.pop();
+        }
+        // A UTF-8 byte-order mark (Windows editors write one) is not text.
+        if start == 0 && self.line_buf.starts_with(UTF8_BOM) {
+            self.line_buf.drain(..UTF8_BOM.len());
         }
         Ok(Some(start))
     }

@@ -30,29 +30,41 @@ pub const EOS_NAMES: [&str; 4] = ["</s>", "<|end_of_text|>", "<|endoftext|>", "<
 pub struct TextTokenizer {
     path: PathBuf,
     tokenizer: Tokenizer,
+    /// What the tokenizer is known by (`sha256:...` of its file): the same
+    /// file copied elsewhere is the same tokenizer, and one retrained at
+    /// the same path is not.
+    pub content_hash: String,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
 }
 
 impl TextTokenizer {
-    /// Loads `path` and refuses it if its ids would pass `vocab`.
+    /// Loads `path` and refuses it if its ids would pass `vocab`: the
+    /// highest id it can produce, its special and added tokens included
+    /// (ids need not be dense, so the count of its entries is not enough).
     pub fn open(
         path: &Path,
         bos: &SpecialToken,
         eos: &SpecialToken,
         vocab: i64,
     ) -> Result<TextTokenizer, LoaderError> {
-        let tokenizer = Tokenizer::from_file(path).map_err(|e| LoaderError::Tokenizer {
+        let bytes = std::fs::read(path).map_err(|source| LoaderError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| LoaderError::Tokenizer {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        let size = tokenizer.get_vocab_size(true);
-        if size as i64 > vocab {
-            return Err(LoaderError::TokenizerPastVocabulary {
-                path: path.to_path_buf(),
-                tokenizer_vocab: size,
-                model_vocab: vocab,
-            });
+        if let Some((token, highest)) = highest_id(&tokenizer) {
+            if i64::from(highest) >= vocab {
+                return Err(LoaderError::TokenizerPastVocabulary {
+                    path: path.to_path_buf(),
+                    tokenizer_vocab: highest as usize + 1,
+                    highest_token: token,
+                    model_vocab: vocab,
+                });
+            }
         }
         let find = |choice: &SpecialToken, names: &[&str], role| match choice {
             SpecialToken::None => Ok(None),
@@ -73,6 +85,7 @@ impl TextTokenizer {
             eos: find(eos, &EOS_NAMES, "EOS")?,
             path: path.to_path_buf(),
             tokenizer,
+            content_hash: crate::run_identity::content_hash(&bytes),
         })
     }
 
@@ -104,4 +117,13 @@ impl TextTokenizer {
     pub fn vocab_size(&self) -> usize {
         self.tokenizer.get_vocab_size(true)
     }
+}
+
+/// The highest id `tokenizer` can produce and its token, added tokens
+/// included; `None` for an empty tokenizer.
+fn highest_id(tokenizer: &Tokenizer) -> Option<(String, u32)> {
+    tokenizer
+        .get_vocab(true)
+        .into_iter()
+        .max_by_key(|(token, id)| (*id, token.clone()))
 }

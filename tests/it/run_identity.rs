@@ -1,0 +1,555 @@
+//! Nothing resumes into the wrong run (issue 59): a checkpoint records the
+//! run's identity and a resume that differs is refused naming each field,
+//! unless allowed by name; tokenizers are known by content and checked by
+//! their highest id; one run holds a checkpoint directory; rank files say
+//! whose they are; and the unclear errors of the issue read plainly.
+//!
+//! Every process these tests start is waited for with a timeout.
+
+use crate::support::{scratch, word_corpus, WORD_TOKENIZER};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest any one `hlatc` here may take.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `hlatc ARGS...` in `dir`, killed if it runs past [`TIMEOUT`].
+fn run_in(dir: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drained on threads so a full pipe cannot stall the child.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).ok();
+        v
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut err, &mut v).ok();
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hlatc {args:?} ran past {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    }
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn text(v: &[u8]) -> String {
+    String::from_utf8_lossy(v).into_owned()
+}
+
+/// Must succeed; its stderr (the notes and warnings).
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = run_in(dir, args);
+    assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+    text(&o.stderr)
+}
+
+/// Must fail with status 1 and one `error:` line; that line.
+fn refused(dir: &Path, args: &[&str]) -> String {
+    let o = run_in(dir, args);
+    let e = text(&o.stderr);
+    assert!(!o.status.success(), "{args:?} was accepted: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    e
+}
+
+/// A copy of the tiny parity config with `rope_theta`, in `dir`.
+fn config(dir: &Path, name: &str, rope_theta: f64) -> String {
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/parity/tiny/config.json"
+    );
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    v["rope_theta"] = serde_json::json!(rope_theta);
+    let path = dir.join(name);
+    std::fs::write(&path, v.to_string()).unwrap();
+    path.display().to_string()
+}
+
+const SHORT: [&str; 6] = ["train", "--steps", "6", "--stop-after", "3", "--seed"];
+
+#[test]
+fn a_checkpoint_of_another_rope_theta_is_refused_unless_allowed_by_name() {
+    let d = scratch("identity-rope");
+    let (c10k, c500k) = (
+        config(&d, "c10k.json", 10000.0),
+        config(&d, "c500k.json", 500000.0),
+    );
+    ok(
+        &d,
+        &[
+            &SHORT[..],
+            &["1", "--config", &c10k, "--checkpoint-dir", "ck"],
+        ]
+        .concat(),
+    );
+    let e = refused(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "6",
+            "--seed",
+            "1",
+            "--config",
+            &c500k,
+            "--checkpoint-dir",
+            "ck",
+        ],
+    );
+    assert!(
+        e.contains("was written by another run: model.rope_theta is 10000.0 in the checkpoint, 500000.0 now"),
+        "{e}"
+    );
+    assert!(e.contains("--allow-resume-change FIELD"), "{e}");
+    // A misspelt override is not silently useless.
+    let e = refused(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "6",
+            "--seed",
+            "1",
+            "--config",
+            &c500k,
+            "--checkpoint-dir",
+            "ck",
+            "--allow-resume-change",
+            "model.rope_theat",
+        ],
+    );
+    assert!(
+        e.contains("--allow-resume-change model.rope_theat: no such field"),
+        "{e}"
+    );
+    let notes = ok(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "6",
+            "--seed",
+            "1",
+            "--config",
+            &c500k,
+            "--checkpoint-dir",
+            "ck",
+            "--allow-resume-change",
+            "model.rope_theta",
+        ],
+    );
+    assert!(notes.contains("resuming at step 3"), "{notes}");
+    assert!(
+        notes.contains(
+            "with a change it allows: model.rope_theta is 10000.0 in the checkpoint, 500000.0 now"
+        ),
+        "{notes}"
+    );
+    // Later checkpoints keep the change in their record.
+    let run: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join("ck/step-00000006/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(run["fields"]["model.rope_theta"], "500000.0");
+    assert_eq!(run["allowed_changes"][0]["field"], "model.rope_theta");
+    assert_eq!(run["allowed_changes"][0]["was"], "10000.0");
+    assert_eq!(run["allowed_changes"][0]["step"], 3);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_bf16_mixed_checkpoint_or_state_is_refused_under_fp32() {
+    let d = scratch("identity-precision");
+    ok(
+        &d,
+        &[
+            &SHORT[..],
+            &["0", "--checkpoint-dir", "ck", "--save-state", "s.st"],
+        ]
+        .concat(),
+    );
+    let e = refused(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "6",
+            "--precision",
+            "fp32",
+            "--checkpoint-dir",
+            "ck",
+        ],
+    );
+    assert!(
+        e.contains("precision is bf16-mixed in the checkpoint, fp32 now"),
+        "{e}"
+    );
+    let e = refused(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "6",
+            "--precision",
+            "fp32",
+            "--resume",
+            "s.st",
+        ],
+    );
+    assert!(
+        e.contains(
+            "s.st was written by another run: precision is bf16-mixed in the checkpoint, fp32 now"
+        ),
+        "{e}"
+    );
+    // Another schedule is another run too.
+    let e = refused(
+        &d,
+        &[
+            "train", "--steps", "6", "--lr-max", "0.5", "--resume", "s.st",
+        ],
+    );
+    assert!(
+        e.contains("schedule.max_lr is 0.01 in the checkpoint, 0.5 now"),
+        "{e}"
+    );
+    // Allowed by name, the change is kept in the state the run saves.
+    let notes = ok(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "6",
+            "--precision",
+            "fp32",
+            "--resume",
+            "s.st",
+            "--allow-resume-change",
+            "precision",
+            "--save-state",
+            "s2.st",
+        ],
+    );
+    assert!(
+        notes.contains("with a change it allows: precision"),
+        "{notes}"
+    );
+    let meta = hlatc::runtime::read_safetensors_metadata(&d.join("s2.st"))
+        .unwrap()
+        .unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["step"], 6);
+    assert_eq!(meta["run_identity"]["fields"]["precision"], "fp32");
+    assert_eq!(
+        meta["run_identity"]["allowed_changes"][0]["was"],
+        "bf16-mixed"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `tokenizer-words.json` with its words' ids swapped (a tokenizer
+/// retrained), or one id moved to `moved_id`, written to `path`.
+fn edited_tokenizer(path: &Path, moved_id: Option<u64>) {
+    let mut t: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(WORD_TOKENIZER).unwrap()).unwrap();
+    let vocab = t["model"]["vocab"].as_object_mut().unwrap();
+    let (a, b) = (vocab["cat"].clone(), vocab["dog"].clone());
+    match moved_id {
+        None => {
+            vocab.insert("cat".into(), b);
+            vocab.insert("dog".into(), a);
+        }
+        Some(id) => {
+            vocab.insert("cat".into(), serde_json::json!(id));
+        }
+    }
+    std::fs::write(path, t.to_string()).unwrap();
+}
+
+#[test]
+fn a_tokenizer_is_known_by_its_content_and_checked_by_its_highest_id() {
+    let d = scratch("identity-tokenizer");
+    word_corpus(&d.join("c.jsonl"), 60, 3, 5);
+    std::fs::copy(WORD_TOKENIZER, d.join("tok.json")).unwrap();
+    let corpus_run = |tok: &str, more: &[&str]| -> Vec<String> {
+        [
+            &[
+                "train",
+                "--steps",
+                "6",
+                "--corpus",
+                "c.jsonl",
+                "--tokenizer",
+                tok,
+            ][..],
+            &["--shuffle-buffer", "8", "--checkpoint-dir", "ck"][..],
+            more,
+        ]
+        .concat()
+        .into_iter()
+        .map(String::from)
+        .collect()
+    };
+    ok(&d, &args(&corpus_run("tok.json", &["--stop-after", "3"])));
+    // The same file elsewhere is the same tokenizer.
+    std::fs::create_dir_all(d.join("elsewhere")).unwrap();
+    std::fs::copy(WORD_TOKENIZER, d.join("elsewhere/tok.json")).unwrap();
+    let notes = ok(
+        &d,
+        &args(&corpus_run("elsewhere/tok.json", &["--stop-after", "4"])),
+    );
+    assert!(notes.contains("resuming at step 3"), "{notes}");
+    // Retrained at the same path: another tokenizer.
+    edited_tokenizer(&d.join("tok.json"), None);
+    let e = refused(&d, &args(&corpus_run("tok.json", &[])));
+    assert!(e.contains("tokenizer is sha256:"), "{e}");
+    // An id past the vocabulary, with fewer entries than it.
+    edited_tokenizer(&d.join("high.json"), Some(500));
+    let e = refused(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "2",
+            "--corpus",
+            "c.jsonl",
+            "--tokenizer",
+            "high.json",
+        ],
+    );
+    assert!(
+        e.contains("high.json: the tokenizer's highest id is 500 ('cat'), so it needs 501 ids, more than the model's vocabulary of 64"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn an_eos_id_outside_the_vocabulary_is_refused_naming_the_flag() {
+    let d = scratch("identity-eos");
+    let ids: Vec<u8> = (0..4000u16).flat_map(|i| (i % 60).to_le_bytes()).collect();
+    std::fs::write(d.join("ids.bin"), ids).unwrap();
+    let e = refused(
+        &d,
+        &[
+            "train", "--steps", "2", "--corpus", "ids.bin", "--eos", "99999",
+        ],
+    );
+    assert!(
+        e.contains("--eos 99999 is outside the model's vocabulary 0..64"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_second_run_on_a_checkpoint_directory_is_refused_and_a_dead_ones_lock_taken_over() {
+    let d = scratch("identity-lock");
+    std::fs::create_dir_all(d.join("ck")).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    // This test process holds it: alive, on this host.
+    let holder = serde_json::json!({
+        "pid": std::process::id(), "host": host, "started": 1_700_000_000u64,
+    });
+    std::fs::write(d.join("ck/hlatc.lock"), holder.to_string()).unwrap();
+    let t = Instant::now();
+    let e = refused(&d, &["train", "--steps", "2", "--checkpoint-dir", "ck"]);
+    assert!(
+        e.contains(&format!(
+            "ck: another run holds this checkpoint directory (pid {} on host {host}, since 2023-11-14 22:13:20 UTC)",
+            std::process::id()
+        )),
+        "{e}"
+    );
+    // At once, before anything is compiled.
+    assert!(t.elapsed() < Duration::from_secs(60));
+    // A lock whose process is gone (a pid above the kernel's limit).
+    let dead = serde_json::json!({ "pid": 4_194_311u32, "host": host, "started": 0u64 });
+    std::fs::write(d.join("ck/hlatc.lock"), dead.to_string()).unwrap();
+    let notes = ok(&d, &["train", "--steps", "2", "--checkpoint-dir", "ck"]);
+    assert!(
+        notes.contains("taking over the lock of a run that is gone (pid 4194311"),
+        "{notes}"
+    );
+    // Released when the run ends.
+    assert!(!d.join("ck/hlatc.lock").exists());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn swapped_or_foreign_rank_files_are_refused_by_name() {
+    let d = scratch("identity-ranks");
+    ok(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "2",
+            "--precision",
+            "fp32",
+            "--save-state",
+            "s.st",
+        ],
+    );
+    let pp2 = ["--precision", "fp32", "--target", "cpu", "--pp", "2"];
+    ok(&d, &[&["shard", "s.st", "--out", "pp"][..], &pp2].concat());
+    let meta = hlatc::runtime::read_safetensors_metadata(&d.join("pp/rank-00001.safetensors"))
+        .unwrap()
+        .unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["rank"], 1);
+    assert_eq!(meta["ranks"], 2);
+    assert_eq!(meta["step"], 2);
+    assert_eq!(meta["run_identity"]["fields"]["precision"], "fp32");
+    let (r0, r1) = (
+        d.join("pp/rank-00000.safetensors"),
+        d.join("pp/rank-00001.safetensors"),
+    );
+    let tmp = d.join("pp/tmp");
+    std::fs::rename(&r0, &tmp).unwrap();
+    std::fs::rename(&r1, &r0).unwrap();
+    std::fs::rename(&tmp, &r1).unwrap();
+    let e = refused(
+        &d,
+        &[&["unshard", "pp", "--out", "x.st"][..], &pp2].concat(),
+    );
+    assert!(
+        e.contains("pp/rank-00000.safetensors: holds rank 1's state, not rank 0's"),
+        "{e}"
+    );
+    assert!(!d.join("x.st").exists());
+    // PP rank files read with --dp: the layout is named, not the precision.
+    std::fs::rename(&r0, &tmp).unwrap();
+    std::fs::rename(&r1, &r0).unwrap();
+    std::fs::rename(&tmp, &r1).unwrap();
+    let dp2 = ["--precision", "fp32", "--target", "cpu", "--dp", "2"];
+    let e = refused(
+        &d,
+        &[&["unshard", "pp", "--out", "x.st"][..], &dp2].concat(),
+    );
+    assert!(
+        e.contains("pp/rank-00000.safetensors: holds a rank of 2 stages of"),
+        "{e}"
+    );
+    assert!(!e.contains("precision"), "{e}");
+    // And the reverse.
+    ok(&d, &[&["shard", "s.st", "--out", "dp"][..], &dp2].concat());
+    let e = refused(
+        &d,
+        &[&["unshard", "dp", "--out", "x.st"][..], &pp2].concat(),
+    );
+    assert!(
+        e.contains("dp/rank-00000.safetensors: holds a rank of TP 1 x DP 2"),
+        "{e}"
+    );
+    assert!(!e.contains("precision"), "{e}");
+    // Joined in order, the state is the one divided, metadata and all.
+    ok(
+        &d,
+        &[&["unshard", "pp", "--out", "back.st"][..], &pp2].concat(),
+    );
+    assert_eq!(
+        std::fs::read(d.join("back.st")).unwrap(),
+        std::fs::read(d.join("s.st")).unwrap()
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn unclear_errors_read_plainly() {
+    let d = scratch("identity-errors");
+    for flag in ["--tp", "--dp", "--pp"] {
+        let e = refused(&d, &["train", "--steps", "2", flag, "0"]);
+        assert!(
+            e.contains(&format!("{flag} must be at least 1, got 0")),
+            "{e}"
+        );
+    }
+    let e = refused(&d, &["train", "--steps", "-1"]);
+    assert!(
+        e.contains("'-1' for '--steps <STEPS>': a run takes at least 1 step"),
+        "{e}"
+    );
+    std::fs::write(d.join("a-file"), b"x").unwrap();
+    let e = refused(&d, &["train", "--steps", "2", "--checkpoint-dir", "a-file"]);
+    assert!(e.contains("a-file: is a file, not a directory"), "{e}");
+    assert!(!e.contains("os error 17"), "{e}");
+    let e = refused(
+        &d,
+        &["shard", "a-file", "--out", "a-file", "--target", "cpu"],
+    );
+    assert!(
+        e.contains("--out a-file: is a file, not a directory"),
+        "{e}"
+    );
+    // A FIFO, as `--corpus /dev/stdin` of a pipe is.
+    let fifo = d.join("fifo.jsonl");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let e = refused(
+            &d,
+            &[
+                "train",
+                "--steps",
+                "2",
+                "--corpus",
+                "fifo.jsonl",
+                "--tokenizer",
+                WORD_TOKENIZER,
+            ],
+        );
+        assert!(
+            e.contains("fifo.jsonl: is a pipe (FIFO), not a regular file"),
+            "{e}"
+        );
+    }
+    // A JSONL corpus that starts with a UTF-8 byte-order mark trains.
+    let corpus: PathBuf = d.join("bom.jsonl");
+    word_corpus(&corpus, 40, 3, 1);
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(&corpus).unwrap());
+    std::fs::write(&corpus, bytes).unwrap();
+    ok(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "2",
+            "--corpus",
+            "bom.jsonl",
+            "--tokenizer",
+            WORD_TOKENIZER,
+        ],
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
