@@ -573,13 +573,14 @@ class Trainer:
         before anything is saved. If the loader's last pass ends first, the
         run stops there, with a warning.
 
-        Each checkpoint records the run's identity (`identity.json`: the
-        model config, precision and rounding, optimizer and schedule, the
-        tokenizer's sha256, the corpus' fingerprint, the layout). A
-        checkpoint whose identity differs from this run's is refused with
-        `IdentityError` naming each differing field with both values, unless
-        `allow_changes` names the field (then an `IdentityWarning`, and the
-        change kept in the identity's `changes`); the layout may change."""
+        Each checkpoint records the run's identity (`run.json`, as `hlatc
+        train` writes it: the model config, precision and rounding,
+        optimizer and schedule, the tokenizer's content hash, the corpus'
+        fingerprint, the layout). A checkpoint whose identity differs from
+        this run's is refused with `IdentityError` naming each differing
+        field with both values, unless `allow_changes` names the field or
+        its group (then an `IdentityWarning`, and the change kept in the
+        identity's `allowed_changes`); the layout may change."""
         from . import _fit
 
         return _fit.fit(self, loader, steps, checkpoint_dir, checkpoint_every, keep, on_step,

@@ -63,6 +63,11 @@ __all__ = [
     "passes",
     "plot_metrics",
     "plan",
+    "run_identity",
+    "check_run_identity",
+    "run_identity_json",
+    "identity_names",
+    "IDENTITY_FILE",
     "append_measured_run",
     "Plan",
     "Candidate",
@@ -441,6 +446,18 @@ def plan(
     calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
     threads: int = 0,
 ) -> Plan: ...
+IDENTITY_FILE: str
+
+def run_identity(
+    step: Step,
+    tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
+    corpus: Optional[Sequence[str]] = None,
+) -> str: ...
+def check_run_identity(
+    current: str, saved: str, allowed: Sequence[str], step: int, source: str
+) -> Tuple[bool, str, List[Tuple[str, Optional[str], Optional[str]]]]: ...
+def run_identity_json(text: str, source: str) -> str: ...
+def identity_names(identity: str) -> List[str]: ...
 def append_measured_run(
     path: Union[str, "os.PathLike[str]"],
     *,

@@ -705,7 +705,7 @@ class Trainer:
         """This run's identity (with the data's fields from `loader`), and
         the changes allowed so far (`_changes`)."""
         identity = _identity.of_step(self._step, loader)
-        identity["changes"] = list(self._changes)
+        identity["allowed_changes"] = list(self._changes)
         return identity
 
     def _check_identity(self, d: str, record: Mapping[str, Any], loader: Optional["Loader"],
@@ -716,16 +716,18 @@ class Trainer:
         The identity this run records from now on."""
         current = self._identity(loader)
         recorded = record.get("identity")
-        if isinstance(recorded, dict):
-            old, new = recorded.get("layout"), current["layout"]
-            if isinstance(old, dict) and old != new:
+        if not (isinstance(recorded, dict) and isinstance(recorded.get("fields"), dict)):
+            recorded = None
+        if recorded is not None:
+            old, new = recorded["fields"].get("layout"), current["fields"].get("layout")
+            if old is not None and old != new:
                 raise hlatc.UsageError(
-                    f"{d}: a checkpoint of layout {json.dumps(old, sort_keys=True)}; this step's "
-                    f"is {json.dumps(new, sort_keys=True)}: its rank files are another layout's "
-                    "shares (join them with hlatc unshard and resume() the whole state)")
-        checked = _identity.check(recorded if isinstance(recorded, dict) else None, current,
-                                  d, allow_changes, int(record.get("steps_done") or 0))
-        self._changes = list(checked.get("changes", []))
+                    f"{d}: a checkpoint of layout {old}; this step's is {new}: its rank files "
+                    "are another layout's shares (join them with hlatc unshard and resume() "
+                    "the whole state)")
+        checked = _identity.check(recorded, current, d, allow_changes,
+                                  int(record.get("steps_done") or 0))
+        self._changes = list(checked.get("allowed_changes", []))
         return checked
 
     def _save(self, d: str, shared: Optional[Mapping[str, bytes]] = None,
@@ -936,7 +938,7 @@ class Trainer:
         os.makedirs(root, exist_ok=True)
         identity = self._identity(loader)
         metrics = self._resume_newest(root, loader, allow_changes)
-        identity["changes"] = list(self._changes)
+        identity["allowed_changes"] = list(self._changes)
 
         def save(done: int, metrics: List[Dict[str, float]]) -> None:
             positions = json.loads(loader.position())

@@ -571,7 +571,7 @@ impl Step {
     /// K for gradient accumulation's pair, the micro-batches of a
     /// pipeline's optimizer step, 1 for a step of one program.
     #[getter]
-    fn grad_accum(&self) -> i64 {
+    pub(crate) fn grad_accum(&self) -> i64 {
         match &self.programs {
             Programs::One(_) => 1,
             Programs::Accumulated { micro_batches, .. } => *micro_batches,

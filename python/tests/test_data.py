@@ -486,14 +486,9 @@ def test_the_cli_and_python_resume_each_other_s_checkpoints(tmp_path, tiny_data)
         return done.stdout + done.stderr
 
     def files(d):
-        # The run's identity Python records (identity.json, listed in
-        # COMPLETE) is left out: the CLI's checkpoints record theirs their
-        # own way. Every other file, and every other line of COMPLETE.
-        out = {p.name: p.read_bytes() for p in (d / "step-00000006").iterdir()
-               if p.name != "identity.json"}
-        out["COMPLETE"] = b"\n".join(line for line in out["COMPLETE"].split(b"\n")
-                                     if b'"identity.json"' not in line)
-        return out
+        # Every file, the run's identity (run.json) among them: both record
+        # it through the one Rust type.
+        return {p.name: p.read_bytes() for p in (d / "step-00000006").iterdir()}
 
     python_fit(tmp_path / "py")
     run_cli(tmp_path / "cli")

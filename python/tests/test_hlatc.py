@@ -206,7 +206,7 @@ def test_gradient_accumulation_is_two_programs_that_train_as_one(tmp_path):
     for sub in ("micro_step", "apply_step"):
         assert files(tmp_path / "py" / sub) == files(tmp_path / "cli" / sub), sub
     manifest = json.loads((tmp_path / "py" / "manifest.json").read_text())
-    assert manifest["format"] == "hlatc-bundle/1+accumulation"
+    assert manifest["format"] == "hlatc-bundle/2+accumulation"
     assert manifest["micro_batches"] == 2
 
 

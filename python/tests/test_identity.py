@@ -1,5 +1,5 @@
-"""A run's identity in its checkpoints (`hlatc.Trainer.fit`'s
-`identity.json`, `hlatc.jax.Trainer`'s `COMPLETE`): a resume or load of
+"""A run's identity in its checkpoints (`hlatc.Trainer.fit`'s `run.json`,
+the file `hlatc train` writes, `hlatc.jax.Trainer`'s `COMPLETE`): a resume or load of
 another run's checkpoint is refused naming each differing field with both
 values, unless `allow_changes` names it; the same data copied elsewhere is
 the same run; a layout change still resumes."""
@@ -62,50 +62,48 @@ def resume(step, saved: Path, tmp_path: Path, corpus: Path, tokenizer: Path, ste
 
 
 def test_fit_records_the_runs_identity(saved, step, data):
-    identity = json.loads((saved / "step-00000002" / "identity.json").read_text())
-    assert sorted(identity) == sorted(["model", "precision", "rounding", "optimizer",
-                                       "tokenizer_sha256", "corpus_fingerprint", "layout",
-                                       "changes"])
-    assert identity["model"]["rope_theta"] == 10000.0
-    assert identity["precision"] == "bf16-mixed" and identity["rounding"] == "state-updates"
-    assert identity["optimizer"]["max_lr"] == step.config["optimizer"]["max_lr"]
+    identity = json.loads((saved / "step-00000002" / "run.json").read_text())
+    fields = identity["fields"]
+    assert fields["model.rope_theta"] == "10000.0"
+    assert fields["precision"] == "bf16-mixed" and fields["rounding"] == "state-updates"
+    assert float(fields["schedule.max_lr"]) == step.config["optimizer"]["max_lr"]
     import hashlib
-    assert identity["tokenizer_sha256"] == hashlib.sha256(
+    assert fields["tokenizer"] == "sha256:" + hashlib.sha256(
         (data / "tokenizer.json").read_bytes()).hexdigest()
-    assert len(identity["corpus_fingerprint"]) == 64
-    assert identity["layout"] == {"tp": 1, "dp": 1, "pp": 1, "sequence_parallel": False,
-                                  "world_size": 1}
-    assert identity["changes"] == []
+    assert fields["corpus"].startswith("1 file, ") and " sha256 " in fields["corpus"]
+    assert fields["layout"].endswith("grad-accum 1")
+    assert "allowed_changes" not in identity
 
 
 def test_another_rope_theta_is_refused_naming_it(saved, step, data, tmp_path):
     other = hlatc.compile_step(config=tiny_config(step, rope_theta=500000.0), **SHAPE)
     with pytest.raises(hlatc.IdentityError) as e:
         resume(other, saved, tmp_path, data / "corpus.jsonl", data / "tokenizer.json")
-    assert ("is a checkpoint of another run: model.rope_theta is 10000.0 in the checkpoint, "
-            "500000.0 in this run. To resume it anyway, name the field(s): "
-            "allow_changes=['model']") in str(e.value)
-    assert list(e.value.fields) == ["model"]
+    assert "was written by another run: model.rope_theta is 10000.0 in the checkpoint, " \
+           "500000.0 now" in str(e.value)
+    assert "name each field (or its group) in allow_changes" in str(e.value)
+    assert e.value.fields == {"model.rope_theta": ("10000.0", "500000.0")}
     assert isinstance(e.value, hlatc.UsageError)
 
 
 def test_another_precision_is_refused_naming_it(saved, step, data, tmp_path):
     fp32 = hlatc.compile_step(model="tiny", precision="fp32", **SHAPE)
     with pytest.raises(hlatc.IdentityError,
-                       match="precision is 'bf16-mixed' in the checkpoint, 'fp32' in this run"):
+                       match="precision is bf16-mixed in the checkpoint, fp32 now"):
         resume(fp32, saved, tmp_path, data / "corpus.jsonl", data / "tokenizer.json")
 
 
 def test_an_allowed_change_resumes_warns_and_is_recorded(saved, step, data, tmp_path):
     other = hlatc.compile_step(config=tiny_config(step, rope_theta=500000.0), **SHAPE)
-    with pytest.warns(hlatc.IdentityWarning, match="model.rope_theta is 10000.0"):
+    with pytest.warns(hlatc.IdentityWarning,
+                      match="model.rope_theta changed on purpose .*: 10000.0 in the checkpoint"):
         trainer, metrics, d = resume(other, saved, tmp_path, data / "corpus.jsonl",
                                      data / "tokenizer.json", allow_changes=["model"])
     assert trainer.steps_done == 3 and [m["step"] for m in metrics] == [1, 2, 3]
-    identity = json.loads((d / "step-00000003" / "identity.json").read_text())
-    assert identity["model"]["rope_theta"] == 500000.0
-    assert [(c["step"], c["field"], c["checkpoint"]["rope_theta"], c["run"]["rope_theta"])
-            for c in identity["changes"]] == [(2, "model", 10000.0, 500000.0)]
+    identity = json.loads((d / "step-00000003" / "run.json").read_text())
+    assert identity["fields"]["model.rope_theta"] == "500000.0"
+    assert identity["allowed_changes"] == [
+        {"step": 2, "field": "model.rope_theta", "was": "10000.0", "now": "500000.0"}]
     with pytest.raises(hlatc.UsageError, match="'rope_theta' is not a field of a run's identity"):
         resume(other, saved, tmp_path / "x", data / "corpus.jsonl", data / "tokenizer.json",
                allow_changes=["rope_theta"])
@@ -122,19 +120,19 @@ def test_the_data_is_known_by_content_not_path(saved, step, data, tmp_path):
 
     here = _identity.of_step(step, loader(step, data / "corpus.jsonl", data / "tokenizer.json"))
     there = _identity.of_step(step, loader(step, copy / "corpus.jsonl", copy / "tokenizer.json"))
-    assert here == there and here["corpus_fingerprint"] is not None
+    assert here == there and " sha256 " in here["fields"]["corpus"]
     # The tokenizer rewritten at the same path: another run.
     tok = json.loads((copy / "tokenizer.json").read_text())
     (copy / "tokenizer.json").write_text(json.dumps(tok, indent=3))
-    with pytest.raises(hlatc.IdentityError, match="tokenizer_sha256 is '[0-9a-f]{64}' in the "
-                                                  "checkpoint, '[0-9a-f]{64}' in this run"):
+    with pytest.raises(hlatc.IdentityError, match="tokenizer is sha256:[0-9a-f]{64} in the "
+                                                  "checkpoint, sha256:[0-9a-f]{64} now"):
         resume(step, saved, tmp_path / "b", copy / "corpus.jsonl", copy / "tokenizer.json")
     shutil.copy(data / "tokenizer.json", copy / "tokenizer.json")
     with open(copy / "corpus.jsonl", "a") as f:
         f.write(json.dumps({"text": "one more document"}) + "\n")
     with pytest.raises(hlatc.IdentityError) as e:
         resume(step, saved, tmp_path / "c", copy / "corpus.jsonl", copy / "tokenizer.json")
-    assert list(e.value.fields) == ["corpus_fingerprint"]
+    assert list(e.value.fields) == ["corpus"]
 
 
 def test_a_layout_change_still_resumes(saved, step, data, tmp_path):
@@ -144,8 +142,9 @@ def test_a_layout_change_still_resumes(saved, step, data, tmp_path):
         trainer, _, d = resume(tp2, saved, tmp_path, data / "corpus.jsonl",
                                data / "tokenizer.json")
     assert trainer.steps_done == 3
-    identity = json.loads((d / "step-00000003" / "identity.json").read_text())
-    assert identity["layout"]["tp"] == 2 and identity["changes"] == []
+    identity = json.loads((d / "step-00000003" / "run.json").read_text())
+    assert identity["fields"]["layout"].startswith("TP 2") or "2" in identity["fields"]["layout"]
+    assert "allowed_changes" not in identity
 
 
 def test_jax_trainer_load_checks_the_identity_its_marker_records(step, tmp_path):
@@ -159,15 +158,15 @@ def test_jax_trainer_load_checks_the_identity_its_marker_records(step, tmp_path)
     trainer.step(tokens, tokens)
     trainer.save(tmp_path / "ckpt")
     record = json.loads((tmp_path / "ckpt" / "COMPLETE").read_text())
-    assert record["identity"]["model"]["rope_theta"] == 10000.0
-    assert record["identity"]["precision"] == "fp32"
-    assert record["identity"]["tokenizer_sha256"] is None  # saved without a loader
+    assert record["identity"]["fields"]["model.rope_theta"] == "10000.0"
+    assert record["identity"]["fields"]["precision"] == "fp32"
+    assert "tokenizer" not in record["identity"]["fields"]  # saved without a loader
 
     other = hlatc.compile_step(config=tiny_config(step, rope_theta=500000.0), **options)
     again = hlatc.jax.Trainer(other, seed=1)
     # Before: it loaded, and its COMPLETE recorded the old rope_theta.
     with pytest.raises(hlatc.IdentityError, match="model.rope_theta is 10000.0 in the "
-                                                  "checkpoint, 500000.0 in this run"):
+                                                  "checkpoint, 500000.0 now"):
         again.load(tmp_path / "ckpt")
     assert again.steps_done == 0
     with pytest.warns(hlatc.IdentityWarning):
@@ -175,13 +174,13 @@ def test_jax_trainer_load_checks_the_identity_its_marker_records(step, tmp_path)
     assert again.steps_done == 1
     again.save(tmp_path / "changed")
     changed = json.loads((tmp_path / "changed" / "COMPLETE").read_text())["identity"]
-    assert changed["model"]["rope_theta"] == 500000.0
-    assert [c["field"] for c in changed["changes"]] == ["model"]
+    assert changed["fields"]["model.rope_theta"] == "500000.0"
+    assert [c["field"] for c in changed["allowed_changes"]] == ["model.rope_theta"]
 
     bf16 = hlatc.jax.Trainer(hlatc.compile_step(model="tiny", **dict(options,
                                                                        precision="bf16-mixed")))
-    with pytest.raises(hlatc.IdentityError, match="precision is 'fp32' in the checkpoint, "
-                                                  "'bf16-mixed' in this run"):
+    with pytest.raises(hlatc.IdentityError, match="precision is fp32 in the checkpoint, "
+                                                  "bf16-mixed now"):
         bf16.load(tmp_path / "ckpt")
 
     # Unclear errors made clear: a missing directory, a file for a directory.

@@ -109,7 +109,7 @@ def test_the_bundle_is_the_clis_byte_for_byte(tmp_path):
     # Each program is the one the Step holds, and the schedule the manifest's.
     manifest = json.loads(theirs["manifest.json"])
     print(f"\n{len(ours)} files, {sum(map(len, ours.values()))} bytes, equal to the CLI's")
-    assert manifest["format"] == "hlatc-bundle/1+pipeline"
+    assert manifest["format"] == "hlatc-bundle/2+pipeline"
     assert step.config == manifest["config"]
     for sub in ("warm_up", "steady", "cool_down", "apply_step"):
         program = getattr(step, sub)

@@ -278,9 +278,12 @@ const SAMPLE_BLOCK: u64 = 64 << 10;
 /// milliseconds, and an edit anywhere in a small file changes it.
 const SAMPLE_BLOCKS: u64 = 16;
 
-/// The fingerprint of the files a run reads, in order: each file's size,
-/// modification time and sampled blocks (a file up to 1 MiB read whole),
-/// hashed together. Reads as `N files, B bytes, sha256 <16 hex>`.
+/// The fingerprint of the files a run reads, in order: each file's size
+/// and sampled blocks (a file up to 1 MiB read whole), hashed together.
+/// Content only, not paths or times: a corpus copied to another disk is
+/// the same corpus, and an edit of a file up to 1 MiB, or of a sampled
+/// block or the size of a larger one, is another. Reads as `N files, B
+/// bytes, sha256 <16 hex>`.
 pub fn files_fingerprint(files: &[PathBuf]) -> Result<String, RunIdentityError> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
@@ -294,13 +297,7 @@ pub fn files_fingerprint(files: &[PathBuf]) -> Result<String, RunIdentityError> 
         let meta = f.metadata().map_err(io)?;
         let size = meta.len();
         total = total.saturating_add(size);
-        let mtime = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos());
         hasher.update(size.to_le_bytes());
-        hasher.update(mtime.to_le_bytes());
         let mut buf = vec![0u8; SAMPLE_BLOCK as usize];
         for start in sample_offsets(size) {
             f.seek(SeekFrom::Start(start)).map_err(io)?;

@@ -1,0 +1,116 @@
+//! A run's identity from Python: the CLI's own (`hlatc::run_identity`),
+//! so `hlatc.Trainer.fit` and `hlatc train --checkpoint-dir` record and
+//! check the same `run.json`, and `hlatc.jax.Trainer` the same fields.
+
+use crate::errors::{guarded, CHECKPOINT, FILE, USAGE};
+use crate::step::Step;
+use hlatc::run_identity::{files_fingerprint, tokenizer_hash, RunIdentity, RunIdentityError};
+use pyo3::prelude::*;
+use std::path::PathBuf;
+
+/// The identity's JSON as `hlatc train` writes it (`run.json`): the same
+/// bytes from either, whatever JSON `text` was.
+#[pyfunction]
+pub fn run_identity_json(text: &str, source: &str) -> PyResult<String> {
+    Ok(RunIdentity::from_json(text, source)
+        .map_err(identity_error)?
+        .to_json())
+}
+
+/// The fields and groups `allow_changes` may name, given `identity`'s
+/// fields: the groups (`model`, `tokenizer`, ...) and each field.
+#[pyfunction]
+pub fn identity_names(identity: &str) -> PyResult<Vec<String>> {
+    let id = RunIdentity::from_json(identity, "this run").map_err(identity_error)?;
+    Ok(hlatc::run_identity::FIELD_GROUPS
+        .iter()
+        .map(|g| g.to_string())
+        .chain(id.fields.into_keys())
+        .collect())
+}
+
+fn identity_error(e: RunIdentityError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        RunIdentityError::Changed { .. } | RunIdentityError::UnknownField { .. } => {
+            USAGE.err(message)
+        }
+        RunIdentityError::Malformed { .. } => CHECKPOINT.err(message),
+        RunIdentityError::Io { path, .. } => crate::errors::path_error(&FILE, message, &path),
+    }
+}
+
+/// The identity of a run of `step` on `corpus` (the loader's sources:
+/// files and globs, expanded as `hlatc train --corpus` expands them)
+/// tokenized by `tokenizer`, as JSON: what `hlatc train` records for the
+/// same step and data. Without `corpus`, the data's fields are left out.
+#[pyfunction]
+#[pyo3(signature = (step, tokenizer=None, corpus=None))]
+pub fn run_identity(
+    step: &Step,
+    tokenizer: Option<PathBuf>,
+    corpus: Option<Vec<String>>,
+) -> PyResult<String> {
+    guarded(|| {
+        let compiled = step.any_compiled()?;
+        let cfg = step.programs()?.cfg().clone();
+        let mut id = RunIdentity::of_step(&cfg, &compiled.step.rounding.to_string());
+        id.set(
+            "layout",
+            format!("{}, grad-accum {}", cfg.parallel, step.grad_accum()),
+        );
+        // Without the data, its fields are left out (not compared), as a
+        // checkpoint saved without a loader records none.
+        let Some(sources) = corpus else {
+            return Ok(id.to_json());
+        };
+        let tokenizer = tokenizer
+            .map(|p| tokenizer_hash(&p))
+            .transpose()
+            .map_err(identity_error)?;
+        let files = hlatc::loader::sources::expand(&sources)
+            .map_err(|e| crate::errors::loader_error(&e))?;
+        let corpus = files_fingerprint(&files).map_err(identity_error)?;
+        Ok(id
+            .with_tokenizer(tokenizer.as_deref())
+            .with_corpus(&corpus)
+            .to_json())
+    })
+}
+
+/// Whether a run of identity `current` may resume a checkpoint whose
+/// identity is `saved` (read from `source`) at `step`, `allowed` the
+/// fields or groups the caller lets change. Returns `(True, identity to
+/// record from now on, changes allowed)` or `(False, the refusal's
+/// message, the changes refused)`; each change is `(field, saved, now)`.
+#[pyfunction]
+pub fn check_run_identity(
+    current: &str,
+    saved: &str,
+    allowed: Vec<String>,
+    step: u64,
+    source: &str,
+) -> PyResult<(bool, String, Vec<(String, Option<String>, Option<String>)>)> {
+    let current = RunIdentity::from_json(current, "this run").map_err(identity_error)?;
+    let saved = RunIdentity::from_json(saved, source).map_err(identity_error)?;
+    let triple = |c: hlatc::run_identity::FieldChange| (c.field, c.saved, c.now);
+    match current.check_resume(&saved, &allowed, step, source) {
+        Ok((next, changes)) => Ok((
+            true,
+            next.to_json(),
+            changes.into_iter().map(triple).collect(),
+        )),
+        Err(RunIdentityError::Changed {
+            source_name,
+            changes,
+        }) => {
+            let message = RunIdentityError::Changed {
+                source_name,
+                changes: changes.clone(),
+            }
+            .to_string();
+            Ok((false, message, changes.into_iter().map(triple).collect()))
+        }
+        Err(e) => Err(identity_error(e)),
+    }
+}
