@@ -279,7 +279,10 @@ fn a_large_accumulating_bundle_verifies_through_its_miniature() {
         checked.contains("micro_step:\n") && checked.contains("apply_step:\n"),
         "{checked}"
     );
-    assert!(checked.contains(": 2 programs, no program refused"), "{checked}");
+    assert!(
+        checked.contains(": 2 programs, no program refused"),
+        "{checked}"
+    );
     let ok = hlatc(&["check", d.join("apply_step").to_str().unwrap()]);
     assert!(ok.status.success(), "{}", stderr(&ok));
     std::fs::remove_dir_all(&d).unwrap();
