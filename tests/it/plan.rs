@@ -380,22 +380,7 @@ fn a_search_writes_its_json_and_its_chart() {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     // The same search, the same bytes: a chart is deterministic.
     let again = dir.join("again.png");
-    let o = hlatc(&[
-        "plan",
-        "--model",
-        "tiny",
-        "--seq-len",
-        "16",
-        "--global-batch",
-        "64",
-        "--precision",
-        "fp32",
-        "--top",
-        "2",
-        "--plot",
-        again.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    search(&["--plot", again.to_str().unwrap()]);
     assert_eq!(std::fs::read(&again).unwrap(), bytes);
     let _ = std::fs::remove_dir_all(dir);
 }
