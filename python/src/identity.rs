@@ -78,6 +78,9 @@ pub fn run_identity(
     })
 }
 
+/// Changes of a run's identity, each `(field, saved, now)`.
+type Changes = Vec<(String, Option<String>, Option<String>)>;
+
 /// Whether a run of identity `current` may resume a checkpoint whose
 /// identity is `saved` (read from `source`) at `step`, `allowed` the
 /// fields or groups the caller lets change. Returns `(True, identity to
@@ -90,7 +93,7 @@ pub fn check_run_identity(
     allowed: Vec<String>,
     step: u64,
     source: &str,
-) -> PyResult<(bool, String, Vec<(String, Option<String>, Option<String>)>)> {
+) -> PyResult<(bool, String, Changes)> {
     let current = RunIdentity::from_json(current, "this run").map_err(identity_error)?;
     let saved = RunIdentity::from_json(saved, source).map_err(identity_error)?;
     let triple = |c: hlatc::run_identity::FieldChange| (c.field, c.saved, c.now);

@@ -68,12 +68,7 @@ impl From<&RustCandidate> for Candidate {
             tokens_per_s: c.tokens_per_s,
             mfu: c.mfu,
             memory_per_rank: c.memory_per_rank,
-            memory: c
-                .memory
-                .parts()
-                .into_iter()
-                .map(|(name, bytes)| (name, bytes))
-                .collect(),
+            memory: c.memory.parts().into_iter().collect(),
             fits: c.fits,
             cost_per_4m_tokens: c.cost_per_4m_tokens,
             breakdown: BTreeMap::from([
