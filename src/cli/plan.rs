@@ -24,6 +24,9 @@ use std::process::ExitCode;
 /// of a rank. A cost model turns those into a step time; its few
 /// parameters (the fraction of each peak achieved) are fitted to the
 /// Neuron SDK's published training runs, or to --calibration FILE.
+/// Pipeline layouts are priced as NxD runs them, each stage keeping its
+/// activations by the remat policy; what hlatc's own tick programs do
+/// today (each stage's forward run twice) is printed beside.
 ///
 /// The search reads each layout from two- and three-layer stages of its
 /// programs (every layer between the first and the last is the same
