@@ -14,8 +14,7 @@
 use super::cost::{features, Assumptions, CostParams, Row, StepFeatures, PARAMS, PARAM_INFO};
 use super::evaluate::{evaluate, Fidelity};
 use super::hardware::Instance;
-use super::layout::Layout;
-use super::search::check_layout;
+use super::layout::{check_layout, Layout};
 use super::PlanError;
 use crate::compile_step::ModelSource;
 use hlatc_passes::RematPolicy;

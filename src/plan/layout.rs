@@ -5,7 +5,7 @@
 
 use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
-use hlatc_models::Parallelism;
+use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::{RematPolicy, Target};
 use hlatc_train::memory_plan::DeviceMemory;
 use hlatc_train::precision::Precision;
@@ -225,4 +225,43 @@ impl fmt::Display for Layout {
             self.precision.name()
         )
     }
+}
+
+/// Whether `l` runs `cfg` on the cluster's `cores`: the degrees fill the
+/// cluster, and divide the model and the batch.
+pub fn check_layout(
+    cfg: &ModelConfig,
+    l: &Layout,
+    seq_len: i64,
+    global_batch: i64,
+    cores: i64,
+) -> Result<(), PlanError> {
+    if l.ranks() != cores {
+        return Err(PlanError::Cluster(format!(
+            "layout {l}: tp {} x pp {} x dp {} = {} cores, but the cluster has {cores} \
+             (--nodes x the instance's cores)",
+            l.parallel.tp,
+            l.parallel.pp,
+            l.parallel.dp,
+            l.ranks()
+        )));
+    }
+    let k = l.micro_batches(global_batch)?;
+    let batch = BatchShape {
+        batch_size: l.parallel.dp * l.micro_batch,
+        seq_len,
+    };
+    l.parallel
+        .validate(cfg, batch)
+        .map_err(|e| PlanError::Layout {
+            layout: l.to_string(),
+            message: e.to_string(),
+        })?;
+    if l.parallel.pp > 1 && k < 1 {
+        return Err(PlanError::Layout {
+            layout: l.to_string(),
+            message: "a pipeline needs at least one micro-batch".into(),
+        });
+    }
+    Ok(())
 }

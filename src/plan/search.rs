@@ -5,10 +5,10 @@
 use super::cost::{features, Assumptions, Breakdown, CostParams};
 use super::evaluate::{evaluate, Evaluated, Fidelity};
 use super::hardware::Instance;
-use super::layout::Layout;
+use super::layout::{check_layout, Layout};
 use super::PlanError;
 use crate::compile_step::ModelSource;
-use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_models::{ModelConfig, Parallelism};
 use hlatc_passes::RematPolicy;
 use hlatc_train::memory_plan::MemoryPlan;
 use hlatc_train::precision::Precision;
@@ -352,45 +352,6 @@ fn evaluate_all(
             })
         })
         .collect()
-}
-
-/// Whether `l` runs `cfg` on the cluster's `cores`: the degrees fill the
-/// cluster, and divide the model and the batch.
-pub fn check_layout(
-    cfg: &ModelConfig,
-    l: &Layout,
-    seq_len: i64,
-    global_batch: i64,
-    cores: i64,
-) -> Result<(), PlanError> {
-    if l.ranks() != cores {
-        return Err(PlanError::Cluster(format!(
-            "layout {l}: tp {} x pp {} x dp {} = {} cores, but the cluster has {cores} \
-             (--nodes x the instance's cores)",
-            l.parallel.tp,
-            l.parallel.pp,
-            l.parallel.dp,
-            l.ranks()
-        )));
-    }
-    let k = l.micro_batches(global_batch)?;
-    let batch = BatchShape {
-        batch_size: l.parallel.dp * l.micro_batch,
-        seq_len,
-    };
-    l.parallel
-        .validate(cfg, batch)
-        .map_err(|e| PlanError::Layout {
-            layout: l.to_string(),
-            message: e.to_string(),
-        })?;
-    if l.parallel.pp > 1 && k < 1 {
-        return Err(PlanError::Layout {
-            layout: l.to_string(),
-            message: "a pipeline needs at least one micro-batch".into(),
-        });
-    }
-    Ok(())
 }
 
 /// The fewest bytes a rank of `l` holds from step to step, from the
