@@ -3,7 +3,7 @@
 
 use crate::compile::source;
 use crate::errors::{guarded, named, to_py, CONFIG, USAGE};
-use hlatc::plan::calibration::{fit, Calibration};
+use hlatc::plan::calibration::Calibration;
 use hlatc::plan::{plan as search, Candidate as RustCandidate, Instance, PlanOptions};
 use hlatc::precision::Precision;
 use pyo3::prelude::*;
@@ -174,10 +174,7 @@ pub fn plan(
                 ..PlanOptions::default()
             };
             if let Some(path) = &calibration {
-                let c = Calibration::read(path)?;
-                let features = c.features(&o.assumptions)?;
-                let measured: Vec<f64> = c.runs.iter().map(|r| r.step_seconds()).collect();
-                o.params = fit(&features, &measured);
+                o.params = Calibration::read(path)?.fitted(&o.assumptions)?;
             }
             search(&o)
         })
@@ -259,26 +256,6 @@ pub fn append_measured_run(
             Precision::name,
         )?,
     };
-    for (name, v) in [
-        ("nodes", nodes),
-        ("tp", tp),
-        ("dp", dp),
-        ("pp", pp),
-        ("micro_batch", micro_batch),
-        ("global_batch", global_batch),
-        ("seq_len", seq_len),
-    ] {
-        if v < 1 {
-            return Err(USAGE.err(format!("{name}={v}: a positive whole number")));
-        }
-    }
-    let cores = nodes * instance.hardware().cores_per_node;
-    if layout.ranks() != cores {
-        return Err(USAGE.err(format!(
-            "tp {tp} x pp {pp} x dp {dp} = {} cores, but {nodes} {instance} have {cores}",
-            layout.ranks()
-        )));
-    }
     let run = MeasuredRun {
         line: 0,
         model: hlatc::compile_step::ModelSource::Preset(model.clone()),

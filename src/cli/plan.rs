@@ -4,7 +4,7 @@ use super::console::{note, out};
 use hlatc::compile_step::ModelSource;
 use hlatc::memory_plan::gib;
 use hlatc::models::PRESETS;
-use hlatc::plan::calibration::{fit, median_and_worst, Calibration, RunError};
+use hlatc::plan::calibration::{median_and_worst, Calibration, RunError};
 use hlatc::plan::{plan, Instance, Plan, PlanOptions};
 use hlatc::precision::Precision;
 use hlatc::Error;
@@ -149,22 +149,20 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         threads: a.threads,
         ..PlanOptions::default()
     };
-    let calibrated_on = match &a.calibration {
+    let calibration = match &a.calibration {
+        Some(path) => Some(Calibration::read(path)?),
+        None => None,
+    };
+    let calibrated_on = match &calibration {
         None => format!(
             "the built-in fit to {} (the Neuron SDK's published runs)",
             hlatc::plan::calibration::BUILTIN_FILE
         ),
-        Some(path) => {
-            let c = Calibration::read(path)?;
-            let features = c.features(&o.assumptions)?;
-            let measured: Vec<f64> = c.runs.iter().map(|r| r.step_seconds()).collect();
-            o.params = fit(&features, &measured);
-            format!("a fit to {} ({} runs)", path.display(), c.runs.len())
-        }
+        Some(c) => format!("a fit to {} ({} runs)", c.path, c.runs.len()),
     };
     if a.report {
-        let c = match &a.calibration {
-            Some(path) => Calibration::read(path)?,
+        let c = match calibration {
+            Some(c) => c,
             None => hlatc::plan::calibration::builtin_calibration()?,
         };
         let r = c.fit_report(&o.assumptions)?;
@@ -178,6 +176,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         out!("  parameters: {}", params.join(", "))?;
         print_errors("in sample", &r.in_sample)?;
         print_errors("leave-one-out", &r.leave_one_out)?;
+        // The fit reported is the one in use (the built-in one's values).
+        if a.calibration.is_some() {
+            o.params = r.params;
+        }
+    } else if let Some(c) = &calibration {
+        o.params = c.fitted(&o.assumptions)?;
     }
     if let Some(path) = &a.predict {
         let c = Calibration::read(path)?;

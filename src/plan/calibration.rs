@@ -110,6 +110,36 @@ pub struct MeasuredRun {
 }
 
 impl MeasuredRun {
+    /// Why the run cannot be a calibration row, in words: a count below 1,
+    /// or a layout that does not fill its cluster's cores.
+    pub fn problem(&self) -> Option<String> {
+        let p = &self.layout.parallel;
+        let counts = [
+            ("nodes", self.nodes),
+            ("tp", p.tp),
+            ("pp", p.pp),
+            ("dp", p.dp),
+            ("micro_batch", self.layout.micro_batch),
+            ("global_batch", self.global_batch),
+            ("seq_len", self.seq_len),
+        ];
+        if let Some((name, v)) = counts.into_iter().find(|(_, v)| *v < 1) {
+            return Some(format!("{name} {v}: a positive whole number is needed"));
+        }
+        let cores = self.nodes * self.instance.hardware().cores_per_node;
+        (self.layout.ranks() != cores).then(|| {
+            format!(
+                "tp {} x pp {} x dp {} = {} cores, but {} {} have {cores}",
+                p.tp,
+                p.pp,
+                p.dp,
+                self.layout.ranks(),
+                self.nodes,
+                self.instance
+            )
+        })
+    }
+
     /// The measured optimizer step, seconds.
     pub fn step_seconds(&self) -> f64 {
         self.global_batch as f64 / self.seq_per_s
@@ -343,30 +373,23 @@ fn read_run(
         micro_batch: int("micro_batch")?,
         precision,
     };
-    let nodes = int("nodes")?;
-    let cores = nodes * instance.hardware().cores_per_node;
-    if layout.ranks() != cores {
-        return Err(format!(
-            "tp {} x pp {} x dp {} = {} cores, but {nodes} {instance} have {cores}",
-            layout.parallel.tp,
-            layout.parallel.pp,
-            layout.parallel.dp,
-            layout.ranks()
-        ));
-    }
-    Ok(MeasuredRun {
+    let run = MeasuredRun {
         line,
         model,
         model_label,
         sdk: cell("sdk").to_string(),
         instance,
-        nodes,
+        nodes: int("nodes")?,
         layout,
         global_batch: int("global_batch")?,
         seq_len: int("seq_len")?,
         seq_per_s,
         source: cell("source").to_string(),
-    })
+    };
+    match run.problem() {
+        Some(p) => Err(p),
+        None => Ok(run),
+    }
 }
 
 /// The parameters that best predict `measured` (step seconds) from each
@@ -523,6 +546,13 @@ pub struct FitReport {
 }
 
 impl Calibration {
+    /// The parameters fitted to every run.
+    pub fn fitted(&self, a: &Assumptions) -> Result<CostParams, PlanError> {
+        let f = self.features(a)?;
+        let y: Vec<f64> = self.runs.iter().map(MeasuredRun::step_seconds).collect();
+        Ok(fit(&f, &y))
+    }
+
     /// Fits the parameters to every run, and reports the errors.
     pub fn fit_report(&self, a: &Assumptions) -> Result<FitReport, PlanError> {
         let f = self.features(a)?;
@@ -636,9 +666,13 @@ impl MeasuredRun {
 /// Appends `run` to the calibration file at `path`, writing the header
 /// first when the file is new or empty: how a measured run joins the runs
 /// `hlatc plan --calibration` fits. A file whose header is not a
-/// calibration file's is refused, naming it, and left as it was.
+/// calibration file's is refused, naming it, and left as it was; so is a
+/// run that could not be read back ([`MeasuredRun::problem`]).
 pub fn append_run(path: &Path, run: &MeasuredRun) -> Result<(), PlanError> {
     use std::io::Write;
+    if let Some(p) = run.problem() {
+        return Err(PlanError::Cluster(p));
+    }
     let at = |line: usize, message: String| PlanError::Calibration {
         path: path.display().to_string(),
         line,

@@ -178,11 +178,7 @@ impl ProgramCounts {
 
     /// `self - other`, field by field.
     pub fn minus(&self, other: &ProgramCounts) -> ProgramCounts {
-        other.plus_scaled(self, -1.0).negated()
-    }
-
-    fn negated(&self) -> ProgramCounts {
-        ProgramCounts::default().plus_scaled(self, -1.0)
+        self.plus_scaled(other, -1.0)
     }
 }
 

@@ -93,30 +93,31 @@ pub fn evaluate(
 /// `one` plus `more` times the difference `two - one`, program by program
 /// and part by part: `one` and `two` are stages of `L` and `L + 1` layers.
 fn extrapolate(one: &Evaluated, two: &Evaluated, more: f64) -> Evaluated {
-    let runs = one
-        .work
-        .runs
-        .iter()
-        .zip(&two.work.runs)
-        .map(|((a, times), (b, _))| (a.plus_scaled(&b.minus(a), more), *times))
-        .collect();
     Evaluated {
-        work: StepWork { runs },
+        work: work_between(&one.work, &two.work, more),
         memory: memory_between(&one.memory, &two.memory, more),
         emitted: one
             .emitted
             .as_ref()
             .zip(two.emitted.as_ref())
             .map(|(a, b)| {
-                let runs =
-                    a.0.runs
-                        .iter()
-                        .zip(&b.0.runs)
-                        .map(|((x, times), (y, _))| (x.plus_scaled(&y.minus(x), more), *times))
-                        .collect();
-                (StepWork { runs }, memory_between(&a.1, &b.1, more))
+                (
+                    work_between(&a.0, &b.0, more),
+                    memory_between(&a.1, &b.1, more),
+                )
             }),
     }
+}
+
+/// `a` plus `more` times `b - a`, program by program.
+fn work_between(a: &StepWork, b: &StepWork, more: f64) -> StepWork {
+    let runs = a
+        .runs
+        .iter()
+        .zip(&b.runs)
+        .map(|((x, times), (y, _))| (x.plus_scaled(&y.minus(x), more), *times))
+        .collect();
+    StepWork { runs }
 }
 
 /// `a` plus `more` times `b - a`, part by part.
@@ -144,15 +145,13 @@ fn read_programs(compiled: &CompiledStep, placement: &Placement) -> Evaluated {
         (Some(p), Some(apply)) => {
             let s = p.schedule;
             let mut emitted = Vec::new();
-            let mut second_forward = counts(&p.warm_up.module);
+            // Each tick program read once, in `Phase::ALL` order.
+            let counted = [&p.warm_up, &compiled.step, &p.cool_down].map(|t| counts(&t.module));
+            // The warm-up tick's program is the stage's forward and its send.
+            let mut second_forward = counted[0].clone();
             second_forward.sends = Default::default();
-            for (phase, program) in
-                Phase::ALL
-                    .into_iter()
-                    .zip([&p.warm_up, &compiled.step, &p.cool_down])
-            {
+            for (phase, c) in Phase::ALL.into_iter().zip(counted) {
                 let ticks = (0..s.ticks()).filter(|&t| s.phase(t) == phase).count() as f64;
-                let c = counts(&program.module);
                 let kept = match phase.backward() {
                     true => c.minus(&second_forward),
                     false => c.clone(),

@@ -180,16 +180,20 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         None => Fidelity::Extrapolated,
     };
     let hbm = o.instance.hardware().hbm_bytes;
-    let (layouts, too_large): (Vec<Layout>, Vec<Layout>) = match o.layout {
-        Some(_) => (layouts, Vec::new()),
+    let mut too_large = Vec::new();
+    let layouts: Vec<Layout> = match o.layout {
+        Some(_) => layouts,
         None => layouts
             .into_iter()
-            .partition(|l| state_floor(&cfg, l, o.global_batch) <= hbm),
+            .filter(|l| {
+                let floor = state_floor(&cfg, l, o.global_batch);
+                if floor > hbm {
+                    too_large.push((l.to_string(), floor));
+                }
+                floor <= hbm
+            })
+            .collect(),
     };
-    let too_large = too_large
-        .iter()
-        .map(|l| (l.to_string(), state_floor(&cfg, l, o.global_batch)))
-        .collect();
     let results = evaluate_all(&setting, &layouts, fidelity);
     let mut candidates = Vec::new();
     let mut refused = Vec::new();
