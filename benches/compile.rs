@@ -14,7 +14,7 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use hlatc::compiler::formats::proto;
 use hlatc::models::{BatchShape, ModelConfig, Parallelism};
 use hlatc::passes::{default_pipeline, CheckPolicy, Pipeline, RematPolicy, Target};
-use hlatc::pipeline::build_pipeline_steps;
+use hlatc::pipeline::{build_pipeline_steps, PipelineForm};
 use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use std::time::{Duration, Instant};
@@ -139,7 +139,8 @@ fn bench_pipeline(c: &mut Criterion) {
         match k {
             0 => run(build_train_step(black_box(&single)).unwrap()),
             _ => {
-                let steps = build_pipeline_steps(black_box(&layout), 128).unwrap();
+                let form = PipelineForm::for_target(Target::Neuron, RematPolicy::CoreAttention);
+                let steps = build_pipeline_steps(black_box(&layout), 128, form).unwrap();
                 let ticks: usize = steps.ticks.into_iter().map(run).sum();
                 ticks + run(steps.apply)
             }

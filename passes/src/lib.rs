@@ -26,7 +26,7 @@ pub mod target;
 mod transforms;
 
 pub use infra::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
-pub use infra::context::{AddedState, PassContext, RematPolicy, Target};
+pub use infra::context::{AddedState, PassContext, RematPolicy, RematRegion, Target};
 pub use infra::pass::{
     ConditionalFailure, F64ConstantProblem, Pass, PassError, RoundingLoweringError,
 };

@@ -32,8 +32,6 @@ pub struct Candidate {
     breakdown: BTreeMap<&'static str, f64>,
     command: String,
     exact: bool,
-    emitted_seq_per_s: Option<f64>,
-    emitted_memory_per_rank: Option<u64>,
 }
 
 #[pymethods]
@@ -82,8 +80,6 @@ impl From<&RustCandidate> for Candidate {
             ]),
             command: c.command.clone(),
             exact: c.exact,
-            emitted_seq_per_s: c.emitted.map(|e| e.seq_per_s),
-            emitted_memory_per_rank: c.emitted.map(|e| e.memory_per_rank),
         }
     }
 }

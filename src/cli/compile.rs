@@ -95,6 +95,8 @@ pub struct Args {
     precision: super::precision_args::PrecisionArgs,
     #[command(flatten)]
     parallel: super::parallel_args::ParallelArgs,
+    #[command(flatten)]
+    pp_send: super::parallel_args::PpSendArg,
     /// Mark where each decoder layer starts and ends, in the forward and
     /// the backward pass, with neuronx-cc's module markers
     /// (AwsNeuronModuleMarkerStart-Forward, ...), so its modular flow can
@@ -252,6 +254,7 @@ fn options(a: &Args) -> CompileOptions {
             ReplicaGroupsArg::Explicit => hlatc::compile_step::ReplicaGroupForm::Explicit,
             ReplicaGroupsArg::Iota => hlatc::compile_step::ReplicaGroupForm::Iota,
         },
+        pp_send: a.pp_send.send,
     }
 }
 

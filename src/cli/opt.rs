@@ -87,6 +87,13 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     if a.list_passes {
         return super::passes::list();
     }
+    if a.remat.policy.needs_stages() {
+        return Err(Error::usage(format!(
+            "--remat {} keeps a pipeline stage's input, which only hlatc's own tick programs have \
+             (compile or train with --pp); the remat pass over a module takes none, core-attention or full-layer",
+            a.remat.policy
+        )));
+    }
     let file = a.file.expect("clap requires FILE without --list-passes");
     let mut module = super::load(&file)?;
     let at = |e: &dyn std::fmt::Display| Error::usage(format!("{}: {e}", file.display()));

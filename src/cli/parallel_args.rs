@@ -3,6 +3,7 @@
 
 use hlatc::models::Parallelism;
 use hlatc::passes::Target;
+use hlatc::pipeline::StageSend;
 use hlatc::spmd::{RankSource, Spmd, SpmdError, SpmdForm};
 
 #[derive(clap::Args)]
@@ -29,9 +30,10 @@ pub(super) struct ParallelArgs {
     /// micro-batches through the stages on a 1F1B-ordered schedule of
     /// M + 2P - 1 ticks (bubble (P - 1) / (M + P - 1)), as four programs of
     /// one micro-batch on one stage each (warm-up, steady, cool-down, and
-    /// the apply step); stages send activations and gradients by
-    /// collective-permute, and each recomputes its layers from its input
-    /// in the backward slot. See docs/src/pipeline.md
+    /// the apply step). Each micro-batch in flight keeps what --remat
+    /// keeps for its backward slot (--remat stage: only the stage's input,
+    /// the forward run again); stages send as --pp-send says. See
+    /// docs/src/pipeline.md
     #[arg(long, value_name = "P", default_value_t = 1)]
     pub pp: i64,
     /// Sequence parallelism (needs --tp above 1): norms and residuals on
@@ -64,6 +66,28 @@ pub(super) struct ParallelArgs {
     /// Default: input for --target neuron, device for cpu
     #[arg(long, value_enum, value_name = "SOURCE")]
     pub rank_source: Option<RankSourceArg>,
+}
+
+/// `--pp-send`, for the commands that build a pipeline's programs.
+#[derive(clap::Args)]
+pub(super) struct PpSendArg {
+    /// How pipeline stages send activations and gradients (needs --pp 2 or
+    /// more). `all-gather`: an all-gather over each pair of twin ranks on
+    /// neighbouring stages, the receiver taking its partner's half, as
+    /// neuronx-distributed's pipeline sends (twice the bytes; an odd --pp
+    /// needs an even --tp x --dp). `permute`: one collective-permute from
+    /// each rank to its twin, exactly the bytes sent, which NxD never
+    /// emits. Both compute the same step. Default: all-gather for --target
+    /// neuron, permute for cpu
+    #[arg(long = "pp-send", value_name = "FORM", value_parser = parse_pp_send)]
+    pub send: Option<StageSend>,
+}
+
+fn parse_pp_send(s: &str) -> Result<StageSend, String> {
+    StageSend::from_name(s).ok_or_else(|| {
+        let known: Vec<&str> = StageSend::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown send form '{s}' (known: {})", known.join(", "))
+    })
 }
 
 /// `--spmd`'s choices.

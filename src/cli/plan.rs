@@ -311,14 +311,6 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
                 " [from two- and three-layer stages]"
             }
         )?;
-        if let Some(e) = &c.emitted {
-            out!(
-                "   (each stage's activations kept, as NxD runs a pipeline; hlatc's tick programs \
-                 today run each stage's forward twice: {:.2} seq/s, {} per rank)",
-                e.seq_per_s,
-                gib(e.memory_per_rank)
-            )?;
-        }
         let b = &c.breakdown;
         out!(
             "   time: matmul {:.2} s, memory {:.2} s ({:.2} s of it under the matmuls), NeuronLink {:.2} s, EFA {:.2} s, latency {:.2} s, launch {:.2} s",

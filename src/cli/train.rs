@@ -7,6 +7,8 @@ use super::train_data::TrainData;
 use hlatc::compiler::{ElementType, Literal};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::optimizer::AdamWConfig;
+use hlatc::passes::Target;
+use hlatc::pipeline::PipelineForm;
 use hlatc::plot::{Curve, PlotOptions};
 use hlatc::run_identity::RunIdentity;
 use hlatc::runtime::{
@@ -50,6 +52,8 @@ pub struct Args {
     precision: super::precision_args::PrecisionArgs,
     #[command(flatten)]
     parallel: super::parallel_args::ParallelArgs,
+    #[command(flatten)]
+    pp_send: super::parallel_args::PpSendArg,
     #[command(flatten)]
     optimizer: OptimizerArgs,
     /// Optimizer steps to run
@@ -323,6 +327,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
     cfg.parallel
         .validate(&cfg.model, cfg.batch)
         .map_err(|e| Error::usage(e.to_string()))?;
+    pipeline_form(a, &cfg)?;
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
         return Err(Error::usage(format!(
@@ -374,6 +379,13 @@ fn initial_params(a: &Args, cfg: &StepConfig) -> Result<Vec<Literal>, Error> {
     })
 }
 
+/// How the pipeline's tick programs are written: `--remat`, and
+/// `--pp-send` or cpu's form; both refused without `--pp`.
+fn pipeline_form(a: &Args, cfg: &StepConfig) -> Result<PipelineForm, Error> {
+    PipelineForm::choose(a.remat.policy, a.pp_send.send, Target::Cpu, cfg.parallel.pp)
+        .map_err(|e| Error::usage(e.to_string()))
+}
+
 /// The step compiled for XLA CPU, its state loaded, and a line saying so.
 fn compile_trainer(
     a: &Args,
@@ -385,7 +397,8 @@ fn compile_trainer(
     let t0 = Instant::now();
     let (rounding, mut trainer) = match a.grad_accum {
         m if cfg.parallel.pp > 1 => {
-            let mut steps = hlatc::pipeline::build_pipeline_steps(cfg, m)?;
+            let form = pipeline_form(a, cfg)?;
+            let mut steps = hlatc::pipeline::build_pipeline_steps(cfg, m, form)?;
             for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
                 a.precision.apply(step);
             }

@@ -13,7 +13,9 @@ use hlatc_passes::{
 use hlatc_train::grad_accum::build_accumulation_steps;
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_train::optimizer::AdamWConfig;
-use hlatc_train::pipeline::{build_pipeline_steps, PipelineView, Schedule};
+use hlatc_train::pipeline::{
+    build_pipeline_steps, PipelineForm, PipelineView, Schedule, StageSend,
+};
 use hlatc_train::precision::Precision;
 use hlatc_train::spmd::{RankSource, Spmd, SpmdForm};
 use hlatc_train::train_step::{build_train_step, optimize, StepConfig, TrainStep};
@@ -165,6 +167,9 @@ pub struct CompileOptions {
     pub grad_accum: i64,
     /// How a sharded step's collectives write their replica groups.
     pub replica_groups: ReplicaGroupForm,
+    /// How pipeline stages send to each other; `None`: the target's
+    /// ([`StageSend::default_for`]). Refused without pipeline parallelism.
+    pub pp_send: Option<StageSend>,
 }
 
 /// How a sharded step's collectives write their replica groups
@@ -216,6 +221,7 @@ impl Default for CompileOptions {
             device_memory: DeviceMemory::TargetDefault,
             grad_accum: 1,
             replica_groups: ReplicaGroupForm::Explicit,
+            pp_send: None,
         }
     }
 }
@@ -280,6 +286,8 @@ pub struct PipelinePrograms {
     /// What every stage's programs are built from: the step's config with
     /// one stage's layers.
     pub stage_config: StepConfig,
+    /// How the tick programs are written.
+    pub form: PipelineForm,
     /// The two programs' pipeline time.
     pub passes_time: Duration,
 }
@@ -303,6 +311,7 @@ impl CompiledStep {
             apply: &a.step,
             schedule: p.schedule,
             stage_config: &p.stage_config,
+            form: p.form,
         })
     }
 }
@@ -316,6 +325,13 @@ impl CompileOptions {
             Spmd::choose(self.spmd, self.rank_source, self.target, self.parallel)
                 .map_err(hlatc_train::train_step::StepError::from)?,
         )
+    }
+
+    /// How a pipeline's tick programs are written
+    /// ([`PipelineForm::choose`]).
+    pub fn pipeline_form(&self) -> Result<PipelineForm, Error> {
+        PipelineForm::choose(self.remat, self.pp_send, self.target, self.parallel.pp)
+            .map_err(|e| hlatc_train::train_step::StepError::from(e).into())
     }
 }
 
@@ -342,10 +358,11 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         fault: None,
         module_markers: o.module_markers,
     };
+    let form = o.pipeline_form()?;
     let mut pipe: Option<PipelinePrograms> = None;
     let (mut step, mut apply) = match o.grad_accum {
         m if cfg.parallel.pp > 1 => {
-            let steps = build_pipeline_steps(&cfg, m)?;
+            let steps = build_pipeline_steps(&cfg, m, form)?;
             let apply = ApplyStep::built(steps.apply, m);
             let [warm_up, steady, cool_down]: [TrainStep; 3] = steps
                 .ticks
@@ -357,6 +374,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
                 schedule: steps.schedule,
                 stages: steps.stages,
                 stage_config: steps.stage_config,
+                form: steps.form,
                 passes_time: Duration::ZERO,
             });
             (steady, Some(apply))

@@ -38,7 +38,8 @@ pub struct ProgramCounts {
     /// Collectives on the step's critical path (tensor and sequence
     /// parallelism, pipeline sends).
     pub exposed: Traffic,
-    /// The pipeline's sends between stages (collective-permutes).
+    /// The pipeline's sends between stages (collective-permutes, or
+    /// all-gathers over pairs of stages).
     pub sends: Traffic,
     /// Collectives over the data-parallel groups (the gradient sums and
     /// ZeRO-1's gathers), which a scheduler may overlap with compute.
@@ -271,6 +272,9 @@ struct GroupShape {
     /// Whether the groups join the same TP rank of different DP replicas
     /// (the data-parallel groups).
     data_parallel: bool,
+    /// Whether a group spans pipeline stages (a pipeline's sends in the
+    /// all-gather form, or its loss summed over the stages).
+    across_stages: bool,
 }
 
 #[derive(Default)]
@@ -296,10 +300,12 @@ impl GroupShapes {
                 .iter()
                 .all(|&r| p.tp_rank(r) == p.tp_rank(first[0]) && p.stage(r) == p.stage(first[0]))
             && first.iter().any(|&r| p.dp_rank(r) != p.dp_rank(first[0]));
+        let across_stages = first.iter().any(|&r| p.stage(r) != p.stage(first[0]));
         let shape = GroupShape {
             size: first.len() as i64,
             nodes: nodes.len() as i64,
             data_parallel,
+            across_stages,
         };
         self.0.insert(groups.clone(), shape);
         shape
@@ -372,10 +378,13 @@ fn collective_traffic(
         t.network_bytes = ring.fraction(nodes) * bytes / per_node;
         t.network_steps = ring.steps(nodes);
     }
-    let kind = if shape.data_parallel {
-        Kind::DataParallel
-    } else {
-        Kind::Exposed
+    // An all-gather across stages is a send in neuronx-distributed's form
+    // (each rank taking its partner's half); the loss's all-reduce over
+    // the stages is a scalar, exposed like any other.
+    let kind = match (&instr.op, shape.data_parallel, shape.across_stages) {
+        (_, true, _) => Kind::DataParallel,
+        (Op::AllGather { .. }, _, true) => Kind::Send,
+        _ => Kind::Exposed,
     };
     Some((t, kind))
 }

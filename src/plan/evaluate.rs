@@ -31,23 +31,15 @@ pub enum Fidelity {
     Extrapolated,
 }
 
-/// What the planner knows of a layout once its programs are read.
-///
-/// A pipeline layout is priced as a pipeline runs when each stage keeps
-/// its micro-batches' activations by the remat policy (NxD's pipeline,
-/// which the measured runs used): hlatc's tick programs run each stage's
-/// forward a second time in the backward slot instead (docs/src/pipeline.md,
-/// activation checkpointing at the stage's edge). That second forward is
-/// the warm-up tick's program less its send, so it is taken off every tick
-/// with a backward slot, and the activations of the micro-batches in
-/// flight on stage 0 (`min(P, M)` under 1F1B) are added to the memory
-/// plan. What hlatc's bundle runs today is kept beside it.
+/// What the planner knows of a layout once its programs are read: the
+/// work of each program with the times it runs, and the memory plan. A
+/// pipeline layout's programs keep each micro-batch's activations by the
+/// remat policy, as NxD's pipeline (which the measured runs used) does,
+/// so they are priced as emitted.
 #[derive(Clone, Debug)]
 pub struct Evaluated {
     pub work: StepWork,
     pub memory: MemoryPlan,
-    /// A pipeline layout's programs and memory as hlatc emits them today.
-    pub emitted: Option<(StepWork, MemoryPlan)>,
 }
 
 /// Compiles `layout` of `cfg` and reads its programs.
@@ -96,16 +88,6 @@ fn extrapolate(one: &Evaluated, two: &Evaluated, more: f64) -> Evaluated {
     Evaluated {
         work: work_between(&one.work, &two.work, more),
         memory: memory_between(&one.memory, &two.memory, more),
-        emitted: one
-            .emitted
-            .as_ref()
-            .zip(two.emitted.as_ref())
-            .map(|(a, b)| {
-                (
-                    work_between(&a.0, &b.0, more),
-                    memory_between(&a.1, &b.1, more),
-                )
-            }),
     }
 }
 
@@ -144,35 +126,13 @@ fn read_programs(compiled: &CompiledStep, placement: &Placement) -> Evaluated {
     match (&compiled.pipeline, &compiled.apply) {
         (Some(p), Some(apply)) => {
             let s = p.schedule;
-            let mut emitted = Vec::new();
             // Each tick program read once, in `Phase::ALL` order.
-            let counted = [&p.warm_up, &compiled.step, &p.cool_down].map(|t| counts(&t.module));
-            // The warm-up tick's program is the stage's forward and its send.
-            let mut second_forward = counted[0].clone();
-            second_forward.sends = Default::default();
-            for (phase, c) in Phase::ALL.into_iter().zip(counted) {
-                let ticks = (0..s.ticks()).filter(|&t| s.phase(t) == phase).count() as f64;
-                let kept = match phase.backward() {
-                    true => c.minus(&second_forward),
-                    false => c.clone(),
-                };
-                runs.push((kept, ticks));
-                emitted.push((c, ticks));
+            let ticks = [&p.warm_up, &compiled.step, &p.cool_down];
+            for (phase, t) in Phase::ALL.into_iter().zip(ticks) {
+                let runs_of = (0..s.ticks()).filter(|&t| s.phase(t) == phase).count() as f64;
+                runs.push((counts(&t.module), runs_of));
             }
-            let apply = counts(&apply.step.module);
-            runs.push((apply.clone(), 1.0));
-            emitted.push((apply, 1.0));
-            let m = compiled.memory;
-            let in_flight = s.stages.min(s.micro_batches).max(1) as u64;
-            let memory = MemoryPlan {
-                activations: m.activations * in_flight,
-                ..m
-            };
-            return Evaluated {
-                work: StepWork { runs },
-                memory,
-                emitted: Some((StepWork { runs: emitted }, m)),
-            };
+            runs.push((counts(&apply.step.module), 1.0));
         }
         (None, Some(apply)) => {
             runs.push((counts(&compiled.step.module), apply.micro_batches as f64));
@@ -183,6 +143,5 @@ fn read_programs(compiled: &CompiledStep, placement: &Placement) -> Evaluated {
     Evaluated {
         work: StepWork { runs },
         memory: compiled.memory,
-        emitted: None,
     }
 }

@@ -257,6 +257,13 @@ pub fn check_layout(
             layout: l.to_string(),
             message: e.to_string(),
         })?;
+    if l.remat.needs_stages() && l.parallel.pp <= 1 {
+        return Err(PlanError::Layout {
+            layout: l.to_string(),
+            message: "remat=stage keeps only each pipeline stage's input: it needs pp 2 or more"
+                .into(),
+        });
+    }
     if l.parallel.pp > 1 && k < 1 {
         return Err(PlanError::Layout {
             layout: l.to_string(),

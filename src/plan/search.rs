@@ -86,17 +86,6 @@ pub struct Candidate {
     /// Whether the figures were read from the whole programs rather than
     /// extrapolated from two- and three-layer stages.
     pub exact: bool,
-    /// A pipeline layout's throughput and memory per rank as hlatc's tick
-    /// programs run today, each stage's forward twice per micro-batch
-    /// (the figures above price it once, as NxD runs a pipeline).
-    pub emitted: Option<Emitted>,
-}
-
-/// What hlatc's bundle of a pipeline layout does today.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Emitted {
-    pub seq_per_s: f64,
-    pub memory_per_rank: u64,
 }
 
 /// The search's result.
@@ -296,13 +285,6 @@ impl Setting<'_> {
                 hw.hbm_bytes,
             ),
             exact,
-            emitted: e.emitted.as_ref().map(|(work, memory)| Emitted {
-                seq_per_s: o.global_batch as f64
-                    / features(work, &hw, &o.assumptions)
-                        .breakdown(&o.params)
-                        .total(),
-                memory_per_rank: memory.total(),
-            }),
         }
     }
 }

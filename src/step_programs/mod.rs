@@ -17,7 +17,7 @@ use crate::memory_plan::{MemoryCheck, MemoryPlan};
 use crate::models::init::init_params;
 use crate::models::parallel::stages::Stages;
 use crate::passes::Target;
-use crate::pipeline::{tick_config, Schedule};
+use crate::pipeline::{tick_config, PipelineForm, Schedule};
 use crate::rank_inputs::RankInputs;
 use crate::runtime::{Program, Runtime};
 use crate::state_shards::{state_inputs, unshard_state, whole_state};
@@ -74,6 +74,8 @@ pub struct PipelineShape {
     pub cfg: StepConfig,
     pub schedule: Schedule,
     pub stages: Stages,
+    /// How the tick programs are written.
+    pub form: PipelineForm,
     /// The passes' time over the warm-up and cool-down programs, which
     /// `compile_step` measures together: their `CompiledStep`s hold no
     /// time of their own (and no count of the instructions built, which
@@ -179,6 +181,7 @@ fn pipelined(
         schedule,
         stages,
         stage_config,
+        form,
         passes_time,
     } = p;
     let tick_cfg = tick_config(&stage_config, schedule.micro_batches);
@@ -200,6 +203,7 @@ fn pipelined(
             cfg,
             schedule,
             stages,
+            form,
             ticks_passes_time: passes_time,
         },
     }

@@ -47,6 +47,7 @@ impl<'a> Pipeline<'a> {
             apply: &self.apply.step,
             schedule: self.shape.schedule,
             stage_config: &self.apply.cfg,
+            form: self.shape.form,
         }
     }
 

@@ -377,7 +377,7 @@ fn an_unknown_remat_policy_lists_the_known_ones() {
         assert!(!o.status.success(), "{command}");
         assert!(
             stderr(&o).contains(
-                "unknown remat policy 'everything' (known: none, core-attention, full-layer)"
+                "unknown remat policy 'everything' (known: none, core-attention, full-layer, stage)"
             ),
             "{command}: {}",
             stderr(&o)

@@ -4,14 +4,15 @@
 //! parameter, master weight and Adam moment (gathered from the stages
 //! under the whole model's names) agree with the single-device step on
 //! the whole batch, to the sharded checks' 1e-5 (by each tensor's norm;
-//! `sharded.rs` says why). A stage gradient never sent is caught.
+//! `sharded.rs` says why), in both send forms and under every remat
+//! policy. A stage gradient never sent is caught.
 
 use crate::sharded::{assert_caught, differences, gqa_odd_vocab, mha_tied, step_config, Run};
 use crate::sharded::{run_with, F32_RTOL};
 use hlatc::models::parallel::Fault;
 use hlatc::models::{ModelConfig, Parallelism};
 use hlatc::passes::RematPolicy;
-use hlatc::pipeline::build_pipeline_steps;
+use hlatc::pipeline::{build_pipeline_steps, PipelineForm, StageSend};
 use hlatc::precision::Precision;
 use hlatc::train_step::StepConfig;
 use hlatc::trainer::Trainer;
@@ -48,17 +49,47 @@ fn pipelined(cfg: &StepConfig, m: i64) -> Run {
     })
 }
 
+/// The programs in `form`, through the `cpu` pipeline with its policy.
+fn pipelined_in(cfg: &StepConfig, m: i64, form: PipelineForm) -> Run {
+    run_with(cfg, |rt, cfg, params| {
+        let steps = build_pipeline_steps(cfg, m, form)?;
+        Trainer::pipelined_steps(rt, cfg, steps, form.remat, params)
+    })
+}
+
 fn single(model: ModelConfig) -> Run {
     run_with(&config(model, Parallelism::SINGLE), Trainer::new)
 }
 
-fn check(model: ModelConfig, par: Parallelism, m: i64) {
-    let model = deep(model);
+/// The two forms a layout is proven in: `permute` keeping every
+/// activation, and neuron's default, `all-gather` under `core-attention`.
+const FORMS: [PipelineForm; 2] = [
+    PipelineForm {
+        remat: RematPolicy::None,
+        send: StageSend::Permute,
+    },
+    PipelineForm {
+        remat: RematPolicy::CoreAttention,
+        send: StageSend::AllGather,
+    },
+];
+
+fn check_forms(model: ModelConfig, par: Parallelism, m: i64, forms: &[PipelineForm]) {
     let whole = single(model.clone());
-    let staged = pipelined(&config(model, par), m);
-    let diffs = differences(&whole, &staged, F32_RTOL);
-    assert!(diffs.is_empty(), "{par}, M {m}: {}", diffs.join("; "));
     assert!(whole.stats[2].loss < whole.stats[0].loss);
+    for &form in forms {
+        let staged = pipelined_in(&config(model.clone(), par), m, form);
+        let diffs = differences(&whole, &staged, F32_RTOL);
+        assert!(
+            diffs.is_empty(),
+            "{par}, M {m}, {form:?}: {}",
+            diffs.join("; ")
+        );
+    }
+}
+
+fn check(model: ModelConfig, par: Parallelism, m: i64) {
+    check_forms(deep(model), par, m, &FORMS);
 }
 
 macro_rules! pipelined_equals_single {
@@ -82,6 +113,52 @@ pipelined_equals_single! {
     pp2_tp2_dp2_sp_m1: gqa_odd_vocab(), 2, 2, 2, true, false, 1;
     pp2_tp2_dp2_sp_m4: gqa_odd_vocab(), 2, 2, 2, true, false, 4;
     tied_pp2_tp2_m4: mha_tied(), 2, 2, 1, false, false, 4;
+}
+
+/// Every remat policy keeps what it keeps and computes the same step:
+/// `full-layer` keeps each layer's output, `stage` the stage's input alone.
+#[test]
+fn every_remat_policy_computes_the_same_step() {
+    let forms = [RematPolicy::FullLayer, RematPolicy::Stage].map(|remat| PipelineForm {
+        remat,
+        send: StageSend::AllGather,
+    });
+    check_forms(
+        deep(gqa_odd_vocab()),
+        layout(2, 2, 1, false, false),
+        4,
+        &forms,
+    );
+}
+
+/// An odd number of stages sends in two rounds with a stage sitting out
+/// each, its ranks paired among themselves.
+#[test]
+fn three_stages_send_by_all_gather() {
+    let model = ModelConfig {
+        num_hidden_layers: 3,
+        ..gqa_odd_vocab()
+    };
+    check_forms(model, layout(3, 2, 1, false, false), 4, &FORMS[1..]);
+}
+
+/// With an odd number of stages and of ranks per stage, some rank has no
+/// partner in a round of all-gathers: refused, naming the way out.
+#[test]
+fn an_unpaired_all_gather_send_is_refused() {
+    let model = ModelConfig {
+        num_hidden_layers: 3,
+        ..gqa_odd_vocab()
+    };
+    let cfg = config(model, layout(3, 1, 1, false, false));
+    let e = build_pipeline_steps(&cfg, 1, FORMS[1])
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        e,
+        "--pp-send all-gather pairs every rank with another in each round of sends, but --pp 3 and each stage's 1 (--tp x --dp) are both odd, so one rank is left alone; use an even --pp, an even --tp x --dp, or --pp-send permute"
+    );
 }
 
 #[test]
@@ -131,26 +208,23 @@ fn a_pipelined_state_is_the_whole_models_and_resumes() {
 #[test]
 fn stages_that_do_not_divide_the_layers_are_refused_naming_the_choices() {
     let cfg = config(deep(gqa_odd_vocab()), layout(3, 1, 1, false, false));
-    let e = build_pipeline_steps(&cfg, 1).err().unwrap().to_string();
+    let e = build_pipeline_steps(&cfg, 1, FORMS[0])
+        .err()
+        .unwrap()
+        .to_string();
     assert_eq!(
         e,
         "--pp 3 does not divide the 4 decoder layers: every stage holds the same number of layers (use a --pp among 1, 2, 4)"
     );
 }
 
-/// HLAT's 70B layout: TP 32 x PP 8 x DP 8 with sequence parallelism,
-/// sequences of 4096, a micro-batch of one sequence (a global batch of
-/// 1024, so 128 micro-batches), `bf16-master` and ZeRO-1, each program
-/// through the `neuron` pipeline with core-attention remat. Every stage
-/// runs the same programs, so one plan is every stage's: it fits a trn1
-/// NeuronCore's 16 GiB, and each program's dots need fewer than
-/// neuronx-cc's 5 M TensorE instructions.
-#[test]
-fn hlats_70b_layout_fits_a_neuroncore_on_every_stage() {
-    use hlatc::memory_plan::{MemoryPlan, TRN1_CORE_BYTES};
+/// HLAT's 70B layout (TP 32 x PP 8 x DP 8 with sequence parallelism,
+/// sequences of 4096, a micro-batch of one sequence: a global batch of
+/// 1024, so 128 micro-batches; `bf16-master` and ZeRO-1), its programs
+/// through the `neuron` pipeline.
+fn hlat_70b_pipeline(form: PipelineForm) -> hlatc::pipeline::PipelineSteps {
     use hlatc::models::BatchShape;
-    use hlatc::passes::{default_pipeline, neuron_check::matmul_instructions, Target};
-    use hlatc::pipeline::Phase;
+    use hlatc::passes::{default_pipeline, Target};
     use hlatc::train_step::optimize;
     let cfg = StepConfig {
         parallel: Parallelism {
@@ -169,24 +243,68 @@ fn hlats_70b_layout_fits_a_neuroncore_on_every_stage() {
         )
         .with_precision(Precision::Bf16Master)
     };
-    let mut steps = build_pipeline_steps(&cfg, 128).unwrap();
+    let mut steps = build_pipeline_steps(&cfg, 128, form).unwrap();
     let pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
-    for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
-        optimize(step, &pipeline, Target::Neuron, RematPolicy::CoreAttention).unwrap();
+    for step in steps.programs_mut() {
+        optimize(step, &pipeline, Target::Neuron, form.remat).unwrap();
     }
-    for (phase, tick) in Phase::ALL.iter().zip(&steps.ticks) {
-        let n = matmul_instructions(&tick.module);
-        println!("{phase:?}: at least {n} TensorE instructions");
-        assert!(n > 100_000 && n < 5_000_000, "{phase:?}: {n}");
+    steps
+}
+
+/// HLAT's 70B layout as NxD ran it (core-attention, sends by all-gather):
+/// each micro-batch's forward runs once, so the cool-down program (the
+/// backward slot) does at most 2.3 times the warm-up's (the forward
+/// slot) TensorE work, where `--remat stage` reruns the forward (3.1
+/// times); every stage runs the same programs, so one plan is every
+/// stage's, and it fits a trn1 NeuronCore's 16 GiB in both forms; each
+/// program's dots need fewer than neuronx-cc's 5 M TensorE instructions;
+/// no program holds a `collective-permute` in the all-gather form.
+#[test]
+fn hlats_70b_layout_keeps_its_activations_and_fits_a_neuroncore() {
+    use hlatc::memory_plan::{MemoryPlan, TRN1_CORE_BYTES};
+    use hlatc::passes::neuron_check::matmul_instructions;
+    use hlatc::pipeline::Phase;
+    let forms = [
+        (RematPolicy::CoreAttention, StageSend::AllGather, 2.3),
+        (RematPolicy::CoreAttention, StageSend::Permute, 2.3),
+        (RematPolicy::Stage, StageSend::AllGather, 3.2),
+    ];
+    for (remat, send, most) in forms {
+        let steps = hlat_70b_pipeline(PipelineForm { remat, send });
+        let n: Vec<u64> = steps
+            .ticks
+            .iter()
+            .map(|t| matmul_instructions(&t.module))
+            .collect();
+        for (phase, &n) in Phase::ALL.iter().zip(&n) {
+            println!("{remat}, {send}: {phase:?}: at least {n} TensorE instructions");
+            assert!(n > 100_000 && n < 5_000_000, "{phase:?}: {n}");
+        }
+        let ratio = n[2] as f64 / n[0] as f64;
+        println!("{remat}, {send}: cool-down / warm-up TensorE {ratio:.2}");
+        assert!(ratio <= most && ratio > 1.9, "{remat}: {ratio}");
+        let ticks: Vec<_> = steps.ticks.iter().collect();
+        let plan = MemoryPlan::of_pipeline(&ticks, &steps.apply);
+        println!("{remat}, {send}: every stage: {plan}");
+        assert!(plan.total() <= TRN1_CORE_BYTES, "{plan:?}");
+        let permutes = steps
+            .programs()
+            .flat_map(|s| {
+                s.module
+                    .entry()
+                    .ids()
+                    .map(move |id| &s.module.entry().instr(id).op)
+            })
+            .filter(|op| op.opcode() == "collective-permute")
+            .count();
+        assert_eq!(
+            permutes == 0,
+            send == StageSend::AllGather,
+            "{send}: {permutes}"
+        );
+        assert_eq!(steps.stages.layers(7), 70..80);
+        assert!((steps.schedule.bubble() - 7.0 / 135.0).abs() < 1e-12);
     }
-    let ticks: Vec<_> = steps.ticks.iter().collect();
-    let plan = MemoryPlan::of_pipeline(&ticks, &steps.apply);
-    for s in 0..cfg.parallel.pp {
-        println!("stage {s} (layers {:?}): {plan}", steps.stages.layers(s));
-    }
-    assert!(plan.total() <= TRN1_CORE_BYTES, "{plan:?}");
-    assert_eq!(steps.stages.layers(7), 70..80);
-    assert!((steps.schedule.bubble() - 7.0 / 135.0).abs() < 1e-12);
 }
 
 /// `hlatc train --pp 2 --tp 2 --grad-accum 2` gives the single-device
@@ -403,6 +521,106 @@ fn shard_and_unshard_round_trip_over_stages() {
     assert!(
         stderr(&out).contains("holds the 8 rank files of 2 stages of")
             && stderr(&out).contains("not the 4 of TP 2 x DP 2, ZeRO-1"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// HLAT's 70B layout compiled for neuron in its default form: the
+/// manifest records the form, no program holds a `collective-permute`,
+/// and `check` of the directory passes every program, naming all four.
+#[test]
+fn hlats_70b_bundle_sends_by_all_gather_and_checks_whole() {
+    use crate::support::{hlatc, scratch, stderr, stdout};
+    let d = scratch("pipeline-70b-neuron");
+    let out = hlatc(&[
+        "compile",
+        "--model",
+        "hlat-70b",
+        "--tp",
+        "32",
+        "--pp",
+        "8",
+        "--dp",
+        "8",
+        "--sequence-parallel",
+        "--zero1",
+        "--precision",
+        "bf16-master",
+        "--batch-size",
+        "1024",
+        "--grad-accum",
+        "128",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let m = json(&d.join("manifest.json"));
+    assert_eq!(
+        m["form"],
+        serde_json::json!({"remat": "core-attention", "send": "all-gather"})
+    );
+    for program in ["warm_up", "steady", "cool_down", "apply_step"] {
+        let text = std::fs::read_to_string(d.join(program).join("model.hlo.txt")).unwrap();
+        assert!(!text.contains("collective-permute"), "{program}");
+    }
+    let steady = std::fs::read_to_string(d.join("steady").join("model.hlo.txt")).unwrap();
+    assert!(steady.contains("all-gather("), "the sends");
+    assert!(steady.contains("pipeline.kept.0"), "the kept activations");
+    let out = hlatc(&["check", d.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let checked = stdout(&out);
+    for program in ["warm_up", "steady", "cool_down", "apply_step"] {
+        assert!(checked.contains(&format!("{program}:\n")), "{checked}");
+    }
+    assert!(
+        checked.contains(": 4 programs, no program refused"),
+        "{checked}"
+    );
+    let _ = std::fs::remove_dir_all(d);
+}
+
+/// A choice only a pipeline has is refused without stages, by every
+/// command that takes it.
+#[test]
+fn pipeline_choices_without_stages_are_refused() {
+    use crate::support::{hlatc, stderr};
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["compile", "--model", "tiny", "--pp-send", "permute", "--out", "x"],
+            "--pp-send permute chooses how pipeline stages send to each other; it needs --pp 2 or more",
+        ),
+        (
+            &["train", "--model", "tiny", "--pp-send", "all-gather"],
+            "--pp-send all-gather chooses how pipeline stages send to each other; it needs --pp 2 or more",
+        ),
+        (
+            &["compile", "--model", "tiny", "--remat", "stage", "--out", "x"],
+            "--remat stage keeps only each pipeline stage's input; it needs --pp 2 or more (without stages, --remat full-layer keeps the least)",
+        ),
+        (
+            &["opt", "--remat", "stage", "x.hlo"],
+            "--remat stage keeps a pipeline stage's input, which only hlatc's own tick programs have",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = hlatc(args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains(said), "{args:?}: {}", stderr(&out));
+    }
+    let out = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--pp",
+        "2",
+        "--pp-send",
+        "ring",
+        "--out",
+        "x",
+    ]);
+    assert!(
+        stderr(&out).contains("unknown send form 'ring' (known: all-gather, permute)"),
         "{}",
         stderr(&out)
     );

@@ -157,7 +157,7 @@ pub fn verify_pipeline_bundle(
         drop(programs);
         let m = view.schedule.micro_batches.min(4);
         let (run_cfg, pipeline) = miniature(cfg, view.ticks[1], m)?;
-        let mut mini = build_pipeline_steps(&run_cfg, m)?;
+        let mut mini = build_pipeline_steps(&run_cfg, m, view.form)?;
         let originals = view.ticks.iter().copied().chain([view.apply]);
         for (mini_step, step) in mini.programs_mut().zip(originals) {
             mini_step.cast_policy.clone_from(&step.cast_policy);

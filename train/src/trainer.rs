@@ -169,7 +169,8 @@ impl Trainer {
         remat: hlatc_passes::RematPolicy,
         params: Vec<Literal>,
     ) -> Result<Trainer, Error> {
-        let steps = crate::pipeline::build_pipeline_steps(cfg, micro_batches)?;
+        let form = crate::pipeline::PipelineForm::for_target(hlatc_passes::Target::Cpu, remat);
+        let steps = crate::pipeline::build_pipeline_steps(cfg, micro_batches, form)?;
         Self::pipelined_steps(rt, cfg, steps, remat, params)
     }
 
@@ -208,6 +209,7 @@ impl Trainer {
             apply,
             schedule,
             stage_config,
+            ..
         } = steps;
         let mut programs = programs;
         if programs.len() != ticks.len() + 1 {

@@ -102,6 +102,16 @@ impl Builder {
         &self.comp
     }
 
+    /// Points `user`'s reads of `old` at `new`: a value built once and then
+    /// read from elsewhere (a pipeline's backward slot reading a kept
+    /// activation instead of its recomputation). Value numbering keeps
+    /// `user` under its old operands, so a later request for the same op
+    /// over the new ones builds a fresh instruction rather than sharing it:
+    /// never wrong, only not merged.
+    pub fn replace_uses_in(&mut self, user: InstrId, old: InstrId, new: InstrId) {
+        self.comp.replace_uses_in(user, old, new);
+    }
+
     pub fn shape(&self, id: InstrId) -> &Shape {
         &self.comp.instr(id).shape
     }

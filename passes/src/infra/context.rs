@@ -47,13 +47,20 @@ pub enum RematPolicy {
     CoreAttention,
     /// Recompute each whole decoder layer from its input.
     FullLayer,
+    /// Pipeline stages only: keep each stage's input alone and run the
+    /// stage's forward again in the backward slot (each layer's core
+    /// attention recomputed within it, as under `core-attention`). The
+    /// least memory a pipeline can keep, for one more forward per
+    /// micro-batch.
+    Stage,
 }
 
 impl RematPolicy {
-    pub const ALL: [RematPolicy; 3] = [
+    pub const ALL: [RematPolicy; 4] = [
         RematPolicy::None,
         RematPolicy::CoreAttention,
         RematPolicy::FullLayer,
+        RematPolicy::Stage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +68,45 @@ impl RematPolicy {
             RematPolicy::None => "none",
             RematPolicy::CoreAttention => "core-attention",
             RematPolicy::FullLayer => "full-layer",
+            RematPolicy::Stage => "stage",
+        }
+    }
+
+    /// Whether the policy is a pipeline's alone (a step without stages
+    /// has no stage input to keep).
+    pub fn needs_stages(self) -> bool {
+        self == RematPolicy::Stage
+    }
+
+    /// The forward region an instruction of scope `op_name` belongs to
+    /// under this policy, if it is recomputed: the region's key (the
+    /// scope's prefix that names it) and whether what the region outputs
+    /// to the rest of the forward pass is kept (a layer's, core
+    /// attention's) or recomputed too (a sequence-parallel gather's). The
+    /// `remat` pass and a pipeline's tick programs both choose by it.
+    pub fn region(self, op_name: &str) -> Option<RematRegion<'_>> {
+        use hlatc_compiler::graph::scope;
+        let own = match self {
+            RematPolicy::None => return None,
+            RematPolicy::CoreAttention | RematPolicy::Stage => {
+                scope::prefix_through(op_name, |p| p == scope::CORE_ATTENTION)
+            }
+            RematPolicy::FullLayer => scope::prefix_through(op_name, |p| {
+                p.strip_prefix(scope::LAYER_PREFIX)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            }),
+        };
+        match own {
+            Some(key) => Some(RematRegion {
+                key,
+                keeps_outputs: true,
+            }),
+            None => scope::prefix_through(op_name, |p| p == scope::SEQUENCE_GATHER).map(|key| {
+                RematRegion {
+                    key,
+                    keeps_outputs: false,
+                }
+            }),
         }
     }
 
@@ -73,6 +119,17 @@ impl fmt::Display for RematPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// A forward region a [`RematPolicy`] recomputes ([`RematPolicy::region`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RematRegion<'a> {
+    /// The scope prefix every instruction of the region shares.
+    pub key: &'a str,
+    /// Whether what the region outputs to the rest of the forward pass is
+    /// kept for the backward (the next layer reads it anyway) rather than
+    /// recomputed.
+    pub keeps_outputs: bool,
 }
 
 /// An entry parameter a pass appended, and the root tuple element that

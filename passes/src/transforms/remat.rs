@@ -144,8 +144,8 @@ struct Region {
     keeps_outputs: bool,
 }
 
-/// The forward region each instruction belongs to under `policy`, by
-/// scope: the policy's own, or else a sequence-parallel gather's.
+/// The forward region each instruction belongs to under `policy`
+/// ([`RematPolicy::region`]).
 fn regions(c: &Computation, policy: RematPolicy) -> BTreeMap<String, Region> {
     let mut out: BTreeMap<String, Region> = BTreeMap::new();
     for id in c.ids() {
@@ -153,41 +153,14 @@ fn regions(c: &Computation, policy: RematPolicy) -> BTreeMap<String, Region> {
         if matches!(i.op, Op::Parameter(_)) || scope::is_backward(&i.metadata.op_name) {
             continue;
         }
-        let name = &i.metadata.op_name;
-        let (key, keeps_outputs) = match region_key(name, policy) {
-            Some(key) => (key, true),
-            None => match gather_key(name, policy) {
-                Some(key) => (key, false),
-                None => continue,
-            },
+        let Some(found) = policy.region(&i.metadata.op_name) else {
+            continue;
         };
-        let region = out.entry(key.to_string()).or_default();
+        let region = out.entry(found.key.to_string()).or_default();
         region.members.insert(id);
-        region.keeps_outputs = keeps_outputs;
+        region.keeps_outputs = found.keeps_outputs;
     }
     out
-}
-
-/// The scope of a sequence-parallel gather, recomputed under every policy
-/// but `none`.
-fn gather_key(op_name: &str, policy: RematPolicy) -> Option<&str> {
-    if policy == RematPolicy::None {
-        return None;
-    }
-    scope::prefix_through(op_name, |p| p == scope::SEQUENCE_GATHER)
-}
-
-fn region_key(op_name: &str, policy: RematPolicy) -> Option<&str> {
-    match policy {
-        RematPolicy::None => None,
-        RematPolicy::CoreAttention => {
-            scope::prefix_through(op_name, |p| p == scope::CORE_ATTENTION)
-        }
-        RematPolicy::FullLayer => scope::prefix_through(op_name, |p| {
-            p.strip_prefix(scope::LAYER_PREFIX)
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        }),
-    }
 }
 
 /// Positions in a topological order, and which values are computed from

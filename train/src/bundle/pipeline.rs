@@ -26,6 +26,7 @@ struct PipelineManifest<'a> {
     hlatc_version: &'static str,
     target: &'static str,
     micro_batches: i64,
+    form: FormInfo,
     programs: Vec<ProgramInfo>,
     schedule: ScheduleInfo,
     stages: Vec<StageInfo>,
@@ -33,6 +34,15 @@ struct PipelineManifest<'a> {
     /// Per rank, the same on every stage: the apply step's state, the
     /// tick programs' activations and buffers.
     memory_per_rank: MemoryInfo,
+}
+
+/// How the tick programs are written ([`crate::pipeline::PipelineForm`]).
+#[derive(Serialize)]
+struct FormInfo {
+    /// What the forward slot keeps for the backward slot.
+    remat: &'static str,
+    /// How stages send: `all-gather` or `permute`.
+    send: &'static str,
 }
 
 #[derive(Serialize)]
@@ -117,6 +127,10 @@ pub fn stage_pipeline_bundle(
         hlatc_version: env!("CARGO_PKG_VERSION"),
         target: target.name(),
         micro_batches: schedule.micro_batches,
+        form: FormInfo {
+            remat: view.form.remat.name(),
+            send: view.form.send.name(),
+        },
         programs,
         schedule: ScheduleInfo {
             ticks: schedule.ticks(),

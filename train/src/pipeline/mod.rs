@@ -12,25 +12,27 @@
 //! every stage too), clipping by the global norm (each stage's layers
 //! counted once, the shared parameters once) and updating with AdamW.
 //!
-//! Stages exchange activations and gradients by `collective-permute`
-//! between each rank and its twin on the neighbouring stage: one transfer
-//! of exactly the tensor sent, which XLA's CPU backend runs across
-//! replicas. NxD sends by an all-gather over each pair of neighbours
-//! instead (twice the traffic), because torch-xla lowered no
-//! collective-permute on Neuron when it was written; whether neuronx-cc
-//! takes a `collective-permute` is not established here.
+//! How the tick programs are written is a [`PipelineForm`]: what the
+//! forward slot keeps for the backward slot ([`kept`], by the remat
+//! policy) and how stages send to each other ([`send`]).
 
+mod form;
+mod kept;
 mod names;
+mod ring;
 mod run;
 mod schedule;
+mod send;
 mod stage_state;
 mod tick;
+
+pub use form::{FormError, PipelineForm, StageSend};
 
 pub use names::StageNames;
 pub(crate) use run::{PipelineRun, TickProgram};
 pub use schedule::{Phase, Schedule, TickFeed};
 pub use stage_state::{RankStates, StageStates};
-pub use tick::{ACTIVATION, GRADIENT, STASH};
+pub use tick::{ACTIVATION, GRADIENT, KEPT, STASH};
 
 use crate::grad_accum::build_apply_step;
 use crate::train_step::{check, StepConfig, StepError, TrainStep};
@@ -49,6 +51,8 @@ pub struct PipelineSteps {
     /// The config every stage's programs are built from: the step's, with
     /// one stage's layers.
     pub stage_config: StepConfig,
+    /// How the tick programs are written.
+    pub form: PipelineForm,
 }
 
 /// The programs of a pipeline-parallel step by reference, with what
@@ -60,6 +64,7 @@ pub struct PipelineView<'a> {
     pub apply: &'a TrainStep,
     pub schedule: Schedule,
     pub stage_config: &'a StepConfig,
+    pub form: PipelineForm,
 }
 
 impl PipelineSteps {
@@ -81,6 +86,7 @@ impl PipelineSteps {
             apply: &self.apply,
             schedule: self.schedule,
             stage_config: &self.stage_config,
+            form: self.form,
         })
     }
 
@@ -107,10 +113,11 @@ pub fn tick_config(stage_config: &StepConfig, micro_batches: i64) -> StepConfig 
 }
 
 /// Builds the programs of `cfg` (`cfg.parallel.pp` stages, its batch the
-/// optimizer step's) over `micro_batches` micro-batches.
+/// optimizer step's) over `micro_batches` micro-batches, in `form`.
 pub fn build_pipeline_steps(
     cfg: &StepConfig,
     micro_batches: i64,
+    form: PipelineForm,
 ) -> Result<PipelineSteps, StepError> {
     check(cfg)?;
     let par = cfg.parallel;
@@ -136,15 +143,27 @@ pub fn build_pipeline_steps(
         ..cfg.clone()
     };
     let micro = tick_config(&stage_config, micro_batches);
-    let ticks = Phase::ALL
-        .iter()
-        .map(|&phase| tick::build_tick(&micro, schedule, phase))
-        .collect::<Result<Vec<_>, _>>()?;
+    // The steady program has both slots: it finds what the forward slot
+    // keeps, which the warm-up (forward alone) is told and the cool-down
+    // checks.
+    let (steady, kept) = tick::build_tick(&micro, schedule, Phase::Steady, form, None)?;
+    let mut steady = Some(steady);
+    let mut ticks = Vec::new();
+    for phase in Phase::ALL {
+        ticks.push(match (phase, steady.take()) {
+            (Phase::Steady, Some(built)) => built,
+            (_, left) => {
+                steady = left;
+                tick::build_tick(&micro, schedule, phase, form, Some(&kept))?.0
+            }
+        });
+    }
     Ok(PipelineSteps {
         ticks,
         apply: build_apply_step(&stage_config)?,
         schedule,
         stages,
         stage_config,
+        form,
     })
 }

@@ -126,6 +126,20 @@ pub enum StepError {
     /// The graph would not fit in host memory while it is built.
     #[error(transparent)]
     HostMemory(#[from] hlatc_runtime::host_memory::TooLarge),
+    #[error(transparent)]
+    PipelineForm(#[from] crate::pipeline::FormError),
+    /// `--pp-send all-gather` with a rank left without a partner.
+    #[error("--pp-send all-gather pairs every rank with another in each round of sends, but --pp {pp} and each stage's {stage_ranks} (--tp x --dp) are both odd, so one rank is left alone; use an even --pp, an even --tp x --dp, or --pp-send permute")]
+    UnpairedStageSend { pp: i64, stage_ranks: i64 },
+    /// The stage's layers built differently in two slots: a kept
+    /// activation would be read for the wrong value. A defect of hlatc's,
+    /// never of the input.
+    #[error("internal error: the stage's layers were built differently for two micro-batches (kept value {place}{}); please report it", if value.is_empty() { String::new() } else { format!(", '{value}'") })]
+    StageLayersDiffer { place: usize, value: String },
+    /// A tick program with a forward slot alone built without knowing what
+    /// the backward slot reads.
+    #[error("internal error: a pipeline's warm-up program was built before its steady program had found what the forward slot keeps; please report it")]
+    KeptValuesUnknown,
 }
 
 /// Time spent in each stage of building the step.
