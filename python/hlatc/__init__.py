@@ -72,6 +72,7 @@ from ._types import (
     Packing,
     PathLike,
     Phase,
+    PpSend,
     Precision,
     RankSource,
     RawDtype,
@@ -131,6 +132,7 @@ __all__ = [
     "Spmd",
     "RankSource",
     "ReplicaGroups",
+    "PpSend",
     "Format",
     "Packing",
     "RawDtype",
@@ -404,6 +406,7 @@ def compile_step(
     spmd: Optional[Spmd] = None,
     rank_source: Optional[RankSource] = None,
     replica_groups: ReplicaGroups = "explicit",
+    pp_send: Optional[PpSend] = None,
 ) -> Step:
     """Compiles a model's training step as `hlatc compile` does.
 
@@ -421,9 +424,11 @@ def compile_step(
     `adam_eps`, `weight_decay` and `clip_norm` (the model's defaults when
     None), `module_markers`, `device_memory` (bytes, a size such as
     `"16GiB"`, or `"none"`; a plan over it raises `UsageError` with the
-    smallest change that fits), `grad_accum` and `replica_groups`
+    smallest change that fits), `grad_accum`, `replica_groups`
     (`"explicit"`, every group's ids, the one form known to reach
-    neuronx-cc; `"iota"`, XLA's compact form, which XLA CPU reads).
+    neuronx-cc; `"iota"`, XLA's compact form, which XLA CPU reads) and
+    `pp_send` (how pipeline stages send: `"all-gather"`, NxD's form and the
+    default for neuron, or `"permute"`, cpu's; only with `pp` above 1).
 
     With `grad_accum=K` above 1 the step is two programs, as `hlatc compile
     --grad-accum K` writes them: `micro_step` and `apply_step` are each a
@@ -495,6 +500,7 @@ def compile_step(
         spmd=spmd,
         rank_source=rank_source,
         replica_groups=replica_groups,
+        pp_send=pp_send,
     ))
 
 

@@ -24,6 +24,7 @@ from hlatc._types import (
     RawDtype,
     Remat,
     ReplicaGroups,
+    PpSend,
     Rounding,
     Series,
     Special,
@@ -286,6 +287,7 @@ def compile_step(
     spmd: Optional[Spmd] = None,
     rank_source: Optional[RankSource] = None,
     replica_groups: ReplicaGroups = "explicit",
+    pp_send: Optional[PpSend] = None,
 ) -> Step: ...
 
 @final

@@ -24,6 +24,7 @@ __all__ = [
     "Spmd",
     "RankSource",
     "ReplicaGroups",
+    "PpSend",
     "Format",
     "Packing",
     "RawDtype",
@@ -58,12 +59,14 @@ Rounding = Literal["rne", "sr", "state-updates"]
 #: What the step is compiled for (`--target`).
 Target = Literal["neuron", "cpu"]
 #: The activation-checkpointing policy (`--remat`).
-Remat = Literal["none", "core-attention", "full-layer"]
+Remat = Literal["none", "core-attention", "full-layer", "stage"]
 #: The SPMD form of a sharded step (`--spmd`).
 Spmd = Literal["replicas", "partitions"]
 #: Where a sharded step's ranks read their numbers (`--rank-source`).
 RankSource = Literal["device", "input"]
 ReplicaGroups = Literal["explicit", "iota"]
+#: How pipeline stages send to each other (`--pp-send`).
+PpSend = Literal["all-gather", "permute"]
 #: A corpus file's format (`hlatc train --corpus-format`).
 Format = Literal["jsonl", "lines", "paragraphs", "token-ids"]
 #: How the loader fills rows (`hlatc train --packing`).
@@ -87,6 +90,7 @@ CHOICES: Dict[str, Any] = {
     "spmd": Spmd,
     "rank_source": RankSource,
     "replica_groups": ReplicaGroups,
+    "pp_send": PpSend,
     "format": Format,
     "packing": Packing,
     "raw_dtype": RawDtype,

@@ -10,6 +10,7 @@ use hlatc::compile_step::{
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::models::Parallelism;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
+use hlatc::pipeline::StageSend;
 use hlatc::precision::Precision;
 use hlatc::spmd::{RankSource, SpmdForm};
 use hlatc::step_programs;
@@ -54,7 +55,7 @@ pub(crate) fn source(
     warmup_steps=None, total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None,
     clip_norm=None,
     module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None,
-    replica_groups="explicit"
+    replica_groups="explicit", pp_send=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
@@ -92,6 +93,7 @@ pub fn compile_step(
     spmd: Option<&str>,
     rank_source: Option<&str>,
     replica_groups: &str,
+    pp_send: Option<&str>,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -170,6 +172,9 @@ pub fn compile_step(
             &ReplicaGroupForm::ALL,
             ReplicaGroupForm::name,
         )?,
+        pp_send: pp_send
+            .map(|f| named(&CONFIG, "send form", f, &StageSend::ALL, StageSend::name))
+            .transpose()?,
     };
     let programs = py.allow_threads(|| {
         guarded(|| {

@@ -11,6 +11,7 @@
 use hlatc::batch_check::BatchError as RustBatchError;
 use hlatc::models::ConfigError as RustConfigError;
 use hlatc::passes::neuron_check::LocatedFinding;
+use hlatc::pipeline::FormError;
 use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
 use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
@@ -441,6 +442,12 @@ fn step_error(e: &StepError) -> PyErr {
         // built or differentiated: hlatc's failure, not the input's.
         StepError::Build(_) | StepError::Autodiff(_) => INTERNAL.err(message),
         StepError::HostMemory(_) => RUN.err(message),
+        StepError::PipelineForm(f) => match f {
+            FormError::SendWithoutStages { .. } => config_key(message, Some("pp_send"), None),
+            FormError::RematWithoutStages { .. } => config_key(message, Some("remat"), None),
+        },
+        StepError::UnpairedStageSend { .. } => config_key(message, Some("pp_send"), None),
+        StepError::StageLayersDiffer { .. } | StepError::KeptValuesUnknown => INTERNAL.err(message),
     }
 }
 

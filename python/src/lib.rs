@@ -48,6 +48,13 @@ fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
             "replica_groups",
             names(&ReplicaGroupForm::ALL, ReplicaGroupForm::name),
         ),
+        (
+            "pp_send",
+            names(
+                &hlatc::pipeline::StageSend::ALL,
+                hlatc::pipeline::StageSend::name,
+            ),
+        ),
         ("format", names(&SourceFormat::ALL, SourceFormat::name)),
         ("packing", names(&Packing::ALL, Packing::name)),
         ("raw_dtype", names(&RawDtype::ALL, RawDtype::name)),

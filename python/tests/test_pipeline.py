@@ -47,7 +47,8 @@ def single():
     dict(pp=2, grad_accum=4),
     dict(pp=2, tp=2, grad_accum=2),
     dict(pp=2, dp=2, zero1=True, grad_accum=2),
-], ids=["pp2-m4", "pp2-tp2-m2", "pp2-dp2-zero1-m2"])
+    dict(pp=2, tp=2, grad_accum=2, pp_send="all-gather", remat="none"),
+], ids=["pp2-m4", "pp2-tp2-m2", "pp2-dp2-zero1-m2", "pp2-tp2-m2-all-gather"])
 def test_a_pipelined_step_trains_as_the_single_device_step_does(single, layout):
     step = hlatc.compile_step(**OPTIONS, **layout)
     trainer = hlatc.Trainer(step, seed=0)
