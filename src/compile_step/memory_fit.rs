@@ -4,9 +4,11 @@
 //! Changes are tried from the cheapest to the dearest, each by building
 //! and planning the step it gives (the plan measures what the remat pass
 //! keeps, so it cannot be scaled by hand): ZeRO-1 (free: the same
-//! communication), recomputing whole layers (compute), more DP replicas
-//! with the per-replica batch kept (more devices, same work per device;
-//! each doubling first as it is, then with whole layers recomputed, since
+//! communication), the remat policy that keeps least (compute: whole
+//! layers recomputed, or under pipeline parallelism each stage's forward
+//! run again from its input, `--remat stage`), more DP replicas with the
+//! per-replica batch kept (more devices, same work per device; each
+//! doubling first as it is, then with the least-keeping policy, since
 //! devices cost more than a third more compute), then more TP. The first
 //! that fits is the advice.
 
@@ -52,31 +54,32 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<Change> {
         out.push(Change { flags, options });
     };
     let zero1 = par.dp > 1 && !par.zero1;
-    let remat = o.remat != RematPolicy::FullLayer;
+    let least = match par.pp > 1 {
+        true => RematPolicy::Stage,
+        false => RematPolicy::FullLayer,
+    };
+    let remat = o.remat != least;
     if zero1 {
         push("--zero1".into(), &|c| c.parallel.zero1 = true);
     }
     if remat {
-        push("--remat full-layer".into(), &|c| {
-            c.remat = RematPolicy::FullLayer
-        });
+        push(format!("--remat {least}"), &|c| c.remat = least);
     }
     if zero1 && remat {
-        push("--zero1 --remat full-layer".into(), &|c| {
+        push(format!("--zero1 --remat {least}"), &|c| {
             c.parallel.zero1 = true;
-            c.remat = RematPolicy::FullLayer;
+            c.remat = least;
         });
     }
     for k in 1..=DOUBLINGS {
-        for full_layer in [false, true] {
-            if full_layer && !remat {
+        for recompute in [false, true] {
+            if recompute && !remat {
                 continue;
             }
             let (dp, batch) = (par.dp << k, batch_size << k);
-            let extra = if full_layer {
-                " --remat full-layer"
-            } else {
-                ""
+            let extra = match recompute {
+                true => format!(" --remat {least}"),
+                false => String::new(),
             };
             push(
                 format!("--dp {dp} --batch-size {batch} --zero1{extra}"),
@@ -84,8 +87,8 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<Change> {
                     c.parallel.dp = dp;
                     c.parallel.zero1 = true;
                     c.batch_size = Some(batch);
-                    if full_layer {
-                        c.remat = RematPolicy::FullLayer;
+                    if recompute {
+                        c.remat = least;
                     }
                 },
             );
