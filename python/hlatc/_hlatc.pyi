@@ -59,6 +59,7 @@ __all__ = [
     "InternalError",
     "compile_step",
     "choices",
+    "compile_spellings",
     "load_module",
     "optimize",
     "passes",
@@ -149,6 +150,7 @@ class CheckpointError(Error, OSError):
 class InternalError(Error, RuntimeError): ...
 
 def choices() -> Dict[str, List[str]]: ...
+def compile_spellings() -> List[Tuple[str, Optional[str], str, Optional[str]]]: ...
 
 @final
 class TensorInfo:

@@ -67,6 +67,32 @@ fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
     ])
 }
 
+/// Every option of a compile as `hlatc compile` and `compile_step` spell
+/// it: `(flag, keyword or None, default kind, default value or None)`,
+/// the kind `off`, `unset`, `empty` or `value` (`hlatc::compile_step::spellings`),
+/// which a test holds `compile_step`'s signature to.
+#[pyfunction]
+fn compile_spellings() -> Vec<(
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+    Option<&'static str>,
+)> {
+    use hlatc::compile_step::spellings::{DefaultValue, SPELLINGS};
+    SPELLINGS
+        .iter()
+        .map(|s| {
+            let (kind, value) = match s.default {
+                DefaultValue::Off => ("off", None),
+                DefaultValue::Unset => ("unset", None),
+                DefaultValue::Empty => ("empty", None),
+                DefaultValue::Value(v) => ("value", Some(v)),
+            };
+            (s.flag, s.python, kind, value)
+        })
+        .collect()
+}
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -75,6 +101,7 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(compile::compile_step, m)?)?;
     m.add_function(wrap_pyfunction!(choices, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_spellings, m)?)?;
     m.add_function(wrap_pyfunction!(module::load_module, m)?)?;
     m.add_function(wrap_pyfunction!(module::optimize, m)?)?;
     m.add_function(wrap_pyfunction!(module::passes, m)?)?;

@@ -6,6 +6,7 @@ inputs), and tensors cross without copies where none is needed."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 import typing
 
 import ml_dtypes
@@ -172,3 +173,23 @@ def test_tensors_cross_without_copies():
     again.resume(state)
     for name, value in again.state().items():
         assert np.array_equal(value, state[name]), name
+
+
+def test_every_compile_option_is_spelled_as_the_list_says():
+    # hlatc::compile_step::spellings: the keywords of compile_step, in
+    # order, and their defaults; the native function's and the stub's the
+    # same (stubtest holds the stub to the native module); python.md names
+    # each keyword. tests/it/cli.rs holds `hlatc compile` to the same list.
+    listed = [s for s in _hlatc.compile_spellings() if s[1] is not None]
+    wrapper = list(params(hlatc.compile_step).values())
+    native = list(params(_hlatc.compile_step).values())
+    assert [p.name for p in wrapper] == [s[1] for s in listed]
+    assert [p.name for p in native] == [s[1] for s in listed]
+    with open(Path(__file__).parents[2] / "docs" / "src" / "python.md") as f:
+        book = f.read()
+    for p, (flag, name, kind, value) in zip(wrapper, listed):
+        if kind == "value":
+            assert str(p.default) == value, (flag, p.default)
+        else:
+            assert p.default == {"off": False, "unset": None, "empty": ()}[kind], (flag, p.default)
+        assert f"`{name}`" in book, f"docs/src/python.md does not name `{name}`"

@@ -4,6 +4,7 @@
 //! [`compile_step`], so a bundle is the same bytes from either.
 
 mod memory_fit;
+pub mod spellings;
 
 use crate::Error;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};

@@ -503,3 +503,74 @@ fn run_passes_a_tuple_parameter_as_its_leaves() {
         "{out}"
     );
 }
+
+/// `hlatc compile`'s flags are the list every front end is held to
+/// (`hlatc::compile_step::spellings`): no flag more or less, each default
+/// value the one `--help` prints, each switch without one, each Python
+/// keyword the flag's name; and the book names every flag, in compile's
+/// usage line or a row of its option tables.
+#[test]
+fn every_compile_option_is_spelled_as_the_list_says() {
+    use hlatc::compile_step::spellings::{DefaultValue, SPELLINGS};
+    let help = stdout(&hlatc(&["compile", "--help"]));
+    // Each flag's block of help: its line and the lines up to the next flag.
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for line in help.lines() {
+        let flag = line
+            .trim_start()
+            .trim_start_matches("-h, ")
+            .strip_prefix("--")
+            .filter(|_| line.starts_with("  "))
+            .map(|rest| {
+                rest.split([' ', '='])
+                    .next()
+                    .unwrap_or_default()
+                    .to_string()
+            });
+        match (flag, blocks.last_mut()) {
+            (Some(f), _) if f != "help" => blocks.push((f, String::new())),
+            (Some(_), _) => break,
+            (None, Some((_, text))) => {
+                text.push(' ');
+                text.push_str(line.trim());
+            }
+            (None, None) => {}
+        }
+    }
+    let mut listed: Vec<&str> = SPELLINGS.iter().map(|s| s.flag).collect();
+    let mut printed: Vec<&str> = blocks.iter().map(|(f, _)| f.as_str()).collect();
+    listed.sort_unstable();
+    printed.sort_unstable();
+    assert_eq!(printed, listed, "hlatc compile --help against the list");
+    let book = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/cli.md"),
+    )
+    .unwrap();
+    let usage = book
+        .lines()
+        .find(|l| l.starts_with("| `hlatc compile ["))
+        .expect("the compile usage line");
+    for s in SPELLINGS {
+        let (_, text) = blocks.iter().find(|(f, _)| f == s.flag).unwrap();
+        let default = text.split("[default: ").nth(1);
+        match s.default {
+            DefaultValue::Value(v) => assert!(
+                default.is_some_and(|d| d.starts_with(&format!("{v}]"))),
+                "--{}: [default: {v}] in {text:?}",
+                s.flag
+            ),
+            DefaultValue::Off | DefaultValue::Empty => {
+                assert_eq!(default, None, "--{} has no default value", s.flag)
+            }
+            DefaultValue::Unset => {}
+        }
+        if let Some(python) = s.python {
+            assert_eq!(python, s.flag.replace('-', "_"), "--{}", s.flag);
+        }
+        let flag = format!("--{}", s.flag);
+        assert!(
+            usage.contains(&flag) || book.contains(&format!("| `{flag}")),
+            "docs/src/cli.md names {flag} neither in compile's usage line nor in an option table"
+        );
+    }
+}
