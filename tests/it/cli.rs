@@ -567,6 +567,26 @@ fn every_compile_option_is_spelled_as_the_list_says() {
         if let Some(python) = s.python {
             assert_eq!(python, s.flag.replace('-', "_"), "--{}", s.flag);
         }
+        // The library's own defaults, which every front end builds on.
+        let o = hlatc::compile_step::CompileOptions::default();
+        let library = match s.flag {
+            "precision" => Some(o.precision.name().to_string()),
+            "target" => Some(o.target.name().to_string()),
+            "remat" => Some(o.remat.name().to_string()),
+            "tp" => Some(o.parallel.tp.to_string()),
+            "dp" => Some(o.parallel.dp.to_string()),
+            "pp" => Some(o.parallel.pp.to_string()),
+            "grad-accum" => Some(o.grad_accum.to_string()),
+            "replica-groups" => Some(o.replica_groups.name().to_string()),
+            _ => None,
+        };
+        if let Some(library) = library {
+            assert!(
+                matches!(s.default, DefaultValue::Value(v) if v == library),
+                "--{}: CompileOptions::default() has {library}",
+                s.flag
+            );
+        }
         let flag = format!("--{}", s.flag);
         assert!(
             usage.contains(&flag) || book.contains(&format!("| `{flag}")),
