@@ -34,7 +34,6 @@ pub mod tensors;
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
-// `DeviceBuffer`, `Arg` and `ExecuteError` are defined below, over the FFI's buffers.
 pub use tensors::{
     read_safetensors, read_safetensors_metadata, safetensors_bytes,
     safetensors_bytes_with_metadata, safetensors_from_bytes, safetensors_metadata_from_bytes,
@@ -752,14 +751,15 @@ impl Program {
     /// one list (of `count`) per replica and each matches the parameters.
     fn check_lists<'s, L>(
         &self,
-        lists: impl Iterator<Item = L>,
+        mut lists: impl Iterator<Item = L>,
         count: usize,
     ) -> Result<(), RuntimeError>
     where
         L: ExactSizeIterator<Item = &'s ArrayShape>,
     {
         if self.replicas == 1 && count == 1 {
-            return lists.into_iter().try_for_each(|l| self.check_one(l, None));
+            // One device's run is named as `run` names its inputs.
+            return lists.try_for_each(|l| self.check_one(l, None));
         }
         if count != self.replicas {
             return Err(RuntimeError::ReplicaListCount {

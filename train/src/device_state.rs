@@ -26,7 +26,7 @@ pub fn upload(program: &Program, host: Vec<Vec<Literal>>) -> Result<DeviceState,
 }
 
 /// One rank's values on its device.
-pub fn upload_rank(program: &Program, values: &[Literal], rank: usize) -> Result<Vec<Slot>, Error> {
+fn upload_rank(program: &Program, values: &[Literal], rank: usize) -> Result<Vec<Slot>, Error> {
     values
         .iter()
         .map(|v| Ok(Some(program.to_device(v, rank)?)))
