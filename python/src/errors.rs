@@ -476,6 +476,9 @@ fn runtime_error(e: &RuntimeError, message: String) -> PyErr {
         | R::UnsupportedResult(_)
         | R::UnsupportedParameter { .. }
         | R::HostMemory(_)
+        // Buffers the Python API never hands out: the trainer's own.
+        | R::ArgumentDevice { .. }
+        | R::ArgumentRuntime { .. }
         | R::OutputCount { .. } => RUN.err(message),
     }
 }

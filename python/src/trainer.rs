@@ -62,7 +62,11 @@ impl Trainer {
     /// moments, the step counter and the rounding RNG. What `hlatc train
     /// --save-state` writes, and what `resume` takes.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        dict_of(py, self.inner.training_state())
+        let inner = &self.inner;
+        let state = py.allow_threads(|| {
+            guarded(|| inner.try_training_state().map_err(|e| to_py(e.into())))
+        })?;
+        dict_of(py, state)
     }
 
     /// Continues from `state` (a `state()` of this model and precision, from
@@ -79,7 +83,8 @@ impl Trainer {
         let inner = &self.inner;
         let bytes = py.allow_threads(|| {
             guarded(|| {
-                safetensors_bytes(&inner.training_state(), "state")
+                let state = inner.try_training_state().map_err(|e| to_py(e.into()))?;
+                safetensors_bytes(&state, "state")
                     .map_err(|e| to_py(hlatc::train::Error::from(e).into()))
             })
         })?;
@@ -101,12 +106,16 @@ impl Trainer {
 
     /// The parameters as Hugging Face tensors (fused ones split back).
     fn hugging_face_params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        dict_of(py, self.inner.hugging_face_params())
+        let inner = &self.inner;
+        let params = py.allow_threads(|| {
+            guarded(|| inner.try_hugging_face_params().map_err(|e| to_py(e.into())))
+        })?;
+        dict_of(py, params)
     }
 
     /// Completed steps.
     #[getter]
-    fn steps_done(&self) -> i64 {
-        self.inner.steps_done()
+    fn steps_done(&self) -> PyResult<i64> {
+        self.inner.try_steps_done().map_err(|e| to_py(e.into()))
     }
 }

@@ -50,7 +50,7 @@ pub use hlatc_passes::target::cpu::preflight as cpu_preflight;
 pub use hlatc_passes::target::cpu::xla_cpu_flags;
 pub use hlatc_passes::target::cpu::Rewrite;
 
-use hlatc_compiler::{formats::proto, verify, Literal, Module, Shape, VerifyError};
+use hlatc_compiler::{formats::proto, verify, ArrayShape, Literal, Module, Shape, VerifyError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -140,6 +140,21 @@ pub enum RuntimeError {
     },
     #[error(transparent)]
     HostMemory(#[from] host_memory::TooLarge),
+    #[error(
+        "replica {replica}: input {index} ('{name}') lives on device {device}, not the replica's"
+    )]
+    ArgumentDevice {
+        replica: usize,
+        index: usize,
+        name: String,
+        device: usize,
+    },
+    #[error("replica {replica}: input {index} ('{name}') is a buffer of another runtime than the program's")]
+    ArgumentRuntime {
+        replica: usize,
+        index: usize,
+        name: String,
+    },
     #[error("the plugin returned {got} output(s), the module declares {expected}")]
     OutputCount { expected: usize, got: usize },
 }
@@ -342,6 +357,7 @@ impl Runtime {
                 .map(|exe| (exe, CacheOutcome::Off)),
         }
         .map_err(|e| rejected(compiled, e))?;
+        let aliases = top_level_aliases(compiled, outputs.len());
         let got = exe.num_outputs()?;
         if got != outputs.len() {
             return Err(RuntimeError::OutputCount {
@@ -359,6 +375,7 @@ impl Runtime {
             host_bytes: host_memory::module_bytes(module).saturating_mul(replicas as u64),
             rewrites: lowered.rewrites,
             cache,
+            aliases,
         })
     }
 
@@ -404,6 +421,25 @@ impl Runtime {
         }
         Ok((replicas, partitioned))
     }
+}
+
+/// `(parameter, output)` for each `input_output_alias` entry of `module`
+/// that pairs a whole parameter with a whole output (of `outputs`, the
+/// root's leaves): the buffers a run may write in place.
+fn top_level_aliases(module: &Module, outputs: usize) -> Vec<(usize, usize)> {
+    module
+        .input_output_alias
+        .iter()
+        .filter(|a| a.parameter_index.is_empty())
+        .filter_map(|a| {
+            let output = match a.output_index.as_slice() {
+                [] => 0,
+                [o] => usize::try_from(*o).ok()?,
+                _ => return None,
+            };
+            Some((usize::try_from(a.parameter).ok()?, output)).filter(|_| output < outputs)
+        })
+        .collect()
 }
 
 /// Whether every entry parameter and every leaf of the entry's root is
@@ -520,6 +556,9 @@ pub struct Program {
     host_bytes: u64,
     rewrites: Vec<Rewrite>,
     cache: CacheOutcome,
+    /// `(parameter, output)`: the outputs a run may write over a donated
+    /// parameter's buffer.
+    aliases: Vec<(usize, usize)>,
 }
 
 impl Program {
@@ -574,6 +613,23 @@ impl Program {
         self.replicas
     }
 
+    /// `(parameter, output)` for each parameter whose buffer, donated
+    /// ([`Arg::Donated`]), the run may reuse for that output.
+    pub fn aliases(&self) -> &[(usize, usize)] {
+        &self.aliases
+    }
+
+    /// Copies `lit` to the runtime's device `replica`, where this program
+    /// runs its replica `replica`: an argument for [`Program::execute`]
+    /// (and for any program of the same runtime) that stays there until
+    /// dropped or donated.
+    pub fn to_device(&self, lit: &Literal, replica: usize) -> Result<DeviceBuffer, RuntimeError> {
+        Ok(DeviceBuffer {
+            buffer: self.exe.client().buffer_from_literal(lit, replica)?,
+            shape: lit.shape.clone(),
+        })
+    }
+
     /// Runs once; inputs must match the parameters exactly (type and dims).
     /// A program of several replicas takes an input list per replica
     /// ([`Program::run_replicas`]).
@@ -584,89 +640,279 @@ impl Program {
                 replicas: self.replicas,
             });
         }
-        self.check_inputs(inputs).map_err(|bad| match bad {
-            BadInputs::Count => RuntimeError::InputCount {
-                expected: self.params.len(),
-                got: inputs.len(),
-            },
-            BadInputs::Mismatch {
-                index,
-                name,
-                expected,
-            } => RuntimeError::InputMismatch {
-                index,
-                name,
-                expected,
-                got: inputs[index].shape.to_string(),
-            },
-        })?;
-        self.ensure_fits()?;
-        Ok(self.exe.execute(inputs)?)
+        let mut outputs = self.run_replicas(&[inputs.to_vec()])?;
+        Ok(outputs.pop().unwrap_or_default())
     }
 
     /// Runs once on every replica, `inputs[r]` on replica `r` (each list
     /// matching the parameters exactly), and gives each replica's outputs
     /// in the same order. A program of one replica takes one list.
     pub fn run_replicas(&self, inputs: &[Vec<Literal>]) -> Result<Vec<Vec<Literal>>, RuntimeError> {
-        if inputs.len() != self.replicas {
-            return Err(RuntimeError::ReplicaListCount {
-                module: self.name.clone(),
-                replicas: self.replicas,
-                got: inputs.len(),
-            });
-        }
-        for (replica, list) in inputs.iter().enumerate() {
-            self.check_inputs(list).map_err(|bad| match bad {
-                BadInputs::Count => RuntimeError::ReplicaInputCount {
-                    replica,
-                    expected: self.params.len(),
-                    got: list.len(),
-                },
-                BadInputs::Mismatch {
-                    index,
-                    name,
-                    expected,
-                } => RuntimeError::ReplicaInputMismatch {
-                    replica,
-                    index,
-                    name,
-                    expected,
-                    got: list[index].shape.to_string(),
-                },
-            })?;
-        }
-        self.ensure_fits()?;
-        let lists: Vec<&[Literal]> = inputs.iter().map(Vec::as_slice).collect();
-        Ok(self.exe.execute_on_devices(&lists)?)
+        self.check_lists(
+            inputs.iter().map(|l| l.iter().map(|l| &l.shape)),
+            inputs.len(),
+        )?;
+        // Copies made for this run alone: the run may have them.
+        let args = inputs
+            .iter()
+            .enumerate()
+            .map(|(replica, list)| {
+                list.iter()
+                    .map(|l| Ok(Arg::Donated(self.to_device(l, replica)?)))
+                    .collect::<Result<Vec<_>, RuntimeError>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let outputs = self.execute(args).map_err(ExecuteError::into_error)?;
+        outputs
+            .iter()
+            .map(|list| list.iter().map(DeviceBuffer::to_literal).collect())
+            .collect()
     }
 
-    /// The first way `inputs` do not match the parameters.
-    fn check_inputs(&self, inputs: &[Literal]) -> Result<(), BadInputs> {
-        if inputs.len() != self.params.len() {
-            return Err(BadInputs::Count);
+    /// Runs once on every replica, `args[r]` on replica `r` (each list
+    /// matching the parameters exactly, every buffer on its replica's
+    /// device), and gives each replica's outputs, left on its device.
+    /// A donated argument is the run's, whatever happens: the program may
+    /// write the output aliasing it over it ([`Program::aliases`]); a lent
+    /// one is left as it was. Arguments refused before the run began come
+    /// back whole in [`ExecuteError::Refused`].
+    pub fn execute<'a>(
+        &self,
+        args: Vec<Vec<Arg<'a>>>,
+    ) -> Result<Vec<Vec<DeviceBuffer>>, ExecuteError<'a>> {
+        let shapes = args.iter().map(|l| l.iter().map(|a| &a.buffer().shape));
+        let checked = self
+            .check_lists(shapes, args.len())
+            .and_then(|()| self.check_devices(&args))
+            .and_then(|()| self.ensure_fits());
+        if let Err(error) = checked {
+            return Err(ExecuteError::Refused { error, args });
         }
-        for (i, (lit, (name, shape))) in inputs.iter().zip(&self.params).enumerate() {
-            let ok = shape
-                .as_array()
-                .is_some_and(|a| a.same_dims_and_type(&lit.shape));
-            if !ok {
-                return Err(BadInputs::Mismatch {
-                    index: i,
-                    name: name.clone(),
-                    expected: shape.to_string(),
+        let lists = args
+            .into_iter()
+            .map(|list| list.into_iter().map(Arg::into_pjrt).collect())
+            .collect();
+        let outputs = self
+            .exe
+            .execute(lists)
+            .map_err(|e| ExecuteError::Failed(e.into()))?;
+        outputs
+            .into_iter()
+            .map(|list| {
+                if list.len() != self.outputs.len() {
+                    return Err(ExecuteError::Failed(RuntimeError::OutputCount {
+                        expected: self.outputs.len(),
+                        got: list.len(),
+                    }));
+                }
+                Ok(list
+                    .into_iter()
+                    .zip(&self.outputs)
+                    .map(|(buffer, shape)| DeviceBuffer {
+                        buffer,
+                        shape: shape.as_array().expect("outputs are arrays").clone(),
+                    })
+                    .collect())
+            })
+            .collect()
+    }
+
+    /// Fails unless every argument lies on its list's device, of the
+    /// client this program runs on.
+    fn check_devices(&self, args: &[Vec<Arg<'_>>]) -> Result<(), RuntimeError> {
+        for (replica, list) in args.iter().enumerate() {
+            if let Some(index) = list
+                .iter()
+                .position(|a| !a.buffer().buffer.is_of(&self.exe))
+            {
+                return Err(RuntimeError::ArgumentRuntime {
+                    replica,
+                    index,
+                    name: self.params[index].0.clone(),
+                });
+            }
+            if let Some((index, a)) = list
+                .iter()
+                .enumerate()
+                .find(|(_, a)| a.buffer().replica() != replica)
+            {
+                return Err(RuntimeError::ArgumentDevice {
+                    replica,
+                    index,
+                    name: self.params[index].0.clone(),
+                    device: a.buffer().replica(),
                 });
             }
         }
         Ok(())
     }
+
+    /// Fails, naming the replica where there are several, unless there is
+    /// one list (of `count`) per replica and each matches the parameters.
+    fn check_lists<'s, L>(
+        &self,
+        mut lists: impl Iterator<Item = L>,
+        count: usize,
+    ) -> Result<(), RuntimeError>
+    where
+        L: ExactSizeIterator<Item = &'s ArrayShape>,
+    {
+        if self.replicas == 1 && count == 1 {
+            // One device's run is named as `run` names its inputs.
+            return lists.try_for_each(|l| self.check_one(l, None));
+        }
+        if count != self.replicas {
+            return Err(RuntimeError::ReplicaListCount {
+                module: self.name.clone(),
+                replicas: self.replicas,
+                got: count,
+            });
+        }
+        lists
+            .enumerate()
+            .try_for_each(|(replica, l)| self.check_one(l, Some(replica)))
+    }
+
+    /// The first way one input list (of `replica`, if several) does not
+    /// match the parameters.
+    fn check_one<'s>(
+        &self,
+        list: impl ExactSizeIterator<Item = &'s ArrayShape>,
+        replica: Option<usize>,
+    ) -> Result<(), RuntimeError> {
+        let got = list.len();
+        if got != self.params.len() {
+            let expected = self.params.len();
+            return Err(match replica {
+                Some(replica) => RuntimeError::ReplicaInputCount {
+                    replica,
+                    expected,
+                    got,
+                },
+                None => RuntimeError::InputCount { expected, got },
+            });
+        }
+        for (index, (given, (name, shape))) in list.zip(&self.params).enumerate() {
+            if shape
+                .as_array()
+                .is_some_and(|a| a.same_dims_and_type(given))
+            {
+                continue;
+            }
+            let (name, expected, got) = (name.clone(), shape.to_string(), given.to_string());
+            return Err(match replica {
+                Some(replica) => RuntimeError::ReplicaInputMismatch {
+                    replica,
+                    index,
+                    name,
+                    expected,
+                    got,
+                },
+                None => RuntimeError::InputMismatch {
+                    index,
+                    name,
+                    expected,
+                    got,
+                },
+            });
+        }
+        Ok(())
+    }
 }
 
-/// How one input list fails its parameters.
-enum BadInputs {
-    Count,
-    Mismatch {
-        index: usize,
-        name: String,
-        expected: String,
+/// An array on one of a runtime's devices, owned: it stays there, across
+/// runs, until it is dropped or donated to a run ([`Arg::Donated`], which
+/// takes it by value, so nothing reads it after).
+pub struct DeviceBuffer {
+    buffer: pjrt::Buffer,
+    shape: ArrayShape,
+}
+
+impl DeviceBuffer {
+    /// Its element type and dimensions.
+    pub fn shape(&self) -> &ArrayShape {
+        &self.shape
+    }
+
+    /// The device it lives on, as a replica index: a program runs its
+    /// replica `r` on device `r`.
+    pub fn replica(&self) -> usize {
+        self.buffer.device()
+    }
+
+    /// A copy of it on the host.
+    pub fn to_literal(&self) -> Result<Literal, RuntimeError> {
+        Ok(self.buffer.to_literal()?)
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer({} on device {})",
+            self.shape,
+            self.replica()
+        )
+    }
+}
+
+/// One argument of [`Program::execute`].
+pub enum Arg<'a> {
+    /// Read by the run and left as it was; an output aliasing it gets a
+    /// buffer of its own.
+    Lent(&'a DeviceBuffer),
+    /// Given up to the run, which may write the output aliasing it over it.
+    Donated(DeviceBuffer),
+}
+
+impl<'a> Arg<'a> {
+    fn buffer(&self) -> &DeviceBuffer {
+        match self {
+            Arg::Lent(b) => b,
+            Arg::Donated(b) => b,
+        }
+    }
+
+    fn into_pjrt(self) -> pjrt::BufferArg<'a> {
+        match self {
+            Arg::Lent(b) => pjrt::BufferArg::Borrowed(&b.buffer),
+            Arg::Donated(b) => pjrt::BufferArg::Donated(b.buffer),
+        }
+    }
+}
+
+/// Why [`Program::execute`] gave no outputs, and what became of its
+/// donated arguments.
+pub enum ExecuteError<'a> {
+    /// Refused before the run began: every argument comes back as given.
+    Refused {
+        error: RuntimeError,
+        args: Vec<Vec<Arg<'a>>>,
     },
+    /// The run failed: the donated arguments are gone with it.
+    Failed(RuntimeError),
+}
+
+impl ExecuteError<'_> {
+    pub fn error(&self) -> &RuntimeError {
+        match self {
+            ExecuteError::Refused { error, .. } | ExecuteError::Failed(error) => error,
+        }
+    }
+
+    pub fn into_error(self) -> RuntimeError {
+        match self {
+            ExecuteError::Refused { error, .. } | ExecuteError::Failed(error) => error,
+        }
+    }
+}
+
+impl std::fmt::Debug for ExecuteError<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecuteError::Refused { error, .. } => write!(f, "Refused({error:?})"),
+            ExecuteError::Failed(error) => write!(f, "Failed({error:?})"),
+        }
+    }
 }

@@ -255,7 +255,7 @@ fn resume_from_file(a: &Args, trainer: &mut Trainer) -> Result<(), Error> {
     };
     let source = path.display().to_string();
     trainer.resume(read_safetensors(path)?, &source)?;
-    let done = trainer.steps_done();
+    let done = trainer.try_steps_done()?;
     if done as u64 >= a.steps {
         return Err(Error::usage(format!(
             "--resume {source}: it is at step {done}, and --steps {} is not past it",
@@ -428,7 +428,7 @@ fn compile_trainer(
             )
         }
     };
-    trainer.seed_rounding(a.seed);
+    trainer.try_seed_rounding(a.seed)?;
     note!(
         "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}{}: batch {} x {}{}, {} steps, compiled in {:.0} ms",
         cfg.model.parameter_count() as f64 / 1e6,
@@ -487,7 +487,7 @@ impl Run<'_> {
     ) -> Result<(), Error> {
         let a = self.a;
         let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
-        let start = trainer.steps_done() as u64;
+        let start = trainer.try_steps_done()? as u64;
         let stop = a.stop_after.unwrap_or(a.steps);
         if start >= stop {
             if self.checkpoints.is_some() {
@@ -583,17 +583,18 @@ fn finish(
     )?;
     if let Some(path) = &a.save {
         // Checkpoints are Hugging Face's tensors whatever the storage.
-        let tensors = trainer.hugging_face_params();
+        let tensors = trainer.try_hugging_face_params()?;
         write_safetensors(path, &tensors)?;
         note!("saved {} tensors to {}", tensors.len(), path.display())?;
     }
     if let Some(path) = &a.save_state {
-        let tensors = trainer.training_state();
-        let meta = StateMetadata::whole(trainer.steps_done() as u64, Some(identity.clone()));
+        let tensors = trainer.try_training_state()?;
+        let done = trainer.try_steps_done()?;
+        let meta = StateMetadata::whole(done as u64, Some(identity.clone()));
         write_safetensors_with_metadata(path, &tensors, Some(&meta.to_json()))?;
         note!(
             "saved the training state at step {} ({} tensors) to {}",
-            trainer.steps_done(),
+            done,
             tensors.len(),
             path.display()
         )?;
@@ -625,7 +626,7 @@ impl Evaluator {
 
     fn loss(&self, trainer: &Trainer) -> Result<f64, Error> {
         let params = trainer
-            .params()
+            .try_state(hlatc::train_step::Role::Parameter)?
             .into_iter()
             .map(|(n, l)| {
                 l.converted(self.ty)

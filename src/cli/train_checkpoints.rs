@@ -179,7 +179,7 @@ impl Checkpoints {
         if done % self.every != 0 && done != last {
             return Ok(());
         }
-        let state = safetensors_bytes(&trainer.training_state(), STATE_FILE)?;
+        let state = safetensors_bytes(&trainer.try_training_state()?, STATE_FILE)?;
         let loader = positions.map(|p| positions_to_json(&p).into_bytes());
         let csv = metrics.to_csv();
         let identity = self.identity.to_json();

@@ -532,13 +532,18 @@ pub fn trainer(programs: Borrowed, seed: u64) -> Result<Trainer> {
             micro,
             apply,
             micro_batches,
-        } => Trainer::accumulating_programs(
-            [cpu_program(micro)?, cpu_program(apply)?],
-            cfg,
-            [&micro.step, &apply.step],
-            micro_batches,
-            params,
-        )?,
+        } => {
+            // One runtime for both: the state they share stays on its
+            // devices between them.
+            let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
+            Trainer::accumulating_programs(
+                [cpu_program_on(&rt, micro)?, cpu_program_on(&rt, apply)?],
+                cfg,
+                [&micro.step, &apply.step],
+                micro_batches,
+                params,
+            )?
+        }
         StepPrograms::Pipelined {
             ticks,
             apply,
@@ -559,6 +564,6 @@ pub fn trainer(programs: Borrowed, seed: u64) -> Result<Trainer> {
             Trainer::pipelined_programs(compiled, cfg, p.view(&steps), params)?
         }
     };
-    inner.seed_rounding(seed);
+    inner.try_seed_rounding(seed)?;
     Ok(inner)
 }

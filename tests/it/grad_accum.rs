@@ -287,3 +287,35 @@ fn a_large_accumulating_bundle_verifies_through_its_miniature() {
     assert!(ok.status.success(), "{}", stderr(&ok));
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A step refused on the devices leaves the state as it was, readable:
+/// here the micro step compiled by another runtime than the one holding
+/// the state, whose buffers it cannot take.
+#[test]
+fn a_step_refused_on_the_devices_leaves_the_state_readable() {
+    let cfg = step_config(ModelConfig::tiny(), Parallelism::SINGLE, Precision::Fp32);
+    let steps = build_accumulation_steps(&cfg, 2).unwrap();
+    let other = Runtime::with_devices(1).unwrap();
+    let programs = [
+        other.compile(&steps.micro.module).unwrap(),
+        Runtime::shared()
+            .unwrap()
+            .compile(&steps.apply.module)
+            .unwrap(),
+    ];
+    let params = init_params(&cfg.model, cfg.precision.storage(), 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let mut trainer =
+        Trainer::accumulating_programs(programs, &cfg, [&steps.micro, &steps.apply], 2, params)
+            .unwrap();
+    let before = trainer.training_state();
+    let e = trainer.step(&batch(&cfg, 0, 0)).unwrap_err();
+    assert!(
+        e.to_string().contains("is a buffer of another runtime"),
+        "{e}"
+    );
+    assert_eq!(trainer.training_state(), before);
+    assert_eq!(trainer.steps_done(), 0);
+}

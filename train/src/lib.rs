@@ -28,6 +28,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod checkpoint_lock;
 pub mod data;
+pub mod device_state;
 pub mod grad_accum;
 pub mod initial_inputs;
 pub mod loader;

@@ -29,4 +29,15 @@ pub enum RunError {
     NoOutput { role: Role },
     #[error("a pipelined step has {want} programs, {got} were given")]
     ProgramCount { want: usize, got: usize },
+    /// A state input's buffer was donated to a step that failed: the
+    /// trainer no longer holds it.
+    #[error("the state input '{input}' is gone: it was given to a step that failed (resume from a checkpoint)")]
+    StateGone { input: String },
+    /// A step failed after its device took the state it updates.
+    #[error("{source}; the {lost} state buffer(s) the step was given are gone with it (resume from a checkpoint)")]
+    StepFailed {
+        lost: usize,
+        #[source]
+        source: hlatc_runtime::RuntimeError,
+    },
 }

@@ -3,6 +3,7 @@
 
 use crate::batch_check::check_batch_input;
 use crate::data::Batch;
+use crate::device_state::{self, DeviceState, Slot};
 use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
 use crate::pipeline::{PipelineRun, TickProgram};
@@ -16,7 +17,7 @@ use crate::train_step::{
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
 use hlatc_models::parallel::Fault;
-use hlatc_runtime::{Program, Runtime};
+use hlatc_runtime::{Arg, DeviceBuffer, ExecuteError, Program, Runtime};
 use std::collections::BTreeMap;
 
 /// What one step reported.
@@ -35,9 +36,9 @@ pub struct Trainer {
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
     layout: StateLayout,
-    /// Each rank's carried state, one literal per state input, in input
-    /// order (one rank for a single-device step).
-    state: Vec<Vec<Literal>>,
+    /// Each rank's carried state on its device, one buffer per state
+    /// input, in input order (one rank for a single-device step).
+    state: DeviceState,
     /// What each rank takes of the batch, and how its parameters gather.
     ranks: RankInputs,
     /// [`Fault::RoundingSeededPerRank`]: each rank's rounding RNG seeded
@@ -222,7 +223,7 @@ impl Trainer {
         let program = programs.pop().expect("the apply step");
         program.ensure_fits()?;
         let states = crate::pipeline::StageStates::new(cfg, stage_config, &apply.inputs);
-        let state = by_rank(states.start(params)?);
+        let state = device_state::upload(&program, by_rank(states.start(params)?))?;
         let ticks = programs
             .into_iter()
             .zip(ticks)
@@ -250,7 +251,7 @@ impl Trainer {
             micro: None,
             pipeline: Some(run),
         };
-        trainer.seed_rounding(0);
+        trainer.try_seed_rounding(0)?;
         Ok(trainer)
     }
 
@@ -274,7 +275,8 @@ impl Trainer {
         let by_name = params_by_name(&step.inputs, params)?;
         let ranks = RankInputs::new(cfg);
         let whole = start_state(&ranks, &step.inputs, &by_name, 0)?;
-        let state = by_rank(shard_state(&ranks, &step.inputs, &whole));
+        let state =
+            device_state::upload(&program, by_rank(shard_state(&ranks, &step.inputs, &whole)))?;
         let mut trainer = Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
@@ -288,21 +290,35 @@ impl Trainer {
             micro: None,
             pipeline: None,
         };
-        trainer.seed_rounding(0);
+        trainer.try_seed_rounding(0)?;
         Ok(trainer)
     }
 
     /// Restarts the RNG of stochastic rounding from `seed` (it starts from
     /// seed 0): the same seed gives the same run, bit for bit.
+    ///
+    /// # Panics
+    ///
+    /// When the plugin cannot copy the seed to a device;
+    /// [`Trainer::try_seed_rounding`] says so instead.
     pub fn seed_rounding(&mut self, seed: u64) {
+        self.try_seed_rounding(seed)
+            .expect("the plugin copies a seed to its device")
+    }
+
+    /// [`Trainer::seed_rounding`], failing when the plugin cannot copy
+    /// the seed to a device.
+    pub fn try_seed_rounding(&mut self, seed: u64) -> Result<(), Error> {
         for (k, &(i, _)) in self.layout.updates.iter().enumerate() {
             if self.inputs[i].role == Role::RngState {
                 for (r, rank) in self.state.iter_mut().enumerate() {
                     let shift = if self.rounding_seeded_per_rank { r } else { 0 };
-                    rank[k] = rng_state(seed + shift as u64);
+                    let value = rng_state(seed + shift as u64);
+                    rank[k] = Some(self.program.to_device(&value, r)?);
                 }
             }
         }
+        Ok(())
     }
 
     /// The state inputs with `role`, with their index in the state.
@@ -374,14 +390,21 @@ impl Trainer {
     }
 
     /// The whole value of state input `k` (a sharded parameter or moment
-    /// gathered from the ranks), by its whole state's name: under pipeline
-    /// parallelism one per stage (the whole model's layers each stage
-    /// holds), or one from stage 0 for what every stage holds alike.
-    fn whole_state(&self, k: usize) -> Vec<(String, Literal)> {
+    /// gathered from the ranks, copied from their devices), by its whole
+    /// state's name: under pipeline parallelism one per stage (the whole
+    /// model's layers each stage holds), or one from stage 0 for what
+    /// every stage holds alike.
+    fn whole_state(&self, k: usize) -> Result<Vec<(String, Literal)>, Error> {
         let spec = &self.inputs[self.layout.updates[k].0];
+        let gather = |ranks: &[Vec<Slot>]| -> Result<Literal, Error> {
+            let locals = ranks
+                .iter()
+                .map(|rank| device_state::read(&rank[k], &spec.name))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(self.ranks.gather(spec, &locals.iter().collect::<Vec<_>>()))
+        };
         let Some(run) = &self.pipeline else {
-            let locals: Vec<&Literal> = self.state.iter().map(|rank| &rank[k]).collect();
-            return vec![(spec.name.clone(), self.ranks.gather(spec, &locals))];
+            return Ok(vec![(spec.name.clone(), gather(&self.state)?)]);
         };
         let names = run.states.names();
         let per_stage = run.states.ranks_per_stage();
@@ -392,19 +415,33 @@ impl Trainer {
         (0..stages)
             .map(|s| {
                 let ranks = &self.state[s * per_stage..(s + 1) * per_stage];
-                let locals: Vec<&Literal> = ranks.iter().map(|rank| &rank[k]).collect();
-                (names.whole_name(spec, s), self.ranks.gather(spec, &locals))
+                Ok((names.whole_name(spec, s), gather(ranks)?))
             })
             .collect()
     }
 
     /// Each rank's value of every state input with `role`, by name, in
     /// rank order: what the sharded-equals-unsharded checks compare.
+    ///
+    /// # Panics
+    ///
+    /// When the state is gone (given to a step that failed) or cannot be
+    /// copied from the devices; [`Trainer::try_rank_state`] says so instead.
     pub fn rank_state(&self, role: Role) -> Vec<(String, Vec<Literal>)> {
+        self.try_rank_state(role).expect(READABLE)
+    }
+
+    /// [`Trainer::rank_state`], failing when the state is gone or cannot
+    /// be copied from the devices.
+    pub fn try_rank_state(&self, role: Role) -> Result<Vec<(String, Vec<Literal>)>, Error> {
         self.state_with_role(role)
             .map(|(k, s)| {
-                let ranks = self.state.iter().map(|rank| rank[k].clone()).collect();
-                (s.name.clone(), ranks)
+                let ranks = self
+                    .state
+                    .iter()
+                    .map(|rank| device_state::read(&rank[k], &s.name))
+                    .collect::<Result<_, _>>()?;
+                Ok((s.name.clone(), ranks))
             })
             .collect()
     }
@@ -413,11 +450,21 @@ impl Trainer {
     /// say), by name: sharded ones gathered from the ranks, in the whole
     /// model's parameter order (under pipeline parallelism too, where the
     /// stages hold the layers).
+    ///
+    /// # Panics
+    ///
+    /// As [`Trainer::rank_state`]; [`Trainer::try_state`] does not.
     pub fn state(&self, role: Role) -> Vec<(String, Literal)> {
-        let mut all: Vec<(String, Literal)> = self
-            .state_with_role(role)
-            .flat_map(|(k, _)| self.whole_state(k))
-            .collect();
+        self.try_state(role).expect(READABLE)
+    }
+
+    /// [`Trainer::state`], failing when the state is gone or cannot be
+    /// copied from the devices.
+    pub fn try_state(&self, role: Role) -> Result<Vec<(String, Literal)>, Error> {
+        let mut all = Vec::new();
+        for (k, _) in self.state_with_role(role) {
+            all.extend(self.whole_state(k)?);
+        }
         if self.pipeline.is_some() {
             let order: std::collections::HashMap<String, usize> =
                 hlatc_models::param_specs(&self.model)
@@ -431,20 +478,36 @@ impl Trainer {
                 order.get(param).copied().unwrap_or(usize::MAX)
             });
         }
-        all
+        Ok(all)
     }
 
     /// The current parameters as stored, by name (fused tensors included).
+    ///
+    /// # Panics
+    ///
+    /// As [`Trainer::rank_state`]; [`Trainer::try_state`] does not.
     pub fn params(&self) -> Vec<(String, Literal)> {
         self.state(Role::Parameter)
     }
 
     /// The current parameters as Hugging Face tensors, in Hugging Face
     /// order: fused projections are split back into theirs.
+    ///
+    /// # Panics
+    ///
+    /// As [`Trainer::rank_state`]; [`Trainer::try_hugging_face_params`]
+    /// does not.
     pub fn hugging_face_params(&self) -> Vec<(String, Literal)> {
-        let stored: BTreeMap<String, Literal> = self.params().into_iter().collect();
-        hlatc_models::layout::split(&self.model, &stored)
-            .expect("the trainer holds every parameter of its model")
+        self.try_hugging_face_params().expect(READABLE)
+    }
+
+    /// [`Trainer::hugging_face_params`], failing when the state is gone or
+    /// cannot be copied from the devices.
+    pub fn try_hugging_face_params(&self) -> Result<Vec<(String, Literal)>, Error> {
+        let stored: BTreeMap<String, Literal> =
+            self.try_state(Role::Parameter)?.into_iter().collect();
+        Ok(hlatc_models::layout::split(&self.model, &stored)
+            .expect("the trainer holds every parameter of its model"))
     }
 
     /// Everything the run carries from step to step, whole, by input name:
@@ -453,13 +516,26 @@ impl Trainer {
     /// from its ranks (a ZeRO-1 shard joined to its tensor). It names no
     /// rank, so [`Trainer::resume`] reads it into any layout of the same
     /// model and precision.
+    ///
+    /// # Panics
+    ///
+    /// As [`Trainer::rank_state`]; [`Trainer::try_training_state`] does
+    /// not.
     pub fn training_state(&self) -> Vec<(String, Literal)> {
-        (0..self.layout.updates.len())
-            .map(|k| (&self.inputs[self.layout.updates[k].0], k))
+        self.try_training_state().expect(READABLE)
+    }
+
+    /// [`Trainer::training_state`], failing when the state is gone or
+    /// cannot be copied from the devices.
+    pub fn try_training_state(&self) -> Result<Vec<(String, Literal)>, Error> {
+        let mut all = Vec::new();
+        for k in 0..self.layout.updates.len() {
             // Zero between optimizer steps: see `state_shards`.
-            .filter(|(spec, _)| spec.role != Role::GradAccumulator)
-            .flat_map(|(_, k)| self.whole_state(k))
-            .collect()
+            if self.inputs[self.layout.updates[k].0].role != Role::GradAccumulator {
+                all.extend(self.whole_state(k)?);
+            }
+        }
+        Ok(all)
     }
 
     /// Continues from `tensors`, a [`Trainer::training_state`] from
@@ -471,22 +547,51 @@ impl Trainer {
         tensors: BTreeMap<String, Literal>,
         source: &str,
     ) -> Result<(), Error> {
-        if let Some(run) = &self.pipeline {
-            self.state = by_rank(run.states.shard(tensors, source)?);
-            return Ok(());
+        let host = match &self.pipeline {
+            Some(run) => by_rank(run.states.shard(tensors, source)?),
+            None => {
+                let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;
+                by_rank(shard_state(&self.ranks, &self.inputs, &whole))
+            }
+        };
+        // The old state goes first, so the devices never hold both; should
+        // the new one not reach them, every slot says it is gone.
+        let slots = host.first().map_or(0, Vec::len);
+        let ranks = host.len();
+        self.state.clear();
+        match device_state::upload(&self.program, host) {
+            Ok(state) => self.state = state,
+            Err(e) => {
+                self.state = (0..ranks)
+                    .map(|_| (0..slots).map(|_| None).collect())
+                    .collect();
+                return Err(e);
+            }
         }
-        let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;
-        self.state = by_rank(shard_state(&self.ranks, &self.inputs, &whole));
         Ok(())
     }
 
     /// Completed steps.
+    ///
+    /// # Panics
+    ///
+    /// As [`Trainer::rank_state`]; [`Trainer::try_steps_done`] does not.
     pub fn steps_done(&self) -> i64 {
-        self.state_with_role(Role::Step)
-            .next()
-            .map_or(0, |(k, _)| self.state[0][k].to_i64_vec()[0])
+        self.try_steps_done().expect(READABLE)
+    }
+
+    /// [`Trainer::steps_done`], failing when the step counter is gone or
+    /// cannot be copied from the device.
+    pub fn try_steps_done(&self) -> Result<i64, Error> {
+        match self.state_with_role(Role::Step).next() {
+            Some((k, s)) => Ok(device_state::read(&self.state[0][k], &s.name)?.to_i64_vec()[0]),
+            None => Ok(0),
+        }
     }
 }
+
+/// What the readers that cannot fail say when they do.
+const READABLE: &str = "the trainer's state is readable (the try_ readers say why not)";
 
 /// Parameters for `cfg` (in `param_specs` order, fused where `cfg` fuses)
 /// from tensors by Hugging Face name (a safetensors checkpoint): every one
@@ -534,19 +639,23 @@ fn by_rank(named: Vec<Vec<(String, Literal)>>) -> Vec<Vec<Literal>> {
 /// Runs `stage` on every rank: its batch inputs from `batch` (each rank its
 /// rows), `token_count` where it takes one, its state inputs from `state`
 /// by name (each rank's in the order of `held`), which its state outputs
-/// update. Returns rank 0's outputs (every rank computes the same
-/// statistics). Token ids must lie in the vocabulary, targets too unless
-/// they are the ignore index, and segment ids must be a packing; the first
-/// that is not is named (XLA would take it silently), see
-/// [`crate::batch_check`].
+/// update. A state input the output updating it aliases is donated, and
+/// that output's buffer takes its slot; the others are lent. Returns rank
+/// 0's other outputs on the host (every rank computes the same
+/// statistics), `None` for the state's. Token ids must lie in the
+/// vocabulary, targets too unless they are the ignore index, and segment
+/// ids must be a packing; the first that is not is named (XLA would take
+/// it silently), see [`crate::batch_check`]. A step refused before it ran
+/// leaves the state as it was; one that failed on the devices says how
+/// much of it went with it.
 pub(crate) fn run_stage(
     stage: &Stage,
-    state: &mut [Vec<Literal>],
+    state: &mut [Vec<Slot>],
     held: &[(&str, Role)],
     vocab_size: i64,
     batch: Option<&Batch>,
     given: &[(Role, &Literal)],
-) -> Result<Vec<Literal>, Error> {
+) -> Result<Vec<Option<Literal>>, Error> {
     let wants = |role: Role| stage.inputs.iter().any(|s| s.role == role);
     if let Some(b) = batch {
         if b.segment_ids.is_some() != wants(Role::SegmentIds) {
@@ -590,24 +699,6 @@ pub(crate) fn run_stage(
             }),
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    let inputs: Vec<Vec<Literal>> = (0..state.len())
-        .map(|rank| {
-            stage
-                .inputs
-                .iter()
-                .zip(&sources)
-                .map(|(s, source)| match source {
-                    Source::Batch(l) => stage.ranks.take(s, l, rank as i64),
-                    Source::Rank => RankInputs::rank_value(rank as i64),
-                    Source::State(k) => state[rank][*k].clone(),
-                })
-                .collect()
-        })
-        .collect();
-    let outputs = match inputs.as_slice() {
-        [one] => vec![stage.program.run(one)?],
-        _ => stage.program.run_replicas(&inputs)?,
-    };
     let updates: Vec<(usize, usize)> = stage
         .outputs
         .iter()
@@ -621,15 +712,134 @@ pub(crate) fn run_stage(
                 })
         })
         .collect::<Result<_, _>>()?;
+    // A state input is donated when the output aliasing it updates its
+    // own slot: the step then writes the new value over the old in place.
+    // Any other is lent, and an output aliasing it gets a buffer of its
+    // own (what every slot would need, were the step to write one slot
+    // over another's input).
+    let donated: Vec<Option<usize>> = sources
+        .iter()
+        .enumerate()
+        .map(|(i, source)| match source {
+            Source::State(k) => stage
+                .program
+                .aliases()
+                .iter()
+                .any(|&(p, o)| p == i && updates.contains(&(o, *k)))
+                .then_some(*k),
+            _ => None,
+        })
+        .collect();
+    // Every slot read must be there before any is taken.
+    for rank in state.iter() {
+        for (spec, source) in stage.inputs.iter().zip(&sources) {
+            if let Source::State(k) = source {
+                device_state::buffer(&rank[*k], &spec.name)?;
+            }
+        }
+    }
+    // What the step is given besides the state, on each rank's device:
+    // made for this run alone, so the run may have them.
+    let mut fresh = (0..state.len())
+        .map(|rank| {
+            stage
+                .inputs
+                .iter()
+                .zip(&sources)
+                .map(|(s, source)| {
+                    let value = match source {
+                        Source::Batch(l) => stage.ranks.take(s, l, rank as i64),
+                        Source::Rank => RankInputs::rank_value(rank as i64),
+                        Source::State(_) => return Ok(None),
+                    };
+                    Ok(Some(stage.program.to_device(&value, rank)?))
+                })
+                .collect::<Result<Vec<_>, Error>>()
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let mut taken: Vec<Vec<Slot>> = state
+        .iter_mut()
+        .map(|rank| {
+            donated
+                .iter()
+                .map(|k| k.and_then(|k| rank[k].take()))
+                .collect()
+        })
+        .collect();
+    let run = {
+        let args: Vec<Vec<Arg<'_>>> = state
+            .iter()
+            .zip(&mut fresh)
+            .zip(&mut taken)
+            .map(|((rank, fresh), taken)| {
+                sources
+                    .iter()
+                    .enumerate()
+                    .map(
+                        |(i, source)| match (fresh[i].take(), taken[i].take(), source) {
+                            (Some(b), _, _) | (None, Some(b), _) => Arg::Donated(b),
+                            (None, None, Source::State(k)) => {
+                                Arg::Lent(rank[*k].as_ref().expect("checked above"))
+                            }
+                            (None, None, _) => unreachable!("every other input was made above"),
+                        },
+                    )
+                    .collect()
+            })
+            .collect();
+        match stage.program.execute(args) {
+            Ok(outputs) => Ok(outputs),
+            Err(ExecuteError::Refused { error, args }) => {
+                // Nothing ran: the donated slots go back where they were.
+                let back: Vec<Vec<Slot>> = args
+                    .into_iter()
+                    .map(|list| {
+                        list.into_iter()
+                            .map(|a| match a {
+                                Arg::Donated(b) => Some(b),
+                                Arg::Lent(_) => None,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                Err((error, Some(back)))
+            }
+            Err(ExecuteError::Failed(error)) => Err((error, None)),
+        }
+    };
+    let outputs = match run {
+        Ok(outputs) => outputs,
+        Err((error, Some(back))) => {
+            for (rank, list) in state.iter_mut().zip(back) {
+                for (b, k) in list.into_iter().zip(&donated) {
+                    if let (Some(b), Some(k)) = (b, k) {
+                        rank[*k] = Some(b);
+                    }
+                }
+            }
+            return Err(error.into());
+        }
+        Err((source, None)) => {
+            let lost = donated.iter().flatten().count() * state.len();
+            return Err(RunError::StepFailed { lost, source }.into());
+        }
+    };
     let mut first = None;
     for (rank, out) in outputs.into_iter().enumerate() {
         if out.len() != stage.outputs.len() {
             return Err(RunError::FewerOutputs.into());
         }
+        let mut out: Vec<Slot> = out.into_iter().map(Some).collect();
         for &(o, k) in &updates {
-            state[rank][k] = out[o].clone();
+            state[rank][k] = out[o].take();
         }
-        first.get_or_insert(out);
+        if first.is_none() {
+            first = Some(
+                out.iter()
+                    .map(|b| b.as_ref().map(DeviceBuffer::to_literal).transpose())
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
     }
     first.ok_or_else(|| RunError::NoRanks.into())
 }
@@ -660,9 +870,13 @@ fn held<'a>(inputs: &'a [TensorSpec], layout: &StateLayout) -> Vec<(&'a str, Rol
 }
 
 /// The statistic with `role` among a stage's outputs.
-pub(crate) fn scalar(outputs: &[TensorSpec], values: &[Literal], role: Role) -> Result<f64, Error> {
+pub(crate) fn scalar(
+    outputs: &[TensorSpec],
+    values: &[Option<Literal>],
+    role: Role,
+) -> Result<f64, Error> {
     output_with_role(outputs, role)
-        .and_then(|i| values.get(i))
+        .and_then(|i| values.get(i)?.as_ref())
         .map(|l| l.to_f64_vec()[0])
         .ok_or_else(|| RunError::NoOutput { role }.into())
 }

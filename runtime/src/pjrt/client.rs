@@ -74,6 +74,16 @@ pub enum PjrtError {
     ArgumentLists { lists: usize, devices: usize },
     #[error("PJRT returned argument lists of {first} and {other} buffers")]
     ArgumentCounts { first: usize, other: usize },
+    /// A buffer on another device or client than its list's.
+    #[error("argument {arg} of list {list} lives on device {device} (or another client's), not the list's")]
+    ArgumentDevice {
+        list: usize,
+        arg: usize,
+        device: usize,
+    },
+    /// PJRT takes one set of arguments to lend (not donate) for every device.
+    #[error("argument list {list} donates other arguments than list 0; every device's list must donate the same")]
+    Donations { list: usize },
 }
 
 /// The lowest API minor version whose structs match ours.
@@ -467,9 +477,10 @@ impl Client {
     }
 
     /// Copies `lit` to the device at `device` (an index into the devices
-    /// ordered by id, which the caller keeps in range).
-    fn buffer_from_literal(&self, lit: &Literal, device: usize) -> Result<Buffer, PjrtError> {
-        let device = *self
+    /// ordered by id): a buffer that lives until it is dropped or donated
+    /// to a run.
+    pub fn buffer_from_literal(&self, lit: &Literal, device: usize) -> Result<Buffer, PjrtError> {
+        let handle = *self
             .inner
             .devices
             .get(device)
@@ -484,16 +495,23 @@ impl Client {
         a.type_ = buffer_type(lit.ty());
         a.dims = lit.dims().as_ptr();
         a.num_dims = lit.dims().len();
+        // PJRT copies the bytes before the call returns: `lit` may go.
         a.host_buffer_semantics = ffi::HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL;
-        a.device = device;
+        a.device = handle;
         plugin.call(
             slot::CLIENT_BUFFER_FROM_HOST_BUFFER,
             "PJRT_Client_BufferFromHostBuffer",
             &mut a,
         )?;
+        if a.buffer.is_null() {
+            return Err(PjrtError::Null {
+                what: "a null buffer",
+            });
+        }
         let buffer = Buffer {
             client: self.inner.clone(),
             buf: a.buffer,
+            device,
         };
         plugin.await_and_destroy_event(
             a.done_with_host_buffer,
@@ -503,26 +521,54 @@ impl Client {
     }
 }
 
-struct Buffer {
+/// An array on one of a client's devices, owned: destroyed when dropped,
+/// or given up to a run that donates it ([`BufferArg::Donated`]), which
+/// takes it by value so that nothing can read it afterwards.
+pub struct Buffer {
     client: Arc<ClientInner>,
     buf: *mut c_void,
+    /// The device's index among the client's, ordered by id.
+    device: usize,
 }
+
+// SAFETY: a PJRT_Buffer may be used and destroyed from any thread (the
+// PJRT C API is thread-safe); the handle is owned here alone and
+// destroyed once, in Drop, while `client` keeps its client alive.
+unsafe impl Send for Buffer {}
+// SAFETY: `&Buffer` only reads the buffer (its type, dimensions and
+// bytes), which PJRT allows from several threads at once.
+unsafe impl Sync for Buffer {}
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        if !self.buf.is_null() {
-            let mut a = ffi::PJRT_Buffer_Destroy_Args::new();
-            a.buffer = self.buf;
-            let _ = self
-                .client
-                .plugin
-                .call(slot::BUFFER_DESTROY, "PJRT_Buffer_Destroy", &mut a);
+        // A donated buffer's handle is destroyed too: the run took its
+        // memory, not the handle. A null one is an output PJRT never gave.
+        if self.buf.is_null() {
+            return;
         }
+        let mut a = ffi::PJRT_Buffer_Destroy_Args::new();
+        a.buffer = self.buf;
+        let _ = self
+            .client
+            .plugin
+            .call(slot::BUFFER_DESTROY, "PJRT_Buffer_Destroy", &mut a);
     }
 }
 
 impl Buffer {
-    fn to_literal(&self) -> Result<Literal, PjrtError> {
+    /// The device it lives on: an index into the client's devices ordered
+    /// by id.
+    pub fn device(&self) -> usize {
+        self.device
+    }
+
+    /// Whether it belongs to the client `exe` runs on.
+    pub fn is_of(&self, exe: &LoadedExecutable) -> bool {
+        Arc::ptr_eq(&self.client, &exe.client)
+    }
+
+    /// Copies it to the host.
+    pub fn to_literal(&self) -> Result<Literal, PjrtError> {
         let plugin = &self.client.plugin;
         let mut t = ffi::PJRT_Buffer_ElementType_Args::new();
         t.buffer = self.buf;
@@ -555,6 +601,24 @@ impl Buffer {
         Literal::from_bytes(ty, dims, bytes).map_err(|e| PjrtError::BufferBytes {
             message: e.to_string(),
         })
+    }
+}
+
+/// One argument of a run: a buffer lent (the run reads it, and writes an
+/// output that aliases it to a buffer of its own) or donated (the run may
+/// write the output aliasing it in place; the buffer is gone afterwards,
+/// which taking it by value makes the only possibility).
+pub enum BufferArg<'a> {
+    Borrowed(&'a Buffer),
+    Donated(Buffer),
+}
+
+impl BufferArg<'_> {
+    fn buffer(&self) -> &Buffer {
+        match self {
+            BufferArg::Borrowed(b) => b,
+            BufferArg::Donated(b) => b,
+        }
     }
 }
 
@@ -687,72 +751,84 @@ impl LoadedExecutable {
         })
     }
 
-    /// Runs once with `inputs` in parameter order, on the client's first
-    /// device. The caller has checked the inputs against the program's
-    /// parameters; a top-level tuple result comes back as one literal per
-    /// element.
-    pub fn execute(&self, inputs: &[Literal]) -> Result<Vec<Literal>, PjrtError> {
-        self.execute_on_devices(&[inputs])?
-            .pop()
-            .ok_or(PjrtError::Null {
-                what: "no output list",
-            })
+    /// The client it runs on, to make its argument buffers with.
+    pub fn client(&self) -> Client {
+        Client {
+            inner: self.client.clone(),
+        }
     }
 
-    /// Runs once on the client's first `inputs.len()` devices (ordered by
+    /// Runs once on the client's first `args.len()` devices (ordered by
     /// id), argument list `i` on device `i`, and gives one output list per
-    /// device. The executable was compiled for exactly those devices in
-    /// that order (replica `i` on device `i`), and the caller has checked
-    /// every list against the program's parameters.
-    pub fn execute_on_devices(
-        &self,
-        inputs: &[&[Literal]],
-    ) -> Result<Vec<Vec<Literal>>, PjrtError> {
-        let client = Client {
-            inner: self.client.clone(),
-        };
+    /// device, each output on its list's device. The executable was
+    /// compiled for exactly those devices in that order (replica `i` on
+    /// device `i`), and the caller has checked every list against the
+    /// program's parameters. Donated arguments are the run's: it may write
+    /// the outputs aliasing them in place; borrowed ones are left as they
+    /// were. Nothing is donated when the arguments are refused here, but
+    /// they are dropped with the call either way.
+    pub fn execute(&self, args: Vec<Vec<BufferArg<'_>>>) -> Result<Vec<Vec<Buffer>>, PjrtError> {
         let devices = self.client.devices.len();
-        let num_args = inputs.first().map_or(0, |l| l.len());
-        if inputs.is_empty() || inputs.len() > devices {
+        if args.is_empty() || args.len() > devices {
             return Err(PjrtError::ArgumentLists {
-                lists: inputs.len(),
+                lists: args.len(),
                 devices,
             });
         }
-        if let Some(list) = inputs.iter().find(|l| l.len() != num_args) {
+        let num_args = args[0].len();
+        if let Some(list) = args.iter().find(|l| l.len() != num_args) {
             return Err(PjrtError::ArgumentCounts {
                 first: num_args,
                 other: list.len(),
             });
         }
-        let buffers: Vec<Vec<Buffer>> = inputs
+        for (device, list) in args.iter().enumerate() {
+            for (arg, a) in list.iter().enumerate() {
+                let b = a.buffer();
+                if !Arc::ptr_eq(&b.client, &self.client) || b.device != device {
+                    return Err(PjrtError::ArgumentDevice {
+                        list: device,
+                        arg,
+                        device: b.device,
+                    });
+                }
+            }
+        }
+        // PJRT takes one set of arguments not to donate for every device,
+        // so every list must lend the same ones.
+        let lent = |list: &[BufferArg<'_>]| -> Vec<i64> {
+            (0..list.len() as i64)
+                .filter(|&i| matches!(list[i as usize], BufferArg::Borrowed(_)))
+                .collect()
+        };
+        let non_donatable = lent(&args[0]);
+        if let Some(list) = args.iter().position(|l| lent(l) != non_donatable) {
+            return Err(PjrtError::Donations { list });
+        }
+        let arg_ptrs: Vec<Vec<*mut c_void>> = args
             .iter()
-            .enumerate()
-            .map(|(device, list)| {
-                list.iter()
-                    .map(|l| client.buffer_from_literal(l, device))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .collect::<Result<_, _>>()?;
-        let arg_ptrs: Vec<Vec<*mut c_void>> = buffers
-            .iter()
-            .map(|list| list.iter().map(|b| b.buf).collect())
+            .map(|list| list.iter().map(|a| a.buffer().buf).collect())
             .collect();
         let arg_lists: Vec<*const *mut c_void> = arg_ptrs.iter().map(|l| l.as_ptr()).collect();
         let num_outputs = self.num_outputs()?;
         let mut out_ptrs: Vec<Vec<*mut c_void>> =
-            vec![vec![std::ptr::null_mut(); num_outputs]; inputs.len()];
+            vec![vec![std::ptr::null_mut(); num_outputs]; args.len()];
         let out_lists: Vec<*mut *mut c_void> =
             out_ptrs.iter_mut().map(|l| l.as_mut_ptr()).collect();
-        let mut events: Vec<*mut c_void> = vec![std::ptr::null_mut(); inputs.len()];
+        let mut events: Vec<*mut c_void> = vec![std::ptr::null_mut(); args.len()];
         let mut options = ffi::PJRT_ExecuteOptions::new();
+        // Every aliased parameter not named here is donated: its buffer
+        // may become the output's, so only a buffer given up by value
+        // (`BufferArg::Donated`) is left off the list.
+        options.non_donatable_input_indices = non_donatable.as_ptr();
+        options.num_non_donatable_input_indices = non_donatable.len();
         let mut a = ffi::PJRT_LoadedExecutable_Execute_Args::new();
         a.executable = self.exe;
         a.options = &mut options;
         // One list per device, each of `num_args` buffers (and of
         // `num_outputs` slots for the results), all alive past the call.
         a.argument_lists = arg_lists.as_ptr();
-        a.num_devices = inputs.len();
+        a.num_devices = args.len();
         a.num_args = num_args;
         a.output_lists = out_lists.as_ptr();
         a.device_complete_events = events.as_mut_ptr();
@@ -765,11 +841,13 @@ impl LoadedExecutable {
         // Own the outputs first so they are freed even if a wait fails.
         let outputs: Vec<Vec<Buffer>> = out_ptrs
             .into_iter()
-            .map(|list| {
+            .enumerate()
+            .map(|(device, list)| {
                 list.into_iter()
                     .map(|buf| Buffer {
                         client: self.client.clone(),
                         buf,
+                        device,
                     })
                     .collect()
             })
@@ -780,11 +858,14 @@ impl LoadedExecutable {
             .map(|e| plugin.await_and_destroy_event(e, "PJRT_Event_Await (execution)"))
             .collect();
         waited.into_iter().collect::<Result<(), _>>()?;
-        drop(buffers);
-        outputs
-            .iter()
-            .map(|list| list.iter().map(Buffer::to_literal).collect())
-            .collect()
+        // The donated handles go only now: the run is over.
+        drop(args);
+        if outputs.iter().flatten().any(|b| b.buf.is_null()) {
+            return Err(PjrtError::Null {
+                what: "a null output buffer",
+            });
+        }
+        Ok(outputs)
     }
 }
 

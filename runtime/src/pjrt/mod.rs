@@ -6,4 +6,4 @@
 mod client;
 mod ffi;
 
-pub use client::{Client, CompiledMemoryStats, LoadedExecutable, PjrtError};
+pub use client::{Buffer, BufferArg, Client, CompiledMemoryStats, LoadedExecutable, PjrtError};

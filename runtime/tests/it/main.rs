@@ -5,6 +5,7 @@ mod autodiff_fd;
 mod collectives;
 mod common;
 mod control_flow;
+mod device_buffers;
 mod errors;
 mod executable_cache;
 mod fuzz_xla;

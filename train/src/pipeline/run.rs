@@ -4,6 +4,7 @@
 
 use super::{Phase, Schedule, StageStates};
 use crate::data::Batch;
+use crate::device_state::{self, DeviceState, Slot};
 use crate::rank_inputs::RankInputs;
 use crate::train_step::{Role, StepConfig, TensorSpec};
 use crate::trainer::{micro_batch, run_stage, scalar, Stage};
@@ -26,9 +27,11 @@ pub(crate) struct PipelineRun {
     ranks: RankInputs,
     schedule: Schedule,
     pub(crate) states: StageStates,
-    /// The buffers' inputs, and each rank's values of them.
+    /// The buffers' inputs (every input of the role
+    /// [`Role::StageBuffer`], whatever their number), and each rank's
+    /// values of them, on its device from tick to tick.
     buffer_specs: Vec<TensorSpec>,
-    buffers: Vec<Vec<Literal>>,
+    buffers: DeviceState,
     dp: i64,
 }
 
@@ -58,6 +61,7 @@ impl PipelineRun {
             .iter()
             .map(|s| Literal::zeros(s.dtype, s.shape.clone()))
             .collect();
+        let buffers = device_state::upload(&ticks[0].program, vec![zeros; world])?;
         let micro = super::tick_config(stage_config, schedule.micro_batches);
         Ok(PipelineRun {
             ticks,
@@ -65,7 +69,7 @@ impl PipelineRun {
             schedule,
             states,
             buffer_specs,
-            buffers: vec![zeros; world],
+            buffers,
             dp: cfg.parallel.dp,
         })
     }
@@ -75,7 +79,7 @@ impl PipelineRun {
     /// loss.
     pub(crate) fn run_ticks(
         &mut self,
-        state: &mut [Vec<Literal>],
+        state: &mut [Vec<Slot>],
         held: &[(&str, Role)],
         vocab_size: i64,
         batch: &Batch,
