@@ -101,7 +101,11 @@ MATURIN_PEP517_ARGS="--profile ci" \
     --mypy-config-file python/pyproject.toml
 .cache/python-venv/bin/python -m mypy --strict --config-file python/pyproject.toml \
     python/tests/typed_usage.py
-HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q python/tests
+# On every core (pytest-xdist, the `test` extra): a module's tests that
+# share what is costly to make, or start processes of their own, are one
+# group each (`xdist_group`), run on one worker.
+HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q \
+    -n auto --dist loadgroup python/tests
 
 # Adding an op is checked by the compiler: a made-up op in a scratch copy
 # of the compiler must fail to compile in every place that handles ops
