@@ -74,7 +74,8 @@ export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
 # that no run leaves them in the machine's /tmp.
 TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/hlatc-test-run.XXXXXX")"
 export TMPDIR
-trap 'rm -rf "$TMPDIR"' EXIT
+# Also stops what the script started in the background, should it stop first.
+trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$TMPDIR"' EXIT
 # The `ci` profile optimizes hlatc's library crates too (Cargo.toml).
 if cargo nextest --version >/dev/null 2>&1; then
     # One process per test, both cores busy to the end (.config/nextest.toml).
@@ -84,6 +85,17 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --exclude hlatc-python --profile ci
 fi
+
+# Adding an op is checked by the compiler: a made-up op in a scratch copy
+# of the compiler must fail to compile in every place that handles ops
+# (printer, parser, proto writer and reader, shape rule, backward rule, op
+# table); the script exits 1 if one of them would let it through. It
+# type-checks on one core (about 30 s from a clean clone), beside the
+# wheel's build and the type checks below, which leave the other core
+# idle for most of their time.
+add_op_log="$TMPDIR/add-op-check.log"
+tools/add_op_check.sh target/add-op-check >"$add_op_log" 2>&1 &
+add_op_pid=$!
 
 # The Python package: `pip install ./python` (maturin builds the Rust
 # core) into a virtual environment of its own that sees the JAX installed
@@ -101,16 +113,18 @@ MATURIN_PEP517_ARGS="--profile ci" \
     --mypy-config-file python/pyproject.toml
 .cache/python-venv/bin/python -m mypy --strict --config-file python/pyproject.toml \
     python/tests/typed_usage.py
+add_op_status=0
+wait "$add_op_pid" || add_op_status=$?
+cat "$add_op_log"
+if [ "$add_op_status" -ne 0 ]; then
+    echo "error: tools/add_op_check.sh failed (exit $add_op_status)" >&2
+    exit "$add_op_status"
+fi
 # On every core (pytest-xdist, the `test` extra): a module's tests that
 # share what is costly to make, or start processes of their own, are one
 # group each (`xdist_group`), run on one worker.
 HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q \
     -n auto --dist loadgroup python/tests
 
-# Adding an op is checked by the compiler: a made-up op in a scratch copy
-# of the compiler must fail to compile in every place that handles ops
-# (printer, parser, proto writer and reader, shape rule, backward rule, op
-# table); the script exits 1 if one of them would let it through.
-tools/add_op_check.sh target/add-op-check
 # No two files of a crate import each other round a circle.
 python3 tools/import_cycles.py --check
