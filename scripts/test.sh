@@ -62,9 +62,10 @@ export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitte
 # The tests compile some programs more than once, in different processes
 # and runs: each compiled executable is kept on disk and loaded the next
 # time (docs/src/runtime.md, "Executable cache"). Its key holds the
-# module, the compile options, the plugin file's identity and XLA_FLAGS,
-# so an executable another plugin or other flags compiled is never
-# loaded. Files no run has read for a week go.
+# module, the compile options, the plugin file's identity, XLA_FLAGS and
+# the host processor, so an executable another plugin, other flags or
+# another machine compiled is never loaded. Files no run has read for a
+# week go.
 mkdir -p target/xla-cache
 find target/xla-cache -type f -atime +7 -delete
 export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
