@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Everything the tests need, then every check: formatting, lints, all
 # tests. This is the README's test command and what CI runs.
+#
+#   scripts/test.sh          the exhaustive sweeps sampled (the day's seed)
+#   scripts/test.sh --full   every sweep whole (HLATC_FULL_SWEEP=1)
+#
+# The sweeps over exhaustive sets (XLA's 4,147 test modules, the fuzzer's
+# generated ones) walk a sample drawn from a seed that changes every day
+# and is printed with a failure; HLATC_SWEEP_SEED=N draws a day's sample
+# again (docs/src/correctness.md, "Sampled sweeps").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+for arg in "$@"; do
+    case "$arg" in
+        --full) export HLATC_FULL_SWEEP=1 ;;
+        *) echo "usage: scripts/test.sh [--full]" >&2; exit 2 ;;
+    esac
+done
 
 # The XLA CPU PJRT plugin (runtime tests run emitted HLO on it).
 scripts/fetch-xla-cpu-plugin.sh
@@ -45,12 +59,15 @@ cargo build --workspace --exclude hlatc-python --all-targets --profile ci
 # compile and refuses what each aborts on; the fuzzer compiles with the
 # default ones, which users run (docs/src/runtime.md).
 export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false ${XLA_FLAGS:-}"
-# The tests compile some programs more than once, in different processes:
-# each compiled executable is kept on disk and loaded the next time
-# (docs/src/runtime.md, "Executable cache"). Empty at the start of every
-# run, so nothing compiled by another plugin or build can be loaded.
-rm -rf target/xla-cache
+# The tests compile some programs more than once, in different processes
+# and runs: each compiled executable is kept on disk and loaded the next
+# time (docs/src/runtime.md, "Executable cache"). Its key holds the
+# module, the compile options, the plugin file's identity, XLA_FLAGS and
+# the host processor, so an executable another plugin, other flags or
+# another machine compiled is never loaded. Files no run has read for a
+# week go.
 mkdir -p target/xla-cache
+find target/xla-cache -type f -atime +7 -delete
 export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
 # The tests' scratch files (bundles, checkpoints, weights: about 1.4 GB
 # over a run, in some 1,800 folders named after the test and process)
@@ -58,7 +75,8 @@ export HLATC_XLA_CACHE_DIR="$PWD/target/xla-cache"
 # that no run leaves them in the machine's /tmp.
 TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/hlatc-test-run.XXXXXX")"
 export TMPDIR
-trap 'rm -rf "$TMPDIR"' EXIT
+# Also stops what the script started in the background, should it stop first.
+trap 'jobs -p | xargs -r kill 2>/dev/null; rm -rf "$TMPDIR"' EXIT
 # The `ci` profile optimizes hlatc's library crates too (Cargo.toml).
 if cargo nextest --version >/dev/null 2>&1; then
     # One process per test, both cores busy to the end (.config/nextest.toml).
@@ -68,6 +86,17 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --exclude hlatc-python --profile ci
 fi
+
+# Adding an op is checked by the compiler: a made-up op in a scratch copy
+# of the compiler must fail to compile in every place that handles ops
+# (printer, parser, proto writer and reader, shape rule, backward rule, op
+# table); the script exits 1 if one of them would let it through. It
+# type-checks on one core (about 30 s from a clean clone), beside the
+# wheel's build and the type checks below, which leave the other core
+# idle for most of their time.
+add_op_log="$TMPDIR/add-op-check.log"
+tools/add_op_check.sh target/add-op-check >"$add_op_log" 2>&1 &
+add_op_pid=$!
 
 # The Python package: `pip install ./python` (maturin builds the Rust
 # core) into a virtual environment of its own that sees the JAX installed
@@ -85,12 +114,18 @@ MATURIN_PEP517_ARGS="--profile ci" \
     --mypy-config-file python/pyproject.toml
 .cache/python-venv/bin/python -m mypy --strict --config-file python/pyproject.toml \
     python/tests/typed_usage.py
-HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q python/tests
+add_op_status=0
+wait "$add_op_pid" || add_op_status=$?
+cat "$add_op_log"
+if [ "$add_op_status" -ne 0 ]; then
+    echo "error: tools/add_op_check.sh failed (exit $add_op_status)" >&2
+    exit "$add_op_status"
+fi
+# On every core (pytest-xdist, the `test` extra): a module's tests that
+# share what is costly to make, or start processes of their own, are one
+# group each (`xdist_group`), run on one worker.
+HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q \
+    -n auto --dist loadgroup python/tests
 
-# Adding an op is checked by the compiler: a made-up op in a scratch copy
-# of the compiler must fail to compile in every place that handles ops
-# (printer, parser, proto writer and reader, shape rule, backward rule, op
-# table); the script exits 1 if one of them would let it through.
-tools/add_op_check.sh target/add-op-check
 # No two files of a crate import each other round a circle.
 python3 tools/import_cycles.py --check

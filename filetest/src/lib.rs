@@ -7,8 +7,13 @@
 //! Each crate keeps its commands (the compiler's `parse` and `verify`, the
 //! passes' `opt` and `check`, the facade's `fmt`) and its cases beside its
 //! code; this walks, blesses, diffs and reports for all of them.
+//!
+//! [`sweep`] is the other thing the crates' tests share: how a test over
+//! an exhaustive set samples it, and how to walk it whole.
 
 use std::path::{Path, PathBuf};
+
+pub mod sweep;
 
 /// The environment variable that blesses the outputs.
 pub const BLESS_ENV: &str = "HLATC_BLESS";

@@ -4,8 +4,8 @@
 //!
 //! The crate is laid out by what depends on what: `infra/` (the pass
 //! trait, pipelines, the context, the rewriter and the other shared
-//! machinery), [`target`] (each target's own place: `target::cpu`, what XLA
-//! CPU needs, and `target::neuron`, what only Neuron does and its
+//! machinery), [`targets`] (each target's own place: `targets::cpu`, what
+//! XLA CPU needs, and `targets::neuron`, what only Neuron does and its
 //! pre-flight), `transforms/` (the passes every target runs) and the
 //! registry over all of them. Everything is re-exported here by the names
 //! it always had.
@@ -22,7 +22,7 @@
 
 mod infra;
 mod registry;
-pub mod target;
+pub mod targets;
 mod transforms;
 
 pub use infra::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
@@ -39,9 +39,9 @@ pub use infra::{bind, inline, pattern, rewriter};
 pub use registry::{
     default_pass_names, default_pipeline, markdown_table, pipeline_from_names, registry, PassInfo,
 };
-pub use target::cpu::{AsyncToSync, BitcastToReshape, OrientDots, WidenMixedDots};
-pub use target::neuron::preflight as neuron_check;
-pub use target::neuron::{
+pub use targets::cpu::{AsyncToSync, BitcastToReshape, OrientDots, WidenMixedDots};
+pub use targets::neuron::preflight as neuron_check;
+pub use targets::neuron::{
     neuron_topk, softmax_math, ConditionalToSelect, IntegerDotToF32, LowerNeuronCalls,
     Narrow64BitIntegers, NarrowF64, SortToTopK, MAX_BRANCH_INSTRUCTIONS,
 };

@@ -83,7 +83,7 @@ impl CheckpointDir {
             .transpose()?;
         let skipped = skipped
             .into_iter()
-            .map(|s| (s.path.display().to_string(), s.reason))
+            .map(|s| (s.path.display().to_string(), s.reason.to_string()))
             .collect();
         Ok((found, skipped))
     }

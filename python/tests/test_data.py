@@ -20,6 +20,10 @@ from corpus import train_tokenizer, write_corpus, write_word_corpus
 
 tokenizers = pytest.importorskip("tokenizers", reason="pip install -r tools/requirements.txt")
 
+# Under pytest-xdist (scripts/test.sh) the module's tests share one worker,
+# so its corpus and tokenizer (the module's fixtures) are made once.
+pytestmark = pytest.mark.xdist_group("corpus")
+
 IGNORE = -100
 CORPUS_BYTES = 10_500_000
 

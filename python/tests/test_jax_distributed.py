@@ -27,6 +27,11 @@ from language import batches
 
 jax = pytest.importorskip("jax", reason="the jax extra: pip install ./python[jax]")
 
+# Under pytest-xdist (scripts/test.sh), every test that starts processes of
+# its own runs on one worker, one at a time: two jobs of gloo peers and
+# timed stops at once on two cores are what the tests must not measure.
+pytestmark = pytest.mark.xdist_group("processes")
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))

@@ -28,6 +28,11 @@ import hlatc
 pytest.importorskip("jax", reason="the jax extra: pip install ./python[jax]")
 import hlatc.jax  # noqa: E402
 
+# Under pytest-xdist (scripts/test.sh), every test that starts processes of
+# its own runs on one worker, one at a time: two jobs of gloo peers and
+# timed stops at once on two cores are what the tests must not measure.
+pytestmark = pytest.mark.xdist_group("processes")
+
 HERE = Path(__file__).resolve().parent
 WORKER = str(HERE / "failure_worker.py")
 TIMEOUT = 90

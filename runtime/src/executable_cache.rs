@@ -1,13 +1,16 @@
 //! An on-disk cache of compiled XLA CPU executables, on only when
-//! [`CACHE_DIR_ENV`] names a directory (`scripts/test.sh` sets it to a
-//! directory it empties at the start of every run: the tests compile some
-//! programs more than once, in different processes).
+//! [`CACHE_DIR_ENV`] names a directory (`scripts/test.sh` sets it to
+//! `target/xla-cache`, kept from run to run: the tests compile some
+//! programs more than once, in different processes, and every run compiles
+//! most of the last run's again).
 //!
 //! The key is a sha256 of everything that decides what XLA compiles: the
 //! `HloModuleProto` bytes handed to PJRT, the serialized compile options,
 //! the plugin file's identity (size and modification time, read when it was
-//! loaded), the client's platform and devices, and `XLA_FLAGS` as this
-//! process has it. A hit loads the executable the plugin serialized
+//! loaded), the client's platform and devices, `XLA_FLAGS` as this process
+//! has it, and the host's processor (XLA CPU compiles for the features of
+//! the machine it runs on, so a cache on a disk another machine used must
+//! not hand it code its processor lacks). A hit loads the executable the plugin serialized
 //! (`PJRT_Executable_DeserializeAndLoad`) instead of compiling; a miss
 //! compiles, serializes the executable and writes it to a temporary file
 //! that is renamed into place, so another process reads a whole file or
@@ -191,6 +194,7 @@ impl ExecutableCache {
     /// length-prefixed so that no two different inputs run together.
     fn key(&self, client: &pjrt::Client, program: &[u8], options: &[u8]) -> Option<[u8; 32]> {
         let identity = client.plugin_identity()?;
+        let cpu = host_cpu()?;
         let mut h = Sha256::new();
         let mut part = |bytes: &[u8]| {
             h.update((bytes.len() as u64).to_le_bytes());
@@ -200,6 +204,7 @@ impl ExecutableCache {
         part(program);
         part(options);
         part(identity.as_bytes());
+        part(cpu.as_bytes());
         part(client.platform_name().as_bytes());
         let devices: Vec<u8> = client
             .device_ids()
@@ -285,6 +290,35 @@ impl ExecutableCache {
     }
 }
 
+/// The host processor as XLA CPU compiles for it: the model and feature
+/// flags `/proc/cpuinfo` gives for its first processor, read once. `None`
+/// where there is no such file: no key is safe there.
+fn host_cpu() -> Option<&'static str> {
+    static CPU: OnceLock<Option<String>> = OnceLock::new();
+    CPU.get_or_init(|| {
+        let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+        cpu_identity(&info)
+    })
+    .as_deref()
+}
+
+/// The first processor's `vendor_id`, `model name` and `flags` lines of a
+/// `/proc/cpuinfo` (whichever it has; `None` when it has none of them).
+fn cpu_identity(cpuinfo: &str) -> Option<String> {
+    let first = cpuinfo.split("\n\n").next()?;
+    let lines: Vec<&str> = first
+        .lines()
+        .filter(|l| {
+            let key = l.split(':').next().unwrap_or("").trim();
+            matches!(
+                key,
+                "vendor_id" | "model name" | "flags" | "Features" | "CPU part"
+            )
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
 /// The payload of a cache file, when its header is this layout's, names
 /// `key` and its checksum matches.
 fn check_file<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Result<&'a [u8], &'static str> {
@@ -314,6 +348,16 @@ mod tests {
         b.extend_from_slice(&Sha256::digest(payload));
         b.extend_from_slice(payload);
         b
+    }
+
+    #[test]
+    fn the_processor_is_its_first_entrys_model_and_flags() {
+        let info = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu avx2\ncpu MHz\t\t: 2100.0\n\nprocessor\t: 1\nflags\t\t: other\n";
+        assert_eq!(
+            cpu_identity(info).as_deref(),
+            Some("vendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu avx2")
+        );
+        assert_eq!(cpu_identity("nothing: here\n"), None);
     }
 
     #[test]

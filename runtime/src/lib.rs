@@ -43,12 +43,12 @@ pub use tensors::{
 pub use xla_cpu_flags::Emitters;
 
 // What XLA CPU needs of a module, rewritten or refused before it compiles
-// one, is the CPU target's (`hlatc_passes::target::cpu`): its lowering, its
+// one, is the CPU target's (`hlatc_passes::targets::cpu`): its lowering, its
 // pre-flight and the flags they read, re-exported here by their old names.
-use hlatc_passes::target::cpu::lower;
-pub use hlatc_passes::target::cpu::preflight as cpu_preflight;
-pub use hlatc_passes::target::cpu::xla_cpu_flags;
-pub use hlatc_passes::target::cpu::Rewrite;
+use hlatc_passes::targets::cpu::lower;
+pub use hlatc_passes::targets::cpu::preflight as cpu_preflight;
+pub use hlatc_passes::targets::cpu::xla_cpu_flags;
+pub use hlatc_passes::targets::cpu::Rewrite;
 
 use hlatc_compiler::{formats::proto, verify, ArrayShape, Literal, Module, Shape, VerifyError};
 use std::path::{Path, PathBuf};

@@ -69,7 +69,33 @@ pub struct Checkpoint {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skipped {
     pub path: PathBuf,
-    pub reason: String,
+    pub reason: SkipReason,
+}
+
+/// Why a checkpoint directory is not a complete checkpoint. The operating
+/// system's errors are kept by kind and in words, so that a skip can be
+/// cloned and compared.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    #[error("no COMPLETE marker: the run stopped while saving it")]
+    NoMarker,
+    #[error("its COMPLETE marker cannot be read: {message}")]
+    MarkerUnreadable {
+        kind: std::io::ErrorKind,
+        message: String,
+    },
+    #[error("its COMPLETE marker is not valid: {message}")]
+    MarkerInvalid { message: String },
+    #[error("its COMPLETE marker says step {marked}, its name step {named}")]
+    StepMismatch { marked: u64, named: u64 },
+    #[error("its file '{name}' cannot be read: {message}")]
+    FileUnreadable {
+        name: String,
+        kind: std::io::ErrorKind,
+        message: String,
+    },
+    #[error("its file '{name}' does not match its checksum (corrupt)")]
+    Corrupt { name: String },
 }
 
 impl std::fmt::Display for Skipped {
@@ -248,30 +274,39 @@ impl CheckpointDir {
     }
 }
 
-/// The checkpoint in `path`, checked against its marker; why not, in words.
-fn read_checkpoint(step: u64, path: &Path) -> Result<Checkpoint, String> {
+/// The checkpoint in `path`, checked against its marker.
+fn read_checkpoint(step: u64, path: &Path) -> Result<Checkpoint, SkipReason> {
     let marker = std::fs::read(path.join(COMPLETE)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            "no COMPLETE marker: the run stopped while saving it".to_string()
-        }
-        _ => format!("its COMPLETE marker cannot be read: {e}"),
+        std::io::ErrorKind::NotFound => SkipReason::NoMarker,
+        kind => SkipReason::MarkerUnreadable {
+            kind,
+            message: e.to_string(),
+        },
     })?;
-    let marker: Marker = serde_json::from_slice(&marker)
-        .map_err(|e| format!("its COMPLETE marker is not valid: {e}"))?;
+    let marker: Marker =
+        serde_json::from_slice(&marker).map_err(|e| SkipReason::MarkerInvalid {
+            message: e.to_string(),
+        })?;
     if marker.step != step {
-        return Err(format!(
-            "its COMPLETE marker says step {}, its name step {step}",
-            marker.step
-        ));
+        return Err(SkipReason::StepMismatch {
+            marked: marker.step,
+            named: step,
+        });
     }
     let mut files = BTreeMap::new();
     for (name, sum) in marker.files {
-        let bytes = std::fs::read(path.join(&name))
-            .map_err(|e| format!("its file '{name}' cannot be read: {e}"))?;
+        let bytes = match std::fs::read(path.join(&name)) {
+            Ok(b) => b,
+            Err(e) => {
+                return Err(SkipReason::FileUnreadable {
+                    kind: e.kind(),
+                    message: e.to_string(),
+                    name,
+                })
+            }
+        };
         if sha256_hex(&bytes) != sum {
-            return Err(format!(
-                "its file '{name}' does not match its checksum (corrupt)"
-            ));
+            return Err(SkipReason::Corrupt { name });
         }
         files.insert(name, bytes);
     }

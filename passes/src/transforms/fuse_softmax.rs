@@ -8,7 +8,7 @@
 use crate::infra::context::PassContext;
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::pattern::{self, ReducerOps, Region};
-use crate::target::neuron::softmax_math::{Direction, SoftmaxWriter};
+use crate::targets::neuron::softmax_math::{Direction, SoftmaxWriter};
 use hlatc_compiler::ir::op::{BinaryOp, UnaryOp};
 use hlatc_compiler::util::fx::FxHashMap as HashMap;
 use hlatc_compiler::{ArrayShape, Computation, InstrId, Module, Op};

@@ -4,7 +4,7 @@
 //! matmuls, mixed precision and its rounding, narrower gathers,
 //! rematerialization; and `bound_loops`, which bounds loops for runs on
 //! inputs a module was not written for. `fuse-softmax` writes Neuron's
-//! softmax calls by their contract, `target::neuron::softmax_math`: the one
+//! softmax calls by their contract, `targets::neuron::softmax_math`: the one
 //! arrow from here to a target.
 
 mod amp;

@@ -82,6 +82,21 @@ struct ParallelView {
     tp_ranks: Option<Vec<TpRankView>>,
 }
 
+/// Why a manifest's `parallel` block states no holdings hlatc can read.
+#[derive(Debug, thiserror::Error)]
+pub enum HoldingsError {
+    #[error("parallel: not a layout hlatc can read: {0}")]
+    Layout(#[source] serde_json::Error),
+    #[error("parallel.tp is {0}")]
+    Tp(i64),
+    #[error("parallel.tp_split: {0}")]
+    Split(#[source] ListingError),
+    #[error("parallel.tp_ranks names TP rank {tp_rank} of {tp}")]
+    TpRank { tp_rank: i64, tp: i64 },
+    #[error("parallel holds neither tp_split nor tp_ranks")]
+    Neither,
+}
+
 #[derive(Deserialize)]
 struct TpRankView {
     tp_rank: i64,
@@ -92,34 +107,31 @@ impl ManifestHoldings {
     /// The holdings of the manifest `manifest` (its whole JSON): `None`
     /// for a single-device bundle (no `parallel` block); an error names
     /// what is missing or malformed.
-    pub fn from_manifest(manifest: &serde_json::Value) -> Result<Option<Self>, String> {
+    pub fn from_manifest(manifest: &serde_json::Value) -> Result<Option<Self>, HoldingsError> {
         let Some(parallel) = manifest.get("parallel") else {
             return Ok(None);
         };
-        let view = ParallelView::deserialize(parallel)
-            .map_err(|e| format!("parallel: not a layout hlatc can read: {e}"))?;
+        let view = ParallelView::deserialize(parallel).map_err(HoldingsError::Layout)?;
         if view.tp < 1 {
-            return Err(format!("parallel.tp is {}", view.tp));
+            return Err(HoldingsError::Tp(view.tp));
         }
         let source = match (view.tp_split, view.tp_ranks) {
-            (Some(split), _) => {
-                Source::Rule(expand(split).map_err(|e| format!("parallel.tp_split: {e}"))?)
-            }
+            (Some(split), _) => Source::Rule(expand(split).map_err(HoldingsError::Split)?),
             (None, Some(ranks)) => {
                 let mut listed = vec![Vec::new(); view.tp as usize];
                 for r in ranks {
                     let slot = usize::try_from(r.tp_rank)
                         .ok()
                         .and_then(|t| listed.get_mut(t))
-                        .ok_or(format!(
-                            "parallel.tp_ranks names TP rank {} of {}",
-                            r.tp_rank, view.tp
-                        ))?;
+                        .ok_or(HoldingsError::TpRank {
+                            tp_rank: r.tp_rank,
+                            tp: view.tp,
+                        })?;
                     *slot = r.parameters;
                 }
                 Source::Listed(listed)
             }
-            (None, None) => return Err("parallel holds neither tp_split nor tp_ranks".to_string()),
+            (None, None) => return Err(HoldingsError::Neither),
         };
         Ok(Some(ManifestHoldings {
             tp: view.tp,

@@ -138,7 +138,7 @@ impl OpenedBundle {
         let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
         let json: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
-        super::holdings::ManifestHoldings::from_manifest(&json).map_err(bad)
+        super::holdings::ManifestHoldings::from_manifest(&json).map_err(|e| bad(e.to_string()))
     }
 
     /// The path of the bundle's module.

@@ -3,9 +3,12 @@
 //! inside the plugin kills this test process, so the test passing is the
 //! proof; the counts are printed for benches/README.md.
 //!
-//! `HLATC_FUZZ_MODULES` sets how many modules (CI runs the default 1,500;
-//! the figure in benches/README.md is from a 10,000-module run), `HLATC_FUZZ_SEED` the
-//! first seed; `HLATC_FUZZ_TRACE` prints each module before it is compiled,
+//! By default it generates [`SAMPLED`] modules from seeds that move on
+//! every day (`hlatc_filetest::sweep`, which prints them; `HLATC_SWEEP_SEED`
+//! replays a day's), and [`FULL`] from seed 0 with `HLATC_FULL_SWEEP=1`.
+//! `HLATC_FUZZ_MODULES` sets how many modules and `HLATC_FUZZ_SEED` the
+//! first seed, either alone (the figure in benches/README.md is from a
+//! 10,000-module run); `HLATC_FUZZ_TRACE` prints each module before it is compiled,
 //! so the last one printed is the one an abort came from;
 //! `HLATC_FUZZ_EMITTERS=legacy` compiles with XLA CPU's legacy emitters
 //! instead of its default ones.
@@ -13,6 +16,7 @@
 mod module_gen;
 
 use hlatc_compiler::formats::text::print_module;
+use hlatc_filetest::sweep::Sweep;
 use hlatc_runtime::inputs::{random_literal, SplitMix64};
 use hlatc_runtime::{Emitters, Runtime};
 use std::collections::BTreeMap;
@@ -31,10 +35,23 @@ fn error_kind(message: &str) -> String {
     m.split_whitespace().take(8).collect::<Vec<_>>().join(" ")
 }
 
+/// Modules a sampled sweep generates, and a full one.
+const SAMPLED: u64 = 300;
+const FULL: u64 = 1500;
+
 #[test]
 fn verified_modules_never_abort_xla_cpu() {
-    let count = env_u64("HLATC_FUZZ_MODULES", 1500);
-    let first = env_u64("HLATC_FUZZ_SEED", 0);
+    let seeds = match (
+        std::env::var("HLATC_FUZZ_MODULES").ok(),
+        std::env::var("HLATC_FUZZ_SEED").ok(),
+    ) {
+        (None, None) => Sweep::from_env("fuzz_xla").seeds(SAMPLED, FULL, "module"),
+        _ => {
+            let first = env_u64("HLATC_FUZZ_SEED", 0);
+            first..first + env_u64("HLATC_FUZZ_MODULES", FULL)
+        }
+    };
+    let count = seeds.end - seeds.start;
     // XLA CPU's default emitters, the ones users run, whichever XLA_FLAGS
     // picks (scripts/test.sh picks the legacy ones, which a 10,000-module
     // run with HLATC_FUZZ_EMITTERS=legacy checks: docs/src/correctness.md).
@@ -48,7 +65,7 @@ fn verified_modules_never_abort_xla_cpu() {
     let (mut ran, mut compile_errors, mut run_errors, mut refused) = (0, 0, 0, 0);
     let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
     let mut instructions = 0;
-    for seed in first..first + count {
+    for seed in seeds {
         let size = 1 + (seed % 12) as usize;
         let m = match module_gen::ModuleGen::new(seed).module(size) {
             Ok(m) => m,

@@ -29,7 +29,7 @@
 use crate::infra::context::PassContext;
 use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
-use crate::target::neuron::neuron_topk::{write_top_k, TOPK_INPUT_TYPES};
+use crate::targets::neuron::neuron_topk::{write_top_k, TOPK_INPUT_TYPES};
 use hlatc_compiler::ir::op::{ComparisonDirection, ComparisonType};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
 

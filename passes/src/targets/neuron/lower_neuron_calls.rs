@@ -8,8 +8,8 @@ use crate::infra::context::{PassContext, Target};
 use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::rewriter::RewriteError;
-use crate::target::neuron::neuron_topk::{neuron_topk_k, write_top_k, TOPK_INDEX_TYPE};
-use crate::target::neuron::softmax_math::{neuron_call_axis, SoftmaxWriter};
+use crate::targets::neuron::neuron_topk::{neuron_topk_k, write_top_k, TOPK_INDEX_TYPE};
+use crate::targets::neuron::softmax_math::{neuron_call_axis, SoftmaxWriter};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::{InstrId, Module, Op};
 

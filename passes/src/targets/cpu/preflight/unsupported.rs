@@ -2,7 +2,7 @@
 //! case with what it found: the checks in `cpu_preflight` return these,
 //! and callers match them rather than read a sentence.
 
-use crate::target::cpu::xla_cpu_flags::FUSION_EMITTERS_FLAG;
+use crate::targets::cpu::xla_cpu_flags::FUSION_EMITTERS_FLAG;
 use hlatc_compiler::ir::shape::ArrayShape;
 use hlatc_compiler::{ElementType, Opcode, Shape};
 
