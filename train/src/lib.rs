@@ -36,6 +36,7 @@ mod memory_parts;
 pub mod memory_plan;
 pub mod optimizer;
 pub mod pipeline;
+mod pipeline_form;
 pub mod precision;
 pub mod rank_checkpoint;
 pub mod rank_inputs;

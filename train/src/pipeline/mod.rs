@@ -16,7 +16,6 @@
 //! forward slot keeps for the backward slot ([`kept`], by the remat
 //! policy) and how stages send to each other ([`send`]).
 
-mod form;
 mod kept;
 mod names;
 mod ring;
@@ -26,7 +25,7 @@ mod send;
 mod stage_state;
 mod tick;
 
-pub use form::{FormError, PipelineForm, StageSend};
+pub use crate::pipeline_form::{FormError, PipelineForm, StageSend};
 
 pub use names::StageNames;
 pub(crate) use run::{PipelineRun, TickProgram};

@@ -20,7 +20,7 @@
 //!   neighbouring rank numbers), which needs an even number of ranks per
 //!   stage.
 
-use super::form::StageSend;
+use crate::pipeline_form::StageSend;
 use crate::train_step::StepError;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;

@@ -26,12 +26,12 @@
 //! policy does not recompute, each in its ring of
 //! [`Schedule::stash_depth`] slots.
 
-use super::form::PipelineForm;
 use super::kept::{forward_values, BackwardReads, KeptValue, LayerCall};
 use super::ring;
 use super::schedule::{Phase, Schedule};
 use super::send::{Place, Sends};
 use crate::grad_accum::{accumulator_specs, declare};
+use crate::pipeline_form::PipelineForm;
 use crate::train_step::{
     spec, widen, Role, StageTimes, StateLayout, StepConfig, StepError, TensorSpec, TrainStep,
 };

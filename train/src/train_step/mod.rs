@@ -127,7 +127,7 @@ pub enum StepError {
     #[error(transparent)]
     HostMemory(#[from] hlatc_runtime::host_memory::TooLarge),
     #[error(transparent)]
-    PipelineForm(#[from] crate::pipeline::FormError),
+    PipelineForm(#[from] crate::pipeline_form::FormError),
     /// `--pp-send all-gather` with a rank left without a partner.
     #[error("--pp-send all-gather pairs every rank with another in each round of sends, but --pp {pp} and each stage's {stage_ranks} (--tp x --dp) are both odd, so one rank is left alone; use an even --pp, an even --tp x --dp, or --pp-send permute")]
     UnpairedStageSend { pp: i64, stage_ranks: i64 },

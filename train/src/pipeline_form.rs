@@ -1,4 +1,6 @@
-//! How a pipeline's tick programs are written: what the forward slot
+//! How a pipeline's tick programs are written (`crate::pipeline` builds
+//! them; a module of its own so that the step's errors can name a choice
+//! without importing the pipeline, which imports them): what the forward slot
 //! keeps for the backward slot (the remat policy) and how the stages send
 //! to each other. Neither changes what a step computes; both change what
 //! a stage holds and which collectives neuronx-cc is handed.
