@@ -159,7 +159,13 @@ fn forward_gathers(step: &TrainStep) -> (usize, usize) {
 fn sequence_parallel_remat_keeps_each_ranks_run_and_gathers_again() {
     let gathers = 2 * sharded::gqa_odd_vocab().num_hidden_layers as usize + 1;
     let mut previous = u64::MAX;
-    for remat in RematPolicy::ALL {
+    // `stage` is a pipeline's alone (a step without stages refuses it).
+    let policies = [
+        RematPolicy::None,
+        RematPolicy::CoreAttention,
+        RematPolicy::FullLayer,
+    ];
+    for remat in policies {
         let step = sequence_parallel_step(remat);
         assert_eq!(forward_gathers(&step), (gathers, 0), "{remat}");
         let notes = step.pass_report.notes.join("\n");
