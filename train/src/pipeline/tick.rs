@@ -94,11 +94,11 @@ pub(crate) fn build_tick(
     let compute = cfg.precision.compute();
     let mut results = Vec::new();
     let mut outputs = vec![spec("loss", compute, &[], Role::Loss)];
-    let (loss, kept) = match &backward {
+    let (loss, kept, rings) = match &backward {
         None => {
             let kept = given.ok_or(StepError::KeptValuesUnknown)?.to_vec();
             let rings = declare_rings(&mut b, &mut sig, &kept, schedule);
-            (b.scalar(compute, 0.0), (kept, rings))
+            (b.scalar(compute, 0.0), kept, rings)
         }
         Some(slot) => {
             let done = backward_slot(&mut b, cfg, &pos, &input, slot, &hints, schedule, &sends)?;
@@ -111,9 +111,14 @@ pub(crate) fn build_tick(
             }
             let rings = declare_rings(&mut b, &mut sig, &reads.kept, schedule);
             reads.redirect(&mut b, |b, k| {
-                let b_ring = rings[k];
                 b.push_scope("backward_slot");
-                let read = ring::read(b, b_ring, slot.micro_batch, sig.depth, &reads.kept[k].dims);
+                let read = ring::read(
+                    b,
+                    rings[k],
+                    slot.micro_batch,
+                    sig.depth,
+                    &reads.kept[k].dims,
+                );
                 b.pop_scope();
                 read
             })?;
@@ -121,11 +126,9 @@ pub(crate) fn build_tick(
             outputs.extend(sig.accumulators.iter().cloned());
             results.push(done.sent);
             outputs.push(sig.buffers[2].clone());
-            let kept = reads.kept;
-            (done.loss, (kept, rings))
+            (done.loss, reads.kept, rings)
         }
     };
-    let (kept, rings) = kept;
     results.insert(0, loss);
     if let Some(slot) = forward {
         let reference = backward.as_ref().map(|s| &s.layers);
@@ -133,7 +136,7 @@ pub(crate) fn build_tick(
         results.extend([slot.kept_input, slot.sent]);
         outputs.extend([sig.buffers[0].clone(), sig.buffers[1].clone()]);
         b.push_scope("forward_slot");
-        for ((&ring_in, &value), k) in rings.iter().zip(&values).zip(0..) {
+        for ((&ring_in, &value), ring_spec) in rings.iter().zip(&values).zip(&sig.rings) {
             results.push(ring::keep(
                 &mut b,
                 ring_in,
@@ -142,7 +145,7 @@ pub(crate) fn build_tick(
                 sig.depth,
                 schedule.micro_batches,
             )?);
-            outputs.push(sig.rings[k].clone());
+            outputs.push(ring_spec.clone());
         }
         b.pop_scope();
     }
