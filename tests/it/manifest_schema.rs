@@ -8,35 +8,17 @@
 //! it uses (below): one that meets a keyword it does not know fails, so the
 //! schema cannot grow a rule that is silently not checked.
 
-use crate::support::scratch;
+use crate::support::{hlatc_within, scratch, stderr};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SCHEMA: &str = include_str!("../../docs/schema/manifest-v2.json");
 
 /// `hlatc ARGS...`, which must succeed within a few minutes.
 fn hlatc_ok(args: &[&str]) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            assert!(s.success(), "hlatc {args:?} failed");
-            return;
-        }
-        if start.elapsed() > Duration::from_secs(300) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hlatc {args:?} ran past 300 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let o = hlatc_within(None, args, Duration::from_secs(300));
+    assert!(o.status.success(), "hlatc {args:?} failed: {}", stderr(&o));
 }
 
 /// Where `value` breaks `schema` (within `root`, for `$ref`), as JSON

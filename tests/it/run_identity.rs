@@ -6,53 +6,17 @@
 //!
 //! Every process these tests start is waited for with a timeout.
 
-use crate::support::{scratch, word_corpus, WORD_TOKENIZER};
+use crate::support::{hlatc_within, scratch, word_corpus, WORD_TOKENIZER};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// The longest any one `hlatc` here may take.
 const TIMEOUT: Duration = Duration::from_secs(300);
 
-/// `hlatc ARGS...` in `dir`, killed if it runs past [`TIMEOUT`].
+/// `hlatc ARGS...` in `dir`, failed if it runs past [`TIMEOUT`].
 fn run_in(dir: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .current_dir(dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Drained on threads so a full pipe cannot stall the child.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut out, &mut v).ok();
-        v
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut err, &mut v).ok();
-        v
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hlatc {args:?} ran past {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out_t.join().unwrap(),
-        stderr: err_t.join().unwrap(),
-    }
+    hlatc_within(Some(dir), args, TIMEOUT)
 }
 
 fn args(v: &[String]) -> Vec<&str> {
@@ -110,20 +74,13 @@ fn a_checkpoint_of_another_rope_theta_is_refused_unless_allowed_by_name() {
         ]
         .concat(),
     );
-    let e = refused(
-        &d,
-        &[
-            "train",
-            "--steps",
-            "6",
-            "--seed",
-            "1",
-            "--config",
-            &c500k,
-            "--checkpoint-dir",
-            "ck",
-        ],
-    );
+    // The resume, under rope_theta 500000, with what follows.
+    let resume = |more: &[&'static str]| -> Vec<String> {
+        let run = ["train", "--steps", "6", "--seed", "1", "--config", &c500k];
+        let run = run.iter().chain(&["--checkpoint-dir", "ck"]).chain(more);
+        run.map(|a| a.to_string()).collect()
+    };
+    let e = refused(&d, &args(&resume(&[])));
     assert!(
         e.contains("was written by another run: model.rope_theta is 10000.0 in the checkpoint, 500000.0 now"),
         "{e}"
@@ -132,19 +89,7 @@ fn a_checkpoint_of_another_rope_theta_is_refused_unless_allowed_by_name() {
     // A misspelt override is not silently useless.
     let e = refused(
         &d,
-        &[
-            "train",
-            "--steps",
-            "6",
-            "--seed",
-            "1",
-            "--config",
-            &c500k,
-            "--checkpoint-dir",
-            "ck",
-            "--allow-resume-change",
-            "model.rope_theat",
-        ],
+        &args(&resume(&["--allow-resume-change", "model.rope_theat"])),
     );
     assert!(
         e.contains("--allow-resume-change model.rope_theat: no such field"),
@@ -152,19 +97,7 @@ fn a_checkpoint_of_another_rope_theta_is_refused_unless_allowed_by_name() {
     );
     let notes = ok(
         &d,
-        &[
-            "train",
-            "--steps",
-            "6",
-            "--seed",
-            "1",
-            "--config",
-            &c500k,
-            "--checkpoint-dir",
-            "ck",
-            "--allow-resume-change",
-            "model.rope_theta",
-        ],
+        &args(&resume(&["--allow-resume-change", "model.rope_theta"])),
     );
     assert!(notes.contains("resuming at step 3"), "{notes}");
     assert!(

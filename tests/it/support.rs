@@ -2,9 +2,10 @@
 //! printed, and comparing the outputs of two runs on XLA CPU.
 
 use hlatc::{Literal, Module};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-/// `hlatc args...`, run to the end.
 /// HLAT's 7B layout, as the README's first command compiles it: TP 8
 /// with sequence parallelism over DP 4 (one sequence each), ZeRO-1, f32
 /// master weights.
@@ -22,6 +23,7 @@ pub const HLAT_7B_LAYOUT: [&str; 11] = [
     "bf16-master",
 ];
 
+/// `hlatc args...`, run to the end.
 pub fn hlatc(args: &[&str]) -> Output {
     command(args).output().unwrap()
 }
@@ -49,6 +51,47 @@ pub fn hlatc_with_fusion_emitters(args: &[&str]) -> Output {
         )
         .output()
         .unwrap()
+}
+
+/// `hlatc args...` (in `dir` when given), which fails the test if it runs
+/// past `limit` (killed first). Its output is drained on threads while it
+/// runs, so a full pipe cannot stall it.
+pub fn hlatc_within(dir: Option<&Path>, args: &[&str], limit: Duration) -> Output {
+    let mut c = command(args);
+    if let Some(dir) = dir {
+        c.current_dir(dir);
+    }
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            pipe.read_to_end(&mut v).ok();
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hlatc {args:?} ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
 }
 
 /// An empty folder of this test process's own, `name`d for the test.
