@@ -2,16 +2,17 @@
 //! each name parsed by the Rust type that owns it, and the compile itself
 //! (the CLI's library call, so the bundles are the same bytes).
 
-use crate::errors::{guarded, named, to_py, usage, CONFIG};
+use crate::errors::{
+    guarded, named, precision_named, remat_named, target_named, to_py, usage, CONFIG,
+};
 use crate::step::Step;
 use hlatc::compile_step::{
     compile_step as compile, CompileOptions, ModelSource, OptimizerOverrides, ReplicaGroupForm,
 };
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::models::Parallelism;
-use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
+use hlatc::passes::RoundingPolicy;
 use hlatc::pipeline::StageSend;
-use hlatc::precision::Precision;
 use hlatc::spmd::{RankSource, SpmdForm};
 use hlatc::step_programs;
 use pyo3::prelude::*;
@@ -122,25 +123,13 @@ pub fn compile_step(
             weight_decay,
             clip_norm,
         },
-        precision: named(
-            &CONFIG,
-            "precision",
-            precision,
-            &Precision::ALL,
-            Precision::name,
-        )?,
+        precision: precision_named(&CONFIG, precision)?,
         rounding,
-        target: named(&CONFIG, "target", target, &Target::ALL, Target::name)?,
+        target: target_named(&CONFIG, target)?,
         passes,
         disable_passes: disable_pass,
         verify_each_pass,
-        remat: named(
-            &CONFIG,
-            "remat policy",
-            remat,
-            &RematPolicy::ALL,
-            RematPolicy::name,
-        )?,
+        remat: remat_named(&CONFIG, remat)?,
         parallel: Parallelism {
             tp,
             dp,

@@ -11,7 +11,9 @@
 use hlatc::batch_check::BatchError as RustBatchError;
 use hlatc::models::ConfigError as RustConfigError;
 use hlatc::passes::neuron_check::LocatedFinding;
+use hlatc::passes::{RematPolicy, Target};
 use hlatc::pipeline::FormError;
+use hlatc::precision::Precision;
 use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
 use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
@@ -261,6 +263,27 @@ pub(crate) fn named<T: Copy>(
                 known.join(", ")
             ))
         })
+}
+
+/// `precision=`'s preset, refused as a `kind` error naming the presets.
+pub(crate) fn precision_named(kind: &Kind, name: &str) -> PyResult<Precision> {
+    named(kind, "precision", name, &Precision::ALL, Precision::name)
+}
+
+/// `remat=`'s policy, refused as a `kind` error naming the policies.
+pub(crate) fn remat_named(kind: &Kind, name: &str) -> PyResult<RematPolicy> {
+    named(
+        kind,
+        "remat policy",
+        name,
+        &RematPolicy::ALL,
+        RematPolicy::name,
+    )
+}
+
+/// `target=`'s compiler, refused as a `kind` error naming the targets.
+pub(crate) fn target_named(kind: &Kind, name: &str) -> PyResult<Target> {
+    named(kind, "target", name, &Target::ALL, Target::name)
 }
 
 /// `UsageError(message)`: arguments that do not fit together.

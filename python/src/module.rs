@@ -1,8 +1,8 @@
 //! HLO modules from any stack: read (text or proto), written back, and
 //! optimized by named passes.
 
-use crate::errors::{guarded, to_py, usage, PASS};
-use hlatc::passes::{default_pipeline, pipeline_from_names, registry, PassContext, Target};
+use crate::errors::{guarded, target_named, to_py, PASS, USAGE};
+use hlatc::passes::{default_pipeline, pipeline_from_names, registry, PassContext};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -67,16 +67,6 @@ pub fn load_module(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Module
     })
 }
 
-fn target(name: &str) -> PyResult<Target> {
-    Target::from_name(name).ok_or_else(|| {
-        let known: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
-        usage(format!(
-            "unknown target '{name}' (known: {})",
-            known.join(", ")
-        ))
-    })
-}
-
 /// `module` through the target's default pipeline, or through `passes` by
 /// name, verified after the pipeline; a new module (the given one is left
 /// as it was).
@@ -88,7 +78,7 @@ pub fn optimize(
     passes: Option<Vec<String>>,
     target: &str,
 ) -> PyResult<Module> {
-    let t = self::target(target)?;
+    let t = target_named(&USAGE, target)?;
     let mut m = module.inner.clone();
     py.allow_threads(|| {
         guarded(|| {

@@ -2,10 +2,9 @@
 //! typed objects.
 
 use crate::compile::source;
-use crate::errors::{guarded, named, to_py, CONFIG, USAGE};
+use crate::errors::{guarded, named, precision_named, remat_named, to_py, CONFIG, USAGE};
 use hlatc::plan::calibration::Calibration;
 use hlatc::plan::{plan as search, Candidate as RustCandidate, Instance, PlanOptions};
-use hlatc::precision::Precision;
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 
@@ -147,9 +146,7 @@ pub fn plan(
     threads: usize,
 ) -> PyResult<Plan> {
     let model = source(model, config)?;
-    let precision = precision
-        .map(|p| named(&CONFIG, "precision", p, &Precision::ALL, Precision::name))
-        .transpose()?;
+    let precision = precision.map(|p| precision_named(&CONFIG, p)).transpose()?;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
     if top == 0 {
         return Err(USAGE.err("top=0: at least one layout is read whole"));
@@ -224,7 +221,6 @@ pub fn append_measured_run(
     sdk: &str,
     source: &str,
 ) -> PyResult<()> {
-    use hlatc::passes::RematPolicy;
     use hlatc::plan::calibration::{append_run, MeasuredRun};
     use hlatc::plan::Layout;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
@@ -236,21 +232,9 @@ pub fn append_measured_run(
             sequence_parallel,
             zero1,
         },
-        remat: named(
-            &CONFIG,
-            "remat policy",
-            remat,
-            &RematPolicy::ALL,
-            RematPolicy::name,
-        )?,
+        remat: remat_named(&CONFIG, remat)?,
         micro_batch,
-        precision: named(
-            &CONFIG,
-            "precision",
-            precision,
-            &Precision::ALL,
-            Precision::name,
-        )?,
+        precision: precision_named(&CONFIG, precision)?,
     };
     let run = MeasuredRun {
         line: 0,
