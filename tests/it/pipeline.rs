@@ -295,7 +295,7 @@ fn hlats_70b_layout_keeps_its_activations_and_fits_a_neuroncore() {
                     .ids()
                     .map(move |id| &s.module.entry().instr(id).op)
             })
-            .filter(|op| op.opcode() == "collective-permute")
+            .filter(|op| matches!(op, hlatc::compiler::Op::CollectivePermute { .. }))
             .count();
         assert_eq!(
             permutes == 0,
