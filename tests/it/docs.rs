@@ -90,9 +90,10 @@ fn op_table() -> String {
         .map(|(_, name)| name)
         .collect();
         let gradient = match gradient(&op) {
-            Gradient::Rule { saves: &[] } => "rule".to_string(),
-            Gradient::Rule { saves } => {
-                let saved: Vec<String> = saves
+            Gradient::Rule(rule) if rule.saves.is_empty() => "rule".to_string(),
+            Gradient::Rule(rule) => {
+                let saved: Vec<String> = rule
+                    .saves
                     .iter()
                     .map(|s| match s {
                         Saved::Operand(k) => format!("operand {k}"),

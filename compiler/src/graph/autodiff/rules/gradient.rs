@@ -1,12 +1,20 @@
-//! Which ops have a backward rule and what each rule reads from the
-//! forward pass, which give no operand a contribution, and why the rest
-//! are refused: one exhaustive table, so a new op cannot be left out, and
-//! what the error says, what remat may drop and the docs' op table list
-//! come from the same place.
+//! Which ops have a backward rule, what each rule reads from the forward
+//! pass and the rule itself, which give no operand a contribution, and why
+//! the rest are refused: one exhaustive table, so a new op cannot be left
+//! out, an op declared differentiable cannot lack its rule (each arm that
+//! declares one hands it over), and what the error says, what remat may
+//! drop and the docs' op table list come from the same place.
 
+use super::{
+    collective, data_movement, elementwise, indexing, linear_algebra, reduction, AutodiffError,
+    Site,
+};
+use crate::graph::builder::Builder;
 use crate::graph::module_markers::ModuleMarker;
+use crate::ir::computation::InstrId;
 use crate::ir::op::{BinaryOp, Op, UnaryOp};
 use std::borrow::Cow;
+use std::fmt;
 
 /// A forward value a backward rule reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,13 +26,43 @@ pub enum Saved {
     OperandsFrom(usize),
 }
 
+/// How a rule computes operand `site.i`'s adjoint: `None` when that
+/// operand gets no contribution (an integer operand, a predicate).
+type Apply = Box<dyn Fn(&mut Builder, &Site<'_>) -> Result<Option<InstrId>, AutodiffError>>;
+
+/// An op's backward rule (see [`super::vjp`]): it reads from the forward
+/// pass only what `saves` lists; everything else it needs is static
+/// (shapes, attributes, captured from the op when the table made it) or
+/// the incoming adjoint.
+pub struct Rule {
+    pub saves: &'static [Saved],
+    apply: Apply,
+}
+
+impl Rule {
+    /// Operand `site.i`'s adjoint, in whatever type the rule computes it.
+    pub(super) fn apply(
+        &self,
+        b: &mut Builder,
+        site: &Site<'_>,
+    ) -> Result<Option<InstrId>, AutodiffError> {
+        (self.apply)(b, site)
+    }
+}
+
+impl fmt::Debug for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rule")
+            .field("saves", &self.saves)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What autodiff does with an op.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Gradient {
-    /// A rule gives each float operand's adjoint (see [`super::vjp`]),
-    /// reading from the forward pass only what `saves` lists; everything
-    /// else it needs is static (shapes, attributes) or the incoming adjoint.
-    Rule { saves: &'static [Saved] },
+    /// A rule gives each float operand's adjoint.
+    Rule(Rule),
     /// No operand gets a contribution: an input, a constant, a comparison
     /// or integer result, a random draw, a device id.
     Zero,
@@ -40,7 +78,24 @@ fn refused(reason: impl Into<Cow<'static, str>>) -> Gradient {
 /// here, and any op over complex values in `vjp`.
 pub(super) const COMPLEX: &str = "complex values have no gradient rules in hlatc";
 
-const NOTHING: Gradient = Gradient::Rule { saves: &[] };
+/// A rule that reads `saves` from the forward pass.
+fn rule(
+    saves: &'static [Saved],
+    apply: impl Fn(&mut Builder, &Site<'_>) -> Result<Option<InstrId>, AutodiffError> + 'static,
+) -> Gradient {
+    Gradient::Rule(Rule {
+        saves,
+        apply: Box::new(apply),
+    })
+}
+
+/// A rule that always contributes to its operand.
+fn always(
+    saves: &'static [Saved],
+    apply: impl Fn(&mut Builder, &Site<'_>) -> Result<InstrId, AutodiffError> + 'static,
+) -> Gradient {
+    rule(saves, move |b, s| apply(b, s).map(Some))
+}
 
 /// What autodiff does with `op`.
 pub fn gradient(op: &Op) -> Gradient {
@@ -70,69 +125,95 @@ pub fn gradient(op: &Op) -> Gradient {
         // Its result is complex.
         Op::Binary(BinaryOp::Complex) => refused(COMPLEX),
         Op::Unary(
-            UnaryOp::Abs
+            u @ (UnaryOp::Abs
             | UnaryOp::Log
             | UnaryOp::Log1p
             | UnaryOp::Sin
             | UnaryOp::Cos
-            | UnaryOp::Erf,
-        ) => Rule {
-            saves: &[Operand(0)],
-        },
+            | UnaryOp::Erf),
+        ) => unary(*u, &[Operand(0)]),
         Op::Unary(
-            UnaryOp::Exp
+            u @ (UnaryOp::Exp
             | UnaryOp::Expm1
             | UnaryOp::Sqrt
             | UnaryOp::Rsqrt
             | UnaryOp::Tanh
             | UnaryOp::Tan
             | UnaryOp::Cbrt
-            | UnaryOp::Logistic,
-        ) => Rule { saves: &[Output] },
-        Op::Unary(UnaryOp::Negate | UnaryOp::Copy | UnaryOp::Real) => NOTHING,
-        Op::Binary(BinaryOp::Add | BinaryOp::Subtract) => NOTHING,
-        Op::Binary(BinaryOp::Divide) => Rule {
-            saves: &[Operand(1), Output],
-        },
-        Op::Binary(BinaryOp::Power | BinaryOp::Remainder) => Rule {
-            saves: &[Operand(0), Operand(1), Output],
-        },
+            | UnaryOp::Logistic),
+        ) => unary(*u, &[Output]),
+        Op::Unary(u @ (UnaryOp::Negate | UnaryOp::Copy | UnaryOp::Real)) => unary(*u, &[]),
+        Op::Binary(op @ (BinaryOp::Add | BinaryOp::Subtract)) => binary(*op, &[]),
+        Op::Binary(op @ BinaryOp::Divide) => binary(*op, &[Operand(1), Output]),
+        Op::Binary(op @ (BinaryOp::Power | BinaryOp::Remainder)) => {
+            binary(*op, &[Operand(0), Operand(1), Output])
+        }
         Op::Binary(
-            BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Atan2,
-        ) => Rule {
-            saves: &[Operand(0), Operand(1)],
-        },
-        Op::Select => Rule {
-            saves: &[Operand(0)],
-        },
-        Op::Clamp => Rule {
-            saves: &[Operand(0), Operand(1), Operand(2)],
-        },
-        Op::Dot { .. } => Rule {
-            saves: &[Operand(0), Operand(1)],
-        },
+            op @ (BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum | BinaryOp::Atan2),
+        ) => binary(*op, &[Operand(0), Operand(1)]),
+        Op::Select => rule(&[Operand(0)], elementwise::select),
+        Op::Clamp => always(&[Operand(0), Operand(1), Operand(2)], elementwise::clamp),
+        Op::Dot { dims, .. } => {
+            let dims = dims.clone();
+            always(&[Operand(0), Operand(1)], move |b, s| {
+                linear_algebra::dot_vjp(b, &dims, s.ops[0], s.ops[1], s.i, s.g)
+            })
+        }
         // A max or min reduction's adjoint finds where the maximum was; a
         // sum's is a broadcast and reads nothing (see `saves`).
-        Op::Reduce { .. } => Rule {
-            saves: &[Operand(0), Output],
-        },
-        Op::DynamicSlice { .. } => Rule {
-            saves: &[OperandsFrom(1)],
-        },
-        Op::DynamicUpdateSlice => Rule {
-            saves: &[OperandsFrom(2)],
-        },
-        Op::Gather { .. } | Op::Scatter { .. } => Rule {
-            saves: &[Operand(1)],
-        },
-        Op::Convert
-        | Op::Reshape { .. }
-        | Op::Transpose { .. }
-        | Op::Reverse { .. }
-        | Op::Broadcast { .. }
-        | Op::Slice { .. }
-        | Op::Concatenate { .. }
-        | Op::Pad { .. } => NOTHING,
+        Op::Reduce {
+            dimensions,
+            to_apply,
+        } => {
+            let (dimensions, to_apply) = (dimensions.clone(), *to_apply);
+            always(&[Operand(0), Output], move |b, s| {
+                reduction::reduce(b, s, &dimensions, to_apply)
+            })
+        }
+        Op::DynamicSlice { .. } => rule(&[OperandsFrom(1)], indexing::dynamic_slice),
+        Op::DynamicUpdateSlice => rule(&[OperandsFrom(2)], indexing::dynamic_update_slice),
+        Op::Gather { dims, .. } => {
+            let dims = dims.clone();
+            rule(&[Operand(1)], move |b, s| indexing::gather(b, s, &dims))
+        }
+        Op::Scatter { dims, to_apply, .. } => {
+            let (dims, to_apply) = (dims.clone(), *to_apply);
+            rule(&[Operand(1)], move |b, s| {
+                indexing::scatter(b, s, &dims, to_apply)
+            })
+        }
+        Op::Convert => always(&[], |b, s| Ok(b.convert(s.g, b.ty(s.x))?)),
+        Op::Reshape { .. } => always(&[], |b, s| Ok(b.reshape(s.g, &b.dims(s.x))?)),
+        Op::Transpose { permutation } => {
+            let permutation = permutation.clone();
+            always(&[], move |b, s| {
+                data_movement::transpose(b, s.g, &permutation)
+            })
+        }
+        Op::Reverse { dimensions } => {
+            let dimensions = dimensions.clone();
+            always(&[], move |b, s| data_movement::reverse(b, s.g, &dimensions))
+        }
+        Op::Broadcast { dimensions } => {
+            let dimensions = dimensions.clone();
+            always(&[], move |b, s| {
+                data_movement::unbroadcast(b, s.g, s.x, &dimensions)
+            })
+        }
+        Op::Slice { slices } => {
+            let slices = slices.clone();
+            always(&[], move |b, s| indexing::slice_vjp(b, s.g, s.x, &slices))
+        }
+        Op::Concatenate { dimension } => {
+            let dimension = *dimension;
+            always(&[], move |b, s| {
+                data_movement::concatenate(b, s, dimension)
+            })
+        }
+        Op::Pad { config } => {
+            let config = config.clone();
+            rule(&[], move |b, s| data_movement::pad(b, s, &config))
+        }
         Op::Parameter(_)
         | Op::Constant(_)
         | Op::TupleConstant(_)
@@ -153,7 +234,30 @@ pub fn gradient(op: &Op) -> Gradient {
             refused("windowed ops have no gradient rule in hlatc")
         }
         // Transposed into each other (see `collective.rs`); only sums.
-        Op::AllReduce { .. } | Op::AllGather { .. } | Op::ReduceScatter { .. } => NOTHING,
+        Op::AllReduce {
+            collective,
+            to_apply,
+        } => {
+            let (c, to_apply) = (collective.clone(), *to_apply);
+            always(&[], move |b, s| collective::all_reduce(b, s, &c, to_apply))
+        }
+        Op::AllGather {
+            collective,
+            dimension,
+        } => {
+            let (c, dimension) = (collective.clone(), *dimension);
+            always(&[], move |b, s| collective::all_gather(b, s, &c, dimension))
+        }
+        Op::ReduceScatter {
+            collective,
+            dimension,
+            to_apply,
+        } => {
+            let (c, dimension, to_apply) = (collective.clone(), *dimension, *to_apply);
+            always(&[], move |b, s| {
+                collective::reduce_scatter(b, s, &c, dimension, to_apply)
+            })
+        }
         Op::AllToAll { .. }
         | Op::RaggedAllToAll { .. }
         | Op::CollectiveBroadcast { .. }
@@ -193,17 +297,40 @@ pub fn gradient(op: &Op) -> Gradient {
         }
         // A module marker passes its tensor through; its gradient is the
         // incoming one, marked for the backward pass.
-        Op::CustomCall(_) if ModuleMarker::of(op).is_some() => Gradient::Rule { saves: &[] },
-        Op::CustomCall(cc) => refused(format!("custom call '{}' has no gradient rule", cc.target)),
+        Op::CustomCall(cc) => match ModuleMarker::of(op) {
+            Some(marker) => always(&[], move |b, s| Ok(b.module_marker(marker.adjoint(), s.g)?)),
+            None => refused(format!("custom call '{}' has no gradient rule", cc.target)),
+        },
     }
+}
+
+fn unary(u: UnaryOp, saves: &'static [Saved]) -> Gradient {
+    rule(saves, move |b, s| {
+        elementwise::unary(b, u, s.ops[0], s.out, s.g)
+    })
+}
+
+fn binary(op: BinaryOp, saves: &'static [Saved]) -> Gradient {
+    rule(saves, move |b, s| {
+        elementwise::binary(b, op, s.ops, s.out, s.i, s.g)
+    })
 }
 
 /// What the backward rule of `op` keeps from the forward pass, given the
 /// reducer of a reduction (a sum's adjoint reads nothing).
 pub fn saves(op: &Op, reducer: Option<BinaryOp>) -> Vec<Saved> {
-    match (op, gradient(op)) {
-        (Op::Reduce { .. }, _) if reducer == Some(BinaryOp::Add) => vec![],
-        (_, Gradient::Rule { saves }) => saves.to_vec(),
+    match gradient(op) {
+        Gradient::Rule(rule) => rule.reads(op, reducer).to_vec(),
         _ => vec![],
+    }
+}
+
+impl Rule {
+    /// What this rule of `op` reads, given the reducer of a reduction.
+    pub(super) fn reads(&self, op: &Op, reducer: Option<BinaryOp>) -> &'static [Saved] {
+        match op {
+            Op::Reduce { .. } if reducer == Some(BinaryOp::Add) => &[],
+            _ => self.saves,
+        }
     }
 }

@@ -4,12 +4,11 @@
 
 use super::AutodiffError;
 use crate::graph::builder::Builder;
-use crate::graph::module_markers::ModuleMarker;
 use crate::ir::computation::InstrId;
 use crate::ir::op::*;
 
 // One module per op family with backward rules (see `OpFamily`), and
-// `gradient`, the table of what each rule saves.
+// `gradient`, the table that gives each op its rule and what it saves.
 mod collective;
 mod data_movement;
 mod elementwise;
@@ -18,7 +17,7 @@ mod indexing;
 mod linear_algebra;
 mod reduction;
 
-pub use gradient::{gradient, saves, Gradient, Saved};
+pub use gradient::{gradient, saves, Gradient, Rule, Saved};
 
 pub(super) fn not_differentiable<T>(
     b: &Builder,
@@ -103,18 +102,18 @@ pub(super) fn vjp_reading(
     if complex(&instr.shape) || complex(&b.computation().instr(ops[i]).shape) {
         return not_differentiable(b, n, gradient::COMPLEX);
     }
-    match gradient(&instr.op) {
-        Gradient::Rule { .. } => {}
+    let rule = match gradient(&instr.op) {
+        Gradient::Rule(rule) => rule,
         Gradient::Zero => return Ok(None),
         Gradient::Refused(reason) => return not_differentiable(b, n, reason),
-    }
+    };
     let reducer = match &instr.op {
         Op::Reduce { to_apply, .. } => b.reducer_op(*to_apply),
         _ => None,
     };
     let product = matches!(instr.op, Op::Binary(BinaryOp::Multiply) | Op::Dot { .. });
     let mut out = n;
-    for saved in saves(&instr.op, reducer) {
+    for &saved in rule.reads(&instr.op, reducer) {
         let positions = match saved {
             Saved::Output => {
                 out = read(b, n)?;
@@ -137,108 +136,7 @@ pub(super) fn vjp_reading(
         x,
         g,
     };
-    let r = match &instr.op {
-        Op::Unary(u) => elementwise::unary(b, *u, ops[0], out, g)?,
-        Op::Binary(op) => elementwise::binary(b, *op, &ops, out, i, g)?,
-        Op::Select => elementwise::select(b, &site)?,
-        Op::Clamp => Some(elementwise::clamp(b, &site)?),
-        Op::Convert => Some(b.convert(g, b.ty(x))?),
-        Op::Reshape { .. } => Some(b.reshape(g, &b.dims(x))?),
-        Op::Transpose { permutation } => Some(data_movement::transpose(b, g, permutation)?),
-        Op::Reverse { dimensions } => Some(data_movement::reverse(b, g, dimensions)?),
-        Op::Broadcast { dimensions } => Some(data_movement::unbroadcast(b, g, x, dimensions)?),
-        Op::Slice { slices } => Some(indexing::slice_vjp(b, g, x, slices)?),
-        Op::Concatenate { dimension } => Some(data_movement::concatenate(b, &site, *dimension)?),
-        Op::Pad { config } => data_movement::pad(b, &site, config)?,
-        Op::DynamicSlice { .. } => indexing::dynamic_slice(b, &site)?,
-        Op::DynamicUpdateSlice => indexing::dynamic_update_slice(b, &site)?,
-        Op::Dot { dims, .. } => Some(linear_algebra::dot_vjp(b, dims, ops[0], ops[1], i, g)?),
-        Op::Reduce {
-            dimensions,
-            to_apply,
-        } => Some(reduction::reduce(b, &site, dimensions, *to_apply)?),
-        Op::Gather { dims, .. } => indexing::gather(b, &site, dims)?,
-        Op::Scatter { dims, to_apply, .. } => indexing::scatter(b, &site, dims, *to_apply)?,
-        Op::AllReduce {
-            collective,
-            to_apply,
-        } => Some(collective::all_reduce(b, &site, collective, *to_apply)?),
-        Op::AllGather {
-            collective,
-            dimension,
-        } => Some(collective::all_gather(b, &site, collective, *dimension)?),
-        Op::ReduceScatter {
-            collective,
-            dimension,
-            to_apply,
-        } => Some(collective::reduce_scatter(
-            b, &site, collective, *dimension, *to_apply,
-        )?),
-        Op::CustomCall(_) => match ModuleMarker::of(&instr.op) {
-            Some(marker) => Some(b.module_marker(marker.adjoint(), g)?),
-            None => return not_differentiable(b, n, "a custom call has no gradient rule"),
-        },
-        // Declared without a rule in `gradient`, which refused them above.
-        Op::Parameter(..)
-        | Op::Constant(..)
-        | Op::TupleConstant(..)
-        | Op::Iota { .. }
-        | Op::Compare { .. }
-        | Op::StochasticConvert
-        | Op::ReducePrecision { .. }
-        | Op::BitcastConvert
-        | Op::Bitcast
-        | Op::SetDimensionSize { .. }
-        | Op::GetDimensionSize { .. }
-        | Op::DynamicReshape
-        | Op::RaggedDot { .. }
-        | Op::Convolution { .. }
-        | Op::ReduceWindow { .. }
-        | Op::SelectAndScatter { .. }
-        | Op::Tuple
-        | Op::OptBarrier
-        | Op::GetTupleElement { .. }
-        | Op::Call { .. }
-        | Op::While { .. }
-        | Op::Conditional { .. }
-        | Op::Fusion { .. }
-        | Op::Sort { .. }
-        | Op::Map { .. }
-        | Op::Rng { .. }
-        | Op::RngGetAndUpdateState { .. }
-        | Op::AllToAll { .. }
-        | Op::BatchNorm { .. }
-        | Op::RaggedAllToAll { .. }
-        | Op::Domain { .. }
-        | Op::TriangularSolve { .. }
-        | Op::Cholesky { .. }
-        | Op::Fft { .. }
-        | Op::CollectiveBroadcast { .. }
-        | Op::TopK { .. }
-        | Op::CollectivePermute { .. }
-        | Op::AllReduceStart { .. }
-        | Op::AllGatherStart { .. }
-        | Op::CollectivePermuteStart { .. }
-        | Op::CollectiveDone(..)
-        | Op::ReplicaId
-        | Op::PartitionId
-        | Op::RngBitGenerator { .. }
-        | Op::AfterAll
-        | Op::AddDependency
-        | Op::Transfer(..)
-        | Op::Async { .. }
-        | Op::CopyStart { .. }
-        | Op::CopyDone
-        | Op::Infeed { .. }
-        | Op::Outfeed { .. } => {
-            return not_differentiable(
-                b,
-                n,
-                format!("{} has no gradient rule in hlatc", instr.op.opcode()),
-            )
-        }
-    };
-    match r {
+    match rule.apply(b, &site)? {
         Some(v) => Ok(Some(as_operand_type(b, v, x)?)),
         None => Ok(None),
     }
