@@ -1,23 +1,33 @@
-"""`hlatc.Trainer` against JAX running the same HLO on the same devices,
-step by step, interleaved in one process: the model of issue 62 (4 layers,
-d 256, seq 256, batch 8, `bf16-mixed`), as TP 2 x DP 2 on 4 XLA CPU
-devices and on one device.
+"""`hlatc.Trainer` against JAX running the same HLO, step by step,
+interleaved in one process: the model of issue 62 (4 layers, d 256, seq
+256, batch 8, `bf16-mixed`), as TP 2 x DP 2 on 4 XLA CPU devices and on one
+device.
+
+Three engines run each round:
+- `hlatc`: `hlatc.Trainer`, on the XLA CPU PJRT plugin hlatc's runtime
+  loads (`xla-cpu-pjrt` 0.0.1);
+- `jax-plugin`: `hlatc.jax.Trainer` on that same plugin, which JAX loads as
+  a PJRT plugin: the same XLA build and devices, so what differs is the
+  engine around the program;
+- `jax`: `hlatc.jax.Trainer` on jaxlib's own CPU client, another build of
+  XLA.
 
 Each round runs one step of each engine on the same batch, the order
-alternating from round to round so that neither always runs on a warmer
-cache or a quieter machine; the first round (compiles, first touches) is
-left out. Every step's statistics must agree between the engines within
-1e-3 relative (the same program and inputs, compiled by two builds of XLA:
-the CPU plugin's and jaxlib's, whose fusion choices round differently: 3.5e-5 on the first grad norm, 1.4e-4 on the third
-of TP 2 x DP 2; `python/tests/test_jax.py` allows 1e-5 on the loss); the script fails otherwise and
-prints the largest difference. That hlatc's losses did not move is
-checked against its own earlier runs, to the bit (`hlatc train
+rotating from round to round so that none always runs on a warmer cache or
+a quieter machine; the first round (compiles, first touches) is left out.
+Every step's statistics must agree between the engines within 1e-3
+relative (the same program and inputs; jaxlib's XLA fuses and rounds
+differently: 3.5e-5 on the first grad norm, 1.4e-4 on the third of TP 2 x
+DP 2; `python/tests/test_jax.py` allows 1e-5 on the loss); the script
+fails otherwise and prints the largest difference. That hlatc's losses did
+not move is checked against its own earlier runs, to the bit (`hlatc train
 --save-state` of either commit, compared by sha256; benches/README.md).
 
 Usage: python benches/trainer_vs_jax.py [ROUNDS] [LAYOUT...]
 LAYOUT is tp2dp2 or one (both by default). HLATC_BIN is not needed: the
-Python package carries the runtime. JAX needs 4 CPU devices, which the
-script asks for before JAX starts.
+Python package carries the runtime. The plugin is found as hlatc's runtime
+finds it ($HLATC_PJRT_PLUGIN, else the repository's .cache/). JAX needs 4
+CPU devices on each client, which the script asks for before JAX starts.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ import statistics
 import sys
 import time
 from typing import Callable, Dict, List, Tuple
+
+import os
 
 import numpy as np
 
@@ -44,6 +56,11 @@ CONFIG = {
 }
 BATCH, SEQ = 8, 256
 LAYOUTS = {"tp2dp2": (2, 2), "one": (1, 1)}
+DEVICES = 4
+PLUGIN = "xlacpu"
+PLUGIN_FILE = os.environ.get("HLATC_PJRT_PLUGIN") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..",
+    ".cache/xla-cpu-pjrt/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so")
 
 
 def batch(rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
@@ -61,36 +78,43 @@ def compare(layout: str, rounds: int) -> None:
     import jax
 
     tp, dp = LAYOUTS[layout]
+    world = tp * dp
     step = hlatc.compile_step(config=CONFIG, target="cpu", batch_size=BATCH, seq_len=SEQ,
                               tp=tp, dp=dp)
-    ours = hlatc.Trainer(step)
-    theirs = hlatc.jax.Trainer(step, devices=jax.devices()[: tp * dp])
+    engines = {
+        "hlatc": hlatc.Trainer(step),
+        "jax-plugin": hlatc.jax.Trainer(step, devices=jax.devices(PLUGIN)[:world]),
+        "jax": hlatc.jax.Trainer(step, devices=jax.devices("cpu")[:world]),
+    }
+    names = list(engines)
     rng = np.random.default_rng(0)
-    times: Dict[str, List[float]] = {"hlatc": [], "jax": []}
+    times: Dict[str, List[float]] = {name: [] for name in names}
     worst = 0.0
     for r in range(rounds + 1):
         tokens, targets = batch(rng)
-        engines = [("hlatc", ours), ("jax", theirs)]
-        if r % 2:
-            engines.reverse()
+        order = names[r % len(names):] + names[:r % len(names)]
         stats = {}
-        for name, trainer in engines:
-            seconds, stats[name] = timed(lambda t=trainer: t.step(tokens, targets))
+        for name in order:
+            seconds, stats[name] = timed(lambda t=engines[name]: t.step(tokens, targets))
             if r > 0:
                 times[name].append(seconds)
-        a, b = ({k: float(v) for k, v in stats[n].items()} for n in ("hlatc", "jax"))
-        rel = max(abs(a[k] - b[k]) / max(abs(b[k]), 1e-30) for k in a)
-        worst = max(worst, rel)
-        if rel > 1e-3:
-            raise SystemExit(f"{layout} step {r + 1}: hlatc {a} against JAX {b}")
-        print(f"{layout} step {r + 1}: loss hlatc {a['loss']!r}, JAX {b['loss']!r}", flush=True)
+        ours = {k: float(v) for k, v in stats["hlatc"].items()}
+        for name in names[1:]:
+            theirs = {k: float(v) for k, v in stats[name].items()}
+            rel = max(abs(ours[k] - theirs[k]) / max(abs(theirs[k]), 1e-30) for k in ours)
+            worst = max(worst, rel)
+            if rel > 1e-3:
+                raise SystemExit(f"{layout} step {r + 1}: hlatc {ours} against {name} {theirs}")
+        print(f"{layout} step {r + 1}: loss " + ", ".join(
+            f"{name} {float(stats[name]['loss'])!r}" for name in names), flush=True)
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    spread = {k: (min(v) * 1e3, max(v) * 1e3) for k, v in times.items()}
-    print(f"{layout}: hlatc.Trainer median {med['hlatc']:.1f} ms "
-          f"({spread['hlatc'][0]:.1f}-{spread['hlatc'][1]:.1f}), JAX {med['jax']:.1f} ms "
-          f"({spread['jax'][0]:.1f}-{spread['jax'][1]:.1f}): "
-          f"{med['hlatc'] / med['jax']:.3f}x JAX's step time over {rounds} rounds; statistics "
-          f"within {worst:.1e} relative", flush=True)
+    for name in names:
+        v = times[name]
+        print(f"{layout}: {name} median {med[name]:.1f} ms "
+              f"({min(v) * 1e3:.1f}-{max(v) * 1e3:.1f})", flush=True)
+    print(f"{layout}: hlatc.Trainer {med['hlatc'] / med['jax-plugin']:.3f}x JAX's step time on "
+          f"the same plugin, {med['hlatc'] / med['jax']:.3f}x on jaxlib's CPU client, over "
+          f"{rounds} rounds; statistics within {worst:.1e} relative", flush=True)
 
 
 def main() -> None:
@@ -98,7 +122,16 @@ def main() -> None:
     layouts = sys.argv[2:] or list(LAYOUTS)
     import jax
 
-    jax.config.update("jax_num_cpu_devices", 4)
+    from jax._src import xla_bridge
+
+    jax.config.update("jax_num_cpu_devices", DEVICES)
+    if not os.path.isfile(PLUGIN_FILE):
+        raise SystemExit(f"no CPU plugin at {PLUGIN_FILE}: run scripts/fetch-xla-cpu-plugin.sh "
+                         "or set HLATC_PJRT_PLUGIN")
+    # `jax._src` is JAX's private API: the public way to load a PJRT plugin
+    # is a `jax_plugins` package, which the plugin's wheel does not carry.
+    xla_bridge.register_plugin(PLUGIN, library_path=PLUGIN_FILE,
+                               options={"cpu_device_count": DEVICES})
     for layout in layouts:
         compare(layout, rounds)
 
