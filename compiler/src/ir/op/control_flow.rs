@@ -1,7 +1,7 @@
 //! Attributes of the ops that run whole computations: a fusion's kind and
 //! the steps of the async ops.
 
-use super::description::Arity;
+use super::row_traits::Arity;
 
 /// A fusion's kind (`kind=` in text, `fusion_kind` in the proto): how XLA's
 /// backend would emit the fused computation. hlatc keeps it as written.

@@ -26,6 +26,8 @@ use crate::ir::op::{
 };
 use crate::ir::window::{ConvDims, Window};
 
+pub use super::row_traits::{Arity, OpTraits};
+
 /// How an attribute is written in text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
@@ -635,42 +637,6 @@ fn read_field<T: AttrField, R: AttrReader>(
     T::from_value(v).map_err(|e| r.invalid(attribute, e))
 }
 
-/// How many operands an op takes, as a row of the table says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arity {
-    Exactly(usize),
-    /// The count depends on the op's attributes or operands; its shape
-    /// rule checks it.
-    Variadic,
-}
-
-/// What an op is beyond its attributes, as a row of the table says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpTraits(u8);
-
-impl OpTraits {
-    pub const NONE: OpTraits = OpTraits(0);
-    /// Two instructions with the op and the same operands may differ: a
-    /// parameter, a random draw, a barrier, or an op that runs a
-    /// computation as a whole (a loop, a branch, a fusion).
-    pub const IMPURE: OpTraits = OpTraits(1);
-    /// Exchanges data between devices.
-    pub const COLLECTIVE: OpTraits = OpTraits(2);
-    /// Acts beyond its value: a transfer, infeed or outfeed.
-    pub const SIDE_EFFECT: OpTraits = OpTraits(4);
-    /// Carries its float operands' element type through to its result,
-    /// whatever float type that is (see [`Op::carries_float_type`]).
-    pub const CARRIES_FLOAT_TYPE: OpTraits = OpTraits(8);
-
-    pub const fn with(self, other: OpTraits) -> OpTraits {
-        OpTraits(self.0 | other.0)
-    }
-
-    pub const fn has(self, other: OpTraits) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
 /// The families ops are grouped in, one name for every place that holds
 /// something per op: a family's attribute types live in `ir/op/<name>.rs`,
 /// its shape rules in `analysis/shape_inference/<name>.rs`, its backward
@@ -1194,11 +1160,9 @@ mod tests {
         assert!(!Op::Unary(UnaryOp::Not).carries_float_type());
         assert!(Op::Binary(BinaryOp::Atan2).carries_float_type());
         assert!(!Op::Binary(BinaryOp::ShiftLeft).carries_float_type());
-        assert_eq!(
-            OpTraits::IMPURE.with(OpTraits::COLLECTIVE),
-            OpTraits(3),
-            "traits combine"
-        );
+        let both = OpTraits::IMPURE.with(OpTraits::COLLECTIVE);
+        assert!(both.has(OpTraits::IMPURE) && both.has(OpTraits::COLLECTIVE));
+        assert!(!both.has(OpTraits::SIDE_EFFECT), "traits combine");
     }
 
     #[test]

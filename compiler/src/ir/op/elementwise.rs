@@ -1,6 +1,6 @@
 //! The elementwise families: unary and binary ops, and comparisons.
 
-use super::description::OpTraits;
+use super::row_traits::OpTraits;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {

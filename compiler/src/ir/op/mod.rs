@@ -69,6 +69,7 @@ mod linear_algebra;
 mod opcode;
 mod random;
 mod reduction;
+mod row_traits;
 mod token;
 
 pub use bits::*;
