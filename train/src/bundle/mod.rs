@@ -19,6 +19,7 @@ mod listing;
 mod opened;
 mod pipeline;
 mod programs;
+pub(crate) mod refusal;
 pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR, MICRO_DIR};
 pub use listing::{expand_json as expand_listing, ListingError};
 pub use opened::{for_cpu, lower_for_cpu, OpenedBundle};
@@ -551,25 +552,6 @@ fn preflight(step: &TrainStep, text: &str, dir: &Path) -> Result<Preflight, Erro
         lines,
         time,
     })
-}
-
-/// The message of [`Error::NeuronRefused`].
-pub(crate) fn refusal_message(dir: &Path, findings: &[neuron_check::LocatedFinding]) -> String {
-    let mut s = format!(
-        "neuronx-cc (--target={NEURON_CHIP}, SDK {} defaults) would refuse this module, so nothing was written to {}:",
-        Sdk::default(),
-        dir.display()
-    );
-    // The first refusals are what to fix; a type used throughout (f64)
-    // would otherwise list every instruction.
-    const SHOWN: usize = 8;
-    for f in findings.iter().take(SHOWN) {
-        s.push_str(&format!("\n  {f}"));
-    }
-    if findings.len() > SHOWN {
-        s.push_str(&format!("\n  ... and {} more", findings.len() - SHOWN));
-    }
-    s
 }
 
 fn write(path: PathBuf, bytes: &[u8], files: &mut Vec<PathBuf>) -> Result<(), Error> {
