@@ -1,7 +1,7 @@
 //! The message of a Neuron refusal, on its own so that [`crate::Error`]
 //! can format it without importing the bundle writer that raises it.
 
-use super::NEURON_CHIP;
+use super::neuron::NEURON_CHIP;
 use hlatc_passes::neuron_check::{LocatedFinding, Sdk};
 use std::path::Path;
 
