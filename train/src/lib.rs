@@ -44,6 +44,7 @@ pub mod rank_checkpoint;
 pub mod rank_inputs;
 pub mod run_error;
 pub mod run_identity;
+mod run_stage;
 pub mod sharding;
 pub mod spmd;
 pub mod state_error;
