@@ -7,12 +7,13 @@ use crate::grad_accum::build_accumulation_steps;
 use crate::pipeline::{build_pipeline_steps, tick_config, Phase, PipelineView};
 use crate::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use crate::trainer::Trainer;
+pub use crate::verify_failure::VerifyFailure;
 use crate::Error;
 use hlatc_compiler::Module;
 use hlatc_models::{init::init_params, BatchShape, ModelConfig};
 use hlatc_passes::Target;
 use hlatc_runtime::{Program, Runtime};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 /// Models whose step state (parameters and two Adam moments) is larger than
@@ -22,31 +23,6 @@ pub const MAX_HOST_STATE_BYTES: i64 = 512 << 20;
 /// What was checked, one line per check, for the user.
 pub struct CheckReport {
     pub lines: Vec<String>,
-}
-
-/// What `--verify` found wrong with the bundle it read back.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum VerifyFailure {
-    #[error("{} does not decode to the compiled module", .path.display())]
-    NotTheModule { path: PathBuf },
-    #[error("{} is missing or not JSON", .path.display())]
-    Manifest { path: PathBuf },
-    #[error("the manifest's sha256 does not match {label}")]
-    Sha256 { label: String },
-    #[error("two programs")]
-    NotTwoPrograms,
-    #[error("step {step}: loss {loss} grad norm {grad_norm} are not finite and positive")]
-    NotFinite {
-        step: i64,
-        loss: f64,
-        grad_norm: f64,
-    },
-    #[error("step {step}: loss {loss:.4} is far from ln(vocab) = {uniform:.4} at initialization")]
-    FarFromUniform { step: i64, loss: f64, uniform: f64 },
-    #[error("step {step}: learning rate {got} but the schedule says {want}")]
-    LearningRate { step: i64, got: f64, want: f64 },
-    #[error("the step counter reads {0} after 2 steps")]
-    StepCounter(i64),
 }
 
 fn fail(failure: VerifyFailure) -> Error {
@@ -365,6 +341,7 @@ fn run_two_steps(run: Run, cfg: &StepConfig, lines: &mut Vec<String>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn a_failed_check_says_what_it_measured() {

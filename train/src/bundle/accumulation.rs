@@ -5,12 +5,15 @@
 //! runtime drives them. Staged whole and moved into place whole, like a
 //! single bundle.
 
+use super::files::MANIFEST_FILE;
+use super::manifest::MemoryInfo;
 use super::programs::{staged_beside, ProgramInfo};
-use super::{stage_bundle, write, MemoryInfo, StagedBundle, Target, MANIFEST_FILE};
+use super::staging::{stage_bundle, write, StagedBundle};
 use crate::grad_accum::micro_config;
 use crate::memory_plan::MemoryPlan;
 use crate::train_step::{StepConfig, TrainStep};
 use crate::Error;
+use hlatc_passes::Target;
 use serde::Serialize;
 use std::path::Path;
 

@@ -2,8 +2,9 @@
 //! manifest records, and its module ready to run. What a runtime needs to
 //! feed a bundle by role without rebuilding the step.
 
+use super::accumulation::{APPLY_DIR, MICRO_DIR};
+use super::files::{BUNDLE_FORMAT, MANIFEST_FILE, PROTO_FILE};
 use super::listing::{self, expand, AtLayer, ListedView, ListingError};
-use super::{MANIFEST_FILE, PROTO_FILE};
 use crate::batch_check::check_batch_inputs;
 use crate::train_step::{StepConfig, TensorSpec};
 use crate::Error;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// The bundle formats this reader takes (the manifest's `format`): the
 /// current one, and version 1 (flat listings, or runs of layers written
 /// before the version was bumped for them).
-const FORMATS: [&str; 2] = [super::BUNDLE_FORMAT, "hlatc-bundle/1"];
+const FORMATS: [&str; 2] = [BUNDLE_FORMAT, "hlatc-bundle/1"];
 
 pub struct OpenedBundle {
     pub dir: PathBuf,
@@ -75,8 +76,7 @@ impl OpenedBundle {
         if of_kind("+accumulation") {
             return Err(bad(format!(
                 "the bundle of gradient accumulation's two programs: open {}/ or {}/ in it",
-                super::MICRO_DIR,
-                super::APPLY_DIR
+                MICRO_DIR, APPLY_DIR
             )));
         }
         if of_kind("+pipeline") {
@@ -85,7 +85,7 @@ impl OpenedBundle {
                 crate::pipeline::Phase::WarmUp.name(),
                 crate::pipeline::Phase::Steady.name(),
                 crate::pipeline::Phase::CoolDown.name(),
-                super::APPLY_DIR
+                APPLY_DIR
             )));
         }
         let view: ManifestView = serde_json::from_str(&text)

@@ -7,12 +7,17 @@
 //! layers, and each stage's memory per rank. Staged whole and moved into
 //! place whole, like a single bundle.
 
+use super::accumulation::APPLY_DIR;
+use super::files::MANIFEST_FILE;
+use super::manifest::MemoryInfo;
+use super::preflight::Preflight;
 use super::programs::{staged_beside, ProgramInfo};
-use super::{stage_bundle, write, MemoryInfo, StagedBundle, Target, APPLY_DIR, MANIFEST_FILE};
+use super::staging::{stage_bundle, write, StagedBundle};
 use crate::memory_plan::MemoryPlan;
 use crate::pipeline::{tick_config, Phase, PipelineView};
 use crate::train_step::{StepConfig, TrainStep};
 use crate::Error;
+use hlatc_passes::Target;
 use serde::Serialize;
 use std::path::Path;
 
@@ -164,7 +169,7 @@ pub fn stage_pipeline_bundle(
     // The steady program's check is the one with both slots in it; the
     // others' findings join its lines, named by their program.
     reports.swap(0, steady);
-    let mut preflight: Option<super::Preflight> = None;
+    let mut preflight: Option<Preflight> = None;
     for (name, r) in reports {
         report.files.extend(r.files.iter().cloned());
         report.proto_bytes += r.proto_bytes;

@@ -2,7 +2,8 @@
 //! pipeline's four) share: a staging folder for the whole, and each
 //! program's line in the top manifest.
 
-use super::{BundleReport, StagedBundle, PROTO_FILE};
+use super::files::PROTO_FILE;
+use super::staging::{io_error, BundleReport, StagedBundle};
 use crate::train_step::TrainStep;
 use crate::Error;
 use serde::Serialize;
@@ -41,7 +42,7 @@ impl ProgramInfo {
 /// that [`StagedBundle::commit`] moves into place whole.
 pub(super) fn staged_beside(dir: &Path) -> Result<StagedBundle, Error> {
     let staging = hlatc_runtime::atomic_file::temp_beside(dir, "staging");
-    std::fs::create_dir(&staging).map_err(|e| super::io_error(&staging, e))?;
+    std::fs::create_dir(&staging).map_err(|e| io_error(&staging, e))?;
     Ok(StagedBundle {
         staging,
         dest: dir.to_path_buf(),

@@ -18,6 +18,7 @@ mod error;
 pub mod pack;
 pub mod position;
 mod producer;
+mod row_batch;
 pub mod sources;
 pub mod tokenize;
 
@@ -25,13 +26,12 @@ pub use doc_stream::Shard;
 pub use error::LoaderError;
 pub use pack::Packing;
 pub use position::{positions_from_json, positions_to_json, Fingerprint, LoaderPosition, Totals};
+pub use row_batch::RowBatch;
 pub use sources::SourceFormat;
 pub use tokenize::SpecialToken;
 
-use crate::data::Batch;
 use crate::token_data::RawDtype;
 use doc_stream::{Cursor, DocStream};
-use hlatc_compiler::Literal;
 use hlatc_runtime::inputs::SplitMix64;
 use producer::Producer;
 use sources::ReadSettings;
@@ -107,56 +107,6 @@ impl LoaderConfig {
             shard: Shard::WHOLE,
             epochs: None,
         }
-    }
-}
-
-/// One batch of rows, row-major `[rows, seq]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RowBatch {
-    pub rows: usize,
-    pub seq: usize,
-    pub tokens: Vec<i32>,
-    pub targets: Vec<i32>,
-    /// `None` for concatenated rows.
-    pub segment_ids: Option<Vec<i32>>,
-    /// What this batch's rows hold.
-    pub totals: Totals,
-}
-
-impl RowBatch {
-    /// The batch as the step's inputs take it.
-    pub fn to_batch(&self) -> Batch {
-        let dims = vec![self.rows as i64, self.seq as i64];
-        let lit = |v: &[i32]| Literal::from_s32(dims.clone(), v).expect("rows x seq ids");
-        Batch {
-            tokens: lit(&self.tokens),
-            targets: lit(&self.targets),
-            segment_ids: self.segment_ids.as_deref().map(lit),
-        }
-    }
-
-    /// `parts` one after another (each DP replica's rows in turn).
-    pub fn concat(parts: Vec<RowBatch>) -> RowBatch {
-        let mut out = RowBatch {
-            rows: 0,
-            seq: parts.first().map_or(0, |p| p.seq),
-            tokens: Vec::new(),
-            targets: Vec::new(),
-            segment_ids: parts
-                .first()
-                .and_then(|p| p.segment_ids.as_ref().map(|_| Vec::new())),
-            totals: Totals::default(),
-        };
-        for p in parts {
-            out.rows += p.rows;
-            out.tokens.extend(p.tokens);
-            out.targets.extend(p.targets);
-            if let (Some(all), Some(s)) = (&mut out.segment_ids, p.segment_ids) {
-                all.extend(s);
-            }
-            out.totals.add(&p.totals);
-        }
-        out
     }
 }
 

@@ -8,11 +8,12 @@
 //! tokenizing a chunk ahead changes nothing a batch holds.
 
 use super::doc_stream::DocStream;
+use super::error::LoaderError;
 use super::pack::{Packer, Packing, Row};
 use super::position::{LoaderPosition, Totals};
+use super::row_batch::RowBatch;
 use super::sources::{read_doc, DocBody, DocRef};
 use super::tokenize::TextTokenizer;
-use super::{LoaderError, RowBatch};
 use hlatc_runtime::inputs::SplitMix64;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -2,12 +2,14 @@
 //! schedule, each stage's buffers carried from tick to tick, before the
 //! trainer's apply step (see [`crate::trainer::Trainer::pipelined`]).
 
-use super::{Phase, Schedule, StageStates};
+use super::schedule::{Phase, Schedule};
+use super::stage_state::StageStates;
+use super::steps::tick_config;
 use crate::data::Batch;
 use crate::device_state::{self, DeviceState, Slot};
 use crate::rank_inputs::RankInputs;
+use crate::run_stage::{micro_batch, run_stage, scalar, Stage};
 use crate::train_step::{Role, StepConfig, TensorSpec};
-use crate::trainer::{micro_batch, run_stage, scalar, Stage};
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
 use hlatc_runtime::Program;
@@ -62,7 +64,7 @@ impl PipelineRun {
             .map(|s| Literal::zeros(s.dtype, s.shape.clone()))
             .collect();
         let buffers = device_state::upload(&ticks[0].program, vec![zeros; world])?;
-        let micro = super::tick_config(stage_config, schedule.micro_batches);
+        let micro = tick_config(stage_config, schedule.micro_batches);
         Ok(PipelineRun {
             ticks,
             ranks: RankInputs::new(&micro),

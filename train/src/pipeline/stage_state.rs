@@ -4,7 +4,7 @@
 //! names no rank is the union of the stages' under the whole model's
 //! names (what every stage holds alike, once).
 
-use super::StageNames;
+use super::names::StageNames;
 use crate::rank_inputs::RankInputs;
 use crate::state_error::StateError;
 use crate::state_shards::{shard_state, start_state, state_inputs, unshard_state, whole_state};
