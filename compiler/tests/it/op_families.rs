@@ -11,12 +11,13 @@ use std::path::Path;
 
 /// Each folder, and the files in it that are helpers, not families.
 const FOLDERS: [(&str, &[&str]); 3] = [
-    // The module, floats kept by their bits, the op table, `Opcode`.
-    ("src/ir/op", &["mod", "bits", "description", "opcode"]),
+    // The module, floats kept by their bits, the op table, a row's arity
+    // and traits, `Opcode`.
+    ("src/ir/op", &["mod", "bits", "description", "row_traits", "opcode"]),
     // The module (dispatch and shared checks), the typed errors.
     ("src/analysis/shape_inference", &["mod", "error"]),
-    // The module (dispatch and shared helpers), the table of what each
-    // rule saves.
+    // The module (dispatch and shared helpers), the table that gives each
+    // op its rule and what it saves.
     ("src/graph/autodiff/rules", &["mod", "gradient"]),
 ];
 

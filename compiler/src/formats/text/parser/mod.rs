@@ -36,6 +36,7 @@ mod async_wrapped;
 mod attrs;
 mod computation;
 mod custom_call;
+mod described;
 mod header;
 mod inference;
 mod inline;

@@ -217,7 +217,7 @@ pub(super) fn op_named(
     if let Some(op) = stepped_op(opcode, a)? {
         return built(op, ReadBy::Family);
     }
-    let mut described = crate::formats::text::described::TextReader {
+    let mut described = described::TextReader {
         attrs: a,
         opcode,
         last: None,
