@@ -13,7 +13,10 @@ use std::path::Path;
 const FOLDERS: [(&str, &[&str]); 3] = [
     // The module, floats kept by their bits, the op table, a row's arity
     // and traits, `Opcode`.
-    ("src/ir/op", &["mod", "bits", "description", "row_traits", "opcode"]),
+    (
+        "src/ir/op",
+        &["mod", "bits", "description", "row_traits", "opcode"],
+    ),
     // The module (dispatch and shared checks), the typed errors.
     ("src/analysis/shape_inference", &["mod", "error"]),
     // The module (dispatch and shared helpers), the table that gives each
