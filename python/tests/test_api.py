@@ -193,3 +193,18 @@ def test_every_compile_option_is_spelled_as_the_list_says():
         else:
             assert p.default == {"off": False, "unset": None, "empty": ()}[kind], (flag, p.default)
         assert f"`{name}`" in book, f"docs/src/python.md does not name `{name}`"
+
+
+def test_the_jax_engines_delegating_signatures_are_the_native_ones():
+    # hlatc.jax.Trainer spells out fit and loader for type checkers, and
+    # hands both on (to _fit.fit, and to Loader.for_step with its own
+    # replicas and packing): a keyword or default changed on one side only
+    # would pass the stubs and the tests of either engine alone.
+    def spelled(f, leave_out=()):
+        return [(p.name, p.kind, p.default) for p in params(f).values()
+                if p.name not in leave_out]
+
+    assert spelled(hlatc.jax.Trainer.fit) == spelled(hlatc.Trainer.fit)
+    jax_loader = spelled(hlatc.jax.Trainer.loader, leave_out=("self",))
+    for_step = spelled(hlatc.data.Loader.for_step, leave_out=("step", "owned_replicas", "packing"))
+    assert jax_loader == for_step
