@@ -501,11 +501,11 @@ impl Run<'_> {
             let b = data.batch(k, a.seed, self.cfg)?;
             let s = trainer.step(&b)?;
             if !s.loss.is_finite() {
-                return Err(Error::usage(format!(
-                    "step {}: the loss is {}; training diverged",
-                    k + 1,
-                    s.loss
-                )));
+                let diverged = hlatc::train::run_error::RunError::Diverged {
+                    step: k + 1,
+                    loss: s.loss,
+                };
+                return Err(hlatc::train::Error::from(diverged).into());
             }
             let done = k + 1;
             self.print_step(done, start, stop, &s, t1)?;

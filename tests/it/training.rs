@@ -49,6 +49,31 @@ fn hlatc_train_tiny_100_steps_halves_the_loss() {
     assert!(stdout.contains("step 100/100  (100%)"), "{stdout}");
 }
 
+/// A loss that is not finite stops the run at that step, as a run error
+/// naming the step and the loss, after the finite steps were reported.
+#[test]
+fn a_diverged_run_stops_at_the_step_and_says_so() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args(["train", "--model", "tiny", "--steps", "20"])
+        .args(["--lr-max", "1e9", "--warmup-steps", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let reported = stdout.lines().filter(|l| l.starts_with("step ")).count();
+    assert!(reported >= 1, "{stdout}");
+    let step = reported + 1;
+    assert!(
+        stderr.contains(&format!(
+            "error: step {step}: the loss is NaN; training diverged"
+        )) || stderr.contains(&format!(
+            "error: step {step}: the loss is inf; training diverged"
+        )),
+        "{stderr}"
+    );
+}
+
 fn logits_at(tokens: &[i32], cfg: &ModelConfig, batch: BatchShape) -> Vec<f64> {
     let module = build_logits(cfg, batch, ElementType::F32).unwrap();
     let mut inputs: Vec<_> = init_params(cfg, ElementType::F32, 3)

@@ -33,6 +33,10 @@ pub enum RunError {
     /// trainer no longer holds it.
     #[error("the state input '{input}' is gone: it was given to a step that failed (resume from a checkpoint)")]
     StateGone { input: String },
+    /// A step's loss is not finite: the run stops before anything more is
+    /// saved, its last checkpoint the one to resume from.
+    #[error("step {step}: the loss is {loss}; training diverged")]
+    Diverged { step: u64, loss: f64 },
     /// A step failed after its device took the state it updates.
     #[error("{source}; the {lost} state buffer(s) the step was given are gone with it (resume from a checkpoint)")]
     StepFailed {
