@@ -10,7 +10,6 @@ written by the Rust core."""
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -94,8 +93,7 @@ def run_steps(
             break
         stats = trainer.step(**batch, **(step_kw or {}))
         done = trainer.steps_done
-        if not math.isfinite(stats["loss"]):
-            raise _hlatc.RunError(f"step {done}: the loss is {stats['loss']}; training diverged")
+        _hlatc.check_loss(done, float(stats["loss"]))
         row = {"step": done, **stats}
         metrics.append(row)
         if save is not None and done % checkpoint_every == 0:

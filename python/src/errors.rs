@@ -18,6 +18,7 @@ use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
 use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
 use hlatc::train::loader::LoaderError;
+use hlatc::train::run_error::RunError as RustRunError;
 use hlatc::train_step::StepError;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
@@ -540,14 +541,33 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             });
             NEURON_REFUSED.with(message, &fields)
         }
+        T::Run(r) => run_error(r, message),
         T::State(_)
-        | T::Run(_)
         | T::EosOutsideVocabulary { .. }
         | T::Identity(_)
         | T::Lock(_)
         | T::StateMetadata(_) => usage(message),
         T::Loader(l) => loader_error(l),
         T::Checkpoint(c) => checkpoint_error(c),
+    }
+}
+
+/// A run's own failures (a step that failed on its devices, the state
+/// that went with it, a loss that diverged) are a `RunError`; programs,
+/// state and inputs that do not fit together a `UsageError`.
+fn run_error(e: &RustRunError, message: String) -> PyErr {
+    use RustRunError as R;
+    match e {
+        R::StepFailed { .. } | R::StateGone { .. } | R::Diverged { .. } => RUN.err(message),
+        R::StateNotReturned { .. }
+        | R::PackedMismatch { .. }
+        | R::MissingInput { .. }
+        | R::NoStateFor { .. }
+        | R::UnknownOutput { .. }
+        | R::FewerOutputs
+        | R::NoRanks
+        | R::NoOutput { .. }
+        | R::ProgramCount { .. } => usage(message),
     }
 }
 

@@ -446,6 +446,22 @@ def test_fit_without_checkpoints_and_its_arguments(tmp_path, tiny_step, tiny_dat
     assert isinstance(e.value, OSError) and e.value.path == str(blocker / "ckpt")
 
 
+def test_fit_stops_at_a_diverged_loss_with_hlatc_trains_error(tmp_path, tiny_data):
+    # The rule and the message are hlatc train's (RunError::check_loss): a
+    # loss that is not finite raises before its step is saved.
+    step = hlatc.compile_step(model="tiny", target="cpu", batch_size=4, seq_len=16, packed=True,
+                              lr_max=1e9, warmup_steps=1)
+    trainer = hlatc.Trainer(step)
+    seen = []
+    with pytest.raises(hlatc.RunError) as e:
+        trainer.fit(tiny_loader(step, tiny_data), 20, checkpoint_dir=tmp_path / "ckpt",
+                    checkpoint_every=1, on_step=lambda row: seen.append(row["step"]) is None)
+    diverged = len(seen) + 1
+    assert str(e.value) in (f"step {diverged}: the loss is NaN; training diverged",
+                            f"step {diverged}: the loss is inf; training diverged")
+    assert checkpoints(tmp_path / "ckpt") == [f"step-{s:08d}" for s in seen]
+
+
 # ---------------------------------------------------------------- the CLI
 
 

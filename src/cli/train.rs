@@ -16,6 +16,7 @@ use hlatc::runtime::{
 };
 use hlatc::state_metadata::StateMetadata;
 use hlatc::token_data::TokenData;
+use hlatc::train::run_error::RunError;
 use hlatc::train_step::StepConfig;
 use hlatc::trainer::{params_from_tensors, Trainer};
 use hlatc::Error;
@@ -500,13 +501,7 @@ impl Run<'_> {
         for k in start..stop {
             let b = data.batch(k, a.seed, self.cfg)?;
             let s = trainer.step(&b)?;
-            if !s.loss.is_finite() {
-                let diverged = hlatc::train::run_error::RunError::Diverged {
-                    step: k + 1,
-                    loss: s.loss,
-                };
-                return Err(hlatc::train::Error::from(diverged).into());
-            }
+            RunError::check_loss(k + 1, s.loss).map_err(hlatc::train::Error::from)?;
             let done = k + 1;
             self.print_step(done, start, stop, &s, t1)?;
             let mut held_out_loss = None;

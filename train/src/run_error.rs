@@ -45,3 +45,15 @@ pub enum RunError {
         source: hlatc_runtime::RuntimeError,
     },
 }
+
+impl RunError {
+    /// The divergence rule every training loop applies (`hlatc train`,
+    /// `hlatc.Trainer.fit`, `hlatc.jax.Trainer.fit`): a loss that is not
+    /// finite stops the run at `step`.
+    pub fn check_loss(step: u64, loss: f64) -> Result<(), RunError> {
+        match loss.is_finite() {
+            true => Ok(()),
+            false => Err(RunError::Diverged { step, loss }),
+        }
+    }
+}
