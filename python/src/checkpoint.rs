@@ -4,10 +4,9 @@
 //! the metrics CSV a checkpoint holds (`hlatc::metrics`, what `--metrics`
 //! writes).
 
-use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, to_py, usage};
+use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, usage};
 use hlatc::metrics::{MetricsLog, StepMetrics};
 use hlatc::train::checkpoint::CheckpointDir as RustCheckpointDir;
-use hlatc::train::run_error::RunError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::BTreeMap;
@@ -95,13 +94,6 @@ impl CheckpointDir {
             self.inner.path().display().to_string()
         )
     }
-}
-
-/// `RunError` when the loss of `step` is not finite: the rule and the
-/// message of `hlatc train`, for the Python fit loops.
-#[pyfunction]
-pub fn check_loss(step: u64, loss: f64) -> PyResult<()> {
-    RunError::check_loss(step, loss).map_err(|e| to_py(hlatc::train::Error::from(e).into()))
 }
 
 /// The metrics CSV (`hlatc train --metrics`'s) of `rows`, one dict per

@@ -126,7 +126,7 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<data::Loader>()?;
     m.add_function(wrap_pyfunction!(data::data_layout, m)?)?;
     m.add_class::<checkpoint::CheckpointDir>()?;
-    m.add_function(wrap_pyfunction!(checkpoint::check_loss, m)?)?;
+    m.add_function(wrap_pyfunction!(trainer::check_loss, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::metrics_csv, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::read_metrics_csv, m)?)?;
     // A checkpoint's files, named once (the train crate's names).

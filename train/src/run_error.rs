@@ -51,9 +51,10 @@ impl RunError {
     /// `hlatc.Trainer.fit`, `hlatc.jax.Trainer.fit`): a loss that is not
     /// finite stops the run at `step`.
     pub fn check_loss(step: u64, loss: f64) -> Result<(), RunError> {
-        match loss.is_finite() {
-            true => Ok(()),
-            false => Err(RunError::Diverged { step, loss }),
+        if loss.is_finite() {
+            Ok(())
+        } else {
+            Err(RunError::Diverged { step, loss })
         }
     }
 }

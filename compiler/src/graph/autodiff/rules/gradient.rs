@@ -48,6 +48,14 @@ impl Rule {
     ) -> Result<Option<InstrId>, AutodiffError> {
         (self.apply)(b, site)
     }
+
+    /// What this rule of `op` reads, given the reducer of a reduction.
+    pub(super) fn reads(&self, op: &Op, reducer: Option<BinaryOp>) -> &'static [Saved] {
+        match op {
+            Op::Reduce { .. } if reducer == Some(BinaryOp::Add) => &[],
+            _ => self.saves,
+        }
+    }
 }
 
 impl fmt::Debug for Rule {
@@ -322,15 +330,5 @@ pub fn saves(op: &Op, reducer: Option<BinaryOp>) -> Vec<Saved> {
     match gradient(op) {
         Gradient::Rule(rule) => rule.reads(op, reducer).to_vec(),
         _ => vec![],
-    }
-}
-
-impl Rule {
-    /// What this rule of `op` reads, given the reducer of a reduction.
-    pub(super) fn reads(&self, op: &Op, reducer: Option<BinaryOp>) -> &'static [Saved] {
-        match op {
-            Op::Reduce { .. } if reducer == Some(BinaryOp::Add) => &[],
-            _ => self.saves,
-        }
     }
 }
