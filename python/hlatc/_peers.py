@@ -138,6 +138,16 @@ class _Job:
         self.reported = False
         self.lost = False  # a PeerLostError was raised here
         self.lock = threading.Lock()
+        # The watcher stops (and is joined) before the interpreter
+        # finalizes: a daemon thread that comes back from a call into JAX
+        # (the coordination service's `key_value_dir_get`) once
+        # finalization has begun is ended by Python 3.11-3.13 with
+        # `pthread_exit`, whose unwinding through JAX's C++ frames aborts
+        # the process ("FATAL: exception not rethrown", SIGABRT) after its
+        # script ended normally. Seen under load in about one launch in
+        # twenty.
+        self.stopping = threading.Event()
+        self.watcher: Optional[threading.Thread] = None
         self.host = socket.gethostname()
         launcher = os.environ.get(ENV_LAUNCHER_PID)
         self.launcher_pid = int(launcher) if launcher and launcher.isdigit() else None
@@ -208,9 +218,9 @@ class _Job:
         return True
 
     def watch(self) -> None:
-        """The watcher thread: every 0.1 s, the others' ends."""
-        while True:
-            time.sleep(POLL_SECONDS)
+        """The watcher thread: every 0.1 s, the others' ends, until
+        `stop_watching`."""
+        while not self.stopping.wait(POLL_SECONDS):
             try:
                 self.watch_once()
             except Exception:  # never let the watcher die of one bad read
@@ -334,10 +344,32 @@ class _Job:
             self.report("error", last_line(value), 1)
         self.leave(1)
 
+    def start_watching(self) -> None:
+        self.watcher = threading.Thread(target=self.watch, name="hlatc-peers", daemon=True)
+        self.watcher.start()
+
+    def stop_watching(self) -> None:
+        """Ends the watcher thread and waits for it (at most the longest a
+        look at the others takes, a coordination-service call and a
+        second's pause): nothing of this module calls into JAX once the
+        interpreter finalizes."""
+        self.stopping.set()
+        watcher = self.watcher
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=10)
+
     def at_exit(self) -> None:
-        """A normal end: says so, then waits for the others' (JAX's shutdown
-        then runs as usual), unless a peer needs this process in a
-        collective or failed."""
+        """A normal end (see `end_normally`); the watcher is stopped before
+        JAX's shutdown and the interpreter's finalization run."""
+        try:
+            self.end_normally()
+        finally:
+            self.stop_watching()
+
+    def end_normally(self) -> None:
+        """Says this process ended, then waits for the others' (JAX's
+        shutdown then runs as usual), unless a peer needs this process in
+        a collective or failed."""
         if self.reported:
             return
         self.report("exit", "ended", 0)
@@ -384,7 +416,7 @@ def start(client: Any, me: int, count: int, wait_seconds: float, join_timeout: f
     job = _Job(client, me, count, wait_seconds, join_timeout)
     sys.excepthook = job.excepthook
     atexit.register(job.at_exit)
-    threading.Thread(target=job.watch, name="hlatc-peers", daemon=True).start()
+    job.start_watching()
     _job = job
 
 
