@@ -15,6 +15,7 @@ use super::cost::{features, Assumptions, CostParams, Row, StepFeatures, PARAMS, 
 use super::evaluate::{evaluate, Fidelity};
 use super::hardware::Instance;
 use super::layout::{check_layout, Layout};
+use super::row_fault::RowFault;
 use super::PlanError;
 use crate::compile_step::ModelSource;
 use hlatc_passes::RematPolicy;
@@ -72,7 +73,9 @@ pub fn builtin_calibration() -> Result<Calibration, PlanError> {
                 json: json.to_string(),
                 name: format!("data/planner/{path}"),
             })
-            .ok_or_else(|| format!("model '{label}' is neither a preset nor a built-in config"))
+            .ok_or_else(|| RowFault::NotBuiltIn {
+                model: label.to_string(),
+            })
     })
 }
 
@@ -112,7 +115,7 @@ pub struct MeasuredRun {
 impl MeasuredRun {
     /// Why the run cannot be a calibration row, in words: a count below 1,
     /// or a layout that does not fill its cluster's cores.
-    pub fn problem(&self) -> Option<String> {
+    pub fn problem(&self) -> Option<RowFault> {
         let p = &self.layout.parallel;
         let counts = [
             ("nodes", self.nodes),
@@ -123,20 +126,21 @@ impl MeasuredRun {
             ("global_batch", self.global_batch),
             ("seq_len", self.seq_len),
         ];
-        if let Some((name, v)) = counts.into_iter().find(|(_, v)| *v < 1) {
-            return Some(format!("{name} {v}: a positive whole number is needed"));
+        if let Some((column, v)) = counts.into_iter().find(|(_, v)| *v < 1) {
+            return Some(RowFault::NotPositiveWhole {
+                column,
+                value: v.to_string(),
+            });
         }
         let cores = self.nodes * self.instance.hardware().cores_per_node;
-        (self.layout.ranks() != cores).then(|| {
-            format!(
-                "tp {} x pp {} x dp {} = {} cores, but {} {} have {cores}",
-                p.tp,
-                p.pp,
-                p.dp,
-                self.layout.ranks(),
-                self.nodes,
-                self.instance
-            )
+        (self.layout.ranks() != cores).then(|| RowFault::CoresUnfilled {
+            tp: p.tp,
+            pp: p.pp,
+            dp: p.dp,
+            ranks: self.layout.ranks(),
+            nodes: self.nodes,
+            instance: self.instance.to_string(),
+            cores,
         })
     }
 
@@ -173,10 +177,10 @@ impl Calibration {
             if path.is_file() {
                 Ok(ModelSource::ConfigFile(path))
             } else {
-                Err(format!(
-                    "model '{model}' is neither a preset nor a config file ({} not found)",
-                    path.display()
-                ))
+                Err(RowFault::NoSuchModel {
+                    model: model.to_string(),
+                    path,
+                })
             }
         })
     }
@@ -186,7 +190,7 @@ impl Calibration {
     pub fn parse_with(
         text: &str,
         label: &str,
-        config: &dyn Fn(&str) -> Result<ModelSource, String>,
+        config: &dyn Fn(&str) -> Result<ModelSource, RowFault>,
     ) -> Result<Calibration, PlanError> {
         let err = |line: usize, message: String| PlanError::Calibration {
             path: label.to_string(),
@@ -230,7 +234,7 @@ impl Calibration {
                 cells: &cells,
                 index: &index,
             };
-            runs.push(read_run(line, &row, config).map_err(|m| err(line, m))?);
+            runs.push(read_run(line, &row, config).map_err(|f| err(line, f.to_string()))?);
         }
         if runs.is_empty() {
             return Err(err(1, "no runs below the header".into()));
@@ -307,23 +311,26 @@ impl Cells<'_> {
 fn read_run(
     line: usize,
     row: &Cells,
-    config: &dyn Fn(&str) -> Result<ModelSource, String>,
-) -> Result<MeasuredRun, String> {
+    config: &dyn Fn(&str) -> Result<ModelSource, RowFault>,
+) -> Result<MeasuredRun, RowFault> {
     let cell = |c: &str| row.get(c);
-    let int = |c: &str| -> Result<i64, String> {
-        match cell(c).parse::<i64>() {
+    let int = |column: &'static str| -> Result<i64, RowFault> {
+        match cell(column).parse::<i64>() {
             Ok(n) if n >= 1 => Ok(n),
-            _ => Err(format!(
-                "{c} '{}': a positive whole number is needed",
-                cell(c)
-            )),
+            _ => Err(RowFault::NotPositiveWhole {
+                column,
+                value: cell(column).to_string(),
+            }),
         }
     };
-    let flag = |c: &str| -> Result<bool, String> {
-        match cell(c) {
+    let flag = |column: &'static str| -> Result<bool, RowFault> {
+        match cell(column) {
             "true" => Ok(true),
             "false" => Ok(false),
-            v => Err(format!("{c} '{v}': true or false")),
+            v => Err(RowFault::NotTrueOrFalse {
+                column,
+                value: v.to_string(),
+            }),
         }
     };
     let model_label = cell("model").to_string();
@@ -334,31 +341,24 @@ fn read_run(
     };
     let instance = Instance::from_name(cell("instance")).ok_or_else(|| {
         let known: Vec<&str> = Instance::ALL.iter().map(|i| i.name()).collect();
-        format!(
-            "instance '{}': known instances are {}",
-            cell("instance"),
-            known.join(", ")
-        )
+        RowFault::UnknownInstance {
+            value: cell("instance").to_string(),
+            known: known.join(", "),
+        }
     })?;
-    let remat = RematPolicy::from_name(cell("remat")).ok_or_else(|| {
-        format!(
-            "remat '{}': none, core-attention or full-layer",
-            cell("remat")
-        )
+    let remat = RematPolicy::from_name(cell("remat")).ok_or_else(|| RowFault::UnknownRemat {
+        value: cell("remat").to_string(),
     })?;
-    let precision = Precision::from_name(cell("precision")).ok_or_else(|| {
-        format!(
-            "precision '{}': a precision preset (bf16-master, bf16-mixed, ...)",
-            cell("precision")
-        )
-    })?;
+    let precision =
+        Precision::from_name(cell("precision")).ok_or_else(|| RowFault::UnknownPrecision {
+            value: cell("precision").to_string(),
+        })?;
     let seq_per_s = match cell("seq_per_s").parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => v,
         _ => {
-            return Err(format!(
-                "seq_per_s '{}': a positive number is needed",
-                cell("seq_per_s")
-            ))
+            return Err(RowFault::NotPositiveRate {
+                value: cell("seq_per_s").to_string(),
+            })
         }
     };
     let layout = Layout {
@@ -671,7 +671,7 @@ impl MeasuredRun {
 pub fn append_run(path: &Path, run: &MeasuredRun) -> Result<(), PlanError> {
     use std::io::Write;
     if let Some(p) = run.problem() {
-        return Err(PlanError::Cluster(p));
+        return Err(PlanError::Cluster(p.to_string()));
     }
     let at = |line: usize, message: String| PlanError::Calibration {
         path: path.display().to_string(),

@@ -18,6 +18,7 @@ pub mod counts;
 pub mod evaluate;
 pub mod hardware;
 pub mod layout;
+pub mod row_fault;
 pub mod search;
 
 pub use calibration::{Calibration, MeasuredRun};
