@@ -1,14 +1,14 @@
 //! An on-disk cache of compiled XLA CPU executables, on only when
 //! [`CACHE_DIR_ENV`] names a directory (`scripts/test.sh` sets it to
-//! `target/xla-cache`, kept from run to run: the tests compile some
-//! programs more than once, in different processes, and every run compiles
-//! most of the last run's again).
+//! `~/.cache/hlatc-tests/xla`, kept from run to run and clone to clone: the
+//! tests compile some programs more than once, in different processes, and
+//! every run compiles most of the last run's again).
 //!
 //! The key is a sha256 of everything that decides what XLA compiles: the
 //! `HloModuleProto` bytes handed to PJRT, the serialized compile options,
-//! the plugin file's identity (size and modification time, read when it was
-//! loaded), the client's platform and devices, `XLA_FLAGS` as this process
-//! has it, and the host's processor (XLA CPU compiles for the features of
+//! the plugin file's sha256 (`plugin_digest`: the same build wherever it
+//! lies, hashed once per copy), the client's platform and devices,
+//! `XLA_FLAGS` as this process has it, and the host's processor (XLA CPU compiles for the features of
 //! the machine it runs on, so a cache on a disk another machine used must
 //! not hand it code its processor lacks). A hit loads the executable the plugin serialized
 //! (`PJRT_Executable_DeserializeAndLoad`) instead of compiling; a miss
@@ -21,6 +21,7 @@
 //! make it fail or change what it gives.
 
 use crate::pjrt::{self, PjrtError};
+use crate::plugin_digest::plugin_digest;
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
 use std::io::Write;
@@ -194,6 +195,7 @@ impl ExecutableCache {
     /// length-prefixed so that no two different inputs run together.
     fn key(&self, client: &pjrt::Client, program: &[u8], options: &[u8]) -> Option<[u8; 32]> {
         let identity = client.plugin_identity()?;
+        let plugin = plugin_digest(&self.dir, client.plugin_path(), identity)?;
         let cpu = host_cpu()?;
         let mut h = Sha256::new();
         let mut part = |bytes: &[u8]| {
@@ -203,7 +205,7 @@ impl ExecutableCache {
         part(MAGIC);
         part(program);
         part(options);
-        part(identity.as_bytes());
+        part(plugin.as_bytes());
         part(cpu.as_bytes());
         part(client.platform_name().as_bytes());
         let devices: Vec<u8> = client

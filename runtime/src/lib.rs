@@ -29,6 +29,7 @@ pub mod host_memory;
 pub mod inputs;
 mod pjrt;
 pub mod plugin;
+mod plugin_digest;
 pub mod tensors;
 
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 /// its size and modification time (to the nanosecond where the file
 /// system keeps them). A file rewritten, or another put at the same path,
 /// reads differently.
-fn file_identity(path: &Path) -> Option<String> {
+pub(crate) fn file_identity(path: &Path) -> Option<String> {
     let m = std::fs::metadata(path).ok()?;
     let modified = m
         .modified()

@@ -6,4 +6,5 @@
 mod client;
 mod ffi;
 
+pub(crate) use client::file_identity;
 pub use client::{Buffer, BufferArg, Client, CompiledMemoryStats, LoadedExecutable, PjrtError};

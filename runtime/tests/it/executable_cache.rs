@@ -62,10 +62,13 @@ fn bits(out: &[Literal]) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The cache's executables and any temporary left, without the plugin's
+/// digest (`*.plugin-sha256`, see `plugin_digest_files`).
 fn cache_files(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| !p.to_string_lossy().ends_with(".plugin-sha256"))
         .collect();
     files.sort();
     files
@@ -226,4 +229,60 @@ fn a_missing_cache_directory_only_compiles() {
     assert_eq!(p.run(&inputs).unwrap().len(), 2);
     assert_eq!(cache.stats().store_failures, 1);
     assert!(!gone.exists());
+}
+
+fn plugin_digest_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".plugin-sha256"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The plugin is named in the key by its contents: a copy of the same file
+/// at another path (each clone fetches its own) loads what the first
+/// compiled. A hard link is another path to the same build, and loading
+/// it does not load a second copy of XLA into the process.
+#[test]
+fn the_same_plugin_at_another_path_finds_the_executables_it_compiled() {
+    let dir = TempDir::new("plugin-path");
+    let (rt, _) = cached_runtime(&dir.0);
+    let (m, inputs) = program();
+    let first = rt.compile(&m).unwrap();
+    assert!(matches!(first.cache_outcome(), CacheOutcome::Miss));
+    let [memo] = plugin_digest_files(&dir.0).try_into().unwrap();
+    let plugin = std::fs::read(rt.plugin_path()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&memo).unwrap(),
+        hex(&Sha256::digest(&plugin)),
+        "the memo holds the plugin file's sha256"
+    );
+
+    let link = dir.0.join("linked_xla_cpu_pjrt.so");
+    std::fs::hard_link(rt.plugin_path(), &link).unwrap();
+    let cache = Arc::new(ExecutableCache::new(&dir.0));
+    let linked = Runtime::with_plugin_and_devices(&link, hlatc_runtime::SHARED_DEVICES)
+        .unwrap()
+        .with_executable_cache(Some(cache.clone()));
+    let again = linked.compile(&m).unwrap();
+    assert!(
+        again.cache_outcome().is_hit(),
+        "{:?}",
+        again.cache_outcome()
+    );
+    assert_eq!(
+        bits(&again.run(&inputs).unwrap()),
+        bits(&first.run(&inputs).unwrap())
+    );
+    assert_eq!(
+        plugin_digest_files(&dir.0).len(),
+        2,
+        "each path's digest is kept under its own name"
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
