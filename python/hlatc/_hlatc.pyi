@@ -87,10 +87,22 @@ __all__ = [
     "check_loss",
     "metrics_csv",
     "read_metrics_csv",
+    "step_dir_name",
+    "loader_file",
+    "sharded_prepare_save",
+    "sharded_write_rank",
+    "sharded_write_file",
+    "sharded_write_marker",
+    "sharded_open",
+    "sharded_read_marker",
+    "sharded_problem",
+    "sharded_steps",
+    "sharded_prune",
     "STATE_FILE",
     "LOADER_FILE",
     "METRICS_FILE",
     "COMPLETE",
+    "CHECKPOINT_FORMAT",
     "__version__",
 ]
 
@@ -98,6 +110,7 @@ STATE_FILE: str
 LOADER_FILE: str
 METRICS_FILE: str
 COMPLETE: str
+CHECKPOINT_FORMAT: str
 
 class Error(Exception): ...
 
@@ -365,6 +378,31 @@ class CheckpointDir:
 def check_loss(step: int, loss: float) -> None: ...
 def metrics_csv(rows: Sequence[Mapping[str, Optional[float]]]) -> str: ...
 def read_metrics_csv(text: str, what: str) -> List[Dict[str, float]]: ...
+
+# A per-rank checkpoint's marker: (steps_done, identity as JSON or None,
+# each file's sha256 by name).
+_Marker = Tuple[int, Optional[str], Dict[str, str]]
+
+def step_dir_name(step: int) -> str: ...
+def loader_file(replica: int) -> str: ...
+def sharded_prepare_save(dir: str, world_size: int, first: bool) -> None: ...
+def sharded_write_rank(dir: str, rank: int, tensors: Sequence[Tuple[str, _RawIn]]) -> str: ...
+def sharded_write_file(dir: str, name: str, data: bytes) -> str: ...
+def sharded_write_marker(
+    dir: str,
+    steps_done: int,
+    world_size: int,
+    config: str,
+    identity: Optional[str],
+    files: Mapping[str, str],
+) -> None: ...
+def sharded_open(dir: str, world_size: int, ranks: Sequence[int]) -> _Marker: ...
+def sharded_read_marker(dir: str, world_size: int) -> _Marker: ...
+def sharded_problem(
+    dir: str, world_size: int, ranks: Sequence[int], replicas: Sequence[int]
+) -> Optional[str]: ...
+def sharded_steps(root: str) -> List[int]: ...
+def sharded_prune(root: str, saved: int, keep: int, first: bool) -> None: ...
 def write_safetensors(path: str, tensors: Sequence[Tuple[str, _RawIn]]) -> None: ...
 def read_safetensors(path: str) -> Dict[str, _RawOut]: ...
 def rank_file(rank: int) -> str: ...

@@ -7,8 +7,9 @@ are deleted). A sharded step (`tp` x `dp` ranks) runs rank r on
 `devices[r]`, JAX's global devices in id order by default, in one process
 or many (`jax.distributed`); each process passes and gets back its own
 ranks' arrays. `Trainer` trains a step of any world size from global
-batches, with checkpoints in `hlatc shard`'s per-rank format; a
-pipeline-parallel step's four programs it runs tick by tick.
+batches, with checkpoints in `hlatc shard`'s per-rank format (their
+protocol across processes in `_jax_checkpoint`, their files the Rust
+core's); a pipeline-parallel step's four programs it runs tick by tick.
 
     import hlatc, hlatc.jax
     hlatc.jax.initialize()             # reads the environment `python -m hlatc.launch` sets
@@ -21,12 +22,9 @@ JAX is imported only when a function here is called.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import time
-import warnings
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -43,9 +41,12 @@ from typing import (
 import numpy as np
 
 import hlatc
-from . import _hlatc, _identity, _peers
+from . import _hlatc, _identity, _jax_checkpoint, _peers
 from ._arrays import _DTYPES, dict_to_numpy, to_raw
 from ._fit import Metrics, OnStep
+# Names of hlatc.jax since before the checkpoints' protocol moved out.
+from ._jax_checkpoint import CHECKPOINT_FORMAT, COMPLETE  # noqa: F401
+from ._jax_collectives import _allgather
 from ._peers import PeerLostError
 from ._types import Array, ArrayLike, Format, PathLike, RawDtype, Special, Tensors
 
@@ -79,30 +80,19 @@ ENV_NUM_PROCESSES = "HLATC_NUM_PROCESSES"
 ENV_PROCESS_ID = "HLATC_PROCESS_ID"
 ENV_CPU_COLLECTIVES = "HLATC_CPU_COLLECTIVES"
 
-# A checkpoint directory is complete only once this file is in it: written
-# last, by process 0, after every process has renamed its rank files.
-COMPLETE = "COMPLETE"
-CHECKPOINT_FORMAT = "hlatc-checkpoint/1"
-
 
 def loader_file(replica: int) -> str:
     """The file of DP replica `replica`'s loader position in a checkpoint
     `Trainer.fit` saves: a JSON array of that one position (the layout of
     the single-process checkpoint's `loader.json`, one replica a file, so
     each process writes only its own)."""
-    return f"loader-replica-{replica:05d}.json"
+    return _hlatc.loader_file(replica)
 
 
 def rank_file(rank: int) -> str:
     """The file of rank `rank` in a checkpoint: the name `hlatc shard` writes
     and `hlatc unshard` reads."""
     return _hlatc.rank_file(rank)
-
-
-def _file_error(message: str, path: str) -> "hlatc.FileError":
-    e = hlatc.FileError(message)
-    e.path = path
-    return e
 
 
 def initialize(
@@ -373,32 +363,6 @@ def load(
             raise hlatc.UsageError("give devices or device, not both")
         devices = [device]
     return StepFunction(step, devices)
-
-
-def _barrier(name: str) -> None:
-    import jax
-
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        with _peers.collective(f"a barrier ({name})"):
-            multihost_utils.sync_global_devices(name)
-
-
-def _allgather(value: np.ndarray, what: str) -> np.ndarray:
-    """`value` of every process, stacked (one all-gather)."""
-    from jax.experimental import multihost_utils
-
-    with _peers.collective(what):
-        return np.asarray(multihost_utils.process_allgather(value))
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class Trainer:
@@ -699,7 +663,7 @@ class Trainer:
         identity (`identity`: see `hlatc.Trainer.fit`; without the data's
         fields, which only `fit` knows). `path` must be a directory or not
         exist (`FileError` otherwise). Every process must call it."""
-        self._save(os.fspath(path))
+        _jax_checkpoint.save(self, os.fspath(path))
 
     def _identity(self, loader: Optional["Loader"]) -> Dict[str, Any]:
         """This run's identity (with the data's fields from `loader`), and
@@ -708,14 +672,16 @@ class Trainer:
         identity["allowed_changes"] = list(self._changes)
         return identity
 
-    def _check_identity(self, d: str, record: Mapping[str, Any], loader: Optional["Loader"],
+    def _check_identity(self, d: str, steps_done: int, identity: Optional[str],
+                        loader: Optional["Loader"],
                         allow_changes: Optional[Sequence[str]]) -> Dict[str, Any]:
-        """Checkpoint `d`'s identity (its marker `record`) against this run's:
+        """Checkpoint `d`'s identity (its marker's, JSON; None: it records
+        none), of a checkpoint after `steps_done` steps, against this run's:
         `IdentityError` naming each differing field not allowed; another
         layout, `UsageError` (its rank files are another layout's shares).
         The identity this run records from now on."""
         current = self._identity(loader)
-        recorded = record.get("identity")
+        recorded = None if identity is None else json.loads(identity)
         if not (isinstance(recorded, dict) and isinstance(recorded.get("fields"), dict)):
             recorded = None
         if recorded is not None:
@@ -725,96 +691,9 @@ class Trainer:
                     f"{d}: a checkpoint of layout {old}; this step's is {new}: its rank files "
                     "are another layout's shares (join them with hlatc unshard and resume() "
                     "the whole state)")
-        checked = _identity.check(recorded, current, d, allow_changes,
-                                  int(record.get("steps_done") or 0))
+        checked = _identity.check(recorded, current, d, allow_changes, steps_done)
         self._changes = list(checked.get("allowed_changes", []))
         return checked
-
-    def _save(self, d: str, shared: Optional[Mapping[str, bytes]] = None,
-              replica_files: Optional[Mapping[int, bytes]] = None,
-              identity: Optional[Dict[str, Any]] = None) -> None:
-        """`save`, with the files `fit` adds under the same marker: `shared`,
-        written alike by every process (the metrics), and `replica_files`,
-        this process's replicas' (their loader positions, `loader_file`)."""
-        jax = self._jax
-        if os.path.exists(d) and not os.path.isdir(d):
-            raise _file_error(f"{d}: a checkpoint is a directory, and this is a file: give a "
-                              "directory's path (made if missing)", d)
-        try:
-            os.makedirs(d, exist_ok=True)
-        except OSError as e:
-            raise _file_error(f"{d}: cannot make the checkpoint's directory: "
-                              f"{e.strerror or e}", d) from None
-        marker = os.path.join(d, COMPLETE)
-        me = jax.process_index()
-        if me == 0:
-            if os.path.exists(marker):
-                os.remove(marker)
-            # `hlatc unshard` refuses a directory with more ranks' files than
-            # the step has: an earlier save's of a larger world go.
-            world = len(self._fn.devices)
-            for f in os.listdir(d):
-                if (f.startswith("rank-") and f.endswith(".safetensors")
-                        and f[5:-12].isdigit() and int(f[5:-12]) >= world):
-                    os.remove(os.path.join(d, f))
-        # No process overwrites a rank file while an old marker vouches for it.
-        _barrier(f"hlatc-save-start:{d}")
-        digests = []
-        for r in self._fn.local_ranks:
-            final = os.path.join(d, rank_file(r))
-            tmp = os.path.join(d, f".{rank_file(r)}.{os.getpid()}.tmp")
-            tensors = [(n, to_raw(n, np.asarray(self._state[r][n]))) for n in self._state_names]
-            _hlatc.write_safetensors(tmp, tensors)
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            digests.append(np.frombuffer(bytes.fromhex(_sha256(tmp)), dtype=np.uint8))
-            os.replace(tmp, final)
-        extra = {}
-        for name, data in (shared or {}).items():
-            _write_synced(d, name, data)
-            extra[name] = hashlib.sha256(data).hexdigest()
-        # Each replica's file, with its digest, from whichever process owns
-        # it (a replica whose TP ranks span processes: each writes the same).
-        dp = self._layout["replicas"]
-        owned = np.zeros((dp, 33), dtype=np.uint8)
-        for replica, data in (replica_files or {}).items():
-            _write_synced(d, loader_file(replica), data)
-            owned[replica, 0] = 1
-            owned[replica, 1:] = np.frombuffer(hashlib.sha256(data).digest(), dtype=np.uint8)
-        # Each process's digests reach process 0 (its files need not be on
-        # process 0's disk); the gather also waits for every process's files.
-        digests_of = np.stack(digests)
-        ranks = np.array(self._fn.local_ranks, dtype=np.int32)
-        if jax.process_count() > 1:
-            digests_of = _allgather(digests_of, "Trainer.save").reshape(-1, 32)
-            ranks = _allgather(ranks, "Trainer.save").reshape(-1)
-            if replica_files is not None:
-                owned = _allgather(owned, "Trainer.save").reshape(-1, dp, 33)
-        owned = owned.reshape(-1, dp, 33)
-        if me == 0:
-            files = {rank_file(int(r)): bytes(h).hex() for r, h in sorted(zip(ranks, digests_of),
-                                                                          key=lambda p: int(p[0]))}
-            for replica in range(dp):
-                held = [row[replica] for row in owned if row[replica, 0]]
-                if held:
-                    files[loader_file(replica)] = bytes(held[0][1:]).hex()
-            files.update(extra)
-            record = {
-                "format": CHECKPOINT_FORMAT,
-                "steps_done": self.steps_done,
-                "world_size": len(self._fn.devices),
-                "config": self._step.config,
-                "identity": identity if identity is not None else self._identity(None),
-                "files": files,
-            }
-            tmp = marker + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump(record, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, marker)
-        # Nobody goes on (to load it, say) before the checkpoint is complete.
-        _barrier(f"hlatc-save-done:{d}")
 
     def load(self, path: PathLike, *, allow_changes: Optional[Sequence[str]] = None) -> None:
         """Continues from a checkpoint `save` wrote (for this step's world
@@ -827,50 +706,7 @@ class Trainer:
         differing field with both values, unless `allow_changes` names it.
         Each process must see the marker (process 0 writes it: on hosts
         without a shared file system, copy it)."""
-        d = os.fspath(path)
-        _identity.check_allow(allow_changes)
-        if not os.path.exists(d):
-            raise _file_error(f"{d}: no such checkpoint directory", d)
-        if not os.path.isdir(d):
-            raise _file_error(f"{d}: not a directory, so not a checkpoint (Trainer.save writes "
-                              "a directory)", d)
-        record = self._record(d)
-        for r in self._fn.local_ranks:
-            f = os.path.join(d, rank_file(r))
-            if not os.path.isfile(f):
-                raise _file_error(f"{f}: missing, though {COMPLETE} lists it", f)
-            if _sha256(f) != record["files"].get(rank_file(r)):
-                raise _file_error(f"{f}: its sha256 is not the one {COMPLETE} records "
-                                  "(changed since, or from another save)", f)
-        self._check_identity(d, record, None, allow_changes)
-        self._take_shares(d)
-
-    def _record(self, d: str) -> Dict[str, Any]:
-        """The marker of checkpoint `d`, read and checked against this step:
-        `FileError` if it is missing or not a marker, `UsageError` for
-        another world size."""
-        marker = os.path.join(d, COMPLETE)
-        if not os.path.isfile(marker):
-            raise _file_error(
-                f"{d}: no {COMPLETE} marker, so not a complete checkpoint (a save cut short, "
-                "or not written by hlatc.jax.Trainer.save)",
-                marker,
-            )
-        try:
-            with open(marker) as f:
-                record = json.load(f)
-        except (OSError, ValueError) as e:
-            raise _file_error(f"{marker}: not a checkpoint marker: {e}", marker) from None
-        if not isinstance(record, dict) or record.get("format") != CHECKPOINT_FORMAT:
-            found = record.get("format") if isinstance(record, dict) else None
-            raise _file_error(f"{marker}: format {found!r}, not {CHECKPOINT_FORMAT}", marker)
-        world = len(self._fn.devices)
-        if record.get("world_size") != world:
-            raise hlatc.UsageError(
-                f"{d}: a checkpoint of {record.get('world_size')} ranks; this step runs on {world} "
-                "(join it with hlatc unshard and resume() the whole state)"
-            )
-        return record
+        _jax_checkpoint.load(self, os.fspath(path), allow_changes)
 
     def _take_shares(self, d: str) -> None:
         """This process's ranks' state from checkpoint `d`'s rank files (their
@@ -937,97 +773,20 @@ class Trainer:
         root = os.fspath(checkpoint_dir)
         os.makedirs(root, exist_ok=True)
         identity = self._identity(loader)
-        metrics = self._resume_newest(root, loader, allow_changes)
+        metrics = _jax_checkpoint.resume_newest(self, root, loader, allow_changes)
         identity["allowed_changes"] = list(self._changes)
 
         def save(done: int, metrics: List[Dict[str, float]]) -> None:
             positions = json.loads(loader.position())
             files = {r: json.dumps([p], separators=(",", ":")).encode("utf-8")
                      for r, p in zip(owned, positions)}
-            self._save(os.path.join(root, _step_dir(done)),
-                       {_hlatc.METRICS_FILE: _fit.metrics_bytes(metrics)}, files, identity)
-            self._prune(root, done, keep)
+            _jax_checkpoint.save(self, os.path.join(root, _hlatc.step_dir_name(done)),
+                                 {_hlatc.METRICS_FILE: _fit.metrics_bytes(metrics)}, files,
+                                 identity)
+            _jax_checkpoint.prune(self, root, done, keep)
 
         return _fit.run_steps(self, loader, steps, metrics, save, checkpoint_every, on_step,
                               step_kw)
-
-    def _resume_newest(self, root: str, loader: "hlatc.data.Loader",
-                       allow_changes: Optional[Sequence[str]] = None) -> List[Dict[str, float]]:
-        """Resumes from the newest checkpoint in `root` every process finds
-        complete; its metrics (none without one)."""
-        from . import _fit
-
-        rejected = set()
-        while True:
-            mine = [s for s in _step_dirs(root) if s not in rejected]
-            newest = _max_over_processes(max(mine, default=-1))
-            if newest < 0:
-                return []
-            d = os.path.join(root, _step_dir(newest))
-            problem = self._problem(d, loader.owned_replicas)
-            if _all_processes(problem is None):
-                break
-            _fit.warn_skipped(d, problem or "it is not complete on another process")
-            rejected.add(newest)
-        record = self._record(d)
-        self._check_identity(d, record, loader, allow_changes)
-        self._take_shares(d)
-        names = [loader_file(r) for r in loader.owned_replicas]
-        if all(n in record["files"] for n in names):
-            positions = []
-            for n in names:
-                with open(os.path.join(d, n), "rb") as f:
-                    positions.extend(json.loads(f.read()))
-            loader.seek(json.dumps(positions))
-        else:
-            _fit.seek_loader(loader, {}, d)  # warns: no position to go on from
-        files = {}
-        if _hlatc.METRICS_FILE in record["files"]:
-            with open(os.path.join(d, _hlatc.METRICS_FILE), "rb") as f:
-                files[_hlatc.METRICS_FILE] = f.read()
-        return _fit.metrics_from(files, d)
-
-    def _problem(self, d: str, replicas: Sequence[int]) -> Optional[str]:
-        """Why checkpoint `d` cannot be resumed by this process, in words (None
-        if it can): a missing marker, or a file of this process's that is
-        missing or does not match its sha256. Another world size raises."""
-        if not os.path.isdir(d):
-            return "it is not on this process's file system"
-        try:
-            record = self._record(d)
-        except hlatc.FileError as e:
-            if not os.path.exists(os.path.join(d, COMPLETE)):
-                return "no COMPLETE marker: the run stopped while saving it"
-            return str(e)
-        step = int(os.path.basename(d)[len("step-"):])
-        if record.get("steps_done") != step:
-            return f"its COMPLETE marker says step {record.get('steps_done')}, its name step {step}"
-        files = record.get("files", {})
-        names = [rank_file(r) for r in self._fn.local_ranks]
-        names += [n for n in (loader_file(r) for r in replicas) if n in files]
-        names += [n for n in (_hlatc.METRICS_FILE,) if n in files]
-        for name in names:
-            path = os.path.join(d, name)
-            if not os.path.isfile(path):
-                return f"its file '{name}' is missing"
-            if _sha256(path) != files.get(name):
-                return f"its file '{name}' does not match its checksum (corrupt)"
-        return None
-
-    def _prune(self, root: str, saved: int, keep: int) -> None:
-        """Removes the checkpoints before `saved` past the newest `keep`
-        complete ones, and (on process 0, which writes every marker, so
-        sees one wherever there is one) the incomplete ones before it."""
-        complete = 0
-        for step in sorted((s for s in _step_dirs(root) if s <= saved), reverse=True):
-            d = os.path.join(root, _step_dir(step))
-            if os.path.isfile(os.path.join(d, COMPLETE)) or step == saved:
-                complete += 1
-                if complete > keep:
-                    shutil.rmtree(d, ignore_errors=True)
-            elif self._jax.process_index() == 0:
-                shutil.rmtree(d, ignore_errors=True)
-
 
 class _Pipeline:
     """A pipeline-parallel step's four programs, each compiled by JAX for
@@ -1098,45 +857,3 @@ class _Pipeline:
                     where[name] = out[r][name]
             loss += float(np.asarray(out[local[0]][self._loss[phase]]).reshape(-1)[0])
         return loss, self.apply.run({r: dict(state[r]) for r in local})
-
-
-def _step_dir(step: int) -> str:
-    """A checkpoint's directory name: `hlatc train --checkpoint-dir`'s."""
-    return f"step-{step:08d}"
-
-
-def _step_dirs(root: str) -> List[int]:
-    """The steps of the checkpoint directories in `root` on this process's
-    file system, complete or not."""
-    steps = []
-    for name in os.listdir(root):
-        rest = name[len("step-"):]
-        if name.startswith("step-") and rest.isdigit() and os.path.isdir(os.path.join(root, name)):
-            steps.append(int(rest))
-    return steps
-
-
-def _max_over_processes(value: int) -> int:
-    import jax
-
-    if jax.process_count() == 1:
-        return value
-    return int(np.max(_allgather(np.array([value], dtype=np.int64), "a resume")))
-
-
-def _all_processes(ok: bool) -> bool:
-    import jax
-
-    if jax.process_count() == 1:
-        return ok
-    return bool(np.all(_allgather(np.array([ok], dtype=np.int32), "a resume")))
-
-
-def _write_synced(d: str, name: str, data: bytes) -> None:
-    """`data` as `d/name`, written under a temporary name, synced, renamed."""
-    tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(d, name))

@@ -2,11 +2,18 @@
 //! --checkpoint-dir`'s directory, the train crate's `CheckpointDir`: the
 //! same layout from Python and the CLI, so each resumes the other's), and
 //! the metrics CSV a checkpoint holds (`hlatc::metrics`, what `--metrics`
-//! writes).
+//! writes), and the per-rank checkpoints of `hlatc.jax.Trainer`
+//! (`sharded_*`: the train crate's `checkpoint::sharded`, each process's
+//! own part of the protocol whose collectives JAX runs).
 
-use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, usage};
+use crate::arrays::{from_raw, RawIn};
+use crate::errors::{
+    checkpoint_error, checkpoint_file_error, guarded, sharded_checkpoint_error, usage,
+};
 use hlatc::metrics::{MetricsLog, StepMetrics};
+use hlatc::train::checkpoint::sharded::{self, Marker};
 use hlatc::train::checkpoint::CheckpointDir as RustCheckpointDir;
+use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::BTreeMap;
@@ -157,4 +164,158 @@ pub fn read_metrics_csv<'py>(
             Ok(d)
         })
         .collect()
+}
+
+/// A per-rank checkpoint's marker as Python takes it: the steps done, the
+/// run's identity (JSON; None if it records none) and each file's sha256.
+type MarkerOut = (u64, Option<String>, BTreeMap<String, String>);
+
+fn marker_out(m: Marker) -> MarkerOut {
+    let identity = m.identity.filter(|i| !i.is_null()).map(|i| i.to_string());
+    (m.steps_done, identity, m.files)
+}
+
+/// Runs the file work `f` without the GIL, its error as Python's.
+fn sharded_io<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> Result<T, sharded::ShardedCheckpointError> + Send,
+) -> PyResult<T> {
+    py.allow_threads(|| guarded(|| f().map_err(|e| sharded_checkpoint_error(&e))))
+}
+
+/// The name of the directory of the checkpoint at `step` (`step-NNNNNNNN`,
+/// a run's checkpoints' and per-rank ones').
+#[pyfunction]
+pub fn step_dir_name(step: u64) -> String {
+    hlatc::train::checkpoint::step_dir_name(step)
+}
+
+/// The file of DP replica `replica`'s loader position in a per-rank
+/// checkpoint.
+#[pyfunction]
+pub fn loader_file(replica: usize) -> String {
+    sharded::loader_file_name(replica)
+}
+
+/// Makes `dir` ready for a save of `world_size` ranks; on process 0
+/// (`first`), removes its marker and the rank files past the world size.
+#[pyfunction]
+pub fn sharded_prepare_save(
+    py: Python<'_>,
+    dir: PathBuf,
+    world_size: usize,
+    first: bool,
+) -> PyResult<()> {
+    sharded_io(py, || sharded::prepare_save(&dir, world_size, first))
+}
+
+/// Writes rank `rank`'s `tensors` (`(name, (dtype, shape, bytes))`, in
+/// order) as its file in `dir`, synced and renamed into place; its sha256.
+#[pyfunction]
+pub fn sharded_write_rank(
+    py: Python<'_>,
+    dir: PathBuf,
+    rank: usize,
+    tensors: Vec<(String, RawIn<'_>)>,
+) -> PyResult<String> {
+    let named = tensors
+        .into_iter()
+        .map(|(name, raw)| Ok((name.clone(), from_raw(&name, raw)?)))
+        .collect::<PyResult<Vec<(String, Literal)>>>()?;
+    sharded_io(py, || sharded::write_rank_file(&dir, rank, &named))
+}
+
+/// Writes `data` as the file `name` in `dir`, synced and renamed into
+/// place; its sha256.
+#[pyfunction]
+pub fn sharded_write_file(
+    py: Python<'_>,
+    dir: PathBuf,
+    name: String,
+    data: Vec<u8>,
+) -> PyResult<String> {
+    sharded_io(py, || sharded::write_file(&dir, &name, &data))
+}
+
+/// Writes the `COMPLETE` marker of `dir`, last: `config` and `identity`
+/// as JSON, `files` each file's sha256.
+#[pyfunction]
+pub fn sharded_write_marker(
+    py: Python<'_>,
+    dir: PathBuf,
+    steps_done: u64,
+    world_size: usize,
+    config: &str,
+    identity: Option<&str>,
+    files: BTreeMap<String, String>,
+) -> PyResult<()> {
+    let json = |what: &str, text: &str| {
+        serde_json::from_str::<serde_json::Value>(text)
+            .map_err(|e| usage(format!("the marker's {what} is not JSON: {e}")))
+    };
+    let config = json("config", config)?;
+    let identity = identity.map(|i| json("identity", i)).transpose()?;
+    let marker = Marker::new(steps_done, world_size, config, identity, files);
+    sharded_io(py, || marker.write(&dir))
+}
+
+/// Checkpoint `dir` opened for a load of `world_size` ranks: its marker
+/// read and checked, the files of `ranks` against their sha256s. Its
+/// `(steps_done, identity, files)`.
+#[pyfunction]
+pub fn sharded_open(
+    py: Python<'_>,
+    dir: PathBuf,
+    world_size: usize,
+    ranks: Vec<usize>,
+) -> PyResult<MarkerOut> {
+    sharded_io(py, || sharded::open_for_load(&dir, world_size, &ranks)).map(marker_out)
+}
+
+/// The marker of checkpoint `dir`, read and checked against `world_size`:
+/// `(steps_done, identity, files)`.
+#[pyfunction]
+pub fn sharded_read_marker(py: Python<'_>, dir: PathBuf, world_size: usize) -> PyResult<MarkerOut> {
+    let marker = sharded_io(py, || {
+        let m = Marker::read(&dir)?;
+        m.check_world(&dir, world_size)?;
+        Ok(m)
+    })?;
+    Ok(marker_out(marker))
+}
+
+/// Why this process cannot resume from checkpoint `dir` (its `ranks`'
+/// files, its `replicas`' loader files, the shared files), in words; None
+/// if it can. Another world size raises.
+#[pyfunction]
+pub fn sharded_problem(
+    py: Python<'_>,
+    dir: PathBuf,
+    world_size: usize,
+    ranks: Vec<usize>,
+    replicas: Vec<usize>,
+) -> PyResult<Option<String>> {
+    let why = sharded_io(py, || sharded::problem(&dir, world_size, &ranks, &replicas))?;
+    Ok(why.map(|r| r.to_string()))
+}
+
+/// The steps of the checkpoint directories in `root`, complete or not,
+/// oldest first.
+#[pyfunction]
+pub fn sharded_steps(py: Python<'_>, root: PathBuf) -> PyResult<Vec<u64>> {
+    sharded_io(py, || sharded::steps(&root))
+}
+
+/// After the save of step `saved`: the checkpoints before it past the
+/// newest `keep` complete ones removed, and on process 0 (`first`) the
+/// incomplete ones before it.
+#[pyfunction]
+pub fn sharded_prune(
+    py: Python<'_>,
+    root: PathBuf,
+    saved: u64,
+    keep: usize,
+    first: bool,
+) -> PyResult<()> {
+    sharded_io(py, || sharded::prune(&root, saved, keep, first))
 }

@@ -16,6 +16,7 @@ use hlatc::pipeline::FormError;
 use hlatc::precision::Precision;
 use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
+use hlatc::train::checkpoint::sharded::ShardedCheckpointError;
 use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
 use hlatc::train::loader::LoaderError;
 use hlatc::train::run_error::RunError as RustRunError;
@@ -428,6 +429,30 @@ pub(crate) fn checkpoint_error(e: &RustCheckpointError) -> PyErr {
         RustCheckpointError::BadName { .. } | RustCheckpointError::KeepNone { .. } => {
             usage(message)
         }
+    }
+}
+
+/// The Python exception for a per-rank checkpoint's error: a file or
+/// directory that is missing, not what it should be, or cannot be written
+/// is a `FileError` naming it (the marker, where the marker is the
+/// problem); another world size, or a file name a checkpoint cannot
+/// hold, a `UsageError`.
+pub(crate) fn sharded_checkpoint_error(e: &ShardedCheckpointError) -> PyErr {
+    use ShardedCheckpointError as S;
+    let message = e.to_string();
+    match e {
+        S::SaveIntoFile { dir }
+        | S::MakeDir { dir, .. }
+        | S::NoDirectory { dir }
+        | S::NotDirectory { dir } => path_error(&FILE, message, dir),
+        S::NoMarker { marker, .. } | S::NotMarker { marker, .. } | S::Format { marker, .. } => {
+            path_error(&FILE, message, marker)
+        }
+        S::Missing { file } | S::Changed { file } | S::Io { path: file, .. } => {
+            path_error(&FILE, message, file)
+        }
+        S::Tensors(t) => tensor_file_error(t, message),
+        S::WorldSize { .. } | S::BadName { .. } => usage(message),
     }
 }
 

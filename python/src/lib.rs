@@ -129,11 +129,26 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trainer::check_loss, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::metrics_csv, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::read_metrics_csv, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::step_dir_name, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::loader_file, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_prepare_save, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_write_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_write_file, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_write_marker, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_open, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_read_marker, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_problem, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_steps, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::sharded_prune, m)?)?;
     // A checkpoint's files, named once (the train crate's names).
     m.add("STATE_FILE", hlatc::train::checkpoint::STATE_FILE)?;
     m.add("LOADER_FILE", hlatc::train::checkpoint::LOADER_FILE)?;
     m.add("METRICS_FILE", hlatc::train::checkpoint::METRICS_FILE)?;
     m.add("COMPLETE", hlatc::train::checkpoint::COMPLETE)?;
+    m.add(
+        "CHECKPOINT_FORMAT",
+        hlatc::train::checkpoint::sharded::FORMAT,
+    )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

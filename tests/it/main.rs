@@ -36,6 +36,7 @@ mod resume;
 mod run_devices;
 mod run_identity;
 mod sharded;
+mod sharded_checkpoint;
 mod spmd_forms;
 mod support;
 mod token_data;

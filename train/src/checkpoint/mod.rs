@@ -10,6 +10,12 @@
 //! fails (a full disk) removes what it wrote and leaves the checkpoints
 //! before it as they were; older checkpoints are removed only once a newer
 //! one is complete.
+//!
+//! [`sharded`] is the per-rank checkpoint of a run whose processes each
+//! hold some ranks (`hlatc.jax.Trainer`'s): the same directory names and
+//! marker name, each process writing its own ranks' files.
+
+pub mod sharded;
 
 use crate::bundle::sha256_hex;
 use serde::{Deserialize, Serialize};
@@ -49,6 +55,22 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     }
 }
 
+/// The name of the directory of the checkpoint at `step`: `step-NNNNNNNN`,
+/// eight digits at least, so that the names sort as the steps do.
+pub fn step_dir_name(step: u64) -> String {
+    format!("step-{step:08}")
+}
+
+/// The step a checkpoint directory named `name` holds (None: not a
+/// checkpoint's name).
+pub fn step_of_dir_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("step-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// What `COMPLETE` holds.
 #[derive(Debug, Serialize, Deserialize)]
 struct Marker {
@@ -86,6 +108,8 @@ pub enum SkipReason {
     },
     #[error("its COMPLETE marker is not valid: {message}")]
     MarkerInvalid { message: String },
+    #[error("it is not on this process's file system")]
+    NotHere,
     #[error("its COMPLETE marker says step {marked}, its name step {named}")]
     StepMismatch { marked: u64, named: u64 },
     #[error("its file '{name}' cannot be read: {message}")]
@@ -94,6 +118,8 @@ pub enum SkipReason {
         kind: std::io::ErrorKind,
         message: String,
     },
+    #[error("its file '{name}' is missing")]
+    Missing { name: String },
     #[error("its file '{name}' does not match its checksum (corrupt)")]
     Corrupt { name: String },
 }
@@ -140,7 +166,7 @@ impl CheckpointDir {
 
     /// The directory of the checkpoint at `step`.
     pub fn step_dir(&self, step: u64) -> PathBuf {
-        self.dir.join(format!("step-{step:08}"))
+        self.dir.join(step_dir_name(step))
     }
 
     /// Saves `files` (name, bytes) as the checkpoint at `step`, then
@@ -224,7 +250,7 @@ impl CheckpointDir {
         for entry in std::fs::read_dir(&self.dir).map_err(io(&self.dir))? {
             let entry = entry.map_err(io(&self.dir))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if let Some(step) = name.strip_prefix("step-").and_then(|s| s.parse().ok()) {
+            if let Some(step) = step_of_dir_name(&name) {
                 steps.insert(step, entry.path());
             } else if name.starts_with(".step-") && name.contains(".partial-") {
                 partial.push(entry.path());
