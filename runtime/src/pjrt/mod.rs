@@ -4,6 +4,7 @@
 //! This module is the only place in hlatc with `unsafe` code.
 
 mod client;
-mod ffi;
+// `pub` for the crate root's re-export, which the crate's tests read.
+pub mod ffi;
 
 pub use client::{Buffer, BufferArg, Client, CompiledMemoryStats, LoadedExecutable, PjrtError};
