@@ -34,7 +34,9 @@ use std::sync::{Arc, OnceLock};
 pub const CACHE_DIR_ENV: &str = "HLATC_XLA_CACHE_DIR";
 
 /// The first bytes of every cache file; a new layout gets a new magic.
-const MAGIC: &[u8; 8] = b"HLATCXE1";
+// Public for the crate's tests (tests/it/cache_files.rs).
+#[doc(hidden)]
+pub const MAGIC: &[u8; 8] = b"HLATCXE1";
 /// Magic, key, checksum of the payload.
 const HEADER_LEN: usize = 8 + 32 + 32;
 
@@ -306,7 +308,9 @@ fn host_cpu() -> Option<&'static str> {
 
 /// The first processor's `vendor_id`, `model name` and `flags` lines of a
 /// `/proc/cpuinfo` (whichever it has; `None` when it has none of them).
-fn cpu_identity(cpuinfo: &str) -> Option<String> {
+// Public for the crate's tests (tests/it/cache_files.rs).
+#[doc(hidden)]
+pub fn cpu_identity(cpuinfo: &str) -> Option<String> {
     let first = cpuinfo.split("\n\n").next()?;
     let lines: Vec<&str> = first
         .lines()
@@ -323,7 +327,9 @@ fn cpu_identity(cpuinfo: &str) -> Option<String> {
 
 /// The payload of a cache file, when its header is this layout's, names
 /// `key` and its checksum matches.
-fn check_file<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Result<&'a [u8], &'static str> {
+// Public for the crate's tests (tests/it/cache_files.rs).
+#[doc(hidden)]
+pub fn check_file<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Result<&'a [u8], &'static str> {
     if bytes.len() < HEADER_LEN {
         return Err("shorter than its header");
     }
@@ -338,49 +344,4 @@ fn check_file<'a>(bytes: &'a [u8], key: &[u8; 32]) -> Result<&'a [u8], &'static 
         return Err("checksum mismatch");
     }
     Ok(payload)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn file(key: &[u8; 32], payload: &[u8]) -> Vec<u8> {
-        let mut b = MAGIC.to_vec();
-        b.extend_from_slice(key);
-        b.extend_from_slice(&Sha256::digest(payload));
-        b.extend_from_slice(payload);
-        b
-    }
-
-    #[test]
-    fn the_processor_is_its_first_entrys_model_and_flags() {
-        let info = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu avx2\ncpu MHz\t\t: 2100.0\n\nprocessor\t: 1\nflags\t\t: other\n";
-        assert_eq!(
-            cpu_identity(info).as_deref(),
-            Some("vendor_id\t: GenuineIntel\nmodel name\t: Xeon\nflags\t\t: fpu avx2")
-        );
-        assert_eq!(cpu_identity("nothing: here\n"), None);
-    }
-
-    #[test]
-    fn a_whole_file_gives_its_payload() {
-        let key = [7; 32];
-        assert_eq!(check_file(&file(&key, b"exe"), &key), Ok(&b"exe"[..]));
-    }
-
-    #[test]
-    fn a_damaged_file_is_refused() {
-        let key = [7; 32];
-        let good = file(&key, b"executable bytes");
-        let truncated = &good[..good.len() - 1];
-        assert_eq!(check_file(truncated, &key), Err("checksum mismatch"));
-        assert!(check_file(&good[..10], &key).is_err());
-        let mut flipped = good.clone();
-        *flipped.last_mut().unwrap() ^= 1;
-        assert_eq!(check_file(&flipped, &key), Err("checksum mismatch"));
-        assert_eq!(check_file(&good, &[8; 32]), Err("written for another key"));
-        let mut other = good;
-        other[0] = b'X';
-        assert!(check_file(&other, &key).is_err());
-    }
 }

@@ -70,22 +70,6 @@ pub fn check_permutation(perm: &[i64], rank: usize) -> Result<(), PermutationErr
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_iota_reads_in_transposed_order() {
-        assert_eq!(iota_devices(&[2, 3], &[]), [0, 1, 2, 3, 4, 5]);
-        assert_eq!(iota_devices(&[2, 3], &[1, 0]), [0, 3, 1, 4, 2, 5]);
-        assert_eq!(
-            check_permutation(&[0, 0], 2).unwrap_err().to_string(),
-            "T(0,0) does not permute the 2 iota dimensions"
-        );
-        check_permutation(&[1, 0], 2).unwrap();
-    }
-}
-
 /// The iota that lays out `ids` in this order, if one does: `(reshape,
 /// transpose)` with [`iota_devices`]`(reshape, transpose) == ids`, the
 /// fewest dimensions (each maximal run of a constant stride is one) and
@@ -142,34 +126,4 @@ pub fn iota_of(ids: &[i64]) -> Option<(Vec<i64>, Vec<i64>)> {
         .collect();
     let (reshape, transpose) = (reshape, without_identity(transpose));
     (iota_devices(&reshape, &transpose) == ids).then_some((reshape, transpose))
-}
-
-#[cfg(test)]
-mod iota_of_tests {
-    use super::*;
-
-    #[test]
-    fn layouts_are_found_again() {
-        for (reshape, transpose) in [
-            (vec![8], vec![]),
-            (vec![4, 2], vec![1, 0]),
-            (vec![2, 3, 4], vec![0, 2, 1]),
-            (vec![2, 3, 4], vec![2, 0, 1]),
-            (vec![64, 32], vec![1, 0]),
-        ] {
-            // The same ids, in as few dimensions: [2,3,4]T(2,0,1) is
-            // [6,4]T(1,0), its first two dimensions moving together.
-            let ids = iota_devices(&reshape, &transpose);
-            let (r, t) = iota_of(&ids).unwrap();
-            assert_eq!(iota_devices(&r, &t), ids);
-            assert!(r.len() <= reshape.len());
-        }
-        let ids = iota_devices(&[2, 3, 4], &[2, 0, 1]);
-        assert_eq!(iota_of(&ids), Some((vec![6, 4], vec![1, 0])));
-        let dp = iota_devices(&[64, 32], &[1, 0]);
-        assert_eq!(iota_of(&dp), Some((vec![64, 32], vec![1, 0])));
-        assert_eq!(iota_of(&[1, 0]), None);
-        assert_eq!(iota_of(&[0, 2, 1, 3, 5, 4]), None);
-        assert_eq!(iota_of(&[0, 1, 3]), None);
-    }
 }

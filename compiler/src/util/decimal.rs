@@ -25,17 +25,3 @@ fn digits_of(mut n: u64, buf: &mut [u8; MAX_DIGITS]) -> &[u8] {
     }
     &buf[at..]
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn digits_read_as_formatted_ones() {
-        for n in [0, 7, 10, 2047, u64::MAX] {
-            let mut s = String::from("y");
-            push_digits_str(&mut s, n);
-            assert_eq!(s, format!("y{n}"));
-        }
-    }
-}

@@ -36,17 +36,3 @@ pub fn push_joined(out: &mut String, v: &[i64]) {
         push_digits_str(out, x.unsigned_abs());
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pushed_lists_read_as_joined_ones() {
-        for v in [vec![], vec![0], vec![7, -3, 10, 2047, i64::MIN, i64::MAX]] {
-            let mut out = String::from("x");
-            push_joined(&mut out, &v);
-            assert_eq!(out, format!("x{}", join(&v)));
-        }
-    }
-}

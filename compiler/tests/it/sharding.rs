@@ -4,8 +4,10 @@
 //! (golden files: `compiler/tests/filetests/parse/sharding_*.hlo`, and
 //! `parameter_replication_*` in `parse/` and `verify/`).
 
-use hlatc_compiler::ir::sharding::{ShardingKind, SubgroupKind, Subgroups, TileDevices};
-use hlatc_compiler::{formats::proto, formats::text, Sharding};
+use hlatc_compiler::ir::sharding::{
+    ShardingKind, SingleSharding, SubgroupKind, Subgroups, TileDevices, TiledSharding,
+};
+use hlatc_compiler::{formats::proto, formats::text, Sharding, ShardingError};
 
 const SHARDED: &str = r#"HloModule m, entry_computation_layout={(f32[8,4]{1,0}, f32[8,4]{1,0}, f32[8,4]{1,0})->(f32[8,4]{1,0}, f32[8,4]{1,0})}
 
@@ -78,4 +80,40 @@ fn parameter_replication_is_kept_per_leaf_and_checked() {
     );
     let back = proto::decode_module(&proto::encode_module(&m)).unwrap();
     assert_eq!(text::print_module(&back), src);
+}
+
+fn tiled(dims: Vec<i64>, devices: TileDevices) -> Sharding {
+    Sharding::Single(SingleSharding::new(ShardingKind::Tiled(TiledSharding {
+        dims,
+        devices,
+        subgroups: Subgroups::None,
+    })))
+}
+
+#[test]
+fn malformed_shardings_are_named() {
+    let twice = tiled(vec![2], TileDevices::List(vec![1, 1]));
+    assert_eq!(twice.check(), Err(ShardingError::DeviceTwice(1)));
+    let short = tiled(
+        vec![2, 2],
+        TileDevices::Iota {
+            reshape: vec![2],
+            transpose: vec![],
+        },
+    );
+    assert_eq!(
+        short.check().unwrap_err().to_string(),
+        "tile assignment [2,2] has 4 tiles but the device iota <=[2] has 2"
+    );
+    let unpermuted = tiled(
+        vec![4],
+        TileDevices::Iota {
+            reshape: vec![2, 2],
+            transpose: vec![1, 1],
+        },
+    );
+    assert_eq!(
+        unpermuted.check().unwrap_err().to_string(),
+        "T(1,1) does not permute the 2 iota dimensions"
+    );
 }

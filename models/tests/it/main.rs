@@ -1,4 +1,9 @@
-//! Integration tests of the model definitions and configs. One binary.
+//! Integration tests of the model definitions, configs and families, and
+//! of how parameters are split over ranks and pipeline stages. One binary.
 
 mod config;
+mod families;
+mod pipeline_stages;
+mod rope;
+mod tp_split;
 mod weights;

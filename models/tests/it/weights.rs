@@ -7,8 +7,8 @@ use hlatc_compiler::{ElementType, Shape};
 use hlatc_models::parallel::Parallelism;
 use hlatc_models::weights::{GateUp, LmHead, Qkv};
 use hlatc_models::{
-    param_specs, weight_specs, BatchShape, ForwardParts, ModelConfig, ParamRole, PartsContext,
-    Weights,
+    param_specs, weight_specs, BatchShape, ForwardParts, ModelConfig, ParamRole, ParamSpec,
+    PartsContext, Projection, Weights, WeightsError, FUSED_PROJECTIONS,
 };
 
 /// Every combination of the choices that change which parameters a model
@@ -111,5 +111,158 @@ fn the_forward_pass_refuses_parameters_that_are_not_one_per_spec() {
                 specs.len()
             )
         );
+    }
+}
+
+fn biased() -> ModelConfig {
+    ModelConfig {
+        qkv_bias: true,
+        mlp_bias: true,
+        fused_projections: true,
+        ..ModelConfig::tiny()
+    }
+}
+
+fn place(specs: &[ParamSpec]) -> Result<Weights<String>, WeightsError> {
+    Weights::from_specs(specs.iter().map(|s| (s, s.name.clone())))
+}
+
+#[test]
+fn the_declarations_order_is_hugging_faces() {
+    let cfg = ModelConfig {
+        num_hidden_layers: 1,
+        ..biased()
+    };
+    let names: Vec<String> = param_specs(&cfg).into_iter().map(|p| p.name).collect();
+    let l = "model.layers.0.";
+    let layer = [
+        "input_layernorm.weight",
+        "self_attn.qkv_proj.weight",
+        "self_attn.qkv_proj.bias",
+        "self_attn.o_proj.weight",
+        "post_attention_layernorm.weight",
+        "mlp.gate_up_proj.weight",
+        "mlp.gate_up_proj.bias",
+        "mlp.down_proj.weight",
+        "mlp.down_proj.bias",
+    ]
+    .map(|n| format!("{l}{n}"));
+    let mut want = vec!["model.embed_tokens.weight".to_string()];
+    want.extend(layer);
+    want.extend(["model.norm.weight".into(), "lm_head.weight".into()]);
+    assert_eq!(names, want);
+}
+
+#[test]
+fn specs_are_placed_by_role_wherever_they_stand() {
+    let cfg = biased();
+    let mut specs = param_specs(&cfg);
+    specs.reverse();
+    let placed = place(&specs).unwrap();
+    let by_name = weight_specs(&cfg).map(|_, _, p| p.name);
+    assert_eq!(placed, by_name);
+}
+
+#[test]
+fn a_spec_that_does_not_fit_is_named() {
+    let specs = param_specs(&biased());
+    let without = |name: &str| -> Vec<ParamSpec> {
+        specs.iter().filter(|p| p.name != name).cloned().collect()
+    };
+    let o = "model.layers.1.self_attn.o_proj.weight";
+    assert_eq!(
+        place(&without(o)),
+        Err(WeightsError::Missing { name: o.into() })
+    );
+    let norm = "model.norm.weight";
+    assert_eq!(
+        place(&without(norm)),
+        Err(WeightsError::Missing { name: norm.into() })
+    );
+    let mut twice = specs.clone();
+    twice.push(specs[3].clone());
+    assert_eq!(
+        place(&twice),
+        Err(WeightsError::Repeated {
+            name: specs[3].name.clone()
+        })
+    );
+    // A separate q beside the fused qkv.
+    let separate = param_specs(&ModelConfig {
+        fused_projections: false,
+        ..biased()
+    });
+    let mut both = specs.clone();
+    both.extend(
+        separate
+            .iter()
+            .filter(|p| p.name == "model.layers.0.self_attn.q_proj.weight")
+            .cloned(),
+    );
+    assert_eq!(
+        place(&both),
+        Err(WeightsError::Unplaced {
+            name: "model.layers.0.self_attn.q_proj.weight".into()
+        })
+    );
+    // A bias without its weight.
+    let down = "model.layers.0.mlp.down_proj.weight";
+    assert_eq!(
+        place(&without(down)),
+        Err(WeightsError::Missing { name: down.into() })
+    );
+    // A fused bias beside separate projections: a bias without its
+    // weight.
+    let mut orphan = separate.clone();
+    orphan.push(ParamSpec {
+        name: "stray".into(),
+        role: ParamRole::Bias(Projection::Qkv),
+        ..separate[2].clone()
+    });
+    assert_eq!(
+        place(&orphan),
+        Err(WeightsError::Unplaced {
+            name: "model.layers.0.self_attn.qkv_proj.bias".into()
+        })
+    );
+    // A layer's role outside any layer.
+    let mut stray = specs.clone();
+    stray[1].layer = None;
+    assert!(matches!(
+        place(&stray),
+        Err(WeightsError::Misplaced {
+            role: ParamRole::InputNorm,
+            layer: None,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn values_are_zipped_one_per_parameter() {
+    let w = weight_specs(&ModelConfig::tiny());
+    let n = w.clone().into_vec().len();
+    assert!(w.clone().zip(0..n).is_some());
+    assert!(w.clone().zip(0..n - 1).is_none());
+    assert!(w.zip(0..n + 1).is_none());
+}
+
+#[test]
+fn the_fused_table_is_the_roles() {
+    for (fused, members) in FUSED_PROJECTIONS {
+        let p = [Projection::Qkv, Projection::GateUp]
+            .into_iter()
+            .find(|p| p.name() == fused)
+            .unwrap();
+        let names: Vec<&str> = p.members().iter().map(|m| m.name()).collect();
+        assert_eq!(names, members);
+    }
+    for p in [
+        Projection::Q,
+        Projection::Qkv,
+        Projection::GateUp,
+        Projection::Down,
+    ] {
+        assert_eq!(p.name().rsplit('.').next(), Some(p.scope()));
     }
 }

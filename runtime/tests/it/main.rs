@@ -1,16 +1,25 @@
 //! Integration tests of the runtime: HLO run on XLA CPU through the PJRT
-//! plugin (`scripts/fetch-xla-cpu-plugin.sh` fetches it). One binary.
+//! plugin (`scripts/fetch-xla-cpu-plugin.sh` fetches it), and what needs
+//! no plugin (compile options, cache files, atomic writes, the PJRT
+//! structs' layouts). One binary.
 
+mod atomic_files;
 mod autodiff_fd;
+mod cache_files;
 mod collectives;
 mod common;
+mod compare;
+mod compile_options;
 mod control_flow;
 mod device_buffers;
 mod errors;
 mod executable_cache;
 mod fuzz_xla;
+mod host_memory;
 mod jax_parity;
 mod ops;
+mod pjrt_layouts;
+mod rank_seeds;
 mod replicas;
 mod sort_map_rng;
 mod stochastic_rounding;

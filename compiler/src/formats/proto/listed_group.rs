@@ -133,39 +133,3 @@ impl Message for ListedGroup {
         *self = ListedGroup::default();
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::super::messages::ReplicaGroup;
-    use super::*;
-
-    #[test]
-    fn a_shared_group_encodes_as_its_ids_do() {
-        let list = GroupList::new(vec![vec![0, 1, 200, 4096], vec![5], vec![]]);
-        for (shared, ids) in ListedGroup::all_of(&list).iter().zip(list.groups()) {
-            let read = ListedGroup::new(ids.clone());
-            let plain = ReplicaGroup {
-                replica_ids: ids.clone(),
-            };
-            assert_eq!(shared.encode_to_vec(), plain.encode_to_vec());
-            assert_eq!(read.encode_to_vec(), plain.encode_to_vec());
-            assert_eq!(shared.encoded_len(), plain.encoded_len());
-            assert_eq!(shared, &read);
-        }
-        // 200 and 4096 take two varint bytes each: 1 + 1 + 6.
-        assert_eq!(ListedGroup::all_of(&list)[0].encoded_len(), 8);
-    }
-
-    #[test]
-    fn a_group_decodes_to_its_ids_and_merges_into_a_shared_one() {
-        let bytes = ReplicaGroup {
-            replica_ids: vec![3, 1, 2],
-        }
-        .encode_to_vec();
-        let read = ListedGroup::decode(bytes.as_slice()).unwrap();
-        assert_eq!(read.replica_ids(), [3, 1, 2]);
-        let mut shared = ListedGroup::all_of(&GroupList::new(vec![vec![7]])).remove(0);
-        shared.merge(bytes.as_slice()).unwrap();
-        assert_eq!(shared.replica_ids(), [7, 3, 1, 2]);
-    }
-}

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 
 /// One protobuf message as hlatc models it, for the wire walk.
-pub(crate) struct Schema {
+// `pub` (in a private module) for `messages::DECLARED`, which the
+// crate's tests read.
+pub struct Schema {
     /// XLA's name for it, nested messages under their parent's
     /// (`HloInstructionProto.SliceDimensions`), for errors.
     pub name: &'static str,
@@ -16,7 +18,8 @@ pub(crate) struct Schema {
     pub unmodeled: &'static [(u32, &'static str)],
 }
 
-pub(crate) struct FieldSchema {
+// `pub` as `Schema` is.
+pub struct FieldSchema {
     pub number: u32,
     pub name: &'static str,
     /// The schema of the message the field holds, if it holds one. A
@@ -140,8 +143,9 @@ macro_rules! messages {
         )*
 
         /// Every message declared, for the table's own tests.
-        #[cfg(test)]
-        pub(crate) static DECLARED: &[fn() -> &'static $crate::formats::proto::schema::Schema] =
+        // Public for the crate's tests (tests/it/proto_messages.rs).
+        #[doc(hidden)]
+        pub static DECLARED: &[fn() -> &'static $crate::formats::proto::schema::Schema] =
             &[$(<$name as $crate::formats::proto::schema::Modeled>::schema),*];
     };
     (@xla $name:ident) => { stringify!($name) };
@@ -175,28 +179,3 @@ macro_rules! messages {
 }
 
 pub(crate) use messages;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// prost refuses a number twice among a message's fields; one listed
-    /// as unmodeled must not be modeled or listed twice either, or a
-    /// refusal would name the wrong field.
-    #[test]
-    fn unmodeled_numbers_are_distinct_and_not_modeled() {
-        for schema in super::super::messages::DECLARED.iter().map(|s| s()) {
-            for (k, (n, name)) in schema.unmodeled.iter().enumerate() {
-                let twice = schema.unmodeled[..k].iter().any(|(m, _)| m == n);
-                let modeled = schema.fields.iter().any(|f| f.number == *n);
-                assert!(!twice && !modeled, "{}: field {n} ({name})", schema.name);
-            }
-        }
-    }
-
-    #[test]
-    fn a_keyword_field_is_named_without_its_raw_prefix() {
-        assert_eq!(proto_name("r#type"), "type");
-        assert_eq!(proto_name("tile_shape"), "tile_shape");
-    }
-}

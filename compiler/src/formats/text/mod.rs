@@ -17,6 +17,9 @@ mod sharding;
 mod stack_frame_tables;
 mod syntax;
 
+// Public for the crate's tests (tests/it/text_positions.rs).
+#[doc(hidden)]
+pub use nesting::check_nesting;
 pub use nesting::MAX_NESTING;
 pub use parser::{parse_module, parse_module_noted, ParseError};
 pub use positions::{instruction_positions, TextPosition, TextPositions};

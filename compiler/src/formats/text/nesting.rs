@@ -78,27 +78,3 @@ static MATTERS: [bool; 256] = {
     }
     t
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deep_nesting_is_refused_where_it_happens() {
-        let deep = format!("HloModule m\n  {}", "(".repeat(MAX_NESTING + 1));
-        let e = check_nesting(&deep).unwrap_err();
-        assert_eq!((e.line, e.column), (2, MAX_NESTING + 3), "{e}");
-        assert!(check_nesting(&"(".repeat(MAX_NESTING)).is_ok());
-    }
-
-    #[test]
-    fn strings_and_comments_do_not_count() {
-        let s = format!(
-            "\"{}\" /* {} */ // {}\n",
-            "(".repeat(1000),
-            "{".repeat(1000),
-            "[".repeat(1000)
-        );
-        assert!(check_nesting(&s).is_ok());
-    }
-}

@@ -65,34 +65,3 @@ pub fn instruction_positions(text: &str) -> Result<TextPositions, ParseError> {
     }
     Ok(out)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_instruction_is_found_at_its_name() {
-        let text = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  %p = f32[2] parameter(0)\n  ROOT %n = f32[2] negate(%p)\n}\n";
-        let p = instruction_positions(text).unwrap();
-        assert_eq!(
-            p.instruction("add", "s"),
-            Some(TextPosition { line: 6, column: 8 })
-        );
-        assert_eq!(
-            p.instruction("e", "p"),
-            Some(TextPosition {
-                line: 10,
-                column: 3
-            })
-        );
-        assert_eq!(
-            p.instruction("e", "n"),
-            Some(TextPosition {
-                line: 11,
-                column: 8
-            })
-        );
-        assert_eq!(p.computation("e").map(|t| t.line), Some(9));
-        assert_eq!(p.instruction("e", "s"), None);
-    }
-}

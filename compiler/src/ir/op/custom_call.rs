@@ -176,20 +176,3 @@ impl CallConvolution {
             && self.precision.is_empty()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_malformed_aliasing_reads_as_before() {
-        for text in ["{{0}: 1, {}}", "{{0}: (x, {})}", "{0}: (1, {})"] {
-            assert_eq!(
-                OperandAlias::parse_list(text).map_err(|e| e.to_string()),
-                Err(format!(
-                    "output_to_operand_aliasing '{text}' is not {{{{index}}: (operand, {{index}}), ...}}"
-                ))
-            );
-        }
-    }
-}

@@ -720,33 +720,3 @@ impl Op {
             .collect()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn opcode_tables_are_bijective() {
-        let all = all_opcodes();
-        let mut dedup = all.clone();
-        dedup.dedup();
-        assert_eq!(all, dedup, "an opcode is spelled twice");
-        for (op, name) in UNARY_NAMES {
-            assert_eq!(UnaryOp::from_opcode(name), Some(op));
-            assert_eq!(op.opcode(), name);
-        }
-        for (op, name) in BINARY_NAMES {
-            assert_eq!(BinaryOp::from_opcode(name), Some(op));
-            assert_eq!(op.opcode(), name);
-        }
-        for op in WITHOUT_ATTRIBUTES {
-            assert!(all.contains(&op.opcode()), "{}", op.opcode());
-            assert_eq!(Op::without_attributes(op.opcode()), Some(op.clone()));
-        }
-        assert_eq!(
-            Op::without_attributes("add"),
-            Some(Op::Binary(BinaryOp::Add))
-        );
-        assert_eq!(Op::without_attributes("iota"), None);
-    }
-}

@@ -116,34 +116,3 @@ impl PartialEq<str> for Opcode {
         self.0 == other
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_spelling_of_the_table_is_an_opcode_and_nothing_else() {
-        for s in TABLE_OPCODES
-            .iter()
-            .chain(UNARY_NAMES.iter().map(|(_, n)| n))
-            .chain(BINARY_NAMES.iter().map(|(_, n)| n))
-        {
-            assert_eq!(Opcode::parse(s).map(Opcode::as_str), Some(*s));
-        }
-        assert_eq!(
-            Opcode::parse("batch-norm-grad").unwrap().as_str(),
-            "batch-norm-grad"
-        );
-        assert_eq!(Opcode::parse("recv-done").unwrap().as_str(), "recv-done");
-        assert_eq!(
-            Opcode::parse("async-start").unwrap().as_str(),
-            "async-start"
-        );
-        assert_eq!(Opcode::parse("multiplly"), None);
-        assert_eq!(Opcode::parse(""), None);
-        const DOT: Opcode = Opcode::new("dot");
-        assert_eq!(Opcode::of(&Op::Tuple).as_str(), "tuple");
-        assert_ne!(Opcode::of(&Op::Tuple), DOT);
-        assert_eq!(DOT.to_string(), "dot");
-    }
-}

@@ -22,4 +22,7 @@ pub use bitcast_to_reshape::BitcastToReshape;
 pub use lower::{lower, Lowered, Rewrite};
 pub use orient_dots::OrientDots;
 pub use widen_mixed_dots::WidenMixedDots;
+// Public for the crate's tests (tests/it/cpu_rewrites.rs).
+#[doc(hidden)]
+pub use widen_mixed_dots::widens_exactly;
 pub use xla_cpu_flags::Emitters;

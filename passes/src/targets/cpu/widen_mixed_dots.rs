@@ -122,72 +122,10 @@ impl Pass for WidenMixedDots {
 /// f64) whose every value `wide` holds exactly: every such pair does but
 /// `f8e8m0fnu` (exponents from 2^-127 to 2^127) into f16. A dot into an
 /// 8-bit float is left alone.
-fn widens_exactly(ty: ElementType, wide: ElementType) -> bool {
+pub fn widens_exactly(ty: ElementType, wide: ElementType) -> bool {
     use ElementType::{Bf16, F16, F32, F64, F8E8M0FNU};
     ty.is_float()
         && matches!(wide, F16 | Bf16 | F32 | F64)
         && ty.bit_width() < wide.bit_width()
         && !(ty == F8E8M0FNU && wide == F16)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::infra::context::Target;
-    use hlatc_compiler::{formats::text, verify};
-
-    #[test]
-    fn bf16_operands_of_an_f32_dot_are_converted_first() {
-        let mut m = text::parse_module(
-            "HloModule m\nENTRY e {\n a = bf16[2,3] parameter(0)\n b = bf16[3,4] parameter(1)\n \
-             ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}",
-        )
-        .unwrap();
-        let mut ctx = PassContext::new(Target::Cpu);
-        assert!(WidenMixedDots.run(&mut m, &mut ctx).unwrap());
-        verify(&m).unwrap();
-        let printed = text::print_module(&m);
-        assert!(printed.contains("f32[2,3]{1,0} convert(a)"), "{printed}");
-        assert!(printed.contains("f32[3,4]{1,0} convert(b)"), "{printed}");
-        // A dot over its own type, or over integers, is left alone.
-        let mut same = text::parse_module(
-            "HloModule m\nENTRY e {\n a = f32[2,3] parameter(0)\n b = f32[3,4] parameter(1)\n \
-             ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}",
-        )
-        .unwrap();
-        assert!(!WidenMixedDots.run(&mut same, &mut ctx).unwrap());
-    }
-
-    /// Exactly the conversions that lose nothing, into the float types a
-    /// dot accumulates in.
-    #[test]
-    fn only_exact_widenings_count() {
-        use ElementType::*;
-        for (narrow, wide) in [
-            (Bf16, F32),
-            (F16, F32),
-            (F32, F64),
-            (Bf16, F64),
-            (F8E4M3FN, F16),
-            (F8E5M2, Bf16),
-            (F8E8M0FNU, Bf16),
-            (F8E8M0FNU, F32),
-            (F4E2M1FN, F16),
-        ] {
-            assert!(widens_exactly(narrow, wide), "{narrow} into {wide}");
-        }
-        for (narrow, wide) in [
-            (F8E8M0FNU, F16),
-            (Bf16, F16),
-            (F16, Bf16),
-            (F32, F32),
-            (F32, Bf16),
-            (S8, F32),
-            (S8, S32),
-            (F4E2M1FN, F8E4M3FN),
-            (C64, C128),
-        ] {
-            assert!(!widens_exactly(narrow, wide), "{narrow} into {wide}");
-        }
-    }
 }

@@ -47,35 +47,3 @@ impl Emitters {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_last_spelling_of_the_flag_decides() {
-        use Emitters::*;
-        for (flags, emitters) in [
-            ("", Fusion),
-            ("--xla_backend_optimization_level=0", Fusion),
-            ("--xla_cpu_use_fusion_emitters=false", Legacy),
-            (
-                "--xla_backend_optimization_level=0  --xla_cpu_use_fusion_emitters=FALSE",
-                Legacy,
-            ),
-            ("--xla_cpu_use_fusion_emitters=0", Legacy),
-            ("--xla_cpu_use_fusion_emitters", Fusion),
-            (
-                "--xla_cpu_use_fusion_emitters=false --xla_cpu_use_fusion_emitters=1",
-                Fusion,
-            ),
-            (
-                "--xla_cpu_use_fusion_emitters=true --xla_cpu_use_fusion_emitters=False",
-                Legacy,
-            ),
-            ("--xla_cpu_use_fusion_emitters_x=false", Fusion),
-        ] {
-            assert_eq!(Emitters::from_flags(flags), emitters, "{flags}");
-        }
-    }
-}

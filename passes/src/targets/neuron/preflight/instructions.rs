@@ -76,37 +76,3 @@ pub fn dot_instructions(d: &DotDims, lhs: &[i64], rhs: &[i64]) -> u64 {
     };
     batch.saturating_mul(tiles(m, n).min(tiles(n, m)))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_dot_takes_a_tile_per_128_by_128_by_512_block() {
-        let linear = DotDims {
-            lhs_contracting: vec![1],
-            rhs_contracting: vec![1],
-            ..Default::default()
-        };
-        // [4096, 4096] . [4096, 4096]^T: 32 x 32 x 8 either way round.
-        assert_eq!(
-            dot_instructions(&linear, &[4096, 4096], &[4096, 4096]),
-            8192
-        );
-        // A sliver: one tile.
-        assert_eq!(dot_instructions(&linear, &[1, 1], &[1, 1]), 1);
-        // [8, 300] . [1000, 300]^T: stationary 8 rows, 1000 moving columns
-        // (3 x 1 x 2 = 6) beats stationary 1000 (3 x 8 x 1 = 24).
-        assert_eq!(dot_instructions(&linear, &[8, 300], &[1000, 300]), 6);
-        let batched = DotDims {
-            lhs_batch: vec![0],
-            lhs_contracting: vec![2],
-            rhs_batch: vec![0],
-            rhs_contracting: vec![1],
-        };
-        assert_eq!(
-            dot_instructions(&batched, &[3, 128, 128], &[3, 128, 512]),
-            3
-        );
-    }
-}

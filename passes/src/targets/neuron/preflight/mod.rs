@@ -31,10 +31,13 @@ pub use instructions::{
     dot_instructions, dot_operands, matmul_instructions, MOVING_COLUMNS, PARTITIONS,
 };
 pub use report::{CheckReport, Finding, LocatedFinding};
+// Public for the crate's tests (tests/it/neuron_check.rs).
 pub use rules::{
     markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT,
     RECOGNIZED_CUSTOM_CALLS, RULES, SDK_COMMIT,
 };
+#[doc(hidden)]
+pub use rules::{NXD_SPMD_RANK, SORT_REPORT};
 
 use hlatc_compiler::util::fx::FxHashSet;
 use hlatc_compiler::{Module, Opcode};

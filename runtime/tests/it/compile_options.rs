@@ -1,0 +1,142 @@
+//! The `CompileOptionsProto` handed to XLA CPU: replicas, partitions and
+//! their device assignment, every rounding as written and the emitters
+//! the flags chose.
+
+use hlatc_runtime::compile_options::{
+    partitions, replicas, single_device, EXCESS_PRECISION_OPTION,
+};
+use hlatc_runtime::xla_cpu_flags::FUSION_EMITTERS_FLAG;
+use hlatc_runtime::Emitters;
+use prost::Message;
+
+// XLA's messages as far as these tests read them, declared again here
+// rather than taken from the crate (which keeps its own private): the
+// bytes are read back as XLA's protos lay them out.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ExecutableBuildOptionsProto {
+    #[prost(int64, tag = "1")]
+    device_ordinal: i64,
+    #[prost(int64, tag = "4")]
+    num_replicas: i64,
+    #[prost(int64, tag = "5")]
+    num_partitions: i64,
+    #[prost(bool, tag = "6")]
+    use_spmd_partitioning: bool,
+    #[prost(message, optional, tag = "9")]
+    device_assignment: Option<DeviceAssignmentProto>,
+}
+
+/// XLA's `DeviceAssignmentProto` (xla_data.proto).
+#[derive(Clone, PartialEq, prost::Message)]
+struct DeviceAssignmentProto {
+    #[prost(int32, tag = "1")]
+    replica_count: i32,
+    #[prost(int32, tag = "2")]
+    computation_count: i32,
+    #[prost(message, repeated, tag = "3")]
+    computation_devices: Vec<ComputationDevice>,
+}
+
+/// `DeviceAssignmentProto.ComputationDevice`: one device id per replica.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ComputationDevice {
+    #[prost(int64, repeated, tag = "1")]
+    replica_device_ids: Vec<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum OptionValue {
+    #[prost(string, tag = "1")]
+    String(String),
+    #[prost(bool, tag = "2")]
+    Bool(bool),
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct OptionOverrideProto {
+    #[prost(oneof = "OptionValue", tags = "1, 2")]
+    value: Option<OptionValue>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct CompileOptionsProto {
+    #[prost(message, optional, tag = "3")]
+    executable_build_options: Option<ExecutableBuildOptionsProto>,
+    #[prost(btree_map = "string, message", tag = "7")]
+    env_option_overrides: std::collections::BTreeMap<String, OptionOverrideProto>,
+}
+
+fn overrides(b: &[u8]) -> Vec<(String, Option<OptionValue>)> {
+    CompileOptionsProto::decode(b)
+        .unwrap()
+        .env_option_overrides
+        .into_iter()
+        .map(|(k, v)| (k, v.value))
+        .collect()
+}
+
+#[test]
+fn options_carry_replicas_and_partitions() {
+    let b = single_device(Emitters::Fusion);
+    // field 3 (message) holding field 1 = -1, field 4 = 1, field 5 = 1
+    assert_eq!(b[0], 0x1a);
+    assert!(b.windows(2).any(|w| w == [0x20, 0x01]));
+    assert!(b.windows(2).any(|w| w == [0x28, 0x01]));
+    let build = CompileOptionsProto::decode(b.as_slice())
+        .unwrap()
+        .executable_build_options
+        .unwrap();
+    assert_eq!((build.num_replicas, build.num_partitions), (1, 1));
+}
+
+#[test]
+fn options_state_the_roundings_and_the_emitters() {
+    for (emitters, fusion) in [(Emitters::Fusion, true), (Emitters::Legacy, false)] {
+        assert_eq!(
+            overrides(&single_device(emitters)),
+            [
+                (
+                    EXCESS_PRECISION_OPTION.to_string(),
+                    Some(OptionValue::Bool(false))
+                ),
+                (
+                    FUSION_EMITTERS_FLAG.to_string(),
+                    Some(OptionValue::Bool(fusion))
+                ),
+            ]
+        );
+        assert_eq!(
+            overrides(&replicas(&[0, 1], emitters)),
+            overrides(&single_device(emitters))
+        );
+    }
+}
+
+#[test]
+fn replicas_carry_a_device_assignment() {
+    let b = replicas(&[0, 1, 2, 3], Emitters::Fusion);
+    let o = CompileOptionsProto::decode(b.as_slice()).unwrap();
+    let build = o.executable_build_options.unwrap();
+    assert_eq!((build.num_replicas, build.num_partitions), (4, 1));
+    let d = build.device_assignment.unwrap();
+    assert_eq!((d.replica_count, d.computation_count), (4, 1));
+    assert_eq!(d.computation_devices[0].replica_device_ids, [0, 1, 2, 3]);
+    assert!(!build.use_spmd_partitioning);
+}
+
+#[test]
+fn partitions_carry_one_device_per_computation() {
+    let b = partitions(&[0, 1, 2], Emitters::Fusion);
+    let o = CompileOptionsProto::decode(b.as_slice()).unwrap();
+    let build = o.executable_build_options.unwrap();
+    assert_eq!((build.num_replicas, build.num_partitions), (1, 3));
+    assert!(build.use_spmd_partitioning);
+    let d = build.device_assignment.unwrap();
+    assert_eq!((d.replica_count, d.computation_count), (1, 3));
+    let ids: Vec<Vec<i64>> = d
+        .computation_devices
+        .iter()
+        .map(|c| c.replica_device_ids.clone())
+        .collect();
+    assert_eq!(ids, [[0], [1], [2]]);
+}

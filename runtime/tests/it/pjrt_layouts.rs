@@ -1,0 +1,57 @@
+//! The PJRT C API structs hlatc declares by hand lie as the 0.81 header
+//! lays them out.
+
+use hlatc_runtime::pjrt_ffi::*;
+use std::mem::{offset_of, size_of};
+
+/// Sizes PJRT's header computes with PJRT_STRUCT_SIZE (offset of the last
+/// field plus its size); ours may only exceed them by trailing padding.
+#[test]
+fn layouts_match_the_0_81_header() {
+    assert_eq!(size_of::<PJRT_Client_Create_Args>(), 88);
+    assert_eq!(offset_of!(PJRT_Client_Create_Args, create_options), 16);
+    assert_eq!(offset_of!(PJRT_Client_Create_Args, num_options), 24);
+    assert_eq!(offset_of!(PJRT_NamedValue, name), 16);
+    assert_eq!(offset_of!(PJRT_NamedValue, type_), 32);
+    assert_eq!(offset_of!(PJRT_NamedValue, int64_value), 40);
+    assert_eq!(offset_of!(PJRT_NamedValue, value_size), 48);
+    assert_eq!(size_of::<PJRT_NamedValue>(), 56);
+    assert_eq!(
+        offset_of!(PJRT_Device_GetDescription_Args, device_description),
+        24
+    );
+    assert_eq!(size_of::<PJRT_Device_GetDescription_Args>(), 32);
+    assert_eq!(offset_of!(PJRT_DeviceDescription_Id_Args, id), 24);
+    assert_eq!(size_of::<PJRT_DeviceDescription_Id_Args>(), 32);
+    assert_eq!(offset_of!(PJRT_Client_Create_Args, client), 64);
+    assert_eq!(offset_of!(PJRT_Client_BufferFromHostBuffer_Args, dims), 40);
+    assert_eq!(size_of::<PJRT_Client_BufferFromHostBuffer_Args>(), 120);
+    assert_eq!(size_of::<PJRT_ExecuteOptions>(), 112);
+    assert_eq!(size_of::<PJRT_LoadedExecutable_Execute_Args>(), 80);
+    assert_eq!(size_of::<PJRT_Buffer_ToHostBuffer_Args>(), 56);
+    assert_eq!(offset_of!(PJRT_Api, fns), 40);
+    assert_eq!(
+        offset_of!(
+            PJRT_Executable_GetCompiledMemoryStats_Args,
+            temp_size_in_bytes
+        ),
+        56
+    );
+    assert_eq!(
+        size_of::<PJRT_Executable_GetCompiledMemoryStats_Args>(),
+        120
+    );
+    assert_eq!(
+        offset_of!(
+            PJRT_Executable_Serialize_Args,
+            serialized_executable_deleter
+        ),
+        48
+    );
+    assert_eq!(size_of::<PJRT_Executable_Serialize_Args>(), 56);
+    assert_eq!(
+        offset_of!(PJRT_Executable_DeserializeAndLoad_Args, loaded_executable),
+        40
+    );
+    assert_eq!(size_of::<PJRT_Executable_DeserializeAndLoad_Args>(), 64);
+}
