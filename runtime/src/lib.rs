@@ -35,9 +35,6 @@ pub mod tensors;
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
 pub use executable_cache::{CacheOutcome, CacheStats, ExecutableCache};
 pub use pjrt::{CompiledMemoryStats, PjrtError};
-// Public for the crate's tests (tests/it/pjrt_layouts.rs).
-#[doc(hidden)]
-pub use pjrt::ffi as pjrt_ffi;
 pub use tensors::{
     read_safetensors, read_safetensors_metadata, safetensors_bytes,
     safetensors_bytes_with_metadata, safetensors_from_bytes, safetensors_metadata_from_bytes,

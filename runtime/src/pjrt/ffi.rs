@@ -7,10 +7,6 @@
 //! `PJRT_Client_Create_Args` ("expected 88, got 72").
 
 #![allow(non_camel_case_types, dead_code)]
-// Reachable from outside the crate (for its tests), each args struct's
-// `new` would be asked for a `Default` too; `new` is the one way to make
-// one, as it sets `struct_size`.
-#![allow(clippy::new_without_default)]
 
 use std::ffi::{c_char, c_int, c_void};
 

@@ -4,8 +4,8 @@
 //! This module is the only place in hlatc with `unsafe` code.
 
 mod client;
-// `pub` for the crate root's re-export, which the crate's tests read.
-pub mod ffi;
+mod ffi;
+mod ffi_layouts;
 
 pub(crate) use client::file_identity;
 pub use client::{Buffer, BufferArg, Client, CompiledMemoryStats, LoadedExecutable, PjrtError};

@@ -18,7 +18,6 @@ mod fuzz_xla;
 mod host_memory;
 mod jax_parity;
 mod ops;
-mod pjrt_layouts;
 mod rank_seeds;
 mod replicas;
 mod sort_map_rng;
