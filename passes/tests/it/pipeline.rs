@@ -20,6 +20,19 @@ impl Pass for BreakShapes {
     }
 }
 
+/// Breaks the module as [`BreakShapes`] does, but says it changed nothing.
+struct BreakShapesQuietly;
+
+impl Pass for BreakShapesQuietly {
+    fn name(&self) -> &str {
+        "break-shapes-quietly"
+    }
+    fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+        BreakShapes.run(m, ctx)?;
+        Ok(false)
+    }
+}
+
 /// Claims a change every time: a fixpoint over it must stop at its cap.
 struct NeverSettles;
 
@@ -79,6 +92,25 @@ fn a_pass_that_breaks_the_module_is_named() {
     assert!(
         e.to_string()
             .starts_with("pass 'p (checked after the last pass, break-shapes)' produced a module that breaks invariant 'verifier'"),
+        "{e}"
+    );
+}
+
+/// A pass that says it changed nothing is not checked after (the module is
+/// the one checked last), so one that breaks the module and says so is
+/// caught by the pipeline's last check, which names it.
+#[test]
+fn a_pass_that_breaks_the_module_but_says_it_changed_nothing_is_still_caught() {
+    let p = Pipeline::new("p").with(Box::new(BreakShapesQuietly)).with(
+        pipeline_from_names("cleanup", &["dce"])
+            .unwrap()
+            .into_boxed(),
+    );
+    let e = p.run_module(&mut module(), &mut ctx()).unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "pass 'p (checked after the last pass, cleanup)' produced a module that breaks invariant 'verifier'"
+        ),
         "{e}"
     );
 }
