@@ -71,7 +71,7 @@ export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitte
 # step itself, past JAX's cache). A warm cache takes the Rust tests from about
 # 260 s to about 110 s (2-core VM). Files no run has read for a week go.
 cache_root="${HLATC_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hlatc-tests}"
-mkdir -p "$cache_root/xla" "$cache_root/jax" "$cache_root/conformance"
+mkdir -p "$cache_root/xla" "$cache_root/jax" "$cache_root/conformance" "$cache_root/mypy"
 find "$cache_root" -type f -atime +7 -delete
 export HLATC_XLA_CACHE_DIR="${HLATC_XLA_CACHE_DIR:-$cache_root/xla}"
 export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$cache_root/jax}"
@@ -80,6 +80,9 @@ export JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 # XLA's parse of each conformance module hlatc wrote, kept by the bytes
 # parsed (tools/xla_conformance.py): about 20 s of the test's 36 s.
 export HLATC_CONFORMANCE_CACHE="${HLATC_CONFORMANCE_CACHE:-$cache_root/conformance}"
+# mypy's own cache (it checks each cached module against its source's hash):
+# the type checks below read numpy's and JAX's stubs again otherwise, 12 s.
+export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-$cache_root/mypy}"
 # The tests' scratch files (bundles, checkpoints, weights: about 1.4 GB
 # over a run, in some 1,800 folders named after the test and process)
 # go under one folder of this run's, removed however the run ends, so
