@@ -20,59 +20,66 @@
 use crate::xla_cpu_flags::{Emitters, FUSION_EMITTERS_FLAG};
 use prost::Message;
 
-#[derive(Clone, PartialEq, prost::Message)]
-struct ExecutableBuildOptionsProto {
-    #[prost(int64, tag = "1")]
-    device_ordinal: i64,
-    #[prost(int64, tag = "4")]
-    num_replicas: i64,
-    #[prost(int64, tag = "5")]
-    num_partitions: i64,
-    #[prost(bool, tag = "6")]
-    use_spmd_partitioning: bool,
-    #[prost(message, optional, tag = "9")]
-    device_assignment: Option<DeviceAssignmentProto>,
+// XLA's messages, as far as hlatc writes them. Public (and hidden) for
+// the crate's tests, which read the bytes back with them.
+#[doc(hidden)]
+pub mod messages {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ExecutableBuildOptionsProto {
+        #[prost(int64, tag = "1")]
+        pub device_ordinal: i64,
+        #[prost(int64, tag = "4")]
+        pub num_replicas: i64,
+        #[prost(int64, tag = "5")]
+        pub num_partitions: i64,
+        #[prost(bool, tag = "6")]
+        pub use_spmd_partitioning: bool,
+        #[prost(message, optional, tag = "9")]
+        pub device_assignment: Option<DeviceAssignmentProto>,
+    }
+
+    /// XLA's `DeviceAssignmentProto` (xla_data.proto).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DeviceAssignmentProto {
+        #[prost(int32, tag = "1")]
+        pub replica_count: i32,
+        #[prost(int32, tag = "2")]
+        pub computation_count: i32,
+        #[prost(message, repeated, tag = "3")]
+        pub computation_devices: Vec<ComputationDevice>,
+    }
+
+    /// `DeviceAssignmentProto.ComputationDevice`: one device id per replica.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ComputationDevice {
+        #[prost(int64, repeated, tag = "1")]
+        pub replica_device_ids: Vec<i64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum OptionValue {
+        #[prost(string, tag = "1")]
+        String(String),
+        #[prost(bool, tag = "2")]
+        Bool(bool),
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct OptionOverrideProto {
+        #[prost(oneof = "OptionValue", tags = "1, 2")]
+        pub value: Option<OptionValue>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct CompileOptionsProto {
+        #[prost(message, optional, tag = "3")]
+        pub executable_build_options: Option<ExecutableBuildOptionsProto>,
+        #[prost(btree_map = "string, message", tag = "7")]
+        pub env_option_overrides: std::collections::BTreeMap<String, OptionOverrideProto>,
+    }
 }
 
-/// XLA's `DeviceAssignmentProto` (xla_data.proto).
-#[derive(Clone, PartialEq, prost::Message)]
-struct DeviceAssignmentProto {
-    #[prost(int32, tag = "1")]
-    replica_count: i32,
-    #[prost(int32, tag = "2")]
-    computation_count: i32,
-    #[prost(message, repeated, tag = "3")]
-    computation_devices: Vec<ComputationDevice>,
-}
-
-/// `DeviceAssignmentProto.ComputationDevice`: one device id per replica.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ComputationDevice {
-    #[prost(int64, repeated, tag = "1")]
-    replica_device_ids: Vec<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Oneof)]
-enum OptionValue {
-    #[prost(string, tag = "1")]
-    String(String),
-    #[prost(bool, tag = "2")]
-    Bool(bool),
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct OptionOverrideProto {
-    #[prost(oneof = "OptionValue", tags = "1, 2")]
-    value: Option<OptionValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct CompileOptionsProto {
-    #[prost(message, optional, tag = "3")]
-    executable_build_options: Option<ExecutableBuildOptionsProto>,
-    #[prost(btree_map = "string, message", tag = "7")]
-    env_option_overrides: std::collections::BTreeMap<String, OptionOverrideProto>,
-}
+use messages::*;
 
 /// The debug option that lets XLA skip requested roundings.
 pub const EXCESS_PRECISION_OPTION: &str = "xla_allow_excess_precision";

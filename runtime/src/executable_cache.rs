@@ -21,7 +21,7 @@
 //! make it fail or change what it gives.
 
 use crate::pjrt::{self, PjrtError};
-use crate::plugin_digest::plugin_digest;
+use crate::plugin_digest::{hex, plugin_digest};
 use sha2::{Digest, Sha256};
 use std::ffi::OsString;
 use std::io::Write;
@@ -227,8 +227,7 @@ impl ExecutableCache {
     }
 
     fn path(&self, key: &[u8; 32]) -> PathBuf {
-        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{hex}.xla-executable"))
+        self.dir.join(format!("{}.xla-executable", hex(key)))
     }
 
     /// The cached executable, `None` when there is no file.

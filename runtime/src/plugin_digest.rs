@@ -76,7 +76,8 @@ fn hash_file(path: &Path) -> Option<String> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` in lowercase hex: how the cache names its files.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -2,69 +2,13 @@
 //! their device assignment, every rounding as written and the emitters
 //! the flags chose.
 
+use hlatc_runtime::compile_options::messages::{CompileOptionsProto, OptionValue};
 use hlatc_runtime::compile_options::{
     partitions, replicas, single_device, EXCESS_PRECISION_OPTION,
 };
 use hlatc_runtime::xla_cpu_flags::FUSION_EMITTERS_FLAG;
 use hlatc_runtime::Emitters;
 use prost::Message;
-
-// XLA's messages as far as these tests read them, declared again here
-// rather than taken from the crate (which keeps its own private): the
-// bytes are read back as XLA's protos lay them out.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ExecutableBuildOptionsProto {
-    #[prost(int64, tag = "1")]
-    device_ordinal: i64,
-    #[prost(int64, tag = "4")]
-    num_replicas: i64,
-    #[prost(int64, tag = "5")]
-    num_partitions: i64,
-    #[prost(bool, tag = "6")]
-    use_spmd_partitioning: bool,
-    #[prost(message, optional, tag = "9")]
-    device_assignment: Option<DeviceAssignmentProto>,
-}
-
-/// XLA's `DeviceAssignmentProto` (xla_data.proto).
-#[derive(Clone, PartialEq, prost::Message)]
-struct DeviceAssignmentProto {
-    #[prost(int32, tag = "1")]
-    replica_count: i32,
-    #[prost(int32, tag = "2")]
-    computation_count: i32,
-    #[prost(message, repeated, tag = "3")]
-    computation_devices: Vec<ComputationDevice>,
-}
-
-/// `DeviceAssignmentProto.ComputationDevice`: one device id per replica.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ComputationDevice {
-    #[prost(int64, repeated, tag = "1")]
-    replica_device_ids: Vec<i64>,
-}
-
-#[derive(Clone, PartialEq, prost::Oneof)]
-enum OptionValue {
-    #[prost(string, tag = "1")]
-    String(String),
-    #[prost(bool, tag = "2")]
-    Bool(bool),
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct OptionOverrideProto {
-    #[prost(oneof = "OptionValue", tags = "1, 2")]
-    value: Option<OptionValue>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct CompileOptionsProto {
-    #[prost(message, optional, tag = "3")]
-    executable_build_options: Option<ExecutableBuildOptionsProto>,
-    #[prost(btree_map = "string, message", tag = "7")]
-    env_option_overrides: std::collections::BTreeMap<String, OptionOverrideProto>,
-}
 
 fn overrides(b: &[u8]) -> Vec<(String, Option<OptionValue>)> {
     CompileOptionsProto::decode(b)

@@ -65,10 +65,23 @@ fn bits(out: &[Literal]) -> Vec<(String, Vec<u8>)> {
 /// The cache's executables and any temporary left, without the plugin's
 /// digest (`*.plugin-sha256`, see `plugin_digest_files`).
 fn cache_files(dir: &Path) -> Vec<PathBuf> {
+    files_where(dir, |p| !is_plugin_digest(p))
+}
+
+fn plugin_digest_files(dir: &Path) -> Vec<PathBuf> {
+    files_where(dir, is_plugin_digest)
+}
+
+fn is_plugin_digest(p: &Path) -> bool {
+    p.to_string_lossy().ends_with(".plugin-sha256")
+}
+
+/// What `dir` holds that `keep` keeps, sorted.
+fn files_where(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| !p.to_string_lossy().ends_with(".plugin-sha256"))
+        .filter(|p| keep(p))
         .collect();
     files.sort();
     files
@@ -229,16 +242,6 @@ fn a_missing_cache_directory_only_compiles() {
     assert_eq!(p.run(&inputs).unwrap().len(), 2);
     assert_eq!(cache.stats().store_failures, 1);
     assert!(!gone.exists());
-}
-
-fn plugin_digest_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".plugin-sha256"))
-        .collect();
-    files.sort();
-    files
 }
 
 /// The plugin is named in the key by its contents: a copy of the same file
