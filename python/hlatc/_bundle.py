@@ -6,7 +6,9 @@ layers' tensors as runs (`{"layers": [a, b], "index_stride": k, "each":
 from one layer to the next); a bundle of several programs (gradient
 accumulation's pair, a pipeline's four) lists them under `programs`, each
 in its own folder with its own manifest. `Bundle` expands the runs and
-lists every tensor of every program, one `BundleTensor` each.
+lists every tensor of every program, one `BundleTensor` each, with the
+layer and parameter the manifest states (`hlatc._hlatc.expand_listing`,
+the library's own reader of listings).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ class BundleTensor:
     role: str
     #: The decoder layer it belongs to (None for the others).
     layer: Optional[int] = None
+    #: For a parameter, its master weight, Adam moments or gradient
+    #: accumulator, the parameter's stored name (None for the others).
+    parameter: Optional[str] = None
 
 
 def _error(message: str, path: str) -> "_hlatc.FileError":
@@ -119,23 +124,10 @@ class Bundle:
 
 
 def _flat(program: str, kind: str, entries: List[Any]) -> Iterator[BundleTensor]:
-    for e in entries:
-        if "each" in e:
-            first, end = e["layers"]
-            stride = int(e["index_stride"])
-            for layer in range(int(first), int(end)):
-                for t in e["each"]:
-                    yield _tensor(program, kind, t, int(t["index"]) + (layer - first) * stride,
-                                  str(t["name"]).replace("{layer}", str(layer)), layer)
-        else:
-            yield _tensor(program, kind, e, int(e["index"]), str(e["name"]), None)
-
-
-def _tensor(program: str, kind: str, t: Dict[str, Any], index: int, name: str,
-            layer: Optional[int]) -> BundleTensor:
-    if layer is None and name.startswith("model.layers."):
-        head = name[len("model.layers."):].split(".", 1)[0]
-        layer = int(head) if head.isdigit() else None
-    return BundleTensor(program=program, kind=kind, index=index, name=name,
-                        shape=tuple(int(d) for d in t["shape"]), dtype=str(t["dtype"]),
-                        role=str(t["role"]), layer=layer)
+    for t in json.loads(_hlatc.expand_listing(json.dumps(entries))):
+        layer, parameter = t.get("layer"), t.get("parameter")
+        yield BundleTensor(program=program, kind=kind, index=int(t["index"]),
+                           name=str(t["name"]), shape=tuple(int(d) for d in t["shape"]),
+                           dtype=str(t["dtype"]), role=str(t["role"]),
+                           layer=None if layer is None else int(layer),
+                           parameter=None if parameter is None else str(parameter))

@@ -69,6 +69,7 @@ __all__ = [
     "check_run_identity",
     "run_identity_json",
     "identity_names",
+    "expand_listing",
     "IDENTITY_FILE",
     "append_measured_run",
     "Plan",
@@ -178,6 +179,10 @@ class TensorInfo:
     def role(self) -> str: ...
     @property
     def is_state(self) -> bool: ...
+    @property
+    def parameter(self) -> Optional[str]: ...
+    @property
+    def layer(self) -> Optional[int]: ...
 
 @final
 class Schedule:
@@ -498,6 +503,7 @@ def check_run_identity(
 ) -> Tuple[bool, str, List[Tuple[str, Optional[str], Optional[str]]]]: ...
 def run_identity_json(text: str, source: str) -> str: ...
 def identity_names(identity: str) -> List[str]: ...
+def expand_listing(listing: str) -> str: ...
 def append_measured_run(
     path: Union[str, "os.PathLike[str]"],
     *,

@@ -9,6 +9,7 @@ mod compile;
 mod data;
 mod errors;
 mod identity;
+mod listing;
 mod module;
 mod plan;
 mod plot;
@@ -111,6 +112,7 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(identity::check_run_identity, m)?)?;
     m.add_function(wrap_pyfunction!(identity::run_identity_json, m)?)?;
     m.add_function(wrap_pyfunction!(identity::identity_names, m)?)?;
+    m.add_function(wrap_pyfunction!(listing::expand_listing, m)?)?;
     m.add("IDENTITY_FILE", hlatc::run_identity::IDENTITY_FILE)?;
     m.add_function(wrap_pyfunction!(plan::append_measured_run, m)?)?;
     m.add_class::<plan::Plan>()?;

@@ -13,14 +13,15 @@ SHAPE = dict(model="tiny", target="cpu", batch_size=4, seq_len=8, precision="fp3
 
 
 def signature(program: str, step: hlatc.Step) -> list:
-    return ([(program, "input", i, t.name, tuple(t.shape), t.dtype, t.role)
+    return ([(program, "input", i, t.name, tuple(t.shape), t.dtype, t.role, t.parameter, t.layer)
              for i, t in enumerate(step.inputs)]
-            + [(program, "output", i, t.name, tuple(t.shape), t.dtype, t.role)
-               for i, t in enumerate(step.outputs)])
+            + [(program, "output", i, t.name, tuple(t.shape), t.dtype, t.role, t.parameter,
+                t.layer) for i, t in enumerate(step.outputs)])
 
 
 def flat(bundle: hlatc.Bundle) -> list:
-    return [(t.program, t.kind, t.index, t.name, t.shape, t.dtype, t.role) for t in bundle]
+    return [(t.program, t.kind, t.index, t.name, t.shape, t.dtype, t.role, t.parameter, t.layer)
+            for t in bundle]
 
 
 def test_a_bundle_of_one_program_lists_every_tensor(tmp_path):
@@ -35,6 +36,13 @@ def test_a_bundle_of_one_program_lists_every_tensor(tmp_path):
     assert len(bundle) == len(step.inputs) + len(step.outputs) == 97
     t = next(t for t in bundle.inputs() if t.name == "model.layers.1.mlp.down_proj.weight")
     assert (t.index, t.shape, t.dtype, t.role, t.layer) == (12, (32, 48), "f32", "parameter", 1)
+    # Each tensor states its parameter and layer; its name only spells them.
+    m = next(t for t in step.inputs if t.name == "adam_v.model.layers.1.mlp.down_proj.weight")
+    assert (m.role, m.parameter, m.layer) == ("adam_v", "model.layers.1.mlp.down_proj.weight", 1)
+    head = next(t for t in bundle.inputs() if t.name == "adam_m.lm_head.weight")
+    assert (head.parameter, head.layer) == ("lm_head.weight", None)
+    assert all((t.parameter is None) == (t.role not in ("parameter", "adam_m", "adam_v"))
+               for t in bundle)
     assert [t.name for t in bundle.outputs()][:3] == ["loss", "grad_norm", "learning_rate"]
 
 

@@ -278,13 +278,26 @@ fn a_listing_states_each_run_of_layers_once_and_reads_as_every_entry() {
         new["input_output_alias"],
         serde_json::json!([{"output": 3, "input": 0, "count": 46}])
     );
-    // Read out, every listing is the older manifest's, entry for entry.
+    // Read out, every listing is the older manifest's, entry for entry,
+    // but for what it states that the older one left to the names: each
+    // per-parameter tensor's parameter, and the layer of each in one.
     for key in ["inputs", "outputs"] {
-        assert_eq!(
-            hlatc::bundle::expand_listing(&new[key]).unwrap(),
-            *old[key].as_array().unwrap(),
-            "{key}"
-        );
+        let mut stated = hlatc::bundle::expand_listing(&new[key]).unwrap();
+        for e in &mut stated {
+            let name = e["name"].as_str().unwrap().to_string();
+            let e = e.as_object_mut().unwrap();
+            let parameter = e.remove("parameter");
+            let layer = e.remove("layer");
+            let per_parameter =
+                ["parameter", "adam_m", "adam_v"].contains(&e["role"].as_str().unwrap());
+            assert_eq!(parameter.is_some(), per_parameter, "{key}: {name}");
+            if let Some(p) = parameter {
+                assert!(name.ends_with(p.as_str().unwrap()), "{key}: {name} of {p}");
+                let in_layer = p.as_str().unwrap().starts_with("model.layers.");
+                assert_eq!(layer.is_some(), in_layer, "{key}: {name}");
+            }
+        }
+        assert_eq!(stated, *old[key].as_array().unwrap(), "{key}");
     }
     let split = &new["parallel"]["tp_split"];
     assert!(split
@@ -298,7 +311,9 @@ fn a_listing_states_each_run_of_layers_once_and_reads_as_every_entry() {
     assert_eq!(split[9]["name"], "lm_head.weight");
     assert_eq!(split[6]["index"], 9);
     assert_eq!(split[6]["name"], "model.layers.1.self_attn.o_proj.weight");
-    // Both open to the same signature.
+    assert_eq!(split[6]["layer"], 1);
+    // Both open to the same signature, the older one's parameters and
+    // layers found as the step names them.
     let old_dir = scratch("listing-old");
     std::fs::write(old_dir.join("manifest.json"), old.to_string()).unwrap();
     let (a, b) = (

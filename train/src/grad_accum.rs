@@ -24,9 +24,9 @@
 
 use crate::sharding;
 use crate::train_step::{
-    check, model_graph, rank_gradients_unsummed, spec, state_dims, state_specs, update, widen,
-    GraphShape, ModelGraph, OptimizerState, Role, StateLayout, StepConfig, StepError, TensorSpec,
-    TrainStep, GRAD_PREFIX,
+    check, model_graph, parameter_spec, rank_gradients_unsummed, spec, state_dims, state_specs,
+    update, widen, GraphShape, ModelGraph, OptimizerState, Role, StateLayout, StepConfig,
+    StepError, TensorSpec, TrainStep,
 };
 use crate::zero1::Zero1;
 use hlatc_compiler::graph::autodiff;
@@ -96,12 +96,7 @@ pub(crate) fn accumulator_specs(cfg: &StepConfig, specs: &[ParamSpec]) -> Vec<Te
         .iter()
         .map(|p| {
             let dims = state_dims(p, Role::GradAccumulator, &cfg.parallel);
-            spec(
-                &format!("{GRAD_PREFIX}{}", p.name),
-                ty,
-                &dims,
-                Role::GradAccumulator,
-            )
+            parameter_spec(p, Role::GradAccumulator, ty, &dims)
         })
         .collect()
 }

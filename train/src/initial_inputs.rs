@@ -116,8 +116,8 @@ pub(crate) fn parameter_start(
     spec: &TensorSpec,
     params: &BTreeMap<String, Literal>,
 ) -> Result<Literal, Error> {
-    params
-        .get(parameter_name(spec))
+    parameter_name(spec)
+        .and_then(|p| params.get(p))
         .ok_or_else(|| StateError::UnknownParameter {
             input: spec.name.clone(),
         })?

@@ -85,12 +85,14 @@ pub fn rank_state_from_checkpoint(
         let value = match spec.role {
             Role::Parameter => {
                 let share = read_share(ranks, spec, index, rank)?;
-                shares.insert(parameter_name(spec), share.clone());
+                if let Some(p) = parameter_name(spec) {
+                    shares.insert(p, share.clone());
+                }
                 share
             }
             Role::MasterWeight => {
-                let share = shares
-                    .get(parameter_name(spec))
+                let share = parameter_name(spec)
+                    .and_then(|p| shares.get(p))
                     .ok_or_else(|| StateError::MasterBeforeParameter {
                         input: spec.name.clone(),
                     })?

@@ -64,10 +64,7 @@ impl RankInputs {
     /// The parameter whose share input `spec` is (the parameter itself
     /// or one of its Adam moments); `None` for any other input.
     fn sharded(&self, spec: &TensorSpec) -> Option<&ParamSpec> {
-        match spec.role.is_per_parameter() {
-            true => self.specs.get(parameter_name(spec)),
-            false => None,
-        }
+        parameter_name(spec).and_then(|p| self.specs.get(p))
     }
 
     /// The parameter whose share input `spec` is, as

@@ -460,13 +460,9 @@ impl Trainer {
                 hlatc_models::param_specs(&self.model)
                     .into_iter()
                     .enumerate()
-                    .map(|(i, p)| (p.name, i))
+                    .map(|(i, p)| (crate::train_step::state_name(role, &p.name), i))
                     .collect();
-            let prefix = crate::train_step::state_prefix(role).unwrap_or("");
-            all.sort_by_key(|(name, _)| {
-                let param = name.strip_prefix(prefix).unwrap_or(name);
-                order.get(param).copied().unwrap_or(usize::MAX)
-            });
+            all.sort_by_key(|(name, _)| order.get(name).copied().unwrap_or(usize::MAX));
         }
         Ok(all)
     }

@@ -12,8 +12,10 @@
 //! ```
 //!
 //! Layer `l` of the run holds each entry with `{layer}` in its names read
-//! as `l` and its index moved by `(l - first) * index_stride`, in that
-//! order: layer by layer, each layer's entries as listed. A listing may
+//! as `l`, its `layer` `l` and its index moved by `(l - first) *
+//! index_stride`, in that order: layer by layer, each layer's entries as
+//! listed. Only entries whose `layer` says they are in one make runs; the
+//! names' numbers are written from it, never read. A listing may
 //! mix runs and single entries, and a manifest from before runs (every
 //! entry single) reads the same.
 
@@ -48,39 +50,21 @@ pub(crate) struct LayerRun<T> {
 /// An entry a listing may state per layer.
 pub(crate) trait PerLayer: Serialize + Sized {
     fn index(&self) -> usize;
-    /// The entry with its names' layer number written `{layer}`, and that
-    /// number; `None` when its name names no layer (`layers.N.`).
+    /// The entry as a run states it (its names' layer number written
+    /// `{layer}`, its own `layer` left out), and that number; `None` for an
+    /// entry in no layer, or one whose name a run could not give back.
     fn templated(&self) -> Option<(i64, Self)>;
     /// Whether two templates are the same but for their indices.
     fn alike(&self, other: &Self) -> bool;
 }
 
-/// The layer `name` names (`...layers.N....`), and `name` with `N`
-/// written `{layer}`. A name that already holds `{layer}` names none: its
-/// run could not be read back.
-pub(crate) fn layer_template(name: &str) -> Option<(i64, String)> {
-    if name.contains(LAYER) {
-        return None;
-    }
-    let mut from = 0;
-    while let Some(at) = name[from..].find("layers.") {
-        let digits_at = from + at + "layers.".len();
-        let digits = name[digits_at..]
-            .bytes()
-            .take_while(u8::is_ascii_digit)
-            .count();
-        let end = digits_at + digits;
-        let at_boundary = from + at == 0 || name.as_bytes()[from + at - 1] == b'.';
-        if digits > 0 && at_boundary && name[end..].starts_with('.') {
-            let layer = name[digits_at..end].parse().ok()?;
-            return Some((
-                layer,
-                format!("{}{LAYER}{}", &name[..digits_at], &name[end..]),
-            ));
-        }
-        from = digits_at;
-    }
-    None
+/// `name` with the number of `layer` written `{layer}` where it stands in
+/// `layers.N.`; `None` when it stands nowhere there (the run could not
+/// give the name back), or the name already holds `{layer}` (it would be
+/// read as a number).
+pub(crate) fn template(name: &str, layer: i64) -> Option<String> {
+    let templated = in_template(name, layer);
+    (!name.contains(LAYER) && templated != name).then_some(templated)
 }
 
 /// `name` with the number of `layer` written `{layer}` where it is in
@@ -235,6 +219,9 @@ pub fn expand_json(listing: &serde_json::Value) -> Result<Vec<serde_json::Value>
                     let index = usize::try_from(index).unwrap_or(usize::MAX);
                     e["index"] = shifted(index, shift)?.into();
                 }
+                if let Value::Object(fields) = &mut e {
+                    fields.insert("layer".into(), l.into());
+                }
                 out.push(e);
             }
         }
@@ -290,6 +277,8 @@ mod tests {
         index: usize,
         name: String,
         shape: Vec<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        layer: Option<i64>,
     }
 
     impl PerLayer for Entry {
@@ -300,11 +289,12 @@ mod tests {
             (&self.name, &self.shape) == (&other.name, &other.shape)
         }
         fn templated(&self) -> Option<(i64, Self)> {
-            let (layer, name) = layer_template(&self.name)?;
+            let layer = self.layer?;
             Some((
                 layer,
                 Entry {
-                    name,
+                    name: template(&self.name, layer)?,
+                    layer: None,
                     ..self.clone()
                 },
             ))
@@ -317,15 +307,26 @@ mod tests {
                 index: shifted(self.index, shift)?,
                 name: at_layer(&self.name, layer),
                 shape: self.shape.clone(),
+                layer: Some(layer),
             })
         }
     }
 
+    /// An entry of no layer.
     fn entry(index: usize, name: &str, shape: &[i64]) -> Entry {
         Entry {
             index,
             name: name.to_string(),
             shape: shape.to_vec(),
+            layer: None,
+        }
+    }
+
+    /// An entry of layer `layer`, named `model.layers.{layer}.` and `name`.
+    fn in_layer(index: usize, layer: i64, name: &str, shape: &[i64]) -> Entry {
+        Entry {
+            layer: Some(layer),
+            ..entry(index, &format!("model.layers.{layer}.{name}"), shape)
         }
     }
 
@@ -336,19 +337,17 @@ mod tests {
     }
 
     #[test]
-    fn a_name_gives_its_layer_and_template() {
+    fn an_entrys_layer_templates_its_name() {
         assert_eq!(
-            layer_template("adam_m.model.layers.12.mlp.down_proj.weight"),
-            Some((
-                12,
-                "adam_m.model.layers.{layer}.mlp.down_proj.weight".into()
-            ))
+            template("adam_m.model.layers.12.mlp.down_proj.weight", 12),
+            Some("adam_m.model.layers.{layer}.mlp.down_proj.weight".into())
         );
-        assert_eq!(layer_template("model.norm.weight"), None);
-        assert_eq!(layer_template("model.layers.x.w"), None);
-        assert_eq!(layer_template("model.players.3.w"), None);
-        assert_eq!(layer_template("model.layers.3"), None);
-        assert_eq!(layer_template("model.layers.{layer}.w"), None);
+        // A name the layer's number does not stand in, or one a reader
+        // would take `{layer}` in, cannot be given back by a run.
+        assert_eq!(template("model.layers.12.w", 1), None);
+        assert_eq!(template("model.norm.weight", 0), None);
+        assert_eq!(template("model.layers.3", 3), None);
+        assert_eq!(template("model.layers.{layer}.w.layers.3.", 3), None);
         assert_eq!(
             in_template("model.layers.3.self_attn.q_proj.weight", 3),
             "model.layers.{layer}.self_attn.q_proj.weight"
@@ -359,8 +358,8 @@ mod tests {
     fn layers_alike_are_one_run_and_read_back_as_they_were() {
         let mut entries = vec![entry(0, "embed", &[8, 4])];
         for l in 0..5 {
-            entries.push(entry(1 + 2 * l, &format!("model.layers.{l}.a"), &[4]));
-            entries.push(entry(2 + 2 * l, &format!("model.layers.{l}.b"), &[4, 4]));
+            entries.push(in_layer(1 + 2 * l as usize, l, "a", &[4]));
+            entries.push(in_layer(2 + 2 * l as usize, l, "b", &[4, 4]));
         }
         entries.push(entry(11, "norm", &[4]));
         let (back, json) = round_trip(entries.clone());
@@ -385,8 +384,8 @@ mod tests {
         let mut entries = Vec::new();
         for l in 0..4 {
             let shape: &[i64] = if l == 2 { &[5] } else { &[4] };
-            entries.push(entry(3 * l, &format!("model.layers.{l}.a"), &[4]));
-            entries.push(entry(3 * l + 1, &format!("model.layers.{l}.b"), shape));
+            entries.push(in_layer(3 * l as usize, l, "a", &[4]));
+            entries.push(in_layer(3 * l as usize + 1, l, "b", shape));
         }
         let (back, json) = round_trip(entries.clone());
         assert_eq!(back, entries);
@@ -396,6 +395,18 @@ mod tests {
         assert_eq!(list[0]["layers"], serde_json::json!([0, 2]));
         assert_eq!(list[0]["index_stride"], 3);
         assert_eq!(list[1]["name"], "model.layers.2.a");
+        assert_eq!(list[1]["layer"], 2);
+    }
+
+    #[test]
+    fn an_entry_of_no_layer_is_listed_alone_whatever_its_name() {
+        // Its name looks like a layer's; its layer says it is in none.
+        let entries: Vec<Entry> = (0..3)
+            .map(|l| entry(l, &format!("model.layers.{l}.a"), &[4]))
+            .collect();
+        let (back, json) = round_trip(entries.clone());
+        assert_eq!(back, entries);
+        assert_eq!(json.as_array().unwrap().len(), 3);
     }
 
     #[test]
@@ -437,8 +448,8 @@ mod tests {
         let entries: Vec<Entry> = (0..3)
             .flat_map(|l| {
                 [
-                    entry(2 * l, &format!("m.layers.{l}.a"), &[2]),
-                    entry(2 * l + 1, &format!("m.layers.{l}.b"), &[3]),
+                    in_layer(2 * l as usize, l, "a", &[2]),
+                    in_layer(2 * l as usize + 1, l, "b", &[3]),
                 ]
             })
             .collect();

@@ -141,13 +141,19 @@ impl listing::PerLayer for IndexedTensor {
     }
 
     fn templated(&self) -> Option<(i64, Self)> {
-        let (layer, name) = listing::layer_template(&self.spec.name)?;
+        let layer = self.spec.layer?;
+        let parameter = match &self.spec.parameter {
+            Some(p) => Some(listing::template(p, layer)?),
+            None => None,
+        };
         Some((
             layer,
             IndexedTensor {
                 index: self.index,
                 spec: TensorSpec {
-                    name,
+                    name: listing::template(&self.spec.name, layer)?,
+                    parameter,
+                    layer: None,
                     ..self.spec.clone()
                 },
                 hugging_face: templated_parts(&self.hugging_face, layer),
@@ -313,6 +319,9 @@ struct SplitInfo {
     split: hlatc_models::TpSplit,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     parts: Vec<hlatc_models::HfPart>,
+    /// The parameter's decoder layer (in a run of layers, the run's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layer: Option<i64>,
 }
 
 impl listing::PerLayer for SplitInfo {
@@ -321,15 +330,16 @@ impl listing::PerLayer for SplitInfo {
     }
 
     fn templated(&self) -> Option<(i64, Self)> {
-        let (layer, name) = listing::layer_template(&self.name)?;
+        let layer = self.layer?;
         Some((
             layer,
             SplitInfo {
                 index: self.index,
-                name,
+                name: listing::template(&self.name, layer)?,
                 dims: self.dims.clone(),
                 split: self.split.clone(),
                 parts: templated_parts(&self.parts, layer),
+                layer: None,
             },
         ))
     }
@@ -389,6 +399,7 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
                 dims: spec.dims.clone(),
                 split: spec.tp.clone(),
                 parts: spec.parts.clone(),
+                layer: s.layer,
             })
         })
         .collect();
@@ -442,10 +453,10 @@ fn indexed(
         .iter()
         .enumerate()
         .map(|(index, spec)| {
-            let hugging_face = match spec.role.is_per_parameter() {
-                true => parts.get(parameter_name(spec)).cloned().unwrap_or_default(),
-                false => Vec::new(),
-            };
+            let hugging_face = parameter_name(spec)
+                .and_then(|p| parts.get(p))
+                .cloned()
+                .unwrap_or_default();
             IndexedTensor {
                 index,
                 spec: spec.clone(),

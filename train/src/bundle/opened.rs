@@ -6,7 +6,7 @@ use super::accumulation::{APPLY_DIR, MICRO_DIR};
 use super::files::{BUNDLE_FORMAT, MANIFEST_FILE, PROTO_FILE};
 use super::listing::{self, expand, AtLayer, ListedView, ListingError};
 use crate::batch_check::check_batch_inputs;
-use crate::train_step::{StepConfig, TensorSpec};
+use crate::train_step::{state_name, Role, StepConfig, TensorSpec};
 use crate::Error;
 use hlatc_compiler::{Literal, Module};
 use serde::Deserialize;
@@ -38,14 +38,41 @@ struct ManifestView {
     init: InitView,
 }
 
-/// A run's tensor at a layer: its name. Its place is its order in the
-/// listing, so its index is not needed.
+/// A run's tensor at a layer: its names and its layer. Its place is its
+/// order in the listing, so its index is not needed.
 impl AtLayer for TensorSpec {
     fn at_layer(&self, layer: i64, _shift: usize) -> Result<Self, ListingError> {
         Ok(TensorSpec {
             name: listing::at_layer(&self.name, layer),
+            parameter: self.parameter.as_ref().map(|p| listing::at_layer(p, layer)),
+            layer: Some(layer),
             ..self.clone()
         })
+    }
+}
+
+/// Gives each per-parameter tensor of a manifest written before tensors
+/// stated their parameter (`parameter`, `layer`) the model's parameter
+/// whose tensor of that role has its name, made as a step makes it.
+fn name_parameters(specs: &mut [TensorSpec], model: &hlatc_models::ModelConfig) {
+    if specs
+        .iter()
+        .all(|s| s.parameter.is_some() || !s.role.is_per_parameter())
+    {
+        return;
+    }
+    let params = hlatc_models::param_specs(model);
+    let mut by_name = std::collections::HashMap::new();
+    for role in Role::PER_PARAMETER {
+        for p in &params {
+            by_name.insert((role, state_name(role, &p.name)), p);
+        }
+    }
+    for s in specs.iter_mut().filter(|s| s.parameter.is_none()) {
+        if let Some(p) = by_name.get(&(s.role, s.name.clone())) {
+            s.parameter = Some(p.name.clone());
+            s.layer = p.layer;
+        }
     }
 }
 
@@ -98,8 +125,8 @@ impl OpenedBundle {
             )));
         }
         let listing = |what: &str, e: ListingError| bad(format!("{what}: {e}"));
-        let inputs = expand(view.inputs).map_err(|e| listing("inputs", e))?;
-        let outputs = expand(view.outputs).map_err(|e| listing("outputs", e))?;
+        let mut inputs = expand(view.inputs).map_err(|e| listing("inputs", e))?;
+        let mut outputs = expand(view.outputs).map_err(|e| listing("outputs", e))?;
         let mut config = view.config;
         config.model.initializer_range = view.init.std;
         config
@@ -110,6 +137,8 @@ impl OpenedBundle {
             .batch
             .validate(&config.model)
             .map_err(Error::Config)?;
+        name_parameters(&mut inputs, &config.model);
+        name_parameters(&mut outputs, &config.model);
         Ok(OpenedBundle {
             dir: dir.to_path_buf(),
             config,

@@ -4,7 +4,7 @@
 //! sharded-equals-unsharded checks compare) names them as the whole
 //! model's.
 
-use crate::train_step::{parameter_name, state_prefix, TensorSpec};
+use crate::train_step::{state_name, TensorSpec};
 use hlatc_models::parallel::stages::Stages;
 use hlatc_models::{param_specs, ModelConfig};
 use std::collections::HashMap;
@@ -12,8 +12,6 @@ use std::collections::HashMap;
 /// For each stage, the whole model's name of each stage-model parameter.
 pub struct StageNames {
     per_stage: Vec<HashMap<String, String>>,
-    /// Stage-model parameters in no layer: every stage holds them alike.
-    shared: Vec<String>,
 }
 
 impl StageNames {
@@ -28,12 +26,7 @@ impl StageNames {
                     .collect()
             })
             .collect();
-        let shared = local
-            .iter()
-            .filter(|p| p.layer.is_none())
-            .map(|p| p.name.clone())
-            .collect();
-        StageNames { per_stage, shared }
+        StageNames { per_stage }
     }
 
     /// The stages.
@@ -45,17 +38,20 @@ impl StageNames {
     /// parameter (or its moment, master weight or accumulator) under the
     /// whole model's layer number; anything else as it is.
     pub fn whole_name(&self, spec: &TensorSpec, stage: usize) -> String {
-        let param = parameter_name(spec);
-        match self.per_stage[stage].get(param) {
-            Some(global) => format!("{}{global}", state_prefix(spec.role).unwrap_or("")),
+        let global = spec
+            .parameter
+            .as_ref()
+            .and_then(|p| self.per_stage[stage].get(p));
+        match global {
+            Some(global) => state_name(spec.role, global),
             None => spec.name.clone(),
         }
     }
 
-    /// Whether every stage holds `spec` alike (it belongs to no layer):
-    /// the whole state takes it from stage 0.
+    /// Whether every stage holds `spec` alike (it belongs to no layer: the
+    /// embedding, final norm and LM head and what they carry, the step
+    /// counter, the rounding RNG): the whole state takes it from stage 0.
     pub fn held_by_every_stage(&self, spec: &TensorSpec) -> bool {
-        let param = parameter_name(spec);
-        !self.per_stage[0].contains_key(param) || self.shared.iter().any(|s| s == param)
+        spec.layer.is_none()
     }
 }

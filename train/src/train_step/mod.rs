@@ -19,11 +19,8 @@ use serde::Serialize;
 use std::time::{Duration, Instant};
 
 mod signature;
-pub(crate) use signature::spec;
-pub use signature::{
-    output_with_role, parameter_name, state_prefix, Role, StateLayout, TensorSpec, ADAM_M_PREFIX,
-    ADAM_V_PREFIX, GRAD_PREFIX, MASTER_PREFIX,
-};
+pub use signature::{output_with_role, parameter_name, state_name, Role, StateLayout, TensorSpec};
+pub(crate) use signature::{parameter_spec, spec};
 
 /// What a training step is built from. A bundle's manifest records it
 /// (`config`), and [`crate::bundle::OpenedBundle`] reads it back.
@@ -504,16 +501,12 @@ fn per_parameter_roles(precision: Precision) -> Vec<Role> {
 pub(crate) fn state_specs(cfg: &StepConfig, specs: &[ParamSpec]) -> Vec<TensorSpec> {
     let mut inputs = Vec::new();
     for role in per_parameter_roles(cfg.precision) {
-        let prefix = state_prefix(role).unwrap_or("");
         let ty = state_type(cfg.precision, role);
-        inputs.extend(specs.iter().map(|p| {
-            spec(
-                &format!("{prefix}{}", p.name),
-                ty,
-                &state_dims(p, role, &cfg.parallel),
-                role,
-            )
-        }));
+        inputs.extend(
+            specs
+                .iter()
+                .map(|p| parameter_spec(p, role, ty, &state_dims(p, role, &cfg.parallel))),
+        );
     }
     inputs.push(spec("step", ElementType::S32, &[], Role::Step));
     inputs
@@ -552,13 +545,12 @@ pub(crate) struct OptimizerState {
 impl OptimizerState {
     pub(crate) fn declare(b: &mut Builder, cfg: &StepConfig, specs: &[ParamSpec]) -> Self {
         let mut declare = |role: Role| -> Vec<InstrId> {
-            let prefix = state_prefix(role).unwrap_or("");
             let ty = state_type(cfg.precision, role);
             specs
                 .iter()
                 .map(|p| {
                     let dims = state_dims(p, role, &cfg.parallel);
-                    b.parameter(&format!("{prefix}{}", p.name), Shape::array(ty, dims))
+                    b.parameter(&state_name(role, &p.name), Shape::array(ty, dims))
                 })
                 .collect()
         };

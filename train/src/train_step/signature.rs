@@ -1,14 +1,17 @@
 //! The step's signature: what each input and output is for ([`Role`]),
-//! its name, type and shape ([`TensorSpec`]), and where the carried state
-//! lives in it ([`StateLayout`]), found from roles and names, never from
-//! positions. Runtimes, the manifest and the trainer read the step
-//! through these alone.
+//! its name, type and shape, and the parameter and layer it belongs to
+//! ([`TensorSpec`]), and where the carried state lives in it
+//! ([`StateLayout`]), found from roles and names, never from positions.
+//! Runtimes, the manifest and the trainer read the step through these
+//! alone; a name is made from the typed fields ([`state_name`]) and never
+//! read back for them.
 
 use hlatc_compiler::{AliasKind, ElementType, IoAlias};
+use hlatc_models::ParamSpec;
 use serde::Serialize;
 
 /// What a buffer is for, so a runtime knows what to feed and keep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Parameter,
@@ -79,10 +82,19 @@ impl Role {
         matches!(self, Role::AdamM | Role::AdamV | Role::MasterWeight)
     }
 
+    /// The roles of tensors that belong to one parameter.
+    pub const PER_PARAMETER: [Role; 5] = [
+        Role::Parameter,
+        Role::MasterWeight,
+        Role::AdamM,
+        Role::AdamV,
+        Role::GradAccumulator,
+    ];
+
     /// Whether an input with this role belongs to one parameter, laid out
     /// as its share (or, under ZeRO-1, a shard of that).
     pub fn is_per_parameter(self) -> bool {
-        matches!(self, Role::Parameter | Role::GradAccumulator) || self.is_optimizer_state()
+        Self::PER_PARAMETER.contains(&self)
     }
 }
 
@@ -173,40 +185,68 @@ pub struct TensorSpec {
     pub dtype: ElementType,
     pub shape: Vec<i64>,
     pub role: Role,
+    /// For a per-parameter tensor ([`Role::is_per_parameter`]: the
+    /// parameter, its master weight, Adam moments or gradient
+    /// accumulator), the stored name of the model parameter it belongs
+    /// to. Readers take it from here: the tensor's name only spells it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameter: Option<String>,
+    /// The decoder layer of that parameter; `None` for the embedding, the
+    /// final norm and the LM head, and for a tensor of no parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<i64>,
 }
 
-/// Input name prefixes of the Adam moments.
-pub const ADAM_M_PREFIX: &str = "adam_m.";
-pub const ADAM_V_PREFIX: &str = "adam_v.";
-/// Input name prefix of the master weights.
-pub const MASTER_PREFIX: &str = "master.";
-/// Input name prefix of the gradient accumulators.
-pub const GRAD_PREFIX: &str = "grad.";
-
-/// The name prefix of each per-parameter optimizer state role.
-pub fn state_prefix(role: Role) -> Option<&'static str> {
+/// The name prefix of each per-parameter role's tensors but the
+/// parameter's own.
+fn state_prefix(role: Role) -> Option<&'static str> {
     match role {
-        Role::AdamM => Some(ADAM_M_PREFIX),
-        Role::AdamV => Some(ADAM_V_PREFIX),
-        Role::MasterWeight => Some(MASTER_PREFIX),
-        Role::GradAccumulator => Some(GRAD_PREFIX),
+        Role::AdamM => Some("adam_m."),
+        Role::AdamV => Some("adam_v."),
+        Role::MasterWeight => Some("master."),
+        Role::GradAccumulator => Some("grad."),
         _ => None,
     }
 }
 
-/// The parameter a per-parameter input belongs to: its name without its
-/// role's prefix.
-pub fn parameter_name(spec: &TensorSpec) -> &str {
-    state_prefix(spec.role)
-        .and_then(|p| spec.name.strip_prefix(p))
-        .unwrap_or(&spec.name)
+/// The name of the `role` tensor of parameter `parameter` (`adam_m.` and
+/// the parameter's name): the one place such a name is made. Nothing
+/// reads it back; a [`TensorSpec`] carries the parameter in its own field.
+pub fn state_name(role: Role, parameter: &str) -> String {
+    format!("{}{parameter}", state_prefix(role).unwrap_or(""))
 }
 
+/// The parameter a per-parameter input belongs to; `None` for any other.
+pub fn parameter_name(spec: &TensorSpec) -> Option<&str> {
+    spec.parameter.as_deref()
+}
+
+/// A tensor that belongs to no parameter.
 pub(crate) fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
     TensorSpec {
         name: name.to_string(),
         dtype: ty,
         shape: shape.to_vec(),
         role,
+        parameter: None,
+        layer: None,
+    }
+}
+
+/// Parameter `p`'s tensor of the per-parameter `role`, of type `ty` and
+/// shape `dims`.
+pub(crate) fn parameter_spec(
+    p: &ParamSpec,
+    role: Role,
+    ty: ElementType,
+    dims: &[i64],
+) -> TensorSpec {
+    TensorSpec {
+        name: state_name(role, &p.name),
+        dtype: ty,
+        shape: dims.to_vec(),
+        role,
+        parameter: Some(p.name.clone()),
+        layer: p.layer,
     }
 }
