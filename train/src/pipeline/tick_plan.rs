@@ -1,7 +1,8 @@
 //! How a host drives a pipeline-parallel step's tick programs: which
 //! program each tick runs, what each of its inputs is, and where each of
-//! its outputs goes. The XLA CPU trainer and `Step.tick_batches` both
-//! follow this one plan, so a rule changed here changes them together. Everything is found by role, so a program written otherwise
+//! its outputs goes. The XLA CPU trainer, `Step.tick_batches` and the JAX
+//! engine all follow this one plan, so a rule changed here changes them
+//! together. Everything is found by role, so a program written otherwise
 //! (more buffers, other names) is driven without a change here.
 
 use super::schedule::{Phase, Schedule};
