@@ -54,6 +54,8 @@ from ._hlatc import (
     RunError,
     Schedule,
     TensorInfo,
+    TickPlan,
+    TickRouting,
     UsageError,
     VerifyError,
     append_measured_run,
@@ -93,6 +95,8 @@ __all__ = [
     "Trainer",
     "TensorInfo",
     "Schedule",
+    "TickPlan",
+    "TickRouting",
     "Module",
     "load_module",
     "optimize",
@@ -243,6 +247,16 @@ class Step:
         program of each tick, the micro-batch of each stage's slots); None
         otherwise."""
         return self._native.schedule
+
+    @property
+    def tick_plan(self) -> Optional[TickPlan]:
+        """How a pipeline-parallel step's ticks run, as hlatc's trainer runs
+        them: the program of each tick (`phase(tick)`), the buffers the
+        ticks carry (`buffers`, zero at the first tick), and for each
+        program (`routing(phase)`) the names of its inputs from the rank's
+        state, buffers and tick batch, of its outputs back to the state and
+        buffers, and of its loss; None otherwise."""
+        return self._native.tick_plan
 
     @property
     def warm_up(self) -> Optional["Step"]:
@@ -444,8 +458,9 @@ def compile_step(
     stage's program, with `schedule`. `write_bundle` writes all four and
     their manifest; `Trainer` and `hlatc.jax.Trainer` run them; the state
     (`init_state`, `shard_state`, `gather_state`, `hugging_face_params`) is
-    asked of the pipelined step, and `tick_batches` gives each tick's batch
-    inputs. The GIL is released while it compiles.
+    asked of the pipelined step, `tick_batches` gives each tick's batch
+    inputs and `tick_plan` where each tick's inputs come from and outputs
+    go. The GIL is released while it compiles.
     """
     if config is not None and not isinstance(config, Mapping):
         config = os.fspath(config)

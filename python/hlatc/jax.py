@@ -48,7 +48,7 @@ from ._fit import Metrics, OnStep
 from ._jax_checkpoint import CHECKPOINT_FORMAT, COMPLETE  # noqa: F401
 from ._jax_collectives import _allgather
 from ._peers import PeerLostError
-from ._types import Array, ArrayLike, Format, PathLike, RawDtype, Special, Tensors
+from ._types import Array, ArrayLike, Format, PathLike, Phase, RawDtype, Special, Tensors
 
 if TYPE_CHECKING:
     # JAX's types, for the annotations (JAX itself is imported only when a
@@ -790,46 +790,38 @@ class Trainer:
 
 class _Pipeline:
     """A pipeline-parallel step's four programs, each compiled by JAX for
-    every rank's device (`load`), run as the bundle's manifest says, which
-    is what `hlatc.Trainer` runs in Rust: for each tick t of the schedule,
-    the program of its phase with the tick's batch inputs
-    (`Step.tick_batches`: `tick`, `token_count`, and the micro-batches of
-    its slots, zeros where none), the parameters and the `grad.NAME`
-    accumulators from the rank's state, and the `pipeline.*` buffers,
-    whose outputs, like the accumulators', are the next tick's inputs;
-    then the apply step once on the whole state. The step's loss is the
-    sum of the ticks' (every rank holds each). Each process runs only its
-    own ranks and holds only their state and buffers; the programs'
-    collective-permutes and all-reduces join the processes.
+    every rank's device (`load`), run by the step's `TickPlan`, the one
+    `hlatc.Trainer` runs in Rust: for each tick, the program of its phase
+    with the tick's batch (`Step.tick_batches`) and the inputs its routing
+    names from the rank's state and buffers; its outputs go back where the
+    routing says, and its loss adds into the step's (every rank holds
+    each). Then the apply step runs once on the state. Each process runs
+    only its own ranks and holds only their state and buffers; the
+    programs' collective-permutes and all-reduces join the processes.
 
     The buffers are zero at the first tick and carried from step to step,
-    as hlatc's trainer carries them: every slot of a tick without a
-    micro-batch is weighed by zero, so what they hold then never counts."""
+    as hlatc's trainer carries them."""
 
     def __init__(
         self, step: "hlatc.Step", devices: Optional[Union["Device", Sequence["Device"]]]
     ) -> None:
         import jax
 
-        schedule, apply = step.schedule, step.apply_step
-        assert schedule is not None and apply is not None, "a pipeline-parallel step"
-        programs = {"warm_up": step.warm_up, "steady": step.steady, "cool_down": step.cool_down}
-        self.ticks: Dict[str, StepFunction] = {}
-        self._carried: Dict[str, List[str]] = {}
-        self._loss: Dict[str, str] = {}
+        plan, apply = step.tick_plan, step.apply_step
+        assert plan is not None and apply is not None, "a pipeline-parallel step"
+        programs: Dict[Phase, Optional["hlatc.Step"]] = {
+            "warm_up": step.warm_up, "steady": step.steady, "cool_down": step.cool_down}
+        self.ticks: Dict[Phase, StepFunction] = {}
+        self._routes: Dict[Phase, "hlatc.TickRouting"] = {}
         for phase, program in programs.items():
             assert program is not None, phase
             self.ticks[phase] = load(program, devices)
-            # What a tick updates: the accumulators and buffers it returns.
-            self._carried[phase] = [t.name for t in program.outputs if t.is_state]
-            self._loss[phase] = next(t.name for t in program.outputs if t.role == "loss")
+            self._routes[phase] = plan.routing(phase)
         self.apply = load(apply, devices)
-        self._phases = [schedule.phase(t) for t in range(schedule.ticks)]
-        steady = programs["steady"]
-        assert steady is not None
+        self._phases = [plan.phase(t) for t in range(plan.ticks)]
         self.buffers: Dict[int, Dict[str, Any]] = {
             r: {t.name: jax.device_put(np.zeros(t.shape, _DTYPES[t.dtype]), self.apply.devices[r])
-                for t in steady.inputs if t.role == "stage_buffer"}
+                for t in plan.buffers}
             for r in self.apply.local_ranks
         }
 
@@ -844,16 +836,15 @@ class _Pipeline:
                    for r in local}
         loss = 0.0
         for tick, phase in enumerate(self._phases):
-            fn = self.ticks[phase]
+            route = self._routes[phase]
             inputs = {}
             for r in local:
-                held = {**state[r], **self.buffers[r]}
-                inputs[r] = {**{n: held[n] for n in fn.input_names if n in held},
-                             **batches[r][tick]}
-            out = fn.run(inputs)
+                inputs[r] = {**{n: state[r][n] for n in route.from_state},
+                             **{n: self.buffers[r][n] for n in route.from_buffers},
+                             **{n: batches[r][tick][n] for n in route.from_batch}}
+            out = self.ticks[phase].run(inputs)
             for r in local:
-                for name in self._carried[phase]:
-                    where = state[r] if name in state[r] else self.buffers[r]
-                    where[name] = out[r][name]
-            loss += float(np.asarray(out[local[0]][self._loss[phase]]).reshape(-1)[0])
+                state[r].update({n: out[r][n] for n in route.to_state})
+                self.buffers[r].update({n: out[r][n] for n in route.to_buffers})
+            loss += float(np.asarray(out[local[0]][route.loss]).reshape(-1)[0])
         return loss, self.apply.run({r: dict(state[r]) for r in local})

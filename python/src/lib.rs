@@ -15,7 +15,9 @@ mod plan;
 mod plot;
 mod schedule;
 mod step;
+mod tensor_info;
 mod tensors;
+mod tick_plan;
 mod trainer;
 
 use hlatc::compile_step::ReplicaGroupForm;
@@ -121,8 +123,10 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tensors::rank_file, m)?)?;
     m.add_function(wrap_pyfunction!(tensors::write_safetensors, m)?)?;
     m.add_class::<step::Step>()?;
-    m.add_class::<step::TensorInfo>()?;
+    m.add_class::<tensor_info::TensorInfo>()?;
     m.add_class::<schedule::Schedule>()?;
+    m.add_class::<tick_plan::TickPlan>()?;
+    m.add_class::<tick_plan::TickRouting>()?;
     m.add_class::<module::Module>()?;
     m.add_class::<trainer::Trainer>()?;
     m.add_class::<data::Loader>()?;

@@ -19,14 +19,7 @@ impl Schedule {
     }
 
     fn check_tick(&self, tick: i64) -> PyResult<()> {
-        let ticks = self.inner.ticks();
-        match (0..ticks).contains(&tick) {
-            true => Ok(()),
-            false => Err(usage(format!(
-                "tick {tick}: an optimizer step runs ticks 0 to {}",
-                ticks - 1
-            ))),
-        }
+        check_tick(self.inner.ticks(), tick)
     }
 
     fn check_stage(&self, stage: i64) -> PyResult<()> {
@@ -112,5 +105,16 @@ impl Schedule {
             self.inner.ticks(),
             self.inner.bubble()
         )
+    }
+}
+
+/// Refuses a tick outside an optimizer step of `ticks` ticks.
+pub(crate) fn check_tick(ticks: i64, tick: i64) -> PyResult<()> {
+    match (0..ticks).contains(&tick) {
+        true => Ok(()),
+        false => Err(usage(format!(
+            "tick {tick}: an optimizer step runs ticks 0 to {}",
+            ticks - 1
+        ))),
     }
 }

@@ -237,6 +237,34 @@ def test_each_tick_takes_the_micro_batches_the_schedule_names():
     assert (e.value.row, e.value.column, e.value.value) == (1, 2, 64)
 
 
+def test_the_tick_plan_routes_each_programs_inputs_and_outputs_by_role():
+    step = hlatc.compile_step(**OPTIONS, pp=2, grad_accum=2)
+    plan, schedule = step.tick_plan, step.schedule
+    assert plan is not None and schedule is not None
+    assert plan.ticks == schedule.ticks == 5
+    assert [plan.phase(t) for t in range(5)] == [schedule.phase(t) for t in range(5)]
+    steady = step.steady
+    buffers = [t.name for t in steady.inputs if t.role == "stage_buffer"]
+    assert [b.name for b in plan.buffers] == buffers
+    for phase in ("warm_up", "steady", "cool_down"):
+        route, program = plan.routing(phase), getattr(step, phase)
+        roles = {t.name: t.role for t in program.inputs}
+        assert route.phase == phase and route.from_buffers == buffers
+        assert route.from_batch == ["token_count", "tick", "tokens", "backward_tokens",
+                                    "targets"]
+        assert sorted(route.from_state + route.from_buffers + route.from_batch) == sorted(roles)
+        assert {roles[n] for n in route.from_state} == {"parameter", "grad_accumulator"}
+        assert route.to_state == [t.name for t in program.outputs
+                                  if t.role == "grad_accumulator"]
+        assert set(route.to_buffers) <= set(buffers)
+        assert route.loss == "loss"
+    with pytest.raises(hlatc.UsageError, match="tick 5"):
+        plan.phase(5)
+    with pytest.raises(hlatc.UsageError, match="warm_up, steady and cool_down"):
+        plan.routing("cooldown")  # type: ignore[arg-type]
+    assert hlatc.compile_step(**OPTIONS).tick_plan is None
+
+
 def test_fit_trains_a_pipelined_step_and_resumes_it(tmp_path):
     from corpus import write_word_corpus
 

@@ -139,6 +139,11 @@ def pipelined() -> None:
     print([p.summary["instructions"] for p in programs if p is not None])
     tokens = np.zeros((4, 16), dtype=np.int32)
     ticks: List[Dict[str, hlatc.Array]] = step.tick_batches(tokens, tokens, rank=3)
+    plan: Optional[hlatc.TickPlan] = step.tick_plan
+    assert plan is not None
+    route: hlatc.TickRouting = plan.routing(plan.phase(0))
+    buffers: List[hlatc.TensorInfo] = plan.buffers
+    print(plan.ticks, route.from_state, route.to_buffers, route.loss, [b.shape for b in buffers])
     rank: Dict[str, hlatc.Array] = step.init_state(seed=0, rank=3)
     print(len(ticks), step.gather_state([step.init_state(rank=r) for r in range(4)]).keys(),
           rank.keys(), step.config["parallel"])

@@ -1,7 +1,7 @@
 //! A pipeline-parallel step's four programs as a host drives them rank by
 //! rank: each rank's start and share of the whole state (only its stage is
 //! divided), the whole state gathered back, and each tick's batch inputs
-//! by the schedule's rules. The division itself is the train crate's
+//! by the train crate's tick plan. The division itself is the train crate's
 //! (`hlatc_train::pipeline`).
 
 use super::{check_rank, usage, PipelineShape, Result};
@@ -10,8 +10,8 @@ use crate::compile_step::CompiledStep;
 use crate::data::Batch;
 use crate::models::init::init_params;
 use crate::models::param_specs;
-use crate::pipeline::{Phase, PipelineView, StageStates};
-use crate::train_step::{Role, StepConfig, TrainStep};
+use crate::pipeline::{Phase, PipelineView, StageStates, TickPlan};
+use crate::train_step::{Role, TrainStep};
 use crate::Literal;
 use std::collections::BTreeMap;
 
@@ -132,38 +132,29 @@ impl<'a> Pipeline<'a> {
         crate::models::layout::split(model, &stored).map_err(|e| usage(format!("state: {e}")))
     }
 
+    /// How a host drives the tick programs: each tick's program and
+    /// batch, and where each input comes from and each output goes.
+    pub fn tick_plan(&self) -> Result<TickPlan> {
+        let ticks = self.tick_steps();
+        TickPlan::new(&self.view(&ticks)).map_err(|e| crate::Error::Train(e.into()))
+    }
+
     /// Rank `rank`'s batch inputs of every tick of one optimizer step on
     /// the global `batch`, in tick order, each by input name, as the
-    /// schedule's rules give them (`Schedule::feed`; the bundle's manifest
-    /// states them): `tick`; `token_count`, the batch's targets that are
-    /// not the ignore index; `tokens`, `backward_tokens` and `targets`, the
-    /// rank's DP replica's rows of the micro-batch each holds, zeros where
-    /// none. The batch is checked first, as a trainer checks it.
+    /// [`TickPlan`] gives them (the bundle's manifest states its rules).
+    /// The batch is checked first, as a trainer checks it.
     pub fn tick_batches(&self, batch: &Batch, rank: usize) -> Result<Vec<Vec<(String, Literal)>>> {
         self.place(rank)?;
         self.check_batch(batch)?;
-        let schedule = self.shape.schedule;
-        let rows = MicroRows::of(&self.shape.cfg, schedule.micro_batches, rank);
-        let count = batch.token_count();
-        let tick_inputs = |t: i64| -> Vec<(String, Literal)> {
-            let feed = schedule.feed(t);
-            let inputs = &self.tick(schedule.phase(t)).step.inputs;
-            let value = |role: Role| match role {
-                Role::Tick => Some(Literal::from_s32(vec![], &[t as i32]).expect("one s32")),
-                Role::TokenCount => Some(count.clone()),
-                Role::Tokens => Some(rows.of_micro_batch(&batch.tokens, feed.tokens)),
-                Role::BackwardTokens => {
-                    Some(rows.of_micro_batch(&batch.tokens, feed.backward_tokens))
-                }
-                Role::Targets => Some(rows.of_micro_batch(&batch.targets, feed.targets)),
-                _ => None,
-            };
+        let plan = self.tick_plan()?;
+        let rank_inputs = |tick| -> Vec<(String, Literal)> {
+            let inputs = plan.rank_inputs(&tick, rank as i64);
             inputs
-                .iter()
-                .filter_map(|s| Some((s.name.clone(), value(s.role)?)))
+                .into_iter()
+                .map(|(s, l)| (s.name.clone(), l))
                 .collect()
         };
-        Ok((0..schedule.ticks()).map(tick_inputs).collect())
+        Ok(plan.batches(batch).map(rank_inputs).collect())
     }
 
     /// Refuses a global batch the step cannot take: another shape than the
@@ -196,40 +187,5 @@ impl<'a> Pipeline<'a> {
             check_batch_input(spec, value, cfg.model.vocab_size).map_err(crate::Error::from)?;
         }
         Ok(())
-    }
-}
-
-/// The rows of a global batch one rank takes of each micro-batch: its DP
-/// replica's `m`-th run of `rows` rows.
-struct MicroRows {
-    /// The replica's first row in the global batch.
-    first: i64,
-    rows: i64,
-    micro_batches: i64,
-}
-
-impl MicroRows {
-    fn of(cfg: &StepConfig, micro_batches: i64, rank: usize) -> Self {
-        let per_replica = cfg.parallel.local_batch(cfg.batch).batch_size;
-        MicroRows {
-            first: cfg.parallel.dp_rank(rank as i64) * per_replica,
-            rows: per_replica / micro_batches,
-            micro_batches,
-        }
-    }
-
-    /// The rank's rows of micro-batch `m` of `value` (`[batch, seq]`), or
-    /// zeros of their shape where there is no micro-batch.
-    fn of_micro_batch(&self, value: &Literal, m: Option<i64>) -> Literal {
-        let dims = value.dims();
-        let row_bytes = value.bytes().len() / dims[0].max(1) as usize;
-        let mut out = dims.to_vec();
-        out[0] = self.rows;
-        let Some(m) = m.filter(|m| (0..self.micro_batches).contains(m)) else {
-            return Literal::zeros(value.ty(), out);
-        };
-        let a = (self.first + m * self.rows) as usize * row_bytes;
-        let bytes = value.bytes()[a..a + self.rows as usize * row_bytes].to_vec();
-        Literal::from_bytes(value.ty(), out, bytes).expect("a run of whole rows")
     }
 }

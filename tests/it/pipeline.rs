@@ -9,13 +9,16 @@
 
 use crate::sharded::{assert_caught, differences, gqa_odd_vocab, mha_tied, step_config, Run};
 use crate::sharded::{run_with, F32_RTOL};
+use hlatc::data::Batch;
 use hlatc::models::parallel::Fault;
 use hlatc::models::{ModelConfig, Parallelism};
 use hlatc::passes::RematPolicy;
-use hlatc::pipeline::{build_pipeline_steps, PipelineForm, StageSend};
+use hlatc::pipeline::{build_pipeline_steps, Phase, PipelineForm, StageSend};
+use hlatc::pipeline::{TickInput, TickOutput, TickPlan};
 use hlatc::precision::Precision;
-use hlatc::train_step::StepConfig;
+use hlatc::train_step::{Role, StepConfig, TensorSpec};
 use hlatc::trainer::Trainer;
+use hlatc::Literal;
 
 /// Four layers, so PP 4 has one a stage and PP 2 two.
 fn deep(model: ModelConfig) -> ModelConfig {
@@ -624,4 +627,82 @@ fn pipeline_choices_without_stages_are_refused() {
         "{}",
         stderr(&out)
     );
+}
+
+/// The tick plan routes each program's inputs and outputs by role, and
+/// gives each rank its DP replica's rows of the micro-batch each batch
+/// input holds: `tokens` micro-batch t, `targets` t - P, `backward_tokens`
+/// t - (2P - 1), zeros where none.
+#[test]
+fn the_tick_plan_routes_by_role_and_feeds_each_rank_its_rows() {
+    let cfg = config(mha_tied(), layout(2, 1, 2, false, false));
+    let steps = build_pipeline_steps(&cfg, 2, FORMS[0]).unwrap();
+    let plan = steps.with_view(|v| TickPlan::new(&v)).unwrap();
+    assert_eq!(plan.ticks(), 5);
+    let names = |specs: Vec<&TensorSpec>| -> Vec<String> {
+        specs.into_iter().map(|s| s.name.clone()).collect()
+    };
+    let buffers = names(plan.buffers().iter().collect());
+    assert!(plan.buffers().iter().all(|s| s.role == Role::StageBuffer));
+    assert!(buffers.iter().any(|n| n == hlatc::pipeline::ACTIVATION));
+    for phase in Phase::ALL {
+        let r = plan.routing(phase);
+        assert_eq!(
+            names(r.inputs_from(TickInput::Batch).collect()),
+            [
+                "token_count",
+                "tick",
+                "tokens",
+                "backward_tokens",
+                "targets"
+            ]
+        );
+        assert_eq!(names(r.inputs_from(TickInput::Buffer).collect()), buffers);
+        assert!(r
+            .inputs_from(TickInput::State)
+            .all(|s| matches!(s.role, Role::Parameter | Role::GradAccumulator)));
+        assert!(r
+            .outputs_to(TickOutput::State)
+            .all(|s| s.role == Role::GradAccumulator));
+        assert!(r.outputs_to(TickOutput::Buffer).count() > 0);
+        assert_eq!(r.loss().role, Role::Loss);
+    }
+    // Row `i` of the global batch holds `i` in every column, its target
+    // `i + 8`.
+    let seq = cfg.batch.seq_len;
+    let rows = |first: i32| -> Vec<i32> {
+        (first..first + 8)
+            .flat_map(|i| std::iter::repeat_n(i, seq as usize))
+            .collect()
+    };
+    let batch = Batch {
+        tokens: Literal::from_s32(vec![8, seq], &rows(0)).unwrap(),
+        targets: Literal::from_s32(vec![8, seq], &rows(8)).unwrap(),
+        segment_ids: None,
+    };
+    // Rank 3 is stage 1's rank of DP replica 1: rows 4-7, two a
+    // micro-batch.
+    for tick in plan.batches(&batch) {
+        let t = tick.tick;
+        assert_eq!(tick.phase, plan.phase(t));
+        for (spec, value) in plan.rank_inputs(&tick, 3) {
+            let got: Vec<i64> = value.to_i64_vec();
+            let micro = |m: i64, offset: i64| match (0..2).contains(&m) {
+                true => [4 + 2 * m, 5 + 2 * m]
+                    .iter()
+                    .flat_map(|&i| std::iter::repeat_n(i + offset, seq as usize))
+                    .collect(),
+                false => vec![0; 2 * seq as usize],
+            };
+            let want: Vec<i64> = match spec.role {
+                Role::Tick => vec![t],
+                Role::TokenCount => vec![8 * seq],
+                Role::Tokens => micro(t, 0),
+                Role::Targets => micro(t - 2, 8),
+                Role::BackwardTokens => micro(t - 3, 0),
+                role => panic!("{role:?} is no batch input"),
+            };
+            assert_eq!(got, want, "tick {t}, {}", spec.name);
+        }
+    }
 }

@@ -258,23 +258,30 @@ pub(crate) fn scalar(
 /// replicas' runs of rows contributes its `j`-th `k`-th, so the micro
 /// step's ranks take, of it, their replica's rows of micro-batch `j`.
 pub(crate) fn micro_batch(batch: &Batch, j: i64, k: i64, dp: i64) -> Batch {
-    let part = |l: &Literal| -> Literal {
-        let rows = l.dims()[0];
-        let per_replica = rows / dp;
-        let micro = per_replica / k;
-        let row_bytes = l.bytes().len() / rows.max(1) as usize;
-        let mut bytes = Vec::with_capacity((dp * micro) as usize * row_bytes);
-        for d in 0..dp {
-            let a = (d * per_replica + j * micro) as usize * row_bytes;
-            bytes.extend_from_slice(&l.bytes()[a..a + micro as usize * row_bytes]);
-        }
-        let mut dims = l.dims().to_vec();
-        dims[0] = dp * micro;
-        Literal::from_bytes(l.ty(), dims, bytes).expect("whole rows")
-    };
+    let part = |l: &Literal| micro_rows(l, Some(j), k, dp);
     Batch {
         tokens: part(&batch.tokens),
         targets: part(&batch.targets),
         segment_ids: batch.segment_ids.as_ref().map(part),
     }
+}
+
+/// [`micro_batch`]'s rows of one tensor `l`; for `None`, zeros of their
+/// shape, what a pipeline's tick without a micro-batch takes.
+pub(crate) fn micro_rows(l: &Literal, j: Option<i64>, k: i64, dp: i64) -> Literal {
+    let rows = l.dims()[0];
+    let per_replica = rows / dp;
+    let micro = per_replica / k;
+    let mut dims = l.dims().to_vec();
+    dims[0] = dp * micro;
+    let Some(j) = j else {
+        return Literal::zeros(l.ty(), dims);
+    };
+    let row_bytes = l.bytes().len() / rows.max(1) as usize;
+    let mut bytes = Vec::with_capacity((dp * micro) as usize * row_bytes);
+    for d in 0..dp {
+        let a = (d * per_replica + j * micro) as usize * row_bytes;
+        bytes.extend_from_slice(&l.bytes()[a..a + micro as usize * row_bytes]);
+    }
+    Literal::from_bytes(l.ty(), dims, bytes).expect("whole rows")
 }

@@ -5,7 +5,7 @@ use crate::data::Batch;
 use crate::device_state::{self, DeviceState, Slot};
 use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
-use crate::pipeline::{PipelineRun, TickProgram};
+use crate::pipeline::{PipelineRun, TickPlan};
 use crate::rank_inputs::RankInputs;
 use crate::run_error::RunError;
 use crate::run_stage::{micro_batch, run_stage, scalar, Stage};
@@ -198,7 +198,6 @@ impl Trainer {
         let crate::pipeline::PipelineView {
             ticks,
             apply,
-            schedule,
             stage_config,
             ..
         } = steps;
@@ -214,16 +213,8 @@ impl Trainer {
         program.ensure_fits()?;
         let states = crate::pipeline::StageStates::new(cfg, stage_config, &apply.inputs);
         let state = device_state::upload(&program, by_rank(states.start(params)?))?;
-        let ticks = programs
-            .into_iter()
-            .zip(ticks)
-            .map(|(program, step)| TickProgram {
-                program,
-                inputs: step.inputs.clone(),
-                outputs: step.outputs.clone(),
-            })
-            .collect();
-        let run = PipelineRun::new(cfg, ticks, schedule, stage_config, states)?;
+        let plan = TickPlan::new(&steps)?;
+        let run = PipelineRun::new(cfg, programs, plan, states)?;
         let layout =
             StateLayout::of(&apply.inputs, &apply.outputs).ok_or(RunError::StateNotReturned {
                 program: "apply step",

@@ -14,7 +14,8 @@
 //!
 //! How the tick programs are written is a [`PipelineForm`]: what the
 //! forward slot keeps for the backward slot ([`kept`], by the remat
-//! policy) and how stages send to each other ([`send`]).
+//! policy) and how stages send to each other ([`send`]). How a host
+//! drives them, tick by tick, is the [`TickPlan`].
 
 mod kept;
 mod names;
@@ -25,12 +26,14 @@ mod send;
 mod stage_state;
 mod steps;
 mod tick;
+mod tick_plan;
 
 pub use crate::pipeline_form::{FormError, PipelineForm, StageSend};
 
 pub use names::StageNames;
-pub(crate) use run::{PipelineRun, TickProgram};
+pub(crate) use run::PipelineRun;
 pub use schedule::{Phase, Schedule, TickFeed};
 pub use stage_state::{RankStates, StageStates};
 pub use steps::{build_pipeline_steps, tick_config, PipelineSteps, PipelineView};
 pub use tick::{ACTIVATION, GRADIENT, KEPT, STASH};
+pub use tick_plan::{TickBatch, TickInput, TickOutput, TickPlan, TickRouting};
