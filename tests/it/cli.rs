@@ -594,3 +594,69 @@ fn every_compile_option_is_spelled_as_the_list_says() {
         );
     }
 }
+
+/// Autodiff's copies of forward values are known by their mark
+/// (`frontend_attributes={_hlatc_recomputed="true"}` in the text), not by
+/// their names: a step printed before its passes and read back is
+/// optimized to the very module the compile wrote, and with the marks
+/// taken out (the `recomputed.N` names left) it is not.
+#[test]
+fn a_step_read_back_from_its_text_is_optimized_as_the_built_one() {
+    let dir = tmp("recomputed-marks");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (raw, built) = (dir.join("raw"), dir.join("built"));
+    let compile = |out: &Path, passes: Option<&str>| {
+        let out_s = out.display().to_string();
+        let mut args = vec![
+            "compile", "--model", "tiny", "--target", "cpu", "--out", &out_s,
+        ];
+        args.extend(passes);
+        let o = hlatc(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(out.join("model.hlo.txt")).unwrap()
+    };
+    let text = compile(&raw, Some("--passes="));
+    let want = compile(&built, None);
+    let marks = text.matches("_hlatc_recomputed=\"true\"").count();
+    let named = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("recomputed."))
+        .count();
+    assert!(marks > 0 && marks == named, "{marks} marks, {named} copies");
+    assert!(
+        !want.contains("_hlatc_recomputed"),
+        "remat clears the marks it acted on"
+    );
+    let pipeline = stdout(&hlatc(&["passes"]))
+        .lines()
+        .find_map(|l| l.strip_prefix("default pipeline for cpu: "))
+        .unwrap()
+        .to_string();
+    let optimized = |input: &str, name: &str| {
+        let (src, out) = (
+            dir.join(format!("{name}.hlo")),
+            dir.join(format!("{name}.opt.hlo")),
+        );
+        std::fs::write(&src, input).unwrap();
+        let o = hlatc(&[
+            "opt",
+            &src.display().to_string(),
+            "--target",
+            "cpu",
+            "--precision",
+            "bf16-mixed",
+            &format!("--passes={pipeline}"),
+            "-o",
+            &out.display().to_string(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(out).unwrap()
+    };
+    assert_eq!(optimized(&text, "marked"), want);
+    let unmarked = text
+        .replace(", frontend_attributes={_hlatc_recomputed=\"true\"}", "")
+        .replace("_hlatc_recomputed=\"true\",", "");
+    assert!(!unmarked.contains("_hlatc_recomputed"));
+    assert_ne!(optimized(&unmarked, "unmarked"), want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

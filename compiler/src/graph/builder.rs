@@ -146,7 +146,8 @@ impl Builder {
     /// A copy of `x`'s op over `operands` (shaped as `x`'s are), with
     /// `x`'s shape, named `{stem}.{n}` and never merged with an existing
     /// instruction: autodiff's recomputation of a forward value in the
-    /// backward pass (`GradHints::recompute`), which passes find by name.
+    /// backward pass (`GradHints::recompute`), marked
+    /// [`crate::Instruction::recomputed`] for the passes.
     pub fn recompute(
         &mut self,
         stem: &'static str,
@@ -160,7 +161,9 @@ impl Builder {
         let inferred = self.infer(&op, operands, Some(shape))?;
         let name = self.fresh_name(stem);
         let id = self.insert(op, operands, inferred, false);
-        self.comp.instr_mut(id).name = name;
+        let copy = self.comp.instr_mut(id);
+        copy.name = name;
+        copy.recomputed = true;
         Ok(id)
     }
 

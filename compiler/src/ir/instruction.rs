@@ -3,7 +3,13 @@
 use crate::ir::metadata::Metadata;
 use crate::ir::op::Op;
 use crate::ir::shape::Shape;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+
+/// The frontend attribute that carries [`Instruction::recomputed`] in HLO
+/// text and protos, valued `"true"`. XLA has no field for it, and XLA and
+/// neuronx-cc pass frontend attributes through untouched.
+pub const RECOMPUTED_ATTRIBUTE: &str = "_hlatc_recomputed";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Instruction {
@@ -33,7 +39,17 @@ pub struct Instruction {
     /// `origin={...}`: the value of the program as first written that
     /// this computes.
     pub original_value: Option<Box<crate::ir::original_value::OriginalValue>>,
+    /// Autodiff's copy of a forward value, recomputed for the backward
+    /// pass instead of kept: cse never merges it with the value it copies,
+    /// and the `remat` pass holds it behind an opt-barrier, then clears
+    /// this. Its name (`recomputed.3`) only shows it to a reader.
+    pub recomputed: bool,
 }
+
+/// A [`RECOMPUTED_ATTRIBUTE`] valued other than `"true"`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("frontend attribute {RECOMPUTED_ATTRIBUTE}=\"{0}\": hlatc writes it only as \"true\", on a value autodiff recomputes")]
+pub struct RecomputedValueError(pub String);
 
 impl Instruction {
     pub fn new(name: impl Into<String>, shape: Shape, op: Op) -> Self {
@@ -49,7 +65,34 @@ impl Instruction {
             statistics: None,
             result_accuracy: None,
             original_value: None,
+            recomputed: false,
         }
+    }
+
+    /// The frontend attributes as HLO writes them: the instruction's own,
+    /// with [`RECOMPUTED_ATTRIBUTE`] where it is recomputed.
+    pub fn written_frontend_attributes(&self) -> Cow<'_, BTreeMap<String, String>> {
+        if !self.recomputed {
+            return Cow::Borrowed(&self.frontend_attributes);
+        }
+        let mut attrs = self.frontend_attributes.clone();
+        attrs.insert(RECOMPUTED_ATTRIBUTE.to_string(), "true".to_string());
+        Cow::Owned(attrs)
+    }
+
+    /// Sets the frontend attributes read from HLO, taking
+    /// [`RECOMPUTED_ATTRIBUTE`] out of them into [`Instruction::recomputed`].
+    pub fn set_written_frontend_attributes(
+        &mut self,
+        mut attrs: BTreeMap<String, String>,
+    ) -> Result<(), RecomputedValueError> {
+        self.recomputed = match attrs.remove(RECOMPUTED_ATTRIBUTE) {
+            None => false,
+            Some(v) if v == "true" => true,
+            Some(v) => return Err(RecomputedValueError(v)),
+        };
+        self.frontend_attributes = attrs;
+        Ok(())
     }
 
     /// What tells two instructions with the same op, shape and operands

@@ -160,3 +160,37 @@ fn a_malformed_origin_is_named_and_still_prints() {
     assert!(v.problem().unwrap().contains("do not form a tuple tree"));
     assert_eq!(v.to_string(), r#"{({"a"}, {"b"})}"#);
 }
+
+/// Autodiff's mark on a recomputed copy is a typed field, written as a
+/// frontend attribute beside the others and read back into the field;
+/// a name says nothing, and a value hlatc never writes is refused.
+#[test]
+fn the_recomputed_mark_is_kept_through_text_and_proto() {
+    let m = module(
+        "  ROOT x = f32[4] negate(p), frontend_attributes={_hlatc_recomputed=\"true\",layer=\"3\"}",
+    )
+    .unwrap();
+    let x = root(&m);
+    assert!(x.recomputed);
+    assert_eq!(
+        x.frontend_attributes.iter().collect::<Vec<_>>(),
+        [(&"layer".to_string(), &"3".to_string())]
+    );
+    let printed = text::print_module(&m);
+    assert!(
+        printed.contains("frontend_attributes={_hlatc_recomputed=\"true\",layer=\"3\"}"),
+        "{printed}"
+    );
+    assert_eq!(text::parse_module(&printed).unwrap(), m);
+    assert_eq!(through_proto(&m), m);
+    assert!(root(&through_proto(&m)).recomputed);
+    // A name is only a name.
+    let named = module("  ROOT recomputed.1 = f32[4] negate(p)").unwrap();
+    assert!(!root(&named).recomputed);
+    let e = module("  ROOT x = f32[4] negate(p), frontend_attributes={_hlatc_recomputed=\"yes\"}")
+        .unwrap_err();
+    assert!(
+        e.contains("_hlatc_recomputed=\"yes\": hlatc writes it only as \"true\""),
+        "{e}"
+    );
+}

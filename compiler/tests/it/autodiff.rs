@@ -96,7 +96,16 @@ fn recomputed(b: &Builder) -> usize {
     use hlatc_compiler::graph::autodiff::RECOMPUTED;
     use hlatc_compiler::graph::scope::is_backward;
     let c = b.computation();
-    let is_copy = |id| c.instr(id).name.starts_with(&format!("{RECOMPUTED}."));
+    let is_copy = |id| c.instr(id).recomputed;
+    // The mark, not the name, makes a copy; the name shows it.
+    for id in c.ids() {
+        assert_eq!(
+            is_copy(id),
+            c.instr(id).name.starts_with(&format!("{RECOMPUTED}.")),
+            "{}",
+            c.instr(id).name
+        );
+    }
     let copies: Vec<_> = c.ids().filter(|&id| is_copy(id)).collect();
     for &copy in &copies {
         assert!(is_backward(&c.instr(copy).metadata.op_name));

@@ -230,16 +230,18 @@ impl Rewriter<'_> {
         self
     }
 
-    /// Gives `to` the sharding and `backend_config` of `from`, for a copy
-    /// that computes the same value (a rematerialized clone).
+    /// Gives `to` the sharding, `backend_config` and recomputed mark of
+    /// `from`, for a copy that computes the same value (a rematerialized
+    /// clone: a clone of autodiff's recomputation is one too).
     pub fn copy_value_annotations(&mut self, from: InstrId, to: InstrId) {
-        let (sharding, config) = {
+        let (sharding, config, recomputed) = {
             let f = self.comp.instr(from);
-            (f.sharding.clone(), f.backend_config.clone())
+            (f.sharding.clone(), f.backend_config.clone(), f.recomputed)
         };
         let t = self.comp.instr_mut(to);
         t.sharding = sharding;
         t.backend_config = config;
+        t.recomputed = recomputed;
     }
 
     pub fn shape(&self, id: InstrId) -> &Shape {

@@ -2,7 +2,6 @@
 
 use crate::infra::context::PassContext;
 use crate::infra::pass::{Pass, PassError};
-use hlatc_compiler::graph::autodiff::RECOMPUTED;
 use hlatc_compiler::util::fx::{BuildFxHasher, FxHashMap};
 use hlatc_compiler::Module;
 use hlatc_compiler::{Computation, InstrId};
@@ -13,7 +12,7 @@ use std::hash::BuildHasher;
 /// (they carry policies such as rounding). Metadata is provenance, not
 /// meaning, so the first instruction's is kept. RNG and side-effecting custom
 /// calls are never merged, nor are autodiff's recomputations
-/// ([`RECOMPUTED`]).
+/// ([`hlatc_compiler::Instruction::recomputed`]).
 pub struct Cse;
 
 impl Cse {
@@ -66,7 +65,7 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
         // copy is there to avoid (`remat` then puts what it reads behind a
         // barrier, which XLA's own CSE cannot see through).
         if !instr.op.is_pure()
-            || is_autodiff_copy(&instr.name)
+            || instr.recomputed
             || ordered
                 && (!c.control_predecessors(id).is_empty() || !c.control_successors(id).is_empty())
         {
@@ -105,10 +104,4 @@ fn duplicates(c: &Computation) -> Vec<(InstrId, InstrId)> {
         }
     }
     merged
-}
-
-/// Whether `name` is that of autodiff's copy of a forward value.
-fn is_autodiff_copy(name: &str) -> bool {
-    name.strip_prefix(RECOMPUTED)
-        .is_some_and(|rest| rest.starts_with('.'))
 }

@@ -53,6 +53,8 @@ impl Pass for NarrowGathers {
                     Op::Convert,
                 );
                 convert.metadata = c.instr(n.readers[0]).metadata.clone();
+                // Part of autodiff's recomputation where what it reads is.
+                convert.recomputed = c.instr(n.operand).recomputed;
                 let convert = c.add(convert, &[n.operand]);
                 let shape = narrowed(n.wide, n.ty);
                 saved_bytes += old.shape.byte_size() - shape.byte_size();
@@ -63,6 +65,7 @@ impl Pass for NarrowGathers {
                 );
                 narrow.metadata = old.metadata;
                 narrow.frontend_attributes = old.frontend_attributes;
+                narrow.recomputed = old.recomputed;
                 let narrow = c.add(narrow, &[convert]);
                 for reader in n.readers {
                     c.replace_all_uses(reader, narrow);

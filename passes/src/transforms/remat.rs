@@ -46,7 +46,6 @@
 use crate::infra::context::{human_bytes, PassContext, RematPolicy, Target};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::rewriter::{ModuleRewriter, RewriteError, Rewriter};
-use hlatc_compiler::graph::autodiff::RECOMPUTED;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, SliceDim};
 use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::{
@@ -72,6 +71,7 @@ impl Pass for Remat {
             policy => recompute_regions(m, ctx, policy)?,
         };
         let held = hold_recomputations(m, ctx)?;
+        let cleared = clear_recomputed_marks(m);
         if held.groups > 0 {
             ctx.note(
                 Remat::NAME,
@@ -82,7 +82,7 @@ impl Pass for Remat {
                 ),
             );
         }
-        Ok(regions || held.groups > 0)
+        Ok(regions || held.groups > 0 || cleared)
     }
 }
 
@@ -498,10 +498,22 @@ fn hold_recomputations(m: &mut Module, ctx: &mut PassContext) -> Result<Held, Pa
 }
 
 fn is_recomputed(c: &Computation, id: InstrId) -> bool {
-    c.instr(id)
-        .name
-        .strip_prefix(RECOMPUTED)
-        .is_some_and(|rest| rest.starts_with('.'))
+    c.instr(id).recomputed
+}
+
+/// Clears every recomputed mark: each of autodiff's copies is held now (or
+/// reads a region's clones, which are), so nothing is left for the mark to
+/// ask. Whether there was one.
+fn clear_recomputed_marks(m: &mut Module) -> bool {
+    let mut cleared = false;
+    for c in &mut m.computations {
+        let marked: Vec<InstrId> = c.ids().filter(|&id| c.instr(id).recomputed).collect();
+        for id in marked {
+            c.instr_mut(id).recomputed = false;
+            cleared = true;
+        }
+    }
+    cleared
 }
 
 /// autodiff's copies in groups that read one another, each with the

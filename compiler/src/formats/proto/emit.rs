@@ -141,7 +141,7 @@ fn instruction_to_proto(
             .map(|p| ids[p.index()])
             .collect(),
         called_computation_ids: called_computation_ids(&instr.op, comp_ids),
-        frontend_attributes: frontend(&instr.frontend_attributes),
+        frontend_attributes: frontend(&instr.written_frontend_attributes()),
         ..Default::default()
     };
     fill_annotations(instr, &mut p);

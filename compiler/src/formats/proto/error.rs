@@ -148,6 +148,8 @@ pub enum InstructionError {
     Collective(#[from] CollectiveProtoError),
     #[error(transparent)]
     Annotation(#[from] AnnotationError),
+    #[error(transparent)]
+    Recomputed(#[from] crate::ir::instruction::RecomputedValueError),
 }
 
 fn callee_count(n: usize) -> String {

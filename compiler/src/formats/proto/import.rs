@@ -14,7 +14,7 @@ use crate::ir::module::{AliasKind, BufferDonor, EntryLayout, IoAlias, Module};
 use crate::ir::stack_frames::{FileLocation, StackFrame, StackFrameIndex};
 use prost::Message;
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Reads a serialized `HloModuleProto`, or the module of an `xla.HloProto`
 /// (what `--xla_dump_hlo_as_proto` writes). A field hlatc does not model
@@ -350,7 +350,7 @@ fn instruction_from_proto(
         .map(|v| super::annotations::original_value_from_proto(v).map(Box::new))
         .transpose()
         .map_err(ImportError::OriginalValue)?;
-    Ok(Instruction {
+    let mut instr = Instruction {
         name: ip.name.clone(),
         statistics,
         result_accuracy,
@@ -363,13 +363,15 @@ fn instruction_from_proto(
             .map(|r| r.replicated_at_leaf_buffers.clone()),
         op,
         metadata,
-        frontend_attributes: ip
-            .frontend_attributes
-            .as_ref()
-            .map(|f| f.map.clone())
-            .unwrap_or_default(),
+        frontend_attributes: BTreeMap::new(),
         sharding,
-    })
+        recomputed: false,
+    };
+    let attrs = ip.frontend_attributes.as_ref().map(|f| f.map.clone());
+    instr
+        .set_written_frontend_attributes(attrs.unwrap_or_default())
+        .map_err(InstructionError::from)?;
+    Ok(instr)
 }
 
 /// Connects `ip`'s operands and control predecessors, by their ids in

@@ -327,9 +327,10 @@ fn write_annotations(out: &mut String, c: &Computation, id: InstrId) {
         write_metadata_fields(out, &instr.metadata);
         out.push('}');
     }
-    if !instr.frontend_attributes.is_empty() {
+    let attrs = instr.written_frontend_attributes();
+    if !attrs.is_empty() {
         out.push_str(", ");
-        write_frontend_attributes(out, &instr.frontend_attributes);
+        write_frontend_attributes(out, &attrs);
     }
     if let Some(replicated) = &instr.parameter_replication {
         let flags: Vec<&str> = replicated

@@ -32,7 +32,8 @@ use crate::ir::computation::InstrId;
 use std::collections::{HashMap, HashSet};
 
 /// The stem of the name of each copy autodiff makes of a forward value it
-/// recomputes (`recomputed.3`).
+/// recomputes (`recomputed.3`), for a reader of the HLO: passes know a
+/// copy by [`crate::Instruction::recomputed`], never by its name.
 pub const RECOMPUTED: &str = "recomputed";
 
 /// The recomputations of one backward pass, each made once.

@@ -214,7 +214,9 @@ fn carried(instr: &mut Instruction, attrs: &mut Attrs<'_>) -> Result<(), ParseEr
         instr.metadata = metadata(v.into_string_map(&p)?, &p)?;
     }
     if let Some((v, p)) = attrs.take("frontend_attributes") {
-        instr.frontend_attributes = v.into_string_map(&p)?;
+        instr
+            .set_written_frontend_attributes(v.into_string_map(&p)?)
+            .or_else(|e| err_at(&p, e.to_string()))?;
     }
     if let Some((_, p)) = attrs.take("sharding") {
         instr.sharding = Some(sharding(&p)?);
