@@ -214,4 +214,11 @@ fn data_and_corpus_refuse_a_bad_token_file_in_the_same_words() {
         assert_eq!(data, corpus);
         assert!(data.ends_with(&ends), "{data}");
     }
+    // An end-of-text id past the vocabulary, in --corpus's words too
+    // (run_identity.rs), before the file is read.
+    let e = TokenData::read(&big, RawDtype::U16, 64, Some(99999), 0.0)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert_eq!(e, "--eos 99999 is outside the model's vocabulary 0..64");
 }

@@ -7,7 +7,7 @@
 //! document's unpredictable first token) is ignored.
 
 use crate::data::Batch;
-use crate::loader::token_ids::IdReader;
+use crate::loader::token_ids::{check_eos, IdReader};
 use crate::Error;
 use hlatc_compiler::Literal;
 use hlatc_runtime::inputs::SplitMix64;
@@ -40,12 +40,7 @@ impl TokenData {
         eos: Option<u32>,
         eval_fraction: f64,
     ) -> Result<TokenData, Error> {
-        if let Some(e) = eos.filter(|&e| i64::from(e) >= vocab) {
-            return Err(Error::EosOutsideVocabulary {
-                eos: i64::from(e),
-                vocab,
-            });
-        }
+        check_eos(eos, vocab)?;
         let mut ids = IdReader::open(path, raw, vocab, 0)?;
         let mut tokens = Vec::with_capacity(ids.id_count() as usize);
         while let Some(id) = ids.next_id()? {

@@ -469,14 +469,7 @@ fn check_settings(config: &LoaderConfig) -> Result<(), LoaderError> {
     if config.epochs == Some(0) {
         return Err(setting("epochs", 0, "a loader makes at least one pass"));
     }
-    if let Some(id) = config.eos_id.filter(|&id| i64::from(id) >= config.vocab) {
-        return Err(LoaderError::FlagOutsideVocabulary {
-            flag: "--eos",
-            id: id.into(),
-            vocab: config.vocab,
-        });
-    }
-    Ok(())
+    token_ids::check_eos(config.eos_id, config.vocab)
 }
 
 /// The shuffle's first state for a shard: shards shuffle independently.

@@ -35,6 +35,19 @@ impl RawDtype {
     }
 }
 
+/// Refuses an end-of-text id past the vocabulary: no id of a file could
+/// be it, so no document would end.
+pub fn check_eos(eos: Option<u32>, vocab: i64) -> Result<(), LoaderError> {
+    match eos.filter(|&id| i64::from(id) >= vocab) {
+        Some(id) => Err(LoaderError::FlagOutsideVocabulary {
+            flag: "--eos",
+            id: id.into(),
+            vocab,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What a `.npy` file starts with; a file without it is raw ids.
 const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 
