@@ -567,11 +567,7 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             NEURON_REFUSED.with(message, &fields)
         }
         T::Run(r) => run_error(r, message),
-        T::State(_)
-        | T::EosOutsideVocabulary { .. }
-        | T::Identity(_)
-        | T::Lock(_)
-        | T::StateMetadata(_) => usage(message),
+        T::State(_) | T::Identity(_) | T::Lock(_) | T::StateMetadata(_) => usage(message),
         T::Loader(l) => loader_error(l),
         T::Checkpoint(c) => checkpoint_error(c),
     }

@@ -5,9 +5,9 @@
 use super::console::note;
 use hlatc::data::{Batch, SyntheticData};
 use hlatc::loader::{
-    LoaderConfig, LoaderPosition, Packing, ReplicaLoaders, SourceFormat, SpecialToken,
+    LoaderConfig, LoaderPosition, Packing, RawDtype, ReplicaLoaders, SourceFormat, SpecialToken,
 };
-use hlatc::token_data::{RawDtype, TokenData};
+use hlatc::token_data::TokenData;
 use hlatc::train_step::StepConfig;
 use hlatc::Error;
 use std::path::PathBuf;

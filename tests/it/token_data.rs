@@ -1,6 +1,7 @@
 //! `train --data`: pre-tokenized streams read as nanoGPT and numpy write
 //! them, packed into rows by document, and a held-out loss that falls.
 
+use hlatc::loader::{Loader, LoaderConfig, SourceFormat};
 use hlatc::token_data::{RawDtype, TokenData};
 use std::path::PathBuf;
 use std::process::Command;
@@ -158,4 +159,66 @@ fn train_on_a_token_file_reports_a_falling_held_out_loss() {
         held[2] < held[0] && held[2] < 0.25 * 64f64.ln(),
         "held-out loss {held:?}"
     );
+}
+
+/// `--data`'s refusal of `path`, and a `--corpus` loader's.
+fn both_refusals(path: &std::path::Path, raw: RawDtype, vocab: i64) -> (String, String) {
+    let data = TokenData::read(path, raw, vocab, None, 0.0)
+        .err()
+        .expect("--data refuses it")
+        .to_string();
+    let mut c = LoaderConfig::new(vec![path.display().to_string()], vocab, 1, 4);
+    c.format = Some(SourceFormat::TokenIds);
+    c.raw_dtype = raw;
+    let corpus = match Loader::open(&c, None) {
+        Err(e) => e,
+        Ok(mut l) => l.next_batch().expect_err("--corpus refuses it"),
+    };
+    (data, corpus.to_string())
+}
+
+#[test]
+fn data_and_corpus_refuse_a_bad_token_file_in_the_same_words() {
+    let ids: Vec<u8> = [3i32, 4, -2, 1]
+        .iter()
+        .flat_map(|t| t.to_le_bytes())
+        .collect();
+    let negative = npy_file("neg.npy", "<i4", "(4,)", ids.clone());
+    let short = npy_file("short.npy", "<i4", "(5,)", ids);
+    let big = u16_file("big.bin", &[3, 4, 70, 1]);
+    let odd = u16_file("odd3.bin", &[1, 2, 3]);
+    for (path, raw, ends) in [
+        (
+            &negative,
+            RawDtype::U16,
+            "neg.npy: token 2 is negative".to_string(),
+        ),
+        (
+            &short,
+            RawDtype::U16,
+            "short.npy: the .npy header says 5 ids of 4 bytes, the file holds 16 bytes of data"
+                .to_string(),
+        ),
+        (
+            &big,
+            RawDtype::U16,
+            "big.bin: token 2 is 70, outside the vocabulary 0..64".to_string(),
+        ),
+        (
+            &odd,
+            RawDtype::U32,
+            "odd3.bin: 6 bytes is not a whole number of 4-byte ids".to_string(),
+        ),
+    ] {
+        let (data, corpus) = both_refusals(path, raw, 64);
+        assert_eq!(data, corpus);
+        assert!(data.ends_with(&ends), "{data}");
+    }
+    // An end-of-text id past the vocabulary, in --corpus's words too
+    // (run_identity.rs), before the file is read.
+    let e = TokenData::read(&big, RawDtype::U16, 64, Some(99999), 0.0)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert_eq!(e, "--eos 99999 is outside the model's vocabulary 0..64");
 }

@@ -87,9 +87,6 @@ pub enum Error {
     /// A rank file of another rank, layout or step.
     #[error(transparent)]
     StateMetadata(#[from] StateMetadataError),
-    /// An end-of-document id outside the vocabulary.
-    #[error("--eos {eos} is outside the vocabulary 0..{vocab}")]
-    EosOutsideVocabulary { eos: i64, vocab: i64 },
 }
 
 impl From<StateError> for Error {

@@ -1,34 +1,20 @@
-//! Pre-tokenized training data: a flat stream of token ids, as nanoGPT and
-//! Megatron write it (raw little-endian `u16` or `u32`), or a 1-D `.npy`
-//! array of unsigned or signed integers. Documents are separated by an
-//! end-of-text token; windows of the stream become packed rows whose
-//! segment ids follow the documents, and whose target at each document's
-//! last token (the next document's unpredictable first token) is ignored.
+//! `train --data`: a pre-tokenized stream, held in memory, sampled at
+//! random windows, its last part held out for evaluation. The file is read
+//! through the loader's [`IdReader`], so `--data` and `--corpus` take the
+//! same token-id files. Documents are separated by an end-of-text token;
+//! windows of the stream become packed rows whose segment ids follow the
+//! documents, and whose target at each document's last token (the next
+//! document's unpredictable first token) is ignored.
 
 use crate::data::Batch;
+use crate::loader::token_ids::{check_eos, IdReader};
 use crate::Error;
 use hlatc_compiler::Literal;
 use hlatc_runtime::inputs::SplitMix64;
 use std::path::Path;
 
-/// How a raw `.bin` stream stores each id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RawDtype {
-    U16,
-    U32,
-}
-
-impl RawDtype {
-    pub const ALL: [RawDtype; 2] = [RawDtype::U16, RawDtype::U32];
-
-    /// The name `--data-dtype` and Python's `raw_dtype=` take.
-    pub fn name(self) -> &'static str {
-        match self {
-            RawDtype::U16 => "u16",
-            RawDtype::U32 => "u32",
-        }
-    }
-}
+/// `--data-dtype`'s type, kept here for the callers of [`TokenData::read`].
+pub use crate::loader::token_ids::RawDtype;
 
 pub struct TokenData {
     tokens: Vec<u32>,
@@ -44,132 +30,6 @@ fn bad(path: &Path, message: impl Into<String>) -> Error {
     }
 }
 
-/// A little-endian unsigned integer of 1 to 8 bytes.
-pub(crate) fn le_u64(bytes: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    b[..bytes.len()].copy_from_slice(bytes);
-    u64::from_le_bytes(b)
-}
-
-/// Where a `.npy` file's ids are and how each is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct NpyLayout {
-    pub signed: bool,
-    /// Bytes per id.
-    pub width: usize,
-    pub len: usize,
-    /// Byte offset of the first id.
-    pub data_start: usize,
-}
-
-/// The header of a `.npy` file (`bytes` holds at least its header): a 1-D
-/// C-order array of `u1/u2/u4/u8/i1/i2/i4/i8`.
-pub(crate) fn npy_layout(path: &Path, bytes: &[u8]) -> Result<NpyLayout, Error> {
-    if !bytes.starts_with(b"\x93NUMPY") || bytes.len() < 10 {
-        return Err(bad(path, "not a .npy file (no \\x93NUMPY magic)"));
-    }
-    let (header_len, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        v => return Err(bad(path, format!(".npy version {v} is not supported"))),
-    };
-    let header = bytes
-        .get(start..start + header_len)
-        .and_then(|h| std::str::from_utf8(h).ok())
-        .ok_or_else(|| bad(path, "the .npy header is truncated or not text"))?;
-    let field = |key: &str| {
-        header
-            .split(&format!("'{key}':"))
-            .nth(1)
-            .map(|rest| rest.trim_start())
-    };
-    let descr = field("descr")
-        .and_then(|r| r.strip_prefix('\''))
-        .and_then(|r| r.split('\'').next())
-        .ok_or_else(|| bad(path, "the .npy header has no descr"))?;
-    if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
-        return Err(bad(path, "a Fortran-order .npy array is not supported"));
-    }
-    let shape = field("shape")
-        .and_then(|r| r.strip_prefix('('))
-        .and_then(|r| r.split(')').next())
-        .ok_or_else(|| bad(path, "the .npy header has no shape"))?;
-    let dims: Vec<&str> = shape
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .collect();
-    if dims.len() != 1 {
-        return Err(bad(
-            path,
-            format!("the .npy array has shape ({shape}); token data is 1-D"),
-        ));
-    }
-    let (signed, width) = match descr.trim_start_matches(['<', '|', '=']) {
-        "u1" => (false, 1),
-        "u2" => (false, 2),
-        "u4" => (false, 4),
-        "u8" => (false, 8),
-        "i1" => (true, 1),
-        "i2" => (true, 2),
-        "i4" => (true, 4),
-        "i8" => (true, 8),
-        other => {
-            return Err(bad(
-                path,
-                format!(
-                    ".npy dtype '{other}' is not an integer type hlatc reads (or is big-endian)"
-                ),
-            ))
-        }
-    };
-    let len: usize = dims[0]
-        .parse()
-        .map_err(|_| bad(path, format!("bad .npy length '{}'", dims[0])))?;
-    Ok(NpyLayout {
-        signed,
-        width,
-        len,
-        data_start: start + header_len,
-    })
-}
-
-/// Id `index` of a `.npy` array, from its `width` bytes `c`.
-pub(crate) fn npy_id(
-    path: &Path,
-    layout: &NpyLayout,
-    index: usize,
-    c: &[u8],
-) -> Result<u64, Error> {
-    if layout.signed && c[layout.width - 1] & 0x80 != 0 {
-        return Err(bad(path, format!("token {index} is negative")));
-    }
-    Ok(le_u64(c))
-}
-
-/// The ids of a `.npy` file.
-fn read_npy(path: &Path, bytes: &[u8]) -> Result<Vec<u64>, Error> {
-    let layout = npy_layout(path, bytes)?;
-    let data = &bytes[layout.data_start..];
-    let (n, width) = (layout.len, layout.width);
-    if data.len() != n * width {
-        return Err(bad(
-            path,
-            format!(
-                "the .npy header says {n} ids of {width} bytes, the file holds {} bytes of data",
-                data.len()
-            ),
-        ));
-    }
-    data.chunks(width)
-        .enumerate()
-        .map(|(i, c)| npy_id(path, &layout, i, c))
-        .collect()
-}
-
 impl TokenData {
     /// Reads `path` (`.npy` by its magic, else raw `raw` ids), checks every
     /// id against `vocab`, and holds out the last `eval_fraction` of it.
@@ -180,41 +40,12 @@ impl TokenData {
         eos: Option<u32>,
         eval_fraction: f64,
     ) -> Result<TokenData, Error> {
-        let bytes = std::fs::read(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let ids: Vec<u64> = if bytes.starts_with(b"\x93NUMPY") {
-            read_npy(path, &bytes)?
-        } else {
-            let width = match raw {
-                RawDtype::U16 => 2,
-                RawDtype::U32 => 4,
-            };
-            if bytes.len() % width != 0 {
-                return Err(bad(
-                    path,
-                    format!(
-                        "{} bytes is not a whole number of {width}-byte ids",
-                        bytes.len()
-                    ),
-                ));
-            }
-            bytes.chunks(width).map(le_u64).collect()
-        };
-        if let Some(i) = ids.iter().position(|&t| t >= vocab as u64) {
-            return Err(bad(
-                path,
-                format!("token {i} is {}, outside the vocabulary 0..{vocab}", ids[i]),
-            ));
+        check_eos(eos, vocab)?;
+        let mut ids = IdReader::open(path, raw, vocab, 0)?;
+        let mut tokens = Vec::with_capacity(ids.id_count() as usize);
+        while let Some(id) = ids.next_id()? {
+            tokens.push(id);
         }
-        if let Some(e) = eos.filter(|&e| i64::from(e) >= vocab) {
-            return Err(Error::EosOutsideVocabulary {
-                eos: i64::from(e),
-                vocab,
-            });
-        }
-        let tokens: Vec<u32> = ids.into_iter().map(|t| t as u32).collect();
         let split = tokens.len() - ((tokens.len() as f64) * eval_fraction).round() as usize;
         Ok(TokenData { tokens, split, eos })
     }

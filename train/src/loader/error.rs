@@ -1,7 +1,7 @@
 //! What the loader fails with: each variant names the file and the place in
 //! it (line, column or byte offset), or the setting at fault.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoaderError {
@@ -47,7 +47,7 @@ pub enum LoaderError {
     NotUtf8 { path: PathBuf, offset: u64 },
     #[error("{}: {message}", path.display())]
     TokenFile { path: PathBuf, message: String },
-    #[error("{}: id {index} is {id}, outside the model's vocabulary 0..{vocab}", path.display())]
+    #[error("{}: token {index} is {id}, outside the vocabulary 0..{vocab}", path.display())]
     IdOutsideVocabulary {
         path: PathBuf,
         index: u64,
@@ -115,6 +115,14 @@ pub enum LoaderError {
     },
     #[error("the loader's worker thread stopped without an error")]
     WorkerGone,
+}
+
+/// An I/O failure on `path`, for `map_err`.
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LoaderError + '_ {
+    move |source| LoaderError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn shard_note(index: usize, count: usize) -> String {

@@ -4,6 +4,7 @@
 //! step does not wait for it.
 //!
 //! - [`sources`]: the files and the documents in them;
+//!   [`token_ids`]: a token-id file's ids (`train --data` reads them too);
 //!   [`doc_stream`]: the corpus as one stream, split into shards;
 //! - [`tokenize`]: text to ids, and the BOS/EOS policy;
 //! - [`pack`]: documents into rows, with segment ids or concatenated;
@@ -20,6 +21,7 @@ pub mod position;
 mod producer;
 mod row_batch;
 pub mod sources;
+pub mod token_ids;
 pub mod tokenize;
 
 pub use doc_stream::Shard;
@@ -28,9 +30,9 @@ pub use pack::Packing;
 pub use position::{positions_from_json, positions_to_json, Fingerprint, LoaderPosition, Totals};
 pub use row_batch::RowBatch;
 pub use sources::SourceFormat;
+pub use token_ids::RawDtype;
 pub use tokenize::SpecialToken;
 
-use crate::token_data::RawDtype;
 use doc_stream::{Cursor, DocStream};
 use hlatc_runtime::inputs::SplitMix64;
 use producer::Producer;
@@ -467,14 +469,7 @@ fn check_settings(config: &LoaderConfig) -> Result<(), LoaderError> {
     if config.epochs == Some(0) {
         return Err(setting("epochs", 0, "a loader makes at least one pass"));
     }
-    if let Some(id) = config.eos_id.filter(|&id| i64::from(id) >= config.vocab) {
-        return Err(LoaderError::FlagOutsideVocabulary {
-            flag: "--eos",
-            id: id.into(),
-            vocab: config.vocab,
-        });
-    }
-    Ok(())
+    token_ids::check_eos(config.eos_id, config.vocab)
 }
 
 /// The shuffle's first state for a shard: shards shuffle independently.

@@ -4,11 +4,12 @@
 //! (a [`DocRef`]), from which it can be read again alone, which is how a
 //! saved loader position names the documents it holds.
 
+use super::error::io;
+use super::token_ids::{IdReader, RawDtype};
 use super::LoaderError;
-use crate::token_data::{le_u64, npy_id, npy_layout, NpyLayout, RawDtype};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// How a file holds its documents.
@@ -163,26 +164,23 @@ fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LoaderError + '_ {
-    move |source| LoaderError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// Reads one file's documents from a place in it onwards.
 pub struct FileReader {
     path: PathBuf,
     file: u32,
     format: SourceFormat,
-    reader: BufReader<File>,
+    stream: Stream,
     /// The next unread byte (text) or id (token ids).
     offset: u64,
     /// The line of `offset` (1-based; 0 for token ids).
     line: u64,
-    /// A token-id file's layout: where its ids start and how wide each is.
-    ids: Option<(u64, NpyLayout)>,
     line_buf: Vec<u8>,
+}
+
+/// A text file's bytes, or a token-id file's ids.
+enum Stream {
+    Text(BufReader<File>),
+    Ids(IdReader),
 }
 
 impl FileReader {
@@ -195,25 +193,26 @@ impl FileReader {
         at: Option<(u64, u64)>,
     ) -> Result<FileReader, LoaderError> {
         let format = settings.format.unwrap_or_else(|| SourceFormat::of(path));
-        let mut f = File::open(path).map_err(io(path))?;
-        let ids = match format {
-            SourceFormat::TokenIds => Some(id_layout(path, &mut f, settings.raw_dtype)?),
-            _ => None,
+        let (offset, line) = at.unwrap_or((0, if format.is_text() { 1 } else { 0 }));
+        let stream = if format.is_text() {
+            let mut f = File::open(path).map_err(io(path))?;
+            f.seek(SeekFrom::Start(offset)).map_err(io(path))?;
+            Stream::Text(BufReader::with_capacity(1 << 20, f))
+        } else {
+            Stream::Ids(IdReader::open(
+                path,
+                settings.raw_dtype,
+                settings.vocab,
+                offset,
+            )?)
         };
-        let (offset, line) = at.unwrap_or((0, if ids.is_some() { 0 } else { 1 }));
-        let byte = match ids {
-            Some((start, layout)) => start + offset * layout.width as u64,
-            None => offset,
-        };
-        f.seek(SeekFrom::Start(byte)).map_err(io(path))?;
         Ok(FileReader {
             path: path.to_path_buf(),
             file,
             format,
-            reader: BufReader::with_capacity(1 << 20, f),
+            stream,
             offset,
             line,
-            ids,
             line_buf: Vec::new(),
         })
     }
@@ -231,10 +230,14 @@ impl FileReader {
         settings: &ReadSettings,
         skip: bool,
     ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
-        match self.format {
-            SourceFormat::TokenIds => self.next_ids(settings, skip),
-            SourceFormat::Jsonl | SourceFormat::TextLines => self.next_line_doc(settings, skip),
-            SourceFormat::TextParagraphs => self.next_paragraph(skip),
+        match (&mut self.stream, self.format) {
+            (Stream::Ids(ids), _) => {
+                let doc = next_ids(ids, self.file, settings, skip);
+                self.offset = ids.at();
+                doc
+            }
+            (Stream::Text(_), SourceFormat::TextParagraphs) => self.next_paragraph(skip),
+            (Stream::Text(_), _) => self.next_line_doc(settings, skip),
         }
     }
 
@@ -242,8 +245,11 @@ impl FileReader {
     /// `None` at the end. Returns the line's byte offset.
     fn read_line(&mut self) -> Result<Option<u64>, LoaderError> {
         self.line_buf.clear();
-        let n = self
-            .reader
+        // A token-id file has no lines.
+        let Stream::Text(reader) = &mut self.stream else {
+            return Ok(None);
+        };
+        let n = reader
             .read_until(b'\n', &mut self.line_buf)
             .map_err(io(&self.path))?;
         if n == 0 {
@@ -327,113 +333,33 @@ impl FileReader {
         }
         Ok(doc.map(|d| (d, (!skip).then_some(DocBody::Text(text)))))
     }
+}
 
-    fn next_ids(
-        &mut self,
-        settings: &ReadSettings,
-        skip: bool,
-    ) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
-        let (_, layout) = self.ids.expect("a token-id file has its layout");
-        let total = layout.len as u64;
-        if self.offset >= total {
-            return Ok(None);
+/// A token-id file's next document: its ids up to and with the end-of-text
+/// id, or [`MAX_DOC_IDS`] of them; `None` at the end.
+fn next_ids(
+    ids: &mut IdReader,
+    file: u32,
+    settings: &ReadSettings,
+    skip: bool,
+) -> Result<Option<(DocRef, Option<DocBody>)>, LoaderError> {
+    let doc = DocRef {
+        file,
+        offset: ids.at(),
+        line: 0,
+    };
+    let mut body = Vec::new();
+    while body.len() < MAX_DOC_IDS {
+        let Some(id) = ids.next_id()? else { break };
+        body.push(id);
+        if Some(id) == settings.eos {
+            break;
         }
-        let doc = DocRef {
-            file: self.file,
-            offset: self.offset,
-            line: 0,
-        };
-        let mut ids = Vec::new();
-        let mut buf = [0u8; 8];
-        while self.offset < total && ids.len() < MAX_DOC_IDS {
-            let c = &mut buf[..layout.width];
-            self.reader.read_exact(c).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    LoaderError::TokenFile {
-                        path: self.path.clone(),
-                        message: format!("the file ends inside id {}", self.offset),
-                    }
-                } else {
-                    io(&self.path)(e)
-                }
-            })?;
-            let id = if layout.signed {
-                npy_id(&self.path, &layout, self.offset as usize, c).map_err(|e| {
-                    LoaderError::TokenFile {
-                        path: self.path.clone(),
-                        message: e.to_string(),
-                    }
-                })?
-            } else {
-                le_u64(c)
-            };
-            if id >= settings.vocab as u64 {
-                return Err(LoaderError::IdOutsideVocabulary {
-                    path: self.path.clone(),
-                    index: self.offset,
-                    id,
-                    vocab: settings.vocab,
-                });
-            }
-            self.offset += 1;
-            ids.push(id as u32);
-            if Some(id as u32) == settings.eos {
-                break;
-            }
-        }
-        Ok(Some((doc, (!skip).then_some(DocBody::Ids(ids)))))
     }
-}
-
-/// Where a token-id file's ids start and how each is stored: a `.npy`
-/// file's header says; a raw file is ids from its first byte.
-fn id_layout(path: &Path, f: &mut File, raw: RawDtype) -> Result<(u64, NpyLayout), LoaderError> {
-    let size = f.metadata().map_err(io(path))?.len();
-    let mut head = Vec::new();
-    f.by_ref()
-        .take(1 << 16)
-        .read_to_end(&mut head)
-        .map_err(io(path))?;
-    let bad = |message: String| LoaderError::TokenFile {
-        path: path.to_path_buf(),
-        message,
-    };
-    let layout = if head.starts_with(b"\x93NUMPY") {
-        let layout = npy_layout(path, &head).map_err(|e| bad(strip_path(path, e)))?;
-        let data = size.saturating_sub(layout.data_start as u64);
-        if data != (layout.len * layout.width) as u64 {
-            return Err(bad(format!(
-                "the .npy header says {} ids of {} bytes, the file holds {data} bytes of data",
-                layout.len, layout.width
-            )));
-        }
-        layout
-    } else {
-        let width = match raw {
-            RawDtype::U16 => 2,
-            RawDtype::U32 => 4,
-        };
-        if size % width as u64 != 0 {
-            return Err(bad(format!(
-                "{size} bytes is not a whole number of {width}-byte ids"
-            )));
-        }
-        NpyLayout {
-            signed: false,
-            width,
-            len: (size / width as u64) as usize,
-            data_start: 0,
-        }
-    };
-    Ok((layout.data_start as u64, layout))
-}
-
-/// A token-data error's message without the path it starts with (the
-/// loader's error names the path itself).
-fn strip_path(path: &Path, e: crate::Error) -> String {
-    let text = e.to_string();
-    let prefix = format!("{}: ", path.display());
-    text.strip_prefix(&prefix).unwrap_or(&text).to_string()
+    if body.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some((doc, (!skip).then_some(DocBody::Ids(body)))))
 }
 
 /// The text field `field` of the JSONL record `line` of `path`.
