@@ -108,8 +108,12 @@ pub struct CacheStats {
 #[derive(Debug)]
 pub struct ExecutableCache {
     dir: PathBuf,
-    /// `XLA_FLAGS` when the cache was made: XLA reads it once per process.
-    xla_flags: Option<OsString>,
+    /// `XLA_FLAGS` when the cache was made (XLA reads it once per
+    /// process), its surrounding whitespace left out: XLA reads `"-a "` as
+    /// `"-a"`, and so must the key, or a script that appends to the flags
+    /// (`"-a ${XLA_FLAGS:-}"`) would miss what a shell that set `-a`
+    /// compiled. `None` when unset or blank.
+    xla_flags: Option<Vec<u8>>,
     hits: AtomicU64,
     misses: AtomicU64,
     fallbacks: AtomicU64,
@@ -119,9 +123,19 @@ pub struct ExecutableCache {
 impl ExecutableCache {
     /// A cache in `dir`, which the caller has made.
     pub fn new(dir: impl Into<PathBuf>) -> ExecutableCache {
+        ExecutableCache::with_xla_flags(dir, std::env::var_os("XLA_FLAGS"))
+    }
+
+    /// A cache in `dir` whose keys hold `xla_flags` as this process's
+    /// `XLA_FLAGS`: [`ExecutableCache::new`] passes the environment's, and
+    /// tests other values.
+    pub fn with_xla_flags(dir: impl Into<PathBuf>, xla_flags: Option<OsString>) -> ExecutableCache {
+        let xla_flags = xla_flags
+            .map(|f| f.as_encoded_bytes().trim_ascii().to_vec())
+            .filter(|f| !f.is_empty());
         ExecutableCache {
             dir: dir.into(),
-            xla_flags: std::env::var_os("XLA_FLAGS"),
+            xla_flags,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             fallbacks: AtomicU64::new(0),
@@ -219,7 +233,7 @@ impl ExecutableCache {
         match &self.xla_flags {
             Some(flags) => {
                 part(b"XLA_FLAGS");
-                part(flags.as_encoded_bytes());
+                part(flags);
             }
             None => part(b"no XLA_FLAGS"),
         }

@@ -289,3 +289,27 @@ fn the_same_plugin_at_another_path_finds_the_executables_it_compiled() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// `XLA_FLAGS` is in the key as XLA reads it: whitespace around the flags
+/// changes nothing (a script's `"-a ${XLA_FLAGS:-}"` finds what `-a`
+/// compiled), another flag changes the key.
+#[test]
+fn flags_that_differ_only_by_surrounding_whitespace_share_executables() {
+    let dir = TempDir::new("flags-whitespace");
+    let (m, _) = program();
+    let outcome = |flags: Option<&str>| {
+        let cache = ExecutableCache::with_xla_flags(&dir.0, flags.map(Into::into));
+        let rt = runtime().with_executable_cache(Some(Arc::new(cache)));
+        rt.compile(&m).unwrap().cache_outcome().clone()
+    };
+    let flag = "--xla_cpu_enable_fast_math=false";
+    assert!(matches!(outcome(Some(flag)), CacheOutcome::Miss));
+    assert!(outcome(Some(&format!(" {flag} \n"))).is_hit());
+    assert!(matches!(
+        outcome(Some("--xla_cpu_enable_fast_min_max=false")),
+        CacheOutcome::Miss
+    ));
+    // Unset and blank are one: XLA reads no flag from either.
+    assert!(matches!(outcome(None), CacheOutcome::Miss));
+    assert!(outcome(Some("  ")).is_hit());
+}
