@@ -12,7 +12,7 @@
 use crate::data::{Batch, SyntheticData};
 use crate::rank_inputs::RankInputs;
 use crate::state_error::StateError;
-use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
+use crate::train_step::{Role, StepConfig, TensorSpec};
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
 use hlatc_models::init::init_params;
@@ -116,7 +116,8 @@ pub(crate) fn parameter_start(
     spec: &TensorSpec,
     params: &BTreeMap<String, Literal>,
 ) -> Result<Literal, Error> {
-    parameter_name(spec)
+    spec.parameter
+        .as_deref()
         .and_then(|p| params.get(p))
         .ok_or_else(|| StateError::UnknownParameter {
             input: spec.name.clone(),

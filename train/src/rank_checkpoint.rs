@@ -13,7 +13,7 @@ use crate::initial_inputs::fresh_state;
 use crate::rank_inputs::{flat_range, RankHolding, RankInputs};
 use crate::state_error::StateError;
 use crate::state_shards::state_inputs;
-use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
+use crate::train_step::{Role, StepConfig, TensorSpec};
 use crate::Error;
 use hlatc_compiler::Literal;
 use hlatc_models::layout::{hugging_face_config, LayoutError};
@@ -85,13 +85,15 @@ pub fn rank_state_from_checkpoint(
         let value = match spec.role {
             Role::Parameter => {
                 let share = read_share(ranks, spec, index, rank)?;
-                if let Some(p) = parameter_name(spec) {
+                if let Some(p) = spec.parameter.as_deref() {
                     shares.insert(p, share.clone());
                 }
                 share
             }
             Role::MasterWeight => {
-                let share = parameter_name(spec)
+                let share = spec
+                    .parameter
+                    .as_deref()
                     .and_then(|p| shares.get(p))
                     .ok_or_else(|| StateError::MasterBeforeParameter {
                         input: spec.name.clone(),

@@ -5,7 +5,7 @@
 //! the ranks. Inputs and outputs are matched by name and role, never by
 //! position.
 
-use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec};
+use crate::train_step::{Role, StepConfig, TensorSpec};
 use crate::zero1::shard_len;
 use hlatc_compiler::Literal;
 use hlatc_models::{param_specs, Parallelism, ParamSpec, Piece, TpSplit};
@@ -64,7 +64,7 @@ impl RankInputs {
     /// The parameter whose share input `spec` is (the parameter itself
     /// or one of its Adam moments); `None` for any other input.
     fn sharded(&self, spec: &TensorSpec) -> Option<&ParamSpec> {
-        parameter_name(spec).and_then(|p| self.specs.get(p))
+        spec.parameter.as_deref().and_then(|p| self.specs.get(p))
     }
 
     /// The parameter whose share input `spec` is, as

@@ -25,7 +25,8 @@
 //! Autodiff recomputes what the model names in `GradHints::recompute`
 //! (SwiGLU's activation, the norms' broadcasts and outputs, the
 //! sequence-parallel gathers) under every policy: this pass puts the
-//! forward values those copies ([`RECOMPUTED`]) read behind the same kind
+//! forward values those copies (each marked
+//! [`hlatc_compiler::Instruction::recomputed`]) read behind the same kind
 //! of barrier, trigger and foil, under every policy, `none` included.
 //!
 //! What a region outputs to the rest of the forward pass is kept, as
@@ -497,10 +498,6 @@ fn hold_recomputations(m: &mut Module, ctx: &mut PassContext) -> Result<Held, Pa
     Ok(held)
 }
 
-fn is_recomputed(c: &Computation, id: InstrId) -> bool {
-    c.instr(id).recomputed
-}
-
 /// Clears every recomputed mark: each of autodiff's copies is held now (or
 /// reads a region's clones, which are), so nothing is left for the mark to
 /// ask. Whether there was one.
@@ -520,7 +517,7 @@ fn clear_recomputed_marks(m: &mut Module) -> bool {
 /// forward values (other than constants) it reads; groups that read none
 /// (their inputs are already a region's clones) are left out.
 fn copy_groups(c: &Computation) -> Vec<CopyGroup> {
-    let copies: Vec<InstrId> = c.ids().filter(|&id| is_recomputed(c, id)).collect();
+    let copies: Vec<InstrId> = c.ids().filter(|&id| c.instr(id).recomputed).collect();
     if copies.is_empty() {
         return Vec::new();
     }

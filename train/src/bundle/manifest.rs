@@ -5,7 +5,7 @@ use super::files::{BUNDLE_FORMAT, PROTO_FILE, TEXT_FILE};
 use super::listing;
 use super::neuron::{neuron_command, neuron_env, neuron_flags, RoundingSummary};
 use crate::memory_plan::MemoryPlan;
-use crate::train_step::{parameter_name, Role, StepConfig, TensorSpec, TrainStep};
+use crate::train_step::{Role, StepConfig, TensorSpec, TrainStep};
 use hlatc_models::param_specs;
 use hlatc_passes::Target;
 use serde::Serialize;
@@ -453,7 +453,9 @@ fn indexed(
         .iter()
         .enumerate()
         .map(|(index, spec)| {
-            let hugging_face = parameter_name(spec)
+            let hugging_face = spec
+                .parameter
+                .as_deref()
                 .and_then(|p| parts.get(p))
                 .cloned()
                 .unwrap_or_default();

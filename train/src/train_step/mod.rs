@@ -19,7 +19,7 @@ use serde::Serialize;
 use std::time::{Duration, Instant};
 
 mod signature;
-pub use signature::{output_with_role, parameter_name, state_name, Role, StateLayout, TensorSpec};
+pub use signature::{output_with_role, state_name, Role, StateLayout, TensorSpec};
 pub(crate) use signature::{parameter_spec, spec};
 
 /// What a training step is built from. A bundle's manifest records it

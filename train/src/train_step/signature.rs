@@ -216,11 +216,6 @@ pub fn state_name(role: Role, parameter: &str) -> String {
     format!("{}{parameter}", state_prefix(role).unwrap_or(""))
 }
 
-/// The parameter a per-parameter input belongs to; `None` for any other.
-pub fn parameter_name(spec: &TensorSpec) -> Option<&str> {
-    spec.parameter.as_deref()
-}
-
 /// A tensor that belongs to no parameter.
 pub(crate) fn spec(name: &str, ty: ElementType, shape: &[i64], role: Role) -> TensorSpec {
     TensorSpec {
