@@ -58,9 +58,14 @@ BATCH, SEQ = 8, 256
 LAYOUTS = {"tp2dp2": (2, 2), "one": (1, 1)}
 DEVICES = 4
 PLUGIN = "xlacpu"
-PLUGIN_FILE = os.environ.get("HLATC_PJRT_PLUGIN") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..",
-    ".cache/xla-cpu-pjrt/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so")
+# The plugin hlatc's runtime takes (runtime/src/plugin.rs's order): the
+# default, then the older one, unless HLATC_PJRT_PLUGIN names another.
+_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+PLUGIN_FILE = os.environ.get("HLATC_PJRT_PLUGIN") or next(
+    (p for p in (os.path.join(_ROOT, ".cache/jax-pjrt-cpu/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so"),
+                 os.path.join(_ROOT, ".cache/xla-cpu-pjrt/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"))
+     if os.path.exists(p)),
+    os.path.join(_ROOT, ".cache/jax-pjrt-cpu/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so"))
 
 
 def batch(rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:

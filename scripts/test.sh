@@ -18,8 +18,19 @@ for arg in "$@"; do
     esac
 done
 
-# The XLA CPU PJRT plugin (runtime tests run emitted HLO on it).
-scripts/fetch-xla-cpu-plugin.sh
+# The XLA CPU PJRT plugin (runtime tests run emitted HLO on it): the
+# default, or the older one with HLATC_TEST_PLUGIN=xla-cpu-pjrt (the suite
+# passes on both; docs/src/runtime.md, "Which plugin").
+case "${HLATC_TEST_PLUGIN:-jax-pjrt-cpu}" in
+    jax-pjrt-cpu) plugin_rel=".cache/jax-pjrt-cpu/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so" ;;
+    xla-cpu-pjrt) plugin_rel=".cache/xla-cpu-pjrt/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so" ;;
+    *) echo "HLATC_TEST_PLUGIN is jax-pjrt-cpu or xla-cpu-pjrt" >&2; exit 2 ;;
+esac
+scripts/fetch-xla-cpu-plugin.sh jax-pjrt-cpu
+# The memory plan's tests measure it against the older one's buffer
+# assignment, whichever plugin the rest run on (tests/it/memory_plan.rs).
+scripts/fetch-xla-cpu-plugin.sh xla-cpu-pjrt
+export HLATC_PJRT_PLUGIN="${HLATC_PJRT_PLUGIN:-$PWD/$plugin_rel}"
 # XLA's own HLO parser, through jaxlib, for tests/it/xla_crosscheck.rs.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -r tools/requirements.txt
 
@@ -58,7 +69,15 @@ cargo build --workspace --exclude hlatc-python --all-targets --profile ci
 # compute the same values. The runtime states the emitters in every
 # compile and refuses what each aborts on; the fuzzer compiles with the
 # default ones, which users run (docs/src/runtime.md).
-export XLA_FLAGS="--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false ${XLA_FLAGS:-}"
+# A plugin without the emitters flag (jaxlib 0.11's XLA dropped it with the
+# legacy emitters) would abort on it in XLA_FLAGS, so it is set only where
+# the plugin defines it: by the runtime's own rule (runtime/src/plugin_flags.rs),
+# a flag's name between NUL bytes in the library.
+legacy_emitters=""
+if python3 -c 'import sys; sys.exit(b"\0xla_cpu_use_fusion_emitters\0" not in open(sys.argv[1], "rb").read())' "$HLATC_PJRT_PLUGIN"; then
+    legacy_emitters="--xla_cpu_use_fusion_emitters=false"
+fi
+export XLA_FLAGS="--xla_backend_optimization_level=0 $legacy_emitters ${XLA_FLAGS:-}"
 # The tests compile about 1,900 distinct programs, most of them again in
 # every run: each compiled executable is kept on disk, outside the clone,
 # and loaded the next time, by any clone (docs/src/runtime.md, "Executable
@@ -140,6 +159,19 @@ fi
 # group each (`xdist_group`), run on one worker.
 HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q \
     -n auto --dist loadgroup python/tests
+
+# hlatc.jax on the oldest JAX of its range (python/pyproject.toml's `jax`
+# extra): the engine's, launcher's and checkpoint tests under JAX 0.7.0,
+# installed beside the newest and put first on the path.
+jax_oldest="$PWD/.cache/jax-oldest"
+if [ ! -d "$jax_oldest/jax-0.7.0.dist-info" ] || [ ! -d "$jax_oldest/jaxlib-0.7.0.dist-info" ]; then
+    rm -rf "$jax_oldest"
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+        --no-deps --target "$jax_oldest" -r tools/requirements-jax-oldest.txt
+fi
+PYTHONPATH="$jax_oldest" HLATC_BIN="$PWD/target/ci/hlatc" .cache/python-venv/bin/python -m pytest -q \
+    -n auto --dist loadgroup python/tests/test_jax.py python/tests/test_jax_distributed.py \
+    python/tests/test_launch_failures.py
 
 # No two files of a crate import each other round a circle.
 python3 tools/import_cycles.py --check

@@ -142,18 +142,39 @@ def initialize(
     jax.config.update(
         "jax_cpu_collectives_implementation", os.environ.get(ENV_CPU_COLLECTIVES, "gloo")
     )
+    timeouts = {
+        "initialization_timeout": initialization_timeout,
+        "heartbeat_timeout_seconds": heartbeat_timeout_seconds,
+        "shutdown_timeout_seconds": shutdown_timeout_seconds,
+    }
     jax.distributed.initialize(
         coordinator_address=address,
         num_processes=int(count),
         process_id=me,
-        initialization_timeout=initialization_timeout,
-        heartbeat_timeout_seconds=heartbeat_timeout_seconds,
-        shutdown_timeout_seconds=shutdown_timeout_seconds,
+        # JAX before 0.8 has no shutdown timeout: its shutdown barrier
+        # waits its own 300 s, and hlatc's exit hook still bounds the wait
+        # for peers that stopped (below).
+        **_accepted(jax.distributed.initialize, timeouts),
     )
     # After JAX's own exit hook (registered at import), so it runs first.
     _peers.start(distributed.global_state.client, me, int(count),
                  wait_seconds=shutdown_timeout_seconds, join_timeout=initialization_timeout)
     return True
+
+
+def _accepted(function: Any, keywords: Mapping[str, Any]) -> Dict[str, Any]:
+    """The `keywords` `function` takes: JAX adds keywords between versions,
+    and hlatc.jax runs on every version JAX on Trainium does (0.7 to 0.10),
+    so it asks the function rather than a version string."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return dict(keywords)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(keywords)
+    return {k: v for k, v in keywords.items() if k in parameters}
 
 
 class StepFunction:

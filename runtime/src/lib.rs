@@ -30,6 +30,7 @@ pub mod inputs;
 mod pjrt;
 pub mod plugin;
 mod plugin_digest;
+pub mod plugin_flags;
 pub mod tensors;
 
 pub use compare::{assert_close, max_abs, ErrorStats, Mismatch};
@@ -241,10 +242,24 @@ impl Runtime {
     }
 
     fn from_client(client: pjrt::Client) -> Runtime {
+        let emitters = Emitters::of_process();
         Runtime {
-            client,
             cache: ExecutableCache::from_env(),
-            emitters: Emitters::of_process(),
+            emitters: Self::emitters_of(&client, emitters),
+            client,
+        }
+    }
+
+    /// The emitters `client`'s plugin compiles with when asked for
+    /// `wanted`: a plugin without the flag that picks them has the fusion
+    /// emitters alone (XLA removed the legacy ones with the flag).
+    fn emitters_of(client: &pjrt::Client, wanted: Emitters) -> Emitters {
+        match client
+            .options_left_out()
+            .contains(&xla_cpu_flags::FUSION_EMITTERS_FLAG)
+        {
+            true => Emitters::Fusion,
+            false => wanted,
         }
     }
 
@@ -258,8 +273,26 @@ impl Runtime {
     /// This runtime compiling with `emitters`, whichever `XLA_FLAGS` picks:
     /// each compile states them, and the preflight checks for them.
     pub fn with_emitters(mut self, emitters: Emitters) -> Runtime {
-        self.emitters = emitters;
+        self.emitters = Self::emitters_of(&self.client, emitters);
         self
+    }
+
+    /// The emitters this runtime compiles with, and its preflight checks
+    /// for.
+    pub fn emitters(&self) -> Emitters {
+        self.emitters
+    }
+
+    /// The plugin's PJRT C API version, `(major, minor)`.
+    pub fn plugin_api_version(&self) -> (i32, i32) {
+        self.client.api_version()
+    }
+
+    /// The debug options hlatc sets that this plugin does not define, left
+    /// out of its compiles (`compile_options::OVERRIDES`): each says what
+    /// the runtime could not ask of it.
+    pub fn options_left_out(&self) -> &[&'static str] {
+        self.client.options_left_out()
     }
 
     /// The cache the executables it compiles go through, if any.
@@ -345,10 +378,14 @@ impl Runtime {
         fusions_as_calls(&mut unscheduled);
         let bytes = prost::Message::encode_to_vec(&unscheduled);
         let devices = &self.client.device_ids()[..replicas];
+        let overrides = compile_options::Overrides {
+            emitters: self.emitters,
+            left_out: self.client.options_left_out(),
+        };
         let options = match (replicas, partitioned) {
-            (1, _) => compile_options::single_device(self.emitters),
-            (_, false) => compile_options::replicas(devices, self.emitters),
-            (_, true) => compile_options::partitions(devices, self.emitters),
+            (1, _) => compile_options::single_device(overrides),
+            (_, false) => compile_options::replicas(devices, overrides),
+            (_, true) => compile_options::partitions(devices, overrides),
         };
         let (exe, cache) = match &self.cache {
             Some(c) => c.get_or_compile(&self.client, &bytes, &options),

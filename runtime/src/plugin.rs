@@ -1,5 +1,7 @@
-//! Finding the XLA CPU PJRT plugin (`xla_cpu_pjrt.so` from the
-//! `xla-cpu-pjrt==0.0.1` wheel on PyPI).
+//! Finding XLA's CPU PJRT plugin: jaxlib 0.11's XLA (`pjrt_c_api_cpu_plugin.so`
+//! from the `lammps-jax-pjrt-cpu==0.11.2` wheel on PyPI), or OpenXLA's older
+//! `xla_cpu_pjrt.so` (`xla-cpu-pjrt==0.0.1`), as
+//! `scripts/fetch-xla-cpu-plugin.sh` fetches them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,19 +9,23 @@ use std::sync::Arc;
 /// Environment variable naming the plugin file explicitly.
 pub const PLUGIN_ENV: &str = "HLATC_PJRT_PLUGIN";
 
-/// Where `scripts/fetch-xla-cpu-plugin.sh` unpacks the wheel, relative to the
-/// repository root.
-pub const CACHE_RELATIVE: &str = ".cache/xla-cpu-pjrt/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so";
+/// Where `scripts/fetch-xla-cpu-plugin.sh` unpacks each wheel, relative to
+/// the repository root, in the order they are taken: the default first.
+pub const CACHE_RELATIVE: [&str; 2] = [
+    ".cache/jax-pjrt-cpu/lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so",
+    ".cache/xla-cpu-pjrt/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so",
+];
 
 /// The command that fetches the plugin, for error messages.
 pub const FETCH_HINT: &str =
     "run `scripts/fetch-xla-cpu-plugin.sh` in the hlatc repository (it runs \
-`pip download --no-deps xla-cpu-pjrt==0.0.1` and unpacks the wheel into .cache/), \
-or set HLATC_PJRT_PLUGIN to the path of xla_cpu_pjrt.so";
+`pip download --no-deps lammps-jax-pjrt-cpu==0.11.2` and unpacks the wheel into .cache/), \
+or set HLATC_PJRT_PLUGIN to the path of an XLA CPU PJRT plugin";
 
 /// Candidate plugin paths, in search order: `$HLATC_PJRT_PLUGIN`, then the
-/// cache under the current directory and its ancestors, then under the
-/// executable's ancestors, then under the source tree hlatc was built from.
+/// caches under the current directory and its ancestors, then under the
+/// executable's ancestors, then under the source tree hlatc was built
+/// from; in each folder, the default plugin before the older one.
 pub fn candidate_paths() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(p) = std::env::var_os(PLUGIN_ENV) {
@@ -35,9 +41,11 @@ pub fn candidate_paths() -> Vec<PathBuf> {
     }
     roots.push(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
     for r in roots {
-        let p = r.join(CACHE_RELATIVE);
-        if !out.contains(&p) {
-            out.push(p);
+        for rel in CACHE_RELATIVE {
+            let p = r.join(rel);
+            if !out.contains(&p) {
+                out.push(p);
+            }
         }
     }
     out
@@ -116,21 +124,24 @@ pub enum PluginFileError {
     SizeMismatch { size: u64, listed: u64 },
 }
 
-/// The size `RECORD` lists for the plugin, when it is installed the way the
-/// fetch script leaves it (`<root>/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so`
-/// beside `<root>/*.dist-info/RECORD`).
+/// The size `RECORD` lists for the plugin, when it lies in an unpacked
+/// wheel the way the fetch script leaves one: a `*.dist-info/RECORD` in a
+/// folder one to three levels above it (`xla-cpu-pjrt`'s
+/// `xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so`, or
+/// `lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so`).
 fn record_size(path: &Path) -> Option<u64> {
-    let root = path.parent()?.parent()?.parent()?;
-    let rel = path.strip_prefix(root).ok()?.to_str()?.replace('\\', "/");
-    let dist_info = std::fs::read_dir(root).ok()?.find_map(|e| {
-        let p = e.ok()?.path();
-        p.extension().is_some_and(|x| x == "dist-info").then_some(p)
-    })?;
-    let record = std::fs::read_to_string(dist_info.join("RECORD")).ok()?;
-    record.lines().find_map(|line| {
-        let mut fields = line.rsplitn(3, ',');
-        let size = fields.next()?;
-        let _hash = fields.next()?;
-        (fields.next()? == rel).then(|| size.parse().ok())?
+    path.ancestors().skip(1).take(3).find_map(|root| {
+        let rel = path.strip_prefix(root).ok()?.to_str()?.replace('\\', "/");
+        let dist_info = std::fs::read_dir(root).ok()?.find_map(|e| {
+            let p = e.ok()?.path();
+            p.extension().is_some_and(|x| x == "dist-info").then_some(p)
+        })?;
+        let record = std::fs::read_to_string(dist_info.join("RECORD")).ok()?;
+        record.lines().find_map(|line| {
+            let mut fields = line.rsplitn(3, ',');
+            let size = fields.next()?;
+            let _hash = fields.next()?;
+            (fields.next()? == rel).then(|| size.parse().ok())?
+        })
     })
 }

@@ -37,7 +37,7 @@ bundle neuronx-cc compiles unchanged, and runs the same HLO on XLA's CPU backend
 It also reads and writes HLO from other stacks in both forms: text (what XLA, JAX and torch-xla \
 print) and HloModuleProto (*.pb). Every module is verified when it is loaded.\n\n\
 The CPU plugin is fetched once with scripts/fetch-xla-cpu-plugin.sh (or point HLATC_PJRT_PLUGIN \
-at xla_cpu_pjrt.so).",
+at an XLA CPU PJRT plugin file).",
     after_help = "Examples:\n  \
 hlatc compile --model hlat-7b --out build/7b --verify   bundle for neuronx-cc, checked on XLA CPU\n  \
 hlatc compile --config config.json --out build/m      any Llama config.json\n  \

@@ -249,6 +249,29 @@ fn run_names_missing_inputs_and_missing_plugin() {
     );
 }
 
+/// XLA aborts the process on a flag in `XLA_FLAGS` it does not define
+/// ("Unknown flag in XLA_FLAGS"), and builds of XLA drop flags: the
+/// runtime reads the plugin's flags first and refuses by name.
+#[test]
+fn a_flag_the_plugin_does_not_define_is_refused_before_xla_aborts() {
+    let flags = format!(
+        "{} --xla_no_such_flag_of_hlatcs=1",
+        std::env::var("XLA_FLAGS").unwrap_or_default()
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args(["train", "--model", "tiny", "--steps", "1"])
+        .env("XLA_FLAGS", flags)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("XLA_FLAGS sets --xla_no_such_flag_of_hlatcs, which PJRT plugin")
+            && e.contains("does not define"),
+        "{e}"
+    );
+}
+
 #[test]
 fn help_teaches_every_subcommand() {
     let h = stdout(&hlatc(&["--help"]));

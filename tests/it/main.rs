@@ -3,6 +3,7 @@
 //! XLA cross-checks and conformance. One binary, one module per topic.
 
 mod cli;
+mod collectives_meet;
 mod compile;
 mod conformance;
 mod docs;

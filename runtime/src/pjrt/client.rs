@@ -6,6 +6,7 @@ use super::ffi::{self, slot, ApiFn};
 use hlatc_compiler::{ElementType, Literal};
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 /// What tells one plugin file from another without reading its 260 MB:
@@ -49,6 +50,20 @@ pub enum PjrtError {
     },
     #[error("PJRT plugin lacks {0}")]
     MissingFunction(&'static str),
+    #[error("cannot read the XLA flags PJRT plugin {path} defines: {source}")]
+    Flags {
+        path: PathBuf,
+        #[source]
+        source: crate::plugin_flags::PluginFlagsError,
+    },
+    /// XLA would abort the process on it when the client is created.
+    #[error("XLA_FLAGS sets --{flag}, which PJRT plugin {path} (API {major}.{minor}) does not define: XLA would abort the process on it; take it out of XLA_FLAGS for this plugin")]
+    UnknownXlaFlag {
+        path: PathBuf,
+        flag: String,
+        major: i32,
+        minor: i32,
+    },
     #[error("{call} failed (code {code}): {message}")]
     Call {
         call: &'static str,
@@ -100,6 +115,11 @@ struct Plugin {
     path: PathBuf,
     /// The file's identity when it was loaded (see [`file_identity`]).
     identity: Option<String>,
+    /// Its C API version, `(major, minor)`.
+    version: (i32, i32),
+    /// The compile options hlatc sets ([`crate::compile_options::OVERRIDES`])
+    /// that this plugin does not define, so are left out of its compiles.
+    options_left_out: Vec<&'static str>,
 }
 
 // SAFETY: `api` points at a static, immutable function table inside the
@@ -162,11 +182,35 @@ impl Plugin {
                 "PJRT_Api is {size} bytes, too small for the functions hlatc uses"
             )));
         }
+        // Before anything in the plugin reads XLA_FLAGS (the client's
+        // creation does).
+        let flags =
+            crate::plugin_flags::PluginFlags::read(path).map_err(|source| PjrtError::Flags {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        if let Ok(set) = std::env::var("XLA_FLAGS") {
+            let names = crate::plugin_flags::flag_names(&set);
+            if let Some(flag) = names.into_iter().find(|name| !flags.defines(name)) {
+                return Err(PjrtError::UnknownXlaFlag {
+                    path: path.to_path_buf(),
+                    flag: flag.to_string(),
+                    major,
+                    minor,
+                });
+            }
+        }
+        let options_left_out = crate::compile_options::OVERRIDES
+            .into_iter()
+            .filter(|option| !flags.defines(option))
+            .collect();
         let plugin = Plugin {
             _lib: lib,
             api,
             path: path.to_path_buf(),
             identity,
+            version: (major, minor),
+            options_left_out,
         };
         let mut args = ffi::PJRT_Plugin_Initialize_Args::new();
         plugin.call(slot::PLUGIN_INITIALIZE, "PJRT_Plugin_Initialize", &mut args)?;
@@ -282,6 +326,8 @@ struct ClientInner {
     /// `devices`' ids, in the same order.
     device_ids: Vec<i64>,
     platform: String,
+    /// Executions launched, for their launch ids.
+    launches: AtomicI32,
 }
 
 // SAFETY: a PJRT_Client is thread-safe by the PJRT contract; the client
@@ -291,34 +337,10 @@ unsafe impl Send for ClientInner {}
 // SAFETY: see above.
 unsafe impl Sync for ClientInner {}
 
-impl Drop for ClientInner {
-    fn drop(&mut self) {
-        let mut a = ffi::PJRT_Client_Destroy_Args::new();
-        a.client = self.client;
-        let _ = self
-            .plugin
-            .call(slot::CLIENT_DESTROY, "PJRT_Client_Destroy", &mut a);
-    }
-}
-
-/// The CPU plugin's client-create option for its number of devices
-/// (`xla::GetXlaPjrtCpuClient`'s `cpu_device_count`).
-const CPU_DEVICE_COUNT: &str = "cpu_device_count";
-
-/// A PJRT client with its addressable devices.
-#[derive(Clone)]
-pub struct Client {
-    inner: Arc<ClientInner>,
-}
-
-impl Client {
-    /// Loads the plugin at `path` and creates a client with `device_count`
-    /// devices (the CPU plugin's `cpu_device_count` create option), or as
-    /// many as the plugin makes by default (four, for the CPU plugin
-    /// 0.0.1) with `None`. The caller keeps the count positive and small:
-    /// the plugin makes every device it is asked for.
-    pub fn load(path: &Path, device_count: Option<usize>) -> Result<Client, PjrtError> {
-        let plugin = Arc::new(Plugin::load(path)?);
+impl ClientInner {
+    /// A client of the plugin with `count` devices (the plugin's default
+    /// with `None`), every device listed, by id.
+    fn create(plugin: &Arc<Plugin>, count: Option<usize>) -> Result<ClientInner, PjrtError> {
         let name = CPU_DEVICE_COUNT.as_bytes();
         let mut option = ffi::PJRT_NamedValue::new();
         option.name = name.as_ptr() as *const _;
@@ -326,11 +348,9 @@ impl Client {
         option.type_ = ffi::NAMED_VALUE_INT64;
         option.value_size = 1;
         let mut c = ffi::PJRT_Client_Create_Args::new();
-        if let Some(n) = device_count {
-            option.int64_value = i64::try_from(n)
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or(PjrtError::DeviceCount { requested: n })?;
+        if let Some(n) = count {
+            option.int64_value =
+                i64::try_from(n).map_err(|_| PjrtError::DeviceCount { requested: n })?;
             // The option, and the name it points at, outlive the call.
             c.create_options = &option;
             c.num_options = 1;
@@ -364,6 +384,7 @@ impl Client {
             devices: Vec::new(),
             device_ids: Vec::new(),
             platform,
+            launches: AtomicI32::new(0),
         };
         plugin.call(
             slot::CLIENT_ADDRESSABLE_DEVICES,
@@ -385,6 +406,100 @@ impl Client {
             .collect::<Result<Vec<_>, PjrtError>>()?;
         by_id.sort_by_key(|&(id, _)| id);
         (inner.device_ids, inner.devices) = by_id.into_iter().unzip();
+        Ok(inner)
+    }
+
+    /// A launch id of its own for each execution, so that the rendezvous
+    /// keys of one run's collectives (XLA CPU takes the launch id for the
+    /// run id) never match another's, and its logs tell runs apart.
+    fn next_launch_id(&self) -> i32 {
+        // Positive and wrapping: 0 is what a caller that sets none sends.
+        (self.launches.fetch_add(1, Ordering::Relaxed) & i32::MAX).max(1)
+    }
+}
+
+/// How many devices to ask the plugin for, to show `devices` of them.
+///
+/// XLA CPU makes each of its two thread pools (the one executions start
+/// on, and the intra-op pool that runs their thunks and Eigen's parallel
+/// kernels) `max(cores, device count)` threads (`GetPjRtCpuClient`). A
+/// collective blocks the thread it runs on until every device has
+/// arrived, and the thunk executor goes on running a device's program on
+/// whichever pool thread finished its last kernel. So with as many
+/// threads as devices, devices blocked in a collective can hold every
+/// thread while another device's parallel dot waits for one to run its
+/// kernels: no device moves, and XLA aborts the process after 40 s
+/// ("Expected 2 threads to join the rendezvous, but only 1 of them
+/// arrived on time"; `hlatc train --dp 2` of a 4-layer, 256-wide model on
+/// a 2-core machine did, every time). A thread per device that may wait,
+/// and the machine's cores besides for the work, rule that out; the
+/// devices added are never used.
+fn with_thread_reserve(devices: usize) -> usize {
+    match devices {
+        0 | 1 => devices,
+        n => n + thread_reserve(),
+    }
+}
+
+/// The pool threads kept free of collectives: the machine's cores.
+fn thread_reserve() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        let mut a = ffi::PJRT_Client_Destroy_Args::new();
+        a.client = self.client;
+        let _ = self
+            .plugin
+            .call(slot::CLIENT_DESTROY, "PJRT_Client_Destroy", &mut a);
+    }
+}
+
+/// The CPU plugin's client-create option for its number of devices
+/// (`xla::GetXlaPjrtCpuClient`'s `cpu_device_count`).
+const CPU_DEVICE_COUNT: &str = "cpu_device_count";
+
+/// A PJRT client with its addressable devices.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<ClientInner>,
+}
+
+impl Client {
+    /// Loads the plugin at `path` and creates a client with `device_count`
+    /// devices (the CPU plugin's `cpu_device_count` create option), or as
+    /// many as the plugin makes by default (four, for the CPU plugin
+    /// 0.0.1) with `None`. The caller keeps the count positive and small:
+    /// the plugin makes every device it is asked for.
+    ///
+    /// A client of several devices is made with more behind them, unseen
+    /// ([`thread_reserve`]): XLA CPU sizes its thread pools by its device
+    /// count, and a collective holds a pool thread per device while it
+    /// waits for the others.
+    pub fn load(path: &Path, device_count: Option<usize>) -> Result<Client, PjrtError> {
+        let plugin = Arc::new(Plugin::load(path)?);
+        if let Some(n) = device_count {
+            if n == 0 || i64::try_from(n).is_err() {
+                return Err(PjrtError::DeviceCount { requested: n });
+            }
+        }
+        let mut inner = ClientInner::create(&plugin, device_count.map(with_thread_reserve))?;
+        let shown = match device_count {
+            Some(n) => n,
+            None if inner.devices.len() > 1 => {
+                let n = inner.devices.len();
+                drop(inner);
+                inner = ClientInner::create(&plugin, Some(with_thread_reserve(n)))?;
+                n
+            }
+            None => 1,
+        };
+        if inner.devices.len() < shown {
+            return Err(PjrtError::DeviceCount { requested: shown });
+        }
+        inner.devices.truncate(shown);
+        inner.device_ids.truncate(shown);
         Ok(Client {
             inner: Arc::new(inner),
         })
@@ -407,6 +522,17 @@ impl Client {
     /// [`file_identity`]), or `None` when it could not be read.
     pub fn plugin_identity(&self) -> Option<&str> {
         self.inner.plugin.identity.as_deref()
+    }
+
+    /// The plugin's PJRT C API version, `(major, minor)`.
+    pub fn api_version(&self) -> (i32, i32) {
+        self.inner.plugin.version
+    }
+
+    /// The compile options hlatc sets that the plugin does not define, and
+    /// so are left out of every compile.
+    pub fn options_left_out(&self) -> &[&'static str] {
+        &self.inner.plugin.options_left_out
     }
 
     /// Compiles serialized `HloModuleProto` bytes with serialized
@@ -817,6 +943,7 @@ impl LoadedExecutable {
             out_ptrs.iter_mut().map(|l| l.as_mut_ptr()).collect();
         let mut events: Vec<*mut c_void> = vec![std::ptr::null_mut(); args.len()];
         let mut options = ffi::PJRT_ExecuteOptions::new();
+        options.launch_id = self.client.next_launch_id();
         // Every aliased parameter not named here is donated: its buffer
         // may become the output's, so only a buffer given up by value
         // (`BufferArg::Donated`) is left off the list.

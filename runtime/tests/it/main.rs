@@ -18,6 +18,7 @@ mod fuzz_xla;
 mod host_memory;
 mod jax_parity;
 mod ops;
+mod plugins;
 mod rank_seeds;
 mod replicas;
 mod sort_map_rng;

@@ -2,6 +2,7 @@
 //! out by hand (or, for transcendental functions, by Rust's libm in f64).
 
 use crate::common::*;
+use hlatc_compiler::formats::text;
 use hlatc_compiler::ElementType::*;
 
 fn unary(op: &str, ty: &str, out_ty: &str, x: &[f64], expected: &[f64], rel: f64) {
@@ -278,9 +279,27 @@ fn select_clamp_convert_bitcast() {
     );
     assert_values(&out[0], &[1.0, -2.0, 3.0], 0.0);
 
-    let hlo = entry("  lo = f32[] constant(-1)\n  hi = f32[] constant(1)\n  x = f32[4] parameter(0)\n  ROOT r = f32[4] clamp(lo, x, hi)");
+    // Bounds of the operand's shape, and scalar ones (HLO broadcasts them).
+    let hlo = entry("  lo = f32[] constant(-1)\n  hi = f32[] constant(1)\n  l = f32[4] broadcast(lo), dimensions={}\n  h = f32[4] broadcast(hi), dimensions={}\n  x = f32[4] parameter(0)\n  ROOT r = f32[4] clamp(l, x, h)");
     let out = run(&hlo, &[f32s(&[4], &[-3.0, -0.5, 0.5, 3.0])]);
     assert_values(&out[0], &[-1.0, -0.5, 0.5, 1.0], 0.0);
+    let hlo = entry("  lo = f32[] constant(-1)\n  hi = f32[] constant(1)\n  x = f32[4] parameter(0)\n  ROOT r = f32[4] clamp(lo, x, hi)");
+    let m = text::parse_module(&hlo).unwrap();
+    match runtime().compile(&m) {
+        Ok(p) => {
+            let out = p.run(&[f32s(&[4], &[-3.0, -0.5, 0.5, 3.0])]).unwrap();
+            assert_values(&out[0], &[-1.0, -0.5, 0.5, 1.0], 0.0);
+        }
+        // jaxlib 0.11's XLA (its fusion emitters) refuses a clamp of scalar
+        // bounds, cleanly: an error, never an abort (docs/src/runtime.md,
+        // "Which plugin"). The older plugin computes it.
+        Err(e) => {
+            let no_legacy = runtime()
+                .options_left_out()
+                .contains(&hlatc_runtime::xla_cpu_flags::FUSION_EMITTERS_FLAG);
+            assert!(no_legacy && e.to_string().contains("clamp"), "{e}");
+        }
+    }
 
     // f32 -> bf16 rounds to nearest even; -> s32 truncates toward zero.
     let hlo = entry("  x = f32[3] parameter(0)\n  ROOT r = bf16[3] convert(x)");
