@@ -656,3 +656,53 @@ fn rank_files_of_two_runs_or_another_precision_are_refused_naming_files_and_fiel
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_corpus_edited_where_the_loader_read_it_is_refused_naming_the_file_and_bytes() {
+    let d = scratch("identity-corpus-edit");
+    // Past 1 MiB, so the run identity's corpus fingerprint samples it
+    // (its 16 blocks of 64 KiB) rather than hashing it whole: an edit
+    // between its samples is the loader's to find.
+    word_corpus(&d.join("c.jsonl"), 40_000, 3, 5);
+    let run = |more: &[&str]| -> Vec<String> {
+        [
+            &[
+                "train",
+                "--steps",
+                "6",
+                "--corpus",
+                "c.jsonl",
+                "--tokenizer",
+            ][..],
+            &[WORD_TOKENIZER, "--checkpoint-dir", "ck"][..],
+            more,
+        ]
+        .concat()
+        .into_iter()
+        .map(String::from)
+        .collect()
+    };
+    ok(&d, &args(&run(&["--stop-after", "3"])));
+    let original = std::fs::read(d.join("c.jsonl")).unwrap();
+    assert!(original.len() > 2 << 20, "{}", original.len());
+    // One word for another of the same length, past byte 100 K: between
+    // the fingerprint's first two samples (at 0 and past 135 K).
+    let mut bytes = original.clone();
+    let at = 100_000
+        + bytes[100_000..]
+            .windows(3)
+            .position(|w| w == b"cat")
+            .unwrap();
+    bytes[at..at + 3].copy_from_slice(b"dog");
+    std::fs::write(d.join("c.jsonl"), &bytes).unwrap();
+    let e = refused(&d, &args(&run(&[])));
+    assert!(
+        e.contains("c.jsonl: bytes 0..") && e.contains("are not the ones this run read there"),
+        "{e}"
+    );
+    // Put back, the run goes on.
+    std::fs::write(d.join("c.jsonl"), &original).unwrap();
+    let notes = ok(&d, &args(&run(&[])));
+    assert!(notes.contains("resuming at step 3"), "{notes}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
