@@ -524,3 +524,29 @@ fn after_a_pass_the_whole_corpus_is_checked_at_resume() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A loader resumed where its next batch comes from documents already
+/// drawn (its stream not read on yet) records what one that never stopped
+/// records: the checkpoints of a resumed run are those of an unbroken one.
+#[test]
+fn a_resumed_loader_records_the_same_reads_before_it_reads_on() {
+    let dir = scratch("loader-read-digest-idle");
+    let a = dir.join("a.jsonl");
+    // Past the 1 MiB the loader reads at a time: the file is still open
+    // when it stops.
+    word_corpus(&a, 30_000, 3, 1);
+    let size = std::fs::metadata(&a).unwrap().len();
+    let c = config(&[&a], 2, 16);
+    let mut first = Loader::open(&c, None).unwrap();
+    batches(&mut first, 2);
+    let position = first.position().clone();
+    drop(first);
+    let read = position.read.get(0).map(|d| d.bytes);
+    assert_eq!(read, Some(1 << 20), "of {size}");
+    let mut again = Loader::open(&c, Some(position)).unwrap();
+    batches(&mut again, 1);
+    let mut straight = Loader::open(&c, None).unwrap();
+    batches(&mut straight, 3);
+    assert_eq!(again.position(), straight.position());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

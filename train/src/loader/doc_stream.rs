@@ -118,10 +118,17 @@ impl DocStream {
     /// What the stream has read of each file, for a position.
     pub fn read_record(&self) -> ReadRecord {
         let mut files = self.read.clone();
-        if let (Some(r), Some(&f)) = (&self.reader, self.order.get(self.cursor.file as usize)) {
+        if let Some(&f) = self.order.get(self.cursor.file as usize) {
             let slot = &mut files[f as usize];
             if slot.is_none() {
-                *slot = r.digest().map(Arc::new);
+                // A resumed stream that has not read on yet holds its file's
+                // record in the hasher it goes on with.
+                *slot = match (&self.reader, &self.resume_hasher) {
+                    (Some(r), _) => r.digest(),
+                    (None, Some(h)) => Some(h.digest()),
+                    (None, None) => None,
+                }
+                .map(Arc::new);
             }
         }
         ReadRecord(files)
