@@ -387,6 +387,10 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
                 ("field", obj(py, field.as_str())),
             ],
             L::NotUtf8 { path: p, offset } => vec![path(p), ("offset", obj(py, *offset))],
+            // Where the first block that differs starts.
+            L::CorpusChanged { path: p, start, .. } => {
+                vec![path(p), ("offset", obj(py, *start))]
+            }
             L::IdOutsideVocabulary {
                 path: p,
                 index,

@@ -238,6 +238,7 @@ fn read(path: &Path) -> Result<Vec<(Option<String>, Input)>, Error> {
         return Ok(vec![(None, read_module(path)?)]);
     }
     if path.join(hlatc::bundle::PROTO_FILE).is_file() {
+        super::bundle_digest::check_program(path, None, None)?;
         return Ok(vec![(None, read_bundle(path)?)]);
     }
     let (micro, apply) = (hlatc::bundle::MICRO_DIR, hlatc::bundle::APPLY_DIR);
@@ -271,6 +272,7 @@ fn read(path: &Path) -> Result<Vec<(Option<String>, Input)>, Error> {
                     ),
                 ));
             }
+            super::bundle_digest::check_program(&dir, Some(n), Some(path))?;
             Ok((Some(n.to_string()), read_bundle(&dir)?))
         })
         .collect()

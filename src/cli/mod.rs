@@ -1,6 +1,7 @@
 //! Subcommands. Each lives in its own module; this one declares the
 //! interface clap parses and dispatches.
 
+mod bundle_digest;
 mod check;
 mod compile;
 mod console;

@@ -182,6 +182,15 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
             "{source}: holds one rank's state, not the whole state: join the ranks with `hlatc unshard` first"
         )));
     }
+    let precision = a.step.precision.precision.name();
+    if let Some(holds) = input_meta.precision().filter(|&p| p != precision) {
+        return Err(hlatc::state_metadata::StateMetadataError::OtherPrecision {
+            path: source,
+            holds: holds.to_string(),
+            expected: precision.to_string(),
+        }
+        .into());
+    }
     let tensors = read_safetensors(&a.input)?;
     let has_state = division
         .inputs()
@@ -221,6 +230,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
             ranks: Some(world),
             layout: Some(layout.clone()),
             step: Some(input_meta.step.unwrap_or(0)),
+            precision: Some(precision.to_string()),
             run_identity: input_meta.run_identity.clone(),
         };
         write_safetensors_with_metadata(&rank_file(&a.out, r), tensors, Some(&meta.to_json()))?;
@@ -270,7 +280,12 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
             )));
         }
     }
-    check_rank_files(&metadata, &layout, source)?;
+    check_rank_files(
+        &metadata,
+        &layout,
+        a.step.precision.precision.name(),
+        source,
+    )?;
     let per_rank = (0..world)
         .map(|r| read_safetensors(&rank_file(&a.input, r)))
         .collect::<Result<Vec<_>, _>>()?;

@@ -173,7 +173,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 
 /// What defines this run (recorded in its checkpoints and --save-state,
 /// checked when they are resumed): the step's configuration, the rounding
-/// it runs with, the tokenizer's content and the data's fingerprint.
+/// it runs with, the tokenizer's content and the data's fingerprint, and
+/// for data drawn from the seed the seed and the batch's shape.
 fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
     let rounding = a
         .precision
@@ -193,6 +194,10 @@ fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
         Some(files) => hlatc::run_identity::files_fingerprint(&files)?,
         None => "the synthetic language".to_string(),
     };
+    if a.data.draws_from_seed() {
+        let b = &cfg.batch;
+        id = id.with_data_order(a.seed, b.batch_size, b.seq_len);
+    }
     Ok(id.with_tokenizer(tokenizer.as_deref()).with_corpus(&corpus))
 }
 

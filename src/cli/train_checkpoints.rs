@@ -39,8 +39,8 @@ pub struct CheckpointArgs {
     keep: usize,
     /// Resume a checkpoint (or a --resume file) although FIELD of the run's
     /// identity differs from the one it recorded: a field (`model.rope_theta`,
-    /// `precision`, `tokenizer`, `corpus`, ...) or a group (`model`,
-    /// `optimizer`, `schedule`). Repeatable. The change is recorded in
+    /// `precision`, `tokenizer`, `corpus`, `data.seed`, ...) or a group
+    /// (`model`, `optimizer`, `schedule`, `data`). Repeatable. The change is recorded in
     /// every later checkpoint's run.json and printed as a warning
     #[arg(long, value_name = "FIELD")]
     pub allow_resume_change: Vec<String>,

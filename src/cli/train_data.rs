@@ -174,6 +174,13 @@ impl DataArgs {
         Ok(Some(hlatc::loader::sources::expand(&self.corpus)?))
     }
 
+    /// Whether each batch is drawn from the seed alone (the synthetic
+    /// language, --data), not read by a loader that records its own
+    /// position.
+    pub fn draws_from_seed(&self) -> bool {
+        self.corpus.is_empty()
+    }
+
     /// Flags that only mean something with --corpus, given without it.
     pub fn check(&self) -> Result<(), Error> {
         if self.corpus.is_empty() {

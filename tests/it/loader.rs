@@ -115,6 +115,8 @@ fn a_loader_resumed_at_its_position_gives_the_next_batch() {
             all[stop..],
             "resumed after {stop} batches"
         );
+        // Its record of what it read too, past the first pass.
+        assert_eq!(again.position(), loader.position(), "after {stop}");
     }
     // The same seed gives the same batches; another seed, others.
     let mut same = Loader::open(&c, None).unwrap();
@@ -421,4 +423,130 @@ fn tail_padding_trains_as_a_document_that_counts_for_nothing() {
     assert_eq!(sa.loss.to_bits(), sb.loss.to_bits());
     assert_eq!(sa.grad_norm.to_bits(), sb.grad_norm.to_bits());
     assert_eq!(padded.params(), numbered.params());
+}
+
+/// `bytes` with the byte at `at` changed, its length the same.
+fn edited(bytes: &[u8], at: usize) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    // An id's low byte, to another id of the vocabulary: the file still
+    // reads.
+    let at = at & !1;
+    b[at] = if b[at] == 3 { 4 } else { 3 };
+    b
+}
+
+#[test]
+fn a_resume_refuses_an_edit_anywhere_in_what_the_loader_read_naming_the_block() {
+    use hlatc::loader::read_digest::BLOCK;
+    let dir = scratch("loader-read-digest");
+    let ids = dir.join("ids.bin");
+    mixed_length_ids(&ids, 60_000);
+    let original = std::fs::read(&ids).unwrap();
+    assert!(original.len() as u64 > 2 * BLOCK, "{}", original.len());
+    let mut c = config(&[&ids], 64, 2048);
+    c.tokenizer = None;
+    c.eos_id = Some(1);
+    let open = |from| ReplicaLoaders::open(&c, 2, from);
+    // Into the second block: each replica's rows take every other
+    // document, so a batch moves the stream about 2 x 64 x 2048 ids of 2
+    // bytes on, and the loader reads up to 1 MiB ahead.
+    let mut first = open(None).unwrap();
+    for _ in 0..10 {
+        first.next_batch().unwrap().unwrap();
+    }
+    let positions = first.positions();
+    drop(first);
+    let read = positions[0].read.get(0).unwrap().bytes;
+    assert!(
+        read > BLOCK + 200_000 && read < original.len() as u64,
+        "{read}"
+    );
+    assert_eq!(positions[0].read.get(0).unwrap().blocks.len(), 2);
+    for (at, block) in [(150_000, 0), (BLOCK as usize + 100_000, 1)] {
+        std::fs::write(&ids, edited(&original, at)).unwrap();
+        match open(Some(positions.clone())) {
+            Err(LoaderError::CorpusChanged { path, start, end }) => {
+                assert_eq!(path, ids, "byte {at}");
+                assert_eq!(start, block * BLOCK, "byte {at}");
+                assert_eq!(end, ((block + 1) * BLOCK).min(read), "byte {at}");
+            }
+            Err(e) => panic!("byte {at}: {e}"),
+            Ok(_) => panic!("an edit at byte {at}, which the loader read, resumed"),
+        }
+    }
+    // Bytes it has not read yet it reads as they are now.
+    let unread = original.len() - 1000;
+    std::fs::write(&ids, edited(&original, unread)).unwrap();
+    open(Some(positions.clone()))
+        .unwrap()
+        .next_batch()
+        .unwrap()
+        .unwrap();
+    // The corpus as it was resumes, the positions' record the same.
+    std::fs::write(&ids, &original).unwrap();
+    let mut again = open(Some(positions.clone())).unwrap();
+    again.next_batch().unwrap().unwrap();
+    let mut straight = open(None).unwrap();
+    for _ in 0..11 {
+        straight.next_batch().unwrap().unwrap();
+    }
+    assert_eq!(again.positions(), straight.positions());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn after_a_pass_the_whole_corpus_is_checked_at_resume() {
+    let dir = scratch("loader-read-digest-pass");
+    let a = dir.join("a.jsonl");
+    word_corpus(&a, 80, 3, 1);
+    let original = std::fs::read(&a).unwrap();
+    let mut c = config(&[&a], 4, 16);
+    c.shuffle_buffer = 8;
+    let mut loader = Loader::open(&c, None).unwrap();
+    while loader.position().cursor.epoch == 0 {
+        loader.next_batch().unwrap().unwrap();
+    }
+    let position = loader.position().clone();
+    drop(loader);
+    let whole = position.read.get(0).unwrap();
+    assert_eq!(whole.bytes, original.len() as u64);
+    // The last byte's line break, changed to a space: the same length.
+    let mut last = original.clone();
+    let n = last.len();
+    last[n - 1] = b' ';
+    std::fs::write(&a, &last).unwrap();
+    match Loader::open(&c, Some(position)) {
+        Err(LoaderError::CorpusChanged { path, start, end }) => {
+            assert_eq!((path, start, end), (a.clone(), 0, n as u64));
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("an edit of a file the loader read whole resumed"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A loader resumed where its next batch comes from documents already
+/// drawn (its stream not read on yet) records what one that never stopped
+/// records: the checkpoints of a resumed run are those of an unbroken one.
+#[test]
+fn a_resumed_loader_records_the_same_reads_before_it_reads_on() {
+    let dir = scratch("loader-read-digest-idle");
+    let a = dir.join("a.jsonl");
+    // Past the 1 MiB the loader reads at a time: the file is still open
+    // when it stops.
+    word_corpus(&a, 30_000, 3, 1);
+    let size = std::fs::metadata(&a).unwrap().len();
+    let c = config(&[&a], 2, 16);
+    let mut first = Loader::open(&c, None).unwrap();
+    batches(&mut first, 2);
+    let position = first.position().clone();
+    drop(first);
+    let read = position.read.get(0).map(|d| d.bytes);
+    assert_eq!(read, Some(1 << 20), "of {size}");
+    let mut again = Loader::open(&c, Some(position)).unwrap();
+    batches(&mut again, 1);
+    let mut straight = Loader::open(&c, None).unwrap();
+    batches(&mut straight, 3);
+    assert_eq!(again.position(), straight.position());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -379,3 +379,66 @@ fn what_the_jax_and_torch_xla_fixtures_would_meet() {
         ])
     );
 }
+
+/// A program's module replaced by another's (the issue's `micro_step/`
+/// holding the apply step's) is named before anything is checked, with
+/// both digests; the bundle as written checks.
+#[test]
+fn check_refuses_a_module_that_is_not_the_one_its_manifest_records() {
+    let d = tmp("replaced-module");
+    let dir = d.to_str().unwrap();
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--batch-size",
+        "2",
+        "--grad-accum",
+        "2",
+        "--out",
+        dir,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(hlatc(&["check", dir]).status.code(), Some(0));
+    let sha = |sub: &str| -> String {
+        let m: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.join(sub).join("manifest.json")).unwrap(),
+        )
+        .unwrap();
+        m["module"]["sha256"].as_str().unwrap().to_string()
+    };
+    let (micro, apply) = (sha("micro_step"), sha("apply_step"));
+    assert_ne!(micro, apply);
+    let proto = hlatc::bundle::PROTO_FILE;
+    std::fs::copy(
+        d.join("apply_step").join(proto),
+        d.join("micro_step").join(proto),
+    )
+    .unwrap();
+    let o = hlatc(&["check", dir]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    let e = text(&o.stderr);
+    assert!(
+        e.contains(&format!(
+            "{}: its sha256 is {apply}, but {} records {micro} for program micro_step's module: \
+             the module was replaced or changed after the bundle was written",
+            d.join("micro_step").join(proto).display(),
+            d.join("micro_step/manifest.json").display()
+        )),
+        "{e}"
+    );
+    assert!(text(&o.stdout).is_empty(), "{}", text(&o.stdout));
+    // A manifest copied along with the module is caught by the bundle's.
+    std::fs::copy(
+        d.join("apply_step/manifest.json"),
+        d.join("micro_step/manifest.json"),
+    )
+    .unwrap();
+    let e = text(&hlatc(&["check", dir]).stderr);
+    assert!(
+        e.contains(&format!("records {micro} for program micro_step's module"))
+            && e.contains(&d.join("manifest.json").display().to_string()),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

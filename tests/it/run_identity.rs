@@ -486,3 +486,223 @@ fn unclear_errors_read_plainly() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// The checkpoint directory `from` copied to `to` (a run resumed on a copy
+/// leaves the original for the next case).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn synthetic_data_of_another_seed_batch_or_seq_len_is_refused_by_field() {
+    let d = scratch("identity-synthetic");
+    let run = |dir: &str, more: &[&str]| -> Vec<String> {
+        [
+            &["train", "--model", "tiny", "--steps", "20"][..],
+            &["--checkpoint-every", "5", "--checkpoint-dir", dir][..],
+            more,
+        ]
+        .concat()
+        .into_iter()
+        .map(String::from)
+        .collect()
+    };
+    ok(&d, &args(&run("syn", &["--stop-after", "10"])));
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join("syn/step-00000010/run.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["fields"]["data.seed"], "0");
+    assert_eq!(saved["fields"]["data.batch_size"], "8");
+    assert_eq!(saved["fields"]["data.seq_len"], "16");
+    for (i, (flag, value, field, was)) in [
+        ("--seed", "7", "data.seed", "0"),
+        ("--batch-size", "4", "data.batch_size", "8"),
+        ("--seq-len", "8", "data.seq_len", "16"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let copy = format!("syn-{i}");
+        copy_dir(&d.join("syn"), &d.join(&copy));
+        let e = refused(&d, &args(&run(&copy, &[flag, value, "--stop-after", "11"])));
+        assert!(
+            e.contains(&format!(
+                "syn-{i}/step-00000010 was written by another run: {field} is {was} in the \
+                 checkpoint, {value} now"
+            )),
+            "{flag}: {e}"
+        );
+        // Nothing is saved over the checkpoint refused.
+        assert!(!d.join(&copy).join("step-00000011").exists());
+    }
+    // The same run goes on.
+    let notes = ok(&d, &args(&run("syn", &["--stop-after", "11"])));
+    assert!(notes.contains("resuming at step 10"), "{notes}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn the_data_fields_are_compared_and_allowed_as_a_group() {
+    use hlatc::run_identity::{RunIdentity, RunIdentityError};
+    let saved = RunIdentity::default().with_data_order(0, 8, 16);
+    let now = RunIdentity::default().with_data_order(7, 8, 16);
+    match now.check_resume(&saved, &[], 10, "syn/step-00000010") {
+        Err(RunIdentityError::Changed { changes, .. }) => {
+            assert_eq!(changes.len(), 1);
+            assert_eq!(changes[0].field, "data.seed");
+            assert_eq!(changes[0].saved.as_deref(), Some("0"));
+            assert_eq!(changes[0].now.as_deref(), Some("7"));
+        }
+        other => panic!("not Changed: {other:?}"),
+    }
+    let (next, allowed) = now
+        .check_resume(&saved, &["data".into()], 10, "syn/step-00000010")
+        .unwrap();
+    assert_eq!(allowed.len(), 1);
+    assert_eq!(next.allowed_changes[0].field, "data.seed");
+}
+
+#[test]
+fn rank_files_of_two_runs_or_another_precision_are_refused_naming_files_and_field() {
+    let d = scratch("identity-mixed-ranks");
+    let tp2 = ["--precision", "fp32", "--target", "cpu", "--tp", "2"];
+    for seed in ["0", "3"] {
+        let state = format!("s{seed}.st");
+        ok(
+            &d,
+            &[
+                "train",
+                "--steps",
+                "2",
+                "--precision",
+                "fp32",
+                "--seed",
+                seed,
+                "--save-state",
+                &state,
+            ],
+        );
+        ok(
+            &d,
+            &[&["shard", &state, "--out", &format!("r{seed}")][..], &tp2].concat(),
+        );
+    }
+    let meta = hlatc::runtime::read_safetensors_metadata(&d.join("r3/rank-00001.safetensors"))
+        .unwrap()
+        .unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["precision"], "fp32");
+    assert_eq!(meta["run_identity"]["fields"]["data.seed"], "3");
+    std::fs::create_dir_all(d.join("mix")).unwrap();
+    std::fs::copy(
+        d.join("r0/rank-00000.safetensors"),
+        d.join("mix/rank-00000.safetensors"),
+    )
+    .unwrap();
+    std::fs::copy(
+        d.join("r3/rank-00001.safetensors"),
+        d.join("mix/rank-00001.safetensors"),
+    )
+    .unwrap();
+    let e = refused(
+        &d,
+        &[&["unshard", "mix", "--out", "mix.st"][..], &tp2].concat(),
+    );
+    assert!(
+        e.contains(
+            "mix/rank-00001.safetensors and mix/rank-00000.safetensors are the ranks of different \
+             runs: data.seed is 0 in mix/rank-00000.safetensors, 3 in mix/rank-00001.safetensors"
+        ),
+        "{e}"
+    );
+    assert!(!d.join("mix.st").exists());
+    // fp32 rank files joined as bf16-mixed: refused by the files' record.
+    let bf16 = ["--precision", "bf16-mixed", "--target", "cpu", "--tp", "2"];
+    let e = refused(
+        &d,
+        &[&["unshard", "r0", "--out", "x.st"][..], &bf16].concat(),
+    );
+    assert!(
+        e.contains(
+            "r0/rank-00000.safetensors: holds a state of precision fp32, not bf16-mixed: give the \
+             --precision it was written with"
+        ),
+        "{e}"
+    );
+    assert!(!d.join("x.st").exists());
+    // And a whole fp32 state divided as bf16-mixed.
+    let e = refused(&d, &[&["shard", "s0.st", "--out", "b"][..], &bf16].concat());
+    assert!(
+        e.contains("s0.st: holds a state of precision fp32, not bf16-mixed"),
+        "{e}"
+    );
+    // A run's own files still join.
+    ok(
+        &d,
+        &[&["unshard", "r3", "--out", "back.st"][..], &tp2].concat(),
+    );
+    assert_eq!(
+        std::fs::read(d.join("back.st")).unwrap(),
+        std::fs::read(d.join("s3.st")).unwrap()
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_corpus_edited_where_the_loader_read_it_is_refused_naming_the_file_and_bytes() {
+    let d = scratch("identity-corpus-edit");
+    // Past 1 MiB, so the run identity's corpus fingerprint samples it
+    // (its 16 blocks of 64 KiB) rather than hashing it whole: an edit
+    // between its samples is the loader's to find.
+    word_corpus(&d.join("c.jsonl"), 40_000, 3, 5);
+    let run = |more: &[&str]| -> Vec<String> {
+        [
+            &[
+                "train",
+                "--steps",
+                "6",
+                "--corpus",
+                "c.jsonl",
+                "--tokenizer",
+            ][..],
+            &[WORD_TOKENIZER, "--checkpoint-dir", "ck"][..],
+            more,
+        ]
+        .concat()
+        .into_iter()
+        .map(String::from)
+        .collect()
+    };
+    ok(&d, &args(&run(&["--stop-after", "3"])));
+    let original = std::fs::read(d.join("c.jsonl")).unwrap();
+    assert!(original.len() > 2 << 20, "{}", original.len());
+    // One word for another of the same length, past byte 100 K: between
+    // the fingerprint's first two samples (at 0 and past 135 K).
+    let mut bytes = original.clone();
+    let at = 100_000
+        + bytes[100_000..]
+            .windows(3)
+            .position(|w| w == b"cat")
+            .unwrap();
+    bytes[at..at + 3].copy_from_slice(b"dog");
+    std::fs::write(d.join("c.jsonl"), &bytes).unwrap();
+    let e = refused(&d, &args(&run(&[])));
+    assert!(
+        e.contains("c.jsonl: bytes 0..") && e.contains("are not the ones this run read there"),
+        "{e}"
+    );
+    // Put back, the run goes on.
+    std::fs::write(d.join("c.jsonl"), &original).unwrap();
+    let notes = ok(&d, &args(&run(&[])));
+    assert!(notes.contains("resuming at step 3"), "{notes}");
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -166,3 +166,31 @@ fn a_sharded_checkpoint_is_written_read_back_checked_and_pruned() {
     assert_eq!(steps(&root).unwrap(), [6, 8, 10]);
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `hlatc.jax.Trainer`'s checkpoints bind each rank file to its save by
+/// the sha256 `COMPLETE` lists: rank 1 of another run's save (the same
+/// names and shapes, other values) is refused by name, on load and on
+/// resume.
+#[test]
+fn a_rank_file_of_another_run_is_refused_by_the_markers_sha256() {
+    let root = scratch("sharded-checkpoint-mixed");
+    let (ours, theirs) = (root.join("ours"), root.join("theirs"));
+    save(&ours, 2, 4);
+    prepare_save(&theirs, 2, true).unwrap();
+    let other = Literal::from_f32(vec![2, 2], &[7.0; 4]).unwrap();
+    write_rank_file(&theirs, 1, &[("w".to_string(), other)]).unwrap();
+    let rank1 = ours.join("rank-00001.safetensors");
+    std::fs::copy(theirs.join("rank-00001.safetensors"), &rank1).unwrap();
+    let e = open_for_load(&ours, 2, &[0, 1]).unwrap_err();
+    assert!(
+        matches!(&e, ShardedCheckpointError::Changed { file } if *file == rank1),
+        "{e}"
+    );
+    assert_eq!(
+        problem(&ours, 2, &[0, 1], &[0]).unwrap(),
+        Some(SkipReason::Corrupt {
+            name: "rank-00001.safetensors".into()
+        })
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -32,7 +32,7 @@ pub const CONVERTIBLE_FIELDS: [&str; 1] = ["layout"];
 
 /// The groups of fields, as `--allow-resume-change` accepts them (a group
 /// allows each of its fields).
-pub const FIELD_GROUPS: [&str; 8] = [
+pub const FIELD_GROUPS: [&str; 9] = [
     "model",
     "precision",
     "rounding",
@@ -40,6 +40,7 @@ pub const FIELD_GROUPS: [&str; 8] = [
     "schedule",
     "tokenizer",
     "corpus",
+    "data",
     "layout",
 ];
 
@@ -171,6 +172,17 @@ impl RunIdentity {
     /// With the data's fingerprint (`corpus`).
     pub fn with_corpus(mut self, fingerprint: &str) -> RunIdentity {
         self.set("corpus", fingerprint);
+        self
+    }
+
+    /// With what decides the batches of data drawn from the seed alone
+    /// (the synthetic language, `--data`'s windows): `data.seed`,
+    /// `data.batch_size` and `data.seq_len`. A corpus' loader records them
+    /// in its own position, which refuses a resume of other ones.
+    pub fn with_data_order(mut self, seed: u64, batch_size: i64, seq_len: i64) -> RunIdentity {
+        self.set("data.seed", seed);
+        self.set("data.batch_size", batch_size);
+        self.set("data.seq_len", seq_len);
         self
     }
 

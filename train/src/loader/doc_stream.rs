@@ -4,11 +4,13 @@
 //! tokenizes only its own documents. Each pass reads the files in an
 //! order drawn from the seed and the pass' number.
 
+use super::read_digest::{check_again, BlockHasher, FileDigest, ReadRecord, Resumed};
 use super::sources::{DocBody, DocRef, FileReader, ReadSettings};
 use super::LoaderError;
 use hlatc_runtime::inputs::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Where the stream is: the next file (in the pass' order) and the place in it, how many
 /// documents (of every shard) came before, and which pass over the corpus
@@ -47,6 +49,19 @@ pub struct DocStream {
     /// This pass' order of the files.
     order: Vec<u32>,
     reader: Option<FileReader>,
+    /// Each file's digest once it was read to its end.
+    read: Vec<Option<Arc<FileDigest>>>,
+    /// Where the file a resumed stream stopped in goes on hashing from.
+    resume_hasher: Option<BlockHasher>,
+}
+
+/// What a stream resumed at a position knows of the bytes read before it:
+/// the position's record, the files' sizes (a file's record is whole at
+/// its size), and the hashers [`super::read_digest::check_records`] left.
+pub struct ReadBefore<'a> {
+    pub record: &'a ReadRecord,
+    pub sizes: &'a [u64],
+    pub resumed: &'a Resumed,
 }
 
 /// The order pass `epoch` reads `n` files in.
@@ -67,15 +82,86 @@ impl DocStream {
         shard: Shard,
         seed: u64,
         cursor: Cursor,
+        before: ReadBefore<'_>,
     ) -> Self {
+        let read: Vec<Option<Arc<FileDigest>>> = (0..files.len())
+            .map(|i| {
+                let whole = before.sizes.get(i).copied();
+                before.record.0.get(i).and_then(|d| {
+                    d.as_ref()
+                        .filter(|d| Some(d.bytes) == whole)
+                        .map(Arc::clone)
+                })
+            })
+            .collect();
+        let order = file_order(files.len(), seed, cursor.epoch);
+        // The file this stream stopped in, read in part: its hashing goes
+        // on from where the record stops.
+        let resume_hasher = order.get(cursor.file as usize).and_then(|&f| {
+            let f = f as usize;
+            let partial = before.record.get(f).filter(|_| read[f].is_none())?;
+            before.resumed.get(&(f, partial.bytes)).cloned()
+        });
         DocStream {
-            order: file_order(files.len(), seed, cursor.epoch),
+            order,
             files,
             settings,
             shard,
             seed,
             cursor,
             reader: None,
+            read,
+            resume_hasher,
+        }
+    }
+
+    /// What the stream has read of each file, for a position.
+    pub fn read_record(&self) -> ReadRecord {
+        let mut files = self.read.clone();
+        if let Some(&f) = self.order.get(self.cursor.file as usize) {
+            let slot = &mut files[f as usize];
+            if slot.is_none() {
+                // A resumed stream that has not read on yet holds its file's
+                // record in the hasher it goes on with.
+                *slot = match (&self.reader, &self.resume_hasher) {
+                    (Some(r), _) => r.digest(),
+                    (None, Some(h)) => Some(h.digest()),
+                    (None, None) => None,
+                }
+                .map(Arc::new);
+            }
+        }
+        ReadRecord(files)
+    }
+
+    /// The hasher for file `file` opened at `at`: from its start, always
+    /// (a later pass checks the file against its record as it ends it);
+    /// inside it, only where the file is not whole in the record (checked
+    /// already when the stream resumed), going on from the record.
+    fn hasher_for(&mut self, file: usize, at: Option<(u64, u64)>) -> Option<BlockHasher> {
+        match at {
+            None => Some(BlockHasher::default()),
+            Some(_) if self.read[file].is_some() => None,
+            Some(_) => Some(self.resume_hasher.take().unwrap_or_default()),
+        }
+    }
+
+    /// Ends the file being read: reads its rest, and records its digest,
+    /// or checks it against the one recorded.
+    fn end_file(&mut self) -> Result<(), LoaderError> {
+        let Some(reader) = self.reader.take() else {
+            return Ok(());
+        };
+        let file = self.order[self.cursor.file as usize] as usize;
+        let Some(now) = reader.finish()? else {
+            return Ok(());
+        };
+        match &self.read[file] {
+            Some(recorded) => check_again(&self.files[file], recorded, &now),
+            None => {
+                self.read[file] = Some(Arc::new(now));
+                Ok(())
+            }
         }
     }
 
@@ -99,8 +185,15 @@ impl DocStream {
                 let at = (self.cursor.offset != 0 || self.cursor.line != 0)
                     .then_some((self.cursor.offset, self.cursor.line));
                 let file = self.order[self.cursor.file as usize];
+                let hasher = self.hasher_for(file as usize, at);
                 let path = &self.files[file as usize];
-                self.reader = Some(FileReader::open(path, file, &self.settings, at)?);
+                self.reader = Some(FileReader::open_hashed(
+                    path,
+                    file,
+                    &self.settings,
+                    at,
+                    hasher,
+                )?);
             }
             let reader = self.reader.as_mut().expect("opened above");
             let skip = !self.shard.owns(self.cursor.doc_index);
@@ -114,7 +207,7 @@ impl DocStream {
                     }
                 }
                 None => {
-                    self.reader = None;
+                    self.end_file()?;
                     self.cursor.file += 1;
                     (self.cursor.offset, self.cursor.line) = (0, 0);
                 }

@@ -105,6 +105,15 @@ pub enum LoaderError {
         shard_index: usize,
         shard_count: usize,
     },
+    /// A corpus file whose bytes in `start..end` are not the ones the run
+    /// read there (edited since the position was saved, or while the run
+    /// reads it).
+    #[error(
+        "{}: bytes {start}..{end} are not the ones this run read there: the file was edited \
+         since; a run goes on only with the corpus it read",
+        path.display()
+    )]
+    CorpusChanged { path: PathBuf, start: u64, end: u64 },
     #[error("the loader's saved position does not fit this loader: {reason}")]
     Position { reason: String },
     #[error("{setting} {value}: {reason}")]

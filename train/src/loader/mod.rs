@@ -19,6 +19,7 @@ mod error;
 pub mod pack;
 pub mod position;
 mod producer;
+pub mod read_digest;
 mod row_batch;
 pub mod sources;
 pub mod token_ids;
@@ -33,9 +34,10 @@ pub use sources::SourceFormat;
 pub use token_ids::RawDtype;
 pub use tokenize::SpecialToken;
 
-use doc_stream::{Cursor, DocStream};
+use doc_stream::{Cursor, DocStream, ReadBefore};
 use hlatc_runtime::inputs::SplitMix64;
 use producer::Producer;
+use read_digest::{check_records, ReadRecord, Resumed};
 use sources::ReadSettings;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -135,13 +137,16 @@ impl Loader {
         config: &LoaderConfig,
         from: Option<LoaderPosition>,
     ) -> Result<Loader, LoaderError> {
-        Self::start(config, &Corpus::open(config)?, from)
+        let corpus = Corpus::open(config)?;
+        let resumed = check_positions(&corpus, &[(config, from.as_ref())])?;
+        Self::start(config, &corpus, from, &resumed)
     }
 
     fn start(
         config: &LoaderConfig,
         corpus: &Corpus,
         from: Option<LoaderPosition>,
+        resumed: &Resumed,
     ) -> Result<Loader, LoaderError> {
         check_settings(config)?;
         let fingerprint = fingerprint(config, corpus);
@@ -160,6 +165,7 @@ impl Loader {
                 carry: None,
                 batches: 0,
                 totals: Totals::default(),
+                read: ReadRecord::default(),
             },
         };
         let settings = ReadSettings {
@@ -171,12 +177,18 @@ impl Loader {
         };
         let tokenizer = corpus.tokenizer.clone();
         let tokenizer_vocab = tokenizer.as_ref().map(|t| t.vocab_size());
+        let sizes: Vec<u64> = corpus.identity.iter().map(|(_, size)| *size).collect();
         let stream = DocStream::new(
             corpus.files.clone(),
             settings,
             config.shard,
             config.seed,
             position.cursor,
+            ReadBefore {
+                record: &position.read,
+                sizes: &sizes,
+                resumed,
+            },
         );
         let (capacity, packing, rows, epochs) = (
             config.shuffle_buffer,
@@ -332,20 +344,31 @@ impl ReplicaLoaders {
             });
         }
         let corpus = Corpus::open(config)?;
-        let mut from = from.map(Vec::into_iter);
-        let parts = owned
+        let configs: Vec<LoaderConfig> = owned
             .iter()
-            .map(|&index| {
-                let config = LoaderConfig {
-                    shard: Shard {
-                        index,
-                        count: replicas,
-                    },
-                    ..config.clone()
-                };
-                let at = from.as_mut().and_then(Iterator::next);
-                Loader::start(&config, &corpus, at)
+            .map(|&index| LoaderConfig {
+                shard: Shard {
+                    index,
+                    count: replicas,
+                },
+                ..config.clone()
             })
+            .collect();
+        let mut from: Vec<Option<LoaderPosition>> = match from {
+            Some(f) => f.into_iter().map(Some).collect(),
+            None => vec![None; owned.len()],
+        };
+        // The replicas read the same files: each file is read again once,
+        // for all of them.
+        let each: Vec<_> = configs
+            .iter()
+            .zip(from.iter().map(Option::as_ref))
+            .collect();
+        let resumed = check_positions(&corpus, &each)?;
+        let parts = configs
+            .iter()
+            .zip(from.iter_mut())
+            .map(|(config, at)| Loader::start(config, &corpus, at.take(), &resumed))
             .collect::<Result<_, _>>()?;
         Ok(ReplicaLoaders { parts })
     }
@@ -470,6 +493,24 @@ fn check_settings(config: &LoaderConfig) -> Result<(), LoaderError> {
         return Err(setting("epochs", 0, "a loader makes at least one pass"));
     }
     token_ids::check_eos(config.eos_id, config.vocab)
+}
+
+/// Checks each loader's position (`None`: it starts at the beginning)
+/// against its settings, then what the positions say was read of the
+/// corpus against the files now: the hashers to go on from.
+fn check_positions(
+    corpus: &Corpus,
+    loaders: &[(&LoaderConfig, Option<&LoaderPosition>)],
+) -> Result<Resumed, LoaderError> {
+    let mut records = Vec::new();
+    for (config, from) in loaders {
+        if let Some(p) = from {
+            check_settings(config)?;
+            p.check_fits(&fingerprint(config, corpus))?;
+            records.push(&p.read);
+        }
+    }
+    check_records(&corpus.files, &records)
 }
 
 /// The shuffle's first state for a shard: shards shuffle independently.

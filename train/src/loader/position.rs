@@ -5,6 +5,7 @@
 
 use super::doc_stream::{Cursor, Shard};
 use super::pack::Packing;
+use super::read_digest::ReadRecord;
 use super::sources::{DocRef, SourceFormat};
 use super::LoaderError;
 use serde::{Deserialize, Serialize};
@@ -47,6 +48,12 @@ pub struct LoaderPosition {
     pub batches: u64,
     /// The loader's counts up to here.
     pub totals: Totals,
+    /// What the loader has read of each file, as digests of its blocks:
+    /// read again and compared when a loader opens at this position. A
+    /// position an older hlatc saved has none, and its files' bytes are
+    /// not checked.
+    #[serde(default)]
+    pub read: ReadRecord,
 }
 
 /// What the loader has packed: the slots of its rows and how many held a

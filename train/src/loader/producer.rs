@@ -257,6 +257,7 @@ impl Producer {
         p.buffer = self.buffer.iter().map(|(d, _)| *d).collect();
         p.pending = self.pending.iter().map(|(d, _)| *d).collect();
         p.carry = self.packer.carry();
+        p.read = self.stream.read_record();
         p.batches += 1;
         p.totals.add(&batch.totals);
     }

@@ -5,11 +5,12 @@
 //! saved loader position names the documents it holds.
 
 use super::error::io;
+use super::read_digest::{BlockHasher, FileDigest, HashedFile, READ_AHEAD};
 use super::token_ids::{IdReader, RawDtype};
 use super::LoaderError;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 /// How a file holds its documents.
@@ -179,7 +180,7 @@ pub struct FileReader {
 
 /// A text file's bytes, or a token-id file's ids.
 enum Stream {
-    Text(BufReader<File>),
+    Text(BufReader<HashedFile>),
     Ids(IdReader),
 }
 
@@ -192,18 +193,31 @@ impl FileReader {
         settings: &ReadSettings,
         at: Option<(u64, u64)>,
     ) -> Result<FileReader, LoaderError> {
+        Self::open_hashed(path, file, settings, at, None)
+    }
+
+    /// [`FileReader::open`], hashing the file's bytes into `hasher` as
+    /// they are read (the loader's record of what it read).
+    pub fn open_hashed(
+        path: &Path,
+        file: u32,
+        settings: &ReadSettings,
+        at: Option<(u64, u64)>,
+        hasher: Option<BlockHasher>,
+    ) -> Result<FileReader, LoaderError> {
         let format = settings.format.unwrap_or_else(|| SourceFormat::of(path));
         let (offset, line) = at.unwrap_or((0, if format.is_text() { 1 } else { 0 }));
         let stream = if format.is_text() {
-            let mut f = File::open(path).map_err(io(path))?;
-            f.seek(SeekFrom::Start(offset)).map_err(io(path))?;
-            Stream::Text(BufReader::with_capacity(1 << 20, f))
+            let f = File::open(path).map_err(io(path))?;
+            let f = HashedFile::open(f, path, offset, hasher)?;
+            Stream::Text(BufReader::with_capacity(READ_AHEAD, f))
         } else {
-            Stream::Ids(IdReader::open(
+            Stream::Ids(IdReader::open_hashed(
                 path,
                 settings.raw_dtype,
                 settings.vocab,
                 offset,
+                hasher,
             )?)
         };
         Ok(FileReader {
@@ -215,6 +229,23 @@ impl FileReader {
             line,
             line_buf: Vec::new(),
         })
+    }
+
+    /// The digest of the bytes read so far, if they are hashed.
+    pub fn digest(&self) -> Option<FileDigest> {
+        match &self.stream {
+            Stream::Text(r) => r.get_ref().digest(),
+            Stream::Ids(ids) => ids.digest(),
+        }
+    }
+
+    /// Reads the rest of the file: the whole file's digest, if it is
+    /// hashed.
+    pub fn finish(self) -> Result<Option<FileDigest>, LoaderError> {
+        match self.stream {
+            Stream::Text(r) => r.into_inner().finish(&self.path),
+            Stream::Ids(ids) => ids.finish(),
+        }
     }
 
     /// The place of the next document (or of the end).

@@ -4,9 +4,10 @@
 //! files and refuse the same ones with the same words.
 
 use super::error::io;
+use super::read_digest::{BlockHasher, FileDigest, HashedFile, READ_AHEAD};
 use super::LoaderError;
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 /// How a raw `.bin` stream stores each id.
@@ -181,7 +182,7 @@ fn npy_layout(bytes: &[u8]) -> Result<IdLayout, String> {
 /// against the vocabulary as it comes: a file is never read whole.
 pub struct IdReader {
     path: PathBuf,
-    reader: BufReader<File>,
+    reader: BufReader<HashedFile>,
     layout: IdLayout,
     /// The index of the next id.
     next: u64,
@@ -193,19 +194,42 @@ impl IdReader {
     /// `path`'s ids from index `at` on (`raw` says how a file without a
     /// `.npy` header stores them).
     pub fn open(path: &Path, raw: RawDtype, vocab: i64, at: u64) -> Result<IdReader, LoaderError> {
+        Self::open_hashed(path, raw, vocab, at, None)
+    }
+
+    /// [`IdReader::open`], hashing the file's bytes into `hasher` as they
+    /// are read (the loader's record of what it read).
+    pub fn open_hashed(
+        path: &Path,
+        raw: RawDtype,
+        vocab: i64,
+        at: u64,
+        hasher: Option<BlockHasher>,
+    ) -> Result<IdReader, LoaderError> {
         let mut f = File::open(path).map_err(io(path))?;
         let layout = IdLayout::of(path, &mut f, raw)?;
         let byte = layout
             .data_start
             .saturating_add(at.saturating_mul(layout.width as u64));
-        f.seek(SeekFrom::Start(byte)).map_err(io(path))?;
+        let f = HashedFile::open(f, path, byte, hasher)?;
         Ok(IdReader {
             path: path.to_path_buf(),
-            reader: BufReader::with_capacity(1 << 20, f),
+            reader: BufReader::with_capacity(READ_AHEAD, f),
             layout,
             next: at,
             vocab,
         })
+    }
+
+    /// The digest of the bytes read so far, if they are hashed.
+    pub fn digest(&self) -> Option<FileDigest> {
+        self.reader.get_ref().digest()
+    }
+
+    /// Reads the rest of the file: the whole file's digest, if it is
+    /// hashed.
+    pub fn finish(self) -> Result<Option<FileDigest>, LoaderError> {
+        self.reader.into_inner().finish(&self.path)
     }
 
     /// The ids the file holds, as its size and header say.
