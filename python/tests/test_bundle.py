@@ -47,7 +47,7 @@ def test_a_bundle_of_one_program_lists_every_tensor(tmp_path):
 
 
 @pytest.mark.parametrize("layout, programs", [
-    ({"grad_accum": 2}, {"micro step": "micro_step", "apply step": "apply_step"}),
+    ({"grad_accum": 2}, {"micro_step": "micro_step", "apply_step": "apply_step"}),
     ({"pp": 2, "grad_accum": 2}, {"warm_up": "warm_up", "steady": "steady",
                                   "cool_down": "cool_down", "apply_step": "apply_step"}),
 ])
@@ -59,8 +59,9 @@ def test_a_bundle_of_several_programs_lists_each(tmp_path, layout, programs):
     want = [row for name, attr in programs.items()
             for row in signature(name, getattr(step, attr))]
     assert flat(bundle) == want
-    assert {t.program for t in bundle.inputs("apply step" if "apply step" in programs
-                                             else "apply_step")} == {bundle.programs[-1]}
+    # One spelling: each program is named as its folder.
+    assert [p["dir"] for p in bundle.manifest["programs"]] == list(programs)
+    assert {t.program for t in bundle.inputs("apply_step")} == {"apply_step"}
 
 
 def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
