@@ -28,11 +28,11 @@ IDEs and mypy check them.
 
 from __future__ import annotations
 
-import os
+import os  # noqa: F401  (PathLike's "os.PathLike[str]", for typing.get_type_hints)
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _hlatc, data
-from ._arrays import dict_to_numpy, dict_to_raw, to_raw
+from . import _args, _hlatc, data
+from ._arrays import dict_to_numpy, dict_to_raw, list_of_dicts_to_raw, to_raw
 from ._fit import CheckpointWarning, Metrics, OnStep
 from ._bundle import Bundle, BundleTensor
 from ._identity import IdentityError, IdentityWarning
@@ -57,6 +57,7 @@ from ._hlatc import (
     TickPlan,
     TickRouting,
     UsageError,
+    UsageTypeError,
     VerifyError,
     append_measured_run,
     load_module,
@@ -75,6 +76,7 @@ from ._types import (
     PathLike,
     Phase,
     PpSend,
+    Program,
     Precision,
     RankSource,
     RawDtype,
@@ -118,6 +120,7 @@ __all__ = [
     "NeuronRefusedError",
     "RunError",
     "UsageError",
+    "UsageTypeError",
     "DataError",
     "CheckpointError",
     "InternalError",
@@ -142,6 +145,7 @@ __all__ = [
     "RawDtype",
     "Series",
     "Phase",
+    "Program",
     "PathLike",
     "ArrayLike",
     "Array",
@@ -159,9 +163,13 @@ def plot_metrics(
     """Draws training curves into a PNG with hlatc's plotter (what `hlatc plot`
     draws): `runs` maps a label to one `Trainer.step` result per step;
     `series` is `loss`, `grad_norm`, `learning_rate` or `held_out_loss`."""
-    _hlatc.plot_metrics(
-        {k: [dict(s) for s in v] for k, v in runs.items()}, os.fspath(path), series, title, log_y
-    )
+    if not isinstance(runs, Mapping) or not all(
+            isinstance(v, Sequence) and all(isinstance(s, Mapping) for s in v)
+            for v in runs.values()):
+        raise _hlatc.argument_error("runs", runs, "a dict of a label to a list of dicts of "
+                                    "metrics, one per step", of_type=True)
+    _hlatc.plot_metrics({k: [dict(s) for s in v] for k, v in runs.items()}, path, series, title,
+                        log_y)
 
 
 class Step:
@@ -297,7 +305,7 @@ class Step:
 
     def write_bundle(self, path: PathLike) -> None:
         """Writes the bundle `hlatc compile --out PATH` writes, whole or not at all."""
-        self._native.write_bundle(os.fspath(path))
+        self._native.write_bundle(path)
 
     def init_state(
         self, seed: int = 0, rank: int = 0, checkpoint: Optional[PathLike] = None
@@ -311,8 +319,7 @@ class Step:
         seeded. Of a pipeline-parallel step, the state its rank's programs
         take: its stage's layers of the whole model's initialization, under
         the stage model's names (a `checkpoint` is refused)."""
-        path = None if checkpoint is None else os.fspath(checkpoint)
-        return dict_to_numpy(self._native.init_state(seed, rank, path))
+        return dict_to_numpy(self._native.init_state(seed, rank, checkpoint))
 
     def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, Array]:
         """Rank `rank`'s share of a batch of hlatc's synthetic language: tokens,
@@ -323,11 +330,11 @@ class Step:
         """One step on XLA CPU from every input by name; the outputs by name
         (`loss`, `grad_norm`, `learning_rate`, then the updated state under
         the names of the inputs it updates). Token data is checked first."""
-        return dict_to_numpy(self._native.run(dict_to_raw(inputs)))
+        return dict_to_numpy(self._native.run(dict_to_raw(inputs, "inputs")))
 
     def run_ranks(self, inputs: Sequence[Tensors]) -> List[Dict[str, Array]]:
         """`run` for a sharded step: one dict of inputs per rank."""
-        outs = self._native.run_ranks([dict_to_raw(d) for d in inputs])
+        outs = self._native.run_ranks(list_of_dicts_to_raw(inputs, "inputs"))
         return [dict_to_numpy(o) for o in outs]
 
     def rank_batch(
@@ -349,19 +356,19 @@ class Step:
         state (`Trainer.state()`, `hlatc unshard`'s file): what that rank's
         program takes, as `hlatc shard` divides it (under pipeline
         parallelism, its stage's share, from the whole model's names)."""
-        return dict_to_numpy(self._native.shard_state(dict_to_raw(state), rank))
+        return dict_to_numpy(self._native.shard_state(dict_to_raw(state, "state"), rank))
 
     def gather_state(self, per_rank: Sequence[Tensors]) -> Dict[str, Array]:
         """The whole state, by input name, from every rank's state (one dict
         per rank, in rank order), as `hlatc unshard` joins rank files (under
         pipeline parallelism, by the whole model's names, without the
         gradient accumulators, zero between steps)."""
-        return dict_to_numpy(self._native.gather_state([dict_to_raw(d) for d in per_rank]))
+        return dict_to_numpy(self._native.gather_state(list_of_dicts_to_raw(per_rank, "per_rank")))
 
     def hugging_face_params(self, state: Tensors) -> Dict[str, Array]:
         """The parameters of a whole state as Hugging Face tensors (fused
         ones split back)."""
-        return dict_to_numpy(self._native.hugging_face_params(dict_to_raw(state)))
+        return dict_to_numpy(self._native.hugging_face_params(dict_to_raw(state, "state")))
 
     def tick_batches(
         self, tokens: ArrayLike, targets: ArrayLike, rank: int = 0
@@ -386,9 +393,9 @@ def _step_or_none(native: Optional["_hlatc.Step"]) -> Optional[Step]:
 
 
 def compile_step(
+    *,
     model: Optional[Model] = None,
     config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
-    *,
     batch_size: Optional[int] = None,
     seq_len: Optional[int] = None,
     packed: bool = False,
@@ -422,7 +429,8 @@ def compile_step(
     replica_groups: ReplicaGroups = "explicit",
     pp_send: Optional[PpSend] = None,
 ) -> Step:
-    """Compiles a model's training step as `hlatc compile` does.
+    """Compiles a model's training step as `hlatc compile` does. Every
+    argument is a keyword.
 
     `model` is a preset (`hlat-7b` unless `config` is given); `config` a
     Hugging Face config.json path or its contents as a dict. Every other
@@ -462,8 +470,8 @@ def compile_step(
     inputs and `tick_plan` where each tick's inputs come from and outputs
     go. The GIL is released while it compiles.
     """
-    if config is not None and not isinstance(config, Mapping):
-        config = os.fspath(config)
+    if isinstance(config, Mapping) and not isinstance(config, dict):
+        config = dict(config)
     if isinstance(passes, str):
         passes = [p for p in passes.split(",") if p.strip()]
     if isinstance(disable_pass, str):
@@ -471,19 +479,18 @@ def compile_step(
     for name, given in (("passes", passes), ("disable_pass", disable_pass)):
         if given is None and name == "passes":
             continue
+        names: List[Any]
         try:
             names = list(given)  # type: ignore[arg-type]
         except TypeError:
-            raise TypeError(f"compile_step: {name}={given!r}: a list of pass names (str), or "
-                            "one name or a comma-separated string of them (hlatc.passes() "
-                            "lists them)") from None
-        bad = [p for p in names if not isinstance(p, str)]
-        if bad:
-            raise TypeError(f"compile_step: {name}: {bad[0]!r} is not a pass name (str); "
-                            "hlatc.passes() lists them")
+            names = [given]
+        if any(not isinstance(p, str) for p in names):
+            raise _hlatc.argument_error(
+                name, given, "a list of pass names (str), or one name or a comma-separated "
+                "string of them (hlatc.passes() lists them)", of_type=True)
     return Step(_hlatc.compile_step(
-        model,
-        config,
+        model=model,
+        config=config,
         batch_size=batch_size,
         seq_len=seq_len,
         packed=packed,
@@ -529,6 +536,7 @@ class Trainer:
         `pp=P` runs its schedule's ticks and then its apply step, its state
         (`state`, `resume`, `hugging_face_params`) named as the whole
         model's."""
+        _args.check_step(step)
         self._step = step
         self._native = _hlatc.Trainer(step._native, seed)
 
@@ -548,7 +556,7 @@ class Trainer:
     def resume(self, state: Tensors) -> None:
         """Continues from a `state()` of the same model and precision (any
         --tp/--dp/--zero1): the next step is the one that state stopped before."""
-        self._native.resume(dict_to_raw(state))
+        self._native.resume(dict_to_raw(state, "state"))
 
     def hugging_face_params(self) -> Dict[str, Array]:
         """The parameters as Hugging Face tensors (fused ones split back)."""

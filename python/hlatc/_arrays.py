@@ -16,6 +16,8 @@ import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
+from . import _hlatc
+
 # XLA's type names and NumPy's dtypes for them.
 _DTYPES = {
     "pred": np.dtype(np.bool_),
@@ -53,12 +55,14 @@ def to_numpy(raw: Raw) -> npt.NDArray[Any]:
 
 def to_raw(name: str, value: npt.ArrayLike) -> RawIn:
     """A triple from anything `np.asarray` takes: its bytes viewed, not copied."""
-    a = np.asarray(value)
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError):
+        a = np.asarray(None)
     if a.dtype not in _NAMES:
-        raise TypeError(
-            f"hlatc: input '{name}' has dtype {a.dtype}, which hlatc has no type for "
-            f"(known: {', '.join(str(d) for d in _NAMES)})"
-        )
+        raise _hlatc.argument_error(
+            name, value, "an array of a type hlatc has (NumPy "
+            f"{', '.join(str(d) for d in _NAMES)})", of_type=True)
     a = a.astype(a.dtype.newbyteorder("<"), copy=False)
     # Not np.ascontiguousarray: it makes a 0-d array 1-d.
     if not a.flags.c_contiguous:
@@ -70,5 +74,19 @@ def dict_to_numpy(d: Mapping[str, RawOut]) -> Dict[str, npt.NDArray[Any]]:
     return {k: to_numpy(v) for k, v in d.items()}
 
 
-def dict_to_raw(d: Mapping[str, npt.ArrayLike]) -> Dict[str, RawIn]:
-    return {k: to_raw(k, v) for k, v in d.items()}
+def dict_to_raw(d: Mapping[str, npt.ArrayLike], argument: str) -> Dict[str, RawIn]:
+    """The tensors of `d`, the argument `argument`: a dict of arrays by
+    name, refused naming it when it is not."""
+    if not isinstance(d, Mapping) or not all(isinstance(k, str) for k in d):
+        raise _hlatc.argument_error(argument, d, "a dict of arrays by name (str)", of_type=True)
+    return {k: to_raw(f"{argument}[{k!r}]", v) for k, v in d.items()}
+
+
+def list_of_dicts_to_raw(ds: Sequence[Mapping[str, npt.ArrayLike]],
+                         argument: str) -> List[Dict[str, RawIn]]:
+    """`dict_to_raw` of each of `ds` (one per rank), refused naming it
+    when it is not a list."""
+    if isinstance(ds, (str, bytes, Mapping)) or not isinstance(ds, Sequence):
+        raise _hlatc.argument_error(argument, ds, "a list of dicts of arrays, one per rank",
+                                    of_type=True)
+    return [dict_to_raw(d, f"{argument}[{i}]") for i, d in enumerate(ds)]

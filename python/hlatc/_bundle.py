@@ -18,18 +18,17 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from . import _hlatc
-from ._types import PathLike
-
-FORMAT_PREFIX = "hlatc-bundle/"
+from . import _args, _hlatc
+from ._types import PathLike, Program
 
 
 @dataclass(frozen=True)
 class BundleTensor:
     """One input or output of one of a bundle's programs."""
 
-    #: The program's name: `"step"` for a bundle of one program, else the
-    #: manifest's (`"micro step"`, `"apply step"`, `"warm_up"`, ...).
+    #: The program's name, its folder's: `"step"` for a bundle of one
+    #: program, else `"micro_step"`, `"apply_step"`, `"warm_up"`, ...
+    #: (`hlatc.Program`).
     program: str
     #: `"input"` or `"output"`.
     kind: str
@@ -56,25 +55,32 @@ class Bundle:
     """The bundle `hlatc compile` or `Step.write_bundle` wrote at `path`: its
     manifest (`manifest`), its programs (`programs`) and every tensor of
     each, flat (`tensors`, also by iterating), in the manifest's order. A
-    folder without a manifest, or one hlatc cannot read, raises
-    `FileError` naming the file."""
+    folder without a manifest, or one hlatc cannot read (a format this
+    hlatc does not read among them), raises `FileError` naming the file.
+    Bundles written before the programs' names were their folders' (`micro
+    step`, `apply step`) read as `micro_step` and `apply_step`."""
 
     def __init__(self, path: PathLike) -> None:
-        self.path = os.fspath(path)
-        top = self._read(os.path.join(self.path, "manifest.json"))
+        self.path = _args.path("path", path, "a bundle's directory (str or os.PathLike)")
+        where = os.path.join(self.path, "manifest.json")
+        top = self._read(where, _hlatc.BUNDLE_FORMATS)
         self.manifest: Dict[str, Any] = top
         self.format: str = top["format"]
         self.programs: List[str] = []
         self.tensors: List[BundleTensor] = []
         programs = top.get("programs")
         if programs is None:
-            self._add("step", top, os.path.join(self.path, "manifest.json"))
+            self._add("step", top, where)
             return
-        for p in programs:
-            where = os.path.join(self.path, str(p["dir"]), "manifest.json")
-            self._add(str(p["name"]), self._read(where), where)
+        try:
+            named = [(_program(p), str(p["dir"])) for p in programs]
+        except (KeyError, TypeError, _hlatc.UsageError) as e:
+            raise _error(f"{where}: a 'programs' entry hlatc cannot read: {e}", where) from None
+        for name, folder in named:
+            sub = os.path.join(self.path, folder, "manifest.json")
+            self._add(name, self._read(sub, _hlatc.PROGRAM_FORMATS), sub)
 
-    def _read(self, where: str) -> Dict[str, Any]:
+    def _read(self, where: str, formats: List[str]) -> Dict[str, Any]:
         if not os.path.isdir(self.path):
             raise _error(f"{self.path}: no such bundle directory" if not os.path.exists(self.path)
                          else f"{self.path}: not a directory, so not a bundle", self.path)
@@ -86,8 +92,12 @@ class Bundle:
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise _error(f"{where}: not a bundle manifest: {e}", where) from None
         found = manifest.get("format") if isinstance(manifest, dict) else None
-        if not isinstance(found, str) or not found.startswith(FORMAT_PREFIX):
-            raise _error(f"{where}: format {found!r}, not an {FORMAT_PREFIX}N manifest", where)
+        if found not in formats:
+            raise _error(f"{where}: format {found!r}, but this hlatc reads "
+                         + ", ".join(repr(f) for f in formats)
+                         + (" (a bundle written by a later hlatc?)"
+                            if isinstance(found, str) and found.startswith("hlatc-bundle/")
+                            else ""), where)
         return manifest  # type: ignore[no-any-return]
 
     def _add(self, program: str, manifest: Dict[str, Any], where: str) -> None:
@@ -109,18 +119,36 @@ class Bundle:
         return len(self.tensors)
 
     def inputs(self, program: Optional[str] = None) -> List[BundleTensor]:
-        """The inputs of `program` (every program's when None)."""
+        """The inputs of `program` (every program's when None); a program
+        the bundle does not hold raises `UsageError` naming those it does."""
+        self._check(program)
         return [t for t in self.tensors if t.kind == "input"
                 and (program is None or t.program == program)]
 
     def outputs(self, program: Optional[str] = None) -> List[BundleTensor]:
-        """The outputs of `program` (every program's when None)."""
+        """The outputs of `program` (every program's when None); a program
+        the bundle does not hold raises `UsageError` naming those it does."""
+        self._check(program)
         return [t for t in self.tensors if t.kind == "output"
                 and (program is None or t.program == program)]
+
+    def _check(self, program: Optional[str]) -> None:
+        if program is None or program in self.programs:
+            return
+        raise _hlatc.argument_error(
+            "program", program, "None or a program of this bundle: " + ", ".join(self.programs),
+            of_type=not isinstance(program, str))
 
     def __repr__(self) -> str:
         return (f"Bundle({self.path!r}, format={self.format!r}, programs={self.programs}, "
                 f"tensors={len(self.tensors)})")
+
+
+def _program(entry: Dict[str, Any]) -> Program:
+    """The program a top manifest's `programs` entry names, in the one
+    spelling (the Rust core's, `micro step` of earlier bundles read as
+    `micro_step`)."""
+    return _hlatc.program_name(str(entry.get("name", entry["dir"])))
 
 
 def _flat(program: str, kind: str, entries: List[Any]) -> Iterator[BundleTensor]:

@@ -15,6 +15,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _hlatc, _identity
+from ._args import check_int
 
 PathLike = Union[str, "os.PathLike[str]"]
 Metrics = List[Dict[str, float]]
@@ -28,13 +29,10 @@ class CheckpointWarning(UserWarning):
 
 
 def check_fit_args(steps: int, checkpoint_every: int, keep: int) -> None:
-    if steps < 0:
-        raise _hlatc.UsageError(f"steps={steps}: a run trains to a step number, 0 or more")
-    if checkpoint_every < 1:
-        raise _hlatc.UsageError(
-            f"checkpoint_every={checkpoint_every}: a run saves every 1 step or more")
-    if keep < 1:
-        raise _hlatc.UsageError(f"keep={keep}: a run keeps at least its newest checkpoint")
+    check_int("steps", steps, 0, "a step number to train to, an int 0 or more")
+    check_int("checkpoint_every", checkpoint_every, 1,
+              "steps between checkpoints, an int 1 or more")
+    check_int("keep", keep, 1, "checkpoints kept, an int 1 or more (the newest at least)")
 
 
 def warn_skipped(path: str, why: str) -> None:

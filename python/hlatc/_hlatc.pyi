@@ -25,6 +25,7 @@ from hlatc._types import (
     Remat,
     ReplicaGroups,
     PpSend,
+    Program,
     Rounding,
     Series,
     Special,
@@ -54,11 +55,16 @@ __all__ = [
     "NeuronRefusedError",
     "RunError",
     "UsageError",
+    "UsageTypeError",
     "DataError",
     "CheckpointError",
     "InternalError",
     "compile_step",
     "choices",
+    "argument_error",
+    "program_name",
+    "BUNDLE_FORMATS",
+    "PROGRAM_FORMATS",
     "compile_spellings",
     "load_module",
     "optimize",
@@ -149,7 +155,10 @@ class NeuronRefusedError(Error, ValueError):
     findings: Optional[List[NeuronFinding]]
 
 class RunError(Error, RuntimeError): ...
-class UsageError(Error, ValueError): ...
+class UsageError(Error, ValueError):
+    argument: Optional[str]
+
+class UsageTypeError(UsageError, TypeError): ...
 
 class DataError(Error, ValueError):
     path: Optional[str]
@@ -167,6 +176,11 @@ class CheckpointError(Error, OSError):
 class InternalError(Error, RuntimeError): ...
 
 def choices() -> Dict[str, List[str]]: ...
+def argument_error(name: str, given: object, accepted: str, *, of_type: bool) -> UsageError: ...
+def program_name(name: str) -> Program: ...
+
+BUNDLE_FORMATS: List[str]
+PROGRAM_FORMATS: List[str]
 def compile_spellings() -> List[Tuple[str, Optional[str], str, Optional[str]]]: ...
 
 @final
@@ -285,9 +299,12 @@ class Step:
     def tick_batches(
         self, tokens: _RawIn, targets: _RawIn, rank: int = 0
     ) -> List[Dict[str, _RawOut]]: ...
-    def write_bundle(self, path: str) -> None: ...
+    def write_bundle(self, path: Union[str, "os.PathLike[str]"]) -> None: ...
     def init_state(
-        self, seed: int = 0, rank: int = 0, checkpoint: Optional[str] = None
+        self,
+        seed: int = 0,
+        rank: int = 0,
+        checkpoint: Optional[Union[str, "os.PathLike[str]"]] = None,
     ) -> Dict[str, _RawOut]: ...
     def example_batch(self, seed: int = 0, rank: int = 0) -> Dict[str, _RawOut]: ...
     def run(self, inputs: Dict[str, _RawIn]) -> Dict[str, _RawOut]: ...
@@ -304,9 +321,9 @@ class Step:
     def hugging_face_params(self, state: Dict[str, _RawIn]) -> Dict[str, _RawOut]: ...
 
 def compile_step(
-    model: Optional[Model] = None,
-    config: Optional[Union[str, Mapping[str, Any]]] = None,
     *,
+    model: Optional[Model] = None,
+    config: Optional[Union[str, "os.PathLike[str]", Mapping[str, Any]]] = None,
     batch_size: Optional[int] = None,
     seq_len: Optional[int] = None,
     packed: bool = False,
@@ -367,7 +384,7 @@ class Loader:
         replicas: int = 1,
         owned: Optional[Sequence[int]] = None,
         tokenizer: Optional[str] = None,
-        text_field: str = "text",
+        text_field: str = ...,
         format: Optional[Format] = None,
         packing: Packing = "segments",
         shuffle_buffer: int = ...,
@@ -507,9 +524,9 @@ class Plan:
     def best(self) -> Optional[Candidate]: ...
 
 def plan(
-    model: Optional[Model] = None,
-    config: Optional[Union[str, Mapping[str, Any]]] = None,
     *,
+    model: Optional[Model] = None,
+    config: Optional[Union[str, "os.PathLike[str]", Mapping[str, Any]]] = None,
     seq_len: Optional[int] = None,
     precision: Optional[Precision] = None,
     instance: Instance = "trn1.32xlarge",
@@ -556,7 +573,7 @@ def append_measured_run(
 ) -> None: ...
 def plot_metrics(
     runs: Dict[str, List[Dict[str, float]]],
-    path: str,
+    path: Union[str, "os.PathLike[str]"],
     series: Series = "loss",
     title: Optional[str] = None,
     log_y: bool = False,

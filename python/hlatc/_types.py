@@ -30,6 +30,7 @@ __all__ = [
     "RawDtype",
     "Series",
     "Phase",
+    "Program",
     "PathLike",
     "ArrayLike",
     "Array",
@@ -77,6 +78,10 @@ RawDtype = Literal["u16", "u32"]
 Series = Literal["loss", "grad_norm", "learning_rate", "held_out_loss"]
 #: A pipeline-parallel step's tick program (`Schedule.phase`).
 Phase = Literal["warm_up", "steady", "cool_down"]
+#: A program of a bundle, named as its folder is (`Bundle.programs`,
+#: `BundleTensor.program`, `hlatc check --format json`): `step` the one of
+#: a bundle of one.
+Program = Literal["step", "micro_step", "apply_step", "warm_up", "steady", "cool_down"]
 #: A Trainium instance kind `plan` prices (`hlatc plan --instance`).
 Instance = Literal["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"]
 
@@ -96,6 +101,7 @@ CHOICES: Dict[str, Any] = {
     "raw_dtype": RawDtype,
     "series": Series,
     "phase": Phase,
+    "program": Program,
     "instance": Instance,
 }
 

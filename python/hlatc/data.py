@@ -23,11 +23,12 @@ import json
 import os
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Type, Union
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Type, Union)
 
 import numpy as np
 
-from . import _hlatc
+from . import _args, _hlatc
 from ._arrays import dict_to_numpy
 from ._types import Array, Format, Packing, PathLike, RawDtype, Special
 
@@ -77,16 +78,10 @@ class LoaderStats:
 def _sources(sources: Sources) -> List[str]:
     if isinstance(sources, (str, os.PathLike)):
         return [os.fspath(sources)]
-    return [os.fspath(s) for s in sources]
-
-
-def _check_int(name: str, value: Any, least: int, what: str) -> None:
-    """`value` of argument `name` must be an int of `least` or more:
-    TypeError or UsageError (a ValueError) naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"Loader: {name}={value!r}: an int, not {type(value).__name__}")
-    if value < least:
-        raise _hlatc.UsageError(f"Loader: {name}={value}: {what}")
+    accepted = "a path or glob (str or os.PathLike), or a list of them"
+    if isinstance(sources, (bytes, Mapping)) or not isinstance(sources, Iterable):
+        raise _hlatc.argument_error("sources", sources, accepted, of_type=True)
+    return [_args.path("sources", s, accepted) for s in sources]
 
 
 def _position_text(position: Position) -> str:
@@ -158,22 +153,23 @@ class Loader:
         with the batch that reaches it."""
         for name, value in (("seq_len", seq_len), ("batch_size", batch_size),
                             ("vocab_size", vocab_size), ("replicas", replicas)):
-            _check_int(name, value, 1, "must be 1 or more")
-        _check_int("shuffle_buffer", shuffle_buffer, 1,
-                   "must be 1 or more (1 keeps the corpus' order)")
-        _check_int("seed", seed, 0, "must be 0 or more")
+            _args.check_int(name, value, 1, "an int 1 or more")
+        _args.check_int("shuffle_buffer", shuffle_buffer, 1,
+                        "an int 1 or more (1 keeps the corpus' order)")
+        _args.check_int("seed", seed, 0, "an int 0 or more")
         if epochs is not None:
-            _check_int("epochs", epochs, 1, "must be 1 or more (None: no end)")
+            _args.check_int("epochs", epochs, 1, "an int 1 or more, or None (no end)")
         if eos_id is not None:
-            _check_int("eos_id", eos_id, 0, "must be a token id, 0 or more")
+            _args.check_int("eos_id", eos_id, 0, "a token id, an int 0 or more")
             if eos_id >= vocab_size:
-                raise _hlatc.UsageError(f"Loader: eos_id={eos_id}: not in the vocabulary of "
-                                        f"{vocab_size} (ids 0 to {vocab_size - 1})")
+                raise _hlatc.argument_error(
+                    "eos_id", eos_id, f"a token id of the vocabulary of {vocab_size} (ids 0 to "
+                    f"{vocab_size - 1})", of_type=False)
         for r in owned_replicas or []:
-            _check_int("owned_replicas", r, 0, f"a replica index, 0 to {replicas - 1}")
+            _args.check_int("owned_replicas", r, 0, f"replica indices, 0 to {replicas - 1}")
         # What the run's identity records of the data (its checkpoints').
         self._source_paths = _sources(sources)
-        self._tokenizer_path = None if tokenizer is None else os.fspath(tokenizer)
+        self._tokenizer_path = None if tokenizer is None else _args.path("tokenizer", tokenizer)
         self._native = _hlatc.Loader(
             self._source_paths,
             vocab_size=vocab_size,
@@ -181,7 +177,7 @@ class Loader:
             seq_len=seq_len,
             replicas=replicas,
             owned=None if owned_replicas is None else [int(r) for r in owned_replicas],
-            tokenizer=None if tokenizer is None else os.fspath(tokenizer),
+            tokenizer=self._tokenizer_path,
             text_field=text_field,
             format=format,
             packing=packing,
@@ -220,6 +216,7 @@ class Loader:
         a packed step (`compile_step(packed=True)`), concatenation otherwise
         (another `packing` raises `UsageError`). The other keywords are
         `Loader`'s (`tokenizer`, `seed`, `position`, ...)."""
+        _args.check_step(step)
         layout = _hlatc.data_layout(step._native)
         want: Packing = "segments" if layout["packed"] else "concat"
         if packing is not None and packing != want:

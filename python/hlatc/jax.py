@@ -41,7 +41,7 @@ from typing import (
 import numpy as np
 
 import hlatc
-from . import _hlatc, _identity, _jax_checkpoint, _peers
+from . import _args, _hlatc, _identity, _jax_checkpoint, _peers
 from ._arrays import _DTYPES, dict_to_numpy, to_raw
 from ._fit import Metrics, OnStep
 # Names of hlatc.jax since before the checkpoints' protocol moved out.
@@ -195,6 +195,7 @@ class StepFunction:
         import jax
         from jax._src.lib import xla_client as xc
 
+        _args.check_step(step)
         world = step.world_size
         if devices is None:
             devices = jax.devices()
@@ -411,6 +412,7 @@ class Trainer:
         safetensors checkpoint, the parameters are read from it instead, each
         process reading only the slices its ranks hold (not yet for a
         pipeline-parallel step: `init` is refused)."""
+        _args.check_step(step)
         self._pipeline: Optional[_Pipeline] = None
         if step.pp > 1:
             if init is not None:

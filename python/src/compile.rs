@@ -2,6 +2,7 @@
 //! each name parsed by the Rust type that owns it, and the compile itself
 //! (the CLI's library call, so the bundles are the same bytes).
 
+use crate::args;
 use crate::errors::{
     guarded, named, precision_named, remat_named, target_named, to_py, usage, CONFIG,
 };
@@ -32,13 +33,32 @@ pub(crate) fn source(
         (None, None) => Ok(ModelSource::Preset("hlat-7b".into())),
         (None, Some(c)) => {
             if c.is_instance_of::<PyDict>() {
-                let json = c.py().import("json")?.call_method1("dumps", (c,))?;
+                let json = c
+                    .py()
+                    .import("json")?
+                    .call_method1("dumps", (c,))
+                    .map_err(|_| {
+                        args::refuse(
+                            args::Refused::Range,
+                            "config",
+                            c,
+                            "a config.json's contents: a dict of JSON values",
+                        )
+                    })?;
                 Ok(ModelSource::ConfigJson {
                     json: json.extract()?,
                     name: "config (dict)".into(),
                 })
             } else {
-                Ok(ModelSource::ConfigFile(c.extract()?))
+                let path: std::path::PathBuf = c.extract().map_err(|_| {
+                    args::refuse(
+                        args::Refused::Type,
+                        "config",
+                        c,
+                        "a config.json's path (str or os.PathLike) or its contents as a dict",
+                    )
+                })?;
+                Ok(ModelSource::ConfigFile(path))
             }
         }
     }
@@ -49,7 +69,7 @@ pub(crate) fn source(
 /// the same bytes. The GIL is released while it compiles.
 #[pyfunction]
 #[pyo3(signature = (
-    model=None, config=None, *, batch_size=None, seq_len=None, packed=false,
+    *, model=None, config=None, batch_size=None, seq_len=None, packed=false,
     separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
     passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
     tp=1, dp=1, pp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None,
@@ -61,40 +81,40 @@ pub(crate) fn source(
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
     py: Python<'_>,
-    model: Option<String>,
+    #[pyo3(from_py_with = args::model)] model: Option<String>,
     config: Option<&Bound<'_, PyAny>>,
-    batch_size: Option<i64>,
-    seq_len: Option<i64>,
-    packed: bool,
-    separate_projections: bool,
-    precision: &str,
-    rounding: Option<&str>,
-    target: &str,
-    passes: Option<Vec<String>>,
-    disable_pass: Vec<String>,
-    verify_each_pass: bool,
-    remat: &str,
-    tp: i64,
-    dp: i64,
-    pp: i64,
-    sequence_parallel: bool,
-    zero1: bool,
-    lr_max: Option<f64>,
-    lr_min: Option<f64>,
-    warmup_steps: Option<i64>,
-    total_steps: Option<i64>,
-    beta1: Option<f64>,
-    beta2: Option<f64>,
-    adam_eps: Option<f64>,
-    weight_decay: Option<f64>,
-    clip_norm: Option<f64>,
-    module_markers: bool,
+    #[pyo3(from_py_with = args::batch_size)] batch_size: Option<i64>,
+    #[pyo3(from_py_with = args::seq_len)] seq_len: Option<i64>,
+    #[pyo3(from_py_with = args::packed)] packed: bool,
+    #[pyo3(from_py_with = args::separate_projections)] separate_projections: bool,
+    #[pyo3(from_py_with = args::precision)] precision: &str,
+    #[pyo3(from_py_with = args::rounding)] rounding: Option<&str>,
+    #[pyo3(from_py_with = args::target)] target: &str,
+    #[pyo3(from_py_with = args::passes)] passes: Option<Vec<String>>,
+    #[pyo3(from_py_with = args::disable_pass)] disable_pass: Vec<String>,
+    #[pyo3(from_py_with = args::verify_each_pass)] verify_each_pass: bool,
+    #[pyo3(from_py_with = args::remat)] remat: &str,
+    #[pyo3(from_py_with = args::tp)] tp: i64,
+    #[pyo3(from_py_with = args::dp)] dp: i64,
+    #[pyo3(from_py_with = args::pp)] pp: i64,
+    #[pyo3(from_py_with = args::sequence_parallel)] sequence_parallel: bool,
+    #[pyo3(from_py_with = args::zero1)] zero1: bool,
+    #[pyo3(from_py_with = args::lr_max)] lr_max: Option<f64>,
+    #[pyo3(from_py_with = args::lr_min)] lr_min: Option<f64>,
+    #[pyo3(from_py_with = args::warmup_steps)] warmup_steps: Option<i64>,
+    #[pyo3(from_py_with = args::total_steps)] total_steps: Option<i64>,
+    #[pyo3(from_py_with = args::beta1)] beta1: Option<f64>,
+    #[pyo3(from_py_with = args::beta2)] beta2: Option<f64>,
+    #[pyo3(from_py_with = args::adam_eps)] adam_eps: Option<f64>,
+    #[pyo3(from_py_with = args::weight_decay)] weight_decay: Option<f64>,
+    #[pyo3(from_py_with = args::clip_norm)] clip_norm: Option<f64>,
+    #[pyo3(from_py_with = args::module_markers)] module_markers: bool,
     device_memory: Option<&Bound<'_, PyAny>>,
-    grad_accum: i64,
-    spmd: Option<&str>,
-    rank_source: Option<&str>,
-    replica_groups: &str,
-    pp_send: Option<&str>,
+    #[pyo3(from_py_with = args::grad_accum)] grad_accum: i64,
+    #[pyo3(from_py_with = args::spmd)] spmd: Option<&str>,
+    #[pyo3(from_py_with = args::rank_source)] rank_source: Option<&str>,
+    #[pyo3(from_py_with = args::replica_groups)] replica_groups: &str,
+    #[pyo3(from_py_with = args::pp_send)] pp_send: Option<&str>,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -178,15 +198,17 @@ pub fn compile_step(
 /// `device_memory=`: `None` (the target's default), bytes, or a size as
 /// `--device-memory` reads it (`"16GiB"`, `"none"`).
 fn device_memory_of(v: Option<&Bound<'_, PyAny>>) -> PyResult<DeviceMemory> {
+    const TAKES: &str = "bytes (an int 0 or more), a size such as '16GiB', or 'none'";
     let Some(v) = v else {
         return Ok(DeviceMemory::TargetDefault);
     };
-    if let Ok(bytes) = v.extract::<u64>() {
-        return Ok(DeviceMemory::Bytes(bytes));
+    if let Ok(s) = v.extract::<String>() {
+        return s
+            .parse()
+            .map_err(|e: hlatc::memory_plan::SizeError| CONFIG.err(format!("device_memory: {e}")));
     }
-    let s: String = v.extract().map_err(|_| {
-        CONFIG.err("device_memory: expected bytes (an int), a size such as '16GiB', or 'none'")
-    })?;
-    s.parse()
-        .map_err(|e: hlatc::memory_plan::SizeError| CONFIG.err(format!("device_memory: {e}")))
+    match <u64 as args::Accepted>::read("device_memory", v) {
+        Ok(bytes) => Ok(DeviceMemory::Bytes(bytes)),
+        Err(why) => Err(args::refuse(why, "device_memory", v, TAKES)),
+    }
 }

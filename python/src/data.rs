@@ -4,6 +4,7 @@
 //! takes the batch's buffer (no copy); waiting for one releases the GIL,
 //! so Python threads run while the loader's own threads tokenize.
 
+use crate::args;
 use crate::errors::{guarded, loader_error, named, usage, USAGE};
 use crate::step::Step;
 use hlatc::token_data::RawDtype;
@@ -40,31 +41,31 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         sources, *, vocab_size, batch_size, seq_len, replicas=1, owned=None, tokenizer=None,
-        text_field="text", format=None, packing="segments",
+        text_field=args::Text::of("text"), format=None, packing="segments",
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER, seed=0, epochs=None, bos, eos, eos_id=None,
         raw_dtype="u16", position=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        sources: Vec<String>,
-        vocab_size: i64,
-        batch_size: usize,
-        seq_len: usize,
-        replicas: usize,
-        owned: Option<Vec<usize>>,
-        tokenizer: Option<PathBuf>,
-        text_field: &str,
-        format: Option<&str>,
-        packing: &str,
-        shuffle_buffer: usize,
-        seed: u64,
-        epochs: Option<u64>,
+        #[pyo3(from_py_with = args::sources)] sources: Vec<String>,
+        #[pyo3(from_py_with = args::vocab_size)] vocab_size: i64,
+        #[pyo3(from_py_with = args::batch_size)] batch_size: usize,
+        #[pyo3(from_py_with = args::seq_len)] seq_len: usize,
+        #[pyo3(from_py_with = args::replicas)] replicas: usize,
+        #[pyo3(from_py_with = args::owned)] owned: Option<Vec<usize>>,
+        #[pyo3(from_py_with = args::tokenizer)] tokenizer: Option<PathBuf>,
+        #[pyo3(from_py_with = args::text_field)] text_field: args::Text,
+        #[pyo3(from_py_with = args::format)] format: Option<String>,
+        #[pyo3(from_py_with = args::packing)] packing: &str,
+        #[pyo3(from_py_with = args::shuffle_buffer)] shuffle_buffer: usize,
+        #[pyo3(from_py_with = args::seed)] seed: u64,
+        #[pyo3(from_py_with = args::epochs)] epochs: Option<u64>,
         bos: &Bound<'_, PyAny>,
         eos: &Bound<'_, PyAny>,
-        eos_id: Option<u32>,
-        raw_dtype: &str,
-        position: Option<String>,
+        #[pyo3(from_py_with = args::eos_id)] eos_id: Option<u32>,
+        #[pyo3(from_py_with = args::raw_dtype)] raw_dtype: &str,
+        #[pyo3(from_py_with = args::position)] position: Option<String>,
     ) -> PyResult<Loader> {
         if replicas == 0 || !batch_size.is_multiple_of(replicas) {
             return Err(loader_error(&LoaderError::Setting {
@@ -74,8 +75,8 @@ impl Loader {
             }));
         }
         let mut config = LoaderConfig::new(sources, vocab_size, batch_size / replicas, seq_len);
-        config.format = format.map(source_format).transpose()?;
-        config.text_field = text_field.to_string();
+        config.format = format.as_deref().map(source_format).transpose()?;
+        config.text_field = text_field.0.into_owned();
         config.tokenizer = tokenizer;
         config.bos = special(bos, "bos")?;
         config.eos = special(eos, "eos")?;

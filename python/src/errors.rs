@@ -22,7 +22,7 @@ use hlatc::train::loader::LoaderError;
 use hlatc::train::run_error::RunError as RustRunError;
 use hlatc::train_step::StepError;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -37,6 +37,7 @@ enum Builtin {
     Value,
     OS,
     Runtime,
+    Type,
 }
 
 impl Builtin {
@@ -45,6 +46,7 @@ impl Builtin {
             Builtin::Value => PyValueError::type_object(py),
             Builtin::OS => PyOSError::type_object(py),
             Builtin::Runtime => PyRuntimeError::type_object(py),
+            Builtin::Type => PyTypeError::type_object(py),
         }
     }
 }
@@ -57,6 +59,8 @@ pub(crate) struct Kind {
     name: &'static str,
     doc: &'static str,
     builtin: Builtin,
+    /// The hlatc class it refines (`Error` when None).
+    parent: Option<&'static Kind>,
     /// Attributes every instance has, `None` unless the error sets them.
     fields: &'static [&'static str],
 }
@@ -73,7 +77,26 @@ impl Kind {
             name,
             doc,
             builtin,
+            parent: None,
             fields,
+        }
+    }
+
+    /// A class under `parent` that is also `builtin`: a `parent` error
+    /// that code catching `builtin` catches too.
+    const fn under(
+        parent: &'static Kind,
+        name: &'static str,
+        builtin: Builtin,
+        doc: &'static str,
+    ) -> Kind {
+        Kind {
+            cell: GILOnceCell::new(),
+            name,
+            doc,
+            builtin,
+            parent: Some(parent),
+            fields: &[],
         }
     }
 
@@ -86,7 +109,11 @@ impl Kind {
             for f in self.fields {
                 dict.set_item(*f, py.None())?;
             }
-            let bases = PyTuple::new(py, [Error::type_object(py), self.builtin.type_object(py)])?;
+            let base = match self.parent {
+                Some(parent) => parent.type_object(py)?.clone(),
+                None => Error::type_object(py),
+            };
+            let bases = PyTuple::new(py, [base, self.builtin.type_object(py)])?;
             py.get_type::<PyType>()
                 .call1((self.name, bases, dict))?
                 .downcast_into::<PyType>()
@@ -182,8 +209,17 @@ pub(crate) static RUN: Kind = Kind::new(
 pub(crate) static USAGE: Kind = Kind::new(
     "UsageError",
     Builtin::Value,
-    &[],
-    "Arguments that do not fit together (also a ValueError: inputs against a step, options).",
+    &["argument"],
+    "Arguments that do not fit together, or one refused at the boundary (also a ValueError: \
+     inputs against a step, options, a negative count); `argument` names the argument \
+     refused, where one is.",
+);
+pub(crate) static USAGE_TYPE: Kind = Kind::under(
+    &USAGE,
+    "UsageTypeError",
+    Builtin::Type,
+    "An argument of a type hlatc does not take: a UsageError that is also a TypeError; \
+     `argument` names it.",
 );
 pub(crate) static DATA: Kind = Kind::new(
     "DataError",
@@ -220,7 +256,7 @@ pub(crate) static INTERNAL: Kind = Kind::new(
 );
 
 /// Every class under `Error`, in the order `hlatc.__all__` names them.
-pub(crate) static KINDS: [&Kind; 13] = [
+pub(crate) static KINDS: [&Kind; 14] = [
     &HLO_SYNTAX,
     &CONFIG,
     &BATCH,
@@ -231,6 +267,7 @@ pub(crate) static KINDS: [&Kind; 13] = [
     &NEURON_REFUSED,
     &RUN,
     &USAGE,
+    &USAGE_TYPE,
     &DATA,
     &CHECKPOINT,
     &INTERNAL,

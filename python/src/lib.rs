@@ -3,6 +3,7 @@
 //! arrays and the JAX bridge; the stubs are `hlatc/_hlatc.pyi`, checked
 //! against this module by `mypy.stubtest` (scripts/test.sh).
 
+mod args;
 mod arrays;
 mod checkpoint;
 mod compile;
@@ -36,6 +37,12 @@ use std::collections::BTreeMap;
 /// of `hlatc._types` list, which a test holds equal.
 #[pyfunction]
 fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
+    choice_lists()
+}
+
+/// [`choices`], for Rust: also what [`args`] reads a name of a fixed set
+/// against, by the argument's name.
+pub(crate) fn choice_lists() -> BTreeMap<&'static str, Vec<&'static str>> {
     fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
         all.iter().map(|t| name(*t)).collect()
     }
@@ -64,10 +71,28 @@ fn choices() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("series", names(&Series::ALL, Series::column)),
         ("phase", names(&Phase::ALL, Phase::name)),
         (
+            "program",
+            names(
+                &hlatc::bundle::ProgramName::ALL,
+                hlatc::bundle::ProgramName::name,
+            ),
+        ),
+        (
             "instance",
             names(&hlatc::plan::Instance::ALL, hlatc::plan::Instance::name),
         ),
     ])
+}
+
+/// The program a bundle manifest's `programs[].name` names, in the one
+/// spelling (its folder's): `micro step`, as bundles before it wrote
+/// gradient accumulation's, is `micro_step`. An unknown name raises
+/// `UsageError` naming the known ones.
+#[pyfunction]
+fn program_name(name: &str) -> PyResult<&'static str> {
+    hlatc::bundle::ProgramName::from_manifest(name)
+        .map(|p| p.name())
+        .map_err(|e| errors::usage(e.to_string()))
 }
 
 /// Every option of a compile as `hlatc compile` and `compile_step` spell
@@ -104,6 +129,10 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(compile::compile_step, m)?)?;
     m.add_function(wrap_pyfunction!(choices, m)?)?;
+    m.add_function(wrap_pyfunction!(args::argument_error, m)?)?;
+    m.add_function(wrap_pyfunction!(program_name, m)?)?;
+    m.add("BUNDLE_FORMATS", hlatc::bundle::READ_FORMATS.to_vec())?;
+    m.add("PROGRAM_FORMATS", hlatc::bundle::PROGRAM_FORMATS.to_vec())?;
     m.add_function(wrap_pyfunction!(compile_spellings, m)?)?;
     m.add_function(wrap_pyfunction!(module::load_module, m)?)?;
     m.add_function(wrap_pyfunction!(module::optimize, m)?)?;

@@ -1,6 +1,7 @@
 //! HLO modules from any stack: read (text or proto), written back, and
 //! optimized by named passes.
 
+use crate::args;
 use crate::errors::{guarded, target_named, to_py, PASS, USAGE};
 use hlatc::passes::{default_pipeline, pipeline_from_names, registry, PassContext};
 use pyo3::prelude::*;
@@ -57,7 +58,14 @@ pub fn load_module(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Module
             })
         });
     }
-    let path: std::path::PathBuf = source.extract()?;
+    let path: std::path::PathBuf = source.extract().map_err(|_| {
+        args::refuse(
+            args::Refused::Type,
+            "source",
+            source,
+            "a path (str or os.PathLike) or the module's bytes",
+        )
+    })?;
     py.allow_threads(|| {
         guarded(|| {
             hlatc::load_module(&path)
@@ -74,12 +82,12 @@ pub fn load_module(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Module
 #[pyo3(signature = (module, passes=None, target="neuron"))]
 pub fn optimize(
     py: Python<'_>,
-    module: &Module,
-    passes: Option<Vec<String>>,
-    target: &str,
+    #[pyo3(from_py_with = args::module)] module: Bound<'_, Module>,
+    #[pyo3(from_py_with = args::passes)] passes: Option<Vec<String>>,
+    #[pyo3(from_py_with = args::target)] target: &str,
 ) -> PyResult<Module> {
     let t = target_named(&USAGE, target)?;
-    let mut m = module.inner.clone();
+    let mut m = module.borrow().inner.clone();
     py.allow_threads(|| {
         guarded(|| {
             let pipeline = match &passes {

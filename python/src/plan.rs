@@ -1,6 +1,7 @@
 //! `hlatc.plan`: `hlatc plan`'s search from Python, its candidates as
 //! typed objects.
 
+use crate::args;
 use crate::compile::source;
 use crate::errors::{guarded, named, precision_named, remat_named, to_py, CONFIG, USAGE};
 use hlatc::plan::calibration::Calibration;
@@ -126,30 +127,33 @@ impl Plan {
 /// The GIL is released while it compiles.
 #[pyfunction]
 #[pyo3(signature = (
-    model=None, config=None, *, seq_len=None, precision=None, instance="trn1.32xlarge",
+    *, model=None, config=None, seq_len=None, precision=None, instance="trn1.32xlarge",
     nodes=1, global_batch=1024, top=5, price=None, layout=None, calibration=None, threads=0
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
     py: Python<'_>,
-    model: Option<String>,
+    #[pyo3(from_py_with = args::model)] model: Option<String>,
     config: Option<&Bound<'_, PyAny>>,
-    seq_len: Option<i64>,
-    precision: Option<&str>,
-    instance: &str,
-    nodes: i64,
-    global_batch: i64,
-    top: usize,
-    price: Option<f64>,
-    layout: Option<String>,
-    calibration: Option<std::path::PathBuf>,
-    threads: usize,
+    #[pyo3(from_py_with = args::seq_len)] seq_len: Option<i64>,
+    #[pyo3(from_py_with = args::precision)] precision: Option<&str>,
+    #[pyo3(from_py_with = args::instance)] instance: &str,
+    #[pyo3(from_py_with = args::nodes)] nodes: i64,
+    #[pyo3(from_py_with = args::global_batch)] global_batch: i64,
+    #[pyo3(from_py_with = args::top)] top: usize,
+    #[pyo3(from_py_with = args::price)] price: Option<f64>,
+    #[pyo3(from_py_with = args::layout)] layout: Option<String>,
+    #[pyo3(from_py_with = args::calibration)] calibration: Option<std::path::PathBuf>,
+    #[pyo3(from_py_with = args::threads)] threads: usize,
 ) -> PyResult<Plan> {
     let model = source(model, config)?;
     let precision = precision.map(|p| precision_named(&CONFIG, p)).transpose()?;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
     if top == 0 {
-        return Err(USAGE.err("top=0: at least one layout is read whole"));
+        return Err(args::out_of_range(
+            "top",
+            "top=0: at least one layout is read whole".into(),
+        ));
     }
     let p = guarded(|| {
         py.allow_threads(|| {
@@ -199,27 +203,33 @@ pub fn plan(
 #[pyo3(signature = (
     path, *, model, instance, nodes, tp, dp, seq_per_s, global_batch, seq_len, pp=1,
     sequence_parallel=false, zero1=false, remat="core-attention", micro_batch=1,
-    precision="bf16-master", sdk="unknown", source="hlatc"
-))]
+    precision="bf16-master", sdk=args::Text::of("unknown"), source=args::Text::of("hlatc")
+),
+// PyO3 prints a default that is not a literal as `...`; `help()` and
+// stubtest read this signature, which gives `sdk`'s and `source`'s.
+text_signature = "(path, *, model, instance, nodes, tp, dp, seq_per_s, global_batch, seq_len, \
+    pp=1, sequence_parallel=False, zero1=False, remat='core-attention', micro_batch=1, \
+    precision='bf16-master', sdk='unknown', source='hlatc')"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn append_measured_run(
-    path: std::path::PathBuf,
-    model: String,
-    instance: &str,
-    nodes: i64,
-    tp: i64,
-    dp: i64,
-    seq_per_s: f64,
-    global_batch: i64,
-    seq_len: i64,
-    pp: i64,
-    sequence_parallel: bool,
-    zero1: bool,
-    remat: &str,
-    micro_batch: i64,
-    precision: &str,
-    sdk: &str,
-    source: &str,
+    #[pyo3(from_py_with = args::path)] path: std::path::PathBuf,
+    #[pyo3(from_py_with = args::model)] model: String,
+    #[pyo3(from_py_with = args::instance)] instance: &str,
+    #[pyo3(from_py_with = args::nodes)] nodes: i64,
+    #[pyo3(from_py_with = args::tp)] tp: i64,
+    #[pyo3(from_py_with = args::dp)] dp: i64,
+    #[pyo3(from_py_with = args::seq_per_s)] seq_per_s: f64,
+    #[pyo3(from_py_with = args::global_batch)] global_batch: i64,
+    #[pyo3(from_py_with = args::seq_len)] seq_len: i64,
+    #[pyo3(from_py_with = args::pp)] pp: i64,
+    #[pyo3(from_py_with = args::sequence_parallel)] sequence_parallel: bool,
+    #[pyo3(from_py_with = args::zero1)] zero1: bool,
+    #[pyo3(from_py_with = args::remat)] remat: &str,
+    #[pyo3(from_py_with = args::micro_batch)] micro_batch: i64,
+    #[pyo3(from_py_with = args::precision)] precision: &str,
+    #[pyo3(from_py_with = args::sdk)] sdk: args::Text,
+    #[pyo3(from_py_with = args::source)] source: args::Text,
 ) -> PyResult<()> {
     use hlatc::plan::calibration::{append_run, MeasuredRun};
     use hlatc::plan::Layout;
@@ -240,14 +250,14 @@ pub fn append_measured_run(
         line: 0,
         model: hlatc::compile_step::ModelSource::Preset(model.clone()),
         model_label: model,
-        sdk: sdk.to_string(),
+        sdk: sdk.0.into_owned(),
         instance,
         nodes,
         layout,
         global_batch,
         seq_len,
         seq_per_s,
-        source: source.to_string(),
+        source: source.0.into_owned(),
     };
     append_run(&path, &run).map_err(|e| to_py(e.into()))
 }

@@ -1,6 +1,7 @@
 //! Training curves drawn by hlatc's own plotter (what `hlatc plot` and
 //! `train --plot` draw), from the statistics `Trainer.step` returns.
 
+use crate::args;
 use crate::errors::{guarded, path_error, usage, FILE};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::plot::{plot_to_file, Curve, PlotOptions};
@@ -13,10 +14,10 @@ use std::collections::BTreeMap;
 #[pyo3(signature = (runs, path, series="loss", title=None, log_y=false))]
 pub fn plot_metrics(
     runs: BTreeMap<String, Vec<BTreeMap<String, f64>>>,
-    path: std::path::PathBuf,
-    series: &str,
-    title: Option<String>,
-    log_y: bool,
+    #[pyo3(from_py_with = args::path)] path: std::path::PathBuf,
+    #[pyo3(from_py_with = args::series)] series: &str,
+    #[pyo3(from_py_with = args::title)] title: Option<String>,
+    #[pyo3(from_py_with = args::log_y)] log_y: bool,
 ) -> PyResult<()> {
     let series = Series::from_column(series).ok_or_else(|| {
         let known: Vec<&str> = Series::ALL.iter().map(|s| s.column()).collect();

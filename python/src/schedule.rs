@@ -2,7 +2,7 @@
 //! train crate's `Schedule`, so the JAX engine drives the ticks by the same
 //! rules as hlatc's trainer rather than a copy of them.
 
-use crate::errors::usage;
+use crate::args;
 use hlatc::pipeline::{Phase, Schedule as Inner};
 use pyo3::prelude::*;
 
@@ -26,10 +26,10 @@ impl Schedule {
         let stages = self.inner.stages;
         match (0..stages).contains(&stage) {
             true => Ok(()),
-            false => Err(usage(format!(
-                "stage {stage}: the pipeline has stages 0 to {}",
-                stages - 1
-            ))),
+            false => Err(args::out_of_range(
+                "stage",
+                format!("stage {stage}: the pipeline has stages 0 to {}", stages - 1),
+            )),
         }
     }
 }
@@ -63,7 +63,7 @@ impl Schedule {
 
     /// The program that runs tick `tick`: `warm_up`, `steady` or
     /// `cool_down`.
-    fn phase(&self, tick: i64) -> PyResult<&'static str> {
+    fn phase(&self, #[pyo3(from_py_with = args::tick)] tick: i64) -> PyResult<&'static str> {
         self.check_tick(tick)?;
         Ok(self.inner.phase(tick).name())
     }
@@ -84,14 +84,22 @@ impl Schedule {
     }
 
     /// The micro-batch stage `stage` runs forward at tick `tick`, if any.
-    fn forward_micro_batch(&self, tick: i64, stage: i64) -> PyResult<Option<i64>> {
+    fn forward_micro_batch(
+        &self,
+        #[pyo3(from_py_with = args::tick)] tick: i64,
+        #[pyo3(from_py_with = args::stage)] stage: i64,
+    ) -> PyResult<Option<i64>> {
         self.check_tick(tick)?;
         self.check_stage(stage)?;
         Ok(self.inner.forward_micro_batch(tick, stage))
     }
 
     /// The micro-batch stage `stage` runs backward at tick `tick`, if any.
-    fn backward_micro_batch(&self, tick: i64, stage: i64) -> PyResult<Option<i64>> {
+    fn backward_micro_batch(
+        &self,
+        #[pyo3(from_py_with = args::tick)] tick: i64,
+        #[pyo3(from_py_with = args::stage)] stage: i64,
+    ) -> PyResult<Option<i64>> {
         self.check_tick(tick)?;
         self.check_stage(stage)?;
         Ok(self.inner.backward_micro_batch(tick, stage))
@@ -112,9 +120,12 @@ impl Schedule {
 pub(crate) fn check_tick(ticks: i64, tick: i64) -> PyResult<()> {
     match (0..ticks).contains(&tick) {
         true => Ok(()),
-        false => Err(usage(format!(
-            "tick {tick}: an optimizer step runs ticks 0 to {}",
-            ticks - 1
-        ))),
+        false => Err(args::out_of_range(
+            "tick",
+            format!(
+                "tick {tick}: an optimizer step runs ticks 0 to {}",
+                ticks - 1
+            ),
+        )),
     }
 }

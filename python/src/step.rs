@@ -5,11 +5,13 @@
 //! step does is the library's (`hlatc::step_programs`); this is its Python
 //! face.
 
+use crate::args;
 use crate::arrays::{dict_of, ids, literals, RawIn};
 use crate::errors::{guarded, to_py, usage};
 use crate::schedule::Schedule;
 use crate::tensor_info::{info, TensorInfo};
 use crate::tick_plan::TickPlan;
+use hlatc::bundle::ProgramName;
 use hlatc::compile_step::CompiledStep;
 use hlatc::data::Batch;
 use hlatc::pipeline::Phase;
@@ -97,11 +99,11 @@ impl Step {
                 let [warm_up, steady, cool_down] = ticks;
                 let part = |c, phase: Phase| {
                     let measured = phase == Phase::Steady;
-                    let name = phase.name();
+                    let name = ProgramName::from(phase).name();
                     Py::new(py, Step::one(c, Some(StageProgram { name, measured })))
                 };
                 let apply_part = StageProgram {
-                    name: "apply_step",
+                    name: ProgramName::ApplyStep.name(),
                     measured: true,
                 };
                 Step {
@@ -310,8 +312,8 @@ impl Step {
                 d.set_item("model", micro.get_item("model")?)?;
                 d.set_item("target", micro.get_item("target")?)?;
                 d.set_item("grad_accum", *micro_batches)?;
-                d.set_item("micro_step", micro)?;
-                d.set_item("apply_step", apply.get().summary(py)?)?;
+                d.set_item(ProgramName::MicroStep.name(), micro)?;
+                d.set_item(ProgramName::ApplyStep.name(), apply.get().summary(py)?)?;
                 return Ok(d);
             }
         };
@@ -338,7 +340,11 @@ impl Step {
 
     /// Writes the bundle `hlatc compile --out path` writes: whole, or
     /// nothing (an earlier bundle there is replaced whole).
-    fn write_bundle(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+    fn write_bundle(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::path)] path: std::path::PathBuf,
+    ) -> PyResult<()> {
         let programs = self.programs()?;
         py.allow_threads(|| guarded(|| step_programs::write_bundle(programs, &path).map_err(to_py)))
     }
@@ -352,9 +358,9 @@ impl Step {
     fn init_state<'py>(
         &self,
         py: Python<'py>,
-        seed: u64,
-        rank: usize,
-        checkpoint: Option<std::path::PathBuf>,
+        #[pyo3(from_py_with = args::seed)] seed: u64,
+        #[pyo3(from_py_with = args::rank)] rank: usize,
+        #[pyo3(from_py_with = args::checkpoint)] checkpoint: Option<std::path::PathBuf>,
     ) -> PyResult<Bound<'py, PyDict>> {
         if let Some(p) = self.pipeline()? {
             if checkpoint.is_some() {
@@ -394,8 +400,8 @@ impl Step {
     fn example_batch<'py>(
         &self,
         py: Python<'py>,
-        seed: u64,
-        rank: usize,
+        #[pyo3(from_py_with = args::seed)] seed: u64,
+        #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         let c = self.compiled()?;
         let named = guarded(|| step_programs::start_values(c, seed, rank, false).map_err(to_py))?;
@@ -453,7 +459,7 @@ impl Step {
         tokens: RawIn<'py>,
         targets: RawIn<'py>,
         segment_ids: Option<RawIn<'py>>,
-        rank: usize,
+        #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         let c = self.compiled()?;
         step_programs::check_rank(c, rank).map_err(to_py)?;
@@ -473,7 +479,7 @@ impl Step {
         &self,
         py: Python<'py>,
         state: HashMap<String, RawIn<'py>>,
-        rank: usize,
+        #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         if let Some(p) = self.pipeline()? {
             let state = literals(state)?;
@@ -606,7 +612,7 @@ impl Step {
         py: Python<'py>,
         tokens: RawIn<'py>,
         targets: RawIn<'py>,
-        rank: usize,
+        #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let Some(p) = self.pipeline()? else {
             return Err(usage(
@@ -695,9 +701,9 @@ fn pipeline_summary<'py>(
     d.set_item("ticks", shape.schedule.ticks())?;
     d.set_item("bubble", shape.schedule.bubble())?;
     for (phase, tick) in Phase::ALL.iter().zip(ticks) {
-        d.set_item(phase.name(), tick.get().summary(py)?)?;
+        d.set_item(ProgramName::from(*phase).name(), tick.get().summary(py)?)?;
     }
-    d.set_item("apply_step", apply.get().summary(py)?)?;
+    d.set_item(ProgramName::ApplyStep.name(), apply.get().summary(py)?)?;
     // The warm-up and cool-down programs' pipeline, timed together.
     let ms = shape.ticks_passes_time.as_secs_f64() * 1e3;
     d.set_item("warm_up_and_cool_down_passes_ms", ms)?;

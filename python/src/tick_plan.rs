@@ -3,7 +3,7 @@
 //! where hlatc's trainer moves them rather than working out for itself
 //! what a tick carries.
 
-use crate::errors::usage;
+use crate::args;
 use crate::schedule::check_tick;
 use crate::tensor_info::{info, TensorInfo};
 use hlatc::pipeline::{Phase, TickInput, TickOutput, TickPlan as Inner, TickRouting as Routing};
@@ -32,7 +32,7 @@ impl TickPlan {
 
     /// The program that runs tick `tick`: `warm_up`, `steady` or
     /// `cool_down`.
-    fn phase(&self, tick: i64) -> PyResult<&'static str> {
+    fn phase(&self, #[pyo3(from_py_with = args::tick)] tick: i64) -> PyResult<&'static str> {
         check_tick(self.inner.ticks(), tick)?;
         Ok(self.inner.phase(tick).name())
     }
@@ -44,14 +44,15 @@ impl TickPlan {
     }
 
     /// Where program `phase`'s inputs come from and its outputs go.
-    fn routing(&self, phase: &str) -> PyResult<TickRouting> {
+    fn routing(&self, #[pyo3(from_py_with = args::phase)] phase: String) -> PyResult<TickRouting> {
         let phase = Phase::ALL
             .into_iter()
             .find(|p| p.name() == phase)
             .ok_or_else(|| {
-                usage(format!(
-                    "phase '{phase}': a pipeline's tick programs are warm_up, steady and cool_down"
-                ))
+                args::out_of_range(
+                    "phase",
+                    format!("phase '{phase}': a pipeline's tick programs are warm_up, steady and cool_down"),
+                )
             })?;
         Ok(TickRouting::of(self.inner.routing(phase)))
     }

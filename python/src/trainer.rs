@@ -1,6 +1,7 @@
 //! A `Trainer` that carries a step's state from one step to the next on
 //! XLA CPU, taking batches and giving back statistics and state.
 
+use crate::args;
 use crate::arrays::{dict_of, ids, literals, RawIn};
 use crate::errors::{guarded, to_py};
 use crate::step::Step;
@@ -25,8 +26,12 @@ impl Trainer {
     /// K times and its apply step once per `step`.
     #[new]
     #[pyo3(signature = (step, seed=0))]
-    fn new(py: Python<'_>, step: &Step, seed: u64) -> PyResult<Trainer> {
-        let programs = step.programs()?;
+    fn new(
+        py: Python<'_>,
+        #[pyo3(from_py_with = args::step)] step: Bound<'_, Step>,
+        #[pyo3(from_py_with = args::seed)] seed: u64,
+    ) -> PyResult<Trainer> {
+        let programs = step.get().programs()?;
         let inner =
             py.allow_threads(|| guarded(|| step_programs::trainer(programs, seed).map_err(to_py)))?;
         Ok(Trainer { inner })

@@ -82,11 +82,18 @@ def test_every_exception_is_an_error_and_its_builtin():
     names = [n for n in hlatc.__all__ if n.endswith("Error") and n != "Error"]
     # IdentityError, Python's, is a UsageError that names the fields.
     python_made = {"IdentityError": hlatc.UsageError}
-    assert sorted(names) == sorted([*BUILTINS, *python_made])
+    # An argument of another type: a UsageError that is also a TypeError.
+    refined = {"UsageTypeError": (hlatc.UsageError, TypeError)}
+    assert sorted(names) == sorted([*BUILTINS, *python_made, *refined])
     for name, base in python_made.items():
         cls = getattr(hlatc, name)
         assert cls.__bases__ == (base,) and cls.__module__ == "hlatc", name
         assert issubclass(cls, hlatc.Error) and not hasattr(_hlatc, name)
+    for name, bases in refined.items():
+        cls = getattr(hlatc, name)
+        assert cls.__bases__ == bases and cls.__module__ == "hlatc", name
+        assert cls is getattr(_hlatc, name) and str(cls("a message")) == "a message"
+        assert cls.argument is None
     for name, builtin in BUILTINS.items():
         cls = getattr(hlatc, name)
         assert cls.__bases__ == (hlatc.Error, builtin), name

@@ -1,5 +1,7 @@
 """Arguments that used to fail unclearly (an OverflowError naming no
-argument, `TypeError: not iterable`) refused by name."""
+argument, `TypeError: not iterable`, a builtin TypeError) refused by name:
+each an hlatc.UsageError naming the argument (its `argument`), a
+UsageTypeError (also a TypeError) for another type."""
 
 from __future__ import annotations
 
@@ -15,37 +17,241 @@ def loader(**changes):
     return hlatc.data.Loader("no-such-corpus.jsonl", **args)
 
 
-@pytest.mark.parametrize("name, value, said", [
-    ("batch_size", -1, "Loader: batch_size=-1: must be 1 or more"),
-    ("batch_size", 0, "Loader: batch_size=0: must be 1 or more"),
-    ("seq_len", -8, "Loader: seq_len=-8: must be 1 or more"),
-    ("vocab_size", 0, "Loader: vocab_size=0: must be 1 or more"),
-    ("replicas", 0, "Loader: replicas=0: must be 1 or more"),
-    ("shuffle_buffer", -1, "Loader: shuffle_buffer=-1: must be 1 or more"),
-    ("seed", -1, "Loader: seed=-1: must be 0 or more"),
-    ("epochs", 0, "Loader: epochs=0: must be 1 or more"),
-    ("eos_id", -2, "Loader: eos_id=-2: must be a token id"),
-    ("eos_id", 99999, "Loader: eos_id=99999: not in the vocabulary of 64"),
-    ("owned_replicas", [-1], "Loader: owned_replicas=-1: a replica index"),
+@pytest.mark.parametrize("name, value", [
+    ("batch_size", -1),
+    ("batch_size", 0),
+    ("seq_len", -8),
+    ("vocab_size", 0),
+    ("replicas", 0),
+    ("shuffle_buffer", -1),
+    ("seed", -1),
+    ("epochs", 0),
+    ("eos_id", -2),
+    ("eos_id", 99999),
+    ("owned_replicas", [-1]),
 ])
-def test_loader_refuses_a_bad_int_by_name(name, value, said):
+def test_loader_refuses_a_bad_int_by_name(name, value):
     # Before: batch_size=-1 was an OverflowError naming no argument.
     with pytest.raises(hlatc.UsageError) as e:
         loader(**{name: value})
-    assert str(e.value).startswith(said), str(e.value)
-    assert isinstance(e.value, ValueError)
+    assert e.value.argument == name
+    assert str(e.value).startswith(f"{name}="), str(e.value)
+    assert isinstance(e.value, ValueError) and not isinstance(e.value, TypeError)
 
 
 def test_loader_refuses_a_non_int_by_name():
-    with pytest.raises(TypeError, match="Loader: batch_size=2.5: an int, not float"):
+    with pytest.raises(hlatc.UsageTypeError) as e:
         loader(batch_size=2.5)
+    assert e.value.argument == "batch_size" and isinstance(e.value, TypeError)
+    assert "2.5" in str(e.value) and "float" in str(e.value)
 
 
 def test_compile_step_refuses_passes_that_are_not_names():
     # Before: TypeError: 'int' object is not iterable.
-    with pytest.raises(TypeError, match=r"compile_step: passes=123: a list of pass names"):
-        hlatc.compile_step(model="tiny", target="cpu", passes=123)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"compile_step: passes: 7 is not a pass name"):
-        hlatc.compile_step(model="tiny", target="cpu", passes=["cse", 7])  # type: ignore[list-item]
-    with pytest.raises(TypeError, match=r"compile_step: disable_pass=5: a list of pass names"):
-        hlatc.compile_step(model="tiny", target="cpu", disable_pass=5)  # type: ignore[arg-type]
+    for kw, value in (("passes", 123), ("passes", ["cse", 7]), ("disable_pass", 5)):
+        with pytest.raises(hlatc.UsageTypeError, match="a list of pass names") as e:
+            hlatc.compile_step(model="tiny", target="cpu", **{kw: value})
+        assert e.value.argument == kw
+
+
+# Every public function's arguments, tried as a new user might get them
+# wrong: another type, a negative count, None, a list. Each is refused at
+# the boundary by an hlatc.UsageError naming the argument: a UsageTypeError
+# (also a TypeError) for a type hlatc does not take, a UsageError (a
+# ValueError) for a value out of range. Before, most were a builtin
+# TypeError, or an OverflowError naming no argument.
+
+TINY = dict(model="tiny", target="cpu")
+
+
+@pytest.fixture(scope="module")
+def step():
+    return hlatc.compile_step(**TINY)
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    return hlatc.compile_step(**TINY, pp=2, grad_accum=2, batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bundle") / "acc"
+    hlatc.compile_step(**TINY, grad_accum=2, batch_size=2).write_bundle(d)
+    return hlatc.Bundle(d)
+
+
+def measured(**changes):
+    args = dict(model="tiny", instance="trn1.32xlarge", nodes=1, tp=1, dp=1, seq_per_s=1.0,
+                global_batch=8, seq_len=8)
+    args.update(changes)
+    return lambda tmp: hlatc.append_measured_run(args.pop("path", tmp / "runs.csv"), **args)
+
+
+TYPE, RANGE = hlatc.UsageTypeError, hlatc.UsageError
+
+CASES = {
+    # compile_step: one native reader per keyword.
+    "compile_step tp='2'": (lambda s, p, b, t: hlatc.compile_step(**TINY, tp="2"), TYPE, "tp"),
+    "compile_step tp=[2]": (lambda s, p, b, t: hlatc.compile_step(**TINY, tp=[2]), TYPE, "tp"),
+    "compile_step tp=2**70": (lambda s, p, b, t: hlatc.compile_step(**TINY, tp=2**70), RANGE,
+                              "tp"),
+    "compile_step tp=True": (lambda s, p, b, t: hlatc.compile_step(**TINY, tp=True), TYPE, "tp"),
+    "compile_step grad_accum=None": (
+        lambda s, p, b, t: hlatc.compile_step(**TINY, grad_accum=None), TYPE, "grad_accum"),
+    "compile_step seq_len='8'": (lambda s, p, b, t: hlatc.compile_step(**TINY, seq_len="8"),
+                                 TYPE, "seq_len"),
+    "compile_step packed=1": (lambda s, p, b, t: hlatc.compile_step(**TINY, packed=1), TYPE,
+                              "packed"),
+    "compile_step lr_max='x'": (lambda s, p, b, t: hlatc.compile_step(**TINY, lr_max="x"), TYPE,
+                                "lr_max"),
+    "compile_step precision=5": (lambda s, p, b, t: hlatc.compile_step(**TINY, precision=5),
+                                 TYPE, "precision"),
+    "compile_step rounding=1": (lambda s, p, b, t: hlatc.compile_step(**TINY, rounding=1), TYPE,
+                                "rounding"),
+    "compile_step model=5": (lambda s, p, b, t: hlatc.compile_step(model=5), TYPE, "model"),
+    "compile_step config=[1, 2]": (lambda s, p, b, t: hlatc.compile_step(config=[1, 2]), TYPE,
+                                   "config"),
+    "compile_step config={'a': object()}": (
+        lambda s, p, b, t: hlatc.compile_step(config={"a": object()}), RANGE, "config"),
+    "compile_step device_memory=-5": (
+        lambda s, p, b, t: hlatc.compile_step(**TINY, device_memory=-5), RANGE, "device_memory"),
+    "compile_step device_memory=1.5": (
+        lambda s, p, b, t: hlatc.compile_step(**TINY, device_memory=1.5), TYPE, "device_memory"),
+    "compile_step passes=123": (lambda s, p, b, t: hlatc.compile_step(**TINY, passes=123), TYPE,
+                                "passes"),
+    # plan and append_measured_run.
+    "plan top=-1": (lambda s, p, b, t: hlatc.plan(model="tiny", top=-1), RANGE, "top"),
+    "plan top=0": (lambda s, p, b, t: hlatc.plan(model="tiny", top=0), RANGE, "top"),
+    "plan nodes='2'": (lambda s, p, b, t: hlatc.plan(model="tiny", nodes="2"), TYPE, "nodes"),
+    "plan threads=-1": (lambda s, p, b, t: hlatc.plan(model="tiny", threads=-1), RANGE,
+                        "threads"),
+    "plan instance=3": (lambda s, p, b, t: hlatc.plan(model="tiny", instance=3), TYPE,
+                        "instance"),
+    "plan instance='x'": (lambda s, p, b, t: hlatc.plan(model="tiny", instance="x"), RANGE,
+                          "instance"),
+    "plan calibration=5": (lambda s, p, b, t: hlatc.plan(model="tiny", calibration=5), TYPE,
+                           "calibration"),
+    "append_measured_run path=None": (lambda s, p, b, t: measured(path=None)(t), TYPE, "path"),
+    "append_measured_run tp='1'": (lambda s, p, b, t: measured(tp="1")(t), TYPE, "tp"),
+    "append_measured_run sdk=3": (lambda s, p, b, t: measured(sdk=3)(t), TYPE, "sdk"),
+    # A Step's methods.
+    "Step.init_state rank=-1": (lambda s, p, b, t: s.init_state(rank=-1), RANGE, "rank"),
+    "Step.init_state seed=-1": (lambda s, p, b, t: s.init_state(seed=-1), RANGE, "seed"),
+    "Step.init_state seed='0'": (lambda s, p, b, t: s.init_state(seed="0"), TYPE, "seed"),
+    "Step.init_state rank=None": (lambda s, p, b, t: s.init_state(rank=None), TYPE, "rank"),
+    "Step.init_state checkpoint=5": (lambda s, p, b, t: s.init_state(checkpoint=5), TYPE,
+                                     "checkpoint"),
+    "Step.example_batch rank=-1": (lambda s, p, b, t: s.example_batch(rank=-1), RANGE, "rank"),
+    "Step.example_batch seed=1.5": (lambda s, p, b, t: s.example_batch(seed=1.5), TYPE, "seed"),
+    "Step.write_bundle(None)": (lambda s, p, b, t: s.write_bundle(None), TYPE, "path"),
+    "Step.write_bundle(5)": (lambda s, p, b, t: s.write_bundle(5), TYPE, "path"),
+    "Step.run([1, 2])": (lambda s, p, b, t: s.run([1, 2]), TYPE, "inputs"),
+    "Step.run(None)": (lambda s, p, b, t: s.run(None), TYPE, "inputs"),
+    "Step.run({'tokens': 'abc'})": (lambda s, p, b, t: s.run({"tokens": "abc"}), TYPE,
+                                    "inputs['tokens']"),
+    "Step.run_ranks({})": (lambda s, p, b, t: s.run_ranks({}), TYPE, "inputs"),
+    "Step.rank_batch rank=-1": (lambda s, p, b, t: s.rank_batch([[1]], [[1]], rank=-1), RANGE,
+                                "rank"),
+    "Step.rank_batch tokens=None": (lambda s, p, b, t: s.rank_batch(None, [[1]]), TYPE,
+                                    "tokens"),
+    "Step.shard_state rank=-1": (lambda s, p, b, t: s.shard_state({}, -1), RANGE, "rank"),
+    "Step.shard_state(None, 0)": (lambda s, p, b, t: s.shard_state(None, 0), TYPE, "state"),
+    "Step.gather_state(None)": (lambda s, p, b, t: s.gather_state(None), TYPE, "per_rank"),
+    "Step.gather_state([None])": (lambda s, p, b, t: s.gather_state([None]), TYPE,
+                                  "per_rank[0]"),
+    "Step.hugging_face_params([])": (lambda s, p, b, t: s.hugging_face_params([]), TYPE,
+                                     "state"),
+    "Step.tick_batches rank=-1": (lambda s, p, b, t: p.tick_batches([[1]], [[1]], rank=-1),
+                                  RANGE, "rank"),
+    # Trainer.
+    "Trainer('x')": (lambda s, p, b, t: hlatc.Trainer("x"), TYPE, "step"),
+    "Trainer seed=-1": (lambda s, p, b, t: hlatc.Trainer(s, seed=-1), RANGE, "seed"),
+    "Trainer.step(None, None)": (lambda s, p, b, t: hlatc.Trainer(s).step(None, None), TYPE,
+                                 "tokens"),
+    "Trainer.resume([])": (lambda s, p, b, t: hlatc.Trainer(s).resume([]), TYPE, "state"),
+    "Trainer.fit steps=-1": (lambda s, p, b, t: hlatc.Trainer(s).fit(None, -1), RANGE, "steps"),
+    "Trainer.fit keep='3'": (lambda s, p, b, t: hlatc.Trainer(s).fit(None, 3, keep="3"), TYPE,
+                             "keep"),
+    # A pipeline's schedule and tick plan.
+    "Schedule.phase('0')": (lambda s, p, b, t: p.schedule.phase("0"), TYPE, "tick"),
+    "Schedule.phase(-1)": (lambda s, p, b, t: p.schedule.phase(-1), RANGE, "tick"),
+    "Schedule.forward_micro_batch stage=None": (
+        lambda s, p, b, t: p.schedule.forward_micro_batch(0, None), TYPE, "stage"),
+    "Schedule.backward_micro_batch stage=9": (
+        lambda s, p, b, t: p.schedule.backward_micro_batch(0, 9), RANGE, "stage"),
+    "TickPlan.phase(None)": (lambda s, p, b, t: p.tick_plan.phase(None), TYPE, "tick"),
+    "TickPlan.routing(5)": (lambda s, p, b, t: p.tick_plan.routing(5), TYPE, "phase"),
+    "TickPlan.routing('x')": (lambda s, p, b, t: p.tick_plan.routing("x"), RANGE, "phase"),
+    # Modules, plots, bundles, the loader.
+    "load_module(5)": (lambda s, p, b, t: hlatc.load_module(5), TYPE, "source"),
+    "load_module(None)": (lambda s, p, b, t: hlatc.load_module(None), TYPE, "source"),
+    "optimize('x')": (lambda s, p, b, t: hlatc.optimize("x"), TYPE, "module"),
+    "optimize target=5": (lambda s, p, b, t: hlatc.optimize(s.module(), target=5), TYPE,
+                          "target"),
+    "optimize passes='cse'": (lambda s, p, b, t: hlatc.optimize(s.module(), passes="cse"), TYPE,
+                              "passes"),
+    "plot_metrics([])": (lambda s, p, b, t: hlatc.plot_metrics([], t / "p.png"), TYPE, "runs"),
+    "plot_metrics path=None": (
+        lambda s, p, b, t: hlatc.plot_metrics({"a": [{"loss": 1.0}]}, None), TYPE, "path"),
+    "plot_metrics series=5": (
+        lambda s, p, b, t: hlatc.plot_metrics({"a": [{"loss": 1.0}]}, t / "p.png", series=5),
+        TYPE, "series"),
+    "plot_metrics log_y=1": (
+        lambda s, p, b, t: hlatc.plot_metrics({"a": [{"loss": 1.0}]}, t / "p.png", log_y=1),
+        TYPE, "log_y"),
+    "Bundle(None)": (lambda s, p, b, t: hlatc.Bundle(None), TYPE, "path"),
+    "Bundle.inputs('nope')": (lambda s, p, b, t: b.inputs("nope"), RANGE, "program"),
+    "Bundle.outputs(5)": (lambda s, p, b, t: b.outputs(5), TYPE, "program"),
+    "Loader.for_step('x')": (lambda s, p, b, t: hlatc.data.Loader.for_step("x", "c.jsonl"), TYPE,
+                             "step"),
+    "hlatc.jax.load('x')": (lambda s, p, b, t: hlatc.jax.load("x"), TYPE, "step"),
+    "hlatc.jax.Trainer('x')": (lambda s, p, b, t: hlatc.jax.Trainer("x"), TYPE, "step"),
+    "Loader sources=5": (lambda s, p, b, t: hlatc.data.Loader(
+        5, seq_len=8, batch_size=2, vocab_size=64), TYPE, "sources"),
+    "Loader tokenizer=5": (lambda s, p, b, t: loader(tokenizer=5), TYPE, "tokenizer"),
+    "Loader text_field=5": (lambda s, p, b, t: loader(text_field=5), TYPE, "text_field"),
+    "Loader format=5": (lambda s, p, b, t: loader(format=5), TYPE, "format"),
+    "Loader packing='x'": (lambda s, p, b, t: loader(packing="x"), RANGE, "packing"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_argument_is_refused_by_name(case, step, pipeline, bundle, tmp_path):
+    call, cls, argument = CASES[case]
+    with pytest.raises(cls) as e:
+        call(step, pipeline, bundle, tmp_path)
+    assert isinstance(e.value, hlatc.UsageError), repr(e.value)
+    assert isinstance(e.value, TypeError if cls is TYPE else ValueError), repr(e.value)
+    assert e.value.argument == argument, repr(e.value)
+    assert argument.split("[")[0] in str(e.value), str(e.value)
+
+
+def test_the_message_says_what_was_given_and_what_is_taken(step):
+    with pytest.raises(hlatc.UsageTypeError) as e:
+        hlatc.compile_step(**TINY, tp="2")  # type: ignore[arg-type]
+    assert "'2'" in str(e.value) and "an int" in str(e.value) and "str" in str(e.value)
+    with pytest.raises(hlatc.UsageError) as e:
+        step.init_state(rank=-1)
+    assert "-1" in str(e.value) and "0 or more" in str(e.value)
+    # Not "expected bytes (an int)", which it said of a negative int.
+    with pytest.raises(hlatc.UsageError) as e:
+        hlatc.compile_step(**TINY, device_memory=-5)
+    assert "-5" in str(e.value) and "0 or more" in str(e.value)
+
+
+def test_an_unknown_name_of_a_fixed_set_is_a_config_error_naming_the_names():
+    with pytest.raises(hlatc.ConfigError) as e:
+        hlatc.compile_step(**TINY, precision="fp8")  # type: ignore[arg-type]
+    assert e.value.key == "precision"
+    assert all(p in str(e.value) for p in hlatc._hlatc.choices()["precision"])
+
+
+def test_compile_step_and_plan_take_keywords_only():
+    # The docs say keyword-only; `compile_step("tiny")` used to compile.
+    with pytest.raises(TypeError, match="positional"):
+        hlatc.compile_step("tiny")  # type: ignore[misc]
+    with pytest.raises(TypeError, match="positional"):
+        hlatc._hlatc.compile_step("tiny")  # type: ignore[misc]
+    with pytest.raises(TypeError, match="positional"):
+        hlatc.plan("tiny")  # type: ignore[misc]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import hlatc
+from hlatc import _hlatc
 
 SHAPE = dict(model="tiny", target="cpu", batch_size=4, seq_len=8, precision="fp32")
 
@@ -47,20 +48,53 @@ def test_a_bundle_of_one_program_lists_every_tensor(tmp_path):
 
 
 @pytest.mark.parametrize("layout, programs", [
-    ({"grad_accum": 2}, {"micro step": "micro_step", "apply step": "apply_step"}),
-    ({"pp": 2, "grad_accum": 2}, {"warm_up": "warm_up", "steady": "steady",
-                                  "cool_down": "cool_down", "apply_step": "apply_step"}),
+    ({"grad_accum": 2}, ["micro_step", "apply_step"]),
+    ({"pp": 2, "grad_accum": 2}, ["warm_up", "steady", "cool_down", "apply_step"]),
 ])
 def test_a_bundle_of_several_programs_lists_each(tmp_path, layout, programs):
     step = hlatc.compile_step(**SHAPE, **layout)
     step.write_bundle(str(tmp_path / "b"))
     bundle = hlatc.Bundle(str(tmp_path / "b"))
-    assert bundle.programs == list(programs)
-    want = [row for name, attr in programs.items()
-            for row in signature(name, getattr(step, attr))]
+    # One spelling: each program is named as its folder, its Step attribute,
+    # its summary's key and `hlatc check --format json`'s program.
+    assert bundle.programs == programs
+    assert [p["name"] for p in bundle.manifest["programs"]] == programs
+    assert [p["dir"] for p in bundle.manifest["programs"]] == programs
+    assert set(programs) <= set(step.summary)
+    assert set(programs) <= set(_hlatc.choices()["program"])
+    want = [row for name in programs for row in signature(name, getattr(step, name))]
     assert flat(bundle) == want
-    assert {t.program for t in bundle.inputs("apply step" if "apply step" in programs
-                                             else "apply_step")} == {bundle.programs[-1]}
+    assert {t.program for t in bundle.inputs("apply_step")} == {"apply_step"}
+    # A program the bundle does not hold is refused, naming those it does.
+    for other in ("nope", "micro step", "step"):
+        with pytest.raises(hlatc.UsageError) as e:
+            bundle.outputs(other)
+        assert e.value.argument == "program"
+        assert all(p in str(e.value) for p in programs), str(e.value)
+    with pytest.raises(hlatc.UsageTypeError) as e:
+        bundle.inputs(5)  # type: ignore[arg-type]
+    assert e.value.argument == "program" and isinstance(e.value, TypeError)
+
+
+def test_an_accumulation_bundle_of_the_old_spelling_still_opens(tmp_path):
+    # Bundles written before the one spelling named accumulation's programs
+    # `micro step` and `apply step` (the folders were micro_step/ and
+    # apply_step/ then too).
+    step = hlatc.compile_step(**SHAPE, grad_accum=2)
+    step.write_bundle(tmp_path / "b")
+    top = tmp_path / "b" / "manifest.json"
+    manifest = json.loads(top.read_text())
+    for p, old in zip(manifest["programs"], ["micro step", "apply step"]):
+        p["name"] = old
+    top.write_text(json.dumps(manifest))
+    bundle = hlatc.Bundle(tmp_path / "b")
+    assert bundle.programs == ["micro_step", "apply_step"]
+    assert len(bundle.inputs("micro_step")) == len(step.micro_step.inputs)
+    manifest["programs"][0]["name"] = "macro step"
+    top.write_text(json.dumps(manifest))
+    with pytest.raises(hlatc.FileError, match="unknown program 'macro step'") as e:
+        hlatc.Bundle(tmp_path / "b")
+    assert "micro_step" in str(e.value) and e.value.path == str(top)
 
 
 def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
@@ -71,8 +105,15 @@ def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
     with pytest.raises(hlatc.FileError, match="manifest.json: missing, so .* is not a bundle"):
         hlatc.Bundle(tmp_path / "empty")
     (tmp_path / "empty" / "manifest.json").write_text('{"format": "other/1"}')
-    with pytest.raises(hlatc.FileError, match="format 'other/1', not an hlatc-bundle/N"):
+    with pytest.raises(hlatc.FileError, match="format 'other/1', but this hlatc reads"):
         hlatc.Bundle(tmp_path / "empty")
+    # A later format is named, with those this hlatc reads; not "no 'inputs'
+    # list", as it once said.
+    (tmp_path / "empty" / "manifest.json").write_text('{"format": "hlatc-bundle/9"}')
+    with pytest.raises(hlatc.FileError) as e:
+        hlatc.Bundle(tmp_path / "empty")
+    assert "'hlatc-bundle/9'" in str(e.value) and "inputs" not in str(e.value)
+    assert all(repr(f) in str(e.value) for f in _hlatc.BUNDLE_FORMATS)
     (tmp_path / "empty" / "manifest.json").write_text(
         '{"format": "hlatc-bundle/1", "inputs": [{"layers": [0, 2]}], "outputs": []}')
     with pytest.raises(hlatc.FileError, match="an entry of 'inputs' hlatc cannot read"):

@@ -212,6 +212,9 @@ fn compile_writes_the_two_programs_and_verifies_them() {
     for (k, sub) in ["micro_step", "apply_step"].iter().enumerate() {
         let m = json(&d.join(sub).join("manifest.json"));
         assert_eq!(top["programs"][k]["sha256"], m["module"]["sha256"], "{sub}");
+        // One spelling: each program is named as its folder.
+        assert_eq!(top["programs"][k]["name"], *sub);
+        assert_eq!(top["programs"][k]["dir"], *sub);
     }
     // The micro step reads the step's token count and a K-th of the batch.
     let micro = json(&d.join("micro_step/manifest.json"));

@@ -7,7 +7,7 @@
 
 use super::files::MANIFEST_FILE;
 use super::manifest::MemoryInfo;
-use super::programs::{staged_beside, ProgramInfo};
+use super::programs::{staged_beside, ProgramInfo, ProgramName};
 use super::staging::{stage_bundle, write, StagedBundle};
 use crate::grad_accum::micro_config;
 use crate::memory_plan::MemoryPlan;
@@ -20,8 +20,8 @@ use std::path::Path;
 /// The top manifest's format; a bundle reader of one program refuses it
 /// by name and points at the two programs.
 pub const ACCUMULATION_FORMAT: &str = "hlatc-bundle/2+accumulation";
-pub const MICRO_DIR: &str = "micro_step";
-pub const APPLY_DIR: &str = "apply_step";
+pub const MICRO_DIR: &str = ProgramName::MicroStep.name();
+pub const APPLY_DIR: &str = ProgramName::ApplyStep.name();
 
 #[derive(Serialize)]
 struct AccumulationManifest<'a> {
@@ -59,8 +59,8 @@ pub fn stage_accumulation_bundle(
         target: target.name(),
         micro_batches,
         programs: [
-            ProgramInfo::of("micro step", MICRO_DIR, &m, micro),
-            ProgramInfo::of("apply step", APPLY_DIR, &a, apply),
+            ProgramInfo::of(ProgramName::MicroStep, &m, micro),
+            ProgramInfo::of(ProgramName::ApplyStep, &a, apply),
         ],
         schedule: [
             "per optimizer step, token_count is the number of the global batch's targets that are not the ignore index (-100)",

@@ -25,10 +25,20 @@ pub use neuron::{
     neuron_command, neuron_env, neuron_flags, RoundingSummary, NEURON_CHIP, NEURON_INPUT_FLAGS,
     NEURON_MODEL_FLAGS, NEURON_ROUNDING_SEED,
 };
-pub use opened::{for_cpu, lower_for_cpu, OpenedBundle};
+pub use opened::{for_cpu, lower_for_cpu, OpenedBundle, PROGRAM_FORMATS};
 pub use pipeline::{stage_pipeline_bundle, PIPELINE_FORMAT};
 pub use preflight::Preflight;
+pub use programs::{ProgramName, UnknownProgram};
 pub use staging::{check_destination, stage_bundle, write_bundle, BundleReport, StagedBundle};
+
+/// Every manifest format hlatc reads: one program's, and the top
+/// manifests of gradient accumulation's and a pipeline's programs.
+pub const READ_FORMATS: [&str; 4] = [
+    PROGRAM_FORMATS[0],
+    PROGRAM_FORMATS[1],
+    ACCUMULATION_FORMAT,
+    PIPELINE_FORMAT,
+];
 
 /// Which compiler a bundle is for (the passes' target).
 pub use hlatc_passes::Target;

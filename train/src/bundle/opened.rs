@@ -2,9 +2,9 @@
 //! manifest records, and its module ready to run. What a runtime needs to
 //! feed a bundle by role without rebuilding the step.
 
-use super::accumulation::{APPLY_DIR, MICRO_DIR};
 use super::files::{BUNDLE_FORMAT, MANIFEST_FILE, PROTO_FILE};
 use super::listing::{self, expand, AtLayer, ListedView, ListingError};
+use super::programs::ProgramName;
 use crate::batch_check::check_batch_inputs;
 use crate::train_step::{state_name, Role, StepConfig, TensorSpec};
 use crate::Error;
@@ -12,10 +12,10 @@ use hlatc_compiler::{Literal, Module};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// The bundle formats this reader takes (the manifest's `format`): the
-/// current one, and version 1 (flat listings, or runs of layers written
-/// before the version was bumped for them).
-const FORMATS: [&str; 2] = [BUNDLE_FORMAT, "hlatc-bundle/1"];
+/// The formats of one program's manifest this reader takes (the
+/// manifest's `format`): the current one, and version 1 (flat listings,
+/// or runs of layers written before the version was bumped for them).
+pub const PROGRAM_FORMATS: [&str; 2] = [BUNDLE_FORMAT, "hlatc-bundle/1"];
 
 pub struct OpenedBundle {
     pub dir: PathBuf,
@@ -100,28 +100,29 @@ impl OpenedBundle {
             .ok()
             .and_then(|v| v["format"].as_str().map(str::to_string));
         let of_kind = |kind: &str| format.as_deref().is_some_and(|f| f.ends_with(kind));
+        let folders = |names: &[ProgramName]| {
+            let dirs: Vec<String> = names.iter().map(|n| format!("{n}/")).collect();
+            dirs.join(", ")
+        };
         if of_kind("+accumulation") {
             return Err(bad(format!(
-                "the bundle of gradient accumulation's two programs: open {}/ or {}/ in it",
-                MICRO_DIR, APPLY_DIR
+                "the bundle of gradient accumulation's two programs: open one of {} in it",
+                folders(&ProgramName::ACCUMULATION)
             )));
         }
         if of_kind("+pipeline") {
             return Err(bad(format!(
-                "the bundle of a pipeline-parallel step's four programs: open {}/, {}/, {}/ or {}/ in it",
-                crate::pipeline::Phase::WarmUp.name(),
-                crate::pipeline::Phase::Steady.name(),
-                crate::pipeline::Phase::CoolDown.name(),
-                APPLY_DIR
+                "the bundle of a pipeline-parallel step's four programs: open one of {} in it",
+                folders(&ProgramName::PIPELINE)
             )));
         }
         let view: ManifestView = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
-        if !FORMATS.contains(&view.format.as_str()) {
+        if !PROGRAM_FORMATS.contains(&view.format.as_str()) {
             return Err(bad(format!(
                 "format '{}', but this hlatc reads '{}'",
                 view.format,
-                FORMATS.join("' and '")
+                PROGRAM_FORMATS.join("' and '")
             )));
         }
         let listing = |what: &str, e: ListingError| bad(format!("{what}: {e}"));

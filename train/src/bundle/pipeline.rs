@@ -7,11 +7,10 @@
 //! layers, and each stage's memory per rank. Staged whole and moved into
 //! place whole, like a single bundle.
 
-use super::accumulation::APPLY_DIR;
 use super::files::MANIFEST_FILE;
 use super::manifest::MemoryInfo;
 use super::preflight::Preflight;
-use super::programs::{staged_beside, ProgramInfo};
+use super::programs::{staged_beside, ProgramInfo, ProgramName};
 use super::staging::{stage_bundle, write, StagedBundle};
 use crate::memory_plan::MemoryPlan;
 use crate::pipeline::{tick_config, Phase, PipelineView};
@@ -91,15 +90,15 @@ pub fn stage_pipeline_bundle(
     let tick_cfg = tick_config(view.stage_config, schedule.micro_batches);
     let mut programs = Vec::new();
     let mut reports = Vec::new();
-    let named: Vec<(&'static str, &TrainStep, &StepConfig)> = Phase::ALL
+    let named: Vec<(ProgramName, &TrainStep, &StepConfig)> = Phase::ALL
         .iter()
         .zip(view.ticks)
-        .map(|(p, &t)| (p.name(), t, &tick_cfg))
-        .chain([(APPLY_DIR, view.apply, view.stage_config)])
+        .map(|(&p, &t)| (p.into(), t, &tick_cfg))
+        .chain([(ProgramName::ApplyStep, view.apply, view.stage_config)])
         .collect();
     for (name, step, step_cfg) in named {
-        let r = stage_bundle(step, step_cfg, target, &staging.join(name))?.commit()?;
-        programs.push(ProgramInfo::of(name, name, &r, step));
+        let r = stage_bundle(step, step_cfg, target, &staging.join(name.name()))?.commit()?;
+        programs.push(ProgramInfo::of(name, &r, step));
         reports.push((name, r));
     }
     let phases = Phase::ALL
@@ -163,7 +162,7 @@ pub fn stage_pipeline_bundle(
     )?;
     let steady = reports
         .iter()
-        .position(|(n, _)| *n == Phase::Steady.name())
+        .position(|(n, _)| *n == ProgramName::Steady)
         .expect("the steady program");
     report.sha256 = reports[steady].1.sha256.clone();
     // The steady program's check is the one with both slots in it; the

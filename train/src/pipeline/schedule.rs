@@ -62,7 +62,7 @@ impl Phase {
     }
 
     /// The name of its program.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Phase::WarmUp => "warm_up",
             Phase::Steady => "steady",

@@ -1,0 +1,302 @@
+//! Arguments read at the boundary. PyO3's own conversions raise a builtin
+//! `TypeError`, or an `OverflowError` naming no argument for a negative
+//! count; these raise an `hlatc.UsageError` naming the argument, what was
+//! given and what is taken: a `UsageTypeError` (also a `TypeError`) for a
+//! value of another type, a `UsageError` (also a `ValueError`) for one out
+//! of range. Each argument is read with `#[pyo3(from_py_with =
+//! args::NAME)]`: the extractor named as the argument (declared once in
+//! [`named!`]) reads any type that is [`Accepted`].
+
+use crate::errors::{CONFIG, USAGE, USAGE_TYPE};
+use pyo3::exceptions::PyOverflowError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyString};
+use std::path::PathBuf;
+
+/// Why a value was refused.
+pub(crate) enum Refused {
+    /// Not of a type the argument takes.
+    Type,
+    /// Of the type, but out of range.
+    Range,
+    /// A name the argument's fixed set does not hold.
+    Unknown(Vec<&'static str>),
+}
+
+/// A type an argument can be read as, and what it takes, in words. `name`
+/// is the argument's (a name of a fixed set is looked up by it).
+pub(crate) trait Accepted<'py>: Sized {
+    /// What the argument takes: `an int 0 or more`.
+    fn accepted() -> String;
+    fn read(name: &str, v: &Bound<'py, PyAny>) -> Result<Self, Refused>;
+}
+
+/// Reads `v`, the argument `name`, or refuses it naming it.
+pub(crate) fn read<'py, T: Accepted<'py>>(name: &str, v: &Bound<'py, PyAny>) -> PyResult<T> {
+    T::read(name, v).map_err(|why| refuse(why, name, v, &T::accepted()))
+}
+
+/// The error refusing `v`, the argument `name`, with what it takes
+/// (`accepted`): a `UsageTypeError` for [`Refused::Type`], else a
+/// `UsageError`.
+pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &str) -> PyErr {
+    let given = given(v);
+    let (kind, message) = match why {
+        Refused::Type => {
+            let type_name = v
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into());
+            (
+                &USAGE_TYPE,
+                format!("{name}={given}: expected {accepted}, got {type_name}"),
+            )
+        }
+        Refused::Range => (&USAGE, format!("{name}={given}: expected {accepted}")),
+        // An unknown name of a config option is a ConfigError with the
+        // names, as the Rust core's parsers refuse it; see USAGE_SETS.
+        Refused::Unknown(known) => {
+            let message = format!("unknown {name} {given} (known: {})", known.join(", "));
+            let field = PyString::new(v.py(), name).into_any().unbind();
+            return match USAGE_SETS.contains(&name) {
+                true => USAGE.with(message, &[("argument", field)]),
+                false => CONFIG.with(message, &[("key", field)]),
+            };
+        }
+    };
+    let argument = PyString::new(v.py(), name).into_any().unbind();
+    kind.with(message, &[("argument", argument)])
+}
+
+/// A `UsageError` about the argument `name` that its type allows but the
+/// call does not (a tick past the schedule), `argument` set as the checks
+/// above set it.
+pub(crate) fn out_of_range(name: &str, message: String) -> PyErr {
+    let argument = Python::with_gil(|py| PyString::new(py, name).into_any().unbind());
+    USAGE.with(message, &[("argument", argument)])
+}
+
+/// `repr(v)`, cut short: a value can be a whole array.
+fn given(v: &Bound<'_, PyAny>) -> String {
+    const MAX: usize = 60;
+    let r = v
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<unprintable>".into());
+    match r.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}...", &r[..at]),
+        None => r,
+    }
+}
+
+/// An int as `i128`: any Python int (or `__index__`) that fits in 64 bits,
+/// signed or not; wider ones are out of range. A bool is no count (as the
+/// Python side's checks say too).
+fn int(v: &Bound<'_, PyAny>) -> Result<i128, Refused> {
+    if v.is_instance_of::<PyBool>() {
+        return Err(Refused::Type);
+    }
+    match v.extract::<i64>() {
+        Ok(i) => Ok(i.into()),
+        Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => v
+            .extract::<u64>()
+            .map(i128::from)
+            .map_err(|_| Refused::Range),
+        Err(_) => Err(Refused::Type),
+    }
+}
+
+macro_rules! ints {
+    ($($t:ty => $what:expr),* $(,)?) => {$(
+        impl Accepted<'_> for $t {
+            fn accepted() -> String {
+                $what.into()
+            }
+            fn read(_: &str, v: &Bound<'_, PyAny>) -> Result<Self, Refused> {
+                <$t>::try_from(int(v)?).map_err(|_| Refused::Range)
+            }
+        }
+    )*};
+}
+
+ints! {
+    i64 => "an int",
+    u64 => "an int 0 or more",
+    usize => "an int 0 or more",
+    u32 => "an int from 0 to 2**32-1",
+}
+
+impl Accepted<'_> for f64 {
+    fn accepted() -> String {
+        "a number".into()
+    }
+    fn read(_: &str, v: &Bound<'_, PyAny>) -> Result<Self, Refused> {
+        // A str has no __float__, but refuse it by name before asking.
+        if v.is_instance_of::<PyString>() {
+            return Err(Refused::Type);
+        }
+        v.extract().map_err(|_| Refused::Type)
+    }
+}
+
+impl Accepted<'_> for bool {
+    fn accepted() -> String {
+        "True or False".into()
+    }
+    fn read(_: &str, v: &Bound<'_, PyAny>) -> Result<Self, Refused> {
+        v.downcast::<PyBool>()
+            .map(|b| b.is_true())
+            .map_err(|_| Refused::Type)
+    }
+}
+
+impl Accepted<'_> for String {
+    fn accepted() -> String {
+        "a str".into()
+    }
+    fn read(_: &str, v: &Bound<'_, PyAny>) -> Result<Self, Refused> {
+        v.extract().map_err(|_| Refused::Type)
+    }
+}
+
+impl Accepted<'_> for PathBuf {
+    fn accepted() -> String {
+        "a path (str or os.PathLike)".into()
+    }
+    fn read(_: &str, v: &Bound<'_, PyAny>) -> Result<Self, Refused> {
+        v.extract().map_err(|_| Refused::Type)
+    }
+}
+
+impl<'py, T: Accepted<'py>> Accepted<'py> for Vec<T> {
+    fn accepted() -> String {
+        format!("a list, each {}", T::accepted())
+    }
+    fn read(name: &str, v: &Bound<'py, PyAny>) -> Result<Self, Refused> {
+        // PyO3 would take a str as a list of its characters.
+        if v.is_instance_of::<PyString>() {
+            return Err(Refused::Type);
+        }
+        let items = v.try_iter().map_err(|_| Refused::Type)?;
+        items
+            .map(|item| {
+                item.map_err(|_| Refused::Type)
+                    .and_then(|i| T::read(name, &i))
+            })
+            .collect()
+    }
+}
+
+/// One of hlatc's classes (`Step`, `Module`), borrowed.
+impl<'py, T: pyo3::PyClass> Accepted<'py> for Bound<'py, T> {
+    fn accepted() -> String {
+        format!("an hlatc {}", T::NAME)
+    }
+    fn read(_: &str, v: &Bound<'py, PyAny>) -> Result<Self, Refused> {
+        v.downcast::<T>().cloned().map_err(|_| Refused::Type)
+    }
+}
+
+/// Free text whose default is a literal: [`Text::of`] makes one in a
+/// signature's default, where a `String` cannot be made.
+pub(crate) struct Text(pub std::borrow::Cow<'static, str>);
+
+impl Text {
+    pub(crate) const fn of(s: &'static str) -> Text {
+        Text(std::borrow::Cow::Borrowed(s))
+    }
+}
+
+impl Accepted<'_> for Text {
+    fn accepted() -> String {
+        <String as Accepted>::accepted()
+    }
+    fn read(name: &str, v: &Bound<'_, PyAny>) -> Result<Self, Refused> {
+        <String as Accepted>::read(name, v).map(|s| Text(s.into()))
+    }
+}
+
+impl<'py, T: Accepted<'py>> Accepted<'py> for Option<T> {
+    fn accepted() -> String {
+        format!("None or {}", T::accepted())
+    }
+    fn read(name: &str, v: &Bound<'py, PyAny>) -> Result<Self, Refused> {
+        if v.is_none() {
+            return Ok(None);
+        }
+        T::read(name, v).map(Some)
+    }
+}
+
+/// The fixed sets whose unknown name is a `UsageError`, as hlatc has
+/// raised it: the hardware (`instance`, `hlatc plan`'s) and the loader's
+/// settings, which are no model config's. Every other is a `ConfigError`,
+/// as the python.md's table of `Literal`s says.
+const USAGE_SETS: [&str; 3] = ["instance", "packing", "raw_dtype"];
+
+/// A name of a fixed set (`precision="bf16-pure"`): the set's own
+/// spelling, from the list `hlatc._hlatc.choices()` gives under the
+/// argument's name. A `&'static str`, so the argument's default is a
+/// literal PyO3 prints in its signature.
+impl Accepted<'_> for &'static str {
+    fn accepted() -> String {
+        "a str".into()
+    }
+    fn read(name: &str, v: &Bound<'_, PyAny>) -> Result<Self, Refused> {
+        let given: String = v.extract().map_err(|_| Refused::Type)?;
+        let known = crate::choice_lists().remove(name).unwrap_or_default();
+        match known.iter().find(|k| **k == given) {
+            Some(k) => Ok(*k),
+            None => Err(Refused::Unknown(known)),
+        }
+    }
+}
+
+/// One extractor per argument name, for `#[pyo3(from_py_with = ...)]`:
+/// the name is the function's, so it is written once.
+macro_rules! named {
+    ($($name:ident),* $(,)?) => {$(
+        pub(crate) fn $name<'py, T: Accepted<'py>>(v: &Bound<'py, PyAny>) -> PyResult<T> {
+            read(stringify!($name), v)
+        }
+    )*};
+}
+
+named! {
+    // compile_step
+    model, batch_size, seq_len, packed, separate_projections, precision, rounding, target,
+    passes, disable_pass, verify_each_pass, remat, tp, dp, pp, sequence_parallel, zero1,
+    lr_max, lr_min, warmup_steps, total_steps, beta1, beta2, adam_eps, weight_decay,
+    clip_norm, module_markers, grad_accum, spmd, rank_source, replica_groups, pp_send,
+    // Step, Trainer, Schedule, TickPlan
+    seed, rank, checkpoint, path, tick, stage, phase,
+    // plan, append_measured_run
+    instance, nodes, global_batch, top, price, layout, calibration, threads, seq_per_s,
+    micro_batch, sdk, source,
+    // load_module, optimize, plot_metrics, Trainer
+    module, series, title, log_y, step,
+    // Loader
+    sources, vocab_size, replicas, owned, tokenizer, text_field, format, packing,
+    shuffle_buffer, epochs, eos_id, raw_dtype, position,
+}
+
+/// The error refusing `given`, the argument `name`, which takes
+/// `accepted`: for what the Python side checks itself (a tensor dict, a
+/// `Step`), in the words and classes of the checks here.
+#[pyfunction]
+#[pyo3(signature = (name, given, accepted, *, of_type))]
+pub fn argument_error(
+    py: Python<'_>,
+    name: &str,
+    given: &Bound<'_, PyAny>,
+    accepted: &str,
+    of_type: bool,
+) -> PyObject {
+    let why = if of_type {
+        Refused::Type
+    } else {
+        Refused::Range
+    };
+    refuse(why, name, given, accepted).into_value(py).into_any()
+}
