@@ -4,7 +4,9 @@
 
 use crate::errors::{guarded, CHECKPOINT, FILE, USAGE};
 use crate::step::Step;
-use hlatc::run_identity::{files_fingerprint, tokenizer_hash, RunIdentity, RunIdentityError};
+use hlatc::run_identity::{
+    files_fingerprint, tokenizer_hash, Coverage, RunIdentity, RunIdentityError,
+};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
@@ -70,7 +72,8 @@ pub fn run_identity(
             .map_err(identity_error)?;
         let files = hlatc::loader::sources::expand(&sources)
             .map_err(|e| crate::errors::loader_error(&e))?;
-        let corpus = files_fingerprint(&files).map_err(identity_error)?;
+        // The loader's record of what it read checks the rest.
+        let corpus = files_fingerprint(&files, Coverage::Sampled).map_err(identity_error)?;
         Ok(id
             .with_tokenizer(tokenizer.as_deref())
             .with_corpus(&corpus)

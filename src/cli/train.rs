@@ -191,7 +191,7 @@ fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
         None => None,
     };
     let corpus = match a.data.files()? {
-        Some(files) => hlatc::run_identity::files_fingerprint(&files)?,
+        Some(files) => hlatc::run_identity::files_fingerprint(&files, a.data.coverage())?,
         None => "the synthetic language".to_string(),
     };
     if a.data.draws_from_seed() {

@@ -174,6 +174,16 @@ impl DataArgs {
         Ok(Some(hlatc::loader::sources::expand(&self.corpus)?))
     }
 
+    /// How much of its files the run's identity fingerprints: all of
+    /// --data's, which the run reads whole and nothing else records; a
+    /// sample of a --corpus, whose loader records the blocks it read.
+    pub fn coverage(&self) -> hlatc::run_identity::Coverage {
+        match self.data {
+            Some(_) => hlatc::run_identity::Coverage::Whole,
+            None => hlatc::run_identity::Coverage::Sampled,
+        }
+    }
+
     /// Whether each batch is drawn from the seed alone (the synthetic
     /// language, --data), not read by a loader that records its own
     /// position.

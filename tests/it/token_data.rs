@@ -222,3 +222,53 @@ fn data_and_corpus_refuse_a_bad_token_file_in_the_same_words() {
         .to_string();
     assert_eq!(e, "--eos 99999 is outside the model's vocabulary 0..64");
 }
+
+/// A `--data` file is read whole by the run and recorded by nothing else,
+/// so its fingerprint in the run identity hashes every byte: a same-length
+/// edit between the blocks a corpus' fingerprint samples (16 of 64 KiB)
+/// is refused at a resume, naming the corpus.
+#[test]
+fn a_data_file_edited_anywhere_is_not_resumed() {
+    // 640,000 u16 ids: 1.28 MB, past the 1 MiB read whole either way.
+    let ids: Vec<u16> = (0..640_000u32).map(|i| (i * 7 % 63) as u16).collect();
+    let data = u16_file("edited.bin", &ids);
+    let ckpt = tmp("edited-ckpt");
+    let _ = std::fs::remove_dir_all(&ckpt);
+    let train = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--data",
+            data.to_str().unwrap(),
+            "--steps",
+            "4",
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-dir",
+            ckpt.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Command::new(env!("CARGO_BIN_EXE_hlatc"))
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let first = train(&["--stop-after", "2"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // Halfway between the first sampled block and the second.
+    let size = (ids.len() * 2) as u64;
+    let second_block = (size - 65536) / 15;
+    // An id's low byte, so the id stays inside tiny's vocabulary.
+    let at = (65536 + (second_block - 65536) / 2) as usize & !1;
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[at] ^= 1;
+    std::fs::write(&data, &bytes).unwrap();
+    let resumed = train(&[]);
+    let e = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(1), "{e}");
+    assert!(e.contains("corpus"), "{e}");
+    std::fs::remove_dir_all(&ckpt).unwrap();
+}

@@ -290,13 +290,28 @@ const SAMPLE_BLOCK: u64 = 64 << 10;
 /// milliseconds, and an edit anywhere in a small file changes it.
 const SAMPLE_BLOCKS: u64 = 16;
 
+/// How much of each file a fingerprint reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// Each file's size and 16 evenly spaced blocks of 64 KiB (a file
+    /// up to 1 MiB whole): a corpus the loader streams, whose record of
+    /// what it read checks the rest at a resume.
+    Sampled,
+    /// Every byte: a file the run reads whole and nothing else records
+    /// (`--data`), so an edit anywhere in it is another corpus.
+    Whole,
+}
+
 /// The fingerprint of the files a run reads, in order: each file's size
-/// and sampled blocks (a file up to 1 MiB read whole), hashed together.
-/// Content only, not paths or times: a corpus copied to another disk is
-/// the same corpus, and an edit of a file up to 1 MiB, or of a sampled
-/// block or the size of a larger one, is another. Reads as `N files, B
-/// bytes, sha256 <16 hex>`.
-pub fn files_fingerprint(files: &[PathBuf]) -> Result<String, RunIdentityError> {
+/// and its bytes as `coverage` reads them, hashed together (a file up to
+/// 1 MiB gives the same either way). Content only, not paths or times: a
+/// corpus copied to another disk is the same corpus, and an edit of what
+/// was read, or of a file's size, is another. Reads as `N files, B bytes,
+/// sha256 <16 hex>`.
+pub fn files_fingerprint(
+    files: &[PathBuf],
+    coverage: Coverage,
+) -> Result<String, RunIdentityError> {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     let mut total = 0u64;
@@ -311,7 +326,13 @@ pub fn files_fingerprint(files: &[PathBuf]) -> Result<String, RunIdentityError> 
         total = total.saturating_add(size);
         hasher.update(size.to_le_bytes());
         let mut buf = vec![0u8; SAMPLE_BLOCK as usize];
-        for start in sample_offsets(size) {
+        let starts = match coverage {
+            Coverage::Sampled => sample_offsets(size),
+            Coverage::Whole => (0..size.div_ceil(SAMPLE_BLOCK))
+                .map(|i| i * SAMPLE_BLOCK)
+                .collect(),
+        };
+        for start in starts {
             f.seek(SeekFrom::Start(start)).map_err(io)?;
             let want = SAMPLE_BLOCK.min(size - start) as usize;
             f.read_exact(&mut buf[..want]).map_err(io)?;
