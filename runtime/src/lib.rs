@@ -283,11 +283,6 @@ impl Runtime {
         self.emitters
     }
 
-    /// The plugin's PJRT C API version, `(major, minor)`.
-    pub fn plugin_api_version(&self) -> (i32, i32) {
-        self.client.api_version()
-    }
-
     /// The debug options hlatc sets that this plugin does not define, left
     /// out of its compiles (`compile_options::OVERRIDES`): each says what
     /// the runtime could not ask of it.

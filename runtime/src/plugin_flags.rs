@@ -119,16 +119,3 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
 fn u16_at(bytes: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
-
-/// The flag names `XLA_FLAGS`-style text sets, as XLA reads them: each
-/// whitespace-separated `--name=value` or `--name`, dashes dropped.
-pub fn flag_names(flags: &str) -> Vec<&str> {
-    flags
-        .split_whitespace()
-        .map(|arg| {
-            let arg = arg.trim_start_matches('-');
-            arg.split_once('=').map_or(arg, |(name, _)| name)
-        })
-        .filter(|name| !name.is_empty())
-        .collect()
-}

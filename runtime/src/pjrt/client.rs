@@ -115,8 +115,6 @@ struct Plugin {
     path: PathBuf,
     /// The file's identity when it was loaded (see [`file_identity`]).
     identity: Option<String>,
-    /// Its C API version, `(major, minor)`.
-    version: (i32, i32),
     /// The compile options hlatc sets ([`crate::compile_options::OVERRIDES`])
     /// that this plugin does not define, so are left out of its compiles.
     options_left_out: Vec<&'static str>,
@@ -190,8 +188,8 @@ impl Plugin {
                 source,
             })?;
         if let Ok(set) = std::env::var("XLA_FLAGS") {
-            let names = crate::plugin_flags::flag_names(&set);
-            if let Some(flag) = names.into_iter().find(|name| !flags.defines(name)) {
+            let mut names = crate::xla_cpu_flags::settings(&set).map(|(name, _)| name);
+            if let Some(flag) = names.find(|name| !flags.defines(name)) {
                 return Err(PjrtError::UnknownXlaFlag {
                     path: path.to_path_buf(),
                     flag: flag.to_string(),
@@ -209,7 +207,6 @@ impl Plugin {
             api,
             path: path.to_path_buf(),
             identity,
-            version: (major, minor),
             options_left_out,
         };
         let mut args = ffi::PJRT_Plugin_Initialize_Args::new();
@@ -522,11 +519,6 @@ impl Client {
     /// [`file_identity`]), or `None` when it could not be read.
     pub fn plugin_identity(&self) -> Option<&str> {
         self.inner.plugin.identity.as_deref()
-    }
-
-    /// The plugin's PJRT C API version, `(major, minor)`.
-    pub fn api_version(&self) -> (i32, i32) {
-        self.inner.plugin.version
     }
 
     /// The compile options hlatc sets that the plugin does not define, and

@@ -36,14 +36,24 @@ impl Emitters {
     /// last `--xla_cpu_use_fusion_emitters` decides, and `false` or `0` (in
     /// any case, as XLA parses it) picks the legacy ones.
     pub fn from_flags(flags: &str) -> Emitters {
-        let value = flags.split_whitespace().rev().find_map(|arg| {
-            let arg = arg.trim_start_matches('-');
-            let (name, value) = arg.split_once('=').unwrap_or((arg, "true"));
-            (name == FUSION_EMITTERS_FLAG).then_some(value)
-        });
+        let value = settings(flags)
+            .rev()
+            .find(|&(name, _)| name == FUSION_EMITTERS_FLAG)
+            .map(|(_, value)| value);
         match value {
             Some(v) if v == "0" || v.eq_ignore_ascii_case("false") => Emitters::Legacy,
             _ => Emitters::Fusion,
         }
     }
+}
+
+/// The flags `XLA_FLAGS`-style text sets, as XLA reads them: each
+/// whitespace-separated `--name=value`, or `--name` (`true`), dashes
+/// dropped, in order.
+pub fn settings(flags: &str) -> impl DoubleEndedIterator<Item = (&str, &str)> {
+    flags.split_whitespace().filter_map(|arg| {
+        let arg = arg.trim_start_matches('-');
+        let (name, value) = arg.split_once('=').unwrap_or((arg, "true"));
+        (!name.is_empty()).then_some((name, value))
+    })
 }
