@@ -43,6 +43,19 @@ fn refused(dir: &Path, args: &[&str]) -> String {
     e
 }
 
+/// `unshard` of the rank files in `dir/ranks` with `layout` gives back
+/// `dir/whole`, byte for byte: the state divided, metadata and all.
+fn unshards_back(dir: &Path, ranks: &str, layout: &[&str], whole: &str) {
+    ok(
+        dir,
+        &[&["unshard", ranks, "--out", "back.st"][..], layout].concat(),
+    );
+    assert_eq!(
+        std::fs::read(dir.join("back.st")).unwrap(),
+        std::fs::read(dir.join(whole)).unwrap()
+    );
+}
+
 /// A copy of the tiny parity config with `rope_theta`, in `dir`.
 fn config(dir: &Path, name: &str, rope_theta: f64) -> String {
     let src = concat!(
@@ -407,14 +420,7 @@ fn swapped_or_foreign_rank_files_are_refused_by_name() {
     );
     assert!(!e.contains("precision"), "{e}");
     // Joined in order, the state is the one divided, metadata and all.
-    ok(
-        &d,
-        &[&["unshard", "pp", "--out", "back.st"][..], &pp2].concat(),
-    );
-    assert_eq!(
-        std::fs::read(d.join("back.st")).unwrap(),
-        std::fs::read(d.join("s.st")).unwrap()
-    );
+    unshards_back(&d, "pp", &pp2, "s.st");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -646,14 +652,7 @@ fn rank_files_of_two_runs_or_another_precision_are_refused_naming_files_and_fiel
         "{e}"
     );
     // A run's own files still join.
-    ok(
-        &d,
-        &[&["unshard", "r3", "--out", "back.st"][..], &tp2].concat(),
-    );
-    assert_eq!(
-        std::fs::read(d.join("back.st")).unwrap(),
-        std::fs::read(d.join("s3.st")).unwrap()
-    );
+    unshards_back(&d, "r3", &tp2, "s3.st");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
