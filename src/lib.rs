@@ -19,8 +19,9 @@ pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module}
 
 pub use hlatc_train::{
     batch_check, bundle, check, checkpoint, checkpoint_lock, data, grad_accum, initial_inputs,
-    loader, memory_plan, optimizer, pipeline, precision, rank_checkpoint, rank_inputs,
-    run_identity, sharding, spmd, state_metadata, state_shards, token_data, train_step, trainer,
+    kernel_choice, loader, memory_plan, optimizer, pipeline, precision, rank_checkpoint,
+    rank_inputs, run_identity, sharding, spmd, state_metadata, state_shards, token_data,
+    train_step, trainer,
 };
 
 pub mod compile_step;
@@ -91,6 +92,10 @@ pub enum Error {
     Train(#[from] hlatc_train::Error),
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
+    /// A `--kernel` (Python's `kernels=`) that names no point or
+    /// implementation, or a point twice.
+    #[error(transparent)]
+    Kernel(#[from] models::kernels::KernelRequestError),
 }
 
 /// The library errors that [`hlatc_train::Error`] already wraps reach the

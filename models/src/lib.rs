@@ -7,6 +7,7 @@ pub mod family;
 pub mod field_problem;
 pub mod hf_config;
 pub mod init;
+pub mod kernels;
 pub mod layout;
 pub mod llama;
 pub mod parallel;
@@ -19,6 +20,7 @@ pub mod weights;
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError};
 pub use family::Family;
 pub use field_problem::FieldProblem;
+pub use kernels::{AttentionKernel, KernelPoint, KernelRequest, Kernels};
 pub use llama::{
     forward, forward_on_rank, ForwardInputs, ForwardOutputs, ForwardParts, PartsContext,
     IGNORE_INDEX,

@@ -8,6 +8,7 @@
 //! when its parts are.
 
 use crate::config::{BatchShape, ModelConfig};
+use crate::kernels::Kernels;
 use crate::parallel::layers::RankContext;
 use crate::parallel::{Fault, Parallelism};
 use crate::params::{param_specs, weight_specs};
@@ -16,6 +17,7 @@ use crate::token_ops::{counted_total, gather_rows};
 use crate::weights::{GateUp, LayerWeights, Linear, Qkv, Weights};
 use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::graph::autodiff::{Composite, CompositeRule, GradHints};
+use hlatc_compiler::graph::blocked_attention::{AttentionOperands, BlockedAttention};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::graph::scope;
@@ -54,6 +56,20 @@ struct Llama<'a> {
     rank: Option<RankContext>,
     /// See [`ForwardInputs::token_count`].
     token_count: Option<InstrId>,
+    kernels: Kernels,
+}
+
+/// What attention masks by: the mask of the plain graph (`pred[S, S]`, or
+/// `pred[B, S, S]` for packed rows), or what blocked attention builds its
+/// tiles' masks from (the segment ids of packed rows; causality and the
+/// window it knows).
+#[derive(Clone, Copy, Debug)]
+enum AttentionMask {
+    Dense(InstrId),
+    Tiled {
+        segments: Option<InstrId>,
+        blocked: BlockedAttention,
+    },
 }
 
 impl Llama<'_> {
@@ -227,6 +243,7 @@ impl Llama<'_> {
             inputs: vec![x],
             output: y,
             rule: CompositeRule::Softmax { axis: last },
+            residuals: Vec::new(),
         });
         Ok(y)
     }
@@ -237,7 +254,7 @@ impl Llama<'_> {
         h: InstrId,
         w: &LayerWeights<InstrId>,
         tables: (InstrId, InstrId),
-        allowed: InstrId,
+        mask: AttentionMask,
     ) -> Result<InstrId, BuildError> {
         let c = self.cfg;
         let (hq, hkv) = self.heads();
@@ -261,23 +278,61 @@ impl Llama<'_> {
         let q = self.rope(q, tables.0, tables.1)?;
         let k = self.rope(k, tables.0, tables.1)?;
         self.b.pop_scope();
+        let att = match mask {
+            AttentionMask::Dense(allowed) => self.core_attention([q, k, v], allowed)?,
+            AttentionMask::Tiled { segments, blocked } => {
+                self.blocked_attention([q, k, v], segments, blocked)?
+            }
+        };
+        let att = self.b.reshape(att, &[bs * s, hq * hd])?;
+        let out = self.row_parallel(att, &w.o_proj)?;
+        self.b.pop_scope();
+        Ok(out)
+    }
+
+    /// Key and value heads (`[B, S, hkv, hd]`) repeated for the query
+    /// heads that read them (GQA: query head h reads key/value head
+    /// h / (hq / hkv)).
+    fn repeat_kv(&mut self, k: InstrId, v: InstrId) -> Result<(InstrId, InstrId), BuildError> {
+        let (hq, hkv) = self.heads();
+        if hq == hkv {
+            return Ok((k, v));
+        }
+        let (bs, s, hd) = (
+            self.batch.batch_size,
+            self.batch.seq_len,
+            self.cfg.head_dim(),
+        );
+        let rep = hq / hkv;
+        let b = &mut *self.b;
+        let kb = b.broadcast(k, &[bs, s, hkv, rep, hd], &[0, 1, 2, 4])?;
+        let vb = b.broadcast(v, &[bs, s, hkv, rep, hd], &[0, 1, 2, 4])?;
+        Ok((
+            b.reshape(kb, &[bs, s, hq, hd])?,
+            b.reshape(vb, &[bs, s, hq, hd])?,
+        ))
+    }
+
+    /// The plain graph of attention's core over the rotated `[q, k, v]`
+    /// (`[B, S, H, hd]`): `[B, S, H, hd]`.
+    fn core_attention(
+        &mut self,
+        qkv: [InstrId; 3],
+        allowed: InstrId,
+    ) -> Result<InstrId, BuildError> {
+        let (hq, _) = self.heads();
+        let (bs, s, hd) = (
+            self.batch.batch_size,
+            self.batch.seq_len,
+            self.cfg.head_dim(),
+        );
         // NxD's CoreAttention: everything from the rotated q, k and v to the
         // per-head context, the part whose [B, H, S, S] activations remat's
         // core-attention policy recomputes instead of saving.
         self.b.push_scope(scope::CORE_ATTENTION);
+        let [q, k, v] = qkv;
+        let (k, v) = self.repeat_kv(k, v)?;
         let b = &mut *self.b;
-        // GQA: query head h reads key/value head h / (hq / hkv).
-        let (k, v) = if hq == hkv {
-            (k, v)
-        } else {
-            let rep = hq / hkv;
-            let kb = b.broadcast(k, &[bs, s, hkv, rep, hd], &[0, 1, 2, 4])?;
-            let vb = b.broadcast(v, &[bs, s, hkv, rep, hd], &[0, 1, 2, 4])?;
-            (
-                b.reshape(kb, &[bs, s, hq, hd])?,
-                b.reshape(vb, &[bs, s, hq, hd])?,
-            )
-        };
         // scores [B, H, Sq, Sk]
         let scores = b.dot(
             q,
@@ -314,10 +369,42 @@ impl Llama<'_> {
         )?;
         let att = b.transpose(att, &[0, 2, 1, 3])?;
         b.pop_scope();
-        let att = b.reshape(att, &[bs * s, hq * hd])?;
-        let out = self.row_parallel(att, &w.o_proj)?;
+        Ok(att)
+    }
+
+    /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`),
+    /// tile by tile: `[B, S, H, hd]`. Autodiff takes its backward as a
+    /// whole, which reads q, k, v, the output and the rows' log-sum-exp:
+    /// no `[S, S]` value is kept, so remat's core-attention policy has
+    /// nothing here to recompute (its scope is not core attention's).
+    fn blocked_attention(
+        &mut self,
+        qkv: [InstrId; 3],
+        segments: Option<InstrId>,
+        blocked: BlockedAttention,
+    ) -> Result<InstrId, BuildError> {
+        self.b.push_scope(scope::BLOCKED_ATTENTION);
+        let [q, k, v] = qkv;
+        let (k, v) = self.repeat_kv(k, v)?;
+        let heads_first = [0, 2, 1, 3];
+        let operands = AttentionOperands {
+            q: self.b.transpose(q, &heads_first)?,
+            k: self.b.transpose(k, &heads_first)?,
+            v: self.b.transpose(v, &heads_first)?,
+            segments,
+        };
+        let fwd = blocked.forward(self.b, operands)?;
+        let mut inputs = vec![operands.q, operands.k, operands.v];
+        inputs.extend(segments);
+        self.hints.composites.push(Composite {
+            inputs,
+            output: fwd.output,
+            rule: CompositeRule::BlockedAttention(blocked),
+            residuals: vec![fwd.lse],
+        });
+        let att = self.b.transpose(fwd.output, &heads_first)?;
         self.b.pop_scope();
-        Ok(out)
+        Ok(att)
     }
 
     /// The MLP of layer `w` over `h`.
@@ -457,6 +544,45 @@ fn packed_documents(
     Ok((same, positions))
 }
 
+/// Each token's position within its document, as [`packed_documents`]
+/// gives it, computed a tile of `tile` queries against a tile of keys at a
+/// time (`s32[B, t, t]`), so no `[S, S]` value is built: a document's
+/// start is the least index holding its id, and never after the query.
+fn positions_in_documents(
+    b: &mut Builder,
+    segments: InstrId,
+    bs: i64,
+    s: i64,
+    tile: i64,
+) -> Result<InstrId, BuildError> {
+    let t = tile;
+    let mut starts = Vec::new();
+    for i in 0..s / t {
+        let q = b.slice_dim(segments, 1, i * t, (i + 1) * t)?;
+        let q = b.broadcast(q, &[bs, t, t], &[0, 1])?;
+        let mut tile_starts = Vec::new();
+        for j in 0..=i {
+            let k = b.slice_dim(segments, 1, j * t, (j + 1) * t)?;
+            let k = b.broadcast(k, &[bs, t, t], &[0, 2])?;
+            let same = b.compare(q, k, ComparisonDirection::Eq)?;
+            let key_index = b.iota(ElementType::S32, &[bs, t, t], 2)?;
+            let offset = b.full(ElementType::S32, &[bs, t, t], (j * t) as f64)?;
+            let key_index = b.add2(key_index, offset)?;
+            let beyond = b.full(ElementType::S32, &[bs, t, t], s as f64)?;
+            let candidates = b.select(same, key_index, beyond)?;
+            tile_starts.push(b.reduce(BinaryOp::Minimum, candidates, &[2], f64::INFINITY)?);
+        }
+        let mut start = tile_starts[0];
+        for &other in &tile_starts[1..] {
+            start = b.binary(BinaryOp::Minimum, start, other)?;
+        }
+        starts.push(start);
+    }
+    let start = b.concatenate(&starts, 1)?;
+    let index = b.iota(ElementType::S32, &[bs, s], 1)?;
+    b.sub(index, start)
+}
+
 /// Builds the forward pass into `b` over already-declared `params` (in
 /// [`param_specs`] order) and `tokens` / `targets` (`s32[batch, seq]`).
 pub fn forward(
@@ -474,6 +600,7 @@ pub fn forward(
         targets,
         segments,
         module_markers: false,
+        kernels: Kernels::default(),
         token_count: None,
     };
     forward_on_rank(b, cfg, batch, inputs, Parallelism::SINGLE, None)
@@ -491,6 +618,8 @@ pub struct ForwardInputs<'a> {
     /// Mark each decoder layer's start and end with neuronx-cc's module
     /// markers (autodiff marks the backward's boundaries alike).
     pub module_markers: bool,
+    /// What computes each kernel point.
+    pub kernels: Kernels,
     /// The number of counted targets the loss is a mean over (`s32[]`),
     /// when it is more than this batch's: under gradient accumulation,
     /// the whole optimizer step's, so each micro-batch's loss and gradient
@@ -517,6 +646,7 @@ pub fn forward_on_rank(
         targets,
         segments,
         module_markers,
+        kernels,
         token_count,
     } = inputs;
     let context = PartsContext {
@@ -524,6 +654,7 @@ pub fn forward_on_rank(
         par,
         fault,
         module_markers,
+        kernels,
         token_count,
     };
     let mut parts = ForwardParts::new(b, cfg, params, context, segments)?;
@@ -545,6 +676,7 @@ pub struct PartsContext {
     pub par: Parallelism,
     pub fault: Option<Fault>,
     pub module_markers: bool,
+    pub kernels: Kernels,
     pub token_count: Option<InstrId>,
 }
 
@@ -561,7 +693,7 @@ pub struct ForwardParts<'a> {
     weights: Weights<InstrId>,
     segments: Option<InstrId>,
     /// The rotary tables and the attention mask, once built.
-    masks: Option<((InstrId, InstrId), InstrId)>,
+    masks: Option<((InstrId, InstrId), AttentionMask)>,
     module_markers: bool,
 }
 
@@ -581,6 +713,7 @@ impl<'a> ForwardParts<'a> {
             par,
             fault,
             module_markers,
+            kernels,
             token_count,
         } = context;
         let weights = match weight_specs(cfg).zip(params.iter().copied()) {
@@ -601,6 +734,7 @@ impl<'a> ForwardParts<'a> {
                 hints: GradHints::default(),
                 rank,
                 token_count,
+                kernels,
             },
             weights,
             segments,
@@ -611,9 +745,12 @@ impl<'a> ForwardParts<'a> {
 
     /// The rotary tables and the attention mask (by document for packed
     /// rows), built at the first call.
-    fn masks(&mut self) -> Result<((InstrId, InstrId), InstrId), BuildError> {
+    fn masks(&mut self) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
         if let Some(masks) = self.masks {
             return Ok(masks);
+        }
+        if let Some(blocked) = self.m.kernels.attention.blocked(self.m.cfg) {
+            return self.tiled_masks(blocked);
         }
         let m = &mut self.m;
         let (batch, s) = (m.batch, m.batch.seq_len);
@@ -630,8 +767,36 @@ impl<'a> ForwardParts<'a> {
         };
         m.b.pop_scope();
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
-        self.masks = Some((tables, allowed));
-        Ok((tables, allowed))
+        let masks = (tables, AttentionMask::Dense(allowed));
+        self.masks = Some(masks);
+        Ok(masks)
+    }
+
+    /// [`ForwardParts::masks`] for blocked attention, which masks each tile
+    /// as it goes: only the positions of packed rows are built here, tile
+    /// by tile too.
+    fn tiled_masks(
+        &mut self,
+        blocked: BlockedAttention,
+    ) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
+        let m = &mut self.m;
+        let (bs, s) = (m.batch.batch_size, m.batch.seq_len);
+        let positions = match self.segments {
+            None => None,
+            Some(seg) => {
+                m.b.push_scope("attention_mask");
+                let positions = positions_in_documents(m.b, seg, bs, s, blocked.tile)?;
+                m.b.pop_scope();
+                Some(positions)
+            }
+        };
+        let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
+        let mask = AttentionMask::Tiled {
+            segments: self.segments,
+            blocked,
+        };
+        self.masks = Some((tables, mask));
+        Ok((tables, mask))
     }
 
     /// The builder the parts add to.
@@ -660,7 +825,7 @@ impl<'a> ForwardParts<'a> {
     /// Every decoder layer of the model the parts are built for, over the
     /// residual stream `x`.
     pub fn layers(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
-        let (tables, allowed) = self.masks()?;
+        let (tables, mask) = self.masks()?;
         let m = &mut self.m;
         let markers = self.module_markers;
         let mut x = x;
@@ -673,7 +838,7 @@ impl<'a> ForwardParts<'a> {
             m.b.push_scope(&scope::layer(w.layer));
             let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, w.input_norm))?;
             let h = m.scoped(scope::SELF_ATTN, |m| m.full_sequence(h))?;
-            let a = m.attention(h, w, tables, allowed)?;
+            let a = m.attention(h, w, tables, mask)?;
             x = m.b.add2(x, a)?;
             let norm = w.post_attention_norm;
             let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;

@@ -97,6 +97,8 @@ pub struct Args {
     parallel: super::parallel_args::ParallelArgs,
     #[command(flatten)]
     pp_send: super::parallel_args::PpSendArg,
+    #[command(flatten)]
+    kernels: super::kernel_args::KernelArgs,
     /// Mark where each decoder layer starts and ends, in the forward and
     /// the backward pass, with neuronx-cc's module markers
     /// (AwsNeuronModuleMarkerStart-Forward, ...), so its modular flow can
@@ -169,6 +171,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t0 = Instant::now();
     check_destination(&a.out)?;
     let compiled = compile_step(&options(&a))?;
+    super::kernel_args::report_fallbacks(&compiled.kernel_fallbacks)?;
     let (step, cfg, target) = (&compiled.step, &compiled.cfg, compiled.target);
     let ticks = compiled.ticks();
     let pipeline = compiled.pipeline_view(&ticks);
@@ -255,6 +258,7 @@ fn options(a: &Args) -> CompileOptions {
             ReplicaGroupsArg::Iota => hlatc::compile_step::ReplicaGroupForm::Iota,
         },
         pp_send: a.pp_send.send,
+        kernels: a.kernels.kernels.clone(),
     }
 }
 

@@ -7,6 +7,7 @@ mod compile;
 mod console;
 mod convert;
 mod fmt;
+mod kernel_args;
 mod model_args;
 mod opt;
 mod parallel_args;
@@ -63,7 +64,7 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    Compile(compile::Args),
+    Compile(Box<compile::Args>),
     Check(check::Args),
     Train(Box<train::Args>),
     Fmt(fmt::Args),
@@ -103,7 +104,7 @@ pub(super) fn runtime_for(ranks: usize) -> Result<hlatc::runtime::Runtime, Error
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
-        Command::Compile(a) => compile::main(a),
+        Command::Compile(a) => compile::main(*a),
         Command::Check(a) => check::main(a),
         Command::Train(a) => train::main(*a),
         Command::Fmt(a) => fmt::main(a),

@@ -56,6 +56,8 @@ pub struct Args {
     #[command(flatten)]
     pp_send: super::parallel_args::PpSendArg,
     #[command(flatten)]
+    kernels: super::kernel_args::KernelArgs,
+    #[command(flatten)]
     optimizer: OptimizerArgs,
     /// Optimizer steps to run
     #[arg(long, default_value_t = 100, allow_negative_numbers = true, value_parser = step_count)]
@@ -327,6 +329,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
             .map_err(hlatc::train_step::StepError::from)?,
         fault: None,
         module_markers: false,
+        kernels: a.kernels.choose(hlatc::passes::Target::Cpu, batch)?.kernels,
     };
     // The layout first, so `--tp 0` is refused by its flag's name, not as a
     // runtime of 0 devices.

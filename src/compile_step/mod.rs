@@ -7,11 +7,13 @@ mod memory_fit;
 pub mod spellings;
 
 use crate::Error;
+use hlatc_models::kernels::KernelRequest;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::{
     default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target,
 };
 use hlatc_train::grad_accum::build_accumulation_steps;
+use hlatc_train::kernel_choice::{KernelChoice, KernelFallback};
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_train::optimizer::AdamWConfig;
 use hlatc_train::pipeline::{
@@ -171,6 +173,9 @@ pub struct CompileOptions {
     /// How pipeline stages send to each other; `None`: the target's
     /// ([`StageSend::default_for`]). Refused without pipeline parallelism.
     pub pp_send: Option<StageSend>,
+    /// The implementations asked for at kernel points (`--kernel`); every
+    /// other point takes the target's ([`KernelChoice::choose`]).
+    pub kernels: Vec<KernelRequest>,
 }
 
 /// How a sharded step's collectives write their replica groups
@@ -223,6 +228,7 @@ impl Default for CompileOptions {
             grad_accum: 1,
             replica_groups: ReplicaGroupForm::Explicit,
             pp_send: None,
+            kernels: Vec::new(),
         }
     }
 }
@@ -250,6 +256,9 @@ pub struct CompiledStep {
     pub memory_check: MemoryCheck,
     /// The pipeline's time over `step` (the apply step's is its own).
     pub passes_time: Duration,
+    /// Kernels asked for whose constraints did not hold, and what their
+    /// points took instead.
+    pub kernel_fallbacks: Vec<KernelFallback>,
 }
 
 /// Gradient accumulation's second program, beside the micro step.
@@ -348,6 +357,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         o.seq_len,
         (default_batch, 4096),
     )?;
+    let kernels = KernelChoice::choose(&o.kernels, o.target, batch)?;
     let cfg = StepConfig {
         model,
         batch,
@@ -358,6 +368,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         spmd: o.spmd()?,
         fault: None,
         module_markers: o.module_markers,
+        kernels: kernels.kernels,
     };
     let form = o.pipeline_form()?;
     let mut pipe: Option<PipelinePrograms> = None;
@@ -459,5 +470,6 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         memory,
         memory_check,
         passes_time,
+        kernel_fallbacks: kernels.fallbacks,
     })
 }

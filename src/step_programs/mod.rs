@@ -13,6 +13,7 @@ use crate::compile_step::{ApplyStep, CompiledStep, PipelinePrograms};
 use crate::data::Batch;
 use crate::grad_accum::micro_config;
 use crate::initial_inputs::StartValues;
+use crate::kernel_choice::KernelFallback;
 use crate::memory_plan::{MemoryCheck, MemoryPlan};
 use crate::models::init::init_params;
 use crate::models::parallel::stages::Stages;
@@ -88,6 +89,7 @@ struct Origin {
     name: String,
     target: Target,
     memory_check: MemoryCheck,
+    kernel_fallbacks: Vec<KernelFallback>,
 }
 
 impl Origin {
@@ -110,6 +112,7 @@ impl Origin {
             instructions_built,
             memory_check: self.memory_check,
             passes_time,
+            kernel_fallbacks: self.kernel_fallbacks.clone(),
         }
     }
 }
@@ -126,6 +129,7 @@ pub fn into_programs(c: CompiledStep) -> Result<StepPrograms> {
         memory,
         memory_check,
         passes_time,
+        kernel_fallbacks,
     } = c;
     let Some(apply) = apply else {
         return Ok(StepPrograms::One(CompiledStep {
@@ -139,12 +143,14 @@ pub fn into_programs(c: CompiledStep) -> Result<StepPrograms> {
             memory,
             memory_check,
             passes_time,
+            kernel_fallbacks,
         }));
     };
     let origin = Origin {
         name,
         target,
         memory_check,
+        kernel_fallbacks,
     };
     if let Some(p) = pipeline {
         let steady = (step, instructions_built, passes_time);

@@ -335,6 +335,7 @@ fn built_steps_hold_no_duplicate_values() {
             spmd: Default::default(),
             fault: None,
             module_markers: false,
+            kernels: Default::default(),
         };
         let mut m = build_train_step(&cfg).unwrap().module;
         let report = hlatc::passes::pipeline_from_names("t", &["cse", "dce"])

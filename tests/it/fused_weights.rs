@@ -138,6 +138,7 @@ fn fused_and_separate_steps_agree_on_xla_cpu() {
                 spmd: Default::default(),
                 fault: None,
                 module_markers: false,
+                kernels: Default::default(),
             };
             let mut step = build_train_step(&cfg).unwrap();
             let p = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
@@ -212,6 +213,7 @@ fn the_7b_step_reads_each_layers_input_with_4_dots_not_7() {
             spmd: Default::default(),
             fault: None,
             module_markers: false,
+            kernels: Default::default(),
         };
         let mut step = build_train_step(&cfg).unwrap();
         let p = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();

@@ -166,6 +166,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             spmd: Default::default(),
             fault: None,
             module_markers: false,
+            kernels: Default::default(),
         };
         let mut trainer = Trainer::new(&rt(), &cfg, c.params.clone()).unwrap();
         let stats = trainer.step(&c.batch).unwrap();

@@ -392,6 +392,7 @@ fn tail_padding_trains_as_a_document_that_counts_for_nothing() {
         spmd: Default::default(),
         fault: None,
         module_markers: false,
+        kernels: Default::default(),
     };
     let rt = hlatc::runtime::Runtime::shared().unwrap();
     let params = || -> Vec<Literal> {

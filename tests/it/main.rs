@@ -13,6 +13,7 @@ mod fused_weights;
 mod grad_accum;
 mod hf_parity;
 mod inputs_checked;
+mod kernels;
 mod loader;
 mod manifest_schema;
 mod memory_plan;

@@ -100,6 +100,7 @@ fn planned_and_compiled_on(
         spmd: Default::default(),
         fault: None,
         module_markers: false,
+        kernels: Default::default(),
     };
     let mut step = build_train_step(&cfg).unwrap();
     let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();

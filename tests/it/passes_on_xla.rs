@@ -169,6 +169,7 @@ fn step_config(model: ModelConfig) -> StepConfig {
         spmd: Default::default(),
         fault: None,
         module_markers: false,
+        kernels: Default::default(),
     }
 }
 

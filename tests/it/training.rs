@@ -139,6 +139,7 @@ fn the_loss_cannot_fall_by_cheating() {
         spmd: Default::default(),
         fault: None,
         module_markers: false,
+        kernels: Default::default(),
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()
@@ -315,6 +316,7 @@ fn token_ids_are_checked_against_the_vocabulary() {
         spmd: Default::default(),
         fault: None,
         module_markers: false,
+        kernels: Default::default(),
     };
     let params = init_params(&cfg, ElementType::F32, 0)
         .into_iter()

@@ -57,6 +57,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
         spmd: Default::default(),
         fault: None,
         module_markers: false,
+        kernels: Default::default(),
     };
     modules.push((
         "tiny_train_step".into(),

@@ -33,6 +33,7 @@ pub mod device_state;
 mod error;
 pub mod grad_accum;
 pub mod initial_inputs;
+pub mod kernel_choice;
 pub mod loader;
 mod memory_parts;
 pub mod memory_plan;

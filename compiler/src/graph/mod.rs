@@ -1,8 +1,10 @@
 //! Building programs: the graph [`builder`] with value numbering, the
 //! provenance [`scope`]s it records in `metadata.op_name`, and reverse-mode
-//! [`autodiff`] over what it built.
+//! [`autodiff`] over what it built, and the
+//! [`blocked_attention`] whose backward autodiff takes as a whole.
 
 pub mod autodiff;
+pub mod blocked_attention;
 pub mod builder;
 pub mod collectives;
 pub mod module_markers;

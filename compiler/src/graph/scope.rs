@@ -14,6 +14,12 @@ pub const BACKWARD: &str = "backward";
 /// `CoreAttention`, what the `core-attention` remat policy recomputes.
 pub const CORE_ATTENTION: &str = "core_attention";
 
+/// The component under `layers.N/self_attn` that holds blocked attention
+/// (the `blocked` kernel of the attention point): it keeps only q, k, v,
+/// the output and the rows' log-sum-exp for its backward, so it is not
+/// core attention's scope, which the `core-attention` policy recomputes.
+pub const BLOCKED_ATTENTION: &str = "blocked_attention";
+
 /// The component of a sequence-parallel all-gather, under the scope of the
 /// projections that read its output (`layers.3/mlp/sequence_gather`): the
 /// full sequence the `remat` pass gathers again in the backward pass

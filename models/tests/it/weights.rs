@@ -92,6 +92,7 @@ fn the_forward_pass_refuses_parameters_that_are_not_one_per_spec() {
         par: Parallelism::SINGLE,
         fault: None,
         module_markers: false,
+        kernels: Default::default(),
         token_count: None,
     };
     let specs = param_specs(&cfg);

@@ -12,7 +12,7 @@ use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{
-    forward_on_rank, param_specs, BatchShape, ConfigError, ForwardInputs, ModelConfig,
+    forward_on_rank, param_specs, BatchShape, ConfigError, ForwardInputs, Kernels, ModelConfig,
     ParallelError, Parallelism, ParamSpec,
 };
 use serde::Serialize;
@@ -54,6 +54,11 @@ pub struct StepConfig {
     /// modular flow. Off by default, and then not in the manifest.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub module_markers: bool,
+    /// What computes each kernel point (attention's core, ...). Every
+    /// point is recorded; a manifest without it computed each by its
+    /// plain graph, all there was before the choice.
+    #[serde(default)]
+    pub kernels: Kernels,
 }
 
 impl StepConfig {
@@ -70,6 +75,7 @@ impl StepConfig {
             spmd: Spmd::default(),
             fault: None,
             module_markers: false,
+            kernels: Kernels::default(),
         }
     }
 
@@ -323,6 +329,7 @@ pub(crate) struct GraphShape<'a> {
     pub(crate) parallel: Parallelism,
     pub(crate) fault: Option<Fault>,
     pub(crate) module_markers: bool,
+    pub(crate) kernels: Kernels,
     /// The loss is a share of the mean over a `token_count` input (`s32[]`,
     /// declared after whatever `between` declares) rather than this
     /// batch's mean: a micro step of gradient accumulation.
@@ -339,6 +346,7 @@ impl<'a> GraphShape<'a> {
             parallel: cfg.parallel,
             fault: cfg.fault,
             module_markers: cfg.module_markers,
+            kernels: cfg.kernels,
             counted_over_step,
         }
     }
@@ -351,6 +359,7 @@ impl<'a> GraphShape<'a> {
             parallel: Parallelism::SINGLE,
             fault: None,
             module_markers: false,
+            kernels: Kernels::default(),
             counted_over_step: false,
         }
     }
@@ -369,6 +378,7 @@ pub(crate) fn model_graph<T>(
         parallel,
         fault,
         module_markers,
+        kernels,
         counted_over_step,
     } = shape;
     let mut b = Builder::new(name);
@@ -394,6 +404,7 @@ pub(crate) fn model_graph<T>(
         targets,
         segments,
         module_markers,
+        kernels,
         token_count,
     };
     let fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;

@@ -7,6 +7,7 @@
 //! forward pass ([`CompositeRule::saves`]), and recomputes the rest.
 
 use super::AutodiffError;
+use crate::graph::blocked_attention::{AttentionOperands, BlockedAttention, BlockedForward};
 use crate::graph::builder::Builder;
 use crate::ir::computation::InstrId;
 
@@ -16,6 +17,11 @@ pub enum CompositeRule {
     /// `y = softmax(x)` over `axis`: `dx = y * (dy - sum(dy * y, axis))`.
     /// Saves only `y`, the output.
     Softmax { axis: i64 },
+    /// Attention tile by tile ([`BlockedAttention`]): inputs q, k, v and,
+    /// for packed rows, the segment ids; one residual, the rows'
+    /// log-sum-exp. Saves q, k, v, the output and the log-sum-exp, and
+    /// recomputes each tile pair's probabilities.
+    BlockedAttention(BlockedAttention),
 }
 
 /// What a composite's backward reads from the forward pass.
@@ -23,6 +29,8 @@ pub enum CompositeRule {
 pub enum CompositeSaves {
     /// The region's output.
     Output,
+    /// Its inputs, its output and its residuals.
+    InputsOutputAndResiduals,
 }
 
 impl CompositeRule {
@@ -30,6 +38,7 @@ impl CompositeRule {
     pub fn saves(self) -> CompositeSaves {
         match self {
             CompositeRule::Softmax { .. } => CompositeSaves::Output,
+            CompositeRule::BlockedAttention(_) => CompositeSaves::InputsOutputAndResiduals,
         }
     }
 }
@@ -41,6 +50,9 @@ pub struct Composite {
     pub inputs: Vec<InstrId>,
     pub output: InstrId,
     pub rule: CompositeRule,
+    /// Values the region computes beside its output for its backward
+    /// alone (blocked attention's log-sum-exp); none for softmax.
+    pub residuals: Vec<InstrId>,
 }
 
 /// What a graph's builder tells autodiff beyond the graph itself.
@@ -70,9 +82,57 @@ pub(super) fn vjp(
         (CompositeRule::Softmax { axis }, &[x]) => Ok(vec![wanted(x)
             .then(|| b.softmax_backward(c.output, g, axis))
             .transpose()?]),
+        (CompositeRule::BlockedAttention(a), inputs) => blocked_attention(b, c, a, inputs, g),
         (rule, inputs) => Err(AutodiffError::CompositeInputs {
             rule,
             inputs: inputs.len(),
         }),
     }
+}
+
+/// Blocked attention's adjoints: q, k and v's, and none for the segment
+/// ids.
+fn blocked_attention(
+    b: &mut Builder,
+    c: &Composite,
+    a: BlockedAttention,
+    inputs: &[InstrId],
+    g: InstrId,
+) -> Result<Vec<Option<InstrId>>, AutodiffError> {
+    let (operands, lse) = match (inputs, c.residuals.as_slice()) {
+        (&[q, k, v], &[lse]) => (
+            AttentionOperands {
+                q,
+                k,
+                v,
+                segments: None,
+            },
+            lse,
+        ),
+        (&[q, k, v, s], &[lse]) => (
+            AttentionOperands {
+                q,
+                k,
+                v,
+                segments: Some(s),
+            },
+            lse,
+        ),
+        _ => {
+            return Err(AutodiffError::CompositeInputs {
+                rule: c.rule,
+                inputs: inputs.len(),
+            })
+        }
+    };
+    let fwd = BlockedForward {
+        output: c.output,
+        lse,
+    };
+    let grads = a.backward(b, operands, fwd, g)?;
+    let mut out: Vec<Option<InstrId>> = grads.into_iter().map(Some).collect();
+    if operands.segments.is_some() {
+        out.push(None);
+    }
+    Ok(out)
 }

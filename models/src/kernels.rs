@@ -1,0 +1,349 @@
+//! Kernel points: the ops of the model's graph that have more than one
+//! implementation, as RAF's operator dialects give a base op several. The
+//! forward builder computes each point by the implementation [`Kernels`]
+//! names, and every pass, autodiff, the memory plan and the sharded forms
+//! read the program it built.
+//!
+//! What a user asks for is a [`KernelRequest`] (`attention=blocked:128`);
+//! which implementation a target takes when nobody asks, and what happens
+//! when a request's constraint does not hold, is the step's choice (the
+//! train crate's `kernel_choice`). This module says what each point and
+//! implementation is, and when an implementation applies.
+
+use crate::config::{BatchShape, ModelConfig};
+use hlatc_compiler::graph::blocked_attention::BlockedAttention;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A place in the model's graph with several implementations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KernelPoint {
+    /// Attention's core: scores, the causal, sliding-window and document
+    /// masks, softmax, times the values; GQA.
+    Attention,
+    RmsNorm,
+    /// The SwiGLU activation, `silu(gate) * up`.
+    Swiglu,
+    /// Cross-entropy of the logits, the vocabulary-parallel form included.
+    CrossEntropy,
+}
+
+impl KernelPoint {
+    pub const ALL: [KernelPoint; 4] = [
+        KernelPoint::Attention,
+        KernelPoint::RmsNorm,
+        KernelPoint::Swiglu,
+        KernelPoint::CrossEntropy,
+    ];
+
+    /// The name `--kernel` and Python's `kernels=` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelPoint::Attention => "attention",
+            KernelPoint::RmsNorm => "rmsnorm",
+            KernelPoint::Swiglu => "swiglu",
+            KernelPoint::CrossEntropy => "cross-entropy",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<KernelPoint> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The implementations the point has, in the order `--help` lists them.
+    pub fn implementations(self) -> &'static [ImplKind] {
+        match self {
+            KernelPoint::Attention => &[ImplKind::Hlo, ImplKind::Blocked],
+            KernelPoint::RmsNorm | KernelPoint::Swiglu | KernelPoint::CrossEntropy => {
+                &[ImplKind::Hlo]
+            }
+        }
+    }
+}
+
+impl fmt::Display for KernelPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An implementation, by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImplKind {
+    /// The plain graph: always available, and the reference every other
+    /// implementation is checked against.
+    Hlo,
+    /// Tile by tile, in plain HLO: attention's flash algorithm
+    /// ([`BlockedAttention`]).
+    Blocked,
+}
+
+impl ImplKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ImplKind::Hlo => "hlo",
+            ImplKind::Blocked => "blocked",
+        }
+    }
+
+    /// What the implementation is, for `--help` and `hlatc passes`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            ImplKind::Hlo => "the plain graph; the reference for every other",
+            ImplKind::Blocked => {
+                "tile by tile (the flash algorithm) in plain HLO: no [S, S] value; \
+                 takes a tile size (`blocked:128`), by default the largest power of two \
+                 up to 512 that cuts the sequence into two or more tiles"
+            }
+        }
+    }
+}
+
+/// How attention's core is computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AttentionKernel {
+    /// Scores `[B, H, S, S]`, the mask, softmax, times the values.
+    #[default]
+    Hlo,
+    /// Tile by tile, `tile` rows of queries and keys at a time.
+    Blocked { tile: i64 },
+}
+
+impl AttentionKernel {
+    /// The blocked computation for `cfg`, when this is the blocked kernel.
+    pub fn blocked(self, cfg: &ModelConfig) -> Option<BlockedAttention> {
+        match self {
+            AttentionKernel::Hlo => None,
+            AttentionKernel::Blocked { tile } => Some(BlockedAttention {
+                tile,
+                head_dim: cfg.head_dim(),
+                window: cfg.sliding_window,
+            }),
+        }
+    }
+
+    pub fn kind(self) -> ImplKind {
+        match self {
+            AttentionKernel::Hlo => ImplKind::Hlo,
+            AttentionKernel::Blocked { .. } => ImplKind::Blocked,
+        }
+    }
+}
+
+impl fmt::Display for AttentionKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttentionKernel::Hlo => f.write_str("hlo"),
+            AttentionKernel::Blocked { tile } => write!(f, "blocked:{tile}"),
+        }
+    }
+}
+
+/// What each kernel point is computed by. Recorded in a bundle's manifest
+/// (`config.kernels`), every point spelled as [`KernelRequest`] reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Kernels {
+    pub attention: AttentionKernel,
+}
+
+impl Kernels {
+    /// Each point with the implementation it takes, in [`KernelPoint::ALL`]
+    /// order.
+    pub fn chosen(&self) -> Vec<(KernelPoint, String)> {
+        KernelPoint::ALL
+            .into_iter()
+            .map(|p| {
+                let spelled = match p {
+                    KernelPoint::Attention => self.attention.to_string(),
+                    _ => ImplKind::Hlo.name().to_string(),
+                };
+                (p, spelled)
+            })
+            .collect()
+    }
+
+    /// Whether every point takes its plain graph.
+    pub fn all_plain(&self) -> bool {
+        *self == Kernels::default()
+    }
+
+    /// These kernels with `request`'s implementation at its point, if its
+    /// constraints hold over `batch`.
+    pub fn with(mut self, request: KernelRequest, batch: BatchShape) -> Result<Kernels, Unmet> {
+        match (request.point, request.kind) {
+            (KernelPoint::Attention, ImplKind::Hlo) => self.attention = AttentionKernel::Hlo,
+            (KernelPoint::Attention, ImplKind::Blocked) => {
+                let tile = blocked_tile(request.argument, batch)?;
+                self.attention = AttentionKernel::Blocked { tile };
+            }
+            // The point's only implementation, which it has already.
+            (_, ImplKind::Hlo) => {}
+            (point, kind) => return Err(Unmet::NotAnImplementation { point, kind }),
+        }
+        Ok(self)
+    }
+}
+
+/// The tile blocked attention takes over `batch`'s sequence: `asked`, if
+/// it divides it, or the largest power of two up to 512 that cuts it into
+/// two or more tiles.
+fn blocked_tile(asked: Option<i64>, batch: BatchShape) -> Result<i64, Unmet> {
+    let s = batch.seq_len;
+    match asked {
+        Some(t) if t <= 0 || s % t != 0 => Err(Unmet::TileDoesNotDivide {
+            tile: t,
+            seq_len: s,
+        }),
+        Some(t) => Ok(t),
+        None => [512, 256, 128, 64, 32, 16, 8, 4, 2]
+            .into_iter()
+            .find(|&t| t < s && s % t == 0)
+            .ok_or(Unmet::NoTile { seq_len: s }),
+    }
+}
+
+/// A constraint of an implementation that does not hold: the step takes
+/// the point's next implementation, and says why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unmet {
+    #[error("a tile of {tile} does not cut a sequence of {seq_len} into whole tiles")]
+    TileDoesNotDivide { tile: i64, seq_len: i64 },
+    #[error("a sequence of {seq_len} has no tile of 2 to 512, a power of two, that cuts it into two or more")]
+    NoTile { seq_len: i64 },
+    #[error("{point} has no {} implementation", kind.name())]
+    NotAnImplementation { point: KernelPoint, kind: ImplKind },
+}
+
+/// One `--kernel POINT=IMPL[:ARG]`: the implementation asked for at a
+/// point, and its argument (blocked attention's tile).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelRequest {
+    pub point: KernelPoint,
+    pub kind: ImplKind,
+    pub argument: Option<i64>,
+}
+
+impl KernelRequest {
+    /// Reads `POINT=IMPL[:ARG]`.
+    pub fn parse(text: &str) -> Result<KernelRequest, KernelRequestError> {
+        let (point, implementation) = text
+            .split_once('=')
+            .ok_or_else(|| KernelRequestError::NoEquals(text.to_string()))?;
+        let point = KernelPoint::from_name(point.trim()).ok_or_else(|| {
+            KernelRequestError::UnknownPoint {
+                given: point.to_string(),
+            }
+        })?;
+        let (name, argument) = match implementation.split_once(':') {
+            Some((name, arg)) => (name, Some(arg)),
+            None => (implementation, None),
+        };
+        let kind = point
+            .implementations()
+            .iter()
+            .copied()
+            .find(|k| k.name() == name.trim())
+            .ok_or_else(|| KernelRequestError::UnknownImplementation {
+                point,
+                given: name.to_string(),
+            })?;
+        let argument = match (kind, argument) {
+            (_, None) => None,
+            (ImplKind::Blocked, Some(arg)) => Some(
+                arg.trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|&t| t > 0)
+                    .ok_or_else(|| KernelRequestError::BadArgument {
+                        point,
+                        implementation: kind,
+                        given: arg.to_string(),
+                        expected: "a tile size, a positive integer",
+                    })?,
+            ),
+            (ImplKind::Hlo, Some(arg)) => {
+                return Err(KernelRequestError::BadArgument {
+                    point,
+                    implementation: kind,
+                    given: arg.to_string(),
+                    expected: "nothing: `hlo` takes no argument",
+                })
+            }
+        };
+        Ok(KernelRequest {
+            point,
+            kind,
+            argument,
+        })
+    }
+}
+
+impl fmt::Display for KernelRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.point, self.kind.name())?;
+        match self.argument {
+            Some(a) => write!(f, ":{a}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The list of names, for messages.
+fn listed<T>(items: impl IntoIterator<Item = T>, name: impl Fn(T) -> &'static str) -> String {
+    items.into_iter().map(name).collect::<Vec<_>>().join(", ")
+}
+
+/// A kernel request that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KernelRequestError {
+    #[error("kernel '{0}' is not POINT=IMPLEMENTATION (for example attention=blocked)")]
+    NoEquals(String),
+    #[error(
+        "unknown kernel point '{given}'; the points are: {}",
+        listed(KernelPoint::ALL, KernelPoint::name)
+    )]
+    UnknownPoint { given: String },
+    #[error("kernel point {point} has no implementation '{given}'; it has: {}", listed(point.implementations().iter().copied(), ImplKind::name))]
+    UnknownImplementation { point: KernelPoint, given: String },
+    #[error("{point}={}: '{given}' is not {expected}", implementation.name())]
+    BadArgument {
+        point: KernelPoint,
+        implementation: ImplKind,
+        given: String,
+        expected: &'static str,
+    },
+    #[error("kernel point {0} is chosen twice")]
+    Repeated(KernelPoint),
+}
+
+impl Serialize for Kernels {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let chosen = self.chosen();
+        let mut map = s.serialize_map(Some(chosen.len()))?;
+        for (point, spelled) in chosen {
+            map.serialize_entry(point.name(), &spelled)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Kernels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let map = std::collections::BTreeMap::<String, String>::deserialize(d)?;
+        let mut kernels = Kernels::default();
+        for (point, spelled) in map {
+            let request =
+                KernelRequest::parse(&format!("{point}={spelled}")).map_err(D::Error::custom)?;
+            match (request.point, request.kind, request.argument) {
+                (KernelPoint::Attention, ImplKind::Blocked, Some(tile)) => {
+                    kernels.attention = AttentionKernel::Blocked { tile }
+                }
+                (_, ImplKind::Hlo, _) => {}
+                _ => return Err(D::Error::custom(format!("kernel {request} names no tile"))),
+            }
+        }
+        Ok(kernels)
+    }
+}

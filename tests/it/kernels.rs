@@ -1,0 +1,194 @@
+//! Kernel points (issue 70): blocked attention computes the step the
+//! plain graph computes. Three steps of each, on XLA CPU in f32, agree to
+//! the sharded tests' 1e-5 norm-relative tolerance (`sharded.rs` says why
+//! by norm): loss, grad norm, every parameter and Adam moment. Causal,
+//! sliding-window, packed rows and GQA; single device, DP, TP with SP,
+//! and pipeline stages. The blocked step builds no value with two
+//! sequence-long dimensions.
+
+use crate::sharded::{
+    differences, gqa_odd_vocab, mha_tied, run, run_with, step_config, Run, F32_RTOL,
+};
+use hlatc::compiler::Shape;
+use hlatc::data::SyntheticData;
+use hlatc::models::init::init_params;
+use hlatc::models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
+use hlatc::passes::RematPolicy;
+use hlatc::pipeline::{build_pipeline_steps, PipelineForm, StageSend};
+use hlatc::precision::Precision;
+use hlatc::runtime::Runtime;
+use hlatc::train_step::{build_train_step, StepConfig};
+use hlatc::trainer::Trainer;
+
+/// Sequences of 24 in tiles of 8: three query tiles, six tile pairs.
+const SEQ: i64 = 24;
+const TILE: i64 = 8;
+
+fn long(model: ModelConfig) -> ModelConfig {
+    ModelConfig {
+        max_position_embeddings: SEQ,
+        ..model
+    }
+}
+
+/// A window of 10: the third query tile sees the second key tile in part
+/// and the first not at all.
+fn windowed() -> ModelConfig {
+    ModelConfig {
+        sliding_window: Some(10),
+        ..long(gqa_odd_vocab())
+    }
+}
+
+fn config(model: ModelConfig, par: Parallelism, kernels: Kernels) -> StepConfig {
+    let mut cfg = step_config(long(model), par, Precision::Fp32);
+    cfg.batch = BatchShape {
+        batch_size: 4,
+        seq_len: SEQ,
+    };
+    cfg.kernels = kernels;
+    cfg
+}
+
+fn blocked() -> Kernels {
+    Kernels {
+        attention: AttentionKernel::Blocked { tile: TILE },
+    }
+}
+
+fn assert_same(what: &str, plain: &Run, tiled: &Run) {
+    let diffs = differences(plain, tiled, F32_RTOL);
+    assert!(diffs.is_empty(), "{what}: {}", diffs.join("; "));
+    // A step that did nothing would agree too: the state moved.
+    assert!(plain.stats[2].loss < plain.stats[0].loss, "{what}");
+}
+
+fn check(model: ModelConfig, par: Parallelism) {
+    let plain = run(&config(
+        model.clone(),
+        Parallelism::SINGLE,
+        Kernels::default(),
+    ));
+    let tiled = run(&config(model, par, blocked()));
+    assert_same(&par.to_string(), &plain, &tiled);
+}
+
+fn layout(tp: i64, dp: i64, sequence_parallel: bool) -> Parallelism {
+    Parallelism {
+        tp,
+        dp,
+        sequence_parallel,
+        zero1: false,
+        pp: 1,
+    }
+}
+
+#[test]
+fn blocked_gqa_equals_the_plain_graph() {
+    check(gqa_odd_vocab(), Parallelism::SINGLE);
+}
+
+#[test]
+fn blocked_mha_equals_the_plain_graph() {
+    check(mha_tied(), Parallelism::SINGLE);
+}
+
+#[test]
+fn blocked_sliding_window_equals_the_plain_graph() {
+    check(windowed(), Parallelism::SINGLE);
+}
+
+#[test]
+fn blocked_under_dp_and_tp_with_sp_equals_the_plain_graph() {
+    check(gqa_odd_vocab(), layout(1, 2, false));
+    check(windowed(), layout(2, 2, true));
+}
+
+#[test]
+fn blocked_pipeline_stages_equal_the_plain_graph() {
+    let model = ModelConfig {
+        num_hidden_layers: 4,
+        ..gqa_odd_vocab()
+    };
+    let plain = run(&config(
+        model.clone(),
+        Parallelism::SINGLE,
+        Kernels::default(),
+    ));
+    let par = Parallelism {
+        pp: 2,
+        ..layout(2, 1, false)
+    };
+    for remat in [RematPolicy::None, RematPolicy::CoreAttention] {
+        let form = PipelineForm {
+            remat,
+            send: StageSend::Permute,
+        };
+        let staged = run_with(&config(model.clone(), par, blocked()), |rt, cfg, params| {
+            let steps = build_pipeline_steps(cfg, 2, form)?;
+            Trainer::pipelined_steps(rt, cfg, steps, form.remat, params)
+        });
+        assert_same(&format!("{par}, {remat}"), &plain, &staged);
+    }
+}
+
+/// Three packed steps of `cfg`.
+fn run_packed(cfg: &StepConfig) -> Run {
+    let rt = Runtime::shared().unwrap();
+    let params = init_params(&cfg.model, cfg.precision.storage(), 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let mut trainer = Trainer::new(&rt, cfg, params).unwrap();
+    let data = SyntheticData::permutation(cfg.model.vocab_size, 3);
+    let stats = (0..3)
+        .map(|k| {
+            let b = data.packed_batch(k, cfg.batch.batch_size, cfg.batch.seq_len);
+            trainer.step(&b).unwrap()
+        })
+        .collect();
+    Run { stats, trainer }
+}
+
+#[test]
+fn blocked_packed_documents_equal_the_plain_graph() {
+    for model in [gqa_odd_vocab(), windowed()] {
+        let packed = |kernels| StepConfig {
+            packed: true,
+            ..config(model.clone(), Parallelism::SINGLE, kernels)
+        };
+        let plain = run_packed(&packed(Kernels::default()));
+        let tiled = run_packed(&packed(blocked()));
+        assert_same("packed", &plain, &tiled);
+    }
+}
+
+/// Whether some value has two dimensions as long as the sequence.
+fn has_square(step: &hlatc::train_step::TrainStep) -> Option<String> {
+    let m = &step.module;
+    m.computations.iter().find_map(|c| {
+        c.ids().find_map(|id| {
+            let i = c.instr(id);
+            let Shape::Array(a) = &i.shape else {
+                return None;
+            };
+            (a.dims.iter().filter(|&&d| d == SEQ).count() >= 2)
+                .then(|| format!("{} {}", i.name, i.shape))
+        })
+    })
+}
+
+#[test]
+fn blocked_attention_builds_no_sequence_square() {
+    for packed in [false, true] {
+        let cfg = |kernels| StepConfig {
+            packed,
+            ..config(windowed(), Parallelism::SINGLE, kernels)
+        };
+        let plain = build_train_step(&cfg(Kernels::default())).unwrap();
+        let tiled = build_train_step(&cfg(blocked())).unwrap();
+        // The plain graph has them, so the search can find them.
+        assert!(has_square(&plain).is_some());
+        assert_eq!(has_square(&tiled), None, "packed: {packed}");
+    }
+}

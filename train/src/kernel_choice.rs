@@ -1,0 +1,112 @@
+//! Which implementation computes each kernel point of a step: the one
+//! asked for (`--kernel`, Python's `kernels=`) where its constraints hold,
+//! otherwise the target's first by priority, and a request that does not
+//! apply is said aloud ([`KernelFallback`]), never dropped in silence.
+
+use hlatc_models::kernels::{ImplKind, KernelPoint, KernelRequest, KernelRequestError, Unmet};
+use hlatc_models::{BatchShape, Kernels};
+use hlatc_passes::Target;
+use std::fmt;
+
+/// A point's implementations on `target`, first the one it takes when
+/// nobody asks. The plain graph leads everywhere: blocked attention is
+/// proven on XLA CPU, but neuronx-cc has not compiled it here, so no
+/// target takes it unasked.
+pub fn priority(target: Target, point: KernelPoint) -> &'static [ImplKind] {
+    match (target, point) {
+        (Target::Neuron | Target::Cpu, KernelPoint::Attention) => {
+            &[ImplKind::Hlo, ImplKind::Blocked]
+        }
+        (Target::Neuron | Target::Cpu, _) => &[ImplKind::Hlo],
+    }
+}
+
+/// A request whose constraint did not hold, and what the point took
+/// instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelFallback {
+    pub request: KernelRequest,
+    pub reason: Unmet,
+    /// The implementation the point takes, spelled as a request reads it.
+    pub instead: String,
+}
+
+impl fmt::Display for KernelFallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kernel {} does not apply ({}); {} takes {}",
+            self.request, self.reason, self.request.point, self.instead
+        )
+    }
+}
+
+/// What a step's kernel points take, and the requests that fell back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelChoice {
+    pub kernels: Kernels,
+    pub fallbacks: Vec<KernelFallback>,
+}
+
+impl KernelChoice {
+    /// Each point's implementation on `target` over `batch`: the request's
+    /// if it names the point and applies, else the first of
+    /// [`priority`] that applies. A point asked for twice is refused.
+    pub fn choose(
+        requests: &[KernelRequest],
+        target: Target,
+        batch: BatchShape,
+    ) -> Result<KernelChoice, KernelRequestError> {
+        for (k, r) in requests.iter().enumerate() {
+            if requests[..k].iter().any(|o| o.point == r.point) {
+                return Err(KernelRequestError::Repeated(r.point));
+            }
+        }
+        let mut kernels = Kernels::default();
+        let mut fallbacks = Vec::new();
+        for point in KernelPoint::ALL {
+            let asked = requests.iter().find(|r| r.point == point);
+            if let Some(&request) = asked {
+                match kernels.with(request, batch) {
+                    Ok(k) => {
+                        kernels = k;
+                        continue;
+                    }
+                    Err(reason) => {
+                        kernels = by_priority(kernels, target, point, batch);
+                        let instead = kernels
+                            .chosen()
+                            .into_iter()
+                            .find(|(p, _)| *p == point)
+                            .map(|(_, spelled)| spelled)
+                            .unwrap_or_else(|| ImplKind::Hlo.name().to_string());
+                        fallbacks.push(KernelFallback {
+                            request,
+                            reason,
+                            instead,
+                        });
+                        continue;
+                    }
+                }
+            }
+            kernels = by_priority(kernels, target, point, batch);
+        }
+        Ok(KernelChoice { kernels, fallbacks })
+    }
+}
+
+/// `kernels` with `point` computed by the first of its implementations on
+/// `target` that applies over `batch` (the plain graph always does).
+fn by_priority(kernels: Kernels, target: Target, point: KernelPoint, batch: BatchShape) -> Kernels {
+    priority(target, point)
+        .iter()
+        .find_map(|&kind| {
+            let request = KernelRequest {
+                point,
+                kind,
+                argument: None,
+            };
+            kernels.with(request, batch).ok()
+        })
+        .unwrap_or(kernels)
+}
