@@ -174,6 +174,14 @@ impl BlockedAttention {
         d_output: InstrId,
     ) -> Result<[InstrId; 3], BuildError> {
         let n = self.tiles(b, x.q);
+        // What the pairs are recomputed from, read through a barrier that
+        // waits for the output's adjoint: otherwise the backward's scores
+        // would be the forward's (value numbering, cse), alive from one
+        // pass to the other, or run beside the forward, where a scheduler
+        // that frees memory greedily puts work that is ready.
+        let [q, k, v, lse] = b.held_until([x.q, x.k, x.v, fwd.lse], d_output)?;
+        let x = AttentionOperands { q, k, v, ..x };
+        let fwd = BlockedForward { lse, ..fwd };
         // D = rowsum(dO * O): the softmax's correction, one per row.
         let d_o = b.mul(d_output, fwd.output)?;
         let d_rows = b.reduce_sum(d_o, &[3])?;
@@ -191,13 +199,17 @@ impl BlockedAttention {
                 let pair = Pair { i, j, q, k };
                 let s = self.scores(b, &pair, masked.then_some(x.segments))?;
                 let p = exp_minus_rows(b, s, lse)?;
-                dv[j as usize].push(b.dot(p, g, tiles_by_queries())?);
                 let dp = b.dot(g, v, tiles_by_width())?;
                 let db = broadcast_rows(b, d, dp)?;
                 let centred = b.sub(dp, db)?;
                 let ds = b.mul(p, centred)?;
+                // dV's and dK's shares in one dot over [p; dS] and [dO; q]:
+                // p then has no reader of its own, so no schedule computes
+                // every pair's probabilities before their dS.
+                let [dv_part, dk_part] = stacked_dot(b, [p, ds], [g, q])?;
+                dv[j as usize].push(dv_part);
                 dq_i.push(b.dot(ds, k, tiles_by_keys())?);
-                dk[j as usize].push(b.dot(ds, q, tiles_by_queries())?);
+                dk[j as usize].push(dk_part);
             }
             let ty = b.ty(q);
             dq.push(b.sum_of(dq_i, ty)?);
@@ -301,6 +313,38 @@ impl BlockedAttention {
     }
 }
 
+/// `[a0; a1] . [b0; b1]` over the queries, one dot batched over the pair:
+/// `[a0 . b0, a1 . b1]`, each `[B, H, t', x]`.
+fn stacked_dot(
+    b: &mut Builder,
+    lhs: [InstrId; 2],
+    rhs: [InstrId; 2],
+) -> Result<[InstrId; 2], BuildError> {
+    let stack = |b: &mut Builder, xs: [InstrId; 2]| -> Result<InstrId, BuildError> {
+        let mut dims = vec![1];
+        dims.extend(b.dims(xs[0]));
+        let a = b.reshape(xs[0], &dims)?;
+        let c = b.reshape(xs[1], &dims)?;
+        b.concatenate(&[a, c], 0)
+    };
+    let (l, r) = (stack(b, lhs)?, stack(b, rhs)?);
+    let both = b.dot(
+        l,
+        r,
+        DotDims {
+            lhs_batch: vec![0, 1, 2],
+            lhs_contracting: vec![3],
+            rhs_batch: vec![0, 1, 2],
+            rhs_contracting: vec![3],
+        },
+    )?;
+    let mut dims = b.dims(both);
+    dims.remove(0);
+    let first = b.slice_dim(both, 0, 0, 1)?;
+    let second = b.slice_dim(both, 0, 1, 2)?;
+    Ok([b.reshape(first, &dims)?, b.reshape(second, &dims)?])
+}
+
 /// `exp(s - rows)`, `rows` (`[B, H, t]`) broadcast along the keys.
 fn exp_minus_rows(b: &mut Builder, s: InstrId, rows: InstrId) -> Result<InstrId, BuildError> {
     let rb = broadcast_rows(b, rows, s)?;
@@ -329,16 +373,6 @@ fn tiles_by_keys() -> DotDims {
     DotDims {
         lhs_batch: vec![0, 1],
         lhs_contracting: vec![3],
-        rhs_batch: vec![0, 1],
-        rhs_contracting: vec![2],
-    }
-}
-
-/// `[B, H, t, t'] . [B, H, t, x] -> [B, H, t', x]`: over the queries.
-fn tiles_by_queries() -> DotDims {
-    DotDims {
-        lhs_batch: vec![0, 1],
-        lhs_contracting: vec![2],
         rhs_batch: vec![0, 1],
         rhs_contracting: vec![2],
     }

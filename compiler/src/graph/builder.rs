@@ -648,6 +648,33 @@ impl Builder {
         self.convert(kept, ElementType::Bf16)
     }
 
+    /// `values` read back through an `opt-barrier` that also waits for
+    /// `until`: copies no compiler may merge with the values themselves or
+    /// compute before `until` exists. A backward rule that recomputes from
+    /// forward values reads them this way, so that its recomputation runs
+    /// in the backward pass and is never folded into the forward's.
+    pub fn held_until<const N: usize>(
+        &mut self,
+        values: [InstrId; N],
+        until: InstrId,
+    ) -> Result<[InstrId; N], BuildError> {
+        let mut items = values.to_vec();
+        items.push(until);
+        let tuple = self.add_fresh(Op::Tuple, &items)?;
+        let barrier = self.add_fresh(Op::OptBarrier, &[tuple])?;
+        let mut held = values;
+        for (index, h) in held.iter_mut().enumerate() {
+            *h = self.add(
+                Op::GetTupleElement {
+                    index: index as i64,
+                },
+                &[barrier],
+                None,
+            )?;
+        }
+        Ok(held)
+    }
+
     pub fn scale(&mut self, x: InstrId, c: f64) -> Result<InstrId, BuildError> {
         let k = self.full_like(x, c)?;
         self.mul(x, k)

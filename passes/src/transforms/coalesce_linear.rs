@@ -10,6 +10,11 @@
 //!   contracted dimension, becomes one dot over both concatenated along it:
 //!   the input gradient summed over q/k/v (or gate/up) is one dot.
 //!
+//! Blocked attention's dots (scope `blocked_attention`, forward and
+//! backward) are left apart: each is one tile pair, and merging the pairs
+//! that share a tile would build back the `[S, S]` values the tiling
+//! exists to avoid.
+//!
 //! Where the concatenated operands are entry parameters (weights imported
 //! as inputs), the concatenation happens every step; the report says how
 //! many bytes that copies.
@@ -18,6 +23,7 @@ use crate::infra::context::{human_bytes, PassContext};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::pattern;
 use crate::infra::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, DotAlgorithm, DotDims, Precision, SliceDim};
 use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op};
@@ -164,6 +170,10 @@ fn dot_parts(
     c: &Computation,
     id: InstrId,
 ) -> Option<(&DotDims, &Vec<Precision>, InstrId, InstrId)> {
+    let op_name = &c.instr(id).metadata.op_name;
+    if scope::prefix_through(op_name, |p| p == scope::BLOCKED_ATTENTION).is_some() {
+        return None;
+    }
     // A dot with an evaluation algorithm of its own is left as written.
     let Op::Dot {
         dims,
