@@ -428,6 +428,7 @@ def compile_step(
     rank_source: Optional[RankSource] = None,
     replica_groups: ReplicaGroups = "explicit",
     pp_send: Optional[PpSend] = None,
+    kernels: Optional[Mapping[str, str]] = None,
 ) -> Step:
     """Compiles a model's training step as `hlatc compile` does. Every
     argument is a keyword.
@@ -451,6 +452,13 @@ def compile_step(
     neuronx-cc; `"iota"`, XLA's compact form, which XLA CPU reads) and
     `pp_send` (how pipeline stages send: `"all-gather"`, NxD's form and the
     default for neuron, or `"permute"`, cpu's; only with `pp` above 1).
+    `kernels` maps kernel points to implementations, as repeated `--kernel
+    POINT=IMPL[:ARG]` do (`{"attention": "blocked"}`, or `"blocked:128"`
+    for tiles of 128; `hlatc.passes()`'s command lists them): an unknown
+    point or implementation raises `ConfigError`, and a request whose
+    constraint does not hold falls back to the target's default with a
+    `UserWarning` saying why. The manifest's `config.kernels` records what
+    each point took.
 
     With `grad_accum=K` above 1 the step is two programs, as `hlatc compile
     --grad-accum K` writes them: `micro_step` and `apply_step` are each a
@@ -523,6 +531,7 @@ def compile_step(
         rank_source=rank_source,
         replica_groups=replica_groups,
         pp_send=pp_send,
+        kernels=dict(kernels) if isinstance(kernels, Mapping) else kernels,
     ))
 
 

@@ -356,6 +356,7 @@ def compile_step(
     rank_source: Optional[RankSource] = None,
     replica_groups: ReplicaGroups = "explicit",
     pp_send: Optional[PpSend] = None,
+    kernels: Optional[Dict[str, str]] = None,
 ) -> Step: ...
 
 @final

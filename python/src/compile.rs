@@ -11,6 +11,7 @@ use hlatc::compile_step::{
     compile_step as compile, CompileOptions, ModelSource, OptimizerOverrides, ReplicaGroupForm,
 };
 use hlatc::memory_plan::DeviceMemory;
+use hlatc::models::kernels::KernelRequest;
 use hlatc::models::Parallelism;
 use hlatc::passes::RoundingPolicy;
 use hlatc::pipeline::StageSend;
@@ -76,7 +77,7 @@ pub(crate) fn source(
     warmup_steps=None, total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None,
     clip_norm=None,
     module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None,
-    replica_groups="explicit", pp_send=None
+    replica_groups="explicit", pp_send=None, kernels=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_step(
@@ -115,6 +116,7 @@ pub fn compile_step(
     #[pyo3(from_py_with = args::rank_source)] rank_source: Option<&str>,
     #[pyo3(from_py_with = args::replica_groups)] replica_groups: &str,
     #[pyo3(from_py_with = args::pp_send)] pp_send: Option<&str>,
+    kernels: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Step> {
     let rounding = rounding
         .map(|r| {
@@ -184,15 +186,52 @@ pub fn compile_step(
         pp_send: pp_send
             .map(|f| named(&CONFIG, "send form", f, &StageSend::ALL, StageSend::name))
             .transpose()?,
+        kernels: kernel_requests(kernels)?,
     };
-    let programs = py.allow_threads(|| {
+    let (programs, fallbacks) = py.allow_threads(|| {
         guarded(|| {
             compile(&options)
-                .and_then(step_programs::into_programs)
+                .and_then(|c| {
+                    let fallbacks = c.kernel_fallbacks.clone();
+                    Ok((step_programs::into_programs(c)?, fallbacks))
+                })
                 .map_err(to_py)
         })
     })?;
+    // As `hlatc compile` notes them: a request that did not apply is said.
+    for f in fallbacks {
+        let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+        PyErr::warn(py, &category, &std::ffi::CString::new(f.to_string())?, 1)?;
+    }
     Step::of_programs(py, programs)
+}
+
+/// `kernels=`: `None`, or a dict of kernel point to implementation
+/// (`{"attention": "blocked:128"}`), each read as `--kernel` reads
+/// `POINT=IMPL[:ARG]`.
+fn kernel_requests(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<KernelRequest>> {
+    let Some(v) = v.filter(|v| !v.is_none()) else {
+        return Ok(Vec::new());
+    };
+    let refused = || {
+        let accepted = "a dict of kernel point to implementation, both str";
+        let e = args::argument_error(v.py(), "kernels", v, accepted, true);
+        PyErr::from_value(e.into_bound(v.py()))
+    };
+    let dict = v.downcast::<PyDict>().map_err(|_| refused())?;
+    let mut out = Vec::new();
+    for (point, implementation) in dict.iter() {
+        let (Ok(point), Ok(implementation)) = (
+            point.extract::<String>(),
+            implementation.extract::<String>(),
+        ) else {
+            return Err(refused());
+        };
+        let request = KernelRequest::parse(&format!("{point}={implementation}"))
+            .map_err(|e| CONFIG.err(e.to_string()))?;
+        out.push(request);
+    }
+    Ok(out)
 }
 
 /// `device_memory=`: `None` (the target's default), bytes, or a size as

@@ -52,7 +52,7 @@ use DefaultValue::{Empty, Off, Unset, Value};
 
 /// Every option, in the order of `hlatc.compile_step`'s keywords (the
 /// CLI's own options last).
-pub const SPELLINGS: [Spelling; 37] = [
+pub const SPELLINGS: [Spelling; 38] = [
     both("model", "model", Unset),
     both("config", "config", Unset),
     both("batch-size", "batch_size", Unset),
@@ -87,6 +87,7 @@ pub const SPELLINGS: [Spelling; 37] = [
     both("rank-source", "rank_source", Unset),
     both("replica-groups", "replica_groups", Value("explicit")),
     both("pp-send", "pp_send", Unset),
+    both("kernel", "kernels", Unset),
     cli("out", Unset),
     cli("verify", Off),
     cli("pass-report", Off),

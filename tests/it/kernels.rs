@@ -192,3 +192,93 @@ fn blocked_attention_builds_no_sequence_square() {
         assert_eq!(has_square(&tiled), None, "packed: {packed}");
     }
 }
+
+/// `hlatc compile --model tiny ARGS... --out DIR` for `target`.
+fn compile_tiny(
+    name: &str,
+    target: &str,
+    args: &[&str],
+) -> (std::process::Output, std::path::PathBuf) {
+    let out = crate::support::scratch(name);
+    let _ = std::fs::remove_dir_all(&out);
+    let mut all = vec!["compile", "--model", "tiny", "--target", target];
+    all.extend_from_slice(args);
+    all.extend(["--out", out.to_str().unwrap()]);
+    (crate::support::hlatc(&all), out)
+}
+
+fn recorded_kernels(out: &std::path::Path) -> serde_json::Value {
+    let manifest = std::fs::read_to_string(out.join("manifest.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    manifest["config"]["kernels"].clone()
+}
+
+#[test]
+fn compile_records_the_choice_and_verifies_it_on_xla_cpu() {
+    let (o, out) = compile_tiny(
+        "kernel_blocked",
+        "cpu",
+        &["--kernel", "attention=blocked", "--verify"],
+    );
+    assert!(o.status.success(), "{}", crate::support::stderr(&o));
+    let k = recorded_kernels(&out);
+    // tiny's 16 positions in the largest tile that cuts them twice.
+    assert_eq!(k["attention"], "blocked:8");
+    assert_eq!(k["rmsnorm"], "hlo");
+    assert!(crate::support::stdout(&o).contains("the bundle's own module, step 2"));
+    // Without a request, every point is recorded as the plain graph.
+    let (o, out) = compile_tiny("kernel_default", "cpu", &[]);
+    assert!(o.status.success(), "{}", crate::support::stderr(&o));
+    assert_eq!(recorded_kernels(&out)["attention"], "hlo");
+}
+
+#[test]
+fn a_request_that_does_not_apply_falls_back_and_says_why() {
+    let (o, out) = compile_tiny(
+        "kernel_fallback",
+        "neuron",
+        &["--kernel", "attention=blocked:5"],
+    );
+    assert!(o.status.success(), "{}", crate::support::stderr(&o));
+    assert!(
+        crate::support::stderr(&o).contains(
+            "note: kernel attention=blocked:5 does not apply (a tile of 5 does not cut a sequence of 16 into whole tiles); attention takes hlo"
+        ),
+        "{}",
+        crate::support::stderr(&o)
+    );
+    assert_eq!(recorded_kernels(&out)["attention"], "hlo");
+}
+
+#[test]
+fn blocked_attention_passes_the_neuron_preflight() {
+    let (o, _) = compile_tiny(
+        "kernel_neuron",
+        "neuron",
+        &["--kernel", "attention=blocked:4"],
+    );
+    assert!(o.status.success(), "{}", crate::support::stderr(&o));
+    assert!(
+        crate::support::stdout(&o).contains("pre-flight    trn1 (SDK 2.32 defaults): no findings"),
+        "{}",
+        crate::support::stdout(&o)
+    );
+}
+
+#[test]
+fn bad_kernel_requests_are_refused_naming_the_choices() {
+    for (args, says) in [
+        (&["--kernel", "attn=blocked"][..], "unknown kernel point 'attn'; the points are: attention, rmsnorm, swiglu, cross-entropy"),
+        (&["--kernel", "attention=flash"], "kernel point attention has no implementation 'flash'; it has: hlo, blocked"),
+        (&["--kernel", "attention=blocked", "--kernel", "attention=hlo"], "kernel point attention is chosen twice"),
+    ] {
+        let (o, out) = compile_tiny("kernel_refused", "cpu", args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(crate::support::stderr(&o).contains(says), "{args:?}: {}", crate::support::stderr(&o));
+        assert!(!out.exists(), "{args:?} wrote a bundle");
+    }
+    let o = crate::support::hlatc(&["passes"]);
+    assert!(crate::support::stdout(&o).contains(
+        "kernel point attention     implementations: hlo, blocked; default: neuron hlo, cpu hlo"
+    ));
+}

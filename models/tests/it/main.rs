@@ -3,6 +3,7 @@
 
 mod config;
 mod families;
+mod kernels;
 mod pipeline_stages;
 mod rope;
 mod tp_split;

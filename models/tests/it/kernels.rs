@@ -1,0 +1,128 @@
+//! Kernel requests as `--kernel` and `kernels=` spell them, and which
+//! implementation a point takes over a batch: each request read back, each
+//! bad one refused by variant, each unmet constraint named.
+
+use hlatc_models::kernels::{ImplKind, KernelPoint, KernelRequest, KernelRequestError as E, Unmet};
+use hlatc_models::{AttentionKernel, BatchShape, Kernels};
+
+fn batch(seq_len: i64) -> BatchShape {
+    BatchShape {
+        batch_size: 1,
+        seq_len,
+    }
+}
+
+#[test]
+fn requests_read_back_as_written() {
+    for text in [
+        "attention=blocked",
+        "attention=blocked:128",
+        "attention=hlo",
+        "rmsnorm=hlo",
+    ] {
+        assert_eq!(KernelRequest::parse(text).unwrap().to_string(), text);
+    }
+    let r = KernelRequest::parse("attention=blocked:64").unwrap();
+    assert_eq!(
+        (r.point, r.kind, r.argument),
+        (KernelPoint::Attention, ImplKind::Blocked, Some(64))
+    );
+}
+
+#[test]
+fn bad_requests_are_refused_by_what_is_wrong() {
+    assert_eq!(
+        KernelRequest::parse("attention"),
+        Err(E::NoEquals("attention".into()))
+    );
+    assert_eq!(
+        KernelRequest::parse("attn=blocked"),
+        Err(E::UnknownPoint {
+            given: "attn".into()
+        })
+    );
+    assert_eq!(
+        KernelRequest::parse("rmsnorm=blocked"),
+        Err(E::UnknownImplementation {
+            point: KernelPoint::RmsNorm,
+            given: "blocked".into()
+        })
+    );
+    for arg in ["0", "-8", "x", ""] {
+        let e = KernelRequest::parse(&format!("attention=blocked:{arg}")).unwrap_err();
+        assert!(
+            matches!(e, E::BadArgument { ref given, .. } if given == arg),
+            "{arg}: {e:?}"
+        );
+    }
+    assert!(matches!(
+        KernelRequest::parse("attention=hlo:4"),
+        Err(E::BadArgument {
+            implementation: ImplKind::Hlo,
+            ..
+        })
+    ));
+    // The message lists what there is.
+    let e = KernelRequest::parse("attention=flash").unwrap_err();
+    assert!(e.to_string().ends_with("it has: hlo, blocked"), "{e}");
+}
+
+#[test]
+fn blocked_takes_the_tile_asked_for_or_the_largest_that_cuts_twice() {
+    let blocked = |arg| KernelRequest {
+        point: KernelPoint::Attention,
+        kind: ImplKind::Blocked,
+        argument: arg,
+    };
+    let tile = |k: Kernels| match k.attention {
+        AttentionKernel::Blocked { tile } => tile,
+        AttentionKernel::Hlo => 0,
+    };
+    let with = |arg, s| Kernels::default().with(blocked(arg), batch(s));
+    assert_eq!(with(None, 8192).map(tile), Ok(512));
+    assert_eq!(with(None, 512).map(tile), Ok(256));
+    assert_eq!(with(None, 24).map(tile), Ok(8));
+    assert_eq!(
+        with(Some(96), 8192),
+        Err(Unmet::TileDoesNotDivide {
+            tile: 96,
+            seq_len: 8192
+        })
+    );
+    assert_eq!(with(Some(24), 24).map(tile), Ok(24));
+    assert_eq!(with(None, 1), Err(Unmet::NoTile { seq_len: 1 }));
+    assert_eq!(with(None, 7), Err(Unmet::NoTile { seq_len: 7 }));
+    // A point with one implementation has no other to take.
+    let other = KernelRequest {
+        point: KernelPoint::Swiglu,
+        kind: ImplKind::Blocked,
+        argument: None,
+    };
+    assert_eq!(
+        Kernels::default().with(other, batch(16)),
+        Err(Unmet::NotAnImplementation {
+            point: KernelPoint::Swiglu,
+            kind: ImplKind::Blocked
+        })
+    );
+}
+
+#[test]
+fn the_manifest_records_every_point_and_reads_it_back() {
+    let k = Kernels {
+        attention: AttentionKernel::Blocked { tile: 128 },
+    };
+    let json = serde_json::to_string(&k).unwrap();
+    assert_eq!(
+        json,
+        r#"{"attention":"blocked:128","rmsnorm":"hlo","swiglu":"hlo","cross-entropy":"hlo"}"#
+    );
+    assert_eq!(serde_json::from_str::<Kernels>(&json).unwrap(), k);
+    for bad in [
+        r#"{"attention":"blocked"}"#,
+        r#"{"attention":"fast"}"#,
+        r#"{"norm":"hlo"}"#,
+    ] {
+        assert!(serde_json::from_str::<Kernels>(bad).is_err(), "{bad}");
+    }
+}

@@ -1,0 +1,63 @@
+"""`kernels=`: kernel points computed by another implementation (issue
+70). Blocked attention runs the step the plain graph runs; the choice is
+recorded in the step's config; a request that does not apply falls back
+with a warning naming why, and a bad one raises `ConfigError`."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import hlatc
+
+
+def _loss_after_a_step(step: hlatc.Step) -> float:
+    out = step.run({**step.init_state(seed=3), **step.example_batch(seed=5)})
+    return float(out["loss"])
+
+
+def test_blocked_attention_computes_the_plain_graphs_loss():
+    plain = hlatc.compile_step(model="tiny", target="cpu", precision="fp32")
+    tiled = hlatc.compile_step(
+        model="tiny", target="cpu", precision="fp32", kernels={"attention": "blocked:4"}
+    )
+    assert plain.config["kernels"]["attention"] == "hlo"
+    assert tiled.config["kernels"] == {
+        "attention": "blocked:4",
+        "rmsnorm": "hlo",
+        "swiglu": "hlo",
+        "cross-entropy": "hlo",
+    }
+    assert plain.hlo_text != tiled.hlo_text
+    np.testing.assert_allclose(_loss_after_a_step(tiled), _loss_after_a_step(plain), rtol=1e-6)
+
+
+def test_a_request_that_does_not_apply_falls_back_with_a_warning():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step = hlatc.compile_step(model="tiny", target="cpu", kernels={"attention": "blocked:5"})
+    messages = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    assert messages == [
+        "kernel attention=blocked:5 does not apply (a tile of 5 does not cut a sequence "
+        "of 16 into whole tiles); attention takes hlo"
+    ]
+    assert step.config["kernels"]["attention"] == "hlo"
+
+
+@pytest.mark.parametrize(
+    "kernels, says",
+    [
+        ({"attn": "blocked"}, "unknown kernel point 'attn'"),
+        ({"attention": "flash"}, "has no implementation 'flash'; it has: hlo, blocked"),
+        ({"attention": "blocked:x"}, "'x' is not a tile size"),
+    ],
+)
+def test_bad_requests_raise_config_error(kernels, says):
+    with pytest.raises(hlatc.ConfigError, match=says):
+        hlatc.compile_step(model="tiny", target="cpu", kernels=kernels)
+
+
+@pytest.mark.parametrize("kernels", [["attention=blocked"], {"attention": 4}, "blocked"])
+def test_kernels_that_are_not_a_dict_of_str_are_refused(kernels):
+    with pytest.raises(TypeError, match="kernels"):
+        hlatc.compile_step(model="tiny", target="cpu", kernels=kernels)
