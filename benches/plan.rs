@@ -20,7 +20,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("plan");
     g.sample_size(10);
     let cfg = ModelConfig::hlat_70b();
-    let layout = Layout::parse("tp=32,pp=4,dp=8,sp,zero1", 1024, Precision::Bf16Master).unwrap();
+    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
+    let layout = Layout::parse(
+        "tp=32,pp=4,dp=8,sp,zero1",
+        1024,
+        Precision::Bf16Master,
+        plain,
+    )
+    .unwrap();
     let hw = Instance::Trn1.hardware();
     for (name, fidelity) in [
         ("extrapolated", Fidelity::Extrapolated),

@@ -224,6 +224,24 @@ pub struct KernelRequest {
 }
 
 impl KernelRequest {
+    /// `point` computed by its plain graph.
+    pub const fn plain(point: KernelPoint) -> KernelRequest {
+        KernelRequest {
+            point,
+            kind: ImplKind::Hlo,
+            argument: None,
+        }
+    }
+
+    /// The implementation and its argument, as `--kernel` writes them
+    /// after the `=` (`blocked:128`).
+    pub fn implementation(&self) -> String {
+        match self.argument {
+            Some(a) => format!("{}:{a}", self.kind.name()),
+            None => self.kind.name().to_string(),
+        }
+    }
+
     /// Reads `POINT=IMPL[:ARG]`.
     pub fn parse(text: &str) -> Result<KernelRequest, KernelRequestError> {
         let (point, implementation) = text
@@ -280,11 +298,7 @@ impl KernelRequest {
 
 impl fmt::Display for KernelRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}={}", self.point, self.kind.name())?;
-        match self.argument {
-            Some(a) => write!(f, ":{a}"),
-            None => Ok(()),
-        }
+        write!(f, "{}={}", self.point, self.implementation())
     }
 }
 

@@ -538,6 +538,7 @@ def plan(
     layout: Optional[str] = None,
     calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
     threads: int = 0,
+    kernels: Optional[Dict[str, str]] = None,
 ) -> Plan: ...
 IDENTITY_FILE: str
 

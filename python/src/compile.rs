@@ -209,7 +209,7 @@ pub fn compile_step(
 /// `kernels=`: `None`, or a dict of kernel point to implementation
 /// (`{"attention": "blocked:128"}`), each read as `--kernel` reads
 /// `POINT=IMPL[:ARG]`.
-fn kernel_requests(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<KernelRequest>> {
+pub(crate) fn kernel_requests(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<KernelRequest>> {
     let Some(v) = v.filter(|v| !v.is_none()) else {
         return Ok(Vec::new());
     };

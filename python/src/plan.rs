@@ -128,7 +128,8 @@ impl Plan {
 #[pyfunction]
 #[pyo3(signature = (
     *, model=None, config=None, seq_len=None, precision=None, instance="trn1.32xlarge",
-    nodes=1, global_batch=1024, top=5, price=None, layout=None, calibration=None, threads=0
+    nodes=1, global_batch=1024, top=5, price=None, layout=None, calibration=None, threads=0,
+    kernels=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
@@ -145,7 +146,18 @@ pub fn plan(
     #[pyo3(from_py_with = args::layout)] layout: Option<String>,
     #[pyo3(from_py_with = args::calibration)] calibration: Option<std::path::PathBuf>,
     #[pyo3(from_py_with = args::threads)] threads: usize,
+    kernels: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Plan> {
+    // What every layout's programs are priced with, as `hlatc plan
+    // --kernel` takes it: the attention point's request.
+    let requests = crate::compile::kernel_requests(kernels)?;
+    hlatc::kernel_choice::refuse_repeats(&requests).map_err(|e| to_py(e.into()))?;
+    let attention = requests
+        .into_iter()
+        .find(|k| k.point == hlatc::models::KernelPoint::Attention)
+        .unwrap_or(hlatc::models::KernelRequest::plain(
+            hlatc::models::KernelPoint::Attention,
+        ));
     let model = source(model, config)?;
     let precision = precision.map(|p| precision_named(&CONFIG, p)).transpose()?;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
@@ -168,10 +180,12 @@ pub fn plan(
                 price,
                 layout,
                 threads,
+                attention,
                 ..PlanOptions::default()
             };
             if let Some(path) = &calibration {
-                o.params = Calibration::read(path)?.fitted(&o.assumptions)?;
+                o.params =
+                    Calibration::read(path)?.fitted_priced_with(&o.assumptions, attention)?;
             }
             search(&o)
         })
@@ -245,6 +259,7 @@ pub fn append_measured_run(
         remat: remat_named(&CONFIG, remat)?,
         micro_batch,
         precision: precision_named(&CONFIG, precision)?,
+        attention: hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention),
     };
     let run = MeasuredRun {
         line: 0,

@@ -61,3 +61,15 @@ def test_bad_requests_raise_config_error(kernels, says):
 def test_kernels_that_are_not_a_dict_of_str_are_refused(kernels):
     with pytest.raises(TypeError, match="kernels"):
         hlatc.compile_step(model="tiny", target="cpu", kernels=kernels)
+
+
+def test_plan_prices_the_layout_with_blocked_attention():
+    p = hlatc.plan(
+        model="llama3.2-1b",
+        seq_len=2048,
+        layout="tp=32",
+        kernels={"attention": "blocked"},
+    )
+    (c,) = p.candidates
+    assert c.layout.endswith(",attention=blocked")
+    assert "--kernel attention=blocked" in c.command

@@ -36,6 +36,21 @@ impl KernelArgs {
     }
 }
 
+impl KernelArgs {
+    /// The attention point's request, what `hlatc plan` prices every
+    /// layout's programs with (the plain graph unless asked). The other
+    /// points have their plain graph alone, which a request can only name.
+    pub fn attention(&self) -> Result<KernelRequest, Error> {
+        hlatc::kernel_choice::refuse_repeats(&self.kernels)?;
+        Ok(self
+            .kernels
+            .iter()
+            .copied()
+            .find(|k| k.point == KernelPoint::Attention)
+            .unwrap_or(KernelRequest::plain(KernelPoint::Attention)))
+    }
+}
+
 /// Says each request that fell back, on standard error.
 pub(super) fn report_fallbacks(
     fallbacks: &[hlatc::kernel_choice::KernelFallback],

@@ -3,7 +3,7 @@
 use super::console::{note, out};
 use hlatc::compile_step::ModelSource;
 use hlatc::memory_plan::gib;
-use hlatc::models::PRESETS;
+use hlatc::models::{KernelRequest, PRESETS};
 use hlatc::plan::calibration::{median_and_worst, Calibration, RunError};
 use hlatc::plan::{plan, Instance, Plan, PlanOptions};
 use hlatc::precision::Precision;
@@ -75,11 +75,14 @@ pub struct Args {
     #[arg(long, value_name = "USD")]
     price: Option<f64>,
     /// Evaluate this one layout instead of searching: comma-separated
-    /// tp=T,pp=P,dp=D,sp,zero1,remat=POLICY,micro_batch=M,precision=P
-    /// (dp defaults to filling the cluster; pp and micro_batch to 1; sp
-    /// and zero1 to off; remat to core-attention)
+    /// tp=T,pp=P,dp=D,sp,zero1,remat=POLICY,micro_batch=M,precision=P,
+    /// attention=IMPL (dp defaults to filling the cluster; pp and
+    /// micro_batch to 1; sp and zero1 to off; remat to core-attention;
+    /// attention to --kernel's)
     #[arg(long, value_name = "SPEC")]
     layout: Option<String>,
+    #[command(flatten)]
+    kernels: super::kernel_args::KernelArgs,
     /// Fit the cost model to these measured runs instead of the built-in
     /// fit: a CSV with the columns of data/planner/published-trn1.csv
     /// (model: a preset or a config.json path relative to the CSV)
@@ -136,7 +139,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         (_, Some(path)) => ModelSource::ConfigFile(path.clone()),
         (m, None) => ModelSource::Preset(m.clone().unwrap_or_else(|| "hlat-7b".into())),
     };
+    let attention = a.kernels.attention()?;
     let mut o = PlanOptions {
+        attention,
         model,
         seq_len: a.seq_len,
         precision: a.precision,
@@ -165,8 +170,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             Some(c) => c,
             None => hlatc::plan::calibration::builtin_calibration()?,
         };
-        let r = c.fit_report(&o.assumptions)?;
+        let r = c.fit_report_priced_with(&o.assumptions, attention)?;
         out!("calibration: {} ({} runs)", c.path, c.runs.len())?;
+        priced_with(attention)?;
         let params: Vec<String> = r
             .params
             .named()
@@ -181,16 +187,17 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             o.params = r.params;
         }
     } else if let Some(c) = &calibration {
-        o.params = c.fitted(&o.assumptions)?;
+        o.params = c.fitted_priced_with(&o.assumptions, attention)?;
     }
     if let Some(path) = &a.predict {
         let c = Calibration::read(path)?;
-        let errors = c.predict_with(&o.params, &o.assumptions)?;
+        let errors = c.predict_priced_with(&o.params, &o.assumptions, attention)?;
         out!(
             "predicted: {} ({} runs, never fitted to)",
             c.path,
             c.runs.len()
         )?;
+        priced_with(attention)?;
         print_errors("predicted", &errors)?;
     }
     let reports_only = (a.report || a.predict.is_some())
@@ -215,6 +222,14 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         note!("wrote {}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says how hlatc's programs were priced, when not by the plain graph.
+fn priced_with(attention: KernelRequest) -> Result<(), Error> {
+    if attention.kind != hlatc::models::kernels::ImplKind::Hlo {
+        out!("  priced with --kernel {attention}: hlatc's programs, whatever attention the runs used")?;
+    }
+    Ok(())
 }
 
 fn print_errors(what: &str, errors: &[RunError]) -> Result<(), Error> {

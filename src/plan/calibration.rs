@@ -18,6 +18,7 @@ use super::layout::{check_layout, Layout};
 use super::row_fault::RowFault;
 use super::PlanError;
 use crate::compile_step::ModelSource;
+use hlatc_models::kernels::{KernelPoint, KernelRequest};
 use hlatc_passes::RematPolicy;
 use hlatc_train::precision::Precision;
 use std::collections::HashMap;
@@ -248,9 +249,27 @@ impl Calibration {
     /// Each run's step at the peaks ([`features`]), compiling each distinct
     /// layout once.
     pub fn features(&self, a: &Assumptions) -> Result<Vec<StepFeatures>, PlanError> {
+        self.features_priced_with(a, KernelRequest::plain(KernelPoint::Attention))
+    }
+
+    /// [`Calibration::features`] of hlatc's programs with attention
+    /// computed by `attention` (`--kernel attention=blocked`), whatever
+    /// the measured runs used.
+    pub fn features_priced_with(
+        &self,
+        a: &Assumptions,
+        attention: KernelRequest,
+    ) -> Result<Vec<StepFeatures>, PlanError> {
         let mut seen: HashMap<String, StepFeatures> = HashMap::new();
         let mut out = Vec::new();
         for r in &self.runs {
+            let r = &MeasuredRun {
+                layout: Layout {
+                    attention,
+                    ..r.layout
+                },
+                ..r.clone()
+            };
             let key = format!(
                 "{:?} {} {} {} {} {}",
                 r.model, r.instance, r.nodes, r.seq_len, r.global_batch, r.layout
@@ -372,6 +391,7 @@ fn read_run(
         remat,
         micro_batch: int("micro_batch")?,
         precision,
+        attention: KernelRequest::plain(KernelPoint::Attention),
     };
     let run = MeasuredRun {
         line,
@@ -548,14 +568,34 @@ pub struct FitReport {
 impl Calibration {
     /// The parameters fitted to every run.
     pub fn fitted(&self, a: &Assumptions) -> Result<CostParams, PlanError> {
-        let f = self.features(a)?;
+        self.fitted_priced_with(a, KernelRequest::plain(KernelPoint::Attention))
+    }
+
+    /// [`Calibration::fitted`] to hlatc's programs with attention computed
+    /// by `attention`.
+    pub fn fitted_priced_with(
+        &self,
+        a: &Assumptions,
+        attention: KernelRequest,
+    ) -> Result<CostParams, PlanError> {
+        let f = self.features_priced_with(a, attention)?;
         let y: Vec<f64> = self.runs.iter().map(MeasuredRun::step_seconds).collect();
         Ok(fit(&f, &y))
     }
 
     /// Fits the parameters to every run, and reports the errors.
     pub fn fit_report(&self, a: &Assumptions) -> Result<FitReport, PlanError> {
-        let f = self.features(a)?;
+        self.fit_report_priced_with(a, KernelRequest::plain(KernelPoint::Attention))
+    }
+
+    /// [`Calibration::fit_report`] of hlatc's programs with attention
+    /// computed by `attention`.
+    pub fn fit_report_priced_with(
+        &self,
+        a: &Assumptions,
+        attention: KernelRequest,
+    ) -> Result<FitReport, PlanError> {
+        let f = self.features_priced_with(a, attention)?;
         let y: Vec<f64> = self.runs.iter().map(MeasuredRun::step_seconds).collect();
         let params = fit(&f, &y);
         let in_sample: Vec<f64> = f.iter().map(|f| predict(f, &params)).collect();
@@ -573,7 +613,18 @@ impl Calibration {
         params: &CostParams,
         a: &Assumptions,
     ) -> Result<Vec<RunError>, PlanError> {
-        let f = self.features(a)?;
+        self.predict_priced_with(params, a, KernelRequest::plain(KernelPoint::Attention))
+    }
+
+    /// [`Calibration::predict_with`] pricing hlatc's programs with
+    /// attention computed by `attention`.
+    pub fn predict_priced_with(
+        &self,
+        params: &CostParams,
+        a: &Assumptions,
+        attention: KernelRequest,
+    ) -> Result<Vec<RunError>, PlanError> {
+        let f = self.features_priced_with(a, attention)?;
         let t: Vec<f64> = f.iter().map(|f| predict(f, params)).collect();
         Ok(self.errors(&t))
     }

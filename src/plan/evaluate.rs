@@ -68,6 +68,17 @@ pub fn evaluate(
             layout: layout.to_string(),
             source: Box::new(e),
         })?;
+        // A kernel that does not apply would price another program than
+        // the one asked for.
+        if let Some(f) = compiled.kernel_fallbacks.first() {
+            return Err(PlanError::Layout {
+                layout: layout.to_string(),
+                message: format!(
+                    "kernel {} does not apply ({}); the planner prices what was asked for",
+                    f.request, f.reason
+                ),
+            });
+        }
         Ok(read_programs(&compiled, &placement))
     };
     let per_stage = cfg.num_hidden_layers / layout.parallel.pp.max(1);

@@ -5,6 +5,7 @@
 
 use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
+use hlatc_models::kernels::{ImplKind, KernelRequest};
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::{RematPolicy, Target};
 use hlatc_train::memory_plan::DeviceMemory;
@@ -20,10 +21,13 @@ pub struct Layout {
     /// Sequences per micro-batch on each DP replica.
     pub micro_batch: i64,
     pub precision: Precision,
+    /// How hlatc's programs compute attention's core (`--kernel
+    /// attention=...`): the layout is priced from the program it builds.
+    pub attention: KernelRequest,
 }
 
 /// The keys a SPEC takes, as it writes them.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
     "tp",
     "pp",
     "dp",
@@ -32,6 +36,7 @@ const KEYS: [&str; 8] = [
     "remat",
     "micro_batch",
     "precision",
+    "attention",
 ];
 
 impl Layout {
@@ -58,10 +63,15 @@ impl Layout {
     }
 
     /// Reads a SPEC (`tp=8,pp=4,dp=32,sp,zero1,remat=core-attention,
-    /// micro_batch=1,precision=bf16-master`). `dp` left out fills the
-    /// cluster's `cores`; the others default to 1, off, core-attention, 1
-    /// and `precision`.
-    pub fn parse(spec: &str, cores: i64, precision: Precision) -> Result<Layout, PlanError> {
+    /// micro_batch=1,precision=bf16-master,attention=blocked`). `dp` left
+    /// out fills the cluster's `cores`; the others default to 1, off,
+    /// core-attention, 1, `precision` and `attention`.
+    pub fn parse(
+        spec: &str,
+        cores: i64,
+        precision: Precision,
+        attention: KernelRequest,
+    ) -> Result<Layout, PlanError> {
         let bad = |message: String| PlanError::Spec {
             spec: spec.to_string(),
             message,
@@ -74,6 +84,7 @@ impl Layout {
             remat: RematPolicy::CoreAttention,
             micro_batch: 1,
             precision,
+            attention,
         };
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = match part.split_once('=') {
@@ -121,6 +132,11 @@ impl Layout {
                         ))
                     })?;
                 }
+                "attention" => {
+                    let v = value.unwrap_or_default();
+                    l.attention = KernelRequest::parse(&format!("attention={v}"))
+                        .map_err(|e| bad(e.to_string()))?;
+                }
                 other => {
                     return Err(bad(format!(
                         "unknown key '{other}' (known: {})",
@@ -162,8 +178,18 @@ impl Layout {
             parallel: self.parallel,
             device_memory: DeviceMemory::Unchecked,
             grad_accum: self.micro_batches(global_batch)?,
+            kernels: self.kernels(),
             ..CompileOptions::default()
         })
+    }
+
+    /// The kernel requests the layout's programs are built with: none for
+    /// the plain graph.
+    fn kernels(&self) -> Vec<KernelRequest> {
+        match self.attention.kind {
+            ImplKind::Hlo => Vec::new(),
+            _ => vec![self.attention],
+        }
     }
 
     /// The `hlatc compile` command that builds this layout's bundle;
@@ -190,6 +216,9 @@ impl Layout {
         let k = self.micro_batches(global_batch).unwrap_or(1);
         if k > 1 {
             c.push_str(&format!(" --grad-accum {k}"));
+        }
+        for k in self.kernels() {
+            c.push_str(&format!(" --kernel {k}"));
         }
         if core_memory != hlatc_train::memory_plan::TRN1_CORE_BYTES {
             c.push_str(&format!(" --device-memory {}GiB", core_memory >> 30));
@@ -223,7 +252,11 @@ impl fmt::Display for Layout {
             self.remat.name(),
             self.micro_batch,
             self.precision.name()
-        )
+        )?;
+        match self.attention.kind {
+            ImplKind::Hlo => Ok(()),
+            _ => write!(f, ",attention={}", self.attention.implementation()),
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use super::hardware::Instance;
 use super::layout::{check_layout, Layout};
 use super::PlanError;
 use crate::compile_step::ModelSource;
+use hlatc_models::kernels::{KernelPoint, KernelRequest};
 use hlatc_models::{ModelConfig, Parallelism};
 use hlatc_passes::RematPolicy;
 use hlatc_train::memory_plan::MemoryPlan;
@@ -41,6 +42,9 @@ pub struct PlanOptions {
     pub assumptions: Assumptions,
     /// Compiles run at once (the machine's cores when 0).
     pub threads: usize,
+    /// How every layout's programs compute attention's core (`--kernel
+    /// attention=...`); a `--layout` SPEC's `attention=` overrides it.
+    pub attention: KernelRequest,
 }
 
 impl Default for PlanOptions {
@@ -58,6 +62,7 @@ impl Default for PlanOptions {
             params: super::calibration::builtin_params(),
             assumptions: Assumptions::default(),
             threads: 0,
+            attention: KernelRequest::plain(KernelPoint::Attention),
         }
     }
 }
@@ -158,7 +163,8 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     };
     let layouts = match &o.layout {
         Some(spec) => {
-            let l = Layout::parse(spec, cores, o.precision.unwrap_or(Precision::Bf16Master))?;
+            let precision = o.precision.unwrap_or(Precision::Bf16Master);
+            let l = Layout::parse(spec, cores, precision, o.attention)?;
             check_layout(&cfg, &l, seq_len, o.global_batch, cores)?;
             vec![l]
         }
@@ -189,7 +195,7 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     for (layout, r) in layouts.iter().zip(results) {
         match r {
             Ok(e) => candidates.push(setting.candidate(layout, &e, fidelity == Fidelity::Exact)),
-            Err(e) => refused.push((layout.to_string(), e.to_string())),
+            Err(e) => refused.push((layout.to_string(), without_layout(e))),
         }
     }
     if o.layout.is_some() && !refused.is_empty() {
@@ -368,6 +374,16 @@ pub fn state_floor(cfg: &ModelConfig, l: &Layout, global_batch: i64) -> u64 {
 /// The micro-batches a search tries.
 const MICRO_BATCHES: [i64; 3] = [1, 2, 4];
 
+/// Why a layout was refused, without the layout its error names (the
+/// refusal is listed under it).
+fn without_layout(e: PlanError) -> String {
+    match e {
+        PlanError::Layout { message, .. } => message,
+        PlanError::Compile { source, .. } => source.to_string(),
+        e => e.to_string(),
+    }
+}
+
 /// The precisions a search tries when none is fixed: those that train
 /// bf16 models well (HLAT's), not the f32 and f64 references.
 const SEARCHED_PRECISIONS: [Precision; 3] = [
@@ -416,6 +432,7 @@ pub fn search_space(
                                     remat,
                                     micro_batch,
                                     precision,
+                                    attention: o.attention,
                                 };
                                 if check_layout(cfg, &l, seq_len, o.global_batch, cores).is_ok() {
                                     out.push(l);

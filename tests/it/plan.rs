@@ -89,7 +89,8 @@ fn runs_never_calibrated_on_are_within_15_percent_at_the_median() {
 /// two- and three-layer stages: the counts equal, the memory plan within
 /// `memory` (its working memory is a peak, not a sum over layers).
 fn both_ways(cfg: &ModelConfig, layout: &str, cores: i64, batch: i64, memory: f64) {
-    let l = Layout::parse(layout, cores, Precision::Bf16Master).unwrap();
+    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
+    let l = Layout::parse(layout, cores, Precision::Bf16Master, plain).unwrap();
     let read = |f| evaluate(cfg, "test", 512, batch, &l, 32, f).unwrap();
     let (exact, extrapolated) = (read(Fidelity::Exact), read(Fidelity::Extrapolated));
     assert_eq!(exact.work.runs.len(), extrapolated.work.runs.len());
@@ -395,4 +396,80 @@ fn a_search_writes_its_json_and_its_chart() {
     search(&["--plot", again.to_str().unwrap()]);
     assert_eq!(std::fs::read(&again).unwrap(), bytes);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The 8K runs, predicted with hlatc's programs priced with blocked
+/// attention (issue 70): each 8K prediction moves, and the table says how
+/// they were priced. The figures are in `docs/src/planner.md`.
+#[test]
+fn the_8k_runs_are_re_predicted_with_blocked_attention() {
+    use hlatc::models::KernelRequest;
+    let c = calibration("data/planner/sdk-other-runs.csv");
+    let (params, a) = (builtin_params(), Assumptions::default());
+    let plain = c.predict_with(&params, &a).unwrap();
+    let blocked = KernelRequest::parse("attention=blocked").unwrap();
+    let tiled = c.predict_priced_with(&params, &a, blocked).unwrap();
+    let mut moved = 0;
+    for ((r, p), t) in c.runs.iter().zip(&plain).zip(&tiled) {
+        if r.seq_len == 8192 {
+            assert_ne!(p.predicted_seq_per_s, t.predicted_seq_per_s, "{}", p.run);
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, 8);
+    let out = hlatc(&[
+        "plan",
+        "--predict",
+        root()
+            .join("data/planner/sdk-other-runs.csv")
+            .to_str()
+            .unwrap(),
+        "--kernel",
+        "attention=blocked",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("priced with --kernel attention=blocked"));
+}
+
+#[test]
+fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
+    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
+    let spec = "tp=32,pp=1,dp=32,sp,zero1,remat=core-attention,micro_batch=1,precision=bf16-master,attention=blocked:512";
+    let l = Layout::parse(spec, 1024, Precision::Bf16Master, plain).unwrap();
+    assert_eq!(l.to_string(), spec);
+    assert!(l
+        .compile_command("--model llama3.1-8b", 8192, 1024, 16 << 30)
+        .contains(" --kernel attention=blocked:512 "));
+    // Without the key, the layout takes the plan's attention; the plain
+    // graph writes nothing.
+    let l = Layout::parse("tp=32,dp=32", 1024, Precision::Bf16Master, plain).unwrap();
+    assert!(!l.to_string().contains(",attention="));
+    assert!(!l
+        .compile_command("--model x", 8192, 1024, 16 << 30)
+        .contains("--kernel"));
+    let e = Layout::parse("tp=32,attention=flash", 1024, Precision::Bf16Master, plain)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no implementation 'flash'"), "{e}");
+    // A tile that does not divide the sequence is refused, not priced as
+    // the plain graph.
+    let out = hlatc(&[
+        "plan",
+        "--model",
+        "llama3.2-1b",
+        "--seq-len",
+        "2048",
+        "--nodes",
+        "1",
+        "--layout",
+        "tp=32",
+        "--kernel",
+        "attention=blocked:96",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("kernel attention=blocked:96 does not apply"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -57,11 +57,7 @@ impl KernelChoice {
         target: Target,
         batch: BatchShape,
     ) -> Result<KernelChoice, KernelRequestError> {
-        for (k, r) in requests.iter().enumerate() {
-            if requests[..k].iter().any(|o| o.point == r.point) {
-                return Err(KernelRequestError::Repeated(r.point));
-            }
-        }
+        refuse_repeats(requests)?;
         let mut kernels = Kernels::default();
         let mut fallbacks = Vec::new();
         for point in KernelPoint::ALL {
@@ -93,6 +89,16 @@ impl KernelChoice {
         }
         Ok(KernelChoice { kernels, fallbacks })
     }
+}
+
+/// Refuses a point asked for twice.
+pub fn refuse_repeats(requests: &[KernelRequest]) -> Result<(), KernelRequestError> {
+    for (k, r) in requests.iter().enumerate() {
+        if requests[..k].iter().any(|o| o.point == r.point) {
+            return Err(KernelRequestError::Repeated(r.point));
+        }
+    }
+    Ok(())
 }
 
 /// `kernels` with `point` computed by the first of its implementations on
