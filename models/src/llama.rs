@@ -244,6 +244,7 @@ impl Llama<'_> {
             output: y,
             rule: CompositeRule::Softmax { axis: last },
             residuals: Vec::new(),
+            backward_call: None,
         });
         Ok(y)
     }
@@ -401,6 +402,7 @@ impl Llama<'_> {
             output: fwd.output,
             rule: CompositeRule::BlockedAttention(blocked),
             residuals: vec![fwd.lse],
+            backward_call: None,
         });
         let att = self.b.transpose(fwd.output, &heads_first)?;
         self.b.pop_scope();

@@ -24,6 +24,15 @@ pub struct BuildError {
     pub source: ShapeError,
 }
 
+/// A module that cannot be called from a built computation.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ImportError {
+    #[error("computation '{0}' has no root instruction")]
+    NoRoot(String),
+    #[error("computation '{0}' is in the module already")]
+    NameTaken(String),
+}
+
 pub struct Builder {
     comp: Computation,
     /// Scalar reducers made on demand by `reduce_*`, in the order made:
@@ -48,11 +57,13 @@ pub struct Builder {
     scope: String,
 }
 
-/// A scalar reducer the builder made, `p0 op p1`.
+/// A computation the built one calls: a scalar reducer the builder made
+/// (`p0 op p1`, with its op), or one of a module brought in whole
+/// ([`Builder::import`]).
 struct Reducer {
     computation: Computation,
     signature: CalleeSignature,
-    op: BinaryOp,
+    op: Option<BinaryOp>,
 }
 
 impl Builder {
@@ -378,11 +389,56 @@ impl Builder {
         self.reducers.push(Reducer {
             computation,
             signature,
-            op,
+            op: Some(op),
         });
         let id = ComputationId::new(self.reducers.len());
         self.reducer_ids.insert(name, id);
         id
+    }
+
+    /// `module`'s computations as callees of the computation built here,
+    /// each callee renumbered: the id of its entry, which a `call` takes.
+    /// A kernel brought from another stack comes in this way. Its
+    /// computations and instructions take the module's name as a prefix
+    /// (`jit_attention.add.3`), and a number after it when another import
+    /// took that name, so names stay unique in the module built. A
+    /// computation without a root has no signature and is refused.
+    pub fn import(&mut self, module: crate::Module) -> Result<ComputationId, ImportError> {
+        let base = self.reducers.len() + 1;
+        let shift = |id: ComputationId| id.shifted(base);
+        let entry = shift(module.entry);
+        let taken = |name: &str, rs: &[Reducer]| rs.iter().any(|r| r.computation.name == name);
+        let mut prefix = module.name.clone();
+        let mut k = 1;
+        while self
+            .reducers
+            .iter()
+            .any(|r| r.computation.name.starts_with(&format!("{prefix}.")))
+        {
+            k += 1;
+            prefix = format!("{}.{k}", module.name);
+        }
+        for mut c in module.computations {
+            c.renumber_callees(&shift);
+            c.name = format!("{prefix}.{}", c.name);
+            if taken(&c.name, &self.reducers) {
+                return Err(ImportError::NameTaken(c.name));
+            }
+            let ids: Vec<InstrId> = c.ids().collect();
+            for id in ids {
+                let i = c.instr_mut(id);
+                i.name = format!("{prefix}.{}", i.name);
+            }
+            let signature = c
+                .signature()
+                .ok_or_else(|| ImportError::NoRoot(c.name.clone()))?;
+            self.reducers.push(Reducer {
+                computation: c,
+                signature,
+                op: None,
+            });
+        }
+        Ok(entry)
     }
 
     /// A callee's name, for messages.
@@ -396,7 +452,7 @@ impl Builder {
     /// The binary op a reducer of this builder applies.
     pub fn reducer_op(&self, id: ComputationId) -> Option<BinaryOp> {
         let r = self.reducers.get(id.index().checked_sub(1)?)?;
-        Some(r.op)
+        r.op
     }
 
     /// `x` of any shape reduced with `op` over `dims`, starting from `init`.

@@ -10,6 +10,8 @@ use super::AutodiffError;
 use crate::graph::blocked_attention::{AttentionOperands, BlockedAttention, BlockedForward};
 use crate::graph::builder::Builder;
 use crate::ir::computation::InstrId;
+use crate::ir::computation_id::ComputationId;
+use crate::ir::op::Op;
 
 /// Which closed form a region's gradient has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +24,10 @@ pub enum CompositeRule {
     /// log-sum-exp. Saves q, k, v, the output and the log-sum-exp, and
     /// recomputes each tile pair's probabilities.
     BlockedAttention(BlockedAttention),
+    /// A kernel brought in whole (`imported`): the forward is a call, and
+    /// the backward calls the computation [`Composite::backward_call`]
+    /// names over what it names. Saves what that call reads.
+    Imported,
 }
 
 /// What a composite's backward reads from the forward pass.
@@ -38,7 +44,9 @@ impl CompositeRule {
     pub fn saves(self) -> CompositeSaves {
         match self {
             CompositeRule::Softmax { .. } => CompositeSaves::Output,
-            CompositeRule::BlockedAttention(_) => CompositeSaves::InputsOutputAndResiduals,
+            CompositeRule::BlockedAttention(_) | CompositeRule::Imported => {
+                CompositeSaves::InputsOutputAndResiduals
+            }
         }
     }
 }
@@ -53,6 +61,33 @@ pub struct Composite {
     /// Values the region computes beside its output for its backward
     /// alone (blocked attention's log-sum-exp); none for softmax.
     pub residuals: Vec<InstrId>,
+    /// An imported kernel's backward: what it calls and over what.
+    pub backward_call: Option<BackwardCall>,
+}
+
+/// The backward of an imported kernel: a call of `computation`, whose
+/// parameters read `operands` in order and whose results (a tuple, or one
+/// array) are the adjoints of the region's inputs `results` names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackwardCall {
+    pub computation: ComputationId,
+    pub operands: Vec<BackwardOperand>,
+    /// For each result in order, the index of the input it is the adjoint
+    /// of.
+    pub results: Vec<usize>,
+}
+
+/// What one parameter of an imported backward reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackwardOperand {
+    /// The region's input at this index.
+    Input(usize),
+    /// The region's output.
+    Output,
+    /// The residual at this index.
+    Residual(usize),
+    /// The adjoint of the output.
+    Adjoint,
 }
 
 /// What a graph's builder tells autodiff beyond the graph itself.
@@ -83,6 +118,13 @@ pub(super) fn vjp(
             .then(|| b.softmax_backward(c.output, g, axis))
             .transpose()?]),
         (CompositeRule::BlockedAttention(a), inputs) => blocked_attention(b, c, a, inputs, g),
+        (CompositeRule::Imported, inputs) => match &c.backward_call {
+            Some(call) => imported(b, c, call, inputs, g),
+            None => Err(AutodiffError::CompositeInputs {
+                rule: c.rule,
+                inputs: inputs.len(),
+            }),
+        },
         (rule, inputs) => Err(AutodiffError::CompositeInputs {
             rule,
             inputs: inputs.len(),
@@ -133,6 +175,44 @@ fn blocked_attention(
     let mut out: Vec<Option<InstrId>> = grads.into_iter().map(Some).collect();
     if operands.segments.is_some() {
         out.push(None);
+    }
+    Ok(out)
+}
+
+/// An imported kernel's adjoints: its backward called over what it reads.
+fn imported(
+    b: &mut Builder,
+    c: &Composite,
+    call: &BackwardCall,
+    inputs: &[InstrId],
+    g: InstrId,
+) -> Result<Vec<Option<InstrId>>, AutodiffError> {
+    let missing = || AutodiffError::CompositeInputs {
+        rule: c.rule,
+        inputs: inputs.len(),
+    };
+    let operands = call
+        .operands
+        .iter()
+        .map(|o| match *o {
+            BackwardOperand::Input(i) => inputs.get(i).copied().ok_or_else(missing),
+            BackwardOperand::Output => Ok(c.output),
+            BackwardOperand::Residual(i) => c.residuals.get(i).copied().ok_or_else(missing),
+            BackwardOperand::Adjoint => Ok(g),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let op = Op::Call {
+        to_apply: call.computation,
+        is_composite: false,
+    };
+    let result = b.add_fresh(op, &operands)?;
+    let mut out = vec![None; inputs.len()];
+    for (k, &input) in call.results.iter().enumerate() {
+        let adjoint = match call.results.len() {
+            1 if !b.shape(result).is_tuple() => result,
+            _ => b.add(Op::GetTupleElement { index: k as i64 }, &[result], None)?,
+        };
+        *out.get_mut(input).ok_or_else(missing)? = Some(adjoint);
     }
     Ok(out)
 }

@@ -19,7 +19,9 @@ mod composite;
 mod recompute;
 pub mod rules;
 
-pub use composite::{Composite, CompositeRule, CompositeSaves, GradHints};
+pub use composite::{
+    BackwardCall, BackwardOperand, Composite, CompositeRule, CompositeSaves, GradHints,
+};
 pub use recompute::RECOMPUTED;
 pub use rules::{gradient, saves, Gradient, Saved};
 
