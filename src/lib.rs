@@ -95,7 +95,7 @@ pub enum Error {
     /// A `--kernel` (Python's `kernels=`) that names no point or
     /// implementation, or a point twice.
     #[error(transparent)]
-    Kernel(#[from] models::kernels::KernelRequestError),
+    Kernel(#[from] hlatc_train::kernel_choice::KernelChoiceError),
 }
 
 /// The library errors that [`hlatc_train::Error`] already wraps reach the

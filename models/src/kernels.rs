@@ -11,9 +11,12 @@
 //! implementation is, and when an implementation applies.
 
 use crate::config::{BatchShape, ModelConfig};
+use crate::imported_kernel::{ImportedKernel, ImportedKernelError};
 use hlatc_compiler::graph::blocked_attention::BlockedAttention;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A place in the model's graph with several implementations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,7 +56,7 @@ impl KernelPoint {
     /// The implementations the point has, in the order `--help` lists them.
     pub fn implementations(self) -> &'static [ImplKind] {
         match self {
-            KernelPoint::Attention => &[ImplKind::Hlo, ImplKind::Blocked],
+            KernelPoint::Attention => &[ImplKind::Hlo, ImplKind::Blocked, ImplKind::Imported],
             KernelPoint::RmsNorm | KernelPoint::Swiglu | KernelPoint::CrossEntropy => {
                 &[ImplKind::Hlo]
             }
@@ -76,6 +79,9 @@ pub enum ImplKind {
     /// Tile by tile, in plain HLO: attention's flash algorithm
     /// ([`BlockedAttention`]).
     Blocked,
+    /// HLO modules from another stack, forward and backward, with their
+    /// calling convention ([`ImportedKernel`]).
+    Imported,
 }
 
 impl ImplKind {
@@ -83,6 +89,7 @@ impl ImplKind {
         match self {
             ImplKind::Hlo => "hlo",
             ImplKind::Blocked => "blocked",
+            ImplKind::Imported => "imported",
         }
     }
 
@@ -95,25 +102,31 @@ impl ImplKind {
                  takes a tile size (`blocked:128`), by default the largest power of two \
                  up to 512 that cuts the sequence into two or more tiles"
             }
+            ImplKind::Imported => {
+                "HLO modules from another stack (a JAX-lowered kernel and its vjp), \
+                 named by a calling-convention file (`imported:FILE`)"
+            }
         }
     }
 }
 
 /// How attention's core is computed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttentionKernel {
     /// Scores `[B, H, S, S]`, the mask, softmax, times the values.
     #[default]
     Hlo,
     /// Tile by tile, `tile` rows of queries and keys at a time.
     Blocked { tile: i64 },
+    /// A kernel brought from another stack.
+    Imported(Arc<ImportedKernel>),
 }
 
 impl AttentionKernel {
     /// The blocked computation for `cfg`, when this is the blocked kernel.
-    pub fn blocked(self, cfg: &ModelConfig) -> Option<BlockedAttention> {
-        match self {
-            AttentionKernel::Hlo => None,
+    pub fn blocked(&self, cfg: &ModelConfig) -> Option<BlockedAttention> {
+        match *self {
+            AttentionKernel::Hlo | AttentionKernel::Imported(_) => None,
             AttentionKernel::Blocked { tile } => Some(BlockedAttention {
                 tile,
                 head_dim: cfg.head_dim(),
@@ -122,10 +135,11 @@ impl AttentionKernel {
         }
     }
 
-    pub fn kind(self) -> ImplKind {
+    pub fn kind(&self) -> ImplKind {
         match self {
             AttentionKernel::Hlo => ImplKind::Hlo,
             AttentionKernel::Blocked { .. } => ImplKind::Blocked,
+            AttentionKernel::Imported(_) => ImplKind::Imported,
         }
     }
 }
@@ -135,13 +149,14 @@ impl fmt::Display for AttentionKernel {
         match self {
             AttentionKernel::Hlo => f.write_str("hlo"),
             AttentionKernel::Blocked { tile } => write!(f, "blocked:{tile}"),
+            AttentionKernel::Imported(k) => write!(f, "imported:{}", k.path.display()),
         }
     }
 }
 
 /// What each kernel point is computed by. Recorded in a bundle's manifest
 /// (`config.kernels`), every point spelled as [`KernelRequest`] reads it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Kernels {
     pub attention: AttentionKernel,
 }
@@ -168,20 +183,75 @@ impl Kernels {
     }
 
     /// These kernels with `request`'s implementation at its point, if its
-    /// constraints hold over `batch`.
-    pub fn with(mut self, request: KernelRequest, batch: BatchShape) -> Result<Kernels, Unmet> {
+    /// constraints hold for `step`; an imported kernel's files are read.
+    pub fn with(
+        mut self,
+        request: &KernelRequest,
+        step: &StepShape,
+    ) -> Result<Kernels, KernelError> {
         match (request.point, request.kind) {
             (KernelPoint::Attention, ImplKind::Hlo) => self.attention = AttentionKernel::Hlo,
             (KernelPoint::Attention, ImplKind::Blocked) => {
-                let tile = blocked_tile(request.argument, batch)?;
+                let tile = blocked_tile(request.tile(), step.batch)?;
                 self.attention = AttentionKernel::Blocked { tile };
+            }
+            (KernelPoint::Attention, ImplKind::Imported) => {
+                let Some(KernelArg::File(path)) = &request.argument else {
+                    return Err(Unmet::NoFile.into());
+                };
+                let kernel = ImportedKernel::load(path)?;
+                if step.sliding_window {
+                    return Err(Unmet::MaskNotApplied("a sliding window").into());
+                }
+                if step.packed {
+                    return Err(Unmet::MaskNotApplied("packed documents").into());
+                }
+                if let Some(operand) = &step.attention_operand {
+                    kernel.check_operands(operand)?;
+                }
+                self.attention = AttentionKernel::Imported(Arc::new(kernel));
             }
             // The point's only implementation, which it has already.
             (_, ImplKind::Hlo) => {}
-            (point, kind) => return Err(Unmet::NotAnImplementation { point, kind }),
+            (point, kind) => return Err(Unmet::NotAnImplementation { point, kind }.into()),
         }
         Ok(self)
     }
+}
+
+/// What a kernel's constraints are checked against: the step's batch, its
+/// masks, and the shape q, k and v have on a rank (`[batch, heads, seq,
+/// head_dim]` in the compute type; `None` where it is not known, and then
+/// checked when the step is built).
+#[derive(Clone, Debug)]
+pub struct StepShape {
+    pub batch: BatchShape,
+    pub sliding_window: bool,
+    pub packed: bool,
+    pub attention_operand: Option<hlatc_compiler::ArrayShape>,
+}
+
+impl StepShape {
+    /// `batch` of `cfg`, its rows packed or not, with no operand shape.
+    pub fn of(cfg: &ModelConfig, batch: BatchShape, packed: bool) -> StepShape {
+        StepShape {
+            batch,
+            sliding_window: cfg.sliding_window.is_some_and(|w| w < batch.seq_len),
+            packed,
+            attention_operand: None,
+        }
+    }
+}
+
+/// Why a request cannot be taken: a constraint that does not hold (the
+/// step falls back, and says so), or a kernel file that is wrong (an
+/// error).
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error(transparent)]
+    Unmet(#[from] Unmet),
+    #[error(transparent)]
+    Imported(#[from] ImportedKernelError),
 }
 
 /// The tile blocked attention takes over `batch`'s sequence: `asked`, if
@@ -212,15 +282,37 @@ pub enum Unmet {
     NoTile { seq_len: i64 },
     #[error("{point} has no {} implementation", kind.name())]
     NotAnImplementation { point: KernelPoint, kind: ImplKind },
+    #[error("imported names no file (imported:FILE)")]
+    NoFile,
+    #[error("the kernel applies the causal mask alone, and the step has {0}")]
+    MaskNotApplied(&'static str),
 }
 
 /// One `--kernel POINT=IMPL[:ARG]`: the implementation asked for at a
-/// point, and its argument (blocked attention's tile).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// point, and its argument.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KernelRequest {
     pub point: KernelPoint,
     pub kind: ImplKind,
-    pub argument: Option<i64>,
+    pub argument: Option<KernelArg>,
+}
+
+/// What follows an implementation's `:`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KernelArg {
+    /// Blocked attention's tile.
+    Tile(i64),
+    /// An imported kernel's calling convention.
+    File(PathBuf),
+}
+
+impl fmt::Display for KernelArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelArg::Tile(t) => write!(f, "{t}"),
+            KernelArg::File(p) => write!(f, "{}", p.display()),
+        }
+    }
 }
 
 impl KernelRequest {
@@ -236,9 +328,17 @@ impl KernelRequest {
     /// The implementation and its argument, as `--kernel` writes them
     /// after the `=` (`blocked:128`).
     pub fn implementation(&self) -> String {
-        match self.argument {
+        match &self.argument {
             Some(a) => format!("{}:{a}", self.kind.name()),
             None => self.kind.name().to_string(),
+        }
+    }
+
+    /// Blocked attention's tile, when one is asked for.
+    pub fn tile(&self) -> Option<i64> {
+        match self.argument {
+            Some(KernelArg::Tile(t)) => Some(t),
+            _ => None,
         }
     }
 
@@ -266,8 +366,17 @@ impl KernelRequest {
                 given: name.to_string(),
             })?;
         let argument = match (kind, argument) {
+            (ImplKind::Imported, None) => {
+                return Err(KernelRequestError::BadArgument {
+                    point,
+                    implementation: kind,
+                    given: String::new(),
+                    expected: "a calling-convention file (imported:FILE)",
+                })
+            }
             (_, None) => None,
-            (ImplKind::Blocked, Some(arg)) => Some(
+            (ImplKind::Imported, Some(file)) => Some(KernelArg::File(PathBuf::from(file))),
+            (ImplKind::Blocked, Some(arg)) => Some(KernelArg::Tile(
                 arg.trim()
                     .parse::<i64>()
                     .ok()
@@ -278,7 +387,7 @@ impl KernelRequest {
                         given: arg.to_string(),
                         expected: "a tile size, a positive integer",
                     })?,
-            ),
+            )),
             (ImplKind::Hlo, Some(arg)) => {
                 return Err(KernelRequestError::BadArgument {
                     point,
@@ -350,9 +459,14 @@ impl<'de> Deserialize<'de> for Kernels {
         for (point, spelled) in map {
             let request =
                 KernelRequest::parse(&format!("{point}={spelled}")).map_err(D::Error::custom)?;
-            match (request.point, request.kind, request.argument) {
-                (KernelPoint::Attention, ImplKind::Blocked, Some(tile)) => {
-                    kernels.attention = AttentionKernel::Blocked { tile }
+            match (request.point, request.kind, &request.argument) {
+                (KernelPoint::Attention, ImplKind::Blocked, Some(KernelArg::Tile(tile))) => {
+                    kernels.attention = AttentionKernel::Blocked { tile: *tile }
+                }
+                (KernelPoint::Attention, ImplKind::Imported, Some(KernelArg::File(path))) => {
+                    // The kernel's files again, as the manifest names them.
+                    let kernel = ImportedKernel::load(path).map_err(D::Error::custom)?;
+                    kernels.attention = AttentionKernel::Imported(Arc::new(kernel));
                 }
                 (_, ImplKind::Hlo, _) => {}
                 _ => return Err(D::Error::custom(format!("kernel {request} names no tile"))),

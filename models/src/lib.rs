@@ -6,6 +6,7 @@ pub mod config;
 pub mod family;
 pub mod field_problem;
 pub mod hf_config;
+pub mod imported_kernel;
 pub mod init;
 pub mod kernels;
 pub mod layout;

@@ -8,7 +8,8 @@
 //! when its parts are.
 
 use crate::config::{BatchShape, ModelConfig};
-use crate::kernels::Kernels;
+use crate::imported_kernel::{ImportedKernel, Role};
+use crate::kernels::{AttentionKernel, Kernels};
 use crate::parallel::layers::RankContext;
 use crate::parallel::{Fault, Parallelism};
 use crate::params::{param_specs, weight_specs};
@@ -16,13 +17,16 @@ pub use crate::token_ops::IGNORE_INDEX;
 use crate::token_ops::{counted_total, gather_rows};
 use crate::weights::{GateUp, LayerWeights, Linear, Qkv, Weights};
 use hlatc_compiler::analysis::shape_inference::OperandRule;
-use hlatc_compiler::graph::autodiff::{Composite, CompositeRule, GradHints};
+use hlatc_compiler::graph::autodiff::{
+    BackwardCall, BackwardOperand, Composite, CompositeRule, GradHints,
+};
 use hlatc_compiler::graph::blocked_attention::{AttentionOperands, BlockedAttention};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
-use hlatc_compiler::{ElementType, InstrId, Literal, Scalar, ShapeError};
+use hlatc_compiler::{ComputationId, ElementType, InstrId, Literal, Op, Scalar, ShapeError};
+use std::sync::Arc;
 
 /// What the forward pass produced.
 #[derive(Clone, Debug)]
@@ -57,19 +61,24 @@ struct Llama<'a> {
     /// See [`ForwardInputs::token_count`].
     token_count: Option<InstrId>,
     kernels: Kernels,
+    /// An imported kernel's forward and backward, once brought into the
+    /// builder.
+    imported: Option<(ComputationId, ComputationId)>,
 }
 
 /// What attention masks by: the mask of the plain graph (`pred[S, S]`, or
 /// `pred[B, S, S]` for packed rows), or what blocked attention builds its
 /// tiles' masks from (the segment ids of packed rows; causality and the
 /// window it knows).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum AttentionMask {
     Dense(InstrId),
     Tiled {
         segments: Option<InstrId>,
         blocked: BlockedAttention,
     },
+    /// An imported kernel, which applies the causal mask itself.
+    Imported(Arc<ImportedKernel>),
 }
 
 impl Llama<'_> {
@@ -284,6 +293,7 @@ impl Llama<'_> {
             AttentionMask::Tiled { segments, blocked } => {
                 self.blocked_attention([q, k, v], segments, blocked)?
             }
+            AttentionMask::Imported(kernel) => self.imported_attention([q, k, v], &kernel)?,
         };
         let att = self.b.reshape(att, &[bs * s, hq * hd])?;
         let out = self.row_parallel(att, &w.o_proj)?;
@@ -409,6 +419,102 @@ impl Llama<'_> {
         Ok(att)
     }
 
+    /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`) by a
+    /// kernel brought from another stack: a call of its forward, which
+    /// autodiff differentiates by a call of its backward, each over what
+    /// its calling convention names. `[B, S, H, hd]`.
+    fn imported_attention(
+        &mut self,
+        qkv: [InstrId; 3],
+        kernel: &ImportedKernel,
+    ) -> Result<InstrId, BuildError> {
+        self.b.push_scope(scope::IMPORTED_ATTENTION);
+        let [q, k, v] = qkv;
+        let (k, v) = self.repeat_kv(k, v)?;
+        let heads_first = [0, 2, 1, 3];
+        let x = [
+            self.b.transpose(q, &heads_first)?,
+            self.b.transpose(k, &heads_first)?,
+            self.b.transpose(v, &heads_first)?,
+        ];
+        let (forward, backward) = match self.imported {
+            Some(ids) => ids,
+            None => {
+                let ids = (
+                    import(self.b, &kernel.forward.module)?,
+                    import(self.b, &kernel.backward.module)?,
+                );
+                self.imported = Some(ids);
+                ids
+            }
+        };
+        let operands: Vec<InstrId> = kernel
+            .forward
+            .parameters
+            .iter()
+            .filter_map(|r| r.operand().map(|i| x[i]))
+            .collect();
+        let call = Op::Call {
+            to_apply: forward,
+            is_composite: false,
+        };
+        let result = self.b.add_fresh(call, &operands)?;
+        let results = match self.b.shape(result).is_tuple() {
+            false => vec![result],
+            true => (0..kernel.forward.results.len())
+                .map(|i| {
+                    self.b
+                        .add(Op::GetTupleElement { index: i as i64 }, &[result], None)
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        let mut output = result;
+        let mut residuals = Vec::new();
+        let mut residual_names = Vec::new();
+        for (role, &value) in kernel.forward.results.iter().zip(&results) {
+            match role {
+                Role::Residual(name) => {
+                    residuals.push(value);
+                    residual_names.push(name.clone());
+                }
+                _ => output = value,
+            }
+        }
+        let operands = kernel
+            .backward
+            .parameters
+            .iter()
+            .map(|role| match role {
+                Role::Output => BackwardOperand::Output,
+                Role::DOutput => BackwardOperand::Adjoint,
+                Role::Residual(name) => BackwardOperand::Residual(
+                    residual_names.iter().position(|n| n == name).unwrap_or(0),
+                ),
+                other => BackwardOperand::Input(other.operand().unwrap_or(0)),
+            })
+            .collect();
+        let results = kernel
+            .backward
+            .results
+            .iter()
+            .map(|r| r.operand().unwrap_or(0))
+            .collect();
+        self.hints.composites.push(Composite {
+            inputs: x.to_vec(),
+            output,
+            rule: CompositeRule::Imported,
+            residuals,
+            backward_call: Some(BackwardCall {
+                computation: backward,
+                operands,
+                results,
+            }),
+        });
+        let att = self.b.transpose(output, &heads_first)?;
+        self.b.pop_scope();
+        Ok(att)
+    }
+
     /// The MLP of layer `w` over `h`.
     fn mlp(&mut self, h: InstrId, w: &LayerWeights<InstrId>) -> Result<InstrId, BuildError> {
         self.b.push_scope(scope::MLP);
@@ -492,6 +598,18 @@ impl Llama<'_> {
         let count = b.binary(BinaryOp::Maximum, count, one)?;
         b.div(total, count)
     }
+}
+
+/// `module` brought into `b` as callees ([`Builder::import`]): the id of
+/// its entry. The kernel's modules were verified when read, so each
+/// computation has the root a signature needs.
+fn import(b: &mut Builder, module: &hlatc_compiler::Module) -> Result<ComputationId, BuildError> {
+    b.import(module.clone()).map_err(|_| BuildError {
+        computation: b.computation().name.clone(),
+        opcode: "call",
+        operands: format!("(the imported module {})", module.name),
+        source: ShapeError::UnknownComputation(module.entry),
+    })
 }
 
 /// Embedding lookup: rows of `embed` (`[V, D]`) gathered by token id.
@@ -611,7 +729,7 @@ pub fn forward(
 /// What the forward pass reads: parameters (in [`param_specs`] order, each
 /// the rank's share), tokens and targets (`s32[batch, seq]`) and, for
 /// packed rows, segment ids.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct ForwardInputs<'a> {
     pub params: &'a [InstrId],
     pub tokens: InstrId,
@@ -672,7 +790,7 @@ pub fn forward_on_rank(
 
 /// How the pieces of a forward pass are divided and counted: see
 /// [`ForwardInputs`] and [`forward_on_rank`].
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct PartsContext {
     pub batch: BatchShape,
     pub par: Parallelism,
@@ -737,6 +855,7 @@ impl<'a> ForwardParts<'a> {
                 rank,
                 token_count,
                 kernels,
+                imported: None,
             },
             weights,
             segments,
@@ -748,11 +867,18 @@ impl<'a> ForwardParts<'a> {
     /// The rotary tables and the attention mask (by document for packed
     /// rows), built at the first call.
     fn masks(&mut self) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
-        if let Some(masks) = self.masks {
-            return Ok(masks);
+        if let Some(masks) = &self.masks {
+            return Ok(masks.clone());
         }
         if let Some(blocked) = self.m.kernels.attention.blocked(self.m.cfg) {
             return self.tiled_masks(blocked);
+        }
+        if let AttentionKernel::Imported(kernel) = &self.m.kernels.attention {
+            let mask = AttentionMask::Imported(kernel.clone());
+            let m = &mut self.m;
+            let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(None))?;
+            self.masks = Some((tables, mask.clone()));
+            return Ok((tables, mask));
         }
         let m = &mut self.m;
         let (batch, s) = (m.batch, m.batch.seq_len);
@@ -770,7 +896,7 @@ impl<'a> ForwardParts<'a> {
         m.b.pop_scope();
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
         let masks = (tables, AttentionMask::Dense(allowed));
-        self.masks = Some(masks);
+        self.masks = Some(masks.clone());
         Ok(masks)
     }
 
@@ -797,7 +923,7 @@ impl<'a> ForwardParts<'a> {
             segments: self.segments,
             blocked,
         };
-        self.masks = Some((tables, mask));
+        self.masks = Some((tables, mask.clone()));
         Ok((tables, mask))
     }
 
@@ -840,7 +966,7 @@ impl<'a> ForwardParts<'a> {
             m.b.push_scope(&scope::layer(w.layer));
             let h = m.scoped(scope::INPUT_LAYERNORM, |m| m.rms_norm(x, w.input_norm))?;
             let h = m.scoped(scope::SELF_ATTN, |m| m.full_sequence(h))?;
-            let a = m.attention(h, w, tables, mask)?;
+            let a = m.attention(h, w, tables, mask.clone())?;
             x = m.b.add2(x, a)?;
             let norm = w.post_attention_norm;
             let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;

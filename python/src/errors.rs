@@ -698,7 +698,10 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             let path = Python::with_gil(|py| obj(py, *stream));
             FILE.with(message, &[("path", path)])
         }
-        E::DoesNotFit { .. } | E::Usage(_) | E::Kernel(_) => usage(message),
+        E::DoesNotFit { .. } | E::Usage(_) => usage(message),
+        E::Kernel(hlatc::kernel_choice::KernelChoiceError::Request(_)) => usage(message),
+        // A kernel file that cannot be read, or does not fit the step.
+        E::Kernel(hlatc::kernel_choice::KernelChoiceError::Imported(_)) => CONFIG.err(message),
         E::NotWritten { .. } => RUN.err(message),
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),

@@ -151,7 +151,8 @@ pub fn plan(
     // What every layout's programs are priced with, as `hlatc plan
     // --kernel` takes it: the attention point's request.
     let requests = crate::compile::kernel_requests(kernels)?;
-    hlatc::kernel_choice::refuse_repeats(&requests).map_err(|e| to_py(e.into()))?;
+    hlatc::kernel_choice::refuse_repeats(&requests)
+        .map_err(|e| to_py(hlatc::kernel_choice::KernelChoiceError::from(e).into()))?;
     let attention = requests
         .into_iter()
         .find(|k| k.point == hlatc::models::KernelPoint::Attention)
@@ -180,12 +181,12 @@ pub fn plan(
                 price,
                 layout,
                 threads,
-                attention,
+                attention: attention.clone(),
                 ..PlanOptions::default()
             };
             if let Some(path) = &calibration {
                 o.params =
-                    Calibration::read(path)?.fitted_priced_with(&o.assumptions, attention)?;
+                    Calibration::read(path)?.fitted_priced_with(&o.assumptions, &attention)?;
             }
             search(&o)
         })

@@ -14,7 +14,9 @@ pub(super) struct KernelArgs {
     /// (attention only), the flash algorithm tile by tile in plain HLO, so
     /// no [S, S] value exists: `attention=blocked` takes the largest power
     /// of two up to 512 that cuts the sequence into two or more tiles,
-    /// `attention=blocked:128` tiles of 128. A request whose constraint
+    /// `attention=blocked:128` tiles of 128; imported (attention only), HLO
+    /// modules another stack lowered (a JAX kernel and its vjp), named by a
+    /// calling-convention file: `attention=imported:kernel.json`. A request whose constraint
     /// does not hold (a tile that does not divide the sequence) falls back
     /// to the target's default, with the reason printed. The manifest
     /// records what each point took (config.kernels)
@@ -28,9 +30,9 @@ impl KernelArgs {
     pub fn choose(
         &self,
         target: hlatc::passes::Target,
-        batch: hlatc::models::BatchShape,
+        step: &hlatc::models::kernels::StepShape,
     ) -> Result<KernelChoice, Error> {
-        let choice = KernelChoice::choose(&self.kernels, target, batch)?;
+        let choice = KernelChoice::choose(&self.kernels, target, step)?;
         report_fallbacks(&choice.fallbacks)?;
         Ok(choice)
     }
@@ -41,12 +43,13 @@ impl KernelArgs {
     /// layout's programs with (the plain graph unless asked). The other
     /// points have their plain graph alone, which a request can only name.
     pub fn attention(&self) -> Result<KernelRequest, Error> {
-        hlatc::kernel_choice::refuse_repeats(&self.kernels)?;
+        hlatc::kernel_choice::refuse_repeats(&self.kernels)
+            .map_err(hlatc::kernel_choice::KernelChoiceError::from)?;
         Ok(self
             .kernels
             .iter()
-            .copied()
             .find(|k| k.point == KernelPoint::Attention)
+            .cloned()
             .unwrap_or(KernelRequest::plain(KernelPoint::Attention)))
     }
 }

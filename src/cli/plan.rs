@@ -141,7 +141,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     let attention = a.kernels.attention()?;
     let mut o = PlanOptions {
-        attention,
+        attention: attention.clone(),
         model,
         seq_len: a.seq_len,
         precision: a.precision,
@@ -170,9 +170,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             Some(c) => c,
             None => hlatc::plan::calibration::builtin_calibration()?,
         };
-        let r = c.fit_report_priced_with(&o.assumptions, attention)?;
+        let r = c.fit_report_priced_with(&o.assumptions, &attention)?;
         out!("calibration: {} ({} runs)", c.path, c.runs.len())?;
-        priced_with(attention)?;
+        priced_with(&attention)?;
         let params: Vec<String> = r
             .params
             .named()
@@ -187,17 +187,17 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             o.params = r.params;
         }
     } else if let Some(c) = &calibration {
-        o.params = c.fitted_priced_with(&o.assumptions, attention)?;
+        o.params = c.fitted_priced_with(&o.assumptions, &attention)?;
     }
     if let Some(path) = &a.predict {
         let c = Calibration::read(path)?;
-        let errors = c.predict_priced_with(&o.params, &o.assumptions, attention)?;
+        let errors = c.predict_priced_with(&o.params, &o.assumptions, &attention)?;
         out!(
             "predicted: {} ({} runs, never fitted to)",
             c.path,
             c.runs.len()
         )?;
-        priced_with(attention)?;
+        priced_with(&attention)?;
         print_errors("predicted", &errors)?;
     }
     let reports_only = (a.report || a.predict.is_some())
@@ -225,7 +225,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 }
 
 /// Says how hlatc's programs were priced, when not by the plain graph.
-fn priced_with(attention: KernelRequest) -> Result<(), Error> {
+fn priced_with(attention: &KernelRequest) -> Result<(), Error> {
     if attention.kind != hlatc::models::kernels::ImplKind::Hlo {
         out!("  priced with --kernel {attention}: hlatc's programs, whatever attention the runs used")?;
     }

@@ -316,12 +316,22 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         total_steps: a.steps as i64,
         ..AdamWConfig::default()
     };
+    let packed = a.data.packed(a.model.packed)?;
+    let step = hlatc::kernel_choice::step_shape(
+        &model,
+        batch,
+        packed,
+        a.parallel.parallelism(),
+        a.grad_accum,
+        a.precision.precision.compute(),
+    );
+    let kernels = a.kernels.choose(hlatc::passes::Target::Cpu, &step)?.kernels;
     let cfg = StepConfig {
         model,
         batch,
         optimizer: a.optimizer.apply(defaults)?,
         precision: a.precision.precision,
-        packed: a.data.packed(a.model.packed)?,
+        packed,
         parallel: a.parallel.parallelism(),
         spmd: a
             .parallel
@@ -329,7 +339,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
             .map_err(hlatc::train_step::StepError::from)?,
         fault: None,
         module_markers: false,
-        kernels: a.kernels.choose(hlatc::passes::Target::Cpu, batch)?.kernels,
+        kernels,
     };
     // The layout first, so `--tp 0` is refused by its flag's name, not as a
     // runtime of 0 devices.

@@ -357,7 +357,15 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         o.seq_len,
         (default_batch, 4096),
     )?;
-    let kernels = KernelChoice::choose(&o.kernels, o.target, batch)?;
+    let step = hlatc_train::kernel_choice::step_shape(
+        &model,
+        batch,
+        o.packed,
+        o.parallel,
+        o.grad_accum,
+        o.precision.compute(),
+    );
+    let kernels = KernelChoice::choose(&o.kernels, o.target, &step)?;
     let cfg = StepConfig {
         model,
         batch,

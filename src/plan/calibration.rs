@@ -249,7 +249,7 @@ impl Calibration {
     /// Each run's step at the peaks ([`features`]), compiling each distinct
     /// layout once.
     pub fn features(&self, a: &Assumptions) -> Result<Vec<StepFeatures>, PlanError> {
-        self.features_priced_with(a, KernelRequest::plain(KernelPoint::Attention))
+        self.features_priced_with(a, &KernelRequest::plain(KernelPoint::Attention))
     }
 
     /// [`Calibration::features`] of hlatc's programs with attention
@@ -258,14 +258,14 @@ impl Calibration {
     pub fn features_priced_with(
         &self,
         a: &Assumptions,
-        attention: KernelRequest,
+        attention: &KernelRequest,
     ) -> Result<Vec<StepFeatures>, PlanError> {
         let mut seen: HashMap<String, StepFeatures> = HashMap::new();
         let mut out = Vec::new();
         for r in &self.runs {
             let r = &MeasuredRun {
                 layout: Layout {
-                    attention,
+                    attention: attention.clone(),
                     ..r.layout
                 },
                 ..r.clone()
@@ -568,7 +568,7 @@ pub struct FitReport {
 impl Calibration {
     /// The parameters fitted to every run.
     pub fn fitted(&self, a: &Assumptions) -> Result<CostParams, PlanError> {
-        self.fitted_priced_with(a, KernelRequest::plain(KernelPoint::Attention))
+        self.fitted_priced_with(a, &KernelRequest::plain(KernelPoint::Attention))
     }
 
     /// [`Calibration::fitted`] to hlatc's programs with attention computed
@@ -576,7 +576,7 @@ impl Calibration {
     pub fn fitted_priced_with(
         &self,
         a: &Assumptions,
-        attention: KernelRequest,
+        attention: &KernelRequest,
     ) -> Result<CostParams, PlanError> {
         let f = self.features_priced_with(a, attention)?;
         let y: Vec<f64> = self.runs.iter().map(MeasuredRun::step_seconds).collect();
@@ -585,7 +585,7 @@ impl Calibration {
 
     /// Fits the parameters to every run, and reports the errors.
     pub fn fit_report(&self, a: &Assumptions) -> Result<FitReport, PlanError> {
-        self.fit_report_priced_with(a, KernelRequest::plain(KernelPoint::Attention))
+        self.fit_report_priced_with(a, &KernelRequest::plain(KernelPoint::Attention))
     }
 
     /// [`Calibration::fit_report`] of hlatc's programs with attention
@@ -593,7 +593,7 @@ impl Calibration {
     pub fn fit_report_priced_with(
         &self,
         a: &Assumptions,
-        attention: KernelRequest,
+        attention: &KernelRequest,
     ) -> Result<FitReport, PlanError> {
         let f = self.features_priced_with(a, attention)?;
         let y: Vec<f64> = self.runs.iter().map(MeasuredRun::step_seconds).collect();
@@ -613,7 +613,7 @@ impl Calibration {
         params: &CostParams,
         a: &Assumptions,
     ) -> Result<Vec<RunError>, PlanError> {
-        self.predict_priced_with(params, a, KernelRequest::plain(KernelPoint::Attention))
+        self.predict_priced_with(params, a, &KernelRequest::plain(KernelPoint::Attention))
     }
 
     /// [`Calibration::predict_with`] pricing hlatc's programs with
@@ -622,7 +622,7 @@ impl Calibration {
         &self,
         params: &CostParams,
         a: &Assumptions,
-        attention: KernelRequest,
+        attention: &KernelRequest,
     ) -> Result<Vec<RunError>, PlanError> {
         let f = self.features_priced_with(a, attention)?;
         let t: Vec<f64> = f.iter().map(|f| predict(f, params)).collect();

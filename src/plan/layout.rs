@@ -13,7 +13,7 @@ use hlatc_train::precision::Precision;
 use std::fmt;
 
 /// One way to run a step on a cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// TP, PP, DP, sequence parallelism and ZeRO-1, as a step takes them.
     pub parallel: Parallelism,
@@ -168,6 +168,14 @@ impl Layout {
         seq_len: i64,
         global_batch: i64,
     ) -> Result<CompileOptions, PlanError> {
+        if self.attention.kind == ImplKind::Imported {
+            return Err(PlanError::Layout {
+                layout: self.to_string(),
+                message: "the planner prices hlo and blocked attention; an imported kernel \
+                          is a call whose work it does not read"
+                    .into(),
+            });
+        }
         Ok(CompileOptions {
             model,
             batch_size: Some(global_batch),
@@ -188,7 +196,7 @@ impl Layout {
     fn kernels(&self) -> Vec<KernelRequest> {
         match self.attention.kind {
             ImplKind::Hlo => Vec::new(),
-            _ => vec![self.attention],
+            _ => vec![self.attention.clone()],
         }
     }
 

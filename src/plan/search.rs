@@ -164,7 +164,7 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let layouts = match &o.layout {
         Some(spec) => {
             let precision = o.precision.unwrap_or(Precision::Bf16Master);
-            let l = Layout::parse(spec, cores, precision, o.attention)?;
+            let l = Layout::parse(spec, cores, precision, o.attention.clone())?;
             check_layout(&cfg, &l, seq_len, o.global_batch, cores)?;
             vec![l]
         }
@@ -209,7 +209,11 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     rank(&mut candidates);
     // The best are read again from their whole programs, and ranked again.
     if fidelity == Fidelity::Extrapolated {
-        let top: Vec<Layout> = candidates.iter().take(o.top).map(|c| c.parsed).collect();
+        let top: Vec<Layout> = candidates
+            .iter()
+            .take(o.top)
+            .map(|c| c.parsed.clone())
+            .collect();
         let exact = evaluate_all(&setting, &top, Fidelity::Exact);
         for (c, e) in candidates.iter_mut().zip(exact) {
             match e {
@@ -272,7 +276,7 @@ impl Setting<'_> {
         let memory_per_rank = e.memory.total();
         Candidate {
             layout: layout.to_string(),
-            parsed: *layout,
+            parsed: layout.clone(),
             step_seconds: step,
             seq_per_s,
             tokens_per_s,
@@ -432,7 +436,7 @@ pub fn search_space(
                                     remat,
                                     micro_batch,
                                     precision,
-                                    attention: o.attention,
+                                    attention: o.attention.clone(),
                                 };
                                 if check_layout(cfg, &l, seq_len, o.global_batch, cores).is_ok() {
                                     out.push(l);

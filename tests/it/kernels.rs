@@ -9,6 +9,7 @@
 use crate::sharded::{
     differences, gqa_odd_vocab, mha_tied, run, run_with, step_config, Run, F32_RTOL,
 };
+use crate::support::stderr;
 use hlatc::compiler::Shape;
 use hlatc::data::SyntheticData;
 use hlatc::models::init::init_params;
@@ -269,7 +270,7 @@ fn blocked_attention_passes_the_neuron_preflight() {
 fn bad_kernel_requests_are_refused_naming_the_choices() {
     for (args, says) in [
         (&["--kernel", "attn=blocked"][..], "unknown kernel point 'attn'; the points are: attention, rmsnorm, swiglu, cross-entropy"),
-        (&["--kernel", "attention=flash"], "kernel point attention has no implementation 'flash'; it has: hlo, blocked"),
+        (&["--kernel", "attention=flash"], "kernel point attention has no implementation 'flash'; it has: hlo, blocked, imported"),
         (&["--kernel", "attention=blocked", "--kernel", "attention=hlo"], "kernel point attention is chosen twice"),
     ] {
         let (o, out) = compile_tiny("kernel_refused", "cpu", args);
@@ -279,7 +280,7 @@ fn bad_kernel_requests_are_refused_naming_the_choices() {
     }
     let o = crate::support::hlatc(&["passes"]);
     assert!(crate::support::stdout(&o).contains(
-        "kernel point attention     implementations: hlo, blocked; default: neuron hlo, cpu hlo"
+        "kernel point attention     implementations: hlo, blocked, imported; default: neuron hlo, cpu hlo"
     ));
 }
 
@@ -406,6 +407,135 @@ fn a_kernel_lowered_by_jax_runs_and_differentiates_as_its_own_backward_says() {
         assert!(
             e.to_f64_vec().iter().any(|&x| x != 0.0),
             "{what} is all zeros"
+        );
+    }
+}
+
+/// The JAX-lowered kernel's convention, as `--kernel` names it.
+const IMPORTED: &str = "tests/fixtures/kernels/blocked_attention.json";
+
+fn imported() -> Kernels {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(IMPORTED);
+    let kernel = hlatc::models::imported_kernel::ImportedKernel::load(&path).unwrap();
+    Kernels {
+        attention: AttentionKernel::Imported(std::sync::Arc::new(kernel)),
+    }
+}
+
+/// Tiny's step over the fixture's shapes: 4 sequences of 16.
+fn tiny_at_16(model: ModelConfig, kernels: Kernels) -> StepConfig {
+    let mut cfg = step_config(model, Parallelism::SINGLE, Precision::Fp32);
+    cfg.batch = BatchShape {
+        batch_size: 4,
+        seq_len: 16,
+    };
+    cfg.kernels = kernels;
+    cfg
+}
+
+#[test]
+fn an_imported_jax_kernel_computes_the_plain_graphs_step() {
+    for model in [gqa_odd_vocab(), mha_tied()] {
+        let plain = run(&tiny_at_16(model.clone(), Kernels::default()));
+        let kernel = run(&tiny_at_16(model, imported()));
+        assert_same("imported", &plain, &kernel);
+    }
+}
+
+#[test]
+fn an_imported_kernel_that_does_not_fit_is_refused_or_falls_back() {
+    // Shapes: tiny's default batch of 1 is not the fixture's 4.
+    let (o, out) = compile_tiny(
+        "kernel_imported_shape",
+        "cpu",
+        &["--kernel", &format!("attention=imported:{IMPORTED}")],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(
+            "blocked_attention_fwd.hlo: parameter 0 (q of the forward) is f32[4,4,16,8]{3,2,1,0}, where the step passes f32[1,4,16,8]{3,2,1,0}"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+    // Packed rows: the kernel masks by position alone.
+    let (o, out) = compile_tiny(
+        "kernel_imported_packed",
+        "cpu",
+        &[
+            "--batch-size",
+            "4",
+            "--packed",
+            "--kernel",
+            &format!("attention=imported:{IMPORTED}"),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("(the kernel applies the causal mask alone, and the step has packed documents); attention takes hlo"), "{}", stderr(&o));
+    assert_eq!(recorded_kernels(&out)["attention"], "hlo");
+    // A convention that names what the module does not hold.
+    let dir = crate::support::scratch("kernel_imported_bad");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels");
+    for f in ["blocked_attention_fwd.hlo", "blocked_attention_bwd.hlo"] {
+        std::fs::copy(fixtures.join(f), dir.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(fixtures.join("blocked_attention.json")).unwrap();
+    let convention: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let changed = |pointer: &str, to: serde_json::Value| {
+        let mut c = convention.clone();
+        match pointer {
+            "/extra" => {
+                c["extra"] = to;
+            }
+            p => *c.pointer_mut(p).unwrap() = to,
+        }
+        c
+    };
+    for (bad, says) in [
+        (
+            changed("/backward/results/2", "dv".into()),
+            "backward.results: unknown role 'dv'",
+        ),
+        (
+            changed("/forward/parameters", serde_json::json!(["q", "k"])),
+            "forward.parameters: 2 named, where",
+        ),
+        (
+            changed("/masks", serde_json::json!(["causal", "window"])),
+            "masks: [\"causal\", \"window\"]",
+        ),
+        (changed("/extra", 1.into()), "unknown field `extra`"),
+        (
+            changed("/forward/module", "missing.hlo".into()),
+            "missing.hlo: No such file",
+        ),
+    ] {
+        let to = bad.to_string();
+        let path = dir.join("kernel.json");
+        std::fs::write(&path, &to).unwrap();
+        let o = crate::support::hlatc(&[
+            "compile",
+            "--model",
+            "tiny",
+            "--target",
+            "cpu",
+            "--batch-size",
+            "4",
+            "--kernel",
+            &format!("attention=imported:{}", path.display()),
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{to}");
+        assert!(stderr(&o).contains(says), "{to}: {}", stderr(&o));
+        // The file at fault: the convention, or the module it names.
+        assert!(
+            stderr(&o).contains("kernel.json") || stderr(&o).contains("missing.hlo"),
+            "{to}: names the file: {}",
+            stderr(&o)
         );
     }
 }

@@ -323,8 +323,8 @@ fn a_measured_run_appended_reads_back_and_a_foreign_header_is_refused() {
     assert_eq!(back.runs.len(), 2);
     for (a, b) in back.runs.iter().zip(&c.runs) {
         assert_eq!(
-            (a.layout, a.nodes, a.seq_len),
-            (b.layout, b.nodes, b.seq_len)
+            (a.layout.clone(), a.nodes, a.seq_len),
+            (b.layout.clone(), b.nodes, b.seq_len)
         );
         assert_eq!(a.seq_per_s, b.seq_per_s);
         assert_eq!(a.csv_row(), b.csv_row());
@@ -408,7 +408,7 @@ fn the_8k_runs_are_re_predicted_with_blocked_attention() {
     let (params, a) = (builtin_params(), Assumptions::default());
     let plain = c.predict_with(&params, &a).unwrap();
     let blocked = KernelRequest::parse("attention=blocked").unwrap();
-    let tiled = c.predict_priced_with(&params, &a, blocked).unwrap();
+    let tiled = c.predict_priced_with(&params, &a, &blocked).unwrap();
     let mut moved = 0;
     for ((r, p), t) in c.runs.iter().zip(&plain).zip(&tiled) {
         if r.seq_len == 8192 {
@@ -435,14 +435,14 @@ fn the_8k_runs_are_re_predicted_with_blocked_attention() {
 fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
     let spec = "tp=32,pp=1,dp=32,sp,zero1,remat=core-attention,micro_batch=1,precision=bf16-master,attention=blocked:512";
-    let l = Layout::parse(spec, 1024, Precision::Bf16Master, plain).unwrap();
+    let l = Layout::parse(spec, 1024, Precision::Bf16Master, plain.clone()).unwrap();
     assert_eq!(l.to_string(), spec);
     assert!(l
         .compile_command("--model llama3.1-8b", 8192, 1024, 16 << 30)
         .contains(" --kernel attention=blocked:512 "));
     // Without the key, the layout takes the plan's attention; the plain
     // graph writes nothing.
-    let l = Layout::parse("tp=32,dp=32", 1024, Precision::Bf16Master, plain).unwrap();
+    let l = Layout::parse("tp=32,dp=32", 1024, Precision::Bf16Master, plain.clone()).unwrap();
     assert!(!l.to_string().contains(",attention="));
     assert!(!l
         .compile_command("--model x", 8192, 1024, 16 << 30)

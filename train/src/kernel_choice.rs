@@ -3,8 +3,12 @@
 //! otherwise the target's first by priority, and a request that does not
 //! apply is said aloud ([`KernelFallback`]), never dropped in silence.
 
-use hlatc_models::kernels::{ImplKind, KernelPoint, KernelRequest, KernelRequestError, Unmet};
-use hlatc_models::{BatchShape, Kernels};
+use hlatc_compiler::ElementType;
+use hlatc_models::imported_kernel::{attention_operand, ImportedKernelError};
+use hlatc_models::kernels::{
+    ImplKind, KernelError, KernelPoint, KernelRequest, KernelRequestError, StepShape, Unmet,
+};
+use hlatc_models::{BatchShape, Kernels, ModelConfig, Parallelism};
 use hlatc_passes::Target;
 use std::fmt;
 
@@ -55,21 +59,22 @@ impl KernelChoice {
     pub fn choose(
         requests: &[KernelRequest],
         target: Target,
-        batch: BatchShape,
-    ) -> Result<KernelChoice, KernelRequestError> {
+        step: &StepShape,
+    ) -> Result<KernelChoice, KernelChoiceError> {
         refuse_repeats(requests)?;
         let mut kernels = Kernels::default();
         let mut fallbacks = Vec::new();
         for point in KernelPoint::ALL {
             let asked = requests.iter().find(|r| r.point == point);
-            if let Some(&request) = asked {
-                match kernels.with(request, batch) {
+            if let Some(request) = asked {
+                match kernels.clone().with(request, step) {
                     Ok(k) => {
                         kernels = k;
                         continue;
                     }
-                    Err(reason) => {
-                        kernels = by_priority(kernels, target, point, batch);
+                    Err(KernelError::Imported(e)) => return Err(e.into()),
+                    Err(KernelError::Unmet(reason)) => {
+                        kernels = by_priority(kernels, target, point, step);
                         let instead = kernels
                             .chosen()
                             .into_iter()
@@ -77,7 +82,7 @@ impl KernelChoice {
                             .map(|(_, spelled)| spelled)
                             .unwrap_or_else(|| ImplKind::Hlo.name().to_string());
                         fallbacks.push(KernelFallback {
-                            request,
+                            request: request.clone(),
                             reason,
                             instead,
                         });
@@ -85,7 +90,7 @@ impl KernelChoice {
                     }
                 }
             }
-            kernels = by_priority(kernels, target, point, batch);
+            kernels = by_priority(kernels, target, point, step);
         }
         Ok(KernelChoice { kernels, fallbacks })
     }
@@ -103,7 +108,7 @@ pub fn refuse_repeats(requests: &[KernelRequest]) -> Result<(), KernelRequestErr
 
 /// `kernels` with `point` computed by the first of its implementations on
 /// `target` that applies over `batch` (the plain graph always does).
-fn by_priority(kernels: Kernels, target: Target, point: KernelPoint, batch: BatchShape) -> Kernels {
+fn by_priority(kernels: Kernels, target: Target, point: KernelPoint, step: &StepShape) -> Kernels {
     priority(target, point)
         .iter()
         .find_map(|&kind| {
@@ -112,7 +117,37 @@ fn by_priority(kernels: Kernels, target: Target, point: KernelPoint, batch: Batc
                 kind,
                 argument: None,
             };
-            kernels.with(request, batch).ok()
+            kernels.clone().with(&request, step).ok()
         })
         .unwrap_or(kernels)
+}
+
+/// A choice that cannot be made: a point asked for twice, or a kernel
+/// file that is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelChoiceError {
+    #[error(transparent)]
+    Request(#[from] KernelRequestError),
+    #[error(transparent)]
+    Imported(#[from] ImportedKernelError),
+}
+
+/// What a step's kernels are checked against: `batch` of `cfg` (the
+/// global batch), its rows packed or not, divided by `parallel` and into
+/// `micro_batches`, computing in `ty`.
+pub fn step_shape(
+    cfg: &ModelConfig,
+    batch: BatchShape,
+    packed: bool,
+    parallel: Parallelism,
+    micro_batches: i64,
+    ty: ElementType,
+) -> StepShape {
+    let rows = batch.batch_size / parallel.dp.max(1) / micro_batches.max(1);
+    let heads = cfg.num_attention_heads / parallel.tp.max(1);
+    let dims = [rows, heads, batch.seq_len, cfg.head_dim()];
+    StepShape {
+        attention_operand: Some(attention_operand(ty, dims)),
+        ..StepShape::of(cfg, batch, packed)
+    }
 }

@@ -20,6 +20,11 @@ pub const CORE_ATTENTION: &str = "core_attention";
 /// core attention's scope, which the `core-attention` policy recomputes.
 pub const BLOCKED_ATTENTION: &str = "blocked_attention";
 
+/// The component under `layers.N/self_attn` that holds a call of an
+/// imported attention kernel (the `imported` kernel of the attention
+/// point), which keeps what its backward reads.
+pub const IMPORTED_ATTENTION: &str = "imported_attention";
+
 /// The component of a sequence-parallel all-gather, under the scope of the
 /// projections that read its output (`layers.3/mlp/sequence_gather`): the
 /// full sequence the `remat` pass gathers again in the backward pass

@@ -2,8 +2,11 @@
 //! implementation a point takes over a batch: each request read back, each
 //! bad one refused by variant, each unmet constraint named.
 
-use hlatc_models::kernels::{ImplKind, KernelPoint, KernelRequest, KernelRequestError as E, Unmet};
-use hlatc_models::{AttentionKernel, BatchShape, Kernels};
+use hlatc_models::kernels::{
+    ImplKind, KernelArg, KernelError, KernelPoint, KernelRequest, KernelRequestError as E,
+    StepShape, Unmet,
+};
+use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig};
 
 fn batch(seq_len: i64) -> BatchShape {
     BatchShape {
@@ -25,7 +28,11 @@ fn requests_read_back_as_written() {
     let r = KernelRequest::parse("attention=blocked:64").unwrap();
     assert_eq!(
         (r.point, r.kind, r.argument),
-        (KernelPoint::Attention, ImplKind::Blocked, Some(64))
+        (
+            KernelPoint::Attention,
+            ImplKind::Blocked,
+            Some(KernelArg::Tile(64))
+        )
     );
 }
 
@@ -64,21 +71,33 @@ fn bad_requests_are_refused_by_what_is_wrong() {
     ));
     // The message lists what there is.
     let e = KernelRequest::parse("attention=flash").unwrap_err();
-    assert!(e.to_string().ends_with("it has: hlo, blocked"), "{e}");
+    assert!(
+        e.to_string().ends_with("it has: hlo, blocked, imported"),
+        "{e}"
+    );
 }
 
 #[test]
 fn blocked_takes_the_tile_asked_for_or_the_largest_that_cuts_twice() {
-    let blocked = |arg| KernelRequest {
+    let blocked = |arg: Option<i64>| KernelRequest {
         point: KernelPoint::Attention,
         kind: ImplKind::Blocked,
-        argument: arg,
+        argument: arg.map(KernelArg::Tile),
     };
+    let unmet = |e: KernelError| match e {
+        KernelError::Unmet(u) => u,
+        KernelError::Imported(e) => panic!("{e}"),
+    };
+    let step = |s| StepShape::of(&ModelConfig::tiny(), batch(s), false);
     let tile = |k: Kernels| match k.attention {
         AttentionKernel::Blocked { tile } => tile,
-        AttentionKernel::Hlo => 0,
+        AttentionKernel::Hlo | AttentionKernel::Imported(_) => 0,
     };
-    let with = |arg, s| Kernels::default().with(blocked(arg), batch(s));
+    let with = |arg, s| {
+        Kernels::default()
+            .with(&blocked(arg), &step(s))
+            .map_err(unmet)
+    };
     assert_eq!(with(None, 8192).map(tile), Ok(512));
     assert_eq!(with(None, 512).map(tile), Ok(256));
     assert_eq!(with(None, 24).map(tile), Ok(8));
@@ -99,7 +118,7 @@ fn blocked_takes_the_tile_asked_for_or_the_largest_that_cuts_twice() {
         argument: None,
     };
     assert_eq!(
-        Kernels::default().with(other, batch(16)),
+        Kernels::default().with(&other, &step(16)).map_err(unmet),
         Err(Unmet::NotAnImplementation {
             point: KernelPoint::Swiglu,
             kind: ImplKind::Blocked

@@ -101,7 +101,7 @@ fn the_forward_pass_refuses_parameters_that_are_not_one_per_spec() {
         let params: Vec<_> = (0..count)
             .map(|i| b.parameter(&format!("p{i}"), Shape::array(ElementType::F32, vec![1])))
             .collect();
-        let err = match ForwardParts::new(&mut b, &cfg, &params, context, None) {
+        let err = match ForwardParts::new(&mut b, &cfg, &params, context.clone(), None) {
             Ok(_) => panic!("{count} parameters accepted"),
             Err(e) => e.to_string(),
         };

@@ -74,7 +74,7 @@ pub(crate) fn build_tick(
         par: cfg.parallel,
         fault: cfg.fault,
         module_markers: cfg.module_markers,
-        kernels: cfg.kernels,
+        kernels: cfg.kernels.clone(),
         token_count: Some(input.token_count),
     };
     let mut parts = ForwardParts::new(&mut b, &cfg.model, &input.params, context, None)?;

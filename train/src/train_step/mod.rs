@@ -346,7 +346,7 @@ impl<'a> GraphShape<'a> {
             parallel: cfg.parallel,
             fault: cfg.fault,
             module_markers: cfg.module_markers,
-            kernels: cfg.kernels,
+            kernels: cfg.kernels.clone(),
             counted_over_step,
         }
     }
