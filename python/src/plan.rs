@@ -151,14 +151,8 @@ pub fn plan(
     // What every layout's programs are priced with, as `hlatc plan
     // --kernel` takes it: the attention point's request.
     let requests = crate::compile::kernel_requests(kernels)?;
-    hlatc::kernel_choice::refuse_repeats(&requests)
-        .map_err(|e| to_py(hlatc::kernel_choice::KernelChoiceError::from(e).into()))?;
-    let attention = requests
-        .into_iter()
-        .find(|k| k.point == hlatc::models::KernelPoint::Attention)
-        .unwrap_or(hlatc::models::KernelRequest::plain(
-            hlatc::models::KernelPoint::Attention,
-        ));
+    let attention =
+        hlatc::kernel_choice::attention_request(&requests).map_err(|e| to_py(e.into()))?;
     let model = source(model, config)?;
     let precision = precision.map(|p| precision_named(&CONFIG, p)).transpose()?;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;

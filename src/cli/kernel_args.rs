@@ -43,14 +43,7 @@ impl KernelArgs {
     /// layout's programs with (the plain graph unless asked). The other
     /// points have their plain graph alone, which a request can only name.
     pub fn attention(&self) -> Result<KernelRequest, Error> {
-        hlatc::kernel_choice::refuse_repeats(&self.kernels)
-            .map_err(hlatc::kernel_choice::KernelChoiceError::from)?;
-        Ok(self
-            .kernels
-            .iter()
-            .find(|k| k.point == KernelPoint::Attention)
-            .cloned()
-            .unwrap_or(KernelRequest::plain(KernelPoint::Attention)))
+        Ok(hlatc::kernel_choice::attention_request(&self.kernels)?)
     }
 }
 

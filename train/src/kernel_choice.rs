@@ -96,6 +96,18 @@ impl KernelChoice {
     }
 }
 
+/// The attention point's request among `requests` (its plain graph when
+/// none names it): what `hlatc plan` prices every layout with. A point
+/// asked for twice is refused.
+pub fn attention_request(requests: &[KernelRequest]) -> Result<KernelRequest, KernelChoiceError> {
+    refuse_repeats(requests)?;
+    Ok(requests
+        .iter()
+        .find(|k| k.point == KernelPoint::Attention)
+        .cloned()
+        .unwrap_or(KernelRequest::plain(KernelPoint::Attention)))
+}
+
 /// Refuses a point asked for twice.
 pub fn refuse_repeats(requests: &[KernelRequest]) -> Result<(), KernelRequestError> {
     for (k, r) in requests.iter().enumerate() {
