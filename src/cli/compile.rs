@@ -214,6 +214,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     print_summary(&a, &compiled, &report, t0.elapsed() - verify_time)?;
     if a.pass_report {
         super::pass_report::print_report(&compiled.step.pass_report)?;
+        out!("kernel points: {}", kernel_choices(&compiled))?;
     }
     if let Some(checks) = checks {
         out!(
@@ -437,6 +438,9 @@ fn print_passes(a: &Args, compiled: &CompiledStep) -> Result<(), Error> {
         step.module.instruction_count(),
         passes_summary(step)
     )?;
+    if !compiled.cfg.kernels.all_plain() {
+        out!("  kernels       {}", kernel_choices(compiled))?;
+    }
     if a.passes.is_some() {
         // Passes named by hand say what they found, changed or not.
         for n in &step.pass_report.notes {
@@ -456,6 +460,18 @@ fn print_passes(a: &Args, compiled: &CompiledStep) -> Result<(), Error> {
         out!("  warning       {w}")?;
     }
     Ok(())
+}
+
+/// What each kernel point took, as `--kernel` spells it.
+fn kernel_choices(compiled: &CompiledStep) -> String {
+    compiled
+        .cfg
+        .kernels
+        .chosen()
+        .into_iter()
+        .map(|(point, spelled)| format!("{point}={spelled}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Where the compile's time went.

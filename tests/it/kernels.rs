@@ -227,9 +227,16 @@ fn compile_records_the_choice_and_verifies_it_on_xla_cpu() {
     assert_eq!(k["attention"], "blocked:8");
     assert_eq!(k["rmsnorm"], "hlo");
     assert!(crate::support::stdout(&o).contains("the bundle's own module, step 2"));
+    assert!(crate::support::stdout(&o).contains(
+        "  kernels       attention=blocked:8, rmsnorm=hlo, swiglu=hlo, cross-entropy=hlo"
+    ));
     // Without a request, every point is recorded as the plain graph.
-    let (o, out) = compile_tiny("kernel_default", "cpu", &[]);
+    let (o, out) = compile_tiny("kernel_default", "cpu", &["--pass-report"]);
     assert!(o.status.success(), "{}", crate::support::stderr(&o));
+    let printed = crate::support::stdout(&o);
+    assert!(!printed.contains("  kernels "), "{printed}");
+    assert!(printed
+        .contains("kernel points: attention=hlo, rmsnorm=hlo, swiglu=hlo, cross-entropy=hlo"));
     assert_eq!(recorded_kernels(&out)["attention"], "hlo");
 }
 
