@@ -253,59 +253,53 @@ impl ImportedKernel {
             };
         let f = &self.forward;
         let b = &self.backward;
-        if let Some(r) = f
-            .parameters
-            .iter()
-            .find(|r| r.operand().is_none() || matches!(r, Role::DQ | Role::DK | Role::DV))
-        {
-            return Err(bad(
-                "forward.parameters",
-                format!("{} is not q, k or v", r.name()),
-            ));
-        }
+        // Every role of `roles` one `allowed` takes, or `field` is refused
+        // saying what it takes.
+        let only =
+            |field: &str, roles: &[Role], allowed: &dyn Fn(&Role) -> bool, takes: &str| match roles
+                .iter()
+                .find(|r| !allowed(r))
+            {
+                Some(r) => Err(bad(field, format!("{} is not {takes}", r.name()))),
+                None => Ok(()),
+            };
+        only(
+            "forward.parameters",
+            &f.parameters,
+            &|r| matches!(r, Role::Q | Role::K | Role::V),
+            "q, k or v",
+        )?;
         once(
             "forward.parameters",
             &f.parameters,
             &[Role::Q, Role::K, Role::V],
         )?;
-        if let Some(r) = f
-            .results
-            .iter()
-            .find(|r| !matches!(r, Role::Output | Role::Residual(_)))
-        {
-            return Err(bad(
-                "forward.results",
-                format!("{} is not the output or a residual", r.name()),
-            ));
-        }
+        only(
+            "forward.results",
+            &f.results,
+            &|r| matches!(r, Role::Output | Role::Residual(_)),
+            "the output or a residual",
+        )?;
         once("forward.results", &f.results, &[Role::Output])?;
-        for r in &b.parameters {
-            let known = match r {
+        only(
+            "backward.parameters",
+            &b.parameters,
+            &|r| match r {
                 Role::Residual(_) => f.results.contains(r),
-                Role::Q | Role::K | Role::V | Role::Output | Role::DOutput => true,
-                _ => false,
-            };
-            if !known {
-                return Err(bad(
-                    "backward.parameters",
-                    format!(
-                        "{} is not an input, the output, a forward residual or d_output",
-                        r.name()
-                    ),
-                ));
-            }
-        }
+                _ => matches!(
+                    r,
+                    Role::Q | Role::K | Role::V | Role::Output | Role::DOutput
+                ),
+            },
+            "an input, the output, a forward residual or d_output",
+        )?;
         once("backward.parameters", &b.parameters, &[Role::DOutput])?;
-        if let Some(r) = b
-            .results
-            .iter()
-            .find(|r| !matches!(r, Role::DQ | Role::DK | Role::DV))
-        {
-            return Err(bad(
-                "backward.results",
-                format!("{} is not d_q, d_k or d_v", r.name()),
-            ));
-        }
+        only(
+            "backward.results",
+            &b.results,
+            &|r| matches!(r, Role::DQ | Role::DK | Role::DV),
+            "d_q, d_k or d_v",
+        )?;
         once(
             "backward.results",
             &b.results,

@@ -167,14 +167,16 @@ impl Kernels {
     pub fn chosen(&self) -> Vec<(KernelPoint, String)> {
         KernelPoint::ALL
             .into_iter()
-            .map(|p| {
-                let spelled = match p {
-                    KernelPoint::Attention => self.attention.to_string(),
-                    _ => ImplKind::Hlo.name().to_string(),
-                };
-                (p, spelled)
-            })
+            .map(|p| (p, self.spelled(p)))
             .collect()
+    }
+
+    /// What `point` takes, as a request spells it after the `=`.
+    pub fn spelled(&self, point: KernelPoint) -> String {
+        match point {
+            KernelPoint::Attention => self.attention.to_string(),
+            _ => ImplKind::Hlo.name().to_string(),
+        }
     }
 
     /// Whether every point takes its plain graph.

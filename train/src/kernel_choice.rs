@@ -75,12 +75,7 @@ impl KernelChoice {
                     Err(KernelError::Imported(e)) => return Err(e.into()),
                     Err(KernelError::Unmet(reason)) => {
                         kernels = by_priority(kernels, target, point, step);
-                        let instead = kernels
-                            .chosen()
-                            .into_iter()
-                            .find(|(p, _)| *p == point)
-                            .map(|(_, spelled)| spelled)
-                            .unwrap_or_else(|| ImplKind::Hlo.name().to_string());
+                        let instead = kernels.spelled(point);
                         fallbacks.push(KernelFallback {
                             request: request.clone(),
                             reason,

@@ -191,8 +191,8 @@ impl BlockedAttention {
         for i in 0..n {
             let q = self.rows(b, x.q, i)?;
             let g = self.rows(b, d_output, i)?;
-            let lse = b.slice_dim(fwd.lse, 2, i * self.tile, (i + 1) * self.tile)?;
-            let d = b.slice_dim(d_rows, 2, i * self.tile, (i + 1) * self.tile)?;
+            let lse = self.rows(b, fwd.lse, i)?;
+            let d = self.rows(b, d_rows, i)?;
             let mut dq_i = Vec::new();
             for (j, masked) in self.pairs(i, x.segments.is_some()) {
                 let (k, v) = (self.rows(b, x.k, j)?, self.rows(b, x.v, j)?);
@@ -215,14 +215,13 @@ impl BlockedAttention {
             dq.push(b.sum_of(dq_i, ty)?);
         }
         let ty = b.ty(x.q);
-        let dk = dk
-            .into_iter()
-            .map(|parts| b.sum_of(parts, ty))
-            .collect::<Result<Vec<_>, _>>()?;
-        let dv = dv
-            .into_iter()
-            .map(|parts| b.sum_of(parts, ty))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut summed = |tiles: Vec<Vec<InstrId>>| {
+            tiles
+                .into_iter()
+                .map(|parts| b.sum_of(parts, ty))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let (dk, dv) = (summed(dk)?, summed(dv)?);
         let scale = self.scale();
         let dq = b.concatenate(&dq, 2)?;
         let dk = b.concatenate(&dk, 2)?;
