@@ -16,16 +16,22 @@
 //!
 //! Module paths are relative to the convention's folder. A forward result
 //! `residual:NAME` is kept for the backward, whose parameter of the same
-//! name reads it. Every key is read or refused; every role is checked
-//! against the modules' parameters and results when the file is read, and
-//! the operand shapes against the step's when the step is built.
+//! name reads it. `layout` is every tensor's order of dimensions; a
+//! module's `layouts` (`{"q": "batch,heads,head_dim,seq"}`) gives one role
+//! another, which hlatc transposes to and from around the call (NKI's
+//! flash kernels take q and k with `head_dim` before `seq`). Every key is
+//! read or refused; every role is checked against the modules' parameters
+//! and results when the file is read, and the operand shapes against the
+//! step's when the step is built.
 
+use crate::kernel_layout::{standard_form, TensorLayout};
 use hlatc_compiler::formats::{proto, text};
 use hlatc_compiler::{ArrayShape, ElementType, Module, Shape};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// What a parameter or result of an imported module is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
     Q,
     K,
@@ -87,9 +93,36 @@ impl Role {
 #[derive(Clone, Debug)]
 pub struct KernelModule {
     pub path: PathBuf,
+    /// The module as read.
     pub module: Module,
     pub parameters: Vec<Role>,
     pub results: Vec<Role>,
+    /// Each parameter's and result's layout; `None` for a residual, which
+    /// passes as it is.
+    pub parameter_layouts: Vec<Option<TensorLayout>>,
+    pub result_layouts: Vec<Option<TensorLayout>>,
+    /// What the step calls: the module, wrapped in the transposes that take
+    /// every operand and result to and from `[batch, heads, seq, head_dim]`
+    /// where its layout is another.
+    pub callable: Module,
+}
+
+impl KernelModule {
+    /// This module with `module` in place of the one read (the same
+    /// parameters and results), its callable made again.
+    pub fn with_module(&self, module: Module) -> Result<KernelModule, ImportedKernelError> {
+        let callable = standard_form(&module, &self.parameter_layouts, &self.result_layouts)
+            .map_err(|problem| ImportedKernelError::Convention {
+                path: self.path.clone(),
+                field: "layouts".into(),
+                problem,
+            })?;
+        Ok(KernelModule {
+            module,
+            callable,
+            ..self.clone()
+        })
+    }
 }
 
 /// A kernel read from its convention file.
@@ -175,10 +208,10 @@ struct ModuleEntry {
     module: String,
     parameters: Vec<String>,
     results: Vec<String>,
+    /// Roles whose layout is not the convention's `layout`.
+    #[serde(default)]
+    layouts: BTreeMap<String, String>,
 }
-
-/// The one layout of q, k, v and the output this reads.
-pub const LAYOUT: &str = "batch,heads,seq,head_dim";
 
 impl ImportedKernel {
     /// Reads the convention at `path` and the modules it names, and checks
@@ -204,12 +237,7 @@ impl ImportedKernel {
                 format!("'{}': only attention can be imported", file.point),
             ));
         }
-        if file.layout != LAYOUT {
-            return Err(bad(
-                "layout",
-                format!("'{}': the layout read is '{LAYOUT}'", file.layout),
-            ));
-        }
+        let layout = TensorLayout::parse(&file.layout).map_err(|p| bad("layout", p))?;
         if file.masks != ["causal"] {
             return Err(bad(
                 "masks",
@@ -220,8 +248,8 @@ impl ImportedKernel {
             ));
         }
         let folder = path.parent().unwrap_or(Path::new(""));
-        let forward = read_module(path, folder, "forward", &file.forward)?;
-        let backward = read_module(path, folder, "backward", &file.backward)?;
+        let forward = read_module(path, folder, "forward", &file.forward, layout)?;
+        let backward = read_module(path, folder, "backward", &file.backward, layout)?;
         let kernel = ImportedKernel {
             path: path.to_path_buf(),
             forward,
@@ -308,18 +336,18 @@ impl ImportedKernel {
     }
 
     /// Checks that the forward takes q, k and v of `expected` (the step's
-    /// `[batch, heads, seq, head_dim]` on a rank, in its compute type).
+    /// `[batch, heads, seq, head_dim]` on a rank, in its compute type), each
+    /// in its role's layout.
     pub fn check_operands(&self, expected: &ArrayShape) -> Result<(), ImportedKernelError> {
-        let expected_shape = Shape::Array(expected.clone());
         for (k, m) in [&self.forward, &self.backward].into_iter().enumerate() {
             let entry = m.module.entry();
-            for (index, (&p, role)) in entry.parameters().iter().zip(&m.parameters).enumerate() {
-                let wants = matches!(
-                    role,
-                    Role::Q | Role::K | Role::V | Role::Output | Role::DOutput
-                );
+            let ids = entry.parameters();
+            let parameters = ids.iter().zip(&m.parameters).zip(&m.parameter_layouts);
+            for (index, ((&p, role), layout)) in parameters.enumerate() {
+                let Some(layout) = layout else { continue };
+                let expected_shape = Shape::Array(layout.arrange(expected));
                 let found = &entry.instr(p).shape;
-                if wants && !same_array(found, &expected_shape) {
+                if !same_array(found, &expected_shape) {
                     return Err(ImportedKernelError::Shape {
                         path: m.path.clone(),
                         index,
@@ -352,6 +380,7 @@ fn read_module(
     folder: &Path,
     which: &str,
     entry: &ModuleEntry,
+    layout: TensorLayout,
 ) -> Result<KernelModule, ImportedKernelError> {
     let path = folder.join(&entry.module);
     let bytes = std::fs::read(&path).map_err(|source| ImportedKernelError::Io {
@@ -407,10 +436,62 @@ fn read_module(
     if result_count != results.len() {
         return Err(count("results", results.len(), result_count));
     }
+    let field = format!("{which}.layouts");
+    let layouts = read_layouts(convention, &field, &entry.layouts, [&parameters, &results])?;
+    let of = |roles: &[Role]| -> Vec<Option<TensorLayout>> {
+        roles
+            .iter()
+            .map(|r| match r {
+                Role::Residual(_) => None,
+                r => Some(layouts.get(r).copied().unwrap_or(layout)),
+            })
+            .collect()
+    };
+    let (parameter_layouts, result_layouts) = (of(&parameters), of(&results));
+    let callable =
+        standard_form(&module, &parameter_layouts, &result_layouts).map_err(|problem| {
+            ImportedKernelError::Convention {
+                path: path.clone(),
+                field: field.clone(),
+                problem,
+            }
+        })?;
     Ok(KernelModule {
         path,
         module,
         parameters,
         results,
+        parameter_layouts,
+        result_layouts,
+        callable,
     })
+}
+
+/// A module entry's `layouts`: each key a role the module has (not a
+/// residual, which passes as it is), each value a layout.
+fn read_layouts(
+    convention: &Path,
+    field: &str,
+    layouts: &BTreeMap<String, String>,
+    roles: [&[Role]; 2],
+) -> Result<BTreeMap<Role, TensorLayout>, ImportedKernelError> {
+    let bad = |problem: String| ImportedKernelError::Convention {
+        path: convention.to_path_buf(),
+        field: field.to_string(),
+        problem,
+    };
+    let mut out = BTreeMap::new();
+    for (name, text) in layouts {
+        let role = Role::read(name)
+            .filter(|r| !matches!(r, Role::Residual(_)))
+            .ok_or_else(|| bad(format!("'{name}' is not a role a layout applies to (q, k, v, output, d_output, d_q, d_k, d_v)")))?;
+        if !roles.iter().any(|rs| rs.contains(&role)) {
+            return Err(bad(format!(
+                "'{name}' is not among the module's parameters and results"
+            )));
+        }
+        let layout = TensorLayout::parse(text).map_err(|p| bad(format!("{name}: {p}")))?;
+        out.insert(role, layout);
+    }
+    Ok(out)
 }

@@ -8,6 +8,7 @@ pub mod field_problem;
 pub mod hf_config;
 pub mod imported_kernel;
 pub mod init;
+pub mod kernel_layout;
 pub mod kernels;
 pub mod layout;
 pub mod llama;

@@ -441,8 +441,8 @@ impl Llama<'_> {
             Some(ids) => ids,
             None => {
                 let ids = (
-                    import(self.b, &kernel.forward.module)?,
-                    import(self.b, &kernel.backward.module)?,
+                    import(self.b, &kernel.forward.callable)?,
+                    import(self.b, &kernel.backward.callable)?,
                 );
                 self.imported = Some(ids);
                 ids

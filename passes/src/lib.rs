@@ -28,7 +28,8 @@ mod transforms;
 pub use infra::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
 pub use infra::context::{AddedState, PassContext, RematPolicy, RematRegion, Target};
 pub use infra::pass::{
-    ConditionalFailure, F64ConstantProblem, Pass, PassError, RoundingLoweringError,
+    ConditionalFailure, F64ConstantProblem, NativeKernelProblem, Pass, PassError,
+    RoundingLoweringError,
 };
 pub use infra::pipeline::{CheckPolicy, Checker, Fixpoint, Pipeline};
 pub use infra::report::{PassRun, PipelineReport};
@@ -42,8 +43,9 @@ pub use registry::{
 pub use targets::cpu::{AsyncToSync, BitcastToReshape, OrientDots, WidenMixedDots};
 pub use targets::neuron::preflight as neuron_check;
 pub use targets::neuron::{
-    neuron_topk, softmax_math, ConditionalToSelect, IntegerDotToF32, LowerNeuronCalls,
-    Narrow64BitIntegers, NarrowF64, SortToTopK, MAX_BRANCH_INSTRUCTIONS,
+    native_kernel, neuron_topk, nki_flash_reference, softmax_math, ConditionalToSelect,
+    IntegerDotToF32, LowerNeuronCalls, Narrow64BitIntegers, NarrowF64, SortToTopK,
+    MAX_BRANCH_INSTRUCTIONS,
 };
 pub use transforms::{
     bound_loops, rounding_counts, Amp, AnnotateRounding, CoalesceLinear, Cse, Dce, FoldCausalMask,

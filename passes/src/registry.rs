@@ -67,7 +67,7 @@ pub fn registry() -> Vec<PassInfo> {
         },
         PassInfo {
             name: crate::LowerNeuronCalls::NAME,
-            description: "maps the Neuron custom calls back to plain HLO (softmax and its backward to calls of the same math, AwsNeuronTopK to XLA's topk, module markers to what they mark), so a neuron module can be checked on XLA CPU",
+            description: "maps the Neuron custom calls back to plain HLO (softmax and its backward to calls of the same math, AwsNeuronTopK to XLA's topk, module markers to what they mark, NKI's flash_fwd and flash_attn_bwd to hlatc's references; another NKI kernel is an error naming it), so a neuron module can be checked on XLA CPU",
             make: || Box::new(crate::LowerNeuronCalls),
             to_fixpoint: false,
         },

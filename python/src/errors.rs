@@ -701,7 +701,10 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         E::DoesNotFit { .. } | E::Usage(_) => usage(message),
         E::Kernel(hlatc::kernel_choice::KernelChoiceError::Request(_)) => usage(message),
         // A kernel file that cannot be read, or does not fit the step.
-        E::Kernel(hlatc::kernel_choice::KernelChoiceError::Imported(_)) => CONFIG.err(message),
+        E::Kernel(
+            hlatc::kernel_choice::KernelChoiceError::Imported(_)
+            | hlatc::kernel_choice::KernelChoiceError::NoCpuForm { .. },
+        ) => CONFIG.err(message),
         E::NotWritten { .. } => RUN.err(message),
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),

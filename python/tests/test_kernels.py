@@ -73,3 +73,45 @@ def test_plan_prices_the_layout_with_blocked_attention():
     (c,) = p.candidates
     assert c.layout.endswith(",attention=blocked")
     assert "--kernel attention=blocked" in c.command
+
+
+_NKI = str(
+    __import__("pathlib").Path(__file__).resolve().parents[2]
+    / "tests/fixtures/kernels/nki_flash_attention.json"
+)
+
+# Tiny's shapes with the 512 positions NKI's flash kernels take at least.
+_TINY_512 = {
+    "model_type": "llama",
+    "vocab_size": 64,
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+}
+
+
+def test_nki_flash_attention_is_the_neuron_steps_calls_and_runs_on_cpu_by_reference():
+    def step(target, kernels=None):
+        return hlatc.compile_step(
+            config=_TINY_512,
+            batch_size=1,
+            seq_len=512,
+            precision="fp32",
+            target=target,
+            kernels=kernels,
+        )
+
+    neuron = step("neuron", {"attention": f"imported:{_NKI}"})
+    assert neuron.hlo_text.count('custom_call_target="AwsNeuronCustomNativeKernel"') == 2
+    assert neuron.config["kernels"]["attention"] == f"imported:{_NKI}"
+    on_cpu = step("cpu", {"attention": f"imported:{_NKI}"})
+    assert "AwsNeuronCustomNativeKernel" not in on_cpu.hlo_text
+    np.testing.assert_allclose(
+        _loss_after_a_step(on_cpu), _loss_after_a_step(step("cpu")), rtol=1e-5
+    )

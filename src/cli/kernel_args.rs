@@ -15,8 +15,10 @@ pub(super) struct KernelArgs {
     /// no [S, S] value exists: `attention=blocked` takes the largest power
     /// of two up to 512 that cuts the sequence into two or more tiles,
     /// `attention=blocked:128` tiles of 128; imported (attention only), HLO
-    /// modules another stack lowered (a JAX kernel and its vjp), named by a
-    /// calling-convention file: `attention=imported:kernel.json`. A request whose constraint
+    /// modules another stack lowered (a JAX kernel and its vjp, or NKI's
+    /// flash attention custom calls, which XLA CPU runs by hlatc's
+    /// references), named by a calling-convention file:
+    /// `attention=imported:kernel.json`. A request whose constraint
     /// does not hold (a tile that does not divide the sequence) falls back
     /// to the target's default, with the reason printed. The manifest
     /// records what each point took (config.kernels)

@@ -26,6 +26,7 @@ mod narrow_on_xla;
 mod neuron_check_cli;
 mod neuron_check_rules;
 mod neuron_rewrites_on_xla;
+mod nki_kernels;
 mod orient_dots;
 mod passes_on_xla;
 mod pipeline;

@@ -118,6 +118,16 @@ const CASES: &[Case] = &[
         near_miss: "HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p), custom_call_target=\"AwsNeuronSilu\"\n}\n",
     },
     Case {
+        rule: "native-kernel-config",
+        chip: T1,
+        sdk: V232,
+        severity: R,
+        at: Some("c"),
+        detail: "its backend_config's JSON has no string 'func_name'",
+        trigger: "HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p), custom_call_target=\"AwsNeuronCustomNativeKernel\", backend_config=\"eyJncmlkIjogWzFdfQ==\"\n}\n",
+        near_miss: "HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT c = f32[2] custom-call(p), custom_call_target=\"AwsNeuronCustomNativeKernel\", backend_config=\"eyJmdW5jX25hbWUiOiAiayIsICJncmlkIjogWzFdfQ==\"\n}\n",
+    },
+    Case {
         rule: "rng-algorithm",
         chip: T2,
         sdk: NEXT,

@@ -10,7 +10,7 @@ use crate::trainer::Trainer;
 pub use crate::verify_failure::VerifyFailure;
 use crate::Error;
 use hlatc_compiler::Module;
-use hlatc_models::{init::init_params, BatchShape, ModelConfig};
+use hlatc_models::{init::init_params, AttentionKernel, BatchShape, Kernels, ModelConfig};
 use hlatc_passes::Target;
 use hlatc_runtime::{Program, Runtime};
 use std::path::Path;
@@ -49,7 +49,7 @@ pub fn verify_bundle(dir: &Path, step: &TrainStep, cfg: &StepConfig) -> Result<C
         let params = start_params(&run_cfg.model, cfg);
         let trainer =
             Trainer::with_program(rt.compile(&mini_step.module)?, &run_cfg, &mini_step, params)?;
-        Run::miniature(&run_cfg, trainer)
+        Run::miniature(cfg, &run_cfg, trainer)
     };
     run_two_steps(run, cfg, &mut lines)?;
     Ok(CheckReport { lines })
@@ -94,7 +94,7 @@ pub fn verify_accumulation_bundle(
         let params = start_params(&run_cfg.model, cfg);
         let steps = [&mini.micro, &mini.apply];
         let trainer = Trainer::accumulating_programs(programs, &run_cfg, steps, k, params)?;
-        Run::miniature(&run_cfg, trainer)
+        Run::miniature(cfg, &run_cfg, trainer)
     };
     run_two_steps(run, cfg, &mut lines)?;
     Ok(CheckReport { lines })
@@ -147,7 +147,7 @@ pub fn verify_pipeline_bundle(
         let params = start_params(&run_cfg.model, cfg);
         let trainer =
             mini.with_view(|v| Trainer::pipelined_programs(programs, &run_cfg, v, params))?;
-        Run::miniature(&run_cfg, trainer)
+        Run::miniature(cfg, &run_cfg, trainer)
     };
     run_two_steps(run, cfg, &mut lines)?;
     Ok(CheckReport { lines })
@@ -251,10 +251,21 @@ fn miniature(
     let run_cfg = StepConfig {
         model: mini,
         batch: b,
+        kernels: miniature_kernels(&cfg.kernels),
         ..cfg.clone()
     };
     let pipeline = hlatc_passes::pipeline_from_names("miniature", &step.passes)?;
     Ok((run_cfg, pipeline))
+}
+
+/// The miniature's kernels: `kernels`, but attention by its plain graph
+/// where an imported kernel computes it, whose modules take the full
+/// model's shapes alone.
+fn miniature_kernels(kernels: &Kernels) -> Kernels {
+    match kernels.attention {
+        AttentionKernel::Imported(_) => Kernels::default(),
+        _ => kernels.clone(),
+    }
 }
 
 /// What a check runs: a trainer over the bundle's own module or its
@@ -276,11 +287,15 @@ impl Run {
         }
     }
 
-    fn miniature(run_cfg: &StepConfig, trainer: Trainer) -> Self {
+    fn miniature(cfg: &StepConfig, run_cfg: &StepConfig, trainer: Trainer) -> Self {
+        let what = match cfg.kernels == run_cfg.kernels {
+            true => "its miniature (same structure, toy widths)",
+            false => "its miniature (same structure, toy widths; attention by hlo, since the imported kernel takes the full model's shapes alone)",
+        };
         Run {
             model: run_cfg.model.clone(),
             batch: run_cfg.batch,
-            what: "its miniature (same structure, toy widths)",
+            what,
             trainer,
         }
     }

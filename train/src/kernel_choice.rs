@@ -4,13 +4,17 @@
 //! apply is said aloud ([`KernelFallback`]), never dropped in silence.
 
 use hlatc_compiler::ElementType;
-use hlatc_models::imported_kernel::{attention_operand, ImportedKernelError};
+use hlatc_models::imported_kernel::{
+    attention_operand, ImportedKernel, ImportedKernelError, KernelModule,
+};
 use hlatc_models::kernels::{
     ImplKind, KernelError, KernelPoint, KernelRequest, KernelRequestError, StepShape, Unmet,
 };
-use hlatc_models::{BatchShape, Kernels, ModelConfig, Parallelism};
-use hlatc_passes::Target;
+use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
+use hlatc_passes::{PassContext, PassError, Target};
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A point's implementations on `target`, first the one it takes when
 /// nobody asks. The plain graph leads everywhere: blocked attention is
@@ -87,6 +91,7 @@ impl KernelChoice {
             }
             kernels = by_priority(kernels, target, point, step);
         }
+        let kernels = runnable_on(kernels, target)?;
         Ok(KernelChoice { kernels, fallbacks })
     }
 }
@@ -129,6 +134,46 @@ fn by_priority(kernels: Kernels, target: Target, point: KernelPoint, step: &Step
         .unwrap_or(kernels)
 }
 
+/// `kernels` as `target` runs them: on cpu, an imported kernel's Neuron
+/// custom calls (an NKI kernel's) are replaced by the references hlatc
+/// has for them, since XLA CPU runs none of Neuron's; on neuron they stay.
+fn runnable_on(kernels: Kernels, target: Target) -> Result<Kernels, KernelChoiceError> {
+    let AttentionKernel::Imported(kernel) = &kernels.attention else {
+        return Ok(kernels);
+    };
+    if target != Target::Cpu {
+        return Ok(kernels);
+    }
+    let lowered = |m: &KernelModule| -> Result<Option<KernelModule>, KernelChoiceError> {
+        let mut module = m.module.clone();
+        let fail = |source| KernelChoiceError::NoCpuForm {
+            path: m.path.clone(),
+            source: Box::new(source),
+        };
+        let report = hlatc_passes::pipeline_from_names("cpu", &["lower-neuron-calls"])
+            .map_err(fail)?
+            .run_module(&mut module, &mut PassContext::new(Target::Cpu))
+            .map_err(fail)?;
+        match report.changed() {
+            true => Ok(Some(m.with_module(module)?)),
+            false => Ok(None),
+        }
+    };
+    let forward = lowered(&kernel.forward)?;
+    let backward = lowered(&kernel.backward)?;
+    if forward.is_none() && backward.is_none() {
+        return Ok(kernels);
+    }
+    let kernel = ImportedKernel {
+        forward: forward.unwrap_or_else(|| kernel.forward.clone()),
+        backward: backward.unwrap_or_else(|| kernel.backward.clone()),
+        ..(**kernel).clone()
+    };
+    Ok(Kernels {
+        attention: AttentionKernel::Imported(Arc::new(kernel)),
+    })
+}
+
 /// A choice that cannot be made: a point asked for twice, or a kernel
 /// file that is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +182,14 @@ pub enum KernelChoiceError {
     Request(#[from] KernelRequestError),
     #[error(transparent)]
     Imported(#[from] ImportedKernelError),
+    /// An imported module's custom call XLA CPU cannot be given in place
+    /// of (an NKI kernel without a reference, or one of the wrong shape).
+    #[error("{}: on cpu, {source}", .path.display())]
+    NoCpuForm {
+        path: PathBuf,
+        #[source]
+        source: Box<PassError>,
+    },
 }
 
 /// What a step's kernels are checked against: `batch` of `cfg` (the

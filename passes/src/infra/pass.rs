@@ -117,6 +117,15 @@ pub enum PassError {
         parameter: usize,
         output: usize,
     },
+    /// An NKI kernel's custom call that XLA CPU cannot be given in its
+    /// place (`lower-neuron-calls`).
+    #[error("pass '{pass}': computation '{computation}', custom call '{instruction}': {problem}")]
+    NativeKernel {
+        pass: String,
+        computation: String,
+        instruction: String,
+        problem: Box<NativeKernelProblem>,
+    },
     #[error(
         "passes do not track dynamic dimensions yet: computation '{computation}', instruction '{instruction}' is {shape}"
     )]
@@ -159,6 +168,18 @@ pub enum RoundingLoweringError {
     /// Rewriting the entry failed.
     #[error(transparent)]
     Rewrite(Box<RewriteError>),
+}
+
+/// Why an `AwsNeuronCustomNativeKernel` call has no plain HLO to run in its
+/// place on XLA CPU (`lower-neuron-calls`).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum NativeKernelProblem {
+    #[error(transparent)]
+    Config(#[from] crate::targets::neuron::native_kernel::NativeKernelConfigError),
+    #[error("NKI kernel '{func_name}' has no reference for XLA CPU to run in its place (hlatc has references for: {known})")]
+    NoReference { func_name: String, known: String },
+    #[error("NKI kernel '{func_name}': {problem}")]
+    Shapes { func_name: String, problem: String },
 }
 
 /// A branch's inlining or the selects that failed (`conditional-to-select`).

@@ -87,7 +87,7 @@ pub fn grad_of_scaled(
         }
     }
     let order = topological_to(b, loss);
-    let needed = needs_adjoint(b, &order, wrt, stop)?;
+    let needed = needs_adjoint(b, &order, wrt, stop, &hints.composites)?;
     let mut adjoint: HashMap<InstrId, InstrId> = HashMap::new();
     let mut recompute = recompute::Recompute::new(&hints.recompute);
     let outer_scope = b.set_scope(scope::BACKWARD);
@@ -181,16 +181,34 @@ fn needs_adjoint(
     order: &[InstrId],
     wrt: &[InstrId],
     stop: &[InstrId],
+    composites: &[Composite],
 ) -> Result<HashSet<InstrId>, AutodiffError> {
     let c = b.computation();
     let stop: HashSet<InstrId> = stop.iter().copied().collect();
     let is_float = |n: InstrId| c.instr(n).shape.as_array().is_some_and(|a| a.ty.is_float());
     let mut depends: HashSet<InstrId> = wrt.iter().copied().filter(|&x| is_float(x)).collect();
+    // A region's output depends on its inputs through its rule; the
+    // tuple an imported kernel's call gives, which the region's output and
+    // residuals are read from, is never differentiated.
+    let region_inputs: HashMap<InstrId, &[InstrId]> = composites
+        .iter()
+        .map(|r| (r.output, r.inputs.as_slice()))
+        .collect();
+    let kernel_results: HashSet<InstrId> = composites
+        .iter()
+        .flat_map(|r| r.residuals.iter().chain([&r.output]))
+        .flat_map(|&v| c.operands(v))
+        .filter(|&t| c.instr(t).shape.is_tuple())
+        .collect();
     for &n in order {
-        if stop.contains(&n)
-            || depends.contains(&n)
-            || !c.operands(n).iter().any(|o| depends.contains(o))
-        {
+        if stop.contains(&n) || depends.contains(&n) || kernel_results.contains(&n) {
+            continue;
+        }
+        let operands = match region_inputs.get(&n) {
+            Some(inputs) => inputs.to_vec(),
+            None => c.operands(n),
+        };
+        if !operands.iter().any(|o| depends.contains(o)) {
             continue;
         }
         if c.instr(n).shape.is_tuple() {

@@ -2,13 +2,18 @@
 //! plain HLO (calls of the same math), so a module compiled for `neuron`
 //! can be checked on XLA CPU, which knows no `AwsNeuron*` target; module
 //! markers become the tensor they mark, and `AwsNeuronTopK` XLA's own
-//! `topk` (its indices converted to the call's `u32`).
+//! `topk` (its indices converted to the call's `u32`), and an NKI kernel
+//! (`AwsNeuronCustomNativeKernel`) the reference hlatc has for it, or an
+//! error naming the kernel when it has none.
 
 use crate::infra::context::{PassContext, Target};
 use crate::infra::match_rewrite::{rewrite_matches, Sweep};
-use crate::infra::pass::{Pass, PassError};
+use crate::infra::pass::{NativeKernelProblem, Pass, PassError};
+use crate::infra::rewriter::ModuleRewriter;
 use crate::infra::rewriter::RewriteError;
+use crate::targets::neuron::native_kernel::NativeKernelConfig;
 use crate::targets::neuron::neuron_topk::{neuron_topk_k, write_top_k, TOPK_INDEX_TYPE};
+use crate::targets::neuron::nki_flash_reference::{reference, REFERENCED};
 use crate::targets::neuron::softmax_math::{neuron_call_axis, SoftmaxWriter};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::{InstrId, Module, Op};
@@ -28,6 +33,7 @@ impl Pass for LowerNeuronCalls {
     fn run(&self, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
         let mut changed = drop_module_markers(m, ctx).map_err(PassError::rewrite(self.name()))?;
         changed |= lower_top_k(m, ctx).map_err(PassError::rewrite(self.name()))?;
+        changed |= lower_native_kernels(self.name(), m, ctx)?;
         let mut writer = SoftmaxWriter::new(m, Target::Cpu, ctx);
         for ci in 0..m.computations.len() {
             let c = &m.computations[ci];
@@ -99,4 +105,88 @@ fn lower_top_k(m: &mut Module, ctx: &mut PassContext) -> Result<bool, RewriteErr
             Ok(true)
         },
     )
+}
+
+/// Each NKI kernel's custom call becomes a call of its reference (one per
+/// kernel and shape); a kernel without one is an error naming it.
+fn lower_native_kernels(
+    pass: &str,
+    m: &mut Module,
+    ctx: &mut PassContext,
+) -> Result<bool, PassError> {
+    let mut rw: Option<ModuleRewriter> = None;
+    let mut made = std::collections::HashMap::new();
+    for ci in 0..m.computations.len() {
+        let c = &m.computations[ci];
+        let calls: Vec<InstrId> = c
+            .ids()
+            .filter(|&id| NativeKernelConfig::of(c.instr(id)).is_some())
+            .collect();
+        for &id in &calls {
+            let c = &m.computations[ci];
+            let instr = c.instr(id);
+            let fail = |problem| PassError::NativeKernel {
+                pass: pass.to_string(),
+                computation: c.name.clone(),
+                instruction: instr.name.clone(),
+                problem: Box::new(problem),
+            };
+            let config = match NativeKernelConfig::of(instr) {
+                Some(Ok(config)) => config,
+                Some(Err(e)) => return Err(fail(e.into())),
+                None => continue,
+            };
+            let operands: Vec<_> = c
+                .operand_ids(id)
+                .iter()
+                .filter_map(|&o| c.instr(o).shape.as_array().cloned())
+                .collect();
+            let shape = instr.shape.clone();
+            let key = (config.func_name.clone(), operands.clone(), shape.clone());
+            let callee = match made.get(&key) {
+                Some(&callee) => callee,
+                None => {
+                    let module = match reference(&config.func_name, &operands, &shape) {
+                        None => {
+                            return Err(fail(NativeKernelProblem::NoReference {
+                                func_name: config.func_name,
+                                known: REFERENCED.join(", "),
+                            }))
+                        }
+                        Some(Err(problem)) => {
+                            return Err(fail(NativeKernelProblem::Shapes {
+                                func_name: config.func_name,
+                                problem,
+                            }))
+                        }
+                        Some(Ok(module)) => module,
+                    };
+                    let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
+                    let callee = rw.graft(m, module);
+                    made.insert(key, callee);
+                    callee
+                }
+            };
+            let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
+            let operands = m.computations[ci].operands(id);
+            let mut r = rw.on(&mut m.computations[ci]);
+            r.provenance_of(id);
+            let call = Op::Call {
+                to_apply: callee,
+                is_composite: false,
+            };
+            let new = r
+                .add_named(&config.func_name, call, &operands, Some(shape))
+                .map_err(PassError::rewrite(pass))?;
+            r.replace(id, new).map_err(PassError::rewrite(pass))?;
+        }
+        if !calls.is_empty() {
+            if let Some(rw) = rw.as_mut() {
+                rw.on(&mut m.computations[ci]).remove_dead();
+            }
+        }
+    }
+    let changed = rw.is_some();
+    ModuleRewriter::finish_on_demand(rw, ctx);
+    Ok(changed)
 }

@@ -5,6 +5,7 @@
 use super::index_bounds::{gather_out_of_bounds, scatter_out_of_bounds};
 use super::rules::{Matcher, TypedOp};
 use super::trip_count::has_static_trip_count;
+use crate::targets::neuron::native_kernel::NativeKernelConfig;
 use hlatc_compiler::ir::op::{BinaryOp, RngAlgorithm};
 use hlatc_compiler::{Computation, ElementType, InstrId, Module, Op, Opcode, Scalar, Shape};
 
@@ -71,7 +72,9 @@ pub(super) fn needs(
         | Matcher::IoOverHbm
         | Matcher::IoAndScratchOverHbm => (None, None),
         Matcher::Opcode(ref opcode) => (Some(std::slice::from_ref(opcode)), None),
-        Matcher::CustomCallTargetNotIn(_) => (Some(opcodes!("custom-call")), None),
+        Matcher::CustomCallTargetNotIn(_) | Matcher::NativeKernelConfigUnreadable => {
+            (Some(opcodes!("custom-call")), None)
+        }
         Matcher::RngAlgorithmNotDefault => (Some(opcodes!("rng-bit-generator")), None),
         Matcher::ReduceWindowVariadic
         | Matcher::ReduceWindowBaseDilation
@@ -152,6 +155,10 @@ pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
                 Some(format!("target \"{}\"", cc.target))
             }
             _ => None,
+        },
+        Matcher::NativeKernelConfigUnreadable => match NativeKernelConfig::of(s.c.instr(s.id))? {
+            Ok(_) => None,
+            Err(e) => Some(e.to_string()),
         },
         Matcher::RngAlgorithmNotDefault => match s.op() {
             Op::RngBitGenerator { algorithm } if *algorithm != RngAlgorithm::Default => {

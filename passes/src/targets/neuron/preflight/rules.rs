@@ -110,6 +110,10 @@ pub enum Matcher {
     Opcode(Opcode),
     /// A custom call to a target outside this list.
     CustomCallTargetNotIn(&'static [&'static str]),
+    /// An `AwsNeuronCustomNativeKernel` call whose `backend_config` is not
+    /// base64 of a JSON object naming its `func_name` (see
+    /// `native_kernel.rs`).
+    NativeKernelConfigUnreadable,
     /// `rng-bit-generator` with an algorithm other than `rng_default`.
     RngAlgorithmNotDefault,
     /// `reduce-window` with other than one input and one init value.
@@ -270,6 +274,10 @@ const INT_32_64: &[ElementType] = &[
 const DATA_TYPES: &str = "about-neuron/arch/neuron-features/data-types.rst";
 const JAX_KNOWN_ISSUES: &str = "frameworks/jax/setup/jax-neuronx-known-issues.rst";
 const COMPILER_NOTES: &str = "release-notes/components/compiler.rst";
+/// The NKI guide to calling a kernel from JAX: its HLO shows the custom
+/// call, whose `backend_config` is base64 of a JSON object with the
+/// kernel's `func_name`.
+const NKI_FRAMEWORK_GUIDE: &str = "nki/guides/framework_custom_op.rst";
 const CLI_REFERENCE: &str = "compiler/neuronx-cc/api-reference-guide/index.rst";
 /// Where the SDK gives a NeuronCore's HBM: 16 GB on trn1, 24 GB on trn2
 /// with LNC=2.
@@ -467,6 +475,15 @@ pub const RULES: &[Rule] = &[
         what: "calls a custom-call target neuronx-cc does not recognize",
         advice: "use one of the recognized AwsNeuron* targets, or write the computation in plain HLO",
         sources: &[page!("EHCA005"), page!("EVRF015")],
+    },
+    Rule {
+        id: "native-kernel-config",
+        code: Code::Undocumented,
+        matcher: Matcher::NativeKernelConfigUnreadable,
+        when: REFUSED,
+        what: "calls an NKI kernel whose backend_config is not the base64 JSON that NKI writes",
+        advice: "bring the kernel as NKI lowers it (on a Neuron machine, jax.jit(f).lower(...) of a function that calls the @nki.jit kernel), not a hand-edited config",
+        sources: &[NKI_FRAMEWORK_GUIDE],
     },
     Rule {
         id: "rng-algorithm",
