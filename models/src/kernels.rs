@@ -24,6 +24,10 @@ pub enum KernelPoint {
     /// Attention's core: scores, the causal, sliding-window and document
     /// masks, softmax, times the values; GQA.
     Attention,
+    /// Each softmax and softmax backward in the step, chosen late: the
+    /// `fuse-softmax` pass finds them in the optimized graph, as RAF's
+    /// dialect dispatch finds its base ops.
+    Softmax,
     RmsNorm,
     /// The SwiGLU activation, `silu(gate) * up`.
     Swiglu,
@@ -32,8 +36,9 @@ pub enum KernelPoint {
 }
 
 impl KernelPoint {
-    pub const ALL: [KernelPoint; 4] = [
+    pub const ALL: [KernelPoint; 5] = [
         KernelPoint::Attention,
+        KernelPoint::Softmax,
         KernelPoint::RmsNorm,
         KernelPoint::Swiglu,
         KernelPoint::CrossEntropy,
@@ -43,6 +48,7 @@ impl KernelPoint {
     pub fn name(self) -> &'static str {
         match self {
             KernelPoint::Attention => "attention",
+            KernelPoint::Softmax => "softmax",
             KernelPoint::RmsNorm => "rmsnorm",
             KernelPoint::Swiglu => "swiglu",
             KernelPoint::CrossEntropy => "cross-entropy",
@@ -57,6 +63,7 @@ impl KernelPoint {
     pub fn implementations(self) -> &'static [ImplKind] {
         match self {
             KernelPoint::Attention => &[ImplKind::Hlo, ImplKind::Blocked, ImplKind::Imported],
+            KernelPoint::Softmax => &[ImplKind::Hlo, ImplKind::Fused],
             KernelPoint::RmsNorm | KernelPoint::Swiglu | KernelPoint::CrossEntropy => {
                 &[ImplKind::Hlo]
             }
@@ -82,6 +89,8 @@ pub enum ImplKind {
     /// HLO modules from another stack, forward and backward, with their
     /// calling convention ([`ImportedKernel`]).
     Imported,
+    /// One op for the whole computation: softmax's Neuron custom calls.
+    Fused,
 }
 
 impl ImplKind {
@@ -90,6 +99,7 @@ impl ImplKind {
             ImplKind::Hlo => "hlo",
             ImplKind::Blocked => "blocked",
             ImplKind::Imported => "imported",
+            ImplKind::Fused => "fused",
         }
     }
 
@@ -103,8 +113,14 @@ impl ImplKind {
                  up to 512 that cuts the sequence into two or more tiles"
             }
             ImplKind::Imported => {
-                "HLO modules from another stack (a JAX-lowered kernel and its vjp), \
-                 named by a calling-convention file (`imported:FILE`)"
+                "HLO modules from another stack (a JAX-lowered kernel and its vjp, or \
+                 NKI's flash attention custom calls), named by a calling-convention file \
+                 (`imported:FILE`)"
+            }
+            ImplKind::Fused => {
+                "softmax and its backward as one op each (the fuse-softmax pass): on neuron \
+                 the AwsNeuronSoftmax and AwsNeuronSoftmaxBackward custom calls, on cpu a \
+                 call of the same math"
             }
         }
     }
@@ -154,11 +170,33 @@ impl fmt::Display for AttentionKernel {
     }
 }
 
+/// How each softmax and its backward are computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SoftmaxKernel {
+    /// As one op each ([`ImplKind::Fused`]): what every target has done
+    /// since before softmax was a kernel point, so a manifest that does
+    /// not name the point means this.
+    #[default]
+    Fused,
+    /// The plain graph: `fuse-softmax` does not run.
+    Hlo,
+}
+
+impl SoftmaxKernel {
+    pub fn kind(self) -> ImplKind {
+        match self {
+            SoftmaxKernel::Fused => ImplKind::Fused,
+            SoftmaxKernel::Hlo => ImplKind::Hlo,
+        }
+    }
+}
+
 /// What each kernel point is computed by. Recorded in a bundle's manifest
 /// (`config.kernels`), every point spelled as [`KernelRequest`] reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Kernels {
     pub attention: AttentionKernel,
+    pub softmax: SoftmaxKernel,
 }
 
 impl Kernels {
@@ -175,12 +213,14 @@ impl Kernels {
     pub fn spelled(&self, point: KernelPoint) -> String {
         match point {
             KernelPoint::Attention => self.attention.to_string(),
+            KernelPoint::Softmax => self.softmax.kind().name().to_string(),
             _ => ImplKind::Hlo.name().to_string(),
         }
     }
 
-    /// Whether every point takes its plain graph.
-    pub fn all_plain(&self) -> bool {
+    /// Whether every point takes what it takes when nobody asks (the
+    /// plain graph, and softmax fused).
+    pub fn all_default(&self) -> bool {
         *self == Kernels::default()
     }
 
@@ -213,6 +253,8 @@ impl Kernels {
                 }
                 self.attention = AttentionKernel::Imported(Arc::new(kernel));
             }
+            (KernelPoint::Softmax, ImplKind::Fused) => self.softmax = SoftmaxKernel::Fused,
+            (KernelPoint::Softmax, ImplKind::Hlo) => self.softmax = SoftmaxKernel::Hlo,
             // The point's only implementation, which it has already.
             (_, ImplKind::Hlo) => {}
             (point, kind) => return Err(Unmet::NotAnImplementation { point, kind }.into()),
@@ -390,12 +432,12 @@ impl KernelRequest {
                         expected: "a tile size, a positive integer",
                     })?,
             )),
-            (ImplKind::Hlo, Some(arg)) => {
+            (ImplKind::Hlo | ImplKind::Fused, Some(arg)) => {
                 return Err(KernelRequestError::BadArgument {
                     point,
                     implementation: kind,
                     given: arg.to_string(),
-                    expected: "nothing: `hlo` takes no argument",
+                    expected: "nothing: it takes no argument",
                 })
             }
         };
@@ -470,6 +512,10 @@ impl<'de> Deserialize<'de> for Kernels {
                     let kernel = ImportedKernel::load(path).map_err(D::Error::custom)?;
                     kernels.attention = AttentionKernel::Imported(Arc::new(kernel));
                 }
+                (KernelPoint::Softmax, ImplKind::Fused, _) => {
+                    kernels.softmax = SoftmaxKernel::Fused
+                }
+                (KernelPoint::Softmax, ImplKind::Hlo, _) => kernels.softmax = SoftmaxKernel::Hlo,
                 (_, ImplKind::Hlo, _) => {}
                 _ => return Err(D::Error::custom(format!("kernel {request} names no tile"))),
             }

@@ -22,7 +22,7 @@ pub mod weights;
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError};
 pub use family::Family;
 pub use field_problem::FieldProblem;
-pub use kernels::{AttentionKernel, KernelPoint, KernelRequest, Kernels};
+pub use kernels::{AttentionKernel, KernelPoint, KernelRequest, Kernels, SoftmaxKernel};
 pub use llama::{
     forward, forward_on_rank, ForwardInputs, ForwardOutputs, ForwardParts, PartsContext,
     IGNORE_INDEX,

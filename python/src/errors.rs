@@ -699,7 +699,10 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             FILE.with(message, &[("path", path)])
         }
         E::DoesNotFit { .. } | E::Usage(_) => usage(message),
-        E::Kernel(hlatc::kernel_choice::KernelChoiceError::Request(_)) => usage(message),
+        E::Kernel(
+            hlatc::kernel_choice::KernelChoiceError::Request(_)
+            | hlatc::kernel_choice::KernelChoiceError::SoftmaxPass { .. },
+        ) => usage(message),
         // A kernel file that cannot be read, or does not fit the step.
         E::Kernel(
             hlatc::kernel_choice::KernelChoiceError::Imported(_)

@@ -24,6 +24,7 @@ def test_blocked_attention_computes_the_plain_graphs_loss():
     assert plain.config["kernels"]["attention"] == "hlo"
     assert tiled.config["kernels"] == {
         "attention": "blocked:4",
+        "softmax": "fused",
         "rmsnorm": "hlo",
         "swiglu": "hlo",
         "cross-entropy": "hlo",

@@ -438,7 +438,7 @@ fn print_passes(a: &Args, compiled: &CompiledStep) -> Result<(), Error> {
         step.module.instruction_count(),
         passes_summary(step)
     )?;
-    if !compiled.cfg.kernels.all_plain() {
+    if !compiled.cfg.kernels.all_default() {
         out!("  kernels       {}", kernel_choices(compiled))?;
     }
     if a.passes.is_some() {

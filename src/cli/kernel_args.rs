@@ -8,9 +8,12 @@ use hlatc::Error;
 #[derive(clap::Args)]
 pub(super) struct KernelArgs {
     /// Compute a kernel point by this implementation (repeatable). Points:
-    /// attention (its core: scores, masks, softmax, times v), rmsnorm,
-    /// swiglu, cross-entropy. Implementations: hlo, the plain graph, which
-    /// every point has and every target takes by default; blocked
+    /// attention (its core: scores, masks, softmax, times v), softmax,
+    /// rmsnorm, swiglu, cross-entropy. Implementations: hlo, the plain
+    /// graph, which every point has and every target takes by default but
+    /// softmax's; fused (softmax only, the default), each softmax and its
+    /// backward as one op by the fuse-softmax pass (on neuron its custom
+    /// calls); blocked
     /// (attention only), the flash algorithm tile by tile in plain HLO, so
     /// no [S, S] value exists: `attention=blocked` takes the largest power
     /// of two up to 512 that cuts the sequence into two or more tiles,

@@ -9,11 +9,9 @@ pub mod spellings;
 use crate::Error;
 use hlatc_models::kernels::KernelRequest;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
-use hlatc_passes::{
-    default_pipeline, pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target,
-};
+use hlatc_passes::{pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target};
 use hlatc_train::grad_accum::build_accumulation_steps;
-use hlatc_train::kernel_choice::{KernelChoice, KernelFallback};
+use hlatc_train::kernel_choice::{softmax_as_run, step_pipeline, KernelChoice, KernelFallback};
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_train::optimizer::AdamWConfig;
 use hlatc_train::pipeline::{
@@ -365,7 +363,15 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         o.grad_accum,
         o.precision.compute(),
     );
-    let kernels = KernelChoice::choose(&o.kernels, o.target, &step)?;
+    let mut kernels = KernelChoice::choose(&o.kernels, o.target, &step)?;
+    let mut pipeline = match &o.passes {
+        None => step_pipeline(o.target, &kernels.kernels, &o.disable_passes)?,
+        Some(names) => {
+            let names: Vec<&String> = names.iter().filter(|n| !n.trim().is_empty()).collect();
+            pipeline_from_names(o.target.name(), &names)?
+        }
+    };
+    kernels.kernels.softmax = softmax_as_run(&o.kernels, &pipeline)?;
     let cfg = StepConfig {
         model,
         batch,
@@ -415,13 +421,6 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
             p.cool_down.rounding = r.clone();
         }
     }
-    let mut pipeline = match &o.passes {
-        None => default_pipeline(o.target, &o.disable_passes)?,
-        Some(names) => {
-            let names: Vec<&String> = names.iter().filter(|n| !n.trim().is_empty()).collect();
-            pipeline_from_names(o.target.name(), &names)?
-        }
-    };
     pipeline.check_policy(if o.verify_each_pass {
         CheckPolicy::EachPass
     } else {

@@ -54,6 +54,7 @@ fn config(model: ModelConfig, par: Parallelism, kernels: Kernels) -> StepConfig 
 fn blocked() -> Kernels {
     Kernels {
         attention: AttentionKernel::Blocked { tile: TILE },
+        ..Kernels::default()
     }
 }
 
@@ -228,15 +229,17 @@ fn compile_records_the_choice_and_verifies_it_on_xla_cpu() {
     assert_eq!(k["rmsnorm"], "hlo");
     assert!(crate::support::stdout(&o).contains("the bundle's own module, step 2"));
     assert!(crate::support::stdout(&o).contains(
-        "  kernels       attention=blocked:8, rmsnorm=hlo, swiglu=hlo, cross-entropy=hlo"
+        "  kernels       attention=blocked:8, softmax=fused, rmsnorm=hlo, swiglu=hlo, cross-entropy=hlo"
     ));
-    // Without a request, every point is recorded as the plain graph.
+    // Without a request, every point is recorded as the plain graph but
+    // softmax, fused as before it was a point.
     let (o, out) = compile_tiny("kernel_default", "cpu", &["--pass-report"]);
     assert!(o.status.success(), "{}", crate::support::stderr(&o));
     let printed = crate::support::stdout(&o);
     assert!(!printed.contains("  kernels "), "{printed}");
-    assert!(printed
-        .contains("kernel points: attention=hlo, rmsnorm=hlo, swiglu=hlo, cross-entropy=hlo"));
+    assert!(printed.contains(
+        "kernel points: attention=hlo, softmax=fused, rmsnorm=hlo, swiglu=hlo, cross-entropy=hlo"
+    ));
     assert_eq!(recorded_kernels(&out)["attention"], "hlo");
 }
 
@@ -276,7 +279,7 @@ fn blocked_attention_passes_the_neuron_preflight() {
 #[test]
 fn bad_kernel_requests_are_refused_naming_the_choices() {
     for (args, says) in [
-        (&["--kernel", "attn=blocked"][..], "unknown kernel point 'attn'; the points are: attention, rmsnorm, swiglu, cross-entropy"),
+        (&["--kernel", "attn=blocked"][..], "unknown kernel point 'attn'; the points are: attention, softmax, rmsnorm, swiglu, cross-entropy"),
         (&["--kernel", "attention=flash"], "kernel point attention has no implementation 'flash'; it has: hlo, blocked, imported"),
         (&["--kernel", "attention=blocked", "--kernel", "attention=hlo"], "kernel point attention is chosen twice"),
     ] {
@@ -289,6 +292,9 @@ fn bad_kernel_requests_are_refused_naming_the_choices() {
     assert!(crate::support::stdout(&o).contains(
         "kernel point attention     implementations: hlo, blocked, imported; default: neuron hlo, cpu hlo"
     ));
+    assert!(crate::support::stdout(&o).contains(
+        "kernel point softmax       implementations: hlo, fused; default: neuron fused, cpu fused"
+    ), "{}", crate::support::stdout(&o));
 }
 
 /// Attention's core as a function of q, k and v (`[4, 4, 16, 8]`, tiny's
@@ -426,6 +432,7 @@ fn imported() -> Kernels {
     let kernel = hlatc::models::imported_kernel::ImportedKernel::load(&path).unwrap();
     Kernels {
         attention: AttentionKernel::Imported(std::sync::Arc::new(kernel)),
+        ..Kernels::default()
     }
 }
 
@@ -545,4 +552,66 @@ fn an_imported_kernel_that_does_not_fit_is_refused_or_falls_back() {
             stderr(&o)
         );
     }
+}
+
+/// Softmax is a point chosen late, by the `fuse-softmax` pass: `fused`
+/// (its Neuron custom calls, or on cpu a call of the same math) where the
+/// pass runs, the plain graph where it does not. Both compute the same
+/// step; the manifest says which ran, and a request the passes contradict
+/// is refused.
+#[test]
+fn the_softmax_point_is_the_fuse_softmax_pass() {
+    use hlatc::models::SoftmaxKernel;
+    let fused = run(&config(
+        gqa_odd_vocab(),
+        Parallelism::SINGLE,
+        Kernels::default(),
+    ));
+    let plain_softmax = Kernels {
+        softmax: SoftmaxKernel::Hlo,
+        ..Kernels::default()
+    };
+    let plain = run(&config(gqa_odd_vocab(), Parallelism::SINGLE, plain_softmax));
+    assert_same("softmax=hlo", &fused, &plain);
+    let custom_calls = |out: &std::path::Path| {
+        std::fs::read_to_string(out.join("model.hlo.txt"))
+            .unwrap()
+            .matches("custom_call_target=\"AwsNeuronSoftmax")
+            .count()
+    };
+    let (o, out) = compile_tiny("softmax_fused", "neuron", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(recorded_kernels(&out)["softmax"], "fused");
+    // Each of two layers: attention's softmax, its recomputation (remat's
+    // core-attention) and its backward.
+    assert_eq!(custom_calls(&out), 6);
+    let (o, out) = compile_tiny("softmax_hlo", "neuron", &["--kernel", "softmax=hlo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(recorded_kernels(&out)["softmax"], "hlo");
+    assert_eq!(custom_calls(&out), 0);
+    // Passes left out are recorded as what ran.
+    let (o, out) = compile_tiny(
+        "softmax_disabled",
+        "neuron",
+        &["--disable-pass", "fuse-softmax"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(recorded_kernels(&out)["softmax"], "hlo");
+    let (o, out) = compile_tiny(
+        "softmax_conflict",
+        "neuron",
+        &[
+            "--kernel",
+            "softmax=fused",
+            "--disable-pass",
+            "fuse-softmax",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("kernel softmax=fused is computed by the fuse-softmax pass, which the step's passes leave out"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
 }

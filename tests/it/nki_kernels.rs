@@ -33,6 +33,7 @@ fn nki() -> Kernels {
     let kernel = ImportedKernel::load(&fixture(NKI)).unwrap();
     Kernels {
         attention: AttentionKernel::Imported(std::sync::Arc::new(kernel)),
+        ..Kernels::default()
     }
 }
 

@@ -8,23 +8,28 @@ use hlatc_models::imported_kernel::{
     attention_operand, ImportedKernel, ImportedKernelError, KernelModule,
 };
 use hlatc_models::kernels::{
-    ImplKind, KernelError, KernelPoint, KernelRequest, KernelRequestError, StepShape, Unmet,
+    ImplKind, KernelError, KernelPoint, KernelRequest, KernelRequestError, SoftmaxKernel,
+    StepShape, Unmet,
 };
 use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
-use hlatc_passes::{PassContext, PassError, Target};
+use hlatc_passes::{FuseSoftmax, PassContext, PassError, Pipeline, Target};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A point's implementations on `target`, first the one it takes when
-/// nobody asks. The plain graph leads everywhere: blocked attention is
-/// proven on XLA CPU, but neuronx-cc has not compiled it here, so no
-/// target takes it unasked.
+/// nobody asks. The plain graph leads everywhere but softmax: blocked
+/// attention is proven on XLA CPU, but neuronx-cc has not compiled it
+/// here, so no target takes it unasked.
 pub fn priority(target: Target, point: KernelPoint) -> &'static [ImplKind] {
     match (target, point) {
         (Target::Neuron | Target::Cpu, KernelPoint::Attention) => {
             &[ImplKind::Hlo, ImplKind::Blocked]
         }
+        // Fused as before softmax was a point: on neuron its custom calls
+        // (public evidence), on cpu the call of the same math that runs in
+        // their place, so the structure is exercised where it can be run.
+        (Target::Neuron | Target::Cpu, KernelPoint::Softmax) => &[ImplKind::Fused, ImplKind::Hlo],
         (Target::Neuron | Target::Cpu, _) => &[ImplKind::Hlo],
     }
 }
@@ -171,7 +176,44 @@ fn runnable_on(kernels: Kernels, target: Target) -> Result<Kernels, KernelChoice
     };
     Ok(Kernels {
         attention: AttentionKernel::Imported(Arc::new(kernel)),
+        ..kernels
     })
+}
+
+/// `target`'s default pipeline for a step of `kernels`, without the passes
+/// in `disabled`: the softmax point is `fuse-softmax`, which runs only
+/// where softmax is fused.
+pub fn step_pipeline<S: AsRef<str>>(
+    target: Target,
+    kernels: &Kernels,
+    disabled: &[S],
+) -> Result<Pipeline, PassError> {
+    let mut disabled: Vec<&str> = disabled.iter().map(|d| d.as_ref()).collect();
+    if kernels.softmax == SoftmaxKernel::Hlo {
+        disabled.push(FuseSoftmax::NAME);
+    }
+    hlatc_passes::default_pipeline(target, &disabled)
+}
+
+/// The softmax point as `pipeline` computes it: fused where it runs
+/// `fuse-softmax`, the plain graph where it does not (`--disable-passes`,
+/// `--passes`). A request the pipeline contradicts is refused.
+pub fn softmax_as_run(
+    requests: &[KernelRequest],
+    pipeline: &Pipeline,
+) -> Result<SoftmaxKernel, KernelChoiceError> {
+    let runs = pipeline.pass_names().contains(&FuseSoftmax::NAME);
+    let asked = requests.iter().find(|r| r.point == KernelPoint::Softmax);
+    match asked {
+        Some(r) if (r.kind == ImplKind::Fused) != runs => Err(KernelChoiceError::SoftmaxPass {
+            request: r.clone(),
+            runs,
+        }),
+        _ => Ok(match runs {
+            true => SoftmaxKernel::Fused,
+            false => SoftmaxKernel::Hlo,
+        }),
+    }
 }
 
 /// A choice that cannot be made: a point asked for twice, or a kernel
@@ -190,6 +232,9 @@ pub enum KernelChoiceError {
         #[source]
         source: Box<PassError>,
     },
+    /// A softmax request the step's passes contradict.
+    #[error("kernel {request} is computed by the fuse-softmax pass, which the step's passes {}", if *.runs { "run" } else { "leave out" })]
+    SoftmaxPass { request: KernelRequest, runs: bool },
 }
 
 /// What a step's kernels are checked against: `batch` of `cfg` (the

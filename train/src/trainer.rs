@@ -93,7 +93,7 @@ impl Trainer {
         params: Vec<Literal>,
     ) -> Result<Trainer, Error> {
         let target = hlatc_passes::Target::Cpu;
-        let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
+        let pipeline = crate::kernel_choice::step_pipeline::<&str>(target, &cfg.kernels, &[])?;
         crate::train_step::optimize(&mut step, &pipeline, target, remat)?;
         Self::with_program(rt.compile(&step.module)?, cfg, &step, params)
     }
@@ -116,7 +116,7 @@ impl Trainer {
             micro_batches,
         } = steps;
         let target = hlatc_passes::Target::Cpu;
-        let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
+        let pipeline = crate::kernel_choice::step_pipeline::<&str>(target, &cfg.kernels, &[])?;
         crate::train_step::optimize(&mut micro, &pipeline, target, remat)?;
         crate::train_step::optimize(&mut apply, &pipeline, target, remat)?;
         let programs = [rt.compile(&micro.module)?, rt.compile(&apply.module)?];
@@ -175,7 +175,7 @@ impl Trainer {
         params: Vec<Literal>,
     ) -> Result<Trainer, Error> {
         let target = hlatc_passes::Target::Cpu;
-        let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
+        let pipeline = crate::kernel_choice::step_pipeline::<&str>(target, &cfg.kernels, &[])?;
         for step in steps.programs_mut() {
             crate::train_step::optimize(step, &pipeline, target, remat)?;
         }

@@ -6,7 +6,7 @@ use hlatc_models::kernels::{
     ImplKind, KernelArg, KernelError, KernelPoint, KernelRequest, KernelRequestError as E,
     StepShape, Unmet,
 };
-use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig};
+use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig, SoftmaxKernel};
 
 fn batch(seq_len: i64) -> BatchShape {
     BatchShape {
@@ -130,13 +130,19 @@ fn blocked_takes_the_tile_asked_for_or_the_largest_that_cuts_twice() {
 fn the_manifest_records_every_point_and_reads_it_back() {
     let k = Kernels {
         attention: AttentionKernel::Blocked { tile: 128 },
+        softmax: SoftmaxKernel::Hlo,
     };
     let json = serde_json::to_string(&k).unwrap();
     assert_eq!(
         json,
-        r#"{"attention":"blocked:128","rmsnorm":"hlo","swiglu":"hlo","cross-entropy":"hlo"}"#
+        r#"{"attention":"blocked:128","softmax":"hlo","rmsnorm":"hlo","swiglu":"hlo","cross-entropy":"hlo"}"#
     );
     assert_eq!(serde_json::from_str::<Kernels>(&json).unwrap(), k);
+    // A manifest from before softmax was a point: fused, as it always was.
+    let before =
+        r#"{"attention":"blocked:128","rmsnorm":"hlo","swiglu":"hlo","cross-entropy":"hlo"}"#;
+    let read = serde_json::from_str::<Kernels>(before).unwrap();
+    assert_eq!(read.softmax, SoftmaxKernel::Fused);
     for bad in [
         r#"{"attention":"blocked"}"#,
         r#"{"attention":"fast"}"#,
