@@ -436,15 +436,25 @@ fn imported() -> Kernels {
     }
 }
 
-/// Tiny's step over the fixture's shapes: 4 sequences of 16.
-fn tiny_at_16(model: ModelConfig, kernels: Kernels) -> StepConfig {
+/// `model`'s single-device f32 step over `batch_size` sequences of
+/// `seq_len`, with `kernels`: an imported kernel's shapes.
+pub(crate) fn f32_step(
+    model: ModelConfig,
+    [batch_size, seq_len]: [i64; 2],
+    kernels: Kernels,
+) -> StepConfig {
     let mut cfg = step_config(model, Parallelism::SINGLE, Precision::Fp32);
     cfg.batch = BatchShape {
-        batch_size: 4,
-        seq_len: 16,
+        batch_size,
+        seq_len,
     };
     cfg.kernels = kernels;
     cfg
+}
+
+/// Tiny's step over the fixture's shapes: 4 sequences of 16.
+fn tiny_at_16(model: ModelConfig, kernels: Kernels) -> StepConfig {
+    f32_step(model, [4, 16], kernels)
 }
 
 #[test]

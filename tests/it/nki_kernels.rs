@@ -7,16 +7,15 @@
 //! 1e-5. A kernel hlatc has no reference for, or a config NKI did not
 //! write, is refused by name.
 
-use crate::sharded::{differences, gqa_odd_vocab, run, step_config, Run, F32_RTOL};
+use crate::sharded::{differences, gqa_odd_vocab, run, Run, F32_RTOL};
 use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::bundle::lower_for_cpu;
 use hlatc::compiler::Op;
 use hlatc::models::imported_kernel::ImportedKernel;
-use hlatc::models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
+use hlatc::models::{AttentionKernel, Kernels, ModelConfig, Parallelism};
 use hlatc::passes::native_kernel::NativeKernelConfig;
 use hlatc::passes::neuron_check::{check_module, Chip, Sdk};
 use hlatc::passes::{default_pipeline, Target};
-use hlatc::precision::Precision;
 use hlatc::runtime::Runtime;
 use hlatc::train_step::{build_train_step, optimize, StepConfig};
 use hlatc::trainer::Trainer;
@@ -44,13 +43,7 @@ fn at_512(kernels: Kernels) -> StepConfig {
         max_position_embeddings: 512,
         ..gqa_odd_vocab()
     };
-    let mut cfg = step_config(model, Parallelism::SINGLE, Precision::Fp32);
-    cfg.batch = BatchShape {
-        batch_size: 1,
-        seq_len: 512,
-    };
-    cfg.kernels = kernels;
-    cfg
+    crate::kernels::f32_step(model, [1, 512], kernels)
 }
 
 /// The `func_name` of every NKI kernel call in `m`, in order.
@@ -150,12 +143,25 @@ fn tiny_512_config(dir: &Path) -> PathBuf {
     path
 }
 
+/// `hlatc compile` of tiny at one sequence of 512 in f32, attention by
+/// `kernel`.
 fn compile(dir: &Path, target: &str, kernel: &Path, extra: &[&str]) -> std::process::Output {
     let config = tiny_512_config(dir);
-    let mut args = vec![
-        "compile",
-        "--config",
-        config.to_str().unwrap(),
+    let model = ["--config", config.to_str().unwrap()];
+    compile_model(&model, target, kernel, extra)
+}
+
+/// `hlatc compile` of `model` at one sequence of 512 in f32, attention by
+/// `kernel`.
+fn compile_model(
+    model: &[&str],
+    target: &str,
+    kernel: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec!["compile"];
+    args.extend_from_slice(model);
+    args.extend([
         "--batch-size",
         "1",
         "--seq-len",
@@ -164,7 +170,7 @@ fn compile(dir: &Path, target: &str, kernel: &Path, extra: &[&str]) -> std::proc
         "fp32",
         "--target",
         target,
-    ];
+    ]);
     let kernel = format!("attention=imported:{}", kernel.display());
     args.extend(["--kernel", &kernel]);
     args.extend_from_slice(extra);
@@ -385,29 +391,13 @@ fn verify_of_a_large_model_runs_its_miniature_with_plain_attention_and_says_so()
             .replace("[1,4,128,4]", "[1,9,128,4]");
         std::fs::write(dir.join(f), text).unwrap();
     }
-    let kernel = format!(
-        "attention=imported:{}",
-        dir.join("nki_flash_attention.json").display()
-    );
     let out = dir.join("bundle");
-    let o = hlatc(&[
-        "compile",
-        "--model",
-        "smollm-135m",
-        "--batch-size",
-        "1",
-        "--seq-len",
-        "512",
-        "--precision",
-        "fp32",
-        "--target",
+    let o = compile_model(
+        &["--model", "smollm-135m"],
         "neuron",
-        "--kernel",
-        &kernel,
-        "--verify",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+        &dir.join("nki_flash_attention.json"),
+        &["--verify", "--out", out.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stdout(&o).contains("its miniature (same structure, toy widths; attention by hlo, since the imported kernel takes the full model's shapes alone), step 2"),
