@@ -86,6 +86,9 @@ fn losses(dir: &Path, config: &Path, layout: &[&str]) -> Vec<(f64, f64)> {
 
 #[test]
 fn data_and_tensor_parallel_runs_of_a_wider_model_meet_and_follow_one_device() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let dir = scratch("collectives-meet");
     let config = write_config(&dir);
     let single = losses(&dir, &config, &[]);

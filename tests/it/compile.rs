@@ -184,6 +184,9 @@ fn neuron_bundles_carry_flags_and_a_ready_command() {
 
 #[test]
 fn verify_runs_the_recipe_on_xla_cpu() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let d = tmp("verify-tiny");
     let out = ok(&hlatc(&[
         "compile",

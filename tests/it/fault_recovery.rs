@@ -106,6 +106,9 @@ fn kill_at(args: &[String], target: u64, delay: Duration) -> (Option<u64>, bool)
 
 #[test]
 fn a_run_killed_twenty_times_ends_as_one_that_never_stopped() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let dir = scratch("fault-kill");
     let corpus = dir.join("corpus.jsonl");
     word_corpus(&corpus, 400, 4, 5);

@@ -108,6 +108,9 @@ fn blocked_under_dp_and_tp_with_sp_equals_the_plain_graph() {
 
 #[test]
 fn blocked_pipeline_stages_equal_the_plain_graph() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let model = ModelConfig {
         num_hidden_layers: 4,
         ..gqa_odd_vocab()

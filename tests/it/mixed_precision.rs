@@ -70,6 +70,9 @@ fn losses(
 
 #[test]
 fn every_preset_trains_and_bf16_mixed_follows_fp32_within_2_percent() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let rt = rt();
     let opt = schedule(1e-2, 1e-3, 100);
     let fp32 = losses(&rt, &config(Precision::Fp32, opt.clone()), None, 100, 0);
@@ -112,6 +115,9 @@ fn every_preset_trains_and_bf16_mixed_follows_fp32_within_2_percent() {
 
 #[test]
 fn bf16_pure_signature_and_stochastic_rounding_reproduce_from_the_seed() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let rt = rt();
     let cfg = config(Precision::Bf16Pure, schedule(1e-2, 1e-3, 10));
     let mut step = build_train_step(&cfg).unwrap();
@@ -153,6 +159,9 @@ fn bf16_pure_signature_and_stochastic_rounding_reproduce_from_the_seed() {
 /// clipping off so only the gradient moves them.
 #[test]
 fn below_half_an_ulp_rne_stalls_while_sr_and_f32_masters_learn() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let rt = rt();
     let steps = 100;
     let opt = AdamWConfig {

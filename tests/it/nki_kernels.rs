@@ -375,6 +375,9 @@ fn layouts_in_a_convention_are_checked_by_name() {
 /// attention by `hlo`, and the check says so.
 #[test]
 fn verify_of_a_large_model_runs_its_miniature_with_plain_attention_and_says_so() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let dir = scratch("nki_miniature");
     let kernels = fixture("tests/fixtures/kernels");
     std::fs::copy(

@@ -175,6 +175,9 @@ fn step_config(model: ModelConfig) -> StepConfig {
 
 #[test]
 fn each_pass_and_default_pipeline_keep_hlatcs_step_numbers() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     for (variant, model) in tiny_variants() {
         let cfg = step_config(model);
@@ -310,6 +313,9 @@ fn assert_all_close(what: &str, got: &[Literal], want: &[Literal]) {
 
 #[test]
 fn each_pass_and_default_pipeline_keep_the_torch_xla_steps_numbers() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let (module, _, inputs) = torch_xla_fixture();
     let reference = rt.compile(&module).unwrap().run(&inputs).unwrap();

@@ -314,6 +314,9 @@ fn hlats_70b_layout_keeps_its_activations_and_fits_a_neuroncore() {
 /// run's losses and grad norms at each of its 50 steps.
 #[test]
 fn train_with_stages_follows_the_single_device_run() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     crate::sharded::train_follows_the_single_device_run(&[
         "--pp",
         "2",

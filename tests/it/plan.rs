@@ -148,6 +148,9 @@ fn two_and_three_layer_stages_extrapolate_to_the_whole_programs() {
 
 #[test]
 fn hlat_70b_on_32_nodes_searches_the_layouts_and_its_best_compiles() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let o = PlanOptions {
         model: ModelSource::Preset("hlat-70b".into()),
         precision: Some(Precision::Bf16Master),
@@ -346,6 +349,9 @@ fn a_measured_run_appended_reads_back_and_a_foreign_header_is_refused() {
 
 #[test]
 fn a_search_writes_its_json_and_its_chart() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let dir = scratch("plan-outputs");
     let (json, png) = (dir.join("plan.json"), dir.join("plan.png"));
     let search = |extra: &[&str]| {
@@ -403,6 +409,9 @@ fn a_search_writes_its_json_and_its_chart() {
 /// they were priced. The figures are in `docs/src/planner.md`.
 #[test]
 fn the_8k_runs_are_re_predicted_with_blocked_attention() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     use hlatc::models::KernelRequest;
     let c = calibration("data/planner/sdk-other-runs.csv");
     let (params, a) = (builtin_params(), Assumptions::default());

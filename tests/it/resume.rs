@@ -85,6 +85,9 @@ fn stopped_and_resumed_is_uninterrupted(name: &str, layout: &[&str]) {
 
 #[test]
 fn a_resumed_run_is_the_run_that_never_stopped() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     // Stochastic rounding: the RNG state is part of the checkpoint.
     stopped_and_resumed_is_uninterrupted("single", &["--precision", "bf16-pure"]);
 }
@@ -93,6 +96,9 @@ fn a_resumed_run_is_the_run_that_never_stopped() {
 /// saved: an accumulating run resumes bit for bit too.
 #[test]
 fn a_resumed_accumulating_run_is_the_run_that_never_stopped() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     stopped_and_resumed_is_uninterrupted(
         "accumulating",
         &["--precision", "bf16-pure", "--dp", "2", "--grad-accum", "2"],

@@ -23,6 +23,19 @@ pub const HLAT_7B_LAYOUT: [&str; 11] = [
     "bf16-master",
 ];
 
+/// Whether to skip a slow test, as rust-analyzer's `skip_slow_tests`
+/// does: the fast tier (`scripts/test-fast.sh`, or `cargo test` alone)
+/// leaves out the tests that take seconds each, and `RUN_SLOW_TESTS=1`
+/// (what `scripts/test.sh` and CI set) runs them. A skipped test passes,
+/// and says so on standard error.
+pub fn skip_slow_tests() -> bool {
+    let skip = std::env::var_os("RUN_SLOW_TESTS").map_or(true, |v| v == "0");
+    if skip {
+        eprintln!("skipped: a slow test, which RUN_SLOW_TESTS=1 runs");
+    }
+    skip
+}
+
 /// `hlatc args...`, run to the end.
 pub fn hlatc(args: &[&str]) -> Output {
     command(args).output().unwrap()

@@ -229,6 +229,9 @@ fn data_and_corpus_refuse_a_bad_token_file_in_the_same_words() {
 /// is refused at a resume, naming the corpus.
 #[test]
 fn a_data_file_edited_anywhere_is_not_resumed() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     // 640,000 u16 ids: 1.28 MB, past the 1 MiB read whole either way.
     let ids: Vec<u16> = (0..640_000u32).map(|i| (i * 7 % 63) as u16).collect();
     let data = u16_file("edited.bin", &ids);

@@ -32,6 +32,9 @@ fn fixtures() -> Vec<PathBuf> {
 
 #[test]
 fn xla_reads_our_text_and_protos_as_we_meant_them() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("hlatc-xla-crosscheck-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut modules: Vec<(String, hlatc::Module)> = fixtures()
