@@ -720,6 +720,16 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
 fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
     use hlatc::plan::PlanError as P;
     match e {
+        // The option as Python spells it, and the argument named.
+        P::Option {
+            option,
+            given,
+            problem,
+        } => crate::args::out_of_range(
+            option.keyword(),
+            format!("{}={given}: {problem}", option.keyword()),
+        ),
+        P::NothingFits { .. } => usage(message),
         P::Spec { .. } | P::Cluster(_) | P::Layout { .. } => usage(message),
         P::Compile { .. } => usage(message),
         P::Calibration { path, .. } | P::Io { path, .. } => {

@@ -156,12 +156,6 @@ pub fn plan(
     let model = source(model, config)?;
     let precision = precision.map(|p| precision_named(&CONFIG, p)).transpose()?;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
-    if top == 0 {
-        return Err(args::out_of_range(
-            "top",
-            "top=0: at least one layout is read whole".into(),
-        ));
-    }
     let p = guarded(|| {
         py.allow_threads(|| {
             let mut o = PlanOptions {

@@ -1,6 +1,7 @@
 """hlatc.plan: hlatc plan's search from Python, the same candidates typed."""
 
 import pathlib
+import re
 
 import pytest
 
@@ -81,3 +82,20 @@ def test_a_measured_run_appends_a_row_that_a_calibration_reads(tmp_path: pathlib
             runs, model="hlat-7b", instance="trn1.32xlarge", nodes=2, tp=8, dp=64,
             seq_per_s=1.0, global_batch=1024, seq_len=4096,
         )
+
+
+@pytest.mark.parametrize(
+    "kwargs, says, argument",
+    [
+        ({"price": -1.0}, "price=-1: a positive price per node-hour", "price"),
+        ({"price": float("nan")}, "price=NaN: a positive price per node-hour", "price"),
+        ({"precision": "fp64"}, "precision=fp64: Trainium has no f64", "precision"),
+        ({"seq_len": 0}, "seq_len=0: at least one token per sequence", "seq_len"),
+    ],
+)
+def test_plan_refuses_what_the_cli_refuses_naming_the_keyword(kwargs, says, argument):
+    # One check for both front ends (PlanOptions::check), each naming the
+    # option its own way: here as the keyword.
+    with pytest.raises(hlatc.UsageError, match=re.escape(says)) as caught:
+        hlatc.plan(model="tiny", **kwargs)
+    assert caught.value.argument == argument

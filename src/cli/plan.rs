@@ -24,9 +24,10 @@ use std::process::ExitCode;
 /// of a rank. A cost model turns those into a step time; its few
 /// parameters (the fraction of each peak achieved) are fitted to the
 /// Neuron SDK's published training runs, or to --calibration FILE.
-/// Pipeline layouts are priced as NxD runs them, each stage keeping its
-/// activations by the remat policy; what hlatc's own tick programs do
-/// today (each stage's forward run twice) is printed beside.
+/// Pipeline layouts are priced as their bundles run, as NxD's pipeline
+/// does: each micro-batch in flight keeps what the remat policy keeps, so
+/// the backward does not run the stage's forward again (remat=stage,
+/// also searched, keeps only the stage's input and runs it again).
 ///
 /// The search reads each layout from two- and three-layer stages of its
 /// programs (every layer between the first and the last is the same
@@ -48,12 +49,12 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Tokens per sequence [default: min(4096, max_position_embeddings)]
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     seq_len: Option<i64>,
     /// The precision preset every layout uses (fp32, bf16-mixed,
-    /// bf16-pure, bf16-master) [default: search bf16-master, bf16-mixed
-    /// and bf16-pure]
-    #[arg(long, value_parser = parse_precision)]
+    /// bf16-pure, bf16-master; not fp64, which Trainium does not run)
+    /// [default: search bf16-master, bf16-mixed and bf16-pure]
+    #[arg(long, value_parser = super::precision_args::parse_precision)]
     precision: Option<Precision>,
     /// The instance kind: trn1.32xlarge (32 NeuronCores, EFA 800 Gbps),
     /// trn1n.32xlarge (EFA 1,600 Gbps) or trn2.48xlarge (64 logical cores
@@ -61,10 +62,20 @@ pub struct Args {
     #[arg(long, default_value = "trn1.32xlarge", value_parser = parse_instance)]
     instance: Instance,
     /// Instances in the cluster
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
     nodes: i64,
     /// Sequences per optimizer step over the whole cluster
-    #[arg(long, value_name = "B", default_value_t = 1024)]
+    #[arg(
+        long,
+        value_name = "B",
+        default_value_t = 1024,
+        allow_negative_numbers = true
+    )]
     global_batch: i64,
     /// How many of the best layouts to print (each read again from its
     /// whole programs)
@@ -72,7 +83,7 @@ pub struct Args {
     top: usize,
     /// USD per node-hour: prints the cost of 4 M tokens (HLAT's CPT
     /// figure) for each layout
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     price: Option<f64>,
     /// Evaluate this one layout instead of searching: comma-separated
     /// tp=T,pp=P,dp=D,sp,zero1,remat=POLICY,micro_batch=M,precision=P,
@@ -112,13 +123,6 @@ pub struct Args {
     threads: usize,
 }
 
-fn parse_precision(s: &str) -> Result<Precision, String> {
-    Precision::from_name(s).ok_or_else(|| {
-        let known: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
-        format!("unknown precision '{s}' (known: {})", known.join(", "))
-    })
-}
-
 fn parse_instance(s: &str) -> Result<Instance, String> {
     Instance::from_name(s).ok_or_else(|| {
         let known: Vec<&str> = Instance::ALL.iter().map(|i| i.name()).collect();
@@ -127,13 +131,12 @@ fn parse_instance(s: &str) -> Result<Instance, String> {
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
-    if let Some(p) = a.price.filter(|p| !(p.is_finite() && *p > 0.0)) {
-        return Err(Error::usage(format!(
-            "--price {p}: a positive price per node-hour"
-        )));
-    }
-    if a.top == 0 {
-        return Err(Error::usage("--top 0: at least one layout is printed"));
+    // Where the results go is checked before the search, which takes
+    // minutes.
+    for (flag, path) in [("--json", &a.json), ("--plot", &a.plot)] {
+        if let Some(path) = path {
+            writable_file(flag, path)?;
+        }
     }
     let model = match (&a.model, &a.config) {
         (_, Some(path)) => ModelSource::ConfigFile(path.clone()),
@@ -181,7 +184,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             .collect();
         out!("  parameters: {}", params.join(", "))?;
         print_errors("in sample", &r.in_sample)?;
-        print_errors("leave-one-out", &r.leave_one_out)?;
+        match r.leave_one_out.is_empty() {
+            true => out!("  leave-one-out: none (a fit to the others needs two runs or more)")?,
+            false => print_errors("leave-one-out", &r.leave_one_out)?,
+        }
         // The fit reported is the one in use (the built-in one's values).
         if a.calibration.is_some() {
             o.params = r.params;
@@ -222,6 +228,29 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         note!("wrote {}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses an output path whose folder does not exist, or that is a
+/// folder itself.
+fn writable_file(flag: &str, path: &std::path::Path) -> Result<(), Error> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if path.is_dir() {
+        return Err(Error::usage(format!(
+            "{flag} {}: a folder, where a file is written",
+            path.display()
+        )));
+    }
+    if !folder.is_dir() {
+        return Err(Error::usage(format!(
+            "{flag} {}: no folder {} to write it in",
+            path.display(),
+            folder.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Says how hlatc's programs were priced, when not by the plain graph.

@@ -521,8 +521,12 @@ pub fn predict(features: &StepFeatures, p: &CostParams) -> f64 {
 }
 
 /// Each run predicted from a fit to all the others: the seconds of its
-/// step.
+/// step. None with fewer than two runs: a fit to no runs predicts
+/// nothing.
 pub fn leave_one_out(features: &[StepFeatures], measured: &[f64]) -> Vec<f64> {
+    if features.len() < 2 {
+        return Vec::new();
+    }
     (0..features.len())
         .map(|k| {
             let (f, y): (Vec<StepFeatures>, Vec<f64>) = features

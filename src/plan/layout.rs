@@ -86,11 +86,30 @@ impl Layout {
             precision,
             attention,
         };
-        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if spec.trim().is_empty() {
+            return Err(bad(format!(
+                "an empty layout; write its degrees, e.g. tp=8,dp=4 (keys: {})",
+                KEYS.join(", ")
+            )));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for part in spec.split(',').map(str::trim) {
+            if part.is_empty() {
+                return Err(bad("an empty entry between commas".into()));
+            }
             let (key, value) = match part.split_once('=') {
                 Some((k, v)) => (k.trim(), Some(v.trim())),
                 None => (part, None),
             };
+            let canonical = match key {
+                "sequence_parallel" => "sp",
+                "mb" => "micro_batch",
+                k => k,
+            };
+            if seen.contains(&canonical) {
+                return Err(bad(format!("'{key}' is given twice")));
+            }
+            seen.push(canonical);
             let number = |v: Option<&str>| -> Result<i64, PlanError> {
                 let v = v.ok_or_else(|| bad(format!("'{key}' needs a value ({key}=N)")))?;
                 match v.parse::<i64>() {
@@ -131,6 +150,9 @@ impl Layout {
                             known.join(", ")
                         ))
                     })?;
+                    if let Some(why) = not_on_trainium(l.precision) {
+                        return Err(bad(format!("precision={v}: {why}")));
+                    }
                 }
                 "attention" => {
                     let v = value.unwrap_or_default();
@@ -268,6 +290,28 @@ impl fmt::Display for Layout {
     }
 }
 
+/// Why Trainium cannot run a step of `precision`, if it cannot: f64,
+/// which neuronx-cc refuses (the pre-flight's `f64` rule).
+pub fn not_on_trainium(precision: Precision) -> Option<String> {
+    (precision == Precision::Fp64).then(|| {
+        let presets: Vec<&str> = Precision::ALL
+            .iter()
+            .filter(|&&p| p != Precision::Fp64)
+            .map(|p| p.name())
+            .collect();
+        format!(
+            "Trainium has no f64 (neuronx-cc refuses it); the presets it runs are {}",
+            presets.join(", ")
+        )
+    })
+}
+
+/// The most micro-batches one optimizer step accumulates that the planner
+/// prices: a pipeline's schedule is laid out tick by tick, so a search
+/// over a global batch of billions would run for hours. Training runs
+/// accumulate tens (HLAT: 1,024 sequences over 32 replicas).
+pub const MAX_MICRO_BATCHES: i64 = 4096;
+
 /// Whether `l` runs `cfg` on the cluster's `cores`: the degrees fill the
 /// cluster, and divide the model and the batch.
 pub fn check_layout(
@@ -303,6 +347,15 @@ pub fn check_layout(
             layout: l.to_string(),
             message: "remat=stage keeps only each pipeline stage's input: it needs pp 2 or more"
                 .into(),
+        });
+    }
+    if k > MAX_MICRO_BATCHES {
+        return Err(PlanError::Layout {
+            layout: l.to_string(),
+            message: format!(
+                "{k} micro-batches a step, over the {MAX_MICRO_BATCHES} the planner prices: \
+                 a larger micro-batch, more replicas or a smaller global batch"
+            ),
         });
     }
     if l.parallel.pp > 1 && k < 1 {

@@ -27,10 +27,60 @@ pub use hardware::Instance;
 pub use layout::Layout;
 pub use search::{plan, Candidate, Plan, PlanOptions};
 
+/// An option of a plan, named by each front end its own way: `--nodes`
+/// on the command line, `nodes=` in Python.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanOption {
+    Nodes,
+    GlobalBatch,
+    SeqLen,
+    Top,
+    Price,
+    Precision,
+}
+
+impl PlanOption {
+    /// As `hlatc plan` spells it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            PlanOption::Nodes => "--nodes",
+            PlanOption::GlobalBatch => "--global-batch",
+            PlanOption::SeqLen => "--seq-len",
+            PlanOption::Top => "--top",
+            PlanOption::Price => "--price",
+            PlanOption::Precision => "--precision",
+        }
+    }
+
+    /// As `hlatc.plan` spells it.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            PlanOption::Nodes => "nodes",
+            PlanOption::GlobalBatch => "global_batch",
+            PlanOption::SeqLen => "seq_len",
+            PlanOption::Top => "top",
+            PlanOption::Price => "price",
+            PlanOption::Precision => "precision",
+        }
+    }
+}
+
 /// What planning can fail with, each naming the flag, row or divisor at
 /// fault.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// An option's value the plan cannot take (printed as the CLI spells
+    /// the option; Python spells it its own way).
+    #[error("{} {given}: {problem}", .option.flag())]
+    Option {
+        option: PlanOption,
+        given: String,
+        problem: String,
+    },
+    /// No layout of the search is left to rank: each was over a core's
+    /// memory by its state alone, or refused.
+    #[error("no layout fits: {reason}")]
+    NothingFits { reason: String },
     /// A `--layout` SPEC that cannot be read.
     #[error("--layout '{spec}': {message}")]
     Spec { spec: String, message: String },

@@ -6,7 +6,7 @@ use super::cost::{features, Assumptions, Breakdown, CostParams};
 use super::evaluate::{evaluate, Evaluated, Fidelity};
 use super::hardware::Instance;
 use super::layout::{check_layout, Layout};
-use super::PlanError;
+use super::{PlanError, PlanOption};
 use crate::compile_step::ModelSource;
 use hlatc_models::kernels::{KernelPoint, KernelRequest};
 use hlatc_models::{ModelConfig, Parallelism};
@@ -45,6 +45,61 @@ pub struct PlanOptions {
     /// How every layout's programs compute attention's core (`--kernel
     /// attention=...`); a `--layout` SPEC's `attention=` overrides it.
     pub attention: KernelRequest,
+}
+
+impl PlanOptions {
+    /// Refuses a value no plan can take, naming the option: what the CLI
+    /// and Python share, so neither is looser than the other.
+    pub fn check(&self) -> Result<(), PlanError> {
+        let bad = |option: PlanOption, given: String, problem: &str| {
+            Err(PlanError::Option {
+                option,
+                given,
+                problem: problem.to_string(),
+            })
+        };
+        if self.nodes < 1 {
+            return bad(
+                PlanOption::Nodes,
+                self.nodes.to_string(),
+                "a cluster has at least one node",
+            );
+        }
+        if self.global_batch < 1 {
+            return bad(
+                PlanOption::GlobalBatch,
+                self.global_batch.to_string(),
+                "at least one sequence per step",
+            );
+        }
+        if let Some(s) = self.seq_len.filter(|&s| s < 1) {
+            return bad(
+                PlanOption::SeqLen,
+                s.to_string(),
+                "at least one token per sequence",
+            );
+        }
+        if self.top == 0 {
+            return bad(
+                PlanOption::Top,
+                "0".into(),
+                "at least one layout is read whole and printed",
+            );
+        }
+        if let Some(p) = self.price.filter(|p| !(p.is_finite() && *p > 0.0)) {
+            return bad(
+                PlanOption::Price,
+                p.to_string(),
+                "a positive price per node-hour",
+            );
+        }
+        if let Some(p) = self.precision {
+            if let Some(why) = super::layout::not_on_trainium(p) {
+                return bad(PlanOption::Precision, p.name().to_string(), &why);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for PlanOptions {
@@ -136,23 +191,10 @@ struct Setting<'a> {
 /// sequence too long); the rest are [`PlanError`]s.
 pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let t0 = Instant::now();
+    o.check()?;
     let (cfg, name) = o.model.resolve(false)?;
     let seq_len =
         crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))?.seq_len;
-    if o.nodes < 1 {
-        return Err(PlanError::Cluster(format!(
-            "--nodes {}: a cluster has at least one node",
-            o.nodes
-        ))
-        .into());
-    }
-    if o.global_batch < 1 {
-        return Err(PlanError::Cluster(format!(
-            "--global-batch {}: at least one sequence per step",
-            o.global_batch
-        ))
-        .into());
-    }
     let cores = o.nodes * o.instance.hardware().cores_per_node;
     let setting = Setting {
         cfg: &cfg,
@@ -198,6 +240,9 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
             Err(e) => refused.push((layout.to_string(), without_layout(e))),
         }
     }
+    if candidates.is_empty() && o.layout.is_none() {
+        return Err(nothing_fits(&too_large, &refused, hbm).into());
+    }
     if o.layout.is_some() && !refused.is_empty() {
         let (layout, why) = refused.remove(0);
         return Err(PlanError::Layout {
@@ -238,6 +283,33 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         params: o.params.named(),
         assumptions: o.assumptions,
     })
+}
+
+/// Why a search left no layout to rank: the smallest state any layout
+/// holds on a core against the core's memory, and how many layouts were
+/// refused and why, with what changes it.
+fn nothing_fits(too_large: &[(String, u64)], refused: &[(String, String)], hbm: u64) -> PlanError {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let mut reason = Vec::new();
+    if let Some((layout, floor)) = too_large.iter().min_by_key(|(_, f)| *f) {
+        reason.push(format!(
+            "{} layouts hold more than a core's {:.2} GiB by their state alone, the least \
+             {layout} with {:.2} GiB: more nodes, ZeRO-1 over more replicas, or a smaller \
+             model",
+            too_large.len(),
+            gib(hbm),
+            gib(*floor)
+        ));
+    }
+    if let Some((layout, why)) = refused.first() {
+        reason.push(format!(
+            "{} layouts were refused, the first {layout}: {why}",
+            refused.len()
+        ));
+    }
+    PlanError::NothingFits {
+        reason: reason.join("; "),
+    }
 }
 
 /// Those that fit first, fastest first; the layout's text breaks ties, so
@@ -452,13 +524,15 @@ pub fn search_space(
         return Err(PlanError::Cluster(format!(
             "no layout of {} x {} ({cores} cores) divides the model and --global-batch {}: \
              tp must divide the attention heads ({}) and the MLP width ({}) within a node's \
-             {per_node} cores, pp the layers ({}), and dp x micro-batch the global batch",
+             {per_node} cores, pp the layers ({}), and dp x micro-batch the global batch, in \
+             at most {} micro-batches a step",
             o.nodes,
             o.instance,
             o.global_batch,
             cfg.num_attention_heads,
             cfg.intermediate_size,
-            cfg.num_hidden_layers
+            cfg.num_hidden_layers,
+            super::layout::MAX_MICRO_BATCHES
         )));
     }
     Ok(out)

@@ -482,3 +482,105 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
         stderr(&out)
     );
 }
+
+/// What a new user tried that the planner answered wrongly or not at all
+/// (issue 73): each is now an error naming the option, the key or the
+/// reason, and none searches first.
+#[test]
+fn options_and_specs_a_plan_cannot_take_are_refused_by_name() {
+    let missing = scratch("plan-missing").join("no/such/folder/plan.json");
+    let missing = missing.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--model", "tiny", "--precision", "fp64"],
+            "--precision fp64: Trainium has no f64 (neuronx-cc refuses it); the presets it runs are fp32, bf16-mixed, bf16-pure, bf16-master",
+        ),
+        (
+            vec!["--model", "tiny", "--layout", "tp=2,precision=fp64"],
+            "--layout 'tp=2,precision=fp64': precision=fp64: Trainium has no f64",
+        ),
+        (
+            vec!["--model", "tiny", "--layout", "tp=2,tp=4"],
+            "--layout 'tp=2,tp=4': 'tp' is given twice",
+        ),
+        (
+            vec!["--model", "tiny", "--layout", "sp,sequence_parallel=false"],
+            "'sequence_parallel' is given twice",
+        ),
+        (
+            vec!["--model", "tiny", "--layout", ""],
+            "--layout '': an empty layout",
+        ),
+        (
+            vec!["--model", "tiny", "--layout", ","],
+            "--layout ',': an empty entry between commas",
+        ),
+        (
+            vec!["--model", "tiny", "--nodes", "-1"],
+            "--nodes -1: a cluster has at least one node",
+        ),
+        (
+            vec!["--model", "tiny", "--seq-len", "0"],
+            "--seq-len 0: at least one token per sequence",
+        ),
+        (
+            vec!["--model", "tiny", "--price", "-1"],
+            "--price -1: a positive price per node-hour",
+        ),
+        (
+            vec!["--model", "tiny", "--price", "nan"],
+            "--price NaN: a positive price per node-hour",
+        ),
+        (
+            vec!["--model", "tiny", "--json", &missing],
+            "plan.json: no folder",
+        ),
+        // Billions of sequences: every layout would accumulate millions
+        // of micro-batches; refused at once instead of searched for hours.
+        (
+            vec!["--model", "tiny", "--global-batch", "4294967296"],
+            "in at most 4096 micro-batches a step",
+        ),
+        // 70B on one node: every layout's state alone is over a core.
+        (
+            vec!["--model", "hlat-70b", "--nodes", "1"],
+            "no layout fits: ",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut a = vec!["plan"];
+        a.extend_from_slice(&args);
+        let o = hlatc(&a);
+        assert!(!o.status.success(), "{a:?}");
+        let e = stderr(&o);
+        assert!(e.contains(want), "{a:?}: want '{want}' in: {e}");
+        assert!(!e.contains("panicked"), "{e}");
+    }
+    // What a model that fits no layout is told: the least state, and
+    // what would change it.
+    let o = hlatc(&["plan", "--model", "hlat-70b", "--nodes", "1"]);
+    let e = stderr(&o);
+    assert!(
+        e.contains(
+            "layouts hold more than a core's 16.00 GiB by their state alone, the least tp="
+        ) && e.contains("more nodes, ZeRO-1 over more replicas, or a smaller model"),
+        "{e}"
+    );
+}
+
+/// A calibration of one run has no run to fit the others to: its
+/// leave-one-out is said to be none, not computed from nothing.
+#[test]
+fn a_one_run_calibration_reports_no_leave_one_out() {
+    let dir = scratch("plan-one-run");
+    let path = dir.join("one.csv");
+    let c = calibration(BUILTIN_FILE);
+    hlatc::plan::calibration::append_run(&path, &c.runs[0]).unwrap();
+    let o = hlatc(&["plan", "--report", "--calibration", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = stdout(&o);
+    assert!(
+        printed.contains("leave-one-out: none (a fit to the others needs two runs or more)"),
+        "{printed}"
+    );
+}
