@@ -26,7 +26,7 @@ use std::process::ExitCode;
 /// Neuron SDK's published training runs, or to --calibration FILE.
 /// Pipeline layouts are priced as their bundles run, as NxD's pipeline
 /// does: each micro-batch in flight keeps what the remat policy keeps, so
-/// the backward does not run the stage's forward again (remat=stage,
+/// the backward slot does not run the stage's forward again (remat=stage,
 /// also searched, keeps only the stage's input and runs it again).
 ///
 /// The search reads each layout from two- and three-layer stages of its

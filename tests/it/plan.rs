@@ -561,9 +561,8 @@ fn options_and_specs_a_plan_cannot_take_are_refused_by_name() {
     let o = hlatc(&["plan", "--model", "hlat-70b", "--nodes", "1"]);
     let e = stderr(&o);
     assert!(
-        e.contains(
-            "layouts hold more than a core's 16.00 GiB by their state alone, the least tp="
-        ) && e.contains("more nodes, ZeRO-1 over more replicas, or a smaller model"),
+        e.contains("layouts hold more than a core's 16.00 GiB by their state alone, the least tp=")
+            && e.contains("more nodes, ZeRO-1 over more replicas, or a smaller model"),
         "{e}"
     );
 }
@@ -583,4 +582,27 @@ fn a_one_run_calibration_reports_no_leave_one_out() {
         printed.contains("leave-one-out: none (a fit to the others needs two runs or more)"),
         "{printed}"
     );
+}
+
+/// `hlatc plan --help` says of pipelines what the book says: both price a
+/// pipeline layout as its bundle runs, each micro-batch in flight keeping
+/// what the remat policy keeps.
+#[test]
+fn plan_help_describes_pipelines_as_the_book_does() {
+    let help = stdout(&hlatc(&["plan", "--help"]))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let book =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/planner.md"))
+            .unwrap();
+    let book = book.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "each micro-batch in flight keeps what the remat policy keeps",
+        "the backward slot does not run the stage's forward again",
+    ] {
+        assert!(help.contains(said), "--help: {said}");
+        assert!(book.contains(said), "planner.md: {said}");
+    }
+    assert!(!help.contains("tick programs"), "{help}");
 }
