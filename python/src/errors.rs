@@ -730,6 +730,10 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
             format!("{}={given}: {problem}", option.keyword()),
         ),
         P::NothingFits { .. } => usage(message),
+        P::RunRefused { field, .. } if *field != "layout" => {
+            crate::args::out_of_range(field, message)
+        }
+        P::RunRefused { .. } => usage(message),
         P::Spec { .. } | P::Cluster(_) | P::Layout { .. } => usage(message),
         P::Compile { .. } => usage(message),
         P::Calibration { path, .. } | P::Io { path, .. } => {

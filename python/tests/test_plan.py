@@ -99,3 +99,24 @@ def test_plan_refuses_what_the_cli_refuses_naming_the_keyword(kwargs, says, argu
     with pytest.raises(hlatc.UsageError, match=re.escape(says)) as caught:
         hlatc.plan(model="tiny", **kwargs)
     assert caught.value.argument == argument
+
+
+@pytest.mark.parametrize(
+    "changes, argument",
+    [
+        ({"model": "llama-9000"}, "model"),
+        ({"sequence_parallel": True, "tp": 1, "dp": 512}, "sequence_parallel"),
+        ({"remat": "stage"}, "remat"),
+        ({"global_batch": 1000}, "global_batch"),
+    ],
+)
+def test_a_run_the_reader_would_refuse_is_not_appended(tmp_path, changes, argument):
+    runs = tmp_path / "runs.csv"
+    row = dict(model="hlat-7b", instance="trn1.32xlarge", nodes=16, tp=8, dp=64,
+               seq_per_s=90.0, global_batch=1024, seq_len=4096)
+    row.update(changes)
+    with pytest.raises(hlatc.UsageError) as caught:
+        hlatc.append_measured_run(runs, **row)
+    assert caught.value.argument == argument
+    assert "line 0" not in str(caught.value)
+    assert not runs.exists()

@@ -718,6 +718,58 @@ impl MeasuredRun {
     }
 }
 
+/// Refuses a run that reading it back would refuse, before anything is
+/// written, naming the field (the column, and Python's argument): each
+/// cell as the reader reads it, the model, and the layout as pricing it
+/// checks (SP at TP 1, `remat=stage` without a pipeline, a global batch
+/// the replicas do not divide).
+fn check_appendable(run: &MeasuredRun) -> Result<(), PlanError> {
+    let refuse = |field: &'static str, message: String| PlanError::RunRefused { field, message };
+    for (field, text) in [
+        ("model", &run.model_label),
+        ("sdk", &run.sdk),
+        ("source", &run.source),
+    ] {
+        if text.contains([',', '\n', '\r']) || text.trim().is_empty() {
+            return Err(refuse(
+                field,
+                format!("'{text}': a calibration cell is non-empty, without commas or line breaks"),
+            ));
+        }
+    }
+    if !(run.seq_per_s.is_finite() && run.seq_per_s > 0.0) {
+        return Err(refuse(
+            "seq_per_s",
+            format!("{}: a positive number", run.seq_per_s),
+        ));
+    }
+    if let Some(p) = run.problem() {
+        let field = match &p {
+            RowFault::NotPositiveWhole { column, .. } => column,
+            _ => "nodes",
+        };
+        return Err(refuse(field, p.to_string()));
+    }
+    let (cfg, _) = run
+        .model
+        .resolve(false)
+        .map_err(|e| refuse("model", e.to_string()))?;
+    let l = &run.layout;
+    let cores = run.nodes * run.instance.hardware().cores_per_node;
+    check_layout(&cfg, l, run.seq_len, run.global_batch, cores).map_err(|e| {
+        let field = if l.parallel.sequence_parallel && l.parallel.tp == 1 {
+            "sequence_parallel"
+        } else if l.remat.needs_stages() && l.parallel.pp <= 1 {
+            "remat"
+        } else if run.global_batch % (l.parallel.dp * l.micro_batch) != 0 {
+            "global_batch"
+        } else {
+            "layout"
+        };
+        refuse(field, e.to_string())
+    })
+}
+
 /// Appends `run` to the calibration file at `path`, writing the header
 /// first when the file is new or empty: how a measured run joins the runs
 /// `hlatc plan --calibration` fits. A file whose header is not a
@@ -725,32 +777,12 @@ impl MeasuredRun {
 /// run that could not be read back ([`MeasuredRun::problem`]).
 pub fn append_run(path: &Path, run: &MeasuredRun) -> Result<(), PlanError> {
     use std::io::Write;
-    if let Some(p) = run.problem() {
-        return Err(PlanError::Cluster(p.to_string()));
-    }
+    check_appendable(run)?;
     let at = |line: usize, message: String| PlanError::Calibration {
         path: path.display().to_string(),
         line,
         message,
     };
-    for (what, text) in [
-        ("model", &run.model_label),
-        ("sdk", &run.sdk),
-        ("source", &run.source),
-    ] {
-        if text.contains([',', '\n', '\r']) || text.trim().is_empty() {
-            return Err(at(
-                0,
-                format!("{what} '{text}': a calibration cell is non-empty, without commas or line breaks"),
-            ));
-        }
-    }
-    if !(run.seq_per_s.is_finite() && run.seq_per_s > 0.0) {
-        return Err(at(
-            0,
-            format!("seq_per_s {}: a positive number", run.seq_per_s),
-        ));
-    }
     let existing = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

@@ -77,6 +77,13 @@ pub enum PlanError {
         given: String,
         problem: String,
     },
+    /// A measured run that reading it back would refuse, by its field
+    /// (a calibration column, and `append_measured_run`'s argument).
+    #[error("{field}: {message}")]
+    RunRefused {
+        field: &'static str,
+        message: String,
+    },
     /// No layout of the search is left to rank: each was over a core's
     /// memory by its state alone, or refused.
     #[error("no layout fits: {reason}")]

@@ -606,3 +606,41 @@ fn plan_help_describes_pipelines_as_the_book_does() {
     }
     assert!(!help.contains("tick programs"), "{help}");
 }
+
+/// A run that reading it back would refuse is not appended: each is
+/// refused naming its field, and the file is left as it was.
+#[test]
+fn a_run_the_reader_would_refuse_is_not_appended() {
+    use hlatc::plan::PlanError;
+    let dir = scratch("plan-append-refused");
+    let path = dir.join("runs.csv");
+    let good = calibration(BUILTIN_FILE).runs[0].clone();
+    hlatc::plan::calibration::append_run(&path, &good).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let mut cases: Vec<(hlatc::plan::MeasuredRun, &str, &str)> = Vec::new();
+    let mut r = good.clone();
+    r.model = ModelSource::Preset("llama-9000".into());
+    r.model_label = "llama-9000".into();
+    cases.push((r, "model", "llama-9000"));
+    let mut r = good.clone();
+    r.layout.parallel.sequence_parallel = true;
+    r.layout.parallel.tp = 1;
+    r.layout.parallel.dp *= 8;
+    cases.push((r, "sequence_parallel", "sequence"));
+    let mut r = good.clone();
+    r.layout.remat = hlatc::passes::RematPolicy::Stage;
+    cases.push((r, "remat", "remat=stage"));
+    let mut r = good.clone();
+    r.global_batch = 1000;
+    cases.push((r, "global_batch", "1000"));
+    for (run, field, says) in cases {
+        match hlatc::plan::calibration::append_run(&path, &run) {
+            Err(PlanError::RunRefused { field: f, message }) => {
+                assert_eq!(f, field, "{message}");
+                assert!(message.contains(says), "{field}: {message}");
+            }
+            other => panic!("{field}: {other:?}"),
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{field}");
+    }
+}
