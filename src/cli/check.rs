@@ -2,7 +2,8 @@
 
 use super::console::{note, out};
 use hlatc::passes::neuron_check::{
-    check_module, CheckReport, Chip, Finding, Sdk, INSTRUCTION_LIMIT, RULES, SDK_COMMIT,
+    check_module, check_planned_step, CheckReport, Chip, Finding, Sdk, INSTRUCTION_LIMIT, RULES,
+    SDK_COMMIT,
 };
 use hlatc::text::TextPositions;
 use hlatc::{Error, Format};
@@ -116,6 +117,10 @@ struct Input {
     text: Source,
     /// A bundle's own chip (its compile_flags.json's --target).
     chip: Option<Chip>,
+    /// Whether hlatc built it with a memory plan (its manifest's
+    /// `memory_per_rank`): the plan, not the boundary's estimate, decides
+    /// whether it fits, as when `hlatc compile` checked it.
+    planned: bool,
 }
 
 enum Source {
@@ -140,7 +145,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             .map(Chip::from)
             .or(input.chip)
             .unwrap_or(Chip::Trn1);
-        let report = check_module(&input.module, chip, a.sdk.into());
+        let report = match input.planned {
+            true => check_planned_step(&input.module, chip, a.sdk.into()),
+            false => check_module(&input.module, chip, a.sdk.into()),
+        };
         refused |= report.refused();
         let positions = if report.names_instructions() {
             positions(input)?
@@ -182,7 +190,26 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         };
         let s = serde_json::to_string_pretty(&v).map_err(|e| Error::usage(e.to_string()))?;
         out!("{s}")?;
-    } else if programs.len() > 1 {
+    } else if let Some(total) = planned_memory(path) {
+        let chip = programs
+            .first()
+            .and_then(|(_, i)| a.target.map(Chip::from).or(i.chip))
+            .unwrap_or(Chip::Trn1);
+        let core = chip.hbm_per_core();
+        let verdict = match total > core {
+            true => {
+                "over it: the step does not fit a core (compile wrote it under --device-memory)"
+            }
+            false => "fits",
+        };
+        out!(
+            "{}: memory plan per rank {} (manifest.json), of {chip}'s {} per core: {verdict}",
+            path.display(),
+            hlatc::memory_plan::gib(total),
+            hlatc::memory_plan::gib(core)
+        )?;
+    }
+    if matches!(a.format, OutputFormat::Text) && programs.len() > 1 {
         let verdict = if refused {
             "refused: neuronx-cc would refuse a program"
         } else {
@@ -295,7 +322,21 @@ fn read_bundle(path: &Path) -> Result<Input, Error> {
         shown,
         text: source,
         chip: bundle_chip(path),
+        planned: manifest_memory(path).is_some(),
     })
+}
+
+/// The memory plan per rank a bundle hlatc wrote records (its manifest's
+/// `memory_per_rank.total`), if it does.
+fn manifest_memory(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join(hlatc::bundle::MANIFEST_FILE)).ok()?;
+    let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
+    manifest["memory_per_rank"]["total"].as_u64()
+}
+
+/// The memory plan of a bundle's whole step, for a bundle directory.
+fn planned_memory(path: &Path) -> Option<u64> {
+    path.is_dir().then(|| manifest_memory(path)).flatten()
 }
 
 /// Reads a module file.
@@ -316,6 +357,7 @@ fn read_module(path: &Path) -> Result<Input, Error> {
             Source::Printed
         },
         chip: None,
+        planned: false,
     })
 }
 

@@ -201,8 +201,9 @@ fn a_bundle_is_checked_for_its_own_chip_and_located_in_its_text() {
     assert_eq!(
         text(&o.stdout),
         format!(
-            "{}: trn1 (SDK 2.32 defaults): no findings in 1006 instructions; TensorE instructions at least 83 (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of 5000000 per module\n",
-            shown.display()
+            "{}: trn1 (SDK 2.32 defaults): no findings in 1006 instructions; TensorE instructions at least 83 (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of 5000000 per module\n{}: memory plan per rank 381.08 KiB (manifest.json), of trn1's 16.00 GiB per core: fits\n",
+            shown.display(),
+            d.display()
         )
     );
 }
@@ -441,4 +442,49 @@ fn check_refuses_a_module_that_is_not_the_one_its_manifest_records() {
         "{e}"
     );
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `hlatc check DIR` of a bundle hlatc wrote gives compile's own findings:
+/// the step's memory plan (its manifest's), not the boundary's estimate,
+/// decides whether it fits, as it did when compile checked it. The proto
+/// alone, with no plan beside it, gets the estimate.
+#[test]
+fn check_of_a_bundle_gives_compiles_findings() {
+    let d = crate::support::scratch("check_planned");
+    let out = d.join("b");
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "hlat-7b",
+        "--tp",
+        "8",
+        "--sequence-parallel",
+        "--remat",
+        "full-layer",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", crate::support::stderr(&o));
+    let compiled = crate::support::stdout(&o);
+    assert!(
+        compiled.contains("pre-flight    trn1 (SDK 2.32 defaults): no findings"),
+        "{compiled}"
+    );
+    let o = hlatc(&["check", out.to_str().unwrap()]);
+    let checked = crate::support::stdout(&o);
+    assert!(o.status.success(), "{checked}");
+    assert!(
+        checked.contains("trn1 (SDK 2.32 defaults): no findings in"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains(
+            "memory plan per rank 14.90 GiB (manifest.json), of trn1's 16.00 GiB per core: fits"
+        ),
+        "{checked}"
+    );
+    let proto = out.join("model.hlo_module.pb");
+    let o = hlatc(&["check", proto.to_str().unwrap()]);
+    let estimated = crate::support::stdout(&o);
+    assert!(estimated.contains("NCC_EOOM002 (warning)"), "{estimated}");
 }
