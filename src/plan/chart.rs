@@ -22,14 +22,37 @@ pub fn chart_to_file(plan: &Plan, path: &Path) -> Result<(), PlotError> {
     })
 }
 
-fn render(plan: &Plan) -> Result<Vec<u8>, PlotError> {
-    register_font()?;
-    let points: Vec<(f64, f64)> = plan
-        .candidates
+/// Each layout that fits as (memory per rank in GiB, sequences per
+/// second), the best first.
+fn points(plan: &Plan) -> Vec<(f64, f64)> {
+    plan.candidates
         .iter()
         .filter(|c| c.fits)
         .map(|c| (c.memory_per_rank as f64 / GIB, c.seq_per_s))
-        .collect();
+        .collect()
+}
+
+/// The chart's axes, `(x0, x1)` and `(y0, y1)`: the points' ranges with a
+/// margin, from zero at the least (memory and throughput are never
+/// negative, even around one point).
+// Public for the crate's tests (tests/it/plan.rs).
+#[doc(hidden)]
+pub fn axes(plan: &Plan) -> ((f64, f64), (f64, f64)) {
+    let points = points(plan);
+    let from_zero = |(lo, hi): (f64, f64)| (lo.max(0.0), hi);
+    (
+        from_zero(padded_range(points.iter().map(|p| p.0), false)),
+        from_zero(padded_range(points.iter().map(|p| p.1), false)),
+    )
+}
+
+/// Height of the strip under the chart that holds its legend, so the
+/// legend never covers a point.
+const LEGEND_HEIGHT: u32 = 36;
+
+fn render(plan: &Plan) -> Result<Vec<u8>, PlotError> {
+    register_font()?;
+    let points = points(plan);
     let Some(&best) = points.first() else {
         return Err(PlotError::Empty(
             "no layout fits, so none can be drawn".into(),
@@ -40,8 +63,8 @@ fn render(plan: &Plan) -> Result<Vec<u8>, PlotError> {
     {
         let root = BitMapBackend::with_buffer(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| draw(&e))?;
-        let (x0, x1) = padded_range(points.iter().map(|p| p.0), false);
-        let (y0, y1) = padded_range(points.iter().map(|p| p.1), false);
+        let (upper, legend) = root.split_vertically(HEIGHT - LEGEND_HEIGHT);
+        let ((x0, x1), (y0, y1)) = axes(plan);
         let title = format!(
             "{} on {} x {}: {} layouts that fit",
             plan.model,
@@ -49,7 +72,7 @@ fn render(plan: &Plan) -> Result<Vec<u8>, PlotError> {
             plan.instance,
             points.len()
         );
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(&upper)
             .caption(title, (FONT, 22))
             .margin(16)
             .x_label_area_size(44)
@@ -68,23 +91,31 @@ fn render(plan: &Plan) -> Result<Vec<u8>, PlotError> {
         let dot = ShapeStyle::from(&PALETTE[0]).filled();
         chart
             .draw_series(points.iter().map(|&p| Circle::new(p, 4, dot)))
-            .map_err(|e| draw(&e))?
-            .label("a layout that fits")
-            .legend(move |(x, y)| Circle::new((x + 10, y), 4, dot));
+            .map_err(|e| draw(&e))?;
         let mark = ShapeStyle::from(&PALETTE[1]).stroke_width(3);
         chart
             .draw_series(std::iter::once(Circle::new(best, 10, mark)))
-            .map_err(|e| draw(&e))?
-            .label(format!("best: {}", plan.candidates[0].layout))
-            .legend(move |(x, y)| Circle::new((x + 10, y), 6, mark));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
             .map_err(|e| draw(&e))?;
+        // The legend under the chart, a marker and its words each.
+        let y = (LEGEND_HEIGHT / 2) as i32;
+        let entries = [
+            (
+                28,
+                Circle::new((28, y), 4, dot),
+                "a layout that fits".to_string(),
+            ),
+            (
+                238,
+                Circle::new((238, y), 6, mark),
+                format!("best: {}", plan.candidates[0].layout),
+            ),
+        ];
+        for (x, marker, words) in entries {
+            legend.draw(&marker).map_err(|e| draw(&e))?;
+            legend
+                .draw(&Text::new(words, (x + 14, y - 8), (FONT, 14)))
+                .map_err(|e| draw(&e))?;
+        }
         root.present().map_err(|e| draw(&e))?;
     }
     Ok(buf)

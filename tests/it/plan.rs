@@ -644,3 +644,27 @@ fn a_run_the_reader_would_refuse_is_not_appended() {
         assert_eq!(std::fs::read(&path).unwrap(), before, "{field}");
     }
 }
+
+/// A one-layout chart's axes start at zero at the least: no negative
+/// memory or throughput around a single point (issue 73).
+#[test]
+fn a_one_layout_charts_axes_are_never_negative() {
+    let p = plan(&PlanOptions {
+        model: ModelSource::Preset("tiny".into()),
+        layout: Some("tp=1".into()),
+        ..PlanOptions::default()
+    })
+    .unwrap();
+    assert_eq!(p.candidates.len(), 1);
+    let ((x0, x1), (y0, y1)) = hlatc::plan::chart::axes(&p);
+    let c = &p.candidates[0];
+    let memory = c.memory_per_rank as f64 / (1u64 << 30) as f64;
+    assert!(
+        x0 >= 0.0 && x0 < memory && memory < x1,
+        "{x0} {memory} {x1}"
+    );
+    assert!(
+        y0 >= 0.0 && y0 < c.seq_per_s && c.seq_per_s < y1,
+        "{y0} {y1}"
+    );
+}
