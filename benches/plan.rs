@@ -11,6 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use hlatc::models::ModelConfig;
+use hlatc::passes::neuron_check::Chip;
 use hlatc::plan::cost::features;
 use hlatc::plan::evaluate::{evaluate, Fidelity};
 use hlatc::plan::{calibration::builtin_params, Assumptions, Instance, Layout};
@@ -35,7 +36,17 @@ fn bench(c: &mut Criterion) {
     ] {
         g.bench_function(format!("hlat-70b/tp32-pp4-dp8/{name}"), |b| {
             b.iter(|| {
-                let e = evaluate(&cfg, "hlat-70b", 4096, 1024, &layout, 32, fidelity).unwrap();
+                let e = evaluate(
+                    &cfg,
+                    "hlat-70b",
+                    4096,
+                    1024,
+                    &layout,
+                    32,
+                    Chip::Trn1,
+                    fidelity,
+                )
+                .unwrap();
                 features(&e.work, &hw, &Assumptions::default())
                     .breakdown(&builtin_params())
                     .total()

@@ -32,6 +32,7 @@ pub struct Candidate {
     breakdown: BTreeMap<&'static str, f64>,
     command: String,
     exact: bool,
+    preflight_warnings: Vec<String>,
 }
 
 #[pymethods]
@@ -80,6 +81,7 @@ impl From<&RustCandidate> for Candidate {
             ]),
             command: c.command.clone(),
             exact: c.exact,
+            preflight_warnings: c.preflight_warnings.clone(),
         }
     }
 }

@@ -360,6 +360,9 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
             "   time: matmul {:.2} s, memory {:.2} s ({:.2} s of it under the matmuls), NeuronLink {:.2} s, EFA {:.2} s, latency {:.2} s, launch {:.2} s",
             b.matmul, b.memory, b.overlapped, b.link, b.network, b.latency, b.launch
         )?;
+        for w in &c.preflight_warnings {
+            out!("   pre-flight: {w}")?;
+        }
         out!("   {}", c.command)?;
     }
     for (layout, why) in p.refused.iter().take(3) {

@@ -303,6 +303,7 @@ impl Calibration {
                 r.global_batch,
                 &r.layout,
                 hw.cores_per_node,
+                r.instance.chip(),
                 Fidelity::Extrapolated,
             )
             .map_err(at)?;

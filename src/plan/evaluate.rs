@@ -18,6 +18,7 @@ use super::layout::Layout;
 use super::PlanError;
 use crate::compile_step::{compile_step, CompiledStep, ModelSource};
 use hlatc_models::ModelConfig;
+use hlatc_passes::neuron_check::{self, Chip, Sdk, Severity};
 use hlatc_train::memory_plan::MemoryPlan;
 use hlatc_train::pipeline::Phase;
 
@@ -40,9 +41,16 @@ pub enum Fidelity {
 pub struct Evaluated {
     pub work: StepWork,
     pub memory: MemoryPlan,
+    /// What the Neuron pre-flight warns of in the whole programs (read
+    /// exactly; none from stages), each located in its program's text.
+    pub warnings: Vec<String>,
 }
 
-/// Compiles `layout` of `cfg` and reads its programs.
+/// Compiles `layout` of `cfg` and reads its programs; the whole programs
+/// ([`Fidelity::Exact`]) go through the Neuron pre-flight for `chip` too,
+/// as `hlatc compile` runs it: a refusal refuses the layout, a warning is
+/// kept beside it.
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate(
     cfg: &ModelConfig,
     name: &str,
@@ -50,12 +58,14 @@ pub fn evaluate(
     global_batch: i64,
     layout: &Layout,
     cores_per_node: i64,
+    chip: Chip,
     fidelity: Fidelity,
 ) -> Result<Evaluated, PlanError> {
     let placement = Placement {
         parallel: layout.parallel,
         cores_per_node,
     };
+    let preflight = fidelity == Fidelity::Exact;
     let read = |layers: i64| -> Result<Evaluated, PlanError> {
         let mut c = cfg.clone();
         c.num_hidden_layers = layers;
@@ -79,7 +89,15 @@ pub fn evaluate(
                 ),
             });
         }
-        Ok(read_programs(&compiled, &placement))
+        let mut e = read_programs(&compiled, &placement);
+        if preflight {
+            e.warnings =
+                preflight_warnings(&compiled, chip).map_err(|message| PlanError::Layout {
+                    layout: layout.to_string(),
+                    message,
+                })?;
+        }
+        Ok(e)
     };
     let per_stage = cfg.num_hidden_layers / layout.parallel.pp.max(1);
     match fidelity {
@@ -99,6 +117,7 @@ fn extrapolate(one: &Evaluated, two: &Evaluated, more: f64) -> Evaluated {
     Evaluated {
         work: work_between(&one.work, &two.work, more),
         memory: memory_between(&one.memory, &two.memory, more),
+        warnings: Vec::new(),
     }
 }
 
@@ -154,5 +173,48 @@ fn read_programs(compiled: &CompiledStep, placement: &Placement) -> Evaluated {
     Evaluated {
         work: StepWork { runs },
         memory: compiled.memory,
+        warnings: Vec::new(),
+    }
+}
+
+/// The Neuron pre-flight of every program of `compiled` on `chip`, as
+/// `hlatc compile` runs it (the memory plan judges memory): the warnings,
+/// each under its program's text file, or the refusals as one message.
+fn preflight_warnings(compiled: &CompiledStep, chip: Chip) -> Result<Vec<String>, String> {
+    let mut programs = vec![(String::new(), &compiled.step.module)];
+    if let Some(p) = &compiled.pipeline {
+        programs = vec![
+            (format!("{}/", Phase::WarmUp.name()), &p.warm_up.module),
+            (format!("{}/", Phase::Steady.name()), &compiled.step.module),
+            (format!("{}/", Phase::CoolDown.name()), &p.cool_down.module),
+        ];
+    } else if compiled.apply.is_some() {
+        programs[0].0 = format!("{}/", hlatc_train::bundle::MICRO_DIR);
+    }
+    if let Some(a) = &compiled.apply {
+        programs.push((
+            format!("{}/", hlatc_train::bundle::APPLY_DIR),
+            &a.step.module,
+        ));
+    }
+    let mut warnings = Vec::new();
+    let mut refusals = Vec::new();
+    for (dir, module) in programs {
+        let report = neuron_check::check_planned_step(module, chip, Sdk::default());
+        let file = format!("{dir}{}", hlatc_train::bundle::TEXT_FILE);
+        for f in &report.findings {
+            let line = f.located(&file, None).to_string();
+            match f.severity {
+                Severity::Refusal => refusals.push(line),
+                _ => warnings.push(line),
+            }
+        }
+    }
+    match refusals.is_empty() {
+        true => Ok(warnings),
+        false => Err(format!(
+            "neuronx-cc would refuse it (the pre-flight): {}",
+            refusals.join("; ")
+        )),
     }
 }

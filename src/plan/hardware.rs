@@ -58,6 +58,16 @@ impl Instance {
         Self::ALL.into_iter().find(|i| i.name() == s)
     }
 
+    /// The chip its NeuronCores are, which the Neuron pre-flight checks
+    /// a program against.
+    pub fn chip(self) -> hlatc_passes::neuron_check::Chip {
+        use hlatc_passes::neuron_check::Chip;
+        match self {
+            Instance::Trn1 | Instance::Trn1n => Chip::Trn1,
+            Instance::Trn2 => Chip::Trn2,
+        }
+    }
+
     /// The instance's facts.
     pub fn hardware(self) -> Hardware {
         match self {

@@ -146,6 +146,9 @@ pub struct Candidate {
     /// Whether the figures were read from the whole programs rather than
     /// extrapolated from two- and three-layer stages.
     pub exact: bool,
+    /// What the Neuron pre-flight warns of in its whole programs (a
+    /// layout it refuses is not ranked); none for those read from stages.
+    pub preflight_warnings: Vec<String>,
 }
 
 /// The search's result.
@@ -367,6 +370,7 @@ impl Setting<'_> {
                 hw.hbm_bytes,
             ),
             exact,
+            preflight_warnings: e.warnings.clone(),
         }
     }
 }
@@ -400,6 +404,7 @@ fn evaluate_all(
                     s.o.global_batch,
                     layout,
                     cores_per_node,
+                    s.o.instance.chip(),
                     fidelity,
                 );
                 if let Ok(mut slot) = results[k].lock() {

@@ -4,6 +4,7 @@
 use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compile_step::ModelSource;
 use hlatc::models::ModelConfig;
+use hlatc::passes::neuron_check::Chip;
 use hlatc::plan::calibration::{
     builtin_calibration, builtin_params, fit, leave_one_out, median_and_worst, Calibration,
     BUILTIN_FILE,
@@ -91,7 +92,7 @@ fn runs_never_calibrated_on_are_within_15_percent_at_the_median() {
 fn both_ways(cfg: &ModelConfig, layout: &str, cores: i64, batch: i64, memory: f64) {
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
     let l = Layout::parse(layout, cores, Precision::Bf16Master, plain).unwrap();
-    let read = |f| evaluate(cfg, "test", 512, batch, &l, 32, f).unwrap();
+    let read = |f| evaluate(cfg, "test", 512, batch, &l, 32, Chip::Trn1, f).unwrap();
     let (exact, extrapolated) = (read(Fidelity::Exact), read(Fidelity::Extrapolated));
     assert_eq!(exact.work.runs.len(), extrapolated.work.runs.len());
     for ((a, ta), (b, tb)) in exact.work.runs.iter().zip(&extrapolated.work.runs) {
@@ -666,5 +667,27 @@ fn a_one_layout_charts_axes_are_never_negative() {
     assert!(
         y0 >= 0.0 && y0 < c.seq_per_s && c.seq_per_s < y1,
         "{y0} {y1}"
+    );
+}
+
+/// A printed layout goes through the Neuron pre-flight as `hlatc compile`
+/// runs it: HLAT-7B's best on 16 nodes needs more TensorE instructions
+/// than neuronx-cc's limit, and the plan says so beside it (issue 73).
+#[test]
+fn a_printed_layout_carries_its_preflight_warnings() {
+    let o = hlatc(&[
+        "plan",
+        "--model",
+        "hlat-7b",
+        "--nodes",
+        "16",
+        "--layout",
+        "tp=8,dp=64,sp,zero1,micro_batch=4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = stdout(&o);
+    assert!(
+        printed.contains("   pre-flight: micro_step/model.hlo.txt: module: NCC_EVRF007 (warning) needs more TensorE instructions than neuronx-cc's per-module limit (at least 5832704"),
+        "{printed}"
     );
 }
