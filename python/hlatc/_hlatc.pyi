@@ -541,6 +541,8 @@ def plan(
     calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
     threads: int = 0,
     kernels: Optional[Dict[str, str]] = None,
+    json: Optional[Union[str, "os.PathLike[str]"]] = None,
+    plot: Optional[Union[str, "os.PathLike[str]"]] = None,
 ) -> Plan: ...
 IDENTITY_FILE: str
 

@@ -273,7 +273,7 @@ named! {
     seed, rank, checkpoint, path, tick, stage, phase,
     // plan, append_measured_run
     instance, nodes, global_batch, top, price, layout, calibration, threads, seq_per_s,
-    micro_batch, sdk, source,
+    micro_batch, sdk, source, json, plot,
     // load_module, optimize, plot_metrics, Trainer
     module, series, title, log_y, step,
     // Loader

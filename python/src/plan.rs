@@ -131,7 +131,7 @@ impl Plan {
 #[pyo3(signature = (
     *, model=None, config=None, seq_len=None, precision=None, instance="trn1.32xlarge",
     nodes=1, global_batch=1024, top=5, price=None, layout=None, calibration=None, threads=0,
-    kernels=None
+    kernels=None, json=None, plot=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
@@ -149,7 +149,16 @@ pub fn plan(
     #[pyo3(from_py_with = args::calibration)] calibration: Option<std::path::PathBuf>,
     #[pyo3(from_py_with = args::threads)] threads: usize,
     kernels: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = args::json)] json: Option<std::path::PathBuf>,
+    #[pyo3(from_py_with = args::plot)] plot: Option<std::path::PathBuf>,
 ) -> PyResult<Plan> {
+    use hlatc::plan::{check_output, PlanError, PlanOption};
+    // Where the results go is checked before the search, as the CLI does.
+    for (option, path) in [(PlanOption::Json, &json), (PlanOption::Plot, &plot)] {
+        if let Some(path) = path {
+            check_output(option, path).map_err(|e| to_py(e.into()))?;
+        }
+    }
     // What every layout's programs are priced with, as `hlatc plan
     // --kernel` takes it: the attention point's request.
     let requests = crate::compile::kernel_requests(kernels)?;
@@ -178,7 +187,14 @@ pub fn plan(
                 o.params =
                     Calibration::read(path)?.fitted_priced_with(&o.assumptions, &attention)?;
             }
-            search(&o)
+            let p = search(&o)?;
+            if let Some(path) = &json {
+                p.write_json(path)?;
+            }
+            if let Some(path) = &plot {
+                hlatc::plan::chart::chart_to_file(&p, path).map_err(PlanError::from)?;
+            }
+            Ok(p)
         })
         .map_err(to_py)
     })?;

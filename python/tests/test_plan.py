@@ -120,3 +120,14 @@ def test_a_run_the_reader_would_refuse_is_not_appended(tmp_path, changes, argume
     assert caught.value.argument == argument
     assert "line 0" not in str(caught.value)
     assert not runs.exists()
+
+
+def test_plan_writes_its_json_and_chart_and_checks_their_folder_first(tmp_path):
+    out_json, out_png = tmp_path / "plan.json", tmp_path / "plan.png"
+    p = hlatc.plan(model="tiny", layout="tp=1", json=out_json, plot=out_png)
+    written = __import__("json").loads(out_json.read_text())
+    assert written["candidates"][0]["layout"] == p.candidates[0].layout
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(hlatc.UsageError, match="no folder") as caught:
+        hlatc.plan(model="tiny", json=tmp_path / "missing" / "plan.json")
+    assert caught.value.argument == "json"

@@ -5,7 +5,7 @@ use hlatc::compile_step::ModelSource;
 use hlatc::memory_plan::gib;
 use hlatc::models::{KernelRequest, PRESETS};
 use hlatc::plan::calibration::{median_and_worst, Calibration, RunError};
-use hlatc::plan::{plan, Instance, Plan, PlanOptions};
+use hlatc::plan::{check_output, plan, Instance, Plan, PlanOption, PlanOptions};
 use hlatc::precision::Precision;
 use hlatc::Error;
 use std::path::PathBuf;
@@ -133,9 +133,9 @@ fn parse_instance(s: &str) -> Result<Instance, String> {
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     // Where the results go is checked before the search, which takes
     // minutes.
-    for (flag, path) in [("--json", &a.json), ("--plot", &a.plot)] {
+    for (option, path) in [(PlanOption::Json, &a.json), (PlanOption::Plot, &a.plot)] {
         if let Some(path) = path {
-            writable_file(flag, path)?;
+            check_output(option, path)?;
         }
     }
     let model = match (&a.model, &a.config) {
@@ -216,11 +216,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let p = plan(&o)?;
     print_plan(&p, &o, &calibrated_on)?;
     if let Some(path) = &a.json {
-        let mut text =
-            serde_json::to_string_pretty(&p).map_err(|e| Error::usage(format!("--json: {e}")))?;
-        text.push('\n');
-        hlatc::runtime::atomic_file::write_atomic(path, text.as_bytes())
-            .map_err(|e| Error::io(path, e))?;
+        p.write_json(path)?;
         note!("wrote {}", path.display())?;
     }
     if let Some(path) = &a.plot {
@@ -228,29 +224,6 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         note!("wrote {}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Refuses an output path whose folder does not exist, or that is a
-/// folder itself.
-fn writable_file(flag: &str, path: &std::path::Path) -> Result<(), Error> {
-    let folder = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => std::path::Path::new("."),
-    };
-    if path.is_dir() {
-        return Err(Error::usage(format!(
-            "{flag} {}: a folder, where a file is written",
-            path.display()
-        )));
-    }
-    if !folder.is_dir() {
-        return Err(Error::usage(format!(
-            "{flag} {}: no folder {} to write it in",
-            path.display(),
-            folder.display()
-        )));
-    }
-    Ok(())
 }
 
 /// Says how hlatc's programs were priced, when not by the plain graph.

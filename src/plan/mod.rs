@@ -25,7 +25,7 @@ pub use calibration::{Calibration, MeasuredRun};
 pub use cost::{Assumptions, Breakdown, CostParams};
 pub use hardware::Instance;
 pub use layout::Layout;
-pub use search::{plan, Candidate, Plan, PlanOptions};
+pub use search::{check_output, plan, Candidate, Plan, PlanOptions};
 
 /// An option of a plan, named by each front end its own way: `--nodes`
 /// on the command line, `nodes=` in Python.
@@ -37,6 +37,8 @@ pub enum PlanOption {
     Top,
     Price,
     Precision,
+    Json,
+    Plot,
 }
 
 impl PlanOption {
@@ -49,6 +51,8 @@ impl PlanOption {
             PlanOption::Top => "--top",
             PlanOption::Price => "--price",
             PlanOption::Precision => "--precision",
+            PlanOption::Json => "--json",
+            PlanOption::Plot => "--plot",
         }
     }
 
@@ -61,6 +65,8 @@ impl PlanOption {
             PlanOption::Top => "top",
             PlanOption::Price => "price",
             PlanOption::Precision => "precision",
+            PlanOption::Json => "json",
+            PlanOption::Plot => "plot",
         }
     }
 }

@@ -178,6 +178,40 @@ impl Plan {
     pub fn best(&self) -> Option<&Candidate> {
         self.candidates.first().filter(|c| c.fits)
     }
+
+    /// Writes every layout evaluated, with its prediction, as JSON to
+    /// `path`, whole or not at all.
+    pub fn write_json(&self, path: &std::path::Path) -> Result<(), PlanError> {
+        let io = |source| PlanError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut text = serde_json::to_string_pretty(self).map_err(|e| io(e.into()))?;
+        text.push('\n');
+        hlatc_runtime::atomic_file::write_atomic(path, text.as_bytes()).map_err(io)
+    }
+}
+
+/// Refuses an output path (`--json`, `--plot`) whose folder does not
+/// exist, or that is a folder itself: checked before the search, which
+/// takes minutes.
+pub fn check_output(option: PlanOption, path: &std::path::Path) -> Result<(), PlanError> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let problem = if path.is_dir() {
+        "a folder, where a file is written".to_string()
+    } else if !folder.is_dir() {
+        format!("no folder {} to write it in", folder.display())
+    } else {
+        return Ok(());
+    };
+    Err(PlanError::Option {
+        option,
+        given: path.display().to_string(),
+        problem,
+    })
 }
 
 /// What every layout of a plan shares.
