@@ -26,6 +26,7 @@
 
 use crate::kernel_layout::{standard_form, TensorLayout};
 use hlatc_compiler::formats::{proto, text};
+use hlatc_compiler::graph::autodiff::BackwardOperand;
 use hlatc_compiler::{ArrayShape, ElementType, Module, Shape};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -132,6 +133,13 @@ pub struct ImportedKernel {
     pub path: PathBuf,
     pub forward: KernelModule,
     pub backward: KernelModule,
+    /// What each backward parameter reads (a residual by its place among
+    /// the forward's residual results), derived from the roles when they
+    /// are checked.
+    pub backward_reads: Vec<BackwardOperand>,
+    /// For each backward result, the input (q 0, k 1, v 2) it is the
+    /// adjoint of.
+    pub backward_adjoints: Vec<usize>,
 }
 
 impl PartialEq for ImportedKernel {
@@ -250,13 +258,57 @@ impl ImportedKernel {
         let folder = path.parent().unwrap_or(Path::new(""));
         let forward = read_module(path, folder, "forward", &file.forward, layout)?;
         let backward = read_module(path, folder, "backward", &file.backward, layout)?;
-        let kernel = ImportedKernel {
+        let mut kernel = ImportedKernel {
             path: path.to_path_buf(),
             forward,
             backward,
+            backward_reads: Vec::new(),
+            backward_adjoints: Vec::new(),
         };
         kernel.check_roles()?;
+        (kernel.backward_reads, kernel.backward_adjoints) = kernel.backward_roles()?;
         Ok(kernel)
+    }
+
+    /// What the backward's parameters read and its results are the
+    /// adjoints of, from roles [`ImportedKernel::check_roles`] allowed.
+    fn backward_roles(&self) -> Result<(Vec<BackwardOperand>, Vec<usize>), ImportedKernelError> {
+        let unmapped = |field: &str, role: &Role| ImportedKernelError::Convention {
+            path: self.path.clone(),
+            field: field.to_string(),
+            problem: format!("{} has no place in the backward's call", role.name()),
+        };
+        let residuals: Vec<&Role> = self
+            .forward
+            .results
+            .iter()
+            .filter(|r| matches!(r, Role::Residual(_)))
+            .collect();
+        let reads = self
+            .backward
+            .parameters
+            .iter()
+            .map(|role| match role {
+                Role::Output => Ok(BackwardOperand::Output),
+                Role::DOutput => Ok(BackwardOperand::Adjoint),
+                Role::Residual(_) => residuals
+                    .iter()
+                    .position(|r| *r == role)
+                    .map(BackwardOperand::Residual)
+                    .ok_or_else(|| unmapped("backward.parameters", role)),
+                other => other
+                    .operand()
+                    .map(BackwardOperand::Input)
+                    .ok_or_else(|| unmapped("backward.parameters", other)),
+            })
+            .collect::<Result<_, _>>()?;
+        let adjoints = self
+            .backward
+            .results
+            .iter()
+            .map(|r| r.operand().ok_or_else(|| unmapped("backward.results", r)))
+            .collect::<Result<_, _>>()?;
+        Ok((reads, adjoints))
     }
 
     /// Each role where a kernel of attention can have it.

@@ -17,9 +17,7 @@ pub use crate::token_ops::IGNORE_INDEX;
 use crate::token_ops::{counted_total, gather_rows};
 use crate::weights::{GateUp, LayerWeights, Linear, Qkv, Weights};
 use hlatc_compiler::analysis::shape_inference::OperandRule;
-use hlatc_compiler::graph::autodiff::{
-    BackwardCall, BackwardOperand, Composite, CompositeRule, GradHints,
-};
+use hlatc_compiler::graph::autodiff::{BackwardCall, Composite, CompositeRule, GradHints};
 use hlatc_compiler::graph::blocked_attention::{AttentionOperands, BlockedAttention};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
@@ -468,37 +466,16 @@ impl Llama<'_> {
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         };
+        // The residuals in the forward's order, as `backward_reads`
+        // places them.
         let mut output = result;
         let mut residuals = Vec::new();
-        let mut residual_names = Vec::new();
         for (role, &value) in kernel.forward.results.iter().zip(&results) {
             match role {
-                Role::Residual(name) => {
-                    residuals.push(value);
-                    residual_names.push(name.clone());
-                }
+                Role::Residual(_) => residuals.push(value),
                 _ => output = value,
             }
         }
-        let operands = kernel
-            .backward
-            .parameters
-            .iter()
-            .map(|role| match role {
-                Role::Output => BackwardOperand::Output,
-                Role::DOutput => BackwardOperand::Adjoint,
-                Role::Residual(name) => BackwardOperand::Residual(
-                    residual_names.iter().position(|n| n == name).unwrap_or(0),
-                ),
-                other => BackwardOperand::Input(other.operand().unwrap_or(0)),
-            })
-            .collect();
-        let results = kernel
-            .backward
-            .results
-            .iter()
-            .map(|r| r.operand().unwrap_or(0))
-            .collect();
         self.hints.composites.push(Composite {
             inputs: x.to_vec(),
             output,
@@ -506,8 +483,8 @@ impl Llama<'_> {
             residuals,
             backward_call: Some(BackwardCall {
                 computation: backward,
-                operands,
-                results,
+                operands: kernel.backward_reads.clone(),
+                results: kernel.backward_adjoints.clone(),
             }),
         });
         let att = self.b.transpose(output, &heads_first)?;
