@@ -99,6 +99,9 @@ def killed(tmp_path_factory):
     out = tmp_path_factory.mktemp("killed")
     done = launch(out, "--steps", str(STEPS), "--save-at", str(SAVE_AT),
                   "--checkpoint", str(out / "ckpt"), "--die-at", "4")
+    # What the launcher said, should process 1 never reach its death.
+    assert (out / "killed-at").exists(), (
+        f"process 1 did not reach step 5 (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
     return out, done, time.time() - float((out / "killed-at").read_text())
 
 
