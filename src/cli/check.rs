@@ -140,11 +140,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let mut refused = false;
     let mut json = Vec::new();
     for (name, input) in &programs {
-        let chip = a
-            .target
-            .map(Chip::from)
-            .or(input.chip)
-            .unwrap_or(Chip::Trn1);
+        let chip = chip_of(&a, input);
         let report = match input.planned {
             true => check_planned_step(&input.module, chip, a.sdk.into()),
             false => check_module(&input.module, chip, a.sdk.into()),
@@ -190,11 +186,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         };
         let s = serde_json::to_string_pretty(&v).map_err(|e| Error::usage(e.to_string()))?;
         out!("{s}")?;
-    } else if let Some(total) = planned_memory(path) {
+    } else if let Some(total) = manifest_memory(path) {
         let chip = programs
             .first()
-            .and_then(|(_, i)| a.target.map(Chip::from).or(i.chip))
-            .unwrap_or(Chip::Trn1);
+            .map_or(Chip::Trn1, |(_, input)| chip_of(&a, input));
         let core = chip.hbm_per_core();
         let verdict = match total > core {
             true => {
@@ -326,17 +321,21 @@ fn read_bundle(path: &Path) -> Result<Input, Error> {
     })
 }
 
+/// The chip `input` is checked for: `--target`, else its bundle's own,
+/// else trn1.
+fn chip_of(a: &Args, input: &Input) -> Chip {
+    a.target
+        .map(Chip::from)
+        .or(input.chip)
+        .unwrap_or(Chip::Trn1)
+}
+
 /// The memory plan per rank a bundle hlatc wrote records (its manifest's
 /// `memory_per_rank.total`), if it does.
 fn manifest_memory(dir: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(dir.join(hlatc::bundle::MANIFEST_FILE)).ok()?;
     let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
     manifest["memory_per_rank"]["total"].as_u64()
-}
-
-/// The memory plan of a bundle's whole step, for a bundle directory.
-fn planned_memory(path: &Path) -> Option<u64> {
-    path.is_dir().then(|| manifest_memory(path)).flatten()
 }
 
 /// Reads a module file.

@@ -10,6 +10,7 @@ use crate::Error;
 use hlatc_models::kernels::KernelRequest;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::{pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target};
+use hlatc_train::bundle::ProgramName;
 use hlatc_train::grad_accum::build_accumulation_steps;
 use hlatc_train::kernel_choice::{softmax_as_run, step_pipeline, KernelChoice, KernelFallback};
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
@@ -307,6 +308,22 @@ impl CompiledStep {
         match &self.pipeline {
             None => Vec::new(),
             Some(p) => vec![&p.warm_up, &self.step, &p.cool_down],
+        }
+    }
+
+    /// Every program, named as its bundle's folder is: the step alone;
+    /// the micro and apply steps; or the three ticks and the apply step.
+    pub fn programs(&self) -> Vec<(ProgramName, &TrainStep)> {
+        match (&self.pipeline, &self.apply) {
+            (Some(p), Some(a)) => ProgramName::PIPELINE
+                .into_iter()
+                .zip([&p.warm_up, &self.step, &p.cool_down, &a.step])
+                .collect(),
+            (None, Some(a)) => ProgramName::ACCUMULATION
+                .into_iter()
+                .zip([&self.step, &a.step])
+                .collect(),
+            _ => vec![(ProgramName::Step, &self.step)],
         }
     }
 

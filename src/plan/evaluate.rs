@@ -181,27 +181,15 @@ fn read_programs(compiled: &CompiledStep, placement: &Placement) -> Evaluated {
 /// `hlatc compile` runs it (the memory plan judges memory): the warnings,
 /// each under its program's text file, or the refusals as one message.
 fn preflight_warnings(compiled: &CompiledStep, chip: Chip) -> Result<Vec<String>, String> {
-    let mut programs = vec![(String::new(), &compiled.step.module)];
-    if let Some(p) = &compiled.pipeline {
-        programs = vec![
-            (format!("{}/", Phase::WarmUp.name()), &p.warm_up.module),
-            (format!("{}/", Phase::Steady.name()), &compiled.step.module),
-            (format!("{}/", Phase::CoolDown.name()), &p.cool_down.module),
-        ];
-    } else if compiled.apply.is_some() {
-        programs[0].0 = format!("{}/", hlatc_train::bundle::MICRO_DIR);
-    }
-    if let Some(a) = &compiled.apply {
-        programs.push((
-            format!("{}/", hlatc_train::bundle::APPLY_DIR),
-            &a.step.module,
-        ));
-    }
+    use hlatc_train::bundle::{ProgramName, TEXT_FILE};
     let mut warnings = Vec::new();
     let mut refusals = Vec::new();
-    for (dir, module) in programs {
-        let report = neuron_check::check_planned_step(module, chip, Sdk::default());
-        let file = format!("{dir}{}", hlatc_train::bundle::TEXT_FILE);
+    for (name, step) in compiled.programs() {
+        let report = neuron_check::check_planned_step(&step.module, chip, Sdk::default());
+        let file = match name {
+            ProgramName::Step => TEXT_FILE.to_string(),
+            folder => format!("{}/{TEXT_FILE}", folder.name()),
+        };
         for f in &report.findings {
             let line = f.located(&file, None).to_string();
             match f.severity {

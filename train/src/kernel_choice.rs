@@ -12,7 +12,7 @@ use hlatc_models::kernels::{
     StepShape, Unmet,
 };
 use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
-use hlatc_passes::{FuseSoftmax, PassContext, PassError, Pipeline, Target};
+use hlatc_passes::{FuseSoftmax, LowerNeuronCalls, PassError, Pipeline, Target};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -151,15 +151,13 @@ fn runnable_on(kernels: Kernels, target: Target) -> Result<Kernels, KernelChoice
     }
     let lowered = |m: &KernelModule| -> Result<Option<KernelModule>, KernelChoiceError> {
         let mut module = m.module.clone();
-        let fail = |source| KernelChoiceError::NoCpuForm {
-            path: m.path.clone(),
-            source: Box::new(source),
-        };
-        let report = hlatc_passes::pipeline_from_names("cpu", &["lower-neuron-calls"])
-            .map_err(fail)?
-            .run_module(&mut module, &mut PassContext::new(Target::Cpu))
-            .map_err(fail)?;
-        match report.changed() {
+        let changed = LowerNeuronCalls::lower(&mut module).map_err(|source| {
+            KernelChoiceError::NoCpuForm {
+                path: m.path.clone(),
+                source: Box::new(source),
+            }
+        })?;
+        match changed {
             true => Ok(Some(m.with_module(module)?)),
             false => Ok(None),
         }
@@ -196,7 +194,7 @@ pub fn step_pipeline<S: AsRef<str>>(
 }
 
 /// The softmax point as `pipeline` computes it: fused where it runs
-/// `fuse-softmax`, the plain graph where it does not (`--disable-passes`,
+/// `fuse-softmax`, the plain graph where it does not (`--disable-pass`,
 /// `--passes`). A request the pipeline contradicts is refused.
 pub fn softmax_as_run(
     requests: &[KernelRequest],

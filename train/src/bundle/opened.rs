@@ -241,10 +241,5 @@ pub fn for_cpu(mut module: Module, cfg: &StepConfig) -> Result<(Module, bool), E
 /// Maps a Neuron step's custom calls (XLA CPU has none of them) to the same
 /// math in plain HLO; whether there were any.
 pub fn lower_for_cpu(module: &mut Module) -> Result<bool, Error> {
-    use hlatc_passes::{PassContext, Target};
-    Ok(
-        hlatc_passes::pipeline_from_names("cpu", &["lower-neuron-calls"])?
-            .run_module(module, &mut PassContext::new(Target::Cpu))?
-            .changed(),
-    )
+    Ok(hlatc_passes::LowerNeuronCalls::lower(module)?)
 }

@@ -23,6 +23,16 @@ pub struct LowerNeuronCalls;
 impl LowerNeuronCalls {
     /// The pass' name: in `--passes`, the registry and the pass report.
     pub const NAME: &'static str = "lower-neuron-calls";
+
+    /// `m` as XLA CPU can run it: the pass alone, for cpu, with the
+    /// verifier before and after. Whether it changed anything.
+    pub fn lower(m: &mut Module) -> Result<bool, PassError> {
+        Ok(
+            crate::pipeline_from_names(Target::Cpu.name(), &[Self::NAME])?
+                .run_module(m, &mut PassContext::new(Target::Cpu))?
+                .changed(),
+        )
+    }
 }
 
 impl Pass for LowerNeuronCalls {
@@ -118,11 +128,13 @@ fn lower_native_kernels(
     let mut made = std::collections::HashMap::new();
     for ci in 0..m.computations.len() {
         let c = &m.computations[ci];
-        let calls: Vec<InstrId> = c
+        // Each call's config, decoded once.
+        let calls: Vec<(InstrId, _)> = c
             .ids()
-            .filter(|&id| NativeKernelConfig::of(c.instr(id)).is_some())
+            .filter_map(|id| Some((id, NativeKernelConfig::of(c.instr(id))?)))
             .collect();
-        for &id in &calls {
+        let any = !calls.is_empty();
+        for (id, config) in calls {
             let c = &m.computations[ci];
             let instr = c.instr(id);
             let fail = |problem| PassError::NativeKernel {
@@ -131,11 +143,7 @@ fn lower_native_kernels(
                 instruction: instr.name.clone(),
                 problem: Box::new(problem),
             };
-            let config = match NativeKernelConfig::of(instr) {
-                Some(Ok(config)) => config,
-                Some(Err(e)) => return Err(fail(e.into())),
-                None => continue,
-            };
+            let config = config.map_err(|e| fail(e.into()))?;
             let operands: Vec<_> = c
                 .operand_ids(id)
                 .iter()
@@ -180,7 +188,7 @@ fn lower_native_kernels(
                 .map_err(PassError::rewrite(pass))?;
             r.replace(id, new).map_err(PassError::rewrite(pass))?;
         }
-        if !calls.is_empty() {
+        if any {
             if let Some(rw) = rw.as_mut() {
                 rw.on(&mut m.computations[ci]).remove_dead();
             }
