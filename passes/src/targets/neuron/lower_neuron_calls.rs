@@ -9,6 +9,7 @@
 use crate::infra::context::{PassContext, Target};
 use crate::infra::match_rewrite::{rewrite_matches, Sweep};
 use crate::infra::pass::{NativeKernelProblem, Pass, PassError};
+use crate::infra::pipeline::Pipeline;
 use crate::infra::rewriter::ModuleRewriter;
 use crate::infra::rewriter::RewriteError;
 use crate::targets::neuron::native_kernel::NativeKernelConfig;
@@ -27,11 +28,11 @@ impl LowerNeuronCalls {
     /// `m` as XLA CPU can run it: the pass alone, for cpu, with the
     /// verifier before and after. Whether it changed anything.
     pub fn lower(m: &mut Module) -> Result<bool, PassError> {
-        Ok(
-            crate::pipeline_from_names(Target::Cpu.name(), &[Self::NAME])?
-                .run_module(m, &mut PassContext::new(Target::Cpu))?
-                .changed(),
-        )
+        // The registry's `pipeline_from_names` would be an import circle.
+        Ok(Pipeline::new(Target::Cpu.name())
+            .with(Box::new(LowerNeuronCalls))
+            .run_module(m, &mut PassContext::new(Target::Cpu))?
+            .changed())
     }
 }
 
