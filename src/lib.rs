@@ -96,6 +96,9 @@ pub enum Error {
     /// implementation, or a point twice.
     #[error(transparent)]
     Kernel(#[from] hlatc_train::kernel_choice::KernelChoiceError),
+    /// A chip asked of a bundle that is not for Neuron.
+    #[error(transparent)]
+    Chip(#[from] hlatc_train::bundle::ChipWithoutNeuron),
 }
 
 /// The library errors that [`hlatc_train::Error`] already wraps reach the

@@ -38,6 +38,7 @@ from ._bundle import Bundle, BundleTensor
 from ._identity import IdentityError, IdentityWarning
 from ._hlatc import (
     BatchError,
+    CalibrationReport,
     Candidate,
     CheckpointError,
     ConfigError,
@@ -50,6 +51,8 @@ from ._hlatc import (
     NeuronRefusedError,
     PassError,
     Plan,
+    PredictedRun,
+    Prediction,
     ProtoError,
     RunError,
     Schedule,
@@ -68,6 +71,7 @@ from ._hlatc import (
 from ._types import (
     Array,
     ArrayLike,
+    Chip,
     Format,
     Instance,
     Model,
@@ -108,6 +112,9 @@ __all__ = [
     "append_measured_run",
     "Plan",
     "Candidate",
+    "CalibrationReport",
+    "Prediction",
+    "PredictedRun",
     "Instance",
     "Error",
     "HloSyntaxError",
@@ -135,6 +142,7 @@ __all__ = [
     "Precision",
     "Rounding",
     "Target",
+    "Chip",
     "Remat",
     "Spmd",
     "RankSource",
@@ -403,6 +411,7 @@ def compile_step(
     precision: Precision = "bf16-mixed",
     rounding: Optional[Rounding] = None,
     target: Target = "neuron",
+    chip: Optional[Chip] = None,
     passes: Optional[Union[str, Sequence[str]]] = None,
     disable_pass: Union[str, Sequence[str]] = (),
     verify_each_pass: bool = False,
@@ -438,7 +447,9 @@ def compile_step(
     option of `hlatc compile` is a keyword with the same name (underscores
     for dashes) and default: the batch (`batch_size`, `seq_len`, `packed`),
     the model's storage (`separate_projections`), `precision` and
-    `rounding`, the `target`, the pipeline (`passes`, a list or a
+    `rounding`, the `target` and, for neuron, the `chip` (`"trn1"` when
+    None, or `"trn2"`: its neuronx-cc flags and LNC, its pre-flight and
+    the core memory its plan is held to), the pipeline (`passes`, a list or a
     comma-separated string, in place of the target's; `disable_pass`,
     one or a list, left out of it; `verify_each_pass`), `remat`, the
     layout (`tp`, `dp`, `pp`, `sequence_parallel`, `zero1`; for a sharded
@@ -506,6 +517,7 @@ def compile_step(
         precision=precision,
         rounding=rounding,
         target=target,
+        chip=chip,
         passes=None if passes is None else list(passes),
         disable_pass=list(disable_pass),
         verify_each_pass=verify_each_pass,

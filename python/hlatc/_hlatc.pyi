@@ -13,6 +13,7 @@ import numpy.typing as npt
 from typing_extensions import Self
 
 from hlatc._types import (
+    Chip,
     Format,
     Instance,
     Model,
@@ -331,6 +332,7 @@ def compile_step(
     precision: Precision = "bf16-mixed",
     rounding: Optional[Rounding] = None,
     target: Target = "neuron",
+    chip: Optional[Chip] = None,
     passes: Optional[Sequence[str]] = None,
     disable_pass: Sequence[str] = ...,
     verify_each_pass: bool = False,
@@ -505,9 +507,46 @@ class Candidate:
     def preflight_warnings(self) -> List[str]: ...
 
 @final
-class Plan:
+class PredictedRun:
+    @property
+    def run(self) -> str: ...
     @property
     def model(self) -> str: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def measured_seq_per_s(self) -> float: ...
+    @property
+    def predicted_seq_per_s(self) -> float: ...
+    @property
+    def relative_error(self) -> float: ...
+
+@final
+class CalibrationReport:
+    @property
+    def path(self) -> str: ...
+    @property
+    def runs(self) -> int: ...
+    @property
+    def parameters(self) -> Dict[str, float]: ...
+    @property
+    def in_sample(self) -> List[PredictedRun]: ...
+    @property
+    def leave_one_out(self) -> List[PredictedRun]: ...
+
+@final
+class Prediction:
+    @property
+    def path(self) -> str: ...
+    @property
+    def errors(self) -> List[PredictedRun]: ...
+
+@final
+class Plan:
+    @property
+    def model(self) -> Optional[str]: ...
     @property
     def instance(self) -> Instance: ...
     @property
@@ -515,7 +554,15 @@ class Plan:
     @property
     def global_batch(self) -> int: ...
     @property
-    def seq_len(self) -> int: ...
+    def seq_len(self) -> Optional[int]: ...
+    @property
+    def searched(self) -> bool: ...
+    @property
+    def calibrated_on(self) -> str: ...
+    @property
+    def report(self) -> Optional[CalibrationReport]: ...
+    @property
+    def predicted(self) -> Optional[Prediction]: ...
     @property
     def candidates(self) -> List[Candidate]: ...
     @property
@@ -543,6 +590,8 @@ def plan(
     kernels: Optional[Dict[str, str]] = None,
     json: Optional[Union[str, "os.PathLike[str]"]] = None,
     plot: Optional[Union[str, "os.PathLike[str]"]] = None,
+    predict: Optional[Union[str, "os.PathLike[str]"]] = None,
+    report: bool = False,
 ) -> Plan: ...
 IDENTITY_FILE: str
 

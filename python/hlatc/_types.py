@@ -20,6 +20,7 @@ __all__ = [
     "Precision",
     "Rounding",
     "Target",
+    "Chip",
     "Remat",
     "Spmd",
     "RankSource",
@@ -59,6 +60,8 @@ Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "bf16-master", "fp64"]
 Rounding = Literal["rne", "sr", "state-updates"]
 #: What the step is compiled for (`--target`).
 Target = Literal["neuron", "cpu"]
+#: The Trainium chip a neuron bundle is compiled for (`--chip`).
+Chip = Literal["trn1", "trn2"]
 #: The activation-checkpointing policy (`--remat`).
 Remat = Literal["none", "core-attention", "full-layer", "stage"]
 #: The SPMD form of a sharded step (`--spmd`).
@@ -91,6 +94,7 @@ CHOICES: Dict[str, Any] = {
     "precision": Precision,
     "rounding": Rounding,
     "target": Target,
+    "chip": Chip,
     "remat": Remat,
     "spmd": Spmd,
     "rank_source": RankSource,

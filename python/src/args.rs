@@ -230,10 +230,11 @@ impl<'py, T: Accepted<'py>> Accepted<'py> for Option<T> {
 }
 
 /// The fixed sets whose unknown name is a `UsageError`, as hlatc has
-/// raised it: the hardware (`instance`, `hlatc plan`'s) and the loader's
-/// settings, which are no model config's. Every other is a `ConfigError`,
-/// as the python.md's table of `Literal`s says.
-const USAGE_SETS: [&str; 3] = ["instance", "packing", "raw_dtype"];
+/// raised it: the hardware (`instance`, `hlatc plan`'s, and `chip`,
+/// `compile_step`'s) and the loader's settings, which are no model
+/// config's. Every other is a `ConfigError`, as the python.md's table of
+/// `Literal`s says.
+const USAGE_SETS: [&str; 4] = ["instance", "chip", "packing", "raw_dtype"];
 
 /// A name of a fixed set (`precision="bf16-pure"`): the set's own
 /// spelling, from the list `hlatc._hlatc.choices()` gives under the
@@ -265,7 +266,7 @@ macro_rules! named {
 
 named! {
     // compile_step
-    model, batch_size, seq_len, packed, separate_projections, precision, rounding, target,
+    model, batch_size, seq_len, packed, separate_projections, precision, rounding, target, chip,
     passes, disable_pass, verify_each_pass, remat, tp, dp, pp, sequence_parallel, zero1,
     lr_max, lr_min, warmup_steps, total_steps, beta1, beta2, adam_eps, weight_decay,
     clip_norm, module_markers, grad_accum, spmd, rank_source, replica_groups, pp_send,
@@ -273,7 +274,7 @@ named! {
     seed, rank, checkpoint, path, tick, stage, phase,
     // plan, append_measured_run
     instance, nodes, global_batch, top, price, layout, calibration, threads, seq_per_s,
-    micro_batch, sdk, source, json, plot,
+    micro_batch, sdk, source, json, plot, predict, report,
     // load_module, optimize, plot_metrics, Trainer
     module, series, title, log_y, step,
     // Loader

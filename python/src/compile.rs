@@ -4,7 +4,7 @@
 
 use crate::args;
 use crate::errors::{
-    guarded, named, precision_named, remat_named, target_named, to_py, usage, CONFIG,
+    guarded, named, precision_named, remat_named, target_named, to_py, usage, CONFIG, USAGE,
 };
 use crate::step::Step;
 use hlatc::compile_step::{
@@ -13,6 +13,7 @@ use hlatc::compile_step::{
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::models::kernels::KernelRequest;
 use hlatc::models::Parallelism;
+use hlatc::passes::neuron_check::Chip;
 use hlatc::passes::RoundingPolicy;
 use hlatc::pipeline::StageSend;
 use hlatc::spmd::{RankSource, SpmdForm};
@@ -72,7 +73,7 @@ pub(crate) fn source(
 #[pyo3(signature = (
     *, model=None, config=None, batch_size=None, seq_len=None, packed=false,
     separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
-    passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
+    chip=None, passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
     tp=1, dp=1, pp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None,
     warmup_steps=None, total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None,
     clip_norm=None,
@@ -91,6 +92,7 @@ pub fn compile_step(
     #[pyo3(from_py_with = args::precision)] precision: &str,
     #[pyo3(from_py_with = args::rounding)] rounding: Option<&str>,
     #[pyo3(from_py_with = args::target)] target: &str,
+    #[pyo3(from_py_with = args::chip)] chip: Option<&str>,
     #[pyo3(from_py_with = args::passes)] passes: Option<Vec<String>>,
     #[pyo3(from_py_with = args::disable_pass)] disable_pass: Vec<String>,
     #[pyo3(from_py_with = args::verify_each_pass)] verify_each_pass: bool,
@@ -148,6 +150,9 @@ pub fn compile_step(
         precision: precision_named(&CONFIG, precision)?,
         rounding,
         target: target_named(&CONFIG, target)?,
+        chip: chip
+            .map(|c| named(&USAGE, "chip", c, &Chip::ALL, Chip::name))
+            .transpose()?,
         passes,
         disable_passes: disable_pass,
         verify_each_pass,

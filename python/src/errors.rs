@@ -598,7 +598,7 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
         T::Step(s) => step_error(s),
         T::Pass(_) => PASS.err(message),
         T::Batch(b) => batch_error(b),
-        T::NeuronRefused { dir, findings } => {
+        T::NeuronRefused { dir, findings, .. } => {
             let fields = Python::with_gil(|py| {
                 [
                     ("path", obj(py, dir.display().to_string())),
@@ -709,6 +709,8 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             | hlatc::kernel_choice::KernelChoiceError::NoCpuForm { .. },
         ) => CONFIG.err(message),
         E::NotWritten { .. } => RUN.err(message),
+        // A chip for a cpu bundle: the argument that cannot be honoured.
+        E::Chip(_) => crate::args::out_of_range("chip", message),
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
     }

@@ -51,6 +51,13 @@ pub(crate) fn choice_lists() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("precision", names(&Precision::ALL, Precision::name)),
         ("rounding", RoundingPolicy::NAMES.to_vec()),
         ("target", names(&Target::ALL, Target::name)),
+        (
+            "chip",
+            names(
+                &hlatc::passes::neuron_check::Chip::ALL,
+                hlatc::passes::neuron_check::Chip::name,
+            ),
+        ),
         ("remat", names(&RematPolicy::ALL, RematPolicy::name)),
         ("spmd", names(&SpmdForm::ALL, SpmdForm::name)),
         ("rank_source", names(&RankSource::ALL, RankSource::name)),
@@ -148,6 +155,9 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan::append_measured_run, m)?)?;
     m.add_class::<plan::Plan>()?;
     m.add_class::<plan::Candidate>()?;
+    m.add_class::<plan::PredictedRun>()?;
+    m.add_class::<plan::CalibrationReport>()?;
+    m.add_class::<plan::Prediction>()?;
     m.add_function(wrap_pyfunction!(tensors::read_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(tensors::rank_file, m)?)?;
     m.add_function(wrap_pyfunction!(tensors::write_safetensors, m)?)?;

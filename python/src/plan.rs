@@ -4,7 +4,7 @@
 use crate::args;
 use crate::compile::source;
 use crate::errors::{guarded, named, precision_named, remat_named, to_py, CONFIG, USAGE};
-use hlatc::plan::calibration::Calibration;
+use hlatc::plan::reports::CalibrationRequest;
 use hlatc::plan::{plan as search, Candidate as RustCandidate, Instance, PlanOptions};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
@@ -86,15 +86,113 @@ impl From<&RustCandidate> for Candidate {
     }
 }
 
+/// One measured run against its prediction.
+#[pyclass(frozen, get_all, module = "hlatc")]
+pub struct PredictedRun {
+    /// The run: its CSV and line.
+    run: String,
+    model: String,
+    layout: String,
+    seq_len: i64,
+    measured_seq_per_s: f64,
+    predicted_seq_per_s: f64,
+    /// `predicted / measured - 1`.
+    relative_error: f64,
+}
+
+#[pymethods]
+impl PredictedRun {
+    fn __repr__(&self) -> String {
+        format!(
+            "PredictedRun({} {}: measured {:.2} seq/s, predicted {:.2} ({:+.1}%))",
+            self.run,
+            self.layout,
+            self.measured_seq_per_s,
+            self.predicted_seq_per_s,
+            100.0 * self.relative_error
+        )
+    }
+}
+
+fn run_errors(
+    py: Python<'_>,
+    errors: &[hlatc::plan::calibration::RunError],
+) -> PyResult<Vec<Py<PredictedRun>>> {
+    errors
+        .iter()
+        .map(|e| {
+            Py::new(
+                py,
+                PredictedRun {
+                    run: e.run.clone(),
+                    model: e.model.clone(),
+                    layout: e.layout.clone(),
+                    seq_len: e.seq_len,
+                    measured_seq_per_s: e.measured_seq_per_s,
+                    predicted_seq_per_s: e.predicted_seq_per_s,
+                    relative_error: e.relative_error,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The fit in use, reported (`plan(report=True)`, `hlatc plan --report`):
+/// its parameters, each run's error, and each run predicted from a fit to
+/// the others.
+#[pyclass(frozen, get_all, module = "hlatc")]
+pub struct CalibrationReport {
+    /// The CSV fitted to.
+    path: String,
+    runs: usize,
+    parameters: BTreeMap<&'static str, f64>,
+    in_sample: Vec<Py<PredictedRun>>,
+    /// Empty for a fit to one run.
+    leave_one_out: Vec<Py<PredictedRun>>,
+}
+
+#[pymethods]
+impl CalibrationReport {
+    fn __repr__(&self) -> String {
+        format!("CalibrationReport({}: {} runs)", self.path, self.runs)
+    }
+}
+
+/// Runs of a CSV predicted by the parameters in use, never fitted to
+/// (`plan(predict=...)`, `hlatc plan --predict`).
+#[pyclass(frozen, get_all, module = "hlatc")]
+pub struct Prediction {
+    /// The CSV predicted.
+    path: String,
+    errors: Vec<Py<PredictedRun>>,
+}
+
+#[pymethods]
+impl Prediction {
+    fn __repr__(&self) -> String {
+        format!("Prediction({}: {} runs)", self.path, self.errors.len())
+    }
+}
+
 /// A search's result: every layout evaluated, those that fit first, each
-/// group fastest first.
+/// group fastest first; and the calibration reports asked for.
 #[pyclass(frozen, get_all, module = "hlatc")]
 pub struct Plan {
-    model: String,
+    /// None when only reports were asked for (no search).
+    model: Option<String>,
     instance: String,
     nodes: i64,
     global_batch: i64,
-    seq_len: i64,
+    /// None when only reports were asked for (no search).
+    seq_len: Option<i64>,
+    /// Whether layouts were searched: not when `report` or `predict` was
+    /// asked without a model, config or layout, as `hlatc plan` then
+    /// prints the reports alone.
+    searched: bool,
+    /// What the cost model was fitted to, in words.
+    calibrated_on: String,
+    report: Option<Py<CalibrationReport>>,
+    predicted: Option<Py<Prediction>>,
     candidates: Vec<Py<Candidate>>,
     /// Layouts not compiled: their state alone is over a core's memory.
     too_large: Vec<String>,
@@ -114,13 +212,15 @@ impl Plan {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "Plan({} on {} x {}: {} layouts evaluated)",
-            self.model,
-            self.nodes,
-            self.instance,
-            self.candidates.len()
-        )
+        match &self.model {
+            Some(model) => format!(
+                "Plan({model} on {} x {}: {} layouts evaluated)",
+                self.nodes,
+                self.instance,
+                self.candidates.len()
+            ),
+            None => "Plan(calibration reports only: no search)".to_string(),
+        }
     }
 }
 
@@ -131,7 +231,7 @@ impl Plan {
 #[pyo3(signature = (
     *, model=None, config=None, seq_len=None, precision=None, instance="trn1.32xlarge",
     nodes=1, global_batch=1024, top=5, price=None, layout=None, calibration=None, threads=0,
-    kernels=None, json=None, plot=None
+    kernels=None, json=None, plot=None, predict=None, report=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
@@ -151,6 +251,8 @@ pub fn plan(
     kernels: Option<&Bound<'_, PyAny>>,
     #[pyo3(from_py_with = args::json)] json: Option<std::path::PathBuf>,
     #[pyo3(from_py_with = args::plot)] plot: Option<std::path::PathBuf>,
+    #[pyo3(from_py_with = args::predict)] predict: Option<std::path::PathBuf>,
+    #[pyo3(from_py_with = args::report)] report: bool,
 ) -> PyResult<Plan> {
     use hlatc::plan::{check_output, PlanError, PlanOption};
     // Where the results go is checked before the search, as the CLI does.
@@ -164,10 +266,17 @@ pub fn plan(
     let requests = crate::compile::kernel_requests(kernels)?;
     let attention =
         hlatc::kernel_choice::attention_request(&requests).map_err(|e| to_py(e.into()))?;
+    let model_given = model.is_some() || config.is_some();
+    let layout_given = layout.is_some();
     let model = source(model, config)?;
     let precision = precision.map(|p| precision_named(&CONFIG, p)).transpose()?;
     let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
-    let p = guarded(|| {
+    let request = CalibrationRequest {
+        calibration,
+        report,
+        predict,
+    };
+    let (p, reports) = guarded(|| {
         py.allow_threads(|| {
             let mut o = PlanOptions {
                 model,
@@ -180,12 +289,12 @@ pub fn plan(
                 price,
                 layout,
                 threads,
-                attention: attention.clone(),
+                attention,
                 ..PlanOptions::default()
             };
-            if let Some(path) = &calibration {
-                o.params =
-                    Calibration::read(path)?.fitted_priced_with(&o.assumptions, &attention)?;
+            let reports = request.apply(&mut o)?;
+            if request.reports_only(model_given, layout_given) {
+                return Ok((None, reports));
             }
             let p = search(&o)?;
             if let Some(path) = &json {
@@ -194,21 +303,69 @@ pub fn plan(
             if let Some(path) = &plot {
                 hlatc::plan::chart::chart_to_file(&p, path).map_err(PlanError::from)?;
             }
-            Ok(p)
+            Ok((Some(p), reports))
         })
         .map_err(to_py)
     })?;
+    let report = reports
+        .report
+        .map(|r| {
+            Py::new(
+                py,
+                CalibrationReport {
+                    path: r.path,
+                    runs: r.runs,
+                    parameters: r.fit.params.named().into_iter().collect(),
+                    in_sample: run_errors(py, &r.fit.in_sample)?,
+                    leave_one_out: run_errors(py, &r.fit.leave_one_out)?,
+                },
+            )
+        })
+        .transpose()?;
+    let predicted = reports
+        .predicted
+        .map(|p| {
+            Py::new(
+                py,
+                Prediction {
+                    path: p.path,
+                    errors: run_errors(py, &p.errors)?,
+                },
+            )
+        })
+        .transpose()?;
+    let Some(p) = p else {
+        return Ok(Plan {
+            model: None,
+            instance: instance.to_string(),
+            nodes,
+            global_batch,
+            seq_len: None,
+            searched: false,
+            calibrated_on: reports.calibrated_on,
+            report,
+            predicted,
+            candidates: Vec::new(),
+            too_large: Vec::new(),
+            refused: Vec::new(),
+            seconds: 0.0,
+        });
+    };
     let candidates = p
         .candidates
         .iter()
         .map(|c| Py::new(py, Candidate::from(c)))
         .collect::<PyResult<Vec<_>>>()?;
     Ok(Plan {
-        model: p.model,
+        model: Some(p.model),
         instance: p.instance.to_string(),
         nodes: p.nodes,
         global_batch: p.global_batch,
-        seq_len: p.seq_len,
+        seq_len: Some(p.seq_len),
+        searched: true,
+        calibrated_on: reports.calibrated_on,
+        report,
+        predicted,
         candidates,
         too_large: p.too_large.into_iter().map(|(l, _)| l).collect(),
         refused: p.refused,

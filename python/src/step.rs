@@ -321,6 +321,7 @@ impl Step {
         let d = PyDict::new(py);
         d.set_item("model", &c.name)?;
         d.set_item("target", c.target.name())?;
+        d.set_item("chip", c.target.chip().map(|chip| chip.name()))?;
         d.set_item("parameters", c.cfg.model.parameter_count())?;
         // A warm-up or cool-down program's were not measured on their own:
         // None rather than a number that is not its.
@@ -695,6 +696,7 @@ fn pipeline_summary<'py>(
     let c = apply.get().compiled()?;
     d.set_item("model", &c.name)?;
     d.set_item("target", c.target.name())?;
+    d.set_item("chip", c.target.chip().map(|chip| chip.name()))?;
     d.set_item("parameters", shape.cfg.model.parameter_count())?;
     d.set_item("pp", shape.schedule.stages)?;
     d.set_item("grad_accum", shape.schedule.micro_batches)?;

@@ -118,3 +118,22 @@ def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
         '{"format": "hlatc-bundle/1", "inputs": [{"layers": [0, 2]}], "outputs": []}')
     with pytest.raises(hlatc.FileError, match="an entry of 'inputs' hlatc cannot read"):
         hlatc.Bundle(tmp_path / "empty")
+
+
+def test_a_trn2_bundle_names_its_chip_and_a_cpu_one_refuses_a_chip(tmp_path):
+    step = hlatc.compile_step(model="tiny", chip="trn2")
+    assert step.summary["chip"] == "trn2"
+    assert hlatc.compile_step(model="tiny").summary["chip"] == "trn1"
+    assert hlatc.compile_step(model="tiny", target="cpu").summary["chip"] is None
+    step.write_bundle(tmp_path / "b")
+    flags = json.loads((tmp_path / "b" / "compile_flags.json").read_text())
+    assert flags[:3] == ["--framework=XLA", "--target=trn2", "--logical-nc-config=2"]
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["neuron"]["chip"] == "trn2"
+    assert manifest["neuron"]["env"]["NEURON_LOGICAL_NC_CONFIG"] == "2"
+    with pytest.raises(hlatc.UsageError, match="a cpu bundle runs on XLA CPU") as e:
+        hlatc.compile_step(model="tiny", target="cpu", chip="trn2")
+    assert e.value.argument == "chip"
+    with pytest.raises(hlatc.UsageError, match=r"unknown chip 'trn3' \(known: trn1, trn2\)") as e:
+        hlatc.compile_step(model="tiny", chip="trn3")  # type: ignore[arg-type]
+    assert e.value.argument == "chip"

@@ -131,3 +131,49 @@ def test_plan_writes_its_json_and_chart_and_checks_their_folder_first(tmp_path):
     with pytest.raises(hlatc.UsageError, match="no folder") as caught:
         hlatc.plan(model="tiny", json=tmp_path / "missing" / "plan.json")
     assert caught.value.argument == "json"
+
+
+_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _median_and_worst(errors):
+    e = sorted(abs(r.relative_error) for r in errors)
+    n = len(e)
+    median = e[n // 2] if n % 2 else (e[n // 2 - 1] + e[n // 2]) / 2
+    return median, e[-1]
+
+
+def test_report_and_predict_give_the_clis_figures_without_a_search():
+    # With neither a model nor a layout, only the reports: as `hlatc plan
+    # --report --predict` prints them (planner.md's figures).
+    p = hlatc.plan(report=True, predict=_ROOT / "data/planner/sdk-other-runs.csv")
+    assert not p.searched and p.model is None and p.candidates == []
+    assert p.best() is None
+    assert "built-in fit" in p.calibrated_on
+    r = p.report
+    assert isinstance(r, hlatc.CalibrationReport)
+    assert r.runs == len(r.in_sample) == len(r.leave_one_out) > 10
+    assert set(r.parameters) == {"matmul", "memory", "link", "network", "latency", "launch"}
+    median, worst = _median_and_worst(r.leave_one_out)
+    assert round(100 * median, 1) == 2.5 and round(100 * worst, 1) == 18.9
+    e = r.in_sample[0]
+    assert isinstance(e, hlatc.PredictedRun)
+    assert e.relative_error == pytest.approx(e.predicted_seq_per_s / e.measured_seq_per_s - 1)
+    assert e.run.startswith(r.path)
+    predicted = p.predicted
+    assert isinstance(predicted, hlatc.Prediction)
+    assert predicted.path.endswith("sdk-other-runs.csv")
+    median, worst = _median_and_worst(predicted.errors)
+    assert round(100 * median, 1) == 7.5 and round(100 * worst, 1) == 24.4
+
+
+def test_a_report_beside_a_search_and_its_errors_name_the_argument(tmp_path):
+    p = hlatc.plan(model="tiny", layout="tp=1", report=True)
+    assert p.searched and p.model == "tiny" and len(p.candidates) == 1
+    assert p.report is not None and p.predicted is None
+    with pytest.raises(hlatc.FileError) as e:
+        hlatc.plan(predict=tmp_path / "missing.csv")
+    assert e.value.path == str(tmp_path / "missing.csv")
+    with pytest.raises(hlatc.UsageTypeError) as t:
+        hlatc.plan(report="yes")  # type: ignore[arg-type]
+    assert t.value.argument == "report"

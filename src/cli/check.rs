@@ -71,8 +71,10 @@ pub struct Args {
     format: OutputFormat,
 }
 
+/// A Trainium chip, as neuronx-cc's `--target` names it (`check
+/// --target`, `compile --chip`).
 #[derive(Clone, Copy, clap::ValueEnum)]
-enum ChipArg {
+pub(super) enum ChipArg {
     Trn1,
     Trn2,
 }

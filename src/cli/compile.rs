@@ -50,7 +50,7 @@ impl From<TargetArg> for Target {
 /// metadata.op_name.
 ///
 /// For --target neuron, the Neuron pre-flight (`hlatc check`) runs on the
-/// final module for the bundle's chip (trn1) before anything is written:
+/// final module for the bundle's chip (--chip) before anything is written:
 /// a module neuronx-cc would refuse is an error naming each instruction's
 /// line in the model.hlo.txt it would have written, and nothing is
 /// written; warnings are listed in the summary.
@@ -69,6 +69,13 @@ pub struct Args {
     /// Which compiler the bundle is for
     #[arg(long, value_enum, default_value = "neuron")]
     target: TargetArg,
+    /// The Trainium chip a neuron bundle is for: its neuronx-cc
+    /// --target (and on trn2 --logical-nc-config=2 with the runtime's
+    /// NEURON_LOGICAL_NC_CONFIG=2), the chip its pre-flight checks, and
+    /// the core its memory plan is held to by default (trn1 16 GiB, trn2
+    /// 24 GiB per logical core). Refused with --target cpu [default: trn1]
+    #[arg(long, value_enum)]
+    chip: Option<super::check::ChipArg>,
     /// Output directory (created if needed)
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
@@ -113,9 +120,9 @@ pub struct Args {
     /// both measured on the module) and the
     /// manifest records it; a plan over the limit is refused with the
     /// smallest change that fits (--zero1, --remat full-layer, more DP, more
-    /// TP) and nothing is written. [default: one trn1 NeuronCore, 16GiB,
-    /// for a sharded step on neuron; a single-device step is warned about;
-    /// none on cpu]
+    /// TP) and nothing is written. [default: one NeuronCore of --chip,
+    /// 16GiB on trn1 and 24GiB on trn2, for a sharded step on neuron; a
+    /// single-device step is warned about; none on cpu]
     #[arg(long, value_name = "SIZE", value_parser = parse_device_memory)]
     device_memory: Option<DeviceMemory>,
     /// Accumulate each optimizer step's gradient over K micro-batches: the
@@ -244,6 +251,7 @@ fn options(a: &Args) -> CompileOptions {
         precision: a.precision.precision,
         rounding: a.precision.rounding.clone(),
         target: a.target.into(),
+        chip: a.chip.map(Into::into),
         passes: a.passes.clone(),
         disable_passes: a.disable_pass.clone(),
         verify_each_pass: a.verify_each_pass,
@@ -274,7 +282,7 @@ fn print_summary(
     out!(
         "compiled {} training step for {} -> {}",
         compiled.name,
-        compiled.target.name(),
+        compiled.target,
         a.out.display()
     )?;
     print_program(compiled)?;
@@ -447,7 +455,7 @@ fn print_passes(a: &Args, compiled: &CompiledStep) -> Result<(), Error> {
             out!("  pass note     {n}")?;
         }
     }
-    let rounding = hlatc::bundle::RoundingSummary::of(&step.module, compiled.target);
+    let rounding = hlatc::bundle::RoundingSummary::of(&step.module, compiled.target.target());
     out!(
         "  precision     {}: {}; rounding {}: {} converts to bf16 stochastic, {} nearest-even",
         step.precision,
@@ -528,7 +536,7 @@ fn print_files(a: &Args, compiled: &CompiledStep, report: &BundleReport) -> Resu
         report.proto_bytes as f64 / 1e6,
         report.sha256
     )?;
-    if compiled.target == Target::Neuron {
+    if compiled.target.chip().is_some() {
         for f in folders {
             out!("  next          cd {} && ./neuronx-cc.sh", f.display())?;
         }

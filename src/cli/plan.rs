@@ -4,7 +4,8 @@ use super::console::{note, out};
 use hlatc::compile_step::ModelSource;
 use hlatc::memory_plan::gib;
 use hlatc::models::{KernelRequest, PRESETS};
-use hlatc::plan::calibration::{median_and_worst, Calibration, RunError};
+use hlatc::plan::calibration::{median_and_worst, RunError};
+use hlatc::plan::reports::CalibrationRequest;
 use hlatc::plan::{check_output, plan, Instance, Plan, PlanOption, PlanOptions};
 use hlatc::precision::Precision;
 use hlatc::Error;
@@ -157,64 +158,44 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         threads: a.threads,
         ..PlanOptions::default()
     };
-    let calibration = match &a.calibration {
-        Some(path) => Some(Calibration::read(path)?),
-        None => None,
+    let request = CalibrationRequest {
+        calibration: a.calibration.clone(),
+        report: a.report,
+        predict: a.predict.clone(),
     };
-    let calibrated_on = match &calibration {
-        None => format!(
-            "the built-in fit to {} (the Neuron SDK's published runs)",
-            hlatc::plan::calibration::BUILTIN_FILE
-        ),
-        Some(c) => format!("a fit to {} ({} runs)", c.path, c.runs.len()),
-    };
-    if a.report {
-        let c = match calibration {
-            Some(c) => c,
-            None => hlatc::plan::calibration::builtin_calibration()?,
-        };
-        let r = c.fit_report_priced_with(&o.assumptions, &attention)?;
-        out!("calibration: {} ({} runs)", c.path, c.runs.len())?;
+    let reports = request.apply(&mut o)?;
+    if let Some(r) = &reports.report {
+        out!("calibration: {} ({} runs)", r.path, r.runs)?;
         priced_with(&attention)?;
         let params: Vec<String> = r
+            .fit
             .params
             .named()
             .iter()
             .map(|(n, v)| format!("{n} {v:.4}"))
             .collect();
         out!("  parameters: {}", params.join(", "))?;
-        print_errors("in sample", &r.in_sample)?;
-        match r.leave_one_out.is_empty() {
+        print_errors("in sample", &r.fit.in_sample)?;
+        match r.fit.leave_one_out.is_empty() {
             true => out!("  leave-one-out: none (a fit to the others needs two runs or more)")?,
-            false => print_errors("leave-one-out", &r.leave_one_out)?,
+            false => print_errors("leave-one-out", &r.fit.leave_one_out)?,
         }
-        // The fit reported is the one in use (the built-in one's values).
-        if a.calibration.is_some() {
-            o.params = r.params;
-        }
-    } else if let Some(c) = &calibration {
-        o.params = c.fitted_priced_with(&o.assumptions, &attention)?;
     }
-    if let Some(path) = &a.predict {
-        let c = Calibration::read(path)?;
-        let errors = c.predict_priced_with(&o.params, &o.assumptions, &attention)?;
+    if let Some(p) = &reports.predicted {
         out!(
             "predicted: {} ({} runs, never fitted to)",
-            c.path,
-            c.runs.len()
+            p.path,
+            p.errors.len()
         )?;
         priced_with(&attention)?;
-        print_errors("predicted", &errors)?;
+        print_errors("predicted", &p.errors)?;
     }
-    let reports_only = (a.report || a.predict.is_some())
-        && a.model.is_none()
-        && a.config.is_none()
-        && a.layout.is_none();
-    if reports_only {
+    let model_given = a.model.is_some() || a.config.is_some();
+    if request.reports_only(model_given, a.layout.is_some()) {
         return Ok(ExitCode::SUCCESS);
     }
     let p = plan(&o)?;
-    print_plan(&p, &o, &calibrated_on)?;
+    print_plan(&p, &o, &reports.calibrated_on)?;
     if let Some(path) = &a.json {
         p.write_json(path)?;
         note!("wrote {}", path.display())?;

@@ -9,8 +9,9 @@ pub mod spellings;
 use crate::Error;
 use hlatc_models::kernels::KernelRequest;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target};
-use hlatc_train::bundle::ProgramName;
+use hlatc_train::bundle::{BundleTarget, ProgramName};
 use hlatc_train::grad_accum::build_accumulation_steps;
 use hlatc_train::kernel_choice::{softmax_as_run, step_pipeline, KernelChoice, KernelFallback};
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
@@ -146,6 +147,11 @@ pub struct CompileOptions {
     /// The preset's rounding policy when `None`.
     pub rounding: Option<RoundingPolicy>,
     pub target: Target,
+    /// The Trainium chip a `neuron` bundle is for (`--chip`): its
+    /// neuronx-cc flags, its runtime environment, its pre-flight and the
+    /// core its memory plan is held to. `None`: trn1 on `neuron`; a chip
+    /// on `cpu` is refused.
+    pub chip: Option<Chip>,
     /// Exactly these passes instead of the target's default pipeline.
     pub passes: Option<Vec<String>>,
     /// Passes left out of the default pipeline.
@@ -215,6 +221,7 @@ impl Default for CompileOptions {
             precision: Precision::default(),
             rounding: None,
             target: Target::Neuron,
+            chip: None,
             passes: None,
             disable_passes: Vec::new(),
             verify_each_pass: false,
@@ -239,7 +246,8 @@ pub struct CompiledStep {
     pub name: String,
     pub cfg: StepConfig,
     pub step: TrainStep,
-    pub target: Target,
+    /// The compiler and, for Neuron, the chip the bundle is for.
+    pub target: BundleTarget,
     /// Under gradient accumulation (`grad_accum` above 1) the apply step;
     /// `step` is then the micro step. Under pipeline parallelism too, and
     /// `step` is the steady tick's program.
@@ -363,6 +371,7 @@ impl CompileOptions {
 /// Builds the step `o` describes and runs its pipeline over it. Without a
 /// batch size, each DP replica takes one sequence.
 pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
+    let target = BundleTarget::choose(o.target, o.chip)?;
     let (model, name) = o.model.resolve(o.separate_projections)?;
     let default_batch = o.parallel.dp.max(1);
     let batch = batch_shape(
@@ -473,7 +482,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         (Some(a), None) => MemoryPlan::of_accumulation(&step, &a.step),
         (Some(a), Some(p)) => MemoryPlan::of_pipeline(&[&p.warm_up, &step, &p.cool_down], &a.step),
     };
-    let memory_check = o.device_memory.check(o.target, o.parallel.world());
+    let memory_check = o.device_memory.check(target.chip(), o.parallel.world());
     if let MemoryCheck::Refuse(limit) = memory_check {
         if memory.total() > limit {
             return Err(Error::DoesNotFit {
@@ -487,7 +496,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         name,
         cfg,
         step,
-        target: o.target,
+        target,
         apply,
         pipeline: pipe,
         instructions_built,

@@ -52,7 +52,7 @@ use DefaultValue::{Empty, Off, Unset, Value};
 
 /// Every option, in the order of `hlatc.compile_step`'s keywords (the
 /// CLI's own options last).
-pub const SPELLINGS: [Spelling; 38] = [
+pub const SPELLINGS: [Spelling; 39] = [
     both("model", "model", Unset),
     both("config", "config", Unset),
     both("batch-size", "batch_size", Unset),
@@ -62,6 +62,7 @@ pub const SPELLINGS: [Spelling; 38] = [
     both("precision", "precision", Value("bf16-mixed")),
     both("rounding", "rounding", Unset),
     both("target", "target", Value("neuron")),
+    both("chip", "chip", Unset),
     both("passes", "passes", Unset),
     both("disable-pass", "disable_pass", Empty),
     both("verify-each-pass", "verify_each_pass", Off),

@@ -73,7 +73,7 @@ pub fn evaluate(
             cfg: Box::new(c),
             name: name.to_string(),
         };
-        let options = layout.compile_options(source, seq_len, global_batch)?;
+        let options = layout.compile_options(source, seq_len, global_batch, chip)?;
         let compiled = compile_step(&options).map_err(|e| PlanError::Compile {
             layout: layout.to_string(),
             source: Box::new(e),

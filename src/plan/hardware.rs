@@ -81,7 +81,7 @@ impl Instance {
                 cores_per_node: 32,
                 bf16_flops: 95e12,
                 fp32_flops: 23.75e12,
-                hbm_bytes: 16 * GIB,
+                hbm_bytes: self.chip().hbm_per_core(),
                 hbm_bandwidth: 410.0 * GIB as f64,
                 link_bandwidth: 192e9,
                 network_bandwidth: match self {
@@ -97,7 +97,7 @@ impl Instance {
                 cores_per_node: 64,
                 bf16_flops: 667e12 / 4.0,
                 fp32_flops: 181e12 / 4.0,
-                hbm_bytes: 24 * GIB,
+                hbm_bytes: self.chip().hbm_per_core(),
                 hbm_bandwidth: 2.9e12 / 4.0,
                 link_bandwidth: 1024e9 / 4.0,
                 network_bandwidth: 3200e9 / 8.0,

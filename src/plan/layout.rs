@@ -7,6 +7,7 @@ use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
 use hlatc_models::kernels::{ImplKind, KernelRequest};
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, Target};
 use hlatc_train::memory_plan::DeviceMemory;
 use hlatc_train::precision::Precision;
@@ -182,13 +183,14 @@ impl Layout {
     }
 
     /// The options `hlatc compile` takes for this layout, over `global_batch`
-    /// sequences of `seq_len` tokens, with no memory limit (the planner
-    /// checks the plan itself).
+    /// sequences of `seq_len` tokens on `chip`, with no memory limit (the
+    /// planner checks the plan itself).
     pub fn compile_options(
         &self,
         model: ModelSource,
         seq_len: i64,
         global_batch: i64,
+        chip: Chip,
     ) -> Result<CompileOptions, PlanError> {
         if self.attention.kind == ImplKind::Imported {
             return Err(PlanError::Layout {
@@ -204,6 +206,7 @@ impl Layout {
             seq_len: Some(seq_len),
             precision: self.precision,
             target: Target::Neuron,
+            chip: Some(chip),
             remat: self.remat,
             parallel: self.parallel,
             device_memory: DeviceMemory::Unchecked,
@@ -222,16 +225,15 @@ impl Layout {
         }
     }
 
-    /// The `hlatc compile` command that builds this layout's bundle;
-    /// `model` is its `--model NAME` or `--config PATH`, `core_memory` the
-    /// instance's HBM per core (given as `--device-memory` where it is not
-    /// the trn1 core `compile` checks against by default).
+    /// The `hlatc compile` command that builds this layout's bundle for
+    /// the instance's `chip` (whose core `compile` holds the plan to by
+    /// default); `model` is its `--model NAME` or `--config PATH`.
     pub fn compile_command(
         &self,
         model: &str,
         seq_len: i64,
         global_batch: i64,
-        core_memory: u64,
+        chip: Chip,
     ) -> String {
         let mut c = format!(
             "hlatc compile {model} --seq-len {seq_len} --batch-size {global_batch} --tp {} --pp {} --dp {}",
@@ -250,11 +252,8 @@ impl Layout {
         for k in self.kernels() {
             c.push_str(&format!(" --kernel {k}"));
         }
-        if core_memory != hlatc_train::memory_plan::TRN1_CORE_BYTES {
-            c.push_str(&format!(" --device-memory {}GiB", core_memory >> 30));
-        }
         c.push_str(&format!(
-            " --remat {} --precision {} --target neuron --out build/plan",
+            " --remat {} --precision {} --target neuron --chip {chip} --out build/plan",
             self.remat.name(),
             self.precision.name()
         ));

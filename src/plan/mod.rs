@@ -8,6 +8,7 @@
 //! - [`evaluate`]: a layout's programs compiled and read;
 //! - [`cost`]: the cost model and its parameters;
 //! - [`calibration`]: measured runs, and the fit of the parameters to them;
+//! - [`reports`]: the fit in use, its report and predictions of other runs;
 //! - [`search`]: every layout that divides the model and the cluster;
 //! - [`chart`]: throughput against memory per rank, as a PNG.
 
@@ -18,6 +19,7 @@ pub mod counts;
 pub mod evaluate;
 pub mod hardware;
 pub mod layout;
+pub mod reports;
 pub mod row_fault;
 pub mod search;
 

@@ -401,7 +401,7 @@ impl Setting<'_> {
                 &self.model_flag,
                 self.seq_len,
                 o.global_batch,
-                hw.hbm_bytes,
+                o.instance.chip(),
             ),
             exact,
             preflight_warnings: e.warnings.clone(),

@@ -7,7 +7,7 @@
 use crate::batch_check::{check_batch_input, check_batch_inputs, BatchError};
 use crate::bundle::{
     for_cpu, manifest_json, sha256_hex, stage_accumulation_bundle, stage_bundle,
-    stage_pipeline_bundle,
+    stage_pipeline_bundle, BundleTarget,
 };
 use crate::compile_step::{ApplyStep, CompiledStep, PipelinePrograms};
 use crate::data::Batch;
@@ -17,7 +17,6 @@ use crate::kernel_choice::KernelFallback;
 use crate::memory_plan::{MemoryCheck, MemoryPlan};
 use crate::models::init::init_params;
 use crate::models::parallel::stages::Stages;
-use crate::passes::Target;
 use crate::pipeline::{tick_config, PipelineForm, Schedule};
 use crate::rank_inputs::RankInputs;
 use crate::runtime::{Program, Runtime};
@@ -87,7 +86,7 @@ pub struct PipelineShape {
 /// What each program split from one compile keeps of it.
 struct Origin {
     name: String,
-    target: Target,
+    target: BundleTarget,
     memory_check: MemoryCheck,
     kernel_fallbacks: Vec<KernelFallback>,
 }

@@ -180,6 +180,93 @@ fn neuron_bundles_carry_flags_and_a_ready_command() {
     assert!(script.contains("export NEURON_FUSE_SOFTMAX=1"));
     assert!(script.contains("neuronx-cc compile --framework=XLA --target=trn1 model.hlo_module.pb --output model.neff --model-type=transformer --distribution-strategy=llm-training --auto-cast=none"));
     assert!(!script.contains("NEURON_RT_STOCHASTIC_ROUNDING_EN"));
+    assert!(!script.contains("NEURON_LOGICAL_NC_CONFIG"));
+    assert_eq!(manifest["neuron"]["chip"], "trn1");
+    assert_eq!(manifest["neuron"]["logical_nc_config"], 1);
+}
+
+/// `--chip trn2` (issue 73): the flags, the script's environment and the
+/// manifest name trn2 and its logical-core configuration, the pre-flight
+/// runs for trn2, the plan is held to trn2's 24 GiB core by default (the
+/// same layout is refused on trn1's 16 GiB), and `hlatc check DIR` reads
+/// the chip back from the bundle. A chip for a cpu bundle is refused.
+#[test]
+fn trn2_bundles_name_their_chip_and_are_held_to_its_core() {
+    let d = tmp("trn2");
+    let layout = ["compile", "--model", "hlat-7b", "--tp", "8", "--dp", "4"];
+    let with = |extra: &[&str]| {
+        let mut args = layout.to_vec();
+        args.extend(extra);
+        args.extend(["--out", d.to_str().unwrap()]);
+        hlatc(&args)
+    };
+    let out = ok(&with(&["--chip", "trn2"]));
+    assert!(out.contains("for neuron (trn2) ->"), "{out}");
+    assert!(out.contains("memory        per rank 19.88 GiB"), "{out}");
+    assert!(out.contains("; of 24.00 GiB"), "{out}");
+    assert!(
+        out.contains("pre-flight    trn2 (SDK 2.32 defaults)"),
+        "{out}"
+    );
+    let flags: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(d.join("compile_flags.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        flags[..3],
+        ["--framework=XLA", "--target=trn2", "--logical-nc-config=2"]
+    );
+    let script = std::fs::read_to_string(d.join("neuronx-cc.sh")).unwrap();
+    assert!(
+        script.contains("export NEURON_LOGICAL_NC_CONFIG=2\n"),
+        "{script}"
+    );
+    assert!(
+        script.contains("neuronx-cc compile --framework=XLA --target=trn2 --logical-nc-config=2 model.hlo_module.pb"),
+        "{script}"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
+    let neuron = &manifest["neuron"];
+    assert_eq!(neuron["chip"], "trn2");
+    assert_eq!(neuron["logical_nc_config"], 2);
+    assert_eq!(neuron["hbm_per_core"], 24u64 << 30);
+    assert_eq!(neuron["env"]["NEURON_LOGICAL_NC_CONFIG"], "2");
+    let check = hlatc(&["check", d.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{said}");
+    assert!(
+        said.contains("trn2 (SDK 2.32 defaults): no findings"),
+        "{said}"
+    );
+    assert!(
+        said.contains("of trn2's 24.00 GiB per core: fits"),
+        "{said}"
+    );
+    // The same layout does not fit trn1's core, the default chip.
+    let trn1 = with(&[]);
+    let e = String::from_utf8_lossy(&trn1.stderr);
+    assert!(!trn1.status.success());
+    assert!(e.contains("a rank needs 19.88 GiB"), "{e}");
+    assert!(e.contains("over the 16.00 GiB"), "{e}");
+    // A trn1 bundle's flags are what they were before bundles named a
+    // chip (`neuron_bundles_carry_flags_and_a_ready_command`).
+    let cpu = hlatc(&[
+        "compile",
+        "--model",
+        "tiny",
+        "--target",
+        "cpu",
+        "--chip",
+        "trn2",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&cpu.stderr);
+    assert!(!cpu.status.success());
+    assert!(
+        e.contains("error: the chip trn2 is for a neuron bundle; a cpu bundle runs on XLA CPU and names no chip"),
+        "{e}"
+    );
 }
 
 #[test]

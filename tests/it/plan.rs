@@ -448,14 +448,14 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
     let l = Layout::parse(spec, 1024, Precision::Bf16Master, plain.clone()).unwrap();
     assert_eq!(l.to_string(), spec);
     assert!(l
-        .compile_command("--model llama3.1-8b", 8192, 1024, 16 << 30)
+        .compile_command("--model llama3.1-8b", 8192, 1024, Chip::Trn1)
         .contains(" --kernel attention=blocked:512 "));
     // Without the key, the layout takes the plan's attention; the plain
     // graph writes nothing.
     let l = Layout::parse("tp=32,dp=32", 1024, Precision::Bf16Master, plain.clone()).unwrap();
     assert!(!l.to_string().contains(",attention="));
     assert!(!l
-        .compile_command("--model x", 8192, 1024, 16 << 30)
+        .compile_command("--model x", 8192, 1024, Chip::Trn1)
         .contains("--kernel"));
     let e = Layout::parse("tp=32,attention=flash", 1024, Precision::Bf16Master, plain)
         .unwrap_err()
@@ -690,4 +690,70 @@ fn a_printed_layout_carries_its_preflight_warnings() {
         printed.contains("   pre-flight: micro_step/model.hlo.txt: module: NCC_EVRF007 (warning) needs more TensorE instructions than neuronx-cc's per-module limit (at least 5832704"),
         "{printed}"
     );
+}
+
+/// A plan for trn2 prints commands for trn2 (issue 73): the command names
+/// `--chip trn2` (whose core is compile's default limit, so no
+/// `--device-memory`), and the bundle it writes is compiled, checked and
+/// held to trn2's core, as `hlatc check` of it then says.
+#[test]
+fn a_trn2_plan_prints_commands_that_build_trn2_bundles() {
+    let dir = scratch("plan-trn2");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = hlatc(&[
+        "plan",
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--global-batch",
+        "64",
+        "--instance",
+        "trn2.48xlarge",
+        "--layout",
+        "tp=2,dp=32,zero1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = stdout(&o);
+    let command = printed
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("hlatc compile"))
+        .unwrap_or_else(|| panic!("no command in: {printed}"));
+    assert!(
+        command.contains(" --target neuron --chip trn2 --out build/plan"),
+        "{command}"
+    );
+    assert!(!command.contains("--device-memory"), "{command}");
+    let out = dir.join("bundle");
+    let args: Vec<&str> = command
+        .trim_start_matches("hlatc ")
+        .trim_end_matches("build/plan")
+        .split_whitespace()
+        .chain([out.to_str().unwrap()])
+        .collect();
+    let c = hlatc(&args);
+    assert!(c.status.success(), "{}", stderr(&c));
+    let compiled = stdout(&c);
+    assert!(
+        compiled.contains("pre-flight    trn2 (SDK 2.32 defaults): no findings"),
+        "{compiled}"
+    );
+    let flags = std::fs::read_to_string(out.join("micro_step/compile_flags.json"))
+        .or_else(|_| std::fs::read_to_string(out.join("compile_flags.json")))
+        .unwrap();
+    assert!(flags.contains("\"--target=trn2\""), "{flags}");
+    assert!(flags.contains("\"--logical-nc-config=2\""), "{flags}");
+    let check = hlatc(&["check", out.to_str().unwrap()]);
+    let said = stdout(&check);
+    assert!(check.status.success(), "{said}");
+    assert!(
+        said.contains("trn2 (SDK 2.32 defaults): no findings"),
+        "{said}"
+    );
+    assert!(
+        said.contains("of trn2's 24.00 GiB per core: fits"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -61,9 +61,11 @@ pub enum Error {
     Checkpoint(#[from] CheckpointError),
     /// neuronx-cc would refuse the module (the Neuron pre-flight found a
     /// refusal): nothing was written to `dir`.
-    #[error("{}", refusal_message(dir, findings))]
+    #[error("{}", refusal_message(dir, *chip, findings))]
     NeuronRefused {
         dir: PathBuf,
+        /// The chip the bundle was for.
+        chip: hlatc_passes::neuron_check::Chip,
         /// The refusals, each located in the bundle's text.
         findings: Vec<hlatc_passes::neuron_check::LocatedFinding>,
     },

@@ -42,7 +42,7 @@ pub use crate::memory_parts::{gib, MemoryPlan};
 use crate::train_step::{Role, TrainStep};
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::{Module, Op};
-use hlatc_passes::Target;
+use hlatc_passes::neuron_check::Chip;
 
 mod working;
 
@@ -186,8 +186,9 @@ fn beyond(module: &Module, counted: u64) -> u64 {
 /// The device memory a rank's plan is checked against.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DeviceMemory {
-    /// One trn1 NeuronCore ([`TRN1_CORE_BYTES`]) for a sharded step on
-    /// `neuron`, a refusal when it does not fit; a single-device step is
+    /// One NeuronCore of the bundle's chip ([`Chip::hbm_per_core`]:
+    /// [`TRN1_CORE_BYTES`] on trn1) for a sharded step on `neuron`, a
+    /// refusal when it does not fit; a single-device step is
     /// only warned about (its state alone outgrows a core for every preset
     /// past 1B, and compiling it whole is how its graph is checked and
     /// timed). Nothing is checked on `cpu`: host memory is the limit there.
@@ -208,15 +209,16 @@ pub enum MemoryCheck {
 }
 
 impl DeviceMemory {
-    /// Whether a step for `target` with `world` ranks is refused, warned
-    /// about or not checked.
-    pub fn check(self, target: Target, world: i64) -> MemoryCheck {
-        match self {
-            DeviceMemory::Bytes(b) => MemoryCheck::Refuse(b),
-            DeviceMemory::Unchecked => MemoryCheck::None,
-            DeviceMemory::TargetDefault if target != Target::Neuron => MemoryCheck::None,
-            DeviceMemory::TargetDefault if world > 1 => MemoryCheck::Refuse(TRN1_CORE_BYTES),
-            DeviceMemory::TargetDefault => MemoryCheck::Warn(TRN1_CORE_BYTES),
+    /// Whether a step with `world` ranks for `chip` (`None`: XLA CPU) is
+    /// refused, warned about or not checked.
+    pub fn check(self, chip: Option<Chip>, world: i64) -> MemoryCheck {
+        match (self, chip) {
+            (DeviceMemory::Bytes(b), _) => MemoryCheck::Refuse(b),
+            (DeviceMemory::Unchecked, _) | (DeviceMemory::TargetDefault, None) => MemoryCheck::None,
+            (DeviceMemory::TargetDefault, Some(chip)) if world > 1 => {
+                MemoryCheck::Refuse(chip.hbm_per_core())
+            }
+            (DeviceMemory::TargetDefault, Some(chip)) => MemoryCheck::Warn(chip.hbm_per_core()),
         }
     }
 }
@@ -294,17 +296,24 @@ mod tests {
     fn the_default_refuses_sharded_neuron_steps_and_warns_about_single_ones() {
         let d = DeviceMemory::TargetDefault;
         assert_eq!(
-            d.check(Target::Neuron, 8),
+            d.check(Some(Chip::Trn1), 8),
             MemoryCheck::Refuse(TRN1_CORE_BYTES)
         );
         assert_eq!(
-            d.check(Target::Neuron, 1),
+            d.check(Some(Chip::Trn1), 1),
             MemoryCheck::Warn(TRN1_CORE_BYTES)
         );
-        assert_eq!(d.check(Target::Cpu, 8), MemoryCheck::None);
+        assert_eq!(d.check(None, 8), MemoryCheck::None);
         assert_eq!(
-            DeviceMemory::Bytes(5).check(Target::Cpu, 1),
+            DeviceMemory::Bytes(5).check(None, 1),
             MemoryCheck::Refuse(5)
         );
+    }
+
+    #[test]
+    fn the_default_is_the_chips_core() {
+        let d = DeviceMemory::TargetDefault;
+        assert_eq!(d.check(Some(Chip::Trn2), 64), MemoryCheck::Refuse(24 << 30));
+        assert_eq!(d.check(Some(Chip::Trn2), 1), MemoryCheck::Warn(24 << 30));
     }
 }

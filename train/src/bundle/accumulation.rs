@@ -9,11 +9,11 @@ use super::files::MANIFEST_FILE;
 use super::manifest::MemoryInfo;
 use super::programs::{staged_beside, ProgramInfo, ProgramName};
 use super::staging::{stage_bundle, write, StagedBundle};
+use super::target::BundleTarget;
 use crate::grad_accum::micro_config;
 use crate::memory_plan::MemoryPlan;
 use crate::train_step::{StepConfig, TrainStep};
 use crate::Error;
-use hlatc_passes::Target;
 use serde::Serialize;
 use std::path::Path;
 
@@ -28,6 +28,9 @@ struct AccumulationManifest<'a> {
     format: &'static str,
     hlatc_version: &'static str,
     target: &'static str,
+    /// The chip a Neuron bundle's programs are compiled for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chip: Option<&'static str>,
     micro_batches: i64,
     programs: [ProgramInfo; 2],
     schedule: [&'static str; 4],
@@ -45,7 +48,7 @@ pub fn stage_accumulation_bundle(
     apply: &TrainStep,
     cfg: &StepConfig,
     micro_batches: i64,
-    target: Target,
+    target: BundleTarget,
     dir: &Path,
 ) -> Result<StagedBundle, Error> {
     let micro_cfg = micro_config(cfg, micro_batches)?;
@@ -57,6 +60,7 @@ pub fn stage_accumulation_bundle(
         format: ACCUMULATION_FORMAT,
         hlatc_version: env!("CARGO_PKG_VERSION"),
         target: target.name(),
+        chip: target.chip().map(|c| c.name()),
         micro_batches,
         programs: [
             ProgramInfo::of(ProgramName::MicroStep, &m, micro),

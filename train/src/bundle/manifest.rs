@@ -4,17 +4,22 @@
 use super::files::{BUNDLE_FORMAT, PROTO_FILE, TEXT_FILE};
 use super::listing;
 use super::neuron::{neuron_command, neuron_env, neuron_flags, RoundingSummary};
+use super::target::BundleTarget;
 use crate::memory_plan::MemoryPlan;
 use crate::train_step::{Role, StepConfig, TensorSpec, TrainStep};
 use hlatc_models::param_specs;
-use hlatc_passes::Target;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The manifest of the bundle of `step` (for `cfg`, compiled for `target`)
 /// whose proto hashes to `sha256`: what `manifest.json` holds.
-pub fn manifest_json(step: &TrainStep, cfg: &StepConfig, target: Target, sha256: &str) -> String {
-    let rounding = RoundingSummary::of(&step.module, target);
+pub fn manifest_json(
+    step: &TrainStep,
+    cfg: &StepConfig,
+    target: BundleTarget,
+    sha256: &str,
+) -> String {
+    let rounding = RoundingSummary::of(&step.module, target.target());
     manifest_with(step, cfg, target, sha256, rounding)
 }
 
@@ -22,14 +27,19 @@ pub fn manifest_json(step: &TrainStep, cfg: &StepConfig, target: Target, sha256:
 pub(super) fn manifest_with(
     step: &TrainStep,
     cfg: &StepConfig,
-    target: Target,
+    target: BundleTarget,
     sha256: &str,
     rounding: RoundingSummary,
 ) -> String {
-    let neuron = (target == Target::Neuron).then(|| NeuronInfo {
-        command: neuron_command(),
-        flags: neuron_flags(),
-        env: neuron_env(rounding.stochastic > 0).into_iter().collect(),
+    let neuron = target.chip().map(|chip| NeuronInfo {
+        chip: chip.name(),
+        logical_nc_config: chip.logical_nc_config(),
+        hbm_per_core: chip.hbm_per_core(),
+        command: neuron_command(chip),
+        flags: neuron_flags(chip),
+        env: neuron_env(chip, rounding.stochastic > 0)
+            .into_iter()
+            .collect(),
     });
     let fused_parts: BTreeMap<String, Vec<hlatc_models::HfPart>> = param_specs(&cfg.model)
         .into_iter()
@@ -216,9 +226,17 @@ struct PrecisionInfo {
 
 #[derive(Serialize)]
 struct NeuronInfo {
+    /// The chip neuronx-cc compiles for (`--target`).
+    chip: &'static str,
+    /// Physical NeuronCores per logical core, as compiled for and as the
+    /// runtime must be configured.
+    logical_nc_config: u32,
+    /// Bytes of HBM per (logical) core: what the memory plan is held to
+    /// by default.
+    hbm_per_core: u64,
     command: String,
-    flags: Vec<&'static str>,
-    env: std::collections::BTreeMap<&'static str, &'static str>,
+    flags: Vec<String>,
+    env: std::collections::BTreeMap<&'static str, String>,
 }
 
 #[derive(Serialize)]

@@ -14,6 +14,7 @@ mod preflight;
 mod programs;
 pub(crate) mod refusal;
 mod staging;
+mod target;
 
 pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR, MICRO_DIR};
 pub use files::{
@@ -22,7 +23,7 @@ pub use files::{
 pub use listing::{expand_json as expand_listing, ListingError};
 pub use manifest::manifest_json;
 pub use neuron::{
-    neuron_command, neuron_env, neuron_flags, RoundingSummary, NEURON_CHIP, NEURON_INPUT_FLAGS,
+    neuron_command, neuron_env, neuron_flags, neuron_input_flags, RoundingSummary,
     NEURON_MODEL_FLAGS, NEURON_ROUNDING_SEED,
 };
 pub use opened::{for_cpu, lower_for_cpu, OpenedBundle, PROGRAM_FORMATS};
@@ -30,6 +31,7 @@ pub use pipeline::{stage_pipeline_bundle, PIPELINE_FORMAT};
 pub use preflight::Preflight;
 pub use programs::{ProgramName, UnknownProgram};
 pub use staging::{check_destination, stage_bundle, write_bundle, BundleReport, StagedBundle};
+pub use target::{BundleTarget, ChipWithoutNeuron};
 
 /// Every manifest format hlatc reads: one program's, and the top
 /// manifests of gradient accumulation's and a pipeline's programs.

@@ -12,11 +12,11 @@ use super::manifest::MemoryInfo;
 use super::preflight::Preflight;
 use super::programs::{staged_beside, ProgramInfo, ProgramName};
 use super::staging::{stage_bundle, write, StagedBundle};
+use super::target::BundleTarget;
 use crate::memory_plan::MemoryPlan;
 use crate::pipeline::{tick_config, Phase, PipelineView};
 use crate::train_step::{StepConfig, TrainStep};
 use crate::Error;
-use hlatc_passes::Target;
 use serde::Serialize;
 use std::path::Path;
 
@@ -29,6 +29,9 @@ struct PipelineManifest<'a> {
     format: &'static str,
     hlatc_version: &'static str,
     target: &'static str,
+    /// The chip a Neuron bundle's programs are compiled for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chip: Option<&'static str>,
     micro_batches: i64,
     form: FormInfo,
     programs: Vec<ProgramInfo>,
@@ -81,7 +84,7 @@ struct StageInfo {
 pub fn stage_pipeline_bundle(
     view: PipelineView,
     cfg: &StepConfig,
-    target: Target,
+    target: BundleTarget,
     dir: &Path,
 ) -> Result<StagedBundle, Error> {
     let schedule = view.schedule;
@@ -130,6 +133,7 @@ pub fn stage_pipeline_bundle(
         format: PIPELINE_FORMAT,
         hlatc_version: env!("CARGO_PKG_VERSION"),
         target: target.name(),
+        chip: target.chip().map(|c| c.name()),
         micro_batches: schedule.micro_batches,
         form: FormInfo {
             remat: view.form.remat.name(),

@@ -2,10 +2,9 @@
 //! written: a module neuronx-cc would refuse is never written.
 
 use super::files::TEXT_FILE;
-use super::neuron::NEURON_CHIP;
 use crate::train_step::TrainStep;
 use crate::Error;
-use hlatc_passes::neuron_check::{self, CheckReport, Sdk};
+use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -19,15 +18,20 @@ pub struct Preflight {
     pub time: Duration,
 }
 
-/// Runs the Neuron pre-flight on a bundle's module for [`NEURON_CHIP`]:
+/// Runs the Neuron pre-flight on a bundle's module for its `chip`:
 /// its refusals are an error, so a bundle neuronx-cc would refuse is never
 /// written. `text` is the module's text as the bundle holds it, where the
 /// findings are located.
-pub(super) fn preflight(step: &TrainStep, text: &str, dir: &Path) -> Result<Preflight, Error> {
+pub(super) fn preflight(
+    step: &TrainStep,
+    chip: Chip,
+    text: &str,
+    dir: &Path,
+) -> Result<Preflight, Error> {
     let t0 = Instant::now();
     // The step's memory plan, checked against --device-memory, decides
     // whether it fits.
-    let report = neuron_check::check_planned_step(&step.module, NEURON_CHIP, Sdk::default());
+    let report = neuron_check::check_planned_step(&step.module, chip, Sdk::default());
     let time = t0.elapsed();
     // Only findings about instructions need the text read for positions.
     let positions = report
@@ -38,6 +42,7 @@ pub(super) fn preflight(step: &TrainStep, text: &str, dir: &Path) -> Result<Pref
     if report.refused() {
         return Err(Error::NeuronRefused {
             dir: dir.to_path_buf(),
+            chip,
             findings: report.refusals().map(located).collect(),
         });
     }

@@ -1,14 +1,13 @@
 //! The message of a Neuron refusal, on its own so that [`crate::Error`]
 //! can format it without importing the bundle writer that raises it.
 
-use super::neuron::NEURON_CHIP;
-use hlatc_passes::neuron_check::{LocatedFinding, Sdk};
+use hlatc_passes::neuron_check::{Chip, LocatedFinding, Sdk};
 use std::path::Path;
 
 /// The message of [`crate::Error::NeuronRefused`].
-pub(crate) fn refusal_message(dir: &Path, findings: &[LocatedFinding]) -> String {
+pub(crate) fn refusal_message(dir: &Path, chip: Chip, findings: &[LocatedFinding]) -> String {
     let mut s = format!(
-        "neuronx-cc (--target={NEURON_CHIP}, SDK {} defaults) would refuse this module, so nothing was written to {}:",
+        "neuronx-cc (--target={chip}, SDK {} defaults) would refuse this module, so nothing was written to {}:",
         Sdk::default(),
         dir.display()
     );

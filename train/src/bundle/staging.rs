@@ -5,9 +5,9 @@ use super::files::{sha256_hex, FLAGS_FILE, MANIFEST_FILE, NEURON_SCRIPT, PROTO_F
 use super::manifest::manifest_with;
 use super::neuron::{neuron_flags, neuron_script, RoundingSummary};
 use super::preflight::{preflight, Preflight};
+use super::target::BundleTarget;
 use crate::train_step::{StepConfig, TrainStep};
 use crate::Error;
-use hlatc_passes::Target;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -51,7 +51,7 @@ pub fn check_destination(dir: &Path) -> Result<(), Error> {
 pub fn write_bundle(
     step: &TrainStep,
     cfg: &StepConfig,
-    target: Target,
+    target: BundleTarget,
     dir: &Path,
 ) -> Result<BundleReport, Error> {
     stage_bundle(step, cfg, target, dir)?.commit()
@@ -62,7 +62,7 @@ pub fn write_bundle(
 pub fn stage_bundle(
     step: &TrainStep,
     cfg: &StepConfig,
-    target: Target,
+    target: BundleTarget,
     dir: &Path,
 ) -> Result<StagedBundle, Error> {
     check_destination(dir)?;
@@ -111,12 +111,12 @@ pub fn stage_bundle(
         .saturating_sub(preflight.as_ref().map_or(Duration::ZERO, |p| p.time));
     let t1 = Instant::now();
     let mut rest: Vec<(&str, Vec<u8>)> = Vec::new();
-    if target == Target::Neuron {
-        let flags = serde_json::to_string_pretty(&neuron_flags()).expect("strings serialize");
+    if let Some(chip) = target.chip() {
+        let flags = serde_json::to_string_pretty(&neuron_flags(chip)).expect("strings serialize");
         rest.push((FLAGS_FILE, format!("{flags}\n").into_bytes()));
         rest.push((
             NEURON_SCRIPT,
-            neuron_script(stochastic_rounding).into_bytes(),
+            neuron_script(chip, stochastic_rounding).into_bytes(),
         ));
     }
     rest.push((MANIFEST_FILE, manifest.into_bytes()));
@@ -127,7 +127,7 @@ pub fn stage_bundle(
     hlatc_runtime::atomic_file::write_synced_all(&rest)
         .map_err(|(path, source)| Error::Io { path, source })?;
     #[cfg(unix)]
-    if target == Target::Neuron {
+    if target.chip().is_some() {
         use std::os::unix::fs::PermissionsExt;
         let script = staging.join(NEURON_SCRIPT);
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))
@@ -232,14 +232,14 @@ impl Encoded {
     fn of(
         step: &TrainStep,
         cfg: &StepConfig,
-        target: Target,
+        target: BundleTarget,
         path: &Path,
     ) -> Result<Encoded, Error> {
         let proto = hlatc_compiler::formats::proto::encode_module(&step.module);
         std::thread::scope(|s| {
             let writer = s.spawn(|| hlatc_runtime::atomic_file::write_synced(path, &proto));
             let sha256 = sha256_hex(&proto);
-            let rounding = RoundingSummary::of(&step.module, target);
+            let rounding = RoundingSummary::of(&step.module, target.target());
             let stochastic_rounding = rounding.stochastic > 0;
             let manifest = format!("{}\n", manifest_with(step, cfg, target, &sha256, rounding));
             writer
@@ -264,14 +264,15 @@ struct Checked {
 
 /// Verifies the step's module, prints it, and runs the Neuron pre-flight
 /// when the bundle is for Neuron: everything that may refuse the bundle.
-fn checked_text(step: &TrainStep, target: Target, dir: &Path) -> Result<Checked, Error> {
+fn checked_text(step: &TrainStep, target: BundleTarget, dir: &Path) -> Result<Checked, Error> {
     hlatc_compiler::verify(&step.module).map_err(|source| Error::Verify {
         path: dir.to_path_buf(),
         source,
     })?;
     let text = hlatc_compiler::formats::text::print_module(&step.module);
-    let preflight = (target == Target::Neuron)
-        .then(|| preflight(step, &text, dir))
+    let preflight = target
+        .chip()
+        .map(|chip| preflight(step, chip, &text, dir))
         .transpose()?;
     Ok(Checked { text, preflight })
 }

@@ -9,7 +9,8 @@ use std::fmt;
 /// A chip `neuronx-cc --target` accepts that hlatc checks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Chip {
-    /// Trainium 1 (NeuronCore-v2); what hlatc's bundles name.
+    /// Trainium 1 (NeuronCore-v2); what hlatc's bundles name unless
+    /// told `--chip trn2`.
     Trn1,
     /// Trainium 2 (NeuronCore-v3).
     Trn2,
@@ -36,6 +37,19 @@ impl Chip {
         match self {
             Chip::Trn1 => 16 << 30,
             Chip::Trn2 => 24 << 30,
+        }
+    }
+
+    /// Physical NeuronCores per logical core a bundle is compiled for:
+    /// trn1 has only 1 (neuronx-cc refuses another, NCC_EARG001); trn2's
+    /// default is 2, the configuration [`Chip::hbm_per_core`]'s 24 GiB is
+    /// that of. The compiler's `--logical-nc-config` and the runtime's
+    /// `NEURON_LOGICAL_NC_CONFIG` must agree (the SDK's "Logical
+    /// NeuronCore configuration" page).
+    pub fn logical_nc_config(self) -> u32 {
+        match self {
+            Chip::Trn1 => 1,
+            Chip::Trn2 => 2,
         }
     }
 }
