@@ -231,17 +231,7 @@ fn trn2_bundles_name_their_chip_and_are_held_to_its_core() {
     assert_eq!(neuron["logical_nc_config"], 2);
     assert_eq!(neuron["hbm_per_core"], 24u64 << 30);
     assert_eq!(neuron["env"]["NEURON_LOGICAL_NC_CONFIG"], "2");
-    let check = hlatc(&["check", d.to_str().unwrap()]);
-    let said = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "{said}");
-    assert!(
-        said.contains("trn2 (SDK 2.32 defaults): no findings"),
-        "{said}"
-    );
-    assert!(
-        said.contains("of trn2's 24.00 GiB per core: fits"),
-        "{said}"
-    );
+    crate::support::assert_checks_clean_on_trn2(&d);
     // The same layout does not fit trn1's core, the default chip.
     let trn1 = with(&[]);
     let e = String::from_utf8_lossy(&trn1.stderr);

@@ -218,3 +218,19 @@ pub fn word_corpus(path: &std::path::Path, docs: usize, max_sentences: u64, seed
     }
     std::fs::write(path, out).unwrap();
 }
+
+/// `hlatc check DIR` of a trn2 bundle hlatc wrote: every program checked
+/// for trn2 with no findings, and its memory plan within trn2's core.
+pub fn assert_checks_clean_on_trn2(dir: &Path) {
+    let check = hlatc(&["check", dir.to_str().unwrap()]);
+    let said = stdout(&check);
+    assert!(check.status.success(), "{said}");
+    assert!(
+        said.contains("trn2 (SDK 2.32 defaults): no findings"),
+        "{said}"
+    );
+    assert!(
+        said.contains("of trn2's 24.00 GiB per core: fits"),
+        "{said}"
+    );
+}

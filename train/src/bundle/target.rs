@@ -20,6 +20,11 @@ pub enum BundleTarget {
 pub struct ChipWithoutNeuron(pub Chip);
 
 impl BundleTarget {
+    /// A Neuron bundle for trn1, the default chip.
+    pub const TRN1: BundleTarget = BundleTarget::Neuron(Chip::Trn1);
+    /// A Neuron bundle for trn2 at its default logical core (LNC=2).
+    pub const TRN2: BundleTarget = BundleTarget::Neuron(Chip::Trn2);
+
     /// `target` for `chip`: trn1 when a Neuron bundle names none; a chip
     /// for a cpu bundle is refused rather than ignored.
     pub fn choose(target: Target, chip: Option<Chip>) -> Result<Self, ChipWithoutNeuron> {
