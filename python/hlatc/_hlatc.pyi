@@ -78,9 +78,13 @@ __all__ = [
     "identity_names",
     "expand_listing",
     "IDENTITY_FILE",
+    "IDENTITY_GROUPS",
     "append_measured_run",
     "Plan",
     "Candidate",
+    "PredictedRun",
+    "CalibrationReport",
+    "Prediction",
     "read_safetensors",
     "rank_file",
     "write_safetensors",
@@ -594,6 +598,7 @@ def plan(
     report: bool = False,
 ) -> Plan: ...
 IDENTITY_FILE: str
+IDENTITY_GROUPS: List[str]
 
 def run_identity(
     step: Step,

@@ -68,7 +68,8 @@ def check_allow(allow: Optional[Iterable[str]], current: Optional[Dict[str, Any]
         known = _hlatc.identity_names(json.dumps(current))
         for name in names:
             if name not in known:
-                groups = ", ".join(n for n in known if "." not in n and n in GROUPS)
+                groups = ", ".join(
+                    n for n in known if "." not in n and n in _hlatc.IDENTITY_GROUPS)
                 raise _hlatc.UsageError(
                     f"allow_changes: {name!r} is not a field of a run's identity; name a field "
                     f"(model.rope_theta, precision, ...) or a group ({groups})")
@@ -78,9 +79,6 @@ def check_allow(allow: Optional[Iterable[str]], current: Optional[Dict[str, Any]
 #: The fields of the data, which a run without a loader does not know.
 DATA_FIELDS = ("tokenizer", "corpus")
 
-#: The groups of fields `allow_changes` may name.
-GROUPS = ("model", "precision", "rounding", "optimizer", "schedule", "tokenizer", "corpus",
-          "layout")
 
 
 def check(recorded: Optional[Dict[str, Any]], current: Dict[str, Any], where: str,

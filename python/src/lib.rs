@@ -152,6 +152,12 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(identity::identity_names, m)?)?;
     m.add_function(wrap_pyfunction!(listing::expand_listing, m)?)?;
     m.add("IDENTITY_FILE", hlatc::run_identity::IDENTITY_FILE)?;
+    // The groups of fields `allow_changes` names, as `--allow-resume-change`
+    // takes them: the Rust list, not a copy.
+    m.add(
+        "IDENTITY_GROUPS",
+        hlatc::run_identity::FIELD_GROUPS.to_vec(),
+    )?;
     m.add_function(wrap_pyfunction!(plan::append_measured_run, m)?)?;
     m.add_class::<plan::Plan>()?;
     m.add_class::<plan::Candidate>()?;

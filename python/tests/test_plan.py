@@ -33,7 +33,10 @@ def test_one_layout_is_priced_with_its_command_and_memory():
     assert c.cost_per_4m_tokens == pytest.approx(21.5 * 16 * 4e6 / c.tokens_per_s / 3600)
     total = sum(c.breakdown[k] for k in ("matmul", "memory", "link", "network", "latency", "launch"))
     assert total - c.breakdown["overlapped"] == pytest.approx(c.step_seconds)
-    assert c.command.startswith("hlatc compile --model hlat-7b --seq-len 4096 --batch-size 1024 --tp 8")
+    assert c.command.startswith(
+        "hlatc compile --model hlat-7b --batch-size 1024 --seq-len 4096 --precision bf16-master "
+        "--tp 8 --dp 64 --sequence-parallel --zero1")
+    assert c.command.endswith(" --out build/plan")
 
 
 def test_a_search_ranks_every_layout_those_that_fit_first():

@@ -19,18 +19,20 @@ use hlatc_train::memory_plan::{gib, DeviceMemory, MemoryPlan};
 /// How many doublings of DP and TP are tried.
 const DOUBLINGS: u32 = 6;
 
-/// A change to the options, and how a user asks for it.
-struct Change {
-    flags: String,
-    options: CompileOptions,
-}
-
 /// The first change to `o` whose plan fits `limit` bytes, as flags and
-/// the plan's total: `--zero1 --remat full-layer (13.91 GiB)`.
+/// the plan's total: `--remat full-layer --zero1 (13.91 GiB per rank)`.
+/// The flags are written from the options the change builds
+/// ([`CompileOptions::command_line_change`]).
 pub fn smallest_fit(o: &CompileOptions, batch_size: i64, limit: u64) -> Option<String> {
     changes(o, batch_size).into_iter().find_map(|c| {
-        let plan = plan_of(&c.options)?;
-        (plan.total() <= limit).then(|| format!("{} ({} per rank)", c.flags, gib(plan.total())))
+        let plan = plan_of(&c)?;
+        (plan.total() <= limit).then(|| {
+            format!(
+                "{} ({} per rank)",
+                c.command_line_change(o),
+                gib(plan.total())
+            )
+        })
     })
 }
 
@@ -45,13 +47,13 @@ fn plan_of(o: &CompileOptions) -> Option<MemoryPlan> {
 }
 
 /// The changes worth trying, cheapest first.
-fn changes(o: &CompileOptions, batch_size: i64) -> Vec<Change> {
+fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
     let par = o.parallel;
     let mut out = Vec::new();
-    let mut push = |flags: String, f: &dyn Fn(&mut CompileOptions)| {
+    let mut push = |f: &dyn Fn(&mut CompileOptions)| {
         let mut options = o.clone();
         f(&mut options);
-        out.push(Change { flags, options });
+        out.push(options);
     };
     let zero1 = par.dp > 1 && !par.zero1;
     let least = match par.pp > 1 {
@@ -60,13 +62,13 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<Change> {
     };
     let remat = o.remat != least;
     if zero1 {
-        push("--zero1".into(), &|c| c.parallel.zero1 = true);
+        push(&|c| c.parallel.zero1 = true);
     }
     if remat {
-        push(format!("--remat {least}"), &|c| c.remat = least);
+        push(&|c| c.remat = least);
     }
     if zero1 && remat {
-        push(format!("--zero1 --remat {least}"), &|c| {
+        push(&|c| {
             c.parallel.zero1 = true;
             c.remat = least;
         });
@@ -77,26 +79,19 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<Change> {
                 continue;
             }
             let (dp, batch) = (par.dp << k, batch_size << k);
-            let extra = match recompute {
-                true => format!(" --remat {least}"),
-                false => String::new(),
-            };
-            push(
-                format!("--dp {dp} --batch-size {batch} --zero1{extra}"),
-                &|c| {
-                    c.parallel.dp = dp;
-                    c.parallel.zero1 = true;
-                    c.batch_size = Some(batch);
-                    if recompute {
-                        c.remat = least;
-                    }
-                },
-            );
+            push(&|c| {
+                c.parallel.dp = dp;
+                c.parallel.zero1 = true;
+                c.batch_size = Some(batch);
+                if recompute {
+                    c.remat = least;
+                }
+            });
         }
     }
     for k in 1..=DOUBLINGS {
         let tp = par.tp << k;
-        push(format!("--tp {tp}"), &|c| c.parallel.tp = tp);
+        push(&|c| c.parallel.tp = tp);
     }
     out
 }

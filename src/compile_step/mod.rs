@@ -3,8 +3,11 @@
 //! its target's pipeline out. The CLI and the Python package both call
 //! [`compile_step`], so a bundle is the same bytes from either.
 
+mod command_line;
 mod memory_fit;
 pub mod spellings;
+
+pub use command_line::Unspellable;
 
 use crate::Error;
 use hlatc_models::kernels::KernelRequest;

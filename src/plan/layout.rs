@@ -227,37 +227,32 @@ impl Layout {
 
     /// The `hlatc compile` command that builds this layout's bundle for
     /// the instance's `chip` (whose core `compile` holds the plan to by
-    /// default); `model` is its `--model NAME` or `--config PATH`.
+    /// default), written from the options it compiles
+    /// ([`CompileOptions::command_line`]); `model` as the user named it.
     pub fn compile_command(
         &self,
-        model: &str,
+        model: &ModelSource,
         seq_len: i64,
         global_batch: i64,
         chip: Chip,
-    ) -> String {
-        let mut c = format!(
-            "hlatc compile {model} --seq-len {seq_len} --batch-size {global_batch} --tp {} --pp {} --dp {}",
-            self.parallel.tp, self.parallel.pp, self.parallel.dp
-        );
-        if self.parallel.sequence_parallel {
-            c.push_str(" --sequence-parallel");
-        }
-        if self.parallel.zero1 {
-            c.push_str(" --zero1");
-        }
-        let k = self.micro_batches(global_batch).unwrap_or(1);
-        if k > 1 {
-            c.push_str(&format!(" --grad-accum {k}"));
-        }
-        for k in self.kernels() {
-            c.push_str(&format!(" --kernel {k}"));
-        }
-        c.push_str(&format!(
-            " --remat {} --precision {} --target neuron --chip {chip} --out build/plan",
-            self.remat.name(),
-            self.precision.name()
-        ));
-        c
+    ) -> Result<String, PlanError> {
+        // A model given as JSON or already read (Python's dict, the
+        // planner's own) is named as the messages name it.
+        let model = match model {
+            ModelSource::ConfigJson { name, .. } | ModelSource::Config { name, .. } => {
+                ModelSource::ConfigFile(name.into())
+            }
+            spelled => spelled.clone(),
+        };
+        let options = CompileOptions {
+            device_memory: DeviceMemory::TargetDefault,
+            ..self.compile_options(model, seq_len, global_batch, chip)?
+        };
+        let words = options.command_line_text().map_err(|e| PlanError::Layout {
+            layout: self.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(format!("hlatc compile {words} --out build/plan"))
     }
 }
 

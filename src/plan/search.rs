@@ -218,7 +218,6 @@ pub fn check_output(option: PlanOption, path: &std::path::Path) -> Result<(), Pl
 struct Setting<'a> {
     cfg: &'a ModelConfig,
     name: &'a str,
-    model_flag: String,
     seq_len: i64,
     o: &'a PlanOptions,
 }
@@ -236,7 +235,6 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let setting = Setting {
         cfg: &cfg,
         name: &name,
-        model_flag: model_flag(&o.model),
         seq_len,
         o,
     };
@@ -273,7 +271,10 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let mut refused = Vec::new();
     for (layout, r) in layouts.iter().zip(results) {
         match r {
-            Ok(e) => candidates.push(setting.candidate(layout, &e, fidelity == Fidelity::Exact)),
+            Ok(e) => match setting.candidate(layout, &e, fidelity == Fidelity::Exact) {
+                Ok(c) => candidates.push(c),
+                Err(e) => refused.push((layout.to_string(), without_layout(e))),
+            },
             Err(e) => refused.push((layout.to_string(), without_layout(e))),
         }
     }
@@ -299,7 +300,10 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         let exact = evaluate_all(&setting, &top, Fidelity::Exact);
         for (c, e) in candidates.iter_mut().zip(exact) {
             match e {
-                Ok(e) => *c = setting.candidate(&c.parsed, &e, true),
+                Ok(e) => match setting.candidate(&c.parsed, &e, true) {
+                    Ok(exact) => *c = exact,
+                    Err(e) => refused.push((c.layout.clone(), e.to_string())),
+                },
                 Err(e) => refused.push((c.layout.clone(), e.to_string())),
             }
         }
@@ -360,19 +364,13 @@ fn rank(c: &mut [Candidate]) {
     });
 }
 
-/// `--model NAME` or `--config PATH`, as `hlatc compile` takes the model.
-fn model_flag(m: &ModelSource) -> String {
-    match m {
-        ModelSource::Preset(p) => format!("--model {p}"),
-        ModelSource::ConfigFile(path) => format!("--config {}", path.display()),
-        ModelSource::ConfigJson { name, .. } | ModelSource::Config { name, .. } => {
-            format!("--config {name}")
-        }
-    }
-}
-
 impl Setting<'_> {
-    fn candidate(&self, layout: &Layout, e: &Evaluated, exact: bool) -> Candidate {
+    fn candidate(
+        &self,
+        layout: &Layout,
+        e: &Evaluated,
+        exact: bool,
+    ) -> Result<Candidate, PlanError> {
         let o = self.o;
         let hw = o.instance.hardware();
         let breakdown = features(&e.work, &hw, &o.assumptions).breakdown(&o.params);
@@ -383,7 +381,7 @@ impl Setting<'_> {
         let model_flops = 6.0 * self.cfg.parameter_count() as f64 * self.seq_len as f64;
         let mfu = seq_per_s * model_flops / (cores * hw.bf16_flops);
         let memory_per_rank = e.memory.total();
-        Candidate {
+        Ok(Candidate {
             layout: layout.to_string(),
             parsed: layout.clone(),
             step_seconds: step,
@@ -398,14 +396,14 @@ impl Setting<'_> {
                 .map(|usd| usd * o.nodes as f64 * (4.0e6 / tokens_per_s) / 3600.0),
             breakdown,
             command: layout.compile_command(
-                &self.model_flag,
+                &o.model,
                 self.seq_len,
                 o.global_batch,
                 o.instance.chip(),
-            ),
+            )?,
             exact,
             preflight_warnings: e.warnings.clone(),
-        }
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod cli;
 mod collectives_meet;
+mod command_line;
 mod compile;
 mod conformance;
 mod docs;

@@ -281,7 +281,7 @@ fn seventy_b_at_tp32_is_refused_on_four_nodes_and_fits_on_sixty_four() {
         assert!(refused.contains(part), "{part}: {refused}");
     }
     assert!(
-        refused.contains("the smallest change that fits: --dp "),
+        refused.contains("the smallest change that fits: --batch-size "),
         "{refused}"
     );
     let hlat = hlat_70b_on_2048_ranks();
