@@ -103,10 +103,7 @@ def check(recorded: Optional[Dict[str, Any]], current: Dict[str, Any], where: st
     ok, text, changes = _hlatc.check_run_identity(
         json.dumps(current), json.dumps(recorded), allowed, step, where)
     if not ok:
-        raise IdentityError(
-            text.replace("pass --allow-resume-change FIELD for each field",
-                         "name each field (or its group) in allow_changes"),
-            {field: (saved, now) for field, saved, now in changes})
+        raise IdentityError(text, {field: (saved, now) for field, saved, now in changes})
     for field, saved, now in changes:
         warnings.warn(f"{where}: resuming with {field} changed on purpose (allow_changes): "
                       f"{saved} in the checkpoint, {now} in this run", IdentityWarning,

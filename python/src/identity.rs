@@ -5,7 +5,8 @@
 use crate::errors::{guarded, CHECKPOINT, FILE, USAGE};
 use crate::step::Step;
 use hlatc::run_identity::{
-    files_fingerprint, tokenizer_hash, Coverage, RunIdentity, RunIdentityError,
+    changed_message, files_fingerprint, tokenizer_hash, Coverage, FrontEnd, RunIdentity,
+    RunIdentityError,
 };
 use pyo3::prelude::*;
 use std::path::PathBuf;
@@ -110,11 +111,7 @@ pub fn check_run_identity(
             source_name,
             changes,
         }) => {
-            let message = RunIdentityError::Changed {
-                source_name,
-                changes: changes.clone(),
-            }
-            .to_string();
+            let message = changed_message(&source_name, &changes, FrontEnd::Python);
             Ok((false, message, changes.into_iter().map(triple).collect()))
         }
         Err(e) => Err(identity_error(e)),

@@ -35,6 +35,7 @@ def test_one_layout_is_priced_with_its_command_and_memory():
     assert total - c.breakdown["overlapped"] == pytest.approx(c.step_seconds)
     assert c.command.startswith(
         "hlatc compile --model hlat-7b --batch-size 1024 --seq-len 4096 --precision bf16-master "
+        "--chip trn1 "
         "--tp 8 --dp 64 --sequence-parallel --zero1")
     assert c.command.endswith(" --out build/plan")
 

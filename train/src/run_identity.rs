@@ -85,13 +85,42 @@ impl std::fmt::Display for FieldChange {
     }
 }
 
+/// Who asks for a resume, and so how the way to allow a change is
+/// spelled: the CLI's `--allow-resume-change`, Python's `allow_changes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrontEnd {
+    Cli,
+    Python,
+}
+
+impl FrontEnd {
+    fn allow_each_field(self) -> &'static str {
+        match self {
+            FrontEnd::Cli => "pass --allow-resume-change FIELD for each field",
+            FrontEnd::Python => "name each field (or its group) in allow_changes",
+        }
+    }
+}
+
+/// [`RunIdentityError::Changed`]'s message, with the way to allow the
+/// changes as `front_end` spells it.
+pub fn changed_message(source_name: &str, changes: &[FieldChange], front_end: FrontEnd) -> String {
+    format!(
+        "{source_name} was written by another run: {}; {} to resume it anyway",
+        changes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+        front_end.allow_each_field()
+    )
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunIdentityError {
-    #[error(
-        "{source_name} was written by another run: {}; pass --allow-resume-change FIELD for each \
-         field to resume it anyway",
-        changes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-    )]
+    /// The message names the CLI's flag; [`changed_message`] gives
+    /// another front end's.
+    #[error("{}", changed_message(source_name, changes, FrontEnd::Cli))]
     Changed {
         source_name: String,
         changes: Vec<FieldChange>,
