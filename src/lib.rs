@@ -99,6 +99,10 @@ pub enum Error {
     /// A chip asked of a bundle that is not for Neuron.
     #[error(transparent)]
     Chip(#[from] hlatc_train::bundle::ChipWithoutNeuron),
+    /// A metrics file (`train --metrics`, a checkpoint's) that cannot be
+    /// read or parsed, by file, line and column.
+    #[error(transparent)]
+    Metrics(#[from] metrics::MetricsError),
 }
 
 /// The library errors that [`hlatc_train::Error`] already wraps reach the

@@ -711,6 +711,10 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         E::NotWritten { .. } => RUN.err(message),
         // A chip for a cpu bundle: the argument that cannot be honoured.
         E::Chip(_) => crate::args::out_of_range("chip", message),
+        E::Metrics(hlatc::metrics::MetricsError::Io { file, .. })
+        | E::Metrics(hlatc::metrics::MetricsError::Syntax { file, .. }) => {
+            path_error(&FILE, message, std::path::Path::new(file))
+        }
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
     }

@@ -95,7 +95,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let logs = a
         .files
         .iter()
-        .map(|f| MetricsLog::read(f).map_err(|e| Error::usage(e.to_string())))
+        .map(|f| MetricsLog::read(f).map_err(Error::from))
         .collect::<Result<Vec<_>, _>>()?;
     let curves: Vec<Curve> = logs
         .iter()

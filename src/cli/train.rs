@@ -345,7 +345,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
     // runtime of 0 devices.
     cfg.parallel
         .validate(&cfg.model, cfg.batch)
-        .map_err(|e| Error::usage(e.to_string()))?;
+        .map_err(hlatc::train_step::StepError::from)?;
     pipeline_form(a, &cfg)?;
     let state = cfg.state_bytes();
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
@@ -368,7 +368,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         &format!("training {name}"),
         (state as u64).saturating_mul(2).saturating_add(batch_bytes),
     )
-    .map_err(|e| Error::usage(e.to_string()))?;
+    .map_err(hlatc::train_step::StepError::from)?;
     Ok((cfg, name))
 }
 
@@ -402,7 +402,7 @@ fn initial_params(a: &Args, cfg: &StepConfig) -> Result<Vec<Literal>, Error> {
 /// `--pp-send` or cpu's form; both refused without `--pp`.
 fn pipeline_form(a: &Args, cfg: &StepConfig) -> Result<PipelineForm, Error> {
     PipelineForm::choose(a.remat.policy, a.pp_send.send, Target::Cpu, cfg.parallel.pp)
-        .map_err(|e| Error::usage(e.to_string()))
+        .map_err(|e| hlatc::train_step::StepError::from(e).into())
 }
 
 /// The step compiled for XLA CPU, its state loaded, and a line saying so.

@@ -137,8 +137,7 @@ impl CheckpointArgs {
             Some(bytes) => MetricsLog::parse(
                 &String::from_utf8_lossy(&bytes),
                 &format!("{source}/{METRICS_FILE}"),
-            )
-            .map_err(|e| Error::usage(e.to_string()))?,
+            )?,
         };
         let positions = match c.files.remove(LOADER_FILE) {
             None => None,
