@@ -3,8 +3,8 @@
 use super::console::{millis, out};
 use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{
-    check_destination, stage_accumulation_bundle, stage_bundle, stage_pipeline_bundle,
-    BundleReport, Target, APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE,
+    check_destination, BundleReport, ProgramName, Target, APPLY_DIR, MANIFEST_FILE, MICRO_DIR,
+    PROTO_FILE,
 };
 use hlatc::compile_step::{compile_step, CompileOptions, CompiledStep};
 use hlatc::memory_plan::{gib, DeviceMemory, MemoryCheck};
@@ -179,16 +179,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_destination(&a.out)?;
     let compiled = compile_step(&options(&a))?;
     super::kernel_args::report_fallbacks(&compiled.kernel_fallbacks)?;
-    let (step, cfg, target) = (&compiled.step, &compiled.cfg, compiled.target);
     let ticks = compiled.ticks();
-    let pipeline = compiled.pipeline_view(&ticks);
-    let staged = match (&compiled.apply, pipeline) {
-        (_, Some(view)) => stage_pipeline_bundle(view, cfg, target, &a.out)?,
-        (None, None) => stage_bundle(step, cfg, target, &a.out)?,
-        (Some(apply), None) => {
-            stage_accumulation_bundle(step, &apply.step, cfg, apply.micro_batches, target, &a.out)?
-        }
-    };
+    let shape = compiled.shape(&ticks);
+    let staged = shape.stage_bundle(&compiled.cfg, compiled.target, &a.out)?;
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
     let t_verify = Instant::now();
@@ -196,20 +189,12 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         // Its devices are made by the plugin, which would say so.
         super::quiet_plugin_info();
         Some(
-            match (&compiled.apply, pipeline) {
-                (_, Some(view)) => hlatc::check::verify_pipeline_bundle(staged.path(), view, cfg),
-                (None, None) => hlatc::check::verify_bundle(staged.path(), step, cfg),
-                (Some(apply), None) => hlatc::check::verify_accumulation_bundle(
-                    staged.path(),
-                    [step, &apply.step],
-                    apply.micro_batches,
-                    cfg,
-                ),
-            }
-            .map_err(|e| hlatc::Error::NotWritten {
-                out: a.out.clone(),
-                source: Box::new(e),
-            })?,
+            shape
+                .verify_bundle(&compiled.cfg, staged.path())
+                .map_err(|e| hlatc::Error::NotWritten {
+                    out: a.out.clone(),
+                    source: Box::new(e),
+                })?,
         )
     } else {
         None
@@ -511,25 +496,23 @@ fn print_time(
 
 /// The module written, and for Neuron what to run next in each folder.
 fn print_files(a: &Args, compiled: &CompiledStep, report: &BundleReport) -> Result<(), Error> {
-    // The folders of the programs the bundle holds.
-    let (folders, module) = match (&compiled.apply, &compiled.pipeline) {
-        (_, Some(_)) => {
-            let dirs: Vec<&str> = Phase::ALL
-                .iter()
-                .map(|p| p.name())
-                .chain([APPLY_DIR])
-                .collect();
-            let modules: Vec<String> = dirs.iter().map(|d| format!("{d}/{PROTO_FILE}")).collect();
-            (
-                dirs.iter().map(|d| a.out.join(d)).collect(),
-                modules.join(", "),
-            )
-        }
-        (None, None) => (vec![a.out.clone()], PROTO_FILE.to_string()),
-        (Some(_), None) => (
-            vec![a.out.join(MICRO_DIR), a.out.join(APPLY_DIR)],
-            format!("{MICRO_DIR}/{PROTO_FILE} and {APPLY_DIR}/{PROTO_FILE}"),
-        ),
+    // The folders of the programs the bundle holds: the bundle itself for
+    // a step of one program.
+    let programs = compiled.programs();
+    let folders: Vec<PathBuf> = programs
+        .iter()
+        .map(|(name, _)| match name {
+            ProgramName::Step => a.out.clone(),
+            other => a.out.join(other.name()),
+        })
+        .collect();
+    let module = match programs.as_slice() {
+        [(ProgramName::Step, _)] => PROTO_FILE.to_string(),
+        many => many
+            .iter()
+            .map(|(name, _)| format!("{}/{PROTO_FILE}", name.name()))
+            .collect::<Vec<_>>()
+            .join(", "),
     };
     out!(
         "  module        {module} ({:.1} MB), sha256 {}; see {MANIFEST_FILE}",

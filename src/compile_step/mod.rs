@@ -14,7 +14,13 @@ use hlatc_models::kernels::KernelRequest;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target};
-use hlatc_train::bundle::{BundleTarget, ProgramName};
+use hlatc_train::bundle::{
+    stage_accumulation_bundle, stage_bundle, stage_pipeline_bundle, BundleTarget, ProgramName,
+    StagedBundle,
+};
+use hlatc_train::check::{
+    verify_accumulation_bundle, verify_bundle, verify_pipeline_bundle, CheckReport,
+};
 use hlatc_train::grad_accum::build_accumulation_steps;
 use hlatc_train::kernel_choice::{softmax_as_run, step_pipeline, KernelChoice, KernelFallback};
 use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
@@ -25,7 +31,8 @@ use hlatc_train::pipeline::{
 use hlatc_train::precision::Precision;
 use hlatc_train::spmd::{RankSource, Spmd, SpmdForm};
 use hlatc_train::train_step::{build_train_step, optimize, StepConfig, TrainStep};
-use std::path::PathBuf;
+use hlatc_train::Error as TrainError;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Where the model's definition comes from.
@@ -312,7 +319,74 @@ pub struct PipelinePrograms {
     pub passes_time: Duration,
 }
 
+/// A compiled step's programs by its shape: the one place the three
+/// shapes are told apart, so writing, verifying and listing them are each
+/// one call whatever the shape.
+pub enum StepShape<'a> {
+    /// One program.
+    One(&'a TrainStep),
+    /// Gradient accumulation's micro step, run `micro_batches` times, and
+    /// its apply step.
+    Accumulated {
+        micro: &'a TrainStep,
+        apply: &'a TrainStep,
+        micro_batches: i64,
+    },
+    /// Pipeline parallelism's tick programs and apply step.
+    Pipelined(PipelineView<'a>),
+}
+
+impl StepShape<'_> {
+    /// Writes the bundle of every program to a staging directory beside
+    /// `dir` (`cfg` the whole step's config); nothing under `dir` changes
+    /// until it is committed.
+    pub fn stage_bundle(
+        &self,
+        cfg: &StepConfig,
+        target: BundleTarget,
+        dir: &Path,
+    ) -> Result<StagedBundle, Error> {
+        Ok(match self {
+            StepShape::One(step) => stage_bundle(step, cfg, target, dir)?,
+            StepShape::Accumulated {
+                micro,
+                apply,
+                micro_batches,
+            } => stage_accumulation_bundle(micro, apply, cfg, *micro_batches, target, dir)?,
+            StepShape::Pipelined(view) => stage_pipeline_bundle(*view, cfg, target, dir)?,
+        })
+    }
+
+    /// `--verify` of a bundle staged at `dir`: its bytes read back and run
+    /// on XLA CPU.
+    pub fn verify_bundle(&self, cfg: &StepConfig, dir: &Path) -> Result<CheckReport, TrainError> {
+        match self {
+            StepShape::One(step) => verify_bundle(dir, step, cfg),
+            StepShape::Accumulated {
+                micro,
+                apply,
+                micro_batches,
+            } => verify_accumulation_bundle(dir, [micro, apply], *micro_batches, cfg),
+            StepShape::Pipelined(view) => verify_pipeline_bundle(dir, *view, cfg),
+        }
+    }
+}
+
 impl CompiledStep {
+    /// The programs by the step's shape; `ticks` is [`CompiledStep::ticks`]
+    /// (which a pipeline's view borrows).
+    pub fn shape<'a>(&'a self, ticks: &'a [&'a TrainStep]) -> StepShape<'a> {
+        match (self.pipeline_view(ticks), &self.apply) {
+            (Some(view), _) => StepShape::Pipelined(view),
+            (None, Some(apply)) => StepShape::Accumulated {
+                micro: &self.step,
+                apply: &apply.step,
+                micro_batches: apply.micro_batches,
+            },
+            (None, None) => StepShape::One(&self.step),
+        }
+    }
+
     /// The tick programs in [`hlatc_train::pipeline::Phase::ALL`] order;
     /// empty without pipeline parallelism.
     pub fn ticks(&self) -> Vec<&TrainStep> {
