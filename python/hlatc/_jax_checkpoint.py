@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import _fit, _hlatc, _identity
-from ._arrays import to_raw
-from ._jax_collectives import _all_processes, _allgather, _barrier, _max_over_processes
+from ._jax_collectives import all_processes, allgather, barrier, max_over_processes
 
 if TYPE_CHECKING:
     from .data import Loader
-    from .jax import Trainer
 
 # A checkpoint directory is complete only once this file is in it: written
 # last, by process 0, after every process has renamed its rank files.
@@ -32,29 +31,56 @@ COMPLETE: str = _hlatc.COMPLETE
 CHECKPOINT_FORMAT: str = _hlatc.CHECKPOINT_FORMAT
 
 
-def save(trainer: "Trainer", d: str, shared: Optional[Mapping[str, bytes]] = None,
+@dataclass(frozen=True)
+class Shards:
+    """What the protocol needs of an `hlatc.jax.Trainer`, handed over by it
+    (`Trainer._shards()`): its ranks' state out and in, and its run's
+    identity, so nothing here reaches into the trainer."""
+
+    #: The `jax` module the trainer runs on.
+    jax: Any
+    #: Ranks in the step's world.
+    world: int
+    #: The ranks this process holds.
+    local_ranks: Sequence[int]
+    #: Data-parallel replicas.
+    replicas: int
+    steps_done: int
+    #: The step's config, as its manifest records it.
+    config: Dict[str, Any]
+    #: A rank's state as raw tensors, in the state's order.
+    rank_state: Callable[[int], List[Tuple[str, Any]]]
+    #: The run's identity, with the data's fields from a loader.
+    identity: Callable[[Optional["Loader"]], Dict[str, Any]]
+    #: A checkpoint's identity checked against the run's: (dir, steps done,
+    #: its marker's identity, loader, allow_changes) -> the identity to record.
+    check_identity: Callable[
+        [str, int, Optional[str], Optional["Loader"], Optional[Sequence[str]]], Dict[str, Any]]
+    #: This process's ranks' state taken from a checkpoint's rank files.
+    take_shares: Callable[[str], None]
+
+
+def save(trainer: Shards, d: str, shared: Optional[Mapping[str, bytes]] = None,
          replica_files: Optional[Mapping[int, bytes]] = None,
          identity: Optional[Dict[str, Any]] = None) -> None:
     """`Trainer.save`, with the files `fit` adds under the same marker:
     `shared`, written alike by every process (the metrics), and
     `replica_files`, this process's replicas' (their loader positions,
     `loader_file`)."""
-    jax = trainer._jax
-    fn = trainer._fn
-    world = len(fn.devices)
+    jax = trainer.jax
+    world = trainer.world
     me = jax.process_index()
     _hlatc.sharded_prepare_save(d, world, me == 0)
     # No process overwrites a rank file while an old marker vouches for it.
-    _barrier(f"hlatc-save-start:{d}")
+    barrier(f"hlatc-save-start:{d}")
     digests = []
-    for r in fn.local_ranks:
-        tensors = [(n, to_raw(n, np.asarray(trainer._state[r][n]))) for n in trainer._state_names]
-        digest = _hlatc.sharded_write_rank(d, r, tensors)
+    for r in trainer.local_ranks:
+        digest = _hlatc.sharded_write_rank(d, r, trainer.rank_state(r))
         digests.append(np.frombuffer(bytes.fromhex(digest), dtype=np.uint8))
     extra = {name: _hlatc.sharded_write_file(d, name, data) for name, data in (shared or {}).items()}
     # Each replica's file, with its digest, from whichever process owns
     # it (a replica whose TP ranks span processes: each writes the same).
-    dp = trainer._layout["replicas"]
+    dp = trainer.replicas
     owned = np.zeros((dp, 33), dtype=np.uint8)
     for replica, data in (replica_files or {}).items():
         digest = _hlatc.sharded_write_file(d, _hlatc.loader_file(replica), data)
@@ -63,12 +89,12 @@ def save(trainer: "Trainer", d: str, shared: Optional[Mapping[str, bytes]] = Non
     # Each process's digests reach process 0 (its files need not be on
     # process 0's disk); the gather also waits for every process's files.
     digests_of = np.stack(digests)
-    ranks = np.array(fn.local_ranks, dtype=np.int32)
+    ranks = np.array(trainer.local_ranks, dtype=np.int32)
     if jax.process_count() > 1:
-        digests_of = _allgather(digests_of, "Trainer.save").reshape(-1, 32)
-        ranks = _allgather(ranks, "Trainer.save").reshape(-1)
+        digests_of = allgather(digests_of, "Trainer.save").reshape(-1, 32)
+        ranks = allgather(ranks, "Trainer.save").reshape(-1)
         if replica_files is not None:
-            owned = _allgather(owned, "Trainer.save").reshape(-1, dp, 33)
+            owned = allgather(owned, "Trainer.save").reshape(-1, dp, 33)
     owned = owned.reshape(-1, dp, 33)
     if me == 0:
         files = {_hlatc.rank_file(int(r)): bytes(h).hex() for r, h in zip(ranks, digests_of)}
@@ -77,44 +103,43 @@ def save(trainer: "Trainer", d: str, shared: Optional[Mapping[str, bytes]] = Non
             if held:
                 files[_hlatc.loader_file(replica)] = bytes(held[0][1:]).hex()
         files.update(extra)
-        recorded = identity if identity is not None else trainer._identity(None)
-        _hlatc.sharded_write_marker(d, trainer.steps_done, world, json.dumps(trainer._step.config),
+        recorded = identity if identity is not None else trainer.identity(None)
+        _hlatc.sharded_write_marker(d, trainer.steps_done, world, json.dumps(trainer.config),
                                     json.dumps(recorded), files)
     # Nobody goes on (to load it, say) before the checkpoint is complete.
-    _barrier(f"hlatc-save-done:{d}")
+    barrier(f"hlatc-save-done:{d}")
 
 
-def load(trainer: "Trainer", d: str, allow_changes: Optional[Sequence[str]]) -> None:
+def load(trainer: Shards, d: str, allow_changes: Optional[Sequence[str]]) -> None:
     """`Trainer.load`: the checkpoint's files checked, its identity, then
     this process's ranks' state taken."""
-    fn = trainer._fn
     _identity.check_allow(allow_changes)
-    done, identity, _ = _hlatc.sharded_open(d, len(fn.devices), fn.local_ranks)
-    trainer._check_identity(d, done, identity, None, allow_changes)
-    trainer._take_shares(d)
+    done, identity, _ = _hlatc.sharded_open(d, trainer.world, list(trainer.local_ranks))
+    trainer.check_identity(d, done, identity, None, allow_changes)
+    trainer.take_shares(d)
 
 
-def resume_newest(trainer: "Trainer", root: str, loader: "Loader",
+def resume_newest(trainer: Shards, root: str, loader: "Loader",
                   allow_changes: Optional[Sequence[str]] = None) -> List[Dict[str, float]]:
     """Resumes from the newest checkpoint in `root` every process finds
     complete; its metrics (none without one)."""
-    fn = trainer._fn
-    world = len(fn.devices)
+    world = trainer.world
     rejected = set()
     while True:
         mine = [s for s in _hlatc.sharded_steps(root) if s not in rejected]
-        newest = _max_over_processes(max(mine, default=-1))
+        newest = max_over_processes(max(mine, default=-1))
         if newest < 0:
             return []
         d = os.path.join(root, _hlatc.step_dir_name(newest))
-        problem = _hlatc.sharded_problem(d, world, fn.local_ranks, loader.owned_replicas)
-        if _all_processes(problem is None):
+        problem = _hlatc.sharded_problem(d, world, list(trainer.local_ranks),
+                                         loader.owned_replicas)
+        if all_processes(problem is None):
             break
         _fit.warn_skipped(d, problem or "it is not complete on another process")
         rejected.add(newest)
     done, identity, recorded = _hlatc.sharded_read_marker(d, world)
-    trainer._check_identity(d, done, identity, loader, allow_changes)
-    trainer._take_shares(d)
+    trainer.check_identity(d, done, identity, loader, allow_changes)
+    trainer.take_shares(d)
     names = [_hlatc.loader_file(r) for r in loader.owned_replicas]
     if all(n in recorded for n in names):
         positions = []
@@ -131,9 +156,9 @@ def resume_newest(trainer: "Trainer", root: str, loader: "Loader",
     return _fit.metrics_from(files, d)
 
 
-def prune(trainer: "Trainer", root: str, saved: int, keep: int) -> None:
+def prune(trainer: Shards, root: str, saved: int, keep: int) -> None:
     """After the save of step `saved`: the checkpoints before it past the
     newest `keep` complete ones removed, and (on process 0, which writes
     every marker, so sees one wherever there is one) the incomplete ones
     before it."""
-    _hlatc.sharded_prune(root, saved, keep, trainer._jax.process_index() == 0)
+    _hlatc.sharded_prune(root, saved, keep, trainer.jax.process_index() == 0)

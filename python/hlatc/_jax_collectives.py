@@ -10,7 +10,7 @@ import numpy as np
 from . import _peers
 
 
-def _barrier(name: str) -> None:
+def barrier(name: str) -> None:
     import jax
 
     if jax.process_count() > 1:
@@ -20,7 +20,7 @@ def _barrier(name: str) -> None:
             multihost_utils.sync_global_devices(name)
 
 
-def _allgather(value: np.ndarray, what: str) -> np.ndarray:
+def allgather(value: np.ndarray, what: str) -> np.ndarray:
     """`value` of every process, stacked (one all-gather)."""
     from jax.experimental import multihost_utils
 
@@ -28,17 +28,17 @@ def _allgather(value: np.ndarray, what: str) -> np.ndarray:
         return np.asarray(multihost_utils.process_allgather(value))
 
 
-def _max_over_processes(value: int) -> int:
+def max_over_processes(value: int) -> int:
     import jax
 
     if jax.process_count() == 1:
         return value
-    return int(np.max(_allgather(np.array([value], dtype=np.int64), "a resume")))
+    return int(np.max(allgather(np.array([value], dtype=np.int64), "a resume")))
 
 
-def _all_processes(ok: bool) -> bool:
+def all_processes(ok: bool) -> bool:
     import jax
 
     if jax.process_count() == 1:
         return ok
-    return bool(np.all(_allgather(np.array([ok], dtype=np.int32), "a resume")))
+    return bool(np.all(allgather(np.array([ok], dtype=np.int32), "a resume")))

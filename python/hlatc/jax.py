@@ -46,7 +46,7 @@ from ._arrays import _DTYPES, dict_to_numpy, to_raw
 from ._fit import Metrics, OnStep
 # Names of hlatc.jax since before the checkpoints' protocol moved out.
 from ._jax_checkpoint import CHECKPOINT_FORMAT, COMPLETE  # noqa: F401
-from ._jax_collectives import _allgather
+from ._jax_collectives import allgather
 from ._peers import PeerLostError
 from ._types import Array, ArrayLike, Format, PathLike, Phase, RawDtype, Special, Tensors
 
@@ -631,8 +631,8 @@ class Trainer:
                     "state() gathers the ranks' state with one all-gather, which needs as many "
                     "ranks on every process; these processes hold different numbers"
                 )
-            flat = _allgather(flat, "Trainer.state").reshape(-1, flat.shape[-1])
-            ranks = _allgather(ranks, "Trainer.state").reshape(-1)
+            flat = allgather(flat, "Trainer.state").reshape(-1, flat.shape[-1])
+            ranks = allgather(ranks, "Trainer.state").reshape(-1)
         rows = dict(zip(ranks.tolist(), flat))
         out = []
         for r in range(len(self._fn.devices)):
@@ -686,7 +686,24 @@ class Trainer:
         identity (`identity`: see `hlatc.Trainer.fit`; without the data's
         fields, which only `fit` knows). `path` must be a directory or not
         exist (`FileError` otherwise). Every process must call it."""
-        _jax_checkpoint.save(self, os.fspath(path))
+        _jax_checkpoint.save(self._shards(), os.fspath(path))
+
+    def _shards(self) -> _jax_checkpoint.Shards:
+        """What the checkpoint protocol (`_jax_checkpoint`) needs of this
+        trainer, handed over rather than read from its attributes."""
+        return _jax_checkpoint.Shards(
+            jax=self._jax,
+            world=len(self._fn.devices),
+            local_ranks=list(self._fn.local_ranks),
+            replicas=self._layout["replicas"],
+            steps_done=self.steps_done,
+            config=self._step.config,
+            rank_state=lambda r: [(n, to_raw(n, np.asarray(self._state[r][n])))
+                                  for n in self._state_names],
+            identity=self._identity,
+            check_identity=self._check_identity,
+            take_shares=self._take_shares,
+        )
 
     def _identity(self, loader: Optional["Loader"]) -> Dict[str, Any]:
         """This run's identity (with the data's fields from `loader`), and
@@ -729,7 +746,7 @@ class Trainer:
         differing field with both values, unless `allow_changes` names it.
         Each process must see the marker (process 0 writes it: on hosts
         without a shared file system, copy it)."""
-        _jax_checkpoint.load(self, os.fspath(path), allow_changes)
+        _jax_checkpoint.load(self._shards(), os.fspath(path), allow_changes)
 
     def _take_shares(self, d: str) -> None:
         """This process's ranks' state from checkpoint `d`'s rank files (their
@@ -796,17 +813,17 @@ class Trainer:
         root = os.fspath(checkpoint_dir)
         os.makedirs(root, exist_ok=True)
         identity = self._identity(loader)
-        metrics = _jax_checkpoint.resume_newest(self, root, loader, allow_changes)
+        metrics = _jax_checkpoint.resume_newest(self._shards(), root, loader, allow_changes)
         identity["allowed_changes"] = list(self._changes)
 
         def save(done: int, metrics: List[Dict[str, float]]) -> None:
             positions = json.loads(loader.position())
             files = {r: json.dumps([p], separators=(",", ":")).encode("utf-8")
                      for r, p in zip(owned, positions)}
-            _jax_checkpoint.save(self, os.path.join(root, _hlatc.step_dir_name(done)),
+            _jax_checkpoint.save(self._shards(), os.path.join(root, _hlatc.step_dir_name(done)),
                                  {_hlatc.METRICS_FILE: _fit.metrics_bytes(metrics)}, files,
                                  identity)
-            _jax_checkpoint.prune(self, root, done, keep)
+            _jax_checkpoint.prune(self._shards(), root, done, keep)
 
         return _fit.run_steps(self, loader, steps, metrics, save, checkpoint_every, on_step,
                               step_kw)
