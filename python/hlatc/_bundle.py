@@ -5,10 +5,11 @@ layers' tensors as runs (`{"layers": [a, b], "index_stride": k, "each":
 [...]}`: one entry a tensor, `{layer}` in its name, its index `k` apart
 from one layer to the next); a bundle of several programs (gradient
 accumulation's pair, a pipeline's four) lists them under `programs`, each
-in its own folder with its own manifest. `Bundle` expands the runs and
-lists every tensor of every program, one `BundleTensor` each, with the
-layer and parameter the manifest states (`hlatc._hlatc.expand_listing`,
-the library's own reader of listings).
+in its own folder with its own manifest. `Bundle` lists every tensor of
+every program, one `BundleTensor` each, with the layer and parameter the
+manifest states, as the library's reader of a bundle's manifests
+(`hlatc._hlatc.read_bundle`, the train crate's `ListedBundle`) reads
+them: this module only makes Python objects of what it returns.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from . import _args, _hlatc
-from ._types import PathLike, Program
+from ._types import PathLike
 
 
 @dataclass(frozen=True)
@@ -62,55 +63,30 @@ class Bundle:
 
     def __init__(self, path: PathLike) -> None:
         self.path = _args.path("path", path, "a bundle's directory (str or os.PathLike)")
-        where = os.path.join(self.path, "manifest.json")
-        top = self._read(where, _hlatc.BUNDLE_FORMATS)
-        self.manifest: Dict[str, Any] = top
-        self.format: str = top["format"]
-        self.programs: List[str] = []
+        # The library's reader of a bundle's manifests (`ListedBundle`):
+        # the folders, the formats, the programs and their listings.
+        fmt, manifest, programs = _hlatc.read_bundle(self.path)
+        self.manifest: Dict[str, Any] = json.loads(manifest)
+        self.format: str = fmt
+        self.programs: List[str] = [name for name, _, _ in programs]
         self.tensors: List[BundleTensor] = []
-        programs = top.get("programs")
+        top = os.path.join(self.path, "manifest.json")
+        for (name, inputs, outputs), folder in zip(programs, self._folders()):
+            where = top if folder is None else os.path.join(self.path, folder, "manifest.json")
+            for kind, listed in (("input", inputs), ("output", outputs)):
+                try:
+                    self.tensors.extend(_flat(name, kind, json.loads(listed)))
+                except (KeyError, TypeError, ValueError) as e:
+                    raise _error(f"{where}: an entry of '{kind}s' hlatc cannot read: {e!r}",
+                                 where) from None
+
+    def _folders(self) -> List[Optional[str]]:
+        """Each program's folder, as the top manifest lists it (None: the
+        bundle's own, a bundle of one program)."""
+        programs = self.manifest.get("programs")
         if programs is None:
-            self._add("step", top, where)
-            return
-        try:
-            named = [(_program(p), str(p["dir"])) for p in programs]
-        except (KeyError, TypeError, _hlatc.UsageError) as e:
-            raise _error(f"{where}: a 'programs' entry hlatc cannot read: {e}", where) from None
-        for name, folder in named:
-            sub = os.path.join(self.path, folder, "manifest.json")
-            self._add(name, self._read(sub, _hlatc.PROGRAM_FORMATS), sub)
-
-    def _read(self, where: str, formats: List[str]) -> Dict[str, Any]:
-        if not os.path.isdir(self.path):
-            raise _error(f"{self.path}: no such bundle directory" if not os.path.exists(self.path)
-                         else f"{self.path}: not a directory, so not a bundle", self.path)
-        try:
-            with open(where, "rb") as f:
-                manifest = json.loads(f.read().decode("utf-8"))
-        except FileNotFoundError:
-            raise _error(f"{where}: missing, so {self.path} is not a bundle", where) from None
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise _error(f"{where}: not a bundle manifest: {e}", where) from None
-        found = manifest.get("format") if isinstance(manifest, dict) else None
-        if found not in formats:
-            raise _error(f"{where}: format {found!r}, but this hlatc reads "
-                         + ", ".join(repr(f) for f in formats)
-                         + (" (a bundle written by a later hlatc?)"
-                            if isinstance(found, str) and found.startswith("hlatc-bundle/")
-                            else ""), where)
-        return manifest  # type: ignore[no-any-return]
-
-    def _add(self, program: str, manifest: Dict[str, Any], where: str) -> None:
-        self.programs.append(program)
-        for kind in ("input", "output"):
-            entries = manifest.get(kind + "s")
-            if not isinstance(entries, list):
-                raise _error(f"{where}: no '{kind}s' list", where)
-            try:
-                self.tensors.extend(_flat(program, kind, entries))
-            except (KeyError, TypeError, ValueError) as e:
-                raise _error(f"{where}: an entry of '{kind}s' hlatc cannot read: {e!r}",
-                             where) from None
+            return [None]
+        return [str(p["dir"]) for p in programs]
 
     def __iter__(self) -> Iterator[BundleTensor]:
         return iter(self.tensors)
@@ -144,15 +120,8 @@ class Bundle:
                 f"tensors={len(self.tensors)})")
 
 
-def _program(entry: Dict[str, Any]) -> Program:
-    """The program a top manifest's `programs` entry names, in the one
-    spelling (the Rust core's, `micro step` of earlier bundles read as
-    `micro_step`)."""
-    return _hlatc.program_name(str(entry.get("name", entry["dir"])))
-
-
 def _flat(program: str, kind: str, entries: List[Any]) -> Iterator[BundleTensor]:
-    for t in json.loads(_hlatc.expand_listing(json.dumps(entries))):
+    for t in entries:
         layer, parameter = t.get("layer"), t.get("parameter")
         yield BundleTensor(program=program, kind=kind, index=int(t["index"]),
                            name=str(t["name"]), shape=tuple(int(d) for d in t["shape"]),

@@ -77,6 +77,7 @@ __all__ = [
     "run_identity_json",
     "identity_names",
     "expand_listing",
+    "read_bundle",
     "IDENTITY_FILE",
     "IDENTITY_GROUPS",
     "append_measured_run",
@@ -611,6 +612,9 @@ def check_run_identity(
 def run_identity_json(text: str, source: str) -> str: ...
 def identity_names(identity: str) -> List[str]: ...
 def expand_listing(listing: str) -> str: ...
+def read_bundle(
+    path: Union[str, "os.PathLike[str]"],
+) -> Tuple[str, str, List[Tuple[str, str, str]]]: ...
 def append_measured_run(
     path: Union[str, "os.PathLike[str]"],
     *,

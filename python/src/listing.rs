@@ -19,3 +19,29 @@ pub fn expand_listing(listing: &str) -> PyResult<String> {
         hlatc::bundle::expand_listing(&value).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(serde_json::Value::Array(flat).to_string())
 }
+
+/// A program's name, its inputs and its outputs (JSON arrays).
+type ProgramListing = (String, String, String);
+
+/// A bundle's top manifest's format, the manifest (JSON), and each of its
+/// programs with its inputs and outputs (each a JSON array, runs of layers
+/// read out): the library's reader of a bundle's listings
+/// (`ListedBundle`), which `hlatc.Bundle` wraps. A bundle it cannot read
+/// raises `FileError` naming the file.
+#[pyfunction]
+pub fn read_bundle(path: std::path::PathBuf) -> PyResult<(String, String, Vec<ProgramListing>)> {
+    let listed = hlatc::bundle::ListedBundle::read(&path)
+        .map_err(|e| crate::errors::path_error(&crate::errors::FILE, e.message.clone(), &e.path))?;
+    let programs = listed
+        .programs
+        .into_iter()
+        .map(|p| {
+            (
+                p.name.name().to_string(),
+                serde_json::Value::Array(p.inputs).to_string(),
+                serde_json::Value::Array(p.outputs).to_string(),
+            )
+        })
+        .collect();
+    Ok((listed.format, listed.manifest.to_string(), programs))
+}

@@ -5,6 +5,7 @@
 mod accumulation;
 mod files;
 pub mod holdings;
+mod listed;
 mod listing;
 mod manifest;
 mod neuron;
@@ -20,6 +21,7 @@ pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR
 pub use files::{
     sha256_hex, BUNDLE_FORMAT, FLAGS_FILE, MANIFEST_FILE, NEURON_SCRIPT, PROTO_FILE, TEXT_FILE,
 };
+pub use listed::{ListedBundle, ListedProgram, ListingFault};
 pub use listing::{expand_json as expand_listing, ListingError};
 pub use manifest::manifest_json;
 pub use neuron::{
