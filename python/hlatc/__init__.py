@@ -31,7 +31,7 @@ from __future__ import annotations
 import os  # noqa: F401  (PathLike's "os.PathLike[str]", for typing.get_type_hints)
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from . import _args, _hlatc, data
+from . import _args, _hlatc, _identity, data
 from ._arrays import dict_to_numpy, dict_to_raw, list_of_dicts_to_raw, to_raw
 from ._fit import CheckpointWarning, Metrics, OnStep
 from ._bundle import Bundle, BundleTensor
@@ -560,6 +560,8 @@ class Trainer:
         _args.check_step(step)
         self._step = step
         self._native = _hlatc.Trainer(step._native, seed)
+        # What the weights started from, for the run's identity.
+        self._start: _identity.Start = (seed, None)
 
     def step(
         self, tokens: ArrayLike, targets: ArrayLike, segment_ids: Optional[ArrayLike] = None
@@ -576,8 +578,12 @@ class Trainer:
 
     def resume(self, state: Tensors) -> None:
         """Continues from a `state()` of the same model and precision (any
-        --tp/--dp/--zero1): the next step is the one that state stopped before."""
-        self._native.resume(dict_to_raw(state, "state"))
+        --tp/--dp/--zero1): the next step is the one that state stopped before.
+        A `fit` after it records the state's content hash as what the run
+        started from."""
+        raw = dict_to_raw(state, "state")
+        self._native.resume(raw)
+        self._start = (None, _identity.init_of_state(raw))
 
     def hugging_face_params(self) -> Dict[str, Array]:
         """The parameters as Hugging Face tensors (fused ones split back)."""

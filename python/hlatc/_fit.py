@@ -130,7 +130,7 @@ def fit(
     for path, why in skipped:
         warn_skipped(path, why)
     metrics: Metrics = []
-    current = _identity.of_step(trainer._step, loader)
+    current = _identity.of_step(trainer._step, loader, trainer._start)
     identity = _identity.check(None, current, "", None, 0)
     if found is not None:
         step, where, files = found

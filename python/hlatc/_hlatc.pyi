@@ -76,6 +76,7 @@ __all__ = [
     "check_run_identity",
     "run_identity_json",
     "identity_names",
+    "init_of_file",
     "expand_listing",
     "read_bundle",
     "IDENTITY_FILE",
@@ -605,12 +606,15 @@ def run_identity(
     step: Step,
     tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
     corpus: Optional[Sequence[str]] = None,
+    seed: Optional[int] = None,
+    init: Optional[str] = None,
 ) -> str: ...
 def check_run_identity(
     current: str, saved: str, allowed: Sequence[str], step: int, source: str
 ) -> Tuple[bool, str, List[Tuple[str, Optional[str], Optional[str]]]]: ...
 def run_identity_json(text: str, source: str) -> str: ...
 def identity_names(identity: str) -> List[str]: ...
+def init_of_file(path: Union[str, "os.PathLike[str]"]) -> str: ...
 def expand_listing(listing: str) -> str: ...
 def read_bundle(
     path: Union[str, "os.PathLike[str]"],

@@ -6,11 +6,14 @@ through the native module), so `hlatc.Trainer.fit` writes the `run.json`
 that `hlatc train --checkpoint-dir` writes, byte for byte, and each reads
 the other's: a flat map of fields (`model.rope_theta`, `precision`,
 `rounding`, `optimizer.beta2`, `schedule.max_lr`, `tokenizer` (its content
-hash), `corpus` (a fingerprint of its files' content), `layout`) and the
-changes resumes were allowed to make. A resume whose identity differs is
+hash), `corpus` (a fingerprint of its files' content), `init` (what the
+weights started from: the seed of hlatc's initialization, or the content
+hash of the checkpoint or state they were read from; compared where both
+sides record it), `layout`) and the changes resumes were allowed to make. A resume whose identity differs is
 refused with `IdentityError`, naming each field with both values, unless
 `allow_changes` names the field or its group (`model`, `precision`,
-`rounding`, `optimizer`, `schedule`, `tokenizer`, `corpus`); each change
+`rounding`, `optimizer`, `schedule`, `tokenizer`, `corpus`, `data`,
+`init`); each change
 allowed is kept in the identity, which every later checkpoint carries on.
 The layout is recorded, not refused: the state converts between layouts
 (a per-rank checkpoint of `hlatc.jax.Trainer` checks its own).
@@ -18,9 +21,12 @@ The layout is recorded, not refused: the state converts between layouts
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
 
 from . import _hlatc
 
@@ -48,13 +54,31 @@ class IdentityWarning(UserWarning):
 IdentityWarning.__module__ = "hlatc"
 
 
-def of_step(step: Any, loader: Any = None) -> Dict[str, Any]:
+#: What a trainer's weights started from: hlatc's initialization drawn
+#: from a seed, or a description (`init_of_state`, `_hlatc.init_of_file`).
+Start = Tuple[Optional[int], Optional[str]]
+
+
+def init_of_state(raw: Mapping[str, Tuple[str, Sequence[int], Any]]) -> str:
+    """What weights taken from a whole state start from: its content hash
+    over every tensor's name, type, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(raw):
+        ty, shape, data = raw[name]
+        h.update(f"{name}\0{ty}\0{list(shape)}\0".encode("utf-8"))
+        h.update(np.ascontiguousarray(data).view(np.uint8).tobytes())
+    return f"a state, sha256:{h.hexdigest()}"
+
+
+def of_step(step: Any, loader: Any = None, start: Start = (None, None)) -> Dict[str, Any]:
     """The identity of a run of `step` (an `hlatc.Step`) on `loader`'s data
-    (None: the data unknown), as `hlatc train` records it."""
+    (None: the data unknown) from `start`, as `hlatc train` records it."""
     tokenizer = getattr(loader, "_tokenizer_path", None) if loader is not None else None
     sources = getattr(loader, "_source_paths", None) if loader is not None else None
+    seed, init = start
     text = _hlatc.run_identity(step._native, tokenizer,
-                               None if sources is None else [str(s) for s in sources])
+                               None if sources is None else [str(s) for s in sources],
+                               seed, init)
     value: Dict[str, Any] = json.loads(text)
     return value
 

@@ -53,9 +53,11 @@ class Shards:
     #: The run's identity, with the data's fields from a loader.
     identity: Callable[[Optional["Loader"]], Dict[str, Any]]
     #: A checkpoint's identity checked against the run's: (dir, steps done,
-    #: its marker's identity, loader, allow_changes) -> the identity to record.
+    #: its marker's identity, loader, allow_changes, whether what the
+    #: weights started from is compared) -> the identity to record.
     check_identity: Callable[
-        [str, int, Optional[str], Optional["Loader"], Optional[Sequence[str]]], Dict[str, Any]]
+        [str, int, Optional[str], Optional["Loader"], Optional[Sequence[str]], bool],
+        Dict[str, Any]]
     #: This process's ranks' state taken from a checkpoint's rank files.
     take_shares: Callable[[str], None]
 
@@ -115,7 +117,9 @@ def load(trainer: Shards, d: str, allow_changes: Optional[Sequence[str]]) -> Non
     this process's ranks' state taken."""
     _identity.check_allow(allow_changes)
     done, identity, _ = _hlatc.sharded_open(d, trainer.world, list(trainer.local_ranks))
-    trainer.check_identity(d, done, identity, None, allow_changes)
+    # Loaded by hand: its weights replace the trainer's, so what they
+    # started from is the checkpoint's.
+    trainer.check_identity(d, done, identity, None, allow_changes, False)
     trainer.take_shares(d)
 
 
@@ -138,7 +142,7 @@ def resume_newest(trainer: Shards, root: str, loader: "Loader",
         _fit.warn_skipped(d, problem or "it is not complete on another process")
         rejected.add(newest)
     done, identity, recorded = _hlatc.sharded_read_marker(d, world)
-    trainer.check_identity(d, done, identity, loader, allow_changes)
+    trainer.check_identity(d, done, identity, loader, allow_changes, True)
     trainer.take_shares(d)
     names = [_hlatc.loader_file(r) for r in loader.owned_replicas]
     if all(n in recorded for n in names):

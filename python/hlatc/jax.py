@@ -467,6 +467,10 @@ class Trainer:
             r: self._put(r, step.init_state(seed, r, checkpoint=init))
             for r in self._fn.local_ranks
         }
+        # What the weights started from, for the run's identity: the
+        # checkpoint's content, as `hlatc train --init` records it, or the seed.
+        self._start: _identity.Start = (
+            (None, _hlatc.init_of_file(os.fspath(init))) if init is not None else (seed, None))
 
     @property
     def local_ranks(self) -> List[int]:
@@ -662,6 +666,7 @@ class Trainer:
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)
         self._done = None
+        self._start = (None, _identity.init_of_state(raw))
 
     def hugging_face_params(self) -> Dict[str, Array]:
         """The parameters as Hugging Face tensors (fused ones split back)."""
@@ -705,22 +710,28 @@ class Trainer:
             take_shares=self._take_shares,
         )
 
-    def _identity(self, loader: Optional["Loader"]) -> Dict[str, Any]:
-        """This run's identity (with the data's fields from `loader`), and
-        the changes allowed so far (`_changes`)."""
-        identity = _identity.of_step(self._step, loader)
+    def _identity(self, loader: Optional["Loader"], start: bool = True) -> Dict[str, Any]:
+        """This run's identity (with the data's fields from `loader`, and
+        unless `start` is False what its weights started from), and the
+        changes allowed so far (`_changes`)."""
+        identity = _identity.of_step(self._step, loader,
+                                     self._start if start else (None, None))
         identity["allowed_changes"] = list(self._changes)
         return identity
 
     def _check_identity(self, d: str, steps_done: int, identity: Optional[str],
                         loader: Optional["Loader"],
-                        allow_changes: Optional[Sequence[str]]) -> Dict[str, Any]:
+                        allow_changes: Optional[Sequence[str]],
+                        start: bool = True) -> Dict[str, Any]:
         """Checkpoint `d`'s identity (its marker's, JSON; None: it records
         none), of a checkpoint after `steps_done` steps, against this run's:
         `IdentityError` naming each differing field not allowed; another
         layout, `UsageError` (its rank files are another layout's shares).
-        The identity this run records from now on."""
-        current = self._identity(loader)
+        Without `start` (a checkpoint loaded by hand, whose weights replace
+        this trainer's), what the weights started from is the
+        checkpoint's, not compared. The identity this run records from now
+        on."""
+        current = self._identity(loader, start)
         recorded = None if identity is None else json.loads(identity)
         if not (isinstance(recorded, dict) and isinstance(recorded.get("fields"), dict)):
             recorded = None

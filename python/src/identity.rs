@@ -5,8 +5,8 @@
 use crate::errors::{guarded, CHECKPOINT, FILE, USAGE};
 use crate::step::Step;
 use hlatc::run_identity::{
-    changed_message, files_fingerprint, tokenizer_hash, Coverage, FrontEnd, RunIdentity,
-    RunIdentityError,
+    changed_message, files_fingerprint, init_from_seed, tokenizer_hash, Coverage, FrontEnd,
+    RunIdentity, RunIdentityError,
 };
 use pyo3::prelude::*;
 use std::path::PathBuf;
@@ -47,12 +47,17 @@ fn identity_error(e: RunIdentityError) -> PyErr {
 /// files and globs, expanded as `hlatc train --corpus` expands them)
 /// tokenized by `tokenizer`, as JSON: what `hlatc train` records for the
 /// same step and data. Without `corpus`, the data's fields are left out.
+/// What the weights started from is `seed` (hlatc's initialization drawn
+/// from it, as `hlatc train --seed` records it) or `init` (a state's
+/// description); without either it is left out (not compared).
 #[pyfunction]
-#[pyo3(signature = (step, tokenizer=None, corpus=None))]
+#[pyo3(signature = (step, tokenizer=None, corpus=None, seed=None, init=None))]
 pub fn run_identity(
     step: &Step,
     tokenizer: Option<PathBuf>,
     corpus: Option<Vec<String>>,
+    seed: Option<u64>,
+    init: Option<String>,
 ) -> PyResult<String> {
     guarded(|| {
         let compiled = step.any_compiled()?;
@@ -62,6 +67,9 @@ pub fn run_identity(
             "layout",
             format!("{}, grad-accum {}", cfg.parallel, step.grad_accum()),
         );
+        if let Some(start) = init.or(seed.map(init_from_seed)) {
+            id = id.with_init(&start);
+        }
         // Without the data, its fields are left out (not compared), as a
         // checkpoint saved without a loader records none.
         let Some(sources) = corpus else {
@@ -116,4 +124,12 @@ pub fn check_run_identity(
         }
         Err(e) => Err(identity_error(e)),
     }
+}
+
+/// What a run's weights start from when they are read from the file at
+/// `path` (a Hugging Face checkpoint): its content hash, as `hlatc train
+/// --init` records it.
+#[pyfunction]
+pub fn init_of_file(path: PathBuf) -> PyResult<String> {
+    hlatc::run_identity::init_from_file(&path).map_err(identity_error)
 }

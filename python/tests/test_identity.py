@@ -192,3 +192,28 @@ def test_jax_trainer_load_checks_the_identity_its_marker_records(step, tmp_path)
         trainer.save(tmp_path / "afile")
     with pytest.raises(hlatc.FileError, match="not a directory, so not a checkpoint"):
         trainer.load(tmp_path / "afile")
+
+
+def test_a_fit_from_other_starting_weights_is_refused_naming_init(saved, step, data, tmp_path):
+    # What the weights started from (issue 74): the seed of hlatc's
+    # initialization, as `hlatc train --seed` records it, or a state's
+    # content hash after `resume`.
+    fields = json.loads((saved / "step-00000002" / "run.json").read_text())["fields"]
+    assert fields["init"] == "hlatc's initialization, seed 0"
+    d = tmp_path / "ckpt"
+    shutil.copytree(saved, d)
+    corpus, tokenizer = data / "corpus.jsonl", data / "tokenizer.json"
+    with pytest.raises(hlatc.IdentityError) as e:
+        hlatc.Trainer(step, seed=5).fit(loader(step, corpus, tokenizer), 3, checkpoint_dir=d)
+    assert e.value.fields == {
+        "init": ("hlatc's initialization, seed 0", "hlatc's initialization, seed 5")}
+    other = hlatc.Trainer(step, seed=5)
+    other.resume(hlatc.Trainer(step, seed=7).state())
+    with pytest.raises(hlatc.IdentityError, match=r"init is .* now") as e:
+        other.fit(loader(step, corpus, tokenizer), 3, checkpoint_dir=d)
+    assert e.value.fields["init"][1].startswith("a state, sha256:")
+    # The same start resumes; allowed by name, another does too.
+    hlatc.Trainer(step, seed=0).fit(loader(step, corpus, tokenizer), 3, checkpoint_dir=d)
+    with pytest.warns(hlatc.IdentityWarning, match="init changed on purpose"):
+        hlatc.Trainer(step, seed=5).fit(loader(step, corpus, tokenizer), 4, checkpoint_dir=d,
+                                        allow_changes=["init"])

@@ -175,8 +175,9 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 
 /// What defines this run (recorded in its checkpoints and --save-state,
 /// checked when they are resumed): the step's configuration, the rounding
-/// it runs with, the tokenizer's content and the data's fingerprint, and
-/// for data drawn from the seed the seed and the batch's shape.
+/// it runs with, the tokenizer's content and the data's fingerprint, for
+/// data drawn from the seed the seed and the batch's shape, and what the
+/// weights started from (--init's content, or the seed).
 fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
     let rounding = a
         .precision
@@ -199,6 +200,13 @@ fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
     if a.data.draws_from_seed() {
         let b = &cfg.batch;
         id = id.with_data_order(a.seed, b.batch_size, b.seq_len);
+    }
+    // What the weights start from; a --resume file's own record says it
+    // for a run that goes on from a whole state.
+    match (&a.init, &a.resume) {
+        (_, Some(_)) => {}
+        (Some(path), None) => id = id.with_init(&hlatc::run_identity::init_from_file(path)?),
+        (None, None) => id = id.with_init(&hlatc::run_identity::init_from_seed(a.seed)),
     }
     Ok(id.with_tokenizer(tokenizer.as_deref()).with_corpus(&corpus))
 }

@@ -705,3 +705,138 @@ fn a_corpus_edited_where_the_loader_read_it_is_refused_naming_the_file_and_bytes
     assert!(notes.contains("resuming at step 3"), "{notes}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Runs that differ only in the weights they start from (issue 74): two
+/// `--init` files under one seed. A checkpoint of one is not resumed by
+/// the other unless `--allow-resume-change init` says so, and their rank
+/// files are not joined; a `--resume` of a whole state takes its record's.
+#[test]
+fn runs_of_other_starting_weights_are_refused_naming_init() {
+    let d = scratch("identity-init");
+    // Two sets of Hugging Face weights: tiny after one step from seeds 0 and 1.
+    for seed in ["0", "1"] {
+        let w = format!("w{seed}.st");
+        ok(
+            &d,
+            &[
+                "train",
+                "--steps",
+                "1",
+                "--seed",
+                seed,
+                "--precision",
+                "fp32",
+                "--save",
+                &w,
+            ],
+        );
+    }
+    let run = |init: &str, more: &[&str]| -> Vec<String> {
+        [
+            &[
+                "train",
+                "--steps",
+                "6",
+                "--precision",
+                "fp32",
+                "--init",
+                init,
+            ][..],
+            &["--checkpoint-dir", "ck", "--checkpoint-every", "2"][..],
+            more,
+        ]
+        .concat()
+        .into_iter()
+        .map(String::from)
+        .collect()
+    };
+    ok(&d, &args(&run("w0.st", &["--stop-after", "2"])));
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.join("ck/step-00000002/run.json")).unwrap(),
+    )
+    .unwrap();
+    let init = saved["fields"]["init"].as_str().unwrap().to_string();
+    assert!(init.starts_with("the weights of a file, sha256:"), "{init}");
+    let e = refused(&d, &args(&run("w1.st", &["--stop-after", "4"])));
+    assert!(
+        e.contains(
+            "ck/step-00000002 was written by another run: init is the weights of a file, sha256:"
+        ),
+        "{e}"
+    );
+    assert!(!d.join("ck/step-00000004").exists());
+    let notes = ok(
+        &d,
+        &args(&run(
+            "w1.st",
+            &["--stop-after", "4", "--allow-resume-change", "init"],
+        )),
+    );
+    assert!(notes.contains("resuming at step 2"), "{notes}");
+    // Rank files of two runs that differ only in their start are not joined.
+    let tp2 = ["--precision", "fp32", "--target", "cpu", "--tp", "2"];
+    for w in ["w0", "w1"] {
+        ok(
+            &d,
+            &[
+                "train",
+                "--steps",
+                "1",
+                "--precision",
+                "fp32",
+                "--init",
+                &format!("{w}.st"),
+                "--save-state",
+                &format!("s-{w}.st"),
+            ],
+        );
+        ok(
+            &d,
+            &[
+                &["shard", &format!("s-{w}.st"), "--out", &format!("r-{w}")][..],
+                &tp2,
+            ]
+            .concat(),
+        );
+    }
+    std::fs::create_dir_all(d.join("mix")).unwrap();
+    for (from, rank) in [("r-w0", 0), ("r-w1", 1)] {
+        let f = format!("rank-{rank:05}.safetensors");
+        std::fs::copy(d.join(from).join(&f), d.join("mix").join(&f)).unwrap();
+    }
+    let e = refused(
+        &d,
+        &[&["unshard", "mix", "--out", "mix.st"][..], &tp2].concat(),
+    );
+    assert!(
+        e.contains("are the ranks of different runs: init is"),
+        "{e}"
+    );
+    // A whole state resumed keeps its record's start: no --init to compare,
+    // and the state it saves records the one it resumed.
+    ok(
+        &d,
+        &[
+            "train",
+            "--steps",
+            "2",
+            "--total-steps",
+            "1",
+            "--precision",
+            "fp32",
+            "--resume",
+            "s-w0.st",
+            "--save-state",
+            "s-w0-2.st",
+        ],
+    );
+    let meta = hlatc::runtime::read_safetensors_metadata(&d.join("s-w0-2.st"))
+        .unwrap()
+        .unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(
+        meta["run_identity"]["fields"]["init"].as_str(),
+        Some(init.as_str())
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}

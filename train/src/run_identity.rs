@@ -32,7 +32,7 @@ pub const CONVERTIBLE_FIELDS: [&str; 1] = ["layout"];
 
 /// The groups of fields, as `--allow-resume-change` accepts them (a group
 /// allows each of its fields).
-pub const FIELD_GROUPS: [&str; 9] = [
+pub const FIELD_GROUPS: [&str; 10] = [
     "model",
     "precision",
     "rounding",
@@ -41,8 +41,16 @@ pub const FIELD_GROUPS: [&str; 9] = [
     "tokenizer",
     "corpus",
     "data",
+    "init",
     "layout",
 ];
+
+/// Fields compared only where both the checkpoint and the run record
+/// them: what a run started from (`init`) is unknown to a resume of a
+/// whole state (`--resume` takes its weights from the file), and is not
+/// in checkpoints written before it was recorded. Where only the
+/// checkpoint records it, the run goes on recording the checkpoint's.
+pub const START_FIELDS: [&str; 1] = ["init"];
 
 /// What defines a run: each field's value as text, by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,6 +206,13 @@ impl RunIdentity {
         self
     }
 
+    /// With what the run's weights started from (`init`): [`init_from_seed`]
+    /// or [`init_from_file`].
+    pub fn with_init(mut self, init: &str) -> RunIdentity {
+        self.set("init", init);
+        self
+    }
+
     /// With the data's fingerprint (`corpus`).
     pub fn with_corpus(mut self, fingerprint: &str) -> RunIdentity {
         self.set("corpus", fingerprint);
@@ -232,9 +247,12 @@ impl RunIdentity {
     pub fn changes_from(&self, saved: &RunIdentity) -> Vec<FieldChange> {
         let names: std::collections::BTreeSet<&String> =
             self.fields.keys().chain(saved.fields.keys()).collect();
+        let recorded_by_both =
+            |n: &str| saved.fields.contains_key(n) && self.fields.contains_key(n);
         names
             .into_iter()
             .filter(|n| !CONVERTIBLE_FIELDS.contains(&n.as_str()))
+            .filter(|n| !START_FIELDS.contains(&n.as_str()) || recorded_by_both(n))
             .filter_map(|n| {
                 let (s, c) = (saved.fields.get(n), self.fields.get(n));
                 (s != c).then(|| FieldChange {
@@ -270,6 +288,11 @@ impl RunIdentity {
             });
         }
         let mut next = self.clone();
+        for field in START_FIELDS {
+            if let (None, Some(v)) = (next.fields.get(field), saved.fields.get(field)) {
+                next.fields.insert(field.to_string(), v.clone());
+            }
+        }
         next.allowed_changes = saved.allowed_changes.clone();
         next.allowed_changes
             .extend(ok.iter().map(|c| AllowedChange {
@@ -304,6 +327,30 @@ fn field_in(field: &str, allowed: &str) -> bool {
         || field
             .strip_prefix(allowed)
             .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// `init` of weights drawn from `seed` by hlatc's initialization.
+pub fn init_from_seed(seed: u64) -> String {
+    format!("hlatc's initialization, seed {seed}")
+}
+
+/// `init` of weights read from the file at `path` (`train --init`): its
+/// content hash, the whole file read.
+pub fn init_from_file(path: &Path) -> Result<String, RunIdentityError> {
+    use sha2::{Digest, Sha256};
+    let io = |source| RunIdentityError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(io)?;
+    let hex: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(format!("the weights of a file, sha256:{hex}"))
 }
 
 /// A tokenizer file's content hash, `sha256:<hex>`: a tokenizer is known
@@ -432,6 +479,28 @@ mod tests {
         assert_eq!(ok.len(), 1);
         assert_eq!(next.allowed_changes[0].field, "model.rope_theta");
         assert_eq!(next.allowed_changes[0].step, 6);
+    }
+
+    #[test]
+    fn what_a_run_started_from_is_compared_where_both_record_it() {
+        let saved = id(&[("precision", "fp32"), ("init", "seed 0")]);
+        let other = id(&[("precision", "fp32"), ("init", "seed 3")]);
+        let e = other.check_resume(&saved, &[], 4, "ckpt").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("init is seed 0 in the checkpoint, seed 3 now"),
+            "{e}"
+        );
+        assert!(other
+            .check_resume(&saved, &["init".into()], 4, "ckpt")
+            .is_ok());
+        // A whole state resumed knows no start of its own: the checkpoint's
+        // is kept; a checkpoint that records none is not compared.
+        let unknown = id(&[("precision", "fp32")]);
+        let (next, changes) = unknown.check_resume(&saved, &[], 4, "ckpt").unwrap();
+        assert!(changes.is_empty());
+        assert_eq!(next.fields.get("init").map(String::as_str), Some("seed 0"));
+        assert!(other.check_resume(&unknown, &[], 4, "ckpt").is_ok());
     }
 
     #[test]
