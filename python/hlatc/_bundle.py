@@ -15,7 +15,6 @@ them: this module only makes Python objects of what it returns.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -68,25 +67,15 @@ class Bundle:
         fmt, manifest, programs = _hlatc.read_bundle(self.path)
         self.manifest: Dict[str, Any] = json.loads(manifest)
         self.format: str = fmt
-        self.programs: List[str] = [name for name, _, _ in programs]
+        self.programs: List[str] = [name for name, _, _, _ in programs]
         self.tensors: List[BundleTensor] = []
-        top = os.path.join(self.path, "manifest.json")
-        for (name, inputs, outputs), folder in zip(programs, self._folders()):
-            where = top if folder is None else os.path.join(self.path, folder, "manifest.json")
+        for name, where, inputs, outputs in programs:
             for kind, listed in (("input", inputs), ("output", outputs)):
                 try:
                     self.tensors.extend(_flat(name, kind, json.loads(listed)))
                 except (KeyError, TypeError, ValueError) as e:
                     raise _error(f"{where}: an entry of '{kind}s' hlatc cannot read: {e!r}",
                                  where) from None
-
-    def _folders(self) -> List[Optional[str]]:
-        """Each program's folder, as the top manifest lists it (None: the
-        bundle's own, a bundle of one program)."""
-        programs = self.manifest.get("programs")
-        if programs is None:
-            return [None]
-        return [str(p["dir"]) for p in programs]
 
     def __iter__(self) -> Iterator[BundleTensor]:
         return iter(self.tensors)

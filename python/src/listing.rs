@@ -20,8 +20,9 @@ pub fn expand_listing(listing: &str) -> PyResult<String> {
     Ok(serde_json::Value::Array(flat).to_string())
 }
 
-/// A program's name, its inputs and its outputs (JSON arrays).
-type ProgramListing = (String, String, String);
+/// A program's name, the manifest it was read from, its inputs and its
+/// outputs (JSON arrays).
+type ProgramListing = (String, String, String, String);
 
 /// A bundle's top manifest's format, the manifest (JSON), and each of its
 /// programs with its inputs and outputs (each a JSON array, runs of layers
@@ -38,6 +39,7 @@ pub fn read_bundle(path: std::path::PathBuf) -> PyResult<(String, String, Vec<Pr
         .map(|p| {
             (
                 p.name.name().to_string(),
+                p.manifest.display().to_string(),
                 serde_json::Value::Array(p.inputs).to_string(),
                 serde_json::Value::Array(p.outputs).to_string(),
             )

@@ -185,10 +185,6 @@ pub struct Plan {
     global_batch: i64,
     /// None when only reports were asked for (no search).
     seq_len: Option<i64>,
-    /// Whether layouts were searched: not when `report` or `predict` was
-    /// asked without a model, config or layout, as `hlatc plan` then
-    /// prints the reports alone.
-    searched: bool,
     /// What the cost model was fitted to, in words.
     calibrated_on: String,
     report: Option<Py<CalibrationReport>>,
@@ -203,6 +199,14 @@ pub struct Plan {
 
 #[pymethods]
 impl Plan {
+    /// Whether layouts were searched: not when `report` or `predict` was
+    /// asked without a model, config or layout, as `hlatc plan` then
+    /// prints the reports alone.
+    #[getter]
+    fn searched(&self) -> bool {
+        self.model.is_some()
+    }
+
     /// The best layout that fits, or None.
     fn best(&self, py: Python<'_>) -> Option<Py<Candidate>> {
         self.candidates
@@ -334,43 +338,33 @@ pub fn plan(
             )
         })
         .transpose()?;
-    let Some(p) = p else {
-        return Ok(Plan {
-            model: None,
-            instance: instance.to_string(),
-            nodes,
-            global_batch,
-            seq_len: None,
-            searched: false,
-            calibrated_on: reports.calibrated_on,
-            report,
-            predicted,
-            candidates: Vec::new(),
-            too_large: Vec::new(),
-            refused: Vec::new(),
-            seconds: 0.0,
-        });
-    };
-    let candidates = p
-        .candidates
-        .iter()
-        .map(|c| Py::new(py, Candidate::from(c)))
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(Plan {
-        model: Some(p.model),
-        instance: p.instance.to_string(),
-        nodes: p.nodes,
-        global_batch: p.global_batch,
-        seq_len: Some(p.seq_len),
-        searched: true,
+    let mut plan = Plan {
+        model: None,
+        instance: instance.to_string(),
+        nodes,
+        global_batch,
+        seq_len: None,
         calibrated_on: reports.calibrated_on,
         report,
         predicted,
-        candidates,
-        too_large: p.too_large.into_iter().map(|(l, _)| l).collect(),
-        refused: p.refused,
-        seconds: p.seconds,
-    })
+        candidates: Vec::new(),
+        too_large: Vec::new(),
+        refused: Vec::new(),
+        seconds: 0.0,
+    };
+    if let Some(p) = p {
+        plan.candidates = p
+            .candidates
+            .iter()
+            .map(|c| Py::new(py, Candidate::from(c)))
+            .collect::<PyResult<Vec<_>>>()?;
+        plan.model = Some(p.model);
+        plan.seq_len = Some(p.seq_len);
+        plan.too_large = p.too_large.into_iter().map(|(l, _)| l).collect();
+        plan.refused = p.refused;
+        plan.seconds = p.seconds;
+    }
+    Ok(plan)
 }
 
 /// Appends one measured run to a calibration CSV (`hlatc plan

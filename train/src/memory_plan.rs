@@ -47,8 +47,8 @@ use hlatc_passes::neuron_check::Chip;
 mod working;
 
 /// Bytes of one trn1 NeuronCore's share of device memory (16 GiB), the
-/// default `--device-memory` for `--target neuron`.
-pub const TRN1_CORE_BYTES: u64 = 16 << 30;
+/// default `--device-memory` for a trn1 bundle: the chip's own figure.
+pub const TRN1_CORE_BYTES: u64 = Chip::Trn1.hbm_per_core();
 
 impl MemoryPlan {
     /// The plan of `step` as optimized: the one [`optimize`] recorded

@@ -16,7 +16,7 @@
 //! One type for every writer (the CLI, `hlatc.Trainer`, `hlatc.jax`), so
 //! the fields and their comparison are written once.
 
-use crate::bundle::sha256_hex;
+use crate::bundle::{sha256_file_hex, sha256_hex};
 use crate::train_step::StepConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -337,19 +337,10 @@ pub fn init_from_seed(seed: u64) -> String {
 /// `init` of weights read from the file at `path` (`train --init`): its
 /// content hash, the whole file read.
 pub fn init_from_file(path: &Path) -> Result<String, RunIdentityError> {
-    use sha2::{Digest, Sha256};
-    let io = |source| RunIdentityError::Io {
+    let hex = sha256_file_hex(path).map_err(|source| RunIdentityError::Io {
         path: path.to_path_buf(),
         source,
-    };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher).map_err(io)?;
-    let hex: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    })?;
     Ok(format!("the weights of a file, sha256:{hex}"))
 }
 

@@ -22,8 +22,18 @@ pub const NEURON_SCRIPT: &str = "neuronx-cc.sh";
 
 /// The lowercase hex SHA-256 of `bytes`: the module hash in the manifest.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+/// [`sha256_hex`] of the file at `path`, read a block at a time (a rank's
+/// file or a checkpoint may be larger than memory should hold twice).
+pub fn sha256_file_hex(path: &std::path::Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }

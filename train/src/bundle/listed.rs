@@ -27,6 +27,8 @@ pub struct ListedBundle {
 #[derive(Debug)]
 pub struct ListedProgram {
     pub name: ProgramName,
+    /// The manifest it was read from.
+    pub manifest: PathBuf,
     pub inputs: Vec<Value>,
     pub outputs: Vec<Value>,
 }
@@ -167,6 +169,7 @@ fn program(
     };
     Ok(ListedProgram {
         name,
+        manifest: path.to_path_buf(),
         inputs: listed("input")?,
         outputs: listed("output")?,
     })

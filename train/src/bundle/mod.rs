@@ -19,7 +19,8 @@ mod target;
 
 pub use accumulation::{stage_accumulation_bundle, ACCUMULATION_FORMAT, APPLY_DIR, MICRO_DIR};
 pub use files::{
-    sha256_hex, BUNDLE_FORMAT, FLAGS_FILE, MANIFEST_FILE, NEURON_SCRIPT, PROTO_FILE, TEXT_FILE,
+    sha256_file_hex, sha256_hex, BUNDLE_FORMAT, FLAGS_FILE, MANIFEST_FILE, NEURON_SCRIPT,
+    PROTO_FILE, TEXT_FILE,
 };
 pub use listed::{ListedBundle, ListedProgram, ListingFault};
 pub use listing::{expand_json as expand_listing, ListingError};

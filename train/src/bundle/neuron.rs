@@ -14,10 +14,17 @@ use serde::Serialize;
 /// flags are what they were before bundles named a chip.
 pub fn neuron_input_flags(chip: Chip) -> Vec<String> {
     let mut flags = vec!["--framework=XLA".to_string(), format!("--target={chip}")];
-    if chip.logical_nc_config() > 1 {
-        flags.push(format!("--logical-nc-config={}", chip.logical_nc_config()));
+    if let Some(lnc) = named_lnc(chip) {
+        flags.push(format!("--logical-nc-config={lnc}"));
     }
     flags
+}
+
+/// The logical-core configuration a bundle for `chip` states to both
+/// neuronx-cc and the runtime: none where a core is one physical core
+/// (trn1, whose only configuration it is).
+fn named_lnc(chip: Chip) -> Option<u32> {
+    Some(chip.logical_nc_config()).filter(|&lnc| lnc > 1)
 }
 
 /// How neuronx-cc should treat the model, written after the module's path.
@@ -45,11 +52,8 @@ pub const NEURON_ROUNDING_SEED: &str = "0";
 /// cores sets the runtime's configuration to the one compiled for.
 pub fn neuron_env(chip: Chip, stochastic_rounding: bool) -> Vec<(&'static str, String)> {
     let mut env = vec![("NEURON_FUSE_SOFTMAX", "1".to_string())];
-    if chip.logical_nc_config() > 1 {
-        env.push((
-            "NEURON_LOGICAL_NC_CONFIG",
-            chip.logical_nc_config().to_string(),
-        ));
+    if let Some(lnc) = named_lnc(chip) {
+        env.push(("NEURON_LOGICAL_NC_CONFIG", lnc.to_string()));
     }
     if stochastic_rounding {
         env.push(("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1".to_string()));

@@ -17,13 +17,12 @@
 //! are ([`step_dir_name`]), and pruned as [`prune`] says.
 
 use super::{step_dir_name, step_of_dir_name, SkipReason, COMPLETE};
-use crate::bundle::sha256_hex;
+use crate::bundle::{sha256_file_hex, sha256_hex};
 use crate::state_shards::rank_file_name;
 use hlatc_compiler::Literal;
 use hlatc_runtime::atomic_file::{temp_beside, write_synced};
 use hlatc_runtime::TensorFileError;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -290,19 +289,6 @@ fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(io(dir))
 }
 
-/// The sha256 of the file at `path`, read a block at a time (a rank's file
-/// may be larger than memory should hold twice).
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher)?;
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
 /// The checkpoint in `dir` as a load of `world` ranks finds it: the
 /// directory, its marker ([`Marker::read`]), its world size, and the files
 /// of `ranks` (this process's) against the sha256s it records. Its marker.
@@ -325,7 +311,7 @@ pub fn open_for_load(dir: &Path, world: usize, ranks: &[usize]) -> Result<Marker
         if !file.is_file() {
             return Err(ShardedCheckpointError::Missing { file });
         }
-        let sum = sha256_file(&file).map_err(io(&file))?;
+        let sum = sha256_file_hex(&file).map_err(io(&file))?;
         if marker.files.get(&name) != Some(&sum) {
             return Err(ShardedCheckpointError::Changed { file });
         }
@@ -390,7 +376,7 @@ pub fn problem(
             .cloned(),
     );
     for name in names {
-        let sum = match sha256_file(&dir.join(&name)) {
+        let sum = match sha256_file_hex(&dir.join(&name)) {
             Ok(s) => s,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Some(SkipReason::Missing { name }))

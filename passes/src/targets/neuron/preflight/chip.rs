@@ -33,7 +33,7 @@ impl Chip {
 
     /// HBM per NeuronCore, as the SDK states it: 16 GiB on Trn1; 24 GiB on
     /// Trn2 with its default logical core of two physical ones (LNC=2).
-    pub fn hbm_per_core(self) -> u64 {
+    pub const fn hbm_per_core(self) -> u64 {
         match self {
             Chip::Trn1 => 16 << 30,
             Chip::Trn2 => 24 << 30,
@@ -46,7 +46,7 @@ impl Chip {
     /// that of. The compiler's `--logical-nc-config` and the runtime's
     /// `NEURON_LOGICAL_NC_CONFIG` must agree (the SDK's "Logical
     /// NeuronCore configuration" page).
-    pub fn logical_nc_config(self) -> u32 {
+    pub const fn logical_nc_config(self) -> u32 {
         match self {
             Chip::Trn1 => 1,
             Chip::Trn2 => 2,
