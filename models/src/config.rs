@@ -2,6 +2,7 @@
 //! and the training shape (batch, sequence length).
 
 pub use crate::field_problem::FieldProblem;
+pub use crate::moe::MoeConfig;
 pub use crate::rope::{RopeScaling, RopeScalingError};
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,14 @@ pub enum ModelType {
     Mistral,
     /// Llama with q/k/v projection biases.
     Qwen2,
+    /// Llama with an RMSNorm on each query and key head.
+    Qwen3,
+    /// Mistral with a mixture of experts for its MLP.
+    Mixtral,
+    /// Qwen2 with a mixture of experts and a shared expert.
+    Qwen2Moe,
+    /// Qwen3 with a mixture of experts.
+    Qwen3Moe,
 }
 
 impl ModelType {
@@ -66,6 +75,17 @@ pub struct ModelConfig {
     /// `init` block, not twice.
     #[serde(skip, default = "default_initializer_range")]
     pub initializer_range: f64,
+    /// An RMSNorm over each query and key head, before the rotary
+    /// embedding (Qwen3's `q_norm` and `k_norm`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub qk_norm: bool,
+    /// The mixture of experts that replaces the MLP of its sparse layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe: Option<MoeConfig>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 /// Hugging Face's default `initializer_range`, and HLAT's.
@@ -143,6 +163,8 @@ impl ModelConfig {
             sliding_window: None,
             fused_projections: false,
             initializer_range: DEFAULT_INITIALIZER_RANGE,
+            qk_norm: false,
+            moe: None,
         }
     }
 
@@ -270,6 +292,13 @@ impl ModelConfig {
                     max: MAX_HEAD_DIM,
                 },
             );
+        }
+        if let Some((field, problem)) = self
+            .moe
+            .as_ref()
+            .and_then(|m| m.problem(self.num_hidden_layers))
+        {
+            return err(field, problem);
         }
         if self.checked_parameter_count().is_none() {
             return err("hidden_size", FieldProblem::TooManyParameters);

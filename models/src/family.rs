@@ -29,7 +29,85 @@ pub struct Family {
     /// Keys its configs write that do not change the training step, and
     /// why (beside [`crate::hf_config`]'s list for every family).
     pub irrelevant: &'static [(&'static str, &'static str)],
+    /// An RMSNorm on each query and key head (Qwen3).
+    pub qk_norm: bool,
+    /// Its mixture of experts: the keys that describe it and the names of
+    /// its tensors; `None` for a dense family.
+    pub experts: Option<ExpertNames>,
 }
+
+/// How a mixture-of-experts family writes its experts: in `config.json`
+/// and in its checkpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertNames {
+    /// The layer's MLP module (`block_sparse_moe`, `mlp`).
+    pub module: &'static str,
+    /// Each expert's gate, up and down projections (`w1`, `w3`, `w2`).
+    pub projections: [&'static str; 3],
+    /// The keys counting the experts, the first the family's own
+    /// (`num_local_experts`; `num_experts`, which Qwen3-MoE's config class
+    /// writes as `num_local_experts`).
+    pub count_keys: &'static [&'static str],
+    /// The key of each expert's width (Mixtral's is `intermediate_size`,
+    /// which its dense layers would use, were there any).
+    pub width_key: &'static str,
+    /// Qwen's keys: `norm_topk_prob`, `decoder_sparse_step` and
+    /// `mlp_only_layers` (Mixtral renormalizes always, every layer sparse).
+    pub qwen_keys: bool,
+    /// Qwen2-MoE's shared expert and its gate.
+    pub shared_expert: bool,
+}
+
+impl ExpertNames {
+    /// The Hugging Face tensors a stacked parameter of layer `layer` in
+    /// `role` holds, `rows` of them (one per expert; the router is one
+    /// tensor, under its module's name).
+    pub fn parts(&self, role: crate::ParamRole, layer: i64, rows: i64) -> Vec<crate::HfPart> {
+        use crate::{HfPart, ParamRole, Projection};
+        let l = format!("model.layers.{layer}.{}", self.module);
+        let which = match role {
+            ParamRole::Experts(Projection::Gate) => 0,
+            ParamRole::Experts(Projection::Up) => 1,
+            ParamRole::Experts(Projection::Down) => 2,
+            ParamRole::Router if role.hf_name(layer) == format!("{l}.gate.weight") => {
+                return Vec::new()
+            }
+            ParamRole::Router => {
+                return vec![HfPart {
+                    name: format!("{l}.gate.weight"),
+                    rows: [0, rows],
+                    stacked: false,
+                }]
+            }
+            _ => return Vec::new(),
+        };
+        (0..rows)
+            .map(|e| HfPart {
+                name: format!("{l}.experts.{e}.{}.weight", self.projections[which]),
+                rows: [e, e + 1],
+                stacked: true,
+            })
+            .collect()
+    }
+}
+
+const MIXTRAL_EXPERTS: ExpertNames = ExpertNames {
+    module: "block_sparse_moe",
+    projections: ["w1", "w3", "w2"],
+    count_keys: &["num_local_experts"],
+    width_key: "intermediate_size",
+    qwen_keys: false,
+    shared_expert: false,
+};
+
+const QWEN_EXPERTS: ExpertNames = ExpertNames {
+    module: "mlp",
+    projections: ["gate_proj", "up_proj", "down_proj"],
+    count_keys: &["num_experts", "num_local_experts"],
+    width_key: "moe_intermediate_size",
+    qwen_keys: true,
+    shared_expert: false,
+};
 
 /// The projection biases a family's config asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,14 +117,19 @@ pub enum AttentionBias {
     /// q, k and v always have one and o never; `attention_bias` is
     /// refused when true (Qwen2).
     FixedQkv,
+    /// `qkv_bias` (true when absent) puts a bias on q, k and v, and o
+    /// never has one; `attention_bias` is refused when true (Qwen2-MoE).
+    QkvKey,
 }
 
 impl AttentionBias {
-    /// `(qkv_bias, o_proj_bias)` for `attention_bias` = `key`.
-    pub const fn biases(self, key: bool) -> (bool, bool) {
+    /// `(qkv_bias, o_proj_bias)` for `attention_bias` = `key` (and, for
+    /// [`AttentionBias::QkvKey`], `qkv_bias` = `qkv`).
+    pub const fn biases(self, key: bool, qkv: bool) -> (bool, bool) {
         match self {
             AttentionBias::Key => (key, key),
             AttentionBias::FixedQkv => (true, key),
+            AttentionBias::QkvKey => (qkv, false),
         }
     }
 
@@ -54,6 +137,7 @@ impl AttentionBias {
     pub fn refusal(self, key: bool) -> Option<FieldProblem> {
         match self {
             AttentionBias::FixedQkv if key => Some(FieldProblem::QwenAttentionBias),
+            AttentionBias::QkvKey if key => Some(FieldProblem::QwenMoeAttentionBias),
             _ => None,
         }
     }
@@ -79,6 +163,8 @@ pub static LLAMA: Family = Family {
     attention_bias: AttentionBias::Key,
     window: Window::Never,
     irrelevant: &[],
+    qk_norm: false,
+    experts: None,
 };
 
 pub static MISTRAL: Family = Family {
@@ -88,6 +174,8 @@ pub static MISTRAL: Family = Family {
     attention_bias: AttentionBias::Key,
     window: Window::SlidingWindow,
     irrelevant: &[],
+    qk_norm: false,
+    experts: None,
 };
 
 pub static QWEN2: Family = Family {
@@ -96,14 +184,67 @@ pub static QWEN2: Family = Family {
     architecture: "Qwen2ForCausalLM",
     attention_bias: AttentionBias::FixedQkv,
     window: Window::SwitchedOff,
-    irrelevant: &[(
-        "max_window_layers",
-        "Qwen2: which layers slide when use_sliding_window is on (checked off)",
-    )],
+    irrelevant: QWEN_WINDOW_LAYERS,
+    qk_norm: false,
+    experts: None,
+};
+
+const QWEN_WINDOW_LAYERS: &[(&str, &str)] = &[(
+    "max_window_layers",
+    "Qwen2: which layers slide when use_sliding_window is on (checked off)",
+)];
+
+pub static QWEN3: Family = Family {
+    model_type: ModelType::Qwen3,
+    name: "qwen3",
+    architecture: "Qwen3ForCausalLM",
+    attention_bias: AttentionBias::Key,
+    window: Window::SwitchedOff,
+    irrelevant: QWEN_WINDOW_LAYERS,
+    qk_norm: true,
+    experts: None,
+};
+
+pub static MIXTRAL: Family = Family {
+    model_type: ModelType::Mixtral,
+    name: "mixtral",
+    architecture: "MixtralForCausalLM",
+    attention_bias: AttentionBias::Key,
+    window: Window::SlidingWindow,
+    irrelevant: &[],
+    qk_norm: false,
+    experts: Some(MIXTRAL_EXPERTS),
+};
+
+pub static QWEN2_MOE: Family = Family {
+    model_type: ModelType::Qwen2Moe,
+    name: "qwen2_moe",
+    architecture: "Qwen2MoeForCausalLM",
+    attention_bias: AttentionBias::QkvKey,
+    window: Window::SwitchedOff,
+    irrelevant: QWEN_WINDOW_LAYERS,
+    qk_norm: false,
+    experts: Some(ExpertNames {
+        shared_expert: true,
+        ..QWEN_EXPERTS
+    }),
+};
+
+pub static QWEN3_MOE: Family = Family {
+    model_type: ModelType::Qwen3Moe,
+    name: "qwen3_moe",
+    architecture: "Qwen3MoeForCausalLM",
+    attention_bias: AttentionBias::Key,
+    window: Window::SwitchedOff,
+    irrelevant: QWEN_WINDOW_LAYERS,
+    qk_norm: true,
+    experts: Some(QWEN_EXPERTS),
 };
 
 /// Every family, in the order messages list them.
-pub static FAMILIES: [&Family; 3] = [&LLAMA, &MISTRAL, &QWEN2];
+pub static FAMILIES: [&Family; 7] = [
+    &LLAMA, &MISTRAL, &QWEN2, &QWEN3, &MIXTRAL, &QWEN2_MOE, &QWEN3_MOE,
+];
 
 impl ModelType {
     /// What distinguishes this member of the family.
@@ -112,6 +253,10 @@ impl ModelType {
             ModelType::Llama => &LLAMA,
             ModelType::Mistral => &MISTRAL,
             ModelType::Qwen2 => &QWEN2,
+            ModelType::Qwen3 => &QWEN3,
+            ModelType::Mixtral => &MIXTRAL,
+            ModelType::Qwen2Moe => &QWEN2_MOE,
+            ModelType::Qwen3Moe => &QWEN3_MOE,
         }
     }
 }
@@ -126,11 +271,12 @@ impl Family {
     /// forced ones included: Qwen2's q/k/v biases); sizes are
     /// placeholders every preset and config sets.
     pub fn defaults(&self) -> ModelConfig {
-        let (qkv_bias, o_proj_bias) = self.attention_bias.biases(false);
+        let (qkv_bias, o_proj_bias) = self.attention_bias.biases(false, true);
         ModelConfig {
             model_type: self.model_type,
             qkv_bias,
             o_proj_bias,
+            qk_norm: self.qk_norm,
             ..ModelConfig::llama_defaults()
         }
     }

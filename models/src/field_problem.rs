@@ -26,6 +26,20 @@ pub enum FieldProblem {
     NotAboveOne(f64),
     #[error("must be at least 2, got {0}")]
     BelowTwo(i64),
+    #[error("must be 0 or more, got {0}")]
+    Negative(f64),
+    #[error("{per_token} is more than the {experts} experts a token can be routed to")]
+    MoreExpertsPerTokenThanExperts { per_token: i64, experts: i64 },
+    #[error("names layer {layer}; the model has layers 0 to {}", layers - 1)]
+    NoSuchLayer { layer: i64, layers: i64 },
+    #[error("{value} disagrees with {other} = {other_value}; they name the same count")]
+    Disagrees {
+        value: i64,
+        other: &'static str,
+        other_value: i64,
+    },
+    #[error("must be a list of layer numbers, got {0}")]
+    NotLayerList(Value),
     /// A key whose only supported value is `expected`.
     #[error("{value} is not supported ({why}; hlatc implements {expected})")]
     OnlyValue {
@@ -58,6 +72,8 @@ pub enum FieldProblem {
     TooManyParameters,
     #[error("Qwen2 has fixed q/k/v biases and no attention_bias key")]
     QwenAttentionBias,
+    #[error("Qwen2-MoE's q/k/v biases are set by qkv_bias and its output projection has none; there is no attention_bias key")]
+    QwenMoeAttentionBias,
     #[error("true is not supported (Qwen2's per-layer windows); hlatc builds full attention")]
     QwenSlidingWindow,
     #[error("{0} is not supported; hlatc builds full_attention layers")]

@@ -6,8 +6,9 @@
 //! `rope_theta` and `rope_scaling`) and 5 (`rope_parameters`).
 
 use crate::config::{ConfigError, ModelConfig, RopeScaling};
-use crate::family::{Family, Window, FAMILIES};
+use crate::family::{AttentionBias, ExpertNames, Family, Window, FAMILIES};
 use crate::field_problem::FieldProblem;
+use crate::moe::MoeConfig;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -300,7 +301,11 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
     let (rope_theta, rope_scaling) = rope(&mut k, defaults.rope_theta)?;
     let attention_bias = k.bool("attention_bias")?.unwrap_or(false);
     let sliding_window = sliding_window(&mut k, family.window)?;
-    let (qkv_bias, o_proj_bias) = family.attention_bias.biases(attention_bias);
+    let qkv_key = match family.attention_bias {
+        AttentionBias::QkvKey => k.bool("qkv_bias")?.unwrap_or(true),
+        _ => true,
+    };
+    let (qkv_bias, o_proj_bias) = family.attention_bias.biases(attention_bias, qkv_key);
     let cfg = ModelConfig {
         model_type: family.model_type,
         vocab_size: k.required("vocab_size")?,
@@ -325,6 +330,11 @@ pub fn read(text: &str, source: &str) -> Result<ModelConfig, ConfigError> {
         initializer_range: k
             .float("initializer_range")?
             .unwrap_or(defaults.initializer_range),
+        qk_norm: family.qk_norm,
+        moe: match family.experts {
+            Some(names) => Some(experts(&mut k, names)?),
+            None => None,
+        },
     };
     if let Some(problem) = family.attention_bias.refusal(attention_bias) {
         return Err(ConfigError::field(source, "attention_bias", problem));
@@ -372,6 +382,79 @@ fn architecture(k: &mut Keys) -> Result<&'static Family, ConfigError> {
         }
     }
     Ok(family)
+}
+
+/// The mixture of experts a family with `names` describes: every key it
+/// writes read, or checked to hold the one value hlatc implements.
+fn experts(k: &mut Keys, names: ExpertNames) -> Result<MoeConfig, ConfigError> {
+    k.only(
+        "router_jitter_noise",
+        &Value::from(0.0),
+        "multiplicative router noise is not modelled",
+    )?;
+    let (norm_topk_prob, decoder_sparse_step, mlp_only_layers) = match names.qwen_keys {
+        true => (
+            k.bool("norm_topk_prob")?.unwrap_or(false),
+            k.int("decoder_sparse_step")?.unwrap_or(1),
+            layer_list(k, "mlp_only_layers")?,
+        ),
+        false => (true, 1, Vec::new()),
+    };
+    let shared_expert_intermediate_size = match names.shared_expert {
+        true => Some(k.required("shared_expert_intermediate_size")?),
+        false => None,
+    };
+    let moe = MoeConfig {
+        num_experts: expert_count(k, names.count_keys)?,
+        num_experts_per_tok: k.required("num_experts_per_tok")?,
+        expert_intermediate_size: k.required(names.width_key)?,
+        norm_topk_prob,
+        shared_expert_intermediate_size,
+        decoder_sparse_step,
+        mlp_only_layers,
+        output_router_logits: k.bool("output_router_logits")?.unwrap_or(false),
+        router_aux_loss_coef: k.float("router_aux_loss_coef")?.unwrap_or(0.001),
+    };
+    Ok(moe)
+}
+
+/// The number of experts under the first of `keys` given; every other
+/// given must agree with it.
+fn expert_count(k: &mut Keys, keys: &'static [&'static str]) -> Result<i64, ConfigError> {
+    let source = k.source;
+    let mut found: Option<(&'static str, i64)> = None;
+    for &key in keys {
+        match (k.int(key)?, found) {
+            (Some(v), None) => found = Some((key, v)),
+            (Some(v), Some((other, other_value))) if v != other_value => {
+                return Err(ConfigError::field(
+                    source,
+                    key,
+                    FieldProblem::Disagrees {
+                        value: v,
+                        other,
+                        other_value,
+                    },
+                ))
+            }
+            _ => {}
+        }
+    }
+    found
+        .map(|(_, v)| v)
+        .ok_or_else(|| ConfigError::field(source, keys[0], FieldProblem::Missing))
+}
+
+/// A list of layer numbers under `key` (empty when absent).
+fn layer_list(k: &mut Keys, key: &'static str) -> Result<Vec<i64>, ConfigError> {
+    let source = k.source;
+    match k.get(key) {
+        None => Ok(Vec::new()),
+        Some(v) => v
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_i64).collect::<Option<Vec<i64>>>())
+            .ok_or_else(|| ConfigError::field(source, key, FieldProblem::NotLayerList(v.clone()))),
+    }
 }
 
 /// `head_dim`, or `hidden_size / num_attention_heads` where it is not written.

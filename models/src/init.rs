@@ -43,12 +43,17 @@ impl Normal {
 ///
 /// Drawn in the Hugging Face layout and then stored as `cfg` stores them,
 /// so a seed gives the same model whether its projections are fused or not.
+/// (Experts are drawn stacked, which draws each expert's tensor in turn.)
 pub fn init_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String, Literal)> {
-    let hf = hugging_face_params(&crate::layout::hugging_face_config(cfg), ty, seed);
-    if !cfg.fused_projections {
-        return hf;
+    let hf_cfg = crate::layout::hugging_face_config(cfg);
+    let drawn = hugging_face_params(&hf_cfg, ty, seed);
+    if param_specs(cfg).iter().all(|p| p.parts.is_empty()) {
+        return drawn;
     }
-    let mut by_name = hf.into_iter().collect();
+    let by_name = drawn.into_iter().collect();
+    let tensors = crate::layout::split(&hf_cfg, &by_name)
+        .expect("the tensors drawn are the Hugging Face view's");
+    let mut by_name = tensors.into_iter().collect();
     crate::layout::join(cfg, &mut by_name).expect("the Hugging Face tensors of the same model")
 }
 

@@ -70,9 +70,7 @@ pub fn join(
             let mut bytes = Vec::new();
             let mut ty = None;
             for part in &p.parts {
-                let mut dims = p.dims.clone();
-                dims[0] = part.rows[1] - part.rows[0];
-                let t = take(&part.name, &dims)?;
+                let t = take(&part.name, &part.dims(&p.dims))?;
                 let want = *ty.get_or_insert(t.ty());
                 if t.ty() != want {
                     return Err(LayoutError::Type {
@@ -114,10 +112,15 @@ pub fn split(
         parts.extend(parts_of(&p, t));
     }
     // Hugging Face's own order interleaves a fused group's weights and
-    // biases (q weight, q bias, k weight, ...).
+    // biases (q weight, q bias, k weight, ...); experts stay stacked in
+    // that view, and come out one by one.
     Ok(param_specs(&hugging_face_config(cfg))
         .into_iter()
-        .filter_map(|p| parts.remove_entry(&p.name))
+        .flat_map(|p| match p.parts.is_empty() {
+            true => vec![p.name],
+            false => p.parts.into_iter().map(|part| part.name).collect(),
+        })
+        .filter_map(|name| parts.remove_entry(&name))
         .collect())
 }
 
@@ -131,9 +134,7 @@ fn parts_of(p: &ParamSpec, t: &Literal) -> Vec<(String, Literal)> {
         .iter()
         .map(|part| {
             let [a, b] = part.rows.map(|r| r as usize * row_bytes);
-            let mut dims = p.dims.clone();
-            dims[0] = part.rows[1] - part.rows[0];
-            let lit = Literal::from_bytes(t.ty(), dims, t.bytes()[a..b].to_vec())
+            let lit = Literal::from_bytes(t.ty(), part.dims(&p.dims), t.bytes()[a..b].to_vec())
                 .expect("a row range of the fused tensor");
             (part.name.clone(), lit)
         })

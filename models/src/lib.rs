@@ -3,6 +3,7 @@
 //! parameter specs and the scaled initialization.
 
 pub mod config;
+mod experts;
 pub mod family;
 pub mod field_problem;
 pub mod hf_config;
@@ -12,6 +13,7 @@ pub mod kernel_layout;
 pub mod kernels;
 pub mod layout;
 pub mod llama;
+pub mod moe;
 pub mod parallel;
 pub mod params;
 pub mod presets;

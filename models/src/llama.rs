@@ -8,6 +8,7 @@
 //! when its parts are.
 
 use crate::config::{BatchShape, ModelConfig};
+use crate::experts::RouterStats;
 use crate::imported_kernel::{ImportedKernel, Role};
 use crate::kernels::{AttentionKernel, Kernels};
 use crate::parallel::layers::RankContext;
@@ -15,7 +16,7 @@ use crate::parallel::{Fault, Parallelism};
 use crate::params::{param_specs, weight_specs};
 pub use crate::token_ops::IGNORE_INDEX;
 use crate::token_ops::{counted_total, gather_rows};
-use crate::weights::{GateUp, LayerWeights, Linear, Qkv, Weights};
+use crate::weights::{DenseMlp, GateUp, LayerWeights, Linear, Mlp, Qkv, SparseMlp, Weights};
 use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::graph::autodiff::{BackwardCall, Composite, CompositeRule, GradHints};
 use hlatc_compiler::graph::blocked_attention::{AttentionOperands, BlockedAttention};
@@ -62,6 +63,8 @@ struct Llama<'a> {
     /// An imported kernel's forward and backward, once brought into the
     /// builder.
     imported: Option<(ComputationId, ComputationId)>,
+    /// The sparse layers' routing so far, for the load-balancing loss.
+    router_stats: RouterStats,
 }
 
 /// What attention masks by: the mask of the plain graph (`pred[S, S]`, or
@@ -152,18 +155,21 @@ impl Llama<'_> {
     }
 
     /// x [N, D] * rsqrt(mean(x^2) + eps) * w (N is a rank's run of the
-    /// rows under sequence parallelism).
+    /// rows under sequence parallelism), over the last dimension of `x`
+    /// (Qwen3's q/k norms are over each head's).
     fn rms_norm(&mut self, x: InstrId, w: InstrId) -> Result<InstrId, BuildError> {
-        let [n, d] = [self.b.dims(x)[0], self.cfg.hidden_size];
+        let dims = self.b.dims(x);
+        let last = dims.len() as i64 - 1;
+        let rows: Vec<i64> = (0..last).collect();
         let b = &mut *self.b;
         let sq = b.mul(x, x)?;
-        let ss = b.reduce_sum(sq, &[1])?;
-        let ms = b.scale(ss, 1.0 / d as f64)?;
+        let ss = b.reduce_sum(sq, &[last])?;
+        let ms = b.scale(ss, 1.0 / dims[last as usize] as f64)?;
         let eps = b.full_like(ms, self.cfg.rms_norm_eps)?;
         let var = b.add2(ms, eps)?;
         let r = b.unary(UnaryOp::Rsqrt, var)?;
-        let rb = b.broadcast(r, &[n, d], &[0])?;
-        let wb = b.broadcast(w, &[n, d], &[1])?;
+        let rb = b.broadcast(r, &dims, &rows)?;
+        let wb = b.broadcast(w, &dims, &[last])?;
         let y = b.mul(x, rb)?;
         let out = b.mul(y, wb)?;
         // The backward keeps x and the [N] scale and recomputes the rest,
@@ -243,17 +249,7 @@ impl Llama<'_> {
 
     /// Softmax over the last dimension; the max is a constant shift.
     fn softmax_last(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
-        let last = self.b.dims(x).len() as i64 - 1;
-        let (y, m) = self.b.softmax(x, last)?;
-        self.hints.stop.push(m);
-        self.hints.composites.push(Composite {
-            inputs: vec![x],
-            output: y,
-            rule: CompositeRule::Softmax { axis: last },
-            residuals: Vec::new(),
-            backward_call: None,
-        });
-        Ok(y)
+        crate::experts::softmax_last(self.b, &mut self.hints, x)
     }
 
     /// Self-attention of layer `w` over `h`.
@@ -282,6 +278,13 @@ impl Llama<'_> {
         let q = self.b.reshape(q, &[bs, s, hq, hd])?;
         let k = self.b.reshape(k, &[bs, s, hkv, hd])?;
         let v = self.b.reshape(v, &[bs, s, hkv, hd])?;
+        let (q, k) = match w.qk_norm {
+            Some([qn, kn]) => (
+                self.scoped("q_norm", |m| m.rms_norm(q, qn))?,
+                self.scoped("k_norm", |m| m.rms_norm(k, kn))?,
+            ),
+            None => (q, k),
+        };
         self.b.push_scope(scope::ROPE);
         let q = self.rope(q, tables.0, tables.1)?;
         let k = self.rope(k, tables.0, tables.1)?;
@@ -492,10 +495,54 @@ impl Llama<'_> {
         Ok(att)
     }
 
-    /// The MLP of layer `w` over `h`.
+    /// The MLP of layer `w` over `h`: dense, or a mixture of experts.
     fn mlp(&mut self, h: InstrId, w: &LayerWeights<InstrId>) -> Result<InstrId, BuildError> {
         self.b.push_scope(scope::MLP);
-        let f = self.cfg.intermediate_size / self.rank.as_ref().map_or(1, |r| r.par.tp);
+        let out = match &w.mlp {
+            Mlp::Dense(dense) => self.dense_mlp(h, dense, self.cfg.intermediate_size)?,
+            Mlp::Sparse(sparse) => self.sparse_mlp(h, sparse)?,
+        };
+        self.b.pop_scope();
+        Ok(out)
+    }
+
+    /// A mixture of experts over `h`: the routed experts' weighted sum,
+    /// plus the shared expert scaled by its gate where there is one.
+    fn sparse_mlp(&mut self, h: InstrId, w: &SparseMlp<InstrId>) -> Result<InstrId, BuildError> {
+        let moe = self
+            .cfg
+            .moe
+            .as_ref()
+            .expect("a sparse layer's config has its experts");
+        let logits = self.scoped("gate", |m| m.linear(h, w.router))?;
+        let weights =
+            crate::experts::route(self.b, &mut self.hints, moe, logits, &mut self.router_stats)?;
+        self.b.push_scope("experts");
+        let out = crate::experts::experts(self.b, &mut self.hints, h, w, weights)?;
+        self.b.pop_scope();
+        let Some(shared) = &w.shared else {
+            return Ok(out);
+        };
+        let width = moe.shared_expert_intermediate_size.unwrap_or(0);
+        let s = self.scoped("shared_expert", |m| m.dense_mlp(h, &shared.mlp, width))?;
+        let g = self.scoped("shared_expert_gate", |m| m.linear(h, shared.gate))?;
+        let b = &mut *self.b;
+        let g = b.unary(UnaryOp::Logistic, g)?;
+        let dims = b.dims(s);
+        let g = b.reshape(g, &dims[..1])?;
+        let g = b.broadcast(g, &dims, &[0])?;
+        let s = b.mul(g, s)?;
+        b.add2(out, s)
+    }
+
+    /// A SwiGLU MLP of width `width` over `h`.
+    fn dense_mlp(
+        &mut self,
+        h: InstrId,
+        w: &DenseMlp<InstrId>,
+        width: i64,
+    ) -> Result<InstrId, BuildError> {
+        let f = width / self.rank.as_ref().map_or(1, |r| r.par.tp);
         let [g, u] = match &w.gate_up {
             GateUp::Fused(gate_up) => {
                 let gate_up = self.projection(h, gate_up)?;
@@ -512,9 +559,7 @@ impl Llama<'_> {
         // The backward keeps the gate and up projections and recomputes
         // the rest, the down projection's input included.
         self.hints.recompute.extend([sg, silu, a]);
-        let out = self.row_parallel(a, &w.down_proj)?;
-        self.b.pop_scope();
-        Ok(out)
+        self.row_parallel(a, &w.down_proj)
     }
 
     /// The column blocks of `x` (`[N, sum(widths)]`), in order: the
@@ -833,6 +878,7 @@ impl<'a> ForwardParts<'a> {
                 token_count,
                 kernels,
                 imported: None,
+                router_stats: RouterStats::default(),
             },
             weights,
             segments,
@@ -976,6 +1022,20 @@ impl<'a> ForwardParts<'a> {
                 loss
             }
         })?;
+        let loss = match m.cfg.moe.as_ref().filter(|moe| moe.aux_loss()) {
+            Some(moe) => m.scoped("aux_loss", |m| {
+                let ty = m.b.ty(loss);
+                let tokens = m.n();
+                match crate::experts::load_balancing_loss(m.b, moe, &m.router_stats, tokens, ty)? {
+                    Some(aux) => {
+                        let aux = m.b.scale(aux, moe.router_aux_loss_coef)?;
+                        m.b.add2(loss, aux)
+                    }
+                    None => Ok(loss),
+                }
+            })?,
+            None => loss,
+        };
         Ok((loss, logits))
     }
 

@@ -7,8 +7,11 @@
 //! same declaration flattened in Hugging Face order.
 
 use crate::config::ModelConfig;
+use crate::moe::MoeConfig;
 use crate::parallel::{TpSplit, Units};
-use crate::weights::{GateUp, LayerWeights, Linear, LmHead, Qkv, Weights};
+use crate::weights::{
+    DenseMlp, GateUp, LayerWeights, Linear, LmHead, Mlp, Qkv, SharedExpert, SparseMlp, Weights,
+};
 pub use crate::weights::{ParamRole, Projection};
 use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::{ElementType, InstrId, Shape};
@@ -60,6 +63,24 @@ impl crate::weights::Placement for ParamSpec {
 pub struct HfPart {
     pub name: String,
     pub rows: [i64; 2],
+    /// The Hugging Face tensor is one row of the leading dimension
+    /// without that dimension: one expert of a stack of experts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stacked: bool,
+}
+
+impl HfPart {
+    /// The Hugging Face tensor's shape, as part of a tensor of `dims`.
+    pub fn dims(&self, dims: &[i64]) -> Vec<i64> {
+        match self.stacked {
+            true => dims[1..].to_vec(),
+            false => {
+                let mut d = dims.to_vec();
+                d[0] = self.rows[1] - self.rows[0];
+                d
+            }
+        }
+    }
 }
 
 /// Every parameter of `cfg` by role, each declared where its field is:
@@ -113,6 +134,12 @@ pub(crate) fn weight_specs_of_layers(cfg: &ModelConfig, layers: Range<i64>) -> W
 /// The parameters of layer `i`; biases where the config asks for them,
 /// q/k/v and gate/up fused where it stores them so.
 pub(crate) fn layer_weights(cfg: &ModelConfig, i: i64) -> LayerWeights<ParamSpec> {
+    let sparse = cfg.moe.as_ref().is_some_and(|m| m.is_sparse(i));
+    layer_weights_of_kind(cfg, i, sparse)
+}
+
+/// [`layer_weights`] of layer `i` with a sparse MLP or a dense one.
+fn layer_weights_of_kind(cfg: &ModelConfig, i: i64, sparse: bool) -> LayerWeights<ParamSpec> {
     let (d, f, hd) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim());
     let (q_rows, kv_rows) = (cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd);
     let (std, out_std) = (cfg.initializer_range, cfg.output_projection_std());
@@ -141,7 +168,6 @@ pub(crate) fn layer_weights(cfg: &ModelConfig, i: i64) -> LayerWeights<ParamSpec
     };
     let norm = |role| spec(role, vec![d], Init::Ones, TpSplit::Replicated);
     let heads = |count| Units { count, size: hd };
-    let columns = Units { count: f, size: 1 };
     let (hq, hkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
     let column =
         |p, out, bias, units| linear(p, out, d, Init::Normal(std), bias, Split::Out(units));
@@ -151,9 +177,75 @@ pub(crate) fn layer_weights(cfg: &ModelConfig, i: i64) -> LayerWeights<ParamSpec
         (Projection::V, kv_rows, hkv),
     ]
     .map(|(p, out, h)| column(p, out, cfg.qkv_bias, heads(h)));
-    let [gate, up] =
-        [Projection::Gate, Projection::Up].map(|p| column(p, f, cfg.mlp_bias, columns));
     let fused = cfg.fused_projections;
+    let dense = |[gate, up, down]: [Projection; 3], f: i64, fused: bool| {
+        let columns = Units { count: f, size: 1 };
+        let [gate, up] = [gate, up].map(|p| column(p, f, cfg.mlp_bias, columns));
+        DenseMlp {
+            gate_up: match fused {
+                true => GateUp::Fused(fuse(Projection::GateUp, i, [gate, up])),
+                false => GateUp::Separate { gate, up },
+            },
+            down_proj: linear(
+                down,
+                d,
+                f,
+                Init::Normal(out_std),
+                cfg.mlp_bias,
+                Split::In(columns),
+            ),
+        }
+    };
+    let mlp = match &cfg.moe {
+        Some(moe) if sparse => {
+            let names = cfg.model_type.family().experts;
+            let stacked = |role: ParamRole, dims: Vec<i64>, init: Init| ParamSpec {
+                parts: names.map_or_else(Vec::new, |n| n.parts(role, i, dims[0])),
+                ..spec(role, dims, init, TpSplit::Replicated)
+            };
+            let (e, fe) = (moe.num_experts, moe.expert_intermediate_size);
+            Mlp::Sparse(SparseMlp {
+                router: stacked(ParamRole::Router, vec![e, d], Init::Normal(std)),
+                gate: stacked(
+                    ParamRole::Experts(Projection::Gate),
+                    vec![e, fe, d],
+                    Init::Normal(std),
+                ),
+                up: stacked(
+                    ParamRole::Experts(Projection::Up),
+                    vec![e, fe, d],
+                    Init::Normal(std),
+                ),
+                down: stacked(
+                    ParamRole::Experts(Projection::Down),
+                    vec![e, d, fe],
+                    Init::Normal(out_std),
+                ),
+                shared: shared_expert(moe).map(|fs| SharedExpert {
+                    mlp: dense(
+                        [
+                            Projection::SharedGate,
+                            Projection::SharedUp,
+                            Projection::SharedDown,
+                        ],
+                        fs,
+                        false,
+                    ),
+                    gate: spec(
+                        ParamRole::SharedExpertGate,
+                        vec![1, d],
+                        Init::Normal(std),
+                        TpSplit::Replicated,
+                    ),
+                }),
+            })
+        }
+        _ => Mlp::Dense(dense(
+            [Projection::Gate, Projection::Up, Projection::Down],
+            f,
+            fused,
+        )),
+    };
     LayerWeights {
         layer: i,
         input_norm: norm(ParamRole::InputNorm),
@@ -169,25 +261,18 @@ pub(crate) fn layer_weights(cfg: &ModelConfig, i: i64) -> LayerWeights<ParamSpec
             cfg.o_proj_bias,
             Split::In(heads(hq)),
         ),
+        qk_norm: cfg.qk_norm.then(|| {
+            [ParamRole::QNorm, ParamRole::KNorm]
+                .map(|role| spec(role, vec![hd], Init::Ones, TpSplit::Replicated))
+        }),
         post_attention_norm: norm(ParamRole::PostAttentionNorm),
-        gate_up: match fused {
-            true => GateUp::Fused(fuse(Projection::GateUp, i, [gate, up])),
-            false => GateUp::Separate { gate, up },
-        },
-        down_proj: linear(
-            Projection::Down,
-            d,
-            f,
-            Init::Normal(out_std),
-            cfg.mlp_bias,
-            Split::In(columns),
-        ),
+        mlp,
     }
 }
 
-/// The parameters of layer `i`, in Hugging Face order and naming.
-pub(crate) fn layer_specs(cfg: &ModelConfig, i: i64) -> Vec<ParamSpec> {
-    layer_weights(cfg, i).into_vec()
+/// The shared expert's width, where the model has one.
+fn shared_expert(moe: &MoeConfig) -> Option<i64> {
+    moe.shared_expert_intermediate_size
 }
 
 /// Which dimension of a projection tensor parallelism splits.
@@ -240,6 +325,7 @@ fn stack(role: ParamRole, layer: i64, taken: &[ParamSpec]) -> ParamSpec {
             let part = HfPart {
                 name: p.name.clone(),
                 rows: [row, row + p.dims[0]],
+                stacked: false,
             };
             row += p.dims[0];
             part
@@ -293,9 +379,16 @@ pub(crate) fn checked_parameter_count(cfg: &ModelConfig) -> Option<i64> {
     let size = |p: &ParamSpec| p.dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d));
     let sum = |ps: &[ParamSpec]| ps.iter().try_fold(0i64, |acc, p| acc.checked_add(size(p)?));
     let outer = weight_specs_of_layers(cfg, 0..0).into_vec();
-    let layers = cfg
-        .num_hidden_layers
-        .checked_mul(sum(&layer_specs(cfg, 0))?)?;
+    let sparse = cfg
+        .moe
+        .as_ref()
+        .map_or(0, |m| m.sparse_layer_count(cfg.num_hidden_layers));
+    let of_kind = |sparse: bool| sum(&layer_weights_of_kind(cfg, 0, sparse).into_vec());
+    let layers = (cfg.num_hidden_layers - sparse).checked_mul(of_kind(false)?)?;
+    let layers = match sparse {
+        0 => layers,
+        n => layers.checked_add(n.checked_mul(of_kind(true)?)?)?,
+    };
     sum(&outer)?.checked_add(layers)
 }
 

@@ -3,10 +3,10 @@
 //! tokenizer ids and the like do not change the step), over its family's
 //! defaults ([`crate::family`]).
 
-use crate::config::{ConfigError, ModelConfig, ModelType, RopeScaling};
+use crate::config::{ConfigError, ModelConfig, ModelType, MoeConfig, RopeScaling};
 
 /// Every preset `--model` accepts, with what it is.
-pub const PRESET_TABLE: [(&str, &str); 10] = [
+pub const PRESET_TABLE: [(&str, &str); 13] = [
     (
         "tiny",
         "2 layers, 4 heads over 2 KV heads, vocab 64: runs on XLA CPU in milliseconds",
@@ -20,11 +20,23 @@ pub const PRESET_TABLE: [(&str, &str); 10] = [
     ("qwen2-0.5b", "Qwen2-0.5B: q/k/v biases, tied embeddings"),
     ("tinyllama", "TinyLlama-1.1B"),
     ("smollm-135m", "SmolLM-135M: tied embeddings"),
+    (
+        "tiny-moe",
+        "tiny with a Mixtral MLP: 4 experts, 2 per token, load-balancing loss on; runs on XLA CPU",
+    ),
+    (
+        "mixtral-8x7b",
+        "Mixtral-8x7B-v0.1: 8 experts, 2 per token, load-balancing loss on",
+    ),
+    (
+        "qwen3-30b-a3b",
+        "Qwen3-30B-A3B: 128 experts, 8 per token, q/k norms, load-balancing loss on",
+    ),
 ];
 
 /// The names alone, for `--model`'s accepted values.
-pub const PRESETS: [&str; 10] = {
-    let mut names = [""; 10];
+pub const PRESETS: [&str; 13] = {
+    let mut names = [""; 13];
     let mut i = 0;
     while i < PRESET_TABLE.len() {
         names[i] = PRESET_TABLE[i].0;
@@ -49,6 +61,23 @@ fn llama3(hidden: i64, ffn: i64, layers: i64, head_dim: i64, tied: bool) -> Mode
         max_position_embeddings: 8192,
         ..ModelConfig::llama_defaults()
     }
+}
+
+/// A mixture of experts trained as Hugging Face trains one: with its
+/// load-balancing loss (`output_router_logits`, which published configs
+/// leave off for inference).
+fn experts(num_experts: i64, per_token: i64, width: i64, coef: f64) -> Option<MoeConfig> {
+    Some(MoeConfig {
+        num_experts,
+        num_experts_per_tok: per_token,
+        expert_intermediate_size: width,
+        norm_topk_prob: true,
+        shared_expert_intermediate_size: None,
+        decoder_sparse_step: 1,
+        mlp_only_layers: Vec::new(),
+        output_router_logits: true,
+        router_aux_loss_coef: coef,
+    })
 }
 
 /// Llama 3.1's scaling from 8K to 128K positions.
@@ -142,6 +171,41 @@ pub fn preset(name: &str) -> Option<ModelConfig> {
             tie_word_embeddings: true,
             max_position_embeddings: 2048,
             ..ModelConfig::llama_defaults()
+        },
+        "tiny-moe" => ModelConfig {
+            moe: experts(4, 2, 48, 0.02),
+            ..ModelConfig {
+                model_type: ModelType::Mixtral,
+                ..ModelConfig::tiny()
+            }
+        },
+        "mixtral-8x7b" => ModelConfig {
+            vocab_size: 32000,
+            hidden_size: 4096,
+            intermediate_size: 14336,
+            num_attention_heads: 32,
+            num_key_value_heads: 8,
+            head_dim: 128,
+            num_hidden_layers: 32,
+            rms_norm_eps: 1e-5,
+            rope_theta: 1000000.0,
+            max_position_embeddings: 32768,
+            moe: experts(8, 2, 14336, 0.02),
+            ..ModelType::Mixtral.family().defaults()
+        },
+        "qwen3-30b-a3b" => ModelConfig {
+            vocab_size: 151936,
+            hidden_size: 2048,
+            intermediate_size: 6144,
+            num_attention_heads: 32,
+            num_key_value_heads: 4,
+            head_dim: 128,
+            num_hidden_layers: 48,
+            rms_norm_eps: 1e-6,
+            rope_theta: 1000000.0,
+            max_position_embeddings: 40960,
+            moe: experts(128, 8, 768, 0.001),
+            ..ModelType::Qwen3Moe.family().defaults()
         },
         _ => return None,
     })

@@ -33,6 +33,10 @@ pub enum Projection {
     /// gate and up fused: their rows stacked in that order.
     GateUp,
     Down,
+    /// Qwen2-MoE's shared expert: a SwiGLU MLP beside the routed ones.
+    SharedGate,
+    SharedUp,
+    SharedDown,
 }
 
 impl Projection {
@@ -48,6 +52,9 @@ impl Projection {
             Projection::Up => "mlp.up_proj",
             Projection::GateUp => "mlp.gate_up_proj",
             Projection::Down => "mlp.down_proj",
+            Projection::SharedGate => "mlp.shared_expert.gate_proj",
+            Projection::SharedUp => "mlp.shared_expert.up_proj",
+            Projection::SharedDown => "mlp.shared_expert.down_proj",
         }
     }
 
@@ -64,6 +71,9 @@ impl Projection {
             Projection::Up => "up_proj",
             Projection::GateUp => "gate_up_proj",
             Projection::Down => "down_proj",
+            Projection::SharedGate => "shared_expert.gate_proj",
+            Projection::SharedUp => "shared_expert.up_proj",
+            Projection::SharedDown => "shared_expert.down_proj",
         }
     }
 
@@ -91,6 +101,16 @@ pub enum ParamRole {
     PostAttentionNorm,
     Weight(Projection),
     Bias(Projection),
+    /// Qwen3's RMSNorm over each query head, and each key head.
+    QNorm,
+    KNorm,
+    /// A sparse MLP's router, `[experts, hidden]`.
+    Router,
+    /// Every expert's gate, up or down projection, stacked along a
+    /// leading experts dimension (`[E, out, in]`).
+    Experts(Projection),
+    /// Qwen2-MoE's `shared_expert_gate`, `[1, hidden]`.
+    SharedExpertGate,
 }
 
 impl ParamRole {
@@ -114,6 +134,11 @@ impl ParamRole {
             ParamRole::PostAttentionNorm => format!("{l}post_attention_layernorm.weight"),
             ParamRole::Weight(p) => format!("{l}{}.weight", p.name()),
             ParamRole::Bias(p) => format!("{l}{}.bias", p.name()),
+            ParamRole::QNorm => format!("{l}self_attn.q_norm.weight"),
+            ParamRole::KNorm => format!("{l}self_attn.k_norm.weight"),
+            ParamRole::Router => format!("{l}mlp.gate.weight"),
+            ParamRole::Experts(p) => format!("{l}mlp.experts.{}.weight", p.scope()),
+            ParamRole::SharedExpertGate => format!("{l}mlp.shared_expert_gate.weight"),
         }
     }
 }
@@ -150,6 +175,41 @@ pub enum GateUp<T> {
     },
 }
 
+/// A SwiGLU MLP's projections.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DenseMlp<T> {
+    pub gate_up: GateUp<T>,
+    pub down_proj: Linear<T>,
+}
+
+/// A mixture of experts: the router, the experts' projections (each
+/// stacked over the experts) and, for Qwen2-MoE, the shared expert and
+/// its gate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseMlp<T> {
+    pub router: T,
+    /// `[E, I, H]`, `[E, I, H]` and `[E, H, I]`.
+    pub gate: T,
+    pub up: T,
+    pub down: T,
+    pub shared: Option<SharedExpert<T>>,
+}
+
+/// Qwen2-MoE's shared expert: an MLP every token runs through, scaled by
+/// `sigmoid(x gate^T)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedExpert<T> {
+    pub mlp: DenseMlp<T>,
+    pub gate: T,
+}
+
+/// A layer's MLP: dense, or a mixture of experts.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mlp<T> {
+    Dense(DenseMlp<T>),
+    Sparse(SparseMlp<T>),
+}
+
 /// One decoder layer's parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerWeights<T> {
@@ -158,9 +218,10 @@ pub struct LayerWeights<T> {
     pub input_norm: T,
     pub qkv: Qkv<T>,
     pub o_proj: Linear<T>,
+    /// Qwen3's per-head RMSNorm weights, for queries and for keys.
+    pub qk_norm: Option<[T; 2]>,
     pub post_attention_norm: T,
-    pub gate_up: GateUp<T>,
-    pub down_proj: Linear<T>,
+    pub mlp: Mlp<T>,
 }
 
 /// The LM head: its own `[vocab, hidden]` matrix, or the embedding's
@@ -201,10 +262,61 @@ impl<T> Linear<T> {
     }
 }
 
+impl<T> DenseMlp<T> {
+    fn try_map<U, E>(
+        self,
+        f: &mut impl FnMut(ParamRole, Option<i64>, T) -> Result<U, E>,
+        layer: i64,
+    ) -> Result<DenseMlp<U>, E> {
+        let gate_up = match self.gate_up {
+            GateUp::Fused(gate_up) => GateUp::Fused(gate_up.try_map(f, layer)?),
+            GateUp::Separate { gate, up } => {
+                let gate = gate.try_map(f, layer)?;
+                let up = up.try_map(f, layer)?;
+                GateUp::Separate { gate, up }
+            }
+        };
+        let down_proj = self.down_proj.try_map(f, layer)?;
+        Ok(DenseMlp { gate_up, down_proj })
+    }
+}
+
+impl<T> SparseMlp<T> {
+    /// Router, experts' gate, up and down, then the shared expert's MLP
+    /// and its gate.
+    fn try_map<U, E>(
+        self,
+        f: &mut impl FnMut(ParamRole, Option<i64>, T) -> Result<U, E>,
+        layer: i64,
+    ) -> Result<SparseMlp<U>, E> {
+        let l = Some(layer);
+        let router = f(ParamRole::Router, l, self.router)?;
+        let gate = f(ParamRole::Experts(Projection::Gate), l, self.gate)?;
+        let up = f(ParamRole::Experts(Projection::Up), l, self.up)?;
+        let down = f(ParamRole::Experts(Projection::Down), l, self.down)?;
+        let shared = match self.shared {
+            Some(s) => Some(SharedExpert {
+                mlp: s.mlp.try_map(f, layer)?,
+                gate: f(ParamRole::SharedExpertGate, l, s.gate)?,
+            }),
+            None => None,
+        };
+        Ok(SparseMlp {
+            router,
+            gate,
+            up,
+            down,
+            shared,
+        })
+    }
+}
+
 impl<T> LayerWeights<T> {
-    /// Each parameter through `f` (with its role and layer), in Hugging
-    /// Face order: input norm, q, k, v (or qkv), o, post-attention norm,
-    /// gate, up (or gate_up), down; each bias right after its weight.
+    /// Each parameter through `f` (with its role and layer), in hlatc's
+    /// order: input norm, q, k, v (or qkv), o, q and k norms, the
+    /// post-attention norm, then the MLP's: gate, up (or gate_up), down,
+    /// or the router, the experts and the shared expert; each bias right
+    /// after its weight.
     pub fn try_map<U, E>(
         self,
         f: &mut impl FnMut(ParamRole, Option<i64>, T) -> Result<U, E>,
@@ -221,28 +333,30 @@ impl<T> LayerWeights<T> {
             }
         };
         let o_proj = self.o_proj.try_map(f, layer)?;
+        let qk_norm = match self.qk_norm {
+            Some([q, k]) => Some([
+                f(ParamRole::QNorm, Some(layer), q)?,
+                f(ParamRole::KNorm, Some(layer), k)?,
+            ]),
+            None => None,
+        };
         let post_attention_norm = f(
             ParamRole::PostAttentionNorm,
             Some(layer),
             self.post_attention_norm,
         )?;
-        let gate_up = match self.gate_up {
-            GateUp::Fused(gate_up) => GateUp::Fused(gate_up.try_map(f, layer)?),
-            GateUp::Separate { gate, up } => {
-                let gate = gate.try_map(f, layer)?;
-                let up = up.try_map(f, layer)?;
-                GateUp::Separate { gate, up }
-            }
+        let mlp = match self.mlp {
+            Mlp::Dense(dense) => Mlp::Dense(dense.try_map(f, layer)?),
+            Mlp::Sparse(sparse) => Mlp::Sparse(sparse.try_map(f, layer)?),
         };
-        let down_proj = self.down_proj.try_map(f, layer)?;
         Ok(LayerWeights {
             layer,
             input_norm,
             qkv,
             o_proj,
+            qk_norm,
             post_attention_norm,
-            gate_up,
-            down_proj,
+            mlp,
         })
     }
 
@@ -370,15 +484,18 @@ impl<T> Weights<T> {
                         },
                     },
                     o_proj: linear(&mut slots, Projection::O, layer)?,
-                    post_attention_norm: take(&mut slots, ParamRole::PostAttentionNorm, l)?,
-                    gate_up: match slots.contains_key(&ParamRole::Weight(Projection::GateUp)) {
-                        true => GateUp::Fused(linear(&mut slots, Projection::GateUp, layer)?),
-                        false => GateUp::Separate {
-                            gate: linear(&mut slots, Projection::Gate, layer)?,
-                            up: linear(&mut slots, Projection::Up, layer)?,
-                        },
+                    qk_norm: match slots.contains_key(&ParamRole::QNorm) {
+                        true => Some([
+                            take(&mut slots, ParamRole::QNorm, l)?,
+                            take(&mut slots, ParamRole::KNorm, l)?,
+                        ]),
+                        false => None,
                     },
-                    down_proj: linear(&mut slots, Projection::Down, layer)?,
+                    post_attention_norm: take(&mut slots, ParamRole::PostAttentionNorm, l)?,
+                    mlp: match slots.contains_key(&ParamRole::Router) {
+                        true => Mlp::Sparse(sparse_mlp(&mut slots, layer)?),
+                        false => Mlp::Dense(dense_mlp(&mut slots, layer)?),
+                    },
                 };
                 left_over(&slots, l)?;
                 Ok(weights)
@@ -436,6 +553,52 @@ fn linear<T>(
         projection: p,
         weight: take(slots, ParamRole::Weight(p), Some(layer))?,
         bias: slots.remove(&ParamRole::Bias(p)),
+    })
+}
+
+/// A dense MLP out of `slots`: gate and up fused or separate as they are.
+fn dense_mlp<T>(
+    slots: &mut BTreeMap<ParamRole, T>,
+    layer: i64,
+) -> Result<DenseMlp<T>, WeightsError> {
+    Ok(DenseMlp {
+        gate_up: match slots.contains_key(&ParamRole::Weight(Projection::GateUp)) {
+            true => GateUp::Fused(linear(slots, Projection::GateUp, layer)?),
+            false => GateUp::Separate {
+                gate: linear(slots, Projection::Gate, layer)?,
+                up: linear(slots, Projection::Up, layer)?,
+            },
+        },
+        down_proj: linear(slots, Projection::Down, layer)?,
+    })
+}
+
+/// A mixture of experts out of `slots`, with its shared expert where one
+/// is given.
+fn sparse_mlp<T>(
+    slots: &mut BTreeMap<ParamRole, T>,
+    layer: i64,
+) -> Result<SparseMlp<T>, WeightsError> {
+    let l = Some(layer);
+    let shared = match slots.contains_key(&ParamRole::SharedExpertGate) {
+        true => Some(SharedExpert {
+            mlp: DenseMlp {
+                gate_up: GateUp::Separate {
+                    gate: linear(slots, Projection::SharedGate, layer)?,
+                    up: linear(slots, Projection::SharedUp, layer)?,
+                },
+                down_proj: linear(slots, Projection::SharedDown, layer)?,
+            },
+            gate: take(slots, ParamRole::SharedExpertGate, l)?,
+        }),
+        false => None,
+    };
+    Ok(SparseMlp {
+        router: take(slots, ParamRole::Router, l)?,
+        gate: take(slots, ParamRole::Experts(Projection::Gate), l)?,
+        up: take(slots, ParamRole::Experts(Projection::Up), l)?,
+        down: take(slots, ParamRole::Experts(Projection::Down), l)?,
+        shared,
     })
 }
 

@@ -53,6 +53,9 @@ Model = Literal[
     "qwen2-0.5b",
     "tinyllama",
     "smollm-135m",
+    "tiny-moe",
+    "mixtral-8x7b",
+    "qwen3-30b-a3b",
 ]
 #: A precision preset (`--precision`).
 Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "bf16-master", "fp64"]

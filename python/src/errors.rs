@@ -522,7 +522,9 @@ fn step_error(e: &StepError) -> PyErr {
     match e {
         StepError::Config(c) => config_error(c),
         StepError::Optimizer(_) => config_key(message, Some("optimizer"), None),
-        StepError::Accumulation { .. } => config_key(message, Some("grad_accum"), None),
+        StepError::Accumulation { .. } | StepError::AccumulatedRouterLoss { .. } => {
+            config_key(message, Some("grad_accum"), None)
+        }
         StepError::Parallel(_) => config_key(message, Some("parallel"), None),
         StepError::Spmd(s) => match s {
             SpmdError::ChoiceOnOneDevice { .. } => config_key(message, Some("spmd"), None),

@@ -140,6 +140,23 @@ def test_tiny_trains():
     assert "model.layers.0.self_attn.q_proj.weight" in trainer.hugging_face_params()
 
 
+def test_the_tiny_mixture_of_experts_trains_and_exports_its_experts_one_by_one():
+    step = hlatc.compile_step(model="tiny-moe", target="cpu", batch_size=8, seq_len=16,
+                              lr_max=1e-2, lr_min=1e-3, warmup_steps=10, total_steps=60)
+    trainer = hlatc.Trainer(step, seed=0)
+    losses = [trainer.step(tokens, targets)["loss"] for tokens, targets in batches(60)]
+    assert losses[-1] < losses[0] / 2, losses[::10]
+    # Stacked in the step, one tensor per expert under Mixtral's checkpoint names.
+    shapes = {t.name: t.shape for t in step.inputs}
+    assert shapes["model.layers.0.mlp.experts.gate_proj.weight"] == [4, 48, 32]
+    exported = trainer.hugging_face_params()
+    assert exported["model.layers.1.block_sparse_moe.experts.3.w2.weight"].shape == (32, 48)
+    assert exported["model.layers.0.block_sparse_moe.gate.weight"].shape == (4, 32)
+    assert not any("mlp.experts" in name for name in exported)
+    with pytest.raises(hlatc.ConfigError, match="mixture-of-experts model"):
+        hlatc.compile_step(model="tiny-moe", target="cpu", tp=2)
+
+
 def test_a_resumed_trainer_continues_bit_for_bit_in_any_layout():
     options = dict(model="tiny", target="cpu", batch_size=8, seq_len=16, precision="bf16-master",
                    lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)

@@ -25,15 +25,20 @@ pub(crate) fn plugin_digest(
     static LAST: Mutex<Option<(String, String)>> = Mutex::new(None);
     let stamp = stamp(plugin, loaded_identity)?;
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((s, digest)) = last.as_ref() {
-        if *s == stamp {
-            return Some(digest.clone());
-        }
-    }
     let memo = cache_dir.join(format!(
         "{}.plugin-sha256",
         hex(&Sha256::digest(stamp.as_bytes()))
     ));
+    if let Some((s, digest)) = last.as_ref() {
+        if *s == stamp {
+            // Another cache directory of this process may have asked
+            // first: this one keeps the digest for later processes too.
+            if !memo.exists() {
+                let _ = crate::atomic_file::write_atomic(&memo, digest.as_bytes());
+            }
+            return Some(digest.clone());
+        }
+    }
     let digest = match std::fs::read_to_string(&memo) {
         Ok(d) if is_digest(d.trim()) => d.trim().to_string(),
         _ => {

@@ -13,10 +13,13 @@ pub struct ModelArgs {
     /// (Llama-2-7B shapes), hlat-70b (Llama-2-70B shapes, 8 KV heads),
     /// llama3-8b, llama3.1-8b (llama3 RoPE scaling), llama3.2-1b (tied),
     /// mistral-7b (sliding window 4096), qwen2-0.5b (q/k/v biases),
-    /// tinyllama, smollm-135m [default: compile hlat-7b, train tiny]
+    /// tinyllama, smollm-135m, tiny-moe (tiny with 4 experts; runs on XLA
+    /// CPU), mixtral-8x7b, qwen3-30b-a3b [default: compile hlat-7b, train
+    /// tiny]
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(PRESETS), conflicts_with = "config")]
     pub model: Option<String>,
-    /// Hugging Face `config.json` (model_type llama, mistral or qwen2;
+    /// Hugging Face `config.json` (model_type llama, mistral, qwen2, qwen3,
+    /// mixtral, qwen2_moe or qwen3_moe;
     /// transformers 4 or 5 layout) instead of a preset. Every key is read,
     /// checked or known not to matter; anything else is refused by name
     #[arg(long, value_name = "FILE")]

@@ -348,7 +348,7 @@ fn bad_configs_name_the_field() {
         ),
         (
             r#"{"model_type": "gpt2", "vocab_size": 100}"#,
-            "model_type: 'gpt2' is not supported (hlatc builds llama, mistral and qwen2)",
+            "model_type: 'gpt2' is not supported (hlatc builds llama, mistral, qwen2, qwen3, mixtral, qwen2_moe and qwen3_moe)",
         ),
         (
             r#"{"model_type": "llama", "vocab_size": 100, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "rope_scaling": {"type": "yarn", "factor": 2.0}}"#,
@@ -376,7 +376,7 @@ fn bad_configs_name_the_field() {
     let o = hlatc(&["compile", "--model", "llama-9000", "--out", "x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("[possible values: tiny, hlat-7b, hlat-70b, llama3-8b, llama3.1-8b, llama3.2-1b, mistral-7b, qwen2-0.5b, tinyllama, smollm-135m]")
+        String::from_utf8_lossy(&o.stderr).contains("[possible values: tiny, hlat-7b, hlat-70b, llama3-8b, llama3.1-8b, llama3.2-1b, mistral-7b, qwen2-0.5b, tinyllama, smollm-135m, tiny-moe, mixtral-8x7b, qwen3-30b-a3b]")
     );
     let o = hlatc(&[
         "compile",

@@ -23,7 +23,7 @@ use hlatc::trainer::{params_from_tensors, Trainer};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-const CASES: [&str; 8] = [
+const CASES: [&str; 13] = [
     "llama31",
     "llama_dynamic_long",
     "llama_packed",
@@ -32,6 +32,11 @@ const CASES: [&str; 8] = [
     "head_dim",
     "mistral_window",
     "qwen2",
+    "qwen3",
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe_norm",
+    "qwen3_moe",
 ];
 
 /// The f64 bound, relative to each tensor's largest magnitude.
@@ -142,6 +147,31 @@ fn configs_read_as_transformers_wrote_them() {
     assert!(param_specs(&q)
         .iter()
         .any(|p| p.name == "model.layers.1.self_attn.v_proj.bias"));
+    let q3 = load("qwen3").cfg;
+    assert!(q3.model_type == ModelType::Qwen3 && q3.qk_norm && !q3.qkv_bias);
+    let m = load("mixtral").cfg;
+    let moe = m.moe.as_ref().unwrap();
+    assert_eq!(
+        (
+            moe.num_experts,
+            moe.num_experts_per_tok,
+            moe.expert_intermediate_size
+        ),
+        (4, 2, 24)
+    );
+    assert!(moe.norm_topk_prob && moe.aux_loss() && moe.router_aux_loss_coef == 0.1);
+    let q2 = load("qwen2_moe").cfg;
+    let moe = q2.moe.as_ref().unwrap();
+    assert!(q2.qkv_bias && !q2.o_proj_bias && !moe.norm_topk_prob);
+    assert_eq!(moe.shared_expert_intermediate_size, Some(20));
+    assert!(moe.is_sparse(0) && !moe.is_sparse(1), "mlp_only_layers [1]");
+    // Qwen3-MoE's config class writes num_experts as num_local_experts.
+    let q3m = load("qwen3_moe_norm").cfg;
+    assert_eq!(
+        q3m.moe.as_ref().map(|m| (m.num_experts, m.norm_topk_prob)),
+        Some((4, true))
+    );
+    assert!(q3m.qk_norm);
 }
 
 #[test]
@@ -154,9 +184,9 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
         // Loss and every gradient.
         let out = loss_and_grads(&c, &c.params, ElementType::F64);
         let mut worst: f64 = close(&format!("{case}: loss"), &c.reference["loss"], &out[0]);
-        for (spec, got) in param_specs(&c.cfg).iter().zip(&out[1..]) {
-            let want = &c.reference[&format!("grad.{}", spec.name)];
-            worst = worst.max(close(&format!("{case}: grad of {}", spec.name), want, got));
+        for (name, got) in hugging_face(&c.cfg, &out[1..]) {
+            let want = &c.reference[&format!("grad.{name}")];
+            worst = worst.max(close(&format!("{case}: grad of {name}"), want, &got));
         }
         // One whole training step: clipping and AdamW as torch does them.
         let cfg = StepConfig {
@@ -180,7 +210,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             &c.reference["grad_norm"],
             &norm,
         ));
-        for (name, got) in trainer.params() {
+        for (name, got) in hugging_face_named(&c.cfg, trainer.params()) {
             let want = &c.reference[&format!("updated.{name}")];
             let grad = &c.reference[&format!("grad.{name}")];
             worst = worst.max(close_after_adam(
@@ -199,12 +229,12 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
         let params32: Vec<Literal> = c.params.iter().map(to_f32).collect();
         let out32 = loss_and_grads(&c, &params32, ElementType::F32);
         let mut worst32: f64 = 0.0;
-        for (spec, got) in param_specs(&c.cfg).iter().zip(&out32[1..]) {
-            let want = &c.reference[&format!("grad.{}", spec.name)];
+        for (name, got) in hugging_face(&c.cfg, &out32[1..]) {
+            let want = &c.reference[&format!("grad.{name}")];
             worst32 = worst32.max(close(
-                &format!("{case}: f32 grad of {}", spec.name),
+                &format!("{case}: f32 grad of {name}"),
                 &to_f32(want),
-                got,
+                &got,
             ));
         }
         let mut t32 = Trainer::new(&rt(), &f32_cfg, params32).unwrap();
@@ -213,7 +243,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             (got - want.to_f64_vec()[0]).abs() / want.to_f64_vec()[0].abs()
         };
         let clip32 = (1.0 / (s32.grad_norm + 1e-6)).min(1.0);
-        for (name, got) in t32.params() {
+        for (name, got) in hugging_face_named(&c.cfg, t32.params()) {
             let (want, grad) = (
                 &c.reference[&format!("updated.{name}")],
                 &c.reference[&format!("grad.{name}")],
@@ -267,6 +297,24 @@ fn close_after_adam(what: &str, want: &Literal, got: &Literal, grad: &Literal, c
         worst = worst.max(err / w_scale);
     }
     worst
+}
+
+/// `stored` (one per parameter, in `param_specs` order) as Hugging Face
+/// tensors: experts one by one, under their checkpoint names.
+fn hugging_face(cfg: &ModelConfig, stored: &[Literal]) -> Vec<(String, Literal)> {
+    let named = param_specs(cfg)
+        .into_iter()
+        .map(|p| p.name)
+        .zip(stored.iter().cloned());
+    hugging_face_named(cfg, named)
+}
+
+fn hugging_face_named(
+    cfg: &ModelConfig,
+    stored: impl IntoIterator<Item = (String, Literal)>,
+) -> Vec<(String, Literal)> {
+    let stored: BTreeMap<String, Literal> = stored.into_iter().collect();
+    hlatc::models::layout::split(cfg, &stored).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `(loss, grad...)` of `params` on the case's batch, packed when it has

@@ -56,6 +56,9 @@ pub struct AccumulationSteps {
 /// The config of the micro step: `cfg` over a K-th of its batch.
 pub fn micro_config(cfg: &StepConfig, micro_batches: i64) -> Result<StepConfig, StepError> {
     let per_replica = cfg.parallel.local_batch(cfg.batch).batch_size;
+    if cfg.model.moe.as_ref().is_some_and(|m| m.aux_loss()) {
+        return Err(StepError::AccumulatedRouterLoss { micro_batches });
+    }
     if micro_batches < 2 || per_replica % micro_batches != 0 {
         return Err(StepError::Accumulation {
             micro_batches,

@@ -149,6 +149,12 @@ pub enum ParallelError {
         per_replica: i64,
         micro_batches: i64,
     },
+    #[error("--{flag} {degree}: a mixture-of-experts model ({model_type}) compiles for one device for now; expert parallelism is not built yet")]
+    ExpertsOnOneDevice {
+        flag: &'static str,
+        degree: i64,
+        model_type: &'static str,
+    },
     #[error("--pp does not take packed rows yet (--packed): each tick would need the segment ids of two micro-batches; pack with --packing concat, or leave --pp out")]
     PackedStages,
 }
@@ -272,6 +278,16 @@ impl Parallelism {
         for (flag, got) in [("tp", self.tp), ("dp", self.dp), ("pp", self.pp)] {
             if got < 1 {
                 return Err(ParallelError::Degree { flag, got });
+            }
+        }
+        if cfg.moe.is_some() {
+            let sharded = [("tp", self.tp), ("dp", self.dp), ("pp", self.pp)];
+            if let Some((flag, degree)) = sharded.into_iter().find(|(_, d)| *d > 1) {
+                return Err(ParallelError::ExpertsOnOneDevice {
+                    flag,
+                    degree,
+                    model_type: cfg.model_type.name(),
+                });
             }
         }
         let world = self

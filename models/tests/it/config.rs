@@ -35,7 +35,7 @@ fn presets_have_the_llama_2_shapes() {
     match ModelConfig::preset("gpt-5") {
         Err(e @ ConfigError::UnknownPreset { .. }) => assert_eq!(
             e.to_string(),
-            "unknown model 'gpt-5' (presets: tiny, hlat-7b, hlat-70b, llama3-8b, llama3.1-8b, llama3.2-1b, mistral-7b, qwen2-0.5b, tinyllama, smollm-135m)"
+            "unknown model 'gpt-5' (presets: tiny, hlat-7b, hlat-70b, llama3-8b, llama3.1-8b, llama3.2-1b, mistral-7b, qwen2-0.5b, tinyllama, smollm-135m, tiny-moe, mixtral-8x7b, qwen3-30b-a3b)"
         ),
         other => panic!("{other:?}"),
     }
@@ -343,7 +343,7 @@ fn each_family_reads_its_own_keys() {
     };
     assert_eq!(
         refused(with("").replace("\"llama\"", "\"gpt2\"")),
-        "c.json: model_type: 'gpt2' is not supported (hlatc builds llama, mistral and qwen2)"
+        "c.json: model_type: 'gpt2' is not supported (hlatc builds llama, mistral, qwen2, qwen3, mixtral, qwen2_moe and qwen3_moe)"
     );
     let qwen2 = |extra: &str| with(extra).replace("\"llama\"", "\"qwen2\"");
     assert_eq!(

@@ -17,7 +17,10 @@ fn every_family_is_listed_once_under_its_own_name() {
         );
         assert_eq!(family.defaults().model_type, family.model_type);
     }
-    assert_eq!(names(), "llama, mistral and qwen2");
+    assert_eq!(
+        names(),
+        "llama, mistral, qwen2, qwen3, mixtral, qwen2_moe and qwen3_moe"
+    );
 }
 
 #[test]

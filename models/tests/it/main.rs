@@ -2,6 +2,7 @@
 //! of how parameters are split over ranks and pipeline stages. One binary.
 
 mod config;
+mod experts;
 mod families;
 mod kernels;
 mod pipeline_stages;

@@ -5,7 +5,7 @@
 use hlatc_compiler::graph::builder::Builder;
 use hlatc_compiler::{ElementType, Shape};
 use hlatc_models::parallel::Parallelism;
-use hlatc_models::weights::{GateUp, LmHead, Qkv};
+use hlatc_models::weights::{GateUp, LmHead, Mlp, Qkv};
 use hlatc_models::{
     param_specs, weight_specs, BatchShape, ForwardParts, ModelConfig, ParamRole, ParamSpec,
     PartsContext, Projection, Weights, WeightsError, FUSED_PROJECTIONS,
@@ -57,7 +57,10 @@ fn every_structure_declares_each_parameter_once_in_its_place() {
         );
         for (i, layer) in declared.layers.iter().enumerate() {
             assert_eq!(layer.layer, i as i64);
-            let (qkv_bias, mlp_bias) = match (&layer.qkv, &layer.gate_up) {
+            let Mlp::Dense(mlp) = &layer.mlp else {
+                panic!("a dense config's layers are dense: {cfg:?}");
+            };
+            let (qkv_bias, mlp_bias) = match (&layer.qkv, &mlp.gate_up) {
                 (Qkv::Fused(qkv), GateUp::Fused(gate_up)) => {
                     assert!(cfg.fused_projections);
                     (qkv.bias.is_some(), gate_up.bias.is_some())
@@ -73,7 +76,7 @@ fn every_structure_declares_each_parameter_once_in_its_place() {
             assert_eq!(qkv_bias, cfg.qkv_bias);
             assert_eq!(layer.o_proj.bias.is_some(), cfg.o_proj_bias);
             assert_eq!(mlp_bias, cfg.mlp_bias);
-            assert_eq!(layer.down_proj.bias.is_some(), cfg.mlp_bias);
+            assert_eq!(mlp.down_proj.bias.is_some(), cfg.mlp_bias);
         }
         let roles: Vec<ParamRole> = specs.iter().map(|s| s.role).collect();
         assert_eq!(roles.first(), Some(&ParamRole::Embedding));

@@ -182,7 +182,7 @@ fn templated_parts(parts: &[hlatc_models::HfPart], layer: i64) -> Vec<hlatc_mode
         .iter()
         .map(|p| hlatc_models::HfPart {
             name: listing::in_template(&p.name, layer),
-            rows: p.rows,
+            ..p.clone()
         })
         .collect()
 }

@@ -118,6 +118,11 @@ pub enum StepError {
         batch_size: i64,
         dp: i64,
     },
+    /// Accumulation of a model whose loss is not a sum over its
+    /// micro-batches: the load-balancing loss is a product of two means
+    /// over the whole batch.
+    #[error("--grad-accum {micro_batches}: the router's load-balancing loss (output_router_logits) is a product of means over the whole batch, which micro-batches do not sum to; accumulate without it (output_router_logits false), or raise the batch instead")]
+    AccumulatedRouterLoss { micro_batches: i64 },
     #[error("building the graph: {0}")]
     Build(#[from] BuildError),
     #[error(transparent)]

@@ -1,0 +1,202 @@
+//! A mixture of experts' routing and experts as graph pieces, following
+//! Hugging Face's Mixtral and Qwen-MoE blocks: the router's softmax in
+//! f32, the top-k experts of each token, their probabilities renormalized
+//! where the config says so, each token's output the weighted sum of its
+//! experts' SwiGLU outputs. And the load-balancing loss
+//! (`load_balancing_loss_func`) over every sparse layer's router.
+//!
+//! Dropless: every expert runs over every token as one batched dot over
+//! the experts, and a token's weight for an expert it was not routed to
+//! is 0. That is the same function as gathering each expert's tokens, and
+//! a static shape.
+
+use crate::moe::MoeConfig;
+use crate::weights::SparseMlp;
+use hlatc_compiler::graph::autodiff::{Composite, CompositeRule, GradHints};
+use hlatc_compiler::graph::builder::{BuildError, Builder};
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
+use hlatc_compiler::{ElementType, InstrId};
+
+/// Softmax over `x`'s last dimension, differentiated in closed form; its
+/// max is a constant shift.
+pub(crate) fn softmax_last(
+    b: &mut Builder,
+    hints: &mut GradHints,
+    x: InstrId,
+) -> Result<InstrId, BuildError> {
+    let last = b.dims(x).len() as i64 - 1;
+    let (y, m) = b.softmax(x, last)?;
+    hints.stop.push(m);
+    hints.composites.push(Composite {
+        inputs: vec![x],
+        output: y,
+        rule: CompositeRule::Softmax { axis: last },
+        residuals: Vec::new(),
+        backward_call: None,
+    });
+    Ok(y)
+}
+
+/// What the load-balancing loss needs of the sparse layers seen so far:
+/// per expert, how many token slots chose it and the sum of its router
+/// probabilities, over every layer's tokens.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RouterStats {
+    /// `[E]`, in the router's type.
+    chosen: Option<InstrId>,
+    probabilities: Option<InstrId>,
+    layers: i64,
+}
+
+/// The router's type: f32, as Hugging Face's softmax, or f64 for a step in
+/// f64.
+fn router_type(ty: ElementType) -> ElementType {
+    match ty {
+        ElementType::F64 => ElementType::F64,
+        _ => ElementType::F32,
+    }
+}
+
+/// Each token's weight for each expert (`[T, E]`, in `ty`): its router
+/// probability where the expert is among its top k (renormalized over
+/// them when `norm_topk_prob`), 0 elsewhere. `logits` are the router's
+/// (`[T, E]`); the layer's counts join `stats`.
+pub(crate) fn route(
+    b: &mut Builder,
+    hints: &mut GradHints,
+    moe: &MoeConfig,
+    logits: InstrId,
+    stats: &mut RouterStats,
+) -> Result<InstrId, BuildError> {
+    let ty = b.ty(logits);
+    let dims = b.dims(logits);
+    let rty = router_type(ty);
+    let logits = match ty == rty {
+        true => logits,
+        false => b.convert(logits, rty)?,
+    };
+    let p = softmax_last(b, hints, logits)?;
+    let chosen = top_k(b, p, moe.num_experts_per_tok)?;
+    let zeros = b.full_like(p, 0.0)?;
+    let mut weights = b.select(chosen, p, zeros)?;
+    if moe.norm_topk_prob {
+        let total = b.reduce_sum(weights, &[1])?;
+        let total = b.broadcast(total, &dims, &[0])?;
+        weights = b.div(weights, total)?;
+    }
+    let ones = b.full_like(p, 1.0)?;
+    let chosen = b.select(chosen, ones, zeros)?;
+    let chosen = b.reduce_sum(chosen, &[0])?;
+    let probabilities = b.reduce_sum(p, &[0])?;
+    stats.chosen = Some(match stats.chosen {
+        Some(c) => b.add2(c, chosen)?,
+        None => chosen,
+    });
+    stats.probabilities = Some(match stats.probabilities {
+        Some(s) => b.add2(s, probabilities)?,
+        None => probabilities,
+    });
+    stats.layers += 1;
+    match ty == rty {
+        true => Ok(weights),
+        false => b.convert(weights, ty),
+    }
+}
+
+/// `pred[T, E]`: the `k` largest of each row of `p` (`[T, E]`, values in
+/// [0, 1]), the lower expert first among equals (`torch.topk` leaves
+/// ties unspecified; on CPU it does not pick the lowest).
+/// Chosen by `k` rounds of a row max; no sort, no data-dependent shape.
+fn top_k(b: &mut Builder, p: InstrId, k: i64) -> Result<InstrId, BuildError> {
+    let dims = b.dims(p);
+    let experts = b.iota(ElementType::S32, &dims, 1)?;
+    let past_last = b.full(ElementType::S32, &dims, dims[1] as f64)?;
+    let taken = b.full_like(p, -1.0)?;
+    let mut left = p;
+    let mut chosen: Option<InstrId> = None;
+    for _ in 0..k {
+        let max = b.reduce_max(left, &[1])?;
+        let max = b.broadcast(max, &dims, &[0])?;
+        let at_max = b.compare(left, max, ComparisonDirection::Eq)?;
+        let index = b.select(at_max, experts, past_last)?;
+        let first = b.reduce(BinaryOp::Minimum, index, &[1], dims[1] as f64)?;
+        let first = b.broadcast(first, &dims, &[0])?;
+        let pick = b.compare(experts, first, ComparisonDirection::Eq)?;
+        left = b.select(pick, taken, left)?;
+        chosen = Some(match chosen {
+            Some(c) => b.binary(BinaryOp::Or, c, pick)?,
+            None => pick,
+        });
+    }
+    Ok(chosen.expect("k is positive (MoeConfig::problem)"))
+}
+
+/// Every expert's SwiGLU over every token of `x` (`[T, H]`), weighted by
+/// `weights` (`[T, E]`) and summed over the experts: `[T, H]`.
+pub(crate) fn experts(
+    b: &mut Builder,
+    hints: &mut GradHints,
+    x: InstrId,
+    w: &SparseMlp<InstrId>,
+    weights: InstrId,
+) -> Result<InstrId, BuildError> {
+    // x [T, H] . W [E, I, H] -> [T, E, I]
+    let up_dims = DotDims {
+        lhs_contracting: vec![1],
+        rhs_contracting: vec![2],
+        ..Default::default()
+    };
+    let g = b.dot(x, w.gate, up_dims.clone())?;
+    let u = b.dot(x, w.up, up_dims)?;
+    let sg = b.unary(UnaryOp::Logistic, g)?;
+    let silu = b.mul(g, sg)?;
+    let a = b.mul(silu, u)?;
+    hints.recompute.extend([sg, silu, a]);
+    // a [T, E, I] . down [E, H, I] -> [E, T, H]
+    let y = b.dot(
+        a,
+        w.down,
+        DotDims {
+            lhs_batch: vec![1],
+            rhs_batch: vec![0],
+            lhs_contracting: vec![2],
+            rhs_contracting: vec![2],
+        },
+    )?;
+    // weights [T, E] . y [E, T, H] -> [T, H]
+    b.dot(
+        weights,
+        y,
+        DotDims {
+            lhs_batch: vec![0],
+            rhs_batch: vec![1],
+            lhs_contracting: vec![1],
+            rhs_contracting: vec![0],
+        },
+    )
+}
+
+/// Hugging Face's load-balancing loss over the sparse layers `stats`
+/// saw, `tokens` each: `E * sum_e f_e * P_e`, with `f_e` the share of
+/// token slots that chose expert `e` and `P_e` its mean router
+/// probability, both over every layer's tokens together. Scalar, in `ty`;
+/// `None` when no layer was sparse.
+pub(crate) fn load_balancing_loss(
+    b: &mut Builder,
+    moe: &MoeConfig,
+    stats: &RouterStats,
+    tokens: i64,
+    ty: ElementType,
+) -> Result<Option<InstrId>, BuildError> {
+    let (Some(chosen), Some(probabilities)) = (stats.chosen, stats.probabilities) else {
+        return Ok(None);
+    };
+    let slots = (stats.layers * tokens) as f64;
+    let product = b.mul(chosen, probabilities)?;
+    let total = b.reduce_sum(product, &[0])?;
+    let loss = b.scale(total, moe.num_experts as f64 / (slots * slots))?;
+    Ok(Some(match b.ty(loss) == ty {
+        true => loss,
+        false => b.convert(loss, ty)?,
+    }))
+}

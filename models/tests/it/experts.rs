@@ -1,0 +1,214 @@
+//! Mixture-of-experts configs: each family's keys read into one
+//! [`MoeConfig`], the layers it makes sparse, its parameters stacked over
+//! the experts and named as its checkpoints name them, and every bad key
+//! or value refused by name.
+
+use hlatc_models::parallel::Parallelism;
+use hlatc_models::weights::Mlp;
+use hlatc_models::{param_specs, weight_specs, BatchShape, ModelConfig, ModelType, ParallelError};
+
+/// A minimal config of `model_type` with `extra` keys.
+fn config(model_type: &str, extra: &str) -> String {
+    format!(
+        r#"{{"model_type": "{model_type}", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2, "num_hidden_layers": 2{extra}}}"#
+    )
+}
+
+const QWEN3_MOE: &str =
+    r#", "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 6"#;
+const MIXTRAL: &str = r#", "num_local_experts": 4, "num_experts_per_tok": 2"#;
+
+fn read(json: &str) -> Result<ModelConfig, String> {
+    ModelConfig::from_hf_json(json, "c.json").map_err(|e| e.to_string())
+}
+
+#[test]
+fn each_family_reads_its_experts() {
+    let m = read(&config("mixtral", MIXTRAL)).unwrap();
+    let moe = m.moe.clone().unwrap();
+    // Mixtral's experts are as wide as its intermediate_size, renormalize
+    // always and fill every layer; the aux loss is off unless asked.
+    assert_eq!((moe.num_experts, moe.expert_intermediate_size), (4, 16));
+    assert!(moe.norm_topk_prob && moe.is_sparse(0) && moe.is_sparse(1) && !moe.aux_loss());
+    let q = read(&config(
+        "qwen2_moe",
+        &format!(
+            r#"{QWEN3_MOE}, "shared_expert_intermediate_size": 12, "decoder_sparse_step": 2, "output_router_logits": true"#
+        ),
+    ))
+    .unwrap();
+    let moe = q.moe.clone().unwrap();
+    assert_eq!(moe.shared_expert_intermediate_size, Some(12));
+    assert!(
+        !moe.is_sparse(0) && moe.is_sparse(1),
+        "decoder_sparse_step 2"
+    );
+    assert!(moe.aux_loss() && moe.router_aux_loss_coef == 0.001);
+    assert!(
+        q.qkv_bias && !q.o_proj_bias,
+        "Qwen2-MoE's qkv_bias defaults on"
+    );
+    let w = weight_specs(&q);
+    assert!(matches!(w.layers[0].mlp, Mlp::Dense(_)));
+    assert!(matches!(&w.layers[1].mlp, Mlp::Sparse(s) if s.shared.is_some()));
+    let q3 = read(&config("qwen3_moe", QWEN3_MOE)).unwrap();
+    assert!(q3.qk_norm && q3.model_type == ModelType::Qwen3Moe);
+    // transformers writes Qwen3-MoE's count as num_local_experts.
+    let alias = QWEN3_MOE.replace("num_experts\"", "num_local_experts\"");
+    assert_eq!(read(&config("qwen3_moe", &alias)).unwrap(), q3);
+}
+
+#[test]
+fn experts_are_stacked_and_named_as_their_checkpoints_name_them() {
+    let m = read(&config("mixtral", MIXTRAL)).unwrap();
+    let specs = param_specs(&m);
+    let gate = specs
+        .iter()
+        .find(|p| p.name == "model.layers.1.mlp.experts.gate_proj.weight")
+        .unwrap();
+    assert_eq!(gate.dims, vec![4, 16, 8]);
+    let names: Vec<&str> = gate.parts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        (0..4)
+            .map(|e| format!("model.layers.1.block_sparse_moe.experts.{e}.w1.weight"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(gate.parts[2].dims(&gate.dims), vec![16, 8]);
+    let router = specs
+        .iter()
+        .find(|p| p.name == "model.layers.0.mlp.gate.weight")
+        .unwrap();
+    assert_eq!(
+        router.parts[0].name,
+        "model.layers.0.block_sparse_moe.gate.weight"
+    );
+    let q = read(&config("qwen3_moe", QWEN3_MOE)).unwrap();
+    let down = param_specs(&q)
+        .into_iter()
+        .find(|p| p.name == "model.layers.0.mlp.experts.down_proj.weight")
+        .unwrap();
+    assert_eq!(down.dims, vec![4, 8, 6]);
+    assert_eq!(
+        down.parts[3].name,
+        "model.layers.0.mlp.experts.3.down_proj.weight"
+    );
+    // Counted from the specs, sparse and dense layers alike.
+    let counted: i64 = param_specs(&q)
+        .iter()
+        .map(|p| p.dims.iter().product::<i64>())
+        .sum();
+    assert_eq!(q.parameter_count(), counted);
+}
+
+#[test]
+fn moe_presets_match_their_published_parameter_counts() {
+    for (name, params) in [
+        ("mixtral-8x7b", 46_702_792_704),
+        ("qwen3-30b-a3b", 30_532_122_624),
+    ] {
+        let c = ModelConfig::preset(name).unwrap();
+        c.validate(name).unwrap();
+        assert_eq!(c.parameter_count(), params, "{name}");
+    }
+}
+
+#[test]
+fn bad_expert_keys_are_refused_by_name() {
+    for (json, want) in [
+        (
+            config("mixtral", r#", "num_local_experts": 4, "num_experts_per_tok": 5"#),
+            "c.json: num_experts_per_tok: 5 is more than the 4 experts a token can be routed to",
+        ),
+        (
+            config("mixtral", r#", "num_local_experts": 0, "num_experts_per_tok": 1"#),
+            "c.json: num_experts: must be positive, got 0",
+        ),
+        (
+            config("mixtral", &format!(r#"{MIXTRAL}, "router_z_loss_coef": 0.001"#)),
+            "c.json: router_z_loss_coef: is not a key hlatc knows",
+        ),
+        (
+            config("mixtral", &format!(r#"{MIXTRAL}, "router_jitter_noise": 0.1"#)),
+            "c.json: router_jitter_noise: 0.1 is not supported (multiplicative router noise is not modelled; hlatc implements 0.0)",
+        ),
+        (
+            config("mixtral", r#", "num_experts_per_tok": 2"#),
+            "c.json: num_local_experts: is missing",
+        ),
+        (
+            config("qwen3_moe", &format!(r#"{QWEN3_MOE}, "mlp_only_layers": [2]"#)),
+            "c.json: mlp_only_layers: names layer 2; the model has layers 0 to 1",
+        ),
+        (
+            config("qwen3_moe", &format!(r#"{QWEN3_MOE}, "mlp_only_layers": "all""#)),
+            "c.json: mlp_only_layers: must be a list of layer numbers, got \"all\"",
+        ),
+        (
+            config("qwen3_moe", &format!(r#"{QWEN3_MOE}, "num_local_experts": 8"#)),
+            "c.json: num_local_experts: 8 disagrees with num_experts = 4; they name the same count",
+        ),
+        (
+            config("qwen3_moe", &format!(r#"{QWEN3_MOE}, "router_aux_loss_coef": -1"#)),
+            "c.json: router_aux_loss_coef: must be 0 or more, got -1",
+        ),
+        (
+            config("qwen2_moe", QWEN3_MOE),
+            "c.json: shared_expert_intermediate_size: is missing",
+        ),
+        (
+            config(
+                "qwen2_moe",
+                &format!(r#"{QWEN3_MOE}, "shared_expert_intermediate_size": 4, "attention_bias": true"#),
+            ),
+            "c.json: attention_bias: Qwen2-MoE's q/k/v biases are set by qkv_bias",
+        ),
+        (
+            // A dense family does not read expert keys.
+            config("llama", r#", "num_experts": 4"#),
+            "c.json: num_experts: is not a key hlatc knows",
+        ),
+    ] {
+        let got = read(&json).unwrap_err();
+        assert!(got.starts_with(want), "want {want}\ngot  {got}");
+    }
+}
+
+#[test]
+fn experts_compile_for_one_device_until_expert_parallelism() {
+    let m = ModelConfig::preset("tiny-moe").unwrap();
+    let batch = BatchShape {
+        batch_size: 4,
+        seq_len: 8,
+    };
+    Parallelism::SINGLE.validate(&m, batch).unwrap();
+    for (par, flag) in [
+        (
+            Parallelism {
+                tp: 2,
+                ..Parallelism::SINGLE
+            },
+            "tp",
+        ),
+        (
+            Parallelism {
+                dp: 2,
+                ..Parallelism::SINGLE
+            },
+            "dp",
+        ),
+        (
+            Parallelism {
+                pp: 2,
+                ..Parallelism::SINGLE
+            },
+            "pp",
+        ),
+    ] {
+        let err = par.validate(&m, batch).unwrap_err();
+        assert!(
+            matches!(err, ParallelError::ExpertsOnOneDevice { flag: f, degree: 2, model_type: "mixtral" } if f == flag),
+            "{err}"
+        );
+    }
+}
