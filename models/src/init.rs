@@ -50,10 +50,15 @@ pub fn init_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String
     if param_specs(cfg).iter().all(|p| p.parts.is_empty()) {
         return drawn;
     }
-    let by_name = drawn.into_iter().collect();
-    let tensors = crate::layout::split(&hf_cfg, &by_name)
-        .expect("the tensors drawn are the Hugging Face view's");
-    let mut by_name = tensors.into_iter().collect();
+    let mut by_name: std::collections::BTreeMap<_, _> = drawn.into_iter().collect();
+    if cfg.moe.is_some() {
+        // Stacked experts are drawn stacked, and joined from their
+        // checkpoint tensors.
+        by_name = crate::layout::split(&hf_cfg, &by_name)
+            .expect("the tensors drawn are the Hugging Face view's")
+            .into_iter()
+            .collect();
+    }
     crate::layout::join(cfg, &mut by_name).expect("the Hugging Face tensors of the same model")
 }
 
