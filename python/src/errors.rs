@@ -742,7 +742,7 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
             crate::args::out_of_range(field, message)
         }
         P::RunRefused { .. } => usage(message),
-        P::Spec { .. } | P::Cluster(_) | P::Layout { .. } => usage(message),
+        P::Spec { .. } | P::Cluster(_) | P::Layout { .. } | P::Experts { .. } => usage(message),
         P::Compile { .. } => usage(message),
         P::Calibration { path, .. } | P::Io { path, .. } => {
             path_error(&FILE, message, std::path::Path::new(path))

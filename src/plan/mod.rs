@@ -102,6 +102,9 @@ pub enum PlanError {
     /// A cluster that cannot hold the model or the layout.
     #[error("{0}")]
     Cluster(String),
+    /// A model no sharded layout builds yet.
+    #[error("a mixture-of-experts model ({model_type}) compiles for one device for now, and a cluster's layouts shard it: expert parallelism is not built yet")]
+    Experts { model_type: &'static str },
     /// A layout that does not divide the model or the batch.
     #[error("layout {layout}: {message}")]
     Layout { layout: String, message: String },

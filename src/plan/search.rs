@@ -516,6 +516,11 @@ pub fn search_space(
     o: &PlanOptions,
     cores: i64,
 ) -> Result<Vec<Layout>, PlanError> {
+    if cfg.moe.is_some() {
+        return Err(PlanError::Experts {
+            model_type: cfg.model_type.name(),
+        });
+    }
     let per_node = o.instance.hardware().cores_per_node;
     let precisions: Vec<Precision> = match o.precision {
         Some(p) => vec![p],

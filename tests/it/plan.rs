@@ -754,3 +754,34 @@ fn a_trn2_plan_prints_commands_that_build_trn2_bundles() {
     crate::support::assert_checks_clean_on_trn2(&out);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A mixture-of-experts model has no sharded layout yet: plan says so
+/// rather than that no layout divides it, and compile's advice for a
+/// step over a core's memory does not tell it to shard.
+#[test]
+fn a_mixture_of_experts_is_refused_by_plan_and_not_told_to_shard() {
+    let o = hlatc(&["plan", "--model", "tiny-moe", "--nodes", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("a mixture-of-experts model (mixtral) compiles for one device for now"),
+        "{}",
+        stderr(&o)
+    );
+    let out = scratch("moe-over-memory");
+    let o = hlatc(&[
+        "compile",
+        "--model",
+        "mixtral-8x7b",
+        "--seq-len",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let printed = stdout(&o);
+    assert!(
+        printed.contains("compiles for one device for now"),
+        "{printed}"
+    );
+    assert!(!printed.contains("shard it"), "{printed}");
+}
