@@ -674,6 +674,7 @@ fn batch_error(e: &RustBatchError) -> PyErr {
                 ("value", obj(py, *value)),
             ],
             B::NotIds { input, .. } => vec![("input", obj(py, input.as_str()))],
+            B::Shape { input, .. } => vec![("input", obj(py, *input))],
         };
         BATCH.with(message, &fields)
     })

@@ -157,6 +157,23 @@ def test_the_tiny_mixture_of_experts_trains_and_exports_its_experts_one_by_one()
         hlatc.compile_step(model="tiny-moe", target="cpu", tp=2)
 
 
+def test_a_batch_of_other_rows_is_refused_naming_the_input():
+    # It was read in part (8 rows into a 1-row step trained on the first)
+    # or past its end (a panic inside the library).
+    step = hlatc.compile_step(model="tiny", target="cpu", batch_size=8, seq_len=16)
+    trainer = hlatc.Trainer(step, seed=0)
+    good = np.zeros((8, 16), np.int32)
+    for tokens, targets, bad in [(np.zeros((3, 16), np.int32), good, "tokens"),
+                                 (good, np.zeros((4, 16), np.int32), "targets"),
+                                 (np.zeros((8, 8), np.int32), good, "tokens")]:
+        with pytest.raises(hlatc.BatchError, match=r"the step takes \[batch, seq\] = \[8, 16\]") as e:
+            trainer.step(tokens, targets)
+        assert e.value.input == bad
+    assert trainer.steps_done == 0
+    trainer.step(good, good)
+    assert trainer.steps_done == 1
+
+
 def test_a_resumed_trainer_continues_bit_for_bit_in_any_layout():
     options = dict(model="tiny", target="cpu", batch_size=8, seq_len=16, precision="bf16-master",
                    lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)

@@ -11,6 +11,13 @@ use std::collections::HashMap;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BatchError {
+    /// A batch input of another shape than the step's `[batch, seq]`.
+    #[error("{input} is {got:?}, but the step takes [batch, seq] = {want:?} (compiled with batch_size {}, seq_len {})", want[0], want[1])]
+    Shape {
+        input: &'static str,
+        got: Vec<i64>,
+        want: [i64; 2],
+    },
     #[error("{input}[{row}, {col}] is {value}, outside the vocabulary 0..{vocab}{}",
         ignore_index.map_or(String::new(), |i| format!(" (and not the ignore index {i})")))]
     OutOfVocabulary {
@@ -163,6 +170,30 @@ pub fn check_segment_ids(input: &str, ids: &Literal) -> Result<(), BatchError> {
                 }
             }
             last.insert(value, col);
+        }
+    }
+    Ok(())
+}
+
+/// Every input of `batch` in the step's shape, `[batch, seq]`: a batch of
+/// other rows would be read past its end, or only in part.
+pub fn check_batch_shape(
+    batch: &crate::data::Batch,
+    shape: hlatc_models::BatchShape,
+) -> Result<(), BatchError> {
+    let want = [shape.batch_size, shape.seq_len];
+    let inputs = [
+        ("tokens", Some(&batch.tokens)),
+        ("targets", Some(&batch.targets)),
+        ("segment_ids", batch.segment_ids.as_ref()),
+    ];
+    for (input, value) in inputs {
+        if let Some(v) = value.filter(|v| v.dims() != want) {
+            return Err(BatchError::Shape {
+                input,
+                got: v.dims().to_vec(),
+                want,
+            });
         }
     }
     Ok(())

@@ -30,6 +30,8 @@ pub struct Trainer {
     program: Program,
     vocab_size: i64,
     model: hlatc_models::ModelConfig,
+    /// The whole optimizer step's batch, which [`Trainer::step`] takes.
+    batch: hlatc_models::BatchShape,
     /// The step's signature, whose roles say where everything goes.
     inputs: Vec<TensorSpec>,
     outputs: Vec<TensorSpec>,
@@ -223,6 +225,7 @@ impl Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
             model: cfg.model.clone(),
+            batch: cfg.batch,
             inputs: apply.inputs.clone(),
             outputs: apply.outputs.clone(),
             layout,
@@ -262,6 +265,7 @@ impl Trainer {
             program,
             vocab_size: cfg.model.vocab_size,
             model: cfg.model.clone(),
+            batch: cfg.batch,
             inputs: step.inputs.clone(),
             outputs: step.outputs.clone(),
             layout,
@@ -317,6 +321,7 @@ impl Trainer {
     /// be a packing; the first that is not is named (XLA would take it
     /// silently), see [`crate::batch_check`].
     pub fn step(&mut self, batch: &Batch) -> Result<StepStats, Error> {
+        crate::batch_check::check_batch_shape(batch, self.batch)?;
         let held = held(&self.inputs, &self.layout);
         let main = Stage {
             program: &self.program,
