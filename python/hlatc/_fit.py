@@ -131,6 +131,8 @@ def fit(
         warn_skipped(path, why)
     metrics: Metrics = []
     current = _identity.of_step(trainer._step, loader, trainer._start)
+    # Named fields checked on a fresh directory too, as the CLI checks them.
+    _identity.check_allow(allow_changes, current)
     identity = _identity.check(None, current, "", None, 0)
     if found is not None:
         step, where, files = found

@@ -109,6 +109,14 @@ def test_an_allowed_change_resumes_warns_and_is_recorded(saved, step, data, tmp_
                allow_changes=["rope_theta"])
 
 
+def test_a_misspelt_allowed_change_is_refused_on_a_fresh_directory_too(step, data, tmp_path):
+    # It was accepted until a resume read it, as the CLI does not.
+    with pytest.raises(hlatc.UsageError, match="'precisoin' is not a field of a run's identity"):
+        hlatc.Trainer(step).fit(loader(step, data / "corpus.jsonl", data / "tokenizer.json"), 1,
+                                checkpoint_dir=tmp_path / "fresh", allow_changes=["precisoin"])
+    assert not list((tmp_path / "fresh").glob("step-*"))
+
+
 def test_the_data_is_known_by_content_not_path(saved, step, data, tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()
