@@ -70,11 +70,7 @@ pub(crate) fn route(
 ) -> Result<InstrId, BuildError> {
     let ty = b.ty(logits);
     let dims = b.dims(logits);
-    let rty = router_type(ty);
-    let logits = match ty == rty {
-        true => logits,
-        false => b.convert(logits, rty)?,
-    };
+    let logits = b.convert_unless_same(logits, router_type(ty))?;
     let p = softmax_last(b, hints, logits)?;
     let chosen = top_k(b, p, moe.num_experts_per_tok)?;
     let zeros = b.full_like(p, 0.0)?;
@@ -88,19 +84,19 @@ pub(crate) fn route(
     let chosen = b.select(chosen, ones, zeros)?;
     let chosen = b.reduce_sum(chosen, &[0])?;
     let probabilities = b.reduce_sum(p, &[0])?;
-    stats.chosen = Some(match stats.chosen {
-        Some(c) => b.add2(c, chosen)?,
-        None => chosen,
-    });
-    stats.probabilities = Some(match stats.probabilities {
-        Some(s) => b.add2(s, probabilities)?,
-        None => probabilities,
-    });
+    accumulate(b, &mut stats.chosen, chosen)?;
+    accumulate(b, &mut stats.probabilities, probabilities)?;
     stats.layers += 1;
-    match ty == rty {
-        true => Ok(weights),
-        false => b.convert(weights, ty),
-    }
+    b.convert_unless_same(weights, ty)
+}
+
+/// `sum` plus `x`, or `x` where nothing was summed yet.
+fn accumulate(b: &mut Builder, sum: &mut Option<InstrId>, x: InstrId) -> Result<(), BuildError> {
+    *sum = Some(match *sum {
+        Some(s) => b.add2(s, x)?,
+        None => x,
+    });
+    Ok(())
 }
 
 /// `pred[T, E]`: the `k` largest of each row of `p` (`[T, E]`, values in
@@ -195,8 +191,5 @@ pub(crate) fn load_balancing_loss(
     let product = b.mul(chosen, probabilities)?;
     let total = b.reduce_sum(product, &[0])?;
     let loss = b.scale(total, moe.num_experts as f64 / (slots * slots))?;
-    Ok(Some(match b.ty(loss) == ty {
-        true => loss,
-        false => b.convert(loss, ty)?,
-    }))
+    Ok(Some(b.convert_unless_same(loss, ty)?))
 }

@@ -404,7 +404,7 @@ fn experts(k: &mut Keys, names: ExpertNames) -> Result<MoeConfig, ConfigError> {
         true => Some(k.required("shared_expert_intermediate_size")?),
         false => None,
     };
-    let moe = MoeConfig {
+    Ok(MoeConfig {
         num_experts: expert_count(k, names.count_keys)?,
         num_experts_per_tok: k.required("num_experts_per_tok")?,
         expert_intermediate_size: k.required(names.width_key)?,
@@ -414,8 +414,7 @@ fn experts(k: &mut Keys, names: ExpertNames) -> Result<MoeConfig, ConfigError> {
         mlp_only_layers,
         output_router_logits: k.bool("output_router_logits")?.unwrap_or(false),
         router_aux_loss_coef: k.float("router_aux_loss_coef")?.unwrap_or(0.001),
-    };
-    Ok(moe)
+    })
 }
 
 /// The number of experts under the first of `keys` given; every other

@@ -7,7 +7,6 @@
 //! same declaration flattened in Hugging Face order.
 
 use crate::config::ModelConfig;
-use crate::moe::MoeConfig;
 use crate::parallel::{TpSplit, Units};
 use crate::weights::{
     DenseMlp, GateUp, LayerWeights, Linear, LmHead, Mlp, Qkv, SharedExpert, SparseMlp, Weights,
@@ -221,7 +220,7 @@ fn layer_weights_of_kind(cfg: &ModelConfig, i: i64, sparse: bool) -> LayerWeight
                     vec![e, d, fe],
                     Init::Normal(out_std),
                 ),
-                shared: shared_expert(moe).map(|fs| SharedExpert {
+                shared: moe.shared_expert_intermediate_size.map(|fs| SharedExpert {
                     mlp: dense(
                         [
                             Projection::SharedGate,
@@ -268,11 +267,6 @@ fn layer_weights_of_kind(cfg: &ModelConfig, i: i64, sparse: bool) -> LayerWeight
         post_attention_norm: norm(ParamRole::PostAttentionNorm),
         mlp,
     }
-}
-
-/// The shared expert's width, where the model has one.
-fn shared_expert(moe: &MoeConfig) -> Option<i64> {
-    moe.shared_expert_intermediate_size
 }
 
 /// Which dimension of a projection tensor parallelism splits.

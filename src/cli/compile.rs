@@ -384,13 +384,13 @@ fn print_memory(compiled: &CompiledStep) -> Result<(), Error> {
         MemoryCheck::None => out!("  memory        {per} {memory}"),
         MemoryCheck::Refuse(limit) | MemoryCheck::Warn(limit) => {
             out!("  memory        {per} {memory}; of {}", gib(limit))?;
-            if memory.total() > limit && compiled.cfg.model.moe.is_some() {
+            if memory.total() > limit {
+                let advice = match compiled.cfg.model.moe {
+                    Some(_) => "a mixture-of-experts model compiles for one device for now (expert parallelism is not built yet); pass",
+                    None => "shard it (--tp, --dp, --zero1), or pass",
+                };
                 out!(
-                    "  warning       a single-device step over one NeuronCore's memory: a mixture-of-experts model compiles for one device for now (expert parallelism is not built yet); pass --device-memory to check it against another size"
-                )?;
-            } else if memory.total() > limit {
-                out!(
-                    "  warning       a single-device step over one NeuronCore's memory: shard it (--tp, --dp, --zero1), or pass --device-memory to check it against another size"
+                    "  warning       a single-device step over one NeuronCore's memory: {advice} --device-memory to check it against another size"
                 )?;
             }
             Ok(())

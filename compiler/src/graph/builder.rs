@@ -329,6 +329,18 @@ impl Builder {
         self.add(Op::Convert, &[x], Some(Shape::array(ty, dims)))
     }
 
+    /// `x` as `ty`: `x` itself when it has that type already.
+    pub fn convert_unless_same(
+        &mut self,
+        x: InstrId,
+        ty: ElementType,
+    ) -> Result<InstrId, BuildError> {
+        if self.elem_type(x) == ty {
+            return Ok(x);
+        }
+        self.convert(x, ty)
+    }
+
     fn elem_type(&self, x: InstrId) -> ElementType {
         self.shape(x)
             .as_array()

@@ -54,7 +54,7 @@ pub(super) fn unbroadcast_scalar(
 
 fn as_operand_type(b: &mut Builder, g: InstrId, x: InstrId) -> Result<InstrId, AutodiffError> {
     let ty = b.ty(x);
-    Ok(if b.ty(g) == ty { g } else { b.convert(g, ty)? })
+    Ok(b.convert_unless_same(g, ty)?)
 }
 
 /// The adjoint a rule is asked for: operand `i` (the value `x`) of the
