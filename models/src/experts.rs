@@ -11,31 +11,12 @@
 //! a static shape.
 
 use crate::moe::MoeConfig;
+use crate::softmax::softmax_last;
 use crate::weights::SparseMlp;
-use hlatc_compiler::graph::autodiff::{Composite, CompositeRule, GradHints};
+use hlatc_compiler::graph::autodiff::GradHints;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId};
-
-/// Softmax over `x`'s last dimension, differentiated in closed form; its
-/// max is a constant shift.
-pub(crate) fn softmax_last(
-    b: &mut Builder,
-    hints: &mut GradHints,
-    x: InstrId,
-) -> Result<InstrId, BuildError> {
-    let last = b.dims(x).len() as i64 - 1;
-    let (y, m) = b.softmax(x, last)?;
-    hints.stop.push(m);
-    hints.composites.push(Composite {
-        inputs: vec![x],
-        output: y,
-        rule: CompositeRule::Softmax { axis: last },
-        residuals: Vec::new(),
-        backward_call: None,
-    });
-    Ok(y)
-}
 
 /// What the load-balancing loss needs of the sparse layers seen so far:
 /// per expert, how many token slots chose it and the sum of its router

@@ -18,6 +18,7 @@ pub mod parallel;
 pub mod params;
 pub mod presets;
 pub mod rope;
+mod softmax;
 mod token_ops;
 pub mod weights;
 

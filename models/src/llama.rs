@@ -249,7 +249,7 @@ impl Llama<'_> {
 
     /// Softmax over the last dimension; the max is a constant shift.
     fn softmax_last(&mut self, x: InstrId) -> Result<InstrId, BuildError> {
-        crate::experts::softmax_last(self.b, &mut self.hints, x)
+        crate::softmax::softmax_last(self.b, &mut self.hints, x)
     }
 
     /// Self-attention of layer `w` over `h`.
