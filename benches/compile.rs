@@ -97,6 +97,7 @@ fn bench(c: &mut Criterion) {
                 sequence_parallel: true,
                 zero1: false,
                 pp: 1,
+                ..Parallelism::SINGLE
             },
             ..step_config(model.clone()).with_precision(Precision::Bf16Mixed)
         };
@@ -131,6 +132,7 @@ fn bench_pipeline(c: &mut Criterion) {
             sequence_parallel: true,
             zero1: true,
             pp: 8,
+            ..Parallelism::SINGLE
         },
         ..single.clone()
     };
@@ -202,6 +204,7 @@ fn bench_world(c: &mut Criterion) {
             sequence_parallel: true,
             zero1: true,
             pp: 1,
+            ..Parallelism::SINGLE
         },
         batch: BatchShape {
             batch_size: 64,

@@ -5,11 +5,15 @@
 //! experts' SwiGLU outputs. And the load-balancing loss
 //! (`load_balancing_loss_func`) over every sparse layer's router.
 //!
-//! Dropless: every expert runs over every token as one batched dot over
+//! On one rank every expert runs over every token as one batched dot over
 //! the experts, and a token's weight for an expert it was not routed to
-//! is 0. That is the same function as gathering each expert's tokens, and
-//! a static shape.
+//! (or that was full, under a capacity factor: [`crate::expert_slots`]) is
+//! 0. That is the same function as gathering each expert's tokens, and a
+//! static shape. How tokens reach experts on other ranks is
+//! [`crate::parallel::expert_exchange`]'s.
 
+use crate::config::BatchShape;
+use crate::expert_slots::{self, Slots};
 use crate::moe::MoeConfig;
 use crate::softmax::softmax_last;
 use crate::weights::SparseMlp;
@@ -38,17 +42,46 @@ fn router_type(ty: ElementType) -> ElementType {
     }
 }
 
-/// Each token's weight for each expert (`[T, E]`, in `ty`): its router
-/// probability where the expert is among its top k (renormalized over
-/// them when `norm_topk_prob`), 0 elsewhere. `logits` are the router's
-/// (`[T, E]`); the layer's counts join `stats`.
+/// Where a sparse layer sends each of its tokens.
+pub(crate) struct Routing {
+    /// `[T, E]`, in the step's type: each token's weight for each expert,
+    /// 0 where it is not routed there or the expert was full.
+    pub weights: InstrId,
+    /// `[T, E]`, in the router's type: 1 where the token is routed to the
+    /// expert (among its top k), 0 elsewhere.
+    pub chosen: InstrId,
+    /// Each token's slot in its expert's buffer, when a capacity factor
+    /// made them (they decide which tokens are dropped).
+    pub slots: Option<Slots>,
+    /// The rows the tokens are (`T` = rows x sequence).
+    pub batch: BatchShape,
+}
+
+impl Routing {
+    /// The slots, made now if no capacity factor made them (every token
+    /// then has one).
+    pub fn slots(&self, b: &mut Builder, moe: &MoeConfig) -> Result<Slots, BuildError> {
+        let batch = self.batch;
+        match &self.slots {
+            Some(slots) => Ok(slots.clone()),
+            None => expert_slots::slots(b, self.chosen, batch, moe.capacity(batch.seq_len)),
+        }
+    }
+}
+
+/// Each token's weight for each expert: its router probability where the
+/// expert is among its top k (renormalized over them when
+/// `norm_topk_prob`), 0 elsewhere and where a capacity factor drops the
+/// token. `logits` are the router's (`[T, E]`, `T` the tokens of
+/// `batch`); the layer's counts join `stats`.
 pub(crate) fn route(
     b: &mut Builder,
     hints: &mut GradHints,
     moe: &MoeConfig,
     logits: InstrId,
+    batch: BatchShape,
     stats: &mut RouterStats,
-) -> Result<InstrId, BuildError> {
+) -> Result<Routing, BuildError> {
     let ty = b.ty(logits);
     let dims = b.dims(logits);
     let logits = b.convert_unless_same(logits, router_type(ty))?;
@@ -63,12 +96,25 @@ pub(crate) fn route(
     }
     let ones = b.full_like(p, 1.0)?;
     let chosen = b.select(chosen, ones, zeros)?;
-    let chosen = b.reduce_sum(chosen, &[0])?;
+    let counts = b.reduce_sum(chosen, &[0])?;
     let probabilities = b.reduce_sum(p, &[0])?;
-    accumulate(b, &mut stats.chosen, chosen)?;
+    accumulate(b, &mut stats.chosen, counts)?;
     accumulate(b, &mut stats.probabilities, probabilities)?;
     stats.layers += 1;
-    b.convert_unless_same(weights, ty)
+    let slots = match moe.capacity_factor {
+        None => None,
+        Some(_) => {
+            let slots = expert_slots::slots(b, chosen, batch, moe.capacity(batch.seq_len))?;
+            weights = b.select(slots.kept, weights, zeros)?;
+            Some(slots)
+        }
+    };
+    Ok(Routing {
+        weights: b.convert_unless_same(weights, ty)?,
+        chosen,
+        slots,
+        batch,
+    })
 }
 
 /// `sum` plus `x`, or `x` where nothing was summed yet.
@@ -109,7 +155,8 @@ fn top_k(b: &mut Builder, p: InstrId, k: i64) -> Result<InstrId, BuildError> {
 }
 
 /// Every expert's SwiGLU over every token of `x` (`[T, H]`), weighted by
-/// `weights` (`[T, E]`) and summed over the experts: `[T, H]`.
+/// `weights` (`[T, E]`) and summed over the experts: `[T, H]`. `w` holds
+/// the experts the weights' columns name, in order.
 pub(crate) fn experts(
     b: &mut Builder,
     hints: &mut GradHints,
@@ -151,6 +198,47 @@ pub(crate) fn experts(
             rhs_contracting: vec![0],
         },
     )
+}
+
+/// Each expert's SwiGLU over its own tokens: `x` is `[E, M, H]`, `M`
+/// tokens (or empty slots, which stay 0) for each of the `E` experts `w`
+/// holds; `[E, M, H]`.
+pub(crate) fn experts_by_slot(
+    b: &mut Builder,
+    hints: &mut GradHints,
+    x: InstrId,
+    w: &SparseMlp<InstrId>,
+) -> Result<InstrId, BuildError> {
+    // x [E, M, H] . W [E, I, H] -> [E, M, I]; a [E, M, I] . down [E, H, I] -> [E, M, H]
+    let by_expert = DotDims {
+        lhs_batch: vec![0],
+        rhs_batch: vec![0],
+        lhs_contracting: vec![2],
+        rhs_contracting: vec![2],
+    };
+    let g = b.dot(x, w.gate, by_expert.clone())?;
+    let u = b.dot(x, w.up, by_expert.clone())?;
+    let sg = b.unary(UnaryOp::Logistic, g)?;
+    let silu = b.mul(g, sg)?;
+    let a = b.mul(silu, u)?;
+    hints.recompute.extend([sg, silu, a]);
+    b.dot(a, w.down, by_expert)
+}
+
+/// The router's counts of every rank of `sum`'s groups pooled: what the
+/// load-balancing loss of a data-parallel step is taken over, as one
+/// device would over the global batch. `sum` all-reduces a value.
+pub(crate) fn pool_stats(
+    b: &mut Builder,
+    stats: &RouterStats,
+    sum: &dyn Fn(&mut Builder, InstrId) -> Result<InstrId, BuildError>,
+) -> Result<RouterStats, BuildError> {
+    let pooled = |b: &mut Builder, x: Option<InstrId>| x.map(|x| sum(b, x)).transpose();
+    Ok(RouterStats {
+        chosen: pooled(b, stats.chosen)?,
+        probabilities: pooled(b, stats.probabilities)?,
+        layers: stats.layers,
+    })
 }
 
 /// Hugging Face's load-balancing loss over the sparse layers `stats`

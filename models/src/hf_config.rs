@@ -414,6 +414,7 @@ fn experts(k: &mut Keys, names: ExpertNames) -> Result<MoeConfig, ConfigError> {
         mlp_only_layers,
         output_router_logits: k.bool("output_router_logits")?.unwrap_or(false),
         router_aux_loss_coef: k.float("router_aux_loss_coef")?.unwrap_or(0.001),
+        capacity_factor: None,
     })
 }
 

@@ -3,6 +3,7 @@
 //! parameter specs and the scaled initialization.
 
 pub mod config;
+mod expert_slots;
 mod experts;
 pub mod family;
 pub mod field_problem;
@@ -30,7 +31,7 @@ pub use llama::{
     forward, forward_on_rank, ForwardInputs, ForwardOutputs, ForwardParts, PartsContext,
     IGNORE_INDEX,
 };
-pub use parallel::{ParallelError, Parallelism, Piece, TpSplit};
+pub use parallel::{EpExchange, ParallelError, Parallelism, Piece, TpSplit};
 pub use params::{
     declare_params, param_specs, weight_specs, HfPart, Init, ParamRole, ParamSpec, Projection,
     FUSED_PROJECTIONS,

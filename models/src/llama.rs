@@ -11,6 +11,7 @@ use crate::config::{BatchShape, ModelConfig};
 use crate::experts::RouterStats;
 use crate::imported_kernel::{ImportedKernel, Role};
 use crate::kernels::{AttentionKernel, Kernels};
+use crate::moe::MoeConfig;
 use crate::parallel::layers::RankContext;
 use crate::parallel::{Fault, Parallelism};
 use crate::params::{param_specs, weight_specs};
@@ -515,10 +516,14 @@ impl Llama<'_> {
             .as_ref()
             .expect("a sparse layer's config has its experts");
         let logits = self.scoped("gate", |m| m.linear(h, w.router))?;
-        let weights =
-            crate::experts::route(self.b, &mut self.hints, moe, logits, &mut self.router_stats)?;
+        let (batch, stats) = (self.batch, &mut self.router_stats);
+        let routing = crate::experts::route(self.b, &mut self.hints, moe, logits, batch, stats)?;
         self.b.push_scope("experts");
-        let out = crate::experts::experts(self.b, &mut self.hints, h, w, weights)?;
+        let group = self.rank.as_ref().and_then(|r| r.experts());
+        let out = match group {
+            None => crate::experts::experts(self.b, &mut self.hints, h, w, routing.weights)?,
+            Some(g) => g.run(self.b, &mut self.hints, moe, h, w, &routing)?,
+        };
         self.b.pop_scope();
         let Some(shared) = &w.shared else {
             return Ok(out);
@@ -588,6 +593,29 @@ impl Llama<'_> {
         let r = f(self)?;
         self.b.pop_scope();
         Ok(r)
+    }
+
+    /// `loss` plus the load-balancing loss of the sparse layers so far,
+    /// times its coefficient. On a rank of a data-parallel step the
+    /// router's counts are pooled over the replicas first: the loss is the
+    /// global batch's, as one device computes it.
+    fn with_router_loss(&mut self, moe: &MoeConfig, loss: InstrId) -> Result<InstrId, BuildError> {
+        let ty = self.b.ty(loss);
+        let (stats, tokens) = match &self.rank {
+            None => (self.router_stats.clone(), self.n()),
+            Some(rank) => {
+                let sum = |b: &mut Builder, x| rank.dp_sum(b, x);
+                let pooled = crate::experts::pool_stats(self.b, &self.router_stats, &sum)?;
+                (pooled, self.n() * rank.par.dp)
+            }
+        };
+        match crate::experts::load_balancing_loss(self.b, moe, &stats, tokens, ty)? {
+            Some(aux) => {
+                let aux = self.b.scale(aux, moe.router_aux_loss_coef)?;
+                self.b.add2(loss, aux)
+            }
+            None => Ok(loss),
+        }
     }
 
     /// Mean of logsumexp(logits) - logits[target] over the tokens whose
@@ -1023,17 +1051,7 @@ impl<'a> ForwardParts<'a> {
             }
         })?;
         let loss = match m.cfg.moe.as_ref().filter(|moe| moe.aux_loss()) {
-            Some(moe) => m.scoped("aux_loss", |m| {
-                let ty = m.b.ty(loss);
-                let tokens = m.n();
-                match crate::experts::load_balancing_loss(m.b, moe, &m.router_stats, tokens, ty)? {
-                    Some(aux) => {
-                        let aux = m.b.scale(aux, moe.router_aux_loss_coef)?;
-                        m.b.add2(loss, aux)
-                    }
-                    None => Ok(loss),
-                }
-            })?,
+            Some(moe) => m.scoped("aux_loss", |m| m.with_router_loss(moe, loss))?,
             None => loss,
         };
         Ok((loss, logits))

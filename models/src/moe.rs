@@ -34,6 +34,14 @@ pub struct MoeConfig {
     /// `output_router_logits` is set, as Hugging Face trains.
     pub output_router_logits: bool,
     pub router_aux_loss_coef: f64,
+    /// Not a Hugging Face key (`--capacity-factor`): each expert takes at
+    /// most `C = min(S, ceil(S * k * F / E))` tokens of each sequence of
+    /// `S`, the earliest first, and a token routed past a full expert is
+    /// dropped from it (its weight 0). `None` is dropless. Counted per
+    /// sequence, not per rank, so dividing the batch over ranks never
+    /// changes which tokens are dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_factor: Option<f64>,
 }
 
 impl MoeConfig {
@@ -55,6 +63,20 @@ impl MoeConfig {
         dense_listed.sort_unstable();
         dense_listed.dedup();
         layers / step - dense_listed.len() as i64
+    }
+
+    /// Slots each expert has for the tokens of one sequence of `seq_len`:
+    /// `min(S, ceil(S * k * F / E))` under a capacity factor `F`, `S`
+    /// (every token fits) without one.
+    pub fn capacity(&self, seq_len: i64) -> i64 {
+        match self.capacity_factor {
+            None => seq_len,
+            Some(f) => {
+                let wanted =
+                    seq_len as f64 * self.num_experts_per_tok as f64 * f / self.num_experts as f64;
+                (wanted.ceil() as i64).clamp(1, seq_len)
+            }
+        }
     }
 
     /// Whether the load-balancing loss is part of the step's loss.
@@ -95,6 +117,12 @@ impl MoeConfig {
                 FieldProblem::NoSuchLayer { layer: l, layers },
             ));
         }
+        if let Some(f) = self
+            .capacity_factor
+            .filter(|f| !(*f > 0.0 && f.is_finite()))
+        {
+            return Some(("capacity_factor", FieldProblem::NotPositiveNumber(f)));
+        }
         if !(self.router_aux_loss_coef >= 0.0 && self.router_aux_loss_coef.is_finite()) {
             return Some((
                 "router_aux_loss_coef",
@@ -102,5 +130,41 @@ impl MoeConfig {
             ));
         }
         None
+    }
+}
+
+/// A `--capacity-factor` (Python's `capacity_factor=`) the model cannot
+/// take.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CapacityError {
+    #[error("--capacity-factor {factor}: {model_type} is a dense model, with no experts to fill")]
+    Dense {
+        factor: f64,
+        model_type: &'static str,
+    },
+    #[error("--capacity-factor must be a positive number, got {0}")]
+    NotPositive(f64),
+}
+
+impl crate::ModelConfig {
+    /// `self` with each expert's capacity set by `factor` (`None`:
+    /// dropless, as the model was read).
+    pub fn set_capacity_factor(&mut self, factor: Option<f64>) -> Result<(), CapacityError> {
+        let Some(factor) = factor else {
+            return Ok(());
+        };
+        if !(factor > 0.0 && factor.is_finite()) {
+            return Err(CapacityError::NotPositive(factor));
+        }
+        match &mut self.moe {
+            Some(moe) => {
+                moe.capacity_factor = Some(factor);
+                Ok(())
+            }
+            None => Err(CapacityError::Dense {
+                factor,
+                model_type: self.model_type.name(),
+            }),
+        }
     }
 }

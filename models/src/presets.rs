@@ -77,6 +77,7 @@ fn experts(num_experts: i64, per_token: i64, width: i64, coef: f64) -> Option<Mo
         mlp_only_layers: Vec::new(),
         output_router_logits: true,
         router_aux_loss_coef: coef,
+        capacity_factor: None,
     })
 }
 

@@ -80,6 +80,7 @@ from ._types import (
     PathLike,
     Phase,
     PpSend,
+    EpExchange,
     Program,
     Precision,
     RankSource,
@@ -148,6 +149,7 @@ __all__ = [
     "RankSource",
     "ReplicaGroups",
     "PpSend",
+    "EpExchange",
     "Format",
     "Packing",
     "RawDtype",
@@ -408,6 +410,7 @@ def compile_step(
     seq_len: Optional[int] = None,
     packed: bool = False,
     separate_projections: bool = False,
+    capacity_factor: Optional[float] = None,
     precision: Precision = "bf16-mixed",
     rounding: Optional[Rounding] = None,
     target: Target = "neuron",
@@ -419,6 +422,8 @@ def compile_step(
     tp: int = 1,
     dp: int = 1,
     pp: int = 1,
+    ep: int = 1,
+    ep_exchange: EpExchange = "all-to-all",
     sequence_parallel: bool = False,
     zero1: bool = False,
     lr_max: Optional[float] = None,
@@ -446,13 +451,16 @@ def compile_step(
     Hugging Face config.json path or its contents as a dict. Every other
     option of `hlatc compile` is a keyword with the same name (underscores
     for dashes) and default: the batch (`batch_size`, `seq_len`, `packed`),
-    the model's storage (`separate_projections`), `precision` and
+    the model's storage (`separate_projections`), a mixture of experts'
+    `capacity_factor` (dropless when None), `precision` and
     `rounding`, the `target` and, for neuron, the `chip` (`"trn1"` when
     None, or `"trn2"`: its neuronx-cc flags and LNC, its pre-flight and
     the core memory its plan is held to), the pipeline (`passes`, a list or a
     comma-separated string, in place of the target's; `disable_pass`,
     one or a list, left out of it; `verify_each_pass`), `remat`, the
-    layout (`tp`, `dp`, `pp`, `sequence_parallel`, `zero1`; for a sharded
+    layout (`tp`, `dp`, `pp`, `sequence_parallel`, `zero1`; for a mixture
+    of experts `ep`, its experts divided over that many of the `dp`
+    replicas, and `ep_exchange`, `"all-to-all"` or `"all-gather"`; for a sharded
     step `spmd` and `rank_source`, the target's when None), the optimizer's
     `lr_max`, `lr_min`, `warmup_steps`, `total_steps`, `beta1`, `beta2`,
     `adam_eps`, `weight_decay` and `clip_norm` (the model's defaults when
@@ -514,6 +522,7 @@ def compile_step(
         seq_len=seq_len,
         packed=packed,
         separate_projections=separate_projections,
+        capacity_factor=capacity_factor,
         precision=precision,
         rounding=rounding,
         target=target,
@@ -525,6 +534,8 @@ def compile_step(
         tp=tp,
         dp=dp,
         pp=pp,
+        ep=ep,
+        ep_exchange=ep_exchange,
         sequence_parallel=sequence_parallel,
         zero1=zero1,
         lr_max=lr_max,

@@ -26,6 +26,7 @@ __all__ = [
     "RankSource",
     "ReplicaGroups",
     "PpSend",
+    "EpExchange",
     "Format",
     "Packing",
     "RawDtype",
@@ -74,6 +75,8 @@ RankSource = Literal["device", "input"]
 ReplicaGroups = Literal["explicit", "iota"]
 #: How pipeline stages send to each other (`--pp-send`).
 PpSend = Literal["all-gather", "permute"]
+#: How tokens reach the experts of other EP ranks (`--ep-exchange`).
+EpExchange = Literal["all-to-all", "all-gather"]
 #: A corpus file's format (`hlatc train --corpus-format`).
 Format = Literal["jsonl", "lines", "paragraphs", "token-ids"]
 #: How the loader fills rows (`hlatc train --packing`).
@@ -103,6 +106,7 @@ CHOICES: Dict[str, Any] = {
     "rank_source": RankSource,
     "replica_groups": ReplicaGroups,
     "pp_send": PpSend,
+    "ep_exchange": EpExchange,
     "format": Format,
     "packing": Packing,
     "raw_dtype": RawDtype,

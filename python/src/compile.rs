@@ -12,7 +12,7 @@ use hlatc::compile_step::{
 };
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::models::kernels::KernelRequest;
-use hlatc::models::Parallelism;
+use hlatc::models::{EpExchange, Parallelism};
 use hlatc::passes::neuron_check::Chip;
 use hlatc::passes::RoundingPolicy;
 use hlatc::pipeline::StageSend;
@@ -72,9 +72,9 @@ pub(crate) fn source(
 #[pyfunction]
 #[pyo3(signature = (
     *, model=None, config=None, batch_size=None, seq_len=None, packed=false,
-    separate_projections=false, precision="bf16-mixed", rounding=None, target="neuron",
+    separate_projections=false, capacity_factor=None, precision="bf16-mixed", rounding=None, target="neuron",
     chip=None, passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
-    tp=1, dp=1, pp=1, sequence_parallel=false, zero1=false, lr_max=None, lr_min=None,
+    tp=1, dp=1, pp=1, ep=1, ep_exchange="all-to-all", sequence_parallel=false, zero1=false, lr_max=None, lr_min=None,
     warmup_steps=None, total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None,
     clip_norm=None,
     module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None,
@@ -89,6 +89,7 @@ pub fn compile_step(
     #[pyo3(from_py_with = args::seq_len)] seq_len: Option<i64>,
     #[pyo3(from_py_with = args::packed)] packed: bool,
     #[pyo3(from_py_with = args::separate_projections)] separate_projections: bool,
+    #[pyo3(from_py_with = args::capacity_factor)] capacity_factor: Option<f64>,
     #[pyo3(from_py_with = args::precision)] precision: &str,
     #[pyo3(from_py_with = args::rounding)] rounding: Option<&str>,
     #[pyo3(from_py_with = args::target)] target: &str,
@@ -100,6 +101,8 @@ pub fn compile_step(
     #[pyo3(from_py_with = args::tp)] tp: i64,
     #[pyo3(from_py_with = args::dp)] dp: i64,
     #[pyo3(from_py_with = args::pp)] pp: i64,
+    #[pyo3(from_py_with = args::ep)] ep: i64,
+    #[pyo3(from_py_with = args::ep_exchange)] ep_exchange: &str,
     #[pyo3(from_py_with = args::sequence_parallel)] sequence_parallel: bool,
     #[pyo3(from_py_with = args::zero1)] zero1: bool,
     #[pyo3(from_py_with = args::lr_max)] lr_max: Option<f64>,
@@ -133,6 +136,7 @@ pub fn compile_step(
     let options = CompileOptions {
         model: source(model, config)?,
         separate_projections,
+        capacity_factor,
         batch_size,
         seq_len,
         packed,
@@ -163,6 +167,14 @@ pub fn compile_step(
             sequence_parallel,
             zero1,
             pp,
+            ep,
+            ep_exchange: named(
+                &CONFIG,
+                "expert exchange",
+                ep_exchange,
+                &EpExchange::ALL,
+                EpExchange::name,
+            )?,
         },
         spmd: spmd
             .map(|f| named(&CONFIG, "SPMD form", f, &SpmdForm::ALL, SpmdForm::name))

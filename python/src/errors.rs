@@ -522,6 +522,7 @@ fn step_error(e: &StepError) -> PyErr {
     match e {
         StepError::Config(c) => config_error(c),
         StepError::Optimizer(_) => config_key(message, Some("optimizer"), None),
+        StepError::Capacity(_) => config_key(message, Some("capacity_factor"), None),
         StepError::Accumulation { .. } | StepError::AccumulatedRouterLoss { .. } => {
             config_key(message, Some("grad_accum"), None)
         }

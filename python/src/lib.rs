@@ -23,6 +23,7 @@ mod trainer;
 
 use hlatc::compile_step::ReplicaGroupForm;
 use hlatc::metrics::Series;
+use hlatc::models::EpExchange;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::pipeline::Phase;
 use hlatc::precision::Precision;
@@ -65,6 +66,7 @@ pub(crate) fn choice_lists() -> BTreeMap<&'static str, Vec<&'static str>> {
             "replica_groups",
             names(&ReplicaGroupForm::ALL, ReplicaGroupForm::name),
         ),
+        ("ep_exchange", names(&EpExchange::ALL, EpExchange::name)),
         (
             "pp_send",
             names(

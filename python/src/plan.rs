@@ -413,6 +413,7 @@ pub fn append_measured_run(
             dp,
             sequence_parallel,
             zero1,
+            ..hlatc::models::Parallelism::SINGLE
         },
         remat: remat_named(&CONFIG, remat)?,
         micro_batch,

@@ -157,6 +157,42 @@ def test_the_tiny_mixture_of_experts_trains_and_exports_its_experts_one_by_one()
         hlatc.compile_step(model="tiny-moe", target="cpu", tp=2)
 
 
+def test_experts_over_ep_ranks_train_as_one_device_and_bad_layouts_are_refused():
+    options = dict(model="tiny-moe", target="cpu", batch_size=8, seq_len=16, precision="fp32",
+                   capacity_factor=1.0, lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)
+    one = hlatc.Trainer(hlatc.compile_step(**options), seed=0)
+    for exchange in ("all-to-all", "all-gather"):
+        ep = hlatc.compile_step(**options, dp=4, ep=2, ep_exchange=exchange)
+        shapes = {t.name: t.shape for t in ep.inputs}
+        assert shapes["model.layers.0.mlp.experts.gate_proj.weight"] == [2, 48, 32]
+        sharded = hlatc.Trainer(ep, seed=0)
+        for tokens, targets in batches(4):
+            a = one.step(tokens, targets) if exchange == "all-to-all" else None
+            b = sharded.step(tokens, targets)
+            if a is not None:
+                assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (a, b)
+        if exchange == "all-to-all":
+            # Four AdamW steps at lr 1e-2 make the ranks' other order of
+            # summation up to 1.8e-5 of a tensor (the Rust tests' 1e-5 is
+            # at lr 1e-3); a wrong expert would be off by its whole size.
+            expected = one.hugging_face_params()
+            for name, value in sharded.hugging_face_params().items():
+                diff = np.linalg.norm(value - expected[name]) / np.linalg.norm(expected[name])
+                assert diff < 1e-4, (name, diff)
+    for bad, key, message in [
+        (dict(dp=4, ep=3), "parallel", "--ep 3 does not divide --dp 4"),
+        (dict(dp=2, ep=1, ep_exchange="all-gather"), "parallel", "needs --ep above 1"),
+        (dict(model="tiny", capacity_factor=None, dp=2, ep=2), "parallel", "dense model"),
+        (dict(model="tiny", capacity_factor=1.0), "capacity_factor", "dense model"),
+        (dict(capacity_factor=0.0), "capacity_factor", "positive number"),
+    ]:
+        with pytest.raises(hlatc.ConfigError, match=message) as e:
+            hlatc.compile_step(**{**options, **bad})
+        assert e.value.key == key
+    with pytest.raises(hlatc.ConfigError, match="all-to-all"):
+        hlatc.compile_step(**options, dp=2, ep=2, ep_exchange="scatter")  # type: ignore[arg-type]
+
+
 def test_a_batch_of_other_rows_is_refused_naming_the_input():
     # It was read in part (8 rows into a 1-row step trained on the first)
     # or past its end (a panic inside the library).

@@ -229,6 +229,7 @@ fn options(a: &Args) -> CompileOptions {
     CompileOptions {
         model: a.model.source("hlat-7b"),
         separate_projections: a.model.separate_projections,
+        capacity_factor: a.model.capacity_factor,
         batch_size: a.model.batch_size,
         seq_len: a.model.seq_len,
         packed: a.model.packed,

@@ -43,6 +43,16 @@ pub struct ModelArgs {
     /// which rows of a fused tensor are which
     #[arg(long)]
     pub separate_projections: bool,
+    /// For a mixture-of-experts model: each expert takes at most C =
+    /// min(S, ceil(S x k x F / E)) tokens of each sequence of S (k experts
+    /// per token, E experts), the earliest first, and a token routed to a
+    /// full expert is dropped from it, as NxD's capacity factor does (it
+    /// counts a rank's tokens; hlatc counts a sequence's, so dividing the
+    /// batch never changes what is dropped). The static buffers of
+    /// --ep-exchange all-to-all are C slots per expert per sequence.
+    /// Default: dropless (C = S)
+    #[arg(long, value_name = "F")]
+    pub capacity_factor: Option<f64>,
 }
 
 impl ModelArgs {
@@ -58,7 +68,10 @@ impl ModelArgs {
     /// The model and its name for messages; `default` when neither flag is given.
     /// The stored layout follows `--separate-projections`.
     pub fn resolve(&self, default: &str) -> Result<(ModelConfig, String), Error> {
-        self.source(default).resolve(self.separate_projections)
+        let (mut cfg, name) = self.source(default).resolve(self.separate_projections)?;
+        cfg.set_capacity_factor(self.capacity_factor)
+            .map_err(hlatc::train_step::StepError::from)?;
+        Ok((cfg, name))
     }
 
     /// The batch the flags ask for, with the command's defaults; see

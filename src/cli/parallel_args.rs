@@ -1,7 +1,7 @@
-//! `--tp`, `--dp`, `--pp`, `--sequence-parallel` and `--zero1`, shared by the
-//! commands that build a step.
+//! `--tp`, `--dp`, `--pp`, `--ep`, `--sequence-parallel` and `--zero1`,
+//! shared by the commands that build a step.
 
-use hlatc::models::Parallelism;
+use hlatc::models::{EpExchange, Parallelism};
 use hlatc::passes::Target;
 use hlatc::pipeline::StageSend;
 use hlatc::spmd::{RankSource, Spmd, SpmdError, SpmdForm};
@@ -36,6 +36,26 @@ pub(super) struct ParallelArgs {
     /// docs/src/pipeline.md
     #[arg(long, value_name = "P", default_value_t = 1)]
     pub pp: i64,
+    /// Expert-parallel degree, for a mixture-of-experts model: its experts
+    /// divided over E of the --dp replicas (E divides --dp and the expert
+    /// count), NxD's [PP, DP_exp, EP, TP] layout: DP replica d is EP rank
+    /// d % E and holds that run of the experts; tokens reach the experts
+    /// of the other EP ranks as --ep-exchange says, and the experts'
+    /// gradients are averaged over the D / E replicas that hold them. See
+    /// docs/src/moe.md
+    #[arg(long, value_name = "E", default_value_t = 1)]
+    pub ep: i64,
+    /// How tokens reach the experts of other EP ranks (needs --ep above
+    /// 1). `all-to-all`: each rank lays its tokens out in per-expert
+    /// buffers of the capacity (--capacity-factor, else every token of a
+    /// sequence fits) and sends each EP rank its experts' buffers, the
+    /// outputs coming back the same way (NxD training's form).
+    /// `all-gather`: every rank gathers the group's tokens, runs its
+    /// experts over all of them and reduce-scatters the outputs back
+    /// (NxD Inference's and vLLM-Neuron's form). Both compute the same
+    /// step
+    #[arg(long, value_name = "FORM", default_value = "all-to-all", value_parser = parse_ep_exchange)]
+    pub ep_exchange: EpExchange,
     /// Sequence parallelism (needs --tp above 1): norms and residuals on
     /// each rank's share of the tokens, all-gathered before q/k/v and
     /// gate/up and reduce-scattered after o and down, which cuts the
@@ -81,6 +101,13 @@ pub(super) struct PpSendArg {
     /// neuron, permute for cpu
     #[arg(long = "pp-send", value_name = "FORM", value_parser = parse_pp_send)]
     pub send: Option<StageSend>,
+}
+
+fn parse_ep_exchange(s: &str) -> Result<EpExchange, String> {
+    EpExchange::from_name(s).ok_or_else(|| {
+        let known: Vec<&str> = EpExchange::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown exchange '{s}' (known: {})", known.join(", "))
+    })
 }
 
 fn parse_pp_send(s: &str) -> Result<StageSend, String> {
@@ -130,6 +157,8 @@ impl ParallelArgs {
             sequence_parallel: self.sequence_parallel,
             zero1: self.zero1,
             pp: self.pp,
+            ep: self.ep,
+            ep_exchange: self.ep_exchange,
         }
     }
 

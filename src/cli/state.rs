@@ -131,6 +131,7 @@ impl StepArgs {
         let o = CompileOptions {
             model: self.model.source("tiny"),
             separate_projections: self.model.separate_projections,
+            capacity_factor: self.model.capacity_factor,
             // The batch does not change the state; one sequence per replica
             // keeps any --dp valid.
             batch_size: Some(self.model.batch_size.unwrap_or(parallel.dp)),

@@ -36,6 +36,7 @@ impl CompileOptions {
         w.some("seq-len", self.seq_len);
         w.switch("packed", self.packed);
         w.switch("separate-projections", self.separate_projections);
+        w.some("capacity-factor", self.capacity_factor);
         w.changed("precision", self.precision.name(), d.precision.name());
         w.some("rounding", self.rounding.as_ref());
         w.changed("target", self.target.name(), d.target.name());
@@ -52,6 +53,8 @@ impl CompileOptions {
         w.changed("tp", p.tp, dp.tp);
         w.changed("dp", p.dp, dp.dp);
         w.changed("pp", p.pp, dp.pp);
+        w.changed("ep", p.ep, dp.ep);
+        w.changed("ep-exchange", p.ep_exchange.name(), dp.ep_exchange.name());
         w.switch("sequence-parallel", p.sequence_parallel);
         w.switch("zero1", p.zero1);
         let o = &self.optimizer;

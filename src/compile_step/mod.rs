@@ -152,6 +152,9 @@ pub struct CompileOptions {
     /// Tokens per sequence (default min(4096, `max_position_embeddings`)).
     pub seq_len: Option<i64>,
     pub packed: bool,
+    /// Each expert's capacity per sequence under a mixture of experts
+    /// (`--capacity-factor`); `None`: dropless.
+    pub capacity_factor: Option<f64>,
     pub optimizer: OptimizerOverrides,
     pub precision: Precision,
     /// The preset's rounding policy when `None`.
@@ -227,6 +230,7 @@ impl Default for CompileOptions {
             batch_size: None,
             seq_len: None,
             packed: false,
+            capacity_factor: None,
             optimizer: OptimizerOverrides::default(),
             precision: Precision::default(),
             rounding: None,
@@ -449,7 +453,10 @@ impl CompileOptions {
 /// batch size, each DP replica takes one sequence.
 pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     let target = BundleTarget::choose(o.target, o.chip)?;
-    let (model, name) = o.model.resolve(o.separate_projections)?;
+    let (mut model, name) = o.model.resolve(o.separate_projections)?;
+    model
+        .set_capacity_factor(o.capacity_factor)
+        .map_err(hlatc_train::train_step::StepError::from)?;
     let default_batch = o.parallel.dp.max(1);
     let batch = batch_shape(
         &model,

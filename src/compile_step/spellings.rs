@@ -52,13 +52,14 @@ use DefaultValue::{Empty, Off, Unset, Value};
 
 /// Every option, in the order of `hlatc.compile_step`'s keywords (the
 /// CLI's own options last).
-pub const SPELLINGS: [Spelling; 39] = [
+pub const SPELLINGS: [Spelling; 42] = [
     both("model", "model", Unset),
     both("config", "config", Unset),
     both("batch-size", "batch_size", Unset),
     both("seq-len", "seq_len", Unset),
     both("packed", "packed", Off),
     both("separate-projections", "separate_projections", Off),
+    both("capacity-factor", "capacity_factor", Unset),
     both("precision", "precision", Value("bf16-mixed")),
     both("rounding", "rounding", Unset),
     both("target", "target", Value("neuron")),
@@ -70,6 +71,8 @@ pub const SPELLINGS: [Spelling; 39] = [
     both("tp", "tp", Value("1")),
     both("dp", "dp", Value("1")),
     both("pp", "pp", Value("1")),
+    both("ep", "ep", Value("1")),
+    both("ep-exchange", "ep_exchange", Value("all-to-all")),
     both("sequence-parallel", "sequence_parallel", Off),
     both("zero1", "zero1", Off),
     both("lr-max", "lr_max", Unset),

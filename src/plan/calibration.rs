@@ -388,6 +388,7 @@ fn read_run(
             dp: int("dp")?,
             sequence_parallel: flag("sequence_parallel")?,
             zero1: flag("zero1")?,
+            ..hlatc_models::Parallelism::SINGLE
         },
         remat,
         micro_batch: int("micro_batch")?,

@@ -546,6 +546,7 @@ pub fn search_space(
                                         dp,
                                         sequence_parallel,
                                         zero1,
+                                        ..Parallelism::SINGLE
                                     },
                                     remat,
                                     micro_batch,

@@ -10,7 +10,7 @@ use hlatc::compile_step::{
     compile_step, CompileOptions, ModelSource, OptimizerOverrides, ReplicaGroupForm,
 };
 use hlatc::memory_plan::DeviceMemory;
-use hlatc::models::{KernelRequest, Parallelism};
+use hlatc::models::{EpExchange, KernelRequest, Parallelism};
 use hlatc::passes::neuron_check::Chip;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::pipeline::StageSend;
@@ -27,6 +27,7 @@ fn every_option_changed() -> CompileOptions {
         batch_size: Some(8),
         seq_len: Some(32),
         packed: true,
+        capacity_factor: Some(1.25),
         optimizer: OptimizerOverrides {
             lr_max: Some(1e-3),
             lr_min: Some(1e-4),
@@ -52,6 +53,8 @@ fn every_option_changed() -> CompileOptions {
             pp: 2,
             sequence_parallel: true,
             zero1: true,
+            ep: 2,
+            ep_exchange: EpExchange::AllGather,
         },
         spmd: Some(SpmdForm::Partitions),
         rank_source: Some(RankSource::Input),
@@ -144,6 +147,7 @@ fn the_words_build_the_options_bundle() {
                 pp: 1,
                 sequence_parallel: true,
                 zero1: true,
+                ..Parallelism::SINGLE
             },
             optimizer: OptimizerOverrides {
                 lr_max: Some(1e-3),
@@ -164,6 +168,20 @@ fn the_words_build_the_options_bundle() {
             remat: RematPolicy::None,
             kernels: vec![KernelRequest::parse("attention=blocked:8").unwrap()],
             module_markers: true,
+            ..CompileOptions::default()
+        },
+        CompileOptions {
+            model: ModelSource::Preset("tiny-moe".into()),
+            batch_size: Some(4),
+            seq_len: Some(16),
+            target: Target::Cpu,
+            capacity_factor: Some(1.25),
+            parallel: Parallelism {
+                dp: 4,
+                ep: 2,
+                ep_exchange: EpExchange::AllGather,
+                ..Parallelism::SINGLE
+            },
             ..CompileOptions::default()
         },
     ];

@@ -31,6 +31,7 @@ fn layout(tp: i64, dp: i64, zero1: bool) -> Parallelism {
         sequence_parallel: false,
         zero1,
         pp: 1,
+        ..Parallelism::SINGLE
     }
 }
 

@@ -82,6 +82,7 @@ fn layout(tp: i64, dp: i64, sequence_parallel: bool) -> Parallelism {
         sequence_parallel,
         zero1: false,
         pp: 1,
+        ..Parallelism::SINGLE
     }
 }
 

@@ -8,6 +8,7 @@ mod command_line;
 mod compile;
 mod conformance;
 mod docs;
+mod expert_parallel;
 mod fault_recovery;
 mod filetests;
 mod fused_weights;

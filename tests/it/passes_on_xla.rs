@@ -530,6 +530,7 @@ fn narrowed_gathers_compute_the_same_bits() {
         sequence_parallel: true,
         zero1: false,
         pp: 1,
+        ..Parallelism::SINGLE
     };
     let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, Precision::Bf16Mixed);
     let run = |disabled: &[&str], narrowed: bool| {

@@ -35,6 +35,7 @@ fn layout(pp: i64, tp: i64, dp: i64, sequence_parallel: bool, zero1: bool) -> Pa
         sequence_parallel,
         zero1,
         pp,
+        ..Parallelism::SINGLE
     }
 }
 
@@ -236,6 +237,7 @@ fn hlat_70b_pipeline(form: PipelineForm) -> hlatc::pipeline::PipelineSteps {
             sequence_parallel: true,
             zero1: true,
             pp: 8,
+            ..Parallelism::SINGLE
         },
         ..StepConfig::new(
             ModelConfig::hlat_70b(),

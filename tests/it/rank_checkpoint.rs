@@ -37,6 +37,7 @@ fn each_ranks_slices_are_the_whole_checkpoint_divided() {
             sequence_parallel: true,
             zero1: true,
             pp: 1,
+            ..Parallelism::SINGLE
         },
         Precision::Bf16Master,
     );

@@ -119,6 +119,7 @@ const SEQUENCE_PARALLEL: Parallelism = Parallelism {
     sequence_parallel: true,
     zero1: true,
     pp: 1,
+    ..Parallelism::SINGLE
 };
 
 /// The [`SEQUENCE_PARALLEL`] step as its pipeline leaves it under `remat`.

@@ -23,6 +23,7 @@ fn layout(tp: i64, dp: i64, sequence_parallel: bool, zero1: bool, pp: i64) -> Pa
         sequence_parallel,
         zero1,
         pp,
+        ..Parallelism::SINGLE
     }
 }
 

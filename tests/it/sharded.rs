@@ -186,6 +186,7 @@ fn check(model: ModelConfig, tp: i64, dp: i64, sequence_parallel: bool) {
         sequence_parallel,
         zero1: false,
         pp: 1,
+        ..Parallelism::SINGLE
     };
     check_in(Precision::Fp32, F32_RTOL, model, par);
 }
@@ -234,6 +235,7 @@ fn in_f64_sharded_is_unsharded_up_to_rounding() {
         sequence_parallel,
         zero1: false,
         pp: 1,
+        ..Parallelism::SINGLE
     };
     check_in(Precision::Fp64, F64_RTOL, gqa_odd_vocab(), par(4, 2, true));
     check_in(Precision::Fp64, F64_RTOL, mha_tied(), par(2, 2, false));
@@ -248,6 +250,7 @@ fn broken(fault: Fault, model: ModelConfig, tp: i64, dp: i64) -> Vec<String> {
         sequence_parallel: false,
         zero1: false,
         pp: 1,
+        ..Parallelism::SINGLE
     };
     broken_in(fault, model, par)
 }

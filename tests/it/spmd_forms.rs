@@ -45,6 +45,7 @@ fn layout(tp: i64, dp: i64, sequence_parallel: bool, zero1: bool) -> Parallelism
         sequence_parallel,
         zero1,
         pp: 1,
+        ..Parallelism::SINGLE
     }
 }
 

@@ -76,6 +76,7 @@ fn xla_reads_our_text_and_protos_as_we_meant_them() {
             sequence_parallel: true,
             zero1: false,
             pp: 1,
+            ..hlatc::models::Parallelism::SINGLE
         },
         batch: hlatc::models::BatchShape {
             batch_size: 4,

@@ -28,6 +28,7 @@ fn zero1(tp: i64, dp: i64, sequence_parallel: bool) -> Parallelism {
         sequence_parallel,
         zero1: true,
         pp: 1,
+        ..Parallelism::SINGLE
     }
 }
 

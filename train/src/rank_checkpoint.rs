@@ -174,7 +174,11 @@ fn read_share(
                 .into()
             })
     };
-    match ranks.holding(spec, rank) {
+    let holding = match ranks.experts_read(spec, rank) {
+        Some(experts) => RankHolding::HuggingFace(experts),
+        None => ranks.holding(spec, rank),
+    };
+    match holding {
         RankHolding::Replicated => {
             let dims = ranks.whole_dims(spec);
             read(&spec.name, 0, [0, dims.first().copied().unwrap_or(1)])
@@ -183,7 +187,10 @@ fn read_share(
             let size = spec.dtype.byte_size();
             let mut bytes = vec![0u8; spec.shape.iter().product::<i64>() as usize * size];
             for s in &slices {
-                let part = read(&s.tensor, s.dim, s.range)?;
+                let mut part = read(&s.tensor, s.dim, s.range)?;
+                if s.stacked {
+                    part = one_row(part);
+                }
                 place(&mut bytes, &spec.shape, size, &part, s.dim, s.local);
             }
             Literal::from_bytes(spec.dtype, spec.shape.clone(), bytes).map_err(|error| {
@@ -200,6 +207,14 @@ fn read_share(
         }
         .into()),
     }
+}
+
+/// `x` as the one row of a leading dimension: an expert's tensor as a
+/// stack of one.
+fn one_row(x: Literal) -> Literal {
+    let dims: Vec<i64> = std::iter::once(1).chain(x.dims().iter().copied()).collect();
+    let ty = x.ty();
+    Literal::from_bytes(ty, dims, x.bytes().to_vec()).expect("the same elements")
 }
 
 /// Copies `part` into the row-major array `bytes` of `dims` (elements of

@@ -21,6 +21,10 @@ pub struct HfSlice {
     pub local: i64,
     /// How many ranks of the TP group hold the same range.
     pub copies: i64,
+    /// The tensor is one row of the input's leading dimension, without
+    /// that dimension (`local` is its row): one expert of a stack.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stacked: bool,
 }
 
 /// What a rank holds of one input, in checkpoint terms.
@@ -81,7 +85,7 @@ impl RankInputs {
             return None;
         }
         let p = self.sharded(spec)?;
-        let k = shard_len(&p.tp.local_dims(&p.dims, &self.par), self.par.dp);
+        let k = shard_len(&p.local_dims(&self.par), self.par.dp);
         let d = self.par.dp_rank(rank);
         Some([d * k, (d + 1) * k])
     }
@@ -111,11 +115,56 @@ impl RankInputs {
             return RankHolding::Zero1Shard { elements };
         }
         match self.sharded(spec) {
+            Some(p) if self.experts_range(p, rank).is_some() => {
+                RankHolding::HuggingFace(self.experts_held(p, rank))
+            }
             Some(p) if p.tp != TpSplit::Replicated => {
                 let pieces = p.tp.pieces(&p.dims, self.par.tp_rank(rank), &self.par);
                 RankHolding::HuggingFace(pieces.iter().map(|piece| hf_slice(p, piece)).collect())
             }
             _ => RankHolding::Replicated,
+        }
+    }
+
+    /// What rank `rank` reads of the checkpoint for parameter input
+    /// `spec` when it is a stack of experts (one Hugging Face tensor each,
+    /// whether the rank holds all of them or its EP rank's run).
+    pub fn experts_read(&self, spec: &TensorSpec, rank: i64) -> Option<Vec<HfSlice>> {
+        let p = self.sharded(spec)?;
+        p.parts
+            .iter()
+            .any(|part| part.stacked)
+            .then(|| self.experts_held(p, rank))
+    }
+
+    /// The Hugging Face tensors (one per expert) of the stacked experts
+    /// `p` that rank `rank` holds, each whole, at its place in the rank's
+    /// stack: every expert, or its EP rank's run of them.
+    fn experts_held(&self, p: &ParamSpec, rank: i64) -> Vec<HfSlice> {
+        let [first, end] = self.experts_range(p, rank).unwrap_or([0, p.dims[0]]);
+        p.parts
+            .iter()
+            .filter(|part| part.rows[0] >= first && part.rows[1] <= end)
+            .map(|part| {
+                let dims = part.dims(&p.dims);
+                HfSlice {
+                    tensor: part.name.clone(),
+                    dim: 0,
+                    range: [0, dims[0]],
+                    local: part.rows[0] - first,
+                    copies: self.par.tp,
+                    stacked: true,
+                }
+            })
+            .collect()
+    }
+
+    /// The experts rank `rank` holds of `p`, when expert parallelism
+    /// divides them.
+    fn experts_range(&self, p: &ParamSpec, rank: i64) -> Option<[i64; 2]> {
+        match self.par.ep {
+            1 => None,
+            _ => p.experts_of(self.par.ep_rank(rank), &self.par),
         }
     }
 
@@ -149,7 +198,13 @@ impl RankInputs {
             return rows(value, a, b);
         }
         let share = match self.sharded(spec) {
-            Some(p) => p.tp.shard(value, self.par.tp_rank(rank), &self.par),
+            Some(p) => {
+                let share = p.tp.shard(value, self.par.tp_rank(rank), &self.par);
+                match self.experts_range(p, rank) {
+                    Some([a, b]) => rows(&share, a, b),
+                    None => share,
+                }
+            }
             None => value.clone(),
         };
         match self.zero1_shard(spec, rank) {
@@ -167,11 +222,14 @@ impl RankInputs {
             None => return locals[0].clone(),
         };
         let tp = self.par.tp as usize;
+        if self.par.ep > 1 && p.holds_experts() {
+            return self.experts_gathered(p, locals);
+        }
         if self.zero1_shard(spec, 0).is_none() {
             return p.tp.gather(&locals[..tp], &p.dims, &self.par);
         }
         // Each TP rank's share joined from its shards on the replicas.
-        let local = p.tp.local_dims(&p.dims, &self.par);
+        let local = p.local_dims(&self.par);
         let shares: Vec<Literal> = (0..tp)
             .map(|t| {
                 let shards: Vec<&Literal> = locals.iter().skip(t).step_by(tp).copied().collect();
@@ -179,6 +237,28 @@ impl RankInputs {
             })
             .collect();
         p.tp.gather(&shares.iter().collect::<Vec<_>>(), &p.dims, &self.par)
+    }
+}
+
+impl RankInputs {
+    /// The whole stack of experts `p` from every rank's run of them: EP
+    /// rank `j`'s from DP replica `j` (its TP ranks' shares joined), the
+    /// runs laid in order.
+    fn experts_gathered(&self, p: &ParamSpec, locals: &[&Literal]) -> Literal {
+        let tp = self.par.tp as usize;
+        let mut run_dims = p.dims.clone();
+        run_dims[0] /= self.par.ep;
+        let runs: Vec<Literal> = (0..self.par.ep as usize)
+            .map(|j| {
+                p.tp.gather(&locals[j * tp..(j + 1) * tp], &run_dims, &self.par)
+            })
+            .collect();
+        let ty = runs[0].ty();
+        let bytes: Vec<u8> = runs
+            .iter()
+            .flat_map(|r| r.bytes().iter().copied())
+            .collect();
+        Literal::from_bytes(ty, p.dims.clone(), bytes).expect("the runs fill the stack")
     }
 }
 
@@ -206,6 +286,7 @@ pub(crate) fn hf_slice_named(name: &str, part: Option<(&str, i64)>, piece: &Piec
         range: [piece.global[0] - offset, piece.global[1] - offset],
         local: piece.local,
         copies: piece.copies,
+        stacked: false,
     }
 }
 

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 /// range over all of it.
 pub(crate) fn local_ranges(spec: &ParamSpec, par: &Parallelism) -> (usize, Vec<([i64; 2], i64)>) {
     let pieces = spec.tp.pieces(&spec.dims, 0, par);
-    let local = spec.tp.local_dims(&spec.dims, par);
+    let local = spec.local_dims(par);
     let dim = pieces.first().map_or(0, |p| p.dim);
     let mut ranges: Vec<([i64; 2], i64)> = Vec::new();
     for p in &pieces {
@@ -62,11 +62,19 @@ struct Range {
 
 /// Who holds a range: `copies` ranks of each TP group, on one pipeline
 /// stage or (`every_stage`: the embedding, final norm and LM head under
-/// pipeline parallelism) on every stage.
+/// pipeline parallelism) on every stage, in every DP replica or (`experts`
+/// under expert parallelism) in those that hold the same experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Holders {
     copies: i64,
     every_stage: bool,
+    experts: bool,
+}
+
+/// Whether `spec`'s rows are one EP rank's experts, held by some DP
+/// replicas only.
+fn divided_over_ep(spec: &ParamSpec, par: &Parallelism) -> bool {
+    par.ep > 1 && spec.holds_experts()
 }
 
 /// Whether every pipeline stage holds `spec` (and its gradient is summed
@@ -90,7 +98,7 @@ pub fn sum_over_holders(
         return Ok(grads.to_vec());
     }
     sum_ranges(b, grads, specs, par, "gradient_all_reduce", &|h| {
-        stages_of(h, holder_groups(h.copies, par), par)
+        stages_of(h, holder_groups(h.copies, h.experts, par), par)
     })
 }
 
@@ -137,6 +145,7 @@ fn sum_ranges(
     for (k, (&g, spec)) in grads.iter().zip(specs).enumerate() {
         let (dim, local) = local_ranges(spec, par);
         let every_stage = held_by_every_stage(spec, par);
+        let experts = divided_over_ep(spec, par);
         for (range, copies) in local {
             let value = b.slice_dim_unless_whole(g, dim, range[0], range[1])?;
             ranges.push(Range {
@@ -145,6 +154,7 @@ fn sum_ranges(
                 holders: Holders {
                     copies,
                     every_stage,
+                    experts,
                 },
             });
         }
@@ -252,7 +262,9 @@ pub(crate) fn bucket_runs(sizes: &[i64]) -> Vec<Vec<usize>> {
 /// The squared global gradient norm, from this rank's whole gradients:
 /// a TP-sharded range's squares are added over the TP group, a range held
 /// by `c` ranks of it counts `1 / c` on each, and a parameter every rank
-/// holds is counted once, outside the sum.
+/// holds is counted once, outside the sum. Under expert parallelism each
+/// rank's experts' squares are first added over its EP group, which
+/// together holds every expert.
 pub fn norm_squared(
     b: &mut Builder,
     grads: &[InstrId],
@@ -261,7 +273,8 @@ pub fn norm_squared(
     fault: Option<Fault>,
 ) -> Result<InstrId, BuildError> {
     let ty = b.ty(grads[0]);
-    let mut by_copies: BTreeMap<i64, InstrId> = BTreeMap::new();
+    // By copies, and whether the range is this rank's experts.
+    let mut by_holders: BTreeMap<(i64, bool), InstrId> = BTreeMap::new();
     for (&g, spec) in grads.iter().zip(specs) {
         let (dim, ranges) = local_ranges(spec, par);
         for (range, copies) in ranges {
@@ -269,12 +282,25 @@ pub fn norm_squared(
             let sq = b.mul(part, part)?;
             let all: Vec<i64> = (0..b.dims(part).len() as i64).collect();
             let s = b.reduce_sum(sq, &all)?;
-            let acc = match by_copies.get(&copies) {
+            let key = (copies, divided_over_ep(spec, par));
+            let acc = match by_holders.get(&key) {
                 Some(&acc) => b.add2(acc, s)?,
                 None => s,
             };
-            by_copies.insert(copies, acc);
+            by_holders.insert(key, acc);
         }
+    }
+    let mut by_copies: BTreeMap<i64, InstrId> = BTreeMap::new();
+    for ((copies, experts), s) in by_holders {
+        let s = match experts {
+            true => b.all_reduce(s, BinaryOp::Add, &replica_groups(&par.ep_groups()))?,
+            false => s,
+        };
+        let acc = match by_copies.get(&copies) {
+            Some(&acc) => b.add2(acc, s)?,
+            None => s,
+        };
+        by_copies.insert(copies, acc);
     }
     let tp = par.tp;
     let (mut shared, mut replicated) = (Vec::new(), Vec::new());

@@ -104,6 +104,26 @@ impl Builder {
         )
     }
 
+    /// `x` cut into as many pieces along `dimension` as the group has
+    /// members, piece k sent to member k, and the pieces each member
+    /// receives laid along `dimension` in sender order: the shape is
+    /// unchanged.
+    pub fn all_to_all(
+        &mut self,
+        x: InstrId,
+        dimension: i64,
+        groups: &Collective,
+    ) -> Result<InstrId, BuildError> {
+        self.add(
+            Op::AllToAll {
+                collective: groups.clone(),
+                dimension: Some(dimension),
+            },
+            &[x],
+            None,
+        )
+    }
+
     /// `x`'s shape with `dimension` resized by the group size (which the
     /// shape inference cannot know from an empty group list); `None` lets
     /// inference say what is wrong.

@@ -9,6 +9,7 @@
 //! rank's copy of the loss is differentiated, and a parameter's gradient is
 //! the sum over the ranks that hold it (see `hlatc-train`).
 
+use super::expert_exchange::ExpertGroup;
 use super::{Fault, Parallelism};
 use crate::config::ModelConfig;
 use crate::token_ops::{counted_total, gather_rows};
@@ -32,6 +33,8 @@ pub struct RankContext {
     /// rather than passed, so one program serves every rank.
     vocab_offset: Option<InstrId>,
     fault: Option<Fault>,
+    /// Under expert parallelism, this rank's EP group.
+    experts: Option<ExpertGroup>,
 }
 
 impl RankContext {
@@ -55,7 +58,12 @@ impl RankContext {
         } else {
             None
         };
+        let experts = match &cfg.moe {
+            Some(moe) => ExpertGroup::new(b, par, moe.num_experts)?,
+            None => None,
+        };
         Ok(RankContext {
+            experts,
             par,
             tp: replica_groups(&par.tp_groups()),
             dp: replica_groups(&par.dp_groups()),
@@ -82,7 +90,14 @@ impl RankContext {
         b.all_reduce(x, BinaryOp::Add, &self.tp)
     }
 
-    fn dp_sum(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+    /// This rank's EP group, under expert parallelism.
+    pub(crate) fn experts(&self) -> Option<&ExpertGroup> {
+        self.experts.as_ref()
+    }
+
+    /// `x` summed over the DP replicas (the ranks whose tokens together
+    /// are the global batch's, with tensor parallelism off).
+    pub(crate) fn dp_sum(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
         if self.par.dp == 1 {
             return Ok(x);
         }

@@ -8,9 +8,15 @@
 //! group of a collective lies within one stage, except the
 //! [`Parallelism::pp_groups`] that join a rank's twins across stages.
 //!
+//! Expert parallelism divides a mixture of experts' experts over `ep`
+//! consecutive DP replicas (NxD's `[PP, DP_exp, EP, TP]`, `DP_exp * EP =
+//! DP`): DP replica `d` is EP rank `d % ep` of expert-data-parallel
+//! replica `d / ep`, and holds experts `(d % ep) * E / ep` onwards.
+//!
 //! Which part of each parameter a rank holds is [`split`]'s; which layers
 //! each stage holds is [`stages`]'.
 
+pub mod expert_exchange;
 pub mod layers;
 pub mod split;
 pub mod stages;
@@ -45,6 +51,58 @@ pub struct Parallelism {
     /// from a manifest when 1.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub pp: i64,
+    /// Expert-parallel degree: a mixture of experts' experts divided over
+    /// this many DP replicas (it divides `dp`), each running its own
+    /// experts on the tokens of all of them. Absent from a manifest when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub ep: i64,
+    /// How tokens reach the experts of the other EP ranks. Absent from a
+    /// manifest when it is the default.
+    #[serde(default, skip_serializing_if = "EpExchange::is_default")]
+    pub ep_exchange: EpExchange,
+}
+
+/// How an expert-parallel step exchanges tokens over its EP groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EpExchange {
+    /// Each token sent to the ranks of the experts it is routed to, in
+    /// per-expert buffers of the capacity (`all-to-all`), and the outputs
+    /// sent back the same way (NxD training's form).
+    #[default]
+    AllToAll,
+    /// Every rank's tokens gathered on every rank of the group
+    /// (`all-gather`), each rank's experts run over all of them, and the
+    /// outputs summed back to their tokens' ranks (`reduce-scatter`): NxD
+    /// Inference's and vLLM-Neuron's form.
+    AllGather,
+}
+
+impl EpExchange {
+    pub const ALL: [EpExchange; 2] = [EpExchange::AllToAll, EpExchange::AllGather];
+
+    /// The word `--ep-exchange` takes and a manifest writes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EpExchange::AllToAll => "all-to-all",
+            EpExchange::AllGather => "all-gather",
+        }
+    }
+
+    /// The exchange named `word`, if any.
+    pub fn from_name(word: &str) -> Option<EpExchange> {
+        EpExchange::ALL.into_iter().find(|e| e.name() == word)
+    }
+
+    fn is_default(&self) -> bool {
+        *self == EpExchange::default()
+    }
+}
+
+impl std::fmt::Display for EpExchange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 fn one() -> i64 {
@@ -96,6 +154,9 @@ impl std::fmt::Display for Parallelism {
         write!(f, "TP {} x DP {}", self.tp, self.dp)?;
         if self.pp > 1 {
             write!(f, " x PP {}", self.pp)?;
+        }
+        if self.ep > 1 {
+            write!(f, ", EP {} ({})", self.ep, self.ep_exchange)?;
         }
         if self.sequence_parallel {
             f.write_str(", sequence parallel")?;
@@ -149,12 +210,28 @@ pub enum ParallelError {
         per_replica: i64,
         micro_batches: i64,
     },
-    #[error("--{flag} {degree}: a mixture-of-experts model ({model_type}) compiles for one device for now; expert parallelism is not built yet")]
-    ExpertsOnOneDevice {
+    #[error("--{flag} {degree}: a mixture-of-experts model ({model_type}) is not divided by tensor or pipeline parallelism yet; divide it over --dp replicas, its experts over --ep of them")]
+    ExpertsNotSplit {
         flag: &'static str,
         degree: i64,
         model_type: &'static str,
     },
+    #[error("--ep {ep}: {model_type} is a dense model, with no experts to divide (expert parallelism is for mixture-of-experts models)")]
+    EpWithoutExperts { ep: i64, model_type: &'static str },
+    #[error("--ep {ep} does not divide --dp {dp}: the experts are divided over EP ranks within the data-parallel replicas (use an --ep that divides --dp)")]
+    EpIndivisibleDp { ep: i64, dp: i64 },
+    #[error("--ep {ep} does not divide the {experts} experts: every EP rank holds the same number (use an --ep among {divisors})")]
+    EpIndivisibleExperts {
+        ep: i64,
+        experts: i64,
+        divisors: String,
+    },
+    #[error(
+        "--ep-exchange {exchange} needs --ep above 1 (with one EP rank no token leaves its rank)"
+    )]
+    ExchangeWithoutEp { exchange: EpExchange },
+    #[error("--zero1 with --ep {ep} is not built yet: the experts' optimizer state would be divided over the {replicas} replicas that hold the same experts, not over all --dp; leave --zero1 out")]
+    Zero1WithExperts { ep: i64, replicas: i64 },
     #[error("--pp does not take packed rows yet (--packed): each tick would need the segment ids of two micro-batches; pack with --packing concat, or leave --pp out")]
     PackedStages,
 }
@@ -167,6 +244,8 @@ impl Parallelism {
         sequence_parallel: false,
         zero1: false,
         pp: 1,
+        ep: 1,
+        ep_exchange: EpExchange::AllToAll,
     };
 
     /// Every rank, over all stages.
@@ -192,6 +271,11 @@ impl Parallelism {
 
     pub fn is_single(&self) -> bool {
         self.world() == 1
+    }
+
+    /// The EP rank of global rank `r`: which run of the experts it holds.
+    pub fn ep_rank(&self, r: i64) -> i64 {
+        self.dp_rank(r) % self.ep
     }
 
     /// The TP rank of global rank `r`.
@@ -251,6 +335,31 @@ impl Parallelism {
         )
     }
 
+    /// The ranks that exchange tokens for their experts: the same TP rank
+    /// of `ep` consecutive DP replicas (`{{0, tp, .., (ep-1) tp}, ...}`).
+    pub fn ep_groups(&self) -> Vec<Vec<i64>> {
+        self.on_every_stage(
+            (0..self.dp / self.ep)
+                .flat_map(|g| {
+                    (0..self.tp).map(move |t| {
+                        (0..self.ep)
+                            .map(|j| (g * self.ep + j) * self.tp + t)
+                            .collect()
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// The DP replicas that hold the same experts (one per
+    /// expert-data-parallel replica), by their index among a stage's DP
+    /// replicas: all of them without expert parallelism.
+    pub fn expert_replicas(&self) -> Vec<Vec<i64>> {
+        (0..self.ep)
+            .map(|j| (0..self.dp / self.ep).map(|g| g * self.ep + j).collect())
+            .collect()
+    }
+
     /// Every rank of a stage, one group per stage (every rank, one group,
     /// without pipeline parallelism).
     pub fn everyone(&self) -> Vec<Vec<i64>> {
@@ -275,21 +384,18 @@ impl Parallelism {
 
     /// Whether `cfg` over the global `batch` divides as asked.
     pub fn validate(&self, cfg: &ModelConfig, batch: BatchShape) -> Result<(), ParallelError> {
-        for (flag, got) in [("tp", self.tp), ("dp", self.dp), ("pp", self.pp)] {
+        let degrees = [
+            ("tp", self.tp),
+            ("dp", self.dp),
+            ("pp", self.pp),
+            ("ep", self.ep),
+        ];
+        for (flag, got) in degrees {
             if got < 1 {
                 return Err(ParallelError::Degree { flag, got });
             }
         }
-        if cfg.moe.is_some() {
-            let sharded = [("tp", self.tp), ("dp", self.dp), ("pp", self.pp)];
-            if let Some((flag, degree)) = sharded.into_iter().find(|(_, d)| *d > 1) {
-                return Err(ParallelError::ExpertsOnOneDevice {
-                    flag,
-                    degree,
-                    model_type: cfg.model_type.name(),
-                });
-            }
-        }
+        self.validate_experts(cfg)?;
         let world = self
             .tp
             .checked_mul(self.dp)
@@ -322,6 +428,12 @@ impl Parallelism {
         if self.zero1 && self.dp == 1 {
             return Err(ParallelError::Zero1WithoutDp);
         }
+        if self.zero1 && self.ep > 1 {
+            return Err(ParallelError::Zero1WithExperts {
+                ep: self.ep,
+                replicas: self.dp / self.ep,
+            });
+        }
         if self.sequence_parallel {
             if tp == 1 {
                 return Err(ParallelError::SequenceWithoutTp);
@@ -336,6 +448,59 @@ impl Parallelism {
                     seq: batch.seq_len,
                 });
             }
+        }
+        Ok(())
+    }
+}
+
+impl Parallelism {
+    /// Whether the experts of `cfg` (if it has any) divide as asked: a
+    /// mixture of experts over DP and EP only, EP within DP and over whole
+    /// experts.
+    fn validate_experts(&self, cfg: &ModelConfig) -> Result<(), ParallelError> {
+        let model_type = cfg.model_type.name();
+        let Some(moe) = &cfg.moe else {
+            if self.ep > 1 {
+                return Err(ParallelError::EpWithoutExperts {
+                    ep: self.ep,
+                    model_type,
+                });
+            }
+            return Ok(());
+        };
+        let unsplit = [("tp", self.tp), ("pp", self.pp)];
+        if let Some((flag, degree)) = unsplit.into_iter().find(|(_, d)| *d > 1) {
+            return Err(ParallelError::ExpertsNotSplit {
+                flag,
+                degree,
+                model_type,
+            });
+        }
+        if self.ep == 1 {
+            return match self.ep_exchange == EpExchange::default() {
+                true => Ok(()),
+                false => Err(ParallelError::ExchangeWithoutEp {
+                    exchange: self.ep_exchange,
+                }),
+            };
+        }
+        if self.dp % self.ep != 0 {
+            return Err(ParallelError::EpIndivisibleDp {
+                ep: self.ep,
+                dp: self.dp,
+            });
+        }
+        let experts = moe.num_experts;
+        if experts % self.ep != 0 {
+            let divisors: Vec<String> = (1..=experts)
+                .filter(|d| experts % d == 0)
+                .map(|d| d.to_string())
+                .collect();
+            return Err(ParallelError::EpIndivisibleExperts {
+                ep: self.ep,
+                experts,
+                divisors: divisors.join(", "),
+            });
         }
         Ok(())
     }

@@ -184,16 +184,24 @@ fn runs(
 }
 
 /// The replica groups over which a range held on `copies` ranks of each TP
-/// group is the same value: its holders in every DP replica of a stage.
-/// With one copy these are the DP groups; with `tp` copies, every rank of
-/// the stage.
-pub fn holder_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
+/// group is the same value: its holders in every DP replica of a stage
+/// (for the experts under expert parallelism, in the replicas that hold
+/// the same experts). With one copy these are the DP groups; with `tp`
+/// copies, every rank of the stage.
+pub fn holder_groups(copies: i64, experts: bool, par: &Parallelism) -> Vec<Vec<i64>> {
+    let replicas = match experts {
+        true => par.expert_replicas(),
+        false => vec![(0..par.dp).collect()],
+    };
     par.on_every_stage(
-        (0..par.tp / copies)
-            .map(|g| {
-                (0..par.dp)
-                    .flat_map(|d| (0..copies).map(move |j| d * par.tp + g * copies + j))
-                    .collect()
+        replicas
+            .iter()
+            .flat_map(|set| {
+                (0..par.tp / copies).map(move |g| {
+                    set.iter()
+                        .flat_map(|d| (0..copies).map(move |j| d * par.tp + g * copies + j))
+                        .collect()
+                })
             })
             .collect(),
     )

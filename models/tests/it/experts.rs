@@ -5,6 +5,7 @@
 
 use hlatc_models::parallel::Parallelism;
 use hlatc_models::weights::Mlp;
+use hlatc_models::EpExchange;
 use hlatc_models::{param_specs, weight_specs, BatchShape, ModelConfig, ModelType, ParallelError};
 
 /// A minimal config of `model_type` with `extra` keys.
@@ -175,40 +176,127 @@ fn bad_expert_keys_are_refused_by_name() {
 }
 
 #[test]
-fn experts_compile_for_one_device_until_expert_parallelism() {
+fn experts_divide_over_dp_and_ep_and_refuse_the_rest_by_name() {
     let m = ModelConfig::preset("tiny-moe").unwrap();
     let batch = BatchShape {
         batch_size: 4,
         seq_len: 8,
     };
-    Parallelism::SINGLE.validate(&m, batch).unwrap();
+    let with = |tp, dp, ep| Parallelism {
+        tp,
+        dp,
+        ep,
+        ..Parallelism::SINGLE
+    };
+    for ok in [with(1, 1, 1), with(1, 4, 1), with(1, 4, 2), with(1, 4, 4)] {
+        ok.validate(&m, batch).unwrap();
+    }
     for (par, flag) in [
-        (
-            Parallelism {
-                tp: 2,
-                ..Parallelism::SINGLE
-            },
-            "tp",
-        ),
-        (
-            Parallelism {
-                dp: 2,
-                ..Parallelism::SINGLE
-            },
-            "dp",
-        ),
+        (with(2, 1, 1), "tp"),
         (
             Parallelism {
                 pp: 2,
-                ..Parallelism::SINGLE
+                ..with(1, 1, 1)
             },
             "pp",
         ),
     ] {
         let err = par.validate(&m, batch).unwrap_err();
         assert!(
-            matches!(err, ParallelError::ExpertsOnOneDevice { flag: f, degree: 2, model_type: "mixtral" } if f == flag),
+            matches!(err, ParallelError::ExpertsNotSplit { flag: f, degree: 2, model_type: "mixtral" } if f == flag),
             "{err}"
         );
+    }
+    let err = with(1, 4, 3).validate(&m, batch).unwrap_err();
+    assert_eq!(err, ParallelError::EpIndivisibleDp { ep: 3, dp: 4 });
+    assert!(
+        err.to_string().contains("--ep 3 does not divide --dp 4"),
+        "{err}"
+    );
+    let err = with(1, 8, 8)
+        .validate(
+            &m,
+            BatchShape {
+                batch_size: 8,
+                ..batch
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, ParallelError::EpIndivisibleExperts { ep: 8, experts: 4, divisors } if divisors == "1, 2, 4"),
+        "{err}"
+    );
+    let err = with(1, 2, 0).validate(&m, batch).unwrap_err();
+    assert_eq!(err, ParallelError::Degree { flag: "ep", got: 0 });
+    let gathered = Parallelism {
+        ep_exchange: EpExchange::AllGather,
+        ..with(1, 2, 1)
+    };
+    let err = gathered.validate(&m, batch).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("--ep-exchange all-gather needs --ep above 1"),
+        "{err}"
+    );
+    let err = Parallelism {
+        zero1: true,
+        ..with(1, 4, 2)
+    }
+    .validate(&m, batch)
+    .unwrap_err();
+    assert_eq!(err, ParallelError::Zero1WithExperts { ep: 2, replicas: 2 });
+    let dense = ModelConfig::tiny();
+    let err = with(1, 2, 2).validate(&dense, batch).unwrap_err();
+    assert!(
+        err.to_string().contains("--ep 2: llama is a dense model"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ep_groups_are_consecutive_replicas_and_holders_share_an_ep_rank() {
+    // TP 2 x DP 4, EP 2: replicas {0,1} and {2,3} exchange tokens.
+    let par = Parallelism {
+        tp: 2,
+        dp: 4,
+        ep: 2,
+        ..Parallelism::SINGLE
+    };
+    assert_eq!(
+        par.ep_groups(),
+        vec![vec![0, 2], vec![1, 3], vec![4, 6], vec![5, 7]]
+    );
+    assert_eq!(par.expert_replicas(), vec![vec![0, 2], vec![1, 3]]);
+    assert_eq!(
+        (0..8).map(|r| par.ep_rank(r)).collect::<Vec<_>>(),
+        [0, 0, 1, 1, 0, 0, 1, 1]
+    );
+    use hlatc_models::parallel::split::holder_groups;
+    assert_eq!(
+        holder_groups(1, true, &par),
+        vec![vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7]]
+    );
+    assert_eq!(
+        holder_groups(1, false, &par),
+        vec![vec![0, 2, 4, 6], vec![1, 3, 5, 7]]
+    );
+}
+
+#[test]
+fn capacity_is_per_sequence_and_a_factor_must_be_positive() {
+    let mut m = ModelConfig::preset("tiny-moe").unwrap();
+    let moe = m.moe.as_mut().unwrap();
+    // 4 experts, 2 per token.
+    assert_eq!(moe.capacity(8), 8);
+    moe.capacity_factor = Some(1.0);
+    assert_eq!(moe.capacity(8), 4);
+    moe.capacity_factor = Some(1.3);
+    assert_eq!(moe.capacity(8), 6);
+    moe.capacity_factor = Some(4.0);
+    assert_eq!(moe.capacity(8), 8);
+    for bad in [0.0, -1.0, f64::NAN] {
+        m.moe.as_mut().unwrap().capacity_factor = Some(bad);
+        let err = m.validate("tiny-moe").unwrap_err().to_string();
+        assert!(err.contains("capacity_factor"), "{err}");
     }
 }

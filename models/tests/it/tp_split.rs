@@ -14,6 +14,7 @@ fn par(tp: i64, dp: i64) -> Parallelism {
         sequence_parallel: false,
         zero1: false,
         pp: 1,
+        ..Parallelism::SINGLE
     }
 }
 
@@ -81,14 +82,17 @@ fn vocabulary_pads_the_last_rank_with_zero_rows() {
 fn holders_of_a_range_span_dp_replicas() {
     let p = par(4, 2);
     assert_eq!(
-        holder_groups(1, &p),
+        holder_groups(1, false, &p),
         vec![vec![0, 4], vec![1, 5], vec![2, 6], vec![3, 7]]
     );
     assert_eq!(
-        holder_groups(2, &p),
+        holder_groups(2, false, &p),
         vec![vec![0, 1, 4, 5], vec![2, 3, 6, 7]]
     );
-    assert_eq!(holder_groups(4, &p), vec![(0..8).collect::<Vec<_>>()]);
+    assert_eq!(
+        holder_groups(4, false, &p),
+        vec![(0..8).collect::<Vec<_>>()]
+    );
 }
 
 #[test]

@@ -257,10 +257,13 @@ fn shared_operand_groups(c: &Computation, order: &[InstrId]) -> Vec<Group> {
     }
     // A dot joins at most one group: the first, in program order, where it
     // has company.
+    let position: HashMap<InstrId, usize> =
+        order.iter().enumerate().map(|(k, &i)| (i, k)).collect();
     let mut used: HashSet<InstrId> = HashSet::default();
     let mut out = Vec::new();
     for (key, all) in keyed {
         let members: Vec<Member> = all.into_iter().filter(|m| !used.contains(&m.dot)).collect();
+        let members = independent(c, &position, members);
         let distinct: HashSet<InstrId> = members.iter().map(|m| m.other).collect();
         if members.len() < 2 || distinct.len() != members.len() {
             continue;
@@ -275,6 +278,50 @@ fn shared_operand_groups(c: &Computation, order: &[InstrId]) -> Vec<Group> {
         });
     }
     out
+}
+
+/// `members` (in program order) less each whose other operand is computed
+/// from an earlier kept member's dot: one dot over all of them would read
+/// its own result (the same router selection in every layer of a mixture
+/// of experts, each layer's input the last one's output).
+fn independent(
+    c: &Computation,
+    position: &HashMap<InstrId, usize>,
+    members: Vec<Member>,
+) -> Vec<Member> {
+    let mut kept: Vec<Member> = Vec::with_capacity(members.len());
+    for m in members {
+        let dots: HashSet<InstrId> = kept.iter().map(|k| k.dot).collect();
+        let first = kept.iter().map(|k| position[&k.dot]).min();
+        if first.is_none_or(|first| !reaches(c, position, m.other, &dots, first)) {
+            kept.push(m);
+        }
+    }
+    kept
+}
+
+/// Whether `from` is computed from any of `dots`, none of which comes
+/// before position `first` of the post-order: only what lies after it is
+/// searched.
+fn reaches(
+    c: &Computation,
+    position: &HashMap<InstrId, usize>,
+    from: InstrId,
+    dots: &HashSet<InstrId>,
+    first: usize,
+) -> bool {
+    let mut seen: HashSet<InstrId> = HashSet::default();
+    let mut stack = vec![from];
+    while let Some(id) = stack.pop() {
+        if dots.contains(&id) {
+            return true;
+        }
+        if position.get(&id).is_none_or(|&p| p < first) || !seen.insert(id) {
+            continue;
+        }
+        stack.extend(c.operands_unordered(id));
+    }
+    false
 }
 
 /// Bytes of the entry parameters among `operands` (a merge concatenates

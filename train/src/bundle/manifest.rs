@@ -305,7 +305,22 @@ struct ParallelInfo {
     /// Which rows of the global batch DP replica `d` takes.
     #[serde(skip_serializing_if = "Option::is_none")]
     dp_rows: Option<DpRows>,
+    /// Under expert parallelism, how the experts are divided and reached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    experts: Option<ExpertsInfo>,
 }
+
+/// How expert parallelism divides a mixture of experts' experts.
+#[derive(Serialize)]
+struct ExpertsInfo {
+    ep: i64,
+    exchange: hlatc_models::EpExchange,
+    /// The ranks that exchange tokens, in XLA's iota form.
+    ep_groups: String,
+    layout: &'static str,
+}
+
+const EXPERTS_LAYOUT: &str = "DP replica d is EP rank j = d % ep; each input stacking experts (mlp.experts.*, and its Adam moments) holds experts [j*E/ep, (j+1)*E/ep) of the E, in order, and their gradients are summed over the DP replicas with the same j";
 
 /// What each DP replica holds of the optimizer state under ZeRO-1.
 #[derive(Serialize)]
@@ -457,6 +472,12 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         holdings: HOLDINGS_RULE,
         tp_split,
         dp_rows,
+        experts: (p.ep > 1).then(|| ExpertsInfo {
+            ep: p.ep,
+            exchange: p.ep_exchange,
+            ep_groups: iota_text(p.ep_groups()),
+            layout: EXPERTS_LAYOUT,
+        }),
     })
 }
 

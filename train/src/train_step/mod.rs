@@ -110,6 +110,8 @@ pub enum StepError {
     Config(#[from] ConfigError),
     #[error("optimizer: {0}")]
     Optimizer(#[from] crate::optimizer::OptimizerConfigError),
+    #[error(transparent)]
+    Capacity(#[from] hlatc_models::moe::CapacityError),
     /// `--grad-accum` that does not divide the batch.
     #[error("--grad-accum {micro_batches} must be at least 2 and divide the {per_replica} sequences each DP replica takes per step (--batch-size {batch_size} over --dp {dp})")]
     Accumulation {
@@ -390,7 +392,7 @@ pub(crate) fn model_graph<T>(
     let stored: Vec<InstrId> = param_specs(model)
         .into_iter()
         .map(|p| {
-            let dims = p.tp.local_dims(&p.dims, &parallel);
+            let dims = p.local_dims(&parallel);
             b.parameter(&p.name, Shape::array(ty, dims))
         })
         .collect();
@@ -485,7 +487,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
 /// parameter's TP share, or under ZeRO-1 the optimizer state's shard of
 /// it.
 pub(crate) fn state_dims(p: &ParamSpec, role: Role, par: &Parallelism) -> Vec<i64> {
-    let local = p.tp.local_dims(&p.dims, par);
+    let local = p.local_dims(par);
     match par.zero1 && role.is_optimizer_state() {
         true => vec![zero1::shard_len(&local, par.dp)],
         false => local,

@@ -4,7 +4,10 @@
 //! member's operand reaches every member's result and its adjoint is the
 //! group's sum of adjoints (an all-reduce again); an all-gather's transpose
 //! sums the adjoints and hands each member its own piece (a
-//! reduce-scatter), and a reduce-scatter's is the all-gather. None saves a
+//! reduce-scatter), and a reduce-scatter's is the all-gather. An
+//! all-to-all that splits and joins one dimension is a permutation of the
+//! group's pieces that undoes itself (member j's piece i goes to member
+//! i's slot j), so its transpose is the same all-to-all. None saves a
 //! forward value.
 
 use super::{not_differentiable, AutodiffError, Site};
@@ -71,4 +74,21 @@ pub(super) fn reduce_scatter(
     cross_replica(b, s, c)?;
     sum_only(b, s, to_apply)?;
     Ok(b.all_gather(s.g, dimension, c)?)
+}
+
+pub(super) fn all_to_all(
+    b: &mut Builder,
+    s: &Site,
+    c: &Collective,
+    dimension: Option<i64>,
+) -> Result<InstrId, AutodiffError> {
+    cross_replica(b, s, c)?;
+    let Some(dimension) = dimension else {
+        return not_differentiable(
+            b,
+            s.n,
+            "an all-to-all of a tuple is not differentiated; split one array along a dimension",
+        );
+    };
+    Ok(b.all_to_all(s.g, dimension, c)?)
 }

@@ -266,15 +266,21 @@ pub fn gradient(op: &Op) -> Gradient {
                 collective::reduce_scatter(b, s, &c, dimension, to_apply)
             })
         }
-        Op::AllToAll { .. }
-        | Op::RaggedAllToAll { .. }
+        Op::AllToAll {
+            collective,
+            dimension,
+        } => {
+            let (c, dimension) = (collective.clone(), *dimension);
+            always(&[], move |b, s| collective::all_to_all(b, s, &c, dimension))
+        }
+        Op::RaggedAllToAll { .. }
         | Op::CollectiveBroadcast { .. }
         | Op::CollectivePermute { .. }
         | Op::AllReduceStart { .. }
         | Op::AllGatherStart { .. }
         | Op::CollectivePermuteStart { .. }
         | Op::CollectiveDone(_) => refused(
-            "only all-reduce, all-gather and reduce-scatter (by sum, across replicas) have gradient rules in hlatc",
+            "only all-reduce, all-gather, reduce-scatter (by sum) and all-to-all, across replicas, have gradient rules in hlatc",
         ),
         Op::While { .. } | Op::Conditional { .. } => {
             refused("control flow has no gradient rule in hlatc")
