@@ -46,8 +46,7 @@ pub(crate) fn slots(
     let i = b.iota(ElementType::S32, &[s, s], 0)?;
     let j = b.iota(ElementType::S32, &[s, s], 1)?;
     let at_or_before = b.compare(i, j, ComparisonDirection::Ge)?;
-    let (ones, zeros) = (b.full(ty, &[s, s], 1.0)?, b.full(ty, &[s, s], 0.0)?);
-    let lower = b.select(at_or_before, ones, zeros)?;
+    let lower = b.convert(at_or_before, ty)?;
     // lower [S, S'] . chosen [B, S', E] -> [S, B, E]
     let counted = b.dot(
         lower,
@@ -90,8 +89,7 @@ impl Slots {
         let here = b.compare(slot, position, ComparisonDirection::Eq)?;
         let kept = b.broadcast(self.kept, &[t, e, c], &[0, 1])?;
         let taken = b.binary(hlatc_compiler::ir::op::BinaryOp::And, here, kept)?;
-        let (ones, zeros) = (b.full(ty, &[t, e, c], 1.0)?, b.full(ty, &[t, e, c], 0.0)?);
-        let mask = b.select(taken, ones, zeros)?;
+        let mask = b.convert(taken, ty)?;
         b.reshape(mask, &[batch.batch_size, batch.seq_len, e, c])
     }
 

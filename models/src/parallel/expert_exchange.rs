@@ -129,9 +129,7 @@ impl ExpertGroup {
         let first = b.broadcast(self.first, &dims, &[])?;
         let column = b.add2(column, first)?;
         let own = b.compare(expert, column, ComparisonDirection::Eq)?;
-        let ty = b.ty(weights);
-        let (ones, zeros) = (b.full(ty, &dims, 1.0)?, b.full(ty, &dims, 0.0)?);
-        let select = b.select(own, ones, zeros)?;
+        let select = b.convert(own, b.ty(weights))?;
         b.dot(
             weights,
             select,
