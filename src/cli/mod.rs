@@ -64,17 +64,25 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    // A negative number after a flag is its value (`--lr-max -1`), so the
+    // flag's own check names what is wrong with it, not clap's "unexpected
+    // argument".
+    #[command(allow_negative_numbers = true)]
     Compile(Box<compile::Args>),
     Check(check::Args),
+    #[command(allow_negative_numbers = true)]
     Train(Box<train::Args>),
     Fmt(fmt::Args),
     Convert(convert::Args),
     Opt(opt::Args),
     Passes(passes::Args),
+    #[command(allow_negative_numbers = true)]
     Plan(Box<plan::Args>),
     Plot(plot::Args),
     Run(run::Args),
+    #[command(allow_negative_numbers = true)]
     Shard(state::ShardArgs),
+    #[command(allow_negative_numbers = true)]
     Unshard(state::UnshardArgs),
 }
 

@@ -408,6 +408,49 @@ fn an_unknown_remat_policy_lists_the_known_ones() {
     }
 }
 
+/// A negative value after a flag is read as its value, so the flag's own
+/// check names the problem (clap said "unexpected argument '-1' found").
+#[test]
+fn a_negative_value_is_refused_by_its_flags_own_check() {
+    let out = tmp("negative").join("out");
+    let out = out.to_str().unwrap();
+    for (args, expected) in [
+        (
+            vec!["compile", "--model", "tiny", "--lr-max", "-1", "--out", out],
+            "max_lr > 0, got min 0.00003 max -1",
+        ),
+        (
+            vec!["compile", "--model", "tiny", "--tp", "-2", "--out", out],
+            "--tp must be at least 1, got -2",
+        ),
+        (
+            vec![
+                "compile",
+                "--model",
+                "tiny-moe",
+                "--capacity-factor",
+                "-1",
+                "--out",
+                out,
+            ],
+            "--capacity-factor must be a positive number, got -1",
+        ),
+        (
+            vec!["train", "--model", "tiny", "--steps", "-3"],
+            "a run takes at least 1 step",
+        ),
+        (
+            vec!["plan", "--model", "hlat-7b", "--nodes", "-2"],
+            "--nodes -2: a cluster has at least one node",
+        ),
+    ] {
+        let o = hlatc(&args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(stderr(&o).contains(expected), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("unexpected argument"), "{args:?}");
+    }
+}
+
 #[test]
 fn train_writes_every_steps_metrics_as_csv() {
     let path = tmp("metrics.csv");
