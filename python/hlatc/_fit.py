@@ -123,6 +123,11 @@ def fit(
     checkpoint_every = every(steps, checkpoint_every)
     check_fit_args(steps, checkpoint_every, keep)
     _identity.check_allow(allow_changes)
+    from .data import Loader
+
+    if not isinstance(loader, Loader):
+        # It was an AttributeError from deep inside the first step.
+        raise _hlatc.argument_error("loader", loader, "an hlatc.data.Loader", of_type=True)
     if checkpoint_dir is None:
         return run_steps(trainer, loader, steps, [], None, checkpoint_every, on_step)
     ckpt = _hlatc.CheckpointDir(os.fspath(checkpoint_dir), keep)

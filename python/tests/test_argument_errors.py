@@ -173,6 +173,7 @@ CASES = {
     "Trainer.fit steps=-1": (lambda s, p, b, t: hlatc.Trainer(s).fit(None, -1), RANGE, "steps"),
     "Trainer.fit keep='3'": (lambda s, p, b, t: hlatc.Trainer(s).fit(None, 3, keep="3"), TYPE,
                              "keep"),
+    "Trainer.fit(None, 2)": (lambda s, p, b, t: hlatc.Trainer(s).fit(None, 2), TYPE, "loader"),
     # A pipeline's schedule and tick plan.
     "Schedule.phase('0')": (lambda s, p, b, t: p.schedule.phase("0"), TYPE, "tick"),
     "Schedule.phase(-1)": (lambda s, p, b, t: p.schedule.phase(-1), RANGE, "tick"),
