@@ -50,24 +50,6 @@ impl ParamSpec {
     pub fn holds_experts(&self) -> bool {
         matches!(self.role, ParamRole::Experts(_))
     }
-
-    /// The shape one rank of `par` holds: its TP share, of its EP rank's
-    /// experts.
-    pub fn local_dims(&self, par: &crate::Parallelism) -> Vec<i64> {
-        let mut local = self.tp.local_dims(&self.dims, par);
-        if self.holds_experts() {
-            local[0] /= par.ep;
-        }
-        local
-    }
-
-    /// The experts `[first, end)` EP rank `ep_rank` holds, when this holds
-    /// experts.
-    pub fn experts_of(&self, ep_rank: i64, par: &crate::Parallelism) -> Option<[i64; 2]> {
-        let per = self.dims[0] / par.ep;
-        self.holds_experts()
-            .then_some([ep_rank * per, (ep_rank + 1) * per])
-    }
 }
 
 impl crate::weights::Placement for ParamSpec {

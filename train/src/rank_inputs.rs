@@ -85,7 +85,7 @@ impl RankInputs {
             return None;
         }
         let p = self.sharded(spec)?;
-        let k = shard_len(&p.local_dims(&self.par), self.par.dp);
+        let k = shard_len(&self.par.local_dims(p), self.par.dp);
         let d = self.par.dp_rank(rank);
         Some([d * k, (d + 1) * k])
     }
@@ -164,7 +164,7 @@ impl RankInputs {
     fn experts_range(&self, p: &ParamSpec, rank: i64) -> Option<[i64; 2]> {
         match self.par.ep {
             1 => None,
-            _ => p.experts_of(self.par.ep_rank(rank), &self.par),
+            _ => self.par.experts_of(p, self.par.ep_rank(rank)),
         }
     }
 
@@ -229,7 +229,7 @@ impl RankInputs {
             return p.tp.gather(&locals[..tp], &p.dims, &self.par);
         }
         // Each TP rank's share joined from its shards on the replicas.
-        let local = p.local_dims(&self.par);
+        let local = self.par.local_dims(p);
         let shares: Vec<Literal> = (0..tp)
             .map(|t| {
                 let shards: Vec<&Literal> = locals.iter().skip(t).step_by(tp).copied().collect();

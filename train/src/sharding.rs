@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 /// range over all of it.
 pub(crate) fn local_ranges(spec: &ParamSpec, par: &Parallelism) -> (usize, Vec<([i64; 2], i64)>) {
     let pieces = spec.tp.pieces(&spec.dims, 0, par);
-    let local = spec.local_dims(par);
+    let local = par.local_dims(spec);
     let dim = pieces.first().map_or(0, |p| p.dim);
     let mut ranges: Vec<([i64; 2], i64)> = Vec::new();
     for p in &pieces {

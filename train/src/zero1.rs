@@ -257,7 +257,7 @@ impl Zero1 {
                     scaled(b, s, ranges[0].1)?
                 }
                 (dim, ranges) => {
-                    let local = spec.local_dims(&self.par);
+                    let local = self.par.local_dims(spec);
                     let w = self.range_weights(b, &local, dim, &ranges, ty)?;
                     let ws = b.mul(sq, w)?;
                     b.reduce_sum(ws, &[0])?

@@ -22,6 +22,7 @@ pub mod split;
 pub mod stages;
 
 use crate::config::{BatchShape, ModelConfig};
+use crate::params::ParamSpec;
 use serde::Serialize;
 
 pub use split::{Piece, TpSplit, Units};
@@ -271,6 +272,24 @@ impl Parallelism {
 
     pub fn is_single(&self) -> bool {
         self.world() == 1
+    }
+
+    /// The shape one rank holds of `spec`: its TP share, of its EP rank's
+    /// experts.
+    pub fn local_dims(&self, spec: &ParamSpec) -> Vec<i64> {
+        let mut local = spec.tp.local_dims(&spec.dims, self);
+        if spec.holds_experts() {
+            local[0] /= self.ep;
+        }
+        local
+    }
+
+    /// The experts `[first, end)` EP rank `ep_rank` holds of `spec`, when
+    /// it holds experts.
+    pub fn experts_of(&self, spec: &ParamSpec, ep_rank: i64) -> Option<[i64; 2]> {
+        let per = spec.dims[0] / self.ep;
+        spec.holds_experts()
+            .then_some([ep_rank * per, (ep_rank + 1) * per])
     }
 
     /// The EP rank of global rank `r`: which run of the experts it holds.

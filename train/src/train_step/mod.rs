@@ -392,7 +392,7 @@ pub(crate) fn model_graph<T>(
     let stored: Vec<InstrId> = param_specs(model)
         .into_iter()
         .map(|p| {
-            let dims = p.local_dims(&parallel);
+            let dims = parallel.local_dims(&p);
             b.parameter(&p.name, Shape::array(ty, dims))
         })
         .collect();
@@ -487,7 +487,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
 /// parameter's TP share, or under ZeRO-1 the optimizer state's shard of
 /// it.
 pub(crate) fn state_dims(p: &ParamSpec, role: Role, par: &Parallelism) -> Vec<i64> {
-    let local = p.local_dims(par);
+    let local = par.local_dims(p);
     match par.zero1 && role.is_optimizer_state() {
         true => vec![zero1::shard_len(&local, par.dp)],
         false => local,
