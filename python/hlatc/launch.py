@@ -273,6 +273,11 @@ def _first_failure(
             else:
                 primary.append(entry)
         elif code not in (None, 0):
+            if i < len(outputs):
+                # The process has exited, but its last lines may still be
+                # in the pipe: read them to the end (bounded, as a child it
+                # left behind may hold the pipe open).
+                outputs[i].join(timeout=1.0)
             entry = (now, i, code, outputs[i].last() if i < len(outputs) else "")
             (secondary if outputs[i].terminated_by_jax() else primary).append(entry)
     if primary:
