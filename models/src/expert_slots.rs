@@ -12,7 +12,7 @@
 
 use crate::config::BatchShape;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
-use hlatc_compiler::ir::op::{ComparisonDirection, DotDims};
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims};
 use hlatc_compiler::{ElementType, InstrId};
 
 /// Which slot of which expert's buffer each token takes.
@@ -20,26 +20,28 @@ use hlatc_compiler::{ElementType, InstrId};
 pub(crate) struct Slots {
     /// `pred[T, E]`: the token is routed to the expert and has a slot.
     pub kept: InstrId,
-    /// `[T, E]`, in the router's type: the token's slot in the expert's
+    /// `f32[T, E]`: the token's slot in the expert's
     /// buffer of its sequence (meaningful where `kept`).
     pub position: InstrId,
     /// Slots per expert per sequence.
     pub capacity: i64,
 }
 
-/// The slots of `chosen` (`[T, E]`, 1 where a token is routed to an
-/// expert, in the router's type; `T` the tokens of `batch`), `capacity`
-/// per expert per sequence.
+/// The slots of `routed` (`pred[T, E]`: a token is routed to an expert;
+/// `T` the tokens of `batch`), `capacity` per expert per sequence,
+/// counted in f32.
 pub(crate) fn slots(
     b: &mut Builder,
-    chosen: InstrId,
+    routed: InstrId,
     batch: BatchShape,
     capacity: i64,
 ) -> Result<Slots, BuildError> {
-    let ty = b.ty(chosen);
-    let dims = b.dims(chosen);
+    // Exact to 2^24 tokens per sequence.
+    let ty = ElementType::F32;
+    let dims = b.dims(routed);
     let (rows, s, e) = (batch.batch_size, batch.seq_len, dims[1]);
     b.push_scope("expert_slots");
+    let chosen = b.convert(routed, ty)?;
     let by_sequence = b.reshape(chosen, &[rows, s, e])?;
     // lower[i, j] = 1 for j <= i: row i of the product counts the routed
     // tokens up to and including token i.
@@ -63,8 +65,7 @@ pub(crate) fn slots(
     let position = b.sub(counted, one)?;
     let limit = b.full(ty, &dims, capacity as f64)?;
     let fits = b.compare(counted, limit, ComparisonDirection::Le)?;
-    let routed = b.compare(chosen, one, ComparisonDirection::Eq)?;
-    let kept = b.binary(hlatc_compiler::ir::op::BinaryOp::And, routed, fits)?;
+    let kept = b.binary(BinaryOp::And, routed, fits)?;
     b.pop_scope();
     Ok(Slots {
         kept,
@@ -88,7 +89,7 @@ impl Slots {
         let position = b.broadcast(self.position, &[t, e, c], &[0, 1])?;
         let here = b.compare(slot, position, ComparisonDirection::Eq)?;
         let kept = b.broadcast(self.kept, &[t, e, c], &[0, 1])?;
-        let taken = b.binary(hlatc_compiler::ir::op::BinaryOp::And, here, kept)?;
+        let taken = b.binary(BinaryOp::And, here, kept)?;
         let mask = b.convert(taken, ty)?;
         b.reshape(mask, &[batch.batch_size, batch.seq_len, e, c])
     }

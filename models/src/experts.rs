@@ -47,9 +47,8 @@ pub(crate) struct Routing {
     /// `[T, E]`, in the step's type: each token's weight for each expert,
     /// 0 where it is not routed there or the expert was full.
     pub weights: InstrId,
-    /// `[T, E]`, in the router's type: 1 where the token is routed to the
-    /// expert (among its top k), 0 elsewhere.
-    pub chosen: InstrId,
+    /// `pred[T, E]`: the token is routed to the expert (among its top k).
+    pub routed: InstrId,
     /// Each token's slot in its expert's buffer, when a capacity factor
     /// made them (they decide which tokens are dropped).
     pub slots: Option<Slots>,
@@ -64,7 +63,7 @@ impl Routing {
         let batch = self.batch;
         match &self.slots {
             Some(slots) => Ok(slots.clone()),
-            None => expert_slots::slots(b, self.chosen, batch, moe.capacity(batch.seq_len)),
+            None => expert_slots::slots(b, self.routed, batch, moe.capacity(batch.seq_len)),
         }
     }
 }
@@ -86,16 +85,16 @@ pub(crate) fn route(
     let dims = b.dims(logits);
     let logits = b.convert_unless_same(logits, router_type(ty))?;
     let p = softmax_last(b, hints, logits)?;
-    let chosen = top_k(b, p, moe.num_experts_per_tok)?;
+    let routed = top_k(b, p, moe.num_experts_per_tok)?;
     let zeros = b.full_like(p, 0.0)?;
-    let mut weights = b.select(chosen, p, zeros)?;
+    let mut weights = b.select(routed, p, zeros)?;
     if moe.norm_topk_prob {
         let total = b.reduce_sum(weights, &[1])?;
         let total = b.broadcast(total, &dims, &[0])?;
         weights = b.div(weights, total)?;
     }
     let ones = b.full_like(p, 1.0)?;
-    let chosen = b.select(chosen, ones, zeros)?;
+    let chosen = b.select(routed, ones, zeros)?;
     let counts = b.reduce_sum(chosen, &[0])?;
     let probabilities = b.reduce_sum(p, &[0])?;
     accumulate(b, &mut stats.chosen, counts)?;
@@ -104,14 +103,14 @@ pub(crate) fn route(
     let slots = match moe.capacity_factor {
         None => None,
         Some(_) => {
-            let slots = expert_slots::slots(b, chosen, batch, moe.capacity(batch.seq_len))?;
+            let slots = expert_slots::slots(b, routed, batch, moe.capacity(batch.seq_len))?;
             weights = b.select(slots.kept, weights, zeros)?;
             Some(slots)
         }
     };
     Ok(Routing {
         weights: b.convert_unless_same(weights, ty)?,
-        chosen,
+        routed,
         slots,
         batch,
     })

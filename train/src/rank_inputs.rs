@@ -162,10 +162,7 @@ impl RankInputs {
     /// The experts rank `rank` holds of `p`, when expert parallelism
     /// divides them.
     fn experts_range(&self, p: &ParamSpec, rank: i64) -> Option<[i64; 2]> {
-        match self.par.ep {
-            1 => None,
-            _ => self.par.experts_of(p, self.par.ep_rank(rank)),
-        }
+        self.par.experts_of(p, self.par.ep_rank(rank))
     }
 
     /// How the step is divided.
@@ -222,7 +219,7 @@ impl RankInputs {
             None => return locals[0].clone(),
         };
         let tp = self.par.tp as usize;
-        if self.par.ep > 1 && p.holds_experts() {
+        if self.par.divides_experts(p) {
             return self.experts_gathered(p, locals);
         }
         if self.zero1_shard(spec, 0).is_none() {
@@ -238,9 +235,7 @@ impl RankInputs {
             .collect();
         p.tp.gather(&shares.iter().collect::<Vec<_>>(), &p.dims, &self.par)
     }
-}
 
-impl RankInputs {
     /// The whole stack of experts `p` from every rank's run of them: EP
     /// rank `j`'s from DP replica `j` (its TP ranks' shares joined), the
     /// runs laid in order.

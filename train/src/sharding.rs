@@ -71,12 +71,6 @@ struct Holders {
     experts: bool,
 }
 
-/// Whether `spec`'s rows are one EP rank's experts, held by some DP
-/// replicas only.
-fn divided_over_ep(spec: &ParamSpec, par: &Parallelism) -> bool {
-    par.ep > 1 && spec.holds_experts()
-}
-
 /// Whether every pipeline stage holds `spec` (and its gradient is summed
 /// over the stages): the parameters outside the decoder layers, when there
 /// is more than one stage.
@@ -145,7 +139,7 @@ fn sum_ranges(
     for (k, (&g, spec)) in grads.iter().zip(specs).enumerate() {
         let (dim, local) = local_ranges(spec, par);
         let every_stage = held_by_every_stage(spec, par);
-        let experts = divided_over_ep(spec, par);
+        let experts = par.divides_experts(spec);
         for (range, copies) in local {
             let value = b.slice_dim_unless_whole(g, dim, range[0], range[1])?;
             ranges.push(Range {
@@ -282,7 +276,7 @@ pub fn norm_squared(
             let sq = b.mul(part, part)?;
             let all: Vec<i64> = (0..b.dims(part).len() as i64).collect();
             let s = b.reduce_sum(sq, &all)?;
-            let key = (copies, divided_over_ep(spec, par));
+            let key = (copies, par.divides_experts(spec));
             let acc = match by_holders.get(&key) {
                 Some(&acc) => b.add2(acc, s)?,
                 None => s,

@@ -27,6 +27,7 @@ use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection};
 use hlatc_compiler::{ElementType, InstrId, Op};
+use hlatc_models::parallel::replica::dp_replica_index;
 use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
 
@@ -54,17 +55,7 @@ impl Zero1 {
         fault: Option<Fault>,
     ) -> Result<Self, BuildError> {
         b.push_scope("dp_rank");
-        let id = b.add(Op::ReplicaId, &[], None)?;
-        let id = b.convert(id, ElementType::S32)?;
-        let tp = b.scalar(ElementType::S32, par.tp as f64);
-        let replica = b.binary(BinaryOp::Divide, id, tp)?;
-        let dp_index = match par.pp {
-            1 => replica,
-            _ => {
-                let dp = b.scalar(ElementType::S32, par.dp as f64);
-                b.binary(BinaryOp::Remainder, replica, dp)?
-            }
-        };
+        let dp_index = dp_replica_index(b, &par)?;
         b.pop_scope();
         Ok(Zero1 {
             par,

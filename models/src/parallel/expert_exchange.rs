@@ -15,6 +15,7 @@
 //! rank holds are one EP rank's run of them, and every token's output is
 //! the sum over its experts wherever they are.
 
+use super::replica::dp_replica_index;
 use super::{EpExchange, Parallelism};
 use crate::experts::{experts, experts_by_slot, Routing};
 use crate::moe::MoeConfig;
@@ -23,7 +24,7 @@ use hlatc_compiler::graph::autodiff::GradHints;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::collective::Collective;
-use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, Op};
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims};
 use hlatc_compiler::{ElementType, InstrId};
 
 /// What one rank of an expert-parallel step knows about its EP group.
@@ -50,17 +51,9 @@ impl ExpertGroup {
         }
         let local = experts / par.ep;
         b.push_scope("ep_rank");
-        let id = b.add(Op::ReplicaId, &[], None)?;
-        let id = b.convert(id, ElementType::S32)?;
-        let s32 = |b: &mut Builder, v: i64| b.scalar(ElementType::S32, v as f64);
-        let (tp, dp, ep, per) = (
-            s32(b, par.tp),
-            s32(b, par.dp),
-            s32(b, par.ep),
-            s32(b, local),
-        );
-        let replica = b.binary(BinaryOp::Divide, id, tp)?;
-        let replica = b.binary(BinaryOp::Remainder, replica, dp)?;
+        let replica = dp_replica_index(b, &par)?;
+        let ep = b.scalar(ElementType::S32, par.ep as f64);
+        let per = b.scalar(ElementType::S32, local as f64);
         let ep_rank = b.binary(BinaryOp::Remainder, replica, ep)?;
         let first = b.mul(ep_rank, per)?;
         b.pop_scope();

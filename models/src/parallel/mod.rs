@@ -18,6 +18,7 @@
 
 pub mod expert_exchange;
 pub mod layers;
+pub mod replica;
 pub mod split;
 pub mod stages;
 
@@ -278,17 +279,23 @@ impl Parallelism {
     /// experts.
     pub fn local_dims(&self, spec: &ParamSpec) -> Vec<i64> {
         let mut local = spec.tp.local_dims(&spec.dims, self);
-        if spec.holds_experts() {
+        if self.divides_experts(spec) {
             local[0] /= self.ep;
         }
         local
     }
 
+    /// Whether expert parallelism divides `spec`: it stacks experts and
+    /// each EP rank holds a run of them (some DP replicas only).
+    pub fn divides_experts(&self, spec: &ParamSpec) -> bool {
+        self.ep > 1 && spec.holds_experts()
+    }
+
     /// The experts `[first, end)` EP rank `ep_rank` holds of `spec`, when
-    /// it holds experts.
+    /// expert parallelism divides it.
     pub fn experts_of(&self, spec: &ParamSpec, ep_rank: i64) -> Option<[i64; 2]> {
         let per = spec.dims[0] / self.ep;
-        spec.holds_experts()
+        self.divides_experts(spec)
             .then_some([ep_rank * per, (ep_rank + 1) * per])
     }
 

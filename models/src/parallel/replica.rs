@@ -1,0 +1,24 @@
+//! A rank's place in the division, computed in the graph from its
+//! `replica-id`, so one program serves every rank.
+
+use super::Parallelism;
+use hlatc_compiler::graph::builder::{BuildError, Builder};
+use hlatc_compiler::ir::op::{BinaryOp, Op};
+use hlatc_compiler::{ElementType, InstrId};
+
+/// This rank's DP replica (`s32[]`), from its `replica-id`: rank `r` is
+/// replica `(r / tp) % dp` (the remainder only matters past the first
+/// pipeline stage).
+pub fn dp_replica_index(b: &mut Builder, par: &Parallelism) -> Result<InstrId, BuildError> {
+    let id = b.add(Op::ReplicaId, &[], None)?;
+    let id = b.convert(id, ElementType::S32)?;
+    let tp = b.scalar(ElementType::S32, par.tp as f64);
+    let replica = b.binary(BinaryOp::Divide, id, tp)?;
+    match par.pp {
+        1 => Ok(replica),
+        _ => {
+            let dp = b.scalar(ElementType::S32, par.dp as f64);
+            b.binary(BinaryOp::Remainder, replica, dp)
+        }
+    }
+}
