@@ -30,6 +30,7 @@ pub mod plan;
 pub mod plot;
 pub mod step_programs;
 
+use hlatc_train::run_identity::FrontEnd;
 use std::path::{Path, PathBuf};
 
 /// Everything the facade and CLI can fail with, each naming the file.
@@ -63,24 +64,20 @@ pub enum Error {
         message: String,
     },
     /// A rank's memory plan is over its device's memory.
-    #[error(
-        "a rank needs {plan}, over the {} of device memory it has (--device-memory); {}",
-        memory_plan::gib(*device_memory),
-        match fix {
-            Some(f) => format!("the smallest change that fits: {f}"),
-            None => "no change tried fits (--zero1, --remat full-layer, up to 64x the DP replicas or TP)".to_string(),
-        }
-    )]
+    #[error("{}", does_not_fit(plan, *device_memory, fix.as_ref(), FrontEnd::Cli))]
     DoesNotFit {
         plan: memory_plan::MemoryPlan,
         device_memory: u64,
-        fix: Option<String>,
+        fix: Option<compile_step::Fit>,
     },
     /// Options that do not fit together, as the command line or the
     /// Python package gave them (the libraries' errors are typed; this is
     /// the facade's word to its user).
     #[error("{0}")]
     Usage(String),
+    /// A compile option's value out of its range, by its typed name.
+    #[error(transparent)]
+    Option(#[from] compile_step::OptionError),
     /// `compile --verify` found the staged bundle wrong, so it was not
     /// written.
     #[error("verification failed: {source}\nnothing was written to {}; an earlier bundle there is untouched", .out.display())]
@@ -103,6 +100,36 @@ pub enum Error {
     /// read or parsed, by file, line and column.
     #[error(transparent)]
     Metrics(#[from] metrics::MetricsError),
+}
+
+/// A rank's plan over its device's memory, with the smallest change that
+/// fits, in the words of `front`'s options.
+pub fn does_not_fit(
+    plan: &memory_plan::MemoryPlan,
+    device_memory: u64,
+    fix: Option<&compile_step::Fit>,
+    front: FrontEnd,
+) -> String {
+    let (option, fix, tried) = match front {
+        FrontEnd::Cli => (
+            "--device-memory",
+            fix.map(compile_step::Fit::flags),
+            "--zero1, --remat full-layer",
+        ),
+        FrontEnd::Python => (
+            "device_memory",
+            fix.map(compile_step::Fit::keywords),
+            "zero1=True, remat=\"full-layer\"",
+        ),
+    };
+    let advice = match fix {
+        Some(f) => format!("the smallest change that fits: {f}"),
+        None => format!("no change tried fits ({tried}, up to 64x the DP replicas or TP)"),
+    };
+    format!(
+        "a rank needs {plan}, over the {} of device memory it has ({option}); {advice}",
+        memory_plan::gib(device_memory)
+    )
 }
 
 /// The library errors that [`hlatc_train::Error`] already wraps reach the

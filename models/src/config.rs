@@ -119,6 +119,13 @@ pub enum ConfigError {
         source_name: String,
         message: String,
     },
+    /// The file could not be read at all (missing, a directory, no
+    /// permission): an I/O failure, which front ends report as one.
+    #[error("{}: {message}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        message: String,
+    },
     #[error("unknown model '{name}' (presets: {known})")]
     UnknownPreset { name: String, known: String },
 }

@@ -259,8 +259,8 @@ impl ModelConfig {
 
     pub fn from_hf_file(path: &Path) -> Result<Self, ConfigError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
-            source_name: name.clone(),
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+            path: path.to_path_buf(),
             message: e.to_string(),
         })?;
         Self::from_hf_json(&text, &name)

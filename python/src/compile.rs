@@ -259,9 +259,9 @@ fn device_memory_of(v: Option<&Bound<'_, PyAny>>) -> PyResult<DeviceMemory> {
         return Ok(DeviceMemory::TargetDefault);
     };
     if let Ok(s) = v.extract::<String>() {
-        return s
-            .parse()
-            .map_err(|e: hlatc::memory_plan::SizeError| CONFIG.err(format!("device_memory: {e}")));
+        return s.parse().map_err(|e: hlatc::memory_plan::SizeError| {
+            args::out_of_range("device_memory", format!("device_memory={s:?}: {e}"))
+        });
     }
     match <u64 as args::Accepted>::read("device_memory", v) {
         Ok(bytes) => Ok(DeviceMemory::Bytes(bytes)),

@@ -14,6 +14,7 @@ use hlatc::passes::neuron_check::LocatedFinding;
 use hlatc::passes::{RematPolicy, Target};
 use hlatc::pipeline::FormError;
 use hlatc::precision::Precision;
+use hlatc::run_identity::FrontEnd;
 use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
 use hlatc::train::checkpoint::sharded::ShardedCheckpointError;
@@ -513,6 +514,7 @@ fn config_error(e: &RustConfigError) -> PyErr {
             source_name, field, ..
         } => config_key(message, Some(field), Some(source_name)),
         RustConfigError::File { source_name, .. } => config_key(message, None, Some(source_name)),
+        RustConfigError::Unreadable { path, .. } => path_error(&FILE, message, path),
         RustConfigError::UnknownPreset { .. } => config_key(message, Some("model"), None),
     }
 }
@@ -702,7 +704,17 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             let path = Python::with_gil(|py| obj(py, *stream));
             FILE.with(message, &[("path", path)])
         }
-        E::DoesNotFit { .. } | E::Usage(_) => usage(message),
+        // The device memory the plan is over: the argument that refuses it.
+        E::DoesNotFit {
+            plan,
+            device_memory,
+            fix,
+        } => crate::args::out_of_range(
+            "device_memory",
+            hlatc::does_not_fit(plan, *device_memory, fix.as_ref(), FrontEnd::Python),
+        ),
+        E::Usage(_) => usage(message),
+        E::Option(o) => crate::args::out_of_range(o.option.keyword(), o.python_message()),
         E::Kernel(
             hlatc::kernel_choice::KernelChoiceError::Request(_)
             | hlatc::kernel_choice::KernelChoiceError::SoftmaxPass { .. },
@@ -744,7 +756,10 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
             crate::args::out_of_range(field, message)
         }
         P::RunRefused { .. } => usage(message),
-        P::Spec { .. } | P::Cluster(_) | P::Layout { .. } | P::Experts { .. } => usage(message),
+        P::Spec { spec, message } => {
+            crate::args::out_of_range("layout", format!("layout={spec:?}: {message}"))
+        }
+        P::Cluster(_) | P::Layout { .. } | P::Experts { .. } => usage(message),
         P::Compile { .. } => usage(message),
         P::Calibration { path, .. } | P::Io { path, .. } => {
             path_error(&FILE, message, std::path::Path::new(path))

@@ -118,7 +118,7 @@ def test_the_errors_that_were_the_base_class_have_their_own():
         hlatc.compile_step(model="tiny", target="cpu", pp_send="permute")
     assert type(e.value) is hlatc.ConfigError and e.value.key == "pp_send"
     assert "it needs --pp 2 or more" in str(e.value)
-    with pytest.raises(ValueError, match="optimizer: beta1 must be in \\[0, 1\\), got 1.5"):
+    with pytest.raises(ValueError, match="beta1=1.5: must be in \\[0, 1\\)"):
         hlatc.compile_step(model="tiny", target="cpu", beta1=1.5)
 
 

@@ -120,6 +120,46 @@ CASES = {
         lambda s, p, b, t: hlatc.compile_step(**TINY, device_memory=1.5), TYPE, "device_memory"),
     "compile_step passes=123": (lambda s, p, b, t: hlatc.compile_step(**TINY, passes=123), TYPE,
                                 "passes"),
+    # Values the library refuses, named by their keyword (they were
+    # ConfigErrors, or UsageErrors without `argument`, in the CLI's words).
+    "compile_step tp=0": (lambda s, p, b, t: hlatc.compile_step(**TINY, tp=0), RANGE,
+                                "tp"),
+    "compile_step dp=-2": (lambda s, p, b, t: hlatc.compile_step(**TINY, dp=-2), RANGE,
+                                "dp"),
+    "compile_step pp=0": (lambda s, p, b, t: hlatc.compile_step(**TINY, pp=0), RANGE,
+                                "pp"),
+    "compile_step ep=0": (lambda s, p, b, t: hlatc.compile_step(**TINY, ep=0), RANGE,
+                                "ep"),
+    "compile_step batch_size=0": (lambda s, p, b, t: hlatc.compile_step(**TINY, batch_size=0), RANGE,
+                                "batch_size"),
+    "compile_step seq_len=-16": (lambda s, p, b, t: hlatc.compile_step(**TINY, seq_len=-16), RANGE,
+                                "seq_len"),
+    "compile_step grad_accum=0": (lambda s, p, b, t: hlatc.compile_step(**TINY, grad_accum=0), RANGE,
+                                "grad_accum"),
+    "compile_step lr_max=-1.0": (lambda s, p, b, t: hlatc.compile_step(**TINY, lr_max=-1.0), RANGE,
+                                "lr_max"),
+    "compile_step lr_min=-1.0": (lambda s, p, b, t: hlatc.compile_step(**TINY, lr_min=-1.0), RANGE,
+                                "lr_min"),
+    "compile_step beta1=1.5": (lambda s, p, b, t: hlatc.compile_step(**TINY, beta1=1.5), RANGE,
+                                "beta1"),
+    "compile_step beta2=-0.1": (lambda s, p, b, t: hlatc.compile_step(**TINY, beta2=-0.1), RANGE,
+                                "beta2"),
+    "compile_step adam_eps=0.0": (lambda s, p, b, t: hlatc.compile_step(**TINY, adam_eps=0.0), RANGE,
+                                "adam_eps"),
+    "compile_step weight_decay=-1.0": (lambda s, p, b, t: hlatc.compile_step(**TINY, weight_decay=-1.0), RANGE,
+                                "weight_decay"),
+    "compile_step clip_norm=float('nan')": (lambda s, p, b, t: hlatc.compile_step(**TINY, clip_norm=float('nan')), RANGE,
+                                "clip_norm"),
+    "compile_step warmup_steps=-1": (lambda s, p, b, t: hlatc.compile_step(**TINY, warmup_steps=-1), RANGE,
+                                "warmup_steps"),
+    "compile_step total_steps=0": (lambda s, p, b, t: hlatc.compile_step(**TINY, total_steps=0), RANGE,
+                                "total_steps"),
+    "compile_step device_memory='lots'": (lambda s, p, b, t: hlatc.compile_step(**TINY, device_memory='lots'), RANGE,
+                                "device_memory"),
+    "compile_step device_memory='1KiB'": (lambda s, p, b, t: hlatc.compile_step(**TINY, device_memory='1KiB'), RANGE,
+                                "device_memory"),
+    "plan layout='tp=2,tp=4'": (lambda s, p, b, t: hlatc.plan(model="tiny", layout="tp=2,tp=4"),
+                                RANGE, "layout"),
     # plan and append_measured_run.
     "plan top=-1": (lambda s, p, b, t: hlatc.plan(model="tiny", top=-1), RANGE, "top"),
     "plan top=0": (lambda s, p, b, t: hlatc.plan(model="tiny", top=0), RANGE, "top"),
@@ -239,6 +279,32 @@ def test_the_message_says_what_was_given_and_what_is_taken(step):
     with pytest.raises(hlatc.UsageError) as e:
         hlatc.compile_step(**TINY, device_memory=-5)
     assert "-5" in str(e.value) and "0 or more" in str(e.value)
+
+
+def test_a_value_the_library_refuses_is_named_as_python_spells_it():
+    # The library names the option by a typed name; Python writes it as its
+    # keyword, not the CLI's flag, and says which value was given.
+    for kwargs, start in [
+        (dict(tp=0), "tp=0: must be at least 1"),
+        (dict(adam_eps=-1.0), "adam_eps=-1: must be positive"),
+        (dict(lr_max=1e-5, lr_min=1e-4), "lr_min=0.0001: must not exceed the peak learning rate"),
+        (dict(seq_len=32), "seq_len=32: 32 exceeds max_position_embeddings = 16"),
+    ]:
+        with pytest.raises(hlatc.UsageError) as e:
+            hlatc.compile_step(**TINY, **kwargs)  # type: ignore[arg-type]
+        assert str(e.value).startswith(start), str(e.value)
+        assert "--" not in str(e.value), str(e.value)
+    with pytest.raises(hlatc.UsageError) as e:
+        hlatc.plan(model="tiny", layout="tp=2,tp=4")
+    assert str(e.value) == "layout=\"tp=2,tp=4\": 'tp' is given twice", str(e.value)
+
+
+def test_a_config_file_that_is_not_there_is_a_file_error_naming_it(tmp_path):
+    missing = tmp_path / "missing.json"
+    with pytest.raises(hlatc.FileError) as e:
+        hlatc.compile_step(config=missing)
+    assert e.value.path == str(missing) and isinstance(e.value, OSError)
+    assert "No such file" in str(e.value)
 
 
 def test_an_unknown_name_of_a_fixed_set_is_a_config_error_naming_the_names():

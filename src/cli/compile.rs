@@ -387,7 +387,7 @@ fn print_memory(compiled: &CompiledStep) -> Result<(), Error> {
             out!("  memory        {per} {memory}; of {}", gib(limit))?;
             if memory.total() > limit {
                 let advice = match compiled.cfg.model.moe {
-                    Some(_) => "a mixture-of-experts model compiles for one device for now (expert parallelism is not built yet); pass",
+                    Some(_) => "divide its experts over data and expert parallelism (--dp, --ep; a mixture of experts takes no --tp or --pp yet), or pass",
                     None => "shard it (--tp, --dp, --zero1), or pass",
                 };
                 out!(

@@ -351,6 +351,7 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
     };
     // The layout first, so `--tp 0` is refused by its flag's name, not as a
     // runtime of 0 devices.
+    hlatc::compile_step::OptionError::check_degrees(&cfg.parallel)?;
     cfg.parallel
         .validate(&cfg.model, cfg.batch)
         .map_err(hlatc::train_step::StepError::from)?;

@@ -12,26 +12,44 @@
 //! devices cost more than a third more compute), then more TP. The first
 //! that fits is the advice.
 
-use super::{compile_step, CompileOptions};
+use super::{compile_step, CompileOptions, OptionChange};
 use hlatc_passes::RematPolicy;
 use hlatc_train::memory_plan::{gib, DeviceMemory, MemoryPlan};
 
 /// How many doublings of DP and TP are tried.
 const DOUBLINGS: u32 = 6;
 
-/// The first change to `o` whose plan fits `limit` bytes, as flags and
-/// the plan's total: `--remat full-layer --zero1 (13.91 GiB per rank)`.
-/// The flags are written from the options the change builds
-/// ([`CompileOptions::command_line_change`]).
-pub fn smallest_fit(o: &CompileOptions, batch_size: i64, limit: u64) -> Option<String> {
+/// A change of the options that fits, and a rank's bytes under it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fit {
+    pub change: OptionChange,
+    pub per_rank: u64,
+}
+
+impl Fit {
+    /// `--remat full-layer --zero1 (13.91 GiB per rank)`.
+    pub fn flags(&self) -> String {
+        format!("{} ({} per rank)", self.change.flags(), gib(self.per_rank))
+    }
+
+    /// `remat='full-layer', zero1=True (13.91 GiB per rank)`.
+    pub fn keywords(&self) -> String {
+        format!(
+            "{} ({} per rank)",
+            self.change.keywords(),
+            gib(self.per_rank)
+        )
+    }
+}
+
+/// The first change to `o` whose plan fits `limit` bytes, written from
+/// the options the change builds ([`CompileOptions::change_from`]).
+pub fn smallest_fit(o: &CompileOptions, batch_size: i64, limit: u64) -> Option<Fit> {
     changes(o, batch_size).into_iter().find_map(|c| {
         let plan = plan_of(&c)?;
-        (plan.total() <= limit).then(|| {
-            format!(
-                "{} ({} per rank)",
-                c.command_line_change(o),
-                gib(plan.total())
-            )
+        (plan.total() <= limit).then(|| Fit {
+            change: c.change_from(o),
+            per_rank: plan.total(),
         })
     })
 }

@@ -5,9 +5,14 @@
 
 mod command_line;
 mod memory_fit;
+mod option_error;
 pub mod spellings;
 
-pub use command_line::Unspellable;
+pub use option_error::OptionError;
+
+pub use command_line::{OptionChange, Setting, Unspellable};
+pub use memory_fit::Fit;
+use spellings::CompileOption;
 
 use crate::Error;
 use hlatc_models::kernels::KernelRequest;
@@ -79,13 +84,18 @@ pub fn batch_shape(
     seq_len: Option<i64>,
     (default_batch, default_seq): (i64, i64),
 ) -> Result<BatchShape, Error> {
+    if let Some(b) = batch_size.filter(|&b| b < 1) {
+        return Err(OptionError::new(CompileOption::BatchSize, b, "must be at least 1").into());
+    }
+    if let Some(s) = seq_len.filter(|&s| s < 2) {
+        let problem = "must be at least 2 (each token's target is the next token)";
+        return Err(OptionError::new(CompileOption::SeqLen, s, problem).into());
+    }
     if let Some(s) =
         seq_len.filter(|&s| s > cfg.max_position_embeddings && !cfg.rope_scales_with_length())
     {
-        return Err(Error::usage(format!(
-            "--seq-len {s}: {} (max_position_embeddings of {name})",
-            cfg.too_long(s)
-        )));
+        let problem = format!("{} (max_position_embeddings of {name})", cfg.too_long(s));
+        return Err(OptionError::new(CompileOption::SeqLen, s, problem).into());
     }
     Ok(BatchShape {
         batch_size: batch_size.unwrap_or(default_batch),
@@ -135,8 +145,7 @@ impl OptimizerOverrides {
             // a mistake, not a request to disable it.
             c.clip_norm = (v != 0.0).then_some(v);
         }
-        c.validate()
-            .map_err(|e| Error::usage(format!("optimizer: {e}")))?;
+        c.validate().map_err(|e| OptionError::of_optimizer(&e))?;
         Ok(c)
     }
 }
@@ -447,11 +456,26 @@ impl CompileOptions {
         PipelineForm::choose(self.remat, self.pp_send, self.target, self.parallel.pp)
             .map_err(|e| hlatc_train::train_step::StepError::from(e).into())
     }
+
+    /// Every degree of the layout, and the micro-batch count, at least
+    /// one: refused as the option that set it.
+    fn check_degrees(&self) -> Result<(), OptionError> {
+        OptionError::check_degrees(&self.parallel)?;
+        if self.grad_accum < 1 {
+            return Err(OptionError::new(
+                CompileOption::GradAccum,
+                self.grad_accum,
+                "must be at least 1 (1 takes the whole batch at once)",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Builds the step `o` describes and runs its pipeline over it. Without a
 /// batch size, each DP replica takes one sequence.
 pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
+    o.check_degrees()?;
     let target = BundleTarget::choose(o.target, o.chip)?;
     let (mut model, name) = o.model.resolve(o.separate_projections)?;
     model

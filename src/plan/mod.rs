@@ -102,8 +102,8 @@ pub enum PlanError {
     /// A cluster that cannot hold the model or the layout.
     #[error("{0}")]
     Cluster(String),
-    /// A model no sharded layout builds yet.
-    #[error("a mixture-of-experts model ({model_type}) compiles for one device for now, and a cluster's layouts shard it: expert parallelism is not built yet")]
+    /// A model the search has no layouts for yet.
+    #[error("hlatc plan does not search layouts of a mixture-of-experts model ({model_type}) yet: its candidates divide layers by TP and PP, which a mixture of experts does not take; compile one over data and expert parallelism instead (hlatc compile --dp D --ep E, see the Mixture of experts chapter)")]
     Experts { model_type: &'static str },
     /// A layout that does not divide the model or the batch.
     #[error("layout {layout}: {message}")]

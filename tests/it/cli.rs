@@ -417,11 +417,11 @@ fn a_negative_value_is_refused_by_its_flags_own_check() {
     for (args, expected) in [
         (
             vec!["compile", "--model", "tiny", "--lr-max", "-1", "--out", out],
-            "max_lr > 0, got min 0.00003 max -1",
+            "--lr-max -1: must be positive",
         ),
         (
             vec!["compile", "--model", "tiny", "--tp", "-2", "--out", out],
-            "--tp must be at least 1, got -2",
+            "--tp -2: must be at least 1",
         ),
         (
             vec![

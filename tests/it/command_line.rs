@@ -124,10 +124,14 @@ fn a_change_is_the_flags_it_adds() {
         ..from.clone()
     };
     assert_eq!(
-        to.command_line_change(&from),
+        to.change_from(&from).flags(),
         "--batch-size 4 --remat full-layer --dp 4 --zero1"
     );
-    assert_eq!(from.command_line_change(&from), "");
+    assert_eq!(
+        to.change_from(&from).keywords(),
+        "batch_size=4, remat=\"full-layer\", dp=4, zero1=True"
+    );
+    assert_eq!(from.change_from(&from).flags(), "");
 }
 
 /// `hlatc compile` of the words gives the library's bundle of the options.

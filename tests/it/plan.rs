@@ -755,15 +755,17 @@ fn a_trn2_plan_prints_commands_that_build_trn2_bundles() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A mixture-of-experts model has no sharded layout yet: plan says so
-/// rather than that no layout divides it, and compile's advice for a
-/// step over a core's memory does not tell it to shard.
+/// The planner has no layouts of a mixture of experts yet: plan says so
+/// (and how to compile one) rather than that no layout divides it, and
+/// compile's advice for a step over a core's memory names the degrees a
+/// mixture of experts takes, not --tp.
 #[test]
 fn a_mixture_of_experts_is_refused_by_plan_and_not_told_to_shard() {
     let o = hlatc(&["plan", "--model", "tiny-moe", "--nodes", "1"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("a mixture-of-experts model (mixtral) compiles for one device for now"),
+        stderr(&o).contains("does not search layouts of a mixture-of-experts model (mixtral) yet")
+            && stderr(&o).contains("hlatc compile --dp D --ep E"),
         "{}",
         stderr(&o)
     );
@@ -780,8 +782,8 @@ fn a_mixture_of_experts_is_refused_by_plan_and_not_told_to_shard() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let printed = stdout(&o);
     assert!(
-        printed.contains("compiles for one device for now"),
+        printed.contains("divide its experts over data and expert parallelism (--dp, --ep"),
         "{printed}"
     );
-    assert!(!printed.contains("shard it"), "{printed}");
+    assert!(!printed.contains("shard it (--tp"), "{printed}");
 }

@@ -75,7 +75,7 @@ fn plugin_side_errors_exit_cleanly() {
     );
     fails_with(
         &run(&["train", "--batch-size", "0", "--steps", "1"]),
-        "batch_size: must be positive",
+        "--batch-size 0: must be at least 1",
     );
     let d = dir("plugin-errors");
     let cc = write(
@@ -522,19 +522,19 @@ fn nonsense_flags_are_refused() {
     for (args, needle) in [
         (
             vec!["train", "--clip-norm=-1"],
-            "clip_norm must be positive, got -1",
+            "--clip-norm -1: must be positive",
         ),
         (
             vec!["train", "--clip-norm=NaN"],
-            "clip_norm must be a finite number, got NaN",
+            "--clip-norm NaN: must be a finite number",
         ),
         (
             vec!["train", "--lr-max=inf"],
-            "max_lr must be a finite number, got inf",
+            "--lr-max inf: must be a finite number",
         ),
         (
             vec!["train", "--weight-decay=inf"],
-            "weight_decay must be a finite number",
+            "--weight-decay inf: must be a finite number",
         ),
         (
             vec!["run", m.as_str(), "--rtol=NaN"],

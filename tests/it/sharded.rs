@@ -427,7 +427,7 @@ fn divisions_that_do_not_divide_are_refused_with_their_numbers() {
         "{e}"
     );
     let e = compile_error(&["--model", "tiny", "--tp", "0"]);
-    assert!(e.contains("--tp must be at least 1, got 0"), "{e}");
+    assert!(e.contains("--tp 0: must be at least 1"), "{e}");
     let e = compile_error(&["--model", "tiny", "--sequence-parallel"]);
     assert!(e.contains("--sequence-parallel needs --tp above 1"), "{e}");
     let e = compile_error(&[
@@ -447,7 +447,7 @@ fn divisions_that_do_not_divide_are_refused_with_their_numbers() {
     let e = compile_error(&["--model", "qwen2-0.5b", "--tp", "7"]);
     assert!(e.contains("--tp 7 and the 2 key/value heads"), "{e}");
     let e = compile_error(&["--model", "qwen2-0.5b", "--tp", "2", "--dp", "0"]);
-    assert!(e.contains("--dp must be at least 1, got 0"), "{e}");
+    assert!(e.contains("--dp 0: must be at least 1"), "{e}");
 }
 
 #[test]

@@ -49,31 +49,32 @@ impl Default for AdamWConfig {
 impl AdamWConfig {
     /// Checks the values; errors name the field.
     pub fn validate(&self) -> Result<(), OptimizerConfigError> {
+        use AdamWField as F;
         use OptimizerConfigError as E;
-        let unit = |name: &'static str, value: f64| {
+        let unit = |field, value: f64| {
             if (0.0..1.0).contains(&value) {
                 Ok(())
             } else {
-                Err(E::NotAFraction { name, value })
+                Err(E::NotAFraction { field, value })
             }
         };
-        unit("beta1", self.beta1)?;
-        unit("beta2", self.beta2)?;
-        for (name, value) in [
-            ("eps", self.eps),
-            ("weight_decay", self.weight_decay),
-            ("max_lr", self.max_lr),
-            ("min_lr", self.min_lr),
-            ("clip_norm", self.clip_norm.unwrap_or(1.0)),
+        unit(F::Beta1, self.beta1)?;
+        unit(F::Beta2, self.beta2)?;
+        for (field, value) in [
+            (F::Eps, self.eps),
+            (F::WeightDecay, self.weight_decay),
+            (F::MaxLr, self.max_lr),
+            (F::MinLr, self.min_lr),
+            (F::ClipNorm, self.clip_norm.unwrap_or(1.0)),
         ] {
             if !value.is_finite() {
-                return Err(E::NotFinite { name, value });
+                return Err(E::NotFinite { field, value });
             }
         }
         // `is_nan() ||` keeps NaN out: it fails every comparison.
         if self.eps.is_nan() || self.eps <= 0.0 {
             return Err(E::NotPositive {
-                name: "eps",
+                field: F::Eps,
                 value: self.eps,
             });
         }
@@ -83,7 +84,7 @@ impl AdamWConfig {
         if let Some(c) = self.clip_norm {
             if c.is_nan() || c <= 0.0 {
                 return Err(E::NotPositive {
-                    name: "clip_norm",
+                    field: F::ClipNorm,
                     value: c,
                 });
             }
@@ -118,18 +119,57 @@ impl AdamWConfig {
     }
 }
 
+/// A field of [`AdamWConfig`], by a typed name: what an
+/// [`OptimizerConfigError`] is about, which front ends name by their own
+/// spelling of the option that sets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdamWField {
+    Beta1,
+    Beta2,
+    Eps,
+    WeightDecay,
+    ClipNorm,
+    MaxLr,
+    MinLr,
+    WarmupSteps,
+    TotalSteps,
+}
+
+impl AdamWField {
+    /// The field's name in [`AdamWConfig`] (and in a bundle's manifest).
+    pub fn name(self) -> &'static str {
+        match self {
+            AdamWField::Beta1 => "beta1",
+            AdamWField::Beta2 => "beta2",
+            AdamWField::Eps => "eps",
+            AdamWField::WeightDecay => "weight_decay",
+            AdamWField::ClipNorm => "clip_norm",
+            AdamWField::MaxLr => "max_lr",
+            AdamWField::MinLr => "min_lr",
+            AdamWField::WarmupSteps => "warmup_steps",
+            AdamWField::TotalSteps => "total_steps",
+        }
+    }
+}
+
+impl std::fmt::Display for AdamWField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// An [`AdamWConfig`] value out of range; the message names the field.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum OptimizerConfigError {
     /// A beta outside `[0, 1)`: the moments would not decay.
-    #[error("{name} must be in [0, 1), got {value}")]
-    NotAFraction { name: &'static str, value: f64 },
+    #[error("{field} must be in [0, 1), got {value}")]
+    NotAFraction { field: AdamWField, value: f64 },
     /// An infinite or NaN value, which would poison every update.
-    #[error("{name} must be a finite number, got {value}")]
-    NotFinite { name: &'static str, value: f64 },
+    #[error("{field} must be a finite number, got {value}")]
+    NotFinite { field: AdamWField, value: f64 },
     /// `eps` or a clip threshold at or below zero.
-    #[error("{name} must be positive, got {value}")]
-    NotPositive { name: &'static str, value: f64 },
+    #[error("{field} must be positive, got {value}")]
+    NotPositive { field: AdamWField, value: f64 },
     /// Negative decay, which would grow the weights.
     #[error("weight_decay must be non-negative, got {0}")]
     NegativeWeightDecay(f64),
@@ -143,6 +183,44 @@ pub enum OptimizerConfigError {
         "warmup_steps must be >= 0 and total_steps >= 1, got {warmup_steps} and {total_steps}"
     )]
     Steps { warmup_steps: i64, total_steps: i64 },
+}
+
+impl OptimizerConfigError {
+    /// The field at fault: of two that disagree, the one out of its own
+    /// range (`max_lr` not positive, a negative warmup), else the second.
+    /// (Values that are not finite were refused before these comparisons.)
+    pub fn field(&self) -> AdamWField {
+        use OptimizerConfigError as E;
+        match self {
+            E::NotAFraction { field, .. }
+            | E::NotFinite { field, .. }
+            | E::NotPositive { field, .. } => *field,
+            E::NegativeWeightDecay(_) => AdamWField::WeightDecay,
+            E::LearningRates { max_lr, .. } if *max_lr <= 0.0 => AdamWField::MaxLr,
+            E::LearningRates { .. } => AdamWField::MinLr,
+            E::Steps { warmup_steps, .. } if *warmup_steps < 0 => AdamWField::WarmupSteps,
+            E::Steps { .. } => AdamWField::TotalSteps,
+        }
+    }
+
+    /// What is wrong with [`Self::field`]'s value, without naming it:
+    /// `must be in [0, 1)`.
+    pub fn problem(&self) -> String {
+        use OptimizerConfigError as E;
+        match self {
+            E::NotAFraction { .. } => "must be in [0, 1)".into(),
+            E::NotFinite { .. } => "must be a finite number".into(),
+            E::NotPositive { .. } => "must be positive".into(),
+            E::NegativeWeightDecay(_) => "must be 0 or more".into(),
+            E::LearningRates { max_lr, .. } if *max_lr <= 0.0 => "must be positive".into(),
+            E::LearningRates { min_lr, .. } if *min_lr < 0.0 => "must be 0 or more".into(),
+            E::LearningRates { max_lr, .. } => {
+                format!("must not exceed the peak learning rate ({max_lr})")
+            }
+            E::Steps { warmup_steps, .. } if *warmup_steps < 0 => "must be 0 or more".into(),
+            E::Steps { .. } => "must be at least 1".into(),
+        }
+    }
 }
 
 /// The optimizer's results, as instructions.

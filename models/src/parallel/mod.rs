@@ -170,11 +170,37 @@ impl std::fmt::Display for Parallelism {
     }
 }
 
+/// One of a layout's degrees, by a typed name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Degree {
+    Tp,
+    Dp,
+    Pp,
+    Ep,
+}
+
+impl Degree {
+    pub fn name(self) -> &'static str {
+        match self {
+            Degree::Tp => "tp",
+            Degree::Dp => "dp",
+            Degree::Pp => "pp",
+            Degree::Ep => "ep",
+        }
+    }
+}
+
+impl std::fmt::Display for Degree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A degree the model or the batch cannot be divided by.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParallelError {
-    #[error("--{flag} must be at least 1, got {got}")]
-    Degree { flag: &'static str, got: i64 },
+    #[error("--{degree} must be at least 1, got {got}")]
+    Degree { degree: Degree, got: i64 },
     #[error("--tp {tp} does not divide the {what} ({count}); use a --tp that divides it")]
     Indivisible {
         tp: i64,
@@ -408,19 +434,23 @@ impl Parallelism {
         ceil_div(cfg.vocab_size, self.tp) * self.tp
     }
 
+    /// Whether every degree is at least one.
+    pub fn check_degrees(&self) -> Result<(), ParallelError> {
+        let degrees = [
+            (Degree::Tp, self.tp),
+            (Degree::Dp, self.dp),
+            (Degree::Pp, self.pp),
+            (Degree::Ep, self.ep),
+        ];
+        match degrees.into_iter().find(|(_, got)| *got < 1) {
+            Some((degree, got)) => Err(ParallelError::Degree { degree, got }),
+            None => Ok(()),
+        }
+    }
+
     /// Whether `cfg` over the global `batch` divides as asked.
     pub fn validate(&self, cfg: &ModelConfig, batch: BatchShape) -> Result<(), ParallelError> {
-        let degrees = [
-            ("tp", self.tp),
-            ("dp", self.dp),
-            ("pp", self.pp),
-            ("ep", self.ep),
-        ];
-        for (flag, got) in degrees {
-            if got < 1 {
-                return Err(ParallelError::Degree { flag, got });
-            }
-        }
+        self.check_degrees()?;
         self.validate_experts(cfg)?;
         let world = self
             .tp

@@ -227,7 +227,13 @@ fn experts_divide_over_dp_and_ep_and_refuse_the_rest_by_name() {
         "{err}"
     );
     let err = with(1, 2, 0).validate(&m, batch).unwrap_err();
-    assert_eq!(err, ParallelError::Degree { flag: "ep", got: 0 });
+    assert_eq!(
+        err,
+        ParallelError::Degree {
+            degree: hlatc_models::parallel::Degree::Ep,
+            got: 0
+        }
+    );
     let gathered = Parallelism {
         ep_exchange: EpExchange::AllGather,
         ..with(1, 2, 1)
