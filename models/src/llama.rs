@@ -50,6 +50,15 @@ fn linear_dims() -> DotDims {
     }
 }
 
+/// What a layer's MLP reads: the normed residual stream with every rank's
+/// rows (`h`, gathered under sequence parallelism), and this rank's own
+/// rows (`own`; the same value otherwise).
+#[derive(Clone, Copy)]
+struct MlpInput {
+    h: InstrId,
+    own: InstrId,
+}
+
 struct Llama<'a> {
     b: &'a mut Builder,
     cfg: &'a ModelConfig,
@@ -496,20 +505,21 @@ impl Llama<'_> {
         Ok(att)
     }
 
-    /// The MLP of layer `w` over `h`: dense, or a mixture of experts.
-    fn mlp(&mut self, h: InstrId, w: &LayerWeights<InstrId>) -> Result<InstrId, BuildError> {
+    /// The MLP of layer `w` over `x`: dense, or a mixture of experts.
+    fn mlp(&mut self, x: MlpInput, w: &LayerWeights<InstrId>) -> Result<InstrId, BuildError> {
         self.b.push_scope(scope::MLP);
         let out = match &w.mlp {
-            Mlp::Dense(dense) => self.dense_mlp(h, dense, self.cfg.intermediate_size)?,
-            Mlp::Sparse(sparse) => self.sparse_mlp(h, sparse)?,
+            Mlp::Dense(dense) => self.dense_mlp(x.h, dense, self.cfg.intermediate_size)?,
+            Mlp::Sparse(sparse) => self.sparse_mlp(x, sparse)?,
         };
         self.b.pop_scope();
         Ok(out)
     }
 
-    /// A mixture of experts over `h`: the routed experts' weighted sum,
+    /// A mixture of experts over `x`: the routed experts' weighted sum,
     /// plus the shared expert scaled by its gate where there is one.
-    fn sparse_mlp(&mut self, h: InstrId, w: &SparseMlp<InstrId>) -> Result<InstrId, BuildError> {
+    fn sparse_mlp(&mut self, x: MlpInput, w: &SparseMlp<InstrId>) -> Result<InstrId, BuildError> {
+        let h = x.h;
         let moe = self
             .cfg
             .moe
@@ -524,13 +534,21 @@ impl Llama<'_> {
             None => crate::experts::experts(self.b, &mut self.hints, h, w, routing.weights)?,
             Some(g) => g.run(self.b, &mut self.hints, moe, h, w, &routing)?,
         };
+        // Under TP each rank ran its columns of every expert: partial sums,
+        // made whole as a dense MLP's down projection's are.
+        let out = match &self.rank {
+            Some(rank) => rank.reduce_partial(self.b, out)?,
+            None => out,
+        };
         self.b.pop_scope();
         let Some(shared) = &w.shared else {
             return Ok(out);
         };
         let width = moe.shared_expert_intermediate_size.unwrap_or(0);
         let s = self.scoped("shared_expert", |m| m.dense_mlp(h, &shared.mlp, width))?;
-        let g = self.scoped("shared_expert_gate", |m| m.linear(h, shared.gate))?;
+        // The gate of the rows the rank's output holds: its own run of
+        // them under sequence parallelism, as the reductions leave them.
+        let g = self.scoped("shared_expert_gate", |m| m.linear(x.own, shared.gate))?;
         let b = &mut *self.b;
         let g = b.unary(UnaryOp::Logistic, g)?;
         let dims = b.dims(s);
@@ -1020,9 +1038,9 @@ impl<'a> ForwardParts<'a> {
             let a = m.attention(h, w, tables, mask.clone())?;
             x = m.b.add2(x, a)?;
             let norm = w.post_attention_norm;
-            let h = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;
-            let h = m.scoped(scope::MLP, |m| m.full_sequence(h))?;
-            let f = m.mlp(h, w)?;
+            let own = m.scoped(scope::POST_ATTENTION_LAYERNORM, |m| m.rms_norm(x, norm))?;
+            let h = m.scoped(scope::MLP, |m| m.full_sequence(own))?;
+            let f = m.mlp(MlpInput { h, own }, w)?;
             x = m.b.add2(x, f)?;
             m.b.pop_scope();
             if markers {

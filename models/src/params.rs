@@ -206,27 +206,38 @@ fn layer_weights_of_kind(cfg: &ModelConfig, i: i64, sparse: bool) -> LayerWeight
     let mlp = match &cfg.moe {
         Some(moe) if sparse => {
             let names = cfg.model_type.family().experts;
-            let stacked = |role: ParamRole, dims: Vec<i64>, init: Init| ParamSpec {
+            let stacked = |role: ParamRole, dims: Vec<i64>, init: Init, tp| ParamSpec {
                 parts: names.map_or_else(Vec::new, |n| n.parts(role, i, dims[0])),
-                ..spec(role, dims, init, TpSplit::Replicated)
+                ..spec(role, dims, init, tp)
             };
             let (e, fe) = (moe.num_experts, moe.expert_intermediate_size);
+            // Each expert is split over TP as the dense MLP is: its gate
+            // and up rows, its down columns.
+            let columns = Units { count: fe, size: 1 };
             Mlp::Sparse(SparseMlp {
-                router: stacked(ParamRole::Router, vec![e, d], Init::Normal(std)),
+                router: stacked(
+                    ParamRole::Router,
+                    vec![e, d],
+                    Init::Normal(std),
+                    TpSplit::Replicated,
+                ),
                 gate: stacked(
                     ParamRole::Experts(Projection::Gate),
                     vec![e, fe, d],
                     Init::Normal(std),
+                    TpSplit::ExpertRows(columns),
                 ),
                 up: stacked(
                     ParamRole::Experts(Projection::Up),
                     vec![e, fe, d],
                     Init::Normal(std),
+                    TpSplit::ExpertRows(columns),
                 ),
                 down: stacked(
                     ParamRole::Experts(Projection::Down),
                     vec![e, d, fe],
                     Init::Normal(out_std),
+                    TpSplit::ExpertColumns(columns),
                 ),
                 shared: moe.shared_expert_intermediate_size.map(|fs| SharedExpert {
                     mlp: dense(

@@ -153,8 +153,29 @@ def test_the_tiny_mixture_of_experts_trains_and_exports_its_experts_one_by_one()
     assert exported["model.layers.1.block_sparse_moe.experts.3.w2.weight"].shape == (32, 48)
     assert exported["model.layers.0.block_sparse_moe.gate.weight"].shape == (4, 32)
     assert not any("mlp.experts" in name for name in exported)
-    with pytest.raises(hlatc.ConfigError, match="mixture-of-experts model"):
-        hlatc.compile_step(model="tiny-moe", target="cpu", tp=2)
+    with pytest.raises(hlatc.ConfigError, match="not divided into pipeline stages yet"):
+        hlatc.compile_step(model="tiny-moe", target="cpu", pp=2, grad_accum=2, batch_size=2)
+
+
+def test_experts_split_over_tp_ranks_train_and_export_as_one_device():
+    options = dict(model="tiny-moe", target="cpu", batch_size=4, seq_len=16, precision="fp32",
+                   lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)
+    one = hlatc.Trainer(hlatc.compile_step(**options), seed=0)
+    split = hlatc.compile_step(**options, tp=2, sequence_parallel=True, dp=2, ep=2)
+    shapes = {t.name: t.shape for t in split.inputs}
+    # Two of the four experts per EP rank, half of each expert's 48 columns.
+    assert shapes["model.layers.0.mlp.experts.gate_proj.weight"] == [2, 24, 32]
+    assert shapes["model.layers.0.mlp.experts.down_proj.weight"] == [2, 32, 24]
+    sharded = hlatc.Trainer(split, seed=0)
+    for tokens, targets in batches(4, batch=4):
+        a, b = one.step(tokens, targets), sharded.step(tokens, targets)
+        assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (a, b)
+    want, got = one.hugging_face_params(), sharded.hugging_face_params()
+    assert sorted(want) == sorted(got)
+    name = "model.layers.1.block_sparse_moe.experts.3.w2.weight"
+    assert got[name].shape == (32, 48)
+    for n in want:
+        assert np.abs(want[n] - got[n]).max() <= 1e-4 * max(np.abs(want[n]).max(), 1e-6), n
 
 
 def test_experts_over_ep_ranks_train_as_one_device_and_bad_layouts_are_refused():

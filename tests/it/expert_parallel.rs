@@ -28,6 +28,16 @@ fn layout(dp: i64, ep: i64, ep_exchange: EpExchange) -> Parallelism {
     }
 }
 
+/// `layout` with each expert's columns split over `tp` ranks too.
+fn split(tp: i64, sequence_parallel: bool, zero1: bool, base: Parallelism) -> Parallelism {
+    Parallelism {
+        tp,
+        sequence_parallel,
+        zero1,
+        ..base
+    }
+}
+
 /// Every rank holds what the rank of its TP rank and (for the experts)
 /// its EP rank in the first expert-data-parallel replica holds.
 fn holders_agree(run: &Run, par: Parallelism) {
@@ -48,6 +58,14 @@ fn holders_agree(run: &Run, par: Parallelism) {
 }
 
 fn check(model: ModelConfig, par: Parallelism) {
+    let single = equals_one_device(model, par);
+    // tiny-moe learns the synthetic permutation from the first steps.
+    assert!(single.stats[2].loss < single.stats[0].loss);
+}
+
+/// The sharded run of `model` over `par` against one device's; the
+/// single device's run.
+fn equals_one_device(model: ModelConfig, par: Parallelism) -> Run {
     let single = run(&step_config(
         model.clone(),
         Parallelism::SINGLE,
@@ -57,7 +75,7 @@ fn check(model: ModelConfig, par: Parallelism) {
     let diffs = differences(&single, &sharded, F32_RTOL);
     assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));
     holders_agree(&sharded, par);
-    assert!(single.stats[2].loss < single.stats[0].loss);
+    single
 }
 
 macro_rules! expert_parallel_equals_one_device {
@@ -80,6 +98,48 @@ expert_parallel_equals_one_device! {
     ep2_dp4_all_gather: 4, 2, AllGather, None;
     ep4_dp4_all_gather: 4, 4, AllGather, None;
     ep2_dp2_all_gather_capacity: 2, 2, AllGather, Some(1.0);
+}
+
+/// Tensor parallelism splits each expert's columns as the dense MLP's
+/// (gate and up rows, down columns; the router whole on every rank), the
+/// experts' partial sums reduced over the TP group (reduce-scattered under
+/// sequence parallelism), with and without EP and ZeRO-1.
+macro_rules! tensor_parallel_experts_equal_one_device {
+    ($($name:ident: tp $tp:expr, sp $sp:expr, zero1 $zero1:expr, $dp:expr, $ep:expr, $exchange:ident, $cf:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let base = layout($dp, $ep, EpExchange::$exchange);
+            check(tiny_moe($cf), split($tp, $sp, $zero1, base));
+        }
+    )*};
+}
+
+tensor_parallel_experts_equal_one_device! {
+    tp2: tp 2, sp false, zero1 false, 1, 1, AllToAll, None;
+    tp4_sp_capacity: tp 4, sp true, zero1 false, 1, 1, AllToAll, Some(1.0);
+    tp2_dp2_zero1: tp 2, sp false, zero1 true, 2, 1, AllToAll, None;
+    tp2_sp_ep2_dp2_all_to_all: tp 2, sp true, zero1 false, 2, 2, AllToAll, Some(1.0);
+    tp2_ep2_dp4_all_gather: tp 2, sp false, zero1 false, 4, 2, AllGather, None;
+}
+
+/// Qwen2-MoE's form (the Hugging Face parity fixture's config): a shared
+/// expert beside the routed ones (split over TP as a dense MLP), its gate
+/// replicated, a dense layer, biased q/k/v.
+#[test]
+fn qwen2_moe_shared_expert_tp2_sp_ep2_dp2() {
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hf/qwen2_moe/config.json");
+    let model = ModelConfig::from_hf_file(&config).unwrap_or_else(|e| panic!("{e}"));
+    assert!(model
+        .moe
+        .as_ref()
+        .unwrap()
+        .shared_expert_intermediate_size
+        .is_some());
+    equals_one_device(
+        model,
+        split(2, true, false, layout(2, 2, EpExchange::AllToAll)),
+    );
 }
 
 /// A capacity factor drops tokens: the step differs from the dropless

@@ -765,7 +765,7 @@ fn a_mixture_of_experts_is_refused_by_plan_and_not_told_to_shard() {
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("does not search layouts of a mixture-of-experts model (mixtral) yet")
-            && stderr(&o).contains("hlatc compile --dp D --ep E"),
+            && stderr(&o).contains("hlatc compile --tp T --dp D --ep E"),
         "{}",
         stderr(&o)
     );
@@ -782,7 +782,7 @@ fn a_mixture_of_experts_is_refused_by_plan_and_not_told_to_shard() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let printed = stdout(&o);
     assert!(
-        printed.contains("divide its experts over data and expert parallelism (--dp, --ep"),
+        printed.contains("divide it over tensor, data and expert parallelism (--tp, --dp, --ep"),
         "{printed}"
     );
     assert!(!printed.contains("shard it (--tp"), "{printed}");

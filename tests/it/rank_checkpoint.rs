@@ -28,8 +28,8 @@ fn scratch(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn each_ranks_slices_are_the_whole_checkpoint_divided() {
-    let d = scratch("slices");
-    let cfg = step_config(
+    slices_are_the_whole_divided(
+        "slices",
         gqa_odd_vocab(),
         Parallelism {
             tp: 4,
@@ -39,16 +39,36 @@ fn each_ranks_slices_are_the_whole_checkpoint_divided() {
             pp: 1,
             ..Parallelism::SINGLE
         },
-        Precision::Bf16Master,
     );
+}
+
+/// A mixture of experts stores each expert as its own tensor: a rank
+/// reads its TP columns of each of its EP rank's experts.
+#[test]
+fn each_ranks_experts_are_their_tensors_columns() {
+    let moe = || hlatc::models::ModelConfig::preset("tiny-moe").unwrap();
+    let split = |dp, ep, zero1| Parallelism {
+        tp: 2,
+        dp,
+        ep,
+        sequence_parallel: true,
+        zero1,
+        ..Parallelism::SINGLE
+    };
+    slices_are_the_whole_divided("experts-ep", moe(), split(4, 2, false));
+    slices_are_the_whole_divided("experts-zero1", moe(), split(2, 1, true));
+}
+
+fn slices_are_the_whole_divided(name: &str, model: hlatc::models::ModelConfig, par: Parallelism) {
+    let d = scratch(name);
+    let cfg = step_config(model, par, Precision::Bf16Master);
     let model = &cfg.model;
-    // A bf16 checkpoint, as Hugging Face ships them, with a tensor the
-    // model does not use.
-    let mut hf = init_params(
-        &hugging_face_config(model),
-        hlatc::compiler::ElementType::Bf16,
-        5,
-    );
+    // A bf16 checkpoint, as Hugging Face ships them (experts one tensor
+    // each), with a tensor the model does not use.
+    let hf_config = hugging_face_config(model);
+    let stored = init_params(&hf_config, hlatc::compiler::ElementType::Bf16, 5);
+    let mut hf = hlatc::models::layout::split(&hf_config, &stored.into_iter().collect())
+        .unwrap_or_else(|e| panic!("{e}"));
     hf.push((
         "model.rotary_emb.inv_freq".into(),
         hlatc::compiler::Literal::from_f32(vec![2], &[1.0, 0.5]).unwrap(),

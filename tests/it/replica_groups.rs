@@ -143,11 +143,18 @@ fn divided(cfg: &StepConfig, inputs: &[TensorSpec], rank: i64) -> Vec<ParameterH
 
 #[test]
 fn the_manifest_rule_gives_every_rank_its_holdings() {
-    for (name, par, sub) in [
-        ("tp2", layout(2, 1, false, false, 1), ""),
-        ("tp4-dp2-sp-zero1", layout(4, 2, true, true, 1), ""),
-        ("tp2-dp2-zero1", layout(2, 2, false, true, 1), ""),
-        ("tp4-pp2", layout(4, 1, false, false, 2), "steady"),
+    for (name, model, par, sub) in [
+        ("tp2", "tiny", layout(2, 1, false, false, 1), ""),
+        ("tp4-dp2-sp-zero1", "tiny", layout(4, 2, true, true, 1), ""),
+        ("tp2-dp2-zero1", "tiny", layout(2, 2, false, true, 1), ""),
+        ("tp4-pp2", "tiny", layout(4, 1, false, false, 2), "steady"),
+        // Each expert's columns, as a range of its own tensor.
+        (
+            "moe-tp2-dp2-sp",
+            "tiny-moe",
+            layout(2, 2, true, false, 1),
+            "",
+        ),
     ] {
         let dir = scratch(&format!("holdings-{name}"));
         let (tp, dp, pp) = (par.tp.to_string(), par.dp.to_string(), par.pp.to_string());
@@ -155,7 +162,7 @@ fn the_manifest_rule_gives_every_rank_its_holdings() {
         let mut args = vec![
             "compile",
             "--model",
-            "tiny",
+            model,
             "--target",
             "cpu",
             "--tp",

@@ -31,11 +31,24 @@ pub fn check_checkpoint(
 ) -> Result<Vec<String>, Error> {
     let source = index.path();
     let mut unused: BTreeMap<&String, ()> = index.tensors().keys().map(|k| (k, ())).collect();
-    for p in param_specs(&hugging_face_config(model)) {
-        let Some(t) = index.tensors().get(&p.name) else {
+    // A parameter stored as several tensors (a mixture's experts, one
+    // each; Mixtral's router under its own name) is checked tensor by
+    // tensor.
+    let tensors = param_specs(&hugging_face_config(model))
+        .into_iter()
+        .flat_map(|p| match p.parts.is_empty() {
+            true => vec![(p.name.clone(), p.dims.clone())],
+            false => p
+                .parts
+                .iter()
+                .map(|part| (part.name.clone(), part.dims(&p.dims)))
+                .collect(),
+        });
+    for (name, dims) in tensors {
+        let Some(t) = index.tensors().get(&name) else {
             let e = LayoutError::Missing {
-                name: p.name.clone(),
-                dims: p.dims.clone(),
+                name: name.clone(),
+                dims: dims.clone(),
             };
             return Err(StateError::Layout {
                 origin: source.to_string(),
@@ -46,16 +59,16 @@ pub fn check_checkpoint(
         if !t.ty.is_float() {
             return Err(StateError::NotFloat {
                 origin: source.to_string(),
-                tensor: p.name.clone(),
+                tensor: name.clone(),
                 ty: t.ty,
             }
             .into());
         }
-        if t.dims != p.dims {
+        if t.dims != dims {
             let e = LayoutError::Shape {
-                name: p.name.clone(),
+                name: name.clone(),
                 got: t.dims.clone(),
-                want: p.dims.clone(),
+                want: dims.clone(),
             };
             return Err(StateError::Layout {
                 origin: source.to_string(),
@@ -63,7 +76,7 @@ pub fn check_checkpoint(
             }
             .into());
         }
-        unused.remove(&p.name);
+        unused.remove(&name);
     }
     Ok(unused.into_keys().cloned().collect())
 }
@@ -174,7 +187,7 @@ fn read_share(
                 .into()
             })
     };
-    let holding = match ranks.experts_read(spec, rank) {
+    let holding = match ranks.parts_read(spec, rank) {
         Some(experts) => RankHolding::HuggingFace(experts),
         None => ranks.holding(spec, rank),
     };
@@ -187,11 +200,13 @@ fn read_share(
             let size = spec.dtype.byte_size();
             let mut bytes = vec![0u8; spec.shape.iter().product::<i64>() as usize * size];
             for s in &slices {
-                let mut part = read(&s.tensor, s.dim, s.range)?;
-                if s.stacked {
-                    part = one_row(part);
+                let part = read(&s.tensor, s.dim, s.range)?;
+                // An expert of a stack is its row `local`; any other range
+                // lies at `local` along the dimension it was read from.
+                match s.stacked {
+                    true => place(&mut bytes, &spec.shape, size, &one_row(part), 0, s.local),
+                    false => place(&mut bytes, &spec.shape, size, &part, s.dim, s.local),
                 }
-                place(&mut bytes, &spec.shape, size, &part, s.dim, s.local);
             }
             Literal::from_bytes(spec.dtype, spec.shape.clone(), bytes).map_err(|error| {
                 StateError::Convert {

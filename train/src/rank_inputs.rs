@@ -22,7 +22,9 @@ pub struct HfSlice {
     /// How many ranks of the TP group hold the same range.
     pub copies: i64,
     /// The tensor is one row of the input's leading dimension, without
-    /// that dimension (`local` is its row): one expert of a stack.
+    /// that dimension: one expert of a stack. `local` is its row, and
+    /// `dim` and `range` what the rank reads of the tensor (all of it, or
+    /// its TP columns of the expert).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stacked: bool,
 }
@@ -115,9 +117,7 @@ impl RankInputs {
             return RankHolding::Zero1Shard { elements };
         }
         match self.sharded(spec) {
-            Some(p) if self.experts_range(p, rank).is_some() => {
-                RankHolding::HuggingFace(self.experts_held(p, rank))
-            }
+            Some(p) if stacks_experts(p) => RankHolding::HuggingFace(self.experts_held(p, rank)),
             Some(p) if p.tp != TpSplit::Replicated => {
                 let pieces = p.tp.pieces(&p.dims, self.par.tp_rank(rank), &self.par);
                 RankHolding::HuggingFace(pieces.iter().map(|piece| hf_slice(p, piece)).collect())
@@ -127,34 +127,48 @@ impl RankInputs {
     }
 
     /// What rank `rank` reads of the checkpoint for parameter input
-    /// `spec` when it is a stack of experts (one Hugging Face tensor each,
-    /// whether the rank holds all of them or its EP rank's run).
-    pub fn experts_read(&self, spec: &TensorSpec, rank: i64) -> Option<Vec<HfSlice>> {
+    /// `spec` when the checkpoint stores it as other tensors than
+    /// [`RankInputs::holding`] names: a stack of experts (one Hugging Face
+    /// tensor each, whether the rank holds all of them or its EP rank's
+    /// run), or a parameter every rank holds whole that the checkpoint
+    /// names otherwise (Mixtral's router).
+    pub fn parts_read(&self, spec: &TensorSpec, rank: i64) -> Option<Vec<HfSlice>> {
         let p = self.sharded(spec)?;
-        p.parts
-            .iter()
-            .any(|part| part.stacked)
-            .then(|| self.experts_held(p, rank))
+        if stacks_experts(p) {
+            return Some(self.experts_held(p, rank));
+        }
+        let whole = matches!(self.holding(spec, rank), RankHolding::Replicated);
+        (whole && !p.parts.is_empty()).then(|| {
+            p.parts
+                .iter()
+                .map(|part| HfSlice {
+                    tensor: part.name.clone(),
+                    dim: 0,
+                    range: [0, part.rows[1] - part.rows[0]],
+                    local: part.rows[0],
+                    copies: self.par.tp,
+                    stacked: false,
+                })
+                .collect()
+        })
     }
 
     /// The Hugging Face tensors (one per expert) of the stacked experts
-    /// `p` that rank `rank` holds, each whole, at its place in the rank's
-    /// stack: every expert, or its EP rank's run of them.
+    /// `p` that rank `rank` holds, at their places in the rank's stack:
+    /// every expert, or its EP rank's run of them; of each, its TP rank's
+    /// columns, or all of it.
     fn experts_held(&self, p: &ParamSpec, rank: i64) -> Vec<HfSlice> {
         let [first, end] = self.experts_range(p, rank).unwrap_or([0, p.dims[0]]);
+        // The rank's range of each expert: its TP columns, one dimension
+        // down in the expert's own tensor.
+        let pieces = p.tp.pieces(&p.dims, self.par.tp_rank(rank), &self.par);
         p.parts
             .iter()
             .filter(|part| part.rows[0] >= first && part.rows[1] <= end)
-            .map(|part| {
-                let dims = part.dims(&p.dims);
-                HfSlice {
-                    tensor: part.name.clone(),
-                    dim: 0,
-                    range: [0, dims[0]],
-                    local: part.rows[0] - first,
-                    copies: self.par.tp,
-                    stacked: true,
-                }
+            .flat_map(|part| {
+                pieces
+                    .iter()
+                    .map(move |piece| expert_slice(&part.name, part.rows[0] - first, piece))
             })
             .collect()
     }
@@ -254,6 +268,25 @@ impl RankInputs {
             .flat_map(|r| r.bytes().iter().copied())
             .collect();
         Literal::from_bytes(ty, p.dims.clone(), bytes).expect("the runs fill the stack")
+    }
+}
+
+/// Whether `p` is a stack of experts stored one Hugging Face tensor each.
+fn stacks_experts(p: &ParamSpec) -> bool {
+    p.parts.iter().any(|part| part.stacked)
+}
+
+/// What `piece` of a stack of experts (a range along a dimension past the
+/// first) is of expert `tensor`, row `row` of the rank's stack: the same
+/// range, one dimension down.
+pub(crate) fn expert_slice(tensor: &str, row: i64, piece: &Piece) -> HfSlice {
+    HfSlice {
+        tensor: tensor.to_string(),
+        dim: piece.dim.saturating_sub(1),
+        range: piece.global,
+        local: row,
+        copies: piece.copies,
+        stacked: true,
     }
 }
 

@@ -238,12 +238,8 @@ pub enum ParallelError {
         per_replica: i64,
         micro_batches: i64,
     },
-    #[error("--{flag} {degree}: a mixture-of-experts model ({model_type}) is not divided by tensor or pipeline parallelism yet; divide it over --dp replicas, its experts over --ep of them")]
-    ExpertsNotSplit {
-        flag: &'static str,
-        degree: i64,
-        model_type: &'static str,
-    },
+    #[error("--pp {pp}: a mixture-of-experts model ({model_type}) is not divided into pipeline stages yet (the load-balancing loss pools every layer's routing); divide it over --tp and --dp, its experts over --ep")]
+    ExpertsInStages { pp: i64, model_type: &'static str },
     #[error("--ep {ep}: {model_type} is a dense model, with no experts to divide (expert parallelism is for mixture-of-experts models)")]
     EpWithoutExperts { ep: i64, model_type: &'static str },
     #[error("--ep {ep} does not divide --dp {dp}: the experts are divided over EP ranks within the data-parallel replicas (use an --ep that divides --dp)")]
@@ -475,6 +471,18 @@ impl Parallelism {
             return Err(ParallelError::KvHeads { tp, kv });
         }
         indivisible("MLP width (intermediate_size)", cfg.intermediate_size)?;
+        if let Some(moe) = &cfg.moe {
+            indivisible(
+                "experts' MLP width (moe_intermediate_size)",
+                moe.expert_intermediate_size,
+            )?;
+            if let Some(shared) = moe.shared_expert_intermediate_size {
+                indivisible(
+                    "shared expert's MLP width (shared_expert_intermediate_size)",
+                    shared,
+                )?;
+            }
+        }
         if batch.batch_size % self.dp != 0 {
             return Err(ParallelError::Batch {
                 dp: self.dp,
@@ -511,8 +519,8 @@ impl Parallelism {
 
 impl Parallelism {
     /// Whether the experts of `cfg` (if it has any) divide as asked: a
-    /// mixture of experts over DP and EP only, EP within DP and over whole
-    /// experts.
+    /// mixture of experts over TP, DP and EP (no pipeline stages), EP
+    /// within DP and over whole experts.
     fn validate_experts(&self, cfg: &ModelConfig) -> Result<(), ParallelError> {
         let model_type = cfg.model_type.name();
         let Some(moe) = &cfg.moe else {
@@ -524,11 +532,9 @@ impl Parallelism {
             }
             return Ok(());
         };
-        let unsplit = [("tp", self.tp), ("pp", self.pp)];
-        if let Some((flag, degree)) = unsplit.into_iter().find(|(_, d)| *d > 1) {
-            return Err(ParallelError::ExpertsNotSplit {
-                flag,
-                degree,
+        if self.pp > 1 {
+            return Err(ParallelError::ExpertsInStages {
+                pp: self.pp,
                 model_type,
             });
         }

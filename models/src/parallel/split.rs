@@ -3,8 +3,10 @@
 //! projection (q, k, v, gate, up, stored `[out, in]`) keeps whole heads or
 //! MLP columns of its output rows; a row-parallel one (o, down) keeps the
 //! matching columns of its input; the embedding and LM head keep a run of
-//! vocabulary rows; everything else (norms, the biases added after a
-//! row-parallel reduction) is replicated.
+//! vocabulary rows; a mixture of experts' stacked experts split each
+//! expert as the dense MLP's projections are split; everything else
+//! (norms, the router, the biases added after a row-parallel reduction)
+//! is replicated.
 //!
 //! A rank's tensor is a list of [`Piece`]s: ranges of the full tensor laid
 //! side by side. Sharding and gathering copy bytes and change no value.
@@ -55,6 +57,12 @@ pub enum TpSplit {
     Columns(Units),
     /// Vocabulary rows, padded to a multiple of the degree.
     Vocab,
+    /// Each stacked expert's output rows (`[E, I, H]`: the gate and up
+    /// projections, column-parallel as a dense MLP's).
+    ExpertRows(Units),
+    /// Each stacked expert's input columns (`[E, H, I]`: the down
+    /// projection, row-parallel as a dense MLP's).
+    ExpertColumns(Units),
 }
 
 /// A range of the full tensor a rank holds: `global[0]..global[1]` along
@@ -81,6 +89,8 @@ impl TpSplit {
             TpSplit::Rows(blocks) => local[0] = blocks.iter().map(|u| u.local(tp)).sum(),
             TpSplit::Columns(u) => local[1] = u.local(tp),
             TpSplit::Vocab => local[0] = super::ceil_div(dims[0], tp),
+            TpSplit::ExpertRows(u) => local[1] = u.local(tp),
+            TpSplit::ExpertColumns(u) => local[2] = u.local(tp),
         }
         local
     }
@@ -117,9 +127,13 @@ impl TpSplit {
                 }
                 out
             }
-            TpSplit::Columns(u) => {
+            TpSplit::Columns(u) | TpSplit::ExpertRows(u) => {
                 let ([a, b], copies) = u.share(t, tp);
                 vec![piece(1, [a * u.size, b * u.size], 0, copies, 0)]
+            }
+            TpSplit::ExpertColumns(u) => {
+                let ([a, b], copies) = u.share(t, tp);
+                vec![piece(2, [a * u.size, b * u.size], 0, copies, 0)]
             }
             TpSplit::Vocab => {
                 let rows = super::ceil_div(dims[0], tp);

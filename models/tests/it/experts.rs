@@ -188,25 +188,43 @@ fn experts_divide_over_dp_and_ep_and_refuse_the_rest_by_name() {
         ep,
         ..Parallelism::SINGLE
     };
-    for ok in [with(1, 1, 1), with(1, 4, 1), with(1, 4, 2), with(1, 4, 4)] {
+    for ok in [
+        with(1, 1, 1),
+        with(1, 4, 1),
+        with(1, 4, 2),
+        with(1, 4, 4),
+        with(2, 1, 1),
+        with(4, 1, 1),
+        with(2, 2, 2),
+    ] {
         ok.validate(&m, batch).unwrap();
     }
-    for (par, flag) in [
-        (with(2, 1, 1), "tp"),
-        (
-            Parallelism {
-                pp: 2,
-                ..with(1, 1, 1)
-            },
-            "pp",
-        ),
-    ] {
-        let err = par.validate(&m, batch).unwrap_err();
-        assert!(
-            matches!(err, ParallelError::ExpertsNotSplit { flag: f, degree: 2, model_type: "mixtral" } if f == flag),
-            "{err}"
-        );
+    let err = Parallelism {
+        pp: 2,
+        ..with(1, 1, 1)
     }
+    .validate(&m, batch)
+    .unwrap_err();
+    assert_eq!(
+        err,
+        ParallelError::ExpertsInStages {
+            pp: 2,
+            model_type: "mixtral"
+        }
+    );
+    // TP splits each expert's columns as the dense MLP's: 4 ranks do not
+    // divide 42 of them.
+    let mut wide = m.clone();
+    wide.moe.as_mut().unwrap().expert_intermediate_size = 42;
+    let err = with(4, 1, 1).validate(&wide, batch).unwrap_err();
+    assert_eq!(
+        err,
+        ParallelError::Indivisible {
+            tp: 4,
+            what: "experts' MLP width (moe_intermediate_size)",
+            count: 42
+        }
+    );
     let err = with(1, 4, 3).validate(&m, batch).unwrap_err();
     assert_eq!(err, ParallelError::EpIndivisibleDp { ep: 3, dp: 4 });
     assert!(

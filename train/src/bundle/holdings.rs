@@ -7,7 +7,7 @@
 //! of layers ([`super::listing`]) are read out layer by layer.
 
 use super::listing::{self, expand, AtLayer, ListedView, ListingError};
-use crate::rank_inputs::{hf_slice_named, HfSlice};
+use crate::rank_inputs::{expert_slice, hf_slice_named, HfSlice};
 use hlatc_models::{Parallelism, TpSplit};
 use serde::Deserialize;
 
@@ -50,6 +50,40 @@ struct SplitView {
 struct PartView {
     name: String,
     rows: [i64; 2],
+    /// One expert of a stack (its row `rows[0]`), not rows of a fused
+    /// tensor.
+    #[serde(default)]
+    stacked: bool,
+}
+
+impl SplitView {
+    /// What TP rank `t` holds of the parameter: of a stack of experts, its
+    /// range of each expert's tensor; else its pieces, each a range of the
+    /// tensor (or fused tensor's member) it lies in.
+    fn holds(&self, t: i64, par: &Parallelism) -> Vec<HfSlice> {
+        let pieces = self.split.pieces(&self.dims, t, par);
+        if self.parts.iter().any(|p| p.stacked) {
+            return self
+                .parts
+                .iter()
+                .flat_map(|p| {
+                    pieces
+                        .iter()
+                        .map(|piece| expert_slice(&p.name, p.rows[0], piece))
+                })
+                .collect();
+        }
+        pieces
+            .iter()
+            .map(|piece| {
+                let part = self
+                    .parts
+                    .get(piece.block)
+                    .map(|p| (p.name.as_str(), p.rows[0]));
+                hf_slice_named(&self.name, part, piece)
+            })
+            .collect()
+    }
 }
 
 /// A run's split at a layer: its names and its index.
@@ -66,6 +100,7 @@ impl AtLayer for SplitView {
                 .map(|p| PartView {
                     name: listing::at_layer(&p.name, layer),
                     rows: p.rows,
+                    stacked: p.stacked,
                 })
                 .collect(),
         })
@@ -160,18 +195,7 @@ impl ManifestHoldings {
                     .map(|s| ParameterHolding {
                         index: s.index,
                         name: s.name.clone(),
-                        holds: s
-                            .split
-                            .pieces(&s.dims, t, &par)
-                            .iter()
-                            .map(|piece| {
-                                let part = s
-                                    .parts
-                                    .get(piece.block)
-                                    .map(|p| (p.name.as_str(), p.rows[0]));
-                                hf_slice_named(&s.name, part, piece)
-                            })
-                            .collect(),
+                        holds: s.holds(t, &par),
                     })
                     .collect()
             }
