@@ -157,11 +157,12 @@ def test_the_tiny_mixture_of_experts_trains_and_exports_its_experts_one_by_one()
         hlatc.compile_step(model="tiny-moe", target="cpu", pp=2, grad_accum=2, batch_size=2)
 
 
-def test_experts_split_over_tp_ranks_train_and_export_as_one_device():
+def test_experts_split_over_tp_ranks_with_zero1_train_and_export_as_one_device():
     options = dict(model="tiny-moe", target="cpu", batch_size=4, seq_len=16, precision="fp32",
                    lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)
     one = hlatc.Trainer(hlatc.compile_step(**options), seed=0)
-    split = hlatc.compile_step(**options, tp=2, sequence_parallel=True, dp=2, ep=2)
+    # ZeRO-1 divides the experts' state over the two replicas holding them.
+    split = hlatc.compile_step(**options, tp=2, sequence_parallel=True, dp=4, ep=2, zero1=True)
     shapes = {t.name: t.shape for t in split.inputs}
     # Two of the four experts per EP rank, half of each expert's 48 columns.
     assert shapes["model.layers.0.mlp.experts.gate_proj.weight"] == [2, 24, 32]

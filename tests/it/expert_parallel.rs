@@ -120,6 +120,11 @@ tensor_parallel_experts_equal_one_device! {
     tp2_dp2_zero1: tp 2, sp false, zero1 true, 2, 1, AllToAll, None;
     tp2_sp_ep2_dp2_all_to_all: tp 2, sp true, zero1 false, 2, 2, AllToAll, Some(1.0);
     tp2_ep2_dp4_all_gather: tp 2, sp false, zero1 false, 4, 2, AllGather, None;
+    // ZeRO-1 divides the experts' state over the replicas holding them:
+    // two, or one (EP over every replica), and every replica otherwise.
+    ep2_dp4_zero1: tp 1, sp false, zero1 true, 4, 2, AllToAll, None;
+    ep2_dp2_zero1_capacity: tp 1, sp false, zero1 true, 2, 2, AllToAll, Some(1.0);
+    tp2_sp_ep2_dp4_zero1_all_gather: tp 2, sp true, zero1 true, 4, 2, AllGather, None;
 }
 
 /// Qwen2-MoE's form (the Hugging Face parity fixture's config): a shared

@@ -57,6 +57,7 @@ fn each_ranks_experts_are_their_tensors_columns() {
     };
     slices_are_the_whole_divided("experts-ep", moe(), split(4, 2, false));
     slices_are_the_whole_divided("experts-zero1", moe(), split(2, 1, true));
+    slices_are_the_whole_divided("experts-ep-zero1", moe(), split(4, 2, true));
 }
 
 fn slices_are_the_whole_divided(name: &str, model: hlatc::models::ModelConfig, par: Parallelism) {

@@ -87,8 +87,8 @@ impl RankInputs {
             return None;
         }
         let p = self.sharded(spec)?;
-        let k = shard_len(&self.par.local_dims(p), self.par.dp);
-        let d = self.par.dp_rank(rank);
+        let k = shard_len(&self.par.local_dims(p), self.par.zero1_degree(p));
+        let d = self.par.zero1_index(p, rank);
         Some([d * k, (d + 1) * k])
     }
 
@@ -233,41 +233,44 @@ impl RankInputs {
             None => return locals[0].clone(),
         };
         let tp = self.par.tp as usize;
-        if self.par.divides_experts(p) {
-            return self.experts_gathered(p, locals);
-        }
-        if self.zero1_shard(spec, 0).is_none() {
-            return p.tp.gather(&locals[..tp], &p.dims, &self.par);
-        }
-        // Each TP rank's share joined from its shards on the replicas.
+        // Runs of the leading dimension held apart: EP ranks' experts.
+        let ep = match self.par.divides_experts(p) {
+            true => self.par.ep as usize,
+            false => 1,
+        };
+        let zero1 = self.zero1_shard(spec, 0).is_some();
         let local = self.par.local_dims(p);
-        let shares: Vec<Literal> = (0..tp)
-            .map(|t| {
-                let shards: Vec<&Literal> = locals.iter().skip(t).step_by(tp).copied().collect();
+        // TP rank t's share of run j: DP replica j's, or joined from its
+        // ZeRO-1 shards on the replicas that hold the run (replica `g * ep
+        // + j` holds shard g).
+        let share = |j: usize, t: usize| match zero1 {
+            false => locals[j * tp + t].clone(),
+            true => {
+                let shards: Vec<&Literal> = (0..self.par.zero1_degree(p) as usize)
+                    .map(|g| locals[(g * ep + j) * tp + t])
+                    .collect();
                 joined(&shards, &local)
-            })
-            .collect();
-        p.tp.gather(&shares.iter().collect::<Vec<_>>(), &p.dims, &self.par)
-    }
-
-    /// The whole stack of experts `p` from every rank's run of them: EP
-    /// rank `j`'s from DP replica `j` (its TP ranks' shares joined), the
-    /// runs laid in order.
-    fn experts_gathered(&self, p: &ParamSpec, locals: &[&Literal]) -> Literal {
-        let tp = self.par.tp as usize;
+            }
+        };
         let mut run_dims = p.dims.clone();
-        run_dims[0] /= self.par.ep;
-        let runs: Vec<Literal> = (0..self.par.ep as usize)
+        run_dims[0] /= ep as i64;
+        let runs: Vec<Literal> = (0..ep)
             .map(|j| {
-                p.tp.gather(&locals[j * tp..(j + 1) * tp], &run_dims, &self.par)
+                let shares: Vec<Literal> = (0..tp).map(|t| share(j, t)).collect();
+                p.tp.gather(&shares.iter().collect::<Vec<_>>(), &run_dims, &self.par)
             })
             .collect();
-        let ty = runs[0].ty();
-        let bytes: Vec<u8> = runs
-            .iter()
-            .flat_map(|r| r.bytes().iter().copied())
-            .collect();
-        Literal::from_bytes(ty, p.dims.clone(), bytes).expect("the runs fill the stack")
+        match runs.as_slice() {
+            [one] => one.clone(),
+            _ => {
+                let bytes: Vec<u8> = runs
+                    .iter()
+                    .flat_map(|r| r.bytes().iter().copied())
+                    .collect();
+                Literal::from_bytes(runs[0].ty(), p.dims.clone(), bytes)
+                    .expect("the runs fill the stack")
+            }
+        }
     }
 }
 

@@ -20,6 +20,11 @@
 //! [`sharding::BUCKET_ELEMENTS`], each tensor keeping its own shard: the
 //! tensors are laid side by side as `[dp, k]` blocks, so piece `d` of the
 //! bucket is every tensor's shard `d`.
+//!
+//! Under expert parallelism the experts a rank holds are held by only the
+//! `dp / ep` replicas of its EP rank: their state is divided over those
+//! ([`Parallelism::zero1_degree`]), each the `d / ep`-th of them, and
+//! their collectives run over those replicas, in buckets of their own.
 
 use crate::sharding::{self, bucket_runs, local_ranges};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
@@ -28,6 +33,7 @@ use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection};
 use hlatc_compiler::{ElementType, InstrId, Op};
 use hlatc_models::parallel::replica::dp_replica_index;
+use hlatc_models::parallel::split::holder_groups;
 use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
 
@@ -38,13 +44,23 @@ pub fn shard_len(dims: &[i64], dp: i64) -> i64 {
     (n + dp - 1) / dp.max(1)
 }
 
+/// The replicas that divide some parameters' optimizer state: how many,
+/// which of them this rank is, and the groups their collectives run over.
+struct Division {
+    dp: i64,
+    /// This rank's place among them (`s32[]`), from its `replica-id`.
+    index: InstrId,
+    groups: Collective,
+}
+
 /// The one thing that differs between a step's DP replicas (its index,
 /// from `replica-id`), and the groups its collectives run over.
 pub struct Zero1 {
     par: Parallelism,
-    /// This rank's DP replica (`s32[]`).
-    dp_index: InstrId,
-    dp_groups: Collective,
+    /// Every DP replica: what divides every parameter but the experts.
+    whole: Division,
+    /// The replicas of one EP rank, under expert parallelism.
+    experts: Option<Division>,
     fault: Option<Fault>,
 }
 
@@ -56,47 +72,81 @@ impl Zero1 {
     ) -> Result<Self, BuildError> {
         b.push_scope("dp_rank");
         let dp_index = dp_replica_index(b, &par)?;
+        let experts = match par.ep {
+            1 => None,
+            ep => {
+                let ep = b.scalar(ElementType::S32, ep as f64);
+                Some(Division {
+                    dp: par.dp / par.ep,
+                    index: b.binary(BinaryOp::Divide, dp_index, ep)?,
+                    groups: replica_groups(&holder_groups(1, true, &par)),
+                })
+            }
+        };
         b.pop_scope();
         Ok(Zero1 {
             par,
-            dp_index,
-            dp_groups: replica_groups(&par.dp_groups()),
+            whole: Division {
+                dp: par.dp,
+                index: dp_index,
+                groups: replica_groups(&par.dp_groups()),
+            },
+            experts,
             fault,
         })
     }
 
+    /// The replicas that divide `spec`'s state.
+    fn division(&self, spec: &ParamSpec) -> &Division {
+        match (&self.experts, self.par.divides_experts(spec)) {
+            (Some(experts), true) => experts,
+            _ => &self.whole,
+        }
+    }
+
     /// `x` flattened and padded with zeros to `dp * k` elements.
-    fn padded(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+    fn padded(&self, b: &mut Builder, x: InstrId, dv: &Division) -> Result<InstrId, BuildError> {
         let dims = b.dims(x);
         let n: i64 = dims.iter().product();
-        let k = shard_len(&dims, self.par.dp);
+        let k = shard_len(&dims, dv.dp);
         let flat = b.reshape_unless_same(x, &[n])?;
-        if k * self.par.dp == n {
+        if k * dv.dp == n {
             return Ok(flat);
         }
-        let padding = b.full(b.ty(x), &[k * self.par.dp - n], 0.0)?;
+        let padding = b.full(b.ty(x), &[k * dv.dp - n], 0.0)?;
         b.concatenate(&[flat, padding], 0)
     }
 
     /// `x` as the `[dp, k]` block of its shards: [`Zero1::padded`] cut
     /// into rows, or `x` reshaped straight to them when it needs no
     /// padding.
-    fn blocked(&self, b: &mut Builder, x: InstrId, k: i64) -> Result<InstrId, BuildError> {
-        let dp = self.par.dp;
-        let whole = match b.dims(x).iter().product::<i64>() == dp * k {
+    fn blocked(
+        &self,
+        b: &mut Builder,
+        x: InstrId,
+        k: i64,
+        dv: &Division,
+    ) -> Result<InstrId, BuildError> {
+        let whole = match b.dims(x).iter().product::<i64>() == dv.dp * k {
             true => x,
-            false => self.padded(b, x)?,
+            false => self.padded(b, x, dv)?,
         };
-        b.reshape_unless_same(whole, &[dp, k])
+        b.reshape_unless_same(whole, &[dv.dp, k])
     }
 
     /// The first element of shard `d * k` for this rank, `(d + shift) %
     /// dp` with a shift (the deliberately misplaced shard of a fault).
-    fn shard_start(&self, b: &mut Builder, k: i64, shift: i64) -> Result<InstrId, BuildError> {
-        let mut d = self.dp_index;
+    fn shard_start(
+        &self,
+        b: &mut Builder,
+        k: i64,
+        shift: i64,
+        dv: &Division,
+    ) -> Result<InstrId, BuildError> {
+        let mut d = dv.index;
         if shift != 0 {
             let s = b.scalar(ElementType::S32, shift as f64);
-            let dp = b.scalar(ElementType::S32, self.par.dp as f64);
+            let dp = b.scalar(ElementType::S32, dv.dp as f64);
             let moved = b.add2(d, s)?;
             d = b.binary(BinaryOp::Remainder, moved, dp)?;
         }
@@ -104,11 +154,18 @@ impl Zero1 {
         b.mul(d, k)
     }
 
-    /// This rank's shard of `x` (a local tensor), named `name`.
-    pub fn shard(&self, b: &mut Builder, x: InstrId, name: &str) -> Result<InstrId, BuildError> {
-        let k = shard_len(&b.dims(x), self.par.dp);
-        let padded = self.padded(b, x)?;
-        let start = self.shard_start(b, k, 0)?;
+    /// This rank's shard of `x` (its local tensor of `spec`), named `name`.
+    pub fn shard(
+        &self,
+        b: &mut Builder,
+        x: InstrId,
+        spec: &ParamSpec,
+        name: &str,
+    ) -> Result<InstrId, BuildError> {
+        let dv = self.division(spec);
+        let k = shard_len(&b.dims(x), dv.dp);
+        let padded = self.padded(b, x, dv)?;
+        let start = self.shard_start(b, k, 0, dv)?;
         b.add_named(
             name,
             Op::DynamicSlice { sizes: vec![k] },
@@ -131,37 +188,63 @@ impl Zero1 {
         let shards = if self.fault == Some(Fault::ShardUpdatedWithAnothersGradient) {
             self.misplaced_shards(b, &summed)?
         } else {
-            self.reduce_scatter(b, &summed)?
+            self.reduce_scatter(b, &summed, specs)?
         };
         b.pop_scope();
         Ok(shards)
     }
 
-    /// Every tensor's shard of its sum over the DP replicas, in buckets:
-    /// each tensor as a `[dp, k]` block, a bucket's blocks side by side,
-    /// one reduce-scatter of dimension 0 each.
-    fn reduce_scatter(&self, b: &mut Builder, xs: &[InstrId]) -> Result<Vec<InstrId>, BuildError> {
-        let dp = self.par.dp;
-        let mut blocks = Vec::with_capacity(xs.len());
-        for &x in xs {
-            let k = shard_len(&b.dims(x), dp);
-            blocks.push((self.blocked(b, x, k)?, k));
+    /// The indices of `specs` by the replicas that divide them: every
+    /// parameter's, or the experts' apart under expert parallelism, each
+    /// in order.
+    fn by_division<'a>(&'a self, specs: &[ParamSpec]) -> Vec<(&'a Division, Vec<usize>)> {
+        let (experts, rest): (Vec<usize>, Vec<usize>) =
+            (0..specs.len()).partition(|&i| match &self.experts {
+                Some(_) => self.par.divides_experts(&specs[i]),
+                None => false,
+            });
+        let mut out = vec![(&self.whole, rest)];
+        if let Some(dv) = &self.experts {
+            out.push((dv, experts));
         }
-        let sizes: Vec<i64> = blocks.iter().map(|&(_, k)| k * dp).collect();
+        out
+    }
+
+    /// Every tensor's shard of its sum over the replicas that divide it, in
+    /// buckets: each tensor as a `[dp, k]` block, a bucket's blocks side by
+    /// side, one reduce-scatter of dimension 0 each.
+    fn reduce_scatter(
+        &self,
+        b: &mut Builder,
+        xs: &[InstrId],
+        specs: &[ParamSpec],
+    ) -> Result<Vec<InstrId>, BuildError> {
         let mut out = xs.to_vec();
-        for run in bucket_runs(&sizes) {
-            let parts: Vec<InstrId> = run.iter().map(|&i| blocks[i].0).collect();
-            let packed = match parts.as_slice() {
-                [one] => *one,
-                _ => b.concatenate(&parts, 1)?,
-            };
-            let mine = b.reduce_scatter_sum(packed, 0, &self.dp_groups)?;
-            let mut at = 0;
-            for &i in &run {
-                let k = blocks[i].1;
-                let piece = b.slice_dim_unless_whole(mine, 1, at, at + k)?;
-                out[i] = b.reshape(piece, &[k])?;
-                at += k;
+        for (dv, indices) in self.by_division(specs) {
+            let mut blocks = Vec::with_capacity(indices.len());
+            for &i in &indices {
+                let k = shard_len(&b.dims(xs[i]), dv.dp);
+                blocks.push((self.blocked(b, xs[i], k, dv)?, k));
+            }
+            let sizes: Vec<i64> = blocks.iter().map(|&(_, k)| k * dv.dp).collect();
+            for run in bucket_runs(&sizes) {
+                let parts: Vec<InstrId> = run.iter().map(|&r| blocks[r].0).collect();
+                let packed = match parts.as_slice() {
+                    [one] => *one,
+                    _ => b.concatenate(&parts, 1)?,
+                };
+                // One replica holds the whole sum already.
+                let mine = match dv.dp {
+                    1 => packed,
+                    _ => b.reduce_scatter_sum(packed, 0, &dv.groups)?,
+                };
+                let mut at = 0;
+                for &r in &run {
+                    let k = blocks[r].1;
+                    let piece = b.slice_dim_unless_whole(mine, 1, at, at + k)?;
+                    out[indices[r]] = b.reshape(piece, &[k])?;
+                    at += k;
+                }
             }
         }
         Ok(out)
@@ -176,52 +259,61 @@ impl Zero1 {
     ) -> Result<Vec<InstrId>, BuildError> {
         xs.iter()
             .map(|&x| {
-                let total = b.all_reduce(x, BinaryOp::Add, &self.dp_groups)?;
-                let k = shard_len(&b.dims(x), self.par.dp);
-                let padded = self.padded(b, total)?;
-                let start = self.shard_start(b, k, 1)?;
+                let dv = &self.whole;
+                let total = b.all_reduce(x, BinaryOp::Add, &dv.groups)?;
+                let k = shard_len(&b.dims(x), dv.dp);
+                let padded = self.padded(b, total, dv)?;
+                let start = self.shard_start(b, k, 1, dv)?;
                 b.add(Op::DynamicSlice { sizes: vec![k] }, &[padded, start], None)
             })
             .collect()
     }
 
-    /// Each local tensor of `dims` from this rank's updated shard of it:
-    /// the shards all-gathered over the replicas (in buckets, as
-    /// `Zero1::reduce_scatter` packs them), the padding cut off.
+    /// Each local tensor of `dims` (of `specs`) from this rank's updated
+    /// shard of it: the shards all-gathered over the replicas that divide
+    /// it (in buckets, as `Zero1::reduce_scatter` packs them), the padding
+    /// cut off.
     pub fn gather(
         &self,
         b: &mut Builder,
         shards: &[InstrId],
         dims: &[Vec<i64>],
+        specs: &[ParamSpec],
     ) -> Result<Vec<InstrId>, BuildError> {
-        let dp = self.par.dp;
         b.push_scope("parameter_all_gather");
-        let ks: Vec<i64> = shards.iter().map(|&s| b.dims(s)[0]).collect();
-        let sizes: Vec<i64> = ks.iter().map(|k| k * dp).collect();
         let mut out = shards.to_vec();
-        for run in bucket_runs(&sizes) {
-            let rows = run
-                .iter()
-                .map(|&i| b.reshape(shards[i], &[1, ks[i]]))
-                .collect::<Result<Vec<_>, _>>()?;
-            let packed = match rows.as_slice() {
-                [one] => *one,
-                _ => b.concatenate(&rows, 1)?,
-            };
-            let all = b.all_gather(packed, 0, &self.dp_groups)?;
-            let mut at = 0;
-            for &i in &run {
-                let block = b.slice_dim_unless_whole(all, 1, at, at + ks[i])?;
-                let n: i64 = dims[i].iter().product();
-                let whole = match n == dp * ks[i] {
-                    true => block,
-                    false => {
-                        let flat = b.reshape(block, &[dp * ks[i]])?;
-                        b.slice_dim(flat, 0, 0, n)?
-                    }
+        for (dv, indices) in self.by_division(specs) {
+            let dp = dv.dp;
+            let ks: Vec<i64> = indices.iter().map(|&i| b.dims(shards[i])[0]).collect();
+            let sizes: Vec<i64> = ks.iter().map(|k| k * dp).collect();
+            for run in bucket_runs(&sizes) {
+                let rows = run
+                    .iter()
+                    .map(|&r| b.reshape(shards[indices[r]], &[1, ks[r]]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let packed = match rows.as_slice() {
+                    [one] => *one,
+                    _ => b.concatenate(&rows, 1)?,
                 };
-                out[i] = b.reshape_unless_same(whole, &dims[i])?;
-                at += ks[i];
+                let all = match dp {
+                    1 => packed,
+                    _ => b.all_gather(packed, 0, &dv.groups)?,
+                };
+                let mut at = 0;
+                for &r in &run {
+                    let i = indices[r];
+                    let block = b.slice_dim_unless_whole(all, 1, at, at + ks[r])?;
+                    let n: i64 = dims[i].iter().product();
+                    let whole = match n == dp * ks[r] {
+                        true => block,
+                        false => {
+                            let flat = b.reshape(block, &[dp * ks[r]])?;
+                            b.slice_dim(flat, 0, 0, n)?
+                        }
+                    };
+                    out[i] = b.reshape_unless_same(whole, &dims[i])?;
+                    at += ks[r];
+                }
             }
         }
         b.pop_scope();
@@ -249,7 +341,8 @@ impl Zero1 {
                 }
                 (dim, ranges) => {
                     let local = self.par.local_dims(spec);
-                    let w = self.range_weights(b, &local, dim, &ranges, ty)?;
+                    let dv = self.division(spec);
+                    let w = self.range_weights(b, &local, dim, &ranges, ty, dv)?;
                     let ws = b.mul(sq, w)?;
                     b.reduce_sum(ws, &[0])?
                 }
@@ -271,11 +364,12 @@ impl Zero1 {
         dim: usize,
         ranges: &[([i64; 2], i64)],
         ty: ElementType,
+        dv: &Division,
     ) -> Result<InstrId, BuildError> {
-        let k = shard_len(local, self.par.dp);
+        let k = shard_len(local, dv.dp);
         let stride: i64 = local[dim + 1..].iter().product();
         let i32_at = |b: &mut Builder, v: i64| b.full(ElementType::S32, &[k], v as f64);
-        let offset = self.shard_start(b, k, 0)?;
+        let offset = self.shard_start(b, k, 0, dv)?;
         let offset = b.broadcast(offset, &[k], &[])?;
         let iota = b.iota(ElementType::S32, &[k], 0)?;
         let flat = b.add2(offset, iota)?;

@@ -254,8 +254,6 @@ pub enum ParallelError {
         "--ep-exchange {exchange} needs --ep above 1 (with one EP rank no token leaves its rank)"
     )]
     ExchangeWithoutEp { exchange: EpExchange },
-    #[error("--zero1 with --ep {ep} is not built yet: the experts' optimizer state would be divided over the {replicas} replicas that hold the same experts, not over all --dp; leave --zero1 out")]
-    Zero1WithExperts { ep: i64, replicas: i64 },
     #[error("--pp does not take packed rows yet (--packed): each tick would need the segment ids of two micro-batches; pack with --packing concat, or leave --pp out")]
     PackedStages,
 }
@@ -319,6 +317,26 @@ impl Parallelism {
         let per = spec.dims[0] / self.ep;
         self.divides_experts(spec)
             .then_some([ep_rank * per, (ep_rank + 1) * per])
+    }
+
+    /// How many DP replicas divide `spec`'s optimizer state under ZeRO-1:
+    /// every replica, or for experts expert parallelism divides, the
+    /// `dp / ep` replicas that hold the same experts.
+    pub fn zero1_degree(&self, spec: &ParamSpec) -> i64 {
+        match self.divides_experts(spec) {
+            true => self.dp / self.ep,
+            false => self.dp,
+        }
+    }
+
+    /// Which of [`Parallelism::zero1_degree`]'s replicas global rank `r`
+    /// is, for `spec`: its DP replica, or among the replicas that hold its
+    /// experts (replica `d` is EP rank `d % ep`, the `d / ep`-th of them).
+    pub fn zero1_index(&self, spec: &ParamSpec, r: i64) -> i64 {
+        match self.divides_experts(spec) {
+            true => self.dp_rank(r) / self.ep,
+            false => self.dp_rank(r),
+        }
     }
 
     /// The EP rank of global rank `r`: which run of the experts it holds.
@@ -491,12 +509,6 @@ impl Parallelism {
         }
         if self.zero1 && self.dp == 1 {
             return Err(ParallelError::Zero1WithoutDp);
-        }
-        if self.zero1 && self.ep > 1 {
-            return Err(ParallelError::Zero1WithExperts {
-                ep: self.ep,
-                replicas: self.dp / self.ep,
-            });
         }
         if self.sequence_parallel {
             if tp == 1 {

@@ -262,13 +262,24 @@ fn experts_divide_over_dp_and_ep_and_refuse_the_rest_by_name() {
             .contains("--ep-exchange all-gather needs --ep above 1"),
         "{err}"
     );
-    let err = Parallelism {
+    // ZeRO-1 divides the experts' state over the replicas holding them.
+    let zero1 = Parallelism {
         zero1: true,
         ..with(1, 4, 2)
-    }
-    .validate(&m, batch)
-    .unwrap_err();
-    assert_eq!(err, ParallelError::Zero1WithExperts { ep: 2, replicas: 2 });
+    };
+    zero1.validate(&m, batch).unwrap();
+    let specs = hlatc_models::param_specs(&m);
+    let experts = specs.iter().find(|p| p.holds_experts()).unwrap();
+    let router = specs.iter().find(|p| p.name.contains("mlp.gate.")).unwrap();
+    assert_eq!(
+        (zero1.zero1_degree(experts), zero1.zero1_degree(router)),
+        (2, 4)
+    );
+    // Rank 3 is DP replica 3: EP rank 1, the second replica of its experts.
+    assert_eq!(
+        (zero1.zero1_index(experts, 3), zero1.zero1_index(router, 3)),
+        (1, 3)
+    );
     let dense = ModelConfig::tiny();
     let err = with(1, 2, 2).validate(&dense, batch).unwrap_err();
     assert!(

@@ -383,6 +383,13 @@ impl listing::PerLayer for SplitInfo {
     }
 }
 
+/// Where a ZeRO-1 shard lies in its parameter's share.
+const ZERO1_LAYOUT: &str = "on rank r, elements [d*k, (d+1)*k) of NAME's share on TP rank r % tp, flattened row-major and zero-padded to dp*k elements, with d = r / tp";
+
+/// [`ZERO1_LAYOUT`] with expert parallelism: the experts' state divided
+/// over the replicas that hold them.
+const ZERO1_EXPERTS_LAYOUT: &str = "on rank r, elements [d*k, (d+1)*k) of NAME's share on TP rank r % tp, flattened row-major and zero-padded to n*k elements, with d = r / tp and n = dp; for experts expert parallelism divides (see experts), d = (r / tp) / ep and n = dp / ep: the replicas that hold the same experts divide their state";
+
 /// The rule [`super::holdings::ManifestHoldings`] applies to `tp_split`
 /// (`hlatc_models::parallel::split`).
 const HOLDINGS_RULE: &str = "rank r holds, of each parameter in tp_split, pieces that TP rank t = r % tp takes by its split (every DP replica holds the same): of `units` {count, size}, t takes units [t*count/tp, (t+1)*count/tp) when count >= tp (copies 1), else unit t / (tp/count) (copies tp/count); `rows` lists a fused tensor's members in row order, each split by its own units, laid side by side on the rank (dim 0); `columns` splits dim 1 so; `expert_rows` and `expert_columns` split dim 1 and dim 2 of a stack of experts so, and each expert (a part with `stacked`, its row `rows[0]`) is held as that range of its own tensor, one dimension down (under expert parallelism, see experts, a rank holds its EP rank's run of them only); `vocab` gives t rows [t*ceil(V/tp), (t+1)*ceil(V/tp)) of dims[0] = V, the rows past V padding. A piece of rows of a fused tensor is a range of the member (`parts`) it lies in; parameters not in tp_split are replicated, and an Adam moment or master weight holds what its parameter holds (see moments)";
@@ -462,11 +469,18 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
             (true, true) => "adam_m.NAME, adam_v.NAME and master.NAME hold a ZeRO-1 shard of NAME's share: see zero1",
         },
         zero1: p.zero1.then(|| Zero1Info {
-            layout: "on rank r, elements [d*k, (d+1)*k) of NAME's share on TP rank r % tp, flattened row-major and zero-padded to dp*k elements, with d = r / tp",
+            layout: match p.ep {
+                1 => ZERO1_LAYOUT,
+                _ => ZERO1_EXPERTS_LAYOUT,
+            },
             shard_elements: inputs
                 .iter()
                 .filter(|s| s.role == Role::Parameter)
-                .map(|s| (s.name.clone(), crate::zero1::shard_len(&s.shape, p.dp)))
+                .filter_map(|s| {
+                    let spec = ranks.parameter(s)?;
+                    let k = crate::zero1::shard_len(&s.shape, p.zero1_degree(spec));
+                    Some((s.name.clone(), k))
+                })
                 .collect(),
         }),
         holdings: HOLDINGS_RULE,

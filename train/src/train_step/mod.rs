@@ -489,7 +489,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
 pub(crate) fn state_dims(p: &ParamSpec, role: Role, par: &Parallelism) -> Vec<i64> {
     let local = par.local_dims(p);
     match par.zero1 && role.is_optimizer_state() {
-        true => vec![zero1::shard_len(&local, par.dp)],
+        true => vec![zero1::shard_len(&local, par.zero1_degree(p))],
         false => local,
     }
 }
@@ -607,7 +607,7 @@ pub(crate) fn update(
         (true, Some(z)) => params
             .iter()
             .zip(specs)
-            .map(|(&p, spec)| z.shard(b, p, &format!("{}.zero1_shard", spec.name)))
+            .map(|(&p, spec)| z.shard(b, p, spec, &format!("{}.zero1_shard", spec.name)))
             .collect::<Result<_, _>>()?,
     };
     let m = widen(b, &state.m, compute)?;
@@ -636,7 +636,7 @@ pub(crate) fn update(
     results.extend(match zero1 {
         Some(z) => {
             let dims: Vec<Vec<i64>> = params.iter().map(|&p| b.dims(p)).collect();
-            z.gather(b, &new_params, &dims)?
+            z.gather(b, &new_params, &dims, specs)?
         }
         None => new_params,
     });
