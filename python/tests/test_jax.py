@@ -138,3 +138,45 @@ def test_a_run_measured_with_jax_joins_a_calibration_file(tmp_path, monkeypatch)
                       sequence_parallel=False, zero1=False, remat="core-attention",
                       micro_batch=4, precision="fp32", global_batch=4, seq_len=16, sdk="cpu",
                       source="test")
+
+
+# A mixture of experts over TP, DP and EP, run by JAX on four XLA CPU
+# devices of a fresh process (the device count is fixed when JAX starts),
+# against hlatc's own runtime on one device.
+MOE_RUN = """
+import json, sys
+import jax
+import hlatc, hlatc.jax
+from language import batches
+options = dict(model="tiny-moe", target="cpu", batch_size=4, seq_len=16, precision="fp32",
+               lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)
+one = hlatc.Trainer(hlatc.compile_step(**options), seed=0)
+layouts = [dict(tp=2, sequence_parallel=True, dp=2, ep=2),
+           dict(dp=4, ep=2, zero1=True, ep_exchange="all-gather", capacity_factor=1.0)]
+runs = [hlatc.jax.Trainer(hlatc.compile_step(**options, **layout), seed=0,
+                          devices=jax.devices()[:4]) for layout in layouts]
+same = hlatc.Trainer(hlatc.compile_step(**options, capacity_factor=1.0), seed=0)
+out = []
+for tokens, targets in batches(3, batch=4):
+    out.append([float(one.step(tokens, targets)["loss"]), float(same.step(tokens, targets)["loss"])]
+               + [float(r.step(tokens, targets)["loss"]) for r in runs])
+print(json.dumps(out))
+"""
+
+
+def test_a_mixture_of_experts_over_tp_dp_and_ep_runs_on_jax_as_on_one_device():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+                        " --xla_backend_optimization_level=0").strip()
+    done = subprocess.run([sys.executable, "-c", MOE_RUN], cwd=here, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for one, capped, tp_ep, ep_zero1 in json.loads(done.stdout.strip().splitlines()[-1]):
+        assert abs(tp_ep - one) <= 1e-5 * abs(one), (one, tp_ep)
+        assert abs(ep_zero1 - capped) <= 1e-5 * abs(capped), (capped, ep_zero1)
