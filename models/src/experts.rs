@@ -30,7 +30,23 @@ pub(crate) struct RouterStats {
     /// `[E]`, in the router's type.
     chosen: Option<InstrId>,
     probabilities: Option<InstrId>,
+    /// `[E]`: of the chosen, the slots a capacity kept (`None` when
+    /// dropless: every one).
+    kept: Option<InstrId>,
     layers: i64,
+}
+
+/// What the routing did over a step's sparse layers, for its outputs
+/// (neither is differentiated).
+#[derive(Clone, Copy, Debug)]
+pub struct ExpertCounts {
+    /// `f32[E]`: token slots routed to each expert (a token counts once
+    /// per expert it chose), summed over the sparse layers and the global
+    /// batch.
+    pub routed: InstrId,
+    /// `f32[]`: of those, the slots a capacity factor dropped (0 when
+    /// dropless).
+    pub dropped: InstrId,
 }
 
 /// The router's type: f32, as Hugging Face's softmax, or f64 for a step in
@@ -105,6 +121,9 @@ pub(crate) fn route(
         Some(_) => {
             let slots = expert_slots::slots(b, routed, batch, moe.capacity(batch.seq_len))?;
             weights = b.select(slots.kept, weights, zeros)?;
+            let kept = b.select(slots.kept, ones, zeros)?;
+            let kept = b.reduce_sum(kept, &[0])?;
+            accumulate(b, &mut stats.kept, kept)?;
             Some(slots)
         }
     };
@@ -236,8 +255,31 @@ pub(crate) fn pool_stats(
     Ok(RouterStats {
         chosen: pooled(b, stats.chosen)?,
         probabilities: pooled(b, stats.probabilities)?,
+        kept: pooled(b, stats.kept)?,
         layers: stats.layers,
     })
+}
+
+/// The counts of `stats` (pooled over the replicas already, where there
+/// are several) as the step's outputs, in f32; `None` when no layer was
+/// sparse.
+pub(crate) fn expert_counts(
+    b: &mut Builder,
+    stats: &RouterStats,
+) -> Result<Option<ExpertCounts>, BuildError> {
+    let Some(chosen) = stats.chosen else {
+        return Ok(None);
+    };
+    let routed = b.convert_unless_same(chosen, ElementType::F32)?;
+    let dropped = match stats.kept {
+        Some(kept) => {
+            let kept = b.convert_unless_same(kept, ElementType::F32)?;
+            let lost = b.sub(routed, kept)?;
+            b.reduce_sum(lost, &[0])?
+        }
+        None => b.scalar(ElementType::F32, 0.0),
+    };
+    Ok(Some(ExpertCounts { routed, dropped }))
 }
 
 /// Hugging Face's load-balancing loss over the sparse layers `stats`

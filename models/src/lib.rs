@@ -24,6 +24,7 @@ mod token_ops;
 pub mod weights;
 
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError};
+pub use experts::ExpertCounts;
 pub use family::Family;
 pub use field_problem::FieldProblem;
 pub use kernels::{AttentionKernel, KernelPoint, KernelRequest, Kernels, SoftmaxKernel};

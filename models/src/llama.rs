@@ -8,7 +8,7 @@
 //! when its parts are.
 
 use crate::config::{BatchShape, ModelConfig};
-use crate::experts::RouterStats;
+use crate::experts::{ExpertCounts, RouterStats};
 use crate::imported_kernel::{ImportedKernel, Role};
 use crate::kernels::{AttentionKernel, Kernels};
 use crate::moe::MoeConfig;
@@ -35,6 +35,9 @@ pub struct ForwardOutputs {
     pub loss: InstrId,
     /// `[batch * seq, vocab]`, rows in (batch, position) order.
     pub logits: InstrId,
+    /// A mixture of experts' routing over the global batch, for the
+    /// step's outputs.
+    pub experts: Option<ExpertCounts>,
     /// Values gradients must not flow through (the max-subtractions that
     /// keep softmax and log-sum-exp finite; they cancel exactly), and the
     /// softmaxes, whose gradient autodiff takes in closed form.
@@ -75,6 +78,9 @@ struct Llama<'a> {
     imported: Option<(ComputationId, ComputationId)>,
     /// The sparse layers' routing so far, for the load-balancing loss.
     router_stats: RouterStats,
+    /// [`Llama::router_stats`] pooled over the DP replicas, once pooled
+    /// (by the load-balancing loss, or for the step's counts).
+    pooled_router: Option<RouterStats>,
 }
 
 /// What attention masks by: the mask of the plain graph (`pred[S, S]`, or
@@ -619,14 +625,8 @@ impl Llama<'_> {
     /// global batch's, as one device computes it.
     fn with_router_loss(&mut self, moe: &MoeConfig, loss: InstrId) -> Result<InstrId, BuildError> {
         let ty = self.b.ty(loss);
-        let (stats, tokens) = match &self.rank {
-            None => (self.router_stats.clone(), self.n()),
-            Some(rank) => {
-                let sum = |b: &mut Builder, x| rank.dp_sum(b, x);
-                let pooled = crate::experts::pool_stats(self.b, &self.router_stats, &sum)?;
-                (pooled, self.n() * rank.par.dp)
-            }
-        };
+        let dp = self.rank.as_ref().map_or(1, |r| r.par.dp);
+        let (stats, tokens) = (self.pooled_router()?, self.n() * dp);
         match crate::experts::load_balancing_loss(self.b, moe, &stats, tokens, ty)? {
             Some(aux) => {
                 let aux = self.b.scale(aux, moe.router_aux_loss_coef)?;
@@ -634,6 +634,24 @@ impl Llama<'_> {
             }
             None => Ok(loss),
         }
+    }
+
+    /// The router's counts over the global batch: on a rank of a
+    /// data-parallel step, pooled over the replicas (once, whoever asks
+    /// first).
+    fn pooled_router(&mut self) -> Result<RouterStats, BuildError> {
+        if let Some(pooled) = &self.pooled_router {
+            return Ok(pooled.clone());
+        }
+        let pooled = match &self.rank {
+            None => self.router_stats.clone(),
+            Some(rank) => {
+                let sum = |b: &mut Builder, x| rank.dp_sum(b, x);
+                crate::experts::pool_stats(self.b, &self.router_stats, &sum)?
+            }
+        };
+        self.pooled_router = Some(pooled.clone());
+        Ok(pooled)
     }
 
     /// Mean of logsumexp(logits) - logits[target] over the tokens whose
@@ -849,9 +867,11 @@ pub fn forward_on_rank(
     let x = parts.embed(tokens)?;
     let x = parts.layers(x)?;
     let (loss, logits) = parts.loss(x, targets)?;
+    let experts = parts.expert_counts()?;
     Ok(ForwardOutputs {
         loss,
         logits,
+        experts,
         grad_hints: parts.into_hints(),
     })
 }
@@ -925,6 +945,7 @@ impl<'a> ForwardParts<'a> {
                 kernels,
                 imported: None,
                 router_stats: RouterStats::default(),
+                pooled_router: None,
             },
             weights,
             segments,
@@ -1073,6 +1094,20 @@ impl<'a> ForwardParts<'a> {
             None => loss,
         };
         Ok((loss, logits))
+    }
+
+    /// What the routing of the layers built so far did, over the global
+    /// batch (`None` for a dense model).
+    pub fn expert_counts(&mut self) -> Result<Option<ExpertCounts>, BuildError> {
+        let m = &mut self.m;
+        if m.cfg.moe.is_none() {
+            return Ok(None);
+        }
+        m.b.push_scope("expert_counts");
+        let stats = m.pooled_router()?;
+        let counts = crate::experts::expert_counts(m.b, &stats)?;
+        m.b.pop_scope();
+        Ok(counts)
     }
 
     /// The values gradients must not flow through and the closed-form

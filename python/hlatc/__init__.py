@@ -578,7 +578,10 @@ class Trainer:
         self, tokens: ArrayLike, targets: ArrayLike, segment_ids: Optional[ArrayLike] = None
     ) -> Dict[str, float]:
         """One optimizer step on a global batch ([batch, seq] integer ids):
-        its loss, grad norm and learning rate."""
+        its loss, grad norm and learning rate; of a mixture of experts, also
+        `routed_tokens` and `dropped_tokens` (token slots routed to experts,
+        and of those dropped by a capacity factor, over the sparse layers)
+        and `expert_imbalance` (the busiest expert's slots over the mean)."""
         seg = None if segment_ids is None else to_raw("segment_ids", segment_ids)
         return self._native.step(to_raw("tokens", tokens), to_raw("targets", targets), seg)
 

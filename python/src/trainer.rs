@@ -39,7 +39,10 @@ impl Trainer {
 
     /// One optimizer step on a global batch (`[batch, seq]` integer
     /// tokens and targets; segment ids for a packed step): its loss, grad
-    /// norm and learning rate.
+    /// norm and learning rate; of a mixture of experts, also the token
+    /// slots routed (`routed_tokens`) and dropped by a capacity
+    /// (`dropped_tokens`), and the busiest expert's slots over the mean
+    /// (`expert_imbalance`).
     #[pyo3(signature = (tokens, targets, segment_ids=None))]
     fn step<'py>(
         &mut self,
@@ -60,6 +63,11 @@ impl Trainer {
         d.set_item("loss", stats.loss)?;
         d.set_item("grad_norm", stats.grad_norm)?;
         d.set_item("learning_rate", stats.learning_rate)?;
+        if let Some(e) = &stats.experts {
+            d.set_item("routed_tokens", e.routed.iter().sum::<f64>())?;
+            d.set_item("dropped_tokens", e.dropped)?;
+            d.set_item("expert_imbalance", e.imbalance())?;
+        }
         Ok(d)
     }
 

@@ -171,6 +171,10 @@ def test_experts_split_over_tp_ranks_with_zero1_train_and_export_as_one_device()
     for tokens, targets in batches(4, batch=4):
         a, b = one.step(tokens, targets), sharded.step(tokens, targets)
         assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (a, b)
+        # The routing over 2 sparse layers of 4 x 16 tokens, 2 experts each.
+        assert a["routed_tokens"] == b["routed_tokens"] == 2 * 4 * 16 * 2, (a, b)
+        assert a["dropped_tokens"] == b["dropped_tokens"] == 0.0
+        assert a["expert_imbalance"] == b["expert_imbalance"] >= 1.0
     want, got = one.hugging_face_params(), sharded.hugging_face_params()
     assert sorted(want) == sorted(got)
     name = "model.layers.1.block_sparse_moe.experts.3.w2.weight"

@@ -568,8 +568,18 @@ impl Run<'_> {
     ) -> Result<(), Error> {
         let steps = self.a.steps;
         let per_step = t1.elapsed().as_secs_f64() / (done - start) as f64;
+        // A mixture of experts' routing: the busiest expert over the mean,
+        // and the share a capacity dropped.
+        let experts = match &s.experts {
+            Some(e) => format!(
+                "  experts {:.2}x  dropped {:.1}%",
+                e.imbalance(),
+                100.0 * e.dropped_share()
+            ),
+            None => String::new(),
+        };
         out!(
-            "step {done:>width$}/{steps}  ({:>3.0}%)  loss {:.4}  grad-norm {:.4}  lr {:.2e}  {:.1} ms/step  eta {:.1} s",
+            "step {done:>width$}/{steps}  ({:>3.0}%)  loss {:.4}  grad-norm {:.4}  lr {:.2e}{experts}  {:.1} ms/step  eta {:.1} s",
             100.0 * done as f64 / steps as f64,
             s.loss,
             s.grad_norm,

@@ -75,6 +75,15 @@ fn equals_one_device(model: ModelConfig, par: Parallelism) -> Run {
     let diffs = differences(&single, &sharded, F32_RTOL);
     assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));
     holders_agree(&sharded, par);
+    // The routing counts are whole numbers, pooled over the replicas: the
+    // same as one device's, exactly.
+    for (a, b) in single.stats.iter().zip(&sharded.stats) {
+        assert!(
+            a.experts.is_some(),
+            "a mixture of experts reports its routing"
+        );
+        assert_eq!(a.experts, b.experts, "{par}");
+    }
     single
 }
 
@@ -165,4 +174,50 @@ fn a_capacity_factor_changes_the_step() {
     // little (7e-5 relative); their gradients and updates do not.
     let moved = differences(&dropless, &capped, 1e-2);
     assert!(moved.iter().any(|d| d.contains("experts")), "{moved:?}");
+    // Every token chose 2 of the 4 experts in each of the 2 layers: 4 x 8
+    // tokens, 128 slots. At factor 0.5 an expert keeps C = ceil(8 x 2 x
+    // 0.5 / 4) = 2 slots per sequence: at most 4 x 2 x 4 x 2 = 64 of them.
+    for (free, capped) in dropless.stats.iter().zip(&capped.stats) {
+        let (free, capped) = (
+            free.experts.clone().unwrap(),
+            capped.experts.clone().unwrap(),
+        );
+        assert_eq!(free.routed.len(), 4);
+        assert_eq!(free.routed.iter().sum::<f64>(), 128.0);
+        assert_eq!(capped.routed.iter().sum::<f64>(), 128.0);
+        assert_eq!(free.dropped, 0.0);
+        assert!(capped.dropped >= 64.0, "{capped:?}");
+        // An expert drops at most what it was routed past its capacity.
+        let over: f64 = capped.routed.iter().map(|r| (r - 16.0).max(0.0)).sum();
+        assert!(capped.dropped >= over, "{capped:?}");
+    }
+}
+
+/// Without the load-balancing loss a mixture of experts accumulates
+/// micro-batches exactly, and its routing counts are the micro-batches'
+/// summed: those of the whole batch at once.
+#[test]
+fn accumulated_micro_batches_count_the_whole_batch() {
+    let mut model = tiny_moe(Some(1.0));
+    model.moe.as_mut().unwrap().output_router_logits = false;
+    let whole = run(&step_config(
+        model.clone(),
+        Parallelism::SINGLE,
+        Precision::Fp32,
+    ));
+    let cfg = step_config(model, Parallelism::SINGLE, Precision::Fp32);
+    let accumulated = crate::sharded::run_with(&cfg, |rt, cfg, params| {
+        let steps = hlatc::grad_accum::build_accumulation_steps(cfg, 2)?;
+        let remat = hlatc::passes::RematPolicy::CoreAttention;
+        hlatc::trainer::Trainer::accumulating(rt, cfg, steps, remat, params)
+    });
+    for (a, b) in whole.stats.iter().zip(&accumulated.stats) {
+        assert_eq!(a.experts, b.experts);
+        assert!(
+            (a.loss - b.loss).abs() <= 1e-5 * a.loss.abs(),
+            "{} {}",
+            a.loss,
+            b.loss
+        );
+    }
 }

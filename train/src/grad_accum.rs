@@ -24,9 +24,9 @@
 
 use crate::sharding;
 use crate::train_step::{
-    check, model_graph, parameter_spec, rank_gradients_unsummed, spec, state_dims, state_specs,
-    update, widen, GraphShape, ModelGraph, OptimizerState, Role, StateLayout, StepConfig,
-    StepError, TensorSpec, TrainStep,
+    check, expert_outputs, expert_results, model_graph, parameter_spec, rank_gradients_unsummed,
+    spec, state_dims, state_specs, update, widen, GraphShape, ModelGraph, OptimizerState, Role,
+    StateLayout, StepConfig, StepError, TensorSpec, TrainStep,
 };
 use crate::zero1::Zero1;
 use hlatc_compiler::graph::autodiff;
@@ -144,6 +144,7 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
         results.push(b.add2(acc, g)?);
     }
     b.pop_scope();
+    results.extend(expert_results(&fwd));
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_micro_step", root);
 
@@ -159,6 +160,7 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
     }
     let mut outputs = vec![spec("loss", compute, &[], Role::Loss)];
     outputs.extend(accumulators);
+    outputs.extend(expert_outputs(cfg));
     module.input_output_alias = StateLayout::updated(&inputs, &outputs).aliases();
     step_of(
         module,

@@ -31,6 +31,7 @@ pub mod checkpoint_lock;
 pub mod data;
 pub mod device_state;
 mod error;
+pub mod expert_tokens;
 pub mod grad_accum;
 pub mod initial_inputs;
 pub mod kernel_choice;

@@ -4,6 +4,7 @@
 use crate::batch_check::check_batch_input;
 use crate::data::Batch;
 use crate::device_state::{self, Slot};
+use crate::expert_tokens::ExpertTokens;
 use crate::rank_inputs::RankInputs;
 use crate::run_error::RunError;
 use crate::train_step::{output_with_role, Role, TensorSpec};
@@ -252,6 +253,19 @@ pub(crate) fn scalar(
         .and_then(|i| values.get(i)?.as_ref())
         .map(|l| l.to_f64_vec()[0])
         .ok_or_else(|| RunError::NoOutput { role }.into())
+}
+
+/// A mixture of experts' routing over a step, from its outputs (`None`
+/// for a dense model's step).
+pub(crate) fn expert_tokens(
+    outputs: &[TensorSpec],
+    values: &[Option<Literal>],
+) -> Option<ExpertTokens> {
+    let value = |role| output_with_role(outputs, role).and_then(|i| values.get(i)?.as_ref());
+    Some(ExpertTokens {
+        routed: value(Role::ExpertTokens)?.to_f64_vec(),
+        dropped: value(Role::DroppedTokens)?.to_f64_vec()[0],
+    })
 }
 
 /// Micro-batch `j` of `k` of `batch`, as a global batch: each of the `dp`

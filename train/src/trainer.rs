@@ -3,12 +3,13 @@
 
 use crate::data::Batch;
 use crate::device_state::{self, DeviceState, Slot};
+pub use crate::expert_tokens::ExpertTokens;
 use crate::grad_accum::{micro_config, AccumulationSteps};
 use crate::initial_inputs::rng_state;
 use crate::pipeline::{PipelineRun, TickPlan};
 use crate::rank_inputs::RankInputs;
 use crate::run_error::RunError;
-use crate::run_stage::{micro_batch, run_stage, scalar, Stage};
+use crate::run_stage::{expert_tokens, micro_batch, run_stage, scalar, Stage};
 use crate::state_error::StateError;
 use crate::state_shards::{params_by_name, shard_state, start_state, whole_state};
 use crate::train_step::{build_train_step, Role, StateLayout, StepConfig, TensorSpec, TrainStep};
@@ -19,11 +20,14 @@ use hlatc_runtime::{Program, Runtime};
 use std::collections::BTreeMap;
 
 /// What one step reported.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StepStats {
     pub loss: f64,
     pub grad_norm: f64,
     pub learning_rate: f64,
+    /// A mixture of experts' routing over the step (`None` for a dense
+    /// model).
+    pub experts: Option<ExpertTokens>,
 }
 
 pub struct Trainer {
@@ -335,7 +339,7 @@ impl Trainer {
         let (accumulated_loss, main_batch) = match (&mut self.pipeline, &self.micro) {
             (Some(run), _) => {
                 let loss = run.run_ticks(&mut self.state, &held, self.vocab_size, batch)?;
-                (Some(loss), None)
+                (Some((loss, None)), None)
             }
             (None, None) => (None, Some(batch)),
             (None, Some(micro)) => {
@@ -347,14 +351,21 @@ impl Trainer {
                     ranks: &micro.ranks,
                 };
                 let mut loss = 0.0;
+                let mut experts: Option<ExpertTokens> = None;
                 for j in 0..micro.micro_batches {
                     let part = micro_batch(batch, j, micro.micro_batches, micro.dp);
                     let (state, vocab) = (&mut self.state, self.vocab_size);
                     let given = [(Role::TokenCount, &count)];
                     let out = run_stage(&stage, state, &held, vocab, Some(&part), &given)?;
                     loss += scalar(stage.outputs, &out, Role::Loss)?;
+                    let counted = expert_tokens(stage.outputs, &out);
+                    match (&mut experts, counted) {
+                        (Some(sum), Some(c)) => sum.add(&c),
+                        (None, c) => experts = c,
+                        (Some(_), None) => {}
+                    }
                 }
-                (Some(loss), None)
+                (Some((loss, experts)), None)
             }
         };
         let out = run_stage(
@@ -365,13 +376,18 @@ impl Trainer {
             main_batch,
             &[],
         )?;
+        let (loss, experts) = match accumulated_loss {
+            Some(accumulated) => accumulated,
+            None => (
+                scalar(main.outputs, &out, Role::Loss)?,
+                expert_tokens(main.outputs, &out),
+            ),
+        };
         Ok(StepStats {
-            loss: match accumulated_loss {
-                Some(loss) => loss,
-                None => scalar(main.outputs, &out, Role::Loss)?,
-            },
+            loss,
             grad_norm: scalar(main.outputs, &out, Role::GradNorm)?,
             learning_rate: scalar(main.outputs, &out, Role::LearningRate)?,
+            experts,
         })
     }
 

@@ -468,6 +468,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         state,
         zero1.as_ref(),
     )?);
+    results.extend(expert_results(&fwd));
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module("hlatc_train_step", root);
     let t3 = Instant::now();
@@ -547,7 +548,30 @@ fn signature(cfg: &StepConfig, specs: &[ParamSpec]) -> (Vec<TensorSpec>, Vec<Ten
     ];
     // Updated state follows the statistics and reuses its input's buffer.
     outputs.extend(inputs.iter().filter(|s| s.role.is_state()).cloned());
+    outputs.extend(expert_outputs(cfg));
     (inputs, outputs)
+}
+
+/// A mixture of experts' routing counts, last among a step's outputs
+/// (after the state, whose order the other outputs do not disturb);
+/// none for a dense model.
+pub(crate) fn expert_outputs(cfg: &StepConfig) -> Vec<TensorSpec> {
+    let Some(moe) = &cfg.model.moe else {
+        return Vec::new();
+    };
+    let e = [moe.num_experts];
+    vec![
+        spec("expert_tokens", ElementType::F32, &e, Role::ExpertTokens),
+        spec("dropped_tokens", ElementType::F32, &[], Role::DroppedTokens),
+    ]
+}
+
+/// The values of [`expert_outputs`], in its order.
+pub(crate) fn expert_results(fwd: &hlatc_models::ForwardOutputs) -> Vec<InstrId> {
+    fwd.experts
+        .iter()
+        .flat_map(|c| [c.routed, c.dropped])
+        .collect()
 }
 
 /// The optimizer's inputs, declared after the parameters: master weights

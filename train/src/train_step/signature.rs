@@ -55,6 +55,11 @@ pub enum Role {
     Loss,
     GradNorm,
     LearningRate,
+    /// A mixture of experts' token slots routed to each expert over the
+    /// step's sparse layers and global batch (`f32[E]`).
+    ExpertTokens,
+    /// Of those, the slots a capacity factor dropped (`f32[]`).
+    DroppedTokens,
 }
 
 impl Role {
