@@ -80,7 +80,8 @@ fn planned_and_compiled(
     planned_and_compiled_on(rt, model, seq_len, remat, Parallelism::SINGLE)
 }
 
-/// [`planned_and_compiled`] for one rank of a step divided by `parallel`.
+/// [`planned_and_compiled`] for one rank of a step divided by `parallel`
+/// (each DP replica one sequence).
 fn planned_and_compiled_on(
     rt: &Runtime,
     model: &ModelConfig,
@@ -91,7 +92,7 @@ fn planned_and_compiled_on(
     let cfg = StepConfig {
         model: model.clone(),
         batch: BatchShape {
-            batch_size: 1,
+            batch_size: parallel.dp,
             seq_len,
         },
         optimizer: AdamWConfig::default(),
@@ -403,4 +404,45 @@ fn a_bad_device_memory_is_refused_by_name() {
     let stderr = stderr(&out);
     assert!(!out.status.success());
     assert!(stderr.contains("unknown unit 'XB'"), "{stderr}");
+}
+
+/// One rank of a mixture of experts (the small model with 8 experts of
+/// width 256, 2 per token, a capacity factor of 1.25) at EP 2 over DP 2,
+/// seq 512: the plan's working memory holds the exchange's buffers (each
+/// expert's slots, sent and received by all-to-all, and the one-hot
+/// dispatch and combine) as XLA CPU's temporaries do. Measured: 1.017x
+/// with core-attention (the default), within the dense steps' 5%; 1.121x
+/// without remat, where XLA CPU keeps less than the plan counts (over, so
+/// a step the plan admits still fits).
+#[test]
+fn an_expert_parallel_ranks_plan_counts_the_exchange_buffers() {
+    let rt = calibrated_runtime();
+    let mut model = ModelConfig::preset("tiny-moe").unwrap();
+    let small = ModelConfig::small();
+    model = ModelConfig {
+        moe: model.moe.map(|m| hlatc::models::moe::MoeConfig {
+            num_experts: 8,
+            expert_intermediate_size: 256,
+            capacity_factor: Some(1.25),
+            ..m
+        }),
+        ..ModelConfig {
+            model_type: model.model_type,
+            ..small
+        }
+    };
+    let par = Parallelism {
+        dp: 2,
+        ep: 2,
+        ..Parallelism::SINGLE
+    };
+    let (core, core_temp) =
+        planned_and_compiled_on(&rt, &model, 512, RematPolicy::CoreAttention, par);
+    assert_within_five_percent("EP 2 x DP 2, core-attention", &core, core_temp);
+    let (none, none_temp) = planned_and_compiled_on(&rt, &model, 512, RematPolicy::None, par);
+    let ratio = none.working() as f64 / none_temp as f64;
+    println!(
+        "EP 2 x DP 2, none: plan {none}; XLA CPU temp {none_temp} bytes; working / temp {ratio:.3}"
+    );
+    assert!((1.0..=1.15).contains(&ratio), "{ratio}");
 }
