@@ -46,6 +46,29 @@ impl OptionError {
             Err(_) | Ok(()) => Ok(()),
         }
     }
+
+    /// An optimizer setting out of range, as the option that set it.
+    pub fn of_optimizer(e: &OptimizerConfigError) -> OptionError {
+        use OptimizerConfigError as E;
+        let given = match e {
+            E::NotAFraction { value, .. }
+            | E::NotFinite { value, .. }
+            | E::NotPositive { value, .. } => value.to_string(),
+            E::NegativeWeightDecay(v) => v.to_string(),
+            E::LearningRates { min_lr, max_lr } => match e.field() {
+                AdamWField::MaxLr => max_lr.to_string(),
+                _ => min_lr.to_string(),
+            },
+            E::Steps {
+                warmup_steps,
+                total_steps,
+            } => match e.field() {
+                AdamWField::WarmupSteps => warmup_steps.to_string(),
+                _ => total_steps.to_string(),
+            },
+        };
+        OptionError::new(e.field().into(), given, e.problem())
+    }
 }
 
 impl From<Degree> for CompileOption {
@@ -73,30 +96,5 @@ impl From<AdamWField> for CompileOption {
             AdamWField::WarmupSteps => CompileOption::WarmupSteps,
             AdamWField::TotalSteps => CompileOption::TotalSteps,
         }
-    }
-}
-
-impl OptionError {
-    /// An optimizer setting out of range, as the option that set it.
-    pub fn of_optimizer(e: &OptimizerConfigError) -> OptionError {
-        use OptimizerConfigError as E;
-        let given = match e {
-            E::NotAFraction { value, .. }
-            | E::NotFinite { value, .. }
-            | E::NotPositive { value, .. } => value.to_string(),
-            E::NegativeWeightDecay(v) => v.to_string(),
-            E::LearningRates { min_lr, max_lr } => match e.field() {
-                AdamWField::MaxLr => max_lr.to_string(),
-                _ => min_lr.to_string(),
-            },
-            E::Steps {
-                warmup_steps,
-                total_steps,
-            } => match e.field() {
-                AdamWField::WarmupSteps => warmup_steps.to_string(),
-                _ => total_steps.to_string(),
-            },
-        };
-        OptionError::new(e.field().into(), given, e.problem())
     }
 }
