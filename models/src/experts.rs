@@ -19,7 +19,7 @@ use crate::softmax::softmax_last;
 use crate::weights::SparseMlp;
 use hlatc_compiler::graph::autodiff::GradHints;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
-use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
+use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims};
 use hlatc_compiler::{ElementType, InstrId};
 
 /// What the load-balancing loss needs of the sparse layers seen so far:
@@ -188,12 +188,7 @@ pub(crate) fn experts(
         rhs_contracting: vec![2],
         ..Default::default()
     };
-    let g = b.dot(x, w.gate, up_dims.clone())?;
-    let u = b.dot(x, w.up, up_dims)?;
-    let sg = b.unary(UnaryOp::Logistic, g)?;
-    let silu = b.mul(g, sg)?;
-    let a = b.mul(silu, u)?;
-    hints.recompute.extend([sg, silu, a]);
+    let a = activation(b, hints, x, w, up_dims)?;
     // a [T, E, I] . down [E, H, I] -> [E, T, H]
     let y = b.dot(
         a,
@@ -234,13 +229,22 @@ pub(crate) fn experts_by_slot(
         lhs_contracting: vec![2],
         rhs_contracting: vec![2],
     };
-    let g = b.dot(x, w.gate, by_expert.clone())?;
-    let u = b.dot(x, w.up, by_expert.clone())?;
-    let sg = b.unary(UnaryOp::Logistic, g)?;
-    let silu = b.mul(g, sg)?;
-    let a = b.mul(silu, u)?;
-    hints.recompute.extend([sg, silu, a]);
+    let a = activation(b, hints, x, w, by_expert.clone())?;
     b.dot(a, w.down, by_expert)
+}
+
+/// The experts' gate and up projections of `x` (by `dims`) through
+/// SwiGLU: what their down projection reads.
+fn activation(
+    b: &mut Builder,
+    hints: &mut GradHints,
+    x: InstrId,
+    w: &SparseMlp<InstrId>,
+    dims: DotDims,
+) -> Result<InstrId, BuildError> {
+    let g = b.dot(x, w.gate, dims.clone())?;
+    let u = b.dot(x, w.up, dims)?;
+    crate::swiglu::swiglu(b, hints, g, u)
 }
 
 /// The router's counts of every rank of `sum`'s groups pooled: what the

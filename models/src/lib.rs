@@ -20,6 +20,7 @@ pub mod params;
 pub mod presets;
 pub mod rope;
 mod softmax;
+mod swiglu;
 mod token_ops;
 pub mod weights;
 

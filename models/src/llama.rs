@@ -579,15 +579,9 @@ impl Llama<'_> {
             }
             GateUp::Separate { gate, up } => [self.projection(h, gate)?, self.projection(h, up)?],
         };
-        let b = &mut *self.b;
-        b.push_scope(scope::ACT_FN);
-        let sg = b.unary(UnaryOp::Logistic, g)?;
-        let silu = b.mul(g, sg)?;
-        let a = b.mul(silu, u)?;
-        b.pop_scope();
-        // The backward keeps the gate and up projections and recomputes
-        // the rest, the down projection's input included.
-        self.hints.recompute.extend([sg, silu, a]);
+        self.b.push_scope(scope::ACT_FN);
+        let a = crate::swiglu::swiglu(self.b, &mut self.hints, g, u)?;
+        self.b.pop_scope();
         self.row_parallel(a, &w.down_proj)
     }
 

@@ -3,7 +3,8 @@
 //! the target and the policies, the record of what passes did, and the
 //! machinery passes share (the rewriter and the module's names, the
 //! pattern matcher, the inliner, binding, value intervals, conversions,
-//! the loop that rewrites every match of every computation).
+//! the bounded search up a value's operands, the loop that rewrites every
+//! match of every computation).
 //! Nothing here imports a pass or a target's module.
 
 pub mod bind;
@@ -20,3 +21,4 @@ pub(crate) mod pipeline;
 pub(crate) mod report;
 pub mod rewriter;
 pub(crate) mod rounding;
+pub(crate) mod upstream;

@@ -23,6 +23,7 @@ use crate::infra::context::{human_bytes, PassContext};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::pattern;
 use crate::infra::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use crate::infra::upstream::reaches_any;
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, DotAlgorithm, DotDims, Precision, SliceDim};
 use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -293,35 +294,12 @@ fn independent(
     for m in members {
         let dots: HashSet<InstrId> = kept.iter().map(|k| k.dot).collect();
         let first = kept.iter().map(|k| position[&k.dot]).min();
-        if first.is_none_or(|first| !reaches(c, position, m.other, &dots, first)) {
+        let placed = |id: InstrId| position.get(&id).copied();
+        if first.is_none_or(|first| !reaches_any(c, m.other, &dots, placed, first)) {
             kept.push(m);
         }
     }
     kept
-}
-
-/// Whether `from` is computed from any of `dots`, none of which comes
-/// before position `first` of the post-order: only what lies after it is
-/// searched.
-fn reaches(
-    c: &Computation,
-    position: &HashMap<InstrId, usize>,
-    from: InstrId,
-    dots: &HashSet<InstrId>,
-    first: usize,
-) -> bool {
-    let mut seen: HashSet<InstrId> = HashSet::default();
-    let mut stack = vec![from];
-    while let Some(id) = stack.pop() {
-        if dots.contains(&id) {
-            return true;
-        }
-        if position.get(&id).is_none_or(|&p| p < first) || !seen.insert(id) {
-            continue;
-        }
-        stack.extend(c.operands_unordered(id));
-    }
-    false
 }
 
 /// Bytes of the entry parameters among `operands` (a merge concatenates

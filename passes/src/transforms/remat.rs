@@ -47,6 +47,7 @@
 use crate::infra::context::{human_bytes, PassContext, RematPolicy, Target};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::rewriter::{ModuleRewriter, RewriteError, Rewriter};
+use crate::infra::upstream::reaches_any;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, SliceDim};
 use hlatc_compiler::util::fx::{FxHashMap as HashMap, FxHashSet as HashSet};
 use hlatc_compiler::{
@@ -721,18 +722,7 @@ fn feeds(
     target: InstrId,
     from: usize,
 ) -> bool {
-    let mut seen: HashSet<InstrId> = HashSet::default();
-    let mut stack = vec![target];
-    while let Some(id) = stack.pop() {
-        if readers.contains(&id) {
-            return true;
-        }
-        if order.pos(id) < from || !seen.insert(id) {
-            continue;
-        }
-        stack.extend(c.operands(id));
-    }
-    false
+    reaches_any(c, target, readers, |id| Some(order.pos(id)), from)
 }
 
 struct RegionStats {
