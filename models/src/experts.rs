@@ -36,6 +36,11 @@ pub(crate) struct RouterStats {
     layers: i64,
 }
 
+/// The routing of one build of a run of layers
+/// ([`crate::ForwardParts::take_routing`]), to count apart.
+#[derive(Clone, Debug)]
+pub struct LayerRouting(pub(crate) RouterStats);
+
 /// What the routing did over a step's sparse layers, for its outputs
 /// (neither is differentiated).
 #[derive(Clone, Copy, Debug)]

@@ -14,6 +14,7 @@ pub mod kernel_layout;
 pub mod kernels;
 pub mod layout;
 pub mod llama;
+mod micro_batch;
 pub mod moe;
 pub mod parallel;
 pub mod params;
@@ -25,7 +26,7 @@ mod token_ops;
 pub mod weights;
 
 pub use config::{BatchShape, ConfigError, ModelConfig, ModelType, RopeScaling, RopeScalingError};
-pub use experts::ExpertCounts;
+pub use experts::{ExpertCounts, LayerRouting};
 pub use family::Family;
 pub use field_problem::FieldProblem;
 pub use kernels::{AttentionKernel, KernelPoint, KernelRequest, Kernels, SoftmaxKernel};
@@ -33,6 +34,7 @@ pub use llama::{
     forward, forward_on_rank, ForwardInputs, ForwardOutputs, ForwardParts, PartsContext,
     IGNORE_INDEX,
 };
+pub use micro_batch::MicroBatch;
 pub use parallel::{EpExchange, ParallelError, Parallelism, Piece, TpSplit};
 pub use params::{
     declare_params, param_specs, weight_specs, HfPart, Init, ParamRole, ParamSpec, Projection,

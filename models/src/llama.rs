@@ -8,9 +8,10 @@
 //! when its parts are.
 
 use crate::config::{BatchShape, ModelConfig};
-use crate::experts::{ExpertCounts, RouterStats};
+use crate::experts::{ExpertCounts, LayerRouting, RouterStats};
 use crate::imported_kernel::{ImportedKernel, Role};
 use crate::kernels::{AttentionKernel, Kernels};
+use crate::micro_batch::MicroBatch;
 use crate::moe::MoeConfig;
 use crate::parallel::layers::RankContext;
 use crate::parallel::{Fault, Parallelism};
@@ -70,8 +71,8 @@ struct Llama<'a> {
     hints: GradHints,
     /// On a rank of a sharded step: its collectives and vocabulary run.
     rank: Option<RankContext>,
-    /// See [`ForwardInputs::token_count`].
-    token_count: Option<InstrId>,
+    /// See [`ForwardInputs::micro_batch`].
+    micro_batch: Option<MicroBatch>,
     kernels: Kernels,
     /// An imported kernel's forward and backward, once brought into the
     /// builder.
@@ -616,14 +617,16 @@ impl Llama<'_> {
     /// `loss` plus the load-balancing loss of the sparse layers so far,
     /// times its coefficient. On a rank of a data-parallel step the
     /// router's counts are pooled over the replicas first: the loss is the
-    /// global batch's, as one device computes it.
+    /// global batch's, as one device computes it. A micro-batch adds its
+    /// share of the step's mean ([`MicroBatch`]).
     fn with_router_loss(&mut self, moe: &MoeConfig, loss: InstrId) -> Result<InstrId, BuildError> {
         let ty = self.b.ty(loss);
         let dp = self.rank.as_ref().map_or(1, |r| r.par.dp);
         let (stats, tokens) = (self.pooled_router()?, self.n() * dp);
+        let share = self.micro_batch.map_or(1, |m| m.of) as f64;
         match crate::experts::load_balancing_loss(self.b, moe, &stats, tokens, ty)? {
             Some(aux) => {
-                let aux = self.b.scale(aux, moe.router_aux_loss_coef)?;
+                let aux = self.b.scale(aux, moe.router_aux_loss_coef / share)?;
                 self.b.add2(loss, aux)
             }
             None => Ok(loss),
@@ -637,15 +640,21 @@ impl Llama<'_> {
         if let Some(pooled) = &self.pooled_router {
             return Ok(pooled.clone());
         }
-        let pooled = match &self.rank {
-            None => self.router_stats.clone(),
-            Some(rank) => {
-                let sum = |b: &mut Builder, x| rank.dp_sum(b, x);
-                crate::experts::pool_stats(self.b, &self.router_stats, &sum)?
-            }
-        };
+        let pooled = self.pooled(&self.router_stats.clone())?;
         self.pooled_router = Some(pooled.clone());
         Ok(pooled)
+    }
+
+    /// `stats` over the global batch: on a rank of a data-parallel step,
+    /// summed over the replicas.
+    fn pooled(&mut self, stats: &RouterStats) -> Result<RouterStats, BuildError> {
+        match &self.rank {
+            None => Ok(stats.clone()),
+            Some(rank) => {
+                let sum = |b: &mut Builder, x| rank.dp_sum(b, x);
+                crate::experts::pool_stats(self.b, stats, &sum)
+            }
+        }
     }
 
     /// Mean of logsumexp(logits) - logits[target] over the tokens whose
@@ -670,7 +679,7 @@ impl Llama<'_> {
         let tl = b.reduce_sum(picked, &[1])?;
         let nll = b.sub(lse, tl)?;
         let (total, count) = counted_total(b, nll, t, self.ty)?;
-        let count = match self.token_count {
+        let count = match self.micro_batch.map(|m| m.token_count) {
             Some(c) => b.convert(c, self.ty)?,
             None => count,
         };
@@ -801,7 +810,7 @@ pub fn forward(
         segments,
         module_markers: false,
         kernels: Kernels::default(),
-        token_count: None,
+        micro_batch: None,
     };
     forward_on_rank(b, cfg, batch, inputs, Parallelism::SINGLE, None)
 }
@@ -820,12 +829,10 @@ pub struct ForwardInputs<'a> {
     pub module_markers: bool,
     /// What computes each kernel point.
     pub kernels: Kernels,
-    /// The number of counted targets the loss is a mean over (`s32[]`),
-    /// when it is more than this batch's: under gradient accumulation,
-    /// the whole optimizer step's, so each micro-batch's loss and gradient
-    /// are its exact share of the step's. `None`: this batch's count (over
-    /// every DP replica).
-    pub token_count: Option<InstrId>,
+    /// The optimizer step this batch is a micro-batch of, so that its loss
+    /// and gradient are its exact share of the step's. `None`: the batch is
+    /// the whole step (its count of targets over every DP replica).
+    pub micro_batch: Option<MicroBatch>,
 }
 
 /// The forward pass one rank of a step divided by `par` runs, over its
@@ -847,7 +854,7 @@ pub fn forward_on_rank(
         segments,
         module_markers,
         kernels,
-        token_count,
+        micro_batch,
     } = inputs;
     let context = PartsContext {
         batch,
@@ -855,7 +862,7 @@ pub fn forward_on_rank(
         fault,
         module_markers,
         kernels,
-        token_count,
+        micro_batch,
     };
     let mut parts = ForwardParts::new(b, cfg, params, context, segments)?;
     let x = parts.embed(tokens)?;
@@ -879,7 +886,7 @@ pub struct PartsContext {
     pub fault: Option<Fault>,
     pub module_markers: bool,
     pub kernels: Kernels,
-    pub token_count: Option<InstrId>,
+    pub micro_batch: Option<MicroBatch>,
 }
 
 /// The forward pass in its three pieces, which a pipeline stage calls
@@ -916,7 +923,7 @@ impl<'a> ForwardParts<'a> {
             fault,
             module_markers,
             kernels,
-            token_count,
+            micro_batch,
         } = context;
         let weights = match weight_specs(cfg).zip(params.iter().copied()) {
             Some(zipped) => zipped.map(|_, _, (_spec, id)| id),
@@ -935,7 +942,7 @@ impl<'a> ForwardParts<'a> {
                 ty,
                 hints: GradHints::default(),
                 rank,
-                token_count,
+                micro_batch,
                 kernels,
                 imported: None,
                 router_stats: RouterStats::default(),
@@ -1077,7 +1084,7 @@ impl<'a> ForwardParts<'a> {
         let loss = m.scoped(scope::LOSS, |m| match m.rank.take() {
             None => m.cross_entropy(logits, targets),
             Some(rank) => {
-                let count = m.token_count;
+                let count = m.micro_batch.map(|mb| mb.token_count);
                 let loss = rank.cross_entropy(m.b, &mut m.hints, logits, targets, m.ty, count);
                 m.rank = Some(rank);
                 loss
@@ -1099,6 +1106,29 @@ impl<'a> ForwardParts<'a> {
         }
         m.b.push_scope("expert_counts");
         let stats = m.pooled_router()?;
+        let counts = crate::experts::expert_counts(m.b, &stats)?;
+        m.b.pop_scope();
+        Ok(counts)
+    }
+
+    /// The routing of the layers built since the last take, and a fresh
+    /// count from here: a pipeline stage builds its layers once per slot
+    /// (each build the same values, in the same order), and counts its
+    /// forward slot's alone.
+    pub fn take_routing(&mut self) -> LayerRouting {
+        self.m.pooled_router = None;
+        LayerRouting(std::mem::take(&mut self.m.router_stats))
+    }
+
+    /// What `routing` did over the global batch, pooled over the DP
+    /// replicas (`None` when its layers held no experts).
+    pub fn counts_of(
+        &mut self,
+        routing: &LayerRouting,
+    ) -> Result<Option<ExpertCounts>, BuildError> {
+        let m = &mut self.m;
+        m.b.push_scope("expert_counts");
+        let stats = m.pooled(&routing.0)?;
         let counts = crate::experts::expert_counts(m.b, &stats)?;
         m.b.pop_scope();
         Ok(counts)

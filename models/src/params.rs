@@ -386,6 +386,35 @@ impl ModelConfig {
     }
 }
 
+impl ModelConfig {
+    /// The routed experts' parameters (the stacked tensors of every sparse
+    /// layer; 0 for a dense model), saturating: what expert parallelism
+    /// divides.
+    pub fn expert_parameter_count(&self) -> i64 {
+        let Some(moe) = &self.moe else { return 0 };
+        let sparse = moe.sparse_layer_count(self.num_hidden_layers);
+        let per_layer: i64 = layer_weights_of_kind(self, 0, true)
+            .into_vec()
+            .iter()
+            .filter(|p| p.holds_experts())
+            .map(|p| p.dims.iter().product::<i64>())
+            .sum();
+        sparse.saturating_mul(per_layer)
+    }
+
+    /// The parameters one token's pass reads: every parameter but the
+    /// routed experts it did not choose (`k` of `E` each sparse layer). A
+    /// dense model's is [`ModelConfig::parameter_count`].
+    pub fn active_parameter_count(&self) -> i64 {
+        let Some(moe) = &self.moe else {
+            return self.parameter_count();
+        };
+        let experts = self.expert_parameter_count() as f64;
+        let unread = experts * (1.0 - moe.num_experts_per_tok as f64 / moe.num_experts as f64);
+        (self.parameter_count() as f64 - unread) as i64
+    }
+}
+
 /// The number of parameters without listing every layer's (a config may ask
 /// for absurd depths), or `None` when it overflows an i64.
 pub(crate) fn checked_parameter_count(cfg: &ModelConfig) -> Option<i64> {

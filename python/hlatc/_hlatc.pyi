@@ -482,6 +482,10 @@ class Candidate:
     @property
     def dp(self) -> int: ...
     @property
+    def ep(self) -> int: ...
+    @property
+    def ep_exchange(self) -> EpExchange: ...
+    @property
     def sequence_parallel(self) -> bool: ...
     @property
     def zero1(self) -> bool: ...
@@ -598,6 +602,7 @@ def plan(
     calibration: Optional[Union[str, "os.PathLike[str]"]] = None,
     threads: int = 0,
     kernels: Optional[Dict[str, str]] = None,
+    capacity_factor: Optional[float] = None,
     json: Optional[Union[str, "os.PathLike[str]"]] = None,
     plot: Optional[Union[str, "os.PathLike[str]"]] = None,
     predict: Optional[Union[str, "os.PathLike[str]"]] = None,

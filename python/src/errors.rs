@@ -525,9 +525,7 @@ fn step_error(e: &StepError) -> PyErr {
         StepError::Config(c) => config_error(c),
         StepError::Optimizer(_) => config_key(message, Some("optimizer"), None),
         StepError::Capacity(_) => config_key(message, Some("capacity_factor"), None),
-        StepError::Accumulation { .. } | StepError::AccumulatedRouterLoss { .. } => {
-            config_key(message, Some("grad_accum"), None)
-        }
+        StepError::Accumulation { .. } => config_key(message, Some("grad_accum"), None),
         StepError::Parallel(_) => config_key(message, Some("parallel"), None),
         StepError::Spmd(s) => match s {
             SpmdError::ChoiceOnOneDevice { .. } => config_key(message, Some("spmd"), None),
@@ -759,7 +757,7 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
         P::Spec { spec, message } => {
             crate::args::out_of_range("layout", format!("layout={spec:?}: {message}"))
         }
-        P::Cluster(_) | P::Layout { .. } | P::Experts { .. } => usage(message),
+        P::Cluster(_) | P::Layout { .. } => usage(message),
         P::Compile { .. } => usage(message),
         P::Calibration { path, .. } | P::Io { path, .. } => {
             path_error(&FILE, message, std::path::Path::new(path))

@@ -16,6 +16,9 @@ pub struct Candidate {
     tp: i64,
     pp: i64,
     dp: i64,
+    /// A mixture of experts' EP degree (1 for a dense model) and exchange.
+    ep: i64,
+    ep_exchange: &'static str,
     sequence_parallel: bool,
     zero1: bool,
     remat: String,
@@ -57,6 +60,8 @@ impl From<&RustCandidate> for Candidate {
             tp: l.parallel.tp,
             pp: l.parallel.pp,
             dp: l.parallel.dp,
+            ep: l.parallel.ep,
+            ep_exchange: l.parallel.ep_exchange.name(),
             sequence_parallel: l.parallel.sequence_parallel,
             zero1: l.parallel.zero1,
             remat: l.remat.name().to_string(),
@@ -235,7 +240,7 @@ impl Plan {
 #[pyo3(signature = (
     *, model=None, config=None, seq_len=None, precision=None, instance="trn1.32xlarge",
     nodes=1, global_batch=1024, top=5, price=None, layout=None, calibration=None, threads=0,
-    kernels=None, json=None, plot=None, predict=None, report=false
+    kernels=None, capacity_factor=None, json=None, plot=None, predict=None, report=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn plan(
@@ -253,6 +258,7 @@ pub fn plan(
     #[pyo3(from_py_with = args::calibration)] calibration: Option<std::path::PathBuf>,
     #[pyo3(from_py_with = args::threads)] threads: usize,
     kernels: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = args::capacity_factor)] capacity_factor: Option<f64>,
     #[pyo3(from_py_with = args::json)] json: Option<std::path::PathBuf>,
     #[pyo3(from_py_with = args::plot)] plot: Option<std::path::PathBuf>,
     #[pyo3(from_py_with = args::predict)] predict: Option<std::path::PathBuf>,
@@ -294,6 +300,7 @@ pub fn plan(
                 layout,
                 threads,
                 attention,
+                capacity_factor,
                 ..PlanOptions::default()
             };
             let reports = request.apply(&mut o)?;

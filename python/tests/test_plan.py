@@ -51,6 +51,22 @@ def test_a_search_ranks_every_layout_those_that_fit_first():
     assert p.seconds > 0
 
 
+def test_a_mixture_of_experts_is_searched_over_ep_under_its_capacity_factor():
+    p = hlatc.plan(model="tiny-moe", nodes=1, global_batch=64, seq_len=16,
+                   precision="bf16-master", capacity_factor=1.25, top=1)
+    assert {c.ep for c in p.candidates} == {1, 2, 4}
+    assert {c.ep_exchange for c in p.candidates} == {"all-to-all"}
+    best = p.candidates[0]
+    assert " --capacity-factor 1.25 " in best.command
+    assert best.ep == 1 or f" --ep {best.ep} " in best.command
+    [c] = hlatc.plan(model="tiny-moe", nodes=1, global_batch=64, seq_len=16,
+                     layout="dp=32,ep=4,ep_exchange=all-gather").candidates
+    assert (c.ep, c.ep_exchange) == (4, "all-gather")
+    with pytest.raises(hlatc.ConfigError, match="capacity") as caught:
+        hlatc.plan(model="tiny-moe", capacity_factor=0.0)
+    assert caught.value.key == "capacity_factor"
+
+
 def test_bad_layouts_and_calibration_files_raise_hlatc_errors(tmp_path: pathlib.Path):
     with pytest.raises(hlatc.UsageError, match="unknown key 'zero'"):
         hlatc.plan(model="hlat-7b", nodes=1, layout="tp=8,zero=1")

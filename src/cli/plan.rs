@@ -87,14 +87,22 @@ pub struct Args {
     #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     price: Option<f64>,
     /// Evaluate this one layout instead of searching: comma-separated
-    /// tp=T,pp=P,dp=D,sp,zero1,remat=POLICY,micro_batch=M,precision=P,
-    /// attention=IMPL (dp defaults to filling the cluster; pp and
-    /// micro_batch to 1; sp and zero1 to off; remat to core-attention;
+    /// tp=T,pp=P,dp=D,ep=E,ep_exchange=FORM,sp,zero1,remat=POLICY,
+    /// micro_batch=M,precision=P,attention=IMPL (dp defaults to filling
+    /// the cluster; pp, ep and micro_batch to 1; ep_exchange to
+    /// all-to-all; sp and zero1 to off; remat to core-attention;
     /// attention to --kernel's)
     #[arg(long, value_name = "SPEC")]
     layout: Option<String>,
     #[command(flatten)]
     kernels: super::kernel_args::KernelArgs,
+    /// A mixture of experts' capacity factor for every layout (compile's
+    /// --capacity-factor): each expert takes ceil(S k F / E) of a
+    /// sequence's S tokens and drops the rest. Without it the model's
+    /// own, dropless for the presets, whose exchange buffers are E times
+    /// the tokens'
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
+    capacity_factor: Option<f64>,
     /// Fit the cost model to these measured runs instead of the built-in
     /// fit: a CSV with the columns of data/planner/published-trn1.csv
     /// (model: a preset or a config.json path relative to the CSV)
@@ -156,6 +164,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         price: a.price,
         layout: a.layout.clone(),
         threads: a.threads,
+        capacity_factor: a.capacity_factor,
         ..PlanOptions::default()
     };
     let request = CalibrationRequest {

@@ -287,6 +287,9 @@ impl Calibration {
                 .model
                 .resolve(false)
                 .map_err(|e| at(PlanError::Cluster(e.to_string())))?;
+            if let Some(fault) = experts_unrecorded(&cfg) {
+                return Err(at(PlanError::Cluster(fault.to_string())));
+            }
             let hw = r.instance.hardware();
             check_layout(
                 &cfg,
@@ -756,6 +759,9 @@ fn check_appendable(run: &MeasuredRun) -> Result<(), PlanError> {
         .model
         .resolve(false)
         .map_err(|e| refuse("model", e.to_string()))?;
+    if let Some(fault) = experts_unrecorded(&cfg) {
+        return Err(refuse("model", fault.to_string()));
+    }
     let l = &run.layout;
     let cores = run.nodes * run.instance.hardware().cores_per_node;
     check_layout(&cfg, l, run.seq_len, run.global_batch, cores).map_err(|e| {
@@ -829,4 +835,14 @@ pub fn append_run(path: &Path, run: &MeasuredRun) -> Result<(), PlanError> {
         .map_err(io)?;
     f.write_all(text.as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)
+}
+
+/// Why a run of `cfg` cannot be a calibration row: a mixture of experts'
+/// layout has an EP degree, an exchange and a capacity factor that the
+/// file's columns do not record, so its row would be read back as another
+/// layout.
+fn experts_unrecorded(cfg: &hlatc_models::ModelConfig) -> Option<RowFault> {
+    cfg.moe.as_ref().map(|_| RowFault::ExpertsUnrecorded {
+        model_type: cfg.model_type.name(),
+    })
 }

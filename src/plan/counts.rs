@@ -381,12 +381,26 @@ fn collective_traffic(
     // An all-gather across stages is a send in neuronx-distributed's form
     // (each rank taking its partner's half); the loss's all-reduce over
     // the stages is a scalar, exposed like any other.
-    let kind = match (&instr.op, shape.data_parallel, shape.across_stages) {
+    // An expert exchange's groups are DP replicas too, but the tokens wait
+    // for it: in the all-to-all form and the all-gather form alike (its
+    // tokens gathered and outputs reduce-scattered inside the layers).
+    let exchange = matches!(instr.op, Op::AllToAll { .. }) || in_experts(&instr.metadata.op_name);
+    let kind = match (
+        &instr.op,
+        shape.data_parallel && !exchange,
+        shape.across_stages,
+    ) {
         (_, true, _) => Kind::DataParallel,
         (Op::AllGather { .. }, _, true) => Kind::Send,
         _ => Kind::Exposed,
     };
     Some((t, kind))
+}
+
+/// Whether an instruction's provenance is a layer's experts (the forward
+/// pass's scope, or the backward's of it).
+fn in_experts(op_name: &str) -> bool {
+    op_name.split('/').any(|part| part == "experts")
 }
 
 /// Which of a program's traffic a collective's is.

@@ -102,13 +102,25 @@ pub fn evaluate(
     let per_stage = cfg.num_hidden_layers / layout.parallel.pp.max(1);
     match fidelity {
         Fidelity::Exact => read(cfg.num_hidden_layers),
-        Fidelity::Extrapolated if per_stage <= 3 => read(cfg.num_hidden_layers),
+        Fidelity::Extrapolated if per_stage <= 3 || !layers_alike(cfg) => {
+            read(cfg.num_hidden_layers)
+        }
         Fidelity::Extrapolated => {
             let two = read(2 * layout.parallel.pp)?;
             let three = read(3 * layout.parallel.pp)?;
             Ok(extrapolate(&two, &three, (per_stage - 2) as f64))
         }
     }
+}
+
+/// Whether every decoder layer is the same program: a mixture of experts
+/// with dense layers among its sparse ones is not (its two- and
+/// three-layer stages would not be its layers' pattern), so it is read
+/// whole.
+fn layers_alike(cfg: &ModelConfig) -> bool {
+    !cfg.moe
+        .as_ref()
+        .is_some_and(|m| m.sparse_layer_count(cfg.num_hidden_layers) != cfg.num_hidden_layers)
 }
 
 /// `one` plus `more` times the difference `two - one`, program by program

@@ -6,7 +6,7 @@
 use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
 use hlatc_models::kernels::{ImplKind, KernelRequest};
-use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_models::{BatchShape, EpExchange, ModelConfig, Parallelism};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, Target};
 use hlatc_train::memory_plan::DeviceMemory;
@@ -16,7 +16,8 @@ use std::fmt;
 /// One way to run a step on a cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// TP, PP, DP, sequence parallelism and ZeRO-1, as a step takes them.
+    /// TP, PP, DP, EP (a mixture of experts'), sequence parallelism and
+    /// ZeRO-1, as a step takes them.
     pub parallel: Parallelism,
     pub remat: RematPolicy,
     /// Sequences per micro-batch on each DP replica.
@@ -28,10 +29,12 @@ pub struct Layout {
 }
 
 /// The keys a SPEC takes, as it writes them.
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 11] = [
     "tp",
     "pp",
     "dp",
+    "ep",
+    "ep_exchange",
     "sp",
     "zero1",
     "remat",
@@ -129,6 +132,17 @@ impl Layout {
                 "tp" => l.parallel.tp = number(value)?,
                 "pp" => l.parallel.pp = number(value)?,
                 "dp" => l.parallel.dp = number(value)?,
+                "ep" => l.parallel.ep = number(value)?,
+                "ep_exchange" => {
+                    let v = value.unwrap_or_default();
+                    l.parallel.ep_exchange = EpExchange::from_name(v).ok_or_else(|| {
+                        let known: Vec<&str> = EpExchange::ALL.iter().map(|e| e.name()).collect();
+                        bad(format!(
+                            "ep_exchange={v}: the forms are {}",
+                            known.join(", ")
+                        ))
+                    })?;
+                }
                 "sp" | "sequence_parallel" => l.parallel.sequence_parallel = flag(value)?,
                 "zero1" => l.parallel.zero1 = flag(value)?,
                 "micro_batch" | "mb" => l.micro_batch = number(value)?,
@@ -235,6 +249,7 @@ impl Layout {
         seq_len: i64,
         global_batch: i64,
         chip: Chip,
+        capacity_factor: Option<f64>,
     ) -> Result<String, PlanError> {
         // A model given as JSON or already read (Python's dict, the
         // planner's own) is named as the messages name it.
@@ -246,6 +261,7 @@ impl Layout {
         };
         let options = CompileOptions {
             device_memory: DeviceMemory::TargetDefault,
+            capacity_factor,
             ..self.compile_options(model, seq_len, global_batch, chip)?
         };
         let words = options.command_line_text().map_err(|e| PlanError::Layout {
@@ -264,6 +280,12 @@ impl fmt::Display for Layout {
             "tp={},pp={},dp={}",
             self.parallel.tp, self.parallel.pp, self.parallel.dp
         )?;
+        if self.parallel.ep > 1 {
+            write!(f, ",ep={}", self.parallel.ep)?;
+        }
+        if self.parallel.ep_exchange != EpExchange::default() {
+            write!(f, ",ep_exchange={}", self.parallel.ep_exchange.name())?;
+        }
         if self.parallel.sequence_parallel {
             f.write_str(",sp")?;
         }

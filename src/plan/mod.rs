@@ -102,9 +102,6 @@ pub enum PlanError {
     /// A cluster that cannot hold the model or the layout.
     #[error("{0}")]
     Cluster(String),
-    /// A model the search has no layouts for yet.
-    #[error("hlatc plan does not search layouts of a mixture-of-experts model ({model_type}) yet: its cost model has no expert exchange, and its candidates divide layers into pipeline stages, which a mixture of experts does not take; compile one over tensor, data and expert parallelism instead (hlatc compile --tp T --dp D --ep E, see the Mixture of experts chapter)")]
-    Experts { model_type: &'static str },
     /// A layout that does not divide the model or the batch.
     #[error("layout {layout}: {message}")]
     Layout { layout: String, message: String },

@@ -21,6 +21,8 @@ pub enum RowFault {
     UnknownRemat { value: String },
     #[error("precision '{value}': a precision preset (bf16-master, bf16-mixed, ...)")]
     UnknownPrecision { value: String },
+    #[error("a mixture of experts ({model_type}): its EP degree, exchange and capacity factor have no columns in a calibration file, so its runs are not recorded or read yet (the cost model prices its layouts from their programs without them)")]
+    ExpertsUnrecorded { model_type: &'static str },
     #[error("tp {tp} x pp {pp} x dp {dp} = {ranks} cores, but {nodes} {instance} have {cores}")]
     CoresUnfilled {
         tp: i64,

@@ -45,6 +45,9 @@ pub struct PlanOptions {
     /// How every layout's programs compute attention's core (`--kernel
     /// attention=...`); a `--layout` SPEC's `attention=` overrides it.
     pub attention: KernelRequest,
+    /// A mixture of experts' capacity factor (`--capacity-factor`), for
+    /// every layout; the model's own (dropless) when `None`.
+    pub capacity_factor: Option<f64>,
 }
 
 impl PlanOptions {
@@ -118,6 +121,7 @@ impl Default for PlanOptions {
             assumptions: Assumptions::default(),
             threads: 0,
             attention: KernelRequest::plain(KernelPoint::Attention),
+            capacity_factor: None,
         }
     }
 }
@@ -228,7 +232,9 @@ struct Setting<'a> {
 pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let t0 = Instant::now();
     o.check()?;
-    let (cfg, name) = o.model.resolve(false)?;
+    let (mut cfg, name) = o.model.resolve(false)?;
+    cfg.set_capacity_factor(o.capacity_factor)
+        .map_err(hlatc_train::train_step::StepError::from)?;
     let seq_len =
         crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))?.seq_len;
     let cores = o.nodes * o.instance.hardware().cores_per_node;
@@ -378,7 +384,8 @@ impl Setting<'_> {
         let seq_per_s = o.global_batch as f64 / step;
         let tokens_per_s = seq_per_s * self.seq_len as f64;
         let cores = (o.nodes * hw.cores_per_node) as f64;
-        let model_flops = 6.0 * self.cfg.parameter_count() as f64 * self.seq_len as f64;
+        // A token reads the experts it chose, not the others.
+        let model_flops = 6.0 * self.cfg.active_parameter_count() as f64 * self.seq_len as f64;
         let mfu = seq_per_s * model_flops / (cores * hw.bf16_flops);
         let memory_per_rank = e.memory.total();
         Ok(Candidate {
@@ -400,6 +407,7 @@ impl Setting<'_> {
                 self.seq_len,
                 o.global_batch,
                 o.instance.chip(),
+                o.capacity_factor,
             )?,
             exact,
             preflight_warnings: e.warnings.clone(),
@@ -460,28 +468,32 @@ fn evaluate_all(
 }
 
 /// The fewest bytes a rank of `l` holds from step to step, from the
-/// model's parameter count alone: its share of the weights in their
+/// model's parameter counts alone: its share of the weights in their
 /// storage type, of the f32 master weights and Adam moments (divided over
 /// the replicas under ZeRO-1), and of the f32 gradient accumulators where
 /// micro-batches accumulate. A rank holds at least `N / (tp pp)` of the
-/// parameters (replicated norms only add to it), so a layout over a core's
-/// memory by this floor is over it by its plan too, and is not compiled.
+/// parameters (replicated norms only add to it), a mixture's routed
+/// experts `X / (tp pp ep)` of theirs (ZeRO-1 dividing their state over
+/// the `dp / ep` replicas holding them), so a layout over a core's memory
+/// by this floor is over it by its plan too, and is not compiled.
 pub fn state_floor(cfg: &ModelConfig, l: &Layout, global_batch: i64) -> u64 {
-    let share = cfg.parameter_count() as f64 / (l.parallel.tp * l.parallel.pp) as f64;
-    let replicas = if l.parallel.zero1 {
-        l.parallel.dp as f64
-    } else {
-        1.0
-    };
+    let p = &l.parallel;
+    let split = (p.tp * p.pp) as f64;
+    let experts = cfg.expert_parameter_count() as f64;
+    let dense = (cfg.parameter_count() as f64 - experts) / split;
+    let experts = experts / (split * p.ep as f64);
+    let replicas = |over: i64| if p.zero1 { over as f64 } else { 1.0 };
     let storage = l.precision.storage().byte_size() as f64;
     // The master copy and the two moments: what ZeRO-1 divides.
     let optimizer = l.precision.state_bytes_per_parameter() as f64 - storage;
-    let accumulated = l.parallel.pp > 1 || l.micro_batches(global_batch).is_ok_and(|k| k > 1);
+    let accumulated = p.pp > 1 || l.micro_batches(global_batch).is_ok_and(|k| k > 1);
     let accumulators = match accumulated {
         true => l.precision.gradient_sum_type().byte_size() as f64,
         false => 0.0,
     };
-    (share * (storage + optimizer / replicas + accumulators)) as u64
+    let bytes =
+        |share: f64, over: i64| share * (storage + optimizer / replicas(over) + accumulators);
+    (bytes(dense, p.dp) + bytes(experts, p.dp / p.ep)) as u64
 }
 
 /// The micro-batches a search tries.
@@ -505,22 +517,27 @@ const SEARCHED_PRECISIONS: [Precision; 3] = [
     Precision::Bf16Pure,
 ];
 
+/// The EP degrees a search tries for `cfg` over `dp` replicas: each that
+/// divides the experts and the replicas (1 alone for a dense model).
+fn expert_degrees(cfg: &ModelConfig, dp: i64) -> Vec<i64> {
+    let experts = cfg.moe.as_ref().map_or(1, |m| m.num_experts);
+    (1..=experts.min(dp))
+        .filter(|ep| experts % ep == 0 && dp % ep == 0)
+        .collect()
+}
+
 /// Every layout of the cluster that divides the model and the batch:
 /// TP within a node (a power of two up to its cores), PP dividing the
-/// layers, DP filling the rest; SP and ZeRO-1 each on and off where they
-/// mean anything; every remat policy; micro-batches of 1, 2 and 4; and the
-/// precision, or each of the bf16 presets.
+/// layers, DP filling the rest, and for a mixture of experts every EP
+/// dividing the experts and DP (by `all-to-all`); SP and ZeRO-1 each on
+/// and off where they mean anything; every remat policy; micro-batches of
+/// 1, 2 and 4; and the precision, or each of the bf16 presets.
 pub fn search_space(
     cfg: &ModelConfig,
     seq_len: i64,
     o: &PlanOptions,
     cores: i64,
 ) -> Result<Vec<Layout>, PlanError> {
-    if cfg.moe.is_some() {
-        return Err(PlanError::Experts {
-            model_type: cfg.model_type.name(),
-        });
-    }
     let per_node = o.instance.hardware().cores_per_node;
     let precisions: Vec<Precision> = match o.precision {
         Some(p) => vec![p],
@@ -534,7 +551,10 @@ pub fn search_space(
                 continue;
             }
             let dp = cores / (tp * pp);
-            for sequence_parallel in [false, true] {
+            for (ep, sequence_parallel) in expert_degrees(cfg, dp)
+                .into_iter()
+                .flat_map(|ep| [(ep, false), (ep, true)])
+            {
                 for zero1 in [false, true] {
                     for remat in RematPolicy::ALL {
                         for micro_batch in MICRO_BATCHES {
@@ -544,6 +564,7 @@ pub fn search_space(
                                         tp,
                                         pp,
                                         dp,
+                                        ep,
                                         sequence_parallel,
                                         zero1,
                                         ..Parallelism::SINGLE

@@ -221,3 +221,226 @@ fn accumulated_micro_batches_count_the_whole_batch() {
         );
     }
 }
+
+/// Rows `rows` of a `[B, S]` s32 literal.
+fn rows(x: &hlatc::compiler::Literal, rows: std::ops::Range<i64>) -> hlatc::compiler::Literal {
+    let s = x.dims()[1];
+    let v: Vec<i32> = x.to_i64_vec()[(rows.start * s) as usize..(rows.end * s) as usize]
+        .iter()
+        .map(|&t| t as i32)
+        .collect();
+    hlatc::compiler::Literal::from_s32(vec![rows.end - rows.start, s], &v).unwrap()
+}
+
+/// With the load-balancing loss, each micro-batch adds its own (its
+/// routing counts the micro-batch's) over K, as Hugging Face's Trainer,
+/// Megatron and NxD accumulate it: the micro steps' summed loss and
+/// gradient are the mean of what each micro-batch's own one-device pass
+/// computes (`build_loss_and_grads`, another program), and differ from one
+/// pass over the whole batch, whose router loss reads every token's
+/// choice at once.
+#[test]
+fn accumulated_load_balancing_loss_is_the_micro_batches_mean() {
+    use hlatc::compiler::{ElementType, Literal};
+    use hlatc::models::{param_specs, BatchShape};
+    let model = tiny_moe(Some(1.0));
+    assert!(model.moe.as_ref().unwrap().aux_loss());
+    let cfg = step_config(model.clone(), Parallelism::SINGLE, Precision::Fp32);
+    let rt = hlatc::runtime::Runtime::shared().unwrap();
+    let params: Vec<Literal> = hlatc::models::init::init_params(&model, ElementType::F32, 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let data = hlatc::data::SyntheticData::permutation(model.vocab_size, 3);
+    let batch = data.batch(0, cfg.batch.batch_size, cfg.batch.seq_len);
+    let half = cfg.batch.batch_size / 2;
+    let halves = [0..half, half..2 * half];
+    let grads_of = |batch: BatchShape, tokens: Literal, targets: Literal| {
+        let module = hlatc::train_step::build_loss_and_grads(&model, batch, ElementType::F32);
+        let mut inputs = params.clone();
+        inputs.extend([tokens, targets]);
+        rt.compile(&module.unwrap()).unwrap().run(&inputs).unwrap()
+    };
+    let own: Vec<Vec<Literal>> = halves
+        .iter()
+        .map(|r| {
+            let shape = BatchShape {
+                batch_size: half,
+                ..cfg.batch
+            };
+            grads_of(
+                shape,
+                rows(&batch.tokens, r.clone()),
+                rows(&batch.targets, r.clone()),
+            )
+        })
+        .collect();
+    let whole = grads_of(cfg.batch, batch.tokens.clone(), batch.targets.clone());
+
+    let steps = hlatc::grad_accum::build_accumulation_steps(&cfg, 2).unwrap();
+    let micro = rt.compile(&steps.micro.module).unwrap();
+    let n = param_specs(&model).len();
+    let mut accumulators: Vec<Literal> = params
+        .iter()
+        .map(|p| Literal::zeros(ElementType::F32, p.dims().to_vec()))
+        .collect();
+    let mut loss = 0.0;
+    for r in &halves {
+        let mut inputs = params.clone();
+        inputs.extend(accumulators);
+        inputs.push(batch.token_count());
+        inputs.extend([
+            rows(&batch.tokens, r.clone()),
+            rows(&batch.targets, r.clone()),
+        ]);
+        let out = micro.run(&inputs).unwrap();
+        loss += out[0].to_f64_vec()[0];
+        accumulators = out[1..=n].to_vec();
+    }
+
+    let mean_loss = (own[0][0].to_f64_vec()[0] + own[1][0].to_f64_vec()[0]) / 2.0;
+    assert!(
+        crate::sharded::rel(loss, mean_loss) < 1e-6,
+        "{loss} {mean_loss}"
+    );
+    let mut apart_from_whole = 0.0f64;
+    for (i, acc) in accumulators.iter().enumerate() {
+        let (a, b) = (own[0][1 + i].to_f64_vec(), own[1][1 + i].to_f64_vec());
+        let mean: Vec<f32> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| ((x + y) / 2.0) as f32)
+            .collect();
+        let mean = Literal::from_f32(acc.dims().to_vec(), &mean).unwrap();
+        let d = crate::sharded::norm_relative(&mean, acc);
+        assert!(d < F32_RTOL, "gradient {i}: {d}");
+        apart_from_whole = apart_from_whole.max(crate::sharded::norm_relative(&whole[1 + i], acc));
+    }
+    // The router's gradient shows which counts the loss read.
+    assert!(apart_from_whole > 1e-3, "{apart_from_whole}");
+}
+
+/// Accumulation with the load-balancing loss composes with expert
+/// parallelism: EP 2 over DP 2, two micro-batches, equals one device's
+/// accumulated step over the same micro-batches. Micro-batch j is each
+/// replica's j-th row (rows 0 and 2, then 1 and 3), so one device is fed
+/// the rows in that order; each micro-batch's routing is pooled over the
+/// replicas.
+#[test]
+fn ep2_dp2_accumulated_with_the_load_balancing_loss_equals_one_device() {
+    use hlatc::compiler::Literal;
+    let model = tiny_moe(Some(1.0));
+    let run = |par: Parallelism, order: &[i64]| {
+        let cfg = step_config(model.clone(), par, Precision::Fp32);
+        let rt = hlatc::runtime::Runtime::shared().unwrap();
+        let params = hlatc::models::init::init_params(&model, cfg.precision.storage(), 7)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        let steps = hlatc::grad_accum::build_accumulation_steps(&cfg, 2).unwrap();
+        let remat = hlatc::passes::RematPolicy::CoreAttention;
+        let mut trainer =
+            hlatc::trainer::Trainer::accumulating(&rt, &cfg, steps, remat, params).unwrap();
+        let data = hlatc::data::SyntheticData::permutation(model.vocab_size, 3);
+        let reorder = |x: &Literal| {
+            let parts: Vec<Literal> = order.iter().map(|&r| rows(x, r..r + 1)).collect();
+            let v: Vec<i32> = parts
+                .iter()
+                .flat_map(|p| p.to_i64_vec())
+                .map(|t| t as i32)
+                .collect();
+            Literal::from_s32(x.dims().to_vec(), &v).unwrap()
+        };
+        let stats = (0..3)
+            .map(|k| {
+                let mut b = data.batch(k, cfg.batch.batch_size, cfg.batch.seq_len);
+                (b.tokens, b.targets) = (reorder(&b.tokens), reorder(&b.targets));
+                trainer.step(&b).unwrap()
+            })
+            .collect();
+        crate::sharded::Run { stats, trainer }
+    };
+    let single = run(Parallelism::SINGLE, &[0, 2, 1, 3]);
+    let par = layout(2, 2, EpExchange::AllToAll);
+    let sharded = run(par, &[0, 1, 2, 3]);
+    let diffs = differences(&single, &sharded, F32_RTOL);
+    assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));
+    for (a, b) in single.stats.iter().zip(&sharded.stats) {
+        assert_eq!(a.experts, b.experts);
+    }
+    assert!(single.stats[2].loss < single.stats[0].loss);
+}
+
+/// tiny-moe four layers deep without the load-balancing loss (what
+/// pipeline stages take), eight sequences a step.
+fn staged_moe(
+    capacity_factor: Option<f64>,
+    par: Parallelism,
+    precision: Precision,
+) -> hlatc::train_step::StepConfig {
+    let mut model = tiny_moe(capacity_factor);
+    model.moe.as_mut().unwrap().output_router_logits = false;
+    model.num_hidden_layers = 4;
+    let mut cfg = step_config(model, par, precision);
+    cfg.batch.batch_size = 8;
+    cfg
+}
+
+/// Pipeline stages of a mixture of experts, with EP and TP inside each
+/// stage's ranks, compute one device's step on the whole batch, and report
+/// its routing counts: each stage's layers counted on its own ranks,
+/// summed over the stages and micro-batches.
+fn staged_equals_one_device(cf: Option<f64>, par: Parallelism, micro_batches: i64) {
+    staged_in(Precision::Fp32, F32_RTOL, cf, par, micro_batches)
+}
+
+fn staged_in(precision: Precision, rtol: f64, cf: Option<f64>, par: Parallelism, m: i64) {
+    let micro_batches = m;
+    let single = run(&staged_moe(cf, Parallelism::SINGLE, precision));
+    let staged = crate::sharded::run_with(&staged_moe(cf, par, precision), |rt, cfg, params| {
+        let remat = hlatc::passes::RematPolicy::None;
+        hlatc::trainer::Trainer::pipelined(rt, cfg, micro_batches, remat, params)
+    });
+    let diffs = differences(&single, &staged, rtol);
+    assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));
+    for (a, b) in single.stats.iter().zip(&staged.stats) {
+        assert!(a.experts.is_some());
+        assert_eq!(a.experts, b.experts, "{par}");
+    }
+    assert!(single.stats[2].loss < single.stats[0].loss);
+}
+
+macro_rules! staged_experts_equal_one_device {
+    ($($name:ident: pp $pp:expr, tp $tp:expr, sp $sp:expr, zero1 $zero1:expr, dp $dp:expr, ep $ep:expr, $exchange:ident, $cf:expr, m $m:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let par = Parallelism {
+                pp: $pp,
+                ..split($tp, $sp, $zero1, layout($dp, $ep, EpExchange::$exchange))
+            };
+            staged_equals_one_device($cf, par, $m);
+        }
+    )*};
+}
+
+staged_experts_equal_one_device! {
+    pp2: pp 2, tp 1, sp false, zero1 false, dp 1, ep 1, AllToAll, None, m 2;
+    pp2_capacity: pp 2, tp 1, sp false, zero1 false, dp 1, ep 1, AllToAll, Some(1.0), m 4;
+    pp2_ep2_dp2_all_to_all_capacity: pp 2, tp 1, sp false, zero1 false, dp 2, ep 2, AllToAll, Some(1.0), m 2;
+    pp2_ep2_dp4_all_to_all_capacity_zero1: pp 2, tp 1, sp false, zero1 true, dp 4, ep 2, AllToAll, Some(1.25), m 2;
+    pp2_tp2_sp_ep2_dp2_all_gather_capacity: pp 2, tp 2, sp true, zero1 false, dp 2, ep 2, AllGather, Some(1.0), m 2;
+    pp4_ep2_dp2_capacity: pp 4, tp 1, sp false, zero1 false, dp 2, ep 2, AllToAll, Some(1.0), m 4;
+}
+
+/// Dropless over EP 2 in stages: in f32 the Adam moments differ from one
+/// device's by up to 1.6e-5 (loss, grad norm and parameters within 1e-5);
+/// in f64 by under 1e-10, so the f32 difference is rounding (the clip
+/// scales every gradient by the norm's).
+#[test]
+fn pp2_ep2_dp2_dropless_in_f64() {
+    let par = Parallelism {
+        pp: 2,
+        ..layout(2, 2, EpExchange::AllToAll)
+    };
+    staged_in(Precision::Fp64, 1e-10, None, par, 2);
+}

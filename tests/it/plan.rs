@@ -452,7 +452,8 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
             &ModelSource::Preset("llama3.1-8b".into()),
             8192,
             1024,
-            Chip::Trn1
+            Chip::Trn1,
+            None
         )
         .unwrap()
         .contains(" --kernel attention=blocked:512 "));
@@ -461,7 +462,13 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
     let l = Layout::parse("tp=32,dp=32", 1024, Precision::Bf16Master, plain.clone()).unwrap();
     assert!(!l.to_string().contains(",attention="));
     assert!(!l
-        .compile_command(&ModelSource::Preset("x".into()), 8192, 1024, Chip::Trn1)
+        .compile_command(
+            &ModelSource::Preset("x".into()),
+            8192,
+            1024,
+            Chip::Trn1,
+            None
+        )
         .unwrap()
         .contains("--kernel"));
     let e = Layout::parse("tp=32,attention=flash", 1024, Precision::Bf16Master, plain)
@@ -755,20 +762,161 @@ fn a_trn2_plan_prints_commands_that_build_trn2_bundles() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// The planner has no layouts of a mixture of experts yet: plan says so
-/// (and how to compile one) rather than that no layout divides it, and
-/// compile's advice for a step over a core's memory names the degrees a
-/// mixture of experts takes, not --tp.
+/// A small model with four experts (two per token, factor 1.25) in
+/// every layer, deep enough to extrapolate.
+fn small_moe(layers: i64) -> ModelConfig {
+    let mut c = ModelConfig {
+        num_hidden_layers: layers,
+        ..ModelConfig::small()
+    };
+    let tiny = ModelConfig::preset("tiny-moe").unwrap();
+    (c.model_type, c.moe) = (tiny.model_type, tiny.moe);
+    c.set_capacity_factor(Some(1.25)).unwrap();
+    c
+}
+
+/// A mixture of experts' layouts extrapolate from two- and three-layer
+/// programs as a dense model's do, with EP by either exchange.
 #[test]
-fn a_mixture_of_experts_is_refused_by_plan_and_not_told_to_shard() {
-    let o = hlatc(&["plan", "--model", "tiny-moe", "--nodes", "1"]);
-    assert_eq!(o.status.code(), Some(1));
+fn expert_layouts_extrapolate_to_the_whole_programs() {
+    let cfg = small_moe(6);
+    both_ways(&cfg, "tp=2,dp=16,ep=4,sp,zero1", 32, 32, 0.05);
+    both_ways(&cfg, "tp=1,dp=32,ep=2,ep_exchange=all-gather", 32, 32, 0.05);
+}
+
+/// The expert exchange is priced as its groups place it, on the step's
+/// path: EP adds exposed NeuronLink traffic (the all-to-all, or the
+/// all-gather form's gather and reduce-scatter inside the layers), and
+/// takes the experts' gradients off the sum over every replica (each
+/// expert's is summed over the `dp / ep` replicas holding it). An EP group
+/// across nodes sends over the network.
+#[test]
+fn the_expert_exchange_is_priced_where_its_groups_sit() {
+    let cfg = small_moe(2);
+    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
+    let read = |spec: &str, cores: i64, per_node: i64| {
+        let l = Layout::parse(spec, cores, Precision::Bf16Master, plain.clone()).unwrap();
+        let e = evaluate(
+            &cfg,
+            "t",
+            512,
+            cores,
+            &l,
+            per_node,
+            Chip::Trn1,
+            Fidelity::Exact,
+        );
+        let mut exposed = hlatc::plan::counts::Traffic::default();
+        let mut data_parallel = exposed;
+        for (c, times) in &e.unwrap().work.runs {
+            exposed.add(&c.exposed.scaled(*times));
+            data_parallel.add(&c.data_parallel.scaled(*times));
+        }
+        (exposed, data_parallel)
+    };
+    let (none, none_dp) = read("dp=32", 32, 32);
+    for exchange in ["", ",ep_exchange=all-gather"] {
+        let (ep, ep_dp) = read(&format!("dp=32,ep=4{exchange}"), 32, 32);
+        assert!(
+            ep.link_bytes > none.link_bytes,
+            "{exchange}: {ep:?} {none:?}"
+        );
+        assert!(ep_dp.link_bytes < none_dp.link_bytes, "{exchange}");
+        assert_eq!(ep.network_bytes, 0.0, "{exchange}: one node");
+    }
+    // Two cores a node: an EP group of 4 replicas spans two.
+    let (across, _) = read("dp=32,ep=4", 32, 2);
+    assert!(across.network_bytes > 0.0 && across.network_steps > 0.0);
+}
+
+/// `hlatc plan` searches a mixture of experts over every EP that divides
+/// its experts and the replicas, under the capacity factor asked for,
+/// and the command it prints builds the layout it priced; `--layout`
+/// reads `ep` and `ep_exchange` back as it writes them. Compile's advice
+/// for a step over a core's memory names the degrees a mixture of experts
+/// takes, not --tp alone.
+#[test]
+fn a_mixture_of_experts_is_planned_over_expert_parallelism() {
+    let dir = scratch("moe-plan");
+    let json = dir.join("plan.json");
+    let o = hlatc(&[
+        "plan",
+        "--model",
+        "tiny-moe",
+        "--nodes",
+        "1",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "16",
+        "--precision",
+        "bf16-master",
+        "--capacity-factor",
+        "1.25",
+        "--top",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let layouts: Vec<&str> = plan["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["layout"].as_str().unwrap())
+        .collect();
+    for ep in ["", ",ep=2,", ",ep=4,"] {
+        assert!(layouts.iter().any(|l| l.contains(ep)), "{ep}: {layouts:?}");
+    }
+    assert!(!layouts.iter().any(|l| l.contains(",ep=8,")), "4 experts");
+    let best = &plan["candidates"][0];
+    let command = best["command"].as_str().unwrap();
+    assert!(command.contains(" --capacity-factor 1.25 "), "{command}");
+    let spec = best["layout"].as_str().unwrap();
+    if let Some(ep) = spec.split(',').find_map(|k| k.strip_prefix("ep=")) {
+        assert!(command.contains(&format!(" --ep {ep} ")), "{command}");
+    }
+    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
+    let spec = "tp=2,pp=1,dp=16,ep=4,ep_exchange=all-gather,sp,zero1,remat=full-layer,micro_batch=2,precision=bf16-master";
+    let l = Layout::parse(spec, 32, Precision::Bf16Master, plain.clone()).unwrap();
+    assert_eq!(l.to_string(), spec);
+    let command = l
+        .compile_command(
+            &ModelSource::Preset("tiny-moe".into()),
+            16,
+            64,
+            Chip::Trn1,
+            Some(1.25),
+        )
+        .unwrap();
     assert!(
-        stderr(&o).contains("does not search layouts of a mixture-of-experts model (mixtral) yet")
-            && stderr(&o).contains("hlatc compile --tp T --dp D --ep E"),
-        "{}",
-        stderr(&o)
+        command.contains(" --ep 4 --ep-exchange all-gather ")
+            && command.contains(" --capacity-factor 1.25 "),
+        "{command}"
     );
+    let e = Layout::parse("dp=32,ep_exchange=ring", 32, Precision::Bf16Master, plain)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ep_exchange=ring: the forms are all-to-all, all-gather"),
+        "{e}"
+    );
+    // A capacity factor of a dense model, and a measured run of a mixture
+    // (the calibration file has no EP column) are refused by name.
+    let o = hlatc(&["plan", "--model", "tiny", "--capacity-factor", "1.0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("capacity"), "{}", stderr(&o));
+    let mut run = calibration(BUILTIN_FILE).runs[0].clone();
+    run.model = ModelSource::Preset("tiny-moe".into());
+    let runs = dir.join("runs.csv");
+    let e = hlatc::plan::calibration::append_run(&runs, &run)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model: a mixture of experts (mixtral)"), "{e}");
+    assert!(!runs.exists());
+    let _ = std::fs::remove_dir_all(dir);
     let out = scratch("moe-over-memory");
     let o = hlatc(&[
         "compile",

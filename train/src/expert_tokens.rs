@@ -35,11 +35,18 @@ impl ExpertTokens {
         }
     }
 
-    /// These counts and `other`'s together (two micro-batches').
-    pub(crate) fn add(&mut self, other: &ExpertTokens) {
-        for (a, b) in self.routed.iter_mut().zip(&other.routed) {
-            *a += b;
+    /// `counted` (one micro-batch's or tick's, if it reports any) added
+    /// into the step's `sum`.
+    pub(crate) fn add_to(sum: &mut Option<ExpertTokens>, counted: Option<ExpertTokens>) {
+        match (sum.as_mut(), counted) {
+            (Some(sum), Some(c)) => {
+                for (a, b) in sum.routed.iter_mut().zip(&c.routed) {
+                    *a += b;
+                }
+                sum.dropped += c.dropped;
+            }
+            (None, c) => *sum = c,
+            (Some(_), None) => {}
         }
-        self.dropped += other.dropped;
     }
 }

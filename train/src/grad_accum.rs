@@ -56,9 +56,6 @@ pub struct AccumulationSteps {
 /// The config of the micro step: `cfg` over a K-th of its batch.
 pub fn micro_config(cfg: &StepConfig, micro_batches: i64) -> Result<StepConfig, StepError> {
     let per_replica = cfg.parallel.local_batch(cfg.batch).batch_size;
-    if cfg.model.moe.as_ref().is_some_and(|m| m.aux_loss()) {
-        return Err(StepError::AccumulatedRouterLoss { micro_batches });
-    }
     if micro_batches < 2 || per_replica % micro_batches != 0 {
         return Err(StepError::Accumulation {
             micro_batches,
@@ -117,7 +114,7 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
     let specs = param_specs(&cfg.model);
     let accumulators = accumulator_specs(cfg, &specs);
     let t0 = Instant::now();
-    let shape = GraphShape::of("micro_step", cfg, true);
+    let shape = GraphShape::of("micro_step", cfg, Some(micro_batches));
     let ModelGraph {
         mut b,
         params,

@@ -338,8 +338,8 @@ impl Trainer {
         // the tick programs take it.
         let (accumulated_loss, main_batch) = match (&mut self.pipeline, &self.micro) {
             (Some(run), _) => {
-                let loss = run.run_ticks(&mut self.state, &held, self.vocab_size, batch)?;
-                (Some((loss, None)), None)
+                let ran = run.run_ticks(&mut self.state, &held, self.vocab_size, batch)?;
+                (Some(ran), None)
             }
             (None, None) => (None, Some(batch)),
             (None, Some(micro)) => {
@@ -358,12 +358,7 @@ impl Trainer {
                     let given = [(Role::TokenCount, &count)];
                     let out = run_stage(&stage, state, &held, vocab, Some(&part), &given)?;
                     loss += scalar(stage.outputs, &out, Role::Loss)?;
-                    let counted = expert_tokens(stage.outputs, &out);
-                    match (&mut experts, counted) {
-                        (Some(sum), Some(c)) => sum.add(&c),
-                        (None, c) => experts = c,
-                        (Some(_), None) => {}
-                    }
+                    ExpertTokens::add_to(&mut experts, expert_tokens(stage.outputs, &out));
                 }
                 (Some((loss, experts)), None)
             }

@@ -23,6 +23,7 @@ pub mod split;
 pub mod stages;
 
 use crate::config::{BatchShape, ModelConfig};
+use crate::moe::MoeConfig;
 use crate::params::ParamSpec;
 use serde::Serialize;
 
@@ -238,8 +239,16 @@ pub enum ParallelError {
         per_replica: i64,
         micro_batches: i64,
     },
-    #[error("--pp {pp}: a mixture-of-experts model ({model_type}) is not divided into pipeline stages yet (the load-balancing loss pools every layer's routing); divide it over --tp and --dp, its experts over --ep")]
-    ExpertsInStages { pp: i64, model_type: &'static str },
+    #[error("--pp {pp}: the load-balancing loss of {model_type} (output_router_logits, router_aux_loss_coef) pools the routing of every layer, which pipeline stages hold apart, and is not divided into stages yet; train the stages without it (\"output_router_logits\": false in config.json), or divide the model over --tp and --dp, its experts over --ep")]
+    RouterLossInStages { pp: i64, model_type: &'static str },
+    #[error("--pp {pp}: every stage runs one program, so its layers must be sparse and dense alike, and {model_type}'s are not (layer {layer} is {is}, layer {twin} of stage 0 is not; decoder_sparse_step and mlp_only_layers decide): use a --pp whose stages repeat the pattern, or leave --pp out")]
+    MixedStages {
+        pp: i64,
+        model_type: &'static str,
+        layer: i64,
+        twin: i64,
+        is: &'static str,
+    },
     #[error("--ep {ep}: {model_type} is a dense model, with no experts to divide (expert parallelism is for mixture-of-experts models)")]
     EpWithoutExperts { ep: i64, model_type: &'static str },
     #[error("--ep {ep} does not divide --dp {dp}: the experts are divided over EP ranks within the data-parallel replicas (use an --ep that divides --dp)")]
@@ -465,7 +474,6 @@ impl Parallelism {
     /// Whether `cfg` over the global `batch` divides as asked.
     pub fn validate(&self, cfg: &ModelConfig, batch: BatchShape) -> Result<(), ParallelError> {
         self.check_degrees()?;
-        self.validate_experts(cfg)?;
         let world = self
             .tp
             .checked_mul(self.dp)
@@ -478,6 +486,7 @@ impl Parallelism {
             });
         }
         stages::Stages::new(cfg, self.pp)?;
+        self.validate_experts(cfg)?;
         let tp = self.tp;
         let indivisible = |what, count: i64| match count % tp {
             0 => Ok(()),
@@ -530,9 +539,53 @@ impl Parallelism {
 }
 
 impl Parallelism {
+    /// Whether a mixture of experts divides into `self.pp` stages: without
+    /// the load-balancing loss, and with every stage's layers sparse where
+    /// stage 0's are (stages share one program). Whether `pp` divides the
+    /// layers is [`stages::Stages::new`]'s to say.
+    fn validate_expert_stages(
+        &self,
+        cfg: &ModelConfig,
+        moe: &MoeConfig,
+    ) -> Result<(), ParallelError> {
+        let model_type = cfg.model_type.name();
+        if moe.aux_loss() {
+            return Err(ParallelError::RouterLossInStages {
+                pp: self.pp,
+                model_type,
+            });
+        }
+        // Called once `pp` divides the layers and the world is bounded.
+        // Sparsity is periodic in `decoder_sparse_step` but for the listed
+        // dense layers, so a stage differs from stage 0 within one period
+        // past it or at a listed layer's place on some stage.
+        let per_stage = cfg.num_hidden_layers / self.pp;
+        let period = per_stage..(per_stage + moe.decoder_sparse_step.max(1));
+        let listed = moe.mlp_only_layers.iter().flat_map(|&l| {
+            (0..self.pp).map(move |stage| l.rem_euclid(per_stage) + stage * per_stage)
+        });
+        let odd = period
+            .chain(listed)
+            .filter(|&l| (per_stage..cfg.num_hidden_layers).contains(&l))
+            .find(|&l| moe.is_sparse(l) != moe.is_sparse(l % per_stage));
+        match odd {
+            None => Ok(()),
+            Some(layer) => Err(ParallelError::MixedStages {
+                pp: self.pp,
+                model_type,
+                layer,
+                twin: layer % per_stage,
+                is: match moe.is_sparse(layer) {
+                    true => "sparse",
+                    false => "dense",
+                },
+            }),
+        }
+    }
+
     /// Whether the experts of `cfg` (if it has any) divide as asked: a
-    /// mixture of experts over TP, DP and EP (no pipeline stages), EP
-    /// within DP and over whole experts.
+    /// mixture of experts over TP, DP, EP and pipeline stages, EP within
+    /// DP and over whole experts.
     fn validate_experts(&self, cfg: &ModelConfig) -> Result<(), ParallelError> {
         let model_type = cfg.model_type.name();
         let Some(moe) = &cfg.moe else {
@@ -545,10 +598,7 @@ impl Parallelism {
             return Ok(());
         };
         if self.pp > 1 {
-            return Err(ParallelError::ExpertsInStages {
-                pp: self.pp,
-                model_type,
-            });
+            self.validate_expert_stages(cfg, moe)?;
         }
         if self.ep == 1 {
             return match self.ep_exchange == EpExchange::default() {

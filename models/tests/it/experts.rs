@@ -112,6 +112,17 @@ fn moe_presets_match_their_published_parameter_counts() {
         c.validate(name).unwrap();
         assert_eq!(c.parameter_count(), params, "{name}");
     }
+    // What a token reads: Mistral's "12.9B active", Qwen's "3.3B
+    // activated" (3.35 B counted; both figures are rounded).
+    for (name, active) in [("mixtral-8x7b", 12.9e9), ("qwen3-30b-a3b", 3.3e9)] {
+        let c = ModelConfig::preset(name).unwrap();
+        let got = c.active_parameter_count() as f64;
+        assert!((got / active - 1.0).abs() < 0.02, "{name}: {got}");
+        assert!(c.expert_parameter_count() < c.parameter_count());
+    }
+    let dense = ModelConfig::preset("tiny").unwrap();
+    assert_eq!(dense.active_parameter_count(), dense.parameter_count());
+    assert_eq!(dense.expert_parameter_count(), 0);
 }
 
 #[test]
@@ -199,18 +210,75 @@ fn experts_divide_over_dp_and_ep_and_refuse_the_rest_by_name() {
     ] {
         ok.validate(&m, batch).unwrap();
     }
-    let err = Parallelism {
-        pp: 2,
-        ..with(1, 1, 1)
-    }
-    .validate(&m, batch)
-    .unwrap_err();
+    // Stages: without the load-balancing loss, and with every stage's
+    // layers sparse where stage 0's are.
+    let staged = |pp, dp, ep| Parallelism {
+        pp,
+        ..with(1, dp, ep)
+    };
+    let err = staged(2, 1, 1).validate(&m, batch).unwrap_err();
     assert_eq!(
         err,
-        ParallelError::ExpertsInStages {
+        ParallelError::RouterLossInStages {
             pp: 2,
             model_type: "mixtral"
         }
+    );
+    let mut quiet = m.clone();
+    quiet.moe.as_mut().unwrap().output_router_logits = false;
+    quiet.num_hidden_layers = 4;
+    staged(2, 2, 2).validate(&quiet, batch).unwrap();
+    staged(4, 1, 1).validate(&quiet, batch).unwrap();
+    let mixed = |step, dense: Vec<i64>| {
+        let mut c = quiet.clone();
+        let moe = c.moe.as_mut().unwrap();
+        (moe.decoder_sparse_step, moe.mlp_only_layers) = (step, dense);
+        c
+    };
+    // Every second layer sparse: stages of 2 layers repeat it, of 1 not.
+    staged(2, 1, 1).validate(&mixed(2, vec![]), batch).unwrap();
+    let err = staged(4, 1, 1).validate(&mixed(2, vec![]), batch);
+    assert!(
+        matches!(
+            err,
+            Err(ParallelError::MixedStages {
+                layer: 1,
+                twin: 0,
+                is: "sparse",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    // A dense layer listed on stage 1 alone, and on every stage.
+    let err = staged(2, 1, 1).validate(&mixed(1, vec![3]), batch);
+    assert!(
+        matches!(
+            err,
+            Err(ParallelError::MixedStages {
+                layer: 3,
+                twin: 1,
+                is: "dense",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    staged(2, 1, 1)
+        .validate(&mixed(1, vec![1, 3]), batch)
+        .unwrap();
+    let err = staged(2, 1, 1).validate(&mixed(1, vec![0]), batch);
+    assert!(
+        matches!(
+            err,
+            Err(ParallelError::MixedStages {
+                layer: 2,
+                twin: 0,
+                is: "sparse",
+                ..
+            })
+        ),
+        "{err:?}"
     );
     // TP splits each expert's columns as the dense MLP's: 4 ranks do not
     // divide 42 of them.

@@ -96,7 +96,7 @@ fn the_forward_pass_refuses_parameters_that_are_not_one_per_spec() {
         fault: None,
         module_markers: false,
         kernels: Default::default(),
-        token_count: None,
+        micro_batch: None,
     };
     let specs = param_specs(&cfg);
     for count in [0, specs.len() - 1, specs.len() + 1] {

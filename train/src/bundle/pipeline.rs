@@ -150,7 +150,7 @@ pub fn stage_pipeline_bundle(
                 "per optimizer step, token_count is the number of the global batch's targets that are not the ignore index (-100); micro-batch m is each DP replica's m-th of micro_batches runs of its rows",
                 "for each tick t in [0, ticks), run the program of its phase with tick = t, tokens = micro-batch t (zeros past the last), backward_tokens = micro-batch t - (2 * pp - 1), targets = micro-batch t - pp (zeros outside [0, micro_batches)); the pipeline.* and grad.NAME outputs are the next run's inputs (aliased), zero at the first tick",
                 "then run apply_step once on the parameters, master weights, Adam state, step and grad.NAME; it returns them updated, grad.NAME zeroed",
-                "the step's loss is the sum of the tick programs' loss outputs (every rank holds it)",
+                "the step's loss is the sum of the tick programs' loss outputs, and a mixture of experts' routing the sum of their expert_tokens and dropped_tokens outputs (warm_up and steady have them; every rank holds each)",
             ],
         },
         stages,

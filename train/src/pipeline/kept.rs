@@ -25,7 +25,7 @@ use crate::train_step::StepError;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::{ElementType, InstrId};
-use hlatc_models::ForwardParts;
+use hlatc_models::{ForwardParts, LayerRouting};
 use hlatc_passes::RematPolicy;
 use std::collections::{HashMap, HashSet};
 
@@ -35,6 +35,9 @@ pub(super) struct LayerCall {
     input: InstrId,
     pub(super) output: InstrId,
     dependent: Vec<InstrId>,
+    /// What this call's routers did (a mixture of experts), counted from
+    /// nothing: each call's values are built alike.
+    pub(super) routing: LayerRouting,
 }
 
 impl LayerCall {
@@ -42,6 +45,7 @@ impl LayerCall {
     pub(super) fn build(parts: &mut ForwardParts, x: InstrId) -> Result<LayerCall, BuildError> {
         let from = parts.builder().computation().id_bound();
         let output = parts.layers(x)?;
+        let routing = parts.take_routing();
         let c = parts.builder().computation();
         let mut on_input: HashSet<InstrId> = HashSet::from([x]);
         let mut dependent = Vec::new();
@@ -57,6 +61,7 @@ impl LayerCall {
             input: x,
             output,
             dependent,
+            routing,
         })
     }
 

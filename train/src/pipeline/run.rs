@@ -7,7 +7,8 @@ use super::stage_state::StageStates;
 use super::tick_plan::TickPlan;
 use crate::data::Batch;
 use crate::device_state::{self, DeviceState, Slot};
-use crate::run_stage::{run_stage, scalar, Stage};
+use crate::expert_tokens::ExpertTokens;
+use crate::run_stage::{expert_tokens, run_stage, scalar, Stage};
 use crate::train_step::{Role, StepConfig};
 use crate::Error;
 use hlatc_compiler::Literal;
@@ -54,14 +55,14 @@ impl PipelineRun {
 
     /// Every tick of the plan over `batch` (the optimizer step's), the
     /// ranks' state (`held` names it) and buffers carried: the step's
-    /// loss.
+    /// loss, and a mixture of experts' routing over it.
     pub(crate) fn run_ticks(
         &mut self,
         state: &mut [Vec<Slot>],
         held: &[(&str, Role)],
         vocab_size: i64,
         batch: &Batch,
-    ) -> Result<f64, Error> {
+    ) -> Result<(f64, Option<ExpertTokens>), Error> {
         // The buffers ride behind the state for each tick, so one run
         // finds, donates and updates both by name.
         let mut held: Vec<(&str, Role)> = held.to_vec();
@@ -73,6 +74,7 @@ impl PipelineRun {
                 .map(|s| (s.name.as_str(), s.role)),
         );
         let mut loss = 0.0;
+        let mut experts = None;
         for tick in self.plan.batches(batch) {
             let routing = self.plan.routing(tick.phase);
             let program = self
@@ -95,8 +97,10 @@ impl PipelineRun {
             for (rank, buffers) in state.iter_mut().zip(&mut self.buffers) {
                 *buffers = rank.split_off(kept);
             }
-            loss += scalar(routing.outputs(), &out?, Role::Loss)?;
+            let out = out?;
+            loss += scalar(routing.outputs(), &out, Role::Loss)?;
+            ExpertTokens::add_to(&mut experts, expert_tokens(routing.outputs(), &out));
         }
-        Ok(loss)
+        Ok((loss, experts))
     }
 }

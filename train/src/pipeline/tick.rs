@@ -33,7 +33,8 @@ use super::send::{Place, Sends};
 use crate::grad_accum::{accumulator_specs, declare};
 use crate::pipeline_form::PipelineForm;
 use crate::train_step::{
-    spec, widen, Role, StageTimes, StateLayout, StepConfig, StepError, TensorSpec, TrainStep,
+    expert_outputs, spec, widen, Role, StageTimes, StateLayout, StepConfig, StepError, TensorSpec,
+    TrainStep,
 };
 use hlatc_compiler::graph::autodiff::{self, GradHints};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
@@ -41,7 +42,7 @@ use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId, Op};
 use hlatc_models::parallel::Fault;
-use hlatc_models::{param_specs, ForwardParts, PartsContext};
+use hlatc_models::{param_specs, ExpertCounts, ForwardParts, MicroBatch, PartsContext};
 use std::time::Instant;
 
 /// Names of the buffers the tick programs carry.
@@ -75,13 +76,22 @@ pub(crate) fn build_tick(
         fault: cfg.fault,
         module_markers: cfg.module_markers,
         kernels: cfg.kernels.clone(),
-        token_count: Some(input.token_count),
+        micro_batch: Some(MicroBatch {
+            token_count: input.token_count,
+            of: schedule.micro_batches,
+        }),
     };
     let mut parts = ForwardParts::new(&mut b, &cfg.model, &input.params, context, None)?;
     let pos = Position::new(parts.builder(), cfg, schedule)?;
     let forward = match phase.forward() {
         true => Some(forward_slot(
-            &mut parts, &pos, &input, &sig, schedule, &sends,
+            &mut parts,
+            &pos,
+            &input,
+            &sig,
+            schedule,
+            &sends,
+            &cfg.parallel.pp_groups(),
         )?),
         false => None,
     };
@@ -149,6 +159,10 @@ pub(crate) fn build_tick(
             outputs.push(ring_spec.clone());
         }
         b.pop_scope();
+        if let Some(counts) = slot.experts {
+            results.extend([counts.routed, counts.dropped]);
+            outputs.extend(expert_outputs(cfg));
+        }
     }
     let root = b.add(Op::Tuple, &results, None)?;
     let mut module = b.into_module(&format!("hlatc_pipeline_{}", phase.name()), root);
@@ -306,6 +320,11 @@ struct Forward {
     layers: LayerCall,
     kept_input: InstrId,
     sent: InstrId,
+    /// A mixture of experts' routing of the micro-batch by every stage
+    /// (each stage's layers counted on its ranks, pooled over its DP
+    /// replicas, summed over the stages; zero when no micro-batch is due),
+    /// as the step's outputs.
+    experts: Option<ExpertCounts>,
 }
 
 fn forward_slot(
@@ -315,6 +334,7 @@ fn forward_slot(
     sig: &TickSignature,
     schedule: Schedule,
     sends: &Sends,
+    pp_groups: &[Vec<i64>],
 ) -> Result<Forward, BuildError> {
     let b = parts.builder();
     b.push_scope("forward_slot");
@@ -331,12 +351,51 @@ fn forward_slot(
     let kept_input = ring::keep(b, input.stash, x, m, sig.depth, schedule.micro_batches)?;
     let sent = sends.forward(b, &pos.place(), layers.output)?;
     b.pop_scope();
+    let experts = match parts.counts_of(&layers.routing)? {
+        Some(counts) => Some(over_stages(
+            parts.builder(),
+            counts,
+            m,
+            schedule,
+            pp_groups,
+        )?),
+        None => None,
+    };
     Ok(Forward {
         micro_batch: m,
         layers,
         kept_input,
         sent,
+        experts,
     })
+}
+
+/// A stage's `counts` of micro-batch `m` summed over the stages, each
+/// weighed by whether `m` is due (every rank of a stage holds the same
+/// counts, so the sum over the ranks of each twin group is the model's).
+fn over_stages(
+    b: &mut Builder,
+    counts: ExpertCounts,
+    m: InstrId,
+    schedule: Schedule,
+    pp_groups: &[Vec<i64>],
+) -> Result<ExpertCounts, BuildError> {
+    b.push_scope("expert_counts");
+    let due = ring::in_range(b, m, schedule.micro_batches)?;
+    let due = b.convert(due, ElementType::F32)?;
+    let groups = replica_groups(pp_groups);
+    let sum = |b: &mut Builder, x: InstrId| {
+        let dims = b.dims(x);
+        let w = b.broadcast(due, &dims, &[])?;
+        let x = b.mul(x, w)?;
+        b.all_reduce(x, BinaryOp::Add, &groups)
+    };
+    let counts = ExpertCounts {
+        routed: sum(b, counts.routed)?,
+        dropped: sum(b, counts.dropped)?,
+    };
+    b.pop_scope();
+    Ok(counts)
 }
 
 /// The backward slot's forward half: the micro-batch due, its kept input

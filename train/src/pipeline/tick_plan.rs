@@ -50,6 +50,9 @@ pub enum TickOutput {
     Buffer,
     /// Summed over the ticks: the step's loss.
     Loss,
+    /// Summed over the ticks: a mixture of experts' routing counts
+    /// (every rank holds the whole model's for its tick).
+    Routing,
 }
 
 impl TickOutput {
@@ -58,6 +61,7 @@ impl TickOutput {
         match role {
             Role::StageBuffer => Some(TickOutput::Buffer),
             Role::Loss => Some(TickOutput::Loss),
+            Role::ExpertTokens | Role::DroppedTokens => Some(TickOutput::Routing),
             r if r.is_state() => Some(TickOutput::State),
             _ => None,
         }

@@ -12,8 +12,8 @@ use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{
-    forward_on_rank, param_specs, BatchShape, ConfigError, ForwardInputs, Kernels, ModelConfig,
-    ParallelError, Parallelism, ParamSpec,
+    forward_on_rank, param_specs, BatchShape, ConfigError, ForwardInputs, Kernels, MicroBatch,
+    ModelConfig, ParallelError, Parallelism, ParamSpec,
 };
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -120,11 +120,6 @@ pub enum StepError {
         batch_size: i64,
         dp: i64,
     },
-    /// Accumulation of a model whose loss is not a sum over its
-    /// micro-batches: the load-balancing loss is a product of two means
-    /// over the whole batch.
-    #[error("--grad-accum {micro_batches}: the router's load-balancing loss (output_router_logits) is a product of means over the whole batch, which micro-batches do not sum to; accumulate without it (output_router_logits false), or raise the batch instead")]
-    AccumulatedRouterLoss { micro_batches: i64 },
     #[error("building the graph: {0}")]
     Build(#[from] BuildError),
     #[error(transparent)]
@@ -337,15 +332,16 @@ pub(crate) struct GraphShape<'a> {
     pub(crate) fault: Option<Fault>,
     pub(crate) module_markers: bool,
     pub(crate) kernels: Kernels,
-    /// The loss is a share of the mean over a `token_count` input (`s32[]`,
-    /// declared after whatever `between` declares) rather than this
-    /// batch's mean: a micro step of gradient accumulation.
-    pub(crate) counted_over_step: bool,
+    /// Some(K): the batch is one of K micro-batches of the step, its loss a
+    /// share of the mean over a `token_count` input (`s32[]`, declared
+    /// after whatever `between` declares): a micro step of gradient
+    /// accumulation ([`hlatc_models::MicroBatch`]).
+    pub(crate) micro_batches: Option<i64>,
 }
 
 impl<'a> GraphShape<'a> {
     /// The graph of `cfg`'s step, named `name`.
-    pub(crate) fn of(name: &'a str, cfg: &StepConfig, counted_over_step: bool) -> Self {
+    pub(crate) fn of(name: &'a str, cfg: &StepConfig, micro_batches: Option<i64>) -> Self {
         GraphShape {
             name,
             types: (cfg.precision.storage(), cfg.precision.compute()),
@@ -354,7 +350,7 @@ impl<'a> GraphShape<'a> {
             fault: cfg.fault,
             module_markers: cfg.module_markers,
             kernels: cfg.kernels.clone(),
-            counted_over_step,
+            micro_batches,
         }
     }
 
@@ -367,7 +363,7 @@ impl<'a> GraphShape<'a> {
             fault: None,
             module_markers: false,
             kernels: Kernels::default(),
-            counted_over_step: false,
+            micro_batches: None,
         }
     }
 }
@@ -386,7 +382,7 @@ pub(crate) fn model_graph<T>(
         fault,
         module_markers,
         kernels,
-        counted_over_step,
+        micro_batches,
     } = shape;
     let mut b = Builder::new(name);
     let stored: Vec<InstrId> = param_specs(model)
@@ -398,8 +394,10 @@ pub(crate) fn model_graph<T>(
         .collect();
     let params = widen(&mut b, &stored, compute)?;
     let extra = between(&mut b);
-    let token_count =
-        counted_over_step.then(|| b.parameter("token_count", Shape::scalar(ElementType::S32)));
+    let micro_batch = micro_batches.map(|of| MicroBatch {
+        token_count: b.parameter("token_count", Shape::scalar(ElementType::S32)),
+        of,
+    });
     let batch = parallel.local_batch(batch);
     let bd = [batch.batch_size, batch.seq_len];
     let tokens = b.parameter("tokens", Shape::array(ElementType::S32, bd));
@@ -412,7 +410,7 @@ pub(crate) fn model_graph<T>(
         segments,
         module_markers,
         kernels,
-        token_count,
+        micro_batch,
     };
     let fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;
     Ok(ModelGraph {
@@ -434,7 +432,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     let par = cfg.parallel;
     let specs = param_specs(m);
     let t0 = Instant::now();
-    let shape = GraphShape::of("train_step", cfg, false);
+    let shape = GraphShape::of("train_step", cfg, None);
     let g = model_graph(m, cfg.batch, shape, |b| {
         OptimizerState::declare(b, cfg, &specs)
     })?;
