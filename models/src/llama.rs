@@ -535,7 +535,7 @@ impl Llama<'_> {
         let logits = self.scoped("gate", |m| m.linear(h, w.router))?;
         let (batch, stats) = (self.batch, &mut self.router_stats);
         let routing = crate::experts::route(self.b, &mut self.hints, moe, logits, batch, stats)?;
-        self.b.push_scope("experts");
+        self.b.push_scope(scope::EXPERTS);
         let group = self.rank.as_ref().and_then(|r| r.experts());
         let out = match group {
             None => crate::experts::experts(self.b, &mut self.hints, h, w, routing.weights)?,

@@ -6,6 +6,7 @@
 //! layout that adds a recomputation, a collective or a padded vocabulary
 //! row adds it here because the program holds it.
 
+use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::collective::ReplicaGroups;
 use hlatc_compiler::ir::op::OpFamily;
 use hlatc_compiler::{Computation, InstrId, Module, Op};
@@ -400,7 +401,7 @@ fn collective_traffic(
 /// Whether an instruction's provenance is a layer's experts (the forward
 /// pass's scope, or the backward's of it).
 fn in_experts(op_name: &str) -> bool {
-    op_name.split('/').any(|part| part == "experts")
+    scope::prefix_through(op_name, |part| part == scope::EXPERTS).is_some()
 }
 
 /// Which of a program's traffic a collective's is.

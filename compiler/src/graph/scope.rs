@@ -42,6 +42,10 @@ pub const ROPE: &str = "rope";
 pub const POST_ATTENTION_LAYERNORM: &str = "post_attention_layernorm";
 pub const MLP: &str = "mlp";
 pub const ACT_FN: &str = "act_fn";
+/// The routed experts of a sparse MLP (`layers.3/mlp/experts`), with
+/// their exchange over the EP group: the planner prices the collectives
+/// under it as the step's own, not as a data-parallel sum.
+pub const EXPERTS: &str = "experts";
 /// The final RMSNorm, Hugging Face's `model.norm`.
 pub const FINAL_NORM: &str = "norm";
 pub const LOSS: &str = "loss";

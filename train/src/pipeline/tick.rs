@@ -39,6 +39,7 @@ use crate::train_step::{
 use hlatc_compiler::graph::autodiff::{self, GradHints};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;
+use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, UnaryOp};
 use hlatc_compiler::{ElementType, InstrId, Op};
 use hlatc_models::parallel::Fault;
@@ -85,13 +86,7 @@ pub(crate) fn build_tick(
     let pos = Position::new(parts.builder(), cfg, schedule)?;
     let forward = match phase.forward() {
         true => Some(forward_slot(
-            &mut parts,
-            &pos,
-            &input,
-            &sig,
-            schedule,
-            &sends,
-            &cfg.parallel.pp_groups(),
+            &mut parts, &pos, &input, &sig, schedule, &sends,
         )?),
         false => None,
     };
@@ -334,7 +329,6 @@ fn forward_slot(
     sig: &TickSignature,
     schedule: Schedule,
     sends: &Sends,
-    pp_groups: &[Vec<i64>],
 ) -> Result<Forward, BuildError> {
     let b = parts.builder();
     b.push_scope("forward_slot");
@@ -352,13 +346,7 @@ fn forward_slot(
     let sent = sends.forward(b, &pos.place(), layers.output)?;
     b.pop_scope();
     let experts = match parts.counts_of(&layers.routing)? {
-        Some(counts) => Some(over_stages(
-            parts.builder(),
-            counts,
-            m,
-            schedule,
-            pp_groups,
-        )?),
+        Some(counts) => Some(over_stages(parts.builder(), counts, m, schedule, pos)?),
         None => None,
     };
     Ok(Forward {
@@ -372,23 +360,22 @@ fn forward_slot(
 
 /// A stage's `counts` of micro-batch `m` summed over the stages, each
 /// weighed by whether `m` is due (every rank of a stage holds the same
-/// counts, so the sum over the ranks of each twin group is the model's).
+/// counts, so the sum over each group of twins is the model's).
 fn over_stages(
     b: &mut Builder,
     counts: ExpertCounts,
     m: InstrId,
     schedule: Schedule,
-    pp_groups: &[Vec<i64>],
+    pos: &Position,
 ) -> Result<ExpertCounts, BuildError> {
     b.push_scope("expert_counts");
     let due = ring::in_range(b, m, schedule.micro_batches)?;
     let due = b.convert(due, ElementType::F32)?;
-    let groups = replica_groups(pp_groups);
     let sum = |b: &mut Builder, x: InstrId| {
         let dims = b.dims(x);
         let w = b.broadcast(due, &dims, &[])?;
         let x = b.mul(x, w)?;
-        b.all_reduce(x, BinaryOp::Add, &groups)
+        b.all_reduce(x, BinaryOp::Add, &pos.twins)
     };
     let counts = ExpertCounts {
         routed: sum(b, counts.routed)?,
@@ -498,7 +485,7 @@ fn backward_slot(
         _ => sends.backward(b, &pos.place(), dx[0])?,
     };
     let mine = b.mul(w_loss, slot.loss)?;
-    let loss = b.all_reduce(mine, BinaryOp::Add, &replica_groups(&par.pp_groups()))?;
+    let loss = b.all_reduce(mine, BinaryOp::Add, &pos.twins)?;
     b.pop_scope();
     Ok(BackwardDone {
         accumulators,
@@ -518,6 +505,9 @@ struct Position {
     /// `pred[]`: whether this is the first stage, the last.
     first: InstrId,
     last: InstrId,
+    /// The groups of twins, each rank's place in its stage on every
+    /// stage: what a value summed over the stages is all-reduced over.
+    twins: Collective,
 }
 
 impl Position {
@@ -540,6 +530,7 @@ impl Position {
             last_index,
             first,
             last,
+            twins: replica_groups(&par.pp_groups()),
         })
     }
 
