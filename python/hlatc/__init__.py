@@ -404,8 +404,9 @@ def _step_or_none(native: Optional["_hlatc.Step"]) -> Optional[Step]:
 
 def compile_step(
     *,
+    # <compile options: generated from the option table>
     model: Optional[Model] = None,
-    config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
+    config: Optional[Union[str, "os.PathLike[str]", Mapping[str, Any]]] = None,
     batch_size: Optional[int] = None,
     seq_len: Optional[int] = None,
     packed: bool = False,
@@ -443,6 +444,7 @@ def compile_step(
     replica_groups: ReplicaGroups = "explicit",
     pp_send: Optional[PpSend] = None,
     kernels: Optional[Mapping[str, str]] = None,
+    # </compile options>
 ) -> Step:
     """Compiles a model's training step as `hlatc compile` does. Every
     argument is a keyword.
@@ -497,65 +499,14 @@ def compile_step(
     inputs and `tick_plan` where each tick's inputs come from and outputs
     go. The GIL is released while it compiles.
     """
-    if isinstance(config, Mapping) and not isinstance(config, dict):
-        config = dict(config)
-    if isinstance(passes, str):
-        passes = [p for p in passes.split(",") if p.strip()]
-    if isinstance(disable_pass, str):
-        disable_pass = [disable_pass]
-    for name, given in (("passes", passes), ("disable_pass", disable_pass)):
-        if given is None and name == "passes":
-            continue
-        names: List[Any]
-        try:
-            names = list(given)  # type: ignore[arg-type]
-        except TypeError:
-            names = [given]
-        if any(not isinstance(p, str) for p in names):
-            raise _hlatc.argument_error(
-                name, given, "a list of pass names (str), or one name or a comma-separated "
-                "string of them (hlatc.passes() lists them)", of_type=True)
-    return Step(_hlatc.compile_step(
-        model=model,
-        config=config,
-        batch_size=batch_size,
-        seq_len=seq_len,
-        packed=packed,
-        separate_projections=separate_projections,
-        capacity_factor=capacity_factor,
-        precision=precision,
-        rounding=rounding,
-        target=target,
-        chip=chip,
-        passes=None if passes is None else list(passes),
-        disable_pass=list(disable_pass),
-        verify_each_pass=verify_each_pass,
-        remat=remat,
-        tp=tp,
-        dp=dp,
-        pp=pp,
-        ep=ep,
-        ep_exchange=ep_exchange,
-        sequence_parallel=sequence_parallel,
-        zero1=zero1,
-        lr_max=lr_max,
-        lr_min=lr_min,
-        warmup_steps=warmup_steps,
-        total_steps=total_steps,
-        beta1=beta1,
-        beta2=beta2,
-        adam_eps=adam_eps,
-        weight_decay=weight_decay,
-        clip_norm=clip_norm,
-        module_markers=module_markers,
-        device_memory=device_memory,
-        grad_accum=grad_accum,
-        spmd=spmd,
-        rank_source=rank_source,
-        replica_groups=replica_groups,
-        pp_send=pp_send,
-        kernels=dict(kernels) if isinstance(kernels, Mapping) else kernels,
-    ))
+    # Every keyword is an option of the table, read and checked by the
+    # native function; only a Mapping that is no dict is made one here.
+    options = dict(locals())
+    for name in ("config", "kernels"):
+        given = options[name]
+        if isinstance(given, Mapping) and not isinstance(given, dict):
+            options[name] = dict(given)
+    return Step(_hlatc.compile_step(**options))
 
 
 class Trainer:

@@ -330,6 +330,7 @@ class Step:
 
 def compile_step(
     *,
+    # <compile options: generated from the option table>
     model: Optional[Model] = None,
     config: Optional[Union[str, "os.PathLike[str]", Mapping[str, Any]]] = None,
     batch_size: Optional[int] = None,
@@ -341,8 +342,8 @@ def compile_step(
     rounding: Optional[Rounding] = None,
     target: Target = "neuron",
     chip: Optional[Chip] = None,
-    passes: Optional[Sequence[str]] = None,
-    disable_pass: Sequence[str] = ...,
+    passes: Optional[Union[str, Sequence[str]]] = None,
+    disable_pass: Union[str, Sequence[str]] = (),
     verify_each_pass: bool = False,
     remat: Remat = "core-attention",
     tp: int = 1,
@@ -368,7 +369,8 @@ def compile_step(
     rank_source: Optional[RankSource] = None,
     replica_groups: ReplicaGroups = "explicit",
     pp_send: Optional[PpSend] = None,
-    kernels: Optional[Dict[str, str]] = None,
+    kernels: Optional[Mapping[str, str]] = None,
+    # </compile options>
 ) -> Step: ...
 
 @final

@@ -265,12 +265,9 @@ macro_rules! named {
 }
 
 named! {
-    // compile_step
-    model, batch_size, seq_len, packed, separate_projections, precision, rounding, target, chip,
-    passes, disable_pass, verify_each_pass, remat, tp, dp, pp, ep, ep_exchange, sequence_parallel,
-    zero1, capacity_factor,
-    lr_max, lr_min, warmup_steps, total_steps, beta1, beta2, adam_eps, weight_decay,
-    clip_norm, module_markers, grad_accum, spmd, rank_source, replica_groups, pp_send,
+    // the keywords compile_step shares with plan and the trainers (its
+    // own are read by the option table's kinds: python/src/compile.rs)
+    model, batch_size, seq_len, precision, target, passes, remat, tp, dp, pp, sequence_parallel, zero1, capacity_factor,
     // Step, Trainer, Schedule, TickPlan
     seed, rank, checkpoint, path, tick, stage, phase,
     // plan, append_measured_run

@@ -3,23 +3,16 @@
 //! (the CLI's library call, so the bundles are the same bytes).
 
 use crate::args;
-use crate::errors::{
-    guarded, named, precision_named, remat_named, target_named, to_py, usage, CONFIG, USAGE,
-};
+use crate::errors::{guarded, to_py, usage, CONFIG};
 use crate::step::Step;
-use hlatc::compile_step::{
-    compile_step as compile, CompileOptions, ModelSource, OptimizerOverrides, ReplicaGroupForm,
-};
-use hlatc::memory_plan::DeviceMemory;
+use hlatc::compile_step::spellings::{CompileOption, DefaultValue};
+use hlatc::compile_step::{compile_step as compile, CompileOptions, ModelSource, PyValue};
 use hlatc::models::kernels::KernelRequest;
-use hlatc::models::{EpExchange, Parallelism};
-use hlatc::passes::neuron_check::Chip;
-use hlatc::passes::RoundingPolicy;
-use hlatc::pipeline::StageSend;
-use hlatc::spmd::{RankSource, SpmdForm};
 use hlatc::step_programs;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::path::PathBuf;
 
 /// Where the model comes from: `model` (a preset) or `config` (a path to
 /// a `config.json`, or its contents as a dict).
@@ -68,143 +61,14 @@ pub(crate) fn source(
 
 /// Compiles a model's training step as `hlatc compile` does: the same
 /// options under the same names and defaults (see `hlatc compile --help`),
-/// the same bytes. The GIL is released while it compiles.
+/// the same bytes. Every keyword is an option of the table
+/// (`hlatc::compile_step::spellings`), read by what its keyword takes
+/// ([`keyword_words`]); the stub and the wrapper declare them. The GIL is
+/// released while it compiles.
 #[pyfunction]
-#[pyo3(signature = (
-    *, model=None, config=None, batch_size=None, seq_len=None, packed=false,
-    separate_projections=false, capacity_factor=None, precision="bf16-mixed", rounding=None, target="neuron",
-    chip=None, passes=None, disable_pass=Vec::new(), verify_each_pass=false, remat="core-attention",
-    tp=1, dp=1, pp=1, ep=1, ep_exchange="all-to-all", sequence_parallel=false, zero1=false, lr_max=None, lr_min=None,
-    warmup_steps=None, total_steps=None, beta1=None, beta2=None, adam_eps=None, weight_decay=None,
-    clip_norm=None,
-    module_markers=false, device_memory=None, grad_accum=1, spmd=None, rank_source=None,
-    replica_groups="explicit", pp_send=None, kernels=None
-))]
-#[allow(clippy::too_many_arguments)]
-pub fn compile_step(
-    py: Python<'_>,
-    #[pyo3(from_py_with = args::model)] model: Option<String>,
-    config: Option<&Bound<'_, PyAny>>,
-    #[pyo3(from_py_with = args::batch_size)] batch_size: Option<i64>,
-    #[pyo3(from_py_with = args::seq_len)] seq_len: Option<i64>,
-    #[pyo3(from_py_with = args::packed)] packed: bool,
-    #[pyo3(from_py_with = args::separate_projections)] separate_projections: bool,
-    #[pyo3(from_py_with = args::capacity_factor)] capacity_factor: Option<f64>,
-    #[pyo3(from_py_with = args::precision)] precision: &str,
-    #[pyo3(from_py_with = args::rounding)] rounding: Option<&str>,
-    #[pyo3(from_py_with = args::target)] target: &str,
-    #[pyo3(from_py_with = args::chip)] chip: Option<&str>,
-    #[pyo3(from_py_with = args::passes)] passes: Option<Vec<String>>,
-    #[pyo3(from_py_with = args::disable_pass)] disable_pass: Vec<String>,
-    #[pyo3(from_py_with = args::verify_each_pass)] verify_each_pass: bool,
-    #[pyo3(from_py_with = args::remat)] remat: &str,
-    #[pyo3(from_py_with = args::tp)] tp: i64,
-    #[pyo3(from_py_with = args::dp)] dp: i64,
-    #[pyo3(from_py_with = args::pp)] pp: i64,
-    #[pyo3(from_py_with = args::ep)] ep: i64,
-    #[pyo3(from_py_with = args::ep_exchange)] ep_exchange: &str,
-    #[pyo3(from_py_with = args::sequence_parallel)] sequence_parallel: bool,
-    #[pyo3(from_py_with = args::zero1)] zero1: bool,
-    #[pyo3(from_py_with = args::lr_max)] lr_max: Option<f64>,
-    #[pyo3(from_py_with = args::lr_min)] lr_min: Option<f64>,
-    #[pyo3(from_py_with = args::warmup_steps)] warmup_steps: Option<i64>,
-    #[pyo3(from_py_with = args::total_steps)] total_steps: Option<i64>,
-    #[pyo3(from_py_with = args::beta1)] beta1: Option<f64>,
-    #[pyo3(from_py_with = args::beta2)] beta2: Option<f64>,
-    #[pyo3(from_py_with = args::adam_eps)] adam_eps: Option<f64>,
-    #[pyo3(from_py_with = args::weight_decay)] weight_decay: Option<f64>,
-    #[pyo3(from_py_with = args::clip_norm)] clip_norm: Option<f64>,
-    #[pyo3(from_py_with = args::module_markers)] module_markers: bool,
-    device_memory: Option<&Bound<'_, PyAny>>,
-    #[pyo3(from_py_with = args::grad_accum)] grad_accum: i64,
-    #[pyo3(from_py_with = args::spmd)] spmd: Option<&str>,
-    #[pyo3(from_py_with = args::rank_source)] rank_source: Option<&str>,
-    #[pyo3(from_py_with = args::replica_groups)] replica_groups: &str,
-    #[pyo3(from_py_with = args::pp_send)] pp_send: Option<&str>,
-    kernels: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Step> {
-    let rounding = rounding
-        .map(|r| {
-            RoundingPolicy::from_name(r).ok_or_else(|| {
-                CONFIG.err(format!(
-                    "unknown rounding policy '{r}' (known: {})",
-                    RoundingPolicy::NAMES.join(", ")
-                ))
-            })
-        })
-        .transpose()?;
-    let options = CompileOptions {
-        model: source(model, config)?,
-        separate_projections,
-        capacity_factor,
-        batch_size,
-        seq_len,
-        packed,
-        optimizer: OptimizerOverrides {
-            lr_max,
-            lr_min,
-            warmup_steps,
-            total_steps,
-            beta1,
-            beta2,
-            adam_eps,
-            weight_decay,
-            clip_norm,
-        },
-        precision: precision_named(&CONFIG, precision)?,
-        rounding,
-        target: target_named(&CONFIG, target)?,
-        chip: chip
-            .map(|c| named(&USAGE, "chip", c, &Chip::ALL, Chip::name))
-            .transpose()?,
-        passes,
-        disable_passes: disable_pass,
-        verify_each_pass,
-        remat: remat_named(&CONFIG, remat)?,
-        parallel: Parallelism {
-            tp,
-            dp,
-            sequence_parallel,
-            zero1,
-            pp,
-            ep,
-            ep_exchange: named(
-                &CONFIG,
-                "expert exchange",
-                ep_exchange,
-                &EpExchange::ALL,
-                EpExchange::name,
-            )?,
-        },
-        spmd: spmd
-            .map(|f| named(&CONFIG, "SPMD form", f, &SpmdForm::ALL, SpmdForm::name))
-            .transpose()?,
-        rank_source: rank_source
-            .map(|r| {
-                named(
-                    &CONFIG,
-                    "rank source",
-                    r,
-                    &RankSource::ALL,
-                    RankSource::name,
-                )
-            })
-            .transpose()?,
-        module_markers,
-        device_memory: device_memory_of(device_memory)?,
-        grad_accum,
-        replica_groups: named(
-            &CONFIG,
-            "replica-group form",
-            replica_groups,
-            &ReplicaGroupForm::ALL,
-            ReplicaGroupForm::name,
-        )?,
-        pp_send: pp_send
-            .map(|f| named(&CONFIG, "send form", f, &StageSend::ALL, StageSend::name))
-            .transpose()?,
-        kernels: kernel_requests(kernels)?,
-    };
+#[pyo3(signature = (**options))]
+pub fn compile_step(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Step> {
+    let options = compile_options(options)?;
     let (programs, fallbacks) = py.allow_threads(|| {
         guarded(|| {
             compile(&options)
@@ -230,41 +94,133 @@ pub(crate) fn kernel_requests(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Kern
     let Some(v) = v.filter(|v| !v.is_none()) else {
         return Ok(Vec::new());
     };
+    pairs("kernels", v)?
+        .into_iter()
+        .flatten()
+        .map(|w| KernelRequest::parse(&w).map_err(|e| CONFIG.err(e.to_string())))
+        .collect()
+}
+
+/// The library's options from `compile_step`'s keywords: each keyword's
+/// value as the words its option reads, set in turn; `model` and `config`
+/// together make the model's source.
+pub(crate) fn compile_options(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<CompileOptions> {
+    let mut options = CompileOptions::default();
+    let (mut model, mut config) = (None, None);
+    for (key, value) in kwargs.into_iter().flatten() {
+        let key: String = key.extract()?;
+        let option = CompileOption::by_keyword(&key).ok_or_else(|| {
+            PyTypeError::new_err(format!(
+                "compile_step() got an unexpected keyword argument '{key}'"
+            ))
+        })?;
+        match option {
+            CompileOption::Model => model = args::read::<Option<String>>("model", &value)?,
+            CompileOption::Config => config = Some(value),
+            _ => {
+                for word in keyword_words(option, &value)? {
+                    options
+                        .set(option, word.as_deref())
+                        .map_err(|e| refused_word(option, word.as_deref(), e.problem))?;
+                }
+            }
+        }
+    }
+    options.model = source(model, config.as_ref().filter(|c| !c.is_none()))?;
+    Ok(options)
+}
+
+/// A keyword's value as its option's words (`None` for a switch given):
+/// none for `None` where the option has no default of its own, or for a
+/// switch left off.
+fn keyword_words(option: CompileOption, v: &Bound<'_, PyAny>) -> PyResult<Vec<Option<String>>> {
+    let name = option.keyword();
+    let optional = matches!(option.spelling().default, DefaultValue::Unset);
+    if optional && v.is_none() {
+        return Ok(Vec::new());
+    }
+    let one = |w: String| Ok(vec![Some(w)]);
+    match option.python_value() {
+        Some(PyValue::Bool) => Ok(match args::read::<bool>(name, v)? {
+            true => vec![None],
+            false => Vec::new(),
+        }),
+        Some(PyValue::Int) => one(args::read::<i64>(name, v)?.to_string()),
+        Some(PyValue::Float) => one(args::read::<f64>(name, v)?.to_string()),
+        Some(PyValue::Name) => one(args::read::<&'static str>(name, v)?.to_string()),
+        Some(PyValue::Path) => one(args::read::<PathBuf>(name, v)?.display().to_string()),
+        Some(PyValue::CommaList) | Some(PyValue::Names) => pass_names(option, v),
+        Some(PyValue::Pairs) => pairs(name, v),
+        Some(PyValue::IntOrWord) => match v.extract::<String>() {
+            Ok(word) => one(word),
+            Err(_) => match <u64 as args::Accepted>::read(name, v) {
+                Ok(n) => one(n.to_string()),
+                Err(why) => Err(args::refuse(
+                    why,
+                    name,
+                    v,
+                    "bytes (an int 0 or more), a size such as '16GiB', or 'none'",
+                )),
+            },
+        },
+        Some(PyValue::Config) | None => {
+            Err(usage(format!("{name} is not a keyword of compile_step")))
+        }
+    }
+}
+
+/// Pass names: one name or a list of them, and for `passes` one string of
+/// them separated by commas.
+fn pass_names(option: CompileOption, v: &Bound<'_, PyAny>) -> PyResult<Vec<Option<String>>> {
+    let name = option.keyword();
+    let names: Vec<String> = match v.extract::<String>() {
+        Ok(one) => one
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(String::from)
+            .collect(),
+        Err(_) => args::read::<Vec<String>>(name, v).map_err(|_| {
+            let accepted = "a list of pass names (str), or one name or a comma-separated \
+                            string of them (hlatc.passes() lists them)";
+            args::refuse(args::Refused::Type, name, v, accepted)
+        })?,
+    };
+    Ok(match option.python_value() {
+        // One word of them all: an empty list runs no pass.
+        Some(PyValue::CommaList) => vec![Some(names.join(","))],
+        _ => names.into_iter().map(Some).collect(),
+    })
+}
+
+/// A dict of name to value as `NAME=VALUE` words (`kernels=`, as repeated
+/// `--kernel POINT=IMPL[:ARG]` give them).
+fn pairs(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<Option<String>>> {
     let refused = || {
         let accepted = "a dict of kernel point to implementation, both str";
-        let e = args::argument_error(v.py(), "kernels", v, accepted, true);
+        let e = args::argument_error(v.py(), name, v, accepted, true);
         PyErr::from_value(e.into_bound(v.py()))
     };
     let dict = v.downcast::<PyDict>().map_err(|_| refused())?;
-    let mut out = Vec::new();
-    for (point, implementation) in dict.iter() {
-        let (Ok(point), Ok(implementation)) = (
-            point.extract::<String>(),
-            implementation.extract::<String>(),
-        ) else {
-            return Err(refused());
-        };
-        let request = KernelRequest::parse(&format!("{point}={implementation}"))
-            .map_err(|e| CONFIG.err(e.to_string()))?;
-        out.push(request);
-    }
-    Ok(out)
+    dict.iter()
+        .map(
+            |(key, value)| match (key.extract::<String>(), value.extract::<String>()) {
+                (Ok(key), Ok(value)) => Ok(Some(format!("{key}={value}"))),
+                _ => Err(refused()),
+            },
+        )
+        .collect()
 }
 
-/// `device_memory=`: `None` (the target's default), bytes, or a size as
-/// `--device-memory` reads it (`"16GiB"`, `"none"`).
-fn device_memory_of(v: Option<&Bound<'_, PyAny>>) -> PyResult<DeviceMemory> {
-    const TAKES: &str = "bytes (an int 0 or more), a size such as '16GiB', or 'none'";
-    let Some(v) = v else {
-        return Ok(DeviceMemory::TargetDefault);
-    };
-    if let Ok(s) = v.extract::<String>() {
-        return s.parse().map_err(|e: hlatc::memory_plan::SizeError| {
-            args::out_of_range("device_memory", format!("device_memory={s:?}: {e}"))
-        });
-    }
-    match <u64 as args::Accepted>::read("device_memory", v) {
-        Ok(bytes) => Ok(DeviceMemory::Bytes(bytes)),
-        Err(why) => Err(args::refuse(why, "device_memory", v, TAKES)),
+/// A word its option's codec refused: a kernel request the library cannot
+/// read is a `ConfigError`, as a config's unknown name is; any other an
+/// argument out of range.
+fn refused_word(option: CompileOption, word: Option<&str>, problem: String) -> PyErr {
+    let name = option.keyword();
+    match option.python_value() {
+        Some(PyValue::Pairs) => CONFIG.err(problem),
+        _ => args::out_of_range(
+            name,
+            format!("{name}={:?}: {problem}", word.unwrap_or_default()),
+        ),
     }
 }

@@ -21,13 +21,9 @@ mod tensors;
 mod tick_plan;
 mod trainer;
 
-use hlatc::compile_step::ReplicaGroupForm;
+use hlatc::compile_step::spellings::CompileOption;
 use hlatc::metrics::Series;
-use hlatc::models::EpExchange;
-use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc::pipeline::Phase;
-use hlatc::precision::Precision;
-use hlatc::spmd::{RankSource, SpmdForm};
 use hlatc::token_data::RawDtype;
 use hlatc::train::loader::{Packing, SourceFormat};
 use pyo3::prelude::*;
@@ -47,33 +43,14 @@ pub(crate) fn choice_lists() -> BTreeMap<&'static str, Vec<&'static str>> {
     fn names<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
         all.iter().map(|t| name(*t)).collect()
     }
-    BTreeMap::from([
-        ("model", hlatc::models::PRESETS.to_vec()),
-        ("precision", names(&Precision::ALL, Precision::name)),
-        ("rounding", RoundingPolicy::NAMES.to_vec()),
-        ("target", names(&Target::ALL, Target::name)),
-        (
-            "chip",
-            names(
-                &hlatc::passes::neuron_check::Chip::ALL,
-                hlatc::passes::neuron_check::Chip::name,
-            ),
-        ),
-        ("remat", names(&RematPolicy::ALL, RematPolicy::name)),
-        ("spmd", names(&SpmdForm::ALL, SpmdForm::name)),
-        ("rank_source", names(&RankSource::ALL, RankSource::name)),
-        (
-            "replica_groups",
-            names(&ReplicaGroupForm::ALL, ReplicaGroupForm::name),
-        ),
-        ("ep_exchange", names(&EpExchange::ALL, EpExchange::name)),
-        (
-            "pp_send",
-            names(
-                &hlatc::pipeline::StageSend::ALL,
-                hlatc::pipeline::StageSend::name,
-            ),
-        ),
+    // Every compile option of a fixed set, under its keyword, from the
+    // option table; then the other functions' sets.
+    let compile_sets = CompileOption::ALL.iter().filter_map(|o| {
+        let keyword = o.spelling().python?;
+        Some((keyword, o.choices()?))
+    });
+    let mut lists: BTreeMap<&'static str, Vec<&'static str>> = compile_sets.collect();
+    lists.extend([
         ("format", names(&SourceFormat::ALL, SourceFormat::name)),
         ("packing", names(&Packing::ALL, Packing::name)),
         ("raw_dtype", names(&RawDtype::ALL, RawDtype::name)),
@@ -90,7 +67,8 @@ pub(crate) fn choice_lists() -> BTreeMap<&'static str, Vec<&'static str>> {
             "instance",
             names(&hlatc::plan::Instance::ALL, hlatc::plan::Instance::name),
         ),
-    ])
+    ]);
+    lists
 }
 
 /// The program a bundle manifest's `programs[].name` names, in the one

@@ -1,13 +1,13 @@
 //! `hlatc compile`: a model's whole training step, ahead of time, as a bundle.
 
 use super::console::{millis, out};
-use super::model_args::{ModelArgs, OptimizerArgs};
 use hlatc::bundle::{
     check_destination, BundleReport, ProgramName, Target, APPLY_DIR, MANIFEST_FILE, MICRO_DIR,
     PROTO_FILE,
 };
+use hlatc::compile_step::spellings::CompileOption;
 use hlatc::compile_step::{compile_step, CompileOptions, CompiledStep};
-use hlatc::memory_plan::{gib, DeviceMemory, MemoryCheck};
+use hlatc::memory_plan::{gib, MemoryCheck};
 use hlatc::passes::RematPolicy;
 use hlatc::pipeline::Phase;
 use hlatc::train_step::TrainStep;
@@ -62,94 +62,16 @@ impl From<TargetArg> for Target {
 /// same structure (GQA ratio, tying, norm and rotary settings).
 #[derive(clap::Args)]
 pub struct Args {
+    /// Every option of the table (`hlatc::compile_step::spellings`).
     #[command(flatten)]
-    model: ModelArgs,
-    #[command(flatten)]
-    optimizer: OptimizerArgs,
-    /// Which compiler the bundle is for
-    #[arg(long, value_enum, default_value = "neuron")]
-    target: TargetArg,
-    /// The Trainium chip a neuron bundle is for: its neuronx-cc
-    /// --target (and on trn2 --logical-nc-config=2 with the runtime's
-    /// NEURON_LOGICAL_NC_CONFIG=2), the chip its pre-flight checks, and
-    /// the core its memory plan is held to by default (trn1 16 GiB, trn2
-    /// 24 GiB per logical core). Refused with --target cpu [default: trn1]
-    #[arg(long, value_enum)]
-    chip: Option<super::check::ChipArg>,
-    /// Output directory (created if needed)
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
-    /// Check the bundle on XLA CPU after writing it
-    #[arg(long)]
-    verify: bool,
-    /// Run exactly these passes, in order, instead of the default pipeline
-    /// (comma-separated; empty for none)
-    #[arg(long, value_delimiter = ',', value_name = "PASSES")]
-    passes: Option<Vec<String>>,
-    /// Leave this pass out of the default pipeline (repeatable)
-    #[arg(long, value_name = "NAME", conflicts_with = "passes")]
-    disable_pass: Vec<String>,
-    /// Print what every pass did
-    #[arg(long)]
-    pass_report: bool,
-    /// Run the verifier after every pass, not only after the pipeline
-    /// (the default in debug builds)
-    #[arg(long)]
-    verify_each_pass: bool,
-    #[command(flatten)]
-    remat: RematArg,
-    #[command(flatten)]
-    precision: super::precision_args::PrecisionArgs,
-    #[command(flatten)]
-    parallel: super::parallel_args::ParallelArgs,
-    #[command(flatten)]
-    pp_send: super::parallel_args::PpSendArg,
-    #[command(flatten)]
-    kernels: super::kernel_args::KernelArgs,
-    /// Mark where each decoder layer starts and ends, in the forward and
-    /// the backward pass, with neuronx-cc's module markers
-    /// (AwsNeuronModuleMarkerStart-Forward, ...), so its modular flow can
-    /// compile one layer and reuse it. They pass their tensor through
-    /// (--verify runs them as that); off until tried on hardware
-    #[arg(long)]
-    module_markers: bool,
-    /// Device memory per rank that the step's memory plan must fit: a size
-    /// (`16GiB`, `24GB`, `512MiB`, bytes) or `none`. The summary prints the
-    /// plan (parameters, master weights, optimizer state, gradients, the
-    /// activations the backward reads and its working memory beyond them,
-    /// both measured on the module) and the
-    /// manifest records it; a plan over the limit is refused with the
-    /// smallest change that fits (--zero1, --remat full-layer, more DP, more
-    /// TP) and nothing is written. [default: one NeuronCore of --chip,
-    /// 16GiB on trn1 and 24GiB on trn2, for a sharded step on neuron; a
-    /// single-device step is warned about; none on cpu]
-    #[arg(long, value_name = "SIZE", value_parser = parse_device_memory)]
-    device_memory: Option<DeviceMemory>,
-    /// Accumulate each optimizer step's gradient over K micro-batches: the
-    /// bundle then holds two programs, micro_step/ (forward and backward
-    /// over a K-th of each replica's rows, added into f32 gradient
-    /// accumulators; run K times) and apply_step/ (sum over ranks, clip,
-    /// AdamW; run once), each a complete bundle, and a manifest.json that
-    /// says how to drive them. Two programs, not a loop, because
-    /// neuronx-cc unrolls loops. With --pp, the micro-batches of the
-    /// pipeline schedule: the bundle then holds warm_up/, steady/,
-    /// cool_down/ and apply_step/
-    #[arg(long, value_name = "K", default_value_t = 1)]
-    grad_accum: i64,
-    /// How a sharded step's collectives write their replica groups.
-    /// `explicit`: every group's ids (`{{0,1},{2,3}}`), which every XLA
-    /// reads and the one form known to reach neuronx-cc. `iota`: XLA's
-    /// compact form (`[64,32]<=[2048]`), which XLA CPU reads; whether
-    /// neuronx-cc reads it is not known
-    #[arg(long, value_enum, value_name = "FORM", default_value = "explicit")]
-    replica_groups: ReplicaGroupsArg,
+    options: super::option_args::CompileArgs,
 }
 
-/// `--replica-groups`' choices.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ReplicaGroupsArg {
-    Explicit,
-    Iota,
+impl Args {
+    fn out(&self) -> PathBuf {
+        // clap requires it.
+        self.options.path(CompileOption::Out).unwrap_or_default()
+    }
 }
 
 /// `--remat POLICY`, shared by the commands that run the `remat` pass.
@@ -176,23 +98,25 @@ fn parse_remat(s: &str) -> Result<RematPolicy, String> {
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t0 = Instant::now();
-    check_destination(&a.out)?;
-    let compiled = compile_step(&options(&a))?;
+    let out = a.out();
+    check_destination(&out)?;
+    let options = a.options.options()?;
+    let compiled = compile_step(&options)?;
     super::kernel_args::report_fallbacks(&compiled.kernel_fallbacks)?;
     let ticks = compiled.ticks();
     let shape = compiled.shape(&ticks);
-    let staged = shape.stage_bundle(&compiled.cfg, compiled.target, &a.out)?;
+    let staged = shape.stage_bundle(&compiled.cfg, compiled.target, &out)?;
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
     let t_verify = Instant::now();
-    let checks = if a.verify {
+    let checks = if a.options.switch(CompileOption::Verify) {
         // Its devices are made by the plugin, which would say so.
         super::quiet_plugin_info();
         Some(
             shape
                 .verify_bundle(&compiled.cfg, staged.path())
                 .map_err(|e| hlatc::Error::NotWritten {
-                    out: a.out.clone(),
+                    out: out.clone(),
                     source: Box::new(e),
                 })?,
         )
@@ -203,8 +127,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let report = staged.commit()?;
     // The compile is everything but the verification, which is XLA CPU's
     // compile and run of the bundle.
-    print_summary(&a, &compiled, &report, t0.elapsed() - verify_time)?;
-    if a.pass_report {
+    print_summary(&a, &options, &compiled, &report, t0.elapsed() - verify_time)?;
+    if a.options.switch(CompileOption::PassReport) {
         super::pass_report::print_report(&compiled.step.pass_report)?;
         out!("kernel points: {}", kernel_choices(&compiled))?;
     }
@@ -224,43 +148,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The library's options for the flags given.
-fn options(a: &Args) -> CompileOptions {
-    CompileOptions {
-        model: a.model.source("hlat-7b"),
-        separate_projections: a.model.separate_projections,
-        capacity_factor: a.model.capacity_factor,
-        batch_size: a.model.batch_size,
-        seq_len: a.model.seq_len,
-        packed: a.model.packed,
-        optimizer: a.optimizer.overrides(),
-        precision: a.precision.precision,
-        rounding: a.precision.rounding.clone(),
-        target: a.target.into(),
-        chip: a.chip.map(Into::into),
-        passes: a.passes.clone(),
-        disable_passes: a.disable_pass.clone(),
-        verify_each_pass: a.verify_each_pass,
-        remat: a.remat.policy,
-        parallel: a.parallel.parallelism(),
-        spmd: a.parallel.spmd_choice().0,
-        rank_source: a.parallel.spmd_choice().1,
-        module_markers: a.module_markers,
-        device_memory: a.device_memory.unwrap_or_default(),
-        grad_accum: a.grad_accum,
-        replica_groups: match a.replica_groups {
-            ReplicaGroupsArg::Explicit => hlatc::compile_step::ReplicaGroupForm::Explicit,
-            ReplicaGroupsArg::Iota => hlatc::compile_step::ReplicaGroupForm::Iota,
-        },
-        pp_send: a.pp_send.send,
-        kernels: a.kernels.kernels.clone(),
-    }
-}
-
 /// What was compiled, a line per aspect: sizes, passes, precision, time
 /// per stage, the module written, and what to run next.
 fn print_summary(
     a: &Args,
+    options: &CompileOptions,
     compiled: &CompiledStep,
     report: &BundleReport,
     total: Duration,
@@ -269,14 +161,14 @@ fn print_summary(
         "compiled {} training step for {} -> {}",
         compiled.name,
         compiled.target,
-        a.out.display()
+        a.out().display()
     )?;
     print_program(compiled)?;
     print_memory(compiled)?;
     if let Some(pre) = &report.preflight {
         print_preflight(pre)?;
     }
-    print_passes(a, compiled)?;
+    print_passes(options, compiled)?;
     print_time(compiled, report, total)?;
     print_files(a, compiled, report)
 }
@@ -428,7 +320,7 @@ fn print_preflight(pre: &hlatc::bundle::Preflight) -> Result<(), Error> {
 }
 
 /// What the passes did, and the precision and rounding they left.
-fn print_passes(a: &Args, compiled: &CompiledStep) -> Result<(), Error> {
+fn print_passes(options: &CompileOptions, compiled: &CompiledStep) -> Result<(), Error> {
     let step = &compiled.step;
     out!(
         "  passes        {} -> {} instructions: {}",
@@ -439,7 +331,7 @@ fn print_passes(a: &Args, compiled: &CompiledStep) -> Result<(), Error> {
     if !compiled.cfg.kernels.all_default() {
         out!("  kernels       {}", kernel_choices(compiled))?;
     }
-    if a.passes.is_some() {
+    if options.passes.is_some() {
         // Passes named by hand say what they found, changed or not.
         for n in &step.pass_report.notes {
             out!("  pass note     {n}")?;
@@ -507,8 +399,8 @@ fn print_files(a: &Args, compiled: &CompiledStep, report: &BundleReport) -> Resu
     let folders: Vec<PathBuf> = programs
         .iter()
         .map(|(name, _)| match name {
-            ProgramName::Step => a.out.clone(),
-            other => a.out.join(other.name()),
+            ProgramName::Step => a.out(),
+            other => a.out().join(other.name()),
         })
         .collect();
     let module = match programs.as_slice() {
@@ -578,9 +470,4 @@ fn state_types(p: hlatc::precision::Precision) -> String {
     } else {
         format!("weights and Adam state {}", p.storage())
     }
-}
-
-fn parse_device_memory(s: &str) -> Result<DeviceMemory, String> {
-    s.parse()
-        .map_err(|e: hlatc::memory_plan::SizeError| e.to_string())
 }

@@ -10,6 +10,7 @@ mod fmt;
 mod kernel_args;
 mod model_args;
 mod opt;
+mod option_args;
 mod parallel_args;
 mod pass_report;
 mod passes;

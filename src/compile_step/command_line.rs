@@ -7,85 +7,32 @@
 //! the list to every spelled option, and `hlatc compile` of the words to
 //! the library's own bundle of the options.
 
+pub use super::option_codec::Unspellable;
 use super::spellings::CompileOption;
-use super::{CompileOptions, ModelSource, ReplicaGroupForm};
-use hlatc_train::memory_plan::DeviceMemory;
-
-/// Options no command line can give.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Unspellable {
-    /// A model given as JSON text or as a config already read, not by a
-    /// preset's name or a file's path.
-    #[error("{0} is not a preset or a config.json on disk, so no command line names it")]
-    Model(String),
-}
+use super::{CompileOptions, ModelSource, OptionError};
 
 impl CompileOptions {
+    /// One occurrence of `option` given: its word (`None` for a switch)
+    /// read into its field, or refused naming it. A repeated option adds
+    /// to what is there; any other replaces it.
+    pub fn set(&mut self, option: CompileOption, word: Option<&str>) -> Result<(), OptionError> {
+        option
+            .read(self, word)
+            .map_err(|problem| OptionError::new(option, word.unwrap_or_default(), problem))
+    }
+
     /// The options set to other than their defaults, in the order of
-    /// [`super::spellings::SPELLINGS`].
+    /// [`super::spellings::SPELLINGS`]: what [`CompileOptions::set`] of
+    /// each makes these options again from the defaults.
     pub fn settings(&self) -> Result<Vec<Setting>, Unspellable> {
-        use CompileOption as O;
-        let d = CompileOptions::default();
-        let mut w = Words::default();
-        match &self.model {
-            ModelSource::Preset(name) => w.value(O::Model, name),
-            ModelSource::ConfigFile(path) => w.value(O::Config, path.display()),
-            ModelSource::ConfigJson { name, .. } | ModelSource::Config { name, .. } => {
-                return Err(Unspellable::Model(name.clone()))
+        let defaults = CompileOptions::default();
+        let mut out = Vec::new();
+        for &option in CompileOption::ALL {
+            for value in option.write(self, &defaults)? {
+                out.push(Setting { option, value });
             }
         }
-        w.some(O::BatchSize, self.batch_size);
-        w.some(O::SeqLen, self.seq_len);
-        w.switch(O::Packed, self.packed);
-        w.switch(O::SeparateProjections, self.separate_projections);
-        w.some(O::CapacityFactor, self.capacity_factor);
-        w.changed(O::Precision, self.precision.name(), d.precision.name());
-        w.some(O::Rounding, self.rounding.as_ref());
-        w.changed(O::Target, self.target.name(), d.target.name());
-        w.some(O::Chip, self.chip);
-        if let Some(passes) = &self.passes {
-            w.value(O::Passes, passes.join(","));
-        }
-        for p in &self.disable_passes {
-            w.value(O::DisablePass, p);
-        }
-        w.switch(O::VerifyEachPass, self.verify_each_pass);
-        w.changed(O::Remat, self.remat.name(), d.remat.name());
-        let (p, dp) = (&self.parallel, &d.parallel);
-        w.changed(O::Tp, p.tp, dp.tp);
-        w.changed(O::Dp, p.dp, dp.dp);
-        w.changed(O::Pp, p.pp, dp.pp);
-        w.changed(O::Ep, p.ep, dp.ep);
-        w.changed(O::EpExchange, p.ep_exchange.name(), dp.ep_exchange.name());
-        w.switch(O::SequenceParallel, p.sequence_parallel);
-        w.switch(O::Zero1, p.zero1);
-        let o = &self.optimizer;
-        w.some(O::LrMax, o.lr_max);
-        w.some(O::LrMin, o.lr_min);
-        w.some(O::WarmupSteps, o.warmup_steps);
-        w.some(O::TotalSteps, o.total_steps);
-        w.some(O::Beta1, o.beta1);
-        w.some(O::Beta2, o.beta2);
-        w.some(O::AdamEps, o.adam_eps);
-        w.some(O::WeightDecay, o.weight_decay);
-        w.some(O::ClipNorm, o.clip_norm);
-        w.switch(O::ModuleMarkers, self.module_markers);
-        match self.device_memory {
-            DeviceMemory::TargetDefault => {}
-            DeviceMemory::Bytes(b) => w.value(O::DeviceMemory, b),
-            DeviceMemory::Unchecked => w.value(O::DeviceMemory, "none"),
-        }
-        w.changed(O::GradAccum, self.grad_accum, d.grad_accum);
-        w.some(O::Spmd, self.spmd.map(|s| s.name()));
-        w.some(O::RankSource, self.rank_source.map(|r| r.name()));
-        if self.replica_groups != ReplicaGroupForm::default() {
-            w.value(O::ReplicaGroups, self.replica_groups.name());
-        }
-        w.some(O::PpSend, self.pp_send.map(|s| s.name()));
-        for k in &self.kernels {
-            w.value(O::Kernel, k);
-        }
-        Ok(w.0)
+        Ok(out)
     }
 
     /// The arguments after `hlatc compile` (without `--out`) that build
@@ -123,7 +70,8 @@ impl CompileOptions {
     }
 }
 
-/// One option set, with its value (`None` for a switch turned on).
+/// One option set, with its value (`None` for a switch turned on), as
+/// [`CompileOptions::settings`] writes it (the option table makes it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Setting {
     pub option: CompileOption,
@@ -172,45 +120,6 @@ impl OptionChange {
             .map(Setting::keyword)
             .collect::<Vec<_>>()
             .join(", ")
-    }
-}
-
-/// The settings, as they are made.
-#[derive(Default)]
-struct Words(Vec<Setting>);
-
-impl Words {
-    fn value(&mut self, option: CompileOption, v: impl std::fmt::Display) {
-        self.0.push(Setting {
-            option,
-            value: Some(v.to_string()),
-        });
-    }
-
-    fn some(&mut self, option: CompileOption, v: Option<impl std::fmt::Display>) {
-        if let Some(v) = v {
-            self.value(option, v);
-        }
-    }
-
-    fn switch(&mut self, option: CompileOption, on: bool) {
-        if on {
-            self.0.push(Setting {
-                option,
-                value: None,
-            });
-        }
-    }
-
-    fn changed<T: PartialEq + std::fmt::Display>(
-        &mut self,
-        option: CompileOption,
-        v: T,
-        default: T,
-    ) {
-        if v != default {
-            self.value(option, v);
-        }
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod command_line;
 mod memory_fit;
+mod option_codec;
 mod option_error;
 pub mod spellings;
 
@@ -12,6 +13,7 @@ pub use option_error::OptionError;
 
 pub use command_line::{OptionChange, Setting, Unspellable};
 pub use memory_fit::Fit;
+pub use option_codec::{PyValue, Takes};
 use spellings::CompileOption;
 
 use crate::Error;

@@ -1,11 +1,21 @@
-//! Every option of a compile as each front end spells it: the flag of
-//! `hlatc compile`, the keyword of Python's `hlatc.compile_step`, and the
-//! default both take. [`CompileOptions`](super::CompileOptions) is what
-//! they build; this list is what a test holds them to, so an option added
-//! to one front end and not the others, or given another default in one,
-//! fails (`tests/it/cli.rs` reads `hlatc compile --help` and the book's
-//! usage line; `python/tests/test_api.py` reads `compile_step`'s
-//! signature, its stub's and `python.md`).
+//! The option table: every option of a compile, declared once with the
+//! field of [`CompileOptions`] it sets and the codec that reads and writes
+//! it ([`super::option_codec`]), its `hlatc compile` flag and help, its
+//! keyword and type in Python's `hlatc.compile_step`, and the default both
+//! take. Everything else is made from it: [`CompileOption`], its reading
+//! and writing ([`CompileOptions::set`] and [`CompileOptions::settings`],
+//! so [`CompileOptions::command_line`] writes every option), `hlatc compile`'s
+//! arguments (`src/cli/option_args.rs`), Python's keywords
+//! (`python/src/compile.rs`, and the choice lists it reads names
+//! against), and the generated surfaces that `tests/it/option_surfaces.rs`
+//! holds to it and rewrites with `HLATC_BLESS=1`: the Python wrapper's
+//! signature, its stub and the book's table of options.
+
+use super::option_codec::{
+    Choice, Codec, CommaNames, ConfigPath, EachName, Kernels, Maybe, MaybeChoice, Memory, Plain,
+    Preset, PyValue, Switch, Takes, Unspellable,
+};
+use super::CompileOptions;
 
 /// One option's spellings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +26,13 @@ pub struct Spelling {
     /// does (where to write, whether to verify and report).
     pub python: Option<&'static str>,
     pub default: DefaultValue,
+    /// The flag's value in `--help` (`T` of `--tp <T>`); empty for a
+    /// switch.
+    pub value_name: &'static str,
+    /// The keyword's type as the stub and the wrapper declare it.
+    pub python_type: &'static str,
+    /// `hlatc compile --help`'s words for it.
+    pub help: &'static str,
 }
 
 /// What an option is when not given.
@@ -32,91 +49,125 @@ pub enum DefaultValue {
     Value(&'static str),
 }
 
-const fn both(flag: &'static str, python: &'static str, default: DefaultValue) -> Spelling {
-    Spelling {
-        flag,
-        python: Some(python),
-        default,
-    }
-}
-
-const fn cli(flag: &'static str, default: DefaultValue) -> Spelling {
-    Spelling {
-        flag,
-        python: None,
-        default,
-    }
-}
-
 use DefaultValue::{Empty, Off, Unset, Value};
 
-/// Declares [`CompileOption`] and [`SPELLINGS`] from one list, so an
-/// option's typed name and its spellings cannot drift apart.
+/// What one option is, beside its spellings: read from its codec over its
+/// field's type.
+struct Kind {
+    takes: Takes,
+    python: PyValue,
+    choices: Option<Vec<&'static str>>,
+}
+
+fn kind_of<T, C: Codec<T>>(_: &T) -> Kind {
+    Kind {
+        takes: C::TAKES,
+        python: C::PY,
+        choices: C::choices(),
+    }
+}
+
+/// Declares [`CompileOption`], [`SPELLINGS`] and the reading and writing
+/// of each option from one list, so an option's typed name, its spellings
+/// and its field cannot drift apart. The library's options come first,
+/// each `Name = field.path, Codec { ... }`; the CLI's own last.
 macro_rules! compile_options {
-    ($($option:ident => $spelling:expr,)*) => {
+    (
+        library {$(
+            $option:ident = $($field:ident).+, $codec:ty {
+                flag: $flag:expr, python: $python:expr, default: $default:expr,
+                value: $value:expr, py: $py:expr, help: $help:expr $(,)?
+            },
+        )*}
+        front_end {$(
+            $cli:ident {
+                flag: $cflag:expr, default: $cdefault:expr, value: $cvalue:expr,
+                takes: $ctakes:ident, help: $chelp:expr $(,)?
+            },
+        )*}
+    ) => {
         /// An option of a compile, by a typed name: library errors name an
         /// option by it, and each front end renders it its own way
         /// ([`CompileOption::flag`], [`CompileOption::keyword`]).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum CompileOption {
             $($option,)*
+            $($cli,)*
         }
 
         /// Every option, in the order of `hlatc.compile_step`'s keywords
         /// (the CLI's own options last).
-        pub const SPELLINGS: &[Spelling] = &[$($spelling,)*];
+        pub const SPELLINGS: &[Spelling] = &[
+            $(Spelling {
+                flag: $flag,
+                python: Some($python),
+                default: $default,
+                value_name: $value,
+                python_type: $py,
+                help: $help,
+            },)*
+            $(Spelling {
+                flag: $cflag,
+                python: None,
+                default: $cdefault,
+                value_name: $cvalue,
+                python_type: "",
+                help: $chelp,
+            },)*
+        ];
 
         impl CompileOption {
             /// Every option, in [`SPELLINGS`]' order.
-            pub const ALL: &[CompileOption] = &[$(CompileOption::$option,)*];
+            pub const ALL: &[CompileOption] = &[$(CompileOption::$option,)* $(CompileOption::$cli,)*];
+
+            /// What its codec makes of it; `None` for the CLI's own.
+            fn kind(self) -> Option<Kind> {
+                let d = CompileOptions::default();
+                match self {
+                    $(CompileOption::$option => Some(kind_of::<_, $codec>(&d.$($field).+)),)*
+                    _ => None,
+                }
+            }
+
+            /// How each of the CLI's own options is given.
+            fn front_end_takes(self) -> Takes {
+                match self {
+                    $(CompileOption::$cli => Takes::$ctakes,)*
+                    _ => Takes::One,
+                }
+            }
+        }
+
+        impl CompileOption {
+            /// One occurrence given: its word (`None` for a switch) read
+            /// into the option's field of `options` by its codec, or what
+            /// is wrong with it. A repeated option adds to what is there;
+            /// any other replaces it. The CLI's own options (`--out`) are
+            /// no field there.
+            pub(super) fn read(self, options: &mut CompileOptions, word: Option<&str>) -> Result<(), String> {
+                match self {
+                    $(CompileOption::$option => <$codec as Codec<_>>::read(&mut options.$($field).+, word),)*
+                    _ => Err("is not an option of the step".to_string()),
+                }
+            }
+
+            /// The occurrences that give its field's value in `options`
+            /// (`None` for a switch), none where it is `defaults`'.
+            pub(super) fn write(
+                self,
+                options: &CompileOptions,
+                defaults: &CompileOptions,
+            ) -> Result<Vec<Option<String>>, Unspellable> {
+                match self {
+                    $(CompileOption::$option => <$codec as Codec<_>>::write(&options.$($field).+, &defaults.$($field).+),)*
+                    _ => Ok(Vec::new()),
+                }
+            }
         }
     };
 }
 
-compile_options! {
-    Model => both("model", "model", Unset),
-    Config => both("config", "config", Unset),
-    BatchSize => both("batch-size", "batch_size", Unset),
-    SeqLen => both("seq-len", "seq_len", Unset),
-    Packed => both("packed", "packed", Off),
-    SeparateProjections => both("separate-projections", "separate_projections", Off),
-    CapacityFactor => both("capacity-factor", "capacity_factor", Unset),
-    Precision => both("precision", "precision", Value("bf16-mixed")),
-    Rounding => both("rounding", "rounding", Unset),
-    Target => both("target", "target", Value("neuron")),
-    Chip => both("chip", "chip", Unset),
-    Passes => both("passes", "passes", Unset),
-    DisablePass => both("disable-pass", "disable_pass", Empty),
-    VerifyEachPass => both("verify-each-pass", "verify_each_pass", Off),
-    Remat => both("remat", "remat", Value("core-attention")),
-    Tp => both("tp", "tp", Value("1")),
-    Dp => both("dp", "dp", Value("1")),
-    Pp => both("pp", "pp", Value("1")),
-    Ep => both("ep", "ep", Value("1")),
-    EpExchange => both("ep-exchange", "ep_exchange", Value("all-to-all")),
-    SequenceParallel => both("sequence-parallel", "sequence_parallel", Off),
-    Zero1 => both("zero1", "zero1", Off),
-    LrMax => both("lr-max", "lr_max", Unset),
-    LrMin => both("lr-min", "lr_min", Unset),
-    WarmupSteps => both("warmup-steps", "warmup_steps", Unset),
-    TotalSteps => both("total-steps", "total_steps", Unset),
-    Beta1 => both("beta1", "beta1", Unset),
-    Beta2 => both("beta2", "beta2", Unset),
-    AdamEps => both("adam-eps", "adam_eps", Unset),
-    WeightDecay => both("weight-decay", "weight_decay", Unset),
-    ClipNorm => both("clip-norm", "clip_norm", Unset),
-    ModuleMarkers => both("module-markers", "module_markers", Off),
-    DeviceMemory => both("device-memory", "device_memory", Unset),
-    GradAccum => both("grad-accum", "grad_accum", Value("1")),
-    Spmd => both("spmd", "spmd", Unset),
-    RankSource => both("rank-source", "rank_source", Unset),
-    ReplicaGroups => both("replica-groups", "replica_groups", Value("explicit")),
-    PpSend => both("pp-send", "pp_send", Unset),
-    Kernel => both("kernel", "kernels", Unset),
-    Out => cli("out", Unset),
-    Verify => cli("verify", Off),
-    PassReport => cli("pass-report", Off),
-}
+include!("option_rows.rs");
 
 impl CompileOption {
     pub fn spelling(self) -> &'static Spelling {
@@ -134,4 +185,40 @@ impl CompileOption {
         let s = self.spelling();
         s.python.unwrap_or(s.flag)
     }
+
+    /// Whether it is given as a switch, once, or once per value.
+    pub fn takes(self) -> Takes {
+        self.kind().map_or(self.front_end_takes(), |k| k.takes)
+    }
+
+    /// What its Python keyword takes; `None` for the CLI's own options.
+    pub fn python_value(self) -> Option<PyValue> {
+        self.kind().map(|k| k.python)
+    }
+
+    /// The names it takes, for an option of a fixed set.
+    pub fn choices(self) -> Option<Vec<&'static str>> {
+        self.kind().and_then(|k| k.choices)
+    }
+
+    /// Whether [`CompileOptions`] has a field for it (the CLI's own
+    /// options do not).
+    pub fn is_library(self) -> bool {
+        self.kind().is_some()
+    }
+
+    /// The option by its Python keyword.
+    pub fn by_keyword(keyword: &str) -> Option<CompileOption> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|o| o.spelling().python == Some(keyword))
+    }
 }
+
+/// Pairs of options that cannot both be given: a model is a preset or a
+/// config.json, and a pipeline is named whole or left passes out of.
+pub const CONFLICTS: &[(CompileOption, CompileOption)] = &[
+    (CompileOption::Model, CompileOption::Config),
+    (CompileOption::DisablePass, CompileOption::Passes),
+];

@@ -13,63 +13,14 @@ use hlatc::memory_plan::DeviceMemory;
 use hlatc::models::{EpExchange, KernelRequest, Parallelism};
 use hlatc::passes::neuron_check::Chip;
 use hlatc::passes::{RematPolicy, RoundingPolicy, Target};
-use hlatc::pipeline::StageSend;
 use hlatc::precision::Precision;
-use hlatc::spmd::{RankSource, SpmdForm};
 use std::path::Path;
-
-/// Options that differ from the defaults everywhere (not all of them
-/// build together; only their words are read).
-fn every_option_changed() -> CompileOptions {
-    CompileOptions {
-        model: ModelSource::Preset("tiny".into()),
-        separate_projections: true,
-        batch_size: Some(8),
-        seq_len: Some(32),
-        packed: true,
-        capacity_factor: Some(1.25),
-        optimizer: OptimizerOverrides {
-            lr_max: Some(1e-3),
-            lr_min: Some(1e-4),
-            warmup_steps: Some(7),
-            total_steps: Some(70),
-            beta1: Some(0.8),
-            beta2: Some(0.9),
-            adam_eps: Some(1e-6),
-            weight_decay: Some(0.01),
-            clip_norm: Some(0.5),
-        },
-        precision: Precision::Fp32,
-        rounding: Some(RoundingPolicy::NearestEven),
-        target: Target::Cpu,
-        chip: Some(Chip::Trn2),
-        passes: Some(vec!["cse".into(), "dce".into()]),
-        disable_passes: vec!["fuse-softmax".into()],
-        verify_each_pass: true,
-        remat: RematPolicy::FullLayer,
-        parallel: Parallelism {
-            tp: 2,
-            dp: 2,
-            pp: 2,
-            sequence_parallel: true,
-            zero1: true,
-            ep: 2,
-            ep_exchange: EpExchange::AllGather,
-        },
-        spmd: Some(SpmdForm::Partitions),
-        rank_source: Some(RankSource::Input),
-        module_markers: true,
-        device_memory: DeviceMemory::Bytes(1 << 30),
-        grad_accum: 4,
-        replica_groups: ReplicaGroupForm::Iota,
-        pp_send: Some(StageSend::Permute),
-        kernels: vec![KernelRequest::parse("attention=blocked:8").unwrap()],
-    }
-}
 
 #[test]
 fn every_spelled_option_is_written_when_it_is_not_its_default() {
-    let words = every_option_changed().command_line().unwrap();
+    let words = crate::option_surfaces::every_option_changed()
+        .command_line()
+        .unwrap();
     for s in SPELLINGS.iter().filter(|s| s.python.is_some()) {
         // `--config` is the other way to name the model.
         if s.flag == "config" {

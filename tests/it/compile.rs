@@ -376,7 +376,7 @@ fn bad_configs_name_the_field() {
     let o = hlatc(&["compile", "--model", "llama-9000", "--out", "x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("[possible values: tiny, hlat-7b, hlat-70b, llama3-8b, llama3.1-8b, llama3.2-1b, mistral-7b, qwen2-0.5b, tinyllama, smollm-135m, tiny-moe, mixtral-8x7b, qwen3-30b-a3b]")
+        String::from_utf8_lossy(&o.stderr).contains("for '--model <MODEL>': unknown model 'llama-9000' (known: tiny, hlat-7b, hlat-70b, llama3-8b, llama3.1-8b, llama3.2-1b, mistral-7b, qwen2-0.5b, tinyllama, smollm-135m, tiny-moe, mixtral-8x7b, qwen3-30b-a3b)")
     );
     let o = hlatc(&[
         "compile",

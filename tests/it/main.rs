@@ -29,6 +29,7 @@ mod neuron_check_cli;
 mod neuron_check_rules;
 mod neuron_rewrites_on_xla;
 mod nki_kernels;
+mod option_surfaces;
 mod orient_dots;
 mod passes_on_xla;
 mod pipeline;

@@ -1,0 +1,125 @@
+//! `hlatc compile`'s arguments, made from the option table
+//! (`hlatc::compile_step::spellings`): a flag per row, its value checked
+//! by the option's own codec as clap reads it, so a value the library
+//! would refuse is clap's error naming the flag, and the options built
+//! from the flags given are [`CompileOptions::set`] of each, in order.
+
+use clap::builder::ValueParser;
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use hlatc::compile_step::spellings::{CompileOption, DefaultValue, CONFLICTS};
+use hlatc::compile_step::{CompileOptions, Takes};
+use hlatc::Error;
+use std::path::PathBuf;
+
+/// Every option of the table as given on a command line: each occurrence
+/// in the table's order, its word (`None` for a switch).
+pub struct CompileArgs {
+    given: Vec<(CompileOption, Option<String>)>,
+}
+
+impl CompileArgs {
+    /// The library's options: its defaults with every option given set.
+    pub fn options(&self) -> Result<CompileOptions, Error> {
+        let mut options = CompileOptions::default();
+        for (option, word) in self.given.iter().filter(|(o, _)| o.is_library()) {
+            options.set(*option, word.as_deref())?;
+        }
+        Ok(options)
+    }
+
+    /// Whether a switch of the CLI's own (`--verify`) was given.
+    pub fn switch(&self, option: CompileOption) -> bool {
+        self.given.iter().any(|(o, _)| *o == option)
+    }
+
+    /// The path a CLI option of its own (`--out`) names.
+    pub fn path(&self, option: CompileOption) -> Option<PathBuf> {
+        self.given
+            .iter()
+            .find(|(o, _)| *o == option)
+            .and_then(|(_, w)| w.as_ref().map(PathBuf::from))
+    }
+}
+
+/// The flag of one row.
+fn arg(option: CompileOption) -> Arg {
+    let s = option.spelling();
+    let mut help = s.help.to_string();
+    if let Some(names) = option.choices() {
+        help.push_str(&format!("\n\n[possible values: {}]", names.join(", ")));
+    }
+    let mut arg = Arg::new(s.flag).long(s.flag).help(help);
+    arg = match option.takes() {
+        Takes::Switch => arg.action(ArgAction::SetTrue),
+        Takes::One => arg.action(ArgAction::Set),
+        Takes::Repeated => arg.action(ArgAction::Append),
+    };
+    if option.takes() != Takes::Switch {
+        arg = arg
+            .value_name(s.value_name)
+            .value_parser(checked(option))
+            .allow_negative_numbers(true);
+    }
+    if let DefaultValue::Value(v) = s.default {
+        arg = arg.default_value(v);
+    }
+    for (a, b) in CONFLICTS {
+        if *a == option {
+            arg = arg.conflicts_with(b.spelling().flag);
+        }
+    }
+    if option == CompileOption::Out {
+        arg = arg.required(true);
+    }
+    arg
+}
+
+/// Reads a word as the library will: the option set on a scratch copy of
+/// the defaults, and its refusal clap's error for the flag.
+fn checked(option: CompileOption) -> ValueParser {
+    ValueParser::new(move |word: &str| -> Result<String, String> {
+        if option.is_library() {
+            let mut scratch = CompileOptions::default();
+            scratch.set(option, Some(word)).map_err(|e| e.problem)?;
+        }
+        Ok(word.to_string())
+    })
+}
+
+impl clap::Args for CompileArgs {
+    fn augment_args(cmd: Command) -> Command {
+        cmd.args(CompileOption::ALL.iter().map(|&o| arg(o)))
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for CompileArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut given = Vec::new();
+        for &option in CompileOption::ALL {
+            let id = option.spelling().flag;
+            // A default is no option given: the library's own default
+            // stands, which the table holds equal (tests/it/cli.rs).
+            if m.value_source(id) != Some(ValueSource::CommandLine) {
+                continue;
+            }
+            match option.takes() {
+                Takes::Switch => given.push((option, None)),
+                Takes::One | Takes::Repeated => {
+                    let words = m.get_many::<String>(id).into_iter().flatten();
+                    given.extend(words.map(|w| (option, Some(w.clone()))));
+                }
+            }
+        }
+        Ok(CompileArgs { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}

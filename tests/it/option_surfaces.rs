@@ -1,0 +1,240 @@
+//! The surfaces made from the option table (`hlatc::compile_step::spellings`)
+//! that live in files of their own language: `hlatc.compile_step`'s
+//! signature in the wrapper and in the stub, and the book's tables of
+//! every option (the command line's and Python's). Each is the text
+//! between two marker lines; a row added to the table fails here until
+//! `HLATC_BLESS=1 cargo test --test it option_surfaces` writes it, and
+//! the failure shows the lines that differ.
+
+use hlatc::compile_step::spellings::{CompileOption, DefaultValue, SPELLINGS};
+use hlatc::compile_step::{CompileOptions, PyValue, Takes};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A keyword's default as Python writes it.
+fn python_default(s: &hlatc::compile_step::spellings::Spelling) -> String {
+    match s.default {
+        DefaultValue::Off => "False".into(),
+        DefaultValue::Unset => "None".into(),
+        DefaultValue::Empty => "()".into(),
+        DefaultValue::Value(v) if matches!(s.python_type, "int" | "float") => v.into(),
+        DefaultValue::Value(v) => format!("\"{v}\""),
+    }
+}
+
+/// `compile_step`'s keywords, a line each, as the wrapper and the stub
+/// declare them.
+fn python_signature() -> String {
+    SPELLINGS
+        .iter()
+        .filter_map(|s| {
+            let keyword = s.python?;
+            let (ty, default) = (s.python_type, python_default(s));
+            Some(format!("    {keyword}: {ty} = {default},\n"))
+        })
+        .collect()
+}
+
+/// A flag as a command line writes it: `--tp T`.
+fn flag_words(o: CompileOption) -> String {
+    let s = o.spelling();
+    match o.takes() {
+        Takes::Switch => format!("--{}", s.flag),
+        _ => format!("--{} {}", s.flag, s.value_name),
+    }
+}
+
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+/// What `--help` says of an option, to its first sentence's end (or the
+/// default it states in words).
+fn first_sentence(help: &str) -> &str {
+    let ends = [help.find(". "), help.find(" [default")];
+    let end = ends.into_iter().flatten().min().unwrap_or(help.len());
+    &help[..end]
+}
+
+fn book_default(s: &hlatc::compile_step::spellings::Spelling) -> String {
+    match s.default {
+        DefaultValue::Off => "off".into(),
+        DefaultValue::Unset | DefaultValue::Empty => String::new(),
+        DefaultValue::Value(v) => format!("`{v}`"),
+    }
+}
+
+/// The command line's table: every flag of `hlatc compile`, its Python
+/// keyword and default.
+fn cli_table() -> String {
+    let mut t = String::from("| flag | Python | default | what |\n| --- | --- | --- | --- |\n");
+    for &o in CompileOption::ALL {
+        let s = o.spelling();
+        let python = s.python.map(|k| format!("`{k}`")).unwrap_or_default();
+        t.push_str(&format!(
+            "| `{}` | {python} | {} | {} |\n",
+            cell(&flag_words(o)),
+            book_default(s),
+            cell(first_sentence(s.help)),
+        ));
+    }
+    t
+}
+
+/// Python's table: every keyword of `compile_step`, its type, default and
+/// flag.
+fn python_table() -> String {
+    let mut t = String::from("| keyword | type | default | flag |\n| --- | --- | --- | --- |\n");
+    for &o in CompileOption::ALL {
+        let s = o.spelling();
+        let Some(keyword) = s.python else { continue };
+        t.push_str(&format!(
+            "| `{keyword}` | `{}` | `{}` | `--{}` |\n",
+            cell(s.python_type),
+            python_default(s),
+            s.flag
+        ));
+    }
+    t
+}
+
+/// The generated region of `file`, between the line holding `begin` and
+/// the next holding `end`, held to `want` (or written, when blessing).
+fn hold(file: &str, begin: &str, end: &str, want: &str) {
+    let path = root().join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text
+        .find(begin)
+        .and_then(|at| text[at..].find('\n').map(|n| at + n + 1))
+        .unwrap_or_else(|| panic!("{file}: no line with {begin:?}"));
+    let stop = text[start..]
+        .find(end)
+        .and_then(|at| text[..start + at].rfind('\n').map(|n| n + 1))
+        .unwrap_or_else(|| panic!("{file}: no line with {end:?} after {begin:?}"));
+    let have = &text[start..stop];
+    if have == want {
+        return;
+    }
+    if std::env::var_os("HLATC_BLESS").is_some() {
+        let blessed = format!("{}{want}{}", &text[..start], &text[stop..]);
+        std::fs::write(&path, blessed).unwrap();
+        return;
+    }
+    panic!(
+        "{file} is not what the option table makes (HLATC_BLESS=1 cargo test --test it \
+         option_surfaces writes it):\n{}",
+        diff(have, want)
+    );
+}
+
+/// The lines of `have` not in `want` (`-`) and of `want` not in `have`
+/// (`+`).
+fn diff(have: &str, want: &str) -> String {
+    let (h, w): (Vec<&str>, Vec<&str>) = (have.lines().collect(), want.lines().collect());
+    let gone = h.iter().filter(|l| !w.contains(l)).map(|l| format!("-{l}"));
+    let new = w.iter().filter(|l| !h.contains(l)).map(|l| format!("+{l}"));
+    gone.chain(new).collect::<Vec<_>>().join("\n")
+}
+
+const PY_BEGIN: &str = "# <compile options: generated from the option table>";
+const PY_END: &str = "# </compile options>";
+const MD_BEGIN: &str = "<!-- compile options: generated from the option table -->";
+const MD_END: &str = "<!-- /compile options -->";
+
+#[test]
+fn the_wrapper_and_the_stub_declare_the_tables_keywords() {
+    let signature = python_signature();
+    hold("python/hlatc/__init__.py", PY_BEGIN, PY_END, &signature);
+    hold("python/hlatc/_hlatc.pyi", PY_BEGIN, PY_END, &signature);
+}
+
+#[test]
+fn the_book_lists_every_option_of_the_table() {
+    hold("docs/src/cli.md", MD_BEGIN, MD_END, &cli_table());
+    hold("docs/src/python.md", MD_BEGIN, MD_END, &python_table());
+}
+
+/// A word `option` reads that is not its default, chosen by the kind of
+/// value it takes (so an option added to the table has one): `None` for a
+/// switch.
+fn changed_word(option: CompileOption) -> Option<String> {
+    let s = option.spelling();
+    let word = match option.python_value().expect("a library option") {
+        PyValue::Bool => return None,
+        PyValue::Int => "3",
+        PyValue::Float => "0.5",
+        PyValue::Name => {
+            let names = option.choices().expect("a fixed set");
+            let default = match s.default {
+                DefaultValue::Value(v) => v,
+                _ => "",
+            };
+            // Not the preset CompileOptions::default() names either.
+            let n = names.iter().find(|n| **n != default && **n != "hlat-7b");
+            return n.map(|n| n.to_string());
+        }
+        PyValue::Path | PyValue::Config => "some/config.json",
+        PyValue::CommaList => "cse,dce",
+        PyValue::Names => "remat",
+        PyValue::Pairs => "attention=blocked:8",
+        PyValue::IntOrWord => "1024",
+    };
+    Some(word.to_string())
+}
+
+/// Options with every library option changed from its default (the model
+/// named by a preset; `--config` is the other way to name it). Not all of
+/// them build together; only their words are read.
+pub(crate) fn every_option_changed() -> CompileOptions {
+    let mut o = CompileOptions::default();
+    for &option in CompileOption::ALL {
+        if option.is_library() && option != CompileOption::Config {
+            o.set(option, changed_word(option).as_deref()).unwrap();
+        }
+    }
+    o
+}
+
+/// Every option read back from the words [`CompileOptions::settings`]
+/// writes: set in turn on the defaults, they give the same settings.
+#[test]
+fn every_option_reads_back_what_it_writes() {
+    let o = every_option_changed();
+    let settings = o.settings().unwrap();
+    let set: BTreeSet<CompileOption> = settings.iter().map(|s| s.option).collect();
+    let library: BTreeSet<CompileOption> = CompileOption::ALL
+        .iter()
+        .copied()
+        .filter(|o| o.is_library() && *o != CompileOption::Config)
+        .collect();
+    assert_eq!(set, library);
+    let mut again = CompileOptions::default();
+    for s in &settings {
+        again.set(s.option, s.value.as_deref()).unwrap();
+    }
+    assert_eq!(again.settings().unwrap(), settings);
+    let mut config = CompileOptions::default();
+    config
+        .set(CompileOption::Config, Some("a/config.json"))
+        .unwrap();
+    let words = config.command_line().unwrap();
+    assert_eq!(words, ["--config", "a/config.json"]);
+}
+
+/// A word the option's codec cannot read is refused naming the option as
+/// each front end spells it.
+#[test]
+fn a_word_an_option_cannot_read_is_refused_naming_it() {
+    let mut o = CompileOptions::default();
+    let e = o.set(CompileOption::Tp, Some("two")).unwrap_err();
+    assert_eq!(e.option, CompileOption::Tp);
+    assert_eq!(e.given, "two");
+    let e = o.set(CompileOption::Remat, Some("most")).unwrap_err();
+    assert_eq!(e.option, CompileOption::Remat);
+    assert!(e.problem.starts_with("unknown remat policy 'most'"), "{e}");
+    assert!(o.set(CompileOption::Out, Some("dir")).is_err());
+}
