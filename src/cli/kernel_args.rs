@@ -1,7 +1,6 @@
 //! `--kernel POINT=IMPL[:ARG]`, shared by the commands that build a step.
 
 use super::console::note;
-use hlatc::kernel_choice::KernelChoice;
 use hlatc::models::kernels::{KernelPoint, KernelRequest};
 use hlatc::Error;
 
@@ -27,20 +26,6 @@ pub(super) struct KernelArgs {
     /// records what each point took (config.kernels)
     #[arg(long = "kernel", value_name = "POINT=IMPL[:ARG]", value_parser = parse_kernel)]
     pub kernels: Vec<KernelRequest>,
-}
-
-impl KernelArgs {
-    /// What each point takes on `target` over `batch`; each request that
-    /// fell back is said on standard error.
-    pub fn choose(
-        &self,
-        target: hlatc::passes::Target,
-        step: &hlatc::models::kernels::StepShape,
-    ) -> Result<KernelChoice, Error> {
-        let choice = KernelChoice::choose(&self.kernels, target, step)?;
-        report_fallbacks(&choice.fallbacks)?;
-        Ok(choice)
-    }
 }
 
 impl KernelArgs {

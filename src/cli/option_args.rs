@@ -1,8 +1,10 @@
-//! `hlatc compile`'s arguments, made from the option table
-//! (`hlatc::compile_step::spellings`): a flag per row, its value checked
-//! by the option's own codec as clap reads it, so a value the library
-//! would refuse is clap's error naming the flag, and the options built
-//! from the flags given are [`CompileOptions::set`] of each, in order.
+//! The arguments of the commands that build a step, made from the option
+//! table (`hlatc::compile_step::spellings`): a flag per row a command
+//! takes ([`OptionSet`]: `hlatc compile` every row, `hlatc train` the
+//! step's), its value checked by the option's own codec as clap reads it,
+//! so a value the library would refuse is clap's error naming the flag,
+//! and the options built from the flags given are [`CompileOptions::set`]
+//! of each, in order.
 
 use clap::builder::ValueParser;
 use clap::parser::ValueSource;
@@ -12,16 +14,112 @@ use hlatc::compile_step::{CompileOptions, Takes};
 use hlatc::Error;
 use std::path::PathBuf;
 
-/// Every option of the table as given on a command line: each occurrence
-/// in the table's order, its word (`None` for a switch).
-pub struct CompileArgs {
-    given: Vec<(CompileOption, Option<String>)>,
+/// The rows a command takes, in the table's order.
+pub trait OptionSet: 'static {
+    const OPTIONS: &'static [CompileOption];
 }
 
-impl CompileArgs {
+/// `hlatc compile`: every row.
+pub struct EveryOption;
+
+impl OptionSet for EveryOption {
+    const OPTIONS: &'static [CompileOption] = CompileOption::ALL;
+}
+
+/// `hlatc train`: what builds the step it trains on XLA CPU (not the
+/// target, chip, pipeline or bundle, which are compile's).
+pub struct TrainOptions;
+
+impl OptionSet for TrainOptions {
+    const OPTIONS: &'static [CompileOption] = {
+        use CompileOption as O;
+        &[
+            O::Model,
+            O::Config,
+            O::BatchSize,
+            O::SeqLen,
+            O::Packed,
+            O::SeparateProjections,
+            O::CapacityFactor,
+            O::Precision,
+            O::Rounding,
+            O::Remat,
+            O::Tp,
+            O::Dp,
+            O::Pp,
+            O::Ep,
+            O::EpExchange,
+            O::SequenceParallel,
+            O::Zero1,
+            O::LrMax,
+            O::LrMin,
+            O::WarmupSteps,
+            O::TotalSteps,
+            O::Beta1,
+            O::Beta2,
+            O::AdamEps,
+            O::WeightDecay,
+            O::ClipNorm,
+            O::GradAccum,
+            O::Spmd,
+            O::RankSource,
+            O::PpSend,
+            O::Kernel,
+        ]
+    };
+}
+
+/// `hlatc shard` and `unshard`: what builds the step whose state is
+/// divided (its target too: on cpu a stochastically rounding step carries
+/// its RNG state).
+pub struct StateOptions;
+
+impl OptionSet for StateOptions {
+    const OPTIONS: &'static [CompileOption] = {
+        use CompileOption as O;
+        &[
+            O::Model,
+            O::Config,
+            O::BatchSize,
+            O::SeqLen,
+            O::Packed,
+            O::SeparateProjections,
+            O::CapacityFactor,
+            O::Precision,
+            O::Rounding,
+            O::Target,
+            O::Tp,
+            O::Dp,
+            O::Pp,
+            O::Ep,
+            O::EpExchange,
+            O::SequenceParallel,
+            O::Zero1,
+            O::Spmd,
+            O::RankSource,
+        ]
+    };
+}
+
+/// The rows of `S` as given on a command line: each occurrence in the
+/// table's order, its word (`None` for a switch).
+pub struct OptionArgs<S> {
+    given: Vec<(CompileOption, Option<String>)>,
+    set: std::marker::PhantomData<S>,
+}
+
+/// `hlatc compile`'s arguments.
+pub type CompileArgs = OptionArgs<EveryOption>;
+
+impl<S> OptionArgs<S> {
     /// The library's options: its defaults with every option given set.
     pub fn options(&self) -> Result<CompileOptions, Error> {
-        let mut options = CompileOptions::default();
+        self.options_over(CompileOptions::default())
+    }
+
+    /// `base` (a command's own defaults) with every option given set.
+    pub fn options_over(&self, base: CompileOptions) -> Result<CompileOptions, Error> {
+        let mut options = base;
         for (option, word) in self.given.iter().filter(|(o, _)| o.is_library()) {
             options.set(*option, word.as_deref())?;
         }
@@ -42,8 +140,8 @@ impl CompileArgs {
     }
 }
 
-/// The flag of one row.
-fn arg(option: CompileOption) -> Arg {
+/// The flag of one row, among the rows of `taken`.
+fn arg(option: CompileOption, taken: &[CompileOption]) -> Arg {
     let s = option.spelling();
     let mut help = s.help.to_string();
     if let Some(names) = option.choices() {
@@ -65,7 +163,7 @@ fn arg(option: CompileOption) -> Arg {
         arg = arg.default_value(v);
     }
     for (a, b) in CONFLICTS {
-        if *a == option {
+        if *a == option && taken.contains(b) {
             arg = arg.conflicts_with(b.spelling().flag);
         }
     }
@@ -87,9 +185,9 @@ fn checked(option: CompileOption) -> ValueParser {
     })
 }
 
-impl clap::Args for CompileArgs {
+impl<S: OptionSet> clap::Args for OptionArgs<S> {
     fn augment_args(cmd: Command) -> Command {
-        cmd.args(CompileOption::ALL.iter().map(|&o| arg(o)))
+        cmd.args(S::OPTIONS.iter().map(|&o| arg(o, S::OPTIONS)))
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -97,10 +195,10 @@ impl clap::Args for CompileArgs {
     }
 }
 
-impl clap::FromArgMatches for CompileArgs {
+impl<S: OptionSet> clap::FromArgMatches for OptionArgs<S> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut given = Vec::new();
-        for &option in CompileOption::ALL {
+        for &option in S::OPTIONS {
             let id = option.spelling().flag;
             // A default is no option given: the library's own default
             // stands, which the table holds equal (tests/it/cli.rs).
@@ -115,7 +213,10 @@ impl clap::FromArgMatches for CompileArgs {
                 }
             }
         }
-        Ok(CompileArgs { given })
+        Ok(OptionArgs {
+            given,
+            set: std::marker::PhantomData,
+        })
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {

@@ -1,10 +1,9 @@
 //! `hlatc shard` and `hlatc unshard`: a training state as one file per
 //! rank, and back.
 
-use super::compile::TargetArg;
 use super::console::note;
-use super::model_args::ModelArgs;
-use hlatc::compile_step::{compile_step, CompileOptions};
+use super::option_args::{OptionArgs, StateOptions};
+use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::pipeline::StageStates;
 use hlatc::rank_inputs::RankInputs;
@@ -24,16 +23,9 @@ use std::process::ExitCode;
 /// The step whose state is divided: the flags `compile` takes to build it.
 #[derive(clap::Args)]
 pub struct StepArgs {
+    /// The step's options, from the option table (as `hlatc compile`'s).
     #[command(flatten)]
-    model: ModelArgs,
-    #[command(flatten)]
-    precision: super::precision_args::PrecisionArgs,
-    #[command(flatten)]
-    parallel: super::parallel_args::ParallelArgs,
-    /// The target the per-rank programs are compiled for: on cpu a
-    /// stochastically rounding step carries its RNG state
-    #[arg(long, value_enum, default_value = "neuron")]
-    target: TargetArg,
+    options: OptionArgs<StateOptions>,
 }
 
 /// Divide a training state into one safetensors file per rank.
@@ -127,24 +119,21 @@ impl StepArgs {
 
     /// The step as `compile` builds it (its signature is what matters).
     fn compiled(&self) -> Result<hlatc::compile_step::CompiledStep, Error> {
-        let parallel = self.parallel.parallelism();
-        let o = CompileOptions {
-            model: self.model.source("tiny"),
-            separate_projections: self.model.separate_projections,
-            capacity_factor: self.model.capacity_factor,
-            // The batch does not change the state; one sequence per replica
-            // keeps any --dp valid.
-            batch_size: Some(self.model.batch_size.unwrap_or(parallel.dp)),
-            seq_len: self.model.seq_len,
-            packed: self.model.packed,
-            precision: self.precision.precision,
-            rounding: self.precision.rounding.clone(),
-            target: self.target.into(),
-            parallel,
-            device_memory: DeviceMemory::Unchecked,
-            ..CompileOptions::default()
-        };
+        let mut o = self.options()?;
+        // The batch does not change the state; one sequence per replica
+        // keeps any --dp valid.
+        o.batch_size = Some(o.batch_size.unwrap_or(o.parallel.dp));
+        o.device_memory = DeviceMemory::Unchecked;
         compile_step(&o)
+    }
+
+    /// The options given, over the defaults `shard` and `unshard` share
+    /// with `train`: `tiny`.
+    fn options(&self) -> Result<CompileOptions, Error> {
+        self.options.options_over(CompileOptions {
+            model: ModelSource::Preset("tiny".into()),
+            ..CompileOptions::default()
+        })
     }
 }
 
@@ -183,7 +172,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
             "{source}: holds one rank's state, not the whole state: join the ranks with `hlatc unshard` first"
         )));
     }
-    let precision = a.step.precision.precision.name();
+    let precision = a.step.options()?.precision.name();
     if let Some(holds) = input_meta.precision().filter(|&p| p != precision) {
         return Err(hlatc::state_metadata::StateMetadataError::OtherPrecision {
             path: source,
@@ -204,8 +193,12 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
         }
         (Division::Stages(states), true) => states.shard(tensors, &source)?,
         (_, false) => {
-            let (model, _) = a.step.model.resolve("tiny")?;
-            let storage = a.step.precision.precision.storage();
+            let o = a.step.options()?;
+            let (mut model, _) = o.model.resolve(o.separate_projections)?;
+            model
+                .set_capacity_factor(o.capacity_factor)
+                .map_err(hlatc::train_step::StepError::from)?;
+            let storage = o.precision.storage();
             let (params, unused) = params_from_tensors(&model, storage, tensors, &source)?;
             if let Some(u) = unused.first() {
                 return Err(Error::usage(format!(
@@ -284,7 +277,7 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
     check_rank_files(
         &metadata,
         &layout,
-        a.step.precision.precision.name(),
+        a.step.options()?.precision.name(),
         source,
     )?;
     let per_rank = (0..world)

@@ -1,9 +1,10 @@
 //! `hlatc train`: run the compiled training step on XLA CPU.
 
 use super::console::{millis, note, out};
-use super::model_args::{ModelArgs, OptimizerArgs};
+use super::option_args::{OptionArgs, TrainOptions};
 use super::train_checkpoints::Checkpoints;
 use super::train_data::TrainData;
+use hlatc::compile_step::{batch_shape, CompileOptions, ModelSource};
 use hlatc::compiler::{ElementType, Literal};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::optimizer::AdamWConfig;
@@ -45,32 +46,12 @@ use std::time::Instant;
 /// settings are HLAT's. Every one can be set.
 #[derive(clap::Args)]
 pub struct Args {
+    /// The step's options, from the option table (as `hlatc compile`'s).
     #[command(flatten)]
-    model: ModelArgs,
-    #[command(flatten)]
-    remat: super::compile::RematArg,
-    #[command(flatten)]
-    precision: super::precision_args::PrecisionArgs,
-    #[command(flatten)]
-    parallel: super::parallel_args::ParallelArgs,
-    #[command(flatten)]
-    pp_send: super::parallel_args::PpSendArg,
-    #[command(flatten)]
-    kernels: super::kernel_args::KernelArgs,
-    #[command(flatten)]
-    optimizer: OptimizerArgs,
+    step: OptionArgs<TrainOptions>,
     /// Optimizer steps to run
     #[arg(long, default_value_t = 100, allow_negative_numbers = true, value_parser = step_count)]
     steps: u64,
-    /// Accumulate each optimizer step's gradient over K micro-batches of
-    /// --batch-size / K sequences (each DP replica's share divided by K),
-    /// in f32: a micro step (forward, backward, add into the accumulators)
-    /// runs K times, then an apply step (sum over ranks, clip, AdamW) once.
-    /// The same losses and updates as the whole batch in one step, with one
-    /// micro-batch's activations. With --pp, the micro-batches the pipeline
-    /// schedule runs through its stages
-    #[arg(long, value_name = "K", default_value_t = 1)]
-    grad_accum: i64,
     /// Seed for initialization, data and stochastic rounding
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -118,6 +99,17 @@ pub struct Args {
     /// steps/10]
     #[arg(long, value_name = "N")]
     eval_every: Option<u64>,
+}
+
+impl Args {
+    /// The step's options over `train`'s defaults: `tiny`, on XLA CPU.
+    fn options(&self) -> Result<CompileOptions, Error> {
+        self.step.options_over(CompileOptions {
+            model: ModelSource::Preset("tiny".into()),
+            target: Target::Cpu,
+            ..CompileOptions::default()
+        })
+    }
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
@@ -179,15 +171,15 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 /// data drawn from the seed the seed and the batch's shape, and what the
 /// weights started from (--init's content, or the seed).
 fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
-    let rounding = a
-        .precision
+    let o = a.options()?;
+    let rounding = o
         .rounding
         .clone()
         .unwrap_or_else(|| cfg.precision.default_rounding());
     let mut id = RunIdentity::of_step(cfg, &rounding.to_string());
     id.set(
         "layout",
-        format!("{}, grad-accum {}", cfg.parallel, a.grad_accum),
+        format!("{}, grad-accum {}", cfg.parallel, o.grad_accum),
     );
     let tokenizer = match a.data.tokenizer() {
         Some(path) => Some(hlatc::run_identity::tokenizer_hash(path)?),
@@ -315,8 +307,12 @@ fn check_flags(a: &Args) -> Result<(), Error> {
 /// The step to train, with `train`'s defaults, refused when its state
 /// would not fit in host memory.
 fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
-    let (model, name) = a.model.resolve("tiny")?;
-    let batch = a.model.batch(&model, &name, 8, 16)?;
+    let o = a.options()?;
+    let (mut model, name) = o.model.resolve(o.separate_projections)?;
+    model
+        .set_capacity_factor(o.capacity_factor)
+        .map_err(hlatc::train_step::StepError::from)?;
+    let batch = batch_shape(&model, &name, o.batch_size, o.seq_len, (8, 16))?;
     let defaults = AdamWConfig {
         max_lr: 1e-2,
         min_lr: 1e-3,
@@ -324,30 +320,28 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         total_steps: a.steps as i64,
         ..AdamWConfig::default()
     };
-    let packed = a.data.packed(a.model.packed)?;
+    let packed = a.data.packed(o.packed)?;
     let step = hlatc::kernel_choice::step_shape(
         &model,
         batch,
         packed,
-        a.parallel.parallelism(),
-        a.grad_accum,
-        a.precision.precision.compute(),
+        o.parallel,
+        o.grad_accum,
+        o.precision.compute(),
     );
-    let kernels = a.kernels.choose(hlatc::passes::Target::Cpu, &step)?.kernels;
+    let choice = hlatc::kernel_choice::KernelChoice::choose(&o.kernels, Target::Cpu, &step)?;
+    super::kernel_args::report_fallbacks(&choice.fallbacks)?;
     let cfg = StepConfig {
         model,
         batch,
-        optimizer: a.optimizer.apply(defaults)?,
-        precision: a.precision.precision,
+        optimizer: o.optimizer.apply(defaults)?,
+        precision: o.precision,
         packed,
-        parallel: a.parallel.parallelism(),
-        spmd: a
-            .parallel
-            .spmd(hlatc::passes::Target::Cpu)
-            .map_err(hlatc::train_step::StepError::from)?,
+        parallel: o.parallel,
+        spmd: o.spmd()?,
         fault: None,
         module_markers: false,
-        kernels,
+        kernels: choice.kernels,
     };
     // The layout first, so `--tp 0` is refused by its flag's name, not as a
     // runtime of 0 devices.
@@ -410,7 +404,8 @@ fn initial_params(a: &Args, cfg: &StepConfig) -> Result<Vec<Literal>, Error> {
 /// How the pipeline's tick programs are written: `--remat`, and
 /// `--pp-send` or cpu's form; both refused without `--pp`.
 fn pipeline_form(a: &Args, cfg: &StepConfig) -> Result<PipelineForm, Error> {
-    PipelineForm::choose(a.remat.policy, a.pp_send.send, Target::Cpu, cfg.parallel.pp)
+    let o = a.options()?;
+    PipelineForm::choose(o.remat, o.pp_send, Target::Cpu, cfg.parallel.pp)
         .map_err(|e| hlatc::train_step::StepError::from(e).into())
 }
 
@@ -423,36 +418,43 @@ fn compile_trainer(
     params: Vec<Literal>,
 ) -> Result<Trainer, Error> {
     let t0 = Instant::now();
-    let (rounding, mut trainer) = match a.grad_accum {
+    let o = a.options()?;
+    // `--rounding` in place of the precision's policy.
+    let round = |step: &mut hlatc::train_step::TrainStep| {
+        if let Some(r) = &o.rounding {
+            step.rounding = r.clone();
+        }
+    };
+    let (rounding, mut trainer) = match o.grad_accum {
         m if cfg.parallel.pp > 1 => {
             let form = pipeline_form(a, cfg)?;
             let mut steps = hlatc::pipeline::build_pipeline_steps(cfg, m, form)?;
             for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
-                a.precision.apply(step);
+                round(step);
             }
             let rounding = steps.apply.rounding.clone();
             (
                 rounding,
-                Trainer::pipelined_steps(rt, cfg, steps, a.remat.policy, params)?,
+                Trainer::pipelined_steps(rt, cfg, steps, o.remat, params)?,
             )
         }
         1 => {
             let mut step = hlatc::train_step::build_train_step(cfg)?;
-            a.precision.apply(&mut step);
+            round(&mut step);
             let rounding = step.rounding.clone();
             (
                 rounding,
-                Trainer::optimized_step(rt, cfg, step, a.remat.policy, params)?,
+                Trainer::optimized_step(rt, cfg, step, o.remat, params)?,
             )
         }
         k => {
             let mut steps = hlatc::grad_accum::build_accumulation_steps(cfg, k)?;
-            a.precision.apply(&mut steps.micro);
-            a.precision.apply(&mut steps.apply);
+            round(&mut steps.micro);
+            round(&mut steps.apply);
             let rounding = steps.apply.rounding.clone();
             (
                 rounding,
-                Trainer::accumulating(rt, cfg, steps, a.remat.policy, params)?,
+                Trainer::accumulating(rt, cfg, steps, o.remat, params)?,
             )
         }
     };
@@ -465,7 +467,7 @@ fn compile_trainer(
         division(&cfg.parallel),
         cfg.batch.batch_size,
         cfg.batch.seq_len,
-        match (a.grad_accum, cfg.parallel.pp) {
+        match (o.grad_accum, cfg.parallel.pp) {
             (1, 1) => String::new(),
             (k, 1) => format!(" in {k} micro-batches"),
             (m, pp) => format!(
@@ -686,7 +688,7 @@ fn plot_run(
     let mut opts = PlotOptions::new(Series::Loss);
     opts.title = format!(
         "{model}, {}, {} steps",
-        a.precision.precision.name(),
+        a.options()?.precision.name(),
         a.steps
     );
     opts.width = a.plot_size.width;
