@@ -163,9 +163,11 @@ fn keyword_words(option: CompileOption, v: &Bound<'_, PyAny>) -> PyResult<Vec<Op
                 )),
             },
         },
-        Some(PyValue::Config) | None => {
-            Err(usage(format!("{name} is not a keyword of compile_step")))
-        }
+        // `config` is read with `model`; the CLI's own options have no
+        // keyword, so `by_keyword` never gives one.
+        Some(PyValue::Config) | None => Err(PyTypeError::new_err(format!(
+            "compile_step() got an unexpected keyword argument '{name}'"
+        ))),
     }
 }
 
