@@ -6,7 +6,7 @@ use hlatc::bundle::{
     PROTO_FILE,
 };
 use hlatc::compile_step::spellings::CompileOption;
-use hlatc::compile_step::{compile_step, CompileOptions, CompiledStep};
+use hlatc::compile_step::{compile_step, parse_name, CompileOptions, CompiledStep};
 use hlatc::memory_plan::{gib, MemoryCheck};
 use hlatc::passes::RematPolicy;
 use hlatc::pipeline::Phase;
@@ -85,23 +85,16 @@ pub(super) struct RematArg {
     /// --sequence-parallel both policies also keep each rank's run of the
     /// sequence and all-gather it again in the backward pass, rather than
     /// keep the gathered whole
-    #[arg(long = "remat", value_name = "POLICY", default_value = "core-attention", value_parser = parse_remat)]
+    #[arg(long = "remat", value_name = "POLICY", default_value = "core-attention", value_parser = parse_name::<RematPolicy>)]
     pub policy: RematPolicy,
-}
-
-fn parse_remat(s: &str) -> Result<RematPolicy, String> {
-    RematPolicy::from_name(s).ok_or_else(|| {
-        let known: Vec<&str> = RematPolicy::ALL.iter().map(|p| p.name()).collect();
-        format!("unknown remat policy '{s}' (known: {})", known.join(", "))
-    })
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     let t0 = Instant::now();
     let out = a.out();
     check_destination(&out)?;
-    let options = a.options.options()?;
-    let compiled = compile_step(&options)?;
+    let options = a.options.options();
+    let compiled = compile_step(options)?;
     super::kernel_args::report_fallbacks(&compiled.kernel_fallbacks)?;
     let ticks = compiled.ticks();
     let shape = compiled.shape(&ticks);
@@ -127,7 +120,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let report = staged.commit()?;
     // The compile is everything but the verification, which is XLA CPU's
     // compile and run of the bundle.
-    print_summary(&a, &options, &compiled, &report, t0.elapsed() - verify_time)?;
+    print_summary(&a, options, &compiled, &report, t0.elapsed() - verify_time)?;
     if a.options.switch(CompileOption::PassReport) {
         super::pass_report::print_report(&compiled.step.pass_report)?;
         out!("kernel points: {}", kernel_choices(&compiled))?;

@@ -14,7 +14,6 @@ mod pass_report;
 mod passes;
 mod plan;
 mod plot;
-mod precision_args;
 mod run;
 mod state;
 mod train;

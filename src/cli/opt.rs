@@ -1,7 +1,9 @@
 //! `hlatc opt`: run passes by name over a module, like XLA's `hlo-opt`.
 
 use super::console::note;
-use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext};
+use hlatc::compile_step::parse_name;
+use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext, RoundingPolicy};
+use hlatc::precision::Precision;
 use hlatc::{Error, Format};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,12 +76,12 @@ pub struct Args {
     /// imported module keeps its precision unless asked), bf16-mixed or
     /// bf16-pure (the same cast policy; they differ only in how a step
     /// hlatc builds stores its state)
-    #[arg(long, value_name = "PRESET", default_value = "fp32", value_parser = super::precision_args::parse_precision)]
+    #[arg(long, value_name = "PRESET", default_value = "fp32", value_parser = parse_name::<Precision>)]
     precision: hlatc::precision::Precision,
     /// Which converts to bf16 `annotate-rounding` rounds stochastically:
     /// state-updates (converts that write an aliased output; the default),
     /// sr (all) or rne (none)
-    #[arg(long, value_name = "POLICY", default_value = "state-updates", value_parser = super::precision_args::parse_rounding)]
+    #[arg(long, value_name = "POLICY", default_value = "state-updates", value_parser = parse_name::<RoundingPolicy>)]
     rounding: hlatc::passes::RoundingPolicy,
 }
 

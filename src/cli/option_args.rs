@@ -7,16 +7,23 @@
 //! of each, in order.
 
 use clap::builder::ValueParser;
+use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use hlatc::compile_step::spellings::{CompileOption, DefaultValue, CONFLICTS};
-use hlatc::compile_step::{CompileOptions, Takes};
-use hlatc::Error;
+use hlatc::compile_step::{CompileOptions, ModelSource, Takes};
+use hlatc::passes::Target;
 use std::path::PathBuf;
 
-/// The rows a command takes, in the table's order.
+/// The rows a command takes, in the table's order, and its defaults.
 pub trait OptionSet: 'static {
     const OPTIONS: &'static [CompileOption];
+
+    /// What the options are where no flag is given: the library's unless
+    /// the command has its own.
+    fn base() -> CompileOptions {
+        CompileOptions::default()
+    }
 }
 
 /// `hlatc compile`: every row.
@@ -31,6 +38,15 @@ impl OptionSet for EveryOption {
 pub struct TrainOptions;
 
 impl OptionSet for TrainOptions {
+    /// `tiny`, on XLA CPU.
+    fn base() -> CompileOptions {
+        CompileOptions {
+            model: ModelSource::Preset("tiny".into()),
+            target: Target::Cpu,
+            ..CompileOptions::default()
+        }
+    }
+
     const OPTIONS: &'static [CompileOption] = {
         use CompileOption as O;
         &[
@@ -75,6 +91,14 @@ impl OptionSet for TrainOptions {
 pub struct StateOptions;
 
 impl OptionSet for StateOptions {
+    /// `tiny`, as `train`'s.
+    fn base() -> CompileOptions {
+        CompileOptions {
+            model: ModelSource::Preset("tiny".into()),
+            ..CompileOptions::default()
+        }
+    }
+
     const OPTIONS: &'static [CompileOption] = {
         use CompileOption as O;
         &[
@@ -101,10 +125,12 @@ impl OptionSet for StateOptions {
     };
 }
 
-/// The rows of `S` as given on a command line: each occurrence in the
-/// table's order, its word (`None` for a switch).
+/// The rows of `S` as given on a command line: the library's options they
+/// make over `S`'s defaults, and each occurrence of the CLI's own options
+/// (`--out`), its word (`None` for a switch).
 pub struct OptionArgs<S> {
-    given: Vec<(CompileOption, Option<String>)>,
+    options: CompileOptions,
+    own: Vec<(CompileOption, Option<String>)>,
     set: std::marker::PhantomData<S>,
 }
 
@@ -112,28 +138,19 @@ pub struct OptionArgs<S> {
 pub type CompileArgs = OptionArgs<EveryOption>;
 
 impl<S> OptionArgs<S> {
-    /// The library's options: its defaults with every option given set.
-    pub fn options(&self) -> Result<CompileOptions, Error> {
-        self.options_over(CompileOptions::default())
-    }
-
-    /// `base` (a command's own defaults) with every option given set.
-    pub fn options_over(&self, base: CompileOptions) -> Result<CompileOptions, Error> {
-        let mut options = base;
-        for (option, word) in self.given.iter().filter(|(o, _)| o.is_library()) {
-            options.set(*option, word.as_deref())?;
-        }
-        Ok(options)
+    /// The options the flags make.
+    pub fn options(&self) -> &CompileOptions {
+        &self.options
     }
 
     /// Whether a switch of the CLI's own (`--verify`) was given.
     pub fn switch(&self, option: CompileOption) -> bool {
-        self.given.iter().any(|(o, _)| *o == option)
+        self.own.iter().any(|(o, _)| *o == option)
     }
 
     /// The path a CLI option of its own (`--out`) names.
     pub fn path(&self, option: CompileOption) -> Option<PathBuf> {
-        self.given
+        self.own
             .iter()
             .find(|(o, _)| *o == option)
             .and_then(|(_, w)| w.as_ref().map(PathBuf::from))
@@ -197,7 +214,7 @@ impl<S: OptionSet> clap::Args for OptionArgs<S> {
 
 impl<S: OptionSet> clap::FromArgMatches for OptionArgs<S> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let mut given = Vec::new();
+        let (mut options, mut own) = (S::base(), Vec::new());
         for &option in S::OPTIONS {
             let id = option.spelling().flag;
             // A default is no option given: the library's own default
@@ -205,16 +222,27 @@ impl<S: OptionSet> clap::FromArgMatches for OptionArgs<S> {
             if m.value_source(id) != Some(ValueSource::CommandLine) {
                 continue;
             }
-            match option.takes() {
-                Takes::Switch => given.push((option, None)),
-                Takes::One | Takes::Repeated => {
-                    let words = m.get_many::<String>(id).into_iter().flatten();
-                    given.extend(words.map(|w| (option, Some(w.clone()))));
+            let words: Vec<Option<&str>> = match option.takes() {
+                Takes::Switch => vec![None],
+                Takes::One | Takes::Repeated => m
+                    .get_many::<String>(id)
+                    .into_iter()
+                    .flatten()
+                    .map(|w| Some(w.as_str()))
+                    .collect(),
+            };
+            for word in words {
+                if !option.is_library() {
+                    own.push((option, word.map(String::from)));
+                } else if let Err(e) = options.set(option, word) {
+                    // `checked` read the word as clap took it.
+                    return Err(clap::Error::raw(ErrorKind::ValueValidation, e));
                 }
             }
         }
         Ok(OptionArgs {
-            given,
+            options,
+            own,
             set: std::marker::PhantomData,
         })
     }

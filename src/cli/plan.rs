@@ -55,7 +55,7 @@ pub struct Args {
     /// The precision preset every layout uses (fp32, bf16-mixed,
     /// bf16-pure, bf16-master; not fp64, which Trainium does not run)
     /// [default: search bf16-master, bf16-mixed and bf16-pure]
-    #[arg(long, value_parser = super::precision_args::parse_precision)]
+    #[arg(long, value_parser = hlatc::compile_step::parse_name::<hlatc::precision::Precision>)]
     precision: Option<Precision>,
     /// The instance kind: trn1.32xlarge (32 NeuronCores, EFA 800 Gbps),
     /// trn1n.32xlarge (EFA 1,600 Gbps) or trn2.48xlarge (64 logical cores

@@ -3,7 +3,7 @@
 
 use super::console::note;
 use super::option_args::{OptionArgs, StateOptions};
-use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
+use hlatc::compile_step::compile_step;
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::pipeline::StageStates;
 use hlatc::rank_inputs::RankInputs;
@@ -119,21 +119,12 @@ impl StepArgs {
 
     /// The step as `compile` builds it (its signature is what matters).
     fn compiled(&self) -> Result<hlatc::compile_step::CompiledStep, Error> {
-        let mut o = self.options()?;
+        let mut o = self.options.options().clone();
         // The batch does not change the state; one sequence per replica
         // keeps any --dp valid.
         o.batch_size = Some(o.batch_size.unwrap_or(o.parallel.dp));
         o.device_memory = DeviceMemory::Unchecked;
         compile_step(&o)
-    }
-
-    /// The options given, over the defaults `shard` and `unshard` share
-    /// with `train`: `tiny`.
-    fn options(&self) -> Result<CompileOptions, Error> {
-        self.options.options_over(CompileOptions {
-            model: ModelSource::Preset("tiny".into()),
-            ..CompileOptions::default()
-        })
     }
 }
 
@@ -172,7 +163,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
             "{source}: holds one rank's state, not the whole state: join the ranks with `hlatc unshard` first"
         )));
     }
-    let precision = a.step.options()?.precision.name();
+    let precision = a.step.options.options().precision.name();
     if let Some(holds) = input_meta.precision().filter(|&p| p != precision) {
         return Err(hlatc::state_metadata::StateMetadataError::OtherPrecision {
             path: source,
@@ -193,11 +184,8 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
         }
         (Division::Stages(states), true) => states.shard(tensors, &source)?,
         (_, false) => {
-            let o = a.step.options()?;
-            let (mut model, _) = o.model.resolve(o.separate_projections)?;
-            model
-                .set_capacity_factor(o.capacity_factor)
-                .map_err(hlatc::train_step::StepError::from)?;
+            let o = a.step.options.options();
+            let (model, _) = o.model_config()?;
             let storage = o.precision.storage();
             let (params, unused) = params_from_tensors(&model, storage, tensors, &source)?;
             if let Some(u) = unused.first() {
@@ -277,7 +265,7 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
     check_rank_files(
         &metadata,
         &layout,
-        a.step.options()?.precision.name(),
+        a.step.options.options().precision.name(),
         source,
     )?;
     let per_rank = (0..world)

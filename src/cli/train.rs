@@ -4,7 +4,7 @@ use super::console::{millis, note, out};
 use super::option_args::{OptionArgs, TrainOptions};
 use super::train_checkpoints::Checkpoints;
 use super::train_data::TrainData;
-use hlatc::compile_step::{batch_shape, CompileOptions, ModelSource};
+use hlatc::compile_step::batch_shape;
 use hlatc::compiler::{ElementType, Literal};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::optimizer::AdamWConfig;
@@ -101,17 +101,6 @@ pub struct Args {
     eval_every: Option<u64>,
 }
 
-impl Args {
-    /// The step's options over `train`'s defaults: `tiny`, on XLA CPU.
-    fn options(&self) -> Result<CompileOptions, Error> {
-        self.step.options_over(CompileOptions {
-            model: ModelSource::Preset("tiny".into()),
-            target: Target::Cpu,
-            ..CompileOptions::default()
-        })
-    }
-}
-
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_flags(&a)?;
     let (cfg, name) = step_config(&a)?;
@@ -171,7 +160,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 /// data drawn from the seed the seed and the batch's shape, and what the
 /// weights started from (--init's content, or the seed).
 fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
-    let o = a.options()?;
+    let o = a.step.options();
     let rounding = o
         .rounding
         .clone()
@@ -307,11 +296,8 @@ fn check_flags(a: &Args) -> Result<(), Error> {
 /// The step to train, with `train`'s defaults, refused when its state
 /// would not fit in host memory.
 fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
-    let o = a.options()?;
-    let (mut model, name) = o.model.resolve(o.separate_projections)?;
-    model
-        .set_capacity_factor(o.capacity_factor)
-        .map_err(hlatc::train_step::StepError::from)?;
+    let o = a.step.options();
+    let (model, name) = o.model_config()?;
     let batch = batch_shape(&model, &name, o.batch_size, o.seq_len, (8, 16))?;
     let defaults = AdamWConfig {
         max_lr: 1e-2,
@@ -404,7 +390,7 @@ fn initial_params(a: &Args, cfg: &StepConfig) -> Result<Vec<Literal>, Error> {
 /// How the pipeline's tick programs are written: `--remat`, and
 /// `--pp-send` or cpu's form; both refused without `--pp`.
 fn pipeline_form(a: &Args, cfg: &StepConfig) -> Result<PipelineForm, Error> {
-    let o = a.options()?;
+    let o = a.step.options();
     PipelineForm::choose(o.remat, o.pp_send, Target::Cpu, cfg.parallel.pp)
         .map_err(|e| hlatc::train_step::StepError::from(e).into())
 }
@@ -418,7 +404,7 @@ fn compile_trainer(
     params: Vec<Literal>,
 ) -> Result<Trainer, Error> {
     let t0 = Instant::now();
-    let o = a.options()?;
+    let o = a.step.options();
     // `--rounding` in place of the precision's policy.
     let round = |step: &mut hlatc::train_step::TrainStep| {
         if let Some(r) = &o.rounding {
@@ -688,7 +674,7 @@ fn plot_run(
     let mut opts = PlotOptions::new(Series::Loss);
     opts.title = format!(
         "{model}, {}, {} steps",
-        a.options()?.precision.name(),
+        a.step.options().precision.name(),
         a.steps
     );
     opts.width = a.plot_size.width;

@@ -13,7 +13,7 @@ pub use option_error::OptionError;
 
 pub use command_line::{OptionChange, Setting, Unspellable};
 pub use memory_fit::Fit;
-pub use option_codec::{PyValue, Takes};
+pub use option_codec::{parse_name, PyValue, Takes};
 use spellings::CompileOption;
 
 use crate::Error;
@@ -442,6 +442,17 @@ impl CompiledStep {
 }
 
 impl CompileOptions {
+    /// The model these options build, stored as `separate_projections`
+    /// says and with their capacity factor, and the name messages use for
+    /// it.
+    pub fn model_config(&self) -> Result<(ModelConfig, String), Error> {
+        let (mut model, name) = self.model.resolve(self.separate_projections)?;
+        model
+            .set_capacity_factor(self.capacity_factor)
+            .map_err(hlatc_train::train_step::StepError::from)?;
+        Ok((model, name))
+    }
+
     /// How a sharded step is written: the form and rank source asked for,
     /// each the target's default where not. On one device there is nothing
     /// to choose, and a choice is refused rather than ignored.
@@ -479,10 +490,7 @@ impl CompileOptions {
 pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     o.check_degrees()?;
     let target = BundleTarget::choose(o.target, o.chip)?;
-    let (mut model, name) = o.model.resolve(o.separate_projections)?;
-    model
-        .set_capacity_factor(o.capacity_factor)
-        .map_err(hlatc_train::train_step::StepError::from)?;
+    let (model, name) = o.model_config()?;
     let default_batch = o.parallel.dp.max(1);
     let batch = batch_shape(
         &model,

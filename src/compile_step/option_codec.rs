@@ -149,8 +149,9 @@ impl Named for RoundingPolicy {
     }
 }
 
-fn name_of<T: Named>(word: Option<&str>) -> Result<T, String> {
-    let w = word.unwrap_or_default();
+/// A name of `T`'s set, or the refusal naming the set: what every command
+/// that reads one prints (`unknown remat policy 'x' (known: ...)`).
+pub fn parse_name<T: Named>(w: &str) -> Result<T, String> {
     T::named(w).ok_or_else(|| {
         format!(
             "unknown {} '{w}' (known: {})",
@@ -212,7 +213,7 @@ impl<T: Named + PartialEq> Codec<T> for Choice {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::Name;
     fn read(slot: &mut T, word: Option<&str>) -> Result<(), String> {
-        *slot = name_of(word)?;
+        *slot = parse_name(word.unwrap_or_default())?;
         Ok(())
     }
     fn write(value: &T, default: &T) -> Result<Vec<Option<String>>, Unspellable> {
@@ -230,7 +231,7 @@ impl<T: Named> Codec<Option<T>> for MaybeChoice {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::Name;
     fn read(slot: &mut Option<T>, word: Option<&str>) -> Result<(), String> {
-        *slot = Some(name_of(word)?);
+        *slot = Some(parse_name(word.unwrap_or_default())?);
         Ok(())
     }
     fn write(value: &Option<T>, _: &Option<T>) -> Result<Vec<Option<String>>, Unspellable> {

@@ -59,7 +59,10 @@ struct Kind {
     choices: Option<Vec<&'static str>>,
 }
 
-fn kind_of<T, C: Codec<T>>(_: &T) -> Kind {
+/// `field` names the option's field, so its type (and the codec's impl
+/// for it) is known without making any options.
+fn kind_of<T, C: Codec<T>>(field: fn(&CompileOptions) -> &T) -> Kind {
+    let _ = field;
     Kind {
         takes: C::TAKES,
         python: C::PY,
@@ -122,9 +125,8 @@ macro_rules! compile_options {
 
             /// What its codec makes of it; `None` for the CLI's own.
             fn kind(self) -> Option<Kind> {
-                let d = CompileOptions::default();
                 match self {
-                    $(CompileOption::$option => Some(kind_of::<_, $codec>(&d.$($field).+)),)*
+                    $(CompileOption::$option => Some(kind_of::<_, $codec>(|o| &o.$($field).+)),)*
                     _ => None,
                 }
             }
