@@ -134,6 +134,7 @@ class _Job:
         self.exits: Dict[int, Dict[str, Any]] = {}
         self.released: Optional[Dict[str, Any]] = None
         self.releases_sent: Set[int] = set()
+        self.left: Set[int] = set()  # peers that said they exit now (leave)
         self.previous_hook: Any = sys.excepthook
         self.reported = False
         self.lost = False  # a PeerLostError was raised here
@@ -189,9 +190,17 @@ class _Job:
                 pass
         if self.me == 0:
             deadline = time.monotonic() + 3
-            while time.monotonic() < deadline and self.running_peers():
+            while time.monotonic() < deadline and (self.running_peers()
+                                                   or self.peers_in_exit_wait()):
                 self.refresh()
                 time.sleep(POLL_SECONDS / 2)
+        else:
+            try:
+                # Process 0 waits for this before its coordination service
+                # goes (peers_in_exit_wait).
+                self.client.key_value_set(f"{PREFIX}left/{self.me}", str(code))
+            except Exception:
+                pass
         os._exit(code)
 
     # What this process learns of the others.
@@ -213,6 +222,8 @@ class _Job:
                     self.exits[i] = json.loads(value)
                 except ValueError:
                     continue
+            elif parts[0] == "left" and i != self.me:
+                self.left.add(i)
             elif parts[0] == "release" and i == self.me and self.released is None:
                 self.released = json.loads(value)
         return True
@@ -274,6 +285,17 @@ class _Job:
         of this host whose process is gone does not)."""
         return [i for i, p in sorted(self.peers.items()) if i not in self.exits
                 and not (p.get("host") == self.host and not _alive(int(p["pid"])))]
+
+    def peers_in_exit_wait(self) -> List[int]:
+        """The peers that ended normally and may still wait, in their exit
+        hook, to learn why the job stops: JAX terminates them (SIGABRT,
+        their end unsaid) if process 0's coordination service goes first.
+        Seen under load when process 0 raised before a collective a peer
+        had already ended without."""
+        return [i for i, rec in sorted(self.exits.items())
+                if rec["kind"] == "exit" and i not in self.left
+                and not (self.peers[i].get("host") == self.host
+                         and not _alive(int(self.peers[i]["pid"])))]
 
     def describe(self, i: int, rec: Optional[Dict[str, Any]]) -> str:
         """What became of process `i`, in words."""
