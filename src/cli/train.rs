@@ -4,12 +4,9 @@ use super::console::{millis, note, out};
 use super::option_args::{OptionArgs, TrainOptions};
 use super::train_checkpoints::Checkpoints;
 use super::train_data::TrainData;
-use hlatc::compile_step::batch_shape;
+use hlatc::compile_step::{batch_shape, compile_step, CompileOptions, CompiledStep};
 use hlatc::compiler::{ElementType, Literal};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
-use hlatc::optimizer::AdamWConfig;
-use hlatc::passes::Target;
-use hlatc::pipeline::PipelineForm;
 use hlatc::plot::{Curve, PlotOptions};
 use hlatc::run_identity::RunIdentity;
 use hlatc::runtime::{
@@ -103,9 +100,10 @@ pub struct Args {
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     check_flags(&a)?;
-    let (cfg, name) = step_config(&a)?;
-    let identity = run_identity(&a, &cfg)?;
-    let params = initial_params(&a, &cfg)?;
+    let compiled = compile(&a)?;
+    let (cfg, name) = (&compiled.cfg, &compiled.name);
+    let identity = run_identity(&a, cfg)?;
+    let params = initial_params(&a, cfg)?;
     let (mut checkpoints, restored) = match a.checkpoints.open(a.steps, &identity)? {
         Some((c, r)) => (Some(c), r),
         None => (None, None),
@@ -116,10 +114,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         None => check_resume_file(&a, &identity)?,
     };
     let positions = restored.as_ref().and_then(|r| r.positions.clone());
-    let mut data = TrainData::open(&a.data, &cfg, a.seed, positions)?;
+    let mut data = TrainData::open(&a.data, cfg, a.seed, positions)?;
     // One XLA CPU device per rank of the step.
     let rt = super::runtime_for(cfg.parallel.world() as usize)?;
-    let mut trainer = compile_trainer(&a, &rt, &cfg, &name, params)?;
+    let mut trainer = start_trainer(&a, &rt, &compiled, params)?;
     let mut metrics = MetricsLog::default();
     match (&restored, &mut checkpoints) {
         (Some(r), Some(c)) => {
@@ -134,13 +132,13 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         _ => resume_from_file(&a, &mut trainer)?,
     }
     let eval = match data.tokens() {
-        Some(d) if d.has_eval() => Some(Evaluator::new(&rt, &cfg, d)?),
+        Some(d) if d.has_eval() => Some(Evaluator::new(&rt, cfg, d)?),
         _ => None,
     };
     let t1 = Instant::now();
     let run = Run {
         a: &a,
-        cfg: &cfg,
+        cfg,
         eval: eval.as_ref(),
         checkpoints: checkpoints.as_ref(),
     };
@@ -151,7 +149,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         (None, Some(resumed)) => resumed,
         (None, None) => &identity,
     };
-    finish(&a, &name, &metrics, &trainer, identity, t1)
+    finish(&a, name, &metrics, &trainer, identity, t1)
 }
 
 /// What defines this run (recorded in its checkpoints and --save-state,
@@ -293,50 +291,29 @@ fn check_flags(a: &Args) -> Result<(), Error> {
     Ok(())
 }
 
-/// The step to train, with `train`'s defaults, refused when its state
-/// would not fit in host memory.
-fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
-    let o = a.step.options();
+/// The options `hlatc train` compiles its step with: its flags, and where
+/// they are silent a short run's (a batch of 8 x 16; the schedule of the
+/// command's doc, from --steps; packed rows where the data asks), on XLA
+/// CPU. Refused before anything is built when the training state would
+/// not fit in host memory.
+fn step_options(a: &Args) -> Result<CompileOptions, Error> {
+    let mut o = a.step.options().clone();
+    // The layout first, so `--tp 0` is refused by its flag's name.
+    hlatc::compile_step::OptionError::check_degrees(&o.parallel)?;
     let (model, name) = o.model_config()?;
     let batch = batch_shape(&model, &name, o.batch_size, o.seq_len, (8, 16))?;
-    let defaults = AdamWConfig {
-        max_lr: 1e-2,
-        min_lr: 1e-3,
-        warmup_steps: (a.steps as i64 / 10).max(1),
-        total_steps: a.steps as i64,
-        ..AdamWConfig::default()
-    };
-    let packed = a.data.packed(o.packed)?;
-    let step = hlatc::kernel_choice::step_shape(
-        &model,
-        batch,
-        packed,
-        o.parallel,
-        o.grad_accum,
-        o.precision.compute(),
-    );
-    let choice = hlatc::kernel_choice::KernelChoice::choose(&o.kernels, Target::Cpu, &step)?;
-    super::kernel_args::report_fallbacks(&choice.fallbacks)?;
-    let cfg = StepConfig {
-        model,
-        batch,
-        optimizer: o.optimizer.apply(defaults)?,
-        precision: o.precision,
-        packed,
-        parallel: o.parallel,
-        spmd: o.spmd()?,
-        fault: None,
-        module_markers: false,
-        kernels: choice.kernels,
-    };
-    // The layout first, so `--tp 0` is refused by its flag's name, not as a
-    // runtime of 0 devices.
-    hlatc::compile_step::OptionError::check_degrees(&cfg.parallel)?;
-    cfg.parallel
-        .validate(&cfg.model, cfg.batch)
-        .map_err(hlatc::train_step::StepError::from)?;
-    pipeline_form(a, &cfg)?;
-    let state = cfg.state_bytes();
+    o.batch_size = Some(batch.batch_size);
+    o.seq_len = Some(batch.seq_len);
+    let steps = a.steps as i64;
+    let schedule = &mut o.optimizer;
+    schedule.lr_max.get_or_insert(1e-2);
+    schedule.lr_min.get_or_insert(1e-3);
+    schedule.warmup_steps.get_or_insert((steps / 10).max(1));
+    schedule.total_steps.get_or_insert(steps);
+    o.packed = a.data.packed(o.packed)?;
+    let state = model
+        .parameter_count()
+        .saturating_mul(o.precision.state_bytes_per_parameter());
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
         return Err(Error::usage(format!(
             "{name}'s training state (parameters and two Adam moments) takes {:.1} GB; `train` runs on XLA CPU \
@@ -345,9 +322,6 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
             hlatc::check::MAX_HOST_STATE_BYTES >> 20
         )));
     }
-    cfg.batch
-        .validate(&cfg.model)
-        .map_err(hlatc::train_step::StepError::from)?;
     // Each step holds the state twice (inputs and updated outputs) and a
     // batch of tokens and targets.
     let batch_bytes = (batch.batch_size as u64)
@@ -358,7 +332,15 @@ fn step_config(a: &Args) -> Result<(StepConfig, String), Error> {
         (state as u64).saturating_mul(2).saturating_add(batch_bytes),
     )
     .map_err(hlatc::train_step::StepError::from)?;
-    Ok((cfg, name))
+    Ok(o)
+}
+
+/// The step `compile --target cpu` writes for [`step_options`], its
+/// kernels' fallbacks reported.
+fn compile(a: &Args) -> Result<CompiledStep, Error> {
+    let compiled = compile_step(&step_options(a)?)?;
+    super::kernel_args::report_fallbacks(&compiled.kernel_fallbacks)?;
+    Ok(compiled)
 }
 
 /// The starting weights: a checkpoint's (`--init`) or HLAT's initialization.
@@ -387,73 +369,29 @@ fn initial_params(a: &Args, cfg: &StepConfig) -> Result<Vec<Literal>, Error> {
     })
 }
 
-/// How the pipeline's tick programs are written: `--remat`, and
-/// `--pp-send` or cpu's form; both refused without `--pp`.
-fn pipeline_form(a: &Args, cfg: &StepConfig) -> Result<PipelineForm, Error> {
-    let o = a.step.options();
-    PipelineForm::choose(o.remat, o.pp_send, Target::Cpu, cfg.parallel.pp)
-        .map_err(|e| hlatc::train_step::StepError::from(e).into())
-}
-
-/// The step compiled for XLA CPU, its state loaded, and a line saying so.
-fn compile_trainer(
+/// The compiled step's programs compiled by XLA CPU, its state loaded,
+/// and a line saying so.
+fn start_trainer(
     a: &Args,
     rt: &Runtime,
-    cfg: &StepConfig,
-    name: &str,
+    compiled: &CompiledStep,
     params: Vec<Literal>,
 ) -> Result<Trainer, Error> {
     let t0 = Instant::now();
-    let o = a.step.options();
-    // `--rounding` in place of the precision's policy.
-    let round = |step: &mut hlatc::train_step::TrainStep| {
-        if let Some(r) = &o.rounding {
-            step.rounding = r.clone();
-        }
-    };
-    let (rounding, mut trainer) = match o.grad_accum {
-        m if cfg.parallel.pp > 1 => {
-            let form = pipeline_form(a, cfg)?;
-            let mut steps = hlatc::pipeline::build_pipeline_steps(cfg, m, form)?;
-            for step in steps.ticks.iter_mut().chain([&mut steps.apply]) {
-                round(step);
-            }
-            let rounding = steps.apply.rounding.clone();
-            (
-                rounding,
-                Trainer::pipelined_steps(rt, cfg, steps, o.remat, params)?,
-            )
-        }
-        1 => {
-            let mut step = hlatc::train_step::build_train_step(cfg)?;
-            round(&mut step);
-            let rounding = step.rounding.clone();
-            (
-                rounding,
-                Trainer::optimized_step(rt, cfg, step, o.remat, params)?,
-            )
-        }
-        k => {
-            let mut steps = hlatc::grad_accum::build_accumulation_steps(cfg, k)?;
-            round(&mut steps.micro);
-            round(&mut steps.apply);
-            let rounding = steps.apply.rounding.clone();
-            (
-                rounding,
-                Trainer::accumulating(rt, cfg, steps, o.remat, params)?,
-            )
-        }
-    };
-    trainer.try_seed_rounding(a.seed)?;
+    let trainer = hlatc::step_programs::start_trainer(rt, compiled, params, a.seed)?;
+    let cfg = &compiled.cfg;
+    let rounding = compiled.programs().last().map(|(_, s)| s.rounding.clone());
     note!(
-        "training {name} ({:.2} M parameters, {}, rounding {rounding}) on {}{}: batch {} x {}{}, {} steps, compiled in {:.0} ms",
+        "training {} ({:.2} M parameters, {}, rounding {}) on {}{}: batch {} x {}{}, {} steps, compiled in {:.0} ms",
+        compiled.name,
         cfg.model.parameter_count() as f64 / 1e6,
         cfg.precision,
+        rounding.unwrap_or_else(|| cfg.precision.default_rounding()),
         rt.platform_name(),
         division(&cfg.parallel),
         cfg.batch.batch_size,
         cfg.batch.seq_len,
-        match (o.grad_accum, cfg.parallel.pp) {
+        match (a.step.options().grad_accum, cfg.parallel.pp) {
             (1, 1) => String::new(),
             (k, 1) => format!(" in {k} micro-batches"),
             (m, pp) => format!(

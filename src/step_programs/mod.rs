@@ -9,7 +9,7 @@ use crate::bundle::{
     for_cpu, manifest_json, sha256_hex, stage_accumulation_bundle, stage_bundle,
     stage_pipeline_bundle, BundleTarget,
 };
-use crate::compile_step::{ApplyStep, CompiledStep, PipelinePrograms};
+use crate::compile_step::{ApplyStep, CompiledStep, PipelinePrograms, StepShape};
 use crate::data::Batch;
 use crate::grad_accum::micro_config;
 use crate::initial_inputs::StartValues;
@@ -519,6 +519,50 @@ pub fn hugging_face_params(
         .map(|(s, w)| (s.name.clone(), w))
         .collect();
     crate::models::layout::split(&c.cfg.model, &stored).map_err(|e| usage(format!("state: {e}")))
+}
+
+/// A compiled step's trainer on `rt`'s devices (one a rank): each of its
+/// programs compiled by XLA CPU (a Neuron step's custom calls as plain
+/// HLO), started from `params` (the whole model's, in `param_specs`
+/// order) with zero Adam state at step 0, the rounding RNG seeded from
+/// `seed`. Accumulation's and a pipeline's programs share `rt`, so the
+/// state they share stays on its devices between them.
+pub fn start_trainer(
+    rt: &Runtime,
+    c: &CompiledStep,
+    params: Vec<Literal>,
+    seed: u64,
+) -> Result<Trainer> {
+    let on_cpu = |step: &TrainStep| -> Result<Program> {
+        let (module, _) = for_cpu(step.module.clone(), &c.cfg)?;
+        Ok(rt.compile(&module)?)
+    };
+    let ticks = c.ticks();
+    let mut trainer = match c.shape(&ticks) {
+        StepShape::One(step) => Trainer::with_program(on_cpu(step)?, &c.cfg, step, params)?,
+        StepShape::Accumulated {
+            micro,
+            apply,
+            micro_batches,
+        } => Trainer::accumulating_programs(
+            [on_cpu(micro)?, on_cpu(apply)?],
+            &c.cfg,
+            [micro, apply],
+            micro_batches,
+            params,
+        )?,
+        StepShape::Pipelined(view) => {
+            let programs = view
+                .ticks
+                .iter()
+                .chain([&view.apply])
+                .map(|s| on_cpu(s))
+                .collect::<Result<Vec<_>>>()?;
+            Trainer::pipelined_programs(programs, &c.cfg, view, params)?
+        }
+    };
+    trainer.try_seed_rounding(seed)?;
+    Ok(trainer)
 }
 
 /// The step's programs on XLA CPU as a `Trainer` (the train crate's knows
