@@ -8,7 +8,6 @@ use crate::step::Step;
 use hlatc::compile_step::spellings::{CompileOption, DefaultValue};
 use hlatc::compile_step::{compile_step as compile, CompileOptions, ModelSource, PyValue};
 use hlatc::models::kernels::KernelRequest;
-use hlatc::step_programs;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -69,22 +68,13 @@ pub(crate) fn source(
 #[pyo3(signature = (**options))]
 pub fn compile_step(py: Python<'_>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Step> {
     let options = compile_options(options)?;
-    let (programs, fallbacks) = py.allow_threads(|| {
-        guarded(|| {
-            compile(&options)
-                .and_then(|c| {
-                    let fallbacks = c.kernel_fallbacks.clone();
-                    Ok((step_programs::into_programs(c)?, fallbacks))
-                })
-                .map_err(to_py)
-        })
-    })?;
+    let compiled = py.allow_threads(|| guarded(|| compile(&options).map_err(to_py)))?;
     // As `hlatc compile` notes them: a request that did not apply is said.
-    for f in fallbacks {
+    for f in &compiled.kernel_fallbacks {
         let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
         PyErr::warn(py, &category, &std::ffi::CString::new(f.to_string())?, 1)?;
     }
-    Step::of_programs(py, programs)
+    Step::new(py, compiled)
 }
 
 /// `kernels=`: `None`, or a dict of kernel point to implementation

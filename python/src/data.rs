@@ -288,7 +288,7 @@ fn special(v: &Bound<'_, PyAny>, what: &str) -> PyResult<SpecialToken> {
 /// whose rows each rank takes.
 #[pyfunction]
 pub fn data_layout<'py>(py: Python<'py>, step: &Step) -> PyResult<Bound<'py, PyDict>> {
-    let cfg = &step.any_compiled()?.cfg;
+    let cfg = &step.step_config()?;
     let d = PyDict::new(py);
     d.set_item("batch_size", cfg.batch.batch_size)?;
     d.set_item("seq_len", cfg.batch.seq_len)?;

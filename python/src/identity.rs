@@ -60,9 +60,8 @@ pub fn run_identity(
     init: Option<String>,
 ) -> PyResult<String> {
     guarded(|| {
-        let compiled = step.any_compiled()?;
-        let cfg = step.programs()?.cfg().clone();
-        let mut id = RunIdentity::of_step(&cfg, &compiled.step.rounding.to_string());
+        let cfg = step.step_config()?;
+        let mut id = RunIdentity::of_step(&cfg, &step.rounding()?);
         id.set(
             "layout",
             format!("{}, grad-accum {}", cfg.parallel, step.grad_accum()),

@@ -12,138 +12,120 @@ use crate::schedule::Schedule;
 use crate::tensor_info::{info, TensorInfo};
 use crate::tick_plan::TickPlan;
 use hlatc::bundle::ProgramName;
-use hlatc::compile_step::CompiledStep;
+use hlatc::compile_step::{CompiledStep, PipelinePrograms};
 use hlatc::data::Batch;
 use hlatc::pipeline::Phase;
 use hlatc::runtime::Program;
-use hlatc::step_programs::{self, Borrowed, Pipeline, PipelineShape, RunFailure, StepPrograms};
+use hlatc::step_programs::{self, OneProgram, Pipeline, RunFailure};
+use hlatc::train_step::StepConfig;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// A compiled training step: one program, gradient accumulation's two, or
-/// pipeline parallelism's four.
+/// pipeline parallelism's four; or one program of such a step.
 #[pyclass(module = "hlatc._hlatc", frozen)]
 pub struct Step {
-    programs: Programs,
-}
-
-enum Programs {
-    One(Box<OneProgram>),
-    /// `grad_accum` above 1: each program a `Step` of its own.
-    Accumulated {
-        micro: Py<Step>,
-        apply: Py<Step>,
-        micro_batches: i64,
-    },
-    /// `pp` above 1: the tick programs (in `Phase::ALL` order) and the
-    /// apply step, each a `Step` of its own.
-    Pipelined {
-        ticks: [Py<Step>; 3],
-        apply: Py<Step>,
-        shape: Box<PipelineShape>,
-    },
-}
-
-/// A step of one program.
-struct OneProgram {
-    compiled: CompiledStep,
-    /// The step compiled on XLA CPU, once a run asks for it.
+    compiled: Arc<CompiledStep>,
+    /// The program of `compiled` this is; `None`: the whole step.
+    part: Option<ProgramName>,
+    /// A whole step's programs, each a `Step` of its own, in
+    /// [`CompiledStep::programs`] order; empty for a step of one program.
+    parts: Vec<(ProgramName, Py<Step>)>,
+    /// The one program compiled on XLA CPU, once a run asks for it.
     program: OnceLock<Program>,
-    /// Under pipeline parallelism, which of the step's programs this is.
-    stage_program: Option<StageProgram>,
-}
-
-/// One of a pipeline-parallel step's programs: its state names one stage's
-/// layers as the stage model's, so what needs the whole model is asked of
-/// the pipelined step.
-struct StageProgram {
-    name: &'static str,
-    /// Whether the compile measured this program on its own (its
-    /// instructions built and its passes' time): not the warm-up and
-    /// cool-down programs (see `PipelineShape`).
-    measured: bool,
 }
 
 impl Step {
-    fn one(compiled: CompiledStep, stage_program: Option<StageProgram>) -> Step {
-        Step {
-            programs: Programs::One(Box::new(OneProgram {
-                compiled,
-                program: OnceLock::new(),
-                stage_program,
-            })),
-        }
+    pub(crate) fn new(py: Python<'_>, compiled: CompiledStep) -> PyResult<Step> {
+        let compiled = Arc::new(compiled);
+        let names: Vec<ProgramName> = compiled.programs().iter().map(|(n, _)| *n).collect();
+        let parts = match names.as_slice() {
+            [_] => Vec::new(),
+            _ => names
+                .into_iter()
+                .map(|name| {
+                    let part = Step {
+                        compiled: compiled.clone(),
+                        part: Some(name),
+                        parts: Vec::new(),
+                        program: OnceLock::new(),
+                    };
+                    Ok((name, Py::new(py, part)?))
+                })
+                .collect::<PyResult<_>>()?,
+        };
+        Ok(Step {
+            compiled,
+            part: None,
+            parts,
+            program: OnceLock::new(),
+        })
     }
 
-    pub(crate) fn of_programs(py: Python<'_>, programs: StepPrograms) -> PyResult<Step> {
-        Ok(match programs {
-            StepPrograms::One(c) => Step::one(c, None),
-            StepPrograms::Accumulated {
-                micro,
-                apply,
-                micro_batches,
-            } => Step {
-                programs: Programs::Accumulated {
-                    micro: Py::new(py, Step::one(micro, None))?,
-                    apply: Py::new(py, Step::one(apply, None))?,
-                    micro_batches,
-                },
-            },
-            StepPrograms::Pipelined {
-                ticks,
-                apply,
-                shape,
-            } => {
-                let [warm_up, steady, cool_down] = ticks;
-                let part = |c, phase: Phase| {
-                    let measured = phase == Phase::Steady;
-                    let name = ProgramName::from(phase).name();
-                    Py::new(py, Step::one(c, Some(StageProgram { name, measured })))
-                };
-                let apply_part = StageProgram {
-                    name: ProgramName::ApplyStep.name(),
-                    measured: true,
-                };
-                Step {
-                    programs: Programs::Pipelined {
-                        ticks: [
-                            part(warm_up, Phase::WarmUp)?,
-                            part(steady, Phase::Steady)?,
-                            part(cool_down, Phase::CoolDown)?,
-                        ],
-                        apply: Py::new(py, Step::one(apply, Some(apply_part)))?,
-                        shape: Box::new(shape),
-                    },
-                }
-            }
-        })
+    /// Whether this is a whole step of several programs.
+    fn several(&self) -> bool {
+        self.part.is_none() && !self.parts.is_empty()
     }
 
     /// The one program, or a `UsageError` for several, naming what to use
     /// instead.
-    fn single(&self) -> PyResult<&OneProgram> {
-        match &self.programs {
-            Programs::One(one) => Ok(one),
-            Programs::Accumulated { micro_batches, .. } => Err(usage(format!(
-                "this step is gradient accumulation's two programs (grad_accum={micro_batches}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair"
-            ))),
-            Programs::Pipelined { shape, .. } => Err(usage(format!(
+    fn single(&self) -> PyResult<OneProgram<'_>> {
+        let name = match self.part {
+            Some(name) => name,
+            None if self.parts.is_empty() => ProgramName::Step,
+            None => return Err(self.several_programs()),
+        };
+        self.compiled.program(name).map_err(to_py)
+    }
+
+    /// Why a whole step of several programs cannot answer for one.
+    fn several_programs(&self) -> PyErr {
+        if let Some(p) = &self.compiled.pipeline {
+            return usage(format!(
                 "this step is pipeline parallelism's four programs (pp={}, {} micro-batches): use its warm_up, steady, cool_down and apply_step, each a Step of one stage's program; write_bundle, Trainer, hlatc.jax.Trainer, init_state, shard_state, gather_state, hugging_face_params and tick_batches take the pipeline",
-                shape.schedule.stages, shape.schedule.micro_batches
+                p.schedule.stages, p.schedule.micro_batches
+            ));
+        }
+        usage(format!(
+            "this step is gradient accumulation's two programs (grad_accum={}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair",
+            self.grad_accum()
+        ))
+    }
+
+    /// The whole step, for what runs all its programs (`what`); one
+    /// program of a step of several is refused.
+    pub(crate) fn whole(&self, what: &str) -> PyResult<&CompiledStep> {
+        match self.part {
+            None => Ok(&self.compiled),
+            Some(name) => Err(usage(format!(
+                "{what}: '{}' is one program of a step of several; {what} runs the whole step (the Step compile_step returned)",
+                name.name()
             ))),
         }
     }
 
-    /// The one program's step, or the apply step's of several: for what
-    /// every program shares (the SPMD form, the ranks, the batch).
-    pub(crate) fn any_compiled(&self) -> PyResult<&CompiledStep> {
-        match &self.programs {
-            Programs::One(one) => Ok(&one.compiled),
-            Programs::Accumulated { apply, .. } | Programs::Pipelined { apply, .. } => {
-                apply.get().compiled()
-            }
+    /// The rounding its program runs with; of several programs, the
+    /// update's (the apply step's).
+    pub(crate) fn rounding(&self) -> PyResult<String> {
+        Ok(match self.part {
+            Some(_) => self.single()?.step.rounding.to_string(),
+            None => self
+                .compiled
+                .programs()
+                .last()
+                .map(|(_, step)| step.rounding.to_string())
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The config it runs on: one program's, or the whole step's (the
+    /// whole model, the optimizer step's batch).
+    pub(crate) fn step_config(&self) -> PyResult<StepConfig> {
+        match self.part {
+            Some(_) => Ok(self.single()?.cfg),
+            None => Ok(self.compiled.cfg.clone()),
         }
     }
 
@@ -151,82 +133,44 @@ impl Step {
     /// whose state names one stage's layers: a share of it would be
     /// silently another stage's.
     fn whole_model(&self, what: &str) -> PyResult<()> {
-        match &self.programs {
-            Programs::One(one) => match &one.stage_program {
-                Some(p) => Err(usage(format!(
-                    "{what}: '{}' is one program of a pipeline-parallel step, whose state names one stage's layers as the stage model's, whatever the stage; ask the pipelined step, whose {what} knows which stage holds which of the whole model's layers",
-                    p.name
-                ))),
-                None => Ok(()),
-            },
+        match self.part {
+            Some(name) if self.compiled.pipeline.is_some() => Err(usage(format!(
+                "{what}: '{}' is one program of a pipeline-parallel step, whose state names one stage's layers as the stage model's, whatever the stage; ask the pipelined step, whose {what} knows which stage holds which of the whole model's layers",
+                name.name()
+            ))),
             _ => Ok(()),
         }
     }
 
-    /// The pipeline's programs, for a pipeline-parallel step.
-    fn pipeline(&self) -> PyResult<Option<Pipeline<'_>>> {
-        Ok(self.programs()?.pipeline())
-    }
-
-    /// A pipeline's tick program of `phase`, a `Step` of one stage's
-    /// program; `None` for a step without pipeline parallelism.
-    fn tick_program(&self, py: Python<'_>, phase: Phase) -> Option<Py<Step>> {
-        match &self.programs {
-            Programs::Pipelined { ticks, .. } => {
-                let at = Phase::ALL.iter().position(|&p| p == phase)?;
-                Some(ticks[at].clone_ref(py))
-            }
-            _ => None,
+    /// The pipeline's programs, for a whole pipeline-parallel step.
+    fn pipeline(&self) -> Option<Pipeline<'_>> {
+        match self.part {
+            None => Pipeline::of(&self.compiled),
+            Some(_) => None,
         }
     }
 
-    /// The one program's step, or the `UsageError` of [`Step::single`].
-    fn compiled(&self) -> PyResult<&CompiledStep> {
-        Ok(&self.single()?.compiled)
+    /// A whole step's program `name`, a `Step` of its own; `None` for a
+    /// step without it.
+    fn part(&self, py: Python<'_>, name: ProgramName) -> Option<Py<Step>> {
+        self.parts
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, s)| s.clone_ref(py))
     }
 
-    /// The step's programs, borrowed: what a bundle is written from and a
-    /// trainer runs.
-    pub(crate) fn programs(&self) -> PyResult<Borrowed<'_>> {
-        Ok(match &self.programs {
-            Programs::One(one) => StepPrograms::One(&one.compiled),
-            Programs::Accumulated {
-                micro,
-                apply,
-                micro_batches,
-            } => StepPrograms::Accumulated {
-                micro: micro.get().compiled()?,
-                apply: apply.get().compiled()?,
-                micro_batches: *micro_batches,
-            },
-            Programs::Pipelined {
-                ticks,
-                apply,
-                shape,
-            } => StepPrograms::Pipelined {
-                ticks: [
-                    ticks[0].get().compiled()?,
-                    ticks[1].get().compiled()?,
-                    ticks[2].get().compiled()?,
-                ],
-                apply: apply.get().compiled()?,
-                shape,
-            },
-        })
+    fn world(&self) -> usize {
+        self.compiled.cfg.parallel.world() as usize
     }
 
-    fn world(&self) -> PyResult<usize> {
-        Ok(self.any_compiled()?.cfg.parallel.world() as usize)
-    }
-
-    /// The step on XLA CPU, compiled on first use.
+    /// The one program on XLA CPU, compiled on first use.
     fn program(&self) -> PyResult<&Program> {
         let one = self.single()?;
-        if let Some(p) = one.program.get() {
+        if let Some(p) = self.program.get() {
             return Ok(p);
         }
-        let program = guarded(|| step_programs::cpu_program(&one.compiled).map_err(to_py))?;
-        Ok(one.program.get_or_init(|| program))
+        let program = guarded(|| step_programs::cpu_program(&one).map_err(to_py))?;
+        Ok(self.program.get_or_init(|| program))
     }
 }
 
@@ -235,7 +179,7 @@ impl Step {
     /// The serialized `HloModuleProto`: the bundle's `model.hlo_module.pb`.
     #[getter]
     fn hlo_proto<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let c = self.compiled()?;
+        let c = self.single()?;
         Ok(PyBytes::new(
             py,
             &hlatc::proto::encode_module(&c.step.module),
@@ -245,22 +189,22 @@ impl Step {
     /// The HLO text: the bundle's `model.hlo.txt`.
     #[getter]
     fn hlo_text(&self) -> PyResult<String> {
-        Ok(hlatc::text::print_module(&self.compiled()?.step.module))
+        Ok(hlatc::text::print_module(&self.single()?.step.module))
     }
 
     #[getter]
     fn inputs(&self) -> PyResult<Vec<TensorInfo>> {
-        Ok(self.compiled()?.step.inputs.iter().map(info).collect())
+        Ok(self.single()?.step.inputs.iter().map(info).collect())
     }
 
     #[getter]
     fn outputs(&self) -> PyResult<Vec<TensorInfo>> {
-        Ok(self.compiled()?.step.outputs.iter().map(info).collect())
+        Ok(self.single()?.step.outputs.iter().map(info).collect())
     }
 
     /// How many ranks run the step (TP x DP x PP).
     #[getter]
-    fn world_size(&self) -> PyResult<usize> {
+    fn world_size(&self) -> usize {
         self.world()
     }
 
@@ -268,21 +212,21 @@ impl Step {
     /// as torch-xla compiles) or `partitions` (`num_partitions=N`, manual
     /// shardings, as JAX compiles).
     #[getter]
-    fn spmd(&self) -> PyResult<&'static str> {
-        Ok(self.any_compiled()?.cfg.spmd.form.name())
+    fn spmd(&self) -> &'static str {
+        self.compiled.cfg.spmd.form.name()
     }
 
     /// Where its ranks read their numbers: `device` (`replica-id` or
     /// `partition-id`) or `input` (an `s32[1]` input named `rank`).
     #[getter]
-    fn rank_source(&self) -> PyResult<&'static str> {
-        Ok(self.any_compiled()?.cfg.spmd.rank_source.name())
+    fn rank_source(&self) -> &'static str {
+        self.compiled.cfg.spmd.rank_source.name()
     }
 
     /// The manifest, as the bundle's `manifest.json` holds it.
     #[getter]
     fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let json = step_programs::manifest(self.compiled()?);
+        let json = step_programs::manifest(&self.single()?);
         py.import("json")?
             .call_method1("loads", (PyString::new(py, &json),))
     }
@@ -292,50 +236,27 @@ impl Step {
     /// a pipeline, its stages and schedule and each program's.
     #[getter]
     fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (c, measured) = match &self.programs {
-            Programs::One(one) => (
-                &one.compiled,
-                one.stage_program.as_ref().is_none_or(|p| p.measured),
-            ),
-            Programs::Pipelined {
-                ticks,
-                apply,
-                shape,
-            } => return pipeline_summary(py, ticks, apply, shape),
-            Programs::Accumulated {
-                micro,
-                apply,
-                micro_batches,
-            } => {
-                let d = PyDict::new(py);
-                let micro = micro.get().summary(py)?;
-                d.set_item("model", micro.get_item("model")?)?;
-                d.set_item("target", micro.get_item("target")?)?;
-                d.set_item("grad_accum", *micro_batches)?;
-                d.set_item(ProgramName::MicroStep.name(), micro)?;
-                d.set_item(ProgramName::ApplyStep.name(), apply.get().summary(py)?)?;
-                return Ok(d);
-            }
-        };
+        if self.several() {
+            return self.programs_summary(py);
+        }
+        let c = self.single()?;
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
         let d = PyDict::new(py);
-        d.set_item("model", &c.name)?;
-        d.set_item("target", c.target.name())?;
-        d.set_item("chip", c.target.chip().map(|chip| chip.name()))?;
+        let target = c.compiled.target;
+        d.set_item("model", &c.compiled.name)?;
+        d.set_item("target", target.name())?;
+        d.set_item("chip", target.chip().map(|chip| chip.name()))?;
         d.set_item("parameters", c.cfg.model.parameter_count())?;
         // A warm-up or cool-down program's were not measured on their own:
         // None rather than a number that is not its.
-        d.set_item(
-            "instructions_built",
-            measured.then_some(c.instructions_built),
-        )?;
+        d.set_item("instructions_built", c.measured.map(|(built, _)| built))?;
         d.set_item("instructions", c.step.module.instruction_count())?;
         d.set_item("passes", c.step.passes.clone())?;
         d.set_item("precision", c.step.precision.name())?;
         d.set_item("forward_ms", ms(c.step.times.forward))?;
         d.set_item("autodiff_ms", ms(c.step.times.autodiff))?;
         d.set_item("optimizer_ms", ms(c.step.times.optimizer))?;
-        d.set_item("passes_ms", measured.then_some(ms(c.passes_time)))?;
+        d.set_item("passes_ms", c.measured.map(|(_, time)| ms(time)))?;
         Ok(d)
     }
 
@@ -346,8 +267,15 @@ impl Step {
         py: Python<'_>,
         #[pyo3(from_py_with = args::path)] path: std::path::PathBuf,
     ) -> PyResult<()> {
-        let programs = self.programs()?;
-        py.allow_threads(|| guarded(|| step_programs::write_bundle(programs, &path).map_err(to_py)))
+        let one = match self.part {
+            Some(_) => Some(self.single()?),
+            None => None,
+        };
+        let write = || match &one {
+            Some(one) => step_programs::write_program_bundle(one, &path),
+            None => step_programs::write_bundle(&self.compiled, &path),
+        };
+        py.allow_threads(|| guarded(|| write().map_err(to_py)))
     }
 
     /// Rank `rank`'s carried state at the start, by input name, as its
@@ -363,7 +291,7 @@ impl Step {
         #[pyo3(from_py_with = args::rank)] rank: usize,
         #[pyo3(from_py_with = args::checkpoint)] checkpoint: Option<std::path::PathBuf>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if let Some(p) = self.pipeline()? {
+        if let Some(p) = self.pipeline() {
             if checkpoint.is_some() {
                 return Err(usage(
                     "init_state(checkpoint=...) of a pipeline-parallel step: reading each stage's slices of a Hugging Face checkpoint is not supported yet; start from the model's initialization, or train with hlatc.Trainer and resume() a whole state made from the checkpoint",
@@ -374,13 +302,13 @@ impl Step {
             return dict_of(py, named);
         }
         self.whole_model("init_state")?;
-        let c = self.compiled()?;
+        let c = &self.single()?;
         let named = py.allow_threads(|| {
             guarded(|| {
                 let Some(path) = &checkpoint else {
                     return step_programs::start_values(c, seed, rank, true).map_err(to_py);
                 };
-                step_programs::check_rank(c, rank).map_err(to_py)?;
+                step_programs::check_rank(&c.cfg, rank).map_err(to_py)?;
                 hlatc::rank_checkpoint::rank_state_from_file(
                     &c.cfg,
                     &c.step.inputs,
@@ -404,7 +332,7 @@ impl Step {
         #[pyo3(from_py_with = args::seed)] seed: u64,
         #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.compiled()?;
+        let c = &self.single()?;
         let named = guarded(|| step_programs::start_values(c, seed, rank, false).map_err(to_py))?;
         dict_of(py, named)
     }
@@ -428,7 +356,7 @@ impl Step {
         py: Python<'py>,
         inputs: Vec<HashMap<String, RawIn<'py>>>,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let c = self.compiled()?;
+        let c = &self.single()?;
         let per_rank = inputs
             .into_iter()
             .map(literals)
@@ -462,8 +390,8 @@ impl Step {
         segment_ids: Option<RawIn<'py>>,
         #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.compiled()?;
-        step_programs::check_rank(c, rank).map_err(to_py)?;
+        let c = &self.single()?;
+        step_programs::check_rank(&c.cfg, rank).map_err(to_py)?;
         let batch = Batch {
             tokens: ids("tokens", tokens)?,
             targets: ids("targets", targets)?,
@@ -482,14 +410,14 @@ impl Step {
         state: HashMap<String, RawIn<'py>>,
         #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if let Some(p) = self.pipeline()? {
+        if let Some(p) = self.pipeline() {
             let state = literals(state)?;
             let named = guarded(|| p.shard_state(state, rank).map_err(to_py))?;
             return dict_of(py, named);
         }
         self.whole_model("shard_state")?;
-        let c = self.compiled()?;
-        step_programs::check_rank(c, rank).map_err(to_py)?;
+        let c = &self.single()?;
+        step_programs::check_rank(&c.cfg, rank).map_err(to_py)?;
         let state = literals(state)?;
         let named = guarded(|| step_programs::shard_state(c, state, rank).map_err(to_py))?;
         dict_of(py, named)
@@ -507,12 +435,12 @@ impl Step {
             .into_iter()
             .map(literals)
             .collect::<PyResult<Vec<_>>>()?;
-        if let Some(p) = self.pipeline()? {
+        if let Some(p) = self.pipeline() {
             let named = guarded(|| p.gather_state(per_rank).map_err(to_py))?;
             return dict_of(py, named);
         }
         self.whole_model("gather_state")?;
-        let c = self.compiled()?;
+        let c = &self.single()?;
         let named = guarded(|| step_programs::gather_state(c, per_rank).map_err(to_py))?;
         dict_of(py, named)
     }
@@ -525,12 +453,12 @@ impl Step {
         state: HashMap<String, RawIn<'py>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let state = literals(state)?;
-        if let Some(p) = self.pipeline()? {
+        if let Some(p) = self.pipeline() {
             let named = guarded(|| p.hugging_face_params(state).map_err(to_py))?;
             return dict_of(py, named);
         }
         self.whole_model("hugging_face_params")?;
-        let c = self.compiled()?;
+        let c = &self.single()?;
         let named = guarded(|| step_programs::hugging_face_params(c, state).map_err(to_py))?;
         dict_of(py, named)
     }
@@ -539,26 +467,27 @@ impl Step {
     /// pipeline's optimizer step, 1 for a step of one program.
     #[getter]
     pub(crate) fn grad_accum(&self) -> i64 {
-        match &self.programs {
-            Programs::One(_) => 1,
-            Programs::Accumulated { micro_batches, .. } => *micro_batches,
-            Programs::Pipelined { shape, .. } => shape.schedule.micro_batches,
+        match &self.compiled.apply {
+            Some(a) if self.several() => a.micro_batches,
+            _ => 1,
         }
     }
 
     /// The pipeline stages its ranks form (1 without pipeline parallelism).
     #[getter]
-    fn pp(&self) -> PyResult<i64> {
-        Ok(self.any_compiled()?.cfg.parallel.pp)
+    fn pp(&self) -> i64 {
+        self.compiled.cfg.parallel.pp
     }
 
     /// A pipeline-parallel step's schedule; `None` otherwise.
     #[getter]
     fn schedule(&self) -> Option<Schedule> {
-        match &self.programs {
-            Programs::Pipelined { shape, .. } => Some(Schedule::new(shape.schedule)),
-            _ => None,
-        }
+        let p = self
+            .compiled
+            .pipeline
+            .as_ref()
+            .filter(|_| self.part.is_none())?;
+        Some(Schedule::new(p.schedule))
     }
 
     /// The config the step was built from, as its bundle's manifest records
@@ -566,7 +495,7 @@ impl Step {
     /// programs.
     #[getter]
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let json = serde_json::to_string(self.programs()?.cfg())
+        let json = serde_json::to_string(&self.step_config()?)
             .map_err(|e| crate::errors::INTERNAL.err(format!("the config: {e}")))?;
         py.import("json")?
             .call_method1("loads", (PyString::new(py, &json),))
@@ -575,19 +504,19 @@ impl Step {
     /// A pipeline's warm-up tick program (forward slots only).
     #[getter]
     fn warm_up(&self, py: Python<'_>) -> Option<Py<Step>> {
-        self.tick_program(py, Phase::WarmUp)
+        self.part(py, Phase::WarmUp.into())
     }
 
     /// A pipeline's steady tick program (a forward and a backward slot).
     #[getter]
     fn steady(&self, py: Python<'_>) -> Option<Py<Step>> {
-        self.tick_program(py, Phase::Steady)
+        self.part(py, Phase::Steady.into())
     }
 
     /// A pipeline's cool-down tick program (backward slots only).
     #[getter]
     fn cool_down(&self, py: Python<'_>) -> Option<Py<Step>> {
-        self.tick_program(py, Phase::CoolDown)
+        self.part(py, Phase::CoolDown.into())
     }
 
     /// How a pipeline-parallel step's ticks run: each tick's program, and
@@ -595,7 +524,7 @@ impl Step {
     /// otherwise.
     #[getter]
     fn tick_plan(&self) -> PyResult<Option<TickPlan>> {
-        let Some(p) = self.pipeline()? else {
+        let Some(p) = self.pipeline() else {
             return Ok(None);
         };
         let plan = guarded(|| p.tick_plan().map_err(to_py))?;
@@ -615,7 +544,7 @@ impl Step {
         targets: RawIn<'py>,
         #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let Some(p) = self.pipeline()? else {
+        let Some(p) = self.pipeline() else {
             return Err(usage(
                 "tick_batches: only a pipeline-parallel step (pp above 1) runs ticks; a step of one program takes rank_batch's inputs",
             ));
@@ -634,10 +563,7 @@ impl Step {
     /// one program; `None` for a step of one program.
     #[getter]
     fn micro_step(&self, py: Python<'_>) -> Option<Py<Step>> {
-        match &self.programs {
-            Programs::Accumulated { micro, .. } => Some(micro.clone_ref(py)),
-            _ => None,
-        }
+        self.part(py, ProgramName::MicroStep)
     }
 
     /// The apply step of gradient accumulation or of a pipeline (the sum
@@ -645,69 +571,72 @@ impl Step {
     /// a step of one program.
     #[getter]
     fn apply_step(&self, py: Python<'_>) -> Option<Py<Step>> {
-        match &self.programs {
-            Programs::One(_) => None,
-            Programs::Accumulated { apply, .. } | Programs::Pipelined { apply, .. } => {
-                Some(apply.clone_ref(py))
-            }
-        }
+        self.part(py, ProgramName::ApplyStep)
     }
 
     fn __repr__(&self) -> PyResult<String> {
-        let world = self.world()?;
-        Ok(match self.programs()? {
-            StepPrograms::One(c) => format!(
-                "<hlatc.Step {} for {}: {} instructions, {} inputs, {world} rank(s)>",
-                c.name,
-                c.target.name(),
-                c.step.module.instruction_count(),
-                c.step.inputs.len(),
+        let (c, world) = (&self.compiled, self.world());
+        let (name, target) = (&c.name, c.target.name());
+        if !self.several() {
+            let one = self.single()?;
+            return Ok(format!(
+                "<hlatc.Step {name} for {target}: {} instructions, {} inputs, {world} rank(s)>",
+                one.step.module.instruction_count(),
+                one.step.inputs.len(),
+            ));
+        }
+        Ok(match &c.pipeline {
+            None => format!(
+                "<hlatc.Step {name} for {target}: gradient accumulation over {} micro-batches (micro_step, apply_step), {world} rank(s)>",
+                self.grad_accum(),
             ),
-            StepPrograms::Accumulated {
-                apply,
-                micro_batches,
-                ..
-            } => format!(
-                "<hlatc.Step {} for {}: gradient accumulation over {micro_batches} micro-batches (micro_step, apply_step), {world} rank(s)>",
-                apply.name,
-                apply.target.name(),
-            ),
-            StepPrograms::Pipelined { apply, shape, .. } => format!(
-                "<hlatc.Step {} for {}: {} pipeline stages over {} micro-batches, {} ticks (warm_up, steady, cool_down, apply_step), {world} rank(s)>",
-                apply.name,
-                apply.target.name(),
-                shape.schedule.stages,
-                shape.schedule.micro_batches,
-                shape.schedule.ticks(),
+            Some(p) => format!(
+                "<hlatc.Step {name} for {target}: {} pipeline stages over {} micro-batches, {} ticks (warm_up, steady, cool_down, apply_step), {world} rank(s)>",
+                p.schedule.stages,
+                p.schedule.micro_batches,
+                p.schedule.ticks(),
             ),
         })
     }
 }
 
-/// A pipelined step's summary: its model, stages and schedule, and each
-/// program's summary by name.
-fn pipeline_summary<'py>(
-    py: Python<'py>,
-    ticks: &[Py<Step>; 3],
-    apply: &Py<Step>,
-    shape: &PipelineShape,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    let c = apply.get().compiled()?;
-    d.set_item("model", &c.name)?;
-    d.set_item("target", c.target.name())?;
-    d.set_item("chip", c.target.chip().map(|chip| chip.name()))?;
-    d.set_item("parameters", shape.cfg.model.parameter_count())?;
-    d.set_item("pp", shape.schedule.stages)?;
-    d.set_item("grad_accum", shape.schedule.micro_batches)?;
-    d.set_item("ticks", shape.schedule.ticks())?;
-    d.set_item("bubble", shape.schedule.bubble())?;
-    for (phase, tick) in Phase::ALL.iter().zip(ticks) {
-        d.set_item(ProgramName::from(*phase).name(), tick.get().summary(py)?)?;
+impl Step {
+    /// A whole step's summary of its programs: its model and target, and
+    /// each program's summary by name; for gradient accumulation K, for a
+    /// pipeline its stages and schedule.
+    fn programs_summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = &self.compiled;
+        let d = PyDict::new(py);
+        d.set_item("model", &c.name)?;
+        d.set_item("target", c.target.name())?;
+        if let Some(p) = &c.pipeline {
+            d.set_item("chip", c.target.chip().map(|chip| chip.name()))?;
+            pipeline_summary(&d, &c.cfg, p)?;
+        } else {
+            d.set_item("grad_accum", self.grad_accum())?;
+        }
+        for (name, part) in &self.parts {
+            d.set_item(name.name(), part.get().summary(py)?)?;
+        }
+        if let Some(p) = &c.pipeline {
+            // The warm-up and cool-down programs' pipeline, timed together.
+            let ms = p.passes_time.as_secs_f64() * 1e3;
+            d.set_item("warm_up_and_cool_down_passes_ms", ms)?;
+        }
+        Ok(d)
     }
-    d.set_item(ProgramName::ApplyStep.name(), apply.get().summary(py)?)?;
-    // The warm-up and cool-down programs' pipeline, timed together.
-    let ms = shape.ticks_passes_time.as_secs_f64() * 1e3;
-    d.set_item("warm_up_and_cool_down_passes_ms", ms)?;
-    Ok(d)
+}
+
+/// A pipelined step's stages and schedule, into its summary `d`.
+fn pipeline_summary(
+    d: &Bound<'_, PyDict>,
+    whole: &StepConfig,
+    p: &PipelinePrograms,
+) -> PyResult<()> {
+    d.set_item("parameters", whole.model.parameter_count())?;
+    d.set_item("pp", p.schedule.stages)?;
+    d.set_item("grad_accum", p.schedule.micro_batches)?;
+    d.set_item("ticks", p.schedule.ticks())?;
+    d.set_item("bubble", p.schedule.bubble())?;
+    Ok(())
 }

@@ -31,9 +31,9 @@ impl Trainer {
         #[pyo3(from_py_with = args::step)] step: Bound<'_, Step>,
         #[pyo3(from_py_with = args::seed)] seed: u64,
     ) -> PyResult<Trainer> {
-        let programs = step.get().programs()?;
+        let compiled = step.get().whole("Trainer")?;
         let inner =
-            py.allow_threads(|| guarded(|| step_programs::trainer(programs, seed).map_err(to_py)))?;
+            py.allow_threads(|| guarded(|| step_programs::trainer(compiled, seed).map_err(to_py)))?;
         Ok(Trainer { inner })
     }
 

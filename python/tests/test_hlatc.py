@@ -282,6 +282,10 @@ def test_gradient_accumulation_is_two_programs_that_train_as_one(tmp_path):
     assert pair.summary["micro_step"]["instructions"] == micro.summary["instructions"]
     with pytest.raises(hlatc.UsageError, match="micro_step and apply_step"):
         pair.hlo_text
+    # A program of the pair is not a step to train on its own.
+    assert micro.grad_accum == 1 and micro.summary["passes_ms"] is not None
+    with pytest.raises(hlatc.UsageError, match="'micro_step' is one program of a step of several"):
+        hlatc.Trainer(micro)
     # A replica takes 4 of the 8 rows per step; each micro step half of them.
     assert {t.name: t.shape for t in micro.inputs}["tokens"] == [2, 16]
     # The same losses and state as the whole batch in one program (f32, to

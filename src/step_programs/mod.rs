@@ -1,23 +1,17 @@
-//! What a host of a compiled step does with it, beyond compiling: its
-//! programs split (gradient accumulation's pair, pipeline parallelism's
-//! four), compiled for XLA CPU, written as a bundle, started as a trainer,
-//! run rank by rank, and its inputs and state divided among the ranks and
-//! gathered back. The Python package is a thin layer over these.
+//! What a host of a compiled step does with it, beyond compiling: each
+//! of its programs on its own ([`OneProgram`]: gradient accumulation's
+//! pair, pipeline parallelism's four) compiled for XLA CPU and run rank by
+//! rank, the step written as a bundle and started as a trainer, its inputs
+//! and state divided among the ranks and gathered back. The CLI's `train`
+//! and the Python package are thin layers over these; the shapes are told
+//! apart by [`CompiledStep::shape`].
 
 use crate::batch_check::{check_batch_input, check_batch_inputs, BatchError};
-use crate::bundle::{
-    for_cpu, manifest_json, sha256_hex, stage_accumulation_bundle, stage_bundle,
-    stage_pipeline_bundle, BundleTarget,
-};
-use crate::compile_step::{ApplyStep, CompiledStep, PipelinePrograms, StepShape};
+use crate::bundle::{for_cpu, manifest_json, sha256_hex, stage_bundle};
+use crate::compile_step::{CompiledStep, StepShape};
 use crate::data::Batch;
-use crate::grad_accum::micro_config;
 use crate::initial_inputs::StartValues;
-use crate::kernel_choice::KernelFallback;
-use crate::memory_plan::{MemoryCheck, MemoryPlan};
 use crate::models::init::init_params;
-use crate::models::parallel::stages::Stages;
-use crate::pipeline::{tick_config, PipelineForm, Schedule};
 use crate::rank_inputs::RankInputs;
 use crate::runtime::{Program, Runtime};
 use crate::state_shards::{state_inputs, unshard_state, whole_state};
@@ -26,10 +20,11 @@ use crate::trainer::Trainer;
 use crate::Literal;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
+mod one_program;
 mod pipeline;
 
+pub use one_program::OneProgram;
 pub use pipeline::Pipeline;
 
 type Result<T> = std::result::Result<T, crate::Error>;
@@ -38,292 +33,39 @@ fn usage(message: String) -> crate::Error {
     crate::Error::Usage(message)
 }
 
-/// A compiled step's programs: one, gradient accumulation's two, or
-/// pipeline parallelism's four, each a `CompiledStep` of one program (the
-/// micro step's config takes a K-th of the batch, as its bundle's manifest
-/// says; a pipeline's programs are one stage's, and `S` holds what they
-/// share). `StepPrograms<&CompiledStep, &PipelineShape>` ([`Borrowed`]) is
-/// the same programs borrowed (a Python `Step` holds each program of a
-/// pair or a pipeline in a `Step` of its own).
-#[derive(Clone, Copy)]
-pub enum StepPrograms<C = CompiledStep, S = PipelineShape> {
-    One(C),
-    Accumulated {
-        micro: C,
-        apply: C,
-        micro_batches: i64,
-    },
-    /// Pipeline parallelism (`pp` above 1): the tick programs in
-    /// [`Phase::ALL`] order, each one stage over one micro-batch (its
-    /// config [`tick_config`]'s), and the apply step (its config the stage
-    /// config, the optimizer step's batch).
-    Pipelined {
-        ticks: [C; 3],
-        apply: C,
-        shape: S,
-    },
-}
-
-/// The programs of a compiled step, borrowed.
-pub type Borrowed<'a> = StepPrograms<&'a CompiledStep, &'a PipelineShape>;
-
-/// What the four programs of a pipeline-parallel step share, beside
-/// themselves: the whole step's config (the whole model; each program's
-/// config is one stage's), its schedule and its stages.
-pub struct PipelineShape {
-    pub cfg: StepConfig,
-    pub schedule: Schedule,
-    pub stages: Stages,
-    /// How the tick programs are written.
-    pub form: PipelineForm,
-    /// The passes' time over the warm-up and cool-down programs, which
-    /// `compile_step` measures together: their `CompiledStep`s hold no
-    /// time of their own (and no count of the instructions built, which
-    /// it does not keep), only the steady program and the apply step do.
-    pub ticks_passes_time: Duration,
-}
-
-/// What each program split from one compile keeps of it.
-struct Origin {
-    name: String,
-    target: BundleTarget,
-    memory_check: MemoryCheck,
-    kernel_fallbacks: Vec<KernelFallback>,
-}
-
-impl Origin {
-    /// `step` as a `CompiledStep` of one program, run on `cfg`.
-    fn program(
-        &self,
-        step: TrainStep,
-        cfg: StepConfig,
-        instructions_built: usize,
-        passes_time: Duration,
-    ) -> CompiledStep {
-        CompiledStep {
-            name: self.name.clone(),
-            cfg,
-            memory: MemoryPlan::of(&step),
-            step,
-            target: self.target,
-            apply: None,
-            pipeline: None,
-            instructions_built,
-            memory_check: self.memory_check,
-            passes_time,
-            kernel_fallbacks: self.kernel_fallbacks.clone(),
-        }
-    }
-}
-
-pub fn into_programs(c: CompiledStep) -> Result<StepPrograms> {
-    let CompiledStep {
-        name,
-        cfg,
-        step,
-        target,
-        apply,
-        pipeline,
-        instructions_built,
-        memory,
-        memory_check,
-        passes_time,
-        kernel_fallbacks,
-    } = c;
-    let Some(apply) = apply else {
-        return Ok(StepPrograms::One(CompiledStep {
-            name,
-            cfg,
-            step,
-            target,
-            apply: None,
-            pipeline: None,
-            instructions_built,
-            memory,
-            memory_check,
-            passes_time,
-            kernel_fallbacks,
-        }));
-    };
-    let origin = Origin {
-        name,
-        target,
-        memory_check,
-        kernel_fallbacks,
-    };
-    if let Some(p) = pipeline {
-        let steady = (step, instructions_built, passes_time);
-        return Ok(pipelined(&origin, cfg, steady, apply, p));
-    }
-    let micro_cfg = micro_config(&cfg, apply.micro_batches).map_err(crate::Error::from)?;
-    let ApplyStep {
-        step: apply_step,
-        micro_batches,
-        instructions_built: apply_built,
-        passes_time: apply_time,
-    } = apply;
-    Ok(StepPrograms::Accumulated {
-        micro: origin.program(step, micro_cfg, instructions_built, passes_time),
-        apply: origin.program(apply_step, cfg, apply_built, apply_time),
-        micro_batches,
-    })
-}
-
-/// A pipeline-parallel compile of `cfg` as its four programs, each on its
-/// stage's config: the steady tick's (`steady`: the program, its
-/// instructions built and its passes' time), the apply step, and the
-/// warm-up and cool-down programs of `p`.
-fn pipelined(
-    origin: &Origin,
-    cfg: StepConfig,
-    steady: (TrainStep, usize, Duration),
-    apply: ApplyStep,
-    p: PipelinePrograms,
-) -> StepPrograms {
-    let PipelinePrograms {
-        warm_up,
-        cool_down,
-        schedule,
-        stages,
-        stage_config,
-        form,
-        passes_time,
-    } = p;
-    let tick_cfg = tick_config(&stage_config, schedule.micro_batches);
-    let (step, built, time) = steady;
-    let steady = origin.program(step, tick_cfg.clone(), built, time);
-    // compile_step keeps neither figure for these two (see PipelineShape).
-    let unmeasured = |step| origin.program(step, tick_cfg.clone(), 0, Duration::ZERO);
-    let ticks = [unmeasured(warm_up), steady, unmeasured(cool_down)];
-    let apply = origin.program(
-        apply.step,
-        stage_config,
-        apply.instructions_built,
-        apply.passes_time,
-    );
-    StepPrograms::Pipelined {
-        ticks,
-        apply,
-        shape: PipelineShape {
-            cfg,
-            schedule,
-            stages,
-            form,
-            ticks_passes_time: passes_time,
-        },
-    }
-}
-
-impl<C, S> StepPrograms<C, S> {
-    /// The programs borrowed.
-    pub fn borrowed(&self) -> StepPrograms<&C, &S> {
-        match self {
-            StepPrograms::One(c) => StepPrograms::One(c),
-            StepPrograms::Accumulated {
-                micro,
-                apply,
-                micro_batches,
-            } => StepPrograms::Accumulated {
-                micro,
-                apply,
-                micro_batches: *micro_batches,
-            },
-            StepPrograms::Pipelined {
-                ticks,
-                apply,
-                shape,
-            } => StepPrograms::Pipelined {
-                ticks: [&ticks[0], &ticks[1], &ticks[2]],
-                apply,
-                shape,
-            },
-        }
-    }
-}
-
-impl<'a> Borrowed<'a> {
-    /// The whole step's config: the optimizer step's batch and, under
-    /// pipeline parallelism, the whole model.
-    pub fn cfg(self) -> &'a StepConfig {
-        match self {
-            StepPrograms::One(c) => &c.cfg,
-            StepPrograms::Accumulated { apply, .. } => &apply.cfg,
-            StepPrograms::Pipelined { shape, .. } => &shape.cfg,
-        }
-    }
-
-    /// The pipeline's programs, for a pipeline-parallel step.
-    pub fn pipeline(self) -> Option<Pipeline<'a>> {
-        match self {
-            StepPrograms::Pipelined {
-                ticks,
-                apply,
-                shape,
-            } => Some(Pipeline {
-                ticks,
-                apply,
-                shape,
-            }),
-            _ => None,
-        }
-    }
-}
-
-/// The step compiled by XLA CPU on as many devices as it has ranks, its
-/// Neuron custom calls as plain HLO.
-pub fn cpu_program(c: &CompiledStep) -> Result<Program> {
-    let world = c.cfg.parallel.world();
-    cpu_program_on(&Runtime::for_ranks(world as usize)?, c)
-}
-
-/// [`cpu_program`] on `rt`'s devices.
-fn cpu_program_on(rt: &Runtime, c: &CompiledStep) -> Result<Program> {
+/// One program compiled by XLA CPU on as many devices as the step has
+/// ranks, its Neuron custom calls as plain HLO.
+pub fn cpu_program(c: &OneProgram) -> Result<Program> {
+    let rt = Runtime::for_ranks(c.cfg.parallel.world() as usize)?;
     let (module, _) = for_cpu(c.step.module.clone(), &c.cfg)?;
     Ok(rt.compile(&module)?)
 }
 
-/// The bundle's `manifest.json`.
-pub fn manifest(c: &CompiledStep) -> String {
+/// One program's `manifest.json`, as a bundle of it alone holds it.
+pub fn manifest(c: &OneProgram) -> String {
     let proto = crate::proto::encode_module(&c.step.module);
-    manifest_json(&c.step, &c.cfg, c.target, &sha256_hex(&proto))
+    manifest_json(c.step, &c.cfg, c.compiled.target, &sha256_hex(&proto))
 }
 
-/// Writes the programs' bundle to `dir`, staged and committed: whole or
-/// nothing, the CLI's bytes.
-pub fn write_bundle(programs: Borrowed, dir: &Path) -> Result<()> {
-    let staged = match programs {
-        StepPrograms::Accumulated {
-            micro,
-            apply,
-            micro_batches,
-        } => stage_accumulation_bundle(
-            &micro.step,
-            &apply.step,
-            &apply.cfg,
-            micro_batches,
-            apply.target,
-            dir,
-        ),
-        StepPrograms::One(c) => stage_bundle(&c.step, &c.cfg, c.target, dir),
-        StepPrograms::Pipelined {
-            ticks,
-            apply,
-            shape,
-        } => {
-            let p = Pipeline {
-                ticks,
-                apply,
-                shape,
-            };
-            let steps = p.tick_steps();
-            stage_pipeline_bundle(p.view(&steps), &shape.cfg, apply.target, dir)
-        }
-    };
-    staged.and_then(|s| s.commit()).map(|_| ())?;
+/// Writes the step's bundle to `dir`, staged and committed: whole or
+/// nothing, `hlatc compile`'s bytes.
+pub fn write_bundle(c: &CompiledStep, dir: &Path) -> Result<()> {
+    let ticks = c.ticks();
+    c.shape(&ticks)
+        .stage_bundle(&c.cfg, c.target, dir)?
+        .commit()?;
     Ok(())
 }
-pub fn check_rank(c: &CompiledStep, rank: usize) -> Result<()> {
-    let world = c.cfg.parallel.world() as usize;
+
+/// Writes a bundle of one program alone (its own config's) to `dir`.
+pub fn write_program_bundle(c: &OneProgram, dir: &Path) -> Result<()> {
+    stage_bundle(c.step, &c.cfg, c.compiled.target, dir)?.commit()?;
+    Ok(())
+}
+
+/// Refuses a rank the step does not run on.
+pub fn check_rank(cfg: &StepConfig, rank: usize) -> Result<()> {
+    let world = cfg.parallel.world() as usize;
     if rank >= world {
         return Err(usage(format!(
             "rank {rank}: the step runs on {world} rank(s)"
@@ -335,12 +77,12 @@ pub fn check_rank(c: &CompiledStep, rank: usize) -> Result<()> {
 /// Rank `rank`'s start value of every state input (`state`) or every batch
 /// input, by name.
 pub fn start_values(
-    c: &CompiledStep,
+    c: &OneProgram,
     seed: u64,
     rank: usize,
     state: bool,
 ) -> Result<Vec<(String, Literal)>> {
-    check_rank(c, rank)?;
+    check_rank(&c.cfg, rank)?;
     let wanted: Vec<TensorSpec> = c
         .step
         .inputs
@@ -355,7 +97,7 @@ pub fn start_values(
 /// The inputs in signature order, each by name, none missing and none left
 /// over (`rank` names a sharded step's rank in the message).
 pub fn inputs_by_name(
-    c: &CompiledStep,
+    c: &OneProgram,
     rank: Option<usize>,
     mut named: BTreeMap<String, Literal>,
 ) -> Result<Vec<Literal>> {
@@ -399,7 +141,7 @@ impl From<crate::Error> for RunFailure {
 /// checked as a run checks it (ids in the vocabulary, segment ids a
 /// packing).
 pub fn checked_inputs(
-    c: &CompiledStep,
+    c: &OneProgram,
     per_rank: Vec<BTreeMap<String, Literal>>,
 ) -> std::result::Result<Vec<Vec<Literal>>, RunFailure> {
     let world = c.cfg.parallel.world() as usize;
@@ -424,7 +166,7 @@ pub fn checked_inputs(
 
 /// One run of [`checked_inputs`]' inputs, every rank's outputs by name.
 pub fn run_ranks(
-    c: &CompiledStep,
+    c: &OneProgram,
     program: &Program,
     args: &[Vec<Literal>],
 ) -> Result<Vec<Vec<(String, Literal)>>> {
@@ -441,8 +183,8 @@ pub fn run_ranks(
 /// input's rows as the trainer gives them to the rank, after the checks the
 /// trainer makes (the global batch's shape, ids in the vocabulary, segment
 /// ids a packing).
-pub fn rank_batch(c: &CompiledStep, batch: &Batch, rank: usize) -> Result<Vec<(String, Literal)>> {
-    check_rank(c, rank)?;
+pub fn rank_batch(c: &OneProgram, batch: &Batch, rank: usize) -> Result<Vec<(String, Literal)>> {
+    check_rank(&c.cfg, rank)?;
     let ranks = RankInputs::new(&c.cfg);
     let global = c.cfg.batch;
     let mut out = Vec::new();
@@ -478,11 +220,11 @@ pub fn rank_batch(c: &CompiledStep, batch: &Batch, rank: usize) -> Result<Vec<(S
 /// Rank `rank`'s share of every state input, by name, from the whole state,
 /// each checked against the step.
 pub fn shard_state(
-    c: &CompiledStep,
+    c: &OneProgram,
     state: BTreeMap<String, Literal>,
     rank: usize,
 ) -> Result<Vec<(String, Literal)>> {
-    check_rank(c, rank)?;
+    check_rank(&c.cfg, rank)?;
     let ranks = RankInputs::new(&c.cfg);
     let whole = whole_state(&ranks, &c.step.inputs, state, "state")?;
     Ok(state_inputs(&c.step.inputs)
@@ -495,7 +237,7 @@ pub fn shard_state(
 /// The whole state from every rank's share (in rank order), as `hlatc
 /// unshard` joins rank files.
 pub fn gather_state(
-    c: &CompiledStep,
+    c: &OneProgram,
     per_rank: Vec<BTreeMap<String, Literal>>,
 ) -> Result<Vec<(String, Literal)>> {
     let ranks = RankInputs::new(&c.cfg);
@@ -507,7 +249,7 @@ pub fn gather_state(
 /// The parameters of a whole state as Hugging Face tensors (fused ones
 /// split back), as the trainer gives them.
 pub fn hugging_face_params(
-    c: &CompiledStep,
+    c: &OneProgram,
     state: BTreeMap<String, Literal>,
 ) -> Result<Vec<(String, Literal)>> {
     let ranks = RankInputs::new(&c.cfg);
@@ -565,54 +307,13 @@ pub fn start_trainer(
     Ok(trainer)
 }
 
-/// The step's programs on XLA CPU as a `Trainer` (the train crate's knows
-/// nothing of the facade's `CompiledStep`), started from the model's
-/// initialization drawn from `seed`, zero Adam state, step 0, the rounding
-/// RNG seeded.
-pub fn trainer(programs: Borrowed, seed: u64) -> Result<Trainer> {
-    let cfg = programs.cfg();
-    let params = init_params(&cfg.model, cfg.precision.storage(), seed)
+/// [`start_trainer`] on a runtime of its own, from the model's
+/// initialization drawn from `seed`.
+pub fn trainer(c: &CompiledStep, seed: u64) -> Result<Trainer> {
+    let rt = Runtime::for_ranks(c.cfg.parallel.world() as usize)?;
+    let params = init_params(&c.cfg.model, c.cfg.precision.storage(), seed)
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let mut inner = match programs {
-        StepPrograms::One(c) => Trainer::with_program(cpu_program(c)?, cfg, &c.step, params)?,
-        StepPrograms::Accumulated {
-            micro,
-            apply,
-            micro_batches,
-        } => {
-            // One runtime for both: the state they share stays on its
-            // devices between them.
-            let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
-            Trainer::accumulating_programs(
-                [cpu_program_on(&rt, micro)?, cpu_program_on(&rt, apply)?],
-                cfg,
-                [&micro.step, &apply.step],
-                micro_batches,
-                params,
-            )?
-        }
-        StepPrograms::Pipelined {
-            ticks,
-            apply,
-            shape,
-        } => {
-            let p = Pipeline {
-                ticks,
-                apply,
-                shape,
-            };
-            let rt = Runtime::for_ranks(cfg.parallel.world() as usize)?;
-            let compiled = ticks
-                .iter()
-                .chain([&apply])
-                .map(|c| cpu_program_on(&rt, c))
-                .collect::<Result<Vec<_>>>()?;
-            let steps = p.tick_steps();
-            Trainer::pipelined_programs(compiled, cfg, p.view(&steps), params)?
-        }
-    };
-    inner.try_seed_rounding(seed)?;
-    Ok(inner)
+    start_trainer(&rt, c, params, seed)
 }

@@ -4,36 +4,47 @@
 //! by the train crate's tick plan. The division itself is the train crate's
 //! (`hlatc_train::pipeline`).
 
-use super::{check_rank, usage, PipelineShape, Result};
+use super::{check_rank, usage, Result};
 use crate::batch_check::check_batch_input;
-use crate::compile_step::CompiledStep;
+use crate::compile_step::{CompiledStep, PipelinePrograms};
 use crate::data::Batch;
 use crate::models::init::init_params;
 use crate::models::param_specs;
-use crate::pipeline::{Phase, PipelineView, StageStates, TickPlan};
-use crate::train_step::{Role, TrainStep};
+use crate::pipeline::{PipelineView, StageStates, TickPlan};
+use crate::train_step::{Role, StepConfig, TrainStep};
 use crate::Literal;
 use std::collections::BTreeMap;
 
-/// A pipeline-parallel step's programs, borrowed
-/// ([`super::StepPrograms::Pipelined`]): what its bundle, trainer, state
-/// and batches are made from. Every rank runs every program; rank `r` is
-/// rank `r % (tp * dp)` of stage `r / (tp * dp)`, whose programs name its
-/// layers as the stage model's (`model.layers.0.` and on). The state
-/// outside names them as the whole model's, so it is the single-device
-/// step's.
+/// A pipeline-parallel step's programs ([`Pipeline::of`]): what its
+/// state and batches are made from. Every rank runs every program; rank
+/// `r` is rank `r % (tp * dp)` of stage `r / (tp * dp)`, whose programs
+/// name its layers as the stage model's (`model.layers.0.` and on). The
+/// state outside names them as the whole model's, so it is the
+/// single-device step's.
 #[derive(Clone, Copy)]
 pub struct Pipeline<'a> {
-    /// In [`Phase::ALL`] order.
-    pub ticks: [&'a CompiledStep; 3],
-    pub apply: &'a CompiledStep,
-    pub shape: &'a PipelineShape,
+    compiled: &'a CompiledStep,
+    programs: &'a PipelinePrograms,
+    apply: &'a TrainStep,
 }
 
 impl<'a> Pipeline<'a> {
-    /// The tick programs' steps, in [`Phase::ALL`] order.
+    /// The pipeline of a pipeline-parallel step; `None` for another.
+    pub fn of(compiled: &'a CompiledStep) -> Option<Pipeline<'a>> {
+        Some(Pipeline {
+            compiled,
+            programs: compiled.pipeline.as_ref()?,
+            apply: &compiled.apply.as_ref()?.step,
+        })
+    }
+
+    /// The tick programs' steps, in [`crate::pipeline::Phase::ALL`] order.
     pub fn tick_steps(&self) -> [&'a TrainStep; 3] {
-        self.ticks.map(|c| &c.step)
+        [
+            &self.programs.warm_up,
+            &self.compiled.step,
+            &self.programs.cool_down,
+        ]
     }
 
     /// The programs as the train crate's trainer, bundle and check read
@@ -44,28 +55,33 @@ impl<'a> Pipeline<'a> {
     {
         PipelineView {
             ticks,
-            apply: &self.apply.step,
-            schedule: self.shape.schedule,
-            stage_config: &self.apply.cfg,
-            form: self.shape.form,
+            apply: self.apply,
+            schedule: self.programs.schedule,
+            stage_config: self.stage_config(),
+            form: self.programs.form,
         }
     }
 
-    /// The tick program of `phase`.
-    pub fn tick(&self, phase: Phase) -> &'a CompiledStep {
-        let at = Phase::ALL.iter().position(|&p| p == phase);
-        self.ticks[at.expect("a phase")]
+    /// What every stage's programs are built from.
+    fn stage_config(&self) -> &'a StepConfig {
+        &self.programs.stage_config
+    }
+
+    /// The whole step's config: the whole model, the optimizer step's
+    /// batch.
+    fn whole(&self) -> &'a StepConfig {
+        &self.compiled.cfg
     }
 
     /// How the whole state divides over the stages' ranks.
     fn states(&self) -> StageStates {
-        StageStates::new(&self.shape.cfg, &self.apply.cfg, &self.apply.step.inputs)
+        StageStates::new(self.whole(), self.stage_config(), &self.apply.inputs)
     }
 
     /// Rank `rank`'s stage, and its rank within the stage.
     fn place(&self, rank: usize) -> Result<(usize, usize)> {
-        check_rank(self.apply, rank)?;
-        let per_stage = self.apply.cfg.parallel.stage_world() as usize;
+        check_rank(self.whole(), rank)?;
+        let per_stage = self.stage_config().parallel.stage_world() as usize;
         Ok((rank / per_stage, rank % per_stage))
     }
 
@@ -76,7 +92,7 @@ impl<'a> Pipeline<'a> {
     /// RNG seeded. Only this rank's stage is divided.
     pub fn start_state(&self, seed: u64, rank: usize) -> Result<Vec<(String, Literal)>> {
         let (stage, local) = self.place(rank)?;
-        let whole = &self.shape.cfg;
+        let whole = self.whole();
         let params: BTreeMap<String, Literal> =
             init_params(&whole.model, whole.precision.storage(), seed)
                 .into_iter()
@@ -124,7 +140,7 @@ impl<'a> Pipeline<'a> {
         for stage in 0..states.names().count() {
             states.stage_whole(&state, stage, "state")?;
         }
-        let model = &self.shape.cfg.model;
+        let model = &self.whole().model;
         let stored: BTreeMap<String, Literal> = param_specs(model)
             .into_iter()
             .filter_map(|p| state.get(&p.name).map(|t| (p.name, t.clone())))
@@ -167,9 +183,9 @@ impl<'a> Pipeline<'a> {
                     .into(),
             ));
         }
-        let cfg = &self.shape.cfg;
+        let cfg = self.whole();
         let want = [cfg.batch.batch_size, cfg.batch.seq_len];
-        let steady = &self.tick(Phase::Steady).step.inputs;
+        let steady = &self.compiled.step.inputs;
         for (value, role) in [
             (&batch.tokens, Role::Tokens),
             (&batch.targets, Role::Targets),
