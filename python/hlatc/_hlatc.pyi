@@ -13,26 +13,28 @@ import numpy.typing as npt
 from typing_extensions import Self
 
 from hlatc._types import (
+    # <option types: generated from the option table>
+    Model,
+    Precision,
+    Rounding,
+    Target,
     Chip,
+    Remat,
+    EpExchange,
+    Spmd,
+    RankSource,
+    ReplicaGroups,
+    PpSend,
+    # </option types>
     Format,
     Instance,
-    Model,
     NeuronFinding,
     Packing,
     Phase,
-    Precision,
-    RankSource,
     RawDtype,
-    Remat,
-    ReplicaGroups,
-    PpSend,
-    EpExchange,
     Program,
-    Rounding,
     Series,
     Special,
-    Spmd,
-    Target,
 )
 
 # A tensor handed over: its XLA type name, its shape, and a 1-D uint8 array

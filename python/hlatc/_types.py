@@ -3,9 +3,12 @@ values as a `Literal` of its names, so a misspelt one is an error in an IDE
 and under mypy, before anything runs.
 
 The names are the Rust core's (`hlatc._hlatc.choices()` reports them, from
-the types that parse them); `python/tests/test_types.py` holds every list
-here equal to the core's, so a name added in Rust fails the tests until it
-is added here too.
+the types that parse them). The compile options' types are written from
+the option table between the `option types` marker lines (here, and their
+imports in `__init__.py` and `_hlatc.pyi`): `tests/it/option_surfaces.rs`
+holds them to it, and `HLATC_BLESS=1 cargo test --test it option_surfaces`
+writes them. `python/tests/test_api.py` holds every list here equal to
+the core's, so a name added in Rust fails the tests until it is here too.
 """
 
 from __future__ import annotations
@@ -16,17 +19,19 @@ from typing import Any, Dict, Literal, Mapping, NamedTuple, Optional, Union
 import numpy.typing as npt
 
 __all__ = [
+    # <option type names: generated from the option table>
     "Model",
     "Precision",
     "Rounding",
     "Target",
     "Chip",
     "Remat",
+    "EpExchange",
     "Spmd",
     "RankSource",
     "ReplicaGroups",
     "PpSend",
-    "EpExchange",
+    # </option type names>
     "Format",
     "Packing",
     "RawDtype",
@@ -42,7 +47,8 @@ __all__ = [
     "NeuronFinding",
 ]
 
-#: A preset `compile_step(model=...)` builds (`hlatc compile --model`).
+# <option types: generated from the option table>
+#: The names `--model` and `model=` take.
 Model = Literal[
     "tiny",
     "hlat-7b",
@@ -58,25 +64,27 @@ Model = Literal[
     "mixtral-8x7b",
     "qwen3-30b-a3b",
 ]
-#: A precision preset (`--precision`).
+#: The names `--precision` and `precision=` take.
 Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "bf16-master", "fp64"]
-#: Which converts to bf16 round stochastically (`--rounding`).
+#: The names `--rounding` and `rounding=` take.
 Rounding = Literal["rne", "sr", "state-updates"]
-#: What the step is compiled for (`--target`).
+#: The names `--target` and `target=` take.
 Target = Literal["neuron", "cpu"]
-#: The Trainium chip a neuron bundle is compiled for (`--chip`).
+#: The names `--chip` and `chip=` take.
 Chip = Literal["trn1", "trn2"]
-#: The activation-checkpointing policy (`--remat`).
+#: The names `--remat` and `remat=` take.
 Remat = Literal["none", "core-attention", "full-layer", "stage"]
-#: The SPMD form of a sharded step (`--spmd`).
-Spmd = Literal["replicas", "partitions"]
-#: Where a sharded step's ranks read their numbers (`--rank-source`).
-RankSource = Literal["device", "input"]
-ReplicaGroups = Literal["explicit", "iota"]
-#: How pipeline stages send to each other (`--pp-send`).
-PpSend = Literal["all-gather", "permute"]
-#: How tokens reach the experts of other EP ranks (`--ep-exchange`).
+#: The names `--ep-exchange` and `ep_exchange=` take.
 EpExchange = Literal["all-to-all", "all-gather"]
+#: The names `--spmd` and `spmd=` take.
+Spmd = Literal["replicas", "partitions"]
+#: The names `--rank-source` and `rank_source=` take.
+RankSource = Literal["device", "input"]
+#: The names `--replica-groups` and `replica_groups=` take.
+ReplicaGroups = Literal["explicit", "iota"]
+#: The names `--pp-send` and `pp_send=` take.
+PpSend = Literal["all-gather", "permute"]
+# </option types>
 #: A corpus file's format (`hlatc train --corpus-format`).
 Format = Literal["jsonl", "lines", "paragraphs", "token-ids"]
 #: How the loader fills rows (`hlatc train --packing`).
@@ -96,17 +104,19 @@ Instance = Literal["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"]
 
 #: Each option's Literal by the name `hlatc._hlatc.choices()` gives it.
 CHOICES: Dict[str, Any] = {
+    # <option types by keyword: generated from the option table>
     "model": Model,
     "precision": Precision,
     "rounding": Rounding,
     "target": Target,
     "chip": Chip,
     "remat": Remat,
+    "ep_exchange": EpExchange,
     "spmd": Spmd,
     "rank_source": RankSource,
     "replica_groups": ReplicaGroups,
     "pp_send": PpSend,
-    "ep_exchange": EpExchange,
+    # </option types by keyword>
     "format": Format,
     "packing": Packing,
     "raw_dtype": RawDtype,

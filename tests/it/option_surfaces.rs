@@ -6,7 +6,7 @@
 //! `HLATC_BLESS=1 cargo test --test it option_surfaces` writes it, and
 //! the failure shows the lines that differ.
 
-use hlatc::compile_step::spellings::{CompileOption, DefaultValue, SPELLINGS};
+use hlatc::compile_step::spellings::{CompileOption, DefaultValue, Spelling, SPELLINGS};
 use hlatc::compile_step::{CompileOptions, PyValue, Takes};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -102,6 +102,60 @@ fn python_table() -> String {
     t
 }
 
+/// The `Literal` type of each option of a fixed set, as its row's Python
+/// type names it (`Optional[Rounding]`: `Rounding`), with its names; in
+/// table order, once each.
+fn option_types() -> Vec<(&'static str, &'static Spelling, Vec<&'static str>)> {
+    const TYPING: [&str; 9] = [
+        "Optional", "Union", "Sequence", "Mapping", "Any", "Dict", "List", "Tuple", "Literal",
+    ];
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for &o in CompileOption::ALL {
+        let (s, Some(names)) = (o.spelling(), o.choices()) else {
+            continue;
+        };
+        let words = s.python_type.split(|c: char| !c.is_ascii_alphanumeric());
+        let mut types = words.filter(|w| w.starts_with(char::is_uppercase) && !TYPING.contains(w));
+        if let Some(ty) = types.next() {
+            if seen.insert(ty) {
+                out.push((ty, s, names));
+            }
+        }
+    }
+    out
+}
+
+/// `_types.py`'s definitions of [`option_types`].
+fn option_type_definitions() -> String {
+    let mut t = String::new();
+    for (ty, s, names) in option_types() {
+        let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+        let one_line = format!("{ty} = Literal[{}]\n", quoted.join(", "));
+        let keyword = s.python.map(|k| format!(" and `{k}=`")).unwrap_or_default();
+        t.push_str(&format!("#: The names `--{}`{keyword} take.\n", s.flag));
+        if one_line.len() <= 100 {
+            t.push_str(&one_line);
+        } else {
+            t.push_str(&format!("{ty} = Literal[\n"));
+            for q in quoted {
+                t.push_str(&format!("    {q},\n"));
+            }
+            t.push_str("]\n");
+        }
+    }
+    t
+}
+
+/// The names of [`option_types`], a line each, as `pattern` writes one
+/// from the type and its row.
+fn option_type_lines(pattern: fn(&str, &Spelling) -> String) -> String {
+    option_types()
+        .into_iter()
+        .map(|(ty, s, _)| pattern(ty, s))
+        .collect()
+}
+
 /// The generated region of `file`, between the line holding `begin` and
 /// the next holding `end`, held to `want` (or written, when blessing).
 fn hold(file: &str, begin: &str, end: &str, want: &str) {
@@ -150,6 +204,39 @@ fn the_wrapper_and_the_stub_declare_the_tables_keywords() {
     let signature = python_signature();
     hold("python/hlatc/__init__.py", PY_BEGIN, PY_END, &signature);
     hold("python/hlatc/_hlatc.pyi", PY_BEGIN, PY_END, &signature);
+}
+
+const TYPES_BEGIN: &str = "# <option types: generated from the option table>";
+const TYPES_END: &str = "# </option types>";
+const NAMES_BEGIN: &str = "# <option type names: generated from the option table>";
+const NAMES_END: &str = "# </option type names>";
+const CHOICES_BEGIN: &str = "# <option types by keyword: generated from the option table>";
+const CHOICES_END: &str = "# </option types by keyword>";
+
+#[test]
+fn the_option_types_are_the_tables() {
+    hold(
+        "python/hlatc/_types.py",
+        TYPES_BEGIN,
+        TYPES_END,
+        &option_type_definitions(),
+    );
+    let quoted = option_type_lines(|ty, _| format!("    \"{ty}\",\n"));
+    let bare = option_type_lines(|ty, _| format!("    {ty},\n"));
+    let by_keyword = option_type_lines(|ty, s| match s.python {
+        Some(keyword) => format!("    \"{keyword}\": {ty},\n"),
+        None => String::new(),
+    });
+    hold(
+        "python/hlatc/_types.py",
+        CHOICES_BEGIN,
+        CHOICES_END,
+        &by_keyword,
+    );
+    hold("python/hlatc/_types.py", NAMES_BEGIN, NAMES_END, &quoted);
+    hold("python/hlatc/__init__.py", NAMES_BEGIN, NAMES_END, &quoted);
+    hold("python/hlatc/__init__.py", TYPES_BEGIN, TYPES_END, &bare);
+    hold("python/hlatc/_hlatc.pyi", TYPES_BEGIN, TYPES_END, &bare);
 }
 
 #[test]
