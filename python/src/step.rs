@@ -111,12 +111,7 @@ impl Step {
     pub(crate) fn rounding(&self) -> PyResult<String> {
         Ok(match self.part {
             Some(_) => self.single()?.step.rounding.to_string(),
-            None => self
-                .compiled
-                .programs()
-                .last()
-                .map(|(_, step)| step.rounding.to_string())
-                .unwrap_or_default(),
+            None => self.compiled.rounding().to_string(),
         })
     }
 
@@ -163,13 +158,13 @@ impl Step {
         self.compiled.cfg.parallel.world() as usize
     }
 
-    /// The one program on XLA CPU, compiled on first use.
-    fn program(&self) -> PyResult<&Program> {
-        let one = self.single()?;
+    /// The one program (`one`, [`Step::single`]'s) on XLA CPU, compiled
+    /// on first use.
+    fn program(&self, one: &OneProgram) -> PyResult<&Program> {
         if let Some(p) = self.program.get() {
             return Ok(p);
         }
-        let program = guarded(|| step_programs::cpu_program(&one).map_err(to_py))?;
+        let program = guarded(|| step_programs::cpu_program(one).map_err(to_py))?;
         Ok(self.program.get_or_init(|| program))
     }
 }
@@ -371,7 +366,7 @@ impl Step {
                 e
             }
         })?;
-        let program = self.program()?;
+        let program = self.program(c)?;
         let outputs = py.allow_threads(|| {
             guarded(|| step_programs::run_ranks(c, program, &args).map_err(to_py))
         })?;

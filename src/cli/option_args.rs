@@ -15,9 +15,10 @@ use hlatc::compile_step::{CompileOptions, ModelSource, Takes};
 use hlatc::passes::Target;
 use std::path::PathBuf;
 
-/// The rows a command takes, in the table's order, and its defaults.
+/// The rows a command takes, and its defaults.
 pub trait OptionSet: 'static {
-    const OPTIONS: &'static [CompileOption];
+    /// Whether the command takes `option`'s flag.
+    fn takes(option: CompileOption) -> bool;
 
     /// What the options are where no flag is given: the library's unless
     /// the command has its own.
@@ -26,11 +27,46 @@ pub trait OptionSet: 'static {
     }
 }
 
+/// The rows `S` takes, in the table's order (the order of `--help`).
+fn rows<S: OptionSet>() -> impl Iterator<Item = CompileOption> {
+    CompileOption::ALL.iter().copied().filter(|&o| S::takes(o))
+}
+
 /// `hlatc compile`: every row.
 pub struct EveryOption;
 
 impl OptionSet for EveryOption {
-    const OPTIONS: &'static [CompileOption] = CompileOption::ALL;
+    fn takes(_: CompileOption) -> bool {
+        true
+    }
+}
+
+/// The rows that say which step is built, and so what its state is: its
+/// model and batch, its precision and rounding, its layout and how a
+/// sharded step is written. `train` and `shard`/`unshard` both take them.
+fn names_the_step(option: CompileOption) -> bool {
+    use CompileOption as O;
+    matches!(
+        option,
+        O::Model
+            | O::Config
+            | O::BatchSize
+            | O::SeqLen
+            | O::Packed
+            | O::SeparateProjections
+            | O::CapacityFactor
+            | O::Precision
+            | O::Rounding
+            | O::Tp
+            | O::Dp
+            | O::Pp
+            | O::Ep
+            | O::EpExchange
+            | O::SequenceParallel
+            | O::Zero1
+            | O::Spmd
+            | O::RankSource
+    )
 }
 
 /// `hlatc train`: what builds the step it trains on XLA CPU (not the
@@ -38,6 +74,29 @@ impl OptionSet for EveryOption {
 pub struct TrainOptions;
 
 impl OptionSet for TrainOptions {
+    /// The step's rows, with its remat, optimizer, accumulation, stage
+    /// sends and kernels.
+    fn takes(option: CompileOption) -> bool {
+        use CompileOption as O;
+        names_the_step(option)
+            || matches!(
+                option,
+                O::Remat
+                    | O::LrMax
+                    | O::LrMin
+                    | O::WarmupSteps
+                    | O::TotalSteps
+                    | O::Beta1
+                    | O::Beta2
+                    | O::AdamEps
+                    | O::WeightDecay
+                    | O::ClipNorm
+                    | O::GradAccum
+                    | O::PpSend
+                    | O::Kernel
+            )
+    }
+
     /// `tiny`, on XLA CPU.
     fn base() -> CompileOptions {
         CompileOptions {
@@ -46,43 +105,6 @@ impl OptionSet for TrainOptions {
             ..CompileOptions::default()
         }
     }
-
-    const OPTIONS: &'static [CompileOption] = {
-        use CompileOption as O;
-        &[
-            O::Model,
-            O::Config,
-            O::BatchSize,
-            O::SeqLen,
-            O::Packed,
-            O::SeparateProjections,
-            O::CapacityFactor,
-            O::Precision,
-            O::Rounding,
-            O::Remat,
-            O::Tp,
-            O::Dp,
-            O::Pp,
-            O::Ep,
-            O::EpExchange,
-            O::SequenceParallel,
-            O::Zero1,
-            O::LrMax,
-            O::LrMin,
-            O::WarmupSteps,
-            O::TotalSteps,
-            O::Beta1,
-            O::Beta2,
-            O::AdamEps,
-            O::WeightDecay,
-            O::ClipNorm,
-            O::GradAccum,
-            O::Spmd,
-            O::RankSource,
-            O::PpSend,
-            O::Kernel,
-        ]
-    };
 }
 
 /// `hlatc shard` and `unshard`: what builds the step whose state is
@@ -91,6 +113,10 @@ impl OptionSet for TrainOptions {
 pub struct StateOptions;
 
 impl OptionSet for StateOptions {
+    fn takes(option: CompileOption) -> bool {
+        names_the_step(option) || option == CompileOption::Target
+    }
+
     /// `tiny`, as `train`'s.
     fn base() -> CompileOptions {
         CompileOptions {
@@ -98,31 +124,6 @@ impl OptionSet for StateOptions {
             ..CompileOptions::default()
         }
     }
-
-    const OPTIONS: &'static [CompileOption] = {
-        use CompileOption as O;
-        &[
-            O::Model,
-            O::Config,
-            O::BatchSize,
-            O::SeqLen,
-            O::Packed,
-            O::SeparateProjections,
-            O::CapacityFactor,
-            O::Precision,
-            O::Rounding,
-            O::Target,
-            O::Tp,
-            O::Dp,
-            O::Pp,
-            O::Ep,
-            O::EpExchange,
-            O::SequenceParallel,
-            O::Zero1,
-            O::Spmd,
-            O::RankSource,
-        ]
-    };
 }
 
 /// The rows of `S` as given on a command line: the library's options they
@@ -157,8 +158,8 @@ impl<S> OptionArgs<S> {
     }
 }
 
-/// The flag of one row, among the rows of `taken`.
-fn arg(option: CompileOption, taken: &[CompileOption]) -> Arg {
+/// The flag of one row, among the rows a command `takes`.
+fn arg(option: CompileOption, takes: fn(CompileOption) -> bool) -> Arg {
     let s = option.spelling();
     let mut help = s.help.to_string();
     if let Some(names) = option.choices() {
@@ -180,7 +181,7 @@ fn arg(option: CompileOption, taken: &[CompileOption]) -> Arg {
         arg = arg.default_value(v);
     }
     for (a, b) in CONFLICTS {
-        if *a == option && taken.contains(b) {
+        if *a == option && takes(*b) {
             arg = arg.conflicts_with(b.spelling().flag);
         }
     }
@@ -204,7 +205,7 @@ fn checked(option: CompileOption) -> ValueParser {
 
 impl<S: OptionSet> clap::Args for OptionArgs<S> {
     fn augment_args(cmd: Command) -> Command {
-        cmd.args(S::OPTIONS.iter().map(|&o| arg(o, S::OPTIONS)))
+        cmd.args(rows::<S>().map(|o| arg(o, S::takes)))
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -215,7 +216,7 @@ impl<S: OptionSet> clap::Args for OptionArgs<S> {
 impl<S: OptionSet> clap::FromArgMatches for OptionArgs<S> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let (mut options, mut own) = (S::base(), Vec::new());
-        for &option in S::OPTIONS {
+        for option in rows::<S>() {
             let id = option.spelling().flag;
             // A default is no option given: the library's own default
             // stands, which the table holds equal (tests/it/cli.rs).

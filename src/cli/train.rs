@@ -380,13 +380,12 @@ fn start_trainer(
     let t0 = Instant::now();
     let trainer = hlatc::step_programs::start_trainer(rt, compiled, params, a.seed)?;
     let cfg = &compiled.cfg;
-    let rounding = compiled.programs().last().map(|(_, s)| s.rounding.clone());
     note!(
         "training {} ({:.2} M parameters, {}, rounding {}) on {}{}: batch {} x {}{}, {} steps, compiled in {:.0} ms",
         compiled.name,
         cfg.model.parameter_count() as f64 / 1e6,
         cfg.precision,
-        rounding.unwrap_or_else(|| cfg.precision.default_rounding()),
+        compiled.rounding(),
         rt.platform_name(),
         division(&cfg.parallel),
         cfg.batch.batch_size,

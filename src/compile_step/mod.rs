@@ -402,6 +402,15 @@ impl CompiledStep {
         }
     }
 
+    /// The rounding the update runs with: the apply step's under
+    /// accumulation or a pipeline, else the one program's.
+    pub fn rounding(&self) -> &RoundingPolicy {
+        match &self.apply {
+            Some(a) => &a.step.rounding,
+            None => &self.step.rounding,
+        }
+    }
+
     /// The tick programs in [`hlatc_train::pipeline::Phase::ALL`] order;
     /// empty without pipeline parallelism.
     pub fn ticks(&self) -> Vec<&TrainStep> {

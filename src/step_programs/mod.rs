@@ -37,7 +37,13 @@ fn usage(message: String) -> crate::Error {
 /// ranks, its Neuron custom calls as plain HLO.
 pub fn cpu_program(c: &OneProgram) -> Result<Program> {
     let rt = Runtime::for_ranks(c.cfg.parallel.world() as usize)?;
-    let (module, _) = for_cpu(c.step.module.clone(), &c.cfg)?;
+    compile_on(&rt, c.step, &c.cfg)
+}
+
+/// `step` (a program run on `cfg`'s ranks) compiled by XLA CPU on `rt`'s
+/// devices, its Neuron custom calls as plain HLO.
+fn compile_on(rt: &Runtime, step: &TrainStep, cfg: &StepConfig) -> Result<Program> {
+    let (module, _) = for_cpu(step.module.clone(), cfg)?;
     Ok(rt.compile(&module)?)
 }
 
@@ -275,10 +281,7 @@ pub fn start_trainer(
     params: Vec<Literal>,
     seed: u64,
 ) -> Result<Trainer> {
-    let on_cpu = |step: &TrainStep| -> Result<Program> {
-        let (module, _) = for_cpu(step.module.clone(), &c.cfg)?;
-        Ok(rt.compile(&module)?)
-    };
+    let on_cpu = |step: &TrainStep| compile_on(rt, step, &c.cfg);
     let ticks = c.ticks();
     let mut trainer = match c.shape(&ticks) {
         StepShape::One(step) => Trainer::with_program(on_cpu(step)?, &c.cfg, step, params)?,

@@ -29,14 +29,6 @@ pub struct OneProgram<'a> {
     pub measured: Option<(usize, Duration)>,
 }
 
-impl OneProgram<'_> {
-    /// Whether it is one of a pipeline's programs, whose state names one
-    /// stage's layers as the stage model's, whatever the stage.
-    pub fn is_stage_program(&self) -> bool {
-        self.compiled.pipeline.is_some()
-    }
-}
-
 impl CompiledStep {
     /// Its program `name` (one of [`CompiledStep::programs`]'), with the
     /// config it runs on.
