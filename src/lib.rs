@@ -25,6 +25,7 @@ pub use hlatc_train::{
 };
 
 pub mod compile_step;
+pub mod fit;
 pub mod metrics;
 pub mod plan;
 pub mod plot;
@@ -100,6 +101,10 @@ pub enum Error {
     /// read or parsed, by file, line and column.
     #[error(transparent)]
     Metrics(#[from] metrics::MetricsError),
+    /// A run's checkpoint directory that cannot be taken up: locked by
+    /// another run, written by another run, or without a state.
+    #[error(transparent)]
+    RunCheckpoint(#[from] fit::checkpoints::RunCheckpointError),
 }
 
 /// A rank's plan over its device's memory, with the smallest change that
@@ -156,6 +161,7 @@ through_train!(
     hlatc_train::run_identity::RunIdentityError,
     hlatc_train::checkpoint_lock::LockError,
     hlatc_train::state_metadata::StateMetadataError,
+    hlatc_train::run_error::RunError,
 );
 
 impl Error {

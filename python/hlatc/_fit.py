@@ -5,11 +5,15 @@ A checkpoint is the train crate's (`CheckpointDir`, what `hlatc train
 --checkpoint-dir` writes): `step-NNNNNNNN/` holding `state.safetensors` (the
 whole training state), `loader.json` (each DP replica's loader position)
 and `metrics.csv` (every step so far), marked `COMPLETE` with their sha256s
-once all are on disk. The logic of the loop is here; every file is read and
-written by the Rust core."""
+once all are on disk. The loop is the library's (`hlatc::fit`, what `hlatc
+train` runs: `_hlatc.fit_steps`), and so is the directory (`hlatc::fit::
+checkpoints`, `_hlatc.RunCheckpoints`: locked for the run, its newest
+complete checkpoint checked against the run's identity); what is left here
+is handing them this trainer and loader."""
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -75,32 +79,16 @@ def run_steps(
     on_step: Optional[OnStep],
     step_kw: Optional[Mapping[str, Any]] = None,
 ) -> Metrics:
-    """Steps `trainer` on `loader`'s batches (`trainer.step(**batch,
-    **step_kw)`) until `steps` are done, the loader ends, or `on_step`
-    returns False; `save(done, metrics)` every `checkpoint_every` steps and
-    after the last. A loss that is not finite raises `RunError` before
-    anything is saved."""
-    saved_at = trainer.steps_done
-    while trainer.steps_done < steps:
-        batch = loader.next_batch()
-        if batch is None:
-            warnings.warn(
-                f"the loader's last pass ended at step {trainer.steps_done} of {steps}",
-                stacklevel=3,
-            )
-            break
-        stats = trainer.step(**batch, **(step_kw or {}))
-        done = trainer.steps_done
-        _hlatc.check_loss(done, float(stats["loss"]))
-        row = {"step": done, **stats}
-        metrics.append(row)
-        if save is not None and done % checkpoint_every == 0:
-            save(done, metrics)
-            saved_at = done
-        if on_step is not None and on_step(dict(row)) is False:
-            break
-    if save is not None and trainer.steps_done != saved_at:
-        save(trainer.steps_done, metrics)
+    """The library's training loop (`hlatc::fit`, `hlatc train`'s) over
+    `trainer` and `loader`: `trainer.step(**batch, **step_kw)` until
+    `steps` are done, the loader ends (with a warning) or `on_step` returns
+    False; `save(done, metrics)` every `checkpoint_every` steps and after
+    the last. A loss that is not finite raises `RunError` before anything
+    is saved."""
+    ended = _hlatc.fit_steps(trainer, loader, steps, metrics, save, checkpoint_every, on_step,
+                             None if step_kw is None else dict(step_kw))
+    if ended is not None:
+        warnings.warn(f"the loader's last pass ended at step {ended} of {steps}", stacklevel=3)
     return metrics
 
 
@@ -130,36 +118,31 @@ def fit(
         raise _hlatc.argument_error("loader", loader, "an hlatc.data.Loader", of_type=True)
     if checkpoint_dir is None:
         return run_steps(trainer, loader, steps, [], None, checkpoint_every, on_step)
-    ckpt = _hlatc.CheckpointDir(os.fspath(checkpoint_dir), keep)
-    found, skipped = ckpt.latest()
-    for path, why in skipped:
-        warn_skipped(path, why)
-    metrics: Metrics = []
     current = _identity.of_step(trainer._step, loader, trainer._start)
     # Named fields checked on a fresh directory too, as the CLI checks them.
-    _identity.check_allow(allow_changes, current)
-    identity = _identity.check(None, current, "", None, 0)
-    if found is not None:
-        step, where, files = found
-        recorded = files.get(_identity.IDENTITY_FILE)
-        if recorded is not None:
-            identity = _identity.check(
-                _identity.from_bytes(recorded, os.path.join(where, _identity.IDENTITY_FILE)),
-                current, where, allow_changes, step)
-        state = files.get(_hlatc.STATE_FILE)
-        if state is None:
-            raise _hlatc.CheckpointError(
-                f"{where}: no {_hlatc.STATE_FILE}, so nothing to resume from")
-        trainer._native.resume_safetensors(state, os.path.join(where, _hlatc.STATE_FILE))
-        seek_loader(loader, files, where)
-        metrics = metrics_from(files, where)
+    allowed = _identity.check_allow(allow_changes, current)
+    # `hlatc train --checkpoint-dir`'s directory, opened by the same code:
+    # locked for this run, its newest complete checkpoint checked against
+    # the run's identity.
+    ckpt = _hlatc.RunCheckpoints(os.fspath(checkpoint_dir), keep, json.dumps(current), allowed)
+    try:
+        for kind, message in ckpt.notices:
+            category = _identity.IdentityWarning if kind == "identity" else CheckpointWarning
+            warnings.warn(message, category, stacklevel=4)
+        metrics: Metrics = []
+        restored = ckpt.take_restored()
+        if restored is not None:
+            _, where, state, position, metrics = restored
+            trainer._native.resume_safetensors(state, where)
+            seek_loader(loader, {} if position is None else {_hlatc.LOADER_FILE: position},
+                        os.path.dirname(where))
 
-    def save(done: int, metrics: Metrics) -> None:
-        ckpt.save(done, [
-            (_hlatc.STATE_FILE, trainer._native.state_safetensors()),
-            (_hlatc.LOADER_FILE, loader.position().encode("utf-8")),
-            (_hlatc.METRICS_FILE, metrics_bytes(metrics)),
-            (_identity.IDENTITY_FILE, _identity.to_bytes(identity)),
-        ])
+        def save(done: int, metrics: Metrics) -> None:
+            ckpt.save(done, trainer._native.state_safetensors(),
+                      loader.position().encode("utf-8"), metrics)
 
-    return run_steps(trainer, loader, steps, metrics, save, checkpoint_every, on_step)
+        return run_steps(trainer, loader, steps, metrics, save, checkpoint_every, on_step)
+    finally:
+        # The lock goes with the run, also when it raised (a next `fit` in
+        # this process resumes).
+        ckpt.close()

@@ -6,7 +6,7 @@ Checked against the built module by `python -m mypy.stubtest hlatc._hlatc`
 not have fails the tests."""
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 import numpy as np
 import numpy.typing as npt
@@ -102,8 +102,8 @@ __all__ = [
     "Trainer",
     "Loader",
     "data_layout",
-    "CheckpointDir",
-    "check_loss",
+    "RunCheckpoints",
+    "fit_steps",
     "metrics_csv",
     "read_metrics_csv",
     "step_dir_name",
@@ -434,17 +434,34 @@ class Loader:
 def data_layout(step: Step) -> Dict[str, Any]: ...
 
 @final
-class CheckpointDir:
-    def __new__(cls, dir: str, keep: int = 3) -> Self: ...
+class RunCheckpoints:
+    def __new__(cls, dir: str, keep: int, identity: str, allow_changes: List[str]) -> Self: ...
     @property
-    def path(self) -> str: ...
-    def step_dir(self, step: int) -> str: ...
-    def save(self, step: int, files: Sequence[Tuple[str, bytes]]) -> str: ...
-    def latest(
+    def notices(self) -> List[Tuple[str, str]]: ...
+    def take_restored(
         self,
-    ) -> Tuple[Optional[Tuple[int, str, Dict[str, bytes]]], List[Tuple[str, str]]]: ...
+    ) -> Optional[Tuple[int, str, bytes, Optional[bytes], List[Dict[str, float]]]]: ...
+    @property
+    def identity(self) -> str: ...
+    def save(
+        self,
+        done: int,
+        state: bytes,
+        loader: Optional[bytes],
+        metrics: Sequence[Mapping[str, Optional[float]]],
+    ) -> str: ...
+    def close(self) -> None: ...
 
-def check_loss(step: int, loss: float) -> None: ...
+def fit_steps(
+    trainer: Any,
+    loader: Any,
+    steps: int,
+    metrics: List[Dict[str, float]],
+    save: Optional[Callable[[int, List[Dict[str, float]]], None]],
+    checkpoint_every: int,
+    on_step: Optional[Callable[[Dict[str, float]], Optional[bool]]],
+    step_kw: Optional[Dict[str, Any]] = None,
+) -> Optional[int]: ...
 def metrics_csv(rows: Sequence[Mapping[str, Optional[float]]]) -> str: ...
 def read_metrics_csv(text: str, what: str) -> List[Dict[str, float]]: ...
 

@@ -731,6 +731,7 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         }
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
+        E::RunCheckpoint(r) => crate::fit::run_checkpoint_error(r),
     }
 }
 

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 #[pyfunction]
 pub fn run_identity_json(text: &str, source: &str) -> PyResult<String> {
     Ok(RunIdentity::from_json(text, source)
-        .map_err(identity_error)?
+        .map_err(|e| identity_error(&e))?
         .to_json())
 }
 
@@ -24,7 +24,7 @@ pub fn run_identity_json(text: &str, source: &str) -> PyResult<String> {
 /// fields: the groups (`model`, `tokenizer`, ...) and each field.
 #[pyfunction]
 pub fn identity_names(identity: &str) -> PyResult<Vec<String>> {
-    let id = RunIdentity::from_json(identity, "this run").map_err(identity_error)?;
+    let id = RunIdentity::from_json(identity, "this run").map_err(|e| identity_error(&e))?;
     Ok(hlatc::run_identity::FIELD_GROUPS
         .iter()
         .map(|g| g.to_string())
@@ -32,14 +32,14 @@ pub fn identity_names(identity: &str) -> PyResult<Vec<String>> {
         .collect())
 }
 
-fn identity_error(e: RunIdentityError) -> PyErr {
+pub(crate) fn identity_error(e: &RunIdentityError) -> PyErr {
     let message = e.to_string();
     match e {
         RunIdentityError::Changed { .. } | RunIdentityError::UnknownField { .. } => {
             USAGE.err(message)
         }
         RunIdentityError::Malformed { .. } => CHECKPOINT.err(message),
-        RunIdentityError::Io { path, .. } => crate::errors::path_error(&FILE, message, &path),
+        RunIdentityError::Io { path, .. } => crate::errors::path_error(&FILE, message, path),
     }
 }
 
@@ -77,11 +77,12 @@ pub fn run_identity(
         let tokenizer = tokenizer
             .map(|p| tokenizer_hash(&p))
             .transpose()
-            .map_err(identity_error)?;
+            .map_err(|e| identity_error(&e))?;
         let files = hlatc::loader::sources::expand(&sources)
             .map_err(|e| crate::errors::loader_error(&e))?;
         // The loader's record of what it read checks the rest.
-        let corpus = files_fingerprint(&files, Coverage::Sampled).map_err(identity_error)?;
+        let corpus =
+            files_fingerprint(&files, Coverage::Sampled).map_err(|e| identity_error(&e))?;
         Ok(id
             .with_tokenizer(tokenizer.as_deref())
             .with_corpus(&corpus)
@@ -105,8 +106,8 @@ pub fn check_run_identity(
     step: u64,
     source: &str,
 ) -> PyResult<(bool, String, Changes)> {
-    let current = RunIdentity::from_json(current, "this run").map_err(identity_error)?;
-    let saved = RunIdentity::from_json(saved, source).map_err(identity_error)?;
+    let current = RunIdentity::from_json(current, "this run").map_err(|e| identity_error(&e))?;
+    let saved = RunIdentity::from_json(saved, source).map_err(|e| identity_error(&e))?;
     let triple = |c: hlatc::run_identity::FieldChange| (c.field, c.saved, c.now);
     match current.check_resume(&saved, &allowed, step, source) {
         Ok((next, changes)) => Ok((
@@ -121,7 +122,7 @@ pub fn check_run_identity(
             let message = changed_message(&source_name, &changes, FrontEnd::Python);
             Ok((false, message, changes.into_iter().map(triple).collect()))
         }
-        Err(e) => Err(identity_error(e)),
+        Err(e) => Err(identity_error(&e)),
     }
 }
 
@@ -130,5 +131,5 @@ pub fn check_run_identity(
 /// --init` records it.
 #[pyfunction]
 pub fn init_of_file(path: PathBuf) -> PyResult<String> {
-    hlatc::run_identity::init_from_file(&path).map_err(identity_error)
+    hlatc::run_identity::init_from_file(&path).map_err(|e| identity_error(&e))
 }

@@ -9,6 +9,7 @@ mod checkpoint;
 mod compile;
 mod data;
 mod errors;
+mod fit;
 mod identity;
 mod listing;
 mod module;
@@ -158,8 +159,8 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<trainer::Trainer>()?;
     m.add_class::<data::Loader>()?;
     m.add_function(wrap_pyfunction!(data::data_layout, m)?)?;
-    m.add_class::<checkpoint::CheckpointDir>()?;
-    m.add_function(wrap_pyfunction!(trainer::check_loss, m)?)?;
+    m.add_class::<fit::RunCheckpoints>()?;
+    m.add_function(wrap_pyfunction!(fit::fit_steps, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::metrics_csv, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::read_metrics_csv, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::step_dir_name, m)?)?;

@@ -8,7 +8,6 @@ use crate::step::Step;
 use hlatc::data::Batch;
 use hlatc::runtime::{safetensors_bytes, safetensors_from_bytes};
 use hlatc::step_programs;
-use hlatc::train::run_error::RunError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::HashMap;
@@ -132,11 +131,4 @@ impl Trainer {
     fn steps_done(&self) -> PyResult<i64> {
         self.inner.try_steps_done().map_err(|e| to_py(e.into()))
     }
-}
-
-/// `RunError` when the loss of `step` is not finite: the rule and the
-/// message of `hlatc train`, for the Python fit loops.
-#[pyfunction]
-pub fn check_loss(step: u64, loss: f64) -> PyResult<()> {
-    RunError::check_loss(step, loss).map_err(|e| to_py(hlatc::train::Error::from(e).into()))
 }

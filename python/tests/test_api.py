@@ -156,7 +156,7 @@ def test_each_error_is_caught_as_its_builtin(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     with pytest.raises(OSError) as e:
-        _hlatc.CheckpointDir(str(blocker / "ckpt"))
+        _hlatc.RunCheckpoints(str(blocker / "ckpt"), 3, '{"fields": {}}', [])
     assert isinstance(e.value, hlatc.CheckpointError) and e.value.path.startswith(str(blocker))
 
 

@@ -446,6 +446,30 @@ def test_fit_without_checkpoints_and_its_arguments(tmp_path, tiny_step, tiny_dat
     assert isinstance(e.value, OSError) and e.value.path == str(blocker / "ckpt")
 
 
+def test_fit_holds_its_checkpoint_directory_while_it_runs(tmp_path, tiny_step, tiny_data):
+    # hlatc train's lock (`hlatc::fit::checkpoints`): one run saves into a
+    # directory at a time; the run's end lets it go, also when it raised.
+    d = tmp_path / "ckpt"
+    refused = []
+
+    def second_run(row):
+        with pytest.raises(hlatc.UsageError) as e:
+            hlatc.Trainer(tiny_step).fit(tiny_loader(tiny_step, tiny_data), 2, checkpoint_dir=d)
+        refused.append(str(e.value))
+        raise Stop()
+
+    with pytest.raises(Stop):
+        hlatc.Trainer(tiny_step).fit(tiny_loader(tiny_step, tiny_data), 2, checkpoint_dir=d,
+                                     checkpoint_every=1, on_step=second_run)
+    assert len(refused) == 1 and "another run holds this checkpoint directory" in refused[0]
+    assert f"pid {os.getpid()}" in refused[0]
+    # The one that raised let it go: the same call resumes at step 1.
+    seen = []
+    hlatc.Trainer(tiny_step).fit(tiny_loader(tiny_step, tiny_data), 2, checkpoint_dir=d,
+                                 on_step=lambda row: seen.append(row["step"]))
+    assert seen == [2] and checkpoints(d) == ["step-00000001", "step-00000002"]
+
+
 def test_fit_stops_at_a_diverged_loss_with_hlatc_trains_error(tmp_path, tiny_data):
     # The rule and the message are hlatc train's (RunError::check_loss): a
     # loss that is not finite raises before its step is saved.

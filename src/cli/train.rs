@@ -2,21 +2,24 @@
 
 use super::console::{millis, note, out};
 use super::option_args::{OptionArgs, TrainOptions};
-use super::train_checkpoints::Checkpoints;
 use super::train_data::TrainData;
+use hlatc::checkpoint::STATE_FILE;
 use hlatc::compile_step::{batch_shape, compile_step, CompileOptions, CompiledStep};
 use hlatc::compiler::{ElementType, Literal};
+use hlatc::fit::checkpoints::RunCheckpoints;
+use hlatc::fit::{FitEngine, FitPolicy};
+use hlatc::loader::{positions_from_json, positions_to_json};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::plot::{Curve, PlotOptions};
 use hlatc::run_identity::RunIdentity;
 use hlatc::runtime::{
-    read_safetensors, write_safetensors, write_safetensors_with_metadata, Runtime,
+    read_safetensors, safetensors_bytes, safetensors_from_bytes, write_safetensors,
+    write_safetensors_with_metadata, Runtime,
 };
 use hlatc::state_metadata::StateMetadata;
 use hlatc::token_data::TokenData;
-use hlatc::train::run_error::RunError;
 use hlatc::train_step::StepConfig;
-use hlatc::trainer::{params_from_tensors, Trainer};
+use hlatc::trainer::{params_from_tensors, StepStats, Trainer};
 use hlatc::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -104,8 +107,8 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let (cfg, name) = (&compiled.cfg, &compiled.name);
     let identity = run_identity(&a, cfg)?;
     let params = initial_params(&a, cfg)?;
-    let (mut checkpoints, restored) = match a.checkpoints.open(a.steps, &identity)? {
-        Some((c, r)) => (Some(c), r),
+    let (checkpoints, restored) = match a.checkpoints.open(&identity)? {
+        Some(o) => (Some(o.checkpoints), o.restored),
         None => (None, None),
     };
     // A --resume file of another run is refused before anything compiles.
@@ -113,15 +116,19 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         Some(_) => None,
         None => check_resume_file(&a, &identity)?,
     };
-    let positions = restored.as_ref().and_then(|r| r.positions.clone());
+    let positions = match restored.as_ref().and_then(|r| r.loader.as_deref()) {
+        Some(bytes) => Some(positions_from_json(&String::from_utf8_lossy(bytes))?),
+        None => None,
+    };
     let mut data = TrainData::open(&a.data, cfg, a.seed, positions)?;
     // One XLA CPU device per rank of the step.
     let rt = super::runtime_for(cfg.parallel.world() as usize)?;
     let mut trainer = start_trainer(&a, &rt, &compiled, params)?;
     let mut metrics = MetricsLog::default();
-    match (&restored, &mut checkpoints) {
+    match (&restored, &checkpoints) {
         (Some(r), Some(c)) => {
-            c.restore(&mut trainer)?;
+            let source = r.state_source();
+            trainer.resume(safetensors_from_bytes(&r.state, &source)?, &source)?;
             metrics = r.metrics.clone();
             note!(
                 "resuming at step {} from the newest complete checkpoint in {}",
@@ -136,13 +143,33 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         _ => None,
     };
     let t1 = Instant::now();
-    let run = Run {
+    let start = trainer.try_steps_done()? as u64;
+    let stop = a.stop_after.unwrap_or(a.steps);
+    if start >= stop && checkpoints.is_none() {
+        return Err(Error::usage(format!(
+            "--stop-after {stop}: the run is already at step {start}"
+        )));
+    }
+    if start >= stop {
+        note!("the checkpoint is at step {start}: the run is complete")?;
+    }
+    let policy = FitPolicy {
+        stop,
+        checkpoint_every: a.checkpoints.every(a.steps),
+    };
+    policy.run(&mut Run {
         a: &a,
         cfg,
         eval: eval.as_ref(),
         checkpoints: checkpoints.as_ref(),
-    };
-    run.steps(&mut trainer, &mut data, &mut metrics, t1)?;
+        trainer: &mut trainer,
+        data: &mut data,
+        metrics: &mut metrics,
+        start,
+        stop,
+        t1,
+        last: None,
+    })?;
     data.report(t1.elapsed())?;
     let identity = match (&checkpoints, &from_file) {
         (Some(c), _) => c.identity(),
@@ -418,81 +445,96 @@ fn division(p: &hlatc::models::Parallelism) -> String {
     format!(" x {} devices ({p})", p.world())
 }
 
-/// What the step loop needs besides the trainer and the data.
+/// `hlatc train`'s side of the training loop ([`FitPolicy::run`]): its
+/// trainer on XLA CPU, its data, and a line per step with the held-out
+/// loss where it is measured.
 struct Run<'a> {
     a: &'a Args,
     cfg: &'a StepConfig,
     eval: Option<&'a Evaluator>,
-    checkpoints: Option<&'a Checkpoints>,
+    checkpoints: Option<&'a RunCheckpoints>,
+    trainer: &'a mut Trainer,
+    data: &'a mut TrainData,
+    metrics: &'a mut MetricsLog,
+    /// The step the run started (or resumed) at, and the one it stops at.
+    start: u64,
+    stop: u64,
+    t1: Instant,
+    /// The step just run, until it is recorded.
+    last: Option<StepStats>,
 }
 
-impl Run<'_> {
-    /// Runs the steps from the trainer's to --stop-after (or --steps),
-    /// printing each and the held-out loss where it is measured, saving
-    /// checkpoints as they fall due; a loss that is not finite stops the
-    /// run.
-    fn steps(
-        &self,
-        trainer: &mut Trainer,
-        data: &mut TrainData,
-        metrics: &mut MetricsLog,
-        t1: Instant,
-    ) -> Result<(), Error> {
+impl FitEngine for Run<'_> {
+    type Error = Error;
+
+    fn steps_done(&mut self) -> Result<u64, Error> {
+        Ok(self.trainer.try_steps_done()? as u64)
+    }
+
+    fn step(&mut self) -> Result<Option<f64>, Error> {
+        let k = self.steps_done()?;
+        let b = self.data.batch(k, self.a.seed, self.cfg)?;
+        let s = self.trainer.step(&b)?;
+        let loss = s.loss;
+        self.last = Some(s);
+        Ok(Some(loss))
+    }
+
+    fn record(&mut self, done: u64) -> Result<(), Error> {
+        let Some(s) = self.last.take() else {
+            return Ok(());
+        };
+        self.print_step(done, &s)?;
         let a = self.a;
         let eval_every = a.eval_every.unwrap_or((a.steps / 10).max(1));
-        let start = trainer.try_steps_done()? as u64;
-        let stop = a.stop_after.unwrap_or(a.steps);
-        if start >= stop {
-            if self.checkpoints.is_some() {
-                return note!("the checkpoint is at step {start}: the run is complete");
-            }
-            return Err(Error::usage(format!(
-                "--stop-after {stop}: the run is already at step {start}"
-            )));
-        }
-        for k in start..stop {
-            let b = data.batch(k, a.seed, self.cfg)?;
-            let s = trainer.step(&b)?;
-            RunError::check_loss(k + 1, s.loss).map_err(hlatc::train::Error::from)?;
-            let done = k + 1;
-            self.print_step(done, start, stop, &s, t1)?;
-            let mut held_out_loss = None;
-            if let Some(e) = self.eval {
-                if done % eval_every == 0 || done == stop {
-                    let loss = e.loss(trainer)?;
-                    held_out_loss = Some(loss);
-                    out!(
-                        "step {done:>width$}/{}  held-out loss {loss:.4}  ({} batches)",
-                        a.steps,
-                        e.batches.len(),
-                        width = a.steps.to_string().len()
-                    )?;
-                }
-            }
-            metrics.push(StepMetrics {
-                step: done,
-                loss: s.loss,
-                grad_norm: s.grad_norm,
-                learning_rate: s.learning_rate,
-                held_out_loss,
-            });
-            if let Some(c) = self.checkpoints {
-                c.after_step(done, stop, trainer, data.positions(), metrics)?;
+        let mut held_out_loss = None;
+        if let Some(e) = self.eval {
+            if done % eval_every == 0 || done == self.stop {
+                let loss = e.loss(self.trainer)?;
+                held_out_loss = Some(loss);
+                out!(
+                    "step {done:>width$}/{}  held-out loss {loss:.4}  ({} batches)",
+                    a.steps,
+                    e.batches.len(),
+                    width = a.steps.to_string().len()
+                )?;
             }
         }
+        self.metrics.push(StepMetrics {
+            step: done,
+            loss: s.loss,
+            grad_norm: s.grad_norm,
+            learning_rate: s.learning_rate,
+            held_out_loss,
+        });
         Ok(())
     }
 
-    fn print_step(
-        &self,
-        done: u64,
-        start: u64,
-        stop: u64,
-        s: &hlatc::trainer::StepStats,
-        t1: Instant,
-    ) -> Result<(), Error> {
+    fn save(&mut self, done: u64) -> Result<(), Error> {
+        let Some(c) = self.checkpoints else {
+            return Ok(());
+        };
+        let state = safetensors_bytes(&self.trainer.try_training_state()?, STATE_FILE)?;
+        let loader = self.data.positions().map(|p| positions_to_json(&p));
+        c.save(
+            done,
+            &state,
+            loader.as_ref().map(|l| l.as_bytes()),
+            self.metrics,
+        )?;
+        Ok(())
+    }
+
+    fn go_on(&mut self, _done: u64) -> Result<bool, Error> {
+        Ok(true)
+    }
+}
+
+impl Run<'_> {
+    fn print_step(&self, done: u64, s: &StepStats) -> Result<(), Error> {
+        let (start, stop) = (self.start, self.stop);
         let steps = self.a.steps;
-        let per_step = t1.elapsed().as_secs_f64() / (done - start) as f64;
+        let per_step = self.t1.elapsed().as_secs_f64() / (done - start) as f64;
         // A mixture of experts' routing: the busiest expert over the mean,
         // and the share a capacity dropped.
         let experts = match &s.experts {

@@ -11,6 +11,7 @@ mod docs;
 mod expert_parallel;
 mod fault_recovery;
 mod filetests;
+mod fit_loop;
 mod fused_weights;
 mod grad_accum;
 mod hf_parity;
