@@ -209,7 +209,7 @@ fn accumulated_micro_batches_count_the_whole_batch() {
     let accumulated = crate::sharded::run_with(&cfg, |rt, cfg, params| {
         let steps = hlatc::grad_accum::build_accumulation_steps(cfg, 2)?;
         let remat = hlatc::passes::RematPolicy::CoreAttention;
-        hlatc::trainer::Trainer::accumulating(rt, cfg, steps, remat, params)
+        crate::cpu_trainers::accumulating(rt, cfg, steps, remat, params)
     });
     for (a, b) in whole.stats.iter().zip(&accumulated.stats) {
         assert_eq!(a.experts, b.experts);
@@ -340,7 +340,7 @@ fn ep2_dp2_accumulated_with_the_load_balancing_loss_equals_one_device() {
         let steps = hlatc::grad_accum::build_accumulation_steps(&cfg, 2).unwrap();
         let remat = hlatc::passes::RematPolicy::CoreAttention;
         let mut trainer =
-            hlatc::trainer::Trainer::accumulating(&rt, &cfg, steps, remat, params).unwrap();
+            crate::cpu_trainers::accumulating(&rt, &cfg, steps, remat, params).unwrap();
         let data = hlatc::data::SyntheticData::permutation(model.vocab_size, 3);
         let reorder = |x: &Literal| {
             let parts: Vec<Literal> = order.iter().map(|&r| rows(x, r..r + 1)).collect();
@@ -399,7 +399,7 @@ fn staged_in(precision: Precision, rtol: f64, cf: Option<f64>, par: Parallelism,
     let single = run(&staged_moe(cf, Parallelism::SINGLE, precision));
     let staged = crate::sharded::run_with(&staged_moe(cf, par, precision), |rt, cfg, params| {
         let remat = hlatc::passes::RematPolicy::None;
-        hlatc::trainer::Trainer::pipelined(rt, cfg, micro_batches, remat, params)
+        crate::cpu_trainers::pipelined(rt, cfg, micro_batches, remat, params)
     });
     let diffs = differences(&single, &staged, rtol);
     assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));

@@ -57,7 +57,8 @@ fn accumulated(cfg: &StepConfig, k: i64, ignored: usize) -> Run {
         .map(|(_, l)| l)
         .collect();
     let steps = build_accumulation_steps(cfg, k).unwrap();
-    let mut trainer = Trainer::accumulating(&rt, cfg, steps, RematPolicy::None, params).unwrap();
+    let mut trainer =
+        crate::cpu_trainers::accumulating(&rt, cfg, steps, RematPolicy::None, params).unwrap();
     let stats = (0..STEPS)
         .map(|s| trainer.step(&batch(cfg, s, ignored)).unwrap())
         .collect();
@@ -72,7 +73,7 @@ fn whole(model: ModelConfig, ignored: usize) -> Run {
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let mut trainer = Trainer::new(&rt, &cfg, params).unwrap();
+    let mut trainer = crate::cpu_trainers::unoptimized(&rt, &cfg, params).unwrap();
     let stats = (0..STEPS)
         .map(|s| trainer.step(&batch(&cfg, s, ignored)).unwrap())
         .collect();

@@ -19,7 +19,7 @@ use hlatc::models::{param_specs, BatchShape, ModelConfig, ModelType, RopeScaling
 use hlatc::optimizer::AdamWConfig;
 use hlatc::runtime::{assert_close, max_abs, read_safetensors, Runtime};
 use hlatc::train_step::{build_loss_and_grads, build_packed_loss_and_grads, StepConfig};
-use hlatc::trainer::{params_from_tensors, Trainer};
+use hlatc::trainer::params_from_tensors;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -201,7 +201,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             module_markers: false,
             kernels: Default::default(),
         };
-        let mut trainer = Trainer::new(&rt(), &cfg, c.params.clone()).unwrap();
+        let mut trainer = crate::cpu_trainers::unoptimized(&rt(), &cfg, c.params.clone()).unwrap();
         let stats = trainer.step(&c.batch).unwrap();
         let norm = Literal::from_f64(vec![], &[stats.grad_norm]).unwrap();
         let clip = (1.0 / (stats.grad_norm + 1e-6)).min(1.0);
@@ -237,7 +237,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
                 &got,
             ));
         }
-        let mut t32 = Trainer::new(&rt(), &f32_cfg, params32).unwrap();
+        let mut t32 = crate::cpu_trainers::unoptimized(&rt(), &f32_cfg, params32).unwrap();
         let s32 = t32.step(&c.batch).unwrap();
         let rel = |got: f64, want: &Literal| {
             (got - want.to_f64_vec()[0]).abs() / want.to_f64_vec()[0].abs()

@@ -229,7 +229,7 @@ fn the_trainer_refuses_segment_ids_that_are_not_a_packing() {
         .map(|(_, l)| l)
         .collect();
     let rt = hlatc::runtime::Runtime::shared().unwrap();
-    let mut t = hlatc::trainer::Trainer::new(&rt, &cfg, params).unwrap();
+    let mut t = crate::cpu_trainers::unoptimized(&rt, &cfg, params).unwrap();
     let s32 = |v: &[i32]| Literal::from_s32(vec![1, 4], v).unwrap();
     let batch = hlatc::data::Batch {
         tokens: s32(&[1, 2, 3, 4]),

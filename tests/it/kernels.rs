@@ -19,7 +19,6 @@ use hlatc::pipeline::{build_pipeline_steps, PipelineForm, StageSend};
 use hlatc::precision::Precision;
 use hlatc::runtime::Runtime;
 use hlatc::train_step::{build_train_step, StepConfig};
-use hlatc::trainer::Trainer;
 
 /// Sequences of 24 in tiles of 8: three query tiles, six tile pairs.
 const SEQ: i64 = 24;
@@ -132,7 +131,7 @@ fn blocked_pipeline_stages_equal_the_plain_graph() {
         };
         let staged = run_with(&config(model.clone(), par, blocked()), |rt, cfg, params| {
             let steps = build_pipeline_steps(cfg, 2, form)?;
-            Trainer::pipelined_steps(rt, cfg, steps, form.remat, params)
+            crate::cpu_trainers::pipelined_steps(rt, cfg, steps, form.remat, params)
         });
         assert_same(&format!("{par}, {remat}"), &plain, &staged);
     }
@@ -145,7 +144,7 @@ fn run_packed(cfg: &StepConfig) -> Run {
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let mut trainer = Trainer::new(&rt, cfg, params).unwrap();
+    let mut trainer = crate::cpu_trainers::unoptimized(&rt, cfg, params).unwrap();
     let data = SyntheticData::permutation(cfg.model.vocab_size, 3);
     let stats = (0..3)
         .map(|k| {

@@ -377,7 +377,6 @@ fn tail_padding_trains_as_a_document_that_counts_for_nothing() {
     use hlatc::compiler::{ElementType, Literal};
     use hlatc::models::{init::init_params, BatchShape, ModelConfig};
     use hlatc::train_step::StepConfig;
-    use hlatc::trainer::Trainer;
     let model = ModelConfig::tiny();
     let cfg = StepConfig {
         model: model.clone(),
@@ -415,8 +414,8 @@ fn tail_padding_trains_as_a_document_that_counts_for_nothing() {
             segment_ids: Some(lit(&segments)),
         }
     };
-    let mut padded = Trainer::new(&rt, &cfg, params()).unwrap();
-    let mut numbered = Trainer::new(&rt, &cfg, params()).unwrap();
+    let mut padded = crate::cpu_trainers::unoptimized(&rt, &cfg, params()).unwrap();
+    let mut numbered = crate::cpu_trainers::unoptimized(&rt, &cfg, params()).unwrap();
     let (a, b) = (batch(0), batch(3));
     let sa = padded.step(&a).unwrap();
     let sb = numbered.step(&b).unwrap();

@@ -7,6 +7,7 @@ mod collectives_meet;
 mod command_line;
 mod compile;
 mod conformance;
+mod cpu_trainers;
 mod docs;
 mod expert_parallel;
 mod fault_recovery;

@@ -13,7 +13,6 @@ use hlatc::passes::{RematPolicy, RoundingPolicy};
 use hlatc::precision::Precision;
 use hlatc::runtime::Runtime;
 use hlatc::train_step::{build_train_step, optimize, Role, StepConfig};
-use hlatc::trainer::Trainer;
 
 fn rt() -> Runtime {
     Runtime::shared().unwrap_or_else(|e| panic!("{e}"))
@@ -60,7 +59,9 @@ fn losses(
     if let Some(r) = rounding {
         step.rounding = r;
     }
-    let mut t = Trainer::optimized_step(rt, cfg, step, RematPolicy::CoreAttention, params).unwrap();
+    let mut t =
+        crate::cpu_trainers::optimized_step(rt, cfg, step, RematPolicy::CoreAttention, params)
+            .unwrap();
     t.seed_rounding(seed);
     let data = SyntheticData::permutation(cfg.model.vocab_size, 0);
     (0..steps)

@@ -49,7 +49,7 @@ fn config(model: ModelConfig, par: Parallelism) -> StepConfig {
 
 fn pipelined(cfg: &StepConfig, m: i64) -> Run {
     run_with(cfg, |rt, cfg, params| {
-        Trainer::pipelined(rt, cfg, m, RematPolicy::None, params)
+        crate::cpu_trainers::pipelined(rt, cfg, m, RematPolicy::None, params)
     })
 }
 
@@ -57,12 +57,15 @@ fn pipelined(cfg: &StepConfig, m: i64) -> Run {
 fn pipelined_in(cfg: &StepConfig, m: i64, form: PipelineForm) -> Run {
     run_with(cfg, |rt, cfg, params| {
         let steps = build_pipeline_steps(cfg, m, form)?;
-        Trainer::pipelined_steps(rt, cfg, steps, form.remat, params)
+        crate::cpu_trainers::pipelined_steps(rt, cfg, steps, form.remat, params)
     })
 }
 
 fn single(model: ModelConfig) -> Run {
-    run_with(&config(model, Parallelism::SINGLE), Trainer::new)
+    run_with(
+        &config(model, Parallelism::SINGLE),
+        crate::cpu_trainers::unoptimized,
+    )
 }
 
 /// The two forms a layout is proven in: `permute` keeping every

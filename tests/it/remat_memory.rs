@@ -15,7 +15,6 @@ use hlatc::precision::Precision;
 use hlatc::runtime::{CompiledMemoryStats, Runtime};
 use hlatc::train::memory_plan::MemoryPlan;
 use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
-use hlatc::trainer::Trainer;
 
 fn stats(
     rt: &Runtime,
@@ -196,7 +195,7 @@ fn sequence_parallel_remat_computes_the_unoptimized_step() {
     let reference = sharded::run(&cfg);
     for remat in [RematPolicy::CoreAttention, RematPolicy::FullLayer] {
         let optimized = sharded::run_with(&cfg, |rt, cfg, params| {
-            Trainer::optimized(rt, cfg, remat, params)
+            crate::cpu_trainers::optimized(rt, cfg, remat, params)
         });
         let diffs = sharded::differences(&reference, &optimized, sharded::F32_RTOL);
         assert!(diffs.is_empty(), "{remat}: {}", diffs.join("; "));

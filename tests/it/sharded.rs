@@ -82,7 +82,7 @@ pub(crate) struct Run {
 }
 
 pub(crate) fn run(cfg: &StepConfig) -> Run {
-    run_with(cfg, Trainer::new)
+    run_with(cfg, crate::cpu_trainers::unoptimized)
 }
 
 /// [`run`] with the trainer `start` makes from the runtime, the step's

@@ -18,7 +18,6 @@ use hlatc::precision::Precision;
 use hlatc::runtime::{Runtime, RuntimeError};
 use hlatc::spmd::{RankSource, Spmd, SpmdForm, RANK_INPUT};
 use hlatc::train_step::{build_train_step, Role, StepConfig};
-use hlatc::trainer::Trainer;
 
 /// Bit for bit, as measured: the issue asked for 1e-6.
 const RTOL: f64 = 0.0;
@@ -97,7 +96,7 @@ fn gradient_accumulation_forms_agree() {
     forms_agree(layout(2, 2, false, false), |cfg| {
         run_with(cfg, |rt, cfg, params| {
             let steps = build_accumulation_steps(cfg, 2)?;
-            Trainer::accumulating(rt, cfg, steps, RematPolicy::None, params)
+            crate::cpu_trainers::accumulating(rt, cfg, steps, RematPolicy::None, params)
         })
     });
 }

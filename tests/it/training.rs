@@ -6,7 +6,6 @@ use hlatc::data::SyntheticData;
 use hlatc::models::{init::init_params, BatchShape, ModelConfig};
 use hlatc::runtime::Runtime;
 use hlatc::train_step::{build_logits, StepConfig};
-use hlatc::trainer::Trainer;
 use std::process::Command;
 
 fn rt() -> Runtime {
@@ -145,7 +144,7 @@ fn the_loss_cannot_fall_by_cheating() {
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let mut trainer = Trainer::new(&rt(), &step_cfg, params).unwrap();
+    let mut trainer = crate::cpu_trainers::unoptimized(&rt(), &step_cfg, params).unwrap();
     let data = SyntheticData::uniform(cfg.vocab_size, 1);
     let mut tail = Vec::new();
     for k in 0..100 {
@@ -163,7 +162,7 @@ fn the_loss_cannot_fall_by_cheating() {
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let mut trainer = Trainer::new(&rt(), &step_cfg, params).unwrap();
+    let mut trainer = crate::cpu_trainers::unoptimized(&rt(), &step_cfg, params).unwrap();
     let data = SyntheticData::permutation(cfg.vocab_size, 1);
     let last = (0..100)
         .map(|k| trainer.step(&data.batch(k, 8, 16)).unwrap().loss)
@@ -322,7 +321,7 @@ fn token_ids_are_checked_against_the_vocabulary() {
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let mut trainer = Trainer::new(&rt(), &step_cfg, params).unwrap();
+    let mut trainer = crate::cpu_trainers::unoptimized(&rt(), &step_cfg, params).unwrap();
     let ids = |v: &[i32]| hlatc::Literal::from_s32(vec![1, 4], v).unwrap();
     let batch = |t: &[i32], y: &[i32]| hlatc::data::Batch {
         tokens: ids(t),

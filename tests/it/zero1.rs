@@ -110,7 +110,7 @@ fn bf16_trainer(cfg: &StepConfig) -> Trainer {
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    Trainer::optimized(&rt, cfg, RematPolicy::None, params).unwrap()
+    crate::cpu_trainers::optimized(&rt, cfg, RematPolicy::None, params).unwrap()
 }
 
 /// `run` of `cfg`'s step in `precision` with master weights.

@@ -4,7 +4,7 @@
 use crate::data::Batch;
 use crate::device_state::{self, DeviceState, Slot};
 pub use crate::expert_tokens::ExpertTokens;
-use crate::grad_accum::{micro_config, AccumulationSteps};
+use crate::grad_accum::micro_config;
 use crate::initial_inputs::rng_state;
 use crate::pipeline::{PipelineRun, TickPlan};
 use crate::rank_inputs::RankInputs;
@@ -12,11 +12,11 @@ use crate::run_error::RunError;
 use crate::run_stage::{expert_tokens, micro_batch, run_stage, scalar, Stage};
 use crate::state_error::StateError;
 use crate::state_shards::{params_by_name, shard_state, start_state, whole_state};
-use crate::train_step::{build_train_step, Role, StateLayout, StepConfig, TensorSpec, TrainStep};
+use crate::train_step::{Role, StateLayout, StepConfig, TensorSpec, TrainStep};
 use crate::Error;
 use hlatc_compiler::{ElementType, Literal};
 use hlatc_models::parallel::Fault;
-use hlatc_runtime::{Program, Runtime};
+use hlatc_runtime::Program;
 use std::collections::BTreeMap;
 
 /// What one step reported.
@@ -70,68 +70,12 @@ struct MicroStep {
 }
 
 impl Trainer {
-    /// Compiles the step for `cfg` and starts from `params` (in
-    /// `param_specs` order) with zero optimizer state at step 0.
-    pub fn new(rt: &Runtime, cfg: &StepConfig, params: Vec<Literal>) -> Result<Trainer, Error> {
-        let step = build_train_step(cfg)?;
-        Self::with_program(rt.compile(&step.module)?, cfg, &step, params)
-    }
-
-    /// Like [`Trainer::new`], with the step first through the `cpu` target's
-    /// default pass pipeline and `remat` as its checkpointing policy: the
-    /// program `hlatc compile --target cpu` would write.
-    pub fn optimized(
-        rt: &Runtime,
-        cfg: &StepConfig,
-        remat: hlatc_passes::RematPolicy,
-        params: Vec<Literal>,
-    ) -> Result<Trainer, Error> {
-        Self::optimized_step(rt, cfg, build_train_step(cfg)?, remat, params)
-    }
-
-    /// [`Trainer::optimized`] for a step already built for `cfg`, whose
-    /// cast and rounding policies the caller may have changed.
-    pub fn optimized_step(
-        rt: &Runtime,
-        cfg: &StepConfig,
-        mut step: TrainStep,
-        remat: hlatc_passes::RematPolicy,
-        params: Vec<Literal>,
-    ) -> Result<Trainer, Error> {
-        let target = hlatc_passes::Target::Cpu;
-        let pipeline = crate::kernel_choice::step_pipeline::<&str>(target, &cfg.kernels, &[])?;
-        crate::train_step::optimize(&mut step, &pipeline, target, remat)?;
-        Self::with_program(rt.compile(&step.module)?, cfg, &step, params)
-    }
-
-    /// Gradient accumulation: `steps` (built for `cfg`, whose batch is the
-    /// whole optimizer step's) through the `cpu` pipeline with `remat`,
-    /// compiled, and started from `params` as [`Trainer::with_program`]
-    /// starts. Each [`Trainer::step`] then runs the micro step once per
-    /// micro-batch and the apply step once.
-    pub fn accumulating(
-        rt: &Runtime,
-        cfg: &StepConfig,
-        steps: AccumulationSteps,
-        remat: hlatc_passes::RematPolicy,
-        params: Vec<Literal>,
-    ) -> Result<Trainer, Error> {
-        let AccumulationSteps {
-            mut micro,
-            mut apply,
-            micro_batches,
-        } = steps;
-        let target = hlatc_passes::Target::Cpu;
-        let pipeline = crate::kernel_choice::step_pipeline::<&str>(target, &cfg.kernels, &[])?;
-        crate::train_step::optimize(&mut micro, &pipeline, target, remat)?;
-        crate::train_step::optimize(&mut apply, &pipeline, target, remat)?;
-        let programs = [rt.compile(&micro.module)?, rt.compile(&apply.module)?];
-        Self::accumulating_programs(programs, cfg, [&micro, &apply], micro_batches, params)
-    }
-
-    /// [`Trainer::accumulating`] for the micro and apply steps already
-    /// compiled (`programs`, in that order), for instance a bundle's own
-    /// modules read back from disk.
+    /// Gradient accumulation: the micro and apply steps (built for
+    /// `cfg`, whose batch is the whole optimizer step's) already compiled
+    /// (`programs`, in that order; for instance a bundle's own modules
+    /// read back from disk), started from `params` as
+    /// [`Trainer::with_program`] starts. Each [`Trainer::step`] then runs
+    /// the micro step once per micro-batch and the apply step once.
     pub fn accumulating_programs(
         [micro_program, apply_program]: [Program; 2],
         cfg: &StepConfig,
@@ -152,49 +96,13 @@ impl Trainer {
         Ok(trainer)
     }
 
-    /// Pipeline parallelism (`cfg.parallel.pp` stages) over
-    /// `micro_batches` micro-batches per optimizer step: the programs of
-    /// [`crate::pipeline`] through the `cpu` pipeline with `remat`,
-    /// compiled, and started from `params` (the whole model's, in its
-    /// `param_specs` order), each stage taking its layers. Each
-    /// [`Trainer::step`] then runs the schedule's ticks and the apply step
-    /// once.
-    pub fn pipelined(
-        rt: &Runtime,
-        cfg: &StepConfig,
-        micro_batches: i64,
-        remat: hlatc_passes::RematPolicy,
-        params: Vec<Literal>,
-    ) -> Result<Trainer, Error> {
-        let form = crate::pipeline::PipelineForm::for_target(hlatc_passes::Target::Cpu, remat);
-        let steps = crate::pipeline::build_pipeline_steps(cfg, micro_batches, form)?;
-        Self::pipelined_steps(rt, cfg, steps, remat, params)
-    }
-
-    /// [`Trainer::pipelined`] for programs already built for `cfg`, whose
-    /// cast and rounding policies the caller may have changed.
-    pub fn pipelined_steps(
-        rt: &Runtime,
-        cfg: &StepConfig,
-        mut steps: crate::pipeline::PipelineSteps,
-        remat: hlatc_passes::RematPolicy,
-        params: Vec<Literal>,
-    ) -> Result<Trainer, Error> {
-        let target = hlatc_passes::Target::Cpu;
-        let pipeline = crate::kernel_choice::step_pipeline::<&str>(target, &cfg.kernels, &[])?;
-        for step in steps.programs_mut() {
-            crate::train_step::optimize(step, &pipeline, target, remat)?;
-        }
-        let programs = steps
-            .programs()
-            .map(|s| rt.compile(&s.module))
-            .collect::<Result<Vec<_>, _>>()?;
-        steps.with_view(|view| Self::pipelined_programs(programs, cfg, view, params))
-    }
-
-    /// [`Trainer::pipelined`] for programs already compiled: the tick
-    /// programs in [`crate::pipeline::Phase::ALL`] order, then the apply
-    /// step (for instance a bundle's own modules read back from disk).
+    /// Pipeline parallelism (`cfg.parallel.pp` stages) for programs
+    /// already compiled: the tick programs in
+    /// [`crate::pipeline::Phase::ALL`] order, then the apply step (for
+    /// instance a bundle's own modules read back from disk), started from
+    /// `params` (the whole model's, in its `param_specs` order), each stage
+    /// taking its layers. Each [`Trainer::step`] then runs the schedule's
+    /// ticks and the apply step once.
     pub fn pipelined_programs(
         programs: Vec<Program>,
         cfg: &StepConfig,

@@ -1,6 +1,6 @@
 //! Runs a pipeline-parallel step on XLA CPU: the tick programs over the
 //! [`TickPlan`], each stage's buffers carried from tick to tick, before
-//! the trainer's apply step (see [`crate::trainer::Trainer::pipelined`]).
+//! the trainer's apply step (see [`crate::trainer::Trainer::pipelined_programs`]).
 
 use super::schedule::Phase;
 use super::stage_state::StageStates;
