@@ -101,6 +101,49 @@ pub enum Error {
     /// read or parsed, by file, line and column.
     #[error(transparent)]
     Metrics(#[from] metrics::MetricsError),
+    /// A training state whose tensors do not fit the model's layout.
+    #[error("state: {0}")]
+    StateLayout(#[from] models::layout::LayoutError),
+    /// A tensor read from a file that does not convert to what it feeds
+    /// (`what` names the file and tensor).
+    #[error("{what}: {source}")]
+    Tensor {
+        what: String,
+        #[source]
+        source: compiler::LiteralError,
+    },
+    /// Inputs refused on one rank of several.
+    #[error("rank {rank}: {source}")]
+    RankInputs {
+        rank: usize,
+        #[source]
+        source: Box<hlatc_train::Error>,
+    },
+    /// A parameter of the module read from `path` that cannot be bound
+    /// (`hlatc opt --bind`).
+    #[error("{}: {source}", path.display())]
+    Bind {
+        path: PathBuf,
+        #[source]
+        source: passes::bind::BindError,
+    },
+    /// A pass that failed on the module read from `path` (`hlatc opt`).
+    #[error("{}: {source}", path.display())]
+    PassOn {
+        path: PathBuf,
+        #[source]
+        source: passes::PassError,
+    },
+    /// A curve that could not be drawn, or its PNG written, to `path`.
+    #[error("plotting {}: {source}", path.display())]
+    Plot {
+        path: PathBuf,
+        #[source]
+        source: plot::PlotError,
+    },
+    /// A report that could not be written as JSON.
+    #[error("writing JSON: {0}")]
+    Json(#[from] serde_json::Error),
     /// A run's checkpoint directory that cannot be taken up: locked by
     /// another run, written by another run, or without a state.
     #[error(transparent)]

@@ -732,6 +732,11 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
         E::RunCheckpoint(r) => crate::fit::run_checkpoint_error(r),
+        // A state or tensor that does not fit what it feeds.
+        E::StateLayout(_) | E::Tensor { .. } | E::Bind { .. } | E::Json(_) => usage(message),
+        E::RankInputs { source, .. } => train_error(source),
+        E::PassOn { .. } => PASS.err(message),
+        E::Plot { path, .. } => path_error(&FILE, message, path),
     }
 }
 

@@ -171,7 +171,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             }
             OutputFormat::Json => {
                 let j = Json::new(&shown, input, &report, positions.as_ref());
-                let v = serde_json::to_value(&j).map_err(|e| Error::usage(e.to_string()))?;
+                let v = serde_json::to_value(&j)?;
                 json.push(match name {
                     Some(n) => serde_json::json!({"program": n, "check": v}),
                     None => v,
@@ -186,7 +186,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             (1, Some(only)) => only,
             (_, last) => serde_json::Value::Array(json.into_iter().chain(last).collect()),
         };
-        let s = serde_json::to_string_pretty(&v).map_err(|e| Error::usage(e.to_string()))?;
+        let s = serde_json::to_string_pretty(&v)?;
         out!("{s}")?;
     } else if let Some(total) = manifest_memory(path) {
         let chip = programs

@@ -98,13 +98,17 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     }
     let file = a.file.expect("clap requires FILE without --list-passes");
     let mut module = super::load(&file)?;
-    let at = |e: &dyn std::fmt::Display| Error::usage(format!("{}: {e}", file.display()));
     for b in &a.bind {
         let (name, path) = b
             .split_once('=')
             .ok_or_else(|| Error::usage(format!("--bind {b}: expected NAME=FILE.safetensors")))?;
         let lit = hlatc::read_bound_tensor(std::path::Path::new(path), name)?;
-        hlatc::passes::bind::bind_parameter(&mut module, name, lit).map_err(|e| at(&e))?;
+        hlatc::passes::bind::bind_parameter(&mut module, name, lit).map_err(|source| {
+            Error::Bind {
+                path: file.clone(),
+                source,
+            }
+        })?;
         note!("bound parameter '{name}' to {path}")?;
     }
     let target = a.target.into();
@@ -122,7 +126,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     ctx.rounding = a.rounding;
     let report = pipeline
         .run_module(&mut module, &mut ctx)
-        .map_err(|e| at(&e))?;
+        .map_err(|source| Error::PassOn {
+            path: file.clone(),
+            source,
+        })?;
     super::pass_report::print_report(&report)?;
     if a.drop_unused_parameters {
         let dropped = hlatc::passes::bind::drop_unused_parameters(&mut module);

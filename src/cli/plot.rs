@@ -71,8 +71,10 @@ fn default_label(path: &Path) -> String {
 
 /// Writes `curves` to `out` with `opts`, and says so.
 pub fn write_plot(curves: &[Curve], opts: &PlotOptions, out: &Path) -> Result<(), Error> {
-    plot_to_file(curves, opts, out)
-        .map_err(|e| Error::usage(format!("plotting {}: {e}", out.display())))?;
+    plot_to_file(curves, opts, out).map_err(|source| Error::Plot {
+        path: out.to_path_buf(),
+        source,
+    })?;
     note!(
         "wrote {} ({} curve{} of {}, {}x{})",
         out.display(),

@@ -557,12 +557,12 @@ fn bundle_inputs(
             .collect()
     };
     for (rank, list) in lists.iter().enumerate() {
-        bundle.check_batch(list).map_err(|e| {
-            Error::usage(if ranks > 1 {
-                format!("rank {rank}: {e}")
-            } else {
-                e.to_string()
-            })
+        bundle.check_batch(list).map_err(|source| match ranks {
+            1 => Error::from(source),
+            _ => Error::RankInputs {
+                rank,
+                source: Box::new(source),
+            },
         })?;
     }
     Ok(lists)
@@ -608,8 +608,10 @@ fn convert_integers(
             )));
         }
     }
-    Literal::from_scalars(want.ty, t.dims().to_vec(), &values)
-        .map_err(|e| Error::usage(format!("{}: tensor '{name}': {e}", path.display())))
+    Literal::from_scalars(want.ty, t.dims().to_vec(), &values).map_err(|source| Error::Tensor {
+        what: format!("{}: tensor '{name}'", path.display()),
+        source,
+    })
 }
 
 /// Compares one rank's outputs with `path`, each mismatch noted after

@@ -569,7 +569,7 @@ fn finish(
 ) -> Result<ExitCode, Error> {
     if let Some(path) = &a.metrics {
         hlatc::runtime::atomic_file::write_atomic(path, metrics.to_csv().as_bytes())
-            .map_err(|e| Error::usage(format!("--metrics {}: {e}", path.display())))?;
+            .map_err(|e| Error::io(path, e))?;
     }
     if let Some(path) = &a.plot {
         plot_run(a, name, metrics, path)?;
@@ -628,8 +628,10 @@ impl Evaluator {
             .try_state(hlatc::train_step::Role::Parameter)?
             .into_iter()
             .map(|(n, l)| {
-                l.converted(self.ty)
-                    .map_err(|e| Error::usage(format!("parameter '{n}': {e}")))
+                l.converted(self.ty).map_err(|source| Error::Tensor {
+                    what: format!("parameter '{n}'"),
+                    source,
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut total = 0.0;

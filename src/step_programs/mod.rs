@@ -266,7 +266,7 @@ pub fn hugging_face_params(
         .filter(|(s, _)| s.role == Role::Parameter)
         .map(|(s, w)| (s.name.clone(), w))
         .collect();
-    crate::models::layout::split(&c.cfg.model, &stored).map_err(|e| usage(format!("state: {e}")))
+    crate::models::layout::split(&c.cfg.model, &stored).map_err(crate::Error::from)
 }
 
 /// A compiled step's trainer on `rt`'s devices (one a rank): each of its

@@ -145,7 +145,7 @@ impl<'a> Pipeline<'a> {
             .into_iter()
             .filter_map(|p| state.get(&p.name).map(|t| (p.name, t.clone())))
             .collect();
-        crate::models::layout::split(model, &stored).map_err(|e| usage(format!("state: {e}")))
+        crate::models::layout::split(model, &stored).map_err(crate::Error::from)
     }
 
     /// How a host drives the tick programs: each tick's program and
