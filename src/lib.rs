@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod plan;
 pub mod plot;
 pub mod step_programs;
+pub mod usage;
 
 use hlatc_train::run_identity::FrontEnd;
 use std::path::{Path, PathBuf};
@@ -71,11 +72,11 @@ pub enum Error {
         device_memory: u64,
         fix: Option<compile_step::Fit>,
     },
-    /// Options that do not fit together, as the command line or the
-    /// Python package gave them (the libraries' errors are typed; this is
-    /// the facade's word to its user).
-    #[error("{0}")]
-    Usage(String),
+    /// Options, inputs or files that the command line or the Python
+    /// package gave and hlatc refuses, by category (the libraries' errors
+    /// are typed; this is the facade's word to its user).
+    #[error(transparent)]
+    Usage(#[from] usage::Usage),
     /// A compile option's value out of its range, by its typed name.
     #[error(transparent)]
     Option(#[from] compile_step::OptionError),
@@ -224,9 +225,38 @@ impl Error {
         })
     }
 
-    /// Inputs that do not fit together (checkpoint vs model, flags).
-    pub fn usage(message: impl Into<String>) -> Error {
-        Error::Usage(message.into())
+    /// A usage error of category `kind`.
+    pub fn usage(kind: usage::UsageKind, message: impl Into<String>) -> Error {
+        Error::Usage(usage::Usage {
+            kind,
+            message: message.into(),
+        })
+    }
+
+    /// A value outside the range its option or input takes.
+    pub fn out_of_range(message: impl Into<String>) -> Error {
+        Error::usage(usage::UsageKind::OutOfRange, message)
+    }
+
+    /// Options, or an option and what it is given, that do not fit
+    /// together.
+    pub fn conflict(message: impl Into<String>) -> Error {
+        Error::usage(usage::UsageKind::Conflict, message)
+    }
+
+    /// Something hlatc does not do (on this target, or yet).
+    pub fn unsupported(message: impl Into<String>) -> Error {
+        Error::usage(usage::UsageKind::Unsupported, message)
+    }
+
+    /// A name, tensor or program asked for that is not there.
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::usage(usage::UsageKind::NotFound, message)
+    }
+
+    /// Input that is not what it should be.
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::usage(usage::UsageKind::Invalid, message)
     }
 
     /// A reader closed our standard output (`hlatc ... | head`): like other
@@ -425,7 +455,7 @@ pub fn read_bound_tensor(path: &Path, name: &str) -> Result<hlatc_compiler::Lite
     if tensors.len() == 1 {
         return Ok(tensors.into_values().next().expect("one tensor"));
     }
-    Err(Error::usage(format!(
+    Err(Error::not_found(format!(
         "{}: no tensor named '{name}' and not exactly one tensor to choose (tensors: {})",
         path.display(),
         tensors.keys().cloned().collect::<Vec<_>>().join(", ")

@@ -167,6 +167,7 @@ class NeuronRefusedError(Error, ValueError):
 class RunError(Error, RuntimeError): ...
 class UsageError(Error, ValueError):
     argument: Optional[str]
+    category: Optional[str]
 
 class UsageTypeError(UsageError, TypeError): ...
 

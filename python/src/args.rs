@@ -73,8 +73,11 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
 /// call does not (a tick past the schedule), `argument` set as the checks
 /// above set it.
 pub(crate) fn out_of_range(name: &str, message: String) -> PyErr {
-    let argument = Python::with_gil(|py| PyString::new(py, name).into_any().unbind());
-    USAGE.with(message, &[("argument", argument)])
+    let (argument, category) = Python::with_gil(|py| {
+        let s = |v: &str| PyString::new(py, v).into_any().unbind();
+        (s(name), s(hlatc::usage::UsageKind::OutOfRange.name()))
+    });
+    USAGE.with(message, &[("argument", argument), ("category", category)])
 }
 
 /// `repr(v)`, cut short: a value can be a whole array.

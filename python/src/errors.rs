@@ -210,10 +210,11 @@ pub(crate) static RUN: Kind = Kind::new(
 pub(crate) static USAGE: Kind = Kind::new(
     "UsageError",
     Builtin::Value,
-    &["argument"],
+    &["argument", "category"],
     "Arguments that do not fit together, or one refused at the boundary (also a ValueError: \
      inputs against a step, options, a negative count); `argument` names the argument \
-     refused, where one is.",
+     refused, where one is, and `category` the kind of mistake, where the library sorts it \
+     ('out_of_range', 'conflict', 'unsupported', 'not_found', 'invalid').",
 );
 pub(crate) static USAGE_TYPE: Kind = Kind::under(
     &USAGE,
@@ -711,7 +712,10 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             "device_memory",
             hlatc::does_not_fit(plan, *device_memory, fix.as_ref(), FrontEnd::Python),
         ),
-        E::Usage(_) => usage(message),
+        E::Usage(u) => {
+            let category = Python::with_gil(|py| obj(py, u.kind.name()));
+            USAGE.with(message, &[("category", category)])
+        }
         E::Option(o) => crate::args::out_of_range(o.option.keyword(), o.python_message()),
         E::Kernel(
             hlatc::kernel_choice::KernelChoiceError::Request(_)

@@ -295,3 +295,19 @@ def test_compile_step_and_plan_take_keywords_only():
         hlatc._hlatc.compile_step("tiny")  # type: ignore[misc]
     with pytest.raises(TypeError, match="positional"):
         hlatc.plan("tiny")  # type: ignore[misc]
+
+
+def test_the_library_sorts_its_usage_errors_by_category():
+    # hlatc::usage::UsageKind, as polars sorts its errors: a value out of
+    # range, inputs that are not there, told apart without the sentence.
+    with pytest.raises(hlatc.UsageError) as e:
+        hlatc.compile_step(model="tiny", target="cpu", tp=0)
+    assert (e.value.category, e.value.argument) == ("out_of_range", "tp")
+    step = hlatc.compile_step(model="tiny", target="cpu", batch_size=2, seq_len=8)
+    with pytest.raises(hlatc.UsageError) as e:
+        step.run({})
+    assert e.value.category == "not_found" and e.value.argument is None
+    # The Python layer's own refusals are not sorted.
+    with pytest.raises(hlatc.UsageError) as e:
+        loader(seed=-1)
+    assert e.value.category is None

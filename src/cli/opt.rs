@@ -90,7 +90,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         return super::passes::list();
     }
     if a.remat.policy.needs_stages() {
-        return Err(Error::usage(format!(
+        return Err(Error::unsupported(format!(
             "--remat {} keeps a pipeline stage's input, which only hlatc's own tick programs have \
              (compile or train with --pp); the remat pass over a module takes none, core-attention or full-layer",
             a.remat.policy
@@ -101,7 +101,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     for b in &a.bind {
         let (name, path) = b
             .split_once('=')
-            .ok_or_else(|| Error::usage(format!("--bind {b}: expected NAME=FILE.safetensors")))?;
+            .ok_or_else(|| Error::invalid(format!("--bind {b}: expected NAME=FILE.safetensors")))?;
         let lit = hlatc::read_bound_tensor(std::path::Path::new(path), name)?;
         hlatc::passes::bind::bind_parameter(&mut module, name, lit).map_err(|source| {
             Error::Bind {

@@ -88,7 +88,7 @@ pub fn write_plot(curves: &[Curve], opts: &PlotOptions, out: &Path) -> Result<()
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     if !a.label.is_empty() && a.label.len() != a.files.len() {
-        return Err(Error::usage(format!(
+        return Err(Error::conflict(format!(
             "{} --label for {} files; give one per file, in order, or none",
             a.label.len(),
             a.files.len()

@@ -138,13 +138,13 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
 /// Tolerances, refused before anything runs.
 fn check_flags(a: &Args) -> Result<(), Error> {
     if !(a.rtol.is_finite() && a.rtol >= 0.0) {
-        return Err(Error::usage(format!(
+        return Err(Error::out_of_range(format!(
             "--rtol must be a finite number >= 0, got {}",
             a.rtol
         )));
     }
     if let Some(atol) = a.atol.filter(|t| !(t.is_finite() && *t >= 0.0)) {
-        return Err(Error::usage(format!(
+        return Err(Error::out_of_range(format!(
             "--atol must be a finite number >= 0, got {atol}"
         )));
     }
@@ -173,14 +173,14 @@ fn ranks(a: &Args, module: &Module) -> Result<usize, Error> {
     let counts = module.devices;
     let replicas = counts.replica_count.saturating_mul(counts.num_partitions);
     if let Some(n) = a.devices.filter(|&n| i64::from(n) != replicas) {
-        return Err(Error::usage(format!(
+        return Err(Error::conflict(format!(
             "--devices {n}: module '{}' is for {replicas} rank(s) (replica_count={}, num_partitions={}), one per device; run it with --devices {replicas}",
             module.name, counts.replica_count, counts.num_partitions
         )));
     }
     let ranks = usize::try_from(replicas).unwrap_or(1).max(1);
     if ranks > MAX_DEVICES {
-        return Err(Error::usage(format!(
+        return Err(Error::unsupported(format!(
             "module '{}' is for {replicas} replicas; hlatc runs at most {MAX_DEVICES} devices",
             module.name
         )));
@@ -200,7 +200,7 @@ fn ranks(a: &Args, module: &Module) -> Result<usize, Error> {
 fn check_rank_paths(a: &Args, ranks: usize) -> Result<(), Error> {
     if let Some(path) = &a.outputs {
         if ranks > 1 && !per_rank(path) {
-            return Err(Error::usage(format!(
+            return Err(Error::conflict(format!(
                 "--outputs {}: the module runs on {ranks} ranks, so its path needs {RANK} (out.{RANK}.safetensors, say) to write one file per rank",
                 path.display()
             )));
@@ -208,7 +208,7 @@ fn check_rank_paths(a: &Args, ranks: usize) -> Result<(), Error> {
         for rank in 0..ranks {
             let path = for_rank(path, rank);
             hlatc::runtime::atomic_file::check_writable(&path)
-                .map_err(|m| Error::usage(format!("--outputs {}: {m}", path.display())))?;
+                .map_err(|m| Error::invalid(format!("--outputs {}: {m}", path.display())))?;
         }
     }
     Ok(())
@@ -396,7 +396,7 @@ fn read_tensor_files(paths: &[PathBuf], shared: &Tensors) -> Result<Tensors, Err
     for path in paths {
         for (name, t) in read_safetensors(path)? {
             if let Some((_, first)) = tensors.get(&name).or_else(|| shared.get(&name)) {
-                return Err(Error::usage(format!(
+                return Err(Error::conflict(format!(
                     "tensor '{name}' is in both {} and {}",
                     first.display(),
                     path.display()
@@ -436,7 +436,7 @@ impl FileInputs {
                 if missing.is_empty() {
                     return Ok(list.into_iter().flatten().collect());
                 }
-                Err(Error::usage(format!(
+                Err(Error::not_found(format!(
                     "{}no tensor for parameter {} in {}",
                     if several {
                         format!("rank {rank}: ")
@@ -601,7 +601,7 @@ fn convert_integers(
             _ => unreachable!("integers"),
         };
         if x < lo || x > hi {
-            return Err(Error::usage(format!(
+            return Err(Error::out_of_range(format!(
                 "{}: tensor '{name}' element {i} is {x}, which does not fit the parameter's {}",
                 path.display(),
                 want.ty

@@ -145,7 +145,7 @@ fn metadata_of(path: &Path) -> Result<Option<StateMetadata>, Error> {
 /// Refuses an output folder that is a file, before any work.
 fn check_out_dir(out: &Path) -> Result<(), Error> {
     if out.exists() && !out.is_dir() {
-        return Err(Error::usage(format!(
+        return Err(Error::invalid(format!(
             "--out {}: is a file, not a directory (shard writes one file per rank into a folder)",
             out.display()
         )));
@@ -159,7 +159,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
     let source = a.input.display().to_string();
     let input_meta = metadata_of(&a.input)?.unwrap_or_default();
     if input_meta.rank.is_some() {
-        return Err(Error::usage(format!(
+        return Err(Error::invalid(format!(
             "{source}: holds one rank's state, not the whole state: join the ranks with `hlatc unshard` first"
         )));
     }
@@ -189,7 +189,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
             let storage = o.precision.storage();
             let (params, unused) = params_from_tensors(&model, storage, tensors, &source)?;
             if let Some(u) = unused.first() {
-                return Err(Error::usage(format!(
+                return Err(Error::invalid(format!(
                     "{source}: tensor '{u}' is neither a parameter of this model nor training state"
                 )));
             }
@@ -229,7 +229,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
 
 pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
     if a.input.exists() && !a.input.is_dir() {
-        return Err(Error::usage(format!(
+        return Err(Error::invalid(format!(
             "{}: is a file, not a directory of rank files (`hlatc shard --out DIR` writes one)",
             a.input.display()
         )));
@@ -254,7 +254,7 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
                 .next()
                 .cloned()
                 .unwrap_or_default();
-            return Err(Error::usage(format!(
+            return Err(Error::conflict(format!(
                 "{}: holds the {recorded} rank files of {}, not the {world} of {layout}: give \
                  unshard the flags of the layout it was written with",
                 a.input.display(),
@@ -272,7 +272,7 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
         .map(|r| read_safetensors(&rank_file(&a.input, r)))
         .collect::<Result<Vec<_>, _>>()?;
     if rank_file(&a.input, world).exists() {
-        return Err(Error::usage(format!(
+        return Err(Error::conflict(format!(
             "{}: holds more than the {world} ranks' files of {layout}",
             a.input.display(),
         )));

@@ -146,7 +146,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let start = trainer.try_steps_done()? as u64;
     let stop = a.stop_after.unwrap_or(a.steps);
     if start >= stop && checkpoints.is_none() {
-        return Err(Error::usage(format!(
+        return Err(Error::conflict(format!(
             "--stop-after {stop}: the run is already at step {start}"
         )));
     }
@@ -245,7 +245,7 @@ fn check_resume_file(a: &Args, identity: &RunIdentity) -> Result<Option<RunIdent
     };
     let meta = StateMetadata::from_json(&text, &source)?;
     if meta.rank.is_some() {
-        return Err(Error::usage(format!(
+        return Err(Error::invalid(format!(
             "--resume {source}: holds one rank's state, not the whole state: join the ranks with \
              `hlatc unshard` first"
         )));
@@ -253,7 +253,7 @@ fn check_resume_file(a: &Args, identity: &RunIdentity) -> Result<Option<RunIdent
     // Said before the schedule differs: a --steps not past the state's step
     // is the mistake to name.
     if let Some(done) = meta.step.filter(|&d| d >= a.steps) {
-        return Err(Error::usage(format!(
+        return Err(Error::conflict(format!(
             "--resume {source}: it is at step {done}, and --steps {} is not past it",
             a.steps
         )));
@@ -279,7 +279,7 @@ fn resume_from_file(a: &Args, trainer: &mut Trainer) -> Result<(), Error> {
     trainer.resume(read_safetensors(path)?, &source)?;
     let done = trainer.try_steps_done()?;
     if done as u64 >= a.steps {
-        return Err(Error::usage(format!(
+        return Err(Error::conflict(format!(
             "--resume {source}: it is at step {done}, and --steps {} is not past it",
             a.steps
         )));
@@ -291,7 +291,7 @@ fn resume_from_file(a: &Args, trainer: &mut Trainer) -> Result<(), Error> {
 /// are checked now, not after training, so nothing trained is lost.
 fn check_flags(a: &Args) -> Result<(), Error> {
     if a.steps == 0 {
-        return Err(Error::usage("--steps must be at least 1"));
+        return Err(Error::out_of_range("--steps must be at least 1"));
     }
     for (flag, path) in [
         ("--save", &a.save),
@@ -301,11 +301,11 @@ fn check_flags(a: &Args) -> Result<(), Error> {
     ] {
         if let Some(path) = path {
             hlatc::runtime::atomic_file::check_writable(path)
-                .map_err(|m| Error::usage(format!("{flag} {}: {m}", path.display())))?;
+                .map_err(|m| Error::invalid(format!("{flag} {}: {m}", path.display())))?;
         }
     }
     if a.stop_after == Some(0) || a.stop_after.is_some_and(|n| n > a.steps) {
-        return Err(Error::usage(format!(
+        return Err(Error::out_of_range(format!(
             "--stop-after must be in 1..={} (--steps)",
             a.steps
         )));
@@ -313,7 +313,7 @@ fn check_flags(a: &Args) -> Result<(), Error> {
     a.data.check()?;
     a.checkpoints.check()?;
     if a.eval_every == Some(0) {
-        return Err(Error::usage("--eval-every must be at least 1"));
+        return Err(Error::out_of_range("--eval-every must be at least 1"));
     }
     Ok(())
 }
@@ -342,7 +342,7 @@ fn step_options(a: &Args) -> Result<CompileOptions, Error> {
         .parameter_count()
         .saturating_mul(o.precision.state_bytes_per_parameter());
     if state > hlatc::check::MAX_HOST_STATE_BYTES {
-        return Err(Error::usage(format!(
+        return Err(Error::unsupported(format!(
             "{name}'s training state (parameters and two Adam moments) takes {:.1} GB; `train` runs on XLA CPU \
              and stops at {} MiB. Use a smaller --config, or `hlatc compile --target neuron`.",
             state as f64 / 1e9,

@@ -45,7 +45,7 @@ pub struct CheckpointArgs {
 impl CheckpointArgs {
     pub fn check(&self) -> Result<(), Error> {
         if self.checkpoint_every == Some(0) {
-            return Err(Error::usage("--checkpoint-every must be at least 1"));
+            return Err(Error::out_of_range("--checkpoint-every must be at least 1"));
         }
         Ok(())
     }

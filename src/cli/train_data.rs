@@ -104,7 +104,7 @@ impl DataArgs {
     pub fn packed(&self, flag: bool) -> Result<bool, Error> {
         if !self.corpus.is_empty() {
             if flag && self.packing == PackingArg::Concat {
-                return Err(Error::usage(
+                return Err(Error::conflict(
                     "--packed with --packing concat: concatenated rows have no segment ids; \
                      use --packing segments",
                 ));
@@ -201,11 +201,11 @@ impl DataArgs {
                 ("--eos-token", self.eos_token.is_some()),
             ];
             if let Some((flag, _)) = stray.iter().find(|(_, given)| *given) {
-                return Err(Error::usage(format!("{flag} needs --corpus")));
+                return Err(Error::conflict(format!("{flag} needs --corpus")));
             }
         }
         if !(0.0..1.0).contains(&self.eval_fraction) {
-            return Err(Error::usage(format!(
+            return Err(Error::out_of_range(format!(
                 "--eval-fraction must be in [0, 1), got {}",
                 self.eval_fraction
             )));
@@ -268,7 +268,7 @@ impl TrainData {
             TrainData::Tokens(d) => d.train_batch(k, seed, rows, seq),
             TrainData::Corpus(loaders) => loaders
                 .next_batch()?
-                .ok_or_else(|| Error::usage("the corpus loader stopped"))?
+                .ok_or_else(|| Error::invalid("the corpus loader stopped"))?
                 .to_batch(),
         })
     }

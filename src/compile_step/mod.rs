@@ -546,7 +546,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
             let [warm_up, steady, cool_down]: [TrainStep; 3] = steps
                 .ticks
                 .try_into()
-                .map_err(|_| Error::usage("a pipeline has three tick programs"))?;
+                .map_err(|_| Error::invalid("a pipeline has three tick programs"))?;
             pipe = Some(PipelinePrograms {
                 warm_up,
                 cool_down,

@@ -29,10 +29,6 @@ pub use pipeline::Pipeline;
 
 type Result<T> = std::result::Result<T, crate::Error>;
 
-fn usage(message: String) -> crate::Error {
-    crate::Error::Usage(message)
-}
-
 /// One program compiled by XLA CPU on as many devices as the step has
 /// ranks, its Neuron custom calls as plain HLO.
 pub fn cpu_program(c: &OneProgram) -> Result<Program> {
@@ -73,7 +69,7 @@ pub fn write_program_bundle(c: &OneProgram, dir: &Path) -> Result<()> {
 pub fn check_rank(cfg: &StepConfig, rank: usize) -> Result<()> {
     let world = cfg.parallel.world() as usize;
     if rank >= world {
-        return Err(usage(format!(
+        return Err(crate::Error::out_of_range(format!(
             "rank {rank}: the step runs on {world} rank(s)"
         )));
     }
@@ -112,7 +108,7 @@ pub fn inputs_by_name(
     let mut list = Vec::with_capacity(specs.len());
     for s in specs {
         let value = named.remove(&s.name).ok_or_else(|| {
-            usage(format!(
+            crate::Error::not_found(format!(
                 "{at}no input '{}' (the step takes {} inputs, by name)",
                 s.name,
                 specs.len()
@@ -122,7 +118,7 @@ pub fn inputs_by_name(
     }
     if !named.is_empty() {
         let extra: Vec<String> = named.into_keys().collect();
-        return Err(usage(format!(
+        return Err(crate::Error::not_found(format!(
             "{at}the step takes no input named {}",
             extra.join(", ")
         )));
@@ -152,7 +148,7 @@ pub fn checked_inputs(
 ) -> std::result::Result<Vec<Vec<Literal>>, RunFailure> {
     let world = c.cfg.parallel.world() as usize;
     if per_rank.len() != world {
-        return Err(usage(format!(
+        return Err(crate::Error::conflict(format!(
             "the step runs on {world} rank(s); {} input dict(s) were given",
             per_rank.len()
         ))
@@ -197,15 +193,15 @@ pub fn rank_batch(c: &OneProgram, batch: &Batch, rank: usize) -> Result<Vec<(Str
     for spec in &c.step.inputs {
         let Some(value) = batch.for_role(spec.role) else {
             if spec.role == Role::SegmentIds {
-                return Err(usage(
-                    "the step was compiled for packed rows (packed=True): give segment_ids".into(),
+                return Err(crate::Error::conflict(
+                    "the step was compiled for packed rows (packed=True): give segment_ids",
                 ));
             }
             continue;
         };
         let want = [global.batch_size, global.seq_len];
         if value.dims() != want {
-            return Err(usage(format!(
+            return Err(crate::Error::invalid(format!(
                 "'{}' is {:?}; the step's global batch is {:?} ([batch_size, seq_len], every rank's rows)",
                 spec.name,
                 value.dims(),
@@ -216,8 +212,8 @@ pub fn rank_batch(c: &OneProgram, batch: &Batch, rank: usize) -> Result<Vec<(Str
         out.push((spec.name.clone(), ranks.take(spec, value, rank as i64)));
     }
     if batch.segment_ids.is_some() && !c.step.inputs.iter().any(|s| s.role == Role::SegmentIds) {
-        return Err(usage(
-            "the step was compiled unpacked but the batch has segment ids".into(),
+        return Err(crate::Error::conflict(
+            "the step was compiled unpacked but the batch has segment ids",
         ));
     }
     Ok(out)

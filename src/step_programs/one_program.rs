@@ -3,7 +3,7 @@
 //! under gradient accumulation (the micro step takes a K-th of the batch)
 //! and pipeline parallelism (each program holds one stage's layers).
 
-use super::{usage, Result};
+use super::Result;
 use crate::bundle::ProgramName;
 use crate::compile_step::CompiledStep;
 use crate::grad_accum::micro_config;
@@ -35,7 +35,7 @@ impl CompiledStep {
     pub fn program(&self, name: ProgramName) -> Result<OneProgram<'_>> {
         let missing = || {
             let names: Vec<&str> = self.programs().iter().map(|(n, _)| n.name()).collect();
-            usage(format!(
+            crate::Error::not_found(format!(
                 "the step has no program '{}' (its programs: {})",
                 name.name(),
                 names.join(", ")

@@ -4,7 +4,7 @@
 //! by the train crate's tick plan. The division itself is the train crate's
 //! (`hlatc_train::pipeline`).
 
-use super::{check_rank, usage, Result};
+use super::{check_rank, Result};
 use crate::batch_check::check_batch_input;
 use crate::compile_step::{CompiledStep, PipelinePrograms};
 use crate::data::Batch;
@@ -178,9 +178,8 @@ impl<'a> Pipeline<'a> {
     /// pipeline takes no packed rows).
     fn check_batch(&self, batch: &Batch) -> Result<()> {
         if batch.segment_ids.is_some() {
-            return Err(usage(
-                "a pipeline-parallel step takes no segment ids (packed rows are not pipelined)"
-                    .into(),
+            return Err(crate::Error::unsupported(
+                "a pipeline-parallel step takes no segment ids (packed rows are not pipelined)",
             ));
         }
         let cfg = self.whole();
@@ -193,7 +192,7 @@ impl<'a> Pipeline<'a> {
             let spec = steady.iter().find(|s| s.role == role);
             let spec = spec.expect("a tick program takes tokens and targets");
             if value.dims() != want {
-                return Err(usage(format!(
+                return Err(crate::Error::invalid(format!(
                     "'{}' is {:?}; the step's global batch is {:?} ([batch_size, seq_len], every rank's rows)",
                     spec.name,
                     value.dims(),

@@ -389,3 +389,35 @@ fn a_pass_that_finds_nothing_says_so() {
         "{s}"
     );
 }
+
+#[test]
+fn usage_errors_carry_their_category() {
+    use hlatc::bundle::ProgramName;
+    use hlatc::usage::UsageKind;
+    let o = hlatc::compile_step::CompileOptions {
+        model: hlatc::compile_step::ModelSource::Preset("tiny".into()),
+        target: hlatc::passes::Target::Cpu,
+        batch_size: Some(2),
+        seq_len: Some(8),
+        ..Default::default()
+    };
+    let compiled = hlatc::compile_step::compile_step(&o).unwrap();
+    match compiled.program(ProgramName::MicroStep) {
+        Err(hlatc::Error::Usage(u)) => {
+            assert_eq!(u.kind, UsageKind::NotFound);
+            assert!(u.message.contains("'micro_step'"), "{}", u.message);
+        }
+        other => panic!("{:?}", other.err()),
+    }
+    let names: Vec<&str> = UsageKind::ALL.iter().map(|k| k.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "out_of_range",
+            "conflict",
+            "unsupported",
+            "not_found",
+            "invalid"
+        ]
+    );
+}
