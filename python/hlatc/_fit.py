@@ -56,8 +56,7 @@ def metrics_bytes(metrics: Metrics) -> bytes:
     return _hlatc.metrics_csv(metrics).encode("utf-8")
 
 
-def seek_loader(loader: Any, files: Mapping[str, bytes], where: str) -> None:
-    position = files.get(_hlatc.LOADER_FILE)
+def seek_loader(loader: Any, position: Optional[bytes], where: str) -> None:
     if position is None:
         warnings.warn(
             f"checkpoint {where} holds no loader position (a run on other data): the loader "
@@ -134,8 +133,7 @@ def fit(
         if restored is not None:
             _, where, state, position, metrics = restored
             trainer._native.resume_safetensors(state, where)
-            seek_loader(loader, {} if position is None else {_hlatc.LOADER_FILE: position},
-                        os.path.dirname(where))
+            seek_loader(loader, position, os.path.dirname(where))
 
         def save(done: int, metrics: Metrics) -> None:
             ckpt.save(done, trainer._native.state_safetensors(),

@@ -77,12 +77,10 @@ __all__ = [
     "plan",
     "run_identity",
     "check_run_identity",
-    "run_identity_json",
     "identity_names",
     "init_of_file",
     "expand_listing",
     "read_bundle",
-    "IDENTITY_FILE",
     "IDENTITY_GROUPS",
     "append_measured_run",
     "Plan",
@@ -442,8 +440,6 @@ class RunCheckpoints:
     def take_restored(
         self,
     ) -> Optional[Tuple[int, str, bytes, Optional[bytes], List[Dict[str, float]]]]: ...
-    @property
-    def identity(self) -> str: ...
     def save(
         self,
         done: int,
@@ -630,7 +626,6 @@ def plan(
     predict: Optional[Union[str, "os.PathLike[str]"]] = None,
     report: bool = False,
 ) -> Plan: ...
-IDENTITY_FILE: str
 IDENTITY_GROUPS: List[str]
 
 def run_identity(
@@ -643,7 +638,6 @@ def run_identity(
 def check_run_identity(
     current: str, saved: str, allowed: Sequence[str], step: int, source: str
 ) -> Tuple[bool, str, List[Tuple[str, Optional[str], Optional[str]]]]: ...
-def run_identity_json(text: str, source: str) -> str: ...
 def identity_names(identity: str) -> List[str]: ...
 def init_of_file(path: Union[str, "os.PathLike[str]"]) -> str: ...
 def expand_listing(listing: str) -> str: ...

@@ -30,10 +30,6 @@ import numpy as np
 
 from . import _hlatc
 
-#: The file of the identity in a checkpoint (`hlatc train`'s too).
-IDENTITY_FILE: str = _hlatc.IDENTITY_FILE
-
-
 class IdentityError(_hlatc.UsageError):
     """A checkpoint of another run: `fields` maps each differing field to
     (the checkpoint's value, this run's)."""
@@ -133,19 +129,4 @@ def check(recorded: Optional[Dict[str, Any]], current: Dict[str, Any], where: st
                       f"{saved} in the checkpoint, {now} in this run", IdentityWarning,
                       stacklevel=4)
     value: Dict[str, Any] = json.loads(text)
-    return value
-
-
-def to_bytes(identity: Dict[str, Any]) -> bytes:
-    """The identity as `hlatc train` writes `run.json`."""
-    return _hlatc.run_identity_json(json.dumps(identity), IDENTITY_FILE).encode("utf-8")
-
-
-def from_bytes(data: bytes, where: str) -> Dict[str, Any]:
-    try:
-        value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise _hlatc.CheckpointError(f"{where}: not a run identity: {e}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("fields"), dict):
-        raise _hlatc.CheckpointError(f"{where}: not a run identity (no fields)")
     return value

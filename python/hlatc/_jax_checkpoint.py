@@ -152,7 +152,7 @@ def resume_newest(trainer: Shards, root: str, loader: "Loader",
                 positions.extend(json.loads(f.read()))
         loader.seek(json.dumps(positions))
     else:
-        _fit.seek_loader(loader, {}, d)  # warns: no position to go on from
+        _fit.seek_loader(loader, None, d)  # warns: no position to go on from
     files = {}
     if _hlatc.METRICS_FILE in recorded:
         with open(os.path.join(d, _hlatc.METRICS_FILE), "rb") as f:

@@ -208,13 +208,6 @@ impl RunCheckpoints {
         )))
     }
 
-    /// The identity the run records (JSON): its own, with the changes
-    /// resumes were allowed to make.
-    #[getter]
-    fn identity(&self) -> PyResult<String> {
-        self.with(|c| Ok(c.identity().to_json()))
-    }
-
     /// Saves the checkpoint of step `done`: `state` (safetensors bytes),
     /// the `loader`'s position (JSON bytes; None for data without one) and
     /// `metrics` (rows), with the run's identity; its directory. The GIL

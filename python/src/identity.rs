@@ -11,15 +11,6 @@ use hlatc::run_identity::{
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
-/// The identity's JSON as `hlatc train` writes it (`run.json`): the same
-/// bytes from either, whatever JSON `text` was.
-#[pyfunction]
-pub fn run_identity_json(text: &str, source: &str) -> PyResult<String> {
-    Ok(RunIdentity::from_json(text, source)
-        .map_err(|e| identity_error(&e))?
-        .to_json())
-}
-
 /// The fields and groups `allow_changes` may name, given `identity`'s
 /// fields: the groups (`model`, `tokenizer`, ...) and each field.
 #[pyfunction]

@@ -129,12 +129,10 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan::plan, m)?)?;
     m.add_function(wrap_pyfunction!(identity::run_identity, m)?)?;
     m.add_function(wrap_pyfunction!(identity::check_run_identity, m)?)?;
-    m.add_function(wrap_pyfunction!(identity::run_identity_json, m)?)?;
     m.add_function(wrap_pyfunction!(identity::identity_names, m)?)?;
     m.add_function(wrap_pyfunction!(identity::init_of_file, m)?)?;
     m.add_function(wrap_pyfunction!(listing::expand_listing, m)?)?;
     m.add_function(wrap_pyfunction!(listing::read_bundle, m)?)?;
-    m.add("IDENTITY_FILE", hlatc::run_identity::IDENTITY_FILE)?;
     // The groups of fields `allow_changes` names, as `--allow-resume-change`
     // takes them: the Rust list, not a copy.
     m.add(
