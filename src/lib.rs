@@ -9,20 +9,33 @@
 //! # Ok::<(), hlatc::Error>(())
 //! ```
 
+pub use hlatc_artifacts as artifacts;
 pub use hlatc_compiler as compiler;
 pub use hlatc_models as models;
 pub use hlatc_passes as passes;
 pub use hlatc_runtime as runtime;
+pub use hlatc_step as step;
 pub use hlatc_train as train;
 
 pub use hlatc_compiler::{formats::proto, formats::text, verify, Literal, Module};
 
-pub use hlatc_train::{
-    batch_check, bundle, check, checkpoint, checkpoint_lock, data, grad_accum, initial_inputs,
-    kernel_choice, loader, memory_plan, optimizer, pipeline, precision, rank_checkpoint,
-    rank_inputs, run_identity, sharding, spmd, state_metadata, state_shards, token_data,
-    train_step, trainer,
+pub use hlatc_artifacts::{
+    bundle, checkpoint, checkpoint_lock, initial_inputs, rank_checkpoint, run_identity,
+    state_metadata, state_shards,
 };
+pub use hlatc_step::{
+    batch_check, data, grad_accum, kernel_choice, memory_plan, optimizer, precision, rank_inputs,
+    sharding, spmd, train_step,
+};
+pub use hlatc_train::{check, loader, token_data, trainer};
+
+/// Pipeline parallelism in one place: its tick programs as
+/// [`hlatc_step::pipeline`] builds them, and as [`hlatc_train::pipeline`]
+/// drives them.
+pub mod pipeline {
+    pub use hlatc_step::pipeline::*;
+    pub use hlatc_train::pipeline::*;
+}
 
 pub mod compile_step;
 pub mod fit;
@@ -32,16 +45,18 @@ pub mod plot;
 pub mod step_programs;
 pub mod usage;
 
-use hlatc_train::run_identity::FrontEnd;
+use hlatc_artifacts::run_identity::FrontEnd;
 use std::path::{Path, PathBuf};
 
 /// Everything the facade and CLI can fail with, each naming the file.
 ///
-/// What the training library can fail with (a file that cannot be read, a
-/// config, a pass, XLA CPU, a refused step or usage) is [`Error::Train`],
-/// one [`hlatc_train::Error`]; the variants here are what only the facade
-/// adds: reading HLO text, running a module read from a file, writing to
-/// the console and fitting a step to its devices.
+/// What the training libraries can fail with is [`Error::Artifact`] (a
+/// file that cannot be read or written, a config, a pass, a refused step:
+/// one [`hlatc_artifacts::Error`]) or [`Error::Train`] (XLA CPU, the data,
+/// a run: one [`hlatc_train::Error`]), an artifacts error always the first
+/// however it was raised; the variants here are what only the facade adds:
+/// reading HLO text, running a module read from a file, writing to the
+/// console and fitting a step to its devices.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{path}:{source}")]
@@ -88,16 +103,18 @@ pub enum Error {
         source: Box<hlatc_train::Error>,
     },
     #[error(transparent)]
-    Train(#[from] hlatc_train::Error),
+    Artifact(#[from] hlatc_artifacts::Error),
+    #[error(transparent)]
+    Train(hlatc_train::Error),
     #[error(transparent)]
     Plan(#[from] plan::PlanError),
     /// A `--kernel` (Python's `kernels=`) that names no point or
     /// implementation, or a point twice.
     #[error(transparent)]
-    Kernel(#[from] hlatc_train::kernel_choice::KernelChoiceError),
+    Kernel(#[from] hlatc_step::kernel_choice::KernelChoiceError),
     /// A chip asked of a bundle that is not for Neuron.
     #[error(transparent)]
-    Chip(#[from] hlatc_train::bundle::ChipWithoutNeuron),
+    Chip(#[from] hlatc_artifacts::bundle::ChipWithoutNeuron),
     /// A metrics file (`train --metrics`, a checkpoint's) that cannot be
     /// read or parsed, by file, line and column.
     #[error(transparent)]
@@ -118,7 +135,7 @@ pub enum Error {
     RankInputs {
         rank: usize,
         #[source]
-        source: Box<hlatc_train::Error>,
+        source: Box<hlatc_artifacts::Error>,
     },
     /// A parameter of the module read from `path` that cannot be bound
     /// (`hlatc opt --bind`).
@@ -181,37 +198,51 @@ pub fn does_not_fit(
     )
 }
 
-/// The library errors that [`hlatc_train::Error`] already wraps reach the
-/// facade's [`Error`] through it, so each is named in one place.
-macro_rules! through_train {
-    ($($source:ty),* $(,)?) => {$(
+/// A run's error, its artifacts' kept apart: [`Error::Artifact`] is every
+/// artifacts error, whichever library raised it.
+impl From<hlatc_train::Error> for Error {
+    fn from(e: hlatc_train::Error) -> Error {
+        match e {
+            hlatc_train::Error::Artifact(a) => Error::Artifact(a),
+            e => Error::Train(e),
+        }
+    }
+}
+
+/// The library errors that [`hlatc_artifacts::Error`] and
+/// [`hlatc_train::Error`] already wrap reach the facade's [`Error`] through
+/// them, so each is named in one place.
+macro_rules! through {
+    ($variant:ident: $($source:ty),* $(,)?) => {$(
         impl From<$source> for Error {
             fn from(e: $source) -> Error {
-                Error::Train(e.into())
+                Error::$variant(e.into())
             }
         }
     )*};
 }
 
-through_train!(
-    runtime::RuntimeError,
+through!(Artifact:
     runtime::TensorFileError,
     models::ConfigError,
     train_step::StepError,
     passes::PassError,
     batch_check::BatchError,
-    hlatc_train::loader::LoaderError,
-    hlatc_train::checkpoint::CheckpointError,
-    hlatc_train::run_identity::RunIdentityError,
-    hlatc_train::checkpoint_lock::LockError,
-    hlatc_train::state_metadata::StateMetadataError,
-    hlatc_train::run_error::RunError,
+    checkpoint::CheckpointError,
+    run_identity::RunIdentityError,
+    checkpoint_lock::LockError,
+    state_metadata::StateMetadataError,
+);
+through!(Train:
+    runtime::RuntimeError,
+    loader::LoaderError,
+    train::run_error::RunError,
 );
 
 impl Error {
     /// A file that cannot be read or written.
     pub fn io(path: &Path, source: std::io::Error) -> Error {
-        Error::Train(hlatc_train::Error::Io {
+        Error::Artifact(hlatc_artifacts::Error::Io {
             path: path.to_path_buf(),
             source,
         })
@@ -219,7 +250,7 @@ impl Error {
 
     /// A file that was read but is not what it should be.
     pub fn file(path: &Path, message: impl Into<String>) -> Error {
-        Error::Train(hlatc_train::Error::File {
+        Error::Artifact(hlatc_artifacts::Error::File {
             path: path.to_path_buf(),
             message: message.into(),
         })
@@ -376,14 +407,14 @@ fn module_from_bytes_noted(bytes: &[u8], path: &Path) -> Result<(Module, Vec<Str
             })?
         }
         Format::Proto => proto::decode_module_noted(bytes).map_err(|source| {
-            Error::Train(hlatc_train::Error::Proto {
+            Error::Artifact(hlatc_artifacts::Error::Proto {
                 path: path.to_path_buf(),
                 source,
             })
         })?,
     };
     verify(&module).map_err(|source| {
-        Error::Train(hlatc_train::Error::Verify {
+        Error::Artifact(hlatc_artifacts::Error::Verify {
             path: path.to_path_buf(),
             source,
         })

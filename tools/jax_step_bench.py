@@ -9,7 +9,7 @@ the same PJRT plugin and reports both.
 writes `jax_small_step_fp32.hlo` and `jax_small_step_bf16_mixed.hlo`.
 
 The step is the one hlatc builds with its default optimizer (HLAT's AdamW,
-`train/src/optimizer.rs`): the model's mean next-token loss and its
+`step/src/optimizer.rs`): the model's mean next-token loss and its
 gradients, the global gradient norm and clip at 1.0, warmup-then-cosine
 learning rate from an s32 step count, AdamW with bias correction and
 decoupled weight decay 0.1 on every parameter. It returns the loss, the
@@ -46,7 +46,7 @@ SMALL = dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_attenti
              tie_word_embeddings=False, max_position_embeddings=512)
 BATCH, SEQ = 1, 512
 
-# hlatc's `AdamWConfig::default()` (train/src/optimizer.rs).
+# hlatc's `AdamWConfig::default()` (step/src/optimizer.rs).
 ADAMW = dict(beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, clip_norm=1.0, max_lr=3e-4,
              min_lr=3e-5, warmup_steps=2000, total_steps=100_000)
 CLIP_EPSILON = 1e-6

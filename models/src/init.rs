@@ -2,27 +2,20 @@
 
 use crate::config::ModelConfig;
 use crate::params::{param_specs, Init};
+use hlatc_compiler::util::split_mix::SplitMix64;
 use hlatc_compiler::{ElementType, Literal, Scalar};
 
 /// SplitMix64 stream with Box-Muller normals: platform-independent, so a
 /// seed names the same weights everywhere.
 struct Normal {
-    state: u64,
+    stream: SplitMix64,
     spare: Option<f64>,
 }
 
 impl Normal {
-    fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     fn uniform(&mut self) -> f64 {
         // (0, 1]: never 0, so the logarithm below is finite.
-        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+        ((self.stream.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
     }
 
     fn sample(&mut self) -> f64 {
@@ -64,7 +57,7 @@ pub fn init_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String
 
 fn hugging_face_params(cfg: &ModelConfig, ty: ElementType, seed: u64) -> Vec<(String, Literal)> {
     let mut rng = Normal {
-        state: seed,
+        stream: SplitMix64::new(seed),
         spare: None,
     };
     param_specs(cfg)

@@ -5,8 +5,8 @@
 
 use crate::arrays::{from_raw, RawIn};
 use crate::errors::{checkpoint_file_error, guarded, sharded_checkpoint_error, usage};
+use hlatc::artifacts::checkpoint::sharded::{self, Marker};
 use hlatc::metrics::{MetricsLog, StepMetrics};
-use hlatc::train::checkpoint::sharded::{self, Marker};
 use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -109,7 +109,7 @@ fn sharded_io<T: Send>(
 /// a run's checkpoints' and per-rank ones').
 #[pyfunction]
 pub fn step_dir_name(step: u64) -> String {
-    hlatc::train::checkpoint::step_dir_name(step)
+    hlatc::artifacts::checkpoint::step_dir_name(step)
 }
 
 /// The file of DP replica `replica`'s loader position in a per-rank

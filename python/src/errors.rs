@@ -8,6 +8,8 @@
 //! catch-all arm: a new variant in the Rust library is a compile error
 //! here until it is given its class.
 
+use hlatc::artifacts::checkpoint::sharded::ShardedCheckpointError;
+use hlatc::artifacts::checkpoint::CheckpointError as RustCheckpointError;
 use hlatc::batch_check::BatchError as RustBatchError;
 use hlatc::models::ConfigError as RustConfigError;
 use hlatc::passes::neuron_check::LocatedFinding;
@@ -17,8 +19,6 @@ use hlatc::precision::Precision;
 use hlatc::run_identity::FrontEnd;
 use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
-use hlatc::train::checkpoint::sharded::ShardedCheckpointError;
-use hlatc::train::checkpoint::CheckpointError as RustCheckpointError;
 use hlatc::train::loader::LoaderError;
 use hlatc::train::run_error::RunError as RustRunError;
 use hlatc::train_step::StepError;
@@ -588,21 +588,19 @@ fn tensor_file_error(e: &TensorFileError, message: String) -> PyErr {
     }
 }
 
-fn train_error(e: &hlatc::train::Error) -> PyErr {
-    use hlatc::train::Error as T;
+fn artifact_error(e: &hlatc::artifacts::Error) -> PyErr {
+    use hlatc::artifacts::Error as A;
     let message = e.to_string();
     match e {
-        T::Io { path, .. } | T::File { path, .. } => path_error(&FILE, message, path),
-        T::Tensors(t) => tensor_file_error(t, message),
-        T::Proto { path, .. } => path_error(&PROTO, message, path),
-        T::Verify { path, .. } => path_error(&VERIFY, message, path),
-        T::Runtime(r) => runtime_error(r, message),
-        T::Verification(_) => RUN.err(message),
-        T::Config(c) => config_error(c),
-        T::Step(s) => step_error(s),
-        T::Pass(_) => PASS.err(message),
-        T::Batch(b) => batch_error(b),
-        T::NeuronRefused { dir, findings, .. } => {
+        A::Io { path, .. } | A::File { path, .. } => path_error(&FILE, message, path),
+        A::Tensors(t) => tensor_file_error(t, message),
+        A::Proto { path, .. } => path_error(&PROTO, message, path),
+        A::Verify { path, .. } => path_error(&VERIFY, message, path),
+        A::Config(c) => config_error(c),
+        A::Step(s) => step_error(s),
+        A::Pass(_) => PASS.err(message),
+        A::Batch(b) => batch_error(b),
+        A::NeuronRefused { dir, findings, .. } => {
             let fields = Python::with_gil(|py| {
                 [
                     ("path", obj(py, dir.display().to_string())),
@@ -611,10 +609,20 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
             });
             NEURON_REFUSED.with(message, &fields)
         }
+        A::State(_) | A::Identity(_) | A::Lock(_) | A::StateMetadata(_) => usage(message),
+        A::Checkpoint(c) => checkpoint_error(c),
+    }
+}
+
+fn train_error(e: &hlatc::train::Error) -> PyErr {
+    use hlatc::train::Error as T;
+    let message = e.to_string();
+    match e {
+        T::Artifact(a) => artifact_error(a),
+        T::Runtime(r) => runtime_error(r, message),
+        T::Verification(_) => RUN.err(message),
         T::Run(r) => run_error(r, message),
-        T::State(_) | T::Identity(_) | T::Lock(_) | T::StateMetadata(_) => usage(message),
         T::Loader(l) => loader_error(l),
-        T::Checkpoint(c) => checkpoint_error(c),
     }
 }
 
@@ -733,12 +741,13 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         | E::Metrics(hlatc::metrics::MetricsError::Syntax { file, .. }) => {
             path_error(&FILE, message, std::path::Path::new(file))
         }
+        E::Artifact(a) => artifact_error(a),
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
         E::RunCheckpoint(r) => crate::fit::run_checkpoint_error(r),
         // A state or tensor that does not fit what it feeds.
         E::StateLayout(_) | E::Tensor { .. } | E::Bind { .. } | E::Json(_) => usage(message),
-        E::RankInputs { source, .. } => train_error(source),
+        E::RankInputs { source, .. } => artifact_error(source),
         E::PassOn { .. } => PASS.err(message),
         E::Plot { path, .. } => path_error(&FILE, message, path),
     }

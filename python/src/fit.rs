@@ -28,7 +28,7 @@ impl From<PyErr> for Raised {
 
 impl From<RunError> for Raised {
     fn from(e: RunError) -> Raised {
-        Raised(to_py(hlatc::train::Error::from(e).into()))
+        Raised(to_py(hlatc::Error::from(e)))
     }
 }
 

@@ -173,13 +173,13 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checkpoint::sharded_steps, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::sharded_prune, m)?)?;
     // A checkpoint's files, named once (the train crate's names).
-    m.add("STATE_FILE", hlatc::train::checkpoint::STATE_FILE)?;
-    m.add("LOADER_FILE", hlatc::train::checkpoint::LOADER_FILE)?;
-    m.add("METRICS_FILE", hlatc::train::checkpoint::METRICS_FILE)?;
-    m.add("COMPLETE", hlatc::train::checkpoint::COMPLETE)?;
+    m.add("STATE_FILE", hlatc::artifacts::checkpoint::STATE_FILE)?;
+    m.add("LOADER_FILE", hlatc::artifacts::checkpoint::LOADER_FILE)?;
+    m.add("METRICS_FILE", hlatc::artifacts::checkpoint::METRICS_FILE)?;
+    m.add("COMPLETE", hlatc::artifacts::checkpoint::COMPLETE)?;
     m.add(
         "CHECKPOINT_FORMAT",
-        hlatc::train::checkpoint::sharded::FORMAT,
+        hlatc::artifacts::checkpoint::sharded::FORMAT,
     )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

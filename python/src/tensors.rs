@@ -31,7 +31,7 @@ pub fn write_safetensors(
     py.allow_threads(|| {
         guarded(|| {
             hlatc::runtime::write_safetensors(&path, &named)
-                .map_err(|e| to_py(hlatc::train::Error::from(e).into()))
+                .map_err(|e| to_py(hlatc::Error::from(e)))
         })
     })
 }
@@ -41,8 +41,7 @@ pub fn write_safetensors(
 pub fn read_safetensors(py: Python<'_>, path: PathBuf) -> PyResult<Bound<'_, PyDict>> {
     let tensors = py.allow_threads(|| {
         guarded(|| {
-            hlatc::runtime::read_safetensors(&path)
-                .map_err(|e| to_py(hlatc::train::Error::from(e).into()))
+            hlatc::runtime::read_safetensors(&path).map_err(|e| to_py(hlatc::Error::from(e)))
         })
     })?;
     dict_of(py, tensors)

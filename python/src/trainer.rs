@@ -97,8 +97,7 @@ impl Trainer {
         let bytes = py.allow_threads(|| {
             guarded(|| {
                 let state = inner.try_training_state().map_err(|e| to_py(e.into()))?;
-                safetensors_bytes(&state, "state")
-                    .map_err(|e| to_py(hlatc::train::Error::from(e).into()))
+                safetensors_bytes(&state, "state").map_err(|e| to_py(hlatc::Error::from(e)))
             })
         })?;
         Ok(PyBytes::new(py, &bytes))
@@ -110,8 +109,8 @@ impl Trainer {
         let inner = &mut self.inner;
         py.allow_threads(|| {
             guarded(|| {
-                let tensors = safetensors_from_bytes(data, what)
-                    .map_err(|e| to_py(hlatc::train::Error::from(e).into()))?;
+                let tensors =
+                    safetensors_from_bytes(data, what).map_err(|e| to_py(hlatc::Error::from(e)))?;
                 inner.resume(tensors, what).map_err(|e| to_py(e.into()))
             })
         })

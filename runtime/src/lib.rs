@@ -25,7 +25,9 @@ pub mod atomic_file;
 pub mod compare;
 pub mod compile_options;
 pub mod executable_cache;
-pub mod host_memory;
+/// The host-memory check, the compiler's own (the step refuses a module too
+/// large to build as the runtime refuses one too large to run).
+pub use hlatc_compiler::util::host_memory;
 pub mod inputs;
 mod pjrt;
 pub mod plugin;

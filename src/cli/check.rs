@@ -366,7 +366,7 @@ fn read_module(path: &Path) -> Result<Input, Error> {
 /// neuronx-cc's own verifier refuses too, which the error says.
 fn load(path: &Path) -> Result<hlatc::Module, Error> {
     match super::load(path) {
-        Err(e @ Error::Train(hlatc::train::Error::Verify { .. })) => {
+        Err(e @ Error::Artifact(hlatc::artifacts::Error::Verify { .. })) => {
             note!(
                 "neuronx-cc verifies its input as well and would refuse this module (NCC_EVRF064)"
             )?;

@@ -6,6 +6,7 @@ use super::option_args::{OptionArgs, StateOptions};
 use hlatc::compile_step::compile_step;
 use hlatc::memory_plan::DeviceMemory;
 use hlatc::pipeline::StageStates;
+use hlatc::rank_checkpoint::params_from_tensors;
 use hlatc::rank_inputs::RankInputs;
 use hlatc::runtime::{
     read_safetensors, read_safetensors_metadata, write_safetensors_with_metadata,
@@ -15,7 +16,6 @@ use hlatc::state_shards::{
     params_by_name, rank_file_name, shard_state, start_state, unshard_state, whole_state,
 };
 use hlatc::train_step::{Role, TrainStep};
-use hlatc::trainer::params_from_tensors;
 use hlatc::Error;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

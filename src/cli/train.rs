@@ -11,6 +11,7 @@ use hlatc::fit::{FitEngine, FitPolicy};
 use hlatc::loader::{positions_from_json, positions_to_json};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::plot::{Curve, PlotOptions};
+use hlatc::rank_checkpoint::params_from_tensors;
 use hlatc::run_identity::RunIdentity;
 use hlatc::runtime::{
     read_safetensors, safetensors_bytes, safetensors_from_bytes, write_safetensors,
@@ -19,7 +20,7 @@ use hlatc::runtime::{
 use hlatc::state_metadata::StateMetadata;
 use hlatc::token_data::TokenData;
 use hlatc::train_step::StepConfig;
-use hlatc::trainer::{params_from_tensors, StepStats, Trainer};
+use hlatc::trainer::{StepStats, Trainer};
 use hlatc::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -14,7 +14,7 @@
 
 use super::{compile_step, CompileOptions, OptionChange};
 use hlatc_passes::RematPolicy;
-use hlatc_train::memory_plan::{gib, DeviceMemory, MemoryPlan};
+use hlatc_step::memory_plan::{gib, DeviceMemory, MemoryPlan};
 
 /// How many doublings of DP and TP are tried.
 const DOUBLINGS: u32 = 6;

@@ -17,27 +17,25 @@ pub use option_codec::{parse_name, PyValue, Takes};
 use spellings::CompileOption;
 
 use crate::Error;
+use hlatc_artifacts::bundle::{
+    stage_accumulation_bundle, stage_bundle, stage_pipeline_bundle, BundleTarget, ProgramName,
+    StagedBundle,
+};
 use hlatc_models::kernels::KernelRequest;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target};
-use hlatc_train::bundle::{
-    stage_accumulation_bundle, stage_bundle, stage_pipeline_bundle, BundleTarget, ProgramName,
-    StagedBundle,
-};
+use hlatc_step::grad_accum::build_accumulation_steps;
+use hlatc_step::kernel_choice::{softmax_as_run, step_pipeline, KernelChoice, KernelFallback};
+use hlatc_step::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
+use hlatc_step::optimizer::AdamWConfig;
+use hlatc_step::pipeline::{build_pipeline_steps, PipelineForm, PipelineView, Schedule, StageSend};
+use hlatc_step::precision::Precision;
+use hlatc_step::spmd::{RankSource, Spmd, SpmdForm};
+use hlatc_step::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use hlatc_train::check::{
     verify_accumulation_bundle, verify_bundle, verify_pipeline_bundle, CheckReport,
 };
-use hlatc_train::grad_accum::build_accumulation_steps;
-use hlatc_train::kernel_choice::{softmax_as_run, step_pipeline, KernelChoice, KernelFallback};
-use hlatc_train::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
-use hlatc_train::optimizer::AdamWConfig;
-use hlatc_train::pipeline::{
-    build_pipeline_steps, PipelineForm, PipelineView, Schedule, StageSend,
-};
-use hlatc_train::precision::Precision;
-use hlatc_train::spmd::{RankSource, Spmd, SpmdForm};
-use hlatc_train::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use hlatc_train::Error as TrainError;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -411,7 +409,7 @@ impl CompiledStep {
         }
     }
 
-    /// The tick programs in [`hlatc_train::pipeline::Phase::ALL`] order;
+    /// The tick programs in [`hlatc_step::pipeline::Phase::ALL`] order;
     /// empty without pipeline parallelism.
     pub fn ticks(&self) -> Vec<&TrainStep> {
         match &self.pipeline {
@@ -458,7 +456,7 @@ impl CompileOptions {
         let (mut model, name) = self.model.resolve(self.separate_projections)?;
         model
             .set_capacity_factor(self.capacity_factor)
-            .map_err(hlatc_train::train_step::StepError::from)?;
+            .map_err(hlatc_step::train_step::StepError::from)?;
         Ok((model, name))
     }
 
@@ -468,7 +466,7 @@ impl CompileOptions {
     pub fn spmd(&self) -> Result<Spmd, Error> {
         Ok(
             Spmd::choose(self.spmd, self.rank_source, self.target, self.parallel)
-                .map_err(hlatc_train::train_step::StepError::from)?,
+                .map_err(hlatc_step::train_step::StepError::from)?,
         )
     }
 
@@ -476,7 +474,7 @@ impl CompileOptions {
     /// ([`PipelineForm::choose`]).
     pub fn pipeline_form(&self) -> Result<PipelineForm, Error> {
         PipelineForm::choose(self.remat, self.pp_send, self.target, self.parallel.pp)
-            .map_err(|e| hlatc_train::train_step::StepError::from(e).into())
+            .map_err(|e| hlatc_step::train_step::StepError::from(e).into())
     }
 
     /// Every degree of the layout, and the micro-batch count, at least
@@ -508,7 +506,7 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         o.seq_len,
         (default_batch, 4096),
     )?;
-    let step = hlatc_train::kernel_choice::step_shape(
+    let step = hlatc_step::kernel_choice::step_shape(
         &model,
         batch,
         o.packed,

@@ -10,10 +10,10 @@ use hlatc_models::kernels::KernelRequest;
 use hlatc_models::EpExchange;
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, RoundingPolicy, Target};
-use hlatc_train::memory_plan::DeviceMemory;
-use hlatc_train::pipeline::StageSend;
-use hlatc_train::precision::Precision;
-use hlatc_train::spmd::{RankSource, SpmdForm};
+use hlatc_step::memory_plan::DeviceMemory;
+use hlatc_step::pipeline::StageSend;
+use hlatc_step::precision::Precision;
+use hlatc_step::spmd::{RankSource, SpmdForm};
 use std::path::PathBuf;
 
 /// Options no command line can give.
@@ -306,7 +306,7 @@ impl Codec<DeviceMemory> for Memory {
         *slot = word
             .unwrap_or_default()
             .parse()
-            .map_err(|e: hlatc_train::memory_plan::SizeError| e.to_string())?;
+            .map_err(|e: hlatc_step::memory_plan::SizeError| e.to_string())?;
         Ok(())
     }
     fn write(value: &DeviceMemory, _: &DeviceMemory) -> Result<Vec<Option<String>>, Unspellable> {

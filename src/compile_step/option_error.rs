@@ -6,7 +6,7 @@
 use super::spellings::CompileOption;
 use hlatc_models::parallel::{Degree, ParallelError};
 use hlatc_models::Parallelism;
-use hlatc_train::optimizer::{AdamWField, OptimizerConfigError};
+use hlatc_step::optimizer::{AdamWField, OptimizerConfigError};
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{} {given}: {problem}", option.flag())]

@@ -11,11 +11,11 @@
 //! ([`METRICS_FILE`]) and the run's identity ([`IDENTITY_FILE`]).
 
 use crate::metrics::{MetricsError, MetricsLog};
-use hlatc_train::checkpoint::{
+use hlatc_artifacts::checkpoint::{
     CheckpointDir, CheckpointError, Skipped, LOADER_FILE, METRICS_FILE, STATE_FILE,
 };
-use hlatc_train::checkpoint_lock::{DirLock, LockError, LockHolder};
-use hlatc_train::run_identity::{FieldChange, RunIdentity, RunIdentityError, IDENTITY_FILE};
+use hlatc_artifacts::checkpoint_lock::{DirLock, LockError, LockHolder};
+use hlatc_artifacts::run_identity::{FieldChange, RunIdentity, RunIdentityError, IDENTITY_FILE};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]

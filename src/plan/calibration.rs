@@ -20,7 +20,7 @@ use super::PlanError;
 use crate::compile_step::ModelSource;
 use hlatc_models::kernels::{KernelPoint, KernelRequest};
 use hlatc_passes::RematPolicy;
-use hlatc_train::precision::Precision;
+use hlatc_step::precision::Precision;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

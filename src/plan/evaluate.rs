@@ -19,8 +19,8 @@ use super::PlanError;
 use crate::compile_step::{compile_step, CompiledStep, ModelSource};
 use hlatc_models::ModelConfig;
 use hlatc_passes::neuron_check::{self, Chip, Sdk, Severity};
-use hlatc_train::memory_plan::MemoryPlan;
-use hlatc_train::pipeline::Phase;
+use hlatc_step::memory_plan::MemoryPlan;
+use hlatc_step::pipeline::Phase;
 
 /// How a layout's programs are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,7 +193,7 @@ fn read_programs(compiled: &CompiledStep, placement: &Placement) -> Evaluated {
 /// `hlatc compile` runs it (the memory plan judges memory): the warnings,
 /// each under its program's text file, or the refusals as one message.
 fn preflight_warnings(compiled: &CompiledStep, chip: Chip) -> Result<Vec<String>, String> {
-    use hlatc_train::bundle::{ProgramName, TEXT_FILE};
+    use hlatc_artifacts::bundle::{ProgramName, TEXT_FILE};
     let mut warnings = Vec::new();
     let mut refusals = Vec::new();
     for (name, step) in compiled.programs() {

@@ -9,8 +9,8 @@ use hlatc_models::kernels::{ImplKind, KernelRequest};
 use hlatc_models::{BatchShape, EpExchange, ModelConfig, Parallelism};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, Target};
-use hlatc_train::memory_plan::DeviceMemory;
-use hlatc_train::precision::Precision;
+use hlatc_step::memory_plan::DeviceMemory;
+use hlatc_step::precision::Precision;
 use std::fmt;
 
 /// One way to run a step on a cluster.

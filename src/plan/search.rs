@@ -11,8 +11,8 @@ use crate::compile_step::ModelSource;
 use hlatc_models::kernels::{KernelPoint, KernelRequest};
 use hlatc_models::{ModelConfig, Parallelism};
 use hlatc_passes::RematPolicy;
-use hlatc_train::memory_plan::MemoryPlan;
-use hlatc_train::precision::Precision;
+use hlatc_step::memory_plan::MemoryPlan;
+use hlatc_step::precision::Precision;
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -234,7 +234,7 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     o.check()?;
     let (mut cfg, name) = o.model.resolve(false)?;
     cfg.set_capacity_factor(o.capacity_factor)
-        .map_err(hlatc_train::train_step::StepError::from)?;
+        .map_err(hlatc_step::train_step::StepError::from)?;
     let seq_len =
         crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))?.seq_len;
     let cores = o.nodes * o.instance.hardware().cores_per_node;

@@ -3,7 +3,8 @@
 //! stopped ends; a torn or corrupt checkpoint is passed over by name; a
 //! full disk fails the save and leaves the checkpoints before it whole.
 
-use crate::support::{scratch, stderr, stdout, word_corpus, WORD_TOKENIZER};
+use crate::corpus::word_corpus;
+use crate::support::{scratch, stderr, stdout, WORD_TOKENIZER};
 use hlatc::checkpoint::{CheckpointDir, COMPLETE, STATE_FILE};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

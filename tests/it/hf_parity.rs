@@ -17,9 +17,9 @@ use hlatc::compiler::{ElementType, Literal};
 use hlatc::data::Batch;
 use hlatc::models::{param_specs, BatchShape, ModelConfig, ModelType, RopeScaling};
 use hlatc::optimizer::AdamWConfig;
+use hlatc::rank_checkpoint::params_from_tensors;
 use hlatc::runtime::{assert_close, max_abs, read_safetensors, Runtime};
 use hlatc::train_step::{build_loss_and_grads, build_packed_loss_and_grads, StepConfig};
-use hlatc::trainer::params_from_tensors;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -6,7 +6,13 @@ mod cli;
 mod collectives_meet;
 mod command_line;
 mod compile;
+// The tiny models and step settings, the step crate's tests' own; the
+// loader's small corpus, the train crate's tests' own.
+#[path = "../../step/tests/it/configs.rs"]
+mod configs;
 mod conformance;
+#[path = "../../train/tests/it/corpus.rs"]
+mod corpus;
 mod cpu_trainers;
 mod docs;
 mod expert_parallel;
@@ -38,15 +44,15 @@ mod pipeline;
 mod plan;
 mod plan_counts;
 mod plot;
-mod rank_checkpoint;
 mod reliability;
 mod remat_memory;
 mod replica_groups;
 mod resume;
 mod run_devices;
 mod run_identity;
+#[path = "../../step/tests/it/scratch.rs"]
+mod scratch;
 mod sharded;
-mod sharded_checkpoint;
 mod spmd_forms;
 mod support;
 mod token_data;

@@ -8,9 +8,9 @@ use hlatc::compiler::{ElementType, Literal, Module};
 use hlatc::models::{param_specs, BatchShape, ModelConfig};
 use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext, Pipeline, Target};
 use hlatc::precision::Precision;
+use hlatc::rank_checkpoint::params_from_tensors;
 use hlatc::runtime::{assert_close, read_safetensors, Runtime};
 use hlatc::train_step::build_loss_and_grads;
-use hlatc::trainer::params_from_tensors;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,5 @@
 //! Pipeline parallelism: the layers over P stages, M micro-batches per
-//! optimizer step on the 1F1B-ordered schedule of `hlatc_train::pipeline`.
+//! optimizer step on the 1F1B-ordered schedule of `hlatc::step::pipeline`.
 //! Over three steps on XLA CPU, in f32, the loss, the grad norm and every
 //! parameter, master weight and Adam moment (gathered from the stages
 //! under the whole model's names) agree with the single-device step on
@@ -7,7 +7,8 @@
 //! `sharded.rs` says why), in both send forms and under every remat
 //! policy. A stage gradient never sent is caught.
 
-use crate::sharded::{assert_caught, differences, gqa_odd_vocab, mha_tied, step_config, Run};
+use crate::configs::{deep, layout, pipeline_config as config, FORMS};
+use crate::sharded::{assert_caught, differences, gqa_odd_vocab, mha_tied, Run};
 use crate::sharded::{run_with, F32_RTOL};
 use hlatc::data::Batch;
 use hlatc::models::parallel::Fault;
@@ -15,37 +16,9 @@ use hlatc::models::{ModelConfig, Parallelism};
 use hlatc::passes::RematPolicy;
 use hlatc::pipeline::{build_pipeline_steps, Phase, PipelineForm, StageSend};
 use hlatc::pipeline::{TickInput, TickOutput, TickPlan};
-use hlatc::precision::Precision;
 use hlatc::train_step::{Role, StepConfig, TensorSpec};
 use hlatc::trainer::Trainer;
 use hlatc::Literal;
-
-/// Four layers, so PP 4 has one a stage and PP 2 two.
-fn deep(model: ModelConfig) -> ModelConfig {
-    ModelConfig {
-        num_hidden_layers: 4,
-        ..model
-    }
-}
-
-fn layout(pp: i64, tp: i64, dp: i64, sequence_parallel: bool, zero1: bool) -> Parallelism {
-    Parallelism {
-        tp,
-        dp,
-        sequence_parallel,
-        zero1,
-        pp,
-        ..Parallelism::SINGLE
-    }
-}
-
-/// Eight sequences a step, so each of two DP replicas has four to divide
-/// into micro-batches.
-fn config(model: ModelConfig, par: Parallelism) -> StepConfig {
-    let mut cfg = step_config(model, par, Precision::Fp32);
-    cfg.batch.batch_size = 8;
-    cfg
-}
 
 fn pipelined(cfg: &StepConfig, m: i64) -> Run {
     run_with(cfg, |rt, cfg, params| {
@@ -67,19 +40,6 @@ fn single(model: ModelConfig) -> Run {
         crate::cpu_trainers::unoptimized,
     )
 }
-
-/// The two forms a layout is proven in: `permute` keeping every
-/// activation, and neuron's default, `all-gather` under `core-attention`.
-const FORMS: [PipelineForm; 2] = [
-    PipelineForm {
-        remat: RematPolicy::None,
-        send: StageSend::Permute,
-    },
-    PipelineForm {
-        remat: RematPolicy::CoreAttention,
-        send: StageSend::AllGather,
-    },
-];
 
 fn check_forms(model: ModelConfig, par: Parallelism, m: i64, forms: &[PipelineForm]) {
     let whole = single(model.clone());
@@ -149,25 +109,6 @@ fn three_stages_send_by_all_gather() {
     check_forms(model, layout(3, 2, 1, false, false), 4, &FORMS[1..]);
 }
 
-/// With an odd number of stages and of ranks per stage, some rank has no
-/// partner in a round of all-gathers: refused, naming the way out.
-#[test]
-fn an_unpaired_all_gather_send_is_refused() {
-    let model = ModelConfig {
-        num_hidden_layers: 3,
-        ..gqa_odd_vocab()
-    };
-    let cfg = config(model, layout(3, 1, 1, false, false));
-    let e = build_pipeline_steps(&cfg, 1, FORMS[1])
-        .err()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        e,
-        "--pp-send all-gather pairs every rank with another in each round of sends, but --pp 3 and each stage's 1 (--tp x --dp) are both odd, so one rank is left alone; use an even --pp, an even --tp x --dp, or --pp-send permute"
-    );
-}
-
 #[test]
 fn a_stage_gradient_never_sent_is_caught() {
     let model = deep(gqa_odd_vocab());
@@ -209,109 +150,6 @@ fn a_pipelined_state_is_the_whole_models_and_resumes() {
     assert_eq!(names(&again), names(&state));
     for ((name, a), (_, b)) in state.iter().zip(&again) {
         assert_eq!(a.bytes(), b.bytes(), "{name}");
-    }
-}
-
-#[test]
-fn stages_that_do_not_divide_the_layers_are_refused_naming_the_choices() {
-    let cfg = config(deep(gqa_odd_vocab()), layout(3, 1, 1, false, false));
-    let e = build_pipeline_steps(&cfg, 1, FORMS[0])
-        .err()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        e,
-        "--pp 3 does not divide the 4 decoder layers: every stage holds the same number of layers (use a --pp among 1, 2, 4)"
-    );
-}
-
-/// HLAT's 70B layout (TP 32 x PP 8 x DP 8 with sequence parallelism,
-/// sequences of 4096, a micro-batch of one sequence: a global batch of
-/// 1024, so 128 micro-batches; `bf16-master` and ZeRO-1), its programs
-/// through the `neuron` pipeline.
-fn hlat_70b_pipeline(form: PipelineForm) -> hlatc::pipeline::PipelineSteps {
-    use hlatc::models::BatchShape;
-    use hlatc::passes::{default_pipeline, Target};
-    use hlatc::train_step::optimize;
-    let cfg = StepConfig {
-        parallel: Parallelism {
-            tp: 32,
-            dp: 8,
-            sequence_parallel: true,
-            zero1: true,
-            pp: 8,
-            ..Parallelism::SINGLE
-        },
-        ..StepConfig::new(
-            ModelConfig::hlat_70b(),
-            BatchShape {
-                batch_size: 1024,
-                seq_len: 4096,
-            },
-        )
-        .with_precision(Precision::Bf16Master)
-    };
-    let mut steps = build_pipeline_steps(&cfg, 128, form).unwrap();
-    let pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
-    for step in steps.programs_mut() {
-        optimize(step, &pipeline, Target::Neuron, form.remat).unwrap();
-    }
-    steps
-}
-
-/// HLAT's 70B layout as NxD ran it (core-attention, sends by all-gather):
-/// each micro-batch's forward runs once, so the cool-down program (the
-/// backward slot) does at most 2.3 times the warm-up's (the forward
-/// slot) TensorE work, where `--remat stage` reruns the forward (3.1
-/// times); every stage runs the same programs, so one plan is every
-/// stage's, and it fits a trn1 NeuronCore's 16 GiB in both forms; each
-/// program's dots need fewer than neuronx-cc's 5 M TensorE instructions;
-/// no program holds a `collective-permute` in the all-gather form.
-#[test]
-fn hlats_70b_layout_keeps_its_activations_and_fits_a_neuroncore() {
-    use hlatc::memory_plan::{MemoryPlan, TRN1_CORE_BYTES};
-    use hlatc::passes::neuron_check::matmul_instructions;
-    use hlatc::pipeline::Phase;
-    let forms = [
-        (RematPolicy::CoreAttention, StageSend::AllGather, 2.3),
-        (RematPolicy::CoreAttention, StageSend::Permute, 2.3),
-        (RematPolicy::Stage, StageSend::AllGather, 3.2),
-    ];
-    for (remat, send, most) in forms {
-        let steps = hlat_70b_pipeline(PipelineForm { remat, send });
-        let n: Vec<u64> = steps
-            .ticks
-            .iter()
-            .map(|t| matmul_instructions(&t.module))
-            .collect();
-        for (phase, &n) in Phase::ALL.iter().zip(&n) {
-            println!("{remat}, {send}: {phase:?}: at least {n} TensorE instructions");
-            assert!(n > 100_000 && n < 5_000_000, "{phase:?}: {n}");
-        }
-        let ratio = n[2] as f64 / n[0] as f64;
-        println!("{remat}, {send}: cool-down / warm-up TensorE {ratio:.2}");
-        assert!(ratio <= most && ratio > 1.9, "{remat}: {ratio}");
-        let ticks: Vec<_> = steps.ticks.iter().collect();
-        let plan = MemoryPlan::of_pipeline(&ticks, &steps.apply);
-        println!("{remat}, {send}: every stage: {plan}");
-        assert!(plan.total() <= TRN1_CORE_BYTES, "{plan:?}");
-        let permutes = steps
-            .programs()
-            .flat_map(|s| {
-                s.module
-                    .entry()
-                    .ids()
-                    .map(move |id| &s.module.entry().instr(id).op)
-            })
-            .filter(|op| matches!(op, hlatc::compiler::Op::CollectivePermute { .. }))
-            .count();
-        assert_eq!(
-            permutes == 0,
-            send == StageSend::AllGather,
-            "{send}: {permutes}"
-        );
-        assert_eq!(steps.stages.layers(7), 70..80);
-        assert!((steps.schedule.bubble() - 7.0 / 135.0).abs() < 1e-12);
     }
 }
 

@@ -13,7 +13,7 @@ use hlatc::optimizer::AdamWConfig;
 use hlatc::passes::{default_pipeline, RematPolicy, Target};
 use hlatc::precision::Precision;
 use hlatc::runtime::{CompiledMemoryStats, Runtime};
-use hlatc::train::memory_plan::MemoryPlan;
+use hlatc::step::memory_plan::MemoryPlan;
 use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 
 fn stats(

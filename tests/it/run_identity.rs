@@ -6,7 +6,8 @@
 //!
 //! Every process these tests start is waited for with a timeout.
 
-use crate::support::{hlatc_within, scratch, word_corpus, WORD_TOKENIZER};
+use crate::corpus::word_corpus;
+use crate::support::{hlatc_within, scratch, WORD_TOKENIZER};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

@@ -15,8 +15,7 @@ use hlatc::compiler::Literal;
 use hlatc::data::SyntheticData;
 use hlatc::models::init::init_params;
 use hlatc::models::parallel::Fault;
-use hlatc::models::{BatchShape, ModelConfig, Parallelism};
-use hlatc::optimizer::AdamWConfig;
+use hlatc::models::{ModelConfig, Parallelism};
 use hlatc::precision::Precision;
 use hlatc::runtime::Runtime;
 use hlatc::train_step::{Role, StepConfig};
@@ -29,16 +28,7 @@ const STEPS: u64 = 3;
 pub(crate) const F32_RTOL: f64 = 1e-5;
 const F64_RTOL: f64 = 1e-10;
 
-/// Tiny GQA (4 query heads over 2 KV heads, so TP 4 replicates each KV
-/// head on two ranks), untied, with a vocabulary of 63 that neither TP 2
-/// nor TP 4 divides.
-pub(crate) fn gqa_odd_vocab() -> ModelConfig {
-    ModelConfig {
-        vocab_size: 63,
-        fused_projections: true,
-        ..ModelConfig::tiny()
-    }
-}
+pub(crate) use crate::configs::{gqa_odd_vocab, step_config};
 
 /// Tiny MHA (4 heads, 4 KV heads) with tied embeddings, separate q/k/v.
 pub(crate) fn mha_tied() -> ModelConfig {
@@ -46,33 +36,6 @@ pub(crate) fn mha_tied() -> ModelConfig {
         num_key_value_heads: 4,
         tie_word_embeddings: true,
         ..ModelConfig::tiny()
-    }
-}
-
-pub(crate) fn step_config(
-    model: ModelConfig,
-    parallel: Parallelism,
-    precision: Precision,
-) -> StepConfig {
-    StepConfig {
-        optimizer: AdamWConfig {
-            max_lr: 1e-3,
-            min_lr: 1e-4,
-            warmup_steps: 1,
-            total_steps: 10,
-            // Small enough that the clip acts: the norm is in the update.
-            clip_norm: Some(0.5),
-            ..AdamWConfig::default()
-        },
-        parallel,
-        ..StepConfig::new(
-            model,
-            BatchShape {
-                batch_size: 4,
-                seq_len: 8,
-            },
-        )
-        .with_precision(precision)
     }
 }
 

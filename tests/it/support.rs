@@ -106,12 +106,7 @@ pub fn hlatc_within(dir: Option<&Path>, args: &[&str], limit: Duration) -> Outpu
 }
 
 /// An empty folder of this test process's own, `name`d for the test.
-pub fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("hlatc-it-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+pub use crate::scratch::scratch;
 
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -169,55 +164,13 @@ pub fn fed_as(m: &Module, inputs: &[Literal]) -> Vec<Literal> {
         .collect()
 }
 
-/// The tokenizer of [`word_corpus`]: a Hugging Face `tokenizer.json`
+/// The tokenizer of `crate::corpus::word_corpus`: a Hugging Face `tokenizer.json`
 /// (WordLevel, whitespace, lowercase) of 59 ids, `<s>` and `</s>` among
 /// them, that fits the tiny model's vocabulary of 64.
 pub const WORD_TOKENIZER: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/tokenizer-words.json"
 );
-
-/// A JSONL corpus (the text in `text`) of `docs` documents of one to
-/// `max_sentences` sentences of a small grammar over [`WORD_TOKENIZER`]'s
-/// words, written to `path`; the same `seed` writes the same file.
-pub fn word_corpus(path: &std::path::Path, docs: usize, max_sentences: u64, seed: u64) {
-    let subjects = [
-        "the cat",
-        "a dog",
-        "the bird",
-        "a fish",
-        "the old cat",
-        "a small dog",
-    ];
-    let verbs = [
-        "sat on",
-        "ran under",
-        "flew over",
-        "swam in",
-        "found",
-        "liked",
-    ];
-    let objects = [
-        "the mat",
-        "a log",
-        "the tree",
-        "the pond",
-        "the sky",
-        "a red log",
-    ];
-    let mut rng = hlatc::runtime::inputs::SplitMix64::new(seed);
-    let mut pick = |words: &[&'static str]| words[(rng.next_u64() % words.len() as u64) as usize];
-    let mut out = String::new();
-    for i in 0..docs {
-        let n = 1 + (i as u64 * 7 + seed) % max_sentences;
-        let text: Vec<String> = (0..n)
-            .map(|_| format!("{} {} {} .", pick(&subjects), pick(&verbs), pick(&objects)))
-            .collect();
-        out.push_str(&serde_json::json!({ "text": text.join(" "), "id": i }).to_string());
-        out.push('\n');
-    }
-    std::fs::write(path, out).unwrap();
-}
 
 /// `hlatc check DIR` of a trn2 bundle hlatc wrote: every program checked
 /// for trn2 with no findings, and its memory plan within trn2's core.

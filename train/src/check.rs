@@ -1,18 +1,18 @@
 //! Checking a written bundle: the bytes on disk are the module we meant, and
 //! the recipe computes a sane training step on XLA CPU.
 
-use crate::bundle::{APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE};
-use crate::data::SyntheticData;
-use crate::grad_accum::build_accumulation_steps;
-use crate::pipeline::{build_pipeline_steps, tick_config, Phase, PipelineView};
-use crate::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use crate::trainer::Trainer;
 pub use crate::verify_failure::VerifyFailure;
 use crate::Error;
+use hlatc_artifacts::bundle::{APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE};
 use hlatc_compiler::Module;
 use hlatc_models::{init::init_params, AttentionKernel, BatchShape, Kernels, ModelConfig};
 use hlatc_passes::Target;
 use hlatc_runtime::{Program, Runtime};
+use hlatc_step::data::SyntheticData;
+use hlatc_step::grad_accum::build_accumulation_steps;
+use hlatc_step::pipeline::{build_pipeline_steps, tick_config, Phase, PipelineView};
+use hlatc_step::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 use std::path::Path;
 use std::time::Instant;
 
@@ -162,19 +162,11 @@ fn read_back(
     lines: &mut Vec<String>,
 ) -> Result<Module, Error> {
     let proto_path = dir.join(PROTO_FILE);
-    let bytes = std::fs::read(&proto_path).map_err(|source| Error::Io {
+    let bytes = std::fs::read(&proto_path).map_err(|source| hlatc_artifacts::Error::Io {
         path: proto_path.clone(),
         source,
     })?;
-    let back =
-        hlatc_compiler::formats::proto::decode_module(&bytes).map_err(|source| Error::Proto {
-            path: proto_path.clone(),
-            source,
-        })?;
-    hlatc_compiler::verify(&back).map_err(|source| Error::Verify {
-        path: proto_path.clone(),
-        source,
-    })?;
+    let back = hlatc_artifacts::bundle::module_from_bytes(&proto_path, &bytes)?;
     if back != step.module {
         return Err(fail(VerifyFailure::NotTheModule {
             path: proto_path.clone(),
@@ -188,7 +180,7 @@ fn read_back(
                 path: dir.join(MANIFEST_FILE),
             })
         })?;
-    if manifest["module"]["sha256"] != crate::bundle::sha256_hex(&bytes).as_str() {
+    if manifest["module"]["sha256"] != hlatc_artifacts::bundle::sha256_hex(&bytes).as_str() {
         return Err(fail(VerifyFailure::Sha256 {
             label: label.to_string(),
         }));
@@ -210,7 +202,7 @@ fn compile_back(
 ) -> Result<Program, Error> {
     let t = Instant::now();
     // The manifest's division says how many devices run it.
-    let (runnable, lowered) = crate::bundle::for_cpu(back, cfg)?;
+    let (runnable, lowered) = hlatc_artifacts::bundle::for_cpu(back, cfg)?;
     let program = rt.compile(&runnable)?;
     let secs = t.elapsed().as_secs_f64();
     lines.push(match lowered {

@@ -4,7 +4,7 @@
 //! otherwise than the step. Most are a step built for another run; each
 //! names the input, output or program.
 
-use crate::train_step::Role;
+use hlatc_step::train_step::Role;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

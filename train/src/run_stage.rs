@@ -1,16 +1,16 @@
 //! One program run over every rank's state: what the trainer and the
 //! pipeline's ticks both step with.
 
-use crate::batch_check::check_batch_input;
-use crate::data::Batch;
 use crate::device_state::{self, Slot};
-use crate::expert_tokens::ExpertTokens;
-use crate::rank_inputs::RankInputs;
 use crate::run_error::RunError;
-use crate::train_step::{output_with_role, Role, TensorSpec};
 use crate::Error;
 use hlatc_compiler::Literal;
 use hlatc_runtime::{Arg, DeviceBuffer, ExecuteError, Program};
+use hlatc_step::batch_check::check_batch_input;
+use hlatc_step::data::Batch;
+use hlatc_step::expert_tokens::ExpertTokens;
+use hlatc_step::rank_inputs::RankInputs;
+use hlatc_step::train_step::{output_with_role, Role, TensorSpec};
 
 /// A program and its signature, as the runner reads them.
 pub(crate) struct Stage<'a> {
@@ -29,7 +29,7 @@ pub(crate) struct Stage<'a> {
 /// statistics), `None` for the state's. Token ids must lie in the
 /// vocabulary, targets too unless they are the ignore index, and segment
 /// ids must be a packing; the first that is not is named (XLA would take
-/// it silently), see [`crate::batch_check`]. A step refused before it ran
+/// it silently), see [`hlatc_step::batch_check`]. A step refused before it ran
 /// leaves the state as it was; one that failed on the devices says how
 /// much of it went with it.
 pub(crate) fn run_stage(

@@ -6,11 +6,11 @@
 //! documents, and whose target at each document's last token (the next
 //! document's unpredictable first token) is ignored.
 
-use crate::data::Batch;
 use crate::loader::token_ids::{check_eos, IdReader};
 use crate::Error;
+use hlatc_compiler::util::split_mix::SplitMix64;
 use hlatc_compiler::Literal;
-use hlatc_runtime::inputs::SplitMix64;
+use hlatc_step::data::Batch;
 use std::path::Path;
 
 /// `--data-dtype`'s type, kept here for the callers of [`TokenData::read`].
@@ -24,10 +24,11 @@ pub struct TokenData {
 }
 
 fn bad(path: &Path, message: impl Into<String>) -> Error {
-    Error::File {
+    hlatc_artifacts::Error::File {
         path: path.to_path_buf(),
         message: message.into(),
     }
+    .into()
 }
 
 impl TokenData {

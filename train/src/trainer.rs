@@ -1,22 +1,21 @@
 //! Runs the compiled training step on XLA CPU, carrying the parameters and
 //! optimizer state from one step to the next.
 
-use crate::data::Batch;
 use crate::device_state::{self, DeviceState, Slot};
-pub use crate::expert_tokens::ExpertTokens;
-use crate::grad_accum::micro_config;
-use crate::initial_inputs::rng_state;
 use crate::pipeline::{PipelineRun, TickPlan};
-use crate::rank_inputs::RankInputs;
 use crate::run_error::RunError;
 use crate::run_stage::{expert_tokens, micro_batch, run_stage, scalar, Stage};
-use crate::state_error::StateError;
-use crate::state_shards::{params_by_name, shard_state, start_state, whole_state};
-use crate::train_step::{Role, StateLayout, StepConfig, TensorSpec, TrainStep};
 use crate::Error;
-use hlatc_compiler::{ElementType, Literal};
+use hlatc_artifacts::initial_inputs::rng_state;
+use hlatc_artifacts::state_shards::{params_by_name, shard_state, start_state, whole_state};
+use hlatc_compiler::Literal;
 use hlatc_models::parallel::Fault;
 use hlatc_runtime::Program;
+use hlatc_step::data::Batch;
+pub use hlatc_step::expert_tokens::ExpertTokens;
+use hlatc_step::grad_accum::micro_config;
+use hlatc_step::rank_inputs::RankInputs;
+use hlatc_step::train_step::{Role, StateLayout, StepConfig, TensorSpec, TrainStep};
 use std::collections::BTreeMap;
 
 /// What one step reported.
@@ -58,7 +57,7 @@ pub struct Trainer {
     pipeline: Option<PipelineRun>,
 }
 
-/// The micro step of gradient accumulation ([`crate::grad_accum`]).
+/// The micro step of gradient accumulation ([`hlatc_step::grad_accum`]).
 struct MicroStep {
     program: Program,
     inputs: Vec<TensorSpec>,
@@ -98,7 +97,7 @@ impl Trainer {
 
     /// Pipeline parallelism (`cfg.parallel.pp` stages) for programs
     /// already compiled: the tick programs in
-    /// [`crate::pipeline::Phase::ALL`] order, then the apply step (for
+    /// [`hlatc_step::pipeline::Phase::ALL`] order, then the apply step (for
     /// instance a bundle's own modules read back from disk), started from
     /// `params` (the whole model's, in its `param_specs` order), each stage
     /// taking its layers. Each [`Trainer::step`] then runs the schedule's
@@ -106,10 +105,10 @@ impl Trainer {
     pub fn pipelined_programs(
         programs: Vec<Program>,
         cfg: &StepConfig,
-        steps: crate::pipeline::PipelineView,
+        steps: hlatc_step::pipeline::PipelineView,
         params: Vec<Literal>,
     ) -> Result<Trainer, Error> {
-        let crate::pipeline::PipelineView {
+        let hlatc_step::pipeline::PipelineView {
             ticks,
             apply,
             stage_config,
@@ -231,9 +230,9 @@ impl Trainer {
     /// One optimizer step on `batch`. Token ids must lie in the vocabulary,
     /// targets too unless they are the ignore index, and segment ids must
     /// be a packing; the first that is not is named (XLA would take it
-    /// silently), see [`crate::batch_check`].
+    /// silently), see [`hlatc_step::batch_check`].
     pub fn step(&mut self, batch: &Batch) -> Result<StepStats, Error> {
-        crate::batch_check::check_batch_shape(batch, self.batch)?;
+        hlatc_step::batch_check::check_batch_shape(batch, self.batch)?;
         let held = held(&self.inputs, &self.layout);
         let main = Stage {
             program: &self.program,
@@ -375,7 +374,7 @@ impl Trainer {
                 hlatc_models::param_specs(&self.model)
                     .into_iter()
                     .enumerate()
-                    .map(|(i, p)| (crate::train_step::state_name(role, &p.name), i))
+                    .map(|(i, p)| (hlatc_step::train_step::state_name(role, &p.name), i))
                     .collect();
             all.sort_by_key(|(name, _)| order.get(name).copied().unwrap_or(usize::MAX));
         }
@@ -493,40 +492,6 @@ impl Trainer {
 
 /// What the readers that cannot fail say when they do.
 const READABLE: &str = "the trainer's state is readable (the try_ readers say why not)";
-
-/// Parameters for `cfg` (in `param_specs` order, fused where `cfg` fuses)
-/// from tensors by Hugging Face name (a safetensors checkpoint): every one
-/// must be present with its exact shape, and is converted to `ty`. Also
-/// returns the names of the tensors the model did not use.
-pub fn params_from_tensors(
-    cfg: &hlatc_models::ModelConfig,
-    ty: ElementType,
-    tensors: BTreeMap<String, Literal>,
-    source: &str,
-) -> Result<(Vec<Literal>, Vec<String>), Error> {
-    let mut tensors = tensors;
-    let hf = hlatc_models::layout::hugging_face_config(cfg);
-    for p in hlatc_models::param_specs(&hf) {
-        if let Some(t) = tensors.get(&p.name).filter(|t| !t.ty().is_float()) {
-            return Err(StateError::NotFloat {
-                origin: source.to_string(),
-                tensor: p.name.clone(),
-                ty: t.ty(),
-            }
-            .into());
-        }
-    }
-    let stored =
-        hlatc_models::layout::join(cfg, &mut tensors).map_err(|error| StateError::Layout {
-            origin: source.to_string(),
-            error,
-        })?;
-    let out = stored
-        .into_iter()
-        .map(|(_, t)| t.converted(ty).expect("floats convert to floats"))
-        .collect();
-    Ok((out, tensors.into_keys().collect()))
-}
 
 /// Each rank's state values, their names dropped (the trainer keeps them
 /// in input order).

@@ -2,8 +2,8 @@
 //! become.
 
 use super::position::Totals;
-use crate::data::Batch;
 use hlatc_compiler::Literal;
+use hlatc_step::data::Batch;
 
 /// One batch of rows, row-major `[rows, seq]`.
 #[derive(Clone, Debug, PartialEq, Eq)]

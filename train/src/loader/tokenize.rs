@@ -85,7 +85,7 @@ impl TextTokenizer {
             eos: find(eos, &EOS_NAMES, "EOS")?,
             path: path.to_path_buf(),
             tokenizer,
-            content_hash: crate::run_identity::content_hash(&bytes),
+            content_hash: hlatc_artifacts::run_identity::content_hash(&bytes),
         })
     }
 

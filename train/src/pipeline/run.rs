@@ -2,17 +2,17 @@
 //! [`TickPlan`], each stage's buffers carried from tick to tick, before
 //! the trainer's apply step (see [`crate::trainer::Trainer::pipelined_programs`]).
 
-use super::schedule::Phase;
 use super::stage_state::StageStates;
 use super::tick_plan::TickPlan;
-use crate::data::Batch;
 use crate::device_state::{self, DeviceState, Slot};
-use crate::expert_tokens::ExpertTokens;
 use crate::run_stage::{expert_tokens, run_stage, scalar, Stage};
-use crate::train_step::{Role, StepConfig};
 use crate::Error;
 use hlatc_compiler::Literal;
 use hlatc_runtime::Program;
+use hlatc_step::data::Batch;
+use hlatc_step::expert_tokens::ExpertTokens;
+use hlatc_step::pipeline::Phase;
+use hlatc_step::train_step::{Role, StepConfig};
 
 /// The tick programs of a pipeline-parallel trainer, and what they carry.
 pub(crate) struct PipelineRun {

@@ -4,15 +4,17 @@
 //! names no rank is the union of the stages' under the whole model's
 //! names (what every stage holds alike, once).
 
-use super::names::StageNames;
-use crate::rank_inputs::RankInputs;
-use crate::state_error::StateError;
-use crate::state_shards::{shard_state, start_state, state_inputs, unshard_state, whole_state};
-use crate::train_step::{Role, StepConfig, TensorSpec};
 use crate::Error;
+use hlatc_artifacts::state_error::StateError;
+use hlatc_artifacts::state_shards::{
+    shard_state, start_state, state_inputs, unshard_state, whole_state,
+};
 use hlatc_compiler::Literal;
 use hlatc_models::parallel::stages::Stages;
 use hlatc_models::param_specs;
+use hlatc_step::pipeline::StageNames;
+use hlatc_step::rank_inputs::RankInputs;
+use hlatc_step::train_step::{Role, StepConfig, TensorSpec};
 use std::collections::BTreeMap;
 
 /// Each rank's state, by input name.
@@ -111,7 +113,7 @@ impl StageStates {
                 Ok((spec.name.clone(), value.clone()))
             })
             .collect::<Result<BTreeMap<_, _>, Error>>()?;
-        start_state(&self.ranks, &self.inputs, &by_name, seed)
+        Ok(start_state(&self.ranks, &self.inputs, &by_name, seed)?)
     }
 
     /// Every rank's state from a whole state by the whole model's names
@@ -155,7 +157,7 @@ impl StageStates {
                 }
             }
         }
-        whole_state(&self.ranks, &self.inputs, mine, source)
+        Ok(whole_state(&self.ranks, &self.inputs, mine, source)?)
     }
 
     /// Refuses a tensor of a whole state that no stage holds.

@@ -5,14 +5,14 @@
 //! together. Everything is found by role, so a program written otherwise
 //! (more buffers, other names) is driven without a change here.
 
-use super::schedule::{Phase, Schedule};
-use super::steps::{tick_config, PipelineView};
-use crate::data::Batch;
-use crate::rank_inputs::RankInputs;
 use crate::run_error::RunError;
 use crate::run_stage::micro_rows;
-use crate::train_step::{Role, TensorSpec};
 use hlatc_compiler::Literal;
+use hlatc_step::data::Batch;
+use hlatc_step::pipeline::{tick_config, PipelineView};
+use hlatc_step::pipeline::{Phase, Schedule};
+use hlatc_step::rank_inputs::RankInputs;
+use hlatc_step::train_step::{Role, TensorSpec};
 
 /// Where a tick program's input comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

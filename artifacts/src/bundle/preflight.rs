@@ -1,0 +1,59 @@
+//! The Neuron pre-flight of a bundle's module, run before anything is
+//! written: a module neuronx-cc would refuse is never written.
+
+use super::files::TEXT_FILE;
+use crate::Error;
+use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
+use hlatc_step::train_step::TrainStep;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What the Neuron pre-flight found in a bundle's module, and how long it
+/// took.
+pub struct Preflight {
+    pub report: CheckReport,
+    /// Each finding as a line, located in the bundle's text file.
+    pub lines: Vec<String>,
+    /// The check itself (not the locating of its findings in the text).
+    pub time: Duration,
+}
+
+/// Runs the Neuron pre-flight on a bundle's module for its `chip`:
+/// its refusals are an error, so a bundle neuronx-cc would refuse is never
+/// written. `text` is the module's text as the bundle holds it, where the
+/// findings are located.
+pub(super) fn preflight(
+    step: &TrainStep,
+    chip: Chip,
+    text: &str,
+    dir: &Path,
+) -> Result<Preflight, Error> {
+    let t0 = Instant::now();
+    // The step's memory plan, checked against --device-memory, decides
+    // whether it fits.
+    let report = neuron_check::check_planned_step(&step.module, chip, Sdk::default());
+    let time = t0.elapsed();
+    // Only findings about instructions need the text read for positions.
+    let positions = report
+        .names_instructions()
+        .then(|| hlatc_compiler::formats::text::instruction_positions(text).ok())
+        .flatten();
+    let located = |f: &neuron_check::Finding| f.located(TEXT_FILE, positions.as_ref());
+    if report.refused() {
+        return Err(Error::NeuronRefused {
+            dir: dir.to_path_buf(),
+            chip,
+            findings: report.refusals().map(located).collect(),
+        });
+    }
+    let lines = report
+        .findings
+        .iter()
+        .map(|f| located(f).to_string())
+        .collect();
+    Ok(Preflight {
+        report,
+        lines,
+        time,
+    })
+}

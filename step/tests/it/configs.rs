@@ -1,0 +1,94 @@
+//! The tiny models and step settings the step's tests build on, shared
+//! with the root crate's integration tests (`tests/it/main.rs` includes
+//! this file), so both build the same steps.
+
+use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_passes::RematPolicy;
+use hlatc_step::optimizer::AdamWConfig;
+use hlatc_step::pipeline::{PipelineForm, StageSend};
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::StepConfig;
+
+/// Tiny GQA (4 query heads over 2 KV heads, so TP 4 replicates each KV
+/// head on two ranks), untied, with a vocabulary of 63 that neither TP 2
+/// nor TP 4 divides.
+pub(crate) fn gqa_odd_vocab() -> ModelConfig {
+    ModelConfig {
+        vocab_size: 63,
+        fused_projections: true,
+        ..ModelConfig::tiny()
+    }
+}
+
+pub(crate) fn step_config(
+    model: ModelConfig,
+    parallel: Parallelism,
+    precision: Precision,
+) -> StepConfig {
+    StepConfig {
+        optimizer: AdamWConfig {
+            max_lr: 1e-3,
+            min_lr: 1e-4,
+            warmup_steps: 1,
+            total_steps: 10,
+            // Small enough that the clip acts: the norm is in the update.
+            clip_norm: Some(0.5),
+            ..AdamWConfig::default()
+        },
+        parallel,
+        ..StepConfig::new(
+            model,
+            BatchShape {
+                batch_size: 4,
+                seq_len: 8,
+            },
+        )
+        .with_precision(precision)
+    }
+}
+
+/// Four layers, so PP 4 has one a stage and PP 2 two.
+pub(crate) fn deep(model: ModelConfig) -> ModelConfig {
+    ModelConfig {
+        num_hidden_layers: 4,
+        ..model
+    }
+}
+
+pub(crate) fn layout(
+    pp: i64,
+    tp: i64,
+    dp: i64,
+    sequence_parallel: bool,
+    zero1: bool,
+) -> Parallelism {
+    Parallelism {
+        tp,
+        dp,
+        sequence_parallel,
+        zero1,
+        pp,
+        ..Parallelism::SINGLE
+    }
+}
+
+/// Eight sequences a step, so each of two DP replicas has four to divide
+/// into micro-batches.
+pub(crate) fn pipeline_config(model: ModelConfig, par: Parallelism) -> StepConfig {
+    let mut cfg = step_config(model, par, Precision::Fp32);
+    cfg.batch.batch_size = 8;
+    cfg
+}
+
+/// The two forms a layout is proven in: `permute` keeping every
+/// activation, and neuron's default, `all-gather` under `core-attention`.
+pub(crate) const FORMS: [PipelineForm; 2] = [
+    PipelineForm {
+        remat: RematPolicy::None,
+        send: StageSend::Permute,
+    },
+    PipelineForm {
+        remat: RematPolicy::CoreAttention,
+        send: StageSend::AllGather,
+    },
+];

@@ -1,0 +1,6 @@
+//! Integration tests of the step as built, before anything runs it: what
+//! a step refuses and what its programs hold. One binary, one module per
+//! topic; the tests that run steps on XLA CPU are the root crate's.
+
+mod configs;
+mod pipeline_build;
