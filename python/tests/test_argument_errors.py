@@ -9,6 +9,7 @@ import pytest
 
 import hlatc
 import hlatc.data
+from hlatc import _hlatc
 
 
 def loader(**changes):
@@ -230,6 +231,15 @@ for _name, _value in REFUSED_VALUES:
         lambda s, p, b, t, kw={_name: _value}: hlatc.compile_step(**TINY, **kw), RANGE, _name)
 
 
+# A value of a type the argument does not take is invalid, one of its type
+# out of range; but for these (a malformed value).
+CATEGORY = {
+    "compile_step config={'a': object()}": "invalid",
+    "compile_step device_memory='lots'": "invalid",
+    "plan layout='tp=2,tp=4'": "invalid",
+}
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_argument_is_refused_by_name(case, step, pipeline, bundle, tmp_path):
     call, cls, argument = CASES[case]
@@ -239,6 +249,8 @@ def test_every_argument_is_refused_by_name(case, step, pipeline, bundle, tmp_pat
     assert isinstance(e.value, TypeError if cls is TYPE else ValueError), repr(e.value)
     assert e.value.argument == argument, repr(e.value)
     assert argument.split("[")[0] in str(e.value), str(e.value)
+    want = CATEGORY.get(case, "invalid" if cls is TYPE else "out_of_range")
+    assert e.value.category == want, repr(e.value)
 
 
 def test_the_message_says_what_was_given_and_what_is_taken(step):
@@ -307,7 +319,30 @@ def test_the_library_sorts_its_usage_errors_by_category():
     with pytest.raises(hlatc.UsageError) as e:
         step.run({})
     assert e.value.category == "not_found" and e.value.argument is None
-    # The Python layer's own refusals are not sorted.
+
+
+# A refusal of each category from the native layer, sorted as
+# hlatc::usage::UsageKind sorts the library's, and told apart by
+# `category` without reading the sentence.
+CATEGORIES = {
+    "a rank below 0": (lambda s, p, b, t: s.init_state(rank=-1), "out_of_range", "rank"),
+    "model and config": (lambda s, p, b, t: hlatc.compile_step(model="tiny", config={}),
+                         "conflict", None),
+    "a pipeline's state from a checkpoint": (
+        lambda s, p, b, t: p.init_state(checkpoint=t / "model.safetensors"), "unsupported",
+        None),
+    "a metrics row without its loss": (
+        lambda s, p, b, t: _hlatc.metrics_csv([{"step": 1.0}]), "not_found", None),
+    "a layout that does not parse": (
+        lambda s, p, b, t: hlatc.plan(model="tiny", layout="tp=2,tp=4"), "invalid", "layout"),
+    "a negative seed, checked on the Python side": (
+        lambda s, p, b, t: loader(seed=-1), "out_of_range", "seed"),
+}
+
+
+@pytest.mark.parametrize("case", list(CATEGORIES))
+def test_each_category_is_raised(case, step, pipeline, bundle, tmp_path):
+    call, category, argument = CATEGORIES[case]
     with pytest.raises(hlatc.UsageError) as e:
-        loader(seed=-1)
-    assert e.value.category is None
+        call(step, pipeline, bundle, tmp_path)
+    assert (e.value.category, e.value.argument) == (category, argument), repr(e.value)
