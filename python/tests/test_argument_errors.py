@@ -9,7 +9,8 @@ import pytest
 
 import hlatc
 import hlatc.data
-from hlatc import _hlatc
+import hlatc.jax
+from hlatc import _args, _hlatc
 
 
 def loader(**changes):
@@ -232,11 +233,12 @@ for _name, _value in REFUSED_VALUES:
 
 
 # A value of a type the argument does not take is invalid, one of its type
-# out of range; but for these (a malformed value).
+# out of range; but for these (a malformed value, a name not there).
 CATEGORY = {
     "compile_step config={'a': object()}": "invalid",
     "compile_step device_memory='lots'": "invalid",
     "plan layout='tp=2,tp=4'": "invalid",
+    "Bundle.inputs('nope')": "not_found",
 }
 
 
@@ -321,10 +323,21 @@ def test_the_library_sorts_its_usage_errors_by_category():
     assert e.value.category == "not_found" and e.value.argument is None
 
 
-# A refusal of each category from the native layer, sorted as
-# hlatc::usage::UsageKind sorts the library's, and told apart by
-# `category` without reading the sentence.
+def test_the_python_side_names_the_categories_as_rust_does():
+    # hlatc._args.UsageKind, which the Python side's refusals are made
+    # with, against the Rust enum's names: in order, none missing.
+    assert [k.value for k in _args.UsageKind] == _hlatc.USAGE_CATEGORIES
+    error = _args.usage_error(_args.UsageKind.CONFLICT, "a message", argument="an_argument")
+    assert type(error) is hlatc.UsageError and str(error) == "a message"
+    assert (error.category, error.argument) == ("conflict", "an_argument")
+
+
+# A refusal of each category, from the native layer and from the Python
+# side's own checks (hlatc.jax's among them, refused before JAX is asked):
+# each sorted as hlatc::usage::UsageKind sorts the library's, and told
+# apart by `category` without reading the sentence.
 CATEGORIES = {
+    # The native layer's.
     "a rank below 0": (lambda s, p, b, t: s.init_state(rank=-1), "out_of_range", "rank"),
     "model and config": (lambda s, p, b, t: hlatc.compile_step(model="tiny", config={}),
                          "conflict", None),
@@ -335,8 +348,17 @@ CATEGORIES = {
         lambda s, p, b, t: _hlatc.metrics_csv([{"step": 1.0}]), "not_found", None),
     "a layout that does not parse": (
         lambda s, p, b, t: hlatc.plan(model="tiny", layout="tp=2,tp=4"), "invalid", "layout"),
-    "a negative seed, checked on the Python side": (
-        lambda s, p, b, t: loader(seed=-1), "out_of_range", "seed"),
+    # The Python side's own.
+    "a negative seed": (lambda s, p, b, t: loader(seed=-1), "out_of_range", "seed"),
+    "hlatc.jax.load devices and device": (
+        lambda s, p, b, t: hlatc.jax.load(s, devices=[], device=object()), "conflict", None),
+    "hlatc.jax.Trainer init of a pipeline": (
+        lambda s, p, b, t: hlatc.jax.Trainer(p, init=t / "model.safetensors"), "unsupported",
+        "init"),
+    "a program the bundle has not": (lambda s, p, b, t: b.outputs("nope"), "not_found",
+                                     "program"),
+    "sources of another type": (lambda s, p, b, t: hlatc.data.Loader(
+        5, seq_len=8, batch_size=2, vocab_size=64), "invalid", "sources"),
 }
 
 
