@@ -100,9 +100,13 @@ class Bundle:
     def _check(self, program: Optional[str]) -> None:
         if program is None or program in self.programs:
             return
-        raise _hlatc.argument_error(
-            "program", program, "None or a program of this bundle: " + ", ".join(self.programs),
-            of_type=not isinstance(program, str))
+        accepted = "None or a program of this bundle: " + ", ".join(self.programs)
+        if not isinstance(program, str):
+            raise _hlatc.argument_error("program", program, accepted, of_type=True)
+        # A name the bundle does not hold, as the facade sorts a program a
+        # step does not have: not found, not out of range.
+        raise _args.usage_error(_args.UsageKind.NOT_FOUND,
+                                f"program={program!r}: expected {accepted}", argument="program")
 
     def __repr__(self) -> str:
         return (f"Bundle({self.path!r}, format={self.format!r}, programs={self.programs}, "

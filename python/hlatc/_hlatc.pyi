@@ -63,6 +63,7 @@ __all__ = [
     "DataError",
     "CheckpointError",
     "InternalError",
+    "USAGE_CATEGORIES",
     "compile_step",
     "choices",
     "argument_error",
@@ -168,6 +169,8 @@ class UsageError(Error, ValueError):
     category: Optional[str]
 
 class UsageTypeError(UsageError, TypeError): ...
+
+USAGE_CATEGORIES: List[str]
 
 class DataError(Error, ValueError):
     path: Optional[str]

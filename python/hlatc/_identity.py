@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _hlatc
+from . import _args, _hlatc
 
 class IdentityError(_hlatc.UsageError):
     """A checkpoint of another run: `fields` maps each differing field to
@@ -37,6 +37,9 @@ class IdentityError(_hlatc.UsageError):
     def __init__(self, message: str, fields: Dict[str, Tuple[Any, Any]]) -> None:
         super().__init__(message)
         self.fields = fields
+        # The run's identity against the checkpoint's, as the native
+        # module sorts a resume of another run.
+        self.category = _args.UsageKind.CONFLICT.value
 
 
 IdentityError.__module__ = "hlatc"
@@ -90,9 +93,11 @@ def check_allow(allow: Optional[Iterable[str]], current: Optional[Dict[str, Any]
             if name not in known:
                 groups = ", ".join(
                     n for n in known if "." not in n and n in _hlatc.IDENTITY_GROUPS)
-                raise _hlatc.UsageError(
+                raise _args.usage_error(
+                    _args.UsageKind.NOT_FOUND,
                     f"allow_changes: {name!r} is not a field of a run's identity; name a field "
-                    f"(model.rope_theta, precision, ...) or a group ({groups})")
+                    f"(model.rope_theta, precision, ...) or a group ({groups})",
+                    argument="allow_changes")
     return names
 
 

@@ -220,10 +220,12 @@ class Loader:
         layout = _hlatc.data_layout(step._native)
         want: Packing = "segments" if layout["packed"] else "concat"
         if packing is not None and packing != want:
-            raise _hlatc.UsageError(
+            raise _args.usage_error(
+                _args.UsageKind.CONFLICT,
                 f"packing={packing!r}: the step was compiled "
                 + ("packed, so it takes segment ids: packing='segments'" if layout["packed"]
-                   else "unpacked, so it takes no segment ids: packing='concat'")
+                   else "unpacked, so it takes no segment ids: packing='concat'"),
+                argument="packing",
             )
         return cls(
             sources,

@@ -42,6 +42,7 @@ import numpy as np
 
 import hlatc
 from . import _args, _hlatc, _identity, _jax_checkpoint, _peers
+from ._args import UsageKind
 from ._arrays import _DTYPES, dict_to_numpy, to_raw
 from ._fit import Metrics, OnStep
 # Names of hlatc.jax since before the checkpoints' protocol moved out.
@@ -119,7 +120,8 @@ def initialize(
         return False
     missing = [v for v in (ENV_COORDINATOR, ENV_PROCESS_ID) if v not in os.environ]
     if missing:
-        raise hlatc.UsageError(
+        raise _args.usage_error(
+            UsageKind.CONFLICT,
             f"{ENV_NUM_PROCESSES} is set but {' and '.join(missing)} is not: set all three "
             f"({ENV_COORDINATOR}=host:port of process 0, {ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}), "
             "or start the script with python -m hlatc.launch"
@@ -132,7 +134,8 @@ def initialize(
         # and the process dies of a signal.
         why = _peers.port_taken(int(port))
         if why is not None:
-            raise hlatc.UsageError(
+            raise _args.usage_error(
+                UsageKind.CONFLICT,
                 f"{ENV_COORDINATOR}={address}: process 0 serves the coordinator on port {port}, "
                 f"which is taken on this machine ({why}): choose another port"
             )
@@ -200,7 +203,8 @@ class StepFunction:
         if devices is None:
             devices = jax.devices()
             if len(devices) != world:
-                raise hlatc.UsageError(
+                raise _args.usage_error(
+                    UsageKind.CONFLICT,
                     f"the step runs on {world} rank(s) but JAX has {len(devices)} device(s) "
                     f"(jax.device_count(), over {jax.process_count()} process(es)): give "
                     f"devices=[...] of {world}, or start {world} devices in all "
@@ -210,20 +214,27 @@ class StepFunction:
             devices = [devices]  # one device, as load(step, device) took before
         devices = list(devices)
         if len(devices) != world:
-            raise hlatc.UsageError(
-                f"the step runs on {world} rank(s); {len(devices)} device(s) were given"
+            raise _args.usage_error(
+                UsageKind.CONFLICT,
+                f"the step runs on {world} rank(s); {len(devices)} device(s) were given",
+                argument="devices",
             )
         if len({d.id for d in devices}) != world:
-            raise hlatc.UsageError("a device was given for two ranks: each rank needs its own")
+            raise _args.usage_error(
+                UsageKind.INVALID, "a device was given for two ranks: each rank needs its own",
+                argument="devices")
         platforms = {d.platform for d in devices}
         if len(platforms) != 1:
-            raise hlatc.UsageError(f"the devices are of several platforms: {sorted(platforms)}")
+            raise _args.usage_error(
+                UsageKind.UNSUPPORTED, f"the devices are of several platforms: {sorted(platforms)}",
+                argument="devices")
         self.devices: List[Any] = devices
         self.device = devices[0]
         me = jax.process_index()
         self.local_ranks: List[int] = [r for r, d in enumerate(devices) if d.process_index == me]
         if not self.local_ranks:
-            raise hlatc.UsageError(
+            raise _args.usage_error(
+                UsageKind.CONFLICT,
                 f"process {me} holds none of the step's {world} devices: load the step only "
                 "on processes that run one of its ranks"
             )
@@ -288,13 +299,16 @@ class StepFunction:
         want = _DTYPES[info.dtype]
         at = f"rank {rank}: " if len(self.devices) > 1 else ""
         if tuple(value.shape) != tuple(info.shape):
-            raise hlatc.UsageError(
+            raise _args.usage_error(
+                UsageKind.INVALID,
                 f"{at}input '{name}' is {list(value.shape)}; the step takes {info.shape}"
             )
         if np.dtype(value.dtype) != want:
             if not info.is_state and np.issubdtype(value.dtype, np.integer) and np.issubdtype(want, np.integer):
                 return np.asarray(value).astype(want)
-            raise hlatc.UsageError(f"{at}input '{name}' is {value.dtype}; the step takes {info.dtype}")
+            raise _args.usage_error(
+                UsageKind.INVALID,
+                f"{at}input '{name}' is {value.dtype}; the step takes {info.dtype}")
         return value
 
     def _on(self, value: Any, device: Any) -> Any:
@@ -309,11 +323,13 @@ class StepFunction:
         at = f"rank {rank}: " if len(self.devices) > 1 else ""
         missing = [n for n in self.input_names if n not in given and n != self._rank_input]
         if missing:
-            raise hlatc.UsageError(f"{at}no input {', '.join(repr(m) for m in missing[:5])}"
-                                   f"{' and more' if len(missing) > 5 else ''}")
+            raise _args.usage_error(
+                UsageKind.NOT_FOUND, f"{at}no input {', '.join(repr(m) for m in missing[:5])}"
+                f"{' and more' if len(missing) > 5 else ''}")
         extra = sorted(set(given) - set(self.input_names))
         if extra:
-            raise hlatc.UsageError(f"{at}the step takes no input named {', '.join(extra)}")
+            raise _args.usage_error(
+                UsageKind.NOT_FOUND, f"{at}the step takes no input named {', '.join(extra)}")
 
     @overload
     def __call__(self, inputs: Mapping[str, Input]) -> Dict[str, "JaxArray"]: ...
@@ -327,7 +343,8 @@ class StepFunction:
         by_rank = bool(inputs) and all(isinstance(k, (int, np.integer)) for k in inputs)
         if not by_rank:
             if len(self.devices) != 1:
-                raise hlatc.UsageError(
+                raise _args.usage_error(
+                    UsageKind.CONFLICT,
                     f"the step runs on {len(self.devices)} ranks: call it with "
                     f"{{rank: {{name: array}}}} for this process's ranks {self.local_ranks}"
                 )
@@ -341,7 +358,8 @@ class StepFunction:
         `{rank: {name: jax.Array}}` out."""
         jax = self._jax
         if sorted(inputs) != self.local_ranks:
-            raise hlatc.UsageError(
+            raise _args.usage_error(
+                UsageKind.CONFLICT,
                 f"this process (jax.process_index() {jax.process_index()}) runs rank(s) "
                 f"{self.local_ranks}; inputs were given for rank(s) {sorted(inputs)}"
             )
@@ -382,7 +400,7 @@ def load(
     (`UsageError`)."""
     if device is not None:
         if devices is not None:
-            raise hlatc.UsageError("give devices or device, not both")
+            raise _args.usage_error(UsageKind.CONFLICT, "give devices or device, not both")
         devices = [device]
     return StepFunction(step, devices)
 
@@ -416,17 +434,20 @@ class Trainer:
         self._pipeline: Optional[_Pipeline] = None
         if step.pp > 1:
             if init is not None:
-                raise hlatc.UsageError(
+                raise _args.usage_error(
+                    UsageKind.UNSUPPORTED,
                     "init=: a pipeline-parallel step (pp above 1) does not start from a Hugging "
                     "Face checkpoint yet (each stage would read its own layers' slices); leave "
-                    "init out to start from the model's initialization"
+                    "init out to start from the model's initialization",
+                    argument="init",
                 )
             self._pipeline = _Pipeline(step, devices)
             program = step.apply_step
             assert program is not None, "a pipeline has an apply step"
             self._fn = self._pipeline.apply
         elif step.grad_accum != 1:
-            raise hlatc.UsageError(
+            raise _args.usage_error(
+                UsageKind.UNSUPPORTED,
                 f"hlatc.jax.Trainer runs steps of one program; this one is gradient "
                 f"accumulation's pair (grad_accum={step.grad_accum}): train it with "
                 "hlatc.Trainer, or load its micro_step and apply_step with hlatc.jax.load"
@@ -520,7 +541,8 @@ class Trainer:
         dp, batch = self._layout["replicas"], self._layout["batch_size"]
         rows = batch // dp
         if a.ndim != 2 or a.shape[0] != rows * len(replicas):
-            raise hlatc.UsageError(
+            raise _args.usage_error(
+                UsageKind.INVALID,
                 f"'{name}' is {list(a.shape)}; the rows of replicas {list(replicas)} are "
                 f"[{rows * len(replicas)}, seq_len] ({rows} a replica)")
         out = np.empty((batch, a.shape[1]), dtype=a.dtype)
@@ -563,9 +585,10 @@ class Trainer:
         calls it; process 0 writes. Returns the sequences per second."""
         times = self._step_seconds[skip:]
         if skip < 0 or not times:
-            raise hlatc.UsageError(
+            raise _args.usage_error(
+                UsageKind.OUT_OF_RANGE,
                 f"skip={skip}: this trainer has run {len(self._step_seconds)} steps; at least "
-                f"one after the first {max(skip, 0)} is needed to measure")
+                f"one after the first {max(skip, 0)} is needed to measure", argument="skip")
         config = self._step.config
         batch, parallel = config["batch"], config["parallel"]
         micro_batches = self._step.grad_accum if self._step.pp > 1 else 1
@@ -589,10 +612,12 @@ class Trainer:
             replicas = [int(r) for r in replicas]
             missing = sorted(set(self.local_replicas) - set(replicas))
             if missing:
-                raise hlatc.UsageError(
+                raise _args.usage_error(
+                    UsageKind.CONFLICT,
                     f"the batch holds replicas {replicas}' rows; this process runs replicas "
                     f"{self.local_replicas} (missing {missing}): open its loader with "
-                    "owned_replicas=trainer.local_replicas (trainer.loader(...))")
+                    "owned_replicas=trainer.local_replicas (trainer.loader(...))",
+                    argument="replicas")
             tokens = self._global_rows("tokens", tokens, replicas)
             targets = self._global_rows("targets", targets, replicas)
             if segment_ids is not None:
@@ -602,8 +627,10 @@ class Trainer:
         loss = None
         if self._pipeline is not None:
             if s is not None:
-                raise hlatc.UsageError(
-                    "a pipeline-parallel step takes no segment ids (packed rows are not pipelined)")
+                raise _args.usage_error(
+                    UsageKind.UNSUPPORTED,
+                    "a pipeline-parallel step takes no segment ids (packed rows are not pipelined)",
+                    argument="segment_ids")
             loss, out = self._pipeline.run(self._step, self._state, t, y)
         else:
             inputs = {}
@@ -631,7 +658,8 @@ class Trainer:
         ranks = np.array(local, dtype=np.int32)
         if self._jax.process_count() > 1:
             if not self._even:
-                raise hlatc.UsageError(
+                raise _args.usage_error(
+                    UsageKind.UNSUPPORTED,
                     "state() gathers the ranks' state with one all-gather, which needs as many "
                     "ranks on every process; these processes hold different numbers"
                 )
@@ -738,7 +766,8 @@ class Trainer:
         if recorded is not None:
             old, new = recorded["fields"].get("layout"), current["fields"].get("layout")
             if old is not None and old != new:
-                raise hlatc.UsageError(
+                raise _args.usage_error(
+                    UsageKind.CONFLICT,
                     f"{d}: a checkpoint of layout {old}; this step's is {new}: its rank files "
                     "are another layout's shares (join them with hlatc unshard and resume() "
                     "the whole state)")
@@ -770,14 +799,17 @@ class Trainer:
             for info in self._state_infos:
                 t = left.pop(info.name, None)
                 if t is None:
-                    raise hlatc.UsageError(f"{f}: no tensor '{info.name}'")
+                    raise _args.usage_error(UsageKind.NOT_FOUND, f"{f}: no tensor '{info.name}'")
                 if list(t.shape) != list(info.shape) or t.dtype != _DTYPES[info.dtype]:
-                    raise hlatc.UsageError(
+                    raise _args.usage_error(
+                        UsageKind.INVALID,
                         f"{f}: tensor '{info.name}' is {t.dtype}{list(t.shape)}, this step's rank "
                         f"{r} takes {info.dtype}{info.shape} (another model, precision or layout?)"
                     )
             if left:
-                raise hlatc.UsageError(f"{f}: tensor '{sorted(left)[0]}' is not state of this step")
+                raise _args.usage_error(
+                    UsageKind.NOT_FOUND,
+                    f"{f}: tensor '{sorted(left)[0]}' is not state of this step")
             shares[r] = tensors
         for r, tensors in shares.items():
             self._state[r] = self._put(r, tensors)

@@ -1,13 +1,14 @@
 //! Arguments read at the boundary. PyO3's own conversions raise a builtin
 //! `TypeError`, or an `OverflowError` naming no argument for a negative
 //! count; these raise an `hlatc.UsageError` naming the argument, what was
-//! given and what is taken: a `UsageTypeError` (also a `TypeError`) for a
-//! value of another type, a `UsageError` (also a `ValueError`) for one out
-//! of range. Each argument is read with `#[pyo3(from_py_with =
+//! given and what is taken: a `UsageTypeError` (also a `TypeError`;
+//! category `invalid`) for a value of another type, a `UsageError` (also a
+//! `ValueError`; category `out_of_range`) for one out of range. Each argument is read with `#[pyo3(from_py_with =
 //! args::NAME)]`: the extractor named as the argument (declared once in
 //! [`named!`]) reads any type that is [`Accepted`].
 
-use crate::errors::{CONFIG, USAGE, USAGE_TYPE};
+use crate::errors::{usage_error, usage_type_error, CONFIG};
+use hlatc::usage::UsageKind;
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyString};
@@ -19,6 +20,9 @@ pub(crate) enum Refused {
     Type,
     /// Of the type, but out of range.
     Range,
+    /// Of the type, but not a value of it the argument can take (a dict
+    /// whose values are not JSON's).
+    Invalid,
     /// A name the argument's fixed set does not hold.
     Unknown(Vec<&'static str>),
 }
@@ -38,46 +42,51 @@ pub(crate) fn read<'py, T: Accepted<'py>>(name: &str, v: &Bound<'py, PyAny>) -> 
 
 /// The error refusing `v`, the argument `name`, with what it takes
 /// (`accepted`): a `UsageTypeError` for [`Refused::Type`], else a
-/// `UsageError`.
+/// `UsageError` (invalid for [`Refused::Invalid`], else out of range).
 pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &str) -> PyErr {
     let given = given(v);
-    let (kind, message) = match why {
+    match why {
         Refused::Type => {
             let type_name = v
                 .get_type()
                 .name()
                 .map(|n| n.to_string())
                 .unwrap_or_else(|_| "?".into());
-            (
-                &USAGE_TYPE,
+            usage_type_error(
+                name,
                 format!("{name}={given}: expected {accepted}, got {type_name}"),
             )
         }
-        Refused::Range => (&USAGE, format!("{name}={given}: expected {accepted}")),
+        Refused::Range => usage(
+            UsageKind::OutOfRange,
+            name,
+            format!("{name}={given}: expected {accepted}"),
+        ),
+        Refused::Invalid => usage(
+            UsageKind::Invalid,
+            name,
+            format!("{name}={given}: expected {accepted}"),
+        ),
         // An unknown name of a config option is a ConfigError with the
         // names, as the Rust core's parsers refuse it; see USAGE_SETS.
         Refused::Unknown(known) => {
             let message = format!("unknown {name} {given} (known: {})", known.join(", "));
-            let field = PyString::new(v.py(), name).into_any().unbind();
-            return match USAGE_SETS.contains(&name) {
-                true => USAGE.with(message, &[("argument", field)]),
-                false => CONFIG.with(message, &[("key", field)]),
-            };
+            match USAGE_SETS.contains(&name) {
+                true => usage(UsageKind::OutOfRange, name, message),
+                false => {
+                    let field = PyString::new(v.py(), name).into_any().unbind();
+                    CONFIG.with(message, &[("key", field)])
+                }
+            }
         }
-    };
-    let argument = PyString::new(v.py(), name).into_any().unbind();
-    kind.with(message, &[("argument", argument)])
+    }
 }
 
-/// A `UsageError` about the argument `name` that its type allows but the
-/// call does not (a tick past the schedule), `argument` set as the checks
-/// above set it.
-pub(crate) fn out_of_range(name: &str, message: String) -> PyErr {
-    let (argument, category) = Python::with_gil(|py| {
-        let s = |v: &str| PyString::new(py, v).into_any().unbind();
-        (s(name), s(hlatc::usage::UsageKind::OutOfRange.name()))
-    });
-    USAGE.with(message, &[("argument", argument), ("category", category)])
+/// A `UsageError` of category `kind` about the argument `name` that its
+/// type allows but the call does not (a tick past the schedule, a chip
+/// for a cpu bundle), `argument` set as the checks above set it.
+pub(crate) fn usage(kind: UsageKind, name: &str, message: String) -> PyErr {
+    usage_error(kind, Some(name), message)
 }
 
 /// `repr(v)`, cut short: a value can be a whole array.

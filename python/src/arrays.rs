@@ -9,8 +9,9 @@
 //! literal's; out of Rust it is not copied: the array takes the literal's
 //! buffer as its own.
 
-use crate::errors::usage;
+use crate::errors::{literal_kind, usage};
 use hlatc::compiler::ElementType;
+use hlatc::usage::UsageKind;
 use hlatc::Literal;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -31,15 +32,21 @@ pub fn to_raw(py: Python<'_>, l: Literal) -> RawOut<'_> {
 }
 
 /// The literal of a `(dtype, shape, data)` triple named `name`: the one
-/// copy into Rust.
+/// copy into Rust. A dtype hlatc has not is invalid, as the Python side's
+/// check of the array's type (a `UsageTypeError`) sorts it.
 pub fn from_raw(name: &str, (dtype, shape, data): RawIn<'_>) -> PyResult<Literal> {
-    let ty = ElementType::from_name(&dtype)
-        .ok_or_else(|| usage(format!("'{name}': unknown dtype '{dtype}'")))?;
+    let ty = ElementType::from_name(&dtype).ok_or_else(|| {
+        usage(
+            UsageKind::Invalid,
+            format!("'{name}': unknown dtype '{dtype}'"),
+        )
+    })?;
     let bytes = data
         .as_slice()
-        .map_err(|e| usage(format!("'{name}': {e}")))?
+        .map_err(|e| usage(UsageKind::Invalid, format!("'{name}': {e}")))?
         .to_vec();
-    Literal::from_bytes(ty, shape, bytes).map_err(|e| usage(format!("'{name}': {e}")))
+    Literal::from_bytes(ty, shape, bytes)
+        .map_err(|e| usage(literal_kind(&e), format!("'{name}': {e}")))
 }
 
 /// A dict of name to triple from named literals.
@@ -58,7 +65,7 @@ pub fn dict_of<'py>(
 pub(crate) fn ids(name: &str, raw: RawIn<'_>) -> PyResult<Literal> {
     from_raw(name, raw)?
         .converted(ElementType::S32)
-        .map_err(|e| usage(format!("{name}: {e}")))
+        .map_err(|e| usage(literal_kind(&e), format!("{name}: {e}")))
 }
 
 /// Tensors by name from Python's triples (each copied once, into Rust).

@@ -7,6 +7,7 @@ use crate::arrays::{from_raw, RawIn};
 use crate::errors::{checkpoint_file_error, guarded, sharded_checkpoint_error, usage};
 use hlatc::artifacts::checkpoint::sharded::{self, Marker};
 use hlatc::metrics::{MetricsLog, StepMetrics};
+use hlatc::usage::UsageKind;
 use hlatc::Literal;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -28,18 +29,20 @@ pub fn metrics_log(rows: &[BTreeMap<String, Option<f64>>]) -> PyResult<MetricsLo
     let mut log = MetricsLog::default();
     for (i, row) in rows.iter().enumerate() {
         let get = |k: &str| {
-            row.get(k)
-                .copied()
-                .flatten()
-                .ok_or_else(|| usage(format!("metrics row {}: no '{k}'", i + 1)))
+            row.get(k).copied().flatten().ok_or_else(|| {
+                usage(
+                    UsageKind::NotFound,
+                    format!("metrics row {}: no '{k}'", i + 1),
+                )
+            })
         };
         let step = match row.get("step").copied().flatten() {
             Some(s) if s >= 1.0 && s.fract() == 0.0 => s as u64,
             Some(s) => {
-                return Err(usage(format!(
-                    "metrics row {}: step {s} is not a step number",
-                    i + 1
-                )))
+                return Err(usage(
+                    UsageKind::OutOfRange,
+                    format!("metrics row {}: step {s} is not a step number", i + 1),
+                ))
             }
             None => i as u64 + 1,
         };
@@ -172,8 +175,12 @@ pub fn sharded_write_marker(
     files: BTreeMap<String, String>,
 ) -> PyResult<()> {
     let json = |what: &str, text: &str| {
-        serde_json::from_str::<serde_json::Value>(text)
-            .map_err(|e| usage(format!("the marker's {what} is not JSON: {e}")))
+        serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
+            usage(
+                UsageKind::Invalid,
+                format!("the marker's {what} is not JSON: {e}"),
+            )
+        })
     };
     let config = json("config", config)?;
     let identity = identity.map(|i| json("identity", i)).transpose()?;

@@ -8,6 +8,7 @@ use crate::step::Step;
 use hlatc::compile_step::spellings::{CompileOption, DefaultValue};
 use hlatc::compile_step::{compile_step as compile, CompileOptions, ModelSource, PyValue};
 use hlatc::models::kernels::KernelRequest;
+use hlatc::usage::UsageKind;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -21,6 +22,7 @@ pub(crate) fn source(
 ) -> PyResult<ModelSource> {
     match (model, config) {
         (Some(_), Some(_)) => Err(usage(
+            UsageKind::Conflict,
             "give model (a preset) or config (a config.json), not both",
         )),
         (Some(m), None) => Ok(ModelSource::Preset(m)),
@@ -33,7 +35,7 @@ pub(crate) fn source(
                     .call_method1("dumps", (c,))
                     .map_err(|_| {
                         args::refuse(
-                            args::Refused::Range,
+                            args::Refused::Invalid,
                             "config",
                             c,
                             "a config.json's contents: a dict of JSON values",
@@ -204,15 +206,16 @@ fn pairs(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<Option<String>>> {
 }
 
 /// A word its option's codec refused: a kernel request the library cannot
-/// read is a `ConfigError`, as a config's unknown name is; any other an
-/// argument out of range.
+/// read is a `ConfigError`, as a config's unknown name is; a size that
+/// does not parse (`device_memory="16XB"`) an invalid argument; any other
+/// (a number its field cannot hold, a name outside its set) one out of
+/// range.
 fn refused_word(option: CompileOption, word: Option<&str>, problem: String) -> PyErr {
     let name = option.keyword();
+    let message = format!("{name}={:?}: {problem}", word.unwrap_or_default());
     match option.python_value() {
         Some(PyValue::Pairs) => CONFIG.err(problem),
-        _ => args::out_of_range(
-            name,
-            format!("{name}={:?}: {problem}", word.unwrap_or_default()),
-        ),
+        Some(PyValue::IntOrWord) => args::usage(UsageKind::Invalid, name, message),
+        _ => args::usage(UsageKind::OutOfRange, name, message),
     }
 }

@@ -5,13 +5,14 @@
 //! so Python threads run while the loader's own threads tokenize.
 
 use crate::args;
-use crate::errors::{guarded, loader_error, named, usage, USAGE};
+use crate::errors::{guarded, loader_error, named, usage, Unknown};
 use crate::step::Step;
 use hlatc::token_data::RawDtype;
 use hlatc::train::loader::{
     positions_from_json, positions_to_json, LoaderConfig, LoaderError, LoaderPosition, Packing,
     ReplicaLoaders, RowBatch, SourceFormat, SpecialToken, DEFAULT_SHUFFLE_BUFFER,
 };
+use hlatc::usage::UsageKind;
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -84,9 +85,13 @@ impl Loader {
             .into_iter()
             .find(|t| t.name() == raw_dtype)
             .ok_or_else(|| {
-                usage(format!(
-                    "raw_dtype '{raw_dtype}': a raw token-id file holds 'u16' or 'u32' ids"
-                ))
+                args::usage(
+                    UsageKind::OutOfRange,
+                    "raw_dtype",
+                    format!(
+                        "raw_dtype '{raw_dtype}': a raw token-id file holds 'u16' or 'u32' ids"
+                    ),
+                )
             })?;
         config.eos_id = eos_id;
         config.packing = packing_of(packing)?;
@@ -225,8 +230,9 @@ fn open_ref(slot: &Option<ReplicaLoaders>) -> PyResult<&ReplicaLoaders> {
     slot.as_ref().ok_or_else(closed)
 }
 
+/// A call the loader's state (closed) does not allow.
 fn closed() -> PyErr {
-    usage("the loader is closed")
+    usage(UsageKind::Conflict, "the loader is closed")
 }
 
 /// The batch as triples by input name, each array taking its buffer.
@@ -250,7 +256,7 @@ fn positions_of(text: &str) -> PyResult<Vec<LoaderPosition>> {
 /// `format=`, by the names `hlatc train --corpus-format` takes.
 fn source_format(name: &str) -> PyResult<SourceFormat> {
     named(
-        &USAGE,
+        Unknown::Argument,
         "format",
         name,
         &SourceFormat::ALL,
@@ -259,7 +265,13 @@ fn source_format(name: &str) -> PyResult<SourceFormat> {
 }
 
 fn packing_of(name: &str) -> PyResult<Packing> {
-    named(&USAGE, "packing", name, &Packing::ALL, Packing::name)
+    named(
+        Unknown::Argument,
+        "packing",
+        name,
+        &Packing::ALL,
+        Packing::name,
+    )
 }
 
 /// `bos=`/`eos=`: True the tokenizer's own, False or None none, a
@@ -277,9 +289,11 @@ fn special(v: &Bound<'_, PyAny>, what: &str) -> PyResult<SpecialToken> {
         });
     }
     v.extract::<String>().map(SpecialToken::Named).map_err(|_| {
-        usage(format!(
-            "{what}: True (the tokenizer's own), False or None (none), or a token's text"
-        ))
+        args::usage(
+            UsageKind::Invalid,
+            what,
+            format!("{what}: True (the tokenizer's own), False or None (none), or a token's text"),
+        )
     })
 }
 

@@ -11,6 +11,8 @@
 use hlatc::artifacts::checkpoint::sharded::ShardedCheckpointError;
 use hlatc::artifacts::checkpoint::CheckpointError as RustCheckpointError;
 use hlatc::batch_check::BatchError as RustBatchError;
+use hlatc::compiler::LiteralError;
+use hlatc::models::layout::LayoutError;
 use hlatc::models::ConfigError as RustConfigError;
 use hlatc::passes::neuron_check::LocatedFinding;
 use hlatc::passes::{RematPolicy, Target};
@@ -22,6 +24,7 @@ use hlatc::spmd::SpmdError;
 use hlatc::train::loader::LoaderError;
 use hlatc::train::run_error::RunError as RustRunError;
 use hlatc::train_step::StepError;
+use hlatc::usage::UsageKind;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -207,21 +210,23 @@ pub(crate) static RUN: Kind = Kind::new(
     "XLA CPU refused or failed to run a program, or it would not fit in memory (also a \
      RuntimeError).",
 );
-pub(crate) static USAGE: Kind = Kind::new(
+// Private, so that every `UsageError` this crate raises is made by
+// `usage_error` with its category.
+static USAGE: Kind = Kind::new(
     "UsageError",
     Builtin::Value,
     &["argument", "category"],
     "Arguments that do not fit together, or one refused at the boundary (also a ValueError: \
      inputs against a step, options, a negative count); `argument` names the argument \
-     refused, where one is, and `category` the kind of mistake, where the library sorts it \
-     ('out_of_range', 'conflict', 'unsupported', 'not_found', 'invalid').",
+     refused, where one is, and `category` the kind of mistake ('out_of_range', 'conflict', \
+     'unsupported', 'not_found', 'invalid').",
 );
-pub(crate) static USAGE_TYPE: Kind = Kind::under(
+static USAGE_TYPE: Kind = Kind::under(
     &USAGE,
     "UsageTypeError",
     Builtin::Type,
     "An argument of a type hlatc does not take: a UsageError that is also a TypeError; \
-     `argument` names it.",
+     `argument` names it, and its `category` is 'invalid'.",
 );
 pub(crate) static DATA: Kind = Kind::new(
     "DataError",
@@ -285,10 +290,20 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The value of `all` named `name`, or a `kind` error naming the ones
-/// there are (`what`: the option, in words).
+/// What a name outside its fixed set is refused as.
+#[derive(Clone, Copy)]
+pub(crate) enum Unknown {
+    /// A `ConfigError`, as a model config's unknown name is.
+    Config,
+    /// A `UsageError` out of range naming the argument (`what`), as
+    /// `args` refuses an unknown name of the hardware or the loader's.
+    Argument,
+}
+
+/// The value of `all` named `name`, or an error (`unknown`'s) naming the
+/// ones there are (`what`: the option, in words).
 pub(crate) fn named<T: Copy>(
-    kind: &Kind,
+    unknown: Unknown,
     what: &str,
     name: &str,
     all: &[T],
@@ -299,22 +314,23 @@ pub(crate) fn named<T: Copy>(
         .find(|t| name_of(*t) == name)
         .ok_or_else(|| {
             let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
-            kind.err(format!(
-                "unknown {what} '{name}' (known: {})",
-                known.join(", ")
-            ))
+            let message = format!("unknown {what} '{name}' (known: {})", known.join(", "));
+            match unknown {
+                Unknown::Config => CONFIG.err(message),
+                Unknown::Argument => usage_error(UsageKind::OutOfRange, Some(what), message),
+            }
         })
 }
 
-/// `precision=`'s preset, refused as a `kind` error naming the presets.
-pub(crate) fn precision_named(kind: &Kind, name: &str) -> PyResult<Precision> {
-    named(kind, "precision", name, &Precision::ALL, Precision::name)
+/// `precision=`'s preset, refused (as `unknown` says) naming the presets.
+pub(crate) fn precision_named(unknown: Unknown, name: &str) -> PyResult<Precision> {
+    named(unknown, "precision", name, &Precision::ALL, Precision::name)
 }
 
-/// `remat=`'s policy, refused as a `kind` error naming the policies.
-pub(crate) fn remat_named(kind: &Kind, name: &str) -> PyResult<RematPolicy> {
+/// `remat=`'s policy, refused (as `unknown` says) naming the policies.
+pub(crate) fn remat_named(unknown: Unknown, name: &str) -> PyResult<RematPolicy> {
     named(
-        kind,
+        unknown,
         "remat policy",
         name,
         &RematPolicy::ALL,
@@ -322,14 +338,60 @@ pub(crate) fn remat_named(kind: &Kind, name: &str) -> PyResult<RematPolicy> {
     )
 }
 
-/// `target=`'s compiler, refused as a `kind` error naming the targets.
-pub(crate) fn target_named(kind: &Kind, name: &str) -> PyResult<Target> {
-    named(kind, "target", name, &Target::ALL, Target::name)
+/// `target=`'s compiler, refused (as `unknown` says) naming the targets.
+pub(crate) fn target_named(unknown: Unknown, name: &str) -> PyResult<Target> {
+    named(unknown, "target", name, &Target::ALL, Target::name)
 }
 
-/// `UsageError(message)`: arguments that do not fit together.
-pub(crate) fn usage(message: impl Into<String>) -> PyErr {
-    USAGE.err(message)
+/// `UsageError(message)` of category `kind`, about no one argument.
+pub(crate) fn usage(kind: UsageKind, message: impl Into<String>) -> PyErr {
+    usage_error(kind, None, message.into())
+}
+
+/// A `UsageError` of category `kind`, with `argument` where one argument
+/// is at fault: the one maker of them (`args::usage` and the others call
+/// it), so that a caller can sort every refusal by `category` alone, as
+/// the facade's own (`hlatc::usage::UsageKind`).
+pub(crate) fn usage_error(kind: UsageKind, argument: Option<&str>, message: String) -> PyErr {
+    let fields = Python::with_gil(|py| {
+        [
+            ("argument", obj(py, argument)),
+            ("category", obj(py, kind.name())),
+        ]
+    });
+    USAGE.with(message, &fields)
+}
+
+/// A `UsageTypeError` about `argument`: a value of a type it does not
+/// take is input that is not what it should be.
+pub(crate) fn usage_type_error(argument: &str, message: String) -> PyErr {
+    let fields = Python::with_gil(|py| {
+        [
+            ("argument", obj(py, argument)),
+            ("category", obj(py, UsageKind::Invalid.name())),
+        ]
+    });
+    USAGE_TYPE.with(message, &fields)
+}
+
+/// The category of a tensor that does not convert: a value past its
+/// type's range, or bytes that are not the tensor said.
+pub(crate) fn literal_kind(e: &LiteralError) -> UsageKind {
+    match e {
+        LiteralError::OutOfRange { .. } => UsageKind::OutOfRange,
+        LiteralError::ByteCount { .. }
+        | LiteralError::BadBool { .. }
+        | LiteralError::WideByte { .. }
+        | LiteralError::NegativeDim(_) => UsageKind::Invalid,
+    }
+}
+
+/// The category of tensors that do not fit a model's layout.
+fn layout_kind(e: &LayoutError) -> UsageKind {
+    match e {
+        LayoutError::Missing { .. } => UsageKind::NotFound,
+        LayoutError::Shape { .. } | LayoutError::Type { .. } => UsageKind::Invalid,
+    }
 }
 
 /// The refusals as `hlatc.NeuronFinding`s, field by field (their lines,
@@ -469,9 +531,8 @@ pub(crate) fn checkpoint_error(e: &RustCheckpointError) -> PyErr {
         RustCheckpointError::Io { path, .. } => {
             checkpoint_file_error(message, &path.display().to_string())
         }
-        RustCheckpointError::BadName { .. } | RustCheckpointError::KeepNone { .. } => {
-            usage(message)
-        }
+        RustCheckpointError::BadName { .. } => usage(UsageKind::Invalid, message),
+        RustCheckpointError::KeepNone { .. } => usage(UsageKind::OutOfRange, message),
     }
 }
 
@@ -495,7 +556,8 @@ pub(crate) fn sharded_checkpoint_error(e: &ShardedCheckpointError) -> PyErr {
             path_error(&FILE, message, file)
         }
         S::Tensors(t) => tensor_file_error(t, message),
-        S::WorldSize { .. } | S::BadName { .. } => usage(message),
+        S::WorldSize { .. } => usage(UsageKind::Conflict, message),
+        S::BadName { .. } => usage(UsageKind::Invalid, message),
     }
 }
 
@@ -546,17 +608,19 @@ fn step_error(e: &StepError) -> PyErr {
 }
 
 /// The runtime's errors: inputs that do not fit the program are a
-/// `UsageError`; the rest (XLA CPU refusing, failing, out of memory) a
-/// `RunError`.
+/// `UsageError` (a count of them, as the facade sorts a count of ranks'
+/// inputs, a conflict; a tensor of another shape or type invalid); the
+/// rest (XLA CPU refusing, failing, out of memory) a `RunError`.
 fn runtime_error(e: &RuntimeError, message: String) -> PyErr {
     use RuntimeError as R;
     match e {
         R::InputCount { .. }
         | R::ReplicatedRun { .. }
         | R::ReplicaListCount { .. }
-        | R::ReplicaInputCount { .. }
-        | R::ReplicaInputMismatch { .. }
-        | R::InputMismatch { .. } => usage(message),
+        | R::ReplicaInputCount { .. } => usage(UsageKind::Conflict, message),
+        R::ReplicaInputMismatch { .. } | R::InputMismatch { .. } => {
+            usage(UsageKind::Invalid, message)
+        }
         R::PluginNotFound { .. }
         | R::Pjrt(_)
         | R::Verify(_)
@@ -609,7 +673,10 @@ fn artifact_error(e: &hlatc::artifacts::Error) -> PyErr {
             });
             NEURON_REFUSED.with(message, &fields)
         }
-        A::State(_) | A::Identity(_) | A::Lock(_) | A::StateMetadata(_) => usage(message),
+        A::State(s) => usage(state_kind(s), message),
+        A::Identity(i) => crate::identity::identity_error(i),
+        A::Lock(l) => lock_error(l, message),
+        A::StateMetadata(m) => usage(state_metadata_kind(m), message),
         A::Checkpoint(c) => checkpoint_error(c),
     }
 }
@@ -626,6 +693,58 @@ fn train_error(e: &hlatc::train::Error) -> PyErr {
     }
 }
 
+/// The category of a training state, or the tensors a run starts from,
+/// that does not fit the step. A tensor the step does not hold is not
+/// found, as the facade sorts an input the step does not take.
+fn state_kind(e: &hlatc::artifacts::state_error::StateError) -> UsageKind {
+    use hlatc::artifacts::state_error::StateError as S;
+    match e {
+        S::MissingTensor { .. }
+        | S::UnknownTensor { .. }
+        | S::CheckpointTensor { .. }
+        | S::StageParameter { .. }
+        | S::UnknownParameter { .. } => UsageKind::NotFound,
+        S::TensorShape { .. }
+        | S::NotFloat { .. }
+        | S::NotState { .. }
+        | S::NotStepInput { .. }
+        | S::ManifestShape { .. }
+        | S::MasterBeforeParameter { .. } => UsageKind::Invalid,
+        S::Layout { error, .. } => layout_kind(error),
+        S::Convert { error, .. } => literal_kind(error),
+        S::ParameterCount { .. } | S::RankCount { .. } => UsageKind::Conflict,
+        S::NotHuggingFaceRanges { .. } => UsageKind::Unsupported,
+    }
+}
+
+/// The category of a rank file that is another rank's, layout's, step's,
+/// precision's or run's (its metadata unreadable: invalid).
+fn state_metadata_kind(e: &hlatc::artifacts::state_metadata::StateMetadataError) -> UsageKind {
+    use hlatc::artifacts::state_metadata::StateMetadataError as M;
+    match e {
+        M::WrongRank { .. }
+        | M::WrongLayout { .. }
+        | M::MixedSteps { .. }
+        | M::OtherPrecision { .. }
+        | M::MixedRuns { .. } => UsageKind::Conflict,
+        M::Malformed { .. } => UsageKind::Invalid,
+    }
+}
+
+/// A checkpoint directory's lock: one another run holds is a conflict;
+/// one that cannot be read or written, no usage error at all but a
+/// `CheckpointError` naming its file.
+pub(crate) fn lock_error(
+    e: &hlatc::artifacts::checkpoint_lock::LockError,
+    message: String,
+) -> PyErr {
+    use hlatc::artifacts::checkpoint_lock::LockError as L;
+    match e {
+        L::Held { .. } => usage(UsageKind::Conflict, message),
+        L::Io { path, .. } => checkpoint_file_error(message, &path.display().to_string()),
+    }
+}
+
 /// A run's own failures (a step that failed on its devices, the state
 /// that went with it, a loss that diverged) are a `RunError`; programs,
 /// state and inputs that do not fit together a `UsageError`.
@@ -633,15 +752,14 @@ fn run_error(e: &RustRunError, message: String) -> PyErr {
     use RustRunError as R;
     match e {
         R::StepFailed { .. } | R::StateGone { .. } | R::Diverged { .. } => RUN.err(message),
-        R::StateNotReturned { .. }
-        | R::PackedMismatch { .. }
-        | R::MissingInput { .. }
+        // As the facade sorts a batch packed otherwise than the step.
+        R::PackedMismatch { .. } | R::ProgramCount { .. } => usage(UsageKind::Conflict, message),
+        R::MissingInput { .. }
         | R::NoStateFor { .. }
         | R::UnknownOutput { .. }
-        | R::FewerOutputs
-        | R::NoRanks
-        | R::NoOutput { .. }
-        | R::ProgramCount { .. } => usage(message),
+        | R::NoOutput { .. } => usage(UsageKind::NotFound, message),
+        R::StateNotReturned { .. } | R::FewerOutputs => usage(UsageKind::Invalid, message),
+        R::NoRanks => usage(UsageKind::OutOfRange, message),
     }
 }
 
@@ -716,27 +834,32 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             plan,
             device_memory,
             fix,
-        } => crate::args::out_of_range(
+        } => crate::args::usage(
+            UsageKind::OutOfRange,
             "device_memory",
             hlatc::does_not_fit(plan, *device_memory, fix.as_ref(), FrontEnd::Python),
         ),
-        E::Usage(u) => {
-            let category = Python::with_gil(|py| obj(py, u.kind.name()));
-            USAGE.with(message, &[("category", category)])
+        E::Usage(u) => usage(u.kind, message),
+        E::Option(o) => crate::args::usage(
+            UsageKind::OutOfRange,
+            o.option.keyword(),
+            o.python_message(),
+        ),
+        E::Kernel(hlatc::kernel_choice::KernelChoiceError::Request(r)) => {
+            usage(kernel_request_kind(r), message)
         }
-        E::Option(o) => crate::args::out_of_range(o.option.keyword(), o.python_message()),
-        E::Kernel(
-            hlatc::kernel_choice::KernelChoiceError::Request(_)
-            | hlatc::kernel_choice::KernelChoiceError::SoftmaxPass { .. },
-        ) => usage(message),
+        // A softmax kernel asked of a step whose passes say otherwise.
+        E::Kernel(hlatc::kernel_choice::KernelChoiceError::SoftmaxPass { .. }) => {
+            usage(UsageKind::Conflict, message)
+        }
         // A kernel file that cannot be read, or does not fit the step.
         E::Kernel(
             hlatc::kernel_choice::KernelChoiceError::Imported(_)
             | hlatc::kernel_choice::KernelChoiceError::NoCpuForm { .. },
         ) => CONFIG.err(message),
         E::NotWritten { .. } => RUN.err(message),
-        // A chip for a cpu bundle: the argument that cannot be honoured.
-        E::Chip(_) => crate::args::out_of_range("chip", message),
+        // A chip for a cpu bundle: the argument that does not fit the target.
+        E::Chip(_) => crate::args::usage(UsageKind::Conflict, "chip", message),
         E::Metrics(hlatc::metrics::MetricsError::Io { file, .. })
         | E::Metrics(hlatc::metrics::MetricsError::Syntax { file, .. }) => {
             path_error(&FILE, message, std::path::Path::new(file))
@@ -746,10 +869,31 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         E::Plan(p) => plan_error(p, message),
         E::RunCheckpoint(r) => crate::fit::run_checkpoint_error(r),
         // A state or tensor that does not fit what it feeds.
-        E::StateLayout(_) | E::Tensor { .. } | E::Bind { .. } | E::Json(_) => usage(message),
+        E::StateLayout(l) => usage(layout_kind(l), message),
+        E::Tensor { source, .. } => usage(literal_kind(source), message),
+        E::Bind { source, .. } => usage(
+            match source {
+                hlatc::passes::bind::BindError::UnknownParameter { .. } => UsageKind::NotFound,
+                hlatc::passes::bind::BindError::Mismatch { .. } => UsageKind::Invalid,
+            },
+            message,
+        ),
+        E::Json(_) => usage(UsageKind::Invalid, message),
         E::RankInputs { source, .. } => artifact_error(source),
         E::PassOn { .. } => PASS.err(message),
         E::Plot { path, .. } => path_error(&FILE, message, path),
+    }
+}
+
+/// The category of a kernel request that cannot be read: a name outside
+/// the points' or implementations' fixed sets is out of range, as an
+/// unknown name of any fixed set is.
+fn kernel_request_kind(e: &hlatc::models::kernels::KernelRequestError) -> UsageKind {
+    use hlatc::models::kernels::KernelRequestError as K;
+    match e {
+        K::NoEquals(_) | K::BadArgument { .. } => UsageKind::Invalid,
+        K::UnknownPoint { .. } | K::UnknownImplementation { .. } => UsageKind::OutOfRange,
+        K::Repeated(_) => UsageKind::Conflict,
     }
 }
 
@@ -764,24 +908,54 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
             option,
             given,
             problem,
-        } => crate::args::out_of_range(
+        } => crate::args::usage(
+            plan_option_kind(*option),
             option.keyword(),
             format!("{}={given}: {problem}", option.keyword()),
         ),
-        P::NothingFits { .. } => usage(message),
-        P::RunRefused { field, .. } if *field != "layout" => {
-            crate::args::out_of_range(field, message)
-        }
-        P::RunRefused { .. } => usage(message),
-        P::Spec { spec, message } => {
-            crate::args::out_of_range("layout", format!("layout={spec:?}: {message}"))
-        }
-        P::Cluster(_) | P::Layout { .. } => usage(message),
-        P::Compile { .. } => usage(message),
+        P::NothingFits { .. } => usage(UsageKind::Conflict, message),
+        // `append_measured_run` takes no `layout`: its layout is its
+        // degrees, which the field "layout" names together.
+        P::RunRefused { field, .. } if *field == "layout" => usage(UsageKind::Conflict, message),
+        P::RunRefused { field, .. } => crate::args::usage(run_field_kind(field), field, message),
+        P::Spec { spec, message } => crate::args::usage(
+            UsageKind::Invalid,
+            "layout",
+            format!("layout={spec:?}: {message}"),
+        ),
+        P::Cluster(_) | P::Layout { .. } => usage(UsageKind::Conflict, message),
+        P::Compile { .. } => usage(UsageKind::Unsupported, message),
         P::Calibration { path, .. } | P::Io { path, .. } => {
             path_error(&FILE, message, std::path::Path::new(path))
         }
         P::Chart(_) => FILE.err(message),
+    }
+}
+
+/// The category of a plan's option that no plan can take: a count or
+/// price out of range, a precision Trainium does not compute in, an
+/// output path where no file can be written.
+fn plan_option_kind(option: hlatc::plan::PlanOption) -> UsageKind {
+    use hlatc::plan::PlanOption as O;
+    match option {
+        O::Nodes | O::GlobalBatch | O::SeqLen | O::Top | O::Price => UsageKind::OutOfRange,
+        O::Precision => UsageKind::Unsupported,
+        O::Json | O::Plot => UsageKind::Invalid,
+    }
+}
+
+/// The category of a measured run's field that reading it back would
+/// refuse. `RunRefused` says which field, not why: a cell's text, or a
+/// model that does not resolve, is invalid; a setting the layout's checks
+/// name conflicts with the degrees; a count (`nodes`, `global_batch`, ...)
+/// is out of range, as one below 1 is (`append_measured_run` sorts a
+/// `nodes` or `global_batch` of 1 or more, which the layout refused, as a
+/// conflict).
+fn run_field_kind(field: &str) -> UsageKind {
+    match field {
+        "model" | "sdk" | "source" => UsageKind::Invalid,
+        "sequence_parallel" | "remat" => UsageKind::Conflict,
+        _ => UsageKind::OutOfRange,
     }
 }
 

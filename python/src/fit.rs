@@ -7,11 +7,12 @@
 //! code.
 
 use crate::checkpoint::{metrics_log, metrics_rows};
-use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, to_py, usage};
+use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, lock_error, to_py, usage};
 use hlatc::fit::checkpoints::{Notice, RunCheckpointError, RunCheckpoints as Rust};
 use hlatc::fit::{FitEnd, FitEngine, FitPolicy};
 use hlatc::run_identity::{changed_message, FrontEnd, RunIdentity, RunIdentityError};
 use hlatc::train::run_error::RunError;
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyMapping};
 use std::path::PathBuf;
@@ -243,13 +244,17 @@ impl RunCheckpoints {
         let inner = self.inner.lock().map_err(poisoned)?;
         match inner.as_ref() {
             Some(c) => guarded(|| f(c)),
-            None => Err(usage("RunCheckpoints: closed")),
+            None => Err(usage(UsageKind::Conflict, "RunCheckpoints: closed")),
         }
     }
 }
 
+/// As a closed directory: a state that refuses the call.
 fn poisoned<T>(_: std::sync::PoisonError<T>) -> PyErr {
-    usage("RunCheckpoints: a save panicked while it held the directory")
+    usage(
+        UsageKind::Conflict,
+        "RunCheckpoints: a save panicked while it held the directory",
+    )
 }
 
 /// A notice as Python warns it: its category, and its words where
@@ -305,6 +310,6 @@ pub fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
             }
         },
         RunCheckpointError::Dir(d) => checkpoint_error(d),
-        RunCheckpointError::Lock(_) => usage(message),
+        RunCheckpointError::Lock(l) => lock_error(l, message),
     }
 }

@@ -2,12 +2,13 @@
 //! so `hlatc.Trainer.fit` and `hlatc train --checkpoint-dir` record and
 //! check the same `run.json`, and `hlatc.jax.Trainer` the same fields.
 
-use crate::errors::{guarded, CHECKPOINT, FILE, USAGE};
+use crate::errors::{guarded, usage, CHECKPOINT, FILE};
 use crate::step::Step;
 use hlatc::run_identity::{
     changed_message, files_fingerprint, init_from_seed, tokenizer_hash, Coverage, FrontEnd,
     RunIdentity, RunIdentityError,
 };
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use std::path::PathBuf;
 
@@ -26,9 +27,9 @@ pub fn identity_names(identity: &str) -> PyResult<Vec<String>> {
 pub(crate) fn identity_error(e: &RunIdentityError) -> PyErr {
     let message = e.to_string();
     match e {
-        RunIdentityError::Changed { .. } | RunIdentityError::UnknownField { .. } => {
-            USAGE.err(message)
-        }
+        RunIdentityError::Changed { .. } => usage(UsageKind::Conflict, message),
+        // A field of this run's identity, as `allow_changes` names it.
+        RunIdentityError::UnknownField { .. } => usage(UsageKind::NotFound, message),
         RunIdentityError::Malformed { .. } => CHECKPOINT.err(message),
         RunIdentityError::Io { path, .. } => crate::errors::path_error(&FILE, message, path),
     }

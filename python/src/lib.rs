@@ -27,6 +27,7 @@ use hlatc::metrics::Series;
 use hlatc::pipeline::Phase;
 use hlatc::token_data::RawDtype;
 use hlatc::train::loader::{Packing, SourceFormat};
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 
@@ -80,7 +81,7 @@ pub(crate) fn choice_lists() -> BTreeMap<&'static str, Vec<&'static str>> {
 fn program_name(name: &str) -> PyResult<&'static str> {
     hlatc::bundle::ProgramName::from_manifest(name)
         .map(|p| p.name())
-        .map_err(|e| errors::usage(e.to_string()))
+        .map_err(|e| errors::usage(UsageKind::OutOfRange, e.to_string()))
 }
 
 /// Every option of a compile as `hlatc compile` and `compile_step` spell
@@ -115,6 +116,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[pymodule]
 fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    // `UsageError.category`'s names, from the Rust enum: what the Python
+    // side's own refusals (`hlatc._args.UsageKind`) are held to.
+    m.add(
+        "USAGE_CATEGORIES",
+        UsageKind::ALL.map(UsageKind::name).to_vec(),
+    )?;
     m.add_function(wrap_pyfunction!(compile::compile_step, m)?)?;
     m.add_function(wrap_pyfunction!(choices, m)?)?;
     m.add_function(wrap_pyfunction!(args::argument_error, m)?)?;

@@ -2,7 +2,7 @@
 //! optimized by named passes.
 
 use crate::args;
-use crate::errors::{guarded, target_named, to_py, PASS, USAGE};
+use crate::errors::{guarded, target_named, to_py, Unknown, PASS};
 use hlatc::passes::{default_pipeline, pipeline_from_names, registry, PassContext};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -86,7 +86,7 @@ pub fn optimize(
     #[pyo3(from_py_with = args::passes)] passes: Option<Vec<String>>,
     #[pyo3(from_py_with = args::target)] target: &str,
 ) -> PyResult<Module> {
-    let t = target_named(&USAGE, target)?;
+    let t = target_named(Unknown::Argument, target)?;
     let mut m = module.borrow().inner.clone();
     py.allow_threads(|| {
         guarded(|| {

@@ -3,9 +3,10 @@
 
 use crate::args;
 use crate::compile::source;
-use crate::errors::{guarded, named, precision_named, remat_named, to_py, CONFIG, USAGE};
+use crate::errors::{guarded, named, precision_named, remat_named, to_py, Unknown};
 use hlatc::plan::reports::CalibrationRequest;
 use hlatc::plan::{plan as search, Candidate as RustCandidate, Instance, PlanOptions};
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 
@@ -279,8 +280,16 @@ pub fn plan(
     let model_given = model.is_some() || config.is_some();
     let layout_given = layout.is_some();
     let model = source(model, config)?;
-    let precision = precision.map(|p| precision_named(&CONFIG, p)).transpose()?;
-    let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
+    let precision = precision
+        .map(|p| precision_named(Unknown::Config, p))
+        .transpose()?;
+    let instance = named(
+        Unknown::Argument,
+        "instance",
+        instance,
+        &Instance::ALL,
+        Instance::name,
+    )?;
     let request = CalibrationRequest {
         calibration,
         report,
@@ -412,7 +421,14 @@ pub fn append_measured_run(
 ) -> PyResult<()> {
     use hlatc::plan::calibration::{append_run, MeasuredRun};
     use hlatc::plan::Layout;
-    let instance = named(&USAGE, "instance", instance, &Instance::ALL, Instance::name)?;
+    use hlatc::plan::PlanError;
+    let instance = named(
+        Unknown::Argument,
+        "instance",
+        instance,
+        &Instance::ALL,
+        Instance::name,
+    )?;
     let layout = Layout {
         parallel: hlatc::models::Parallelism {
             tp,
@@ -422,9 +438,9 @@ pub fn append_measured_run(
             zero1,
             ..hlatc::models::Parallelism::SINGLE
         },
-        remat: remat_named(&CONFIG, remat)?,
+        remat: remat_named(Unknown::Config, remat)?,
         micro_batch,
-        precision: precision_named(&CONFIG, precision)?,
+        precision: precision_named(Unknown::Config, precision)?,
         attention: hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention),
     };
     let run = MeasuredRun {
@@ -440,5 +456,16 @@ pub fn append_measured_run(
         seq_per_s,
         source: source.0.into_owned(),
     };
-    append_run(&path, &run).map_err(|e| to_py(e.into()))
+    // `RunRefused` names the field, not why: a `nodes` or `global_batch`
+    // of 1 or more was refused for the layout (cores it does not fill,
+    // replicas that do not divide the batch), which a count below 1 is not.
+    append_run(&path, &run).map_err(|e| match &e {
+        PlanError::RunRefused { field, .. }
+            if (*field == "nodes" && nodes >= 1)
+                || (*field == "global_batch" && global_batch >= 1) =>
+        {
+            args::usage(UsageKind::Conflict, field, e.to_string())
+        }
+        _ => to_py(e.into()),
+    })
 }

@@ -5,6 +5,7 @@ use crate::args;
 use crate::errors::{guarded, path_error, usage, FILE};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::plot::{plot_to_file, Curve, PlotOptions};
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 
@@ -21,19 +22,23 @@ pub fn plot_metrics(
 ) -> PyResult<()> {
     let series = Series::from_column(series).ok_or_else(|| {
         let known: Vec<&str> = Series::ALL.iter().map(|s| s.column()).collect();
-        usage(format!(
-            "unknown series '{series}' (known: {})",
-            known.join(", ")
-        ))
+        args::usage(
+            UsageKind::OutOfRange,
+            "series",
+            format!("unknown series '{series}' (known: {})", known.join(", ")),
+        )
     })?;
     let mut logs = Vec::with_capacity(runs.len());
     for (label, steps) in runs {
         let mut log = MetricsLog::default();
         for (i, s) in steps.iter().enumerate() {
             let get = |k: &str| {
-                s.get(k)
-                    .copied()
-                    .ok_or_else(|| usage(format!("{label}: step {}: no '{k}'", i + 1)))
+                s.get(k).copied().ok_or_else(|| {
+                    usage(
+                        UsageKind::NotFound,
+                        format!("{label}: step {}: no '{k}'", i + 1),
+                    )
+                })
             };
             log.push(StepMetrics {
                 step: i as u64 + 1,

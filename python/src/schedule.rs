@@ -4,6 +4,7 @@
 
 use crate::args;
 use hlatc::pipeline::{Phase, Schedule as Inner};
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 
 /// Which program runs at each tick of an optimizer step, and which
@@ -26,7 +27,8 @@ impl Schedule {
         let stages = self.inner.stages;
         match (0..stages).contains(&stage) {
             true => Ok(()),
-            false => Err(args::out_of_range(
+            false => Err(args::usage(
+                UsageKind::OutOfRange,
                 "stage",
                 format!("stage {stage}: the pipeline has stages 0 to {}", stages - 1),
             )),
@@ -120,7 +122,8 @@ impl Schedule {
 pub(crate) fn check_tick(ticks: i64, tick: i64) -> PyResult<()> {
     match (0..ticks).contains(&tick) {
         true => Ok(()),
-        false => Err(args::out_of_range(
+        false => Err(args::usage(
+            UsageKind::OutOfRange,
             "tick",
             format!(
                 "tick {tick}: an optimizer step runs ticks 0 to {}",

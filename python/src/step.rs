@@ -18,6 +18,7 @@ use hlatc::pipeline::Phase;
 use hlatc::runtime::Program;
 use hlatc::step_programs::{self, OneProgram, Pipeline, RunFailure};
 use hlatc::train_step::StepConfig;
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 use std::collections::HashMap;
@@ -83,15 +84,21 @@ impl Step {
     /// Why a whole step of several programs cannot answer for one.
     fn several_programs(&self) -> PyErr {
         if let Some(p) = &self.compiled.pipeline {
-            return usage(format!(
-                "this step is pipeline parallelism's four programs (pp={}, {} micro-batches): use its warm_up, steady, cool_down and apply_step, each a Step of one stage's program; write_bundle, Trainer, hlatc.jax.Trainer, init_state, shard_state, gather_state, hugging_face_params and tick_batches take the pipeline",
-                p.schedule.stages, p.schedule.micro_batches
-            ));
+            return usage(
+                UsageKind::Conflict,
+                format!(
+                    "this step is pipeline parallelism's four programs (pp={}, {} micro-batches): use its warm_up, steady, cool_down and apply_step, each a Step of one stage's program; write_bundle, Trainer, hlatc.jax.Trainer, init_state, shard_state, gather_state, hugging_face_params and tick_batches take the pipeline",
+                    p.schedule.stages, p.schedule.micro_batches
+                ),
+            );
         }
-        usage(format!(
-            "this step is gradient accumulation's two programs (grad_accum={}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair",
-            self.grad_accum()
-        ))
+        usage(
+            UsageKind::Conflict,
+            format!(
+                "this step is gradient accumulation's two programs (grad_accum={}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair",
+                self.grad_accum()
+            ),
+        )
     }
 
     /// The whole step, for what runs all its programs (`what`); one
@@ -99,10 +106,13 @@ impl Step {
     pub(crate) fn whole(&self, what: &str) -> PyResult<&CompiledStep> {
         match self.part {
             None => Ok(&self.compiled),
-            Some(name) => Err(usage(format!(
-                "{what}: '{}' is one program of a step of several; {what} runs the whole step (the Step compile_step returned)",
-                name.name()
-            ))),
+            Some(name) => Err(usage(
+                UsageKind::Conflict,
+                format!(
+                    "{what}: '{}' is one program of a step of several; {what} runs the whole step (the Step compile_step returned)",
+                    name.name()
+                ),
+            )),
         }
     }
 
@@ -129,10 +139,13 @@ impl Step {
     /// silently another stage's.
     fn whole_model(&self, what: &str) -> PyResult<()> {
         match self.part {
-            Some(name) if self.compiled.pipeline.is_some() => Err(usage(format!(
-                "{what}: '{}' is one program of a pipeline-parallel step, whose state names one stage's layers as the stage model's, whatever the stage; ask the pipelined step, whose {what} knows which stage holds which of the whole model's layers",
-                name.name()
-            ))),
+            Some(name) if self.compiled.pipeline.is_some() => Err(usage(
+                UsageKind::Conflict,
+                format!(
+                    "{what}: '{}' is one program of a pipeline-parallel step, whose state names one stage's layers as the stage model's, whatever the stage; ask the pipelined step, whose {what} knows which stage holds which of the whole model's layers",
+                    name.name()
+                ),
+            )),
             _ => Ok(()),
         }
     }
@@ -289,6 +302,7 @@ impl Step {
         if let Some(p) = self.pipeline() {
             if checkpoint.is_some() {
                 return Err(usage(
+                    UsageKind::Unsupported,
                     "init_state(checkpoint=...) of a pipeline-parallel step: reading each stage's slices of a Hugging Face checkpoint is not supported yet; start from the model's initialization, or train with hlatc.Trainer and resume() a whole state made from the checkpoint",
                 ));
             }
@@ -541,6 +555,7 @@ impl Step {
     ) -> PyResult<Vec<Bound<'py, PyDict>>> {
         let Some(p) = self.pipeline() else {
             return Err(usage(
+                UsageKind::Conflict,
                 "tick_batches: only a pipeline-parallel step (pp above 1) runs ticks; a step of one program takes rank_batch's inputs",
             ));
         };

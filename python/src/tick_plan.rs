@@ -7,6 +7,7 @@ use crate::args;
 use crate::schedule::check_tick;
 use crate::tensor_info::{info, TensorInfo};
 use hlatc::pipeline::{Phase, TickInput, TickOutput, TickPlan as Inner, TickRouting as Routing};
+use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 
 /// Which program each tick of an optimizer step runs, and for each
@@ -49,7 +50,8 @@ impl TickPlan {
             .into_iter()
             .find(|p| p.name() == phase)
             .ok_or_else(|| {
-                args::out_of_range(
+                args::usage(
+                UsageKind::OutOfRange,
                     "phase",
                     format!("phase '{phase}': a pipeline's tick programs are warm_up, steady and cool_down"),
                 )

@@ -145,8 +145,9 @@ def test_a_pipelined_step_shows_its_programs_and_schedule():
     # Stage 1 runs micro-batch 0 forward at tick 1 and backward at tick 2.
     assert (s.forward_micro_batch(1, 1), s.backward_micro_batch(2, 1)) == (0, 0)
     assert s.backward_micro_batch(0, 0) is None
-    with pytest.raises(hlatc.UsageError, match="tick 5: an optimizer step runs ticks 0 to 4"):
+    with pytest.raises(hlatc.UsageError) as e:
         s.phase(5)
+    assert (e.value.argument, e.value.category) == ("tick", "out_of_range")
     summary = step.summary
     assert (summary["pp"], summary["ticks"], summary["grad_accum"]) == (2, 5, 2)
     assert summary["steady"]["instructions"] == step.steady.summary["instructions"]
@@ -161,16 +162,17 @@ def test_a_pipelined_step_shows_its_programs_and_schedule():
     assert "model.layers.1.mlp.down_proj.weight" not in roles
     # What is one program's is asked of the programs; what names the whole
     # model is asked of the pipeline.
-    with pytest.raises(hlatc.UsageError, match="warm_up, steady, cool_down and apply_step"):
-        step.hlo_text
-    with pytest.raises(hlatc.UsageError, match="'apply_step' is one program of a pipeline"):
-        step.apply_step.init_state()
-    with pytest.raises(hlatc.UsageError, match="'steady' is one program of a pipeline"):
-        steady.gather_state([{}])
-    with pytest.raises(hlatc.UsageError, match="only a pipeline-parallel step"):
-        one.tick_batches(*next(batches(1)))
-    with pytest.raises(hlatc.UsageError, match="checkpoint"):
-        step.init_state(checkpoint="model.safetensors")
+    for ask, category in [
+        (lambda: step.hlo_text, "conflict"),
+        (lambda: step.apply_step.init_state(), "conflict"),
+        (lambda: steady.gather_state([{}]), "conflict"),
+        (lambda: one.tick_batches(*next(batches(1))), "conflict"),
+        # Not yet: each stage's slices of a Hugging Face checkpoint.
+        (lambda: step.init_state(checkpoint="model.safetensors"), "unsupported"),
+    ]:
+        with pytest.raises(hlatc.UsageError) as e:
+            ask()
+        assert e.value.category == category, str(e.value)
 
 
 def test_the_pipelined_steps_state_is_the_whole_models_divided_by_stage():
@@ -199,8 +201,9 @@ def test_the_pipelined_steps_state_is_the_whole_models_divided_by_stage():
     hf = step.hugging_face_params(trained)
     assert sorted(hf) == sorted(trainer.hugging_face_params())
     assert all(np.array_equal(hf[k], v) for k, v in trainer.hugging_face_params().items())
-    with pytest.raises(hlatc.UsageError, match="tensor 'extra' is not state of this step"):
+    with pytest.raises(hlatc.UsageError) as e:
         step.shard_state({**trained, "extra": trained["step"]}, 0)
+    assert e.value.category == "not_found"
     # A tensor missing from the whole state is named as the whole model
     # names it, on the rank whose stage holds it.
     layer1 = "adam_m.model.layers.1.mlp.down_proj.weight"
@@ -210,8 +213,9 @@ def test_the_pipelined_steps_state_is_the_whole_models_divided_by_stage():
         step.shard_state(without, 2)
     with pytest.raises(hlatc.UsageError, match=f"no tensor '{layer1}'"):
         step.hugging_face_params(without)
-    with pytest.raises(hlatc.UsageError, match=r"rank 4: the step runs on 4 rank\(s\)"):
+    with pytest.raises(hlatc.UsageError) as e:
         step.init_state(rank=4)
+    assert e.value.category == "out_of_range"
 
 
 def test_each_tick_takes_the_micro_batches_the_schedule_names():
@@ -258,10 +262,12 @@ def test_the_tick_plan_routes_each_programs_inputs_and_outputs_by_role():
                                   if t.role == "grad_accumulator"]
         assert set(route.to_buffers) <= set(buffers)
         assert route.loss == "loss"
-    with pytest.raises(hlatc.UsageError, match="tick 5"):
+    with pytest.raises(hlatc.UsageError) as e:
         plan.phase(5)
-    with pytest.raises(hlatc.UsageError, match="warm_up, steady and cool_down"):
+    assert (e.value.argument, e.value.category) == ("tick", "out_of_range")
+    with pytest.raises(hlatc.UsageError) as e:
         plan.routing("cooldown")  # type: ignore[arg-type]
+    assert (e.value.argument, e.value.category) == ("phase", "out_of_range")
     assert hlatc.compile_step(**OPTIONS).tick_plan is None
 
 
@@ -295,5 +301,6 @@ def test_fit_trains_a_pipelined_step_and_resumes_it(tmp_path):
 
 def test_the_jax_engine_refuses_what_it_cannot_start_a_pipeline_from():
     step = hlatc.compile_step(**OPTIONS, pp=2, grad_accum=2)
-    with pytest.raises(hlatc.UsageError, match="init=: a pipeline-parallel step"):
+    with pytest.raises(hlatc.UsageError) as e:
         hlatc.jax.Trainer(step, init="model.safetensors")
+    assert (e.value.argument, e.value.category) == ("init", "unsupported")

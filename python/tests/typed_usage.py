@@ -104,8 +104,9 @@ def errors(tmp: Path) -> None:
     except hlatc.DataError as e:
         line: Optional[int] = e.line
         print(line)
-    except hlatc.UsageError:
-        pass
+    except hlatc.UsageError as e:
+        category: Optional[str] = e.category
+        print(category, e.argument)
     except hlatc.Error:
         raise
     error_types: List[type[hlatc.Error]] = [hlatc.RunError, hlatc.CheckpointError,
