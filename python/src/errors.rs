@@ -343,6 +343,18 @@ pub(crate) fn target_named(unknown: Unknown, name: &str) -> PyResult<Target> {
     named(unknown, "target", name, &Target::ALL, Target::name)
 }
 
+/// `instance=`'s machine, refused as an argument naming the instances.
+pub(crate) fn instance_named(name: &str) -> PyResult<hlatc::plan::Instance> {
+    use hlatc::plan::Instance;
+    named(
+        Unknown::Argument,
+        "instance",
+        name,
+        &Instance::ALL,
+        Instance::name,
+    )
+}
+
 /// `UsageError(message)` of category `kind`, about no one argument.
 pub(crate) fn usage(kind: UsageKind, message: impl Into<String>) -> PyErr {
     usage_error(kind, None, message.into())

@@ -3,9 +3,9 @@
 
 use crate::args;
 use crate::compile::source;
-use crate::errors::{guarded, named, precision_named, remat_named, to_py, Unknown};
+use crate::errors::{guarded, instance_named, precision_named, remat_named, to_py, Unknown};
 use hlatc::plan::reports::CalibrationRequest;
-use hlatc::plan::{plan as search, Candidate as RustCandidate, Instance, PlanOptions};
+use hlatc::plan::{plan as search, Candidate as RustCandidate, PlanOptions};
 use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
@@ -283,13 +283,7 @@ pub fn plan(
     let precision = precision
         .map(|p| precision_named(Unknown::Config, p))
         .transpose()?;
-    let instance = named(
-        Unknown::Argument,
-        "instance",
-        instance,
-        &Instance::ALL,
-        Instance::name,
-    )?;
+    let instance = instance_named(instance)?;
     let request = CalibrationRequest {
         calibration,
         report,
@@ -422,13 +416,7 @@ pub fn append_measured_run(
     use hlatc::plan::calibration::{append_run, MeasuredRun};
     use hlatc::plan::Layout;
     use hlatc::plan::PlanError;
-    let instance = named(
-        Unknown::Argument,
-        "instance",
-        instance,
-        &Instance::ALL,
-        Instance::name,
-    )?;
+    let instance = instance_named(instance)?;
     let layout = Layout {
         parallel: hlatc::models::Parallelism {
             tp,
