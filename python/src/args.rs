@@ -3,9 +3,10 @@
 //! count; these raise an `hlatc.UsageError` naming the argument, what was
 //! given and what is taken: a `UsageTypeError` (also a `TypeError`;
 //! category `invalid`) for a value of another type, a `UsageError` (also a
-//! `ValueError`; category `out_of_range`) for one out of range. Each argument is read with `#[pyo3(from_py_with =
-//! args::NAME)]`: the extractor named as the argument (declared once in
-//! [`named!`]) reads any type that is [`Accepted`].
+//! `ValueError`; category `out_of_range`) for one out of range. Each
+//! argument is read with `#[pyo3(from_py_with = args::NAME)]`: the
+//! extractor named as the argument (declared once in [`named!`]) reads any
+//! type that is [`Accepted`].
 
 use crate::errors::{usage_error, usage_type_error, CONFIG};
 use hlatc::usage::UsageKind;

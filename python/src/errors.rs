@@ -365,25 +365,23 @@ pub(crate) fn usage(kind: UsageKind, message: impl Into<String>) -> PyErr {
 /// it), so that a caller can sort every refusal by `category` alone, as
 /// the facade's own (`hlatc::usage::UsageKind`).
 pub(crate) fn usage_error(kind: UsageKind, argument: Option<&str>, message: String) -> PyErr {
-    let fields = Python::with_gil(|py| {
-        [
-            ("argument", obj(py, argument)),
-            ("category", obj(py, kind.name())),
-        ]
-    });
-    USAGE.with(message, &fields)
+    USAGE.with(message, &usage_fields(kind, argument))
 }
 
 /// A `UsageTypeError` about `argument`: a value of a type it does not
 /// take is input that is not what it should be.
 pub(crate) fn usage_type_error(argument: &str, message: String) -> PyErr {
-    let fields = Python::with_gil(|py| {
+    USAGE_TYPE.with(message, &usage_fields(UsageKind::Invalid, Some(argument)))
+}
+
+/// The fields every `UsageError` (and `UsageTypeError`) carries.
+fn usage_fields(kind: UsageKind, argument: Option<&str>) -> [(&'static str, PyObject); 2] {
+    Python::with_gil(|py| {
         [
             ("argument", obj(py, argument)),
-            ("category", obj(py, UsageKind::Invalid.name())),
+            ("category", obj(py, kind.name())),
         ]
-    });
-    USAGE_TYPE.with(message, &fields)
+    })
 }
 
 /// The category of a tensor that does not convert: a value past its
