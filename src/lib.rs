@@ -38,6 +38,7 @@ pub mod pipeline {
 }
 
 pub mod compile_step;
+pub mod error_code;
 pub mod fit;
 pub mod metrics;
 pub mod plan;

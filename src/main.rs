@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => {
-            let text = e.render().to_string();
+            let text = coded(&e);
             let written = if e.use_stderr() {
                 std::io::stderr().lock().write_all(text.as_bytes())
             } else {
@@ -37,7 +37,7 @@ fn main() -> ExitCode {
             // If standard error itself is gone there is nobody to tell; the
             // exit status still says it failed.
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "error: {e}");
+            let _ = writeln!(err, "error[{}]: {e}", e.code());
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
                 // thiserror messages already embed their sources; print only
@@ -50,4 +50,37 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// clap's error with its code in front, as hlatc's own errors print theirs
+/// (hlatc::error_code). A value an option of the table refuses is that
+/// option's code (`option.tp`), as the library's refusal of it is, however
+/// it was caught; any other flag's value is `cli.value_validation.FLAG`;
+/// the rest is the kind of mistake clap found (`cli.unknown_argument`).
+/// Help and version are not errors and print as they are.
+fn coded(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let text = e.render().to_string();
+    let Some(rest) = text.strip_prefix("error: ") else {
+        return text;
+    };
+    let kind = hlatc::error_code::snake_case(&format!("{:?}", e.kind()));
+    // clap names the argument as `--tp <N>`.
+    let flag = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg
+            .strip_prefix("--")
+            .and_then(|a| a.split(' ').next())
+            .map(str::to_string),
+        _ => None,
+    };
+    let code = match (e.kind(), flag) {
+        (ErrorKind::ValueValidation | ErrorKind::InvalidValue, Some(flag)) => {
+            match hlatc::compile_step::spellings::CompileOption::from_flag(&flag) {
+                Some(option) => format!("option.{}", option.keyword()),
+                None => format!("cli.{kind}.{}", flag.replace('-', "_")),
+            }
+        }
+        _ => format!("cli.{kind}"),
+    };
+    format!("error[{code}]: {rest}")
 }

@@ -25,6 +25,13 @@ pub trait OptionSet: 'static {
     fn base() -> CompileOptions {
         CompileOptions::default()
     }
+
+    /// What the command does where `option` is not given, as its `--help`
+    /// says it, where that is not the table's default value (`None`: the
+    /// table's).
+    fn own_default(_option: CompileOption) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The rows `S` takes, in the table's order (the order of `--help`).
@@ -126,12 +133,33 @@ impl OptionSet for StateOptions {
     }
 }
 
+/// `hlatc plan`: the rows that say which model and step every layout
+/// compiles. Its layouts, batch and cluster are its own flags.
+pub struct PlanRows;
+
+impl OptionSet for PlanRows {
+    fn takes(option: CompileOption) -> bool {
+        use CompileOption as O;
+        matches!(
+            option,
+            O::Model | O::Config | O::SeqLen | O::CapacityFactor | O::Precision | O::Kernel
+        )
+    }
+
+    /// Without `--precision` the plan searches the bf16 presets.
+    fn own_default(option: CompileOption) -> Option<&'static str> {
+        (option == CompileOption::Precision)
+            .then_some("search bf16-master, bf16-mixed and bf16-pure")
+    }
+}
+
 /// The rows of `S` as given on a command line: the library's options they
 /// make over `S`'s defaults, and each occurrence of the CLI's own options
 /// (`--out`), its word (`None` for a switch).
 pub struct OptionArgs<S> {
     options: CompileOptions,
     own: Vec<(CompileOption, Option<String>)>,
+    given: Vec<CompileOption>,
     set: std::marker::PhantomData<S>,
 }
 
@@ -142,6 +170,11 @@ impl<S> OptionArgs<S> {
     /// The options the flags make.
     pub fn options(&self) -> &CompileOptions {
         &self.options
+    }
+
+    /// Whether `option`'s flag was given (its default is not).
+    pub fn given(&self, option: CompileOption) -> bool {
+        self.given.contains(&option)
     }
 
     /// Whether a switch of the CLI's own (`--verify`) was given.
@@ -158,12 +191,16 @@ impl<S> OptionArgs<S> {
     }
 }
 
-/// The flag of one row, among the rows a command `takes`.
-fn arg(option: CompileOption, takes: fn(CompileOption) -> bool) -> Arg {
+/// The flag of one row, among the rows `S` takes.
+fn arg<S: OptionSet>(option: CompileOption) -> Arg {
     let s = option.spelling();
     let mut help = s.help.to_string();
     if let Some(names) = option.choices() {
         help.push_str(&format!("\n\n[possible values: {}]", names.join(", ")));
+    }
+    let own_default = S::own_default(option);
+    if let Some(what) = own_default {
+        help.push_str(&format!("\n\n[default: {what}]"));
     }
     let mut arg = Arg::new(s.flag).long(s.flag).help(help);
     arg = match option.takes() {
@@ -177,11 +214,11 @@ fn arg(option: CompileOption, takes: fn(CompileOption) -> bool) -> Arg {
             .value_parser(checked(option))
             .allow_negative_numbers(true);
     }
-    if let DefaultValue::Value(v) = s.default {
+    if let (DefaultValue::Value(v), None) = (s.default, own_default) {
         arg = arg.default_value(v);
     }
     for (a, b) in CONFLICTS {
-        if *a == option && takes(*b) {
+        if *a == option && S::takes(*b) {
             arg = arg.conflicts_with(b.spelling().flag);
         }
     }
@@ -205,7 +242,7 @@ fn checked(option: CompileOption) -> ValueParser {
 
 impl<S: OptionSet> clap::Args for OptionArgs<S> {
     fn augment_args(cmd: Command) -> Command {
-        cmd.args(rows::<S>().map(|o| arg(o, S::takes)))
+        cmd.args(rows::<S>().map(arg::<S>))
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -215,7 +252,7 @@ impl<S: OptionSet> clap::Args for OptionArgs<S> {
 
 impl<S: OptionSet> clap::FromArgMatches for OptionArgs<S> {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let (mut options, mut own) = (S::base(), Vec::new());
+        let (mut options, mut own, mut given) = (S::base(), Vec::new(), Vec::new());
         for option in rows::<S>() {
             let id = option.spelling().flag;
             // A default is no option given: the library's own default
@@ -223,6 +260,7 @@ impl<S: OptionSet> clap::FromArgMatches for OptionArgs<S> {
             if m.value_source(id) != Some(ValueSource::CommandLine) {
                 continue;
             }
+            given.push(option);
             let words: Vec<Option<&str>> = match option.takes() {
                 Takes::Switch => vec![None],
                 Takes::One | Takes::Repeated => m
@@ -244,6 +282,7 @@ impl<S: OptionSet> clap::FromArgMatches for OptionArgs<S> {
         Ok(OptionArgs {
             options,
             own,
+            given,
             set: std::marker::PhantomData,
         })
     }

@@ -1,13 +1,13 @@
 //! `hlatc plan`: which layout to run, predicted from the compiled programs.
 
 use super::console::{note, out};
-use hlatc::compile_step::ModelSource;
+use super::option_args::{OptionArgs, PlanRows};
+use hlatc::compile_step::spellings::CompileOption;
 use hlatc::memory_plan::gib;
-use hlatc::models::{KernelRequest, PRESETS};
+use hlatc::models::KernelRequest;
 use hlatc::plan::calibration::{median_and_worst, RunError};
 use hlatc::plan::reports::CalibrationRequest;
 use hlatc::plan::{check_output, plan, Instance, Plan, PlanOption, PlanOptions};
-use hlatc::precision::Precision;
 use hlatc::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,20 +43,11 @@ hlatc plan --model hlat-7b --nodes 16 --layout tp=8,dp=64,sp,zero1,remat=core-at
 hlatc plan --config config.json --instance trn2.48xlarge --nodes 4 --price 40 --plot plan.png\n  \
 hlatc plan --model hlat-7b --nodes 16 --calibration my-runs.csv")]
 pub struct Args {
-    /// Built-in model (as `hlatc compile --model`) [default: hlat-7b]
-    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(PRESETS), conflicts_with = "config")]
-    model: Option<String>,
-    /// Hugging Face `config.json` instead of a preset
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Tokens per sequence [default: min(4096, max_position_embeddings)]
-    #[arg(long, allow_negative_numbers = true)]
-    seq_len: Option<i64>,
-    /// The precision preset every layout uses (fp32, bf16-mixed,
-    /// bf16-pure, bf16-master; not fp64, which Trainium does not run)
-    /// [default: search bf16-master, bf16-mixed and bf16-pure]
-    #[arg(long, value_parser = hlatc::compile_step::parse_name::<hlatc::precision::Precision>)]
-    precision: Option<Precision>,
+    // The model and step every layout compiles: compile's own flags
+    // (--model, --config, --seq-len, --precision, --capacity-factor,
+    // --kernel), read by the same option table.
+    #[command(flatten)]
+    step: OptionArgs<PlanRows>,
     /// The instance kind: trn1.32xlarge (32 NeuronCores, EFA 800 Gbps),
     /// trn1n.32xlarge (EFA 1,600 Gbps) or trn2.48xlarge (64 logical cores
     /// at LNC=2)
@@ -94,15 +85,6 @@ pub struct Args {
     /// attention to --kernel's)
     #[arg(long, value_name = "SPEC")]
     layout: Option<String>,
-    #[command(flatten)]
-    kernels: super::kernel_args::KernelArgs,
-    /// A mixture of experts' capacity factor for every layout (compile's
-    /// --capacity-factor): each expert takes ceil(S k F / E) of a
-    /// sequence's S tokens and drops the rest. Without it the model's
-    /// own, dropless for the presets, whose exchange buffers are E times
-    /// the tokens'
-    #[arg(long, value_name = "F", allow_negative_numbers = true)]
-    capacity_factor: Option<f64>,
     /// Fit the cost model to these measured runs instead of the built-in
     /// fit: a CSV with the columns of data/planner/published-trn1.csv
     /// (model: a preset or a config.json path relative to the CSV)
@@ -147,16 +129,16 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
             check_output(option, path)?;
         }
     }
-    let model = match (&a.model, &a.config) {
-        (_, Some(path)) => ModelSource::ConfigFile(path.clone()),
-        (m, None) => ModelSource::Preset(m.clone().unwrap_or_else(|| "hlat-7b".into())),
-    };
-    let attention = a.kernels.attention()?;
+    let step = a.step.options();
+    let attention = hlatc::kernel_choice::attention_request(&step.kernels)?;
     let mut o = PlanOptions {
         attention: attention.clone(),
-        model,
-        seq_len: a.seq_len,
-        precision: a.precision,
+        model: step.model.clone(),
+        seq_len: step.seq_len,
+        precision: a
+            .step
+            .given(CompileOption::Precision)
+            .then_some(step.precision),
         instance: a.instance,
         nodes: a.nodes,
         global_batch: a.global_batch,
@@ -164,7 +146,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         price: a.price,
         layout: a.layout.clone(),
         threads: a.threads,
-        capacity_factor: a.capacity_factor,
+        capacity_factor: step.capacity_factor,
         ..PlanOptions::default()
     };
     let request = CalibrationRequest {
@@ -199,7 +181,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         priced_with(&attention)?;
         print_errors("predicted", &p.errors)?;
     }
-    let model_given = a.model.is_some() || a.config.is_some();
+    let model_given = a.step.given(CompileOption::Model) || a.step.given(CompileOption::Config);
     if request.reports_only(model_given, a.layout.is_some()) {
         return Ok(ExitCode::SUCCESS);
     }

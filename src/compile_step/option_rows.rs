@@ -10,7 +10,7 @@ compile_options! {
                 hlat-70b (Llama-2-70B shapes, 8 KV heads), llama3-8b, llama3.1-8b (llama3 RoPE \
                 scaling), llama3.2-1b (tied), mistral-7b (sliding window 4096), qwen2-0.5b (q/k/v \
                 biases), tinyllama, smollm-135m, tiny-moe (tiny with 4 experts; runs on XLA CPU), \
-                mixtral-8x7b, qwen3-30b-a3b [default: compile hlat-7b, train tiny]",
+                mixtral-8x7b, qwen3-30b-a3b [default: compile and plan hlat-7b, train tiny]",
         },
         Config = model, ConfigPath {
             flag: "config", python: "config", default: Unset, value: "FILE",
@@ -27,7 +27,7 @@ compile_options! {
         SeqLen = seq_len, Maybe {
             flag: "seq-len", python: "seq_len", default: Unset, value: "N",
             py: "Optional[int]",
-            help: "Tokens per sequence [default: compile min(4096, max_position_embeddings), train \
+            help: "Tokens per sequence [default: compile and plan min(4096, max_position_embeddings), train \
                 min(16, ...)]",
         },
         Packed = packed, Switch {

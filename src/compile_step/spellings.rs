@@ -181,6 +181,14 @@ impl CompileOption {
         format!("--{}", self.spelling().flag)
     }
 
+    /// The row whose flag is `--{flag}`.
+    pub fn from_flag(flag: &str) -> Option<CompileOption> {
+        CompileOption::ALL
+            .iter()
+            .copied()
+            .find(|o| o.spelling().flag == flag)
+    }
+
     /// As `hlatc.compile_step` spells it (`tp`); the flag without its
     /// dashes for what only the CLI takes.
     pub fn keyword(self) -> &'static str {

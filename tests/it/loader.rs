@@ -12,17 +12,12 @@ fn train_refuses_bad_corpus_flags_by_name() {
     word_corpus(&corpus, 20, 2, 1);
     let c = corpus.display().to_string();
     let o = hlatc(&["train", "--steps", "2", "--tokenizer", WORD_TOKENIZER]);
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("--tokenizer needs --corpus"),
-        "{}",
-        stderr(&o)
-    );
+    assert_eq!(crate::support::error_code(&o), "usage.conflict");
     let o = hlatc(&["train", "--steps", "2", "--corpus", &c]);
     assert!(!o.status.success());
     assert_eq!(
         stderr(&o).trim(),
-        format!("error: {c}: text needs a tokenizer (give --tokenizer tokenizer.json)")
+        format!("error[loader.needs_tokenizer]: {c}: text needs a tokenizer (give --tokenizer tokenizer.json)")
     );
     let o = hlatc(&[
         "train",
@@ -38,7 +33,7 @@ fn train_refuses_bad_corpus_flags_by_name() {
     assert!(!o.status.success());
     assert_eq!(
         stderr(&o).trim(),
-        format!("error: {WORD_TOKENIZER}: the tokenizer has no token '<end>' (for EOS)")
+        format!("error[loader.no_such_token]: {WORD_TOKENIZER}: the tokenizer has no token '<end>' (for EOS)")
     );
 }
 

@@ -15,6 +15,7 @@ mod conformance;
 mod corpus;
 mod cpu_trainers;
 mod docs;
+mod error_codes;
 mod expert_parallel;
 mod fault_recovery;
 mod filetests;

@@ -19,7 +19,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Exits with status 1 and an `error:` line containing `needle`.
+/// Exits with status 1 and an `error[CODE]:` line containing `needle`.
 #[track_caller]
 fn fails_with(o: &Output, needle: &str) {
     let err = stderr(o);
@@ -29,10 +29,8 @@ fn fails_with(o: &Output, needle: &str) {
         "status {:?}; stderr:\n{err}",
         o.status
     );
-    assert!(
-        err.contains("error: ") && err.contains(needle),
-        "expected '{needle}' in:\n{err}"
-    );
+    crate::support::code_in(&err);
+    assert!(err.contains(needle), "expected '{needle}' in:\n{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
 

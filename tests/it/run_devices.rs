@@ -195,7 +195,7 @@ fn run_on_devices_refuses_what_does_not_fit_the_ranks() {
     // "4 replica(s) (replica_count=4)" before partitions could run).
     assert_eq!(
         error(&run(&["--devices", "2"])),
-        "error: --devices 2: module 'pairs' is for 4 rank(s) (replica_count=4, num_partitions=1), one per device; run it with --devices 4\n"
+        "error[usage.conflict]: --devices 2: module 'pairs' is for 4 rank(s) (replica_count=4, num_partitions=1), one per device; run it with --devices 4\n"
     );
     let single = d.join("single.hlo");
     std::fs::write(
@@ -205,7 +205,7 @@ fn run_on_devices_refuses_what_does_not_fit_the_ranks() {
     .unwrap();
     assert_eq!(
         error(&hlatc(&["run", p(&single), "--devices", "8"])),
-        "error: --devices 8: module 'single' is for 1 rank(s) (replica_count=1, num_partitions=1), one per device; run it with --devices 1\n"
+        "error[usage.conflict]: --devices 8: module 'single' is for 1 rank(s) (replica_count=1, num_partitions=1), one per device; run it with --devices 1\n"
     );
     let e = error(&run(&["--outputs", p(&d.join("out.safetensors"))]));
     assert!(

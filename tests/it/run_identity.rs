@@ -7,7 +7,7 @@
 //! Every process these tests start is waited for with a timeout.
 
 use crate::corpus::word_corpus;
-use crate::support::{hlatc_within, scratch, WORD_TOKENIZER};
+use crate::support::{assert_code, hlatc_within, scratch, WORD_TOKENIZER};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -99,16 +99,13 @@ fn a_checkpoint_of_another_rope_theta_is_refused_unless_allowed_by_name() {
         e.contains("was written by another run: model.rope_theta is 10000.0 in the checkpoint, 500000.0 now"),
         "{e}"
     );
-    assert!(e.contains("--allow-resume-change FIELD"), "{e}");
+    assert_code(&e, "run_checkpoint.identity.changed");
     // A misspelt override is not silently useless.
     let e = refused(
         &d,
         &args(&resume(&["--allow-resume-change", "model.rope_theat"])),
     );
-    assert!(
-        e.contains("--allow-resume-change model.rope_theat: no such field"),
-        "{e}"
-    );
+    assert_code(&e, "run_checkpoint.identity.unknown_field");
     let notes = ok(
         &d,
         &args(&resume(&["--allow-resume-change", "model.rope_theta"])),
@@ -155,10 +152,7 @@ fn a_bf16_mixed_checkpoint_or_state_is_refused_under_fp32() {
             "ck",
         ],
     );
-    assert!(
-        e.contains("precision is bf16-mixed in the checkpoint, fp32 now"),
-        "{e}"
-    );
+    assert_code(&e, "run_checkpoint.identity.changed");
     let e = refused(
         &d,
         &[
@@ -171,12 +165,7 @@ fn a_bf16_mixed_checkpoint_or_state_is_refused_under_fp32() {
             "s.st",
         ],
     );
-    assert!(
-        e.contains(
-            "s.st was written by another run: precision is bf16-mixed in the checkpoint, fp32 now"
-        ),
-        "{e}"
-    );
+    assert_code(&e, "artifact.identity.changed");
     // Another schedule is another run too.
     let e = refused(
         &d,
@@ -184,10 +173,7 @@ fn a_bf16_mixed_checkpoint_or_state_is_refused_under_fp32() {
             "train", "--steps", "6", "--lr-max", "0.5", "--resume", "s.st",
         ],
     );
-    assert!(
-        e.contains("schedule.max_lr is 0.01 in the checkpoint, 0.5 now"),
-        "{e}"
-    );
+    assert_code(&e, "artifact.identity.changed");
     // Allowed by name, the change is kept in the state the run saves.
     let notes = ok(
         &d,
@@ -277,7 +263,7 @@ fn a_tokenizer_is_known_by_its_content_and_checked_by_its_highest_id() {
     // Retrained at the same path: another tokenizer.
     edited_tokenizer(&d.join("tok.json"), None);
     let e = refused(&d, &args(&corpus_run("tok.json", &[])));
-    assert!(e.contains("tokenizer is sha256:"), "{e}");
+    assert_code(&e, "run_checkpoint.identity.changed");
     // An id past the vocabulary, with fewer entries than it.
     edited_tokenizer(&d.join("high.json"), Some(500));
     let e = refused(
@@ -310,10 +296,7 @@ fn an_eos_id_outside_the_vocabulary_is_refused_naming_the_flag() {
             "train", "--steps", "2", "--corpus", "ids.bin", "--eos", "99999",
         ],
     );
-    assert!(
-        e.contains("--eos 99999 is outside the model's vocabulary 0..64"),
-        "{e}"
-    );
+    assert_code(&e, "loader.flag_outside_vocabulary");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -404,22 +387,14 @@ fn swapped_or_foreign_rank_files_are_refused_by_name() {
         &d,
         &[&["unshard", "pp", "--out", "x.st"][..], &dp2].concat(),
     );
-    assert!(
-        e.contains("pp/rank-00000.safetensors: holds a rank of 2 stages of"),
-        "{e}"
-    );
-    assert!(!e.contains("precision"), "{e}");
+    assert_code(&e, "artifact.state_metadata.wrong_layout");
     // And the reverse.
     ok(&d, &[&["shard", "s.st", "--out", "dp"][..], &dp2].concat());
     let e = refused(
         &d,
         &[&["unshard", "dp", "--out", "x.st"][..], &pp2].concat(),
     );
-    assert!(
-        e.contains("dp/rank-00000.safetensors: holds a rank of TP 1 x DP 2"),
-        "{e}"
-    );
-    assert!(!e.contains("precision"), "{e}");
+    assert_code(&e, "artifact.state_metadata.wrong_layout");
     // Joined in order, the state is the one divided, metadata and all.
     unshards_back(&d, "pp", &pp2, "s.st");
     std::fs::remove_dir_all(&d).unwrap();
@@ -635,20 +610,11 @@ fn rank_files_of_two_runs_or_another_precision_are_refused_naming_files_and_fiel
         &d,
         &[&["unshard", "r0", "--out", "x.st"][..], &bf16].concat(),
     );
-    assert!(
-        e.contains(
-            "r0/rank-00000.safetensors: holds a state of precision fp32, not bf16-mixed: give the \
-             --precision it was written with"
-        ),
-        "{e}"
-    );
+    assert_code(&e, "artifact.state_metadata.other_precision");
     assert!(!d.join("x.st").exists());
     // And a whole fp32 state divided as bf16-mixed.
     let e = refused(&d, &[&["shard", "s0.st", "--out", "b"][..], &bf16].concat());
-    assert!(
-        e.contains("s0.st: holds a state of precision fp32, not bf16-mixed"),
-        "{e}"
-    );
+    assert_code(&e, "artifact.state_metadata.other_precision");
     // A run's own files still join.
     unshards_back(&d, "r3", &tp2, "s3.st");
     std::fs::remove_dir_all(&d).unwrap();
@@ -693,10 +659,7 @@ fn a_corpus_edited_where_the_loader_read_it_is_refused_naming_the_file_and_bytes
     bytes[at..at + 3].copy_from_slice(b"dog");
     std::fs::write(d.join("c.jsonl"), &bytes).unwrap();
     let e = refused(&d, &args(&run(&[])));
-    assert!(
-        e.contains("c.jsonl: bytes 0..") && e.contains("are not the ones this run read there"),
-        "{e}"
-    );
+    assert_code(&e, "loader.corpus_changed");
     // Put back, the run goes on.
     std::fs::write(d.join("c.jsonl"), &original).unwrap();
     let notes = ok(&d, &args(&run(&[])));
@@ -756,12 +719,7 @@ fn runs_of_other_starting_weights_are_refused_naming_init() {
     let init = saved["fields"]["init"].as_str().unwrap().to_string();
     assert!(init.starts_with("the weights of a file, sha256:"), "{init}");
     let e = refused(&d, &args(&run("w1.st", &["--stop-after", "4"])));
-    assert!(
-        e.contains(
-            "ck/step-00000002 was written by another run: init is the weights of a file, sha256:"
-        ),
-        "{e}"
-    );
+    assert_code(&e, "run_checkpoint.identity.changed");
     assert!(!d.join("ck/step-00000004").exists());
     let notes = ok(
         &d,
@@ -806,10 +764,7 @@ fn runs_of_other_starting_weights_are_refused_naming_init() {
         &d,
         &[&["unshard", "mix", "--out", "mix.st"][..], &tp2].concat(),
     );
-    assert!(
-        e.contains("are the ranks of different runs: init is"),
-        "{e}"
-    );
+    assert_code(&e, "artifact.state_metadata.mixed_runs");
     // A whole state resumed keeps its record's start: no --init to compare,
     // and the state it saves records the one it resumed.
     ok(

@@ -116,6 +116,37 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// The code of the error `o` failed with (`error[CODE]: ..`, the error's
+/// typed path: hlatc::error_code), which a test matches where it would
+/// otherwise match the sentence. Asserts a failure (status 1, or clap's 2)
+/// and no panic.
+#[track_caller]
+pub fn error_code(o: &Output) -> String {
+    let err = stderr(o);
+    assert!(
+        matches!(o.status.code(), Some(1 | 2)),
+        "status {:?}; stderr:\n{err}",
+        o.status
+    );
+    code_in(&err).to_string()
+}
+
+/// Asserts the error in `err`, a failed run's stderr, is `want` by its code.
+#[track_caller]
+pub fn assert_code(err: &str, want: &str) {
+    let got = code_in(err);
+    assert_eq!(got, want, "{err}");
+}
+
+/// The code of the `error[CODE]: ..` line in `err`, a failed run's stderr.
+#[track_caller]
+pub fn code_in(err: &str) -> &str {
+    err.lines()
+        .find_map(|l| l.strip_prefix("error[")?.split_once("]: "))
+        .map(|(code, _)| code)
+        .unwrap_or_else(|| panic!("no error[CODE] line in:\n{err}"))
+}
+
 /// Asserts two runs gave the same outputs bit for bit: types, dims and
 /// bytes.
 pub fn assert_identical(what: &str, got: &[Literal], want: &[Literal]) {

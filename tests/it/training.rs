@@ -65,9 +65,9 @@ fn a_diverged_run_stops_at_the_step_and_says_so() {
     let step = reported + 1;
     assert!(
         stderr.contains(&format!(
-            "error: step {step}: the loss is NaN; training diverged"
+            "error[run.diverged]: step {step}: the loss is NaN; training diverged"
         )) || stderr.contains(&format!(
-            "error: step {step}: the loss is inf; training diverged"
+            "error[run.diverged]: step {step}: the loss is inf; training diverged"
         )),
         "{stderr}"
     );
@@ -254,11 +254,7 @@ fn save_and_init_round_trip_through_safetensors() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("hlat-7b's training state (parameters and two Adam moments) takes 80.9 GB"),
-        "{err}"
-    );
+    assert_eq!(crate::support::error_code(&o), "usage.unsupported");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -124,8 +124,7 @@ fn a_sharded_checkpoint_is_written_read_back_checked_and_pruned() {
     // No marker, a marker of another format, and what a save into the
     // directory again leaves: no marker, no rank file past its world.
     let e = Marker::read(&root).unwrap_err();
-    assert!(matches!(e, ShardedCheckpointError::NoMarker { .. }));
-    assert!(e.to_string().contains("no COMPLETE marker"), "{e}");
+    assert!(matches!(e, ShardedCheckpointError::NoMarker { .. }), "{e}");
     std::fs::write(root.join(COMPLETE), r#"{"format": "other/2"}"#).unwrap();
     let e = Marker::read(&root).unwrap_err();
     assert_eq!(

@@ -1,0 +1,188 @@
+//! An error's code: which error it is, as a path of names from the broadest
+//! group to the case (`artifact.identity.changed`, `usage.out_of_range`,
+//! `option.seq_len`). The CLI prints it in front of the message
+//! (`error[artifact.identity.changed]: ...`), as rustc prints its codes, so
+//! a script (and a test) tells one refusal from another without reading
+//! the sentence, which may be reworded.
+//!
+//! Each name is a variant of the typed error that raised it, in snake
+//! case: the path follows the wrappers down to the case. A usage error
+//! ends in its [`UsageKind`](crate::usage::UsageKind) and an option's
+//! refusal in the option's typed name (its Python keyword).
+
+use crate::Error;
+use std::fmt;
+
+/// An error's code; see the module's comment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorCode(Vec<String>);
+
+impl ErrorCode {
+    /// Its names, from the broadest group to the case.
+    pub fn parts(&self) -> &[String] {
+        &self.0
+    }
+
+    fn push(&mut self, name: impl Into<String>) -> &mut Self {
+        self.0.push(name.into());
+        self
+    }
+
+    /// The variant `e` is, by its name: the derived `Debug` of an enum
+    /// starts with it (`Changed { .. }`, `Io(..)`). Every error enum the
+    /// code descends into derives `Debug` (a hand-written one would name
+    /// its case otherwise: the tests of the codes the CLI prints would
+    /// show it).
+    fn variant(&mut self, e: &dyn fmt::Debug) -> &mut Self {
+        let debug = format!("{e:?}");
+        let name: String = debug
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        self.push(snake_case(&name))
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join("."))
+    }
+}
+
+/// `OutOfRange` as `out_of_range`: a variant's name as a code names it.
+pub fn snake_case(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Error {
+    /// Which error this is; see [`ErrorCode`].
+    pub fn code(&self) -> ErrorCode {
+        let mut code = ErrorCode(Vec::new());
+        facade(self, &mut code);
+        code
+    }
+}
+
+fn facade(e: &Error, code: &mut ErrorCode) {
+    match e {
+        Error::Usage(u) => {
+            code.push("usage").push(u.kind.name());
+        }
+        Error::Option(o) => {
+            code.push("option").push(o.option.keyword());
+        }
+        Error::Artifact(a) => artifact(a, code.push("artifact")),
+        Error::Train(t) => train(t, code),
+        Error::NotWritten { source, .. } => train(source, code.push("not_written")),
+        Error::RankInputs { source, .. } => artifact(source, code.push("rank_inputs")),
+        Error::Plan(p) => plan(p, code.push("plan")),
+        Error::RunCheckpoint(r) => {
+            use crate::fit::checkpoints::RunCheckpointError as R;
+            code.push("run_checkpoint").variant(r);
+            match r {
+                R::Dir(x) => code.variant(x),
+                R::Lock(x) => code.variant(x),
+                R::Identity(x) => code.variant(x),
+                R::Metrics(x) => code.variant(x),
+                _ => code,
+            };
+        }
+        Error::RunModule { source, .. } => {
+            code.variant(e).variant(source);
+        }
+        Error::Kernel(x) => {
+            code.variant(e).variant(x);
+        }
+        Error::Metrics(x) => {
+            code.variant(e).variant(x);
+        }
+        Error::StateLayout(x) => {
+            code.variant(e).variant(x);
+        }
+        Error::Tensor { source, .. } => {
+            code.variant(e).variant(source);
+        }
+        Error::Bind { source, .. } => {
+            code.variant(e).variant(source);
+        }
+        Error::PassOn { source, .. } => {
+            code.variant(e).variant(source);
+        }
+        Error::Plot { source, .. } => {
+            code.variant(e).variant(source);
+        }
+        Error::Parse { .. }
+        | Error::Output { .. }
+        | Error::DoesNotFit { .. }
+        | Error::Chip(_)
+        | Error::Json(_) => {
+            code.variant(e);
+        }
+    }
+}
+
+fn artifact(e: &hlatc_artifacts::Error, code: &mut ErrorCode) {
+    use hlatc_artifacts::Error as A;
+    code.variant(e);
+    match e {
+        A::Tensors(x) => code.variant(x),
+        A::Config(x) => code.variant(x),
+        A::Step(x) => code.variant(x),
+        A::Pass(x) => code.variant(x),
+        A::Batch(x) => code.variant(x),
+        A::Checkpoint(x) => code.variant(x),
+        A::State(x) => code.variant(x),
+        A::Identity(x) => code.variant(x),
+        A::Lock(x) => code.variant(x),
+        A::StateMetadata(x) => code.variant(x),
+        _ => code,
+    };
+}
+
+fn train(e: &hlatc_train::Error, code: &mut ErrorCode) {
+    use hlatc_train::Error as T;
+    match e {
+        T::Artifact(a) => artifact(a, code.push("artifact")),
+        T::Runtime(x) => {
+            code.variant(e).variant(x);
+        }
+        T::Loader(x) => {
+            code.variant(e).variant(x);
+        }
+        T::Verification(x) => {
+            code.variant(e).variant(x);
+        }
+        T::Run(x) => {
+            code.variant(e).variant(x);
+        }
+    }
+}
+
+fn plan(e: &crate::plan::PlanError, code: &mut ErrorCode) {
+    use crate::plan::PlanError as P;
+    code.variant(e);
+    match e {
+        P::Option { option, .. } => {
+            code.push(option.keyword());
+        }
+        P::RunRefused { field, .. } => {
+            code.push(*field);
+        }
+        P::Compile { source, .. } => facade(source, code),
+        P::Chart(x) => {
+            code.variant(x);
+        }
+        _ => {}
+    }
+}

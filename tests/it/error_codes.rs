@@ -1,0 +1,60 @@
+//! An error's code (`hlatc::Error::code`, printed by the CLI as
+//! `error[CODE]:`): the path of its variants, which a script and the other
+//! tests match instead of the sentence.
+
+use hlatc::error_code::snake_case;
+use hlatc::usage::UsageKind;
+use hlatc::Error;
+
+#[test]
+fn a_usage_error_is_coded_by_its_category() {
+    for (kind, code) in [
+        (UsageKind::OutOfRange, "usage.out_of_range"),
+        (UsageKind::Conflict, "usage.conflict"),
+        (UsageKind::NotFound, "usage.not_found"),
+    ] {
+        assert_eq!(Error::usage(kind, "a message").code().to_string(), code);
+    }
+}
+
+#[test]
+fn wrappers_are_followed_down_to_the_case() {
+    let e: Error = hlatc::run_identity::RunIdentityError::UnknownField {
+        field: "model.rope_theat".into(),
+        known: Vec::new(),
+    }
+    .into();
+    assert_eq!(e.code().parts(), ["artifact", "identity", "unknown_field"]);
+    let io = Error::io(
+        "x".as_ref(),
+        std::io::Error::from(std::io::ErrorKind::NotFound),
+    );
+    assert_eq!(io.code().to_string(), "artifact.io");
+    // An artifacts error raised by the training library is the same code.
+    let through_train: Error = hlatc::train::Error::Artifact(hlatc::artifacts::Error::File {
+        path: "b".into(),
+        message: "m".into(),
+    })
+    .into();
+    assert_eq!(through_train.code().to_string(), "artifact.file");
+}
+
+#[test]
+fn an_options_refusal_is_coded_by_its_typed_name() {
+    let mut o = hlatc::compile_step::CompileOptions::default();
+    let e: Error = o
+        .set(
+            hlatc::compile_step::spellings::CompileOption::Tp,
+            Some("two"),
+        )
+        .unwrap_err()
+        .into();
+    assert_eq!(e.code().to_string(), "option.tp");
+}
+
+#[test]
+fn camel_case_names_become_snake_case() {
+    assert_eq!(snake_case("OutOfRange"), "out_of_range");
+    assert_eq!(snake_case("Io"), "io");
+    assert_eq!(snake_case("RunCheckpoint"), "run_checkpoint");
+}
