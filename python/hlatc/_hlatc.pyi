@@ -79,7 +79,8 @@ __all__ = [
     "RunIdentity",
     "init_of_file",
     "expand_listing",
-    "read_bundle",
+    "ListedBundle",
+    "ListedProgram",
     "IDENTITY_GROUPS",
     "append_measured_run",
     "Plan",
@@ -658,9 +659,26 @@ class RunIdentity:
 
 def init_of_file(path: Union[str, "os.PathLike[str]"]) -> str: ...
 def expand_listing(listing: str) -> str: ...
-def read_bundle(
-    path: Union[str, "os.PathLike[str]"],
-) -> Tuple[str, str, List[Tuple[str, str, str, str]]]: ...
+@final
+class ListedBundle:
+    def __new__(cls, path: Union[str, "os.PathLike[str]"]) -> Self: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def manifest(self) -> Dict[str, Any]: ...
+    @property
+    def programs(self) -> List[ListedProgram]: ...
+
+@final
+class ListedProgram:
+    @property
+    def name(self) -> str: ...
+    @property
+    def manifest(self) -> str: ...
+    @property
+    def inputs(self) -> List[Dict[str, Any]]: ...
+    @property
+    def outputs(self) -> List[Dict[str, Any]]: ...
 def append_measured_run(
     path: Union[str, "os.PathLike[str]"],
     *,

@@ -137,7 +137,8 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<identity::RunIdentity>()?;
     m.add_function(wrap_pyfunction!(identity::init_of_file, m)?)?;
     m.add_function(wrap_pyfunction!(listing::expand_listing, m)?)?;
-    m.add_function(wrap_pyfunction!(listing::read_bundle, m)?)?;
+    m.add_class::<listing::ListedBundle>()?;
+    m.add_class::<listing::ListedProgram>()?;
     // The groups of fields `allow_changes` names, as `--allow-resume-change`
     // takes them: the Rust list, not a copy.
     m.add(
