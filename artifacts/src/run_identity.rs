@@ -52,8 +52,22 @@ pub const FIELD_GROUPS: [&str; 10] = [
 /// checkpoint records it, the run goes on recording the checkpoint's.
 pub const START_FIELDS: [&str; 1] = ["init"];
 
+/// The data's fields, compared only where both sides record them, as
+/// [`START_FIELDS`] are: a save or load that has no loader
+/// (`hlatc.jax.Trainer.save` and `load`) does not know the data, so it
+/// leaves them out rather than record a guess that a later resume with
+/// the data would refuse. Where only one side records them, that side's
+/// are kept.
+pub const DATA_FIELDS: [&str; 2] = ["tokenizer", "corpus"];
+
+/// Whether `field` is compared only where both sides record it.
+fn compared_where_both_record(field: &str) -> bool {
+    START_FIELDS.contains(&field) || DATA_FIELDS.contains(&field)
+}
+
 /// What defines a run: each field's value as text, by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunIdentity {
     pub fields: BTreeMap<String, String>,
     /// The changes resumes were allowed to make, oldest first.
@@ -63,6 +77,7 @@ pub struct RunIdentity {
 
 /// A field a resume changed because the user allowed it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AllowedChange {
     /// The step the run resumed at.
     pub step: u64,
@@ -243,7 +258,8 @@ impl RunIdentity {
     }
 
     /// The fields whose values differ from `saved`'s, the convertible ones
-    /// (the layout) aside.
+    /// (the layout) aside, and those one side does not know (what the run
+    /// started from, the data) compared only where both record them.
     pub fn changes_from(&self, saved: &RunIdentity) -> Vec<FieldChange> {
         let names: std::collections::BTreeSet<&String> =
             self.fields.keys().chain(saved.fields.keys()).collect();
@@ -252,7 +268,7 @@ impl RunIdentity {
         names
             .into_iter()
             .filter(|n| !CONVERTIBLE_FIELDS.contains(&n.as_str()))
-            .filter(|n| !START_FIELDS.contains(&n.as_str()) || recorded_by_both(n))
+            .filter(|n| !compared_where_both_record(n) || recorded_by_both(n))
             .filter_map(|n| {
                 let (s, c) = (saved.fields.get(n), self.fields.get(n));
                 (s != c).then(|| FieldChange {
@@ -288,9 +304,9 @@ impl RunIdentity {
             });
         }
         let mut next = self.clone();
-        for field in START_FIELDS {
-            if let (None, Some(v)) = (next.fields.get(field), saved.fields.get(field)) {
-                next.fields.insert(field.to_string(), v.clone());
+        for (field, v) in &saved.fields {
+            if compared_where_both_record(field) && !next.fields.contains_key(field) {
+                next.fields.insert(field.clone(), v.clone());
             }
         }
         next.allowed_changes = saved.allowed_changes.clone();
@@ -492,6 +508,44 @@ mod tests {
         assert!(changes.is_empty());
         assert_eq!(next.fields.get("init").map(String::as_str), Some("seed 0"));
         assert!(other.check_resume(&unknown, &[], 4, "ckpt").is_ok());
+    }
+
+    #[test]
+    fn the_data_is_compared_where_both_sides_know_it_and_the_known_side_kept() {
+        let with_data = id(&[
+            ("precision", "fp32"),
+            ("corpus", "1 file"),
+            ("tokenizer", "none"),
+        ]);
+        let without = id(&[("precision", "fp32")]);
+        // A load without a loader of a checkpoint that records the data.
+        let (next, changes) = without.check_resume(&with_data, &[], 2, "ckpt").unwrap();
+        assert!(changes.is_empty());
+        assert_eq!(next.fields, with_data.fields);
+        // A resume with the data of a checkpoint saved without a loader.
+        let (next, changes) = with_data.check_resume(&without, &[], 2, "ckpt").unwrap();
+        assert!(changes.is_empty());
+        assert_eq!(next.fields, with_data.fields);
+        let other = id(&[
+            ("precision", "fp32"),
+            ("corpus", "2 files"),
+            ("tokenizer", "none"),
+        ]);
+        let e = other.check_resume(&with_data, &[], 2, "ckpt").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("corpus is 1 file in the checkpoint, 2 files now"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_field_of_a_record_is_refused_by_name() {
+        let e = RunIdentity::from_json(r#"{"fields": {}, "history": []}"#, "run.json").unwrap_err();
+        assert!(e.to_string().contains("unknown field `history`"), "{e}");
+        let text = r#"{"fields": {}, "allowed_changes": [{"step": 1, "field": "init", "was": "a", "now": "b", "why": "c"}]}"#;
+        let e = RunIdentity::from_json(text, "run.json").unwrap_err();
+        assert!(e.to_string().contains("unknown field `why`"), "{e}");
     }
 
     #[test]

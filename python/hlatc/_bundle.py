@@ -8,13 +8,12 @@ accumulation's pair, a pipeline's four) lists them under `programs`, each
 in its own folder with its own manifest. `Bundle` lists every tensor of
 every program, one `BundleTensor` each, with the layer and parameter the
 manifest states, as the library's reader of a bundle's manifests
-(`hlatc._hlatc.read_bundle`, the train crate's `ListedBundle`) reads
-them: this module only makes Python objects of what it returns.
+(`hlatc._hlatc.ListedBundle`, the artifacts crate's `ListedBundle`) reads
+them: this module only makes `BundleTensor`s of the entries it gives.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -64,18 +63,19 @@ class Bundle:
         self.path = _args.path("path", path, "a bundle's directory (str or os.PathLike)")
         # The library's reader of a bundle's manifests (`ListedBundle`):
         # the folders, the formats, the programs and their listings.
-        fmt, manifest, programs = _hlatc.read_bundle(self.path)
-        self.manifest: Dict[str, Any] = json.loads(manifest)
-        self.format: str = fmt
-        self.programs: List[str] = [name for name, _, _, _ in programs]
+        listed = _hlatc.ListedBundle(self.path)
+        self.manifest: Dict[str, Any] = listed.manifest
+        self.format: str = listed.format
+        programs = listed.programs
+        self.programs: List[str] = [p.name for p in programs]
         self.tensors: List[BundleTensor] = []
-        for name, where, inputs, outputs in programs:
-            for kind, listed in (("input", inputs), ("output", outputs)):
+        for p in programs:
+            for kind, entries in (("input", p.inputs), ("output", p.outputs)):
                 try:
-                    self.tensors.extend(_flat(name, kind, json.loads(listed)))
-                except (KeyError, TypeError, ValueError) as e:
-                    raise _error(f"{where}: an entry of '{kind}s' hlatc cannot read: {e!r}",
-                                 where) from None
+                    self.tensors.extend(_flat(p.name, kind, entries))
+                except (AttributeError, KeyError, TypeError, ValueError) as e:
+                    raise _error(f"{p.manifest}: an entry of '{kind}s' hlatc cannot read: {e!r}",
+                                 p.manifest) from None
 
     def __iter__(self) -> Iterator[BundleTensor]:
         return iter(self.tensors)
@@ -113,7 +113,7 @@ class Bundle:
                 f"tensors={len(self.tensors)})")
 
 
-def _flat(program: str, kind: str, entries: List[Any]) -> Iterator[BundleTensor]:
+def _flat(program: str, kind: str, entries: List[Dict[str, Any]]) -> Iterator[BundleTensor]:
     for t in entries:
         layer, parameter = t.get("layer"), t.get("parameter")
         yield BundleTensor(program=program, kind=kind, index=int(t["index"]),

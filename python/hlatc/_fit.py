@@ -13,7 +13,6 @@ is handing them this trainer and loader."""
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
@@ -123,7 +122,7 @@ def fit(
     # `hlatc train --checkpoint-dir`'s directory, opened by the same code:
     # locked for this run, its newest complete checkpoint checked against
     # the run's identity.
-    ckpt = _hlatc.RunCheckpoints(os.fspath(checkpoint_dir), keep, json.dumps(current), allowed)
+    ckpt = _hlatc.RunCheckpoints(os.fspath(checkpoint_dir), keep, current, allowed)
     try:
         for kind, message in ckpt.notices:
             category = _identity.IdentityWarning if kind == "identity" else CheckpointWarning

@@ -76,12 +76,11 @@ __all__ = [
     "passes",
     "plot_metrics",
     "plan",
-    "run_identity",
-    "check_run_identity",
-    "identity_names",
+    "RunIdentity",
     "init_of_file",
     "expand_listing",
-    "read_bundle",
+    "ListedBundle",
+    "ListedProgram",
     "IDENTITY_GROUPS",
     "append_measured_run",
     "Plan",
@@ -437,7 +436,9 @@ def data_layout(step: Step) -> Dict[str, Any]: ...
 
 @final
 class RunCheckpoints:
-    def __new__(cls, dir: str, keep: int, identity: str, allow_changes: List[str]) -> Self: ...
+    def __new__(
+        cls, dir: str, keep: int, identity: RunIdentity, allow_changes: List[str]
+    ) -> Self: ...
     @property
     def notices(self) -> List[Tuple[str, str]]: ...
     def take_restored(
@@ -465,9 +466,9 @@ def fit_steps(
 def metrics_csv(rows: Sequence[Mapping[str, Optional[float]]]) -> str: ...
 def read_metrics_csv(text: str, what: str) -> List[Dict[str, float]]: ...
 
-# A per-rank checkpoint's marker: (steps_done, identity as JSON or None,
-# each file's sha256 by name).
-_Marker = Tuple[int, Optional[str], Dict[str, str]]
+# A per-rank checkpoint's marker: (steps_done, identity or None, each
+# file's sha256 by name).
+_Marker = Tuple[int, Optional[RunIdentity], Dict[str, str]]
 
 def step_dir_name(step: int) -> str: ...
 def loader_file(replica: int) -> str: ...
@@ -479,7 +480,7 @@ def sharded_write_marker(
     steps_done: int,
     world_size: int,
     config: str,
-    identity: Optional[str],
+    identity: Optional[RunIdentity],
     files: Mapping[str, str],
 ) -> None: ...
 def sharded_open(dir: str, world_size: int, ranks: Sequence[int]) -> _Marker: ...
@@ -631,22 +632,53 @@ def plan(
 ) -> Plan: ...
 IDENTITY_GROUPS: List[str]
 
-def run_identity(
-    step: Step,
-    tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
-    corpus: Optional[Sequence[str]] = None,
-    seed: Optional[int] = None,
-    init: Optional[str] = None,
-) -> str: ...
-def check_run_identity(
-    current: str, saved: str, allowed: Sequence[str], step: int, source: str
-) -> Tuple[bool, str, List[Tuple[str, Optional[str], Optional[str]]]]: ...
-def identity_names(identity: str) -> List[str]: ...
+@final
+class RunIdentity:
+    @staticmethod
+    def of_step(
+        step: Step,
+        tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
+        corpus: Optional[Sequence[str]] = None,
+        seed: Optional[int] = None,
+        init: Optional[str] = None,
+    ) -> RunIdentity: ...
+    @staticmethod
+    def from_json(text: str, source: str) -> RunIdentity: ...
+    def to_json(self) -> str: ...
+    @property
+    def fields(self) -> Dict[str, str]: ...
+    @property
+    def allowed_changes(self) -> List[Dict[str, Union[int, str]]]: ...
+    @property
+    def names(self) -> List[str]: ...
+    def with_allowed_changes_of(self, other: RunIdentity) -> RunIdentity: ...
+    def check(
+        self, recorded: RunIdentity, allowed: Sequence[str], step: int, where: str
+    ) -> Tuple[RunIdentity, List[str]]: ...
+    def __eq__(self, value: object, /) -> bool: ...
+
 def init_of_file(path: Union[str, "os.PathLike[str]"]) -> str: ...
 def expand_listing(listing: str) -> str: ...
-def read_bundle(
-    path: Union[str, "os.PathLike[str]"],
-) -> Tuple[str, str, List[Tuple[str, str, str, str]]]: ...
+@final
+class ListedBundle:
+    def __new__(cls, path: Union[str, "os.PathLike[str]"]) -> Self: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def manifest(self) -> Dict[str, Any]: ...
+    @property
+    def programs(self) -> List[ListedProgram]: ...
+
+@final
+class ListedProgram:
+    @property
+    def name(self) -> str: ...
+    @property
+    def manifest(self) -> str: ...
+    @property
+    def inputs(self) -> List[Dict[str, Any]]: ...
+    @property
+    def outputs(self) -> List[Dict[str, Any]]: ...
 def append_measured_run(
     path: Union[str, "os.PathLike[str]"],
     *,

@@ -51,20 +51,21 @@ class Shards:
     #: A rank's state as raw tensors, in the state's order.
     rank_state: Callable[[int], List[Tuple[str, Any]]]
     #: The run's identity, with the data's fields from a loader.
-    identity: Callable[[Optional["Loader"]], Dict[str, Any]]
+    identity: Callable[[Optional["Loader"]], _hlatc.RunIdentity]
     #: A checkpoint's identity checked against the run's: (dir, steps done,
     #: its marker's identity, loader, allow_changes, whether what the
     #: weights started from is compared) -> the identity to record.
     check_identity: Callable[
-        [str, int, Optional[str], Optional["Loader"], Optional[Sequence[str]], bool],
-        Dict[str, Any]]
+        [str, int, Optional[_hlatc.RunIdentity], Optional["Loader"], Optional[Sequence[str]],
+         bool],
+        _hlatc.RunIdentity]
     #: This process's ranks' state taken from a checkpoint's rank files.
     take_shares: Callable[[str], None]
 
 
 def save(trainer: Shards, d: str, shared: Optional[Mapping[str, bytes]] = None,
          replica_files: Optional[Mapping[int, bytes]] = None,
-         identity: Optional[Dict[str, Any]] = None) -> None:
+         identity: Optional[_hlatc.RunIdentity] = None) -> None:
     """`Trainer.save`, with the files `fit` adds under the same marker:
     `shared`, written alike by every process (the metrics), and
     `replica_files`, this process's replicas' (their loader positions,
@@ -107,7 +108,7 @@ def save(trainer: Shards, d: str, shared: Optional[Mapping[str, bytes]] = None,
         files.update(extra)
         recorded = identity if identity is not None else trainer.identity(None)
         _hlatc.sharded_write_marker(d, trainer.steps_done, world, json.dumps(trainer.config),
-                                    json.dumps(recorded), files)
+                                    recorded, files)
     # Nobody goes on (to load it, say) before the checkpoint is complete.
     barrier(f"hlatc-save-done:{d}")
 

@@ -482,8 +482,9 @@ class Trainer:
         self._done: Optional[int] = None
         # Each step's wall time, for append_measured_run.
         self._step_seconds: List[float] = []
-        # The identity changes allowed on the resumes of this run.
-        self._changes: List[Dict[str, Any]] = []
+        # The identity last recorded or checked, whose changes allowed on
+        # the resumes of this run every later checkpoint carries on.
+        self._history: Optional[_hlatc.RunIdentity] = None
         self._state: Dict[int, Dict[str, Any]] = {
             r: self._put(r, step.init_state(seed, r, checkpoint=init))
             for r in self._fn.local_ranks
@@ -738,20 +739,22 @@ class Trainer:
             take_shares=self._take_shares,
         )
 
-    def _identity(self, loader: Optional["Loader"], start: bool = True) -> Dict[str, Any]:
+    def _identity(self, loader: Optional["Loader"], start: bool = True) -> _hlatc.RunIdentity:
         """This run's identity (with the data's fields from `loader`, and
         unless `start` is False what its weights started from), and the
-        changes allowed so far (`_changes`)."""
+        changes allowed so far (`_history`'s)."""
         identity = _identity.of_step(self._step, loader,
                                      self._start if start else (None, None))
-        identity["allowed_changes"] = list(self._changes)
-        return identity
+        if self._history is None:
+            return identity
+        return identity.with_allowed_changes_of(self._history)
 
-    def _check_identity(self, d: str, steps_done: int, identity: Optional[str],
+    def _check_identity(self, d: str, steps_done: int,
+                        recorded: Optional[_hlatc.RunIdentity],
                         loader: Optional["Loader"],
                         allow_changes: Optional[Sequence[str]],
-                        start: bool = True) -> Dict[str, Any]:
-        """Checkpoint `d`'s identity (its marker's, JSON; None: it records
+                        start: bool = True) -> _hlatc.RunIdentity:
+        """Checkpoint `d`'s identity (its marker's; None: it records
         none), of a checkpoint after `steps_done` steps, against this run's:
         `IdentityError` naming each differing field not allowed; another
         layout, `UsageError` (its rank files are another layout's shares).
@@ -760,11 +763,8 @@ class Trainer:
         checkpoint's, not compared. The identity this run records from now
         on."""
         current = self._identity(loader, start)
-        recorded = None if identity is None else json.loads(identity)
-        if not (isinstance(recorded, dict) and isinstance(recorded.get("fields"), dict)):
-            recorded = None
         if recorded is not None:
-            old, new = recorded["fields"].get("layout"), current["fields"].get("layout")
+            old, new = recorded.fields.get("layout"), current.fields.get("layout")
             if old is not None and old != new:
                 raise _args.usage_error(
                     UsageKind.CONFLICT,
@@ -772,7 +772,7 @@ class Trainer:
                     "are another layout's shares (join them with hlatc unshard and resume() "
                     "the whole state)")
         checked = _identity.check(recorded, current, d, allow_changes, steps_done)
-        self._changes = list(checked.get("allowed_changes", []))
+        self._history = checked
         return checked
 
     def load(self, path: PathLike, *, allow_changes: Optional[Sequence[str]] = None) -> None:
@@ -857,7 +857,8 @@ class Trainer:
         os.makedirs(root, exist_ok=True)
         identity = self._identity(loader)
         metrics = _jax_checkpoint.resume_newest(self._shards(), root, loader, allow_changes)
-        identity["allowed_changes"] = list(self._changes)
+        if self._history is not None:
+            identity = identity.with_allowed_changes_of(self._history)
 
         def save(done: int, metrics: List[Dict[str, float]]) -> None:
             positions = json.loads(loader.position())

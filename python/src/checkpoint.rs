@@ -5,6 +5,7 @@
 
 use crate::arrays::{from_raw, RawIn};
 use crate::errors::{checkpoint_file_error, guarded, sharded_checkpoint_error, usage};
+use crate::identity::RunIdentity;
 use hlatc::artifacts::checkpoint::sharded::{self, Marker};
 use hlatc::metrics::{MetricsLog, StepMetrics};
 use hlatc::usage::UsageKind;
@@ -92,11 +93,11 @@ pub fn metrics_rows<'py>(py: Python<'py>, log: &MetricsLog) -> PyResult<Vec<Boun
 }
 
 /// A per-rank checkpoint's marker as Python takes it: the steps done, the
-/// run's identity (JSON; None if it records none) and each file's sha256.
-type MarkerOut = (u64, Option<String>, BTreeMap<String, String>);
+/// run's identity (None if it records none) and each file's sha256.
+type MarkerOut = (u64, Option<RunIdentity>, BTreeMap<String, String>);
 
 fn marker_out(m: Marker) -> MarkerOut {
-    let identity = m.identity.filter(|i| !i.is_null()).map(|i| i.to_string());
+    let identity = m.identity.map(|inner| RunIdentity { inner });
     (m.steps_done, identity, m.files)
 }
 
@@ -162,8 +163,8 @@ pub fn sharded_write_file(
     sharded_io(py, || sharded::write_file(&dir, &name, &data))
 }
 
-/// Writes the `COMPLETE` marker of `dir`, last: `config` and `identity`
-/// as JSON, `files` each file's sha256.
+/// Writes the `COMPLETE` marker of `dir`, last: `config` as JSON, the
+/// run's `identity`, `files` each file's sha256.
 #[pyfunction]
 pub fn sharded_write_marker(
     py: Python<'_>,
@@ -171,19 +172,16 @@ pub fn sharded_write_marker(
     steps_done: u64,
     world_size: usize,
     config: &str,
-    identity: Option<&str>,
+    identity: Option<PyRef<'_, RunIdentity>>,
     files: BTreeMap<String, String>,
 ) -> PyResult<()> {
-    let json = |what: &str, text: &str| {
-        serde_json::from_str::<serde_json::Value>(text).map_err(|e| {
-            usage(
-                UsageKind::Invalid,
-                format!("the marker's {what} is not JSON: {e}"),
-            )
-        })
-    };
-    let config = json("config", config)?;
-    let identity = identity.map(|i| json("identity", i)).transpose()?;
+    let config = serde_json::from_str::<serde_json::Value>(config).map_err(|e| {
+        usage(
+            UsageKind::Invalid,
+            format!("the marker's config is not JSON: {e}"),
+        )
+    })?;
+    let identity = identity.map(|i| i.inner.clone());
     let marker = Marker::new(steps_done, world_size, config, identity, files);
     sharded_io(py, || marker.write(&dir))
 }

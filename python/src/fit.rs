@@ -10,7 +10,6 @@ use crate::checkpoint::{metrics_log, metrics_rows};
 use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, lock_error, to_py, usage};
 use hlatc::fit::checkpoints::{Notice, RunCheckpointError, RunCheckpoints as Rust};
 use hlatc::fit::{FitEnd, FitEngine, FitPolicy};
-use hlatc::run_identity::{changed_message, FrontEnd, RunIdentity, RunIdentityError};
 use hlatc::train::run_error::RunError;
 use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
@@ -164,20 +163,19 @@ pub struct RunCheckpoints {
 #[pymethods]
 impl RunCheckpoints {
     /// Opens `dir` (made if missing) for a run whose identity is
-    /// `identity` (JSON), keeping the newest `keep` checkpoints; refused
+    /// `identity`, keeping the newest `keep` checkpoints; refused
     /// with `IdentityError` if its newest complete checkpoint is another
     /// run's but for the fields (or groups) in `allow_changes`.
     #[new]
     fn new(
         dir: PathBuf,
         keep: usize,
-        identity: &str,
+        identity: &crate::identity::RunIdentity,
         allow_changes: Vec<String>,
     ) -> PyResult<Self> {
-        let identity = RunIdentity::from_json(identity, "this run")
-            .map_err(|e| run_checkpoint_error(&e.into()))?;
         let opened = guarded(|| {
-            Rust::open(&dir, keep, &identity, &allow_changes).map_err(|e| run_checkpoint_error(&e))
+            Rust::open(&dir, keep, &identity.inner, &allow_changes)
+                .map_err(|e| run_checkpoint_error(&e))
         })?;
         Ok(RunCheckpoints {
             inner: Mutex::new(Some(opened.checkpoints)),
@@ -263,13 +261,7 @@ fn python_notice(n: &Notice) -> (String, String) {
     match n {
         Notice::AllowedChange { checkpoint, change } => (
             "identity".into(),
-            format!(
-                "{checkpoint}: resuming with {} changed on purpose (allow_changes): {} in the \
-                 checkpoint, {} in this run",
-                change.field,
-                change.saved.as_deref().unwrap_or("(not recorded)"),
-                change.now.as_deref().unwrap_or("(not recorded)")
-            ),
+            crate::identity::allowed_change_message(checkpoint, change),
         ),
         Notice::Skipped(s) => (
             "checkpoint".into(),
@@ -288,19 +280,6 @@ fn python_notice(n: &Notice) -> (String, String) {
 pub fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
     let message = e.to_string();
     match e {
-        RunCheckpointError::Identity(RunIdentityError::Changed {
-            source_name,
-            changes,
-        }) => Python::with_gil(|py| {
-            let message = changed_message(source_name, changes, FrontEnd::Python);
-            let fields = PyDict::new(py);
-            for c in changes {
-                fields.set_item(&c.field, (&c.saved, &c.now))?;
-            }
-            let class = py.import("hlatc._identity")?.getattr("IdentityError")?;
-            Err(PyErr::from_value(class.call1((message, fields))?))
-        })
-        .unwrap_or_else(|e: PyErr| e),
         RunCheckpointError::Identity(e) => crate::identity::identity_error(e),
         RunCheckpointError::NoState { checkpoint } => checkpoint_file_error(message, checkpoint),
         RunCheckpointError::Metrics(m) => match m {

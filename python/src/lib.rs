@@ -134,12 +134,11 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module::passes, m)?)?;
     m.add_function(wrap_pyfunction!(plot::plot_metrics, m)?)?;
     m.add_function(wrap_pyfunction!(plan::plan, m)?)?;
-    m.add_function(wrap_pyfunction!(identity::run_identity, m)?)?;
-    m.add_function(wrap_pyfunction!(identity::check_run_identity, m)?)?;
-    m.add_function(wrap_pyfunction!(identity::identity_names, m)?)?;
+    m.add_class::<identity::RunIdentity>()?;
     m.add_function(wrap_pyfunction!(identity::init_of_file, m)?)?;
     m.add_function(wrap_pyfunction!(listing::expand_listing, m)?)?;
-    m.add_function(wrap_pyfunction!(listing::read_bundle, m)?)?;
+    m.add_class::<listing::ListedBundle>()?;
+    m.add_class::<listing::ListedProgram>()?;
     // The groups of fields `allow_changes` names, as `--allow-resume-change`
     // takes them: the Rust list, not a copy.
     m.add(

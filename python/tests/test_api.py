@@ -156,7 +156,8 @@ def test_each_error_is_caught_as_its_builtin(tmp_path):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     with pytest.raises(OSError) as e:
-        _hlatc.RunCheckpoints(str(blocker / "ckpt"), 3, '{"fields": {}}', [])
+        _hlatc.RunCheckpoints(str(blocker / "ckpt"), 3,
+                              _hlatc.RunIdentity.from_json('{"fields": {}}', "a run"), [])
     assert isinstance(e.value, hlatc.CheckpointError) and e.value.path.startswith(str(blocker))
 
 

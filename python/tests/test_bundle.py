@@ -138,3 +138,23 @@ def test_a_trn2_bundle_names_its_chip_and_a_cpu_one_refuses_a_chip(tmp_path):
     with pytest.raises(hlatc.UsageError, match=r"unknown chip 'trn3' \(known: trn1, trn2\)") as e:
         hlatc.compile_step(model="tiny", chip="trn3")  # type: ignore[arg-type]
     assert (e.value.argument, e.value.category) == ("chip", "out_of_range")
+
+
+def test_the_listed_bundle_gives_the_manifest_and_each_program_s_listing(tmp_path):
+    # `hlatc.Bundle`'s reader, the library's: the manifests as Python
+    # values (no JSON text), each program's entries with runs read out.
+    step = hlatc.compile_step(**SHAPE, grad_accum=2)
+    step.write_bundle(tmp_path / "b")
+    listed = _hlatc.ListedBundle(tmp_path / "b")
+    top = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert listed.manifest == top and listed.format == top["format"]
+    assert [p.name for p in listed.programs] == [p["name"] for p in top["programs"]]
+    for p in listed.programs:
+        assert p.manifest == str(tmp_path / "b" / p.name / "manifest.json")
+        own = getattr(step, p.name)
+        assert [(t["index"], t["name"], t["shape"], t["dtype"]) for t in p.inputs] == [
+            (i, t.name, list(t.shape), t.dtype) for i, t in enumerate(own.inputs)]
+        assert [t["name"] for t in p.outputs] == [t.name for t in own.outputs]
+    bundle = hlatc.Bundle(tmp_path / "b")
+    assert bundle.manifest == top
+    assert len(bundle) == sum(len(p.inputs) + len(p.outputs) for p in listed.programs)

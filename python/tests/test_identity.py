@@ -130,7 +130,7 @@ def test_the_data_is_known_by_content_not_path(saved, step, data, tmp_path):
 
     here = _identity.of_step(step, loader(step, data / "corpus.jsonl", data / "tokenizer.json"))
     there = _identity.of_step(step, loader(step, copy / "corpus.jsonl", copy / "tokenizer.json"))
-    assert here == there and " sha256 " in here["fields"]["corpus"]
+    assert here == there and " sha256 " in here.fields["corpus"]
     # The tokenizer rewritten at the same path: another run.
     tok = json.loads((copy / "tokenizer.json").read_text())
     (copy / "tokenizer.json").write_text(json.dumps(tok, indent=3))
@@ -227,3 +227,66 @@ def test_a_fit_from_other_starting_weights_is_refused_naming_init(saved, step, d
     with pytest.warns(hlatc.IdentityWarning, match="init changed on purpose"):
         hlatc.Trainer(step, seed=5).fit(loader(step, corpus, tokenizer), 4, checkpoint_dir=d,
                                         allow_changes=["init"])
+
+
+def test_the_identity_class_is_what_hlatc_train_writes(data, tmp_path):
+    # `hlatc train` and `RunIdentity.of_step` on the same step, data and
+    # seed: the same fields, and `to_json` the CLI's `run.json`, byte for byte.
+    import subprocess
+
+    from hlatc import _hlatc, _identity
+    from test_hlatc import cli
+
+    recipe = dict(batch_size=4, seq_len=16, precision="bf16-mixed", lr_max=1e-2, lr_min=1e-3,
+                  warmup_steps=1, total_steps=2)
+    step = hlatc.compile_step(model="tiny", target="cpu", packed=True, **recipe)
+    corpus, tok = data / "corpus.jsonl", data / "tokenizer.json"
+    flags = ["train", "--model", "tiny", "--steps", "2", "--seed", "4", "--corpus", str(corpus),
+             "--tokenizer", str(tok), "--checkpoint-dir", str(tmp_path / "cli")]
+    for k, v in recipe.items():
+        flags += ["--" + k.replace("_", "-"), str(v)]
+    done = subprocess.run([cli(), *flags], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (tmp_path / "cli" / "step-00000002" / "run.json").read_text()
+    written = _hlatc.RunIdentity.from_json(text, "run.json")
+    mine = _identity.of_step(step, hlatc.data.Loader.for_step(step, corpus, tokenizer=tok),
+                             (4, None))
+    assert mine.fields == written.fields == json.loads(text)["fields"]
+    assert mine == written and mine.to_json() == text and mine.allowed_changes == []
+    assert mine.fields["init"] == "hlatc's initialization, seed 4"
+    # The names allow_changes may use: the groups, then each field.
+    assert mine.names == list(_hlatc.IDENTITY_GROUPS) + sorted(mine.fields)
+    # A record with a field hlatc does not know is refused naming it.
+    with pytest.raises(hlatc.CheckpointError, match="unknown field `fieldz`"):
+        _hlatc.RunIdentity.from_json('{"fields": {}, "fieldz": {}}', "run.json")
+
+
+def test_a_check_with_the_data_on_one_side_only_passes_and_keeps_it(step, data):
+    from hlatc import _hlatc, _identity
+
+    with_data = _identity.of_step(step, loader(step, data / "corpus.jsonl",
+                                               data / "tokenizer.json"))
+    without = _identity.of_step(step)
+    assert {"tokenizer", "corpus"} <= set(with_data.fields)
+    assert not {"tokenizer", "corpus"} & set(without.fields)
+    # A load without a loader of a checkpoint that records the data, and a
+    # resume with the data of one saved without: each side's data kept.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hlatc.IdentityWarning)
+        assert _identity.check(with_data, without, "ckpt", None, 2) == with_data
+        assert _identity.check(without, with_data, "ckpt", None, 2) == with_data
+    checked, changes = without.check(with_data, [], 2, "ckpt")
+    assert checked.fields == with_data.fields and changes == []
+    # Recorded on both sides, the data is compared.
+    other = json.loads(with_data.to_json())
+    other["fields"]["corpus"] = "2 files, 10 bytes, sha256 0000000000000000"
+    other_id = _hlatc.RunIdentity.from_json(json.dumps(other), "ckpt/run.json")
+    with pytest.raises(hlatc.IdentityError) as e:
+        _identity.check(other_id, with_data, "ckpt", None, 2)
+    assert list(e.value.fields) == ["corpus"]
+    assert e.value.fields["corpus"][0] == "2 files, 10 bytes, sha256 0000000000000000"
+    with pytest.warns(hlatc.IdentityWarning, match="ckpt: resuming with corpus changed"):
+        checked = _identity.check(other_id, with_data, "ckpt", ["corpus"], 2)
+    assert checked.allowed_changes == [{"step": 2, "field": "corpus", "was": other["fields"][
+        "corpus"], "now": with_data.fields["corpus"]}]
+    assert without.with_allowed_changes_of(checked).allowed_changes == checked.allowed_changes

@@ -18,6 +18,7 @@
 
 use super::{step_dir_name, step_of_dir_name, SkipReason, COMPLETE};
 use crate::bundle::{sha256_file_hex, sha256_hex};
+use crate::run_identity::RunIdentity;
 use crate::state_shards::rank_file_name;
 use hlatc_compiler::Literal;
 use hlatc_runtime::atomic_file::{temp_beside, write_synced};
@@ -118,10 +119,10 @@ pub struct Marker {
     /// The step's config, as the step gives it.
     #[serde(default)]
     pub config: serde_json::Value,
-    /// The run's identity (`run_identity`'s, with the changes allowed);
-    /// None in a checkpoint of an hlatc older than identities.
+    /// The run's identity, with the changes allowed; None in a
+    /// checkpoint of an hlatc older than identities.
     #[serde(default)]
-    pub identity: Option<serde_json::Value>,
+    pub identity: Option<RunIdentity>,
     /// Each file's sha256, by name.
     pub files: BTreeMap<String, String>,
 }
@@ -133,7 +134,7 @@ impl Marker {
         steps_done: u64,
         world_size: usize,
         config: serde_json::Value,
-        identity: Option<serde_json::Value>,
+        identity: Option<RunIdentity>,
         files: BTreeMap<String, String>,
     ) -> Marker {
         Marker {

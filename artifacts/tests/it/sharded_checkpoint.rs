@@ -9,6 +9,7 @@ use hlatc_artifacts::checkpoint::sharded::{
     write_rank_file, Marker, ShardedCheckpointError, FORMAT,
 };
 use hlatc_artifacts::checkpoint::{step_dir_name, SkipReason, COMPLETE, METRICS_FILE};
+use hlatc_artifacts::run_identity::RunIdentity;
 use hlatc_compiler::Literal;
 use hlatc_runtime::read_safetensors;
 use std::collections::BTreeMap;
@@ -36,7 +37,8 @@ fn save(dir: &Path, world: usize, done: u64) -> Marker {
     let metrics = write_file(dir, METRICS_FILE, b"step,loss\n").unwrap();
     files.insert(METRICS_FILE.to_string(), metrics);
     let config = serde_json::json!({"parallel": {"tp": world}});
-    let identity = serde_json::json!({"fields": {"precision": "fp32"}});
+    let mut identity = RunIdentity::default();
+    identity.set("precision", "fp32");
     let marker = Marker::new(done, world, config, Some(identity), files);
     marker.write(dir).unwrap();
     marker
