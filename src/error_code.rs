@@ -98,36 +98,24 @@ fn facade(e: &Error, code: &mut ErrorCode) {
                 _ => code,
             };
         }
-        Error::RunModule { source, .. } => {
-            code.variant(e).variant(source);
-        }
-        Error::Kernel(x) => {
-            code.variant(e).variant(x);
-        }
-        Error::Metrics(x) => {
-            code.variant(e).variant(x);
-        }
-        Error::StateLayout(x) => {
-            code.variant(e).variant(x);
-        }
-        Error::Tensor { source, .. } => {
-            code.variant(e).variant(source);
-        }
-        Error::Bind { source, .. } => {
-            code.variant(e).variant(source);
-        }
-        Error::PassOn { source, .. } => {
-            code.variant(e).variant(source);
-        }
-        Error::Plot { source, .. } => {
-            code.variant(e).variant(source);
-        }
-        Error::Parse { .. }
-        | Error::Output { .. }
-        | Error::DoesNotFit { .. }
-        | Error::Chip(_)
-        | Error::Json(_) => {
+        _ => {
+            // A variant of the facade's own, and the case of the typed
+            // error it wraps, if any.
+            let case: Option<&dyn fmt::Debug> = match e {
+                Error::RunModule { source, .. } => Some(source),
+                Error::Kernel(x) => Some(x),
+                Error::Metrics(x) => Some(x),
+                Error::StateLayout(x) => Some(x),
+                Error::Tensor { source, .. } => Some(source),
+                Error::Bind { source, .. } => Some(source),
+                Error::PassOn { source, .. } => Some(source),
+                Error::Plot { source, .. } => Some(source),
+                _ => None,
+            };
             code.variant(e);
+            if let Some(case) = case {
+                code.variant(case);
+            }
         }
     }
 }
@@ -152,21 +140,14 @@ fn artifact(e: &hlatc_artifacts::Error, code: &mut ErrorCode) {
 
 fn train(e: &hlatc_train::Error, code: &mut ErrorCode) {
     use hlatc_train::Error as T;
-    match e {
-        T::Artifact(a) => artifact(a, code.push("artifact")),
-        T::Runtime(x) => {
-            code.variant(e).variant(x);
-        }
-        T::Loader(x) => {
-            code.variant(e).variant(x);
-        }
-        T::Verification(x) => {
-            code.variant(e).variant(x);
-        }
-        T::Run(x) => {
-            code.variant(e).variant(x);
-        }
-    }
+    let case: &dyn fmt::Debug = match e {
+        T::Artifact(a) => return artifact(a, code.push("artifact")),
+        T::Runtime(x) => x,
+        T::Loader(x) => x,
+        T::Verification(x) => x,
+        T::Run(x) => x,
+    };
+    code.variant(e).variant(case);
 }
 
 fn plan(e: &crate::plan::PlanError, code: &mut ErrorCode) {
