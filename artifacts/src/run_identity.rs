@@ -171,9 +171,10 @@ impl RunIdentity {
     /// The fields a step's configuration decides: the model (every
     /// `config.json` value, and whether projections are fused), the
     /// precision and rounding, the optimizer and its schedule, and the
-    /// layout. `rounding` is the policy the run rounds with (the
-    /// precision's default unless one was asked for).
-    pub fn of_step(cfg: &StepConfig, rounding: &str) -> RunIdentity {
+    /// layout with its `grad_accum` micro-batches. `rounding` is the
+    /// policy the run rounds with (the precision's default unless one was
+    /// asked for).
+    pub fn of_step(cfg: &StepConfig, rounding: &str, grad_accum: i64) -> RunIdentity {
         let mut id = RunIdentity::default();
         id.flatten("model", serde_json::to_value(&cfg.model));
         id.set("precision", cfg.precision.name());
@@ -192,7 +193,10 @@ impl RunIdentity {
         id.set("schedule.min_lr", o.min_lr);
         id.set("schedule.warmup_steps", o.warmup_steps);
         id.set("schedule.total_steps", o.total_steps);
-        id.set("layout", cfg.parallel.to_string());
+        id.set(
+            "layout",
+            format!("{}, grad-accum {grad_accum}", cfg.parallel),
+        );
         id
     }
 

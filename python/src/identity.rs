@@ -44,11 +44,7 @@ impl RunIdentity {
     ) -> PyResult<RunIdentity> {
         guarded(|| {
             let cfg = step.step_config()?;
-            let mut id = Rust::of_step(&cfg, &step.rounding()?);
-            id.set(
-                "layout",
-                format!("{}, grad-accum {}", cfg.parallel, step.grad_accum()),
-            );
+            let mut id = Rust::of_step(&cfg, &step.rounding()?, step.grad_accum());
             if let Some(start) = init.or(seed.map(init_from_seed)) {
                 id = id.with_init(&start);
             }

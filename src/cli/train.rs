@@ -191,11 +191,7 @@ fn run_identity(a: &Args, cfg: &StepConfig) -> Result<RunIdentity, Error> {
         .rounding
         .clone()
         .unwrap_or_else(|| cfg.precision.default_rounding());
-    let mut id = RunIdentity::of_step(cfg, &rounding.to_string());
-    id.set(
-        "layout",
-        format!("{}, grad-accum {}", cfg.parallel, o.grad_accum),
-    );
+    let mut id = RunIdentity::of_step(cfg, &rounding.to_string(), o.grad_accum);
     let tokenizer = match a.data.tokenizer() {
         Some(path) => Some(hlatc::run_identity::tokenizer_hash(path)?),
         None => None,
