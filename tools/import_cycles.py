@@ -50,15 +50,97 @@ CRATE_ROOTS = ["src", "compiler/src", "passes/src", "models/src", "runtime/src",
 # The crates whose arrows back up `--check` refuses (issue 61's train/;
 # the others' are reported).
 CHECKED_ARROWS = ["step/src", "artifacts/src", "train/src"]
+def _blank(text):
+    """`text` with every character but its line breaks a space."""
+    return re.sub(r"[^\n]", " ", text)
+
+
+def _literal_end(src, i):
+    """Where the string, byte string, raw string or char literal starting
+    at `i` ends (one past its closing quote), or None when `i` starts
+    none (a lifetime's `'`, an identifier that merely begins with `r`).
+    Escapes are skipped whole, `\\` before a line break included: a
+    string continued at a line's end runs on to its real closing quote."""
+    j = i
+    if src.startswith(("br", "rb"), j):
+        j += 2
+    elif src[j] in "rb":
+        j += 1
+    raw = "r" in src[i:j]
+    if raw:
+        k = j
+        while k < len(src) and src[k] == "#":
+            k += 1
+        if k >= len(src) or src[k] != '"':
+            return None
+        close = '"' + "#" * (k - j)
+        end = src.find(close, k + 1)
+        return len(src) if end < 0 else end + len(close)
+    if j < len(src) and src[j] == '"':
+        k = j + 1
+        while k < len(src) and src[k] != '"':
+            k += 2 if src[k] == "\\" else 1
+        return min(k + 1, len(src))
+    if j < len(src) and src[j] == "'":
+        # a char literal: an escape, or one character, then `'`; anything
+        # else (`'a`, `'static`) is a lifetime or a label
+        if src.startswith("\\", j + 1):
+            k = j + 3
+            while k < len(src) and src[k] != "'" and src[k] != "\n":
+                k += 1
+            return k + 1 if k < len(src) and src[k] == "'" else None
+        if j + 2 < len(src) and src[j + 2] == "'" and src[j + 1] != "\n":
+            return j + 3
+    return None
+
+
 def strip_comments(src, strings=True):
     """`src` with its comments (and, unless `strings` is false, its string
-    literals' contents) blanked, every line where it was."""
-    src = re.sub(r"//[^\n]*", lambda m: " " * len(m.group(0)), src)
-    src = re.sub(r"/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), src, flags=re.S)
-    if strings:
-        # string literals hold paths in docs and messages, not imports
-        src = re.sub(r'"(?:\\.|[^"\\])*"', '""', src)
-    return src
+    and char literals' contents) blanked, every line where it was.
+
+    A small lexer, not a pattern: a comment's text can hold quotes, a
+    string can hold `//` and `/*`, a string can run over lines (continued
+    by `\\` at a line's end, or not), and raw strings hold unescaped
+    quotes. A pattern that missed one of these read the rest of a file as
+    one string and cut it short (issue 91)."""
+    out, i, n = [], 0, len(src)
+    while i < n:
+        ch = src[i]
+        if src.startswith("//", i):
+            end = src.find("\n", i)
+            end = n if end < 0 else end
+            out.append(" " * (end - i))
+            i = end
+            continue
+        if src.startswith("/*", i):
+            depth, k = 1, i + 2
+            while k < n and depth:
+                if src.startswith("/*", k):
+                    depth, k = depth + 1, k + 2
+                elif src.startswith("*/", k):
+                    depth, k = depth - 1, k + 2
+                else:
+                    k += 1
+            out.append(_blank(src[i:k]))
+            i = k
+            continue
+        starts_word = i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")
+        if ch in "\"'" or (ch in "rb" and starts_word):
+            end = _literal_end(src, i)
+            if end is not None:
+                literal = src[i:end]
+                if strings:
+                    # the opening (`r##"`, `b'`) and closing (`"##`, `'`) kept
+                    quote = min(k for k in (literal.find('"'), literal.find("'")) if k >= 0)
+                    tail = 1 + literal[:quote].count("#")
+                    literal = (literal[: quote + 1] + _blank(literal[quote + 1 : len(literal) - tail])
+                               + literal[len(literal) - tail :])
+                out.append(literal)
+                i = end
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def closing(src, at):

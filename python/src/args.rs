@@ -8,7 +8,7 @@
 //! extractor named as the argument (declared once in [`named!`]) reads any
 //! type that is [`Accepted`].
 
-use crate::errors::{usage_error, usage_type_error, CONFIG};
+use crate::errors::{argument_usage, usage_type_error, CONFIG};
 use hlatc::usage::UsageKind;
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
@@ -58,12 +58,12 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
                 format!("{name}={given}: expected {accepted}, got {type_name}"),
             )
         }
-        Refused::Range => usage(
+        Refused::Range => argument_usage(
             UsageKind::OutOfRange,
             name,
             format!("{name}={given}: expected {accepted}"),
         ),
-        Refused::Invalid => usage(
+        Refused::Invalid => argument_usage(
             UsageKind::Invalid,
             name,
             format!("{name}={given}: expected {accepted}"),
@@ -73,7 +73,7 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
         Refused::Unknown(known) => {
             let message = format!("unknown {name} {given} (known: {})", known.join(", "));
             match USAGE_SETS.contains(&name) {
-                true => usage(UsageKind::OutOfRange, name, message),
+                true => argument_usage(UsageKind::OutOfRange, name, message),
                 false => {
                     let field = PyString::new(v.py(), name).into_any().unbind();
                     CONFIG.with(message, &[("key", field)])
@@ -81,13 +81,6 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
             }
         }
     }
-}
-
-/// A `UsageError` of category `kind` about the argument `name` that its
-/// type allows but the call does not (a tick past the schedule, a chip
-/// for a cpu bundle), `argument` set as the checks above set it.
-pub(crate) fn usage(kind: UsageKind, name: &str, message: String) -> PyErr {
-    usage_error(kind, Some(name), message)
 }
 
 /// `repr(v)`, cut short: a value can be a whole array.

@@ -215,7 +215,9 @@ fn refused_word(option: CompileOption, word: Option<&str>, problem: String) -> P
     let message = format!("{name}={:?}: {problem}", word.unwrap_or_default());
     match option.python_value() {
         Some(PyValue::Pairs) => CONFIG.err(problem),
-        Some(PyValue::IntOrWord) => args::usage(UsageKind::Invalid, name, message),
-        _ => args::usage(UsageKind::OutOfRange, name, message),
+        Some(PyValue::IntOrWord) => {
+            crate::errors::argument_usage(UsageKind::Invalid, name, message)
+        }
+        _ => crate::errors::argument_usage(UsageKind::OutOfRange, name, message),
     }
 }

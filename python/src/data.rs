@@ -85,7 +85,7 @@ impl Loader {
             .into_iter()
             .find(|t| t.name() == raw_dtype)
             .ok_or_else(|| {
-                args::usage(
+                crate::errors::argument_usage(
                     UsageKind::OutOfRange,
                     "raw_dtype",
                     format!(
@@ -289,7 +289,7 @@ fn special(v: &Bound<'_, PyAny>, what: &str) -> PyResult<SpecialToken> {
         });
     }
     v.extract::<String>().map(SpecialToken::Named).map_err(|_| {
-        args::usage(
+        crate::errors::argument_usage(
             UsageKind::Invalid,
             what,
             format!("{what}: True (the tokenizer's own), False or None (none), or a token's text"),

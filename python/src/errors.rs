@@ -12,13 +12,14 @@ use hlatc::artifacts::checkpoint::sharded::ShardedCheckpointError;
 use hlatc::artifacts::checkpoint::CheckpointError as RustCheckpointError;
 use hlatc::batch_check::BatchError as RustBatchError;
 use hlatc::compiler::LiteralError;
+use hlatc::fit::checkpoints::RunCheckpointError;
 use hlatc::models::layout::LayoutError;
 use hlatc::models::ConfigError as RustConfigError;
 use hlatc::passes::neuron_check::LocatedFinding;
 use hlatc::passes::{RematPolicy, Target};
 use hlatc::pipeline::FormError;
 use hlatc::precision::Precision;
-use hlatc::run_identity::FrontEnd;
+use hlatc::run_identity::{changed_message, FieldChange, FrontEnd, RunIdentityError};
 use hlatc::runtime::{RuntimeError, TensorFileError};
 use hlatc::spmd::SpmdError;
 use hlatc::train::loader::LoaderError;
@@ -361,11 +362,18 @@ pub(crate) fn usage(kind: UsageKind, message: impl Into<String>) -> PyErr {
 }
 
 /// A `UsageError` of category `kind`, with `argument` where one argument
-/// is at fault: the one maker of them (`args::usage` and the others call
+/// is at fault: the one maker of them (`argument_usage` and the others call
 /// it), so that a caller can sort every refusal by `category` alone, as
 /// the facade's own (`hlatc::usage::UsageKind`).
 pub(crate) fn usage_error(kind: UsageKind, argument: Option<&str>, message: String) -> PyErr {
     USAGE.with(message, &usage_fields(kind, argument))
+}
+
+/// A `UsageError` of category `kind` about the argument `name` that its
+/// type allows but the call does not (a tick past the schedule, a chip
+/// for a cpu bundle).
+pub(crate) fn argument_usage(kind: UsageKind, name: &str, message: String) -> PyErr {
+    usage_error(kind, Some(name), message)
 }
 
 /// A `UsageTypeError` about `argument`: a value of a type it does not
@@ -684,7 +692,7 @@ fn artifact_error(e: &hlatc::artifacts::Error) -> PyErr {
             NEURON_REFUSED.with(message, &fields)
         }
         A::State(s) => usage(state_kind(s), message),
-        A::Identity(i) => crate::identity::identity_error(i),
+        A::Identity(i) => identity_error(i),
         A::Lock(l) => lock_error(l, message),
         A::StateMetadata(m) => usage(state_metadata_kind(m), message),
         A::Checkpoint(c) => checkpoint_error(c),
@@ -844,13 +852,13 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
             plan,
             device_memory,
             fix,
-        } => crate::args::usage(
+        } => argument_usage(
             UsageKind::OutOfRange,
             "device_memory",
             hlatc::does_not_fit(plan, *device_memory, fix.as_ref(), FrontEnd::Python),
         ),
         E::Usage(u) => usage(u.kind, message),
-        E::Option(o) => crate::args::usage(
+        E::Option(o) => argument_usage(
             UsageKind::OutOfRange,
             o.option.keyword(),
             o.python_message(),
@@ -869,7 +877,7 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         ) => CONFIG.err(message),
         E::NotWritten { .. } => RUN.err(message),
         // A chip for a cpu bundle: the argument that does not fit the target.
-        E::Chip(_) => crate::args::usage(UsageKind::Conflict, "chip", message),
+        E::Chip(_) => argument_usage(UsageKind::Conflict, "chip", message),
         E::Metrics(hlatc::metrics::MetricsError::Io { file, .. })
         | E::Metrics(hlatc::metrics::MetricsError::Syntax { file, .. }) => {
             path_error(&FILE, message, std::path::Path::new(file))
@@ -877,7 +885,7 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         E::Artifact(a) => artifact_error(a),
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
-        E::RunCheckpoint(r) => crate::fit::run_checkpoint_error(r),
+        E::RunCheckpoint(r) => run_checkpoint_error(r),
         // A state or tensor that does not fit what it feeds.
         E::StateLayout(l) => usage(layout_kind(l), message),
         E::Tensor { source, .. } => usage(literal_kind(source), message),
@@ -918,7 +926,7 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
             option,
             given,
             problem,
-        } => crate::args::usage(
+        } => argument_usage(
             plan_option_kind(*option),
             option.keyword(),
             format!("{}={given}: {problem}", option.keyword()),
@@ -927,8 +935,8 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
         // `append_measured_run` takes no `layout`: its layout is its
         // degrees, which the field "layout" names together.
         P::RunRefused { field, .. } if *field == "layout" => usage(UsageKind::Conflict, message),
-        P::RunRefused { field, .. } => crate::args::usage(run_field_kind(field), field, message),
-        P::Spec { spec, message } => crate::args::usage(
+        P::RunRefused { field, .. } => argument_usage(run_field_kind(field), field, message),
+        P::Spec { spec, message } => argument_usage(
             UsageKind::Invalid,
             "layout",
             format!("layout={spec:?}: {message}"),
@@ -984,5 +992,59 @@ pub fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
                 "internal error in hlatc (please report it): {what}"
             )))
         }
+    }
+}
+
+/// The Python exception of a run's identity that cannot be used: another
+/// run's (`IdentityError`, with each field's two values), a name
+/// `allow_changes` may not use, a record that is not an identity, a file
+/// that cannot be read.
+pub(crate) fn identity_error(e: &RunIdentityError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        RunIdentityError::Changed {
+            source_name,
+            changes,
+        } => changed_error(source_name, changes),
+        // A field of this run's identity, as `allow_changes` names it.
+        RunIdentityError::UnknownField { .. } => usage(UsageKind::NotFound, message),
+        RunIdentityError::Malformed { .. } => CHECKPOINT.err(message),
+        RunIdentityError::Io { path, .. } => path_error(&FILE, message, path),
+    }
+}
+
+/// `hlatc.IdentityError` (`hlatc._identity`'s, a `UsageError` with each
+/// differing field's `(checkpoint, run)` values): a checkpoint `source`
+/// of another run.
+fn changed_error(source: &str, changes: &[FieldChange]) -> PyErr {
+    Python::with_gil(|py| {
+        let message = changed_message(source, changes, FrontEnd::Python);
+        let fields = PyDict::new(py);
+        for c in changes {
+            fields.set_item(&c.field, (&c.saved, &c.now))?;
+        }
+        let class = py.import("hlatc._identity")?.getattr("IdentityError")?;
+        Err(PyErr::from_value(class.call1((message, fields))?))
+    })
+    .unwrap_or_else(|e: PyErr| e)
+}
+
+/// The Python exception for a checkpoint directory that cannot be taken
+/// up: another run's (`IdentityError`, with each field's two values), a
+/// checkpoint without its state or with metrics hlatc cannot read
+/// (`CheckpointError`), a directory another run holds (`UsageError`).
+pub(crate) fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
+    let message = e.to_string();
+    match e {
+        RunCheckpointError::Identity(e) => identity_error(e),
+        RunCheckpointError::NoState { checkpoint } => checkpoint_file_error(message, checkpoint),
+        RunCheckpointError::Metrics(m) => match m {
+            hlatc::metrics::MetricsError::Io { file, .. }
+            | hlatc::metrics::MetricsError::Syntax { file, .. } => {
+                checkpoint_file_error(message, file)
+            }
+        },
+        RunCheckpointError::Dir(d) => checkpoint_error(d),
+        RunCheckpointError::Lock(l) => lock_error(l, message),
     }
 }

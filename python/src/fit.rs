@@ -7,8 +7,8 @@
 //! code.
 
 use crate::checkpoint::{metrics_log, metrics_rows};
-use crate::errors::{checkpoint_error, checkpoint_file_error, guarded, lock_error, to_py, usage};
-use hlatc::fit::checkpoints::{Notice, RunCheckpointError, RunCheckpoints as Rust};
+use crate::errors::{guarded, run_checkpoint_error, to_py, usage};
+use hlatc::fit::checkpoints::{Notice, RunCheckpoints as Rust};
 use hlatc::fit::{FitEnd, FitEngine, FitPolicy};
 use hlatc::train::run_error::RunError;
 use hlatc::usage::UsageKind;
@@ -270,25 +270,5 @@ fn python_notice(n: &Notice) -> (String, String) {
         Notice::StaleLock { .. } | Notice::NoIdentity { .. } => {
             ("checkpoint".into(), n.to_string())
         }
-    }
-}
-
-/// The Python exception for a checkpoint directory that cannot be taken
-/// up: another run's (`IdentityError`, with each field's two values), a
-/// checkpoint without its state or with metrics hlatc cannot read
-/// (`CheckpointError`), a directory another run holds (`UsageError`).
-pub fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
-    let message = e.to_string();
-    match e {
-        RunCheckpointError::Identity(e) => crate::identity::identity_error(e),
-        RunCheckpointError::NoState { checkpoint } => checkpoint_file_error(message, checkpoint),
-        RunCheckpointError::Metrics(m) => match m {
-            hlatc::metrics::MetricsError::Io { file, .. }
-            | hlatc::metrics::MetricsError::Syntax { file, .. } => {
-                checkpoint_file_error(message, file)
-            }
-        },
-        RunCheckpointError::Dir(d) => checkpoint_error(d),
-        RunCheckpointError::Lock(l) => lock_error(l, message),
     }
 }

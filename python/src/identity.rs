@@ -3,13 +3,12 @@
 //! `hlatc.Trainer.fit` and `hlatc train --checkpoint-dir` record and check
 //! the same `run.json`, and `hlatc.jax.Trainer` the same fields.
 
-use crate::errors::{guarded, usage, CHECKPOINT, FILE};
+use crate::errors::{guarded, identity_error};
 use crate::step::Step;
 use hlatc::run_identity::{
-    changed_message, files_fingerprint, init_from_seed, tokenizer_hash, Coverage, FieldChange,
-    FrontEnd, RunIdentity as Rust, RunIdentityError, FIELD_GROUPS,
+    files_fingerprint, init_from_seed, tokenizer_hash, Coverage, FieldChange, RunIdentity as Rust,
+    FIELD_GROUPS,
 };
-use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::BTreeMap;
@@ -161,40 +160,6 @@ impl RunIdentity {
             self.inner.allowed_changes.len()
         )
     }
-}
-
-/// The Python exception of a run's identity that cannot be used: another
-/// run's (`IdentityError`, with each field's two values), a name
-/// `allow_changes` may not use, a record that is not an identity, a file
-/// that cannot be read.
-pub(crate) fn identity_error(e: &RunIdentityError) -> PyErr {
-    let message = e.to_string();
-    match e {
-        RunIdentityError::Changed {
-            source_name,
-            changes,
-        } => changed_error(source_name, changes),
-        // A field of this run's identity, as `allow_changes` names it.
-        RunIdentityError::UnknownField { .. } => usage(UsageKind::NotFound, message),
-        RunIdentityError::Malformed { .. } => CHECKPOINT.err(message),
-        RunIdentityError::Io { path, .. } => crate::errors::path_error(&FILE, message, path),
-    }
-}
-
-/// `hlatc.IdentityError` (`hlatc._identity`'s, a `UsageError` with each
-/// differing field's `(checkpoint, run)` values): a checkpoint `source`
-/// of another run.
-fn changed_error(source: &str, changes: &[FieldChange]) -> PyErr {
-    Python::with_gil(|py| {
-        let message = changed_message(source, changes, FrontEnd::Python);
-        let fields = PyDict::new(py);
-        for c in changes {
-            fields.set_item(&c.field, (&c.saved, &c.now))?;
-        }
-        let class = py.import("hlatc._identity")?.getattr("IdentityError")?;
-        Err(PyErr::from_value(class.call1((message, fields))?))
-    })
-    .unwrap_or_else(|e: PyErr| e)
 }
 
 /// The warning of a change a resume of `checkpoint` was allowed to make,

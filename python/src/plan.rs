@@ -452,7 +452,7 @@ pub fn append_measured_run(
             if (*field == "nodes" && nodes >= 1)
                 || (*field == "global_batch" && global_batch >= 1) =>
         {
-            args::usage(UsageKind::Conflict, field, e.to_string())
+            crate::errors::argument_usage(UsageKind::Conflict, field, e.to_string())
         }
         _ => to_py(e.into()),
     })

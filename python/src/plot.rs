@@ -22,7 +22,7 @@ pub fn plot_metrics(
 ) -> PyResult<()> {
     let series = Series::from_column(series).ok_or_else(|| {
         let known: Vec<&str> = Series::ALL.iter().map(|s| s.column()).collect();
-        args::usage(
+        crate::errors::argument_usage(
             UsageKind::OutOfRange,
             "series",
             format!("unknown series '{series}' (known: {})", known.join(", ")),

@@ -27,7 +27,7 @@ impl Schedule {
         let stages = self.inner.stages;
         match (0..stages).contains(&stage) {
             true => Ok(()),
-            false => Err(args::usage(
+            false => Err(crate::errors::argument_usage(
                 UsageKind::OutOfRange,
                 "stage",
                 format!("stage {stage}: the pipeline has stages 0 to {}", stages - 1),
@@ -122,7 +122,7 @@ impl Schedule {
 pub(crate) fn check_tick(ticks: i64, tick: i64) -> PyResult<()> {
     match (0..ticks).contains(&tick) {
         true => Ok(()),
-        false => Err(args::usage(
+        false => Err(crate::errors::argument_usage(
             UsageKind::OutOfRange,
             "tick",
             format!(

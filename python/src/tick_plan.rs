@@ -50,7 +50,7 @@ impl TickPlan {
             .into_iter()
             .find(|p| p.name() == phase)
             .ok_or_else(|| {
-                args::usage(
+                crate::errors::argument_usage(
                 UsageKind::OutOfRange,
                     "phase",
                     format!("phase '{phase}': a pipeline's tick programs are warm_up, steady and cool_down"),

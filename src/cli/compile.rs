@@ -272,7 +272,7 @@ fn print_memory(compiled: &CompiledStep) -> Result<(), Error> {
             out!("  memory        {per} {memory}; of {}", gib(limit))?;
             if memory.total() > limit {
                 let advice = match compiled.cfg.model.moe {
-                    Some(_) => "divide it over tensor, data and expert parallelism (--tp, --dp, --ep; a mixture of experts takes no --pp yet), or pass",
+                    Some(_) => "divide it over tensor, data, expert and pipeline parallelism (--tp, --dp, --ep, --pp), or pass",
                     None => "shard it (--tp, --dp, --zero1), or pass",
                 };
                 out!(

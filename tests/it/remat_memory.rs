@@ -191,13 +191,13 @@ fn sequence_parallel_remat_keeps_each_ranks_run_and_gathers_again() {
 #[test]
 fn sequence_parallel_remat_computes_the_unoptimized_step() {
     let par = SEQUENCE_PARALLEL;
-    let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, Precision::Fp32);
+    let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, sharded::EQUAL_IN);
     let reference = sharded::run(&cfg);
     for remat in [RematPolicy::CoreAttention, RematPolicy::FullLayer] {
         let optimized = sharded::run_with(&cfg, |rt, cfg, params| {
             crate::cpu_trainers::optimized(rt, cfg, remat, params)
         });
-        let diffs = sharded::differences(&reference, &optimized, sharded::F32_RTOL);
+        let diffs = sharded::differences(&reference, &optimized, sharded::F64_RTOL);
         assert!(diffs.is_empty(), "{remat}: {}", diffs.join("; "));
     }
 }

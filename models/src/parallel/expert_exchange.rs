@@ -1,5 +1,7 @@
 //! How a token reaches the experts of the other ranks of its EP group,
-//! in the two forms Neuron's stacks use (DESIGN.md, "mixture-of-experts"):
+//! in the two forms Neuron's stacks use (neuronx-distributed's
+//! `parallel_layers/mappings.py` for training; NxD Inference and
+//! vLLM-Neuron for the gather form):
 //!
 //! - `all-to-all` (NxD training): each rank lays its tokens out in every
 //!   expert's buffer of slots ([`crate::expert_slots`]), sends each EP

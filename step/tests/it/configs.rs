@@ -72,10 +72,15 @@ pub(crate) fn layout(
     }
 }
 
+/// The precision two forms of one step (sharded, staged, accumulated,
+/// tiled) are built in to be compared: f64, where their sums' orders agree
+/// to rounding on any machine (the root's `tests/it/sharded.rs` says why).
+pub(crate) const EQUAL_IN: Precision = Precision::Fp64;
+
 /// Eight sequences a step, so each of two DP replicas has four to divide
-/// into micro-batches.
+/// into micro-batches, in [`EQUAL_IN`].
 pub(crate) fn pipeline_config(model: ModelConfig, par: Parallelism) -> StepConfig {
-    let mut cfg = step_config(model, par, Precision::Fp32);
+    let mut cfg = step_config(model, par, EQUAL_IN);
     cfg.batch.batch_size = 8;
     cfg
 }
