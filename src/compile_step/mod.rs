@@ -496,6 +496,10 @@ impl CompileOptions {
 /// batch size, each DP replica takes one sequence.
 pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     o.check_degrees()?;
+    let o = &CompileOptions {
+        parallel: o.parallel.with_fsdp_replicas(),
+        ..o.clone()
+    };
     let target = BundleTarget::choose(o.target, o.chip)?;
     let (model, name) = o.model_config()?;
     let default_batch = o.parallel.dp.max(1);

@@ -78,6 +78,7 @@ impl From<Degree> for CompileOption {
             Degree::Dp => CompileOption::Dp,
             Degree::Pp => CompileOption::Pp,
             Degree::Ep => CompileOption::Ep,
+            Degree::Fsdp => CompileOption::Fsdp,
         }
     }
 }

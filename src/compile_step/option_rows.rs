@@ -184,6 +184,17 @@ compile_options! {
                 its shard, and the new parameters are all-gathered: optimizer memory per rank falls \
                 by D, at no extra communication",
         },
+        Fsdp = parallel.fsdp, Plain {
+            flag: "fsdp", python: "fsdp", default: Value("1"), value: "N",
+            py: "int",
+            help: "FSDP (ZeRO-3) over a shard group of N data-parallel replicas: the weights, their \
+                master weights and Adam moments divided over the N replicas, each keeping 1/N of \
+                every tensor. Each step all-gathers the weights (in their stored type) before the \
+                forward, reduce-scatters the gradients (summed in f32) and updates its shards, so \
+                the state per rank falls by N. --fsdp N alone means --dp N; with --dp it must equal \
+                it (HSDP, several shard groups, is not built yet). Subsumes --zero1; not with --pp \
+                or --grad-accum yet. See docs/src/sharding.md",
+        },
         LrMax = optimizer.lr_max, Maybe {
             flag: "lr-max", python: "lr_max", default: Unset, value: "LR",
             py: "Optional[float]",

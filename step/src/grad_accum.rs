@@ -80,6 +80,12 @@ pub fn build_accumulation_steps(
     micro_batches: i64,
 ) -> Result<AccumulationSteps, StepError> {
     check(cfg)?;
+    if cfg.parallel.shards_weights() {
+        return Err(StepError::FsdpAccumulation {
+            fsdp: cfg.parallel.fsdp,
+            micro_batches,
+        });
+    }
     let micro_cfg = micro_config(cfg, micro_batches)?;
     Ok(AccumulationSteps {
         micro: build_micro_step(&micro_cfg, micro_batches)?,
@@ -115,11 +121,13 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
     let accumulators = accumulator_specs(cfg, &specs);
     let t0 = Instant::now();
     let shape = GraphShape::of("micro_step", cfg, Some(micro_batches));
+    // FSDP is refused before a micro step is built.
     let ModelGraph {
         mut b,
         params,
         extra: accs,
         fwd,
+        ..
     } = model_graph(&cfg.model, cfg.batch, shape, |b| declare(b, &accumulators))?;
     let t1 = Instant::now();
     let grads = match par.is_single() {
@@ -190,7 +198,8 @@ pub(crate) fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError>
         (Some(z), false) => z.scatter_gradients(&mut b, &sums, &specs)?,
     };
     let t1 = Instant::now();
-    let mut results = update(&mut b, cfg, &specs, &params, &grads, state, zero1.as_ref())?;
+    let division = crate::train_step::Division::of(zero1.as_ref(), None);
+    let mut results = update(&mut b, cfg, &specs, &params, &grads, state, division)?;
     b.push_scope("grad_accumulate");
     for &acc in &accs {
         results.push(b.full_like(acc, 0.0)?);

@@ -83,7 +83,7 @@ impl RankInputs {
     /// rank `rank`: elements `[start, end)` of the share flattened (past
     /// the share's end, padding); `None` unless ZeRO-1 divides `spec`.
     fn zero1_shard(&self, spec: &TensorSpec, rank: i64) -> Option<[i64; 2]> {
-        if !(self.par.zero1 && spec.role.is_optimizer_state()) {
+        if !spec.role.is_divided_by(&self.par) {
             return None;
         }
         let p = self.sharded(spec)?;

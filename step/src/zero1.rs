@@ -295,8 +295,11 @@ impl Zero1 {
                     [one] => *one,
                     _ => b.concatenate(&rows, 1)?,
                 };
-                let all = match dp {
-                    1 => packed,
+                let all = match (dp, self.fault) {
+                    (1, _) => packed,
+                    (_, Some(Fault::ShardsNotGathered)) => {
+                        b.concatenate(&vec![packed; dp as usize], 0)?
+                    }
                     _ => b.all_gather(packed, 0, &dv.groups)?,
                 };
                 let mut at = 0;

@@ -20,6 +20,7 @@ mod expert_parallel;
 mod fault_recovery;
 mod filetests;
 mod fit_loop;
+mod fsdp;
 mod fused_weights;
 mod grad_accum;
 mod hf_parity;

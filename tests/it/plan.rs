@@ -907,7 +907,9 @@ fn a_mixture_of_experts_is_planned_over_expert_parallelism() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let printed = stdout(&o);
     assert!(
-        printed.contains("divide it over tensor, data and expert parallelism (--tp, --dp, --ep"),
+        printed.contains(
+            "divide it over tensor, data, expert and pipeline parallelism (--tp, --dp, --ep, --pp)"
+        ),
         "{printed}"
     );
     assert!(!printed.contains("shard it (--tp"), "{printed}");

@@ -462,13 +462,14 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         tp_groups: iota_text(p.tp_groups()),
         dp_groups: iota_text(p.dp_groups()),
         replicated,
-        moments: match (p.zero1, cfg.precision.keeps_master_weights()) {
+        moments: match (p.shards_optimizer_state(), cfg.precision.keeps_master_weights()) {
+            _ if p.shards_weights() => "NAME, adam_m.NAME and adam_v.NAME (and master.NAME under bf16-master) each hold an FSDP shard of NAME's share: see zero1",
             (false, false) => "adam_m.NAME and adam_v.NAME hold the same share as NAME",
             (false, true) => "adam_m.NAME, adam_v.NAME and master.NAME hold the same share as NAME",
             (true, false) => "adam_m.NAME and adam_v.NAME hold a ZeRO-1 shard of NAME's share: see zero1",
             (true, true) => "adam_m.NAME, adam_v.NAME and master.NAME hold a ZeRO-1 shard of NAME's share: see zero1",
         },
-        zero1: p.zero1.then(|| Zero1Info {
+        zero1: p.shards_optimizer_state().then(|| Zero1Info {
             layout: match p.ep {
                 1 => ZERO1_LAYOUT,
                 _ => ZERO1_EXPERTS_LAYOUT,
@@ -478,7 +479,8 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
                 .filter(|s| s.role == Role::Parameter)
                 .filter_map(|s| {
                     let spec = ranks.parameter(s)?;
-                    let k = hlatc_step::zero1::shard_len(&s.shape, p.zero1_degree(spec));
+                    let local = p.local_dims(spec);
+                    let k = hlatc_step::zero1::shard_len(&local, p.zero1_degree(spec));
                     Some((s.name.clone(), k))
                 })
                 .collect(),

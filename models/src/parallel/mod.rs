@@ -49,6 +49,16 @@ pub struct Parallelism {
     /// meaningful with `dp > 1`. Absent from a manifest when off.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub zero1: bool,
+    /// FSDP (ZeRO-3): the weights too, with the gradients' sums, the
+    /// master weights and the Adam moments, divided over a shard group of
+    /// this many DP replicas. Each step all-gathers the weights before the
+    /// forward, reduce-scatters the gradients, and updates its shards; no
+    /// rank keeps a whole weight between steps. 1 is off; above 1 it
+    /// equals `dp` (every replica in one shard group: HSDP, several
+    /// groups replicating one another, is not built yet). Absent from a
+    /// manifest when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub fsdp: i64,
     /// Pipeline-parallel degree: the decoder layers divided into this many
     /// stages, each on its own `tp * dp` ranks (see [`stages`]). Absent
     /// from a manifest when 1.
@@ -139,6 +149,10 @@ pub enum Fault {
     /// Under ZeRO-1, each DP rank's shard updated with the next rank's
     /// gradient shard.
     ShardUpdatedWithAnothersGradient,
+    /// Under ZeRO-1 or FSDP, the shards never all-gathered: each replica
+    /// takes its own shard for every replica's, and builds its weights
+    /// from copies of it.
+    ShardsNotGathered,
     /// Under stochastic rounding, each rank's rounding RNG seeded with its
     /// rank, so copies of a replicated weight round differently.
     RoundingSeededPerRank,
@@ -167,6 +181,9 @@ impl std::fmt::Display for Parallelism {
         if self.zero1 {
             f.write_str(", ZeRO-1")?;
         }
+        if self.shards_weights() {
+            write!(f, ", FSDP {}", self.fsdp)?;
+        }
         Ok(())
     }
 }
@@ -178,6 +195,7 @@ pub enum Degree {
     Dp,
     Pp,
     Ep,
+    Fsdp,
 }
 
 impl Degree {
@@ -187,6 +205,7 @@ impl Degree {
             Degree::Dp => "dp",
             Degree::Pp => "pp",
             Degree::Ep => "ep",
+            Degree::Fsdp => "fsdp",
         }
     }
 }
@@ -225,6 +244,12 @@ pub enum ParallelError {
     SequenceWithoutTp,
     #[error("--zero1 shards the optimizer state over the data-parallel replicas, and --dp 1 has one: use --dp 2 or more, or leave --zero1 out")]
     Zero1WithoutDp,
+    #[error("--fsdp {fsdp} with --dp {dp}: a shard group smaller than the replicas (HSDP: --dp / --fsdp groups, each holding every weight in shards, replicating one another) is not built yet; use --fsdp {dp} (every replica in one shard group), or leave --fsdp out")]
+    HsdpNotBuilt { fsdp: i64, dp: i64 },
+    #[error("--zero1 with --fsdp {fsdp}: FSDP divides the optimizer state already, with the weights; leave --zero1 out")]
+    Zero1WithFsdp { fsdp: i64 },
+    #[error("--fsdp {fsdp} with --pp {pp}: FSDP over pipeline stages is not built yet (each stage's tick programs would gather its layers' weights); leave one of them out")]
+    FsdpWithStages { fsdp: i64, pp: i64 },
     #[error("a world of {tp} x {dp} x {pp} ranks is too large")]
     World { tp: i64, dp: i64, pp: i64 },
     #[error("--pp {pp} does not divide the {layers} decoder layers: every stage holds the same number of layers (use a --pp among {divisors})")]
@@ -274,10 +299,32 @@ impl Parallelism {
         dp: 1,
         sequence_parallel: false,
         zero1: false,
+        fsdp: 1,
         pp: 1,
         ep: 1,
         ep_exchange: EpExchange::AllToAll,
     };
+
+    /// Whether the weights themselves are divided over the DP replicas
+    /// (FSDP), not only their optimizer state.
+    pub fn shards_weights(&self) -> bool {
+        self.fsdp > 1
+    }
+
+    /// Whether the optimizer state (master weights and Adam moments) is
+    /// divided over the DP replicas: under ZeRO-1 and under FSDP.
+    pub fn shards_optimizer_state(&self) -> bool {
+        self.zero1 || self.shards_weights()
+    }
+
+    /// `self` with `--fsdp N` given alone read as `--dp N --fsdp N`: a
+    /// shard group of N is N data-parallel replicas.
+    pub fn with_fsdp_replicas(self) -> Self {
+        match (self.fsdp, self.dp) {
+            (n, 1) if n > 1 => Parallelism { dp: n, ..self },
+            _ => self,
+        }
+    }
 
     /// Every rank, over all stages.
     pub fn world(&self) -> i64 {
@@ -464,6 +511,7 @@ impl Parallelism {
             (Degree::Dp, self.dp),
             (Degree::Pp, self.pp),
             (Degree::Ep, self.ep),
+            (Degree::Fsdp, self.fsdp),
         ];
         match degrees.into_iter().find(|(_, got)| *got < 1) {
             Some((degree, got)) => Err(ParallelError::Degree { degree, got }),
@@ -519,6 +567,7 @@ impl Parallelism {
         if self.zero1 && self.dp == 1 {
             return Err(ParallelError::Zero1WithoutDp);
         }
+        self.validate_fsdp()?;
         if self.sequence_parallel {
             if tp == 1 {
                 return Err(ParallelError::SequenceWithoutTp);
@@ -539,6 +588,25 @@ impl Parallelism {
 }
 
 impl Parallelism {
+    /// Whether FSDP's shard group is one this build divides: every DP
+    /// replica, without ZeRO-1 (which it subsumes) or pipeline stages.
+    fn validate_fsdp(&self) -> Result<(), ParallelError> {
+        let fsdp = self.fsdp;
+        if fsdp == 1 {
+            return Ok(());
+        }
+        if fsdp != self.dp {
+            return Err(ParallelError::HsdpNotBuilt { fsdp, dp: self.dp });
+        }
+        if self.zero1 {
+            return Err(ParallelError::Zero1WithFsdp { fsdp });
+        }
+        if self.pp > 1 {
+            return Err(ParallelError::FsdpWithStages { fsdp, pp: self.pp });
+        }
+        Ok(())
+    }
+
     /// Whether a mixture of experts divides into `self.pp` stages: without
     /// the load-balancing loss, and with every stage's layers sparse where
     /// stage 0's are (stages share one program). Whether `pp` divides the

@@ -133,6 +133,9 @@ pub enum StepError {
     HostMemory(#[from] hlatc_compiler::util::host_memory::TooLarge),
     #[error(transparent)]
     PipelineForm(#[from] crate::pipeline_form::FormError),
+    /// FSDP with gradient accumulation, which is not built yet.
+    #[error("--fsdp {fsdp} with --grad-accum {micro_batches}: FSDP's micro-batches are not built yet (each micro step would gather the weights, and the accumulators would be divided as the weights are); leave one of them out")]
+    FsdpAccumulation { fsdp: i64, micro_batches: i64 },
     /// `--pp-send all-gather` with a rank left without a partner.
     #[error("--pp-send all-gather pairs every rank with another in each round of sends, but --pp {pp} and each stage's {stage_ranks} (--tp x --dp) are both odd, so one rank is left alone; use an even --pp, an even --tp x --dp, or --pp-send permute")]
     UnpairedStageSend { pp: i64, stage_ranks: i64 },
@@ -317,8 +320,19 @@ pub(crate) fn check(cfg: &StepConfig) -> Result<(), StepError> {
 pub(crate) struct ModelGraph<T> {
     pub(crate) b: Builder,
     pub(crate) params: Vec<InstrId>,
+    /// Under FSDP, the weights as the rank stores them (its shards, the
+    /// step's inputs) and the replicas that gathered them into `params`.
+    pub(crate) fsdp: Option<FsdpWeights>,
     pub(crate) extra: T,
     pub(crate) fwd: hlatc_models::ForwardOutputs,
+}
+
+/// The weights of an FSDP step before they are gathered.
+pub(crate) struct FsdpWeights {
+    /// Each weight's shard, as stored (the step's parameter inputs).
+    pub(crate) shards: Vec<InstrId>,
+    /// The replicas the shards are divided over, and their collectives.
+    pub(crate) division: Zero1,
 }
 
 /// How the graph is laid out: what it is called, the types it stores and
@@ -385,14 +399,28 @@ pub(crate) fn model_graph<T>(
         micro_batches,
     } = shape;
     let mut b = Builder::new(name);
-    let stored: Vec<InstrId> = param_specs(model)
-        .into_iter()
+    let specs = param_specs(model);
+    let stored: Vec<InstrId> = specs
+        .iter()
         .map(|p| {
-            let dims = parallel.local_dims(&p);
+            let dims = state_dims(p, Role::Parameter, &parallel);
             b.parameter(&p.name, Shape::array(ty, dims))
         })
         .collect();
-    let params = widen(&mut b, &stored, compute)?;
+    // Under FSDP each weight is gathered whole, in the type it is stored
+    // in (bf16 under bf16-master: half the bytes of f32), before the
+    // forward reads it.
+    let (whole, fsdp) = match parallel.shards_weights() {
+        true => {
+            let division = Zero1::new(&mut b, parallel, fault)?;
+            let dims: Vec<Vec<i64>> = specs.iter().map(|p| parallel.local_dims(p)).collect();
+            let whole = division.gather(&mut b, &stored, &dims, &specs)?;
+            let shards = stored;
+            (whole, Some(FsdpWeights { shards, division }))
+        }
+        false => (stored, None),
+    };
+    let params = widen(&mut b, &whole, compute)?;
     let extra = between(&mut b);
     let micro_batch = micro_batches.map(|of| MicroBatch {
         token_count: b.parameter("token_count", Shape::scalar(ElementType::S32)),
@@ -416,6 +444,7 @@ pub(crate) fn model_graph<T>(
     Ok(ModelGraph {
         b,
         params,
+        fsdp,
         extra,
         fwd,
     })
@@ -439,13 +468,18 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
     let ModelGraph {
         mut b,
         params,
+        fsdp,
         extra: state,
         fwd,
     } = g;
     let t1 = Instant::now();
-    let zero1 = match par.zero1 {
-        true => Some(Zero1::new(&mut b, par, cfg.fault)?),
-        false => None,
+    let (zero1, shards) = match fsdp {
+        Some(f) => {
+            let shards = widen(&mut b, &f.shards, cfg.precision.compute())?;
+            (Some(f.division), Some(shards))
+        }
+        None if par.zero1 => (Some(Zero1::new(&mut b, par, cfg.fault)?), None),
+        None => (None, None),
     };
     let grads = match (&zero1, par.is_single()) {
         (_, true) => autodiff::grad(&mut b, fwd.loss, &params, &fwd.grad_hints)?,
@@ -464,7 +498,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         &params,
         &grads,
         state,
-        zero1.as_ref(),
+        Division::of(zero1.as_ref(), shards.as_deref()),
     )?);
     results.extend(expert_results(&fwd));
     let root = b.add(Op::Tuple, &results, None)?;
@@ -483,11 +517,11 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
 }
 
 /// The shape of a per-parameter state input of `role` on one rank: the
-/// parameter's TP share, or under ZeRO-1 the optimizer state's shard of
-/// it.
+/// parameter's TP share, or under ZeRO-1 (the optimizer state) and FSDP
+/// (every role) the replica's shard of it.
 pub(crate) fn state_dims(p: &ParamSpec, role: Role, par: &Parallelism) -> Vec<i64> {
     let local = par.local_dims(p);
-    match par.zero1 && role.is_optimizer_state() {
+    match role.is_divided_by(par) {
         true => vec![zero1::shard_len(&local, par.zero1_degree(p))],
         false => local,
     }
@@ -605,11 +639,45 @@ impl OptimizerState {
     }
 }
 
+/// How a step's state is divided over its DP replicas, as its update sees
+/// it.
+#[derive(Clone, Copy)]
+pub(crate) enum Division<'a> {
+    /// Every replica holds all of it.
+    Replicated,
+    /// ZeRO-1: the optimizer state in shards, the weights whole.
+    Zero1(&'a Zero1),
+    /// FSDP: the weights in shards too (`shards`, widened to the compute
+    /// type), never gathered after the update.
+    Fsdp {
+        division: &'a Zero1,
+        shards: &'a [InstrId],
+    },
+}
+
+impl<'a> Division<'a> {
+    pub(crate) fn of(zero1: Option<&'a Zero1>, fsdp_shards: Option<&'a [InstrId]>) -> Self {
+        match (zero1, fsdp_shards) {
+            (Some(division), Some(shards)) => Division::Fsdp { division, shards },
+            (Some(z), None) => Division::Zero1(z),
+            (None, _) => Division::Replicated,
+        }
+    }
+
+    fn replicas(self) -> Option<&'a Zero1> {
+        match self {
+            Division::Replicated => None,
+            Division::Zero1(z) | Division::Fsdp { division: z, .. } => Some(z),
+        }
+    }
+}
+
 /// The optimizer's outputs after the loss: grad norm, learning rate, the
 /// new parameters, master weights, moments and step counter. The update
 /// is applied to the master weights where there are any (the parameters
-/// become them rounded to nearest), and under ZeRO-1 to this rank's shard
-/// of each (gathered into the new parameters).
+/// become them rounded to nearest), under ZeRO-1 to this rank's shard of
+/// each (gathered into the new parameters), and under FSDP to the shards
+/// the rank stores (kept as they are: the next step gathers them).
 pub(crate) fn update(
     b: &mut Builder,
     cfg: &StepConfig,
@@ -617,16 +685,18 @@ pub(crate) fn update(
     params: &[InstrId],
     grads: &[InstrId],
     state: OptimizerState,
-    zero1: Option<&Zero1>,
+    division: Division,
 ) -> Result<Vec<InstrId>, StepError> {
     let (ty, compute) = (cfg.precision.storage(), cfg.precision.compute());
     let opt_ty = cfg.precision.optimizer_storage();
     let par = cfg.parallel;
+    let zero1 = division.replicas();
     let master = widen(b, &state.master, compute)?;
-    let targets = match (master.is_empty(), zero1) {
+    let targets = match (master.is_empty(), division) {
         (false, _) => master,
-        (true, None) => params.to_vec(),
-        (true, Some(z)) => params
+        (true, Division::Replicated) => params.to_vec(),
+        (true, Division::Fsdp { shards, .. }) => shards.to_vec(),
+        (true, Division::Zero1(z)) => params
             .iter()
             .zip(specs)
             .map(|(&p, spec)| z.shard(b, p, spec, &format!("{}.zero1_shard", spec.name)))
@@ -655,12 +725,12 @@ pub(crate) fn update(
     // The updates are computed in f32 and stored back in the state's type;
     // under ZeRO-1 each shard is stored before it is gathered.
     let new_params = stored(b, &opt.params, ty)?;
-    results.extend(match zero1 {
-        Some(z) => {
+    results.extend(match division {
+        Division::Zero1(z) => {
             let dims: Vec<Vec<i64>> = params.iter().map(|&p| b.dims(p)).collect();
             z.gather(b, &new_params, &dims, specs)?
         }
-        None => new_params,
+        Division::Fsdp { .. } | Division::Replicated => new_params,
     });
     if cfg.precision.keeps_master_weights() {
         results.extend(stored(b, &opt.params, opt_ty)?);

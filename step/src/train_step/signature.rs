@@ -87,6 +87,16 @@ impl Role {
         matches!(self, Role::AdamM | Role::AdamV | Role::MasterWeight)
     }
 
+    /// Whether `par` divides an input with this role over the DP replicas
+    /// (each holding a flat shard of the rank's share): the optimizer
+    /// state under ZeRO-1 and FSDP, the weights too under FSDP.
+    pub fn is_divided_by(self, par: &hlatc_models::Parallelism) -> bool {
+        match self {
+            Role::Parameter => par.shards_weights(),
+            role => role.is_optimizer_state() && par.shards_optimizer_state(),
+        }
+    }
+
     /// The roles of tensors that belong to one parameter.
     pub const PER_PARAMETER: [Role; 5] = [
         Role::Parameter,

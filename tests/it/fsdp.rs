@@ -1,0 +1,197 @@
+//! FSDP (ZeRO-3): the weights divided over the data-parallel replicas with
+//! their optimizer state. Each step gathers the weights, reduce-scatters
+//! the gradients and updates the rank's shards; over three steps it
+//! computes what one device computes on the same global batch, in f64 to
+//! `sharded.rs`' 1e-10 (loss, grad norm, every parameter and Adam moment
+//! gathered from the shards). Under `bf16-master` its update is ZeRO-1's.
+//! Shards never gathered, or updated with another shard's gradient, are
+//! caught.
+
+use crate::sharded::{
+    assert_caught, broken_in, differences, f32_rounding_bound, gqa_odd_vocab, mha_tied, run,
+    step_config, Run, EQUAL_IN, F64_RTOL,
+};
+use hlatc::models::parallel::Fault;
+use hlatc::models::{param_specs, EpExchange, ModelConfig, Parallelism};
+use hlatc::precision::Precision;
+use hlatc::train_step::{build_train_step, Role, StepConfig};
+
+/// FSDP over `n` replicas, each a TP group of `tp`.
+fn fsdp(tp: i64, n: i64, sequence_parallel: bool) -> Parallelism {
+    Parallelism {
+        tp,
+        dp: n,
+        fsdp: n,
+        sequence_parallel,
+        ..Parallelism::SINGLE
+    }
+}
+
+/// `model`'s step over `par` and one device's, each on `batch_size`
+/// sequences, in `precision`.
+fn config(model: ModelConfig, par: Parallelism, precision: Precision, batch: i64) -> StepConfig {
+    let mut cfg = step_config(model, par, precision);
+    cfg.batch.batch_size = batch;
+    cfg
+}
+
+/// Three steps of `model` over `par` equal one device's; the sharded run.
+fn equals_one_device(model: ModelConfig, par: Parallelism, batch: i64) -> Run {
+    let single = run(&config(model.clone(), Parallelism::SINGLE, EQUAL_IN, batch));
+    let sharded = run(&config(model, par, EQUAL_IN, batch));
+    let diffs = differences(&single, &sharded, F64_RTOL);
+    assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));
+    assert!(single.stats[2].loss < single.stats[0].loss);
+    sharded
+}
+
+macro_rules! fsdp_equals_one_device {
+    ($($name:ident: $model:expr, tp $tp:expr, fsdp $n:expr, sp $sp:expr, batch $batch:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            equals_one_device($model, fsdp($tp, $n, $sp), $batch);
+        }
+    )*};
+}
+
+fsdp_equals_one_device! {
+    gqa_fsdp2: gqa_odd_vocab(), tp 1, fsdp 2, sp false, batch 4;
+    gqa_fsdp4: gqa_odd_vocab(), tp 1, fsdp 4, sp false, batch 4;
+    gqa_fsdp8: gqa_odd_vocab(), tp 1, fsdp 8, sp false, batch 8;
+    mha_tied_fsdp2: mha_tied(), tp 1, fsdp 2, sp false, batch 4;
+    gqa_tp2_fsdp2_sp: gqa_odd_vocab(), tp 2, fsdp 2, sp true, batch 4;
+    mha_tied_tp2_fsdp2: mha_tied(), tp 2, fsdp 2, sp false, batch 4;
+}
+
+/// A mixture of experts under FSDP 2 with EP 2: its experts are divided
+/// by EP (each EP rank's run held whole by the one replica that holds it),
+/// the rest of its weights by FSDP.
+#[test]
+fn moe_fsdp2_ep2_equals_one_device() {
+    let model = ModelConfig::preset("tiny-moe").unwrap();
+    let par = Parallelism {
+        ep: 2,
+        ep_exchange: EpExchange::AllToAll,
+        ..fsdp(1, 2, false)
+    };
+    equals_one_device(model, par, 4);
+}
+
+/// Every per-parameter input of an FSDP step is the rank's flat shard of
+/// its share: the weights too, where ZeRO-1 keeps them whole.
+#[test]
+fn the_weights_are_divided_with_their_state() {
+    let model = gqa_odd_vocab();
+    let step = build_train_step(&step_config(
+        model.clone(),
+        fsdp(2, 2, false),
+        Precision::Bf16Master,
+    ))
+    .unwrap();
+    let shape = |name: String| {
+        step.inputs
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no input {name}"))
+            .shape
+            .clone()
+    };
+    let par = fsdp(2, 2, false);
+    for p in param_specs(&model) {
+        let local: i64 = par.local_dims(&p).iter().product();
+        let k = (local + 1) / 2;
+        for prefix in ["", "master.", "adam_m.", "adam_v."] {
+            assert_eq!(
+                shape(format!("{prefix}{}", p.name)),
+                vec![k],
+                "{prefix}{}",
+                p.name
+            );
+        }
+    }
+    // Nothing of the weights' size is an output: the new shards are.
+    let gathered = step
+        .outputs
+        .iter()
+        .filter(|s| s.role == Role::Parameter && s.shape.len() > 1)
+        .count();
+    assert_eq!(gathered, 0);
+}
+
+/// `bf16-master` under FSDP 4 updates as under ZeRO-1 over DP 4: the same
+/// f32 master shards from the same gradient shards, the weights gathered
+/// in bf16 before the forward where ZeRO-1 gathers them after the update.
+#[test]
+fn bf16_master_fsdp_updates_as_zero1_does() {
+    let model = gqa_odd_vocab();
+    let zero1 = Parallelism {
+        dp: 4,
+        zero1: true,
+        ..Parallelism::SINGLE
+    };
+    let a = run(&step_config(model.clone(), zero1, Precision::Bf16Master));
+    let b = run(&step_config(
+        model,
+        fsdp(1, 4, false),
+        Precision::Bf16Master,
+    ));
+    let diffs = differences(&a, &b, f32_rounding_bound());
+    assert!(diffs.is_empty(), "{}", diffs.join("; "));
+    assert!(a.stats[2].loss < a.stats[0].loss);
+}
+
+#[test]
+fn shards_never_gathered_are_caught() {
+    let diffs = broken_in(Fault::ShardsNotGathered, gqa_odd_vocab(), fsdp(1, 2, false));
+    assert_caught(&diffs, "step 0 loss");
+    assert_caught(&diffs, "model.embed_tokens.weight");
+}
+
+#[test]
+fn a_shard_updated_with_another_shards_gradient_is_caught() {
+    let diffs = broken_in(
+        Fault::ShardUpdatedWithAnothersGradient,
+        gqa_odd_vocab(),
+        fsdp(1, 2, false),
+    );
+    assert_caught(&diffs, "model.norm.weight");
+}
+
+/// What this build does not divide is refused by name, before anything
+/// is built.
+#[test]
+fn layouts_fsdp_does_not_take_yet_are_refused() {
+    use hlatc::models::ParallelError as E;
+    let model = gqa_odd_vocab();
+    let refused = |par: Parallelism| {
+        let cfg = step_config(model.clone(), par, Precision::Fp32);
+        match build_train_step(&cfg) {
+            Err(hlatc::train_step::StepError::Parallel(e)) => e,
+            Err(e) => panic!("{par}: {e}"),
+            Ok(_) => panic!("{par}: built"),
+        }
+    };
+    let hsdp = Parallelism {
+        dp: 4,
+        ..fsdp(1, 2, false)
+    };
+    assert_eq!(refused(hsdp), E::HsdpNotBuilt { fsdp: 2, dp: 4 });
+    let with_zero1 = Parallelism {
+        zero1: true,
+        ..fsdp(1, 2, false)
+    };
+    assert_eq!(refused(with_zero1), E::Zero1WithFsdp { fsdp: 2 });
+    let staged = Parallelism {
+        pp: 2,
+        ..fsdp(1, 2, false)
+    };
+    assert_eq!(refused(staged), E::FsdpWithStages { fsdp: 2, pp: 2 });
+    let cfg = step_config(model, fsdp(1, 2, false), Precision::Fp32);
+    assert!(matches!(
+        hlatc::grad_accum::build_accumulation_steps(&cfg, 2),
+        Err(hlatc::train_step::StepError::FsdpAccumulation {
+            fsdp: 2,
+            micro_batches: 2
+        })
+    ));
+}
