@@ -356,6 +356,7 @@ def compile_step(
     ep_exchange: EpExchange = "all-to-all",
     sequence_parallel: bool = False,
     zero1: bool = False,
+    fsdp: int = 1,
     lr_max: Optional[float] = None,
     lr_min: Optional[float] = None,
     warmup_steps: Optional[int] = None,

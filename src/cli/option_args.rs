@@ -71,6 +71,7 @@ fn names_the_step(option: CompileOption) -> bool {
             | O::EpExchange
             | O::SequenceParallel
             | O::Zero1
+            | O::Fsdp
             | O::Spmd
             | O::RankSource
     )

@@ -91,6 +91,18 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
             c.remat = least;
         });
     }
+    // FSDP divides the weights too, for a gather of them every step; it
+    // takes neither stages nor micro-batches yet.
+    let fsdp = zero1 && par.pp == 1 && o.grad_accum == 1;
+    if fsdp {
+        push(&|c| c.parallel.fsdp = par.dp);
+    }
+    if fsdp && remat {
+        push(&|c| {
+            c.parallel.fsdp = par.dp;
+            c.remat = least;
+        });
+    }
     for k in 1..=DOUBLINGS {
         for recompute in [false, true] {
             if recompute && !remat {
@@ -99,7 +111,11 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
             let (dp, batch) = (par.dp << k, batch_size << k);
             push(&|c| {
                 c.parallel.dp = dp;
-                c.parallel.zero1 = true;
+                // The replicas divide the state as they already do.
+                match par.shards_weights() {
+                    true => c.parallel.fsdp = dp,
+                    false => c.parallel.zero1 = true,
+                }
                 c.batch_size = Some(batch);
                 if recompute {
                     c.remat = least;

@@ -153,6 +153,7 @@ fn memory_between(a: &MemoryPlan, b: &MemoryPlan, more: f64) -> MemoryPlan {
         optimizer_state: part(a.optimizer_state, b.optimizer_state),
         gradient_accumulators: part(a.gradient_accumulators, b.gradient_accumulators),
         gradients: part(a.gradients, b.gradients),
+        gathered_weights: part(a.gathered_weights, b.gathered_weights),
         activations: part(a.activations, b.activations),
         backward_working: part(a.backward_working, b.backward_working),
     }

@@ -16,6 +16,12 @@ pub struct MemoryPlan {
     /// The f32 gradient accumulators of `--grad-accum` (the apply step's).
     pub gradient_accumulators: u64,
     pub gradients: u64,
+    /// Under FSDP, the rank's whole share of every weight, gathered from
+    /// the shards in the type it is stored in and alive from the forward
+    /// to the backward (nothing is resharded within the step). Absent
+    /// from a manifest when nothing is gathered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gathered_weights: u64,
     /// What the forward pass keeps for the backward.
     pub activations: u64,
     /// What the backward needs beyond the activations and the gradients:
@@ -35,7 +41,7 @@ impl MemoryPlan {
     /// The working memory of a step: its gradients, its activations and
     /// what its backward needs beyond them.
     pub fn working(&self) -> u64 {
-        self.gradients + self.activations + self.backward_working
+        self.gradients + self.gathered_weights + self.activations + self.backward_working
     }
 
     /// The state and the working memory of a step.
@@ -44,13 +50,14 @@ impl MemoryPlan {
     }
 
     /// Each part with its name, in the order the summary prints them.
-    pub fn parts(&self) -> [(&'static str, u64); 7] {
+    pub fn parts(&self) -> [(&'static str, u64); 8] {
         [
             ("parameters", self.parameters),
             ("master weights", self.master_weights),
             ("optimizer state", self.optimizer_state),
             ("gradient accumulators", self.gradient_accumulators),
             ("gradients", self.gradients),
+            ("gathered weights", self.gathered_weights),
             ("activations", self.activations),
             ("backward working", self.backward_working),
         ]
@@ -71,6 +78,10 @@ impl fmt::Display for MemoryPlan {
         }
         Ok(())
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `bytes` as the summary and errors print them: in GiB, or in MiB or

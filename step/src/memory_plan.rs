@@ -74,7 +74,13 @@ impl MemoryPlan {
         let count = |role: Role| -> u64 { with_role(role).map(|s| elements(&s.shape)).sum() };
         let sum_type_bytes = step.precision.gradient_sum_type().byte_size() as u64;
         let (made, summed) = (count(Role::Parameter), count(Role::AdamM));
-        let gradients = if summed > 0 && summed < made {
+        let gathered_weights = step.gathered_weights;
+        let gradients = if gathered_weights > 0 {
+            // FSDP: the backward makes every weight's whole gradient (in
+            // the weight's type), reduce-scattered in buckets that span
+            // layers, beside the rank's shard of their sum.
+            gathered_weights + summed * sum_type_bytes
+        } else if summed > 0 && summed < made {
             bytes(Role::Parameter) + summed * sum_type_bytes
         } else {
             made * sum_type_bytes
@@ -86,8 +92,9 @@ impl MemoryPlan {
             optimizer_state: bytes(Role::AdamM) + bytes(Role::AdamV),
             gradient_accumulators: bytes(Role::GradAccumulator),
             gradients,
+            gathered_weights,
             activations,
-            backward_working: beyond(&step.module, activations + gradients),
+            backward_working: beyond(&step.module, activations + gradients + gathered_weights),
         }
     }
 

@@ -267,10 +267,19 @@ impl MemoryInfo {
         MemoryInfo {
             plan,
             total: plan.total(),
-            method: "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in (under ZeRO-1, as the backward makes them, in their weight's type, beside the rank's shard of their sum); activations the bytes of forward values a backward instruction reads; backward_working the step's peak of temporaries beyond activations and gradients (values a fusing compiler materializes, alive from their loop to their last reader, in the better of the emitted and a list scheduler's order); total their sum",
+            method: match plan.gathered_weights {
+                0 => MEMORY_METHOD,
+                _ => MEMORY_METHOD_FSDP,
+            },
         }
     }
 }
+
+/// How [`MemoryInfo`]'s parts are counted.
+const MEMORY_METHOD: &str = "state counted from the inputs by role; gradients as the rank's parameter elements in the type they are summed in (under ZeRO-1, as the backward makes them, in their weight's type, beside the rank's shard of their sum); activations the bytes of forward values a backward instruction reads; backward_working the step's peak of temporaries beyond activations and gradients (values a fusing compiler materializes, alive from their loop to their last reader, in the better of the emitted and a list scheduler's order); total their sum";
+
+/// [`MEMORY_METHOD`] under FSDP, where a rank gathers its weights.
+const MEMORY_METHOD_FSDP: &str = "state counted from the inputs by role (under FSDP each a shard); gathered_weights the rank's whole share of every weight, in its stored type, gathered before the forward and alive to the backward; gradients as the backward makes them, whole, in their weight's type, beside the rank's shard of their sum; activations the bytes of forward values a backward instruction reads; backward_working the step's peak of temporaries beyond activations, gathered weights and gradients; total their sum";
 
 /// How a sharded step is divided: one program every rank runs, its groups,
 /// and what each rank feeds each input. What a rank holds follows from the

@@ -185,6 +185,10 @@ pub struct TrainStep {
     /// it ran): what [`MemoryPlan::of`] answers. A caller that changes the
     /// module afterwards measures it again ([`MemoryPlan::measure`]).
     pub memory: Option<MemoryPlan>,
+    /// Bytes of the weights a rank gathers whole each step from its FSDP
+    /// shards (its TP share of every weight, in the stored type); 0
+    /// without FSDP.
+    pub gathered_weights: u64,
 }
 
 impl TrainStep {
@@ -205,7 +209,18 @@ impl TrainStep {
             inputs.push(spec(RANK_INPUT, ElementType::S32, &[1], Role::Rank));
         }
         spmd::channels_and_shardings(&mut module, spmd);
+        let gathered_weights = match cfg.parallel.shards_weights() {
+            true => {
+                let elements: i64 = param_specs(&cfg.model)
+                    .iter()
+                    .map(|p| cfg.parallel.local_dims(p).iter().product::<i64>())
+                    .sum();
+                elements as u64 * cfg.precision.storage().byte_size() as u64
+            }
+            false => 0,
+        };
         Ok(TrainStep {
+            gathered_weights,
             module,
             inputs,
             outputs,
