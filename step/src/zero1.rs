@@ -37,6 +37,11 @@ use hlatc_models::parallel::split::holder_groups;
 use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
 
+/// The scope of the values [`Zero1::gather`] builds: under FSDP, the
+/// weights gathered before the forward (the memory plan counts them as
+/// gathered weights, not as activations).
+pub const GATHER_SCOPE: &str = "parameter_all_gather";
+
 /// Elements of each DP replica's shard of a tensor of `dims`: the tensor
 /// flattened and padded to a multiple of `dp`, then divided.
 pub fn shard_len(dims: &[i64], dp: i64) -> i64 {
@@ -280,7 +285,7 @@ impl Zero1 {
         dims: &[Vec<i64>],
         specs: &[ParamSpec],
     ) -> Result<Vec<InstrId>, BuildError> {
-        b.push_scope("parameter_all_gather");
+        b.push_scope(GATHER_SCOPE);
         let mut out = shards.to_vec();
         for (dv, indices) in self.by_division(specs) {
             let dp = dv.dp;
