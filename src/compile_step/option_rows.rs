@@ -191,9 +191,10 @@ compile_options! {
                 master weights and Adam moments divided over the N replicas, each keeping 1/N of \
                 every tensor. Each step all-gathers the weights (in their stored type) before the \
                 forward, reduce-scatters the gradients (summed in f32) and updates its shards, so \
-                the state per rank falls by N. --fsdp N alone means --dp N; with --dp it must equal \
-                it (HSDP, several shard groups, is not built yet). Subsumes --zero1; not with --pp \
-                or --grad-accum yet. See docs/src/sharding.md",
+                the state per rank falls by N. --fsdp N alone means --dp N; with --dp D it divides \
+                it: D / N shard groups of consecutive replicas (HSDP), each gradient shard summed \
+                over the groups after the reduce-scatter. Subsumes --zero1; not with --pp or \
+                --grad-accum yet. See docs/src/sharding.md",
         },
         LrMax = optimizer.lr_max, Maybe {
             flag: "lr-max", python: "lr_max", default: Unset, value: "LR",

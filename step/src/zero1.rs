@@ -56,6 +56,10 @@ struct Division {
     /// This rank's place among them (`s32[]`), from its `replica-id`.
     index: InstrId,
     groups: Collective,
+    /// Under HSDP, the ranks holding the same shard in the other shard
+    /// groups: a shard of a gradient's sum within the group is summed over
+    /// them too. `None` where one group holds every replica.
+    replicas: Option<Collective>,
 }
 
 /// The one thing that differs between a step's DP replicas (its index,
@@ -85,17 +89,33 @@ impl Zero1 {
                     dp: par.dp / par.ep,
                     index: b.binary(BinaryOp::Divide, dp_index, ep)?,
                     groups: replica_groups(&holder_groups(1, true, &par)),
+                    replicas: None,
                 })
+            }
+        };
+        // FSDP's shard groups (HSDP: several, replicating one another),
+        // or every replica.
+        let whole = match par.fsdp_replicas() {
+            1 => Division {
+                dp: par.dp,
+                index: dp_index,
+                groups: replica_groups(&par.dp_groups()),
+                replicas: None,
+            },
+            _ => {
+                let n = b.scalar(ElementType::S32, par.fsdp as f64);
+                Division {
+                    dp: par.fsdp,
+                    index: b.binary(BinaryOp::Remainder, dp_index, n)?,
+                    groups: replica_groups(&par.fsdp_groups()),
+                    replicas: Some(replica_groups(&par.fsdp_replica_groups())),
+                }
             }
         };
         b.pop_scope();
         Ok(Zero1 {
             par,
-            whole: Division {
-                dp: par.dp,
-                index: dp_index,
-                groups: replica_groups(&par.dp_groups()),
-            },
+            whole,
             experts,
             fault,
         })
@@ -243,6 +263,13 @@ impl Zero1 {
                     1 => packed,
                     _ => b.reduce_scatter_sum(packed, 0, &dv.groups)?,
                 };
+                // HSDP: each group's shard of its sum, summed over the
+                // groups (torchtitan's all-reduce over dp_replicate).
+                let mine = match &dv.replicas {
+                    Some(_) if self.fault == Some(Fault::ShardGroupsNotSummed) => mine,
+                    Some(replicas) => b.all_reduce(mine, BinaryOp::Add, replicas)?,
+                    None => mine,
+                };
                 let mut at = 0;
                 for &r in &run {
                     let k = blocks[r].1;
@@ -354,6 +381,11 @@ impl Zero1 {
                     let ws = b.mul(sq, w)?;
                     b.reduce_sum(ws, &[0])?
                 }
+            };
+            // Under HSDP every shard group holds the shard: count it once.
+            let weighted = match self.division(spec).replicas {
+                Some(_) => scaled(b, weighted, self.par.fsdp_replicas())?,
+                None => weighted,
             };
             parts.push(weighted);
         }

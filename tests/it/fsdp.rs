@@ -16,6 +16,14 @@ use hlatc::models::{param_specs, EpExchange, ModelConfig, Parallelism};
 use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, Role, StepConfig};
 
+/// HSDP: `dp` replicas in shard groups of `n`, each a TP group of `tp`.
+fn hsdp(tp: i64, dp: i64, n: i64) -> Parallelism {
+    Parallelism {
+        dp,
+        ..fsdp(tp, n, false)
+    }
+}
+
 /// FSDP over `n` replicas, each a TP group of `tp`.
 fn fsdp(tp: i64, n: i64, sequence_parallel: bool) -> Parallelism {
     Parallelism {
@@ -61,6 +69,29 @@ fsdp_equals_one_device! {
     mha_tied_fsdp2: mha_tied(), tp 1, fsdp 2, sp false, batch 4;
     gqa_tp2_fsdp2_sp: gqa_odd_vocab(), tp 2, fsdp 2, sp true, batch 4;
     mha_tied_tp2_fsdp2: mha_tied(), tp 2, fsdp 2, sp false, batch 4;
+}
+
+macro_rules! hsdp_equals_one_device {
+    ($($name:ident: $model:expr, tp $tp:expr, dp $dp:expr, fsdp $n:expr, batch $batch:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            equals_one_device($model, hsdp($tp, $dp, $n), $batch);
+        }
+    )*};
+}
+
+hsdp_equals_one_device! {
+    gqa_hsdp_2x2: gqa_odd_vocab(), tp 1, dp 4, fsdp 2, batch 4;
+    gqa_hsdp_4x2: gqa_odd_vocab(), tp 1, dp 8, fsdp 2, batch 8;
+    gqa_hsdp_2x4: gqa_odd_vocab(), tp 1, dp 8, fsdp 4, batch 8;
+    mha_tied_tp2_hsdp_2x2: mha_tied(), tp 2, dp 4, fsdp 2, batch 4;
+}
+
+#[test]
+fn shard_groups_never_summed_are_caught() {
+    let diffs = broken_in(Fault::ShardGroupsNotSummed, gqa_odd_vocab(), hsdp(1, 4, 2));
+    assert_caught(&diffs, "step 0 grad norm");
+    assert_caught(&diffs, "model.norm.weight");
 }
 
 /// A mixture of experts under FSDP 2 with EP 2: its experts are divided
@@ -171,11 +202,27 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
             Ok(_) => panic!("{par}: built"),
         }
     };
-    let hsdp = Parallelism {
-        dp: 4,
-        ..fsdp(1, 2, false)
+    assert_eq!(
+        refused(hsdp(1, 4, 3)),
+        E::FsdpIndivisibleDp { fsdp: 3, dp: 4 }
+    );
+    let experts = Parallelism {
+        ep: 2,
+        ..hsdp(1, 4, 2)
     };
-    assert_eq!(refused(hsdp), E::HsdpNotBuilt { fsdp: 2, dp: 4 });
+    let moe = step_config(
+        ModelConfig::preset("tiny-moe").unwrap(),
+        experts,
+        Precision::Fp32,
+    );
+    assert!(matches!(
+        build_train_step(&moe),
+        Err(hlatc::train_step::StepError::Parallel(E::HsdpWithExperts {
+            fsdp: 2,
+            dp: 4,
+            ep: 2
+        }))
+    ));
     let with_zero1 = Parallelism {
         zero1: true,
         ..fsdp(1, 2, false)

@@ -395,6 +395,10 @@ impl listing::PerLayer for SplitInfo {
 /// Where a ZeRO-1 shard lies in its parameter's share.
 const ZERO1_LAYOUT: &str = "on rank r, elements [d*k, (d+1)*k) of NAME's share on TP rank r % tp, flattened row-major and zero-padded to dp*k elements, with d = r / tp";
 
+/// [`ZERO1_LAYOUT`] under HSDP: shard groups of `fsdp` consecutive DP
+/// replicas, each holding every shard.
+const HSDP_LAYOUT: &str = "on rank r, elements [d*k, (d+1)*k) of NAME's share on TP rank r % tp, flattened row-major and zero-padded to fsdp*k elements, with d = (r / tp) % fsdp: each of the dp / fsdp shard groups of consecutive replicas holds every shard";
+
 /// [`ZERO1_LAYOUT`] with expert parallelism: the experts' state divided
 /// over the replicas that hold them.
 const ZERO1_EXPERTS_LAYOUT: &str = "on rank r, elements [d*k, (d+1)*k) of NAME's share on TP rank r % tp, flattened row-major and zero-padded to n*k elements, with d = r / tp and n = dp; for experts expert parallelism divides (see experts), d = (r / tp) / ep and n = dp / ep: the replicas that hold the same experts divide their state";
@@ -480,6 +484,7 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         },
         zero1: p.shards_optimizer_state().then(|| Zero1Info {
             layout: match p.ep {
+                _ if p.fsdp_replicas() > 1 => HSDP_LAYOUT,
                 1 => ZERO1_LAYOUT,
                 _ => ZERO1_EXPERTS_LAYOUT,
             },

@@ -54,9 +54,10 @@ pub struct Parallelism {
     /// this many DP replicas. Each step all-gathers the weights before the
     /// forward, reduce-scatters the gradients, and updates its shards; no
     /// rank keeps a whole weight between steps. 1 is off; above 1 it
-    /// equals `dp` (every replica in one shard group: HSDP, several
-    /// groups replicating one another, is not built yet). Absent from a
-    /// manifest when 1.
+    /// divides `dp`: below `dp` it is HSDP, `dp / fsdp` shard groups of
+    /// consecutive replicas (replica `d` is shard `d % fsdp` of group
+    /// `d / fsdp`, torchtitan's mesh order), each holding every weight in
+    /// shards and replicating the others. Absent from a manifest when 1.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub fsdp: i64,
     /// Pipeline-parallel degree: the decoder layers divided into this many
@@ -153,6 +154,9 @@ pub enum Fault {
     /// takes its own shard for every replica's, and builds its weights
     /// from copies of it.
     ShardsNotGathered,
+    /// Under HSDP, each shard group's gradient shards never summed over
+    /// the other groups: every group trains on its own replicas' batch.
+    ShardGroupsNotSummed,
     /// Under stochastic rounding, each rank's rounding RNG seeded with its
     /// rank, so copies of a replicated weight round differently.
     RoundingSeededPerRank,
@@ -181,8 +185,10 @@ impl std::fmt::Display for Parallelism {
         if self.zero1 {
             f.write_str(", ZeRO-1")?;
         }
-        if self.shards_weights() {
-            write!(f, ", FSDP {}", self.fsdp)?;
+        match self.fsdp_replicas() {
+            _ if !self.shards_weights() => {}
+            1 => write!(f, ", FSDP {}", self.fsdp)?,
+            groups => write!(f, ", HSDP {groups} x FSDP {}", self.fsdp)?,
         }
         Ok(())
     }
@@ -244,8 +250,10 @@ pub enum ParallelError {
     SequenceWithoutTp,
     #[error("--zero1 shards the optimizer state over the data-parallel replicas, and --dp 1 has one: use --dp 2 or more, or leave --zero1 out")]
     Zero1WithoutDp,
-    #[error("--fsdp {fsdp} with --dp {dp}: a shard group smaller than the replicas (HSDP: --dp / --fsdp groups, each holding every weight in shards, replicating one another) is not built yet; use --fsdp {dp} (every replica in one shard group), or leave --fsdp out")]
-    HsdpNotBuilt { fsdp: i64, dp: i64 },
+    #[error("--fsdp {fsdp} does not divide --dp {dp}: the replicas are divided into shard groups of --fsdp (HSDP when there are several); use an --fsdp that divides --dp")]
+    FsdpIndivisibleDp { fsdp: i64, dp: i64 },
+    #[error("--fsdp {fsdp} below --dp {dp} with --ep {ep}: HSDP of a mixture of experts (its experts' shard groups within the EP ranks' replicas) is not built yet; use --fsdp {dp}, or leave --ep out")]
+    HsdpWithExperts { fsdp: i64, dp: i64, ep: i64 },
     #[error("--zero1 with --fsdp {fsdp}: FSDP divides the optimizer state already, with the weights; leave --zero1 out")]
     Zero1WithFsdp { fsdp: i64 },
     #[error("--fsdp {fsdp} with --pp {pp}: FSDP over pipeline stages is not built yet (each stage's tick programs would gather its layers' weights); leave one of them out")]
@@ -309,6 +317,40 @@ impl Parallelism {
     /// (FSDP), not only their optimizer state.
     pub fn shards_weights(&self) -> bool {
         self.fsdp > 1
+    }
+
+    /// How many shard groups of FSDP replicate one another (HSDP above 1).
+    pub fn fsdp_replicas(&self) -> i64 {
+        match self.shards_weights() {
+            true => self.dp / self.fsdp,
+            false => 1,
+        }
+    }
+
+    /// The DP replicas' ranks by FSDP shard group: each group's replicas,
+    /// the same TP rank of each (every DP group when there is one shard
+    /// group).
+    pub fn fsdp_groups(&self) -> Vec<Vec<i64>> {
+        let (n, tp) = (self.fsdp.max(1), self.tp);
+        self.on_every_stage(
+            (0..self.dp / n)
+                .flat_map(|g| (0..tp).map(move |t| (0..n).map(|s| (g * n + s) * tp + t).collect()))
+                .collect(),
+        )
+    }
+
+    /// The ranks holding the same FSDP shard in each shard group (HSDP's
+    /// replicas of it): shard `s` of every group, the same TP rank.
+    pub fn fsdp_replica_groups(&self) -> Vec<Vec<i64>> {
+        let (n, tp) = (self.fsdp.max(1), self.tp);
+        let groups = self.dp / n;
+        self.on_every_stage(
+            (0..n)
+                .flat_map(|s| {
+                    (0..tp).map(move |t| (0..groups).map(|g| (g * n + s) * tp + t).collect())
+                })
+                .collect(),
+        )
     }
 
     /// Whether the optimizer state (master weights and Adam moments) is
@@ -381,6 +423,7 @@ impl Parallelism {
     pub fn zero1_degree(&self, spec: &ParamSpec) -> i64 {
         match self.divides_experts(spec) {
             true => self.dp / self.ep,
+            false if self.shards_weights() => self.fsdp,
             false => self.dp,
         }
     }
@@ -391,6 +434,7 @@ impl Parallelism {
     pub fn zero1_index(&self, spec: &ParamSpec, r: i64) -> i64 {
         match self.divides_experts(spec) {
             true => self.dp_rank(r) / self.ep,
+            false if self.shards_weights() => self.dp_rank(r) % self.fsdp,
             false => self.dp_rank(r),
         }
     }
@@ -595,8 +639,15 @@ impl Parallelism {
         if fsdp == 1 {
             return Ok(());
         }
-        if fsdp != self.dp {
-            return Err(ParallelError::HsdpNotBuilt { fsdp, dp: self.dp });
+        if self.dp % fsdp != 0 {
+            return Err(ParallelError::FsdpIndivisibleDp { fsdp, dp: self.dp });
+        }
+        if fsdp < self.dp && self.ep > 1 {
+            return Err(ParallelError::HsdpWithExperts {
+                fsdp,
+                dp: self.dp,
+                ep: self.ep,
+            });
         }
         if self.zero1 {
             return Err(ParallelError::Zero1WithFsdp { fsdp });
