@@ -92,8 +92,8 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
         });
     }
     // FSDP divides the weights too, for a gather of them every step; it
-    // takes neither stages nor micro-batches yet.
-    let fsdp = zero1 && par.pp == 1 && o.grad_accum == 1;
+    // takes no pipeline stages yet.
+    let fsdp = zero1 && par.pp == 1;
     if fsdp {
         push(&|c| c.parallel.fsdp = par.dp);
     }

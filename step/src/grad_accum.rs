@@ -80,12 +80,6 @@ pub fn build_accumulation_steps(
     micro_batches: i64,
 ) -> Result<AccumulationSteps, StepError> {
     check(cfg)?;
-    if cfg.parallel.shards_weights() {
-        return Err(StepError::FsdpAccumulation {
-            fsdp: cfg.parallel.fsdp,
-            micro_batches,
-        });
-    }
     let micro_cfg = micro_config(cfg, micro_batches)?;
     Ok(AccumulationSteps {
         micro: build_micro_step(&micro_cfg, micro_batches)?,
@@ -121,7 +115,9 @@ fn build_micro_step(cfg: &StepConfig, micro_batches: i64) -> Result<TrainStep, S
     let accumulators = accumulator_specs(cfg, &specs);
     let t0 = Instant::now();
     let shape = GraphShape::of("micro_step", cfg, Some(micro_batches));
-    // FSDP is refused before a micro step is built.
+    // Under FSDP each micro step gathers the weights from the shards it
+    // takes, and its accumulators are the rank's whole share: the apply
+    // step reduce-scatters their sums once.
     let ModelGraph {
         mut b,
         params,
@@ -187,7 +183,7 @@ pub(crate) fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError>
     let params = widen(&mut b, &stored, compute)?;
     let state = OptimizerState::declare(&mut b, cfg, &specs);
     let accs = declare(&mut b, &accumulators);
-    let zero1 = match par.zero1 {
+    let zero1 = match par.shards_optimizer_state() {
         true => Some(Zero1::new(&mut b, par, cfg.fault)?),
         false => None,
     };
@@ -198,7 +194,9 @@ pub(crate) fn build_apply_step(cfg: &StepConfig) -> Result<TrainStep, StepError>
         (Some(z), false) => z.scatter_gradients(&mut b, &sums, &specs)?,
     };
     let t1 = Instant::now();
-    let division = crate::train_step::Division::of(zero1.as_ref(), None);
+    // Under FSDP the parameters declared are the rank's shards.
+    let shards = par.shards_weights().then_some(params.as_slice());
+    let division = crate::train_step::Division::of(zero1.as_ref(), shards);
     let mut results = update(&mut b, cfg, &specs, &params, &grads, state, division)?;
     b.push_scope("grad_accumulate");
     for &acc in &accs {

@@ -110,7 +110,10 @@ impl MemoryPlan {
         let activations = saved_for_backward(&micro.module);
         MemoryPlan {
             activations,
-            backward_working: beyond(&micro.module, activations + plan.gradients),
+            backward_working: beyond(
+                &micro.module,
+                activations + plan.gradients + plan.gathered_weights,
+            ),
             ..plan
         }
     }

@@ -133,9 +133,6 @@ pub enum StepError {
     HostMemory(#[from] hlatc_compiler::util::host_memory::TooLarge),
     #[error(transparent)]
     PipelineForm(#[from] crate::pipeline_form::FormError),
-    /// FSDP with gradient accumulation, which is not built yet.
-    #[error("--fsdp {fsdp} with --grad-accum {micro_batches}: FSDP's micro-batches are not built yet (each micro step would gather the weights, and the accumulators would be divided as the weights are); leave one of them out")]
-    FsdpAccumulation { fsdp: i64, micro_batches: i64 },
     /// `--pp-send all-gather` with a rank left without a partner.
     #[error("--pp-send all-gather pairs every rank with another in each round of sends, but --pp {pp} and each stage's {stage_ranks} (--tp x --dp) are both odd, so one rank is left alone; use an even --pp, an even --tp x --dp, or --pp-send permute")]
     UnpairedStageSend { pp: i64, stage_ranks: i64 },
