@@ -22,6 +22,8 @@ pub struct Candidate {
     ep_exchange: &'static str,
     sequence_parallel: bool,
     zero1: bool,
+    /// FSDP's shard group (1: the weights are not divided).
+    fsdp: i64,
     remat: String,
     micro_batch: i64,
     precision: String,
@@ -65,6 +67,7 @@ impl From<&RustCandidate> for Candidate {
             ep_exchange: l.parallel.ep_exchange.name(),
             sequence_parallel: l.parallel.sequence_parallel,
             zero1: l.parallel.zero1,
+            fsdp: l.parallel.fsdp,
             remat: l.remat.name().to_string(),
             micro_batch: l.micro_batch,
             precision: l.precision.name().to_string(),

@@ -133,6 +133,9 @@ impl MeasuredRun {
                 value: v.to_string(),
             });
         }
+        if p.shards_weights() {
+            return Some(RowFault::FsdpUnrecorded { fsdp: p.fsdp });
+        }
         let cores = self.nodes * self.instance.hardware().cores_per_node;
         (self.layout.ranks() != cores).then(|| RowFault::CoresUnfilled {
             tp: p.tp,
@@ -751,6 +754,7 @@ fn check_appendable(run: &MeasuredRun) -> Result<(), PlanError> {
     if let Some(p) = run.problem() {
         let field = match &p {
             RowFault::NotPositiveWhole { column, .. } => column,
+            RowFault::FsdpUnrecorded { .. } => "fsdp",
             _ => "nodes",
         };
         return Err(refuse(field, p.to_string()));

@@ -29,7 +29,7 @@ pub struct Layout {
 }
 
 /// The keys a SPEC takes, as it writes them.
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "tp",
     "pp",
     "dp",
@@ -37,6 +37,7 @@ const KEYS: [&str; 11] = [
     "ep_exchange",
     "sp",
     "zero1",
+    "fsdp",
     "remat",
     "micro_batch",
     "precision",
@@ -145,6 +146,7 @@ impl Layout {
                 }
                 "sp" | "sequence_parallel" => l.parallel.sequence_parallel = flag(value)?,
                 "zero1" => l.parallel.zero1 = flag(value)?,
+                "fsdp" => l.parallel.fsdp = number(value)?,
                 "micro_batch" | "mb" => l.micro_batch = number(value)?,
                 "remat" => {
                     let v = value.unwrap_or_default();
@@ -291,6 +293,9 @@ impl fmt::Display for Layout {
         }
         if self.parallel.zero1 {
             f.write_str(",zero1")?;
+        }
+        if self.parallel.shards_weights() {
+            write!(f, ",fsdp={}", self.parallel.fsdp)?;
         }
         write!(
             f,

@@ -23,6 +23,8 @@ pub enum RowFault {
     UnknownPrecision { value: String },
     #[error("a mixture of experts ({model_type}): its EP degree, exchange and capacity factor have no columns in a calibration file, so its runs are not recorded or read yet (the cost model prices its layouts from their programs without them)")]
     ExpertsUnrecorded { model_type: &'static str },
+    #[error("fsdp={fsdp}: a calibration file has no FSDP column, so an FSDP run's row would be read back as another layout; it is not recorded yet")]
+    FsdpUnrecorded { fsdp: i64 },
     #[error("tp {tp} x pp {pp} x dp {dp} = {ranks} cores, but {nodes} {instance} have {cores}")]
     CoresUnfilled {
         tp: i64,

@@ -469,9 +469,10 @@ fn evaluate_all(
 
 /// The fewest bytes a rank of `l` holds from step to step, from the
 /// model's parameter counts alone: its share of the weights in their
-/// storage type, of the f32 master weights and Adam moments (divided over
-/// the replicas under ZeRO-1), and of the f32 gradient accumulators where
-/// micro-batches accumulate. A rank holds at least `N / (tp pp)` of the
+/// storage type (divided over the shard group under FSDP), of the f32
+/// master weights and Adam moments (divided over the replicas under
+/// ZeRO-1, over the shard group under FSDP), and of the f32 gradient
+/// accumulators where micro-batches accumulate. A rank holds at least `N / (tp pp)` of the
 /// parameters (replicated norms only add to it), a mixture's routed
 /// experts `X / (tp pp ep)` of theirs (ZeRO-1 dividing their state over
 /// the `dp / ep` replicas holding them), so a layout over a core's memory
@@ -482,7 +483,17 @@ pub fn state_floor(cfg: &ModelConfig, l: &Layout, global_batch: i64) -> u64 {
     let experts = cfg.expert_parameter_count() as f64;
     let dense = (cfg.parameter_count() as f64 - experts) / split;
     let experts = experts / (split * p.ep as f64);
-    let replicas = |over: i64| if p.zero1 { over as f64 } else { 1.0 };
+    // The replicas that divide a share's state: FSDP's shard group, or
+    // every replica under ZeRO-1 (the experts' holders, `dp / ep`, alike).
+    let replicas = |over: i64| match (p.shards_weights(), p.zero1) {
+        (true, _) => over.min(p.fsdp) as f64,
+        (false, true) => over as f64,
+        (false, false) => 1.0,
+    };
+    let weights = |over: i64| match p.shards_weights() {
+        true => replicas(over),
+        false => 1.0,
+    };
     let storage = l.precision.storage().byte_size() as f64;
     // The master copy and the two moments: what ZeRO-1 divides.
     let optimizer = l.precision.state_bytes_per_parameter() as f64 - storage;
@@ -491,9 +502,28 @@ pub fn state_floor(cfg: &ModelConfig, l: &Layout, global_batch: i64) -> u64 {
         true => l.precision.gradient_sum_type().byte_size() as f64,
         false => 0.0,
     };
-    let bytes =
-        |share: f64, over: i64| share * (storage + optimizer / replicas(over) + accumulators);
+    let bytes = |share: f64, over: i64| {
+        share * (storage / weights(over) + optimizer / replicas(over) + accumulators)
+    };
     (bytes(dense, p.dp) + bytes(experts, p.dp / p.ep)) as u64
+}
+
+/// How a searched layout divides the state over its DP replicas.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StateDivision {
+    Replicated,
+    Zero1,
+    /// FSDP over every replica (HSDP is written in a `--layout`, not
+    /// searched).
+    Fsdp,
+}
+
+impl StateDivision {
+    const ALL: [StateDivision; 3] = [
+        StateDivision::Replicated,
+        StateDivision::Zero1,
+        StateDivision::Fsdp,
+    ];
 }
 
 /// The micro-batches a search tries.
@@ -529,8 +559,9 @@ fn expert_degrees(cfg: &ModelConfig, dp: i64) -> Vec<i64> {
 /// Every layout of the cluster that divides the model and the batch:
 /// TP within a node (a power of two up to its cores), PP dividing the
 /// layers, DP filling the rest, and for a mixture of experts every EP
-/// dividing the experts and DP (by `all-to-all`); SP and ZeRO-1 each on
-/// and off where they mean anything; every remat policy; micro-batches of
+/// dividing the experts and DP (by `all-to-all`); SP on and off where it
+/// means anything; the state replicated, under ZeRO-1, or under FSDP over
+/// every replica (without stages: FSDP takes none yet); every remat policy; micro-batches of
 /// 1, 2 and 4; and the precision, or each of the bf16 presets.
 pub fn search_space(
     cfg: &ModelConfig,
@@ -555,7 +586,10 @@ pub fn search_space(
                 .into_iter()
                 .flat_map(|ep| [(ep, false), (ep, true)])
             {
-                for zero1 in [false, true] {
+                for state in StateDivision::ALL {
+                    if state == StateDivision::Fsdp && pp > 1 {
+                        continue;
+                    }
                     for remat in RematPolicy::ALL {
                         for micro_batch in MICRO_BATCHES {
                             for &precision in &precisions {
@@ -566,7 +600,11 @@ pub fn search_space(
                                         dp,
                                         ep,
                                         sequence_parallel,
-                                        zero1,
+                                        zero1: state == StateDivision::Zero1,
+                                        fsdp: match state {
+                                            StateDivision::Fsdp => dp,
+                                            _ => 1,
+                                        },
                                         ..Parallelism::SINGLE
                                     },
                                     remat,

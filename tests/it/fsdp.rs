@@ -253,3 +253,63 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
     };
     assert_eq!(refused(staged), E::FsdpWithStages { fsdp: 2, pp: 2 });
 }
+
+/// TorchTitan Neuron's `qwen3_8b_tp4_fsdp16_sac`: Qwen3-8B (its published
+/// `config.json`) at TP 4 x FSDP 16 on one trn2.48xlarge, written as a
+/// layout spec, priced by `hlatc plan`, and its printed command compiles.
+#[test]
+fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
+    use crate::support::{hlatc, scratch, stderr, stdout};
+    let spec = "tp=4,pp=1,dp=16,sp,fsdp=16,remat=full-layer,micro_batch=1,precision=bf16-master";
+    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
+    let l = hlatc::plan::Layout::parse(spec, 16, Precision::Bf16Master, plain).unwrap();
+    assert_eq!(l.to_string(), spec);
+    assert_eq!(l.parallel.fsdp, 16);
+    let config =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/planner/configs/qwen3-8b.json");
+    let config = config.to_str().unwrap();
+    let dir = scratch("qwen3-fsdp");
+    let json = dir.join("plan.json");
+    let out = hlatc(&[
+        "plan",
+        "--config",
+        config,
+        "--instance",
+        "trn2.48xlarge",
+        "--nodes",
+        "1",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--layout",
+        spec,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let pick = &plan["candidates"][0];
+    assert_eq!(pick["fits"], true, "{pick}");
+    let command = pick["command"].as_str().unwrap();
+    assert!(command.contains(" --fsdp 16"), "{command}");
+    // The command it prints compiles, for trn2, with no refusal.
+    let mut args: Vec<String> = command
+        .split_whitespace()
+        .skip(1)
+        .map(String::from)
+        .collect();
+    if let Some(i) = args.iter().position(|a| a == "--out") {
+        args.truncate(i);
+    }
+    args.extend(["--out".into(), dir.join("bundle").to_str().unwrap().into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let compiled = hlatc(&args);
+    assert!(compiled.status.success(), "{args:?}: {}", stderr(&compiled));
+    assert!(
+        stdout(&compiled).contains("FSDP 16"),
+        "{}",
+        stdout(&compiled)
+    );
+}
