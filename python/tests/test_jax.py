@@ -187,3 +187,47 @@ def test_a_mixture_of_experts_over_tp_dp_and_ep_runs_on_jax_as_on_one_device():
     for one, capped, tp_ep, ep_zero1 in json.loads(done.stdout.strip().splitlines()[-1]):
         assert abs(tp_ep - one) <= 1e-5 * abs(one), (one, tp_ep)
         assert abs(ep_zero1 - capped) <= 1e-5 * abs(capped), (capped, ep_zero1)
+
+
+# FSDP and HSDP run by JAX on four XLA CPU devices of a fresh process, and
+# FSDP on hlatc's own runtime, against one device: each step's loss.
+FSDP_RUN = """
+import json
+import jax
+import hlatc, hlatc.jax
+from language import batches
+options = dict(model="tiny", target="cpu", batch_size=4, seq_len=16, precision="fp32",
+               lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)
+one = hlatc.Trainer(hlatc.compile_step(**options), seed=0)
+ours = hlatc.Trainer(hlatc.compile_step(**options, fsdp=2), seed=0)
+layouts = [dict(fsdp=4), dict(dp=4, fsdp=2), dict(tp=2, sequence_parallel=True, fsdp=2)]
+runs = [hlatc.jax.Trainer(hlatc.compile_step(**options, **layout), seed=0,
+                          devices=jax.devices()[:4]) for layout in layouts]
+out = []
+for tokens, targets in batches(3, batch=4):
+    out.append([float(one.step(tokens, targets)["loss"]), float(ours.step(tokens, targets)["loss"])]
+               + [float(r.step(tokens, targets)["loss"]) for r in runs])
+print(json.dumps(out))
+"""
+
+
+def test_fsdp_and_hsdp_run_on_jax_as_on_one_device():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+                        " --xla_backend_optimization_level=0").strip()
+    done = subprocess.run([sys.executable, "-c", FSDP_RUN], cwd=here, env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(rows) == 3 and rows[2][0] < rows[0][0]
+    # f32 on both sides, the sums in other orders: within a few roundings
+    # of a loss near 4 (its f32 spacing 4.8e-7), far from a wrong step.
+    for one, *sharded in rows:
+        for got in sharded:
+            assert abs(got - one) <= 1e-5 * abs(one), (one, sharded)
