@@ -129,7 +129,8 @@ METRICS_FILE: str
 COMPLETE: str
 CHECKPOINT_FORMAT: str
 
-class Error(Exception): ...
+class Error(Exception):
+    code: Optional[str]
 
 class HloSyntaxError(Error, ValueError):
     path: Optional[str]

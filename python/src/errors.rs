@@ -284,6 +284,10 @@ pub(crate) static KINDS: [&Kind; 14] = [
 /// Registers every exception class in the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    // `code` on every `hlatc.Error`: the CLI's error code where the error
+    // came from the library ([`to_py`]), `usage.KIND` for an argument the
+    // Python layer refused, and None on the class for the rest.
+    Error::type_object(py).setattr("code", py.None())?;
     m.add("Error", Error::type_object(py))?;
     for kind in KINDS {
         m.add(kind.name, kind.type_object(py)?)?;
@@ -383,11 +387,14 @@ pub(crate) fn usage_type_error(argument: &str, message: String) -> PyErr {
 }
 
 /// The fields every `UsageError` (and `UsageTypeError`) carries.
-fn usage_fields(kind: UsageKind, argument: Option<&str>) -> [(&'static str, PyObject); 2] {
+/// Its `code` is the CLI's for a usage error, `usage.KIND`, unless the
+/// error it describes has its own ([`to_py`] sets that).
+fn usage_fields(kind: UsageKind, argument: Option<&str>) -> [(&'static str, PyObject); 3] {
     Python::with_gil(|py| {
         [
             ("argument", obj(py, argument)),
             ("category", obj(py, kind.name())),
+            ("code", obj(py, format!("usage.{}", kind.name()))),
         ]
     })
 }
@@ -826,8 +833,20 @@ fn batch_error(e: &RustBatchError) -> PyErr {
     })
 }
 
-/// The Python exception for `e`.
+/// The Python exception for `e`, its `code` the one the CLI prints for it.
 pub fn to_py(e: hlatc::Error) -> PyErr {
+    let code = e.code().to_string();
+    let err = described(e);
+    Python::with_gil(|py| {
+        // An exception object takes attributes; one that would not has
+        // its class's `code`.
+        let _ = err.value(py).setattr("code", code);
+    });
+    err
+}
+
+/// The Python exception of `e`, by its kind, with its fields.
+fn described(e: hlatc::Error) -> PyErr {
     use hlatc::Error as E;
     let message = e.to_string();
     match &e {

@@ -368,3 +368,20 @@ def test_each_category_is_raised(case, step, pipeline, bundle, tmp_path):
     with pytest.raises(hlatc.UsageError) as e:
         call(step, pipeline, bundle, tmp_path)
     assert (e.value.category, e.value.argument) == (category, argument), repr(e.value)
+
+
+def test_every_error_carries_the_code_the_cli_prints():
+    # What the library refused: the code `hlatc compile` prints for it.
+    with pytest.raises(hlatc.ConfigError) as e:
+        hlatc.compile_step(model="tiny", target="cpu", tp=3)
+    assert e.value.code == "artifact.step.parallel"
+    with pytest.raises(hlatc.UsageError) as e:
+        hlatc.compile_step(model="tiny", target="cpu", tp=0)
+    assert (e.value.code, e.value.category) == ("option.tp", "out_of_range")
+    # What the Python layer refused before the library: its usage kind.
+    with pytest.raises(hlatc.UsageTypeError) as e:
+        hlatc.compile_step(model="tiny", target="cpu", tp="x")
+    assert e.value.code == "usage.invalid"
+    # Every class answers `code`; one raised without a code says None.
+    assert hlatc.Error.code is None
+    assert hlatc.Error("raised by hand").code is None
