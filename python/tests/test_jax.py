@@ -171,7 +171,9 @@ print(json.dumps(out))
 """
 
 
-def test_a_mixture_of_experts_over_tp_dp_and_ep_runs_on_jax_as_on_one_device():
+def on_four_devices(script: str) -> list[list[float]]:
+    """What `script` prints last, as JSON, run in a fresh process whose JAX
+    has four XLA CPU devices (the count is fixed when JAX starts)."""
     import os
     import subprocess
     import sys
@@ -181,10 +183,14 @@ def test_a_mixture_of_experts_over_tp_dp_and_ep_runs_on_jax_as_on_one_device():
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
                         " --xla_backend_optimization_level=0").strip()
-    done = subprocess.run([sys.executable, "-c", MOE_RUN], cwd=here, env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", script], cwd=here, env=env, capture_output=True,
                           text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    for one, capped, tp_ep, ep_zero1 in json.loads(done.stdout.strip().splitlines()[-1]):
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_mixture_of_experts_over_tp_dp_and_ep_runs_on_jax_as_on_one_device():
+    for one, capped, tp_ep, ep_zero1 in on_four_devices(MOE_RUN):
         assert abs(tp_ep - one) <= 1e-5 * abs(one), (one, tp_ep)
         assert abs(ep_zero1 - capped) <= 1e-5 * abs(capped), (capped, ep_zero1)
 
@@ -212,19 +218,7 @@ print(json.dumps(out))
 
 
 def test_fsdp_and_hsdp_run_on_jax_as_on_one_device():
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    here = Path(__file__).resolve().parent
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
-                        " --xla_backend_optimization_level=0").strip()
-    done = subprocess.run([sys.executable, "-c", FSDP_RUN], cwd=here, env=env, capture_output=True,
-                          text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = on_four_devices(FSDP_RUN)
     assert len(rows) == 3 and rows[2][0] < rows[0][0]
     # f32 on both sides, the sums in other orders: within a few roundings
     # of a loss near 4 (its f32 spacing 4.8e-7), far from a wrong step.

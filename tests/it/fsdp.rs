@@ -138,14 +138,7 @@ fn the_weights_are_divided_with_their_state() {
         Precision::Bf16Master,
     ))
     .unwrap();
-    let shape = |name: String| {
-        step.inputs
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no input {name}"))
-            .shape
-            .clone()
-    };
+    let shape = |name: String| crate::sharded::input_shape(&step, &name);
     let par = fsdp(2, 2, false);
     for p in param_specs(&model) {
         let local: i64 = par.local_dims(&p).iter().product();

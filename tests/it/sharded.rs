@@ -63,6 +63,16 @@ pub(crate) fn tolerance(precision: Precision) -> f64 {
     }
 }
 
+/// The shape of `step`'s input `name`.
+pub(crate) fn input_shape(step: &hlatc::train_step::TrainStep, name: &str) -> Vec<i64> {
+    step.inputs
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no input {name}"))
+        .shape
+        .clone()
+}
+
 /// The most terms any one sum of the tests' steps adds (module docs).
 const LONGEST_SUM: f64 = 512.0;
 

@@ -60,14 +60,7 @@ fn the_optimizer_state_is_divided_over_the_replicas() {
         Precision::Fp32,
     ))
     .unwrap();
-    let shape = |name: &str| {
-        step.inputs
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no input {name}"))
-            .shape
-            .clone()
-    };
+    let shape = |name: &str| crate::sharded::input_shape(&step, name);
     // The embedding's TP share is 32 of the 63 rows padded to 64, each of
     // hidden_size 32: 1024 elements, 512 on each replica.
     assert_eq!(model.hidden_size, 32);
