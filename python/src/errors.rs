@@ -522,7 +522,8 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
                 ("tokenizer_vocab", obj(py, *tokenizer_vocab)),
                 ("model_vocab", obj(py, *model_vocab)),
             ],
-            L::NoSuchToken { path: p, .. } | L::NotRegularFile { path: p, .. } => vec![path(p)],
+            L::NoSuchToken { path: p, .. } => vec![path(p)],
+            L::NotRegularFile(e) => vec![path(&e.path)],
             L::FlagOutsideVocabulary { flag, .. } => vec![("setting", obj(py, *flag))],
             L::EmptyCorpus { sources, .. } => vec![("path", obj(py, sources.as_str()))],
             L::Setting { setting, .. } => vec![("setting", obj(py, *setting))],
@@ -566,6 +567,7 @@ pub(crate) fn sharded_checkpoint_error(e: &ShardedCheckpointError) -> PyErr {
             path_error(&FILE, message, file)
         }
         S::Tensors(t) => tensor_file_error(t, message),
+        S::NotRegularFile(n) => path_error(&FILE, message, &n.path),
         S::WorldSize { .. } => usage(UsageKind::Conflict, message),
         S::BadName { .. } => usage(UsageKind::Invalid, message),
     }
@@ -589,6 +591,7 @@ fn config_error(e: &RustConfigError) -> PyErr {
         RustConfigError::File { source_name, .. } => config_key(message, None, Some(source_name)),
         RustConfigError::Unreadable { path, .. } => path_error(&FILE, message, path),
         RustConfigError::UnknownPreset { .. } => config_key(message, Some("model"), None),
+        RustConfigError::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -659,6 +662,7 @@ fn tensor_file_error(e: &TensorFileError, message: String) -> PyErr {
         | TensorFileError::NoDtype { path, .. } => {
             path_error(&FILE, message, std::path::Path::new(path))
         }
+        TensorFileError::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -688,6 +692,7 @@ fn artifact_error(e: &hlatc::artifacts::Error) -> PyErr {
         A::Lock(l) => lock_error(l, message),
         A::StateMetadata(m) => usage(state_metadata_kind(m), message),
         A::Checkpoint(c) => checkpoint_error(c),
+        A::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -874,6 +879,9 @@ pub fn to_py(e: hlatc::Error) -> PyErr {
         | E::Metrics(hlatc::metrics::MetricsError::Syntax { file, .. }) => {
             path_error(&FILE, message, std::path::Path::new(file))
         }
+        E::Metrics(hlatc::metrics::MetricsError::NotRegularFile(n)) => {
+            path_error(&FILE, message, &n.path)
+        }
         E::Artifact(a) => artifact_error(a),
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
@@ -939,6 +947,7 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
             path_error(&FILE, message, std::path::Path::new(path))
         }
         P::Chart(_) => FILE.err(message),
+        P::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 

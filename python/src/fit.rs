@@ -287,6 +287,9 @@ pub fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
             | hlatc::metrics::MetricsError::Syntax { file, .. } => {
                 checkpoint_file_error(message, file)
             }
+            hlatc::metrics::MetricsError::NotRegularFile(n) => {
+                checkpoint_file_error(message, &n.path.display().to_string())
+            }
         },
         RunCheckpointError::Dir(d) => checkpoint_error(d),
         RunCheckpointError::Lock(l) => lock_error(l, message),

@@ -178,6 +178,7 @@ pub(crate) fn identity_error(e: &RunIdentityError) -> PyErr {
         RunIdentityError::UnknownField { .. } => usage(UsageKind::NotFound, message),
         RunIdentityError::Malformed { .. } => CHECKPOINT.err(message),
         RunIdentityError::Io { path, .. } => crate::errors::path_error(&FILE, message, path),
+        RunIdentityError::NotRegularFile(n) => crate::errors::path_error(&FILE, message, &n.path),
     }
 }
 
