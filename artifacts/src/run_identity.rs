@@ -411,7 +411,7 @@ pub fn files_fingerprint(
             path: path.clone(),
             source,
         };
-        let (mut f, size) = input_file::open(path, &io)?;
+        let (mut f, size) = input_file::open(path, io)?;
         total = total.saturating_add(size);
         hasher.update(size.to_le_bytes());
         let mut buf = vec![0u8; SAMPLE_BLOCK as usize];

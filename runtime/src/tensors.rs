@@ -194,7 +194,7 @@ pub fn read_safetensors_metadata(path: &Path) -> Result<Option<String>, TensorFi
         tensor: None,
         source,
     };
-    let (mut f, file_len) = input_file::open(path, &io)?;
+    let (mut f, file_len) = input_file::open(path, io)?;
     let mut len = [0u8; 8];
     f.read_exact(&mut len).map_err(io)?;
     let n = u64::from_le_bytes(len);
@@ -339,7 +339,7 @@ impl SafetensorsIndex {
             path: p.clone(),
             message,
         };
-        let (mut file, file_len) = input_file::open(path, &io)?;
+        let (mut file, file_len) = input_file::open(path, io)?;
         let mut len = [0u8; 8];
         file.read_exact(&mut len)
             .map_err(|_| format(explain(&SafeTensorError::HeaderTooSmall, file_len as usize)))?;
