@@ -87,6 +87,14 @@ fn facade(e: &Error, code: &mut ErrorCode) {
         Error::NotWritten { source, .. } => train(source, code.push("not_written")),
         Error::RankInputs { source, .. } => artifact(source, code.push("rank_inputs")),
         Error::Plan(p) => plan(p, code.push("plan")),
+        Error::Kernel(k) => {
+            // A kernel file's error, by its case (`kernel.imported.json`).
+            use hlatc_step::kernel_choice::KernelChoiceError as K;
+            code.variant(e).variant(k);
+            if let K::Imported(x) = k {
+                code.variant(x);
+            }
+        }
         Error::RunCheckpoint(r) => {
             use crate::fit::checkpoints::RunCheckpointError as R;
             code.push("run_checkpoint").variant(r);
@@ -103,7 +111,6 @@ fn facade(e: &Error, code: &mut ErrorCode) {
             // error it wraps, if any.
             let case: Option<&dyn fmt::Debug> = match e {
                 Error::RunModule { source, .. } => Some(source),
-                Error::Kernel(x) => Some(x),
                 Error::Metrics(x) => Some(x),
                 Error::StateLayout(x) => Some(x),
                 Error::Tensor { source, .. } => Some(source),

@@ -233,6 +233,7 @@ through!(Artifact:
     run_identity::RunIdentityError,
     checkpoint_lock::LockError,
     state_metadata::StateMetadataError,
+    compiler::util::input_file::NotRegularFile,
 );
 through!(Train:
     runtime::RuntimeError,
@@ -359,7 +360,7 @@ pub fn load_module(path: &Path) -> Result<Module, Error> {
 /// [`load_module`], with a note for each change made while reading (see
 /// [`text::parse_module_noted`]).
 pub fn load_module_noted(path: &Path) -> Result<(Module, Vec<String>), Error> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = compiler::util::input_file::read(path, |e| Error::io(path, e))?;
     module_from_bytes_noted(&bytes, path)
 }
 

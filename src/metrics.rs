@@ -6,6 +6,7 @@
 //! strict: a missing or unknown column, a short row or a value that is not
 //! a number is an error naming the file, line and column.
 
+use hlatc_compiler::util::input_file;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -85,6 +86,9 @@ pub enum MetricsError {
         column: usize,
         message: String,
     },
+    /// Not a regular file (a device, a FIFO), refused before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
 }
 
 /// Every step of one run, in order.
@@ -130,7 +134,7 @@ impl MetricsLog {
 
     pub fn read(path: &Path) -> Result<MetricsLog, MetricsError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| MetricsError::Io {
+        let text = input_file::read_to_string(path, |source| MetricsError::Io {
             file: file.clone(),
             source,
         })?;

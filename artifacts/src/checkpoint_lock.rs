@@ -142,7 +142,7 @@ impl Drop for DirLock {
 /// cannot be parsed is one whose writer crashed before linking it, which
 /// cannot happen with the link; it reads as held by nobody alive.
 fn read_holder(path: &Path) -> Result<Option<LockHolder>, LockError> {
-    match std::fs::read_to_string(path) {
+    match hlatc_compiler::util::input_file::read_to_string(path, std::convert::identity) {
         Ok(text) => Ok(Some(serde_json::from_str(&text).unwrap_or(LockHolder {
             pid: 0,
             host: hostname(),

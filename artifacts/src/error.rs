@@ -77,6 +77,10 @@ pub enum Error {
     /// A rank file of another rank, layout or step.
     #[error(transparent)]
     StateMetadata(#[from] StateMetadataError),
+    /// A path that is not a regular file (`/dev/zero`, a FIFO), refused
+    /// before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
 }
 
 impl From<StateError> for Error {

@@ -17,6 +17,7 @@
 //! the fields and their comparison are written once.
 
 use crate::bundle::{sha256_file_hex, sha256_hex};
+use hlatc_compiler::util::input_file;
 use hlatc_step::train_step::StepConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -165,6 +166,9 @@ pub enum RunIdentityError {
         #[source]
         source: std::io::Error,
     },
+    /// Not a regular file (a device, a FIFO), refused before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
 }
 
 impl RunIdentity {
@@ -357,7 +361,7 @@ pub fn init_from_seed(seed: u64) -> String {
 /// `init` of weights read from the file at `path` (`train --init`): its
 /// content hash, the whole file read.
 pub fn init_from_file(path: &Path) -> Result<String, RunIdentityError> {
-    let hex = sha256_file_hex(path).map_err(|source| RunIdentityError::Io {
+    let hex = sha256_file_hex(path, |source| RunIdentityError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -407,9 +411,7 @@ pub fn files_fingerprint(
             path: path.clone(),
             source,
         };
-        let mut f = std::fs::File::open(path).map_err(io)?;
-        let meta = f.metadata().map_err(io)?;
-        let size = meta.len();
+        let (mut f, size) = input_file::open(path, io)?;
         total = total.saturating_add(size);
         hasher.update(size.to_le_bytes());
         let mut buf = vec![0u8; SAMPLE_BLOCK as usize];
@@ -454,7 +456,7 @@ fn sample_offsets(size: u64) -> Vec<u64> {
 
 /// The content hash of the tokenizer file at `path`.
 pub fn tokenizer_hash(path: &Path) -> Result<String, RunIdentityError> {
-    let bytes = std::fs::read(path).map_err(|source| RunIdentityError::Io {
+    let bytes = input_file::read(path, |source| RunIdentityError::Io {
         path: path.to_path_buf(),
         source,
     })?;

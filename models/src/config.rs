@@ -128,6 +128,9 @@ pub enum ConfigError {
     },
     #[error("unknown model '{name}' (presets: {known})")]
     UnknownPreset { name: String, known: String },
+    /// Not a regular file (a device, a FIFO), refused before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
 }
 
 impl ConfigError {

@@ -9,6 +9,7 @@ use crate::config::{ConfigError, ModelConfig, RopeScaling};
 use crate::family::{AttentionBias, ExpertNames, Family, Window, FAMILIES};
 use crate::field_problem::FieldProblem;
 use crate::moe::MoeConfig;
+use hlatc_compiler::util::input_file;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -259,7 +260,7 @@ impl ModelConfig {
 
     pub fn from_hf_file(path: &Path) -> Result<Self, ConfigError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Unreadable {
+        let text = input_file::read_to_string(path, |e| ConfigError::Unreadable {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;

@@ -27,6 +27,7 @@
 use crate::kernel_layout::{standard_form, TensorLayout};
 use hlatc_compiler::formats::{proto, text};
 use hlatc_compiler::graph::autodiff::BackwardOperand;
+use hlatc_compiler::util::input_file::{self, NotRegularFile};
 use hlatc_compiler::{ArrayShape, ElementType, Module, Shape};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -194,6 +195,9 @@ pub enum ImportedKernelError {
         expected: String,
         found: String,
     },
+    /// Not a regular file (a device, a FIFO), refused before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] NotRegularFile),
 }
 
 #[derive(serde::Deserialize)]
@@ -225,7 +229,7 @@ impl ImportedKernel {
     /// Reads the convention at `path` and the modules it names, and checks
     /// the roles against the modules.
     pub fn load(path: &Path) -> Result<ImportedKernel, ImportedKernelError> {
-        let bytes = std::fs::read(path).map_err(|source| ImportedKernelError::Io {
+        let bytes = input_file::read(path, |source| ImportedKernelError::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -435,7 +439,7 @@ fn read_module(
     layout: TensorLayout,
 ) -> Result<KernelModule, ImportedKernelError> {
     let path = folder.join(&entry.module);
-    let bytes = std::fs::read(&path).map_err(|source| ImportedKernelError::Io {
+    let bytes = input_file::read(&path, |source| ImportedKernelError::Io {
         path: path.clone(),
         source,
     })?;

@@ -537,7 +537,8 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
                 ("tokenizer_vocab", obj(py, *tokenizer_vocab)),
                 ("model_vocab", obj(py, *model_vocab)),
             ],
-            L::NoSuchToken { path: p, .. } | L::NotRegularFile { path: p, .. } => vec![path(p)],
+            L::NoSuchToken { path: p, .. } => vec![path(p)],
+            L::NotRegularFile(e) => vec![path(&e.path)],
             L::FlagOutsideVocabulary { flag, .. } => vec![("setting", obj(py, *flag))],
             L::EmptyCorpus { sources, .. } => vec![("path", obj(py, sources.as_str()))],
             L::Setting { setting, .. } => vec![("setting", obj(py, *setting))],
@@ -581,6 +582,7 @@ pub(crate) fn sharded_checkpoint_error(e: &ShardedCheckpointError) -> PyErr {
             path_error(&FILE, message, file)
         }
         S::Tensors(t) => tensor_file_error(t, message),
+        S::NotRegularFile(n) => path_error(&FILE, message, &n.path),
         S::WorldSize { .. } => usage(UsageKind::Conflict, message),
         S::BadName { .. } => usage(UsageKind::Invalid, message),
     }
@@ -604,6 +606,7 @@ fn config_error(e: &RustConfigError) -> PyErr {
         RustConfigError::File { source_name, .. } => config_key(message, None, Some(source_name)),
         RustConfigError::Unreadable { path, .. } => path_error(&FILE, message, path),
         RustConfigError::UnknownPreset { .. } => config_key(message, Some("model"), None),
+        RustConfigError::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -674,6 +677,7 @@ fn tensor_file_error(e: &TensorFileError, message: String) -> PyErr {
         | TensorFileError::NoDtype { path, .. } => {
             path_error(&FILE, message, std::path::Path::new(path))
         }
+        TensorFileError::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -703,6 +707,7 @@ fn artifact_error(e: &hlatc::artifacts::Error) -> PyErr {
         A::Lock(l) => lock_error(l, message),
         A::StateMetadata(m) => usage(state_metadata_kind(m), message),
         A::Checkpoint(c) => checkpoint_error(c),
+        A::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -901,6 +906,9 @@ fn described(e: hlatc::Error) -> PyErr {
         | E::Metrics(hlatc::metrics::MetricsError::Syntax { file, .. }) => {
             path_error(&FILE, message, std::path::Path::new(file))
         }
+        E::Metrics(hlatc::metrics::MetricsError::NotRegularFile(n)) => {
+            path_error(&FILE, message, &n.path)
+        }
         E::Artifact(a) => artifact_error(a),
         E::Train(t) => train_error(t),
         E::Plan(p) => plan_error(p, message),
@@ -966,6 +974,7 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
             path_error(&FILE, message, std::path::Path::new(path))
         }
         P::Chart(_) => FILE.err(message),
+        P::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -1029,6 +1038,7 @@ pub(crate) fn identity_error(e: &RunIdentityError) -> PyErr {
         RunIdentityError::UnknownField { .. } => usage(UsageKind::NotFound, message),
         RunIdentityError::Malformed { .. } => CHECKPOINT.err(message),
         RunIdentityError::Io { path, .. } => path_error(&FILE, message, path),
+        RunIdentityError::NotRegularFile(n) => path_error(&FILE, message, &n.path),
     }
 }
 
@@ -1061,6 +1071,9 @@ pub(crate) fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
             hlatc::metrics::MetricsError::Io { file, .. }
             | hlatc::metrics::MetricsError::Syntax { file, .. } => {
                 checkpoint_file_error(message, file)
+            }
+            hlatc::metrics::MetricsError::NotRegularFile(n) => {
+                checkpoint_file_error(message, &n.path.display().to_string())
             }
         },
         RunCheckpointError::Dir(d) => checkpoint_error(d),

@@ -252,7 +252,7 @@ impl ExecutableCache {
         key: &[u8; 32],
         options: &[u8],
     ) -> Result<Option<pjrt::LoadedExecutable>, CacheError> {
-        let bytes = match std::fs::read(path) {
+        let bytes = match hlatc_compiler::util::input_file::read(path, std::convert::identity) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {

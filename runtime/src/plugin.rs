@@ -68,12 +68,10 @@ pub fn find_plugin() -> Result<PathBuf, Vec<PathBuf>> {
 /// leaves it), the size must also match what it lists.
 pub fn check_plugin_file(path: &Path) -> Result<(), PluginFileError> {
     use std::io::Read;
-    let size = std::fs::metadata(path)
-        .map_err(|e| PluginFileError::Unreadable(Arc::new(e)))?
-        .len();
+    let (mut file, size) =
+        hlatc_compiler::util::input_file::open(path, |e| PluginFileError::Unreadable(Arc::new(e)))?;
     let mut header = [0u8; 64];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut header))
+    file.read_exact(&mut header)
         .map_err(|_| PluginFileError::TooShort { size })?;
     if &header[..4] != b"\x7fELF" {
         return Err(PluginFileError::NotElf);
@@ -122,6 +120,9 @@ pub enum PluginFileError {
     /// The wheel's `RECORD` lists another size: an interrupted install.
     #[error("{size} bytes, but the wheel's RECORD lists {listed}: the install is incomplete")]
     SizeMismatch { size: u64, listed: u64 },
+    /// Not a regular file (a device, a FIFO), refused before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
 }
 
 /// The size `RECORD` lists for the plugin, when it lies in an unpacked

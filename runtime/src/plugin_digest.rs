@@ -39,19 +39,20 @@ pub(crate) fn plugin_digest(
             return Some(digest.clone());
         }
     }
-    let digest = match std::fs::read_to_string(&memo) {
-        Ok(d) if is_digest(d.trim()) => d.trim().to_string(),
-        _ => {
-            let digest = hash_file(plugin)?;
-            // Hashed as loaded: a file rewritten meanwhile is not vouched for.
-            if self::stamp(plugin, loaded_identity)? != stamp {
-                return None;
+    let digest =
+        match hlatc_compiler::util::input_file::read_to_string(&memo, std::convert::identity) {
+            Ok(d) if is_digest(d.trim()) => d.trim().to_string(),
+            _ => {
+                let digest = hash_file(plugin)?;
+                // Hashed as loaded: a file rewritten meanwhile is not vouched for.
+                if self::stamp(plugin, loaded_identity)? != stamp {
+                    return None;
+                }
+                // Only a shortcut: a failed write costs the next process a hash.
+                let _ = crate::atomic_file::write_atomic(&memo, digest.as_bytes());
+                digest
             }
-            // Only a shortcut: a failed write costs the next process a hash.
-            let _ = crate::atomic_file::write_atomic(&memo, digest.as_bytes());
-            digest
-        }
-    };
+        };
     *last = Some((stamp, digest.clone()));
     Some(digest)
 }

@@ -1,5 +1,6 @@
 //! Named host tensors in safetensors files.
 
+use hlatc_compiler::util::input_file::{self, NotRegularFile};
 use hlatc_compiler::{ElementType, Literal};
 use safetensors::{tensor::TensorView, Dtype, SafeTensorError, SafeTensors};
 use std::collections::BTreeMap;
@@ -30,16 +31,21 @@ pub enum TensorFileError {
         name: String,
         ty: ElementType,
     },
+    /// A path that is not a regular file (`/dev/zero`, a FIFO), refused
+    /// before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] NotRegularFile),
 }
 
 impl TensorFileError {
     /// The file at fault.
-    pub fn path(&self) -> &str {
+    pub fn path(&self) -> std::borrow::Cow<'_, str> {
         match self {
             TensorFileError::Io { path, .. }
             | TensorFileError::Format { path, .. }
             | TensorFileError::Dtype { path, .. }
-            | TensorFileError::NoDtype { path, .. } => path,
+            | TensorFileError::NoDtype { path, .. } => path.into(),
+            TensorFileError::NotRegularFile(e) => e.path.to_string_lossy(),
         }
     }
 }
@@ -89,7 +95,7 @@ fn from_dtype(d: Dtype) -> Option<ElementType> {
 /// Reads every tensor, keyed by name.
 pub fn read_safetensors(path: &Path) -> Result<BTreeMap<String, Literal>, TensorFileError> {
     let p = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| TensorFileError::Io {
+    let bytes = input_file::read(path, |source| TensorFileError::Io {
         path: p.clone(),
         tensor: None,
         source,
@@ -188,11 +194,10 @@ pub fn read_safetensors_metadata(path: &Path) -> Result<Option<String>, TensorFi
         tensor: None,
         source,
     };
-    let mut f = std::fs::File::open(path).map_err(io)?;
+    let (mut f, file_len) = input_file::open(path, io)?;
     let mut len = [0u8; 8];
     f.read_exact(&mut len).map_err(io)?;
     let n = u64::from_le_bytes(len);
-    let file_len = f.metadata().map_err(io)?.len();
     if n > file_len.saturating_sub(8) {
         return Err(TensorFileError::Format {
             path: p.clone(),
@@ -334,8 +339,7 @@ impl SafetensorsIndex {
             path: p.clone(),
             message,
         };
-        let mut file = std::fs::File::open(path).map_err(io)?;
-        let file_len = file.metadata().map_err(io)?.len();
+        let (mut file, file_len) = input_file::open(path, io)?;
         let mut len = [0u8; 8];
         file.read_exact(&mut len)
             .map_err(|_| format(explain(&SafeTensorError::HeaderTooSmall, file_len as usize)))?;

@@ -4,6 +4,7 @@
 
 use super::console::note;
 use hlatc::bundle::{sha256_hex, MANIFEST_FILE, PROTO_FILE};
+use hlatc::compiler::util::input_file;
 use hlatc::Error;
 use std::path::Path;
 
@@ -20,7 +21,7 @@ pub fn check_program(dir: &Path, name: Option<&str>, top: Option<&Path>) -> Resu
         return Ok(());
     }
     let proto = dir.join(PROTO_FILE);
-    let bytes = std::fs::read(&proto).map_err(|e| Error::io(&proto, e))?;
+    let bytes = input_file::read(&proto, |e| Error::io(&proto, e))?;
     let found = sha256_hex(&bytes);
     let what = name.map_or("the module".to_string(), |n| {
         format!("program {n}'s module")
@@ -46,7 +47,7 @@ fn recorded_sha256(
     path: &Path,
     at: impl Fn(&serde_json::Value) -> Option<&str>,
 ) -> Result<String, Error> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = input_file::read_to_string(path, |e| Error::io(path, e))?;
     let manifest: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Error::file(path, format!("not a manifest hlatc can read: {e}")))?;
     at(&manifest).map(str::to_string).ok_or_else(|| {

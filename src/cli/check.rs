@@ -1,6 +1,7 @@
 //! `hlatc check`: the Neuron pre-flight on any module or bundle.
 
 use super::console::{note, out};
+use hlatc::compiler::util::input_file;
 use hlatc::passes::neuron_check::{
     check_module, check_planned_step, CheckReport, Chip, Finding, Sdk, INSTRUCTION_LIMIT, RULES,
     SDK_COMMIT,
@@ -335,7 +336,8 @@ fn chip_of(a: &Args, input: &Input) -> Chip {
 /// The memory plan per rank a bundle hlatc wrote records (its manifest's
 /// `memory_per_rank.total`), if it does.
 fn manifest_memory(dir: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(dir.join(hlatc::bundle::MANIFEST_FILE)).ok()?;
+    let manifest = dir.join(hlatc::bundle::MANIFEST_FILE);
+    let text = input_file::read_to_string(&manifest, std::convert::identity).ok()?;
     let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
     manifest["memory_per_rank"]["total"].as_u64()
 }
@@ -345,8 +347,8 @@ fn read_module(path: &Path) -> Result<Input, Error> {
     let module = load(path)?;
     // The format is told by the first bytes, as `load` told it.
     let mut head = Vec::with_capacity(4096);
-    let bytes_are_text = std::fs::File::open(path)
-        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 4096), &mut head))
+    let bytes_are_text = input_file::open(path, std::convert::identity)
+        .and_then(|(f, _)| std::io::Read::read_to_end(&mut std::io::Read::take(f, 4096), &mut head))
         .map(|_| Format::sniff(&head) == Format::Text)
         .unwrap_or(false);
     Ok(Input {
@@ -378,7 +380,8 @@ fn load(path: &Path) -> Result<hlatc::Module, Error> {
 
 /// The chip a bundle's compile_flags.json names with --target.
 fn bundle_chip(dir: &Path) -> Option<Chip> {
-    let flags = std::fs::read_to_string(dir.join(hlatc::bundle::FLAGS_FILE)).ok()?;
+    let flags = dir.join(hlatc::bundle::FLAGS_FILE);
+    let flags = input_file::read_to_string(&flags, std::convert::identity).ok()?;
     let flags: Vec<String> = serde_json::from_str(&flags).ok()?;
     flags
         .iter()
@@ -389,7 +392,7 @@ fn bundle_chip(dir: &Path) -> Option<Chip> {
 /// Where each instruction is written in the text the findings point into.
 fn positions(input: &Input) -> Result<Option<TextPositions>, Error> {
     let text = match &input.text {
-        Source::File(p) => std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?,
+        Source::File(p) => input_file::read_to_string(p, |e| Error::io(p, e))?,
         Source::Printed => hlatc::text::print_module(&input.module),
     };
     // The module was read from this text (or printed into it), so it

@@ -18,6 +18,7 @@ use super::layout::{check_layout, Layout};
 use super::row_fault::RowFault;
 use super::PlanError;
 use crate::compile_step::ModelSource;
+use hlatc_compiler::util::input_file;
 use hlatc_models::kernels::{KernelPoint, KernelRequest};
 use hlatc_passes::RematPolicy;
 use hlatc_step::precision::Precision;
@@ -165,7 +166,7 @@ impl Calibration {
     /// Reads `path`; models that are not presets are config paths relative
     /// to it.
     pub fn read(path: &Path) -> Result<Calibration, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+        let text = input_file::read_to_string(path, |source| PlanError::Io {
             path: path.display().to_string(),
             source,
         })?;
@@ -795,15 +796,15 @@ pub fn append_run(path: &Path, run: &MeasuredRun) -> Result<(), PlanError> {
         line,
         message,
     };
-    let existing = match std::fs::read_to_string(path) {
+    let existing = match input_file::read_to_string(path, |source| PlanError::Io {
+        path: path.display().to_string(),
+        source,
+    }) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => {
-            return Err(PlanError::Io {
-                path: path.display().to_string(),
-                source,
-            })
+        Err(PlanError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            String::new()
         }
+        Err(e) => return Err(e),
     };
     let header = existing
         .lines()

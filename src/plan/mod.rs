@@ -128,4 +128,7 @@ pub enum PlanError {
     },
     #[error(transparent)]
     Chart(#[from] crate::plot::PlotError),
+    /// Not a regular file (a device, a FIFO), refused before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
 }

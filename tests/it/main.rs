@@ -2,6 +2,7 @@
 //! filetests, parity with JAX, Hugging Face and torch-xla references, the
 //! XLA cross-checks and conformance. One binary, one module per topic.
 
+mod bounded_inputs;
 mod cli;
 mod collectives_meet;
 mod command_line;

@@ -5,6 +5,7 @@ use crate::trainer::Trainer;
 pub use crate::verify_failure::VerifyFailure;
 use crate::Error;
 use hlatc_artifacts::bundle::{APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE};
+use hlatc_compiler::util::input_file;
 use hlatc_compiler::Module;
 use hlatc_models::{init::init_params, AttentionKernel, BatchShape, Kernels, ModelConfig};
 use hlatc_passes::Target;
@@ -162,7 +163,7 @@ fn read_back(
     lines: &mut Vec<String>,
 ) -> Result<Module, Error> {
     let proto_path = dir.join(PROTO_FILE);
-    let bytes = std::fs::read(&proto_path).map_err(|source| hlatc_artifacts::Error::Io {
+    let bytes = input_file::read(&proto_path, |source| hlatc_artifacts::Error::Io {
         path: proto_path.clone(),
         source,
     })?;
@@ -172,14 +173,15 @@ fn read_back(
             path: proto_path.clone(),
         }));
     }
-    let manifest: serde_json::Value = std::fs::read_to_string(dir.join(MANIFEST_FILE))
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .ok_or_else(|| {
-            fail(VerifyFailure::Manifest {
-                path: dir.join(MANIFEST_FILE),
-            })
-        })?;
+    let manifest: serde_json::Value =
+        input_file::read_to_string(&dir.join(MANIFEST_FILE), std::convert::identity)
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .ok_or_else(|| {
+                fail(VerifyFailure::Manifest {
+                    path: dir.join(MANIFEST_FILE),
+                })
+            })?;
     if manifest["module"]["sha256"] != hlatc_artifacts::bundle::sha256_hex(&bytes).as_str() {
         return Err(fail(VerifyFailure::Sha256 {
             label: label.to_string(),

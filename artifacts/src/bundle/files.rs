@@ -2,6 +2,7 @@
 //! the manifest to the module: what every writer and reader of a bundle
 //! agrees on.
 
+use hlatc_compiler::util::input_file::{self, NotRegularFile};
 use sha2::{Digest, Sha256};
 
 pub const PROTO_FILE: &str = "model.hlo_module.pb";
@@ -25,12 +26,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-/// [`sha256_hex`] of the file at `path`, read a block at a time (a rank's
-/// file or a checkpoint may be larger than memory should hold twice).
-pub fn sha256_file_hex(path: &std::path::Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+/// [`sha256_hex`] of the regular file at `path` (see
+/// [`input_file::open`]), read a block at a time (a rank's file or a
+/// checkpoint may be larger than memory should hold twice); `io` makes the
+/// caller's error of the operating system's.
+pub fn sha256_file_hex<E: From<NotRegularFile>>(
+    path: &std::path::Path,
+    io: impl Fn(std::io::Error) -> E,
+) -> Result<String, E> {
+    let (file, len) = input_file::open(path, &io)?;
     let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher)?;
+    std::io::copy(&mut std::io::Read::take(file, len), &mut hasher).map_err(io)?;
     Ok(hex(&hasher.finalize()))
 }
 

@@ -88,7 +88,8 @@ fn fault(path: &Path, message: String) -> ListingFault {
 /// The manifest at `path` of the bundle in `dir`, of one of `formats`.
 fn read_manifest(dir: &Path, path: &Path, formats: &[&str]) -> Result<Value, ListingFault> {
     let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+    let read = hlatc_compiler::util::input_file::read(path, std::convert::identity);
+    let bytes = read.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => fault(
             path,
             format!("{shown}: missing, so {} is not a bundle", dir.display()),

@@ -6,6 +6,7 @@ use super::files::{BUNDLE_FORMAT, MANIFEST_FILE, PROTO_FILE};
 use super::listing::{self, expand, AtLayer, ListedView, ListingError};
 use super::programs::ProgramName;
 use crate::Error;
+use hlatc_compiler::util::input_file;
 use hlatc_compiler::{Literal, Module};
 use hlatc_step::batch_check::check_batch_inputs;
 use hlatc_step::train_step::{state_name, Role, StepConfig, TensorSpec};
@@ -91,7 +92,7 @@ impl OpenedBundle {
             path: path.clone(),
             message,
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| {
+        let text = input_file::read_to_string(&path, |e| {
             bad(format!(
                 "{e} (a bundle directory holds the {MANIFEST_FILE} `hlatc compile` writes)"
             ))
@@ -165,7 +166,7 @@ impl OpenedBundle {
             path: path.clone(),
             message,
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let text = input_file::read_to_string(&path, |e| bad(e.to_string()))?;
         let json: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not a manifest hlatc can read: {e}")))?;
         super::holdings::ManifestHoldings::from_manifest(&json).map_err(|e| bad(e.to_string()))
@@ -235,7 +236,7 @@ pub fn lower_for_cpu(module: &mut Module) -> Result<bool, Error> {
 /// A bundle's module file, read, decoded and verified: what the bundle's
 /// readers (opening it, `--verify`) take from disk before anything runs.
 pub fn read_module(path: &Path) -> Result<Module, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+    let bytes = input_file::read(path, |source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;

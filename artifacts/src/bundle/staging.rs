@@ -7,6 +7,7 @@ use super::neuron::{neuron_flags, neuron_script, RoundingSummary};
 use super::preflight::{preflight, Preflight};
 use super::target::BundleTarget;
 use crate::Error;
+use hlatc_compiler::util::input_file;
 use hlatc_step::train_step::{StepConfig, TrainStep};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -303,7 +304,7 @@ fn not_a_place(path: &Path, message: impl Into<String>) -> Error {
 
 /// Whether `dir` holds a bundle hlatc wrote (its manifest says so).
 fn is_bundle(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join(MANIFEST_FILE))
+    input_file::read_to_string(&dir.join(MANIFEST_FILE), std::convert::identity)
         .ok()
         .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
         .is_some_and(|m| {

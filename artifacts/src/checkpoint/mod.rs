@@ -18,6 +18,7 @@
 pub mod sharded;
 
 use crate::bundle::sha256_hex;
+use hlatc_compiler::util::input_file;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -302,7 +303,10 @@ impl CheckpointDir {
 
 /// The checkpoint in `path`, checked against its marker.
 fn read_checkpoint(step: u64, path: &Path) -> Result<Checkpoint, SkipReason> {
-    let marker = std::fs::read(path.join(COMPLETE)).map_err(|e| match e.kind() {
+    // A device or FIFO in a checkpoint's place reads as an unreadable
+    // file (the checkpoint is skipped), refused before it is read.
+    let read = |p: &Path| input_file::read(p, std::convert::identity);
+    let marker = read(&path.join(COMPLETE)).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => SkipReason::NoMarker,
         kind => SkipReason::MarkerUnreadable {
             kind,
@@ -321,7 +325,7 @@ fn read_checkpoint(step: u64, path: &Path) -> Result<Checkpoint, SkipReason> {
     }
     let mut files = BTreeMap::new();
     for (name, sum) in marker.files {
-        let bytes = match std::fs::read(path.join(&name)) {
+        let bytes = match read(&path.join(&name)) {
             Ok(b) => b,
             Err(e) => {
                 return Err(SkipReason::FileUnreadable {

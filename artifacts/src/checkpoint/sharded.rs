@@ -98,11 +98,14 @@ pub enum ShardedCheckpointError {
     },
     #[error(transparent)]
     Tensors(#[from] TensorFileError),
+    /// Not a regular file (a device, a FIFO), refused before it is read.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
 }
 
 type Result<T> = std::result::Result<T, ShardedCheckpointError>;
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ShardedCheckpointError + '_ {
+fn io(path: &Path) -> impl Fn(std::io::Error) -> ShardedCheckpointError + '_ {
     move |source| ShardedCheckpointError::Io {
         path: path.to_path_buf(),
         source,
@@ -170,16 +173,13 @@ impl Marker {
             marker: marker.clone(),
             message,
         };
-        let bytes = match std::fs::read(&marker) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(ShardedCheckpointError::NoMarker {
-                    dir: dir.to_path_buf(),
-                    marker,
-                })
-            }
-            Err(e) => return Err(not_marker(e.to_string())),
-        };
+        let bytes = hlatc_compiler::util::input_file::read(&marker, |e| match e.kind() {
+            std::io::ErrorKind::NotFound => ShardedCheckpointError::NoMarker {
+                dir: dir.to_path_buf(),
+                marker: marker.clone(),
+            },
+            _ => not_marker(e.to_string()),
+        })?;
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| not_marker(e.to_string()))?;
         // The format first: a marker of another format may hold anything.
@@ -312,7 +312,7 @@ pub fn open_for_load(dir: &Path, world: usize, ranks: &[usize]) -> Result<Marker
         if !file.is_file() {
             return Err(ShardedCheckpointError::Missing { file });
         }
-        let sum = sha256_file_hex(&file).map_err(io(&file))?;
+        let sum = sha256_file_hex(&file, io(&file))?;
         if marker.files.get(&name) != Some(&sum) {
             return Err(ShardedCheckpointError::Changed { file });
         }
@@ -377,7 +377,7 @@ pub fn problem(
             .cloned(),
     );
     for name in names {
-        let sum = match sha256_file_hex(&dir.join(&name)) {
+        let sum = match sha256_file_hex(&dir.join(&name), std::convert::identity) {
             Ok(s) => s,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Some(SkipReason::Missing { name }))

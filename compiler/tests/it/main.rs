@@ -14,6 +14,7 @@ mod dynamic_dims;
 mod errors;
 mod filetests;
 mod fuzz;
+mod input_file;
 mod layering;
 mod layouts;
 mod literals;

@@ -341,3 +341,55 @@ fn a_missing_tensor_file_keeps_its_io_error_kind() {
         other => panic!("{:?}", other.err()),
     }
 }
+
+/// A path that is not a regular file is refused by name before it is
+/// read (issue 92), by each safetensors reader: `/dev/null` (a device
+/// that reads as empty, so a reader without the check fails otherwise,
+/// at once), a FIFO no one writes (whose reader would wait for ever: each
+/// read runs on a thread waited on for 20 s) and a directory.
+#[test]
+fn a_tensor_file_that_is_not_a_regular_file_is_refused_by_name() {
+    use hlatc_compiler::util::input_file::{FileKind, NotRegularFile};
+    use hlatc_runtime::TensorFileError as T;
+    use std::path::{Path, PathBuf};
+    fn within(path: &Path, read: fn(&Path) -> Option<T>) -> Option<T> {
+        let (send, receive) = std::sync::mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = send.send(read(&path));
+        });
+        receive
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("a reader still waits"))
+    }
+    let d = std::env::temp_dir().join(format!("hlatc-runtime-{}-not-regular", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let mut cases = vec![
+        (PathBuf::from("/dev/null"), FileKind::CharDevice),
+        (d.clone(), FileKind::Directory),
+    ];
+    let fifo = d.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        cases.push((fifo, FileKind::Fifo));
+    }
+    for (path, kind) in cases {
+        let want = NotRegularFile {
+            path: path.clone(),
+            kind,
+        };
+        let readers: [fn(&Path) -> Option<T>; 3] = [
+            |p| hlatc_runtime::read_safetensors(p).err(),
+            |p| hlatc_runtime::read_safetensors_metadata(p).err(),
+            |p| hlatc_runtime::SafetensorsIndex::open(p).err(),
+        ];
+        for read in readers {
+            match within(&path, read) {
+                Some(T::NotRegularFile(e)) => assert_eq!(e, want),
+                other => panic!("{}: {other:?}", path.display()),
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -76,15 +76,12 @@ pub enum LoaderError {
         id: u64,
         vocab: i64,
     },
-    /// A corpus path that is not a regular file (a FIFO, `/dev/stdin`, a
-    /// device or a directory): the loader reads each file again on every
-    /// pass and seeks into it on resume.
-    #[error(
-        "{}: is {kind}, not a regular file; the loader reads its files again on every pass and \
-         seeks into them on resume (write the stream to a file first)",
-        path.display()
-    )]
-    NotRegularFile { path: PathBuf, kind: &'static str },
+    /// A corpus or tokenizer path that is not a regular file (a FIFO,
+    /// `/dev/stdin`, a device or a directory), refused before it is read:
+    /// the loader reads each file again on every pass and seeks into it on
+    /// resume.
+    #[error(transparent)]
+    NotRegularFile(#[from] hlatc_compiler::util::input_file::NotRegularFile),
     #[error("{}: the tokenizer has no token '{token}' (for {role})", path.display())]
     NoSuchToken {
         path: PathBuf,
@@ -127,7 +124,7 @@ pub enum LoaderError {
 }
 
 /// An I/O failure on `path`, for `map_err`.
-pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LoaderError + '_ {
+pub(super) fn io(path: &Path) -> impl Fn(std::io::Error) -> LoaderError + '_ {
     move |source| LoaderError::Io {
         path: path.to_path_buf(),
         source,

@@ -10,6 +10,7 @@
 //! each one (a file edited while the run reads it).
 
 use super::error::{io, LoaderError};
+use hlatc_compiler::util::input_file;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -224,7 +225,7 @@ pub fn check_records(files: &[PathBuf], records: &[&ReadRecord]) -> Result<Resum
         let Some(&last) = wanted.last() else {
             continue;
         };
-        let mut file = File::open(path).map_err(io(path))?;
+        let (mut file, _) = input_file::open(path, io(path))?;
         let mut h = BlockHasher::default();
         for &len in &wanted {
             hash_from(&mut (&mut file).take(len - h.total()), &mut h, path)?;

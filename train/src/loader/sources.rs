@@ -8,8 +8,8 @@ use super::error::io;
 use super::read_digest::{BlockHasher, FileDigest, HashedFile, READ_AHEAD};
 use super::token_ids::{IdReader, RawDtype};
 use super::LoaderError;
+use hlatc_compiler::util::input_file;
 use serde::{Deserialize, Serialize};
-use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -116,16 +116,7 @@ pub fn expand(patterns: &[String]) -> Result<Vec<PathBuf>, LoaderError> {
         let is_glob = pattern.contains(['*', '?', '[']);
         if !is_glob {
             let path = PathBuf::from(pattern);
-            let meta = std::fs::metadata(&path).map_err(|source| LoaderError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            if !meta.is_file() {
-                return Err(LoaderError::NotRegularFile {
-                    path,
-                    kind: file_kind(&meta),
-                });
-            }
+            input_file::check(&path, io(&path))?;
             files.push(path);
             continue;
         }
@@ -146,23 +137,6 @@ pub fn expand(patterns: &[String]) -> Result<Vec<PathBuf>, LoaderError> {
         files.extend(found);
     }
     Ok(files)
-}
-
-/// What a path that is not a regular file is, in words.
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a pipe (FIFO)"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
 }
 
 /// Reads one file's documents from a place in it onwards.
@@ -208,7 +182,7 @@ impl FileReader {
         let format = settings.format.unwrap_or_else(|| SourceFormat::of(path));
         let (offset, line) = at.unwrap_or((0, if format.is_text() { 1 } else { 0 }));
         let stream = if format.is_text() {
-            let f = File::open(path).map_err(io(path))?;
+            let (f, _) = input_file::open(path, io(path))?;
             let f = HashedFile::open(f, path, offset, hasher)?;
             Stream::Text(BufReader::with_capacity(READ_AHEAD, f))
         } else {

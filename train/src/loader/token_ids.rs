@@ -6,6 +6,7 @@
 use super::error::io;
 use super::read_digest::{BlockHasher, FileDigest, HashedFile, READ_AHEAD};
 use super::LoaderError;
+use hlatc_compiler::util::input_file;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -206,7 +207,7 @@ impl IdReader {
         at: u64,
         hasher: Option<BlockHasher>,
     ) -> Result<IdReader, LoaderError> {
-        let mut f = File::open(path).map_err(io(path))?;
+        let (mut f, _) = input_file::open(path, io(path))?;
         let layout = IdLayout::of(path, &mut f, raw)?;
         let byte = layout
             .data_start

@@ -9,6 +9,7 @@
 //! needs EOS to end each document whatever the tokenizer.
 
 use super::LoaderError;
+use hlatc_compiler::util::input_file;
 use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
 
@@ -48,7 +49,7 @@ impl TextTokenizer {
         eos: &SpecialToken,
         vocab: i64,
     ) -> Result<TextTokenizer, LoaderError> {
-        let bytes = std::fs::read(path).map_err(|source| LoaderError::Io {
+        let bytes = input_file::read(path, |source| LoaderError::Io {
             path: path.to_path_buf(),
             source,
         })?;
