@@ -306,3 +306,58 @@ fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
         stdout(&compiled)
     );
 }
+
+/// An FSDP 4 run's training state, saved at step 4 of 8, resumes as TP 2 x
+/// DP 2 and ends where the one-device run of 8 steps ends (in f64).
+#[test]
+fn an_fsdp_state_resumes_in_another_layout() {
+    use crate::support::{hlatc, scratch, stderr};
+    let dir = scratch("fsdp-resume");
+    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let train = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--model",
+            "tiny",
+            "--steps",
+            "8",
+            "--batch-size",
+            "8",
+            "--precision",
+            "fp64",
+        ];
+        args.extend_from_slice(extra);
+        let out = hlatc(&args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+    };
+    let (state, resumed, whole) = (path("s.safetensors"), path("r.csv"), path("w.csv"));
+    train(&["--fsdp", "4", "--stop-after", "4", "--save-state", &state]);
+    train(&[
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--resume",
+        &state,
+        "--metrics",
+        &resumed,
+    ]);
+    train(&["--metrics", &whole]);
+    let last = |f: &str| {
+        let text = std::fs::read_to_string(f).unwrap();
+        let row: Vec<f64> = text
+            .lines()
+            .last()
+            .unwrap()
+            .split(',')
+            .take(3)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        row
+    };
+    let (a, b) = (last(&resumed), last(&whole));
+    assert_eq!(a[0], 8.0);
+    for (x, y) in a[1..].iter().zip(&b[1..]) {
+        assert!(crate::sharded::rel(*x, *y) <= F64_RTOL, "{a:?} vs {b:?}");
+    }
+}
