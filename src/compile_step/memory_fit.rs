@@ -73,7 +73,10 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
         f(&mut options);
         out.push(options);
     };
-    let zero1 = par.dp > 1 && !par.zero1;
+    // ZeRO-1 (and FSDP in its place) only where the replicas do not
+    // divide the state already: under FSDP either would be refused or the
+    // layout given again.
+    let zero1 = par.dp > 1 && !par.shards_optimizer_state();
     let least = match par.pp > 1 {
         true => RematPolicy::Stage,
         false => RematPolicy::FullLayer,
