@@ -11,7 +11,7 @@ use hlatc::compiler::util::input_file::{FileKind, NotRegularFile};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a refusal may take: it comes before anything is read.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -33,18 +33,7 @@ fn hlatc_bounded(dir: &Path, args: &[&str]) -> Output {
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hlatc {args:?} ran past {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = crate::support::wait_within(&mut child, args, LIMIT);
     Output {
         status,
         stdout: std::fs::read(out).unwrap(),

@@ -3,7 +3,7 @@
 
 use hlatc::{Literal, Module};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// HLAT's 7B layout, as the README's first command compiles it: TP 8
@@ -86,10 +86,21 @@ pub fn hlatc_within(dir: Option<&Path>, args: &[&str], limit: Duration) -> Outpu
     };
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
+    let status = wait_within(&mut child, args, limit);
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// `child`'s exit status (the run `hlatc args...`), failing the test if it
+/// runs past `limit` (killed first).
+pub fn wait_within(child: &mut Child, args: &[&str], limit: Duration) -> ExitStatus {
     let start = Instant::now();
-    let status = loop {
+    loop {
         if let Some(s) = child.try_wait().unwrap() {
-            break s;
+            return s;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
@@ -97,11 +108,6 @@ pub fn hlatc_within(dir: Option<&Path>, args: &[&str], limit: Duration) -> Outpu
             panic!("hlatc {args:?} ran past {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
     }
 }
 
