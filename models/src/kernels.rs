@@ -13,6 +13,7 @@
 use crate::config::{BatchShape, ModelConfig};
 use crate::imported_kernel::{ImportedKernel, ImportedKernelError};
 use hlatc_compiler::graph::blocked_attention::BlockedAttention;
+use hlatc_compiler::graph::looped_attention::LoopedAttention;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -62,7 +63,12 @@ impl KernelPoint {
     /// The implementations the point has, in the order `--help` lists them.
     pub fn implementations(self) -> &'static [ImplKind] {
         match self {
-            KernelPoint::Attention => &[ImplKind::Hlo, ImplKind::Blocked, ImplKind::Imported],
+            KernelPoint::Attention => &[
+                ImplKind::Hlo,
+                ImplKind::Blocked,
+                ImplKind::Looped,
+                ImplKind::Imported,
+            ],
             KernelPoint::Softmax => &[ImplKind::Hlo, ImplKind::Fused],
             KernelPoint::RmsNorm | KernelPoint::Swiglu | KernelPoint::CrossEntropy => {
                 &[ImplKind::Hlo]
@@ -86,6 +92,10 @@ pub enum ImplKind {
     /// Tile by tile, in plain HLO: attention's flash algorithm
     /// ([`BlockedAttention`]).
     Blocked,
+    /// Blocked attention with its tile pairs in a `while` loop
+    /// ([`LoopedAttention`]): the program grows with the layers, not with
+    /// the sequence's square.
+    Looped,
     /// HLO modules from another stack, forward and backward, with their
     /// calling convention ([`ImportedKernel`]).
     Imported,
@@ -98,6 +108,7 @@ impl ImplKind {
         match self {
             ImplKind::Hlo => "hlo",
             ImplKind::Blocked => "blocked",
+            ImplKind::Looped => "looped",
             ImplKind::Imported => "imported",
             ImplKind::Fused => "fused",
         }
@@ -111,6 +122,11 @@ impl ImplKind {
                 "tile by tile (the flash algorithm) in plain HLO: no [S, S] value; \
                  takes a tile size (`blocked:128`), by default the largest power of two \
                  up to 512 that cuts the sequence into two or more tiles"
+            }
+            ImplKind::Looped => {
+                "blocked attention with its tile pairs in a static-trip-count while loop: one \
+                 body a layer, whatever the sequence, and the form context parallelism takes \
+                 for long sequences; takes a tile size (`looped:512`), by default as blocked"
             }
             ImplKind::Imported => {
                 "HLO modules from another stack (a JAX-lowered kernel and its vjp, or \
@@ -134,6 +150,8 @@ pub enum AttentionKernel {
     Hlo,
     /// Tile by tile, `tile` rows of queries and keys at a time.
     Blocked { tile: i64 },
+    /// Tile by tile in a loop, `tile` rows of queries and keys a trip.
+    Looped { tile: i64 },
     /// A kernel brought from another stack.
     Imported(Arc<ImportedKernel>),
 }
@@ -142,7 +160,9 @@ impl AttentionKernel {
     /// The blocked computation for `cfg`, when this is the blocked kernel.
     pub fn blocked(&self, cfg: &ModelConfig) -> Option<BlockedAttention> {
         match *self {
-            AttentionKernel::Hlo | AttentionKernel::Imported(_) => None,
+            AttentionKernel::Hlo
+            | AttentionKernel::Looped { .. }
+            | AttentionKernel::Imported(_) => None,
             AttentionKernel::Blocked { tile } => Some(BlockedAttention {
                 tile,
                 head_dim: cfg.head_dim(),
@@ -151,10 +171,23 @@ impl AttentionKernel {
         }
     }
 
+    /// The looped computation for `cfg`, when this is the looped kernel.
+    pub fn looped(&self, cfg: &ModelConfig) -> Option<LoopedAttention> {
+        match *self {
+            AttentionKernel::Looped { tile } => Some(LoopedAttention {
+                tile,
+                head_dim: cfg.head_dim(),
+                window: cfg.sliding_window,
+            }),
+            _ => None,
+        }
+    }
+
     pub fn kind(&self) -> ImplKind {
         match self {
             AttentionKernel::Hlo => ImplKind::Hlo,
             AttentionKernel::Blocked { .. } => ImplKind::Blocked,
+            AttentionKernel::Looped { .. } => ImplKind::Looped,
             AttentionKernel::Imported(_) => ImplKind::Imported,
         }
     }
@@ -165,6 +198,7 @@ impl fmt::Display for AttentionKernel {
         match self {
             AttentionKernel::Hlo => f.write_str("hlo"),
             AttentionKernel::Blocked { tile } => write!(f, "blocked:{tile}"),
+            AttentionKernel::Looped { tile } => write!(f, "looped:{tile}"),
             AttentionKernel::Imported(k) => write!(f, "imported:{}", k.path.display()),
         }
     }
@@ -236,6 +270,10 @@ impl Kernels {
             (KernelPoint::Attention, ImplKind::Blocked) => {
                 let tile = blocked_tile(request.tile(), step.batch)?;
                 self.attention = AttentionKernel::Blocked { tile };
+            }
+            (KernelPoint::Attention, ImplKind::Looped) => {
+                let tile = blocked_tile(request.tile(), step.batch)?;
+                self.attention = AttentionKernel::Looped { tile };
             }
             (KernelPoint::Attention, ImplKind::Imported) => {
                 let Some(KernelArg::File(path)) = &request.argument else {
@@ -420,7 +458,7 @@ impl KernelRequest {
             }
             (_, None) => None,
             (ImplKind::Imported, Some(file)) => Some(KernelArg::File(PathBuf::from(file))),
-            (ImplKind::Blocked, Some(arg)) => Some(KernelArg::Tile(
+            (ImplKind::Blocked | ImplKind::Looped, Some(arg)) => Some(KernelArg::Tile(
                 arg.trim()
                     .parse::<i64>()
                     .ok()

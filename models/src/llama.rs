@@ -13,6 +13,7 @@ use crate::imported_kernel::{ImportedKernel, Role};
 use crate::kernels::{AttentionKernel, Kernels};
 use crate::micro_batch::MicroBatch;
 use crate::moe::MoeConfig;
+use crate::parallel::context::{rank_positions, CpPositions};
 use crate::parallel::layers::RankContext;
 use crate::parallel::{Fault, Parallelism};
 use crate::params::{param_specs, weight_specs};
@@ -23,6 +24,7 @@ use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::graph::autodiff::{BackwardCall, Composite, CompositeRule, GradHints};
 use hlatc_compiler::graph::blocked_attention::{AttentionOperands, BlockedAttention};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
+use hlatc_compiler::graph::looped_attention::{LoopOperands, LoopedAttention};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
@@ -97,11 +99,26 @@ enum AttentionMask {
     },
     /// An imported kernel, which applies the causal mask itself.
     Imported(Arc<ImportedKernel>),
+    /// What looped attention reads besides q, k and v: the global
+    /// positions of the queries and of the keys, this rank's pairs to
+    /// visit, and for packed rows the documents of both.
+    Looped {
+        looped: LoopedAttention,
+        positions: [InstrId; 2],
+        pairs: InstrId,
+        segments: Option<[InstrId; 2]>,
+    },
 }
 
 impl Llama<'_> {
     fn n(&self) -> i64 {
         self.batch.batch_size * self.batch.seq_len
+    }
+
+    /// The whole sequence's length: the rank's tokens of it, times the CP
+    /// ranks it is divided over.
+    fn sequence(&self) -> i64 {
+        self.batch.seq_len * self.rank.as_ref().map_or(1, |r| r.par.cp)
     }
 
     fn linear(&mut self, x: InstrId, w: InstrId) -> Result<InstrId, BuildError> {
@@ -196,8 +213,8 @@ impl Llama<'_> {
     }
 
     /// cos and sin tables, computed in the graph from positions: `[S, hd]`
-    /// from 0..S, or `[B, S, hd]` from `positions` (`s32[B, S]`, packed
-    /// rows). Always in f32 and then converted, as `transformers` does (its
+    /// from 0..S or from `positions` (`s32[S]`, a CP rank's), or `[B, S,
+    /// hd]` from `positions` (`s32[B, S]`, packed rows). Always in f32 and then converted, as `transformers` does (its
     /// rotary embedding disables autocast and computes in f32 for every
     /// model dtype), so a checkpoint sees the same angles in any precision.
     fn rope_tables(
@@ -212,7 +229,7 @@ impl Llama<'_> {
         let half = hd / 2;
         let f32 = ElementType::F32;
         let inv: Vec<Scalar> = crate::rope::inverse_frequencies(
-            self.cfg.rope_theta_for(s),
+            self.cfg.rope_theta_for(self.sequence()),
             hd,
             self.cfg.rope_scaling.as_ref(),
         )
@@ -225,6 +242,10 @@ impl Llama<'_> {
         let b = &mut *self.b;
         let (pos, dims) = match positions {
             None => (b.iota(f32, &[s, half], 0)?, vec![s, half]),
+            Some(p) if b.dims(p).len() == 1 => {
+                let p = b.convert(p, f32)?;
+                (b.broadcast(p, &[s, half], &[0])?, vec![s, half])
+            }
             Some(p) => {
                 let p = b.convert(p, f32)?;
                 (b.broadcast(p, &[bs, s, half], &[0, 1])?, vec![bs, s, half])
@@ -306,12 +327,30 @@ impl Llama<'_> {
         let q = self.rope(q, tables.0, tables.1)?;
         let k = self.rope(k, tables.0, tables.1)?;
         self.b.pop_scope();
+        // Under context parallelism every CP rank's keys and values, at
+        // their own head count (GQA repeats them after the exchange).
+        let (k, v) = match &self.rank {
+            Some(rank) => (
+                rank.gather_context(self.b, k)?,
+                rank.gather_context(self.b, v)?,
+            ),
+            None => (k, v),
+        };
         let att = match mask {
             AttentionMask::Dense(allowed) => self.core_attention([q, k, v], allowed)?,
             AttentionMask::Tiled { segments, blocked } => {
                 self.blocked_attention([q, k, v], segments, blocked)?
             }
             AttentionMask::Imported(kernel) => self.imported_attention([q, k, v], &kernel)?,
+            AttentionMask::Looped {
+                looped,
+                positions,
+                pairs,
+                segments,
+            } => {
+                let rest = (positions, pairs, segments);
+                self.looped_attention([q, k, v], looped, rest)?
+            }
         };
         let att = self.b.reshape(att, &[bs * s, hq * hd])?;
         let out = self.row_parallel(att, &w.o_proj)?;
@@ -327,11 +366,10 @@ impl Llama<'_> {
         if hq == hkv {
             return Ok((k, v));
         }
-        let (bs, s, hd) = (
-            self.batch.batch_size,
-            self.batch.seq_len,
-            self.cfg.head_dim(),
-        );
+        // The keys' sequence: under context parallelism, all of it.
+        let [bs, s, _, hd] = self.b.dims(k)[..] else {
+            unreachable!("keys are [B, S, H, hd]")
+        };
         let rep = hq / hkv;
         let b = &mut *self.b;
         let kb = b.broadcast(k, &[bs, s, hkv, rep, hd], &[0, 1, 2, 4])?;
@@ -350,11 +388,10 @@ impl Llama<'_> {
         allowed: InstrId,
     ) -> Result<InstrId, BuildError> {
         let (hq, _) = self.heads();
-        let (bs, s, hd) = (
-            self.batch.batch_size,
-            self.batch.seq_len,
-            self.cfg.head_dim(),
-        );
+        let (bs, hd) = (self.batch.batch_size, self.cfg.head_dim());
+        // Queries are the rank's tokens; keys, under context parallelism,
+        // the whole sequence.
+        let (sq, sk) = (self.b.dims(qkv[0])[1], self.b.dims(qkv[1])[1]);
         // NxD's CoreAttention: everything from the rotated q, k and v to the
         // per-head context, the part whose [B, H, S, S] activations remat's
         // core-attention policy recomputes instead of saving.
@@ -374,13 +411,14 @@ impl Llama<'_> {
             },
         )?;
         let scores = b.scale(scores, 1.0 / (hd as f64).sqrt())?;
-        // [S, S] for every row alike, or [B, S, S] with packed documents.
+        // [Sq, Sk] for every row alike, or [B, Sq, Sk] with packed
+        // documents.
         let mapping: &[i64] = if b.dims(allowed).len() == 2 {
             &[2, 3]
         } else {
             &[0, 2, 3]
         };
-        let allowed = b.broadcast(allowed, &[bs, hq, s, s], mapping)?;
+        let allowed = b.broadcast(allowed, &[bs, hq, sq, sk], mapping)?;
         let masked = b.full_like(scores, -1e9)?;
         let scores = b.select(allowed, scores, masked)?;
         let probs = self.softmax_last(scores)?;
@@ -429,6 +467,42 @@ impl Llama<'_> {
             inputs,
             output: fwd.output,
             rule: CompositeRule::BlockedAttention(blocked),
+            residuals: vec![fwd.lse],
+            backward_call: None,
+        });
+        let att = self.b.transpose(fwd.output, &heads_first)?;
+        self.b.pop_scope();
+        Ok(att)
+    }
+
+    /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`, the
+    /// keys and values of the whole sequence under context parallelism),
+    /// tile by tile in a loop over the pairs `rest` names, with the
+    /// positions and documents it names: `[B, Sq, H, hd]`. Autodiff takes
+    /// its backward as a whole, as blocked attention's.
+    fn looped_attention(
+        &mut self,
+        qkv: [InstrId; 3],
+        looped: LoopedAttention,
+        (positions, pairs, segments): ([InstrId; 2], InstrId, Option<[InstrId; 2]>),
+    ) -> Result<InstrId, BuildError> {
+        self.b.push_scope(scope::BLOCKED_ATTENTION);
+        let [q, k, v] = qkv;
+        let (k, v) = self.repeat_kv(k, v)?;
+        let heads_first = [0, 2, 1, 3];
+        let operands = LoopOperands {
+            q: self.b.transpose(q, &heads_first)?,
+            k: self.b.transpose(k, &heads_first)?,
+            v: self.b.transpose(v, &heads_first)?,
+            positions,
+            pairs,
+            segments,
+        };
+        let fwd = looped.forward(self.b, operands)?;
+        self.hints.composites.push(Composite {
+            inputs: operands.inputs(),
+            output: fwd.output,
+            rule: CompositeRule::LoopedAttention(looped),
             residuals: vec![fwd.lse],
             backward_call: None,
         });
@@ -621,7 +695,7 @@ impl Llama<'_> {
     /// share of the step's mean ([`MicroBatch`]).
     fn with_router_loss(&mut self, moe: &MoeConfig, loss: InstrId) -> Result<InstrId, BuildError> {
         let ty = self.b.ty(loss);
-        let dp = self.rank.as_ref().map_or(1, |r| r.par.dp);
+        let dp = self.rank.as_ref().map_or(1, |r| r.par.replicas());
         let (stats, tokens) = (self.pooled_router()?, self.n() * dp);
         let share = self.micro_batch.map_or(1, |m| m.of) as f64;
         match crate::experts::load_balancing_loss(self.b, moe, &stats, tokens, ty)? {
@@ -719,16 +793,72 @@ fn embedding(
 fn attention_mask(b: &mut Builder, s: i64, window: Option<i64>) -> Result<InstrId, BuildError> {
     let qi = b.iota(ElementType::S32, &[s, s], 0)?;
     let ki = b.iota(ElementType::S32, &[s, s], 1)?;
+    causal_within(b, [qi, ki], s, window)
+}
+
+/// [`attention_mask`] for queries and keys at global positions `q` (`s32
+/// [Sq]`) and `k` (`s32[Sk]`): a CP rank's queries against the gathered
+/// keys, `pred[Sq, Sk]`.
+fn mask_by_positions(
+    b: &mut Builder,
+    q: InstrId,
+    k: InstrId,
+    window: Option<i64>,
+) -> Result<InstrId, BuildError> {
+    let dims = [b.dims(q)[0], b.dims(k)[0]];
+    let qi = b.broadcast(q, &dims, &[0])?;
+    let ki = b.broadcast(k, &dims, &[1])?;
+    causal_within(b, [qi, ki], dims[1], window)
+}
+
+/// Which keys each query sees, from each pair's query and key positions
+/// (`[qi, ki]`, `s32[Sq, Sk]`, over a sequence of `s`): causal, and within
+/// `window` positions.
+fn causal_within(
+    b: &mut Builder,
+    [qi, ki]: [InstrId; 2],
+    s: i64,
+    window: Option<i64>,
+) -> Result<InstrId, BuildError> {
     let causal = b.compare(qi, ki, ComparisonDirection::Ge)?;
     match window {
         Some(w) if w < s => {
+            let dims = b.dims(qi);
             let distance = b.sub(qi, ki)?;
-            let limit = b.full(ElementType::S32, &[s, s], w as f64)?;
+            let limit = b.full(ElementType::S32, &dims, w as f64)?;
             let near = b.compare(distance, limit, ComparisonDirection::Lt)?;
             b.binary(BinaryOp::And, causal, near)
         }
         _ => Ok(causal),
     }
+}
+
+/// [`packed_documents`] on a CP rank: its queries (segments `q_seg`, `s32
+/// [B, Sq]`, at global positions `cp.local`) against the gathered keys
+/// (`k_seg`, `s32[B, Sk]`, at `cp.gathered`). Documents are contiguous in
+/// global positions, so a document starts at the least position holding
+/// its id, wherever that key was gathered from.
+fn packed_documents_across(
+    b: &mut Builder,
+    [q_seg, k_seg]: [InstrId; 2],
+    cp: CpPositions,
+    s: i64,
+) -> Result<(InstrId, InstrId), BuildError> {
+    let [bs, sq] = b.dims(q_seg)[..] else {
+        unreachable!("segment ids are [B, S]")
+    };
+    let sk = b.dims(k_seg)[1];
+    let dims = [bs, sq, sk];
+    let q = b.broadcast(q_seg, &dims, &[0, 1])?;
+    let k = b.broadcast(k_seg, &dims, &[0, 2])?;
+    let same = b.compare(q, k, ComparisonDirection::Eq)?;
+    let key_position = b.broadcast(cp.gathered, &dims, &[2])?;
+    let beyond = b.full(ElementType::S32, &dims, s as f64)?;
+    let candidates = b.select(same, key_position, beyond)?;
+    let start = b.reduce(BinaryOp::Minimum, candidates, &[2], f64::INFINITY)?;
+    let position = b.broadcast(cp.local, &[bs, sq], &[1])?;
+    let positions = b.sub(position, start)?;
+    Ok((same, positions))
 }
 
 /// For packed rows (`segments`: `s32[B, S]`, documents contiguous): which
@@ -932,7 +1062,13 @@ impl<'a> ForwardParts<'a> {
         let ty = b.ty(weights.embed);
         let rank = match par.is_single() {
             true => None,
-            false => Some(RankContext::new(b, par, cfg, fault)?),
+            false => Some(RankContext::new(
+                b,
+                par,
+                cfg,
+                batch.seq_len * par.cp,
+                fault,
+            )?),
         };
         Ok(ForwardParts {
             m: Llama {
@@ -960,6 +1096,12 @@ impl<'a> ForwardParts<'a> {
     fn masks(&mut self) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
         if let Some(masks) = &self.masks {
             return Ok(masks.clone());
+        }
+        if let Some(looped) = self.m.kernels.attention.looped(self.m.cfg) {
+            return self.looped_masks(looped);
+        }
+        if let Some(cp) = self.m.rank.as_ref().and_then(|r| r.cp_positions()) {
+            return self.context_masks(cp);
         }
         if let Some(blocked) = self.m.kernels.attention.blocked(self.m.cfg) {
             return self.tiled_masks(blocked);
@@ -989,6 +1131,93 @@ impl<'a> ForwardParts<'a> {
         let masks = (tables, AttentionMask::Dense(allowed));
         self.masks = Some(masks.clone());
         Ok(masks)
+    }
+
+    /// [`ForwardParts::masks`] on a CP rank: its queries, at their global
+    /// positions, against every CP rank's keys (`pred[Sq, S]`, or `pred[B,
+    /// Sq, S]` by document for packed rows, whose segment ids are gathered
+    /// as the keys are), and rotary tables at the global positions.
+    fn context_masks(
+        &mut self,
+        cp: CpPositions,
+    ) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
+        let m = &mut self.m;
+        let (bs, sq, s) = (m.batch.batch_size, m.batch.seq_len, m.sequence());
+        m.b.push_scope("attention_mask");
+        let mut allowed = mask_by_positions(m.b, cp.local, cp.gathered, m.cfg.sliding_window)?;
+        let positions = match (self.segments, &m.rank) {
+            (Some(seg), Some(rank)) => {
+                let all = rank.gather_context(m.b, seg)?;
+                let (same, positions) = packed_documents_across(m.b, [seg, all], cp, s)?;
+                let causal = m.b.broadcast(allowed, &[bs, sq, s], &[1, 2])?;
+                allowed = m.b.binary(BinaryOp::And, causal, same)?;
+                positions
+            }
+            _ => cp.local,
+        };
+        m.b.pop_scope();
+        let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(Some(positions)))?;
+        let masks = (tables, AttentionMask::Dense(allowed));
+        self.masks = Some(masks.clone());
+        Ok(masks)
+    }
+
+    /// [`ForwardParts::masks`] for looped attention, which masks each tile
+    /// pair from the positions of its queries and keys: the positions, the
+    /// pairs this rank visits, the documents of packed rows, and rotary
+    /// tables at the global positions (within each document for packed
+    /// rows).
+    fn looped_masks(
+        &mut self,
+        looped: LoopedAttention,
+    ) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
+        let m = &mut self.m;
+        let (bs, s) = (m.batch.batch_size, m.sequence());
+        let cp = m.rank.as_ref().and_then(|r| r.cp_positions());
+        m.b.push_scope("attention_mask");
+        let (positions, pairs, segments, rotary) = match (cp, &m.rank) {
+            (Some(cp), Some(rank)) => {
+                let queries = rank_positions(&rank.par, s);
+                let keys = queries.concat();
+                let table = m.b.constant(looped.pair_table(&queries, &keys));
+                let row = m.b.dynamic_slice_dim(table, 0, cp.rank, 1)?;
+                let pairs = m.b.reshape(row, &m.b.dims(table)[1..])?;
+                let (segments, rotary) = match self.segments {
+                    None => (None, cp.local),
+                    Some(seg) => {
+                        let all = rank.gather_context(m.b, seg)?;
+                        let (_, within) = packed_documents_across(m.b, [seg, all], cp, s)?;
+                        (Some([seg, all]), within)
+                    }
+                };
+                ([cp.local, cp.gathered], pairs, segments, Some(rotary))
+            }
+            _ => {
+                let all: Vec<i64> = (0..s).collect();
+                let table =
+                    m.b.constant(looped.pair_table(std::slice::from_ref(&all), &all));
+                let pairs = m.b.reshape(table, &m.b.dims(table)[1..])?;
+                let at = m.b.iota(ElementType::S32, &[s], 0)?;
+                let (segments, rotary) = match self.segments {
+                    None => (None, None),
+                    Some(seg) => {
+                        let within = positions_in_documents(m.b, seg, bs, s, looped.tile)?;
+                        (Some([seg, seg]), Some(within))
+                    }
+                };
+                ([at, at], pairs, segments, rotary)
+            }
+        };
+        m.b.pop_scope();
+        let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(rotary))?;
+        let mask = AttentionMask::Looped {
+            looped,
+            positions,
+            pairs,
+            segments,
+        };
+        self.masks = Some((tables, mask.clone()));
+        Ok((tables, mask))
     }
 
     /// [`ForwardParts::masks`] for blocked attention, which masks each tile

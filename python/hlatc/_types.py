@@ -27,6 +27,7 @@ __all__ = [
     "Chip",
     "Remat",
     "EpExchange",
+    "CpBalance",
     "Spmd",
     "RankSource",
     "ReplicaGroups",
@@ -76,6 +77,8 @@ Chip = Literal["trn1", "trn2"]
 Remat = Literal["none", "core-attention", "full-layer", "stage"]
 #: The names `--ep-exchange` and `ep_exchange=` take.
 EpExchange = Literal["all-to-all", "all-gather"]
+#: The names `--cp-balance` and `cp_balance=` take.
+CpBalance = Literal["head-tail", "contiguous"]
 #: The names `--spmd` and `spmd=` take.
 Spmd = Literal["replicas", "partitions"]
 #: The names `--rank-source` and `rank_source=` take.
@@ -112,6 +115,7 @@ CHOICES: Dict[str, Any] = {
     "chip": Chip,
     "remat": Remat,
     "ep_exchange": EpExchange,
+    "cp_balance": CpBalance,
     "spmd": Spmd,
     "rank_source": RankSource,
     "replica_groups": ReplicaGroups,

@@ -49,7 +49,7 @@ def test_a_request_that_does_not_apply_falls_back_with_a_warning():
     "kernels, says",
     [
         ({"attn": "blocked"}, "unknown kernel point 'attn'"),
-        ({"attention": "flash"}, "has no implementation 'flash'; it has: hlo, blocked, imported"),
+        ({"attention": "flash"}, "has no implementation 'flash'; it has: hlo, blocked, looped, imported"),
         ({"attention": "blocked:x"}, "'x' is not a tile size"),
     ],
 )

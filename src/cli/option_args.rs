@@ -69,6 +69,8 @@ fn names_the_step(option: CompileOption) -> bool {
             | O::Pp
             | O::Ep
             | O::EpExchange
+            | O::Cp
+            | O::CpBalance
             | O::SequenceParallel
             | O::Zero1
             | O::Fsdp

@@ -79,6 +79,7 @@ impl From<Degree> for CompileOption {
             Degree::Pp => CompileOption::Pp,
             Degree::Ep => CompileOption::Ep,
             Degree::Fsdp => CompileOption::Fsdp,
+            Degree::Cp => CompileOption::Cp,
         }
     }
 }

@@ -168,6 +168,26 @@ compile_options! {
                 them and reduce-scatters the outputs back (NxD Inference's and vLLM-Neuron's form). \
                 Both compute the same step",
         },
+        Cp = parallel.cp, Plain {
+            flag: "cp", python: "cp", default: Value("1"), value: "C",
+            py: "int",
+            help: "Context-parallel degree: each sequence divided over C ranks, which all-gather one \
+                another's keys and values (at their own head count) for attention and reduce-scatter \
+                their gradients, Llama 3's and torchtitan's form. Positions, the causal mask, \
+                sliding windows and documents use global positions; labels are shifted before the \
+                split. Gradients and the loss are summed over D x C ranks, and --zero1 divides the \
+                optimizer state over them. Ranks are numbered [PP, DP, CP, TP]: rank r is CP rank \
+                (r / T) % C. --seq-len must cut into the chunks --cp-balance deals. See \
+                docs/src/long-context.md",
+        },
+        CpBalance = parallel.cp_balance, Choice {
+            flag: "cp-balance", python: "cp_balance", default: Value("head-tail"), value: "ORDER",
+            py: "CpBalance",
+            help: "Which chunks of a sequence each CP rank holds (needs --cp above 1). `head-tail`: \
+                2C chunks, rank c holding chunks c and 2C - 1 - c, so under the causal mask every \
+                rank has the same work (Llama 3's and torchtitan's order). `contiguous`: C chunks, \
+                rank c holding chunk c (NxD's order; the last rank does the most work)",
+        },
         SequenceParallel = parallel.sequence_parallel, Switch {
             flag: "sequence-parallel", python: "sequence_parallel", default: Off, value: "",
             py: "bool",

@@ -8,6 +8,7 @@
 use crate::train_step::{Role, StepConfig, TensorSpec};
 use crate::zero1::shard_len;
 use hlatc_compiler::Literal;
+use hlatc_models::parallel::Fault;
 use hlatc_models::{param_specs, Parallelism, ParamSpec, Piece, TpSplit};
 use std::collections::HashMap;
 
@@ -40,6 +41,13 @@ pub enum RankHolding {
     HuggingFace(Vec<HfSlice>),
     /// Rows of the global batch.
     BatchRows([i64; 2]),
+    /// Under context parallelism, rows of the global batch and of each of
+    /// them the token ranges of the rank's chunks, laid one after another
+    /// in this order.
+    BatchChunks {
+        rows: [i64; 2],
+        tokens: Vec<[i64; 2]>,
+    },
     /// Under ZeRO-1, elements `elements[0]..elements[1]` of the rank's
     /// share of the parameter, flattened row-major (past its end, zero
     /// padding).
@@ -53,6 +61,8 @@ pub struct RankInputs {
     par: Parallelism,
     specs: HashMap<String, ParamSpec>,
     batch_rows: i64,
+    seq_len: i64,
+    fault: Option<Fault>,
 }
 
 impl RankInputs {
@@ -64,6 +74,8 @@ impl RankInputs {
                 .map(|p| (p.name.clone(), p))
                 .collect(),
             batch_rows: cfg.parallel.local_batch(cfg.batch).batch_size,
+            seq_len: cfg.batch.seq_len,
+            fault: cfg.fault,
         }
     }
 
@@ -103,6 +115,21 @@ impl RankInputs {
         }
     }
 
+    /// Under context parallelism, the token ranges of each sequence rank
+    /// `rank` takes, in the order it holds them.
+    fn token_ranges(&self, rank: i64) -> Option<Vec<[i64; 2]>> {
+        (self.par.cp > 1).then(|| {
+            self.par
+                .sequence_ranges(self.seq_len, self.par.cp_rank(rank))
+        })
+    }
+
+    /// Whether `spec` is the targets [`Fault::LabelsNotBalanced`] cuts
+    /// without the balancing order.
+    fn unbalanced_labels(&self, spec: &TensorSpec) -> bool {
+        self.fault == Some(Fault::LabelsNotBalanced) && spec.role == Role::Targets
+    }
+
     /// What rank `rank` holds of input `spec`, named by the Hugging Face
     /// tensors a checkpoint stores (a fused tensor's block is the member
     /// it stacks; the Adam moments of a parameter are laid out as it is).
@@ -111,7 +138,10 @@ impl RankInputs {
             return RankHolding::Rank;
         }
         if let Some(rows) = self.batch_rows(spec, rank) {
-            return RankHolding::BatchRows(rows);
+            return match self.token_ranges(rank) {
+                None => RankHolding::BatchRows(rows),
+                Some(tokens) => RankHolding::BatchChunks { rows, tokens },
+            };
         }
         if let Some(elements) = self.zero1_shard(spec, rank) {
             return RankHolding::Zero1Shard { elements };
@@ -206,7 +236,19 @@ impl RankInputs {
             return Self::rank_value(rank);
         }
         if let Some([a, b]) = self.batch_rows(spec, rank) {
-            return rows(value, a, b);
+            let rows = rows(value, a, b);
+            return match self.token_ranges(rank) {
+                None => rows,
+                Some(_) if self.unbalanced_labels(spec) => {
+                    let contiguous = Parallelism {
+                        cp_balance: hlatc_models::CpBalance::Contiguous,
+                        ..self.par
+                    };
+                    let c = self.par.cp_rank(rank);
+                    columns(&rows, &contiguous.sequence_ranges(self.seq_len, c))
+                }
+                Some(ranges) => columns(&rows, &ranges),
+            };
         }
         let share = match self.sharded(spec) {
             Some(p) => {
@@ -343,6 +385,26 @@ fn joined(shards: &[&Literal], dims: &[i64]) -> Literal {
         .collect();
     bytes.truncate(n as usize * ty.byte_size());
     Literal::from_bytes(ty, dims.to_vec(), bytes).expect("the shards cover the tensor")
+}
+
+/// `ranges` of `value`'s second dimension (`[B, S]`), laid one after
+/// another: a CP rank's chunks of each sequence.
+fn columns(value: &Literal, ranges: &[[i64; 2]]) -> Literal {
+    let dims = value.dims();
+    let size = value.ty().byte_size();
+    let row_bytes = dims[1] as usize * size;
+    let bytes: Vec<u8> = value
+        .bytes()
+        .chunks(row_bytes)
+        .flat_map(|row| {
+            ranges
+                .iter()
+                .flat_map(move |&[a, b]| &row[a as usize * size..b as usize * size])
+        })
+        .copied()
+        .collect();
+    let width = ranges.iter().map(|[a, b]| b - a).sum();
+    Literal::from_bytes(value.ty(), vec![dims[0], width], bytes).expect("whole chunks of each row")
 }
 
 /// Rows `a..b` of `value` along its first dimension.

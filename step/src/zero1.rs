@@ -86,7 +86,7 @@ impl Zero1 {
             ep => {
                 let ep = b.scalar(ElementType::S32, ep as f64);
                 Some(Division {
-                    dp: par.dp / par.ep,
+                    dp: par.replicas() / par.ep,
                     index: b.binary(BinaryOp::Divide, dp_index, ep)?,
                     groups: replica_groups(&holder_groups(1, true, &par)),
                     replicas: None,
@@ -97,7 +97,7 @@ impl Zero1 {
         // or every replica.
         let whole = match par.fsdp_replicas() {
             1 => Division {
-                dp: par.dp,
+                dp: par.replicas(),
                 index: dp_index,
                 groups: replica_groups(&par.dp_groups()),
                 replicas: None,

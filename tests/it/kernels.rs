@@ -69,13 +69,79 @@ fn assert_same_in(precision: Precision, what: &str, plain: &Run, tiled: &Run) {
 }
 
 fn check(model: ModelConfig, par: Parallelism) {
+    check_kernels(model, par, blocked());
+}
+
+/// Three steps of `model` over `par` with `kernels` compute one device's
+/// plain graph.
+fn check_kernels(model: ModelConfig, par: Parallelism, kernels: Kernels) {
     let plain = run(&config(
         model.clone(),
         Parallelism::SINGLE,
         Kernels::default(),
     ));
-    let tiled = run(&config(model, par, blocked()));
+    let tiled = run(&config(model, par, kernels));
     assert_same_in(EQUAL_IN, &par.to_string(), &plain, &tiled);
+}
+
+/// Attention tile by tile in a loop, tiles of [`TILE`].
+fn looped() -> Kernels {
+    Kernels {
+        attention: AttentionKernel::Looped { tile: TILE },
+        ..Kernels::default()
+    }
+}
+
+#[test]
+fn looped_equals_the_plain_graph_and_the_unrolled_form() {
+    for model in [gqa_odd_vocab(), mha_tied(), windowed()] {
+        check_kernels(model.clone(), Parallelism::SINGLE, looped());
+        let unrolled = run(&config(model.clone(), Parallelism::SINGLE, blocked()));
+        let tiled = run(&config(model, Parallelism::SINGLE, looped()));
+        assert_same_in(EQUAL_IN, "looped against unrolled", &unrolled, &tiled);
+    }
+    check_kernels(windowed(), layout(2, 2, true), looped());
+}
+
+#[test]
+fn looped_packed_documents_equal_the_plain_graph() {
+    for model in [gqa_odd_vocab(), windowed()] {
+        let packed = |kernels| StepConfig {
+            packed: true,
+            ..config(model.clone(), Parallelism::SINGLE, kernels)
+        };
+        let plain = run_packed(&packed(Kernels::default()));
+        let tiled = run_packed(&packed(looped()));
+        assert_same_in(EQUAL_IN, "packed", &plain, &tiled);
+    }
+}
+
+/// The instructions of every computation of `step`'s module.
+fn instructions(step: &hlatc::train_step::TrainStep) -> usize {
+    step.module
+        .computations
+        .iter()
+        .map(|c| c.ids().count())
+        .sum()
+}
+
+#[test]
+fn the_looped_step_does_not_grow_with_the_sequence_and_keeps_no_square() {
+    let count = |seq: i64, kernels: Kernels| {
+        let mut cfg = config(gqa_odd_vocab(), Parallelism::SINGLE, kernels);
+        cfg.model.max_position_embeddings = seq;
+        cfg.batch.seq_len = seq;
+        let step = build_train_step(&cfg).unwrap();
+        assert_eq!(has_square(&step), None, "seq {seq}");
+        instructions(&step)
+    };
+    let (short, long) = (count(64, looped()), count(512, looped()));
+    assert_eq!(
+        short, long,
+        "the loop's instructions do not depend on the sequence"
+    );
+    // The unrolled form's pairs grow as the square of the tiles.
+    assert!(count(512, blocked()) > 10 * long);
 }
 
 fn layout(tp: i64, dp: i64, sequence_parallel: bool) -> Parallelism {
@@ -142,7 +208,7 @@ fn blocked_pipeline_stages_equal_the_plain_graph() {
 }
 
 /// Three packed steps of `cfg`.
-fn run_packed(cfg: &StepConfig) -> Run {
+pub(crate) fn run_packed(cfg: &StepConfig) -> Run {
     let rt = Runtime::shared().unwrap();
     let params = init_params(&cfg.model, cfg.precision.storage(), 7)
         .into_iter()
@@ -287,7 +353,7 @@ fn blocked_attention_passes_the_neuron_preflight() {
 fn bad_kernel_requests_are_refused_naming_the_choices() {
     for (args, says) in [
         (&["--kernel", "attn=blocked"][..], "unknown kernel point 'attn'; the points are: attention, softmax, rmsnorm, swiglu, cross-entropy"),
-        (&["--kernel", "attention=flash"], "kernel point attention has no implementation 'flash'; it has: hlo, blocked, imported"),
+        (&["--kernel", "attention=flash"], "kernel point attention has no implementation 'flash'; it has: hlo, blocked, looped, imported"),
         (&["--kernel", "attention=blocked", "--kernel", "attention=hlo"], "kernel point attention is chosen twice"),
     ] {
         let (o, out) = compile_tiny("kernel_refused", "cpu", args);
@@ -297,7 +363,7 @@ fn bad_kernel_requests_are_refused_naming_the_choices() {
     }
     let o = crate::support::hlatc(&["passes"]);
     assert!(crate::support::stdout(&o).contains(
-        "kernel point attention     implementations: hlo, blocked, imported; default: neuron hlo, cpu hlo"
+        "kernel point attention     implementations: hlo, blocked, looped, imported; default: neuron hlo, cpu hlo"
     ));
     assert!(crate::support::stdout(&o).contains(
         "kernel point softmax       implementations: hlo, fused; default: neuron fused, cpu fused"

@@ -12,6 +12,7 @@ mod compile;
 #[path = "../../step/tests/it/configs.rs"]
 mod configs;
 mod conformance;
+mod context_parallel;
 #[path = "../../train/tests/it/corpus.rs"]
 mod corpus;
 mod cpu_trainers;

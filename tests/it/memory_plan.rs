@@ -7,7 +7,7 @@ use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compile_step::spellings::CompileOption;
 use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
 use hlatc::memory_plan::{DeviceMemory, MemoryPlan};
-use hlatc::models::{BatchShape, ModelConfig, Parallelism};
+use hlatc::models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
 use hlatc::optimizer::AdamWConfig;
 use hlatc::passes::{default_pipeline, RematPolicy, Target};
 use hlatc::precision::Precision;
@@ -105,7 +105,13 @@ fn planned_and_compiled_on(
         module_markers: false,
         kernels: Default::default(),
     };
-    let mut step = build_train_step(&cfg).unwrap();
+    plan_and_compile(rt, &cfg, remat)
+}
+
+/// `cfg`'s step optimized for cpu under `remat`: its plan, and what XLA
+/// CPU reserves as temporaries.
+fn plan_and_compile(rt: &Runtime, cfg: &StepConfig, remat: RematPolicy) -> (MemoryPlan, i64) {
+    let mut step = build_train_step(cfg).unwrap();
     let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
     optimize(&mut step, &pipeline, Target::Cpu, remat).unwrap();
     let stats = rt.compile(&step.module).unwrap().memory_stats().unwrap();
@@ -242,6 +248,45 @@ fn an_fsdp_ranks_plan_follows_what_xla_cpu_reserves() {
     assert!(
         plan.state() * 2 <= replicated.state() + 64,
         "{plan} vs {replicated}"
+    );
+}
+
+/// One rank of the small model under CP 2 (head-tail), seq 512: the
+/// plan's working memory against XLA CPU's temporaries for the per-rank
+/// program, with the plain graph of attention (scores of the rank's 256
+/// queries against all 512 keys) and with looped attention (tiles of 64,
+/// the loop's state and one trip's values), and the looped rank keeping
+/// no `[Sq, S]` value.
+#[test]
+fn a_context_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
+    let rt = calibrated_runtime();
+    let par = Parallelism {
+        cp: 2,
+        ..Parallelism::SINGLE
+    };
+    let cfg = |kernels| StepConfig {
+        kernels,
+        parallel: par,
+        ..StepConfig::new(
+            ModelConfig::small(),
+            BatchShape {
+                batch_size: 1,
+                seq_len: 512,
+            },
+        )
+        .with_precision(Precision::Fp32)
+    };
+    let (plain, plain_temp) = plan_and_compile(&rt, &cfg(Kernels::default()), RematPolicy::None);
+    assert_within_five_percent("CP 2, hlo", &plain, plain_temp);
+    let looped = Kernels {
+        attention: AttentionKernel::Looped { tile: 64 },
+        ..Kernels::default()
+    };
+    let (tiled, tiled_temp) = plan_and_compile(&rt, &cfg(looped), RematPolicy::None);
+    assert_within_five_percent("CP 2, looped:64", &tiled, tiled_temp);
+    assert!(
+        tiled.activations < plain.activations / 2,
+        "{tiled} vs {plain}"
     );
 }
 

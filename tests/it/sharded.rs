@@ -385,7 +385,7 @@ fn train_on_four_devices_follows_the_single_device_run() {
 }
 
 /// `hlatc compile` with `args`: its exit status and stderr.
-fn compile_error(args: &[&str]) -> String {
+pub(crate) fn compile_error(args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
         .arg("compile")
         .args(args)

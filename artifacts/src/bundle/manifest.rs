@@ -317,7 +317,25 @@ struct ParallelInfo {
     /// Under expert parallelism, how the experts are divided and reached.
     #[serde(skip_serializing_if = "Option::is_none")]
     experts: Option<ExpertsInfo>,
+    /// Under context parallelism, how each sequence is divided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<ContextInfo>,
 }
+
+/// How context parallelism divides each sequence.
+#[derive(Serialize)]
+struct ContextInfo {
+    cp: i64,
+    balance: hlatc_models::CpBalance,
+    /// Tokens in each chunk of a sequence.
+    chunk_tokens: i64,
+    /// The ranks that gather one another's keys and values, in XLA's
+    /// iota form.
+    cp_groups: String,
+    layout: &'static str,
+}
+
+const CONTEXT_LAYOUT: &str = "rank r is CP rank c = (r / tp) % cp of DP replica (r / tp) / cp; each sequence is cut into chunks of chunk_tokens, and CP rank c takes, of every batch input (tokens, targets, segment ids) in its DP replica's rows, chunk c then chunk 2*cp-1-c under head-tail, chunk c under contiguous, laid one after the other; targets are the next tokens of the positions taken, cut the same way";
 
 /// How expert parallelism divides a mixture of experts' experts.
 #[derive(Serialize)]
@@ -459,7 +477,12 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
     let tp_split = listing::by_layer(tp_split);
     let batch = inputs.iter().find(|s| s.role == Role::Tokens);
     let dp_rows = match batch.map(|b| ranks.holding(b, 0)) {
-        Some(RankHolding::BatchRows([first, end])) => Some(DpRows {
+        Some(
+            RankHolding::BatchRows([first, end])
+            | RankHolding::BatchChunks {
+                rows: [first, end], ..
+            },
+        ) => Some(DpRows {
             rows: end - first,
             rule: DP_ROWS_RULE,
         }),
@@ -470,7 +493,10 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         tp: p.tp,
         dp: p.dp,
         sequence_parallel: p.sequence_parallel,
-        rank_order: "rank r is TP rank r % tp of DP replica r / tp; replica r of the module runs rank r",
+        rank_order: match p.cp {
+            1 => "rank r is TP rank r % tp of DP replica r / tp; replica r of the module runs rank r",
+            _ => "rank r is TP rank r % tp of CP rank (r / tp) % cp of DP replica (r / tp) / cp; replica r of the module runs rank r",
+        },
         rank_source: "replica-id: the module computes its vocabulary offset from it, so every rank runs the same program",
         tp_groups: iota_text(p.tp_groups()),
         dp_groups: iota_text(p.dp_groups()),
@@ -507,6 +533,13 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
             exchange: p.ep_exchange,
             ep_groups: iota_text(p.ep_groups()),
             layout: EXPERTS_LAYOUT,
+        }),
+        context: (p.cp > 1).then(|| ContextInfo {
+            cp: p.cp,
+            balance: p.cp_balance,
+            chunk_tokens: cfg.batch.seq_len / p.cp_balance.chunks(p.cp),
+            cp_groups: iota_text(p.cp_groups()),
+            layout: CONTEXT_LAYOUT,
         }),
     })
 }

@@ -21,7 +21,7 @@ use crate::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
 use crate::ElementType;
 
 /// The score a masked key gets, as the plain graph writes it.
-const MASKED: f64 = -1e9;
+pub(crate) const MASKED: f64 = -1e9;
 
 /// How attention is tiled and masked. Causal always; the sequence must be
 /// a multiple of `tile` ([`BlockedAttention::fits`]).
@@ -314,7 +314,7 @@ impl BlockedAttention {
 
 /// `[a0; a1] . [b0; b1]` over the queries, one dot batched over the pair:
 /// `[a0 . b0, a1 . b1]`, each `[B, H, t', x]`.
-fn stacked_dot(
+pub(crate) fn stacked_dot(
     b: &mut Builder,
     lhs: [InstrId; 2],
     rhs: [InstrId; 2],
@@ -345,20 +345,28 @@ fn stacked_dot(
 }
 
 /// `exp(s - rows)`, `rows` (`[B, H, t]`) broadcast along the keys.
-fn exp_minus_rows(b: &mut Builder, s: InstrId, rows: InstrId) -> Result<InstrId, BuildError> {
+pub(crate) fn exp_minus_rows(
+    b: &mut Builder,
+    s: InstrId,
+    rows: InstrId,
+) -> Result<InstrId, BuildError> {
     let rb = broadcast_rows(b, rows, s)?;
     let z = b.sub(s, rb)?;
     b.unary(UnaryOp::Exp, z)
 }
 
 /// `rows` (`[B, H, t]`) broadcast to the shape of `like` (`[B, H, t, *]`).
-fn broadcast_rows(b: &mut Builder, rows: InstrId, like: InstrId) -> Result<InstrId, BuildError> {
+pub(crate) fn broadcast_rows(
+    b: &mut Builder,
+    rows: InstrId,
+    like: InstrId,
+) -> Result<InstrId, BuildError> {
     let dims = b.dims(like);
     b.broadcast(rows, &dims, &[0, 1, 2])
 }
 
 /// `[B, H, t, x] . [B, H, t', x] -> [B, H, t, t']`: over the head width.
-fn tiles_by_width() -> DotDims {
+pub(crate) fn tiles_by_width() -> DotDims {
     DotDims {
         lhs_batch: vec![0, 1],
         lhs_contracting: vec![3],
@@ -368,7 +376,7 @@ fn tiles_by_width() -> DotDims {
 }
 
 /// `[B, H, t, t'] . [B, H, t', x] -> [B, H, t, x]`: over the keys.
-fn tiles_by_keys() -> DotDims {
+pub(crate) fn tiles_by_keys() -> DotDims {
     DotDims {
         lhs_batch: vec![0, 1],
         lhs_contracting: vec![3],

@@ -7,5 +7,7 @@ pub mod autodiff;
 pub mod blocked_attention;
 pub mod builder;
 pub mod collectives;
+pub mod looped_attention;
+pub mod loops;
 pub mod module_markers;
 pub mod scope;

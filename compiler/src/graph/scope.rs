@@ -31,6 +31,12 @@ pub const IMPORTED_ATTENTION: &str = "imported_attention";
 /// rather than keep.
 pub const SEQUENCE_GATHER: &str = "sequence_gather";
 
+/// The component of a context-parallel all-gather of keys and values,
+/// under `layers.N/self_attn` (`layers.3/self_attn/context_gather`): the
+/// whole sequence's keys and values on every CP rank, which the memory
+/// plan and the planner count as the exchange's and not as activations.
+pub const CONTEXT_GATHER: &str = "context_gather";
+
 /// The model's parts, as Hugging Face's Llama names its modules: the
 /// builders open these scopes and the cast policy keeps the f32 ones in
 /// f32 by the same constants, so a rename reaches both.

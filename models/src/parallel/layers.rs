@@ -9,6 +9,7 @@
 //! rank's copy of the loss is differentiated, and a parameter's gradient is
 //! the sum over the ranks that hold it (see `hlatc-train`).
 
+use super::context::CpPositions;
 use super::expert_exchange::ExpertGroup;
 use super::{Fault, Parallelism};
 use crate::config::ModelConfig;
@@ -35,13 +36,19 @@ pub struct RankContext {
     fault: Option<Fault>,
     /// Under expert parallelism, this rank's EP group.
     experts: Option<ExpertGroup>,
+    /// Under context parallelism, this rank's CP group and the positions
+    /// of its tokens and of the keys it gathers.
+    context: Option<(Collective, CpPositions)>,
 }
 
 impl RankContext {
+    /// The context of a rank of `par` over sequences of `sequence` tokens
+    /// (the whole sequence, not the rank's chunks of it).
     pub fn new(
         b: &mut Builder,
         par: Parallelism,
         cfg: &ModelConfig,
+        sequence: i64,
         fault: Option<Fault>,
     ) -> Result<Self, BuildError> {
         let vocab_local = par.padded_vocab(cfg) / par.tp;
@@ -62,8 +69,16 @@ impl RankContext {
             Some(moe) => ExpertGroup::new(b, par, moe.num_experts)?,
             None => None,
         };
+        let context = match par.cp {
+            1 => None,
+            _ => Some((
+                replica_groups(&par.cp_groups()),
+                CpPositions::new(b, &par, sequence, fault)?,
+            )),
+        };
         Ok(RankContext {
             experts,
+            context,
             par,
             tp: replica_groups(&par.tp_groups()),
             dp: replica_groups(&par.dp_groups()),
@@ -95,13 +110,36 @@ impl RankContext {
         self.experts.as_ref()
     }
 
-    /// `x` summed over the DP replicas (the ranks whose tokens together
+    /// `x` summed over the replicas, DP and CP (the ranks whose tokens together
     /// are the global batch's, with tensor parallelism off).
     pub(crate) fn dp_sum(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
-        if self.par.dp == 1 {
+        if self.par.replicas() == 1 {
             return Ok(x);
         }
         b.all_reduce(x, BinaryOp::Add, &self.dp)
+    }
+
+    /// Under context parallelism, the global positions of this rank's
+    /// tokens and of the keys it gathers.
+    pub fn cp_positions(&self) -> Option<CpPositions> {
+        self.context.as_ref().map(|(_, positions)| *positions)
+    }
+
+    /// `x` (`[B, S / cp, ...]`, this rank's chunks) with every CP rank's
+    /// chunks along dimension 1, in rank order (`[B, S, ...]`): keys and
+    /// values, at their own head count, before attention reads them; its
+    /// transpose reduce-scatters their gradients back. `x` itself without
+    /// context parallelism.
+    pub fn gather_context(&self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+        match &self.context {
+            None => Ok(x),
+            Some((groups, _)) => {
+                b.push_scope(scope::CONTEXT_GATHER);
+                let all = b.all_gather(x, 1, groups);
+                b.pop_scope();
+                all
+            }
+        }
     }
 
     /// A row-parallel projection's partial sums (`[N, D]`) made whole: the

@@ -1,12 +1,21 @@
-//! Tensor, sequence, data and pipeline parallelism: how a training step
-//! is divided over `tp * dp * pp` ranks, as NxD divides it for neuronx-cc.
-//! Rank `r` is TP rank `r % tp` of DP replica `(r / tp) % dp` of pipeline
-//! stage `r / (tp * dp)`, so each TP group is a run of consecutive ids
+//! Tensor, sequence, context, data and pipeline parallelism: how a
+//! training step is divided over `tp * cp * dp * pp` ranks, as NxD divides
+//! it for neuronx-cc and torchtitan orders its mesh (`[pp, dp, cp, tp]`).
+//! Rank `r` is TP rank `r % tp` of replica `(r / tp) % (dp * cp)` of
+//! pipeline stage `r / (tp * cp * dp)`; replica `q` is CP rank `q % cp` of
+//! DP replica `q / cp`. So each TP group is a run of consecutive ids
 //! (`{{0,1,2,3}, {4,5,6,7}}` for TP 4 over DP 2), which keeps
-//! tensor-parallel traffic inside a node, and a stage is a run of `tp *
-//! dp` ranks (pipeline outermost, as Megatron and NxD order it). Every
-//! group of a collective lies within one stage, except the
-//! [`Parallelism::pp_groups`] that join a rank's twins across stages.
+//! tensor-parallel traffic inside a node, the CP ranks of a sequence come
+//! next, and a stage is a run of `tp * cp * dp` ranks (pipeline outermost,
+//! as Megatron and NxD order it). Every group of a collective lies within
+//! one stage, except the [`Parallelism::pp_groups`] that join a rank's
+//! twins across stages.
+//!
+//! A *replica* is a rank's place among the ranks that hold the same share
+//! of every parameter and different tokens: its DP replica's rows, and its
+//! CP rank's chunks of each sequence ([`context`]). Gradients are summed,
+//! and ZeRO-1 divides the optimizer state, over all `dp * cp` of them;
+//! the batch's rows are divided over the `dp` DP replicas only.
 //!
 //! Expert parallelism divides a mixture of experts' experts over `ep`
 //! consecutive DP replicas (NxD's `[PP, DP_exp, EP, TP]`, `DP_exp * EP =
@@ -16,6 +25,7 @@
 //! Which part of each parameter a rank holds is [`split`]'s; which layers
 //! each stage holds is [`stages`]'.
 
+pub mod context;
 pub mod expert_exchange;
 pub mod layers;
 pub mod replica;
@@ -27,6 +37,7 @@ use crate::moe::MoeConfig;
 use crate::params::ParamSpec;
 use serde::Serialize;
 
+pub use context::CpBalance;
 pub use split::{Piece, TpSplit, Units};
 
 /// How a step is divided. `tp = dp = 1` is the single-device step.
@@ -74,6 +85,15 @@ pub struct Parallelism {
     /// manifest when it is the default.
     #[serde(default, skip_serializing_if = "EpExchange::is_default")]
     pub ep_exchange: EpExchange,
+    /// Context-parallel degree: each sequence divided over this many ranks
+    /// (see [`context`]), which all-gather one another's keys and values
+    /// for attention. Absent from a manifest when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub cp: i64,
+    /// Which chunks of a sequence each CP rank holds. Absent from a
+    /// manifest when it is the default.
+    #[serde(default, skip_serializing_if = "CpBalance::is_default")]
+    pub cp_balance: CpBalance,
 }
 
 /// How an expert-parallel step exchanges tokens over its EP groups.
@@ -167,6 +187,14 @@ pub enum Fault {
     /// sent to the stage before it (every stage but the last then trains
     /// on nothing but its own weight decay).
     StageGradientDropped,
+    /// Under context parallelism, CP ranks 0 and 1 given each other's
+    /// positions: their tokens rotated, and masked, as if they sat where
+    /// the other rank's do.
+    ChunkPositionsSwapped,
+    /// Under head-tail context parallelism, each rank's targets cut as
+    /// contiguous chunks while its tokens are cut head and tail: labels
+    /// the load-balancing order was not applied to.
+    LabelsNotBalanced,
 }
 
 /// `TP 8 x DP 1, sequence parallel`: how summaries name a division.
@@ -175,6 +203,9 @@ impl std::fmt::Display for Parallelism {
         write!(f, "TP {} x DP {}", self.tp, self.dp)?;
         if self.pp > 1 {
             write!(f, " x PP {}", self.pp)?;
+        }
+        if self.cp > 1 {
+            write!(f, ", CP {} ({})", self.cp, self.cp_balance)?;
         }
         if self.ep > 1 {
             write!(f, ", EP {} ({})", self.ep, self.ep_exchange)?;
@@ -202,6 +233,7 @@ pub enum Degree {
     Pp,
     Ep,
     Fsdp,
+    Cp,
 }
 
 impl Degree {
@@ -212,6 +244,7 @@ impl Degree {
             Degree::Pp => "pp",
             Degree::Ep => "ep",
             Degree::Fsdp => "fsdp",
+            Degree::Cp => "cp",
         }
     }
 }
@@ -258,8 +291,28 @@ pub enum ParallelError {
     Zero1WithFsdp { fsdp: i64 },
     #[error("--fsdp {fsdp} with --pp {pp}: FSDP over pipeline stages is not built yet (each stage's tick programs would gather its layers' weights); leave one of them out")]
     FsdpWithStages { fsdp: i64, pp: i64 },
-    #[error("a world of {tp} x {dp} x {pp} ranks is too large")]
-    World { tp: i64, dp: i64, pp: i64 },
+    #[error("a world of {tp} x {cp} x {dp} x {pp} ranks (TP x CP x DP x PP) is too large")]
+    World { tp: i64, cp: i64, dp: i64, pp: i64 },
+    #[error("--cp {cp} with --cp-balance {balance} cuts each sequence into {chunks} equal chunks, and --seq-len {seq} does not divide into {chunks}: use a --seq-len that is a multiple of {chunks}, or a smaller --cp")]
+    CpIndivisibleSequence {
+        cp: i64,
+        balance: CpBalance,
+        chunks: i64,
+        seq: i64,
+    },
+    #[error(
+        "--cp-balance {balance} needs --cp above 1 (with one CP rank the sequence is not divided)"
+    )]
+    BalanceWithoutCp { balance: CpBalance },
+    #[error("--fsdp {fsdp} with --cp {cp}: FSDP over context-parallel ranks (a shard group of DP x CP ranks, as torchtitan forms it) is not built yet; use --zero1, which divides the optimizer state over DP x CP, or leave one of them out")]
+    FsdpWithContext { fsdp: i64, cp: i64 },
+    #[error("--ep {ep} does not divide the {replicas} replicas of --dp {dp} x --cp {cp}: the experts are divided over EP ranks within them (use an --ep that divides {replicas})")]
+    EpIndivisibleReplicas {
+        ep: i64,
+        dp: i64,
+        cp: i64,
+        replicas: i64,
+    },
     #[error("--pp {pp} does not divide the {layers} decoder layers: every stage holds the same number of layers (use a --pp among {divisors})")]
     UnevenStages {
         pp: i64,
@@ -311,6 +364,8 @@ impl Parallelism {
         pp: 1,
         ep: 1,
         ep_exchange: EpExchange::AllToAll,
+        cp: 1,
+        cp_balance: CpBalance::HeadTail,
     };
 
     /// Whether the weights themselves are divided over the DP replicas
@@ -322,7 +377,7 @@ impl Parallelism {
     /// How many shard groups of FSDP replicate one another (HSDP above 1).
     pub fn fsdp_replicas(&self) -> i64 {
         match self.shards_weights() {
-            true => self.dp / self.fsdp,
+            true => self.replicas() / self.fsdp,
             false => 1,
         }
     }
@@ -333,7 +388,7 @@ impl Parallelism {
     pub fn fsdp_groups(&self) -> Vec<Vec<i64>> {
         let (n, tp) = (self.fsdp.max(1), self.tp);
         self.on_every_stage(
-            (0..self.dp / n)
+            (0..self.replicas() / n)
                 .flat_map(|g| (0..tp).map(move |t| (0..n).map(|s| (g * n + s) * tp + t).collect()))
                 .collect(),
         )
@@ -343,7 +398,7 @@ impl Parallelism {
     /// replicas of it): shard `s` of every group, the same TP rank.
     pub fn fsdp_replica_groups(&self) -> Vec<Vec<i64>> {
         let (n, tp) = (self.fsdp.max(1), self.tp);
-        let groups = self.dp / n;
+        let groups = self.replicas() / n;
         self.on_every_stage(
             (0..n)
                 .flat_map(|s| {
@@ -370,12 +425,18 @@ impl Parallelism {
 
     /// Every rank, over all stages.
     pub fn world(&self) -> i64 {
-        self.tp * self.dp * self.pp
+        self.stage_world() * self.pp
     }
 
     /// The ranks of one pipeline stage: the world when there is one stage.
     pub fn stage_world(&self) -> i64 {
-        self.tp * self.dp
+        self.tp * self.replicas()
+    }
+
+    /// The replicas of a stage (see the module doc): each DP replica's CP
+    /// ranks, `dp * cp` in all.
+    pub fn replicas(&self) -> i64 {
+        self.dp * self.cp
     }
 
     /// This division with one pipeline stage: what each stage's ranks do
@@ -422,9 +483,9 @@ impl Parallelism {
     /// `dp / ep` replicas that hold the same experts.
     pub fn zero1_degree(&self, spec: &ParamSpec) -> i64 {
         match self.divides_experts(spec) {
-            true => self.dp / self.ep,
+            true => self.replicas() / self.ep,
             false if self.shards_weights() => self.fsdp,
-            false => self.dp,
+            false => self.replicas(),
         }
     }
 
@@ -433,15 +494,15 @@ impl Parallelism {
     /// experts (replica `d` is EP rank `d % ep`, the `d / ep`-th of them).
     pub fn zero1_index(&self, spec: &ParamSpec, r: i64) -> i64 {
         match self.divides_experts(spec) {
-            true => self.dp_rank(r) / self.ep,
-            false if self.shards_weights() => self.dp_rank(r) % self.fsdp,
-            false => self.dp_rank(r),
+            true => self.replica(r) / self.ep,
+            false if self.shards_weights() => self.replica(r) % self.fsdp,
+            false => self.replica(r),
         }
     }
 
     /// The EP rank of global rank `r`: which run of the experts it holds.
     pub fn ep_rank(&self, r: i64) -> i64 {
-        self.dp_rank(r) % self.ep
+        self.replica(r) % self.ep
     }
 
     /// The TP rank of global rank `r`.
@@ -449,9 +510,20 @@ impl Parallelism {
         r % self.tp
     }
 
-    /// The DP replica of global rank `r`.
+    /// The replica of global rank `r` (see the module doc).
+    pub fn replica(&self, r: i64) -> i64 {
+        (r / self.tp) % self.replicas()
+    }
+
+    /// The DP replica of global rank `r`: which rows of the batch it takes.
     pub fn dp_rank(&self, r: i64) -> i64 {
-        (r / self.tp) % self.dp
+        self.replica(r) / self.cp
+    }
+
+    /// The CP rank of global rank `r`: which chunks of each sequence it
+    /// takes.
+    pub fn cp_rank(&self, r: i64) -> i64 {
+        self.replica(r) % self.cp
     }
 
     /// The first rank of each pipeline stage: the groups of one stage are
@@ -475,7 +547,7 @@ impl Parallelism {
     /// The ranks that share activations: `{{0..tp-1}, {tp..2tp-1}, ...}`.
     pub fn tp_groups(&self) -> Vec<Vec<i64>> {
         self.on_every_stage(
-            (0..self.dp)
+            (0..self.replicas())
                 .map(|d| (0..self.tp).map(|t| d * self.tp + t).collect())
                 .collect(),
         )
@@ -491,12 +563,27 @@ impl Parallelism {
             .collect()
     }
 
-    /// The ranks that hold the same shard of every parameter, one per DP
-    /// replica: `{{0, tp, 2tp, ...}, {1, tp+1, ...}, ...}`.
+    /// The ranks that hold the same shard of every parameter, one per
+    /// replica (each DP replica's CP ranks): `{{0, tp, 2tp, ...}, {1, tp+1,
+    /// ...}, ...}`. Gradients and the loss are summed over these.
     pub fn dp_groups(&self) -> Vec<Vec<i64>> {
         self.on_every_stage(
             (0..self.tp)
-                .map(|t| (0..self.dp).map(|d| d * self.tp + t).collect())
+                .map(|t| (0..self.replicas()).map(|d| d * self.tp + t).collect())
+                .collect(),
+        )
+    }
+
+    /// The ranks that hold the chunks of the same sequences: the CP ranks
+    /// of one DP replica, the same TP rank of each (`{{0, tp, .., (cp-1)
+    /// tp}, ...}`), which exchange keys and values.
+    pub fn cp_groups(&self) -> Vec<Vec<i64>> {
+        let (cp, tp) = (self.cp, self.tp);
+        self.on_every_stage(
+            (0..self.dp)
+                .flat_map(|d| {
+                    (0..tp).map(move |t| (0..cp).map(|c| (d * cp + c) * tp + t).collect())
+                })
                 .collect(),
         )
     }
@@ -505,7 +592,7 @@ impl Parallelism {
     /// of `ep` consecutive DP replicas (`{{0, tp, .., (ep-1) tp}, ...}`).
     pub fn ep_groups(&self) -> Vec<Vec<i64>> {
         self.on_every_stage(
-            (0..self.dp / self.ep)
+            (0..self.replicas() / self.ep)
                 .flat_map(|g| {
                     (0..self.tp).map(move |t| {
                         (0..self.ep)
@@ -517,12 +604,16 @@ impl Parallelism {
         )
     }
 
-    /// The DP replicas that hold the same experts (one per
-    /// expert-data-parallel replica), by their index among a stage's DP
+    /// The replicas that hold the same experts (one per
+    /// expert-data-parallel replica), by their index among a stage's
     /// replicas: all of them without expert parallelism.
     pub fn expert_replicas(&self) -> Vec<Vec<i64>> {
         (0..self.ep)
-            .map(|j| (0..self.dp / self.ep).map(|g| g * self.ep + j).collect())
+            .map(|j| {
+                (0..self.replicas() / self.ep)
+                    .map(|g| g * self.ep + j)
+                    .collect()
+            })
             .collect()
     }
 
@@ -532,11 +623,12 @@ impl Parallelism {
         self.on_every_stage(vec![(0..self.stage_world()).collect()])
     }
 
-    /// Sequences of the global batch each DP replica takes.
+    /// What of the global batch each rank takes: its DP replica's
+    /// sequences, and of each its CP rank's tokens.
     pub fn local_batch(&self, batch: BatchShape) -> BatchShape {
         BatchShape {
             batch_size: batch.batch_size / self.dp,
-            ..batch
+            seq_len: batch.seq_len / self.cp,
         }
     }
 
@@ -556,6 +648,7 @@ impl Parallelism {
             (Degree::Pp, self.pp),
             (Degree::Ep, self.ep),
             (Degree::Fsdp, self.fsdp),
+            (Degree::Cp, self.cp),
         ];
         match degrees.into_iter().find(|(_, got)| *got < 1) {
             Some((degree, got)) => Err(ParallelError::Degree { degree, got }),
@@ -569,14 +662,17 @@ impl Parallelism {
         let world = self
             .tp
             .checked_mul(self.dp)
+            .and_then(|w| w.checked_mul(self.cp))
             .and_then(|w| w.checked_mul(self.pp));
         if !matches!(world, Some(w) if w <= MAX_WORLD) {
             return Err(ParallelError::World {
                 tp: self.tp,
+                cp: self.cp,
                 dp: self.dp,
                 pp: self.pp,
             });
         }
+        self.validate_context(batch)?;
         stages::Stages::new(cfg, self.pp)?;
         self.validate_experts(cfg)?;
         let tp = self.tp;
@@ -616,14 +712,15 @@ impl Parallelism {
             if tp == 1 {
                 return Err(ParallelError::SequenceWithoutTp);
             }
-            let per_rank = batch.batch_size / self.dp;
-            let tokens = per_rank * batch.seq_len;
+            let local = self.local_batch(batch);
+            let (per_rank, seq) = (local.batch_size, local.seq_len);
+            let tokens = per_rank * seq;
             if tokens % tp != 0 {
                 return Err(ParallelError::SequenceShards {
                     tp,
                     tokens,
                     per_rank,
-                    seq: batch.seq_len,
+                    seq,
                 });
             }
         }
@@ -632,6 +729,33 @@ impl Parallelism {
 }
 
 impl Parallelism {
+    /// Whether the sequence divides into the chunks `cp` deals, and context
+    /// parallelism composes with the rest as asked.
+    fn validate_context(&self, batch: BatchShape) -> Result<(), ParallelError> {
+        let (cp, balance) = (self.cp, self.cp_balance);
+        if cp == 1 {
+            return match balance.is_default() {
+                true => Ok(()),
+                false => Err(ParallelError::BalanceWithoutCp { balance }),
+            };
+        }
+        if !self.divides_sequence(batch) {
+            return Err(ParallelError::CpIndivisibleSequence {
+                cp,
+                balance,
+                chunks: balance.chunks(cp),
+                seq: batch.seq_len,
+            });
+        }
+        if self.fsdp > 1 {
+            return Err(ParallelError::FsdpWithContext {
+                fsdp: self.fsdp,
+                cp,
+            });
+        }
+        Ok(())
+    }
+
     /// Whether FSDP's shard group is one this build divides: every DP
     /// replica, without ZeRO-1 (which it subsumes) or pipeline stages.
     fn validate_fsdp(&self) -> Result<(), ParallelError> {
@@ -727,10 +851,18 @@ impl Parallelism {
                 }),
             };
         }
-        if self.dp % self.ep != 0 {
+        if self.dp % self.ep != 0 && self.cp == 1 {
             return Err(ParallelError::EpIndivisibleDp {
                 ep: self.ep,
                 dp: self.dp,
+            });
+        }
+        if self.replicas() % self.ep != 0 {
+            return Err(ParallelError::EpIndivisibleReplicas {
+                ep: self.ep,
+                dp: self.dp,
+                cp: self.cp,
+                replicas: self.replicas(),
             });
         }
         let experts = moe.num_experts;

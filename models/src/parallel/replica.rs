@@ -6,8 +6,9 @@ use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::{BinaryOp, Op};
 use hlatc_compiler::{ElementType, InstrId};
 
-/// This rank's DP replica (`s32[]`), from its `replica-id`: rank `r` is
-/// replica `(r / tp) % dp` (the remainder only matters past the first
+/// This rank's replica (`s32[]`, its DP replica's and CP rank's place
+/// among a stage's `dp * cp`), from its `replica-id`: rank `r` is replica
+/// `(r / tp) % (dp * cp)` (the remainder only matters past the first
 /// pipeline stage).
 pub fn dp_replica_index(b: &mut Builder, par: &Parallelism) -> Result<InstrId, BuildError> {
     let id = b.add(Op::ReplicaId, &[], None)?;
@@ -17,7 +18,7 @@ pub fn dp_replica_index(b: &mut Builder, par: &Parallelism) -> Result<InstrId, B
     match par.pp {
         1 => Ok(replica),
         _ => {
-            let dp = b.scalar(ElementType::S32, par.dp as f64);
+            let dp = b.scalar(ElementType::S32, par.replicas() as f64);
             b.binary(BinaryOp::Remainder, replica, dp)
         }
     }

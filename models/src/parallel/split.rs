@@ -205,7 +205,7 @@ fn runs(
 pub fn holder_groups(copies: i64, experts: bool, par: &Parallelism) -> Vec<Vec<i64>> {
     let replicas = match experts {
         true => par.expert_replicas(),
-        false => vec![(0..par.dp).collect()],
+        false => vec![(0..par.replicas()).collect()],
     };
     par.on_every_stage(
         replicas
@@ -227,7 +227,7 @@ pub fn holder_groups(copies: i64, experts: bool, par: &Parallelism) -> Vec<Vec<i
 /// over the replicas). With one copy every rank is its own group.
 pub fn copy_groups(copies: i64, par: &Parallelism) -> Vec<Vec<i64>> {
     par.on_every_stage(
-        (0..par.dp)
+        (0..par.replicas())
             .flat_map(|d| {
                 (0..par.tp / copies)
                     .map(move |g| (0..copies).map(|j| d * par.tp + g * copies + j).collect())

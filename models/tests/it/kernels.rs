@@ -72,7 +72,8 @@ fn bad_requests_are_refused_by_what_is_wrong() {
     // The message lists what there is.
     let e = KernelRequest::parse("attention=flash").unwrap_err();
     assert!(
-        e.to_string().ends_with("it has: hlo, blocked, imported"),
+        e.to_string()
+            .ends_with("it has: hlo, blocked, looped, imported"),
         "{e}"
     );
 }
@@ -91,7 +92,7 @@ fn blocked_takes_the_tile_asked_for_or_the_largest_that_cuts_twice() {
     let step = |s| StepShape::of(&ModelConfig::tiny(), batch(s), false);
     let tile = |k: Kernels| match k.attention {
         AttentionKernel::Blocked { tile } => tile,
-        AttentionKernel::Hlo | AttentionKernel::Imported(_) => 0,
+        AttentionKernel::Hlo | AttentionKernel::Looped { .. } | AttentionKernel::Imported(_) => 0,
     };
     let with = |arg, s| {
         Kernels::default()

@@ -36,7 +36,10 @@
 //! its operands (through fused values and views), and its value is alive
 //! from its loop to the last loop that reads it. A `call`'s callee runs
 //! at the call, and its own values (a softmax's exponentials) are alive
-//! there beside the call's operands and result.
+//! there beside the call's operands and result; a `while`'s body runs at
+//! the `while` (one trip's values at a time, beside the loop's state,
+//! which the `while` writes as its own: XLA copies a loop's initial state
+//! into the buffers the loop updates).
 //!
 //! The order is the better of two: the emitted post-order, and the order
 //! a list scheduler runs the loops in (XLA's `ListScheduler` rule: of the
@@ -208,11 +211,17 @@ fn peak_of(module: &Module, id: ComputationId, callees: &mut HashMap<Computation
         .ids
         .iter()
         .map(|&i| match c.instr(i).op {
-            Op::Call { to_apply, .. } => match callees.get(&to_apply) {
+            // A loop's body runs at the loop, one trip at a time: its
+            // values are alive there beside the loop's state, as a
+            // call's callee's are beside the call.
+            Op::Call {
+                to_apply: callee, ..
+            }
+            | Op::While { body: callee, .. } => match callees.get(&callee) {
                 Some(&b) => b,
                 None => {
-                    let b = peak_of(module, to_apply, callees).bytes;
-                    callees.insert(to_apply, b);
+                    let b = peak_of(module, callee, callees).bytes;
+                    callees.insert(callee, b);
                     b
                 }
             },

@@ -126,6 +126,17 @@ pub enum StepError {
     Autodiff(#[from] AutodiffError),
     #[error(transparent)]
     Parallel(#[from] ParallelError),
+    /// Context parallelism with an attention kernel that has no CP form.
+    #[error("--cp {cp} with --kernel attention={kernel}: only the plain graph (attention=hlo) and looped attention (attention=looped) read a CP rank's queries against the gathered keys; use one of them, or leave --cp out")]
+    ContextKernel { cp: i64, kernel: String },
+    /// Looped attention's tile crossing a CP rank's chunks.
+    #[error("--kernel attention=looped:{tile} with --cp {cp} --cp-balance {balance}: a tile must lie within one chunk of {chunk} tokens, and {tile} does not divide {chunk}; use a tile that divides it")]
+    ContextTile {
+        tile: i64,
+        chunk: i64,
+        cp: i64,
+        balance: hlatc_models::CpBalance,
+    },
     #[error(transparent)]
     Spmd(#[from] SpmdError),
     /// The graph would not fit in host memory while it is built.
@@ -299,6 +310,32 @@ pub fn optimize(
 /// that, so what it refuses could never have been built.
 pub const BUILD_BYTES_PER_LAYER: u64 = 1 << 20;
 
+/// Whether attention's kernel has a form for the step's context
+/// parallelism: the plain graph, or looped attention whose tiles lie
+/// within the chunks a CP rank holds.
+fn check_context_kernel(cfg: &StepConfig) -> Result<(), StepError> {
+    use hlatc_models::AttentionKernel;
+    let par = cfg.parallel;
+    if par.cp == 1 {
+        return Ok(());
+    }
+    let chunk = cfg.batch.seq_len / par.cp_balance.chunks(par.cp);
+    match cfg.kernels.attention {
+        AttentionKernel::Hlo => Ok(()),
+        AttentionKernel::Looped { tile } if chunk % tile == 0 => Ok(()),
+        AttentionKernel::Looped { tile } => Err(StepError::ContextTile {
+            tile,
+            chunk,
+            cp: par.cp,
+            balance: par.cp_balance,
+        }),
+        ref other => Err(StepError::ContextKernel {
+            cp: par.cp,
+            kernel: other.to_string(),
+        }),
+    }
+}
+
 pub(crate) fn check(cfg: &StepConfig) -> Result<(), StepError> {
     cfg.model.validate("model")?;
     let layers = cfg.model.num_hidden_layers.max(0) as u64;
@@ -322,6 +359,7 @@ pub(crate) fn check(cfg: &StepConfig) -> Result<(), StepError> {
     }
     cfg.optimizer.validate()?;
     cfg.parallel.validate(&cfg.model, cfg.batch)?;
+    check_context_kernel(cfg)?;
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 use super::AutodiffError;
 use crate::graph::blocked_attention::{AttentionOperands, BlockedAttention, BlockedForward};
 use crate::graph::builder::Builder;
+use crate::graph::looped_attention::{LoopOperands, LoopedAttention};
 use crate::ir::computation::InstrId;
 use crate::ir::computation_id::ComputationId;
 use crate::ir::op::Op;
@@ -24,6 +25,11 @@ pub enum CompositeRule {
     /// log-sum-exp. Saves q, k, v, the output and the log-sum-exp, and
     /// recomputes each tile pair's probabilities.
     BlockedAttention(BlockedAttention),
+    /// Attention tile by tile in a loop ([`LoopedAttention`]): inputs as
+    /// [`LoopOperands::inputs`] lists them (q, k, v, the positions, the
+    /// pairs, the segment ids); one residual, the rows' log-sum-exp. Saves
+    /// what blocked attention saves, and the loop's reads.
+    LoopedAttention(LoopedAttention),
     /// A kernel brought in whole (`imported`): the forward is a call, and
     /// the backward calls the computation [`Composite::backward_call`]
     /// names over what it names. Saves what that call reads.
@@ -44,9 +50,9 @@ impl CompositeRule {
     pub fn saves(self) -> CompositeSaves {
         match self {
             CompositeRule::Softmax { .. } => CompositeSaves::Output,
-            CompositeRule::BlockedAttention(_) | CompositeRule::Imported => {
-                CompositeSaves::InputsOutputAndResiduals
-            }
+            CompositeRule::BlockedAttention(_)
+            | CompositeRule::LoopedAttention(_)
+            | CompositeRule::Imported => CompositeSaves::InputsOutputAndResiduals,
         }
     }
 }
@@ -118,6 +124,7 @@ pub(super) fn vjp(
             .then(|| b.softmax_backward(c.output, g, axis))
             .transpose()?]),
         (CompositeRule::BlockedAttention(a), inputs) => blocked_attention(b, c, a, inputs, g),
+        (CompositeRule::LoopedAttention(a), inputs) => looped_attention(b, c, a, inputs, g),
         (CompositeRule::Imported, inputs) => match &c.backward_call {
             Some(call) => imported(b, c, call, inputs, g),
             None => Err(AutodiffError::CompositeInputs {
@@ -176,6 +183,32 @@ fn blocked_attention(
     if operands.segments.is_some() {
         out.push(None);
     }
+    Ok(out)
+}
+
+/// Looped attention's adjoints: q, k and v's, and none for the positions,
+/// the pairs and the segment ids.
+fn looped_attention(
+    b: &mut Builder,
+    c: &Composite,
+    a: LoopedAttention,
+    inputs: &[InstrId],
+    g: InstrId,
+) -> Result<Vec<Option<InstrId>>, AutodiffError> {
+    let (Some(operands), &[lse]) = (LoopOperands::from_inputs(inputs), c.residuals.as_slice())
+    else {
+        return Err(AutodiffError::CompositeInputs {
+            rule: c.rule,
+            inputs: inputs.len(),
+        });
+    };
+    let fwd = BlockedForward {
+        output: c.output,
+        lse,
+    };
+    let grads = a.backward(b, operands, fwd, g)?;
+    let mut out: Vec<Option<InstrId>> = grads.into_iter().map(Some).collect();
+    out.resize(inputs.len(), None);
     Ok(out)
 }
 

@@ -173,6 +173,26 @@ fn topological_to(b: &Builder, loss: InstrId) -> Vec<InstrId> {
     order
 }
 
+/// The tuple-shaped values within composite `r`: between its inputs and
+/// its output and residuals.
+fn region_tuples(b: &Builder, r: &Composite) -> Vec<InstrId> {
+    let c = b.computation();
+    let inputs: HashSet<InstrId> = r.inputs.iter().copied().collect();
+    let mut seen: HashSet<InstrId> = HashSet::new();
+    let mut stack: Vec<InstrId> = r.residuals.iter().chain([&r.output]).copied().collect();
+    let mut tuples = Vec::new();
+    while let Some(n) = stack.pop() {
+        if inputs.contains(&n) || !seen.insert(n) {
+            continue;
+        }
+        if c.instr(n).shape.is_tuple() {
+            tuples.push(n);
+        }
+        stack.extend(c.operands(n));
+    }
+    tuples
+}
+
 /// Float values on a path from some `wrt` to the loss, not cut by `stop`.
 /// Integer and boolean results end a path (they have no derivative); a tuple
 /// on a path is an error rather than a silently zero gradient.
@@ -188,17 +208,15 @@ fn needs_adjoint(
     let is_float = |n: InstrId| c.instr(n).shape.as_array().is_some_and(|a| a.ty.is_float());
     let mut depends: HashSet<InstrId> = wrt.iter().copied().filter(|&x| is_float(x)).collect();
     // A region's output depends on its inputs through its rule; the
-    // tuple an imported kernel's call gives, which the region's output and
-    // residuals are read from, is never differentiated.
+    // tuples within it (an imported kernel's call results, a loop's
+    // state) are never differentiated.
     let region_inputs: HashMap<InstrId, &[InstrId]> = composites
         .iter()
         .map(|r| (r.output, r.inputs.as_slice()))
         .collect();
     let kernel_results: HashSet<InstrId> = composites
         .iter()
-        .flat_map(|r| r.residuals.iter().chain([&r.output]))
-        .flat_map(|&v| c.operands(v))
-        .filter(|&t| c.instr(t).shape.is_tuple())
+        .flat_map(|r| region_tuples(b, r))
         .collect();
     for &n in order {
         if stop.contains(&n) || depends.contains(&n) || kernel_results.contains(&n) {

@@ -1,0 +1,235 @@
+//! Context parallelism: each sequence divided over CP ranks that gather
+//! one another's keys and values. Over three steps it computes what one
+//! device computes on the same global batch, in f64 to `sharded.rs`'
+//! 1e-10 (loss, grad norm, every parameter and Adam moment): with
+//! head-tail chunks and contiguous ones, alone and with TP (+SP), DP with
+//! ZeRO-1, pipeline stages, a mixture of experts with EP, packed documents
+//! and a sliding window. Chunks given the wrong positions, or labels cut
+//! without the load-balancing order, are caught.
+
+use crate::kernels::run_packed;
+use crate::sharded::{
+    assert_caught, compile_error, differences, gqa_odd_vocab, mha_tied, replicas_agree, run,
+    step_config, Run, EQUAL_IN, F64_RTOL,
+};
+use hlatc::models::parallel::Fault;
+use hlatc::models::{AttentionKernel, BatchShape, CpBalance, Kernels, ModelConfig, Parallelism};
+use hlatc::train_step::StepConfig;
+
+/// `model` able to take sequences of `seq`.
+fn long(model: ModelConfig, seq: i64) -> ModelConfig {
+    ModelConfig {
+        max_position_embeddings: seq,
+        ..model
+    }
+}
+
+/// CP `cp` dealt by `balance`.
+fn cp(cp: i64, balance: CpBalance) -> Parallelism {
+    Parallelism {
+        cp,
+        cp_balance: balance,
+        ..Parallelism::SINGLE
+    }
+}
+
+/// `model`'s step over `par` on 4 sequences of `seq`.
+fn config(model: ModelConfig, par: Parallelism, seq: i64) -> StepConfig {
+    let mut cfg = step_config(long(model, seq), par, EQUAL_IN);
+    cfg.batch = BatchShape {
+        batch_size: 4,
+        seq_len: seq,
+    };
+    cfg
+}
+
+/// What differs between three steps of `cfg` and of one device's step
+/// (its plain graph of attention) on the same batches.
+fn against_one_device_of(cfg: &StepConfig, run: impl Fn(&StepConfig) -> Run) -> (Vec<String>, Run) {
+    let single = run(&StepConfig {
+        parallel: Parallelism::SINGLE,
+        fault: None,
+        kernels: Kernels::default(),
+        ..cfg.clone()
+    });
+    let divided = run(cfg);
+    // A step that did nothing would agree too: the state moved.
+    assert!(single.stats[2].loss < single.stats[0].loss);
+    (differences(&single, &divided, F64_RTOL), divided)
+}
+
+/// Three steps of `model` over `par` at `seq` equal one device's.
+fn equals_one_device(model: ModelConfig, par: Parallelism, seq: i64) {
+    let (diffs, divided) = against_one_device_of(&config(model, par, seq), run);
+    assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));
+    replicas_agree(&divided, par);
+}
+
+macro_rules! context_equals_one_device {
+    ($($name:ident: $model:expr, $par:expr, $seq:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            equals_one_device($model, $par, $seq);
+        }
+    )*};
+}
+
+context_equals_one_device! {
+    cp2_head_tail: gqa_odd_vocab(), cp(2, CpBalance::HeadTail), 256;
+    cp4_head_tail: mha_tied(), cp(4, CpBalance::HeadTail), 256;
+    cp2_contiguous: gqa_odd_vocab(), cp(2, CpBalance::Contiguous), 256;
+    cp4_contiguous: gqa_odd_vocab(), cp(4, CpBalance::Contiguous), 64;
+    cp2_tp2_sp: gqa_odd_vocab(), Parallelism {
+        tp: 2,
+        sequence_parallel: true,
+        ..cp(2, CpBalance::HeadTail)
+    }, 64;
+    cp2_dp2_zero1: mha_tied(), Parallelism {
+        dp: 2,
+        zero1: true,
+        ..cp(2, CpBalance::HeadTail)
+    }, 64;
+    cp2_sliding_window: ModelConfig {
+        sliding_window: Some(20),
+        ..gqa_odd_vocab()
+    }, cp(2, CpBalance::HeadTail), 64;
+}
+
+/// Attention tile by tile in a loop, tiles of `tile`.
+fn looped(tile: i64) -> Kernels {
+    Kernels {
+        attention: AttentionKernel::Looped { tile },
+        ..Kernels::default()
+    }
+}
+
+/// Three steps of `model` over `par` at `seq`, attention by `kernels`,
+/// equal one device's plain graph.
+fn equals_one_device_with(model: ModelConfig, par: Parallelism, seq: i64, kernels: Kernels) {
+    let cfg = StepConfig {
+        kernels,
+        ..config(model, par, seq)
+    };
+    let (diffs, divided) = against_one_device_of(&cfg, run);
+    assert!(
+        diffs.is_empty(),
+        "{par}, {}: {}",
+        cfg.kernels.attention,
+        diffs.join("; ")
+    );
+    replicas_agree(&divided, par);
+}
+
+#[test]
+fn looped_attention_under_cp_equals_one_device() {
+    let head_tail = cp(2, CpBalance::HeadTail);
+    equals_one_device_with(gqa_odd_vocab(), head_tail, 64, looped(8));
+    equals_one_device_with(mha_tied(), cp(4, CpBalance::HeadTail), 64, looped(8));
+    equals_one_device_with(
+        gqa_odd_vocab(),
+        cp(2, CpBalance::Contiguous),
+        64,
+        looped(16),
+    );
+    let windowed = ModelConfig {
+        sliding_window: Some(20),
+        ..gqa_odd_vocab()
+    };
+    equals_one_device_with(windowed, head_tail, 64, looped(8));
+    let layout = Parallelism {
+        tp: 2,
+        sequence_parallel: true,
+        dp: 2,
+        zero1: true,
+        ..head_tail
+    };
+    equals_one_device_with(gqa_odd_vocab(), layout, 64, looped(8));
+}
+
+#[test]
+fn packed_documents_under_cp_equal_one_device() {
+    for kernels in [Kernels::default(), looped(8)] {
+        for model in [gqa_odd_vocab(), mha_tied()] {
+            let cfg = StepConfig {
+                packed: true,
+                kernels: kernels.clone(),
+                ..config(model, cp(2, CpBalance::HeadTail), 64)
+            };
+            let (diffs, _) = against_one_device_of(&cfg, run_packed);
+            assert!(
+                diffs.is_empty(),
+                "{}: {}",
+                kernels.attention,
+                diffs.join("; ")
+            );
+        }
+    }
+}
+
+/// A fault in a CP step: what differs from one device.
+fn broken(fault: Fault) -> Vec<String> {
+    let cfg = StepConfig {
+        fault: Some(fault),
+        ..config(gqa_odd_vocab(), cp(2, CpBalance::HeadTail), 64)
+    };
+    against_one_device_of(&cfg, run).0
+}
+
+#[test]
+fn chunks_given_each_others_positions_are_caught() {
+    assert_caught(&broken(Fault::ChunkPositionsSwapped), "loss");
+}
+
+#[test]
+fn labels_cut_without_the_balancing_order_are_caught() {
+    assert_caught(&broken(Fault::LabelsNotBalanced), "loss");
+}
+
+#[test]
+fn layouts_context_parallelism_cannot_take_are_refused_by_name() {
+    let e = compile_error(&["--model", "tiny", "--seq-len", "12", "--cp", "4"]);
+    assert!(
+        e.contains("--cp 4 with --cp-balance head-tail cuts each sequence into 8 equal chunks, and --seq-len 12 does not divide into 8"),
+        "{e}"
+    );
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp-balance",
+        "contiguous",
+    ]);
+    assert!(
+        e.contains("--cp-balance contiguous needs --cp above 1"),
+        "{e}"
+    );
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp",
+        "2",
+        "--fsdp",
+        "2",
+    ]);
+    assert!(
+        e.contains("--fsdp 2 with --cp 2: FSDP over context-parallel ranks"),
+        "{e}"
+    );
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp",
+        "2",
+        "--kernel",
+        "attention=blocked:4",
+    ]);
+    assert!(
+        e.contains("--cp 2 with --kernel attention=blocked:4"),
+        "{e}"
+    );
+}
