@@ -76,7 +76,7 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
     // ZeRO-1 (and FSDP in its place) only where the replicas do not
     // divide the state already: under FSDP either would be refused or the
     // layout given again.
-    let zero1 = par.dp > 1 && !par.shards_optimizer_state();
+    let zero1 = par.replicas() > 1 && !par.shards_optimizer_state();
     let least = match par.pp > 1 {
         true => RematPolicy::Stage,
         false => RematPolicy::FullLayer,
@@ -95,8 +95,8 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
         });
     }
     // FSDP divides the weights too, for a gather of them every step; it
-    // takes no pipeline stages yet.
-    let fsdp = zero1 && par.pp == 1;
+    // takes no pipeline stages or CP ranks yet.
+    let fsdp = zero1 && par.dp > 1 && par.pp == 1 && par.cp == 1;
     if fsdp {
         push(&|c| c.parallel.fsdp = par.dp);
     }

@@ -281,7 +281,7 @@ pub enum ParallelError {
         "--sequence-parallel needs --tp above 1 (there is nothing to shard the sequence over)"
     )]
     SequenceWithoutTp,
-    #[error("--zero1 shards the optimizer state over the data-parallel replicas, and --dp 1 has one: use --dp 2 or more, or leave --zero1 out")]
+    #[error("--zero1 shards the optimizer state over the data-parallel replicas (DP x CP), and --dp 1 has one: use --dp 2 or more, or leave --zero1 out")]
     Zero1WithoutDp,
     #[error("--fsdp {fsdp} does not divide --dp {dp}: the replicas are divided into shard groups of --fsdp (HSDP when there are several); use an --fsdp that divides --dp")]
     FsdpIndivisibleDp { fsdp: i64, dp: i64 },
@@ -704,7 +704,7 @@ impl Parallelism {
                 batch: batch.batch_size,
             });
         }
-        if self.zero1 && self.dp == 1 {
+        if self.zero1 && self.replicas() == 1 {
             return Err(ParallelError::Zero1WithoutDp);
         }
         self.validate_fsdp()?;
