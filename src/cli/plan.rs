@@ -257,7 +257,7 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
     }
     if !p.too_large.is_empty() {
         summary += &format!(
-            "; {} more not compiled, their state alone over a core",
+            "; {} more not compiled, their state (with a layer's plain attention scores) alone over a core",
             p.too_large.len()
         );
     }

@@ -11,7 +11,9 @@ use hlatc_compiler::ir::collective::ReplicaGroups;
 use hlatc_compiler::ir::op::OpFamily;
 use hlatc_compiler::{Computation, InstrId, Module, Op};
 use hlatc_models::Parallelism;
-use hlatc_passes::neuron_check::{dot_instructions, dot_operands, MOVING_COLUMNS, PARTITIONS};
+use hlatc_passes::neuron_check::{
+    dot_instructions, dot_operands, trip_count, MOVING_COLUMNS, PARTITIONS,
+};
 use std::collections::HashMap;
 
 /// Where ranks sit: which node each is on.
@@ -85,19 +87,32 @@ impl Traffic {
 }
 
 impl ProgramCounts {
-    /// Reads `module`'s entry and the computations it calls.
+    /// Reads `module`'s entry and the computations it calls, a loop's
+    /// body as many times as it runs (a loop whose trip count its form
+    /// does not say, once).
     pub fn of(module: &Module, placement: &Placement) -> ProgramCounts {
         let mut counts = ProgramCounts::default();
         let mut groups = GroupShapes::default();
-        let mut stack = vec![(module.entry(), 1.0)];
-        while let Some((c, times)) = stack.pop() {
+        let mut stack = vec![(module.entry(), 1.0, false)];
+        while let Some((c, times, in_loop)) = stack.pop() {
             for id in c.ids() {
-                let op = &c.instr(id).op;
-                if let Op::Call { to_apply, .. } = op {
-                    stack.push((module.computation(*to_apply), times));
-                    continue;
+                match &c.instr(id).op {
+                    Op::Call { to_apply, .. } => {
+                        stack.push((module.computation(*to_apply), times, in_loop));
+                    }
+                    Op::While { body, .. } => {
+                        let trips = trip_count(module, c, id).unwrap_or(1) as f64;
+                        stack.push((module.computation(*body), times * trips, true));
+                    }
+                    // A loop's accumulator is updated in place: a trip
+                    // writes only its tile.
+                    Op::DynamicUpdateSlice if in_loop => {
+                        let update = c.operand_ids(id).get(1).copied();
+                        let bytes = update.map_or(0, |u| c.instr(u).shape.byte_size());
+                        counts.memory_bytes += bytes as f64 * times;
+                    }
+                    _ => counts.add_instruction(c, id, placement, &mut groups, times),
                 }
-                counts.add_instruction(c, id, placement, &mut groups, times);
             }
         }
         counts
@@ -300,7 +315,7 @@ impl GroupShapes {
             && first
                 .iter()
                 .all(|&r| p.tp_rank(r) == p.tp_rank(first[0]) && p.stage(r) == p.stage(first[0]))
-            && first.iter().any(|&r| p.dp_rank(r) != p.dp_rank(first[0]));
+            && first.iter().any(|&r| p.replica(r) != p.replica(first[0]));
         let across_stages = first.iter().any(|&r| p.stage(r) != p.stage(first[0]));
         let shape = GroupShape {
             size: first.len() as i64,
@@ -385,7 +400,12 @@ fn collective_traffic(
     // An expert exchange's groups are DP replicas too, but the tokens wait
     // for it: in the all-to-all form and the all-gather form alike (its
     // tokens gathered and outputs reduce-scattered inside the layers).
-    let exchange = matches!(instr.op, Op::AllToAll { .. }) || in_experts(&instr.metadata.op_name);
+    // So is context parallelism's: its groups are replicas, and attention
+    // waits for the keys and values it gathers.
+    let op_name = &instr.metadata.op_name;
+    let exchange = matches!(instr.op, Op::AllToAll { .. })
+        || in_scope(op_name, scope::EXPERTS)
+        || in_scope(op_name, scope::CONTEXT_GATHER);
     let kind = match (
         &instr.op,
         shape.data_parallel && !exchange,
@@ -398,10 +418,11 @@ fn collective_traffic(
     Some((t, kind))
 }
 
-/// Whether an instruction's provenance is a layer's experts (the forward
-/// pass's scope, or the backward's of it).
-fn in_experts(op_name: &str) -> bool {
-    scope::prefix_through(op_name, |part| part == scope::EXPERTS).is_some()
+/// Whether an instruction's provenance is under component `name` (a
+/// layer's experts, its context gather: the forward pass's scope, or the
+/// backward's of it).
+fn in_scope(op_name: &str, name: &str) -> bool {
+    scope::prefix_through(op_name, |part| part == name).is_some()
 }
 
 /// Which of a program's traffic a collective's is.

@@ -6,7 +6,7 @@
 use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
 use hlatc_models::kernels::{ImplKind, KernelRequest};
-use hlatc_models::{BatchShape, EpExchange, ModelConfig, Parallelism};
+use hlatc_models::{BatchShape, CpBalance, EpExchange, ModelConfig, Parallelism};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, Target};
 use hlatc_step::memory_plan::DeviceMemory;
@@ -29,10 +29,12 @@ pub struct Layout {
 }
 
 /// The keys a SPEC takes, as it writes them.
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 14] = [
     "tp",
     "pp",
     "dp",
+    "cp",
+    "cp_balance",
     "ep",
     "ep_exchange",
     "sp",
@@ -67,10 +69,10 @@ impl Layout {
         Ok(global_batch / per_replica)
     }
 
-    /// Reads a SPEC (`tp=8,pp=4,dp=32,sp,zero1,remat=core-attention,
+    /// Reads a SPEC (`tp=8,pp=4,dp=32,cp=2,sp,zero1,remat=core-attention,
     /// micro_batch=1,precision=bf16-master,attention=blocked`). `dp` left
     /// out fills the cluster's `cores`; the others default to 1, off,
-    /// core-attention, 1, `precision` and `attention`.
+    /// head-tail, core-attention, 1, `precision` and `attention`.
     pub fn parse(
         spec: &str,
         cores: i64,
@@ -134,6 +136,17 @@ impl Layout {
                 "pp" => l.parallel.pp = number(value)?,
                 "dp" => l.parallel.dp = number(value)?,
                 "ep" => l.parallel.ep = number(value)?,
+                "cp" => l.parallel.cp = number(value)?,
+                "cp_balance" => {
+                    let v = value.unwrap_or_default();
+                    l.parallel.cp_balance = CpBalance::from_name(v).ok_or_else(|| {
+                        let known: Vec<&str> = CpBalance::ALL.iter().map(|b| b.name()).collect();
+                        bad(format!(
+                            "cp_balance={v}: the orders are {}",
+                            known.join(", ")
+                        ))
+                    })?;
+                }
                 "ep_exchange" => {
                     let v = value.unwrap_or_default();
                     l.parallel.ep_exchange = EpExchange::from_name(v).ok_or_else(|| {
@@ -185,12 +198,12 @@ impl Layout {
             }
         }
         if l.parallel.dp == 0 {
-            let per_dp = l.parallel.tp * l.parallel.pp;
+            let per_dp = l.parallel.tp * l.parallel.pp * l.parallel.cp;
             if cores % per_dp != 0 {
                 return Err(bad(format!(
-                    "tp {} x pp {} = {per_dp} does not divide the cluster's {cores} cores; \
-                     give dp= or other degrees",
-                    l.parallel.tp, l.parallel.pp
+                    "tp {} x pp {} x cp {} = {per_dp} does not divide the cluster's {cores} \
+                     cores; give dp= or other degrees",
+                    l.parallel.tp, l.parallel.pp, l.parallel.cp
                 )));
             }
             l.parallel.dp = cores / per_dp;
@@ -211,9 +224,10 @@ impl Layout {
         if self.attention.kind == ImplKind::Imported {
             return Err(PlanError::Layout {
                 layout: self.to_string(),
-                message: "the planner prices hlo and blocked attention; an imported kernel \
+                message:
+                    "the planner prices hlo, blocked and looped attention; an imported kernel \
                           is a call whose work it does not read"
-                    .into(),
+                        .into(),
             });
         }
         Ok(CompileOptions {
@@ -282,6 +296,12 @@ impl fmt::Display for Layout {
             "tp={},pp={},dp={}",
             self.parallel.tp, self.parallel.pp, self.parallel.dp
         )?;
+        if self.parallel.cp > 1 {
+            write!(f, ",cp={}", self.parallel.cp)?;
+        }
+        if self.parallel.cp_balance != CpBalance::default() {
+            write!(f, ",cp_balance={}", self.parallel.cp_balance.name())?;
+        }
         if self.parallel.ep > 1 {
             write!(f, ",ep={}", self.parallel.ep)?;
         }
@@ -344,10 +364,11 @@ pub fn check_layout(
 ) -> Result<(), PlanError> {
     if l.ranks() != cores {
         return Err(PlanError::Cluster(format!(
-            "layout {l}: tp {} x pp {} x dp {} = {} cores, but the cluster has {cores} \
-             (--nodes x the instance's cores)",
+            "layout {l}: tp {} x pp {} x cp {} x dp {} = {} cores, but the cluster has \
+             {cores} (--nodes x the instance's cores)",
             l.parallel.tp,
             l.parallel.pp,
+            l.parallel.cp,
             l.parallel.dp,
             l.ranks()
         )));

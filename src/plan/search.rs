@@ -8,7 +8,7 @@ use super::hardware::Instance;
 use super::layout::{check_layout, Layout};
 use super::{PlanError, PlanOption};
 use crate::compile_step::ModelSource;
-use hlatc_models::kernels::{KernelPoint, KernelRequest};
+use hlatc_models::kernels::{ImplKind, KernelArg, KernelPoint, KernelRequest};
 use hlatc_models::{ModelConfig, Parallelism};
 use hlatc_passes::RematPolicy;
 use hlatc_step::memory_plan::MemoryPlan;
@@ -264,7 +264,8 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         None => layouts
             .into_iter()
             .filter(|l| {
-                let floor = state_floor(&cfg, l, o.global_batch);
+                let floor =
+                    state_floor(&cfg, l, o.global_batch) + attention_floor(&cfg, l, seq_len);
                 if floor > hbm {
                     too_large.push((l.to_string(), floor));
                 }
@@ -340,9 +341,10 @@ fn nothing_fits(too_large: &[(String, u64)], refused: &[(String, String)], hbm: 
     let mut reason = Vec::new();
     if let Some((layout, floor)) = too_large.iter().min_by_key(|(_, f)| *f) {
         reason.push(format!(
-            "{} layouts hold more than a core's {:.2} GiB by their state alone, the least \
-             {layout} with {:.2} GiB: more nodes, ZeRO-1 over more replicas, or a smaller \
-             model",
+            "{} layouts hold more than a core's {:.2} GiB by their state (and a layer's \
+             attention scores under the plain graph) alone, the least {layout} with {:.2} GiB: \
+             more nodes, ZeRO-1 over more replicas, looped attention or context parallelism for \
+             a long sequence, or a smaller model",
             too_large.len(),
             gib(hbm),
             gib(*floor)
@@ -505,7 +507,25 @@ pub fn state_floor(cfg: &ModelConfig, l: &Layout, global_batch: i64) -> u64 {
     let bytes = |share: f64, over: i64| {
         share * (storage / weights(over) + optimizer / replicas(over) + accumulators)
     };
-    (bytes(dense, p.dp) + bytes(experts, p.dp / p.ep)) as u64
+    let replicas = p.replicas();
+    (bytes(dense, replicas) + bytes(experts, replicas / p.ep)) as u64
+}
+
+/// Bytes one layer's scores take on a rank of `l` under the plain graph
+/// of attention, `[micro_batch, heads / tp, S / cp, S]` in 16 bits (the
+/// least any precision keeps them in); none for blocked or looped
+/// attention, which never build them. The step holds at least one
+/// layer's, so a layout over a core by this and its state is over it by
+/// its plan too: at long sequences it spares compiling every layout of
+/// the plain graph.
+pub fn attention_floor(cfg: &ModelConfig, l: &Layout, seq_len: i64) -> u64 {
+    if l.attention.kind != ImplKind::Hlo {
+        return 0;
+    }
+    let p = &l.parallel;
+    let heads = (cfg.num_attention_heads / p.tp).max(1) as u64;
+    let queries = (seq_len / p.cp) as u64;
+    l.micro_batch as u64 * heads * queries * seq_len as u64 * 2
 }
 
 /// How a searched layout divides the state over its DP replicas.
@@ -528,6 +548,59 @@ impl StateDivision {
 
 /// The micro-batches a search tries.
 const MICRO_BATCHES: [i64; 3] = [1, 2, 4];
+
+/// The micro-batches a search tries at `seq_len`: [`MICRO_BATCHES`], or
+/// above [`LONG_CONTEXT`] one sequence (a long sequence fills the
+/// matmuls alone, and more only add activations).
+fn micro_batches(seq_len: i64) -> &'static [i64] {
+    match seq_len > LONG_CONTEXT {
+        true => &MICRO_BATCHES[..1],
+        false => &MICRO_BATCHES,
+    }
+}
+
+/// The longest sequence the search prices without context parallelism
+/// alone: above it, it tries CP too. Below it a rank's share of attention
+/// fits without dividing the sequence, and every CP degree would multiply
+/// the layouts compiled.
+pub const LONG_CONTEXT: i64 = 8192;
+
+/// The CP degrees the search tries at `seq_len`: 1, and above
+/// [`LONG_CONTEXT`] every power of two that cuts the sequence into
+/// head-tail chunks of at least [`CP_CHUNK`] tokens.
+fn context_degrees(seq_len: i64) -> impl Iterator<Item = i64> + Clone {
+    (0..)
+        .map(|k| 1i64 << k)
+        .take_while(move |&cp| {
+            cp == 1 || (seq_len > LONG_CONTEXT && seq_len / (2 * cp) >= CP_CHUNK)
+        })
+        .filter(move |&cp| seq_len % (2 * cp) == 0 || cp == 1)
+}
+
+/// The fewest tokens in a chunk of a CP rank the search tries: below, the
+/// exchange of keys and values costs more than the attention it divides
+/// (Llama 3 ran CP 16 at 131,072 tokens: chunks of 4,096).
+pub const CP_CHUNK: i64 = 4096;
+
+/// The attention a CP layout is priced with: looped attention, the form
+/// long sequences take under CP (the plain graph's scores grow with the
+/// whole sequence on every rank), with the largest tile up to 512 that
+/// divides a chunk, unless `asked` names looped with its own tile.
+fn context_attention(asked: &KernelRequest, seq_len: i64, cp: i64) -> KernelRequest {
+    if asked.kind == ImplKind::Looped {
+        return asked.clone();
+    }
+    let chunk = seq_len / (2 * cp);
+    let tile = [512, 256, 128, 64, 32, 16, 8]
+        .into_iter()
+        .find(|t| chunk % t == 0)
+        .unwrap_or(chunk);
+    KernelRequest {
+        point: KernelPoint::Attention,
+        kind: ImplKind::Looped,
+        argument: Some(KernelArg::Tile(tile)),
+    }
+}
 
 /// Why a layout was refused, without the layout its error names (the
 /// refusal is listed under it).
@@ -558,11 +631,13 @@ fn expert_degrees(cfg: &ModelConfig, dp: i64) -> Vec<i64> {
 
 /// Every layout of the cluster that divides the model and the batch:
 /// TP within a node (a power of two up to its cores), PP dividing the
-/// layers, DP filling the rest, and for a mixture of experts every EP
-/// dividing the experts and DP (by `all-to-all`); SP on and off where it
-/// means anything; the state replicated, under ZeRO-1, or under FSDP over
-/// every replica (without stages: FSDP takes none yet); every remat policy; micro-batches of
-/// 1, 2 and 4; and the precision, or each of the bf16 presets.
+/// layers, CP above [`LONG_CONTEXT`] tokens ([`context_degrees`], priced
+/// with looped attention), DP filling the rest, and for a mixture of
+/// experts every EP dividing the experts and DP (by `all-to-all`); SP on
+/// and off where it means anything; the state replicated, under ZeRO-1, or
+/// under FSDP over every replica (without stages or CP: FSDP takes neither
+/// yet); every remat policy; micro-batches of 1, 2 and 4; and the
+/// precision, or each of the bf16 presets.
 pub fn search_space(
     cfg: &ModelConfig,
     seq_len: i64,
@@ -576,28 +651,38 @@ pub fn search_space(
     };
     let mut out = Vec::new();
     let tps = (0..).map(|k| 1i64 << k).take_while(|&t| t <= per_node);
-    for tp in tps {
-        for pp in (1..=cfg.num_hidden_layers).filter(|pp| cfg.num_hidden_layers % pp == 0) {
-            if cores % (tp * pp) != 0 {
+    let divisions = tps.flat_map(|tp| {
+        (1..=cfg.num_hidden_layers)
+            .filter(|pp| cfg.num_hidden_layers % pp == 0)
+            .flat_map(move |pp| context_degrees(seq_len).map(move |cp| (tp, pp, cp)))
+    });
+    for (tp, pp, cp) in divisions {
+        {
+            if cores % (tp * pp * cp) != 0 {
                 continue;
             }
-            let dp = cores / (tp * pp);
+            let dp = cores / (tp * pp * cp);
+            let attention = match cp {
+                1 => o.attention.clone(),
+                _ => context_attention(&o.attention, seq_len, cp),
+            };
             for (ep, sequence_parallel) in expert_degrees(cfg, dp)
                 .into_iter()
                 .flat_map(|ep| [(ep, false), (ep, true)])
             {
                 for state in StateDivision::ALL {
-                    if state == StateDivision::Fsdp && pp > 1 {
+                    if state == StateDivision::Fsdp && (pp > 1 || cp > 1) {
                         continue;
                     }
                     for remat in RematPolicy::ALL {
-                        for micro_batch in MICRO_BATCHES {
+                        for &micro_batch in micro_batches(seq_len) {
                             for &precision in &precisions {
                                 let l = Layout {
                                     parallel: Parallelism {
                                         tp,
                                         pp,
                                         dp,
+                                        cp,
                                         ep,
                                         sequence_parallel,
                                         zero1: state == StateDivision::Zero1,
@@ -610,7 +695,7 @@ pub fn search_space(
                                     remat,
                                     micro_batch,
                                     precision,
-                                    attention: o.attention.clone(),
+                                    attention: attention.clone(),
                                 };
                                 if check_layout(cfg, &l, seq_len, o.global_batch, cores).is_ok() {
                                     out.push(l);

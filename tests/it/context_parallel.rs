@@ -301,3 +301,55 @@ fn layouts_context_parallelism_cannot_take_are_refused_by_name() {
         "{e}"
     );
 }
+
+/// The planner: above 8,192 tokens its search tries CP (looped attention,
+/// head-tail chunks of at least 4,096 tokens), never below; a CP layout
+/// spelled in a SPEC is priced with its exchange on the links it crosses,
+/// fits a trn1 core at Llama 3.1's 128K, and prints a command that
+/// compiles.
+#[test]
+fn the_planner_searches_and_prices_context_parallelism() {
+    use hlatc::compile_step::ModelSource;
+    use hlatc::plan::search::search_space;
+    use hlatc::plan::{plan, PlanOptions};
+    let cfg = ModelConfig::preset("llama3.1-8b").unwrap();
+    let o = PlanOptions {
+        model: ModelSource::Preset("llama3.1-8b".into()),
+        nodes: 16,
+        ..PlanOptions::default()
+    };
+    let degrees = |seq: i64| -> Vec<i64> {
+        let mut cps: Vec<i64> = search_space(&cfg, seq, &o, 512)
+            .unwrap()
+            .iter()
+            .map(|l| l.parallel.cp)
+            .collect();
+        cps.sort();
+        cps.dedup();
+        cps
+    };
+    assert_eq!(degrees(8192), vec![1]);
+    assert_eq!(degrees(131072), vec![1, 2, 4, 8, 16]);
+    let long = search_space(&cfg, 131072, &o, 512).unwrap();
+    assert!(long
+        .iter()
+        .filter(|l| l.parallel.cp > 1)
+        .all(|l| l.attention.to_string() == "attention=looped:512" && l.micro_batch == 1));
+
+    let spec = "tp=32,cp=16,dp=1,sp,zero1,remat=none,attention=looped:512";
+    let p = plan(&PlanOptions {
+        seq_len: Some(131072),
+        global_batch: 16,
+        layout: Some(spec.into()),
+        top: 1,
+        ..o
+    })
+    .unwrap();
+    let best = p.best().expect("the layout is priced");
+    assert!(best.fits, "{}", best.layout);
+    assert!(best.memory_per_rank < 16 << 30);
+    // A CP group's ranks are a TP group (a node) apart: the keys and
+    // values cross the network.
+    assert!(best.breakdown.network > 0.0, "{:?}", best.breakdown);
+    assert!(best.command.contains("--cp 16") && best.command.contains("attention=looped:512"));
+}

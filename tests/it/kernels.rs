@@ -695,3 +695,42 @@ fn the_softmax_point_is_the_fuse_softmax_pass() {
     assert_eq!(crate::support::error_code(&o), "kernel.softmax_pass");
     assert!(!out.exists());
 }
+
+/// Under `bf16-mixed`, `amp` reaches into the loop's bodies: every dot of
+/// looped attention takes bf16 operands on neuron, as the unrolled form's
+/// do, and accumulates in f32 (a loop left in f32 would run its matmuls at
+/// a quarter of TensorE's bf16 rate).
+#[test]
+fn amp_casts_the_dots_in_the_loops_bodies() {
+    use hlatc::compiler::{ElementType, Op};
+    use hlatc::passes::{default_pipeline, Target};
+    let mut cfg = config(gqa_odd_vocab(), Parallelism::SINGLE, looped());
+    cfg = cfg.with_precision(Precision::Bf16Mixed);
+    let mut step = build_train_step(&cfg).unwrap();
+    let pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
+    hlatc::train_step::optimize(&mut step, &pipeline, Target::Neuron, RematPolicy::None).unwrap();
+    let m = &step.module;
+    let mut dots = 0;
+    for c in m.computations.iter().filter(|c| c.name.ends_with(".body")) {
+        for id in c
+            .ids()
+            .filter(|&id| matches!(c.instr(id).op, Op::Dot { .. }))
+        {
+            dots += 1;
+            for &o in c.operand_ids(id) {
+                let ty = c.instr(o).shape.as_array().map(|a| a.ty);
+                assert_eq!(
+                    ty,
+                    Some(ElementType::Bf16),
+                    "{}: {}",
+                    c.name,
+                    c.instr(id).name
+                );
+            }
+            let out = c.instr(id).shape.as_array().map(|a| a.ty);
+            assert_eq!(out, Some(ElementType::F32), "{}", c.instr(id).name);
+        }
+    }
+    // Two layers, a forward loop of 2 dots and a backward loop of 4 each.
+    assert_eq!(dots, 2 * (2 + 4));
+}

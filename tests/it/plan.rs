@@ -558,8 +558,8 @@ fn options_and_specs_a_plan_cannot_take_are_refused_by_name() {
     let o = hlatc(&["plan", "--model", "hlat-70b", "--nodes", "1"]);
     let e = stderr(&o);
     assert!(
-        e.contains("layouts hold more than a core's 16.00 GiB by their state alone, the least tp=")
-            && e.contains("more nodes, ZeRO-1 over more replicas, or a smaller model"),
+        e.contains("layouts hold more than a core's 16.00 GiB by their state (and a layer's attention scores under the plain graph) alone, the least tp=")
+            && e.contains("more nodes, ZeRO-1 over more replicas, looped attention or context parallelism for a long sequence, or a smaller model"),
         "{e}"
     );
 }

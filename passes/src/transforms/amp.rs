@@ -1,4 +1,5 @@
-//! `amp`: automatic mixed precision over the entry computation, by the
+//! `amp`: automatic mixed precision over the entry computation and the
+//! bodies of its loops, by the
 //! context's [`CastPolicy`]. Dots take low (bf16) operands and accumulate
 //! in f32; ops that follow compute in the widest type their operands carry;
 //! the rest compute as written. The entry signature does not change: every
@@ -36,23 +37,30 @@ impl Pass for Amp {
             return Ok(false);
         };
         let mut mr = ModuleRewriter::for_pass(m, ctx);
-        let entry = m.entry;
-        let mut rw = mr.on(m.computation_mut(entry));
-        let mut cast = AutoCast {
-            policy: &policy,
-            scopes: policy.scope_matcher(),
-            last_scope: (String::new(), false),
-            widen_low_dots: ctx.target == Target::Cpu,
-            rounded_wide: HashMap::default(),
-            values: Vec::new(),
-            rules: HashMap::default(),
-            stats: Stats::default(),
-        };
-        cast.run(&mut rw).map_err(PassError::rewrite(self.name()))?;
-        rw.remove_orphans();
-        drop(rw);
+        // The entry, and the bodies of its loops (looped attention's
+        // tiles): each keeps its signature, so a body's state stays in the
+        // types the loop carries.
+        let mut computations = vec![m.entry];
+        computations.extend(loop_bodies(m));
+        let mut s = Stats::default();
+        for id in computations {
+            let mut rw = mr.on(m.computation_mut(id));
+            let mut cast = AutoCast {
+                policy: &policy,
+                scopes: policy.scope_matcher(),
+                last_scope: (String::new(), false),
+                widen_low_dots: ctx.target == Target::Cpu,
+                rounded_wide: HashMap::default(),
+                values: Vec::new(),
+                rules: HashMap::default(),
+                stats: Stats::default(),
+            };
+            cast.run(&mut rw).map_err(PassError::rewrite(self.name()))?;
+            rw.remove_orphans();
+            drop(rw);
+            s.add(&cast.stats);
+        }
         mr.finish(ctx);
-        let s = cast.stats;
         let changed = s.low + s.followed + s.converts > 0;
         if changed {
             ctx.note(
@@ -73,6 +81,32 @@ struct Stats {
     followed: usize,
     kept_by_scope: usize,
     converts: usize,
+}
+
+impl Stats {
+    fn add(&mut self, o: &Stats) {
+        self.low += o.low;
+        self.followed += o.followed;
+        self.kept_by_scope += o.kept_by_scope;
+        self.converts += o.converts;
+    }
+}
+
+/// The bodies of the entry's `while` loops, each once, in the order of
+/// their ids.
+fn loop_bodies(m: &Module) -> Vec<hlatc_compiler::ComputationId> {
+    let entry = m.computation(m.entry);
+    let mut bodies: Vec<_> = entry
+        .ids()
+        .filter_map(|id| match entry.instr(id).op {
+            Op::While { body, .. } => Some(body),
+            _ => None,
+        })
+        .filter(|&b| b != m.entry)
+        .collect();
+    bodies.sort();
+    bodies.dedup();
+    bodies
 }
 
 /// What the pass knows of one original instruction's value.

@@ -25,6 +25,7 @@ mod matcher;
 mod report;
 mod rules;
 mod trip_count;
+pub use trip_count::trip_count;
 
 pub use chip::{Chip, Sdk};
 pub use instructions::{

@@ -110,3 +110,52 @@ fn is_integer_constant(c: &Computation, id: InstrId) -> bool {
         _ => false,
     }
 }
+
+/// How many trips while loop `w` of computation `c` runs, when its form
+/// says so plainly: a counter from a constant, stepped by 1, that the
+/// condition compares `<` a constant (the loops hlatc builds, and a
+/// scan's). `None` for any other loop, static or not.
+pub fn trip_count(m: &Module, c: &Computation, w: InstrId) -> Option<i64> {
+    if !has_static_trip_count(m, c, w) {
+        return None;
+    }
+    let Op::While { condition, body } = &c.instr(w).op else {
+        return None;
+    };
+    let (cond, body) = (m.get_computation(*condition)?, m.get_computation(*body)?);
+    let root = cond.root()?;
+    let Op::Compare { direction, .. } = &cond.instr(root).op else {
+        return None;
+    };
+    let ops = cond.operand_ids(root);
+    if *direction != hlatc_compiler::ir::op::ComparisonDirection::Lt {
+        return None;
+    }
+    let limit = integer_value(cond, *ops.get(1)?)?;
+    let index = compared_with_constant(cond)?;
+    let init = *c.operand_ids(w).first()?;
+    let start = integer_value(c, *c.operand_ids(init).get(usize::try_from(index).ok()?)?)?;
+    let next = *body
+        .operand_ids(body.root()?)
+        .get(usize::try_from(index).ok()?)?;
+    if !matches!(body.instr(next).op, Op::Binary(BinaryOp::Add)) {
+        return None;
+    }
+    let step = body
+        .operand_ids(next)
+        .iter()
+        .find_map(|&o| integer_value(body, o))?;
+    (step == 1).then(|| (limit - start).max(0))
+}
+
+/// The value of an integer scalar constant.
+fn integer_value(c: &Computation, id: InstrId) -> Option<i64> {
+    match &c.instr(id).op {
+        Op::Constant(l) if l.element_count() == 1 => match l.get(0) {
+            Scalar::Int(v) => Some(v),
+            Scalar::UInt(v) => i64::try_from(v).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
