@@ -339,7 +339,10 @@ compile_options! {
                 backward as one op by the fuse-softmax pass (on neuron its custom calls); blocked \
                 (attention only), the flash algorithm tile by tile in plain HLO, so no [S, S] value \
                 exists: `attention=blocked` takes the largest power of two up to 512 that cuts the \
-                sequence into two or more tiles, `attention=blocked:128` tiles of 128; imported \
+                sequence into two or more tiles, `attention=blocked:128` tiles of 128; looped \
+                (attention only), the same with its tile pairs in a static-trip-count while loop, \
+                one body a layer whatever the sequence, the form --cp takes at long sequences \
+                (`attention=looped:512`); imported \
                 (attention only), HLO modules another stack lowered (a JAX kernel and its vjp, or \
                 NKI's flash attention custom calls, which XLA CPU runs by hlatc's references), named \
                 by a calling-convention file: `attention=imported:kernel.json`. A request whose \
