@@ -385,3 +385,19 @@ def test_every_error_carries_the_code_the_cli_prints():
     # Every class answers `code`; one raised without a code says None.
     assert hlatc.Error.code is None
     assert hlatc.Error("raised by hand").code is None
+
+
+def test_context_parallel_layouts_it_cannot_take_are_refused_with_their_codes():
+    cases = [
+        (dict(seq_len=12, cp=4), hlatc.ConfigError, "artifact.step.parallel",
+         "--cp 4 with --cp-balance head-tail cuts each sequence into 8 equal chunks"),
+        (dict(seq_len=16, cp=2, kernels={"attention": "blocked:4"}), hlatc.ConfigError,
+         "artifact.step.context_kernel", "only the plain graph (attention=hlo) and looped"),
+        (dict(seq_len=16, cp=2, kernels={"attention": "looped:8"}), hlatc.ConfigError,
+         "artifact.step.context_tile", "a tile must lie within one chunk of 4 tokens"),
+        (dict(seq_len=16, cp=0), hlatc.UsageError, "option.cp", "must be at least 1"),
+    ]
+    for options, kind, code, words in cases:
+        with pytest.raises(kind) as e:
+            hlatc.compile_step(model="tiny", target="cpu", **options)
+        assert e.value.code == code and words in str(e.value), (options, repr(e.value))

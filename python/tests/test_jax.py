@@ -195,9 +195,9 @@ def test_a_mixture_of_experts_over_tp_dp_and_ep_runs_on_jax_as_on_one_device():
         assert abs(ep_zero1 - capped) <= 1e-5 * abs(capped), (capped, ep_zero1)
 
 
-# FSDP and HSDP run by JAX on four XLA CPU devices of a fresh process, and
-# FSDP on hlatc's own runtime, against one device: each step's loss.
-FSDP_RUN = """
+# Layouts run by JAX on four XLA CPU devices of a fresh process, and one
+# on hlatc's own runtime, against one device: each step's loss.
+LAYOUTS_RUN = """
 import json
 import jax
 import hlatc, hlatc.jax
@@ -205,10 +205,9 @@ from language import batches
 options = dict(model="tiny", target="cpu", batch_size=4, seq_len=16, precision="fp32",
                lr_max=1e-2, lr_min=1e-3, warmup_steps=1, total_steps=6)
 one = hlatc.Trainer(hlatc.compile_step(**options), seed=0)
-ours = hlatc.Trainer(hlatc.compile_step(**options, fsdp=2), seed=0)
-layouts = [dict(fsdp=4), dict(dp=4, fsdp=2), dict(tp=2, sequence_parallel=True, fsdp=2)]
+ours = hlatc.Trainer(hlatc.compile_step(**options, **OURS), seed=0)
 runs = [hlatc.jax.Trainer(hlatc.compile_step(**options, **layout), seed=0,
-                          devices=jax.devices()[:4]) for layout in layouts]
+                          devices=jax.devices()[:4]) for layout in LAYOUTS]
 out = []
 for tokens, targets in batches(3, batch=4):
     out.append([float(one.step(tokens, targets)["loss"]), float(ours.step(tokens, targets)["loss"])]
@@ -217,11 +216,29 @@ print(json.dumps(out))
 """
 
 
-def test_fsdp_and_hsdp_run_on_jax_as_on_one_device():
-    rows = on_four_devices(FSDP_RUN)
+def assert_layouts_follow_one_device(ours: str, layouts: str) -> None:
+    """`ours` (a dict's source) on hlatc's runtime and each of `layouts`
+    (a list's) on JAX's four devices take one device's steps."""
+    script = LAYOUTS_RUN.replace("**OURS", f"**{ours}").replace("in LAYOUTS", f"in {layouts}")
+    rows = on_four_devices(script)
     assert len(rows) == 3 and rows[2][0] < rows[0][0]
     # f32 on both sides, the sums in other orders: within a few roundings
     # of a loss near 4 (its f32 spacing 4.8e-7), far from a wrong step.
-    for one, *sharded in rows:
-        for got in sharded:
-            assert abs(got - one) <= 1e-5 * abs(one), (one, sharded)
+    for one, *divided in rows:
+        for got in divided:
+            assert abs(got - one) <= 1e-5 * abs(one), (one, divided)
+
+
+def test_fsdp_and_hsdp_run_on_jax_as_on_one_device():
+    assert_layouts_follow_one_device(
+        "dict(fsdp=2)",
+        "[dict(fsdp=4), dict(dp=4, fsdp=2), dict(tp=2, sequence_parallel=True, fsdp=2)]")
+
+
+def test_context_parallelism_runs_on_jax_as_on_one_device():
+    # Head-tail chunks over four CP ranks, with ZeRO-1 over DP x CP, with
+    # TP and SP, and with looped attention.
+    assert_layouts_follow_one_device(
+        "dict(cp=2)",
+        "[dict(cp=4), dict(dp=2, cp=2, zero1=True),"
+        " dict(tp=2, sequence_parallel=True, cp=2, kernels={'attention': 'looped:4'})]")
