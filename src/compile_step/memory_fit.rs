@@ -95,8 +95,8 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
         });
     }
     // FSDP divides the weights too, for a gather of them every step; it
-    // takes no pipeline stages or CP ranks yet.
-    let fsdp = zero1 && par.dp > 1 && par.pp == 1 && par.cp == 1;
+    // takes no pipeline stages yet.
+    let fsdp = zero1 && par.dp > 1 && par.pp == 1;
     if fsdp {
         push(&|c| c.parallel.fsdp = par.dp);
     }

@@ -175,8 +175,9 @@ compile_options! {
                 another's keys and values (at their own head count) for attention and reduce-scatter \
                 their gradients, Llama 3's and torchtitan's form. Positions, the causal mask, \
                 sliding windows and documents use global positions; labels are shifted before the \
-                split. Gradients and the loss are summed over D x C ranks, and --zero1 divides the \
-                optimizer state over them. Ranks are numbered [PP, DP, CP, TP]: rank r is CP rank \
+                split. Gradients and the loss are summed over D x C ranks, --zero1 divides the \
+                optimizer state over them, and an --fsdp shard group takes every CP rank of its \
+                replicas. Ranks are numbered [PP, DP, CP, TP]: rank r is CP rank \
                 (r / T) % C. --seq-len must cut into the chunks --cp-balance deals. See \
                 docs/src/long-context.md",
         },

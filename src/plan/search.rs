@@ -635,8 +635,8 @@ fn expert_degrees(cfg: &ModelConfig, dp: i64) -> Vec<i64> {
 /// with looped attention), DP filling the rest, and for a mixture of
 /// experts every EP dividing the experts and DP (by `all-to-all`); SP on
 /// and off where it means anything; the state replicated, under ZeRO-1, or
-/// under FSDP over every replica (without stages or CP: FSDP takes neither
-/// yet); every remat policy; micro-batches of 1, 2 and 4; and the
+/// under FSDP over every replica (without stages, which FSDP takes not yet,
+/// nor CP, which a `--layout` prices with it); every remat policy; micro-batches of 1, 2 and 4; and the
 /// precision, or each of the bf16 presets.
 pub fn search_space(
     cfg: &ModelConfig,

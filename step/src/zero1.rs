@@ -21,6 +21,12 @@
 //! tensors are laid side by side as `[dp, k]` blocks, so piece `d` of the
 //! bucket is every tensor's shard `d`.
 //!
+//! Under context parallelism the replicas are every DP replica's CP ranks
+//! (`dp * cp`, [`Parallelism::replicas`]): they hold the same weights and
+//! different tokens, so they divide the state as DP replicas do, and an
+//! FSDP shard group spans `fsdp * cp` of them
+//! ([`Parallelism::shard_group`]).
+//!
 //! Under expert parallelism the experts a rank holds are held by only the
 //! `dp / ep` replicas of its EP rank: their state is divided over those
 //! ([`Parallelism::zero1_degree`]), each the `d / ep`-th of them, and
@@ -103,9 +109,9 @@ impl Zero1 {
                 replicas: None,
             },
             _ => {
-                let n = b.scalar(ElementType::S32, par.fsdp as f64);
+                let n = b.scalar(ElementType::S32, par.shard_group() as f64);
                 Division {
-                    dp: par.fsdp,
+                    dp: par.shard_group(),
                     index: b.binary(BinaryOp::Remainder, dp_index, n)?,
                     groups: replica_groups(&par.fsdp_groups()),
                     replicas: Some(replica_groups(&par.fsdp_replica_groups())),

@@ -335,7 +335,7 @@ struct ContextInfo {
     layout: &'static str,
 }
 
-const CONTEXT_LAYOUT: &str = "rank r is CP rank c = (r / tp) % cp of DP replica (r / tp) / cp; each sequence is cut into chunks of chunk_tokens, and CP rank c takes, of every batch input (tokens, targets, segment ids) in its DP replica's rows, chunk c then chunk 2*cp-1-c under head-tail, chunk c under contiguous, laid one after the other; targets are the next tokens of the positions taken, cut the same way";
+const CONTEXT_LAYOUT: &str = "rank r is CP rank c = (r / tp) % cp of DP replica (r / tp) / cp; each sequence is cut into chunks of chunk_tokens, and CP rank c takes, of every batch input (tokens, targets, segment ids) in its DP replica's rows, chunk c then chunk 2*cp-1-c under head-tail, chunk c under contiguous, laid one after the other; targets are the next tokens of the positions taken, cut the same way; the replicas that gradients are summed over and that zero1 divides the state over are every DP replica's CP ranks, replica q = r / tp (its DP replica q / cp), and under FSDP a shard group is fsdp x cp consecutive replicas (read fsdp as fsdp x cp in zero1.layout)";
 
 /// How expert parallelism divides a mixture of experts' experts.
 #[derive(Serialize)]

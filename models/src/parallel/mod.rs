@@ -304,8 +304,6 @@ pub enum ParallelError {
         "--cp-balance {balance} needs --cp above 1 (with one CP rank the sequence is not divided)"
     )]
     BalanceWithoutCp { balance: CpBalance },
-    #[error("--fsdp {fsdp} with --cp {cp}: FSDP over context-parallel ranks (a shard group of DP x CP ranks, as torchtitan forms it) is not built yet; use --zero1, which divides the optimizer state over DP x CP, or leave one of them out")]
-    FsdpWithContext { fsdp: i64, cp: i64 },
     #[error("--ep {ep} does not divide the {replicas} replicas of --dp {dp} x --cp {cp}: the experts are divided over EP ranks within them (use an --ep that divides {replicas})")]
     EpIndivisibleReplicas {
         ep: i64,
@@ -377,16 +375,23 @@ impl Parallelism {
     /// How many shard groups of FSDP replicate one another (HSDP above 1).
     pub fn fsdp_replicas(&self) -> i64 {
         match self.shards_weights() {
-            true => self.replicas() / self.fsdp,
+            true => self.replicas() / self.shard_group(),
             false => 1,
         }
+    }
+
+    /// The replicas one FSDP shard group spans: `fsdp` DP replicas and,
+    /// under context parallelism, all their CP ranks (torchtitan's
+    /// `dp_shard x cp`), consecutive in the replicas' order.
+    pub fn shard_group(&self) -> i64 {
+        self.fsdp.max(1) * self.cp
     }
 
     /// The DP replicas' ranks by FSDP shard group: each group's replicas,
     /// the same TP rank of each (every DP group when there is one shard
     /// group).
     pub fn fsdp_groups(&self) -> Vec<Vec<i64>> {
-        let (n, tp) = (self.fsdp.max(1), self.tp);
+        let (n, tp) = (self.shard_group(), self.tp);
         self.on_every_stage(
             (0..self.replicas() / n)
                 .flat_map(|g| (0..tp).map(move |t| (0..n).map(|s| (g * n + s) * tp + t).collect()))
@@ -397,7 +402,7 @@ impl Parallelism {
     /// The ranks holding the same FSDP shard in each shard group (HSDP's
     /// replicas of it): shard `s` of every group, the same TP rank.
     pub fn fsdp_replica_groups(&self) -> Vec<Vec<i64>> {
-        let (n, tp) = (self.fsdp.max(1), self.tp);
+        let (n, tp) = (self.shard_group(), self.tp);
         let groups = self.replicas() / n;
         self.on_every_stage(
             (0..n)
@@ -484,7 +489,7 @@ impl Parallelism {
     pub fn zero1_degree(&self, spec: &ParamSpec) -> i64 {
         match self.divides_experts(spec) {
             true => self.replicas() / self.ep,
-            false if self.shards_weights() => self.fsdp,
+            false if self.shards_weights() => self.shard_group(),
             false => self.replicas(),
         }
     }
@@ -495,7 +500,7 @@ impl Parallelism {
     pub fn zero1_index(&self, spec: &ParamSpec, r: i64) -> i64 {
         match self.divides_experts(spec) {
             true => self.replica(r) / self.ep,
-            false if self.shards_weights() => self.replica(r) % self.fsdp,
+            false if self.shards_weights() => self.replica(r) % self.shard_group(),
             false => self.replica(r),
         }
     }
@@ -745,12 +750,6 @@ impl Parallelism {
                 balance,
                 chunks: balance.chunks(cp),
                 seq: batch.seq_len,
-            });
-        }
-        if self.fsdp > 1 {
-            return Err(ParallelError::FsdpWithContext {
-                fsdp: self.fsdp,
-                cp,
             });
         }
         Ok(())
