@@ -22,7 +22,9 @@ use crate::token_ops::{counted_total, gather_rows};
 use crate::weights::{DenseMlp, GateUp, LayerWeights, Linear, Mlp, Qkv, SparseMlp, Weights};
 use hlatc_compiler::analysis::shape_inference::OperandRule;
 use hlatc_compiler::graph::autodiff::{BackwardCall, Composite, CompositeRule, GradHints};
-use hlatc_compiler::graph::blocked_attention::{AttentionOperands, BlockedAttention};
+use hlatc_compiler::graph::blocked_attention::{
+    AttentionOperands, BlockedAttention, BlockedForward,
+};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::looped_attention::{LoopOperands, LoopedAttention};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
@@ -450,29 +452,13 @@ impl Llama<'_> {
         segments: Option<InstrId>,
         blocked: BlockedAttention,
     ) -> Result<InstrId, BuildError> {
-        self.b.push_scope(scope::BLOCKED_ATTENTION);
-        let [q, k, v] = qkv;
-        let (k, v) = self.repeat_kv(k, v)?;
-        let heads_first = [0, 2, 1, 3];
-        let operands = AttentionOperands {
-            q: self.b.transpose(q, &heads_first)?,
-            k: self.b.transpose(k, &heads_first)?,
-            v: self.b.transpose(v, &heads_first)?,
-            segments,
-        };
-        let fwd = blocked.forward(self.b, operands)?;
-        let mut inputs = vec![operands.q, operands.k, operands.v];
-        inputs.extend(segments);
-        self.hints.composites.push(Composite {
-            inputs,
-            output: fwd.output,
-            rule: CompositeRule::BlockedAttention(blocked),
-            residuals: vec![fwd.lse],
-            backward_call: None,
-        });
-        let att = self.b.transpose(fwd.output, &heads_first)?;
-        self.b.pop_scope();
-        Ok(att)
+        self.tiled_attention(qkv, |b, [q, k, v]| {
+            let operands = AttentionOperands { q, k, v, segments };
+            let fwd = blocked.forward(b, operands)?;
+            let mut inputs = vec![q, k, v];
+            inputs.extend(segments);
+            Ok((fwd, inputs, CompositeRule::BlockedAttention(blocked)))
+        })
     }
 
     /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`, the
@@ -486,23 +472,49 @@ impl Llama<'_> {
         looped: LoopedAttention,
         (positions, pairs, segments): ([InstrId; 2], InstrId, Option<[InstrId; 2]>),
     ) -> Result<InstrId, BuildError> {
+        self.tiled_attention(qkv, |b, [q, k, v]| {
+            let operands = LoopOperands {
+                q,
+                k,
+                v,
+                positions,
+                pairs,
+                segments,
+            };
+            let fwd = looped.forward(b, operands)?;
+            Ok((
+                fwd,
+                operands.inputs(),
+                CompositeRule::LoopedAttention(looped),
+            ))
+        })
+    }
+
+    /// What blocked and looped attention share: key and value heads
+    /// repeated for GQA, q, k and v heads first (`[B, H, S, hd]`) for
+    /// `build`, which builds the forward and names the composite's inputs
+    /// and rule, and the output back as `[B, S, H, hd]`, all in the
+    /// [`scope::BLOCKED_ATTENTION`] scope.
+    fn tiled_attention(
+        &mut self,
+        qkv: [InstrId; 3],
+        build: impl FnOnce(
+            &mut Builder,
+            [InstrId; 3],
+        ) -> Result<(BlockedForward, Vec<InstrId>, CompositeRule), BuildError>,
+    ) -> Result<InstrId, BuildError> {
         self.b.push_scope(scope::BLOCKED_ATTENTION);
         let [q, k, v] = qkv;
         let (k, v) = self.repeat_kv(k, v)?;
         let heads_first = [0, 2, 1, 3];
-        let operands = LoopOperands {
-            q: self.b.transpose(q, &heads_first)?,
-            k: self.b.transpose(k, &heads_first)?,
-            v: self.b.transpose(v, &heads_first)?,
-            positions,
-            pairs,
-            segments,
-        };
-        let fwd = looped.forward(self.b, operands)?;
+        let q = self.b.transpose(q, &heads_first)?;
+        let k = self.b.transpose(k, &heads_first)?;
+        let v = self.b.transpose(v, &heads_first)?;
+        let (fwd, inputs, rule) = build(self.b, [q, k, v])?;
         self.hints.composites.push(Composite {
-            inputs: operands.inputs(),
+            inputs,
             output: fwd.output,
-            rule: CompositeRule::LoopedAttention(looped),
+            rule,
             residuals: vec![fwd.lse],
             backward_call: None,
         });

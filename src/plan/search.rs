@@ -657,49 +657,47 @@ pub fn search_space(
             .flat_map(move |pp| context_degrees(seq_len).map(move |cp| (tp, pp, cp)))
     });
     for (tp, pp, cp) in divisions {
+        if cores % (tp * pp * cp) != 0 {
+            continue;
+        }
+        let dp = cores / (tp * pp * cp);
+        let attention = match cp {
+            1 => o.attention.clone(),
+            _ => context_attention(&o.attention, seq_len, cp),
+        };
+        for (ep, sequence_parallel) in expert_degrees(cfg, dp)
+            .into_iter()
+            .flat_map(|ep| [(ep, false), (ep, true)])
         {
-            if cores % (tp * pp * cp) != 0 {
-                continue;
-            }
-            let dp = cores / (tp * pp * cp);
-            let attention = match cp {
-                1 => o.attention.clone(),
-                _ => context_attention(&o.attention, seq_len, cp),
-            };
-            for (ep, sequence_parallel) in expert_degrees(cfg, dp)
-                .into_iter()
-                .flat_map(|ep| [(ep, false), (ep, true)])
-            {
-                for state in StateDivision::ALL {
-                    if state == StateDivision::Fsdp && (pp > 1 || cp > 1) {
-                        continue;
-                    }
-                    for remat in RematPolicy::ALL {
-                        for &micro_batch in micro_batches(seq_len) {
-                            for &precision in &precisions {
-                                let l = Layout {
-                                    parallel: Parallelism {
-                                        tp,
-                                        pp,
-                                        dp,
-                                        cp,
-                                        ep,
-                                        sequence_parallel,
-                                        zero1: state == StateDivision::Zero1,
-                                        fsdp: match state {
-                                            StateDivision::Fsdp => dp,
-                                            _ => 1,
-                                        },
-                                        ..Parallelism::SINGLE
+            for state in StateDivision::ALL {
+                if state == StateDivision::Fsdp && (pp > 1 || cp > 1) {
+                    continue;
+                }
+                for remat in RematPolicy::ALL {
+                    for &micro_batch in micro_batches(seq_len) {
+                        for &precision in &precisions {
+                            let l = Layout {
+                                parallel: Parallelism {
+                                    tp,
+                                    pp,
+                                    dp,
+                                    cp,
+                                    ep,
+                                    sequence_parallel,
+                                    zero1: state == StateDivision::Zero1,
+                                    fsdp: match state {
+                                        StateDivision::Fsdp => dp,
+                                        _ => 1,
                                     },
-                                    remat,
-                                    micro_batch,
-                                    precision,
-                                    attention: attention.clone(),
-                                };
-                                if check_layout(cfg, &l, seq_len, o.global_batch, cores).is_ok() {
-                                    out.push(l);
-                                }
+                                    ..Parallelism::SINGLE
+                                },
+                                remat,
+                                micro_batch,
+                                precision,
+                                attention: attention.clone(),
+                            };
+                            if check_layout(cfg, &l, seq_len, o.global_batch, cores).is_ok() {
+                                out.push(l);
                             }
                         }
                     }

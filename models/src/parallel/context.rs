@@ -108,16 +108,16 @@ pub fn positions_table(par: &Parallelism, seq: i64, fault: Option<Fault>) -> Lit
         (Some(Fault::ChunkPositionsSwapped), 0 | 1) => 1 - c,
         _ => c,
     };
+    let ranks = rank_positions(par, seq);
     let rows: Vec<i32> = (0..par.cp)
-        .flat_map(|c| par.sequence_ranges(seq, holder(c)))
-        .flat_map(|[a, b]| a..b)
-        .map(|p| i32::try_from(p).expect("a sequence's positions fit in i32"))
+        .flat_map(|c| &ranks[holder(c) as usize])
+        .map(|&p| i32::try_from(p).expect("a sequence's positions fit in i32"))
         .collect();
     Literal::from_s32(vec![par.cp, seq / par.cp], &rows).expect("cp rows of S / cp positions")
 }
 
-/// Every CP rank's global positions, as [`positions_table`] holds them:
-/// one list a rank.
+/// Every CP rank's global positions, one list a rank: what
+/// [`positions_table`] holds.
 pub fn rank_positions(par: &Parallelism, seq: i64) -> Vec<Vec<i64>> {
     (0..par.cp)
         .map(|c| {

@@ -8,7 +8,7 @@
 
 use super::AutodiffError;
 use crate::graph::blocked_attention::{AttentionOperands, BlockedAttention, BlockedForward};
-use crate::graph::builder::Builder;
+use crate::graph::builder::{BuildError, Builder};
 use crate::graph::looped_attention::{LoopOperands, LoopedAttention};
 use crate::ir::computation::InstrId;
 use crate::ir::computation_id::ComputationId;
@@ -174,15 +174,24 @@ fn blocked_attention(
             })
         }
     };
+    tiled_adjoints(c, lse, inputs.len(), |fwd| a.backward(b, operands, fwd, g))
+}
+
+/// q, k and v's adjoints from a tiled attention's `backward` of the
+/// region's output and log-sum-exp `lse`, and none for the rest of its
+/// `inputs` inputs (segment ids, positions, pairs).
+fn tiled_adjoints(
+    c: &Composite,
+    lse: InstrId,
+    inputs: usize,
+    backward: impl FnOnce(BlockedForward) -> Result<[InstrId; 3], BuildError>,
+) -> Result<Vec<Option<InstrId>>, AutodiffError> {
     let fwd = BlockedForward {
         output: c.output,
         lse,
     };
-    let grads = a.backward(b, operands, fwd, g)?;
-    let mut out: Vec<Option<InstrId>> = grads.into_iter().map(Some).collect();
-    if operands.segments.is_some() {
-        out.push(None);
-    }
+    let mut out: Vec<Option<InstrId>> = backward(fwd)?.into_iter().map(Some).collect();
+    out.resize(inputs, None);
     Ok(out)
 }
 
@@ -202,14 +211,7 @@ fn looped_attention(
             inputs: inputs.len(),
         });
     };
-    let fwd = BlockedForward {
-        output: c.output,
-        lse,
-    };
-    let grads = a.backward(b, operands, fwd, g)?;
-    let mut out: Vec<Option<InstrId>> = grads.into_iter().map(Some).collect();
-    out.resize(inputs.len(), None);
-    Ok(out)
+    tiled_adjoints(c, lse, inputs.len(), |fwd| a.backward(b, operands, fwd, g))
 }
 
 /// An imported kernel's adjoints: its backward called over what it reads.
