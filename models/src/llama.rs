@@ -15,7 +15,7 @@ use crate::micro_batch::MicroBatch;
 use crate::moe::MoeConfig;
 use crate::parallel::context::{rank_positions, CpPositions};
 use crate::parallel::layers::RankContext;
-use crate::parallel::{Fault, Parallelism};
+use crate::parallel::{CpExchange, Fault, Parallelism};
 use crate::params::{param_specs, weight_specs};
 pub use crate::token_ops::IGNORE_INDEX;
 use crate::token_ops::{counted_total, gather_rows};
@@ -28,6 +28,7 @@ use hlatc_compiler::graph::blocked_attention::{
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::looped_attention::{LoopOperands, LoopedAttention};
 use hlatc_compiler::graph::module_markers::ModuleMarker;
+use hlatc_compiler::graph::ring_attention::{Ring, RingAttention};
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, DotDims, UnaryOp};
 use hlatc_compiler::{ComputationId, ElementType, InstrId, Literal, Op, Scalar, ShapeError};
@@ -103,13 +104,27 @@ enum AttentionMask {
     Imported(Arc<ImportedKernel>),
     /// What looped attention reads besides q, k and v: the global
     /// positions of the queries and of the keys, this rank's pairs to
-    /// visit, and for packed rows the documents of both.
+    /// visit, and for packed rows the documents of both. Under ring
+    /// attention (`ring`), the keys' positions, the pairs and the keys'
+    /// documents have one row a step round the ring.
     Looped {
         looped: LoopedAttention,
         positions: [InstrId; 2],
         pairs: InstrId,
         segments: Option<[InstrId; 2]>,
+        ring: Option<Ring>,
     },
+}
+
+/// At which head count tiled attention's composite reads keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KvHeads {
+    /// Repeated for the query heads before it (GQA), as the kernel reads
+    /// them.
+    Repeated,
+    /// Their own: the composite repeats them itself (a ring passes them at
+    /// their own count).
+    Own,
 }
 
 impl Llama<'_> {
@@ -330,13 +345,18 @@ impl Llama<'_> {
         let k = self.rope(k, tables.0, tables.1)?;
         self.b.pop_scope();
         // Under context parallelism every CP rank's keys and values, at
-        // their own head count (GQA repeats them after the exchange).
-        let (k, v) = match &self.rank {
-            Some(rank) => (
+        // their own head count (GQA repeats them after the exchange):
+        // gathered here, or passed round the ring inside attention.
+        let ring = match &mask {
+            AttentionMask::Looped { ring, .. } => *ring,
+            _ => None,
+        };
+        let (k, v) = match (&self.rank, ring) {
+            (Some(rank), None) => (
                 rank.gather_context(self.b, k)?,
                 rank.gather_context(self.b, v)?,
             ),
-            None => (k, v),
+            _ => (k, v),
         };
         let att = match mask {
             AttentionMask::Dense(allowed) => self.core_attention([q, k, v], allowed)?,
@@ -349,9 +369,16 @@ impl Llama<'_> {
                 positions,
                 pairs,
                 segments,
+                ring,
             } => {
                 let rest = (positions, pairs, segments);
-                self.looped_attention([q, k, v], looped, rest)?
+                match ring {
+                    None => self.looped_attention([q, k, v], looped, rest)?,
+                    Some(ring) => {
+                        let ring = RingAttention { looped, ring };
+                        self.ring_attention([q, k, v], ring, rest)?
+                    }
+                }
             }
         };
         let att = self.b.reshape(att, &[bs * s, hq * hd])?;
@@ -452,7 +479,7 @@ impl Llama<'_> {
         segments: Option<InstrId>,
         blocked: BlockedAttention,
     ) -> Result<InstrId, BuildError> {
-        self.tiled_attention(qkv, |b, [q, k, v]| {
+        self.tiled_attention(qkv, KvHeads::Repeated, |b, [q, k, v]| {
             let operands = AttentionOperands { q, k, v, segments };
             let fwd = blocked.forward(b, operands)?;
             let mut inputs = vec![q, k, v];
@@ -472,7 +499,7 @@ impl Llama<'_> {
         looped: LoopedAttention,
         (positions, pairs, segments): ([InstrId; 2], InstrId, Option<[InstrId; 2]>),
     ) -> Result<InstrId, BuildError> {
-        self.tiled_attention(qkv, |b, [q, k, v]| {
+        self.tiled_attention(qkv, KvHeads::Repeated, |b, [q, k, v]| {
             let operands = LoopOperands {
                 q,
                 k,
@@ -490,14 +517,40 @@ impl Llama<'_> {
         })
     }
 
-    /// What blocked and looped attention share: key and value heads
-    /// repeated for GQA, q, k and v heads first (`[B, H, S, hd]`) for
+    /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`, this
+    /// rank's keys and values at their own head count) with the keys and
+    /// values passed round the CP ring (`rest` names the positions, pairs
+    /// and documents of each step): `[B, Sq, H, hd]`. Autodiff takes its
+    /// backward as a whole, which passes them round again.
+    fn ring_attention(
+        &mut self,
+        qkv: [InstrId; 3],
+        ring: RingAttention,
+        (positions, pairs, segments): ([InstrId; 2], InstrId, Option<[InstrId; 2]>),
+    ) -> Result<InstrId, BuildError> {
+        self.tiled_attention(qkv, KvHeads::Own, |b, [q, k, v]| {
+            let operands = LoopOperands {
+                q,
+                k,
+                v,
+                positions,
+                pairs,
+                segments,
+            };
+            let fwd = ring.forward(b, operands)?;
+            Ok((fwd, operands.inputs(), CompositeRule::RingAttention(ring)))
+        })
+    }
+
+    /// What every tiled attention shares: key and value heads repeated for
+    /// GQA as `heads` says, q, k and v heads first (`[B, H, S, hd]`) for
     /// `build`, which builds the forward and names the composite's inputs
     /// and rule, and the output back as `[B, S, H, hd]`, all in the
     /// [`scope::BLOCKED_ATTENTION`] scope.
     fn tiled_attention(
         &mut self,
         qkv: [InstrId; 3],
+        heads: KvHeads,
         build: impl FnOnce(
             &mut Builder,
             [InstrId; 3],
@@ -505,7 +558,10 @@ impl Llama<'_> {
     ) -> Result<InstrId, BuildError> {
         self.b.push_scope(scope::BLOCKED_ATTENTION);
         let [q, k, v] = qkv;
-        let (k, v) = self.repeat_kv(k, v)?;
+        let (k, v) = match heads {
+            KvHeads::Repeated => self.repeat_kv(k, v)?,
+            KvHeads::Own => (k, v),
+        };
         let heads_first = [0, 2, 1, 3];
         let q = self.b.transpose(q, &heads_first)?;
         let k = self.b.transpose(k, &heads_first)?;
@@ -873,6 +929,117 @@ fn packed_documents_across(
     Ok((same, positions))
 }
 
+/// What looped attention reads on a CP rank besides q, k and v: the
+/// positions of its queries and keys, the pairs it visits, the documents
+/// of packed rows, and the positions its rotary tables are built at.
+struct LoopTables {
+    positions: [InstrId; 2],
+    pairs: InstrId,
+    segments: Option<[InstrId; 2]>,
+    rotary: InstrId,
+}
+
+/// Row `r` (`s32[]`) of `table`, without its first dimension.
+fn row_at(b: &mut Builder, table: InstrId, r: InstrId) -> Result<InstrId, BuildError> {
+    let row = b.dynamic_slice_dim(table, 0, r, 1)?;
+    b.reshape(row, &b.dims(table)[1..])
+}
+
+/// [`LoopTables`] of a CP rank that gathers every rank's keys: its
+/// queries against the whole sequence, in rank order. The documents of
+/// packed rows are gathered as the keys are.
+fn gathered_tables(
+    b: &mut Builder,
+    looped: LoopedAttention,
+    rank: &RankContext,
+    cp: CpPositions,
+    segments: Option<InstrId>,
+) -> Result<LoopTables, BuildError> {
+    let s = b.dims(cp.gathered)[0];
+    let queries = rank_positions(&rank.par, s);
+    let keys = queries.concat();
+    let variants: Vec<(&[i64], &[i64])> = queries.iter().map(|q| (&q[..], &keys[..])).collect();
+    let table = b.constant(looped.pair_table(&variants));
+    let pairs = row_at(b, table, cp.rank)?;
+    let (segments, rotary) = match segments {
+        None => (None, cp.local),
+        Some(seg) => {
+            let all = rank.gather_context(b, seg)?;
+            let (_, within) = packed_documents_across(b, [seg, all], cp, s)?;
+            (Some([seg, all]), within)
+        }
+    };
+    Ok(LoopTables {
+        positions: [cp.local, cp.gathered],
+        pairs,
+        segments,
+        rotary,
+    })
+}
+
+/// [`LoopTables`] of a CP rank on a ring: for each step round it, one row
+/// of the positions of the block the rank holds then (CP rank `(c - i)
+/// mod cp`'s at step `i`, rank `c`), of the pairs its queries visit in it,
+/// and for packed rows of the block's documents. Every rank's rows are a
+/// constant `[cp, cp, ...]`, read at the rank's row. The documents are
+/// gathered (`s32`, for the positions within them); keys and values are
+/// not.
+fn ring_tables(
+    b: &mut Builder,
+    looped: LoopedAttention,
+    rank: &RankContext,
+    cp: CpPositions,
+    segments: Option<InstrId>,
+) -> Result<LoopTables, BuildError> {
+    let s = b.dims(cp.gathered)[0];
+    let c = rank.par.cp;
+    let sk = s / c;
+    let queries = rank_positions(&rank.par, s);
+    let held = |r: i64, i: i64| &queries[(r - i).rem_euclid(c) as usize][..];
+    let steps = || (0..c).flat_map(|r| (0..c).map(move |i| (r, i)));
+    let variants: Vec<(&[i64], &[i64])> = steps()
+        .map(|(r, i)| (&queries[r as usize][..], held(r, i)))
+        .collect();
+    let table = b.constant(looped.pair_table(&variants));
+    let p = b.dims(table)[1];
+    let table = b.reshape(table, &[c, c, p, 3])?;
+    let pairs = row_at(b, table, cp.rank)?;
+    let keys: Vec<i32> = steps()
+        .flat_map(|(r, i)| held(r, i).iter())
+        .map(|&p| i32::try_from(p).expect("a sequence's positions fit in i32"))
+        .collect();
+    let keys = Literal::from_s32(vec![c, c, sk], &keys).expect("cp x cp rows of S / cp positions");
+    let keys = b.constant(keys);
+    let key_positions = row_at(b, keys, cp.rank)?;
+    let (segments, rotary) = match segments {
+        None => (None, cp.local),
+        Some(seg) => {
+            let all = rank.gather_context(b, seg)?;
+            let (_, within) = packed_documents_across(b, [seg, all], cp, s)?;
+            let batch = b.dims(seg)[0];
+            let held = (0..c)
+                .map(|i| {
+                    let shift = b.scalar(ElementType::S32, (c - i) as f64);
+                    let ranks = b.scalar(ElementType::S32, c as f64);
+                    let width = b.scalar(ElementType::S32, sk as f64);
+                    let owner = b.add2(cp.rank, shift)?;
+                    let owner = b.binary(BinaryOp::Remainder, owner, ranks)?;
+                    let start = b.mul(owner, width)?;
+                    let block = b.dynamic_slice_dim(all, 1, start, sk)?;
+                    b.reshape(block, &[1, batch, sk])
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            (Some([seg, b.concatenate(&held, 0)?]), within)
+        }
+    };
+    Ok(LoopTables {
+        positions: [cp.local, key_positions],
+        pairs,
+        segments,
+        rotary,
+    })
+}
+
 /// For packed rows (`segments`: `s32[B, S]`, documents contiguous): which
 /// key each query may see by document (`pred[B, S, S]`, same segment), and
 /// each token's position within its document (`s32[B, S]`: its index minus
@@ -1187,27 +1354,21 @@ impl<'a> ForwardParts<'a> {
         let (bs, s) = (m.batch.batch_size, m.sequence());
         let cp = m.rank.as_ref().and_then(|r| r.cp_positions());
         m.b.push_scope("attention_mask");
-        let (positions, pairs, segments, rotary) = match (cp, &m.rank) {
-            (Some(cp), Some(rank)) => {
-                let queries = rank_positions(&rank.par, s);
-                let keys = queries.concat();
-                let table = m.b.constant(looped.pair_table(&queries, &keys));
-                let row = m.b.dynamic_slice_dim(table, 0, cp.rank, 1)?;
-                let pairs = m.b.reshape(row, &m.b.dims(table)[1..])?;
-                let (segments, rotary) = match self.segments {
-                    None => (None, cp.local),
-                    Some(seg) => {
-                        let all = rank.gather_context(m.b, seg)?;
-                        let (_, within) = packed_documents_across(m.b, [seg, all], cp, s)?;
-                        (Some([seg, all]), within)
-                    }
-                };
-                ([cp.local, cp.gathered], pairs, segments, Some(rotary))
-            }
+        let (positions, pairs, segments, rotary, ring) = match (cp, &m.rank) {
+            (Some(cp), Some(rank)) => match rank.par.cp_exchange {
+                CpExchange::AllGather => {
+                    let t = gathered_tables(m.b, looped, rank, cp, self.segments)?;
+                    (t.positions, t.pairs, t.segments, Some(t.rotary), None)
+                }
+                CpExchange::Ring => {
+                    let t = ring_tables(m.b, looped, rank, cp, self.segments)?;
+                    let ring = Some(rank.par.cp_ring());
+                    (t.positions, t.pairs, t.segments, Some(t.rotary), ring)
+                }
+            },
             _ => {
                 let all: Vec<i64> = (0..s).collect();
-                let table =
-                    m.b.constant(looped.pair_table(std::slice::from_ref(&all), &all));
+                let table = m.b.constant(looped.pair_table(&[(&all, &all)]));
                 let pairs = m.b.reshape(table, &m.b.dims(table)[1..])?;
                 let at = m.b.iota(ElementType::S32, &[s], 0)?;
                 let (segments, rotary) = match self.segments {
@@ -1217,7 +1378,7 @@ impl<'a> ForwardParts<'a> {
                         (Some([seg, seg]), Some(within))
                     }
                 };
-                ([at, at], pairs, segments, rotary)
+                ([at, at], pairs, segments, rotary, None)
             }
         };
         m.b.pop_scope();
@@ -1227,6 +1388,7 @@ impl<'a> ForwardParts<'a> {
             positions,
             pairs,
             segments,
+            ring,
         };
         self.masks = Some((tables, mask.clone()));
         Ok((tables, mask))

@@ -28,6 +28,7 @@ __all__ = [
     "Remat",
     "EpExchange",
     "CpBalance",
+    "CpExchange",
     "Spmd",
     "RankSource",
     "ReplicaGroups",
@@ -79,6 +80,8 @@ Remat = Literal["none", "core-attention", "full-layer", "stage"]
 EpExchange = Literal["all-to-all", "all-gather"]
 #: The names `--cp-balance` and `cp_balance=` take.
 CpBalance = Literal["head-tail", "contiguous"]
+#: The names `--cp-exchange` and `cp_exchange=` take.
+CpExchange = Literal["all-gather", "ring"]
 #: The names `--spmd` and `spmd=` take.
 Spmd = Literal["replicas", "partitions"]
 #: The names `--rank-source` and `rank_source=` take.
@@ -116,6 +119,7 @@ CHOICES: Dict[str, Any] = {
     "remat": Remat,
     "ep_exchange": EpExchange,
     "cp_balance": CpBalance,
+    "cp_exchange": CpExchange,
     "spmd": Spmd,
     "rank_source": RankSource,
     "replica_groups": ReplicaGroups,

@@ -618,9 +618,9 @@ fn step_error(e: &StepError) -> PyErr {
         StepError::Capacity(_) => config_key(message, Some("capacity_factor"), None),
         StepError::Accumulation { .. } => config_key(message, Some("grad_accum"), None),
         StepError::Parallel(_) => config_key(message, Some("parallel"), None),
-        StepError::ContextKernel { .. } | StepError::ContextTile { .. } => {
-            config_key(message, Some("kernels"), None)
-        }
+        StepError::ContextKernel { .. }
+        | StepError::ContextTile { .. }
+        | StepError::RingKernel { .. } => config_key(message, Some("kernels"), None),
         StepError::Spmd(s) => match s {
             SpmdError::ChoiceOnOneDevice { .. } => config_key(message, Some("spmd"), None),
             SpmdError::RankOutsideEntry { .. } | SpmdError::RankNameTaken => INTERNAL.err(message),

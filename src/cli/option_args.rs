@@ -71,6 +71,7 @@ fn names_the_step(option: CompileOption) -> bool {
             | O::EpExchange
             | O::Cp
             | O::CpBalance
+            | O::CpExchange
             | O::SequenceParallel
             | O::Zero1
             | O::Fsdp

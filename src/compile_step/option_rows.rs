@@ -189,6 +189,17 @@ compile_options! {
                 rank has the same work (Llama 3's and torchtitan's order). `contiguous`: C chunks, \
                 rank c holding chunk c (NxD's order; the last rank does the most work)",
         },
+        CpExchange = parallel.cp_exchange, Choice {
+            flag: "cp-exchange", python: "cp_exchange", default: Value("all-gather"), value: "FORM",
+            py: "CpExchange",
+            help: "How CP ranks see one another's keys and values (needs --cp above 1). \
+                `all-gather`: gathered on every rank before attention, gradients reduce-scattered \
+                back (Llama 3's and torchtitan's form; a rank holds the sequence's keys and values \
+                for a layer). `ring`: each rank's block passed round its CP group by \
+                collective-permute, one step per CP rank, merged into the queries' running rows \
+                in f32, and the blocks' gradients passed round after them (ring attention; a rank \
+                holds two blocks at a time; needs --kernel attention=looped)",
+        },
         SequenceParallel = parallel.sequence_parallel, Switch {
             flag: "sequence-parallel", python: "sequence_parallel", default: Off, value: "",
             py: "bool",

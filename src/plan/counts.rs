@@ -374,7 +374,13 @@ fn collective_traffic(
                     ..Traffic::default()
                 }
             };
-            return Some((t, Kind::Send));
+            // A ring's pass is context parallelism's exchange, which
+            // attention waits for as it waits for an all-gather's keys.
+            let kind = match in_scope(&instr.metadata.op_name, scope::CONTEXT_RING) {
+                true => Kind::Exposed,
+                false => Kind::Send,
+            };
+            return Some((t, kind));
         }
         // Dones, and the ranks' own numbers, move nothing.
         _ => return None,

@@ -6,7 +6,7 @@
 use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
 use hlatc_models::kernels::{ImplKind, KernelRequest};
-use hlatc_models::{BatchShape, CpBalance, EpExchange, ModelConfig, Parallelism};
+use hlatc_models::{BatchShape, CpBalance, CpExchange, EpExchange, ModelConfig, Parallelism};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, Target};
 use hlatc_step::memory_plan::DeviceMemory;
@@ -29,12 +29,13 @@ pub struct Layout {
 }
 
 /// The keys a SPEC takes, as it writes them.
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 15] = [
     "tp",
     "pp",
     "dp",
     "cp",
     "cp_balance",
+    "cp_exchange",
     "ep",
     "ep_exchange",
     "sp",
@@ -138,38 +139,31 @@ impl Layout {
                 "ep" => l.parallel.ep = number(value)?,
                 "cp" => l.parallel.cp = number(value)?,
                 "cp_balance" => {
-                    let v = value.unwrap_or_default();
-                    l.parallel.cp_balance = CpBalance::from_name(v).ok_or_else(|| {
-                        let known: Vec<&str> = CpBalance::ALL.iter().map(|b| b.name()).collect();
-                        bad(format!(
-                            "cp_balance={v}: the orders are {}",
-                            known.join(", ")
-                        ))
-                    })?;
+                    let names = CpBalance::ALL.map(CpBalance::name);
+                    l.parallel.cp_balance =
+                        named(key, value, "the orders", &names, CpBalance::from_name)
+                            .map_err(bad)?;
+                }
+                "cp_exchange" => {
+                    let names = CpExchange::ALL.map(CpExchange::name);
+                    l.parallel.cp_exchange =
+                        named(key, value, "the forms", &names, CpExchange::from_name)
+                            .map_err(bad)?;
                 }
                 "ep_exchange" => {
-                    let v = value.unwrap_or_default();
-                    l.parallel.ep_exchange = EpExchange::from_name(v).ok_or_else(|| {
-                        let known: Vec<&str> = EpExchange::ALL.iter().map(|e| e.name()).collect();
-                        bad(format!(
-                            "ep_exchange={v}: the forms are {}",
-                            known.join(", ")
-                        ))
-                    })?;
+                    let names = EpExchange::ALL.map(EpExchange::name);
+                    l.parallel.ep_exchange =
+                        named(key, value, "the forms", &names, EpExchange::from_name)
+                            .map_err(bad)?;
                 }
                 "sp" | "sequence_parallel" => l.parallel.sequence_parallel = flag(value)?,
                 "zero1" => l.parallel.zero1 = flag(value)?,
                 "fsdp" => l.parallel.fsdp = number(value)?,
                 "micro_batch" | "mb" => l.micro_batch = number(value)?,
                 "remat" => {
-                    let v = value.unwrap_or_default();
-                    l.remat = RematPolicy::from_name(v).ok_or_else(|| {
-                        let known: Vec<&str> = RematPolicy::ALL.iter().map(|p| p.name()).collect();
-                        bad(format!(
-                            "remat={v}: known policies are {}",
-                            known.join(", ")
-                        ))
-                    })?;
+                    let names = RematPolicy::ALL.map(RematPolicy::name);
+                    l.remat = named(key, value, "known policies", &names, RematPolicy::from_name)
+                        .map_err(bad)?;
                 }
                 "precision" => {
                     let v = value.unwrap_or_default();
@@ -302,6 +296,9 @@ impl fmt::Display for Layout {
         if self.parallel.cp_balance != CpBalance::default() {
             write!(f, ",cp_balance={}", self.parallel.cp_balance.name())?;
         }
+        if self.parallel.cp_exchange != CpExchange::default() {
+            write!(f, ",cp_exchange={}", self.parallel.cp_exchange.name())?;
+        }
         if self.parallel.ep > 1 {
             write!(f, ",ep={}", self.parallel.ep)?;
         }
@@ -407,4 +404,17 @@ pub fn check_layout(
         });
     }
     Ok(())
+}
+
+/// The value of `key=v` read by `from_name`: a word among `names`, which
+/// `what` says what they are.
+fn named<T>(
+    key: &str,
+    v: Option<&str>,
+    what: &str,
+    names: &[&str],
+    from_name: impl Fn(&str) -> Option<T>,
+) -> Result<T, String> {
+    let v = v.unwrap_or_default();
+    from_name(v).ok_or_else(|| format!("{key}={v}: {what} are {}", names.join(", ")))
 }

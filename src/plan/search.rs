@@ -9,7 +9,7 @@ use super::layout::{check_layout, Layout};
 use super::{PlanError, PlanOption};
 use crate::compile_step::ModelSource;
 use hlatc_models::kernels::{ImplKind, KernelArg, KernelPoint, KernelRequest};
-use hlatc_models::{ModelConfig, Parallelism};
+use hlatc_models::{CpExchange, ModelConfig, Parallelism};
 use hlatc_passes::RematPolicy;
 use hlatc_step::memory_plan::MemoryPlan;
 use hlatc_step::precision::Precision;
@@ -632,7 +632,7 @@ fn expert_degrees(cfg: &ModelConfig, dp: i64) -> Vec<i64> {
 /// Every layout of the cluster that divides the model and the batch:
 /// TP within a node (a power of two up to its cores), PP dividing the
 /// layers, CP above [`LONG_CONTEXT`] tokens ([`context_degrees`], priced
-/// with looped attention), DP filling the rest, and for a mixture of
+/// with looped attention, by all-gather and by ring), DP filling the rest, and for a mixture of
 /// experts every EP dividing the experts and DP (by `all-to-all`); SP on
 /// and off where it means anything; the state replicated, under ZeRO-1, or
 /// under FSDP over every replica (without stages, which FSDP takes not yet,
@@ -656,7 +656,16 @@ pub fn search_space(
             .filter(|pp| cfg.num_hidden_layers % pp == 0)
             .flat_map(move |pp| context_degrees(seq_len).map(move |cp| (tp, pp, cp)))
     });
-    for (tp, pp, cp) in divisions {
+    let exchanges = |cp: i64| match cp {
+        1 => &CpExchange::ALL[..1],
+        _ => &CpExchange::ALL[..],
+    };
+    let divisions = divisions.flat_map(|(tp, pp, cp)| {
+        exchanges(cp)
+            .iter()
+            .map(move |&cp_exchange| (tp, pp, cp, cp_exchange))
+    });
+    for (tp, pp, cp, cp_exchange) in divisions {
         if cores % (tp * pp * cp) != 0 {
             continue;
         }
@@ -682,6 +691,7 @@ pub fn search_space(
                                     pp,
                                     dp,
                                     cp,
+                                    cp_exchange,
                                     ep,
                                     sequence_parallel,
                                     zero1: state == StateDivision::Zero1,

@@ -16,7 +16,9 @@ use crate::sharded::{
 use hlatc::compiler::Literal;
 use hlatc::grad_accum::build_accumulation_steps;
 use hlatc::models::parallel::Fault;
-use hlatc::models::{AttentionKernel, BatchShape, CpBalance, Kernels, ModelConfig, Parallelism};
+use hlatc::models::{
+    AttentionKernel, BatchShape, CpBalance, CpExchange, Kernels, ModelConfig, Parallelism,
+};
 use hlatc::passes::RematPolicy;
 use hlatc::runtime::Runtime;
 use hlatc::train_step::StepConfig;
@@ -36,6 +38,14 @@ fn cp(cp: i64, balance: CpBalance) -> Parallelism {
         cp,
         cp_balance: balance,
         ..Parallelism::SINGLE
+    }
+}
+
+/// CP `cp` dealt by `balance`, keys and values passed round a ring.
+fn ring(cp_degree: i64, balance: CpBalance) -> Parallelism {
+    Parallelism {
+        cp_exchange: CpExchange::Ring,
+        ..cp(cp_degree, balance)
     }
 }
 
@@ -68,10 +78,14 @@ fn against_one_device_of(cfg: &StepConfig, run: impl Fn(&StepConfig) -> Run) -> 
 fn equals_one_device(model: ModelConfig, par: Parallelism, seq: i64) {
     let (diffs, divided) = against_one_device_of(&config(model, par, seq), run);
     assert!(diffs.is_empty(), "{par}: {}", diffs.join("; "));
-    // EP ranks hold different experts, FSDP ranks different shards: no
-    // two are twins.
+    twins_agree(&divided, par);
+}
+
+/// The replicas of `divided` hold the same state, where they are twins:
+/// EP ranks hold different experts, FSDP ranks different shards.
+fn twins_agree(divided: &Run, par: Parallelism) {
     if par.ep == 1 && !par.shards_weights() {
-        replicas_agree(&divided, par);
+        replicas_agree(divided, par);
     }
 }
 
@@ -141,7 +155,7 @@ fn equals_one_device_with(model: ModelConfig, par: Parallelism, seq: i64, kernel
         cfg.kernels.attention,
         diffs.join("; ")
     );
-    replicas_agree(&divided, par);
+    twins_agree(&divided, par);
 }
 
 #[test]
@@ -170,14 +184,64 @@ fn looped_attention_under_cp_equals_one_device() {
     equals_one_device_with(gqa_odd_vocab(), layout, 64, looped(8));
 }
 
+/// Ring attention: each CP rank's keys and values passed round its
+/// group, alone, with GQA, contiguous chunks, a sliding window, TP with SP
+/// and DP with ZeRO-1.
+#[test]
+fn ring_attention_equals_one_device() {
+    let head_tail = ring(2, CpBalance::HeadTail);
+    equals_one_device_with(gqa_odd_vocab(), head_tail, 256, looped(32));
+    equals_one_device_with(mha_tied(), ring(4, CpBalance::HeadTail), 256, looped(16));
+    equals_one_device_with(gqa_odd_vocab(), ring(4, CpBalance::HeadTail), 64, looped(8));
+    equals_one_device_with(
+        gqa_odd_vocab(),
+        ring(2, CpBalance::Contiguous),
+        64,
+        looped(16),
+    );
+    let windowed = ModelConfig {
+        sliding_window: Some(20),
+        ..gqa_odd_vocab()
+    };
+    equals_one_device_with(windowed, head_tail, 64, looped(8));
+}
+
+#[test]
+fn ring_attention_with_tp_sp_and_dp_zero1_equals_one_device() {
+    let head_tail = ring(2, CpBalance::HeadTail);
+    let tp = Parallelism {
+        tp: 2,
+        sequence_parallel: true,
+        ..head_tail
+    };
+    equals_one_device_with(gqa_odd_vocab(), tp, 64, looped(8));
+    let dp = Parallelism {
+        dp: 2,
+        zero1: true,
+        ..head_tail
+    };
+    equals_one_device_with(mha_tied(), dp, 64, looped(8));
+}
+
+/// The exchanges a test runs: the all-gather of the plain graph and of
+/// looped attention, and the ring.
+fn exchanges() -> [(Parallelism, Kernels); 3] {
+    let head_tail = cp(2, CpBalance::HeadTail);
+    [
+        (head_tail, Kernels::default()),
+        (head_tail, looped(8)),
+        (ring(2, CpBalance::HeadTail), looped(8)),
+    ]
+}
+
 #[test]
 fn packed_documents_under_cp_equal_one_device() {
-    for kernels in [Kernels::default(), looped(8)] {
+    for (par, kernels) in exchanges() {
         for model in [gqa_odd_vocab(), mha_tied()] {
             let cfg = StepConfig {
                 packed: true,
                 kernels: kernels.clone(),
-                ..config(model, cp(2, CpBalance::HeadTail), 64)
+                ..config(model, par, 64)
             };
             let (diffs, _) = against_one_device_of(&cfg, run_packed);
             assert!(
@@ -209,11 +273,8 @@ fn cp2_pipeline_stages_equal_one_device() {
         num_hidden_layers: 4,
         ..gqa_odd_vocab()
     };
-    for kernels in [Kernels::default(), looped(8)] {
-        let par = Parallelism {
-            pp: 2,
-            ..cp(2, CpBalance::HeadTail)
-        };
+    for (par, kernels) in exchanges() {
+        let par = Parallelism { pp: 2, ..par };
         let cfg = StepConfig {
             kernels,
             ..config(model.clone(), par, 64)
@@ -226,11 +287,16 @@ fn cp2_pipeline_stages_equal_one_device() {
 
 #[test]
 fn cp2_accumulated_micro_batches_equal_one_device() {
-    let cfg = config(mha_tied(), cp(2, CpBalance::HeadTail), 64);
-    equals_one_device_run_by(cfg, |rt, cfg, params| {
-        let steps = build_accumulation_steps(cfg, 2)?;
-        crate::cpu_trainers::accumulating(rt, cfg, steps, RematPolicy::None, params)
-    });
+    for (par, kernels) in [exchanges()[0].clone(), exchanges()[2].clone()] {
+        let cfg = StepConfig {
+            kernels,
+            ..config(mha_tied(), par, 64)
+        };
+        equals_one_device_run_by(cfg, |rt, cfg, params| {
+            let steps = build_accumulation_steps(cfg, 2)?;
+            crate::cpu_trainers::accumulating(rt, cfg, steps, RematPolicy::None, params)
+        });
+    }
 }
 
 #[test]
@@ -243,25 +309,36 @@ fn cp2_mixture_of_experts_with_ep_equals_one_device() {
         };
         equals_one_device(moe.clone(), par, 64);
     }
+    let ring = Parallelism {
+        ep: 2,
+        ..ring(2, CpBalance::HeadTail)
+    };
+    equals_one_device_with(moe, ring, 64, looped(8));
 }
 
-/// A fault in a CP step: what differs from one device.
-fn broken(fault: Fault) -> Vec<String> {
+/// A fault in a CP step over `par` with `kernels`: what differs from one
+/// device.
+fn broken(fault: Fault, (par, kernels): (Parallelism, Kernels)) -> Vec<String> {
     let cfg = StepConfig {
         fault: Some(fault),
-        ..config(gqa_odd_vocab(), cp(2, CpBalance::HeadTail), 64)
+        kernels,
+        ..config(gqa_odd_vocab(), par, 64)
     };
     against_one_device_of(&cfg, run).0
 }
 
 #[test]
 fn chunks_given_each_others_positions_are_caught() {
-    assert_caught(&broken(Fault::ChunkPositionsSwapped), "loss");
+    for exchange in [exchanges()[0].clone(), exchanges()[2].clone()] {
+        assert_caught(&broken(Fault::ChunkPositionsSwapped, exchange), "loss");
+    }
 }
 
 #[test]
 fn labels_cut_without_the_balancing_order_are_caught() {
-    assert_caught(&broken(Fault::LabelsNotBalanced), "loss");
+    for exchange in [exchanges()[0].clone(), exchanges()[2].clone()] {
+        assert_caught(&broken(Fault::LabelsNotBalanced, exchange), "loss");
+    }
 }
 
 #[test]
@@ -295,6 +372,29 @@ fn layouts_context_parallelism_cannot_take_are_refused_by_name() {
     ]);
     assert!(
         e.contains("--cp 2 with --kernel attention=blocked:4"),
+        "{e}"
+    );
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp-exchange",
+        "ring",
+    ]);
+    assert!(e.contains("--cp-exchange ring needs --cp above 1"), "{e}");
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp",
+        "2",
+        "--cp-exchange",
+        "ring",
+    ]);
+    assert!(
+        e.contains("--cp-exchange ring merges each step's block") && e.contains("attention=hlo"),
         "{e}"
     );
 }

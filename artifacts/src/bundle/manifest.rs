@@ -327,9 +327,12 @@ struct ParallelInfo {
 struct ContextInfo {
     cp: i64,
     balance: hlatc_models::CpBalance,
+    /// How the CP ranks exchange keys and values: `all-gather` or `ring`
+    /// (each group's ring runs in `cp_groups` order).
+    exchange: hlatc_models::CpExchange,
     /// Tokens in each chunk of a sequence.
     chunk_tokens: i64,
-    /// The ranks that gather one another's keys and values, in XLA's
+    /// The ranks that exchange one another's keys and values, in XLA's
     /// iota form.
     cp_groups: String,
     layout: &'static str,
@@ -537,6 +540,7 @@ fn parallel_info(cfg: &StepConfig, inputs: &[TensorSpec]) -> Option<ParallelInfo
         context: (p.cp > 1).then(|| ContextInfo {
             cp: p.cp,
             balance: p.cp_balance,
+            exchange: p.cp_exchange,
             chunk_tokens: cfg.batch.seq_len / p.cp_balance.chunks(p.cp),
             cp_groups: iota_text(p.cp_groups()),
             layout: CONTEXT_LAYOUT,

@@ -41,6 +41,11 @@ pub struct Builder {
     reducers: Vec<Reducer>,
     /// Each reducer's id, by its name.
     reducer_ids: BTreeMap<String, ComputationId>,
+    /// The last `k` [`Builder::import`] gave each module name (its prefix
+    /// `name.k`, or `name` for 1): the smallest free one is never below
+    /// it, since prefixes are only ever taken, so a step of many loops
+    /// does not search its callees from 1 for each.
+    import_suffixes: BTreeMap<String, usize>,
     counters: BTreeMap<&'static str, usize>,
     next_param: i64,
     /// Value numbering: every pure instruction built so far, by a hash of
@@ -72,6 +77,7 @@ impl Builder {
             comp: Computation::new(name),
             reducers: Vec::new(),
             reducer_ids: BTreeMap::new(),
+            import_suffixes: BTreeMap::new(),
             counters: BTreeMap::new(),
             next_param: 0,
             values: HashMap::default(),
@@ -420,16 +426,25 @@ impl Builder {
         let shift = |id: ComputationId| id.shifted(base);
         let entry = shift(module.entry);
         let taken = |name: &str, rs: &[Reducer]| rs.iter().any(|r| r.computation.name == name);
-        let mut prefix = module.name.clone();
-        let mut k = 1;
-        while self
-            .reducers
-            .iter()
-            .any(|r| r.computation.name.starts_with(&format!("{prefix}.")))
-        {
+        let named = |k: usize| match k {
+            1 => module.name.clone(),
+            k => format!("{}.{k}", module.name),
+        };
+        let mut k = self.import_suffixes.get(&module.name).copied().unwrap_or(1);
+        let mut prefix = named(k);
+        loop {
+            let dotted = format!("{prefix}.");
+            if !self
+                .reducers
+                .iter()
+                .any(|r| r.computation.name.starts_with(&dotted))
+            {
+                break;
+            }
             k += 1;
-            prefix = format!("{}.{k}", module.name);
+            prefix = named(k);
         }
+        self.import_suffixes.insert(module.name.clone(), k);
         for mut c in module.computations {
             c.renumber_callees(&shift);
             c.name = format!("{prefix}.{}", c.name);

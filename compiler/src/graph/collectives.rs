@@ -124,6 +124,24 @@ impl Builder {
         )
     }
 
+    /// `x` sent from each replica to its partner in `pairs` (source,
+    /// target); a replica nobody sends to receives zeros.
+    pub fn collective_permute(
+        &mut self,
+        x: InstrId,
+        pairs: &[(i64, i64)],
+    ) -> Result<InstrId, BuildError> {
+        self.add(
+            Op::CollectivePermute {
+                channel_id: None,
+                pairs: pairs.to_vec(),
+                slice_sizes: Vec::new(),
+            },
+            &[x],
+            None,
+        )
+    }
+
     /// `x`'s shape with `dimension` resized by the group size (which the
     /// shape inference cannot know from an empty group list); `None` lets
     /// inference say what is wrong.

@@ -106,6 +106,42 @@ struct Pair {
     live: InstrId,
 }
 
+/// The online softmax's running rows over the keys seen so far: each
+/// query row's max and sum of exponentials (`[B, H, Sq]`) and its
+/// unnormalized output (`[B, H, Sq, hd]`).
+#[derive(Clone, Copy, Debug)]
+pub struct RunningRows {
+    pub max: InstrId,
+    pub sum: InstrId,
+    pub output: InstrId,
+}
+
+/// What every pair of the backward reads beside its tiles: the adjoint of
+/// the output, the rows' log-sum-exp and their softmax correction
+/// `D = rowsum(dO * O)`.
+#[derive(Clone, Copy, Debug)]
+pub struct BackwardRows {
+    pub d_output: InstrId,
+    pub lse: InstrId,
+    pub d_rows: InstrId,
+}
+
+impl BackwardRows {
+    /// The rows for the adjoint `d_output` of `fwd.output`.
+    pub fn new(
+        b: &mut Builder,
+        fwd: BlockedForward,
+        d_output: InstrId,
+    ) -> Result<Self, BuildError> {
+        let d_o = b.mul(d_output, fwd.output)?;
+        Ok(BackwardRows {
+            d_output,
+            lse: fwd.lse,
+            d_rows: b.reduce_sum(d_o, &[3])?,
+        })
+    }
+}
+
 impl LoopedAttention {
     /// Whether a sequence of `len` tokens is cut into whole tiles.
     pub fn fits(self, len: i64) -> bool {
@@ -113,18 +149,19 @@ impl LoopedAttention {
     }
 
     /// The pairs each variant visits, `s32[R, P, 3]`: variant `r`'s queries
-    /// sit at `queries[r]` (one position a token) and the keys at `keys`.
-    /// Pair `(i, j)` is listed when some query of tile `i` may see some key
-    /// of tile `j` by position, in order of `i` then `j`; every variant's
-    /// list is padded to the longest with dead pairs.
-    pub fn pair_table(self, queries: &[Vec<i64>], keys: &[i64]) -> Literal {
+    /// sit at `variants[r].0` (one position a token) and its keys at
+    /// `variants[r].1`. Pair `(i, j)` is listed when some query of tile `i`
+    /// may see some key of tile `j` by position, in order of `i` then `j`;
+    /// every variant's list is padded to the longest with dead pairs.
+    pub fn pair_table(self, variants: &[(&[i64], &[i64])]) -> Literal {
         let t = self.tile as usize;
         let span = |p: &[i64]| (*p.iter().min().unwrap_or(&0), *p.iter().max().unwrap_or(&0));
-        let key_tiles: Vec<(i64, i64)> = keys.chunks(t).map(span).collect();
-        let lists: Vec<Vec<[i32; 3]>> = queries
+        let lists: Vec<Vec<[i32; 3]>> = variants
             .iter()
-            .map(|q| {
-                q.chunks(t)
+            .map(|&(queries, keys)| {
+                let key_tiles: Vec<(i64, i64)> = keys.chunks(t).map(span).collect();
+                queries
+                    .chunks(t)
                     .map(span)
                     .enumerate()
                     .flat_map(|(i, (q_min, q_max))| {
@@ -152,7 +189,7 @@ impl LoopedAttention {
             })
             .flatten()
             .collect();
-        Literal::from_s32(vec![queries.len() as i64, p as i64, 3], &flat)
+        Literal::from_s32(vec![variants.len() as i64, p as i64, 3], &flat)
             .expect("R lists of P pairs of three")
     }
 
@@ -232,14 +269,36 @@ impl LoopedAttention {
     /// Builds the forward pass: the output (`[B, H, Sq, hd]`) and each
     /// row's log-sum-exp (`[B, H, Sq]`), which the backward reads.
     pub fn forward(self, b: &mut Builder, x: LoopOperands) -> Result<BlockedForward, BuildError> {
-        let ty = b.ty(x.q);
-        let dims = b.dims(x.q);
+        let start = Self::start(b, x.q)?;
+        let rows = self.accumulate(b, x, start)?;
+        Self::finish(b, rows)
+    }
+
+    /// The running rows before any key is seen: max `MASKED`, sum 0 and
+    /// output 0, for queries `q` (`[B, H, Sq, hd]`).
+    pub fn start(b: &mut Builder, q: InstrId) -> Result<RunningRows, BuildError> {
+        let ty = b.ty(q);
+        let dims = b.dims(q);
         let rows = &dims[..3];
+        Ok(RunningRows {
+            max: b.full(ty, rows, MASKED)?,
+            sum: b.full(ty, rows, 0.0)?,
+            output: b.full(ty, &dims, 0.0)?,
+        })
+    }
+
+    /// `rows` updated by every pair the loop over `x` visits: the online
+    /// softmax's merge, so keys seen in several calls (a ring's blocks)
+    /// merge as keys seen in one.
+    pub fn accumulate(
+        self,
+        b: &mut Builder,
+        x: LoopOperands,
+        rows: RunningRows,
+    ) -> Result<RunningRows, BuildError> {
         let reads = x.reads();
         let mut state = reads.clone();
-        state.push(b.full(ty, rows, MASKED)?);
-        state.push(b.full(ty, rows, 0.0)?);
-        state.push(b.full(ty, &dims, 0.0)?);
+        state.extend([rows.max, rows.sum, rows.output]);
         let trips = b.dims(x.pairs)[0];
         let done = b.static_loop("attention_forward", trips, &state, |b, n, s| {
             let x = LoopOperands::from_inputs(&s[..reads.len()]).expect("the reads, as listed");
@@ -270,17 +329,22 @@ impl LoopedAttention {
             next.push(b.dynamic_update_slice_dim(o, o_new, 2, pair.q)?);
             Ok(next)
         })?;
-        let [m, l, o] = [
-            done[reads.len()],
-            done[reads.len() + 1],
-            done[reads.len() + 2],
-        ];
-        let lb = broadcast_rows(b, l, o)?;
-        let output = b.div(o, lb)?;
-        let log_l = b.unary(UnaryOp::Log, l)?;
+        let at = reads.len();
+        Ok(RunningRows {
+            max: done[at],
+            sum: done[at + 1],
+            output: done[at + 2],
+        })
+    }
+
+    /// The output and log-sum-exp of rows that have seen every key.
+    pub fn finish(b: &mut Builder, rows: RunningRows) -> Result<BlockedForward, BuildError> {
+        let lb = broadcast_rows(b, rows.sum, rows.output)?;
+        let output = b.div(rows.output, lb)?;
+        let log_l = b.unary(UnaryOp::Log, rows.sum)?;
         Ok(BlockedForward {
             output,
-            lse: b.add2(m, log_l)?,
+            lse: b.add2(rows.max, log_l)?,
         })
     }
 
@@ -295,15 +359,35 @@ impl LoopedAttention {
         fwd: BlockedForward,
         d_output: InstrId,
     ) -> Result<[InstrId; 3], BuildError> {
-        // D = rowsum(dO * O): the softmax's correction, one per row.
-        let d_o = b.mul(d_output, fwd.output)?;
-        let d_rows = b.reduce_sum(d_o, &[3])?;
+        let rows = BackwardRows::new(b, fwd, d_output)?;
+        let sums = [
+            b.full_like(x.q, 0.0)?,
+            b.full_like(x.k, 0.0)?,
+            b.full_like(x.v, 0.0)?,
+        ];
+        let [dq, dk, dv] = self.accumulate_adjoints(b, x, rows, sums)?;
+        Ok([self.scaled(b, dq)?, self.scaled(b, dk)?, dv])
+    }
+
+    /// `dq` and `dk` as the backward returns them: the scores' scale
+    /// applied once, after every pair has added to them.
+    pub fn scaled(self, b: &mut Builder, x: InstrId) -> Result<InstrId, BuildError> {
+        b.scale(x, self.scale())
+    }
+
+    /// `sums` (unscaled dQ, dK, dV, shaped as q, k and v) with every pair
+    /// the loop over `x` visits added to them.
+    pub fn accumulate_adjoints(
+        self,
+        b: &mut Builder,
+        x: LoopOperands,
+        rows: BackwardRows,
+        sums: [InstrId; 3],
+    ) -> Result<[InstrId; 3], BuildError> {
         let reads = x.reads();
         let mut state = reads.clone();
-        state.extend([d_output, fwd.lse, d_rows]);
-        for g in [x.q, x.k, x.v] {
-            state.push(b.full_like(g, 0.0)?);
-        }
+        state.extend([rows.d_output, rows.lse, rows.d_rows]);
+        state.extend(sums);
         let trips = b.dims(x.pairs)[0];
         let at = reads.len();
         let done = b.static_loop("attention_backward", trips, &state, |b, n, s| {
@@ -336,7 +420,6 @@ impl LoopedAttention {
             next.push(add_at(b, dv, dv_part, pair.k)?);
             Ok(next)
         })?;
-        let [dq, dk, dv] = [done[at + 3], done[at + 4], done[at + 5]];
-        Ok([b.scale(dq, self.scale())?, b.scale(dk, self.scale())?, dv])
+        Ok([done[at + 3], done[at + 4], done[at + 5]])
     }
 }

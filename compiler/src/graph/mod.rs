@@ -10,4 +10,5 @@ pub mod collectives;
 pub mod looped_attention;
 pub mod loops;
 pub mod module_markers;
+pub mod ring_attention;
 pub mod scope;

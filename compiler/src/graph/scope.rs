@@ -37,6 +37,12 @@ pub const SEQUENCE_GATHER: &str = "sequence_gather";
 /// plan and the planner count as the exchange's and not as activations.
 pub const CONTEXT_GATHER: &str = "context_gather";
 
+/// The component of ring attention's exchange (`layers.3/self_attn/
+/// blocked_attention/context_ring`): the collective-permutes that pass
+/// keys and values, and in the backward their adjoints, round the CP
+/// ring, which the planner prices as the exchange's.
+pub const CONTEXT_RING: &str = "context_ring";
+
 /// The model's parts, as Hugging Face's Llama names its modules: the
 /// builders open these scopes and the cast policy keeps the f32 ones in
 /// f32 by the same constants, so a rename reaches both.

@@ -1,6 +1,7 @@
 //! Context parallelism: each sequence divided over the `cp` ranks of a
-//! CP group, which all-gather one another's keys and values for attention
-//! (Llama 3's long-context form, and torchtitan's).
+//! CP group, which exchange one another's keys and values for attention
+//! as [`CpExchange`] says: all-gathered (Llama 3's long-context form, and
+//! torchtitan's), or passed round a ring.
 //!
 //! The sequence is cut into equal chunks and each CP rank holds some of
 //! them, in the order [`CpBalance`] deals them. Everything that depends on
@@ -77,6 +78,52 @@ impl CpBalance {
 }
 
 impl std::fmt::Display for CpBalance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the ranks of a CP group see one another's keys and values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpExchange {
+    /// Every rank's keys and values gathered on every rank of the group
+    /// before attention, and their gradients reduce-scattered back
+    /// (Llama 3's form, and torchtitan's): a rank holds the whole
+    /// sequence's keys and values for one layer.
+    #[default]
+    AllGather,
+    /// Each rank's keys and values passed round the group's ring, one
+    /// `collective-permute` a step, while its queries attend to the block
+    /// it holds; their gradients travel the ring after them (ring
+    /// attention: PyTorch's older CP form, MaxText's `ring`). A rank
+    /// holds two blocks at a time, never the sequence; attention must be
+    /// looped.
+    Ring,
+}
+
+impl CpExchange {
+    pub const ALL: [CpExchange; 2] = [CpExchange::AllGather, CpExchange::Ring];
+
+    /// The word `--cp-exchange` takes and a manifest writes.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CpExchange::AllGather => "all-gather",
+            CpExchange::Ring => "ring",
+        }
+    }
+
+    /// The exchange named `word`, if any.
+    pub fn from_name(word: &str) -> Option<CpExchange> {
+        CpExchange::ALL.into_iter().find(|e| e.name() == word)
+    }
+
+    pub(crate) fn is_default(&self) -> bool {
+        *self == CpExchange::default()
+    }
+}
+
+impl std::fmt::Display for CpExchange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }

@@ -35,9 +35,10 @@ pub mod stages;
 use crate::config::{BatchShape, ModelConfig};
 use crate::moe::MoeConfig;
 use crate::params::ParamSpec;
+use hlatc_compiler::graph::ring_attention::Ring;
 use serde::Serialize;
 
-pub use context::CpBalance;
+pub use context::{CpBalance, CpExchange};
 pub use split::{Piece, TpSplit, Units};
 
 /// How a step is divided. `tp = dp = 1` is the single-device step.
@@ -94,6 +95,10 @@ pub struct Parallelism {
     /// manifest when it is the default.
     #[serde(default, skip_serializing_if = "CpBalance::is_default")]
     pub cp_balance: CpBalance,
+    /// How the CP ranks exchange keys and values. Absent from a manifest
+    /// when it is the default.
+    #[serde(default, skip_serializing_if = "CpExchange::is_default")]
+    pub cp_exchange: CpExchange,
 }
 
 /// How an expert-parallel step exchanges tokens over its EP groups.
@@ -205,7 +210,11 @@ impl std::fmt::Display for Parallelism {
             write!(f, " x PP {}", self.pp)?;
         }
         if self.cp > 1 {
-            write!(f, ", CP {} ({})", self.cp, self.cp_balance)?;
+            write!(f, ", CP {} ({}", self.cp, self.cp_balance)?;
+            if self.cp_exchange != CpExchange::default() {
+                write!(f, ", {}", self.cp_exchange)?;
+            }
+            f.write_str(")")?;
         }
         if self.ep > 1 {
             write!(f, ", EP {} ({})", self.ep, self.ep_exchange)?;
@@ -304,6 +313,8 @@ pub enum ParallelError {
         "--cp-balance {balance} needs --cp above 1 (with one CP rank the sequence is not divided)"
     )]
     BalanceWithoutCp { balance: CpBalance },
+    #[error("--cp-exchange {exchange} needs --cp above 1 (with one CP rank there is nothing to exchange)")]
+    ExchangeWithoutCp { exchange: CpExchange },
     #[error("--ep {ep} does not divide the {replicas} replicas of --dp {dp} x --cp {cp}: the experts are divided over EP ranks within them (use an --ep that divides {replicas})")]
     EpIndivisibleReplicas {
         ep: i64,
@@ -364,6 +375,7 @@ impl Parallelism {
         ep_exchange: EpExchange::AllToAll,
         cp: 1,
         cp_balance: CpBalance::HeadTail,
+        cp_exchange: CpExchange::AllGather,
     };
 
     /// Whether the weights themselves are divided over the DP replicas
@@ -593,6 +605,16 @@ impl Parallelism {
         )
     }
 
+    /// The ring over the CP groups: a CP rank passes to the next, `tp`
+    /// replica ids on ([`Parallelism::cp_groups`] in ring order).
+    pub fn cp_ring(&self) -> Ring {
+        Ring {
+            size: self.cp,
+            stride: self.tp,
+            replicas: self.world(),
+        }
+    }
+
     /// The ranks that exchange tokens for their experts: the same TP rank
     /// of `ep` consecutive DP replicas (`{{0, tp, .., (ep-1) tp}, ...}`).
     pub fn ep_groups(&self) -> Vec<Vec<i64>> {
@@ -737,8 +759,11 @@ impl Parallelism {
     /// Whether the sequence divides into the chunks `cp` deals, and context
     /// parallelism composes with the rest as asked.
     fn validate_context(&self, batch: BatchShape) -> Result<(), ParallelError> {
-        let (cp, balance) = (self.cp, self.cp_balance);
+        let (cp, balance, exchange) = (self.cp, self.cp_balance, self.cp_exchange);
         if cp == 1 {
+            if !exchange.is_default() {
+                return Err(ParallelError::ExchangeWithoutCp { exchange });
+            }
             return match balance.is_default() {
                 true => Ok(()),
                 false => Err(ParallelError::BalanceWithoutCp { balance }),

@@ -26,7 +26,7 @@ use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;
 use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection, UnaryOp};
-use hlatc_compiler::{ElementType, InstrId, Op};
+use hlatc_compiler::{ElementType, InstrId};
 use hlatc_models::Parallelism;
 
 /// A tick program's sends, in one form, for one layout.
@@ -88,7 +88,7 @@ impl Sends {
         y: InstrId,
     ) -> Result<InstrId, BuildError> {
         match self {
-            Sends::Permute { forward, .. } => permute(b, y, forward),
+            Sends::Permute { forward, .. } => b.collective_permute(y, forward),
             Sends::AllGather { round_a, round_b } => {
                 // From the stage before: round A's first half for an odd
                 // stage, round B's for an even one.
@@ -108,7 +108,7 @@ impl Sends {
         dx: InstrId,
     ) -> Result<InstrId, BuildError> {
         match self {
-            Sends::Permute { backward, .. } => permute(b, dx, backward),
+            Sends::Permute { backward, .. } => b.collective_permute(dx, backward),
             Sends::AllGather { round_a, round_b } => {
                 // From the stage after: round A's second half for an even
                 // stage, round B's for an odd one.
@@ -181,20 +181,6 @@ fn zero_where(b: &mut Builder, p: InstrId, x: InstrId) -> Result<InstrId, BuildE
     let p = b.broadcast(p, &dims, &[])?;
     let zeros = b.full_like(x, 0.0)?;
     b.select(p, zeros, x)
-}
-
-/// `x` sent from each rank to its partner in `pairs` (a rank nobody sends
-/// to receives zeros).
-fn permute(b: &mut Builder, x: InstrId, pairs: &[(i64, i64)]) -> Result<InstrId, BuildError> {
-    b.add(
-        Op::CollectivePermute {
-            channel_id: None,
-            pairs: pairs.to_vec(),
-            slice_sizes: Vec::new(),
-        },
-        &[x],
-        None,
-    )
 }
 
 /// `pred[]`: whether `stage` (`s32[]`) is odd.

@@ -137,6 +137,9 @@ pub enum StepError {
         cp: i64,
         balance: hlatc_models::CpBalance,
     },
+    /// Ring attention with an attention kernel that is not looped.
+    #[error("--cp-exchange ring merges each step's block into the queries' running rows tile by tile, which only looped attention does: use --kernel attention=looped[:TILE] (not attention={kernel}), or --cp-exchange all-gather")]
+    RingKernel { kernel: String },
     #[error(transparent)]
     Spmd(#[from] SpmdError),
     /// The graph would not fit in host memory while it is built.
@@ -320,6 +323,16 @@ fn check_context_kernel(cfg: &StepConfig) -> Result<(), StepError> {
         return Ok(());
     }
     let chunk = cfg.batch.seq_len / par.cp_balance.chunks(par.cp);
+    let ring = par.cp_exchange == hlatc_models::CpExchange::Ring;
+    match cfg.kernels.attention {
+        AttentionKernel::Looped { .. } => {}
+        ref other if ring => {
+            return Err(StepError::RingKernel {
+                kernel: other.to_string(),
+            })
+        }
+        _ => {}
+    }
     match cfg.kernels.attention {
         AttentionKernel::Hlo => Ok(()),
         AttentionKernel::Looped { tile } if chunk % tile == 0 => Ok(()),

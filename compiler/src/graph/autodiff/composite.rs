@@ -10,6 +10,7 @@ use super::AutodiffError;
 use crate::graph::blocked_attention::{AttentionOperands, BlockedAttention, BlockedForward};
 use crate::graph::builder::{BuildError, Builder};
 use crate::graph::looped_attention::{LoopOperands, LoopedAttention};
+use crate::graph::ring_attention::RingAttention;
 use crate::ir::computation::InstrId;
 use crate::ir::computation_id::ComputationId;
 use crate::ir::op::Op;
@@ -30,6 +31,13 @@ pub enum CompositeRule {
     /// pairs, the segment ids); one residual, the rows' log-sum-exp. Saves
     /// what blocked attention saves, and the loop's reads.
     LoopedAttention(LoopedAttention),
+    /// Looped attention over keys and values passed round a CP ring
+    /// ([`RingAttention`]): inputs as [`LoopOperands::inputs`] lists them,
+    /// with one row a ring step in the keys' tables; one residual, the
+    /// rows' log-sum-exp. Saves what looped attention saves (this rank's
+    /// keys and values, not the blocks it was passed), and passes the
+    /// blocks round again.
+    RingAttention(RingAttention),
     /// A kernel brought in whole (`imported`): the forward is a call, and
     /// the backward calls the computation [`Composite::backward_call`]
     /// names over what it names. Saves what that call reads.
@@ -52,6 +60,7 @@ impl CompositeRule {
             CompositeRule::Softmax { .. } => CompositeSaves::Output,
             CompositeRule::BlockedAttention(_)
             | CompositeRule::LoopedAttention(_)
+            | CompositeRule::RingAttention(_)
             | CompositeRule::Imported => CompositeSaves::InputsOutputAndResiduals,
         }
     }
@@ -124,7 +133,12 @@ pub(super) fn vjp(
             .then(|| b.softmax_backward(c.output, g, axis))
             .transpose()?]),
         (CompositeRule::BlockedAttention(a), inputs) => blocked_attention(b, c, a, inputs, g),
-        (CompositeRule::LoopedAttention(a), inputs) => looped_attention(b, c, a, inputs, g),
+        (CompositeRule::LoopedAttention(a), inputs) => {
+            loop_operands(c, inputs, |fwd, x| a.backward(b, x, fwd, g))
+        }
+        (CompositeRule::RingAttention(a), inputs) => {
+            loop_operands(c, inputs, |fwd, x| a.backward(b, x, fwd, g))
+        }
         (CompositeRule::Imported, inputs) => match &c.backward_call {
             Some(call) => imported(b, c, call, inputs, g),
             None => Err(AutodiffError::CompositeInputs {
@@ -195,14 +209,13 @@ fn tiled_adjoints(
     Ok(out)
 }
 
-/// Looped attention's adjoints: q, k and v's, and none for the positions,
-/// the pairs and the segment ids.
-fn looped_attention(
-    b: &mut Builder,
+/// Looped or ring attention's adjoints from `backward` over the operands
+/// `inputs` lists: q, k and v's, and none for the positions, the pairs and
+/// the segment ids.
+fn loop_operands(
     c: &Composite,
-    a: LoopedAttention,
     inputs: &[InstrId],
-    g: InstrId,
+    backward: impl FnOnce(BlockedForward, LoopOperands) -> Result<[InstrId; 3], BuildError>,
 ) -> Result<Vec<Option<InstrId>>, AutodiffError> {
     let (Some(operands), &[lse]) = (LoopOperands::from_inputs(inputs), c.residuals.as_slice())
     else {
@@ -211,7 +224,7 @@ fn looped_attention(
             inputs: inputs.len(),
         });
     };
-    tiled_adjoints(c, lse, inputs.len(), |fwd| a.backward(b, operands, fwd, g))
+    tiled_adjoints(c, lse, inputs.len(), |fwd| backward(fwd, operands))
 }
 
 /// An imported kernel's adjoints: its backward called over what it reads.
