@@ -432,21 +432,39 @@ fn the_planner_searches_and_prices_context_parallelism() {
         .iter()
         .filter(|l| l.parallel.cp > 1)
         .all(|l| l.attention.to_string() == "attention=looped:512" && l.micro_batch == 1));
+    // Both exchanges, for every CP layout.
+    let by = |e: CpExchange| {
+        long.iter()
+            .filter(|l| l.parallel.cp > 1 && l.parallel.cp_exchange == e)
+            .count()
+    };
+    assert!(by(CpExchange::Ring) > 0 && by(CpExchange::Ring) == by(CpExchange::AllGather));
 
-    let spec = "tp=32,cp=16,dp=1,sp,zero1,remat=none,attention=looped:512";
-    let p = plan(&PlanOptions {
-        seq_len: Some(131072),
-        global_batch: 16,
-        layout: Some(spec.into()),
-        top: 1,
-        ..o
-    })
-    .unwrap();
-    let best = p.best().expect("the layout is priced");
-    assert!(best.fits, "{}", best.layout);
-    assert!(best.memory_per_rank < 16 << 30);
-    // A CP group's ranks are a TP group (a node) apart: the keys and
-    // values cross the network.
-    assert!(best.breakdown.network > 0.0, "{:?}", best.breakdown);
-    assert!(best.command.contains("--cp 16") && best.command.contains("attention=looped:512"));
+    for (spec, exchange) in [
+        (
+            "tp=32,cp=16,dp=1,sp,zero1,remat=none,attention=looped:512",
+            "",
+        ),
+        (
+            "tp=32,cp=16,cp_exchange=ring,dp=1,sp,zero1,remat=none,attention=looped:512",
+            "--cp-exchange ring",
+        ),
+    ] {
+        let p = plan(&PlanOptions {
+            seq_len: Some(131072),
+            global_batch: 16,
+            layout: Some(spec.into()),
+            top: 1,
+            ..o.clone()
+        })
+        .unwrap();
+        let best = p.best().expect("the layout is priced");
+        assert!(best.fits, "{}", best.layout);
+        assert!(best.memory_per_rank < 16 << 30);
+        // A CP group's ranks are a TP group (a node) apart: the keys and
+        // values cross the network.
+        assert!(best.breakdown.network > 0.0, "{:?}", best.breakdown);
+        assert!(best.command.contains("--cp 16") && best.command.contains("attention=looped:512"));
+        assert!(best.command.contains(exchange), "{}", best.command);
+    }
 }

