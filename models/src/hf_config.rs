@@ -441,9 +441,17 @@ fn expert_count(k: &mut Keys, keys: &'static [&'static str]) -> Result<i64, Conf
             _ => {}
         }
     }
-    found
-        .map(|(_, v)| v)
-        .ok_or_else(|| ConfigError::field(source, keys[0], FieldProblem::Missing))
+    match found {
+        // Refused here, where the key the file spells is known (Mixtral's
+        // `num_local_experts`), not by the config's own field name.
+        Some((key, v)) if v <= 0 => Err(ConfigError::field(
+            source,
+            key,
+            FieldProblem::NotPositive(v),
+        )),
+        Some((_, v)) => Ok(v),
+        None => Err(ConfigError::field(source, keys[0], FieldProblem::Missing)),
+    }
 }
 
 /// A list of layer numbers under `key` (empty when absent).

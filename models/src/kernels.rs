@@ -545,6 +545,9 @@ impl<'de> Deserialize<'de> for Kernels {
                 (KernelPoint::Attention, ImplKind::Blocked, Some(KernelArg::Tile(tile))) => {
                     kernels.attention = AttentionKernel::Blocked { tile: *tile }
                 }
+                (KernelPoint::Attention, ImplKind::Looped, Some(KernelArg::Tile(tile))) => {
+                    kernels.attention = AttentionKernel::Looped { tile: *tile }
+                }
                 (KernelPoint::Attention, ImplKind::Imported, Some(KernelArg::File(path))) => {
                     // The kernel's files again, as the manifest names them.
                     let kernel = ImportedKernel::load(path).map_err(D::Error::custom)?;

@@ -61,7 +61,7 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
         Refused::Range => argument_usage(
             UsageKind::OutOfRange,
             name,
-            format!("{name}={given}: expected {accepted}"),
+            format!("{name}={given} is out of range: expected {accepted}"),
         ),
         Refused::Invalid => argument_usage(
             UsageKind::Invalid,
@@ -127,9 +127,9 @@ macro_rules! ints {
 }
 
 ints! {
-    i64 => "an int",
-    u64 => "an int 0 or more",
-    usize => "an int 0 or more",
+    i64 => "an int from -2**63 to 2**63-1",
+    u64 => "an int 0 or more, below 2**64",
+    usize => "an int 0 or more, below 2**64",
     u32 => "an int from 0 to 2**32-1",
 }
 

@@ -195,11 +195,30 @@ fn pairs(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<Option<String>>> {
         PyErr::from_value(e.into_bound(v.py()))
     };
     let dict = v.downcast::<PyDict>().map_err(|_| refused())?;
+    // The entry that is not a str, named with its type: the dict itself
+    // is what was asked for.
+    let not_str = |what: String, x: &Bound<'_, PyAny>| {
+        let type_name = x
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let message =
+            format!("{name}: {what} is {type_name}, not str (a kernel point to its implementation, both str, as {{\"attention\": \"blocked:128\"}})");
+        crate::errors::usage_type_error(name, message)
+    };
     dict.iter()
         .map(
             |(key, value)| match (key.extract::<String>(), value.extract::<String>()) {
                 (Ok(key), Ok(value)) => Ok(Some(format!("{key}={value}"))),
-                _ => Err(refused()),
+                (Ok(key), Err(_)) => Err(not_str(format!("the value of {key:?}"), &value)),
+                (Err(_), _) => Err(not_str(
+                    format!(
+                        "the key {}",
+                        key.repr().map(|r| r.to_string()).unwrap_or_default()
+                    ),
+                    &key,
+                )),
             },
         )
         .collect()

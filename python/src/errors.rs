@@ -897,6 +897,10 @@ fn described(e: hlatc::Error) -> PyErr {
         E::Kernel(hlatc::kernel_choice::KernelChoiceError::SoftmaxPass { .. }) => {
             usage(UsageKind::Conflict, message)
         }
+        // A kernel point `plan` does not price.
+        E::Kernel(hlatc::kernel_choice::KernelChoiceError::NotPriced { .. }) => {
+            argument_usage(UsageKind::Unsupported, "kernels", message)
+        }
         // A kernel file that cannot be read, or does not fit the step.
         E::Kernel(
             hlatc::kernel_choice::KernelChoiceError::Imported(_)
@@ -983,13 +987,15 @@ fn plan_error(e: &hlatc::plan::PlanError, message: String) -> PyErr {
 
 /// The category of a plan's option that no plan can take: a count or
 /// price out of range, a precision Trainium does not compute in, an
-/// output path where no file can be written.
+/// output path where no file can be written, a kernel's tile that does
+/// not cut the sequence.
 fn plan_option_kind(option: hlatc::plan::PlanOption) -> UsageKind {
     use hlatc::plan::PlanOption as O;
     match option {
         O::Nodes | O::GlobalBatch | O::SeqLen | O::Top | O::Price => UsageKind::OutOfRange,
         O::Precision => UsageKind::Unsupported,
         O::Json | O::Plot => UsageKind::Invalid,
+        O::Kernel => UsageKind::Conflict,
     }
 }
 

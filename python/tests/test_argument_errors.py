@@ -396,8 +396,28 @@ def test_context_parallel_layouts_it_cannot_take_are_refused_with_their_codes():
         (dict(seq_len=16, cp=2, kernels={"attention": "looped:8"}), hlatc.ConfigError,
          "artifact.step.context_tile", "a tile must lie within one chunk of 4 tokens"),
         (dict(seq_len=16, cp=0), hlatc.UsageError, "option.cp", "must be at least 1"),
+        (dict(seq_len=16, cp=2, cp_exchange="ring"), hlatc.ConfigError,
+         "artifact.step.ring_kernel", "only looped attention does"),
+        (dict(seq_len=16, cp_exchange="ring"), hlatc.ConfigError, "artifact.step.parallel",
+         "--cp-exchange ring needs --cp above 1"),
     ]
     for options, kind, code, words in cases:
         with pytest.raises(kind) as e:
             hlatc.compile_step(model="tiny", target="cpu", **options)
         assert e.value.code == code and words in str(e.value), (options, repr(e.value))
+
+
+def test_what_a_value_is_and_why_it_is_refused_is_said():
+    # The entry that is not a str is named, with its type.
+    with pytest.raises(hlatc.UsageTypeError) as e:
+        hlatc.compile_step(**TINY, kernels={"attention": 8})  # type: ignore[dict-item]
+    assert "the value of \"attention\" is int, not str" in str(e.value), str(e.value)
+    # An int too wide for its field is out of range, not "not an int".
+    with pytest.raises(hlatc.UsageError) as e:
+        hlatc.plan(model="tiny", global_batch=2**70)
+    assert e.value.category == "out_of_range", repr(e.value)
+    assert "is out of range" in str(e.value), str(e.value)
+    # A kernel point the planner does not price is refused, not ignored.
+    with pytest.raises(hlatc.UsageError) as e:
+        hlatc.plan(model="tiny", kernels={"softmax": "hlo"})
+    assert e.value.code == "kernel.not_priced", repr(e.value)

@@ -137,6 +137,12 @@ impl MeasuredRun {
         if p.shards_weights() {
             return Some(RowFault::FsdpUnrecorded { fsdp: p.fsdp });
         }
+        if let Some(why) = super::layout::not_on_trainium(self.layout.precision) {
+            return Some(RowFault::PrecisionNotOnTrainium {
+                value: self.layout.precision.name().to_string(),
+                why,
+            });
+        }
         let cores = self.nodes * self.instance.hardware().cores_per_node;
         (self.layout.ranks() != cores).then(|| RowFault::CoresUnfilled {
             tp: p.tp,
@@ -756,6 +762,7 @@ fn check_appendable(run: &MeasuredRun) -> Result<(), PlanError> {
         let field = match &p {
             RowFault::NotPositiveWhole { column, .. } => column,
             RowFault::FsdpUnrecorded { .. } => "fsdp",
+            RowFault::PrecisionNotOnTrainium { .. } => "precision",
             _ => "nodes",
         };
         return Err(refuse(field, p.to_string()));

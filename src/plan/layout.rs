@@ -282,6 +282,20 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// The layout with its CP ranks all-gathering keys and values: under a
+    /// ring, the twin the search prices first.
+    pub fn gathering_twin(&self) -> Layout {
+        Layout {
+            parallel: Parallelism {
+                cp_exchange: CpExchange::AllGather,
+                ..self.parallel
+            },
+            ..self.clone()
+        }
+    }
+}
+
 /// The SPEC `--layout` reads, every key written.
 impl fmt::Display for Layout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -41,6 +41,7 @@ pub enum PlanOption {
     Precision,
     Json,
     Plot,
+    Kernel,
 }
 
 impl PlanOption {
@@ -55,6 +56,7 @@ impl PlanOption {
             PlanOption::Precision => "--precision",
             PlanOption::Json => "--json",
             PlanOption::Plot => "--plot",
+            PlanOption::Kernel => "--kernel",
         }
     }
 
@@ -69,6 +71,7 @@ impl PlanOption {
             PlanOption::Precision => "precision",
             PlanOption::Json => "json",
             PlanOption::Plot => "plot",
+            PlanOption::Kernel => "kernels",
         }
     }
 }

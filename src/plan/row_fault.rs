@@ -21,6 +21,10 @@ pub enum RowFault {
     UnknownRemat { value: String },
     #[error("precision '{value}': a precision preset (bf16-master, bf16-mixed, ...)")]
     UnknownPrecision { value: String },
+    #[error(
+        "precision '{value}': {why}, so no run of it was measured there and the planner refuses it"
+    )]
+    PrecisionNotOnTrainium { value: String, why: String },
     #[error("a mixture of experts ({model_type}): its EP degree, exchange and capacity factor have no columns in a calibration file, so its runs are not recorded or read yet (the cost model prices its layouts from their programs without them)")]
     ExpertsUnrecorded { model_type: &'static str },
     #[error("fsdp={fsdp}: a calibration file has no FSDP column, so an FSDP run's row would be read back as another layout; it is not recorded yet")]

@@ -237,6 +237,20 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         .map_err(hlatc_step::train_step::StepError::from)?;
     let seq_len =
         crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))?.seq_len;
+    // Refused before the search, which would refuse every layout of it.
+    if let Some(KernelArg::Tile(tile)) = o.attention.argument {
+        if seq_len % tile != 0 {
+            return Err(PlanError::Option {
+                option: PlanOption::Kernel,
+                given: o.attention.to_string(),
+                problem: format!(
+                    "a tile of {tile} does not cut a sequence of {seq_len} into whole tiles; \
+                     use a tile that divides it"
+                ),
+            }
+            .into());
+        }
+    }
     let cores = o.nodes * o.instance.hardware().cores_per_node;
     let setting = Setting {
         cfg: &cfg,
@@ -273,18 +287,37 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
             })
             .collect(),
     };
-    let results = evaluate_all(&setting, &layouts, fidelity);
+    // A ring is priced at least as slow as its all-gather twin (the same
+    // bytes, more latency steps, its steps' pairs padded), so it can only
+    // win by memory: it is compiled where its twin does not fit.
+    let (rings, layouts): (Vec<Layout>, Vec<Layout>) = layouts
+        .into_iter()
+        .partition(|l| o.layout.is_none() && l.parallel.cp_exchange == CpExchange::Ring);
     let mut candidates = Vec::new();
     let mut refused = Vec::new();
-    for (layout, r) in layouts.iter().zip(results) {
-        match r {
-            Ok(e) => match setting.candidate(layout, &e, fidelity == Fidelity::Exact) {
-                Ok(c) => candidates.push(c),
+    let mut evaluate = |layouts: &[Layout], candidates: &mut Vec<Candidate>| {
+        let results = evaluate_all(&setting, layouts, fidelity);
+        for (layout, r) in layouts.iter().zip(results) {
+            match r {
+                Ok(e) => match setting.candidate(layout, &e, fidelity == Fidelity::Exact) {
+                    Ok(c) => candidates.push(c),
+                    Err(e) => refused.push((layout.to_string(), without_layout(e))),
+                },
                 Err(e) => refused.push((layout.to_string(), without_layout(e))),
-            },
-            Err(e) => refused.push((layout.to_string(), without_layout(e))),
+            }
         }
-    }
+    };
+    evaluate(&layouts, &mut candidates);
+    let fitting: std::collections::HashSet<String> = candidates
+        .iter()
+        .filter(|c| c.fits)
+        .map(|c| c.layout.clone())
+        .collect();
+    let rings: Vec<Layout> = rings
+        .into_iter()
+        .filter(|l| !fitting.contains(&l.gathering_twin().to_string()))
+        .collect();
+    evaluate(&rings, &mut candidates);
     if candidates.is_empty() && o.layout.is_none() {
         return Err(nothing_fits(&too_large, &refused, hbm).into());
     }
@@ -298,25 +331,34 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     }
     rank(&mut candidates);
     // The best are read again from their whole programs, and ranked again.
+    // One that no longer fits falls behind those that do; the next are
+    // read whole in turn, so the header and the list never disagree.
     if fidelity == Fidelity::Extrapolated {
-        let top: Vec<Layout> = candidates
-            .iter()
-            .take(o.top)
-            .map(|c| c.parsed.clone())
-            .collect();
-        let exact = evaluate_all(&setting, &top, Fidelity::Exact);
-        for (c, e) in candidates.iter_mut().zip(exact) {
-            match e {
-                Ok(e) => match setting.candidate(&c.parsed, &e, true) {
-                    Ok(exact) => *c = exact,
-                    Err(e) => refused.push((c.layout.clone(), e.to_string())),
-                },
-                Err(e) => refused.push((c.layout.clone(), e.to_string())),
+        for _ in 0..EXACT_ROUNDS {
+            let pending: Vec<usize> = (0..o.top.min(candidates.len()))
+                .filter(|&k| !candidates[k].exact)
+                .collect();
+            if pending.is_empty() {
+                break;
             }
+            let top: Vec<Layout> = pending
+                .iter()
+                .map(|&k| candidates[k].parsed.clone())
+                .collect();
+            let exact = evaluate_all(&setting, &top, Fidelity::Exact);
+            for (&k, e) in pending.iter().zip(exact) {
+                let c = &mut candidates[k];
+                match e {
+                    Ok(e) => match setting.candidate(&c.parsed, &e, true) {
+                        Ok(exact) => *c = exact,
+                        Err(e) => refused.push((c.layout.clone(), e.to_string())),
+                    },
+                    Err(e) => refused.push((c.layout.clone(), e.to_string())),
+                }
+            }
+            candidates.retain(|c| !refused.iter().any(|(l, _)| *l == c.layout));
+            rank(&mut candidates);
         }
-        candidates.retain(|c| !refused.iter().any(|(l, _)| *l == c.layout));
-        let n = o.top.min(candidates.len());
-        rank(&mut candidates[..n]);
     }
     Ok(Plan {
         model: name.clone(),
@@ -360,6 +402,10 @@ fn nothing_fits(too_large: &[(String, u64)], refused: &[(String, String)], hbm: 
         reason: reason.join("; "),
     }
 }
+
+/// How many times the planner reads the best layouts whole: again when
+/// one it read no longer fits and others take its place.
+const EXACT_ROUNDS: usize = 3;
 
 /// Those that fit first, fastest first; the layout's text breaks ties, so
 /// the order is the same on every run.

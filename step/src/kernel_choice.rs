@@ -103,9 +103,17 @@ impl KernelChoice {
 
 /// The attention point's request among `requests` (its plain graph when
 /// none names it): what `hlatc plan` prices every layout with. A point
-/// asked for twice is refused.
+/// asked for twice is refused, and so is any other point: the planner's
+/// layouts take its target's default.
 pub fn attention_request(requests: &[KernelRequest]) -> Result<KernelRequest, KernelChoiceError> {
     refuse_repeats(requests)?;
+    // A choice the search would not carry into the layouts it prices is
+    // refused, not dropped.
+    if let Some(request) = requests.iter().find(|k| k.point != KernelPoint::Attention) {
+        return Err(KernelChoiceError::NotPriced {
+            request: request.clone(),
+        });
+    }
     Ok(requests
         .iter()
         .find(|k| k.point == KernelPoint::Attention)
@@ -233,6 +241,10 @@ pub enum KernelChoiceError {
     /// A softmax request the step's passes contradict.
     #[error("kernel {request} is computed by the fuse-softmax pass, which the step's passes {}", if *.runs { "run" } else { "leave out" })]
     SoftmaxPass { request: KernelRequest, runs: bool },
+    /// A kernel choice the planner does not carry into the layouts it
+    /// prices: it prices attention's implementation alone.
+    #[error("kernel {request}: the planner prices attention's implementation alone, and every layout it prices computes {} by the target's default; leave {} out of the plan's kernels (compile takes it)", .request.point, .request.point)]
+    NotPriced { request: KernelRequest },
 }
 
 /// What a step's kernels are checked against: `batch` of `cfg` (the

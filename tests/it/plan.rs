@@ -217,6 +217,11 @@ fn a_calibration_file_s_faults_are_named_by_line() {
             format!("{header}\n{}\n", good.replace("93.3", "fast")),
             ":2: seq_per_s 'fast'",
         ),
+        // Trainium has no f64: a row of it was never measured there.
+        (
+            format!("{header}\n{}\n", good.replace("bf16-master", "fp64")),
+            ":2: precision 'fp64': Trainium has no f64",
+        ),
         (
             format!("{header}\n{}\n", good.replace("hlat-7b", "nope.json")),
             ":2: model 'nope.json' is neither a preset nor a config file",
@@ -470,8 +475,8 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("has no implementation 'flash'"), "{e}");
-    // A tile that does not divide the sequence is refused, not priced as
-    // the plain graph.
+    // A tile that does not divide the sequence is refused before any
+    // layout is read, not priced as the plain graph.
     let out = hlatc(&[
         "plan",
         "--model",
@@ -485,7 +490,7 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
         "--kernel",
         "attention=blocked:96",
     ]);
-    assert_code(&stderr(&out), "plan.layout");
+    assert_code(&stderr(&out), "plan.option.kernels");
 }
 
 /// What a new user tried that the planner answered wrongly or not at all
@@ -533,6 +538,23 @@ fn options_and_specs_a_plan_cannot_take_are_refused_by_name() {
         (
             vec!["--model", "tiny", "--json", &missing],
             "plan.option.json",
+        ),
+        // Points the planner does not price are refused, not ignored.
+        (
+            vec!["--model", "tiny", "--kernel", "softmax=hlo"],
+            "kernel.not_priced",
+        ),
+        // A tile that cuts no layout's sequence: refused before the search.
+        (
+            vec![
+                "--model",
+                "tiny",
+                "--seq-len",
+                "16",
+                "--kernel",
+                "attention=blocked:5",
+            ],
+            "plan.option.kernels",
         ),
         // Billions of sequences: every layout would accumulate millions
         // of micro-batches; refused at once instead of searched for hours.
@@ -629,6 +651,9 @@ fn a_run_the_reader_would_refuse_is_not_appended() {
     let mut r = good.clone();
     r.global_batch = 1000;
     cases.push((r, "global_batch", "1000"));
+    let mut r = good.clone();
+    r.layout.precision = Precision::Fp64;
+    cases.push((r, "precision", "Trainium has no f64"));
     for (run, field, says) in cases {
         match hlatc::plan::calibration::append_run(&path, &run) {
             Err(PlanError::RunRefused { field: f, message }) => {

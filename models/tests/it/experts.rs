@@ -134,7 +134,11 @@ fn bad_expert_keys_are_refused_by_name() {
         ),
         (
             config("mixtral", r#", "num_local_experts": 0, "num_experts_per_tok": 1"#),
-            "c.json: num_experts: must be positive, got 0",
+            "c.json: num_local_experts: must be positive, got 0",
+        ),
+        (
+            config("qwen3_moe", &QWEN3_MOE.replace("\"num_experts\": 4", "\"num_experts\": -2")),
+            "c.json: num_experts: must be positive, got -2",
         ),
         (
             config("mixtral", &format!(r#"{MIXTRAL}, "router_z_loss_coef": 0.001"#)),

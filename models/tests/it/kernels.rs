@@ -139,6 +139,14 @@ fn the_manifest_records_every_point_and_reads_it_back() {
         r#"{"attention":"blocked:128","softmax":"hlo","rmsnorm":"hlo","swiglu":"hlo","cross-entropy":"hlo"}"#
     );
     assert_eq!(serde_json::from_str::<Kernels>(&json).unwrap(), k);
+    // Looped attention reads back too (a bundle of it could not be run).
+    let looped = Kernels {
+        attention: AttentionKernel::Looped { tile: 512 },
+        ..Kernels::default()
+    };
+    let json = serde_json::to_string(&looped).unwrap();
+    assert!(json.contains(r#""attention":"looped:512""#), "{json}");
+    assert_eq!(serde_json::from_str::<Kernels>(&json).unwrap(), looped);
     // A manifest from before softmax was a point: fused, as it always was.
     let before =
         r#"{"attention":"blocked:128","rmsnorm":"hlo","swiglu":"hlo","cross-entropy":"hlo"}"#;
@@ -146,6 +154,7 @@ fn the_manifest_records_every_point_and_reads_it_back() {
     assert_eq!(read.softmax, SoftmaxKernel::Fused);
     for bad in [
         r#"{"attention":"blocked"}"#,
+        r#"{"attention":"looped"}"#,
         r#"{"attention":"fast"}"#,
         r#"{"norm":"hlo"}"#,
     ] {
