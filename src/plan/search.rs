@@ -308,14 +308,19 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         }
     };
     evaluate(&layouts, &mut candidates);
-    let fitting: std::collections::HashSet<String> = candidates
+    // A twin that fits leaves its ring nothing to win; one over a core by
+    // more than the ring could save stays over it as a ring.
+    let twins: std::collections::HashMap<String, (bool, u64)> = candidates
         .iter()
-        .filter(|c| c.fits)
-        .map(|c| c.layout.clone())
+        .map(|c| (c.layout.clone(), (c.fits, c.memory_per_rank)))
         .collect();
     let rings: Vec<Layout> = rings
         .into_iter()
-        .filter(|l| !fitting.contains(&l.gathering_twin().to_string()))
+        .filter(|l| match twins.get(&l.gathering_twin().to_string()) {
+            Some(&(true, _)) => false,
+            Some(&(false, memory)) => memory.saturating_sub(ring_saving(&cfg, l, seq_len)) <= hbm,
+            None => true,
+        })
         .collect();
     evaluate(&rings, &mut candidates);
     if candidates.is_empty() && o.layout.is_none() {
@@ -572,6 +577,20 @@ pub fn attention_floor(cfg: &ModelConfig, l: &Layout, seq_len: i64) -> u64 {
     let heads = (cfg.num_attention_heads / p.tp).max(1) as u64;
     let queries = (seq_len / p.cp) as u64;
     l.micro_batch as u64 * heads * queries * seq_len as u64 * 2
+}
+
+/// The most a ring can save a rank of `l` against its all-gather twin:
+/// every layer of its stage keeping the gathered keys and values for its
+/// backward, at their own heads and repeated for the query heads (what
+/// attention's composite reads), `2 x micro_batch x S x (h_q + h_kv) x d`
+/// in f32. The ring keeps its own block instead, so it saves less.
+fn ring_saving(cfg: &ModelConfig, l: &Layout, seq_len: i64) -> u64 {
+    let p = &l.parallel;
+    let heads = |h: i64| (h / p.tp).max(1) as u64;
+    let heads = heads(cfg.num_attention_heads) + heads(cfg.num_key_value_heads);
+    let layers = (cfg.num_hidden_layers / p.pp.max(1)) as u64;
+    let gathered = 2 * l.micro_batch as u64 * seq_len as u64 * heads * cfg.head_dim() as u64 * 4;
+    layers * gathered
 }
 
 /// How a searched layout divides the state over its DP replicas.
