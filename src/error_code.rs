@@ -87,6 +87,12 @@ fn facade(e: &Error, code: &mut ErrorCode) {
         Error::NotWritten { source, .. } => train(source, code.push("not_written")),
         Error::RankInputs { source, .. } => artifact(source, code.push("rank_inputs")),
         Error::Plan(p) => plan(p, code.push("plan")),
+        // A chip for a target that has none: two options that do not fit
+        // together.
+        Error::Chip(_) => {
+            code.push("usage")
+                .push(crate::usage::UsageKind::Conflict.name());
+        }
         Error::Kernel(k) => {
             // A kernel file's error, by its case (`kernel.imported.json`).
             use hlatc_step::kernel_choice::KernelChoiceError as K;

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    cli::quiet_plugin_info();
     // clap would print help and usage errors itself and ignore a failed
     // write; render them here so a full or closed stream is still reported.
     let args = match cli::Cli::try_parse() {

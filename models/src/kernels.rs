@@ -527,6 +527,15 @@ impl Serialize for Kernels {
         let chosen = self.chosen();
         let mut map = s.serialize_map(Some(chosen.len()))?;
         for (point, spelled) in chosen {
+            // An imported kernel's file as an absolute path, so a bundle
+            // that records it is read from any directory.
+            let spelled = match (point, &self.attention) {
+                (KernelPoint::Attention, AttentionKernel::Imported(k)) => {
+                    let path = std::path::absolute(&k.path).unwrap_or_else(|_| k.path.clone());
+                    format!("{}:{}", ImplKind::Imported.name(), path.display())
+                }
+                _ => spelled,
+            };
             map.serialize_entry(point.name(), &spelled)?;
         }
         map.end()

@@ -212,11 +212,14 @@ def test_experts_over_ep_ranks_train_as_one_device_and_bad_layouts_are_refused()
         (dict(dp=2, ep=1, ep_exchange="all-gather"), "parallel", "needs --ep above 1"),
         (dict(model="tiny", capacity_factor=None, dp=2, ep=2), "parallel", "dense model"),
         (dict(model="tiny", capacity_factor=1.0), "capacity_factor", "dense model"),
-        (dict(capacity_factor=0.0), "capacity_factor", "positive number"),
     ]:
         with pytest.raises(hlatc.ConfigError, match=message) as e:
             hlatc.compile_step(**{**options, **bad})
         assert e.value.key == key
+    # A factor no model takes is the option's refusal, as tp=0 is.
+    with pytest.raises(hlatc.UsageError, match="positive number") as e:
+        hlatc.compile_step(**{**options, "capacity_factor": 0.0})
+    assert e.value.code == "option.capacity_factor" and e.value.argument == "capacity_factor"
     with pytest.raises(hlatc.ConfigError, match="all-to-all"):
         hlatc.compile_step(**options, dp=2, ep=2, ep_exchange="scatter")  # type: ignore[arg-type]
 

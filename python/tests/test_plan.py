@@ -62,9 +62,9 @@ def test_a_mixture_of_experts_is_searched_over_ep_under_its_capacity_factor():
     [c] = hlatc.plan(model="tiny-moe", nodes=1, global_batch=64, seq_len=16,
                      layout="dp=32,ep=4,ep_exchange=all-gather").candidates
     assert (c.ep, c.ep_exchange) == (4, "all-gather")
-    with pytest.raises(hlatc.ConfigError, match="capacity") as caught:
+    with pytest.raises(hlatc.UsageError, match="capacity") as caught:
         hlatc.plan(model="tiny-moe", capacity_factor=0.0)
-    assert caught.value.key == "capacity_factor"
+    assert caught.value.argument == "capacity_factor"
 
 
 def test_bad_layouts_and_calibration_files_raise_hlatc_errors(tmp_path: pathlib.Path):

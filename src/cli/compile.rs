@@ -103,8 +103,6 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     // the staged copy is removed and whatever was there stays.
     let t_verify = Instant::now();
     let checks = if a.options.switch(CompileOption::Verify) {
-        // Its devices are made by the plugin, which would say so.
-        super::quiet_plugin_info();
         Some(
             shape
                 .verify_bundle(&compiled.cfg, staged.path())

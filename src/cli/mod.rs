@@ -84,28 +84,24 @@ enum Command {
     Unshard(state::UnshardArgs),
 }
 
-/// The CPU plugin logs the device count it is given (an absl INFO line,
-/// with absl's warning that logging is not initialized) on stderr; hlatc
-/// says what it runs in its own notes. Its level is read from
-/// `TF_CPP_MIN_LOG_LEVEL` when the plugin first logs; one the user set is
-/// kept.
-pub(super) fn quiet_plugin_info() {
-    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
-        // The CLI has started no thread yet (the plugin, whose threads
-        // would read the environment, is loaded just after this), so
-        // nothing reads the environment while it changes.
+/// Asks for the XLA plugin's own log lines on stderr: unset, they are
+/// silenced.
+pub const XLA_LOG_ENV: &str = "HLATC_XLA_LOG";
+
+/// The CPU plugin logs on stderr as it loads and runs: the device count
+/// it is given (an absl INFO line, with absl's warning that logging is
+/// not initialized). hlatc says what it runs in its own notes, so those
+/// lines are silenced unless [`XLA_LOG_ENV`] asks for them; a
+/// `TF_CPP_MIN_LOG_LEVEL` the user set is kept. Called before the CLI
+/// starts any thread.
+pub fn quiet_plugin_info() {
+    if std::env::var_os(XLA_LOG_ENV).is_none() && std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none()
+    {
+        // No thread runs yet (the plugin, whose threads would read the
+        // environment, is loaded later), so nothing reads the environment
+        // while it changes.
         std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1");
     }
-}
-
-/// [`hlatc::runtime::Runtime::for_ranks`], with the plugin's INFO line
-/// about the devices it is asked for quieted (a single-device client asks
-/// for none).
-pub(super) fn runtime_for(ranks: usize) -> Result<hlatc::runtime::Runtime, Error> {
-    if ranks > 1 {
-        quiet_plugin_info();
-    }
-    Ok(hlatc::runtime::Runtime::for_ranks(ranks)?)
 }
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode, Error> {

@@ -257,7 +257,7 @@ fn execute(
     bundle: Option<&OpenedBundle>,
     ranks: usize,
 ) -> Result<Vec<Vec<Literal>>, Error> {
-    let rt = super::runtime_for(ranks)?;
+    let rt = hlatc::runtime::Runtime::for_ranks(ranks)?;
     let t0 = Instant::now();
     let in_file = |source| Error::RunModule {
         path: module_path.to_path_buf(),

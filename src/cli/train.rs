@@ -123,7 +123,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     };
     let mut data = TrainData::open(&a.data, cfg, a.seed, positions)?;
     // One XLA CPU device per rank of the step.
-    let rt = super::runtime_for(cfg.parallel.world() as usize)?;
+    let rt = hlatc::runtime::Runtime::for_ranks(cfg.parallel.world() as usize)?;
     let mut trainer = start_trainer(&a, &rt, &compiled, params)?;
     let mut metrics = MetricsLog::default();
     match (&restored, &checkpoints) {

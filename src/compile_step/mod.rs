@@ -73,6 +73,21 @@ impl ModelSource {
     }
 }
 
+/// `model` with each expert's capacity set by `factor`, as
+/// `--capacity-factor` (Python's `capacity_factor=`) asks: a factor that is
+/// not a positive number is the option's refusal (`option.capacity_factor`),
+/// one a dense model cannot take the step's.
+pub fn set_capacity_factor(model: &mut ModelConfig, factor: Option<f64>) -> Result<(), Error> {
+    if let Some(f) = factor.filter(|f| !(*f > 0.0 && f.is_finite())) {
+        let problem = "must be a positive number";
+        return Err(OptionError::new(CompileOption::CapacityFactor, f, problem).into());
+    }
+    model
+        .set_capacity_factor(factor)
+        .map_err(hlatc_step::train_step::StepError::from)?;
+    Ok(())
+}
+
 /// The batch asked for, with a command's defaults: `seq_len` defaults to
 /// `default_seq` capped at the model's `max_position_embeddings`. A
 /// `seq_len` past that is refused naming `--seq-len`, the key and the
@@ -454,9 +469,7 @@ impl CompileOptions {
     /// it.
     pub fn model_config(&self) -> Result<(ModelConfig, String), Error> {
         let (mut model, name) = self.model.resolve(self.separate_projections)?;
-        model
-            .set_capacity_factor(self.capacity_factor)
-            .map_err(hlatc_step::train_step::StepError::from)?;
+        set_capacity_factor(&mut model, self.capacity_factor)?;
         Ok((model, name))
     }
 

@@ -233,8 +233,7 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let t0 = Instant::now();
     o.check()?;
     let (mut cfg, name) = o.model.resolve(false)?;
-    cfg.set_capacity_factor(o.capacity_factor)
-        .map_err(hlatc_step::train_step::StepError::from)?;
+    crate::compile_step::set_capacity_factor(&mut cfg, o.capacity_factor)?;
     let seq_len =
         crate::compile_step::batch_shape(&cfg, &name, Some(1), o.seq_len, (1, 4096))?.seq_len;
     // Refused before the search, which would refuse every layout of it.

@@ -422,7 +422,7 @@ fn a_negative_value_is_refused_by_its_flags_own_check() {
                 "--out",
                 out,
             ],
-            "artifact.step.capacity",
+            "option.capacity_factor",
         ),
         (
             vec!["train", "--model", "tiny", "--steps", "-3"],

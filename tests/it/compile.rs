@@ -246,7 +246,7 @@ fn trn2_bundles_name_their_chip_and_are_held_to_its_core() {
         "--out",
         d.to_str().unwrap(),
     ]);
-    assert_eq!(error_code(&cpu), "chip");
+    assert_eq!(error_code(&cpu), "usage.conflict");
 }
 
 #[test]

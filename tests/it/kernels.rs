@@ -541,6 +541,31 @@ fn an_imported_jax_kernel_computes_the_plain_graphs_step() {
     }
 }
 
+/// A bundle names its imported kernel by an absolute path, so it is read
+/// from any directory: `--kernel attention=imported:RELATIVE` given from
+/// the repository's root is recorded whole.
+#[test]
+fn a_bundle_records_its_imported_kernel_by_an_absolute_path() {
+    let (o, out) = compile_tiny(
+        "kernel_imported_path",
+        "cpu",
+        &[
+            "--batch-size",
+            "4",
+            "--kernel",
+            &format!("attention=imported:{IMPORTED}"),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let recorded = recorded_kernels(&out);
+    let attention = recorded["attention"].as_str().unwrap();
+    let path = attention.strip_prefix("imported:").unwrap();
+    assert!(std::path::Path::new(path).is_absolute(), "{attention}");
+    assert!(path.ends_with(IMPORTED), "{attention}");
+    let read: Kernels = serde_json::from_value(recorded).unwrap();
+    assert!(matches!(read.attention, AttentionKernel::Imported(_)));
+}
+
 #[test]
 fn an_imported_kernel_that_does_not_fit_is_refused_or_falls_back() {
     // Shapes: tiny's default batch of 1 is not the fixture's 4.

@@ -267,3 +267,40 @@ fn run_on_devices_refuses_what_does_not_fit_the_ranks() {
     let o = run(&["--devices", "4", "--one-device"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+/// The plugin's own log lines (its device count, absl's note that logging
+/// is not initialized) are silenced unless `HLATC_XLA_LOG` asks for them.
+#[test]
+fn the_plugins_log_lines_are_silenced_unless_asked_for() {
+    let d = dir("pairs-log");
+    let module = pairs_files(&d);
+    let (state, batch) = (
+        d.join("state.safetensors"),
+        d.join("batch.{rank}.safetensors"),
+    );
+    let args = [
+        "run",
+        p(&module),
+        "--devices",
+        "4",
+        "--inputs",
+        p(&state),
+        "--inputs",
+        p(&batch),
+    ];
+    let run = |asked: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"));
+        c.args(args).env_remove("TF_CPP_MIN_LOG_LEVEL");
+        match asked {
+            true => c.env("HLATC_XLA_LOG", "1"),
+            false => c.env_remove("HLATC_XLA_LOG"),
+        };
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let quiet = run(false);
+    assert!(!quiet.contains("cpu_device_count"), "{quiet}");
+    let asked = run(true);
+    assert!(asked.contains("cpu_device_count"), "{asked}");
+}
