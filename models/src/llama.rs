@@ -372,13 +372,7 @@ impl Llama<'_> {
                 ring,
             } => {
                 let rest = (positions, pairs, segments);
-                match ring {
-                    None => self.looped_attention([q, k, v], looped, rest)?,
-                    Some(ring) => {
-                        let ring = RingAttention { looped, ring };
-                        self.ring_attention([q, k, v], ring, rest)?
-                    }
-                }
+                self.looped_attention([q, k, v], looped, ring, rest)?
             }
         };
         let att = self.b.reshape(att, &[bs * s, hq * hd])?;
@@ -488,18 +482,25 @@ impl Llama<'_> {
         })
     }
 
-    /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`, the
-    /// keys and values of the whole sequence under context parallelism),
+    /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`),
     /// tile by tile in a loop over the pairs `rest` names, with the
-    /// positions and documents it names: `[B, Sq, H, hd]`. Autodiff takes
-    /// its backward as a whole, as blocked attention's.
+    /// positions and documents it names: `[B, Sq, H, hd]`. The keys and
+    /// values are the whole sequence's under context parallelism's
+    /// all-gather; on a `ring`, this rank's at their own head count,
+    /// passed round the CP ring (`rest` then has a row a step). Autodiff
+    /// takes its backward as a whole, as blocked attention's.
     fn looped_attention(
         &mut self,
         qkv: [InstrId; 3],
         looped: LoopedAttention,
+        ring: Option<Ring>,
         (positions, pairs, segments): ([InstrId; 2], InstrId, Option<[InstrId; 2]>),
     ) -> Result<InstrId, BuildError> {
-        self.tiled_attention(qkv, KvHeads::Repeated, |b, [q, k, v]| {
+        let heads = match ring {
+            None => KvHeads::Repeated,
+            Some(_) => KvHeads::Own,
+        };
+        self.tiled_attention(qkv, heads, |b, [q, k, v]| {
             let operands = LoopOperands {
                 q,
                 k,
@@ -508,37 +509,20 @@ impl Llama<'_> {
                 pairs,
                 segments,
             };
-            let fwd = looped.forward(b, operands)?;
-            Ok((
-                fwd,
-                operands.inputs(),
-                CompositeRule::LoopedAttention(looped),
-            ))
-        })
-    }
-
-    /// Attention's core over the rotated `[q, k, v]` (`[B, S, H, hd]`, this
-    /// rank's keys and values at their own head count) with the keys and
-    /// values passed round the CP ring (`rest` names the positions, pairs
-    /// and documents of each step): `[B, Sq, H, hd]`. Autodiff takes its
-    /// backward as a whole, which passes them round again.
-    fn ring_attention(
-        &mut self,
-        qkv: [InstrId; 3],
-        ring: RingAttention,
-        (positions, pairs, segments): ([InstrId; 2], InstrId, Option<[InstrId; 2]>),
-    ) -> Result<InstrId, BuildError> {
-        self.tiled_attention(qkv, KvHeads::Own, |b, [q, k, v]| {
-            let operands = LoopOperands {
-                q,
-                k,
-                v,
-                positions,
-                pairs,
-                segments,
+            let (fwd, rule) = match ring {
+                None => (
+                    looped.forward(b, operands)?,
+                    CompositeRule::LoopedAttention(looped),
+                ),
+                Some(ring) => {
+                    let ring = RingAttention { looped, ring };
+                    (
+                        ring.forward(b, operands)?,
+                        CompositeRule::RingAttention(ring),
+                    )
+                }
             };
-            let fwd = ring.forward(b, operands)?;
-            Ok((fwd, operands.inputs(), CompositeRule::RingAttention(ring)))
+            Ok((fwd, operands.inputs(), rule))
         })
     }
 
