@@ -94,9 +94,9 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
             c.remat = least;
         });
     }
-    // FSDP divides the weights too, for a gather of them every step; it
-    // takes no pipeline stages yet.
-    let fsdp = zero1 && par.dp > 1 && par.pp == 1;
+    // FSDP divides the weights too, for a gather of them every step (every
+    // tick under --pp).
+    let fsdp = zero1 && par.dp > 1;
     if fsdp {
         push(&|c| c.parallel.fsdp = par.dp);
     }

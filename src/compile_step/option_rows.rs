@@ -225,8 +225,9 @@ compile_options! {
                 forward, reduce-scatters the gradients (summed in f32) and updates its shards, so \
                 the state per rank falls by N. --fsdp N alone means --dp N; with --dp D it divides \
                 it: D / N shard groups of consecutive replicas (HSDP), each gradient shard summed \
-                over the groups after the reduce-scatter. Subsumes --zero1; not with --pp yet. \
-                See docs/src/sharding.md",
+                over the groups after the reduce-scatter. With --pp, each stage's weights over its \
+                replicas, gathered by every tick program. Subsumes --zero1. See \
+                docs/src/sharding.md",
         },
         LrMax = optimizer.lr_max, Maybe {
             flag: "lr-max", python: "lr_max", default: Unset, value: "LR",

@@ -743,9 +743,6 @@ pub fn search_space(
             .flat_map(|ep| [(ep, false), (ep, true)])
         {
             for state in StateDivision::ALL {
-                if state == StateDivision::Fsdp && (pp > 1 || cp > 1) {
-                    continue;
-                }
                 for remat in RematPolicy::ALL {
                     for &micro_batch in micro_batches(seq_len) {
                         for &precision in &precisions {

@@ -240,11 +240,6 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
         ..fsdp(1, 2, false)
     };
     assert_eq!(refused(with_zero1), E::Zero1WithFsdp { fsdp: 2 });
-    let staged = Parallelism {
-        pp: 2,
-        ..fsdp(1, 2, false)
-    };
-    assert_eq!(refused(staged), E::FsdpWithStages { fsdp: 2, pp: 2 });
 }
 
 /// TorchTitan Neuron's `qwen3_8b_tp4_fsdp16_sac`: Qwen3-8B (its published
@@ -311,8 +306,36 @@ fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
 /// DP 2 and ends where the one-device run of 8 steps ends (in f64).
 #[test]
 fn an_fsdp_state_resumes_in_another_layout() {
+    resumes_as_tp2_dp2("fsdp-resume", &["--fsdp", "4"]);
+}
+
+/// The same from PP 2 x FSDP 2 over two micro-batches; its state divided
+/// into that layout's rank files and joined again is the same file.
+#[test]
+fn a_staged_fsdp_state_is_sharded_exactly_and_resumes_in_another_layout() {
+    use crate::support::{hlatc, stderr};
+    let layout = ["--pp", "2", "--dp", "2", "--fsdp", "2", "--grad-accum", "2"];
+    let state = resumes_as_tp2_dp2("fsdp-pp-resume", &layout);
+    let ranks = format!("{state}.ranks");
+    let joined = format!("{state}.joined");
+    let with_layout = |verb: &str, from: &str, to: &str| {
+        let mut args = vec![verb, from, "--out", to, "--model", "tiny"];
+        args.extend_from_slice(&["--precision", "fp64"]);
+        args.extend_from_slice(&layout[..6]);
+        let out = hlatc(&args);
+        assert!(out.status.success(), "{verb}: {}", stderr(&out));
+    };
+    with_layout("shard", &state, &ranks);
+    assert_eq!(std::fs::read_dir(&ranks).unwrap().count(), 4);
+    with_layout("unshard", &ranks, &joined);
+    assert!(std::fs::read(&state).unwrap() == std::fs::read(&joined).unwrap());
+}
+
+/// Trains 4 of 8 steps in `layout`, resumes the saved state as TP 2 x DP 2
+/// and checks its last step against one device's; the state's path.
+fn resumes_as_tp2_dp2(name: &str, layout: &[&str]) -> String {
     use crate::support::{hlatc, scratch, stderr};
-    let dir = scratch("fsdp-resume");
+    let dir = scratch(name);
     let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
     let train = |extra: &[&str]| {
         let mut args = vec![
@@ -331,7 +354,9 @@ fn an_fsdp_state_resumes_in_another_layout() {
         assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
     };
     let (state, resumed, whole) = (path("s.safetensors"), path("r.csv"), path("w.csv"));
-    train(&["--fsdp", "4", "--stop-after", "4", "--save-state", &state]);
+    let mut first = layout.to_vec();
+    first.extend_from_slice(&["--stop-after", "4", "--save-state", &state]);
+    train(&first);
     train(&[
         "--tp",
         "2",
@@ -358,6 +383,10 @@ fn an_fsdp_state_resumes_in_another_layout() {
     let (a, b) = (last(&resumed), last(&whole));
     assert_eq!(a[0], 8.0);
     for (x, y) in a[1..].iter().zip(&b[1..]) {
-        assert!(crate::sharded::rel(*x, *y) <= F64_RTOL, "{a:?} vs {b:?}");
+        assert!(
+            crate::sharded::rel(*x, *y) <= F64_RTOL,
+            "{layout:?}: {a:?} vs {b:?}"
+        );
     }
+    state
 }

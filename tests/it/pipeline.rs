@@ -82,6 +82,25 @@ pipelined_equals_single! {
     tied_pp2_tp2_m4: mha_tied(), 2, 2, 1, false, false, 4;
 }
 
+/// FSDP over each stage's DP replicas: the tick programs gather the
+/// stage's weights from its shards, the apply step reduce-scatters the
+/// accumulated gradients and updates the shards. HSDP likewise.
+#[test]
+fn fsdp_stages_equal_one_device() {
+    let fsdp = |tp, dp, n, sp| Parallelism {
+        fsdp: n,
+        ..layout(2, tp, dp, sp, false)
+    };
+    for (par, m) in [
+        (fsdp(1, 2, 2, false), 1),
+        (fsdp(1, 2, 2, false), 4),
+        (fsdp(2, 2, 2, true), 4),
+        (fsdp(1, 4, 2, false), 2),
+    ] {
+        check(gqa_odd_vocab(), par, m);
+    }
+}
+
 /// Every remat policy keeps what it keeps and computes the same step:
 /// `full-layer` keeps each layer's output, `stage` the stage's input alone.
 #[test]

@@ -298,8 +298,6 @@ pub enum ParallelError {
     HsdpWithExperts { fsdp: i64, dp: i64, ep: i64 },
     #[error("--zero1 with --fsdp {fsdp}: FSDP divides the optimizer state already, with the weights; leave --zero1 out")]
     Zero1WithFsdp { fsdp: i64 },
-    #[error("--fsdp {fsdp} with --pp {pp}: FSDP over pipeline stages is not built yet (each stage's tick programs would gather its layers' weights); leave one of them out")]
-    FsdpWithStages { fsdp: i64, pp: i64 },
     #[error("a world of {tp} x {cp} x {dp} x {pp} ranks (TP x CP x DP x PP) is too large")]
     World { tp: i64, cp: i64, dp: i64, pp: i64 },
     #[error("--cp {cp} with --cp-balance {balance} cuts each sequence into {chunks} equal chunks, and --seq-len {seq} does not divide into {chunks}: use a --seq-len that is a multiple of {chunks}, or a smaller --cp")]
@@ -780,8 +778,8 @@ impl Parallelism {
         Ok(())
     }
 
-    /// Whether FSDP's shard group is one this build divides: every DP
-    /// replica, without ZeRO-1 (which it subsumes) or pipeline stages.
+    /// Whether FSDP's shard groups are ones this build divides: groups of
+    /// DP replicas that divide them, without ZeRO-1 (which FSDP subsumes).
     fn validate_fsdp(&self) -> Result<(), ParallelError> {
         let fsdp = self.fsdp;
         if fsdp == 1 {
@@ -799,9 +797,6 @@ impl Parallelism {
         }
         if self.zero1 {
             return Err(ParallelError::Zero1WithFsdp { fsdp });
-        }
-        if self.pp > 1 {
-            return Err(ParallelError::FsdpWithStages { fsdp, pp: self.pp });
         }
         Ok(())
     }

@@ -36,6 +36,7 @@ use crate::train_step::{
     expert_outputs, spec, widen, Role, StageTimes, StateLayout, StepConfig, StepError, TensorSpec,
     TrainStep,
 };
+use crate::zero1::Zero1;
 use hlatc_compiler::graph::autodiff::{self, GradHints};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;
@@ -291,6 +292,14 @@ impl TickInputs {
             .filter(|(s, _)| s.role == Role::Parameter)
             .map(|(_, &id)| id)
             .collect();
+        // Under FSDP a stage's weights are stored in shards over its DP
+        // replicas and gathered, in their stored type, before the slots
+        // read them; the accumulators are the whole share, as under
+        // gradient accumulation, and the apply step reduce-scatters them.
+        let parameters = match cfg.parallel.shards_weights() {
+            true => gathered(b, cfg, &parameters)?,
+            false => parameters,
+        };
         Ok(TickInputs {
             params: widen(b, &parameters, cfg.precision.compute())?,
             accumulators: sig.accumulators.iter().map(|s| at(&s.name)).collect(),
@@ -304,6 +313,20 @@ impl TickInputs {
             gradient_in: at(GRADIENT),
         })
     }
+}
+
+/// The weights of `cfg`'s stage gathered whole (the rank's TP and EP
+/// share) from the FSDP shards it stores.
+fn gathered(
+    b: &mut Builder,
+    cfg: &StepConfig,
+    shards: &[InstrId],
+) -> Result<Vec<InstrId>, BuildError> {
+    let par = cfg.parallel;
+    let specs = param_specs(&cfg.model);
+    let division = Zero1::new(b, par, cfg.fault)?;
+    let dims: Vec<Vec<i64>> = specs.iter().map(|p| par.local_dims(p)).collect();
+    division.gather(b, shards, &dims, &specs)
 }
 
 /// The forward slot: the micro-batch due, its stage input (stage 0's
