@@ -201,6 +201,8 @@ pub struct Plan {
     candidates: Vec<Py<Candidate>>,
     /// Layouts not compiled: their state alone is over a core's memory.
     too_large: Vec<String>,
+    /// Layouts not compiled because a remat twin decides them, with why.
+    pruned: Vec<(String, String)>,
     /// Layouts hlatc could not compile, with why.
     refused: Vec<(String, String)>,
     seconds: f64,
@@ -362,6 +364,7 @@ pub fn plan(
         predicted,
         candidates: Vec::new(),
         too_large: Vec::new(),
+        pruned: Vec::new(),
         refused: Vec::new(),
         seconds: 0.0,
     };
@@ -374,6 +377,11 @@ pub fn plan(
         plan.model = Some(p.model);
         plan.seq_len = Some(p.seq_len);
         plan.too_large = p.too_large.into_iter().map(|(l, _)| l).collect();
+        plan.pruned = p
+            .pruned
+            .into_iter()
+            .map(|(l, why)| (l, why.to_string()))
+            .collect();
         plan.refused = p.refused;
         plan.seconds = p.seconds;
     }

@@ -49,6 +49,13 @@ def test_a_search_ranks_every_layout_those_that_fit_first():
     assert rates[2:] == sorted(rates[2:], reverse=True)
     assert all(c.exact for c in p.candidates[:2])
     assert p.seconds > 0
+    # Every layout fits, so a twin with more remat than one that fits is
+    # left out (without stages), and named with the twin that decided it.
+    assert p.pruned
+    for layout, why in p.pruned:
+        assert "remat=none" not in layout
+        assert why.endswith("recomputes less and fits"), why
+        assert why.split(" ")[0] in {c.layout for c in p.candidates}
 
 
 def test_a_mixture_of_experts_is_searched_over_ep_under_its_capacity_factor():

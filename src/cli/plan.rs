@@ -262,6 +262,13 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
             p.too_large.len()
         );
     }
+    if !p.pruned.is_empty() {
+        summary += &format!(
+            "; {} more not compiled, a remat twin deciding them (one with more remat does not \
+             fit, or one with less fits)",
+            p.pruned.len()
+        );
+    }
     if !p.refused.is_empty() {
         summary += &format!("; {} refused", p.refused.len());
     }

@@ -10,6 +10,7 @@
 //! - [`calibration`]: measured runs, and the fit of the parameters to them;
 //! - [`reports`]: the fit in use, its report and predictions of other runs;
 //! - [`search`]: every layout that divides the model and the cluster;
+//! - [`remat_ladder`]: which of a layout's remat twins the others decide;
 //! - [`chart`]: throughput against memory per rank, as a PNG.
 
 pub mod calibration;
@@ -19,6 +20,7 @@ pub mod counts;
 pub mod evaluate;
 pub mod hardware;
 pub mod layout;
+pub mod remat_ladder;
 pub mod reports;
 pub mod row_fault;
 pub mod search;

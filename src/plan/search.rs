@@ -6,6 +6,7 @@ use super::cost::{features, Assumptions, Breakdown, CostParams};
 use super::evaluate::{evaluate, Evaluated, Fidelity};
 use super::hardware::Instance;
 use super::layout::{check_layout, Layout};
+use super::remat_ladder::{self, Pruned};
 use super::{PlanError, PlanOption};
 use crate::compile_step::ModelSource;
 use hlatc_models::kernels::{ImplKind, KernelArg, KernelPoint, KernelRequest};
@@ -48,6 +49,10 @@ pub struct PlanOptions {
     /// A mixture of experts' capacity factor (`--capacity-factor`), for
     /// every layout; the model's own (dropless) when `None`.
     pub capacity_factor: Option<f64>,
+    /// Compile every remat twin, leaving none to the others
+    /// ([`remat_ladder`]): what the ladders' test compares them with. No
+    /// front end sets it.
+    pub exhaustive: bool,
 }
 
 impl PlanOptions {
@@ -122,6 +127,7 @@ impl Default for PlanOptions {
             threads: 0,
             attention: KernelRequest::plain(KernelPoint::Attention),
             capacity_factor: None,
+            exhaustive: false,
         }
     }
 }
@@ -171,6 +177,10 @@ pub struct Plan {
     /// Layouts not compiled because their state alone cannot fit a core
     /// ([`state_floor`]), with that floor in bytes.
     pub too_large: Vec<(String, u64)>,
+    /// Layouts not compiled because a remat twin decides them
+    /// ([`remat_ladder`]): one with more remat does not fit, or one with
+    /// less fits.
+    pub pruned: Vec<(String, Pruned)>,
     /// Wall time of the search, seconds.
     pub seconds: f64,
     pub params: Vec<(&'static str, f64)>,
@@ -294,31 +304,53 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         .partition(|l| o.layout.is_none() && l.parallel.cp_exchange == CpExchange::Ring);
     let mut candidates = Vec::new();
     let mut refused = Vec::new();
-    let mut evaluate = |layouts: &[Layout], candidates: &mut Vec<Candidate>| {
+    // Each layout evaluated, and whether it fits.
+    let mut evaluate = |layouts: &[Layout], candidates: &mut Vec<Candidate>| -> Vec<bool> {
         let results = evaluate_all(&setting, layouts, fidelity);
+        let mut fits = Vec::with_capacity(layouts.len());
         for (layout, r) in layouts.iter().zip(results) {
-            match r {
-                Ok(e) => match setting.candidate(layout, &e, fidelity == Fidelity::Exact) {
-                    Ok(c) => candidates.push(c),
-                    Err(e) => refused.push((layout.to_string(), without_layout(e))),
-                },
+            let c = r.and_then(|e| setting.candidate(layout, &e, fidelity == Fidelity::Exact));
+            fits.push(c.as_ref().is_ok_and(|c| c.fits));
+            match c {
+                Ok(c) => candidates.push(c),
                 Err(e) => refused.push((layout.to_string(), without_layout(e))),
             }
         }
+        fits
     };
-    evaluate(&layouts, &mut candidates);
-    // A twin that fits leaves its ring nothing to win; one over a core by
-    // more than the ring could save stays over it as a ring.
-    let twins: std::collections::HashMap<String, (bool, u64)> = candidates
+    let pruned: Vec<(String, Pruned)> = match o.layout.is_some() || o.exhaustive {
+        true => {
+            evaluate(&layouts, &mut candidates);
+            Vec::new()
+        }
+        false => remat_ladder::climb(layouts, |round| evaluate(round, &mut candidates))
+            .into_iter()
+            .map(|(l, why)| (l.to_string(), why))
+            .collect(),
+    };
+    // A twin that fits (or would: a twin with less remat fits) leaves its
+    // ring nothing to win; one over a core by more than the ring could
+    // save stays over it as a ring.
+    let twins: std::collections::HashMap<&str, (bool, u64)> = candidates
         .iter()
-        .map(|c| (c.layout.clone(), (c.fits, c.memory_per_rank)))
+        .map(|c| (c.layout.as_str(), (c.fits, c.memory_per_rank)))
+        .collect();
+    let fitting_twins: std::collections::HashSet<&str> = pruned
+        .iter()
+        .filter(|(_, why)| matches!(why, Pruned::LessRematFits { .. }))
+        .map(|(l, _)| l.as_str())
         .collect();
     let rings: Vec<Layout> = rings
         .into_iter()
-        .filter(|l| match twins.get(&l.gathering_twin().to_string()) {
-            Some(&(true, _)) => false,
-            Some(&(false, memory)) => memory.saturating_sub(ring_saving(&cfg, l, seq_len)) <= hbm,
-            None => true,
+        .filter(|l| {
+            let twin = l.gathering_twin().to_string();
+            match twins.get(twin.as_str()) {
+                Some(&(true, _)) => false,
+                Some(&(false, memory)) => {
+                    memory.saturating_sub(ring_saving(&cfg, l, seq_len)) <= hbm
+                }
+                None => !fitting_twins.contains(twin.as_str()),
+            }
         })
         .collect();
     evaluate(&rings, &mut candidates);
@@ -373,6 +405,7 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         candidates,
         refused,
         too_large,
+        pruned,
         seconds: t0.elapsed().as_secs_f64(),
         params: o.params.named(),
         assumptions: o.assumptions,
@@ -743,6 +776,16 @@ pub fn search_space(
             .flat_map(|ep| [(ep, false), (ep, true)])
         {
             for state in StateDivision::ALL {
+                // Without the replicas to divide over, a division is the
+                // replicated layout again.
+                let divides = match state {
+                    StateDivision::Replicated => true,
+                    StateDivision::Zero1 => dp * cp > 1,
+                    StateDivision::Fsdp => dp > 1,
+                };
+                if !divides {
+                    continue;
+                }
                 for remat in RematPolicy::ALL {
                     for &micro_batch in micro_batches(seq_len) {
                         for &precision in &precisions {

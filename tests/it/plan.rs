@@ -939,3 +939,78 @@ fn a_mixture_of_experts_is_planned_over_expert_parallelism() {
     );
     assert!(!printed.contains("shard it (--tp"), "{printed}");
 }
+
+/// The remat ladders leave out only what their twins decide. Against the
+/// same search compiled whole: a layout left out because its twin with
+/// more remat does not fit does not fit either, and needs at least as
+/// much memory; one left out because its twin with less remat fits is no
+/// faster than that twin; and the best layout is the same.
+#[test]
+fn remat_ladders_leave_out_only_what_their_twins_decide() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
+    use hlatc::plan::remat_ladder::Pruned;
+    // HLAT-7B's layers at 2K, eight of them: some layouts fit a core and
+    // some do not, in a search small enough to compile whole.
+    let cfg = ModelConfig {
+        num_hidden_layers: 8,
+        ..ModelConfig::preset("hlat-7b").unwrap()
+    };
+    let o = PlanOptions {
+        model: ModelSource::Config {
+            cfg: Box::new(cfg),
+            name: "hlat-7b-8-layers".into(),
+        },
+        precision: Some(Precision::Bf16Master),
+        seq_len: Some(2048),
+        nodes: 1,
+        global_batch: 16,
+        top: 1,
+        ..PlanOptions::default()
+    };
+    let laddered = plan(&o).unwrap();
+    let whole = plan(&PlanOptions {
+        exhaustive: true,
+        ..o
+    })
+    .unwrap();
+    assert!(whole.pruned.is_empty());
+    let evaluated = |p: &hlatc::plan::Plan| p.candidates.len() + p.refused.len();
+    assert_eq!(
+        evaluated(&laddered) + laddered.pruned.len(),
+        evaluated(&whole)
+    );
+    let of: std::collections::HashMap<&str, &hlatc::plan::Candidate> = whole
+        .candidates
+        .iter()
+        .map(|c| (c.layout.as_str(), c))
+        .collect();
+    let (mut larger, mut slower) = (0, 0);
+    for (layout, why) in &laddered.pruned {
+        let c = of[layout.as_str()];
+        match why {
+            Pruned::MoreRematDoesNotFit { twin } => {
+                let t = of[twin.as_str()];
+                assert!(!t.fits && !c.fits, "{layout}: {why}");
+                assert!(c.memory_per_rank >= t.memory_per_rank, "{layout}: {why}");
+                larger += 1;
+            }
+            Pruned::LessRematFits { twin } => {
+                let t = of[twin.as_str()];
+                assert!(
+                    t.fits && c.seq_per_s <= t.seq_per_s,
+                    "{layout}: {why}; {} against {} seq/s, {:?} against {:?}",
+                    c.seq_per_s,
+                    t.seq_per_s,
+                    c.breakdown,
+                    t.breakdown
+                );
+                slower += 1;
+            }
+        }
+    }
+    assert!(larger > 0 && slower > 0, "{larger} larger, {slower} slower");
+    let best = |p: &hlatc::plan::Plan| p.best().map(|c| c.layout.clone());
+    assert_eq!(best(&laddered), best(&whole));
+}
