@@ -181,12 +181,12 @@ pub fn does_not_fit(
         FrontEnd::Cli => (
             "--device-memory",
             fix.map(compile_step::Fit::flags),
-            "--zero1, --remat full-layer",
+            "--zero1 or --fsdp, --remat full-layer, --reshard always",
         ),
         FrontEnd::Python => (
             "device_memory",
             fix.map(compile_step::Fit::keywords),
-            "zero1=True, remat=\"full-layer\"",
+            "zero1=True or fsdp=, remat=\"full-layer\", reshard=\"always\"",
         ),
     };
     let advice = match fix {

@@ -35,7 +35,9 @@ pub use llama::{
     IGNORE_INDEX,
 };
 pub use micro_batch::MicroBatch;
-pub use parallel::{CpBalance, CpExchange, EpExchange, ParallelError, Parallelism, Piece, TpSplit};
+pub use parallel::{
+    CpBalance, CpExchange, EpExchange, ParallelError, Parallelism, Piece, Reshard, TpSplit,
+};
 pub use params::{
     declare_params, param_specs, weight_specs, HfPart, Init, ParamRole, ParamSpec, Projection,
     FUSED_PROJECTIONS,

@@ -29,6 +29,7 @@ __all__ = [
     "EpExchange",
     "CpBalance",
     "CpExchange",
+    "Reshard",
     "Spmd",
     "RankSource",
     "ReplicaGroups",
@@ -82,6 +83,8 @@ EpExchange = Literal["all-to-all", "all-gather"]
 CpBalance = Literal["head-tail", "contiguous"]
 #: The names `--cp-exchange` and `cp_exchange=` take.
 CpExchange = Literal["all-gather", "ring"]
+#: The names `--reshard` and `reshard=` take.
+Reshard = Literal["never", "always"]
 #: The names `--spmd` and `spmd=` take.
 Spmd = Literal["replicas", "partitions"]
 #: The names `--rank-source` and `rank_source=` take.
@@ -120,6 +123,7 @@ CHOICES: Dict[str, Any] = {
     "ep_exchange": EpExchange,
     "cp_balance": CpBalance,
     "cp_exchange": CpExchange,
+    "reshard": Reshard,
     "spmd": Spmd,
     "rank_source": RankSource,
     "replica_groups": ReplicaGroups,

@@ -232,7 +232,8 @@ def assert_layouts_follow_one_device(ours: str, layouts: str) -> None:
 def test_fsdp_and_hsdp_run_on_jax_as_on_one_device():
     assert_layouts_follow_one_device(
         "dict(fsdp=2)",
-        "[dict(fsdp=4), dict(dp=4, fsdp=2), dict(tp=2, sequence_parallel=True, fsdp=2)]")
+        "[dict(fsdp=4), dict(dp=4, fsdp=2), dict(tp=2, sequence_parallel=True, fsdp=2),"
+        " dict(fsdp=4, reshard='always')]")
 
 
 def test_context_parallelism_runs_on_jax_as_on_one_device():

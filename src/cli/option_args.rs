@@ -75,6 +75,7 @@ fn names_the_step(option: CompileOption) -> bool {
             | O::SequenceParallel
             | O::Zero1
             | O::Fsdp
+            | O::Reshard
             | O::Spmd
             | O::RankSource
     )

@@ -6,7 +6,9 @@
 //! keeps, so it cannot be scaled by hand): ZeRO-1 (free: the same
 //! communication), the remat policy that keeps least (compute: whole
 //! layers recomputed, or under pipeline parallelism each stage's forward
-//! run again from its input, `--remat stage`), more DP replicas with the
+//! run again from its input, `--remat stage`), FSDP in ZeRO-1's place,
+//! under FSDP the weights resharded after the forward (`--reshard
+//! always`: a second gather of each), more DP replicas with the
 //! per-replica batch kept (more devices, same work per device; each
 //! doubling first as it is, then with the least-keeping policy, since
 //! devices cost more than a third more compute), then more TP. The first
@@ -105,6 +107,11 @@ fn changes(o: &CompileOptions, batch_size: i64) -> Vec<CompileOptions> {
             c.parallel.fsdp = par.dp;
             c.remat = least;
         });
+    }
+    // Under FSDP without stages, the gathered weights freed after the
+    // forward: one unit alive at a time, for a second gather.
+    if par.shards_weights() && !par.reshards() && par.pp == 1 {
+        push(&|c| c.parallel.reshard = hlatc_models::Reshard::Always);
     }
     for k in 1..=DOUBLINGS {
         for recompute in [false, true] {

@@ -7,7 +7,7 @@
 
 use super::{ModelSource, ReplicaGroupForm};
 use hlatc_models::kernels::KernelRequest;
-use hlatc_models::{CpBalance, CpExchange, EpExchange};
+use hlatc_models::{CpBalance, CpExchange, EpExchange, Reshard};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, RoundingPolicy, Target};
 use hlatc_step::memory_plan::DeviceMemory;
@@ -132,6 +132,7 @@ named_by_all! {
     EpExchange => "exchange",
     CpBalance => "balance",
     CpExchange => "exchange form",
+    Reshard => "reshard policy",
     SpmdForm => "SPMD form",
     RankSource => "rank source",
     ReplicaGroupForm => "replica-group form",

@@ -229,6 +229,17 @@ compile_options! {
                 replicas, gathered by every tick program. Subsumes --zero1. See \
                 docs/src/sharding.md",
         },
+        Reshard = parallel.reshard, Choice {
+            flag: "reshard", python: "reshard", default: Value("never"), value: "POLICY",
+            py: "Reshard",
+            help: "When FSDP frees the weights it gathered for the forward (needs --fsdp above 1). \
+                `never`: kept until the backward reads them, each gathered once a step (the rank's \
+                whole share alive at the peak; Llama 3's choice). `always`: freed after the forward \
+                and gathered again in the backward unit by unit (the embedding, each decoder \
+                layer, the final norm with the LM head) as it reaches them, behind remat's barrier: \
+                one unit alive at a time, for a second gather of every weight (torchtitan's policy \
+                without PP). Not with --pp. See docs/src/sharding.md",
+        },
         LrMax = optimizer.lr_max, Maybe {
             flag: "lr-max", python: "lr_max", default: Unset, value: "LR",
             py: "Optional[float]",

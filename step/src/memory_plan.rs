@@ -74,12 +74,13 @@ impl MemoryPlan {
         let count = |role: Role| -> u64 { with_role(role).map(|s| elements(&s.shape)).sum() };
         let sum_type_bytes = step.precision.gradient_sum_type().byte_size() as u64;
         let (made, summed) = (count(Role::Parameter), count(Role::AdamM));
-        let gathered_weights = step.gathered_weights;
-        let gradients = if gathered_weights > 0 {
+        let gathered = step.gathered_weights;
+        let gathered_weights = gathered.alive;
+        let gradients = if gathered.whole > 0 {
             // FSDP: the backward makes every weight's whole gradient (in
             // the weight's type), reduce-scattered in buckets that span
             // layers, beside the rank's shard of their sum.
-            gathered_weights + summed * sum_type_bytes
+            gathered.whole + summed * sum_type_bytes
         } else if summed > 0 && summed < made {
             bytes(Role::Parameter) + summed * sum_type_bytes
         } else {

@@ -48,6 +48,46 @@ use hlatc_models::{Parallelism, ParamSpec};
 /// gathered weights, not as activations).
 pub const GATHER_SCOPE: &str = "parameter_all_gather";
 
+/// What FSDP gathers as one: torchtitan's units, the embedding, each
+/// decoder layer, and the final norm with the LM head.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum GatherUnit {
+    Embedding,
+    Layer(i64),
+    Head,
+}
+
+impl GatherUnit {
+    pub(crate) fn of(spec: &ParamSpec) -> GatherUnit {
+        match (spec.layer, spec.role) {
+            (Some(l), _) => GatherUnit::Layer(l),
+            (None, hlatc_models::weights::ParamRole::Embedding) => GatherUnit::Embedding,
+            (None, _) => GatherUnit::Head,
+        }
+    }
+}
+
+/// [`bucket_runs`] of `sizes`, within each unit when `by_unit` (a
+/// weight gathered again in the backward is gathered with its unit alone,
+/// so that the rest of the model need not be whole beside it).
+fn unit_runs(sizes: &[i64], units: &[GatherUnit], by_unit: bool) -> Vec<Vec<usize>> {
+    if !by_unit {
+        return bucket_runs(sizes);
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < sizes.len() {
+        let end = (start..sizes.len())
+            .find(|&i| units[i] != units[start])
+            .unwrap_or(sizes.len());
+        for run in bucket_runs(&sizes[start..end]) {
+            out.push(run.into_iter().map(|r| r + start).collect());
+        }
+        start = end;
+    }
+    out
+}
+
 /// Elements of each DP replica's shard of a tensor of `dims`: the tensor
 /// flattened and padded to a multiple of `dp`, then divided.
 pub fn shard_len(dims: &[i64], dp: i64) -> i64 {
@@ -324,7 +364,9 @@ impl Zero1 {
             let dp = dv.dp;
             let ks: Vec<i64> = indices.iter().map(|&i| b.dims(shards[i])[0]).collect();
             let sizes: Vec<i64> = ks.iter().map(|k| k * dp).collect();
-            for run in bucket_runs(&sizes) {
+            let units: Vec<GatherUnit> =
+                indices.iter().map(|&i| GatherUnit::of(&specs[i])).collect();
+            for run in unit_runs(&sizes, &units, self.par.reshards()) {
                 let rows = run
                     .iter()
                     .map(|&r| b.reshape(shards[indices[r]], &[1, ks[r]]))

@@ -12,7 +12,7 @@ use crate::sharded::{
     step_config, Run, EQUAL_IN, F64_RTOL,
 };
 use hlatc::models::parallel::Fault;
-use hlatc::models::{param_specs, EpExchange, ModelConfig, Parallelism};
+use hlatc::models::{param_specs, EpExchange, ModelConfig, Parallelism, Reshard};
 use hlatc::precision::Precision;
 use hlatc::train_step::{build_train_step, Role, StepConfig};
 
@@ -87,6 +87,42 @@ hsdp_equals_one_device! {
     mha_tied_tp2_hsdp_2x2: mha_tied(), tp 2, dp 4, fsdp 2, batch 4;
 }
 
+/// Resharded (`--reshard always`): the backward reads every weight gathered
+/// again from the shards, unit by unit, and computes the same step.
+#[test]
+fn resharded_fsdp_equals_one_device() {
+    let resharded = |par: Parallelism| Parallelism {
+        reshard: Reshard::Always,
+        ..par
+    };
+    let layouts = [
+        fsdp(1, 2, false),
+        fsdp(1, 4, false),
+        fsdp(2, 2, true),
+        hsdp(1, 4, 2),
+    ];
+    for par in layouts.map(resharded) {
+        equals_one_device(gqa_odd_vocab(), par, 4);
+        // The forward's gathers, one a unit (the embedding, two layers,
+        // the head), and the backward's, but the embedding's: its gradient
+        // reads the tokens, not the table.
+        let step = build_train_step(&config(gqa_odd_vocab(), par, EQUAL_IN, 4)).unwrap();
+        let c = step.module.entry();
+        let gathers = |backward: bool| {
+            c.ids()
+                .filter(|&id| {
+                    let i = c.instr(id);
+                    matches!(i.op, hlatc::compiler::Op::AllGather { .. })
+                        && i.metadata.op_name.contains("parameter_all_gather")
+                        && i.metadata.op_name.starts_with("backward/") == backward
+                })
+                .count()
+        };
+        assert_eq!((gathers(false), gathers(true)), (4, 3), "{par}");
+    }
+    equals_one_device(mha_tied(), resharded(fsdp(1, 2, false)), 4);
+}
+
 #[test]
 fn shard_groups_never_summed_are_caught() {
     let diffs = broken_in(Fault::ShardGroupsNotSummed, gqa_odd_vocab(), hsdp(1, 4, 2));
@@ -99,7 +135,11 @@ fn shard_groups_never_summed_are_caught() {
 /// the accumulated gradients and updates the shards.
 #[test]
 fn accumulated_fsdp_equals_one_device() {
-    for par in [fsdp(1, 4, false), hsdp(1, 4, 2)] {
+    let resharded = Parallelism {
+        reshard: Reshard::Always,
+        ..fsdp(1, 4, false)
+    };
+    for par in [fsdp(1, 4, false), hsdp(1, 4, 2), resharded] {
         let model = gqa_odd_vocab();
         let single = run(&config(model.clone(), Parallelism::SINGLE, EQUAL_IN, 8));
         let cfg = config(model, par, EQUAL_IN, 8);
@@ -185,9 +225,15 @@ fn bf16_master_fsdp_updates_as_zero1_does() {
 
 #[test]
 fn shards_never_gathered_are_caught() {
-    let diffs = broken_in(Fault::ShardsNotGathered, gqa_odd_vocab(), fsdp(1, 2, false));
-    assert_caught(&diffs, "step 0 loss");
-    assert_caught(&diffs, "model.embed_tokens.weight");
+    let resharded = Parallelism {
+        reshard: Reshard::Always,
+        ..fsdp(1, 2, false)
+    };
+    for par in [fsdp(1, 2, false), resharded] {
+        let diffs = broken_in(Fault::ShardsNotGathered, gqa_odd_vocab(), par);
+        assert_caught(&diffs, "step 0 loss");
+        assert_caught(&diffs, "model.embed_tokens.weight");
+    }
 }
 
 #[test]
@@ -240,6 +286,18 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
         ..fsdp(1, 2, false)
     };
     assert_eq!(refused(with_zero1), E::Zero1WithFsdp { fsdp: 2 });
+    let reshard = Reshard::Always;
+    let unsharded = Parallelism {
+        reshard,
+        ..Parallelism::SINGLE
+    };
+    assert_eq!(refused(unsharded), E::ReshardWithoutFsdp { reshard });
+    let staged = Parallelism {
+        pp: 2,
+        reshard,
+        ..fsdp(1, 2, false)
+    };
+    assert_eq!(refused(staged), E::ReshardWithStages { reshard, pp: 2 });
 }
 
 /// TorchTitan Neuron's `qwen3_8b_tp4_fsdp16_sac`: Qwen3-8B (its published

@@ -29,6 +29,7 @@ pub mod context;
 pub mod expert_exchange;
 pub mod layers;
 pub mod replica;
+pub mod reshard;
 pub mod split;
 pub mod stages;
 
@@ -39,6 +40,7 @@ use hlatc_compiler::graph::ring_attention::Ring;
 use serde::Serialize;
 
 pub use context::{CpBalance, CpExchange};
+pub use reshard::Reshard;
 pub use split::{Piece, TpSplit, Units};
 
 /// How a step is divided. `tp = dp = 1` is the single-device step.
@@ -99,6 +101,10 @@ pub struct Parallelism {
     /// when it is the default.
     #[serde(default, skip_serializing_if = "CpExchange::is_default")]
     pub cp_exchange: CpExchange,
+    /// Whether FSDP gathers the weights again in the backward. Absent
+    /// from a manifest when it is the default.
+    #[serde(default, skip_serializing_if = "Reshard::is_default")]
+    pub reshard: Reshard,
 }
 
 /// How an expert-parallel step exchanges tokens over its EP groups.
@@ -230,6 +236,9 @@ impl std::fmt::Display for Parallelism {
             1 => write!(f, ", FSDP {}", self.fsdp)?,
             groups => write!(f, ", HSDP {groups} x FSDP {}", self.fsdp)?,
         }
+        if self.reshards() {
+            f.write_str(", resharded")?;
+        }
         Ok(())
     }
 }
@@ -313,6 +322,10 @@ pub enum ParallelError {
     BalanceWithoutCp { balance: CpBalance },
     #[error("--cp-exchange {exchange} needs --cp above 1 (with one CP rank there is nothing to exchange)")]
     ExchangeWithoutCp { exchange: CpExchange },
+    #[error("--reshard {reshard} needs --fsdp above 1 (without FSDP every rank keeps its weights whole)")]
+    ReshardWithoutFsdp { reshard: Reshard },
+    #[error("--reshard {reshard} with --pp {pp}: a pipeline's tick programs gather each stage's weights every tick and keep them to the backward slot (torchtitan does not reshard under PP either); leave --reshard out")]
+    ReshardWithStages { reshard: Reshard, pp: i64 },
     #[error("--ep {ep} does not divide the {replicas} replicas of --dp {dp} x --cp {cp}: the experts are divided over EP ranks within them (use an --ep that divides {replicas})")]
     EpIndivisibleReplicas {
         ep: i64,
@@ -374,12 +387,19 @@ impl Parallelism {
         cp: 1,
         cp_balance: CpBalance::HeadTail,
         cp_exchange: CpExchange::AllGather,
+        reshard: Reshard::Never,
     };
 
     /// Whether the weights themselves are divided over the DP replicas
     /// (FSDP), not only their optimizer state.
     pub fn shards_weights(&self) -> bool {
         self.fsdp > 1
+    }
+
+    /// Whether FSDP frees the gathered weights after the forward and
+    /// gathers them again, unit by unit, in the backward.
+    pub fn reshards(&self) -> bool {
+        self.shards_weights() && self.reshard == Reshard::Always
     }
 
     /// How many shard groups of FSDP replicate one another (HSDP above 1).
@@ -781,7 +801,16 @@ impl Parallelism {
     /// Whether FSDP's shard groups are ones this build divides: groups of
     /// DP replicas that divide them, without ZeRO-1 (which FSDP subsumes).
     fn validate_fsdp(&self) -> Result<(), ParallelError> {
-        let fsdp = self.fsdp;
+        let (fsdp, reshard) = (self.fsdp, self.reshard);
+        if !reshard.is_default() && fsdp == 1 {
+            return Err(ParallelError::ReshardWithoutFsdp { reshard });
+        }
+        if !reshard.is_default() && self.pp > 1 {
+            return Err(ParallelError::ReshardWithStages {
+                reshard,
+                pp: self.pp,
+            });
+        }
         if fsdp == 1 {
             return Ok(());
         }

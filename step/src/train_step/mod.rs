@@ -6,7 +6,7 @@ use crate::optimizer::{adamw, sum_of_squares, AdamWConfig, AdamWInputs};
 use crate::precision::Precision;
 use crate::sharding;
 use crate::spmd::{self, Spmd, SpmdError, RANK_INPUT};
-use crate::zero1::{self, Zero1};
+use crate::zero1::{self, GatherUnit, Zero1};
 use hlatc_compiler::graph::autodiff::{self, AutodiffError};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
@@ -196,10 +196,40 @@ pub struct TrainStep {
     /// it ran): what [`MemoryPlan::of`] answers. A caller that changes the
     /// module afterwards measures it again ([`MemoryPlan::measure`]).
     pub memory: Option<MemoryPlan>,
-    /// Bytes of the weights a rank gathers whole each step from its FSDP
-    /// shards (its TP share of every weight, in the stored type); 0
+    /// What a rank gathers from its FSDP shards each step; nothing
     /// without FSDP.
-    pub gathered_weights: u64,
+    pub gathered_weights: GatheredWeights,
+}
+
+/// The weights FSDP gathers on a rank, in bytes of their stored type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatheredWeights {
+    /// Its TP share of every weight: what the backward makes gradients of.
+    pub whole: u64,
+    /// The most alive at once: `whole` when the gathered weights are kept
+    /// from the forward to the backward; resharded, the largest unit's,
+    /// each unit gathered again in the backward as it comes.
+    pub alive: u64,
+}
+
+impl GatheredWeights {
+    fn of(cfg: &StepConfig) -> GatheredWeights {
+        if !cfg.parallel.shards_weights() {
+            return GatheredWeights::default();
+        }
+        let bytes = cfg.precision.storage().byte_size() as u64;
+        let mut units: std::collections::BTreeMap<GatherUnit, u64> = Default::default();
+        for p in param_specs(&cfg.model) {
+            let n = cfg.parallel.local_dims(&p).iter().product::<i64>() as u64 * bytes;
+            *units.entry(GatherUnit::of(&p)).or_default() += n;
+        }
+        let whole = units.values().sum();
+        let alive = match cfg.parallel.reshards() {
+            true => units.values().copied().max().unwrap_or(0),
+            false => whole,
+        };
+        GatheredWeights { whole, alive }
+    }
 }
 
 impl TrainStep {
@@ -220,16 +250,7 @@ impl TrainStep {
             inputs.push(spec(RANK_INPUT, ElementType::S32, &[1], Role::Rank));
         }
         spmd::channels_and_shardings(&mut module, spmd);
-        let gathered_weights = match cfg.parallel.shards_weights() {
-            true => {
-                let elements: i64 = param_specs(&cfg.model)
-                    .iter()
-                    .map(|p| cfg.parallel.local_dims(p).iter().product::<i64>())
-                    .sum();
-                elements as u64 * cfg.precision.storage().byte_size() as u64
-            }
-            false => 0,
-        };
+        let gathered_weights = GatheredWeights::of(cfg);
         Ok(TrainStep {
             gathered_weights,
             module,
@@ -473,6 +494,7 @@ pub(crate) fn model_graph<T>(
     // Under FSDP each weight is gathered whole, in the type it is stored
     // in (bf16 under bf16-master: half the bytes of f32), before the
     // forward reads it.
+    let gather_from = b.computation().len();
     let (whole, fsdp) = match parallel.shards_weights() {
         true => {
             let division = Zero1::new(&mut b, parallel, fault)?;
@@ -484,6 +506,10 @@ pub(crate) fn model_graph<T>(
         false => (stored, None),
     };
     let params = widen(&mut b, &whole, compute)?;
+    let regathered: Vec<InstrId> = match parallel.reshards() {
+        true => b.computation().ids().skip(gather_from).collect(),
+        false => Vec::new(),
+    };
     let extra = between(&mut b);
     let micro_batch = micro_batches.map(|of| MicroBatch {
         token_count: b.parameter("token_count", Shape::scalar(ElementType::S32)),
@@ -503,7 +529,12 @@ pub(crate) fn model_graph<T>(
         kernels,
         micro_batch,
     };
-    let fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;
+    let mut fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;
+    // Resharded: every backward rule reading a weight (or a view of it)
+    // reads it gathered again from the shards, behind remat's barrier.
+    fwd.grad_hints
+        .recompute
+        .extend(weight_derived(&b, regathered));
     Ok(ModelGraph {
         b,
         params,
@@ -511,6 +542,30 @@ pub(crate) fn model_graph<T>(
         extra,
         fwd,
     })
+}
+
+/// `gathered` and every forward value computed from them (and constants)
+/// alone: the views of the weights (transposes, slices, broadcasts) the
+/// backward rules read.
+fn weight_derived(b: &Builder, gathered: Vec<InstrId>) -> Vec<InstrId> {
+    let Some(&first) = gathered.first() else {
+        return gathered;
+    };
+    let c = b.computation();
+    let mut set: std::collections::HashSet<InstrId> = gathered.iter().copied().collect();
+    let mut out = gathered;
+    let constant = |o: &InstrId| matches!(c.instr(*o).op, Op::Constant(_) | Op::Iota { .. });
+    for id in c.ids().skip_while(|&id| id != first) {
+        let ops = c.operands(id);
+        let derived = !set.contains(&id)
+            && ops.iter().any(|o| set.contains(o))
+            && ops.iter().all(|o| set.contains(o) || constant(o));
+        if derived {
+            set.insert(id);
+            out.push(id);
+        }
+    }
+    out
 }
 
 /// Builds the whole step. Inputs, in order: parameters, their master
