@@ -79,10 +79,11 @@ pub struct Args {
     price: Option<f64>,
     /// Evaluate this one layout instead of searching: comma-separated
     /// tp=T,pp=P,dp=D,cp=C,cp_balance=ORDER,cp_exchange=FORM,ep=E,
-    /// ep_exchange=FORM,sp,zero1,fsdp=N,remat=POLICY,micro_batch=M,
-    /// precision=P,attention=IMPL (dp defaults to filling the cluster; pp,
-    /// cp, ep, fsdp and micro_batch to 1; cp_balance to head-tail;
-    /// cp_exchange to all-gather; ep_exchange to all-to-all; sp and zero1 to off; remat to core-attention;
+    /// ep_exchange=FORM,sp,zero1,fsdp=N,reshard=POLICY,remat=POLICY,
+    /// micro_batch=M,precision=P,attention=IMPL (dp defaults to filling the
+    /// cluster; pp, cp, ep, fsdp and micro_batch to 1; cp_balance to
+    /// head-tail; cp_exchange to all-gather; ep_exchange to all-to-all;
+    /// reshard to never; sp and zero1 to off; remat to core-attention;
     /// attention to --kernel's)
     #[arg(long, value_name = "SPEC")]
     layout: Option<String>,

@@ -6,7 +6,9 @@
 use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
 use hlatc_models::kernels::{ImplKind, KernelRequest};
-use hlatc_models::{BatchShape, CpBalance, CpExchange, EpExchange, ModelConfig, Parallelism};
+use hlatc_models::{
+    BatchShape, CpBalance, CpExchange, EpExchange, ModelConfig, Parallelism, Reshard,
+};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{RematPolicy, Target};
 use hlatc_step::memory_plan::DeviceMemory;
@@ -29,7 +31,7 @@ pub struct Layout {
 }
 
 /// The keys a SPEC takes, as it writes them.
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 16] = [
     "tp",
     "pp",
     "dp",
@@ -41,6 +43,7 @@ const KEYS: [&str; 15] = [
     "sp",
     "zero1",
     "fsdp",
+    "reshard",
     "remat",
     "micro_batch",
     "precision",
@@ -159,6 +162,12 @@ impl Layout {
                 "sp" | "sequence_parallel" => l.parallel.sequence_parallel = flag(value)?,
                 "zero1" => l.parallel.zero1 = flag(value)?,
                 "fsdp" => l.parallel.fsdp = number(value)?,
+                "reshard" => {
+                    let names = Reshard::ALL.map(Reshard::name);
+                    l.parallel.reshard =
+                        named(key, value, "the policies", &names, Reshard::from_name)
+                            .map_err(bad)?;
+                }
                 "micro_batch" | "mb" => l.micro_batch = number(value)?,
                 "remat" => {
                     let names = RematPolicy::ALL.map(RematPolicy::name);
@@ -327,6 +336,9 @@ impl fmt::Display for Layout {
         }
         if self.parallel.shards_weights() {
             write!(f, ",fsdp={}", self.parallel.fsdp)?;
+        }
+        if self.parallel.reshard != Reshard::default() {
+            write!(f, ",reshard={}", self.parallel.reshard.name())?;
         }
         write!(
             f,

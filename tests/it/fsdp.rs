@@ -305,16 +305,27 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
 /// layout spec, priced by `hlatc plan`, and its printed command compiles.
 #[test]
 fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
-    use crate::support::{hlatc, scratch, stderr, stdout};
     let spec = "tp=4,pp=1,dp=16,sp,fsdp=16,remat=full-layer,micro_batch=1,precision=bf16-master";
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
     let l = hlatc::plan::Layout::parse(spec, 16, Precision::Bf16Master, plain).unwrap();
     assert_eq!(l.to_string(), spec);
     assert_eq!(l.parallel.fsdp, 16);
+    let kept = priced_and_compiled("qwen3-fsdp", spec, " --fsdp 16");
+    // Resharded after the forward: the same layout in less memory.
+    let resharded = spec.replace("fsdp=16,", "fsdp=16,reshard=always,");
+    let less = priced_and_compiled("qwen3-fsdp-reshard", &resharded, " --reshard always");
+    assert!(less < kept, "{less} against {kept}");
+}
+
+/// Qwen3-8B (its published `config.json`) at `spec` on one trn2.48xlarge
+/// at 4K, priced by `hlatc plan`: it fits, its printed command carries
+/// `flag` and compiles with no refusal. Its memory per rank.
+fn priced_and_compiled(name: &str, spec: &str, flag: &str) -> u64 {
+    use crate::support::{hlatc, scratch, stderr, stdout};
     let config =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/planner/configs/qwen3-8b.json");
     let config = config.to_str().unwrap();
-    let dir = scratch("qwen3-fsdp");
+    let dir = scratch(name);
     let json = dir.join("plan.json");
     let out = hlatc(&[
         "plan",
@@ -337,9 +348,10 @@ fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
     let plan: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let pick = &plan["candidates"][0];
+    assert_eq!(pick["layout"], spec, "{pick}");
     assert_eq!(pick["fits"], true, "{pick}");
     let command = pick["command"].as_str().unwrap();
-    assert!(command.contains(" --fsdp 16"), "{command}");
+    assert!(command.contains(flag), "{command}");
     // The command it prints compiles, for trn2, with no refusal.
     let mut args: Vec<String> = command
         .split_whitespace()
@@ -358,6 +370,7 @@ fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
         "{}",
         stdout(&compiled)
     );
+    pick["memory_per_rank"].as_u64().unwrap()
 }
 
 /// An FSDP 4 run's training state, saved at step 4 of 8, resumes as TP 2 x
