@@ -121,7 +121,8 @@ def test_a_measured_run_appends_a_row_that_a_calibration_reads(tmp_path: pathlib
         ({"price": -1.0}, "price=-1: a positive price per node-hour", "price"),
         ({"price": float("nan")}, "price=NaN: a positive price per node-hour", "price"),
         ({"precision": "fp64"}, "precision=fp64: Trainium has no f64", "precision"),
-        ({"seq_len": 0}, "seq_len=0: at least one token per sequence", "seq_len"),
+        ({"seq_len": 0}, "seq_len=0: must be at least 2", "seq_len"),
+        ({"seq_len": 1}, "seq_len=1: must be at least 2", "seq_len"),
     ],
 )
 def test_plan_refuses_what_the_cli_refuses_naming_the_keyword(kwargs, says, argument):

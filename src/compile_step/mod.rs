@@ -88,6 +88,13 @@ pub fn set_capacity_factor(model: &mut ModelConfig, factor: Option<f64>) -> Resu
     Ok(())
 }
 
+/// The shortest sequence a step trains on: each token's target is the
+/// next token, so one token has none.
+pub const MIN_SEQ_LEN: i64 = 2;
+
+/// Why a sequence under [`MIN_SEQ_LEN`] is refused, in every command.
+pub const TOO_SHORT: &str = "must be at least 2 (each token's target is the next token)";
+
 /// The batch asked for, with a command's defaults: `seq_len` defaults to
 /// `default_seq` capped at the model's `max_position_embeddings`. A
 /// `seq_len` past that is refused naming `--seq-len`, the key and the
@@ -102,9 +109,8 @@ pub fn batch_shape(
     if let Some(b) = batch_size.filter(|&b| b < 1) {
         return Err(OptionError::new(CompileOption::BatchSize, b, "must be at least 1").into());
     }
-    if let Some(s) = seq_len.filter(|&s| s < 2) {
-        let problem = "must be at least 2 (each token's target is the next token)";
-        return Err(OptionError::new(CompileOption::SeqLen, s, problem).into());
+    if let Some(s) = seq_len.filter(|&s| s < MIN_SEQ_LEN) {
+        return Err(OptionError::new(CompileOption::SeqLen, s, TOO_SHORT).into());
     }
     if let Some(s) =
         seq_len.filter(|&s| s > cfg.max_position_embeddings && !cfg.rope_scales_with_length())

@@ -80,12 +80,11 @@ impl PlanOptions {
                 "at least one sequence per step",
             );
         }
-        if let Some(s) = self.seq_len.filter(|&s| s < 1) {
-            return bad(
-                PlanOption::SeqLen,
-                s.to_string(),
-                "at least one token per sequence",
-            );
+        // As `compile` refuses it, so that every short sequence is refused
+        // alike, before the search.
+        use crate::compile_step::{MIN_SEQ_LEN, TOO_SHORT};
+        if let Some(s) = self.seq_len.filter(|&s| s < MIN_SEQ_LEN) {
+            return bad(PlanOption::SeqLen, s.to_string(), TOO_SHORT);
         }
         if self.top == 0 {
             return bad(

@@ -528,6 +528,10 @@ fn options_and_specs_a_plan_cannot_take_are_refused_by_name() {
             "plan.option.seq_len",
         ),
         (
+            vec!["--model", "tiny", "--seq-len", "1"],
+            "plan.option.seq_len",
+        ),
+        (
             vec!["--model", "tiny", "--price", "-1"],
             "plan.option.price",
         ),
