@@ -170,12 +170,26 @@ pub enum RoundingLoweringError {
     Rewrite(Box<RewriteError>),
 }
 
+/// Why a native kernel's `backend_config` cannot be read (the contract is
+/// `targets::neuron::native_kernel`'s).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NativeKernelConfigError {
+    #[error("its backend_config is empty, where NKI writes base64 of a JSON object")]
+    Empty,
+    #[error("its backend_config is not base64 (byte {offset}: '{byte}')")]
+    NotBase64 { offset: usize, byte: char },
+    #[error("its backend_config is base64, but not of a JSON object: {problem}")]
+    NotJson { problem: String },
+    #[error("its backend_config's JSON has no string 'func_name'")]
+    NoFuncName,
+}
+
 /// Why an `AwsNeuronCustomNativeKernel` call has no plain HLO to run in its
 /// place on XLA CPU (`lower-neuron-calls`).
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum NativeKernelProblem {
     #[error(transparent)]
-    Config(#[from] crate::targets::neuron::native_kernel::NativeKernelConfigError),
+    Config(#[from] NativeKernelConfigError),
     #[error("NKI kernel '{func_name}' has no reference for XLA CPU to run in its place (hlatc has references for: {known})")]
     NoReference { func_name: String, known: String },
     #[error("NKI kernel '{func_name}': {problem}")]

@@ -10,6 +10,7 @@ mod control_dependencies;
 mod cpu_rewrites;
 mod filetests;
 mod inline;
+mod layering;
 mod narrow_64_bit;
 mod narrow_f64;
 mod neuron_check;

@@ -19,18 +19,9 @@ pub struct NativeKernelConfig {
     pub fields: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Why a native kernel's `backend_config` cannot be read.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NativeKernelConfigError {
-    #[error("its backend_config is empty, where NKI writes base64 of a JSON object")]
-    Empty,
-    #[error("its backend_config is not base64 (byte {offset}: '{byte}')")]
-    NotBase64 { offset: usize, byte: char },
-    #[error("its backend_config is base64, but not of a JSON object: {problem}")]
-    NotJson { problem: String },
-    #[error("its backend_config's JSON has no string 'func_name'")]
-    NoFuncName,
-}
+// Why a config cannot be read is a pass failure's case, so it is defined
+// beside `PassError`, which `infra` keeps free of any pass.
+pub use crate::infra::pass::NativeKernelConfigError;
 
 impl NativeKernelConfig {
     /// The config of `instr` if it is a native kernel's custom call.
