@@ -75,8 +75,23 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
             match USAGE_SETS.contains(&name) {
                 true => argument_usage(UsageKind::OutOfRange, name, message),
                 false => {
-                    let field = PyString::new(v.py(), name).into_any().unbind();
-                    CONFIG.with(message, &[("key", field)])
+                    let py = v.py();
+                    let field = PyString::new(py, name).into_any().unbind();
+                    // A compile option's code, as the CLI prints it for
+                    // the same name (`option.reshard`).
+                    let compile_option = hlatc::compile_step::spellings::CompileOption::ALL
+                        .iter()
+                        .any(|o| o.spelling().python == Some(name));
+                    match compile_option {
+                        true => {
+                            let code = PyString::new(py, &format!("option.{name}"));
+                            CONFIG.with(
+                                message,
+                                &[("key", field), ("code", code.into_any().unbind())],
+                            )
+                        }
+                        false => CONFIG.with(message, &[("key", field)]),
+                    }
                 }
             }
         }

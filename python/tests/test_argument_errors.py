@@ -299,6 +299,12 @@ def test_an_unknown_name_of_a_fixed_set_is_a_config_error_naming_the_names():
         hlatc.compile_step(**TINY, precision="fp8")  # type: ignore[arg-type]
     assert e.value.key == "precision"
     assert all(p in str(e.value) for p in hlatc._hlatc.choices()["precision"])
+    # The code the CLI prints for the same name, for every option of a set.
+    assert e.value.code == "option.precision"
+    for keyword in ("reshard", "cp_exchange", "remat"):
+        with pytest.raises(hlatc.ConfigError) as e:
+            hlatc.compile_step(**TINY, **{keyword: "bogus"})
+        assert (e.value.key, e.value.code) == (keyword, f"option.{keyword}")
 
 
 def test_compile_step_and_plan_take_keywords_only():
