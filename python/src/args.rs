@@ -79,18 +79,16 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
                     let field = PyString::new(py, name).into_any().unbind();
                     // A compile option's code, as the CLI prints it for
                     // the same name (`option.reshard`).
-                    let compile_option = hlatc::compile_step::spellings::CompileOption::ALL
-                        .iter()
-                        .any(|o| o.spelling().python == Some(name));
-                    match compile_option {
-                        true => {
-                            let code = PyString::new(py, &format!("option.{name}"));
+                    let option = hlatc::compile_step::spellings::CompileOption::by_keyword(name);
+                    match option {
+                        Some(o) => {
+                            let code = PyString::new(py, &format!("option.{}", o.keyword()));
                             CONFIG.with(
                                 message,
                                 &[("key", field), ("code", code.into_any().unbind())],
                             )
                         }
-                        false => CONFIG.with(message, &[("key", field)]),
+                        None => CONFIG.with(message, &[("key", field)]),
                     }
                 }
             }

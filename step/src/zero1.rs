@@ -347,17 +347,17 @@ impl Zero1 {
             .collect()
     }
 
-    /// Each local tensor of `dims` (of `specs`) from this rank's updated
-    /// shard of it: the shards all-gathered over the replicas that divide
-    /// it (in buckets, as `Zero1::reduce_scatter` packs them), the padding
-    /// cut off.
+    /// Each rank's share of `specs` (its TP and EP share, at
+    /// [`Parallelism::local_dims`]) from this rank's shard of it: the
+    /// shards all-gathered over the replicas that divide it (in buckets, as
+    /// `Zero1::reduce_scatter` packs them), the padding cut off.
     pub fn gather(
         &self,
         b: &mut Builder,
         shards: &[InstrId],
-        dims: &[Vec<i64>],
         specs: &[ParamSpec],
     ) -> Result<Vec<InstrId>, BuildError> {
+        let dims: Vec<Vec<i64>> = specs.iter().map(|p| self.par.local_dims(p)).collect();
         b.push_scope(GATHER_SCOPE);
         let mut out = shards.to_vec();
         for (dv, indices) in self.by_division(specs) {

@@ -1,9 +1,9 @@
 //! The passes crate's layering (ARCHITECTURE.md): imports point down,
 //! `infra < targets < transforms < registry`. `infra` names no pass, and a
 //! target names no transform and not the other target, in any path, an
-//! attribute's included (a `#[from]` type is an import too). The one arrow
-//! from `transforms` into a target (`fuse-softmax` writing Neuron's
-//! softmax calls) is allowed by name.
+//! attribute's included (a `#[from]` type is an import too). The arrows
+//! out of `transforms` (among them the one into a target, `fuse-softmax`
+//! writing Neuron's softmax calls) are not checked here.
 
 use std::path::{Path, PathBuf};
 

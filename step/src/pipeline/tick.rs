@@ -297,7 +297,11 @@ impl TickInputs {
         // read them; the accumulators are the whole share, as under
         // gradient accumulation, and the apply step reduce-scatters them.
         let parameters = match cfg.parallel.shards_weights() {
-            true => gathered(b, cfg, &parameters)?,
+            true => Zero1::new(b, cfg.parallel, cfg.fault)?.gather(
+                b,
+                &parameters,
+                &param_specs(&cfg.model),
+            )?,
             false => parameters,
         };
         Ok(TickInputs {
@@ -313,20 +317,6 @@ impl TickInputs {
             gradient_in: at(GRADIENT),
         })
     }
-}
-
-/// The weights of `cfg`'s stage gathered whole (the rank's TP and EP
-/// share) from the FSDP shards it stores.
-fn gathered(
-    b: &mut Builder,
-    cfg: &StepConfig,
-    shards: &[InstrId],
-) -> Result<Vec<InstrId>, BuildError> {
-    let par = cfg.parallel;
-    let specs = param_specs(&cfg.model);
-    let division = Zero1::new(b, par, cfg.fault)?;
-    let dims: Vec<Vec<i64>> = specs.iter().map(|p| par.local_dims(p)).collect();
-    division.gather(b, shards, &dims, &specs)
 }
 
 /// The forward slot: the micro-batch due, its stage input (stage 0's

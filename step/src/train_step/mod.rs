@@ -498,8 +498,7 @@ pub(crate) fn model_graph<T>(
     let (whole, fsdp) = match parallel.shards_weights() {
         true => {
             let division = Zero1::new(&mut b, parallel, fault)?;
-            let dims: Vec<Vec<i64>> = specs.iter().map(|p| parallel.local_dims(p)).collect();
-            let whole = division.gather(&mut b, &stored, &dims, &specs)?;
+            let whole = division.gather(&mut b, &stored, &specs)?;
             let shards = stored;
             (whole, Some(FsdpWeights { shards, division }))
         }
@@ -844,10 +843,7 @@ pub(crate) fn update(
     // under ZeRO-1 each shard is stored before it is gathered.
     let new_params = stored(b, &opt.params, ty)?;
     results.extend(match division {
-        Division::Zero1(z) => {
-            let dims: Vec<Vec<i64>> = params.iter().map(|&p| b.dims(p)).collect();
-            z.gather(b, &new_params, &dims, specs)?
-        }
+        Division::Zero1(z) => z.gather(b, &new_params, specs)?,
         Division::Fsdp { .. } | Division::Replicated => new_params,
     });
     if cfg.precision.keeps_master_weights() {
