@@ -103,7 +103,7 @@ pub fn registry() -> Vec<PassInfo> {
         },
         PassInfo {
             name: crate::NarrowF64::NAME,
-            description: "computes every f64 value in f32 (neither trn1 nor trn2 has f64): constants rounded to nearest even (a note names those that lost precision; a finite constant beyond f32's range is refused by name), the entry's f64 parameters and outputs become f32 (a note says so) unless the caller keeps its signature (a step hlatc builds: left alone); bitcasts, custom calls and transfers of f64 are refused",
+            description: "computes every f64 value in f32 (no Trainium chip has f64): constants rounded to nearest even (a note names those that lost precision; a finite constant beyond f32's range is refused by name), the entry's f64 parameters and outputs become f32 (a note says so) unless the caller keeps its signature (a step hlatc builds: left alone); bitcasts, custom calls and transfers of f64 are refused",
             make: || Box::new(crate::NarrowF64),
             to_fixpoint: false,
         },

@@ -471,8 +471,8 @@ def compile_step(
     the model's storage (`separate_projections`), a mixture of experts'
     `capacity_factor` (dropless when None), `precision` and
     `rounding`, the `target` and, for neuron, the `chip` (`"trn1"` when
-    None, or `"trn2"`: its neuronx-cc flags and LNC, its pre-flight and
-    the core memory its plan is held to), the pipeline (`passes`, a list or a
+    None, `"trn2"` or `"trn3"`: its neuronx-cc flags and LNC, its pre-flight
+    and the core memory its plan is held to), the pipeline (`passes`, a list or a
     comma-separated string, in place of the target's; `disable_pass`,
     one or a list, left out of it; `verify_each_pass`), `remat`, the
     layout (`tp`, `dp`, `pp`, `sequence_parallel`, `zero1`; for a mixture

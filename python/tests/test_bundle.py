@@ -120,23 +120,33 @@ def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
         hlatc.Bundle(tmp_path / "empty")
 
 
-def test_a_trn2_bundle_names_its_chip_and_a_cpu_one_refuses_a_chip(tmp_path):
-    step = hlatc.compile_step(model="tiny", chip="trn2")
-    assert step.summary["chip"] == "trn2"
+def test_trn2_and_trn3_bundles_name_their_chip_and_a_cpu_one_refuses_a_chip(tmp_path):
     assert hlatc.compile_step(model="tiny").summary["chip"] == "trn1"
     assert hlatc.compile_step(model="tiny", target="cpu").summary["chip"] is None
-    step.write_bundle(tmp_path / "b")
-    flags = json.loads((tmp_path / "b" / "compile_flags.json").read_text())
-    assert flags[:3] == ["--framework=XLA", "--target=trn2", "--logical-nc-config=2"]
-    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
-    assert manifest["neuron"]["chip"] == "trn2"
-    assert manifest["neuron"]["env"]["NEURON_LOGICAL_NC_CONFIG"] == "2"
+    for chip, core in [("trn2", 24 << 30), ("trn3", 36 << 30)]:
+        step = hlatc.compile_step(model="tiny", chip=chip)
+        assert step.summary["chip"] == chip
+        step.write_bundle(tmp_path / chip)
+        flags = json.loads((tmp_path / chip / "compile_flags.json").read_text())
+        # The integer flags are pinned, so the bundle compiles the same
+        # under the SDK after 2.32.
+        assert flags[:5] == [
+            "--framework=XLA",
+            f"--target={chip}",
+            "--logical-nc-config=2",
+            "--native-int64=enabled",
+            "--implicit-integer-downcast=none",
+        ]
+        manifest = json.loads((tmp_path / chip / "manifest.json").read_text())
+        assert manifest["neuron"]["chip"] == chip
+        assert manifest["neuron"]["hbm_per_core"] == core
+        assert manifest["neuron"]["env"]["NEURON_LOGICAL_NC_CONFIG"] == "2"
     # A chip the target does not take, against a name of no chip.
     with pytest.raises(hlatc.UsageError) as e:
         hlatc.compile_step(model="tiny", target="cpu", chip="trn2")
     assert (e.value.argument, e.value.category) == ("chip", "conflict")
-    with pytest.raises(hlatc.UsageError, match=r"unknown chip 'trn3' \(known: trn1, trn2\)") as e:
-        hlatc.compile_step(model="tiny", chip="trn3")  # type: ignore[arg-type]
+    with pytest.raises(hlatc.UsageError, match=r"unknown chip 'trn4' \(known: trn1, trn2, trn3\)") as e:
+        hlatc.compile_step(model="tiny", chip="trn4")  # type: ignore[arg-type]
     assert (e.value.argument, e.value.category) == ("chip", "out_of_range")
 
 

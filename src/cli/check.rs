@@ -3,8 +3,8 @@
 use super::console::{note, out};
 use hlatc::compiler::util::input_file;
 use hlatc::passes::neuron_check::{
-    check_module, check_planned_step, CheckReport, Chip, Finding, Sdk, INSTRUCTION_LIMIT, RULES,
-    SDK_COMMIT,
+    check_module, check_planned_step, CheckReport, Chip, Finding, IntegerFlags, Sdk,
+    INSTRUCTION_LIMIT, RULES, SDK_COMMIT,
 };
 use hlatc::text::TextPositions;
 use hlatc::{Error, Format};
@@ -49,6 +49,7 @@ hlatc check dump.hlo                           HLO text: positions in the file\n
 hlatc check model.hlo_module.pb --target trn2  a proto: positions in `hlatc fmt`'s text\n  \
 hlatc check build/hlat-7b                      a bundle, for its own --target\n  \
 hlatc check dump.hlo --sdk next --format json  the next SDK's defaults, for tools\n  \
+hlatc check dump.hlo --target trn3             trn3: f8e4m3fn native, int64 as on trn2\n  \
 hlatc check --rules --target trn2              the rules, their codes and sources")]
 pub struct Args {
     /// A module (HLO text or HloModuleProto) or a bundle directory
@@ -62,11 +63,14 @@ pub struct Args {
     /// own --target, else trn1)
     #[arg(long, value_enum)]
     target: Option<ChipArg>,
-    /// Whose compiler defaults to assume: 2.32 (integer downcasts warn,
-    /// 64-bit integers are narrowed) or next (the release its notes
-    /// announce: downcasts are errors, trn2 runs int64 natively)
-    #[arg(long, value_enum, default_value = "2.32")]
-    sdk: SdkArg,
+    /// Whose compiler defaults to assume for the integer flags a module
+    /// does not pin: 2.32 (integer downcasts warn, 64-bit integers are
+    /// narrowed) or next (the release its notes announce: downcasts are
+    /// errors, trn2 and later run int64 natively). A bundle hlatc wrote
+    /// pins both flags in compile_flags.json, and is checked under those
+    /// [default: 2.32]
+    #[arg(long, value_enum)]
+    sdk: Option<SdkArg>,
     /// text: a line per finding; json: one object for tools
     #[arg(long, value_enum, default_value = "text")]
     format: OutputFormat,
@@ -78,6 +82,7 @@ pub struct Args {
 pub(super) enum ChipArg {
     Trn1,
     Trn2,
+    Trn3,
 }
 
 impl From<ChipArg> for Chip {
@@ -85,6 +90,7 @@ impl From<ChipArg> for Chip {
         match c {
             ChipArg::Trn1 => Chip::Trn1,
             ChipArg::Trn2 => Chip::Trn2,
+            ChipArg::Trn3 => Chip::Trn3,
         }
     }
 }
@@ -120,6 +126,9 @@ struct Input {
     text: Source,
     /// A bundle's own chip (its compile_flags.json's --target).
     chip: Option<Chip>,
+    /// A bundle's compile flags (its compile_flags.json), which may pin
+    /// the integer flags.
+    flags: Vec<String>,
     /// Whether hlatc built it with a memory plan (its manifest's
     /// `memory_per_rank`): the plan, not the boundary's estimate, decides
     /// whether it fits, as when `hlatc compile` checked it.
@@ -136,7 +145,7 @@ enum Source {
 pub fn main(a: Args) -> Result<ExitCode, Error> {
     let Some(path) = a.path.as_deref().filter(|_| !a.rules) else {
         let chip = a.target.map_or(Chip::Trn1, Chip::from);
-        print_rules(chip, a.sdk.into())?;
+        print_rules(chip, sdk(&a))?;
         return Ok(ExitCode::SUCCESS);
     };
     let programs = read(path)?;
@@ -144,9 +153,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let mut json = Vec::new();
     for (name, input) in &programs {
         let chip = chip_of(&a, input);
+        let judged = integer_flags(&a, input, chip)?;
         let report = match input.planned {
-            true => check_planned_step(&input.module, chip, a.sdk.into()),
-            false => check_module(&input.module, chip, a.sdk.into()),
+            true => check_planned_step(&input.module, chip, judged.flags),
+            false => check_module(&input.module, chip, judged.flags),
         };
         refused |= report.refused();
         let positions = if report.names_instructions() {
@@ -168,10 +178,10 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
                 for f in &report.findings {
                     out!("{}", f.line(&shown, positions.as_ref()))?;
                 }
-                out!("{shown}: {}", summary(&report))?;
+                out!("{shown}: {}", summary(&report, &judged))?;
             }
             OutputFormat::Json => {
-                let j = Json::new(&shown, input, &report, positions.as_ref());
+                let j = Json::new(&shown, input, &report, &judged, positions.as_ref());
                 let v = serde_json::to_value(&j)?;
                 json.push(match name {
                     Some(n) => serde_json::json!({"program": n, "check": v}),
@@ -242,12 +252,61 @@ fn print_rules(chip: Chip, sdk: Sdk) -> Result<(), Error> {
     Ok(())
 }
 
-/// `trn1 (SDK 2.32 defaults): 1 refusal in 942 instructions; ...`.
-fn summary(r: &CheckReport) -> String {
+/// The SDK whose defaults fill what a module does not pin.
+fn sdk(a: &Args) -> Sdk {
+    a.sdk.map_or(Sdk::default(), Sdk::from)
+}
+
+/// The integer flags a module is judged under, and where they came from.
+struct Judged {
+    flags: IntegerFlags,
+    /// `SDK 2.32 defaults`, `pinned in compile_flags.json`.
+    from: String,
+    /// The SDK whose defaults filled a flag the module does not pin.
+    sdk: Option<Sdk>,
+}
+
+/// `input`'s integer flags: what its bundle pins, the rest from `--sdk`'s
+/// defaults. `--sdk` where a bundle pins all the chip takes changes
+/// nothing, which a note says.
+fn integer_flags(a: &Args, input: &Input, chip: Chip) -> Result<Judged, Error> {
+    let sdk = sdk(a);
+    let read = IntegerFlags::from_compile_flags(&input.flags, sdk.integer_flags())
+        .map_err(|e| Error::file(&input.shown, format!("compile_flags.json: {e}")))?;
+    let takes = IntegerFlags::from(sdk).compile_flags(chip).len();
+    let files = hlatc::bundle::FLAGS_FILE;
+    Ok(match read.pinned {
+        0 => Judged {
+            flags: read.flags,
+            from: format!("SDK {sdk} defaults"),
+            sdk: Some(sdk),
+        },
+        n if n >= takes => {
+            if a.sdk.is_some() {
+                note!("the bundle pins its integer flags in {files}: --sdk changes nothing")?;
+            }
+            Judged {
+                flags: read.flags,
+                from: format!("pinned in {files}"),
+                sdk: None,
+            }
+        }
+        _ => Judged {
+            flags: read.flags,
+            from: format!("{files}, and SDK {sdk} defaults for the rest"),
+            sdk: Some(sdk),
+        },
+    })
+}
+
+/// `trn1 (pinned in compile_flags.json: --implicit-integer-downcast=none):
+/// 1 refusal in 942 instructions; ...`.
+fn summary(r: &CheckReport, judged: &Judged) -> String {
     format!(
-        "{} (SDK {} defaults): {} in {} instructions; TensorE instructions at least {} (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of {} per module",
+        "{} ({}: {}): {} in {} instructions; TensorE instructions at least {} (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of {} per module",
         r.chip,
-        r.sdk,
+        judged.from,
+        r.flags_shown(),
         r.tally(),
         r.instructions,
         r.tensor_instructions,
@@ -320,6 +379,7 @@ fn read_bundle(path: &Path) -> Result<Input, Error> {
         shown,
         text: source,
         chip: bundle_chip(path),
+        flags: bundle_flags(path),
         planned: manifest_memory(path).is_some(),
     })
 }
@@ -360,6 +420,7 @@ fn read_module(path: &Path) -> Result<Input, Error> {
             Source::Printed
         },
         chip: None,
+        flags: Vec::new(),
         planned: false,
     })
 }
@@ -380,13 +441,19 @@ fn load(path: &Path) -> Result<hlatc::Module, Error> {
 
 /// The chip a bundle's compile_flags.json names with --target.
 fn bundle_chip(dir: &Path) -> Option<Chip> {
-    let flags = dir.join(hlatc::bundle::FLAGS_FILE);
-    let flags = input_file::read_to_string(&flags, std::convert::identity).ok()?;
-    let flags: Vec<String> = serde_json::from_str(&flags).ok()?;
-    flags
+    bundle_flags(dir)
         .iter()
         .find_map(|f| f.strip_prefix("--target="))
         .and_then(Chip::from_name)
+}
+
+/// A bundle's compile_flags.json; none where it has none (a cpu bundle).
+fn bundle_flags(dir: &Path) -> Vec<String> {
+    let flags = dir.join(hlatc::bundle::FLAGS_FILE);
+    input_file::read_to_string(&flags, std::convert::identity)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
 }
 
 /// Where each instruction is written in the text the findings point into.
@@ -407,7 +474,13 @@ struct Json<'a> {
     /// Whether that file is the text of a proto as `hlatc fmt` prints it.
     printed_from_proto: bool,
     chip: &'static str,
-    sdk: &'static str,
+    /// The integer flags it was judged under, as neuronx-cc takes them.
+    integer_flags: Vec<String>,
+    /// Where they came from.
+    flags_from: &'a str,
+    /// The SDK whose defaults filled a flag the module does not pin; null
+    /// where a bundle pins them all.
+    sdk: Option<&'static str>,
     /// The aws-neuron/aws-neuron-sdk commit the rules were read from.
     sdk_docs_commit: &'static str,
     refused: bool,
@@ -440,13 +513,16 @@ impl<'a> Json<'a> {
         file: &'a str,
         input: &Input,
         r: &'a CheckReport,
+        judged: &'a Judged,
         positions: Option<&TextPositions>,
     ) -> Json<'a> {
         Json {
             file,
             printed_from_proto: matches!(input.text, Source::Printed),
             chip: r.chip.name(),
-            sdk: r.sdk.name(),
+            integer_flags: r.flags.compile_flags(r.chip),
+            flags_from: &judged.from,
+            sdk: judged.sdk.map(Sdk::name),
             sdk_docs_commit: SDK_COMMIT,
             refused: r.refused(),
             instructions: r.instructions,

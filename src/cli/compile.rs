@@ -297,9 +297,9 @@ fn print_preflight(pre: &hlatc::bundle::Preflight) -> Result<(), Error> {
         }
     )?;
     out!(
-        "  pre-flight    {} (SDK {} defaults): {} in {} instructions, {:.1} ms",
+        "  pre-flight    {}, {}: {} in {} instructions, {:.1} ms",
         pre.report.chip,
-        pre.report.sdk,
+        pre.report.flags_shown(),
         pre.report.tally(),
         human_count(pre.report.instructions as i64),
         millis(pre.time)

@@ -49,8 +49,10 @@ pub struct Args {
     #[command(flatten)]
     step: OptionArgs<PlanRows>,
     /// The instance kind: trn1.32xlarge (32 NeuronCores, EFA 800 Gbps),
-    /// trn1n.32xlarge (EFA 1,600 Gbps) or trn2.48xlarge (64 logical cores
-    /// at LNC=2)
+    /// trn1n.32xlarge (EFA 1,600 Gbps), trn2.48xlarge (64 logical cores
+    /// at LNC=2), or Trainium3 at LNC=2: trn3-server (16 chips, 64 cores),
+    /// trn3-ultraserver-gen1 (64 chips, 256 cores) or
+    /// trn3-ultraserver-gen2 (144 chips, 576 cores), each a node
     #[arg(long, default_value = "trn1.32xlarge", value_parser = parse_instance)]
     instance: Instance,
     /// Instances in the cluster

@@ -86,9 +86,10 @@ compile_options! {
             flag: "chip", python: "chip", default: Unset, value: "CHIP",
             py: "Optional[Chip]",
             help: "The Trainium chip a neuron bundle is for: its neuronx-cc --target (and on trn2 \
-                --logical-nc-config=2 with the runtime's NEURON_LOGICAL_NC_CONFIG=2), the chip its \
-                pre-flight checks, and the core its memory plan is held to by default (trn1 16 GiB, \
-                trn2 24 GiB per logical core). Refused with --target cpu [default: trn1]",
+                and trn3 --logical-nc-config=2 with the runtime's NEURON_LOGICAL_NC_CONFIG=2), the \
+                chip its pre-flight checks, and the core its memory plan is held to by default (trn1 \
+                16 GiB, trn2 24 GiB and trn3 36 GiB per logical core). Refused with --target cpu \
+                [default: trn1]",
         },
         Passes = passes, CommaNames {
             flag: "passes", python: "passes", default: Unset, value: "PASSES",
@@ -303,7 +304,8 @@ compile_options! {
                 working memory beyond them, both measured on the module) and the manifest records \
                 it; a plan over the limit is refused with the smallest change that fits (--zero1, \
                 --remat full-layer, more DP, more TP) and nothing is written. [default: one \
-                NeuronCore of --chip, 16GiB on trn1 and 24GiB on trn2, for a sharded step on neuron; \
+                NeuronCore of --chip, 16GiB on trn1, 24GiB on trn2 and 36GiB on trn3, for a sharded \
+                step on neuron; \
                 a single-device step is warned about; none on cpu]",
         },
         GradAccum = grad_accum, Plain {

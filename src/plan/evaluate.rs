@@ -18,7 +18,7 @@ use super::layout::Layout;
 use super::PlanError;
 use crate::compile_step::{compile_step, CompiledStep, ModelSource};
 use hlatc_models::ModelConfig;
-use hlatc_passes::neuron_check::{self, Chip, Sdk, Severity};
+use hlatc_passes::neuron_check::{self, Chip, Severity};
 use hlatc_step::memory_plan::MemoryPlan;
 use hlatc_step::pipeline::Phase;
 
@@ -198,7 +198,8 @@ fn preflight_warnings(compiled: &CompiledStep, chip: Chip) -> Result<Vec<String>
     let mut warnings = Vec::new();
     let mut refusals = Vec::new();
     for (name, step) in compiled.programs() {
-        let report = neuron_check::check_planned_step(&step.module, chip, Sdk::default());
+        let flags = neuron_check::pinned_flags(&step.module, chip);
+        let report = neuron_check::check_planned_step(&step.module, chip, flags);
         let file = match name {
             ProgramName::Step => TEXT_FILE.to_string(),
             folder => format!("{}/{TEXT_FILE}", folder.name()),

@@ -9,8 +9,8 @@ use std::fmt;
 /// Where the figures below come from: the Neuron SDK's architecture pages
 /// at one commit of `aws-neuron/aws-neuron-sdk`.
 pub const SOURCE: &str = "aws-neuron/aws-neuron-sdk@81ce03ae261e: \
-about-neuron/arch/neuron-hardware/{trainium.rst, trn1-arch.rst, trainium2.rst, trn2-arch.rst}, \
-about-neuron/arch/neuron-features/logical-neuroncore-config.rst";
+about-neuron/arch/neuron-hardware/{trainium.rst, trn1-arch.rst, trainium2.rst, trn2-arch.rst, \
+trainium3.rst, trn3-arch.rst}, about-neuron/arch/neuron-features/logical-neuroncore-config.rst";
 
 /// An instance kind a layout can be planned for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,6 +18,14 @@ pub enum Instance {
     Trn1,
     Trn1n,
     Trn2,
+    /// One server of a Trn3 Gen1 UltraServer (16 chips), servers joined
+    /// by EFA.
+    Trn3Server,
+    /// A Trn3 Gen1 UltraServer: 4 servers of 16 chips, one switched
+    /// scale-up domain of 64.
+    Trn3Gen1,
+    /// A Trn3 Gen2 UltraServer: 36 servers of 4 chips, 144.
+    Trn3Gen2,
 }
 
 /// One instance kind's facts, per rank (a NeuronCore as the runtime
@@ -43,14 +51,27 @@ pub struct Hardware {
 const GIB: u64 = 1 << 30;
 
 impl Instance {
-    pub const ALL: [Instance; 3] = [Instance::Trn1, Instance::Trn1n, Instance::Trn2];
+    pub const ALL: [Instance; 6] = [
+        Instance::Trn1,
+        Instance::Trn1n,
+        Instance::Trn2,
+        Instance::Trn3Server,
+        Instance::Trn3Gen1,
+        Instance::Trn3Gen2,
+    ];
 
-    /// As AWS names it, and as `--instance` and the calibration CSV take it.
+    /// As AWS names it, and as `--instance` and the calibration CSV take
+    /// it. The SDK's pages name no Trn3 instance type (only the runtime's
+    /// `trn3pds`), so trn3's names are hlatc's own, after the pages'
+    /// headings.
     pub fn name(self) -> &'static str {
         match self {
             Instance::Trn1 => "trn1.32xlarge",
             Instance::Trn1n => "trn1n.32xlarge",
             Instance::Trn2 => "trn2.48xlarge",
+            Instance::Trn3Server => "trn3-server",
+            Instance::Trn3Gen1 => "trn3-ultraserver-gen1",
+            Instance::Trn3Gen2 => "trn3-ultraserver-gen2",
         }
     }
 
@@ -65,6 +86,7 @@ impl Instance {
         match self {
             Instance::Trn1 | Instance::Trn1n => Chip::Trn1,
             Instance::Trn2 => Chip::Trn2,
+            Instance::Trn3Server | Instance::Trn3Gen1 | Instance::Trn3Gen2 => Chip::Trn3,
         }
     }
 
@@ -102,6 +124,33 @@ impl Instance {
                 link_bandwidth: 1024e9 / 4.0,
                 network_bandwidth: 3200e9 / 8.0,
             },
+            // Trainium3: 8 physical NeuronCore-v4 per chip, 4 logical
+            // cores at LNC=2 (what hlatc compiles for): 671 dense BF16 /
+            // 183 FP32 TFLOPS, 144 GiB HBM at 4.9 TB/s. Chips meet over
+            // a switched PCIe fabric whose bandwidth per chip is given by
+            // tier: 256 GB/s within a server, 320 GB/s across the servers
+            // of a rack, 128 GB/s between racks; the model has one link
+            // per node, so a node gets the slowest tier it spans (a Gen2
+            // UltraServer's 36 servers are not placed in racks by the
+            // page, so it is taken to span two). EFA: 12,800 Gbps per
+            // Gen1 UltraServer (3,200 a server), 28,800 per Gen2.
+            Instance::Trn3Server | Instance::Trn3Gen1 | Instance::Trn3Gen2 => {
+                let (chips, link_per_chip, efa_gbps) = match self {
+                    Instance::Trn3Server => (16, 256e9, 3_200e9),
+                    Instance::Trn3Gen1 => (64, 256e9, 12_800e9),
+                    _ => (144, 128e9, 28_800e9),
+                };
+                let per_chip = f64::from(self.chip().cores_per_chip());
+                Hardware {
+                    cores_per_node: chips * i64::from(self.chip().cores_per_chip()),
+                    bf16_flops: 671e12 / per_chip,
+                    fp32_flops: 183e12 / per_chip,
+                    hbm_bytes: self.chip().hbm_per_core(),
+                    hbm_bandwidth: 4.9e12 / per_chip,
+                    link_bandwidth: link_per_chip / per_chip,
+                    network_bandwidth: efa_gbps / 8.0,
+                }
+            }
         }
     }
 }

@@ -64,12 +64,26 @@ impl CalibrationRequest {
             .as_deref()
             .map(Calibration::read)
             .transpose()?;
-        let calibrated_on = match &calibration {
+        let mut calibrated_on = match &calibration {
             None => {
                 format!("the built-in fit to {BUILTIN_FILE} (the Neuron SDK's published runs)")
             }
             Some(c) => format!("a fit to {} ({} runs)", c.path, c.runs.len()),
         };
+        let chip = o.instance.chip();
+        let measured_on_chip = match &calibration {
+            Some(c) => c.runs.iter().any(|r| r.instance.chip() == chip),
+            None => builtin_calibration()?
+                .runs
+                .iter()
+                .any(|r| r.instance.chip() == chip),
+        };
+        if !measured_on_chip {
+            calibrated_on += &format!(
+                "; no run in it is on {chip}: {}'s efficiencies are taken as those runs', its peaks are the SDK's",
+                o.instance
+            );
+        }
         let report = match (self.report, calibration) {
             (true, c) => {
                 let builtin = c.is_none();

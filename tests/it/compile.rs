@@ -165,6 +165,10 @@ fn neuron_bundles_carry_flags_and_a_ready_command() {
         [
             "--framework=XLA",
             "--target=trn1",
+            // Pinned, so that the bundle compiles the same under the next
+            // SDK's defaults; the step holds no op without an integer
+            // datapath.
+            "--implicit-integer-downcast=none",
             "--model-type=transformer",
             "--distribution-strategy=llm-training",
             "--auto-cast=none"
@@ -178,11 +182,112 @@ fn neuron_bundles_carry_flags_and_a_ready_command() {
     assert_eq!(manifest["precision"]["rounding"]["stochastic"], 0);
     let script = std::fs::read_to_string(d.join("neuronx-cc.sh")).unwrap();
     assert!(script.contains("export NEURON_FUSE_SOFTMAX=1"));
-    assert!(script.contains("neuronx-cc compile --framework=XLA --target=trn1 model.hlo_module.pb --output model.neff --model-type=transformer --distribution-strategy=llm-training --auto-cast=none"));
+    assert!(script.contains("neuronx-cc compile --framework=XLA --target=trn1 --implicit-integer-downcast=none model.hlo_module.pb --output model.neff --model-type=transformer --distribution-strategy=llm-training --auto-cast=none"));
     assert!(!script.contains("NEURON_RT_STOCHASTIC_ROUNDING_EN"));
     assert!(!script.contains("NEURON_LOGICAL_NC_CONFIG"));
     assert_eq!(manifest["neuron"]["chip"], "trn1");
     assert_eq!(manifest["neuron"]["logical_nc_config"], 1);
+}
+
+/// `--chip trn3` (issue 90) at the layouts `hlatc plan --instance
+/// trn3-server --nodes 1` ranks first for HLAT-7B and Llama 3.1 8B: the
+/// flags name trn3, its logical cores and the integer flags the program
+/// needs; the manifest its 36 GiB core; `hlatc check DIR` agrees with
+/// compile's pre-flight; and the same layouts do not fit trn2's 24 GiB.
+#[test]
+fn trn3_bundles_name_their_chip_and_are_held_to_its_core() {
+    let layouts: [(&str, &[&str], &str); 2] = [
+        (
+            "hlat-7b",
+            &["--tp", "2", "--dp", "32", "--sequence-parallel", "--zero1"],
+            "35.36 GiB",
+        ),
+        (
+            "llama3.1-8b",
+            &["--tp", "4", "--dp", "16", "--sequence-parallel", "--zero1"],
+            "27.51 GiB",
+        ),
+    ];
+    for (model, layout, memory) in layouts {
+        let d = tmp(&format!("trn3-{model}"));
+        let with = |chip: &str| {
+            let mut args = vec![
+                "compile",
+                "--model",
+                model,
+                "--batch-size",
+                "1024",
+                "--seq-len",
+                "4096",
+                "--precision",
+                "bf16-master",
+                "--grad-accum",
+                "32",
+                "--chip",
+                chip,
+            ];
+            args.extend(layout);
+            args.extend(["--out", d.to_str().unwrap()]);
+            hlatc(&args)
+        };
+        let out = ok(&with("trn3"));
+        assert!(
+            out.contains("pre-flight    trn3, --native-int64=enabled --implicit-integer-downcast=none: 1 warning"),
+            "{out}"
+        );
+        for program in ["micro_step", "apply_step"] {
+            let flags: Vec<String> = serde_json::from_str(
+                &std::fs::read_to_string(d.join(program).join("compile_flags.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                flags,
+                [
+                    "--framework=XLA",
+                    "--target=trn3",
+                    "--logical-nc-config=2",
+                    "--native-int64=enabled",
+                    "--implicit-integer-downcast=none",
+                    "--model-type=transformer",
+                    "--distribution-strategy=llm-training",
+                    "--auto-cast=none"
+                ]
+            );
+        }
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(memory_per_rank(&manifest), memory, "{model}");
+        let micro: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(d.join("micro_step/manifest.json")).unwrap(),
+        )
+        .unwrap();
+        let neuron = &micro["neuron"];
+        assert_eq!(neuron["chip"], "trn3");
+        assert_eq!(neuron["logical_nc_config"], 2);
+        assert_eq!(neuron["hbm_per_core"], 36u64 << 30);
+        assert_eq!(neuron["env"]["NEURON_LOGICAL_NC_CONFIG"], "2");
+        // The check reads the chip and the pinned flags back, and finds
+        // what compile found: the per-module instruction limit's warning
+        // in the micro-step, nothing in the apply step.
+        let check = hlatc(&["check", d.to_str().unwrap()]);
+        let said = crate::support::stdout(&check);
+        assert!(check.status.success(), "{said}");
+        let judged = "trn3 (pinned in compile_flags.json: --native-int64=enabled --implicit-integer-downcast=none)";
+        assert!(said.contains(&format!("{judged}: 1 warning in")), "{said}");
+        assert!(
+            said.contains(&format!("{judged}: no findings in")),
+            "{said}"
+        );
+        assert!(said.contains("NCC_EVRF007 (warning)"), "{said}");
+        assert!(
+            said.contains(&format!(
+                "memory plan per rank {memory} (manifest.json), of trn3's 36.00 GiB per core: fits"
+            )),
+            "{said}"
+        );
+        assert_eq!(error_code(&with("trn2")), "does_not_fit", "{model}");
+    }
 }
 
 /// `--chip trn2` (issue 73): the flags, the script's environment and the
@@ -202,15 +307,21 @@ fn trn2_bundles_name_their_chip_and_are_held_to_its_core() {
     };
     let out = ok(&with(&["--chip", "trn2"]));
     assert!(
-        out.contains("pre-flight    trn2 (SDK 2.32 defaults)"),
+        out.contains("pre-flight    trn2, --native-int64=enabled --implicit-integer-downcast=none"),
         "{out}"
     );
     let flags: Vec<String> =
         serde_json::from_str(&std::fs::read_to_string(d.join("compile_flags.json")).unwrap())
             .unwrap();
     assert_eq!(
-        flags[..3],
-        ["--framework=XLA", "--target=trn2", "--logical-nc-config=2"]
+        flags[..5],
+        [
+            "--framework=XLA",
+            "--target=trn2",
+            "--logical-nc-config=2",
+            "--native-int64=enabled",
+            "--implicit-integer-downcast=none"
+        ]
     );
     let script = std::fs::read_to_string(d.join("neuronx-cc.sh")).unwrap();
     assert!(
@@ -218,7 +329,7 @@ fn trn2_bundles_name_their_chip_and_are_held_to_its_core() {
         "{script}"
     );
     assert!(
-        script.contains("neuronx-cc compile --framework=XLA --target=trn2 --logical-nc-config=2 model.hlo_module.pb"),
+        script.contains("neuronx-cc compile --framework=XLA --target=trn2 --logical-nc-config=2 --native-int64=enabled --implicit-integer-downcast=none model.hlo_module.pb"),
         "{script}"
     );
     let manifest: serde_json::Value =
@@ -451,7 +562,7 @@ fn hlat_7b_in_hlats_layout_fits_and_passes_the_preflight_in_both_forms() {
         args.extend(spmd_flags);
         let out = ok(&hlatc(&args));
         assert!(
-            out.contains("pre-flight    trn1 (SDK 2.32 defaults): no findings"),
+            out.contains("pre-flight    trn1, --implicit-integer-downcast=none: no findings"),
             "{out}"
         );
         let manifest: serde_json::Value =

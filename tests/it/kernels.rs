@@ -343,7 +343,8 @@ fn blocked_attention_passes_the_neuron_preflight() {
     );
     assert!(o.status.success(), "{}", crate::support::stderr(&o));
     assert!(
-        crate::support::stdout(&o).contains("pre-flight    trn1 (SDK 2.32 defaults): no findings"),
+        crate::support::stdout(&o)
+            .contains("pre-flight    trn1, --implicit-integer-downcast=none: no findings"),
         "{}",
         crate::support::stdout(&o)
     );

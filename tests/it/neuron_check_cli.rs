@@ -52,7 +52,7 @@ fn check_prints_the_line_and_exits_2_on_a_refusal() {
     assert_eq!(
         lines.next(),
         Some(format!(
-            "{f}: trn1 (SDK 2.32 defaults): 1 refusal in 3 instructions; TensorE instructions at least 0 (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of 5000000 per module"
+            "{f}: trn1 (SDK 2.32 defaults: --implicit-integer-downcast=all): 1 refusal in 3 instructions; TensorE instructions at least 0 (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of 5000000 per module"
         )
         .as_str())
     );
@@ -75,6 +75,11 @@ fn check_json_is_for_tools() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["chip"], "trn2");
     assert_eq!(j["sdk"], "2.32");
+    assert_eq!(j["flags_from"], "SDK 2.32 defaults");
+    assert_eq!(
+        j["integer_flags"],
+        serde_json::json!(["--native-int64=disabled", "--implicit-integer-downcast=all"])
+    );
     assert_eq!(j["refused"], true);
     assert_eq!(j["instructions"], 3);
     assert_eq!(j["printed_from_proto"], false);
@@ -191,7 +196,7 @@ fn a_bundle_is_checked_for_its_own_chip_and_located_in_its_text() {
     let summary = text(&o.stdout);
     assert!(
         summary.contains(
-            "  pre-flight    trn1 (SDK 2.32 defaults): no findings in 1.0 K instructions"
+            "  pre-flight    trn1, --implicit-integer-downcast=none: no findings in 1.0 K instructions"
         ),
         "{summary}"
     );
@@ -201,7 +206,7 @@ fn a_bundle_is_checked_for_its_own_chip_and_located_in_its_text() {
     assert_eq!(
         text(&o.stdout),
         format!(
-            "{}: trn1 (SDK 2.32 defaults): no findings in 1006 instructions; TensorE instructions at least 83 (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of 5000000 per module\n{}: memory plan per rank 381.08 KiB (manifest.json), of trn1's 16.00 GiB per core: fits\n",
+            "{}: trn1 (pinned in compile_flags.json: --implicit-integer-downcast=none): no findings in 1006 instructions; TensorE instructions at least 83 (the dots' tiles alone, a lower bound on neuronx-cc's count), of its limit of 5000000 per module\n{}: memory plan per rank 381.08 KiB (manifest.json), of trn1's 16.00 GiB per core: fits\n",
             shown.display(),
             d.display()
         )
@@ -224,7 +229,7 @@ fn compile_writes_nothing_neuronx_cc_would_refuse() {
     let err = text(&o.stderr);
     assert!(
         err.contains(&format!(
-            "neuronx-cc (--target=trn1, SDK 2.32 defaults) would refuse this module, so nothing was written to {}:",
+            "neuronx-cc --target=trn1 would refuse this module, so nothing was written to {}:",
             d.display()
         )),
         "{err}"
@@ -317,7 +322,7 @@ fn a_sharded_bundle_passes() {
     let out = text(&o.stdout);
     // One program for all 32 ranks, so one check is each rank's.
     assert!(
-        out.contains("  pre-flight    trn1 (SDK 2.32 defaults): no findings in "),
+        out.contains("  pre-flight    trn1, --implicit-integer-downcast=none: no findings in "),
         "{out}"
     );
     let o = hlatc(&["check", d.to_str().unwrap(), "--format", "json"]);
@@ -467,14 +472,16 @@ fn check_of_a_bundle_gives_compiles_findings() {
     assert!(o.status.success(), "{}", crate::support::stderr(&o));
     let compiled = crate::support::stdout(&o);
     assert!(
-        compiled.contains("pre-flight    trn1 (SDK 2.32 defaults): no findings"),
+        compiled.contains("pre-flight    trn1, --implicit-integer-downcast=none: no findings"),
         "{compiled}"
     );
     let o = hlatc(&["check", out.to_str().unwrap()]);
     let checked = crate::support::stdout(&o);
     assert!(o.status.success(), "{checked}");
     assert!(
-        checked.contains("trn1 (SDK 2.32 defaults): no findings in"),
+        checked.contains(
+            "trn1 (pinned in compile_flags.json: --implicit-integer-downcast=none): no findings in"
+        ),
         "{checked}"
     );
     assert!(

@@ -716,60 +716,82 @@ fn a_printed_layout_carries_its_preflight_warnings() {
     );
 }
 
-/// A plan for trn2 prints commands for trn2 (issue 73): the command names
-/// `--chip trn2` (whose core is compile's default limit, so no
-/// `--device-memory`), and the bundle it writes is compiled, checked and
-/// held to trn2's core, as `hlatc check` of it then says.
+/// A plan for trn2 or trn3 prints commands for that chip (issues 73 and
+/// 90): the command names `--chip` (whose core is compile's default
+/// limit, so no `--device-memory`), and the bundle it writes is compiled,
+/// checked and held to the chip's core, as `hlatc check` of it then says.
+/// The report says the cost model was fitted to no run on the chip.
 #[test]
-fn a_trn2_plan_prints_commands_that_build_trn2_bundles() {
-    let dir = scratch("plan-trn2");
-    let _ = std::fs::remove_dir_all(&dir);
-    let o = hlatc(&[
-        "plan",
-        "--model",
-        "tiny",
-        "--seq-len",
-        "16",
-        "--global-batch",
-        "64",
-        "--instance",
-        "trn2.48xlarge",
-        "--layout",
-        "tp=2,dp=32,zero1",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let printed = stdout(&o);
-    let command = printed
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("hlatc compile"))
-        .unwrap_or_else(|| panic!("no command in: {printed}"));
-    assert!(
-        command.contains(" --chip trn2 ") && command.ends_with(" --out build/plan"),
-        "{command}"
-    );
-    assert!(!command.contains("--device-memory"), "{command}");
-    let out = dir.join("bundle");
-    let args: Vec<&str> = command
-        .trim_start_matches("hlatc ")
-        .trim_end_matches("build/plan")
-        .split_whitespace()
-        .chain([out.to_str().unwrap()])
-        .collect();
-    let c = hlatc(&args);
-    assert!(c.status.success(), "{}", stderr(&c));
-    let compiled = stdout(&c);
-    assert!(
-        compiled.contains("pre-flight    trn2 (SDK 2.32 defaults): no findings"),
-        "{compiled}"
-    );
-    let flags = std::fs::read_to_string(out.join("micro_step/compile_flags.json"))
-        .or_else(|_| std::fs::read_to_string(out.join("compile_flags.json")))
-        .unwrap();
-    assert!(flags.contains("\"--target=trn2\""), "{flags}");
-    assert!(flags.contains("\"--logical-nc-config=2\""), "{flags}");
-    crate::support::assert_checks_clean_on_trn2(&out);
-    let _ = std::fs::remove_dir_all(dir);
+fn trn2_and_trn3_plans_print_commands_that_build_their_bundles() {
+    for (instance, chip, batch, layout) in [
+        ("trn2.48xlarge", "trn2", "64", "tp=2,dp=32,zero1"),
+        ("trn3-ultraserver-gen1", "trn3", "256", "tp=2,dp=128,zero1"),
+    ] {
+        let dir = scratch(&format!("plan-{chip}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let o = hlatc(&[
+            "plan",
+            "--model",
+            "tiny",
+            "--seq-len",
+            "16",
+            "--global-batch",
+            batch,
+            "--instance",
+            instance,
+            "--layout",
+            layout,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let printed = stdout(&o);
+        assert!(
+            printed.contains(&format!(
+                "no run in it is on {chip}: {instance}'s efficiencies are taken as those runs'"
+            )),
+            "{printed}"
+        );
+        let command = printed
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("hlatc compile"))
+            .unwrap_or_else(|| panic!("no command in: {printed}"));
+        assert!(
+            command.contains(&format!(" --chip {chip} ")) && command.ends_with(" --out build/plan"),
+            "{command}"
+        );
+        assert!(!command.contains("--device-memory"), "{command}");
+        let out = dir.join("bundle");
+        let args: Vec<&str> = command
+            .trim_start_matches("hlatc ")
+            .trim_end_matches("build/plan")
+            .split_whitespace()
+            .chain([out.to_str().unwrap()])
+            .collect();
+        let c = hlatc(&args);
+        assert!(c.status.success(), "{}", stderr(&c));
+        let compiled = stdout(&c);
+        assert!(
+            compiled.contains(&format!("pre-flight    {chip}, --native-int64=enabled --implicit-integer-downcast=none: no findings")),
+            "{compiled}"
+        );
+        let flags = std::fs::read_to_string(out.join("micro_step/compile_flags.json"))
+            .or_else(|_| std::fs::read_to_string(out.join("compile_flags.json")))
+            .unwrap();
+        assert!(flags.contains(&format!("\"--target={chip}\"")), "{flags}");
+        assert!(flags.contains("\"--logical-nc-config=2\""), "{flags}");
+        if chip == "trn2" {
+            crate::support::assert_checks_clean_on_trn2(&out);
+        } else {
+            let check = hlatc(&["check", out.to_str().unwrap()]);
+            let said = stdout(&check);
+            assert!(check.status.success(), "{said}");
+            assert!(
+                said.contains("of trn3's 36.00 GiB per core: fits"),
+                "{said}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// A small model with four experts (two per token, factor 1.25) in

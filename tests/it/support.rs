@@ -216,7 +216,7 @@ pub fn assert_checks_clean_on_trn2(dir: &Path) {
     let said = stdout(&check);
     assert!(check.status.success(), "{said}");
     assert!(
-        said.contains("trn2 (SDK 2.32 defaults): no findings"),
+        said.contains("trn2 (pinned in compile_flags.json: --native-int64=enabled --implicit-integer-downcast=none): no findings"),
         "{said}"
     );
     assert!(

@@ -3,7 +3,7 @@
 
 use super::files::{BUNDLE_FORMAT, PROTO_FILE, TEXT_FILE};
 use super::listing;
-use super::neuron::{neuron_command, neuron_env, neuron_flags, RoundingSummary};
+use super::neuron::{NeuronCompile, RoundingSummary};
 use super::target::BundleTarget;
 use hlatc_models::param_specs;
 use hlatc_step::memory_plan::MemoryPlan;
@@ -31,15 +31,16 @@ pub(super) fn manifest_with(
     sha256: &str,
     rounding: RoundingSummary,
 ) -> String {
-    let neuron = target.chip().map(|chip| NeuronInfo {
-        chip: chip.name(),
-        logical_nc_config: chip.logical_nc_config(),
-        hbm_per_core: chip.hbm_per_core(),
-        command: neuron_command(chip),
-        flags: neuron_flags(chip),
-        env: neuron_env(chip, rounding.stochastic > 0)
-            .into_iter()
-            .collect(),
+    let neuron = target.chip().map(|chip| {
+        let compile = NeuronCompile::of(&step.module, chip);
+        NeuronInfo {
+            chip: chip.name(),
+            logical_nc_config: chip.logical_nc_config(),
+            hbm_per_core: chip.hbm_per_core(),
+            command: compile.command(),
+            flags: compile.flags(),
+            env: compile.env(rounding.stochastic > 0).into_iter().collect(),
+        }
     });
     let fused_parts: BTreeMap<String, Vec<hlatc_models::HfPart>> = param_specs(&cfg.model)
         .into_iter()

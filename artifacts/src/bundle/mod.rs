@@ -25,10 +25,7 @@ pub use files::{
 pub use listed::{ListedBundle, ListedProgram, ListingFault};
 pub use listing::{expand_json as expand_listing, ListingError};
 pub use manifest::manifest_json;
-pub use neuron::{
-    neuron_command, neuron_env, neuron_flags, neuron_input_flags, RoundingSummary,
-    NEURON_MODEL_FLAGS, NEURON_ROUNDING_SEED,
-};
+pub use neuron::{NeuronCompile, RoundingSummary, NEURON_MODEL_FLAGS, NEURON_ROUNDING_SEED};
 pub use opened::{
     for_cpu, lower_for_cpu, module_from_bytes, read_module, OpenedBundle, PROGRAM_FORMATS,
 };

@@ -2,8 +2,9 @@
 //! written: a module neuronx-cc would refuse is never written.
 
 use super::files::TEXT_FILE;
+use super::neuron::NeuronCompile;
 use crate::Error;
-use hlatc_passes::neuron_check::{self, CheckReport, Chip, Sdk};
+use hlatc_passes::neuron_check::{self, CheckReport, Chip};
 use hlatc_step::train_step::TrainStep;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -11,6 +12,8 @@ use std::time::{Duration, Instant};
 /// What the Neuron pre-flight found in a bundle's module, and how long it
 /// took.
 pub struct Preflight {
+    /// How the bundle is compiled: the flags the check judged under.
+    pub compile: NeuronCompile,
     pub report: CheckReport,
     /// Each finding as a line, located in the bundle's text file.
     pub lines: Vec<String>,
@@ -31,7 +34,8 @@ pub(super) fn preflight(
     let t0 = Instant::now();
     // The step's memory plan, checked against --device-memory, decides
     // whether it fits.
-    let report = neuron_check::check_planned_step(&step.module, chip, Sdk::default());
+    let compile = NeuronCompile::of(&step.module, chip);
+    let report = neuron_check::check_planned_step(&step.module, chip, compile.integer);
     let time = t0.elapsed();
     // Only findings about instructions need the text read for positions.
     let positions = report
@@ -52,6 +56,7 @@ pub(super) fn preflight(
         .map(|f| located(f).to_string())
         .collect();
     Ok(Preflight {
+        compile,
         report,
         lines,
         time,

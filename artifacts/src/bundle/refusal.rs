@@ -1,14 +1,13 @@
 //! The message of a Neuron refusal, on its own so that [`crate::Error`]
 //! can format it without importing the bundle writer that raises it.
 
-use hlatc_passes::neuron_check::{Chip, LocatedFinding, Sdk};
+use hlatc_passes::neuron_check::{Chip, LocatedFinding};
 use std::path::Path;
 
 /// The message of [`crate::Error::NeuronRefused`].
 pub(crate) fn refusal_message(dir: &Path, chip: Chip, findings: &[LocatedFinding]) -> String {
     let mut s = format!(
-        "neuronx-cc (--target={chip}, SDK {} defaults) would refuse this module, so nothing was written to {}:",
-        Sdk::default(),
+        "neuronx-cc --target={chip} would refuse this module, so nothing was written to {}:",
         dir.display()
     );
     // The first refusals are what to fix; a type used throughout (f64)

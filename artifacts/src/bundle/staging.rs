@@ -3,7 +3,7 @@
 
 use super::files::{sha256_hex, FLAGS_FILE, MANIFEST_FILE, NEURON_SCRIPT, PROTO_FILE, TEXT_FILE};
 use super::manifest::manifest_with;
-use super::neuron::{neuron_flags, neuron_script, RoundingSummary};
+use super::neuron::RoundingSummary;
 use super::preflight::{preflight, Preflight};
 use super::target::BundleTarget;
 use crate::Error;
@@ -112,12 +112,12 @@ pub fn stage_bundle(
         .saturating_sub(preflight.as_ref().map_or(Duration::ZERO, |p| p.time));
     let t1 = Instant::now();
     let mut rest: Vec<(&str, Vec<u8>)> = Vec::new();
-    if let Some(chip) = target.chip() {
-        let flags = serde_json::to_string_pretty(&neuron_flags(chip)).expect("strings serialize");
+    if let Some(compile) = preflight.as_ref().map(|p| p.compile) {
+        let flags = serde_json::to_string_pretty(&compile.flags()).expect("strings serialize");
         rest.push((FLAGS_FILE, format!("{flags}\n").into_bytes()));
         rest.push((
             NEURON_SCRIPT,
-            neuron_script(chip, stochastic_rounding).into_bytes(),
+            compile.script(stochastic_rounding).into_bytes(),
         ));
     }
     rest.push((MANIFEST_FILE, manifest.into_bytes()));

@@ -16,7 +16,7 @@
 //!   pipeline, verifying after each, then print what the passes noted as
 //!   `// note:` lines and the module. Every `opt` case is also checked for
 //!   idempotence: the same passes over the output change nothing.
-//! - `check [--target=trn1|trn2] [--sdk=2.32|next]`: the Neuron pre-flight
+//! - `check [--target=trn1|trn2|trn3] [--sdk=2.32|next]`: the Neuron pre-flight
 //!   (`hlatc_passes::neuron_check`; trn1 and SDK 2.32 unless told), its
 //!   findings as `hlatc check` prints them (`NAME.hlo:LINE:COL:
 //!   instruction %x: CODE [(warning)] what (detail), advice`), then the
@@ -33,7 +33,7 @@ use hlatc_passes::{
 };
 use std::path::Path;
 
-const USAGE: &str = "known: opt [--target=T] [--remat=P] [--cast=T] [--rounding=P] PASS,...; check [--target=trn1|trn2] [--sdk=2.32|next]";
+const USAGE: &str = "known: opt [--target=T] [--remat=P] [--cast=T] [--rounding=P] PASS,...; check [--target=trn1|trn2|trn3] [--sdk=2.32|next]";
 
 /// Why a case cannot run: the command is wrong (fails the test) or the
 /// module or a pass refused (the case's output).

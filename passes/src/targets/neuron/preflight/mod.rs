@@ -5,7 +5,8 @@
 //! runs it on every Neuron bundle (through `train`'s bundle writer) and
 //! `hlatc check` on any module.
 //!
-//! - `chip`: which chip and SDK release a check is for;
+//! - `chip`: which chip a check is for, and under which integer flags (a
+//!   bundle's, or an SDK release's defaults);
 //! - `rules`: the rule table (data, with its sources in the Neuron SDK);
 //! - `matcher`: how a rule's matcher is evaluated on an instruction;
 //! - `trip_count`: whether a while loop's trip count is static;
@@ -27,14 +28,14 @@ mod rules;
 mod trip_count;
 pub use trip_count::trip_count;
 
-pub use chip::{Chip, Sdk};
+pub use chip::{Chip, DowncastOp, Downcasts, FlagValueError, IntegerFlags, PinnedFlags, Sdk};
 pub use instructions::{
     dot_instructions, dot_operands, matmul_instructions, MOVING_COLUMNS, PARTITIONS,
 };
 pub use report::{CheckReport, Finding, LocatedFinding};
 // Public for the crate's tests (tests/it/neuron_check.rs).
 pub use rules::{
-    markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, When, INSTRUCTION_LIMIT,
+    markdown_table, rule, Code, Matcher, Rule, Severity, TypedOp, Under, When, INSTRUCTION_LIMIT,
     RECOGNIZED_CUSTOM_CALLS, RULES, SDK_COMMIT,
 };
 #[doc(hidden)]
@@ -44,18 +45,40 @@ use hlatc_compiler::util::fx::FxHashSet;
 use hlatc_compiler::{Module, Opcode};
 use matcher::{matches, needs, Site, Types};
 
-/// Checks `m` against every rule that applies on `chip` under `sdk`'s
-/// defaults.
-pub fn check_module(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
-    check(m, chip, sdk, Memory::FromBoundary)
+/// Checks `m` against every rule that applies on `chip` under `flags`
+/// (an [`Sdk`] for its defaults).
+pub fn check_module(m: &Module, chip: Chip, flags: impl Into<IntegerFlags>) -> CheckReport {
+    check(m, chip, flags.into(), Memory::FromBoundary)
 }
 
 /// [`check_module`] for a training step hlatc built, whose memory plan
 /// (which counts its activations, and follows `--device-memory`) decides
 /// whether it fits a core: the module-level memory rules, an estimate
 /// from the boundary alone, are left to it.
-pub fn check_planned_step(m: &Module, chip: Chip, sdk: Sdk) -> CheckReport {
-    check(m, chip, sdk, Memory::Planned)
+pub fn check_planned_step(m: &Module, chip: Chip, flags: impl Into<IntegerFlags>) -> CheckReport {
+    check(m, chip, flags.into(), Memory::Planned)
+}
+
+/// The integer flags a bundle of `m` for `chip` pins, so that it compiles
+/// the same under any SDK's defaults: 64-bit integers native where the
+/// chip runs them (exact, where narrowing is not), and a lossy downcast
+/// permitted for exactly the ops without an integer datapath that `m`
+/// holds, each of which the check still reports as a warning; `none`
+/// where it holds no such op.
+pub fn pinned_flags(m: &Module, chip: Chip) -> IntegerFlags {
+    let open = IntegerFlags {
+        native_int64: chip.has_native_int64(),
+        downcast: Downcasts::ALL,
+    };
+    let report = check_rules(m, chip, open, Memory::Planned, |r| {
+        r.downcast_op().is_some()
+    });
+    let downcast = report
+        .findings
+        .iter()
+        .filter_map(|f| f.rule.downcast_op())
+        .fold(Downcasts::NONE, Downcasts::with);
+    IntegerFlags { downcast, ..open }
 }
 
 /// Who judges a module's device memory.
@@ -67,7 +90,18 @@ enum Memory {
     Planned,
 }
 
-fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
+fn check(m: &Module, chip: Chip, flags: IntegerFlags, memory: Memory) -> CheckReport {
+    check_rules(m, chip, flags, memory, |_| true)
+}
+
+/// [`check`] of the rules `asked` keeps.
+fn check_rules(
+    m: &Module,
+    chip: Chip,
+    flags: IntegerFlags,
+    memory: Memory,
+    asked: impl Fn(&Rule) -> bool,
+) -> CheckReport {
     let held = Types::of_module(m);
     let opcodes: FxHashSet<Opcode> = m
         .computations
@@ -76,6 +110,7 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
         .collect();
     let rules: Vec<(&'static Rule, Severity)> = RULES
         .iter()
+        .filter(|r| asked(r))
         .filter(|r| {
             let (ops, tys) = needs(&r.matcher);
             ops.is_none_or(|ops| ops.iter().any(|o| opcodes.contains(o)))
@@ -85,7 +120,7 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
             memory == Memory::FromBoundary
                 || !matches!(r.matcher, Matcher::IoOverHbm | Matcher::IoAndScratchOverHbm)
         })
-        .filter_map(|r| r.severity(chip, sdk).map(|s| (r, s)))
+        .filter_map(|r| r.severity(chip, flags).map(|s| (r, s)))
         .collect();
     // The module's own rules are judged once, after the walk.
     let (module_rules, rules): (Vec<_>, Vec<_>) = rules
@@ -180,7 +215,7 @@ fn check(m: &Module, chip: Chip, sdk: Sdk, memory: Memory) -> CheckReport {
     findings.sort_by_key(|f| f.severity);
     CheckReport {
         chip,
-        sdk,
+        flags,
         findings,
         tensor_instructions,
         instructions,

@@ -2,7 +2,7 @@
 //! `FILE:LINE:COL: instruction %name: NCC_CODE what (detail), advice`, as
 //! compilers write diagnostics, so editors and CI logs link to the line.
 
-use super::chip::{Chip, Sdk};
+use super::chip::{Chip, IntegerFlags};
 use super::rules::{Rule, Severity};
 use hlatc_compiler::formats::text::TextPositions;
 use std::fmt::Write;
@@ -142,7 +142,8 @@ impl std::fmt::Display for LocatedFinding {
 #[derive(Clone, Debug)]
 pub struct CheckReport {
     pub chip: Chip,
-    pub sdk: Sdk,
+    /// What neuronx-cc is told about integers.
+    pub flags: IntegerFlags,
     /// Refusals first, then warnings; each in the module's order.
     pub findings: Vec<Finding>,
     /// At least this many TensorE instructions (see
@@ -175,6 +176,11 @@ impl CheckReport {
     /// positions to be located).
     pub fn names_instructions(&self) -> bool {
         self.findings.iter().any(|f| f.instruction.is_some())
+    }
+
+    /// The integer flags as neuronx-cc takes them, for `chip`.
+    pub fn flags_shown(&self) -> String {
+        self.flags.compile_flags(self.chip).join(" ")
     }
 
     /// `2 refusals, 1 warning` / `no findings`.

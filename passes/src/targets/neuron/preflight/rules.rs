@@ -16,7 +16,7 @@
 //! (`aws-neuron/neuronx-distributed:PATH`).
 //! The wording of `what` and `advice` is hlatc's own.
 
-use super::chip::{Chip, Sdk};
+use super::chip::{Chip, DowncastOp, IntegerFlags, Sdk};
 use hlatc_compiler::ir::op::ComparisonDirection;
 use hlatc_compiler::{ElementType, Opcode};
 
@@ -63,19 +63,45 @@ impl Code {
     }
 }
 
-/// On which chip and under which SDK's defaults a rule applies, and how
-/// hard. A rule's first entry that names the chip and the SDK decides;
-/// none: the rule does not apply there.
+/// On which chip and under which integer flags a rule applies, and how
+/// hard. A rule's first entry that names the chip and whose condition
+/// holds decides; none: the rule does not apply there.
 #[derive(Clone, Copy, Debug)]
 pub struct When {
     pub chips: &'static [Chip],
-    pub sdks: &'static [Sdk],
+    pub under: Under,
     pub severity: Severity,
 }
 
-/// Ops without an integer datapath, run on f32 (or narrowed) after a
-/// warning under 2.32's `--implicit-integer-downcast=default`, refused
-/// under the next release's `none`.
+/// What of neuronx-cc's integer flags a [`When`] asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Under {
+    /// Nothing: whatever the flags.
+    AnyFlags,
+    /// `--implicit-integer-downcast` permits the rule's op.
+    DowncastPermitted,
+    /// It does not.
+    DowncastRefused,
+    /// 64-bit integers are narrowed to 32 bits: always on trn1, elsewhere
+    /// without `--native-int64=enabled`.
+    Int64Narrowed,
+}
+
+impl Under {
+    fn holds(self, flags: IntegerFlags, chip: Chip, op: Option<DowncastOp>) -> bool {
+        let permitted = || op.is_some_and(|op| flags.downcast.permits(op));
+        match self {
+            Under::AnyFlags => true,
+            Under::DowncastPermitted => permitted(),
+            Under::DowncastRefused => !permitted(),
+            Under::Int64Narrowed => flags.narrows_int64(chip),
+        }
+    }
+}
+
+/// Ops a rule asks about the types of: those without an integer datapath
+/// (run on f32, or narrowed, where `--implicit-integer-downcast` permits,
+/// refused where it does not), and others with a type the chip lacks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TypedOp {
     /// `dot`, either operand.
@@ -181,83 +207,103 @@ impl Matcher {
 }
 
 impl Rule {
-    /// How hard the rule applies on `chip` under `sdk`'s defaults; `None`
-    /// where it does not.
-    pub fn severity(&self, chip: Chip, sdk: Sdk) -> Option<Severity> {
+    /// How hard the rule applies on `chip` under `flags`; `None` where it
+    /// does not.
+    pub fn severity(&self, chip: Chip, flags: impl Into<IntegerFlags>) -> Option<Severity> {
+        let flags = flags.into();
+        let op = self.downcast_op();
         self.when
             .iter()
-            .find(|w| w.chips.contains(&chip) && w.sdks.contains(&sdk))
+            .find(|w| w.chips.contains(&chip) && w.under.holds(flags, chip, op))
             .map(|w| w.severity)
+    }
+
+    /// The op `--implicit-integer-downcast` names for what the rule finds.
+    pub fn downcast_op(&self) -> Option<DowncastOp> {
+        match self.matcher {
+            Matcher::TypedOp(op, _) => match op {
+                TypedOp::Dot => Some(DowncastOp::Dot),
+                TypedOp::ScatterWithCompute => Some(DowncastOp::Scatter),
+                TypedOp::AllReduce => Some(DowncastOp::AllReduce),
+                TypedOp::ReduceScatter => Some(DowncastOp::ReduceScatter),
+                TypedOp::Power => Some(DowncastOp::Pow),
+                TypedOp::TopK | TypedOp::ShiftRightArithmetic => None,
+            },
+            _ => None,
+        }
     }
 }
 
 const CHIPS: &[Chip] = &Chip::ALL;
-const SDKS: &[Sdk] = &Sdk::ALL;
-const REFUSED: &[When] = &[When {
-    chips: CHIPS,
-    sdks: SDKS,
+/// trn2 and the chips after it, which share its data types and integer
+/// behaviour (the data-types page: trn3 "supports all of the data types
+/// available on NeuronCore v3, along with the same ... Integer Type
+/// Conversion behaviors").
+const TRN2_ON: &[Chip] = &[Chip::Trn2, Chip::Trn3];
+const fn everywhere(severity: Severity) -> [When; 1] {
+    [When {
+        chips: CHIPS,
+        under: Under::AnyFlags,
+        severity,
+    }]
+}
+const REFUSED: &[When] = &everywhere(Severity::Refusal);
+const WARNED: &[When] = &everywhere(Severity::Warning);
+/// Refused on trn2 and trn3 whatever the flags; nothing on trn1.
+const TRN2_ON_REFUSED: &[When] = &[When {
+    chips: TRN2_ON,
+    under: Under::AnyFlags,
     severity: Severity::Refusal,
 }];
-/// Refused on trn2 under every SDK; nothing on trn1.
-const TRN2_REFUSED: &[When] = &[When {
-    chips: &[Chip::Trn2],
-    sdks: SDKS,
+/// Refused on trn1 and trn2; trn3 has the type.
+const BEFORE_TRN3_REFUSED: &[When] = &[When {
+    chips: &[Chip::Trn1, Chip::Trn2],
+    under: Under::AnyFlags,
     severity: Severity::Refusal,
 }];
-const WARNED: &[When] = &[When {
-    chips: CHIPS,
-    sdks: SDKS,
-    severity: Severity::Warning,
-}];
-/// `--implicit-integer-downcast`: `default` (2.32) warns, `none` (next)
-/// refuses.
+/// `--implicit-integer-downcast`: a warning where it permits the op
+/// (2.32's default, `all`), refused where it does not (the next
+/// release's `none`).
 const DOWNCAST: &[When] = &[
     When {
         chips: CHIPS,
-        sdks: &[Sdk::V2_32],
+        under: Under::DowncastPermitted,
         severity: Severity::Warning,
     },
     When {
         chips: CHIPS,
-        sdks: &[Sdk::Next],
+        under: Under::DowncastRefused,
         severity: Severity::Refusal,
     },
 ];
 /// A 32-bit integer dot: trn1 multiplies it with a warning whatever the
-/// flags; trn2 follows `--implicit-integer-downcast`.
+/// flags; trn2 and later follow `--implicit-integer-downcast`.
 const DOT_32: &[When] = &[
     When {
         chips: &[Chip::Trn1],
-        sdks: SDKS,
+        under: Under::AnyFlags,
         severity: Severity::Warning,
     },
     When {
-        chips: &[Chip::Trn2],
-        sdks: &[Sdk::V2_32],
+        chips: TRN2_ON,
+        under: Under::DowncastPermitted,
         severity: Severity::Warning,
     },
     When {
-        chips: &[Chip::Trn2],
-        sdks: &[Sdk::Next],
+        chips: TRN2_ON,
+        under: Under::DowncastRefused,
         severity: Severity::Refusal,
     },
 ];
 /// Where 64-bit integers are narrowed to 32 bits: always on trn1; on trn2
-/// unless `--native-int64=enabled`, which the next release makes the
-/// default.
-const fn narrowed(severity: Severity) -> [When; 2] {
-    [
-        When {
-            chips: &[Chip::Trn1],
-            sdks: SDKS,
-            severity,
-        },
-        When {
-            chips: &[Chip::Trn2],
-            sdks: &[Sdk::V2_32],
-            severity,
-        },
-    ]
+/// and later unless `--native-int64=enabled`, which the next release
+/// makes the default.
+const fn narrowed(severity: Severity) -> [When; 1] {
+    [When {
+        chips: CHIPS,
+        under: Under::Int64Narrowed,
+        severity,
+    }]
 }
 const NARROWED_WARNED: &[When] = &narrowed(Severity::Warning);
 const NARROWED_REFUSED: &[When] = &narrowed(Severity::Refusal);
@@ -435,7 +481,7 @@ pub const RULES: &[Rule] = &[
         id: "f8e4m3fn",
         code: Code::Ncc("EVRF051"),
         matcher: Matcher::ElementType(&[ElementType::F8E4M3FN]),
-        when: REFUSED,
+        when: BEFORE_TRN3_REFUSED,
         what: "holds f8e4m3fn, which trn1 and trn2 do not support (trn3 does)",
         advice: "use f8e4m3 (neuronx-cc's --experimental-unsafe-fp8e4m3fn-as-fp8e4m3 converts it) or a 16-bit float",
         sources: &[page!("EVRF051")],
@@ -463,7 +509,7 @@ pub const RULES: &[Rule] = &[
         code: Code::Undocumented,
         matcher: Matcher::ElementType(&[ElementType::F64]),
         when: REFUSED,
-        what: "holds f64, which is not among the types trn1 and trn2 support",
+        what: "holds f64, which is not among the types Trainium supports",
         advice: "compute in f32 (for hlatc compile: --precision fp32 or a bf16 preset)",
         sources: &[DATA_TYPES],
     },
@@ -683,10 +729,10 @@ pub const RULES: &[Rule] = &[
         id: "sort-trn2",
         code: Code::Undocumented,
         matcher: Matcher::Opcode(Opcode::new("sort")),
-        when: TRN2_REFUSED,
-        what: "is a sort, which neuronx-cc does not support on trn2 (it reports NCC_EVRF029, a code without a page)",
+        when: TRN2_ON_REFUSED,
+        what: "is a sort, which neuronx-cc does not support on trn2 (it reports NCC_EVRF029, a code without a page); trn3 is held to the same, as it shares trn2's code generator (2.31's notes)",
         advice: "a top k of a descending sort becomes AwsNeuronTopK with `hlatc opt --target neuron` (pass sort-to-topk); otherwise sort on the host or with an NKI kernel",
-        sources: &[TORCH_NEURONX_TRACE, SORT_REPORT],
+        sources: &[TORCH_NEURONX_TRACE, SORT_REPORT, COMPILER_NOTES],
     },
     Rule {
         id: "conditional",
@@ -782,34 +828,33 @@ pub fn rule(id: &str) -> Option<&'static Rule> {
 }
 
 /// The rule table as Markdown, for the book: code, id, how hard it
-/// applies per chip and SDK, what it finds, and its sources.
+/// applies per chip under each SDK's defaults, what it finds, and its
+/// sources.
 pub fn markdown_table() -> String {
-    let mut out = String::from(
-        "| code | rule | trn1 2.32 | trn1 next | trn2 2.32 | trn2 next | finds an instruction that | sources |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    let columns: Vec<(Chip, Sdk)> = Chip::ALL
+        .into_iter()
+        .flat_map(|c| Sdk::ALL.into_iter().map(move |v| (c, v)))
+        .collect();
+    let heads: Vec<String> = columns.iter().map(|(c, v)| format!("{c} {v}")).collect();
+    let mut out = format!(
+        "| code | rule | {} | finds an instruction that | sources |\n| --- | --- | {}--- | --- |\n",
+        heads.join(" | "),
+        "--- | ".repeat(columns.len())
     );
     for r in RULES {
         let code = r
             .code
             .ncc()
             .map_or_else(|| "none documented".to_string(), |c| format!("`{c}`"));
-        let cells: Vec<&str> = [
-            (Chip::Trn1, Sdk::V2_32),
-            (Chip::Trn1, Sdk::Next),
-            (Chip::Trn2, Sdk::V2_32),
-            (Chip::Trn2, Sdk::Next),
-        ]
-        .into_iter()
-        .map(|(c, v)| r.severity(c, v).map_or("", Severity::name))
-        .collect();
+        let cells: Vec<&str> = columns
+            .iter()
+            .map(|&(c, v)| r.severity(c, v).map_or("", Severity::name))
+            .collect();
         let sources: Vec<String> = r.sources.iter().map(|s| format!("`{s}`")).collect();
         out.push_str(&format!(
-            "| {code} | `{}` | {} | {} | {} | {} | {} | {} |\n",
+            "| {code} | `{}` | {} | {} | {} |\n",
             r.id,
-            cells[0],
-            cells[1],
-            cells[2],
-            cells[3],
+            cells.join(" | "),
             r.what,
             sources.join(", ")
         ));
