@@ -109,7 +109,14 @@ Phase = Literal["warm_up", "steady", "cool_down"]
 #: a bundle of one.
 Program = Literal["step", "micro_step", "apply_step", "warm_up", "steady", "cool_down"]
 #: A Trainium instance kind `plan` prices (`hlatc plan --instance`).
-Instance = Literal["trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge"]
+Instance = Literal[
+    "trn1.32xlarge",
+    "trn1n.32xlarge",
+    "trn2.48xlarge",
+    "trn3-server",
+    "trn3-ultraserver-gen1",
+    "trn3-ultraserver-gen2",
+]
 
 #: Each option's Literal by the name `hlatc._hlatc.choices()` gives it.
 CHOICES: Dict[str, Any] = {
