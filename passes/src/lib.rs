@@ -25,8 +25,9 @@ mod registry;
 pub mod targets;
 mod transforms;
 
-pub use infra::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
+pub use infra::cast_policy::{CastPolicy, CastRule, MxPolicy, ScopeMatcher, MX_KEPT_SCOPES};
 pub use infra::context::{AddedState, PassContext, RematPolicy, RematRegion, Target};
+pub use infra::mx_blocks::MxFormat;
 pub use infra::pass::{
     ConditionalFailure, F64ConstantProblem, NativeKernelProblem, Pass, PassError,
     RoundingLoweringError,

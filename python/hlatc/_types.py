@@ -68,7 +68,7 @@ Model = Literal[
     "qwen3-30b-a3b",
 ]
 #: The names `--precision` and `precision=` take.
-Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "bf16-master", "fp64"]
+Precision = Literal["fp32", "bf16-mixed", "bf16-pure", "bf16-master", "mxfp8", "fp64"]
 #: The names `--rounding` and `rounding=` take.
 Rounding = Literal["rne", "sr", "state-updates"]
 #: The names `--target` and `target=` take.

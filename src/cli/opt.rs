@@ -73,9 +73,11 @@ pub struct Args {
     #[command(flatten)]
     remat: super::compile::RematArg,
     /// Precision the `amp` pass casts to: fp32 (the default here: an
-    /// imported module keeps its precision unless asked), bf16-mixed or
-    /// bf16-pure (the same cast policy; they differ only in how a step
-    /// hlatc builds stores its state)
+    /// imported module keeps its precision unless asked), bf16-mixed,
+    /// bf16-pure or bf16-master (the same cast policy; they differ only in
+    /// how a step hlatc builds stores its state), or mxfp8 (that policy with
+    /// every dot's operands in MXFP8 blocks along its contracting dimension,
+    /// where it divides into blocks of 32; --target cpu)
     #[arg(long, value_name = "PRESET", default_value = "fp32", value_parser = parse_name::<Precision>)]
     precision: hlatc::precision::Precision,
     /// Which converts to bf16 `annotate-rounding` rounds stochastically:

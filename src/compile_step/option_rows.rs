@@ -64,7 +64,10 @@ compile_options! {
                 Adam state. bf16-pure: the same compute over bf16 weights and Adam state, updated in \
                 f32 and stored back with stochastic rounding. bf16-master: bf16 weights for compute \
                 and communication, with an f32 master copy beside f32 Adam state (sharded over DP \
-                with --zero1); the weight is its master rounded to nearest. fp32: everything in f32. \
+                with --zero1); the weight is its master rounded to nearest. mxfp8: bf16-master whose \
+                linear layers multiply in MXFP8 (E4M3 values, a power-of-two scale per 32 along the \
+                contracting dimension, f32 accumulation), forward and backward; attention's products, \
+                the head and a router stay bf16; --target cpu only for now. fp32: everything in f32. \
                 fp64: everything in f64, for checking against float64 references, not for training. \
                 The `amp` pass applies it; the manifest records every input's dtype",
         },

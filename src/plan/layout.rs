@@ -354,20 +354,27 @@ impl fmt::Display for Layout {
     }
 }
 
-/// Why Trainium cannot run a step of `precision`, if it cannot: f64,
-/// which neuronx-cc refuses (the pre-flight's `f64` rule).
+/// Why a plan cannot take `precision`, if it cannot: f64, which
+/// neuronx-cc refuses (the pre-flight's `f64` rule), and mxfp8, which
+/// hlatc does not yet write for Neuron.
 pub fn not_on_trainium(precision: Precision) -> Option<String> {
-    (precision == Precision::Fp64).then(|| {
-        let presets: Vec<&str> = Precision::ALL
-            .iter()
-            .filter(|&&p| p != Precision::Fp64)
-            .map(|p| p.name())
-            .collect();
-        format!(
-            "Trainium has no f64 (neuronx-cc refuses it); the presets it runs are {}",
-            presets.join(", ")
-        )
-    })
+    let unplanned = |p: Precision| matches!(p, Precision::Fp64 | Precision::Mxfp8);
+    let why = match precision {
+        Precision::Fp64 => "Trainium has no f64 (neuronx-cc refuses it)",
+        Precision::Mxfp8 => {
+            "hlatc writes mxfp8 for --target cpu only so far (its Neuron form, QuantizeMX and __op$block_scaled_dot, is not written)"
+        }
+        _ => return None,
+    };
+    let presets: Vec<&str> = Precision::ALL
+        .iter()
+        .filter(|&&p| !unplanned(p))
+        .map(|p| p.name())
+        .collect();
+    Some(format!(
+        "{why}; the presets a plan searches are {}",
+        presets.join(", ")
+    ))
 }
 
 /// The most micro-batches one optimizer step accumulates that the planner

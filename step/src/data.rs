@@ -13,6 +13,10 @@ pub struct SyntheticData {
     seed: u64,
     /// Draw every token independently instead (no structure to learn).
     iid: bool,
+    /// Per thousand tokens, how many are drawn uniformly instead of
+    /// following the permutation: the language's entropy, which no model
+    /// learns away.
+    noise_per_mille: u64,
 }
 
 /// One batch: tokens and next-token targets, both `s32[batch, seq]`, and
@@ -71,6 +75,32 @@ impl SyntheticData {
             perm,
             seed,
             iid: false,
+            noise_per_mille: 0,
+        }
+    }
+
+    /// The permutation language with `per_mille` of every thousand next
+    /// tokens drawn uniformly: its loss cannot fall below the entropy of
+    /// that mixture, so two runs are compared where both have learned
+    /// what can be learned, not at a loss near zero.
+    pub fn noisy_permutation(vocab: i64, seed: u64, per_mille: u64) -> Self {
+        SyntheticData {
+            noise_per_mille: per_mille.min(1000),
+            ..Self::permutation(vocab, seed)
+        }
+    }
+
+    /// The token after `t`: the permutation's, or a uniform draw (every
+    /// one under [`SyntheticData::uniform`], a share of them under
+    /// [`SyntheticData::noisy_permutation`]).
+    fn next_token(&self, rng: &mut SplitMix64, t: i64) -> i64 {
+        let v = self.perm.len() as u64;
+        let uniform =
+            self.iid || (self.noise_per_mille > 0 && rng.next_u64() % 1000 < self.noise_per_mille);
+        if uniform {
+            (rng.next_u64() % v) as i64
+        } else {
+            i64::from(self.perm[t as usize])
         }
     }
 
@@ -90,11 +120,7 @@ impl SyntheticData {
         for _ in 0..batch_size {
             let mut t = (rng.next_u64() % v) as i32;
             for _ in 0..seq_len {
-                let next = if self.iid {
-                    (rng.next_u64() % v) as i32
-                } else {
-                    self.perm[t as usize]
-                };
+                let next = self.next_token(&mut rng, i64::from(t)) as i32;
                 tokens.push(t);
                 targets.push(next);
                 t = next;
@@ -139,11 +165,7 @@ impl SyntheticData {
                 } else {
                     tokens[at] = targets[at - 1];
                 }
-                targets[at] = if self.iid {
-                    (rng.next_u64() % v) as i64
-                } else {
-                    i64::from(self.perm[tokens[at] as usize])
-                };
+                targets[at] = self.next_token(&mut rng, tokens[at]);
                 left -= 1;
                 if left == 0 || i + 1 == seq_len as usize {
                     targets[at] = hlatc_models::IGNORE_INDEX;

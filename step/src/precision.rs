@@ -27,14 +27,22 @@ pub enum Precision {
     /// the master rounded to nearest. HLAT's advice for 7B and 70B: "always
     /// use ZeRO-1 with master weights".
     Bf16Master,
+    /// `bf16-master` whose linear layers multiply in MXFP8 (OCP MX: E4M3
+    /// elements, a power-of-two E8M0 scale per 32 along the contracting
+    /// dimension), forward and both backward products, accumulating in
+    /// f32; attention's own products, the head and a router stay bf16
+    /// (`hlatc_passes::MX_KEPT_SCOPES`). Trn3's MX matmuls run at four
+    /// times its BF16 rate.
+    Mxfp8,
 }
 
 impl Precision {
-    pub const ALL: [Precision; 5] = [
+    pub const ALL: [Precision; 6] = [
         Precision::Fp32,
         Precision::Bf16Mixed,
         Precision::Bf16Pure,
         Precision::Bf16Master,
+        Precision::Mxfp8,
         Precision::Fp64,
     ];
 
@@ -45,6 +53,7 @@ impl Precision {
             Precision::Bf16Mixed => "bf16-mixed",
             Precision::Bf16Pure => "bf16-pure",
             Precision::Bf16Master => "bf16-master",
+            Precision::Mxfp8 => "mxfp8",
         }
     }
 
@@ -56,7 +65,7 @@ impl Precision {
     pub fn storage(self) -> ElementType {
         match self {
             Precision::Fp32 | Precision::Bf16Mixed => ElementType::F32,
-            Precision::Bf16Pure | Precision::Bf16Master => ElementType::Bf16,
+            Precision::Bf16Pure | Precision::Bf16Master | Precision::Mxfp8 => ElementType::Bf16,
             Precision::Fp64 => ElementType::F64,
         }
     }
@@ -65,14 +74,14 @@ impl Precision {
     /// weights where the preset keeps them.
     pub fn optimizer_storage(self) -> ElementType {
         match self {
-            Precision::Bf16Master => ElementType::F32,
+            Precision::Bf16Master | Precision::Mxfp8 => ElementType::F32,
             other => other.storage(),
         }
     }
 
     /// Whether the optimizer keeps an f32 master copy of the weights.
     pub fn keeps_master_weights(self) -> bool {
-        self == Precision::Bf16Master
+        matches!(self, Precision::Bf16Master | Precision::Mxfp8)
     }
 
     /// The type gradients are summed, clipped and accumulated in: f32
@@ -109,6 +118,7 @@ impl Precision {
             Precision::Bf16Mixed | Precision::Bf16Pure | Precision::Bf16Master => {
                 Some(CastPolicy::bf16())
             }
+            Precision::Mxfp8 => Some(CastPolicy::mxfp8()),
         }
     }
 
@@ -118,7 +128,7 @@ impl Precision {
     /// their bf16 copy rounds to nearest.
     pub fn default_rounding(self) -> RoundingPolicy {
         match self {
-            Precision::Bf16Master => RoundingPolicy::NearestEven,
+            Precision::Bf16Master | Precision::Mxfp8 => RoundingPolicy::NearestEven,
             _ => RoundingPolicy::StateUpdates,
         }
     }

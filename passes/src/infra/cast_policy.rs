@@ -2,6 +2,7 @@
 //! the `amp` pass applies, in the manner of RAF's AutoCast and torch's
 //! autocast lists, but kept as data a user can read and change per op kind.
 
+use crate::infra::mx_blocks::MxFormat;
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::{ElementType, Instruction, Opcode};
 use std::collections::BTreeMap;
@@ -112,6 +113,42 @@ pub struct CastPolicy {
     pub rules: BTreeMap<Opcode, CastRule>,
     /// Scope components whose instructions are all [`CastRule::Never`].
     pub keep_scopes: Vec<String>,
+    /// Microscaled dots: the low dots whose operands are quantized in MX
+    /// blocks along their contracting dimension. `None`: every low dot
+    /// multiplies its low operands as they are.
+    pub mx: Option<MxPolicy>,
+}
+
+/// Which of the low dots an MX precision quantizes, and to what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MxPolicy {
+    pub format: MxFormat,
+    /// Scope components whose dots stay in the low type: attention's own
+    /// products, the head and a mixture's router (see
+    /// [`MX_KEPT_SCOPES`]).
+    pub keep_scopes: Vec<String>,
+}
+
+/// The dots an MX precision leaves in bf16, as torchtitan's MXFP8 recipe
+/// and the OCP MX paper's training runs leave them: attention's scores and
+/// its weighted sum (`core_attention`, a kernel's business, not a linear
+/// layer's), the output head (`lm_head`, whose logits feed the loss) and
+/// a mixture's router (`gate`, whose top-k a rounding can flip).
+pub const MX_KEPT_SCOPES: &[&str] = &[scope::CORE_ATTENTION, "lm_head", "gate"];
+
+impl MxPolicy {
+    /// Asks whether a dot's scope keeps it out of MX blocks.
+    pub fn scope_matcher(&self) -> ScopeMatcher<'_> {
+        ScopeMatcher::of(&self.keep_scopes)
+    }
+
+    /// MXFP8 (E4M3 elements, blocks of 32) on every linear layer's dots.
+    pub fn mxfp8() -> MxPolicy {
+        MxPolicy {
+            format: MxFormat::E4M3,
+            keep_scopes: MX_KEPT_SCOPES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
 }
 
 impl CastPolicy {
@@ -134,6 +171,16 @@ impl CastPolicy {
             low,
             rules,
             keep_scopes: F32_SCOPES.iter().map(|s| s.to_string()).collect(),
+            mx: None,
+        }
+    }
+
+    /// [`CastPolicy::bf16`] with the linear layers' dots, forward and
+    /// backward, quantized to MXFP8 ([`MxPolicy::mxfp8`]).
+    pub fn mxfp8() -> Self {
+        CastPolicy {
+            mx: Some(MxPolicy::mxfp8()),
+            ..Self::bf16()
         }
     }
 
@@ -170,16 +217,7 @@ impl CastPolicy {
     /// [`CastPolicy::keeps_scope`] for asking many times: `amp` asks of
     /// every op it would move to the low type.
     pub fn scope_matcher(&self) -> ScopeMatcher<'_> {
-        let lengths = self
-            .keep_scopes
-            .iter()
-            .filter(|k| k.len() < 64)
-            .fold(0u64, |m, k| m | 1 << k.len());
-        ScopeMatcher {
-            keep: &self.keep_scopes,
-            lengths,
-            any_long: self.keep_scopes.iter().any(|k| k.len() >= 64),
-        }
+        ScopeMatcher::of(&self.keep_scopes)
     }
 
     /// One line per rule, for `--help`-style listings and reports.
@@ -196,6 +234,14 @@ impl CastPolicy {
             "; never (by scope): {}; never: every other op",
             self.keep_scopes.join(" ")
         ));
+        if let Some(mx) = &self.mx {
+            out.push_str(&format!(
+                "; low dots quantized to MX ({} in blocks of {} along the contracting dimension) but in: {}",
+                mx.format.element,
+                mx.format.block,
+                mx.keep_scopes.join(" ")
+            ));
+        }
         out
     }
 }
@@ -210,6 +256,19 @@ pub struct ScopeMatcher<'p> {
 }
 
 impl ScopeMatcher<'_> {
+    /// A matcher of the scopes `keep`.
+    pub fn of(keep: &[String]) -> ScopeMatcher<'_> {
+        let lengths = keep
+            .iter()
+            .filter(|k| k.len() < 64)
+            .fold(0u64, |m, k| m | 1 << k.len());
+        ScopeMatcher {
+            keep,
+            lengths,
+            any_long: keep.iter().any(|k| k.len() >= 64),
+        }
+    }
+
     /// Whether some `/`-separated component of `scope` is a kept scope.
     pub fn keeps(&self, scope: &str) -> bool {
         // Split as bytes: `str::split` cost twice as much per call here.

@@ -4,7 +4,8 @@
 //! machinery passes share (the rewriter and the module's names, the
 //! pattern matcher, the inliner, binding, value intervals, conversions,
 //! the bounded search up a value's operands, the loop that rewrites every
-//! match of every computation).
+//! match of every computation, and MX blocks in plain HLO, the arithmetic
+//! of a cast policy's microscaled dots).
 //! Nothing here imports a pass or a target's module.
 
 pub mod bind;
@@ -14,6 +15,7 @@ pub(crate) mod convert;
 pub mod inline;
 pub(crate) mod intervals;
 pub(crate) mod match_rewrite;
+pub(crate) mod mx_blocks;
 pub(crate) mod names;
 pub(crate) mod pass;
 pub mod pattern;

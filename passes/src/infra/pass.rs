@@ -105,6 +105,11 @@ pub enum PassError {
     /// What `softmax-math` was handed as a softmax is not an array.
     #[error("pass '{pass}': '{instruction}' is not an array, so it cannot be a softmax")]
     SoftmaxNotArray { pass: String, instruction: String },
+    /// A cast policy with MX blocks on `--target neuron`, whose form
+    /// (neuronx-cc's `QuantizeMX` and `__op$block_scaled_dot`) hlatc does
+    /// not write yet.
+    #[error("pass '{pass}': MX blocks (precision mxfp8) are computed on --target cpu only: the Neuron form, QuantizeMX and __op$block_scaled_dot on trn3, is not written yet")]
+    MxOnNeuron { pass: String },
     /// State a pass added to the entry (`PassContext::added_state`) that
     /// the step cannot carry: not an array.
     #[error("pass '{pass}': added state '{name}' is not an array")]

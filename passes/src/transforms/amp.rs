@@ -11,13 +11,22 @@
 //! dot's f32 accumulator is the f32 representation of its bf16 value (an
 //! f32 reader gets it unrounded), and a widening convert of a bf16 value is
 //! that value's f32 representation, so `bf16 -> f32 -> bf16` never appears.
+//!
+//! Under a policy with MX blocks (`mxfp8`), the low dots outside its kept
+//! scopes then read each operand quantized along its contracting dimension
+//! (`infra::mx_blocks`): a `call` of the blocks' plain HLO on `cpu`, one
+//! callee per shape and dimension. A dot whose contracting extent is not a
+//! whole number of blocks stays a bf16 dot, and the pass's note counts it.
 
-use crate::infra::cast_policy::{CastPolicy, CastRule, ScopeMatcher};
+use crate::infra::cast_policy::{CastPolicy, CastRule, MxPolicy, ScopeMatcher};
 use crate::infra::context::{PassContext, Target};
+use crate::infra::mx_blocks::{qdq_module, MX_ATTRIBUTE};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::rewriter::{ModuleRewriter, Rewriter};
 use hlatc_compiler::util::fx::FxHashMap as HashMap;
-use hlatc_compiler::{ElementType, IdList, InstrId, Module, Op, Opcode, Shape};
+use hlatc_compiler::{
+    ArrayShape, ComputationId, ElementType, IdList, InstrId, Module, Op, Opcode, Shape,
+};
 
 pub struct Amp;
 
@@ -36,6 +45,11 @@ impl Pass for Amp {
             ctx.note(self.name(), "precision fp32: nothing to cast");
             return Ok(false);
         };
+        if policy.mx.is_some() && ctx.target == Target::Neuron {
+            return Err(PassError::MxOnNeuron {
+                pass: self.name().to_string(),
+            });
+        }
         let mut mr = ModuleRewriter::for_pass(m, ctx);
         // The entry, and the bodies of its loops (looped attention's
         // tiles): each keeps its signature, so a body's state stays in the
@@ -43,22 +57,29 @@ impl Pass for Amp {
         let mut computations = vec![m.entry];
         computations.extend(loop_bodies(m));
         let mut s = Stats::default();
+        let mut mx_dots = Vec::new();
         for id in computations {
             let mut rw = mr.on(m.computation_mut(id));
             let mut cast = AutoCast {
                 policy: &policy,
                 scopes: policy.scope_matcher(),
+                mx: policy.mx.as_ref().map(|mx| (mx, mx.scope_matcher())),
                 last_scope: (String::new(), false),
                 widen_low_dots: ctx.target == Target::Cpu,
                 rounded_wide: HashMap::default(),
                 values: Vec::new(),
                 rules: HashMap::default(),
+                mx_dots: Vec::new(),
                 stats: Stats::default(),
             };
             cast.run(&mut rw).map_err(PassError::rewrite(self.name()))?;
             rw.remove_orphans();
             drop(rw);
             s.add(&cast.stats);
+            mx_dots.extend(cast.mx_dots.into_iter().map(|d| (id, d)));
+        }
+        if let Some(mx) = &policy.mx {
+            quantize_operands(self.name(), m, &mut mr, mx, &mx_dots)?;
         }
         mr.finish(ctx);
         let changed = s.low + s.followed + s.converts > 0;
@@ -68,6 +89,21 @@ impl Pass for Amp {
                 format!(
                     "{} dots in {} with f32 accumulation, {} ops follow into {}, {} kept in their precision by scope, {} converts",
                     s.low, policy.low, s.followed, policy.low, s.kept_by_scope, s.converts
+                ),
+            );
+        }
+        if let Some(mx) = &policy.mx {
+            ctx.note(
+                self.name(),
+                format!(
+                    "{} of them with operands in MX blocks ({} in blocks of {}), {} kept in {} by scope ({}), {} whose contracting extent is not a whole number of blocks",
+                    mx_dots.len(),
+                    mx.format.element,
+                    mx.format.block,
+                    s.mx_kept_by_scope,
+                    policy.low,
+                    mx.keep_scopes.join(", "),
+                    s.mx_unblocked
                 ),
             );
         }
@@ -81,6 +117,10 @@ struct Stats {
     followed: usize,
     kept_by_scope: usize,
     converts: usize,
+    /// Low dots an MX policy leaves in the low type by scope.
+    mx_kept_by_scope: usize,
+    /// Low dots it cannot divide into whole blocks.
+    mx_unblocked: usize,
 }
 
 impl Stats {
@@ -89,7 +129,77 @@ impl Stats {
         self.followed += o.followed;
         self.kept_by_scope += o.kept_by_scope;
         self.converts += o.converts;
+        self.mx_kept_by_scope += o.mx_kept_by_scope;
+        self.mx_unblocked += o.mx_unblocked;
     }
+}
+
+/// A low dot whose operands an MX policy quantizes: each operand's
+/// contracting dimension, lhs then rhs.
+struct MxDot {
+    dot: InstrId,
+    axes: [i64; 2],
+}
+
+/// Points each recorded dot's operands at their values in MX blocks: a
+/// `call` of the blocks' plain HLO, one callee per operand shape and
+/// dimension in the module.
+fn quantize_operands(
+    pass: &str,
+    m: &mut Module,
+    mr: &mut ModuleRewriter,
+    mx: &MxPolicy,
+    dots: &[(ComputationId, MxDot)],
+) -> Result<(), PassError> {
+    let mut callees: HashMap<(ArrayShape, i64), ComputationId> = HashMap::default();
+    for (ci, d) in dots {
+        let operands = IdList::from_slice(m.computation(*ci).operand_ids(d.dot));
+        let mut quantized = IdList::new();
+        for (&o, &axis) in operands.iter().zip(&d.axes) {
+            let shape = m
+                .computation(*ci)
+                .instr(o)
+                .shape
+                .as_array()
+                .cloned()
+                .expect("a low dot's operands are arrays");
+            let to_apply = match callees.get(&(shape.clone(), axis)) {
+                Some(&c) => c,
+                None => {
+                    let part =
+                        qdq_module(&shape, axis, mx.format).map_err(|e| PassError::Build {
+                            pass: pass.to_string(),
+                            source: Box::new(e),
+                        })?;
+                    let c = mr.graft(m, part);
+                    callees.insert((shape.clone(), axis), c);
+                    c
+                }
+            };
+            let mut rw = mr.on(m.computation_mut(*ci));
+            rw.provenance_of(d.dot)
+                .set_frontend_attributes(std::collections::BTreeMap::from([(
+                    MX_ATTRIBUTE.to_string(),
+                    mx.format.attribute_value(),
+                )]));
+            let q = rw
+                .add_named(
+                    "mx_blocks",
+                    Op::Call {
+                        to_apply,
+                        is_composite: false,
+                    },
+                    &[o],
+                    Some(Shape::Array(shape)),
+                )
+                .map_err(PassError::rewrite(pass))?;
+            quantized.push(q);
+        }
+        mr.on(m.computation_mut(*ci))
+            .rewrite_in_place(d.dot, &quantized, None)
+            .map_err(PassError::rewrite(pass))?;
+    }
+    Ok(())
 }
 
 /// The bodies of the entry's `while` loops, each once, in the order of
@@ -199,6 +309,10 @@ impl Value {
 struct AutoCast<'p> {
     policy: &'p CastPolicy,
     scopes: ScopeMatcher<'p>,
+    /// The policy's MX blocks, with the scopes they leave alone.
+    mx: Option<(&'p MxPolicy, ScopeMatcher<'p>)>,
+    /// The low dots whose operands go into MX blocks, once rewritten.
+    mx_dots: Vec<MxDot>,
     /// The scope asked last, and its answer.
     last_scope: (String, bool),
     /// XLA CPU cannot run a dot of bf16 operands with an f32 result (its
@@ -485,6 +599,17 @@ impl AutoCast<'_> {
             return self.keep(rw, id, operands);
         }
         let acc = result.expect("checked lowerable");
+        // Operands read back from MX blocks: quantized already (a module
+        // this pass has seen).
+        let blocked = |o: &InstrId| {
+            rw.comp()
+                .instr(*o)
+                .frontend_attributes
+                .contains_key(MX_ATTRIBUTE)
+        };
+        if self.mx.is_some() && operands.iter().all(blocked) {
+            return Ok(Value::accumulator(low, acc, id));
+        }
         let mut new_operands = Vec::with_capacity(operands.len());
         for &o in operands {
             let rounded = self.materialize(rw, o, low)?;
@@ -500,7 +625,42 @@ impl AutoCast<'_> {
         }
         rw.rewrite_in_place(id, &new_operands, Some(shape))?;
         self.stats.low += 1;
+        self.record_mx(rw, id);
         Ok(Value::accumulator(low, acc, id))
+    }
+
+    /// Records low dot `id` for MX blocks where the policy has them, its
+    /// scope is not kept and each operand's one contracting dimension
+    /// divides into whole blocks.
+    fn record_mx(&mut self, rw: &Rewriter<'_>, id: InstrId) {
+        let Some((mx, scopes)) = &self.mx else {
+            return;
+        };
+        if scopes.keeps(&rw.comp().instr(id).metadata.op_name) {
+            self.stats.mx_kept_by_scope += 1;
+            return;
+        }
+        let Op::Dot { dims, .. } = &rw.comp().instr(id).op else {
+            return;
+        };
+        let operands = rw.comp().operand_ids(id);
+        let axis = |contracting: &[i64], operand: InstrId| match contracting {
+            [axis] => {
+                let extent = rw.shape(operand).array_dims()[*axis as usize];
+                mx.format.blocks(extent).then_some(*axis)
+            }
+            _ => None,
+        };
+        match (
+            axis(&dims.lhs_contracting, operands[0]),
+            axis(&dims.rhs_contracting, operands[1]),
+        ) {
+            (Some(l), Some(r)) => self.mx_dots.push(MxDot {
+                dot: id,
+                axes: [l, r],
+            }),
+            _ => self.stats.mx_unblocked += 1,
+        }
     }
 
     fn follow(

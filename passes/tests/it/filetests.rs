@@ -11,7 +11,7 @@
 //! The module is read as `hlatc::load_module` reads HLO text: parsed, then
 //! verified. Commands:
 //!
-//! - `opt [--target=neuron|cpu] [--remat=POLICY] [--cast=bf16]
+//! - `opt [--target=neuron|cpu] [--remat=POLICY] [--cast=bf16|mxfp8]
 //!   [--rounding=rne|sr|state-updates] PASS,PASS,...`: run the passes as a
 //!   pipeline, verifying after each, then print what the passes noted as
 //!   `// note:` lines and the module. Every `opt` case is also checked for
@@ -83,6 +83,8 @@ fn pass_context(flags: &[&str]) -> Option<PassContext> {
             ctx.target = Target::from_name(t)?;
         } else if let Some(p) = flag.strip_prefix("--remat=") {
             ctx.remat = RematPolicy::from_name(p)?;
+        } else if flag == &"--cast=mxfp8" {
+            ctx.cast = Some(CastPolicy::mxfp8());
         } else if let Some(t) = flag.strip_prefix("--cast=") {
             ctx.cast = Some(CastPolicy::with_low(ElementType::from_name(t)?));
         } else if let Some(p) = flag.strip_prefix("--rounding=") {
