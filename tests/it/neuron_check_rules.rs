@@ -21,12 +21,542 @@ struct Case {
 
 const T1: Chip = Chip::Trn1;
 const T2: Chip = Chip::Trn2;
+const T3: Chip = Chip::Trn3;
 const V232: Sdk = Sdk::V2_32;
 const NEXT: Sdk = Sdk::Next;
 const R: Severity = Severity::Refusal;
 const W: Severity = Severity::Warning;
 
 const CASES: &[Case] = &[
+    Case {
+        rule: "mx-before-trn3",
+        chip: T2,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "target \"QuantizeMX\"",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  w = bf16[64,16] parameter(1)
+  ROOT d = f32[4,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-config",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "no backend_config",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-operands",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "2 operands",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x, x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-dim",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "dim 0 of a rank-3 input",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,8,64] parameter(0)
+  ROOT q = (u32[4,8,16], u8[4,8,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": 0}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-block-size",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "block_size 16",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1, \"block_size\": 16}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-scale-method",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "scale_method \"MEAN\"",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1, \"scale_method\": \"MEAN\"}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-input",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "f32 input",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = f32[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-malformed",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "dtype \"float8_e4m3\"",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3\", \"dim\": -1}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-tuple",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "a tuple of 3",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "quantize-mx-divisible",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("q"),
+        detail: "dimension 1 of 30",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,30] parameter(0)
+  ROOT q = (u32[4,7], u8[4,1]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  x = bf16[4,64] parameter(0)
+  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target="QuantizeMX", backend_config="{\"dtype\": \"float8_e4m3fn\", \"dim\": -1}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-operands",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "3 operands",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-lhs-type",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "bf16 lhs",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = bf16[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-output",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "s32 result",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = s32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-lhs-rank",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "rank-1 lhs",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [0], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-rhs-rank",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "rank-1 rhs",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-batch-sizes",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "lhs batch 2, rhs batch 3",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[2,4,16] parameter(0)
+  b = u32[3,16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[2,4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_batch_dimensions\": [0], \"rhs_batch_dimensions\": [0], \"lhs_contracting_dimensions\": [2], \"rhs_contracting_dimensions\": [1]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-config",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "lhs_contracting_dimensions holds \"one\"",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [\"one\"]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-contracting-sizes",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "lhs contracts 16, rhs 8",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[8,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-contracting-batch",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "lhs dimension 0 both contracted and a batch dimension",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[2,4,16] parameter(0)
+  b = u32[2,16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_batch_dimensions\": [0], \"rhs_batch_dimensions\": [0], \"lhs_contracting_dimensions\": [0], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-batch-bounds",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "lhs batch dimension 5",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_batch_dimensions\": [5], \"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
+    Case {
+        rule: "block-scaled-dot-contracting-bounds",
+        chip: T3,
+        sdk: V232,
+        severity: R,
+        at: Some("d"),
+        detail: "lhs contracting dimension 2",
+        trigger: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [2], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+        near_miss: r#"HloModule m
+
+ENTRY e {
+  a = u32[4,16] parameter(0)
+  b = u32[16,16] parameter(1)
+  sa = u8[4,2] parameter(2)
+  sb = u8[2,16] parameter(3)
+  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot", backend_config="{\"scaled_dot_backend_config\": {\"lhs_contracting_dimensions\": [1], \"rhs_contracting_dimensions\": [0]}}"
+}
+"#,
+    },
     Case {
         rule: "dynamic-shape",
         chip: T1,

@@ -3,6 +3,7 @@
 //! dilation found), so the report says what matched, not only which rule.
 
 use super::index_bounds::{gather_out_of_bounds, scatter_out_of_bounds};
+use super::mx_contract::violation;
 use super::rules::{Matcher, TypedOp};
 use super::trip_count::has_static_trip_count;
 use crate::targets::neuron::native_kernel::NativeKernelConfig;
@@ -72,9 +73,10 @@ pub(super) fn needs(
         | Matcher::IoOverHbm
         | Matcher::IoAndScratchOverHbm => (None, None),
         Matcher::Opcode(ref opcode) => (Some(std::slice::from_ref(opcode)), None),
-        Matcher::CustomCallTargetNotIn(_) | Matcher::NativeKernelConfigUnreadable => {
-            (Some(opcodes!("custom-call")), None)
-        }
+        Matcher::CustomCallTargetNotIn(_)
+        | Matcher::CustomCallTargetIn(_)
+        | Matcher::NativeKernelConfigUnreadable
+        | Matcher::Mx(_) => (Some(opcodes!("custom-call")), None),
         Matcher::RngAlgorithmNotDefault => (Some(opcodes!("rng-bit-generator")), None),
         Matcher::ReduceWindowVariadic
         | Matcher::ReduceWindowBaseDilation
@@ -115,7 +117,7 @@ pub(super) struct Site<'a> {
 }
 
 impl Site<'_> {
-    fn op(&self) -> &Op {
+    pub(super) fn op(&self) -> &Op {
         &self.c.instr(self.id).op
     }
 
@@ -150,12 +152,19 @@ pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
         }
         Matcher::DynamicShape => dynamic_shape(&s.c.instr(s.id).shape),
         Matcher::Opcode(opcode) => (Opcode::of(s.op()) == opcode).then(String::new),
-        Matcher::CustomCallTargetNotIn(known) => match s.op() {
-            Op::CustomCall(cc) if !known.contains(&cc.target.as_str()) => {
+        Matcher::CustomCallTargetNotIn(lists) => match s.op() {
+            Op::CustomCall(cc) if !lists.iter().any(|l| l.contains(&cc.target.as_str())) => {
                 Some(format!("target \"{}\"", cc.target))
             }
             _ => None,
         },
+        Matcher::CustomCallTargetIn(targets) => match s.op() {
+            Op::CustomCall(cc) if targets.contains(&cc.target.as_str()) => {
+                Some(format!("target \"{}\"", cc.target))
+            }
+            _ => None,
+        },
+        Matcher::Mx(check) => violation(check, s),
         Matcher::NativeKernelConfigUnreadable => match NativeKernelConfig::of(s.c.instr(s.id))? {
             Ok(_) => None,
             Err(e) => Some(e.to_string()),

@@ -23,6 +23,7 @@ mod hbm;
 mod index_bounds;
 mod instructions;
 mod matcher;
+mod mx_contract;
 mod report;
 mod rules;
 mod trip_count;
@@ -32,6 +33,7 @@ pub use chip::{Chip, DowncastOp, Downcasts, FlagValueError, IntegerFlags, Pinned
 pub use instructions::{
     dot_instructions, dot_operands, matmul_instructions, MOVING_COLUMNS, PARTITIONS,
 };
+pub use mx_contract::{MxCheck, BLOCK_SCALED_DOT, MX_CUSTOM_CALLS, QUANTIZE_MX};
 pub use report::{CheckReport, Finding, LocatedFinding};
 // Public for the crate's tests (tests/it/neuron_check.rs).
 pub use rules::{

@@ -17,6 +17,7 @@
 //! The wording of `what` and `advice` is hlatc's own.
 
 use super::chip::{Chip, DowncastOp, IntegerFlags, Sdk};
+use super::mx_contract::{MxCheck, MX_CUSTOM_CALLS};
 use hlatc_compiler::ir::op::ComparisonDirection;
 use hlatc_compiler::{ElementType, Opcode};
 
@@ -134,8 +135,13 @@ pub enum Matcher {
     DynamicShape,
     /// The op itself, by its HLO opcode.
     Opcode(Opcode),
-    /// A custom call to a target outside this list.
-    CustomCallTargetNotIn(&'static [&'static str]),
+    /// A custom call to a target outside these lists.
+    CustomCallTargetNotIn(&'static [&'static [&'static str]]),
+    /// A custom call to one of these targets.
+    CustomCallTargetIn(&'static [&'static str]),
+    /// An MX custom call that breaks one condition of its contract (see
+    /// `mx_contract.rs`).
+    Mx(MxCheck),
     /// An `AwsNeuronCustomNativeKernel` call whose `backend_config` is not
     /// base64 of a JSON object naming its `func_name` (see
     /// `native_kernel.rs`).
@@ -325,6 +331,9 @@ const COMPILER_NOTES: &str = "release-notes/components/compiler.rst";
 /// kernel's `func_name`.
 const NKI_FRAMEWORK_GUIDE: &str = "nki/guides/framework_custom_op.rst";
 const CLI_REFERENCE: &str = "compiler/neuronx-cc/api-reference-guide/index.rst";
+/// Trainium3's page: its MX matmuls (MXFP8 and MXFP4 at 2,517 TFLOPS),
+/// which Trainium2 does not have.
+const TRAINIUM3: &str = "about-neuron/arch/neuron-hardware/trainium3.rst";
 /// Where the SDK gives a NeuronCore's HBM: 16 GB on trn1, 24 GB on trn2
 /// with LNC=2.
 const HBM_PER_CORE: &str = "libraries/nxd-inference/developer_guides/feature-guide.rst";
@@ -516,11 +525,200 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: "custom-call-target",
         code: Code::Ncc("EHCA005"),
-        matcher: Matcher::CustomCallTargetNotIn(RECOGNIZED_CUSTOM_CALLS),
+        matcher: Matcher::CustomCallTargetNotIn(&[RECOGNIZED_CUSTOM_CALLS, MX_CUSTOM_CALLS]),
         when: REFUSED,
         what: "calls a custom-call target neuronx-cc does not recognize",
         advice: "use one of the recognized AwsNeuron* targets, or write the computation in plain HLO",
         sources: &[page!("EHCA005"), page!("EVRF015")],
+    },
+    Rule {
+        id: "mx-before-trn3",
+        code: Code::Ncc("EVRF051"),
+        matcher: Matcher::CustomCallTargetIn(MX_CUSTOM_CALLS),
+        when: BEFORE_TRN3_REFUSED,
+        what: "is an MX custom call, which needs Trainium3 (trn1 and trn2 refuse F8E4M3FN for QuantizeMX, and neither has an MX matmul)",
+        advice: "compile for trn3 (--chip trn3), or multiply in bf16 or f8e4m3 with plain dots",
+        sources: &[page!("EVRF051"), TRAINIUM3],
+    },
+    Rule {
+        id: "quantize-mx-config",
+        code: Code::Ncc("EVRF036"),
+        matcher: Matcher::Mx(MxCheck::QuantizeConfig),
+        when: REFUSED,
+        what: "is a QuantizeMX whose backend_config is missing or not JSON",
+        advice: "give backend_config a JSON object: {\"dtype\": \"float8_e4m3fn\", \"dim\": -1, \"block_size\": 32, \"scale_method\": \"EMAX\"}",
+        sources: &[page!("EVRF036")],
+    },
+    Rule {
+        id: "quantize-mx-operands",
+        code: Code::Ncc("EVRF037"),
+        matcher: Matcher::Mx(MxCheck::QuantizeOperands),
+        when: REFUSED,
+        what: "is a QuantizeMX without exactly one operand",
+        advice: "quantize one tensor per call",
+        sources: &[page!("EVRF037")],
+    },
+    Rule {
+        id: "quantize-mx-dim",
+        code: Code::Ncc("EVRF038"),
+        matcher: Matcher::Mx(MxCheck::QuantizeDim),
+        when: REFUSED,
+        what: "is a QuantizeMX along a dimension other than the last or the one before it",
+        advice: "quantize along dim -1 or -2 (transpose the input first)",
+        sources: &[page!("EVRF038")],
+    },
+    Rule {
+        id: "quantize-mx-block-size",
+        code: Code::Ncc("EVRF039"),
+        matcher: Matcher::Mx(MxCheck::QuantizeBlockSize),
+        when: REFUSED,
+        what: "is a QuantizeMX with a block size other than 32, the OCP MX block",
+        advice: "use block_size 32",
+        sources: &[page!("EVRF039")],
+    },
+    Rule {
+        id: "quantize-mx-scale-method",
+        code: Code::Ncc("EVRF040"),
+        matcher: Matcher::Mx(MxCheck::QuantizeScaleMethod),
+        when: REFUSED,
+        what: "is a QuantizeMX with a scale method other than EMAX",
+        advice: "use scale_method EMAX",
+        sources: &[page!("EVRF040")],
+    },
+    Rule {
+        id: "quantize-mx-input",
+        code: Code::Ncc("EVRF041"),
+        matcher: Matcher::Mx(MxCheck::QuantizeInput),
+        when: REFUSED,
+        what: "is a QuantizeMX of an input that is neither bf16 nor f16",
+        advice: "convert the input to bf16 first",
+        sources: &[page!("EVRF041")],
+    },
+    Rule {
+        id: "quantize-mx-malformed",
+        code: Code::Ncc("EVRF042"),
+        matcher: Matcher::Mx(MxCheck::QuantizeMalformed),
+        when: REFUSED,
+        what: "is a QuantizeMX whose dtype is not float8_e5m2 or float8_e4m3fn, or whose data is not u32 of the input's shape with the quantized dimension divided by four",
+        advice: "name a supported dtype and declare the data u32, four 8-bit values to an element",
+        sources: &[page!("EVRF042")],
+    },
+    Rule {
+        id: "quantize-mx-tuple",
+        code: Code::Ncc("EVRF057"),
+        matcher: Matcher::Mx(MxCheck::QuantizeTuple),
+        when: REFUSED,
+        what: "is a QuantizeMX whose result is not a tuple of two (the data and the scales)",
+        advice: "declare the result (data, scales)",
+        sources: &[page!("EVRF057")],
+    },
+    Rule {
+        id: "quantize-mx-divisible",
+        code: Code::Ncc("EVRF058"),
+        matcher: Matcher::Mx(MxCheck::QuantizeDivisible),
+        when: REFUSED,
+        what: "is a QuantizeMX whose quantized dimension is not divisible by four",
+        advice: "pad the quantized dimension to a multiple of four",
+        sources: &[page!("EVRF058")],
+    },
+    Rule {
+        id: "block-scaled-dot-operands",
+        code: Code::Ncc("EVRF043"),
+        matcher: Matcher::Mx(MxCheck::DotOperands),
+        when: REFUSED,
+        what: "is a block-scaled dot without its four operands (lhs, rhs, lhs scales, rhs scales)",
+        advice: "pass the data and the scales of both QuantizeMX calls",
+        sources: &[page!("EVRF043")],
+    },
+    Rule {
+        id: "block-scaled-dot-lhs-type",
+        code: Code::Ncc("EVRF044"),
+        matcher: Matcher::Mx(MxCheck::DotLhsType),
+        when: REFUSED,
+        what: "is a block-scaled dot whose lhs is not QuantizeMX's packed u32 data",
+        advice: "pass the u32 data QuantizeMX returns",
+        sources: &[page!("EVRF044")],
+    },
+    Rule {
+        id: "block-scaled-dot-output",
+        code: Code::Ncc("EVRF045"),
+        matcher: Matcher::Mx(MxCheck::DotOutput),
+        when: REFUSED,
+        what: "is a block-scaled dot whose result is neither f32 nor bf16",
+        advice: "declare the result f32 or bf16",
+        sources: &[page!("EVRF045")],
+    },
+    Rule {
+        id: "block-scaled-dot-lhs-rank",
+        code: Code::Ncc("EVRF046"),
+        matcher: Matcher::Mx(MxCheck::DotLhsRank),
+        when: REFUSED,
+        what: "is a block-scaled dot whose lhs has fewer than two dimensions",
+        advice: "reshape the lhs to a matrix",
+        sources: &[page!("EVRF046")],
+    },
+    Rule {
+        id: "block-scaled-dot-rhs-rank",
+        code: Code::Ncc("EVRF047"),
+        matcher: Matcher::Mx(MxCheck::DotRhsRank),
+        when: REFUSED,
+        what: "is a block-scaled dot whose rhs has fewer than two dimensions",
+        advice: "reshape the rhs to a matrix",
+        sources: &[page!("EVRF047")],
+    },
+    Rule {
+        id: "block-scaled-dot-batch-sizes",
+        code: Code::Ncc("EVRF048"),
+        matcher: Matcher::Mx(MxCheck::DotBatchSizes),
+        when: REFUSED,
+        what: "is a block-scaled dot whose batch dimensions hold different numbers of elements on its two sides",
+        advice: "make the products of the batch sizes equal",
+        sources: &[page!("EVRF048")],
+    },
+    Rule {
+        id: "block-scaled-dot-config",
+        code: Code::Ncc("EVRF049"),
+        matcher: Matcher::Mx(MxCheck::DotConfig),
+        when: REFUSED,
+        what: "is a block-scaled dot whose backend_config is not JSON with integer dimension lists",
+        advice: "write scaled_dot_backend_config with integer lists, or leave backend_config empty",
+        sources: &[page!("EVRF049")],
+    },
+    Rule {
+        id: "block-scaled-dot-contracting-sizes",
+        code: Code::Ncc("EVRF050"),
+        matcher: Matcher::Mx(MxCheck::DotContractingSizes),
+        when: REFUSED,
+        what: "is a block-scaled dot whose contracting dimensions differ in size",
+        advice: "contract dimensions of the same size",
+        sources: &[page!("EVRF050")],
+    },
+    Rule {
+        id: "block-scaled-dot-contracting-batch",
+        code: Code::Ncc("EVRF053"),
+        matcher: Matcher::Mx(MxCheck::DotContractingIsBatch),
+        when: REFUSED,
+        what: "is a block-scaled dot that contracts one of its batch dimensions",
+        advice: "keep batch and contracting dimensions apart",
+        sources: &[page!("EVRF053")],
+    },
+    Rule {
+        id: "block-scaled-dot-batch-bounds",
+        code: Code::Ncc("EVRF054"),
+        matcher: Matcher::Mx(MxCheck::DotBatchBounds),
+        when: REFUSED,
+        what: "is a block-scaled dot with a batch dimension outside its operand's rank",
+        advice: "name batch dimensions within the rank",
+        sources: &[page!("EVRF054")],
+    },
+    Rule {
+        id: "block-scaled-dot-contracting-bounds",
+        code: Code::Ncc("EVRF055"),
+        matcher: Matcher::Mx(MxCheck::DotContractingBounds),
+        when: REFUSED,
+        what: "is a block-scaled dot with a contracting dimension outside its operand's rank",
+        advice: "name a contracting dimension within the rank",
+        sources: &[page!("EVRF055")],
     },
     Rule {
         id: "native-kernel-config",
