@@ -221,6 +221,14 @@ fn scaled_dims(s: &Site<'_>) -> Result<ScaledDims, String> {
     Ok(dims)
 }
 
+/// The dimensions neuronx-cc contracts of `lhs` and `rhs`.
+fn contracted_pair(d: &ScaledDims, lhs: &ArrayShape, rhs: &ArrayShape) -> [i64; 2] {
+    [
+        contracted(&d.lhs_contracting, lhs.rank()),
+        contracted(&d.rhs_contracting, rhs.rank()),
+    ]
+}
+
 /// The dimension neuronx-cc contracts: the first configured, else the
 /// last.
 fn contracted(configured: &[i64], rank: usize) -> i64 {
@@ -260,24 +268,14 @@ fn scaled_dot(check: MxCheck, s: &Site<'_>) -> Option<String> {
                 .or_else(|| bad(&d.rhs_batch, rhs?).map(|b| format!("rhs batch dimension {b}")))
         }
         MxCheck::DotContractingBounds => {
-            let d = dims.ok()?;
-            let (l, r) = (lhs?, rhs?);
-            let (lc, rc) = (
-                contracted(&d.lhs_contracting, l.rank()),
-                contracted(&d.rhs_contracting, r.rank()),
-            );
+            let (l, r, [lc, rc]) = (lhs?, rhs?, contracted_pair(&dims.ok()?, lhs?, rhs?));
             if !in_rank(lc, l) {
                 return Some(format!("lhs contracting dimension {lc}"));
             }
             (!in_rank(rc, r)).then(|| format!("rhs contracting dimension {rc}"))
         }
         MxCheck::DotContractingSizes => {
-            let d = dims.ok()?;
-            let (l, r) = (lhs?, rhs?);
-            let (lc, rc) = (
-                contracted(&d.lhs_contracting, l.rank()),
-                contracted(&d.rhs_contracting, r.rank()),
-            );
+            let (l, r, [lc, rc]) = (lhs?, rhs?, contracted_pair(&dims.ok()?, lhs?, rhs?));
             if !in_rank(lc, l) || !in_rank(rc, r) {
                 return None;
             }
@@ -286,9 +284,7 @@ fn scaled_dot(check: MxCheck, s: &Site<'_>) -> Option<String> {
         }
         MxCheck::DotContractingIsBatch => {
             let d = dims.ok()?;
-            let (l, r) = (lhs?, rhs?);
-            let lc = contracted(&d.lhs_contracting, l.rank());
-            let rc = contracted(&d.rhs_contracting, r.rank());
+            let [lc, rc] = contracted_pair(&d, lhs?, rhs?);
             if d.lhs_batch.contains(&lc) {
                 return Some(format!(
                     "lhs dimension {lc} both contracted and a batch dimension"
