@@ -117,7 +117,7 @@ pub(super) struct Site<'a> {
 }
 
 impl Site<'_> {
-    pub(super) fn op(&self) -> &Op {
+    fn op(&self) -> &Op {
         &self.c.instr(self.id).op
     }
 
@@ -164,7 +164,7 @@ pub(super) fn matches(matcher: &Matcher, s: &Site<'_>) -> Option<String> {
             }
             _ => None,
         },
-        Matcher::Mx(check) => violation(check, s),
+        Matcher::Mx(check) => violation(check, s.c, s.id),
         Matcher::NativeKernelConfigUnreadable => match NativeKernelConfig::of(s.c.instr(s.id))? {
             Ok(_) => None,
             Err(e) => Some(e.to_string()),

@@ -5,8 +5,7 @@
 //! EVRF058). Each [`MxCheck`] is one page's condition; the rule table
 //! gives each its code and wording.
 
-use super::matcher::Site;
-use hlatc_compiler::{ArrayShape, ElementType, Op, Shape};
+use hlatc_compiler::{ArrayShape, Computation, ElementType, InstrId, Op, Shape};
 use serde_json::Value;
 
 /// The MX custom-call targets.
@@ -65,10 +64,17 @@ pub enum MxCheck {
     DotContractingBounds,
 }
 
-/// What `check` finds wrong with the MX call at `s`, if it is one of its
-/// target; `None` where the contract holds (or the call is another).
-pub fn violation(check: MxCheck, s: &Site<'_>) -> Option<String> {
-    let Op::CustomCall(cc) = s.op() else {
+/// The MX call a check reads: instruction `id` of `c`.
+struct Site<'a> {
+    c: &'a Computation,
+    id: InstrId,
+}
+
+/// What `check` finds wrong with the MX call `id` of `c`, if it is one of
+/// its target; `None` where the contract holds (or the call is another).
+pub fn violation(check: MxCheck, c: &Computation, id: InstrId) -> Option<String> {
+    let s = &Site { c, id };
+    let Op::CustomCall(cc) = &c.instr(id).op else {
         return None;
     };
     match cc.target.as_str() {
