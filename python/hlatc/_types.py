@@ -109,6 +109,7 @@ Phase = Literal["warm_up", "steady", "cool_down"]
 #: a bundle of one.
 Program = Literal["step", "micro_step", "apply_step", "warm_up", "steady", "cool_down"]
 #: A Trainium instance kind `plan` prices (`hlatc plan --instance`).
+# <instances: generated from the planner's instance kinds>
 Instance = Literal[
     "trn1.32xlarge",
     "trn1n.32xlarge",
@@ -117,6 +118,7 @@ Instance = Literal[
     "trn3-ultraserver-gen1",
     "trn3-ultraserver-gen2",
 ]
+# </instances>
 
 #: Each option's Literal by the name `hlatc._hlatc.choices()` gives it.
 CHOICES: Dict[str, Any] = {

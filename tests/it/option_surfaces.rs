@@ -325,3 +325,20 @@ fn a_word_an_option_cannot_read_is_refused_naming_it() {
     assert!(e.problem.starts_with("unknown remat policy 'most'"), "{e}");
     assert!(o.set(CompileOption::Out, Some("dir")).is_err());
 }
+
+/// `_types.py`'s `Instance`: the planner's instance kinds, one a line,
+/// generated so that a kind the planner gains is a name Python's types
+/// take.
+#[test]
+fn the_instance_type_is_the_planners_kinds() {
+    let names: String = hlatc::plan::Instance::ALL
+        .iter()
+        .map(|i| format!("    \"{}\",\n", i.name()))
+        .collect();
+    hold(
+        "python/hlatc/_types.py",
+        "# <instances: generated from the planner's instance kinds>",
+        "# </instances>",
+        &format!("Instance = Literal[\n{names}]\n"),
+    );
+}
