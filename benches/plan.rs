@@ -25,6 +25,7 @@ fn bench(c: &mut Criterion) {
     let layout = Layout::parse(
         "tp=32,pp=4,dp=8,sp,zero1",
         1024,
+        Instance::Trn1.chip(),
         Precision::Bf16Master,
         plain,
     )

@@ -29,7 +29,7 @@ pub use infra::cast_policy::{CastPolicy, CastRule, MxPolicy, ScopeMatcher, MX_KE
 pub use infra::context::{AddedState, PassContext, RematPolicy, RematRegion, Target};
 pub use infra::mx_blocks::MxFormat;
 pub use infra::pass::{
-    ConditionalFailure, F64ConstantProblem, NativeKernelProblem, Pass, PassError,
+    ConditionalFailure, F64ConstantProblem, MxCallProblem, NativeKernelProblem, Pass, PassError,
     RoundingLoweringError,
 };
 pub use infra::pipeline::{CheckPolicy, Checker, Fixpoint, Pipeline};
@@ -44,7 +44,7 @@ pub use registry::{
 pub use targets::cpu::{AsyncToSync, BitcastToReshape, OrientDots, WidenMixedDots};
 pub use targets::neuron::preflight as neuron_check;
 pub use targets::neuron::{
-    native_kernel, neuron_topk, nki_flash_reference, softmax_math, ConditionalToSelect,
+    mx_calls, native_kernel, neuron_topk, nki_flash_reference, softmax_math, ConditionalToSelect,
     IntegerDotToF32, LowerNeuronCalls, Narrow64BitIntegers, NarrowF64, SortToTopK,
     MAX_BRANCH_INSTRUCTIONS,
 };

@@ -43,7 +43,7 @@ pub fn registry() -> Vec<PassInfo> {
         },
         PassInfo {
             name: crate::Amp::NAME,
-            description: "automatic mixed precision by the context's cast policy (bf16-mixed and bf16-pure): dots take bf16 operands and accumulate in f32, layout and elementwise ops follow their operands, exp, log, reductions, norms, loss and optimizer stay f32; outputs keep their types; fp32 leaves the module alone; under mxfp8 the linear layers' dots then read each operand from MX blocks of 32 along its contracting dimension (E4M3 values, a power-of-two scale; --target cpu)",
+            description: "automatic mixed precision by the context's cast policy (bf16-mixed and bf16-pure): dots take bf16 operands and accumulate in f32, layout and elementwise ops follow their operands, exp, log, reductions, norms, loss and optimizer stay f32; outputs keep their types; fp32 leaves the module alone; under mxfp8 the linear layers' dots then read each operand from MX blocks of 32 along its contracting dimension (E4M3 values, a power-of-two scale): in plain HLO on cpu, as neuronx-cc's QuantizeMX and __op$block_scaled_dot on neuron (trn3)",
             make: || Box::new(crate::Amp),
             to_fixpoint: false,
         },

@@ -77,7 +77,8 @@ pub struct Args {
     /// bf16-pure or bf16-master (the same cast policy; they differ only in
     /// how a step hlatc builds stores its state), or mxfp8 (that policy with
     /// every dot's operands in MXFP8 blocks along its contracting dimension,
-    /// where it divides into blocks of 32; --target cpu)
+    /// where it divides into blocks of 32: plain HLO on cpu, neuronx-cc's
+    /// QuantizeMX and block-scaled dot on neuron, which trn3 alone takes)
     #[arg(long, value_name = "PRESET", default_value = "fp32", value_parser = parse_name::<Precision>)]
     precision: hlatc::precision::Precision,
     /// Which converts to bf16 `annotate-rounding` rounds stochastically:

@@ -498,7 +498,7 @@ impl CompileOptions {
 
     /// Every degree of the layout, and the micro-batch count, at least
     /// one: refused as the option that set it. So is a precision the
-    /// target has no form for yet (mxfp8 on neuron), before any work.
+    /// chip has no form for (mxfp8 before trn3), before any work.
     fn check_degrees(&self) -> Result<(), OptionError> {
         OptionError::check_degrees(&self.parallel)?;
         if self.grad_accum < 1 {
@@ -508,11 +508,15 @@ impl CompileOptions {
                 "must be at least 1 (1 takes the whole batch at once)",
             ));
         }
-        if self.precision == Precision::Mxfp8 && self.target == Target::Neuron {
+        let trn3 = self.chip == Some(Chip::Trn3);
+        if self.precision == Precision::Mxfp8 && self.target == Target::Neuron && !trn3 {
             return Err(OptionError::new(
                 CompileOption::Precision,
                 self.precision,
-                "is computed on --target cpu only: its Neuron form (QuantizeMX and __op$block_scaled_dot on trn3) is not written yet",
+                format!(
+                    "needs --chip trn3 on --target neuron: Trainium3 has the first MX matmul, and {} has none (neuronx-cc refuses QuantizeMX's f8e4m3fn there, NCC_EVRF051)",
+                    self.chip.unwrap_or(Chip::Trn1)
+                ),
             ));
         }
         Ok(())

@@ -67,7 +67,8 @@ compile_options! {
                 with --zero1); the weight is its master rounded to nearest. mxfp8: bf16-master whose \
                 linear layers multiply in MXFP8 (E4M3 values, a power-of-two scale per 32 along the \
                 contracting dimension, f32 accumulation), forward and backward; attention's products, \
-                the head and a router stay bf16; --target cpu only for now. fp32: everything in f32. \
+                the head and a router stay bf16; on neuron it needs --chip trn3, whose compiler \
+                quantizes (QuantizeMX) and multiplies (a block-scaled dot). fp32: everything in f32. \
                 fp64: everything in f64, for checking against float64 references, not for training. \
                 The `amp` pass applies it; the manifest records every input's dtype",
         },

@@ -137,7 +137,7 @@ impl MeasuredRun {
         if p.shards_weights() {
             return Some(RowFault::FsdpUnrecorded { fsdp: p.fsdp });
         }
-        if let Some(why) = super::layout::not_on_trainium(self.layout.precision) {
+        if let Some(why) = super::layout::not_on_chip(self.layout.precision, self.instance.chip()) {
             return Some(RowFault::PrecisionNotOnTrainium {
                 value: self.layout.precision.name().to_string(),
                 why,

@@ -157,7 +157,9 @@ pub fn features(work: &StepWork, hw: &Hardware, a: &Assumptions) -> StepFeatures
             traffic.add(&c.sends);
             traffic.add(&c.data_parallel.scaled(1.0 - a.data_parallel_overlap));
             let row = [
-                c.matmul_flops / hw.bf16_flops + c.matmul_flops_f32 / hw.fp32_flops,
+                c.matmul_flops / hw.bf16_flops
+                    + c.matmul_flops_f32 / hw.fp32_flops
+                    + c.matmul_flops_mx / hw.mx_flops.unwrap_or(hw.bf16_flops),
                 c.memory_bytes / hw.hbm_bandwidth,
                 traffic.link_bytes / hw.link_bandwidth,
                 traffic.network_bytes / network_share,

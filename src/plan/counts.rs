@@ -8,9 +8,12 @@
 
 use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::collective::ReplicaGroups;
+use hlatc_compiler::ir::op::DotDims;
 use hlatc_compiler::ir::op::OpFamily;
+use hlatc_compiler::Instruction;
 use hlatc_compiler::{Computation, InstrId, Module, Op};
 use hlatc_models::Parallelism;
+use hlatc_passes::mx_calls::scaled_dot_operands;
 use hlatc_passes::neuron_check::{
     dot_instructions, dot_operands, trip_count, MOVING_COLUMNS, PARTITIONS,
 };
@@ -32,6 +35,9 @@ pub struct ProgramCounts {
     pub matmul_flops: f64,
     /// The same for dots in f32 or wider, which run at the FP32 peak.
     pub matmul_flops_f32: f64,
+    /// The same for block-scaled dots of MX operands
+    /// (`__op$block_scaled_dot`), which run at the MX peak.
+    pub matmul_flops_mx: f64,
     /// `2 M N K` of every dot, without the tiles' padding.
     pub dot_flops: f64,
     /// Bytes written by the values a fusing compiler keeps in device
@@ -132,26 +138,24 @@ impl ProgramCounts {
                 let Some((dims, lhs, rhs)) = dot_operands(c, id) else {
                     return;
                 };
-                let tiles = dot_instructions(dims, lhs, rhs) as f64;
-                let tile_flops = 2.0 * (PARTITIONS * PARTITIONS * MOVING_COLUMNS) as f64;
                 let wide = c
                     .operand_ids(id)
                     .first()
                     .and_then(|&o| c.instr(o).shape.as_array())
                     .is_some_and(|a| a.ty.is_float() && a.ty.byte_size() >= 4);
-                let padded = tiles * tile_flops * times;
+                let padded = self.add_dot(dims, lhs, rhs, instr, times);
                 if wide {
                     self.matmul_flops_f32 += padded;
                 } else {
                     self.matmul_flops += padded;
                 }
-                let contracted: i64 = dims
-                    .lhs_contracting
-                    .iter()
-                    .map(|&k| lhs.get(k as usize).copied().unwrap_or(1))
-                    .product();
-                let out = instr.shape.as_array().map_or(0, |a| a.element_count());
-                self.dot_flops += 2.0 * out as f64 * contracted as f64 * times;
+            }
+            Op::CustomCall(_) => {
+                if let Some((dims, [lhs, rhs])) = scaled_dot_operands(c, id) {
+                    self.matmul_flops_mx += self.add_dot(&dims, &lhs, &rhs, instr, times);
+                } else if writes_memory(c, id) {
+                    self.memory_bytes += instr.shape.byte_size() as f64 * times;
+                }
             }
             op if op.family() == OpFamily::Collective => {
                 if let Some(t) = collective_traffic(c, id, placement, groups) {
@@ -172,6 +176,28 @@ impl ProgramCounts {
         }
     }
 
+    /// Counts a dot of these operand dimensions into [`Self::dot_flops`];
+    /// its FLOPs in whole TensorE tiles, for the caller's peak.
+    fn add_dot(
+        &mut self,
+        dims: &DotDims,
+        lhs: &[i64],
+        rhs: &[i64],
+        instr: &Instruction,
+        times: f64,
+    ) -> f64 {
+        let tiles = dot_instructions(dims, lhs, rhs) as f64;
+        let tile_flops = 2.0 * (PARTITIONS * PARTITIONS * MOVING_COLUMNS) as f64;
+        let contracted: i64 = dims
+            .lhs_contracting
+            .iter()
+            .map(|&k| lhs.get(k as usize).copied().unwrap_or(1))
+            .product();
+        let out = instr.shape.as_array().map_or(0, |a| a.element_count());
+        self.dot_flops += 2.0 * out as f64 * contracted as f64 * times;
+        tiles * tile_flops * times
+    }
+
     /// `self` plus `k` times `other`: a program of more layers from the
     /// difference of two that differ by one.
     pub fn plus_scaled(&self, other: &ProgramCounts, k: f64) -> ProgramCounts {
@@ -184,6 +210,7 @@ impl ProgramCounts {
         ProgramCounts {
             matmul_flops: self.matmul_flops + k * other.matmul_flops,
             matmul_flops_f32: self.matmul_flops_f32 + k * other.matmul_flops_f32,
+            matmul_flops_mx: self.matmul_flops_mx + k * other.matmul_flops_mx,
             dot_flops: self.dot_flops + k * other.dot_flops,
             memory_bytes: self.memory_bytes + k * other.memory_bytes,
             exposed,

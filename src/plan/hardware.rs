@@ -38,6 +38,9 @@ pub struct Hardware {
     pub bf16_flops: f64,
     /// FP32 matrix-multiply peak of one core, FLOP/s.
     pub fp32_flops: f64,
+    /// MXFP8 matrix-multiply peak of one core, FLOP/s, where the chip
+    /// has an MX matmul (a block-scaled dot of 8-bit values).
+    pub mx_flops: Option<f64>,
     /// Device memory of one core, bytes.
     pub hbm_bytes: u64,
     /// Device-memory bandwidth of one core, bytes/s.
@@ -103,6 +106,7 @@ impl Instance {
                 cores_per_node: 32,
                 bf16_flops: 95e12,
                 fp32_flops: 23.75e12,
+                mx_flops: None,
                 hbm_bytes: self.chip().hbm_per_core(),
                 hbm_bandwidth: 410.0 * GIB as f64,
                 link_bandwidth: 192e9,
@@ -119,6 +123,7 @@ impl Instance {
                 cores_per_node: 64,
                 bf16_flops: 667e12 / 4.0,
                 fp32_flops: 181e12 / 4.0,
+                mx_flops: None,
                 hbm_bytes: self.chip().hbm_per_core(),
                 hbm_bandwidth: 2.9e12 / 4.0,
                 link_bandwidth: 1024e9 / 4.0,
@@ -126,7 +131,7 @@ impl Instance {
             },
             // Trainium3: 8 physical NeuronCore-v4 per chip, 4 logical
             // cores at LNC=2 (what hlatc compiles for): 671 dense BF16 /
-            // 183 FP32 TFLOPS, 144 GiB HBM at 4.9 TB/s. Chips meet over
+            // 2,517 MXFP8 / 183 FP32 TFLOPS, 144 GiB HBM at 4.9 TB/s. Chips meet over
             // a switched PCIe fabric whose bandwidth per chip is given by
             // tier: 256 GB/s within a server, 320 GB/s across the servers
             // of a rack, 128 GB/s between racks; the model has one link
@@ -145,6 +150,7 @@ impl Instance {
                     cores_per_node: chips * i64::from(self.chip().cores_per_chip()),
                     bf16_flops: 671e12 / per_chip,
                     fp32_flops: 183e12 / per_chip,
+                    mx_flops: Some(2_517e12 / per_chip),
                     hbm_bytes: self.chip().hbm_per_core(),
                     hbm_bandwidth: 4.9e12 / per_chip,
                     link_bandwidth: link_per_chip / per_chip,
@@ -164,16 +170,18 @@ impl fmt::Display for Instance {
 /// The instances' facts as the book's table lists them.
 pub fn markdown_table() -> String {
     let mut out = String::from(
-        "| instance | cores | BF16 TFLOPS / core | FP32 TFLOPS / core | HBM / core | HBM GB/s / core | NeuronLink GB/s / core | EFA Gbps / node |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        "| instance | cores | BF16 TFLOPS / core | MXFP8 TFLOPS / core | FP32 TFLOPS / core | HBM / core | HBM GB/s / core | NeuronLink GB/s / core | EFA Gbps / node |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for i in Instance::ALL {
         let h = i.hardware();
         out += &format!(
-            "| `{}` | {} | {:.2} | {:.2} | {} GiB | {:.0} | {:.0} | {:.0} |\n",
+            "| `{}` | {} | {:.2} | {} | {:.2} | {} GiB | {:.0} | {:.0} | {:.0} |\n",
             i.name(),
             h.cores_per_node,
             h.bf16_flops / 1e12,
+            h.mx_flops
+                .map_or("none".to_string(), |f| format!("{:.2}", f / 1e12)),
             h.fp32_flops / 1e12,
             h.hbm_bytes >> 30,
             h.hbm_bandwidth / 1e9,

@@ -3,6 +3,7 @@
 //! precision), written and read as `--layout`'s SPEC, and turned into the
 //! `hlatc compile` options and command that build it.
 
+use super::hardware::Instance;
 use super::PlanError;
 use crate::compile_step::{CompileOptions, ModelSource};
 use hlatc_models::kernels::{ImplKind, KernelRequest};
@@ -80,6 +81,7 @@ impl Layout {
     pub fn parse(
         spec: &str,
         cores: i64,
+        chip: Chip,
         precision: Precision,
         attention: KernelRequest,
     ) -> Result<Layout, PlanError> {
@@ -183,7 +185,7 @@ impl Layout {
                             known.join(", ")
                         ))
                     })?;
-                    if let Some(why) = not_on_trainium(l.precision) {
+                    if let Some(why) = not_on_chip(l.precision, chip) {
                         return Err(bad(format!("precision={v}: {why}")));
                     }
                 }
@@ -354,27 +356,39 @@ impl fmt::Display for Layout {
     }
 }
 
-/// Why a plan cannot take `precision`, if it cannot: f64, which
-/// neuronx-cc refuses (the pre-flight's `f64` rule), and mxfp8, which
-/// hlatc does not yet write for Neuron.
-pub fn not_on_trainium(precision: Precision) -> Option<String> {
-    let unplanned = |p: Precision| matches!(p, Precision::Fp64 | Precision::Mxfp8);
-    let why = match precision {
-        Precision::Fp64 => "Trainium has no f64 (neuronx-cc refuses it)",
-        Precision::Mxfp8 => {
-            "hlatc writes mxfp8 for --target cpu only so far (its Neuron form, QuantizeMX and __op$block_scaled_dot, is not written)"
-        }
-        _ => return None,
-    };
+/// Why a plan for `chip` cannot take `precision`, if it cannot: f64,
+/// which neuronx-cc refuses (the pre-flight's `f64` rule), and mxfp8
+/// before Trainium3, the first chip with an MX matmul.
+pub fn not_on_chip(precision: Precision, chip: Chip) -> Option<String> {
+    let why = refusal(precision, chip)?;
     let presets: Vec<&str> = Precision::ALL
         .iter()
-        .filter(|&&p| !unplanned(p))
+        .filter(|&&p| refusal(p, chip).is_none())
         .map(|p| p.name())
         .collect();
     Some(format!(
-        "{why}; the presets a plan searches are {}",
+        "{why}; the presets a plan for {chip} takes are {}",
         presets.join(", ")
     ))
+}
+
+/// [`not_on_chip`]'s reason alone.
+fn refusal(precision: Precision, chip: Chip) -> Option<String> {
+    Some(match precision {
+        Precision::Fp64 => "Trainium has no f64 (neuronx-cc refuses it)".to_string(),
+        Precision::Mxfp8 if chip != Chip::Trn3 => {
+            let trn3: Vec<&str> = Instance::ALL
+                .iter()
+                .filter(|i| i.chip() == Chip::Trn3)
+                .map(|i| i.name())
+                .collect();
+            format!(
+                "mxfp8 multiplies on Trainium3's MX matmul, which {chip} has not (plan for {})",
+                trn3.join(", ")
+            )
+        }
+        _ => return None,
+    })
 }
 
 /// The most micro-batches one optimizer step accumulates that the planner

@@ -138,11 +138,12 @@ fn rung(p: RematPolicy) -> usize {
 mod tests {
     use super::*;
     use hlatc_models::kernels::{KernelPoint, KernelRequest};
+    use hlatc_passes::neuron_check::Chip;
     use hlatc_step::precision::Precision;
 
     fn layout(spec: &str) -> Layout {
         let attention = KernelRequest::plain(KernelPoint::Attention);
-        Layout::parse(spec, 8, Precision::Bf16Master, attention).unwrap()
+        Layout::parse(spec, 8, Chip::Trn1, Precision::Bf16Master, attention).unwrap()
     }
 
     /// Climbs the ladders of `specs`, a layout fitting where `fits` says;

@@ -101,7 +101,7 @@ impl PlanOptions {
             );
         }
         if let Some(p) = self.precision {
-            if let Some(why) = super::layout::not_on_trainium(p) {
+            if let Some(why) = super::layout::not_on_chip(p, self.instance.chip()) {
                 return bad(PlanOption::Precision, p.name().to_string(), &why);
             }
         }
@@ -269,7 +269,13 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let layouts = match &o.layout {
         Some(spec) => {
             let precision = o.precision.unwrap_or(Precision::Bf16Master);
-            let l = Layout::parse(spec, cores, precision, o.attention.clone())?;
+            let l = Layout::parse(
+                spec,
+                cores,
+                o.instance.chip(),
+                precision,
+                o.attention.clone(),
+            )?;
             check_layout(&cfg, &l, seq_len, o.global_batch, cores)?;
             vec![l]
         }

@@ -307,7 +307,14 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
 fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
     let spec = "tp=4,pp=1,dp=16,sp,fsdp=16,remat=full-layer,micro_batch=1,precision=bf16-master";
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
-    let l = hlatc::plan::Layout::parse(spec, 16, Precision::Bf16Master, plain).unwrap();
+    let l = hlatc::plan::Layout::parse(
+        spec,
+        16,
+        hlatc::passes::neuron_check::Chip::Trn1,
+        Precision::Bf16Master,
+        plain,
+    )
+    .unwrap();
     assert_eq!(l.to_string(), spec);
     assert_eq!(l.parallel.fsdp, 16);
     let kept = priced_and_compiled("qwen3-fsdp", spec, " --fsdp 16");

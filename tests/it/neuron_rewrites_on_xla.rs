@@ -363,3 +363,107 @@ fn integer_dot_to_f32_leaves_a_dot_it_cannot_bound_alone() {
     let (_, report) = rewritten(&unknown, &["integer-dot-to-f32"], Target::Neuron).unwrap();
     assert!(!report.changed());
 }
+
+// ---- amp's MX calls (mxfp8 on trn3) ----
+
+/// Three dots in MX blocks: a plain one, a batched one contracted on a
+/// dimension `QuantizeMX` cannot take (moved last by a transpose), and
+/// one whose rhs is contracted on the dimension before its last.
+const MX_DOTS: &str = "HloModule mx_dots\n\nENTRY e {\n  x = f32[4,64] parameter(0)\n  w = f32[64,16] parameter(1)\n  h = f32[4,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  a = f32[64,2,4] parameter(2)\n  b = f32[2,64,8] parameter(3)\n  g = f32[2,4,8] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={0}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n  ROOT t = (f32[4,16], f32[2,4,8]) tuple(h, g)\n}\n";
+
+/// `MX_DOTS` with amp's mxfp8 policy for `target`.
+fn mx_amp(target: Target) -> Module {
+    let mut m = parse(MX_DOTS);
+    let mut ctx = PassContext::new(target);
+    ctx.cast = Some(hlatc::passes::CastPolicy::mxfp8());
+    pipeline_from_names("amp", &["amp"])
+        .unwrap()
+        .run_module(&mut m, &mut ctx)
+        .unwrap();
+    m
+}
+
+/// The Neuron form of mxfp8's dots (`QuantizeMX` and
+/// `__op$block_scaled_dot`) passes the pre-flight on trn3, and mapped back
+/// by `lower-neuron-calls` gives the cpu form's outputs bit for bit: on
+/// values spread over many binades, a block of zeros, one holding a NaN
+/// and one holding an infinity.
+#[test]
+fn mx_calls_lowered_compute_the_cpu_blocks_bit_for_bit() {
+    let neuron = mx_amp(Target::Neuron);
+    let text = hlatc::text::print_module(&neuron);
+    assert_eq!(text.matches("custom_call_target=\"QuantizeMX\"").count(), 4);
+    assert_eq!(text.matches("__op$block_scaled_dot").count(), 2, "{text}");
+    assert!(text.contains("transpose("), "{text}");
+    let found = check_module(&neuron, Chip::Trn3, Sdk::V2_32).findings;
+    assert!(found.is_empty(), "{found:?}");
+    assert_eq!(refusals(&neuron, Chip::Trn2), ["mx-before-trn3"]);
+    let mut lowered = neuron.clone();
+    assert!(hlatc::passes::LowerNeuronCalls::lower(&mut lowered).unwrap());
+    assert!(!hlatc::text::print_module(&lowered).contains("custom_call_target"));
+    // Magnitudes from 2^-20 to 2^20 across the elements.
+    let values = |n: usize, offset: f64| -> Vec<f64> {
+        spread(n, offset)
+            .iter()
+            .enumerate()
+            .map(|(k, v)| v * 2f64.powi((k % 41) as i32 - 20))
+            .collect()
+    };
+    let mut x = values(4 * 64, 0.1);
+    x[..32].fill(0.0);
+    x[64 + 3] = f64::NAN;
+    x[128 + 40] = f64::INFINITY;
+    let inputs = [
+        Literal::from_f64(vec![4, 64], &x).unwrap(),
+        Literal::from_f64(vec![64, 16], &values(64 * 16, 0.2)).unwrap(),
+        Literal::from_f64(vec![64, 2, 4], &values(64 * 8, 0.3)).unwrap(),
+        Literal::from_f64(vec![2, 64, 8], &values(2 * 64 * 8, 0.4)).unwrap(),
+    ];
+    let inputs: Vec<Literal> = inputs
+        .into_iter()
+        .map(|l| l.converted(hlatc::compiler::ElementType::F32).unwrap())
+        .collect();
+    let cpu = mx_amp(Target::Cpu);
+    let want = run(&cpu, &inputs);
+    let got = run(&lowered, &inputs);
+    assert_identical("lowered MX calls", &got, &want);
+    let h = want[0].to_f64_vec();
+    // Rows 1 and 2 hold the NaN and the infinity: their blocks are NaN.
+    for (row, values) in h.chunks(16).enumerate() {
+        let nan = row == 1 || row == 2;
+        assert!(
+            values
+                .iter()
+                .all(|v| v.is_nan() == nan && (nan || v.is_finite())),
+            "row {row}"
+        );
+    }
+}
+
+/// An MX call hlatc cannot compute is refused by name when lowered for XLA
+/// CPU: an element type it has no checked reference for, and a scaled dot
+/// whose operands' element type nothing says.
+#[test]
+fn mx_calls_without_a_reference_are_refused_by_name() {
+    let e5m2 = parse("HloModule q\n\nENTRY e {\n  x = bf16[4,64] parameter(0)\n  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target=\"QuantizeMX\", backend_config=\"{\\\"dtype\\\": \\\"float8_e5m2\\\", \\\"dim\\\": 1}\"\n}\n");
+    let e = hlatc::passes::LowerNeuronCalls::lower(&mut e5m2.clone()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "pass 'lower-neuron-calls': computation 'e', custom call 'q': QuantizeMX's backend_config: dtype float8_e5m2: hlatc computes float8_e4m3fn only"
+    );
+    let unnamed = parse("HloModule d\n\nENTRY e {\n  a = u32[4,16] parameter(0)\n  b = u32[16,16] parameter(1)\n  sa = u8[4,2] parameter(2)\n  sb = u8[2,16] parameter(3)\n  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target=\"__op$block_scaled_dot\", backend_config=\"{\\\"scaled_dot_backend_config\\\": {\\\"lhs_contracting_dimensions\\\": [1], \\\"rhs_contracting_dimensions\\\": [0]}}\"\n}\n");
+    let e = hlatc::passes::LowerNeuronCalls::lower(&mut unnamed.clone()).unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "custom call 'd': __op$block_scaled_dot: the lhs operand's element type is unknown"
+        ),
+        "{e}"
+    );
+    // Named, it computes.
+    let named = hlatc::text::print_module(&unnamed).replace(
+        "[0]}}",
+        "[0], \\\"element_dtype\\\": \\\"float8_e4m3fn\\\"}}",
+    );
+    let mut named = parse(&named);
+    assert!(hlatc::passes::LowerNeuronCalls::lower(&mut named).unwrap());
+}

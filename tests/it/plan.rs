@@ -91,7 +91,7 @@ fn runs_never_calibrated_on_are_within_15_percent_at_the_median() {
 /// `memory` (its working memory is a peak, not a sum over layers).
 fn both_ways(cfg: &ModelConfig, layout: &str, cores: i64, batch: i64, memory: f64) {
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
-    let l = Layout::parse(layout, cores, Precision::Bf16Master, plain).unwrap();
+    let l = Layout::parse(layout, cores, Chip::Trn1, Precision::Bf16Master, plain).unwrap();
     let read = |f| evaluate(cfg, "test", 512, batch, &l, 32, Chip::Trn1, f).unwrap();
     let (exact, extrapolated) = (read(Fidelity::Exact), read(Fidelity::Extrapolated));
     assert_eq!(exact.work.runs.len(), extrapolated.work.runs.len());
@@ -445,7 +445,7 @@ fn the_8k_runs_are_re_predicted_with_blocked_attention() {
 fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
     let spec = "tp=32,pp=1,dp=32,sp,zero1,remat=core-attention,micro_batch=1,precision=bf16-master,attention=blocked:512";
-    let l = Layout::parse(spec, 1024, Precision::Bf16Master, plain.clone()).unwrap();
+    let l = Layout::parse(spec, 1024, Chip::Trn1, Precision::Bf16Master, plain.clone()).unwrap();
     assert_eq!(l.to_string(), spec);
     assert!(l
         .compile_command(
@@ -459,7 +459,14 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
         .contains(" --kernel attention=blocked:512 "));
     // Without the key, the layout takes the plan's attention; the plain
     // graph writes nothing.
-    let l = Layout::parse("tp=32,dp=32", 1024, Precision::Bf16Master, plain.clone()).unwrap();
+    let l = Layout::parse(
+        "tp=32,dp=32",
+        1024,
+        Chip::Trn1,
+        Precision::Bf16Master,
+        plain.clone(),
+    )
+    .unwrap();
     assert!(!l.to_string().contains(",attention="));
     assert!(!l
         .compile_command(
@@ -471,9 +478,15 @@ fn a_layout_spec_names_its_attention_and_its_command_asks_for_it() {
         )
         .unwrap()
         .contains("--kernel"));
-    let e = Layout::parse("tp=32,attention=flash", 1024, Precision::Bf16Master, plain)
-        .unwrap_err()
-        .to_string();
+    let e = Layout::parse(
+        "tp=32,attention=flash",
+        1024,
+        Chip::Trn1,
+        Precision::Bf16Master,
+        plain,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("has no implementation 'flash'"), "{e}");
     // A tile that does not divide the sequence is refused before any
     // layout is read, not priced as the plain graph.
@@ -720,14 +733,22 @@ fn a_printed_layout_carries_its_preflight_warnings() {
 /// 90): the command names `--chip` (whose core is compile's default
 /// limit, so no `--device-memory`), and the bundle it writes is compiled,
 /// checked and held to the chip's core, as `hlatc check` of it then says.
-/// The report says the cost model was fitted to no run on the chip.
+/// The report says the cost model was fitted to no run on the chip. On
+/// trn3 an mxfp8 layout's command writes its MX calls.
 #[test]
 fn trn2_and_trn3_plans_print_commands_that_build_their_bundles() {
     for (instance, chip, batch, layout) in [
         ("trn2.48xlarge", "trn2", "64", "tp=2,dp=32,zero1"),
         ("trn3-ultraserver-gen1", "trn3", "256", "tp=2,dp=128,zero1"),
+        (
+            "trn3-ultraserver-gen1",
+            "trn3",
+            "256",
+            "tp=2,dp=128,zero1,precision=mxfp8",
+        ),
     ] {
-        let dir = scratch(&format!("plan-{chip}"));
+        let mx = layout.contains("mxfp8");
+        let dir = scratch(&format!("plan-{chip}-{mx}"));
         let _ = std::fs::remove_dir_all(&dir);
         let o = hlatc(&[
             "plan",
@@ -760,6 +781,7 @@ fn trn2_and_trn3_plans_print_commands_that_build_their_bundles() {
             "{command}"
         );
         assert!(!command.contains("--device-memory"), "{command}");
+        assert_eq!(command.contains(" --precision mxfp8 "), mx, "{command}");
         let out = dir.join("bundle");
         let args: Vec<&str> = command
             .trim_start_matches("hlatc ")
@@ -779,6 +801,10 @@ fn trn2_and_trn3_plans_print_commands_that_build_their_bundles() {
             .unwrap();
         assert!(flags.contains(&format!("\"--target={chip}\"")), "{flags}");
         assert!(flags.contains("\"--logical-nc-config=2\""), "{flags}");
+        let text = std::fs::read_to_string(out.join("micro_step/model.hlo.txt"))
+            .or_else(|_| std::fs::read_to_string(out.join("model.hlo.txt")))
+            .unwrap();
+        assert_eq!(text.contains("custom_call_target=\"QuantizeMX\""), mx);
         if chip == "trn2" {
             crate::support::assert_checks_clean_on_trn2(&out);
         } else {
@@ -827,7 +853,14 @@ fn the_expert_exchange_is_priced_where_its_groups_sit() {
     let cfg = small_moe(2);
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
     let read = |spec: &str, cores: i64, per_node: i64| {
-        let l = Layout::parse(spec, cores, Precision::Bf16Master, plain.clone()).unwrap();
+        let l = Layout::parse(
+            spec,
+            cores,
+            Chip::Trn1,
+            Precision::Bf16Master,
+            plain.clone(),
+        )
+        .unwrap();
         let e = evaluate(
             &cfg,
             "t",
@@ -912,7 +945,7 @@ fn a_mixture_of_experts_is_planned_over_expert_parallelism() {
     }
     let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
     let spec = "tp=2,pp=1,dp=16,ep=4,ep_exchange=all-gather,sp,zero1,remat=full-layer,micro_batch=2,precision=bf16-master";
-    let l = Layout::parse(spec, 32, Precision::Bf16Master, plain.clone()).unwrap();
+    let l = Layout::parse(spec, 32, Chip::Trn1, Precision::Bf16Master, plain.clone()).unwrap();
     assert_eq!(l.to_string(), spec);
     let command = l
         .compile_command(
@@ -928,7 +961,14 @@ fn a_mixture_of_experts_is_planned_over_expert_parallelism() {
             && command.contains(" --capacity-factor 1.25 "),
         "{command}"
     );
-    let e = Layout::parse("dp=32,ep_exchange=ring", 32, Precision::Bf16Master, plain).unwrap_err();
+    let e = Layout::parse(
+        "dp=32,ep_exchange=ring",
+        32,
+        Chip::Trn1,
+        Precision::Bf16Master,
+        plain,
+    )
+    .unwrap_err();
     assert!(matches!(e, PlanError::Spec { .. }), "{e}");
     // A capacity factor of a dense model, and a measured run of a mixture
     // (the calibration file has no EP column) are refused by name.

@@ -20,19 +20,24 @@ pub fn manifest_json(
     sha256: &str,
 ) -> String {
     let rounding = RoundingSummary::of(&step.module, target.target());
-    manifest_with(step, cfg, target, sha256, rounding)
+    let compile = target
+        .chip()
+        .map(|chip| NeuronCompile::of(&step.module, chip));
+    manifest_with(step, cfg, target, compile, sha256, rounding)
 }
 
-/// [`manifest_json`] with the step's `rounding` already counted.
+/// [`manifest_json`] with the step's `rounding` already counted, and
+/// its Neuron compile (`target`'s chip's) already chosen.
 pub(super) fn manifest_with(
     step: &TrainStep,
     cfg: &StepConfig,
     target: BundleTarget,
+    compile: Option<NeuronCompile>,
     sha256: &str,
     rounding: RoundingSummary,
 ) -> String {
-    let neuron = target.chip().map(|chip| {
-        let compile = NeuronCompile::of(&step.module, chip);
+    let neuron = compile.map(|compile| {
+        let chip = compile.chip;
         NeuronInfo {
             chip: chip.name(),
             logical_nc_config: chip.logical_nc_config(),

@@ -4,7 +4,7 @@
 use super::files::TEXT_FILE;
 use super::neuron::NeuronCompile;
 use crate::Error;
-use hlatc_passes::neuron_check::{self, CheckReport, Chip};
+use hlatc_passes::neuron_check::{self, CheckReport};
 use hlatc_step::train_step::TrainStep;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,20 +21,21 @@ pub struct Preflight {
     pub time: Duration,
 }
 
-/// Runs the Neuron pre-flight on a bundle's module for its `chip`:
+/// Runs the Neuron pre-flight on a bundle's module for its `compile`'s
+/// chip, under the integer flags it pins:
 /// its refusals are an error, so a bundle neuronx-cc would refuse is never
 /// written. `text` is the module's text as the bundle holds it, where the
 /// findings are located.
 pub(super) fn preflight(
     step: &TrainStep,
-    chip: Chip,
+    compile: NeuronCompile,
     text: &str,
     dir: &Path,
 ) -> Result<Preflight, Error> {
     let t0 = Instant::now();
+    let chip = compile.chip;
     // The step's memory plan, checked against --device-memory, decides
     // whether it fits.
-    let compile = NeuronCompile::of(&step.module, chip);
     let report = neuron_check::check_planned_step(&step.module, chip, compile.integer);
     let time = t0.elapsed();
     // Only findings about instructions need the text read for positions.

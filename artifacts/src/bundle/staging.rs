@@ -3,7 +3,7 @@
 
 use super::files::{sha256_hex, FLAGS_FILE, MANIFEST_FILE, NEURON_SCRIPT, PROTO_FILE, TEXT_FILE};
 use super::manifest::manifest_with;
-use super::neuron::RoundingSummary;
+use super::neuron::{NeuronCompile, RoundingSummary};
 use super::preflight::{preflight, Preflight};
 use super::target::BundleTarget;
 use crate::Error;
@@ -87,8 +87,17 @@ pub fn stage_bundle(
         // the other side's work (a 2,048-rank step's files are 22 MB). A
         // module the checks refuse is encoded and written for nothing,
         // and its staging directory removed.
-        let encoder = s.spawn(|| Encoded::of(step, cfg, target, &proto_path));
-        let checked = checked_text(step, target, dir).and_then(|c| {
+        // The Neuron compile (its pinned flags read the whole module) is
+        // chosen once, here, while the encoder encodes: the pre-flight
+        // judges by it, and the manifest, written last, records it.
+        let (chosen, compile_of) = std::sync::mpsc::channel();
+        let encoder = s.spawn(|| Encoded::of(step, cfg, target, compile_of, &proto_path));
+        let compile = target
+            .chip()
+            .map(|chip| NeuronCompile::of(&step.module, chip));
+        // Only an encoder that has failed is gone; its error is reported.
+        let _ = chosen.send(compile);
+        let checked = checked_text(step, compile, dir).and_then(|c| {
             let t = Instant::now();
             hlatc_runtime::atomic_file::write_synced(&text_path, c.text.as_bytes())
                 .map_err(|e| io_error(&text_path, e))?;
@@ -234,6 +243,7 @@ impl Encoded {
         step: &TrainStep,
         cfg: &StepConfig,
         target: BundleTarget,
+        compile: std::sync::mpsc::Receiver<Option<NeuronCompile>>,
         path: &Path,
     ) -> Result<Encoded, Error> {
         let proto = hlatc_compiler::formats::proto::encode_module(&step.module);
@@ -242,7 +252,13 @@ impl Encoded {
             let sha256 = sha256_hex(&proto);
             let rounding = RoundingSummary::of(&step.module, target.target());
             let stochastic_rounding = rounding.stochastic > 0;
-            let manifest = format!("{}\n", manifest_with(step, cfg, target, &sha256, rounding));
+            // Sent as soon as it is chosen, before any error can end the
+            // sender's side.
+            let compile = compile.recv().ok().flatten();
+            let manifest = format!(
+                "{}\n",
+                manifest_with(step, cfg, target, compile, &sha256, rounding)
+            );
             writer
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -265,15 +281,18 @@ struct Checked {
 
 /// Verifies the step's module, prints it, and runs the Neuron pre-flight
 /// when the bundle is for Neuron: everything that may refuse the bundle.
-fn checked_text(step: &TrainStep, target: BundleTarget, dir: &Path) -> Result<Checked, Error> {
+fn checked_text(
+    step: &TrainStep,
+    compile: Option<NeuronCompile>,
+    dir: &Path,
+) -> Result<Checked, Error> {
     hlatc_compiler::verify(&step.module).map_err(|source| Error::Verify {
         path: dir.to_path_buf(),
         source,
     })?;
     let text = hlatc_compiler::formats::text::print_module(&step.module);
-    let preflight = target
-        .chip()
-        .map(|chip| preflight(step, chip, &text, dir))
+    let preflight = compile
+        .map(|compile| preflight(step, compile, &text, dir))
         .transpose()?;
     Ok(Checked { text, preflight })
 }

@@ -91,7 +91,34 @@ pub fn qdq_module(shape: &ArrayShape, axis: i64, format: MxFormat) -> Result<Mod
 /// `x` (f32) quantized and dequantized along `axis`; see the module's
 /// documentation for the rules.
 fn qdq(b: &mut Builder, x: InstrId, axis: i64, format: MxFormat) -> Result<InstrId, BuildError> {
+    let dims = b.dims(x);
+    let blocks = quantize(b, x, axis, format)?;
+    dequantize(b, blocks, axis, &dims)
+}
+
+/// An operand in MX blocks along one dimension: its element values and
+/// each block's scale.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocks {
+    /// The elements, in the format's element type, with the quantized
+    /// dimension `a` split in two, `[.., K / block, block, ..]`: a block
+    /// is one row of dimension `a + 1`.
+    pub elements: InstrId,
+    /// Each block's E8M0 code (the scale's biased exponent, 255 for NaN),
+    /// as s32, `[.., K / block, ..]`.
+    pub codes: InstrId,
+}
+
+/// `x` (any float type; read as f32) in `format`'s blocks along `axis`;
+/// see the module's documentation for the rules.
+pub fn quantize(
+    b: &mut Builder,
+    x: InstrId,
+    axis: i64,
+    format: MxFormat,
+) -> Result<Blocks, BuildError> {
     use ComparisonDirection::Eq;
+    let x = b.convert_unless_same(x, ElementType::F32)?;
     let dims = b.dims(x);
     let a = axis as usize;
     // [.., K, ..] as [.., K / block, block, ..]: a block is one row of
@@ -133,7 +160,7 @@ fn qdq(b: &mut Builder, x: InstrId, axis: i64, format: MxFormat) -> Result<Instr
     let nan_block = b.binary(BinaryOp::Or, infinite_amax, has_nan)?;
     // 1 / scale = 2^(127 - code), a normal f32 for every code a finite
     // amax gives (0 to 246): its exponent field is 254 - code. A NaN
-    // block's is any normal one; its values are replaced below.
+    // block's is any normal one; its code says NaN.
     let unit = b.full(ElementType::S32, &scale_dims, (2 * F32_BIAS) as f64)?;
     let one = b.full(ElementType::S32, &scale_dims, F32_BIAS as f64)?;
     let finite_code = b.select(nan_block, one, code)?;
@@ -144,7 +171,7 @@ fn qdq(b: &mut Builder, x: InstrId, axis: i64, format: MxFormat) -> Result<Instr
         &[inverse_bits],
         Some(Shape::array(ElementType::F32, scale_dims.clone())),
     )?;
-    let per_element: Vec<i64> = (0..split.len() as i64).filter(|&d| d != axis + 1).collect();
+    let per_element = per_element(&split, axis);
     let inverse = b.broadcast(inverse, &split, &per_element)?;
     // V / X is exact in f32 (a power of two times a value, in range), then
     // saturated and rounded to nearest even by the convert.
@@ -153,8 +180,28 @@ fn qdq(b: &mut Builder, x: InstrId, axis: i64, format: MxFormat) -> Result<Instr
     let low = b.full(ElementType::F32, &split, -f64::from(format.max_normal))?;
     let saturated = b.binary(BinaryOp::Minimum, scaled, high)?;
     let saturated = b.binary(BinaryOp::Maximum, saturated, low)?;
-    let element = b.convert(saturated, format.element)?;
-    let element = b.convert(element, ElementType::F32)?;
+    let elements = b.convert(saturated, format.element)?;
+    let codes = b.select(nan_block, nan_code, code)?;
+    Ok(Blocks { elements, codes })
+}
+
+/// The values `blocks` (quantized along `axis`) hold, as f32 of `dims`
+/// (the quantized operand's): each element times its block's scale, NaN
+/// throughout a block whose code is E8M0's NaN.
+pub fn dequantize(
+    b: &mut Builder,
+    blocks: Blocks,
+    axis: i64,
+    dims: &[i64],
+) -> Result<InstrId, BuildError> {
+    let split = b.dims(blocks.elements);
+    let scale_dims = b.dims(blocks.codes);
+    let per_element = per_element(&split, axis);
+    let nan_code = b.full(ElementType::S32, &scale_dims, E8M0_NAN as f64)?;
+    let nan_block = b.compare(blocks.codes, nan_code, ComparisonDirection::Eq)?;
+    let one = b.full(ElementType::S32, &scale_dims, F32_BIAS as f64)?;
+    let finite_code = b.select(nan_block, one, blocks.codes)?;
+    let element = b.convert(blocks.elements, ElementType::F32)?;
     // Times the scale, 2^(code - 127), added to the element's exponent
     // field: no float multiply, which XLA CPU may reassociate through the
     // subnormal 2^-127 and flush (it did: an element of 128 at code 0
@@ -164,7 +211,14 @@ fn qdq(b: &mut Builder, x: InstrId, axis: i64, format: MxFormat) -> Result<Instr
     let nan = b.full(ElementType::F32, &split, f64::NAN)?;
     let nan_block = b.broadcast(nan_block, &split, &per_element)?;
     let values = b.select(nan_block, nan, values)?;
-    b.reshape(values, &dims)
+    b.reshape(values, dims)
+}
+
+/// The dimensions of a split operand (`[.., K / block, block, ..]`, the
+/// quantized dimension `axis`) that a block's scale spans: all but the
+/// one within a block.
+fn per_element(split: &[i64], axis: i64) -> Vec<i64> {
+    (0..split.len() as i64).filter(|&d| d != axis + 1).collect()
 }
 
 /// `element` (f32, of `dims`) times `2^(code - 127)`, `code` one per

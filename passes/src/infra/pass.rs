@@ -105,11 +105,15 @@ pub enum PassError {
     /// What `softmax-math` was handed as a softmax is not an array.
     #[error("pass '{pass}': '{instruction}' is not an array, so it cannot be a softmax")]
     SoftmaxNotArray { pass: String, instruction: String },
-    /// A cast policy with MX blocks on `--target neuron`, whose form
-    /// (neuronx-cc's `QuantizeMX` and `__op$block_scaled_dot`) hlatc does
-    /// not write yet.
-    #[error("pass '{pass}': MX blocks (precision mxfp8) are computed on --target cpu only: the Neuron form, QuantizeMX and __op$block_scaled_dot on trn3, is not written yet")]
-    MxOnNeuron { pass: String },
+    /// An MX custom call (`QuantizeMX`, `__op$block_scaled_dot`) hlatc
+    /// cannot compute on XLA CPU (`lower-neuron-calls`).
+    #[error("pass '{pass}': computation '{computation}', custom call '{instruction}': {problem}")]
+    MxCall {
+        pass: String,
+        computation: String,
+        instruction: String,
+        problem: Box<MxCallProblem>,
+    },
     /// State a pass added to the entry (`PassContext::added_state`) that
     /// the step cannot carry: not an array.
     #[error("pass '{pass}': added state '{name}' is not an array")]
@@ -199,6 +203,24 @@ pub enum NativeKernelProblem {
     NoReference { func_name: String, known: String },
     #[error("NKI kernel '{func_name}': {problem}")]
     Shapes { func_name: String, problem: String },
+}
+
+/// Why an MX custom call has no plain HLO to run in its place on XLA CPU
+/// (`lower-neuron-calls`).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum MxCallProblem {
+    #[error("{target}'s backend_config: {problem}")]
+    Config {
+        target: &'static str,
+        problem: String,
+    },
+    #[error("{target}: {problem}")]
+    Shapes {
+        target: &'static str,
+        problem: String,
+    },
+    #[error("__op$block_scaled_dot: the {side} operand's element type is unknown: it is not a QuantizeMX call's data, and the call's backend_config names no element_dtype")]
+    NoElementType { side: &'static str },
 }
 
 /// A branch's inlining or the selects that failed (`conditional-to-select`).

@@ -15,7 +15,9 @@
 //! Under a policy with MX blocks (`mxfp8`), the low dots outside its kept
 //! scopes then read each operand quantized along its contracting dimension
 //! (`infra::mx_blocks`): a `call` of the blocks' plain HLO on `cpu`, one
-//! callee per shape and dimension. A dot whose contracting extent is not a
+//! callee per shape and dimension; on `neuron`, neuronx-cc's `QuantizeMX`
+//! of each operand and `__op$block_scaled_dot` of the two in the dot's
+//! place (`targets::neuron::mx_calls`). A dot whose contracting extent is not a
 //! whole number of blocks stays a bf16 dot, and the pass's note counts it.
 
 use crate::infra::cast_policy::{CastPolicy, CastRule, MxPolicy, ScopeMatcher};
@@ -23,6 +25,7 @@ use crate::infra::context::{PassContext, Target};
 use crate::infra::mx_blocks::{qdq_module, MX_ATTRIBUTE};
 use crate::infra::pass::{Pass, PassError};
 use crate::infra::rewriter::{ModuleRewriter, Rewriter};
+use crate::targets::neuron::mx_calls::write_scaled_dot;
 use hlatc_compiler::util::fx::FxHashMap as HashMap;
 use hlatc_compiler::{
     ArrayShape, ComputationId, ElementType, IdList, InstrId, Module, Op, Opcode, Shape,
@@ -45,11 +48,6 @@ impl Pass for Amp {
             ctx.note(self.name(), "precision fp32: nothing to cast");
             return Ok(false);
         };
-        if policy.mx.is_some() && ctx.target == Target::Neuron {
-            return Err(PassError::MxOnNeuron {
-                pass: self.name().to_string(),
-            });
-        }
         let mut mr = ModuleRewriter::for_pass(m, ctx);
         // The entry, and the bodies of its loops (looped attention's
         // tiles): each keeps its signature, so a body's state stays in the
@@ -79,7 +77,10 @@ impl Pass for Amp {
             mx_dots.extend(cast.mx_dots.into_iter().map(|d| (id, d)));
         }
         if let Some(mx) = &policy.mx {
-            quantize_operands(self.name(), m, &mut mr, mx, &mx_dots)?;
+            match ctx.target {
+                Target::Cpu => quantize_operands(self.name(), m, &mut mr, mx, &mx_dots)?,
+                Target::Neuron => scaled_dots(self.name(), m, &mut mr, mx, &mx_dots)?,
+            }
         }
         mr.finish(ctx);
         let changed = s.low + s.followed + s.converts > 0;
@@ -139,6 +140,27 @@ impl Stats {
 struct MxDot {
     dot: InstrId,
     axes: [i64; 2],
+}
+
+/// Rewrites each recorded dot as neuronx-cc's block-scaled dot of its
+/// operands quantized by `QuantizeMX` (`targets::neuron::mx_calls`).
+fn scaled_dots(
+    pass: &str,
+    m: &mut Module,
+    mr: &mut ModuleRewriter,
+    mx: &MxPolicy,
+    dots: &[(ComputationId, MxDot)],
+) -> Result<(), PassError> {
+    for (ci, d) in dots {
+        let mut rw = mr.on(m.computation_mut(*ci));
+        rw.provenance_of(d.dot);
+        let scaled = write_scaled_dot(&mut rw, d.dot, d.axes, mx.format)
+            .map_err(PassError::rewrite(pass))?;
+        rw.replace(d.dot, scaled)
+            .map_err(PassError::rewrite(pass))?;
+        rw.remove_orphans();
+    }
+    Ok(())
 }
 
 /// Points each recorded dot's operands at their values in MX blocks: a

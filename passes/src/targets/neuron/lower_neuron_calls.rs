@@ -4,20 +4,32 @@
 //! markers become the tensor they mark, and `AwsNeuronTopK` XLA's own
 //! `topk` (its indices converted to the call's `u32`), and an NKI kernel
 //! (`AwsNeuronCustomNativeKernel`) the reference hlatc has for it, or an
-//! error naming the kernel when it has none.
+//! error naming the kernel when it has none. The MX calls (`QuantizeMX`,
+//! `__op$block_scaled_dot`) become calls of their references
+//! (`mx_calls`), which compute what the blocks hold.
 
 use crate::infra::context::{PassContext, Target};
 use crate::infra::match_rewrite::{rewrite_matches, Sweep};
+use crate::infra::mx_blocks::MxFormat;
+use crate::infra::pass::MxCallProblem;
 use crate::infra::pass::{NativeKernelProblem, Pass, PassError};
 use crate::infra::pipeline::Pipeline;
 use crate::infra::rewriter::ModuleRewriter;
 use crate::infra::rewriter::RewriteError;
+use crate::targets::neuron::mx_calls::QUANTIZE_MX;
+use crate::targets::neuron::mx_calls::{
+    format_named, quantize_reference, quantized_shape, scaled_dot_reference, QuantizeConfig,
+    ScaledDotConfig, ScaledDotShapes, BLOCK_SCALED_DOT,
+};
 use crate::targets::neuron::native_kernel::NativeKernelConfig;
 use crate::targets::neuron::neuron_topk::{neuron_topk_k, write_top_k, TOPK_INDEX_TYPE};
 use crate::targets::neuron::nki_flash_reference::{reference, REFERENCED};
 use crate::targets::neuron::softmax_math::{neuron_call_axis, SoftmaxWriter};
+use hlatc_compiler::graph::builder::BuildError;
 use hlatc_compiler::graph::module_markers::ModuleMarker;
-use hlatc_compiler::{InstrId, Module, Op};
+use hlatc_compiler::ir::op::DotDims;
+use hlatc_compiler::{ArrayShape, Computation, ComputationId, InstrId, Module, Op};
+use std::collections::HashMap;
 
 pub struct LowerNeuronCalls;
 
@@ -45,6 +57,7 @@ impl Pass for LowerNeuronCalls {
         let mut changed = drop_module_markers(m, ctx).map_err(PassError::rewrite(self.name()))?;
         changed |= lower_top_k(m, ctx).map_err(PassError::rewrite(self.name()))?;
         changed |= lower_native_kernels(self.name(), m, ctx)?;
+        changed |= lower_mx_calls(self.name(), m, ctx)?;
         let mut writer = SoftmaxWriter::new(m, Target::Cpu, ctx);
         for ci in 0..m.computations.len() {
             let c = &m.computations[ci];
@@ -198,4 +211,177 @@ fn lower_native_kernels(
     let changed = rw.is_some();
     ModuleRewriter::finish_on_demand(rw, ctx);
     Ok(changed)
+}
+
+/// What an MX call is replaced by: a call of the reference for its key.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum MxReference {
+    Quantize(ArrayShape, QuantizeConfig),
+    ScaledDot(Box<ScaledDotShapes>, DotDims),
+}
+
+impl MxReference {
+    fn module(&self) -> Result<Module, BuildError> {
+        match self {
+            MxReference::Quantize(input, config) => quantize_reference(input, *config),
+            MxReference::ScaledDot(shapes, dims) => scaled_dot_reference(shapes, dims),
+        }
+    }
+}
+
+/// Each MX custom call becomes a call of its reference (one per shape and
+/// configuration); one hlatc cannot compute is an error naming it.
+fn lower_mx_calls(pass: &str, m: &mut Module, ctx: &mut PassContext) -> Result<bool, PassError> {
+    let mut rw: Option<ModuleRewriter> = None;
+    let mut made: HashMap<MxReference, ComputationId> = HashMap::new();
+    for ci in 0..m.computations.len() {
+        // Every call read before any is replaced: a scaled dot reads its
+        // formats from the QuantizeMX calls that feed it.
+        let c = &m.computations[ci];
+        let mut calls = Vec::new();
+        for id in c.ids() {
+            let fail = |problem| PassError::MxCall {
+                pass: pass.to_string(),
+                computation: c.name.clone(),
+                instruction: c.instr(id).name.clone(),
+                problem: Box::new(problem),
+            };
+            if let Some(reference) = mx_reference(c, id).map_err(fail)? {
+                calls.push((id, reference));
+            }
+        }
+        for (id, reference) in calls {
+            let callee = match made.get(&reference) {
+                Some(&callee) => callee,
+                None => {
+                    let module = reference.module().map_err(|e| PassError::Build {
+                        pass: pass.to_string(),
+                        source: Box::new(e),
+                    })?;
+                    let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
+                    let callee = rw.graft(m, module);
+                    made.insert(reference, callee);
+                    callee
+                }
+            };
+            let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
+            let operands = m.computations[ci].operands(id);
+            let shape = m.computations[ci].instr(id).shape.clone();
+            let mut r = rw.on(&mut m.computations[ci]);
+            r.provenance_of(id);
+            let call = Op::Call {
+                to_apply: callee,
+                is_composite: false,
+            };
+            let new = r
+                .add_named("mx_reference", call, &operands, Some(shape))
+                .map_err(PassError::rewrite(pass))?;
+            r.replace(id, new).map_err(PassError::rewrite(pass))?;
+            r.remove_orphans();
+        }
+    }
+    let changed = rw.is_some();
+    ModuleRewriter::finish_on_demand(rw, ctx);
+    Ok(changed)
+}
+
+/// The reference for instruction `id` of `c`, if it is an MX call.
+fn mx_reference(c: &Computation, id: InstrId) -> Result<Option<MxReference>, MxCallProblem> {
+    let instr = c.instr(id);
+    let operand = |i: usize| -> Option<ArrayShape> {
+        let o = *c.operand_ids(id).get(i)?;
+        c.instr(o).shape.as_array().cloned()
+    };
+    let shapes = |target| MxCallProblem::Shapes {
+        target,
+        problem: format!(
+            "operands ({}) and result {} are not the call's",
+            c.operand_ids(id)
+                .iter()
+                .map(|&o| c.instr(o).shape.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            instr.shape
+        ),
+    };
+    let input = operand(0);
+    let rank = input.as_ref().map_or(0, ArrayShape::rank);
+    if let Some(config) = QuantizeConfig::of(instr, rank) {
+        let config = config?;
+        let input = input.ok_or_else(|| shapes(QUANTIZE_MX))?;
+        let want = quantized_shape(&input, config);
+        if c.operand_ids(id).len() != 1 || want.as_ref() != Some(&instr.shape) {
+            return Err(shapes(QUANTIZE_MX));
+        }
+        return Ok(Some(MxReference::Quantize(input, config)));
+    }
+    let Op::CustomCall(cc) = &instr.op else {
+        return Ok(None);
+    };
+    if cc.target != BLOCK_SCALED_DOT {
+        return Ok(None);
+    }
+    let config =
+        ScaledDotConfig::read(&instr.backend_config).map_err(|problem| MxCallProblem::Config {
+            target: BLOCK_SCALED_DOT,
+            problem,
+        })?;
+    let operands: Vec<ArrayShape> = (0..4).filter_map(operand).collect();
+    let (Ok(operands), Some(result)) = (
+        <[ArrayShape; 4]>::try_from(operands),
+        instr.shape.as_array().cloned(),
+    ) else {
+        return Err(shapes(BLOCK_SCALED_DOT));
+    };
+    let mut dims = config.dims.clone();
+    for (listed, rank) in [
+        (&mut dims.lhs_contracting, operands[0].rank()),
+        (&mut dims.rhs_contracting, operands[1].rank()),
+    ] {
+        match listed.len() {
+            0 => listed.push(rank as i64 - 1),
+            1 => {}
+            n => {
+                return Err(MxCallProblem::Shapes {
+                    target: BLOCK_SCALED_DOT,
+                    problem: format!("{n} contracting dimensions a side; the reference takes one"),
+                })
+            }
+        }
+    }
+    let side_format = |side: usize, name: &'static str| {
+        quantized_format(c, c.operand_ids(id)[side])
+            .or_else(|| config.element.as_deref().and_then(format_named))
+            .ok_or(MxCallProblem::NoElementType { side: name })
+    };
+    let formats = [side_format(0, "lhs")?, side_format(1, "rhs")?];
+    let shapes_of = ScaledDotShapes {
+        operands,
+        formats,
+        result,
+    };
+    // The reference is built once here to check the shapes agree.
+    match scaled_dot_reference(&shapes_of, &dims) {
+        Ok(module)
+            if module
+                .entry()
+                .root()
+                .map(|r| &module.entry().instr(r).shape)
+                == Some(&instr.shape) => {}
+        _ => return Err(shapes(BLOCK_SCALED_DOT)),
+    }
+    Ok(Some(MxReference::ScaledDot(Box::new(shapes_of), dims)))
+}
+
+/// The format of `data` when it is the data a `QuantizeMX` call of `c`
+/// returns.
+fn quantized_format(c: &Computation, data: InstrId) -> Option<MxFormat> {
+    let Op::GetTupleElement { index: 0 } = c.instr(data).op else {
+        return None;
+    };
+    let call = *c.operand_ids(data).first()?;
+    let rank = c.operand_ids(call).first().map_or(0, |&x| {
+        c.instr(x).shape.as_array().map_or(0, ArrayShape::rank)
+    });
+    Some(QuantizeConfig::of(c.instr(call), rank)?.ok()?.format)
 }

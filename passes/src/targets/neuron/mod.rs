@@ -2,7 +2,8 @@
 //! pipeline runs, rewriting what neuronx-cc refuses or handles badly (f64,
 //! conditionals, whole sorts for a top k, 64-bit integers, integer dots);
 //! the contracts of its custom calls (`softmax_math`, `neuron_topk`,
-//! `native_kernel` with NKI's flash attention in `nki_flash_reference`) and
+//! `mx_calls`, `native_kernel` with NKI's flash attention in
+//! `nki_flash_reference`) and
 //! their lowering back to plain HLO (`lower-neuron-calls`, so a Neuron
 //! module runs on XLA CPU); and the pre-flight (`preflight`, what
 //! `hlatc check` and every `compile --target neuron` run).
@@ -10,6 +11,7 @@
 mod conditional_to_select;
 mod integer_dot_to_f32;
 mod lower_neuron_calls;
+pub mod mx_calls;
 mod narrow_64_bit;
 mod narrow_f64;
 pub mod native_kernel;

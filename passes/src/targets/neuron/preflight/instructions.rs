@@ -11,8 +11,12 @@
 //! `batch * ceil(M/128) * ceil(K/128) * ceil(N/512)` of them, whichever
 //! operand the compiler makes stationary (the smaller count of the two
 //! layouts is taken). Everything else comes on top, so this bound can say
-//! a module is too large, never that it fits.
+//! a module is too large, never that it fits. A block-scaled dot of MX
+//! operands is counted over its packed operands, a 32-bit word (four
+//! values) a contraction row: no instruction takes more, whatever it
+//! takes.
 
+use crate::targets::neuron::mx_calls::scaled_dot_packed;
 use hlatc_compiler::ir::op::{DotDims, Op};
 use hlatc_compiler::{Computation, InstrId, Module};
 
@@ -27,9 +31,12 @@ pub fn matmul_instructions(module: &Module) -> u64 {
         .computations
         .iter()
         .flat_map(|c| c.ids().map(move |id| (c, id)))
-        .filter_map(|(c, id)| {
-            let (dims, lhs, rhs) = dot_operands(c, id)?;
-            Some(dot_instructions(dims, lhs, rhs))
+        .filter_map(|(c, id)| match dot_operands(c, id) {
+            Some((dims, lhs, rhs)) => Some(dot_instructions(dims, lhs, rhs)),
+            None => {
+                let (dims, [lhs, rhs]) = scaled_dot_packed(c, id)?;
+                Some(dot_instructions(&dims, &lhs, &rhs))
+            }
         })
         .fold(0u64, u64::saturating_add)
 }

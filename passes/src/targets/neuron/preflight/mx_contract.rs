@@ -5,13 +5,12 @@
 //! EVRF058). Each [`MxCheck`] is one page's condition; the rule table
 //! gives each its code and wording.
 
+use crate::targets::neuron::mx_calls::ScaledDotConfig;
+use hlatc_compiler::ir::op::DotDims;
 use hlatc_compiler::{ArrayShape, Computation, ElementType, InstrId, Op, Shape};
 use serde_json::Value;
 
-/// The MX custom-call targets.
-pub const QUANTIZE_MX: &str = "QuantizeMX";
-pub const BLOCK_SCALED_DOT: &str = "__op$block_scaled_dot";
-pub const MX_CUSTOM_CALLS: &[&str] = &[QUANTIZE_MX, BLOCK_SCALED_DOT];
+pub use crate::targets::neuron::mx_calls::{BLOCK_SCALED_DOT, MX_CUSTOM_CALLS, QUANTIZE_MX};
 
 /// One condition of an MX call's contract, by the page that states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,60 +184,17 @@ fn quantize(check: MxCheck, s: &Site<'_>) -> Option<String> {
     }
 }
 
-/// `__op$block_scaled_dot`'s dimension lists, each empty where not given:
-/// `Err` where `backend_config` is neither empty, `None` nor JSON with
-/// integer lists.
-struct ScaledDims {
-    lhs_batch: Vec<i64>,
-    rhs_batch: Vec<i64>,
-    lhs_contracting: Vec<i64>,
-    rhs_contracting: Vec<i64>,
-}
-
-fn scaled_dims(s: &Site<'_>) -> Result<ScaledDims, String> {
-    let text = s.c.instr(s.id).backend_config.trim();
-    let mut dims = ScaledDims {
-        lhs_batch: Vec::new(),
-        rhs_batch: Vec::new(),
-        lhs_contracting: Vec::new(),
-        rhs_contracting: Vec::new(),
-    };
-    if text.is_empty() || text == "None" {
-        return Ok(dims);
-    }
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("backend_config: {e}"))?;
-    let Some(config) = v.get("scaled_dot_backend_config") else {
-        return Ok(dims);
-    };
-    let list = |name: &str| -> Result<Vec<i64>, String> {
-        match config.get(name) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|i| i.as_i64().ok_or_else(|| format!("{name} holds {i}")))
-                .collect(),
-            Some(other) => Err(format!("{name} is {other}")),
-        }
-    };
-    dims.lhs_batch = list("lhs_batch_dimensions")?;
-    dims.rhs_batch = list("rhs_batch_dimensions")?;
-    dims.lhs_contracting = list("lhs_contracting_dimensions")?;
-    dims.rhs_contracting = list("rhs_contracting_dimensions")?;
-    Ok(dims)
+/// `__op$block_scaled_dot`'s dimension lists, as neuronx-cc reads them.
+fn scaled_dims(s: &Site<'_>) -> Result<DotDims, String> {
+    ScaledDotConfig::read(&s.c.instr(s.id).backend_config).map(|c| c.dims)
 }
 
 /// The dimensions neuronx-cc contracts of `lhs` and `rhs`.
-fn contracted_pair(d: &ScaledDims, lhs: &ArrayShape, rhs: &ArrayShape) -> [i64; 2] {
+fn contracted_pair(d: &DotDims, lhs: &ArrayShape, rhs: &ArrayShape) -> [i64; 2] {
     [
-        contracted(&d.lhs_contracting, lhs.rank()),
-        contracted(&d.rhs_contracting, rhs.rank()),
+        ScaledDotConfig::contracted(&d.lhs_contracting, lhs.rank()),
+        ScaledDotConfig::contracted(&d.rhs_contracting, rhs.rank()),
     ]
-}
-
-/// The dimension neuronx-cc contracts: the first configured, else the
-/// last.
-fn contracted(configured: &[i64], rank: usize) -> i64 {
-    configured.first().copied().unwrap_or(rank as i64 - 1)
 }
 
 fn scaled_dot(check: MxCheck, s: &Site<'_>) -> Option<String> {
