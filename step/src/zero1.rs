@@ -31,6 +31,8 @@
 //! `dp / ep` replicas of its EP rank: their state is divided over those
 //! ([`Parallelism::zero1_degree`]), each the `d / ep`-th of them, and
 //! their collectives run over those replicas, in buckets of their own.
+//! Under HSDP they are divided within each shard group (`ep` divides it),
+//! and the shard groups' copies summed as the rest are.
 
 use crate::sharding::{self, bucket_runs, local_ranges};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
@@ -39,7 +41,7 @@ use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection};
 use hlatc_compiler::{ElementType, InstrId, Op};
 use hlatc_models::parallel::replica::dp_replica_index;
-use hlatc_models::parallel::split::holder_groups;
+use hlatc_models::parallel::split::{expert_shard_groups, holder_groups};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
 
@@ -127,15 +129,29 @@ impl Zero1 {
     ) -> Result<Self, BuildError> {
         b.push_scope("dp_rank");
         let dp_index = dp_replica_index(b, &par)?;
-        let experts = match par.ep {
-            1 => None,
-            ep => {
+        // An EP rank's experts: divided over the replicas that hold them,
+        // within each shard group under HSDP (the shard groups then
+        // replicate one another's expert shards as they do the rest).
+        let experts = match (par.ep, par.fsdp_replicas()) {
+            (1, _) => None,
+            (ep, 1) => {
                 let ep = b.scalar(ElementType::S32, ep as f64);
                 Some(Division {
                     dp: par.replicas() / par.ep,
                     index: b.binary(BinaryOp::Divide, dp_index, ep)?,
                     groups: replica_groups(&holder_groups(1, true, &par)),
                     replicas: None,
+                })
+            }
+            (ep, _) => {
+                let ep = b.scalar(ElementType::S32, ep as f64);
+                let n = b.scalar(ElementType::S32, par.shard_group() as f64);
+                let place = b.binary(BinaryOp::Remainder, dp_index, n)?;
+                Some(Division {
+                    dp: par.shard_group() / par.ep,
+                    index: b.binary(BinaryOp::Divide, place, ep)?,
+                    groups: replica_groups(&expert_shard_groups(&par)),
+                    replicas: Some(replica_groups(&par.fsdp_replica_groups())),
                 })
             }
         };

@@ -167,6 +167,28 @@ fn moe_fsdp2_ep2_equals_one_device() {
     equals_one_device(model, par, 4);
 }
 
+/// HSDP of a mixture of experts: each shard group holds every EP rank's
+/// experts, divided over the replicas of the group that hold them, and the
+/// groups replicate one another. HSDP 2 x 2 with EP 2 (one holder a group,
+/// the experts whole on it) and HSDP 2 x 4 with EP 2 (two holders a group,
+/// the experts halved).
+#[test]
+fn moe_hsdp_with_ep_equals_one_device() {
+    let model = ModelConfig::preset("tiny-moe").unwrap();
+    let with_ep = |dp, n| Parallelism {
+        ep: 2,
+        ep_exchange: EpExchange::AllToAll,
+        ..hsdp(1, dp, n)
+    };
+    for (dp, n, batch) in [(4, 2, 4), (8, 4, 8)] {
+        equals_one_device(model.clone(), with_ep(dp, n), batch);
+    }
+    // The experts' shards are summed over the groups with the rest: a
+    // step that leaves them apart drifts in the experts too.
+    let diffs = broken_in(Fault::ShardGroupsNotSummed, model, with_ep(4, 2));
+    assert_caught(&diffs, "mlp.experts.up_proj.weight");
+}
+
 /// Every per-parameter input of an FSDP step is the rank's flat shard of
 /// its share: the weights too, where ZeRO-1 keeps them whole.
 #[test]
@@ -264,22 +286,27 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
         refused(hsdp(1, 4, 3)),
         E::FsdpIndivisibleDp { fsdp: 3, dp: 4 }
     );
+    // A shard group of 2 cannot hold 4 EP ranks' experts alike.
     let experts = Parallelism {
-        ep: 2,
-        ..hsdp(1, 4, 2)
+        ep: 4,
+        ..hsdp(1, 8, 2)
     };
-    let moe = step_config(
+    let moe = config(
         ModelConfig::preset("tiny-moe").unwrap(),
         experts,
         Precision::Fp32,
+        8,
     );
     assert!(matches!(
         build_train_step(&moe),
-        Err(hlatc::train_step::StepError::Parallel(E::HsdpWithExperts {
-            fsdp: 2,
-            dp: 4,
-            ep: 2
-        }))
+        Err(hlatc::train_step::StepError::Parallel(
+            E::HsdpSplitsExperts {
+                fsdp: 2,
+                dp: 8,
+                ep: 4,
+                group: 2
+            }
+        ))
     ));
     let with_zero1 = Parallelism {
         zero1: true,

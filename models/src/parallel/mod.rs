@@ -303,8 +303,13 @@ pub enum ParallelError {
     Zero1WithoutDp,
     #[error("--fsdp {fsdp} does not divide --dp {dp}: the replicas are divided into shard groups of --fsdp (HSDP when there are several); use an --fsdp that divides --dp")]
     FsdpIndivisibleDp { fsdp: i64, dp: i64 },
-    #[error("--fsdp {fsdp} below --dp {dp} with --ep {ep}: HSDP of a mixture of experts (its experts' shard groups within the EP ranks' replicas) is not built yet; use --fsdp {dp}, or leave --ep out")]
-    HsdpWithExperts { fsdp: i64, dp: i64, ep: i64 },
+    #[error("--fsdp {fsdp} below --dp {dp} with --ep {ep}: each shard group of HSDP must hold every EP rank's experts alike, so --ep must divide the shard group's {group} replicas; use an --fsdp that --ep divides")]
+    HsdpSplitsExperts {
+        fsdp: i64,
+        dp: i64,
+        ep: i64,
+        group: i64,
+    },
     #[error("--zero1 with --fsdp {fsdp}: FSDP divides the optimizer state already, with the weights; leave --zero1 out")]
     Zero1WithFsdp { fsdp: i64 },
     #[error("a world of {tp} x {cp} x {dp} x {pp} ranks (TP x CP x DP x PP) is too large")]
@@ -513,25 +518,36 @@ impl Parallelism {
             .then_some([ep_rank * per, (ep_rank + 1) * per])
     }
 
-    /// How many DP replicas divide `spec`'s optimizer state under ZeRO-1:
-    /// every replica, or for experts expert parallelism divides, the
-    /// `dp / ep` replicas that hold the same experts.
+    /// How many DP replicas divide `spec`'s optimizer state under ZeRO-1
+    /// (and its weights under FSDP): every replica, or FSDP's shard group;
+    /// for experts expert parallelism divides, the replicas among those
+    /// that hold the same experts (`/ ep`).
     pub fn zero1_degree(&self, spec: &ParamSpec) -> i64 {
+        let replicas = self.dividing_replicas();
         match self.divides_experts(spec) {
-            true => self.replicas() / self.ep,
-            false if self.shards_weights() => self.shard_group(),
-            false => self.replicas(),
+            true => replicas / self.ep,
+            false => replicas,
         }
     }
 
     /// Which of [`Parallelism::zero1_degree`]'s replicas global rank `r`
-    /// is, for `spec`: its DP replica, or among the replicas that hold its
-    /// experts (replica `d` is EP rank `d % ep`, the `d / ep`-th of them).
+    /// is, for `spec`: its place among the dividing replicas, or among
+    /// those of them that hold its experts (replica `d` is EP rank
+    /// `d % ep`, the `d / ep`-th of them).
     pub fn zero1_index(&self, spec: &ParamSpec, r: i64) -> i64 {
+        let place = self.replica(r) % self.dividing_replicas();
         match self.divides_experts(spec) {
-            true => self.replica(r) / self.ep,
-            false if self.shards_weights() => self.replica(r) % self.shard_group(),
-            false => self.replica(r),
+            true => place / self.ep,
+            false => place,
+        }
+    }
+
+    /// The replicas one copy of the divided state spans: FSDP's shard
+    /// group, or every replica.
+    fn dividing_replicas(&self) -> i64 {
+        match self.shards_weights() {
+            true => self.shard_group(),
+            false => self.replicas(),
         }
     }
 
@@ -653,11 +669,23 @@ impl Parallelism {
     /// expert-data-parallel replica), by their index among a stage's
     /// replicas: all of them without expert parallelism.
     pub fn expert_replicas(&self) -> Vec<Vec<i64>> {
-        (0..self.ep)
-            .map(|j| {
-                (0..self.replicas() / self.ep)
-                    .map(|g| g * self.ep + j)
-                    .collect()
+        self.expert_holders(self.replicas())
+    }
+
+    /// [`Parallelism::expert_replicas`] within each FSDP shard group: the
+    /// replicas that divide one copy of an EP rank's experts (every
+    /// holder when there is one shard group).
+    pub fn expert_shard_replicas(&self) -> Vec<Vec<i64>> {
+        self.expert_holders(self.dividing_replicas())
+    }
+
+    /// The holders of each EP rank's experts within each run of `span`
+    /// consecutive replicas (`ep` divides `span`).
+    fn expert_holders(&self, span: i64) -> Vec<Vec<i64>> {
+        let ep = self.ep;
+        (0..self.replicas() / span)
+            .flat_map(|s| {
+                (0..ep).map(move |j| (0..span / ep).map(|g| s * span + g * ep + j).collect())
             })
             .collect()
     }
@@ -817,11 +845,12 @@ impl Parallelism {
         if self.dp % fsdp != 0 {
             return Err(ParallelError::FsdpIndivisibleDp { fsdp, dp: self.dp });
         }
-        if fsdp < self.dp && self.ep > 1 {
-            return Err(ParallelError::HsdpWithExperts {
+        if fsdp < self.dp && self.shard_group() % self.ep != 0 {
+            return Err(ParallelError::HsdpSplitsExperts {
                 fsdp,
                 dp: self.dp,
                 ep: self.ep,
+                group: self.shard_group(),
             });
         }
         if self.zero1 {

@@ -207,6 +207,19 @@ pub fn holder_groups(copies: i64, experts: bool, par: &Parallelism) -> Vec<Vec<i
         true => par.expert_replicas(),
         false => vec![(0..par.replicas()).collect()],
     };
+    groups_of_replicas(copies, &replicas, par)
+}
+
+/// [`holder_groups`] of the experts within each FSDP shard group: the
+/// ranks that divide one copy of an EP rank's experts under HSDP.
+pub fn expert_shard_groups(par: &Parallelism) -> Vec<Vec<i64>> {
+    groups_of_replicas(1, &par.expert_shard_replicas(), par)
+}
+
+/// The ranks of `replicas` (sets of a stage's replicas) holding a range
+/// on `copies` ranks of each TP group, one group per set and TP run, on
+/// every stage.
+fn groups_of_replicas(copies: i64, replicas: &[Vec<i64>], par: &Parallelism) -> Vec<Vec<i64>> {
     par.on_every_stage(
         replicas
             .iter()
