@@ -117,7 +117,7 @@ impl KernelModule {
             .map_err(|problem| ImportedKernelError::Convention {
                 path: self.path.clone(),
                 field: "layouts".into(),
-                problem,
+                problem: problem.to_string(),
             })?;
         Ok(KernelModule {
             module,
@@ -249,7 +249,7 @@ impl ImportedKernel {
                 format!("'{}': only attention can be imported", file.point),
             ));
         }
-        let layout = TensorLayout::parse(&file.layout).map_err(|p| bad("layout", p))?;
+        let layout = TensorLayout::parse(&file.layout).map_err(|p| bad("layout", p.to_string()))?;
         if file.masks != ["causal"] {
             return Err(bad(
                 "masks",
@@ -509,7 +509,7 @@ fn read_module(
             ImportedKernelError::Convention {
                 path: path.clone(),
                 field: field.clone(),
-                problem,
+                problem: problem.to_string(),
             }
         })?;
     Ok(KernelModule {

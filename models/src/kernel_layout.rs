@@ -8,6 +8,26 @@ use hlatc_compiler::{ArrayShape, InstrId, Module, Op, Shape};
 /// The dimensions' names, in the step's order.
 const NAMES: [&str; 4] = ["batch", "heads", "seq", "head_dim"];
 
+/// Why a layout cannot be read, or a kernel not wrapped in it.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    #[error("'{text}': '{name}' is not a dimension (the four are batch, heads, seq, head_dim)")]
+    UnknownDimension { text: String, name: String },
+    #[error("'{text}': each of batch, heads, seq, head_dim once, in any order")]
+    NotEachOnce { text: String },
+    #[error("{what} is {shape}, where layout {layout} needs four dimensions")]
+    NotFourDimensions {
+        /// `parameter NAME`, or `a result`.
+        what: String,
+        shape: String,
+        layout: String,
+    },
+    #[error("the wrapper around the kernel: {0}")]
+    Build(#[from] hlatc_compiler::graph::builder::BuildError),
+    #[error("the kernel as a callee: {0}")]
+    Import(#[from] hlatc_compiler::graph::builder::ImportError),
+}
+
 /// A kernel tensor's dimensions, as indices into the step's
 /// `[batch, heads, seq, head_dim]`: `[0, 1, 3, 2]` is
 /// `batch,heads,head_dim,seq`.
@@ -19,31 +39,28 @@ impl TensorLayout {
     pub const STANDARD: TensorLayout = TensorLayout([0, 1, 2, 3]);
 
     /// `batch,heads,seq,head_dim` or another order of the four names.
-    pub fn parse(text: &str) -> Result<TensorLayout, String> {
+    pub fn parse(text: &str) -> Result<TensorLayout, LayoutError> {
         let names: Vec<&str> = text.split(',').map(str::trim).collect();
         let mut order = [0; 4];
         let mut seen = [false; 4];
+        let not_each_once = || LayoutError::NotEachOnce {
+            text: text.to_string(),
+        };
         for (i, name) in names.iter().enumerate() {
             let k = NAMES.iter().position(|n| n == name).ok_or_else(|| {
-                format!(
-                    "'{text}': '{name}' is not a dimension (the four are {})",
-                    NAMES.join(", ")
-                )
+                LayoutError::UnknownDimension {
+                    text: text.to_string(),
+                    name: name.to_string(),
+                }
             })?;
             if i >= 4 || seen[k] {
-                return Err(format!(
-                    "'{text}': each of {} once, in any order",
-                    NAMES.join(", ")
-                ));
+                return Err(not_each_once());
             }
             seen[k] = true;
             order[i] = k;
         }
         if names.len() != 4 {
-            return Err(format!(
-                "'{text}': each of {} once, in any order",
-                NAMES.join(", ")
-            ));
+            return Err(not_each_once());
         }
         Ok(TensorLayout(order))
     }
@@ -90,7 +107,7 @@ pub fn standard_form(
     module: &Module,
     parameters: &[Option<TensorLayout>],
     results: &[Option<TensorLayout>],
-) -> Result<Module, String> {
+) -> Result<Module, LayoutError> {
     let moved = |l: &Option<TensorLayout>| l.is_some_and(|l| l != TensorLayout::STANDARD);
     if !parameters.iter().chain(results).any(moved) {
         return Ok(module.clone());
@@ -105,52 +122,50 @@ pub fn standard_form(
             (Some(l), Some(a)) if a.rank() == 4 => {
                 let standard = l.arrange_back(a);
                 let x = b.parameter(&entry.instr(p).name, Shape::Array(standard));
-                b.transpose(x, &l.out_of_step_order())
-                    .map_err(|e| e.to_string())?
+                b.transpose(x, &l.out_of_step_order())?
             }
             (Some(l), _) => {
-                return Err(format!(
-                    "parameter {} is {shape}, where layout {} needs four dimensions",
-                    entry.instr(p).name,
-                    l.spelled()
-                ))
+                return Err(LayoutError::NotFourDimensions {
+                    what: format!("parameter {}", entry.instr(p).name),
+                    shape: shape.to_string(),
+                    layout: l.spelled(),
+                })
             }
             (None, _) => b.parameter(&entry.instr(p).name, shape.clone()),
         };
         operands.push(x);
     }
-    let callee = b.import(module.clone()).map_err(|e| e.to_string())?;
+    let callee = b.import(module.clone())?;
     let call = Op::Call {
         to_apply: callee,
         is_composite: false,
     };
-    let result = b.add_fresh(call, &operands).map_err(|e| e.to_string())?;
+    let result = b.add_fresh(call, &operands)?;
     let outputs: Vec<InstrId> = match b.shape(result).is_tuple() {
         false => vec![result],
         true => (0..results.len())
             .map(|i| b.add(Op::GetTupleElement { index: i as i64 }, &[result], None))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?,
+            .collect::<Result<_, _>>()?,
     };
     let mut back = Vec::new();
     for (&y, layout) in outputs.iter().zip(results) {
         back.push(match layout {
-            Some(l) if b.shape(y).as_array().is_some_and(|a| a.rank() == 4) => b
-                .transpose(y, &l.into_step_order())
-                .map_err(|e| e.to_string())?,
+            Some(l) if b.shape(y).as_array().is_some_and(|a| a.rank() == 4) => {
+                b.transpose(y, &l.into_step_order())?
+            }
             Some(l) => {
-                return Err(format!(
-                    "a result is {}, where layout {} needs four dimensions",
-                    b.shape(y),
-                    l.spelled()
-                ))
+                return Err(LayoutError::NotFourDimensions {
+                    what: "a result".to_string(),
+                    shape: b.shape(y).to_string(),
+                    layout: l.spelled(),
+                })
             }
             None => y,
         });
     }
     let root = match back.as_slice() {
         [one] if outputs.len() == 1 && !b.shape(result).is_tuple() => *one,
-        _ => b.add(Op::Tuple, &back, None).map_err(|e| e.to_string())?,
+        _ => b.add(Op::Tuple, &back, None)?,
     };
     Ok(b.into_module(&name, root))
 }

@@ -29,8 +29,8 @@ pub use infra::cast_policy::{CastPolicy, CastRule, MxPolicy, ScopeMatcher, MX_KE
 pub use infra::context::{AddedState, PassContext, RematPolicy, RematRegion, Target};
 pub use infra::mx_blocks::MxFormat;
 pub use infra::pass::{
-    ConditionalFailure, F64ConstantProblem, MxCallProblem, NativeKernelProblem, Pass, PassError,
-    RoundingLoweringError,
+    ConditionalFailure, F64ConstantProblem, FlashShapesError, MxCallProblem, MxConfigError,
+    NativeKernelProblem, Pass, PassError, RoundingLoweringError,
 };
 pub use infra::pipeline::{CheckPolicy, Checker, Fixpoint, Pipeline};
 pub use infra::report::{PassRun, PipelineReport};

@@ -202,7 +202,72 @@ pub enum NativeKernelProblem {
     #[error("NKI kernel '{func_name}' has no reference for XLA CPU to run in its place (hlatc has references for: {known})")]
     NoReference { func_name: String, known: String },
     #[error("NKI kernel '{func_name}': {problem}")]
-    Shapes { func_name: String, problem: String },
+    Shapes {
+        func_name: String,
+        problem: FlashShapesError,
+    },
+}
+
+/// Why a flash-attention call's operands and results are not the shapes
+/// its kernel takes and gives, or its reference could not be built.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum FlashShapesError {
+    #[error("{kernel} takes {takes}; the call has {count} operands")]
+    Operands {
+        kernel: &'static str,
+        takes: &'static str,
+        count: usize,
+    },
+    #[error("{name} is {got}, where {kernel} takes {layout} = {want:?}{alternative}")]
+    Tensor {
+        name: &'static str,
+        got: String,
+        kernel: &'static str,
+        layout: &'static str,
+        want: Vec<i64>,
+        /// Another layout it takes, in words (empty where there is none).
+        alternative: String,
+    },
+    #[error(
+        "{name} is {got}, where the kernel takes [b, h_kv, d, s] with h_kv dividing {heads} heads"
+    )]
+    KeyHeads {
+        name: &'static str,
+        got: String,
+        heads: i64,
+    },
+    #[error("q is {got}, where the kernel takes [b, h, d, s]")]
+    QueryRank { got: String },
+    #[error("q is {got}: the kernel's sequence is a multiple of {rows}")]
+    QuerySequence { got: String, rows: i64 },
+    #[error("{kernel} gives {gives}; the call gives {got:?}")]
+    Results {
+        kernel: &'static str,
+        gives: String,
+        got: Vec<Vec<i64>>,
+    },
+    #[error("its reference: {0}")]
+    Build(String),
+}
+
+/// Why an MX call's `backend_config` is not one hlatc can read, or
+/// compute.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum MxConfigError {
+    #[error("none given")]
+    Empty,
+    #[error("{0}")]
+    NotJson(String),
+    #[error("not a JSON object")]
+    NotObject,
+    #[error("{field} is {value}")]
+    Field { field: &'static str, value: String },
+    #[error("{field} holds {item}")]
+    Item { field: &'static str, item: String },
+    #[error("dtype {dtype}: hlatc computes {computed} only")]
+    Uncomputed { dtype: String, computed: String },
+    #[error("dim {dim} of a rank-{rank} input")]
+    Dim { dim: i64, rank: usize },
 }
 
 /// Why an MX custom call has no plain HLO to run in its place on XLA CPU
@@ -212,7 +277,7 @@ pub enum MxCallProblem {
     #[error("{target}'s backend_config: {problem}")]
     Config {
         target: &'static str,
-        problem: String,
+        problem: MxConfigError,
     },
     #[error("{target}: {problem}")]
     Shapes {

@@ -96,7 +96,7 @@ impl IdLayout {
                 data_start: 0,
             });
         }
-        let layout = npy_layout(&head).map_err(bad)?;
+        let layout = npy_layout(&head).map_err(|e| bad(e.to_string()))?;
         let data = size.saturating_sub(layout.data_start);
         if Some(data) != layout.len.checked_mul(layout.width as u64) {
             return Err(bad(format!(
@@ -108,11 +108,30 @@ impl IdLayout {
     }
 }
 
+/// Why a `.npy` header is not one of token ids hlatc reads.
+#[derive(Debug, thiserror::Error)]
+enum NpyHeaderError {
+    #[error("the .npy header is truncated or not text")]
+    Truncated,
+    #[error(".npy version {0} is not supported")]
+    Version(u8),
+    #[error("the .npy header has no {0}")]
+    Missing(&'static str),
+    #[error("a Fortran-order .npy array is not supported")]
+    FortranOrder,
+    #[error("the .npy array has shape ({0}); token data is 1-D")]
+    NotOneDimensional(String),
+    #[error(".npy dtype '{0}' is not an integer type hlatc reads (or is big-endian)")]
+    Dtype(String),
+    #[error("bad .npy length '{0}'")]
+    Length(String),
+}
+
 /// The header of a `.npy` file (`bytes` holds at least its header): a 1-D
 /// C-order array of `u1/u2/u4/u8/i1/i2/i4/i8`.
-fn npy_layout(bytes: &[u8]) -> Result<IdLayout, String> {
+fn npy_layout(bytes: &[u8]) -> Result<IdLayout, NpyHeaderError> {
     if bytes.len() < 10 {
-        return Err("the .npy header is truncated or not text".into());
+        return Err(NpyHeaderError::Truncated);
     }
     let (header_len, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
@@ -120,12 +139,12 @@ fn npy_layout(bytes: &[u8]) -> Result<IdLayout, String> {
             u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
             12,
         ),
-        v => return Err(format!(".npy version {v} is not supported")),
+        v => return Err(NpyHeaderError::Version(v)),
     };
     let header = bytes
         .get(start..start + header_len)
         .and_then(|h| std::str::from_utf8(h).ok())
-        .ok_or("the .npy header is truncated or not text")?;
+        .ok_or(NpyHeaderError::Truncated)?;
     let field = |key: &str| {
         header
             .split(&format!("'{key}':"))
@@ -135,23 +154,21 @@ fn npy_layout(bytes: &[u8]) -> Result<IdLayout, String> {
     let descr = field("descr")
         .and_then(|r| r.strip_prefix('\''))
         .and_then(|r| r.split('\'').next())
-        .ok_or("the .npy header has no descr")?;
+        .ok_or(NpyHeaderError::Missing("descr"))?;
     if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
-        return Err("a Fortran-order .npy array is not supported".into());
+        return Err(NpyHeaderError::FortranOrder);
     }
     let shape = field("shape")
         .and_then(|r| r.strip_prefix('('))
         .and_then(|r| r.split(')').next())
-        .ok_or("the .npy header has no shape")?;
+        .ok_or(NpyHeaderError::Missing("shape"))?;
     let dims: Vec<&str> = shape
         .split(',')
         .map(str::trim)
         .filter(|d| !d.is_empty())
         .collect();
     if dims.len() != 1 {
-        return Err(format!(
-            "the .npy array has shape ({shape}); token data is 1-D"
-        ));
+        return Err(NpyHeaderError::NotOneDimensional(shape.to_string()));
     }
     let (signed, width) = match descr.trim_start_matches(['<', '|', '=']) {
         "u1" => (false, 1),
@@ -162,15 +179,11 @@ fn npy_layout(bytes: &[u8]) -> Result<IdLayout, String> {
         "i2" => (true, 2),
         "i4" => (true, 4),
         "i8" => (true, 8),
-        other => {
-            return Err(format!(
-                ".npy dtype '{other}' is not an integer type hlatc reads (or is big-endian)"
-            ))
-        }
+        other => return Err(NpyHeaderError::Dtype(other.to_string())),
     };
     let len = dims[0]
         .parse()
-        .map_err(|_| format!("bad .npy length '{}'", dims[0]))?;
+        .map_err(|_| NpyHeaderError::Length(dims[0].to_string()))?;
     Ok(IdLayout {
         signed,
         width,

@@ -70,6 +70,21 @@ pub fn format_named(dtype: &str) -> Option<MxFormat> {
     DTYPES.iter().find(|(n, _)| *n == dtype).map(|(_, f)| *f)
 }
 
+// Why a config cannot be read is a pass failure's case, so it is defined
+// beside `PassError`, which `infra` keeps free of any pass.
+pub use crate::infra::pass::MxConfigError;
+
+/// A `backend_config` read as a JSON object.
+pub fn config_object(text: &str) -> Result<serde_json::Map<String, Value>, MxConfigError> {
+    let text = text.trim();
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(MxConfigError::NotObject),
+        Err(_) if text.is_empty() => Err(MxConfigError::Empty),
+        Err(e) => Err(MxConfigError::NotJson(e.to_string())),
+    }
+}
+
 /// What a `QuantizeMX` call's `backend_config` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct QuantizeConfig {
@@ -103,40 +118,41 @@ impl QuantizeConfig {
     }
 
     fn read(text: &str, rank: usize) -> Result<QuantizeConfig, MxCallProblem> {
-        let bad = |what: String| MxCallProblem::Config {
+        QuantizeConfig::parse(text, rank).map_err(|problem| MxCallProblem::Config {
             target: QUANTIZE_MX,
-            problem: what,
-        };
-        let config = match serde_json::from_str::<Value>(text.trim()) {
-            Ok(Value::Object(map)) => map,
-            Ok(_) => return Err(bad("not a JSON object".into())),
-            Err(e) => return Err(bad(e.to_string())),
+            problem,
+        })
+    }
+
+    fn parse(text: &str, rank: usize) -> Result<QuantizeConfig, MxConfigError> {
+        let config = config_object(text)?;
+        let field = |field, v: Option<&Value>| MxConfigError::Field {
+            field,
+            value: v.map_or("missing".to_string(), Value::to_string),
         };
         let format = match config.get("dtype") {
-            Some(Value::String(d)) => format_named(d).ok_or_else(|| {
-                bad(format!(
-                    "dtype {d}: hlatc computes {} only",
-                    DTYPES.map(|(name, _)| name).join(", ")
-                ))
+            Some(Value::String(d)) => format_named(d).ok_or_else(|| MxConfigError::Uncomputed {
+                dtype: d.clone(),
+                computed: DTYPES.map(|(name, _)| name).join(", "),
             })?,
-            other => return Err(bad(format!("dtype {other:?}"))),
+            other => return Err(field("dtype", other)),
         };
         let dim = match config.get("dim") {
             None => 0,
-            Some(v) => v.as_i64().ok_or_else(|| bad(format!("dim {v}")))?,
+            Some(v) => v.as_i64().ok_or_else(|| field("dim", Some(v)))?,
         };
         let dim = if dim < 0 { dim + rank as i64 } else { dim };
         if !(0..rank as i64).contains(&dim) {
-            return Err(bad(format!("dim {dim} of a rank-{rank} input")));
+            return Err(MxConfigError::Dim { dim, rank });
         }
         if let Some(v) = config.get("block_size") {
             if v.as_i64() != Some(format.block) {
-                return Err(bad(format!("block_size {v}")));
+                return Err(field("block_size", Some(v)));
             }
         }
         if let Some(v) = config.get("scale_method") {
             if v.as_str() != Some("EMAX") {
-                return Err(bad(format!("scale_method {v}")));
+                return Err(field("scale_method", Some(v)));
             }
         }
         Ok(QuantizeConfig { format, dim })
@@ -176,24 +192,33 @@ impl ScaledDotConfig {
     /// Reads a `backend_config` as neuronx-cc does (EVRF049): empty,
     /// `None`, or JSON whose dimension lists hold integers; `Err` says
     /// what it could not read.
-    pub fn read(text: &str) -> Result<ScaledDotConfig, String> {
+    pub fn read(text: &str) -> Result<ScaledDotConfig, MxConfigError> {
         let text = text.trim();
         let mut out = ScaledDotConfig::default();
         if text.is_empty() || text == "None" {
             return Ok(out);
         }
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("backend_config: {e}"))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| MxConfigError::NotJson(e.to_string()))?;
         let Some(config) = v.get("scaled_dot_backend_config") else {
             return Ok(out);
         };
-        let list = |name: &str| -> Result<Vec<i64>, String> {
+        let list = |name: &'static str| -> Result<Vec<i64>, MxConfigError> {
             match config.get(name) {
                 None => Ok(Vec::new()),
                 Some(Value::Array(items)) => items
                     .iter()
-                    .map(|i| i.as_i64().ok_or_else(|| format!("{name} holds {i}")))
+                    .map(|i| {
+                        i.as_i64().ok_or_else(|| MxConfigError::Item {
+                            field: name,
+                            item: i.to_string(),
+                        })
+                    })
                     .collect(),
-                Some(other) => Err(format!("{name} is {other}")),
+                Some(other) => Err(MxConfigError::Field {
+                    field: name,
+                    value: other.to_string(),
+                }),
             }
         };
         out.dims.lhs_batch = list("lhs_batch_dimensions")?;
@@ -204,7 +229,12 @@ impl ScaledDotConfig {
             None => None,
             Some(Value::String(s)) if s.is_empty() => None,
             Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => return Err(format!("element_dtype is {other}")),
+            Some(other) => {
+                return Err(MxConfigError::Field {
+                    field: "element_dtype",
+                    value: other.to_string(),
+                })
+            }
         };
         Ok(out)
     }

@@ -16,6 +16,7 @@
 //! read). Fewer key/value heads than query heads is grouped-query
 //! attention: query head `i` reads key/value head `i / (h / h_kv)`.
 
+use crate::infra::pass::FlashShapesError;
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::ir::op::{ComparisonDirection, DotDims, UnaryOp};
 use hlatc_compiler::{ArrayShape, ElementType, InstrId, Module, Shape};
@@ -32,17 +33,19 @@ pub fn reference(
     func_name: &str,
     operands: &[ArrayShape],
     result: &Shape,
-) -> Option<Result<Module, String>> {
+) -> Option<Result<Module, FlashShapesError>> {
     let results: Vec<ArrayShape> = match result {
         Shape::Tuple(items) => items.iter().filter_map(|s| s.as_array().cloned()).collect(),
         other => other.as_array().cloned().into_iter().collect(),
     };
     let tupled = result.is_tuple();
+    let built = |e: BuildError| FlashShapesError::Build(e.to_string());
     Some(match func_name {
         "flash_fwd" => FlashShapes::forward(operands, &results)
-            .and_then(|s| forward(&s, tupled).map_err(|e| e.to_string())),
-        "flash_attn_bwd" => FlashShapes::backward(operands, &results)
-            .and_then(|s| backward(&s).map_err(|e| e.to_string())),
+            .and_then(|s| forward(&s, tupled).map_err(built)),
+        "flash_attn_bwd" => {
+            FlashShapes::backward(operands, &results).and_then(|s| backward(&s).map_err(built))
+        }
         _ => return None,
     })
 }
@@ -61,12 +64,16 @@ struct FlashShapes {
 }
 
 impl FlashShapes {
-    fn forward(operands: &[ArrayShape], results: &[ArrayShape]) -> Result<FlashShapes, String> {
+    fn forward(
+        operands: &[ArrayShape],
+        results: &[ArrayShape],
+    ) -> Result<FlashShapes, FlashShapesError> {
         let [q, k, v, ..] = operands else {
-            return Err(format!(
-                "flash_fwd takes q, k, v and a seed; the call has {} operands",
-                operands.len()
-            ));
+            return Err(FlashShapesError::Operands {
+                kernel: "flash_fwd",
+                takes: "q, k, v and a seed",
+                count: operands.len(),
+            });
         };
         let mut s = FlashShapes::of_query(q, operands, results)?;
         s.kv_heads = s.key_heads(k, "k")?;
@@ -76,28 +83,39 @@ impl FlashShapes {
             d if d == standard => false,
             d if d == transposed => true,
             _ => {
-                return Err(format!(
-                    "v is {v}, where flash_fwd takes [b, h_kv, s, d] = {standard:?} (or {transposed:?})"
-                ))
+                return Err(FlashShapesError::Tensor {
+                    name: "v",
+                    got: v.to_string(),
+                    kernel: "flash_fwd",
+                    layout: "[b, h_kv, s, d]",
+                    want: standard.to_vec(),
+                    alternative: format!(" (or {transposed:?})"),
+                })
             }
         };
         let o = [s.batch, s.heads, s.seq, s.head_dim];
         let lse = s.lse_dims();
         let dims: Vec<&[i64]> = results.iter().map(|r| r.dims.as_slice()).collect();
         if !(dims == [&o[..]] || dims == [&o[..], &lse[..]]) {
-            return Err(format!(
-                "flash_fwd gives o {o:?} and, in training, lse {lse:?}; the call gives {dims:?}"
-            ));
+            return Err(FlashShapesError::Results {
+                kernel: "flash_fwd",
+                gives: format!("o {o:?} and, in training, lse {lse:?}"),
+                got: dims.iter().map(|d| d.to_vec()).collect(),
+            });
         }
         Ok(s)
     }
 
-    fn backward(operands: &[ArrayShape], results: &[ArrayShape]) -> Result<FlashShapes, String> {
+    fn backward(
+        operands: &[ArrayShape],
+        results: &[ArrayShape],
+    ) -> Result<FlashShapes, FlashShapesError> {
         let [q, k, v, o, dy, lse, ..] = operands else {
-            return Err(format!(
-                "flash_attn_bwd takes q, k, v, o, dy, lse and a seed; the call has {} operands",
-                operands.len()
-            ));
+            return Err(FlashShapesError::Operands {
+                kernel: "flash_attn_bwd",
+                takes: "q, k, v, o, dy, lse and a seed",
+                count: operands.len(),
+            });
         };
         let mut s = FlashShapes::of_query(q, operands, results)?;
         s.kv_heads = s.key_heads(k, "k")?;
@@ -106,22 +124,33 @@ impl FlashShapes {
         let key = [s.batch, s.kv_heads, s.head_dim, s.seq];
         for (name, t, want) in [("v", v, key), ("o", o, query), ("dy", dy, query)] {
             if t.dims != want {
-                return Err(format!(
-                    "{name} is {t}, where flash_attn_bwd takes [b, h, d, s] = {want:?}"
-                ));
+                return Err(FlashShapesError::Tensor {
+                    name,
+                    got: t.to_string(),
+                    kernel: "flash_attn_bwd",
+                    layout: "[b, h, d, s]",
+                    want: want.to_vec(),
+                    alternative: String::new(),
+                });
             }
         }
         if lse.dims != s.lse_dims() {
-            return Err(format!(
-                "lse is {lse}, where flash_attn_bwd takes [b, h, 128, s / 128] = {:?}",
-                s.lse_dims()
-            ));
+            return Err(FlashShapesError::Tensor {
+                name: "lse",
+                got: lse.to_string(),
+                kernel: "flash_attn_bwd",
+                layout: "[b, h, 128, s / 128]",
+                want: s.lse_dims().to_vec(),
+                alternative: String::new(),
+            });
         }
         let dims: Vec<&[i64]> = results.iter().map(|r| r.dims.as_slice()).collect();
         if dims != [&query[..], &key[..], &key[..]] {
-            return Err(format!(
-                "flash_attn_bwd gives dq {query:?}, dk and dv {key:?}; the call gives {dims:?}"
-            ));
+            return Err(FlashShapesError::Results {
+                kernel: "flash_attn_bwd",
+                gives: format!("dq {query:?}, dk and dv {key:?}"),
+                got: dims.iter().map(|d| d.to_vec()).collect(),
+            });
         }
         Ok(s)
     }
@@ -131,14 +160,15 @@ impl FlashShapes {
         q: &ArrayShape,
         operands: &[ArrayShape],
         results: &[ArrayShape],
-    ) -> Result<FlashShapes, String> {
+    ) -> Result<FlashShapes, FlashShapesError> {
         let &[batch, heads, head_dim, seq] = q.dims.as_slice() else {
-            return Err(format!("q is {q}, where the kernel takes [b, h, d, s]"));
+            return Err(FlashShapesError::QueryRank { got: q.to_string() });
         };
         if seq % LSE_ROWS != 0 {
-            return Err(format!(
-                "q is {q}: the kernel's sequence is a multiple of {LSE_ROWS}"
-            ));
+            return Err(FlashShapesError::QuerySequence {
+                got: q.to_string(),
+                rows: LSE_ROWS,
+            });
         }
         Ok(FlashShapes {
             operands: operands.to_vec(),
@@ -154,7 +184,7 @@ impl FlashShapes {
 
     /// The key/value heads of `t`, `[b, h_kv, d, s]`, which must divide
     /// the query heads.
-    fn key_heads(&self, t: &ArrayShape, name: &str) -> Result<i64, String> {
+    fn key_heads(&self, t: &ArrayShape, name: &'static str) -> Result<i64, FlashShapesError> {
         match t.dims.as_slice() {
             &[b, h, d, s]
                 if b == self.batch
@@ -165,10 +195,11 @@ impl FlashShapes {
             {
                 Ok(h)
             }
-            _ => Err(format!(
-                "{name} is {t}, where the kernel takes [b, h_kv, d, s] with h_kv dividing {} heads",
-                self.heads
-            )),
+            _ => Err(FlashShapesError::KeyHeads {
+                name,
+                got: t.to_string(),
+                heads: self.heads,
+            }),
         }
     }
 

@@ -5,7 +5,7 @@
 //! EVRF058). Each [`MxCheck`] is one page's condition; the rule table
 //! gives each its code and wording.
 
-use crate::targets::neuron::mx_calls::ScaledDotConfig;
+use crate::targets::neuron::mx_calls::{config_object, MxConfigError, ScaledDotConfig};
 use hlatc_compiler::ir::op::DotDims;
 use hlatc_compiler::{ArrayShape, Computation, ElementType, InstrId, Op, Shape};
 use serde_json::Value;
@@ -88,15 +88,18 @@ fn operand_array<'a>(s: &'a Site<'_>, i: usize) -> Option<&'a ArrayShape> {
     s.c.instr(id).shape.as_array()
 }
 
-/// `QuantizeMX`'s `backend_config`: `Err` where it is not a JSON object.
-fn quantize_config(s: &Site<'_>) -> Result<serde_json::Map<String, Value>, String> {
-    let text = s.c.instr(s.id).backend_config.trim();
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err("backend_config is not a JSON object".to_string()),
-        Err(_) if text.is_empty() => Err("no backend_config".to_string()),
-        Err(e) => Err(format!("backend_config: {e}")),
+/// A finding's words for a `backend_config` neuronx-cc cannot read.
+fn config_problem(e: MxConfigError) -> String {
+    match e {
+        MxConfigError::Empty => "no backend_config".to_string(),
+        MxConfigError::NotJson(_) | MxConfigError::NotObject => format!("backend_config: {e}"),
+        e => e.to_string(),
     }
+}
+
+/// `QuantizeMX`'s `backend_config`: `Err` where it is not a JSON object.
+fn quantize_config(s: &Site<'_>) -> Result<serde_json::Map<String, Value>, MxConfigError> {
+    config_object(&s.c.instr(s.id).backend_config)
 }
 
 /// The quantized dimension, as `dim` gives it (default 0), normalized to
@@ -120,7 +123,7 @@ fn quantize(check: MxCheck, s: &Site<'_>) -> Option<String> {
     };
     let quantized = || quantized_dim(dim?, input?.rank());
     match check {
-        MxCheck::QuantizeConfig => config.err(),
+        MxCheck::QuantizeConfig => config.err().map(config_problem),
         MxCheck::QuantizeOperands => (operands != 1).then(|| format!("{operands} operands")),
         MxCheck::QuantizeDim => {
             let rank = input?.rank();
@@ -185,7 +188,7 @@ fn quantize(check: MxCheck, s: &Site<'_>) -> Option<String> {
 }
 
 /// `__op$block_scaled_dot`'s dimension lists, as neuronx-cc reads them.
-fn scaled_dims(s: &Site<'_>) -> Result<DotDims, String> {
+fn scaled_dims(s: &Site<'_>) -> Result<DotDims, MxConfigError> {
     ScaledDotConfig::read(&s.c.instr(s.id).backend_config).map(|c| c.dims)
 }
 
@@ -221,7 +224,7 @@ fn scaled_dot(check: MxCheck, s: &Site<'_>) -> Option<String> {
             let r = rhs?.rank();
             (r < 2).then(|| format!("rank-{r} rhs"))
         }
-        MxCheck::DotConfig => dims.err(),
+        MxCheck::DotConfig => dims.err().map(config_problem),
         MxCheck::DotBatchBounds => {
             let d = dims.ok()?;
             let bad = |list: &[i64], a: &ArrayShape| list.iter().copied().find(|&b| !in_rank(b, a));
