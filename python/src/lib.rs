@@ -148,6 +148,7 @@ fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan::append_measured_run, m)?)?;
     m.add_class::<plan::Plan>()?;
     m.add_class::<plan::Candidate>()?;
+    m.add_class::<plan::CapacityAdvice>()?;
     m.add_class::<plan::PredictedRun>()?;
     m.add_class::<plan::CalibrationReport>()?;
     m.add_class::<plan::Prediction>()?;

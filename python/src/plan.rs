@@ -185,6 +185,29 @@ impl Prediction {
 
 /// A search's result: every layout evaluated, those that fit first, each
 /// group fastest first; and the calibration reports asked for.
+/// What a capacity factor gives a dropless mixture of experts: the plan's
+/// best layout, dropless, against the best under the factor.
+#[pyclass(frozen, get_all, module = "hlatc")]
+pub struct CapacityAdvice {
+    /// The capacity factor (`capacity_factor=`) advised.
+    factor: f64,
+    /// The plan's best layout's seq/s, dropless.
+    dropless_seq_per_s: f64,
+    /// The best layout under the factor, with the command that builds it.
+    capped: Py<Candidate>,
+}
+
+#[pymethods]
+impl CapacityAdvice {
+    fn __repr__(&self) -> String {
+        let c = self.capped.get();
+        format!(
+            "CapacityAdvice(capacity_factor={}: {} at {:.2} seq/s, dropless {:.2})",
+            self.factor, c.layout, c.seq_per_s, self.dropless_seq_per_s
+        )
+    }
+}
+
 #[pyclass(frozen, get_all, module = "hlatc")]
 pub struct Plan {
     /// None when only reports were asked for (no search).
@@ -205,6 +228,8 @@ pub struct Plan {
     pruned: Vec<(String, String)>,
     /// Layouts hlatc could not compile, with why.
     refused: Vec<(String, String)>,
+    /// For a dropless mixture of experts, what a capacity factor gives.
+    capacity_advice: Option<Py<CapacityAdvice>>,
     seconds: f64,
 }
 
@@ -366,6 +391,7 @@ pub fn plan(
         too_large: Vec::new(),
         pruned: Vec::new(),
         refused: Vec::new(),
+        capacity_advice: None,
         seconds: 0.0,
     };
     if let Some(p) = p {
@@ -383,6 +409,20 @@ pub fn plan(
             .map(|(l, why)| (l, why.to_string()))
             .collect();
         plan.refused = p.refused;
+        plan.capacity_advice = p
+            .capacity_advice
+            .map(|a| -> PyResult<Py<CapacityAdvice>> {
+                let capped = Py::new(py, Candidate::from(&a.capped))?;
+                Py::new(
+                    py,
+                    CapacityAdvice {
+                        factor: a.factor,
+                        dropless_seq_per_s: a.dropless_seq_per_s,
+                        capped,
+                    },
+                )
+            })
+            .transpose()?;
         plan.seconds = p.seconds;
     }
     Ok(plan)

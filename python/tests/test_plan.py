@@ -74,6 +74,21 @@ def test_a_mixture_of_experts_is_searched_over_ep_under_its_capacity_factor():
     assert caught.value.argument == "capacity_factor"
 
 
+def test_a_dropless_mixture_of_experts_is_advised_a_capacity_factor():
+    layout = "tp=8,dp=128,ep=8,sp,zero1,remat=full-layer,micro_batch=1"
+    p = hlatc.plan(model="mixtral-8x7b", nodes=32, precision="bf16-master", layout=layout)
+    advice = p.capacity_advice
+    assert isinstance(advice, hlatc.CapacityAdvice)
+    assert advice.factor == 1.25
+    assert advice.dropless_seq_per_s == p.best().seq_per_s
+    assert advice.capped.seq_per_s > 2 * advice.dropless_seq_per_s
+    assert " --capacity-factor 1.25 " in advice.capped.command
+    capped = hlatc.plan(model="mixtral-8x7b", nodes=32, precision="bf16-master",
+                        layout=layout, capacity_factor=1.25)
+    assert capped.capacity_advice is None
+    assert capped.best().seq_per_s == advice.capped.seq_per_s
+
+
 def test_bad_layouts_and_calibration_files_raise_hlatc_errors(tmp_path: pathlib.Path):
     with pytest.raises(hlatc.UsageError) as e:
         hlatc.plan(model="hlat-7b", nodes=1, layout="tp=8,zero=1")

@@ -321,6 +321,20 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
         }
         out!("   {}", c.command)?;
     }
+    if let Some(a) = &p.capacity_advice {
+        let c = &a.capped;
+        out!("")?;
+        out!(
+            "advice: {} routes dropless: each expert's exchange buffers hold every token of a sequence, and its dots run over all of them. With --capacity-factor {} (each expert takes up to {} times its share, the rest dropped) the best layout runs {:.2} seq/s, not {:.2}, at {} per rank:",
+            p.model,
+            a.factor,
+            a.factor,
+            c.seq_per_s,
+            a.dropless_seq_per_s,
+            gib(c.memory_per_rank)
+        )?;
+        out!("   {}", c.command)?;
+    }
     for (layout, why) in p.refused.iter().take(3) {
         note!("refused {layout}: {why}")?;
     }

@@ -29,7 +29,9 @@ pub use calibration::{Calibration, MeasuredRun};
 pub use cost::{Assumptions, Breakdown, CostParams};
 pub use hardware::Instance;
 pub use layout::Layout;
-pub use search::{check_output, plan, Candidate, Plan, PlanOptions};
+pub use search::{
+    check_output, plan, Candidate, CapacityAdvice, Plan, PlanOptions, ADVISED_CAPACITY_FACTOR,
+};
 
 /// An option of a plan, named by each front end its own way: `--nodes`
 /// on the command line, `nodes=` in Python.

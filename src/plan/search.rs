@@ -180,10 +180,31 @@ pub struct Plan {
     /// ([`remat_ladder`]): one with more remat does not fit, or one with
     /// less fits.
     pub pruned: Vec<(String, Pruned)>,
+    /// For a dropless mixture of experts, its best layout read again
+    /// under a capacity factor, where that is faster.
+    pub capacity_advice: Option<CapacityAdvice>,
     /// Wall time of the search, seconds.
     pub seconds: f64,
     pub params: Vec<(&'static str, f64)>,
     pub assumptions: Assumptions,
+}
+
+/// The capacity factor a dropless mixture of experts is advised to try:
+/// the one NxD's and torchtitan's MoE recipes and `moe.md`'s layouts use,
+/// each expert taking up to 1.25 times its even share of the tokens.
+pub const ADVISED_CAPACITY_FACTOR: f64 = 1.25;
+
+/// What a capacity factor would give a dropless mixture of experts: its
+/// best layout, where every expert's exchange buffers hold all of a
+/// sequence's tokens, read again with each expert's capped at
+/// [`ADVISED_CAPACITY_FACTOR`] times its share (tokens past it dropped).
+#[derive(Clone, Debug, Serialize)]
+pub struct CapacityAdvice {
+    pub factor: f64,
+    /// The best layout's seq/s, dropless.
+    pub dropless_seq_per_s: f64,
+    /// The same layout under the factor, with the command that builds it.
+    pub capped: Candidate,
 }
 
 impl Plan {
@@ -401,6 +422,7 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
             rank(&mut candidates);
         }
     }
+    let capacity_advice = capacity_advice(&setting, &candidates);
     Ok(Plan {
         model: name.clone(),
         instance: o.instance.name(),
@@ -411,9 +433,37 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         refused,
         too_large,
         pruned,
+        capacity_advice,
         seconds: t0.elapsed().as_secs_f64(),
         params: o.params.named(),
         assumptions: o.assumptions,
+    })
+}
+
+/// [`CapacityAdvice`] for a plan's ranked `candidates`, where the model is
+/// a dropless mixture of experts whose best layout fits: the search run
+/// again under the factor (the factor changes which layout is best: it
+/// shrinks the expert-parallel exchange, not the dense form without EP),
+/// or a `--layout` read again under it. Advice only where the factor's
+/// best fits and is faster.
+fn capacity_advice(s: &Setting, candidates: &[Candidate]) -> Option<CapacityAdvice> {
+    let dropless = s
+        .cfg
+        .moe
+        .as_ref()
+        .is_some_and(|m| m.capacity_factor.is_none());
+    let best = candidates.first().filter(|c| c.fits && dropless)?;
+    let factor = ADVISED_CAPACITY_FACTOR;
+    let o = PlanOptions {
+        capacity_factor: Some(factor),
+        ..s.o.clone()
+    };
+    // A layout the factor cannot take is no advice.
+    let capped = plan(&o).ok()?.best()?.clone();
+    (capped.seq_per_s > best.seq_per_s).then_some(CapacityAdvice {
+        factor,
+        dropless_seq_per_s: best.seq_per_s,
+        capped,
     })
 }
 

@@ -1080,3 +1080,84 @@ fn remat_ladders_leave_out_only_what_their_twins_decide() {
     let best = |p: &hlatc::plan::Plan| p.best().map(|c| c.layout.clone());
     assert_eq!(best(&laddered), best(&whole));
 }
+
+/// A dropless mixture of experts whose exchange costs it most of its step
+/// gets advice: the plan under a capacity factor, whose command compiles
+/// (issue 92). Mixtral 8x7B on 32 trn1 nodes at TP 8 x DP 128 x EP 8:
+/// dropless, every expert's buffers hold all 4,096 tokens of a sequence;
+/// at 1.25 its share. A plan given a factor, or of a dense model, gets
+/// none.
+#[test]
+fn a_dropless_mixture_of_experts_is_advised_a_capacity_factor() {
+    let layout = "tp=8,dp=128,ep=8,sp,zero1,remat=full-layer,micro_batch=1";
+    let o = |capacity_factor: Option<f64>| PlanOptions {
+        model: ModelSource::Preset("mixtral-8x7b".into()),
+        precision: Some(Precision::Bf16Master),
+        nodes: 32,
+        layout: Some(layout.into()),
+        capacity_factor,
+        ..PlanOptions::default()
+    };
+    let dropless = plan(&o(None)).unwrap();
+    let advice = dropless.capacity_advice.as_ref().expect("advice");
+    assert_eq!(advice.factor, hlatc::plan::ADVISED_CAPACITY_FACTOR);
+    let best = dropless.best().unwrap();
+    assert_eq!(advice.dropless_seq_per_s, best.seq_per_s);
+    // The capped plan is the plan a factor asks for, and faster.
+    let capped = plan(&o(Some(1.25))).unwrap();
+    assert!(capped.capacity_advice.is_none());
+    let want = capped.best().unwrap();
+    assert_eq!(advice.capped.layout, want.layout);
+    assert_eq!(advice.capped.seq_per_s, want.seq_per_s);
+    assert!(
+        advice.capped.seq_per_s > 2.0 * best.seq_per_s,
+        "{} against {}",
+        advice.capped.seq_per_s,
+        best.seq_per_s
+    );
+    let dense = plan(&PlanOptions {
+        model: ModelSource::Preset("tiny".into()),
+        seq_len: Some(16),
+        global_batch: 32,
+        layout: Some("dp=32".into()),
+        ..PlanOptions::default()
+    })
+    .unwrap();
+    assert!(dense.capacity_advice.is_none());
+    // The CLI prints it, with a command that compiles.
+    let printed = hlatc(&[
+        "plan",
+        "--model",
+        "mixtral-8x7b",
+        "--nodes",
+        "32",
+        "--precision",
+        "bf16-master",
+        "--layout",
+        layout,
+    ]);
+    let said = stdout(&printed);
+    assert!(
+        said.contains("advice: mixtral-8x7b routes dropless"),
+        "{said}"
+    );
+    let command = said
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("hlatc compile"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no advised command in: {said}"));
+    assert!(command.contains(" --capacity-factor 1.25 "), "{command}");
+    let dir = scratch("plan-capacity-advice");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("bundle");
+    let args: Vec<&str> = command
+        .trim_start_matches("hlatc ")
+        .trim_end_matches("build/plan")
+        .split_whitespace()
+        .chain([out.to_str().unwrap()])
+        .collect();
+    let c = hlatc(&args);
+    assert!(c.status.success(), "{}", stderr(&c));
+    let _ = std::fs::remove_dir_all(dir);
+}
