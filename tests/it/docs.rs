@@ -246,3 +246,87 @@ fn the_planner_tables_are_the_cost_model_and_its_errors() {
         .unwrap();
     check_generated("planner.md", "planner-held-out", &errors_markdown(&errors));
 }
+
+/// Each row of `moe.md`'s 32-node table is what `hlatc compile` prints for
+/// its layout: the parameters a rank holds, its memory per rank, with and
+/// without ZeRO-1, and the pre-flight's warning (issue 92: the table had
+/// drifted from the program).
+#[test]
+fn the_moe_chapters_32_node_table_is_what_compile_prints() {
+    use crate::support::{hlatc, scratch, stdout};
+    let text = std::fs::read_to_string(docs("moe.md")).unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("| `mixtral-8x7b`, 32 nodes")
+                || l.starts_with("| `qwen3-30b-a3b`, 32 nodes")
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "the table's rows");
+    for row in rows {
+        let cells: Vec<&str> = row
+            .split(" | ")
+            .map(|c| c.trim_matches(['|', ' ']))
+            .collect();
+        let model = cells[0].split('`').nth(1).unwrap();
+        let sequences = cells[0]
+            .split(", ")
+            .find_map(|p| p.strip_suffix(" sequences of 4096"))
+            .and_then(|p| p.rsplit(' ').next())
+            .unwrap_or_else(|| panic!("no batch in {row}"));
+        let flags: Vec<&str> = cells[1].trim_matches('`').split_whitespace().collect();
+        let compile = |zero1: bool| {
+            let dir = scratch(&format!("moe-table-{model}-{zero1}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            let mut args = vec![
+                "compile",
+                "--model",
+                model,
+                "--batch-size",
+                sequences,
+                "--seq-len",
+                "4096",
+                "--out",
+            ];
+            args.push(dir.to_str().unwrap());
+            args.extend(flags.iter().filter(|&&f| zero1 || f != "--zero1"));
+            let o = hlatc(&args);
+            assert!(
+                o.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            stdout(&o)
+        };
+        let said = compile(true);
+        let field = |said: &str, line: &str, after: &str, until: char| -> String {
+            let l = said
+                .lines()
+                .find(|l| l.trim_start().starts_with(line))
+                .unwrap();
+            let rest =
+                &l[l.find(after).unwrap_or_else(|| panic!("{after} in {l}")) + after.len()..];
+            rest[..rest.find(until).unwrap()].to_string()
+        };
+        let holds = field(&said, "ranks", "each holds ", ' ');
+        let per_rank = field(&said, "memory", "per rank ", ':');
+        let without = field(&compile(false), "memory", "per rank ", ':');
+        let instructions = field(&said, "tensor engine", "at least ", ' ');
+        let cell = &cells[2];
+        assert!(
+            cell.starts_with(&format!("{holds} M parameters, {per_rank} (")),
+            "{model}: {cell} against {holds} M, {per_rank}"
+        );
+        assert!(
+            cell.contains(&format!("({without} without")),
+            "{model}: {cell} against {without} without ZeRO-1"
+        );
+        assert!(
+            cells[3].contains(&format!("at least {instructions} M")),
+            "{model}: {} against {instructions} M",
+            cells[3]
+        );
+        assert!(said.contains("1 warning"), "{model}: {said}");
+    }
+}
