@@ -183,18 +183,7 @@ fn hlat_70b_on_32_nodes_searches_the_layouts_and_its_best_compiles() {
     );
     // The printed command compiles, and its pre-flight finds nothing.
     let out = scratch("plan-best");
-    let mut args: Vec<String> = best
-        .command
-        .split_whitespace()
-        .skip(1)
-        .map(String::from)
-        .collect();
-    let at = args.iter().position(|a| a == "--out").unwrap();
-    args[at + 1] = out.join("bundle").display().to_string();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let o = hlatc(&args);
-    assert!(o.status.success(), "{}\n{}", best.command, stderr(&o));
-    let printed = stdout(&o);
+    let printed = compile_printed(&best.command, &out.join("bundle"));
     assert!(printed.contains("no findings"), "{printed}");
     let _ = std::fs::remove_dir_all(out);
 }
@@ -783,15 +772,7 @@ fn trn2_and_trn3_plans_print_commands_that_build_their_bundles() {
         assert!(!command.contains("--device-memory"), "{command}");
         assert_eq!(command.contains(" --precision mxfp8 "), mx, "{command}");
         let out = dir.join("bundle");
-        let args: Vec<&str> = command
-            .trim_start_matches("hlatc ")
-            .trim_end_matches("build/plan")
-            .split_whitespace()
-            .chain([out.to_str().unwrap()])
-            .collect();
-        let c = hlatc(&args);
-        assert!(c.status.success(), "{}", stderr(&c));
-        let compiled = stdout(&c);
+        let compiled = compile_printed(command, &out);
         assert!(
             compiled.contains(&format!("pre-flight    {chip}, --native-int64=enabled --implicit-integer-downcast=none: no findings")),
             "{compiled}"
@@ -1150,7 +1131,13 @@ fn a_dropless_mixture_of_experts_is_advised_a_capacity_factor() {
     assert!(command.contains(" --capacity-factor 1.25 "), "{command}");
     let dir = scratch("plan-capacity-advice");
     let _ = std::fs::remove_dir_all(&dir);
-    let out = dir.join("bundle");
+    compile_printed(command, &dir.join("bundle"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs a plan's printed `hlatc compile ... --out build/plan` with its
+/// bundle written to `out` instead; what it printed.
+fn compile_printed(command: &str, out: &Path) -> String {
     let args: Vec<&str> = command
         .trim_start_matches("hlatc ")
         .trim_end_matches("build/plan")
@@ -1158,6 +1145,6 @@ fn a_dropless_mixture_of_experts_is_advised_a_capacity_factor() {
         .chain([out.to_str().unwrap()])
         .collect();
     let c = hlatc(&args);
-    assert!(c.status.success(), "{}", stderr(&c));
-    let _ = std::fs::remove_dir_all(dir);
+    assert!(c.status.success(), "{command}: {}", stderr(&c));
+    stdout(&c)
 }

@@ -190,17 +190,7 @@ fn lower_native_kernels(
                 }
             };
             let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
-            let operands = m.computations[ci].operands(id);
-            let mut r = rw.on(&mut m.computations[ci]);
-            r.provenance_of(id);
-            let call = Op::Call {
-                to_apply: callee,
-                is_composite: false,
-            };
-            let new = r
-                .add_named(&config.func_name, call, &operands, Some(shape))
-                .map_err(PassError::rewrite(pass))?;
-            r.replace(id, new).map_err(PassError::rewrite(pass))?;
+            call_in_place(pass, m, rw, (ci, id), callee, &config.func_name)?;
         }
         if any {
             if let Some(rw) = rw.as_mut() {
@@ -211,6 +201,31 @@ fn lower_native_kernels(
     let changed = rw.is_some();
     ModuleRewriter::finish_on_demand(rw, ctx);
     Ok(changed)
+}
+
+/// Instruction `id` of computation `ci` replaced by a call of `callee` (a
+/// reference of what it computes) over its operands, named `stem`; the
+/// instruction is left for the caller's sweep.
+fn call_in_place(
+    pass: &str,
+    m: &mut Module,
+    rw: &mut ModuleRewriter,
+    (ci, id): (usize, InstrId),
+    callee: ComputationId,
+    stem: &str,
+) -> Result<(), PassError> {
+    let operands = m.computations[ci].operands(id);
+    let shape = m.computations[ci].instr(id).shape.clone();
+    let mut r = rw.on(&mut m.computations[ci]);
+    r.provenance_of(id);
+    let call = Op::Call {
+        to_apply: callee,
+        is_composite: false,
+    };
+    let new = r
+        .add_named(stem, call, &operands, Some(shape))
+        .map_err(PassError::rewrite(pass))?;
+    r.replace(id, new).map_err(PassError::rewrite(pass))
 }
 
 /// What an MX call is replaced by: a call of the reference for its key.
@@ -265,19 +280,10 @@ fn lower_mx_calls(pass: &str, m: &mut Module, ctx: &mut PassContext) -> Result<b
                 }
             };
             let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
-            let operands = m.computations[ci].operands(id);
-            let shape = m.computations[ci].instr(id).shape.clone();
-            let mut r = rw.on(&mut m.computations[ci]);
-            r.provenance_of(id);
-            let call = Op::Call {
-                to_apply: callee,
-                is_composite: false,
-            };
-            let new = r
-                .add_named("mx_reference", call, &operands, Some(shape))
-                .map_err(PassError::rewrite(pass))?;
-            r.replace(id, new).map_err(PassError::rewrite(pass))?;
-            r.remove_orphans();
+            call_in_place(pass, m, rw, (ci, id), callee, "mx_reference")?;
+        }
+        if let Some(rw) = rw.as_mut() {
+            rw.on(&mut m.computations[ci]).remove_dead();
         }
     }
     let changed = rw.is_some();
