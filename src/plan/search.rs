@@ -180,8 +180,8 @@ pub struct Plan {
     /// ([`remat_ladder`]): one with more remat does not fit, or one with
     /// less fits.
     pub pruned: Vec<(String, Pruned)>,
-    /// For a dropless mixture of experts, its best layout read again
-    /// under a capacity factor, where that is faster.
+    /// For a dropless mixture of experts, the plan searched again under
+    /// a capacity factor, where its best is faster.
     pub capacity_advice: Option<CapacityAdvice>,
     /// Wall time of the search, seconds.
     pub seconds: f64,
@@ -189,21 +189,22 @@ pub struct Plan {
     pub assumptions: Assumptions,
 }
 
-/// The capacity factor a dropless mixture of experts is advised to try:
-/// the one NxD's and torchtitan's MoE recipes and `moe.md`'s layouts use,
-/// each expert taking up to 1.25 times its even share of the tokens.
+/// The capacity factor a dropless mixture of experts is advised to try,
+/// each expert taking up to 1.25 times its even share of the tokens: the
+/// factor `moe.md`'s layouts use, hlatc's choice rather than a published
+/// default.
 pub const ADVISED_CAPACITY_FACTOR: f64 = 1.25;
 
-/// What a capacity factor would give a dropless mixture of experts: its
-/// best layout, where every expert's exchange buffers hold all of a
-/// sequence's tokens, read again with each expert's capped at
+/// What a capacity factor would give a dropless mixture of experts (every
+/// expert's exchange buffers holding all of a sequence's tokens): the best
+/// layout of the plan searched again with each expert capped at
 /// [`ADVISED_CAPACITY_FACTOR`] times its share (tokens past it dropped).
 #[derive(Clone, Debug, Serialize)]
 pub struct CapacityAdvice {
     pub factor: f64,
     /// The best layout's seq/s, dropless.
     pub dropless_seq_per_s: f64,
-    /// The same layout under the factor, with the command that builds it.
+    /// The best layout under the factor, with the command that builds it.
     pub capped: Candidate,
 }
 

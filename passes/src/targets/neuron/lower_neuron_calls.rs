@@ -16,10 +16,9 @@ use crate::infra::pass::{NativeKernelProblem, Pass, PassError};
 use crate::infra::pipeline::Pipeline;
 use crate::infra::rewriter::ModuleRewriter;
 use crate::infra::rewriter::RewriteError;
-use crate::targets::neuron::mx_calls::QUANTIZE_MX;
 use crate::targets::neuron::mx_calls::{
     format_named, quantize_reference, quantized_shape, scaled_dot_reference, QuantizeConfig,
-    ScaledDotConfig, ScaledDotShapes, BLOCK_SCALED_DOT,
+    ScaledDotConfig, ScaledDotShapes, BLOCK_SCALED_DOT, QUANTIZE_MX,
 };
 use crate::targets::neuron::native_kernel::NativeKernelConfig;
 use crate::targets::neuron::neuron_topk::{neuron_topk_k, write_top_k, TOPK_INDEX_TYPE};
@@ -242,6 +241,13 @@ impl MxReference {
             MxReference::ScaledDot(shapes, dims) => scaled_dot_reference(shapes, dims),
         }
     }
+
+    fn target(&self) -> &'static str {
+        match self {
+            MxReference::Quantize(..) => QUANTIZE_MX,
+            MxReference::ScaledDot(..) => BLOCK_SCALED_DOT,
+        }
+    }
 }
 
 /// Each MX custom call becomes a call of its reference (one per shape and
@@ -255,24 +261,29 @@ fn lower_mx_calls(pass: &str, m: &mut Module, ctx: &mut PassContext) -> Result<b
         let c = &m.computations[ci];
         let mut calls = Vec::new();
         for id in c.ids() {
-            let fail = |problem| PassError::MxCall {
-                pass: pass.to_string(),
-                computation: c.name.clone(),
-                instruction: c.instr(id).name.clone(),
-                problem: Box::new(problem),
-            };
-            if let Some(reference) = mx_reference(c, id).map_err(fail)? {
+            if let Some(reference) =
+                mx_reference(c, id).map_err(|p| mx_call_failed(pass, c, id, p))?
+            {
                 calls.push((id, reference));
             }
         }
+        let any = !calls.is_empty();
         for (id, reference) in calls {
             let callee = match made.get(&reference) {
                 Some(&callee) => callee,
                 None => {
-                    let module = reference.module().map_err(|e| PassError::Build {
-                        pass: pass.to_string(),
-                        source: Box::new(e),
-                    })?;
+                    // Built once a key, and held to its call's shape: a
+                    // call whose shapes are not the reference's has none.
+                    let c = &m.computations[ci];
+                    let shape = &c.instr(id).shape;
+                    let module = reference.module().ok().filter(|module| {
+                        let entry = module.entry();
+                        entry.root().map(|r| &entry.instr(r).shape) == Some(shape)
+                    });
+                    let Some(module) = module else {
+                        let problem = shapes_problem(c, id, reference.target());
+                        return Err(mx_call_failed(pass, c, id, problem));
+                    };
                     let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
                     let callee = rw.graft(m, module);
                     made.insert(reference, callee);
@@ -282,7 +293,7 @@ fn lower_mx_calls(pass: &str, m: &mut Module, ctx: &mut PassContext) -> Result<b
             let rw = rw.get_or_insert_with(|| ModuleRewriter::for_pass(m, ctx));
             call_in_place(pass, m, rw, (ci, id), callee, "mx_reference")?;
         }
-        if let Some(rw) = rw.as_mut() {
+        if let Some(rw) = rw.as_mut().filter(|_| any) {
             rw.on(&mut m.computations[ci]).remove_dead();
         }
     }
@@ -291,25 +302,44 @@ fn lower_mx_calls(pass: &str, m: &mut Module, ctx: &mut PassContext) -> Result<b
     Ok(changed)
 }
 
-/// The reference for instruction `id` of `c`, if it is an MX call.
+/// The MX call `id` of `c` that hlatc cannot compute, as the pass's
+/// error.
+fn mx_call_failed(pass: &str, c: &Computation, id: InstrId, problem: MxCallProblem) -> PassError {
+    PassError::MxCall {
+        pass: pass.to_string(),
+        computation: c.name.clone(),
+        instruction: c.instr(id).name.clone(),
+        problem: Box::new(problem),
+    }
+}
+
+/// The MX call `id` of `c` (of `target`) has operands or a result its
+/// contract does not give.
+fn shapes_problem(c: &Computation, id: InstrId, target: &'static str) -> MxCallProblem {
+    let operands: Vec<String> = c
+        .operand_ids(id)
+        .iter()
+        .map(|&o| c.instr(o).shape.to_string())
+        .collect();
+    MxCallProblem::Shapes {
+        target,
+        problem: format!(
+            "operands ({}) and result {} are not the call's",
+            operands.join(", "),
+            c.instr(id).shape
+        ),
+    }
+}
+
+/// The reference for instruction `id` of `c`, if it is an MX call; its
+/// shapes against the reference's are checked where it is built.
 fn mx_reference(c: &Computation, id: InstrId) -> Result<Option<MxReference>, MxCallProblem> {
     let instr = c.instr(id);
     let operand = |i: usize| -> Option<ArrayShape> {
         let o = *c.operand_ids(id).get(i)?;
         c.instr(o).shape.as_array().cloned()
     };
-    let shapes = |target| MxCallProblem::Shapes {
-        target,
-        problem: format!(
-            "operands ({}) and result {} are not the call's",
-            c.operand_ids(id)
-                .iter()
-                .map(|&o| c.instr(o).shape.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            instr.shape
-        ),
-    };
+    let shapes = |target| shapes_problem(c, id, target);
     let input = operand(0);
     let rank = input.as_ref().map_or(0, ArrayShape::rank);
     if let Some(config) = QuantizeConfig::of(instr, rank) {
@@ -339,20 +369,16 @@ fn mx_reference(c: &Computation, id: InstrId) -> Result<Option<MxReference>, MxC
     ) else {
         return Err(shapes(BLOCK_SCALED_DOT));
     };
-    let mut dims = config.dims.clone();
-    for (listed, rank) in [
-        (&mut dims.lhs_contracting, operands[0].rank()),
-        (&mut dims.rhs_contracting, operands[1].rank()),
-    ] {
-        match listed.len() {
-            0 => listed.push(rank as i64 - 1),
-            1 => {}
-            n => {
-                return Err(MxCallProblem::Shapes {
-                    target: BLOCK_SCALED_DOT,
-                    problem: format!("{n} contracting dimensions a side; the reference takes one"),
-                })
-            }
+    let dims = config.dims_as_read([operands[0].rank(), operands[1].rank()]);
+    for listed in [&dims.lhs_contracting, &dims.rhs_contracting] {
+        if listed.len() > 1 {
+            return Err(MxCallProblem::Shapes {
+                target: BLOCK_SCALED_DOT,
+                problem: format!(
+                    "{} contracting dimensions a side; the reference takes one",
+                    listed.len()
+                ),
+            });
         }
     }
     let side_format = |side: usize, name: &'static str| {
@@ -366,16 +392,6 @@ fn mx_reference(c: &Computation, id: InstrId) -> Result<Option<MxReference>, MxC
         formats,
         result,
     };
-    // The reference is built once here to check the shapes agree.
-    match scaled_dot_reference(&shapes_of, &dims) {
-        Ok(module)
-            if module
-                .entry()
-                .root()
-                .map(|r| &module.entry().instr(r).shape)
-                == Some(&instr.shape) => {}
-        _ => return Err(shapes(BLOCK_SCALED_DOT)),
-    }
     Ok(Some(MxReference::ScaledDot(Box::new(shapes_of), dims)))
 }
 

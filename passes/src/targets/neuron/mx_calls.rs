@@ -239,6 +239,22 @@ impl ScaledDotConfig {
         Ok(out)
     }
 
+    /// The dimension numbers as neuronx-cc reads them for operands of
+    /// `ranks` (lhs, rhs): a side listing no contracting dimension
+    /// contracts its last.
+    pub fn dims_as_read(&self, ranks: [usize; 2]) -> DotDims {
+        let mut dims = self.dims.clone();
+        for (listed, rank) in [&mut dims.lhs_contracting, &mut dims.rhs_contracting]
+            .into_iter()
+            .zip(ranks)
+        {
+            if listed.is_empty() {
+                listed.push(rank as i64 - 1);
+            }
+        }
+        dims
+    }
+
     /// The dimension neuronx-cc contracts of an operand of `rank`
     /// dimensions: the first listed, else the last.
     pub fn contracted(listed: &[i64], rank: usize) -> i64 {
@@ -484,24 +500,23 @@ pub fn scaled_dot_packed(c: &Computation, id: InstrId) -> Option<(DotDims, [Vec<
     if cc.target != BLOCK_SCALED_DOT {
         return None;
     }
-    let mut dims = ScaledDotConfig::read(&instr.backend_config).ok()?.dims;
+    let config = ScaledDotConfig::read(&instr.backend_config).ok()?;
     let operands = c.operand_ids(id);
-    let mut packed = [Vec::new(), Vec::new()];
-    for (side, listed) in [&mut dims.lhs_contracting, &mut dims.rhs_contracting]
-        .into_iter()
-        .enumerate()
+    let dims_of = |side: usize| -> Option<Vec<i64>> {
+        Some(c.instr(*operands.get(side)?).shape.as_array()?.dims.clone())
+    };
+    let packed = [dims_of(0)?, dims_of(1)?];
+    let dims = config.dims_as_read([packed[0].len(), packed[1].len()]);
+    for (d, listed) in packed
+        .iter()
+        .zip([&dims.lhs_contracting, &dims.rhs_contracting])
     {
-        let d = c.instr(*operands.get(side)?).shape.as_array()?.dims.clone();
-        if listed.is_empty() {
-            listed.push(d.len() as i64 - 1);
-        }
         if listed
             .iter()
             .any(|&k| usize::try_from(k).ok().and_then(|k| d.get(k)).is_none())
         {
             return None;
         }
-        packed[side] = d;
     }
     Some((dims, packed))
 }
