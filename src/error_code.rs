@@ -9,6 +9,9 @@
 //! case: the path follows the wrappers down to the case. A usage error
 //! ends in its [`UsageKind`](crate::usage::UsageKind) and an option's
 //! refusal in the option's typed name (its Python keyword).
+//!
+//! [`every_code`] lists every code the walk can give, from the same
+//! names: `docs/src/error-codes.md` is that list, checked against it.
 
 use crate::Error;
 use std::fmt;
@@ -28,18 +31,15 @@ impl ErrorCode {
         self
     }
 
-    /// The variant `e` is, by its name: the derived `Debug` of an enum
-    /// starts with it (`Changed { .. }`, `Io(..)`). Every error enum the
-    /// code descends into derives `Debug` (a hand-written one would name
-    /// its case otherwise: the tests of the codes the CLI prints would
-    /// show it).
-    fn variant(&mut self, e: &dyn fmt::Debug) -> &mut Self {
-        let debug = format!("{e:?}");
-        let name: String = debug
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        self.push(snake_case(&name))
+    /// The variant `e` is, by its name (each error enum the code descends
+    /// into derives `strum::IntoStaticStr` and `strum::VariantNames`, so
+    /// [`every_code`] lists the same names).
+    fn variant<T>(&mut self, e: &T) -> &mut Self
+    where
+        for<'a> &'a T: Into<&'static str>,
+    {
+        let name: &'static str = e.into();
+        self.push(snake_case(name))
     }
 }
 
@@ -115,19 +115,19 @@ fn facade(e: &Error, code: &mut ErrorCode) {
         _ => {
             // A variant of the facade's own, and the case of the typed
             // error it wraps, if any.
-            let case: Option<&dyn fmt::Debug> = match e {
-                Error::RunModule { source, .. } => Some(source),
-                Error::Metrics(x) => Some(x),
-                Error::StateLayout(x) => Some(x),
-                Error::Tensor { source, .. } => Some(source),
-                Error::Bind { source, .. } => Some(source),
-                Error::PassOn { source, .. } => Some(source),
-                Error::Plot { source, .. } => Some(source),
+            let case: Option<&'static str> = match e {
+                Error::RunModule { source, .. } => Some(source.into()),
+                Error::Metrics(x) => Some(x.into()),
+                Error::StateLayout(x) => Some(x.into()),
+                Error::Tensor { source, .. } => Some(source.into()),
+                Error::Bind { source, .. } => Some(source.into()),
+                Error::PassOn { source, .. } => Some(source.into()),
+                Error::Plot { source, .. } => Some(source.into()),
                 _ => None,
             };
             code.variant(e);
             if let Some(case) = case {
-                code.variant(case);
+                code.push(snake_case(case));
             }
         }
     }
@@ -143,7 +143,7 @@ fn artifact(e: &hlatc_artifacts::Error, code: &mut ErrorCode) {
         A::Pass(x) => code.variant(x),
         A::Batch(x) => code.variant(x),
         A::Checkpoint(x) => code.variant(x),
-        A::State(x) => code.variant(x),
+        A::State(x) => code.variant(x.as_ref()),
         A::Identity(x) => code.variant(x),
         A::Lock(x) => code.variant(x),
         A::StateMetadata(x) => code.variant(x),
@@ -153,14 +153,14 @@ fn artifact(e: &hlatc_artifacts::Error, code: &mut ErrorCode) {
 
 fn train(e: &hlatc_train::Error, code: &mut ErrorCode) {
     use hlatc_train::Error as T;
-    let case: &dyn fmt::Debug = match e {
+    let case: &'static str = match e {
         T::Artifact(a) => return artifact(a, code.push("artifact")),
-        T::Runtime(x) => x,
-        T::Loader(x) => x,
-        T::Verification(x) => x,
-        T::Run(x) => x,
+        T::Runtime(x) => x.into(),
+        T::Loader(x) => x.into(),
+        T::Verification(x) => x.into(),
+        T::Run(x) => x.into(),
     };
-    code.variant(e).variant(case);
+    code.variant(e).push(snake_case(case));
 }
 
 fn plan(e: &crate::plan::PlanError, code: &mut ErrorCode) {

@@ -39,6 +39,7 @@ pub mod pipeline {
 
 pub mod compile_step;
 pub mod error_code;
+pub mod every_error_code;
 pub mod fit;
 pub mod metrics;
 pub mod plan;
@@ -58,7 +59,7 @@ use std::path::{Path, PathBuf};
 /// however it was raised; the variants here are what only the facade adds:
 /// reading HLO text, running a module read from a file, writing to the
 /// console and fitting a step to its devices.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Error {
     #[error("{path}:{source}")]
     Parse {

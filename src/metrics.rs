@@ -72,7 +72,7 @@ impl Series {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum MetricsError {
     #[error("{file}: {source}")]
     Io {

@@ -38,7 +38,7 @@ impl PlotOptions {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum PlotError {
     #[error("nothing to plot: {0}")]
     Empty(String),

@@ -44,7 +44,7 @@ impl std::fmt::Display for LockHolder {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum LockError {
     #[error(
         "{}: another run holds this checkpoint directory ({holder}); one run saves into a \

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 /// Everything writing or reading the step's artifacts can fail with, each
 /// naming the file, input or setting at fault.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Error {
     /// A file or directory that could not be read or written: the
     /// operating system's error, its kind kept.

@@ -140,7 +140,7 @@ pub fn changed_message(source_name: &str, changes: &[FieldChange], front_end: Fr
     )
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum RunIdentityError {
     /// The message names the CLI's flag; [`changed_message`] gives
     /// another front end's.

@@ -7,7 +7,7 @@ use hlatc_compiler::ElementType;
 use hlatc_models::layout::LayoutError;
 use hlatc_step::train_step::Role;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum StateError {
     /// The hints name the layout first: rank files of another division
     /// (PP read as DP, or the reverse) miss tensors as often as another

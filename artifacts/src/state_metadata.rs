@@ -38,7 +38,7 @@ pub struct StateMetadata {
     pub run_identity: Option<RunIdentity>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum StateMetadataError {
     #[error("{path}: holds rank {holds}'s state, not rank {expected}'s: the rank files were renamed or swapped")]
     WrongRank {

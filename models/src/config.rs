@@ -96,7 +96,7 @@ fn default_initializer_range() -> f64 {
 }
 
 /// Where a config is wrong: the field and the rule it breaks.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum ConfigError {
     #[error("{source_name}: {field}: {problem}")]
     Field {

@@ -158,7 +158,7 @@ impl std::hash::Hash for ImportedKernel {
 }
 
 /// Why a kernel file cannot be used.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum ImportedKernelError {
     #[error("{}: {source}", .path.display())]
     Io {

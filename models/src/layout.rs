@@ -11,7 +11,7 @@ use hlatc_compiler::Literal;
 use std::collections::BTreeMap;
 
 /// A tensor the layout needs that is missing or has the wrong shape.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum LayoutError {
     #[error("no tensor '{name}' (shape {dims:?})")]
     Missing { name: String, dims: Vec<i64> },

@@ -58,7 +58,7 @@ use hlatc_compiler::{formats::proto, verify, ArrayShape, Literal, Module, Shape,
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum RuntimeError {
     #[error("XLA CPU PJRT plugin not found (looked in {}); {}", .searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), plugin::FETCH_HINT)]
     PluginNotFound { searched: Vec<PathBuf> },

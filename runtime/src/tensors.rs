@@ -6,7 +6,7 @@ use safetensors::{tensor::TensorView, Dtype, SafeTensorError, SafeTensors};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum TensorFileError {
     /// The file could not be read or written (of `tensor`, where one was
     /// being read): the operating system's error, its kind kept.

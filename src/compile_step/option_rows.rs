@@ -383,15 +383,15 @@ compile_options! {
     }
     front_end {
         Out {
-            flag: "out", default: Unset, value: "DIR", takes: One,
+            flag: "out", name: "out", default: Unset, value: "DIR", takes: One,
             help: "Output directory (created if needed)",
         },
         Verify {
-            flag: "verify", default: Off, value: "", takes: Switch,
+            flag: "verify", name: "verify", default: Off, value: "", takes: Switch,
             help: "Check the bundle on XLA CPU after writing it",
         },
         PassReport {
-            flag: "pass-report", default: Off, value: "", takes: Switch,
+            flag: "pass-report", name: "pass_report", default: Off, value: "", takes: Switch,
             help: "Print what every pass did",
         },
     }

@@ -25,6 +25,9 @@ pub struct Spelling {
     /// The keyword of `hlatc.compile_step`; `None` for what only the CLI
     /// does (where to write, whether to verify and report).
     pub python: Option<&'static str>,
+    /// Its typed name, as its code and the library's messages name it:
+    /// the Python keyword, or the flag in snake case for the CLI's own.
+    pub name: &'static str,
     pub default: DefaultValue,
     /// The flag's value in `--help` (`T` of `--tp <T>`); empty for a
     /// switch.
@@ -84,7 +87,7 @@ macro_rules! compile_options {
         )*}
         front_end {$(
             $cli:ident {
-                flag: $cflag:expr, default: $cdefault:expr, value: $cvalue:expr,
+                flag: $cflag:expr, name: $cname:expr, default: $cdefault:expr, value: $cvalue:expr,
                 takes: $ctakes:ident, help: $chelp:expr $(,)?
             },
         )*}
@@ -104,6 +107,7 @@ macro_rules! compile_options {
             $(Spelling {
                 flag: $flag,
                 python: Some($python),
+                name: $python,
                 default: $default,
                 value_name: $value,
                 python_type: $py,
@@ -112,6 +116,7 @@ macro_rules! compile_options {
             $(Spelling {
                 flag: $cflag,
                 python: None,
+                name: $cname,
                 default: $cdefault,
                 value_name: $cvalue,
                 python_type: "",
@@ -189,11 +194,10 @@ impl CompileOption {
             .find(|o| o.spelling().flag == flag)
     }
 
-    /// As `hlatc.compile_step` spells it (`tp`); the flag without its
-    /// dashes for what only the CLI takes.
+    /// Its typed name: as `hlatc.compile_step` spells it (`tp`), and in
+    /// snake case for what only the CLI takes (`pass_report`).
     pub fn keyword(self) -> &'static str {
-        let s = self.spelling();
-        s.python.unwrap_or(s.flag)
+        self.spelling().name
     }
 
     /// Whether it is given as a switch, once, or once per value.

@@ -18,7 +18,7 @@ use hlatc_artifacts::checkpoint_lock::{DirLock, LockError, LockHolder};
 use hlatc_artifacts::run_identity::{FieldChange, RunIdentity, RunIdentityError, IDENTITY_FILE};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum RunCheckpointError {
     /// A complete checkpoint without the training state to go on from.
     #[error("checkpoint {checkpoint} has no {STATE_FILE}, so nothing to resume from")]

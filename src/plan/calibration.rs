@@ -45,6 +45,21 @@ pub const COLUMNS: [&str; 16] = [
     "source",
 ];
 
+/// The fields a measured run is refused by ([`PlanError::RunRefused`],
+/// its code `plan.run_refused.FIELD`): its columns, the FSDP degree a row
+/// cannot record, and the layout as a whole.
+pub const RUN_FIELDS: [&str; 18] = {
+    let mut fields = [""; 18];
+    let mut i = 0;
+    while i < COLUMNS.len() {
+        fields[i] = COLUMNS[i];
+        i += 1;
+    }
+    fields[16] = "fsdp";
+    fields[17] = "layout";
+    fields
+};
+
 /// How strongly the fit draws the parameters toward their priors.
 pub const RIDGE: f64 = 0.02;
 
@@ -739,7 +754,10 @@ impl MeasuredRun {
 /// checks (SP at TP 1, `remat=stage` without a pipeline, a global batch
 /// the replicas do not divide).
 fn check_appendable(run: &MeasuredRun) -> Result<(), PlanError> {
-    let refuse = |field: &'static str, message: String| PlanError::RunRefused { field, message };
+    let refuse = |field: &'static str, message: String| {
+        debug_assert!(RUN_FIELDS.contains(&field), "{field} is not in RUN_FIELDS");
+        PlanError::RunRefused { field, message }
+    };
     for (field, text) in [
         ("model", &run.model_label),
         ("sdk", &run.sdk),

@@ -35,7 +35,7 @@ pub use search::{
 
 /// An option of a plan, named by each front end its own way: `--nodes`
 /// on the command line, `nodes=` in Python.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumIter)]
 pub enum PlanOption {
     Nodes,
     GlobalBatch,
@@ -82,7 +82,7 @@ impl PlanOption {
 
 /// What planning can fail with, each naming the flag, row or divisor at
 /// fault.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum PlanError {
     /// An option's value the plan cannot take (printed as the CLI spells
     /// the option; Python spells it its own way).

@@ -9,7 +9,9 @@ use crate::train_step::{Role, TensorSpec};
 use hlatc_compiler::Literal;
 use std::collections::HashMap;
 
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames,
+)]
 pub enum BatchError {
     /// A batch input of another shape than the step's `[batch, seq]`.
     #[error("{input} is {got:?}, but the step takes [batch, seq] = {want:?} (compiled with batch_size {}, seq_len {})", want[0], want[1])]

@@ -224,7 +224,7 @@ pub fn softmax_as_run(
 
 /// A choice that cannot be made: a point asked for twice, or a kernel
 /// file that is wrong.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum KernelChoiceError {
     #[error(transparent)]
     Request(#[from] KernelRequestError),

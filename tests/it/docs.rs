@@ -330,3 +330,12 @@ fn the_moe_chapters_32_node_table_is_what_compile_prints() {
         assert!(said.contains("1 warning"), "{model}: {said}");
     }
 }
+
+#[test]
+fn the_error_code_list_is_every_code_the_errors_can_have() {
+    check_generated(
+        "cli.md",
+        "error-codes",
+        &hlatc::every_error_code::markdown_table(),
+    );
+}

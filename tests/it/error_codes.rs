@@ -58,3 +58,35 @@ fn camel_case_names_become_snake_case() {
     assert_eq!(snake_case("Io"), "io");
     assert_eq!(snake_case("RunCheckpoint"), "run_checkpoint");
 }
+
+#[test]
+fn every_code_is_a_path_of_snake_case_names_and_lists_the_walks_codes() {
+    let every = hlatc::every_error_code::every_code();
+    assert!(every.len() > 300, "{} codes", every.len());
+    for code in &every {
+        assert!(
+            code.split('.').all(|name| !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')),
+            "{code} is not a path of snake-case names"
+        );
+    }
+    // Codes the walk gives, through each kind of wrapper, are listed.
+    let pass_report = hlatc::compile_step::spellings::CompileOption::PassReport;
+    for code in [
+        "artifact.identity.unknown_field",
+        "not_written.runtime.pjrt",
+        "not_written.artifact.io",
+        "rank_inputs.tensors.io",
+        "plan.compile.artifact.step.parallel",
+        "plan.run_refused.fsdp",
+        "plan.option.kernels",
+        "kernel.imported.json",
+        "usage.conflict",
+        &format!("option.{}", pass_report.keyword()),
+    ] {
+        assert!(every.iter().any(|c| c == code), "{code} is not listed");
+    }
+    assert!(!every.iter().any(|c| c.starts_with("train.") || c == "chip"));
+}

@@ -145,12 +145,22 @@ pub fn assert_code(err: &str, want: &str) {
 }
 
 /// The code of the `error[CODE]: ..` line in `err`, a failed run's stderr.
+/// Asserts it is one `docs/src/cli.md` lists (`every_code`), or one of
+/// clap's (`cli.…`), so the list holds every code a test meets.
 #[track_caller]
 pub fn code_in(err: &str) -> &str {
-    err.lines()
+    let code = err
+        .lines()
         .find_map(|l| l.strip_prefix("error[")?.split_once("]: "))
         .map(|(code, _)| code)
-        .unwrap_or_else(|| panic!("no error[CODE] line in:\n{err}"))
+        .unwrap_or_else(|| panic!("no error[CODE] line in:\n{err}"));
+    static EVERY: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let every = EVERY.get_or_init(hlatc::every_error_code::every_code);
+    assert!(
+        code.starts_with("cli.") || every.iter().any(|c| c == code),
+        "{code} is not a code every_error_code lists:\n{err}"
+    );
+    code
 }
 
 /// Asserts two runs gave the same outputs bit for bit: types, dims and

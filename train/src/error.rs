@@ -12,7 +12,7 @@ use hlatc_step::train_step::StepError;
 
 /// Everything running the step can fail with, each naming the file, input
 /// or setting at fault.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum Error {
     /// Reading or writing the step's bundle, checkpoints or state files.
     #[error(transparent)]

@@ -22,6 +22,6 @@ pub mod run_error;
 mod run_stage;
 pub mod token_data;
 pub mod trainer;
-mod verify_failure;
+pub mod verify_failure;
 
 pub use error::Error;

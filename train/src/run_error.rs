@@ -6,7 +6,7 @@
 
 use hlatc_step::train_step::Role;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum RunError {
     #[error("the {program} does not return every piece of its state")]
     StateNotReturned { program: &'static str },

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// What `--verify` found wrong with the bundle it read back.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum VerifyFailure {
     #[error("{} does not decode to the compiled module", .path.display())]
     NotTheModule { path: PathBuf },

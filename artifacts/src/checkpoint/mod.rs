@@ -35,7 +35,7 @@ pub const STATE_FILE: &str = "state.safetensors";
 pub const LOADER_FILE: &str = "loader.json";
 pub const METRICS_FILE: &str = "metrics.csv";
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum CheckpointError {
     #[error("{}: {source}", path.display())]
     Io {

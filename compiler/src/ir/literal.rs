@@ -7,7 +7,7 @@ use crate::ir::shape::{f8_types, ArrayShape, ElementType};
 use half::{bf16, f16};
 use std::fmt;
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error, PartialEq, strum::IntoStaticStr, strum::VariantNames)]
 pub enum LiteralError {
     #[error("{ty}{dims:?} needs {expected} bytes, got {actual}")]
     ByteCount {

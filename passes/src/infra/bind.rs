@@ -6,7 +6,7 @@
 
 use hlatc_compiler::{Instruction, Literal, Module, Op, Shape};
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum BindError {
     #[error("no entry parameter named '{name}' (parameters: {known})")]
     UnknownParameter { name: String, known: String },

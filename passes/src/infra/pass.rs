@@ -27,7 +27,7 @@ pub trait Pass {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum PassError {
     #[error("unknown pass '{name}' (known passes: {known})")]
     UnknownPass { name: String, known: String },

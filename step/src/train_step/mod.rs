@@ -104,7 +104,7 @@ impl StepConfig {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum StepError {
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum LoaderError {
     #[error("{pattern}: matches no file")]
     NoMatch { pattern: String },
