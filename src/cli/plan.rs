@@ -267,8 +267,8 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
     }
     if !p.pruned.is_empty() {
         summary += &format!(
-            "; {} more not compiled, a remat twin deciding them (one with more remat does not \
-             fit, or one with less fits)",
+            "; {} more not compiled, a twin deciding them (one that holds less does not fit, \
+             or one with less remat fits)",
             p.pruned.len()
         );
     }

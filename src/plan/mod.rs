@@ -20,6 +20,7 @@ pub mod counts;
 pub mod evaluate;
 pub mod hardware;
 pub mod layout;
+pub mod lighter_twins;
 pub mod remat_ladder;
 pub mod reports;
 pub mod row_fault;

@@ -37,6 +37,9 @@ pub enum Pruned {
     MoreRematDoesNotFit { twin: String },
     /// Its twin with less remat (less compute) fits.
     LessRematFits { twin: String },
+    /// A twin that holds less by one choice (a smaller micro-batch,
+    /// sequence parallelism, ZeRO-1: `lighter_twins`) does not fit.
+    LighterTwinDoesNotFit { twin: String },
 }
 
 impl std::fmt::Display for Pruned {
@@ -46,6 +49,9 @@ impl std::fmt::Display for Pruned {
                 write!(f, "{twin} keeps less and does not fit")
             }
             Pruned::LessRematFits { twin } => write!(f, "{twin} recomputes less and fits"),
+            Pruned::LighterTwinDoesNotFit { twin } => {
+                write!(f, "{twin} holds less and does not fit")
+            }
         }
     }
 }

@@ -6,6 +6,7 @@ use super::cost::{features, Assumptions, Breakdown, CostParams};
 use super::evaluate::{evaluate, Evaluated, Fidelity};
 use super::hardware::Instance;
 use super::layout::{check_layout, Layout};
+use super::lighter_twins;
 use super::remat_ladder::{self, Pruned};
 use super::{PlanError, PlanOption};
 use crate::compile_step::ModelSource;
@@ -15,6 +16,7 @@ use hlatc_passes::RematPolicy;
 use hlatc_step::memory_plan::MemoryPlan;
 use hlatc_step::precision::Precision;
 use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -350,10 +352,16 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
             evaluate(&layouts, &mut candidates);
             Vec::new()
         }
-        false => remat_ladder::climb(layouts, |round| evaluate(round, &mut candidates))
-            .into_iter()
-            .map(|(l, why)| (l.to_string(), why))
-            .collect(),
+        false => {
+            let too_large = too_large.iter().map(|(l, _)| l.clone()).collect();
+            by_weight(
+                layouts,
+                too_large,
+                micro_batches(seq_len),
+                o.global_batch,
+                |round| evaluate(round, &mut candidates),
+            )
+        }
     };
     // A twin that fits (or would: a twin with less remat fits) leaves its
     // ring nothing to win; one over a core by more than the ring could
@@ -439,6 +447,62 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         params: o.params.named(),
         assumptions: o.assumptions,
     })
+}
+
+/// Evaluates `layouts` (none of them in `too_large`, whose names are over
+/// a core by their floor) lightest first, by their
+/// [`lighter_twins::weight`]: a layout whose lighter twin does not fit is
+/// left out, and so is each that its remat ladder decides
+/// ([`remat_ladder::climb`]). `evaluate` says of a round whether each
+/// fits. Returns the layouts left out, with why.
+fn by_weight(
+    layouts: Vec<Layout>,
+    too_large: HashSet<String>,
+    micro_batches: &[i64],
+    global_batch: i64,
+    mut evaluate: impl FnMut(&[Layout]) -> Vec<bool>,
+) -> Vec<(String, Pruned)> {
+    let mut does_not_fit = too_large;
+    let mut pruned = Vec::new();
+    let mut levels: BTreeMap<usize, Vec<Layout>> = BTreeMap::new();
+    for l in layouts {
+        levels
+            .entry(lighter_twins::weight(&l, micro_batches))
+            .or_default()
+            .push(l);
+    }
+    for (_, level) in levels {
+        let mut go = Vec::with_capacity(level.len());
+        for l in level {
+            let heavier = lighter_twins::lighter_twins(&l, micro_batches, global_batch)
+                .into_iter()
+                .map(|t| t.to_string())
+                .find(|t| does_not_fit.contains(t));
+            match heavier {
+                Some(twin) => {
+                    does_not_fit.insert(l.to_string());
+                    pruned.push((l.to_string(), Pruned::LighterTwinDoesNotFit { twin }));
+                }
+                None => go.push(l),
+            }
+        }
+        let climbed = remat_ladder::climb(go, |round| {
+            let fits = evaluate(round);
+            for (l, &fits) in round.iter().zip(&fits) {
+                if !fits {
+                    does_not_fit.insert(l.to_string());
+                }
+            }
+            fits
+        });
+        for (l, why) in climbed {
+            if matches!(why, Pruned::MoreRematDoesNotFit { .. }) {
+                does_not_fit.insert(l.to_string());
+            }
+            pruned.push((l.to_string(), why));
+        }
+    }
+    pruned
 }
 
 /// [`CapacityAdvice`] for a plan's ranked `candidates`, where the model is

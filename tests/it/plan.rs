@@ -987,11 +987,12 @@ fn a_mixture_of_experts_is_planned_over_expert_parallelism() {
     assert!(!printed.contains("shard it (--tp"), "{printed}");
 }
 
-/// The remat ladders leave out only what their twins decide. Against the
-/// same search compiled whole: a layout left out because its twin with
-/// more remat does not fit does not fit either, and needs at least as
-/// much memory; one left out because its twin with less remat fits is no
-/// faster than that twin; and the best layout is the same.
+/// The remat ladders and the lighter twins leave out only what their twins
+/// decide. Against the same search compiled whole: a layout left out
+/// because its twin with more remat, or a twin that holds less (a smaller
+/// micro-batch, SP, ZeRO-1), does not fit does not fit either, and needs
+/// at least as much memory; one left out because its twin with less remat
+/// fits is no faster than that twin; and the best layout is the same.
 #[test]
 fn remat_ladders_leave_out_only_what_their_twins_decide() {
     if crate::support::skip_slow_tests() {
@@ -1009,7 +1010,7 @@ fn remat_ladders_leave_out_only_what_their_twins_decide() {
             cfg: Box::new(cfg),
             name: "hlat-7b-8-layers".into(),
         },
-        precision: Some(Precision::Bf16Master),
+        precision: None,
         seq_len: Some(2048),
         nodes: 1,
         global_batch: 16,
@@ -1033,10 +1034,16 @@ fn remat_ladders_leave_out_only_what_their_twins_decide() {
         .iter()
         .map(|c| (c.layout.as_str(), c))
         .collect();
-    let (mut larger, mut slower) = (0, 0);
+    let (mut larger, mut slower, mut heavier) = (0, 0, 0);
     for (layout, why) in &laddered.pruned {
         let c = of[layout.as_str()];
         match why {
+            Pruned::LighterTwinDoesNotFit { twin } => {
+                let t = of[twin.as_str()];
+                assert!(!t.fits && !c.fits, "{layout}: {why}");
+                assert!(c.memory_per_rank >= t.memory_per_rank, "{layout}: {why}");
+                heavier += 1;
+            }
             Pruned::MoreRematDoesNotFit { twin } => {
                 let t = of[twin.as_str()];
                 assert!(!t.fits && !c.fits, "{layout}: {why}");
@@ -1057,7 +1064,10 @@ fn remat_ladders_leave_out_only_what_their_twins_decide() {
             }
         }
     }
-    assert!(larger > 0 && slower > 0, "{larger} larger, {slower} slower");
+    assert!(
+        larger > 0 && slower > 0 && heavier > 0,
+        "{larger} larger, {slower} slower, {heavier} heavier"
+    );
     let best = |p: &hlatc::plan::Plan| p.best().map(|c| c.layout.clone());
     assert_eq!(best(&laddered), best(&whole));
 }
