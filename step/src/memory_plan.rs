@@ -78,9 +78,13 @@ impl MemoryPlan {
         let gathered_weights = gathered.alive;
         let gradients = if gathered.whole > 0 {
             // FSDP: the backward makes every weight's whole gradient (in
-            // the weight's type), reduce-scattered in buckets that span
-            // layers, beside the rank's shard of their sum.
-            gathered.whole + summed * sum_type_bytes
+            // the weight's type) beside the rank's shard of their sum. Kept
+            // to the backward, the weights' gradients are reduce-scattered
+            // in buckets that span units, so all are whole at once;
+            // resharded, unit by unit as the backward leaves each, so the
+            // largest unit's are (the gathered weights alive are that
+            // unit's, in the same type).
+            gathered.alive + summed * sum_type_bytes
         } else if summed > 0 && summed < made {
             bytes(Role::Parameter) + summed * sum_type_bytes
         } else {

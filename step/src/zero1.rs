@@ -299,7 +299,8 @@ impl Zero1 {
 
     /// Every tensor's shard of its sum over the replicas that divide it, in
     /// buckets: each tensor as a `[dp, k]` block, a bucket's blocks side by
-    /// side, one reduce-scatter of dimension 0 each.
+    /// side, one reduce-scatter of dimension 0 each; within each unit when
+    /// FSDP reshards, as the gathers are.
     fn reduce_scatter(
         &self,
         b: &mut Builder,
@@ -314,7 +315,12 @@ impl Zero1 {
                 blocks.push((self.blocked(b, xs[i], k, dv)?, k));
             }
             let sizes: Vec<i64> = blocks.iter().map(|&(_, k)| k * dv.dp).collect();
-            for run in bucket_runs(&sizes) {
+            // Resharded, a unit's gradients are summed in buckets of their
+            // own, as the backward leaves the unit, so the rest of the
+            // model's gradients need not be whole beside them.
+            let units: Vec<GatherUnit> =
+                indices.iter().map(|&i| GatherUnit::of(&specs[i])).collect();
+            for run in unit_runs(&sizes, &units, self.par.reshards()) {
                 let parts: Vec<InstrId> = run.iter().map(|&r| blocks[r].0).collect();
                 let packed = match parts.as_slice() {
                     [one] => *one,

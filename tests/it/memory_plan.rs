@@ -269,7 +269,8 @@ fn an_fsdp_ranks_plan_follows_what_xla_cpu_reserves() {
 #[test]
 fn a_resharded_fsdp_ranks_plan_follows_what_xla_cpu_reserves() {
     let rt = calibrated_runtime();
-    let model = ModelConfig::small();
+    let mut model = ModelConfig::small();
+    model.num_hidden_layers = 8;
     let fsdp = |reshard| Parallelism {
         dp: 2,
         fsdp: 2,
@@ -280,6 +281,7 @@ fn a_resharded_fsdp_ranks_plan_follows_what_xla_cpu_reserves() {
         planned_and_compiled_on(&rt, &model, 512, RematPolicy::None, fsdp(Reshard::Never));
     let (plan, temp) =
         planned_and_compiled_on(&rt, &model, 512, RematPolicy::None, fsdp(Reshard::Always));
+    println!("EXPERIMENT kept {kept_temp} always {temp} plan {plan} kept plan {kept}");
     assert_within_five_percent("FSDP 2 resharded, none", &plan, temp);
     assert!(temp < kept_temp, "{temp} against {kept_temp}");
     // A decoder layer of the small model, f32: its norms, q/k/v, o, and
@@ -288,10 +290,13 @@ fn a_resharded_fsdp_ranks_plan_follows_what_xla_cpu_reserves() {
     let layer = 4 * (2 * h + h * (h + 2 * kv) + h * h + 3 * h * i) as u64;
     assert_eq!(plan.gathered_weights, layer);
     assert!(kept.gathered_weights > 3 * layer);
+    // The gradients are reduce-scattered unit by unit too: one unit's are
+    // whole at a time, beside the shards of their sums.
     assert_eq!(
-        (plan.gradients, plan.activations),
-        (kept.gradients, kept.activations)
+        plan.gradients,
+        layer + (kept.gradients - kept.gathered_weights)
     );
+    assert_eq!(plan.activations, kept.activations);
 }
 
 /// One rank of the small model under CP 2 (head-tail), seq 512: the
