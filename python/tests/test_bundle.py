@@ -92,21 +92,26 @@ def test_an_accumulation_bundle_of_the_old_spelling_still_opens(tmp_path):
     assert len(bundle.inputs("micro_step")) == len(step.micro_step.inputs)
     manifest["programs"][0]["name"] = "macro step"
     top.write_text(json.dumps(manifest))
+    # no code to match: a bundle reader's FileError has code None.
     with pytest.raises(hlatc.FileError, match="unknown program 'macro step'") as e:
         hlatc.Bundle(tmp_path / "b")
     assert "micro_step" in str(e.value) and e.value.path == str(top)
 
 
 def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
+    # no code to match: a bundle reader's FileError has code None, and
+    # three of these name the same path, so the sentence tells the case.
     with pytest.raises(hlatc.FileError, match="no such bundle directory") as e:
         hlatc.Bundle(tmp_path / "missing")
     assert e.value.path == str(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(hlatc.FileError, match="manifest.json: missing, so .* is not a bundle"):
+    with pytest.raises(hlatc.FileError, match="manifest.json: missing, so .* is not a bundle") as e:
         hlatc.Bundle(tmp_path / "empty")
+    assert e.value.path == str(tmp_path / "empty" / "manifest.json")
     (tmp_path / "empty" / "manifest.json").write_text('{"format": "other/1"}')
-    with pytest.raises(hlatc.FileError, match="format 'other/1', but this hlatc reads"):
+    with pytest.raises(hlatc.FileError, match="format 'other/1', but this hlatc reads") as e:
         hlatc.Bundle(tmp_path / "empty")
+    assert e.value.path == str(tmp_path / "empty" / "manifest.json")
     # A later format is named, with those this hlatc reads; not "no 'inputs'
     # list", as it once said.
     (tmp_path / "empty" / "manifest.json").write_text('{"format": "hlatc-bundle/9"}')
@@ -116,8 +121,9 @@ def test_what_is_not_a_bundle_is_refused_by_name(tmp_path):
     assert all(repr(f) in str(e.value) for f in _hlatc.BUNDLE_FORMATS)
     (tmp_path / "empty" / "manifest.json").write_text(
         '{"format": "hlatc-bundle/1", "inputs": [{"layers": [0, 2]}], "outputs": []}')
-    with pytest.raises(hlatc.FileError, match="an entry of 'inputs' hlatc cannot read"):
+    with pytest.raises(hlatc.FileError, match="an entry of 'inputs' hlatc cannot read") as e:
         hlatc.Bundle(tmp_path / "empty")
+    assert e.value.path == str(tmp_path / "empty" / "manifest.json")
 
 
 def test_trn2_and_trn3_bundles_name_their_chip_and_a_cpu_one_refuses_a_chip(tmp_path):
@@ -145,8 +151,9 @@ def test_trn2_and_trn3_bundles_name_their_chip_and_a_cpu_one_refuses_a_chip(tmp_
     with pytest.raises(hlatc.UsageError) as e:
         hlatc.compile_step(model="tiny", target="cpu", chip="trn2")
     assert (e.value.argument, e.value.category) == ("chip", "conflict")
-    with pytest.raises(hlatc.UsageError, match=r"unknown chip 'trn4' \(known: trn1, trn2, trn3\)") as e:
+    with pytest.raises(hlatc.UsageError) as e:
         hlatc.compile_step(model="tiny", chip="trn4")  # type: ignore[arg-type]
+    assert e.value.code == "usage.out_of_range"
     assert (e.value.argument, e.value.category) == ("chip", "out_of_range")
 
 

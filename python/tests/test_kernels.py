@@ -54,6 +54,8 @@ def test_a_request_that_does_not_apply_falls_back_with_a_warning():
     ],
 )
 def test_bad_requests_raise_config_error(kernels, says):
+    # no code to match: a kernel request's ConfigError has code None and no
+    # key, so the sentence tells the case.
     with pytest.raises(hlatc.ConfigError, match=says):
         hlatc.compile_step(model="tiny", target="cpu", kernels=kernels)
 

@@ -121,6 +121,8 @@ def test_a_taken_port_is_refused_before_any_process_starts(tmp_path, monkeypatch
         monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", f"127.0.0.1:{port}")
         monkeypatch.setenv("HLATC_NUM_PROCESSES", "2")
         monkeypatch.setenv("HLATC_PROCESS_ID", "0")
+        # no code to match: this UsageError has code None and no argument;
+        # and the message is the point: only it names the port.
         with pytest.raises(hlatc.UsageError, match=f"port {port}, which is taken") as e:
             hlatc.jax.initialize()
         assert e.value.category == "conflict"
