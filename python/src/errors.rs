@@ -544,6 +544,12 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
             L::Setting { setting, .. } => vec![("setting", obj(py, *setting))],
             L::NoSources | L::Position { .. } | L::WorkerGone => Vec::new(),
         };
+        // The CLI's code for it (`loader.needs_tokenizer`), wherever the
+        // loader raised it: `to_py` is not on every path that reaches here.
+        let case: &'static str = e.into();
+        let code = format!("loader.{}", hlatc::error_code::snake_case(case));
+        let mut fields = fields;
+        fields.push(("code", obj(py, code)));
         DATA.with(message, &fields)
     })
 }
