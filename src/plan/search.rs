@@ -474,11 +474,11 @@ fn by_weight(
     for (_, level) in levels {
         let mut go = Vec::with_capacity(level.len());
         for l in level {
-            let heavier = lighter_twins::lighter_twins(&l, micro_batches, global_batch)
+            let unfit_twin = lighter_twins::lighter_twins(&l, micro_batches, global_batch)
                 .into_iter()
                 .map(|t| t.to_string())
                 .find(|t| does_not_fit.contains(t));
-            match heavier {
+            match unfit_twin {
                 Some(twin) => {
                     does_not_fit.insert(l.to_string());
                     pruned.push((l.to_string(), Pruned::LighterTwinDoesNotFit { twin }));
