@@ -10,8 +10,9 @@
 //! ends in its [`UsageKind`](crate::usage::UsageKind) and an option's
 //! refusal in the option's typed name (its Python keyword).
 //!
-//! [`every_code`] lists every code the walk can give, from the same
-//! names: `docs/src/error-codes.md` is that list, checked against it.
+//! [`every_code`](crate::every_error_code::every_code) lists every code
+//! the walk can give, from the same names: `docs/src/cli.md` shows that
+//! list, checked against it.
 
 use crate::Error;
 use std::fmt;
@@ -33,7 +34,8 @@ impl ErrorCode {
 
     /// The variant `e` is, by its name (each error enum the code descends
     /// into derives `strum::IntoStaticStr` and `strum::VariantNames`, so
-    /// [`every_code`] lists the same names).
+    /// [`every_code`](crate::every_error_code::every_code) lists the same
+    /// names).
     fn variant<T>(&mut self, e: &T) -> &mut Self
     where
         for<'a> &'a T: Into<&'static str>,

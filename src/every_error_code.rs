@@ -1,7 +1,7 @@
 //! Every code an error of hlatc's can have ([`every_code`]): the walk of
 //! `error_code` written as a list, from the same case names (each enum's
-//! `strum::VariantNames`), so that `docs/src/error-codes.md` lists every
-//! code and a renamed variant is a visible change there.
+//! `strum::VariantNames`), so that `docs/src/cli.md` lists every code and
+//! a renamed variant is a visible change there.
 //!
 //! The two are kept together by their tests: every code a test sees is
 //! checked to be in this list, and the docs' list is this one.

@@ -224,7 +224,7 @@ pub struct Plan {
     candidates: Vec<Py<Candidate>>,
     /// Layouts not compiled: their state alone is over a core's memory.
     too_large: Vec<String>,
-    /// Layouts not compiled because a remat twin decides them, with why.
+    /// Layouts not compiled because a twin decides them (by memory or remat), with why.
     pruned: Vec<(String, String)>,
     /// Layouts hlatc could not compile, with why.
     refused: Vec<(String, String)>,

@@ -2,7 +2,7 @@
 //! twins, which differ from it in one choice that holds less, so that a
 //! layout whose lighter twin does not fit a core is left uncompiled.
 //!
-//! Three choices order two twins' memory, whatever else the layouts are
+//! Four choices order two twins' memory, whatever else the layouts are
 //! (`tests/it/plan.rs` holds the order against a search compiled whole,
 //! and it held on each of the 930 micro-batch pairs, 215 SP pairs, 194
 //! ZeRO-1 pairs and 928 precision pairs of HLAT-70B's search on 32 trn1

@@ -38,7 +38,8 @@ pub enum Pruned {
     /// Its twin with less remat (less compute) fits.
     LessRematFits { twin: String },
     /// A twin that holds less by one choice (a smaller micro-batch,
-    /// sequence parallelism, ZeRO-1: `lighter_twins`) does not fit.
+    /// sequence parallelism, ZeRO-1, `bf16-pure`: `lighter_twins`) does
+    /// not fit.
     LighterTwinDoesNotFit { twin: String },
 }
 

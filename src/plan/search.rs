@@ -178,8 +178,9 @@ pub struct Plan {
     /// Layouts not compiled because their state alone cannot fit a core
     /// ([`state_floor`]), with that floor in bytes.
     pub too_large: Vec<(String, u64)>,
-    /// Layouts not compiled because a remat twin decides them
-    /// ([`remat_ladder`]): one with more remat does not fit, or one with
+    /// Layouts not compiled because a twin decides them: one that holds
+    /// less does not fit ([`lighter_twins`]), or on a remat ladder
+    /// ([`remat_ladder`]) one with more remat does not fit, or one with
     /// less fits.
     pub pruned: Vec<(String, Pruned)>,
     /// For a dropless mixture of experts, the plan searched again under
