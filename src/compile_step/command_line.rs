@@ -18,7 +18,7 @@ impl CompileOptions {
     pub fn set(&mut self, option: CompileOption, word: Option<&str>) -> Result<(), OptionError> {
         option
             .read(self, word)
-            .map_err(|problem| OptionError::new(option, word.unwrap_or_default(), problem))
+            .map_err(|e| OptionError::new(option, word.unwrap_or_default(), e.to_string()))
     }
 
     /// The options set to other than their defaults, in the order of

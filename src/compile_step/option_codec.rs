@@ -25,6 +25,33 @@ pub enum Unspellable {
     Model(String),
 }
 
+/// Why a word is not a value of its option. Each names the word, never
+/// the option, which the caller names as its front end spells it
+/// ([`super::OptionError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum WordError {
+    /// Not a number of the kind the option takes.
+    #[error("'{word}' is not {what}")]
+    NotA { word: String, what: &'static str },
+    /// Not a name of the option's fixed set.
+    #[error("unknown {noun} '{word}' (known: {})", known.join(", "))]
+    UnknownName {
+        noun: &'static str,
+        word: String,
+        known: Vec<&'static str>,
+    },
+    /// A kernel request that does not read.
+    #[error(transparent)]
+    Kernel(#[from] hlatc_models::kernels::KernelRequestError),
+    /// A device memory size that does not read.
+    #[error(transparent)]
+    Size(#[from] hlatc_step::memory_plan::SizeError),
+    /// An option only a front end takes (`--out`), which no field of the
+    /// step's options holds.
+    #[error("is not an option of the step")]
+    FrontEndOnly,
+}
+
 /// How an option is given on a command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Takes {
@@ -64,7 +91,7 @@ pub trait Codec<T> {
     const TAKES: Takes;
     const PY: PyValue;
     /// One occurrence into `slot`: its word, `None` for a switch.
-    fn read(slot: &mut T, word: Option<&str>) -> Result<(), String>;
+    fn read(slot: &mut T, word: Option<&str>) -> Result<(), WordError>;
     /// The occurrences that give `value` (`None` for a switch), none
     /// where it is `default`.
     fn write(value: &T, default: &T) -> Result<Vec<Option<String>>, Unspellable>;
@@ -91,11 +118,12 @@ impl Word for f64 {
     const PY: PyValue = PyValue::Float;
 }
 
-fn parse<T: Word>(word: Option<&str>) -> Result<T, String> {
+fn parse<T: Word>(word: Option<&str>) -> Result<T, WordError> {
     let w = word.unwrap_or_default();
-    w.trim()
-        .parse()
-        .map_err(|_| format!("'{w}' is not {}", T::WHAT))
+    w.trim().parse().map_err(|_| WordError::NotA {
+        word: w.to_string(),
+        what: T::WHAT,
+    })
 }
 
 /// A name of a fixed set, spelled as hlatc spells it everywhere.
@@ -154,13 +182,11 @@ impl Named for RoundingPolicy {
 
 /// A name of `T`'s set, or the refusal naming the set: what every command
 /// that reads one prints (`unknown remat policy 'x' (known: ...)`).
-pub fn parse_name<T: Named>(w: &str) -> Result<T, String> {
-    T::named(w).ok_or_else(|| {
-        format!(
-            "unknown {} '{w}' (known: {})",
-            T::NOUN,
-            T::names().join(", ")
-        )
+pub fn parse_name<T: Named>(w: &str) -> Result<T, WordError> {
+    T::named(w).ok_or_else(|| WordError::UnknownName {
+        noun: T::NOUN,
+        word: w.to_string(),
+        known: T::names(),
     })
 }
 
@@ -170,7 +196,7 @@ pub struct Switch;
 impl Codec<bool> for Switch {
     const TAKES: Takes = Takes::Switch;
     const PY: PyValue = PyValue::Bool;
-    fn read(slot: &mut bool, _: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut bool, _: Option<&str>) -> Result<(), WordError> {
         *slot = true;
         Ok(())
     }
@@ -185,7 +211,7 @@ pub struct Plain;
 impl<T: Word> Codec<T> for Plain {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = T::PY;
-    fn read(slot: &mut T, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut T, word: Option<&str>) -> Result<(), WordError> {
         *slot = parse(word)?;
         Ok(())
     }
@@ -200,7 +226,7 @@ pub struct Maybe;
 impl<T: Word> Codec<Option<T>> for Maybe {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = T::PY;
-    fn read(slot: &mut Option<T>, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut Option<T>, word: Option<&str>) -> Result<(), WordError> {
         *slot = Some(parse(word)?);
         Ok(())
     }
@@ -215,7 +241,7 @@ pub struct Choice;
 impl<T: Named + PartialEq> Codec<T> for Choice {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::Name;
-    fn read(slot: &mut T, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut T, word: Option<&str>) -> Result<(), WordError> {
         *slot = parse_name(word.unwrap_or_default())?;
         Ok(())
     }
@@ -233,7 +259,7 @@ pub struct MaybeChoice;
 impl<T: Named> Codec<Option<T>> for MaybeChoice {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::Name;
-    fn read(slot: &mut Option<T>, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut Option<T>, word: Option<&str>) -> Result<(), WordError> {
         *slot = Some(parse_name(word.unwrap_or_default())?);
         Ok(())
     }
@@ -251,7 +277,7 @@ pub struct EachName;
 impl Codec<Vec<String>> for EachName {
     const TAKES: Takes = Takes::Repeated;
     const PY: PyValue = PyValue::Names;
-    fn read(slot: &mut Vec<String>, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut Vec<String>, word: Option<&str>) -> Result<(), WordError> {
         slot.push(word.unwrap_or_default().to_string());
         Ok(())
     }
@@ -267,7 +293,7 @@ pub struct CommaNames;
 impl Codec<Option<Vec<String>>> for CommaNames {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::CommaList;
-    fn read(slot: &mut Option<Vec<String>>, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut Option<Vec<String>>, word: Option<&str>) -> Result<(), WordError> {
         let names = word.unwrap_or_default().split(',').map(String::from);
         slot.get_or_insert_with(Vec::new).extend(names);
         Ok(())
@@ -286,9 +312,8 @@ pub struct Kernels;
 impl Codec<Vec<KernelRequest>> for Kernels {
     const TAKES: Takes = Takes::Repeated;
     const PY: PyValue = PyValue::Pairs;
-    fn read(slot: &mut Vec<KernelRequest>, word: Option<&str>) -> Result<(), String> {
-        let request = KernelRequest::parse(word.unwrap_or_default()).map_err(|e| e.to_string())?;
-        slot.push(request);
+    fn read(slot: &mut Vec<KernelRequest>, word: Option<&str>) -> Result<(), WordError> {
+        slot.push(KernelRequest::parse(word.unwrap_or_default())?);
         Ok(())
     }
     fn write(
@@ -305,11 +330,8 @@ pub struct Memory;
 impl Codec<DeviceMemory> for Memory {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::IntOrWord;
-    fn read(slot: &mut DeviceMemory, word: Option<&str>) -> Result<(), String> {
-        *slot = word
-            .unwrap_or_default()
-            .parse()
-            .map_err(|e: hlatc_step::memory_plan::SizeError| e.to_string())?;
+    fn read(slot: &mut DeviceMemory, word: Option<&str>) -> Result<(), WordError> {
+        *slot = word.unwrap_or_default().parse()?;
         Ok(())
     }
     fn write(value: &DeviceMemory, _: &DeviceMemory) -> Result<Vec<Option<String>>, Unspellable> {
@@ -328,11 +350,14 @@ pub struct Preset;
 impl Codec<ModelSource> for Preset {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::Name;
-    fn read(slot: &mut ModelSource, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut ModelSource, word: Option<&str>) -> Result<(), WordError> {
         let w = word.unwrap_or_default();
         if !hlatc_models::PRESETS.contains(&w) {
-            let known = hlatc_models::PRESETS.join(", ");
-            return Err(format!("unknown model '{w}' (known: {known})"));
+            return Err(WordError::UnknownName {
+                noun: "model",
+                word: w.to_string(),
+                known: hlatc_models::PRESETS.to_vec(),
+            });
         }
         *slot = ModelSource::Preset(w.to_string());
         Ok(())
@@ -357,7 +382,7 @@ pub struct ConfigPath;
 impl Codec<ModelSource> for ConfigPath {
     const TAKES: Takes = Takes::One;
     const PY: PyValue = PyValue::Config;
-    fn read(slot: &mut ModelSource, word: Option<&str>) -> Result<(), String> {
+    fn read(slot: &mut ModelSource, word: Option<&str>) -> Result<(), WordError> {
         *slot = ModelSource::ConfigFile(PathBuf::from(word.unwrap_or_default()));
         Ok(())
     }

@@ -13,7 +13,7 @@
 
 use super::option_codec::{
     Choice, Codec, CommaNames, ConfigPath, EachName, Kernels, Maybe, MaybeChoice, Memory, Plain,
-    Preset, PyValue, Switch, Takes, Unspellable,
+    Preset, PyValue, Switch, Takes, Unspellable, WordError,
 };
 use super::CompileOptions;
 
@@ -151,10 +151,10 @@ macro_rules! compile_options {
             /// is wrong with it. A repeated option adds to what is there;
             /// any other replaces it. The CLI's own options (`--out`) are
             /// no field there.
-            pub(super) fn read(self, options: &mut CompileOptions, word: Option<&str>) -> Result<(), String> {
+            pub(super) fn read(self, options: &mut CompileOptions, word: Option<&str>) -> Result<(), WordError> {
                 match self {
                     $(CompileOption::$option => <$codec as Codec<_>>::read(&mut options.$($field).+, word),)*
-                    _ => Err("is not an option of the step".to_string()),
+                    _ => Err(WordError::FrontEndOnly),
                 }
             }
 

@@ -145,36 +145,57 @@ impl Layout {
                 "cp" => l.parallel.cp = number(value)?,
                 "cp_balance" => {
                     let names = CpBalance::ALL.map(CpBalance::name);
-                    l.parallel.cp_balance =
-                        named(key, value, "the orders", &names, CpBalance::from_name)
-                            .map_err(bad)?;
+                    l.parallel.cp_balance = named(
+                        (key, value),
+                        "the orders",
+                        &names,
+                        CpBalance::from_name,
+                        bad,
+                    )?;
                 }
                 "cp_exchange" => {
                     let names = CpExchange::ALL.map(CpExchange::name);
-                    l.parallel.cp_exchange =
-                        named(key, value, "the forms", &names, CpExchange::from_name)
-                            .map_err(bad)?;
+                    l.parallel.cp_exchange = named(
+                        (key, value),
+                        "the forms",
+                        &names,
+                        CpExchange::from_name,
+                        bad,
+                    )?;
                 }
                 "ep_exchange" => {
                     let names = EpExchange::ALL.map(EpExchange::name);
-                    l.parallel.ep_exchange =
-                        named(key, value, "the forms", &names, EpExchange::from_name)
-                            .map_err(bad)?;
+                    l.parallel.ep_exchange = named(
+                        (key, value),
+                        "the forms",
+                        &names,
+                        EpExchange::from_name,
+                        bad,
+                    )?;
                 }
                 "sp" | "sequence_parallel" => l.parallel.sequence_parallel = flag(value)?,
                 "zero1" => l.parallel.zero1 = flag(value)?,
                 "fsdp" => l.parallel.fsdp = number(value)?,
                 "reshard" => {
                     let names = Reshard::ALL.map(Reshard::name);
-                    l.parallel.reshard =
-                        named(key, value, "the policies", &names, Reshard::from_name)
-                            .map_err(bad)?;
+                    l.parallel.reshard = named(
+                        (key, value),
+                        "the policies",
+                        &names,
+                        Reshard::from_name,
+                        bad,
+                    )?;
                 }
                 "micro_batch" | "mb" => l.micro_batch = number(value)?,
                 "remat" => {
                     let names = RematPolicy::ALL.map(RematPolicy::name);
-                    l.remat = named(key, value, "known policies", &names, RematPolicy::from_name)
-                        .map_err(bad)?;
+                    l.remat = named(
+                        (key, value),
+                        "known policies",
+                        &names,
+                        RematPolicy::from_name,
+                        bad,
+                    )?;
                 }
                 "precision" => {
                     let v = value.unwrap_or_default();
@@ -454,14 +475,14 @@ pub fn check_layout(
 }
 
 /// The value of `key=v` read by `from_name`: a word among `names`, which
-/// `what` says what they are.
+/// `what` says what they are; `bad` makes the refusal of the spec.
 fn named<T>(
-    key: &str,
-    v: Option<&str>,
+    (key, v): (&str, Option<&str>),
     what: &str,
     names: &[&str],
     from_name: impl Fn(&str) -> Option<T>,
-) -> Result<T, String> {
+    bad: impl Fn(String) -> PlanError,
+) -> Result<T, PlanError> {
     let v = v.unwrap_or_default();
-    from_name(v).ok_or_else(|| format!("{key}={v}: {what} are {}", names.join(", ")))
+    from_name(v).ok_or_else(|| bad(format!("{key}={v}: {what} are {}", names.join(", "))))
 }
