@@ -243,7 +243,8 @@ compile_options! {
                 and gathered again in the backward unit by unit (the embedding, each decoder \
                 layer, the final norm with the LM head) as it reaches them, behind remat's barrier: \
                 one unit alive at a time, for a second gather of every weight (torchtitan's policy \
-                without PP). Not with --pp. See docs/src/sharding.md",
+                without PP); not with --pp. `unless-pp`: torchtitan's `default` policy, `always` \
+                without --pp and `never` with it. See docs/src/sharding.md",
         },
         LrMax = optimizer.lr_max, Maybe {
             flag: "lr-max", python: "lr_max", default: Unset, value: "LR",

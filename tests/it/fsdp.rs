@@ -325,6 +325,44 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
         ..fsdp(1, 2, false)
     };
     assert_eq!(refused(staged), E::ReshardWithStages { reshard, pp: 2 });
+    let reshard = Reshard::UnlessPp;
+    let unsharded = Parallelism {
+        reshard,
+        ..Parallelism::SINGLE
+    };
+    assert_eq!(refused(unsharded), E::ReshardWithoutFsdp { reshard });
+}
+
+/// `--reshard unless-pp`, torchtitan's `default` policy, builds the
+/// programs `always` builds without PP and `never`'s with it, byte for
+/// byte; `always` and `never` differ.
+#[test]
+fn unless_pp_reshards_as_torchtitans_default_does() {
+    use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
+    let programs = |pp: i64, reshard: Reshard| -> Vec<Vec<u8>> {
+        let o = CompileOptions {
+            model: ModelSource::Preset("tiny".into()),
+            target: hlatc::passes::Target::Cpu,
+            parallel: Parallelism {
+                pp,
+                reshard,
+                ..fsdp(1, 2, false)
+            },
+            grad_accum: pp,
+            batch_size: Some(4),
+            ..CompileOptions::default()
+        };
+        let c = compile_step(&o).unwrap_or_else(|e| panic!("pp {pp}, {reshard}: {e}"));
+        let programs = c.programs();
+        assert_eq!(programs.len(), if pp > 1 { 4 } else { 1 });
+        (programs.iter())
+            .map(|(_, s)| hlatc::proto::encode_module(&s.module))
+            .collect()
+    };
+    let always = programs(1, Reshard::Always);
+    assert_eq!(programs(1, Reshard::UnlessPp), always);
+    assert_ne!(programs(1, Reshard::Never), always);
+    assert_eq!(programs(2, Reshard::UnlessPp), programs(2, Reshard::Never));
 }
 
 /// TorchTitan Neuron's `qwen3_8b_tp4_fsdp16_sac`: Qwen3-8B (its published

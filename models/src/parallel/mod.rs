@@ -329,7 +329,7 @@ pub enum ParallelError {
     ExchangeWithoutCp { exchange: CpExchange },
     #[error("--reshard {reshard} needs --fsdp above 1 (without FSDP every rank keeps its weights whole)")]
     ReshardWithoutFsdp { reshard: Reshard },
-    #[error("--reshard {reshard} with --pp {pp}: a pipeline's tick programs gather each stage's weights every tick and keep them to the backward slot (torchtitan does not reshard under PP either); leave --reshard out")]
+    #[error("--reshard {reshard} with --pp {pp}: a pipeline's tick programs gather each stage's weights every tick and keep them to the backward slot (torchtitan does not reshard under PP either); leave --reshard out, or give --reshard unless-pp")]
     ReshardWithStages { reshard: Reshard, pp: i64 },
     #[error("--ep {ep} does not divide the {replicas} replicas of --dp {dp} x --cp {cp}: the experts are divided over EP ranks within them (use an --ep that divides {replicas})")]
     EpIndivisibleReplicas {
@@ -404,7 +404,7 @@ impl Parallelism {
     /// Whether FSDP frees the gathered weights after the forward and
     /// gathers them again, unit by unit, in the backward.
     pub fn reshards(&self) -> bool {
-        self.shards_weights() && self.reshard == Reshard::Always
+        self.shards_weights() && self.reshard.frees_after_forward(self.pp)
     }
 
     /// How many shard groups of FSDP replicate one another (HSDP above 1).
@@ -833,7 +833,7 @@ impl Parallelism {
         if !reshard.is_default() && fsdp == 1 {
             return Err(ParallelError::ReshardWithoutFsdp { reshard });
         }
-        if !reshard.is_default() && self.pp > 1 {
+        if reshard == Reshard::Always && self.pp > 1 {
             return Err(ParallelError::ReshardWithStages {
                 reshard,
                 pp: self.pp,

@@ -20,16 +20,31 @@ pub enum Reshard {
     /// a second gather of every weight (torchtitan's policy without
     /// pipeline parallelism).
     Always,
+    /// torchtitan's `default` policy: [`Reshard::Always`] without
+    /// pipeline parallelism and [`Reshard::Never`] with it, where each
+    /// stage's tick programs keep the stage's weights to the backward slot.
+    UnlessPp,
 }
 
 impl Reshard {
-    pub const ALL: [Reshard; 2] = [Reshard::Never, Reshard::Always];
+    pub const ALL: [Reshard; 3] = [Reshard::Never, Reshard::Always, Reshard::UnlessPp];
 
     /// The word `--reshard` takes and a manifest writes.
     pub const fn name(self) -> &'static str {
         match self {
             Reshard::Never => "never",
             Reshard::Always => "always",
+            Reshard::UnlessPp => "unless-pp",
+        }
+    }
+
+    /// Whether the weights are freed after the forward and gathered again
+    /// in the backward, on a step of `pp` stages.
+    pub const fn frees_after_forward(self, pp: i64) -> bool {
+        match self {
+            Reshard::Never => false,
+            Reshard::Always => true,
+            Reshard::UnlessPp => pp == 1,
         }
     }
 
