@@ -22,7 +22,8 @@ fn bench(c: &mut Criterion) {
             model: ModelSource::Preset(name.into()),
             ..CompileOptions::default()
         };
-        let step = compile_step(&options).unwrap().step;
+        let compiled = compile_step(&options).unwrap();
+        let step = compiled.programs.main();
         g.bench_function(format!("{name}/bf16-mixed/trn1"), |b| {
             b.iter(|| check_module(black_box(&step.module), Chip::Trn1, Sdk::V2_32))
         });

@@ -72,15 +72,12 @@ impl Schedule {
 
     /// The ticks each program runs, `(program, first, end)` in order.
     fn phases(&self) -> Vec<(&'static str, i64, i64)> {
-        let ticks = self.inner.ticks();
         Phase::ALL
             .iter()
-            .map(|&p| {
-                let mine: Vec<i64> = (0..ticks).filter(|&t| self.inner.phase(t) == p).collect();
-                match (mine.first(), mine.last()) {
-                    (Some(&a), Some(&z)) => (p.name(), a, z + 1),
-                    _ => (p.name(), 0, 0),
-                }
+            .map(|&p| match self.inner.ticks_of(p) {
+                // An empty phase (no steady tick for one micro-batch).
+                r if r.is_empty() => (p.name(), 0, 0),
+                r => (p.name(), r.start, r.end),
             })
             .collect()
     }

@@ -12,11 +12,11 @@ use crate::schedule::Schedule;
 use crate::tensor_info::{info, TensorInfo};
 use crate::tick_plan::TickPlan;
 use hlatc::bundle::ProgramName;
-use hlatc::compile_step::{CompiledStep, PipelinePrograms};
+use hlatc::compile_step::{CompiledStep, StepPrograms};
 use hlatc::data::Batch;
-use hlatc::pipeline::Phase;
+use hlatc::pipeline::{Phase, PipelineSteps};
 use hlatc::runtime::Program;
-use hlatc::step_programs::{self, OneProgram, Pipeline, RunFailure};
+use hlatc::step_programs::{self, OneProgram, Pipeline, RunFailure, StateOf};
 use hlatc::train_step::StepConfig;
 use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
@@ -83,22 +83,17 @@ impl Step {
 
     /// Why a whole step of several programs cannot answer for one.
     fn several_programs(&self) -> PyErr {
-        if let Some(p) = &self.compiled.pipeline {
-            return usage(
-                UsageKind::Conflict,
-                format!(
-                    "this step is pipeline parallelism's four programs (pp={}, {} micro-batches): use its warm_up, steady, cool_down and apply_step, each a Step of one stage's program; write_bundle, Trainer, hlatc.jax.Trainer, init_state, shard_state, gather_state, hugging_face_params and tick_batches take the pipeline",
-                    p.schedule.stages, p.schedule.micro_batches
-                ),
-            );
-        }
-        usage(
-            UsageKind::Conflict,
-            format!(
+        let message = match &self.compiled.programs {
+            StepPrograms::Pipelined(p) => format!(
+                "this step is pipeline parallelism's four programs (pp={}, {} micro-batches): use its warm_up, steady, cool_down and apply_step, each a Step of one stage's program; write_bundle, Trainer, hlatc.jax.Trainer, init_state, shard_state, gather_state, hugging_face_params and tick_batches take the pipeline",
+                p.schedule.stages, p.schedule.micro_batches
+            ),
+            _ => format!(
                 "this step is gradient accumulation's two programs (grad_accum={}): use its micro_step and apply_step, each a Step of one program; write_bundle and Trainer take the pair",
                 self.grad_accum()
             ),
-        )
+        };
+        usage(UsageKind::Conflict, message)
     }
 
     /// The whole step, for what runs all its programs (`what`); one
@@ -139,7 +134,7 @@ impl Step {
     /// silently another stage's.
     fn whole_model(&self, what: &str) -> PyResult<()> {
         match self.part {
-            Some(name) if self.compiled.pipeline.is_some() => Err(usage(
+            Some(name) if self.compiled.cfg.parallel.pp > 1 => Err(usage(
                 UsageKind::Conflict,
                 format!(
                     "{what}: '{}' is one program of a pipeline-parallel step, whose state names one stage's layers as the stage model's, whatever the stage; ask the pipelined step, whose {what} knows which stage holds which of the whole model's layers",
@@ -155,6 +150,23 @@ impl Step {
         match self.part {
             None => Pipeline::of(&self.compiled),
             Some(_) => None,
+        }
+    }
+
+    /// The state `what` divides or joins: the whole step's (a pipeline's
+    /// by stage), or one program's; not accumulation's pair, nor one of a
+    /// pipeline's programs, whose state names one stage's layers.
+    fn state_of(&self, what: &str) -> PyResult<StateOf<'_>> {
+        match self.part {
+            None => self
+                .compiled
+                .state_of()
+                .ok_or_else(|| self.several_programs()),
+            Some(name) => {
+                self.whole_model(what)?;
+                let program = self.compiled.program(name).map_err(to_py)?;
+                Ok(StateOf::Program(Box::new(program)))
+            }
         }
     }
 
@@ -255,16 +267,14 @@ impl Step {
         d.set_item("target", target.name())?;
         d.set_item("chip", target.chip().map(|chip| chip.name()))?;
         d.set_item("parameters", c.cfg.model.parameter_count())?;
-        // A warm-up or cool-down program's were not measured on their own:
-        // None rather than a number that is not its.
-        d.set_item("instructions_built", c.measured.map(|(built, _)| built))?;
+        d.set_item("instructions_built", c.step.instructions_built())?;
         d.set_item("instructions", c.step.module.instruction_count())?;
         d.set_item("passes", c.step.passes.clone())?;
         d.set_item("precision", c.step.precision.name())?;
         d.set_item("forward_ms", ms(c.step.times.forward))?;
         d.set_item("autodiff_ms", ms(c.step.times.autodiff))?;
         d.set_item("optimizer_ms", ms(c.step.times.optimizer))?;
-        d.set_item("passes_ms", c.measured.map(|(_, time)| ms(time)))?;
+        d.set_item("passes_ms", ms(c.step.times.passes))?;
         Ok(d)
     }
 
@@ -299,34 +309,14 @@ impl Step {
         #[pyo3(from_py_with = args::rank)] rank: usize,
         #[pyo3(from_py_with = args::checkpoint)] checkpoint: Option<std::path::PathBuf>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if let Some(p) = self.pipeline() {
-            if checkpoint.is_some() {
-                return Err(usage(
-                    UsageKind::Unsupported,
-                    "init_state(checkpoint=...) of a pipeline-parallel step: reading each stage's slices of a Hugging Face checkpoint is not supported yet; start from the model's initialization, or train with hlatc.Trainer and resume() a whole state made from the checkpoint",
-                ));
-            }
-            let named =
-                py.allow_threads(|| guarded(|| p.start_state(seed, rank).map_err(to_py)))?;
-            return dict_of(py, named);
-        }
-        self.whole_model("init_state")?;
-        let c = &self.single()?;
+        let state = self.state_of("init_state")?;
         let named = py.allow_threads(|| {
             guarded(|| {
-                let Some(path) = &checkpoint else {
-                    return step_programs::start_values(c, seed, rank, true).map_err(to_py);
-                };
-                step_programs::check_rank(&c.cfg, rank).map_err(to_py)?;
-                hlatc::rank_checkpoint::rank_state_from_file(
-                    &c.cfg,
-                    &c.step.inputs,
-                    path,
-                    rank as i64,
-                    seed,
-                )
-                .map(|start| start.state)
-                .map_err(|e| to_py(e.into()))
+                match &checkpoint {
+                    None => state.start_state(seed, rank),
+                    Some(path) => state.start_from_checkpoint(path, seed, rank),
+                }
+                .map_err(to_py)
             })
         })?;
         dict_of(py, named)
@@ -419,16 +409,9 @@ impl Step {
         state: HashMap<String, RawIn<'py>>,
         #[pyo3(from_py_with = args::rank)] rank: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if let Some(p) = self.pipeline() {
-            let state = literals(state)?;
-            let named = guarded(|| p.shard_state(state, rank).map_err(to_py))?;
-            return dict_of(py, named);
-        }
-        self.whole_model("shard_state")?;
-        let c = &self.single()?;
-        step_programs::check_rank(&c.cfg, rank).map_err(to_py)?;
+        let of = self.state_of("shard_state")?;
         let state = literals(state)?;
-        let named = guarded(|| step_programs::shard_state(c, state, rank).map_err(to_py))?;
+        let named = guarded(|| of.shard_state(state, rank).map_err(to_py))?;
         dict_of(py, named)
     }
 
@@ -444,13 +427,9 @@ impl Step {
             .into_iter()
             .map(literals)
             .collect::<PyResult<Vec<_>>>()?;
-        if let Some(p) = self.pipeline() {
-            let named = guarded(|| p.gather_state(per_rank).map_err(to_py))?;
-            return dict_of(py, named);
-        }
-        self.whole_model("gather_state")?;
-        let c = &self.single()?;
-        let named = guarded(|| step_programs::gather_state(c, per_rank).map_err(to_py))?;
+        let of = self.state_of("gather_state")?;
+        let source = |r| format!("rank {r}");
+        let named = guarded(|| of.gather_state(per_rank, source).map_err(to_py))?;
         dict_of(py, named)
     }
 
@@ -461,14 +440,9 @@ impl Step {
         py: Python<'py>,
         state: HashMap<String, RawIn<'py>>,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let of = self.state_of("hugging_face_params")?;
         let state = literals(state)?;
-        if let Some(p) = self.pipeline() {
-            let named = guarded(|| p.hugging_face_params(state).map_err(to_py))?;
-            return dict_of(py, named);
-        }
-        self.whole_model("hugging_face_params")?;
-        let c = &self.single()?;
-        let named = guarded(|| step_programs::hugging_face_params(c, state).map_err(to_py))?;
+        let named = guarded(|| of.hugging_face_params(state).map_err(to_py))?;
         dict_of(py, named)
     }
 
@@ -476,9 +450,9 @@ impl Step {
     /// pipeline's optimizer step, 1 for a step of one program.
     #[getter]
     pub(crate) fn grad_accum(&self) -> i64 {
-        match &self.compiled.apply {
-            Some(a) if self.several() => a.micro_batches,
-            _ => 1,
+        match self.several() {
+            true => self.compiled.programs.micro_batches(),
+            false => 1,
         }
     }
 
@@ -491,12 +465,7 @@ impl Step {
     /// A pipeline-parallel step's schedule; `None` otherwise.
     #[getter]
     fn schedule(&self) -> Option<Schedule> {
-        let p = self
-            .compiled
-            .pipeline
-            .as_ref()
-            .filter(|_| self.part.is_none())?;
-        Some(Schedule::new(p.schedule))
+        Some(Schedule::new(self.pipeline()?.schedule()))
     }
 
     /// The config the step was built from, as its bundle's manifest records
@@ -595,18 +564,10 @@ impl Step {
                 one.step.inputs.len(),
             ));
         }
-        Ok(match &c.pipeline {
-            None => format!(
-                "<hlatc.Step {name} for {target}: gradient accumulation over {} micro-batches (micro_step, apply_step), {world} rank(s)>",
-                self.grad_accum(),
-            ),
-            Some(p) => format!(
-                "<hlatc.Step {name} for {target}: {} pipeline stages over {} micro-batches, {} ticks (warm_up, steady, cool_down, apply_step), {world} rank(s)>",
-                p.schedule.stages,
-                p.schedule.micro_batches,
-                p.schedule.ticks(),
-            ),
-        })
+        Ok(format!(
+            "<hlatc.Step {name} for {target}: {}, {world} rank(s)>",
+            c.programs.describe()
+        ))
     }
 }
 
@@ -619,30 +580,22 @@ impl Step {
         let d = PyDict::new(py);
         d.set_item("model", &c.name)?;
         d.set_item("target", c.target.name())?;
-        if let Some(p) = &c.pipeline {
-            d.set_item("chip", c.target.chip().map(|chip| chip.name()))?;
-            pipeline_summary(&d, &c.cfg, p)?;
-        } else {
-            d.set_item("grad_accum", self.grad_accum())?;
+        match &c.programs {
+            StepPrograms::Pipelined(p) => {
+                d.set_item("chip", c.target.chip().map(|chip| chip.name()))?;
+                pipeline_summary(&d, &c.cfg, p)?;
+            }
+            _ => d.set_item("grad_accum", self.grad_accum())?,
         }
         for (name, part) in &self.parts {
             d.set_item(name.name(), part.get().summary(py)?)?;
-        }
-        if let Some(p) = &c.pipeline {
-            // The warm-up and cool-down programs' pipeline, timed together.
-            let ms = p.passes_time.as_secs_f64() * 1e3;
-            d.set_item("warm_up_and_cool_down_passes_ms", ms)?;
         }
         Ok(d)
     }
 }
 
 /// A pipelined step's stages and schedule, into its summary `d`.
-fn pipeline_summary(
-    d: &Bound<'_, PyDict>,
-    whole: &StepConfig,
-    p: &PipelinePrograms,
-) -> PyResult<()> {
+fn pipeline_summary(d: &Bound<'_, PyDict>, whole: &StepConfig, p: &PipelineSteps) -> PyResult<()> {
     d.set_item("parameters", whole.model.parameter_count())?;
     d.set_item("pp", p.schedule.stages)?;
     d.set_item("grad_accum", p.schedule.micro_batches)?;

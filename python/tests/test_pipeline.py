@@ -152,9 +152,11 @@ def test_a_pipelined_step_shows_its_programs_and_schedule():
     summary = step.summary
     assert (summary["pp"], summary["ticks"], summary["grad_accum"]) == (2, 5, 2)
     assert summary["steady"]["instructions"] == step.steady.summary["instructions"]
-    # Not measured on their own by the compile: None, not a number.
-    assert summary["warm_up"]["instructions_built"] is None
-    assert summary["apply_step"]["instructions_built"] > 0
+    # Each program measured on its own, a count and a time of its own.
+    for name in ("warm_up", "steady", "cool_down", "apply_step"):
+        assert summary[name]["instructions_built"] > 0, name
+        assert summary[name]["passes_ms"] > 0, name
+    assert summary["warm_up"]["instructions_built"] != summary["steady"]["instructions_built"]
     # Each program is one stage's, on every rank.
     steady = step.steady
     assert steady.world_size == 4

@@ -6,10 +6,10 @@ use hlatc::bundle::{
     PROTO_FILE,
 };
 use hlatc::compile_step::spellings::CompileOption;
-use hlatc::compile_step::{compile_step, parse_name, CompileOptions, CompiledStep};
+use hlatc::compile_step::{compile_step, parse_name, CompileOptions, CompiledStep, StepPrograms};
 use hlatc::memory_plan::{gib, MemoryCheck};
 use hlatc::passes::RematPolicy;
-use hlatc::pipeline::Phase;
+use hlatc::pipeline::{Phase, PipelineSteps};
 use hlatc::train_step::TrainStep;
 use hlatc::Error;
 use std::path::PathBuf;
@@ -96,16 +96,14 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     let options = a.options.options();
     let compiled = compile_step(options)?;
     super::kernel_args::report_fallbacks(&compiled.kernel_fallbacks)?;
-    let ticks = compiled.ticks();
-    let shape = compiled.shape(&ticks);
-    let staged = shape.stage_bundle(&compiled.cfg, compiled.target, &out)?;
+    let staged = compiled.stage_bundle(&out)?;
     // A bundle that fails its check never takes the destination's name:
     // the staged copy is removed and whatever was there stays.
     let t_verify = Instant::now();
     let checks = if a.options.switch(CompileOption::Verify) {
         Some(
-            shape
-                .verify_bundle(&compiled.cfg, staged.path())
+            compiled
+                .verify_bundle(staged.path())
                 .map_err(|e| hlatc::Error::NotWritten {
                     out: out.clone(),
                     source: Box::new(e),
@@ -120,7 +118,7 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
     // compile and run of the bundle.
     print_summary(&a, options, &compiled, &report, t0.elapsed() - verify_time)?;
     if a.options.switch(CompileOption::PassReport) {
-        super::pass_report::print_report(&compiled.step.pass_report)?;
+        super::pass_report::print_report(&compiled.programs.main().pass_report)?;
         out!("kernel points: {}", kernel_choices(&compiled))?;
     }
     if let Some(checks) = checks {
@@ -166,9 +164,7 @@ fn print_summary(
 
 /// What the step is: its parameters, instructions, ranks and programs.
 fn print_program(compiled: &CompiledStep) -> Result<(), Error> {
-    let CompiledStep {
-        cfg, step, apply, ..
-    } = compiled;
+    let (cfg, step) = (&compiled.cfg, compiled.programs.main());
     let batch = cfg.batch;
     let parameters = || {
         step.inputs
@@ -208,16 +204,31 @@ fn print_program(compiled: &CompiledStep) -> Result<(), Error> {
             human_count(local),
         )?;
     }
-    if let (Some(apply), Some(p)) = (apply, &compiled.pipeline) {
-        let (m, schedule) = (apply.micro_batches, p.schedule);
-        let per_stage = p.stages.layers_per_stage();
-        let spans: Vec<String> = (0..p.stages.count())
-            .map(|s| {
-                let l = p.stages.layers(s);
-                format!("{}-{}", l.start, l.end - 1)
-            })
-            .collect();
-        out!(
+    match &compiled.programs {
+        StepPrograms::One(_) => Ok(()),
+        StepPrograms::Accumulated(a) => {
+            let k = a.micro_batches;
+            out!(
+                "  accumulation  {k} micro-batches per step: {MICRO_DIR}/ runs {k} times ({} instructions, the counts above), then {APPLY_DIR}/ once ({} instructions); see manifest.json",
+                step.module.instruction_count(),
+                a.apply.module.instruction_count()
+            )
+        }
+        StepPrograms::Pipelined(p) => print_pipeline(p),
+    }
+}
+
+/// A pipeline's stages, schedule and programs.
+fn print_pipeline(p: &PipelineSteps) -> Result<(), Error> {
+    let (m, schedule) = (p.schedule.micro_batches, p.schedule);
+    let per_stage = p.stages.layers_per_stage();
+    let spans: Vec<String> = (0..p.stages.count())
+        .map(|s| {
+            let l = p.stages.layers(s);
+            format!("{}-{}", l.start, l.end - 1)
+        })
+        .collect();
+    out!(
             "  pipeline      {} stages of {per_stage} layer{} ({}); {m} micro-batches on a 1F1B-ordered schedule of {} ticks, bubble {:.1}%",
             p.stages.count(),
             if per_stage == 1 { "" } else { "s" },
@@ -225,44 +236,29 @@ fn print_program(compiled: &CompiledStep) -> Result<(), Error> {
             schedule.ticks(),
             100.0 * schedule.bubble()
         )?;
-        let count = |phase| {
-            (0..schedule.ticks())
-                .filter(|&t| schedule.phase(t) == phase)
-                .count()
-        };
-        out!(
+    let count = |phase| schedule.ticks_of(phase).count();
+    out!(
             "  programs      {}/ {} ticks ({} instructions), {}/ {} ({}, the counts above), {}/ {} ({}), then {APPLY_DIR}/ once ({}); see manifest.json",
             Phase::WarmUp.name(),
             count(Phase::WarmUp),
-            p.warm_up.module.instruction_count(),
+            p.tick(Phase::WarmUp).module.instruction_count(),
             Phase::Steady.name(),
             count(Phase::Steady),
-            step.module.instruction_count(),
+            p.tick(Phase::Steady).module.instruction_count(),
             Phase::CoolDown.name(),
             count(Phase::CoolDown),
-            p.cool_down.module.instruction_count(),
-            apply.step.module.instruction_count()
-        )?;
-        return Ok(());
-    }
-    if let Some(apply) = apply {
-        let k = apply.micro_batches;
-        out!(
-            "  accumulation  {k} micro-batches per step: {MICRO_DIR}/ runs {k} times ({} instructions, the counts above), then {APPLY_DIR}/ once ({} instructions); see manifest.json",
-            step.module.instruction_count(),
-            apply.step.module.instruction_count()
-        )?;
-    }
-    Ok(())
+            p.tick(Phase::CoolDown).module.instruction_count(),
+            p.apply.module.instruction_count()
+        )
 }
 
 /// A rank's memory plan, against the device's memory where it is checked.
 fn print_memory(compiled: &CompiledStep) -> Result<(), Error> {
     let memory = &compiled.memory;
     // Every stage runs the same programs: one plan is each stage's.
-    let per = match &compiled.pipeline {
-        Some(p) => format!("per rank, each of the {} stages,", p.stages.count()),
-        None => "per rank".to_string(),
+    let per = match compiled.cfg.parallel.pp {
+        1 => "per rank".to_string(),
+        pp => format!("per rank, each of the {pp} stages,"),
     };
     match compiled.memory_check {
         MemoryCheck::None => out!("  memory        {per} {memory}"),
@@ -312,10 +308,10 @@ fn print_preflight(pre: &hlatc::bundle::Preflight) -> Result<(), Error> {
 
 /// What the passes did, and the precision and rounding they left.
 fn print_passes(options: &CompileOptions, compiled: &CompiledStep) -> Result<(), Error> {
-    let step = &compiled.step;
+    let step = compiled.programs.main();
     out!(
         "  passes        {} -> {} instructions: {}",
-        compiled.instructions_built,
+        step.instructions_built(),
         step.module.instruction_count(),
         passes_summary(step)
     )?;
@@ -361,21 +357,13 @@ fn print_time(
     report: &BundleReport,
     total: Duration,
 ) -> Result<(), Error> {
-    let times = &compiled.step.times;
-    let apply_passes = compiled
-        .apply
-        .as_ref()
-        .map_or(Duration::ZERO, |a| a.passes_time)
-        + compiled
-            .pipeline
-            .as_ref()
-            .map_or(Duration::ZERO, |p| p.passes_time);
+    let times = &compiled.programs.main().times;
     out!(
         "  time          forward {:.1} ms, autodiff {:.1} ms, optimizer {:.1} ms, passes {:.1} ms, emit {:.1} ms, write {:.1} ms; compile total {:.1} ms",
         millis(times.forward),
         millis(times.autodiff),
         millis(times.optimizer),
-        millis(compiled.passes_time + apply_passes),
+        millis(compiled.programs.passes_time()),
         millis(report.emit_time),
         millis(report.write_time),
         millis(total)

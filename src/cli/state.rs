@@ -4,18 +4,16 @@
 use super::console::note;
 use super::option_args::{OptionArgs, StateOptions};
 use hlatc::compile_step::compile_step;
+use hlatc::compile_step::CompiledStep;
 use hlatc::memory_plan::DeviceMemory;
-use hlatc::pipeline::StageStates;
 use hlatc::rank_checkpoint::params_from_tensors;
-use hlatc::rank_inputs::RankInputs;
 use hlatc::runtime::{
     read_safetensors, read_safetensors_metadata, write_safetensors_with_metadata,
 };
 use hlatc::state_metadata::{check_rank_files, StateMetadata};
-use hlatc::state_shards::{
-    params_by_name, rank_file_name, shard_state, start_state, unshard_state, whole_state,
-};
-use hlatc::train_step::{Role, TrainStep};
+use hlatc::state_shards::rank_file_name;
+use hlatc::step_programs::StateOf;
+use hlatc::train_step::Role;
 use hlatc::Error;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -67,58 +65,9 @@ pub struct UnshardArgs {
     out: PathBuf,
 }
 
-/// How the state of the step the flags build is divided over its ranks.
-enum Division {
-    /// One program on every rank: the state inputs of `step`.
-    Ranks {
-        step: Box<TrainStep>,
-        ranks: RankInputs,
-    },
-    /// Pipeline stages: each stage's share of the whole model's state.
-    Stages(Box<StageStates>),
-}
-
-impl Division {
-    /// The state inputs.
-    fn inputs(&self) -> &[hlatc::train_step::TensorSpec] {
-        match self {
-            Division::Ranks { step, .. } => &step.inputs,
-            Division::Stages(s) => s.inputs(),
-        }
-    }
-
-    /// How many ranks, and how they divide the step, for messages.
-    fn world(&self) -> (usize, String) {
-        match self {
-            Division::Ranks { ranks, .. } => {
-                let p = ranks.parallelism();
-                (p.world() as usize, p.to_string())
-            }
-            Division::Stages(s) => (
-                s.ranks_per_stage() * s.names().count(),
-                format!("{} stages of {}", s.names().count(), s.stage_parallelism()),
-            ),
-        }
-    }
-}
-
 impl StepArgs {
-    /// How the step `compile` builds from the flags divides its state.
-    fn division(&self) -> Result<Division, Error> {
-        let c = self.compiled()?;
-        if let (Some(p), Some(apply)) = (&c.pipeline, &c.apply) {
-            let states = StageStates::new(&c.cfg, &p.stage_config, &apply.step.inputs);
-            return Ok(Division::Stages(Box::new(states)));
-        }
-        let ranks = RankInputs::new(&c.cfg);
-        Ok(Division::Ranks {
-            step: Box::new(c.step),
-            ranks,
-        })
-    }
-
     /// The step as `compile` builds it (its signature is what matters).
-    fn compiled(&self) -> Result<hlatc::compile_step::CompiledStep, Error> {
+    fn compiled(&self) -> Result<CompiledStep, Error> {
         let mut o = self.options.options().clone();
         // The batch does not change the state; one sequence per replica
         // keeps any --dp valid.
@@ -153,9 +102,18 @@ fn check_out_dir(out: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The state of the step `compile` builds: by rank, or a pipeline's by
+/// stage. `compile` takes no `--grad-accum` here, so it is never
+/// accumulation's pair.
+fn state_of(c: &CompiledStep) -> Result<StateOf<'_>, Error> {
+    c.state_of()
+        .ok_or_else(|| Error::unsupported("the state of gradient accumulation's two programs"))
+}
+
 pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
     check_out_dir(&a.out)?;
-    let division = a.step.division()?;
+    let compiled = a.step.compiled()?;
+    let division = state_of(&compiled)?;
     let source = a.input.display().to_string();
     let input_meta = metadata_of(&a.input)?.unwrap_or_default();
     if input_meta.rank.is_some() {
@@ -177,13 +135,9 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
         .inputs()
         .iter()
         .any(|s| s.role == Role::Step && tensors.contains_key(&s.name));
-    let per_rank = match (&division, has_state) {
-        (Division::Ranks { step, ranks }, true) => {
-            let whole = whole_state(ranks, &step.inputs, tensors, &source)?;
-            shard_state(ranks, &step.inputs, &whole)
-        }
-        (Division::Stages(states), true) => states.shard(tensors, &source)?,
-        (_, false) => {
+    let per_rank = match has_state {
+        true => division.shard_every_rank(tensors, &source)?,
+        false => {
             let o = a.step.options.options();
             let (model, _) = o.model_config()?;
             let storage = o.precision.storage();
@@ -193,14 +147,7 @@ pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
                     "{source}: tensor '{u}' is neither a parameter of this model nor training state"
                 )));
             }
-            match &division {
-                Division::Ranks { step, ranks } => {
-                    let by_name = params_by_name(&step.inputs, params)?;
-                    let whole = start_state(ranks, &step.inputs, &by_name, 0)?;
-                    shard_state(ranks, &step.inputs, &whole)
-                }
-                Division::Stages(states) => states.start(params)?,
-            }
+            division.start_every_rank(params)?
         }
     };
     std::fs::create_dir_all(&a.out).map_err(|e| Error::io(&a.out, e))?;
@@ -234,7 +181,8 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
             a.input.display()
         )));
     }
-    let division = a.step.division()?;
+    let compiled = a.step.compiled()?;
+    let division = state_of(&compiled)?;
     let (world, layout) = division.world();
     let source = |r: usize| rank_file(&a.input, r).display().to_string();
     // Whose each file is, checked before any tensor is read: a file of
@@ -277,10 +225,7 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
             a.input.display(),
         )));
     }
-    let whole = match &division {
-        Division::Ranks { step, ranks } => unshard_state(ranks, &step.inputs, per_rank, source)?,
-        Division::Stages(states) => states.unshard(per_rank, source)?,
-    };
+    let whole = division.gather_state(per_rank, source)?;
     let first = metadata.iter().flatten().next();
     let meta = first.map(|m| StateMetadata::whole(m.step.unwrap_or(0), m.run_identity.clone()));
     write_safetensors_with_metadata(&a.out, &whole, meta.map(|m| m.to_json()).as_deref())?;

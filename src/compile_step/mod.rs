@@ -7,38 +7,33 @@ mod command_line;
 mod memory_fit;
 mod option_codec;
 mod option_error;
+mod programs;
 pub mod spellings;
 
 pub use option_error::OptionError;
 
 pub use command_line::{OptionChange, Setting, Unspellable};
 pub use memory_fit::Fit;
-pub use option_codec::{parse_name, PyValue, Takes};
+pub use option_codec::{parse_name, PyValue, Takes, WordError};
+pub use programs::StepPrograms;
 use spellings::CompileOption;
 
 use crate::Error;
-use hlatc_artifacts::bundle::{
-    stage_accumulation_bundle, stage_bundle, stage_pipeline_bundle, BundleTarget, ProgramName,
-    StagedBundle,
-};
+use hlatc_artifacts::bundle::{BundleTarget, ProgramName, StagedBundle};
 use hlatc_models::kernels::KernelRequest;
 use hlatc_models::{BatchShape, ModelConfig, Parallelism};
 use hlatc_passes::neuron_check::Chip;
 use hlatc_passes::{pipeline_from_names, CheckPolicy, RematPolicy, RoundingPolicy, Target};
-use hlatc_step::grad_accum::build_accumulation_steps;
 use hlatc_step::kernel_choice::{softmax_as_run, step_pipeline, KernelChoice, KernelFallback};
 use hlatc_step::memory_plan::{DeviceMemory, MemoryCheck, MemoryPlan};
 use hlatc_step::optimizer::AdamWConfig;
-use hlatc_step::pipeline::{build_pipeline_steps, PipelineForm, PipelineView, Schedule, StageSend};
+use hlatc_step::pipeline::{PipelineForm, StageSend};
 use hlatc_step::precision::Precision;
 use hlatc_step::spmd::{RankSource, Spmd, SpmdForm};
-use hlatc_step::train_step::{build_train_step, optimize, StepConfig, TrainStep};
-use hlatc_train::check::{
-    verify_accumulation_bundle, verify_bundle, verify_pipeline_bundle, CheckReport,
-};
+use hlatc_step::train_step::{optimize, StepConfig, TrainStep};
+use hlatc_train::check::CheckReport;
 use hlatc_train::Error as TrainError;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// Where the model's definition comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -288,184 +283,45 @@ impl Default for CompileOptions {
 pub struct CompiledStep {
     /// The model's name (its preset or config file).
     pub name: String,
+    /// The whole step's config: the whole model, the optimizer step's
+    /// batch.
     pub cfg: StepConfig,
-    pub step: TrainStep,
+    /// Its programs, by the step's shape.
+    pub programs: StepPrograms,
     /// The compiler and, for Neuron, the chip the bundle is for.
     pub target: BundleTarget,
-    /// Under gradient accumulation (`grad_accum` above 1) the apply step;
-    /// `step` is then the micro step. Under pipeline parallelism too, and
-    /// `step` is the steady tick's program.
-    pub apply: Option<ApplyStep>,
-    /// Under pipeline parallelism, the other tick programs and the
-    /// schedule.
-    pub pipeline: Option<PipelinePrograms>,
-    /// Instructions before the passes.
-    pub instructions_built: usize,
     /// What each rank needs in device memory.
     pub memory: MemoryPlan,
     /// What the plan was checked against (a refused plan is an error).
     pub memory_check: MemoryCheck,
-    /// The pipeline's time over `step` (the apply step's is its own).
-    pub passes_time: Duration,
     /// Kernels asked for whose constraints did not hold, and what their
     /// points took instead.
     pub kernel_fallbacks: Vec<KernelFallback>,
 }
 
-/// Gradient accumulation's second program, beside the micro step.
-pub struct ApplyStep {
-    pub step: TrainStep,
-    /// How many times the micro step runs before it (K).
-    pub micro_batches: i64,
-    /// Its instructions before the passes.
-    pub instructions_built: usize,
-    /// Its pipeline's time.
-    pub passes_time: Duration,
-}
-
-impl ApplyStep {
-    /// The apply step `step` as built, after `micro_batches` runs of the
-    /// other programs.
-    fn built(step: TrainStep, micro_batches: i64) -> Self {
-        ApplyStep {
-            instructions_built: step.module.instruction_count(),
-            step,
-            micro_batches,
-            passes_time: Duration::ZERO,
-        }
+impl CompiledStep {
+    /// The rounding the update runs with: the apply step's under
+    /// accumulation or a pipeline, else the one program's.
+    pub fn rounding(&self) -> &RoundingPolicy {
+        &self.programs.update().rounding
     }
-}
 
-/// The rest of a pipeline-parallel step: its warm-up and cool-down tick
-/// programs (the steady one is [`CompiledStep::step`], the apply step
-/// [`CompiledStep::apply`]), the schedule and the stages.
-pub struct PipelinePrograms {
-    pub warm_up: TrainStep,
-    pub cool_down: TrainStep,
-    pub schedule: Schedule,
-    pub stages: hlatc_models::parallel::stages::Stages,
-    /// What every stage's programs are built from: the step's config with
-    /// one stage's layers.
-    pub stage_config: StepConfig,
-    /// How the tick programs are written.
-    pub form: PipelineForm,
-    /// The two programs' pipeline time.
-    pub passes_time: Duration,
-}
+    /// Every program, named as its bundle's folder is
+    /// ([`StepPrograms::named`]).
+    pub fn programs(&self) -> Vec<(ProgramName, &TrainStep)> {
+        self.programs.named()
+    }
 
-/// A compiled step's programs by its shape: the one place the three
-/// shapes are told apart, so writing, verifying and listing them are each
-/// one call whatever the shape.
-pub enum StepShape<'a> {
-    /// One program.
-    One(&'a TrainStep),
-    /// Gradient accumulation's micro step, run `micro_batches` times, and
-    /// its apply step.
-    Accumulated {
-        micro: &'a TrainStep,
-        apply: &'a TrainStep,
-        micro_batches: i64,
-    },
-    /// Pipeline parallelism's tick programs and apply step.
-    Pipelined(PipelineView<'a>),
-}
-
-impl StepShape<'_> {
     /// Writes the bundle of every program to a staging directory beside
-    /// `dir` (`cfg` the whole step's config); nothing under `dir` changes
-    /// until it is committed.
-    pub fn stage_bundle(
-        &self,
-        cfg: &StepConfig,
-        target: BundleTarget,
-        dir: &Path,
-    ) -> Result<StagedBundle, Error> {
-        Ok(match self {
-            StepShape::One(step) => stage_bundle(step, cfg, target, dir)?,
-            StepShape::Accumulated {
-                micro,
-                apply,
-                micro_batches,
-            } => stage_accumulation_bundle(micro, apply, cfg, *micro_batches, target, dir)?,
-            StepShape::Pipelined(view) => stage_pipeline_bundle(*view, cfg, target, dir)?,
-        })
+    /// `dir`; nothing under `dir` changes until it is committed.
+    pub fn stage_bundle(&self, dir: &Path) -> Result<StagedBundle, Error> {
+        self.programs.stage_bundle(&self.cfg, self.target, dir)
     }
 
     /// `--verify` of a bundle staged at `dir`: its bytes read back and run
     /// on XLA CPU.
-    pub fn verify_bundle(&self, cfg: &StepConfig, dir: &Path) -> Result<CheckReport, TrainError> {
-        match self {
-            StepShape::One(step) => verify_bundle(dir, step, cfg),
-            StepShape::Accumulated {
-                micro,
-                apply,
-                micro_batches,
-            } => verify_accumulation_bundle(dir, [micro, apply], *micro_batches, cfg),
-            StepShape::Pipelined(view) => verify_pipeline_bundle(dir, *view, cfg),
-        }
-    }
-}
-
-impl CompiledStep {
-    /// The programs by the step's shape; `ticks` is [`CompiledStep::ticks`]
-    /// (which a pipeline's view borrows).
-    pub fn shape<'a>(&'a self, ticks: &'a [&'a TrainStep]) -> StepShape<'a> {
-        match (self.pipeline_view(ticks), &self.apply) {
-            (Some(view), _) => StepShape::Pipelined(view),
-            (None, Some(apply)) => StepShape::Accumulated {
-                micro: &self.step,
-                apply: &apply.step,
-                micro_batches: apply.micro_batches,
-            },
-            (None, None) => StepShape::One(&self.step),
-        }
-    }
-
-    /// The rounding the update runs with: the apply step's under
-    /// accumulation or a pipeline, else the one program's.
-    pub fn rounding(&self) -> &RoundingPolicy {
-        match &self.apply {
-            Some(a) => &a.step.rounding,
-            None => &self.step.rounding,
-        }
-    }
-
-    /// The tick programs in [`hlatc_step::pipeline::Phase::ALL`] order;
-    /// empty without pipeline parallelism.
-    pub fn ticks(&self) -> Vec<&TrainStep> {
-        match &self.pipeline {
-            None => Vec::new(),
-            Some(p) => vec![&p.warm_up, &self.step, &p.cool_down],
-        }
-    }
-
-    /// Every program, named as its bundle's folder is: the step alone;
-    /// the micro and apply steps; or the three ticks and the apply step.
-    pub fn programs(&self) -> Vec<(ProgramName, &TrainStep)> {
-        match (&self.pipeline, &self.apply) {
-            (Some(p), Some(a)) => ProgramName::PIPELINE
-                .into_iter()
-                .zip([&p.warm_up, &self.step, &p.cool_down, &a.step])
-                .collect(),
-            (None, Some(a)) => ProgramName::ACCUMULATION
-                .into_iter()
-                .zip([&self.step, &a.step])
-                .collect(),
-            _ => vec![(ProgramName::Step, &self.step)],
-        }
-    }
-
-    /// The programs of a pipeline-parallel step, as its trainer and its
-    /// check read them; `None` without pipeline parallelism.
-    pub fn pipeline_view<'a>(&'a self, ticks: &'a [&'a TrainStep]) -> Option<PipelineView<'a>> {
-        let (p, a) = (self.pipeline.as_ref()?, self.apply.as_ref()?);
-        Some(PipelineView {
-            ticks,
-            apply: &a.step,
-            schedule: p.schedule,
-            stage_config: &p.stage_config,
-            form: p.form,
-        })
+    pub fn verify_bundle(&self, dir: &Path) -> Result<CheckReport, TrainError> {
+        self.programs.verify_bundle(&self.cfg, dir)
     }
 }
 
@@ -570,78 +426,22 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
         module_markers: o.module_markers,
         kernels: kernels.kernels,
     };
-    let form = o.pipeline_form()?;
-    let mut pipe: Option<PipelinePrograms> = None;
-    let (mut step, mut apply) = match o.grad_accum {
-        m if cfg.parallel.pp > 1 => {
-            let steps = build_pipeline_steps(&cfg, m, form)?;
-            let apply = ApplyStep::built(steps.apply, m);
-            let [warm_up, steady, cool_down]: [TrainStep; 3] = steps
-                .ticks
-                .try_into()
-                .map_err(|_| Error::invalid("a pipeline has three tick programs"))?;
-            pipe = Some(PipelinePrograms {
-                warm_up,
-                cool_down,
-                schedule: steps.schedule,
-                stages: steps.stages,
-                stage_config: steps.stage_config,
-                form: steps.form,
-                passes_time: Duration::ZERO,
-            });
-            (steady, Some(apply))
-        }
-        1 => (build_train_step(&cfg)?, None),
-        k => {
-            let steps = build_accumulation_steps(&cfg, k)?;
-            (steps.micro, Some(ApplyStep::built(steps.apply, k)))
-        }
-    };
-    if let Some(r) = &o.rounding {
-        step.rounding = r.clone();
-        if let Some(a) = &mut apply {
-            a.step.rounding = r.clone();
-        }
-        if let Some(p) = &mut pipe {
-            p.warm_up.rounding = r.clone();
-            p.cool_down.rounding = r.clone();
-        }
-    }
+    let mut programs = StepPrograms::build(&cfg, o.grad_accum, o.pipeline_form()?)?;
     pipeline.check_policy(if o.verify_each_pass {
         CheckPolicy::EachPass
     } else {
         CheckPolicy::for_build()
     });
-    let instructions_built = step.module.instruction_count();
-    let t_passes = Instant::now();
-    optimize(&mut step, &pipeline, o.target, o.remat)?;
-    let passes_time = t_passes.elapsed();
-    if let Some(a) = &mut apply {
-        let t_apply = Instant::now();
-        optimize(&mut a.step, &pipeline, o.target, o.remat)?;
-        a.passes_time = t_apply.elapsed();
-    }
-    if let Some(p) = &mut pipe {
-        let t_ticks = Instant::now();
-        optimize(&mut p.warm_up, &pipeline, o.target, o.remat)?;
-        optimize(&mut p.cool_down, &pipeline, o.target, o.remat)?;
-        p.passes_time = t_ticks.elapsed();
-    }
-    if o.replica_groups == ReplicaGroupForm::Iota {
-        let mut modules = vec![&mut step.module];
-        modules.extend(apply.as_mut().map(|a| &mut a.step.module));
-        if let Some(p) = &mut pipe {
-            modules.extend([&mut p.warm_up.module, &mut p.cool_down.module]);
+    for step in programs.each_mut() {
+        if let Some(r) = &o.rounding {
+            step.rounding = r.clone();
         }
-        for m in modules {
-            hlatc_compiler::graph::collectives::iota_replica_groups(m);
+        optimize(step, &pipeline, o.target, o.remat)?;
+        if o.replica_groups == ReplicaGroupForm::Iota {
+            hlatc_compiler::graph::collectives::iota_replica_groups(&mut step.module);
         }
     }
-    let memory = match (&apply, &pipe) {
-        (None, _) => MemoryPlan::of(&step),
-        (Some(a), None) => MemoryPlan::of_accumulation(&step, &a.step),
-        (Some(a), Some(p)) => MemoryPlan::of_pipeline(&[&p.warm_up, &step, &p.cool_down], &a.step),
-    };
+    let memory = programs.memory_plan();
     let memory_check = o.device_memory.check(target.chip(), o.parallel.world());
     if let MemoryCheck::Refuse(limit) = memory_check {
         if memory.total() > limit {
@@ -655,14 +455,10 @@ pub fn compile_step(o: &CompileOptions) -> Result<CompiledStep, Error> {
     Ok(CompiledStep {
         name,
         cfg,
-        step,
+        programs,
         target,
-        apply,
-        pipeline: pipe,
-        instructions_built,
         memory,
         memory_check,
-        passes_time,
         kernel_fallbacks: kernels.fallbacks,
     })
 }

@@ -20,7 +20,6 @@ use crate::compile_step::{compile_step, CompiledStep, ModelSource};
 use hlatc_models::ModelConfig;
 use hlatc_passes::neuron_check::{self, Chip, Severity};
 use hlatc_step::memory_plan::MemoryPlan;
-use hlatc_step::pipeline::Phase;
 
 /// How a layout's programs are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,30 +158,12 @@ fn memory_between(a: &MemoryPlan, b: &MemoryPlan, more: f64) -> MemoryPlan {
     }
 }
 
-/// Each program of a compiled step with the times it runs per optimizer
-/// step: the step once; the micro step K times and the apply step once;
-/// or each tick program as often as the schedule has ticks of its phase,
-/// and the apply step once.
+/// Each program of a compiled step read, with the times it runs per
+/// optimizer step ([`crate::compile_step::StepPrograms::runs_per_step`]).
 fn read_programs(compiled: &CompiledStep, placement: &Placement) -> Evaluated {
-    let counts = |m: &hlatc_compiler::Module| ProgramCounts::of(m, placement);
-    let mut runs = Vec::new();
-    match (&compiled.pipeline, &compiled.apply) {
-        (Some(p), Some(apply)) => {
-            let s = p.schedule;
-            // Each tick program read once, in `Phase::ALL` order.
-            let ticks = [&p.warm_up, &compiled.step, &p.cool_down];
-            for (phase, t) in Phase::ALL.into_iter().zip(ticks) {
-                let runs_of = (0..s.ticks()).filter(|&t| s.phase(t) == phase).count() as f64;
-                runs.push((counts(&t.module), runs_of));
-            }
-            runs.push((counts(&apply.step.module), 1.0));
-        }
-        (None, Some(apply)) => {
-            runs.push((counts(&compiled.step.module), apply.micro_batches as f64));
-            runs.push((counts(&apply.step.module), 1.0));
-        }
-        _ => runs.push((counts(&compiled.step.module), 1.0)),
-    }
+    let runs = (compiled.programs.runs_per_step().into_iter())
+        .map(|(step, n)| (ProgramCounts::of(&step.module, placement), n as f64))
+        .collect();
     Evaluated {
         work: StepWork { runs },
         memory: compiled.memory,

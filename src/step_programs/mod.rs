@@ -4,17 +4,16 @@
 //! rank, the step written as a bundle and started as a trainer, its inputs
 //! and state divided among the ranks and gathered back. The CLI's `train`
 //! and the Python package are thin layers over these; the shapes are told
-//! apart by [`CompiledStep::shape`].
+//! apart by [`StepPrograms`].
 
 use crate::batch_check::{check_batch_input, check_batch_inputs, BatchError};
 use crate::bundle::{for_cpu, manifest_json, sha256_hex, stage_bundle};
-use crate::compile_step::{CompiledStep, StepShape};
+use crate::compile_step::{CompiledStep, StepPrograms};
 use crate::data::Batch;
 use crate::initial_inputs::StartValues;
 use crate::models::init::init_params;
 use crate::rank_inputs::RankInputs;
 use crate::runtime::{Program, Runtime};
-use crate::state_shards::{state_inputs, unshard_state, whole_state};
 use crate::train_step::{Role, StepConfig, TensorSpec, TrainStep};
 use crate::trainer::Trainer;
 use crate::Literal;
@@ -23,9 +22,11 @@ use std::path::Path;
 
 mod one_program;
 mod pipeline;
+mod state_of;
 
 pub use one_program::OneProgram;
 pub use pipeline::Pipeline;
+pub use state_of::StateOf;
 
 type Result<T> = std::result::Result<T, crate::Error>;
 
@@ -52,10 +53,7 @@ pub fn manifest(c: &OneProgram) -> String {
 /// Writes the step's bundle to `dir`, staged and committed: whole or
 /// nothing, `hlatc compile`'s bytes.
 pub fn write_bundle(c: &CompiledStep, dir: &Path) -> Result<()> {
-    let ticks = c.ticks();
-    c.shape(&ticks)
-        .stage_bundle(&c.cfg, c.target, dir)?
-        .commit()?;
+    c.stage_bundle(dir)?.commit()?;
     Ok(())
 }
 
@@ -219,52 +217,6 @@ pub fn rank_batch(c: &OneProgram, batch: &Batch, rank: usize) -> Result<Vec<(Str
     Ok(out)
 }
 
-/// Rank `rank`'s share of every state input, by name, from the whole state,
-/// each checked against the step.
-pub fn shard_state(
-    c: &OneProgram,
-    state: BTreeMap<String, Literal>,
-    rank: usize,
-) -> Result<Vec<(String, Literal)>> {
-    check_rank(&c.cfg, rank)?;
-    let ranks = RankInputs::new(&c.cfg);
-    let whole = whole_state(&ranks, &c.step.inputs, state, "state")?;
-    Ok(state_inputs(&c.step.inputs)
-        .into_iter()
-        .zip(&whole)
-        .map(|(s, w)| (s.name.clone(), ranks.take(s, w, rank as i64)))
-        .collect())
-}
-
-/// The whole state from every rank's share (in rank order), as `hlatc
-/// unshard` joins rank files.
-pub fn gather_state(
-    c: &OneProgram,
-    per_rank: Vec<BTreeMap<String, Literal>>,
-) -> Result<Vec<(String, Literal)>> {
-    let ranks = RankInputs::new(&c.cfg);
-    Ok(unshard_state(&ranks, &c.step.inputs, per_rank, |r| {
-        format!("rank {r}")
-    })?)
-}
-
-/// The parameters of a whole state as Hugging Face tensors (fused ones
-/// split back), as the trainer gives them.
-pub fn hugging_face_params(
-    c: &OneProgram,
-    state: BTreeMap<String, Literal>,
-) -> Result<Vec<(String, Literal)>> {
-    let ranks = RankInputs::new(&c.cfg);
-    let whole = whole_state(&ranks, &c.step.inputs, state, "state")?;
-    let stored: BTreeMap<String, Literal> = state_inputs(&c.step.inputs)
-        .into_iter()
-        .zip(whole)
-        .filter(|(s, _)| s.role == Role::Parameter)
-        .map(|(s, w)| (s.name.clone(), w))
-        .collect();
-    crate::models::layout::split(&c.cfg.model, &stored).map_err(crate::Error::from)
-}
-
 /// A compiled step's trainer on `rt`'s devices (one a rank): each of its
 /// programs compiled by XLA CPU (a Neuron step's custom calls as plain
 /// HLO), started from `params` (the whole model's, in `param_specs`
@@ -278,28 +230,18 @@ pub fn start_trainer(
     seed: u64,
 ) -> Result<Trainer> {
     let on_cpu = |step: &TrainStep| compile_on(rt, step, &c.cfg);
-    let ticks = c.ticks();
-    let mut trainer = match c.shape(&ticks) {
-        StepShape::One(step) => Trainer::with_program(on_cpu(step)?, &c.cfg, step, params)?,
-        StepShape::Accumulated {
-            micro,
-            apply,
-            micro_batches,
-        } => Trainer::accumulating_programs(
-            [on_cpu(micro)?, on_cpu(apply)?],
+    let mut trainer = match &c.programs {
+        StepPrograms::One(step) => Trainer::with_program(on_cpu(step)?, &c.cfg, step, params)?,
+        StepPrograms::Accumulated(a) => Trainer::accumulating_programs(
+            [on_cpu(&a.micro)?, on_cpu(&a.apply)?],
             &c.cfg,
-            [micro, apply],
-            micro_batches,
+            [&a.micro, &a.apply],
+            a.micro_batches,
             params,
         )?,
-        StepShape::Pipelined(view) => {
-            let programs = view
-                .ticks
-                .iter()
-                .chain([&view.apply])
-                .map(|s| on_cpu(s))
-                .collect::<Result<Vec<_>>>()?;
-            Trainer::pipelined_programs(programs, &c.cfg, view, params)?
+        StepPrograms::Pipelined(p) => {
+            let programs = p.programs().map(on_cpu).collect::<Result<Vec<_>>>()?;
+            Trainer::pipelined_programs(programs, &c.cfg, p.view(), params)?
         }
     };
     trainer.try_seed_rounding(seed)?;

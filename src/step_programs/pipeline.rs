@@ -6,12 +6,12 @@
 
 use super::{check_rank, Result};
 use crate::batch_check::check_batch_input;
-use crate::compile_step::{CompiledStep, PipelinePrograms};
+use crate::compile_step::CompiledStep;
 use crate::data::Batch;
 use crate::models::init::init_params;
 use crate::models::param_specs;
-use crate::pipeline::{PipelineView, StageStates, TickPlan};
-use crate::train_step::{Role, StepConfig, TrainStep};
+use crate::pipeline::{Phase, PipelineSteps, StageStates, TickPlan};
+use crate::train_step::{Role, StepConfig};
 use crate::Literal;
 use std::collections::BTreeMap;
 
@@ -24,8 +24,7 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy)]
 pub struct Pipeline<'a> {
     compiled: &'a CompiledStep,
-    programs: &'a PipelinePrograms,
-    apply: &'a TrainStep,
+    programs: &'a PipelineSteps,
 }
 
 impl<'a> Pipeline<'a> {
@@ -33,33 +32,13 @@ impl<'a> Pipeline<'a> {
     pub fn of(compiled: &'a CompiledStep) -> Option<Pipeline<'a>> {
         Some(Pipeline {
             compiled,
-            programs: compiled.pipeline.as_ref()?,
-            apply: &compiled.apply.as_ref()?.step,
+            programs: compiled.programs.pipeline()?,
         })
     }
 
-    /// The tick programs' steps, in [`crate::pipeline::Phase::ALL`] order.
-    pub fn tick_steps(&self) -> [&'a TrainStep; 3] {
-        [
-            &self.programs.warm_up,
-            &self.compiled.step,
-            &self.programs.cool_down,
-        ]
-    }
-
-    /// The programs as the train crate's trainer, bundle and check read
-    /// them (`ticks`: [`Pipeline::tick_steps`]).
-    pub fn view<'b>(&self, ticks: &'b [&'b TrainStep]) -> PipelineView<'b>
-    where
-        'a: 'b,
-    {
-        PipelineView {
-            ticks,
-            apply: self.apply,
-            schedule: self.programs.schedule,
-            stage_config: self.stage_config(),
-            form: self.programs.form,
-        }
+    /// How its ticks run the micro-batches.
+    pub fn schedule(&self) -> crate::pipeline::Schedule {
+        self.programs.schedule
     }
 
     /// What every stage's programs are built from.
@@ -74,8 +53,12 @@ impl<'a> Pipeline<'a> {
     }
 
     /// How the whole state divides over the stages' ranks.
-    fn states(&self) -> StageStates {
-        StageStates::new(self.whole(), self.stage_config(), &self.apply.inputs)
+    pub(super) fn states(&self) -> StageStates {
+        StageStates::new(
+            self.whole(),
+            self.stage_config(),
+            &self.programs.apply.inputs,
+        )
     }
 
     /// Rank `rank`'s stage, and its rank within the stage.
@@ -118,16 +101,6 @@ impl<'a> Pipeline<'a> {
         Ok(states.share(&whole, local))
     }
 
-    /// The whole state, by the whole model's names, from every rank's (in
-    /// rank order), as `hlatc unshard --pp` joins rank files; the gradient
-    /// accumulators, zero between optimizer steps, left out.
-    pub fn gather_state(
-        &self,
-        per_rank: Vec<BTreeMap<String, Literal>>,
-    ) -> Result<Vec<(String, Literal)>> {
-        Ok(self.states().unshard(per_rank, |r| format!("rank {r}"))?)
-    }
-
     /// The parameters of a whole state as Hugging Face tensors, checked
     /// first as a resume checks it (every stage's state there, at its
     /// whole shape, and nothing else).
@@ -151,8 +124,7 @@ impl<'a> Pipeline<'a> {
     /// How a host drives the tick programs: each tick's program and
     /// batch, and where each input comes from and each output goes.
     pub fn tick_plan(&self) -> Result<TickPlan> {
-        let ticks = self.tick_steps();
-        TickPlan::new(&self.view(&ticks)).map_err(|e| crate::Error::Train(e.into()))
+        TickPlan::new(&self.programs.view()).map_err(|e| crate::Error::Train(e.into()))
     }
 
     /// Rank `rank`'s batch inputs of every tick of one optimizer step on
@@ -184,7 +156,7 @@ impl<'a> Pipeline<'a> {
         }
         let cfg = self.whole();
         let want = [cfg.batch.batch_size, cfg.batch.seq_len];
-        let steady = &self.compiled.step.inputs;
+        let steady = &self.programs.tick(Phase::Steady).inputs;
         for (value, role) in [
             (&batch.tokens, Role::Tokens),
             (&batch.targets, Role::Targets),

@@ -243,6 +243,7 @@ fn step_of(
         forward,
         autodiff,
         optimizer,
+        passes: Default::default(),
     };
     TrainStep::built(module, cfg, (inputs, outputs), times)
 }

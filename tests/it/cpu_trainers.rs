@@ -95,7 +95,7 @@ pub fn pipelined_steps(
         .programs()
         .map(|s| rt.compile(&s.module))
         .collect::<Result<Vec<_>, _>>()?;
-    steps.with_view(|view| Trainer::pipelined_programs(programs, cfg, view, params))
+    Trainer::pipelined_programs(programs, cfg, steps.view(), params)
 }
 
 /// Each of `steps` through the `cpu` target's pipeline for `cfg`'s

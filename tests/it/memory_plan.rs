@@ -45,7 +45,8 @@ fn the_state_is_counted_from_the_inputs_by_role() {
     let c = compile_step(&o).unwrap();
     let p = c.memory;
     let elements = |role: Role| -> u64 {
-        c.step
+        c.programs
+            .main()
             .inputs
             .iter()
             .filter(|s| s.role == role)
@@ -450,7 +451,7 @@ fn seventy_b_at_tp32_is_refused_on_four_nodes_and_fits_on_sixty_four() {
 fn seventy_b_keeps_only_what_its_backward_needs() {
     use hlatc::compiler::graph::scope;
     let hlat = hlat_70b_on_2048_ranks();
-    let c = hlat.step.module.entry();
+    let c = hlat.programs.main().module.entry();
     let backward = |id| scope::is_backward(&c.instr(id).metadata.op_name);
     let kept: Vec<_> = c
         .ids()
@@ -474,7 +475,7 @@ fn seventy_b_keeps_only_what_its_backward_needs() {
     // here to follow its cost (about 30 ms in the ci profile on a loaded
     // 2-core machine, 7 ms of it the activations' walk).
     let start = std::time::Instant::now();
-    let again = MemoryPlan::of(&hlat.step);
+    let again = MemoryPlan::of(hlat.programs.main());
     let took = start.elapsed();
     println!("70B TP 32 x DP 64: {again}; planned in {took:?}");
     assert_eq!(again, hlat.memory);

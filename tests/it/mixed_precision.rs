@@ -412,12 +412,12 @@ fn the_trn3_mxfp8_step_computes_the_cpu_steps_values() {
             ..CompileOptions::default()
         })
         .unwrap();
-        let mut module = c.step.module.clone();
+        let mut module = c.programs.main().module.clone();
         assert_eq!(
             lower_for_cpu(&mut module).unwrap(),
             target == Target::Neuron
         );
-        let inputs = initial_inputs(&c.cfg, &c.step.inputs, 7).unwrap();
+        let inputs = initial_inputs(&c.cfg, &c.programs.main().inputs, 7).unwrap();
         rt().compile(&module).unwrap().run(&inputs[0]).unwrap()
     };
     let cpu = run(Target::Cpu, None);

@@ -43,7 +43,7 @@ fn each_layer_is_marked_once_forward_and_backward() {
             .collect::<BTreeMap<_, _>>()
     };
     let tiny = compile_step(&options("tiny", true)).unwrap();
-    assert_eq!(markers(&tiny.step.module), want(2));
+    assert_eq!(markers(&tiny.programs.main().module), want(2));
     // Recomputing whole layers repeats none of them (they lie outside the
     // layers' scopes), nor does a division over ranks.
     for (remat, tp) in [(RematPolicy::FullLayer, 1), (RematPolicy::CoreAttention, 8)] {
@@ -52,10 +52,14 @@ fn each_layer_is_marked_once_forward_and_backward() {
         o.parallel.tp = tp;
         o.parallel.sequence_parallel = tp > 1;
         let step = compile_step(&o).unwrap();
-        assert_eq!(markers(&step.step.module), want(32), "{remat:?}, TP {tp}");
+        assert_eq!(
+            markers(&step.programs.main().module),
+            want(32),
+            "{remat:?}, TP {tp}"
+        );
     }
     let plain = compile_step(&options("tiny", false)).unwrap();
-    assert!(markers(&plain.step.module).is_empty());
+    assert!(markers(&plain.programs.main().module).is_empty());
 }
 
 /// The marked step computes the unmarked one's values bit for bit on XLA
@@ -66,11 +70,11 @@ fn markers_change_no_value() {
     let rt = hlatc::runtime::Runtime::shared().unwrap();
     let run = |markers: bool| {
         let c = compile_step(&options("tiny", markers)).unwrap();
-        let mut module = c.step.module.clone();
+        let mut module = c.programs.main().module.clone();
         lower_for_cpu(&mut module).unwrap();
         assert!(self::markers(&module).is_empty(), "lowered for XLA CPU");
-        let inputs = initial_inputs(&c.cfg, &c.step.inputs, 7).unwrap();
-        let manifest = hlatc::bundle::manifest_json(&c.step, &c.cfg, c.target, "");
+        let inputs = initial_inputs(&c.cfg, &c.programs.main().inputs, 7).unwrap();
+        let manifest = hlatc::bundle::manifest_json(c.programs.main(), &c.cfg, c.target, "");
         let out = rt.compile(&module).unwrap().run(&inputs[0]).unwrap();
         (out, manifest)
     };

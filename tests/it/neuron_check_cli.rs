@@ -288,7 +288,8 @@ fn every_bundle_hlatc_builds_passes() {
                 precision,
                 ..CompileOptions::default()
             };
-            let step = compile_step(&options).unwrap().step;
+            let compiled = compile_step(&options).unwrap();
+            let step = compiled.programs.main();
             // What compile checks: the memory plan, not the boundary's
             // estimate, judges the step's memory (and warns about one
             // device's 7B and 70B, whose plans are over 16 GiB).

@@ -487,7 +487,7 @@ fn pipeline_choices_without_stages_are_refused() {
 fn the_tick_plan_routes_by_role_and_feeds_each_rank_its_rows() {
     let cfg = config(mha_tied(), layout(2, 1, 2, false, false));
     let steps = build_pipeline_steps(&cfg, 2, FORMS[0]).unwrap();
-    let plan = steps.with_view(|v| TickPlan::new(&v)).unwrap();
+    let plan = TickPlan::new(&steps.view()).unwrap();
     assert_eq!(plan.ticks(), 5);
     let names = |specs: Vec<&TensorSpec>| -> Vec<String> {
         specs.into_iter().map(|s| s.name.clone()).collect()

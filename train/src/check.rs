@@ -117,7 +117,7 @@ pub fn verify_pipeline_bundle(
     let named = Phase::ALL
         .iter()
         .zip(view.ticks)
-        .map(|(p, &t)| (p.name(), t, &tick_cfg))
+        .map(|(p, t)| (p.name(), t, &tick_cfg))
         .chain([(APPLY_DIR, view.apply, view.stage_config)]);
     for (sub, step, step_cfg) in named {
         let label = format!("{sub}/{PROTO_FILE}");
@@ -146,8 +146,7 @@ pub fn verify_pipeline_bundle(
             .map(|s| rt.compile(&s.module))
             .collect::<Result<Vec<_>, _>>()?;
         let params = start_params(&run_cfg.model, cfg);
-        let trainer =
-            mini.with_view(|v| Trainer::pipelined_programs(programs, &run_cfg, v, params))?;
+        let trainer = Trainer::pipelined_programs(programs, &run_cfg, mini.view(), params)?;
         Run::miniature(cfg, &run_cfg, trainer)
     };
     run_two_steps(run, cfg, &mut lines)?;

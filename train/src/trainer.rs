@@ -48,13 +48,21 @@ pub struct Trainer {
     /// with its rank added (only the test that proves the drift check
     /// catches it sets this).
     rounding_seeded_per_rank: bool,
-    /// Under gradient accumulation, the micro step; the program above is
-    /// then the apply step.
-    micro: Option<MicroStep>,
-    /// Under pipeline parallelism, the tick programs and their buffers;
-    /// the program above is then the apply step, and the state each
-    /// stage's.
-    pipeline: Option<PipelineRun>,
+    /// What takes the batch: the program above, or the programs before
+    /// it.
+    feed: Feed,
+}
+
+/// What takes a step's batch.
+enum Feed {
+    /// The one program.
+    Itself,
+    /// Gradient accumulation's micro step, a micro-batch at a time; the
+    /// trainer's program is the apply step.
+    Micro(Box<MicroStep>),
+    /// Pipeline parallelism's tick programs and their buffers; the
+    /// trainer's program is the apply step, and the state each stage's.
+    Ticks(Box<PipelineRun>),
 }
 
 /// The micro step of gradient accumulation ([`hlatc_step::grad_accum`]).
@@ -84,14 +92,14 @@ impl Trainer {
     ) -> Result<Trainer, Error> {
         micro_program.ensure_fits()?;
         let mut trainer = Self::with_program(apply_program, cfg, apply, params)?;
-        trainer.micro = Some(MicroStep {
+        trainer.feed = Feed::Micro(Box::new(MicroStep {
             program: micro_program,
             inputs: micro.inputs.clone(),
             outputs: micro.outputs.clone(),
             ranks: RankInputs::new(&micro_config(cfg, micro_batches)?),
             micro_batches,
             dp: cfg.parallel.dp,
-        });
+        }));
         Ok(trainer)
     }
 
@@ -143,8 +151,7 @@ impl Trainer {
             state,
             ranks: RankInputs::new(stage_config),
             rounding_seeded_per_rank: cfg.fault == Some(Fault::RoundingSeededPerRank),
-            micro: None,
-            pipeline: Some(run),
+            feed: Feed::Ticks(Box::new(run)),
         };
         trainer.try_seed_rounding(0)?;
         Ok(trainer)
@@ -183,8 +190,7 @@ impl Trainer {
             state,
             ranks,
             rounding_seeded_per_rank: cfg.fault == Some(Fault::RoundingSeededPerRank),
-            micro: None,
-            pipeline: None,
+            feed: Feed::Itself,
         };
         trainer.try_seed_rounding(0)?;
         Ok(trainer)
@@ -243,13 +249,13 @@ impl Trainer {
         // Under accumulation the micro step takes the batch, a micro-batch
         // at a time, and the apply step none; under pipeline parallelism
         // the tick programs take it.
-        let (accumulated_loss, main_batch) = match (&mut self.pipeline, &self.micro) {
-            (Some(run), _) => {
+        let (accumulated_loss, main_batch) = match &mut self.feed {
+            Feed::Ticks(run) => {
                 let ran = run.run_ticks(&mut self.state, &held, self.vocab_size, batch)?;
                 (Some(ran), None)
             }
-            (None, None) => (None, Some(batch)),
-            (None, Some(micro)) => {
+            Feed::Itself => (None, Some(batch)),
+            Feed::Micro(micro) => {
                 let count = batch.token_count();
                 let stage = Stage {
                     program: &micro.program,
@@ -307,7 +313,7 @@ impl Trainer {
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(self.ranks.gather(spec, &locals.iter().collect::<Vec<_>>()))
         };
-        let Some(run) = &self.pipeline else {
+        let Feed::Ticks(run) = &self.feed else {
             return Ok(vec![(spec.name.clone(), gather(&self.state)?)]);
         };
         let names = run.states.names();
@@ -369,7 +375,7 @@ impl Trainer {
         for (k, _) in self.state_with_role(role) {
             all.extend(self.whole_state(k)?);
         }
-        if self.pipeline.is_some() {
+        if let Feed::Ticks(_) = self.feed {
             let order: std::collections::HashMap<String, usize> =
                 hlatc_models::param_specs(&self.model)
                     .into_iter()
@@ -447,9 +453,9 @@ impl Trainer {
         tensors: BTreeMap<String, Literal>,
         source: &str,
     ) -> Result<(), Error> {
-        let host = match &self.pipeline {
-            Some(run) => by_rank(run.states.shard(tensors, source)?),
-            None => {
+        let host = match &self.feed {
+            Feed::Ticks(run) => by_rank(run.states.shard(tensors, source)?),
+            Feed::Itself | Feed::Micro(_) => {
                 let whole = whole_state(&self.ranks, &self.inputs, tensors, source)?;
                 by_rank(shard_state(&self.ranks, &self.inputs, &whole))
             }

@@ -96,7 +96,7 @@ pub fn stage_pipeline_bundle(
     let named: Vec<(ProgramName, &TrainStep, &StepConfig)> = Phase::ALL
         .iter()
         .zip(view.ticks)
-        .map(|(&p, &t)| (p.into(), t, &tick_cfg))
+        .map(|(&p, t)| (p.into(), t, &tick_cfg))
         .chain([(ProgramName::ApplyStep, view.apply, view.stage_config)])
         .collect();
     for (name, step, step_cfg) in named {
@@ -107,12 +107,11 @@ pub fn stage_pipeline_bundle(
     let phases = Phase::ALL
         .iter()
         .map(|&p| {
-            let ticks: Vec<i64> = (0..schedule.ticks())
-                .filter(|&t| schedule.phase(t) == p)
-                .collect();
-            let span = match (ticks.first(), ticks.last()) {
-                (Some(&a), Some(&z)) => [a, z + 1],
-                _ => [0, 0],
+            let ticks = schedule.ticks_of(p);
+            // An empty phase (no steady tick for one micro-batch) is [0, 0].
+            let span = match ticks.is_empty() {
+                true => [0, 0],
+                false => [ticks.start, ticks.end],
             };
             PhaseInfo {
                 program: p.name(),
@@ -155,7 +154,7 @@ pub fn stage_pipeline_bundle(
         },
         stages,
         config: cfg,
-        memory_per_rank: MemoryInfo::of(MemoryPlan::of_pipeline(view.ticks, view.apply)),
+        memory_per_rank: MemoryInfo::of(MemoryPlan::of_pipeline(&view.ticks, view.apply)),
     };
     let json = serde_json::to_string_pretty(&manifest).expect("the manifest serializes");
     let report = &mut staged.report;

@@ -112,6 +112,17 @@ impl Schedule {
         }
     }
 
+    /// The ticks of `phase`, which follow each other: [`Schedule::phase`]
+    /// gives `phase` for each and for no other.
+    pub fn ticks_of(&self, phase: Phase) -> std::ops::Range<i64> {
+        let (p, m) = (self.stages, self.micro_batches);
+        match phase {
+            Phase::WarmUp => 0..p.min(self.ticks()),
+            Phase::Steady => p..(m + p - 1).max(p),
+            Phase::CoolDown => (m + p - 1).max(p)..self.ticks(),
+        }
+    }
+
     /// The micro-batch stage `stage` runs forward at `tick`, if any.
     pub fn forward_micro_batch(&self, tick: i64, stage: i64) -> Option<i64> {
         self.micro_batch(tick - self.forward_delay(stage))
@@ -222,5 +233,25 @@ mod tests {
             .map(|&p| (0..s.ticks()).filter(|&t| s.phase(t) == p).count())
             .collect();
         assert_eq!(phases, [8, 127, 8]);
+    }
+
+    #[test]
+    fn ticks_of_a_phase_are_the_ticks_phase_gives_it() {
+        for stages in 1..6 {
+            for micro_batches in 1..9 {
+                let s = Schedule {
+                    stages,
+                    micro_batches,
+                };
+                for p in Phase::ALL {
+                    let by_phase: Vec<i64> = (0..s.ticks()).filter(|&t| s.phase(t) == p).collect();
+                    let range: Vec<i64> = s.ticks_of(p).collect();
+                    assert_eq!(
+                        range, by_phase,
+                        "{p:?} of {stages} stages, {micro_batches} micro-batches"
+                    );
+                }
+            }
+        }
     }
 }

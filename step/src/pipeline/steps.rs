@@ -12,7 +12,7 @@ use hlatc_models::{BatchShape, ParallelError};
 /// The programs of a pipeline-parallel step.
 pub struct PipelineSteps {
     /// The tick programs, in the order of [`Phase::ALL`].
-    pub ticks: Vec<TrainStep>,
+    pub ticks: [TrainStep; 3],
     /// The update from the accumulated gradients (the apply step of
     /// gradient accumulation, on a stage's parameters).
     pub apply: TrainStep,
@@ -30,7 +30,7 @@ pub struct PipelineSteps {
 #[derive(Clone, Copy)]
 pub struct PipelineView<'a> {
     /// The tick programs, in the order of [`Phase::ALL`].
-    pub ticks: &'a [&'a TrainStep],
+    pub ticks: [&'a TrainStep; 3],
     pub apply: &'a TrainStep,
     pub schedule: Schedule,
     pub stage_config: &'a StepConfig,
@@ -48,16 +48,15 @@ impl PipelineSteps {
         self.ticks.iter_mut().chain([&mut self.apply])
     }
 
-    /// `f` of the programs by reference.
-    pub fn with_view<R>(&self, f: impl FnOnce(PipelineView<'_>) -> R) -> R {
-        let ticks: Vec<&TrainStep> = self.ticks.iter().collect();
-        f(PipelineView {
-            ticks: &ticks,
+    /// The programs by reference.
+    pub fn view(&self) -> PipelineView<'_> {
+        PipelineView {
+            ticks: self.ticks.each_ref(),
             apply: &self.apply,
             schedule: self.schedule,
             stage_config: &self.stage_config,
             form: self.form,
-        })
+        }
     }
 
     /// The tick program of `phase`.
@@ -117,19 +116,11 @@ pub fn build_pipeline_steps(
     // keeps, which the warm-up (forward alone) is told and the cool-down
     // checks.
     let (steady, kept) = tick::build_tick(&micro, schedule, Phase::Steady, form, None)?;
-    let mut steady = Some(steady);
-    let mut ticks = Vec::new();
-    for phase in Phase::ALL {
-        ticks.push(match (phase, steady.take()) {
-            (Phase::Steady, Some(built)) => built,
-            (_, left) => {
-                steady = left;
-                tick::build_tick(&micro, schedule, phase, form, Some(&kept))?.0
-            }
-        });
-    }
+    let told = |phase| tick::build_tick(&micro, schedule, phase, form, Some(&kept));
+    let warm_up = told(Phase::WarmUp)?.0;
+    let cool_down = told(Phase::CoolDown)?.0;
     Ok(PipelineSteps {
-        ticks,
+        ticks: [warm_up, steady, cool_down],
         apply: build_apply_step(&stage_config)?,
         schedule,
         stages,

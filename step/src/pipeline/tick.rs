@@ -167,6 +167,7 @@ pub(crate) fn build_tick(
         forward: t1 - t0,
         autodiff: t1.elapsed(),
         optimizer: Default::default(),
+        passes: Default::default(),
     };
     let step = TrainStep::built(module, cfg, (sig.inputs, outputs), times)?;
     Ok((step, kept))

@@ -167,6 +167,9 @@ pub struct StageTimes {
     pub forward: Duration,
     pub autodiff: Duration,
     pub optimizer: Duration,
+    /// [`optimize`]'s whole time, its passes and the memory plan it
+    /// measures (zero until it runs).
+    pub passes: Duration,
 }
 
 pub struct TrainStep {
@@ -233,6 +236,16 @@ impl GatheredWeights {
 }
 
 impl TrainStep {
+    /// Its instructions as built, before [`optimize`]'s passes: the
+    /// pipeline's first run counted them (the module's own count until the
+    /// passes ran).
+    pub fn instructions_built(&self) -> usize {
+        self.pass_report.runs.first().map_or_else(
+            || self.module.instruction_count(),
+            |r| r.instructions_before,
+        )
+    }
+
     /// A step just built for `cfg` in the replica form with `replica-id`,
     /// with its signature, written in `cfg`'s SPMD form when it is sharded:
     /// no pass has run, and the preset's cast and rounding policies are the
@@ -281,6 +294,7 @@ pub fn optimize(
     target: hlatc_passes::Target,
     remat: hlatc_passes::RematPolicy,
 ) -> Result<(), hlatc_passes::PassError> {
+    let started = Instant::now();
     let mut ctx = hlatc_passes::PassContext::new(target);
     ctx.remat = remat;
     ctx.cast = step.cast_policy.clone();
@@ -325,6 +339,7 @@ pub fn optimize(
         .collect();
     step.pass_report = report;
     step.memory = Some(MemoryPlan::measure(step));
+    step.times.passes = started.elapsed();
     Ok(())
 }
 
@@ -629,6 +644,7 @@ pub fn build_train_step(cfg: &StepConfig) -> Result<TrainStep, StepError> {
         forward: t1 - t0,
         autodiff: t2 - t1,
         optimizer: t3 - t2,
+        passes: Duration::ZERO,
     };
     TrainStep::built(module, cfg, (inputs, outputs), times)
 }
