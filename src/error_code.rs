@@ -76,6 +76,22 @@ impl Error {
     }
 }
 
+/// The code of a per-rank checkpoint's error (`hlatc.jax.Trainer`'s
+/// checkpoints, which the Python API reads and writes and no command does,
+/// so no [`Error`] wraps it): `sharded_checkpoint.` and the case, a tensor
+/// file's under `tensors` (`sharded_checkpoint.tensors.io`).
+pub fn sharded_checkpoint(
+    e: &hlatc_artifacts::checkpoint::sharded::ShardedCheckpointError,
+) -> ErrorCode {
+    use hlatc_artifacts::checkpoint::sharded::ShardedCheckpointError as S;
+    let mut code = ErrorCode(Vec::new());
+    code.push("sharded_checkpoint").variant(e);
+    if let S::Tensors(x) = e {
+        code.variant(x);
+    }
+    code
+}
+
 fn facade(e: &Error, code: &mut ErrorCode) {
     match e {
         Error::Usage(u) => {

@@ -20,11 +20,14 @@ enum Wrap {
     Instead(Vec<String>),
 }
 
-/// Every code [`crate::Error::code`] can give, sorted. A code that wraps
+/// Every code [`crate::Error::code`] can give, and those of the library
+/// errors the Python API raises that no [`crate::Error`] wraps
+/// ([`crate::error_code::sharded_checkpoint`]), sorted. A code that wraps
 /// another (`not_written.`, `rank_inputs.`, `plan.compile.`) is listed
 /// with each code it can wrap.
 pub fn every_code() -> Vec<String> {
     let mut codes = facade(true);
+    codes.extend(sharded_checkpoint());
     codes.sort();
     codes.dedup();
     codes
@@ -107,6 +110,18 @@ fn facade(with_plan: bool) -> Vec<String> {
             Instead(vec![format!("usage.{}", UsageKind::Conflict.name())]),
         ),
     ])
+}
+
+/// A per-rank checkpoint's codes ([`crate::error_code::sharded_checkpoint`]).
+fn sharded_checkpoint() -> Vec<String> {
+    use hlatc_artifacts::checkpoint::sharded::ShardedCheckpointError;
+    cases::<ShardedCheckpointError>(&[(
+        "Tensors",
+        Under(names::<hlatc_runtime::TensorFileError>()),
+    )])
+    .into_iter()
+    .map(|c| format!("sharded_checkpoint.{c}"))
+    .collect()
 }
 
 fn artifact() -> Vec<String> {

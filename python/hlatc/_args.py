@@ -34,14 +34,19 @@ class UsageKind(enum.Enum):
     INVALID = "invalid"
 
 
-def usage_error(kind: UsageKind, message: str, argument: Optional[str] = None
-                ) -> _hlatc.UsageError:
+def usage_error(kind: UsageKind, message: str, argument: Optional[str] = None,
+                code: Optional[str] = None) -> _hlatc.UsageError:
     """`UsageError(message)` of category `kind`, naming `argument` where one
-    argument is at fault. The class takes its message alone, as
-    `ValueError` does: the fields are set on the instance."""
+    argument is at fault, its `code` the CLI's for a usage error of that
+    kind (`usage.conflict`), as the native module codes its own, or `code`
+    (one of `_hlatc.PYTHON_CODES`) where the refusal is a case of its own.
+    The class takes its message alone, as `ValueError` does: the fields are
+    set on the instance."""
+    assert code is None or code in _hlatc.PYTHON_CODES, code
     error = _hlatc.UsageError(message)
     error.category = kind.value
     error.argument = argument
+    error.code = code or f"usage.{kind.value}"
     return error
 
 

@@ -47,6 +47,10 @@ class BundleTensor:
 def _error(message: str, path: str) -> "_hlatc.FileError":
     e = _hlatc.FileError(message)
     e.path = path
+    # A manifest's entry that cannot be read: the CLI's reader of a bundle
+    # refuses it as the artifacts' file error, and `ListedBundle` so codes
+    # every bundle it cannot list.
+    e.code = "artifact.file"
     return e
 
 

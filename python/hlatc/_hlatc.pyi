@@ -66,6 +66,7 @@ __all__ = [
     "DataError",
     "CheckpointError",
     "InternalError",
+    "PYTHON_CODES",
     "USAGE_CATEGORIES",
     "compile_step",
     "choices",
@@ -190,6 +191,9 @@ class CheckpointError(Error, OSError):
     path: Optional[str]
 
 class InternalError(Error, RuntimeError): ...
+
+#: The error codes only the Python API raises (docs/src/python.md lists them).
+PYTHON_CODES: List[str]
 
 def choices() -> Dict[str, List[str]]: ...
 def argument_error(name: str, given: object, accepted: str, *, of_type: bool) -> UsageError: ...

@@ -63,6 +63,8 @@ class PeerLostError(_hlatc.Error, RuntimeError):
         super().__init__(message)
         self.process = process
         self.reason = reason
+        # A case only the Python API raises (`_hlatc.PYTHON_CODES`).
+        self.code = "jax.peer_lost"
 
 
 PeerLostError.__module__ = "hlatc.jax"

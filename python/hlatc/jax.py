@@ -137,7 +137,8 @@ def initialize(
             raise _args.usage_error(
                 UsageKind.CONFLICT,
                 f"{ENV_COORDINATOR}={address}: process 0 serves the coordinator on port {port}, "
-                f"which is taken on this machine ({why}): choose another port"
+                f"which is taken on this machine ({why}): choose another port",
+                code="launch.port_taken",
             )
     import jax
     from jax._src import distributed

@@ -8,7 +8,7 @@
 //! extractor named as the argument (declared once in [`named!`]) reads any
 //! type that is [`Accepted`].
 
-use crate::errors::{argument_usage, usage_type_error, CONFIG};
+use crate::errors::{argument_usage, option_code, usage_type_error, CONFIG};
 use hlatc::usage::UsageKind;
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
@@ -75,21 +75,10 @@ pub(crate) fn refuse(why: Refused, name: &str, v: &Bound<'_, PyAny>, accepted: &
             match USAGE_SETS.contains(&name) {
                 true => argument_usage(UsageKind::OutOfRange, name, message),
                 false => {
-                    let py = v.py();
-                    let field = PyString::new(py, name).into_any().unbind();
+                    let field = PyString::new(v.py(), name).into_any().unbind();
                     // A compile option's code, as the CLI prints it for
                     // the same name (`option.reshard`).
-                    let option = hlatc::compile_step::spellings::CompileOption::by_keyword(name);
-                    match option {
-                        Some(o) => {
-                            let code = PyString::new(py, &format!("option.{}", o.keyword()));
-                            CONFIG.with(
-                                message,
-                                &[("key", field), ("code", code.into_any().unbind())],
-                            )
-                        }
-                        None => CONFIG.with(message, &[("key", field)]),
-                    }
+                    CONFIG.coded_with(option_code(name), message, &[("key", field)])
                 }
             }
         }

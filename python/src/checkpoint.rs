@@ -4,7 +4,7 @@
 //! own part of the protocol whose collectives JAX runs).
 
 use crate::arrays::{from_raw, RawIn};
-use crate::errors::{checkpoint_file_error, guarded, sharded_checkpoint_error, usage};
+use crate::errors::{guarded, sharded_checkpoint_error, to_py, usage};
 use crate::identity::RunIdentity;
 use hlatc::artifacts::checkpoint::sharded::{self, Marker};
 use hlatc::metrics::{MetricsLog, StepMetrics};
@@ -68,8 +68,12 @@ pub fn read_metrics_csv<'py>(
     text: &str,
     what: &str,
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-    let log =
-        MetricsLog::parse(text, what).map_err(|e| checkpoint_file_error(e.to_string(), what))?;
+    // Coded as the CLI codes a checkpoint's metrics it cannot read.
+    let log = MetricsLog::parse(text, what).map_err(|e| {
+        to_py(hlatc::Error::RunCheckpoint(
+            hlatc::fit::checkpoints::RunCheckpointError::Metrics(e),
+        ))
+    })?;
     metrics_rows(py, &log)
 }
 

@@ -3,7 +3,7 @@
 //! (the CLI's library call, so the bundles are the same bytes).
 
 use crate::args;
-use crate::errors::{guarded, to_py, usage, CONFIG};
+use crate::errors::{coded, guarded, option_code, to_py, usage, CONFIG};
 use crate::step::Step;
 use hlatc::compile_step::spellings::{CompileOption, DefaultValue};
 use hlatc::compile_step::{compile_step as compile, CompileOptions, ModelSource, PyValue};
@@ -89,7 +89,11 @@ pub(crate) fn kernel_requests(v: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Kern
     pairs("kernels", v)?
         .into_iter()
         .flatten()
-        .map(|w| KernelRequest::parse(&w).map_err(|e| CONFIG.err(e.to_string())))
+        // Coded as the CLI codes a `--kernel` it cannot read.
+        .map(|w| {
+            KernelRequest::parse(&w)
+                .map_err(|e| CONFIG.coded(option_code("kernels"), e.to_string()))
+        })
         .collect()
 }
 
@@ -113,7 +117,7 @@ pub(crate) fn compile_options(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Co
                 for word in keyword_words(option, &value)? {
                     options
                         .set(option, word.as_deref())
-                        .map_err(|e| refused_word(option, word.as_deref(), e.problem))?;
+                        .map_err(|e| refused_word(option, word.as_deref(), e))?;
                 }
             }
         }
@@ -229,14 +233,26 @@ fn pairs(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<Option<String>>> {
 /// does not parse (`device_memory="16XB"`) an invalid argument; any other
 /// (a number its field cannot hold, a name outside its set) one out of
 /// range.
-fn refused_word(option: CompileOption, word: Option<&str>, problem: String) -> PyErr {
+/// Its code is the one the CLI prints for the same refusal
+/// (`option.kernels`).
+fn refused_word(
+    option: CompileOption,
+    word: Option<&str>,
+    e: hlatc::compile_step::OptionError,
+) -> PyErr {
     let name = option.keyword();
+    let problem = e.problem.clone();
+    let code = hlatc::Error::Option(e).code();
     let message = format!("{name}={:?}: {problem}", word.unwrap_or_default());
     match option.python_value() {
-        Some(PyValue::Pairs) => CONFIG.err(problem),
-        Some(PyValue::IntOrWord) => {
-            crate::errors::argument_usage(UsageKind::Invalid, name, message)
-        }
-        _ => crate::errors::argument_usage(UsageKind::OutOfRange, name, message),
+        Some(PyValue::Pairs) => CONFIG.coded(code, problem),
+        Some(PyValue::IntOrWord) => coded(
+            crate::errors::argument_usage(UsageKind::Invalid, name, message),
+            code,
+        ),
+        _ => coded(
+            crate::errors::argument_usage(UsageKind::OutOfRange, name, message),
+            code,
+        ),
     }
 }

@@ -257,7 +257,7 @@ fn positions_of(text: &str) -> PyResult<Vec<LoaderPosition>> {
 fn source_format(name: &str) -> PyResult<SourceFormat> {
     named(
         Unknown::Argument,
-        "format",
+        ("format", "format"),
         name,
         &SourceFormat::ALL,
         SourceFormat::name,
@@ -267,7 +267,7 @@ fn source_format(name: &str) -> PyResult<SourceFormat> {
 fn packing_of(name: &str) -> PyResult<Packing> {
     named(
         Unknown::Argument,
-        "packing",
+        ("packing", "packing"),
         name,
         &Packing::ALL,
         Packing::name,

@@ -7,6 +7,14 @@
 //! Every variant of hlatc's error enums is mapped by name, with no
 //! catch-all arm: a new variant in the Rust library is a compile error
 //! here until it is given its class.
+//!
+//! Every exception raised carries its `code`, the one the CLI prints for
+//! the same error (`hlatc::error_code`). Outside this module an exception
+//! is made only with one: [`to_py`] (the walk's), [`Kind::coded`] and
+//! [`coded`], the usage errors (`usage.KIND`), [`loader_error`],
+//! [`sharded_checkpoint_error`] and [`INTERNAL`]; the class-by-variant
+//! functions below make theirs uncoded and are reached only through
+//! those.
 
 use hlatc::artifacts::checkpoint::sharded::ShardedCheckpointError;
 use hlatc::artifacts::checkpoint::CheckpointError as RustCheckpointError;
@@ -128,14 +136,32 @@ impl Kind {
         Ok(ty.bind(py))
     }
 
-    /// An exception of this class with `message`.
-    pub(crate) fn err(&self, message: impl Into<String>) -> PyErr {
+    /// An exception of this class with `message` and `code`.
+    pub(crate) fn coded(&self, code: impl ToString, message: impl Into<String>) -> PyErr {
+        coded(self.with(message.into(), &[]), code)
+    }
+
+    /// An exception of this class with `message`, `code` and the
+    /// attributes `fields`.
+    pub(crate) fn coded_with(
+        &self,
+        code: impl ToString,
+        message: String,
+        fields: &[(&str, PyObject)],
+    ) -> PyErr {
+        coded(self.with(message, fields), code)
+    }
+
+    /// An exception of this class with `message`, its code left to the
+    /// caller (private: see the module's comment).
+    fn err(&self, message: impl Into<String>) -> PyErr {
         self.with(message.into(), &[])
     }
 
     /// An exception of this class with `message` and the attributes
-    /// `fields`. (Should the class fail to be made, an `hlatc.Error`.)
-    pub(crate) fn with(&self, message: String, fields: &[(&str, PyObject)]) -> PyErr {
+    /// `fields`, its code left to the caller. (Should the class fail to be
+    /// made, an `hlatc.Error`.)
+    fn with(&self, message: String, fields: &[(&str, PyObject)]) -> PyErr {
         Python::with_gil(|py| {
             let ty = match self.type_object(py) {
                 Ok(ty) => ty.clone(),
@@ -255,13 +281,34 @@ pub(crate) static CHECKPOINT: Kind = Kind::new(
     "A checkpoint directory that cannot be read or written (also an OSError): `path` \
      names the file or directory.",
 );
-pub(crate) static INTERNAL: Kind = Kind::new(
+pub(crate) static INTERNAL: Internal = Internal(Kind::new(
     "InternalError",
     Builtin::Runtime,
     &[],
     "A failure inside hlatc that no input should cause, a Rust panic included (also a \
      RuntimeError): please report it.",
-);
+));
+
+/// `InternalError`'s class, whose every error made here is coded
+/// `internal`: a panic, or a failure no typed error describes, has no
+/// case of its own to name (one raised from a typed error, through
+/// [`to_py`], has that error's code instead).
+pub(crate) struct Internal(Kind);
+
+impl Internal {
+    pub(crate) fn err(&self, message: impl Into<String>) -> PyErr {
+        self.0.coded(INTERNAL_CODE, message)
+    }
+}
+
+/// The code of an `InternalError` no typed error describes; one of the
+/// codes only Python raises (`PYTHON_CODES`).
+const INTERNAL_CODE: &str = "internal";
+
+/// The codes only the Python API raises, none of them the code of a Rust
+/// error (`every_error_code` lists those): `docs/src/python.md` lists
+/// these, and a test holds the two together.
+pub(crate) const PYTHON_CODES: [&str; 3] = [INTERNAL_CODE, "jax.peer_lost", "launch.port_taken"];
 
 /// Every class under `Error`, in the order `hlatc.__all__` names them.
 pub(crate) static KINDS: [&Kind; 14] = [
@@ -278,20 +325,22 @@ pub(crate) static KINDS: [&Kind; 14] = [
     &USAGE_TYPE,
     &DATA,
     &CHECKPOINT,
-    &INTERNAL,
+    &INTERNAL.0,
 ];
 
 /// Registers every exception class in the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    // `code` on every `hlatc.Error`: the CLI's error code where the error
-    // came from the library ([`to_py`]), `usage.KIND` for an argument the
-    // Python layer refused, and None on the class for the rest.
+    // `code` on every `hlatc.Error` hlatc raises: the CLI's error code
+    // where the error came from the library ([`to_py`]), `usage.KIND` for
+    // an argument the Python layer refused, one of `PYTHON_CODES` for the
+    // rest. None on the class, for an `hlatc.Error` raised by hand.
     Error::type_object(py).setattr("code", py.None())?;
     m.add("Error", Error::type_object(py))?;
     for kind in KINDS {
         m.add(kind.name, kind.type_object(py)?)?;
     }
+    m.add("PYTHON_CODES", PYTHON_CODES.to_vec())?;
     Ok(())
 }
 
@@ -306,10 +355,12 @@ pub(crate) enum Unknown {
 }
 
 /// The value of `all` named `name`, or an error (`unknown`'s) naming the
-/// ones there are (`what`: the option, in words).
+/// ones there are (`what`: the option, in words; `keyword`: its argument).
+/// A `ConfigError`'s code is the compile option's the CLI prints for the
+/// same name (`option.remat`), an argument's `usage.out_of_range`.
 pub(crate) fn named<T: Copy>(
     unknown: Unknown,
-    what: &str,
+    (keyword, what): (&str, &str),
     name: &str,
     all: &[T],
     name_of: fn(T) -> &'static str,
@@ -321,22 +372,38 @@ pub(crate) fn named<T: Copy>(
             let known: Vec<&str> = all.iter().map(|t| name_of(*t)).collect();
             let message = format!("unknown {what} '{name}' (known: {})", known.join(", "));
             match unknown {
-                Unknown::Config => CONFIG.err(message),
+                Unknown::Config => CONFIG.coded(option_code(keyword), message),
                 Unknown::Argument => usage_error(UsageKind::OutOfRange, Some(what), message),
             }
         })
 }
 
+/// The code of a compile option's refusal, `option.KEYWORD`, as the CLI
+/// prints it for the option's flag; `usage.out_of_range` for an argument
+/// no compile option is (a name outside its set).
+pub(crate) fn option_code(keyword: &str) -> String {
+    match hlatc::compile_step::spellings::CompileOption::by_keyword(keyword) {
+        Some(o) => format!("option.{}", o.keyword()),
+        None => format!("usage.{}", UsageKind::OutOfRange.name()),
+    }
+}
+
 /// `precision=`'s preset, refused (as `unknown` says) naming the presets.
 pub(crate) fn precision_named(unknown: Unknown, name: &str) -> PyResult<Precision> {
-    named(unknown, "precision", name, &Precision::ALL, Precision::name)
+    named(
+        unknown,
+        ("precision", "precision"),
+        name,
+        &Precision::ALL,
+        Precision::name,
+    )
 }
 
 /// `remat=`'s policy, refused (as `unknown` says) naming the policies.
 pub(crate) fn remat_named(unknown: Unknown, name: &str) -> PyResult<RematPolicy> {
     named(
         unknown,
-        "remat policy",
+        ("remat", "remat policy"),
         name,
         &RematPolicy::ALL,
         RematPolicy::name,
@@ -345,7 +412,13 @@ pub(crate) fn remat_named(unknown: Unknown, name: &str) -> PyResult<RematPolicy>
 
 /// `target=`'s compiler, refused (as `unknown` says) naming the targets.
 pub(crate) fn target_named(unknown: Unknown, name: &str) -> PyResult<Target> {
-    named(unknown, "target", name, &Target::ALL, Target::name)
+    named(
+        unknown,
+        ("target", "target"),
+        name,
+        &Target::ALL,
+        Target::name,
+    )
 }
 
 /// `instance=`'s machine, refused as an argument naming the instances.
@@ -353,7 +426,7 @@ pub(crate) fn instance_named(name: &str) -> PyResult<hlatc::plan::Instance> {
     use hlatc::plan::Instance;
     named(
         Unknown::Argument,
-        "instance",
+        ("instance", "instance"),
         name,
         &Instance::ALL,
         Instance::name,
@@ -455,14 +528,23 @@ fn obj<'py, T: IntoPyObjectExt<'py>>(py: Python<'py>, v: T) -> PyObject {
     v.into_py_any(py).unwrap_or_else(|_| py.None())
 }
 
+/// `err` with `code`. (An exception object takes attributes; one that
+/// would not keeps its class's `code`.)
+pub(crate) fn coded(err: PyErr, code: impl ToString) -> PyErr {
+    Python::with_gil(|py| {
+        let _ = err.value(py).setattr("code", code.to_string());
+    });
+    err
+}
+
 /// An exception of `kind` whose `path` is `path`.
-pub(crate) fn path_error(kind: &Kind, message: String, path: &std::path::Path) -> PyErr {
+fn path_error(kind: &Kind, message: String, path: &std::path::Path) -> PyErr {
     let path = Python::with_gil(|py| obj(py, path.display().to_string()));
     kind.with(message, &[("path", path)])
 }
 
 /// A `CheckpointError` about the file or directory `path`.
-pub(crate) fn checkpoint_file_error(message: String, path: &str) -> PyErr {
+fn checkpoint_file_error(message: String, path: &str) -> PyErr {
     let path = Python::with_gil(|py| obj(py, path));
     CHECKPOINT.with(message, &[("path", path)])
 }
@@ -548,16 +630,14 @@ pub(crate) fn loader_error(e: &LoaderError) -> PyErr {
         // loader raised it: `to_py` is not on every path that reaches here.
         let case: &'static str = e.into();
         let code = format!("loader.{}", hlatc::error_code::snake_case(case));
-        let mut fields = fields;
-        fields.push(("code", obj(py, code)));
-        DATA.with(message, &fields)
+        DATA.coded_with(code, message, &fields)
     })
 }
 
 /// The Python exception for a checkpoint directory's error: an I/O
 /// failure is a `CheckpointError` naming its path; a bad argument (no
 /// checkpoint kept, a file name a checkpoint cannot hold) a `UsageError`.
-pub(crate) fn checkpoint_error(e: &RustCheckpointError) -> PyErr {
+fn checkpoint_error(e: &RustCheckpointError) -> PyErr {
     let message = e.to_string();
     match e {
         RustCheckpointError::Io { path, .. } => {
@@ -572,11 +652,12 @@ pub(crate) fn checkpoint_error(e: &RustCheckpointError) -> PyErr {
 /// directory that is missing, not what it should be, or cannot be written
 /// is a `FileError` naming it (the marker, where the marker is the
 /// problem); another world size, or a file name a checkpoint cannot
-/// hold, a `UsageError`.
+/// hold, a `UsageError`. Its code is its own
+/// (`hlatc::error_code::sharded_checkpoint`): no command raises it.
 pub(crate) fn sharded_checkpoint_error(e: &ShardedCheckpointError) -> PyErr {
     use ShardedCheckpointError as S;
     let message = e.to_string();
-    match e {
+    let err = match e {
         S::SaveIntoFile { dir }
         | S::MakeDir { dir, .. }
         | S::NoDirectory { dir }
@@ -591,7 +672,8 @@ pub(crate) fn sharded_checkpoint_error(e: &ShardedCheckpointError) -> PyErr {
         S::NotRegularFile(n) => path_error(&FILE, message, &n.path),
         S::WorldSize { .. } => usage(UsageKind::Conflict, message),
         S::BadName { .. } => usage(UsageKind::Invalid, message),
-    }
+    };
+    coded(err, hlatc::error_code::sharded_checkpoint(e))
 }
 
 /// A `ConfigError` with `key` and `source`.
@@ -773,10 +855,7 @@ fn state_metadata_kind(e: &hlatc::artifacts::state_metadata::StateMetadataError)
 /// A checkpoint directory's lock: one another run holds is a conflict;
 /// one that cannot be read or written, no usage error at all but a
 /// `CheckpointError` naming its file.
-pub(crate) fn lock_error(
-    e: &hlatc::artifacts::checkpoint_lock::LockError,
-    message: String,
-) -> PyErr {
+fn lock_error(e: &hlatc::artifacts::checkpoint_lock::LockError, message: String) -> PyErr {
     use hlatc::artifacts::checkpoint_lock::LockError as L;
     match e {
         L::Held { .. } => usage(UsageKind::Conflict, message),
@@ -849,14 +928,22 @@ fn batch_error(e: &RustBatchError) -> PyErr {
 
 /// The Python exception for `e`, its `code` the one the CLI prints for it.
 pub fn to_py(e: hlatc::Error) -> PyErr {
-    let code = e.code().to_string();
-    let err = described(e);
-    Python::with_gil(|py| {
-        // An exception object takes attributes; one that would not has
-        // its class's `code`.
-        let _ = err.value(py).setattr("code", code);
-    });
-    err
+    let code = e.code();
+    coded(described(e), code)
+}
+
+/// The `PassError` of a pass pipeline run on a module from Python, coded
+/// as `hlatc opt` codes it (`pass_on.unknown_pass`); the message is the
+/// pass's own, as the module may have no file to name.
+pub(crate) fn pass_error(e: hlatc::passes::PassError) -> PyErr {
+    let message = e.to_string();
+    // The code names the case, never the path.
+    let code = hlatc::Error::PassOn {
+        path: std::path::PathBuf::new(),
+        source: e,
+    }
+    .code();
+    PASS.coded(code, message)
 }
 
 /// The Python exception of `e`, by its kind, with its fields.
@@ -1042,7 +1129,7 @@ pub fn guarded<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
 /// run's (`IdentityError`, with each field's two values), a name
 /// `allow_changes` may not use, a record that is not an identity, a file
 /// that cannot be read.
-pub(crate) fn identity_error(e: &RunIdentityError) -> PyErr {
+fn identity_error(e: &RunIdentityError) -> PyErr {
     let message = e.to_string();
     match e {
         RunIdentityError::Changed {
@@ -1077,7 +1164,7 @@ fn changed_error(source: &str, changes: &[FieldChange]) -> PyErr {
 /// up: another run's (`IdentityError`, with each field's two values), a
 /// checkpoint without its state or with metrics hlatc cannot read
 /// (`CheckpointError`), a directory another run holds (`UsageError`).
-pub(crate) fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
+fn run_checkpoint_error(e: &RunCheckpointError) -> PyErr {
     let message = e.to_string();
     match e {
         RunCheckpointError::Identity(e) => identity_error(e),

@@ -7,7 +7,7 @@
 //! code.
 
 use crate::checkpoint::{metrics_log, metrics_rows};
-use crate::errors::{guarded, run_checkpoint_error, to_py, usage};
+use crate::errors::{guarded, to_py, usage};
 use hlatc::fit::checkpoints::{Notice, RunCheckpoints as Rust};
 use hlatc::fit::{FitEnd, FitEngine, FitPolicy};
 use hlatc::train::run_error::RunError;
@@ -175,7 +175,7 @@ impl RunCheckpoints {
     ) -> PyResult<Self> {
         let opened = guarded(|| {
             Rust::open(&dir, keep, &identity.inner, &allow_changes)
-                .map_err(|e| run_checkpoint_error(&e))
+                .map_err(|e| to_py(hlatc::Error::RunCheckpoint(e)))
         })?;
         Ok(RunCheckpoints {
             inner: Mutex::new(Some(opened.checkpoints)),
@@ -225,7 +225,7 @@ impl RunCheckpoints {
             self.with(|c| {
                 c.save(done, &state, loader.as_deref(), &metrics)
                     .map(|p| p.display().to_string())
-                    .map_err(|e| run_checkpoint_error(&e))
+                    .map_err(|e| to_py(hlatc::Error::RunCheckpoint(e)))
             })
         })
     }

@@ -3,7 +3,7 @@
 //! `hlatc.Trainer.fit` and `hlatc train --checkpoint-dir` record and check
 //! the same `run.json`, and `hlatc.jax.Trainer` the same fields.
 
-use crate::errors::{guarded, identity_error};
+use crate::errors::{guarded, to_py};
 use crate::step::Step;
 use hlatc::run_identity::{
     files_fingerprint, init_from_seed, tokenizer_hash, Coverage, FieldChange, RunIdentity as Rust,
@@ -53,12 +53,12 @@ impl RunIdentity {
             let tokenizer = tokenizer
                 .map(|p| tokenizer_hash(&p))
                 .transpose()
-                .map_err(|e| identity_error(&e))?;
+                .map_err(|e| to_py(e.into()))?;
             let files = hlatc::loader::sources::expand(&sources)
                 .map_err(|e| crate::errors::loader_error(&e))?;
             // The loader's record of what it read checks the rest.
             let corpus =
-                files_fingerprint(&files, Coverage::Sampled).map_err(|e| identity_error(&e))?;
+                files_fingerprint(&files, Coverage::Sampled).map_err(|e| to_py(e.into()))?;
             Ok(RunIdentity {
                 inner: id.with_tokenizer(tokenizer.as_deref()).with_corpus(&corpus),
             })
@@ -71,7 +71,7 @@ impl RunIdentity {
     #[staticmethod]
     fn from_json(text: &str, source: &str) -> PyResult<RunIdentity> {
         Ok(RunIdentity {
-            inner: Rust::from_json(text, source).map_err(|e| identity_error(&e))?,
+            inner: Rust::from_json(text, source).map_err(|e| to_py(e.into()))?,
         })
     }
 
@@ -149,7 +149,7 @@ impl RunIdentity {
                     .map(|c| allowed_change_message(r#where, c))
                     .collect(),
             )),
-            Err(e) => Err(identity_error(&e)),
+            Err(e) => Err(to_py(e.into())),
         }
     }
 
@@ -179,5 +179,5 @@ pub(crate) fn allowed_change_message(checkpoint: &str, change: &FieldChange) -> 
 /// --init` records it.
 #[pyfunction]
 pub fn init_of_file(path: PathBuf) -> PyResult<String> {
-    hlatc::run_identity::init_from_file(&path).map_err(|e| identity_error(&e))
+    hlatc::run_identity::init_from_file(&path).map_err(|e| to_py(e.into()))
 }

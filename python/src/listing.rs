@@ -38,8 +38,13 @@ pub struct ListedBundle {
 impl ListedBundle {
     #[new]
     fn new(path: PathBuf) -> PyResult<Self> {
+        // A bundle that cannot be listed is the artifacts' file error, as
+        // the CLI's reader of a bundle raises it (`artifact.file`).
         let inner = hlatc::bundle::ListedBundle::read(&path).map_err(|e| {
-            crate::errors::path_error(&crate::errors::FILE, e.message.clone(), &e.path)
+            crate::errors::to_py(hlatc::Error::Artifact(hlatc::artifacts::Error::File {
+                path: e.path,
+                message: e.message,
+            }))
         })?;
         Ok(ListedBundle { inner })
     }

@@ -2,7 +2,7 @@
 //! optimized by named passes.
 
 use crate::args;
-use crate::errors::{guarded, target_named, to_py, Unknown, PASS};
+use crate::errors::{guarded, pass_error, target_named, to_py, Unknown};
 use hlatc::passes::{default_pipeline, pipeline_from_names, registry, PassContext};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -94,10 +94,10 @@ pub fn optimize(
                 None => default_pipeline::<&str>(t, &[]),
                 Some(names) => pipeline_from_names("optimize", names),
             }
-            .map_err(|e| PASS.err(e.to_string()))?;
+            .map_err(pass_error)?;
             pipeline
                 .run_module(&mut m, &mut PassContext::new(t))
-                .map_err(|e| PASS.err(e.to_string()))?;
+                .map_err(pass_error)?;
             Ok(Module { inner: m })
         })
     })

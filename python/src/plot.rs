@@ -2,7 +2,7 @@
 //! `train --plot` draw), from the statistics `Trainer.step` returns.
 
 use crate::args;
-use crate::errors::{guarded, path_error, usage, FILE};
+use crate::errors::{guarded, to_py, usage};
 use hlatc::metrics::{MetricsLog, Series, StepMetrics};
 use hlatc::plot::{plot_to_file, Curve, PlotOptions};
 use hlatc::usage::UsageKind;
@@ -64,6 +64,6 @@ pub fn plot_metrics(
     opts.log_y = log_y;
     guarded(|| {
         plot_to_file(&curves, &opts, &path)
-            .map_err(|e| path_error(&FILE, format!("{}: {e}", path.display()), &path))
+            .map_err(|source| to_py(hlatc::Error::Plot { path, source }))
     })
 }

@@ -5,6 +5,9 @@ UsageTypeError (also a TypeError) for another type."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 import hlatc
@@ -391,6 +394,34 @@ def test_every_error_carries_the_code_the_cli_prints():
     # Every class answers `code`; one raised without a code says None.
     assert hlatc.Error.code is None
     assert hlatc.Error("raised by hand").code is None
+
+
+def _between(path: Path, block: str) -> str:
+    text = path.read_text()
+    begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+    return text[text.index(begin) + len(begin):text.index(end)]
+
+
+def test_the_codes_only_python_raises_are_the_ones_python_md_lists_and_no_cli_code():
+    docs = Path(__file__).parents[2] / "docs" / "src"
+    listed = re.findall(r"^- `([a-z_.]+)`:", _between(docs / "python.md", "python-codes"),
+                        re.MULTILINE)
+    assert listed == list(_hlatc.PYTHON_CODES)
+    # The CLI's list (cli.md's table, a group and its cases to a row).
+    cli = set()
+    table = _between(docs / "cli.md", "generated:error-codes")
+    for group, cases in re.findall(r"^\| (\S+) \| (.*) \|$", table, re.MULTILINE):
+        prefix = "" if group == "(none)" else group.strip("`")
+        cli.update(prefix + c for c in re.findall(r"`([a-z_0-9]+)`", cases))
+    assert "sharded_checkpoint.no_marker" in cli and "artifact.file" in cli
+    assert not cli & set(_hlatc.PYTHON_CODES)
+    # A refusal of the Python side's own takes one of them, and no other.
+    assert _args.usage_error(_args.UsageKind.CONFLICT, "m", code="launch.port_taken").code == \
+        "launch.port_taken"
+    assert _args.usage_error(_args.UsageKind.CONFLICT, "m").code == "usage.conflict"
+    with pytest.raises(AssertionError):
+        _args.usage_error(_args.UsageKind.CONFLICT, "m", code="usage.made_up")
+    assert hlatc.jax.PeerLostError("gone").code == "jax.peer_lost"
 
 
 def test_context_parallel_layouts_it_cannot_take_are_refused_with_their_codes():

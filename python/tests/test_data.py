@@ -210,12 +210,12 @@ def test_a_loader_opened_at_a_position_gives_the_batches_one_that_never_stopped_
         assert b.stats.filled == after.filled
     with loader(corpus, position=[json.dumps(p) for p in positions], **kw) as c:
         assert batches_equal(c.next_batch(), ahead[0])
-    # The message is the point too: it names the setting that differs,
-    # which no field holds.
-    with pytest.raises(hlatc.DataError, match="seed") as e:
+    with pytest.raises(hlatc.DataError) as e:
         loader(corpus, position=saved, **{**kw, "seed": 6})
     assert isinstance(e.value, ValueError)
     assert e.value.code == "loader.position"
+    # Named: the setting that differs, which no field holds.
+    assert "seed" in str(e.value)
 
 
 def test_a_position_past_the_end_of_a_pass_resumes_in_the_next(tmp_path, corpus):
@@ -292,10 +292,11 @@ def test_an_empty_corpus_raises_instead_of_looping(tmp_path, corpus):
     one = write(tmp_path / "one.jsonl", '{"text": "only one"}\n')
     with hlatc.data.Loader(one, seq_len=16, batch_size=2, replicas=2, vocab_size=4096,
                            tokenizer=corpus.tokenizer) as data:
-        # The message is the point: it names the empty shard.
-        with pytest.raises(hlatc.DataError, match="for shard 1 of 2") as e:
+        with pytest.raises(hlatc.DataError) as e:
             data.next_batch()
         assert (e.value.code, e.value.path) == ("loader.empty_corpus", str(one))
+        # Named: the empty shard, which no field holds.
+        assert "for shard 1 of 2" in str(e.value)
 
 
 def test_settings_are_refused_by_name(tmp_path, corpus):

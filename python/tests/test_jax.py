@@ -110,6 +110,7 @@ def test_jax_fit_resumes_from_its_newest_complete_checkpoint(tmp_path):
     # A save torn at step 4 (its marker never written): step 2 is the newest.
     (b / "step-00000004" / "COMPLETE").unlink()
     again = hlatc.jax.Trainer(step, seed=1)
+    # A warning has no code: its words (the checkpoint skipped, and why) are its content.
     with pytest.warns(hlatc.CheckpointWarning, match="step-00000004: no COMPLETE marker"):
         got = again.fit(loader(again), 6, checkpoint_dir=b, checkpoint_every=2)
     assert got == want

@@ -228,11 +228,10 @@ def test_mismatches_and_incomplete_checkpoints_are_refused(killed, tmp_path):
     again.load(tmp_path / "one")
     assert again.steps_done == 1
     (tmp_path / "one" / "COMPLETE").unlink()
-    # no code to match: a per-rank checkpoint's FileError has code None, and
-    # its path (the marker, or a file it lists) does not say what is wrong.
-    with pytest.raises(hlatc.FileError, match="no COMPLETE marker") as e:
+    with pytest.raises(hlatc.FileError) as e:
         again.load(tmp_path / "one")
-    assert e.value.path == str(tmp_path / "one" / "COMPLETE")
+    assert (e.value.code, e.value.path) == ("sharded_checkpoint.no_marker",
+                                            str(tmp_path / "one" / "COMPLETE"))
     shutil.copytree(killed[0] / "ckpt", tmp_path / "changed")
     with open(tmp_path / "changed" / "rank-00000.safetensors", "r+b") as f:
         f.seek(-1, os.SEEK_END)
@@ -242,9 +241,10 @@ def test_mismatches_and_incomplete_checkpoints_are_refused(killed, tmp_path):
     record["world_size"] = 1
     record["files"] = {"rank-00000.safetensors": record["files"]["rank-00000.safetensors"]}
     (four / "COMPLETE").write_text(json.dumps(record))
-    with pytest.raises(hlatc.FileError, match="sha256 is not the one") as e:
+    with pytest.raises(hlatc.FileError) as e:
         again.load(four)
-    assert e.value.path == str(four / "rank-00000.safetensors")
+    assert (e.value.code, e.value.path) == ("sharded_checkpoint.changed",
+                                            str(four / "rank-00000.safetensors"))
 
 
 def test_the_launcher_names_a_failed_process_and_bounds_the_run(tmp_path):

@@ -92,10 +92,11 @@ def test_a_pipelined_state_resumes_in_any_layout():
     # ... and back: the pipeline's state resumes on one device, and a state
     # of another model is refused by name.
     hlatc.Trainer(hlatc.compile_step(**OPTIONS), seed=0).resume(got)
-    # the message is the point: only it names the tensor (`argument` is None).
-    with pytest.raises(hlatc.UsageError, match="no tensor 'model.norm.weight'") as e:
+    with pytest.raises(hlatc.UsageError) as e:
         resumed.resume({k: v for k, v in got.items() if k != "model.norm.weight"})
     assert (e.value.code, e.value.category) == ("artifact.state.missing_tensor", "not_found")
+    # Named: the tensor, which no field holds (`argument` is None).
+    assert "'model.norm.weight'" in str(e.value)
 
 
 def test_the_bundle_is_the_clis_byte_for_byte(tmp_path):
@@ -212,13 +213,13 @@ def test_the_pipelined_steps_state_is_the_whole_models_divided_by_stage():
     layer1 = "adam_m.model.layers.1.mlp.down_proj.weight"
     without = {k: v for k, v in trained.items() if k != layer1}
     assert sorted(step.shard_state(without, 0)) == sorted(ranks[0])
-    # the message is the point: only it names the tensor (`argument` is None).
-    with pytest.raises(hlatc.UsageError, match=f"no tensor '{layer1}'") as e:
+    # Named in each: the tensor, which no field holds (`argument` is None).
+    with pytest.raises(hlatc.UsageError) as e:
         step.shard_state(without, 2)
-    assert e.value.code == "artifact.state.missing_tensor"
-    with pytest.raises(hlatc.UsageError, match=f"no tensor '{layer1}'") as e:
+    assert e.value.code == "artifact.state.missing_tensor" and f"'{layer1}'" in str(e.value)
+    with pytest.raises(hlatc.UsageError) as e:
         step.hugging_face_params(without)
-    assert e.value.code == "artifact.state.missing_tensor"
+    assert e.value.code == "artifact.state.missing_tensor" and f"'{layer1}'" in str(e.value)
     with pytest.raises(hlatc.UsageError) as e:
         step.init_state(rank=4)
     assert e.value.category == "out_of_range"

@@ -38,8 +38,9 @@ pub fn loader_file_name(replica: usize) -> String {
 }
 
 /// What a per-rank checkpoint cannot be, or could not do. Each names the
-/// file or directory it is about.
-#[derive(Debug, thiserror::Error)]
+/// file or directory it is about. Its case names its code
+/// (`hlatc::error_code`), as every error hlatc raises is coded.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
 pub enum ShardedCheckpointError {
     #[error(
         "{}: a checkpoint is a directory, and this is a file: give a directory's path (made if missing)",
