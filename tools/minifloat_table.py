@@ -8,7 +8,7 @@ of f64 values rounds (ties to even; `overflow` where ml_dtypes gives an
 infinity or NaN for a finite value that XLA's text reader refuses). Values
 are written as the hex of their f64 bits, so nothing is lost in printing.
 `float4_e2m1fn` has 16 codes (one per byte, in its low bits); the others 256.
-tests/it/minifloat.rs checks hlatc's codec against this table.
+compiler/tests/it/minifloat.rs checks hlatc's codec against this table.
 """
 import struct
 

@@ -32,7 +32,6 @@ mod loader;
 mod manifest_schema;
 mod memory_plan;
 mod metrics;
-mod minifloat;
 mod mixed_precision;
 mod model_gradients;
 mod module_markers;

@@ -18,6 +18,7 @@ mod input_file;
 mod layering;
 mod layouts;
 mod literals;
+mod minifloat;
 mod module_header;
 mod op_families;
 mod op_table;

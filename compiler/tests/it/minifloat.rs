@@ -4,12 +4,12 @@
 //! `tools/minifloat_table.py`). Then the same types through text and proto
 //! literals, and sub-byte integers.
 
-use hlatc::compiler::{ElementType, Literal, Scalar};
+use hlatc_compiler::{ElementType, Literal, Scalar};
 
 fn table() -> Vec<(ElementType, String, String, String)> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/minifloat/ml_dtypes.tsv"
+        "/../tests/fixtures/minifloat/ml_dtypes.tsv"
     );
     std::fs::read_to_string(path)
         .unwrap()
