@@ -37,7 +37,6 @@ mod model_gradients;
 mod module_markers;
 mod narrow_on_xla;
 mod neuron_check_cli;
-mod neuron_check_rules;
 mod neuron_rewrites_on_xla;
 mod nki_kernels;
 mod option_surfaces;

@@ -14,6 +14,7 @@ mod layering;
 mod narrow_64_bit;
 mod narrow_f64;
 mod neuron_check;
+mod neuron_check_rules;
 mod orient_dots;
 mod pipeline;
 mod rewriter;

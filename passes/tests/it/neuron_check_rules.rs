@@ -2,8 +2,8 @@
 //! it, and on a near miss that is accepted: the finding names the rule's
 //! code, the instruction, and the line and column it is written at.
 
-use hlatc::passes::neuron_check::{check_module, CheckReport, Chip, Code, Sdk, Severity, RULES};
-use hlatc::text::{instruction_positions, parse_module};
+use hlatc_compiler::formats::text::{instruction_positions, parse_module};
+use hlatc_passes::neuron_check::{check_module, CheckReport, Chip, Code, Sdk, Severity, RULES};
 
 /// One rule's trigger and near miss.
 struct Case {
@@ -969,7 +969,7 @@ ENTRY e {
 
 fn check(text: &str, chip: Chip, sdk: Sdk) -> CheckReport {
     let m = parse_module(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    hlatc::verify(&m).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    hlatc_compiler::verify(&m).unwrap_or_else(|e| panic!("{e}\n{text}"));
     check_module(&m, chip, sdk)
 }
 
