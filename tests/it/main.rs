@@ -40,7 +40,6 @@ mod neuron_check_cli;
 mod neuron_rewrites_on_xla;
 mod nki_kernels;
 mod option_surfaces;
-mod orient_dots;
 mod passes_on_xla;
 mod pipeline;
 mod plan;

@@ -3,4 +3,5 @@
 //! topic; the tests that run steps on XLA CPU are the root crate's.
 
 mod configs;
+mod orient_dots;
 mod pipeline_build;

@@ -6,13 +6,14 @@
 //! an rhs instead, as the value gradient reads the probabilities. A change
 //! to autodiff's dot rule or to the pass that made it inert would fail
 //! here, not only show in the step time (`step_vs_jax` example). The
-//! numbers are checked with every other pass in `passes_on_xla.rs`.
+//! numbers are checked with every other pass in the root crate's
+//! `tests/it/passes_on_xla.rs`.
 
-use hlatc::compiler::Op;
-use hlatc::models::{BatchShape, ModelConfig};
-use hlatc::passes::{default_pipeline, OrientDots, RematPolicy, Target};
-use hlatc::precision::Precision;
-use hlatc::train_step::{build_train_step, optimize, StepConfig};
+use hlatc_compiler::Op;
+use hlatc_models::{BatchShape, ModelConfig};
+use hlatc_passes::{default_pipeline, OrientDots, RematPolicy, Target};
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::{build_train_step, optimize, StepConfig};
 
 /// (score-shaped lhs contracted over the query dim, score-shaped rhs
 /// contracted over the query dim) dots of the optimized step.
