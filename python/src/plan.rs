@@ -4,8 +4,9 @@
 use crate::args;
 use crate::compile::source;
 use crate::errors::{guarded, instance_named, precision_named, remat_named, to_py, Unknown};
+use hlatc::models::KernelRequest;
 use hlatc::plan::reports::CalibrationRequest;
-use hlatc::plan::{plan as search, Candidate as RustCandidate, PlanOptions};
+use hlatc::plan::{Candidate as RustCandidate, PlanOptions, PlanOutcome, PlanRequest};
 use hlatc::usage::UsageKind;
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
@@ -295,137 +296,126 @@ pub fn plan(
     #[pyo3(from_py_with = args::predict)] predict: Option<std::path::PathBuf>,
     #[pyo3(from_py_with = args::report)] report: bool,
 ) -> PyResult<Plan> {
-    use hlatc::plan::{check_output, PlanError, PlanOption};
-    // Where the results go is checked before the search, as the CLI does.
-    for (option, path) in [(PlanOption::Json, &json), (PlanOption::Plot, &plot)] {
-        if let Some(path) = path {
-            check_output(option, path).map_err(|e| to_py(e.into()))?;
-        }
-    }
-    // What every layout's programs are priced with, as `hlatc plan
-    // --kernel` takes it: the attention point's request.
+    let request = PlanRequest {
+        model_given: model.is_some() || config.is_some(),
+        options: PlanOptions {
+            model: source(model, config)?,
+            precision: (precision.map(|p| precision_named(Unknown::Config, p))).transpose()?,
+            instance: instance_named(instance)?,
+            seq_len,
+            nodes,
+            global_batch,
+            top,
+            price,
+            layout,
+            threads,
+            attention: priced_attention(kernels)?,
+            capacity_factor,
+            ..PlanOptions::default()
+        },
+        calibration: CalibrationRequest {
+            calibration,
+            report,
+            predict,
+        },
+        json,
+        plot,
+    };
+    let outcome = guarded(|| py.allow_threads(|| request.run()).map_err(to_py))?;
+    Plan::of(py, outcome)
+}
+
+/// What every layout's programs are priced with, as `hlatc plan --kernel`
+/// takes it: the attention point's request among `kernels=`.
+fn priced_attention(kernels: Option<&Bound<'_, PyAny>>) -> PyResult<KernelRequest> {
     let requests = crate::compile::kernel_requests(kernels)?;
-    let attention =
-        hlatc::kernel_choice::attention_request(&requests).map_err(|e| to_py(e.into()))?;
-    let model_given = model.is_some() || config.is_some();
-    let layout_given = layout.is_some();
-    let model = source(model, config)?;
-    let precision = precision
-        .map(|p| precision_named(Unknown::Config, p))
-        .transpose()?;
-    let instance = instance_named(instance)?;
-    let request = CalibrationRequest {
-        calibration,
-        report,
-        predict,
-    };
-    let (p, reports) = guarded(|| {
-        py.allow_threads(|| {
-            let mut o = PlanOptions {
-                model,
-                seq_len,
-                precision,
-                instance,
-                nodes,
-                global_batch,
-                top,
-                price,
-                layout,
-                threads,
-                attention,
-                capacity_factor,
-                ..PlanOptions::default()
-            };
-            let reports = request.apply(&mut o)?;
-            if request.reports_only(model_given, layout_given) {
-                return Ok((None, reports));
-            }
-            let p = search(&o)?;
-            if let Some(path) = &json {
-                p.write_json(path)?;
-            }
-            if let Some(path) = &plot {
-                hlatc::plan::chart::chart_to_file(&p, path).map_err(PlanError::from)?;
-            }
-            Ok((Some(p), reports))
-        })
-        .map_err(to_py)
-    })?;
-    let report = reports
-        .report
-        .map(|r| {
-            Py::new(
-                py,
-                CalibrationReport {
-                    path: r.path,
-                    runs: r.runs,
-                    parameters: r.fit.params.named().into_iter().collect(),
-                    in_sample: run_errors(py, &r.fit.in_sample)?,
-                    leave_one_out: run_errors(py, &r.fit.leave_one_out)?,
-                },
-            )
-        })
-        .transpose()?;
-    let predicted = reports
-        .predicted
-        .map(|p| {
-            Py::new(
-                py,
-                Prediction {
-                    path: p.path,
-                    errors: run_errors(py, &p.errors)?,
-                },
-            )
-        })
-        .transpose()?;
-    let mut plan = Plan {
-        model: None,
-        instance: instance.to_string(),
-        nodes,
-        global_batch,
-        seq_len: None,
-        calibrated_on: reports.calibrated_on,
-        report,
-        predicted,
-        candidates: Vec::new(),
-        too_large: Vec::new(),
-        pruned: Vec::new(),
-        refused: Vec::new(),
-        capacity_advice: None,
-        seconds: 0.0,
-    };
-    if let Some(p) = p {
-        plan.candidates = p
-            .candidates
-            .iter()
-            .map(|c| Py::new(py, Candidate::from(c)))
-            .collect::<PyResult<Vec<_>>>()?;
-        plan.model = Some(p.model);
-        plan.seq_len = Some(p.seq_len);
-        plan.too_large = p.too_large.into_iter().map(|(l, _)| l).collect();
-        plan.pruned = p
-            .pruned
-            .into_iter()
-            .map(|(l, why)| (l, why.to_string()))
-            .collect();
-        plan.refused = p.refused;
-        plan.capacity_advice = p
-            .capacity_advice
-            .map(|a| -> PyResult<Py<CapacityAdvice>> {
-                let capped = Py::new(py, Candidate::from(&a.capped))?;
+    hlatc::kernel_choice::attention_request(&requests).map_err(|e| to_py(e.into()))
+}
+
+impl Plan {
+    /// A plan's outcome as Python's objects.
+    fn of(py: Python<'_>, outcome: PlanOutcome) -> PyResult<Plan> {
+        let PlanOutcome {
+            plan: p,
+            reports,
+            options,
+        } = outcome;
+        let report = reports
+            .report
+            .map(|r| {
                 Py::new(
                     py,
-                    CapacityAdvice {
-                        factor: a.factor,
-                        dropless_seq_per_s: a.dropless_seq_per_s,
-                        capped,
+                    CalibrationReport {
+                        path: r.path,
+                        runs: r.runs,
+                        parameters: r.fit.params.named().into_iter().collect(),
+                        in_sample: run_errors(py, &r.fit.in_sample)?,
+                        leave_one_out: run_errors(py, &r.fit.leave_one_out)?,
                     },
                 )
             })
             .transpose()?;
-        plan.seconds = p.seconds;
+        let predicted = reports
+            .predicted
+            .map(|p| {
+                Py::new(
+                    py,
+                    Prediction {
+                        path: p.path,
+                        errors: run_errors(py, &p.errors)?,
+                    },
+                )
+            })
+            .transpose()?;
+        let mut plan = Plan {
+            model: None,
+            instance: options.instance.to_string(),
+            nodes: options.nodes,
+            global_batch: options.global_batch,
+            seq_len: None,
+            calibrated_on: reports.calibrated_on,
+            report,
+            predicted,
+            candidates: Vec::new(),
+            too_large: Vec::new(),
+            pruned: Vec::new(),
+            refused: Vec::new(),
+            capacity_advice: None,
+            seconds: 0.0,
+        };
+        if let Some(p) = p {
+            plan.candidates = p
+                .candidates
+                .iter()
+                .map(|c| Py::new(py, Candidate::from(c)))
+                .collect::<PyResult<Vec<_>>>()?;
+            plan.model = Some(p.model);
+            plan.seq_len = Some(p.seq_len);
+            plan.too_large = p.too_large.into_iter().map(|(l, _)| l).collect();
+            plan.pruned = p
+                .pruned
+                .into_iter()
+                .map(|(l, why)| (l, why.to_string()))
+                .collect();
+            plan.refused = p.refused;
+            plan.capacity_advice = p
+                .capacity_advice
+                .map(|a| -> PyResult<Py<CapacityAdvice>> {
+                    let capped = Py::new(py, Candidate::from(&a.capped))?;
+                    Py::new(
+                        py,
+                        CapacityAdvice {
+                            factor: a.factor,
+                            dropless_seq_per_s: a.dropless_seq_per_s,
+                            capped,
+                        },
+                    )
+                })
+                .transpose()?;
+            plan.seconds = p.seconds;
+        }
+        Ok(plan)
     }
-    Ok(plan)
 }
 
 /// Appends one measured run to a calibration CSV (`hlatc plan

@@ -7,7 +7,7 @@ use hlatc::memory_plan::gib;
 use hlatc::models::KernelRequest;
 use hlatc::plan::calibration::{median_and_worst, RunError};
 use hlatc::plan::reports::CalibrationRequest;
-use hlatc::plan::{check_output, plan, Instance, Plan, PlanOption, PlanOptions};
+use hlatc::plan::{Instance, Plan, PlanOptions, PlanOutcome, PlanRequest};
 use hlatc::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,13 +53,13 @@ pub struct Args {
     /// at LNC=2), or Trainium3 at LNC=2: trn3-server (16 chips, 64 cores),
     /// trn3-ultraserver-gen1 (64 chips, 256 cores) or
     /// trn3-ultraserver-gen2 (144 chips, 576 cores), each a node
-    #[arg(long, default_value = "trn1.32xlarge", value_parser = parse_instance)]
+    #[arg(long, default_value = PlanOptions::INSTANCE.name(), value_parser = parse_instance)]
     instance: Instance,
     /// Instances in the cluster
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 1,
+        default_value_t = PlanOptions::NODES,
         allow_negative_numbers = true
     )]
     nodes: i64,
@@ -67,13 +67,13 @@ pub struct Args {
     #[arg(
         long,
         value_name = "B",
-        default_value_t = 1024,
+        default_value_t = PlanOptions::GLOBAL_BATCH,
         allow_negative_numbers = true
     )]
     global_batch: i64,
     /// How many of the best layouts to print (each read again from its
     /// whole programs)
-    #[arg(long, value_name = "K", default_value_t = 5)]
+    #[arg(long, value_name = "K", default_value_t = PlanOptions::TOP)]
     top: usize,
     /// USD per node-hour: prints the cost of 4 M tokens (HLAT's CPT
     /// figure) for each layout
@@ -114,7 +114,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE.png")]
     plot: Option<PathBuf>,
     /// Compiles run at once [default: the machine's cores]
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = PlanOptions::THREADS)]
     threads: usize,
 }
 
@@ -126,39 +126,40 @@ fn parse_instance(s: &str) -> Result<Instance, String> {
 }
 
 pub fn main(a: Args) -> Result<ExitCode, Error> {
-    // Where the results go is checked before the search, which takes
-    // minutes.
-    for (option, path) in [(PlanOption::Json, &a.json), (PlanOption::Plot, &a.plot)] {
-        if let Some(path) = path {
-            check_output(option, path)?;
-        }
-    }
     let step = a.step.options();
     let attention = hlatc::kernel_choice::attention_request(&step.kernels)?;
-    let mut o = PlanOptions {
-        attention: attention.clone(),
-        model: step.model.clone(),
-        seq_len: step.seq_len,
-        precision: a
-            .step
-            .given(CompileOption::Precision)
-            .then_some(step.precision),
-        instance: a.instance,
-        nodes: a.nodes,
-        global_batch: a.global_batch,
-        top: a.top,
-        price: a.price,
-        layout: a.layout.clone(),
-        threads: a.threads,
-        capacity_factor: step.capacity_factor,
-        ..PlanOptions::default()
+    let request = PlanRequest {
+        options: PlanOptions {
+            attention: attention.clone(),
+            model: step.model.clone(),
+            seq_len: step.seq_len,
+            precision: (a.step)
+                .given(CompileOption::Precision)
+                .then_some(step.precision),
+            instance: a.instance,
+            nodes: a.nodes,
+            global_batch: a.global_batch,
+            top: a.top,
+            price: a.price,
+            layout: a.layout.clone(),
+            threads: a.threads,
+            capacity_factor: step.capacity_factor,
+            ..PlanOptions::default()
+        },
+        calibration: CalibrationRequest {
+            calibration: a.calibration.clone(),
+            report: a.report,
+            predict: a.predict.clone(),
+        },
+        json: a.json.clone(),
+        plot: a.plot.clone(),
+        model_given: a.step.given(CompileOption::Model) || a.step.given(CompileOption::Config),
     };
-    let request = CalibrationRequest {
-        calibration: a.calibration.clone(),
-        report: a.report,
-        predict: a.predict.clone(),
-    };
-    let reports = request.apply(&mut o)?;
+    let PlanOutcome {
+        plan,
+        reports,
+        options,
+    } = request.run()?;
     if let Some(r) = &reports.report {
         out!("calibration: {} ({} runs)", r.path, r.runs)?;
         priced_with(&attention)?;
@@ -185,18 +186,11 @@ pub fn main(a: Args) -> Result<ExitCode, Error> {
         priced_with(&attention)?;
         print_errors("predicted", &p.errors)?;
     }
-    let model_given = a.step.given(CompileOption::Model) || a.step.given(CompileOption::Config);
-    if request.reports_only(model_given, a.layout.is_some()) {
+    let Some(p) = plan else {
         return Ok(ExitCode::SUCCESS);
-    }
-    let p = plan(&o)?;
-    print_plan(&p, &o, &reports.calibrated_on)?;
-    if let Some(path) = &a.json {
-        p.write_json(path)?;
-        note!("wrote {}", path.display())?;
-    }
-    if let Some(path) = &a.plot {
-        hlatc::plan::chart::chart_to_file(&p, path).map_err(hlatc::plan::PlanError::from)?;
+    };
+    print_plan(&p, &options, &reports.calibrated_on)?;
+    for path in [&a.json, &a.plot].into_iter().flatten() {
         note!("wrote {}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)

@@ -23,6 +23,7 @@ pub mod layout;
 pub mod lighter_twins;
 pub mod remat_ladder;
 pub mod reports;
+pub mod request;
 pub mod row_fault;
 pub mod search;
 
@@ -30,6 +31,7 @@ pub use calibration::{Calibration, MeasuredRun};
 pub use cost::{Assumptions, Breakdown, CostParams};
 pub use hardware::Instance;
 pub use layout::Layout;
+pub use request::{PlanOutcome, PlanRequest};
 pub use search::{
     check_output, plan, Candidate, CapacityAdvice, Plan, PlanOptions, ADVISED_CAPACITY_FACTOR,
 };

@@ -111,21 +111,34 @@ impl PlanOptions {
     }
 }
 
+impl PlanOptions {
+    /// The instance kind when none is named.
+    pub const INSTANCE: Instance = Instance::Trn1;
+    /// The nodes when not given.
+    pub const NODES: i64 = 1;
+    /// The global batch when not given: HLAT's 1,024 sequences a step.
+    pub const GLOBAL_BATCH: i64 = 1024;
+    /// The layouts read whole and printed when not given.
+    pub const TOP: usize = 5;
+    /// Compiles at once when not given: the machine's cores.
+    pub const THREADS: usize = 0;
+}
+
 impl Default for PlanOptions {
     fn default() -> Self {
         PlanOptions {
             model: ModelSource::Preset("hlat-7b".into()),
             seq_len: None,
             precision: None,
-            instance: Instance::Trn1,
-            nodes: 1,
-            global_batch: 1024,
-            top: 5,
+            instance: PlanOptions::INSTANCE,
+            nodes: PlanOptions::NODES,
+            global_batch: PlanOptions::GLOBAL_BATCH,
+            top: PlanOptions::TOP,
             price: None,
             layout: None,
             params: super::calibration::builtin_params(),
             assumptions: Assumptions::default(),
-            threads: 0,
+            threads: PlanOptions::THREADS,
             attention: KernelRequest::plain(KernelPoint::Attention),
             capacity_factor: None,
             exhaustive: false,

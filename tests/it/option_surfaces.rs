@@ -342,3 +342,41 @@ fn the_instance_type_is_the_planners_kinds() {
         &format!("Instance = Literal[\n{names}]\n"),
     );
 }
+
+/// `hlatc.plan`'s defaults are the library's ([`PlanOptions`]'
+/// constants, which `hlatc plan`'s flags take as theirs). PyO3 prints a
+/// default that is not a literal as `...`, so the Rust signature writes
+/// them as literals, which stubtest holds to the stub and this to the
+/// library.
+///
+/// [`PlanOptions`]: hlatc::plan::PlanOptions
+#[test]
+fn python_plans_defaults_are_the_librarys() {
+    use hlatc::plan::PlanOptions as P;
+    let stub = std::fs::read_to_string(root().join("python/hlatc/_hlatc.pyi")).unwrap();
+    let at = stub.find("\ndef plan(").expect("the stub declares plan");
+    let signature = &stub[at..at + stub[at..].find(") -> Plan").unwrap()];
+    for (keyword, default) in [
+        ("instance: Instance", format!("\"{}\"", P::INSTANCE.name())),
+        ("nodes: int", P::NODES.to_string()),
+        ("global_batch: int", P::GLOBAL_BATCH.to_string()),
+        ("top: int", P::TOP.to_string()),
+        ("threads: int", P::THREADS.to_string()),
+    ] {
+        let line = format!("    {keyword} = {default},");
+        assert!(signature.contains(&line), "plan's stub lacks `{line}`");
+    }
+    let source = std::fs::read_to_string(root().join("python/src/plan.rs")).unwrap();
+    let literals = format!(
+        "instance=\"{}\",\n    nodes={}, global_batch={}, top={},",
+        P::INSTANCE.name(),
+        P::NODES,
+        P::GLOBAL_BATCH,
+        P::TOP
+    );
+    assert!(
+        source.contains(&literals),
+        "plan's PyO3 signature lacks {literals}"
+    );
+    assert!(source.contains(&format!("threads={},", P::THREADS)));
+}
