@@ -1,5 +1,5 @@
 """One training step of small random Hugging Face models, in PyTorch, as
-fixtures for hlatc's parity tests (tests/it/hf_parity.rs).
+fixtures for hlatc's parity tests (train/tests/it/hf_parity.rs).
 
 The step runs in float64, so the comparison tests the function rather than
 two float32 summation orders (some gradients here are cancellations of much

@@ -6,7 +6,7 @@ step on XLA's CPU backend, and XLA's `--xla_dump_to` writes the module it
 compiled for that step. Two variants:
 
 - `--variant nxd` (the default), the fixture for hlatc's passes on imported
-  HLO (tests/it/passes_on_xla.rs). The causal mask is built on the host, as
+  HLO (train/tests/it/passes_on_xla.rs). The causal mask is built on the host, as
   NxD builds `triu(ones(S, S))`, and passed as a 4-D float attention mask,
   so the module reads it as an entry parameter: only `hlatc opt --bind` can
   tell the passes that it is causal. The mask's values are written beside

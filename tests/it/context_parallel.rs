@@ -1,6 +1,6 @@
 //! Context parallelism: each sequence divided over CP ranks that gather
 //! one another's keys and values. Over three steps it computes what one
-//! device computes on the same global batch, in f64 to `sharded.rs`'
+//! device computes on the same global batch, in f64 to `train/tests/it/sharded.rs`'
 //! 1e-10 (loss, grad norm, every parameter and Adam moment): with
 //! head-tail chunks and contiguous ones, alone and with TP (+SP), DP with
 //! ZeRO-1, pipeline stages, a mixture of experts with EP, packed documents

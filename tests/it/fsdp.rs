@@ -2,7 +2,7 @@
 //! their optimizer state. Each step gathers the weights, reduce-scatters
 //! the gradients and updates the rank's shards; over three steps it
 //! computes what one device computes on the same global batch, in f64 to
-//! `sharded.rs`' 1e-10 (loss, grad norm, every parameter and Adam moment
+//! `train/tests/it/sharded.rs`' 1e-10 (loss, grad norm, every parameter and Adam moment
 //! gathered from the shards). Under `bf16-master` its update is ZeRO-1's.
 //! Shards never gathered, or updated with another shard's gradient, are
 //! caught.

@@ -1,7 +1,7 @@
 //! Gradient accumulation: K micro-batches per optimizer step, two
 //! programs. The accumulated step computes what the single-device step
 //! computes on the whole batch, in f64 to the sharded checks' 1e-10 (by each
-//! tensor's norm, `sharded.rs` says why), also when the micro-batches
+//! tensor's norm, `train/tests/it/sharded.rs` says why), also when the micro-batches
 //! count different numbers of targets; averaging the micro-batches again
 //! is caught.
 

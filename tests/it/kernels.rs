@@ -1,6 +1,6 @@
 //! Kernel points (issue 70): blocked attention computes the step the
 //! plain graph computes. Three steps of each, on XLA CPU in f64, agree to
-//! the sharded tests' 1e-10 norm-relative tolerance (`sharded.rs` says why
+//! the sharded tests' 1e-10 norm-relative tolerance (`train/tests/it/sharded.rs` says why
 //! by norm, and why f64): loss, grad norm, every parameter and Adam
 //! moment. An imported kernel (an f32 module) compares in f32, within the
 //! bound f32's rounding gives. Causal,

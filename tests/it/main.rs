@@ -8,24 +8,23 @@ mod collectives_meet;
 mod command_line;
 mod compile;
 // The tiny models and step settings, the step crate's tests' own; the
-// loader's small corpus, the train crate's tests' own.
+// loader's small corpus, the trainers of hand-built steps and the runs
+// compared, the train crate's tests' own.
 #[path = "../../step/tests/it/configs.rs"]
 mod configs;
 mod conformance;
 mod context_parallel;
 #[path = "../../train/tests/it/corpus.rs"]
 mod corpus;
+#[path = "../../train/tests/it/cpu_trainers.rs"]
 mod cpu_trainers;
 mod docs;
 mod error_codes;
-mod expert_parallel;
 mod fault_recovery;
 mod filetests;
 mod fit_loop;
 mod fsdp;
-mod fused_weights;
 mod grad_accum;
-mod hf_parity;
 mod inputs_checked;
 mod kernels;
 mod loader;
@@ -33,28 +32,26 @@ mod manifest_schema;
 mod memory_plan;
 mod metrics;
 mod mixed_precision;
-mod model_gradients;
 mod module_markers;
 mod narrow_on_xla;
 mod neuron_check_cli;
 mod neuron_rewrites_on_xla;
 mod nki_kernels;
 mod option_surfaces;
-mod passes_on_xla;
 mod pipeline;
 mod plan;
 mod plan_counts;
 mod plot;
 mod reliability;
-mod remat_memory;
 mod replica_groups;
 mod resume;
 mod run_devices;
 mod run_identity;
+#[path = "../../train/tests/it/runs.rs"]
+mod runs;
 #[path = "../../step/tests/it/scratch.rs"]
 mod scratch;
 mod sharded;
-mod spmd_forms;
 mod support;
 mod token_data;
 mod training;

@@ -4,7 +4,7 @@
 //! parameter, master weight and Adam moment (gathered from the stages
 //! under the whole model's names) agree with the single-device step on
 //! the whole batch, to the sharded checks' 1e-10 (by each tensor's norm;
-//! `sharded.rs` says why), in both send forms and under every remat
+//! `train/tests/it/sharded.rs` says why), in both send forms and under every remat
 //! policy. A stage gradient never sent is caught.
 
 use crate::configs::{deep, layout, pipeline_config as config, FORMS};

@@ -3,7 +3,7 @@
 //! ZeRO-1 divides the optimizer state over the DP replicas; the step it
 //! builds computes what the single-device step computes on the same
 //! global batch, in f64 to the same 1e-10 norm-relative tolerance as the
-//! other sharded steps (`sharded.rs`, which says why not element by element),
+//! other sharded steps (`train/tests/it/sharded.rs`, which says why not element by element),
 //! with the Adam state gathered back from its shards. A shard updated
 //! with another shard's gradient, and replicated weights rounded with
 //! different random bits, are each caught.

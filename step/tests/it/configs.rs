@@ -74,7 +74,7 @@ pub(crate) fn layout(
 
 /// The precision two forms of one step (sharded, staged, accumulated,
 /// tiled) are built in to be compared: f64, where their sums' orders agree
-/// to rounding on any machine (the root's `tests/it/sharded.rs` says why).
+/// to rounding on any machine (`train/tests/it/sharded.rs` says why).
 pub(crate) const EQUAL_IN: Precision = Precision::Fp64;
 
 /// Eight sequences a step, so each of two DP replicas has four to divide

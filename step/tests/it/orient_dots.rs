@@ -6,8 +6,8 @@
 //! an rhs instead, as the value gradient reads the probabilities. A change
 //! to autodiff's dot rule or to the pass that made it inert would fail
 //! here, not only show in the step time (`step_vs_jax` example). The
-//! numbers are checked with every other pass in the root crate's
-//! `tests/it/passes_on_xla.rs`.
+//! numbers are checked with every other pass in
+//! `train/tests/it/passes_on_xla.rs`.
 
 use hlatc_compiler::Op;
 use hlatc_models::{BatchShape, ModelConfig};

@@ -1,11 +1,28 @@
-//! Integration tests of running the step's inputs: the streaming loader
-//! over text and token-id files. One binary, one module per topic; the
-//! tests that train on XLA CPU are the root crate's.
+//! Integration tests of running steps: the streaming loader over text and
+//! token-id files, and the trainer on XLA CPU (steps sharded, accumulated,
+//! staged, fused or rewritten by passes computing what the plain step
+//! computes; gradients against PyTorch's). One binary, one module per
+//! topic; the tests that train through the CLI are the root crate's.
 
+// The tiny models and step settings, the step crate's tests' own.
+#[path = "../../../step/tests/it/configs.rs"]
+#[allow(dead_code)]
+mod configs;
 mod corpus;
+mod cpu_trainers;
+mod expert_parallel;
+mod fused_weights;
+mod hf_parity;
 mod loader;
+mod model_gradients;
+mod passes_on_xla;
+mod remat_memory;
+mod runs;
 #[path = "../../../step/tests/it/scratch.rs"]
 mod scratch;
+mod sharded;
+mod spmd_forms;
+mod support;
 use scratch::scratch;
 
 /// The tokenizer of [`corpus::word_corpus`]: a Hugging Face

@@ -1,5 +1,6 @@
-//! Trainers of steps the tests build by hand. The library starts a
-//! trainer from a compiled step (`step_programs::start_trainer`, what
+//! Trainers of steps the tests build by hand (the train crate's tests'
+//! own; the root crate's tests include this file). The facade starts a
+//! trainer from a compiled step (`hlatc::step_programs::start_trainer`, what
 //! `hlatc train` and Python's `Trainer` run); a test that makes its own
 //! `StepConfig` (a fault injected, a model no preset has) or changes a
 //! built step's policies starts it here: the step, or the programs of its
@@ -7,14 +8,14 @@
 //! checkpointing policy, compiled on XLA CPU and given to the trainer's
 //! constructor for programs already compiled.
 
-use hlatc::compiler::Literal;
-use hlatc::grad_accum::AccumulationSteps;
-use hlatc::passes::{RematPolicy, Target};
-use hlatc::pipeline::{build_pipeline_steps, PipelineForm, PipelineSteps};
-use hlatc::runtime::Runtime;
-use hlatc::train::Error;
-use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
-use hlatc::trainer::Trainer;
+use hlatc_compiler::Literal;
+use hlatc_passes::{RematPolicy, Target};
+use hlatc_runtime::Runtime;
+use hlatc_step::grad_accum::AccumulationSteps;
+use hlatc_step::pipeline::{build_pipeline_steps, PipelineForm, PipelineSteps};
+use hlatc_step::train_step::{build_train_step, optimize, StepConfig, TrainStep};
+use hlatc_train::trainer::Trainer;
+use hlatc_train::Error;
 
 /// `cfg`'s step as built, no pass run on it.
 pub fn unoptimized(rt: &Runtime, cfg: &StepConfig, params: Vec<Literal>) -> Result<Trainer, Error> {
@@ -67,7 +68,7 @@ pub fn accumulating(
 }
 
 /// Pipeline parallelism over `micro_batches` micro-batches: the programs
-/// of `hlatc::pipeline` for the `cpu` target, started from the whole
+/// of `hlatc_step::pipeline` for the `cpu` target, started from the whole
 /// model's `params`.
 pub fn pipelined(
     rt: &Runtime,
@@ -105,7 +106,8 @@ fn cpu_pipeline<'a>(
     steps: impl IntoIterator<Item = &'a mut TrainStep>,
     remat: RematPolicy,
 ) -> Result<(), Error> {
-    let pipeline = hlatc::kernel_choice::step_pipeline::<&str>(Target::Cpu, &cfg.kernels, &[])?;
+    let pipeline =
+        hlatc_step::kernel_choice::step_pipeline::<&str>(Target::Cpu, &cfg.kernels, &[])?;
     for step in steps {
         optimize(step, &pipeline, Target::Cpu, remat)?;
     }

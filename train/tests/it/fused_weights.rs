@@ -3,15 +3,15 @@
 //! XLA CPU once split back, checkpoints convert both ways without changing
 //! a byte, and each layer's forward reads its input with 4 dots instead of 7.
 
-use hlatc::compiler::{ElementType, Literal, Module, Op};
-use hlatc::data::SyntheticData;
-use hlatc::models::layout::{join, split};
-use hlatc::models::{init::init_params, param_specs, BatchShape, ModelConfig};
-use hlatc::optimizer::AdamWConfig;
-use hlatc::passes::{default_pipeline, RematPolicy, Target};
-use hlatc::runtime::Runtime;
-use hlatc::train_step::{build_loss_and_grads, build_train_step, optimize, StepConfig};
-use hlatc::trainer::Trainer;
+use hlatc_compiler::{ElementType, Literal, Module, Op};
+use hlatc_models::layout::{join, split};
+use hlatc_models::{init::init_params, param_specs, BatchShape, ModelConfig};
+use hlatc_passes::{default_pipeline, RematPolicy, Target};
+use hlatc_runtime::Runtime;
+use hlatc_step::data::SyntheticData;
+use hlatc_step::optimizer::AdamWConfig;
+use hlatc_step::train_step::{build_loss_and_grads, build_train_step, optimize, StepConfig};
+use hlatc_train::trainer::Trainer;
 use std::collections::BTreeMap;
 
 fn variants() -> Vec<(&'static str, ModelConfig)> {
@@ -132,9 +132,9 @@ fn fused_and_separate_steps_agree_on_xla_cpu() {
                 model: model.clone(),
                 batch,
                 optimizer: AdamWConfig::default(),
-                precision: hlatc::precision::Precision::Fp32,
+                precision: hlatc_step::precision::Precision::Fp32,
                 packed: false,
-                parallel: hlatc::models::Parallelism::SINGLE,
+                parallel: hlatc_models::Parallelism::SINGLE,
                 spmd: Default::default(),
                 fault: None,
                 module_markers: false,
@@ -207,9 +207,9 @@ fn the_7b_step_reads_each_layers_input_with_4_dots_not_7() {
                 seq_len: 4096,
             },
             optimizer: AdamWConfig::default(),
-            precision: hlatc::precision::Precision::Fp32,
+            precision: hlatc_step::precision::Precision::Fp32,
             packed: false,
-            parallel: hlatc::models::Parallelism::SINGLE,
+            parallel: hlatc_models::Parallelism::SINGLE,
             spmd: Default::default(),
             fault: None,
             module_markers: false,

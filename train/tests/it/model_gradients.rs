@@ -3,20 +3,20 @@
 //! (`tools/jax_reference.py`), for the tiny preset, a GQA config and a tied
 //! config.
 
-use hlatc::compiler::formats::text::print_module;
-use hlatc::compiler::{ElementType, Literal, Module};
-use hlatc::models::{param_specs, BatchShape, ModelConfig};
-use hlatc::passes::{default_pipeline, pipeline_from_names, PassContext, Pipeline, Target};
-use hlatc::precision::Precision;
-use hlatc::rank_checkpoint::params_from_tensors;
-use hlatc::runtime::{assert_close, read_safetensors, Runtime};
-use hlatc::train_step::build_loss_and_grads;
+use hlatc_artifacts::rank_checkpoint::params_from_tensors;
+use hlatc_compiler::formats::text::print_module;
+use hlatc_compiler::{ElementType, Literal, Module};
+use hlatc_models::{param_specs, BatchShape, ModelConfig};
+use hlatc_passes::{default_pipeline, pipeline_from_names, PassContext, Pipeline, Target};
+use hlatc_runtime::{assert_close, read_safetensors, Runtime};
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::build_loss_and_grads;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn fixture_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/parity")
+        .join("../tests/fixtures/parity")
         .join(name)
 }
 
@@ -98,7 +98,7 @@ fn loss_and_every_gradient_match_jax() {
         let mut worst = 0f64;
         for (p, got) in param_specs(&case.cfg).iter().zip(&out[1..]) {
             let e = &reference[&format!("grad.{}", p.name)];
-            let scale = hlatc::runtime::max_abs(e);
+            let scale = hlatc_runtime::max_abs(e);
             assert!(scale > 0.0, "{name}: JAX's gradient of {} is zero", p.name);
             let stats = assert_close(e, got, 1e-4, 1e-4 * scale)
                 .unwrap_or_else(|m| panic!("{name}: grad of {}: {m}", p.name));
@@ -221,7 +221,7 @@ fn bf16_mixed_loss_and_gradients_match_jax_under_the_same_policy() {
 
 /// Random f64 parameters: matrices uniform in +-0.17, norms 1 +- 0.17.
 fn random_params(cfg: &ModelConfig, seed: u64) -> Vec<Literal> {
-    let mut rng = hlatc::runtime::inputs::SplitMix64::new(seed);
+    let mut rng = hlatc_runtime::inputs::SplitMix64::new(seed);
     param_specs(cfg)
         .iter()
         .map(|p| {

@@ -3,18 +3,18 @@
 //! (`PJRT_Executable_GetCompiledMemoryStats`), with each checkpointing
 //! policy, on the tiny model and on a small one at sequence length 512.
 //! The numbers themselves are checked against the unoptimized step in
-//! `tests/it/passes_on_xla.rs`.
+//! `train/tests/it/passes_on_xla.rs`.
 
-use crate::sharded;
-use hlatc::compiler::graph::scope;
-use hlatc::compiler::Op;
-use hlatc::models::{BatchShape, ModelConfig, Parallelism};
-use hlatc::optimizer::AdamWConfig;
-use hlatc::passes::{default_pipeline, RematPolicy, Target};
-use hlatc::precision::Precision;
-use hlatc::runtime::{CompiledMemoryStats, Runtime};
-use hlatc::step::memory_plan::MemoryPlan;
-use hlatc::train_step::{build_train_step, optimize, StepConfig, TrainStep};
+use crate::runs;
+use hlatc_compiler::graph::scope;
+use hlatc_compiler::Op;
+use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_passes::{default_pipeline, RematPolicy, Target};
+use hlatc_runtime::{CompiledMemoryStats, Runtime};
+use hlatc_step::memory_plan::MemoryPlan;
+use hlatc_step::optimizer::AdamWConfig;
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::{build_train_step, optimize, StepConfig, TrainStep};
 
 fn stats(
     rt: &Runtime,
@@ -29,9 +29,9 @@ fn stats(
             seq_len,
         },
         optimizer: AdamWConfig::default(),
-        precision: hlatc::precision::Precision::Fp32,
+        precision: hlatc_step::precision::Precision::Fp32,
         packed: false,
-        parallel: hlatc::models::Parallelism::SINGLE,
+        parallel: hlatc_models::Parallelism::SINGLE,
         spmd: Default::default(),
         fault: None,
         module_markers: false,
@@ -124,7 +124,7 @@ const SEQUENCE_PARALLEL: Parallelism = Parallelism {
 /// The [`SEQUENCE_PARALLEL`] step as its pipeline leaves it under `remat`.
 fn sequence_parallel_step(remat: RematPolicy) -> TrainStep {
     let par = SEQUENCE_PARALLEL;
-    let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, Precision::Fp32);
+    let cfg = runs::step_config(runs::gqa_odd_vocab(), par, Precision::Fp32);
     let mut step = build_train_step(&cfg).unwrap();
     let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
     optimize(&mut step, &pipeline, Target::Cpu, remat).unwrap();
@@ -163,7 +163,7 @@ fn forward_gathers(step: &TrainStep) -> (usize, usize) {
 /// recomputes whole layers, collectives included, less still.
 #[test]
 fn sequence_parallel_remat_keeps_each_ranks_run_and_gathers_again() {
-    let gathers = 2 * sharded::gqa_odd_vocab().num_hidden_layers as usize + 1;
+    let gathers = 2 * runs::gqa_odd_vocab().num_hidden_layers as usize + 1;
     let mut previous = u64::MAX;
     // `stage` is a pipeline's alone (a step without stages refuses it).
     let policies = [
@@ -191,13 +191,13 @@ fn sequence_parallel_remat_keeps_each_ranks_run_and_gathers_again() {
 #[test]
 fn sequence_parallel_remat_computes_the_unoptimized_step() {
     let par = SEQUENCE_PARALLEL;
-    let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, sharded::EQUAL_IN);
-    let reference = sharded::run(&cfg);
+    let cfg = runs::step_config(runs::gqa_odd_vocab(), par, runs::EQUAL_IN);
+    let reference = runs::run(&cfg);
     for remat in [RematPolicy::CoreAttention, RematPolicy::FullLayer] {
-        let optimized = sharded::run_with(&cfg, |rt, cfg, params| {
+        let optimized = runs::run_with(&cfg, |rt, cfg, params| {
             crate::cpu_trainers::optimized(rt, cfg, remat, params)
         });
-        let diffs = sharded::differences(&reference, &optimized, sharded::F64_RTOL);
+        let diffs = runs::differences(&reference, &optimized, runs::F64_RTOL);
         assert!(diffs.is_empty(), "{remat}: {}", diffs.join("; "));
     }
 }

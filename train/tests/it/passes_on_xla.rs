@@ -9,18 +9,18 @@
 //! (`lower-neuron-calls`) to run here.
 
 use crate::support::{assert_close, fed_as};
-use hlatc::compiler::ElementType;
-use hlatc::data::SyntheticData;
-use hlatc::models::{init::init_params, BatchShape, ModelConfig};
-use hlatc::optimizer::AdamWConfig;
-use hlatc::passes::{
+use hlatc_compiler::ElementType;
+use hlatc_compiler::{Literal, Module};
+use hlatc_models::{init::init_params, BatchShape, ModelConfig};
+use hlatc_passes::{
     default_pipeline, pipeline_from_names, registry, PassContext, Pipeline, PipelineReport,
     RematPolicy, Target,
 };
-use hlatc::runtime::{read_safetensors, Runtime};
-use hlatc::train_step::{build_loss_and_grads, build_train_step, optimize, StepConfig};
-use hlatc::trainer::Trainer;
-use hlatc::{Literal, Module};
+use hlatc_runtime::{read_safetensors, Runtime};
+use hlatc_step::data::SyntheticData;
+use hlatc_step::optimizer::AdamWConfig;
+use hlatc_step::train_step::{build_loss_and_grads, build_train_step, optimize, StepConfig};
+use hlatc_train::trainer::Trainer;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -44,15 +44,18 @@ impl<T: Clone> RunOnce<T> {
     /// `m`'s outputs: from `run` the first time this program is seen.
     fn outputs(&mut self, m: &Module, run: impl FnOnce() -> T) -> T {
         self.by_module
-            .entry((hlatc::proto::encode_module(m), hlatc::text::print_module(m)))
+            .entry((
+                hlatc_compiler::formats::proto::encode_module(m),
+                hlatc_compiler::formats::text::print_module(m),
+            ))
             .or_insert_with(run)
             .clone()
     }
 }
 
 fn jax_fixture() -> (Module, Vec<Literal>) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/jax");
-    let m = hlatc::load_module(&dir.join("llama_tiny_step.hlo")).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/jax");
+    let m = crate::support::read_module(&dir.join("llama_tiny_step.hlo"));
     let ins = read_safetensors(&dir.join("llama_tiny_step.inputs.safetensors")).unwrap();
     let inputs = (0..ins.len())
         .map(|i| ins[&format!("arg{i}")].clone())
@@ -163,9 +166,9 @@ fn step_config(model: ModelConfig) -> StepConfig {
             seq_len: 16,
         },
         optimizer: AdamWConfig::default(),
-        precision: hlatc::precision::Precision::Fp32,
+        precision: hlatc_step::precision::Precision::Fp32,
         packed: false,
-        parallel: hlatc::models::Parallelism::SINGLE,
+        parallel: hlatc_models::Parallelism::SINGLE,
         spmd: Default::default(),
         fault: None,
         module_markers: false,
@@ -267,9 +270,9 @@ fn unknown_pass_names_are_errors_that_list_the_known_ones() {
 /// second moments must not be negative), token ids below the vocabulary,
 /// a step count of 3, and the causal mask it was traced with.
 fn torch_xla_fixture() -> (Module, String, Vec<Literal>) {
-    use hlatc::compiler::Scalar;
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
-    let m = hlatc::load_module(&dir.join("torch_xla_llama_step.hlo")).unwrap();
+    use hlatc_compiler::Scalar;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/torch_xla");
+    let m = crate::support::read_module(&dir.join("torch_xla_llama_step.hlo"));
     let mask = read_safetensors(&dir.join("causal_mask.safetensors")).unwrap();
     let (mask_name, mask) = mask.into_iter().next().unwrap();
     let e = m.entry();
@@ -362,10 +365,10 @@ fn each_pass_and_default_pipeline_keep_the_torch_xla_steps_numbers() {
 /// can leave the signature.
 #[test]
 fn a_host_built_causal_mask_folds_once_bound_and_only_then() {
-    use hlatc::passes::bind::{bind_parameter, drop_unused_parameters};
+    use hlatc_passes::bind::{bind_parameter, drop_unused_parameters};
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let (module, mask_name, inputs) = torch_xla_fixture();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/torch_xla");
     let mask_at = module
         .entry()
         .parameters()
@@ -379,7 +382,7 @@ fn a_host_built_causal_mask_folds_once_bound_and_only_then() {
             i.shape == mask_shape
                 && matches!(
                     i.op,
-                    hlatc::compiler::Op::Parameter(_) | hlatc::compiler::Op::Constant(_)
+                    hlatc_compiler::Op::Parameter(_) | hlatc_compiler::Op::Constant(_)
                 )
         })
     };
@@ -420,8 +423,8 @@ fn a_host_built_causal_mask_folds_once_bound_and_only_then() {
 #[test]
 fn default_pipelines_keep_torch_xlas_own_outputs_for_its_causal_step() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
-    let module = hlatc::load_module(&dir.join("torch_xla_llama_step.causal.hlo")).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/torch_xla");
+    let module = crate::support::read_module(&dir.join("torch_xla_llama_step.causal.hlo"));
     let ins =
         read_safetensors(&dir.join("torch_xla_llama_step.causal.inputs.safetensors")).unwrap();
     let outs =
@@ -450,11 +453,11 @@ fn default_pipelines_keep_torch_xlas_own_outputs_for_its_causal_step() {
 #[test]
 fn async_ops_run_synchronously_with_their_computations_values() {
     let src = "HloModule m\n\nneg_diff {\n  p = f32[3] parameter(0)\n  q = f32[3] parameter(1)\n  s = f32[3] subtract(p, q)\n  ROOT n = f32[3] negate(s)\n}, execution_thread=\"side\"\n\nENTRY e {\n  a = f32[3] parameter(0)\n  b = f32[3] parameter(1)\n  st = ((f32[3], f32[3]), f32[3], u32[]) async-start(a, b), async_execution_thread=\"side\", calls=neg_diff\n  up = ((f32[3], f32[3]), f32[3], u32[]) async-update(st)\n  d = f32[3] async-done(up)\n  ns = ((f32[3]), f32[3], s32[]) negate-start(a)\n  nd = f32[3] negate-done(ns)\n  ROOT r = f32[3] multiply(d, nd)\n}\n";
-    let mut m = hlatc::text::parse_module(src).unwrap();
+    let mut m = hlatc_compiler::formats::text::parse_module(src).unwrap();
     let mut ctx = PassContext::new(Target::Cpu);
     let p = pipeline_from_names("sync", &["async-to-sync"]).unwrap();
     assert!(p.run_module(&mut m, &mut ctx).unwrap().changed());
-    let printed = hlatc::text::print_module(&m);
+    let printed = hlatc_compiler::formats::text::print_module(&m);
     assert!(!printed.contains("async-"), "{printed}");
     assert!(!printed.contains("execution_thread"), "{printed}");
     assert!(
@@ -471,9 +474,9 @@ fn async_ops_run_synchronously_with_their_computations_values() {
         "  ROOT r = f32[3] multiply(d, nd)",
         "  g = f32[3] get-tuple-element(st), index=1\n  ROOT r = f32[3] multiply(d, g)",
     );
-    let mut m = hlatc::text::parse_module(&read_elsewhere).unwrap();
+    let mut m = hlatc_compiler::formats::text::parse_module(&read_elsewhere).unwrap();
     let report = p.run_module(&mut m, &mut ctx).unwrap();
-    let printed = hlatc::text::print_module(&m);
+    let printed = hlatc_compiler::formats::text::print_module(&m);
     assert!(printed.contains("async-start(a, b)"), "{printed}");
     assert!(
         printed.contains("negate-start") || printed.contains("call(a), to_apply=async_wrapped"),
@@ -490,10 +493,10 @@ fn bounded_loops_stop_at_the_bound_and_otherwise_compute_the_same() {
     let rt = Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
     let x = Literal::from_f32(vec![2], &[1.0, -0.5]).unwrap();
     let run = |src: &str, bound: Option<u32>| {
-        let mut m = hlatc::text::parse_module(src).unwrap();
+        let mut m = hlatc_compiler::formats::text::parse_module(src).unwrap();
         if let Some(n) = bound {
-            assert_eq!(hlatc::passes::bound_loops(&mut m, n).unwrap(), 1);
-            hlatc::compiler::verify(&m).unwrap();
+            assert_eq!(hlatc_passes::bound_loops(&mut m, n).unwrap(), 1);
+            hlatc_compiler::verify(&m).unwrap();
         }
         let out = rt
             .compile(&m)
@@ -521,9 +524,9 @@ fn bounded_loops_stop_at_the_bound_and_otherwise_compute_the_same() {
 /// XLA CPU devices give bit for bit what the step gives without the pass.
 #[test]
 fn narrowed_gathers_compute_the_same_bits() {
-    use crate::sharded;
-    use hlatc::models::Parallelism;
-    use hlatc::precision::Precision;
+    use crate::runs;
+    use hlatc_models::Parallelism;
+    use hlatc_step::precision::Precision;
     let par = Parallelism {
         tp: 2,
         dp: 2,
@@ -532,9 +535,9 @@ fn narrowed_gathers_compute_the_same_bits() {
         pp: 1,
         ..Parallelism::SINGLE
     };
-    let cfg = sharded::step_config(sharded::gqa_odd_vocab(), par, Precision::Bf16Mixed);
+    let cfg = runs::step_config(runs::gqa_odd_vocab(), par, Precision::Bf16Mixed);
     let run = |disabled: &[&str], narrowed: bool| {
-        sharded::run_with(&cfg, |rt, cfg, params| {
+        runs::run_with(&cfg, |rt, cfg, params| {
             let mut step = build_train_step(cfg)?;
             let pipeline = default_pipeline(Target::Cpu, disabled)?;
             optimize(
@@ -544,7 +547,7 @@ fn narrowed_gathers_compute_the_same_bits() {
                 RematPolicy::CoreAttention,
             )?;
             assert_eq!(step.pass_report.fired("narrow-gathers"), narrowed);
-            let gathered_bf16 = hlatc::text::print_module(&step.module)
+            let gathered_bf16 = hlatc_compiler::formats::text::print_module(&step.module)
                 .lines()
                 .filter(|l| l.contains("bf16[") && l.contains("} all-gather("))
                 .count();
@@ -554,6 +557,6 @@ fn narrowed_gathers_compute_the_same_bits() {
     };
     let wide = run(&["narrow-gathers"], false);
     let narrow = run(&[], true);
-    let diffs = sharded::differences(&wide, &narrow, 0.0);
+    let diffs = runs::differences(&wide, &narrow, 0.0);
     assert!(diffs.is_empty(), "{}", diffs.join("; "));
 }

@@ -13,13 +13,13 @@
 //! that bound plus what the gradients' tolerance becomes through Adam's
 //! first step (see `close_after_adam`).
 
-use hlatc::compiler::{ElementType, Literal};
-use hlatc::data::Batch;
-use hlatc::models::{param_specs, BatchShape, ModelConfig, ModelType, RopeScaling};
-use hlatc::optimizer::AdamWConfig;
-use hlatc::rank_checkpoint::params_from_tensors;
-use hlatc::runtime::{assert_close, max_abs, read_safetensors, Runtime};
-use hlatc::train_step::{build_loss_and_grads, build_packed_loss_and_grads, StepConfig};
+use hlatc_artifacts::rank_checkpoint::params_from_tensors;
+use hlatc_compiler::{ElementType, Literal};
+use hlatc_models::{param_specs, BatchShape, ModelConfig, ModelType, RopeScaling};
+use hlatc_runtime::{assert_close, max_abs, read_safetensors, Runtime};
+use hlatc_step::data::Batch;
+use hlatc_step::optimizer::AdamWConfig;
+use hlatc_step::train_step::{build_loss_and_grads, build_packed_loss_and_grads, StepConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -44,7 +44,7 @@ const TOLERANCE: f64 = 1e-5;
 
 fn dir(case: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/hf")
+        .join("../tests/fixtures/hf")
         .join(case)
 }
 
@@ -193,9 +193,9 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
             model: c.cfg.clone(),
             batch: c.shape,
             optimizer: torch_adamw(),
-            precision: hlatc::precision::Precision::Fp64,
+            precision: hlatc_step::precision::Precision::Fp64,
             packed: c.batch.segment_ids.is_some(),
-            parallel: hlatc::models::Parallelism::SINGLE,
+            parallel: hlatc_models::Parallelism::SINGLE,
             spmd: Default::default(),
             fault: None,
             module_markers: false,
@@ -223,7 +223,7 @@ fn loss_gradients_and_adamw_step_match_pytorch() {
         }
         // The f32 step, against the same f64 reference.
         let f32_cfg = StepConfig {
-            precision: hlatc::precision::Precision::Fp32,
+            precision: hlatc_step::precision::Precision::Fp32,
             ..cfg
         };
         let params32: Vec<Literal> = c.params.iter().map(to_f32).collect();
@@ -314,7 +314,7 @@ fn hugging_face_named(
     stored: impl IntoIterator<Item = (String, Literal)>,
 ) -> Vec<(String, Literal)> {
     let stored: BTreeMap<String, Literal> = stored.into_iter().collect();
-    hlatc::models::layout::split(cfg, &stored).unwrap_or_else(|e| panic!("{e}"))
+    hlatc_models::layout::split(cfg, &stored).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `(loss, grad...)` of `params` on the case's batch, packed when it has

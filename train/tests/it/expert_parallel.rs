@@ -7,10 +7,10 @@
 //! measure, and why f64). Each rank's experts are its EP rank's run; the replicas that
 //! hold the same experts hold the same values.
 
-use crate::sharded::{differences, f32_rounding_bound, run, step_config, Run, EQUAL_IN, F64_RTOL};
-use hlatc::models::{EpExchange, ModelConfig, Parallelism};
-use hlatc::precision::Precision;
-use hlatc::train_step::Role;
+use crate::runs::{differences, f32_rounding_bound, run, step_config, Run, EQUAL_IN, F64_RTOL};
+use hlatc_models::{EpExchange, ModelConfig, Parallelism};
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::Role;
 
 /// tiny-moe: 4 experts, 2 per token, the load-balancing loss at 0.02.
 fn tiny_moe(capacity_factor: Option<f64>) -> ModelConfig {
@@ -138,7 +138,7 @@ tensor_parallel_experts_equal_one_device! {
 #[test]
 fn qwen2_moe_shared_expert_tp2_sp_ep2_dp2() {
     let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/hf/qwen2_moe/config.json");
+        .join("../tests/fixtures/hf/qwen2_moe/config.json");
     let model = ModelConfig::from_hf_file(&config).unwrap_or_else(|e| panic!("{e}"));
     assert!(model
         .moe
@@ -198,9 +198,9 @@ fn accumulated_micro_batches_count_the_whole_batch() {
     model.moe.as_mut().unwrap().output_router_logits = false;
     let whole = run(&step_config(model.clone(), Parallelism::SINGLE, EQUAL_IN));
     let cfg = step_config(model, Parallelism::SINGLE, EQUAL_IN);
-    let accumulated = crate::sharded::run_with(&cfg, |rt, cfg, params| {
-        let steps = hlatc::grad_accum::build_accumulation_steps(cfg, 2)?;
-        let remat = hlatc::passes::RematPolicy::CoreAttention;
+    let accumulated = crate::runs::run_with(&cfg, |rt, cfg, params| {
+        let steps = hlatc_step::grad_accum::build_accumulation_steps(cfg, 2)?;
+        let remat = hlatc_passes::RematPolicy::CoreAttention;
         crate::cpu_trainers::accumulating(rt, cfg, steps, remat, params)
     });
     for (a, b) in whole.stats.iter().zip(&accumulated.stats) {
@@ -215,13 +215,13 @@ fn accumulated_micro_batches_count_the_whole_batch() {
 }
 
 /// Rows `rows` of a `[B, S]` s32 literal.
-fn rows(x: &hlatc::compiler::Literal, rows: std::ops::Range<i64>) -> hlatc::compiler::Literal {
+fn rows(x: &hlatc_compiler::Literal, rows: std::ops::Range<i64>) -> hlatc_compiler::Literal {
     let s = x.dims()[1];
     let v: Vec<i32> = x.to_i64_vec()[(rows.start * s) as usize..(rows.end * s) as usize]
         .iter()
         .map(|&t| t as i32)
         .collect();
-    hlatc::compiler::Literal::from_s32(vec![rows.end - rows.start, s], &v).unwrap()
+    hlatc_compiler::Literal::from_s32(vec![rows.end - rows.start, s], &v).unwrap()
 }
 
 /// With the load-balancing loss, each micro-batch adds its own (its
@@ -233,22 +233,22 @@ fn rows(x: &hlatc::compiler::Literal, rows: std::ops::Range<i64>) -> hlatc::comp
 /// choice at once.
 #[test]
 fn accumulated_load_balancing_loss_is_the_micro_batches_mean() {
-    use hlatc::compiler::{ElementType, Literal};
-    use hlatc::models::{param_specs, BatchShape};
+    use hlatc_compiler::{ElementType, Literal};
+    use hlatc_models::{param_specs, BatchShape};
     let model = tiny_moe(Some(1.0));
     assert!(model.moe.as_ref().unwrap().aux_loss());
     let cfg = step_config(model.clone(), Parallelism::SINGLE, Precision::Fp32);
-    let rt = hlatc::runtime::Runtime::shared().unwrap();
-    let params: Vec<Literal> = hlatc::models::init::init_params(&model, ElementType::F32, 7)
+    let rt = hlatc_runtime::Runtime::shared().unwrap();
+    let params: Vec<Literal> = hlatc_models::init::init_params(&model, ElementType::F32, 7)
         .into_iter()
         .map(|(_, l)| l)
         .collect();
-    let data = hlatc::data::SyntheticData::permutation(model.vocab_size, 3);
+    let data = hlatc_step::data::SyntheticData::permutation(model.vocab_size, 3);
     let batch = data.batch(0, cfg.batch.batch_size, cfg.batch.seq_len);
     let half = cfg.batch.batch_size / 2;
     let halves = [0..half, half..2 * half];
     let grads_of = |batch: BatchShape, tokens: Literal, targets: Literal| {
-        let module = hlatc::train_step::build_loss_and_grads(&model, batch, ElementType::F32);
+        let module = hlatc_step::train_step::build_loss_and_grads(&model, batch, ElementType::F32);
         let mut inputs = params.clone();
         inputs.extend([tokens, targets]);
         rt.compile(&module.unwrap()).unwrap().run(&inputs).unwrap()
@@ -269,7 +269,7 @@ fn accumulated_load_balancing_loss_is_the_micro_batches_mean() {
         .collect();
     let whole = grads_of(cfg.batch, batch.tokens.clone(), batch.targets.clone());
 
-    let steps = hlatc::grad_accum::build_accumulation_steps(&cfg, 2).unwrap();
+    let steps = hlatc_step::grad_accum::build_accumulation_steps(&cfg, 2).unwrap();
     let micro = rt.compile(&steps.micro.module).unwrap();
     let n = param_specs(&model).len();
     let mut accumulators: Vec<Literal> = params
@@ -292,7 +292,7 @@ fn accumulated_load_balancing_loss_is_the_micro_batches_mean() {
 
     let mean_loss = (own[0][0].to_f64_vec()[0] + own[1][0].to_f64_vec()[0]) / 2.0;
     assert!(
-        crate::sharded::rel(loss, mean_loss) < 1e-6,
+        crate::runs::rel(loss, mean_loss) < 1e-6,
         "{loss} {mean_loss}"
     );
     let mut apart_from_whole = 0.0f64;
@@ -304,9 +304,9 @@ fn accumulated_load_balancing_loss_is_the_micro_batches_mean() {
             .map(|(x, y)| ((x + y) / 2.0) as f32)
             .collect();
         let mean = Literal::from_f32(acc.dims().to_vec(), &mean).unwrap();
-        let d = crate::sharded::norm_relative(&mean, acc);
+        let d = crate::runs::norm_relative(&mean, acc);
         assert!(d < f32_rounding_bound(), "gradient {i}: {d}");
-        apart_from_whole = apart_from_whole.max(crate::sharded::norm_relative(&whole[1 + i], acc));
+        apart_from_whole = apart_from_whole.max(crate::runs::norm_relative(&whole[1 + i], acc));
     }
     // The router's gradient shows which counts the loss read.
     assert!(apart_from_whole > 1e-3, "{apart_from_whole}");
@@ -320,20 +320,20 @@ fn accumulated_load_balancing_loss_is_the_micro_batches_mean() {
 /// replicas.
 #[test]
 fn ep2_dp2_accumulated_with_the_load_balancing_loss_equals_one_device() {
-    use hlatc::compiler::Literal;
+    use hlatc_compiler::Literal;
     let model = tiny_moe(Some(1.0));
     let run = |par: Parallelism, order: &[i64]| {
         let cfg = step_config(model.clone(), par, EQUAL_IN);
-        let rt = hlatc::runtime::Runtime::shared().unwrap();
-        let params = hlatc::models::init::init_params(&model, cfg.precision.storage(), 7)
+        let rt = hlatc_runtime::Runtime::shared().unwrap();
+        let params = hlatc_models::init::init_params(&model, cfg.precision.storage(), 7)
             .into_iter()
             .map(|(_, l)| l)
             .collect();
-        let steps = hlatc::grad_accum::build_accumulation_steps(&cfg, 2).unwrap();
-        let remat = hlatc::passes::RematPolicy::CoreAttention;
+        let steps = hlatc_step::grad_accum::build_accumulation_steps(&cfg, 2).unwrap();
+        let remat = hlatc_passes::RematPolicy::CoreAttention;
         let mut trainer =
             crate::cpu_trainers::accumulating(&rt, &cfg, steps, remat, params).unwrap();
-        let data = hlatc::data::SyntheticData::permutation(model.vocab_size, 3);
+        let data = hlatc_step::data::SyntheticData::permutation(model.vocab_size, 3);
         let reorder = |x: &Literal| {
             let parts: Vec<Literal> = order.iter().map(|&r| rows(x, r..r + 1)).collect();
             let v: Vec<i32> = parts
@@ -350,7 +350,7 @@ fn ep2_dp2_accumulated_with_the_load_balancing_loss_equals_one_device() {
                 trainer.step(&b).unwrap()
             })
             .collect();
-        crate::sharded::Run { stats, trainer }
+        crate::runs::Run { stats, trainer }
     };
     let single = run(Parallelism::SINGLE, &[0, 2, 1, 3]);
     let par = layout(2, 2, EpExchange::AllToAll);
@@ -369,7 +369,7 @@ fn staged_moe(
     capacity_factor: Option<f64>,
     par: Parallelism,
     precision: Precision,
-) -> hlatc::train_step::StepConfig {
+) -> hlatc_step::train_step::StepConfig {
     let mut model = tiny_moe(capacity_factor);
     model.moe.as_mut().unwrap().output_router_logits = false;
     model.num_hidden_layers = 4;
@@ -385,8 +385,8 @@ fn staged_moe(
 fn staged_equals_one_device(cf: Option<f64>, par: Parallelism, micro_batches: i64) {
     let precision = EQUAL_IN;
     let single = run(&staged_moe(cf, Parallelism::SINGLE, precision));
-    let staged = crate::sharded::run_with(&staged_moe(cf, par, precision), |rt, cfg, params| {
-        let remat = hlatc::passes::RematPolicy::None;
+    let staged = crate::runs::run_with(&staged_moe(cf, par, precision), |rt, cfg, params| {
+        let remat = hlatc_passes::RematPolicy::None;
         crate::cpu_trainers::pipelined(rt, cfg, micro_batches, remat, params)
     });
     let diffs = differences(&single, &staged, F64_RTOL);

@@ -8,17 +8,17 @@
 //! written (a channel on every collective, a manual entry) is refused by
 //! the runtime when it is missing, before the plugin sees it.
 
-use super::sharded::{differences, gqa_odd_vocab, run, run_with, step_config, Run};
-use hlatc::compiler::ir::sharding::ShardingKind;
-use hlatc::compiler::{Op, Sharding};
-use hlatc::grad_accum::build_accumulation_steps;
-use hlatc::models::Parallelism;
-use hlatc::passes::RematPolicy;
-use hlatc::precision::Precision;
-use hlatc::runtime::cpu_preflight::{Refusal, Unsupported};
-use hlatc::runtime::{Runtime, RuntimeError};
-use hlatc::spmd::{RankSource, Spmd, SpmdForm, RANK_INPUT};
-use hlatc::train_step::{build_train_step, Role, StepConfig};
+use crate::runs::{differences, gqa_odd_vocab, run, run_with, step_config, Run};
+use hlatc_compiler::ir::sharding::ShardingKind;
+use hlatc_compiler::{Op, Sharding};
+use hlatc_models::Parallelism;
+use hlatc_passes::RematPolicy;
+use hlatc_runtime::cpu_preflight::{Refusal, Unsupported};
+use hlatc_runtime::{Runtime, RuntimeError};
+use hlatc_step::grad_accum::build_accumulation_steps;
+use hlatc_step::precision::Precision;
+use hlatc_step::spmd::{RankSource, Spmd, SpmdForm, RANK_INPUT};
+use hlatc_step::train_step::{build_train_step, Role, StepConfig};
 
 /// Bit for bit, as measured: the issue asked for 1e-6.
 const RTOL: f64 = 0.0;
