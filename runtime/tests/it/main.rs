@@ -1,5 +1,6 @@
 //! Integration tests of the runtime: HLO run on XLA CPU through the PJRT
-//! plugin (`scripts/fetch-xla-cpu-plugin.sh` fetches it), and what needs
+//! plugin (`scripts/fetch-xla-cpu-plugin.sh` fetches it), the passes'
+//! rewrites run on it (narrowing, the Neuron rewrites), and what needs
 //! no plugin (compile options, cache files, atomic writes, the PJRT
 //! structs' layouts). One binary.
 
@@ -17,9 +18,12 @@ mod executable_cache;
 mod fuzz_xla;
 mod host_memory;
 mod jax_parity;
+mod narrow_on_xla;
+mod neuron_rewrites_on_xla;
 mod ops;
 mod plugins;
 mod rank_seeds;
 mod replicas;
 mod sort_map_rng;
 mod stochastic_rounding;
+mod support;

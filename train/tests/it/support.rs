@@ -1,6 +1,6 @@
 //! What the train crate's tests share beyond the runs (`runs.rs`): the
-//! fast tier's switch, reading a fixture's module, and comparing two runs'
-//! outputs on XLA CPU (`skip_slow_tests`, `assert_close` and `fed_as` are
+//! fast tier's switch, reading a fixture's module, and comparing a
+//! program's outputs (`skip_slow_tests`, `assert_close` and `fed_as` are
 //! copies of the root crate's test helpers, `tests/it/support.rs`).
 #![allow(dead_code)]
 
@@ -18,17 +18,6 @@ pub fn skip_slow_tests() -> bool {
         eprintln!("skipped: a slow test, which RUN_SLOW_TESTS=1 runs");
     }
     skip
-}
-
-/// Asserts two runs gave the same outputs bit for bit: types, dims and
-/// bytes.
-pub fn assert_identical(what: &str, got: &[Literal], want: &[Literal]) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(g.ty(), w.ty(), "{what}: output {i}");
-        assert_eq!(g.dims(), w.dims(), "{what}: output {i}");
-        assert!(g.bytes() == w.bytes(), "{what}: output {i} differs");
-    }
 }
 
 /// Asserts `got` is `want` within `rtol` of `want`'s largest magnitude,

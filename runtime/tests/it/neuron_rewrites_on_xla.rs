@@ -5,10 +5,10 @@
 //! must leave alone or refuse.
 
 use crate::support::{assert_close, assert_identical, fed_as};
-use hlatc::passes::neuron_check::{check_module, Chip, Sdk, Severity};
-use hlatc::passes::{pipeline_from_names, PassContext, PassError, PipelineReport, Target};
-use hlatc::runtime::Runtime;
-use hlatc::{Literal, Module};
+use hlatc_compiler::{Literal, Module};
+use hlatc_passes::neuron_check::{check_module, Chip, Sdk, Severity};
+use hlatc_passes::{pipeline_from_names, PassContext, PassError, PipelineReport, Target};
+use hlatc_runtime::Runtime;
 
 /// `passes` run over a copy of `m` for `target`, the verifier after each.
 fn rewritten(
@@ -36,8 +36,8 @@ fn refusals(m: &Module, chip: Chip) -> Vec<&'static str> {
 }
 
 fn parse(src: &str) -> Module {
-    let m = hlatc::text::parse_module(src).unwrap();
-    hlatc::verify(&m).unwrap();
+    let m = hlatc_compiler::formats::text::parse_module(src).unwrap();
+    hlatc_compiler::verify(&m).unwrap();
     m
 }
 
@@ -90,8 +90,8 @@ fn narrow_f64_makes_an_f64_program_compile_for_neuron_with_f32s_precision() {
     let got = run(&narrow, &fed_as(&narrow, &inputs));
     assert_eq!(got.len(), 2);
     for (i, (g, w)) in got.iter().zip(&wide).enumerate() {
-        assert_eq!(g.ty(), hlatc::compiler::ElementType::F32, "output {i}");
-        assert_eq!(w.ty(), hlatc::compiler::ElementType::F64, "output {i}");
+        assert_eq!(g.ty(), hlatc_compiler::ElementType::F32, "output {i}");
+        assert_eq!(w.ty(), hlatc_compiler::ElementType::F64, "output {i}");
         // f32 keeps 24 bits: a few roundings in a row stay well within
         // 1e-6 of the output's largest magnitude.
         assert_close(&format!("narrow-f64 output {i}"), g, w, 1e-6);
@@ -116,12 +116,12 @@ fn narrow_f64_refuses_a_constant_beyond_f32s_range_by_name() {
 fn narrow_f64_clears_torch_xlas_f64_scalars_in_the_neuron_pipeline() {
     // torch-xla passes Python floats as f64[] parameters: the step's only
     // refusals. The neuron pipeline computes them in f32 (the outputs stay
-    // within 1e-5 on XLA CPU: `passes_on_xla.rs`).
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch_xla");
-    let m = hlatc::load_module(&dir.join("torch_xla_llama_step.hlo")).unwrap();
+    // within 1e-5 on XLA CPU: `train/tests/it/passes_on_xla.rs`).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/torch_xla");
+    let m = crate::support::read_module(&dir.join("torch_xla_llama_step.hlo"));
     assert_eq!(refusals(&m, Chip::Trn1), ["f64"]);
     let mut neuron = m.clone();
-    let report = hlatc::passes::default_pipeline::<&str>(Target::Neuron, &[])
+    let report = hlatc_passes::default_pipeline::<&str>(Target::Neuron, &[])
         .unwrap()
         .run_module(&mut neuron, &mut PassContext::new(Target::Neuron))
         .unwrap();
@@ -164,7 +164,7 @@ fn sort_to_topk_makes_a_top_k_sort_neurons_topk_with_the_same_outputs() {
     let m = top_k_module("GT", READ_TOP_K);
     let (neuron, report) = rewritten(&m, &["sort-to-topk"], Target::Neuron).unwrap();
     assert!(report.changed());
-    let text = hlatc::text::print_module(&neuron);
+    let text = hlatc_compiler::formats::text::print_module(&neuron);
     assert!(!text.contains(" sort("), "{text}");
     assert!(
         text.contains("custom_call_target=\"AwsNeuronTopK\""),
@@ -279,7 +279,7 @@ fn conditional_to_select_computes_both_branches_and_picks_the_same_values() {
 
 #[test]
 fn conditional_to_select_leaves_a_branch_over_its_bound() {
-    let bound = hlatc::passes::MAX_BRANCH_INSTRUCTIONS;
+    let bound = hlatc_passes::MAX_BRANCH_INSTRUCTIONS;
     let chain: String = (0..bound)
         .map(|j| format!("  q{} = f32[6] negate(q{j})\n", j + 1))
         .collect();
@@ -316,7 +316,7 @@ fn int8_dot(k: usize) -> String {
 fn s8s(dims: &[i64]) -> Literal {
     let n: i64 = dims.iter().product();
     let bytes: Vec<u8> = (0..n).map(|k| (k * 37 + 128) as u8).collect();
-    Literal::from_bytes(hlatc::compiler::ElementType::S8, dims.to_vec(), bytes).unwrap()
+    Literal::from_bytes(hlatc_compiler::ElementType::S8, dims.to_vec(), bytes).unwrap()
 }
 
 #[test]
@@ -355,8 +355,8 @@ fn integer_dot_to_f32_leaves_a_dot_it_cannot_bound_alone() {
     let (same, report) = rewritten(&too_long, &["integer-dot-to-f32"], Target::Neuron).unwrap();
     assert!(!report.changed());
     assert_eq!(
-        hlatc::text::print_module(&same),
-        hlatc::text::print_module(&too_long)
+        hlatc_compiler::formats::text::print_module(&same),
+        hlatc_compiler::formats::text::print_module(&too_long)
     );
     // s32 parameters: any value, no bound.
     let unknown = parse("HloModule p\n\nENTRY e {\n  a = s32[2,2] parameter(0)\n  b = s32[2,2] parameter(1)\n  ROOT d = s32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
@@ -375,7 +375,7 @@ const MX_DOTS: &str = "HloModule mx_dots\n\nENTRY e {\n  x = f32[4,64] parameter
 fn mx_amp(target: Target) -> Module {
     let mut m = parse(MX_DOTS);
     let mut ctx = PassContext::new(target);
-    ctx.cast = Some(hlatc::passes::CastPolicy::mxfp8());
+    ctx.cast = Some(hlatc_passes::CastPolicy::mxfp8());
     pipeline_from_names("amp", &["amp"])
         .unwrap()
         .run_module(&mut m, &mut ctx)
@@ -391,7 +391,7 @@ fn mx_amp(target: Target) -> Module {
 #[test]
 fn mx_calls_lowered_compute_the_cpu_blocks_bit_for_bit() {
     let neuron = mx_amp(Target::Neuron);
-    let text = hlatc::text::print_module(&neuron);
+    let text = hlatc_compiler::formats::text::print_module(&neuron);
     assert_eq!(text.matches("custom_call_target=\"QuantizeMX\"").count(), 4);
     assert_eq!(text.matches("__op$block_scaled_dot").count(), 2, "{text}");
     assert!(text.contains("transpose("), "{text}");
@@ -399,8 +399,8 @@ fn mx_calls_lowered_compute_the_cpu_blocks_bit_for_bit() {
     assert!(found.is_empty(), "{found:?}");
     assert_eq!(refusals(&neuron, Chip::Trn2), ["mx-before-trn3"]);
     let mut lowered = neuron.clone();
-    assert!(hlatc::passes::LowerNeuronCalls::lower(&mut lowered).unwrap());
-    assert!(!hlatc::text::print_module(&lowered).contains("custom_call_target"));
+    assert!(hlatc_passes::LowerNeuronCalls::lower(&mut lowered).unwrap());
+    assert!(!hlatc_compiler::formats::text::print_module(&lowered).contains("custom_call_target"));
     // Magnitudes from 2^-20 to 2^20 across the elements.
     let values = |n: usize, offset: f64| -> Vec<f64> {
         spread(n, offset)
@@ -421,7 +421,7 @@ fn mx_calls_lowered_compute_the_cpu_blocks_bit_for_bit() {
     ];
     let inputs: Vec<Literal> = inputs
         .into_iter()
-        .map(|l| l.converted(hlatc::compiler::ElementType::F32).unwrap())
+        .map(|l| l.converted(hlatc_compiler::ElementType::F32).unwrap())
         .collect();
     let cpu = mx_amp(Target::Cpu);
     let want = run(&cpu, &inputs);
@@ -446,13 +446,13 @@ fn mx_calls_lowered_compute_the_cpu_blocks_bit_for_bit() {
 #[test]
 fn mx_calls_without_a_reference_are_refused_by_name() {
     let e5m2 = parse("HloModule q\n\nENTRY e {\n  x = bf16[4,64] parameter(0)\n  ROOT q = (u32[4,16], u8[4,2]) custom-call(x), custom_call_target=\"QuantizeMX\", backend_config=\"{\\\"dtype\\\": \\\"float8_e5m2\\\", \\\"dim\\\": 1}\"\n}\n");
-    let e = hlatc::passes::LowerNeuronCalls::lower(&mut e5m2.clone()).unwrap_err();
+    let e = hlatc_passes::LowerNeuronCalls::lower(&mut e5m2.clone()).unwrap_err();
     assert_eq!(
         e.to_string(),
         "pass 'lower-neuron-calls': computation 'e', custom call 'q': QuantizeMX's backend_config: dtype float8_e5m2: hlatc computes float8_e4m3fn only"
     );
     let unnamed = parse("HloModule d\n\nENTRY e {\n  a = u32[4,16] parameter(0)\n  b = u32[16,16] parameter(1)\n  sa = u8[4,2] parameter(2)\n  sb = u8[2,16] parameter(3)\n  ROOT d = f32[4,16] custom-call(a, b, sa, sb), custom_call_target=\"__op$block_scaled_dot\", backend_config=\"{\\\"scaled_dot_backend_config\\\": {\\\"lhs_contracting_dimensions\\\": [1], \\\"rhs_contracting_dimensions\\\": [0]}}\"\n}\n");
-    let e = hlatc::passes::LowerNeuronCalls::lower(&mut unnamed.clone()).unwrap_err();
+    let e = hlatc_passes::LowerNeuronCalls::lower(&mut unnamed.clone()).unwrap_err();
     assert!(
         e.to_string().contains(
             "custom call 'd': __op$block_scaled_dot: the lhs operand's element type is unknown"
@@ -460,10 +460,10 @@ fn mx_calls_without_a_reference_are_refused_by_name() {
         "{e}"
     );
     // Named, it computes.
-    let named = hlatc::text::print_module(&unnamed).replace(
+    let named = hlatc_compiler::formats::text::print_module(&unnamed).replace(
         "[0]}}",
         "[0], \\\"element_dtype\\\": \\\"float8_e4m3fn\\\"}}",
     );
     let mut named = parse(&named);
-    assert!(hlatc::passes::LowerNeuronCalls::lower(&mut named).unwrap());
+    assert!(hlatc_passes::LowerNeuronCalls::lower(&mut named).unwrap());
 }
