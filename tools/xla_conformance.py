@@ -13,7 +13,7 @@ JSON line per module to stdout:
 where each R is {"layout": <entry_computation_layout>, "instructions": N,
 "scheduled": <is_scheduled>, "shardings": [every `sharding={...}` as XLA
 prints it, sorted]} or
-{"error": <XLA's message>}. hlatc's conformance test (tests/it/conformance.rs)
+{"error": <XLA's message>}. hlatc's conformance test (runtime/tests/it/conformance.rs)
 checks that hlatc's two forms give XLA the same program shape, instruction
 count, scheduling and shardings as the original.
 

@@ -1,6 +1,7 @@
 //! Integration tests of the hlatc CLI and facade: compiling, training,
-//! filetests, parity with JAX, Hugging Face and torch-xla references, the
-//! XLA cross-checks and conformance. One binary, one module per topic.
+//! planning, the facade's filetests and the XLA cross-checks. One binary,
+//! one module per topic; each library crate's behaviour is tested in its
+//! own `tests/it`.
 
 mod bounded_inputs;
 mod cli;
@@ -12,7 +13,6 @@ mod compile;
 // compared, the train crate's tests' own.
 #[path = "../../step/tests/it/configs.rs"]
 mod configs;
-mod conformance;
 mod context_parallel;
 #[path = "../../train/tests/it/corpus.rs"]
 mod corpus;

@@ -1,7 +1,6 @@
 //! What the tests share: running the `hlatc` binary and reading what it
-//! printed, and comparing the outputs of two runs on XLA CPU.
+//! printed, and the codes of the errors it printed.
 
-use hlatc::{Literal, Module};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -161,54 +160,6 @@ pub fn code_in(err: &str) -> &str {
         "{code} is not a code every_error_code lists:\n{err}"
     );
     code
-}
-
-/// Asserts two runs gave the same outputs bit for bit: types, dims and
-/// bytes.
-pub fn assert_identical(what: &str, got: &[Literal], want: &[Literal]) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(g.ty(), w.ty(), "{what}: output {i}");
-        assert_eq!(g.dims(), w.dims(), "{what}: output {i}");
-        assert!(g.bytes() == w.bytes(), "{what}: output {i} differs");
-    }
-}
-
-/// Asserts `got` is `want` within `rtol` of `want`'s largest magnitude,
-/// element by element (of any types: both are read as f64).
-pub fn assert_close(what: &str, got: &Literal, want: &Literal, rtol: f64) {
-    assert_eq!(got.dims(), want.dims(), "{what}: dims");
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    let scale = w.iter().fold(0f64, |a, v| a.max(v.abs())).max(1e-30);
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert!(
-            (a - b).abs() <= rtol * scale,
-            "{what}[{i}]: {a} vs {b} (largest magnitude {scale})"
-        );
-    }
-}
-
-/// `inputs` as `m`'s entry takes them: each float input converted to its
-/// parameter's float type where they differ (rounded to nearest even).
-/// For a module whose pass changed its signature, as `narrow-f64` does
-/// with torch-xla's f64 scalars, fed what the original took.
-pub fn fed_as(m: &Module, inputs: &[Literal]) -> Vec<Literal> {
-    let params = m.entry_parameter_shapes();
-    inputs
-        .iter()
-        .zip(
-            params
-                .iter()
-                .map(|s| s.as_array().map(|a| a.ty))
-                .chain(std::iter::repeat(None)),
-        )
-        .map(|(l, ty)| match ty {
-            Some(ty) if ty != l.ty() && ty.is_float() && l.ty().is_float() => {
-                l.clone().converted(ty).unwrap()
-            }
-            _ => l.clone(),
-        })
-        .collect()
 }
 
 /// The tokenizer of `crate::corpus::word_corpus`: a Hugging Face `tokenizer.json`

@@ -1,6 +1,7 @@
 //! Integration tests of the runtime: HLO run on XLA CPU through the PJRT
 //! plugin (`scripts/fetch-xla-cpu-plugin.sh` fetches it), the passes'
-//! rewrites run on it (narrowing, the Neuron rewrites), and what needs
+//! rewrites run on it (narrowing, the Neuron rewrites), conformance with
+//! XLA's reader over XLA's own test modules, and what needs
 //! no plugin (compile options, cache files, atomic writes, the PJRT
 //! structs' layouts). One binary.
 
@@ -11,6 +12,7 @@ mod collectives;
 mod common;
 mod compare;
 mod compile_options;
+mod conformance;
 mod control_flow;
 mod device_buffers;
 mod errors;

@@ -1,11 +1,24 @@
-//! What the tests of passes run on XLA CPU share: reading a fixture's
-//! module, and comparing two runs' outputs (`assert_identical`,
-//! `assert_close` and `fed_as` are copies of the root crate's test
-//! helpers, `tests/it/support.rs`).
+//! What the tests of passes run on XLA CPU and the conformance sweep
+//! share (and the train crate's tests, which include this file): the fast
+//! tier's switch, reading a fixture's module, and comparing two runs'
+//! outputs (`skip_slow_tests` is a copy of the root crate's test helper).
 #![allow(dead_code)]
 
 use hlatc_compiler::{formats::text, verify, Literal, Module};
 use std::path::Path;
+
+/// Whether to skip a slow test, as rust-analyzer's `skip_slow_tests`
+/// does: the fast tier (`scripts/test-fast.sh`, or `cargo test` alone)
+/// leaves out the tests that take seconds each, and `RUN_SLOW_TESTS=1`
+/// (what `scripts/test.sh` and CI set) runs them. A skipped test passes,
+/// and says so on standard error.
+pub fn skip_slow_tests() -> bool {
+    let skip = std::env::var_os("RUN_SLOW_TESTS").is_none_or(|v| v == "0");
+    if skip {
+        eprintln!("skipped: a slow test, which RUN_SLOW_TESTS=1 runs");
+    }
+    skip
+}
 
 /// Asserts two runs gave the same outputs bit for bit: types, dims and
 /// bytes.

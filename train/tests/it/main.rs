@@ -22,6 +22,9 @@ mod runs;
 mod scratch;
 mod sharded;
 mod spmd_forms;
+// The fast tier's switch, a fixture's module read, outputs compared: the
+// runtime crate's tests' own.
+#[path = "../../../runtime/tests/it/support.rs"]
 mod support;
 use scratch::scratch;
 

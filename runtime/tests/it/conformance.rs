@@ -24,16 +24,16 @@
 //! hlatc encodes both readings to the same bytes, they are one program,
 //! run once.
 
-use hlatc::compiler::{formats::proto, formats::text, verify};
-use hlatc::runtime::host_memory::module_bytes;
+use hlatc_compiler::{formats::proto, formats::text, verify};
 use hlatc_filetest::sweep::Sweep;
+use hlatc_runtime::host_memory::module_bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/conformance")
+        .join("../tests/fixtures/conformance")
         .join(name)
 }
 
@@ -152,7 +152,7 @@ fn parse_refusal(src: &str, e: &text::ParseError) -> Refusal {
 }
 
 /// hlatc's reading of one module: the module, or why not.
-fn read(src: &str) -> Result<hlatc::Module, Refusal> {
+fn read(src: &str) -> Result<hlatc_compiler::Module, Refusal> {
     let m = text::parse_module(src).map_err(|e| parse_refusal(src, &e))?;
     verify(&m).map_err(|e| Refusal {
         category: "verifier".into(),
@@ -187,7 +187,7 @@ fn refused_list() -> BTreeMap<String, Refusal> {
 fn write_refused_list(refused: &BTreeMap<String, Refusal>) {
     let mut out = String::from(
         "# Modules of xla.tar.gz that hlatc refuses: file, category, message.\n\
-         # Written by `HLATC_BLESS=1 cargo test --release --test it conformance`.\n",
+         # Written by `HLATC_BLESS=1 cargo test --release -p hlatc-runtime --test it conformance`.\n",
     );
     for (name, r) in refused {
         out.push_str(&format!(
@@ -320,7 +320,7 @@ fn xla_test_modules_are_read_or_listed_as_refused() {
 
     // XLA reads hlatc's text and proto as the same program.
     let out = std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/xla_conformance.py"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/xla_conformance.py"))
         .arg(&dir)
         .output()
         .expect("python3 runs tools/xla_conformance.py (scripts/test.sh installs jaxlib)");
@@ -393,7 +393,7 @@ const CROSSCHECKED: usize = 1000;
 
 /// One module of every 16 read, in name order: the first of the 16 whose
 /// inputs and result fit in [`RUN_BYTES`].
-fn run_sample(accepted: &BTreeMap<String, hlatc::Module>) -> Vec<String> {
+fn run_sample(accepted: &BTreeMap<String, hlatc_compiler::Module>) -> Vec<String> {
     let names: Vec<&String> = accepted.keys().collect();
     names
         .chunks(16)
@@ -434,12 +434,12 @@ struct Runs {
 
 /// One run of `m` on XLA CPU with inputs drawn from a fixed seed, its
 /// loops stopped after [`MAX_TRIPS`].
-fn run_once(m: &hlatc::Module) -> Result<Vec<hlatc::Literal>, String> {
-    use hlatc::runtime::{inputs, Runtime};
+fn run_once(m: &hlatc_compiler::Module) -> Result<Vec<hlatc_compiler::Literal>, String> {
+    use hlatc_runtime::{inputs, Runtime};
     let rt = Runtime::shared().map_err(|e| e.to_string())?;
-    hlatc::runtime::ensure_fits(m).map_err(|e| e.to_string())?;
+    hlatc_runtime::ensure_fits(m).map_err(|e| e.to_string())?;
     let mut m = m.clone();
-    hlatc::passes::bound_loops(&mut m, MAX_TRIPS).map_err(|e| e.to_string())?;
+    hlatc_passes::bound_loops(&mut m, MAX_TRIPS).map_err(|e| e.to_string())?;
     let program = rt.compile(&m).map_err(|e| e.to_string())?;
     let mut rng = inputs::SplitMix64::new(7);
     let args = program
@@ -459,7 +459,7 @@ fn run_once(m: &hlatc::Module) -> Result<Vec<hlatc::Literal>, String> {
 /// inputs: the outputs must agree bit for bit, or neither may run.
 fn run_beside_xla(
     dir: &Path,
-    accepted: &BTreeMap<String, hlatc::Module>,
+    accepted: &BTreeMap<String, hlatc_compiler::Module>,
     sample: &[String],
 ) -> Runs {
     let mut runs = Runs::default();
