@@ -1,6 +1,7 @@
 //! The streaming loader: rows packed full, the same batches after a
-//! resume, shards that split the documents, and every bad input named
-//! with its place.
+//! resume, shards that split the documents, every bad input named with
+//! its place, and the tail padding of a pass' last row, which trains as a
+//! document counting for nothing.
 
 use crate::corpus::word_corpus;
 use crate::{scratch, WORD_TOKENIZER};
@@ -455,4 +456,62 @@ fn a_resumed_loader_records_the_same_reads_before_it_reads_on() {
     batches(&mut straight, 3);
     assert_eq!(again.position(), straight.position());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Padding after a row's last document, in the packed convention of
+/// MaxText and T5 (segment id 0 after higher ids, targets ignored), trains
+/// as a document that counts for nothing: the same loss and the same
+/// updated weights, bit for bit, as the row with its padding numbered as
+/// one more document. The loader pads a pass' last row so.
+#[test]
+fn tail_padding_trains_as_a_document_that_counts_for_nothing() {
+    use hlatc_compiler::{ElementType, Literal};
+    use hlatc_models::{init::init_params, BatchShape, ModelConfig};
+    use hlatc_step::train_step::StepConfig;
+    let model = ModelConfig::tiny();
+    let cfg = StepConfig {
+        model: model.clone(),
+        batch: BatchShape {
+            batch_size: 2,
+            seq_len: 8,
+        },
+        optimizer: Default::default(),
+        precision: hlatc_step::precision::Precision::Fp32,
+        packed: true,
+        parallel: hlatc_models::Parallelism::SINGLE,
+        spmd: Default::default(),
+        fault: None,
+        module_markers: false,
+        kernels: Default::default(),
+    };
+    let rt = hlatc_runtime::Runtime::shared().unwrap();
+    let params = || -> Vec<Literal> {
+        init_params(&model, ElementType::F32, 4)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect()
+    };
+    let batch = |pad_segment: i32| {
+        let tokens = [5, 6, 7, 8, 9, 10, 0, 0, 11, 12, 13, 14, 15, 16, 17, 0];
+        let targets = [
+            6, 7, 8, -100, 10, -100, -100, -100, 12, 13, 14, 15, 16, 17, -100, -100,
+        ];
+        let p = pad_segment;
+        let segments = [1, 1, 1, 1, 2, 2, p, p, 1, 1, 1, 1, 1, 1, 1, p];
+        let lit = |v: &[i32]| Literal::from_s32(vec![2, 8], v).unwrap();
+        hlatc_step::data::Batch {
+            tokens: lit(&tokens),
+            targets: lit(&targets),
+            segment_ids: Some(lit(&segments)),
+        }
+    };
+    let mut padded = crate::cpu_trainers::unoptimized(&rt, &cfg, params()).unwrap();
+    let mut numbered = crate::cpu_trainers::unoptimized(&rt, &cfg, params()).unwrap();
+    let (a, b) = (batch(0), batch(3));
+    let sa = padded.step(&a).unwrap();
+    let sb = numbered.step(&b).unwrap();
+    assert!(sa.loss.is_finite() && sa.loss > 1.0, "{sa:?}");
+    assert_eq!(sa.loss.to_bits(), sb.loss.to_bits());
+    assert_eq!(sa.grad_norm.to_bits(), sb.grad_norm.to_bits());
+    assert_eq!(padded.params(), numbered.params());
 }

@@ -1,5 +1,5 @@
 //! Integration tests of running steps: the streaming loader over text and
-//! token-id files, and the trainer on XLA CPU (steps sharded, accumulated,
+//! token-id files, pre-tokenized streams, and the trainer on XLA CPU (steps sharded, accumulated,
 //! staged, fused or rewritten by passes computing what the plain step
 //! computes; gradients against PyTorch's). One binary, one module per
 //! topic; the tests that train through the CLI are the root crate's.
@@ -26,6 +26,7 @@ mod spmd_forms;
 // runtime crate's tests' own.
 #[path = "../../../runtime/tests/it/support.rs"]
 mod support;
+mod token_data;
 use scratch::scratch;
 
 /// The tokenizer of [`corpus::word_corpus`]: a Hugging Face

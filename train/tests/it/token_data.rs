@@ -1,10 +1,11 @@
-//! `train --data`: pre-tokenized streams read as nanoGPT and numpy write
-//! them, packed into rows by document, and a held-out loss that falls.
+//! Pre-tokenized streams (`train --data`) read as nanoGPT and numpy write
+//! them, packed into rows by document, and refused in the words a
+//! `--corpus` loader refuses the same file with. Training on them through
+//! the CLI is the root crate's (`tests/it/train_data.rs`).
 
-use hlatc::loader::{Loader, LoaderConfig, SourceFormat};
-use hlatc::token_data::{RawDtype, TokenData};
+use hlatc_train::loader::{Loader, LoaderConfig, SourceFormat};
+use hlatc_train::token_data::{RawDtype, TokenData};
 use std::path::PathBuf;
-use std::process::Command;
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hlatc-tokens-{}", std::process::id()));
@@ -75,7 +76,7 @@ fn npy_and_raw_read_the_same_and_bad_files_are_named() {
         a.train_batch(3, 1, 2, 8).tokens,
         b.train_batch(3, 1, 2, 8).tokens
     );
-    let err = |r: Result<TokenData, hlatc::train::Error>| r.err().expect("refused").to_string();
+    let err = |r: Result<TokenData, hlatc_train::Error>| r.err().expect("refused").to_string();
     let e = err(TokenData::read(&raw, RawDtype::U16, 5, None, 0.0));
     assert!(
         e.ends_with("a.bin: token 1 is 7, outside the vocabulary 0..5"),
@@ -106,58 +107,6 @@ fn npy_and_raw_read_the_same_and_bad_files_are_named() {
     assert!(
         e.contains("40 ids (20 for training, 20 held out) are too few"),
         "{e}"
-    );
-}
-
-#[test]
-fn train_on_a_token_file_reports_a_falling_held_out_loss() {
-    // Documents of the permutation language t -> 3t + 1 mod 63, ended by 63.
-    let mut ids = Vec::new();
-    let mut x: u64 = 1;
-    while ids.len() < 6000 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let (mut t, n) = ((x >> 33) % 63, 3 + (x >> 50) % 12);
-        for _ in 0..n {
-            ids.push(t as u16);
-            t = (3 * t + 1) % 63;
-        }
-        ids.push(63);
-    }
-    let p = u16_file("lang.bin", &ids);
-    let o = Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args([
-            "train",
-            "--data",
-            p.to_str().unwrap(),
-            "--eos",
-            "63",
-            "--steps",
-            "60",
-            "--eval-every",
-            "20",
-        ])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let held: Vec<f64> = out
-        .lines()
-        .filter_map(|l| l.split("held-out loss ").nth(1))
-        .map(|r| r.split_whitespace().next().unwrap().parse().unwrap())
-        .collect();
-    assert_eq!(held.len(), 3, "{out}");
-    // From ln(64) = 4.16 at the start to well under a quarter of it, and
-    // still falling: the first token of each document is the only one left
-    // to guess.
-    assert!(
-        held[2] < held[0] && held[2] < 0.25 * 64f64.ln(),
-        "held-out loss {held:?}"
     );
 }
 
@@ -215,63 +164,10 @@ fn data_and_corpus_refuse_a_bad_token_file_in_the_same_words() {
         assert!(data.ends_with(&ends), "{data}");
     }
     // An end-of-text id past the vocabulary, in --corpus's words too
-    // (run_identity.rs), before the file is read.
+    // (the root crate's tests/it/run_identity.rs), before the file is read.
     let e = TokenData::read(&big, RawDtype::U16, 64, Some(99999), 0.0)
         .err()
         .expect("refused")
         .to_string();
     assert_eq!(e, "--eos 99999 is outside the model's vocabulary 0..64");
-}
-
-/// A `--data` file is read whole by the run and recorded by nothing else,
-/// so its fingerprint in the run identity hashes every byte: a same-length
-/// edit between the blocks a corpus' fingerprint samples (16 of 64 KiB)
-/// is refused at a resume, naming the corpus.
-#[test]
-fn a_data_file_edited_anywhere_is_not_resumed() {
-    if crate::support::skip_slow_tests() {
-        return;
-    }
-    // 640,000 u16 ids: 1.28 MB, past the 1 MiB read whole either way.
-    let ids: Vec<u16> = (0..640_000u32).map(|i| (i * 7 % 63) as u16).collect();
-    let data = u16_file("edited.bin", &ids);
-    let ckpt = tmp("edited-ckpt");
-    let _ = std::fs::remove_dir_all(&ckpt);
-    let train = |extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "--data",
-            data.to_str().unwrap(),
-            "--steps",
-            "4",
-            "--checkpoint-every",
-            "2",
-            "--checkpoint-dir",
-            ckpt.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        Command::new(env!("CARGO_BIN_EXE_hlatc"))
-            .args(&args)
-            .output()
-            .unwrap()
-    };
-    let first = train(&["--stop-after", "2"]);
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
-    // Halfway between the first sampled block and the second.
-    let size = (ids.len() * 2) as u64;
-    let second_block = (size - 65536) / 15;
-    // An id's low byte, so the id stays inside tiny's vocabulary.
-    let at = (65536 + (second_block - 65536) / 2) as usize & !1;
-    let mut bytes = std::fs::read(&data).unwrap();
-    bytes[at] ^= 1;
-    std::fs::write(&data, &bytes).unwrap();
-    let resumed = train(&[]);
-    let e = String::from_utf8_lossy(&resumed.stderr);
-    assert_eq!(resumed.status.code(), Some(1), "{e}");
-    crate::support::assert_code(&e, "run_checkpoint.identity.changed");
-    std::fs::remove_dir_all(&ckpt).unwrap();
 }
