@@ -17,6 +17,7 @@ mod context_parallel;
 #[path = "../../train/tests/it/corpus.rs"]
 mod corpus;
 #[path = "../../train/tests/it/cpu_trainers.rs"]
+#[allow(dead_code)]
 mod cpu_trainers;
 mod docs;
 mod error_codes;
@@ -53,4 +54,3 @@ mod support;
 mod train_data;
 mod training;
 mod xla_crosscheck;
-mod zero1;

@@ -1,6 +1,7 @@
 //! Sharded training through the CLI: `hlatc train` on four devices follows
-//! the single-device run, divisions that do not divide are refused with
-//! their numbers, and `hlatc run` of a sharded bundle runs every rank. The
+//! the single-device run (with ZeRO-1 too), divisions that do not divide
+//! and ZeRO-1 without data parallelism are refused, and `hlatc run` of a
+//! sharded bundle runs every rank. The
 //! library's sharded-equals-unsharded checks are the train crate's
 //! (`train/tests/it/sharded.rs`); their helpers (`train/tests/it/runs.rs`)
 //! are re-exported here for the root's tests of sharded steps.
@@ -202,4 +203,22 @@ fn run_of_a_sharded_bundle_runs_every_rank() {
         !out.status.success() && text.contains('4') && text.contains('2'),
         "{text}"
     );
+}
+
+#[test]
+fn train_with_zero1_on_four_devices_follows_the_single_device_run() {
+    train_follows_the_single_device_run(&["--tp", "2", "--dp", "2", "--zero1"]);
+}
+
+#[test]
+fn zero1_without_data_parallelism_is_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
+        .args([
+            "compile", "--model", "tiny", "--tp", "2", "--zero1", "--out",
+        ])
+        .arg(std::env::temp_dir().join("hlatc-zero1-never"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    crate::support::assert_code(&stderr, "artifact.step.parallel");
 }

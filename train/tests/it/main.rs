@@ -27,6 +27,7 @@ mod spmd_forms;
 #[path = "../../../runtime/tests/it/support.rs"]
 mod support;
 mod token_data;
+mod zero1;
 use scratch::scratch;
 
 /// The tokenizer of [`corpus::word_corpus`]: a Hugging Face

@@ -3,23 +3,24 @@
 //! ZeRO-1 divides the optimizer state over the DP replicas; the step it
 //! builds computes what the single-device step computes on the same
 //! global batch, in f64 to the same 1e-10 norm-relative tolerance as the
-//! other sharded steps (`train/tests/it/sharded.rs`, which says why not element by element),
+//! other sharded steps (`sharded.rs`, which says why not element by element),
 //! with the Adam state gathered back from its shards. A shard updated
 //! with another shard's gradient, and replicated weights rounded with
-//! different random bits, are each caught.
+//! different random bits, are each caught. Training and refusing ZeRO-1
+//! through the CLI is the root crate's (`tests/it/sharded.rs`).
 
-use crate::sharded::{
+use crate::runs::{
     assert_caught, broken_in, check_in, differences, f32_rounding_bound, gqa_odd_vocab, mha_tied,
-    norm_relative, run, step_config, train_follows_the_single_device_run, Run, EQUAL_IN, F64_RTOL,
+    norm_relative, run, step_config, Run, EQUAL_IN, F64_RTOL,
 };
-use hlatc::compiler::{ElementType, Literal};
-use hlatc::models::parallel::Fault;
-use hlatc::models::{param_specs, ModelConfig, Parallelism, TpSplit};
-use hlatc::passes::RematPolicy;
-use hlatc::precision::Precision;
-use hlatc::runtime::Runtime;
-use hlatc::train_step::{build_train_step, Role, StepConfig};
-use hlatc::trainer::Trainer;
+use hlatc_compiler::{ElementType, Literal};
+use hlatc_models::parallel::Fault;
+use hlatc_models::{param_specs, ModelConfig, Parallelism, TpSplit};
+use hlatc_passes::RematPolicy;
+use hlatc_runtime::Runtime;
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::{build_train_step, Role, StepConfig};
+use hlatc_train::trainer::Trainer;
 
 fn zero1(tp: i64, dp: i64, sequence_parallel: bool) -> Parallelism {
     Parallelism {
@@ -60,7 +61,7 @@ fn the_optimizer_state_is_divided_over_the_replicas() {
         Precision::Fp32,
     ))
     .unwrap();
-    let shape = |name: &str| crate::sharded::input_shape(&step, name);
+    let shape = |name: &str| crate::runs::input_shape(&step, name);
     // The embedding's TP share is 32 of the 63 rows padded to 64, each of
     // hidden_size 32: 1024 elements, 512 on each replica.
     assert_eq!(model.hidden_size, 32);
@@ -99,7 +100,7 @@ fn a_shard_updated_with_another_shards_gradient_is_caught() {
 /// `hlatc compile --target cpu` builds it, from the initialization of seed 7.
 fn bf16_trainer(cfg: &StepConfig) -> Trainer {
     let rt = Runtime::shared().unwrap();
-    let params = hlatc::models::init::init_params(&cfg.model, ElementType::Bf16, 7)
+    let params = hlatc_models::init::init_params(&cfg.model, ElementType::Bf16, 7)
         .into_iter()
         .map(|(_, l)| l)
         .collect();
@@ -157,7 +158,7 @@ fn master_weights_under_zero1_equal_the_single_device_step() {
 fn master_weights_are_f32_and_the_weights_are_them_rounded_to_nearest() {
     let cfg = master_config(gqa_odd_vocab(), zero1(2, 2, false));
     let mut trainer = bf16_trainer(&cfg);
-    let data = hlatc::data::SyntheticData::permutation(cfg.model.vocab_size, 3);
+    let data = hlatc_step::data::SyntheticData::permutation(cfg.model.vocab_size, 3);
     for k in 0..3 {
         trainer
             .step(&data.batch(k, cfg.batch.batch_size, cfg.batch.seq_len))
@@ -206,7 +207,7 @@ fn drift(fault: Option<Fault>) -> Vec<String> {
         ..step_config(mha_tied(), par, Precision::Bf16Pure)
     };
     let mut trainer = bf16_trainer(&cfg);
-    let data = hlatc::data::SyntheticData::permutation(cfg.model.vocab_size, 3);
+    let data = hlatc_step::data::SyntheticData::permutation(cfg.model.vocab_size, 3);
     let start = trainer.rank_state(Role::Parameter);
     for k in 0..20 {
         trainer
@@ -245,22 +246,4 @@ fn replicated_weights_rounded_with_different_bits_are_caught() {
         drifted.iter().any(|n| n.contains("norm")),
         "expected the norm weights to drift: {drifted:?}"
     );
-}
-
-#[test]
-fn train_with_zero1_on_four_devices_follows_the_single_device_run() {
-    train_follows_the_single_device_run(&["--tp", "2", "--dp", "2", "--zero1"]);
-}
-
-#[test]
-fn zero1_without_data_parallelism_is_refused() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hlatc"))
-        .args([
-            "compile", "--model", "tiny", "--tp", "2", "--zero1", "--out",
-        ])
-        .arg(std::env::temp_dir().join("hlatc-zero1-never"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    crate::support::assert_code(&stderr, "artifact.step.parallel");
 }
