@@ -9,12 +9,11 @@
 //! sequence-long dimensions.
 
 use crate::sharded::{
-    differences, gqa_odd_vocab, mha_tied, run, run_with, step_config, tolerance, Run, EQUAL_IN,
+    differences, gqa_odd_vocab, mha_tied, run, run_packed, run_with, step_config, tolerance, Run,
+    EQUAL_IN,
 };
 use crate::support::stderr;
 use hlatc::compiler::Shape;
-use hlatc::data::SyntheticData;
-use hlatc::models::init::init_params;
 use hlatc::models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
 use hlatc::passes::RematPolicy;
 use hlatc::pipeline::{build_pipeline_steps, PipelineForm, StageSend};
@@ -205,24 +204,6 @@ fn blocked_pipeline_stages_equal_the_plain_graph() {
         });
         assert_same_in(EQUAL_IN, &format!("{par}, {remat}"), &plain, &staged);
     }
-}
-
-/// Three packed steps of `cfg`.
-pub(crate) fn run_packed(cfg: &StepConfig) -> Run {
-    let rt = Runtime::shared().unwrap();
-    let params = init_params(&cfg.model, cfg.precision.storage(), 7)
-        .into_iter()
-        .map(|(_, l)| l)
-        .collect();
-    let mut trainer = crate::cpu_trainers::unoptimized(&rt, cfg, params).unwrap();
-    let data = SyntheticData::permutation(cfg.model.vocab_size, 3);
-    let stats = (0..3)
-        .map(|k| {
-            let b = data.packed_batch(k, cfg.batch.batch_size, cfg.batch.seq_len);
-            trainer.step(&b).unwrap()
-        })
-        .collect();
-    Run { stats, trainer }
 }
 
 #[test]

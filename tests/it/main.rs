@@ -13,7 +13,6 @@ mod compile;
 // compared, the train crate's tests' own.
 #[path = "../../step/tests/it/configs.rs"]
 mod configs;
-mod context_parallel;
 #[path = "../../train/tests/it/corpus.rs"]
 mod corpus;
 #[path = "../../train/tests/it/cpu_trainers.rs"]

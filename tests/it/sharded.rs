@@ -1,7 +1,8 @@
 //! Sharded training through the CLI: `hlatc train` on four devices follows
-//! the single-device run (with ZeRO-1 too), divisions that do not divide
-//! and ZeRO-1 without data parallelism are refused, and `hlatc run` of a
-//! sharded bundle runs every rank. The
+//! the single-device run (with ZeRO-1 too), divisions that do not divide,
+//! ZeRO-1 without data parallelism and layouts context parallelism cannot
+//! take are refused, `hlatc run` of a sharded bundle runs every rank, and
+//! the planner searches and prices context parallelism. The
 //! library's sharded-equals-unsharded checks are the train crate's
 //! (`train/tests/it/sharded.rs`); their helpers (`train/tests/it/runs.rs`)
 //! are re-exported here for the root's tests of sharded steps.
@@ -221,4 +222,133 @@ fn zero1_without_data_parallelism_is_refused() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     crate::support::assert_code(&stderr, "artifact.step.parallel");
+}
+
+#[test]
+fn layouts_context_parallelism_cannot_take_are_refused_by_name() {
+    let e = compile_error(&["--model", "tiny", "--seq-len", "12", "--cp", "4"]);
+    assert!(
+        e.contains("--cp 4 with --cp-balance head-tail cuts each sequence into 8 equal chunks, and --seq-len 12 does not divide into 8"),
+        "{e}"
+    );
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp-balance",
+        "contiguous",
+    ]);
+    assert!(
+        e.contains("--cp-balance contiguous needs --cp above 1"),
+        "{e}"
+    );
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp",
+        "2",
+        "--kernel",
+        "attention=blocked:4",
+    ]);
+    assert!(
+        e.contains("--cp 2 with --kernel attention=blocked:4"),
+        "{e}"
+    );
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp-exchange",
+        "ring",
+    ]);
+    assert!(e.contains("--cp-exchange ring needs --cp above 1"), "{e}");
+    let e = compile_error(&[
+        "--model",
+        "tiny",
+        "--seq-len",
+        "16",
+        "--cp",
+        "2",
+        "--cp-exchange",
+        "ring",
+    ]);
+    assert!(
+        e.contains("--cp-exchange ring merges each step's block") && e.contains("attention=hlo"),
+        "{e}"
+    );
+}
+
+/// The planner: above 8,192 tokens its search tries CP (looped attention,
+/// head-tail chunks of at least 4,096 tokens), never below; a CP layout
+/// spelled in a SPEC is priced with its exchange on the links it crosses,
+/// fits a trn1 core at Llama 3.1's 128K, and prints a command that
+/// compiles.
+#[test]
+fn the_planner_searches_and_prices_context_parallelism() {
+    use hlatc::compile_step::ModelSource;
+    use hlatc::models::{CpExchange, ModelConfig};
+    use hlatc::plan::search::search_space;
+    use hlatc::plan::{plan, PlanOptions};
+    let cfg = ModelConfig::preset("llama3.1-8b").unwrap();
+    let o = PlanOptions {
+        model: ModelSource::Preset("llama3.1-8b".into()),
+        nodes: 16,
+        ..PlanOptions::default()
+    };
+    let degrees = |seq: i64| -> Vec<i64> {
+        let mut cps: Vec<i64> = search_space(&cfg, seq, &o, 512)
+            .unwrap()
+            .iter()
+            .map(|l| l.parallel.cp)
+            .collect();
+        cps.sort();
+        cps.dedup();
+        cps
+    };
+    assert_eq!(degrees(8192), vec![1]);
+    assert_eq!(degrees(131072), vec![1, 2, 4, 8, 16]);
+    let long = search_space(&cfg, 131072, &o, 512).unwrap();
+    assert!(long
+        .iter()
+        .filter(|l| l.parallel.cp > 1)
+        .all(|l| l.attention.to_string() == "attention=looped:512" && l.micro_batch == 1));
+    // Both exchanges, for every CP layout.
+    let by = |e: CpExchange| {
+        long.iter()
+            .filter(|l| l.parallel.cp > 1 && l.parallel.cp_exchange == e)
+            .count()
+    };
+    assert!(by(CpExchange::Ring) > 0 && by(CpExchange::Ring) == by(CpExchange::AllGather));
+
+    for (spec, exchange) in [
+        (
+            "tp=32,cp=16,dp=1,sp,zero1,remat=none,attention=looped:512",
+            "",
+        ),
+        (
+            "tp=32,cp=16,cp_exchange=ring,dp=1,sp,zero1,remat=none,attention=looped:512",
+            "--cp-exchange ring",
+        ),
+    ] {
+        let p = plan(&PlanOptions {
+            seq_len: Some(131072),
+            global_batch: 16,
+            layout: Some(spec.into()),
+            top: 1,
+            ..o.clone()
+        })
+        .unwrap();
+        let best = p.best().expect("the layout is priced");
+        assert!(best.fits, "{}", best.layout);
+        assert!(best.memory_per_rank < 16 << 30);
+        // A CP group's ranks are a TP group (a node) apart: the keys and
+        // values cross the network.
+        assert!(best.breakdown.network > 0.0, "{:?}", best.breakdown);
+        assert!(best.command.contains("--cp 16") && best.command.contains("attention=looped:512"));
+        assert!(best.command.contains(exchange), "{}", best.command);
+    }
 }

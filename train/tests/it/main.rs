@@ -8,6 +8,7 @@
 #[path = "../../../step/tests/it/configs.rs"]
 #[allow(dead_code)]
 mod configs;
+mod context_parallel;
 mod corpus;
 mod cpu_trainers;
 mod expert_parallel;

@@ -103,6 +103,24 @@ pub(crate) fn run_with(
     Run { stats, trainer }
 }
 
+/// Three packed steps of `cfg`.
+pub(crate) fn run_packed(cfg: &StepConfig) -> Run {
+    let rt = Runtime::shared().unwrap();
+    let params = init_params(&cfg.model, cfg.precision.storage(), 7)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let mut trainer = crate::cpu_trainers::unoptimized(&rt, cfg, params).unwrap();
+    let data = SyntheticData::permutation(cfg.model.vocab_size, 3);
+    let stats = (0..3)
+        .map(|k| {
+            let b = data.packed_batch(k, cfg.batch.batch_size, cfg.batch.seq_len);
+            trainer.step(&b).unwrap()
+        })
+        .collect();
+    Run { stats, trainer }
+}
+
 pub(crate) fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs().max(1e-30)
 }

@@ -1,28 +1,28 @@
 //! Context parallelism: each sequence divided over CP ranks that gather
 //! one another's keys and values. Over three steps it computes what one
-//! device computes on the same global batch, in f64 to `train/tests/it/sharded.rs`'
+//! device computes on the same global batch, in f64 to `sharded.rs`'
 //! 1e-10 (loss, grad norm, every parameter and Adam moment): with
 //! head-tail chunks and contiguous ones, alone and with TP (+SP), DP with
 //! ZeRO-1, pipeline stages, a mixture of experts with EP, packed documents
 //! and a sliding window. Chunks given the wrong positions, or labels cut
-//! without the load-balancing order, are caught.
+//! without the load-balancing order, are caught. The layouts the CLI
+//! refuses and the planner's CP layouts are the root crate's
+//! (`tests/it/sharded.rs`).
 
-use crate::kernels::run_packed;
-use crate::sharded::run_with;
-use crate::sharded::{
-    assert_caught, compile_error, differences, gqa_odd_vocab, mha_tied, replicas_agree, run,
+use crate::runs::{
+    assert_caught, differences, gqa_odd_vocab, mha_tied, replicas_agree, run, run_packed, run_with,
     step_config, Run, EQUAL_IN, F64_RTOL,
 };
-use hlatc::compiler::Literal;
-use hlatc::grad_accum::build_accumulation_steps;
-use hlatc::models::parallel::Fault;
-use hlatc::models::{
+use hlatc_compiler::Literal;
+use hlatc_models::parallel::Fault;
+use hlatc_models::{
     AttentionKernel, BatchShape, CpBalance, CpExchange, Kernels, ModelConfig, Parallelism,
 };
-use hlatc::passes::RematPolicy;
-use hlatc::runtime::Runtime;
-use hlatc::train_step::StepConfig;
-use hlatc::trainer::Trainer;
+use hlatc_passes::RematPolicy;
+use hlatc_runtime::Runtime;
+use hlatc_step::grad_accum::build_accumulation_steps;
+use hlatc_step::train_step::StepConfig;
+use hlatc_train::trainer::Trainer;
 
 /// `model` able to take sequences of `seq`.
 fn long(model: ModelConfig, seq: i64) -> ModelConfig {
@@ -257,7 +257,7 @@ fn packed_documents_under_cp_equal_one_device() {
 /// Three steps with their CP ranks run by `trainer`, against one device.
 fn equals_one_device_run_by(
     cfg: StepConfig,
-    trainer: impl Fn(&Runtime, &StepConfig, Vec<Literal>) -> Result<Trainer, hlatc::train::Error> + Copy,
+    trainer: impl Fn(&Runtime, &StepConfig, Vec<Literal>) -> Result<Trainer, hlatc_train::Error> + Copy,
 ) {
     let par = cfg.parallel;
     let (diffs, _) = against_one_device_of(&cfg, |c| match c.parallel.is_single() {
@@ -338,133 +338,5 @@ fn chunks_given_each_others_positions_are_caught() {
 fn labels_cut_without_the_balancing_order_are_caught() {
     for exchange in [exchanges()[0].clone(), exchanges()[2].clone()] {
         assert_caught(&broken(Fault::LabelsNotBalanced, exchange), "loss");
-    }
-}
-
-#[test]
-fn layouts_context_parallelism_cannot_take_are_refused_by_name() {
-    let e = compile_error(&["--model", "tiny", "--seq-len", "12", "--cp", "4"]);
-    assert!(
-        e.contains("--cp 4 with --cp-balance head-tail cuts each sequence into 8 equal chunks, and --seq-len 12 does not divide into 8"),
-        "{e}"
-    );
-    let e = compile_error(&[
-        "--model",
-        "tiny",
-        "--seq-len",
-        "16",
-        "--cp-balance",
-        "contiguous",
-    ]);
-    assert!(
-        e.contains("--cp-balance contiguous needs --cp above 1"),
-        "{e}"
-    );
-    let e = compile_error(&[
-        "--model",
-        "tiny",
-        "--seq-len",
-        "16",
-        "--cp",
-        "2",
-        "--kernel",
-        "attention=blocked:4",
-    ]);
-    assert!(
-        e.contains("--cp 2 with --kernel attention=blocked:4"),
-        "{e}"
-    );
-    let e = compile_error(&[
-        "--model",
-        "tiny",
-        "--seq-len",
-        "16",
-        "--cp-exchange",
-        "ring",
-    ]);
-    assert!(e.contains("--cp-exchange ring needs --cp above 1"), "{e}");
-    let e = compile_error(&[
-        "--model",
-        "tiny",
-        "--seq-len",
-        "16",
-        "--cp",
-        "2",
-        "--cp-exchange",
-        "ring",
-    ]);
-    assert!(
-        e.contains("--cp-exchange ring merges each step's block") && e.contains("attention=hlo"),
-        "{e}"
-    );
-}
-
-/// The planner: above 8,192 tokens its search tries CP (looped attention,
-/// head-tail chunks of at least 4,096 tokens), never below; a CP layout
-/// spelled in a SPEC is priced with its exchange on the links it crosses,
-/// fits a trn1 core at Llama 3.1's 128K, and prints a command that
-/// compiles.
-#[test]
-fn the_planner_searches_and_prices_context_parallelism() {
-    use hlatc::compile_step::ModelSource;
-    use hlatc::plan::search::search_space;
-    use hlatc::plan::{plan, PlanOptions};
-    let cfg = ModelConfig::preset("llama3.1-8b").unwrap();
-    let o = PlanOptions {
-        model: ModelSource::Preset("llama3.1-8b".into()),
-        nodes: 16,
-        ..PlanOptions::default()
-    };
-    let degrees = |seq: i64| -> Vec<i64> {
-        let mut cps: Vec<i64> = search_space(&cfg, seq, &o, 512)
-            .unwrap()
-            .iter()
-            .map(|l| l.parallel.cp)
-            .collect();
-        cps.sort();
-        cps.dedup();
-        cps
-    };
-    assert_eq!(degrees(8192), vec![1]);
-    assert_eq!(degrees(131072), vec![1, 2, 4, 8, 16]);
-    let long = search_space(&cfg, 131072, &o, 512).unwrap();
-    assert!(long
-        .iter()
-        .filter(|l| l.parallel.cp > 1)
-        .all(|l| l.attention.to_string() == "attention=looped:512" && l.micro_batch == 1));
-    // Both exchanges, for every CP layout.
-    let by = |e: CpExchange| {
-        long.iter()
-            .filter(|l| l.parallel.cp > 1 && l.parallel.cp_exchange == e)
-            .count()
-    };
-    assert!(by(CpExchange::Ring) > 0 && by(CpExchange::Ring) == by(CpExchange::AllGather));
-
-    for (spec, exchange) in [
-        (
-            "tp=32,cp=16,dp=1,sp,zero1,remat=none,attention=looped:512",
-            "",
-        ),
-        (
-            "tp=32,cp=16,cp_exchange=ring,dp=1,sp,zero1,remat=none,attention=looped:512",
-            "--cp-exchange ring",
-        ),
-    ] {
-        let p = plan(&PlanOptions {
-            seq_len: Some(131072),
-            global_batch: 16,
-            layout: Some(spec.into()),
-            top: 1,
-            ..o.clone()
-        })
-        .unwrap();
-        let best = p.best().expect("the layout is priced");
-        assert!(best.fits, "{}", best.layout);
-        assert!(best.memory_per_rank < 16 << 30);
-        // A CP group's ranks are a TP group (a node) apart: the keys and
-        // values cross the network.
-        assert!(best.breakdown.network > 0.0, "{:?}", best.breakdown);
-        assert!(best.command.contains("--cp 16") && best.command.contains("attention=looped:512"));
-        assert!(best.command.contains(exchange), "{}", best.command);
     }
 }
