@@ -12,6 +12,7 @@ mod context_parallel;
 mod corpus;
 mod cpu_trainers;
 mod expert_parallel;
+mod fsdp;
 mod fused_weights;
 mod hf_parity;
 mod loader;

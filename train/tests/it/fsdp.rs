@@ -2,19 +2,21 @@
 //! their optimizer state. Each step gathers the weights, reduce-scatters
 //! the gradients and updates the rank's shards; over three steps it
 //! computes what one device computes on the same global batch, in f64 to
-//! `train/tests/it/sharded.rs`' 1e-10 (loss, grad norm, every parameter and Adam moment
+//! `sharded.rs`' 1e-10 (loss, grad norm, every parameter and Adam moment
 //! gathered from the shards). Under `bf16-master` its update is ZeRO-1's.
 //! Shards never gathered, or updated with another shard's gradient, are
-//! caught.
+//! caught. FSDP through the compile step, the planner and the CLI
+//! (`--reshard unless-pp`, torchtitan's layout, an FSDP state resumed in
+//! another layout) is the root crate's (`tests/it/sharded.rs`).
 
-use crate::sharded::{
+use crate::runs::{
     assert_caught, broken_in, differences, f32_rounding_bound, gqa_odd_vocab, mha_tied, run,
     step_config, Run, EQUAL_IN, F64_RTOL,
 };
-use hlatc::models::parallel::Fault;
-use hlatc::models::{param_specs, EpExchange, ModelConfig, Parallelism, Reshard};
-use hlatc::precision::Precision;
-use hlatc::train_step::{build_train_step, Role, StepConfig};
+use hlatc_models::parallel::Fault;
+use hlatc_models::{param_specs, EpExchange, ModelConfig, Parallelism, Reshard};
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::{build_train_step, Role, StepConfig};
 
 /// HSDP: `dp` replicas in shard groups of `n`, each a TP group of `tp`.
 fn hsdp(tp: i64, dp: i64, n: i64) -> Parallelism {
@@ -112,7 +114,7 @@ fn resharded_fsdp_equals_one_device() {
             c.ids()
                 .filter(|&id| {
                     let i = c.instr(id);
-                    matches!(i.op, hlatc::compiler::Op::AllGather { .. })
+                    matches!(i.op, hlatc_compiler::Op::AllGather { .. })
                         && i.metadata.op_name.contains("parameter_all_gather")
                         && i.metadata.op_name.starts_with("backward/") == backward
                 })
@@ -143,9 +145,9 @@ fn accumulated_fsdp_equals_one_device() {
         let model = gqa_odd_vocab();
         let single = run(&config(model.clone(), Parallelism::SINGLE, EQUAL_IN, 8));
         let cfg = config(model, par, EQUAL_IN, 8);
-        let accumulated = crate::sharded::run_with(&cfg, |rt, cfg, params| {
-            let steps = hlatc::grad_accum::build_accumulation_steps(cfg, 2)?;
-            let remat = hlatc::passes::RematPolicy::None;
+        let accumulated = crate::runs::run_with(&cfg, |rt, cfg, params| {
+            let steps = hlatc_step::grad_accum::build_accumulation_steps(cfg, 2)?;
+            let remat = hlatc_passes::RematPolicy::None;
             crate::cpu_trainers::accumulating(rt, cfg, steps, remat, params)
         });
         let diffs = differences(&single, &accumulated, F64_RTOL);
@@ -200,7 +202,7 @@ fn the_weights_are_divided_with_their_state() {
         Precision::Bf16Master,
     ))
     .unwrap();
-    let shape = |name: String| crate::sharded::input_shape(&step, &name);
+    let shape = |name: String| crate::runs::input_shape(&step, &name);
     let par = fsdp(2, 2, false);
     for p in param_specs(&model) {
         let local: i64 = par.local_dims(&p).iter().product();
@@ -272,12 +274,12 @@ fn a_shard_updated_with_another_shards_gradient_is_caught() {
 /// is built.
 #[test]
 fn layouts_fsdp_does_not_take_yet_are_refused() {
-    use hlatc::models::ParallelError as E;
+    use hlatc_models::ParallelError as E;
     let model = gqa_odd_vocab();
     let refused = |par: Parallelism| {
         let cfg = step_config(model.clone(), par, Precision::Fp32);
         match build_train_step(&cfg) {
-            Err(hlatc::train_step::StepError::Parallel(e)) => e,
+            Err(hlatc_step::train_step::StepError::Parallel(e)) => e,
             Err(e) => panic!("{par}: {e}"),
             Ok(_) => panic!("{par}: built"),
         }
@@ -299,7 +301,7 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
     );
     assert!(matches!(
         build_train_step(&moe),
-        Err(hlatc::train_step::StepError::Parallel(
+        Err(hlatc_step::train_step::StepError::Parallel(
             E::HsdpSplitsExperts {
                 fsdp: 2,
                 dp: 8,
@@ -331,205 +333,4 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
         ..Parallelism::SINGLE
     };
     assert_eq!(refused(unsharded), E::ReshardWithoutFsdp { reshard });
-}
-
-/// `--reshard unless-pp`, torchtitan's `default` policy, builds the
-/// programs `always` builds without PP and `never`'s with it, byte for
-/// byte; `always` and `never` differ.
-#[test]
-fn unless_pp_reshards_as_torchtitans_default_does() {
-    use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
-    let programs = |pp: i64, reshard: Reshard| -> Vec<Vec<u8>> {
-        let o = CompileOptions {
-            model: ModelSource::Preset("tiny".into()),
-            target: hlatc::passes::Target::Cpu,
-            parallel: Parallelism {
-                pp,
-                reshard,
-                ..fsdp(1, 2, false)
-            },
-            grad_accum: pp,
-            batch_size: Some(4),
-            ..CompileOptions::default()
-        };
-        let c = compile_step(&o).unwrap_or_else(|e| panic!("pp {pp}, {reshard}: {e}"));
-        let programs = c.programs();
-        assert_eq!(programs.len(), if pp > 1 { 4 } else { 1 });
-        (programs.iter())
-            .map(|(_, s)| hlatc::proto::encode_module(&s.module))
-            .collect()
-    };
-    let always = programs(1, Reshard::Always);
-    assert_eq!(programs(1, Reshard::UnlessPp), always);
-    assert_ne!(programs(1, Reshard::Never), always);
-    assert_eq!(programs(2, Reshard::UnlessPp), programs(2, Reshard::Never));
-}
-
-/// TorchTitan Neuron's `qwen3_8b_tp4_fsdp16_sac`: Qwen3-8B (its published
-/// `config.json`) at TP 4 x FSDP 16 on one trn2.48xlarge, written as a
-/// layout spec, priced by `hlatc plan`, and its printed command compiles.
-#[test]
-fn torchtitans_qwen3_layout_is_written_priced_and_compiled() {
-    let spec = "tp=4,pp=1,dp=16,sp,fsdp=16,remat=full-layer,micro_batch=1,precision=bf16-master";
-    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
-    let l = hlatc::plan::Layout::parse(
-        spec,
-        16,
-        hlatc::passes::neuron_check::Chip::Trn1,
-        Precision::Bf16Master,
-        plain,
-    )
-    .unwrap();
-    assert_eq!(l.to_string(), spec);
-    assert_eq!(l.parallel.fsdp, 16);
-    let kept = priced_and_compiled("qwen3-fsdp", spec, " --fsdp 16");
-    // Resharded after the forward: the same layout in less memory.
-    let resharded = spec.replace("fsdp=16,", "fsdp=16,reshard=always,");
-    let less = priced_and_compiled("qwen3-fsdp-reshard", &resharded, " --reshard always");
-    assert!(less < kept, "{less} against {kept}");
-}
-
-/// Qwen3-8B (its published `config.json`) at `spec` on one trn2.48xlarge
-/// at 4K, priced by `hlatc plan`: it fits, its printed command carries
-/// `flag` and compiles with no refusal. Its memory per rank.
-fn priced_and_compiled(name: &str, spec: &str, flag: &str) -> u64 {
-    use crate::support::{hlatc, scratch, stderr, stdout};
-    let config =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/planner/configs/qwen3-8b.json");
-    let config = config.to_str().unwrap();
-    let dir = scratch(name);
-    let json = dir.join("plan.json");
-    let out = hlatc(&[
-        "plan",
-        "--config",
-        config,
-        "--instance",
-        "trn2.48xlarge",
-        "--nodes",
-        "1",
-        "--global-batch",
-        "16",
-        "--seq-len",
-        "4096",
-        "--layout",
-        spec,
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let plan: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let pick = &plan["candidates"][0];
-    assert_eq!(pick["layout"], spec, "{pick}");
-    assert_eq!(pick["fits"], true, "{pick}");
-    let command = pick["command"].as_str().unwrap();
-    assert!(command.contains(flag), "{command}");
-    // The command it prints compiles, for trn2, with no refusal.
-    let mut args: Vec<String> = command
-        .split_whitespace()
-        .skip(1)
-        .map(String::from)
-        .collect();
-    if let Some(i) = args.iter().position(|a| a == "--out") {
-        args.truncate(i);
-    }
-    args.extend(["--out".into(), dir.join("bundle").to_str().unwrap().into()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let compiled = hlatc(&args);
-    assert!(compiled.status.success(), "{args:?}: {}", stderr(&compiled));
-    assert!(
-        stdout(&compiled).contains("FSDP 16"),
-        "{}",
-        stdout(&compiled)
-    );
-    pick["memory_per_rank"].as_u64().unwrap()
-}
-
-/// An FSDP 4 run's training state, saved at step 4 of 8, resumes as TP 2 x
-/// DP 2 and ends where the one-device run of 8 steps ends (in f64).
-#[test]
-fn an_fsdp_state_resumes_in_another_layout() {
-    resumes_as_tp2_dp2("fsdp-resume", &["--fsdp", "4"]);
-}
-
-/// The same from PP 2 x FSDP 2 over two micro-batches; its state divided
-/// into that layout's rank files and joined again is the same file.
-#[test]
-fn a_staged_fsdp_state_is_sharded_exactly_and_resumes_in_another_layout() {
-    use crate::support::{hlatc, stderr};
-    let layout = ["--pp", "2", "--dp", "2", "--fsdp", "2", "--grad-accum", "2"];
-    let state = resumes_as_tp2_dp2("fsdp-pp-resume", &layout);
-    let ranks = format!("{state}.ranks");
-    let joined = format!("{state}.joined");
-    let with_layout = |verb: &str, from: &str, to: &str| {
-        let mut args = vec![verb, from, "--out", to, "--model", "tiny"];
-        args.extend_from_slice(&["--precision", "fp64"]);
-        args.extend_from_slice(&layout[..6]);
-        let out = hlatc(&args);
-        assert!(out.status.success(), "{verb}: {}", stderr(&out));
-    };
-    with_layout("shard", &state, &ranks);
-    assert_eq!(std::fs::read_dir(&ranks).unwrap().count(), 4);
-    with_layout("unshard", &ranks, &joined);
-    assert!(std::fs::read(&state).unwrap() == std::fs::read(&joined).unwrap());
-}
-
-/// Trains 4 of 8 steps in `layout`, resumes the saved state as TP 2 x DP 2
-/// and checks its last step against one device's; the state's path.
-fn resumes_as_tp2_dp2(name: &str, layout: &[&str]) -> String {
-    use crate::support::{hlatc, scratch, stderr};
-    let dir = scratch(name);
-    let path = |f: &str| dir.join(f).to_str().unwrap().to_string();
-    let train = |extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "--model",
-            "tiny",
-            "--steps",
-            "8",
-            "--batch-size",
-            "8",
-            "--precision",
-            "fp64",
-        ];
-        args.extend_from_slice(extra);
-        let out = hlatc(&args);
-        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
-    };
-    let (state, resumed, whole) = (path("s.safetensors"), path("r.csv"), path("w.csv"));
-    let mut first = layout.to_vec();
-    first.extend_from_slice(&["--stop-after", "4", "--save-state", &state]);
-    train(&first);
-    train(&[
-        "--tp",
-        "2",
-        "--dp",
-        "2",
-        "--resume",
-        &state,
-        "--metrics",
-        &resumed,
-    ]);
-    train(&["--metrics", &whole]);
-    let last = |f: &str| {
-        let text = std::fs::read_to_string(f).unwrap();
-        let row: Vec<f64> = text
-            .lines()
-            .last()
-            .unwrap()
-            .split(',')
-            .take(3)
-            .map(|v| v.parse().unwrap())
-            .collect();
-        row
-    };
-    let (a, b) = (last(&resumed), last(&whole));
-    assert_eq!(a[0], 8.0);
-    for (x, y) in a[1..].iter().zip(&b[1..]) {
-        assert!(
-            crate::sharded::rel(*x, *y) <= F64_RTOL,
-            "{layout:?}: {a:?} vs {b:?}"
-        );
-    }
-    state
 }
