@@ -23,7 +23,6 @@ mod error_codes;
 mod fault_recovery;
 mod filetests;
 mod fit_loop;
-mod grad_accum;
 mod inputs_checked;
 mod kernels;
 mod manifest_schema;

@@ -5,13 +5,16 @@
 //! the planner searches and prices context parallelism. FSDP through the
 //! compile step, the planner and the CLI: `--reshard unless-pp` is
 //! torchtitan's default, its Qwen3 layout is written, priced and compiled,
-//! and an FSDP state resumes in another layout. The
+//! and an FSDP state resumes in another layout. Gradient accumulation
+//! through the CLI: trained with ZeRO-1 on four devices, its two programs
+//! compiled, verified and checked. The
 //! library's sharded-equals-unsharded checks are the train crate's
 //! (`train/tests/it/sharded.rs`); their helpers (`train/tests/it/runs.rs`)
 //! are re-exported here for the root's tests of sharded steps.
 
 #[allow(unused_imports)]
 pub(crate) use crate::runs::*;
+use crate::support::{assert_code, hlatc, scratch, stderr, stdout};
 use hlatc::models::{Parallelism, Reshard};
 use hlatc::precision::Precision;
 
@@ -566,4 +569,153 @@ fn resumes_as_tp2_dp2(name: &str, layout: &[&str]) -> String {
         assert!(rel(*x, *y) <= F64_RTOL, "{layout:?}: {a:?} vs {b:?}");
     }
     state
+}
+
+#[test]
+fn train_with_zero1_and_accumulation_follows_the_single_device_run() {
+    train_follows_the_single_device_run(&[
+        "--tp",
+        "2",
+        "--dp",
+        "2",
+        "--zero1",
+        "--grad-accum",
+        "2",
+    ]);
+}
+
+fn compile_in(dir: &std::path::Path, extra: &[&str]) -> String {
+    let mut args = vec!["compile", "--out", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = hlatc(&args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// `compile --grad-accum` writes both programs, each a complete bundle,
+/// and a manifest over them; `--verify` reads both back and runs them as
+/// optimizer steps on XLA CPU.
+#[test]
+fn compile_writes_the_two_programs_and_verifies_them() {
+    let d = scratch("grad-accum-tiny");
+    let printed = compile_in(
+        &d,
+        &[
+            "--model",
+            "tiny",
+            "--target",
+            "cpu",
+            "--tp",
+            "2",
+            "--dp",
+            "2",
+            "--batch-size",
+            "4",
+            "--zero1",
+            "--grad-accum",
+            "2",
+            "--verify",
+        ],
+    );
+    assert!(
+        printed.contains("  accumulation  2 micro-batches per step: micro_step/ runs 2 times"),
+        "{printed}"
+    );
+    assert!(printed.contains("gradient accumulators"), "{printed}");
+    assert!(
+        printed.contains("micro_step/model.hlo_module.pb decodes"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("apply_step/model.hlo_module.pb decodes"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("XLA CPU, the bundle's own module, step 2"),
+        "{printed}"
+    );
+    let top = json(&d.join("manifest.json"));
+    assert_eq!(top["format"], "hlatc-bundle/2+accumulation");
+    assert_eq!(top["micro_batches"], 2);
+    for (k, sub) in ["micro_step", "apply_step"].iter().enumerate() {
+        let m = json(&d.join(sub).join("manifest.json"));
+        assert_eq!(top["programs"][k]["sha256"], m["module"]["sha256"], "{sub}");
+        // One spelling: each program is named as its folder.
+        assert_eq!(top["programs"][k]["name"], *sub);
+        assert_eq!(top["programs"][k]["dir"], *sub);
+    }
+    // The micro step reads the step's token count and a K-th of the batch.
+    let micro = json(&d.join("micro_step/manifest.json"));
+    let inputs = micro["inputs"].as_array().unwrap();
+    assert!(inputs.iter().any(|i| i["role"] == "token_count"));
+    let tokens = inputs.iter().find(|i| i["role"] == "tokens").unwrap();
+    assert_eq!(tokens["shape"], serde_json::json!([1, 16]));
+    // Each program runs alone from its roles' start values.
+    for sub in ["micro_step", "apply_step"] {
+        let out = hlatc(&["run", d.join(sub).to_str().unwrap()]);
+        assert!(out.status.success(), "{sub}: {}", stderr(&out));
+        assert!(stdout(&out).contains("grad.model.norm.weight"), "{sub}");
+    }
+    // A one-program reader refuses the pair by name.
+    let e = stderr(&hlatc(&["run", d.to_str().unwrap()]));
+    assert_code(&e, "artifact.file");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A model whose state does not fit host memory is verified through its
+/// miniature, accumulated the same way; on neuron both programs pass the
+/// pre-flight, and `check` of the bundle checks both.
+#[test]
+fn a_large_accumulating_bundle_verifies_through_its_miniature() {
+    let d = scratch("grad-accum-1b");
+    let printed = compile_in(
+        &d,
+        &[
+            "--model",
+            "llama3.2-1b",
+            "--seq-len",
+            "256",
+            "--tp",
+            "2",
+            "--dp",
+            "2",
+            "--batch-size",
+            "4",
+            "--zero1",
+            "--grad-accum",
+            "2",
+            "--device-memory",
+            "none",
+            "--verify",
+        ],
+    );
+    assert!(
+        printed.contains("XLA CPU, its miniature (same structure, toy widths), step 2"),
+        "{printed}"
+    );
+    assert!(printed.contains("  pre-flight    trn1"), "{printed}");
+    assert_eq!(
+        printed.matches("  next          cd ").count(),
+        2,
+        "{printed}"
+    );
+    // `check` of the whole checks both programs, each under its name.
+    let whole = hlatc(&["check", d.to_str().unwrap()]);
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    let checked = stdout(&whole);
+    assert!(
+        checked.contains("micro_step:\n") && checked.contains("apply_step:\n"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains(": 2 programs, no program refused"),
+        "{checked}"
+    );
+    let ok = hlatc(&["check", d.join("apply_step").to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", stderr(&ok));
+    std::fs::remove_dir_all(&d).unwrap();
 }

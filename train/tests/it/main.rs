@@ -14,6 +14,7 @@ mod cpu_trainers;
 mod expert_parallel;
 mod fsdp;
 mod fused_weights;
+mod grad_accum;
 mod hf_parity;
 mod loader;
 mod model_gradients;

@@ -1,26 +1,26 @@
 //! Gradient accumulation: K micro-batches per optimizer step, two
 //! programs. The accumulated step computes what the single-device step
 //! computes on the whole batch, in f64 to the sharded checks' 1e-10 (by each
-//! tensor's norm, `train/tests/it/sharded.rs` says why), also when the micro-batches
+//! tensor's norm, `sharded.rs` says why), also when the micro-batches
 //! count different numbers of targets; averaging the micro-batches again
-//! is caught.
+//! is caught. Accumulation through the CLI (trained on four devices, the
+//! two programs compiled and verified) is the root crate's
+//! (`tests/it/sharded.rs`).
 
-use crate::sharded::{
-    assert_caught, differences, gqa_odd_vocab, mha_tied, step_config,
-    train_follows_the_single_device_run, Run, EQUAL_IN, F64_RTOL,
+use crate::runs::{
+    assert_caught, differences, gqa_odd_vocab, mha_tied, step_config, Run, EQUAL_IN, F64_RTOL,
 };
-use crate::support::{assert_code, hlatc, scratch, stderr, stdout};
-use hlatc::compiler::Literal;
-use hlatc::data::{Batch, SyntheticData};
-use hlatc::grad_accum::build_accumulation_steps;
-use hlatc::models::init::init_params;
-use hlatc::models::parallel::Fault;
-use hlatc::models::{ModelConfig, Parallelism, IGNORE_INDEX};
-use hlatc::passes::RematPolicy;
-use hlatc::precision::Precision;
-use hlatc::runtime::Runtime;
-use hlatc::train_step::{StepConfig, StepError};
-use hlatc::trainer::Trainer;
+use hlatc_compiler::Literal;
+use hlatc_models::init::init_params;
+use hlatc_models::parallel::Fault;
+use hlatc_models::{ModelConfig, Parallelism, IGNORE_INDEX};
+use hlatc_passes::RematPolicy;
+use hlatc_runtime::Runtime;
+use hlatc_step::data::{Batch, SyntheticData};
+use hlatc_step::grad_accum::build_accumulation_steps;
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::{StepConfig, StepError};
+use hlatc_train::trainer::Trainer;
 
 const STEPS: u64 = 3;
 
@@ -148,155 +148,6 @@ fn a_k_that_does_not_divide_the_replicas_batch_is_refused() {
 
 /// `hlatc train --tp 2 --dp 2 --zero1 --grad-accum 2` gives the
 /// single-device run's losses.
-#[test]
-fn train_with_zero1_and_accumulation_follows_the_single_device_run() {
-    train_follows_the_single_device_run(&[
-        "--tp",
-        "2",
-        "--dp",
-        "2",
-        "--zero1",
-        "--grad-accum",
-        "2",
-    ]);
-}
-
-fn compile_in(dir: &std::path::Path, extra: &[&str]) -> String {
-    let mut args = vec!["compile", "--out", dir.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    let out = hlatc(&args);
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    stdout(&out)
-}
-
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
-/// `compile --grad-accum` writes both programs, each a complete bundle,
-/// and a manifest over them; `--verify` reads both back and runs them as
-/// optimizer steps on XLA CPU.
-#[test]
-fn compile_writes_the_two_programs_and_verifies_them() {
-    let d = scratch("grad-accum-tiny");
-    let printed = compile_in(
-        &d,
-        &[
-            "--model",
-            "tiny",
-            "--target",
-            "cpu",
-            "--tp",
-            "2",
-            "--dp",
-            "2",
-            "--batch-size",
-            "4",
-            "--zero1",
-            "--grad-accum",
-            "2",
-            "--verify",
-        ],
-    );
-    assert!(
-        printed.contains("  accumulation  2 micro-batches per step: micro_step/ runs 2 times"),
-        "{printed}"
-    );
-    assert!(printed.contains("gradient accumulators"), "{printed}");
-    assert!(
-        printed.contains("micro_step/model.hlo_module.pb decodes"),
-        "{printed}"
-    );
-    assert!(
-        printed.contains("apply_step/model.hlo_module.pb decodes"),
-        "{printed}"
-    );
-    assert!(
-        printed.contains("XLA CPU, the bundle's own module, step 2"),
-        "{printed}"
-    );
-    let top = json(&d.join("manifest.json"));
-    assert_eq!(top["format"], "hlatc-bundle/2+accumulation");
-    assert_eq!(top["micro_batches"], 2);
-    for (k, sub) in ["micro_step", "apply_step"].iter().enumerate() {
-        let m = json(&d.join(sub).join("manifest.json"));
-        assert_eq!(top["programs"][k]["sha256"], m["module"]["sha256"], "{sub}");
-        // One spelling: each program is named as its folder.
-        assert_eq!(top["programs"][k]["name"], *sub);
-        assert_eq!(top["programs"][k]["dir"], *sub);
-    }
-    // The micro step reads the step's token count and a K-th of the batch.
-    let micro = json(&d.join("micro_step/manifest.json"));
-    let inputs = micro["inputs"].as_array().unwrap();
-    assert!(inputs.iter().any(|i| i["role"] == "token_count"));
-    let tokens = inputs.iter().find(|i| i["role"] == "tokens").unwrap();
-    assert_eq!(tokens["shape"], serde_json::json!([1, 16]));
-    // Each program runs alone from its roles' start values.
-    for sub in ["micro_step", "apply_step"] {
-        let out = hlatc(&["run", d.join(sub).to_str().unwrap()]);
-        assert!(out.status.success(), "{sub}: {}", stderr(&out));
-        assert!(stdout(&out).contains("grad.model.norm.weight"), "{sub}");
-    }
-    // A one-program reader refuses the pair by name.
-    let e = stderr(&hlatc(&["run", d.to_str().unwrap()]));
-    assert_code(&e, "artifact.file");
-    std::fs::remove_dir_all(&d).unwrap();
-}
-
-/// A model whose state does not fit host memory is verified through its
-/// miniature, accumulated the same way; on neuron both programs pass the
-/// pre-flight, and `check` of the bundle checks both.
-#[test]
-fn a_large_accumulating_bundle_verifies_through_its_miniature() {
-    let d = scratch("grad-accum-1b");
-    let printed = compile_in(
-        &d,
-        &[
-            "--model",
-            "llama3.2-1b",
-            "--seq-len",
-            "256",
-            "--tp",
-            "2",
-            "--dp",
-            "2",
-            "--batch-size",
-            "4",
-            "--zero1",
-            "--grad-accum",
-            "2",
-            "--device-memory",
-            "none",
-            "--verify",
-        ],
-    );
-    assert!(
-        printed.contains("XLA CPU, its miniature (same structure, toy widths), step 2"),
-        "{printed}"
-    );
-    assert!(printed.contains("  pre-flight    trn1"), "{printed}");
-    assert_eq!(
-        printed.matches("  next          cd ").count(),
-        2,
-        "{printed}"
-    );
-    // `check` of the whole checks both programs, each under its name.
-    let whole = hlatc(&["check", d.to_str().unwrap()]);
-    assert!(whole.status.success(), "{}", stderr(&whole));
-    let checked = stdout(&whole);
-    assert!(
-        checked.contains("micro_step:\n") && checked.contains("apply_step:\n"),
-        "{checked}"
-    );
-    assert!(
-        checked.contains(": 2 programs, no program refused"),
-        "{checked}"
-    );
-    let ok = hlatc(&["check", d.join("apply_step").to_str().unwrap()]);
-    assert!(ok.status.success(), "{}", stderr(&ok));
-    std::fs::remove_dir_all(&d).unwrap();
-}
-
 /// A step refused on the devices leaves the state as it was, readable:
 /// here the micro step compiled by another runtime than the one holding
 /// the state, whose buffers it cannot take.
@@ -324,7 +175,7 @@ fn a_step_refused_on_the_devices_leaves_the_state_readable() {
     assert!(
         matches!(
             e,
-            hlatc::train::Error::Runtime(hlatc::runtime::RuntimeError::ArgumentRuntime { .. })
+            hlatc_train::Error::Runtime(hlatc_runtime::RuntimeError::ArgumentRuntime { .. })
         ),
         "{e}"
     );
