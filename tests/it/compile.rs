@@ -1,5 +1,6 @@
 //! `hlatc compile`: bundles are complete, described, deterministic and
-//! verifiable; bad configs are refused with the field named.
+//! verifiable; bad configs are refused with the field named; mxfp8
+//! compiles for CPU and trn3 (the same values) and is refused before it.
 
 use crate::support::{error_code, hlatc, hlatc_with_fusion_emitters, HLAT_7B_LAYOUT};
 use std::path::{Path, PathBuf};
@@ -631,4 +632,157 @@ fn a_form_for_a_step_of_one_device_is_refused() {
 /// summary prints it.
 fn memory_per_rank(manifest: &serde_json::Value) -> String {
     hlatc::memory_plan::gib(manifest["memory_per_rank"]["total"].as_u64().unwrap())
+}
+
+/// `--precision mxfp8` compiles for XLA CPU and for trn3: on cpu the
+/// linear layers read MX blocks in plain HLO (amp's note counts them, the
+/// manifest names the preset, the module holds f8e4m3fn converts); on trn3
+/// each of those dots is neuronx-cc's block-scaled dot of two `QuantizeMX`
+/// calls, forward and backward, which the pre-flight passes on trn3 and
+/// refuses on trn2. Before trn3 it is refused before any work, and so is a
+/// plan for a chip without an MX matmul.
+#[test]
+fn mxfp8_compiles_for_cpu_and_trn3_and_is_refused_before_it() {
+    use crate::support::{error_code, hlatc, stderr, stdout};
+    let d = std::env::temp_dir().join(format!("hlatc-mxfp8-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    let args = |target: &[&str]| {
+        let mut a = vec![
+            "compile",
+            "--model",
+            "tiny",
+            "--batch-size",
+            "4",
+            "--seq-len",
+            "8",
+            "--precision",
+            "mxfp8",
+            "--pass-report",
+            "--out",
+        ];
+        a.push(d.to_str().unwrap());
+        a.extend(target);
+        hlatc(&a)
+    };
+    // Per layer, the 4 linear layers' forward dots and both backward
+    // products of each: 24 in the tiny model's 2 layers. Its hidden size
+    // (32) and its 32 tokens divide into blocks, so the input and weight
+    // gradients are quantized; the forward of down_proj contracts over
+    // the intermediate size, 48, which does not, and stays bf16 (2).
+    let blocked = "amp: 22 of them with operands in MX blocks (f8e4m3fn in blocks of 32)";
+    let unblocked = "2 whose contracting extent is not a whole number of blocks";
+    let note =
+        format!("{blocked}, 15 kept in bf16 by scope (core_attention, lm_head, gate), {unblocked}");
+    let cpu = args(&["--target", "cpu"]);
+    assert!(cpu.status.success(), "{}", stderr(&cpu));
+    let said = format!("{}{}", stdout(&cpu), stderr(&cpu));
+    assert!(said.contains(&note), "{said}");
+    let text = std::fs::read_to_string(d.join("model.hlo.txt")).unwrap();
+    assert!(text.contains("f8e4m3fn["), "no MX blocks in the module");
+    assert!(!text.contains("QuantizeMX"));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["precision"]["preset"], "mxfp8");
+    assert_eq!(manifest["precision"]["storage"], "bf16");
+
+    let trn3 = args(&["--target", "neuron", "--chip", "trn3"]);
+    assert!(trn3.status.success(), "{}", stderr(&trn3));
+    let said = format!("{}{}", stdout(&trn3), stderr(&trn3));
+    // The same dots; fewer low dots in the kept scopes (neuron's softmax
+    // and attention are written apart before amp).
+    assert!(said.contains(blocked) && said.contains(unblocked), "{said}");
+    assert!(said.contains("pre-flight    trn3, --native-int64=enabled --implicit-integer-downcast=none: no findings"), "{said}");
+    let text = std::fs::read_to_string(d.join("model.hlo.txt")).unwrap();
+    let calls = |target: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!("custom_call_target=\"{target}\"")))
+            .collect::<Vec<_>>()
+    };
+    let scaled = calls("__op$block_scaled_dot");
+    let backward = scaled
+        .iter()
+        .filter(|l| l.contains("op_name=\"backward/"))
+        .count();
+    assert_eq!(
+        (scaled.len() - backward, backward),
+        (6, 16),
+        "forward and backward"
+    );
+    assert_eq!(
+        calls("QuantizeMX").len(),
+        2 * scaled.len(),
+        "one a quantized operand"
+    );
+    assert!(
+        !text.contains("f8e4m3fn["),
+        "the blocks are neuronx-cc's own"
+    );
+    let check = |chip: &str| hlatc(&["check", d.to_str().unwrap(), "--target", chip]);
+    assert!(check("trn3").status.success(), "{}", stderr(&check("trn3")));
+    let trn2 = check("trn2");
+    assert!(!trn2.status.success());
+    let refusal = format!("{}{}", stdout(&trn2), stderr(&trn2));
+    assert!(
+        refusal.contains("NCC_EVRF051 is an MX custom call"),
+        "{refusal}"
+    );
+
+    for chip in [None, Some("trn2")] {
+        let mut target = vec!["--target", "neuron"];
+        target.extend(chip.map(|c| ["--chip", c]).into_iter().flatten());
+        let before = args(&target);
+        assert_eq!(error_code(&before), "option.precision", "{chip:?}");
+        assert!(
+            stderr(&before).contains("needs --chip trn3 on --target neuron"),
+            "{}",
+            stderr(&before)
+        );
+    }
+    let plan = hlatc(&["plan", "--model", "tiny", "--precision", "mxfp8"]);
+    assert_eq!(error_code(&plan), "plan.option.precision");
+    assert!(
+        stderr(&plan).contains("which trn1 has not"),
+        "{}",
+        stderr(&plan)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The trn3 mxfp8 step, its MX calls mapped to their references as
+/// `--verify` maps them, computes on XLA CPU what the cpu mxfp8 step
+/// computes, bit for bit: the same blocks, scales and f32 products.
+#[test]
+fn the_trn3_mxfp8_step_computes_the_cpu_steps_values() {
+    use hlatc::bundle::lower_for_cpu;
+    use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
+    use hlatc::initial_inputs::initial_inputs;
+    use hlatc::passes::neuron_check::Chip;
+    use hlatc::passes::Target;
+    use hlatc::precision::Precision;
+    let rt = || hlatc::runtime::Runtime::shared().unwrap_or_else(|e| panic!("{e}"));
+    let run = |target: Target, chip: Option<Chip>| {
+        let c = compile_step(&CompileOptions {
+            model: ModelSource::Preset("tiny".into()),
+            batch_size: Some(4),
+            seq_len: Some(8),
+            precision: Precision::Mxfp8,
+            target,
+            chip,
+            ..CompileOptions::default()
+        })
+        .unwrap();
+        let mut module = c.programs.main().module.clone();
+        assert_eq!(
+            lower_for_cpu(&mut module).unwrap(),
+            target == Target::Neuron
+        );
+        let inputs = initial_inputs(&c.cfg, &c.programs.main().inputs, 7).unwrap();
+        rt().compile(&module).unwrap().run(&inputs[0]).unwrap()
+    };
+    let cpu = run(Target::Cpu, None);
+    let trn3 = run(Target::Neuron, Some(Chip::Trn3));
+    assert_eq!(cpu.len(), trn3.len());
+    for (i, (a, b)) in cpu.iter().zip(&trn3).enumerate() {
+        assert_eq!(a.bytes(), b.bytes(), "output {i}");
+    }
 }

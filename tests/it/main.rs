@@ -28,7 +28,6 @@ mod kernels;
 mod manifest_schema;
 mod memory_plan;
 mod metrics;
-mod mixed_precision;
 mod module_markers;
 mod neuron_check_cli;
 mod nki_kernels;

@@ -17,6 +17,7 @@ mod fused_weights;
 mod grad_accum;
 mod hf_parity;
 mod loader;
+mod mixed_precision;
 mod model_gradients;
 mod passes_on_xla;
 mod remat_memory;

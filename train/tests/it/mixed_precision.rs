@@ -3,16 +3,17 @@
 //! reproducible from its seed; and the HLAT finding: when updates fall
 //! below half a bf16 ulp of the weights, bf16 weights with
 //! round-to-nearest-even stall while stochastic rounding and f32 master
-//! weights keep learning.
+//! weights keep learning. mxfp8 compiled for CPU and trn3 is the root
+//! crate's (`tests/it/compile.rs`).
 
-use hlatc::compiler::{ElementType, Op};
-use hlatc::data::SyntheticData;
-use hlatc::models::{init::init_params, BatchShape, ModelConfig};
-use hlatc::optimizer::AdamWConfig;
-use hlatc::passes::{RematPolicy, RoundingPolicy};
-use hlatc::precision::Precision;
-use hlatc::runtime::Runtime;
-use hlatc::train_step::{build_train_step, optimize, Role, StepConfig};
+use hlatc_compiler::{ElementType, Op};
+use hlatc_models::{init::init_params, BatchShape, ModelConfig};
+use hlatc_passes::{RematPolicy, RoundingPolicy};
+use hlatc_runtime::Runtime;
+use hlatc_step::data::SyntheticData;
+use hlatc_step::optimizer::AdamWConfig;
+use hlatc_step::precision::Precision;
+use hlatc_step::train_step::{build_train_step, optimize, Role, StepConfig};
 
 fn rt() -> Runtime {
     Runtime::shared().unwrap_or_else(|e| panic!("{e}"))
@@ -122,8 +123,8 @@ fn bf16_pure_signature_and_stochastic_rounding_reproduce_from_the_seed() {
     let rt = rt();
     let cfg = config(Precision::Bf16Pure, schedule(1e-2, 1e-3, 10));
     let mut step = build_train_step(&cfg).unwrap();
-    let p = hlatc::passes::default_pipeline::<&str>(hlatc::passes::Target::Cpu, &[]).unwrap();
-    optimize(&mut step, &p, hlatc::passes::Target::Cpu, RematPolicy::None).unwrap();
+    let p = hlatc_passes::default_pipeline::<&str>(hlatc_passes::Target::Cpu, &[]).unwrap();
+    optimize(&mut step, &p, hlatc_passes::Target::Cpu, RematPolicy::None).unwrap();
     // Weights and moments are bf16; the RNG state is the last input and
     // output, carried like the rest of the state.
     for s in &step.inputs {
@@ -139,7 +140,7 @@ fn bf16_pure_signature_and_stochastic_rounding_reproduce_from_the_seed() {
         .module
         .entry()
         .ids()
-        .filter(|&id| matches!(&step.module.entry().instr(id).op, Op::Call { to_apply, .. } if step.module.computation(*to_apply).name.starts_with(hlatc::passes::ROUNDING_CALLEE)))
+        .filter(|&id| matches!(&step.module.entry().instr(id).op, Op::Call { to_apply, .. } if step.module.computation(*to_apply).name.starts_with(hlatc_passes::ROUNDING_CALLEE)))
         .count();
     let carried = step
         .inputs
@@ -275,155 +276,4 @@ fn mxfp8_trains_within_3_percent_of_bf16_master() {
         100.0 * gap
     );
     assert!(master != mx, "mxfp8 gave bf16-master's numbers bit for bit");
-}
-
-/// `--precision mxfp8` compiles for XLA CPU and for trn3: on cpu the
-/// linear layers read MX blocks in plain HLO (amp's note counts them, the
-/// manifest names the preset, the module holds f8e4m3fn converts); on trn3
-/// each of those dots is neuronx-cc's block-scaled dot of two `QuantizeMX`
-/// calls, forward and backward, which the pre-flight passes on trn3 and
-/// refuses on trn2. Before trn3 it is refused before any work, and so is a
-/// plan for a chip without an MX matmul.
-#[test]
-fn mxfp8_compiles_for_cpu_and_trn3_and_is_refused_before_it() {
-    use crate::support::{error_code, hlatc, stderr, stdout};
-    let d = std::env::temp_dir().join(format!("hlatc-mxfp8-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    let args = |target: &[&str]| {
-        let mut a = vec![
-            "compile",
-            "--model",
-            "tiny",
-            "--batch-size",
-            "4",
-            "--seq-len",
-            "8",
-            "--precision",
-            "mxfp8",
-            "--pass-report",
-            "--out",
-        ];
-        a.push(d.to_str().unwrap());
-        a.extend(target);
-        hlatc(&a)
-    };
-    // Per layer, the 4 linear layers' forward dots and both backward
-    // products of each: 24 in the tiny model's 2 layers. Its hidden size
-    // (32) and its 32 tokens divide into blocks, so the input and weight
-    // gradients are quantized; the forward of down_proj contracts over
-    // the intermediate size, 48, which does not, and stays bf16 (2).
-    let blocked = "amp: 22 of them with operands in MX blocks (f8e4m3fn in blocks of 32)";
-    let unblocked = "2 whose contracting extent is not a whole number of blocks";
-    let note =
-        format!("{blocked}, 15 kept in bf16 by scope (core_attention, lm_head, gate), {unblocked}");
-    let cpu = args(&["--target", "cpu"]);
-    assert!(cpu.status.success(), "{}", stderr(&cpu));
-    let said = format!("{}{}", stdout(&cpu), stderr(&cpu));
-    assert!(said.contains(&note), "{said}");
-    let text = std::fs::read_to_string(d.join("model.hlo.txt")).unwrap();
-    assert!(text.contains("f8e4m3fn["), "no MX blocks in the module");
-    assert!(!text.contains("QuantizeMX"));
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["precision"]["preset"], "mxfp8");
-    assert_eq!(manifest["precision"]["storage"], "bf16");
-
-    let trn3 = args(&["--target", "neuron", "--chip", "trn3"]);
-    assert!(trn3.status.success(), "{}", stderr(&trn3));
-    let said = format!("{}{}", stdout(&trn3), stderr(&trn3));
-    // The same dots; fewer low dots in the kept scopes (neuron's softmax
-    // and attention are written apart before amp).
-    assert!(said.contains(blocked) && said.contains(unblocked), "{said}");
-    assert!(said.contains("pre-flight    trn3, --native-int64=enabled --implicit-integer-downcast=none: no findings"), "{said}");
-    let text = std::fs::read_to_string(d.join("model.hlo.txt")).unwrap();
-    let calls = |target: &str| {
-        text.lines()
-            .filter(|l| l.contains(&format!("custom_call_target=\"{target}\"")))
-            .collect::<Vec<_>>()
-    };
-    let scaled = calls("__op$block_scaled_dot");
-    let backward = scaled
-        .iter()
-        .filter(|l| l.contains("op_name=\"backward/"))
-        .count();
-    assert_eq!(
-        (scaled.len() - backward, backward),
-        (6, 16),
-        "forward and backward"
-    );
-    assert_eq!(
-        calls("QuantizeMX").len(),
-        2 * scaled.len(),
-        "one a quantized operand"
-    );
-    assert!(
-        !text.contains("f8e4m3fn["),
-        "the blocks are neuronx-cc's own"
-    );
-    let check = |chip: &str| hlatc(&["check", d.to_str().unwrap(), "--target", chip]);
-    assert!(check("trn3").status.success(), "{}", stderr(&check("trn3")));
-    let trn2 = check("trn2");
-    assert!(!trn2.status.success());
-    let refusal = format!("{}{}", stdout(&trn2), stderr(&trn2));
-    assert!(
-        refusal.contains("NCC_EVRF051 is an MX custom call"),
-        "{refusal}"
-    );
-
-    for chip in [None, Some("trn2")] {
-        let mut target = vec!["--target", "neuron"];
-        target.extend(chip.map(|c| ["--chip", c]).into_iter().flatten());
-        let before = args(&target);
-        assert_eq!(error_code(&before), "option.precision", "{chip:?}");
-        assert!(
-            stderr(&before).contains("needs --chip trn3 on --target neuron"),
-            "{}",
-            stderr(&before)
-        );
-    }
-    let plan = hlatc(&["plan", "--model", "tiny", "--precision", "mxfp8"]);
-    assert_eq!(error_code(&plan), "plan.option.precision");
-    assert!(
-        stderr(&plan).contains("which trn1 has not"),
-        "{}",
-        stderr(&plan)
-    );
-    let _ = std::fs::remove_dir_all(&d);
-}
-
-/// The trn3 mxfp8 step, its MX calls mapped to their references as
-/// `--verify` maps them, computes on XLA CPU what the cpu mxfp8 step
-/// computes, bit for bit: the same blocks, scales and f32 products.
-#[test]
-fn the_trn3_mxfp8_step_computes_the_cpu_steps_values() {
-    use hlatc::bundle::lower_for_cpu;
-    use hlatc::compile_step::{compile_step, CompileOptions, ModelSource};
-    use hlatc::initial_inputs::initial_inputs;
-    use hlatc::passes::neuron_check::Chip;
-    use hlatc::passes::Target;
-    let run = |target: Target, chip: Option<Chip>| {
-        let c = compile_step(&CompileOptions {
-            model: ModelSource::Preset("tiny".into()),
-            batch_size: Some(4),
-            seq_len: Some(8),
-            precision: Precision::Mxfp8,
-            target,
-            chip,
-            ..CompileOptions::default()
-        })
-        .unwrap();
-        let mut module = c.programs.main().module.clone();
-        assert_eq!(
-            lower_for_cpu(&mut module).unwrap(),
-            target == Target::Neuron
-        );
-        let inputs = initial_inputs(&c.cfg, &c.programs.main().inputs, 7).unwrap();
-        rt().compile(&module).unwrap().run(&inputs[0]).unwrap()
-    };
-    let cpu = run(Target::Cpu, None);
-    let trn3 = run(Target::Neuron, Some(Chip::Trn3));
-    assert_eq!(cpu.len(), trn3.len());
-    for (i, (a, b)) in cpu.iter().zip(&trn3).enumerate() {
-        assert_eq!(a.bytes(), b.bytes(), "output {i}");
-    }
 }
