@@ -47,6 +47,5 @@ mod runs;
 mod scratch;
 mod sharded;
 mod support;
-mod train_data;
 mod training;
 mod xla_crosscheck;

@@ -31,6 +31,7 @@ mod spmd_forms;
 #[path = "../../../runtime/tests/it/support.rs"]
 mod support;
 mod token_data;
+mod training;
 mod zero1;
 use scratch::scratch;
 

@@ -1,7 +1,7 @@
 //! Pre-tokenized streams (`train --data`) read as nanoGPT and numpy write
 //! them, packed into rows by document, and refused in the words a
 //! `--corpus` loader refuses the same file with. Training on them through
-//! the CLI is the root crate's (`tests/it/train_data.rs`).
+//! the CLI is the root crate's (`tests/it/training.rs`).
 
 use hlatc_train::loader::{Loader, LoaderConfig, SourceFormat};
 use hlatc_train::token_data::{RawDtype, TokenData};
