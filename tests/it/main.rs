@@ -12,6 +12,7 @@ mod compile;
 // loader's small corpus, the trainers of hand-built steps and the runs
 // compared, the train crate's tests' own.
 #[path = "../../step/tests/it/configs.rs"]
+#[allow(dead_code)]
 mod configs;
 #[path = "../../train/tests/it/corpus.rs"]
 mod corpus;

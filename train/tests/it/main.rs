@@ -20,6 +20,7 @@ mod loader;
 mod mixed_precision;
 mod model_gradients;
 mod passes_on_xla;
+mod pipeline;
 mod remat_memory;
 mod runs;
 #[path = "../../../step/tests/it/scratch.rs"]
