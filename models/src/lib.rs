@@ -16,6 +16,7 @@ pub mod layout;
 pub mod llama;
 mod micro_batch;
 pub mod moe;
+pub mod option_name;
 pub mod parallel;
 pub mod params;
 pub mod presets;

@@ -137,12 +137,12 @@ impl MoeConfig {
 /// take.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum CapacityError {
-    #[error("--capacity-factor {factor}: {model_type} is a dense model, with no experts to fill")]
+    #[error("{}: {model_type} is a dense model, with no experts to fill", crate::option_name::OptionName::CapacityFactor.set(.factor))]
     Dense {
         factor: f64,
         model_type: &'static str,
     },
-    #[error("--capacity-factor must be a positive number, got {0}")]
+    #[error("{} must be a positive number, got {got}", crate::option_name::OptionName::CapacityFactor.named(), got = .0)]
     NotPositive(f64),
 }
 

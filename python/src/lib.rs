@@ -115,6 +115,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[pymodule]
 fn _hlatc(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Messages name options as Python users write them (`tp=3`, not the
+    // command line's `--tp 3`): this process is a Python one.
+    hlatc::models::option_name::spell_as(hlatc::models::option_name::Spelling::Keywords);
     errors::register(m)?;
     // `UsageError.category`'s names, from the Rust enum: what the Python
     // side's own refusals (`hlatc._args.UsageKind`) are held to.

@@ -119,11 +119,11 @@ def test_the_errors_that_were_the_base_class_have_their_own():
     with pytest.raises(ValueError) as e:
         hlatc.compile_step(model="tiny", target="cpu", batch_size=2, grad_accum=3)
     assert type(e.value) is hlatc.ConfigError and e.value.key == "grad_accum"
-    assert "--grad-accum 3 must be at least 2 and divide" in str(e.value)
+    assert "grad_accum=3 must be at least 2 and divide" in str(e.value)
     with pytest.raises(ValueError) as e:
         hlatc.compile_step(model="tiny", target="cpu", pp_send="permute")
     assert type(e.value) is hlatc.ConfigError and e.value.key == "pp_send"
-    assert "it needs --pp 2 or more" in str(e.value)
+    assert "it needs pp=2 or more" in str(e.value)
     with pytest.raises(ValueError) as e:
         hlatc.compile_step(model="tiny", target="cpu", beta1=1.5)
     assert e.value.code == "option.beta1"

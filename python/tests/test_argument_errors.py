@@ -427,7 +427,7 @@ def test_the_codes_only_python_raises_are_the_ones_python_md_lists_and_no_cli_co
 def test_context_parallel_layouts_it_cannot_take_are_refused_with_their_codes():
     cases = [
         (dict(seq_len=12, cp=4), hlatc.ConfigError, "artifact.step.parallel",
-         "--cp 4 with --cp-balance head-tail cuts each sequence into 8 equal chunks"),
+         "cp=4 with cp_balance=head-tail cuts each sequence into 8 equal chunks"),
         (dict(seq_len=16, cp=2, kernels={"attention": "blocked:4"}), hlatc.ConfigError,
          "artifact.step.context_kernel", "only the plain graph (attention=hlo) and looped"),
         (dict(seq_len=16, cp=2, kernels={"attention": "looped:8"}), hlatc.ConfigError,
@@ -436,7 +436,7 @@ def test_context_parallel_layouts_it_cannot_take_are_refused_with_their_codes():
         (dict(seq_len=16, cp=2, cp_exchange="ring"), hlatc.ConfigError,
          "artifact.step.ring_kernel", "only looped attention does"),
         (dict(seq_len=16, cp_exchange="ring"), hlatc.ConfigError, "artifact.step.parallel",
-         "--cp-exchange ring needs --cp above 1"),
+         "cp_exchange=ring needs cp above 1"),
     ]
     for options, kind, code, words in cases:
         with pytest.raises(kind) as e:

@@ -213,9 +213,9 @@ def test_experts_over_ep_ranks_train_as_one_device_and_bad_layouts_are_refused()
     # The code stops at the layout's refusal (`artifact.step.parallel`), so
     # which rule refused is read from the message.
     for bad, key, code, rule in [
-        (dict(dp=4, ep=3), "parallel", "artifact.step.parallel", "--ep 3 does not divide --dp 4"),
+        (dict(dp=4, ep=3), "parallel", "artifact.step.parallel", "ep=3 does not divide dp=4"),
         (dict(dp=2, ep=1, ep_exchange="all-gather"), "parallel", "artifact.step.parallel",
-         "needs --ep above 1"),
+         "needs ep above 1"),
         (dict(model="tiny", capacity_factor=None, dp=2, ep=2), "parallel",
          "artifact.step.parallel", "dense model"),
         (dict(model="tiny", capacity_factor=1.0), "capacity_factor", "artifact.step.capacity",

@@ -65,9 +65,11 @@ impl Layout {
             return Err(PlanError::Layout {
                 layout: self.to_string(),
                 message: format!(
-                    "--global-batch {global_batch} does not divide into dp {} x micro_batch {} \
-                     = {per_replica} sequences per micro-batch",
-                    self.parallel.dp, self.micro_batch
+                    "{} does not divide into dp {} x micro_batch {} = {per_replica} sequences \
+                     per micro-batch",
+                    super::PlanOption::GlobalBatch.set(global_batch),
+                    self.parallel.dp,
+                    self.micro_batch
                 ),
             });
         }

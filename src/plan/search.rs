@@ -955,13 +955,13 @@ pub fn search_space(
     }
     if out.is_empty() {
         return Err(PlanError::Cluster(format!(
-            "no layout of {} x {} ({cores} cores) divides the model and --global-batch {}: \
+            "no layout of {} x {} ({cores} cores) divides the model and {}: \
              tp must divide the attention heads ({}) and the MLP width ({}) within a node's \
              {per_node} cores, pp the layers ({}), and dp x micro-batch the global batch, in \
              at most {} micro-batches a step",
             o.nodes,
             o.instance,
-            o.global_batch,
+            PlanOption::GlobalBatch.set(o.global_batch),
             cfg.num_attention_heads,
             cfg.intermediate_size,
             cfg.num_hidden_layers,

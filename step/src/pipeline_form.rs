@@ -5,6 +5,7 @@
 //! to each other. Neither changes what a step computes; both change what
 //! a stage holds and which collectives neuronx-cc is handed.
 
+use hlatc_models::option_name::OptionName as O;
 use hlatc_passes::{RematPolicy, Target};
 use std::fmt;
 
@@ -99,10 +100,8 @@ impl PipelineForm {
 /// A pipeline's choice made for a step without stages.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FormError {
-    #[error(
-        "--pp-send {send} chooses how pipeline stages send to each other; it needs --pp 2 or more"
-    )]
+    #[error("{} chooses how pipeline stages send to each other; it needs {} or more", O::PpSend.set(.send), O::Pp.set(2))]
     SendWithoutStages { send: StageSend },
-    #[error("--remat {remat} keeps only each pipeline stage's input; it needs --pp 2 or more (without stages, --remat full-layer keeps the least)")]
+    #[error("{} keeps only each pipeline stage's input; it needs {} or more (without stages, {} keeps the least)", O::Remat.set(.remat), O::Pp.set(2), O::Remat.set("full-layer"))]
     RematWithoutStages { remat: RematPolicy },
 }

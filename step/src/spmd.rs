@@ -28,6 +28,7 @@
 use hlatc_compiler::ir::sharding::{ShardingKind, SingleSharding};
 use hlatc_compiler::Sharding;
 use hlatc_compiler::{ElementType, Instruction, Module, Op, Shape};
+use hlatc_models::option_name::OptionName as O;
 use hlatc_models::Parallelism;
 use hlatc_passes::rewriter::Names;
 use serde::{Deserialize, Serialize};
@@ -114,11 +115,10 @@ impl Spmd {
         par: Parallelism,
     ) -> Result<Spmd, SpmdError> {
         if par.is_single() {
-            let asked: Vec<&'static str> =
-                [form.map(|_| "--spmd"), rank_source.map(|_| "--rank-source")]
-                    .into_iter()
-                    .flatten()
-                    .collect();
+            let asked: Vec<O> = [form.map(|_| O::Spmd), rank_source.map(|_| O::RankSource)]
+                .into_iter()
+                .flatten()
+                .collect();
             return match asked.is_empty() {
                 true => Ok(Spmd::default()),
                 false => Err(SpmdError::ChoiceOnOneDevice { asked }),
@@ -162,8 +162,8 @@ pub enum SpmdError {
         instruction: String,
     },
     /// A form or rank source asked for a step of one device.
-    #[error("{} {} how a sharded step is written, and this one runs on one device: give --tp or --dp above 1, or leave {} out", .asked.join(" and "), if .asked.len() == 1 { "chooses" } else { "choose" }, if .asked.len() == 1 { "it" } else { "them" })]
-    ChoiceOnOneDevice { asked: Vec<&'static str> },
+    #[error("{} {} how a sharded step is written, and this one runs on one device: give {} or {} above 1, or leave {} out", .asked.iter().map(|o| o.named().to_string()).collect::<Vec<_>>().join(" and "), if .asked.len() == 1 { "chooses" } else { "choose" }, O::Tp.named(), O::Dp.named(), if .asked.len() == 1 { "it" } else { "them" })]
+    ChoiceOnOneDevice { asked: Vec<O> },
     /// The module already has an input under the rank input's name.
     #[error("the step already has an input named '{RANK_INPUT}'")]
     RankNameTaken,

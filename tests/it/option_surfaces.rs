@@ -380,3 +380,26 @@ fn python_plans_defaults_are_the_librarys() {
     );
     assert!(source.contains(&format!("threads={},", P::THREADS)));
 }
+
+/// The options the libraries' messages name ([`OptionName`]) are the
+/// option table's: each typed name a row's Python keyword, each flag that
+/// row's flag, so a refusal spells the option as the reader wrote it
+/// whichever front end prints it.
+///
+/// [`OptionName`]: hlatc::models::option_name::OptionName
+#[test]
+fn the_options_messages_name_are_the_tables() {
+    use hlatc::models::option_name::OptionName;
+    use strum::IntoEnumIterator;
+    for name in OptionName::iter() {
+        if name == OptionName::Packing {
+            // The loader's option (`hlatc train --packing`, the Python
+            // loader's `packing=`), not the step's.
+            assert_eq!(name.flag(), "--packing");
+            continue;
+        }
+        let row = CompileOption::by_keyword(name.keyword())
+            .unwrap_or_else(|| panic!("{name:?}: no option's keyword is {}", name.keyword()));
+        assert_eq!(row.flag(), name.flag(), "{name:?}");
+    }
+}

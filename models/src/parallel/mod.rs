@@ -39,6 +39,7 @@ use crate::params::ParamSpec;
 use hlatc_compiler::graph::ring_attention::Ring;
 use serde::Serialize;
 
+use crate::option_name::OptionName as O;
 pub use context::{CpBalance, CpExchange};
 pub use reshard::Reshard;
 pub use split::{Piece, TpSplit, Units};
@@ -255,6 +256,18 @@ pub enum Degree {
 }
 
 impl Degree {
+    /// The option that sets it.
+    pub fn option(self) -> O {
+        match self {
+            Degree::Tp => O::Tp,
+            Degree::Dp => O::Dp,
+            Degree::Pp => O::Pp,
+            Degree::Ep => O::Ep,
+            Degree::Fsdp => O::Fsdp,
+            Degree::Cp => O::Cp,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Degree::Tp => "tp",
@@ -276,83 +289,79 @@ impl std::fmt::Display for Degree {
 /// A degree the model or the batch cannot be divided by.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParallelError {
-    #[error("--{degree} must be at least 1, got {got}")]
+    #[error("{} must be at least 1, got {got}", .degree.option().named())]
     Degree { degree: Degree, got: i64 },
-    #[error("--tp {tp} does not divide the {what} ({count}); use a --tp that divides it")]
+    #[error("{} does not divide the {what} ({count}); use a {} that divides it", O::Tp.set(.tp), O::Tp.named())]
     Indivisible {
         tp: i64,
         what: &'static str,
         count: i64,
     },
-    #[error("--tp {tp} and the {kv} key/value heads: one must divide the other (each rank holds whole KV heads, replicated when there are fewer than --tp)")]
+    #[error("{} and the {kv} key/value heads: one must divide the other (each rank holds whole KV heads, replicated when there are fewer than {})", O::Tp.set(.tp), O::Tp.named())]
     KvHeads { tp: i64, kv: i64 },
-    #[error("--dp {dp} does not divide the global batch of {batch} sequences")]
+    #[error("{} does not divide the global batch of {batch} sequences", O::Dp.set(.dp))]
     Batch { dp: i64, batch: i64 },
-    #[error("--sequence-parallel splits each rank's {tokens} tokens ({per_rank} sequences of {seq}) over --tp {tp}, which does not divide them")]
+    #[error("{} splits each rank's {tokens} tokens ({per_rank} sequences of {seq}) over {}, which does not divide them", O::SequenceParallel.named(), O::Tp.set(.tp))]
     SequenceShards {
         tp: i64,
         tokens: i64,
         per_rank: i64,
         seq: i64,
     },
-    #[error(
-        "--sequence-parallel needs --tp above 1 (there is nothing to shard the sequence over)"
-    )]
+    #[error("{} needs {} above 1 (there is nothing to shard the sequence over)", O::SequenceParallel.named(), O::Tp.named())]
     SequenceWithoutTp,
-    #[error("--zero1 shards the optimizer state over the data-parallel replicas (DP x CP), and --dp 1 has one: use --dp 2 or more, or leave --zero1 out")]
+    #[error("{} shards the optimizer state over the data-parallel replicas (DP x CP), and {} has one: use {} or more, or leave {} out", O::Zero1.named(), O::Dp.set(1), O::Dp.set(2), O::Zero1.named())]
     Zero1WithoutDp,
-    #[error("--fsdp {fsdp} does not divide --dp {dp}: the replicas are divided into shard groups of --fsdp (HSDP when there are several); use an --fsdp that divides --dp")]
+    #[error("{} does not divide {}: the replicas are divided into shard groups of {} (HSDP when there are several); use an {} that divides {}", O::Fsdp.set(.fsdp), O::Dp.set(.dp), O::Fsdp.named(), O::Fsdp.named(), O::Dp.named())]
     FsdpIndivisibleDp { fsdp: i64, dp: i64 },
-    #[error("--fsdp {fsdp} below --dp {dp} with --ep {ep}: each shard group of HSDP must hold every EP rank's experts alike, so --ep must divide the shard group's {group} replicas; use an --fsdp that --ep divides")]
+    #[error("{} below {} with {}: each shard group of HSDP must hold every EP rank's experts alike, so {} must divide the shard group's {group} replicas; use an {} that {} divides", O::Fsdp.set(.fsdp), O::Dp.set(.dp), O::Ep.set(.ep), O::Ep.named(), O::Fsdp.named(), O::Ep.named())]
     HsdpSplitsExperts {
         fsdp: i64,
         dp: i64,
         ep: i64,
         group: i64,
     },
-    #[error("--zero1 with --fsdp {fsdp}: FSDP divides the optimizer state already, with the weights; leave --zero1 out")]
+    #[error("{} with {}: FSDP divides the optimizer state already, with the weights; leave {} out", O::Zero1.named(), O::Fsdp.set(.fsdp), O::Zero1.named())]
     Zero1WithFsdp { fsdp: i64 },
     #[error("a world of {tp} x {cp} x {dp} x {pp} ranks (TP x CP x DP x PP) is too large")]
     World { tp: i64, cp: i64, dp: i64, pp: i64 },
-    #[error("--cp {cp} with --cp-balance {balance} cuts each sequence into {chunks} equal chunks, and --seq-len {seq} does not divide into {chunks}: use a --seq-len that is a multiple of {chunks}, or a smaller --cp")]
+    #[error("{} with {} cuts each sequence into {chunks} equal chunks, and {} does not divide into {chunks}: use a {} that is a multiple of {chunks}, or a smaller {}", O::Cp.set(.cp), O::CpBalance.set(.balance), O::SeqLen.set(.seq), O::SeqLen.named(), O::Cp.named())]
     CpIndivisibleSequence {
         cp: i64,
         balance: CpBalance,
         chunks: i64,
         seq: i64,
     },
-    #[error(
-        "--cp-balance {balance} needs --cp above 1 (with one CP rank the sequence is not divided)"
-    )]
+    #[error("{} needs {} above 1 (with one CP rank the sequence is not divided)", O::CpBalance.set(.balance), O::Cp.named())]
     BalanceWithoutCp { balance: CpBalance },
-    #[error("--cp-exchange {exchange} needs --cp above 1 (with one CP rank there is nothing to exchange)")]
+    #[error("{} needs {} above 1 (with one CP rank there is nothing to exchange)", O::CpExchange.set(.exchange), O::Cp.named())]
     ExchangeWithoutCp { exchange: CpExchange },
-    #[error("--reshard {reshard} needs --fsdp above 1 (without FSDP every rank keeps its weights whole)")]
+    #[error("{} needs {} above 1 (without FSDP every rank keeps its weights whole)", O::Reshard.set(.reshard), O::Fsdp.named())]
     ReshardWithoutFsdp { reshard: Reshard },
-    #[error("--reshard {reshard} with --pp {pp}: a pipeline's tick programs gather each stage's weights every tick and keep them to the backward slot (torchtitan does not reshard under PP either); leave --reshard out, or give --reshard unless-pp")]
+    #[error("{} with {}: a pipeline's tick programs gather each stage's weights every tick and keep them to the backward slot (torchtitan does not reshard under PP either); leave {} out, or give {}", O::Reshard.set(.reshard), O::Pp.set(.pp), O::Reshard.named(), O::Reshard.set(Reshard::UnlessPp))]
     ReshardWithStages { reshard: Reshard, pp: i64 },
-    #[error("--ep {ep} does not divide the {replicas} replicas of --dp {dp} x --cp {cp}: the experts are divided over EP ranks within them (use an --ep that divides {replicas})")]
+    #[error("{} does not divide the {replicas} replicas of {} x {}: the experts are divided over EP ranks within them (use an {} that divides {replicas})", O::Ep.set(.ep), O::Dp.set(.dp), O::Cp.set(.cp), O::Ep.named())]
     EpIndivisibleReplicas {
         ep: i64,
         dp: i64,
         cp: i64,
         replicas: i64,
     },
-    #[error("--pp {pp} does not divide the {layers} decoder layers: every stage holds the same number of layers (use a --pp among {divisors})")]
+    #[error("{} does not divide the {layers} decoder layers: every stage holds the same number of layers (use a {} among {divisors})", O::Pp.set(.pp), O::Pp.named())]
     UnevenStages {
         pp: i64,
         layers: i64,
         divisors: String,
     },
-    #[error("--pp {pp} needs --grad-accum to divide each DP replica's {per_replica} sequences into micro-batches (got {micro_batches})")]
+    #[error("{} needs {} to divide each DP replica's {per_replica} sequences into micro-batches (got {micro_batches})", O::Pp.set(.pp), O::GradAccum.named())]
     MicroBatches {
         pp: i64,
         per_replica: i64,
         micro_batches: i64,
     },
-    #[error("--pp {pp}: the load-balancing loss of {model_type} (output_router_logits, router_aux_loss_coef) pools the routing of every layer, which pipeline stages hold apart, and is not divided into stages yet; train the stages without it (\"output_router_logits\": false in config.json), or divide the model over --tp and --dp, its experts over --ep")]
+    #[error("{}: the load-balancing loss of {model_type} (output_router_logits, router_aux_loss_coef) pools the routing of every layer, which pipeline stages hold apart, and is not divided into stages yet; train the stages without it (\"output_router_logits\": false in config.json), or divide the model over {} and {}, its experts over {}", O::Pp.set(.pp), O::Tp.named(), O::Dp.named(), O::Ep.named())]
     RouterLossInStages { pp: i64, model_type: &'static str },
-    #[error("--pp {pp}: every stage runs one program, so its layers must be sparse and dense alike, and {model_type}'s are not (layer {layer} is {is}, layer {twin} of stage 0 is not; decoder_sparse_step and mlp_only_layers decide): use a --pp whose stages repeat the pattern, or leave --pp out")]
+    #[error("{}: every stage runs one program, so its layers must be sparse and dense alike, and {model_type}'s are not (layer {layer} is {is}, layer {twin} of stage 0 is not; decoder_sparse_step and mlp_only_layers decide): use a {} whose stages repeat the pattern, or leave {} out", O::Pp.set(.pp), O::Pp.named(), O::Pp.named())]
     MixedStages {
         pp: i64,
         model_type: &'static str,
@@ -360,21 +369,19 @@ pub enum ParallelError {
         twin: i64,
         is: &'static str,
     },
-    #[error("--ep {ep}: {model_type} is a dense model, with no experts to divide (expert parallelism is for mixture-of-experts models)")]
+    #[error("{}: {model_type} is a dense model, with no experts to divide (expert parallelism is for mixture-of-experts models)", O::Ep.set(.ep))]
     EpWithoutExperts { ep: i64, model_type: &'static str },
-    #[error("--ep {ep} does not divide --dp {dp}: the experts are divided over EP ranks within the data-parallel replicas (use an --ep that divides --dp)")]
+    #[error("{} does not divide {}: the experts are divided over EP ranks within the data-parallel replicas (use an {} that divides {})", O::Ep.set(.ep), O::Dp.set(.dp), O::Ep.named(), O::Dp.named())]
     EpIndivisibleDp { ep: i64, dp: i64 },
-    #[error("--ep {ep} does not divide the {experts} experts: every EP rank holds the same number (use an --ep among {divisors})")]
+    #[error("{} does not divide the {experts} experts: every EP rank holds the same number (use an {} among {divisors})", O::Ep.set(.ep), O::Ep.named())]
     EpIndivisibleExperts {
         ep: i64,
         experts: i64,
         divisors: String,
     },
-    #[error(
-        "--ep-exchange {exchange} needs --ep above 1 (with one EP rank no token leaves its rank)"
-    )]
+    #[error("{} needs {} above 1 (with one EP rank no token leaves its rank)", O::EpExchange.set(.exchange), O::Ep.named())]
     ExchangeWithoutEp { exchange: EpExchange },
-    #[error("--pp does not take packed rows yet (--packed): each tick would need the segment ids of two micro-batches; pack with --packing concat, or leave --pp out")]
+    #[error("{} does not take packed rows yet ({}): each tick would need the segment ids of two micro-batches; pack with {}, or leave {} out", O::Pp.named(), O::Packed.named(), O::Packing.set("concat"), O::Pp.named())]
     PackedStages,
 }
 

@@ -10,6 +10,7 @@ use crate::zero1::{self, GatherUnit, Zero1};
 use hlatc_compiler::graph::autodiff::{self, AutodiffError};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::{ElementType, InstrId, Module, Op, Shape};
+use hlatc_models::option_name::OptionName as O;
 use hlatc_models::parallel::Fault;
 use hlatc_models::{
     forward_on_rank, param_specs, BatchShape, ConfigError, ForwardInputs, Kernels, MicroBatch,
@@ -113,7 +114,7 @@ pub enum StepError {
     #[error(transparent)]
     Capacity(#[from] hlatc_models::moe::CapacityError),
     /// `--grad-accum` that does not divide the batch.
-    #[error("--grad-accum {micro_batches} must be at least 2 and divide the {per_replica} sequences each DP replica takes per step (--batch-size {batch_size} over --dp {dp})")]
+    #[error("{} must be at least 2 and divide the {per_replica} sequences each DP replica takes per step ({} over {})", O::GradAccum.set(.micro_batches), O::BatchSize.set(.batch_size), O::Dp.set(.dp))]
     Accumulation {
         micro_batches: i64,
         per_replica: i64,
@@ -127,10 +128,10 @@ pub enum StepError {
     #[error(transparent)]
     Parallel(#[from] ParallelError),
     /// Context parallelism with an attention kernel that has no CP form.
-    #[error("--cp {cp} with --kernel attention={kernel}: only the plain graph (attention=hlo) and looped attention (attention=looped) read a CP rank's queries against the gathered keys; use one of them, or leave --cp out")]
+    #[error("{} with {}: only the plain graph (attention=hlo) and looped attention (attention=looped) read a CP rank's queries against the gathered keys; use one of them, or leave {} out", O::Cp.set(.cp), O::Kernel.set(format!("attention={}", .kernel)), O::Cp.named())]
     ContextKernel { cp: i64, kernel: String },
     /// Looped attention's tile crossing a CP rank's chunks.
-    #[error("--kernel attention=looped:{tile} with --cp {cp} --cp-balance {balance}: a tile must lie within one chunk of {chunk} tokens, and {tile} does not divide {chunk}; use a tile that divides it")]
+    #[error("{} with {} {}: a tile must lie within one chunk of {chunk} tokens, and {tile} does not divide {chunk}; use a tile that divides it", O::Kernel.set(format!("attention=looped:{}", .tile)), O::Cp.set(.cp), O::CpBalance.set(.balance))]
     ContextTile {
         tile: i64,
         chunk: i64,
@@ -138,7 +139,7 @@ pub enum StepError {
         balance: hlatc_models::CpBalance,
     },
     /// Ring attention with an attention kernel that is not looped.
-    #[error("--cp-exchange ring merges each step's block into the queries' running rows tile by tile, which only looped attention does: use --kernel attention=looped[:TILE] (not attention={kernel}), or --cp-exchange all-gather")]
+    #[error("{} merges each step's block into the queries' running rows tile by tile, which only looped attention does: use {} (not attention={kernel}), or {}", O::CpExchange.set("ring"), O::Kernel.set("attention=looped[:TILE]"), O::CpExchange.set("all-gather"))]
     RingKernel { kernel: String },
     #[error(transparent)]
     Spmd(#[from] SpmdError),
@@ -148,7 +149,7 @@ pub enum StepError {
     #[error(transparent)]
     PipelineForm(#[from] crate::pipeline_form::FormError),
     /// `--pp-send all-gather` with a rank left without a partner.
-    #[error("--pp-send all-gather pairs every rank with another in each round of sends, but --pp {pp} and each stage's {stage_ranks} (--tp x --dp) are both odd, so one rank is left alone; use an even --pp, an even --tp x --dp, or --pp-send permute")]
+    #[error("{} pairs every rank with another in each round of sends, but {} and each stage's {stage_ranks} ({} x {}) are both odd, so one rank is left alone; use an even {}, an even {} x {}, or {}", O::PpSend.set("all-gather"), O::Pp.set(.pp), O::Tp.named(), O::Dp.named(), O::Pp.named(), O::Tp.named(), O::Dp.named(), O::PpSend.set("permute"))]
     UnpairedStageSend { pp: i64, stage_ranks: i64 },
     /// The stage's layers built differently in two slots: a kept
     /// activation would be read for the wrong value. A defect of hlatc's,
