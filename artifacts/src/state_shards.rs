@@ -155,15 +155,23 @@ pub fn shard_state(
     inputs: &[TensorSpec],
     whole: &[Literal],
 ) -> Vec<Vec<(String, Literal)>> {
-    let specs = state_inputs(inputs);
     (0..ranks.parallelism().world())
-        .map(|r| {
-            specs
-                .iter()
-                .zip(whole)
-                .map(|(s, w)| (s.name.clone(), ranks.take(s, w, r)))
-                .collect()
-        })
+        .map(|r| rank_share(ranks, inputs, whole, r))
+        .collect()
+}
+
+/// Rank `rank`'s state, by input name, from the whole state `whole` (in
+/// the order of [`state_inputs`]): one rank's of [`shard_state`].
+pub fn rank_share(
+    ranks: &RankInputs,
+    inputs: &[TensorSpec],
+    whole: &[Literal],
+    rank: i64,
+) -> Vec<(String, Literal)> {
+    state_inputs(inputs)
+        .into_iter()
+        .zip(whole)
+        .map(|(s, w)| (s.name.clone(), ranks.take(s, w, rank)))
         .collect()
 }
 

@@ -143,12 +143,21 @@ impl<T: fmt::Display> fmt::Display for Set<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (option, value) = (self.0, self.1.to_string());
         match (spelling(), option, value.split_once('=')) {
-            (Spelling::Flags, ..) => write!(f, "{} {value}", option.flag()),
             // Python's kernel requests are a dict of point to implementation.
             (Spelling::Keywords, OptionName::Kernel, Some((point, implementation))) => {
                 write!(f, "{}={{{point:?}: {implementation:?}}}", option.keyword())
             }
-            (Spelling::Keywords, ..) => write!(f, "{}={value}", option.keyword()),
+            _ => f.write_str(&spell_set(&option.flag(), option.keyword(), value)),
         }
+    }
+}
+
+/// An option given `value`, as this process spells options: `flag value`
+/// or `keyword=value`. What [`OptionName::set`] writes, for the options
+/// of other tables too (the plan's).
+pub fn spell_set(flag: &str, keyword: &str, value: impl fmt::Display) -> String {
+    match spelling() {
+        Spelling::Flags => format!("{flag} {value}"),
+        Spelling::Keywords => format!("{keyword}={value}"),
     }
 }

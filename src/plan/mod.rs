@@ -68,14 +68,10 @@ impl PlanOption {
     }
 
     /// The option given `value`, as this process's messages spell options
-    /// ([`hlatc_models::option_name::spelling`]): `--global-batch 8` on the
+    /// ([`hlatc_models::option_name::spell_set`]): `--global-batch 8` on the
     /// command line, `global_batch=8` in Python.
     pub fn set(self, value: impl std::fmt::Display) -> String {
-        use hlatc_models::option_name::{spelling, Spelling};
-        match spelling() {
-            Spelling::Flags => format!("{} {value}", self.flag()),
-            Spelling::Keywords => format!("{}={value}", self.keyword()),
-        }
+        hlatc_models::option_name::spell_set(self.flag(), self.keyword(), value)
     }
 
     /// As `hlatc.plan` spells it.

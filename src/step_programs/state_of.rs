@@ -11,7 +11,7 @@ use crate::pipeline::RankStates;
 use crate::rank_checkpoint::rank_state_from_file;
 use crate::rank_inputs::RankInputs;
 use crate::state_shards::{
-    params_by_name, shard_state, start_state, state_inputs, unshard_state, whole_state,
+    params_by_name, rank_share, shard_state, start_state, state_inputs, unshard_state, whole_state,
 };
 use crate::train_step::{Role, TensorSpec};
 use crate::Literal;
@@ -129,11 +129,7 @@ impl StateOf<'_> {
                 check_rank(&c.cfg, rank)?;
                 let ranks = RankInputs::new(&c.cfg);
                 let whole = whole_state(&ranks, &c.step.inputs, state, "state")?;
-                Ok(state_inputs(&c.step.inputs)
-                    .into_iter()
-                    .zip(&whole)
-                    .map(|(s, w)| (s.name.clone(), ranks.take(s, w, rank as i64)))
-                    .collect())
+                Ok(rank_share(&ranks, &c.step.inputs, &whole, rank as i64))
             }
             StateOf::Stages(p) => p.shard_state(state, rank),
         }

@@ -7,7 +7,7 @@
 use crate::Error;
 use hlatc_artifacts::state_error::StateError;
 use hlatc_artifacts::state_shards::{
-    shard_state, start_state, state_inputs, unshard_state, whole_state,
+    rank_share, shard_state, start_state, state_inputs, unshard_state, whole_state,
 };
 use hlatc_compiler::Literal;
 use hlatc_models::parallel::stages::Stages;
@@ -183,11 +183,7 @@ impl StageStates {
     /// Rank `local` of its stage's share of the stage's whole state
     /// `whole` (in the order of `state_inputs`), by input name.
     pub fn share(&self, whole: &[Literal], local: usize) -> Vec<(String, Literal)> {
-        state_inputs(&self.inputs)
-            .into_iter()
-            .zip(whole)
-            .map(|(spec, w)| (spec.name.clone(), self.ranks.take(spec, w, local as i64)))
-            .collect()
+        rank_share(&self.ranks, &self.inputs, whole, local as i64)
     }
 
     /// Every rank's state, stage by stage, from each stage's whole state.
