@@ -492,40 +492,6 @@ fn bad_configs_name_the_field() {
     assert_eq!(error_code(&o), "option.beta2");
 }
 
-#[test]
-fn built_steps_hold_no_duplicate_values() {
-    use hlatc::models::{BatchShape, ModelConfig};
-    use hlatc::optimizer::AdamWConfig;
-    use hlatc::train_step::{build_train_step, StepConfig};
-    // The builder numbers values as it goes, so cse finds nothing to merge.
-    for model in [ModelConfig::tiny(), ModelConfig::hlat_7b()] {
-        let cfg = StepConfig {
-            model,
-            batch: BatchShape {
-                batch_size: 1,
-                seq_len: 16,
-            },
-            optimizer: AdamWConfig::default(),
-            precision: hlatc::precision::Precision::Fp32,
-            packed: false,
-            parallel: hlatc::models::Parallelism::SINGLE,
-            spmd: Default::default(),
-            fault: None,
-            module_markers: false,
-            kernels: Default::default(),
-        };
-        let mut m = build_train_step(&cfg).unwrap().module;
-        let report = hlatc::passes::pipeline_from_names("t", &["cse", "dce"])
-            .unwrap()
-            .run_module(
-                &mut m,
-                &mut hlatc::passes::PassContext::new(hlatc::passes::Target::Cpu),
-            )
-            .unwrap();
-        assert!(!report.changed(), "{:?}", report.runs);
-    }
-}
-
 /// The neuron target's bf16 dots accumulate in f32; at batch 2 some of
 /// tiny's reach a kernel XLA CPU lacks ("Unsupported element type for
 /// DotThunk::Execute: BF16 x BF16 = F32"), so `--verify` hands XLA CPU

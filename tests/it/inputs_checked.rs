@@ -209,41 +209,6 @@ fn a_bundle_run_checks_token_data() {
     assert!(!outputs.exists(), "nothing is written on a refusal");
 }
 
-/// The library's trainer refuses the same segment ids before running.
-#[test]
-fn the_trainer_refuses_segment_ids_that_are_not_a_packing() {
-    use hlatc::models::{BatchShape, ModelConfig};
-    use hlatc::train_step::StepConfig;
-    let model = ModelConfig::preset("tiny").unwrap();
-    let mut cfg = StepConfig::new(
-        model.clone(),
-        BatchShape {
-            batch_size: 1,
-            seq_len: 4,
-        },
-    )
-    .with_precision(hlatc::precision::Precision::Fp32);
-    cfg.packed = true;
-    let params = hlatc::models::init::init_params(&model, ElementType::F32, 0)
-        .into_iter()
-        .map(|(_, l)| l)
-        .collect();
-    let rt = hlatc::runtime::Runtime::shared().unwrap();
-    let mut t = crate::cpu_trainers::unoptimized(&rt, &cfg, params).unwrap();
-    let s32 = |v: &[i32]| Literal::from_s32(vec![1, 4], v).unwrap();
-    let batch = hlatc::data::Batch {
-        tokens: s32(&[1, 2, 3, 4]),
-        targets: s32(&[2, 3, 4, 5]),
-        segment_ids: Some(s32(&[0, 1, 0, 0])),
-    };
-    let e = t.step(&batch).unwrap_err().to_string();
-    assert_eq!(
-        e,
-        "segment_ids[0, 2] is 0, but document 0 ended at column 0 of row 0: a document's tokens must be contiguous"
-    );
-    assert_eq!(t.steps_done(), 0, "nothing ran");
-}
-
 fn config_file(name: &str, rope: &str, max_positions: i64) -> PathBuf {
     let path = tmp(name);
     std::fs::write(

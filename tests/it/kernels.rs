@@ -1,253 +1,28 @@
-//! Kernel points (issue 70): blocked attention computes the step the
-//! plain graph computes. Three steps of each, on XLA CPU in f64, agree to
-//! the sharded tests' 1e-10 norm-relative tolerance (`train/tests/it/sharded.rs` says why
-//! by norm, and why f64): loss, grad norm, every parameter and Adam
-//! moment. An imported kernel (an f32 module) compares in f32, within the
-//! bound f32's rounding gives. Causal,
-//! sliding-window, packed rows and GQA; single device, DP, TP with SP,
-//! and pipeline stages. The blocked step builds no value with two
-//! sequence-long dimensions.
+//! Kernel points (issue 70) through `hlatc compile`: `--kernel` recorded
+//! in the manifest and verified on XLA CPU, a request that does not apply
+//! falling back with the reason, bad requests refused naming the choices,
+//! an imported kernel recorded by an absolute path or refused where it does
+//! not fit, and softmax chosen by the `fuse-softmax` pass; a kernel lowered
+//! by JAX, read as the facade reads a file, runs and differentiates as its
+//! own backward says. NKI's flash attention as an imported kernel: the
+//! fixture of `tools/nki_flash_fixture.py` holds `AwsNeuronCustomNativeKernel`
+//! calls to `flash_fwd` and `flash_attn_bwd` in their own layouts; a
+//! neuron bundle holds those two calls, passes the pre-flight and `hlatc
+//! check`, and `--verify` runs it by hlatc's references; a kernel hlatc has
+//! no reference for, or a config NKI did not write, is refused by name.
+//! That the kernels compute the plain graph's step on XLA CPU is the train
+//! crate's (`train/tests/it/kernels.rs`), the steps as built the step
+//! crate's (`step/tests/it/kernels.rs`), an imported kernel's convention
+//! the models crate's (`models/tests/it/imported_kernel.rs`).
 
-use crate::sharded::{
-    differences, gqa_odd_vocab, mha_tied, run, run_packed, run_with, step_config, tolerance, Run,
-    EQUAL_IN,
-};
-use crate::support::stderr;
+use crate::configs::kernel_config as config;
+use crate::sharded::{assert_same_in, gqa_odd_vocab, run, EQUAL_IN};
+use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compiler::Shape;
-use hlatc::models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
-use hlatc::passes::RematPolicy;
-use hlatc::pipeline::{build_pipeline_steps, PipelineForm, StageSend};
-use hlatc::precision::Precision;
+use hlatc::models::{AttentionKernel, Kernels, Parallelism};
+use hlatc::passes::native_kernel::NativeKernelConfig;
 use hlatc::runtime::Runtime;
-use hlatc::train_step::{build_train_step, StepConfig};
-
-/// Sequences of 24 in tiles of 8: three query tiles, six tile pairs.
-const SEQ: i64 = 24;
-const TILE: i64 = 8;
-
-fn long(model: ModelConfig) -> ModelConfig {
-    ModelConfig {
-        max_position_embeddings: SEQ,
-        ..model
-    }
-}
-
-/// A window of 10: the third query tile sees the second key tile in part
-/// and the first not at all.
-fn windowed() -> ModelConfig {
-    ModelConfig {
-        sliding_window: Some(10),
-        ..long(gqa_odd_vocab())
-    }
-}
-
-fn config(model: ModelConfig, par: Parallelism, kernels: Kernels) -> StepConfig {
-    let mut cfg = step_config(long(model), par, EQUAL_IN);
-    cfg.batch = BatchShape {
-        batch_size: 4,
-        seq_len: SEQ,
-    };
-    cfg.kernels = kernels;
-    cfg
-}
-
-fn blocked() -> Kernels {
-    Kernels {
-        attention: AttentionKernel::Blocked { tile: TILE },
-        ..Kernels::default()
-    }
-}
-
-/// `tiled` computes `plain`'s step, both built in `precision`, within
-/// its [`tolerance`].
-fn assert_same_in(precision: Precision, what: &str, plain: &Run, tiled: &Run) {
-    let diffs = differences(plain, tiled, tolerance(precision));
-    assert!(diffs.is_empty(), "{what}: {}", diffs.join("; "));
-    // A step that did nothing would agree too: the state moved.
-    assert!(plain.stats[2].loss < plain.stats[0].loss, "{what}");
-}
-
-fn check(model: ModelConfig, par: Parallelism) {
-    check_kernels(model, par, blocked());
-}
-
-/// Three steps of `model` over `par` with `kernels` compute one device's
-/// plain graph.
-fn check_kernels(model: ModelConfig, par: Parallelism, kernels: Kernels) {
-    let plain = run(&config(
-        model.clone(),
-        Parallelism::SINGLE,
-        Kernels::default(),
-    ));
-    let tiled = run(&config(model, par, kernels));
-    assert_same_in(EQUAL_IN, &par.to_string(), &plain, &tiled);
-}
-
-/// Attention tile by tile in a loop, tiles of [`TILE`].
-fn looped() -> Kernels {
-    Kernels {
-        attention: AttentionKernel::Looped { tile: TILE },
-        ..Kernels::default()
-    }
-}
-
-#[test]
-fn looped_equals_the_plain_graph_and_the_unrolled_form() {
-    for model in [gqa_odd_vocab(), mha_tied(), windowed()] {
-        check_kernels(model.clone(), Parallelism::SINGLE, looped());
-        let unrolled = run(&config(model.clone(), Parallelism::SINGLE, blocked()));
-        let tiled = run(&config(model, Parallelism::SINGLE, looped()));
-        assert_same_in(EQUAL_IN, "looped against unrolled", &unrolled, &tiled);
-    }
-    check_kernels(windowed(), layout(2, 2, true), looped());
-}
-
-#[test]
-fn looped_packed_documents_equal_the_plain_graph() {
-    for model in [gqa_odd_vocab(), windowed()] {
-        let packed = |kernels| StepConfig {
-            packed: true,
-            ..config(model.clone(), Parallelism::SINGLE, kernels)
-        };
-        let plain = run_packed(&packed(Kernels::default()));
-        let tiled = run_packed(&packed(looped()));
-        assert_same_in(EQUAL_IN, "packed", &plain, &tiled);
-    }
-}
-
-/// The instructions of every computation of `step`'s module.
-fn instructions(step: &hlatc::train_step::TrainStep) -> usize {
-    step.module
-        .computations
-        .iter()
-        .map(|c| c.ids().count())
-        .sum()
-}
-
-#[test]
-fn the_looped_step_does_not_grow_with_the_sequence_and_keeps_no_square() {
-    let count = |seq: i64, kernels: Kernels| {
-        let mut cfg = config(gqa_odd_vocab(), Parallelism::SINGLE, kernels);
-        cfg.model.max_position_embeddings = seq;
-        cfg.batch.seq_len = seq;
-        let step = build_train_step(&cfg).unwrap();
-        assert_eq!(has_square(&step), None, "seq {seq}");
-        instructions(&step)
-    };
-    let (short, long) = (count(64, looped()), count(512, looped()));
-    assert_eq!(
-        short, long,
-        "the loop's instructions do not depend on the sequence"
-    );
-    // The unrolled form's pairs grow as the square of the tiles.
-    assert!(count(512, blocked()) > 10 * long);
-}
-
-fn layout(tp: i64, dp: i64, sequence_parallel: bool) -> Parallelism {
-    Parallelism {
-        tp,
-        dp,
-        sequence_parallel,
-        zero1: false,
-        pp: 1,
-        ..Parallelism::SINGLE
-    }
-}
-
-#[test]
-fn blocked_gqa_equals_the_plain_graph() {
-    check(gqa_odd_vocab(), Parallelism::SINGLE);
-}
-
-#[test]
-fn blocked_mha_equals_the_plain_graph() {
-    check(mha_tied(), Parallelism::SINGLE);
-}
-
-#[test]
-fn blocked_sliding_window_equals_the_plain_graph() {
-    check(windowed(), Parallelism::SINGLE);
-}
-
-#[test]
-fn blocked_under_dp_and_tp_with_sp_equals_the_plain_graph() {
-    check(gqa_odd_vocab(), layout(1, 2, false));
-    check(windowed(), layout(2, 2, true));
-}
-
-#[test]
-fn blocked_pipeline_stages_equal_the_plain_graph() {
-    if crate::support::skip_slow_tests() {
-        return;
-    }
-    let model = ModelConfig {
-        num_hidden_layers: 4,
-        ..gqa_odd_vocab()
-    };
-    let plain = run(&config(
-        model.clone(),
-        Parallelism::SINGLE,
-        Kernels::default(),
-    ));
-    let par = Parallelism {
-        pp: 2,
-        ..layout(2, 1, false)
-    };
-    for remat in [RematPolicy::None, RematPolicy::CoreAttention] {
-        let form = PipelineForm {
-            remat,
-            send: StageSend::Permute,
-        };
-        let staged = run_with(&config(model.clone(), par, blocked()), |rt, cfg, params| {
-            let steps = build_pipeline_steps(cfg, 2, form)?;
-            crate::cpu_trainers::pipelined_steps(rt, cfg, steps, form.remat, params)
-        });
-        assert_same_in(EQUAL_IN, &format!("{par}, {remat}"), &plain, &staged);
-    }
-}
-
-#[test]
-fn blocked_packed_documents_equal_the_plain_graph() {
-    for model in [gqa_odd_vocab(), windowed()] {
-        let packed = |kernels| StepConfig {
-            packed: true,
-            ..config(model.clone(), Parallelism::SINGLE, kernels)
-        };
-        let plain = run_packed(&packed(Kernels::default()));
-        let tiled = run_packed(&packed(blocked()));
-        assert_same_in(EQUAL_IN, "packed", &plain, &tiled);
-    }
-}
-
-/// Whether some value has two dimensions as long as the sequence.
-fn has_square(step: &hlatc::train_step::TrainStep) -> Option<String> {
-    let m = &step.module;
-    m.computations.iter().find_map(|c| {
-        c.ids().find_map(|id| {
-            let i = c.instr(id);
-            let Shape::Array(a) = &i.shape else {
-                return None;
-            };
-            (a.dims.iter().filter(|&&d| d == SEQ).count() >= 2)
-                .then(|| format!("{} {}", i.name, i.shape))
-        })
-    })
-}
-
-#[test]
-fn blocked_attention_builds_no_sequence_square() {
-    for packed in [false, true] {
-        let cfg = |kernels| StepConfig {
-            packed,
-            ..config(windowed(), Parallelism::SINGLE, kernels)
-        };
-        let plain = build_train_step(&cfg(Kernels::default())).unwrap();
-        let tiled = build_train_step(&cfg(blocked())).unwrap();
-        // The plain graph has them, so the search can find them.
-        assert!(has_square(&plain).is_some());
-        assert_eq!(has_square(&tiled), None, "packed: {packed}");
-    }
-}
+use std::path::{Path, PathBuf};
 
 /// `hlatc compile --model tiny ARGS... --out DIR` for `target`.
 fn compile_tiny(
@@ -484,45 +259,6 @@ fn a_kernel_lowered_by_jax_runs_and_differentiates_as_its_own_backward_says() {
 /// The JAX-lowered kernel's convention, as `--kernel` names it.
 const IMPORTED: &str = "tests/fixtures/kernels/blocked_attention.json";
 
-fn imported() -> Kernels {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(IMPORTED);
-    let kernel = hlatc::models::imported_kernel::ImportedKernel::load(&path).unwrap();
-    Kernels {
-        attention: AttentionKernel::Imported(std::sync::Arc::new(kernel)),
-        ..Kernels::default()
-    }
-}
-
-/// `model`'s single-device f32 step over `batch_size` sequences of
-/// `seq_len`, with `kernels`: an imported kernel's shapes.
-pub(crate) fn f32_step(
-    model: ModelConfig,
-    [batch_size, seq_len]: [i64; 2],
-    kernels: Kernels,
-) -> StepConfig {
-    let mut cfg = step_config(model, Parallelism::SINGLE, Precision::Fp32);
-    cfg.batch = BatchShape {
-        batch_size,
-        seq_len,
-    };
-    cfg.kernels = kernels;
-    cfg
-}
-
-/// Tiny's step over the fixture's shapes: 4 sequences of 16.
-fn tiny_at_16(model: ModelConfig, kernels: Kernels) -> StepConfig {
-    f32_step(model, [4, 16], kernels)
-}
-
-#[test]
-fn an_imported_jax_kernel_computes_the_plain_graphs_step() {
-    for model in [gqa_odd_vocab(), mha_tied()] {
-        let plain = run(&tiny_at_16(model.clone(), Kernels::default()));
-        let kernel = run(&tiny_at_16(model, imported()));
-        assert_same_in(Precision::Fp32, "imported", &plain, &kernel);
-    }
-}
-
 /// A bundle names its imported kernel by an absolute path, so it is read
 /// from any directory: `--kernel attention=imported:RELATIVE` given from
 /// the repository's root is recorded whole.
@@ -703,41 +439,230 @@ fn the_softmax_point_is_the_fuse_softmax_pass() {
     assert!(!out.exists());
 }
 
-/// Under `bf16-mixed`, `amp` reaches into the loop's bodies: every dot of
-/// looped attention takes bf16 operands on neuron, as the unrolled form's
-/// do, and accumulates in f32 (a loop left in f32 would run its matmuls at
-/// a quarter of TensorE's bf16 rate).
+/// The fixture's convention, as `--kernel` names it.
+const NKI: &str = "tests/fixtures/kernels/nki_flash_attention.json";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(name)
+}
+
+/// The `func_name` of every NKI kernel call in `m`, in order.
+fn native_kernels(m: &hlatc::Module) -> Vec<String> {
+    m.computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| c.instr(id)))
+        .filter_map(NativeKernelConfig::of)
+        .map(|config| config.unwrap().func_name)
+        .collect()
+}
+
+/// Tiny's shapes, with the 512 positions the fixture's kernel takes.
+fn tiny_512_config(dir: &Path) -> PathBuf {
+    let path = dir.join("config.json");
+    std::fs::write(
+        &path,
+        r#"{"model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false}"#,
+    )
+    .unwrap();
+    path
+}
+
+/// `hlatc compile` of tiny at one sequence of 512 in f32, attention by
+/// `kernel`.
+fn compile(dir: &Path, target: &str, kernel: &Path, extra: &[&str]) -> std::process::Output {
+    let config = tiny_512_config(dir);
+    let model = ["--config", config.to_str().unwrap()];
+    compile_model(&model, target, kernel, extra)
+}
+
+/// `hlatc compile` of `model` at one sequence of 512 in f32, attention by
+/// `kernel`.
+fn compile_model(
+    model: &[&str],
+    target: &str,
+    kernel: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec!["compile"];
+    args.extend_from_slice(model);
+    args.extend([
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "512",
+        "--precision",
+        "fp32",
+        "--target",
+        target,
+    ]);
+    let kernel = format!("attention=imported:{}", kernel.display());
+    args.extend(["--kernel", &kernel]);
+    args.extend_from_slice(extra);
+    hlatc(&args)
+}
+
 #[test]
-fn amp_casts_the_dots_in_the_loops_bodies() {
-    use hlatc::compiler::{ElementType, Op};
-    use hlatc::passes::{default_pipeline, Target};
-    let mut cfg = config(gqa_odd_vocab(), Parallelism::SINGLE, looped());
-    cfg = cfg.with_precision(Precision::Bf16Mixed);
-    let mut step = build_train_step(&cfg).unwrap();
-    let pipeline = default_pipeline::<&str>(Target::Neuron, &[]).unwrap();
-    hlatc::train_step::optimize(&mut step, &pipeline, Target::Neuron, RematPolicy::None).unwrap();
-    let m = &step.module;
-    let mut dots = 0;
-    for c in m.computations.iter().filter(|c| c.name.ends_with(".body")) {
-        for id in c
-            .ids()
-            .filter(|&id| matches!(c.instr(id).op, Op::Dot { .. }))
-        {
-            dots += 1;
-            for &o in c.operand_ids(id) {
-                let ty = c.instr(o).shape.as_array().map(|a| a.ty);
-                assert_eq!(
-                    ty,
-                    Some(ElementType::Bf16),
-                    "{}: {}",
-                    c.name,
-                    c.instr(id).name
-                );
-            }
-            let out = c.instr(id).shape.as_array().map(|a| a.ty);
-            assert_eq!(out, Some(ElementType::F32), "{}", c.instr(id).name);
+fn compile_writes_the_nki_calls_into_a_neuron_bundle_and_verifies_it_by_reference() {
+    let dir = scratch("nki_bundle");
+    let out = dir.join("bundle");
+    let o = compile(
+        &dir,
+        "neuron",
+        &fixture(NKI),
+        &["--verify", "--out", out.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = stdout(&o);
+    assert!(said.contains("no findings"), "{said}");
+    assert!(
+        said.contains("with its Neuron custom calls mapped to plain HLO"),
+        "{said}"
+    );
+    let bytes = std::fs::read(out.join("model.hlo_module.pb")).unwrap();
+    let module = hlatc::proto::decode_module(&bytes).unwrap();
+    let mut calls = native_kernels(&module);
+    calls.sort();
+    assert_eq!(calls, ["flash_attn_bwd", "flash_fwd"]);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let attention = manifest["config"]["kernels"]["attention"].as_str().unwrap();
+    assert!(attention.starts_with("imported:"), "{attention}");
+    // `hlatc check` of the bundle agrees with compile's pre-flight.
+    let o = hlatc(&["check", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("no findings"), "{}", stdout(&o));
+}
+
+/// Standard base64 of `bytes`, as NKI writes a config.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for k in 0..4 {
+            out.push(match k <= chunk.len() {
+                true => ALPHABET[(n >> (18 - 6 * k) & 63) as usize] as char,
+                false => '=',
+            });
         }
     }
-    // Two layers, a forward loop of 2 dots and a backward loop of 4 each.
-    assert_eq!(dots, 2 * (2 + 4));
+    out
+}
+
+/// A copy of the fixture whose backward's `backend_config` is `config`.
+fn with_backward_config(dir: &Path, config: &str) -> PathBuf {
+    let kernels = fixture("tests/fixtures/kernels");
+    for f in ["nki_flash_attention.json", "nki_flash_fwd.hlo"] {
+        std::fs::copy(kernels.join(f), dir.join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(kernels.join("nki_flash_bwd.hlo")).unwrap();
+    let start = text.find("backend_config=\"").unwrap() + "backend_config=\"".len();
+    let end = start + text[start..].find('"').unwrap();
+    let changed = format!("{}{config}{}", &text[..start], &text[end..]);
+    std::fs::write(dir.join("nki_flash_bwd.hlo"), changed).unwrap();
+    dir.join("nki_flash_attention.json")
+}
+
+#[test]
+fn a_kernel_without_a_reference_or_with_a_config_nki_did_not_write_is_refused() {
+    let dir = scratch("nki_refused");
+    // Another NKI kernel: neuron takes it; cpu has nothing to run for it.
+    let other = base64(br#"{"func_name": "my_attention_bwd", "grid": [1, 4]}"#);
+    let kernel = with_backward_config(&dir, &other);
+    let o = compile(
+        &dir,
+        "cpu",
+        &kernel,
+        &["--out", dir.join("cpu").to_str().unwrap()],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("nki_flash_bwd.hlo: on cpu, pass 'lower-neuron-calls': computation 'main', custom call 'flash_attn_bwd': NKI kernel 'my_attention_bwd' has no reference for XLA CPU to run in its place (hlatc has references for: flash_fwd, flash_attn_bwd)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("cpu").exists());
+    let neuron = dir.join("neuron");
+    let o = compile(
+        &dir,
+        "neuron",
+        &kernel,
+        &["--out", neuron.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // --verify of that bundle cannot run it, and says which kernel.
+    let o = compile(
+        &dir,
+        "neuron",
+        &kernel,
+        &["--verify", "--out", neuron.to_str().unwrap()],
+    );
+    assert_eq!(
+        crate::support::error_code(&o),
+        "not_written.artifact.pass.native_kernel"
+    );
+    // A config that is not NKI's: the pre-flight refuses the bundle.
+    for (config, says) in [
+        (
+            "not base64!",
+            "its backend_config is not base64 (byte 3: ' ')",
+        ),
+        (
+            &base64(b"[1, 2]")[..],
+            "its backend_config is base64, but not of a JSON object",
+        ),
+        (
+            &base64(br#"{"grid": [1, 4]}"#)[..],
+            "its backend_config's JSON has no string 'func_name'",
+        ),
+    ] {
+        let kernel = with_backward_config(&dir, config);
+        let out = dir.join("bad");
+        let o = compile(&dir, "neuron", &kernel, &["--out", out.to_str().unwrap()]);
+        assert_eq!(crate::support::error_code(&o), "artifact.neuron_refused");
+        assert!(stderr(&o).contains(says), "{config}: {}", stderr(&o));
+        assert!(!out.exists());
+    }
+}
+
+/// A model too large for host memory is verified through its miniature,
+/// whose shapes no imported kernel takes: the miniature computes
+/// attention by `hlo`, and the check says so.
+#[test]
+fn verify_of_a_large_model_runs_its_miniature_with_plain_attention_and_says_so() {
+    if crate::support::skip_slow_tests() {
+        return;
+    }
+    let dir = scratch("nki_miniature");
+    let kernels = fixture("tests/fixtures/kernels");
+    std::fs::copy(
+        kernels.join("nki_flash_attention.json"),
+        dir.join("nki_flash_attention.json"),
+    )
+    .unwrap();
+    // SmolLM-135M's rank: 9 heads of 64 over one sequence of 512.
+    for f in ["nki_flash_fwd.hlo", "nki_flash_bwd.hlo"] {
+        let text = std::fs::read_to_string(kernels.join(f)).unwrap();
+        let text = text
+            .replace("[1,4,8,512]", "[1,9,64,512]")
+            .replace("[1,4,512,8]", "[1,9,512,64]")
+            .replace("[1,4,128,4]", "[1,9,128,4]");
+        std::fs::write(dir.join(f), text).unwrap();
+    }
+    let out = dir.join("bundle");
+    let o = compile_model(
+        &["--model", "smollm-135m"],
+        "neuron",
+        &dir.join("nki_flash_attention.json"),
+        &["--verify", "--out", out.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("its miniature (same structure, toy widths; attention by hlo, since the imported kernel takes the full model's shapes alone), step 2"),
+        "{}",
+        stdout(&o)
+    );
 }

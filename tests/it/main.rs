@@ -31,7 +31,6 @@ mod memory_plan;
 mod metrics;
 mod module_markers;
 mod neuron_check_cli;
-mod nki_kernels;
 mod option_surfaces;
 mod pipeline;
 mod plan;

@@ -1,20 +1,17 @@
 //! `--replica-groups iota` and the manifest's holdings rule (issue 48):
-//! the iota form of a sharded step's groups runs on XLA CPU exactly as the
-//! explicit form does; a manifest's rule (`parallel.tp_split`) gives every
-//! rank the holdings the step divides its inputs by, which are what the
-//! per-rank lists of older manifests (`parallel.tp_ranks`) say, and an
-//! older manifest is still read.
+//! `hlatc compile` writes explicit groups unless asked for the iota form;
+//! a manifest's rule (`parallel.tp_split`) gives every rank the holdings
+//! the step divides its inputs by, which are what the per-rank lists of
+//! older manifests (`parallel.tp_ranks`) say, and an older manifest is
+//! still read. That the iota form runs on XLA CPU exactly as the explicit
+//! form does is the train crate's (`train/tests/it/spmd_forms.rs`).
 
-use super::sharded::{differences, gqa_odd_vocab, run_with, step_config};
 use super::support::{hlatc, scratch, stderr};
 use hlatc::bundle::holdings::{ManifestHoldings, ParameterHolding};
 use hlatc::bundle::OpenedBundle;
-use hlatc::compiler::graph::collectives::iota_replica_groups;
 use hlatc::models::Parallelism;
-use hlatc::precision::Precision;
 use hlatc::rank_inputs::{RankHolding, RankInputs};
-use hlatc::train_step::{build_train_step, optimize, Role, StepConfig, TensorSpec};
-use hlatc::trainer::Trainer;
+use hlatc::train_step::{Role, StepConfig, TensorSpec};
 
 fn layout(tp: i64, dp: i64, sequence_parallel: bool, zero1: bool, pp: i64) -> Parallelism {
     Parallelism {
@@ -25,54 +22,6 @@ fn layout(tp: i64, dp: i64, sequence_parallel: bool, zero1: bool, pp: i64) -> Pa
         pp,
         ..Parallelism::SINGLE
     }
-}
-
-#[test]
-fn iota_groups_run_as_explicit_groups_on_xla_cpu() {
-    let cfg = step_config(
-        gqa_odd_vocab(),
-        layout(2, 2, true, true, 1),
-        Precision::Fp32,
-    );
-    let go = |iota: bool| {
-        run_with(&cfg, |rt, cfg, params| {
-            let mut step = build_train_step(cfg)?;
-            let target = hlatc::passes::Target::Cpu;
-            let pipeline = hlatc::passes::default_pipeline::<&str>(target, &[])?;
-            optimize(
-                &mut step,
-                &pipeline,
-                target,
-                hlatc::passes::RematPolicy::None,
-            )?;
-            if iota {
-                assert!(iota_replica_groups(&mut step.module) > 0);
-                let text = hlatc::text::print_module(&step.module);
-                assert!(text.contains("replica_groups=[2,2]<=[4]"), "TP groups");
-                assert!(
-                    text.contains("replica_groups=[2,2]<=[2,2]T(1,0)"),
-                    "DP groups"
-                );
-                // Through the proto and back, as a bundle holds it: the
-                // same groups, still in the iota form.
-                let bytes = hlatc::proto::encode_module(&step.module);
-                let back = hlatc::proto::decode_module(&bytes).unwrap();
-                let groups = |m: &hlatc::Module| -> Vec<String> {
-                    let e = m.entry();
-                    e.ids()
-                        .filter_map(|id| e.instr(id).op.collective())
-                        .map(|c| format!("{:?}", c.replica_groups))
-                        .collect()
-                };
-                assert_eq!(groups(&back), groups(&step.module));
-                assert!(groups(&back).iter().all(|g| g.starts_with("Iota")));
-            }
-            Trainer::with_program(rt.compile(&step.module)?, cfg, &step, params)
-        })
-    };
-    let (explicit, iota) = (go(false), go(true));
-    let diffs = differences(&explicit, &iota, 0.0);
-    assert!(diffs.is_empty(), "{}", diffs.join("; "));
 }
 
 #[test]

@@ -530,27 +530,6 @@ fn synthetic_data_of_another_seed_batch_or_seq_len_is_refused_by_field() {
 }
 
 #[test]
-fn the_data_fields_are_compared_and_allowed_as_a_group() {
-    use hlatc::run_identity::{RunIdentity, RunIdentityError};
-    let saved = RunIdentity::default().with_data_order(0, 8, 16);
-    let now = RunIdentity::default().with_data_order(7, 8, 16);
-    match now.check_resume(&saved, &[], 10, "syn/step-00000010") {
-        Err(RunIdentityError::Changed { changes, .. }) => {
-            assert_eq!(changes.len(), 1);
-            assert_eq!(changes[0].field, "data.seed");
-            assert_eq!(changes[0].saved.as_deref(), Some("0"));
-            assert_eq!(changes[0].now.as_deref(), Some("7"));
-        }
-        other => panic!("not Changed: {other:?}"),
-    }
-    let (next, allowed) = now
-        .check_resume(&saved, &["data".into()], 10, "syn/step-00000010")
-        .unwrap();
-    assert_eq!(allowed.len(), 1);
-    assert_eq!(next.allowed_changes[0].field, "data.seed");
-}
-
-#[test]
 fn rank_files_of_two_runs_or_another_precision_are_refused_naming_files_and_field() {
     let d = scratch("identity-mixed-ranks");
     let tp2 = ["--precision", "fp32", "--target", "cpu", "--tp", "2"];

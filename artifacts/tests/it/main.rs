@@ -1,7 +1,8 @@
 //! Integration tests of what the step leaves on disk and reads back:
 //! checkpoints as each rank writes them, a rank's state read from a
-//! checkpoint. One binary, one module per topic; the tests that resume
-//! runs on XLA CPU are the root crate's.
+//! checkpoint, a run's identity as a resume compares it. One binary, one
+//! module per topic; the tests that resume runs on XLA CPU are the root
+//! crate's.
 
 // The tiny models and step settings, the step crate's tests' own (these
 // tests take two of them).
@@ -9,6 +10,7 @@
 #[allow(dead_code)]
 mod configs;
 mod rank_checkpoint;
+mod run_identity;
 #[path = "../../../step/tests/it/scratch.rs"]
 mod scratch;
 use scratch::scratch;

@@ -4,8 +4,13 @@
 mod config;
 mod experts;
 mod families;
+mod imported_kernel;
 mod kernels;
 mod pipeline_stages;
 mod rope;
+// A fresh directory for a test, every crate's tests' own.
+#[path = "../../../step/tests/it/scratch.rs"]
+mod scratch;
+use scratch::scratch;
 mod tp_split;
 mod weights;

@@ -2,7 +2,7 @@
 //! with the root crate's integration tests (`tests/it/main.rs` includes
 //! this file), so both build the same steps.
 
-use hlatc_models::{BatchShape, ModelConfig, Parallelism};
+use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
 use hlatc_passes::RematPolicy;
 use hlatc_step::optimizer::AdamWConfig;
 use hlatc_step::pipeline::{PipelineForm, StageSend};
@@ -97,3 +97,51 @@ pub(crate) const FORMS: [PipelineForm; 2] = [
         send: StageSend::AllGather,
     },
 ];
+
+/// Sequences of 24 in tiles of 8: three query tiles, six tile pairs.
+pub(crate) const SEQ: i64 = 24;
+const TILE: i64 = 8;
+
+fn long(model: ModelConfig) -> ModelConfig {
+    ModelConfig {
+        max_position_embeddings: SEQ,
+        ..model
+    }
+}
+
+/// A window of 10: the third query tile sees the second key tile in part
+/// and the first not at all.
+pub(crate) fn windowed() -> ModelConfig {
+    ModelConfig {
+        sliding_window: Some(10),
+        ..long(gqa_odd_vocab())
+    }
+}
+
+/// `model`'s step over `par` in [`EQUAL_IN`], four sequences of [`SEQ`],
+/// with `kernels`: a kernel point's tiles and the plain graph compared.
+pub(crate) fn kernel_config(model: ModelConfig, par: Parallelism, kernels: Kernels) -> StepConfig {
+    let mut cfg = step_config(long(model), par, EQUAL_IN);
+    cfg.batch = BatchShape {
+        batch_size: 4,
+        seq_len: SEQ,
+    };
+    cfg.kernels = kernels;
+    cfg
+}
+
+/// Attention tile by tile, unrolled, tiles of [`TILE`].
+pub(crate) fn blocked() -> Kernels {
+    Kernels {
+        attention: AttentionKernel::Blocked { tile: TILE },
+        ..Kernels::default()
+    }
+}
+
+/// Attention tile by tile in a loop, tiles of [`TILE`].
+pub(crate) fn looped() -> Kernels {
+    Kernels {
+        attention: AttentionKernel::Looped { tile: TILE },
+        ..Kernels::default()
+    }
+}

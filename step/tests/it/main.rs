@@ -4,5 +4,7 @@
 //! through the CLI, the root crate's).
 
 mod configs;
+mod duplicate_values;
+mod kernels;
 mod orient_dots;
 mod pipeline_build;

@@ -1,7 +1,8 @@
 //! Integration tests of running steps: the streaming loader over text and
 //! token-id files, pre-tokenized streams, and the trainer on XLA CPU (steps sharded, accumulated,
-//! staged, fused or rewritten by passes computing what the plain step
-//! computes; gradients against PyTorch's). One binary, one module per
+//! staged, fused, tiled by a kernel point or rewritten by passes computing
+//! what the plain step computes; gradients against PyTorch's; the memory
+//! plan against what XLA CPU reserves). One binary, one module per
 //! topic; the tests that train through the CLI are the root crate's.
 
 // The tiny models and step settings, the step crate's tests' own.
@@ -16,7 +17,9 @@ mod fsdp;
 mod fused_weights;
 mod grad_accum;
 mod hf_parity;
+mod kernels;
 mod loader;
+mod memory_plan;
 mod mixed_precision;
 mod model_gradients;
 mod passes_on_xla;

@@ -163,6 +163,15 @@ pub(crate) fn differences(single: &Run, sharded: &Run, rtol: f64) -> Vec<String>
     out
 }
 
+/// `tiled` computes `plain`'s step, both built in `precision`, within
+/// its [`tolerance`] (a kernel point's tiles against the plain graph).
+pub(crate) fn assert_same_in(precision: Precision, what: &str, plain: &Run, tiled: &Run) {
+    let diffs = differences(plain, tiled, tolerance(precision));
+    assert!(diffs.is_empty(), "{what}: {}", diffs.join("; "));
+    // A step that did nothing would agree too: the state moved.
+    assert!(plain.stats[2].loss < plain.stats[0].loss, "{what}");
+}
+
 /// `|a - e| / |e|` in the Euclidean norm over the whole tensor.
 pub(crate) fn norm_relative(e: &Literal, a: &Literal) -> f64 {
     let (e, a) = (e.to_f64_vec(), a.to_f64_vec());

@@ -6,9 +6,14 @@
 //! `replica-id`, bit for bit (the passes see the same program, and XLA's
 //! partitioner leaves a manual one as written). What makes XLA run the partition form as
 //! written (a channel on every collective, a manual entry) is refused by
-//! the runtime when it is missing, before the plugin sees it.
+//! the runtime when it is missing, before the plugin sees it. The iota
+//! form of a sharded step's replica groups (`--replica-groups iota`, issue
+//! 48) runs as the explicit form does, bit for bit, and keeps its form
+//! through the proto; `hlatc compile`'s groups are the root crate's
+//! (`tests/it/replica_groups.rs`).
 
 use crate::runs::{differences, gqa_odd_vocab, run, run_with, step_config, Run};
+use hlatc_compiler::graph::collectives::iota_replica_groups;
 use hlatc_compiler::ir::sharding::ShardingKind;
 use hlatc_compiler::{Op, Sharding};
 use hlatc_models::Parallelism;
@@ -18,7 +23,8 @@ use hlatc_runtime::{Runtime, RuntimeError};
 use hlatc_step::grad_accum::build_accumulation_steps;
 use hlatc_step::precision::Precision;
 use hlatc_step::spmd::{RankSource, Spmd, SpmdForm, RANK_INPUT};
-use hlatc_step::train_step::{build_train_step, Role, StepConfig};
+use hlatc_step::train_step::{build_train_step, optimize, Role, StepConfig};
+use hlatc_train::trainer::Trainer;
 
 /// Bit for bit, as measured: the issue asked for 1e-6.
 const RTOL: f64 = 0.0;
@@ -208,4 +214,48 @@ fn a_partitioned_module_without_its_channels_or_manual_entry_is_refused() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn iota_groups_run_as_explicit_groups_on_xla_cpu() {
+    let cfg = step_config(gqa_odd_vocab(), layout(2, 2, true, true), Precision::Fp32);
+    let go = |iota: bool| {
+        run_with(&cfg, |rt, cfg, params| {
+            let mut step = build_train_step(cfg)?;
+            let target = hlatc_passes::Target::Cpu;
+            let pipeline = hlatc_passes::default_pipeline::<&str>(target, &[])?;
+            optimize(
+                &mut step,
+                &pipeline,
+                target,
+                hlatc_passes::RematPolicy::None,
+            )?;
+            if iota {
+                assert!(iota_replica_groups(&mut step.module) > 0);
+                let text = hlatc_compiler::formats::text::print_module(&step.module);
+                assert!(text.contains("replica_groups=[2,2]<=[4]"), "TP groups");
+                assert!(
+                    text.contains("replica_groups=[2,2]<=[2,2]T(1,0)"),
+                    "DP groups"
+                );
+                // Through the proto and back, as a bundle holds it: the
+                // same groups, still in the iota form.
+                let bytes = hlatc_compiler::formats::proto::encode_module(&step.module);
+                let back = hlatc_compiler::formats::proto::decode_module(&bytes).unwrap();
+                let groups = |m: &hlatc_compiler::Module| -> Vec<String> {
+                    let e = m.entry();
+                    e.ids()
+                        .filter_map(|id| e.instr(id).op.collective())
+                        .map(|c| format!("{:?}", c.replica_groups))
+                        .collect()
+                };
+                assert_eq!(groups(&back), groups(&step.module));
+                assert!(groups(&back).iter().all(|g| g.starts_with("Iota")));
+            }
+            Trainer::with_program(rt.compile(&step.module)?, cfg, &step, params)
+        })
+    };
+    let (explicit, iota) = (go(false), go(true));
+    let diffs = differences(&explicit, &iota, 0.0);
+    assert!(diffs.is_empty(), "{}", diffs.join("; "));
 }

@@ -1,6 +1,7 @@
 //! The training step cannot cheat through the causal mask, sees exactly
 //! its sliding window, checks token ids against the vocabulary, and starts
-//! from the scaled initialization. Training through the CLI is the root
+//! from the scaled initialization; the trainer refuses segment ids that
+//! are not a packing before running. Training through the CLI is the root
 //! crate's (`tests/it/training.rs`).
 
 use hlatc_compiler::ElementType;
@@ -227,4 +228,41 @@ fn token_ids_are_checked_against_the_vocabulary() {
     assert!(trainer
         .step(&batch(&[1, 2, 3, 4], &[1, -100, 3, 4]))
         .is_ok());
+}
+
+/// The trainer refuses segment ids that are not a packing before running
+/// (`hlatc run` and `train` refuse the same: the root crate's
+/// `tests/it/inputs_checked.rs`).
+#[test]
+fn the_trainer_refuses_segment_ids_that_are_not_a_packing() {
+    use hlatc_models::{BatchShape, ModelConfig};
+    use hlatc_step::train_step::StepConfig;
+    let model = ModelConfig::preset("tiny").unwrap();
+    let mut cfg = StepConfig::new(
+        model.clone(),
+        BatchShape {
+            batch_size: 1,
+            seq_len: 4,
+        },
+    )
+    .with_precision(hlatc_step::precision::Precision::Fp32);
+    cfg.packed = true;
+    let params = hlatc_models::init::init_params(&model, ElementType::F32, 0)
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let rt = hlatc_runtime::Runtime::shared().unwrap();
+    let mut t = crate::cpu_trainers::unoptimized(&rt, &cfg, params).unwrap();
+    let s32 = |v: &[i32]| hlatc_compiler::Literal::from_s32(vec![1, 4], v).unwrap();
+    let batch = hlatc_step::data::Batch {
+        tokens: s32(&[1, 2, 3, 4]),
+        targets: s32(&[2, 3, 4, 5]),
+        segment_ids: Some(s32(&[0, 1, 0, 0])),
+    };
+    let e = t.step(&batch).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "segment_ids[0, 2] is 0, but document 0 ended at column 0 of row 0: a document's tokens must be contiguous"
+    );
+    assert_eq!(t.steps_done(), 0, "nothing ran");
 }
