@@ -3,10 +3,8 @@
 //! one module per topic; each library crate's behaviour is tested in its
 //! own `tests/it`.
 
-mod bounded_inputs;
 mod cli;
 mod collectives_meet;
-mod command_line;
 mod compile;
 // The tiny models and step settings, the step crate's tests' own; the
 // loader's small corpus, the trainers of hand-built steps and the runs
@@ -21,25 +19,20 @@ mod corpus;
 mod cpu_trainers;
 mod docs;
 mod error_codes;
-mod fault_recovery;
 mod filetests;
 mod fit_loop;
 mod inputs_checked;
 mod kernels;
-mod manifest_schema;
 mod memory_plan;
 mod metrics;
-mod module_markers;
 mod neuron_check_cli;
 mod option_surfaces;
 mod pipeline;
 mod plan;
 mod plan_counts;
-mod plot;
 mod reliability;
 mod replica_groups;
 mod resume;
-mod run_devices;
 mod run_identity;
 #[path = "../../train/tests/it/runs.rs"]
 mod runs;
