@@ -25,7 +25,7 @@ source scripts/test-env.sh
 hlatc_test_plugin
 scripts/fetch-xla-cpu-plugin.sh jax-pjrt-cpu
 # The memory plan's tests measure it against the older one's buffer
-# assignment, whichever plugin the rest run on (tests/it/memory_plan.rs).
+# assignment, whichever plugin the rest run on (train/tests/it/memory_plan.rs).
 scripts/fetch-xla-cpu-plugin.sh xla-cpu-pjrt
 export HLATC_PJRT_PLUGIN="${HLATC_PJRT_PLUGIN:-$PWD/$plugin_rel}"
 # XLA's own HLO parser, through jaxlib, for tests/it/xla_crosscheck.rs.

@@ -3,7 +3,7 @@
 //! suggests, written from the options themselves rather than spelled by
 //! hand beside them. Every option that differs from its default is
 //! written, in the order of [`super::spellings::SPELLINGS`], so the same
-//! options always give the same words; `tests/it/command_line.rs` holds
+//! options always give the same words; `tests/it/option_surfaces.rs` holds
 //! the list to every spelled option, and `hlatc compile` of the words to
 //! the library's own bundle of the options.
 
