@@ -262,7 +262,7 @@ fn print_plan(p: &Plan, o: &PlanOptions, calibrated_on: &str) -> Result<(), Erro
     if !p.pruned.is_empty() {
         summary += &format!(
             "; {} more not compiled, a twin deciding them (one that holds less does not fit, \
-             or one with less remat fits)",
+             or one with less remat, or keeping FSDP's gathered weights, fits)",
             p.pruned.len()
         );
     }

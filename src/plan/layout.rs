@@ -328,6 +328,19 @@ impl Layout {
             ..self.clone()
         }
     }
+
+    /// The layout with FSDP keeping its gathered weights from the forward
+    /// to the backward: under a policy that frees them, the twin the
+    /// search prices first.
+    pub fn keeping_twin(&self) -> Layout {
+        Layout {
+            parallel: Parallelism {
+                reshard: Reshard::Never,
+                ..self.parallel
+            },
+            ..self.clone()
+        }
+    }
 }
 
 /// The SPEC `--layout` reads, every key written.

@@ -2,7 +2,7 @@
 //! twins, which differ from it in one choice that holds less, so that a
 //! layout whose lighter twin does not fit a core is left uncompiled.
 //!
-//! Four choices order two twins' memory, whatever else the layouts are
+//! Five choices order two twins' memory, whatever else the layouts are
 //! (`tests/it/plan.rs` holds the order against a search compiled whole,
 //! and it held on each of the 930 micro-batch pairs, 215 SP pairs, 194
 //! ZeRO-1 pairs and 928 precision pairs of HLAT-70B's search on 32 trn1
@@ -21,6 +21,9 @@
 //!   replicas, which a replicated layout holds whole. (FSDP is not on this
 //!   order: it holds its gathered units beside its shards, and can hold
 //!   more than ZeRO-1 does.)
+//! - **FSDP over every replica** divides the weights, gradients and
+//!   optimizer state over all of them, where HSDP divides them over the
+//!   replicas of a shard group only; both gather the same units whole.
 //! - **`bf16-pure`** keeps the weights and Adam's state in bf16, where
 //!   `bf16-master` keeps f32 master weights and moments beside bf16
 //!   weights, and `bf16-mixed` all of them in f32; the three compute
@@ -36,7 +39,8 @@ use crate::precision::Precision;
 
 /// How many of the order's choices `l` holds more by: its micro-batch's
 /// place in `micro_batches`, no SP where TP could divide, replicated
-/// state where ZeRO-1 could divide it, and state wider than `bf16-pure`'s.
+/// state where ZeRO-1 could divide it, HSDP where FSDP could span every
+/// replica, and state wider than `bf16-pure`'s.
 pub fn weight(l: &Layout, micro_batches: &[i64]) -> usize {
     let mb = micro_batches
         .iter()
@@ -44,7 +48,8 @@ pub fn weight(l: &Layout, micro_batches: &[i64]) -> usize {
         .unwrap_or(0);
     let sp = usize::from(l.parallel.tp > 1 && !l.parallel.sequence_parallel);
     let zero1 = usize::from(replicated(l) && l.parallel.dp * l.parallel.cp > 1);
-    mb + sp + zero1 + usize::from(wider_than_pure(l.precision))
+    let hsdp = usize::from(hsdp(l));
+    mb + sp + zero1 + hsdp + usize::from(wider_than_pure(l.precision))
 }
 
 /// `l`'s lighter twins: one choice of the order lighter each, the next
@@ -72,6 +77,11 @@ pub fn lighter_twins(l: &Layout, micro_batches: &[i64], global_batch: i64) -> Ve
         twin.parallel.zero1 = true;
         out.push(twin);
     }
+    if hsdp(l) {
+        let mut twin = l.clone();
+        twin.parallel.fsdp = l.parallel.dp;
+        out.push(twin);
+    }
     if wider_than_pure(l.precision) {
         out.push(Layout {
             precision: Precision::Bf16Pure,
@@ -90,4 +100,10 @@ fn wider_than_pure(p: Precision) -> bool {
 /// nor FSDP.
 fn replicated(l: &Layout) -> bool {
     !l.parallel.zero1 && l.parallel.fsdp <= 1
+}
+
+/// FSDP over fewer than every replica: shard groups that replicate one
+/// another.
+fn hsdp(l: &Layout) -> bool {
+    l.parallel.shards_weights() && l.parallel.fsdp < l.parallel.dp
 }

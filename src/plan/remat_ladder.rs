@@ -38,9 +38,12 @@ pub enum Pruned {
     /// Its twin with less remat (less compute) fits.
     LessRematFits { twin: String },
     /// A twin that holds less by one choice (a smaller micro-batch,
-    /// sequence parallelism, ZeRO-1, `bf16-pure`: `lighter_twins`) does
-    /// not fit.
+    /// sequence parallelism, ZeRO-1, FSDP over every replica rather than
+    /// HSDP, `bf16-pure`: `lighter_twins`) does not fit.
     LighterTwinDoesNotFit { twin: String },
+    /// Its twin that keeps FSDP's gathered weights to the backward (no
+    /// second gathers) fits, or a twin of that with less remat does.
+    KeepingTwinFits { twin: String },
 }
 
 impl std::fmt::Display for Pruned {
@@ -53,6 +56,10 @@ impl std::fmt::Display for Pruned {
             Pruned::LighterTwinDoesNotFit { twin } => {
                 write!(f, "{twin} holds less and does not fit")
             }
+            Pruned::KeepingTwinFits { twin } => write!(
+                f,
+                "{twin} keeps its gathered weights to the backward, gathers less, and fits"
+            ),
         }
     }
 }

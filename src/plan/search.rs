@@ -11,7 +11,7 @@ use super::remat_ladder::{self, Pruned};
 use super::{PlanError, PlanOption};
 use crate::compile_step::ModelSource;
 use hlatc_models::kernels::{ImplKind, KernelArg, KernelPoint, KernelRequest};
-use hlatc_models::{CpExchange, ModelConfig, Parallelism};
+use hlatc_models::{CpExchange, ModelConfig, Parallelism, Reshard};
 use hlatc_passes::RematPolicy;
 use hlatc_step::memory_plan::MemoryPlan;
 use hlatc_step::precision::Precision;
@@ -345,6 +345,13 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     let (rings, layouts): (Vec<Layout>, Vec<Layout>) = layouts
         .into_iter()
         .partition(|l| o.layout.is_none() && l.parallel.cp_exchange == CpExchange::Ring);
+    // So is FSDP gathering its weights again in the backward (the same
+    // program, every unit gathered a second time): it is compiled where its
+    // twin that keeps them does not fit. An exhaustive search compiles it
+    // anyway, to hold the rule against it.
+    let (regathering, layouts): (Vec<Layout>, Vec<Layout>) = layouts
+        .into_iter()
+        .partition(|l| o.layout.is_none() && !o.exhaustive && l.parallel.reshards());
     let mut candidates = Vec::new();
     let mut refused = Vec::new();
     // Each layout evaluated, and whether it fits.
@@ -361,22 +368,29 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         }
         fits
     };
-    let pruned: Vec<(String, Pruned)> = match o.layout.is_some() || o.exhaustive {
+    let too_large_names: HashSet<String> = too_large.iter().map(|(l, _)| l.clone()).collect();
+    let mut pruned: Vec<(String, Pruned)> = match o.layout.is_some() || o.exhaustive {
         true => {
             evaluate(&layouts, &mut candidates);
             Vec::new()
         }
-        false => {
-            let too_large = too_large.iter().map(|(l, _)| l.clone()).collect();
-            by_weight(
-                layouts,
-                too_large,
-                micro_batches(seq_len),
-                o.global_batch,
-                |round| evaluate(round, &mut candidates),
-            )
-        }
+        false => by_weight(
+            layouts,
+            too_large_names.clone(),
+            micro_batches(seq_len),
+            o.global_batch,
+            |round| evaluate(round, &mut candidates),
+        ),
     };
+    let regathering = keeping_twin_does_not_fit(regathering, &candidates, &mut pruned);
+    let decided = by_weight(
+        regathering,
+        too_large_names,
+        micro_batches(seq_len),
+        o.global_batch,
+        |round| evaluate(round, &mut candidates),
+    );
+    pruned.extend(decided);
     // A twin that fits (or would: a twin with less remat fits) leaves its
     // ring nothing to win; one over a core by more than the ring could
     // save stays over it as a ring.
@@ -386,7 +400,12 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         .collect();
     let fitting_twins: std::collections::HashSet<&str> = pruned
         .iter()
-        .filter(|(_, why)| matches!(why, Pruned::LessRematFits { .. }))
+        .filter(|(_, why)| {
+            matches!(
+                why,
+                Pruned::LessRematFits { .. } | Pruned::KeepingTwinFits { .. }
+            )
+        })
         .map(|(l, _)| l.as_str())
         .collect();
     let rings: Vec<Layout> = rings
@@ -461,6 +480,38 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
         params: o.params.named(),
         assumptions: o.assumptions,
     })
+}
+
+/// The layouts of `regathering` (FSDP gathering its weights again in the
+/// backward) whose twin that keeps them to the backward does not fit, or
+/// was left out because it does not: where the twin fits (or a twin of it
+/// with less remat does), it computes the same step without the second
+/// gathers, and the layout is added to `pruned` instead.
+fn keeping_twin_does_not_fit(
+    regathering: Vec<Layout>,
+    candidates: &[Candidate],
+    pruned: &mut Vec<(String, Pruned)>,
+) -> Vec<Layout> {
+    let fits: std::collections::HashMap<&str, bool> = candidates
+        .iter()
+        .map(|c| (c.layout.as_str(), c.fits))
+        .collect();
+    let twin_fits: HashSet<String> = pruned
+        .iter()
+        .filter(|(_, why)| matches!(why, Pruned::LessRematFits { .. }))
+        .map(|(l, _)| l.clone())
+        .collect();
+    let mut out = Vec::new();
+    let mut decided = Vec::new();
+    for l in regathering {
+        let twin = l.keeping_twin().to_string();
+        match fits.get(twin.as_str()) == Some(&true) || twin_fits.contains(&twin) {
+            true => decided.push((l.to_string(), Pruned::KeepingTwinFits { twin })),
+            false => out.push(l),
+        }
+    }
+    pruned.extend(decided);
+    out
 }
 
 /// Evaluates `layouts` (none of them in `too_large`, whose names are over
@@ -764,17 +815,50 @@ fn ring_saving(cfg: &ModelConfig, l: &Layout, seq_len: i64) -> u64 {
 enum StateDivision {
     Replicated,
     Zero1,
-    /// FSDP over every replica (HSDP is written in a `--layout`, not
-    /// searched).
+    /// FSDP over every replica.
     Fsdp,
+    /// HSDP: FSDP within the replicas one node holds, whose gathers and
+    /// reduce-scatters stay on NeuronLink, the shard groups replicating
+    /// one another across nodes (torchtitan's `dp_shard` within a node,
+    /// `dp_replicate` across).
+    Hsdp,
 }
 
 impl StateDivision {
-    const ALL: [StateDivision; 3] = [
+    const ALL: [StateDivision; 4] = [
         StateDivision::Replicated,
         StateDivision::Zero1,
         StateDivision::Fsdp,
+        StateDivision::Hsdp,
     ];
+
+    /// The FSDP shard group it gives `dp` replicas of `tp x cp` ranks on
+    /// nodes of `per_node` cores (1 without FSDP), or `None` where it is
+    /// another division again: without replicas to divide over, or HSDP
+    /// whose node holds every replica (FSDP over all of them) or does not
+    /// cut them into whole groups.
+    fn shard_group(self, dp: i64, tp: i64, cp: i64, per_node: i64) -> Option<i64> {
+        match self {
+            StateDivision::Replicated => Some(1),
+            StateDivision::Zero1 => (dp * cp > 1).then_some(1),
+            StateDivision::Fsdp => (dp > 1).then_some(dp),
+            StateDivision::Hsdp => {
+                let in_node = per_node / (tp * cp);
+                (in_node > 1 && in_node < dp && dp % in_node == 0).then_some(in_node)
+            }
+        }
+    }
+}
+
+/// The reshard policies a search tries for a shard group of `fsdp`:
+/// without FSDP none means anything; with it, the weights kept from the
+/// forward to the backward, and freed and gathered again (torchtitan's two
+/// policies; its default is one or the other by the stages).
+fn reshard_policies(fsdp: i64) -> &'static [Reshard] {
+    match fsdp > 1 {
+        true => &[Reshard::Never, Reshard::Always],
+        false => &[Reshard::Never],
+    }
 }
 
 /// The micro-batches a search tries.
@@ -865,10 +949,12 @@ fn expert_degrees(cfg: &ModelConfig, dp: i64) -> Vec<i64> {
 /// layers, CP above [`LONG_CONTEXT`] tokens ([`context_degrees`], priced
 /// with looped attention, by all-gather and by ring), DP filling the rest, and for a mixture of
 /// experts every EP dividing the experts and DP (by `all-to-all`); SP on
-/// and off where it means anything; the state replicated, under ZeRO-1, or
-/// under FSDP over every replica (without stages, which FSDP takes not yet,
-/// nor CP, which a `--layout` prices with it); every remat policy; micro-batches of 1, 2 and 4; and the
-/// precision, or each of the bf16 presets.
+/// and off where it means anything; the state replicated, under ZeRO-1,
+/// under FSDP over every replica, or under HSDP with a node's replicas in
+/// each shard group ([`StateDivision`]), FSDP's weights kept to the backward
+/// or gathered again there ([`reshard_policies`]); every remat policy;
+/// micro-batches of 1, 2 and 4; and the precision, or each of the bf16
+/// presets.
 pub fn search_space(
     cfg: &ModelConfig,
     seq_len: i64,
@@ -909,17 +995,15 @@ pub fn search_space(
             .into_iter()
             .flat_map(|ep| [(ep, false), (ep, true)])
         {
-            for state in StateDivision::ALL {
-                // Without the replicas to divide over, a division is the
-                // replicated layout again.
-                let divides = match state {
-                    StateDivision::Replicated => true,
-                    StateDivision::Zero1 => dp * cp > 1,
-                    StateDivision::Fsdp => dp > 1,
-                };
-                if !divides {
-                    continue;
-                }
+            let states = StateDivision::ALL.into_iter().filter_map(|state| {
+                let fsdp = state.shard_group(dp, tp, cp, per_node)?;
+                Some(
+                    reshard_policies(fsdp)
+                        .iter()
+                        .map(move |&r| (state, fsdp, r)),
+                )
+            });
+            for (state, fsdp, reshard) in states.flatten() {
                 for remat in RematPolicy::ALL {
                     for &micro_batch in micro_batches(seq_len) {
                         for &precision in &precisions {
@@ -933,10 +1017,8 @@ pub fn search_space(
                                     ep,
                                     sequence_parallel,
                                     zero1: state == StateDivision::Zero1,
-                                    fsdp: match state {
-                                        StateDivision::Fsdp => dp,
-                                        _ => 1,
-                                    },
+                                    fsdp,
+                                    reshard,
                                     ..Parallelism::SINGLE
                                 },
                                 remat,

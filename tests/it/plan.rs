@@ -992,7 +992,9 @@ fn a_mixture_of_experts_is_planned_over_expert_parallelism() {
 /// because its twin with more remat, or a twin that holds less (a smaller
 /// micro-batch, SP, ZeRO-1), does not fit does not fit either, and needs
 /// at least as much memory; one left out because its twin with less remat
-/// fits is no faster than that twin; and the best layout is the same.
+/// fits, or (FSDP gathering its weights again in the backward) its twin
+/// that keeps them fits, is no faster than that twin; and the best layout
+/// is the same.
 #[test]
 fn remat_ladders_leave_out_only_what_their_twins_decide() {
     if crate::support::skip_slow_tests() {
@@ -1034,7 +1036,7 @@ fn remat_ladders_leave_out_only_what_their_twins_decide() {
         .iter()
         .map(|c| (c.layout.as_str(), c))
         .collect();
-    let (mut larger, mut slower, mut heavier) = (0, 0, 0);
+    let (mut larger, mut slower, mut heavier, mut gathers_twice) = (0, 0, 0, 0);
     for (layout, why) in &laddered.pruned {
         let c = of[layout.as_str()];
         match why {
@@ -1050,7 +1052,7 @@ fn remat_ladders_leave_out_only_what_their_twins_decide() {
                 assert!(c.memory_per_rank >= t.memory_per_rank, "{layout}: {why}");
                 larger += 1;
             }
-            Pruned::LessRematFits { twin } => {
+            Pruned::LessRematFits { twin } | Pruned::KeepingTwinFits { twin } => {
                 let t = of[twin.as_str()];
                 assert!(
                     t.fits && c.seq_per_s <= t.seq_per_s,
@@ -1060,13 +1062,16 @@ fn remat_ladders_leave_out_only_what_their_twins_decide() {
                     c.breakdown,
                     t.breakdown
                 );
-                slower += 1;
+                match why {
+                    Pruned::KeepingTwinFits { .. } => gathers_twice += 1,
+                    _ => slower += 1,
+                }
             }
         }
     }
     assert!(
-        larger > 0 && slower > 0 && heavier > 0,
-        "{larger} larger, {slower} slower, {heavier} heavier"
+        larger > 0 && slower > 0 && heavier > 0 && gathers_twice > 0,
+        "{larger} larger, {slower} slower, {heavier} heavier, {gathers_twice} gathering twice"
     );
     let best = |p: &hlatc::plan::Plan| p.best().map(|c| c.layout.clone());
     assert_eq!(best(&laddered), best(&whole));
@@ -1157,4 +1162,78 @@ fn compile_printed(command: &str, out: &Path) -> String {
     let c = hlatc(&args);
     assert!(c.status.success(), "{command}: {}", stderr(&c));
     stdout(&c)
+}
+
+/// The search tries HSDP (a node's replicas in each shard group) beside
+/// FSDP over every replica, and FSDP's weights kept to the backward or
+/// gathered again there. The orders it leaves layouts out by hold on
+/// their programs: HSDP holds more than FSDP over every replica; gathering
+/// again holds less and moves more. HSDP's gathers stay within a node: a
+/// second gather adds no network traffic to it, and adds some to FSDP's.
+#[test]
+fn hsdp_and_the_reshard_policy_are_searched_and_ordered_as_the_twins_say() {
+    use hlatc::models::Reshard;
+    use hlatc::plan::search::search_space;
+    let cfg = ModelConfig::small();
+    let o = PlanOptions {
+        model: ModelSource::Config {
+            cfg: Box::new(cfg.clone()),
+            name: "small".into(),
+        },
+        precision: Some(Precision::Bf16Master),
+        nodes: 2,
+        global_batch: 64,
+        ..PlanOptions::default()
+    };
+    // Two trn1 nodes of 32 cores.
+    let space = search_space(&cfg, 512, &o, 64).unwrap();
+    let fsdp: Vec<&Layout> = space.iter().filter(|l| l.parallel.fsdp > 1).collect();
+    let hsdp: Vec<&&Layout> = fsdp
+        .iter()
+        .filter(|l| l.parallel.fsdp < l.parallel.dp)
+        .collect();
+    assert!(!hsdp.is_empty());
+    for l in &hsdp {
+        let p = &l.parallel;
+        assert_eq!(p.fsdp * p.tp * p.cp, 32, "{l}: a node's replicas");
+    }
+    for policy in [Reshard::Never, Reshard::Always] {
+        assert!(
+            fsdp.iter().any(|l| l.parallel.reshard == policy),
+            "{policy:?}"
+        );
+    }
+    assert!(space
+        .iter()
+        .all(|l| l.parallel.fsdp > 1 || l.parallel.reshard == Reshard::Never));
+
+    let plain = hlatc::models::KernelRequest::plain(hlatc::models::KernelPoint::Attention);
+    // Eight layers, so that one unit is a small part of the weights (with
+    // two, two neighbouring units are all of them, and resharding holds
+    // more than keeping them); eight cores a node: HSDP's shard group of 8
+    // within one, FSDP's of 32 across four.
+    let deep = ModelConfig {
+        num_hidden_layers: 8,
+        ..cfg.clone()
+    };
+    let read = |spec: &str| {
+        let l = Layout::parse(spec, 32, Chip::Trn1, Precision::Bf16Master, plain.clone()).unwrap();
+        let e = evaluate(&deep, "t", 512, 32, &l, 8, Chip::Trn1, Fidelity::Exact).unwrap();
+        let mut traffic = hlatc::plan::counts::Traffic::default();
+        for (c, times) in &e.work.runs {
+            traffic.add(&c.exposed.scaled(*times));
+            traffic.add(&c.data_parallel.scaled(*times));
+        }
+        (e.memory.total(), traffic)
+    };
+    let (whole, whole_traffic) = read("dp=32,fsdp=32");
+    let (grouped, grouped_traffic) = read("dp=32,fsdp=8");
+    assert!(grouped > whole, "HSDP {grouped} against FSDP {whole}");
+    let (again, again_traffic) = read("dp=32,fsdp=32,reshard=always");
+    assert!(again < whole, "resharded {again} against kept {whole}");
+    assert!(again_traffic.network_bytes > whole_traffic.network_bytes);
+    assert!(again_traffic.link_bytes > whole_traffic.link_bytes);
+    let (_, grouped_again) = read("dp=32,fsdp=8,reshard=always");
+    assert_eq!(grouped_again.network_bytes, grouped_traffic.network_bytes);
+    assert!(grouped_again.link_bytes > grouped_traffic.link_bytes);
 }
