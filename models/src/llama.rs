@@ -48,6 +48,9 @@ pub struct ForwardOutputs {
     /// keep softmax and log-sum-exp finite; they cancel exactly), and the
     /// softmaxes, whose gradient autodiff takes in closed form.
     pub grad_hints: GradHints,
+    /// The residual stream as each decoder layer begins, in order: where
+    /// FSDP issues the next unit's gather.
+    pub layer_inputs: Vec<InstrId>,
 }
 
 fn linear_dims() -> DotDims {
@@ -1162,11 +1165,13 @@ pub fn forward_on_rank(
     let x = parts.layers(x)?;
     let (loss, logits) = parts.loss(x, targets)?;
     let experts = parts.expert_counts()?;
+    let layer_inputs = std::mem::take(&mut parts.layer_inputs);
     Ok(ForwardOutputs {
         loss,
         logits,
         experts,
         grad_hints: parts.into_hints(),
+        layer_inputs,
     })
 }
 
@@ -1197,6 +1202,8 @@ pub struct ForwardParts<'a> {
     /// The rotary tables and the attention mask, once built.
     masks: Option<((InstrId, InstrId), AttentionMask)>,
     module_markers: bool,
+    /// The residual stream as each layer built so far began.
+    layer_inputs: Vec<InstrId>,
 }
 
 impl<'a> ForwardParts<'a> {
@@ -1251,6 +1258,7 @@ impl<'a> ForwardParts<'a> {
             segments,
             masks: None,
             module_markers,
+            layer_inputs: Vec::new(),
         })
     }
 
@@ -1436,6 +1444,7 @@ impl<'a> ForwardParts<'a> {
         let markers = self.module_markers;
         let mut x = x;
         for w in &self.weights.layers {
+            self.layer_inputs.push(x);
             // Outside the layer's scope, so recomputing a layer (remat)
             // never repeats its markers.
             if markers {

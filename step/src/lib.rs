@@ -24,6 +24,7 @@
 pub mod batch_check;
 pub mod data;
 pub mod expert_tokens;
+mod fsdp_prefetch;
 pub mod grad_accum;
 pub mod kernel_choice;
 mod memory_parts;

@@ -29,7 +29,7 @@
 //! orders them, less the activations and gradients (the activations
 //! are given back as the backward reads them for the last time, so at the
 //! peak some are gone: without remat the peak holds little beyond them).
-//! `tests/it/memory_plan.rs` measures the working memory against what XLA
+//! `train/tests/it/memory_plan.rs` measures the working memory against what XLA
 //! CPU's buffer assignment reserves as temporaries for the small model at
 //! seq 512: 0.996x without remat and 0.976x with core-attention on one
 //! device, 0.997x and 0.973x on a TP 2 rank with sequence parallelism
@@ -77,14 +77,10 @@ impl MemoryPlan {
         let gathered = step.gathered_weights;
         let gathered_weights = gathered.alive;
         let gradients = if gathered.whole > 0 {
-            // FSDP: the backward makes every weight's whole gradient (in
-            // the weight's type) beside the rank's shard of their sum. Kept
-            // to the backward, the weights' gradients are reduce-scattered
-            // in buckets that span units, so all are whole at once;
-            // resharded, unit by unit as the backward leaves each, so the
-            // largest unit's are (the gathered weights alive are that
-            // unit's, in the same type).
-            gathered.alive + summed * sum_type_bytes
+            // FSDP: the backward makes the weights' whole gradients
+            // (`GatheredWeights::gradients`) beside the rank's shard of
+            // their sums.
+            gathered.gradients + summed * sum_type_bytes
         } else if summed > 0 && summed < made {
             bytes(Role::Parameter) + summed * sum_type_bytes
         } else {
@@ -194,7 +190,7 @@ fn saved_for_backward(module: &Module) -> u64 {
 /// the backward as the forward's weights are, and counted apart from the
 /// activations (`MemoryPlan::gathered_weights`).
 fn is_gathered_weight(op_name: &str) -> bool {
-    op_name.split('/').any(|s| s == crate::zero1::GATHER_SCOPE)
+    op_name.split('/').any(|s| s == scope::PARAMETER_ALL_GATHER)
 }
 
 /// What `module`'s temporaries hold at their peak beyond `counted` (its

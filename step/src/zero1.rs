@@ -37,6 +37,7 @@
 use crate::sharding::{self, bucket_runs, local_ranges};
 use hlatc_compiler::graph::builder::{BuildError, Builder};
 use hlatc_compiler::graph::collectives::replica_groups;
+use hlatc_compiler::graph::scope;
 use hlatc_compiler::ir::collective::Collective;
 use hlatc_compiler::ir::op::{BinaryOp, ComparisonDirection};
 use hlatc_compiler::{ElementType, InstrId, Op};
@@ -44,11 +45,6 @@ use hlatc_models::parallel::replica::dp_replica_index;
 use hlatc_models::parallel::split::{expert_shard_groups, holder_groups};
 use hlatc_models::parallel::Fault;
 use hlatc_models::{Parallelism, ParamSpec};
-
-/// The scope of the values [`Zero1::gather`] builds: under FSDP, the
-/// weights gathered before the forward (the memory plan counts them as
-/// gathered weights, not as activations).
-pub const GATHER_SCOPE: &str = "parameter_all_gather";
 
 /// What FSDP gathers as one: torchtitan's units, the embedding, each
 /// decoder layer, and the final norm with the LM head.
@@ -66,6 +62,21 @@ impl GatherUnit {
             (None, hlatc_models::weights::ParamRole::Embedding) => GatherUnit::Embedding,
             (None, _) => GatherUnit::Head,
         }
+    }
+
+    /// Its place in the forward of a model whose last decoder layer among
+    /// `specs` is `last`: the embedding first, the head after `last`.
+    pub(crate) fn place(self, last: i64) -> usize {
+        match self {
+            GatherUnit::Embedding => 0,
+            GatherUnit::Layer(l) => (l + 1) as usize,
+            GatherUnit::Head => (last + 2) as usize,
+        }
+    }
+
+    /// The last decoder layer `specs` hold (-1 for none).
+    pub(crate) fn last_layer(specs: &[ParamSpec]) -> i64 {
+        specs.iter().filter_map(|s| s.layer).max().unwrap_or(-1)
     }
 }
 
@@ -380,7 +391,8 @@ impl Zero1 {
         specs: &[ParamSpec],
     ) -> Result<Vec<InstrId>, BuildError> {
         let dims: Vec<Vec<i64>> = specs.iter().map(|p| self.par.local_dims(p)).collect();
-        b.push_scope(GATHER_SCOPE);
+        b.push_scope(scope::PARAMETER_ALL_GATHER);
+        let last = GatherUnit::last_layer(specs);
         let mut out = shards.to_vec();
         for (dv, indices) in self.by_division(specs) {
             let dp = dv.dp;
@@ -389,6 +401,12 @@ impl Zero1 {
             let units: Vec<GatherUnit> =
                 indices.iter().map(|&i| GatherUnit::of(&specs[i])).collect();
             for run in unit_runs(&sizes, &units, self.par.reshards()) {
+                // Gathered unit by unit, each run is one unit's, named so
+                // that the backward's gathers of it are known by unit.
+                let unit = self.par.reshards().then(|| units[run[0]].place(last));
+                if let Some(u) = unit {
+                    b.push_scope(&scope::gather_unit(u));
+                }
                 let rows = run
                     .iter()
                     .map(|&r| b.reshape(shards[indices[r]], &[1, ks[r]]))
@@ -418,6 +436,9 @@ impl Zero1 {
                     };
                     out[i] = b.reshape_unless_same(whole, &dims[i])?;
                     at += ks[r];
+                }
+                if unit.is_some() {
+                    b.pop_scope();
                 }
             }
         }

@@ -741,21 +741,28 @@ impl Builder {
         values: [InstrId; N],
         until: InstrId,
     ) -> Result<[InstrId; N], BuildError> {
+        let mut held = values;
+        let read = self.held_until_all(&values, until)?;
+        held.copy_from_slice(&read);
+        Ok(held)
+    }
+
+    /// [`Builder::held_until`] of any number of values.
+    pub fn held_until_all(
+        &mut self,
+        values: &[InstrId],
+        until: InstrId,
+    ) -> Result<Vec<InstrId>, BuildError> {
         let mut items = values.to_vec();
         items.push(until);
         let tuple = self.add_fresh(Op::Tuple, &items)?;
         let barrier = self.add_fresh(Op::OptBarrier, &[tuple])?;
-        let mut held = values;
-        for (index, h) in held.iter_mut().enumerate() {
-            *h = self.add(
-                Op::GetTupleElement {
-                    index: index as i64,
-                },
-                &[barrier],
-                None,
-            )?;
-        }
-        Ok(held)
+        (0..values.len())
+            .map(|index| {
+                let index = index as i64;
+                self.add(Op::GetTupleElement { index }, &[barrier], None)
+            })
+            .collect()
     }
 
     pub fn scale(&mut self, x: InstrId, c: f64) -> Result<InstrId, BuildError> {

@@ -43,6 +43,30 @@ pub const CONTEXT_GATHER: &str = "context_gather";
 /// ring, which the planner prices as the exchange's.
 pub const CONTEXT_RING: &str = "context_ring";
 
+/// The component of FSDP's all-gathers of the weights before the forward
+/// reads them (`parameter_all_gather/unit.3/all-gather`): the memory plan
+/// counts their values as gathered weights, not as activations.
+pub const PARAMETER_ALL_GATHER: &str = "parameter_all_gather";
+
+/// The prefix of the component under [`PARAMETER_ALL_GATHER`] that names
+/// the FSDP unit a gather is of, by its place in the forward (`unit.0`
+/// the embedding, then each decoder layer, last the final norm with the
+/// LM head). Not `layers.N`, whose scope full-layer remat recomputes.
+pub const GATHER_UNIT_PREFIX: &str = "unit.";
+
+/// The component of the FSDP unit at place `n` of the forward.
+pub fn gather_unit(n: usize) -> String {
+    format!("{GATHER_UNIT_PREFIX}{n}")
+}
+
+/// The FSDP unit `op_name` gathers, forward or backward: the place of the
+/// component after [`PARAMETER_ALL_GATHER`], when it names one.
+pub fn gather_unit_of(op_name: &str) -> Option<usize> {
+    let mut parts = op_name.split('/');
+    parts.find(|&p| p == PARAMETER_ALL_GATHER)?;
+    parts.next()?.strip_prefix(GATHER_UNIT_PREFIX)?.parse().ok()
+}
+
 /// The model's parts, as Hugging Face's Llama names its modules: the
 /// builders open these scopes and the cast policy keeps the f32 ones in
 /// f32 by the same constants, so a rename reaches both.

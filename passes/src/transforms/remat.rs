@@ -574,7 +574,6 @@ fn copy_groups(c: &Computation) -> Vec<CopyGroup> {
             .flat_map(|&id| c.users(id))
             .filter(|u| !members.contains(u))
             .collect();
-        let first_reader = readers.iter().map(|&u| order.pos(u)).min().unwrap_or(0);
         let trigger = readers
             .iter()
             .flat_map(|&u| c.operands(u))
@@ -586,20 +585,70 @@ fn copy_groups(c: &Computation) -> Vec<CopyGroup> {
                     && c.instr(o).shape.as_array().is_some()
             })
             .min_by_key(|&o| order.pos(o))
-            .filter(|&t| {
-                // The barrier must not wait for a value computed from one
-                // of the readers or from a copy it holds back.
-                let fed_by_reader =
-                    first_reader < order.pos(t) && feeds(c, &order, &readers, t, first_reader);
-                !fed_by_reader && !feeds_from(c, &order, &members, t)
-            });
-        groups.push(CopyGroup {
-            members,
-            inputs,
-            trigger,
-        });
+            .filter(|&t| may_wait_for(c, &order, (&members, &readers), t));
+        let unit = members
+            .iter()
+            .filter_map(|&id| scope::gather_unit_of(&c.instr(id).metadata.op_name))
+            .min();
+        groups.push((
+            CopyGroup {
+                members,
+                inputs,
+                trigger,
+            },
+            readers,
+            unit,
+        ));
     }
-    groups
+    prefetch_regathers(c, &order, &mut groups);
+    groups.into_iter().map(|(g, _, _)| g).collect()
+}
+
+/// Whether a barrier holding `members` back for `readers` may wait for
+/// `t`: not when `t` is computed from one of the readers or from a copy it
+/// holds back (the barrier would wait for its own result).
+fn may_wait_for(
+    c: &Computation,
+    order: &Order,
+    (members, readers): (&HashSet<InstrId>, &HashSet<InstrId>),
+    t: InstrId,
+) -> bool {
+    let first_reader = readers.iter().map(|&u| order.pos(u)).min().unwrap_or(0);
+    let fed_by_reader = first_reader < order.pos(t) && feeds(c, order, readers, t, first_reader);
+    !fed_by_reader && !feeds_from(c, order, members, t)
+}
+
+/// FSDP's gathers of each unit again in the backward, issued one unit
+/// ahead as torchtitan's FSDP2 prefetches: each unit's copies wait for
+/// the backward to reach the unit after it in the forward (the trigger of
+/// that unit's gathers), not for the backward to reach their own, so a
+/// scheduler can overlap a unit's gather with the unit before it in the
+/// backward, at most two units' weights whole at once. A unit whose
+/// neighbour's trigger it may not wait for keeps its own.
+fn prefetch_regathers(
+    c: &Computation,
+    order: &Order,
+    groups: &mut [(CopyGroup, HashSet<InstrId>, Option<usize>)],
+) {
+    // Each unit's earliest trigger in the backward.
+    let mut reached: BTreeMap<usize, InstrId> = BTreeMap::new();
+    for (g, _, unit) in groups.iter() {
+        if let (Some(u), Some(t)) = (*unit, g.trigger) {
+            let at = reached.entry(u).or_insert(t);
+            if order.pos(t) < order.pos(*at) {
+                *at = t;
+            }
+        }
+    }
+    for (g, readers, unit) in groups.iter_mut() {
+        let Some(u) = *unit else { continue };
+        let Some((_, &ahead)) = reached.range(u + 1..).next() else {
+            continue;
+        };
+        if may_wait_for(c, order, (&g.members, readers), ahead) {
+            g.trigger = Some(ahead);
+        }
+    }
 }
 
 /// Whether one of `members` lies upstream of `target`.

@@ -1,6 +1,7 @@
 //! The training step: the model's forward pass, its backward pass and the
 //! AdamW update, in one HLO module, with every input and output described.
 
+use crate::fsdp_prefetch::issue_gathers_ahead;
 use crate::memory_parts::MemoryPlan;
 use crate::optimizer::{adamw, sum_of_squares, AdamWConfig, AdamWInputs};
 use crate::precision::Precision;
@@ -211,9 +212,15 @@ pub struct GatheredWeights {
     /// Its TP share of every weight: what the backward makes gradients of.
     pub whole: u64,
     /// The most alive at once: `whole` when the gathered weights are kept
-    /// from the forward to the backward; resharded, the largest unit's,
-    /// each unit gathered again in the backward as it comes.
+    /// from the forward to the backward; resharded, the largest two
+    /// neighbouring units', each unit gathered again in the backward as
+    /// it comes and the next one prefetched beside it.
     pub alive: u64,
+    /// The weights' whole gradients alive at once, in the weights' type:
+    /// every one where the gathered weights are kept (their buckets span
+    /// units); resharded, the largest unit's, each unit's summed as the
+    /// backward leaves it.
+    pub gradients: u64,
 }
 
 impl GatheredWeights {
@@ -228,11 +235,25 @@ impl GatheredWeights {
             *units.entry(GatherUnit::of(&p)).or_default() += n;
         }
         let whole = units.values().sum();
-        let alive = match cfg.parallel.reshards() {
-            true => units.values().copied().max().unwrap_or(0),
-            false => whole,
+        let sizes: Vec<u64> = units.values().copied().collect();
+        let largest_unit = sizes.iter().copied().max().unwrap_or(0);
+        let (alive, gradients) = match cfg.parallel.reshards() {
+            // In the forward's order, which the backward's reverses.
+            true => (
+                sizes
+                    .windows(2)
+                    .map(|pair| pair[0] + pair[1])
+                    .max()
+                    .unwrap_or(largest_unit),
+                largest_unit,
+            ),
+            false => (whole, whole),
         };
-        GatheredWeights { whole, alive }
+        GatheredWeights {
+            whole,
+            alive,
+            gradients,
+        }
     }
 }
 
@@ -546,10 +567,15 @@ pub(crate) fn model_graph<T>(
     };
     let mut fwd = forward_on_rank(&mut b, model, batch, inputs, parallel, fault)?;
     // Resharded: every backward rule reading a weight (or a view of it)
-    // reads it gathered again from the shards, behind remat's barrier.
+    // reads it gathered again from the shards, behind remat's barrier, and
+    // the forward gathers each unit one unit ahead.
     fwd.grad_hints
         .recompute
         .extend(weight_derived(&b, regathered));
+    if let Some(f) = fsdp.as_ref().filter(|_| parallel.reshards()) {
+        let read = issue_gathers_ahead(&mut b, &f.shards, &specs, &fwd.layer_inputs)?;
+        fwd.grad_hints.stop.extend(read);
+    }
     Ok(ModelGraph {
         b,
         params,

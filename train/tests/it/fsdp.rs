@@ -334,3 +334,71 @@ fn layouts_fsdp_does_not_take_yet_are_refused() {
     };
     assert_eq!(refused(unsharded), E::ReshardWithoutFsdp { reshard });
 }
+
+/// Resharded, FSDP issues each unit's gathers one unit ahead, as FSDP2
+/// prefetches. In the forward a layer's gather waits for the layer before
+/// it to begin (it reads what the layer before that computed) and not to
+/// end, so it can overlap it; in the backward a layer's gather again waits
+/// for the backward to reach the layer after it, not to leave it. Without
+/// the prefetch each would wait for its own turn, and this fails.
+#[test]
+fn resharded_gathers_are_issued_one_unit_ahead() {
+    use hlatc_compiler::graph::scope;
+    use hlatc_compiler::{InstrId, Op};
+    use hlatc_passes::{default_pipeline, RematPolicy, Target};
+    use std::collections::HashSet;
+    let mut model = gqa_odd_vocab();
+    model.num_hidden_layers = 4;
+    let par = Parallelism {
+        reshard: Reshard::Always,
+        ..fsdp(1, 2, false)
+    };
+    let mut step = build_train_step(&config(model, par, EQUAL_IN, 4)).unwrap();
+    let pipeline = default_pipeline::<&str>(Target::Cpu, &[]).unwrap();
+    hlatc_step::train_step::optimize(&mut step, &pipeline, Target::Cpu, RematPolicy::None).unwrap();
+    let c = step.module.entry();
+    let ancestors = |id: InstrId| {
+        let mut seen = HashSet::new();
+        let mut stack = vec![id];
+        while let Some(x) = stack.pop() {
+            for o in c.operands(x) {
+                if seen.insert(o) {
+                    stack.push(o);
+                }
+            }
+        }
+        seen
+    };
+    // Whether the instruction `id` waits for one of `layer`'s, in the
+    // forward or the backward.
+    let waits_for = |id: InstrId, layer: i64, backward: bool| {
+        let layer = scope::layer(layer);
+        ancestors(id).into_iter().any(|a| {
+            let name = &c.instr(a).metadata.op_name;
+            scope::is_backward(name) == backward
+                && name.split('/').any(|p| p == layer)
+                && scope::gather_unit_of(name).is_none()
+        })
+    };
+    let gather_of = |place: usize, backward: bool| {
+        c.ids()
+            .find(|&id| {
+                let name = &c.instr(id).metadata.op_name;
+                matches!(c.instr(id).op, Op::AllGather { .. })
+                    && scope::gather_unit_of(name) == Some(place)
+                    && scope::is_backward(name) == backward
+            })
+            .unwrap_or_else(|| panic!("unit {place}'s gather, backward {backward}"))
+    };
+    // Layer l is unit l + 1; the head, unit 5, follows layer 3.
+    for l in 2..=4 {
+        let g = gather_of(l as usize + 1, false);
+        assert!(waits_for(g, l - 2, false), "layer {l}'s gather, forward");
+        assert!(!waits_for(g, l - 1, false), "layer {l}'s gather, forward");
+    }
+    for l in 0..=1 {
+        let g = gather_of(l as usize + 1, true);
+        assert!(waits_for(g, l + 2, true), "layer {l}'s gather, backward");
+        assert!(!waits_for(g, l + 1, true), "layer {l}'s gather, backward");
+    }
+}

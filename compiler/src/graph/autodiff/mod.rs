@@ -87,7 +87,7 @@ pub fn grad_of_scaled(
         }
     }
     let order = topological_to(b, loss);
-    let needed = needs_adjoint(b, &order, wrt, stop, &hints.composites)?;
+    let needed = needs_adjoint(b, (&order, loss), wrt, stop, &hints.composites)?;
     let mut adjoint: HashMap<InstrId, InstrId> = HashMap::new();
     let mut recompute = recompute::Recompute::new(&hints.recompute);
     let outer_scope = b.set_scope(scope::BACKWARD);
@@ -173,6 +173,21 @@ fn topological_to(b: &Builder, loss: InstrId) -> Vec<InstrId> {
     order
 }
 
+/// `loss` and the values it is computed from, not looking past `stop`
+/// (constants to the backward pass).
+fn reaching(b: &Builder, loss: InstrId, stop: &HashSet<InstrId>) -> HashSet<InstrId> {
+    let c = b.computation();
+    let mut seen: HashSet<InstrId> = HashSet::new();
+    let mut stack = vec![loss];
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n) || stop.contains(&n) {
+            continue;
+        }
+        stack.extend(c.operands(n));
+    }
+    seen
+}
+
 /// The tuple-shaped values within composite `r`: between its inputs and
 /// its output and residuals.
 fn region_tuples(b: &Builder, r: &Composite) -> Vec<InstrId> {
@@ -195,16 +210,19 @@ fn region_tuples(b: &Builder, r: &Composite) -> Vec<InstrId> {
 
 /// Float values on a path from some `wrt` to the loss, not cut by `stop`.
 /// Integer and boolean results end a path (they have no derivative); a tuple
-/// on a path is an error rather than a silently zero gradient.
+/// on a path is an error rather than a silently zero gradient. A tuple
+/// that reaches the loss only through `stop` is on no path (an
+/// `opt-barrier` ordering values the step differentiates from elsewhere).
 fn needs_adjoint(
     b: &Builder,
-    order: &[InstrId],
+    (order, loss): (&[InstrId], InstrId),
     wrt: &[InstrId],
     stop: &[InstrId],
     composites: &[Composite],
 ) -> Result<HashSet<InstrId>, AutodiffError> {
     let c = b.computation();
     let stop: HashSet<InstrId> = stop.iter().copied().collect();
+    let reaches_loss = reaching(b, loss, &stop);
     let is_float = |n: InstrId| c.instr(n).shape.as_array().is_some_and(|a| a.ty.is_float());
     let mut depends: HashSet<InstrId> = wrt.iter().copied().filter(|&x| is_float(x)).collect();
     // A region's output depends on its inputs through its rule; the
@@ -230,6 +248,9 @@ fn needs_adjoint(
             continue;
         }
         if c.instr(n).shape.is_tuple() {
+            if !reaches_loss.contains(&n) {
+                continue;
+            }
             return Err(AutodiffError::NotDifferentiable {
                 instruction: c.instr(n).name.clone(),
                 opcode: c.instr(n).op.opcode(),
