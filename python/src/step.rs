@@ -161,7 +161,7 @@ impl Step {
             None => self
                 .compiled
                 .state_of()
-                .ok_or_else(|| self.several_programs()),
+                .map_err(|_| self.several_programs()),
             Some(name) => {
                 self.whole_model(what)?;
                 let program = self.compiled.program(name).map_err(to_py)?;

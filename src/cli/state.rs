@@ -12,7 +12,6 @@ use hlatc::runtime::{
 };
 use hlatc::state_metadata::{check_rank_files, StateMetadata};
 use hlatc::state_shards::rank_file_name;
-use hlatc::step_programs::StateOf;
 use hlatc::train_step::Role;
 use hlatc::Error;
 use std::path::{Path, PathBuf};
@@ -102,18 +101,10 @@ fn check_out_dir(out: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// The state of the step `compile` builds: by rank, or a pipeline's by
-/// stage. `compile` takes no `--grad-accum` here, so it is never
-/// accumulation's pair.
-fn state_of(c: &CompiledStep) -> Result<StateOf<'_>, Error> {
-    c.state_of()
-        .ok_or_else(|| Error::unsupported("the state of gradient accumulation's two programs"))
-}
-
 pub fn shard(a: ShardArgs) -> Result<ExitCode, Error> {
     check_out_dir(&a.out)?;
     let compiled = a.step.compiled()?;
-    let division = state_of(&compiled)?;
+    let division = compiled.state_of()?;
     let source = a.input.display().to_string();
     let input_meta = metadata_of(&a.input)?.unwrap_or_default();
     if input_meta.rank.is_some() {
@@ -182,7 +173,7 @@ pub fn unshard(a: UnshardArgs) -> Result<ExitCode, Error> {
         )));
     }
     let compiled = a.step.compiled()?;
-    let division = state_of(&compiled)?;
+    let division = compiled.state_of()?;
     let (world, layout) = division.world();
     let source = |r: usize| rank_file(&a.input, r).display().to_string();
     // Whose each file is, checked before any tensor is read: a file of

@@ -30,10 +30,12 @@ pub struct Pipeline<'a> {
 impl<'a> Pipeline<'a> {
     /// The pipeline of a pipeline-parallel step; `None` for another.
     pub fn of(compiled: &'a CompiledStep) -> Option<Pipeline<'a>> {
-        Some(Pipeline {
-            compiled,
-            programs: compiled.programs.pipeline()?,
-        })
+        Some(Pipeline::over(compiled, compiled.programs.pipeline()?))
+    }
+
+    /// The pipeline of `programs`, `compiled`'s.
+    pub(super) fn over(compiled: &'a CompiledStep, programs: &'a PipelineSteps) -> Pipeline<'a> {
+        Pipeline { compiled, programs }
     }
 
     /// How its ticks run the micro-batches.

@@ -28,17 +28,23 @@ pub enum StateOf<'a> {
 }
 
 impl CompiledStep {
-    /// The whole step's state, or `None` for gradient accumulation's
-    /// pair, whose state is its two programs' together (each is a
+    /// The whole step's state; refused for gradient accumulation's pair,
+    /// whose state is its two programs' together (each is a
     /// [`StateOf::Program`] of its own).
-    pub fn state_of(&self) -> Option<StateOf<'_>> {
+    pub fn state_of(&self) -> Result<StateOf<'_>> {
         match &self.programs {
             StepPrograms::One(_) => {
-                let step = self.program(crate::bundle::ProgramName::Step).ok()?;
-                Some(StateOf::Program(Box::new(step)))
+                let step = self.program(crate::bundle::ProgramName::Step)?;
+                Ok(StateOf::Program(Box::new(step)))
             }
-            StepPrograms::Accumulated(_) => None,
-            StepPrograms::Pipelined(_) => Pipeline::of(self).map(StateOf::Stages),
+            StepPrograms::Accumulated(a) => Err(crate::Error::unsupported(format!(
+                "the state of gradient accumulation's two programs together ({}): each \
+                 program's is its own",
+                hlatc_models::option_name::OptionName::GradAccum.set(a.micro_batches)
+            ))),
+            StepPrograms::Pipelined(programs) => {
+                Ok(StateOf::Stages(Pipeline::over(self, programs)))
+            }
         }
     }
 }
