@@ -58,8 +58,12 @@ fi
 # type-checks on one core (about 30 s from a clean clone), beside the
 # wheel's build and the type checks below, which leave the other core
 # idle for most of their time.
+# Adding an implementation of attention is checked the same way
+# (tools/add_kernel_check.sh: what it is and how the forward computes it
+# must each fail to compile, and nothing else), after it on the same core.
 add_op_log="$TMPDIR/add-op-check.log"
-tools/add_op_check.sh target/add-op-check >"$add_op_log" 2>&1 &
+(tools/add_op_check.sh target/add-op-check && tools/add_kernel_check.sh target/add-kernel-check) \
+    >"$add_op_log" 2>&1 &
 add_op_pid=$!
 
 # The Python package: `pip install ./python` (maturin builds the Rust
@@ -82,7 +86,7 @@ add_op_status=0
 wait "$add_op_pid" || add_op_status=$?
 cat "$add_op_log"
 if [ "$add_op_status" -ne 0 ]; then
-    echo "error: tools/add_op_check.sh failed (exit $add_op_status)" >&2
+    echo "error: tools/add_op_check.sh or tools/add_kernel_check.sh failed (exit $add_op_status)" >&2
     exit "$add_op_status"
 fi
 # On every core (pytest-xdist, the `test` extra): a module's tests that

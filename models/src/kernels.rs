@@ -12,8 +12,6 @@
 
 use crate::config::{BatchShape, ModelConfig};
 use crate::imported_kernel::{ImportedKernel, ImportedKernelError};
-use hlatc_compiler::graph::blocked_attention::BlockedAttention;
-use hlatc_compiler::graph::looped_attention::LoopedAttention;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -83,17 +81,19 @@ impl fmt::Display for KernelPoint {
     }
 }
 
-/// An implementation, by kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// An implementation, by kind. Each is listed at its point
+/// ([`KernelPoint::implementations`]) and made by [`Kernels::with`]; a
+/// test holds every kind (`ImplKind::iter`) to both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::EnumIter)]
 pub enum ImplKind {
     /// The plain graph: always available, and the reference every other
     /// implementation is checked against.
     Hlo,
     /// Tile by tile, in plain HLO: attention's flash algorithm
-    /// ([`BlockedAttention`]).
+    /// ([`BlockedAttention`](hlatc_compiler::graph::blocked_attention::BlockedAttention)).
     Blocked,
     /// Blocked attention with its tile pairs in a `while` loop
-    /// ([`LoopedAttention`]): the program grows with the layers, not with
+    /// ([`LoopedAttention`](hlatc_compiler::graph::looped_attention::LoopedAttention)): the program grows with the layers, not with
     /// the sequence's square.
     Looped,
     /// HLO modules from another stack, forward and backward, with their
@@ -157,32 +157,6 @@ pub enum AttentionKernel {
 }
 
 impl AttentionKernel {
-    /// The blocked computation for `cfg`, when this is the blocked kernel.
-    pub fn blocked(&self, cfg: &ModelConfig) -> Option<BlockedAttention> {
-        match *self {
-            AttentionKernel::Hlo
-            | AttentionKernel::Looped { .. }
-            | AttentionKernel::Imported(_) => None,
-            AttentionKernel::Blocked { tile } => Some(BlockedAttention {
-                tile,
-                head_dim: cfg.head_dim(),
-                window: cfg.sliding_window,
-            }),
-        }
-    }
-
-    /// The looped computation for `cfg`, when this is the looped kernel.
-    pub fn looped(&self, cfg: &ModelConfig) -> Option<LoopedAttention> {
-        match *self {
-            AttentionKernel::Looped { tile } => Some(LoopedAttention {
-                tile,
-                head_dim: cfg.head_dim(),
-                window: cfg.sliding_window,
-            }),
-            _ => None,
-        }
-    }
-
     pub fn kind(&self) -> ImplKind {
         match self {
             AttentionKernel::Hlo => ImplKind::Hlo,
@@ -191,6 +165,38 @@ impl AttentionKernel {
             AttentionKernel::Imported(_) => ImplKind::Imported,
         }
     }
+
+    /// The kernel brought from another stack, when it is one.
+    pub fn imported(&self) -> Option<&Arc<ImportedKernel>> {
+        match self {
+            AttentionKernel::Imported(k) => Some(k),
+            AttentionKernel::Hlo
+            | AttentionKernel::Blocked { .. }
+            | AttentionKernel::Looped { .. } => None,
+        }
+    }
+
+    /// How it takes context parallelism's keys and values.
+    pub fn context_form(&self) -> ContextForm {
+        match *self {
+            AttentionKernel::Hlo => ContextForm::Gathered,
+            AttentionKernel::Looped { tile } => ContextForm::Tiled { tile },
+            AttentionKernel::Blocked { .. } | AttentionKernel::Imported(_) => ContextForm::None,
+        }
+    }
+}
+
+/// How an implementation of attention takes context parallelism's keys
+/// and values (the step refuses the others under CP, by name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextForm {
+    /// Gathered whole on every CP rank (the plain graph).
+    Gathered,
+    /// Gathered, or passed round a ring, a tile pair at a time: `tile`
+    /// must divide each rank's chunk.
+    Tiled { tile: i64 },
+    /// Neither: it does not run under context parallelism.
+    None,
 }
 
 impl fmt::Display for AttentionKernel {
@@ -245,11 +251,7 @@ impl Kernels {
 
     /// What `point` takes, as a request spells it after the `=`.
     pub fn spelled(&self, point: KernelPoint) -> String {
-        match point {
-            KernelPoint::Attention => self.attention.to_string(),
-            KernelPoint::Softmax => self.softmax.kind().name().to_string(),
-            _ => ImplKind::Hlo.name().to_string(),
-        }
+        self.of(point).to_string()
     }
 
     /// Whether every point takes what it takes when nobody asks (the
@@ -260,44 +262,97 @@ impl Kernels {
 
     /// These kernels with `request`'s implementation at its point, if its
     /// constraints hold for `step`; an imported kernel's files are read.
-    pub fn with(
-        mut self,
+    pub fn with(self, request: &KernelRequest, step: &StepShape) -> Result<Kernels, KernelError> {
+        Ok(self.set(Chosen::for_request(request, Some(step))?))
+    }
+
+    /// What `point` takes: with [`Kernels::set`], the one place a point
+    /// meets its field.
+    pub fn of(&self, point: KernelPoint) -> Chosen {
+        match point {
+            KernelPoint::Attention => Chosen::Attention(self.attention.clone()),
+            KernelPoint::Softmax => Chosen::Softmax(self.softmax),
+            KernelPoint::RmsNorm | KernelPoint::Swiglu | KernelPoint::CrossEntropy => {
+                Chosen::Plain(point)
+            }
+        }
+    }
+
+    /// These kernels with `chosen` at its point.
+    fn set(mut self, chosen: Chosen) -> Kernels {
+        match chosen {
+            Chosen::Attention(a) => self.attention = a,
+            Chosen::Softmax(s) => self.softmax = s,
+            // The point's only implementation, which it has already.
+            Chosen::Plain(_) => {}
+        }
+        self
+    }
+}
+
+/// One point's implementation as a step holds it ([`Kernels::of`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Chosen {
+    Attention(AttentionKernel),
+    Softmax(SoftmaxKernel),
+    /// A point whose only implementation is its plain graph.
+    Plain(KernelPoint),
+}
+
+impl Chosen {
+    /// What `request` asks for: checked against `step` where it is given
+    /// (a choice being made), taken as written where not (a choice a
+    /// manifest records, whose tile it names). An imported kernel's files
+    /// are read either way.
+    fn for_request(
         request: &KernelRequest,
-        step: &StepShape,
-    ) -> Result<Kernels, KernelError> {
-        match (request.point, request.kind) {
-            (KernelPoint::Attention, ImplKind::Hlo) => self.attention = AttentionKernel::Hlo,
+        step: Option<&StepShape>,
+    ) -> Result<Chosen, KernelError> {
+        let tile = || match step {
+            Some(step) => blocked_tile(request.tile(), step.batch),
+            None => request.tile().ok_or(Unmet::TileNotRecorded),
+        };
+        Ok(match (request.point, request.kind) {
+            (KernelPoint::Attention, ImplKind::Hlo) => Chosen::Attention(AttentionKernel::Hlo),
             (KernelPoint::Attention, ImplKind::Blocked) => {
-                let tile = blocked_tile(request.tile(), step.batch)?;
-                self.attention = AttentionKernel::Blocked { tile };
+                Chosen::Attention(AttentionKernel::Blocked { tile: tile()? })
             }
             (KernelPoint::Attention, ImplKind::Looped) => {
-                let tile = blocked_tile(request.tile(), step.batch)?;
-                self.attention = AttentionKernel::Looped { tile };
+                Chosen::Attention(AttentionKernel::Looped { tile: tile()? })
             }
             (KernelPoint::Attention, ImplKind::Imported) => {
                 let Some(KernelArg::File(path)) = &request.argument else {
                     return Err(Unmet::NoFile.into());
                 };
                 let kernel = ImportedKernel::load(path)?;
-                if step.sliding_window {
-                    return Err(Unmet::MaskNotApplied("a sliding window").into());
+                if let Some(step) = step {
+                    if step.sliding_window {
+                        return Err(Unmet::MaskNotApplied("a sliding window").into());
+                    }
+                    if step.packed {
+                        return Err(Unmet::MaskNotApplied("packed documents").into());
+                    }
+                    if let Some(operand) = &step.attention_operand {
+                        kernel.check_operands(operand)?;
+                    }
                 }
-                if step.packed {
-                    return Err(Unmet::MaskNotApplied("packed documents").into());
-                }
-                if let Some(operand) = &step.attention_operand {
-                    kernel.check_operands(operand)?;
-                }
-                self.attention = AttentionKernel::Imported(Arc::new(kernel));
+                Chosen::Attention(AttentionKernel::Imported(Arc::new(kernel)))
             }
-            (KernelPoint::Softmax, ImplKind::Fused) => self.softmax = SoftmaxKernel::Fused,
-            (KernelPoint::Softmax, ImplKind::Hlo) => self.softmax = SoftmaxKernel::Hlo,
-            // The point's only implementation, which it has already.
-            (_, ImplKind::Hlo) => {}
+            (KernelPoint::Softmax, ImplKind::Fused) => Chosen::Softmax(SoftmaxKernel::Fused),
+            (KernelPoint::Softmax, ImplKind::Hlo) => Chosen::Softmax(SoftmaxKernel::Hlo),
+            (point, ImplKind::Hlo) => Chosen::Plain(point),
             (point, kind) => return Err(Unmet::NotAnImplementation { point, kind }.into()),
+        })
+    }
+}
+
+impl fmt::Display for Chosen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Chosen::Attention(a) => write!(f, "{a}"),
+            Chosen::Softmax(s) => f.write_str(s.kind().name()),
+            Chosen::Plain(_) => f.write_str(ImplKind::Hlo.name()),
         }
-        Ok(self)
     }
 }
 
@@ -368,6 +423,8 @@ pub enum Unmet {
     NoFile,
     #[error("the kernel applies the causal mask alone, and the step has {0}")]
     MaskNotApplied(&'static str),
+    #[error("a recorded blocked or looped kernel names its tile (blocked:128)")]
+    TileNotRecorded,
 }
 
 /// One `--kernel POINT=IMPL[:ARG]`: the implementation asked for at a
@@ -524,17 +581,16 @@ pub enum KernelRequestError {
 impl Serialize for Kernels {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let chosen = self.chosen();
-        let mut map = s.serialize_map(Some(chosen.len()))?;
-        for (point, spelled) in chosen {
+        let mut map = s.serialize_map(Some(KernelPoint::ALL.len()))?;
+        for point in KernelPoint::ALL {
             // An imported kernel's file as an absolute path, so a bundle
             // that records it is read from any directory.
-            let spelled = match (point, &self.attention) {
-                (KernelPoint::Attention, AttentionKernel::Imported(k)) => {
+            let spelled = match self.of(point) {
+                Chosen::Attention(AttentionKernel::Imported(k)) => {
                     let path = std::path::absolute(&k.path).unwrap_or_else(|_| k.path.clone());
                     format!("{}:{}", ImplKind::Imported.name(), path.display())
                 }
-                _ => spelled,
+                chosen => chosen.to_string(),
             };
             map.serialize_entry(point.name(), &spelled)?;
         }
@@ -550,25 +606,10 @@ impl<'de> Deserialize<'de> for Kernels {
         for (point, spelled) in map {
             let request =
                 KernelRequest::parse(&format!("{point}={spelled}")).map_err(D::Error::custom)?;
-            match (request.point, request.kind, &request.argument) {
-                (KernelPoint::Attention, ImplKind::Blocked, Some(KernelArg::Tile(tile))) => {
-                    kernels.attention = AttentionKernel::Blocked { tile: *tile }
-                }
-                (KernelPoint::Attention, ImplKind::Looped, Some(KernelArg::Tile(tile))) => {
-                    kernels.attention = AttentionKernel::Looped { tile: *tile }
-                }
-                (KernelPoint::Attention, ImplKind::Imported, Some(KernelArg::File(path))) => {
-                    // The kernel's files again, as the manifest names them.
-                    let kernel = ImportedKernel::load(path).map_err(D::Error::custom)?;
-                    kernels.attention = AttentionKernel::Imported(Arc::new(kernel));
-                }
-                (KernelPoint::Softmax, ImplKind::Fused, _) => {
-                    kernels.softmax = SoftmaxKernel::Fused
-                }
-                (KernelPoint::Softmax, ImplKind::Hlo, _) => kernels.softmax = SoftmaxKernel::Hlo,
-                (_, ImplKind::Hlo, _) => {}
-                _ => return Err(D::Error::custom(format!("kernel {request} names no tile"))),
-            }
+            // The kernel's files again, as the manifest names them.
+            let chosen = Chosen::for_request(&request, None)
+                .map_err(|e| D::Error::custom(format!("kernel {request}: {e}")))?;
+            kernels = kernels.set(chosen);
         }
         Ok(kernels)
     }

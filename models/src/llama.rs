@@ -92,12 +92,14 @@ struct Llama<'a> {
     pooled_router: Option<RouterStats>,
 }
 
-/// What attention masks by: the mask of the plain graph (`pred[S, S]`, or
+/// How every layer computes attention's core: the implementation the
+/// attention point takes, with what it reads besides q, k and v, built
+/// once for all layers. The plain graph's mask (`pred[S, S]`, or
 /// `pred[B, S, S]` for packed rows), or what blocked attention builds its
 /// tiles' masks from (the segment ids of packed rows; causality and the
 /// window it knows).
 #[derive(Clone, Debug)]
-enum AttentionMask {
+enum AttentionForm {
     Dense(InstrId),
     Tiled {
         segments: Option<InstrId>,
@@ -316,7 +318,7 @@ impl Llama<'_> {
         h: InstrId,
         w: &LayerWeights<InstrId>,
         tables: (InstrId, InstrId),
-        mask: AttentionMask,
+        mask: AttentionForm,
     ) -> Result<InstrId, BuildError> {
         let c = self.cfg;
         let (hq, hkv) = self.heads();
@@ -351,7 +353,7 @@ impl Llama<'_> {
         // their own head count (GQA repeats them after the exchange):
         // gathered here, or passed round the ring inside attention.
         let ring = match &mask {
-            AttentionMask::Looped { ring, .. } => *ring,
+            AttentionForm::Looped { ring, .. } => *ring,
             _ => None,
         };
         let (k, v) = match (&self.rank, ring) {
@@ -362,12 +364,12 @@ impl Llama<'_> {
             _ => (k, v),
         };
         let att = match mask {
-            AttentionMask::Dense(allowed) => self.core_attention([q, k, v], allowed)?,
-            AttentionMask::Tiled { segments, blocked } => {
+            AttentionForm::Dense(allowed) => self.core_attention([q, k, v], allowed)?,
+            AttentionForm::Tiled { segments, blocked } => {
                 self.blocked_attention([q, k, v], segments, blocked)?
             }
-            AttentionMask::Imported(kernel) => self.imported_attention([q, k, v], &kernel)?,
-            AttentionMask::Looped {
+            AttentionForm::Imported(kernel) => self.imported_attention([q, k, v], &kernel)?,
+            AttentionForm::Looped {
                 looped,
                 positions,
                 pairs,
@@ -1200,7 +1202,7 @@ pub struct ForwardParts<'a> {
     weights: Weights<InstrId>,
     segments: Option<InstrId>,
     /// The rotary tables and the attention mask, once built.
-    masks: Option<((InstrId, InstrId), AttentionMask)>,
+    masks: Option<((InstrId, InstrId), AttentionForm)>,
     module_markers: bool,
     /// The residual stream as each layer built so far began.
     layer_inputs: Vec<InstrId>,
@@ -1264,25 +1266,39 @@ impl<'a> ForwardParts<'a> {
 
     /// The rotary tables and the attention mask (by document for packed
     /// rows), built at the first call.
-    fn masks(&mut self) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
+    fn masks(&mut self) -> Result<((InstrId, InstrId), AttentionForm), BuildError> {
         if let Some(masks) = &self.masks {
             return Ok(masks.clone());
         }
-        if let Some(looped) = self.m.kernels.attention.looped(self.m.cfg) {
-            return self.looped_masks(looped);
+        let (head_dim, window) = (self.m.cfg.head_dim(), self.m.cfg.sliding_window);
+        match &self.m.kernels.attention {
+            AttentionKernel::Hlo => {}
+            &AttentionKernel::Blocked { tile } => {
+                return self.tiled_masks(BlockedAttention {
+                    tile,
+                    head_dim,
+                    window,
+                })
+            }
+            &AttentionKernel::Looped { tile } => {
+                return self.looped_masks(LoopedAttention {
+                    tile,
+                    head_dim,
+                    window,
+                })
+            }
+            AttentionKernel::Imported(kernel) => {
+                let mask = AttentionForm::Imported(kernel.clone());
+                let m = &mut self.m;
+                let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(None))?;
+                self.masks = Some((tables, mask.clone()));
+                return Ok((tables, mask));
+            }
         }
+        // The plain graph: under context parallelism, this rank's queries
+        // against every rank's keys.
         if let Some(cp) = self.m.rank.as_ref().and_then(|r| r.cp_positions()) {
             return self.context_masks(cp);
-        }
-        if let Some(blocked) = self.m.kernels.attention.blocked(self.m.cfg) {
-            return self.tiled_masks(blocked);
-        }
-        if let AttentionKernel::Imported(kernel) = &self.m.kernels.attention {
-            let mask = AttentionMask::Imported(kernel.clone());
-            let m = &mut self.m;
-            let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(None))?;
-            self.masks = Some((tables, mask.clone()));
-            return Ok((tables, mask));
         }
         let m = &mut self.m;
         let (batch, s) = (m.batch, m.batch.seq_len);
@@ -1299,7 +1315,7 @@ impl<'a> ForwardParts<'a> {
         };
         m.b.pop_scope();
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
-        let masks = (tables, AttentionMask::Dense(allowed));
+        let masks = (tables, AttentionForm::Dense(allowed));
         self.masks = Some(masks.clone());
         Ok(masks)
     }
@@ -1311,7 +1327,7 @@ impl<'a> ForwardParts<'a> {
     fn context_masks(
         &mut self,
         cp: CpPositions,
-    ) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
+    ) -> Result<((InstrId, InstrId), AttentionForm), BuildError> {
         let m = &mut self.m;
         let (bs, sq, s) = (m.batch.batch_size, m.batch.seq_len, m.sequence());
         m.b.push_scope("attention_mask");
@@ -1328,7 +1344,7 @@ impl<'a> ForwardParts<'a> {
         };
         m.b.pop_scope();
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(Some(positions)))?;
-        let masks = (tables, AttentionMask::Dense(allowed));
+        let masks = (tables, AttentionForm::Dense(allowed));
         self.masks = Some(masks.clone());
         Ok(masks)
     }
@@ -1341,7 +1357,7 @@ impl<'a> ForwardParts<'a> {
     fn looped_masks(
         &mut self,
         looped: LoopedAttention,
-    ) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
+    ) -> Result<((InstrId, InstrId), AttentionForm), BuildError> {
         let m = &mut self.m;
         let (bs, s) = (m.batch.batch_size, m.sequence());
         let cp = m.rank.as_ref().and_then(|r| r.cp_positions());
@@ -1375,7 +1391,7 @@ impl<'a> ForwardParts<'a> {
         };
         m.b.pop_scope();
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(rotary))?;
-        let mask = AttentionMask::Looped {
+        let mask = AttentionForm::Looped {
             looped,
             positions,
             pairs,
@@ -1392,7 +1408,7 @@ impl<'a> ForwardParts<'a> {
     fn tiled_masks(
         &mut self,
         blocked: BlockedAttention,
-    ) -> Result<((InstrId, InstrId), AttentionMask), BuildError> {
+    ) -> Result<((InstrId, InstrId), AttentionForm), BuildError> {
         let m = &mut self.m;
         let (bs, s) = (m.batch.batch_size, m.batch.seq_len);
         let positions = match self.segments {
@@ -1405,7 +1421,7 @@ impl<'a> ForwardParts<'a> {
             }
         };
         let tables = m.scoped(scope::ROTARY_EMB, |m| m.rope_tables(positions))?;
-        let mask = AttentionMask::Tiled {
+        let mask = AttentionForm::Tiled {
             segments: self.segments,
             blocked,
         };

@@ -151,7 +151,7 @@ fn by_priority(kernels: Kernels, target: Target, point: KernelPoint, step: &Step
 /// custom calls (an NKI kernel's) are replaced by the references hlatc
 /// has for them, since XLA CPU runs none of Neuron's; on neuron they stay.
 fn runnable_on(kernels: Kernels, target: Target) -> Result<Kernels, KernelChoiceError> {
-    let AttentionKernel::Imported(kernel) = &kernels.attention else {
+    let Some(kernel) = kernels.attention.imported() else {
         return Ok(kernels);
     };
     if target != Target::Cpu {

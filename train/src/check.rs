@@ -7,7 +7,7 @@ use crate::Error;
 use hlatc_artifacts::bundle::{APPLY_DIR, MANIFEST_FILE, MICRO_DIR, PROTO_FILE};
 use hlatc_compiler::util::input_file;
 use hlatc_compiler::Module;
-use hlatc_models::{init::init_params, AttentionKernel, BatchShape, Kernels, ModelConfig};
+use hlatc_models::{init::init_params, BatchShape, Kernels, ModelConfig};
 use hlatc_passes::Target;
 use hlatc_runtime::{Program, Runtime};
 use hlatc_step::data::SyntheticData;
@@ -255,9 +255,9 @@ fn miniature(
 /// where an imported kernel computes it, whose modules take the full
 /// model's shapes alone.
 fn miniature_kernels(kernels: &Kernels) -> Kernels {
-    match kernels.attention {
-        AttentionKernel::Imported(_) => Kernels::default(),
-        _ => kernels.clone(),
+    match kernels.attention.imported() {
+        Some(_) => Kernels::default(),
+        None => kernels.clone(),
     }
 }
 

@@ -161,3 +161,39 @@ fn the_manifest_records_every_point_and_reads_it_back() {
         assert!(serde_json::from_str::<Kernels>(bad).is_err(), "{bad}");
     }
 }
+
+/// Every implementation is some point's, and each point makes each of its
+/// implementations: a kind added to `ImplKind` and not to its point could
+/// not be asked for, and one its point lists but `Kernels::with` does not
+/// make would be refused as no implementation of it.
+#[test]
+fn every_implementation_is_a_points_and_each_is_made() {
+    use strum::IntoEnumIterator;
+    for kind in ImplKind::iter() {
+        assert!(
+            KernelPoint::ALL
+                .iter()
+                .any(|p| p.implementations().contains(&kind)),
+            "{kind:?} is no point's"
+        );
+    }
+    let step = StepShape::of(&ModelConfig::tiny(), batch(256), false);
+    for point in KernelPoint::ALL {
+        for &kind in point.implementations() {
+            let argument = match kind {
+                ImplKind::Imported => Some(KernelArg::File("no-such-kernel.json".into())),
+                _ => None,
+            };
+            let request = KernelRequest {
+                point,
+                kind,
+                argument,
+            };
+            match Kernels::default().with(&request, &step) {
+                // The file is read: the kind was made.
+                Ok(_) | Err(KernelError::Imported(_)) => {}
+                Err(e) => panic!("{request}: {e}"),
+            }
+        }
+    }
+}

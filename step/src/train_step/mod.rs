@@ -375,34 +375,32 @@ pub const BUILD_BYTES_PER_LAYER: u64 = 1 << 20;
 /// parallelism: the plain graph, or looped attention whose tiles lie
 /// within the chunks a CP rank holds.
 fn check_context_kernel(cfg: &StepConfig) -> Result<(), StepError> {
-    use hlatc_models::AttentionKernel;
+    use hlatc_models::kernels::ContextForm;
     let par = cfg.parallel;
     if par.cp == 1 {
         return Ok(());
     }
     let chunk = cfg.batch.seq_len / par.cp_balance.chunks(par.cp);
     let ring = par.cp_exchange == hlatc_models::CpExchange::Ring;
-    match cfg.kernels.attention {
-        AttentionKernel::Looped { .. } => {}
-        ref other if ring => {
-            return Err(StepError::RingKernel {
-                kernel: other.to_string(),
-            })
-        }
-        _ => {}
-    }
-    match cfg.kernels.attention {
-        AttentionKernel::Hlo => Ok(()),
-        AttentionKernel::Looped { tile } if chunk % tile == 0 => Ok(()),
-        AttentionKernel::Looped { tile } => Err(StepError::ContextTile {
+    let kernel = &cfg.kernels.attention;
+    match kernel.context_form() {
+        ContextForm::Gathered if ring => Err(StepError::RingKernel {
+            kernel: kernel.to_string(),
+        }),
+        ContextForm::Gathered => Ok(()),
+        ContextForm::Tiled { tile } if chunk % tile == 0 => Ok(()),
+        ContextForm::Tiled { tile } => Err(StepError::ContextTile {
             tile,
             chunk,
             cp: par.cp,
             balance: par.cp_balance,
         }),
-        ref other => Err(StepError::ContextKernel {
+        ContextForm::None if ring => Err(StepError::RingKernel {
+            kernel: kernel.to_string(),
+        }),
+        ContextForm::None => Err(StepError::ContextKernel {
             cp: par.cp,
-            kernel: other.to_string(),
+            kernel: kernel.to_string(),
         }),
     }
 }
