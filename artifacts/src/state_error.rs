@@ -5,6 +5,7 @@
 
 use hlatc_compiler::ElementType;
 use hlatc_models::layout::LayoutError;
+use hlatc_models::option_name::OptionName as O;
 use hlatc_step::train_step::Role;
 
 #[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
@@ -12,13 +13,13 @@ pub enum StateError {
     /// The hints name the layout first: rank files of another division
     /// (PP read as DP, or the reverse) miss tensors as often as another
     /// precision does.
-    #[error("{origin}: no tensor '{tensor}' ({role:?} state of this step; was it saved with another --tp/--dp/--pp layout, --precision or projection layout?)")]
+    #[error("{origin}: no tensor '{tensor}' ({role:?} state of this step; was it saved with another {}/{}/{} layout, {} or projection layout?)", O::Tp.named(), O::Dp.named(), O::Pp.named(), O::Precision.named())]
     MissingTensor {
         origin: String,
         tensor: String,
         role: Role,
     },
-    #[error("{origin}: tensor '{tensor}' is {got_ty}{got_dims:?}, this step's is {want_ty}{want_dims:?} (another --tp/--dp/--pp layout, model or precision?)")]
+    #[error("{origin}: tensor '{tensor}' is {got_ty}{got_dims:?}, this step's is {want_ty}{want_dims:?} (another {}/{}/{} layout, model or precision?)", O::Tp.named(), O::Dp.named(), O::Pp.named())]
     TensorShape {
         origin: String,
         tensor: String,
@@ -27,7 +28,7 @@ pub enum StateError {
         want_ty: ElementType,
         want_dims: Vec<i64>,
     },
-    #[error("{origin}: tensor '{tensor}' is not state of this step (a state of another --tp/--dp/--pp layout, model or precision?)")]
+    #[error("{origin}: tensor '{tensor}' is not state of this step (a state of another {}/{}/{} layout, model or precision?)", O::Tp.named(), O::Dp.named(), O::Pp.named())]
     UnknownTensor { origin: String, tensor: String },
     #[error("{origin}: tensor '{tensor}' is {ty}, not a float")]
     NotFloat {

@@ -44,6 +44,7 @@ pub enum OptionName {
     Spmd,
     RankSource,
     CapacityFactor,
+    Precision,
 }
 
 impl OptionName {
@@ -73,6 +74,7 @@ impl OptionName {
             OptionName::Spmd => "spmd",
             OptionName::RankSource => "rank_source",
             OptionName::CapacityFactor => "capacity_factor",
+            OptionName::Precision => "precision",
         }
     }
 
