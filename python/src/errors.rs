@@ -1087,7 +1087,7 @@ fn plan_option_kind(option: hlatc::plan::PlanOption) -> UsageKind {
     match option {
         O::Nodes | O::GlobalBatch | O::SeqLen | O::Top | O::Price => UsageKind::OutOfRange,
         O::Precision => UsageKind::Unsupported,
-        O::Json | O::Plot => UsageKind::Invalid,
+        O::Json | O::Plot | O::Layout => UsageKind::Invalid,
         O::Kernel => UsageKind::Conflict,
     }
 }

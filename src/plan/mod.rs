@@ -49,6 +49,7 @@ pub enum PlanOption {
     Json,
     Plot,
     Kernel,
+    Layout,
 }
 
 impl PlanOption {
@@ -64,6 +65,7 @@ impl PlanOption {
             PlanOption::Json => "--json",
             PlanOption::Plot => "--plot",
             PlanOption::Kernel => "--kernel",
+            PlanOption::Layout => "--layout",
         }
     }
 
@@ -86,6 +88,7 @@ impl PlanOption {
             PlanOption::Json => "json",
             PlanOption::Plot => "plot",
             PlanOption::Kernel => "kernels",
+            PlanOption::Layout => "layout",
         }
     }
 }
@@ -114,7 +117,7 @@ pub enum PlanError {
     #[error("no layout fits: {reason}")]
     NothingFits { reason: String },
     /// A `--layout` SPEC that cannot be read.
-    #[error("--layout '{spec}': {message}")]
+    #[error("{}: {message}", PlanOption::Layout.set(format!("'{spec}'")))]
     Spec { spec: String, message: String },
     /// A cluster that cannot hold the model or the layout.
     #[error("{0}")]
