@@ -45,6 +45,12 @@ pub enum OptionName {
     RankSource,
     CapacityFactor,
     Precision,
+    /// The loader's: the field of a JSONL record that holds the text.
+    TextField,
+    /// The loader's: the tokenizer text is encoded with.
+    Tokenizer,
+    /// A run's: how many checkpoints it keeps.
+    Keep,
 }
 
 impl OptionName {
@@ -75,6 +81,9 @@ impl OptionName {
             OptionName::RankSource => "rank_source",
             OptionName::CapacityFactor => "capacity_factor",
             OptionName::Precision => "precision",
+            OptionName::TextField => "text_field",
+            OptionName::Tokenizer => "tokenizer",
+            OptionName::Keep => "keep",
         }
     }
 

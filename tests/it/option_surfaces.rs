@@ -406,10 +406,16 @@ fn the_options_messages_name_are_the_tables() {
     use hlatc::models::option_name::OptionName;
     use strum::IntoEnumIterator;
     for name in OptionName::iter() {
-        if name == OptionName::Packing {
-            // The loader's option (`hlatc train --packing`, the Python
-            // loader's `packing=`), not the step's.
-            assert_eq!(name.flag(), "--packing");
+        // The loader's options and a run's (`hlatc train --packing`, the
+        // Python loader's `packing=`), not the step's.
+        let not_the_steps = [
+            (OptionName::Packing, "--packing"),
+            (OptionName::TextField, "--text-field"),
+            (OptionName::Tokenizer, "--tokenizer"),
+            (OptionName::Keep, "--keep"),
+        ];
+        if let Some((_, flag)) = not_the_steps.iter().find(|(n, _)| *n == name) {
+            assert_eq!(name.flag(), *flag);
             continue;
         }
         let row = CompileOption::by_keyword(name.keyword())

@@ -45,7 +45,7 @@ pub enum CheckpointError {
     },
     #[error("{}: '{name}' is not a file name a checkpoint holds", dir.display())]
     BadName { dir: PathBuf, name: String },
-    #[error("--keep {keep}: a run keeps at least its newest checkpoint")]
+    #[error("{}: a run keeps at least its newest checkpoint", hlatc_models::option_name::OptionName::Keep.set(.keep))]
     KeepNone { keep: usize },
 }
 

@@ -1,6 +1,7 @@
 //! What the loader fails with: each variant names the file and the place in
 //! it (line, column or byte offset), or the setting at fault.
 
+use hlatc_models::option_name::OptionName;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error, strum::IntoStaticStr, strum::VariantNames)]
@@ -30,7 +31,7 @@ pub enum LoaderError {
         line: u64,
         found: &'static str,
     },
-    #[error("{}:{line}: the record has no field '{field}' (name the text field with --text-field)", path.display())]
+    #[error("{}:{line}: the record has no field '{field}' (name the text field with {})", path.display(), OptionName::TextField.named())]
     MissingField {
         path: PathBuf,
         line: u64,
@@ -94,7 +95,7 @@ pub enum LoaderError {
         line: u64,
         message: String,
     },
-    #[error("{}: text needs a tokenizer (give --tokenizer tokenizer.json)", path.display())]
+    #[error("{}: text needs a tokenizer (give {})", path.display(), OptionName::Tokenizer.set("tokenizer.json"))]
     NeedsTokenizer { path: PathBuf },
     #[error("the corpus {sources} holds no document{}", shard_note(*shard_index, *shard_count))]
     EmptyCorpus {
