@@ -49,12 +49,22 @@ def test_a_search_ranks_every_layout_those_that_fit_first():
     assert all(c.exact for c in p.candidates[:2])
     assert p.seconds > 0
     # Every layout fits, so a twin with more remat than one that fits is
-    # left out (without stages), and named with the twin that decided it.
+    # left out (without stages), and so is FSDP gathering its weights again
+    # where its twin that keeps them fits (or a twin of that with less
+    # remat does); each is named with the twin that decided it.
     assert p.pruned
+    evaluated = {c.layout for c in p.candidates}
+    pruned = dict(p.pruned)
     for layout, why in p.pruned:
-        assert "remat=none" not in layout
-        assert why.endswith("recomputes less and fits"), why
-        assert why.split(" ")[0] in {c.layout for c in p.candidates}
+        twin = why.split(" ")[0]
+        if "reshard=always" in layout:
+            assert why.endswith("gathers less, and fits"), why
+            assert twin == layout.replace(",reshard=always", "")
+            assert twin in evaluated or pruned[twin].endswith("recomputes less and fits")
+        else:
+            assert "remat=none" not in layout
+            assert why.endswith("recomputes less and fits"), why
+            assert twin in evaluated
 
 
 def test_a_mixture_of_experts_is_searched_over_ep_under_its_capacity_factor():
