@@ -16,11 +16,11 @@
 //! the models crate's (`models/tests/it/imported_kernel.rs`).
 
 use crate::configs::kernel_config as config;
+use crate::runs::native_kernels;
 use crate::sharded::{assert_same_in, gqa_odd_vocab, run, EQUAL_IN};
 use crate::support::{hlatc, scratch, stderr, stdout};
 use hlatc::compiler::Shape;
 use hlatc::models::{AttentionKernel, Kernels, Parallelism};
-use hlatc::passes::native_kernel::NativeKernelConfig;
 use hlatc::runtime::Runtime;
 use std::path::{Path, PathBuf};
 
@@ -444,16 +444,6 @@ const NKI: &str = "tests/fixtures/kernels/nki_flash_attention.json";
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(name)
-}
-
-/// The `func_name` of every NKI kernel call in `m`, in order.
-fn native_kernels(m: &hlatc::Module) -> Vec<String> {
-    m.computations
-        .iter()
-        .flat_map(|c| c.ids().map(move |id| c.instr(id)))
-        .filter_map(NativeKernelConfig::of)
-        .map(|config| config.unwrap().func_name)
-        .collect()
 }
 
 /// Tiny's shapes, with the 512 positions the fixture's kernel takes.

@@ -14,14 +14,13 @@
 
 use crate::configs::{blocked, kernel_config as config, layout, looped, windowed};
 use crate::runs::{
-    assert_same_in, differences, f32_rounding_bound, gqa_odd_vocab, mha_tied, run, run_packed,
-    run_with, step_config, Run, EQUAL_IN,
+    assert_same_in, differences, f32_rounding_bound, gqa_odd_vocab, mha_tied, native_kernels, run,
+    run_packed, run_with, step_config, Run, EQUAL_IN,
 };
 use hlatc_artifacts::bundle::lower_for_cpu;
 use hlatc_compiler::Op;
 use hlatc_models::imported_kernel::ImportedKernel;
 use hlatc_models::{AttentionKernel, BatchShape, Kernels, ModelConfig, Parallelism};
-use hlatc_passes::native_kernel::NativeKernelConfig;
 use hlatc_passes::neuron_check::{check_module, Chip, Sdk};
 use hlatc_passes::{default_pipeline, RematPolicy, Target};
 use hlatc_runtime::Runtime;
@@ -197,16 +196,6 @@ fn at_512(kernels: Kernels) -> StepConfig {
         ..gqa_odd_vocab()
     };
     f32_step(model, [1, 512], kernels)
-}
-
-/// The `func_name` of every NKI kernel call in `m`, in order.
-fn native_kernels(m: &hlatc_compiler::Module) -> Vec<String> {
-    m.computations
-        .iter()
-        .flat_map(|c| c.ids().map(move |id| c.instr(id)))
-        .filter_map(NativeKernelConfig::of)
-        .map(|config| config.unwrap().func_name)
-        .collect()
 }
 
 #[test]

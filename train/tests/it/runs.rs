@@ -3,7 +3,7 @@
 //! crate's tests' own; the root crate's tests include this file): the
 //! trainer over a few steps of synthetic data, and the bounds two forms of
 //! one step agree within (`sharded.rs` says why f64, [`F64_RTOL`] and
-//! [`f32_rounding_bound`]).
+//! [`f32_rounding_bound`]), and the NKI kernels a step calls.
 #![allow(dead_code)]
 
 use hlatc_compiler::Literal;
@@ -228,4 +228,15 @@ pub(crate) fn assert_caught(diffs: &[String], expect: &str) {
         diffs.iter().any(|d| d.contains(expect)),
         "expected a difference in {expect}, got: {diffs:?}"
     );
+}
+
+/// The `func_name` of every NKI kernel call in `m`, in order.
+pub(crate) fn native_kernels(m: &hlatc_compiler::Module) -> Vec<String> {
+    use hlatc_passes::native_kernel::NativeKernelConfig;
+    m.computations
+        .iter()
+        .flat_map(|c| c.ids().map(move |id| c.instr(id)))
+        .filter_map(NativeKernelConfig::of)
+        .map(|config| config.unwrap().func_name)
+        .collect()
 }
