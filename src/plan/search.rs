@@ -16,7 +16,7 @@ use hlatc_passes::RematPolicy;
 use hlatc_step::memory_plan::MemoryPlan;
 use hlatc_step::precision::Precision;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -382,7 +382,8 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
             |round| evaluate(round, &mut candidates),
         ),
     };
-    let regathering = keeping_twin_does_not_fit(regathering, &candidates, &mut pruned);
+    let (regathering, left_out) = keeping_twin_does_not_fit(regathering, &candidates, &pruned);
+    pruned.extend(left_out);
     let decided = by_weight(
         regathering,
         too_large_names,
@@ -394,31 +395,16 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
     // A twin that fits (or would: a twin with less remat fits) leaves its
     // ring nothing to win; one over a core by more than the ring could
     // save stays over it as a ring.
-    let twins: std::collections::HashMap<&str, (bool, u64)> = candidates
-        .iter()
-        .map(|c| (c.layout.as_str(), (c.fits, c.memory_per_rank)))
-        .collect();
-    let fitting_twins: std::collections::HashSet<&str> = pruned
-        .iter()
-        .filter(|(_, why)| {
-            matches!(
-                why,
-                Pruned::LessRematFits { .. } | Pruned::KeepingTwinFits { .. }
-            )
-        })
-        .map(|(l, _)| l.as_str())
-        .collect();
+    let known = KnownFits::of(&candidates, &pruned);
     let rings: Vec<Layout> = rings
         .into_iter()
-        .filter(|l| {
-            let twin = l.gathering_twin().to_string();
-            match twins.get(twin.as_str()) {
-                Some(&(true, _)) => false,
-                Some(&(false, memory)) => {
-                    memory.saturating_sub(ring_saving(&cfg, l, seq_len)) <= hbm
-                }
-                None => !fitting_twins.contains(twin.as_str()),
-            }
+        .filter(|l| match known.of_layout(&l.gathering_twin().to_string()) {
+            KnownFit::Read { fits: true, .. } | KnownFit::ByTwin => false,
+            KnownFit::Read {
+                fits: false,
+                memory,
+            } => memory.saturating_sub(ring_saving(&cfg, l, seq_len)) <= hbm,
+            KnownFit::Unknown => true,
         })
         .collect();
     evaluate(&rings, &mut candidates);
@@ -484,34 +470,75 @@ pub fn plan(o: &PlanOptions) -> Result<Plan, crate::Error> {
 
 /// The layouts of `regathering` (FSDP gathering its weights again in the
 /// backward) whose twin that keeps them to the backward does not fit, or
-/// was left out because it does not: where the twin fits (or a twin of it
-/// with less remat does), it computes the same step without the second
-/// gathers, and the layout is added to `pruned` instead.
+/// was left out because it does not; and the others, left out: where the
+/// twin fits (or a twin of it with less remat does), it computes the same
+/// step without the second gathers.
 fn keeping_twin_does_not_fit(
     regathering: Vec<Layout>,
     candidates: &[Candidate],
-    pruned: &mut Vec<(String, Pruned)>,
-) -> Vec<Layout> {
-    let fits: std::collections::HashMap<&str, bool> = candidates
-        .iter()
-        .map(|c| (c.layout.as_str(), c.fits))
-        .collect();
-    let twin_fits: HashSet<String> = pruned
-        .iter()
-        .filter(|(_, why)| matches!(why, Pruned::LessRematFits { .. }))
-        .map(|(l, _)| l.clone())
-        .collect();
+    pruned: &[(String, Pruned)],
+) -> (Vec<Layout>, Vec<(String, Pruned)>) {
+    let known = KnownFits::of(candidates, pruned);
     let mut out = Vec::new();
-    let mut decided = Vec::new();
+    let mut left_out = Vec::new();
     for l in regathering {
         let twin = l.keeping_twin().to_string();
-        match fits.get(twin.as_str()) == Some(&true) || twin_fits.contains(&twin) {
-            true => decided.push((l.to_string(), Pruned::KeepingTwinFits { twin })),
-            false => out.push(l),
+        match known.of_layout(&twin) {
+            KnownFit::Read { fits: true, .. } | KnownFit::ByTwin => {
+                left_out.push((l.to_string(), Pruned::KeepingTwinFits { twin }))
+            }
+            KnownFit::Read { fits: false, .. } | KnownFit::Unknown => out.push(l),
         }
     }
-    pruned.extend(decided);
-    out
+    (out, left_out)
+}
+
+/// What a search knows so far of whether its layouts fit: those it read
+/// from their programs, and those it left out because a twin that holds
+/// at least as much fits (a twin with less remat, or one keeping FSDP's
+/// gathered weights), which fit too.
+struct KnownFits<'a> {
+    read: HashMap<&'a str, (bool, u64)>,
+    by_twin: HashSet<&'a str>,
+}
+
+/// What [`KnownFits`] knows of one layout.
+enum KnownFit {
+    /// Read from its programs: whether it fits, and its memory per rank.
+    Read { fits: bool, memory: u64 },
+    /// Left out because a heavier twin fits: it fits.
+    ByTwin,
+    /// Neither read nor left out for fitting.
+    Unknown,
+}
+
+impl<'a> KnownFits<'a> {
+    fn of(candidates: &'a [Candidate], pruned: &'a [(String, Pruned)]) -> KnownFits<'a> {
+        KnownFits {
+            read: candidates
+                .iter()
+                .map(|c| (c.layout.as_str(), (c.fits, c.memory_per_rank)))
+                .collect(),
+            by_twin: pruned
+                .iter()
+                .filter(|(_, why)| {
+                    matches!(
+                        why,
+                        Pruned::LessRematFits { .. } | Pruned::KeepingTwinFits { .. }
+                    )
+                })
+                .map(|(l, _)| l.as_str())
+                .collect(),
+        }
+    }
+
+    fn of_layout(&self, layout: &str) -> KnownFit {
+        match self.read.get(layout) {
+            Some(&(fits, memory)) => KnownFit::Read { fits, memory },
+            None if self.by_twin.contains(layout) => KnownFit::ByTwin,
+            None => KnownFit::Unknown,
+        }
+    }
 }
 
 /// Evaluates `layouts` (none of them in `too_large`, whose names are over

@@ -71,7 +71,7 @@ fn gather_reads(b: &Builder, shard: InstrId) -> Vec<InstrId> {
         .into_iter()
         .filter(|&u| {
             let name = &c.instr(u).metadata.op_name;
-            !scope::is_backward(name) && name.split('/').any(|p| p == scope::PARAMETER_ALL_GATHER)
+            !scope::is_backward(name) && scope::is_parameter_gather(name)
         })
         .collect()
 }

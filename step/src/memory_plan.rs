@@ -175,7 +175,10 @@ fn saved_for_backward(module: &Module) -> u64 {
             let i = c.instr(id);
             !matches!(i.op, Op::Parameter(_) | Op::Constant(_))
                 && !scope::is_backward(&i.metadata.op_name)
-                && !is_gathered_weight(&i.metadata.op_name)
+                // FSDP's gathered weights, read by the backward as the
+                // forward's weights are, are counted apart
+                // (`MemoryPlan::gathered_weights`).
+                && !scope::is_parameter_gather(&i.metadata.op_name)
         })
         .filter(|&id| {
             c.users(id)
@@ -184,13 +187,6 @@ fn saved_for_backward(module: &Module) -> u64 {
         })
         .map(|id| c.instr(id).shape.byte_size())
         .sum()
-}
-
-/// Whether `op_name` is a value of FSDP's gather of the weights: read by
-/// the backward as the forward's weights are, and counted apart from the
-/// activations (`MemoryPlan::gathered_weights`).
-fn is_gathered_weight(op_name: &str) -> bool {
-    op_name.split('/').any(|s| s == scope::PARAMETER_ALL_GATHER)
 }
 
 /// What `module`'s temporaries hold at their peak beyond `counted` (its

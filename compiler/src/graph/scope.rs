@@ -59,6 +59,12 @@ pub fn gather_unit(n: usize) -> String {
     format!("{GATHER_UNIT_PREFIX}{n}")
 }
 
+/// Whether `op_name` is of FSDP's gathers of the weights, forward or
+/// backward.
+pub fn is_parameter_gather(op_name: &str) -> bool {
+    op_name.split('/').any(|p| p == PARAMETER_ALL_GATHER)
+}
+
 /// The FSDP unit `op_name` gathers, forward or backward: the place of the
 /// component after [`PARAMETER_ALL_GATHER`], when it names one.
 pub fn gather_unit_of(op_name: &str) -> Option<usize> {
